@@ -1,0 +1,34 @@
+# The per-ISA kernel translation units and their flags, in one place. Each file is built
+# with its own level's flags and reached only through the dispatch table, so one binary
+# runs on every CPU of the architecture. Never probes the build host's CPU.
+set(CPULM_X86_KERNELS
+  "src/kernels/x86/avx2.c|-mavx2;-mfma;-mf16c"
+  "src/kernels/x86/avx512.c|-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq"
+  "src/kernels/x86/avx512vnni.c|-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni"
+  "src/kernels/x86/avx512bf16.c|-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16"
+  "src/kernels/x86/avxvnni.c|-mavx2;-mfma;-mf16c;-mavxvnni")
+set(CPULM_ARM_KERNELS
+  "src/kernels/arm/neon.c|-march=armv8-a"
+  "src/kernels/arm/dotprod.c|-march=armv8.2-a+dotprod"
+  "src/kernels/arm/i8mm.c|-march=armv8.2-a+dotprod+i8mm"
+  "src/kernels/arm/sve.c|-march=armv8.2-a+dotprod+i8mm+sve")
+
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  set(kernel_list ${CPULM_X86_KERNELS})
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
+  set(kernel_list ${CPULM_ARM_KERNELS})
+else()
+  set(kernel_list "")
+endif()
+foreach(entry IN LISTS kernel_list)
+  string(REPLACE "|" ";" parts "${entry}")
+  list(GET parts 0 file)
+  list(REMOVE_AT parts 0)
+  if(EXISTS ${CMAKE_SOURCE_DIR}/${file})
+    target_sources(cpulm PRIVATE ${file})
+    set_source_files_properties(${file} PROPERTIES COMPILE_OPTIONS "${parts}")
+    get_filename_component(level ${file} NAME_WE)
+    string(TOUPPER ${level} LEVEL)
+    target_compile_definitions(cpulm PRIVATE CPULM_HAVE_${LEVEL}=1)
+  endif()
+endforeach()

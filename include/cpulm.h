@@ -1,0 +1,229 @@
+/* cpulm.h: the one public header of libcpulm, a CPU-first LLM inference engine.
+ *
+ * Everything the CLI, the bench tool and the server use goes through this header.
+ * Conventions:
+ *   - functions return cpulm_status (0 = OK, negative = error); loaders also fill an
+ *     optional cpulm_error with a one-line message;
+ *   - the library never prints and never exits; logging goes through cpulm_log_set;
+ *   - params are passed by pointer, NULL means defaults;
+ *   - returned pointers are marked owned (caller frees) or borrowed (valid until ...).
+ * Thread-safety: a cpulm_model is immutable after load and may be shared by threads and
+ * contexts; a cpulm_ctx and a cpulm_sampler are used by one thread at a time.
+ */
+#ifndef CPULM_H
+#define CPULM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CPULM_API
+
+/* ---- status ---- */
+
+typedef enum cpulm_status {
+    CPULM_OK = 0,
+    CPULM_ERR_NOMEM = -1,
+    CPULM_ERR_IO = -2,
+    CPULM_ERR_FORMAT = -3,      /* malformed or truncated file / request */
+    CPULM_ERR_UNSUPPORTED = -4, /* valid, but not something we implement (e.g. a dtype) */
+    CPULM_ERR_INVALID_ARG = -5,
+    CPULM_ERR_KV_FULL = -6,     /* retryable: free a sequence or shrink the batch */
+    CPULM_ERR_CANCELLED = -7,
+    CPULM_ERR_TOO_SMALL = -8,   /* caller's buffer too small; required size in the out-param */
+    CPULM_ERR_NOT_FOUND = -9,   /* key / tensor / token absent */
+} cpulm_status;
+
+typedef struct cpulm_error { /* optional detail; pass NULL if you only want the code */
+    cpulm_status code;
+    char msg[256];
+} cpulm_error;
+
+CPULM_API const char *cpulm_status_str(cpulm_status s);
+
+/* ---- logging ---- */
+
+enum { CPULM_LOG_DEBUG = 0, CPULM_LOG_INFO = 1, CPULM_LOG_WARN = 2, CPULM_LOG_ERROR = 3 };
+typedef void (*cpulm_log_fn)(int level, const char *msg, void *user);
+/* Installs the process-wide log sink (NULL: discard). Not thread-safe against logging. */
+CPULM_API void cpulm_log_set(cpulm_log_fn fn, void *user);
+
+/* ---- version and CPU ---- */
+
+CPULM_API const char *cpulm_version(void); /* "0.1.0" plus commit when known */
+/* Name of the kernel level chosen for this CPU (honours CPULM_ISA), e.g. "avx512vnni". */
+CPULM_API const char *cpulm_kernel_level(void);
+
+/* ---- model ---- */
+
+typedef int32_t cpulm_token;
+typedef struct cpulm_model cpulm_model;     /* immutable after load; share across threads */
+typedef struct cpulm_ctx cpulm_ctx;         /* KV cache + scratch; one thread at a time */
+typedef struct cpulm_sampler cpulm_sampler; /* per-sequence state (RNG, penalty history) */
+
+typedef struct cpulm_model_params {
+    int vocab_only; /* load metadata and tokenizer only; no tensors are required */
+    int use_mlock;  /* pin the mapped file in RAM */
+} cpulm_model_params;
+
+CPULM_API cpulm_model_params cpulm_model_default_params(void);
+
+/* Returns: owned, free with cpulm_model_free. NULL on error, details in *err if non-NULL. */
+CPULM_API cpulm_model *cpulm_model_load(const char *path, const cpulm_model_params *p,
+                                        cpulm_error *err);
+CPULM_API void cpulm_model_free(cpulm_model *m); /* NULL is a no-op */
+
+typedef struct cpulm_model_info {
+    const char *arch; /* borrowed: valid while the model lives */
+    const char *name; /* general.name or "" */
+    const char *ftype; /* most common 2-D weight type, e.g. "Q4_0" */
+    int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
+    float rope_freq_base, norm_eps;
+    int64_t n_params;    /* elements of all tensors */
+    uint64_t file_size;  /* bytes */
+    uint64_t weight_bytes; /* bytes of tensor data */
+    int32_t n_tensors;
+    uint32_t gguf_version;
+} cpulm_model_info;
+
+CPULM_API void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *out);
+
+/* Tensor i of the file (0 <= i < n_tensors). Out-params may be NULL. Borrowed strings. */
+CPULM_API cpulm_status cpulm_model_tensor(const cpulm_model *m, int32_t i, const char **name,
+                                          const char **type_name, int64_t ne[4],
+                                          uint64_t *n_bytes);
+
+/* Metadata value as text (strings verbatim, numbers formatted, arrays as "[n items]").
+ * Writes at most cap bytes incl. NUL; CPULM_ERR_TOO_SMALL sets *n_out to the needed size. */
+CPULM_API cpulm_status cpulm_model_meta(const cpulm_model *m, const char *key, char *buf,
+                                        size_t cap, size_t *n_out);
+CPULM_API int32_t cpulm_model_meta_count(const cpulm_model *m);
+CPULM_API const char *cpulm_model_meta_key(const cpulm_model *m, int32_t i); /* borrowed */
+
+/* KV cache bytes for one sequence of n_ctx tokens with the given KV type. */
+typedef enum cpulm_kv_type { CPULM_KV_F16 = 0, CPULM_KV_F32 = 1, CPULM_KV_Q8_0 = 2 } cpulm_kv_type;
+CPULM_API uint64_t cpulm_model_kv_bytes(const cpulm_model *m, int32_t n_ctx, cpulm_kv_type t);
+
+/* ---- vocabulary and tokenizer ---- */
+
+CPULM_API int32_t cpulm_vocab_n(const cpulm_model *m);
+CPULM_API cpulm_token cpulm_token_bos(const cpulm_model *m); /* -1 if none */
+CPULM_API cpulm_token cpulm_token_eos(const cpulm_model *m); /* -1 if none */
+CPULM_API int cpulm_token_is_eog(const cpulm_model *m, cpulm_token t); /* eos, eot, ... */
+CPULM_API int cpulm_vocab_add_bos(const cpulm_model *m); /* tokenizer.ggml.add_bos_token */
+CPULM_API const char *cpulm_token_text(const cpulm_model *m, cpulm_token t); /* raw, borrowed */
+
+/* Text -> token ids. add_special: BOS (and EOS if the vocab asks); parse_special: turn
+ * control-token strings in the text into their ids. CPULM_ERR_TOO_SMALL: *n_out = needed. */
+CPULM_API cpulm_status cpulm_tokenize(const cpulm_model *m, const char *text, size_t len,
+                                      int add_special, int parse_special, cpulm_token *out,
+                                      int32_t cap, int32_t *n_out);
+
+/* The bytes a token stands for (byte tokens decoded, SPM '\xe2\x96\x81' -> ' ').
+ * Control tokens give "" unless special != 0. Not NUL-terminated; *n_out = byte count. */
+CPULM_API cpulm_status cpulm_token_to_piece(const cpulm_model *m, cpulm_token t, int special,
+                                            char *buf, int32_t cap, int32_t *n_out);
+
+/* Streaming detokenizer: emits only complete UTF-8 sequences, holding back a partial one
+ * across token boundaries; strips the SPM leading space after BOS as the reference does. */
+typedef struct cpulm_detok {
+    const cpulm_model *m;
+    unsigned char pending[8];
+    int32_t n_pending;
+    int32_t at_start; /* next piece is the first after BOS */
+    int32_t special;  /* render control tokens as text */
+} cpulm_detok;
+
+CPULM_API void cpulm_detok_init(cpulm_detok *d, const cpulm_model *m, int special);
+/* Appends token t's text; writes complete UTF-8 bytes to out (cap >= 64 always suffices
+ * for one token's piece is NOT guaranteed: pass cap >= 256). Returns bytes written, or
+ * a negative status. */
+CPULM_API int32_t cpulm_detok_push(cpulm_detok *d, cpulm_token t, char *out, int32_t cap);
+/* Emits any held-back bytes (invalid sequences become U+FFFD). */
+CPULM_API int32_t cpulm_detok_flush(cpulm_detok *d, char *out, int32_t cap);
+
+/* ---- context and decoding ---- */
+
+typedef struct cpulm_ctx_params {
+    int32_t n_ctx;           /* tokens per sequence; 0 = min(model's context, 4096) */
+    int32_t n_seq_max;       /* sequences that can live at once, each with its own n_ctx */
+    int32_t n_batch;         /* most tokens one decode call may carry */
+    int32_t n_threads;       /* for decodes of one token per sequence; 0 = physical cores */
+    int32_t n_threads_batch; /* for prompt batches; 0 = n_threads */
+    cpulm_kv_type kv_type;
+} cpulm_ctx_params;
+
+CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);
+
+/* Allocates the KV cache and all scratch once; decoding allocates nothing.
+ * Returns: owned, free with cpulm_ctx_free. The model must outlive the context. */
+CPULM_API cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *p,
+                                   cpulm_error *err);
+CPULM_API void cpulm_ctx_free(cpulm_ctx *ctx); /* NULL is a no-op */
+
+typedef struct cpulm_batch { /* parallel arrays of length n, read during the call only */
+    int32_t n;
+    const cpulm_token *token;
+    const int32_t *pos;        /* NULL: append at each sequence's end */
+    const int32_t *seq;        /* NULL: all sequence 0 */
+    const int8_t *want_logits; /* NULL: logits for the last token only */
+} cpulm_batch;
+
+/* Evaluates a batch. Positions of a sequence must continue its KV contents in order.
+ * All-or-nothing: on error the KV cache is unchanged.
+ * Returns CPULM_OK; CPULM_ERR_KV_FULL (retryable) when a sequence would pass n_ctx;
+ * CPULM_ERR_INVALID_ARG for bad tokens, positions, sequence ids or n > n_batch. */
+CPULM_API cpulm_status cpulm_ctx_decode(cpulm_ctx *ctx, const cpulm_batch *b);
+
+/* Logits of the i-th batch token that asked for them, [n_vocab].
+ * Borrowed: valid until the next decode on ctx. NULL if i is out of range. */
+CPULM_API const float *cpulm_ctx_logits(const cpulm_ctx *ctx, int32_t i);
+CPULM_API int32_t cpulm_ctx_n_outputs(const cpulm_ctx *ctx);
+
+CPULM_API int32_t cpulm_ctx_n_ctx(const cpulm_ctx *ctx);
+CPULM_API int32_t cpulm_ctx_n_seq_max(const cpulm_ctx *ctx);
+CPULM_API int32_t cpulm_ctx_seq_len(const cpulm_ctx *ctx, int32_t seq); /* next position */
+/* Drops positions >= p0 of seq (p0 = 0 clears it). */
+CPULM_API cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *ctx, int32_t seq, int32_t p0);
+/* Copies the first n positions of src into dst (dst is cleared first). */
+CPULM_API cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *ctx, int32_t src, int32_t dst, int32_t n);
+CPULM_API void cpulm_ctx_set_threads(cpulm_ctx *ctx, int32_t n_threads, int32_t n_threads_batch);
+CPULM_API int32_t cpulm_ctx_threads(const cpulm_ctx *ctx);
+/* Bytes the context holds: KV cache and scratch. */
+CPULM_API uint64_t cpulm_ctx_memory_bytes(const cpulm_ctx *ctx);
+
+/* ---- sampling ----
+ * Fixed pipeline: penalties -> top-k -> top-p -> min-p -> temperature -> draw.
+ * temp <= 0 means greedy (argmax of the penalised logits). */
+
+typedef struct cpulm_sampler_params {
+    float temp;              /* 0.8; <= 0: greedy */
+    int32_t top_k;           /* 40; <= 0: off */
+    float top_p;             /* 0.95; >= 1: off */
+    float min_p;             /* 0.05; <= 0: off */
+    float repeat_penalty;    /* 1.0 = off */
+    int32_t repeat_last_n;   /* 64 tokens of history the penalties look at; -1 = all */
+    float presence_penalty;  /* 0 = off (OpenAI semantics) */
+    float frequency_penalty; /* 0 = off */
+    uint64_t seed;           /* same seed, same draws */
+} cpulm_sampler_params;
+
+CPULM_API cpulm_sampler_params cpulm_sampler_default_params(void);
+CPULM_API cpulm_sampler *cpulm_sampler_new(const cpulm_sampler_params *p, int32_t n_vocab);
+CPULM_API void cpulm_sampler_free(cpulm_sampler *s); /* NULL is a no-op */
+/* Picks a token from logits [n_vocab] (not modified). Does not record it: call accept. */
+CPULM_API cpulm_token cpulm_sampler_sample(cpulm_sampler *s, const float *logits);
+/* Records a token in the penalty history (prompt tokens too, if penalties should see them). */
+CPULM_API void cpulm_sampler_accept(cpulm_sampler *s, cpulm_token t);
+CPULM_API void cpulm_sampler_reset(cpulm_sampler *s);
+/* Probability of token t in the distribution of the last sample() call (after the
+ * pipeline; 0 if it was cut). For logprobs reporting. */
+CPULM_API float cpulm_sampler_last_prob(const cpulm_sampler *s, cpulm_token t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages cpulm's build and tests need (idempotent).
+set -euo pipefail
+pkgs=(build-essential cmake clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+      qemu-user curl libcurl4-openssl-dev)
+# node and npm (for the openai client in the server tests) come with the machine image or
+# from Debian: installed only when missing.
+command -v npm >/dev/null || pkgs+=(nodejs npm)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds and runs every cpulm test: native Release (warnings as errors), ASan+UBSan, and the
+# aarch64 cross build under qemu-aarch64. Prints each stage's ctest summary and a closing
+# "N passed, M failed" line over all stages.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+./scripts/deps.sh || exit 1
+export CPULM_SHARED="${CPULM_SHARED:-$(cd .. && pwd)/shared}"
+jobs=$(nproc)
+total_pass=0
+total_fail=0
+
+stage() { # name, cmake args...
+  local name=$1; shift
+  echo "=== stage $name"
+  if ! cmake -S . -B "build-ci-$name" -DCPULM_WERROR=ON "$@" >"build-ci-$name.log" 2>&1 ||
+     ! cmake --build "build-ci-$name" -j"$jobs" >>"build-ci-$name.log" 2>&1; then
+    tail -n 40 "build-ci-$name.log"
+    echo "stage $name: build failed"
+    total_fail=$((total_fail + 1))
+    return
+  fi
+  local out
+  out=$(ctest --test-dir "build-ci-$name" -j"$jobs" --output-on-failure 2>&1)
+  echo "$out" | grep -vE '^\s*(Start|[0-9]+/[0-9]+ Test)' | tail -n 60
+  local p f
+  p=$(echo "$out" | grep -oE '[0-9]+ tests passed' | head -1 | grep -oE '^[0-9]+' || true)
+  f=$(echo "$out" | grep -oE 'tests failed out of [0-9]+' | head -1 | grep -oE '[0-9]+$' || true)
+  local failed_n
+  failed_n=$(echo "$out" | grep -oE '[0-9]+ tests failed' | head -1 | grep -oE '^[0-9]+' || echo 0)
+  [ -n "$f" ] && total_pass=$((total_pass + f - failed_n)) || total_pass=$((total_pass + ${p:-0}))
+  total_fail=$((total_fail + failed_n))
+}
+
+stage native -DCMAKE_BUILD_TYPE=Release
+stage asan -DCMAKE_BUILD_TYPE=Debug -DCPULM_SANITIZE=address,undefined
+if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then
+  stage arm64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+fi
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,60 @@
+/* mmap.c: POSIX read-only mapping of model files. */
+#define _GNU_SOURCE
+#include "mmap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "status.h"
+
+cpulm_status cpulm_mmap_open(cpulm_mmap *m, const char *path, cpulm_error *err) {
+    m->data = NULL;
+    m->size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return cpulm_errf(err, CPULM_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return cpulm_errf(err, CPULM_ERR_IO, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return cpulm_errf(err, CPULM_ERR_IO, "%s: not a regular file", path);
+    }
+    if (st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return cpulm_errf(err, CPULM_ERR_IO, "%s: mmap: %s", path, strerror(e));
+        }
+        m->data = p;
+        m->size = (uint64_t)st.st_size;
+    }
+    close(fd);
+    return CPULM_OK;
+}
+
+void cpulm_mmap_close(cpulm_mmap *m) {
+    if (m->data) munmap((void *)m->data, (size_t)m->size);
+    m->data = NULL;
+    m->size = 0;
+}
+
+void cpulm_mmap_discard(cpulm_mmap *m, uint64_t off, uint64_t len) {
+    long pg = sysconf(_SC_PAGESIZE);
+    uint64_t a = (off + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg;
+    uint64_t b = (off + len) / (uint64_t)pg * (uint64_t)pg;
+    if (!m->data || b <= a || b > m->size) return;
+    madvise((void *)(m->data + a), (size_t)(b - a), MADV_DONTNEED);
+}
+
+int cpulm_mmap_lock(cpulm_mmap *m) {
+    if (!m->data) return 0;
+    return mlock(m->data, (size_t)m->size);
+}

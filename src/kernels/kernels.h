@@ -1,0 +1,55 @@
+/* kernels.h: the cpulm_kernels function table, the only interface between model code and
+ * SIMD code.
+ *
+ * One table per ISA level (generic, avx2, avx512, avx512vnni, neon, dotprod, i8mm, sve).
+ * The generic table is complete: every entry is non-NULL, written in portable C, and is the
+ * oracle the tests compare every other level against. A level's NULL entry inherits from the
+ * level below it. cpulm_kernels_get() merges the levels the running CPU supports (CPUID and
+ * xgetbv on x86, HWCAP on ARM), once, honouring CPULM_ISA=<level> to force a lower level.
+ *
+ * Contracts: shapes and types were validated at model load, so kernels return void and
+ * only assert preconditions in debug builds. Row lengths are multiples of the block size.
+ */
+#ifndef CPULM_KERNELS_H
+#define CPULM_KERNELS_H
+
+#include <stdint.h>
+
+#include "../quant.h"
+
+/* s = dot(x, y) over n elements; x is a row of the weight type, y a row of its
+ * vec_dot_type (cpulm_dtype_traits.vec_dot_type) made by from_float. */
+typedef void (*cpulm_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
+/* Converts n floats into a row of the type (activation quantization). */
+typedef void (*cpulm_from_float_fn)(const float *x, void *y, int64_t n);
+/* Converts a row of the type into n floats. */
+typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
+
+typedef struct cpulm_kernels {
+    const char *name; /* "generic", "avx2", ... */
+    cpulm_vec_dot_fn vec_dot[CPULM_DTYPE_COUNT];       /* indexed by weight type */
+    cpulm_from_float_fn from_float[CPULM_DTYPE_COUNT]; /* indexed by target type */
+    cpulm_to_float_fn to_float[CPULM_DTYPE_COUNT];     /* indexed by source type */
+
+    /* ---- f32 vector ops used by the forward pass ---- */
+    /* y[i] = x[i] * w[i] / sqrt(mean(x^2) + eps) */
+    void (*rms_norm)(int64_t n, float *y, const float *x, const float *w, float eps);
+    /* y[i] = silu(g[i]) * u[i] */
+    void (*swiglu)(int64_t n, float *y, const float *g, const float *u);
+    /* x[i] = exp(x[i] - max) / sum; returns nothing; n >= 1 */
+    void (*softmax)(int64_t n, float *x);
+    /* y += a * x */
+    void (*axpy)(int64_t n, float *y, float a, const float *x);
+    /* sum(x[i] * y[i]) over f32 */
+    float (*dot_f32)(int64_t n, const float *x, const float *y);
+} cpulm_kernels;
+
+extern const cpulm_kernels cpulm_kernels_generic;
+
+/* The merged table for this CPU (cached after the first call; thread-safe). */
+const cpulm_kernels *cpulm_kernels_get(void);
+/* Every level this CPU offers, merged the same way, lowest first (generic is [0]).
+ * Returns the count written (at most cap). For tests and benchmarks. */
+int cpulm_kernels_levels(const cpulm_kernels **out, int cap);
+
+#endif

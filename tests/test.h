@@ -1,0 +1,76 @@
+/* test.h: the test framework. Tests are `TEST(name) { ... }` functions in tests/test_*.c;
+ * the build scans those files and generates the X-macro list (cmake/gen_test_list.cmake),
+ * so adding a test never means editing a shared list.
+ * Checks are non-fatal (one run shows every broken check); REQUIRE ends the current test. */
+#ifndef CPULM_TEST_H
+#define CPULM_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct test_ctx {
+    const char *name;
+    int n_fail;              /* failed checks in this test */
+    const char *skip_reason; /* a skip is reported, never counted as a pass */
+} test_ctx;
+
+#define TEST(name)                                                                                 \
+    void test_##name(test_ctx *t);                                                                 \
+    void test_##name(test_ctx *t)
+
+#define CHECK(t, cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "  %s:%d: CHECK(%s)\n", __FILE__, __LINE__, #cond);                    \
+            (t)->n_fail++;                                                                         \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_EQ_INT(t, a, b)                                                                      \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_) {                                                                            \
+            fprintf(stderr, "  %s:%d: %s == %s: %lld != %lld\n", __FILE__, __LINE__, #a, #b, a_,   \
+                    b_);                                                                           \
+            (t)->n_fail++;                                                                         \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_NEAR(t, a, b, tol)                                                                   \
+    do {                                                                                           \
+        double a_ = (a), b_ = (b);                                                                 \
+        if (!(fabs(a_ - b_) <= (tol))) { /* NaN fails */                                           \
+            fprintf(stderr, "  %s:%d: |%s - %s| = |%g - %g| = %g > %g\n", __FILE__, __LINE__, #a,  \
+                    #b, a_, b_, fabs(a_ - b_), (double)(tol));                                     \
+            (t)->n_fail++;                                                                         \
+        }                                                                                          \
+    } while (0)
+
+#define REQUIRE(t, cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "  %s:%d: REQUIRE(%s)\n", __FILE__, __LINE__, #cond);                  \
+            (t)->n_fail++;                                                                         \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+#define SKIP(t, why)                                                                               \
+    do {                                                                                           \
+        (t)->skip_reason = (why);                                                                  \
+        return;                                                                                    \
+    } while (0)
+
+/* ---- helpers (tests/util.c) ---- */
+
+/* $CPULM_SHARED, else "../shared" relative to the source tree (set by the build). */
+const char *test_shared_dir(void);
+/* Joins test_shared_dir() and rel into a static buffer; NULL if the file does not exist. */
+const char *test_shared_path(const char *rel);
+/* Reads a whole file (malloc'd, NUL-appended); NULL on failure. */
+char *test_read_file(const char *path, size_t *size);
+/* A fresh temporary directory for this process (created once). */
+const char *test_tmp_dir(void);
+
+#endif
