@@ -1,0 +1,381 @@
+/* sampler.c: turns a logits row into one token id through a fixed pipeline
+ *   penalties -> top-k -> top-p -> min-p -> temperature -> seeded draw
+ * (temp <= 0: greedy argmax of the penalised logits, ties to the lowest id).
+ *
+ * One sampler per sequence: it owns the RNG and the penalty history. Every buffer is
+ * allocated in cpulm_sampler_new; sample() and accept() never allocate. The library's
+ * qsort is avoided on purpose (glibc's may malloc): candidates are ordered with a
+ * hand-written binary heap, popped lazily, so the common small top-k costs
+ * O(n_vocab + k log n_vocab) rather than a full sort.
+ *
+ * Candidate order is total and deterministic: higher logit first, equal logits by lower id.
+ * NaN logits are treated as -inf (never drawn); if some logits are +inf, only those tokens
+ * remain, with equal weight. If no token has a finite (or +inf) logit, sample() returns 0.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpulm.h"
+
+/* LLAMA_DEFAULT_SEED's convention: this value asks for a seed drawn from the clock. */
+#define SEED_FROM_CLOCK 0xFFFFFFFFu
+
+typedef struct cand {
+    int32_t id;
+    float logit; /* penalised (temperature is applied only in the draw) */
+    float p;     /* probability after the whole pipeline (valid in the kept set) */
+} cand;
+
+struct cpulm_sampler {
+    cpulm_sampler_params p;
+    int32_t n_vocab;
+    uint64_t seed;     /* the effective seed (never SEED_FROM_CLOCK after _new) */
+    uint64_t rng[4];   /* xoshiro256** state */
+
+    /* penalty history: counts[id] = occurrences of id among the window's tokens.
+     * With repeat_last_n > 0 the window is the ring; with -1 it is every accepted token. */
+    int32_t *counts;   /* [n_vocab] */
+    cpulm_token *ring; /* [repeat_last_n] or NULL */
+    int32_t ring_len, ring_head;
+
+    cand *heap;        /* [n_vocab] max-heap of candidates not yet popped */
+    cand *kept;        /* [n_vocab] popped candidates, in descending order */
+    int32_t n_heap, n_kept;
+
+    /* result of the last sample(), for cpulm_sampler_last_prob */
+    int last_greedy;   /* greedy: probabilities are the softmax of pen[] over everything */
+    float *pen;        /* [n_vocab] penalised logits of the last sample() (greedy mode) */
+    double pen_max, pen_sum;
+    /* kept[slot[id]] holds id's result iff stamp[id] == epoch: O(1) lookups without
+     * clearing an n_vocab array per sample */
+    int32_t *slot;     /* [n_vocab] */
+    uint32_t *stamp;   /* [n_vocab] */
+    uint32_t epoch;
+};
+
+cpulm_sampler_params cpulm_sampler_default_params(void) {
+    cpulm_sampler_params p;
+    memset(&p, 0, sizeof p);
+    p.temp = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 64;
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.0f;
+    p.seed = SEED_FROM_CLOCK;
+    return p;
+}
+
+/* ---- PRNG: xoshiro256** seeded through splitmix64 (both public-domain algorithms) ---- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t rng_next(uint64_t s[4]) {
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+static void rng_seed(uint64_t s[4], uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) s[i] = splitmix64(&x); /* never all zero: splitmix is a bijection */
+}
+
+/* Uniform double in [0, 1) with 53 random bits. */
+static double rng_uniform(uint64_t s[4]) {
+    return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static uint64_t clock_seed(const void *salt) {
+    struct timespec ts;
+    if (timespec_get(&ts, TIME_UTC) == 0) ts.tv_sec = ts.tv_nsec = 0;
+    uint64_t x = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    x ^= (uint64_t)(uintptr_t)salt; /* two samplers made in the same ns still differ */
+    uint64_t seed = splitmix64(&x);
+    return seed == SEED_FROM_CLOCK ? seed + 1 : seed;
+}
+
+/* ---- lifecycle ---- */
+
+cpulm_sampler *cpulm_sampler_new(const cpulm_sampler_params *p, int32_t n_vocab) {
+    if (n_vocab <= 0) return NULL;
+    cpulm_sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->p = p ? *p : cpulm_sampler_default_params();
+    if (!(s->p.repeat_penalty > 0.0f)) s->p.repeat_penalty = 1.0f; /* <= 0 or NaN: off */
+    if (s->p.repeat_last_n < -1) s->p.repeat_last_n = 0;
+    s->n_vocab = n_vocab;
+    size_t n = (size_t)n_vocab;
+    s->counts = calloc(n, sizeof *s->counts);
+    s->heap = malloc(n * sizeof *s->heap);
+    s->kept = malloc(n * sizeof *s->kept);
+    s->pen = malloc(n * sizeof *s->pen);
+    s->slot = malloc(n * sizeof *s->slot);
+    s->stamp = calloc(n, sizeof *s->stamp);
+    if (s->p.repeat_last_n > 0) s->ring = malloc((size_t)s->p.repeat_last_n * sizeof *s->ring);
+    if (!s->counts || !s->heap || !s->kept || !s->pen || !s->slot || !s->stamp ||
+        (s->p.repeat_last_n > 0 && !s->ring))
+        goto fail;
+    s->seed = s->p.seed == SEED_FROM_CLOCK ? clock_seed(s) : s->p.seed;
+    rng_seed(s->rng, s->seed);
+    return s;
+fail:
+    cpulm_sampler_free(s);
+    return NULL;
+}
+
+void cpulm_sampler_free(cpulm_sampler *s) {
+    if (!s) return;
+    free(s->counts);
+    free(s->ring);
+    free(s->heap);
+    free(s->kept);
+    free(s->pen);
+    free(s->slot);
+    free(s->stamp);
+    free(s);
+}
+
+/* Forgets the history and restarts the RNG from the same seed, so a reset sampler
+ * repeats its draws. */
+void cpulm_sampler_reset(cpulm_sampler *s) {
+    memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
+    s->ring_len = s->ring_head = 0;
+    s->n_kept = s->n_heap = 0;
+    s->last_greedy = 0;
+    rng_seed(s->rng, s->seed);
+}
+
+void cpulm_sampler_accept(cpulm_sampler *s, cpulm_token t) {
+    if (t < 0 || t >= s->n_vocab) return; /* not a vocabulary token: nothing to penalise */
+    int32_t n = s->p.repeat_last_n;
+    if (n == 0) return;
+    if (n > 0) {
+        if (s->ring_len == n) s->counts[s->ring[s->ring_head]]--; /* evict the oldest */
+        else s->ring_len++;
+        s->ring[s->ring_head] = t;
+        s->ring_head = (s->ring_head + 1) % n;
+    }
+    s->counts[t]++;
+}
+
+/* ---- penalties ---- */
+
+static int penalties_active(const cpulm_sampler_params *p) {
+    return p->repeat_last_n != 0 &&
+           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
+            p->frequency_penalty != 0.0f);
+}
+
+/* llama.cpp's rule for the repeat penalty (dividing a negative logit would raise it), then
+ * OpenAI's: logit -= count * frequency + (count > 0) * presence. NaN becomes -inf. */
+static void apply_penalties(const cpulm_sampler *s, const float *logits) {
+    const cpulm_sampler_params *p = &s->p;
+    int active = penalties_active(p);
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        float l = logits[i];
+        int32_t c = active ? s->counts[i] : 0;
+        if (c > 0) {
+            l = l <= 0.0f ? l * p->repeat_penalty : l / p->repeat_penalty;
+            l -= (float)c * p->frequency_penalty + p->presence_penalty;
+        }
+        s->pen[i] = isnan(l) ? -INFINITY : l;
+    }
+}
+
+/* ---- candidate heap (max by logit, ties to the lower id) ---- */
+
+static int cand_before(const cand *a, const cand *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static void sift_down(cand *h, int32_t n, int32_t i) {
+    cand x = h[i];
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && cand_before(&h[c + 1], &h[c])) c++;
+        if (!cand_before(&h[c], &x)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+/* Moves the best remaining candidate to the end of the kept list. */
+static void pop_one(cpulm_sampler *s) {
+    s->kept[s->n_kept++] = s->heap[0];
+    s->heap[0] = s->heap[--s->n_heap];
+    if (s->n_heap > 0) sift_down(s->heap, s->n_heap, 0);
+}
+
+/* Fills the heap with the drawable tokens: finite logits, or only the +inf ones if any. */
+static void build_heap(cpulm_sampler *s) {
+    int any_posinf = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) any_posinf |= s->pen[i] == INFINITY;
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        float l = s->pen[i];
+        if (any_posinf ? l != INFINITY : !isfinite(l)) continue;
+        s->heap[n].id = i;
+        s->heap[n].logit = any_posinf ? 0.0f : l;
+        s->heap[n].p = 0.0f;
+        n++;
+    }
+    s->n_heap = n;
+    s->n_kept = 0;
+    for (int32_t i = n / 2 - 1; i >= 0; i--) sift_down(s->heap, n, i);
+}
+
+/* ---- cuts (each leaves kept[0..n_kept) sorted; later stages only shorten it) ---- */
+
+/* Softmax normaliser sum(exp(l - max)) over kept and, if include_heap, the heap too. */
+static double softmax_sum(const cpulm_sampler *s, double max, int include_heap) {
+    double sum = 0.0;
+    for (int32_t i = 0; i < s->n_kept; i++) sum += exp((double)s->kept[i].logit - max);
+    if (include_heap)
+        for (int32_t i = 0; i < s->n_heap; i++) sum += exp((double)s->heap[i].logit - max);
+    return sum;
+}
+
+/* top-k then top-p: keep the k best; of those, the shortest prefix whose probability
+ * (softmax over the k) reaches top_p, as llama.cpp counts it (the crossing token stays).
+ * Precondition: the heap is non-empty and nothing has been popped yet. */
+static void cut_top_k_top_p(cpulm_sampler *s) {
+    if (s->p.top_k > 0 && s->p.top_k < s->n_heap) {
+        while (s->n_kept < s->p.top_k) pop_one(s);
+        s->n_heap = 0; /* the rest is cut */
+    }
+    if (!(s->p.top_p < 1.0f)) return;
+    if (s->n_kept == 0) pop_one(s);
+    double max = s->kept[0].logit;
+    double sum = softmax_sum(s, max, 1);
+    double cum = 0.0;
+    int32_t i = 0;
+    for (;; i++) {
+        if (i == s->n_kept) {
+            if (s->n_heap == 0) break; /* rounding kept cum below top_p: keep everything */
+            pop_one(s); /* top-k was off: order only as far as top-p needs */
+        }
+        cum += exp((double)s->kept[i].logit - max) / sum;
+        if (cum >= s->p.top_p) {
+            i++;
+            break;
+        }
+    }
+    s->n_kept = i;
+    s->n_heap = 0;
+}
+
+/* min-p: keep tokens whose probability is at least min_p times the best one's, i.e.
+ * logit >= max + log(min_p). Pops lazily when nothing before sorted the candidates. */
+static void cut_min_p(cpulm_sampler *s) {
+    if (!(s->p.min_p > 0.0f)) return;
+    if (s->n_kept == 0) pop_one(s);
+    double min_logit = (double)s->kept[0].logit + log((double)s->p.min_p);
+    int32_t i = 1;
+    for (;; i++) {
+        if (i == s->n_kept) {
+            if (s->n_heap == 0) break;
+            if (s->heap[0].logit < min_logit) break;
+            pop_one(s);
+        }
+        if (s->kept[i].logit < min_logit) break;
+    }
+    s->n_kept = i;
+    s->n_heap = 0;
+}
+
+/* ---- sampling ---- */
+
+static cpulm_token argmax(const cpulm_sampler *s) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < s->n_vocab; i++)
+        if (s->pen[i] > s->pen[best]) best = i; /* strict: ties keep the lower id */
+    return best;
+}
+
+/* Greedy mode keeps the whole softmax of the penalised logits for last_prob(). */
+static cpulm_token sample_greedy(cpulm_sampler *s) {
+    cpulm_token t = argmax(s);
+    s->last_greedy = 1;
+    s->pen_max = s->pen[t];
+    s->pen_sum = 0.0;
+    if (isfinite(s->pen_max))
+        for (int32_t i = 0; i < s->n_vocab; i++) s->pen_sum += exp((double)s->pen[i] - s->pen_max);
+    return t;
+}
+
+/* Records where each kept token sits, for cpulm_sampler_last_prob. */
+static void index_kept(cpulm_sampler *s) {
+    if (++s->epoch == 0) { /* wrapped: old stamps could alias the new epoch */
+        memset(s->stamp, 0, (size_t)s->n_vocab * sizeof *s->stamp);
+        s->epoch = 1;
+    }
+    for (int32_t i = 0; i < s->n_kept; i++) {
+        s->slot[s->kept[i].id] = i;
+        s->stamp[s->kept[i].id] = s->epoch;
+    }
+}
+
+/* Temperature, softmax over the kept set, then one uniform draw along the cumulative sum.
+ * Weights are exp((l - max) / temp) in double: no overflow however small temp is. */
+static cpulm_token draw(cpulm_sampler *s) {
+    /* still unsorted candidates (no cut asked for an order) take part as they are */
+    while (s->n_heap > 0) s->kept[s->n_kept++] = s->heap[--s->n_heap];
+    double inv_t = 1.0 / (double)s->p.temp, max = -INFINITY, sum = 0.0;
+    for (int32_t i = 0; i < s->n_kept; i++)
+        if (s->kept[i].logit > max) max = s->kept[i].logit;
+    for (int32_t i = 0; i < s->n_kept; i++) sum += exp(((double)s->kept[i].logit - max) * inv_t);
+    double u = rng_uniform(s->rng) * sum, cum = 0.0;
+    int32_t pick = -1;
+    for (int32_t i = 0; i < s->n_kept; i++) {
+        double w = exp(((double)s->kept[i].logit - max) * inv_t);
+        cum += w;
+        s->kept[i].p = (float)(w / sum);
+        if (pick < 0 && u < cum) pick = i;
+    }
+    if (pick < 0) pick = s->n_kept - 1; /* u landed in the rounding slack at the top */
+    index_kept(s);
+    return s->kept[pick].id;
+}
+
+cpulm_token cpulm_sampler_sample(cpulm_sampler *s, const float *logits) {
+    apply_penalties(s, logits);
+    if (!(s->p.temp > 0.0f)) return sample_greedy(s);
+    s->last_greedy = 0;
+    build_heap(s);
+    if (s->n_heap == 0) return 0; /* nothing drawable: documented fallback */
+    cut_top_k_top_p(s);
+    cut_min_p(s);
+    return draw(s);
+}
+
+float cpulm_sampler_last_prob(const cpulm_sampler *s, cpulm_token t) {
+    if (t < 0 || t >= s->n_vocab) return 0.0f;
+    if (s->last_greedy) {
+        if (!(s->pen_sum > 0.0) || !isfinite(s->pen[t])) return 0.0f;
+        return (float)(exp((double)s->pen[t] - s->pen_max) / s->pen_sum);
+    }
+    if (s->n_kept == 0 || s->stamp[t] != s->epoch) return 0.0f;
+    return s->kept[s->slot[t]].p;
+}
