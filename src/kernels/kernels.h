@@ -9,6 +9,8 @@
  *
  * Contracts: shapes and types were validated at model load, so kernels return void and
  * only assert preconditions in debug builds. Row lengths are multiples of the block size.
+ * Pointers need only their element's natural alignment (4 bytes for f32 and Q8_K rows, 2
+ * for fp16/bf16 and the other block types); no entry assumes vector alignment.
  */
 #ifndef CPULM_KERNELS_H
 #define CPULM_KERNELS_H
