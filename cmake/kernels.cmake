@@ -2,11 +2,11 @@
 # with its own level's flags and reached only through the dispatch table, so one binary
 # runs on every CPU of the architecture. Never probes the build host's CPU.
 set(CPULM_X86_KERNELS
-  "src/kernels/x86/avx2.c|-mavx2;-mfma;-mf16c"
-  "src/kernels/x86/avx512.c|-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq"
-  "src/kernels/x86/avx512vnni.c|-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni"
-  "src/kernels/x86/avx512bf16.c|-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16"
-  "src/kernels/x86/avxvnni.c|-mavx2;-mfma;-mf16c;-mavxvnni")
+  "src/kernels/x86/avx2.c|-mavx2 -mfma -mf16c"
+  "src/kernels/x86/avx512.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq"
+  "src/kernels/x86/avx512vnni.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni"
+  "src/kernels/x86/avx512bf16.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16"
+  "src/kernels/x86/avxvnni.c|-mavx2 -mfma -mf16c -mavxvnni")
 set(CPULM_ARM_KERNELS
   "src/kernels/arm/neon.c|-march=armv8-a"
   "src/kernels/arm/dotprod.c|-march=armv8.2-a+dotprod"
@@ -21,9 +21,12 @@ else()
   set(kernel_list "")
 endif()
 foreach(entry IN LISTS kernel_list)
+  # "file|flag flag ...": flags are space-separated because a ';' inside a list element
+  # would split the entry itself
   string(REPLACE "|" ";" parts "${entry}")
   list(GET parts 0 file)
-  list(REMOVE_AT parts 0)
+  list(GET parts 1 flagstr)
+  separate_arguments(parts UNIX_COMMAND "${flagstr}")
   if(EXISTS ${CMAKE_SOURCE_DIR}/${file})
     target_sources(cpulm PRIVATE ${file})
     set_source_files_properties(${file} PROPERTIES COMPILE_OPTIONS "${parts}")

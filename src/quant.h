@@ -110,6 +110,19 @@ typedef struct {
     int16_t bsums[16]; /* sums of groups of 16 quants */
 } cpulm_block_q8_K;
 
+typedef struct {
+    uint8_t scales[16]; /* 4-bit scale (low nibble) and 4-bit min (high nibble) per 16 */
+    uint8_t qs[64];     /* 2-bit quants */
+    uint16_t d, dmin;
+} cpulm_block_q2_K;
+
+typedef struct {
+    uint8_t hmask[32];  /* high bit of each 3-bit quant (set means +0, clear means -4) */
+    uint8_t qs[64];     /* low 2 bits */
+    uint8_t scales[12]; /* 16 x 6-bit scales, biased by 32 */
+    uint16_t d;
+} cpulm_block_q3_K;
+
 typedef struct cpulm_dtype_traits {
     const char *name;     /* "Q4_0", as llama.cpp prints it */
     int32_t block;        /* elements per block */
@@ -134,5 +147,55 @@ void cpulm_dequantize_row_ref(cpulm_dtype t, const void *x, float *y, int64_t n)
 /* Does the reference implementation exist for quantizing to / from t? */
 bool cpulm_quantize_supported(cpulm_dtype t);
 bool cpulm_dequantize_supported(cpulm_dtype t);
+
+/* Per-type reference routines (same contract as above; signatures match the kernel
+ * table's from_float / to_float so the generic table can point at them directly).
+ * Quantizers are bit-compatible with llama.cpp's reference quantizers for F16, BF16, Q8_0,
+ * Q8_1, Q4_0, Q4_1, Q5_0, Q5_1, Q8_K; the K-quant weight quantizers use the same
+ * weighted least-squares scale search with the same arithmetic, and reproduce llama.cpp's
+ * Q4_K / Q6_K files byte for byte on the test data (no importance matrix). */
+typedef void (*cpulm_quantize_fn)(const float *x, void *y, int64_t n);
+typedef void (*cpulm_dequantize_fn)(const void *x, float *y, int64_t n);
+
+void cpulm_quantize_row_f32_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_f16_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_bf16_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_q4_0_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_q4_1_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_q5_0_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_q5_1_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_q8_0_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_q8_1_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_q8_K_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_q4_K_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_q5_K_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_q6_K_ref(const float *x, void *y, int64_t n);
+
+void cpulm_dequantize_row_f32_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_f16_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_bf16_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q4_0_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q4_1_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q5_0_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q5_1_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q8_0_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q8_1_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q8_K_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q2_K_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q3_K_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q4_K_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q5_K_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_q6_K_ref(const void *x, float *y, int64_t n);
+
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block's scales[12]. */
+static inline void cpulm_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
 
 #endif

@@ -9,6 +9,8 @@
  *
  * Contracts: shapes and types were validated at model load, so kernels return void and
  * only assert preconditions in debug builds. Row lengths are multiples of the block size.
+ * Pointers need only their element's natural alignment (4 bytes for f32 and Q8_K rows, 2
+ * for fp16/bf16 and the other block types); no entry assumes vector alignment.
  */
 #ifndef CPULM_KERNELS_H
 #define CPULM_KERNELS_H
@@ -45,11 +47,23 @@ typedef struct cpulm_kernels {
 } cpulm_kernels;
 
 extern const cpulm_kernels cpulm_kernels_generic;
+/* Per-ISA tables: defined only when the build compiled that level's file (the build sets
+ * CPULM_HAVE_<LEVEL>=1); referenced only from dispatch.c. NULL entries inherit. */
+extern const cpulm_kernels cpulm_kernels_avx2, cpulm_kernels_avxvnni, cpulm_kernels_avx512,
+    cpulm_kernels_avx512vnni, cpulm_kernels_avx512bf16;
+extern const cpulm_kernels cpulm_kernels_neon, cpulm_kernels_dotprod, cpulm_kernels_i8mm,
+    cpulm_kernels_sve;
 
 /* The merged table for this CPU (cached after the first call; thread-safe). */
 const cpulm_kernels *cpulm_kernels_get(void);
 /* Every level this CPU offers, merged the same way, lowest first (generic is [0]).
  * Returns the count written (at most cap). For tests and benchmarks. */
 int cpulm_kernels_levels(const cpulm_kernels **out, int cap);
+/* Why CPULM_ISA was not honoured ("CPULM_ISA=foo: unknown level; using avx2"), or NULL
+ * when it was honoured or is unset. Borrowed, static. */
+const char *cpulm_kernels_isa_warning(void);
+/* The CPU features detection saw, e.g. "x86_64: avx2 fma f16c avx512f/bw/vl/dq avx512vnni"
+ * (for `cpulm info --cpu`). Borrowed, static. */
+const char *cpulm_cpu_features(void);
 
 #endif

@@ -1,0 +1,66 @@
+/* table.c: cpulm_kernels_generic, the complete portable-C kernel table.
+ * Every computable weight type has a vec_dot; every type with a reference quantizer or
+ * dequantizer has from_float / to_float (those are quant.c's reference routines: the
+ * generic level is, by definition, the reference). A test checks there is no NULL entry
+ * for computable types. */
+#include "generic.h"
+#include "kernels/kernels.h"
+
+#define D(t) [CPULM_DTYPE_##t]
+
+const cpulm_kernels cpulm_kernels_generic = {
+    .name = "generic",
+    .vec_dot =
+        {
+            D(F32) = cpulm_generic_vec_dot_f32,
+            D(F16) = cpulm_generic_vec_dot_f16,
+            D(BF16) = cpulm_generic_vec_dot_bf16,
+            D(Q8_0) = cpulm_generic_vec_dot_q8_0_q8_0,
+            D(Q4_0) = cpulm_generic_vec_dot_q4_0_q8_0,
+            D(Q4_1) = cpulm_generic_vec_dot_q4_1_q8_1,
+            D(Q5_0) = cpulm_generic_vec_dot_q5_0_q8_0,
+            D(Q5_1) = cpulm_generic_vec_dot_q5_1_q8_1,
+            D(Q4_K) = cpulm_generic_vec_dot_q4_K_q8_K,
+            D(Q5_K) = cpulm_generic_vec_dot_q5_K_q8_K,
+            D(Q6_K) = cpulm_generic_vec_dot_q6_K_q8_K,
+        },
+    .from_float =
+        {
+            D(F32) = cpulm_quantize_row_f32_ref,
+            D(F16) = cpulm_quantize_row_f16_ref,
+            D(BF16) = cpulm_quantize_row_bf16_ref,
+            D(Q4_0) = cpulm_quantize_row_q4_0_ref,
+            D(Q4_1) = cpulm_quantize_row_q4_1_ref,
+            D(Q5_0) = cpulm_quantize_row_q5_0_ref,
+            D(Q5_1) = cpulm_quantize_row_q5_1_ref,
+            D(Q8_0) = cpulm_quantize_row_q8_0_ref,
+            D(Q8_1) = cpulm_quantize_row_q8_1_ref,
+            D(Q8_K) = cpulm_quantize_row_q8_K_ref,
+            D(Q4_K) = cpulm_quantize_row_q4_K_ref,
+            D(Q5_K) = cpulm_quantize_row_q5_K_ref,
+            D(Q6_K) = cpulm_quantize_row_q6_K_ref,
+        },
+    .to_float =
+        {
+            D(F32) = cpulm_dequantize_row_f32_ref,
+            D(F16) = cpulm_dequantize_row_f16_ref,
+            D(BF16) = cpulm_dequantize_row_bf16_ref,
+            D(Q4_0) = cpulm_dequantize_row_q4_0_ref,
+            D(Q4_1) = cpulm_dequantize_row_q4_1_ref,
+            D(Q5_0) = cpulm_dequantize_row_q5_0_ref,
+            D(Q5_1) = cpulm_dequantize_row_q5_1_ref,
+            D(Q8_0) = cpulm_dequantize_row_q8_0_ref,
+            D(Q8_1) = cpulm_dequantize_row_q8_1_ref,
+            D(Q8_K) = cpulm_dequantize_row_q8_K_ref,
+            D(Q2_K) = cpulm_dequantize_row_q2_K_ref,
+            D(Q3_K) = cpulm_dequantize_row_q3_K_ref,
+            D(Q4_K) = cpulm_dequantize_row_q4_K_ref,
+            D(Q5_K) = cpulm_dequantize_row_q5_K_ref,
+            D(Q6_K) = cpulm_dequantize_row_q6_K_ref,
+        },
+    .rms_norm = cpulm_generic_rms_norm,
+    .swiglu = cpulm_generic_swiglu,
+    .softmax = cpulm_generic_softmax,
+    .axpy = cpulm_generic_axpy,
+    .dot_f32 = cpulm_generic_dot_f32,
+};

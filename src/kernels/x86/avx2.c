@@ -1,0 +1,380 @@
+/* avx2.c: the avx2 kernel level (Haswell / Zen 1 and later), built with -mavx2 -mfma
+ * -mf16c. Reached only through cpulm_kernels_avx2 after dispatch.c verified AVX2, FMA, F16C
+ * and OS support of YMM state. Entries left NULL inherit the generic ones.
+ *
+ * The int8 dots use maddubs (u8 x s8 -> s16 pairs) with the sign trick, then madd to int32:
+ * the per-block integer sums are exact, so results differ from generic only in the order
+ * floats are accumulated. Two independent accumulators per loop hide FMA latency; the
+ * quantized dots are memory-bound at decode time, so no more unrolling than that.
+ */
+#if defined(__x86_64__)
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "x86.h"
+
+/* ---- quantized dots ---- */
+
+static void vec_dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const cpulm_block_q8_0 *x = vx, *y = vy;
+    const int64_t nb = n / 32;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256i p0 = x86_dot_i8_pairs(_mm256_loadu_si256((const __m256i *)x[i].qs),
+                                            _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m256i p1 = x86_dot_i8_pairs(_mm256_loadu_si256((const __m256i *)x[i + 1].qs),
+                                            _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        const float d0 = x86_fp16(x[i].d) * x86_fp16(y[i].d);
+        const float d1 = x86_fp16(x[i + 1].d) * x86_fp16(y[i + 1].d);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d0), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d1), _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i p = x86_dot_i8_pairs(_mm256_loadu_si256((const __m256i *)x[i].qs),
+                                           _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const float d = x86_fp16(x[i].d) * x86_fp16(y[i].d);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc0);
+    }
+    *s = x86_hsum_ps256(_mm256_add_ps(acc0, acc1));
+}
+
+static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const cpulm_block_q4_0 *x = vx;
+    const cpulm_block_q8_0 *y = vy;
+    const int64_t nb = n / 32;
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256i q0 = _mm256_sub_epi8(x86_nibbles_32(x[i].qs), eight);
+        const __m256i q1 = _mm256_sub_epi8(x86_nibbles_32(x[i + 1].qs), eight);
+        const __m256i p0 = x86_dot_i8_pairs(q0, _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m256i p1 =
+            x86_dot_i8_pairs(q1, _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        const float d0 = x86_fp16(x[i].d) * x86_fp16(y[i].d);
+        const float d1 = x86_fp16(x[i + 1].d) * x86_fp16(y[i + 1].d);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d0), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d1), _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i q = _mm256_sub_epi8(x86_nibbles_32(x[i].qs), eight);
+        const __m256i p = x86_dot_i8_pairs(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const float d = x86_fp16(x[i].d) * x86_fp16(y[i].d);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc0);
+    }
+    *s = x86_hsum_ps256(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---- K-quants against Q8_K ----
+ * The quants are unsigned (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63 before its -32), so maddubs
+ * takes them directly; pairs stay below 2 * 63 * 127 < 32768. Sub-block scales are applied
+ * in the int16 -> int32 madd, so each super-block yields exactly the generic int sums. */
+
+/* Q4_K / Q5_K: sum_j sc_j * dot(q_j, y_j) as 8 int32 lanes, for 32-byte chunks c = 0..3
+ * holding sub-blocks 2c (low nibbles) and 2c+1 (high nibbles). qh = NULL for Q4_K. */
+static inline __m256i dot_k4_superblock(const uint8_t *qs, const uint8_t *qh, const int8_t *y,
+                                        const uint8_t sc[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    __m256i hbits = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        /* 5th bits: bit 2c of qh[l] for the low sub-block, 2c+1 for the high one */
+        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hbits, 4), bit4));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hbits, 3), bit4));
+        hbits = _mm256_srli_epi16(hbits, 2);
+        const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 64 * c)));
+        const __m256i p_hi =
+            _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 64 * c + 32)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * c])));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * c + 1])));
+    }
+    return acc;
+}
+
+/* The 8 6-bit scales and mins of a Q4_K/Q5_K scales[12], branch-free on 32-bit words:
+ * bytes 0..3 hold scale 0..3 (+ high bits of scale 4..7), 4..7 min 0..3 (+ high bits of
+ * min 4..7), 8..11 the low nibbles of scale / min 4..7. */
+static inline void k4_scales_mins(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t a, b, c;
+    memcpy(&a, q, 4);
+    memcpy(&b, q + 4, 4);
+    memcpy(&c, q + 8, 4);
+    const uint32_t s_lo = a & 0x3f3f3f3fu, m_lo = b & 0x3f3f3f3fu;
+    const uint32_t s_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+    const uint32_t m_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+    memcpy(sc, &s_lo, 4);
+    memcpy(sc + 4, &s_hi, 4);
+    memcpy(m, &m_lo, 4);
+    memcpy(m + 4, &m_hi, 4);
+}
+
+static void vec_dot_k4(int64_t n, float *s, const void *vx, const void *vy, int has_qh) {
+    const cpulm_block_q8_K *y = vy;
+    const size_t stride = has_qh ? sizeof(cpulm_block_q5_K) : sizeof(cpulm_block_q4_K);
+    __m256 acc = _mm256_setzero_ps(), acc_m = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CPULM_QK_K; i++) {
+        /* Q4_K and Q5_K share d, dmin, scales[12] at the start; then qh (Q5_K only), qs */
+        const cpulm_block_q5_K *b5 = (const void *)((const uint8_t *)vx + (size_t)i * stride);
+        const cpulm_block_q4_K *b4 = (const void *)b5;
+        uint8_t sc[8], m[8];
+        k4_scales_mins(b4->scales, sc, m);
+        /* min term: m_j * (bsums[2j] + bsums[2j+1]) via madd with each m_j doubled */
+        const __m128i m8 = _mm_loadl_epi64((const __m128i *)m);
+        const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        const __m256i summ =
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), m16);
+        const __m256i sumi = has_qh ? dot_k4_superblock(b5->qs, b5->qh, y[i].qs, sc)
+                                    : dot_k4_superblock(b4->qs, NULL, y[i].qs, sc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * x86_fp16(b4->d)), _mm256_cvtepi32_ps(sumi),
+                              acc);
+        acc_m = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * x86_fp16(b4->dmin)),
+                                _mm256_cvtepi32_ps(summ), acc_m);
+    }
+    *s = x86_hsum_ps256(_mm256_sub_ps(acc, acc_m));
+}
+
+static void vec_dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    vec_dot_k4(n, s, vx, vy, 0);
+}
+
+static void vec_dot_q5_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    vec_dot_k4(n, s, vx, vy, 1);
+}
+
+/* Q6_K: q = 0..63 in 4 groups of 32 per 128-element chunk; sum((q - 32) * y) is taken as
+ * sum(q * y) - 32 * sum(y), the latter from Q8_K's bsums (one per 16-element sub-block). */
+static inline __m256i q6_group_dot(__m256i q, const int8_t *y, int sc_a, int sc_b) {
+    const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)y));
+    const __m256i scv = _mm256_set_m128i(_mm_set1_epi16((short)sc_b), _mm_set1_epi16((short)sc_a));
+    return _mm256_madd_epi16(p, scv);
+}
+
+static void vec_dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    const cpulm_block_q6_K *x = vx;
+    const cpulm_block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / CPULM_QK_K; i++) {
+        const int8_t *sc = x[i].scales;
+        /* 32 * sum_g sc_g * bsum_g, exact in int32 */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                        _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5));
+        for (int c = 0; c < 2; c++) {
+            const uint8_t *ql = x[i].ql + 64 * c, *qh = x[i].qh + 32 * c;
+            const int8_t *yq = y[i].qs + 128 * c, *scc = sc + 8 * c;
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                               _mm256_and_si256(h, m30));
+            const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+            sumi = _mm256_add_epi32(sumi, q6_group_dot(q1, yq, scc[0], scc[1]));
+            sumi = _mm256_add_epi32(sumi, q6_group_dot(q2, yq + 32, scc[2], scc[3]));
+            sumi = _mm256_add_epi32(sumi, q6_group_dot(q3, yq + 64, scc[4], scc[5]));
+            sumi = _mm256_add_epi32(sumi, q6_group_dot(q4, yq + 96, scc[6], scc[7]));
+        }
+        const float d = x86_fp16(x[i].d) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = x86_hsum_ps256(acc);
+}
+
+/* ---- float dots: 32 elements per step in 4 accumulators, 8-wide then scalar tails ---- */
+
+static inline __m256 load8_f32(const void *p, int64_t i) {
+    return _mm256_loadu_ps((const float *)p + i);
+}
+
+static inline __m256 load8_f16(const void *p, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+}
+
+/* bf16 is the top half of an f32: widen and shift into place */
+static inline __m256 load8_bf16(const void *p, int64_t i) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline float load1_f32(const void *p, int64_t i) {
+    return ((const float *)p)[i];
+}
+
+static inline float load1_f16(const void *p, int64_t i) {
+    return x86_fp16(((const uint16_t *)p)[i]);
+}
+
+static inline float load1_bf16(const void *p, int64_t i) {
+    uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#define FLOAT_DOT(name, load8, load1)                                                              \
+    static float name(int64_t n, const void *x, const void *y) {                                   \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                \
+        int64_t i = 0;                                                                             \
+        for (; i + 32 <= n; i += 32) {                                                             \
+            a0 = _mm256_fmadd_ps(load8(x, i), load8(y, i), a0);                                    \
+            a1 = _mm256_fmadd_ps(load8(x, i + 8), load8(y, i + 8), a1);                            \
+            a2 = _mm256_fmadd_ps(load8(x, i + 16), load8(y, i + 16), a2);                          \
+            a3 = _mm256_fmadd_ps(load8(x, i + 24), load8(y, i + 24), a3);                          \
+        }                                                                                          \
+        for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load8(x, i), load8(y, i), a0);             \
+        float sum = x86_hsum_ps256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));   \
+        for (; i < n; i++) sum += load1(x, i) * load1(y, i);                                       \
+        return sum;                                                                                \
+    }
+
+FLOAT_DOT(dot_f32_impl, load8_f32, load1_f32)
+FLOAT_DOT(dot_f16_impl, load8_f16, load1_f16)
+FLOAT_DOT(dot_bf16_impl, load8_bf16, load1_bf16)
+
+static void vec_dot_f32(int64_t n, float *s, const void *x, const void *y) {
+    *s = dot_f32_impl(n, x, y);
+}
+
+static void vec_dot_f16(int64_t n, float *s, const void *x, const void *y) {
+    *s = dot_f16_impl(n, x, y);
+}
+
+static void vec_dot_bf16(int64_t n, float *s, const void *x, const void *y) {
+    *s = dot_bf16_impl(n, x, y);
+}
+
+static float dot_f32(int64_t n, const float *x, const float *y) {
+    return dot_f32_impl(n, x, y);
+}
+
+/* ---- conversions ---- */
+
+/* Bit-identical to the reference: same amax, same d = amax / 127, same x * id, and roundf
+ * reproduced exactly (see x86_round_away_ps256); fp16 conversion rounds to nearest even. */
+static void from_float_q8_0(const float *x, void *vy, int64_t n) {
+    cpulm_block_q8_0 *y = vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+        }
+        const float d = x86_hmax_ps256(amax) / 127.0f;
+        const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+        y[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(x86_round_away_ps256(_mm256_mul_ps(v[k], id)));
+        /* packs work per 128-bit lane; the permute restores element order */
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                             _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *)y[i].qs, _mm256_permutevar8x32_epi32(p, order));
+    }
+}
+
+static void from_float_f16(const float *x, void *vy, int64_t n) {
+    uint16_t *y = vy;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+static void to_float_f16(const void *vx, float *y, int64_t n) {
+    const uint16_t *x = vx;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load8_f16(x, i));
+    for (; i < n; i++) y[i] = x86_fp16(x[i]);
+}
+
+/* ---- f32 vector ops ---- */
+
+static void rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
+    const float mean = dot_f32_impl(n, x, x) / (float)n;
+    const float scale = 1.0f / sqrtf(mean + eps);
+    const __m256 vs = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(v, _mm256_loadu_ps(w + i)));
+    }
+    for (; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+static void swiglu(int64_t n, float *y, const float *g, const float *u) {
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 vg = _mm256_loadu_ps(g + i);
+        const __m256 e = x86_exp_ps256(_mm256_xor_ps(vg, sign));
+        const __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void softmax(int64_t n, float *x) {
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    float max = x86_hmax_ps256(vmax);
+    for (; i < n; i++) max = fmaxf(max, x[i]);
+    const __m256 vm = _mm256_set1_ps(max);
+    __m256 vsum = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 e = x86_exp_ps256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    float sum = x86_hsum_ps256(vsum);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / sum);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (; i < n; i++) x[i] *= 1.0f / sum;
+}
+
+static void axpy(int64_t n, float *y, float a, const float *x) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+const cpulm_kernels cpulm_kernels_avx2 = {
+    .name = "avx2",
+    .vec_dot =
+        {
+            [CPULM_DTYPE_F32] = vec_dot_f32,
+            [CPULM_DTYPE_F16] = vec_dot_f16,
+            [CPULM_DTYPE_BF16] = vec_dot_bf16,
+            [CPULM_DTYPE_Q8_0] = vec_dot_q8_0_q8_0,
+            [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
+            [CPULM_DTYPE_Q4_K] = vec_dot_q4_K_q8_K,
+            [CPULM_DTYPE_Q5_K] = vec_dot_q5_K_q8_K,
+            [CPULM_DTYPE_Q6_K] = vec_dot_q6_K_q8_K,
+        },
+    .from_float = {[CPULM_DTYPE_Q8_0] = from_float_q8_0, [CPULM_DTYPE_F16] = from_float_f16},
+    .to_float = {[CPULM_DTYPE_F16] = to_float_f16},
+    .rms_norm = rms_norm,
+    .swiglu = swiglu,
+    .softmax = softmax,
+    .axpy = axpy,
+    .dot_f32 = dot_f32,
+};
+#endif

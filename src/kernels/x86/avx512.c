@@ -1,0 +1,202 @@
+/* avx512.c: the avx512 kernel level (AVX-512 F/BW/VL/DQ: Skylake-SP and later, Zen 4),
+ * built with the avx2 flags plus -mavx512f -mavx512bw -mavx512vl -mavx512dq. Reached only
+ * through cpulm_kernels_avx512 after dispatch.c verified the features and OS ZMM state.
+ * Extends avx2: entries left NULL inherit the avx2 (or generic) ones.
+ *
+ * Quantized dots take two 32-element blocks per 512-bit register (block i in lanes 0..7
+ * of the int32 sums, block i+1 in 8..15) with a matching two-scale vector. Float loops
+ * use masked loads for tails, so there is no scalar remainder.
+ */
+#if defined(__x86_64__)
+#include "kernels/kernels.h"
+#include "x86.h"
+
+/* ---- quantized dots ---- */
+
+/* sum of x*y per group of 4 int8, sign trick as in x86_dot_i8_pairs, 64 bytes at once */
+static inline __m512i dot_i8_pairs_512(__m512i x, __m512i y) {
+    const __m512i ax = _mm512_abs_epi8(x);
+    const __m512i sy = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(ax, sy), _mm512_set1_epi16(1));
+}
+
+static inline __m512i load_q8_pair(const cpulm_block_q8_0 *b) {
+    return x86_join_si512(_mm256_loadu_si256((const __m256i *)b[0].qs),
+                          _mm256_loadu_si256((const __m256i *)b[1].qs));
+}
+
+static inline __m512i load_q4_pair(const cpulm_block_q4_0 *b) {
+    const __m512i q = x86_join_si512(x86_nibbles_32(b[0].qs), x86_nibbles_32(b[1].qs));
+    return _mm512_sub_epi8(q, _mm512_set1_epi8(8));
+}
+
+static void vec_dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const cpulm_block_q8_0 *x = vx, *y = vy;
+    const int64_t nb = n / 32;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m512i p = dot_i8_pairs_512(load_q8_pair(x + i), load_q8_pair(y + i));
+        const __m512 d = x86_two_scales(x86_fp16(x[i].d) * x86_fp16(y[i].d),
+                                        x86_fp16(x[i + 1].d) * x86_fp16(y[i + 1].d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    if (i < nb) { /* odd block count: last block 256-bit */
+        const __m256i p = x86_dot_i8_pairs(_mm256_loadu_si256((const __m256i *)x[i].qs),
+                                           _mm256_loadu_si256((const __m256i *)y[i].qs));
+        sum += x86_fp16(x[i].d) * x86_fp16(y[i].d) * x86_hsum_ps256(_mm256_cvtepi32_ps(p));
+    }
+    *s = sum;
+}
+
+static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const cpulm_block_q4_0 *x = vx;
+    const cpulm_block_q8_0 *y = vy;
+    const int64_t nb = n / 32;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m512i p = dot_i8_pairs_512(load_q4_pair(x + i), load_q8_pair(y + i));
+        const __m512 d = x86_two_scales(x86_fp16(x[i].d) * x86_fp16(y[i].d),
+                                        x86_fp16(x[i + 1].d) * x86_fp16(y[i + 1].d));
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    if (i < nb) {
+        const __m256i q = _mm256_sub_epi8(x86_nibbles_32(x[i].qs), _mm256_set1_epi8(8));
+        const __m256i p = x86_dot_i8_pairs(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
+        sum += x86_fp16(x[i].d) * x86_fp16(y[i].d) * x86_hsum_ps256(_mm256_cvtepi32_ps(p));
+    }
+    *s = sum;
+}
+
+/* ---- float dots: 64 elements per step in 4 accumulators, masked tail ---- */
+
+static inline __mmask16 tail_mask(int64_t rem) {
+    return (__mmask16)((1u << rem) - 1);
+}
+
+static inline __m512 load16_f32(const void *p, int64_t i, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, (const float *)p + i);
+}
+
+static inline __m512 load16_f16(const void *p, int64_t i, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i));
+}
+
+static inline __m512 load16_bf16(const void *p, int64_t i, __mmask16 m) {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+#define FLOAT_DOT(name, load16)                                                                    \
+    static float name(int64_t n, const void *x, const void *y) {                                   \
+        const __mmask16 all = 0xFFFF;                                                              \
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                \
+        int64_t i = 0;                                                                             \
+        for (; i + 64 <= n; i += 64) {                                                             \
+            a0 = _mm512_fmadd_ps(load16(x, i, all), load16(y, i, all), a0);                        \
+            a1 = _mm512_fmadd_ps(load16(x, i + 16, all), load16(y, i + 16, all), a1);              \
+            a2 = _mm512_fmadd_ps(load16(x, i + 32, all), load16(y, i + 32, all), a2);              \
+            a3 = _mm512_fmadd_ps(load16(x, i + 48, all), load16(y, i + 48, all), a3);              \
+        }                                                                                          \
+        for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load16(x, i, all), load16(y, i, all), a0); \
+        if (i < n) {                                                                               \
+            const __mmask16 m = tail_mask(n - i);                                                  \
+            a1 = _mm512_fmadd_ps(load16(x, i, m), load16(y, i, m), a1);                            \
+        }                                                                                          \
+        return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));  \
+    }
+
+FLOAT_DOT(dot_f32_impl, load16_f32)
+FLOAT_DOT(dot_f16_impl, load16_f16)
+FLOAT_DOT(dot_bf16_impl, load16_bf16)
+
+static void vec_dot_f32(int64_t n, float *s, const void *x, const void *y) {
+    *s = dot_f32_impl(n, x, y);
+}
+
+static void vec_dot_f16(int64_t n, float *s, const void *x, const void *y) {
+    *s = dot_f16_impl(n, x, y);
+}
+
+static void vec_dot_bf16(int64_t n, float *s, const void *x, const void *y) {
+    *s = dot_bf16_impl(n, x, y);
+}
+
+static float dot_f32(int64_t n, const float *x, const float *y) {
+    return dot_f32_impl(n, x, y);
+}
+
+/* ---- f32 vector ops: whole vectors, then one masked vector for the tail ---- */
+
+static void rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
+    const float mean = dot_f32_impl(n, x, x) / (float)n;
+    const __m512 vs = _mm512_set1_ps(1.0f / sqrtf(mean + eps));
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
+        const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i)));
+    }
+}
+
+static void swiglu(int64_t n, float *y, const float *g, const float *u) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
+        const __m512 vg = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512 e = x86_exp_ps512(_mm512_sub_ps(_mm512_setzero_ps(), vg));
+        const __m512 silu = _mm512_div_ps(vg, _mm512_add_ps(one, e));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
+static void softmax(int64_t n, float *x) {
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
+        vmax = _mm512_mask_max_ps(vmax, m, vmax, _mm512_maskz_loadu_ps(m, x + i));
+    }
+    const __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    __m512 vsum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
+        const __m512 e = x86_exp_ps512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vm));
+        _mm512_mask_storeu_ps(x + i, m, e);
+        vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+    }
+}
+
+static void axpy(int64_t n, float *y, float a, const float *x) {
+    const __m512 va = _mm512_set1_ps(a);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
+        const __m512 r = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i),
+                                         _mm512_maskz_loadu_ps(m, y + i));
+        _mm512_mask_storeu_ps(y + i, m, r);
+    }
+}
+
+const cpulm_kernels cpulm_kernels_avx512 = {
+    .name = "avx512",
+    .vec_dot =
+        {
+            [CPULM_DTYPE_F32] = vec_dot_f32,
+            [CPULM_DTYPE_F16] = vec_dot_f16,
+            [CPULM_DTYPE_BF16] = vec_dot_bf16,
+            [CPULM_DTYPE_Q8_0] = vec_dot_q8_0_q8_0,
+            [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
+        },
+    .rms_norm = rms_norm,
+    .swiglu = swiglu,
+    .softmax = softmax,
+    .axpy = axpy,
+    .dot_f32 = dot_f32,
+};
+#endif

@@ -1,0 +1,131 @@
+/* x86.h: static inline helpers shared by the x86 kernel files (avx2.c, avx512.c, ...).
+ * Included only by the .c files of src/kernels/x86/, each compiled with its own -m flags.
+ * Everything here must stay static inline: an out-of-line copy emitted by the AVX-512 TU could be
+ * picked by the linker for an AVX2 caller and fault on older CPUs. The AVX-512 helpers
+ * are visible only to TUs built with -mavx512f (and friends).
+ */
+#ifndef CPULM_KERNELS_X86_H
+#define CPULM_KERNELS_X86_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+/* ---- reductions ---- */
+
+static inline float x86_hsum_ps128(__m128 v) {
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    v = _mm_add_ss(v, _mm_movehdup_ps(v));
+    return _mm_cvtss_f32(v);
+}
+
+static inline float x86_hsum_ps256(__m256 v) {
+    return x86_hsum_ps128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+}
+
+static inline float x86_hmax_ps256(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+static inline float x86_fp16(uint16_t h) {
+    return _cvtsh_ss(h);
+}
+
+/* ---- int8 helpers ---- */
+
+/* 16 bytes of packed nibbles -> 32 bytes 0..15: low nibbles first (elements 0..15 of a
+ * Q4 block), then high nibbles (elements 16..31). */
+static inline __m256i x86_nibbles_32(const uint8_t *qs) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+/* Sum of x*y over pairs of int8, as 8 int32 lanes (each lane sums 4 adjacent products).
+ * maddubs needs unsigned x signed: take |x| and move x's sign onto y. Exact when y has no
+ * -128 (our activation quantizers never produce it; x = -128 is fine: |x| reads as 128 and
+ * pairs stay <= 2 * 128 * 127 < 32768, so the int16 step cannot saturate). */
+static inline __m256i x86_dot_i8_pairs(__m256i x, __m256i y) {
+    const __m256i ax = _mm256_sign_epi8(x, x);
+    const __m256i sy = _mm256_sign_epi8(y, x);
+    const __m256i p16 = _mm256_maddubs_epi16(ax, sy);
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* roundf() semantics (half away from zero), exactly, on 8 floats: truncate, then step
+ * away from zero when the dropped fraction is >= 0.5 (v - trunc(v) is exact). */
+static inline __m256 x86_round_away_ps256(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t));
+    const __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f),
+                                     _mm256_and_ps(v, _mm256_set1_ps(-0.0f))); /* +-1 */
+    const __m256 ge = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    return _mm256_add_ps(t, _mm256_and_ps(ge, step));
+}
+
+/* ---- exp ---- */
+
+/* e^x for 8 floats: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-6 Taylor polynomial
+ * (truncation error < 1.3e-7 relative, about 1 ulp), times 2^n built in the exponent
+ * field. x < -87.3 gives exactly 0 (so -inf masks vanish), x > 88.7 gives +inf. */
+static inline __m256 x86_exp_ps256(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(88.0f), lo = _mm256_set1_ps(-87.3f);
+    const __m256 xc = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), xc); /* ln2 split in two */
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                                         _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+}
+
+/* ---- AVX-512 ---- */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+
+/* Two 256-bit halves -> one 512-bit register (lo in lanes 0..7). */
+static inline __m512i x86_join_si512(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* {a x 8, b x 8}: per-block scales for two blocks held in one register. */
+static inline __m512 x86_two_scales(float a, float b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
+}
+
+static inline __m512 x86_exp_ps512(__m512 x) {
+    const __m512 hi = _mm512_set1_ps(88.0f), lo = _mm512_set1_ps(-87.3f);
+    const __m512 xc = _mm512_max_ps(_mm512_min_ps(x, hi), lo);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    /* scalef multiplies by 2^n without building the exponent by hand */
+    __m512 y = _mm512_scalef_ps(p, n);
+    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), _mm512_setzero_ps());
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ),
+                              _mm512_set1_ps(INFINITY));
+}
+
+#endif /* AVX-512 */
+
+#endif

@@ -1,0 +1,372 @@
+/* test_kern.c: every kernel-table entry at every ISA level this CPU offers, against the
+ * generic (portable C) table: odd sizes (1, 37, 100 blocks), unaligned buffers, extreme
+ * quant values, NaN-prefilled outputs; plus dispatch (levels, CPULM_ISA override). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpulm.h"
+#include "kernels/kernels.h"
+#include "test.h"
+
+#define MAX_LEVELS 16
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void fill(float *x, int64_t n, uint64_t seed, float scale) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        float v = 0;
+        for (int k = 0; k < 3; k++) v += (float)((double)(rng_next(&s) >> 11) / 9007199254740992.0 - 0.5);
+        x[i] = v * scale;
+    }
+}
+
+/* malloc'd buffer whose returned pointer is 4 bytes past a 64-byte boundary: unaligned for
+ * every vector width, but still naturally aligned for every element type (f32, fp16 and
+ * the block structs), as the kernel contract requires. Free with free_unaligned. */
+#define MISALIGN 4
+static void *alloc_unaligned(size_t n) {
+    uint8_t *p = NULL;
+    if (posix_memalign((void **)&p, 64, n + 64)) return NULL;
+    return p + MISALIGN;
+}
+
+static void free_unaligned(void *p) {
+    if (p) free((uint8_t *)p - MISALIGN);
+}
+
+static int get_levels(const cpulm_kernels **lv) {
+    return cpulm_kernels_levels(lv, MAX_LEVELS);
+}
+
+static const cpulm_dtype computable[] = {
+    CPULM_DTYPE_F32,  CPULM_DTYPE_F16,  CPULM_DTYPE_BF16, CPULM_DTYPE_Q8_0,
+    CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q4_1, CPULM_DTYPE_Q5_0, CPULM_DTYPE_Q5_1,
+    CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K,
+};
+#define N_COMPUTABLE (sizeof computable / sizeof computable[0])
+
+/* ---- table shape and dispatch ---- */
+
+static int table_complete(test_ctx *t, const cpulm_kernels *k) {
+    int missing = 0;
+    for (size_t i = 0; i < N_COMPUTABLE; i++) {
+        const cpulm_dtype w = computable[i];
+        const cpulm_dtype a = cpulm_dtype_traits_get(w)->vec_dot_type;
+        missing += !k->vec_dot[w] + !k->from_float[w] + !k->to_float[w] + !k->from_float[a] +
+                   !k->to_float[a];
+    }
+    missing += !k->rms_norm + !k->swiglu + !k->softmax + !k->axpy + !k->dot_f32 + !k->name;
+    if (missing) fprintf(stderr, "  %s: %d missing entries\n", k->name, missing);
+    CHECK_EQ_INT(t, missing, 0);
+    return missing == 0;
+}
+
+TEST(kern_generic_table_complete) {
+    table_complete(t, &cpulm_kernels_generic);
+    /* every computable type is registered as such in the traits */
+    for (uint32_t id = 0; id < CPULM_DTYPE_COUNT; id++) {
+        const cpulm_dtype_traits *tr = cpulm_dtype_traits_get(id);
+        if (tr && tr->computable) CHECK(t, cpulm_kernels_generic.vec_dot[id] != NULL);
+    }
+}
+
+TEST(kern_levels_merged_and_complete) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int n = get_levels(lv);
+    REQUIRE(t, n >= 1);
+    CHECK(t, strcmp(lv[0]->name, "generic") == 0);
+    const cpulm_kernels *best = cpulm_kernels_get();
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+        table_complete(t, lv[i]);
+        found += lv[i] == best;
+    }
+    if (!getenv("CPULM_ISA")) CHECK(t, best == lv[n - 1]); /* no override: the best level */
+    else CHECK_EQ_INT(t, found, 1);
+    CHECK(t, strcmp(cpulm_kernel_level(), best->name) == 0);
+    CHECK(t, cpulm_cpu_features() != NULL && cpulm_cpu_features()[0] != 0);
+    printf("  cpu: %s\n  levels:", cpulm_cpu_features());
+    for (int i = 0; i < n; i++) printf(" %s", lv[i]->name);
+    printf("  (chosen: %s)\n", best->name);
+}
+
+/* Helper run in a child process by kern_isa_override: reports what dispatch chose. */
+TEST(kern_report_level) {
+    const char *w = cpulm_kernels_isa_warning();
+    CHECK(t, cpulm_kernel_level() != NULL);
+    printf("  level=%s warning=%s\n", cpulm_kernel_level(), w ? "yes" : "no");
+}
+
+/* Runs this binary again with CPULM_ISA=isa, test kern_report_level; 1 = ran and exited 0,
+ * 0 = failed, -1 = could not be executed at all. */
+static int run_child(const char *isa, char *out, size_t cap) {
+    char exe[1024], cmd[1400];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) return 0;
+    exe[len] = 0;
+    snprintf(cmd, sizeof cmd, "CPULM_ISA='%s' '%s' kern_report_level", isa, exe);
+    FILE *p = popen(cmd, "r");
+    if (!p) return 0;
+    size_t got = fread(out, 1, cap - 1, p);
+    out[got] = 0;
+    const int status = pclose(p);
+    /* no "level=" at all: the binary could not be re-executed (e.g. under qemu-user without
+     * binfmt_misc, where /proc/self/exe is the foreign binary) */
+    if (!strstr(out, "level=")) return -1;
+    return status == 0;
+}
+
+TEST(kern_isa_override) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int n = get_levels(lv);
+    char out[4096], want[128];
+    for (int i = 0; i < n; i++) { /* every usable level can be forced */
+        const int ok = run_child(lv[i]->name, out, sizeof out);
+        if (ok < 0) SKIP(t, "cannot re-execute the test binary (qemu-user without binfmt?)");
+        REQUIRE(t, ok == 1);
+        snprintf(want, sizeof want, "level=%s warning=no", lv[i]->name);
+        CHECK(t, strstr(out, want) != NULL);
+    }
+    /* unknown names fall back to the best level, with a warning */
+    REQUIRE(t, run_child("no-such-isa", out, sizeof out) == 1);
+    snprintf(want, sizeof want, "level=%s warning=yes", lv[n - 1]->name);
+    if (!getenv("CPULM_ISA")) CHECK(t, strstr(out, want) != NULL);
+    else CHECK(t, strstr(out, "warning=yes") != NULL);
+}
+
+/* ---- vec_dot ---- */
+
+/* Per-type tolerance, relative to sum |x_i * y_i| of the dequantized rows: the integer
+ * block sums are exact at every level, so only float accumulation order differs. */
+static double dot_rtol(cpulm_dtype w) {
+    return (w == CPULM_DTYPE_F32 || w == CPULM_DTYPE_F16 || w == CPULM_DTYPE_BF16) ? 2e-6 : 1e-5;
+}
+
+typedef struct {
+    int64_t n;
+    void *wq, *aq; /* unaligned weight / activation rows */
+    double abs_sum;
+} dot_case;
+
+static int make_dot_case(dot_case *c, cpulm_dtype w, int64_t n, uint64_t seed) {
+    const cpulm_dtype a = cpulm_dtype_traits_get(w)->vec_dot_type;
+    float *xf = malloc((size_t)n * sizeof *xf), *yf = malloc((size_t)n * sizeof *yf);
+    c->n = n;
+    c->wq = alloc_unaligned(cpulm_dtype_row_bytes(w, n));
+    c->aq = alloc_unaligned(cpulm_dtype_row_bytes(a, n));
+    fill(xf, n, seed, 0.1f);
+    fill(yf, n, seed + 1000, 2.0f);
+    cpulm_kernels_generic.from_float[w](xf, c->wq, n);
+    cpulm_kernels_generic.from_float[a](yf, c->aq, n);
+    cpulm_kernels_generic.to_float[w](c->wq, xf, n);
+    cpulm_kernels_generic.to_float[a](c->aq, yf, n);
+    c->abs_sum = 0;
+    for (int64_t i = 0; i < n; i++) c->abs_sum += fabs((double)xf[i] * yf[i]);
+    free(xf);
+    free(yf);
+    return c->wq && c->aq;
+}
+
+static void check_dot_all_levels(test_ctx *t, cpulm_dtype w, const dot_case *c) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = get_levels(lv);
+    float ref = NAN;
+    cpulm_kernels_generic.vec_dot[w](c->n, &ref, c->wq, c->aq);
+    for (int l = 0; l < nl; l++) {
+        float got = NAN; /* NaN-prefilled: a kernel that forgets to store fails */
+        lv[l]->vec_dot[w](c->n, &got, c->wq, c->aq);
+        const double tol = dot_rtol(w) * c->abs_sum + 1e-30;
+        if (!(fabs((double)got - ref) <= tol))
+            fprintf(stderr, "  %s %s n=%lld: %.9g vs generic %.9g (tol %.3g)\n", lv[l]->name,
+                    cpulm_dtype_name(w), (long long)c->n, got, ref, tol);
+        CHECK(t, fabs((double)got - ref) <= tol);
+    }
+}
+
+TEST(kern_vec_dot_all_levels_odd_sizes) {
+    static const int64_t nblocks[] = {1, 37, 100};
+    for (size_t i = 0; i < N_COMPUTABLE; i++) {
+        const cpulm_dtype w = computable[i];
+        const int blk = cpulm_dtype_traits_get(w)->block;
+        for (size_t k = 0; k < 3; k++) {
+            /* float types: 1, 37 and 3201 elements so every vector tail path runs */
+            const int64_t n = blk == 1 ? (k == 2 ? 3201 : nblocks[k]) : nblocks[k] * blk;
+            dot_case c;
+            REQUIRE(t, make_dot_case(&c, w, n, 11 + k + 100 * i));
+            check_dot_all_levels(t, w, &c);
+            free_unaligned(c.wq);
+            free_unaligned(c.aq);
+        }
+    }
+}
+
+TEST(kern_vec_dot_extreme_quants) {
+    /* weights at the ends of their ranges (Q8_0 -128 and 127, Q4_0 nibbles 0 and 15)
+     * against activations at +-127, all with the largest normal fp16 scales kept small
+     * enough that the sums stay finite */
+    enum { NB = 37 };
+    cpulm_block_q8_0 *x8 = alloc_unaligned(NB * sizeof *x8), *y8 = alloc_unaligned(NB * sizeof *y8);
+    cpulm_block_q4_0 *x4 = alloc_unaligned(NB * sizeof *x4);
+    uint64_t s = 5;
+    for (int b = 0; b < NB; b++) {
+        x8[b].d = 0x3c00; /* 1.0 */
+        y8[b].d = (uint16_t)(0x3800 + b);
+        x4[b].d = 0x3c00;
+        for (int j = 0; j < 32; j++) {
+            x8[b].qs[j] = (int8_t)((rng_next(&s) & 1) ? 127 : -128);
+            y8[b].qs[j] = (int8_t)((rng_next(&s) & 1) ? 127 : -127);
+        }
+        for (int j = 0; j < 16; j++) x4[b].qs[j] = (uint8_t)((rng_next(&s) & 1) ? 0x0F : 0xF0);
+    }
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = get_levels(lv);
+    float r8, r4;
+    cpulm_kernels_generic.vec_dot[CPULM_DTYPE_Q8_0](NB * 32, &r8, x8, y8);
+    cpulm_kernels_generic.vec_dot[CPULM_DTYPE_Q4_0](NB * 32, &r4, x4, y8);
+    for (int l = 0; l < nl; l++) {
+        float g8 = NAN, g4 = NAN;
+        lv[l]->vec_dot[CPULM_DTYPE_Q8_0](NB * 32, &g8, x8, y8);
+        lv[l]->vec_dot[CPULM_DTYPE_Q4_0](NB * 32, &g4, x4, y8);
+        CHECK_NEAR(t, g8, r8, 1e-5 * NB * 32 * 128 * 127);
+        CHECK_NEAR(t, g4, r4, 1e-5 * NB * 32 * 8 * 127);
+    }
+    free_unaligned(x8);
+    free_unaligned(y8);
+    free_unaligned(x4);
+}
+
+/* ---- from_float / to_float ---- */
+
+TEST(kern_from_float_bit_exact_all_levels) {
+    /* activation quantizers must be bit-identical to the reference at every level, so the
+     * level never changes which integers the dots see */
+    static const int64_t sizes[] = {256, 37 * 256, 100 * 256};
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = get_levels(lv);
+    for (cpulm_dtype ty = 0; ty < CPULM_DTYPE_COUNT; ty++) {
+        if (!cpulm_kernels_generic.from_float[ty]) continue;
+        for (size_t k = 0; k < 3; k++) {
+            const int64_t n = sizes[k];
+            const size_t bytes = cpulm_dtype_row_bytes(ty, n);
+            float *x = alloc_unaligned((size_t)n * sizeof *x);
+            uint8_t *ref = malloc(bytes), *got = alloc_unaligned(bytes);
+            fill(x, n, 3 + k, 4.0f);
+            x[5] = 0.0f;
+            cpulm_kernels_generic.from_float[ty](x, ref, n);
+            for (int l = 0; l < nl; l++) {
+                memset(got, 0xA5, bytes);
+                lv[l]->from_float[ty](x, got, n);
+                if (memcmp(got, ref, bytes))
+                    fprintf(stderr, "  %s from_float %s n=%lld differs\n", lv[l]->name,
+                            cpulm_dtype_name(ty), (long long)n);
+                CHECK(t, memcmp(got, ref, bytes) == 0);
+            }
+            free_unaligned(x);
+            free(ref);
+            free_unaligned(got);
+        }
+    }
+}
+
+TEST(kern_to_float_all_levels) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = get_levels(lv);
+    const int64_t n = 37 * 256;
+    for (cpulm_dtype ty = 0; ty < CPULM_DTYPE_COUNT; ty++) {
+        if (!cpulm_kernels_generic.to_float[ty] || !cpulm_kernels_generic.from_float[ty]) continue;
+        float *x = malloc((size_t)n * sizeof *x), *ref = malloc((size_t)n * sizeof *ref);
+        float *got = alloc_unaligned((size_t)n * sizeof *got);
+        void *q = alloc_unaligned(cpulm_dtype_row_bytes(ty, n));
+        fill(x, n, 9, 1.0f);
+        cpulm_kernels_generic.from_float[ty](x, q, n);
+        cpulm_kernels_generic.to_float[ty](q, ref, n);
+        float amax = 0;
+        for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(ref[i]));
+        for (int l = 0; l < nl; l++) {
+            for (int64_t i = 0; i < n; i++) got[i] = NAN;
+            lv[l]->to_float[ty](q, got, n);
+            int bad = 0; /* an FMA-based level may differ from d*q - m by one rounding */
+            for (int64_t i = 0; i < n; i++) bad += !(fabsf(got[i] - ref[i]) <= 1e-6f * amax);
+            if (bad) fprintf(stderr, "  %s to_float %s: %d bad\n", lv[l]->name,
+                             cpulm_dtype_name(ty), bad);
+            CHECK_EQ_INT(t, bad, 0);
+        }
+        free(x);
+        free(ref);
+        free_unaligned(got);
+        free_unaligned(q);
+    }
+}
+
+/* ---- f32 ops ---- */
+
+static double max_rel_err(const float *a, const float *b, int64_t n) {
+    double m = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)b[i]));
+    for (int64_t i = 0; i < n; i++) {
+        const double e = fabs((double)a[i] - b[i]) / (scale > 0 ? scale : 1);
+        m = (e > m || isnan(e)) ? e : m;
+    }
+    return m;
+}
+
+typedef enum { OP_RMS, OP_SWIGLU, OP_SOFTMAX, OP_AXPY } f32_op;
+
+static void run_op(const cpulm_kernels *k, f32_op op, int64_t n, float *out, const float *a,
+                   const float *b) {
+    switch (op) {
+    case OP_RMS: k->rms_norm(n, out, a, b, 1e-5f); break;
+    case OP_SWIGLU: k->swiglu(n, out, a, b); break;
+    case OP_SOFTMAX: memcpy(out, a, (size_t)n * sizeof *out); k->softmax(n, out); break;
+    case OP_AXPY: memcpy(out, b, (size_t)n * sizeof *out); k->axpy(n, out, 0.37f, a); break;
+    }
+}
+
+TEST(kern_f32_ops_all_levels) {
+    static const char *names[] = {"rms_norm", "swiglu", "softmax", "axpy"};
+    static const int64_t sizes[] = {1, 37, 1003};
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = get_levels(lv);
+    for (size_t k = 0; k < 3; k++) {
+        const int64_t n = sizes[k];
+        float *a = alloc_unaligned((size_t)n * 4), *b = alloc_unaligned((size_t)n * 4);
+        float *ref = malloc((size_t)n * 4), *got = alloc_unaligned((size_t)n * 4);
+        fill(a, n, 21 + k, 20.0f); /* wide enough to exercise exp's range */
+        fill(b, n, 22 + k, 2.0f);
+        for (int op = OP_RMS; op <= OP_AXPY; op++) {
+            /* softmax gets a masked logit (-inf) that must come out exactly 0 */
+            if (n > 3) a[2] = op == OP_SOFTMAX ? -INFINITY : 3.5f;
+            run_op(&cpulm_kernels_generic, (f32_op)op, n, ref, a, b);
+            for (int l = 0; l < nl; l++) {
+                for (int64_t i = 0; i < n; i++) got[i] = NAN;
+                run_op(lv[l], (f32_op)op, n, got, a, b);
+                const double e = max_rel_err(got, ref, n);
+                if (!(e <= 2e-6))
+                    fprintf(stderr, "  %s %s n=%lld: max rel err %g\n", lv[l]->name, names[op],
+                            (long long)n, e);
+                CHECK(t, e <= 2e-6);
+                if (op == OP_SOFTMAX && n > 3) CHECK(t, got[2] == 0.0f);
+            }
+        }
+        /* dot_f32 from an odd offset (unaligned by a further 3 floats) */
+        const int64_t off = n > 3 ? 3 : 0, m = n - off;
+        const float r = cpulm_kernels_generic.dot_f32(m, a + off, b);
+        double abs_sum = 0;
+        for (int64_t i = 0; i < m; i++) abs_sum += fabs((double)a[i + off] * b[i]);
+        for (int l = 0; l < nl; l++)
+            CHECK_NEAR(t, lv[l]->dot_f32(m, a + off, b), r, 2e-6 * abs_sum + 1e-30);
+        free_unaligned(a);
+        free_unaligned(b);
+        free(ref);
+        free_unaligned(got);
+    }
+}
