@@ -1,0 +1,466 @@
+/* test_tok.c: tokenizer tests against the shared reference vectors.
+ *
+ * Vectors: llama.cpp's ggml-vocab-*.gguf.inp/.out (46 cases each), the llama-tokenizer-js
+ * and llama3-tokenizer-js recorded cases, the stories260K prompts / greedy texts; the
+ * Llama 3 and Qwen2 vocabularies are built from their raw HF files. Per-vocab pass counts
+ * are printed; every vocab present must pass 100%. A small JSON reader (test-only) reads
+ * the case files. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/mmap.h"
+#include "gguf.h"
+#include "test.h"
+#include "tokenizer/utf8.h"
+#include "tokenizer/vocab.h"
+
+/* ---- minimal JSON DOM (test-only) ---- */
+
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype;
+
+typedef struct jval {
+    jtype t;
+    double num;
+    char *s; /* J_STR: NUL-terminated, may contain NULs (len) */
+    size_t len;
+    struct jval *items; /* J_ARR / J_OBJ values */
+    char **keys;        /* J_OBJ */
+    size_t n;
+} jval;
+
+typedef struct jp {
+    const char *p, *end;
+    int bad;
+} jp;
+
+static void jws(jp *c) {
+    while (c->p < c->end && strchr(" \t\r\n", *c->p)) c->p++;
+}
+
+static void jput(char **buf, size_t *n, size_t *cap, const char *s, size_t k) {
+    if (*n + k + 1 > *cap) {
+        *cap = (*n + k + 1) * 2;
+        *buf = realloc(*buf, *cap);
+    }
+    memcpy(*buf + *n, s, k);
+    *n += k;
+    (*buf)[*n] = 0;
+}
+
+static uint32_t jhex(jp *c) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4 && c->p < c->end; i++) {
+        char h = *c->p++;
+        v = v << 4 | (uint32_t)(h <= '9' ? h - '0' : (h | 32) - 'a' + 10);
+    }
+    return v;
+}
+
+static char *jstr(jp *c, size_t *len) {
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    jput(&buf, &n, &cap, "", 0);
+    c->p++; /* opening quote */
+    while (c->p < c->end && *c->p != '"') {
+        if (*c->p != '\\') {
+            jput(&buf, &n, &cap, c->p++, 1);
+            continue;
+        }
+        char e = *++c->p, u[4];
+        c->p++;
+        if (e == 'u') {
+            uint32_t cp = jhex(c);
+            if (cp >= 0xD800 && cp <= 0xDBFF && c->p + 1 < c->end && c->p[0] == '\\') {
+                c->p += 2;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (jhex(c) - 0xDC00);
+            }
+            jput(&buf, &n, &cap, u, (size_t)cpulm_utf8_encode(cp, u));
+        } else {
+            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
+            const char *k = strchr(from, e);
+            if (!k || !e) c->bad = 1;
+            else jput(&buf, &n, &cap, to + (k - from), 1);
+        }
+    }
+    if (c->p >= c->end) c->bad = 1;
+    c->p++;
+    *len = n;
+    return buf;
+}
+
+static void jparse(jp *c, jval *v);
+
+static void jcontainer(jp *c, jval *v, int obj) {
+    size_t cap = 0;
+    c->p++;
+    for (;;) {
+        jws(c);
+        if (c->p >= c->end || c->bad) {
+            c->bad = 1;
+            return;
+        }
+        if (*c->p == (obj ? '}' : ']')) {
+            c->p++;
+            return;
+        }
+        if (v->n == cap) {
+            cap = cap ? 2 * cap : 8;
+            v->items = realloc(v->items, cap * sizeof *v->items);
+            if (obj) v->keys = realloc(v->keys, cap * sizeof *v->keys);
+        }
+        if (obj) {
+            size_t kl;
+            if (*c->p != '"') {
+                c->bad = 1;
+                return;
+            }
+            v->keys[v->n] = jstr(c, &kl);
+            jws(c);
+            if (c->p >= c->end || *c->p++ != ':') c->bad = 1;
+        }
+        jparse(c, &v->items[v->n++]);
+        jws(c);
+        if (c->p < c->end && *c->p == ',') c->p++;
+    }
+}
+
+static void jparse(jp *c, jval *v) {
+    memset(v, 0, sizeof *v);
+    jws(c);
+    if (c->p >= c->end) {
+        c->bad = 1;
+        return;
+    }
+    char ch = *c->p;
+    if (ch == '{' || ch == '[') {
+        v->t = ch == '{' ? J_OBJ : J_ARR;
+        jcontainer(c, v, ch == '{');
+    } else if (ch == '"') {
+        v->t = J_STR;
+        v->s = jstr(c, &v->len);
+    } else if (!strncmp(c->p, "true", 4) || !strncmp(c->p, "false", 5)) {
+        v->t = J_BOOL;
+        v->num = ch == 't';
+        c->p += ch == 't' ? 4 : 5;
+    } else if (!strncmp(c->p, "null", 4)) {
+        v->t = J_NULL;
+        c->p += 4;
+    } else {
+        char *e;
+        v->t = J_NUM;
+        v->num = strtod(c->p, &e);
+        if (e == c->p) c->bad = 1;
+        c->p = e;
+    }
+}
+
+static void jfree(jval *v) {
+    for (size_t i = 0; i < v->n; i++) {
+        jfree(&v->items[i]);
+        if (v->keys) free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->s);
+}
+
+static const jval *jget(const jval *o, const char *key) {
+    if (!o || o->t != J_OBJ) return NULL;
+    for (size_t i = 0; i < o->n; i++)
+        if (!strcmp(o->keys[i], key)) return &o->items[i];
+    return NULL;
+}
+
+/* Loads a shared JSON file into *v; 0 if missing or malformed. */
+static int jload(const char *rel, jval *v) {
+    const char *path = test_shared_path(rel);
+    size_t n;
+    char *s = path ? test_read_file(path, &n) : NULL;
+    if (!s) return 0;
+    jp c = {s, s + n, 0};
+    jparse(&c, v);
+    free(s);
+    if (c.bad) jfree(v);
+    return !c.bad;
+}
+
+/* ---- helpers ---- */
+
+static int tokenize(const cpulm_vocab *v, const char *s, size_t n, int add, int parse,
+                    cpulm_token *out, int32_t cap) {
+    int32_t n_out = 0;
+    cpulm_status st = cpulm_vocab_tokenize(v, s, n, add, parse, out, cap, &n_out);
+    return st == CPULM_OK ? n_out : -1;
+}
+
+static void print_ids(const char *label, const cpulm_token *ids, int n) {
+    fprintf(stderr, "    %s:", label);
+    for (int i = 0; i < n && i < 40; i++) fprintf(stderr, " %d", ids[i]);
+    fprintf(stderr, n > 40 ? " ...\n" : "\n");
+}
+
+/* Detokenizes ids with the streaming detokenizer (plus flush) into a malloc'd string. */
+static char *detok_all(const cpulm_vocab *v, const cpulm_token *ids, int n, int special,
+                       size_t *len) {
+    cpulm_detok d = {0};
+    size_t cap = 64 + 16 * (size_t)n, k = 0;
+    char *s = malloc(cap + 1);
+    cpulm_vocab_detok_reset(&d, special);
+    for (int i = 0; i < n; i++) {
+        int32_t w = cpulm_vocab_detok_push(v, &d, ids[i], s + k, (int32_t)(cap - k));
+        if (w < 0) {
+            free(s);
+            return NULL;
+        }
+        k += (size_t)w;
+    }
+    k += (size_t)cpulm_vocab_detok_flush(&d, s + k, (int32_t)(cap - k));
+    s[k] = 0;
+    *len = k;
+    return s;
+}
+
+/* Runs testdata/tokenizer/ggml-vocab-<name>.gguf.inp/.out; returns the number of cases
+ * (all must pass), 0 if the files are missing. */
+static int run_vectors(test_ctx *t, const cpulm_vocab *v, const char *name) {
+    char rel[256];
+    size_t n_inp, n_out;
+    snprintf(rel, sizeof rel, "testdata/tokenizer/ggml-vocab-%s.gguf.inp", name);
+    const char *p = test_shared_path(rel);
+    char *inp = p ? test_read_file(p, &n_inp) : NULL;
+    snprintf(rel, sizeof rel, "testdata/tokenizer/ggml-vocab-%s.gguf.out", name);
+    p = test_shared_path(rel);
+    char *out = p ? test_read_file(p, &n_out) : NULL;
+    if (!inp || !out) {
+        free(inp);
+        free(out);
+        return 0;
+    }
+    static const char sep[] = "\n__ggml_vocab_test__\n";
+    int total = 0, pass = 0;
+    char *case_at = inp, *line = out;
+    cpulm_token got[1024], want[1024];
+    for (char *e; (e = memmem(case_at, n_inp - (size_t)(case_at - inp), sep, strlen(sep)));) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        int n_want = 0;
+        for (char *tok = strtok(line, " \r"); tok && n_want < 1024; tok = strtok(NULL, " \r"))
+            want[n_want++] = atoi(tok);
+        int n_got = tokenize(v, case_at, (size_t)(e - case_at), 0, 0, got, 1024);
+        if (n_got == n_want && !memcmp(got, want, (size_t)n_want * sizeof *got)) {
+            pass++;
+        } else {
+            fprintf(stderr, "  %s case %d: \"%.*s\"\n", name, total, (int)(e - case_at), case_at);
+            print_ids("want", want, n_want);
+            print_ids("got ", got, n_got);
+        }
+        total++;
+        case_at = e + strlen(sep);
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+    printf("  tok vectors %-16s %d/%d\n", name, pass, total);
+    CHECK_EQ_INT(t, pass, total);
+    CHECK_EQ_INT(t, total, 46);
+    free(inp);
+    free(out);
+    return total;
+}
+
+/* ---- vocab builders for the raw HF files ---- */
+
+/* Llama 3.1 special tokens 128000..128255 (the naming llama3-tokenizer-js uses). */
+static cpulm_vocab *llama3_vocab(void) {
+    const char *enc = test_shared_path("testdata/tokenizer/llama3-bpe/encoder.json");
+    char enc_path[4096];
+    if (!enc) return NULL;
+    snprintf(enc_path, sizeof enc_path, "%s", enc);
+    const char *bpe = test_shared_path("testdata/tokenizer/llama3-bpe/vocab.bpe");
+    if (!bpe) return NULL;
+    static const char *const named[] = {
+        "<|begin_of_text|>", "<|end_of_text|>", NULL, NULL, "<|finetune_right_pad_id|>", NULL,
+        "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"};
+    static char names[256][40];
+    cpulm_vocab_added_token added[256];
+    int reserved = 0;
+    for (int i = 0; i < 256; i++) {
+        if (i < 11 && named[i])
+            snprintf(names[i], sizeof names[i], "%s", named[i]);
+        else
+            snprintf(names[i], sizeof names[i], "<|reserved_special_token_%d|>", reserved++);
+        added[i] = (cpulm_vocab_added_token){128000 + i, names[i], 1};
+    }
+    cpulm_vocab_bpe_files f = {enc_path, bpe, "llama-bpe", added, 256, 128000, 128001, -1};
+    cpulm_vocab *v = NULL;
+    cpulm_error err = {0};
+    if (cpulm_vocab_from_bpe_files(&v, &f, &err) != CPULM_OK)
+        fprintf(stderr, "  llama3 vocab: %s\n", err.msg);
+    return v;
+}
+
+/* Qwen2 vocab + merges, with the added tokens of tokenizer_config.json. */
+static cpulm_vocab *qwen2_vocab(const char *pre) {
+    char vocab_path[4096], merges_path[4096];
+    const char *p = test_shared_path("testdata/tokenizer/qwen2-bpe/vocab.json");
+    if (!p) return NULL;
+    snprintf(vocab_path, sizeof vocab_path, "%s", p);
+    if (!(p = test_shared_path("testdata/tokenizer/qwen2-bpe/merges.txt"))) return NULL;
+    snprintf(merges_path, sizeof merges_path, "%s", p);
+    jval cfg;
+    if (!jload("testdata/tokenizer/qwen2-bpe/tokenizer_config.json", &cfg)) return NULL;
+    const jval *dec = jget(&cfg, "added_tokens_decoder");
+    cpulm_vocab_added_token added[16];
+    int n = 0, eos = -1;
+    for (size_t i = 0; dec && i < dec->n && n < 16; i++) {
+        const jval *content = jget(&dec->items[i], "content"), *sp = jget(&dec->items[i], "special");
+        if (!content) continue;
+        added[n++] = (cpulm_vocab_added_token){atoi(dec->keys[i]), content->s, sp && sp->num != 0};
+        const jval *eos_text = jget(&cfg, "eos_token");
+        if (eos_text && eos_text->t == J_STR && !strcmp(eos_text->s, content->s)) eos = added[n - 1].id;
+    }
+    cpulm_vocab_bpe_files f = {vocab_path, merges_path, pre, added, n, -1, eos, -1};
+    cpulm_vocab *v = NULL;
+    cpulm_error err = {0};
+    if (cpulm_vocab_from_bpe_files(&v, &f, &err) != CPULM_OK)
+        fprintf(stderr, "  qwen2 vocab: %s\n", err.msg);
+    jfree(&cfg);
+    return v;
+}
+
+/* ---- unit tests that need no data ---- */
+
+TEST(tok_unicode_classes) {
+    CHECK_EQ_INT(t, cpulm_unicode_flags('A'), CPULM_UC_LETTER);
+    CHECK_EQ_INT(t, cpulm_unicode_flags('7'), CPULM_UC_NUMBER);
+    CHECK_EQ_INT(t, cpulm_unicode_flags(' '), CPULM_UC_SEPARATOR | CPULM_UC_SPACE);
+    CHECK_EQ_INT(t, cpulm_unicode_flags('\n'), CPULM_UC_CONTROL | CPULM_UC_SPACE);
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0x1C), CPULM_UC_CONTROL); /* not White_Space */
+    CHECK_EQ_INT(t, cpulm_unicode_flags('$'), CPULM_UC_SYMBOL);
+    CHECK_EQ_INT(t, cpulm_unicode_flags('_'), CPULM_UC_PUNCT);
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0x85), CPULM_UC_CONTROL | CPULM_UC_SPACE);
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0xA0), CPULM_UC_SEPARATOR | CPULM_UC_SPACE);
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0xBD), CPULM_UC_NUMBER);   /* ½ is No */
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0x0301), CPULM_UC_MARK);   /* combining acute */
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0x3000), CPULM_UC_SEPARATOR | CPULM_UC_SPACE);
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0x9547), CPULM_UC_LETTER); /* 镇 */
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0x1F999), CPULM_UC_SYMBOL); /* 🦙 */
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0x10400), CPULM_UC_LETTER); /* Deseret, beyond BMP */
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0xE000), CPULM_UC_CONTROL); /* private use */
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0x10FFFF), CPULM_UC_CONTROL);
+    CHECK(t, cpulm_unicode_is_dsllm_letter(0x212A));  /* Kelvin sign is in the class */
+    CHECK(t, cpulm_unicode_is_dsllm_letter(0x1E943));
+    CHECK(t, !cpulm_unicode_is_dsllm_letter(0x4E00)); /* CJK is not */
+    CHECK(t, !cpulm_unicode_is_dsllm_letter(0xAA));   /* ª (Lo) is not cased */
+}
+
+TEST(tok_utf8_decode) {
+    const char s[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\xa6\x99\x80\xc3x\xf8";
+    uint32_t want[] = {'a', 0xE9, 0x20AC, 0x1F999, 0xFFFD, 0xFFFD, 'x', 0xFFFD};
+    size_t i = 0, k = 0, n = sizeof s - 1;
+    while (i < n && k < 8) CHECK_EQ_INT(t, cpulm_utf8_decode(s, n, &i), want[k++]);
+    CHECK_EQ_INT(t, i, n);
+    CHECK_EQ_INT(t, k, 8);
+    char out[4];
+    CHECK_EQ_INT(t, cpulm_utf8_encode(0x1F999, out), 4);
+    CHECK(t, !memcmp(out, "\xf0\x9f\xa6\x99", 4));
+}
+
+/* ---- Llama 3 (byte-level BPE from encoder.json + vocab.bpe) ---- */
+
+static void llama3_js_cases(test_ctx *t, const cpulm_vocab *v) {
+    jval js;
+    if (!jload("testdata/tokenizer/llama3-tokenizer-js-cases.json", &js)) {
+        CHECK(t, 0);
+        return;
+    }
+    const jval *enc = jget(&js, "encode"), *dec = jget(&js, "decode");
+    int pass = 0, total = 0;
+    cpulm_token got[512];
+    for (size_t i = 0; enc && i < enc->n; i++, total++) {
+        const jval *c = &enc->items[i], *in = jget(c, "input"), *want = jget(c, "expected");
+        const jval *opt = jget(c, "options"), *bos = jget(opt, "bos"), *eos = jget(opt, "eos");
+        int add_bos = bos ? bos->num != 0 : 1, add_eos = eos ? eos->num != 0 : 1, n = 0;
+        if (add_bos) got[n++] = cpulm_vocab_bos(v);
+        int k = tokenize(v, in->s, in->len, 0, 1, got + n, 500);
+        n = k < 0 ? -1 : n + k;
+        if (n >= 0 && add_eos) got[n++] = cpulm_vocab_eos(v);
+        int ok = n == (int)want->n;
+        for (int j = 0; ok && j < n; j++) ok = got[j] == (cpulm_token)want->items[j].num;
+        pass += ok;
+        if (!ok) fprintf(stderr, "  llama3-js encode %zu failed: %.60s\n", i, in->s);
+    }
+    for (size_t i = 0; dec && i < dec->n; i++, total++) {
+        const jval *c = &dec->items[i], *in = jget(c, "input"), *want = jget(c, "expected");
+        cpulm_token ids[512];
+        int n = 0;
+        for (size_t j = 0; j < in->n && n < 512; j++) ids[n++] = (cpulm_token)in->items[j].num;
+        size_t len;
+        char *s = detok_all(v, ids, n, 1, &len);
+        int ok = s && len == want->len && !memcmp(s, want->s, len);
+        pass += ok;
+        if (!ok) fprintf(stderr, "  llama3-js decode %zu failed: %s\n", i, s ? s : "(error)");
+        free(s);
+    }
+    printf("  tok llama3-tokenizer-js       %d/%d\n", pass, total);
+    CHECK_EQ_INT(t, pass, total);
+    CHECK_EQ_INT(t, total, 42);
+    jfree(&js);
+}
+
+TEST(tok_llama3_bpe) {
+    cpulm_vocab *v = llama3_vocab();
+    if (!v) SKIP(t, "llama3-bpe files missing");
+    CHECK_EQ_INT(t, cpulm_vocab_n_tokens(v), 128256);
+    CHECK_EQ_INT(t, cpulm_vocab_eot(v), 128009);
+    CHECK(t, cpulm_vocab_is_eog(v, 128001) && cpulm_vocab_is_eog(v, 128009));
+    CHECK(t, cpulm_vocab_is_eog(v, 128008) && !cpulm_vocab_is_eog(v, 128006));
+    CHECK(t, cpulm_vocab_wants_bos(v));
+    run_vectors(t, v, "llama-bpe");
+    llama3_js_cases(t, v);
+    cpulm_vocab_free(v);
+}
+
+TEST(tok_llama3_special_parsing) {
+    cpulm_vocab *v = llama3_vocab();
+    if (!v) SKIP(t, "llama3-bpe files missing");
+    const char *s = "<|start_header_id|>user<|end_header_id|>";
+    cpulm_token on[32], off[32];
+    int n_on = tokenize(v, s, strlen(s), 1, 1, on, 32);
+    int n_off = tokenize(v, s, strlen(s), 0, 0, off, 32);
+    REQUIRE(t, n_on == 4 && n_off > 4);
+    CHECK_EQ_INT(t, on[0], 128000); /* BOS from add_special */
+    CHECK_EQ_INT(t, on[1], 128006);
+    CHECK_EQ_INT(t, on[3], 128007);
+    for (int i = 0; i < n_off; i++) CHECK(t, off[i] < 128000); /* never parsed when off */
+    /* A too-small buffer reports the size needed. */
+    int32_t need = 0;
+    CHECK_EQ_INT(t, cpulm_vocab_tokenize(v, s, strlen(s), 1, 1, on, 2, &need), CPULM_ERR_TOO_SMALL);
+    CHECK_EQ_INT(t, need, 4);
+    cpulm_vocab_free(v);
+}
+
+/* ---- Qwen2 (vocab.json + merges.txt) ---- */
+
+TEST(tok_qwen2_bpe) {
+    cpulm_vocab *v = qwen2_vocab("qwen2");
+    if (!v) SKIP(t, "qwen2-bpe files missing");
+    CHECK_EQ_INT(t, cpulm_vocab_n_tokens(v), 151646);
+    CHECK_EQ_INT(t, cpulm_vocab_eos(v), 151643);
+    CHECK_EQ_INT(t, cpulm_vocab_eot(v), 151645); /* <|im_end|> */
+    CHECK(t, cpulm_vocab_is_eog(v, 151643) && cpulm_vocab_is_eog(v, 151645));
+    CHECK(t, !cpulm_vocab_wants_bos(v));
+    run_vectors(t, v, "qwen2");
+    cpulm_vocab_free(v);
+    v = qwen2_vocab("deepseek-r1-qwen");
+    REQUIRE(t, v != NULL);
+    run_vectors(t, v, "deepseek-r1-qwen");
+    const char *s = "<|im_start|>user\nhi<|im_end|>";
+    cpulm_token ids[16];
+    int n = tokenize(v, s, strlen(s), 0, 1, ids, 16);
+    REQUIRE(t, n >= 4);
+    CHECK_EQ_INT(t, ids[0], 151644);
+    CHECK_EQ_INT(t, ids[n - 1], 151645);
+    cpulm_vocab_free(v);
+}
