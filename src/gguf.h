@@ -85,7 +85,9 @@ typedef struct cpulm_gguf {
 /* Parses and validates buf[0..size). On error *g is released and err names what is wrong
  * (the caller prefixes the file name). Keys must be unique; tensor names too; tensor data
  * ranges must lie inside the buffer, be aligned, and have a known type whose block size
- * divides ne[0]. */
+ * divides ne[0]. Keys and tensor names may not contain NUL bytes (so cpulm_gguf_find can
+ * reach every one), and tensor names are at most 63 bytes (llama.cpp's limit). Arrays nest
+ * at most 8 deep. A BOOL value is stored as v.u = (byte != 0). */
 cpulm_status cpulm_gguf_parse(cpulm_gguf *g, const void *buf, uint64_t size, cpulm_error *err);
 void cpulm_gguf_release(cpulm_gguf *g);
 
@@ -118,6 +120,20 @@ typedef struct cpulm_gguf_str_iter {
 } cpulm_gguf_str_iter;
 void cpulm_gguf_str_iter_init(cpulm_gguf_str_iter *it, const cpulm_gguf_arr *a);
 cpulm_str cpulm_gguf_str_iter_next(cpulm_gguf_str_iter *it); /* call exactly a->n times */
+
+/* Nested arrays (element type ARRAY): walks the sub-arrays in order; call exactly a->n times. */
+typedef struct cpulm_gguf_arr_iter {
+    const uint8_t *p;
+    uint64_t left;
+} cpulm_gguf_arr_iter;
+void cpulm_gguf_arr_iter_init(cpulm_gguf_arr_iter *it, const cpulm_gguf_arr *a);
+cpulm_gguf_arr cpulm_gguf_arr_iter_next(cpulm_gguf_arr_iter *it);
+
+/* Bytes of a tensor of this ggml type and shape (ne[0..n_dims)). CPULM_ERR_UNSUPPORTED for
+ * an unknown type, CPULM_ERR_FORMAT for n_dims outside 1..4, a negative ne, a block size
+ * that does not divide ne[0], or a size that overflows; err says which (no tensor name). */
+cpulm_status cpulm_gguf_tensor_nbytes(uint32_t type, int n_dims, const int64_t *ne,
+                                      uint64_t *n_bytes, cpulm_error *err);
 
 const char *cpulm_gguf_type_name(cpulm_gguf_type t);
 bool cpulm_str_eq(cpulm_str s, const char *z);
