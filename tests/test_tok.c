@@ -464,3 +464,289 @@ TEST(tok_qwen2_bpe) {
     CHECK_EQ_INT(t, ids[n - 1], 151645);
     cpulm_vocab_free(v);
 }
+
+/* ---- GGUF vocabularies ---- */
+
+/* Loads the vocab of a shared GGUF file; NULL (and a SKIP-able state) if missing. */
+static cpulm_vocab *gguf_vocab(test_ctx *t, const char *rel) {
+    const char *path = test_shared_path(rel);
+    if (!path) return NULL;
+    cpulm_mmap m;
+    cpulm_gguf g;
+    cpulm_vocab *v = NULL;
+    cpulm_error err = {0};
+    if (cpulm_mmap_open(&m, path, &err) != CPULM_OK) {
+        fprintf(stderr, "  %s\n", err.msg);
+        t->n_fail++;
+        return NULL;
+    }
+    if (cpulm_gguf_parse(&g, m.data, m.size, &err) == CPULM_OK) {
+        if (cpulm_vocab_load(&v, &g, &err) != CPULM_OK) fprintf(stderr, "  %s: %s\n", rel, err.msg);
+        cpulm_gguf_release(&g);
+    } else {
+        fprintf(stderr, "  %s: %s\n", rel, err.msg);
+    }
+    cpulm_mmap_close(&m); /* the vocab owns copies of everything */
+    if (!v) t->n_fail++;
+    return v;
+}
+
+static void llama2_js_cases(test_ctx *t, const cpulm_vocab *v) {
+    jval js;
+    if (!jload("testdata/tokenizer/llama2-tokenizer-js-cases.json", &js)) {
+        CHECK(t, 0);
+        return;
+    }
+    const jval *enc = jget(&js, "encode"), *dec = jget(&js, "decode");
+    int pass = 0, total = 0, n_dec = 0;
+    cpulm_token got[1024];
+    for (size_t i = 0; enc && i < enc->n; i++, total++) {
+        const jval *c = &enc->items[i], *in = jget(c, "input"), *want = jget(c, "expected");
+        int n = tokenize(v, in->s, in->len, 1, 0, got, 1024); /* expected ids include BOS */
+        int ok = n == (int)want->n;
+        for (int j = 0; ok && j < n; j++) ok = got[j] == (cpulm_token)want->items[j].num;
+        pass += ok;
+        if (!ok) fprintf(stderr, "  llama2-js encode %zu failed: %.60s\n", i, in->s);
+    }
+    /* Decode cases are meaningful for our semantics when the package's flags describe the
+     * ids: the dummy-prefix space is stripped exactly when the ids start with BOS. */
+    for (size_t i = 0; dec && i < dec->n; i++) {
+        const jval *c = &dec->items[i], *in = jget(c, "input"), *want = jget(c, "expected");
+        int bos = in->n && in->items[0].num == 1;
+        if (jget(c, "add_preceding_space")->num != bos || (bos && !jget(c, "add_bos_token")->num))
+            continue;
+        cpulm_token ids[1024];
+        int n = 0;
+        for (size_t j = 0; j < in->n && n < 1024; j++) ids[n++] = (cpulm_token)in->items[j].num;
+        size_t len;
+        char *s = detok_all(v, ids, n, 0, &len);
+        int ok = s && len == want->len && !memcmp(s, want->s, len);
+        pass += ok;
+        total++;
+        n_dec++;
+        if (!ok) fprintf(stderr, "  llama2-js decode %zu failed: '%s'\n", i, s ? s : "(error)");
+        free(s);
+    }
+    printf("  tok llama2-tokenizer-js       %d/%d (12 encode, %d decode)\n", pass, total, n_dec);
+    CHECK_EQ_INT(t, pass, total);
+    CHECK_EQ_INT(t, n_dec, 15);
+    jfree(&js);
+}
+
+TEST(tok_llama_spm) {
+    cpulm_vocab *v = gguf_vocab(t, "testdata/tokenizer/ggml-vocab-llama-spm.gguf");
+    if (!v) {
+        if (!t->n_fail) SKIP(t, "ggml-vocab-llama-spm.gguf missing");
+        return;
+    }
+    CHECK_EQ_INT(t, cpulm_vocab_kind(v), CPULM_VOCAB_SPM);
+    CHECK_EQ_INT(t, cpulm_vocab_bos(v), 1);
+    CHECK_EQ_INT(t, cpulm_vocab_eos(v), 2);
+    CHECK(t, cpulm_vocab_wants_bos(v) && !cpulm_vocab_wants_eos(v));
+    run_vectors(t, v, "llama-spm");
+    llama2_js_cases(t, v);
+    /* Control tokens are parsed only on request; "<s>" is control here. */
+    cpulm_token ids[16];
+    CHECK_EQ_INT(t, tokenize(v, "<s>", 3, 0, 1, ids, 16), 1);
+    CHECK_EQ_INT(t, ids[0], 1);
+    int n = tokenize(v, "<s>", 3, 0, 0, ids, 16);
+    CHECK(t, n > 1);
+    for (int i = 0; i < n; i++) CHECK(t, ids[i] != 1);
+    cpulm_vocab_free(v);
+}
+
+TEST(tok_phi3_spm) {
+    cpulm_vocab *v = gguf_vocab(t, "testdata/tokenizer/ggml-vocab-phi-3.gguf");
+    if (!v) {
+        if (!t->n_fail) SKIP(t, "ggml-vocab-phi-3.gguf missing");
+        return;
+    }
+    CHECK_EQ_INT(t, cpulm_vocab_eos(v), 32000);
+    CHECK_EQ_INT(t, cpulm_vocab_eot(v), 32007); /* <|end|> */
+    CHECK(t, cpulm_vocab_is_eog(v, 32000) && cpulm_vocab_is_eog(v, 32007));
+    run_vectors(t, v, "phi-3");
+    /* <|user|> is right-stripped for Phi-3 (llama.cpp): the newline after it goes. */
+    const char *s = "<|user|>\nHi<|end|>";
+    cpulm_token ids[16], ref[16];
+    int n = tokenize(v, s, strlen(s), 0, 1, ids, 16);
+    int n_ref = tokenize(v, "Hi", 2, 0, 0, ref, 16);
+    REQUIRE(t, n == n_ref + 2);
+    CHECK_EQ_INT(t, ids[0], 32010);
+    CHECK(t, !memcmp(ids + 1, ref, (size_t)n_ref * sizeof *ids));
+    CHECK_EQ_INT(t, ids[n - 1], 32007);
+    cpulm_vocab_free(v);
+}
+
+TEST(tok_deepseek_bpe) {
+    static const char *const names[] = {"deepseek-llm", "deepseek-coder"};
+    int n_run = 0;
+    for (int i = 0; i < 2; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "testdata/tokenizer/ggml-vocab-%s.gguf", names[i]);
+        cpulm_vocab *v = gguf_vocab(t, rel);
+        if (!v) continue;
+        CHECK_EQ_INT(t, cpulm_vocab_kind(v), CPULM_VOCAB_BPE);
+        CHECK(t, !strcmp(cpulm_vocab_pre_name(v), names[i]));
+        n_run += run_vectors(t, v, names[i]) > 0;
+        cpulm_vocab_free(v);
+    }
+    if (!n_run && !t->n_fail) SKIP(t, "deepseek vocab files missing");
+}
+
+/* ---- stories260K: prompts and greedy texts of the references ---- */
+
+static int detok_matches(const cpulm_vocab *v, const jval *ids_json, size_t from, int lead_bos,
+                         const jval *want) {
+    cpulm_token ids[1024];
+    int n = 0;
+    if (lead_bos) ids[n++] = cpulm_vocab_bos(v);
+    for (size_t j = from; j < ids_json->n && n < 1024; j++) ids[n++] = (cpulm_token)ids_json->items[j].num;
+    size_t len;
+    char *s = detok_all(v, ids, n, 0, &len);
+    int ok = s && want && want->t == J_STR && len == want->len && !memcmp(s, want->s, len);
+    if (!ok) fprintf(stderr, "  detok mismatch: '%s'\n", s ? s : "(error)");
+    free(s);
+    return ok;
+}
+
+static int prompt_matches(const cpulm_vocab *v, const jval *prompt, const jval *ids, size_t n) {
+    cpulm_token got[256];
+    int k = tokenize(v, prompt->s, prompt->len, 1, 0, got, 256);
+    int ok = k == (int)n;
+    for (int j = 0; ok && j < k; j++) ok = got[j] == (cpulm_token)ids->items[j].num;
+    if (!ok) fprintf(stderr, "  prompt mismatch: '%s'\n", prompt->s);
+    return ok;
+}
+
+TEST(tok_stories260k) {
+    cpulm_vocab *v = gguf_vocab(t, "models/stories260K.gguf");
+    if (!v) {
+        if (!t->n_fail) SKIP(t, "stories260K.gguf missing");
+        return;
+    }
+    CHECK_EQ_INT(t, cpulm_vocab_n_tokens(v), 512);
+    CHECK(t, cpulm_vocab_wants_bos(v)); /* key absent: SPM default */
+    int pass = 0, total = 0;
+    jval cases, greedy;
+    if (jload("testdata/reference/llamacpp/cases.json", &cases)) {
+        const jval *list = jget(&cases, "cases");
+        for (size_t i = 0; list && i < list->n; i++) {
+            const jval *c = &list->items[i], *prompt = jget(c, "prompt");
+            if (strcmp(jget(c, "model")->s, "stories260K.gguf") || prompt->t != J_STR) continue;
+            const jval *toks = jget(c, "tokens");
+            size_t n_prompt = (size_t)jget(c, "n_prompt")->num;
+            pass += prompt_matches(v, prompt, toks, n_prompt);
+            pass += detok_matches(v, toks, n_prompt, 0, jget(c, "greedy_text"));
+            total += 2;
+        }
+        jfree(&cases);
+    }
+    if (jload("testdata/reference/stories260K_greedy_reference.json", &greedy)) {
+        const jval *list = jget(&greedy, "cases");
+        for (size_t i = 0; list && i < list->n; i++) {
+            const jval *c = &list->items[i], *pt = jget(c, "prompt_tokens");
+            pass += prompt_matches(v, jget(c, "prompt"), pt, pt->n);
+            pass += detok_matches(v, jget(c, "generated_tokens"), 0, 1, jget(c, "generated_text"));
+            total += 2;
+        }
+        jfree(&greedy);
+    }
+    printf("  tok stories260K references    %d/%d\n", pass, total);
+    CHECK_EQ_INT(t, pass, total);
+    CHECK_EQ_INT(t, total, 12);
+    cpulm_vocab_free(v);
+}
+
+/* ---- detokenizer ---- */
+
+TEST(tok_detok_utf8_streaming) {
+    cpulm_vocab *v = gguf_vocab(t, "testdata/tokenizer/ggml-vocab-llama-spm.gguf");
+    if (!v) {
+        if (!t->n_fail) SKIP(t, "ggml-vocab-llama-spm.gguf missing");
+        return;
+    }
+    /* 🦙 is four byte-fallback tokens (from the llama2-tokenizer-js case). */
+    const cpulm_token llama[4] = {243, 162, 169, 156};
+    cpulm_detok d = {0};
+    char out[64];
+    cpulm_vocab_detok_reset(&d, 0);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, llama[i], out, 64), 0);
+    CHECK_EQ_INT(t, d.n_pending, 3);
+    CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, llama[3], out, 64), 4);
+    CHECK(t, !memcmp(out, "\xf0\x9f\xa6\x99", 4));
+    /* A too-small buffer leaves the state untouched. */
+    cpulm_token hello = cpulm_vocab_find(v, "\xe2\x96\x81Hello", 8);
+    REQUIRE(t, hello >= 0);
+    CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, hello, out, 3), CPULM_ERR_TOO_SMALL);
+    CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, hello, out, 64), 6);
+    CHECK(t, !memcmp(out, " Hello", 6)); /* not after BOS: the space stays */
+    /* A broken sequence becomes U+FFFD, and the next byte is kept. */
+    CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, llama[0], out, 64), 0);
+    CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, hello, out, 64), 9);
+    CHECK(t, !memcmp(out, "\xef\xbf\xbd Hello", 9));
+    /* A held prefix at the end is flushed as U+FFFD. */
+    CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, llama[0], out, 64), 0);
+    CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, llama[1], out, 64), 0);
+    CHECK_EQ_INT(t, cpulm_vocab_detok_flush(&d, out, 64), 3);
+    CHECK(t, !memcmp(out, "\xef\xbf\xbd", 3));
+    CHECK_EQ_INT(t, cpulm_vocab_detok_flush(&d, out, 64), 0);
+    /* After BOS the dummy-prefix space goes; control tokens render only when asked. */
+    CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, 1, out, 64), 0);
+    CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, hello, out, 64), 5);
+    CHECK(t, !memcmp(out, "Hello", 5));
+    cpulm_vocab_detok_reset(&d, 1);
+    CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, 1, out, 64), 3);
+    CHECK(t, !memcmp(out, "<s>", 3));
+    int32_t n = -1;
+    CHECK_EQ_INT(t, cpulm_vocab_piece(v, 2, 0, out, 64, &n), CPULM_OK);
+    CHECK_EQ_INT(t, n, 0);
+    CHECK_EQ_INT(t, cpulm_vocab_piece(v, 2, 1, out, 64, &n), CPULM_OK);
+    CHECK_EQ_INT(t, n, 4);
+    CHECK_EQ_INT(t, cpulm_vocab_piece(v, 2, 1, out, 2, &n), CPULM_ERR_TOO_SMALL);
+    CHECK_EQ_INT(t, cpulm_vocab_piece(v, 32000, 1, out, 64, &n), CPULM_ERR_INVALID_ARG);
+    cpulm_vocab_free(v);
+}
+
+/* ---- speed: 100 KB must tokenize well under a second ---- */
+
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void time_tokenize(test_ctx *t, const cpulm_vocab *v, const char *what, const char *s,
+                          size_t n) {
+    static cpulm_token ids[200000];
+    double t0 = seconds();
+    int k = tokenize(v, s, n, 1, 1, ids, 200000);
+    double dt = seconds() - t0;
+    printf("  tok speed %-28s %6zu bytes -> %6d tokens in %.3f s\n", what, n, k, dt);
+    CHECK(t, k > 0);
+    CHECK(t, dt < 0.5);
+}
+
+TEST(tok_speed_100kb) {
+    const char *p = test_shared_path("testdata/text/tinystories_valid_head.txt");
+    size_t n = 0;
+    char *text = p ? test_read_file(p, &n) : NULL;
+    if (!text) SKIP(t, "tinystories text missing");
+    n = n < 100000 ? n : 100000;
+    char *same = malloc(n);
+    memset(same, 'a', n); /* one 100 KB word: merges must not be quadratic */
+    cpulm_vocab *spm = gguf_vocab(t, "testdata/tokenizer/ggml-vocab-llama-spm.gguf");
+    cpulm_vocab *ds = gguf_vocab(t, "testdata/tokenizer/ggml-vocab-deepseek-llm.gguf");
+    cpulm_vocab *l3 = llama3_vocab();
+    if (spm) time_tokenize(t, spm, "llama-spm text", text, n);
+    if (spm) time_tokenize(t, spm, "llama-spm one word", same, n);
+    if (ds) time_tokenize(t, ds, "deepseek-llm text", text, n);
+    if (l3) time_tokenize(t, l3, "llama3 text", text, n);
+    if (l3) time_tokenize(t, l3, "llama3 one word", same, n);
+    memset(same, ' ', n);
+    if (l3) time_tokenize(t, l3, "llama3 spaces", same, n);
+    cpulm_vocab_free(spm);
+    cpulm_vocab_free(ds);
+    cpulm_vocab_free(l3);
+    free(same);
+    free(text);
+}
