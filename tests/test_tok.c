@@ -750,3 +750,181 @@ TEST(tok_speed_100kb) {
     free(same);
     free(text);
 }
+
+/* ---- synthetic vocabularies (in-memory GGUF) ---- */
+
+typedef struct synth {
+    const char *model, *pre;
+    int with_merges, space_prefix; /* space_prefix: -1 = key absent */
+    int32_t n_scores;              /* scores array length; 0 = default (one per token) */
+} synth;
+
+/* A 267-token SPM-style vocab: <unk> <s> </s>, 256 byte tokens, then
+ * 259 "▁" 260 "a" 261 "b" 262 "▁a" 263 "ab" 264 "▁ab" 265 "<tool>" (user) 266 "<ctl>". */
+static cpulm_status synth_load(const synth *s, cpulm_vocab **v, cpulm_error *err) {
+    static char bytes[256][8];
+    const char *toks[267];
+    float scores[267] = {0};
+    int32_t types[267];
+    toks[0] = "<unk>", toks[1] = "<s>", toks[2] = "</s>";
+    types[0] = 2, types[1] = types[2] = 3;
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        toks[3 + b] = bytes[b];
+        types[3 + b] = 6;
+    }
+    const char *rest[] = {"\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab", "\xe2\x96\x81" "ab",
+                          "<tool>", "<ctl>"};
+    const float rest_scores[] = {-1.0f, -2.0f, -2.0f, -0.5f, -0.6f, -0.1f, 0.0f, 0.0f};
+    for (int i = 0; i < 8; i++) {
+        toks[259 + i] = rest[i];
+        scores[259 + i] = rest_scores[i];
+        types[259 + i] = i == 6 ? 4 : i == 7 ? 3 : 1;
+    }
+    const char *merges[] = {"a b"};
+    cpulm_gguf_writer *w = cpulm_gguf_writer_new();
+    cpulm_gguf_writer_set_str(w, "tokenizer.ggml.model", s->model);
+    if (s->pre) cpulm_gguf_writer_set_str(w, "tokenizer.ggml.pre", s->pre);
+    cpulm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 267);
+    cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", CPULM_GGUF_F32, scores,
+                              (uint64_t)(s->n_scores ? s->n_scores : 267));
+    cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", CPULM_GGUF_I32, types, 267);
+    if (s->with_merges) cpulm_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 1);
+    if (s->space_prefix >= 0)
+        cpulm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", s->space_prefix != 0);
+    uint8_t *buf = NULL;
+    uint64_t size = 0;
+    cpulm_gguf g;
+    cpulm_status st = cpulm_gguf_writer_to_buf(w, &buf, &size);
+    cpulm_gguf_writer_free(w);
+    if (st == CPULM_OK && (st = cpulm_gguf_parse(&g, buf, size, err)) == CPULM_OK) {
+        st = cpulm_vocab_load(v, &g, err);
+        cpulm_gguf_release(&g);
+    }
+    free(buf);
+    return st;
+}
+
+static int ids_are(const cpulm_vocab *v, const char *text, int add, int parse, int n,
+                   const cpulm_token *want) {
+    cpulm_token got[64];
+    int k = tokenize(v, text, strlen(text), add, parse, got, 64);
+    if (k == n && (n == 0 || !memcmp(got, want, (size_t)n * sizeof *got))) return 1;
+    fprintf(stderr, "  '%s':\n", text);
+    print_ids("want", want, n);
+    print_ids("got ", got, k);
+    return 0;
+}
+
+TEST(tok_synthetic_spm) {
+    cpulm_vocab *v = NULL;
+    cpulm_error err = {0};
+    synth s = {"llama", NULL, 0, -1, 0};
+    REQUIRE(t, synth_load(&s, &v, &err) == CPULM_OK);
+    /* "▁a" (-0.5) merges before "ab" (-0.6), then "▁ab" (-0.1). */
+    CHECK(t, ids_are(v, "ab", 0, 0, 1, (cpulm_token[]){264}));
+    CHECK(t, ids_are(v, "ab", 1, 0, 2, (cpulm_token[]){1, 264}));
+    CHECK(t, ids_are(v, "ba", 0, 0, 3, (cpulm_token[]){259, 261, 260}));
+    /* é is not a token: byte fallback <0xC3><0xA9>. */
+    CHECK(t, ids_are(v, "\xc3\xa9", 0, 0, 3, (cpulm_token[]){259, 3 + 0xC3, 3 + 0xA9}));
+    /* User-defined tokens are always split out; a dummy prefix follows any token. */
+    CHECK(t, ids_are(v, "a<tool>b", 0, 0, 4, (cpulm_token[]){262, 265, 259, 261}));
+    /* Control tokens only with parse_special. */
+    CHECK(t, ids_are(v, "a<ctl>", 0, 1, 2, (cpulm_token[]){262, 266}));
+    CHECK(t, ids_are(v, "a<ctl>", 0, 0, 6,
+                     (cpulm_token[]){262, 3 + '<', 3 + 'c', 3 + 't', 3 + 'l', 3 + '>'}));
+    CHECK(t, ids_are(v, "", 1, 0, 1, (cpulm_token[]){1}));
+    CHECK(t, ids_are(v, "", 0, 0, 0, NULL));
+    cpulm_vocab_free(v);
+    s.space_prefix = 0; /* tokenizer.ggml.add_space_prefix = false */
+    REQUIRE(t, synth_load(&s, &v, &err) == CPULM_OK);
+    CHECK(t, ids_are(v, "ab", 0, 0, 1, (cpulm_token[]){263}));
+    cpulm_vocab_free(v);
+}
+
+TEST(tok_load_errors) {
+    cpulm_vocab *v = NULL;
+    cpulm_error err = {0};
+    synth s = {"gpt2", "gpt-2", 1, -1, 0};
+    CHECK_EQ_INT(t, synth_load(&s, &v, &err), CPULM_ERR_UNSUPPORTED); /* no such pre here */
+    CHECK(t, v == NULL && strstr(err.msg, "gpt-2"));
+    s = (synth){"gpt2", "llama-bpe", 0, -1, 0};
+    CHECK_EQ_INT(t, synth_load(&s, &v, &err), CPULM_ERR_FORMAT); /* BPE without merges */
+    s = (synth){"bert", NULL, 0, -1, 0};
+    CHECK_EQ_INT(t, synth_load(&s, &v, &err), CPULM_ERR_UNSUPPORTED);
+    s = (synth){"llama", NULL, 0, -1, 100};
+    CHECK_EQ_INT(t, synth_load(&s, &v, &err), CPULM_ERR_FORMAT); /* 100 scores, 267 tokens */
+    s = (synth){"gpt2", "llama-bpe", 1, -1, 0};
+    CHECK_EQ_INT(t, synth_load(&s, &v, &err), CPULM_OK);
+    cpulm_vocab_free(v);
+    cpulm_vocab_bpe_files f = {"/nonexistent/vocab.json", "/nonexistent/merges.txt", "qwen2",
+                               NULL, 0, -1, -1, -1};
+    CHECK_EQ_INT(t, cpulm_vocab_from_bpe_files(&v, &f, &err), CPULM_ERR_IO);
+    const char *merges = test_shared_path("testdata/tokenizer/qwen2-bpe/merges.txt");
+    if (merges) { /* a merges file is not a JSON map */
+        char m[4096];
+        snprintf(m, sizeof m, "%s", merges);
+        f = (cpulm_vocab_bpe_files){m, m, "qwen2", NULL, 0, -1, -1, -1};
+        CHECK_EQ_INT(t, cpulm_vocab_from_bpe_files(&v, &f, &err), CPULM_ERR_FORMAT);
+    }
+}
+
+/* ---- round trips and hostile input on the real vocabularies ---- */
+
+static int valid_utf8(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        int len = cpulm_utf8_strict_len(u[i]);
+        if (!len || i + (size_t)len > n) return 0;
+        for (int k = 1; k < len; k++)
+            if (!cpulm_utf8_strict_next_ok(u + i, k, u[i + k])) return 0;
+        i += (size_t)len;
+    }
+    return 1;
+}
+
+static void roundtrip(test_ctx *t, const cpulm_vocab *v, const char *name, const char *text,
+                      size_t n) {
+    static cpulm_token ids[100000];
+    static unsigned char junk[4096];
+    int k = tokenize(v, text, n, 1, 0, ids, 100000);
+    REQUIRE(t, k > 0);
+    size_t len;
+    char *back = detok_all(v, ids, k, 0, &len); /* BOS renders as "" and drops the prefix */
+    int ok = back && len == n && !memcmp(back, text, n);
+    if (!ok) fprintf(stderr, "  %s: round trip differs\n", name);
+    CHECK(t, ok);
+    free(back);
+    /* Random bytes (mostly invalid UTF-8): ids in range, detokenized text well-formed. */
+    uint32_t r = 12345;
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)((r = r * 1103515245u + 12345u) >> 16);
+    k = tokenize(v, (const char *)junk, sizeof junk, 0, 1, ids, 100000);
+    REQUIRE(t, k > 0);
+    for (int i = 0; i < k; i++) CHECK(t, ids[i] >= 0 && ids[i] < cpulm_vocab_n_tokens(v));
+    back = detok_all(v, ids, k, 1, &len);
+    CHECK(t, back && valid_utf8(back, len));
+    free(back);
+}
+
+TEST(tok_roundtrip) {
+    const char *p = test_shared_path("testdata/text/tinystories_valid_head.txt");
+    size_t n = 0;
+    char *text = p ? test_read_file(p, &n) : NULL;
+    if (!text) SKIP(t, "tinystories text missing");
+    n = n < 20000 ? n : 20000;
+    const char *extra = " \xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\xa6\x99 Caf\xc3\xa9\t\n\n  x";
+    char *mixed = malloc(n + strlen(extra));
+    memcpy(mixed, text, n);
+    memcpy(mixed + n, extra, strlen(extra));
+    n += strlen(extra);
+    cpulm_vocab *v = gguf_vocab(t, "testdata/tokenizer/ggml-vocab-llama-spm.gguf");
+    if (v) roundtrip(t, v, "llama-spm", mixed, n);
+    cpulm_vocab_free(v);
+    if ((v = gguf_vocab(t, "testdata/tokenizer/ggml-vocab-deepseek-coder.gguf")))
+        roundtrip(t, v, "deepseek-coder", mixed, n);
+    cpulm_vocab_free(v);
+    if ((v = llama3_vocab())) roundtrip(t, v, "llama3", mixed, n);
+    cpulm_vocab_free(v);
+    free(mixed);
+    free(text);
+}
