@@ -154,6 +154,7 @@ typedef struct cpulm_ctx_params {
     int32_t n_threads;       /* for decodes of one token per sequence; 0 = physical cores */
     int32_t n_threads_batch; /* for prompt batches; 0 = n_threads */
     cpulm_kv_type kv_type;
+    int32_t n_outputs_max;   /* most logit rows one decode may return; 0 = n_seq_max */
 } cpulm_ctx_params;
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);

@@ -205,6 +205,8 @@ static void overlay(cpulm_kernels *k, const cpulm_kernels *lvl) {
     TAKE(softmax);
     TAKE(axpy);
     TAKE(dot_f32);
+    TAKE(scale_f16);
+    TAKE(mad_f16);
 #undef TAKE
 }
 

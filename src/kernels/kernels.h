@@ -44,6 +44,12 @@ typedef struct cpulm_kernels {
     void (*axpy)(int64_t n, float *y, float a, const float *x);
     /* sum(x[i] * y[i]) over f32 */
     float (*dot_f32)(int64_t n, const float *x, const float *y);
+
+    /* ---- f16 accumulators (attention over an F16 KV cache, reference numerics) ---- */
+    /* y[i] = f16(f32(y[i]) * v) */
+    void (*scale_f16)(int64_t n, uint16_t *y, float v);
+    /* y[i] = f16(f32(y[i]) + f32(x[i]) * v) */
+    void (*mad_f16)(int64_t n, uint16_t *y, const uint16_t *x, float v);
 } cpulm_kernels;
 
 extern const cpulm_kernels cpulm_kernels_generic;

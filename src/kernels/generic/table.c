@@ -63,4 +63,6 @@ const cpulm_kernels cpulm_kernels_generic = {
     .softmax = cpulm_generic_softmax,
     .axpy = cpulm_generic_axpy,
     .dot_f32 = cpulm_generic_dot_f32,
+    .scale_f16 = cpulm_generic_scale_f16,
+    .mad_f16 = cpulm_generic_mad_f16,
 };

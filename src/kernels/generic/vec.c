@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "generic.h"
+#include "base/fp16.h"
 
 void cpulm_generic_rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
     double sum = 0.0;
@@ -36,4 +37,13 @@ float cpulm_generic_dot_f32(int64_t n, const float *x, const float *y) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)y[i];
     return (float)sum;
+}
+
+void cpulm_generic_scale_f16(int64_t n, uint16_t *y, float v) {
+    for (int64_t i = 0; i < n; i++) y[i] = cpulm_f32_to_fp16(cpulm_fp16_to_f32(y[i]) * v);
+}
+
+void cpulm_generic_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = cpulm_f32_to_fp16(cpulm_fp16_to_f32(y[i]) + cpulm_fp16_to_f32(x[i]) * v);
 }
