@@ -1,0 +1,225 @@
+/* context.c: context creation, batch validation and the public decode entry point.
+ * Decode is all-or-nothing: it validates the whole batch (tokens, sequence ids, positions,
+ * room in the cache) before touching any state. */
+#include "context.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "threads/topo.h"
+
+cpulm_ctx_params cpulm_ctx_default_params(void) {
+    cpulm_ctx_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 0;
+    p.n_seq_max = 1;
+    p.n_batch = 512;
+    p.n_threads = 0;
+    p.n_threads_batch = 0;
+    p.kv_type = CPULM_KV_F16;
+    p.n_outputs_max = 0;
+    return p;
+}
+
+static cpulm_status alloc_scratch(cpulm_ctx *c, cpulm_error *err) {
+    const cpulm_hparams *hp = &c->m->hp;
+    size_t B = (size_t)c->p.n_batch;
+    size_t qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
+    size_t widest = (size_t)hp->n_embd;
+    if ((size_t)hp->n_ff > widest) widest = (size_t)hp->n_ff;
+    if (qd > widest) widest = qd;
+    int nth = cpulm_pool_size(c->pool);
+    c->x = malloc(sizeof(float) * B * hp->n_embd);
+    c->xn = malloc(sizeof(float) * B * widest);
+    c->q = malloc(sizeof(float) * B * qd);
+    c->kc = malloc(sizeof(float) * B * kvd);
+    c->vc = malloc(sizeof(float) * B * kvd);
+    c->att = malloc(sizeof(float) * B * qd);
+    c->g = malloc(sizeof(float) * B * hp->n_ff);
+    c->u = malloc(sizeof(float) * B * hp->n_ff);
+    /* 4 bytes per element bounds every vec_dot_type (F32, F16, BF16, Q8_0, Q8_1, Q8_K) */
+    c->actq_stride = (widest * 4 + 63) / 64 * 64;
+    c->actq = aligned_alloc(64, c->actq_stride * B);
+    c->scores_stride = ((size_t)c->p.n_ctx + (size_t)hp->head_dim + 15) / 16 * 16;
+    c->scores = malloc(sizeof(float) * c->scores_stride * (size_t)nth);
+    c->inv_freq = malloc(sizeof(float) * (size_t)(hp->n_rot / 2 + 1));
+    c->tok = malloc(sizeof(int32_t) * B);
+    c->pos = malloc(sizeof(int32_t) * B);
+    c->seq = malloc(sizeof(int32_t) * B);
+    c->out_idx = malloc(sizeof(int32_t) * (size_t)c->n_outputs_max);
+    c->logits = malloc(sizeof(float) * (size_t)c->n_outputs_max * (size_t)hp->n_vocab);
+    if (!c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->att || !c->g || !c->u || !c->actq ||
+        !c->scores || !c->inv_freq || !c->tok || !c->pos || !c->seq || !c->out_idx || !c->logits)
+        return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for scratch buffers");
+    return CPULM_OK;
+}
+
+/* Rope frequency of each rotated pair: freq_scale * base^(-2i/n_rot) / freq_factor[i],
+ * computed as the reference does (a running float product), so angles match it. */
+static void init_rope(cpulm_ctx *c) {
+    const cpulm_model *m = c->m;
+    int n = m->hp.n_rot / 2;
+    float theta_scale = powf(m->hp.rope_base, -2.0f / (float)m->hp.n_rot);
+    float f = 1.0f;
+    for (int i = 0; i < n; i++) {
+        float ff = m->rope_freqs ? m->rope_freqs[i] : 1.0f;
+        c->inv_freq[i] = m->hp.rope_freq_scale * f / ff;
+        f *= theta_scale;
+    }
+}
+
+static cpulm_status make_pool(cpulm_ctx *c) {
+    int n = c->p.n_threads > c->p.n_threads_batch ? c->p.n_threads : c->p.n_threads_batch;
+    int cpus[1024];
+    int n_phys = cpulm_topo_physical_cpus(cpus, 1024);
+    /* pin only when each thread gets its own physical core */
+    int pin = n <= n_phys && n_phys <= 1024 && getenv("CPULM_NO_PIN") == NULL;
+    return cpulm_pool_new(&c->pool, n, pin ? cpus : NULL);
+}
+
+cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, cpulm_error *err) {
+    if (!m || m->vocab_only) {
+        cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: model has no weights (vocab only)");
+        return NULL;
+    }
+    cpulm_ctx_params p = params ? *params : cpulm_ctx_default_params();
+    if (p.n_ctx <= 0) p.n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    if (p.n_seq_max <= 0) p.n_seq_max = 1;
+    if (p.n_batch <= 0) p.n_batch = 512;
+    if (p.n_threads <= 0) p.n_threads = cpulm_topo_default_threads();
+    if (p.n_threads_batch <= 0) p.n_threads_batch = p.n_threads;
+    if (p.n_threads > 512 || p.n_threads_batch > 512 || p.n_seq_max > 4096 || p.n_ctx > (1 << 24)) {
+        cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: parameters out of range");
+        return NULL;
+    }
+    cpulm_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory");
+        return NULL;
+    }
+    c->m = m;
+    c->p = p;
+    c->k = cpulm_kernels_get();
+    c->n_outputs_max = p.n_outputs_max > 0 ? p.n_outputs_max : p.n_seq_max;
+    if (c->n_outputs_max > p.n_batch) c->n_outputs_max = p.n_batch;
+    if (make_pool(c) != CPULM_OK) {
+        cpulm_errf(err, CPULM_ERR_NOMEM, "context: cannot start %d threads", p.n_threads);
+        goto fail;
+    }
+    if (cpulm_kv_init(&c->kv, m->hp.n_layer, p.n_seq_max, p.n_ctx,
+                      m->hp.n_head_kv * m->hp.head_dim, p.kv_type, err) != CPULM_OK)
+        goto fail;
+    if (alloc_scratch(c, err) != CPULM_OK) goto fail;
+    init_rope(c);
+    return c;
+fail:
+    cpulm_ctx_free(c);
+    return NULL;
+}
+
+void cpulm_ctx_free(cpulm_ctx *c) {
+    if (!c) return;
+    cpulm_pool_free(c->pool);
+    cpulm_kv_release(&c->kv);
+    void *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->g, c->u, c->actq, c->scores,
+                    c->inv_freq, c->tok, c->pos, c->seq, c->out_idx, c->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(c);
+}
+
+/* Validates b and fills c->tok/pos/seq/out_idx. Touches no KV state. */
+static cpulm_status stage_batch(cpulm_ctx *c, const cpulm_batch *b) {
+    if (!b || b->n < 1 || b->n > c->p.n_batch || !b->token) return CPULM_ERR_INVALID_ARG;
+    int32_t n_seq = c->kv.n_seq, n_vocab = c->m->hp.n_vocab;
+    int32_t next[4096]; /* n_seq_max <= 4096 */
+    memcpy(next, c->kv.len, sizeof(int32_t) * (size_t)n_seq);
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        int32_t s = b->seq ? b->seq[i] : 0, t = b->token[i];
+        if (s < 0 || s >= n_seq || t < 0 || t >= n_vocab) return CPULM_ERR_INVALID_ARG;
+        if (b->pos && b->pos[i] != next[s]) return CPULM_ERR_INVALID_ARG;
+        if (next[s] >= c->p.n_ctx) return CPULM_ERR_KV_FULL;
+        c->tok[i] = t;
+        c->seq[i] = s;
+        c->pos[i] = next[s]++;
+        int want = b->want_logits ? b->want_logits[i] != 0 : i == b->n - 1;
+        if (want) {
+            if (n_out >= c->n_outputs_max) return CPULM_ERR_INVALID_ARG;
+            c->out_idx[n_out++] = i;
+        }
+    }
+    c->n_tok = b->n;
+    c->n_outputs = n_out;
+    return CPULM_OK;
+}
+
+cpulm_status cpulm_ctx_decode(cpulm_ctx *c, const cpulm_batch *b) {
+    cpulm_status s = stage_batch(c, b);
+    if (s != CPULM_OK) {
+        c->n_outputs = 0;
+        return s;
+    }
+    cpulm_forward(c);
+    for (int32_t i = 0; i < c->n_tok; i++)
+        if (c->pos[i] + 1 > c->kv.len[c->seq[i]]) c->kv.len[c->seq[i]] = c->pos[i] + 1;
+    return CPULM_OK;
+}
+
+const float *cpulm_ctx_logits(const cpulm_ctx *c, int32_t i) {
+    if (i < 0 || i >= c->n_outputs) return NULL;
+    return c->logits + (size_t)i * (size_t)c->m->hp.n_vocab;
+}
+
+int32_t cpulm_ctx_n_outputs(const cpulm_ctx *c) {
+    return c->n_outputs;
+}
+
+int32_t cpulm_ctx_n_ctx(const cpulm_ctx *c) {
+    return c->p.n_ctx;
+}
+
+int32_t cpulm_ctx_n_seq_max(const cpulm_ctx *c) {
+    return c->p.n_seq_max;
+}
+
+int32_t cpulm_ctx_seq_len(const cpulm_ctx *c, int32_t seq) {
+    if (seq < 0 || seq >= c->kv.n_seq) return -1;
+    return c->kv.len[seq];
+}
+
+cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *c, int32_t seq, int32_t p0) {
+    if (seq < 0 || seq >= c->kv.n_seq || p0 < 0) return CPULM_ERR_INVALID_ARG;
+    if (p0 < c->kv.len[seq]) c->kv.len[seq] = p0;
+    return CPULM_OK;
+}
+
+cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *c, int32_t src, int32_t dst, int32_t n) {
+    if (src < 0 || src >= c->kv.n_seq || dst < 0 || dst >= c->kv.n_seq || n < 0 ||
+        n > c->kv.len[src])
+        return CPULM_ERR_INVALID_ARG;
+    cpulm_kv_seq_cp(&c->kv, src, dst, n);
+    return CPULM_OK;
+}
+
+void cpulm_ctx_set_threads(cpulm_ctx *c, int32_t n_threads, int32_t n_threads_batch) {
+    int cap = cpulm_pool_size(c->pool);
+    if (n_threads >= 1) c->p.n_threads = n_threads < cap ? n_threads : cap;
+    if (n_threads_batch >= 1) c->p.n_threads_batch = n_threads_batch < cap ? n_threads_batch : cap;
+}
+
+int32_t cpulm_ctx_threads(const cpulm_ctx *c) {
+    return c->p.n_threads;
+}
+
+uint64_t cpulm_ctx_memory_bytes(const cpulm_ctx *c) {
+    const cpulm_hparams *hp = &c->m->hp;
+    uint64_t kv = cpulm_kv_bytes_for(hp->n_layer, c->p.n_ctx, c->kv.kv_dim, c->p.kv_type) *
+                  (uint64_t)c->p.n_seq_max;
+    uint64_t B = (uint64_t)c->p.n_batch;
+    uint64_t qd = (uint64_t)hp->n_head * hp->head_dim, kvd = (uint64_t)c->kv.kv_dim;
+    uint64_t scratch = 4 * B * (2ull * hp->n_embd + 2 * qd + 2 * kvd + 3ull * hp->n_ff) +
+                       c->actq_stride * B + 4ull * c->n_outputs_max * hp->n_vocab;
+    return kv + scratch;
+}

@@ -1,0 +1,47 @@
+/* context.h: a cpulm_ctx is a model plus its KV cache, thread pool and every scratch buffer
+ * a decode needs, all allocated at creation (decoding allocates nothing).
+ * Scratch shapes are for the largest batch, n_batch tokens. */
+#ifndef CPULM_CONTEXT_H
+#define CPULM_CONTEXT_H
+
+#include "kernels/kernels.h"
+#include "kv_cache.h"
+#include "model/model.h"
+#include "threads/pool.h"
+
+struct cpulm_ctx {
+    const cpulm_model *m;
+    cpulm_ctx_params p;
+    const cpulm_kernels *k;
+    cpulm_pool *pool;
+    cpulm_kv kv;
+    int32_t n_outputs_max;
+
+    /* activations, [n_batch][dim] row-major */
+    float *x;    /* residual stream [n_embd] */
+    float *xn;   /* normed input of a block [max(n_embd, n_ff)] */
+    float *q;    /* [n_head * head_dim] */
+    float *kc;   /* new keys [n_head_kv * head_dim] */
+    float *vc;   /* new values */
+    float *att;  /* attention output [n_head * head_dim] */
+    float *g;    /* ffn gate [n_ff] */
+    float *u;    /* ffn up [n_ff] */
+    void *actq;  /* activations converted to a weight's vec_dot_type, [n_batch][row bytes] */
+    size_t actq_stride;
+    float *scores; /* per thread [n_ctx] attention scores + [head_dim] scratch */
+    size_t scores_stride;
+    float *inv_freq; /* [n_rot / 2] rope frequencies (with scaling and freq factors) */
+
+    /* the batch being decoded, filled by decode before the forward pass */
+    int32_t n_tok;
+    int32_t *tok, *pos, *seq; /* [n_batch] */
+    int32_t *out_idx;         /* [n_outputs_max]: batch index of each output row */
+    int32_t n_outputs;
+    float *logits;            /* [n_outputs_max][n_vocab] */
+};
+
+/* Runs the transformer over the batch in ctx (tok/pos/seq/out_idx filled, KV lengths not yet
+ * advanced) and writes ctx->logits. Cannot fail: decode validated everything. */
+void cpulm_forward(cpulm_ctx *ctx);
+
+#endif

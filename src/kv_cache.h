@@ -1,0 +1,43 @@
+/* kv_cache.h: keys and values of every layer for n_seq independent sequences.
+ *
+ * Each sequence owns n_ctx cells and the cell index is the token position, so a sequence's
+ * context is exactly n_ctx tokens (never divided among sequences), truncation is setting a
+ * length, and prefix reuse needs no bookkeeping. Layout per layer and sequence:
+ * [n_ctx][kv_dim] rows in the cache type (F32, F16, or Q8_0 blocks).
+ * The cache knows nothing about attention; it stores and returns rows.
+ */
+#ifndef CPULM_KV_CACHE_H
+#define CPULM_KV_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpulm.h"
+#include "quant.h"
+
+typedef struct cpulm_kv {
+    int32_t n_layer, n_seq, n_ctx, kv_dim;
+    cpulm_kv_type type;
+    cpulm_dtype dtype;  /* the element type of a row */
+    size_t row_bytes;   /* bytes of one [kv_dim] row */
+    uint8_t *k, *v;     /* owned */
+    int32_t *len;       /* [n_seq]: positions stored */
+} cpulm_kv;
+
+cpulm_status cpulm_kv_init(cpulm_kv *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx,
+                           int32_t kv_dim, cpulm_kv_type type, cpulm_error *err);
+void cpulm_kv_release(cpulm_kv *kv);
+uint64_t cpulm_kv_bytes_for(int32_t n_layer, int32_t n_ctx, int32_t kv_dim, cpulm_kv_type type);
+cpulm_dtype cpulm_kv_dtype(cpulm_kv_type type);
+
+static inline uint8_t *cpulm_kv_k(const cpulm_kv *kv, int32_t il, int32_t seq, int32_t pos) {
+    return kv->k + (((size_t)il * kv->n_seq + seq) * kv->n_ctx + pos) * kv->row_bytes;
+}
+static inline uint8_t *cpulm_kv_v(const cpulm_kv *kv, int32_t il, int32_t seq, int32_t pos) {
+    return kv->v + (((size_t)il * kv->n_seq + seq) * kv->n_ctx + pos) * kv->row_bytes;
+}
+
+/* Copies the first n positions of seq src to dst (all layers) and sets dst's length. */
+void cpulm_kv_seq_cp(cpulm_kv *kv, int32_t src, int32_t dst, int32_t n);
+
+#endif

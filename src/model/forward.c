@@ -1,0 +1,241 @@
+/* forward.c: the transformer forward pass over a batch of tokens from one or more sequences.
+ *
+ * Every pool thread runs the whole pass (fwd_worker) and threads meet at barriers between
+ * dependent steps, as ggml does, so a pass costs one wake-up, not one per op.
+ * Determinism: every output element is computed by exactly one thread with a fixed
+ * reduction order, so results do not depend on the thread count.
+ * Shapes (T = tokens in the batch, E = n_embd, QD = n_head*head_dim, KVD = n_head_kv*head_dim,
+ * F = n_ff): x, xn [T][E]; q, att [T][QD]; kc, vc [T][KVD]; g, u [T][F].
+ * Matmuls convert activations once per weight vec_dot_type (Q8_0 for Q4_0/Q8_0 weights, as
+ * the reference does), then every thread computes a slice of the output rows.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../base/status.h"
+#include "../context.h"
+
+typedef struct mm_job {
+    const cpulm_tensor *w;
+    float *out;      /* [n_rows][ld_out] */
+    int64_t ld_out;
+    const float *bias; /* [w->ne[1]] or NULL */
+    int accumulate;  /* out += W x instead of out = W x */
+} mm_job;
+
+#define ROW_BLOCK 16 /* weight rows kept hot in cache while every token visits them */
+
+static void mm_rows(const cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
+                    int64_t n_rows, int ith, int nth) {
+    const cpulm_tensor *w = j->w;
+    int64_t R = w->ne[1], K = w->ne[0];
+    int64_t r0 = R * ith / nth, r1 = R * (ith + 1) / nth;
+    cpulm_vec_dot_fn dot = c->k->vec_dot[w->type];
+    const uint8_t *wd = w->data;
+    for (int64_t rb = r0; rb < r1; rb += ROW_BLOCK) {
+        int64_t re = rb + ROW_BLOCK < r1 ? rb + ROW_BLOCK : r1;
+        for (int64_t t = 0; t < n_rows; t++) {
+            const uint8_t *a = act + (size_t)t * act_stride;
+            float *o = j->out + t * j->ld_out;
+            for (int64_t r = rb; r < re; r++) {
+                float s;
+                dot(K, &s, wd + (size_t)r * w->row_bytes, a);
+                if (j->bias) s += j->bias[r];
+                o[r] = j->accumulate ? o[r] + s : s;
+            }
+        }
+    }
+}
+
+/* Runs the jobs (all reading x [n_rows][ldx], n_in = ne[0] of every weight). The caller has
+ * a barrier before (x complete) and after (outputs complete). */
+static void mm_group(cpulm_ctx *c, const float *x, int64_t ldx, int64_t n_rows, const mm_job *jobs,
+                     int n_jobs, int ith, int nth) {
+    int cur = -1;
+    for (int i = 0; i < n_jobs; i++) {
+        cpulm_dtype vdt = cpulm_dtype_traits_get(jobs[i].w->type)->vec_dot_type;
+        if ((int)vdt != cur) {
+            if (cur >= 0) cpulm_pool_barrier(c->pool); /* previous matmuls still read actq */
+            if (vdt != CPULM_DTYPE_F32) {
+                for (int64_t t = ith; t < n_rows; t += nth)
+                    c->k->from_float[vdt](x + t * ldx, (uint8_t *)c->actq + t * c->actq_stride,
+                                          jobs[i].w->ne[0]);
+                cpulm_pool_barrier(c->pool);
+            }
+            cur = (int)vdt;
+        }
+        if (vdt == CPULM_DTYPE_F32)
+            mm_rows(c, &jobs[i], (const uint8_t *)x, sizeof(float) * (size_t)ldx, n_rows, ith, nth);
+        else
+            mm_rows(c, &jobs[i], c->actq, c->actq_stride, n_rows, ith, nth);
+    }
+}
+
+/* ---- rope ---- */
+
+static void rope_heads(float *v, int n_heads, int head_dim, int n_rot, cpulm_rope_style style,
+                       const float *cs, const float *sn) {
+    int half = n_rot / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *x = v + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            int i0 = style == CPULM_ROPE_NEOX ? i : 2 * i;
+            int i1 = style == CPULM_ROPE_NEOX ? i + half : 2 * i + 1;
+            float x0 = x[i0], x1 = x[i1];
+            x[i0] = x0 * cs[i] - x1 * sn[i];
+            x[i1] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+/* Rope on q and k of token t, then its k and v go into the cache. */
+static void rope_and_store(cpulm_ctx *c, int il, int64_t t, float *tmp) {
+    const cpulm_hparams *hp = &c->m->hp;
+    int half = hp->n_rot / 2;
+    float *cs = tmp, *sn = tmp + half;
+    float p = (float)c->pos[t];
+    for (int i = 0; i < half; i++) {
+        float theta = p * c->inv_freq[i];
+        cs[i] = cosf(theta);
+        sn[i] = sinf(theta);
+    }
+    int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = c->kv.kv_dim;
+    float *q = c->q + t * qd, *k = c->kc + t * kvd, *v = c->vc + t * kvd;
+    rope_heads(q, hp->n_head, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
+    rope_heads(k, hp->n_head_kv, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
+    cpulm_from_float_fn store = c->k->from_float[c->kv.dtype];
+    store(k, cpulm_kv_k(&c->kv, il, c->seq[t], c->pos[t]), kvd);
+    store(v, cpulm_kv_v(&c->kv, il, c->seq[t], c->pos[t]), kvd);
+}
+
+/* ---- attention ---- */
+
+/* att[t][h] = softmax(q[t][h] . K[0..pos] / sqrt(d)) V[0..pos] for one (token, head), exact
+ * in f32 (F32 and Q8_0 caches). */
+static void attend_f32(cpulm_ctx *c, int il, int64_t t, int h, float *scores, float *tmp) {
+    const cpulm_hparams *hp = &c->m->hp;
+    const cpulm_kernels *k = c->k;
+    int d = hp->head_dim, kvh = h / (hp->n_head / hp->n_head_kv);
+    int32_t s = c->seq[t], n = c->pos[t] + 1;
+    size_t off = (size_t)cpulm_dtype_row_bytes(c->kv.dtype, d) * (size_t)kvh;
+    const float *q = c->q + t * (int64_t)hp->n_head * d + (int64_t)h * d;
+    float scale = 1.0f / sqrtf((float)d);
+    cpulm_to_float_fn load = k->to_float[c->kv.dtype];
+    for (int32_t j = 0; j < n; j++) {
+        load(cpulm_kv_k(&c->kv, il, s, j) + off, tmp, d);
+        scores[j] = k->dot_f32(d, q, tmp) * scale;
+    }
+    k->softmax(n, scores);
+    float *out = c->att + t * (int64_t)hp->n_head * d + (int64_t)h * d;
+    memset(out, 0, sizeof(float) * (size_t)d);
+    for (int32_t j = 0; j < n; j++) {
+        load(cpulm_kv_v(&c->kv, il, s, j) + off, tmp, d);
+        k->axpy(d, out, scores[j], tmp);
+    }
+}
+
+/* The same over an F16 cache, with the numerics of the reference's F16 attention: q rounded
+ * to f16, online softmax, and the weighted sum of V accumulated in f16 (rounded after every
+ * key). Matching them keeps our logits within the reference's tolerances; the f16
+ * accumulator is also what makes that path fast there. */
+static void attend_f16(cpulm_ctx *c, int il, int64_t t, int h, float *scores, float *tmp) {
+    const cpulm_hparams *hp = &c->m->hp;
+    int d = hp->head_dim, kvh = h / (hp->n_head / hp->n_head_kv);
+    int32_t s = c->seq[t], n = c->pos[t] + 1;
+    const float *q = c->q + t * (int64_t)hp->n_head * d + (int64_t)h * d;
+    uint16_t *q16 = (uint16_t *)scores, *acc = q16 + d; /* scores has >= 2 * d halves free */
+    c->k->from_float[CPULM_DTYPE_F16](q, q16, d);
+    memset(acc, 0, sizeof(uint16_t) * (size_t)d);
+    float scale = 1.0f / sqrtf((float)d), M = -INFINITY, S = 0.0f;
+    for (int32_t j = 0; j < n; j++) {
+        const uint16_t *kr = (const uint16_t *)cpulm_kv_k(&c->kv, il, s, j) + (size_t)kvh * d;
+        const uint16_t *vr = (const uint16_t *)cpulm_kv_v(&c->kv, il, s, j) + (size_t)kvh * d;
+        float x;
+        c->k->vec_dot[CPULM_DTYPE_F16](d, &x, kr, q16);
+        x *= scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (x > M) {
+            ms = expf(M - x);
+            M = x;
+            c->k->scale_f16(d, acc, ms);
+        } else {
+            vs = expf(x - M);
+        }
+        c->k->mad_f16(d, acc, vr, vs);
+        S = S * ms + vs;
+    }
+    float *out = c->att + t * (int64_t)hp->n_head * d + (int64_t)h * d;
+    c->k->to_float[CPULM_DTYPE_F16](acc, out, d);
+    float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int i = 0; i < d; i++) out[i] *= inv;
+    (void)tmp;
+}
+
+static void attend(cpulm_ctx *c, int il, int64_t t, int h, float *scores, float *tmp) {
+    if (c->kv.dtype == CPULM_DTYPE_F16) attend_f16(c, il, t, h, scores, tmp);
+    else attend_f32(c, il, t, h, scores, tmp);
+}
+
+/* ---- one layer ---- */
+
+static void layer(cpulm_ctx *c, int il, int ith, int nth) {
+    const cpulm_model *m = c->m;
+    const cpulm_hparams *hp = &m->hp;
+    const cpulm_layer *ly = &m->layers[il];
+    const cpulm_kernels *k = c->k;
+    int64_t T = c->n_tok, E = hp->n_embd, F = hp->n_ff;
+    int64_t QD = (int64_t)hp->n_head * hp->head_dim, KVD = c->kv.kv_dim;
+    float *scores = c->scores + (size_t)ith * c->scores_stride;
+    float *tmp = scores + c->p.n_ctx;
+
+    for (int64_t t = ith; t < T; t += nth) k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->attn_norm, hp->norm_eps);
+    cpulm_pool_barrier(c->pool);
+    mm_job qkv[3] = {{&ly->wq, c->q, QD, ly->bq, 0},
+                     {&ly->wk, c->kc, KVD, ly->bk, 0},
+                     {&ly->wv, c->vc, KVD, ly->bv, 0}};
+    mm_group(c, c->xn, E, T, qkv, 3, ith, nth);
+    cpulm_pool_barrier(c->pool);
+    for (int64_t t = ith; t < T; t += nth) rope_and_store(c, il, t, tmp);
+    cpulm_pool_barrier(c->pool);
+    for (int64_t i = ith; i < T * hp->n_head; i += nth) attend(c, il, i / hp->n_head, (int)(i % hp->n_head), scores, tmp);
+    cpulm_pool_barrier(c->pool);
+    mm_job o = {&ly->wo, c->x, E, NULL, 1};
+    mm_group(c, c->att, QD, T, &o, 1, ith, nth);
+    cpulm_pool_barrier(c->pool);
+
+    for (int64_t t = ith; t < T; t += nth) k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->ffn_norm, hp->norm_eps);
+    cpulm_pool_barrier(c->pool);
+    mm_job gu[2] = {{&ly->w_gate, c->g, F, NULL, 0}, {&ly->w_up, c->u, F, NULL, 0}};
+    mm_group(c, c->xn, E, T, gu, 2, ith, nth);
+    cpulm_pool_barrier(c->pool);
+    for (int64_t t = ith; t < T; t += nth) k->swiglu(F, c->g + t * F, c->g + t * F, c->u + t * F);
+    cpulm_pool_barrier(c->pool);
+    mm_job down = {&ly->w_down, c->x, E, NULL, 1};
+    mm_group(c, c->g, F, T, &down, 1, ith, nth);
+    cpulm_pool_barrier(c->pool);
+}
+
+static void fwd_worker(void *arg, int ith, int nth) {
+    cpulm_ctx *c = arg;
+    const cpulm_model *m = c->m;
+    int64_t E = m->hp.n_embd;
+    for (int64_t t = ith; t < c->n_tok; t += nth)
+        c->k->to_float[m->tok_embd.type]((const uint8_t *)m->tok_embd.data +
+                                             (size_t)c->tok[t] * m->tok_embd.row_bytes,
+                                         c->x + t * E, E);
+    cpulm_pool_barrier(c->pool);
+    for (int il = 0; il < m->hp.n_layer; il++) layer(c, il, ith, nth);
+    if (c->n_outputs == 0) return;
+    for (int64_t o = ith; o < c->n_outputs; o += nth)
+        c->k->rms_norm(E, c->xn + o * E, c->x + (int64_t)c->out_idx[o] * E, m->output_norm,
+                       m->hp.norm_eps);
+    cpulm_pool_barrier(c->pool);
+    mm_job out = {&m->output, c->logits, m->hp.n_vocab, NULL, 0};
+    mm_group(c, c->xn, E, c->n_outputs, &out, 1, ith, nth);
+}
+
+void cpulm_forward(cpulm_ctx *c) {
+    int nth = c->n_tok == 1 ? c->p.n_threads : c->p.n_threads_batch;
+    int cap = cpulm_pool_size(c->pool);
+    cpulm_pool_run(c->pool, fwd_worker, c, nth < cap ? nth : cap);
+}

@@ -1,0 +1,317 @@
+/* model.c: loads a GGUF model: maps the file, parses and validates it, reads the
+ * hyperparameters of its architecture, builds the vocabulary and binds tensor views with
+ * shape and type checks, so the forward pass never sees a tensor it cannot compute with.
+ * Errors name the file and what is wrong; nothing is printed here. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/fp16.h"
+#include "../base/status.h"
+#include "../tokenizer/vocab.h"
+
+typedef struct loader {
+    cpulm_model *m;
+    cpulm_error *err;
+    char key[256];
+} loader;
+
+static const char *akey(loader *L, const char *suffix) {
+    snprintf(L->key, sizeof L->key, "%s.%s", L->m->arch->name, suffix);
+    return L->key;
+}
+
+static char *dup_str(cpulm_str s) {
+    char *p = malloc(s.len + 1);
+    if (!p) return NULL;
+    memcpy(p, s.ptr, s.len);
+    p[s.len] = 0;
+    return p;
+}
+
+/* Reads an integer hyperparameter; absent keys give def (or an error when def < 0). */
+static cpulm_status get_int(loader *L, const char *suffix, int64_t def, int64_t lo, int64_t hi,
+                            int32_t *out) {
+    int64_t v;
+    cpulm_status s = cpulm_gguf_get_i64(&L->m->gguf, akey(L, suffix), &v, L->err);
+    if (s == CPULM_ERR_NOT_FOUND) {
+        if (def < 0) return cpulm_errf(L->err, CPULM_ERR_FORMAT, "missing key '%s'", L->key);
+        v = def;
+    } else if (s != CPULM_OK) {
+        return s;
+    }
+    if (v < lo || v > hi)
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "key '%s' = %lld out of range [%lld, %lld]",
+                          L->key, (long long)v, (long long)lo, (long long)hi);
+    *out = (int32_t)v;
+    return CPULM_OK;
+}
+
+static cpulm_status get_float(loader *L, const char *suffix, double def, float *out) {
+    double v;
+    cpulm_status s = cpulm_gguf_get_f64(&L->m->gguf, akey(L, suffix), &v, L->err);
+    if (s == CPULM_ERR_NOT_FOUND) v = def;
+    else if (s != CPULM_OK) return s;
+    if (!(v == v) || v > 1e30 || v < -1e30)
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "key '%s' is not a finite number", L->key);
+    *out = (float)v;
+    return CPULM_OK;
+}
+
+static cpulm_status read_rope_scaling(loader *L) {
+    cpulm_hparams *hp = &L->m->hp;
+    hp->rope_freq_scale = 1.0f;
+    cpulm_str type;
+    cpulm_status s = cpulm_gguf_get_str(&L->m->gguf, akey(L, "rope.scaling.type"), &type, L->err);
+    if (s == CPULM_ERR_NOT_FOUND || (s == CPULM_OK && cpulm_str_eq(type, "none"))) return CPULM_OK;
+    if (s != CPULM_OK) return s;
+    if (!cpulm_str_eq(type, "linear"))
+        return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED, "rope scaling type '%.*s' not supported",
+                          (int)type.len, type.ptr);
+    float factor = 1.0f;
+    if ((s = get_float(L, "rope.scaling.factor", 1.0, &factor)) != CPULM_OK) return s;
+    if (!(factor >= 1e-3f && factor <= 1e3f))
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "rope scaling factor %g out of range", factor);
+    hp->rope_freq_scale = 1.0f / factor;
+    return CPULM_OK;
+}
+
+static cpulm_status read_hparams(loader *L) {
+    cpulm_hparams *hp = &L->m->hp;
+    const int64_t big = 1 << 20;
+    cpulm_status s;
+    if ((s = get_int(L, "context_length", 2048, 1, 1 << 24, &hp->n_ctx_train)) ||
+        (s = get_int(L, "embedding_length", -1, 1, big, &hp->n_embd)) ||
+        (s = get_int(L, "block_count", -1, 1, 4096, &hp->n_layer)) ||
+        (s = get_int(L, "feed_forward_length", -1, 1, big, &hp->n_ff)) ||
+        (s = get_int(L, "attention.head_count", -1, 1, 4096, &hp->n_head)) ||
+        (s = get_int(L, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv)))
+        return s;
+    if (hp->n_head % hp->n_head_kv != 0)
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "head_count %d not a multiple of head_count_kv %d",
+                          hp->n_head, hp->n_head_kv);
+    int32_t def_hd = hp->n_embd / hp->n_head;
+    if ((s = get_int(L, "attention.key_length", def_hd, 1, 4096, &hp->head_dim))) return s;
+    int32_t vlen;
+    if ((s = get_int(L, "attention.value_length", hp->head_dim, 1, 4096, &vlen))) return s;
+    if (vlen != hp->head_dim)
+        return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED, "key_length %d != value_length %d",
+                          hp->head_dim, vlen);
+    if ((s = get_int(L, "rope.dimension_count", hp->head_dim, 0, hp->head_dim, &hp->n_rot)))
+        return s;
+    if (hp->n_rot % 2)
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "rope.dimension_count %d is odd", hp->n_rot);
+    if ((s = get_float(L, "rope.freq_base", L->m->arch->default_rope_base, &hp->rope_base)) ||
+        (s = get_float(L, "attention.layer_norm_rms_epsilon", L->m->arch->default_norm_eps,
+                       &hp->norm_eps)))
+        return s;
+    if (!(hp->rope_base > 0))
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "rope.freq_base must be positive");
+    return read_rope_scaling(L);
+}
+
+/* ---- tensor binding ---- */
+
+static const cpulm_gguf_tensor *find_tensor(loader *L, const char *name) {
+    int64_t i = cpulm_gguf_find_tensor(&L->m->gguf, name);
+    return i < 0 ? NULL : &L->m->gguf.tensors[i];
+}
+
+/* Binds a 2-D weight of shape [n_in, n_out] that the kernels can compute with. */
+static cpulm_status bind_matrix(loader *L, const char *name, int64_t n_in, int64_t n_out,
+                                int optional, cpulm_tensor *out) {
+    const cpulm_gguf_tensor *t = find_tensor(L, name);
+    memset(out, 0, sizeof *out);
+    if (!t) {
+        if (optional) return CPULM_OK;
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "missing tensor '%s'", name);
+    }
+    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT,
+                          "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                          name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                          (long long)t->ne[3], (long long)n_in, (long long)n_out);
+    const cpulm_dtype_traits *tr = cpulm_dtype_traits_get(t->type);
+    if (!tr || !tr->computable)
+        return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED, "tensor '%s': type %s not supported", name,
+                          cpulm_dtype_name(t->type));
+    out->data = t->data;
+    out->type = (cpulm_dtype)t->type;
+    out->ne[0] = n_in;
+    out->ne[1] = n_out;
+    out->row_bytes = cpulm_dtype_row_bytes(out->type, n_in);
+    return CPULM_OK;
+}
+
+/* Binds a 1-D F32 vector of n elements; other types are converted into an owned copy. */
+static cpulm_status bind_vector(loader *L, const char *name, int64_t n, int optional,
+                                const float **out) {
+    const cpulm_gguf_tensor *t = find_tensor(L, name);
+    *out = NULL;
+    if (!t) {
+        if (optional) return CPULM_OK;
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "missing tensor '%s'", name);
+    }
+    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "tensor '%s' has %lld elements, expected %lld",
+                          name, (long long)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]),
+                          (long long)n);
+    if (t->type == CPULM_DTYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+        *out = t->data;
+        return CPULM_OK;
+    }
+    if (!cpulm_dequantize_supported((cpulm_dtype)t->type))
+        return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED, "tensor '%s': type %s not supported", name,
+                          cpulm_dtype_name(t->type));
+    cpulm_model *m = L->m;
+    float **list = realloc(m->owned_f32, sizeof(float *) * (size_t)(m->n_owned_f32 + 1));
+    if (!list) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
+    m->owned_f32 = list;
+    float *v = malloc(sizeof(float) * (size_t)n);
+    if (!v) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
+    list[m->n_owned_f32++] = v;
+    cpulm_dequantize_row_ref((cpulm_dtype)t->type, t->data, v, n);
+    *out = v;
+    return CPULM_OK;
+}
+
+static cpulm_status bind_layer(loader *L, int il, cpulm_layer *ly) {
+    const cpulm_hparams *hp = &L->m->hp;
+    int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim;
+    int64_t KV = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+    int bias = L->m->arch->qkv_bias;
+    char n[13][96];
+    static const char *suffix[13] = {"attn_norm.weight", "attn_q.weight",    "attn_k.weight",
+                                     "attn_v.weight",    "attn_output.weight", "attn_q.bias",
+                                     "attn_k.bias",      "attn_v.bias",      "ffn_norm.weight",
+                                     "ffn_gate.weight",  "ffn_up.weight",    "ffn_down.weight",
+                                     ""};
+    for (int i = 0; i < 12; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s", il, suffix[i]);
+    cpulm_status s;
+    if ((s = bind_vector(L, n[0], E, 0, &ly->attn_norm)) ||
+        (s = bind_matrix(L, n[1], E, Q, 0, &ly->wq)) ||
+        (s = bind_matrix(L, n[2], E, KV, 0, &ly->wk)) ||
+        (s = bind_matrix(L, n[3], E, KV, 0, &ly->wv)) ||
+        (s = bind_matrix(L, n[4], Q, E, 0, &ly->wo)) ||
+        (s = bind_vector(L, n[5], Q, !bias, &ly->bq)) ||
+        (s = bind_vector(L, n[6], KV, !bias, &ly->bk)) ||
+        (s = bind_vector(L, n[7], KV, !bias, &ly->bv)) ||
+        (s = bind_vector(L, n[8], E, 0, &ly->ffn_norm)) ||
+        (s = bind_matrix(L, n[9], E, F, 0, &ly->w_gate)) ||
+        (s = bind_matrix(L, n[10], E, F, 0, &ly->w_up)) ||
+        (s = bind_matrix(L, n[11], F, E, 0, &ly->w_down)))
+        return s;
+    return CPULM_OK;
+}
+
+static cpulm_status bind_tensors(loader *L) {
+    cpulm_model *m = L->m;
+    const cpulm_hparams *hp = &m->hp;
+    cpulm_status s;
+    if ((s = bind_matrix(L, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, &m->tok_embd)) ||
+        (s = bind_vector(L, "output_norm.weight", hp->n_embd, 0, &m->output_norm)) ||
+        (s = bind_matrix(L, "output.weight", hp->n_embd, hp->n_vocab, 1, &m->output)) ||
+        (s = bind_vector(L, "rope_freqs.weight", hp->n_rot / 2, 1, &m->rope_freqs)))
+        return s;
+    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((s = bind_layer(L, il, &m->layers[il])) != CPULM_OK) return s;
+    return CPULM_OK;
+}
+
+/* The most common type among 2-D tensors, as a label like llama.cpp's file type. */
+static const char *main_type(const cpulm_gguf *g) {
+    int counts[CPULM_DTYPE_COUNT] = {0};
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].n_dims >= 2 && g->tensors[i].type < CPULM_DTYPE_COUNT)
+            counts[g->tensors[i].type]++;
+    int best = -1;
+    for (int t = 0; t < CPULM_DTYPE_COUNT; t++)
+        if (counts[t] && (best < 0 || counts[t] > counts[best])) best = t;
+    return best < 0 ? "none" : cpulm_dtype_name((uint32_t)best);
+}
+
+static cpulm_status load_metadata(loader *L) {
+    cpulm_model *m = L->m;
+    cpulm_str arch, name = {"", 0};
+    cpulm_status s = cpulm_gguf_get_str(&m->gguf, "general.architecture", &arch, L->err);
+    if (s == CPULM_ERR_NOT_FOUND)
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "missing key 'general.architecture'");
+    if (s != CPULM_OK) return s;
+    m->arch = cpulm_arch_find(arch.ptr, (unsigned long)arch.len);
+    if (!(m->arch_name = dup_str(arch))) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
+    if (cpulm_gguf_get_str(&m->gguf, "general.name", &name, NULL) != CPULM_OK) name.len = 0;
+    if (!(m->name = dup_str(name))) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
+    const char *ft = main_type(&m->gguf);
+    if (!(m->ftype = dup_str((cpulm_str){ft, strlen(ft)})))
+        return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
+    if ((s = cpulm_vocab_load(&m->vocab, &m->gguf, L->err)) != CPULM_OK) return s;
+    if (!m->arch) {
+        if (m->vocab_only) return CPULM_OK;
+        return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED,
+                          "architecture '%s' not supported (supported: %s)", m->arch_name,
+                          cpulm_arch_supported());
+    }
+    if ((s = read_hparams(L)) != CPULM_OK) return s;
+    m->hp.n_vocab = cpulm_vocab_n_tokens(m->vocab);
+    return CPULM_OK;
+}
+
+cpulm_model_params cpulm_model_default_params(void) {
+    cpulm_model_params p = {.vocab_only = 0, .use_mlock = 0};
+    return p;
+}
+
+cpulm_model *cpulm_model_load(const char *path, const cpulm_model_params *params,
+                              cpulm_error *err) {
+    cpulm_model_params p = params ? *params : cpulm_model_default_params();
+    cpulm_error local;
+    cpulm_error *e = err ? err : &local;
+    cpulm_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        cpulm_errf(err, CPULM_ERR_NOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    m->vocab_only = p.vocab_only;
+    loader L = {.m = m, .err = e};
+    cpulm_status s = cpulm_mmap_open(&m->map, path, e); /* message already names the path */
+    if (s != CPULM_OK) goto fail_noprefix;
+    if (!(m->path = dup_str((cpulm_str){path, strlen(path)}))) {
+        s = cpulm_errf(e, CPULM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((s = cpulm_gguf_parse(&m->gguf, m->map.data, m->map.size, e)) != CPULM_OK) goto fail;
+    if ((s = cpulm_model_build_names(m, e)) != CPULM_OK) goto fail;
+    if ((s = load_metadata(&L)) != CPULM_OK) goto fail;
+    if (!p.vocab_only && (s = bind_tensors(&L)) != CPULM_OK) goto fail;
+    if (p.use_mlock) cpulm_mmap_lock(&m->map);
+    return m;
+fail: {
+    char msg[sizeof e->msg];
+    snprintf(msg, sizeof msg, "%s", e->msg);
+    cpulm_errf(e, s, "%s: %s", path, msg);
+}
+fail_noprefix:
+    cpulm_model_free(m);
+    return NULL;
+}
+
+void cpulm_model_free(cpulm_model *m) {
+    if (!m) return;
+    cpulm_vocab_free(m->vocab);
+    cpulm_model_free_names(m);
+    cpulm_gguf_release(&m->gguf);
+    cpulm_mmap_close(&m->map);
+    for (int i = 0; i < m->n_owned_f32; i++) free(m->owned_f32[i]);
+    free(m->owned_f32);
+    free(m->layers);
+    free(m->path);
+    free(m->arch_name);
+    free(m->name);
+    free(m->ftype);
+    free(m);
+}

@@ -1,0 +1,71 @@
+/* model.h: hyperparameters and tensor views of a loaded model.
+ *
+ * Memory-order convention (ggml's): a 2-D weight with ne = [n_in, n_out] is n_out rows of
+ * n_in contiguous elements; y = W x computes y[r] = dot(row r, x). Tensors are views into
+ * the read-only file mapping; only small 1-D tensors stored in another type than F32 are
+ * converted into model-owned F32 copies at load. The model is immutable after load.
+ */
+#ifndef CPULM_MODEL_MODEL_H
+#define CPULM_MODEL_MODEL_H
+
+#include <stdint.h>
+
+#include "../base/mmap.h"
+#include "../gguf.h"
+#include "../quant.h"
+#include "arch.h"
+#include "cpulm.h"
+
+typedef struct cpulm_vocab cpulm_vocab;
+
+typedef struct cpulm_tensor {
+    const void *data; /* NULL when the tensor is absent (optional tensors) */
+    cpulm_dtype type;
+    int64_t ne[2];    /* ne[0] = row length (contiguous), ne[1] = rows */
+    uint64_t row_bytes;
+} cpulm_tensor;
+
+typedef struct cpulm_layer {
+    const float *attn_norm; /* [n_embd] */
+    cpulm_tensor wq;        /* [n_embd] -> [n_head * head_dim] */
+    cpulm_tensor wk;        /* [n_embd] -> [n_head_kv * head_dim] */
+    cpulm_tensor wv;        /* [n_embd] -> [n_head_kv * head_dim] */
+    cpulm_tensor wo;        /* [n_head * head_dim] -> [n_embd] */
+    const float *bq, *bk, *bv; /* NULL unless the architecture has qkv biases */
+    const float *ffn_norm;  /* [n_embd] */
+    cpulm_tensor w_gate;    /* [n_embd] -> [n_ff] */
+    cpulm_tensor w_up;      /* [n_embd] -> [n_ff] */
+    cpulm_tensor w_down;    /* [n_ff] -> [n_embd] */
+} cpulm_layer;
+
+typedef struct cpulm_hparams {
+    int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
+    float rope_base;
+    float rope_freq_scale; /* 1 / linear scaling factor */
+    float norm_eps;
+} cpulm_hparams;
+
+struct cpulm_model {
+    cpulm_mmap map;
+    cpulm_gguf gguf;
+    cpulm_vocab *vocab; /* owned */
+    const cpulm_arch_desc *arch;
+    cpulm_hparams hp;
+    char *path, *arch_name, *name, *ftype; /* owned, NUL-terminated */
+    cpulm_tensor tok_embd;   /* [n_embd] x n_vocab rows */
+    cpulm_tensor output;     /* [n_embd] -> [n_vocab]; tok_embd when tied */
+    const float *output_norm;
+    const float *rope_freqs; /* [n_rot / 2] divisors of each pair's frequency, or NULL */
+    cpulm_layer *layers;     /* owned, [n_layer] */
+    float **owned_f32;       /* converted 1-D tensors, freed with the model */
+    int32_t n_owned_f32;
+    char **meta_keys;     /* [gguf.n_kv] NUL-terminated copies, owned */
+    char **tensor_names;  /* [gguf.n_tensors] NUL-terminated copies, owned */
+    int vocab_only;
+};
+
+/* model_info.c: builds meta_keys / tensor_names after the GGUF is parsed. */
+cpulm_status cpulm_model_build_names(cpulm_model *m, cpulm_error *err);
+void cpulm_model_free_names(cpulm_model *m);
+
+#endif

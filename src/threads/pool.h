@@ -1,0 +1,29 @@
+/* pool.h: persistent worker threads for the forward pass.
+ *
+ * cpulm_pool_run(p, fn, arg, nth) runs fn(arg, ith, nth) on nth threads at once (the caller
+ * is ith = 0) and returns when all have finished. Inside fn, threads meet at
+ * cpulm_pool_barrier(p), so one run covers a whole forward pass with no wake-up per op (as
+ * ggml does). Workers spin briefly, then sleep on a condition variable; the barrier spins,
+ * then yields, so an oversubscribed machine slows down instead of collapsing.
+ * Threads can be pinned to CPUs (one per physical core, see topo.h).
+ * A pool is driven by one thread at a time.
+ */
+#ifndef CPULM_THREADS_POOL_H
+#define CPULM_THREADS_POOL_H
+
+#include "cpulm.h"
+
+typedef struct cpulm_pool cpulm_pool;
+typedef void (*cpulm_pool_fn)(void *arg, int ith, int nth);
+
+/* n_threads >= 1 total threads (n_threads - 1 workers are created). cpus (may be NULL):
+ * cpus[i] is the CPU thread i is pinned to, -1 for no pinning. */
+cpulm_status cpulm_pool_new(cpulm_pool **out, int n_threads, const int *cpus);
+void cpulm_pool_free(cpulm_pool *p); /* NULL is a no-op */
+int cpulm_pool_size(const cpulm_pool *p);
+/* nth <= cpulm_pool_size(p). */
+void cpulm_pool_run(cpulm_pool *p, cpulm_pool_fn fn, void *arg, int nth);
+/* All nth threads of the current run must call it the same number of times. */
+void cpulm_pool_barrier(cpulm_pool *p);
+
+#endif
