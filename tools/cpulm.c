@@ -2,13 +2,45 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commands.h"
+#include "common.h"
 #include "cpulm.h"
 
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", cmd_run, "generate text from a prompt"},
+    {"info", cmd_info, "show a model's architecture, tensors and memory needs"},
+    {"logits", cmd_logits, "print the top-K logits at every position (for comparisons)"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: cpulm <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n`cpulm <command> --help` shows a command's options. `cpulm --version`.\n");
+}
+
 int main(int argc, char **argv) {
-    if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version"))) {
-        printf("cpulm %s\n", cpulm_version());
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {
+        usage(stdout);
         return 0;
     }
-    fprintf(stderr, "usage: cpulm <command> [options]\n");
-    return 2;
+    if (!strcmp(c, "--version") || !strcmp(c, "version")) {
+        printf("cpulm %s, kernels: %s\n", cpulm_version(), cpulm_kernel_level());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(c, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "cpulm: unknown command '%s'\n", c);
+    usage(stderr);
+    return EXIT_USAGE;
 }

@@ -1,0 +1,5 @@
+# End-to-end tests of the cpulm command (shell scripts driving the built binary).
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME cli COMMAND ${CMAKE_SOURCE_DIR}/tests/cli_test.sh $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(cli PROPERTIES TIMEOUT 300 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
+endif()

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# cli_test.sh: end-to-end checks of the cpulm command: exit codes, messages, and outputs
+# on the shared stories260K model. Usage: cli_test.sh path/to/cpulm
+set -u
+CPULM=$1
+SHARED=${CPULM_SHARED:-../shared}
+MODEL=$SHARED/models/stories260K.gguf
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+check() { # name, condition result (0 = ok)
+  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1"; fi
+}
+expect_rc() { # name, expected rc, command...
+  local name=$1 want=$2; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  [ "$rc" -eq "$want" ]; local ok=$?
+  [ $ok -ne 0 ] && echo "  $name: exit $rc, wanted $want; stderr: $(head -c 300 "$TMP/err")"
+  check "$name" $ok
+}
+
+expect_rc help 0 "$CPULM" --help
+expect_rc run_help 0 "$CPULM" run --help
+expect_rc unknown_command 2 "$CPULM" frobnicate
+expect_rc unknown_flag 2 "$CPULM" run --frobnicate
+grep -q "unknown option '--frobnicate'" "$TMP/err"; check unknown_flag_message $?
+expect_rc bad_value 2 "$CPULM" run -m "$MODEL" -n abc
+grep -q "bad value 'abc' for -n" "$TMP/err"; check bad_value_message $?
+expect_rc missing_value 2 "$CPULM" run -m
+expect_rc missing_file 2 "$CPULM" run -m "$TMP/nope.gguf"
+grep -q "nope.gguf" "$TMP/err"; check missing_file_message $?
+
+if [ -f "$MODEL" ]; then
+  expect_rc run_greedy 0 "$CPULM" run -m "$MODEL" -p "Once upon a time" -n 24 --temp 0
+  grep -q "^Once upon a time, there was a little girl named Lily. She loved to play outside in the park" "$TMP/out"
+  check run_greedy_text $?
+  grep -q "prompt: 5 tokens" "$TMP/err"; check run_stats $?
+  expect_rc run_default_model 0 env CPULM_MODEL="$MODEL" "$CPULM" run -n 4 --seed 7
+  "$CPULM" run -m "$MODEL" -p "Tom" -n 30 --seed 42 --temp 1 >"$TMP/a" 2>/dev/null
+  "$CPULM" run -m "$MODEL" -p "Tom" -n 30 --seed 42 --temp 1 >"$TMP/b" 2>/dev/null
+  cmp -s "$TMP/a" "$TMP/b"; check same_seed_same_text $?
+  expect_rc tokenize 0 "$CPULM" tokenize -m "$MODEL" -p "Once upon a time" --ids
+  [ "$(cat "$TMP/out")" = "[1, 403, 407, 261, 378]" ]; check tokenize_ids $?
+  expect_rc info 0 "$CPULM" info -m "$MODEL" -c 512
+  grep -q "architecture:  llama" "$TMP/out" && grep -q "F32 .* 48 tensors" "$TMP/out"
+  check info_text $?
+  expect_rc logits_json 0 "$CPULM" logits -m "$MODEL" --tokens 1,403,407 --top 3 --json
+  if command -v python3 >/dev/null; then
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["tokens"]==[1,403,407]; assert len(d["logits_topk"])==3 and len(d["logits_topk"][0])==3; assert d["logits_topk"][0][0][0]==403' "$TMP/out"
+    check logits_json_shape $?
+  fi
+  # a truncated model: clean one-line error naming the file, no crash
+  head -c 5000 "$MODEL" >"$TMP/trunc.gguf"
+  "$CPULM" info -m "$TMP/trunc.gguf" >/dev/null 2>"$TMP/err"
+  rc=$?
+  [ $rc -eq 1 ] && grep -q "trunc.gguf: " "$TMP/err" && [ "$(wc -l <"$TMP/err")" -eq 1 ]
+  check truncated_model $?
+else
+  echo "skip model checks: $MODEL not found"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,122 @@
+/* cmd_info.c: `cpulm info`: architecture, hyperparameters, tensor types with counts,
+ * parameter count, file size and the memory a run needs (weights + KV cache). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "common.h"
+
+static void info_usage(FILE *f) {
+    fprintf(f, "usage: cpulm info [-m MODEL] [-c N] [--parallel N] [--meta]\n"
+               "  -c, --ctx-size N   also show memory at N tokens of context\n"
+               "  --parallel N       sequences sharing the weights (KV cache per sequence)\n"
+               "  --meta             list every metadata key\n");
+}
+
+static void human(char *buf, size_t cap, double bytes) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (bytes >= 1024 && i < 4) {
+        bytes /= 1024;
+        i++;
+    }
+    snprintf(buf, cap, "%.2f %s", bytes, u[i]);
+}
+
+static void print_types(const cpulm_model *m, int32_t n_tensors) {
+    const char *names[64];
+    int counts[64], n_types = 0;
+    uint64_t bytes[64];
+    for (int32_t i = 0; i < n_tensors; i++) {
+        const char *tn;
+        uint64_t nb;
+        cpulm_model_tensor(m, i, NULL, &tn, NULL, &nb);
+        int j = 0;
+        while (j < n_types && strcmp(names[j], tn)) j++;
+        if (j == n_types && n_types < 64) {
+            names[n_types] = tn;
+            counts[n_types] = 0;
+            bytes[n_types++] = 0;
+        }
+        if (j < n_types) {
+            counts[j]++;
+            bytes[j] += nb;
+        }
+    }
+    printf("tensor types:\n");
+    for (int j = 0; j < n_types; j++) {
+        char h[32];
+        human(h, sizeof h, (double)bytes[j]);
+        printf("  %-8s %5d tensors  %s\n", names[j], counts[j], h);
+    }
+}
+
+static void print_memory(const cpulm_model *m, const cpulm_model_info *in, int32_t n_ctx,
+                         int32_t n_par) {
+    char w[32], kv[32], kv8[32], tot[32];
+    uint64_t k16 = cpulm_model_kv_bytes(m, n_ctx, CPULM_KV_F16) * (uint64_t)n_par;
+    uint64_t k8 = cpulm_model_kv_bytes(m, n_ctx, CPULM_KV_Q8_0) * (uint64_t)n_par;
+    human(w, sizeof w, (double)in->weight_bytes);
+    human(kv, sizeof kv, (double)k16);
+    human(kv8, sizeof kv8, (double)k8);
+    human(tot, sizeof tot, (double)(in->weight_bytes + k16));
+    printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0) = %s\n", n_ctx, n_par, w,
+           kv, kv8, tot);
+}
+
+int cmd_info(int argc, char **argv) {
+    cli c = {.cmd = "info", .argc = argc, .argv = argv};
+    const char *model = NULL;
+    int n_ctx = 0, n_par = 1, meta = 0;
+    for (c.i = 1; c.i < argc; c.i++) {
+        if (cli_flag(&c, "-h", "--help")) {
+            info_usage(stdout);
+            return 0;
+        } else if (cli_flag(&c, "-m", "--model")) {
+            if (!(model = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-c", "--ctx-size")) {
+            if (!cli_int(&c, 1, 1 << 24, &n_ctx)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--parallel", "-np")) {
+            if (!cli_int(&c, 1, 4096, &n_par)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--meta", NULL)) {
+            meta = 1;
+        } else {
+            return cli_unknown(&c);
+        }
+    }
+    const char *path = cli_model_path(model);
+    if (!path) return EXIT_USAGE;
+    cpulm_model *m = cli_load_model(path, 0, NULL);
+    if (!m) return cli_load_failed_rc(path);
+    cpulm_model_info in;
+    cpulm_model_get_info(m, &in);
+    char fs[32];
+    human(fs, sizeof fs, (double)in.file_size);
+    printf("file:          %s (%s, GGUF v%u)\n", path, fs, in.gguf_version);
+    printf("architecture:  %s%s%s%s\n", in.arch, in.name[0] ? " (" : "", in.name,
+           in.name[0] ? ")" : "");
+    printf("type:          %s\n", in.ftype);
+    printf("parameters:    %lld (%.3f B)\n", (long long)in.n_params, (double)in.n_params / 1e9);
+    printf("vocab:         %d\ncontext:       %d (trained)\nembedding:     %d\nlayers:        %d\n",
+           in.n_vocab, in.n_ctx_train, in.n_embd, in.n_layer);
+    printf("heads:         %d (kv %d, head dim %d)\nffn:           %d\nrope:          %d dims, "
+           "base %g\nrms eps:       %g\n",
+           in.n_head, in.n_head_kv, in.head_dim, in.n_ff, in.n_rot, in.rope_freq_base,
+           in.norm_eps);
+    print_types(m, in.n_tensors);
+    printf("memory to run (weights are mapped, not copied):\n");
+    print_memory(m, &in, in.n_ctx_train, n_par);
+    if (n_ctx) print_memory(m, &in, n_ctx, n_par);
+    if (meta) {
+        printf("metadata:\n");
+        char buf[160];
+        for (int32_t i = 0; i < cpulm_model_meta_count(m); i++) {
+            const char *k = cpulm_model_meta_key(m, i);
+            size_t need;
+            cpulm_status s = cpulm_model_meta(m, k, buf, sizeof buf, &need);
+            printf("  %s = %s%s\n", k, buf, s == CPULM_ERR_TOO_SMALL ? "..." : "");
+        }
+    }
+    cpulm_model_free(m);
+    return 0;
+}

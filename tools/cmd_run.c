@@ -1,0 +1,186 @@
+/* cmd_run.c: `cpulm run`: tokenize a prompt, evaluate it in batches, then sample and stream
+ * tokens to stdout until -n tokens or an end-of-generation token. Timings go to stderr. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "common.h"
+
+typedef struct run_opts {
+    const char *model, *prompt, *file;
+    int n_predict, n_threads, n_threads_batch, n_ctx, n_batch, ignore_eos, verbose;
+    cpulm_sampler_params sp;
+} run_opts;
+
+static void run_usage(FILE *f) {
+    fprintf(f,
+            "usage: cpulm run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
+            "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
+            "  -p, --prompt TEXT     prompt (default: empty, generation starts from BOS)\n"
+            "  -f, --file FILE       read the prompt from a file\n"
+            "  -n, --n-predict N     tokens to generate (default 256; -1 = until end or full)\n"
+            "  -t, --threads N       threads for generation (default: physical cores)\n"
+            "  -tb, --threads-batch N  threads for the prompt (default: -t)\n"
+            "  -c, --ctx-size N      context length (default: model's, at most 4096)\n"
+            "  -b, --batch-size N    prompt tokens per decode call (default 512)\n"
+            "  --temp T              temperature (default 0.8; 0 = greedy)\n"
+            "  --top-k K             (default 40; 0 = off)\n"
+            "  --top-p P             (default 0.95; 1 = off)\n"
+            "  --min-p P             (default 0.05; 0 = off)\n"
+            "  --repeat-penalty R    (default 1.0 = off)\n"
+            "  --repeat-last-n N     tokens the penalty looks back (default 64)\n"
+            "  --presence-penalty X, --frequency-penalty X   OpenAI-style penalties\n"
+            "  -s, --seed N          RNG seed (default: random)\n"
+            "  --ignore-eos          keep generating past end-of-generation tokens\n");
+}
+
+static int parse_run(int argc, char **argv, run_opts *o) {
+    cli c = {.cmd = "run", .argc = argc, .argv = argv};
+    o->sp = cpulm_sampler_default_params();
+    o->n_predict = 256;
+    for (c.i = 1; c.i < argc; c.i++) {
+        long long seed;
+        if (cli_flag(&c, "-h", "--help")) {
+            run_usage(stdout);
+            exit(0);
+        } else if (cli_flag(&c, "-m", "--model")) {
+            if (!(o->model = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-p", "--prompt")) {
+            if (!(o->prompt = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-f", "--file")) {
+            if (!(o->file = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-n", "--n-predict")) {
+            if (!cli_int(&c, -1, 1 << 24, &o->n_predict)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-t", "--threads")) {
+            if (!cli_int(&c, 1, 512, &o->n_threads)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-tb", "--threads-batch")) {
+            if (!cli_int(&c, 1, 512, &o->n_threads_batch)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-c", "--ctx-size")) {
+            if (!cli_int(&c, 0, 1 << 24, &o->n_ctx)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-b", "--batch-size")) {
+            if (!cli_int(&c, 1, 1 << 16, &o->n_batch)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--temp", NULL)) {
+            if (!cli_float(&c, 0, 100, &o->sp.temp)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--top-k", NULL)) {
+            if (!cli_int(&c, 0, 1 << 30, &o->sp.top_k)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--top-p", NULL)) {
+            if (!cli_float(&c, 0, 1, &o->sp.top_p)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--min-p", NULL)) {
+            if (!cli_float(&c, 0, 1, &o->sp.min_p)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--repeat-penalty", NULL)) {
+            if (!cli_float(&c, 0, 100, &o->sp.repeat_penalty)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--repeat-last-n", NULL)) {
+            if (!cli_int(&c, -1, 1 << 24, &o->sp.repeat_last_n)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--presence-penalty", NULL)) {
+            if (!cli_float(&c, -2, 2, &o->sp.presence_penalty)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--frequency-penalty", NULL)) {
+            if (!cli_float(&c, -2, 2, &o->sp.frequency_penalty)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-s", "--seed")) {
+            if (!cli_i64(&c, -1, 0xFFFFFFFFLL, &seed)) return EXIT_USAGE;
+            if (seed >= 0) o->sp.seed = (uint64_t)seed;
+        } else if (cli_flag(&c, "--ignore-eos", NULL)) {
+            o->ignore_eos = 1;
+        } else {
+            return cli_unknown(&c);
+        }
+    }
+    if (o->prompt && o->file) {
+        fprintf(stderr, "cpulm run: give -p or -f, not both\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Feeds toks[0..n) into sequence 0 in batches of n_batch; logits of the last one remain. */
+static int eval_prompt(cpulm_ctx *ctx, const cpulm_token *toks, int32_t n, int32_t n_batch) {
+    for (int32_t i = 0; i < n; i += n_batch) {
+        int32_t k = n - i < n_batch ? n - i : n_batch;
+        cpulm_batch b = {.n = k, .token = toks + i};
+        cpulm_status s = cpulm_ctx_decode(ctx, &b);
+        if (s != CPULM_OK) {
+            fprintf(stderr, "cpulm run: decode failed: %s\n", cpulm_status_str(s));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int generate(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpulm_sampler *smp,
+                    int32_t *n_gen) {
+    cpulm_detok dt;
+    cpulm_detok_init(&dt, m, 0);
+    char buf[1024];
+    int32_t n_ctx = cpulm_ctx_n_ctx(ctx);
+    for (*n_gen = 0; o->n_predict < 0 || *n_gen < o->n_predict; ++*n_gen) {
+        if (cpulm_ctx_seq_len(ctx, 0) >= n_ctx) break;
+        cpulm_token t = cpulm_sampler_sample(smp, cpulm_ctx_logits(ctx, 0));
+        cpulm_sampler_accept(smp, t);
+        if (!o->ignore_eos && cpulm_token_is_eog(m, t)) break;
+        int32_t w = cpulm_detok_push(&dt, t, buf, sizeof buf);
+        if (w > 0) fwrite(buf, 1, (size_t)w, stdout);
+        fflush(stdout);
+        cpulm_batch b = {.n = 1, .token = &t};
+        if (cpulm_ctx_decode(ctx, &b) != CPULM_OK) {
+            ++*n_gen;
+            break;
+        }
+    }
+    int32_t w = cpulm_detok_flush(&dt, buf, sizeof buf);
+    if (w > 0) fwrite(buf, 1, (size_t)w, stdout);
+    fputc('\n', stdout);
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts o;
+    memset(&o, 0, sizeof o);
+    int rc = parse_run(argc, argv, &o);
+    if (rc) return rc;
+    const char *path = cli_model_path(o.model);
+    if (!path) return EXIT_USAGE;
+    char *file_text = NULL;
+    if (o.file && !(file_text = cli_read_file(o.file, NULL))) return EXIT_USAGE;
+    const char *prompt = file_text ? file_text : (o.prompt ? o.prompt : "");
+    double load_ms;
+    cpulm_model *m = cli_load_model(path, 0, &load_ms);
+    if (!m) {
+        free(file_text);
+        return cli_load_failed_rc(path);
+    }
+    cpulm_token *toks = NULL;
+    int32_t n = cli_tokenize(m, prompt, strlen(prompt), 1, 0, &toks);
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = o.n_ctx;
+    cp.n_threads = o.n_threads;
+    cp.n_threads_batch = o.n_threads_batch;
+    if (o.n_batch) cp.n_batch = o.n_batch;
+    cpulm_error err = {0};
+    cpulm_ctx *ctx = n > 0 ? cpulm_ctx_new(m, &cp, &err) : NULL;
+    cpulm_sampler *smp = cpulm_sampler_new(&o.sp, cpulm_vocab_n(m));
+    rc = 1;
+    if (n == 0) fprintf(stderr, "cpulm run: empty prompt and the model has no BOS token\n");
+    else if (!ctx) fprintf(stderr, "cpulm run: %s\n", err.msg);
+    else if (n >= cpulm_ctx_n_ctx(ctx)) fprintf(stderr, "cpulm run: prompt of %d tokens does not fit the context of %d\n", n, cpulm_ctx_n_ctx(ctx));
+    else if (smp) {
+        fputs(prompt, stdout);
+        fflush(stdout);
+        for (int32_t i = 0; i < n; i++) cpulm_sampler_accept(smp, toks[i]);
+        double t0 = cli_now_ms();
+        rc = eval_prompt(ctx, toks, n, cp.n_batch);
+        double t1 = cli_now_ms();
+        int32_t n_gen = 0;
+        if (!rc) rc = generate(ctx, m, &o, smp, &n_gen);
+        double t2 = cli_now_ms();
+        fprintf(stderr, "\nload: %.1f ms | prompt: %d tokens, %.2f ms, %.2f t/s | generation: %d "
+                        "tokens, %.2f ms, %.2f t/s | threads %d, kernels %s\n",
+                load_ms, n, t1 - t0, n / ((t1 - t0) / 1e3), n_gen, t2 - t1,
+                n_gen > 0 ? n_gen / ((t2 - t1) / 1e3) : 0.0, cpulm_ctx_threads(ctx),
+                cpulm_kernel_level());
+    }
+    cpulm_sampler_free(smp);
+    cpulm_ctx_free(ctx);
+    free(toks);
+    cpulm_model_free(m);
+    free(file_text);
+    return rc;
+}

@@ -1,0 +1,218 @@
+/* common.c: flag parsing, default model discovery and small I/O helpers for the CLI. */
+#define _GNU_SOURCE
+#include "common.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int cli_flag(cli *c, const char *a, const char *b) {
+    const char *s = c->argv[c->i];
+    return (a && !strcmp(s, a)) || (b && !strcmp(s, b));
+}
+
+const char *cli_value(cli *c) {
+    if (c->i + 1 >= c->argc) {
+        fprintf(stderr, "cpulm %s: option '%s' needs a value\n", c->cmd, c->argv[c->i]);
+        return NULL;
+    }
+    return c->argv[++c->i];
+}
+
+int cli_i64(cli *c, long long lo, long long hi, long long *out) {
+    const char *flag = c->argv[c->i];
+    const char *v = cli_value(c);
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want an integer in [%lld, %lld])\n",
+                c->cmd, v, flag, lo, hi);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+int cli_int(cli *c, long lo, long hi, int *out) {
+    long long x;
+    if (!cli_i64(c, lo, hi, &x)) return 0;
+    *out = (int)x;
+    return 1;
+}
+
+int cli_float(cli *c, double lo, double hi, float *out) {
+    const char *flag = c->argv[c->i];
+    const char *v = cli_value(c);
+    if (!v) return 0;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want a number in [%g, %g])\n", c->cmd,
+                v, flag, lo, hi);
+        return 0;
+    }
+    *out = (float)x;
+    return 1;
+}
+
+int cli_unknown(cli *c) {
+    fprintf(stderr, "cpulm %s: unknown option '%s' (see cpulm %s --help)\n", c->cmd,
+            c->argv[c->i], c->cmd);
+    return EXIT_USAGE;
+}
+
+static const char *try_path(char *buf, size_t cap, const char *dir, const char *rel) {
+    snprintf(buf, cap, "%s/%s", dir, rel);
+    return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+const char *cli_model_path(const char *flag_value) {
+    static char buf[4096];
+    if (flag_value) return flag_value;
+    const char *env = getenv("CPULM_MODEL");
+    if (env && *env) return env;
+    const char *rel = "models/stories260K.gguf";
+    const char *shared = getenv("CPULM_SHARED");
+    if (shared && *shared && try_path(buf, sizeof buf, shared, rel)) return buf;
+    if (try_path(buf, sizeof buf, "../shared", rel)) return buf;
+    char exe[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *dir = dirname(exe); /* <repo>/build */
+        char up[2200];
+        snprintf(up, sizeof up, "%s/../../shared", dir);
+        if (try_path(buf, sizeof buf, up, rel)) return buf;
+    }
+    fprintf(stderr, "cpulm: no model given. Pass -m FILE.gguf or set CPULM_MODEL; any llama-family "
+                    "GGUF works (e.g. from llama.cpp's convert/quantize tools, `cpulm synth`, or "
+                    "`cpulm pull`). The default ../shared/models/stories260K.gguf was not found.\n");
+    return NULL;
+}
+
+double cli_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+cpulm_model *cli_load_model(const char *path, int vocab_only, double *load_ms) {
+    if (access(path, R_OK) != 0) { /* a usage error (exit 2), not a broken file */
+        fprintf(stderr, "cpulm: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    cpulm_model_params mp = cpulm_model_default_params();
+    mp.vocab_only = vocab_only;
+    cpulm_error err = {0};
+    double t0 = cli_now_ms();
+    cpulm_model *m = cpulm_model_load(path, &mp, &err);
+    if (!m) fprintf(stderr, "cpulm: %s\n", err.msg);
+    if (load_ms) *load_ms = cli_now_ms() - t0;
+    return m;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cpulm: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (cap - n < 2) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        fprintf(stderr, "cpulm: %s: out of memory\n", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+int32_t cli_tokenize(const cpulm_model *m, const char *text, size_t len, int add_special,
+                     int parse_special, cpulm_token **out) {
+    int32_t cap = (int32_t)(len + 16), n = 0;
+    *out = malloc(sizeof(cpulm_token) * (size_t)cap);
+    if (!*out) return -1;
+    cpulm_status s = cpulm_tokenize(m, text, len, add_special, parse_special, *out, cap, &n);
+    if (s == CPULM_ERR_TOO_SMALL) {
+        free(*out);
+        *out = malloc(sizeof(cpulm_token) * (size_t)n);
+        if (!*out) return -1;
+        s = cpulm_tokenize(m, text, len, add_special, parse_special, *out, n, &n);
+    }
+    if (s != CPULM_OK) {
+        fprintf(stderr, "cpulm: tokenize failed: %s\n", cpulm_status_str(s));
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return n;
+}
+
+void cli_json_str(FILE *f, const char *s, size_t len) {
+    fputc('"', f);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        switch (ch) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+            else fputc(ch, f);
+        }
+    }
+    fputc('"', f);
+}
+
+int cli_int_list(const char *s, int32_t **out) {
+    int cap = 16, n = 0;
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)cap);
+    while (v && *s) {
+        char *end;
+        errno = 0;
+        long x = strtol(s, &end, 10);
+        if (end == s || errno || x < INT32_MIN || x > INT32_MAX) break;
+        if (n == cap) {
+            int32_t *nv = realloc(v, sizeof(int32_t) * (size_t)(cap *= 2));
+            if (!nv) break;
+            v = nv;
+        }
+        v[n++] = (int32_t)x;
+        s = end;
+        while (*s == ' ') s++;
+        if (*s == ',') s++;
+        else if (*s) break;
+    }
+    if (!v || *s) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    return n;
+}
+
+int cli_load_failed_rc(const char *path) {
+    return access(path, R_OK) != 0 ? EXIT_USAGE : 1;
+}

@@ -1,0 +1,47 @@
+/* common.h: helpers shared by the cpulm subcommands: flag parsing with clear errors
+ * (exit code 2), default model discovery, model loading with one-line errors, timing. */
+#ifndef CPULM_TOOLS_COMMON_H
+#define CPULM_TOOLS_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cpulm.h"
+
+/* Exit codes: 0 ok, 1 runtime failure, 2 usage error (bad flag/value, missing file). */
+enum { EXIT_USAGE = 2 };
+
+typedef struct cli {
+    const char *cmd; /* subcommand name for messages */
+    int argc, i;
+    char **argv;
+} cli;
+
+/* Flag matching: returns 1 when argv[i] is one of the names; value flags take the next arg. */
+int cli_flag(cli *c, const char *a, const char *b);
+/* The value after the current flag; prints an error and returns NULL when missing. */
+const char *cli_value(cli *c);
+int cli_int(cli *c, long lo, long hi, int *out);     /* 0 on error (message printed) */
+int cli_i64(cli *c, long long lo, long long hi, long long *out);
+int cli_float(cli *c, double lo, double hi, float *out);
+int cli_unknown(cli *c); /* prints "unknown option" and returns EXIT_USAGE */
+
+/* -m value, else $CPULM_MODEL, else ../shared/models/stories260K.gguf (cwd, $CPULM_SHARED or
+ * next to the executable). NULL (with a message saying how to get a model) when none. */
+const char *cli_model_path(const char *flag_value);
+/* Loads the model, printing a one-line error; NULL on failure. */
+cpulm_model *cli_load_model(const char *path, int vocab_only, double *load_ms);
+/* Exit code after a failed load: 2 when the file is missing or unreadable, else 1. */
+int cli_load_failed_rc(const char *path);
+/* Reads a whole file (malloc'd, NUL-terminated); NULL with a message on failure. */
+char *cli_read_file(const char *path, size_t *len);
+/* Tokenizes with a growing buffer; caller frees *out. Returns count or -1. */
+int32_t cli_tokenize(const cpulm_model *m, const char *text, size_t len, int add_special,
+                     int parse_special, cpulm_token **out);
+/* Writes s as a JSON string literal (with quotes). */
+void cli_json_str(FILE *f, const char *s, size_t len);
+double cli_now_ms(void);
+/* Parses "1,2,3" into ints (malloc'd *out); returns count or -1. */
+int cli_int_list(const char *s, int32_t **out);
+
+#endif
