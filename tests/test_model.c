@@ -1,0 +1,369 @@
+/* test_model.c: golden tests of the whole engine against the reference outputs in
+ * $CPULM_SHARED/testdata/reference (llama.cpp logits, the llama2.c text, a float64 forward
+ * pass), plus decode semantics: thread-count independence, batch == sequential,
+ * multi-sequence batches, all-or-nothing errors. */
+#include <stdint.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "cpulm.h"
+#include "test.h"
+
+static cpulm_json_doc *load_json(const char *rel) {
+    const char *path = test_shared_path(rel);
+    if (!path) return NULL;
+    size_t n;
+    char *text = test_read_file(path, &n);
+    if (!text) return NULL;
+    cpulm_json_doc *d = NULL;
+    cpulm_json_parse(text, n, NULL, &d, NULL, NULL);
+    free(text);
+    return d;
+}
+
+static cpulm_model *load_model(const char *file) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s", file);
+    const char *p = test_shared_path(rel);
+    if (!p) {
+        snprintf(rel, sizeof rel, "testdata/models/%s", file);
+        p = test_shared_path(rel);
+    }
+    if (!p) return NULL;
+    cpulm_error err = {0};
+    cpulm_model *m = cpulm_model_load(p, NULL, &err);
+    if (!m) fprintf(stderr, "  load %s: %s\n", file, err.msg);
+    return m;
+}
+
+static cpulm_ctx *new_ctx(const cpulm_model *m, int n_ctx, int n_threads, cpulm_kv_type kv,
+                          int n_seq) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = 64;
+    cp.n_outputs_max = 64;
+    cp.n_threads = n_threads;
+    cp.kv_type = kv;
+    cp.n_seq_max = n_seq;
+    return cpulm_ctx_new(m, &cp, NULL);
+}
+
+/* Teacher-forced logits of every position: out[i * n_vocab ...] (caller frees). */
+static float *all_logits(cpulm_ctx *ctx, const int32_t *toks, int32_t n, int32_t n_vocab) {
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)n_vocab);
+    int8_t want[64];
+    memset(want, 1, sizeof want);
+    for (int32_t i = 0; out && i < n; i += 64) {
+        int32_t c = n - i < 64 ? n - i : 64;
+        cpulm_batch b = {.n = c, .token = toks + i, .want_logits = want};
+        if (cpulm_ctx_decode(ctx, &b) != CPULM_OK) {
+            free(out);
+            return NULL;
+        }
+        for (int32_t j = 0; j < c; j++)
+            memcpy(out + (size_t)(i + j) * n_vocab, cpulm_ctx_logits(ctx, j),
+                   sizeof(float) * (size_t)n_vocab);
+    }
+    return out;
+}
+
+static int32_t argmax(const float *x, int32_t n) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Checks one case of llamacpp/cases.json: tokenization of text prompts, every listed top-k
+ * logit within tolerance, and the argmax rule. Returns failures. */
+static int check_case(test_ctx *t, const cpulm_json *c) {
+    const char *name = cpulm_json_str(cpulm_json_get(c, "name"));
+    cpulm_model *m = load_model(cpulm_json_str(cpulm_json_get(c, "model")));
+    if (!m) {
+        fprintf(stderr, "  %s: model did not load\n", name);
+        return 1;
+    }
+    const cpulm_json *jt = cpulm_json_get(c, "tokens");
+    int32_t n = (int32_t)cpulm_json_len(jt), n_prompt = (int32_t)cpulm_json_num(cpulm_json_get(c, "n_prompt"), 0);
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)n);
+    for (int32_t i = 0; i < n; i++) toks[i] = (int32_t)cpulm_json_num(cpulm_json_at(jt, (size_t)i), -1);
+    int fails = 0;
+    const char *prompt = cpulm_json_str(cpulm_json_get(c, "prompt"));
+    if (prompt) {
+        int32_t pt[256], np = 0;
+        if (cpulm_tokenize(m, prompt, strlen(prompt), 1, 0, pt, 256, &np) != CPULM_OK || np != n_prompt ||
+            memcmp(pt, toks, sizeof(int32_t) * (size_t)np) != 0) {
+            fprintf(stderr, "  %s: prompt tokenization differs\n", name);
+            fails++;
+        }
+    }
+    double tol = cpulm_json_num(cpulm_json_get(c, "tolerance_abs"), 0);
+    int32_t V = cpulm_vocab_n(m);
+    cpulm_ctx *ctx = new_ctx(m, n, 2, CPULM_KV_F16, 1);
+    float *lg = ctx ? all_logits(ctx, toks, n, V) : NULL;
+    const cpulm_json *rows = cpulm_json_get(c, "logits_topk");
+    double worst = 0;
+    for (int32_t i = 0; lg && i < n && i < (int32_t)cpulm_json_len(rows); i++) {
+        const cpulm_json *row = cpulm_json_at(rows, (size_t)i);
+        const float *l = lg + (size_t)i * V;
+        for (size_t j = 0; j < cpulm_json_len(row); j++) {
+            int32_t id = (int32_t)cpulm_json_num(cpulm_json_at(cpulm_json_at(row, j), 0), -1);
+            double ref = cpulm_json_num(cpulm_json_at(cpulm_json_at(row, j), 1), 0);
+            double d = id >= 0 && id < V ? fabs(l[id] - ref) : 1e9;
+            if (d > worst) worst = d;
+            if (!(d <= tol)) fails++;
+        }
+        double top1 = cpulm_json_num(cpulm_json_at(cpulm_json_at(row, 0), 1), 0);
+        double top2 = cpulm_json_num(cpulm_json_at(cpulm_json_at(row, 1), 1), 0);
+        int32_t ref_id = (int32_t)cpulm_json_num(cpulm_json_at(cpulm_json_at(row, 0), 0), -1);
+        if (top1 - top2 > 2 * tol && argmax(l, V) != ref_id) {
+            fprintf(stderr, "  %s: position %d argmax %d, reference %d\n", name, i, argmax(l, V), ref_id);
+            fails++;
+        }
+    }
+    if (!lg) fails++;
+    if (fails) fprintf(stderr, "  %s: %d failures, worst |diff| %.5f (tol %.5f)\n", name, fails, worst, tol);
+    free(lg);
+    free(toks);
+    cpulm_ctx_free(ctx);
+    cpulm_model_free(m);
+    (void)t;
+    return fails;
+}
+
+/* Runs every case whose name starts with prefix (and contains sub, if given). */
+static void run_cases(test_ctx *t, const char *prefix, const char *sub) {
+    cpulm_json_doc *d = load_json("testdata/reference/llamacpp/cases.json");
+    if (!d) SKIP(t, "testdata/reference/llamacpp/cases.json not found (CPULM_SHARED)");
+    const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
+    int n_run = 0;
+    for (size_t i = 0; i < cpulm_json_len(cases); i++) {
+        const cpulm_json *c = cpulm_json_at(cases, i);
+        const char *name = cpulm_json_str(cpulm_json_get(c, "name"));
+        if (!name || strncmp(name, prefix, strlen(prefix)) != 0) continue;
+        if (sub && !strstr(name, sub)) continue;
+        n_run++;
+        if (check_case(t, c)) t->n_fail++;
+    }
+    CHECK(t, n_run > 0);
+    cpulm_json_free(d);
+}
+
+TEST(model_ref_stories260k) {
+    run_cases(t, "stories260K", NULL);
+}
+
+TEST(model_ref_tiny_llama_f32_f16_bf16) {
+    run_cases(t, "tiny-llama-f", NULL);
+    run_cases(t, "tiny-llama-bf16", NULL);
+}
+
+TEST(model_ref_tiny_llama_q8_0_q4_0) {
+    run_cases(t, "tiny-llama-q8_0", NULL);
+    run_cases(t, "tiny-llama-q4_0", NULL);
+}
+
+/* The llama.cpp greedy continuation of the F32 stories260K cases, token for token. */
+TEST(model_greedy_matches_reference) {
+    cpulm_json_doc *d = load_json("testdata/reference/llamacpp/cases.json");
+    if (!d) SKIP(t, "cases.json not found (CPULM_SHARED)");
+    cpulm_model *m = load_model("stories260K.gguf");
+    REQUIRE(t, m != NULL);
+    const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
+    for (size_t i = 0; i < cpulm_json_len(cases); i++) {
+        const cpulm_json *c = cpulm_json_at(cases, i);
+        if (strncmp(cpulm_json_str(cpulm_json_get(c, "name")), "stories260K", 11)) continue;
+        const cpulm_json *jt = cpulm_json_get(c, "tokens");
+        int32_t n = (int32_t)cpulm_json_len(jt), np = (int32_t)cpulm_json_num(cpulm_json_get(c, "n_prompt"), 0);
+        int32_t toks[256];
+        for (int32_t j = 0; j < n && j < 256; j++) toks[j] = (int32_t)cpulm_json_num(cpulm_json_at(jt, (size_t)j), -1);
+        cpulm_ctx *ctx = new_ctx(m, n + 1, 1, CPULM_KV_F16, 1);
+        REQUIRE(t, ctx != NULL);
+        cpulm_batch b = {.n = np, .token = toks};
+        REQUIRE(t, cpulm_ctx_decode(ctx, &b) == CPULM_OK);
+        for (int32_t j = np; j < n; j++) {
+            int32_t next = argmax(cpulm_ctx_logits(ctx, 0), cpulm_vocab_n(m));
+            CHECK_EQ_INT(t, next, toks[j]);
+            cpulm_batch b1 = {.n = 1, .token = &next};
+            REQUIRE(t, cpulm_ctx_decode(ctx, &b1) == CPULM_OK);
+        }
+        cpulm_ctx_free(ctx);
+    }
+    cpulm_model_free(m);
+    cpulm_json_free(d);
+}
+
+/* llama2.c's `run stories260K.bin -t 0 -n 200` text, byte for byte, from BOS. */
+TEST(model_llama2c_200_steps) {
+    const char *ep = test_shared_path("testdata/reference/stories260K_llama2c_expected_200steps.txt");
+    if (!ep) SKIP(t, "expected text not found (CPULM_SHARED)");
+    size_t n_exp;
+    char *expected = test_read_file(ep, &n_exp);
+    cpulm_model *m = load_model("stories260K.gguf");
+    REQUIRE(t, m && expected);
+    cpulm_ctx *ctx = new_ctx(m, 256, 2, CPULM_KV_F32, 1);
+    REQUIRE(t, ctx != NULL);
+    char *text = calloc(1, 8192);
+    size_t len = 0;
+    cpulm_detok dt;
+    cpulm_detok_init(&dt, m, 0);
+    cpulm_token tok = cpulm_token_bos(m);
+    len += (size_t)cpulm_detok_push(&dt, tok, text, 8192); /* BOS: renders nothing */
+    for (int pos = 0; pos < 200; pos++) { /* llama2.c: one token per step, 200 steps */
+        cpulm_batch b = {.n = 1, .token = &tok};
+        REQUIRE(t, cpulm_ctx_decode(ctx, &b) == CPULM_OK);
+        tok = argmax(cpulm_ctx_logits(ctx, 0), cpulm_vocab_n(m));
+        if (tok == cpulm_token_bos(m)) break;
+        int32_t w = cpulm_detok_push(&dt, tok, text + len, (int32_t)(8192 - len));
+        if (w > 0) len += (size_t)w;
+    }
+    int32_t w = cpulm_detok_flush(&dt, text + len, (int32_t)(8192 - len));
+    if (w > 0) len += (size_t)w;
+    CHECK_EQ_INT(t, len, n_exp);
+    CHECK(t, len == n_exp && memcmp(text, expected, len) == 0);
+    if (len != n_exp || memcmp(text, expected, len)) fprintf(stderr, "  got: %s\n", text);
+    free(text);
+    free(expected);
+    cpulm_ctx_free(ctx);
+    cpulm_model_free(m);
+}
+
+/* Full logits of the first positions vs a float64 forward pass (F32 KV): about 1e-4. */
+TEST(model_float64_reference) {
+    cpulm_json_doc *d = load_json("testdata/reference/stories260K_greedy_reference.json");
+    if (!d) SKIP(t, "stories260K_greedy_reference.json not found (CPULM_SHARED)");
+    cpulm_model *m = load_model("stories260K.gguf");
+    REQUIRE(t, m != NULL);
+    const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
+    double worst = 0;
+    for (size_t i = 0; i < cpulm_json_len(cases); i++) {
+        const cpulm_json *c = cpulm_json_at(cases, i);
+        const cpulm_json *pt = cpulm_json_get(c, "prompt_tokens");
+        const cpulm_json *full = cpulm_json_get(c, "full_logits_first_positions");
+        int32_t n = (int32_t)cpulm_json_len(pt), toks[64];
+        REQUIRE(t, n > 0 && n <= 64);
+        for (int32_t j = 0; j < n; j++) toks[j] = (int32_t)cpulm_json_num(cpulm_json_at(pt, (size_t)j), -1);
+        cpulm_ctx *ctx = new_ctx(m, 64, 2, CPULM_KV_F32, 1);
+        float *lg = all_logits(ctx, toks, n, cpulm_vocab_n(m));
+        REQUIRE(t, lg != NULL);
+        for (size_t p = 0; p < cpulm_json_len(full) && (int32_t)p < n; p++) {
+            const cpulm_json *row = cpulm_json_at(full, p);
+            for (size_t v = 0; v < cpulm_json_len(row); v++) {
+                double dd = fabs(lg[p * (size_t)cpulm_vocab_n(m) + v] - cpulm_json_num(cpulm_json_at(row, v), 0));
+                if (!(dd <= worst)) worst = dd;
+            }
+        }
+        free(lg);
+        cpulm_ctx_free(ctx);
+    }
+    CHECK_NEAR(t, worst, 0, 2e-4);
+    cpulm_model_free(m);
+    cpulm_json_free(d);
+}
+
+static float *logits_with_threads(const cpulm_model *m, const int32_t *toks, int32_t n, int nth) {
+    cpulm_ctx *ctx = new_ctx(m, 64, nth, CPULM_KV_F16, 1);
+    float *lg = ctx ? all_logits(ctx, toks, n, cpulm_vocab_n(m)) : NULL;
+    cpulm_ctx_free(ctx);
+    return lg;
+}
+
+TEST(model_threads_bit_identical) {
+    const char *files[] = {"stories260K.gguf", "tiny-llama-q4_0.gguf", "tiny-llama-q8_0.gguf"};
+    for (size_t f = 0; f < 3; f++) {
+        cpulm_model *m = load_model(files[f]);
+        if (!m) SKIP(t, "models not found (CPULM_SHARED)");
+        int32_t toks[20];
+        for (int i = 0; i < 20; i++) toks[i] = (i * 37 + 1) % cpulm_vocab_n(m);
+        float *a = logits_with_threads(m, toks, 20, 1), *b = logits_with_threads(m, toks, 20, 3);
+        REQUIRE(t, a && b);
+        CHECK(t, memcmp(a, b, sizeof(float) * 20 * (size_t)cpulm_vocab_n(m)) == 0);
+        free(a);
+        free(b);
+        cpulm_model_free(m);
+    }
+}
+
+/* One batch of a prompt == the same tokens one by one; two sequences in one batch == each
+ * alone. Bit-identical: every token's arithmetic is the same whatever the batch. */
+TEST(model_batch_equals_sequential) {
+    cpulm_model *m = load_model("tiny-llama-q4_0.gguf");
+    if (!m) SKIP(t, "models not found (CPULM_SHARED)");
+    int32_t V = cpulm_vocab_n(m), toks[12];
+    for (int i = 0; i < 12; i++) toks[i] = (i * 53 + 7) % V;
+    cpulm_ctx *one = new_ctx(m, 32, 2, CPULM_KV_F16, 1);
+    float *batched = all_logits(one, toks, 12, V);
+    cpulm_ctx_free(one);
+    cpulm_ctx *seq = new_ctx(m, 32, 2, CPULM_KV_F16, 2);
+    REQUIRE(t, batched && seq);
+    for (int i = 0; i < 12; i++) {
+        cpulm_batch b = {.n = 1, .token = &toks[i]};
+        REQUIRE(t, cpulm_ctx_decode(seq, &b) == CPULM_OK);
+        CHECK(t, memcmp(cpulm_ctx_logits(seq, 0), batched + (size_t)i * V, sizeof(float) * V) == 0);
+    }
+    /* sequence 1 gets the same tokens interleaved with a different sequence 0 */
+    cpulm_ctx_seq_rm(seq, 0, 0);
+    for (int i = 0; i < 12; i++) {
+        int32_t bt[2] = {toks[(i + 5) % 12], toks[i]}, bs[2] = {0, 1};
+        int8_t want[2] = {0, 1};
+        cpulm_batch b = {.n = 2, .token = bt, .seq = bs, .want_logits = want};
+        REQUIRE(t, cpulm_ctx_decode(seq, &b) == CPULM_OK);
+        CHECK(t, memcmp(cpulm_ctx_logits(seq, 0), batched + (size_t)i * V, sizeof(float) * V) == 0);
+    }
+    free(batched);
+    cpulm_ctx_free(seq);
+    cpulm_model_free(m);
+}
+
+TEST(model_decode_all_or_nothing) {
+    cpulm_model *m = load_model("stories260K.gguf");
+    if (!m) SKIP(t, "models not found (CPULM_SHARED)");
+    cpulm_ctx *ctx = new_ctx(m, 8, 1, CPULM_KV_F16, 2);
+    REQUIRE(t, ctx != NULL);
+    int32_t toks[10] = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
+    cpulm_batch b = {.n = 5, .token = toks};
+    CHECK(t, cpulm_ctx_decode(ctx, &b) == CPULM_OK);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_len(ctx, 0), 5);
+    cpulm_batch full = {.n = 4, .token = toks};
+    CHECK(t, cpulm_ctx_decode(ctx, &full) == CPULM_ERR_KV_FULL); /* 5 + 4 > 8 */
+    CHECK_EQ_INT(t, cpulm_ctx_seq_len(ctx, 0), 5);
+    int32_t bad_tok = 100000;
+    cpulm_batch bt = {.n = 1, .token = &bad_tok};
+    CHECK(t, cpulm_ctx_decode(ctx, &bt) == CPULM_ERR_INVALID_ARG);
+    int32_t bad_seq = 2, pos = 5, wrong_pos = 7;
+    cpulm_batch bs = {.n = 1, .token = toks, .seq = &bad_seq};
+    CHECK(t, cpulm_ctx_decode(ctx, &bs) == CPULM_ERR_INVALID_ARG);
+    cpulm_batch bp = {.n = 1, .token = toks, .pos = &wrong_pos};
+    CHECK(t, cpulm_ctx_decode(ctx, &bp) == CPULM_ERR_INVALID_ARG);
+    cpulm_batch ok = {.n = 1, .token = toks, .pos = &pos};
+    CHECK(t, cpulm_ctx_decode(ctx, &ok) == CPULM_OK);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_len(ctx, 0), 6);
+    CHECK(t, cpulm_ctx_seq_cp(ctx, 0, 1, 4) == CPULM_OK);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_len(ctx, 1), 4);
+    CHECK(t, cpulm_ctx_seq_rm(ctx, 0, 2) == CPULM_OK);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_len(ctx, 0), 2);
+    cpulm_ctx_free(ctx);
+    cpulm_model_free(m);
+}
+
+TEST(model_load_errors_name_the_file) {
+    cpulm_error err = {0};
+    CHECK(t, cpulm_model_load("/nonexistent/x.gguf", NULL, &err) == NULL);
+    CHECK(t, strstr(err.msg, "/nonexistent/x.gguf") != NULL);
+    const char *vocab = test_shared_path("testdata/tokenizer/ggml-vocab-llama-spm.gguf");
+    if (!vocab) SKIP(t, "vocab file not found (CPULM_SHARED)");
+    /* a vocab-only file loads with vocab_only, and is refused for inference otherwise */
+    cpulm_model_params p = cpulm_model_default_params();
+    p.vocab_only = 1;
+    cpulm_model *m = cpulm_model_load(vocab, &p, &err);
+    CHECK(t, m != NULL);
+    CHECK_EQ_INT(t, m ? cpulm_vocab_n(m) : 0, 32000);
+    cpulm_model_free(m);
+    CHECK(t, cpulm_model_load(vocab, NULL, &err) == NULL);
+    CHECK(t, strstr(err.msg, "ggml-vocab-llama-spm.gguf: missing tensor") != NULL);
+    const char *phi = test_shared_path("testdata/tokenizer/ggml-vocab-phi-3.gguf");
+    if (phi) {
+        CHECK(t, cpulm_model_load(phi, NULL, &err) == NULL);
+        CHECK(t, strstr(err.msg, "architecture 'phi3' not supported") != NULL);
+    }
+}
