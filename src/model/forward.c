@@ -14,6 +14,7 @@
 
 #include "../base/status.h"
 #include "../context.h"
+#include "../kernels/matmul.h"
 
 typedef struct mm_job {
     const cpulm_tensor *w;
@@ -23,28 +24,13 @@ typedef struct mm_job {
     int accumulate;  /* out += W x instead of out = W x */
 } mm_job;
 
-#define ROW_BLOCK 16 /* weight rows kept hot in cache while every token visits them */
-
 static void mm_rows(const cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
                     int64_t n_rows, int ith, int nth) {
-    const cpulm_tensor *w = j->w;
-    int64_t R = w->ne[1], K = w->ne[0];
-    int64_t r0 = R * ith / nth, r1 = R * (ith + 1) / nth;
-    cpulm_vec_dot_fn dot = c->k->vec_dot[w->type];
-    const uint8_t *wd = w->data;
-    for (int64_t rb = r0; rb < r1; rb += ROW_BLOCK) {
-        int64_t re = rb + ROW_BLOCK < r1 ? rb + ROW_BLOCK : r1;
-        for (int64_t t = 0; t < n_rows; t++) {
-            const uint8_t *a = act + (size_t)t * act_stride;
-            float *o = j->out + t * j->ld_out;
-            for (int64_t r = rb; r < re; r++) {
-                float s;
-                dot(K, &s, wd + (size_t)r * w->row_bytes, a);
-                if (j->bias) s += j->bias[r];
-                o[r] = j->accumulate ? o[r] + s : s;
-            }
-        }
-    }
+    cpulm_matmul_args a = {.w = j->w->data, .w_type = j->w->type, .w_row_bytes = j->w->row_bytes,
+                           .n_in = j->w->ne[0], .n_out = j->w->ne[1], .act = act,
+                           .act_stride = act_stride, .n_rows = n_rows, .out = j->out,
+                           .ld_out = j->ld_out, .bias = j->bias, .accumulate = j->accumulate};
+    cpulm_matmul(c->k, &a, ith, nth);
 }
 
 /* Runs the jobs (all reading x [n_rows][ldx], n_in = ne[0] of every weight). The caller has
