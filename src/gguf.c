@@ -5,7 +5,8 @@
  * hostile file yields CPULM_ERR_FORMAT / CPULM_ERR_UNSUPPORTED and a one-line message,
  * never a crash, hang or giant allocation. Counts are capped by what the remaining bytes
  * could hold at the minimal encoding, so allocations stay within a small multiple of the
- * file size. Parsing is linear in the file size (duplicate checks use a hash set).
+ * file size. Parsing takes O(n log n) in the file size whatever the input (duplicate names
+ * are found by sorting, which crafted names cannot slow down).
  * Values are decoded little-endian byte by byte, so the reader is host-endian agnostic.
  * This module never touches tensor data beyond computing its range. The writer lives in
  * gguf_write.c.
@@ -307,41 +308,66 @@ static cpulm_status parse_header(cursor *c, cpulm_gguf *g) {
 
 /* ---- duplicate detection ---- */
 
-static uint64_t hash_str(cpulm_str s) { /* FNV-1a */
-    uint64_t h = 1469598103934665603ull;
-    for (uint64_t i = 0; i < s.len; i++) h = (h ^ (uint8_t)s.ptr[i]) * 1099511628211ull;
-    return h;
-}
-
 static bool str_same(cpulm_str a, cpulm_str b) {
     return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+typedef struct named {
+    cpulm_str s;
+    uint64_t idx; /* position in the file; breaks ties so the order is total */
+} named;
+
+static int named_cmp(const named *a, const named *b) {
+    uint64_t n = a->s.len < b->s.len ? a->s.len : b->s.len;
+    int c = n ? memcmp(a->s.ptr, b->s.ptr, n) : 0;
+    if (c) return c;
+    if (a->s.len != b->s.len) return a->s.len < b->s.len ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static void sift_down(named *a, uint64_t root, uint64_t n) {
+    for (;;) {
+        uint64_t child = 2 * root + 1;
+        if (child >= n) return;
+        if (child + 1 < n && named_cmp(&a[child], &a[child + 1]) < 0) child++;
+        if (named_cmp(&a[root], &a[child]) >= 0) return;
+        named tmp = a[root];
+        a[root] = a[child];
+        a[child] = tmp;
+        root = child;
+    }
+}
+
+/* Heapsort: O(n log n) whatever the names are. (A hash set could be flooded with crafted
+ * collisions, and qsort's worst case depends on the libc.) */
+static void sort_named(named *a, uint64_t n) {
+    for (uint64_t i = n / 2; i-- > 0;) sift_down(a, i, n);
+    for (uint64_t end = n; end-- > 1;) {
+        named tmp = a[0];
+        a[0] = a[end];
+        a[end] = tmp;
+        sift_down(a, 0, end);
+    }
 }
 
 /* Names are the cpulm_str at byte name_off of each stride-byte item. Returns the index of the
  * first item whose name repeats an earlier one, -1 if all differ, -2 when out of memory. */
 static int64_t find_duplicate(const void *items, size_t stride, size_t name_off, uint64_t n) {
-    uint64_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    uint64_t *slots = calloc(cap, sizeof *slots); /* index + 1; 0 = empty */
-    if (!slots) return -2;
-    int64_t dup = -1;
-    for (uint64_t i = 0; i < n && dup < 0; i++) {
-        cpulm_str s;
-        memcpy(&s, (const char *)items + i * stride + name_off, sizeof s);
-        for (uint64_t h = hash_str(s) & (cap - 1);; h = (h + 1) & (cap - 1)) {
-            if (!slots[h]) {
-                slots[h] = i + 1;
-                break;
-            }
-            cpulm_str o;
-            memcpy(&o, (const char *)items + (slots[h] - 1) * stride + name_off, sizeof o);
-            if (str_same(s, o)) {
-                dup = (int64_t)i;
-                break;
-            }
-        }
+    if (n < 2) return -1;
+    named *a = malloc((size_t)n * sizeof *a);
+    if (!a) return -2;
+    for (uint64_t i = 0; i < n; i++) {
+        memcpy(&a[i].s, (const char *)items + i * stride + name_off, sizeof a[i].s);
+        a[i].idx = i;
     }
-    free(slots);
+    sort_named(a, n);
+    /* equal names sit together, ordered by position: the earliest repeat is the smallest
+     * index that has an equal predecessor */
+    int64_t dup = -1;
+    for (uint64_t i = 1; i < n; i++)
+        if (str_same(a[i].s, a[i - 1].s) && (dup < 0 || a[i].idx < (uint64_t)dup))
+            dup = (int64_t)a[i].idx;
+    free(a);
     return dup;
 }
 
@@ -426,7 +452,10 @@ cpulm_status cpulm_gguf_tensor_nbytes(uint32_t type, int n_dims, const int64_t *
         return cpulm_errf(err, CPULM_ERR_FORMAT, "ne[0] = %lld is not a multiple of the %s block size %d",
                           (long long)ne[0], tr->name, tr->block);
     /* ggml counts elements in int64: the element count and the byte count must both fit. */
-    uint64_t n_el = (uint64_t)ne[0], bytes = (uint64_t)(ne[0] / tr->block) * (uint64_t)tr->type_size;
+    uint64_t n_el = (uint64_t)ne[0], n_blocks = (uint64_t)(ne[0] / tr->block);
+    if (n_blocks > (uint64_t)INT64_MAX / (uint64_t)tr->type_size)
+        return cpulm_errf(err, CPULM_ERR_FORMAT, "shape overflows: ne[0] = %lld", (long long)ne[0]);
+    uint64_t bytes = n_blocks * (uint64_t)tr->type_size;
     for (int d = 1; d < n_dims; d++) {
         uint64_t m = (uint64_t)ne[d];
         if (m && (n_el > (uint64_t)INT64_MAX / m || bytes > (uint64_t)INT64_MAX / m))

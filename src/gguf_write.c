@@ -2,8 +2,8 @@
  *
  * Layout, as llama.cpp writes it: header, kv pairs in insertion order, tensor infos, zero
  * padding to the alignment, then each tensor's data at the next multiple of the alignment
- * (each tensor padded, the last one too). The alignment is 32 unless general.alignment is
- * set. The writer accepts exactly what the reader accepts (unique keys without NUL bytes;
+ * (each tensor padded, the last one too); a file without tensors ends after the kvs, unpadded.
+ * The alignment is 32 unless general.alignment is set. The writer accepts exactly what the reader accepts (unique keys without NUL bytes;
  * unique tensor names of at most 63 bytes; known types and valid shapes), so anything parsed
  * can be rewritten. Setting a key twice replaces the value in place.
  * Tensor data added with data == NULL is produced at write time by a callback that fills a
@@ -329,7 +329,8 @@ static cpulm_status build_header(cpulm_gguf_writer *w, bytes *b, uint64_t *total
         if (padded < t->n_bytes || off > UINT64_MAX - padded) return CPULM_ERR_INVALID_ARG;
         off += padded;
     }
-    put_zeros(b, align_up(b->n, w->alignment) - b->n);
+    /* Like llama.cpp, a file without tensors (vocab-only) ends right after the kvs. */
+    if (w->n_t) put_zeros(b, align_up(b->n, w->alignment) - b->n);
     if (b->oom) return CPULM_ERR_NOMEM;
     if (off > UINT64_MAX - b->n) return CPULM_ERR_INVALID_ARG;
     *total = b->n + off;

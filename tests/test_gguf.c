@@ -568,6 +568,16 @@ TEST(gguf_rejects_duplicate_keys) {
     kv_u32(&b, "llama.block_count", 3);
     EXPECT_ERR(&b, CPULM_ERR_FORMAT, "key 'llama.block_count': duplicate key (entry #2)");
     free(b.p);
+    /* the first entry that repeats an earlier one is reported */
+    b = (bb){0};
+    hdr(&b, 3, 0, 5);
+    kv_u32(&b, "a", 0);
+    kv_u32(&b, "b", 1);
+    kv_u32(&b, "c", 2);
+    kv_u32(&b, "b", 3);
+    kv_u32(&b, "a", 4);
+    EXPECT_ERR(&b, CPULM_ERR_FORMAT, "key 'b': duplicate key (entry #3)");
+    free(b.p);
     /* many distinct keys with colliding prefixes are fine */
     b = (bb){0};
     hdr(&b, 3, 0, 2000);
@@ -674,6 +684,14 @@ TEST(gguf_rejects_bad_tensor_infos) {
     int64_t huge[3] = {1 << 20, 1 << 20, 1 << 24};
     tensor_file(&b, 3, huge, CPULM_DTYPE_F32, 0, 64);
     EXPECT_ERR(&b, CPULM_ERR_FORMAT, "shape overflows");
+    free(b.p);
+    int64_t wide[1] = {(int64_t)1 << 62}; /* 2^64 bytes: must not wrap to 0 */
+    tensor_file(&b, 1, wide, CPULM_DTYPE_F32, 0, 64);
+    EXPECT_ERR(&b, CPULM_ERR_FORMAT, "tensor 't': shape overflows: ne[0] = 4611686018427387904");
+    free(b.p);
+    int64_t wide2[2] = {(int64_t)1 << 40, (int64_t)1 << 22}; /* 2^62 elements, 2^64 bytes */
+    tensor_file(&b, 2, wide2, CPULM_DTYPE_F32, 0, 64);
+    EXPECT_ERR(&b, CPULM_ERR_FORMAT, "shape overflows: ne[1]");
     free(b.p);
     int64_t zero[2] = {0, 7}; /* an empty tensor is valid */
     tensor_file(&b, 2, zero, CPULM_DTYPE_F32, 0, 0);
@@ -1119,4 +1137,6 @@ TEST(gguf_writer_reproduces_real_files) {
     reproduce(t, "testdata/models/tiny-llama-q4_k_m.gguf");
     reproduce(t, "testdata/models/tiny-qwen2-bf16.gguf");
     reproduce(t, "testdata/models/tiny-llama3-q8_0.gguf");
+    reproduce(t, "testdata/tokenizer/ggml-vocab-llama-spm.gguf"); /* no tensors, no padding */
+    reproduce(t, "testdata/tokenizer/ggml-vocab-phi-3.gguf");
 }
