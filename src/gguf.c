@@ -29,10 +29,10 @@
 #define MIN_TENSOR_INFO_BYTES 32 /* u64 name length + u32 n_dims + u64 ne + u32 type + u64 off */
 #define NO_INDEX              UINT64_MAX
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        cpulm_status st_ = (expr);                                                                 \
-        if (st_ != CPULM_OK) return st_;                                                           \
+#define TRY(expr)                        \
+    do {                                 \
+        cpulm_status st_ = (expr);       \
+        if (st_ != CPULM_OK) return st_; \
     } while (0)
 
 /* ---- little-endian decoding ---- */
@@ -42,8 +42,7 @@ static uint16_t le16(const uint8_t *p) {
 }
 
 static uint32_t le32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 static uint64_t le64(const uint8_t *p) {
@@ -165,10 +164,17 @@ static cpulm_status read_str(cursor *c, cpulm_str *out) {
 
 uint64_t cpulm_gguf_type_size(cpulm_gguf_type t) {
     switch (t) {
-    case CPULM_GGUF_U8: case CPULM_GGUF_I8: case CPULM_GGUF_BOOL: return 1;
-    case CPULM_GGUF_U16: case CPULM_GGUF_I16: return 2;
-    case CPULM_GGUF_U32: case CPULM_GGUF_I32: case CPULM_GGUF_F32: return 4;
-    case CPULM_GGUF_U64: case CPULM_GGUF_I64: case CPULM_GGUF_F64: return 8;
+    case CPULM_GGUF_U8:
+    case CPULM_GGUF_I8:
+    case CPULM_GGUF_BOOL: return 1;
+    case CPULM_GGUF_U16:
+    case CPULM_GGUF_I16: return 2;
+    case CPULM_GGUF_U32:
+    case CPULM_GGUF_I32:
+    case CPULM_GGUF_F32: return 4;
+    case CPULM_GGUF_U64:
+    case CPULM_GGUF_I64:
+    case CPULM_GGUF_F64: return 8;
     default: return 0;
     }
 }
@@ -180,13 +186,11 @@ const char *cpulm_gguf_type_name(cpulm_gguf_type t) {
 }
 
 static bool is_unsigned(cpulm_gguf_type t) {
-    return t == CPULM_GGUF_U8 || t == CPULM_GGUF_U16 || t == CPULM_GGUF_U32 ||
-           t == CPULM_GGUF_U64;
+    return t == CPULM_GGUF_U8 || t == CPULM_GGUF_U16 || t == CPULM_GGUF_U32 || t == CPULM_GGUF_U64;
 }
 
 static bool is_signed(cpulm_gguf_type t) {
-    return t == CPULM_GGUF_I8 || t == CPULM_GGUF_I16 || t == CPULM_GGUF_I32 ||
-           t == CPULM_GGUF_I64;
+    return t == CPULM_GGUF_I8 || t == CPULM_GGUF_I16 || t == CPULM_GGUF_I32 || t == CPULM_GGUF_I64;
 }
 
 static bool is_float(cpulm_gguf_type t) {
@@ -277,8 +281,8 @@ static cpulm_status read_array(cursor *c, cpulm_gguf_arr *arr, int depth) {
 
 static cpulm_status check_version(cursor *c, uint32_t version) {
     if (version == 2 || version == 3) return CPULM_OK;
-    uint32_t swapped = (version >> 24) | ((version >> 8) & 0xff00) | ((version << 8) & 0xff0000) |
-                       (version << 24);
+    uint32_t swapped =
+        (version >> 24) | ((version >> 8) & 0xff00) | ((version << 8) & 0xff0000) | (version << 24);
     if (swapped >= 1 && swapped <= 3)
         return fail(c, CPULM_ERR_UNSUPPORTED, "big-endian gguf files are not supported");
     return fail(c, CPULM_ERR_UNSUPPORTED,
@@ -289,7 +293,8 @@ static cpulm_status parse_header(cursor *c, cpulm_gguf *g) {
     const uint8_t *magic;
     set_ctx(c, "header", (cpulm_str){0}, NO_INDEX);
     TRY(read_bytes(c, 4, &magic));
-    if (memcmp(magic, "GGUF", 4) != 0) return fail(c, CPULM_ERR_FORMAT, "not a gguf file (bad magic)");
+    if (memcmp(magic, "GGUF", 4) != 0)
+        return fail(c, CPULM_ERR_FORMAT, "not a gguf file (bad magic)");
     TRY(read_u32(c, &g->version));
     TRY(check_version(c, g->version));
     TRY(read_u64(c, &g->n_tensors));
@@ -341,7 +346,8 @@ static void sift_down(named *a, uint64_t root, uint64_t n) {
 /* Heapsort: O(n log n) whatever the names are. (A hash set could be flooded with crafted
  * collisions, and qsort's worst case depends on the libc.) */
 static void sort_named(named *a, uint64_t n) {
-    for (uint64_t i = n / 2; i-- > 0;) sift_down(a, i, n);
+    for (uint64_t i = n / 2; i-- > 0;)
+        sift_down(a, i, n);
     for (uint64_t end = n; end-- > 1;) {
         named tmp = a[0];
         a[0] = a[end];
@@ -414,8 +420,7 @@ static cpulm_status read_alignment(cursor *c, cpulm_gguf *g) {
     if (kv->type != CPULM_GGUF_U32)
         return fail(c, CPULM_ERR_FORMAT, "must be a u32, found %s", cpulm_gguf_type_name(kv->type));
     if (kv->v.u == 0 || (kv->v.u & (kv->v.u - 1)) != 0)
-        return fail(c, CPULM_ERR_FORMAT, "%llu is not a power of two",
-                    (unsigned long long)kv->v.u);
+        return fail(c, CPULM_ERR_FORMAT, "%llu is not a power of two", (unsigned long long)kv->v.u);
     g->alignment = kv->v.u;
     return CPULM_OK;
 }
@@ -423,10 +428,12 @@ static cpulm_status read_alignment(cursor *c, cpulm_gguf *g) {
 static cpulm_status parse_kvs(cursor *c, cpulm_gguf *g) {
     if (g->n_kv) {
         g->kv = calloc((size_t)g->n_kv, sizeof *g->kv);
-        if (!g->kv) return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory for %llu keys",
-                                      (unsigned long long)g->n_kv);
+        if (!g->kv)
+            return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory for %llu keys",
+                              (unsigned long long)g->n_kv);
     }
-    for (uint64_t i = 0; i < g->n_kv; i++) TRY(parse_kv(c, &g->kv[i], i));
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        TRY(parse_kv(c, &g->kv[i], i));
     int64_t dup = find_duplicate(g->kv, sizeof *g->kv, offsetof(cpulm_gguf_kv, key), g->n_kv);
     if (dup == -2) return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory");
     if (dup >= 0) {
@@ -449,7 +456,8 @@ cpulm_status cpulm_gguf_tensor_nbytes(uint32_t type, int n_dims, const int64_t *
             return cpulm_errf(err, CPULM_ERR_FORMAT, "ne[%d] = %lld is negative", d,
                               (long long)ne[d]);
     if (ne[0] % tr->block != 0)
-        return cpulm_errf(err, CPULM_ERR_FORMAT, "ne[0] = %lld is not a multiple of the %s block size %d",
+        return cpulm_errf(err, CPULM_ERR_FORMAT,
+                          "ne[0] = %lld is not a multiple of the %s block size %d",
                           (long long)ne[0], tr->name, tr->block);
     /* ggml counts elements in int64: the element count and the byte count must both fit. */
     uint64_t n_el = (uint64_t)ne[0], n_blocks = (uint64_t)(ne[0] / tr->block);
@@ -488,7 +496,8 @@ static cpulm_status parse_tensor_info(cursor *c, cpulm_gguf_tensor *t, uint64_t 
     if (n_dims < 1 || n_dims > 4)
         return fail(c, CPULM_ERR_FORMAT, "n_dims %u is not in 1..4", n_dims);
     t->n_dims = (int32_t)n_dims;
-    for (int d = 0; d < 4; d++) t->ne[d] = 1;
+    for (int d = 0; d < 4; d++)
+        t->ne[d] = 1;
     for (uint32_t d = 0; d < n_dims; d++) {
         uint64_t v;
         TRY(read_u64(c, &v));
@@ -502,12 +511,14 @@ static cpulm_status parse_tensor_info(cursor *c, cpulm_gguf_tensor *t, uint64_t 
 static cpulm_status parse_tensor_infos(cursor *c, cpulm_gguf *g) {
     if (g->n_tensors) {
         g->tensors = calloc((size_t)g->n_tensors, sizeof *g->tensors);
-        if (!g->tensors) return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory for %llu tensors",
-                                           (unsigned long long)g->n_tensors);
+        if (!g->tensors)
+            return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory for %llu tensors",
+                              (unsigned long long)g->n_tensors);
     }
-    for (uint64_t i = 0; i < g->n_tensors; i++) TRY(parse_tensor_info(c, &g->tensors[i], i));
-    int64_t dup = find_duplicate(g->tensors, sizeof *g->tensors,
-                                 offsetof(cpulm_gguf_tensor, name), g->n_tensors);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        TRY(parse_tensor_info(c, &g->tensors[i], i));
+    int64_t dup = find_duplicate(g->tensors, sizeof *g->tensors, offsetof(cpulm_gguf_tensor, name),
+                                 g->n_tensors);
     if (dup == -2) return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory");
     if (dup >= 0) {
         set_ctx(c, "tensor", g->tensors[dup].name, (uint64_t)dup);
@@ -534,8 +545,8 @@ static cpulm_status check_tensor_range(cursor *c, const cpulm_gguf *g, cpulm_ggu
         return fail(c, CPULM_ERR_FORMAT,
                     "%llu bytes of data at file byte %llu run past the end of the file (%llu "
                     "bytes; truncated or corrupt)",
-                    (unsigned long long)t->n_bytes, (unsigned long long)(g->data_offset + t->offset),
-                    (unsigned long long)g->size);
+                    (unsigned long long)t->n_bytes,
+                    (unsigned long long)(g->data_offset + t->offset), (unsigned long long)g->size);
     t->data = g->base + g->data_offset + t->offset;
     return CPULM_OK;
 }

@@ -73,8 +73,8 @@ static void exercise_getters(const cpulm_gguf *g) {
 static void check_size(const cpulm_gguf_tensor *t) {
     const cpulm_dtype_traits *tr = cpulm_dtype_traits_get(t->type);
     CPULM_ASSERT(tr && t->ne[0] % tr->block == 0);
-    unsigned __int128 bytes = (unsigned __int128)(uint64_t)(t->ne[0] / tr->block) *
-                              (uint64_t)tr->type_size;
+    unsigned __int128 bytes =
+        (unsigned __int128)(uint64_t)(t->ne[0] / tr->block) * (uint64_t)tr->type_size;
     for (int d = 1; d < 4; d++) {
         CPULM_ASSERT(t->ne[d] >= 0 && (d < t->n_dims || t->ne[d] == 1));
         if (t->ne[d] == 0 || bytes == 0) {
@@ -114,13 +114,15 @@ static void check_rewrite(const cpulm_gguf *g) {
     if (!rewrite_is_small(g)) return;
     cpulm_gguf_writer *w = cpulm_gguf_writer_new();
     CPULM_ASSERT(w != NULL);
-    for (uint64_t i = 0; i < g->n_kv; i++) CPULM_ASSERT(cpulm_gguf_writer_copy_kv(w, &g->kv[i]) == 0);
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        CPULM_ASSERT(cpulm_gguf_writer_copy_kv(w, &g->kv[i]) == 0);
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const cpulm_gguf_tensor *t = &g->tensors[i];
         char name[64];
         memcpy(name, t->name.ptr, t->name.len); /* <= 63 bytes, checked by the reader */
         name[t->name.len] = 0;
-        CPULM_ASSERT(cpulm_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data) == 0);
+        CPULM_ASSERT(cpulm_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data) ==
+                     0);
     }
     uint8_t *buf = NULL;
     uint64_t n = 0;
@@ -129,7 +131,8 @@ static void check_rewrite(const cpulm_gguf *g) {
     cpulm_error e = {0};
     if (cpulm_gguf_parse(&g2, buf, n, &e) != CPULM_OK) cpulm_abort(__FILE__, __LINE__, "%s", e.msg);
     CPULM_ASSERT(g2.n_kv == g->n_kv && g2.n_tensors == g->n_tensors);
-    for (uint64_t i = 0; i < g->n_kv; i++) CPULM_ASSERT(g2.kv[i].type == g->kv[i].type);
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        CPULM_ASSERT(g2.kv[i].type == g->kv[i].type);
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const cpulm_gguf_tensor *a = &g->tensors[i], *b = &g2.tensors[i];
         CPULM_ASSERT(a->type == b->type && a->n_bytes == b->n_bytes);

@@ -63,7 +63,8 @@ static void kv_types(void) {
 static void tensors(const char *name, uint32_t alignment) {
     cpulm_gguf_writer *w = cpulm_gguf_writer_new();
     static uint8_t data[1024];
-    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(i * 37);
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 37);
     const int64_t f32[2] = {4, 3}, q40[2] = {32, 2}, q80[1] = {64}, q6k[1] = {256},
                   four[4] = {2, 1, 3, 2}, empty[2] = {0, 5}, bf16[3] = {3, 2, 2};
     if (alignment) check(cpulm_gguf_writer_set_u32(w, "general.alignment", alignment));
@@ -89,7 +90,8 @@ static void put(const void *p, size_t n) {
 }
 
 static void le(uint64_t v, int n) {
-    for (int i = 0; i < n; i++) raw[n_raw++] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < n; i++)
+        raw[n_raw++] = (uint8_t)(v >> (8 * i));
 }
 
 static void str(const char *s) {
@@ -154,8 +156,10 @@ static void invalid(void) {
     le(32, 8);
     le(CPULM_DTYPE_Q8_0, 4);
     le(32, 8);
-    while (n_raw % 64) le(0, 1);
-    for (int i = 0; i < 128; i++) le((uint64_t)i, 1);
+    while (n_raw % 64)
+        le(0, 1);
+    for (int i = 0; i < 128; i++)
+        le((uint64_t)i, 1);
     save("bad_offset.gguf", raw, n_raw);
     header(1, 0, 0);
     save("version1.gguf", raw, n_raw);
