@@ -5,7 +5,8 @@
  * hostile file yields CPULM_ERR_FORMAT / CPULM_ERR_UNSUPPORTED and a one-line message,
  * never a crash, hang or giant allocation. Counts are capped by what the remaining bytes
  * could hold at the minimal encoding, so allocations stay within a small multiple of the
- * file size. Parsing is linear in the file size (duplicate checks use a hash set).
+ * file size. Parsing takes O(n log n) in the file size whatever the input (duplicate names
+ * are found by sorting, which crafted names cannot slow down).
  * Values are decoded little-endian byte by byte, so the reader is host-endian agnostic.
  * This module never touches tensor data beyond computing its range. The writer lives in
  * gguf_write.c.
@@ -28,10 +29,10 @@
 #define MIN_TENSOR_INFO_BYTES 32 /* u64 name length + u32 n_dims + u64 ne + u32 type + u64 off */
 #define NO_INDEX              UINT64_MAX
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        cpulm_status st_ = (expr);                                                                 \
-        if (st_ != CPULM_OK) return st_;                                                           \
+#define TRY(expr)                        \
+    do {                                 \
+        cpulm_status st_ = (expr);       \
+        if (st_ != CPULM_OK) return st_; \
     } while (0)
 
 /* ---- little-endian decoding ---- */
@@ -41,8 +42,7 @@ static uint16_t le16(const uint8_t *p) {
 }
 
 static uint32_t le32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 static uint64_t le64(const uint8_t *p) {
@@ -164,10 +164,17 @@ static cpulm_status read_str(cursor *c, cpulm_str *out) {
 
 uint64_t cpulm_gguf_type_size(cpulm_gguf_type t) {
     switch (t) {
-    case CPULM_GGUF_U8: case CPULM_GGUF_I8: case CPULM_GGUF_BOOL: return 1;
-    case CPULM_GGUF_U16: case CPULM_GGUF_I16: return 2;
-    case CPULM_GGUF_U32: case CPULM_GGUF_I32: case CPULM_GGUF_F32: return 4;
-    case CPULM_GGUF_U64: case CPULM_GGUF_I64: case CPULM_GGUF_F64: return 8;
+    case CPULM_GGUF_U8:
+    case CPULM_GGUF_I8:
+    case CPULM_GGUF_BOOL: return 1;
+    case CPULM_GGUF_U16:
+    case CPULM_GGUF_I16: return 2;
+    case CPULM_GGUF_U32:
+    case CPULM_GGUF_I32:
+    case CPULM_GGUF_F32: return 4;
+    case CPULM_GGUF_U64:
+    case CPULM_GGUF_I64:
+    case CPULM_GGUF_F64: return 8;
     default: return 0;
     }
 }
@@ -179,13 +186,11 @@ const char *cpulm_gguf_type_name(cpulm_gguf_type t) {
 }
 
 static bool is_unsigned(cpulm_gguf_type t) {
-    return t == CPULM_GGUF_U8 || t == CPULM_GGUF_U16 || t == CPULM_GGUF_U32 ||
-           t == CPULM_GGUF_U64;
+    return t == CPULM_GGUF_U8 || t == CPULM_GGUF_U16 || t == CPULM_GGUF_U32 || t == CPULM_GGUF_U64;
 }
 
 static bool is_signed(cpulm_gguf_type t) {
-    return t == CPULM_GGUF_I8 || t == CPULM_GGUF_I16 || t == CPULM_GGUF_I32 ||
-           t == CPULM_GGUF_I64;
+    return t == CPULM_GGUF_I8 || t == CPULM_GGUF_I16 || t == CPULM_GGUF_I32 || t == CPULM_GGUF_I64;
 }
 
 static bool is_float(cpulm_gguf_type t) {
@@ -276,8 +281,8 @@ static cpulm_status read_array(cursor *c, cpulm_gguf_arr *arr, int depth) {
 
 static cpulm_status check_version(cursor *c, uint32_t version) {
     if (version == 2 || version == 3) return CPULM_OK;
-    uint32_t swapped = (version >> 24) | ((version >> 8) & 0xff00) | ((version << 8) & 0xff0000) |
-                       (version << 24);
+    uint32_t swapped =
+        (version >> 24) | ((version >> 8) & 0xff00) | ((version << 8) & 0xff0000) | (version << 24);
     if (swapped >= 1 && swapped <= 3)
         return fail(c, CPULM_ERR_UNSUPPORTED, "big-endian gguf files are not supported");
     return fail(c, CPULM_ERR_UNSUPPORTED,
@@ -288,7 +293,8 @@ static cpulm_status parse_header(cursor *c, cpulm_gguf *g) {
     const uint8_t *magic;
     set_ctx(c, "header", (cpulm_str){0}, NO_INDEX);
     TRY(read_bytes(c, 4, &magic));
-    if (memcmp(magic, "GGUF", 4) != 0) return fail(c, CPULM_ERR_FORMAT, "not a gguf file (bad magic)");
+    if (memcmp(magic, "GGUF", 4) != 0)
+        return fail(c, CPULM_ERR_FORMAT, "not a gguf file (bad magic)");
     TRY(read_u32(c, &g->version));
     TRY(check_version(c, g->version));
     TRY(read_u64(c, &g->n_tensors));
@@ -307,41 +313,67 @@ static cpulm_status parse_header(cursor *c, cpulm_gguf *g) {
 
 /* ---- duplicate detection ---- */
 
-static uint64_t hash_str(cpulm_str s) { /* FNV-1a */
-    uint64_t h = 1469598103934665603ull;
-    for (uint64_t i = 0; i < s.len; i++) h = (h ^ (uint8_t)s.ptr[i]) * 1099511628211ull;
-    return h;
-}
-
 static bool str_same(cpulm_str a, cpulm_str b) {
     return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+typedef struct named {
+    cpulm_str s;
+    uint64_t idx; /* position in the file; breaks ties so the order is total */
+} named;
+
+static int named_cmp(const named *a, const named *b) {
+    uint64_t n = a->s.len < b->s.len ? a->s.len : b->s.len;
+    int c = n ? memcmp(a->s.ptr, b->s.ptr, n) : 0;
+    if (c) return c;
+    if (a->s.len != b->s.len) return a->s.len < b->s.len ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static void sift_down(named *a, uint64_t root, uint64_t n) {
+    for (;;) {
+        uint64_t child = 2 * root + 1;
+        if (child >= n) return;
+        if (child + 1 < n && named_cmp(&a[child], &a[child + 1]) < 0) child++;
+        if (named_cmp(&a[root], &a[child]) >= 0) return;
+        named tmp = a[root];
+        a[root] = a[child];
+        a[child] = tmp;
+        root = child;
+    }
+}
+
+/* Heapsort: O(n log n) whatever the names are. (A hash set could be flooded with crafted
+ * collisions, and qsort's worst case depends on the libc.) */
+static void sort_named(named *a, uint64_t n) {
+    for (uint64_t i = n / 2; i-- > 0;)
+        sift_down(a, i, n);
+    for (uint64_t end = n; end-- > 1;) {
+        named tmp = a[0];
+        a[0] = a[end];
+        a[end] = tmp;
+        sift_down(a, 0, end);
+    }
 }
 
 /* Names are the cpulm_str at byte name_off of each stride-byte item. Returns the index of the
  * first item whose name repeats an earlier one, -1 if all differ, -2 when out of memory. */
 static int64_t find_duplicate(const void *items, size_t stride, size_t name_off, uint64_t n) {
-    uint64_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    uint64_t *slots = calloc(cap, sizeof *slots); /* index + 1; 0 = empty */
-    if (!slots) return -2;
-    int64_t dup = -1;
-    for (uint64_t i = 0; i < n && dup < 0; i++) {
-        cpulm_str s;
-        memcpy(&s, (const char *)items + i * stride + name_off, sizeof s);
-        for (uint64_t h = hash_str(s) & (cap - 1);; h = (h + 1) & (cap - 1)) {
-            if (!slots[h]) {
-                slots[h] = i + 1;
-                break;
-            }
-            cpulm_str o;
-            memcpy(&o, (const char *)items + (slots[h] - 1) * stride + name_off, sizeof o);
-            if (str_same(s, o)) {
-                dup = (int64_t)i;
-                break;
-            }
-        }
+    if (n < 2) return -1;
+    named *a = malloc((size_t)n * sizeof *a);
+    if (!a) return -2;
+    for (uint64_t i = 0; i < n; i++) {
+        memcpy(&a[i].s, (const char *)items + i * stride + name_off, sizeof a[i].s);
+        a[i].idx = i;
     }
-    free(slots);
+    sort_named(a, n);
+    /* equal names sit together, ordered by position: the earliest repeat is the smallest
+     * index that has an equal predecessor */
+    int64_t dup = -1;
+    for (uint64_t i = 1; i < n; i++)
+        if (str_same(a[i].s, a[i - 1].s) && (dup < 0 || a[i].idx < (uint64_t)dup))
+            dup = (int64_t)a[i].idx;
+    free(a);
     return dup;
 }
 
@@ -388,8 +420,7 @@ static cpulm_status read_alignment(cursor *c, cpulm_gguf *g) {
     if (kv->type != CPULM_GGUF_U32)
         return fail(c, CPULM_ERR_FORMAT, "must be a u32, found %s", cpulm_gguf_type_name(kv->type));
     if (kv->v.u == 0 || (kv->v.u & (kv->v.u - 1)) != 0)
-        return fail(c, CPULM_ERR_FORMAT, "%llu is not a power of two",
-                    (unsigned long long)kv->v.u);
+        return fail(c, CPULM_ERR_FORMAT, "%llu is not a power of two", (unsigned long long)kv->v.u);
     g->alignment = kv->v.u;
     return CPULM_OK;
 }
@@ -397,10 +428,12 @@ static cpulm_status read_alignment(cursor *c, cpulm_gguf *g) {
 static cpulm_status parse_kvs(cursor *c, cpulm_gguf *g) {
     if (g->n_kv) {
         g->kv = calloc((size_t)g->n_kv, sizeof *g->kv);
-        if (!g->kv) return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory for %llu keys",
-                                      (unsigned long long)g->n_kv);
+        if (!g->kv)
+            return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory for %llu keys",
+                              (unsigned long long)g->n_kv);
     }
-    for (uint64_t i = 0; i < g->n_kv; i++) TRY(parse_kv(c, &g->kv[i], i));
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        TRY(parse_kv(c, &g->kv[i], i));
     int64_t dup = find_duplicate(g->kv, sizeof *g->kv, offsetof(cpulm_gguf_kv, key), g->n_kv);
     if (dup == -2) return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory");
     if (dup >= 0) {
@@ -423,10 +456,14 @@ cpulm_status cpulm_gguf_tensor_nbytes(uint32_t type, int n_dims, const int64_t *
             return cpulm_errf(err, CPULM_ERR_FORMAT, "ne[%d] = %lld is negative", d,
                               (long long)ne[d]);
     if (ne[0] % tr->block != 0)
-        return cpulm_errf(err, CPULM_ERR_FORMAT, "ne[0] = %lld is not a multiple of the %s block size %d",
+        return cpulm_errf(err, CPULM_ERR_FORMAT,
+                          "ne[0] = %lld is not a multiple of the %s block size %d",
                           (long long)ne[0], tr->name, tr->block);
     /* ggml counts elements in int64: the element count and the byte count must both fit. */
-    uint64_t n_el = (uint64_t)ne[0], bytes = (uint64_t)(ne[0] / tr->block) * (uint64_t)tr->type_size;
+    uint64_t n_el = (uint64_t)ne[0], n_blocks = (uint64_t)(ne[0] / tr->block);
+    if (n_blocks > (uint64_t)INT64_MAX / (uint64_t)tr->type_size)
+        return cpulm_errf(err, CPULM_ERR_FORMAT, "shape overflows: ne[0] = %lld", (long long)ne[0]);
+    uint64_t bytes = n_blocks * (uint64_t)tr->type_size;
     for (int d = 1; d < n_dims; d++) {
         uint64_t m = (uint64_t)ne[d];
         if (m && (n_el > (uint64_t)INT64_MAX / m || bytes > (uint64_t)INT64_MAX / m))
@@ -459,7 +496,8 @@ static cpulm_status parse_tensor_info(cursor *c, cpulm_gguf_tensor *t, uint64_t 
     if (n_dims < 1 || n_dims > 4)
         return fail(c, CPULM_ERR_FORMAT, "n_dims %u is not in 1..4", n_dims);
     t->n_dims = (int32_t)n_dims;
-    for (int d = 0; d < 4; d++) t->ne[d] = 1;
+    for (int d = 0; d < 4; d++)
+        t->ne[d] = 1;
     for (uint32_t d = 0; d < n_dims; d++) {
         uint64_t v;
         TRY(read_u64(c, &v));
@@ -473,12 +511,14 @@ static cpulm_status parse_tensor_info(cursor *c, cpulm_gguf_tensor *t, uint64_t 
 static cpulm_status parse_tensor_infos(cursor *c, cpulm_gguf *g) {
     if (g->n_tensors) {
         g->tensors = calloc((size_t)g->n_tensors, sizeof *g->tensors);
-        if (!g->tensors) return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory for %llu tensors",
-                                           (unsigned long long)g->n_tensors);
+        if (!g->tensors)
+            return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory for %llu tensors",
+                              (unsigned long long)g->n_tensors);
     }
-    for (uint64_t i = 0; i < g->n_tensors; i++) TRY(parse_tensor_info(c, &g->tensors[i], i));
-    int64_t dup = find_duplicate(g->tensors, sizeof *g->tensors,
-                                 offsetof(cpulm_gguf_tensor, name), g->n_tensors);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        TRY(parse_tensor_info(c, &g->tensors[i], i));
+    int64_t dup = find_duplicate(g->tensors, sizeof *g->tensors, offsetof(cpulm_gguf_tensor, name),
+                                 g->n_tensors);
     if (dup == -2) return cpulm_errf(c->err, CPULM_ERR_NOMEM, "out of memory");
     if (dup >= 0) {
         set_ctx(c, "tensor", g->tensors[dup].name, (uint64_t)dup);
@@ -505,8 +545,8 @@ static cpulm_status check_tensor_range(cursor *c, const cpulm_gguf *g, cpulm_ggu
         return fail(c, CPULM_ERR_FORMAT,
                     "%llu bytes of data at file byte %llu run past the end of the file (%llu "
                     "bytes; truncated or corrupt)",
-                    (unsigned long long)t->n_bytes, (unsigned long long)(g->data_offset + t->offset),
-                    (unsigned long long)g->size);
+                    (unsigned long long)t->n_bytes,
+                    (unsigned long long)(g->data_offset + t->offset), (unsigned long long)g->size);
     t->data = g->base + g->data_offset + t->offset;
     return CPULM_OK;
 }

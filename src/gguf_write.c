@@ -2,11 +2,11 @@
  *
  * Layout, as llama.cpp writes it: header, kv pairs in insertion order, tensor infos, zero
  * padding to the alignment, then each tensor's data at the next multiple of the alignment
- * (each tensor padded, the last one too). The alignment is 32 unless general.alignment is
- * set. The writer accepts exactly what the reader accepts (unique keys without NUL bytes;
- * unique tensor names of at most 63 bytes; known types and valid shapes), so anything parsed
- * can be rewritten. Setting a key twice replaces the value in place.
- * Tensor data added with data == NULL is produced at write time by a callback that fills a
+ * (each tensor padded, the last one too); a file without tensors ends after the kvs, unpadded.
+ * The alignment is 32 unless general.alignment is set. The writer accepts exactly what the reader
+ * accepts (unique keys without NUL bytes; unique tensor names of at most 63 bytes; known types and
+ * valid shapes), so anything parsed can be rewritten. Setting a key twice replaces the value in
+ * place. Tensor data added with data == NULL is produced at write time by a callback that fills a
  * MAP_SHARED window of the output file, so multi-GB models never sit in anonymous memory.
  * Assumes a little-endian host (arrays and tensor data are copied as raw bytes).
  */
@@ -65,7 +65,8 @@ static void put(bytes *b, const void *src, uint64_t n) {
     if (b->oom || n == 0) return;
     if (n > b->cap - b->n) {
         uint64_t cap = b->cap ? b->cap : 256;
-        while (cap - b->n < n) cap *= 2;
+        while (cap - b->n < n)
+            cap *= 2;
         uint8_t *p = realloc(b->p, (size_t)cap);
         if (!p) {
             b->oom = true;
@@ -80,7 +81,8 @@ static void put(bytes *b, const void *src, uint64_t n) {
 
 static void put_le(bytes *b, uint64_t v, int n) {
     uint8_t tmp[8];
-    for (int i = 0; i < n; i++) tmp[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < n; i++)
+        tmp[i] = (uint8_t)(v >> (8 * i));
     put(b, tmp, (uint64_t)n);
 }
 
@@ -208,8 +210,8 @@ cpulm_status cpulm_gguf_writer_set_str(cpulm_gguf_writer *w, const char *key, co
     return set_kv(w, key, &b);
 }
 
-cpulm_status cpulm_gguf_writer_set_arr(cpulm_gguf_writer *w, const char *key,
-                                       cpulm_gguf_type elem, const void *data, uint64_t n) {
+cpulm_status cpulm_gguf_writer_set_arr(cpulm_gguf_writer *w, const char *key, cpulm_gguf_type elem,
+                                       const void *data, uint64_t n) {
     uint64_t esz = cpulm_gguf_type_size(elem);
     if (!esz || (n && !data) || n > UINT64_MAX / esz) return CPULM_ERR_INVALID_ARG;
     bytes b = {0};
@@ -229,7 +231,8 @@ cpulm_status cpulm_gguf_writer_set_arr_str(cpulm_gguf_writer *w, const char *key
     put_le(&b, CPULM_GGUF_ARRAY, 4);
     put_le(&b, CPULM_GGUF_STRING, 4);
     put_le(&b, n, 8);
-    for (uint64_t i = 0; i < n; i++) put_str(&b, strs[i], strlen(strs[i]));
+    for (uint64_t i = 0; i < n; i++)
+        put_str(&b, strs[i], strlen(strs[i]));
     return set_kv(w, key, &b);
 }
 
@@ -321,7 +324,8 @@ static cpulm_status build_header(cpulm_gguf_writer *w, bytes *b, uint64_t *total
         wtensor *t = &w->t[i];
         put_str(b, t->name, strlen(t->name));
         put_le(b, (uint64_t)t->n_dims, 4);
-        for (int d = 0; d < t->n_dims; d++) put_le(b, (uint64_t)t->ne[d], 8);
+        for (int d = 0; d < t->n_dims; d++)
+            put_le(b, (uint64_t)t->ne[d], 8);
         put_le(b, t->type, 4);
         put_le(b, off, 8);
         t->offset = off;
@@ -329,7 +333,8 @@ static cpulm_status build_header(cpulm_gguf_writer *w, bytes *b, uint64_t *total
         if (padded < t->n_bytes || off > UINT64_MAX - padded) return CPULM_ERR_INVALID_ARG;
         off += padded;
     }
-    put_zeros(b, align_up(b->n, w->alignment) - b->n);
+    /* Like llama.cpp, a file without tensors (vocab-only) ends right after the kvs. */
+    if (w->n_t) put_zeros(b, align_up(b->n, w->alignment) - b->n);
     if (b->oom) return CPULM_ERR_NOMEM;
     if (off > UINT64_MAX - b->n) return CPULM_ERR_INVALID_ARG;
     *total = b->n + off;
@@ -417,8 +422,8 @@ static cpulm_status write_body(cpulm_gguf_writer *w, int fd, const bytes *h, uin
         else if (fill)
             st = fill_tensor(fd, t, h->n + t->offset, (int64_t)i, fill, user, path, err);
         else if (t->n_bytes)
-            st = cpulm_errf(err, CPULM_ERR_INVALID_ARG, "tensor '%s' has no data and no fill callback",
-                            t->name);
+            st = cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                            "tensor '%s' has no data and no fill callback", t->name);
     }
     return st;
 }

@@ -51,7 +51,8 @@ static void bb_str(bb *b, const char *s) {
 }
 
 static void bb_pad(bb *b, size_t a) {
-    while (b->n % a) bb_le(b, 0, 1);
+    while (b->n % a)
+        bb_le(b, 0, 1);
 }
 
 static void hdr(bb *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv) {
@@ -71,7 +72,8 @@ static void tinfo(bb *b, const char *name, uint32_t n_dims, const int64_t *ne, u
                   uint64_t off) {
     bb_str(b, name);
     bb_u32(b, n_dims);
-    for (uint32_t d = 0; d < n_dims; d++) bb_u64(b, (uint64_t)ne[d]);
+    for (uint32_t d = 0; d < n_dims; d++)
+        bb_u64(b, (uint64_t)ne[d]);
     bb_u32(b, type);
     bb_u64(b, off);
 }
@@ -295,7 +297,8 @@ TEST(gguf_all_shared_files_parse) {
 
 static int count_type(const cpulm_gguf *g, uint32_t type) {
     int n = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++) n += g->tensors[i].type == type;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        n += g->tensors[i].type == type;
     return n;
 }
 
@@ -355,7 +358,8 @@ TEST(gguf_vocab_only_files) {
     /* walking all strings ends exactly at the end of the array's bytes */
     cpulm_gguf_str_iter it;
     cpulm_gguf_str_iter_init(&it, &tok);
-    for (uint64_t i = 0; i < tok.n; i++) cpulm_gguf_str_iter_next(&it);
+    for (uint64_t i = 0; i < tok.n; i++)
+        cpulm_gguf_str_iter_next(&it);
     CHECK_EQ_INT(t, it.left, 0);
     cpulm_gguf_release(&g);
     cpulm_mmap_close(&m);
@@ -365,7 +369,8 @@ TEST(gguf_vocab_only_files) {
     REQUIRE(t, cpulm_mmap_open(&m, path, NULL) == CPULM_OK);
     REQUIRE(t, cpulm_gguf_parse(&g, m.data, m.size, NULL) == CPULM_OK);
     cpulm_gguf_arr merges;
-    REQUIRE(t, cpulm_gguf_get_arr(&g, "tokenizer.ggml.merges", CPULM_GGUF_STRING, &merges, NULL) == 0);
+    REQUIRE(t,
+            cpulm_gguf_get_arr(&g, "tokenizer.ggml.merges", CPULM_GGUF_STRING, &merges, NULL) == 0);
     CHECK_EQ_INT(t, merges.n, 99757);
     cpulm_gguf_str_iter_init(&it, &merges);
     CHECK(t, cpulm_str_eq(cpulm_gguf_str_iter_next(&it), "\xc4\xa0 \xc4\xa0")); /* "Ġ Ġ" */
@@ -453,7 +458,8 @@ TEST(gguf_rejects_bad_magic_and_version) {
     b.p[7] = 3;
     EXPECT_ERR(&b, CPULM_ERR_UNSUPPORTED, "big-endian");
     free(b.p);
-    expect_parse(t, __LINE__, "GGU", 3, CPULM_ERR_FORMAT, "truncated at byte 0 while reading header");
+    expect_parse(t, __LINE__, "GGU", 3, CPULM_ERR_FORMAT,
+                 "truncated at byte 0 while reading header");
     cpulm_gguf g;
     CHECK(t, cpulm_gguf_parse(&g, NULL, 0, NULL) == CPULM_ERR_FORMAT);
 }
@@ -472,7 +478,8 @@ TEST(gguf_rejects_hostile_counts) {
     /* each count fits alone, but not both together */
     b = (bb){0};
     hdr(&b, 3, 1, 3);
-    for (int i = 0; i < 40; i++) bb_le(&b, 0, 1); /* 40 bytes: 3 kvs (39) or 1 info (32) */
+    for (int i = 0; i < 40; i++)
+        bb_le(&b, 0, 1); /* 40 bytes: 3 kvs (39) or 1 info (32) */
     EXPECT_ERR(&b, CPULM_ERR_FORMAT, "3 keys and 1 tensors cannot fit in the 40 bytes");
     free(b.p);
     /* array counts: fixed-size, string and nested elements */
@@ -568,6 +575,16 @@ TEST(gguf_rejects_duplicate_keys) {
     kv_u32(&b, "llama.block_count", 3);
     EXPECT_ERR(&b, CPULM_ERR_FORMAT, "key 'llama.block_count': duplicate key (entry #2)");
     free(b.p);
+    /* the first entry that repeats an earlier one is reported */
+    b = (bb){0};
+    hdr(&b, 3, 0, 5);
+    kv_u32(&b, "a", 0);
+    kv_u32(&b, "b", 1);
+    kv_u32(&b, "c", 2);
+    kv_u32(&b, "b", 3);
+    kv_u32(&b, "a", 4);
+    EXPECT_ERR(&b, CPULM_ERR_FORMAT, "key 'b': duplicate key (entry #3)");
+    free(b.p);
     /* many distinct keys with colliding prefixes are fine */
     b = (bb){0};
     hdr(&b, 3, 0, 2000);
@@ -590,7 +607,8 @@ static void aligned_file(bb *b, uint32_t type, uint64_t align, uint64_t off) {
     int64_t ne[1] = {8};
     tinfo(b, "w", 1, ne, CPULM_DTYPE_F32, off);
     bb_pad(b, align && align < 4096 ? (size_t)align : 32);
-    for (uint64_t i = 0; i < off + 32; i++) bb_le(b, i, 1);
+    for (uint64_t i = 0; i < off + 32; i++)
+        bb_le(b, i, 1);
 }
 
 TEST(gguf_alignment_rules) {
@@ -610,7 +628,8 @@ TEST(gguf_alignment_rules) {
     EXPECT_OK(&b);
     free(b.p);
     aligned_file(&b, CPULM_GGUF_U32, 64, 32);
-    EXPECT_ERR(&b, CPULM_ERR_FORMAT, "tensor 'w': data offset 32 is not a multiple of the alignment 64");
+    EXPECT_ERR(&b, CPULM_ERR_FORMAT,
+               "tensor 'w': data offset 32 is not a multiple of the alignment 64");
     free(b.p);
     aligned_file(&b, CPULM_GGUF_U32, 48, 0);
     EXPECT_ERR(&b, CPULM_ERR_FORMAT, "key 'general.alignment': 48 is not a power of two");
@@ -639,7 +658,8 @@ static void tensor_file(bb *b, uint32_t n_dims, const int64_t *ne, uint32_t type
     hdr(b, 3, 1, 0);
     tinfo(b, "t", n_dims, ne, type, off);
     bb_pad(b, 32);
-    for (size_t i = 0; i < data_bytes; i++) bb_le(b, 0, 1);
+    for (size_t i = 0; i < data_bytes; i++)
+        bb_le(b, 0, 1);
 }
 
 TEST(gguf_rejects_bad_tensor_infos) {
@@ -649,7 +669,9 @@ TEST(gguf_rejects_bad_tensor_infos) {
     EXPECT_OK(&b);
     free(b.p);
     tensor_file(&b, 2, ne, CPULM_DTYPE_Q4_0, 0, 71);
-    EXPECT_ERR(&b, CPULM_ERR_FORMAT, "tensor 't': 72 bytes of data at file byte 96 run past the end of the file (167 bytes");
+    EXPECT_ERR(
+        &b, CPULM_ERR_FORMAT,
+        "tensor 't': 72 bytes of data at file byte 96 run past the end of the file (167 bytes");
     free(b.p);
     tensor_file(&b, 0, ne, CPULM_DTYPE_F32, 0, 0);
     EXPECT_ERR(&b, CPULM_ERR_FORMAT, "tensor 't': n_dims 0 is not in 1..4");
@@ -675,6 +697,14 @@ TEST(gguf_rejects_bad_tensor_infos) {
     tensor_file(&b, 3, huge, CPULM_DTYPE_F32, 0, 64);
     EXPECT_ERR(&b, CPULM_ERR_FORMAT, "shape overflows");
     free(b.p);
+    int64_t wide[1] = {(int64_t)1 << 62}; /* 2^64 bytes: must not wrap to 0 */
+    tensor_file(&b, 1, wide, CPULM_DTYPE_F32, 0, 64);
+    EXPECT_ERR(&b, CPULM_ERR_FORMAT, "tensor 't': shape overflows: ne[0] = 4611686018427387904");
+    free(b.p);
+    int64_t wide2[2] = {(int64_t)1 << 40, (int64_t)1 << 22}; /* 2^62 elements, 2^64 bytes */
+    tensor_file(&b, 2, wide2, CPULM_DTYPE_F32, 0, 64);
+    EXPECT_ERR(&b, CPULM_ERR_FORMAT, "shape overflows: ne[1]");
+    free(b.p);
     int64_t zero[2] = {0, 7}; /* an empty tensor is valid */
     tensor_file(&b, 2, zero, CPULM_DTYPE_F32, 0, 0);
     EXPECT_OK(&b);
@@ -693,7 +723,8 @@ TEST(gguf_rejects_bad_tensor_offsets) {
     bb b;
     int64_t ne[1] = {8};
     tensor_file(&b, 1, ne, CPULM_DTYPE_F32, UINT64_MAX - 31, 64); /* offset + size overflows */
-    EXPECT_ERR(&b, CPULM_ERR_FORMAT, "tensor 't': data offset 18446744073709551584 lies past the end");
+    EXPECT_ERR(&b, CPULM_ERR_FORMAT,
+               "tensor 't': data offset 18446744073709551584 lies past the end");
     free(b.p);
     tensor_file(&b, 1, ne, CPULM_DTYPE_F32, 32, 63); /* ends one byte past EOF */
     EXPECT_ERR(&b, CPULM_ERR_FORMAT, "run past the end of the file");
@@ -710,7 +741,8 @@ TEST(gguf_rejects_bad_tensor_offsets) {
     tinfo(&b, "blk.0.w", 1, ne, CPULM_DTYPE_F32, 0);
     tinfo(&b, "blk.0.w", 1, ne, CPULM_DTYPE_F32, 32);
     bb_pad(&b, 32);
-    for (int i = 0; i < 64; i++) bb_le(&b, 0, 1);
+    for (int i = 0; i < 64; i++)
+        bb_le(&b, 0, 1);
     EXPECT_ERR(&b, CPULM_ERR_FORMAT, "tensor 'blk.0.w': duplicate tensor name (entry #1)");
     free(b.p);
 }
@@ -791,7 +823,8 @@ TEST(gguf_nested_arrays) {
     /* copy_kv writes nested arrays back byte for byte */
     cpulm_gguf_writer *w = cpulm_gguf_writer_new();
     REQUIRE(t, w != NULL);
-    for (uint64_t i = 0; i < g.n_kv; i++) CHECK(t, cpulm_gguf_writer_copy_kv(w, &g.kv[i]) == 0);
+    for (uint64_t i = 0; i < g.n_kv; i++)
+        CHECK(t, cpulm_gguf_writer_copy_kv(w, &g.kv[i]) == 0);
     uint8_t *out = NULL;
     uint64_t n_out = 0;
     REQUIRE(t, cpulm_gguf_writer_to_buf(w, &out, &n_out) == CPULM_OK);
@@ -839,7 +872,7 @@ TEST(gguf_getters_coerce_and_check) {
     kv_raw(&b, "f32", CPULM_GGUF_F32, 0x3f000000); /* 0.5f */
     kv_raw(&b, "bool", CPULM_GGUF_BOOL, 2);        /* any nonzero byte is true */
     kv_raw(&b, "u64", CPULM_GGUF_U64, (1ull << 63) + 5);
-    kv_raw(&b, "i64", CPULM_GGUF_I64, (uint64_t)-(1ll << 40));
+    kv_raw(&b, "i64", CPULM_GGUF_I64, (uint64_t) - (1ll << 40));
     kv_raw(&b, "f64", CPULM_GGUF_F64, 0x4002000000000000ull); /* 2.25 */
     bb_str(&b, "str");
     bb_u32(&b, CPULM_GGUF_STRING);
@@ -918,11 +951,13 @@ TEST(gguf_writer_roundtrip) {
     CHECK(t, cpulm_gguf_writer_set_arr(w, "types", CPULM_GGUF_I32, ia, 4) == 0);
     CHECK(t, cpulm_gguf_writer_set_arr_str(w, "tokens", sa, 3) == 0);
     CHECK(t, cpulm_gguf_writer_set_u32(w, "llama.block_count", 5) == 0); /* replaces */
-    CHECK(t, cpulm_gguf_writer_set_arr(w, "bad", CPULM_GGUF_STRING, sa, 3) == CPULM_ERR_INVALID_ARG);
+    CHECK(t,
+          cpulm_gguf_writer_set_arr(w, "bad", CPULM_GGUF_STRING, sa, 3) == CPULM_ERR_INVALID_ARG);
 
     uint8_t data[4][200];
     for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 200; j++) data[i][j] = pattern(i, (uint64_t)j);
+        for (int j = 0; j < 200; j++)
+            data[i][j] = pattern(i, (uint64_t)j);
     const int64_t ne_a[2] = {3, 2}, ne_b[2] = {64, 2}, ne_c[1] = {5}, ne_e[2] = {0, 4};
     CHECK(t, cpulm_gguf_writer_add_tensor(w, "a", CPULM_DTYPE_F32, 2, ne_a, data[0]) == 0);
     CHECK(t, cpulm_gguf_writer_add_tensor(w, "b", CPULM_DTYPE_Q4_0, 2, ne_b, data[1]) == 0);
@@ -952,7 +987,8 @@ TEST(gguf_writer_roundtrip) {
     REQUIRE(t, cpulm_gguf_get_arr(&g, "tokens", CPULM_GGUF_STRING, &a, NULL) == 0);
     cpulm_gguf_str_iter it;
     cpulm_gguf_str_iter_init(&it, &a);
-    for (int i = 0; i < 3; i++) CHECK(t, cpulm_str_eq(cpulm_gguf_str_iter_next(&it), sa[i]));
+    for (int i = 0; i < 3; i++)
+        CHECK(t, cpulm_str_eq(cpulm_gguf_str_iter_next(&it), sa[i]));
 
     CHECK_EQ_INT(t, g.n_tensors, 4);
     static const uint64_t want_bytes[4] = {24, 72, 10, 0};
@@ -996,13 +1032,19 @@ TEST(gguf_writer_rejects_invalid) {
     memset(name, 'x', 64);
     name[64] = 0;
     CHECK(t, cpulm_gguf_writer_add_tensor(w, "w", CPULM_DTYPE_Q8_0, 2, ne, NULL) == CPULM_OK);
-    CHECK(t, cpulm_gguf_writer_add_tensor(w, "w", CPULM_DTYPE_Q8_0, 2, ne, NULL) == CPULM_ERR_INVALID_ARG);
-    CHECK(t, cpulm_gguf_writer_add_tensor(w, "o", CPULM_DTYPE_Q8_0, 2, odd, NULL) == CPULM_ERR_INVALID_ARG);
-    CHECK(t, cpulm_gguf_writer_add_tensor(w, "n", CPULM_DTYPE_F32, 2, neg, NULL) == CPULM_ERR_INVALID_ARG);
-    CHECK(t, cpulm_gguf_writer_add_tensor(w, "d", CPULM_DTYPE_F32, 0, ne, NULL) == CPULM_ERR_INVALID_ARG);
-    CHECK(t, cpulm_gguf_writer_add_tensor(w, "d", CPULM_DTYPE_F32, 5, ne, NULL) == CPULM_ERR_INVALID_ARG);
+    CHECK(t, cpulm_gguf_writer_add_tensor(w, "w", CPULM_DTYPE_Q8_0, 2, ne, NULL) ==
+                 CPULM_ERR_INVALID_ARG);
+    CHECK(t, cpulm_gguf_writer_add_tensor(w, "o", CPULM_DTYPE_Q8_0, 2, odd, NULL) ==
+                 CPULM_ERR_INVALID_ARG);
+    CHECK(t, cpulm_gguf_writer_add_tensor(w, "n", CPULM_DTYPE_F32, 2, neg, NULL) ==
+                 CPULM_ERR_INVALID_ARG);
+    CHECK(t, cpulm_gguf_writer_add_tensor(w, "d", CPULM_DTYPE_F32, 0, ne, NULL) ==
+                 CPULM_ERR_INVALID_ARG);
+    CHECK(t, cpulm_gguf_writer_add_tensor(w, "d", CPULM_DTYPE_F32, 5, ne, NULL) ==
+                 CPULM_ERR_INVALID_ARG);
     CHECK(t, cpulm_gguf_writer_add_tensor(w, "u", 5, 2, ne, NULL) == CPULM_ERR_UNSUPPORTED);
-    CHECK(t, cpulm_gguf_writer_add_tensor(w, name, CPULM_DTYPE_F32, 2, ne, NULL) == CPULM_ERR_INVALID_ARG);
+    CHECK(t, cpulm_gguf_writer_add_tensor(w, name, CPULM_DTYPE_F32, 2, ne, NULL) ==
+                 CPULM_ERR_INVALID_ARG);
     name[63] = 0;
     CHECK(t, cpulm_gguf_writer_add_tensor(w, name, CPULM_DTYPE_F32, 2, ne, NULL) == CPULM_OK);
     uint8_t *buf = NULL;
@@ -1028,7 +1070,8 @@ static cpulm_status fill_pattern(int64_t i, void *dst, uint64_t n_bytes, void *u
     if (fs->n_calls < 8) fs->calls[fs->n_calls] = i;
     fs->n_calls++;
     if (i == fs->fail_at) return CPULM_ERR_CANCELLED;
-    for (uint64_t j = 0; j < n_bytes; j++) ((uint8_t *)dst)[j] = pattern(i, j);
+    for (uint64_t j = 0; j < n_bytes; j++)
+        ((uint8_t *)dst)[j] = pattern(i, j);
     return CPULM_OK;
 }
 
@@ -1038,7 +1081,8 @@ TEST(gguf_writer_streams_to_file) {
     CHECK(t, cpulm_gguf_writer_set_str(w, "general.name", "stream") == 0);
     const int64_t big[2] = {4096, 3}, small[1] = {32}, empty[1] = {0};
     static uint8_t copied[32 * 34 / 32];
-    for (size_t j = 0; j < sizeof copied; j++) copied[j] = pattern(1, j);
+    for (size_t j = 0; j < sizeof copied; j++)
+        copied[j] = pattern(1, j);
     /* offsets that are not page-aligned exercise the mapping window */
     CHECK(t, cpulm_gguf_writer_add_tensor(w, "big", CPULM_DTYPE_F32, 2, big, NULL) == 0);
     CHECK(t, cpulm_gguf_writer_add_tensor(w, "copied", CPULM_DTYPE_Q8_0, 1, small, copied) == 0);
@@ -1068,7 +1112,8 @@ TEST(gguf_writer_streams_to_file) {
     for (uint64_t i = 0; i < g.n_tensors; i++) {
         const uint8_t *d = g.tensors[i].data;
         uint64_t bad = 0;
-        for (uint64_t j = 0; j < g.tensors[i].n_bytes; j++) bad += d[j] != pattern((int64_t)i, j);
+        for (uint64_t j = 0; j < g.tensors[i].n_bytes; j++)
+            bad += d[j] != pattern((int64_t)i, j);
         CHECK_EQ_INT(t, bad, 0);
     }
     CHECK_EQ_INT(t, g.tensors[2].n_bytes, 3 * 16 * 210);
@@ -1089,7 +1134,8 @@ static void reproduce(test_ctx *t, const char *rel) {
     REQUIRE(t, cpulm_gguf_parse(&g, m.data, m.size, NULL) == CPULM_OK);
     cpulm_gguf_writer *w = cpulm_gguf_writer_new();
     REQUIRE(t, w != NULL);
-    for (uint64_t i = 0; i < g.n_kv; i++) CHECK(t, cpulm_gguf_writer_copy_kv(w, &g.kv[i]) == 0);
+    for (uint64_t i = 0; i < g.n_kv; i++)
+        CHECK(t, cpulm_gguf_writer_copy_kv(w, &g.kv[i]) == 0);
     for (uint64_t i = 0; i < g.n_tensors; i++) {
         const cpulm_gguf_tensor *x = &g.tensors[i];
         char name[64];
@@ -1101,7 +1147,8 @@ static void reproduce(test_ctx *t, const char *rel) {
     REQUIRE(t, cpulm_gguf_writer_to_buf(w, &buf, &n) == CPULM_OK);
     if (n != m.size || memcmp(buf, m.data, n) != 0) {
         uint64_t k = 0;
-        while (k < n && k < m.size && buf[k] == m.data[k]) k++;
+        while (k < n && k < m.size && buf[k] == m.data[k])
+            k++;
         fprintf(stderr, "  %s: rewritten file differs at byte %llu (sizes %llu vs %llu)\n", rel,
                 (unsigned long long)k, (unsigned long long)n, (unsigned long long)m.size);
         t->n_fail++;
@@ -1119,4 +1166,6 @@ TEST(gguf_writer_reproduces_real_files) {
     reproduce(t, "testdata/models/tiny-llama-q4_k_m.gguf");
     reproduce(t, "testdata/models/tiny-qwen2-bf16.gguf");
     reproduce(t, "testdata/models/tiny-llama3-q8_0.gguf");
+    reproduce(t, "testdata/tokenizer/ggml-vocab-llama-spm.gguf"); /* no tensors, no padding */
+    reproduce(t, "testdata/tokenizer/ggml-vocab-phi-3.gguf");
 }
