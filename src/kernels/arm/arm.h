@@ -72,6 +72,14 @@ ARM_INLINE void arm_q4_0_unpack(const uint8_t *qs, int8x16_t *lo, int8x16_t *hi)
     *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
 }
 
+/* Interleaves 16 bytes of row 0 and 16 of row 1 into the 2x8 operands of a matrix
+ * multiply-accumulate: lo = {a[0..7], b[0..7]}, hi = {a[8..15], b[8..15]}. */
+ARM_INLINE void arm_rows_2x8(int8x16_t a, int8x16_t b, int8x16_t *lo, int8x16_t *hi) {
+    const int64x2_t a64 = vreinterpretq_s64_s8(a), b64 = vreinterpretq_s64_s8(b);
+    *lo = vreinterpretq_s8_s64(vzip1q_s64(a64, b64));
+    *hi = vreinterpretq_s8_s64(vzip2q_s64(a64, b64));
+}
+
 /* ---- Q8_0 / Q4_0 against Q8_0 ---- */
 
 ARM_INLINE int32x4_t arm_block_q8_0(const cpulm_block_q8_0 *x, const cpulm_block_q8_0 *y,
