@@ -370,3 +370,60 @@ TEST(kern_f32_ops_all_levels) {
         free_unaligned(got);
     }
 }
+
+/* ---- aarch64 only: the i8mm 2x2 tiles (not in the table yet, reached by name) ---- */
+#if defined(__aarch64__)
+#include "kernels/arm/i8mm.h"
+
+static int have_level(const char *name) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int n = get_levels(lv);
+    for (int i = 0; i < n; i++)
+        if (strcmp(lv[i]->name, name) == 0) return 1;
+    return 0;
+}
+
+/* Two weight rows x two activation rows at strides longer than a row (so bx / by are
+ * really used), every element of the tile against generic vec_dot. */
+static void check_tile(test_ctx *t, cpulm_dtype w, cpulm_vec_dot_2x2_fn fn, int64_t n) {
+    const cpulm_dtype a = CPULM_DTYPE_Q8_0;
+    const size_t bx = cpulm_dtype_row_bytes(w, n) + 6, by = cpulm_dtype_row_bytes(a, n) + 2;
+    uint8_t *x = alloc_unaligned(2 * bx), *y = alloc_unaligned(2 * by);
+    float *f = malloc((size_t)n * sizeof *f), *xf = malloc(2 * (size_t)n * sizeof *xf);
+    float *yf = malloc(2 * (size_t)n * sizeof *yf);
+    for (int r = 0; r < 2; r++) {
+        fill(f, n, 40 + r, 0.1f);
+        cpulm_kernels_generic.from_float[w](f, x + r * bx, n);
+        cpulm_kernels_generic.to_float[w](x + r * bx, xf + r * n, n);
+        fill(f, n, 50 + r, 2.0f);
+        cpulm_kernels_generic.from_float[a](f, y + r * by, n);
+        cpulm_kernels_generic.to_float[a](y + r * by, yf + r * n, n);
+    }
+    const size_t bs = 5;
+    float s[2 * 5];
+    for (size_t i = 0; i < 2 * bs; i++) s[i] = NAN;
+    fn(n, s, bs, x, bx, y, by);
+    for (int r = 0; r < 2; r++) {
+        for (int c = 0; c < 2; c++) {
+            float ref = NAN;
+            cpulm_kernels_generic.vec_dot[w](n, &ref, x + r * bx, y + c * by);
+            double abs_sum = 0;
+            for (int64_t i = 0; i < n; i++) abs_sum += fabs((double)xf[r * n + i] * yf[c * n + i]);
+            CHECK_NEAR(t, s[r * bs + c], ref, dot_rtol(w) * abs_sum + 1e-30);
+        }
+    }
+    free_unaligned(x);
+    free_unaligned(y);
+    free(f);
+    free(xf);
+    free(yf);
+}
+
+TEST(kern_arm_i8mm_tiles_2x2) {
+    if (!have_level("i8mm")) SKIP(t, "this CPU has no i8mm");
+    for (int64_t nb = 1; nb <= 37; nb += 36) {
+        check_tile(t, CPULM_DTYPE_Q8_0, cpulm_i8mm_vec_dot_2x2_q8_0_q8_0, nb * 32);
+        check_tile(t, CPULM_DTYPE_Q4_0, cpulm_i8mm_vec_dot_2x2_q4_0_q8_0, nb * 32);
+    }
+}
+#endif
