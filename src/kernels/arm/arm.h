@@ -107,8 +107,7 @@ ARM_INLINE void arm_vec_dot_q8_0(int64_t n, float *s, const void *vx, const void
         const int32x4_t p0 = arm_block_q8_0(&x[i], &y[i], dot16);
         const int32x4_t p1 = arm_block_q8_0(&x[i + 1], &y[i + 1], dot16);
         acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), arm_fp16(x[i].d) * arm_fp16(y[i].d));
-        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1),
-                           arm_fp16(x[i + 1].d) * arm_fp16(y[i + 1].d));
+        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), arm_fp16(x[i + 1].d) * arm_fp16(y[i + 1].d));
     }
     if (i < nb) {
         const int32x4_t p = arm_block_q8_0(&x[i], &y[i], dot16);
@@ -128,8 +127,7 @@ ARM_INLINE void arm_vec_dot_q4_0(int64_t n, float *s, const void *vx, const void
         const int32x4_t p0 = arm_block_q4_0(&x[i], &y[i], dot16);
         const int32x4_t p1 = arm_block_q4_0(&x[i + 1], &y[i + 1], dot16);
         acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), arm_fp16(x[i].d) * arm_fp16(y[i].d));
-        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1),
-                           arm_fp16(x[i + 1].d) * arm_fp16(y[i + 1].d));
+        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), arm_fp16(x[i + 1].d) * arm_fp16(y[i + 1].d));
     }
     if (i < nb) {
         const int32x4_t p = arm_block_q4_0(&x[i], &y[i], dot16);
@@ -202,8 +200,8 @@ ARM_INLINE int32_t arm_k4_min_term(const int16_t bsums[16], const uint8_t m[8]) 
 }
 
 /* Q4_K and Q5_K share d, dmin, scales[12] at the start; then qh (Q5_K only), qs. */
-ARM_INLINE void arm_vec_dot_k4(int64_t n, float *s, const void *vx, const void *vy,
-                               int has_qh, arm_dot16_fn dot16) {
+ARM_INLINE void arm_vec_dot_k4(int64_t n, float *s, const void *vx, const void *vy, int has_qh,
+                               arm_dot16_fn dot16) {
     const cpulm_block_q8_K *y = vy;
     const size_t stride = has_qh ? sizeof(cpulm_block_q5_K) : sizeof(cpulm_block_q4_K);
     float sum = 0.0f;
@@ -215,8 +213,7 @@ ARM_INLINE void arm_vec_dot_k4(int64_t n, float *s, const void *vx, const void *
         const int32_t sumi = has_qh ? arm_k4_superblock(b5->qs, b5->qh, y[i].qs, sc, dot16)
                                     : arm_k4_superblock(b4->qs, NULL, y[i].qs, sc, dot16);
         const int32_t summ = arm_k4_min_term(y[i].bsums, m);
-        sum += y[i].d * arm_fp16(b4->d) * (float)sumi -
-               y[i].d * arm_fp16(b4->dmin) * (float)summ;
+        sum += y[i].d * arm_fp16(b4->d) * (float)sumi - y[i].d * arm_fp16(b4->dmin) * (float)summ;
     }
     *s = sum;
 }

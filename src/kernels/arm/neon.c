@@ -67,9 +67,11 @@ ARM_INLINE float float_dot(int64_t n, const void *x, const void *y, load4_fn loa
         a2 = vfmaq_f32(a2, load4(x, i + 8), load4(y, i + 8));
         a3 = vfmaq_f32(a3, load4(x, i + 12), load4(y, i + 12));
     }
-    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, load4(x, i), load4(y, i));
+    for (; i + 4 <= n; i += 4)
+        a0 = vfmaq_f32(a0, load4(x, i), load4(y, i));
     float sum = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
-    for (; i < n; i++) sum += load1(x, i) * load1(y, i);
+    for (; i < n; i++)
+        sum += load1(x, i) * load1(y, i);
     return sum;
 }
 
@@ -112,7 +114,8 @@ static void from_float_q8_0(const float *x, void *vy, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = arm_to_fp16(d);
         int32x4_t q[8];
-        for (int k = 0; k < 8; k++) q[k] = vcvtaq_s32_f32(vmulq_n_f32(v[k], id));
+        for (int k = 0; k < 8; k++)
+            q[k] = vcvtaq_s32_f32(vmulq_n_f32(v[k], id));
         vst1q_s8(y[i].qs, narrow16(q[0], q[1], q[2], q[3]));
         vst1q_s8(y[i].qs + 16, narrow16(q[4], q[5], q[6], q[7]));
     }
@@ -149,8 +152,8 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
         for (int g = 0; g < 16; g++) {
             int32x4_t q[4];
             for (int k = 0; k < 4; k++)
-                q[k] = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 16 * g + 4 * k),
-                                                            iscale)), top);
+                q[k] = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 16 * g + 4 * k), iscale)),
+                                 top);
             const int8x16_t q8 = narrow16(q[0], q[1], q[2], q[3]);
             vst1q_s8(y[i].qs + 16 * g, q8);
             y[i].bsums[g] = vaddlvq_s8(q8);
@@ -164,14 +167,17 @@ static void from_float_f16(const float *x, void *vy, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4)
         vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
-    for (; i < n; i++) y[i] = arm_to_fp16(x[i]);
+    for (; i < n; i++)
+        y[i] = arm_to_fp16(x[i]);
 }
 
 static void to_float_f16(const void *vx, float *y, int64_t n) {
     const uint16_t *x = vx;
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, arm_load4_f16(x + i));
-    for (; i < n; i++) y[i] = arm_fp16(x[i]);
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, arm_load4_f16(x + i));
+    for (; i < n; i++)
+        y[i] = arm_fp16(x[i]);
 }
 
 /* Round to nearest even on the bit pattern (add 0x7fff plus the lowest kept bit, keep the
@@ -194,8 +200,10 @@ static void from_float_bf16(const float *x, void *vy, int64_t n) {
 static void to_float_bf16(const void *vx, float *y, int64_t n) {
     const uint16_t *x = vx;
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, arm_load4_bf16(x + i));
-    for (; i < n; i++) y[i] = arm_bf16(x[i]);
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, arm_load4_bf16(x + i));
+    for (; i < n; i++)
+        y[i] = arm_bf16(x[i]);
 }
 
 /* ---- f32 vector ops ---- */
@@ -206,7 +214,8 @@ static void rms_norm(int64_t n, float *y, const float *x, const float *w, float 
     int64_t i = 0;
     for (; i + 4 <= n; i += 4)
         vst1q_f32(y + i, vmulq_f32(vmulq_n_f32(vld1q_f32(x + i), scale), vld1q_f32(w + i)));
-    for (; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    for (; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
 }
 
 static void swiglu(int64_t n, float *y, const float *g, const float *u) {
@@ -217,15 +226,18 @@ static void swiglu(int64_t n, float *y, const float *g, const float *u) {
         const float32x4_t silu = vdivq_f32(vg, vaddq_f32(one, arm_exp_f32x4(vnegq_f32(vg))));
         vst1q_f32(y + i, vmulq_f32(silu, vld1q_f32(u + i)));
     }
-    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (; i < n; i++)
+        y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 static void softmax(int64_t n, float *x) {
     float32x4_t vmax = vdupq_n_f32(-INFINITY);
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vmax = vmaxq_f32(vmax, vld1q_f32(x + i));
+    for (; i + 4 <= n; i += 4)
+        vmax = vmaxq_f32(vmax, vld1q_f32(x + i));
     float max = vmaxvq_f32(vmax);
-    for (; i < n; i++) max = fmaxf(max, x[i]);
+    for (; i < n; i++)
+        max = fmaxf(max, x[i]);
     float32x4_t vsum = vdupq_n_f32(0.0f);
     for (i = 0; i + 4 <= n; i += 4) {
         const float32x4_t e = arm_exp_f32x4(vsubq_f32(vld1q_f32(x + i), vdupq_n_f32(max)));
@@ -238,14 +250,18 @@ static void softmax(int64_t n, float *x) {
         sum += x[i];
     }
     const float inv = 1.0f / sum;
-    for (i = 0; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
-    for (; i < n; i++) x[i] *= inv;
+    for (i = 0; i + 4 <= n; i += 4)
+        vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
+    for (; i < n; i++)
+        x[i] *= inv;
 }
 
 static void axpy(int64_t n, float *y, float a, const float *x) {
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
-    for (; i < n; i++) y[i] += a * x[i];
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
+    for (; i < n; i++)
+        y[i] += a * x[i];
 }
 
 const cpulm_kernels cpulm_kernels_neon = {

@@ -101,10 +101,10 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
         const svbool_t all8 = svptrue_b8(), p32 = svwhilelt_b8_u64(0, 32);
         const svuint8_t shift = nibble_shift(0);
         for (; i + 1 < nb; i += 2) {
-            const svuint8_t rep = svsel_u8(p32, svld1rq_u8(all8, x[i].qs),
-                                           svld1rq_u8(all8, x[i + 1].qs));
-            const svint32_t p = svdot_s32(svdup_n_s32(0), q4_unpack(rep, shift),
-                                          pair_s8(y[i].qs, y[i + 1].qs));
+            const svuint8_t rep =
+                svsel_u8(p32, svld1rq_u8(all8, x[i].qs), svld1rq_u8(all8, x[i + 1].qs));
+            const svint32_t p =
+                svdot_s32(svdup_n_s32(0), q4_unpack(rep, shift), pair_s8(y[i].qs, y[i + 1].qs));
             const svfloat32_t d = pair_scales(dxy(x[i].d, y[i].d), dxy(x[i + 1].d, y[i + 1].d));
             acc = svmla_f32_x(all, acc, svcvt_f32_s32_x(all, p), d);
         }
