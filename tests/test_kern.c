@@ -304,6 +304,34 @@ TEST(kern_from_float_bit_exact_all_levels) {
     }
 }
 
+TEST(kern_from_float_signed_ties_all_levels) {
+    /* +a and -a both the largest magnitude in a block: quantizers that keep the signed
+     * extreme (Q8_K, Q4_0, ...) must pick the first one, as the reference's strict > scan
+     * does; block 0 has -a first, block 1 has +a first */
+    enum { N = 2 * 256 };
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = get_levels(lv);
+    float *x = alloc_unaligned(N * sizeof *x);
+    fill(x, N, 77, 1.0f);
+    x[3] = -5.0f, x[200] = 5.0f, x[256 + 10] = 5.0f, x[256 + 20] = -5.0f;
+    for (cpulm_dtype ty = 0; ty < CPULM_DTYPE_COUNT; ty++) {
+        if (!cpulm_kernels_generic.from_float[ty]) continue;
+        const size_t bytes = cpulm_dtype_row_bytes(ty, N);
+        uint8_t *ref = malloc(bytes), *got = malloc(bytes);
+        cpulm_kernels_generic.from_float[ty](x, ref, N);
+        for (int l = 0; l < nl; l++) {
+            memset(got, 0xA5, bytes);
+            lv[l]->from_float[ty](x, got, N);
+            if (memcmp(got, ref, bytes))
+                fprintf(stderr, "  %s from_float %s differs\n", lv[l]->name, cpulm_dtype_name(ty));
+            CHECK(t, memcmp(got, ref, bytes) == 0);
+        }
+        free(ref);
+        free(got);
+    }
+    free_unaligned(x);
+}
+
 TEST(kern_to_float_all_levels) {
     const cpulm_kernels *lv[MAX_LEVELS];
     const int nl = get_levels(lv);
