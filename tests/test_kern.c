@@ -11,6 +11,13 @@
 #include "kernels/kernels.h"
 #include "test.h"
 
+#if defined(__aarch64__)
+#include <sys/prctl.h>
+#ifndef PR_SVE_GET_VL
+#define PR_SVE_GET_VL 51
+#endif
+#endif
+
 #define MAX_LEVELS 16
 
 static uint64_t rng_next(uint64_t *s) {
@@ -98,6 +105,26 @@ TEST(kern_levels_merged_and_complete) {
     printf("  cpu: %s\n  levels:", cpulm_cpu_features());
     for (int i = 0; i < n; i++) printf(" %s", lv[i]->name);
     printf("  (chosen: %s)\n", best->name);
+}
+
+/* The per-CPU ctest entries (cmake/arm_tests.cmake, under qemu) say which level detection
+ * must pick, so a broken HWCAP check cannot pass by quietly testing fewer levels; on
+ * aarch64 they also say the SVE vector length (bytes) qemu must have given us. */
+TEST(kern_expected_level) {
+    const char *want = getenv("CPULM_EXPECT_LEVEL");
+    if (!want || !*want) SKIP(t, "CPULM_EXPECT_LEVEL not set");
+    if (strcmp(cpulm_kernel_level(), want) != 0)
+        fprintf(stderr, "  chose %s, expected %s (cpu: %s)\n", cpulm_kernel_level(), want,
+                cpulm_cpu_features());
+    CHECK(t, strcmp(cpulm_kernel_level(), want) == 0);
+#if defined(__aarch64__)
+    const char *vl = getenv("CPULM_EXPECT_SVE_VL");
+    if (vl && *vl) {
+        const int got = prctl(PR_SVE_GET_VL) & 0xffff; /* low bits: VL in bytes */
+        printf("  sve vector length: %d bytes\n", got);
+        CHECK_EQ_INT(t, got, atoi(vl));
+    }
+#endif
 }
 
 /* Helper run in a child process by kern_isa_override: reports what dispatch chose. */
@@ -278,6 +305,34 @@ TEST(kern_from_float_bit_exact_all_levels) {
     }
 }
 
+TEST(kern_from_float_signed_ties_all_levels) {
+    /* +a and -a both the largest magnitude in a block: quantizers that keep the signed
+     * extreme (Q8_K, Q4_0, ...) must pick the first one, as the reference's strict > scan
+     * does; block 0 has -a first, block 1 has +a first */
+    enum { N = 2 * 256 };
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = get_levels(lv);
+    float *x = alloc_unaligned(N * sizeof *x);
+    fill(x, N, 77, 1.0f);
+    x[3] = -5.0f, x[200] = 5.0f, x[256 + 10] = 5.0f, x[256 + 20] = -5.0f;
+    for (cpulm_dtype ty = 0; ty < CPULM_DTYPE_COUNT; ty++) {
+        if (!cpulm_kernels_generic.from_float[ty]) continue;
+        const size_t bytes = cpulm_dtype_row_bytes(ty, N);
+        uint8_t *ref = malloc(bytes), *got = malloc(bytes);
+        cpulm_kernels_generic.from_float[ty](x, ref, N);
+        for (int l = 0; l < nl; l++) {
+            memset(got, 0xA5, bytes);
+            lv[l]->from_float[ty](x, got, N);
+            if (memcmp(got, ref, bytes))
+                fprintf(stderr, "  %s from_float %s differs\n", lv[l]->name, cpulm_dtype_name(ty));
+            CHECK(t, memcmp(got, ref, bytes) == 0);
+        }
+        free(ref);
+        free(got);
+    }
+    free_unaligned(x);
+}
+
 TEST(kern_to_float_all_levels) {
     const cpulm_kernels *lv[MAX_LEVELS];
     const int nl = get_levels(lv);
@@ -370,4 +425,67 @@ TEST(kern_f32_ops_all_levels) {
         free(ref);
         free_unaligned(got);
     }
+}
+
+/* ---- aarch64 only: the i8mm 2x2 tiles (not in the table yet, reached by name) ---- */
+#if defined(__aarch64__)
+#include "kernels/arm/i8mm.h"
+
+static int have_level(const char *name) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int n = get_levels(lv);
+    for (int i = 0; i < n; i++)
+        if (strcmp(lv[i]->name, name) == 0) return 1;
+    return 0;
+}
+
+/* Two weight rows x two activation rows at strides longer than a row (so bx / by are
+ * really used), every element of the tile against generic vec_dot. */
+static void check_tile(test_ctx *t, cpulm_dtype w, cpulm_vec_dot_2x2_fn fn, int64_t n) {
+    const cpulm_dtype a = CPULM_DTYPE_Q8_0;
+    const size_t bx = cpulm_dtype_row_bytes(w, n) + 6, by = cpulm_dtype_row_bytes(a, n) + 2;
+    uint8_t *x = alloc_unaligned(2 * bx), *y = alloc_unaligned(2 * by);
+    float *f = malloc((size_t)n * sizeof *f), *xf = malloc(2 * (size_t)n * sizeof *xf);
+    float *yf = malloc(2 * (size_t)n * sizeof *yf);
+    for (int r = 0; r < 2; r++) {
+        fill(f, n, 40 + r, 0.1f);
+        cpulm_kernels_generic.from_float[w](f, x + r * bx, n);
+        cpulm_kernels_generic.to_float[w](x + r * bx, xf + r * n, n);
+        fill(f, n, 50 + r, 2.0f);
+        cpulm_kernels_generic.from_float[a](f, y + r * by, n);
+        cpulm_kernels_generic.to_float[a](y + r * by, yf + r * n, n);
+    }
+    const size_t bs = 5;
+    float s[2 * 5];
+    for (size_t i = 0; i < 2 * bs; i++) s[i] = NAN;
+    fn(n, s, bs, x, bx, y, by);
+    for (int r = 0; r < 2; r++) {
+        for (int c = 0; c < 2; c++) {
+            float ref = NAN;
+            cpulm_kernels_generic.vec_dot[w](n, &ref, x + r * bx, y + c * by);
+            double abs_sum = 0;
+            for (int64_t i = 0; i < n; i++) abs_sum += fabs((double)xf[r * n + i] * yf[c * n + i]);
+            CHECK_NEAR(t, s[r * bs + c], ref, dot_rtol(w) * abs_sum + 1e-30);
+        }
+    }
+    free_unaligned(x);
+    free_unaligned(y);
+    free(f);
+    free(xf);
+    free(yf);
+}
+
+#endif
+
+/* (the test list is generated from every TEST line, so the test exists on every arch) */
+TEST(kern_arm_i8mm_tiles_2x2) {
+#if defined(__aarch64__)
+    if (!have_level("i8mm")) SKIP(t, "this CPU has no i8mm");
+    for (int64_t nb = 1; nb <= 37; nb += 36) {
+        check_tile(t, CPULM_DTYPE_Q8_0, cpulm_i8mm_vec_dot_2x2_q8_0_q8_0, nb * 32);
+        check_tile(t, CPULM_DTYPE_Q4_0, cpulm_i8mm_vec_dot_2x2_q4_0_q8_0, nb * 32);
+    }
+#else
+    SKIP(t, "aarch64 only");
+#endif
 }

@@ -1,0 +1,286 @@
+/* arm.h: static inline helpers shared by the aarch64 kernel files (neon.c, dotprod.c,
+ * i8mm.c, sve.c). Included only by the .c files of src/kernels/arm/, each compiled with
+ * its own -march flags.
+ *
+ * Everything here must stay static inline: an out-of-line copy emitted by the dotprod TU
+ * could be picked by the linker for a baseline caller and fault on a Cortex-A53.
+ *
+ * The quantized dot bodies are written once, over a 16-lane int8 dot primitive passed as
+ * an argument (arm_dot16_mull on baseline NEON, vdotq_s32 where the TU has dotprod). They
+ * are always_inline, so each TU gets its own copy with the primitive inlined; objdump of
+ * neon.o / dotprod.o shows no indirect calls. Integer block sums are exact at every level,
+ * so results differ from generic only in float accumulation order.
+ */
+#ifndef CPULM_KERNELS_ARM_H
+#define CPULM_KERNELS_ARM_H
+
+#include <arm_neon.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+#define ARM_INLINE static inline __attribute__((always_inline))
+
+/* ---- scalar conversions (FCVT: IEEE round-to-nearest-even under the default FPCR) ---- */
+
+ARM_INLINE float arm_fp16(uint16_t h) {
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+ARM_INLINE uint16_t arm_to_fp16(float f) {
+    return vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(f))), 0);
+}
+
+ARM_INLINE float arm_bf16(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ---- 4 / 8 lane float loads of the float weight types ---- */
+
+ARM_INLINE float32x4_t arm_load4_f16(const uint16_t *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+
+/* bf16 is the top half of an f32: widen with a 16-bit left shift */
+ARM_INLINE float32x4_t arm_load4_bf16(const uint16_t *p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
+
+/* ---- int8 dot primitive: acc lanes += sums of 4 products each ---- */
+
+typedef int32x4_t (*arm_dot16_fn)(int32x4_t acc, int8x16_t a, int8x16_t b);
+
+/* Baseline (armv8.0): widening multiplies, then pairwise-add into int32. A product of
+ * two int8 is at most 128 * 128 = 16384, so the int16 step is exact for any inputs. */
+ARM_INLINE int32x4_t arm_dot16_mull(int32x4_t acc, int8x16_t a, int8x16_t b) {
+    const int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+    const int16x8_t hi = vmull_high_s8(a, b);
+    return vpadalq_s16(vpadalq_s16(acc, lo), hi);
+}
+
+/* 16 packed bytes of a Q4_0 block as two signed vectors: elements 0..15 (low nibbles) and
+ * 16..31 (high nibbles), each minus 8. */
+ARM_INLINE void arm_q4_0_unpack(const uint8_t *qs, int8x16_t *lo, int8x16_t *hi) {
+    const uint8x16_t q = vld1q_u8(qs);
+    const int8x16_t eight = vdupq_n_s8(8);
+    *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), eight);
+    *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), eight);
+}
+
+/* Interleaves 16 bytes of row 0 and 16 of row 1 into the 2x8 operands of a matrix
+ * multiply-accumulate: lo = {a[0..7], b[0..7]}, hi = {a[8..15], b[8..15]}. */
+ARM_INLINE void arm_rows_2x8(int8x16_t a, int8x16_t b, int8x16_t *lo, int8x16_t *hi) {
+    const int64x2_t a64 = vreinterpretq_s64_s8(a), b64 = vreinterpretq_s64_s8(b);
+    *lo = vreinterpretq_s8_s64(vzip1q_s64(a64, b64));
+    *hi = vreinterpretq_s8_s64(vzip2q_s64(a64, b64));
+}
+
+/* ---- Q8_0 / Q4_0 against Q8_0 ---- */
+
+ARM_INLINE int32x4_t arm_block_q8_0(const cpulm_block_q8_0 *x, const cpulm_block_q8_0 *y,
+                                    arm_dot16_fn dot16) {
+    int32x4_t p = dot16(vdupq_n_s32(0), vld1q_s8(x->qs), vld1q_s8(y->qs));
+    return dot16(p, vld1q_s8(x->qs + 16), vld1q_s8(y->qs + 16));
+}
+
+ARM_INLINE int32x4_t arm_block_q4_0(const cpulm_block_q4_0 *x, const cpulm_block_q8_0 *y,
+                                    arm_dot16_fn dot16) {
+    int8x16_t lo, hi;
+    arm_q4_0_unpack(x->qs, &lo, &hi);
+    int32x4_t p = dot16(vdupq_n_s32(0), lo, vld1q_s8(y->qs));
+    return dot16(p, hi, vld1q_s8(y->qs + 16));
+}
+
+/* Two blocks per step into two accumulators: independent FMA chains hide the latency. */
+ARM_INLINE void arm_vec_dot_q8_0(int64_t n, float *s, const void *vx, const void *vy,
+                                 arm_dot16_fn dot16) {
+    const cpulm_block_q8_0 *x = vx, *y = vy;
+    const int64_t nb = n / 32;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const int32x4_t p0 = arm_block_q8_0(&x[i], &y[i], dot16);
+        const int32x4_t p1 = arm_block_q8_0(&x[i + 1], &y[i + 1], dot16);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), arm_fp16(x[i].d) * arm_fp16(y[i].d));
+        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), arm_fp16(x[i + 1].d) * arm_fp16(y[i + 1].d));
+    }
+    if (i < nb) {
+        const int32x4_t p = arm_block_q8_0(&x[i], &y[i], dot16);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p), arm_fp16(x[i].d) * arm_fp16(y[i].d));
+    }
+    *s = vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
+ARM_INLINE void arm_vec_dot_q4_0(int64_t n, float *s, const void *vx, const void *vy,
+                                 arm_dot16_fn dot16) {
+    const cpulm_block_q4_0 *x = vx;
+    const cpulm_block_q8_0 *y = vy;
+    const int64_t nb = n / 32;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const int32x4_t p0 = arm_block_q4_0(&x[i], &y[i], dot16);
+        const int32x4_t p1 = arm_block_q4_0(&x[i + 1], &y[i + 1], dot16);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), arm_fp16(x[i].d) * arm_fp16(y[i].d));
+        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), arm_fp16(x[i + 1].d) * arm_fp16(y[i + 1].d));
+    }
+    if (i < nb) {
+        const int32x4_t p = arm_block_q4_0(&x[i], &y[i], dot16);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p), arm_fp16(x[i].d) * arm_fp16(y[i].d));
+    }
+    *s = vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
+/* ---- K-quants against Q8_K ----
+ * Per super-block an exact int32 sum (|sum| < 256 * 63 * 127 * 127 < 2^31), then the same
+ * float formula as generic. */
+
+/* The 8 6-bit scales and mins of a Q4_K / Q5_K scales[12], on 32-bit words: bytes 0..3
+ * hold scales 0..3 in their low 6 bits (top 2 bits: high bits of scales 4..7), bytes
+ * 4..7 the same for mins, bytes 8..11 the low nibbles of scale (low) / min (high) 4..7. */
+ARM_INLINE void arm_k4_scales_mins(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t w[3], out[4];
+    memcpy(w, q, 12);
+    out[0] = w[0] & 0x3f3f3f3fu;
+    out[1] = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+    out[2] = w[1] & 0x3f3f3f3fu;
+    out[3] = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+    memcpy(sc, out, 8);
+    memcpy(m, out + 2, 8);
+}
+
+/* 16 quants 0..15 (or 0..31 with the 5th bit taken from bit `bit` of each qh byte). */
+ARM_INLINE int8x16_t arm_k4_quants(uint8x16_t nib, const uint8x16_t *qh, int bit) {
+    if (qh) {
+        const uint8x16_t set = vtstq_u8(*qh, vdupq_n_u8((uint8_t)(1u << bit)));
+        nib = vorrq_u8(nib, vandq_u8(set, vdupq_n_u8(0x10)));
+    }
+    return vreinterpretq_s8_u8(nib);
+}
+
+/* sum_j sc_j * dot(q_j, y_j) over one super-block; sub-blocks 2c and 2c+1 are the low and
+ * high nibbles of qs[32c .. 32c+31]. qh = NULL for Q4_K. */
+ARM_INLINE int32_t arm_k4_superblock(const uint8_t *qs, const uint8_t *qh, const int8_t *y,
+                                     const uint8_t sc[8], arm_dot16_fn dot16) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    uint8x16_t h[2] = {vdupq_n_u8(0), vdupq_n_u8(0)};
+    if (qh) {
+        h[0] = vld1q_u8(qh);
+        h[1] = vld1q_u8(qh + 16);
+    }
+    int32x4_t acc = vdupq_n_s32(0);
+    for (int c = 0; c < 4; c++) {
+        const int8_t *yc = y + 64 * c;
+        int32x4_t plo = vdupq_n_s32(0), phi = vdupq_n_s32(0);
+        for (int k = 0; k < 2; k++) {
+            const uint8x16_t q = vld1q_u8(qs + 32 * c + 16 * k);
+            const uint8x16_t *hk = qh ? &h[k] : NULL;
+            plo = dot16(plo, arm_k4_quants(vandq_u8(q, m4), hk, 2 * c), vld1q_s8(yc + 16 * k));
+            phi = dot16(phi, arm_k4_quants(vshrq_n_u8(q, 4), hk, 2 * c + 1),
+                        vld1q_s8(yc + 32 + 16 * k));
+        }
+        acc = vmlaq_n_s32(acc, plo, sc[2 * c]);
+        acc = vmlaq_n_s32(acc, phi, sc[2 * c + 1]);
+    }
+    return vaddvq_s32(acc);
+}
+
+/* sum_j m_j * (bsums[2j] + bsums[2j + 1]): the min term of a Q4_K / Q5_K super-block. */
+ARM_INLINE int32_t arm_k4_min_term(const int16_t bsums[16], const uint8_t m[8]) {
+    const int32x4_t b0 = vpaddlq_s16(vld1q_s16(bsums)), b1 = vpaddlq_s16(vld1q_s16(bsums + 8));
+    const uint16x8_t m16 = vmovl_u8(vld1_u8(m));
+    const int32x4_t m0 = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(m16)));
+    const int32x4_t m1 = vreinterpretq_s32_u32(vmovl_high_u16(m16));
+    return vaddvq_s32(vmlaq_s32(vmulq_s32(b0, m0), b1, m1));
+}
+
+/* Q4_K and Q5_K share d, dmin, scales[12] at the start; then qh (Q5_K only), qs. */
+ARM_INLINE void arm_vec_dot_k4(int64_t n, float *s, const void *vx, const void *vy, int has_qh,
+                               arm_dot16_fn dot16) {
+    const cpulm_block_q8_K *y = vy;
+    const size_t stride = has_qh ? sizeof(cpulm_block_q5_K) : sizeof(cpulm_block_q4_K);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / CPULM_QK_K; i++) {
+        const cpulm_block_q5_K *b5 = (const void *)((const uint8_t *)vx + (size_t)i * stride);
+        const cpulm_block_q4_K *b4 = (const void *)b5;
+        uint8_t sc[8], m[8];
+        arm_k4_scales_mins(b4->scales, sc, m);
+        const int32_t sumi = has_qh ? arm_k4_superblock(b5->qs, b5->qh, y[i].qs, sc, dot16)
+                                    : arm_k4_superblock(b4->qs, NULL, y[i].qs, sc, dot16);
+        const int32_t summ = arm_k4_min_term(y[i].bsums, m);
+        sum += y[i].d * arm_fp16(b4->d) * (float)sumi - y[i].d * arm_fp16(b4->dmin) * (float)summ;
+    }
+    *s = sum;
+}
+
+/* Q6_K: per 128-element half c, 4 groups of 32 quants built from ql (low 4 bits) and qh
+ * (2 high bits), minus 32; group g of 16 elements has its own int8 scale. */
+ARM_INLINE int32_t arm_q6_superblock(const cpulm_block_q6_K *x, const int8_t *y,
+                                     arm_dot16_fn dot16) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
+    const int8x16_t bias = vdupq_n_s8(32);
+    int32x4_t acc = vdupq_n_s32(0);
+    for (int c = 0; c < 2; c++) {
+        for (int k = 0; k < 2; k++) { /* lanes l = 16k .. 16k + 15 of the half */
+            const uint8x16_t l0 = vld1q_u8(x->ql + 64 * c + 16 * k);
+            const uint8x16_t l1 = vld1q_u8(x->ql + 64 * c + 32 + 16 * k);
+            const uint8x16_t h = vld1q_u8(x->qh + 32 * c + 16 * k);
+            const uint8x16_t q[4] = {
+                vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h, m3), 4)),
+                vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m3), 4)),
+                vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4)),
+                vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4)),
+            };
+            for (int r = 0; r < 4; r++) { /* elements 128c + 32r + 16k .. + 15 */
+                const int off = 128 * c + 32 * r + 16 * k;
+                const int8x16_t qs = vsubq_s8(vreinterpretq_s8_u8(q[r]), bias);
+                const int32x4_t p = dot16(vdupq_n_s32(0), qs, vld1q_s8(y + off));
+                acc = vmlaq_n_s32(acc, p, x->scales[off / 16]);
+            }
+        }
+    }
+    return vaddvq_s32(acc);
+}
+
+ARM_INLINE void arm_vec_dot_q6_K(int64_t n, float *s, const void *vx, const void *vy,
+                                 arm_dot16_fn dot16) {
+    const cpulm_block_q6_K *x = vx;
+    const cpulm_block_q8_K *y = vy;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / CPULM_QK_K; i++)
+        sum += arm_fp16(x[i].d) * y[i].d * (float)arm_q6_superblock(&x[i], y[i].qs, dot16);
+    *s = sum;
+}
+
+/* ---- exp ---- */
+
+/* e^x on 4 floats: x = k ln2 + r with |r| <= ln2/2 (ln2 split so k * ln2_hi is exact),
+ * e^r by its degree-7 Taylor polynomial (relative truncation error < 1e-8, so the result
+ * is within about 1 ulp), times 2^k put together in the exponent field.
+ * x < -87.3 gives exactly 0 (so -inf masks vanish), x > 88 gives +inf. */
+ARM_INLINE float32x4_t arm_exp_f32x4(float32x4_t x) {
+    const float32x4_t hi = vdupq_n_f32(88.0f), lo = vdupq_n_f32(-87.3f);
+    const float32x4_t xc = vmaxq_f32(vminq_f32(x, hi), lo);
+    const int32x4_t k = vcvtnq_s32_f32(vmulq_n_f32(xc, 1.44269504f));
+    const float32x4_t kf = vcvtq_f32_s32(k);
+    float32x4_t r = vfmsq_n_f32(xc, kf, 0.693145752f);
+    r = vfmsq_n_f32(r, kf, 1.42860677e-6f);
+    float32x4_t p = vfmaq_f32(vdupq_n_f32(1.0f / 720), vdupq_n_f32(1.0f / 5040), r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
+    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(k, vdupq_n_s32(127)), 23);
+    float32x4_t y = vmulq_f32(p, vreinterpretq_f32_s32(e));
+    y = vbslq_f32(vcltq_f32(x, lo), vdupq_n_f32(0.0f), y);
+    return vbslq_f32(vcgtq_f32(x, hi), vdupq_n_f32(INFINITY), y);
+}
+
+#endif

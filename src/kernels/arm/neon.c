@@ -1,0 +1,294 @@
+/* neon.c: the neon kernel level (armv8.0-a Advanced SIMD: Cortex-A53 / A72 and every
+ * later aarch64 core), built with -march=armv8-a. Reached only through cpulm_kernels_neon
+ * after dispatch.c saw HWCAP_ASIMD. Entries left NULL inherit the generic ones.
+ *
+ * Quantized dots use widening multiplies (smull) and pairwise adds into int32, exact for
+ * all int8 inputs; the dotprod level replaces them with SDOT. Activation quantizers are
+ * bit-identical to the reference: FCVTAS rounds half away from zero exactly like roundf,
+ * FCVTNS to nearest-even like the reference's magic-number nearest_int, and FCVTN (f32 ->
+ * f16) rounds to nearest-even under the default FPCR, like cpulm_f32_to_fp16.
+ */
+#if defined(__aarch64__)
+#include "arm.h"
+
+/* ---- quantized dots ---- */
+
+static void vec_dot_q8_0_q8_0(int64_t n, float *s, const void *x, const void *y) {
+    arm_vec_dot_q8_0(n, s, x, y, arm_dot16_mull);
+}
+
+static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *x, const void *y) {
+    arm_vec_dot_q4_0(n, s, x, y, arm_dot16_mull);
+}
+
+static void vec_dot_q4_K_q8_K(int64_t n, float *s, const void *x, const void *y) {
+    arm_vec_dot_k4(n, s, x, y, 0, arm_dot16_mull);
+}
+
+static void vec_dot_q5_K_q8_K(int64_t n, float *s, const void *x, const void *y) {
+    arm_vec_dot_k4(n, s, x, y, 1, arm_dot16_mull);
+}
+
+static void vec_dot_q6_K_q8_K(int64_t n, float *s, const void *x, const void *y) {
+    arm_vec_dot_q6_K(n, s, x, y, arm_dot16_mull);
+}
+
+/* ---- float dots: 16 elements per step in 4 accumulators, then 4-wide, then scalar ---- */
+
+typedef float32x4_t (*load4_fn)(const void *p, int64_t i);
+typedef float (*load1_fn)(const void *p, int64_t i);
+
+ARM_INLINE float32x4_t load4_f32(const void *p, int64_t i) {
+    return vld1q_f32((const float *)p + i);
+}
+ARM_INLINE float32x4_t load4_f16(const void *p, int64_t i) {
+    return arm_load4_f16((const uint16_t *)p + i);
+}
+ARM_INLINE float32x4_t load4_bf16(const void *p, int64_t i) {
+    return arm_load4_bf16((const uint16_t *)p + i);
+}
+ARM_INLINE float load1_f32(const void *p, int64_t i) {
+    return ((const float *)p)[i];
+}
+ARM_INLINE float load1_f16(const void *p, int64_t i) {
+    return arm_fp16(((const uint16_t *)p)[i]);
+}
+ARM_INLINE float load1_bf16(const void *p, int64_t i) {
+    return arm_bf16(((const uint16_t *)p)[i]);
+}
+
+ARM_INLINE float float_dot(int64_t n, const void *x, const void *y, load4_fn load4,
+                           load1_fn load1) {
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = vfmaq_f32(a0, load4(x, i), load4(y, i));
+        a1 = vfmaq_f32(a1, load4(x, i + 4), load4(y, i + 4));
+        a2 = vfmaq_f32(a2, load4(x, i + 8), load4(y, i + 8));
+        a3 = vfmaq_f32(a3, load4(x, i + 12), load4(y, i + 12));
+    }
+    for (; i + 4 <= n; i += 4)
+        a0 = vfmaq_f32(a0, load4(x, i), load4(y, i));
+    float sum = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+    for (; i < n; i++)
+        sum += load1(x, i) * load1(y, i);
+    return sum;
+}
+
+static void vec_dot_f32(int64_t n, float *s, const void *x, const void *y) {
+    *s = float_dot(n, x, y, load4_f32, load1_f32);
+}
+
+static void vec_dot_f16(int64_t n, float *s, const void *x, const void *y) {
+    *s = float_dot(n, x, y, load4_f16, load1_f16);
+}
+
+static void vec_dot_bf16(int64_t n, float *s, const void *x, const void *y) {
+    *s = float_dot(n, x, y, load4_bf16, load1_bf16);
+}
+
+static float dot_f32(int64_t n, const float *x, const float *y) {
+    return float_dot(n, x, y, load4_f32, load1_f32);
+}
+
+/* ---- activation quantizers (bit-identical to quant.c) ---- */
+
+/* 4 x 4 int32 (already in -127..127) -> 16 int8, in order */
+ARM_INLINE int8x16_t narrow16(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
+    const int16x8_t lo = vcombine_s16(vqmovn_s32(a), vqmovn_s32(b));
+    const int16x8_t hi = vcombine_s16(vqmovn_s32(c), vqmovn_s32(d));
+    return vcombine_s8(vqmovn_s16(lo), vqmovn_s16(hi));
+}
+
+/* Same amax (maxnm ignores NaN like fmaxf), same d = amax / 127 and id = 1 / d, same
+ * x * id, and roundf reproduced by FCVTAS. */
+static void from_float_q8_0(const float *x, void *vy, int64_t n) {
+    cpulm_block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float32x4_t v[8], amax = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) {
+            v[k] = vld1q_f32(x + 4 * k);
+            amax = vmaxnmq_f32(amax, vabsq_f32(v[k]));
+        }
+        const float d = vmaxnmvq_f32(amax) / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = arm_to_fp16(d);
+        int32x4_t q[8];
+        for (int k = 0; k < 8; k++)
+            q[k] = vcvtaq_s32_f32(vmulq_n_f32(v[k], id));
+        vst1q_s8(y[i].qs, narrow16(q[0], q[1], q[2], q[3]));
+        vst1q_s8(y[i].qs + 16, narrow16(q[4], q[5], q[6], q[7]));
+    }
+}
+
+/* The element of largest magnitude with its sign; on a +a / -a tie the first one wins,
+ * as in the reference's strict > scan. */
+static float signed_absmax_256(const float *x) {
+    float32x4_t mx = vld1q_f32(x), mn = mx;
+    for (int j = 4; j < CPULM_QK_K; j += 4) {
+        const float32x4_t v = vld1q_f32(x + j);
+        mx = vmaxq_f32(mx, v);
+        mn = vminq_f32(mn, v);
+    }
+    const float hi = vmaxvq_f32(mx), lo = -vminvq_f32(mn);
+    if (hi != lo) return hi > lo ? hi : -lo;
+    for (int j = 0; j < CPULM_QK_K; j++)
+        if (fabsf(x[j]) == hi) return x[j];
+    return 0.0f;
+}
+
+/* Q8_K: iscale = -127 / max (max signed), q = min(nearest_even(iscale * x), 127), bsums
+ * of 16, d = 1 / iscale; an all-zero block is all zeros. */
+static void from_float_q8_K(const float *x, void *vy, int64_t n) {
+    cpulm_block_q8_K *y = vy;
+    const int32x4_t top = vdupq_n_s32(127);
+    for (int64_t i = 0; i < n / CPULM_QK_K; i++, x += CPULM_QK_K) {
+        const float max = signed_absmax_256(x);
+        if (max == 0.0f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int g = 0; g < 16; g++) {
+            int32x4_t q[4];
+            for (int k = 0; k < 4; k++)
+                q[k] = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + 16 * g + 4 * k), iscale)),
+                                 top);
+            const int8x16_t q8 = narrow16(q[0], q[1], q[2], q[3]);
+            vst1q_s8(y[i].qs + 16 * g, q8);
+            y[i].bsums[g] = vaddlvq_s8(q8);
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+static void from_float_f16(const float *x, void *vy, int64_t n) {
+    uint16_t *y = vy;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1_u16(y + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    for (; i < n; i++)
+        y[i] = arm_to_fp16(x[i]);
+}
+
+static void to_float_f16(const void *vx, float *y, int64_t n) {
+    const uint16_t *x = vx;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, arm_load4_f16(x + i));
+    for (; i < n; i++)
+        y[i] = arm_fp16(x[i]);
+}
+
+/* Round to nearest even on the bit pattern (add 0x7fff plus the lowest kept bit, keep the
+ * top half); NaNs keep their top half with the quiet bit set, as the reference does. */
+static void from_float_bf16(const float *x, void *vy, int64_t n) {
+    uint16_t *y = vy;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = vld1q_f32(x + i);
+        const uint32x4_t u = vreinterpretq_u32_f32(v);
+        const uint32x4_t odd = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
+        const uint32x4_t r = vaddq_u32(u, vaddq_u32(odd, vdupq_n_u32(0x7fff)));
+        const uint32x4_t nan = vorrq_u32(u, vdupq_n_u32(64u << 16));
+        const uint32x4_t out = vbslq_u32(vceqq_f32(v, v), r, nan);
+        vst1_u16(y + i, vshrn_n_u32(out, 16));
+    }
+    if (i < n) cpulm_quantize_row_bf16_ref(x + i, y + i, n - i);
+}
+
+static void to_float_bf16(const void *vx, float *y, int64_t n) {
+    const uint16_t *x = vx;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, arm_load4_bf16(x + i));
+    for (; i < n; i++)
+        y[i] = arm_bf16(x[i]);
+}
+
+/* ---- f32 vector ops ---- */
+
+static void rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
+    const float mean = dot_f32(n, x, x) / (float)n;
+    const float scale = 1.0f / sqrtf(mean + eps);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vmulq_f32(vmulq_n_f32(vld1q_f32(x + i), scale), vld1q_f32(w + i)));
+    for (; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+static void swiglu(int64_t n, float *y, const float *g, const float *u) {
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t vg = vld1q_f32(g + i);
+        const float32x4_t silu = vdivq_f32(vg, vaddq_f32(one, arm_exp_f32x4(vnegq_f32(vg))));
+        vst1q_f32(y + i, vmulq_f32(silu, vld1q_f32(u + i)));
+    }
+    for (; i < n; i++)
+        y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void softmax(int64_t n, float *x) {
+    float32x4_t vmax = vdupq_n_f32(-INFINITY);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vmax = vmaxq_f32(vmax, vld1q_f32(x + i));
+    float max = vmaxvq_f32(vmax);
+    for (; i < n; i++)
+        max = fmaxf(max, x[i]);
+    float32x4_t vsum = vdupq_n_f32(0.0f);
+    for (i = 0; i + 4 <= n; i += 4) {
+        const float32x4_t e = arm_exp_f32x4(vsubq_f32(vld1q_f32(x + i), vdupq_n_f32(max)));
+        vst1q_f32(x + i, e);
+        vsum = vaddq_f32(vsum, e);
+    }
+    float sum = vaddvq_f32(vsum);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = 1.0f / sum;
+    for (i = 0; i + 4 <= n; i += 4)
+        vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
+    for (; i < n; i++)
+        x[i] *= inv;
+}
+
+static void axpy(int64_t n, float *y, float a, const float *x) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+const cpulm_kernels cpulm_kernels_neon = {
+    .name = "neon",
+    .vec_dot =
+        {
+            [CPULM_DTYPE_F32] = vec_dot_f32,
+            [CPULM_DTYPE_F16] = vec_dot_f16,
+            [CPULM_DTYPE_BF16] = vec_dot_bf16,
+            [CPULM_DTYPE_Q8_0] = vec_dot_q8_0_q8_0,
+            [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
+            [CPULM_DTYPE_Q4_K] = vec_dot_q4_K_q8_K,
+            [CPULM_DTYPE_Q5_K] = vec_dot_q5_K_q8_K,
+            [CPULM_DTYPE_Q6_K] = vec_dot_q6_K_q8_K,
+        },
+    .from_float =
+        {
+            [CPULM_DTYPE_F16] = from_float_f16,
+            [CPULM_DTYPE_BF16] = from_float_bf16,
+            [CPULM_DTYPE_Q8_0] = from_float_q8_0,
+            [CPULM_DTYPE_Q8_K] = from_float_q8_K,
+        },
+    .to_float = {[CPULM_DTYPE_F16] = to_float_f16, [CPULM_DTYPE_BF16] = to_float_bf16},
+    .rms_norm = rms_norm,
+    .swiglu = swiglu,
+    .softmax = softmax,
+    .axpy = axpy,
+    .dot_f32 = dot_f32,
+};
+#endif
