@@ -44,30 +44,15 @@ static cpulm_status alloc_scratch(cpulm_ctx *c, cpulm_error *err) {
     c->actq = aligned_alloc(64, c->actq_stride * B);
     c->scores_stride = ((size_t)c->p.n_ctx + (size_t)hp->head_dim + 15) / 16 * 16;
     c->scores = malloc(sizeof(float) * c->scores_stride * (size_t)nth);
-    c->inv_freq = malloc(sizeof(float) * (size_t)(hp->n_rot / 2 + 1));
     c->tok = malloc(sizeof(int32_t) * B);
     c->pos = malloc(sizeof(int32_t) * B);
     c->seq = malloc(sizeof(int32_t) * B);
     c->out_idx = malloc(sizeof(int32_t) * (size_t)c->n_outputs_max);
     c->logits = malloc(sizeof(float) * (size_t)c->n_outputs_max * (size_t)hp->n_vocab);
     if (!c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->att || !c->g || !c->u || !c->actq ||
-        !c->scores || !c->inv_freq || !c->tok || !c->pos || !c->seq || !c->out_idx || !c->logits)
+        !c->scores || !c->tok || !c->pos || !c->seq || !c->out_idx || !c->logits)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for scratch buffers");
     return CPULM_OK;
-}
-
-/* Rope frequency of each rotated pair: freq_scale * base^(-2i/n_rot) / freq_factor[i],
- * computed as the reference does (a running float product), so angles match it. */
-static void init_rope(cpulm_ctx *c) {
-    const cpulm_model *m = c->m;
-    int n = m->hp.n_rot / 2;
-    float theta_scale = powf(m->hp.rope_base, -2.0f / (float)m->hp.n_rot);
-    float f = 1.0f;
-    for (int i = 0; i < n; i++) {
-        float ff = m->rope_freqs ? m->rope_freqs[i] : 1.0f;
-        c->inv_freq[i] = m->hp.rope_freq_scale * f / ff;
-        f *= theta_scale;
-    }
 }
 
 static cpulm_status make_pool(cpulm_ctx *c) {
@@ -112,7 +97,7 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
                       m->hp.n_head_kv * m->hp.head_dim, p.kv_type, err) != CPULM_OK)
         goto fail;
     if (alloc_scratch(c, err) != CPULM_OK) goto fail;
-    init_rope(c);
+    c->theta_scale = powf(m->hp.rope_base, -2.0f / (float)m->hp.n_rot);
     return c;
 fail:
     cpulm_ctx_free(c);
@@ -124,7 +109,7 @@ void cpulm_ctx_free(cpulm_ctx *c) {
     cpulm_pool_free(c->pool);
     cpulm_kv_release(&c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->g, c->u, c->actq, c->scores,
-                    c->inv_freq, c->tok, c->pos, c->seq, c->out_idx, c->logits};
+                    c->tok, c->pos, c->seq, c->out_idx, c->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }

@@ -30,7 +30,7 @@ struct cpulm_ctx {
     size_t actq_stride;
     float *scores; /* per thread [n_ctx] attention scores + [head_dim] scratch */
     size_t scores_stride;
-    float *inv_freq; /* [n_rot / 2] rope frequencies (with scaling and freq factors) */
+    float theta_scale; /* rope: base^(-2 / n_rot) */
 
     /* the batch being decoded, filled by decode before the forward pass */
     int32_t n_tok;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cpulm.h"
+#include "base/fp16.h"
 #include "kernels/kernels.h"
 #include "test.h"
 
@@ -488,4 +489,61 @@ TEST(kern_arm_i8mm_tiles_2x2) {
 #else
     SKIP(t, "aarch64 only");
 #endif
+}
+
+/* The canonical float ops (F32/F16 dots, rms_norm, swiglu, f16 accumulators) must be
+ * bit-identical to generic at every level: float models then give the same logits at every
+ * level (and the reference engine's, see docs/ARCHITECTURE.md). */
+TEST(kern_canonical_float_ops_bit_identical) {
+    const cpulm_kernels *lv[16];
+    int n_lv = cpulm_kernels_levels(lv, 16);
+    const cpulm_kernels *g = &cpulm_kernels_generic;
+    static const int sizes[] = {1, 7, 8, 16, 63, 64, 100, 172, 256, 768, 1000};
+    float *x = malloc(sizeof(float) * 1024), *y = malloc(sizeof(float) * 1024);
+    float *w = malloc(sizeof(float) * 1024), *o1 = malloc(sizeof(float) * 1024);
+    float *o2 = malloc(sizeof(float) * 1024);
+    uint16_t *h1 = malloc(2 * 1024), *h2 = malloc(2 * 1024), *hx = malloc(2 * 1024);
+    REQUIRE(t, x && y && w && o1 && o2 && h1 && h2 && hx);
+    uint32_t r = 12345;
+    for (int i = 0; i < 1024; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 8.0f;
+        r = r * 1664525u + 1013904223u;
+        y[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 4.0f;
+        w[i] = 1.0f + y[i] * 0.1f;
+        hx[i] = cpulm_f32_to_fp16(y[i]);
+    }
+    for (int l = 0; l < n_lv; l++) {
+        const cpulm_kernels *k = lv[l];
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            int n = sizes[si];
+            float a, b;
+            g->vec_dot[CPULM_DTYPE_F32](n, &a, x, y);
+            k->vec_dot[CPULM_DTYPE_F32](n, &b, x, y);
+            CHECK(t, memcmp(&a, &b, 4) == 0);
+            uint16_t xa[1024];
+            for (int i = 0; i < n; i++) xa[i] = cpulm_f32_to_fp16(x[i]);
+            g->vec_dot[CPULM_DTYPE_F16](n, &a, xa, hx);
+            k->vec_dot[CPULM_DTYPE_F16](n, &b, xa, hx);
+            CHECK(t, memcmp(&a, &b, 4) == 0);
+            g->rms_norm(n, o1, x, w, 1e-5f);
+            k->rms_norm(n, o2, x, w, 1e-5f);
+            CHECK(t, memcmp(o1, o2, sizeof(float) * (size_t)n) == 0);
+            g->swiglu(n, o1, x, y);
+            k->swiglu(n, o2, x, y);
+            CHECK(t, memcmp(o1, o2, sizeof(float) * (size_t)n) == 0);
+            memcpy(h1, hx, 2 * (size_t)n);
+            memcpy(h2, hx, 2 * (size_t)n);
+            g->mad_f16(n, h1, xa, 0.37f);
+            k->mad_f16(n, h2, xa, 0.37f);
+            g->scale_f16(n, h1, 0.61f);
+            k->scale_f16(n, h2, 0.61f);
+            CHECK(t, memcmp(h1, h2, 2 * (size_t)n) == 0);
+        }
+        if (t->n_fail) {
+            fprintf(stderr, "  level %s differs from generic\n", k->name);
+            break;
+        }
+    }
+    free(x), free(y), free(w), free(o1), free(o2), free(h1), free(h2), free(hx);
 }

@@ -68,8 +68,9 @@ static void rope_heads(float *v, int n_heads, int head_dim, int n_rot, cpulm_rop
             int i0 = style == CPULM_ROPE_NEOX ? i : 2 * i;
             int i1 = style == CPULM_ROPE_NEOX ? i + half : 2 * i + 1;
             float x0 = x[i0], x1 = x[i1];
-            x[i0] = x0 * cs[i] - x1 * sn[i];
-            x[i1] = x0 * sn[i] + x1 * cs[i];
+            /* fused as the reference's build fuses them, so rotated values round alike */
+            x[i0] = fmaf(x0, cs[i], -(x1 * sn[i]));
+            x[i1] = fmaf(x0, sn[i], x1 * cs[i]);
         }
     }
 }
@@ -79,11 +80,15 @@ static void rope_and_store(cpulm_ctx *c, int il, int64_t t, float *tmp) {
     const cpulm_hparams *hp = &c->m->hp;
     int half = hp->n_rot / 2;
     float *cs = tmp, *sn = tmp + half;
-    float p = (float)c->pos[t];
+    /* theta_i = freq_scale * (pos * theta_scale^i) / freq_factor_i, with the power as a
+     * running float product in the reference's order, so the angles round the same way */
+    float theta = (float)c->pos[t];
     for (int i = 0; i < half; i++) {
-        float theta = p * c->inv_freq[i];
-        cs[i] = cosf(theta);
-        sn[i] = sinf(theta);
+        float ff = c->m->rope_freqs ? c->m->rope_freqs[i] : 1.0f;
+        float th = c->m->hp.rope_freq_scale * (theta / ff);
+        cs[i] = cosf(th);
+        sn[i] = sinf(th);
+        theta *= c->theta_scale;
     }
     int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = c->kv.kv_dim;
     float *q = c->q + t * qd, *k = c->kc + t * kvd, *v = c->vc + t * kvd;
@@ -148,7 +153,7 @@ static void attend_f16(cpulm_ctx *c, int il, int64_t t, int h, float *scores, fl
             vs = expf(x - M);
         }
         c->k->mad_f16(d, acc, vr, vs);
-        S = S * ms + vs;
+        S = fmaf(S, ms, vs);
     }
     float *out = c->att + t * (int64_t)hp->n_head * d + (int64_t)h * d;
     c->k->to_float[CPULM_DTYPE_F16](acc, out, d);

@@ -4,9 +4,9 @@
  * Quantized dots are computed the integer way, as the formats intend: per block an exact
  * int32 sum of quant products, then one float multiply by the two block scales, blocks
  * accumulated in order in float. SIMD kernels get the same int sums exactly and differ only
- * in float accumulation order. Float-type dots accumulate in double (the oracle should be
- * the most accurate, not the fastest).
+ * in float accumulation order. F32 and F16 dots follow one canonical order (below).
  */
+#include <math.h>
 #include <string.h>
 
 #include "base/fp16.h"
@@ -17,18 +17,56 @@
 
 /* ---- float types ---- */
 
-void cpulm_generic_vec_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
-    const float *x = vx, *y = vy;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)y[i];
-    *s = (float)sum;
+/* The canonical order of float dot products (every level computes exactly this, so F32 and
+ * F16 models give the same logits at every level, and the same as the reference engine's
+ * 512-bit build): 16 lanes, lane l fuses the products of elements i == l (mod 16) in order,
+ * then a tree sum of the lanes. Rows that are not a multiple of 16 use 4 x 16 lanes over
+ * steps of 64, summed pairwise, then the remaining elements fused one by one. */
+float cpulm_generic_reduce16(const float *a) {
+    float h[8], g[4];
+    for (int i = 0; i < 8; i++) h[i] = a[i + 8] + a[i];
+    for (int i = 0; i < 4; i++) g[i] = h[i + 4] + h[i];
+    return (g[0] + g[2]) + (g[1] + g[3]);
 }
 
+/* Sums 4 x 16 lanes into one value: (a0 + a2) + (a1 + a3) lane-wise, then the tree. */
+static float reduce4x16(float acc[4][16]) {
+    for (int l = 0; l < 16; l++) {
+        acc[0][l] += acc[2][l];
+        acc[1][l] += acc[3][l];
+    }
+    for (int l = 0; l < 16; l++) acc[0][l] += acc[1][l];
+    return cpulm_generic_reduce16(acc[0]);
+}
+
+void cpulm_generic_vec_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    float acc[4][16];
+    memset(acc, 0, sizeof acc);
+    if (n % 16 == 0) {
+        for (int64_t i = 0; i < n; i += 16)
+            for (int l = 0; l < 16; l++) acc[0][l] = fmaf(x[i + l], y[i + l], acc[0][l]);
+        *s = cpulm_generic_reduce16(acc[0]);
+        return;
+    }
+    int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++)
+                acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
+    float sum = reduce4x16(acc);
+    for (int64_t i = np; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    *s = sum;
+}
+
+/* F16 x F16 products are exact in float, and a double holds sums of them exactly unless
+ * their magnitudes span more than about 2^31, so this sum is, in practice, independent of
+ * order: SIMD levels may add in any order. The reference's attention adds them in double too. */
 void cpulm_generic_vec_dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
     const uint16_t *x = vx, *y = vy;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++)
-        sum += (double)cpulm_fp16_to_f32(x[i]) * (double)cpulm_fp16_to_f32(y[i]);
+        sum += (double)(cpulm_fp16_to_f32(x[i]) * cpulm_fp16_to_f32(y[i]));
     *s = (float)sum;
 }
 

@@ -26,6 +26,10 @@ void cpulm_generic_swiglu(int64_t n, float *y, const float *g, const float *u);
 void cpulm_generic_softmax(int64_t n, float *x);
 void cpulm_generic_axpy(int64_t n, float *y, float a, const float *x);
 float cpulm_generic_dot_f32(int64_t n, const float *x, const float *y);
+/* Tree sum of 16 lanes in the order of a 512-bit reduction (halves, quarters, pairs). */
+float cpulm_generic_reduce16(const float *a);
+/* exp(x) by the degree-5 polynomial vectorized code uses (about 1.5 ulp). */
+float cpulm_generic_vexpf(float x);
 void cpulm_generic_scale_f16(int64_t n, uint16_t *y, float v);
 void cpulm_generic_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v);
 

@@ -1,6 +1,7 @@
 /* vec.c: portable-C f32 vector ops of the forward pass (norm, activation, softmax, axpy,
- * dot). The oracle for the SIMD versions: sums are accumulated in double, in index order,
- * so results are deterministic and as accurate as a float output allows. */
+ * dot). The oracle for the SIMD versions. Where the reference engine's arithmetic is known
+ * (rms sums, silu's exp, f16 accumulators), the same operations are done in the same order, so
+ * logits of float models match it bit for bit; every SIMD level must compute exactly this. */
 #include <math.h>
 
 #include "generic.h"
@@ -8,13 +9,29 @@
 
 void cpulm_generic_rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
     double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]); /* float squares, in order */
     const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
+float cpulm_generic_vexpf(float x) {
+    const float r = 0x1.8p23f; /* adding it rounds to an integer in the low mantissa bits */
+    float z = fmaf(x, 0x1.715476p+0f, r);
+    float n = z - r; /* round(x / ln 2) */
+    float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x)); /* x - n ln 2, two parts */
+    float u = b * b;
+    float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                        fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                   u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    return ldexpf(j, (int)n); /* exact scaling, with overflow to inf and underflow to 0 */
+}
+
+/* silu(g) * u. Canonical: elements in whole groups of 16 use the polynomial exp above (what
+ * vectorized code computes, lane by lane), the rest use libm's expf, as the reference does. */
 void cpulm_generic_swiglu(int64_t n, float *y, const float *g, const float *u) {
-    for (int64_t i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    int64_t nv = n & ~(int64_t)15, i = 0;
+    for (; i < nv; i++) y[i] = g[i] / (1.0f + cpulm_generic_vexpf(-g[i])) * u[i];
+    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 void cpulm_generic_softmax(int64_t n, float *x) {
@@ -45,5 +62,5 @@ void cpulm_generic_scale_f16(int64_t n, uint16_t *y, float v) {
 
 void cpulm_generic_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v) {
     for (int64_t i = 0; i < n; i++)
-        y[i] = cpulm_f32_to_fp16(cpulm_fp16_to_f32(y[i]) + cpulm_fp16_to_f32(x[i]) * v);
+        y[i] = cpulm_f32_to_fp16(fmaf(cpulm_fp16_to_f32(x[i]), v, cpulm_fp16_to_f32(y[i])));
 }

@@ -237,16 +237,7 @@ static inline float load1_bf16(const void *p, int64_t i) {
     }
 
 FLOAT_DOT(dot_f32_impl, load8_f32, load1_f32)
-FLOAT_DOT(dot_f16_impl, load8_f16, load1_f16)
 FLOAT_DOT(dot_bf16_impl, load8_bf16, load1_bf16)
-
-static void vec_dot_f32(int64_t n, float *s, const void *x, const void *y) {
-    *s = dot_f32_impl(n, x, y);
-}
-
-static void vec_dot_f16(int64_t n, float *s, const void *x, const void *y) {
-    *s = dot_f16_impl(n, x, y);
-}
 
 static void vec_dot_bf16(int64_t n, float *s, const void *x, const void *y) {
     *s = dot_bf16_impl(n, x, y);
@@ -254,6 +245,123 @@ static void vec_dot_bf16(int64_t n, float *s, const void *x, const void *y) {
 
 static float dot_f32(int64_t n, const float *x, const float *y) {
     return dot_f32_impl(n, x, y);
+}
+
+/* ---- canonical float arithmetic (bit-identical to the generic oracle; see x86.h) ---- */
+
+/* 4 x 16 lanes over steps of 64 as 8 ymm (lo/hi halves), summed (a0+a2)+(a1+a3), tree. */
+#define CANON_4X16(load8)                                                                          \
+    __m256 lo[4], hi[4];                                                                           \
+    for (int j = 0; j < 4; j++) lo[j] = hi[j] = _mm256_setzero_ps();                               \
+    for (int64_t i = 0; i < np; i += 64)                                                           \
+        for (int j = 0; j < 4; j++) {                                                              \
+            lo[j] = _mm256_fmadd_ps(load8(x, i + 16 * j), load8(y, i + 16 * j), lo[j]);            \
+            hi[j] = _mm256_fmadd_ps(load8(x, i + 16 * j + 8), load8(y, i + 16 * j + 8), hi[j]);    \
+        }                                                                                          \
+    lo[0] = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));               \
+    hi[0] = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]))
+
+static void canon_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    if (n % 16 == 0) {
+        __m256 lo = _mm256_setzero_ps(), hi = lo;
+        for (int64_t i = 0; i < n; i += 16) {
+            lo = _mm256_fmadd_ps(load8_f32(x, i), load8_f32(y, i), lo);
+            hi = _mm256_fmadd_ps(load8_f32(x, i + 8), load8_f32(y, i + 8), hi);
+        }
+        *s = x86_reduce16_256(lo, hi);
+        return;
+    }
+    int64_t np = n & ~(int64_t)63;
+    CANON_4X16(load8_f32);
+    float sum = x86_reduce16_256(lo[0], hi[0]);
+    for (int64_t i = np; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    *s = sum;
+}
+
+/* Exact f32 products summed in double (order-independent in practice; see generic/dot.c). */
+static void canon_dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 p = _mm256_mul_ps(load8_f16(x, i), load8_f16(y, i));
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+    }
+    const __m256d t = _mm256_add_pd(a0, a1);
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+    double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+    for (; i < n; i++) sum += (double)(x86_fp16(x[i]) * x86_fp16(y[i]));
+    *s = (float)sum;
+}
+
+static void canon_rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
+    const float scale = 1.0f / sqrtf((float)(x86_sum_squares(n, x) / (double)n) + eps);
+    const __m256 vs = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs),
+                                              _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+/* exp(-g) in 8 lanes; lanes whose 2^n is not a normal float are scaled by ldexpf. */
+static inline __m256 canon_exp_neg(__m256 g) {
+    __m256 n;
+    const __m256 p = x86_vexp_parts256(_mm256_sub_ps(_mm256_setzero_ps(), g), &n);
+    const __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), n),
+                                     _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+    const __m256i e = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 r = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    if (_mm256_movemask_ps(big)) {
+        float pv[8], nv[8], rv[8];
+        _mm256_storeu_ps(pv, p);
+        _mm256_storeu_ps(nv, n);
+        _mm256_storeu_ps(rv, r);
+        for (int l = 0; l < 8; l++)
+            if (fabsf(nv[l]) > 126.0f) rv[l] = ldexpf(pv[l], (int)nv[l]);
+        r = _mm256_loadu_ps(rv);
+    }
+    return r;
+}
+
+static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t nv = n & ~(int64_t)15, i = 0;
+    for (; i < nv; i += 8) {
+        const __m256 vg = _mm256_loadu_ps(g + i);
+        const __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, canon_exp_neg(vg)));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void canon_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v) {
+    const __m256 vv = _mm256_set1_ps(v);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 r = _mm256_fmadd_ps(load8_f16(x, i), vv, load8_f16(y, i));
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) {
+        const __m128 r = _mm_set_ss(fmaf(x86_fp16(x[i]), v, x86_fp16(y[i])));
+        y[i] = (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT), 0);
+    }
+}
+
+static void canon_scale_f16(int64_t n, uint16_t *y, float v) {
+    const __m256 vv = _mm256_set1_ps(v);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 r = _mm256_mul_ps(load8_f16(y, i), vv);
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) {
+        const __m128 r = _mm_set_ss(x86_fp16(y[i]) * v);
+        y[i] = (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT), 0);
+    }
 }
 
 /* ---- conversions ---- */
@@ -301,30 +409,6 @@ static void to_float_f16(const void *vx, float *y, int64_t n) {
 
 /* ---- f32 vector ops ---- */
 
-static void rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
-    const float mean = dot_f32_impl(n, x, x) / (float)n;
-    const float scale = 1.0f / sqrtf(mean + eps);
-    const __m256 vs = _mm256_set1_ps(scale);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), vs);
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(v, _mm256_loadu_ps(w + i)));
-    }
-    for (; i < n; i++) y[i] = (x[i] * scale) * w[i];
-}
-
-static void swiglu(int64_t n, float *y, const float *g, const float *u) {
-    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 vg = _mm256_loadu_ps(g + i);
-        const __m256 e = x86_exp_ps256(_mm256_xor_ps(vg, sign));
-        const __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
-    }
-    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
-
 static void softmax(int64_t n, float *x) {
     __m256 vmax = _mm256_set1_ps(-INFINITY);
     int64_t i = 0;
@@ -360,8 +444,8 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .name = "avx2",
     .vec_dot =
         {
-            [CPULM_DTYPE_F32] = vec_dot_f32,
-            [CPULM_DTYPE_F16] = vec_dot_f16,
+            [CPULM_DTYPE_F32] = canon_dot_f32,
+            [CPULM_DTYPE_F16] = canon_dot_f16,
             [CPULM_DTYPE_BF16] = vec_dot_bf16,
             [CPULM_DTYPE_Q8_0] = vec_dot_q8_0_q8_0,
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
@@ -371,10 +455,12 @@ const cpulm_kernels cpulm_kernels_avx2 = {
         },
     .from_float = {[CPULM_DTYPE_Q8_0] = from_float_q8_0, [CPULM_DTYPE_F16] = from_float_f16},
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16},
-    .rms_norm = rms_norm,
-    .swiglu = swiglu,
+    .rms_norm = canon_rms_norm,
+    .swiglu = canon_swiglu,
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
+    .scale_f16 = canon_scale_f16,
+    .mad_f16 = canon_mad_f16,
 };
 #endif

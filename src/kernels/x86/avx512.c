@@ -110,16 +110,7 @@ static inline __m512 load16_bf16(const void *p, int64_t i, __mmask16 m) {
     }
 
 FLOAT_DOT(dot_f32_impl, load16_f32)
-FLOAT_DOT(dot_f16_impl, load16_f16)
 FLOAT_DOT(dot_bf16_impl, load16_bf16)
-
-static void vec_dot_f32(int64_t n, float *s, const void *x, const void *y) {
-    *s = dot_f32_impl(n, x, y);
-}
-
-static void vec_dot_f16(int64_t n, float *s, const void *x, const void *y) {
-    *s = dot_f16_impl(n, x, y);
-}
 
 static void vec_dot_bf16(int64_t n, float *s, const void *x, const void *y) {
     *s = dot_bf16_impl(n, x, y);
@@ -131,9 +122,52 @@ static float dot_f32(int64_t n, const float *x, const float *y) {
 
 /* ---- f32 vector ops: whole vectors, then one masked vector for the tail ---- */
 
-static void rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
-    const float mean = dot_f32_impl(n, x, x) / (float)n;
-    const __m512 vs = _mm512_set1_ps(1.0f / sqrtf(mean + eps));
+/* ---- canonical float arithmetic (bit-identical to the generic oracle; see x86.h) ---- */
+
+static void canon_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    if (n % 16 == 0) {
+        __m512 a = _mm512_setzero_ps();
+        for (int64_t i = 0; i < n; i += 16)
+            a = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a);
+        *s = x86_reduce16_512(a);
+        return;
+    }
+    int64_t np = n & ~(int64_t)63;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < np; i += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    float sum = x86_reduce16_512(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+    for (int64_t i = np; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    *s = sum;
+}
+
+static inline __m512 load16h(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+/* Exact f32 products summed in double (order-independent in practice; see generic/dot.c). */
+static void canon_dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    __m512d a0 = _mm512_setzero_pd(), a1 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 p = _mm512_mul_ps(load16h(x + i), load16h(y + i));
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+    }
+    double sum = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+    for (; i < n; i++) sum += (double)(x86_fp16(x[i]) * x86_fp16(y[i]));
+    *s = (float)sum;
+}
+
+static void canon_rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
+    const float scale = 1.0f / sqrtf((float)(x86_sum_squares(n, x) / (double)n) + eps);
+    const __m512 vs = _mm512_set1_ps(scale);
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
         const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
@@ -141,14 +175,36 @@ static void rms_norm(int64_t n, float *y, const float *x, const float *w, float 
     }
 }
 
-static void swiglu(int64_t n, float *y, const float *g, const float *u) {
+static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
     const __m512 one = _mm512_set1_ps(1.0f);
+    int64_t nv = n & ~(int64_t)15, i = 0;
+    for (; i < nv; i += 16) {
+        const __m512 vg = _mm512_loadu_ps(g + i);
+        const __m512 e = x86_vexp_ps512(_mm512_sub_ps(_mm512_setzero_ps(), vg));
+        const __m512 silu = _mm512_div_ps(vg, _mm512_add_ps(one, e));
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(silu, _mm512_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void canon_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v) {
+    const __m512 vv = _mm512_set1_ps(v);
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
-        const __m512 vg = _mm512_maskz_loadu_ps(m, g + i);
-        const __m512 e = x86_exp_ps512(_mm512_sub_ps(_mm512_setzero_ps(), vg));
-        const __m512 silu = _mm512_div_ps(vg, _mm512_add_ps(one, e));
-        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, u + i)));
+        const __m512 xv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
+        const __m512 yv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, y + i));
+        const __m256i r = _mm512_cvtps_ph(_mm512_fmadd_ps(xv, vv, yv), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_mask_storeu_epi16(y + i, m, r);
+    }
+}
+
+static void canon_scale_f16(int64_t n, uint16_t *y, float v) {
+    const __m512 vv = _mm512_set1_ps(v);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
+        const __m512 yv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, y + i));
+        const __m256i r = _mm512_cvtps_ph(_mm512_mul_ps(yv, vv), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_mask_storeu_epi16(y + i, m, r);
     }
 }
 
@@ -187,16 +243,18 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .name = "avx512",
     .vec_dot =
         {
-            [CPULM_DTYPE_F32] = vec_dot_f32,
-            [CPULM_DTYPE_F16] = vec_dot_f16,
+            [CPULM_DTYPE_F32] = canon_dot_f32,
+            [CPULM_DTYPE_F16] = canon_dot_f16,
             [CPULM_DTYPE_BF16] = vec_dot_bf16,
             [CPULM_DTYPE_Q8_0] = vec_dot_q8_0_q8_0,
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
         },
-    .rms_norm = rms_norm,
-    .swiglu = swiglu,
+    .rms_norm = canon_rms_norm,
+    .swiglu = canon_swiglu,
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
+    .scale_f16 = canon_scale_f16,
+    .mad_f16 = canon_mad_f16,
 };
 #endif

@@ -93,6 +93,43 @@ static inline __m256 x86_exp_ps256(__m256 x) {
 }
 
 /* ---- AVX-512 ---- */
+/* ---- canonical float arithmetic ----
+ * The generic kernels define one order of operations for F32/F16 dots, rms sums, silu's exp
+ * and the f16 accumulators (see generic/dot.c, generic/vec.c). These helpers compute exactly
+ * that, so every level gives bit-identical results for float models. */
+
+/* Tree sum of 16 lanes (lanes 0-7 in lo, 8-15 in hi): halves, quarters, then pairs. */
+static inline float x86_reduce16_256(__m256 lo, __m256 hi) {
+    const __m256 h = _mm256_add_ps(hi, lo);
+    const __m128 g = _mm_add_ps(_mm256_extractf128_ps(h, 1), _mm256_castps256_ps128(h));
+    const __m128 p = _mm_add_ps(g, _mm_movehl_ps(g, g));
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+}
+
+/* The canonical polynomial exp before scaling: returns j and n with exp(x) = j * 2^n. */
+static inline __m256 x86_vexp_parts256(__m256 x, __m256 *n_out) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 p = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    *n_out = n;
+    return p;
+}
+
+/* Sequential double sum of float squares (the canonical rms sum). */
+static inline double x86_sum_squares(int64_t n, const float *x) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    return sum;
+}
+
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 
 /* Two 256-bit halves -> one 512-bit register (lo in lanes 0..7). */
@@ -126,6 +163,26 @@ static inline __m512 x86_exp_ps512(__m512 x) {
                               _mm512_set1_ps(INFINITY));
 }
 
+static inline float x86_reduce16_512(__m512 a) {
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+    return x86_reduce16_256(_mm512_castps512_ps256(a), hi);
+}
+
+static inline __m512 x86_vexp_ps512(__m512 x) {
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 p = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n); /* exact scaling by 2^n, like ldexpf */
+}
+
 #endif /* AVX-512 */
+
 
 #endif
