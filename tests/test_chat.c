@@ -565,3 +565,44 @@ TEST(chat_think_filter_streaming) {
     cpulm_chat_think_init(&f, 0);
     CHECK_EQ_INT(t, cpulm_chat_think_push(&f, "abc", 3, small, sizeof small), CPULM_ERR_TOO_SMALL);
 }
+
+/* Template idioms over an OpenAI-style conversation with tool calls; expectations are Jinja2
+ * 3.1's output (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks). */
+TEST(chat_jinja_conversation_idioms) {
+    const char *vars =
+        "{\"messages\": [{\"role\": \"system\", \"content\": \" Sys \\n\"}, {\"role\": \"user\", \"content\": \"Hi\"},"
+        " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"type\": \"function\", \"function\":"
+        " {\"name\": \"f\", \"arguments\": {\"a\": 1, \"b\": [true, null, 2.5]}}}]},"
+        " {\"role\": \"tool\", \"content\": \"{\\\"r\\\": 1}\"}, {\"role\": \"assistant\", \"content\": \"<think>x</think>\\n\\nok\"}],"
+        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}],"
+        " \"add_generation_prompt\": true}";
+    static const struct {
+        const char *src, *want;
+    } cases[] = {
+        {"{% for m in messages %}{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments | tojson }}{% endif %}{% endfor %}",
+         "{\"a\": 1, \"b\": [true, null, 2.5]}"},
+        {"{{ tools | tojson(indent=4) }}",
+         "[\n    {\n        \"type\": \"function\",\n        \"function\": {\n            \"name\": \"f\",\n"
+         "            \"parameters\": {\n                \"type\": \"object\"\n            }\n        }\n    }\n]"},
+        {"{% for m in messages %}\n  {% if m['role'] == 'user' %}\n    U{{ loop.index }}\n  {% elif m['role'] == 'assistant' %}\n"
+         "    A\n  {% else %}\n    O\n  {% endif %}\n{% endfor %}\n",
+         "    O\n    U2\n    A\n    O\n    A\n"},
+        {"{%- for m in messages -%}\n{{- m.content | string | trim -}}\n{%- endfor -%}", "SysHiNone{\"r\": 1}<think>x</think>\n\nok"},
+        {"{{ messages[1:3] | length }} {{ messages[-1].content.split('</think>')[-1] | trim }}", "2 ok"},
+        {"{% if messages[2].content is none %}none{% endif %} {{ messages[2].content }} {{ messages[2].tool_calls | length }}",
+         "none None 1"},
+        {"{{ messages[0] }}", "{'role': 'system', 'content': ' Sys \\n'}"},
+        {"{{ 'x' if messages else 'y' }} {{ messages|length > 2 and 'big' or 'small' }}", "x big"},
+        {"  {% for i in range(3) -%}\n  [{{ i }}]\n  {%- endfor %}\nend\n", "[0][1][2]end"},
+        {"{{ 10 / 4 }} {{ 2 ** 0.5 }} {{ 1e-5 }} {{ 123456789.0 * 10 }} {{ 1/3 }}",
+         "2.5 1.4142135623730951 1e-05 1234567890.0 0.3333333333333333"},
+        {"{% macro m(a, b=2) -%}\n{{ a }}-{{ b }}\n{%- endmacro %}{{ m(1) }}{{ m(1, b=3) }}{{ m(b=5, a=4) }}", "1-21-34-5"},
+        {"{%- if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% endif %}{{ add_generation_prompt }}",
+         "True"},
+        {"{{ [1,2,3,4,5][1:4:2] }} {{ [1,2,3,4,5][::-2] }} {{ 'abcdef'[-3:] }} {{ [1,2,3][-10:2] }}", "[2, 4] [5, 3, 1] def [1, 2]"},
+        {"{{ 7 % -3 }} {{ -7 % -3 }} {{ 7.5 % 2 }} {{ -1.5 // 1 }} {{ 3 * 1.0 }} {{ true + 1 }}", "-2 -1 1.5 -2.0 3.0 2"},
+        {"a\n{% if true %}\n  b\n{% endif %}\n  {% if true %}c{% endif %}\n{# x #}\n  d", "a\n  b\nc  d"},
+        {"{{ '\\u0041\\x42\\103\\\\d' }}", "ABC\\d"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_syn(t, cases[i].src, vars, NULL, cases[i].want);
+}
