@@ -15,6 +15,18 @@ add_test(NAME fuzz_gguf_replay
          COMMAND fuzz_gguf ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/gguf)
 set_tests_properties(fuzz_gguf_replay PROPERTIES TIMEOUT 120)
 
+# Other replay-mode fuzz targets: tests/fuzz/fuzz_<name>.c over tests/fuzz/corpus/<name>/.
+foreach(name json http)
+  if(EXISTS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_${name}.c)
+    add_executable(fuzz_${name} tests/fuzz/fuzz_${name}.c tests/fuzz/fuzz_main.c)
+    target_include_directories(fuzz_${name} PRIVATE src)
+    target_link_libraries(fuzz_${name} cpulm)
+    add_test(NAME fuzz_${name}_replay
+             COMMAND fuzz_${name} ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${name})
+    set_tests_properties(fuzz_${name}_replay PROPERTIES TIMEOUT 120)
+  endif()
+endforeach()
+
 add_executable(gen_gguf_corpus tests/fuzz/gen_gguf_corpus.c)
 target_include_directories(gen_gguf_corpus PRIVATE src)
 target_link_libraries(gen_gguf_corpus cpulm)
@@ -28,11 +40,7 @@ if(CPULM_FUZZ)
   set(fuzz_flags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1)
   add_executable(fuzz_gguf_libfuzzer tests/fuzz/fuzz_gguf.c src/gguf.c src/gguf_write.c
                  src/base/status.c)
-  if(EXISTS ${CMAKE_SOURCE_DIR}/src/quant.c)
-    target_sources(fuzz_gguf_libfuzzer PRIVATE src/quant.c)
-  else()
-    target_sources(fuzz_gguf_libfuzzer PRIVATE src/quant_traits_tmp.c)
-  endif()
+  target_sources(fuzz_gguf_libfuzzer PRIVATE src/quant.c)
   target_include_directories(fuzz_gguf_libfuzzer PRIVATE src include)
   target_compile_options(fuzz_gguf_libfuzzer PRIVATE ${fuzz_flags})
   target_link_options(fuzz_gguf_libfuzzer PRIVATE ${fuzz_flags})

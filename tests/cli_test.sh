@@ -33,7 +33,7 @@ expect_rc missing_file 2 "$CPULM" run -m "$TMP/nope.gguf"
 grep -q "nope.gguf" "$TMP/err"; check missing_file_message $?
 
 if [ -f "$MODEL" ]; then
-  expect_rc run_greedy 0 "$CPULM" run -m "$MODEL" -p "Once upon a time" -n 24 --temp 0
+  expect_rc run_greedy 0 "$CPULM" run -m "$MODEL" -p "Once upon a time" -n 40 --temp 0
   grep -q "^Once upon a time, there was a little girl named Lily. She loved to play outside in the park" "$TMP/out"
   check run_greedy_text $?
   grep -q "prompt: 5 tokens" "$TMP/err"; check run_stats $?
