@@ -57,8 +57,18 @@ if [ -f "$MODEL" ]; then
   rc=$?
   [ $rc -eq 1 ] && grep -q "trunc.gguf: " "$TMP/err" && [ "$(wc -l <"$TMP/err")" -eq 1 ]
   check truncated_model $?
+  # chat: two turns from a pipe; the second reuses the first turn's KV cache
+  printf 'Hello\nTell me more\n' | "$CPULM" chat -m "$MODEL" -n 16 --temp 0 >"$TMP/out" 2>"$TMP/err"
+  [ $? -eq 0 ] && [ "$(wc -l <"$TMP/out")" -ge 2 ]; check chat_two_turns $?
+  expect_rc chat_bad_template 2 "$CPULM" chat -m "$MODEL" --chat-template /nonexistent.jinja
 else
   echo "skip model checks: $MODEL not found"
 fi
+# template: the llama3 built-in over a system + user conversation
+printf '[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]' >"$TMP/m.json"
+expect_rc template_llama3 0 "$CPULM" template --chat-template llama3 --messages "$TMP/m.json" --bos '<|begin_of_text|>'
+printf '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n' >"$TMP/want"
+cmp -s "$TMP/out" "$TMP/want"; check template_llama3_text $?
+expect_rc template_no_messages 2 "$CPULM" template --chat-template llama3
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

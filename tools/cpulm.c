@@ -12,6 +12,8 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "interactive multi-turn chat with the model's chat template"},
+    {"template", cmd_template, "print the prompt a chat template renders for messages"},
     {"info", cmd_info, "show a model's architecture, tensors and memory needs"},
     {"logits", cmd_logits, "print the top-K logits at every position (for comparisons)"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
