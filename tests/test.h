@@ -70,6 +70,10 @@ const char *test_shared_dir(void);
 const char *test_shared_path(const char *rel);
 /* Reads a whole file (malloc'd, NUL-appended); NULL on failure. */
 char *test_read_file(const char *path, size_t *size);
+/* Counting of heap allocations on this thread between begin and end (alloc_hook.c);
+ * worker threads are counted too while the calling thread counts: the counter is global. */
+void test_alloc_count_begin(void);
+long test_alloc_count_end(void);
 /* A fresh temporary directory for this process (created once). */
 const char *test_tmp_dir(void);
 

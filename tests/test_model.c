@@ -367,3 +367,28 @@ TEST(model_load_errors_name_the_file) {
         CHECK(t, strstr(err.msg, "architecture 'phi3' not supported") != NULL);
     }
 }
+
+/* Decoding allocates nothing: every buffer is made at context creation. (Counted on the
+ * calling thread; the pool's workers run the same code.) */
+TEST(model_decode_does_not_allocate) {
+    cpulm_model *m = load_model("tiny-llama-q4_0.gguf");
+    if (!m) SKIP(t, "models not found (CPULM_SHARED)");
+    cpulm_ctx *ctx = new_ctx(m, 64, 1, CPULM_KV_F16, 2);
+    REQUIRE(t, ctx != NULL);
+    int32_t toks[8] = {1, 5, 9, 40, 77, 300, 2, 8}, seqs[8] = {0, 0, 0, 0, 1, 1, 1, 1};
+    cpulm_batch b = {.n = 8, .token = toks, .seq = seqs};
+    test_alloc_count_begin();
+    cpulm_status s1 = cpulm_ctx_decode(ctx, &b);
+    cpulm_batch one = {.n = 1, .token = toks};
+    cpulm_status s2 = cpulm_ctx_decode(ctx, &one);
+    long n = test_alloc_count_end();
+    CHECK(t, s1 == CPULM_OK && s2 == CPULM_OK);
+    CHECK_EQ_INT(t, n, 0);
+    /* the hook itself works: a context creation allocates */
+    test_alloc_count_begin();
+    cpulm_ctx *ctx2 = new_ctx(m, 16, 1, CPULM_KV_F16, 1);
+    CHECK(t, test_alloc_count_end() > 0);
+    cpulm_ctx_free(ctx2);
+    cpulm_ctx_free(ctx);
+    cpulm_model_free(m);
+}
