@@ -29,14 +29,14 @@ enum {
 
 /* Q2_K / Q3_K / IQ presets are absent: there is no reference quantizer for them here. */
 static const cpulm_qplan_preset presets[] = {
-    {"Q4_0", FT_Q4_0, CPULM_DTYPE_Q4_0, "4.5 bits/weight, legacy; output.weight Q6_K"},
+    {"Q4_0", FT_Q4_0, CPULM_DTYPE_Q4_0, "4.5 bits/weight, legacy"},
     {"Q4_1", FT_Q4_1, CPULM_DTYPE_Q4_1, "5.0 bits/weight, legacy"},
     {"Q5_0", FT_Q5_0, CPULM_DTYPE_Q5_0, "5.5 bits/weight, legacy"},
     {"Q5_1", FT_Q5_1, CPULM_DTYPE_Q5_1, "6.0 bits/weight, legacy"},
     {"Q8_0", FT_Q8_0, CPULM_DTYPE_Q8_0, "8.5 bits/weight, near-lossless"},
-    {"Q4_K_S", FT_Q4_K_S, CPULM_DTYPE_Q4_K, "Q4_K, a few attn_v/ffn_down in Q5_K"},
+    {"Q4_K_S", FT_Q4_K_S, CPULM_DTYPE_Q4_K, "Q4_K; Q5_K for the first 4 attn_v and first 1/8 of ffn_down"},
     {"Q4_K_M", FT_Q4_K_M, CPULM_DTYPE_Q4_K, "Q4_K, half of attn_v/ffn_down in Q6_K (the usual pick)"},
-    {"Q5_K_S", FT_Q5_K_S, CPULM_DTYPE_Q5_K, "Q5_K everywhere but output.weight (Q6_K)"},
+    {"Q5_K_S", FT_Q5_K_S, CPULM_DTYPE_Q5_K, "Q5_K"},
     {"Q5_K_M", FT_Q5_K_M, CPULM_DTYPE_Q5_K, "Q5_K, half of attn_v/ffn_down in Q6_K"},
     {"Q6_K", FT_Q6_K, CPULM_DTYPE_Q6_K, "6.6 bits/weight"},
     {"F16", FT_F16, CPULM_DTYPE_F16, "16-bit float"},

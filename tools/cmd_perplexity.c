@@ -208,7 +208,10 @@ static int setup_and_run(ppl_run *r, int32_t n_tokens) {
     cp.n_ctx = r->n_ctx;
     cp.n_seq_max = r->n_seq;
     cp.n_batch = r->n_batch;
-    cp.n_outputs_max = r->n_batch;
+    /* logits are kept for scored positions only: n_vocab floats each, the big buffer */
+    int32_t scored = r->n_ctx - r->first - 1;
+    cp.n_outputs_max = r->n_batch < r->n_ctx ? (r->n_batch < scored ? r->n_batch : scored)
+                                             : r->n_seq * scored;
     cp.n_threads = cp.n_threads_batch = o->threads;
     cp.kv_type = o->kv;
     cpulm_error err = {0};

@@ -551,7 +551,11 @@ static int download(const pull_opts *o, const char *url, const char *path) {
 #endif
 
 int cmd_pull(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "--hash")) return argc > 2 ? hash_files(argc - 2, argv + 2) : EXIT_USAGE;
+    if (argc >= 2 && !strcmp(argv[1], "--hash")) {
+        if (argc > 2) return hash_files(argc - 2, argv + 2);
+        fprintf(stderr, "cpulm pull: --hash needs one or more files\n");
+        return EXIT_USAGE;
+    }
     pull_opts o = {0};
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;

@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,6 +39,9 @@ static void quantize_usage(FILE *f) {
         const cpulm_qplan_preset *p = cpulm_qplan_preset_at(i);
         fprintf(f, "  %-7s %2u  %s\n", p->name, p->ftype, p->desc);
     }
+    fprintf(f, "Unless --pure: output.weight gets Q6_K (kept Q8_0 in Q8_0), and a tensor whose rows\n"
+               "do not split into K-quant blocks of 256 falls back to Q5_0 / Q5_1 / Q8_0 / F16.\n"
+               "Norms, biases and other 1-D tensors are copied unchanged.\n");
 }
 
 typedef struct qopts {
@@ -134,7 +138,9 @@ typedef struct job {
 static void *convert_rows(void *arg) {
     job *j = arg;
     float *buf = NULL;
-    if (j->src_type != CPULM_DTYPE_F32 && !(buf = malloc(sizeof(float) * (size_t)j->n_per_row))) {
+    /* F32 rows are read in place when aligned (GGUF's alignment may in theory be 1 or 2) */
+    int in_place = j->src_type == CPULM_DTYPE_F32 && (uintptr_t)j->src % sizeof(float) == 0;
+    if (!in_place && !(buf = malloc(sizeof(float) * (size_t)j->n_per_row))) {
         atomic_store(&j->failed, 1);
         return NULL;
     }
@@ -144,7 +150,7 @@ static void *convert_rows(void *arg) {
         int64_t r1 = r0 + j->rows_per_chunk < j->n_rows ? r0 + j->rows_per_chunk : j->n_rows;
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *s = j->src + (uint64_t)r * j->src_row_bytes;
-            const float *x = (const float *)s; /* F32 rows are 4-byte aligned in a GGUF */
+            const float *x = (const float *)s;
             if (buf) {
                 cpulm_dequantize_row_ref((cpulm_dtype)j->src_type, s, buf, j->n_per_row);
                 x = buf;
