@@ -17,6 +17,9 @@ static const struct {
     {"info", cmd_info, "show a model's architecture, tensors and memory needs"},
     {"logits", cmd_logits, "print the top-K logits at every position (for comparisons)"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"quantize", cmd_quantize, "convert a GGUF model to Q4_K_M, Q8_0, ... (llama.cpp's mixes)"},
+    {"perplexity", cmd_perplexity, "measure a model's perplexity on a text file"},
+    {"pull", cmd_pull, "download a GGUF model from Hugging Face (or a mirror)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,265 @@
+/* cmd_perplexity.c: `cpulm perplexity`: perplexity of a model on a text file, with the
+ * semantics of llama.cpp's llama-perplexity so the numbers can be compared:
+ *   - the whole text is tokenized once, with BOS when the vocab adds one;
+ *   - it is cut into chunks of n_ctx tokens (a partial last chunk is dropped); each chunk is
+ *     evaluated from an empty KV cache, its first token replaced by BOS;
+ *   - only the second half is scored: the logits at positions n_ctx/2 .. n_ctx-2 predict the
+ *     next token, so every scored token has at least n_ctx/2 tokens of context;
+ *   - after each chunk the running exp(mean NLL) is printed as "[i]x.xxxx,", and at the end
+ *     "Final estimate: PPL = p +/- e", e being the standard error of the mean NLL times p.
+ * With -b >= 2*n_ctx several chunks go in one decode as separate sequences, as in
+ * llama.cpp; the result does not depend on -b. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "common.h"
+
+static void ppl_usage(FILE *f) {
+    fprintf(f, "usage: cpulm perplexity [-m MODEL] -f TEXT [options]\n"
+               "  -c, --ctx-size N      tokens per chunk (default 512)\n"
+               "  -b, --batch-size N    tokens per decode; >= 2*N runs chunks in parallel\n"
+               "                        (default: the chunk size)\n"
+               "  --chunks N            score at most N chunks (default: all)\n"
+               "  -t, --threads N       threads (default: physical cores)\n"
+               "  --kv f16|f32|q8_0     KV cache type (default f16, as llama.cpp)\n");
+}
+
+typedef struct ppl_opts {
+    const char *model, *file;
+    int n_ctx, n_batch, n_chunks, threads;
+    cpulm_kv_type kv;
+} ppl_opts;
+
+typedef struct ppl_acc { /* running sums over scored tokens */
+    double nll, nll2;
+    long long count;
+} ppl_acc;
+
+static int parse_kv(const char *s, cpulm_kv_type *out) {
+    if (!strcmp(s, "f16")) *out = CPULM_KV_F16;
+    else if (!strcmp(s, "f32")) *out = CPULM_KV_F32;
+    else if (!strcmp(s, "q8_0")) *out = CPULM_KV_Q8_0;
+    else return 0;
+    return 1;
+}
+
+static int parse_args(int argc, char **argv, ppl_opts *o) {
+    cli c = {.cmd = "perplexity", .argc = argc, .argv = argv};
+    *o = (ppl_opts){.n_ctx = 512, .n_chunks = -1, .kv = CPULM_KV_F16};
+    for (c.i = 1; c.i < argc; c.i++) {
+        const char *v;
+        if (cli_flag(&c, "-h", "--help")) {
+            ppl_usage(stdout);
+            return -1;
+        } else if (cli_flag(&c, "-m", "--model")) {
+            if (!(o->model = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-f", "--file")) {
+            if (!(o->file = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-c", "--ctx-size")) {
+            if (!cli_int(&c, 4, 1 << 20, &o->n_ctx)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-b", "--batch-size")) {
+            if (!cli_int(&c, 1, 1 << 22, &o->n_batch)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--chunks", NULL)) {
+            if (!cli_int(&c, 1, 1 << 30, &o->n_chunks)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-t", "--threads")) {
+            if (!cli_int(&c, 1, 512, &o->threads)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--kv", "-ctk")) {
+            if (!(v = cli_value(&c))) return EXIT_USAGE;
+            if (!parse_kv(v, &o->kv)) {
+                fprintf(stderr, "cpulm perplexity: bad --kv '%s' (f16, f32 or q8_0)\n", v);
+                return EXIT_USAGE;
+            }
+        } else {
+            return cli_unknown(&c);
+        }
+    }
+    if (!o->file) {
+        fprintf(stderr, "cpulm perplexity: give the text with -f FILE\n");
+        return EXIT_USAGE;
+    }
+    if (!o->n_batch) o->n_batch = o->n_ctx;
+    return 0;
+}
+
+/* -log p(tok) from one row of logits, as llama.cpp computes it (float max, double sum). */
+static double neg_log_prob(const float *logits, int32_t n_vocab, cpulm_token tok) {
+    float mx = logits[0];
+    for (int32_t i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += expf(logits[i] - mx);
+    return -((double)(logits[tok] - mx) - log(sum));
+}
+
+typedef struct ppl_run {
+    const ppl_opts *o;
+    const cpulm_model *m;
+    cpulm_ctx *ctx;
+    const cpulm_token *tokens;
+    int32_t n_ctx, n_batch, n_seq, n_chunk, first, n_vocab;
+    cpulm_token bos;
+    cpulm_token *b_tok; /* [n_batch] decode arrays */
+    int32_t *b_pos, *b_seq;
+    int8_t *b_want;
+} ppl_run;
+
+/* One decode: positions [p0, p0 + len) of chunks c0 .. c0 + n_seq_batch - 1. Scores the
+ * outputs right away (logits are only valid until the next decode). */
+static int decode_part(ppl_run *r, int32_t c0, int32_t n_seq_batch, int32_t p0, int32_t len,
+                       ppl_acc *acc) {
+    int32_t n = 0;
+    for (int32_t s = 0; s < n_seq_batch; s++) {
+        const cpulm_token *chunk = r->tokens + (int64_t)(c0 + s) * r->n_ctx;
+        for (int32_t k = 0; k < len; k++, n++) {
+            int32_t pos = p0 + k;
+            r->b_tok[n] = pos == 0 && r->bos >= 0 ? r->bos : chunk[pos];
+            r->b_pos[n] = pos;
+            r->b_seq[n] = s;
+            /* the last position's prediction has no target inside the chunk */
+            r->b_want[n] = pos >= r->first && pos < r->n_ctx - 1;
+        }
+    }
+    cpulm_batch b = {.n = n, .token = r->b_tok, .pos = r->b_pos, .seq = r->b_seq,
+                     .want_logits = r->b_want};
+    cpulm_status st = cpulm_ctx_decode(r->ctx, &b);
+    if (st != CPULM_OK) {
+        fprintf(stderr, "cpulm perplexity: decode failed: %s\n", cpulm_status_str(st));
+        return 0;
+    }
+    int32_t out = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!r->b_want[i]) continue;
+        const cpulm_token *chunk = r->tokens + (int64_t)(c0 + r->b_seq[i]) * r->n_ctx;
+        double v = neg_log_prob(cpulm_ctx_logits(r->ctx, out++), r->n_vocab, chunk[r->b_pos[i] + 1]);
+        acc[r->b_seq[i]].nll += v;
+        acc[r->b_seq[i]].nll2 += v * v;
+        acc[r->b_seq[i]].count++;
+    }
+    return 1;
+}
+
+/* Evaluates chunks c0.. (up to n_seq of them), adding each one's sums to *total in chunk
+ * order and printing the running estimate after each. */
+static int eval_chunks(ppl_run *r, int32_t c0, ppl_acc *total) {
+    int32_t n_seq_batch = r->n_chunk - c0 < r->n_seq ? r->n_chunk - c0 : r->n_seq;
+    ppl_acc acc[64] = {{0}};
+    for (int32_t s = 0; s < n_seq_batch; s++) cpulm_ctx_seq_rm(r->ctx, s, 0);
+    int32_t step = r->n_batch < r->n_ctx ? r->n_batch : r->n_ctx;
+    for (int32_t p0 = 0; p0 < r->n_ctx; p0 += step) {
+        int32_t len = r->n_ctx - p0 < step ? r->n_ctx - p0 : step;
+        if (!decode_part(r, c0, n_seq_batch, p0, len, acc)) return 0;
+    }
+    for (int32_t s = 0; s < n_seq_batch; s++) {
+        total->nll += acc[s].nll;
+        total->nll2 += acc[s].nll2;
+        total->count += acc[s].count;
+        printf("[%d]%.4f,", c0 + s + 1, exp(total->nll / (double)total->count));
+        fflush(stdout);
+    }
+    return 1;
+}
+
+static void print_final(const ppl_acc *a) {
+    double nll = a->nll / (double)a->count, nll2 = a->nll2 / (double)a->count;
+    double ppl = exp(nll), var = nll2 - nll * nll;
+    printf("\n");
+    if (var > 0 && a->count > 1)
+        printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, sqrt(var / (double)(a->count - 1)) * ppl);
+    else
+        printf("Final estimate: PPL = %.4f (no spread: too few tokens)\n", ppl);
+}
+
+static int evaluate(ppl_run *r) {
+    ppl_acc total = {0};
+    double t0 = cli_now_ms();
+    for (int32_t c = 0; c < r->n_chunk; c += r->n_seq) {
+        if (!eval_chunks(r, c, &total)) return 1;
+        if (c == 0) {
+            double s = (cli_now_ms() - t0) / 1e3;
+            fprintf(stderr, "cpulm perplexity: %.2f seconds per pass - ETA %.2f minutes\n", s,
+                    s * ((r->n_chunk + r->n_seq - 1) / r->n_seq) / 60.0);
+        }
+    }
+    print_final(&total);
+    fprintf(stderr, "cpulm perplexity: %lld tokens scored in %.2f s\n", total.count,
+            (cli_now_ms() - t0) / 1e3);
+    return 0;
+}
+
+static int setup_and_run(ppl_run *r, int32_t n_tokens) {
+    const ppl_opts *o = r->o;
+    r->n_ctx = o->n_ctx;
+    if (n_tokens < 2 * r->n_ctx) {
+        fprintf(stderr, "cpulm perplexity: you need at least %d tokens for a context of %d; "
+                "%s tokenizes to only %d\n", 2 * r->n_ctx, r->n_ctx, o->file, n_tokens);
+        return 1;
+    }
+    int32_t n_max = n_tokens / r->n_ctx;
+    r->n_chunk = o->n_chunks > 0 && o->n_chunks < n_max ? o->n_chunks : n_max;
+    r->n_seq = o->n_batch / r->n_ctx;
+    r->n_seq = r->n_seq < 1 ? 1 : r->n_seq > 64 ? 64 : r->n_seq;
+    if (r->n_seq > r->n_chunk) r->n_seq = r->n_chunk;
+    r->n_batch = o->n_batch < r->n_ctx ? o->n_batch : r->n_seq * r->n_ctx;
+    r->first = r->n_ctx / 2;
+    r->n_vocab = cpulm_vocab_n(r->m);
+    r->bos = cpulm_vocab_add_bos(r->m) ? cpulm_token_bos(r->m) : -1;
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = r->n_ctx;
+    cp.n_seq_max = r->n_seq;
+    cp.n_batch = r->n_batch;
+    /* logits are kept for scored positions only: n_vocab floats each, the big buffer */
+    int32_t scored = r->n_ctx - r->first - 1;
+    cp.n_outputs_max = r->n_batch < r->n_ctx ? (r->n_batch < scored ? r->n_batch : scored)
+                                             : r->n_seq * scored;
+    cp.n_threads = cp.n_threads_batch = o->threads;
+    cp.kv_type = o->kv;
+    cpulm_error err = {0};
+    r->ctx = cpulm_ctx_new(r->m, &cp, &err);
+    if (!r->ctx) {
+        fprintf(stderr, "cpulm perplexity: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "cpulm perplexity: %d tokens; %d chunks, n_ctx=%d, batch_size=%d, n_seq=%d\n",
+            n_tokens, r->n_chunk, r->n_ctx, r->n_batch, r->n_seq);
+    size_t nb = (size_t)r->n_batch;
+    r->b_tok = malloc(nb * sizeof *r->b_tok);
+    r->b_pos = malloc(nb * sizeof *r->b_pos);
+    r->b_seq = malloc(nb * sizeof *r->b_seq);
+    r->b_want = malloc(nb);
+    int rc = r->b_tok && r->b_pos && r->b_seq && r->b_want ? evaluate(r) : 1;
+    free(r->b_tok);
+    free(r->b_pos);
+    free(r->b_seq);
+    free(r->b_want);
+    cpulm_ctx_free(r->ctx);
+    return rc;
+}
+
+int cmd_perplexity(int argc, char **argv) {
+    ppl_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    size_t len = 0;
+    char *text = cli_read_file(o.file, &len);
+    if (!text) return EXIT_USAGE;
+    const char *path = cli_model_path(o.model);
+    cpulm_model *m = path ? cli_load_model(path, 0, NULL) : NULL;
+    if (!m) {
+        free(text);
+        return path ? cli_load_failed_rc(path) : EXIT_USAGE;
+    }
+    cpulm_token *tokens = NULL;
+    double t0 = cli_now_ms();
+    int32_t n = cli_tokenize(m, text, len, 1, 0, &tokens);
+    free(text);
+    rc = 1;
+    if (n >= 0) {
+        fprintf(stderr, "cpulm perplexity: tokenized %s in %.0f ms\n", o.file, cli_now_ms() - t0);
+        ppl_run r = {.o = &o, .m = m, .tokens = tokens};
+        rc = setup_and_run(&r, n);
+    }
+    free(tokens);
+    cpulm_model_free(m);
+    return rc;
+}
