@@ -33,7 +33,8 @@ static void vec_dot_q6_K_q8_K(int64_t n, float *s, const void *x, const void *y)
     arm_vec_dot_q6_K(n, s, x, y, arm_dot16_mull);
 }
 
-/* ---- float dots: 16 elements per step in 4 accumulators, then 4-wide, then scalar ---- */
+/* ---- bf16 and attention-score dots: 16 elements per step in 4 accumulators, then 4-wide,
+ * then scalar (not canonical: their order is free) ---- */
 
 typedef float32x4_t (*load4_fn)(const void *p, int64_t i);
 typedef float (*load1_fn)(const void *p, int64_t i);
@@ -41,17 +42,11 @@ typedef float (*load1_fn)(const void *p, int64_t i);
 ARM_INLINE float32x4_t load4_f32(const void *p, int64_t i) {
     return vld1q_f32((const float *)p + i);
 }
-ARM_INLINE float32x4_t load4_f16(const void *p, int64_t i) {
-    return arm_load4_f16((const uint16_t *)p + i);
-}
 ARM_INLINE float32x4_t load4_bf16(const void *p, int64_t i) {
     return arm_load4_bf16((const uint16_t *)p + i);
 }
 ARM_INLINE float load1_f32(const void *p, int64_t i) {
     return ((const float *)p)[i];
-}
-ARM_INLINE float load1_f16(const void *p, int64_t i) {
-    return arm_fp16(((const uint16_t *)p)[i]);
 }
 ARM_INLINE float load1_bf16(const void *p, int64_t i) {
     return arm_bf16(((const uint16_t *)p)[i]);
@@ -73,14 +68,6 @@ ARM_INLINE float float_dot(int64_t n, const void *x, const void *y, load4_fn loa
     for (; i < n; i++)
         sum += load1(x, i) * load1(y, i);
     return sum;
-}
-
-static void vec_dot_f32(int64_t n, float *s, const void *x, const void *y) {
-    *s = float_dot(n, x, y, load4_f32, load1_f32);
-}
-
-static void vec_dot_f16(int64_t n, float *s, const void *x, const void *y) {
-    *s = float_dot(n, x, y, load4_f16, load1_f16);
 }
 
 static void vec_dot_bf16(int64_t n, float *s, const void *x, const void *y) {
@@ -206,11 +193,75 @@ static void to_float_bf16(const void *vx, float *y, int64_t n) {
         y[i] = arm_bf16(x[i]);
 }
 
-/* ---- f32 vector ops ---- */
+/* ---- canonical float arithmetic ----
+ * F32/F16 dots, rms_norm, swiglu and the f16 accumulators compute exactly what the generic
+ * oracle computes (generic/dot.c, generic/vec.c), operation for operation, so float models
+ * give the same logits at every level. The dotprod, i8mm and sve levels inherit these: a
+ * canonical F32 dot has 16 lanes whatever the vector length, which 4 NEON registers hold. */
 
-static void rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
-    const float mean = dot_f32(n, x, x) / (float)n;
-    const float scale = 1.0f / sqrtf(mean + eps);
+/* The generic tree sum of 16 lanes held as quarters q[0..3] (lanes 0-3, 4-7, 8-11, 12-15):
+ * h = a[8..15] + a[0..7], g = h[4..7] + h[0..3], then (g0 + g2) + (g1 + g3). */
+ARM_INLINE float reduce16(const float32x4_t q[4]) {
+    const float32x4_t g = vaddq_f32(vaddq_f32(q[3], q[1]), vaddq_f32(q[2], q[0]));
+    return vpadds_f32(vadd_f32(vget_low_f32(g), vget_high_f32(g)));
+}
+
+/* acc += x[i..i+15] * y[i..i+15], fused lane by lane */
+ARM_INLINE void fma16(float32x4_t acc[4], const float *x, const float *y) {
+    for (int q = 0; q < 4; q++)
+        acc[q] = vfmaq_f32(acc[q], vld1q_f32(x + 4 * q), vld1q_f32(y + 4 * q));
+}
+
+static void canon_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    float32x4_t a[4][4];
+    for (int j = 0; j < 4; j++)
+        for (int q = 0; q < 4; q++)
+            a[j][q] = vdupq_n_f32(0.0f);
+    if (n % 16 == 0) {
+        for (int64_t i = 0; i < n; i += 16)
+            fma16(a[0], x + i, y + i);
+        *s = reduce16(a[0]);
+        return;
+    }
+    const int64_t np = n & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            fma16(a[j], x + i + 16 * j, y + i + 16 * j);
+    for (int q = 0; q < 4; q++) /* (a0 + a2) + (a1 + a3), lane-wise */
+        a[0][q] = vaddq_f32(vaddq_f32(a[0][q], a[2][q]), vaddq_f32(a[1][q], a[3][q]));
+    float sum = reduce16(a[0]);
+    for (int64_t i = np; i < n; i++)
+        sum = fmaf(x[i], y[i], sum);
+    *s = sum;
+}
+
+/* Exact f32 products summed in double: order-independent in practice (see generic/dot.c),
+ * so four double accumulators may take them. */
+static void canon_dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    float64x2_t d0 = vdupq_n_f64(0.0), d1 = d0, d2 = d0, d3 = d0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float32x4_t p0 = vmulq_f32(arm_load4_f16(x + i), arm_load4_f16(y + i));
+        const float32x4_t p1 = vmulq_f32(arm_load4_f16(x + i + 4), arm_load4_f16(y + i + 4));
+        d0 = vaddq_f64(d0, vcvt_f64_f32(vget_low_f32(p0)));
+        d1 = vaddq_f64(d1, vcvt_high_f64_f32(p0));
+        d2 = vaddq_f64(d2, vcvt_f64_f32(vget_low_f32(p1)));
+        d3 = vaddq_f64(d3, vcvt_high_f64_f32(p1));
+    }
+    double sum = vaddvq_f64(vaddq_f64(vaddq_f64(d0, d1), vaddq_f64(d2, d3)));
+    for (; i < n; i++)
+        sum += (double)(arm_fp16(x[i]) * arm_fp16(y[i]));
+    *s = (float)sum;
+}
+
+/* The sum of squares stays sequential in double (canonical); only the scaling is vector. */
+static void canon_rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
     int64_t i = 0;
     for (; i + 4 <= n; i += 4)
         vst1q_f32(y + i, vmulq_f32(vmulq_n_f32(vld1q_f32(x + i), scale), vld1q_f32(w + i)));
@@ -218,17 +269,71 @@ static void rms_norm(int64_t n, float *y, const float *x, const float *w, float 
         y[i] = (x[i] * scale) * w[i];
 }
 
-static void swiglu(int64_t n, float *y, const float *g, const float *u) {
+/* cpulm_generic_vexpf on 4 lanes, the same fused operations in the same order; 2^n is
+ * applied as ldexpf does: one rounding of j * 2^n. For |n| <= 126, 2^n is a normal float and
+ * one multiply is that rounding (subnormal results included); other lanes (|x| > ~87, inf)
+ * go through ldexpf itself. NaN lanes convert n to 0 and stay NaN. */
+ARM_INLINE float32x4_t canon_vexp(float32x4_t x) {
+    const float32x4_t r = vdupq_n_f32(0x1.8p23f);
+    const float32x4_t z = vfmaq_f32(r, x, vdupq_n_f32(0x1.715476p+0f));
+    const float32x4_t n = vsubq_f32(z, r);
+    const float32x4_t b =
+        vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n, vdupq_n_f32(0x1.7f7d1cp-20f));
+    const float32x4_t u = vmulq_f32(b, b);
+    const float32x4_t c65 = vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b);
+    const float32x4_t c32 = vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b);
+    const float32x4_t c10 = vfmaq_f32(vdupq_n_f32(1.0f), vdupq_n_f32(0x1.ffffecp-1f), b);
+    const float32x4_t j = vfmaq_f32(c10, vfmaq_f32(c32, c65, u), u);
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    float32x4_t res = vmulq_f32(j, vreinterpretq_f32_s32(e));
+    const uint32x4_t big = vcagtq_f32(n, vdupq_n_f32(126.0f)); /* false for NaN */
+    if (vmaxvq_u32(big)) {
+        float jv[4], nv[4], rv[4];
+        vst1q_f32(jv, j);
+        vst1q_f32(nv, n);
+        vst1q_f32(rv, res);
+        for (int l = 0; l < 4; l++)
+            if (fabsf(nv[l]) > 126.0f) rv[l] = ldexpf(jv[l], (int)nv[l]);
+        res = vld1q_f32(rv);
+    }
+    return res;
+}
+
+/* Elements in whole groups of 16 take the polynomial exp, the rest libm's expf (canonical). */
+static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
     const float32x4_t one = vdupq_n_f32(1.0f);
+    const int64_t nv = n & ~(int64_t)15;
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
+    for (; i < nv; i += 4) {
         const float32x4_t vg = vld1q_f32(g + i);
-        const float32x4_t silu = vdivq_f32(vg, vaddq_f32(one, arm_exp_f32x4(vnegq_f32(vg))));
+        const float32x4_t silu = vdivq_f32(vg, vaddq_f32(one, canon_vexp(vnegq_f32(vg))));
         vst1q_f32(y + i, vmulq_f32(silu, vld1q_f32(u + i)));
     }
     for (; i < n; i++)
         y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
+
+ARM_INLINE void store4_f16(uint16_t *p, float32x4_t v) {
+    vst1_u16(p, vreinterpret_u16_f16(vcvt_f16_f32(v))); /* FCVTN: nearest-even */
+}
+
+static void canon_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        store4_f16(y + i, vfmaq_n_f32(arm_load4_f16(y + i), arm_load4_f16(x + i), v));
+    for (; i < n; i++)
+        y[i] = arm_to_fp16(fmaf(arm_fp16(x[i]), v, arm_fp16(y[i])));
+}
+
+static void canon_scale_f16(int64_t n, uint16_t *y, float v) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        store4_f16(y + i, vmulq_n_f32(arm_load4_f16(y + i), v));
+    for (; i < n; i++)
+        y[i] = arm_to_fp16(arm_fp16(y[i]) * v);
+}
+
+/* ---- other f32 vector ops (order free) ---- */
 
 static void softmax(int64_t n, float *x) {
     float32x4_t vmax = vdupq_n_f32(-INFINITY);
@@ -268,8 +373,8 @@ const cpulm_kernels cpulm_kernels_neon = {
     .name = "neon",
     .vec_dot =
         {
-            [CPULM_DTYPE_F32] = vec_dot_f32,
-            [CPULM_DTYPE_F16] = vec_dot_f16,
+            [CPULM_DTYPE_F32] = canon_dot_f32,
+            [CPULM_DTYPE_F16] = canon_dot_f16,
             [CPULM_DTYPE_BF16] = vec_dot_bf16,
             [CPULM_DTYPE_Q8_0] = vec_dot_q8_0_q8_0,
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
@@ -285,10 +390,12 @@ const cpulm_kernels cpulm_kernels_neon = {
             [CPULM_DTYPE_Q8_K] = from_float_q8_K,
         },
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16, [CPULM_DTYPE_BF16] = to_float_bf16},
-    .rms_norm = rms_norm,
-    .swiglu = swiglu,
+    .rms_norm = canon_rms_norm,
+    .swiglu = canon_swiglu,
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
+    .scale_f16 = canon_scale_f16,
+    .mad_f16 = canon_mad_f16,
 };
 #endif

@@ -1,7 +1,8 @@
 /* sve.c: the sve kernel level (Neoverse V1 / Graviton3 at 256 bits, V2 / Graviton4 and
  * N2 at 128 bits, A64FX at 512), built with -march=armv8.2-a+dotprod+i8mm+sve. Reached
  * only after dispatch.c saw HWCAP_SVE (and the dotprod and i8mm it builds on); NULL
- * entries inherit i8mm, i.e. the NEON K-quant dots, which SVE cores run at full speed.
+ * entries inherit i8mm, i.e. the NEON K-quant dots and the NEON canonical float ops, which
+ * SVE cores run at full speed.
  *
  * Vector-length agnostic: nothing assumes a width; svcntb() is read at run time and the
  * code is tested at 128, 256 and 512 bits (QEMU_CPU=max,sve-default-vector-length=N).
@@ -116,18 +117,15 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
     *s = svaddv_f32(all, acc);
 }
 
-/* ---- float dots: two accumulators of svcntw() lanes, a predicated last step ---- */
+/* ---- bf16 and attention-score dots: two accumulators of svcntw() lanes, a predicated
+ * last step. The canonical F32 / F16 dots, rms_norm and swiglu are inherited from neon:
+ * the canonical order has 16 lanes whatever the vector length, and the 128- and 256-bit
+ * SVE cores run NEON with the same float throughput. ---- */
 
 typedef svfloat32_t (*load_fn)(svbool_t pg, const void *p, int64_t i);
 
 ARM_INLINE svfloat32_t load_f32(svbool_t pg, const void *p, int64_t i) {
     return svld1_f32(pg, (const float *)p + i);
-}
-
-/* one fp16 per 32-bit lane (zero-extended), in the low half FCVT reads */
-ARM_INLINE svfloat32_t load_f16(svbool_t pg, const void *p, int64_t i) {
-    const svuint32_t h = svld1uh_u32(pg, (const uint16_t *)p + i);
-    return svcvt_f32_f16_x(pg, svreinterpret_f16_u32(h));
 }
 
 ARM_INLINE svfloat32_t load_bf16(svbool_t pg, const void *p, int64_t i) {
@@ -149,14 +147,6 @@ ARM_INLINE float float_dot(int64_t n, const void *x, const void *y, load_fn load
         a0 = svmla_f32_m(pg, a0, load(pg, x, i), load(pg, y, i));
     }
     return svaddv_f32(all, svadd_f32_x(all, a0, a1));
-}
-
-static void vec_dot_f32(int64_t n, float *s, const void *x, const void *y) {
-    *s = float_dot(n, x, y, load_f32);
-}
-
-static void vec_dot_f16(int64_t n, float *s, const void *x, const void *y) {
-    *s = float_dot(n, x, y, load_f16);
 }
 
 static void vec_dot_bf16(int64_t n, float *s, const void *x, const void *y) {
@@ -186,26 +176,6 @@ ARM_INLINE svfloat32_t sve_exp(svbool_t pg, svfloat32_t x) {
     svfloat32_t y = svscale_f32_x(pg, p, svcvt_s32_f32_x(pg, k));
     y = svsel_f32(svcmplt_n_f32(pg, x, -87.3f), svdup_n_f32(0.0f), y);
     return svsel_f32(svcmpgt_n_f32(pg, x, 88.0f), svdup_n_f32(INFINITY), y);
-}
-
-static void rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
-    const float mean = dot_f32(n, x, x) / (float)n;
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (int64_t i = 0; i < n; i += (int64_t)svcntw()) {
-        const svbool_t pg = svwhilelt_b32_s64(i, n);
-        const svfloat32_t v = svmul_n_f32_x(pg, svld1_f32(pg, x + i), scale);
-        svst1_f32(pg, y + i, svmul_f32_x(pg, v, svld1_f32(pg, w + i)));
-    }
-}
-
-static void swiglu(int64_t n, float *y, const float *g, const float *u) {
-    for (int64_t i = 0; i < n; i += (int64_t)svcntw()) {
-        const svbool_t pg = svwhilelt_b32_s64(i, n);
-        const svfloat32_t vg = svld1_f32(pg, g + i);
-        const svfloat32_t den = svadd_n_f32_x(pg, sve_exp(pg, svneg_f32_x(pg, vg)), 1.0f);
-        const svfloat32_t silu = svdiv_f32_x(pg, vg, den);
-        svst1_f32(pg, y + i, svmul_f32_x(pg, silu, svld1_f32(pg, u + i)));
-    }
 }
 
 static void softmax(int64_t n, float *x) {
@@ -243,14 +213,10 @@ const cpulm_kernels cpulm_kernels_sve = {
     .name = "sve",
     .vec_dot =
         {
-            [CPULM_DTYPE_F32] = vec_dot_f32,
-            [CPULM_DTYPE_F16] = vec_dot_f16,
             [CPULM_DTYPE_BF16] = vec_dot_bf16,
             [CPULM_DTYPE_Q8_0] = vec_dot_q8_0_q8_0,
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
         },
-    .rms_norm = rms_norm,
-    .swiglu = swiglu,
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
