@@ -5,7 +5,8 @@
  *
  * Sweep parsing, combination and statistics are pure (tested in tests/test_bench.c); the
  * runners use only include/cpulm.h, except the roofline peaks, which call the kernel table
- * (src/kernels/kernels.h) directly because that is the thing being measured.
+ * (src/kernels/kernels.h) directly because that is the thing being measured, and the
+ * default thread list, which asks src/threads/topo.h for the engine's core count.
  */
 #ifndef CPULM_TOOLS_BENCH_H
 #define CPULM_TOOLS_BENCH_H
@@ -174,7 +175,28 @@ double bench_peak_f32(int n_threads, double min_s);
 /* Bytes of weights one generated token reads: every tensor except the token embedding
  * table (only one row of it is read) unless it doubles as the output matrix. */
 uint64_t bench_bytes_per_token(const cpulm_model *m);
-/* Parameters that take part in matrix products (all but an untied token embedding). */
+/* Parameters of the 2-D weights a token's matrix products use (all but an untied token
+ * embedding, whose rows are looked up). */
 int64_t bench_matmul_params(const cpulm_model *m);
+
+/* 1, 2, 4, ... below the physical core count, then the count itself (the engine's default
+ * thread count: physical cores, capped by the cgroup quota). */
+void bench_default_threads(bench_list *l);
+
+/* One row of the roofline: the ceilings at n_threads and, with a model, what it achieved. */
+typedef struct bench_roof {
+    int n_threads;
+    double bw;        /* read bytes/s */
+    double int8_ops;  /* Q8_0 dot, ops/s */
+    double f32_flops; /* f32 dot, flop/s */
+    double tg_ts, pp_ts;     /* measured mean tokens/s; 0 without a model */
+    double tg_frac, pp_frac; /* tg: tg_ts * bytes/token / bw; pp: pp_ts * 2 * params / int8 */
+} bench_roof;
+
+/* Measures the three ceilings at r->n_threads (min_s seconds each, roughly). Returns 0, or
+ * -1 when a measurement could not run (out of memory, threads). */
+int bench_roof_measure(bench_roof *r, size_t buf_bytes, double min_s);
+/* Fills tg_frac / pp_frac from tg_ts / pp_ts and the model's per-token work. */
+void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, int64_t matmul_params);
 
 #endif
