@@ -16,6 +16,7 @@ static const struct {
     {"logits", cmd_logits, "print the top-K logits at every position (for comparisons)"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"bench", cmd_bench, "measure prompt/generation speed, parallel sequences and TTFT"},
+    {"roofline", cmd_roofline, "memory bandwidth and kernel peaks; a model's share of them"},
 };
 
 static void usage(FILE *f) {
