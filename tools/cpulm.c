@@ -17,6 +17,7 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"bench", cmd_bench, "measure prompt/generation speed, parallel sequences and TTFT"},
     {"roofline", cmd_roofline, "memory bandwidth and kernel peaks; a model's share of them"},
+    {"plan", cmd_plan, "memory a deployment needs, instances that fit, cost per token"},
 };
 
 static void usage(FILE *f) {
