@@ -1,13 +1,16 @@
 /* bench_plan.c: memory and cost arithmetic behind `cpulm plan` (see bench_plan.h). Every
  * number here follows from a stated rule; the tests check them against hand-computed
  * values and against the byte sizes of real quantized files. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "bench_plan.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- shapes ---- */
 
@@ -224,6 +227,30 @@ int plan_prices_parse(const char *text, plan_prices *out, char *err, size_t cap)
         out->n++;
     }
     return 0;
+}
+
+/* --prices, $CPULM_PRICES, then data/prices.tsv next to the build or install tree, then ./ */
+int plan_prices_locate(const char *flag, char *out, size_t cap) {
+    const char *env = getenv("CPULM_PRICES");
+    if (flag || (env && *env)) {
+        snprintf(out, cap, "%s", flag ? flag : env);
+        return 0;
+    }
+    char exe[2048];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    const char *rel[] = {"../data/prices.tsv", "../share/cpulm/prices.tsv"};
+    if (n > 0) {
+        exe[n] = 0;
+        char *dir = dirname(exe);
+        for (int i = 0; i < 2; i++) {
+            char path[4096], real[PATH_MAX];
+            snprintf(path, sizeof path, "%s/%s", dir, rel[i]);
+            snprintf(out, cap, "%s", realpath(path, real) ? real : path);
+            if (access(out, R_OK) == 0) return 0;
+        }
+    }
+    snprintf(out, cap, "data/prices.tsv");
+    return access(out, R_OK) == 0 ? 0 : -1;
 }
 
 int plan_prices_load(const char *path, plan_prices *out, char *err, size_t cap) {

@@ -1,7 +1,8 @@
 /* bench_plan.h: sizing and pricing arithmetic for `cpulm plan` and `cpulm report`: model
  * shapes known without a file (Llama 3 dims), weight bytes per type following llama.cpp's
  * default quantization mixes, KV cache and compute-buffer bytes as cpulm allocates them,
- * the instance price table, and cost per token. Pure: no I/O except plan_prices_load. */
+ * the instance price table, and cost per token. Pure: no I/O except locating and loading
+ * the price table. */
 #ifndef CPULM_TOOLS_BENCH_PLAN_H
 #define CPULM_TOOLS_BENCH_PLAN_H
 
@@ -79,6 +80,10 @@ typedef struct plan_prices {
  * optional header row starting with "instance", then rows "name vcpu mem_gib arch usd_hour"
  * separated by tabs or spaces. Returns 0, or -1 with "line N: ..." in err. */
 int plan_prices_parse(const char *text, plan_prices *out, char *err, size_t cap);
+/* Finds the table: flag (--prices) if given, else $CPULM_PRICES, else data/prices.tsv of
+ * the build tree (../data next to the executable), ../share/cpulm/prices.tsv, ./data.
+ * Writes the path to out; returns 0, or -1 when no candidate exists (out: the last tried). */
+int plan_prices_locate(const char *flag, char *out, size_t cap);
 /* Reads and parses a file. */
 int plan_prices_load(const char *path, plan_prices *out, char *err, size_t cap);
 void plan_prices_release(plan_prices *p);

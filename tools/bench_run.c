@@ -165,9 +165,11 @@ static cpulm_ctx *make_ctx(const bench_runner *br, const bench_test *t, char *er
     return ctx;
 }
 
-/* Untimed: one prompt call and one generation call touch every weight once. */
+/* Untimed: a short prompt call (up to 32 tokens: enough to take the batched path and touch
+ * every weight) and one generation call. */
 static int warm_up(run_state *s) {
     int32_t n = s->t->n_prompt < s->n_ub ? s->t->n_prompt : s->n_ub;
+    if (n > 32) n = 32;
     int rc = (n > 0 ? decode_prompt(s, n) : 0) || decode_gen(s, 1);
     clear_kv(s);
     return rc;

@@ -3,10 +3,8 @@
  * token from a measured (--bench) or given throughput. Every figure prints its assumption.
  * The arithmetic lives in bench_plan.c. */
 #define _GNU_SOURCE
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bench.h"
 #include "bench_plan.h"
@@ -86,28 +84,6 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
     return -1;
 }
 
-/* --prices, $CPULM_PRICES, then data/prices.tsv next to the build or install tree, then ./ */
-static int find_prices(const char *flag, char *out, size_t cap) {
-    const char *env = getenv("CPULM_PRICES");
-    if (flag || (env && *env)) {
-        snprintf(out, cap, "%s", flag ? flag : env);
-        return 0;
-    }
-    char exe[2048];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    const char *rel[] = {"../data/prices.tsv", "../share/cpulm/prices.tsv"};
-    if (n > 0) {
-        exe[n] = 0;
-        char *dir = dirname(exe);
-        for (int i = 0; i < 2; i++) {
-            snprintf(out, cap, "%s/%s", dir, rel[i]);
-            if (access(out, R_OK) == 0) return 0;
-        }
-    }
-    snprintf(out, cap, "data/prices.tsv");
-    return access(out, R_OK) == 0 ? 0 : -1;
-}
-
 static void human(double v, char *buf, size_t cap) {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
@@ -159,10 +135,9 @@ static uint64_t print_memory(const plan_opts *o, const plan_shape *s, uint64_t w
 static void print_instances(const plan_prices *p, const char *path, uint64_t need) {
     int idx[12];
     int n = plan_fitting(p, need, 1, idx, 12);
-    char real[4096];
     printf("cheapest instance of each family whose memory holds the total (usable = 90%% of RAM "
            "- 1 GiB for the OS; speed is not considered); prices: %s (dated %s, editable)\n\n",
-           realpath(path, real) ? real : path, p->date[0] ? p->date : "-");
+           path, p->date[0] ? p->date : "-");
     if (!n) {
         printf("no instance in the table has enough memory\n\n");
         return;
@@ -271,7 +246,7 @@ int cmd_plan(int argc, char **argv) {
     char wnote[512], path[4096], err[512];
     if ((rc = resolve_model(&o, &m, &s, &wbytes, wnote, sizeof wnote))) return rc;
     plan_prices p = {0};
-    int have_prices = find_prices(o.prices, path, sizeof path) == 0 &&
+    int have_prices = plan_prices_locate(o.prices, path, sizeof path) == 0 &&
                       plan_prices_load(path, &p, err, sizeof err) == 0;
     if (!have_prices && (o.prices || o.instance))
         fprintf(stderr, "cpulm plan: %s\n", o.prices ? err : "no price table found (--prices FILE)");
