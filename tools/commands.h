@@ -9,6 +9,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_roofline(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const struct {
     {"bench", cmd_bench, "measure prompt/generation speed, parallel sequences and TTFT"},
     {"roofline", cmd_roofline, "memory bandwidth and kernel peaks; a model's share of them"},
     {"plan", cmd_plan, "memory a deployment needs, instances that fit, cost per token"},
+    {"report", cmd_report, "run the standard study; write report.md/.html with charts"},
     {"synth", cmd_synth, "write a synthetic model of a real model's shape (benchmarks)"},
 };
 
