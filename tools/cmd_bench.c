@@ -23,7 +23,7 @@ static void bench_usage(FILE *f) {
         "  -tb, --threads-batch N  threads for prompt batches (default: -t)\n"
         "  -b, --batch-size N   logical batch (default 2048)\n"
         "  -ub, --ubatch-size N physical batch: tokens per decode call (default 512)\n"
-        "  -ctk, --ctk TYPE     KV cache type: f16, q8_0, f32 (default f16)\n"
+        "  -ctk, --ctk TYPE     KV cache type: f16, q8_0, f32 (default f16; -ctv is the same)\n"
         "  -npl, --parallel N   parallel sequences decoded together after their prompts\n"
         "  -npp N               prompt tokens per parallel sequence (default 128)\n"
         "  -ntg N               tokens generated per parallel sequence (default 32)\n"
@@ -72,13 +72,20 @@ static int pg_flag(cli *c, bench_params *p) {
     return 1;
 }
 
+/* -ctk and -ctv both set the one KV type (cpulm stores K and V alike); repeats are merged. */
 static int kv_flag(cli *c, bench_list *l) {
     const char *flag = c->argv[c->i], *v = cli_value(c);
     char err[128];
+    bench_list add = {0};
     if (!v) return 0;
-    if (bench_kv_list_parse(v, l, err, sizeof err)) {
+    if (bench_kv_list_parse(v, &add, err, sizeof err)) {
         fprintf(stderr, "cpulm bench: bad value '%s' for %s: %s\n", v, flag, err);
         return 0;
+    }
+    for (int i = 0; i < add.n; i++) {
+        int seen = 0;
+        for (int j = 0; j < l->n; j++) seen |= l->v[j] == add.v[i];
+        if (!seen) l->v[l->n++] = add.v[i];
     }
     return 1;
 }
