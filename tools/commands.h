@@ -11,5 +11,10 @@ int cmd_template(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_roofline(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 
 #endif

@@ -20,6 +20,11 @@ static const struct {
     {"quantize", cmd_quantize, "convert a GGUF model to Q4_K_M, Q8_0, ... (llama.cpp's mixes)"},
     {"perplexity", cmd_perplexity, "measure a model's perplexity on a text file"},
     {"pull", cmd_pull, "download a GGUF model from Hugging Face (or a mirror)"},
+    {"bench", cmd_bench, "measure prompt/generation speed, parallel sequences and TTFT"},
+    {"roofline", cmd_roofline, "memory bandwidth and kernel peaks; a model's share of them"},
+    {"plan", cmd_plan, "memory a deployment needs, instances that fit, cost per token"},
+    {"report", cmd_report, "run the standard study; write report.md/.html with charts"},
+    {"synth", cmd_synth, "write a synthetic model of a real model's shape (benchmarks)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,42 @@
+/* synth.h: writes synthetic llama-architecture GGUF models with random weights of a real
+ * model's shape (Llama-3.2-1B/3B, Llama-3-8B/70B, tiny, custom), for benchmarks and tests.
+ *
+ * The weights are random but sane (N(0, 0.02)-like matrices, norms near 1), so activations
+ * stay finite and every kernel runs on realistic data sizes. The tokenizer is an SPM vocab
+ * (<unk>, <s>, </s>, 256 byte tokens, then filler pieces) that tokenizes and detokenizes any
+ * text. Tensors are streamed to the file row by row, so an 8B model never sits in RAM.
+ * The output depends only on the parameters (seed included), not on the thread count.
+ */
+#ifndef CPULM_SYNTH_H
+#define CPULM_SYNTH_H
+
+#include <stdint.h>
+
+#include "cpulm.h"
+#include "quant.h"
+
+typedef struct cpulm_synth_params {
+    int32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+    float rope_base, norm_eps;
+    int tied;         /* no output.weight: the output projection reuses token_embd */
+    cpulm_dtype type; /* type of every 2-D weight (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K) */
+    uint64_t seed;
+    int n_threads;    /* generation threads (>= 1); does not change the output */
+    const char *name; /* general.name */
+} cpulm_synth_params;
+
+/* Fills *p with a named shape: "1b", "3b", "8b", "70b", "tiny" (or "custom", which is tiny's
+ * numbers as a starting point for overrides). Type Q4_0, seed 1, one thread.
+ * CPULM_ERR_INVALID_ARG for an unknown name. */
+cpulm_status cpulm_synth_shape(const char *shape, cpulm_synth_params *p);
+
+/* Checks the parameters (divisibility by the type's block, head counts, vocab >= 260). */
+cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err);
+
+/* Bytes the file's weights will take (tensor data only). */
+uint64_t cpulm_synth_weight_bytes(const cpulm_synth_params *p);
+
+/* Writes the model to path (through a temporary file renamed at the end). */
+cpulm_status cpulm_synth_write(const char *path, const cpulm_synth_params *p, cpulm_error *err);
+
+#endif

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# bench_test.sh: end-to-end checks of cpulm bench, roofline, plan and report on a tiny shared
+# model: exit codes, output formats (JSON with llama-bench's field names, CSV, markdown),
+# --compare, plan figures, and a --quick report whose SVGs must be well-formed XML with the
+# expected series. No timing is asserted. Usage: bench_test.sh path/to/cpulm
+set -u
+CPULM=$1
+SHARED=${CPULM_SHARED:-../shared}
+MODEL=$SHARED/testdata/models/tiny-llama-q4_0.gguf
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+check() { # name, condition result (0 = ok)
+  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1"; fi
+}
+expect_rc() { # name, expected rc, command...
+  local name=$1 want=$2; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  [ "$rc" -eq "$want" ]; local ok=$?
+  [ $ok -ne 0 ] && echo "  $name: exit $rc, wanted $want; stderr: $(head -c 300 "$TMP/err")"
+  check "$name" $ok
+}
+py() { # name, python code reading sys.argv[1:]; args...
+  local name=$1 code=$2; shift 2
+  python3 -c "$code" "$@"; check "$name" $?
+}
+
+# ---- usage errors (no model needed) ----
+expect_rc bench_help 0 "$CPULM" bench --help
+expect_rc bench_bad_threads 2 "$CPULM" bench -t 0
+grep -q "bad value '0' for -t" "$TMP/err"; check bench_bad_threads_message $?
+expect_rc bench_bad_range 2 "$CPULM" bench -t 8-1
+expect_rc bench_bad_output 2 "$CPULM" bench -o xml
+expect_rc bench_bad_ctk 2 "$CPULM" bench -ctk q4_0
+expect_rc bench_bad_pg 2 "$CPULM" bench -pg 512
+expect_rc bench_unknown 2 "$CPULM" bench --frobnicate
+expect_rc bench_missing_model 2 "$CPULM" bench -m "$TMP/none.gguf" -p 8
+expect_rc compare_missing 1 "$CPULM" bench --compare "$TMP/a.json" "$TMP/b.json"
+expect_rc roofline_help 0 "$CPULM" roofline --help
+expect_rc plan_help 0 "$CPULM" plan --help
+expect_rc plan_no_model 2 "$CPULM" plan
+expect_rc plan_bad_shape 2 "$CPULM" plan --shape 9b
+grep -q "known: 1b, 3b, 8b, 70b" "$TMP/err"; check plan_bad_shape_message $?
+expect_rc plan_bad_type 2 "$CPULM" plan --shape 8b --type q3_k
+expect_rc plan_bench_needs_file 2 "$CPULM" plan --shape 8b --bench
+expect_rc report_needs_dir 2 "$CPULM" report -m "$MODEL"
+
+# ---- plan arithmetic without a file ----
+expect_rc plan_8b 0 "$CPULM" plan --shape 8b --type q4_0 -c 8192 --parallel 4
+grep -q "| KV cache per token | 128.00 KiB (f16), 68.00 KiB (q8_0)" "$TMP/out"; check plan_8b_kv $?
+grep -q "| weights | 4.33 GiB |" "$TMP/out"; check plan_8b_weights $?
+grep -q "| KV cache total | 4.00 GiB (f16)" "$TMP/out"; check plan_8b_kv_total $?
+grep -q "r7g.large" "$TMP/out"; check plan_8b_instances $?
+expect_rc plan_cost 0 "$CPULM" plan --shape 8b --type q4_k_m --instance c7g.2xlarge --tps 10 --tps-batched 25
+grep -q "| c7g.2xlarge | 0.2900 | 10.00 | 8.0556 | 124138 | 25.00 | 3.2222 | 310345 |" "$TMP/out"
+check plan_cost_row $?
+expect_rc plan_price 0 "$CPULM" plan --shape 1b --type q8_0 --price 1.0 --tps 100
+grep -q "| given price | 1.0000 | 100.00 | 2.7778 |" "$TMP/out"; check plan_price_row $?
+expect_rc plan_unknown_instance 2 "$CPULM" plan --shape 1b --instance z9.huge --tps 1
+printf 'x1.big 4 64 arm64 0.5\n' >"$TMP/prices.tsv"
+expect_rc plan_own_prices 0 "$CPULM" plan --shape 8b --prices "$TMP/prices.tsv" --tps 5
+grep -q "| x1.big | 4 | 64 | arm64 | 0.5000 |" "$TMP/out"; check plan_own_prices_row $?
+
+if [ ! -f "$MODEL" ] || ! command -v python3 >/dev/null; then
+  echo "skip: $MODEL or python3 not found"
+  echo "$pass passed, $fail failed"
+  [ "$fail" -eq 0 ]; exit
+fi
+
+# ---- bench outputs ----
+expect_rc bench_json 0 "$CPULM" bench -m "$MODEL" -p 16 -n 4 -r 2 -o json
+cp "$TMP/out" "$TMP/a.json"
+py bench_json_fields '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 2, rows
+for k in ["build_commit", "build_number", "cpu_info", "model_filename", "model_type",
+          "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k",
+          "n_prompt", "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
+          "samples_ns", "samples_ts", "cpulm_version", "kernel_level", "cpu_name", "date"]:
+    assert all(k in r for r in rows), k
+pp, tg = rows
+assert (pp["n_prompt"], pp["n_gen"], tg["n_prompt"], tg["n_gen"]) == (16, 0, 0, 4)
+assert len(pp["samples_ns"]) == 2 and len(pp["samples_ts"]) == 2
+assert abs(pp["avg_ts"] - sum(pp["samples_ts"]) / 2) < 1e-6 * pp["avg_ts"]
+assert all(r["avg_ts"] > 0 and r["type_k"] == "f16" for r in rows)
+' "$TMP/a.json"
+
+expect_rc bench_sweep_jsonl 0 "$CPULM" bench -m "$MODEL" -pg 8,4 -npl 1,2 -npp 8 -ntg 4 --ttft 8,16 -t 1,2 -r 2 -o jsonl -ctk q8_0
+py bench_sweep_rows '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert len(rows) == 2 * (1 + 2 + 2), len(rows)
+assert [r["kind"] for r in rows[:5]] == ["pg", "parallel", "parallel", "ttft", "ttft"]
+assert sorted({r["n_threads"] for r in rows}) == [1, 2]
+par = [r for r in rows if r["kind"] == "parallel"]
+assert all(r["tg_avg_ts"] > 0 and r["tg_avg_ts_per_seq"] > 0 and r["pp_avg_ms"] > 0 for r in par)
+assert all(abs(r["tg_avg_ts"] - r["n_parallel"] * r["tg_avg_ts_per_seq"]) < 1e-6 * r["tg_avg_ts"] for r in par)
+tt = [r for r in rows if r["kind"] == "ttft"]
+assert all(r["ttft_ms_p50"] > 0 and r["ttft_ms_p99"] >= r["ttft_ms_p50"] for r in tt)
+assert all(r["type_k"] == "q8_0" for r in rows)
+' "$TMP/out"
+
+expect_rc bench_csv 0 "$CPULM" bench -m "$MODEL" -p 8 -n 2 -b 4 -ub 2,4 -r 1 -o csv
+py bench_csv_rows '
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 4, rows
+assert [r["n_ubatch"] for r in rows] == ["2", "2", "4", "4"] and rows[0]["n_batch"] == "4"
+assert rows[0]["test"] == "pp8" and rows[1]["test"] == "tg2" and float(rows[0]["avg_ts"]) > 0
+' "$TMP/out"
+
+expect_rc bench_md 0 "$CPULM" bench -m "$MODEL" -p 8 -n 2 -r 1 -t 1
+grep -q "| llama 2M Q4_0 | .* | pp8 | " "$TMP/out"; check bench_md_row $?
+grep -q "^| model | size | params | kernels | threads |" "$TMP/out"; check bench_md_header $?
+
+expect_rc bench_b 0 "$CPULM" bench -m "$MODEL" -p 16 -n 4 -r 2 -o jsonl
+cp "$TMP/out" "$TMP/b.jsonl"
+expect_rc compare 0 "$CPULM" bench --compare "$TMP/a.json" "$TMP/b.jsonl"
+grep -q "^| pp16 | .* | [0-9.]* |$" "$TMP/out" && grep -q "B/A" "$TMP/out"; check compare_table $?
+
+# ---- roofline ----
+expect_rc roofline 0 "$CPULM" roofline -t 1 --buffer-mib 16 --time 0.02 -m "$MODEL" -p 8 -n 4 -r 1 -o json
+py roofline_json '
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["rows"][0]
+assert r["n_threads"] == 1 and r["read_bytes_per_s"] > 0 and r["int8_ops_per_s"] > 0
+assert r["f32_flops_per_s"] > 0 and r["tg_ts"] > 0 and r["pp_int8_fraction"] > 0
+assert d["bytes_per_token"] > 0 and d["matmul_params"] > 0
+' "$TMP/out"
+expect_rc roofline_md 0 "$CPULM" roofline -t 1 --buffer-mib 16 --time 0.02
+grep -q "| read GB/s | Q8_0 dot GOPS (int8) | f32 dot GFLOPS |" "$TMP/out"; check roofline_md_table $?
+
+# ---- plan with a file and a measurement ----
+expect_rc plan_bench 0 "$CPULM" plan -m "$MODEL" -c 256 --parallel 2 --bench --instance c7g.large
+grep -q "measured on this machine" "$TMP/out" && grep -q "^| c7g.large | 0.0725 |" "$TMP/out"
+check plan_bench_cost $?
+
+# ---- report ----
+expect_rc report 0 "$CPULM" report -m "$MODEL" -o "$TMP/rep" --quick -t 1
+for f in report.md report.html results.json results.csv roofline.json threads.svg pp_length.svg \
+         parallel.svg ttft.svg roofline.svg cost.svg; do
+  [ -s "$TMP/rep/$f" ]; check "report_file_$f" $?
+done
+py report_svgs '
+import sys, xml.etree.ElementTree as ET
+d = sys.argv[1]
+want = {"threads": ["pp32 (prompt)", "tg16 (generation)"],
+        "pp_length": ["prompt processing"],
+        "parallel": ["aggregate (all sequences)", "per sequence"],
+        "ttft": ["mean", "p50", "p99"],
+        "roofline": ["tg: % of read bandwidth", "pp: % of int8 dot peak"],
+        "cost": ["single stream", "batched"]}
+ns = "{http://www.w3.org/2000/svg}"
+for name, series in want.items():
+    root = ET.parse(f"{d}/{name}.svg").getroot()
+    assert root.tag == ns + "svg", root.tag
+    got = [g.get("data-name") for g in root.iter(ns + "g") if g.get("class") == "series"]
+    assert got == series, (name, got)
+    texts = [t.text for t in root.iter(ns + "text")]
+    assert len(texts) > 8, name  # title, axis titles, ticks, legend
+    for g in root.iter(ns + "g"):
+        if g.get("class") == "series":
+            assert len(list(g)) >= 1, name  # points or bars
+' "$TMP/rep"
+py report_json '
+import json, sys
+rows = json.load(open(sys.argv[1] + "/results.json"))
+kinds = [r["kind"] for r in rows]
+assert kinds.count("pp") == 1 + 3 and kinds.count("tg") == 1, kinds
+assert kinds.count("parallel") == 3 and kinds.count("ttft") == 3, kinds
+html = open(sys.argv[1] + "/report.html").read()
+assert html.count("<svg") == 6 and html.rstrip().endswith("</html>")
+md = open(sys.argv[1] + "/report.md").read()
+for h in ["## Threads", "## Prompt length", "## Parallel sequences", "## Time to first token",
+          "## Roofline", "## Cost", "![Cost per 1M generated tokens](cost.svg)"]:
+    assert h in md, h
+' "$TMP/rep"
+expect_rc report_compare 0 "$CPULM" bench --compare "$TMP/rep/results.json" "$TMP/rep/results.json"
+grep -q "| ttft16 | 1 | 512/512 | f16 | .* | 1.000 |" "$TMP/out"; check report_compare_self $?
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,477 @@
+/* test_bench.c: the pure parts of the bench tools: sweep lists and their combinations,
+ * statistics, plan arithmetic (against hand-computed values, llama.cpp's published sizes
+ * and the sizes of real quantized files), the price table, cost, SVG output, JSON output
+ * with llama-bench's field names and --compare. No timing is asserted anywhere. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "bench.h"
+#include "bench_plan.h"
+#include "svg.h"
+#include "test.h"
+
+static int list_is(const bench_list *l, const int32_t *v, int n) {
+    if (l->n != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (l->v[i] != v[i]) return 0;
+    return 1;
+}
+
+static int parse(const char *s, bench_list *l) {
+    char err[128];
+    memset(l, 0, sizeof *l);
+    return bench_list_parse(s, 0, 512, l, err, sizeof err);
+}
+
+TEST(bench_list_forms) {
+    bench_list l;
+    CHECK(t, parse("1,2,4", &l) == 0 && list_is(&l, (const int32_t[]){1, 2, 4}, 3));
+    CHECK(t, parse("7", &l) == 0 && list_is(&l, (const int32_t[]){7}, 1));
+    CHECK(t, parse("1-4", &l) == 0 && list_is(&l, (const int32_t[]){1, 2, 3, 4}, 4));
+    CHECK(t, parse("8-32+8", &l) == 0 && list_is(&l, (const int32_t[]){8, 16, 24, 32}, 4));
+    CHECK(t, parse("1-16*2", &l) == 0 && list_is(&l, (const int32_t[]){1, 2, 4, 8, 16}, 5));
+    CHECK(t, parse("1-10*3,64", &l) == 0 && list_is(&l, (const int32_t[]){1, 3, 9, 64}, 4));
+    CHECK(t, parse("2,1-2", &l) == 0 && list_is(&l, (const int32_t[]){2, 1, 2}, 3));
+}
+
+TEST(bench_list_rejects) {
+    bench_list l;
+    const char *bad[] = {"", "1,", ",1", "a", "1;2", "4-1", "0-8*2", "1-8*1", "600", "1-600",
+                         "1-100", "1-4+0", "-1", "1--2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = parse(bad[i], &l);
+        if (rc == 0) fprintf(stderr, "  accepted '%s'\n", bad[i]);
+        CHECK(t, rc == -1);
+    }
+    char err[128];
+    memset(&l, 0, sizeof l);
+    CHECK(t, bench_list_parse("0", 1, 512, &l, err, sizeof err) == -1 && strstr(err, "outside"));
+}
+
+TEST(bench_kv_list) {
+    bench_list l = {0};
+    char err[128];
+    REQUIRE(t, bench_kv_list_parse("f16,q8_0,f32", &l, err, sizeof err) == 0);
+    CHECK(t, l.n == 3 && l.v[0] == CPULM_KV_F16 && l.v[1] == CPULM_KV_Q8_0 && l.v[2] == CPULM_KV_F32);
+    CHECK(t, !strcmp(bench_kv_name(CPULM_KV_Q8_0), "q8_0") && !strcmp(bench_kv_name(CPULM_KV_F16), "f16"));
+    memset(&l, 0, sizeof l);
+    CHECK(t, bench_kv_list_parse("q4_0", &l, err, sizeof err) == -1 && strstr(err, "q4_0"));
+    memset(&l, 0, sizeof l);
+    CHECK(t, bench_kv_list_parse("", &l, err, sizeof err) == -1);
+}
+
+TEST(bench_expand_defaults) {
+    bench_params p;
+    memset(&p, 0, sizeof p);
+    bench_params_defaults(&p);
+    bench_test tests[4];
+    REQUIRE(t, bench_expand(&p, tests, 4) == 2);
+    CHECK(t, tests[0].kind == BENCH_PP && tests[0].n_prompt == 512 && tests[0].n_batch == 2048 &&
+          tests[0].n_ubatch == 512 && tests[0].n_threads == 0 && tests[0].type_k == CPULM_KV_F16 &&
+          tests[0].n_parallel == 1);
+    CHECK(t, tests[1].kind == BENCH_TG && tests[1].n_gen == 128 && tests[1].n_prompt == 0);
+}
+
+TEST(bench_expand_combinations) {
+    bench_params p;
+    memset(&p, 0, sizeof p);
+    char err[128];
+    REQUIRE(t, bench_list_parse("1,2", 1, 512, &p.threads, err, sizeof err) == 0);
+    REQUIRE(t, bench_list_parse("256,512", 1, 4096, &p.n_batch, err, sizeof err) == 0);
+    REQUIRE(t, bench_list_parse("64,128", 1, 4096, &p.n_prompt, err, sizeof err) == 0);
+    REQUIRE(t, bench_list_parse("16", 1, 4096, &p.n_gen, err, sizeof err) == 0);
+    REQUIRE(t, bench_list_parse("1,4", 1, 4096, &p.npl, err, sizeof err) == 0);
+    REQUIRE(t, bench_list_parse("32", 1, 4096, &p.ttft, err, sizeof err) == 0);
+    p.pg_prompt = (bench_list){{512}, 1};
+    p.pg_gen = (bench_list){{128}, 1};
+    bench_params_defaults(&p);
+    CHECK(t, p.n_prompt.n == 2 && p.n_gen.n == 1); /* tests given: no llama-bench defaults added */
+    /* 2 threads x 2 batches x (2 pp + 1 tg + 1 pg + 2 parallel + 1 ttft) */
+    int n = bench_expand(&p, NULL, 0);
+    CHECK_EQ_INT(t, n, 28);
+    bench_test tests[28];
+    REQUIRE(t, bench_expand(&p, tests, 28) == 28);
+    CHECK(t, tests[0].n_batch == 256 && tests[0].n_threads == 1 && tests[0].kind == BENCH_PP &&
+          tests[0].n_prompt == 64);
+    CHECK(t, tests[3].kind == BENCH_PG && tests[3].n_prompt == 512 && tests[3].n_gen == 128);
+    CHECK(t, tests[5].kind == BENCH_PAR && tests[5].n_parallel == 4 && tests[5].n_prompt == 128 &&
+          tests[5].n_gen == 32);
+    CHECK(t, tests[6].kind == BENCH_TTFT && tests[6].n_prompt == 32);
+    CHECK(t, tests[7].n_threads == 2 && tests[7].n_batch == 256);
+    CHECK(t, tests[14].n_batch == 512 && tests[14].n_threads == 1);
+    /* the threads_batch axis multiplies the configurations */
+    REQUIRE(t, bench_list_parse("1,2,4", 1, 512, &p.threads_batch, err, sizeof err) == 0);
+    CHECK_EQ_INT(t, bench_expand(&p, NULL, 0), 84);
+    /* a short output array is filled as far as it goes; the count is still the total */
+    CHECK_EQ_INT(t, bench_expand(&p, tests, 3), 84);
+}
+
+TEST(bench_test_names_and_tokens) {
+    char b[64];
+    bench_test x = {.kind = BENCH_PP, .n_prompt = 512, .n_parallel = 1};
+    bench_test_name(&x, b, sizeof b);
+    CHECK(t, !strcmp(b, "pp512") && bench_test_tokens(&x) == 512);
+    x = (bench_test){.kind = BENCH_TG, .n_gen = 128, .n_parallel = 1};
+    bench_test_name(&x, b, sizeof b);
+    CHECK(t, !strcmp(b, "tg128") && bench_test_tokens(&x) == 128);
+    x = (bench_test){.kind = BENCH_PG, .n_prompt = 512, .n_gen = 128, .n_parallel = 1};
+    bench_test_name(&x, b, sizeof b);
+    CHECK(t, !strcmp(b, "pp512+tg128") && bench_test_tokens(&x) == 640);
+    x = (bench_test){.kind = BENCH_PAR, .n_prompt = 128, .n_gen = 32, .n_parallel = 4};
+    bench_test_name(&x, b, sizeof b);
+    CHECK(t, !strcmp(b, "npl4 pp128+tg32") && bench_test_tokens(&x) == 640);
+    x = (bench_test){.kind = BENCH_TTFT, .n_prompt = 256, .n_parallel = 1};
+    bench_test_name(&x, b, sizeof b);
+    CHECK(t, !strcmp(b, "ttft256") && bench_test_tokens(&x) == 256);
+}
+
+TEST(bench_stats_values) {
+    const double x[] = {9, 4, 2, 5, 4, 7, 4, 5}; /* sorted: 2 4 4 4 5 5 7 9 */
+    double copy[8];
+    memcpy(copy, x, sizeof x);
+    bench_stats s;
+    bench_stats_compute(x, 8, &s);
+    CHECK_EQ_INT(t, s.n, 8);
+    CHECK_NEAR(t, s.mean, 5.0, 1e-12);
+    CHECK_NEAR(t, s.stddev, sqrt(32.0 / 7.0), 1e-12); /* sum of squares 32, n - 1 = 7 */
+    CHECK_NEAR(t, s.min, 2, 0);
+    CHECK_NEAR(t, s.max, 9, 0);
+    CHECK_NEAR(t, s.p50, 4.5, 1e-12);  /* rank 3.5 */
+    CHECK_NEAR(t, s.p90, 7.6, 1e-12);  /* rank 6.3: 7 + 0.3 * 2 */
+    CHECK_NEAR(t, s.p99, 8.86, 1e-12); /* rank 6.93 */
+    CHECK(t, !memcmp(copy, x, sizeof x)); /* input untouched */
+    CHECK_NEAR(t, bench_percentile(x, 8, 25), 4.0, 1e-12);
+    bench_stats_compute((const double[]){3.5}, 1, &s);
+    CHECK(t, s.mean == 3.5 && s.stddev == 0 && s.p50 == 3.5 && s.p99 == 3.5);
+    bench_stats_compute((const double[]){1e9 + 1, 1e9 + 3}, 2, &s);
+    CHECK_NEAR(t, s.stddev, sqrt(2.0), 1e-6); /* no cancellation for large, close values */
+}
+
+TEST(bench_summarize_parallel) {
+    bench_result r;
+    memset(&r, 0, sizeof r);
+    r.t = (bench_test){.kind = BENCH_PAR, .n_prompt = 16, .n_gen = 8, .n_parallel = 4};
+    r.n_reps = 2;
+    for (int i = 0; i < 2; i++) {
+        r.pp_ns[i] = 1e9 * (i + 1); /* 1 s, 2 s */
+        r.tg_ns[i] = 2e9;
+        r.ns[i] = r.pp_ns[i] + r.tg_ns[i];
+        r.ts[i] = 96 / (r.ns[i] * 1e-9);
+    }
+    bench_summary s;
+    bench_summarize(&r, &s);
+    CHECK_NEAR(t, s.pp_ts.mean, (64.0 + 32.0) / 2, 1e-9); /* 4 x 16 prompt tokens in 1 s and 2 s */
+    CHECK_NEAR(t, s.tg_ts.mean, 16.0, 1e-9);              /* 4 x 8 tokens in 2 s */
+    CHECK_NEAR(t, s.tg_seq.mean, 4.0, 1e-9);
+    CHECK_NEAR(t, s.pp_ms.mean, 1500.0, 1e-9);
+    CHECK_NEAR(t, s.ts.mean, (96 / 3.0 + 96 / 4.0) / 2, 1e-9);
+}
+
+/* ---- plan ---- */
+
+TEST(bench_plan_kv_llama3_8b) {
+    const plan_shape *s = plan_shape_find("8b");
+    REQUIRE(t, s != NULL);
+    /* 2 x 32 layers x 8 KV heads x 128 dims x 2 bytes = 128 KiB */
+    CHECK_EQ_INT(t, plan_kv_bytes_per_token(s, CPULM_KV_F16), 128 * 1024);
+    CHECK_EQ_INT(t, plan_kv_bytes_per_token(s, CPULM_KV_Q8_0), 2 * 32 * (1024 / 32) * 34);
+    CHECK_EQ_INT(t, plan_kv_bytes_per_token(s, CPULM_KV_F32), 256 * 1024);
+    const plan_shape *s70 = plan_shape_find("70b");
+    REQUIRE(t, s70 != NULL);
+    CHECK_EQ_INT(t, plan_kv_bytes_per_token(s70, CPULM_KV_F16), 2 * 80 * 1024 * 2);
+    CHECK(t, plan_shape_find("9b") == NULL);
+}
+
+TEST(bench_plan_weights_llama3_8b) {
+    const plan_shape *s = plan_shape_find("8b");
+    plan_weights w;
+    REQUIRE(t, s && plan_weights_of(s, "q4_0", &w) == 0);
+    /* by hand: 2 x 128256 x 4096 embedding/output, 32 x 218103808 2-D layer weights,
+     * 32 x 2 x 4096 + 4096 norm weights */
+    CHECK_EQ_INT(t, w.n_params, 8030261248LL);
+    /* Q4_0 (18 bytes / 32): embedding 295501824 + layers 3925868544; output Q6_K (210 / 256)
+     * 430940160; norms F32 1064960 */
+    CHECK_EQ_INT(t, w.bytes, 4653375488LL);
+    const double gib = 1024.0 * 1024 * 1024;
+    /* llama-bench prints these model sizes for Llama 3 8B: 4.33 / 4.58 / 7.95 / 14.96 GiB */
+    CHECK_NEAR(t, w.bytes / gib, 4.33, 0.005);
+    REQUIRE(t, plan_weights_of(s, "q4_k_m", &w) == 0);
+    CHECK_NEAR(t, w.bytes / gib, 4.58, 0.005);
+    REQUIRE(t, plan_weights_of(s, "q8_0", &w) == 0);
+    CHECK_NEAR(t, w.bytes / gib, 7.95, 0.005);
+    REQUIRE(t, plan_weights_of(s, "f16", &w) == 0);
+    CHECK_NEAR(t, w.bytes / gib, 14.96, 0.005);
+    REQUIRE(t, plan_weights_of(plan_shape_find("70b"), "q4_k_m", &w) == 0);
+    CHECK_NEAR(t, w.bytes / gib, 39.59, 0.005); /* llama 70B Q4_K - Medium: 39.59 GiB, 70.55 B */
+    CHECK_NEAR(t, w.n_params / 1e9, 70.55, 0.005);
+    CHECK(t, plan_weights_of(s, "q3_k", &w) == -1);
+}
+
+/* The type rules must give the byte size of real files quantized by llama.cpp. */
+TEST(bench_plan_weights_match_files) {
+    const char *types[] = {"q8_0", "f16", "bf16", "q4_k_m"};
+    int checked = 0;
+    for (int i = 0; i < 4; i++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "testdata/models/tiny-llama-%s.gguf", types[i]);
+        const char *path = test_shared_path(rel);
+        if (!path) continue;
+        cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+        REQUIRE(t, m != NULL);
+        cpulm_model_info in;
+        cpulm_model_get_info(m, &in);
+        plan_shape s;
+        plan_shape_of_model(m, &s);
+        plan_weights w;
+        CHECK(t, plan_weights_of(&s, types[i], &w) == 0);
+        if (w.bytes != in.weight_bytes) fprintf(stderr, "  %s: %llu != %llu\n", types[i],
+                                                (unsigned long long)w.bytes,
+                                                (unsigned long long)in.weight_bytes);
+        CHECK(t, w.bytes == in.weight_bytes);
+        CHECK(t, w.n_params == in.n_params);
+        CHECK(t, !s.tied);
+        cpulm_model_free(m);
+        checked++;
+    }
+    if (!checked) SKIP(t, "CPULM_SHARED tiny-llama models not found");
+}
+
+static const plan_shape tiny = {"tiny", "tiny", 2, 256, 4, 2, 64, 768, 512, 0};
+
+TEST(bench_plan_compute_and_memory) {
+    /* by hand, B = 512: activations 4 x 512 x (256 + 768 + 2x256 + 2x128 + 2x768) = 6815744;
+     * quantized activations 3072 x 512 = 1572864; scores 4 x 320 x 2 threads = 2560;
+     * rope 4 x 33 + token/pos/seq 12 x 512 + out index 4 = 6280; logits 4 x 512 = 2048 */
+    CHECK_EQ_INT(t, plan_compute_bytes(&tiny, 512, 256, 1, 2), 8399496);
+    /* outputs are capped at the batch */
+    CHECK_EQ_INT(t, plan_compute_bytes(&tiny, 2, 256, 8, 1) - plan_compute_bytes(&tiny, 2, 256, 2, 1), 0);
+    plan_memory m;
+    plan_memory_of(&tiny, 1000000, 256, 4, CPULM_KV_F16, 512, 2, &m);
+    CHECK_EQ_INT(t, m.kv_per_token, 2 * 2 * 128 * 2);
+    CHECK_EQ_INT(t, m.kv_total, 1024 * 256 * 4);
+    CHECK_EQ_INT(t, m.overhead, (100 << 20) + 1000000 / 4096 * 8);
+    CHECK_EQ_INT(t, m.total, m.weights + m.kv_total + m.compute + m.overhead);
+    CHECK_EQ_INT(t, m.compute, plan_compute_bytes(&tiny, 512, 256, 4, 2));
+}
+
+static const char *price_text =
+    "# test prices\n"
+    "# date: 2025-01-15\n"
+    "# source: hand-made for the test\n"
+    "instance\tvcpu\tmemory_gib\tarch\tusd_per_hour\n"
+    "a1.small\t2\t4\tarm64\t0.05\n"
+    "a1.big   8   16  arm64   0.20\n"
+    "\n"
+    "b2.small\t2\t8\tx86_64\t0.08\n"
+    "b2.big\t4\t32\tx86_64\t0.30\r\n";
+
+TEST(bench_plan_prices_parse) {
+    plan_prices p;
+    char err[256];
+    REQUIRE(t, plan_prices_parse(price_text, &p, err, sizeof err) == 0);
+    CHECK_EQ_INT(t, p.n, 4);
+    CHECK(t, !strcmp(p.date, "2025-01-15") && !strcmp(p.source, "hand-made for the test"));
+    const plan_instance *b = plan_prices_find(&p, "a1.big");
+    REQUIRE(t, b != NULL);
+    CHECK(t, b->vcpu == 8 && b->mem_gib == 16 && !strcmp(b->arch, "arm64") && b->usd_hour == 0.20);
+    CHECK(t, plan_prices_find(&p, "b2.big")->usd_hour == 0.30);
+    CHECK(t, plan_prices_find(&p, "zz") == NULL);
+    plan_prices_release(&p);
+    CHECK(t, plan_prices_parse("x1.a 2 4 arm64\n", &p, err, sizeof err) == -1 && strstr(err, "line 1"));
+    CHECK(t, plan_prices_parse("# c\nx1.a 2 4 arm64 -1\n", &p, err, sizeof err) == -1 &&
+          strstr(err, "line 2"));
+    CHECK(t, plan_prices_parse("x1.a two 4 arm64 0.1\n", &p, err, sizeof err) == -1);
+}
+
+TEST(bench_plan_shipped_prices) {
+    plan_prices p;
+    char err[512];
+    REQUIRE(t, plan_prices_load(CPULM_PRICES_TSV, &p, err, sizeof err) == 0);
+    CHECK(t, p.n >= 40);
+    CHECK(t, p.date[0] && p.source[0]);
+    const char *want[] = {"c7g.xlarge", "m7g.2xlarge", "r7g.large", "c8g.4xlarge", "c7i.2xlarge",
+                          "m7i.xlarge", "c7a.xlarge"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const plan_instance *in = plan_prices_find(&p, want[i]);
+        CHECK(t, in != NULL);
+        if (in) CHECK(t, in->usd_hour > 0.01 && in->usd_hour < 20 && in->vcpu >= 1);
+    }
+    plan_prices_release(&p);
+}
+
+TEST(bench_plan_fitting) {
+    plan_prices p;
+    char err[256];
+    REQUIRE(t, plan_prices_parse(price_text, &p, err, sizeof err) == 0);
+    /* usable = 0.9 x memory - 1 GiB: 4 GiB -> 2.6, 8 -> 6.2, 16 -> 13.4, 32 -> 27.8 GiB */
+    const plan_instance *small = plan_prices_find(&p, "a1.small");
+    CHECK_NEAR(t, (double)plan_usable_bytes(small) / (1 << 30), 2.6, 1e-9);
+    int idx[4];
+    uint64_t three_gib = 3ull << 30;
+    int n = plan_fitting(&p, three_gib, 0, idx, 4);
+    REQUIRE(t, n == 3);
+    CHECK(t, !strcmp(p.v[idx[0]].name, "b2.small")); /* 0.08: cheapest that holds 3 GiB */
+    CHECK(t, !strcmp(p.v[idx[1]].name, "a1.big"));
+    CHECK(t, !strcmp(p.v[idx[2]].name, "b2.big"));
+    CHECK_EQ_INT(t, plan_fitting(&p, 1ull << 30, 1, idx, 4), 2); /* one per family */
+    CHECK(t, !strcmp(p.v[idx[0]].name, "a1.small") && !strcmp(p.v[idx[1]].name, "b2.small"));
+    CHECK_EQ_INT(t, plan_fitting(&p, 100ull << 30, 0, idx, 4), 0);
+    plan_prices_release(&p);
+}
+
+TEST(bench_plan_cost) {
+    /* 0.29 USD/h at 10 tokens/s: 36000 tokens per hour */
+    CHECK_NEAR(t, plan_usd_per_mtok(0.29, 10), 0.29 / 36000 * 1e6, 1e-12);
+    CHECK_NEAR(t, plan_usd_per_mtok(0.29, 10), 8.055555555555555, 1e-9);
+    CHECK_NEAR(t, plan_tokens_per_usd(0.29, 10), 124137.93103448275, 1e-6);
+    CHECK_NEAR(t, plan_usd_per_mtok(1.0, 1e6 / 3600.0), 1.0, 1e-12); /* 1M tokens per hour at $1 */
+    CHECK(t, plan_usd_per_mtok(1, 0) == 0 && plan_tokens_per_usd(0, 5) == 0);
+}
+
+/* ---- SVG ---- */
+
+TEST(bench_svg_axis) {
+    double top, step;
+    svg_nice_axis(0, 17.3, 6, &top, &step);
+    CHECK(t, step == 5 && top == 20);
+    svg_nice_axis(0, 0.93, 6, &top, &step);
+    CHECK_NEAR(t, step, 0.2, 1e-12);
+    CHECK_NEAR(t, top, 1.0, 1e-12);
+    svg_nice_axis(0, 100, 5, &top, &step);
+    CHECK(t, step == 20 && top == 100);
+    svg_nice_axis(0, 0, 5, &top, &step); /* empty range still gives an axis */
+    CHECK(t, top > 0 && step > 0);
+}
+
+static int count(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p++) n++;
+    return n;
+}
+
+TEST(bench_svg_charts) {
+    const double x[] = {1, 2, 4, 8}, y1[] = {10, 19, 35, 60}, y2[] = {5, NAN, 7, 8};
+    svg_series s[2] = {{"pp <512> & more", x, y1, 4}, {"tg \"128\"", x, y2, 4}};
+    svg_chart c = {.title = "t/s vs threads", .x_label = "threads", .y_label = "tokens/s",
+                   .log2_x = 1, .series = s, .n_series = 2, .note = "a < b"};
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    svg_line_chart(&b, &c);
+    REQUIRE(t, cpulm_buf_status(&b) == CPULM_OK);
+    CHECK(t, !strncmp(b.data, "<svg xmlns=\"http://www.w3.org/2000/svg\"", 39));
+    CHECK(t, strstr(b.data, "</svg>\n") == b.data + b.len - 7);
+    CHECK(t, strstr(b.data, "data-name=\"pp &lt;512&gt; &amp; more\"") != NULL);
+    CHECK(t, strstr(b.data, "data-name=\"tg &quot;128&quot;\"") != NULL);
+    CHECK(t, strstr(b.data, "a &lt; b") != NULL);
+    CHECK(t, strstr(b.data, "<512>") == NULL);
+    CHECK_EQ_INT(t, count(b.data, "<g class=\"series\""), 2);
+    CHECK_EQ_INT(t, count(b.data, "<circle"), 7); /* the NaN point is left out */
+    CHECK_EQ_INT(t, count(b.data, "<polyline"), 2);
+    CHECK_EQ_INT(t, count(b.data, "<text"), count(b.data, "</text>"));
+    CHECK_EQ_INT(t, count(b.data, "<g "), count(b.data, "</g>"));
+    cpulm_buf_reset(&b);
+    const char *cats[] = {"c7g.large", "m7i.xlarge", "r8g.medium"};
+    const double v1[] = {1.5, 2.5, 0.5}, v2[] = {0.5, 1.0, 0.25};
+    svg_series bs[2] = {{"single", NULL, v1, 3}, {"batched", NULL, v2, 3}};
+    svg_chart bc = {.title = "cost", .x_label = "instance", .y_label = "USD per 1M tokens",
+                    .series = bs, .n_series = 2, .categories = cats, .n_categories = 3};
+    svg_bar_chart(&b, &bc);
+    CHECK_EQ_INT(t, count(b.data, "<rect x="), 6 + 1);      /* 6 bars + the plot frame */
+    CHECK_EQ_INT(t, count(b.data, "class=\"legend\""), 2);
+    CHECK(t, strstr(b.data, ">m7i.xlarge</text>") != NULL);
+    cpulm_buf_release(&b);
+}
+
+/* ---- JSON output and --compare ---- */
+
+static void fake_result(bench_result *r, bench_kind kind, int np, int ng, double scale) {
+    memset(r, 0, sizeof *r);
+    r->t = (bench_test){.kind = kind, .n_prompt = np, .n_gen = ng, .n_parallel = 1,
+                        .n_batch = 2048, .n_ubatch = 512, .n_threads = 2};
+    r->n_threads_used = r->n_threads_batch_used = 2;
+    r->n_reps = 3;
+    snprintf(r->test_time, sizeof r->test_time, "2025-01-01T00:00:00Z");
+    for (int i = 0; i < 3; i++) {
+        r->ns[i] = r->pp_ns[i] = (1 + 0.1 * i) * 1e9;
+        r->ts[i] = scale * (np + ng) / (r->ns[i] * 1e-9);
+    }
+}
+
+static const cpulm_json *json_file(const char *path, cpulm_json_doc **doc) {
+    size_t n;
+    char *text = test_read_file(path, &n);
+    *doc = NULL;
+    if (text) cpulm_json_parse(text, n, NULL, doc, NULL, NULL);
+    free(text);
+    return *doc ? cpulm_json_root(*doc) : NULL;
+}
+
+TEST(bench_json_llama_bench_fields) {
+    bench_env e = {.version = "0.1.0 (abc1234)", .commit = "abc1234", .kernels = "avx2",
+                   .cpu = "Test CPU \"9000\"", .model_file = "m.gguf", .model_type = "llama 1B Q4_0",
+                   .model_size = 1000, .n_params = 2000};
+    bench_result r[2];
+    fake_result(&r[0], BENCH_PP, 512, 0, 1);
+    fake_result(&r[1], BENCH_TG, 0, 128, 1);
+    char path[512];
+    snprintf(path, sizeof path, "%s/bench_a.json", test_tmp_dir());
+    FILE *f = fopen(path, "w");
+    REQUIRE(t, f && bench_write(f, BENCH_FMT_JSON, &e, r, 2) == 0);
+    fclose(f);
+    cpulm_json_doc *doc;
+    const cpulm_json *root = json_file(path, &doc);
+    REQUIRE(t, root && root->type == CPULM_JSON_ARRAY && cpulm_json_len(root) == 2);
+    const char *fields[] = {"build_commit", "build_number", "cpu_info", "model_filename",
+                            "model_type", "model_size", "model_n_params", "n_batch", "n_ubatch",
+                            "n_threads", "type_k", "type_v", "n_prompt", "n_gen", "test_time",
+                            "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns",
+                            "samples_ts", "cpulm_version", "kernel_level", "cpu_name", "date"};
+    const cpulm_json *o = cpulm_json_at(root, 0);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (!cpulm_json_get(o, fields[i])) fprintf(stderr, "  missing %s\n", fields[i]);
+        CHECK(t, cpulm_json_get(o, fields[i]) != NULL);
+    }
+    CHECK(t, !strcmp(cpulm_json_str(cpulm_json_get(o, "cpu_info")), "Test CPU \"9000\""));
+    CHECK_EQ_INT(t, cpulm_json_len(cpulm_json_get(o, "samples_ns")), 3);
+    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(o, "avg_ns"), 0), 1100000000);
+    double mean_ts = (512 / 1.0 + 512 / 1.1 + 512 / 1.2) / 3;
+    CHECK_NEAR(t, cpulm_json_num(cpulm_json_get(o, "avg_ts"), 0), mean_ts, 1e-6);
+    CHECK(t, !strcmp(cpulm_json_str(cpulm_json_get(cpulm_json_at(root, 1), "test")), "tg128"));
+    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(cpulm_json_at(root, 1), "n_gen"), 0), 128);
+    cpulm_json_free(doc);
+}
+
+TEST(bench_compare_ratio) {
+    bench_env e = {.version = "v", .commit = "c", .kernels = "k", .cpu = "cpu",
+                   .model_file = "m", .model_type = "t"};
+    bench_result a[2], b[1];
+    fake_result(&a[0], BENCH_PP, 512, 0, 1);
+    fake_result(&a[1], BENCH_TG, 0, 128, 1);
+    fake_result(&b[0], BENCH_PP, 512, 0, 2); /* twice as fast */
+    char pa[512], pb[512], po[512];
+    snprintf(pa, sizeof pa, "%s/cmp_a.json", test_tmp_dir());
+    snprintf(pb, sizeof pb, "%s/cmp_b.jsonl", test_tmp_dir());
+    snprintf(po, sizeof po, "%s/cmp_out.md", test_tmp_dir());
+    FILE *f = fopen(pa, "w");
+    REQUIRE(t, f && bench_write(f, BENCH_FMT_JSON, &e, a, 2) == 0);
+    fclose(f);
+    f = fopen(pb, "w");
+    REQUIRE(t, f && bench_write(f, BENCH_FMT_JSONL, &e, b, 1) == 0);
+    fclose(f);
+    f = fopen(po, "w");
+    REQUIRE(t, f && bench_compare(f, pa, pb) == 0);
+    fclose(f);
+    char *out = test_read_file(po, NULL);
+    REQUIRE(t, out != NULL);
+    CHECK(t, strstr(out, "| pp512 | 2 | 2048/512 | f16 |") != NULL);
+    CHECK(t, strstr(out, "| 2.000 |") != NULL);      /* B/A of pp512 */
+    CHECK(t, strstr(out, "| tg128 |") && strstr(out, "| - | - |")); /* only in A */
+    free(out);
+    f = fopen(po, "w");
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/none.json", test_tmp_dir());
+    CHECK(t, bench_compare(f, pa, missing) == -1);
+    fclose(f);
+}

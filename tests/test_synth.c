@@ -1,0 +1,158 @@
+/* test_synth.c: synthetic models (src/synth.c): a tiny one of each weight type loads, decodes
+ * to finite, non-degenerate logits and tokenizes text round trip; files depend only on the
+ * parameters (seed, not thread count); named shapes have their real model's numbers. */
+#include <math.h>
+#include <string.h>
+
+#include "cpulm.h"
+#include "synth.h"
+#include "test.h"
+
+static const char *tmp_path(const char *name) {
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s/%s", test_tmp_dir(), name);
+    return buf;
+}
+
+/* Decodes a short prompt and one more token; checks logits are finite and spread out. */
+static void check_decodes(test_ctx *t, const cpulm_model *m) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    cpulm_ctx *ctx = cpulm_ctx_new(m, &cp, NULL);
+    REQUIRE(t, ctx);
+    cpulm_token toks[5] = {1, 300, 301, 302, 400};
+    cpulm_batch b = {.n = 5, .token = toks};
+    CHECK_EQ_INT(t, cpulm_ctx_decode(ctx, &b), CPULM_OK);
+    cpulm_batch b1 = {.n = 1, .token = &toks[2]};
+    CHECK_EQ_INT(t, cpulm_ctx_decode(ctx, &b1), CPULM_OK);
+    const float *l = cpulm_ctx_logits(ctx, 0);
+    int32_t V = cpulm_vocab_n(m);
+    double sum = 0, sq = 0;
+    int finite = 1;
+    for (int32_t i = 0; l && i < V; i++) {
+        finite &= isfinite(l[i]) != 0;
+        sum += l[i];
+        sq += (double)l[i] * l[i];
+    }
+    CHECK(t, l && finite);
+    double sd = sqrt(sq / V - (sum / V) * (sum / V));
+    CHECK(t, sd > 0.05 && sd < 50); /* random weights of std 0.02: logits of order 1 */
+    cpulm_ctx_free(ctx);
+}
+
+static void check_roundtrip(test_ctx *t, const cpulm_model *m, const char *text) {
+    cpulm_token toks[128];
+    int32_t n = 0;
+    REQUIRE(t, cpulm_tokenize(m, text, strlen(text), 1, 0, toks, 128, &n) == CPULM_OK);
+    CHECK(t, n >= 2 && toks[0] == cpulm_token_bos(m));
+    char out[512];
+    size_t len = 0;
+    for (int32_t i = 1; i < n; i++) {
+        int32_t k = 0;
+        REQUIRE(t, cpulm_token_to_piece(m, toks[i], 0, out + len, (int32_t)(sizeof out - len), &k) == CPULM_OK);
+        len += (size_t)k;
+    }
+    /* the SPM decoder turns the leading word marker into a space */
+    CHECK(t, len == strlen(text) + 1 && out[0] == ' ' && memcmp(out + 1, text, len - 1) == 0);
+}
+
+static cpulm_synth_params tiny(cpulm_dtype type) {
+    cpulm_synth_params p;
+    cpulm_synth_shape("tiny", &p);
+    p.type = type;
+    return p;
+}
+
+TEST(synth_tiny_q4_0_decodes_and_tokenizes) {
+    cpulm_synth_params p = tiny(CPULM_DTYPE_Q4_0);
+    cpulm_error err = {0};
+    const char *path = tmp_path("synth_q4_0.gguf");
+    REQUIRE(t, cpulm_synth_write(path, &p, &err) == CPULM_OK);
+    cpulm_model *m = cpulm_model_load(path, NULL, &err);
+    REQUIRE(t, m);
+    cpulm_model_info info;
+    cpulm_model_get_info(m, &info);
+    CHECK_EQ_INT(t, cpulm_vocab_n(m), p.n_vocab);
+    check_decodes(t, m);
+    check_roundtrip(t, m, "hello world, \xC3\xBCnicode \xE2\x82\xAC 123");
+    cpulm_model_free(m);
+}
+
+TEST(synth_every_type_decodes) {
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q8_0, CPULM_DTYPE_F16, CPULM_DTYPE_BF16,
+                                        CPULM_DTYPE_F32, CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        cpulm_synth_params p = tiny(types[i]);
+        char name[64];
+        snprintf(name, sizeof name, "synth_%s.gguf", cpulm_dtype_name(types[i]));
+        const char *path = tmp_path(name);
+        cpulm_error err = {0};
+        CHECK_EQ_INT(t, cpulm_synth_write(path, &p, &err), CPULM_OK);
+        cpulm_model *m = cpulm_model_load(path, NULL, &err);
+        if (!m) fprintf(stderr, "  %s: %s\n", name, err.msg);
+        CHECK(t, m);
+        if (m) check_decodes(t, m);
+        cpulm_model_free(m);
+    }
+}
+
+static char *read_all(const char *path, size_t *n) {
+    return test_read_file(path, n);
+}
+
+TEST(synth_depends_on_seed_not_threads) {
+    cpulm_synth_params p = tiny(CPULM_DTYPE_Q8_0);
+    p.tied = 0;
+    char a[512], b[512], c[512];
+    snprintf(a, sizeof a, "%s", tmp_path("synth_t1.gguf"));
+    snprintf(b, sizeof b, "%s", tmp_path("synth_t3.gguf"));
+    snprintf(c, sizeof c, "%s", tmp_path("synth_s2.gguf"));
+    p.n_threads = 1;
+    REQUIRE(t, cpulm_synth_write(a, &p, NULL) == CPULM_OK);
+    p.n_threads = 3;
+    REQUIRE(t, cpulm_synth_write(b, &p, NULL) == CPULM_OK);
+    p.seed = 2;
+    REQUIRE(t, cpulm_synth_write(c, &p, NULL) == CPULM_OK);
+    size_t na, nb, nc;
+    char *da = read_all(a, &na), *db = read_all(b, &nb), *dc = read_all(c, &nc);
+    REQUIRE(t, da && db && dc);
+    CHECK(t, na == nb && memcmp(da, db, na) == 0);
+    CHECK(t, na == nc && memcmp(da, dc, na) != 0);
+    /* untied: the file has an output.weight too */
+    cpulm_model *m = cpulm_model_load(a, NULL, NULL);
+    CHECK(t, m);
+    if (m) check_decodes(t, m);
+    cpulm_model_free(m);
+    free(da);
+    free(db);
+    free(dc);
+}
+
+TEST(synth_shapes_and_errors) {
+    cpulm_synth_params p;
+    REQUIRE(t, cpulm_synth_shape("1b", &p) == CPULM_OK);
+    CHECK(t, p.n_embd == 2048 && p.n_layer == 16 && p.n_ff == 8192 && p.n_head == 32 &&
+                 p.n_head_kv == 8 && p.n_vocab == 128256 && p.tied && p.rope_base == 500000.0f);
+    /* Q4_0 1B with tied Q4_0 embeddings: 16 layers of (2048x(2048+2x512+2048) + 3x2048x8192)
+     * plus 2048 x 128256, 18 bytes per 32 weights, plus the f32 norms */
+    uint64_t per_layer = (2048ull * 5120 + 3ull * 2048 * 8192) / 32 * 18 + 2 * 2048 * 4;
+    CHECK_EQ_INT(t, cpulm_synth_weight_bytes(&p), 16 * per_layer + 2048ull * 128256 / 32 * 18 + 2048 * 4);
+    REQUIRE(t, cpulm_synth_shape("8b", &p) == CPULM_OK);
+    CHECK(t, p.n_embd == 4096 && p.n_layer == 32 && p.n_ff == 14336 && !p.tied);
+    REQUIRE(t, cpulm_synth_shape("70b", &p) == CPULM_OK);
+    CHECK(t, p.n_embd == 8192 && p.n_layer == 80 && p.n_ff == 28672 && p.n_head == 64);
+    CHECK_EQ_INT(t, cpulm_synth_shape("13b", &p), CPULM_ERR_INVALID_ARG);
+    cpulm_error err = {0};
+    p = tiny(CPULM_DTYPE_Q4_K);
+    p.n_embd = 128; /* not a multiple of Q4_K's 256 */
+    CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
+    p = tiny(CPULM_DTYPE_Q4_1);
+    CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
+    p = tiny(CPULM_DTYPE_Q4_0);
+    p.n_head_kv = 3;
+    CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
+    p = tiny(CPULM_DTYPE_Q4_0);
+    p.n_vocab = 100;
+    CHECK_EQ_INT(t, cpulm_synth_write(tmp_path("bad.gguf"), &p, &err), CPULM_ERR_INVALID_ARG);
+}

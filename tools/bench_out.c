@@ -1,0 +1,379 @@
+/* bench_out.c: what every bench row carries (cpulm version, kernels, CPU, model) and the
+ * writers: markdown tables, CSV, and JSON / JSONL objects that use llama-bench's field names
+ * (so scripts written for llama-bench read ours), with cpulm's extra fields alongside. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/buf.h"
+#include "base/json.h"
+#include "bench.h"
+
+/* ---- environment ---- */
+
+/* ARM /proc/cpuinfo has no model name; name the cores the clouds sell by part number. */
+static const char *arm_part_name(unsigned impl, unsigned part) {
+    static const struct {
+        unsigned impl, part;
+        const char *name;
+    } parts[] = {
+        {0x41, 0xd0c, "Neoverse-N1 (Graviton2)"}, {0x41, 0xd40, "Neoverse-V1 (Graviton3)"},
+        {0x41, 0xd4f, "Neoverse-V2 (Graviton4)"}, {0x41, 0xd49, "Neoverse-N2"},
+        {0x41, 0xd8e, "Neoverse-N3"},              {0x41, 0xd84, "Neoverse-V3"},
+        {0xc0, 0xac3, "Ampere-1"},                 {0xc0, 0xac4, "Ampere-1A"},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i].impl == impl && parts[i].part == part) return parts[i].name;
+    return NULL;
+}
+
+void bench_cpu_name(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    unsigned impl = 0, part = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        char *v = colon + 1 + strspn(colon + 1, " \t");
+        v[strcspn(v, "\n")] = 0;
+        if (!strncmp(line, "model name", 10)) {
+            snprintf(buf, cap, "%s", v);
+            break;
+        }
+        if (!strncmp(line, "CPU implementer", 15)) impl = (unsigned)strtoul(v, NULL, 0);
+        if (!strncmp(line, "CPU part", 8)) part = (unsigned)strtoul(v, NULL, 0);
+    }
+    fclose(f);
+    const char *arm = impl ? arm_part_name(impl, part) : NULL;
+    if (arm) snprintf(buf, cap, "%s", arm);
+    else if (impl && !strcmp(buf, "unknown"))
+        snprintf(buf, cap, "ARM implementer 0x%02x part 0x%03x", impl, part);
+}
+
+void bench_now_iso(char *buf, size_t cap) {
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* "1B", "260K": general.size_label when the file has one, else from the parameter count. */
+static void size_label(const cpulm_model *m, int64_t n_params, char *buf, size_t cap) {
+    size_t need;
+    if (cpulm_model_meta(m, "general.size_label", buf, cap, &need) == CPULM_OK && buf[0]) return;
+    double p = (double)n_params;
+    if (p >= 1e9) snprintf(buf, cap, "%.0fB", p / 1e9);
+    else if (p >= 1e6) snprintf(buf, cap, "%.0fM", p / 1e6);
+    else snprintf(buf, cap, "%.0fK", p / 1e3);
+}
+
+void bench_env_fill(bench_env *e, const cpulm_model *m, const char *path) {
+    memset(e, 0, sizeof *e);
+    snprintf(e->version, sizeof e->version, "%s", cpulm_version());
+    const char *open = strchr(e->version, '(');
+    snprintf(e->commit, sizeof e->commit, "%s", open ? open + 1 : "unknown");
+    e->commit[strcspn(e->commit, ")")] = 0;
+    snprintf(e->kernels, sizeof e->kernels, "%s", cpulm_kernel_level());
+    bench_cpu_name(e->cpu, sizeof e->cpu);
+    if (!m) return;
+    snprintf(e->model_file, sizeof e->model_file, "%s", path);
+    cpulm_model_info in;
+    cpulm_model_get_info(m, &in);
+    char label[32];
+    size_label(m, in.n_params, label, sizeof label);
+    snprintf(e->model_type, sizeof e->model_type, "%s %s %s", in.arch, label, in.ftype);
+    e->model_size = in.weight_bytes;
+    e->n_params = in.n_params;
+}
+
+int bench_fmt_parse(const char *s, bench_fmt *fmt) {
+    static const char *names[] = {"md", "csv", "json", "jsonl"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, names[i])) {
+            *fmt = (bench_fmt)i;
+            return 0;
+        }
+    return -1;
+}
+
+static const char *kind_name(bench_kind k) {
+    static const char *names[] = {"pp", "tg", "pg", "parallel", "ttft"};
+    return names[k];
+}
+
+/* ---- JSON ---- */
+
+static void json_kv_str(cpulm_json_writer *w, const char *k, const char *v) {
+    cpulm_json_key(w, k);
+    cpulm_json_write_str(w, v);
+}
+
+static void json_kv_int(cpulm_json_writer *w, const char *k, int64_t v) {
+    cpulm_json_key(w, k);
+    cpulm_json_write_int(w, v);
+}
+
+static void json_kv_num(cpulm_json_writer *w, const char *k, double v) {
+    cpulm_json_key(w, k);
+    cpulm_json_write_double(w, v);
+}
+
+/* The fields llama-bench writes, in its order, with cpulm's values. */
+static void json_llama_bench_fields(cpulm_json_writer *w, const bench_env *e,
+                                    const bench_result *r, const bench_summary *s) {
+    const bench_test *t = &r->t;
+    json_kv_str(w, "build_commit", e->commit);
+    json_kv_int(w, "build_number", 0); /* cpulm has no build counter */
+    json_kv_str(w, "cpu_info", e->cpu);
+    json_kv_str(w, "gpu_info", "");
+    json_kv_str(w, "backends", "CPU");
+    json_kv_str(w, "model_filename", e->model_file);
+    json_kv_str(w, "model_type", e->model_type);
+    json_kv_int(w, "model_size", (int64_t)e->model_size);
+    json_kv_int(w, "model_n_params", e->n_params);
+    json_kv_int(w, "n_batch", t->n_batch);
+    json_kv_int(w, "n_ubatch", t->n_ubatch);
+    json_kv_int(w, "n_threads", r->n_threads_used);
+    json_kv_str(w, "type_k", bench_kv_name(t->type_k));
+    json_kv_str(w, "type_v", bench_kv_name(t->type_k));
+    json_kv_int(w, "n_gpu_layers", 0);
+    cpulm_json_key(w, "flash_attn");
+    cpulm_json_write_bool(w, 0);
+    cpulm_json_key(w, "use_mmap");
+    cpulm_json_write_bool(w, 1);
+    cpulm_json_key(w, "embeddings");
+    cpulm_json_write_bool(w, 0);
+    json_kv_int(w, "n_prompt", t->n_prompt);
+    json_kv_int(w, "n_gen", t->n_gen);
+    json_kv_int(w, "n_depth", 0);
+    json_kv_str(w, "test_time", r->test_time);
+    json_kv_int(w, "avg_ns", (int64_t)llround(s->ns.mean));
+    json_kv_int(w, "stddev_ns", (int64_t)llround(s->ns.stddev));
+    json_kv_num(w, "avg_ts", s->ts.mean);
+    json_kv_num(w, "stddev_ts", s->ts.stddev);
+    cpulm_json_key(w, "samples_ns");
+    cpulm_json_arr_begin(w);
+    for (int i = 0; i < r->n_reps; i++) cpulm_json_write_int(w, (int64_t)llround(r->ns[i]));
+    cpulm_json_arr_end(w);
+    cpulm_json_key(w, "samples_ts");
+    cpulm_json_arr_begin(w);
+    for (int i = 0; i < r->n_reps; i++) cpulm_json_write_double(w, r->ts[i]);
+    cpulm_json_arr_end(w);
+}
+
+static void json_row(cpulm_json_writer *w, const bench_env *e, const bench_result *r) {
+    bench_summary s;
+    bench_summarize(r, &s);
+    const bench_test *t = &r->t;
+    char name[64];
+    bench_test_name(t, name, sizeof name);
+    cpulm_json_obj_begin(w);
+    json_llama_bench_fields(w, e, r, &s);
+    json_kv_str(w, "test", name);
+    json_kv_str(w, "kind", kind_name(t->kind));
+    json_kv_int(w, "n_threads_batch", r->n_threads_batch_used);
+    json_kv_int(w, "n_parallel", t->n_parallel);
+    json_kv_int(w, "repetitions", r->n_reps);
+    json_kv_str(w, "cpulm_version", e->version);
+    json_kv_str(w, "cpulm_commit", e->commit);
+    json_kv_str(w, "kernel_level", e->kernels);
+    json_kv_str(w, "cpu_name", e->cpu);
+    json_kv_str(w, "date", r->test_time);
+    if (t->kind == BENCH_PAR) {
+        json_kv_num(w, "pp_avg_ms", s.pp_ms.mean);
+        json_kv_num(w, "pp_avg_ts", s.pp_ts.mean);
+        json_kv_num(w, "pp_stddev_ts", s.pp_ts.stddev);
+        json_kv_num(w, "tg_avg_ts", s.tg_ts.mean);
+        json_kv_num(w, "tg_stddev_ts", s.tg_ts.stddev);
+        json_kv_num(w, "tg_avg_ts_per_seq", s.tg_seq.mean);
+        json_kv_num(w, "tg_stddev_ts_per_seq", s.tg_seq.stddev);
+    }
+    if (t->kind == BENCH_TTFT) {
+        json_kv_num(w, "ttft_ms_mean", s.ns.mean * 1e-6);
+        json_kv_num(w, "ttft_ms_stddev", s.ns.stddev * 1e-6);
+        json_kv_num(w, "ttft_ms_p50", s.ns.p50 * 1e-6);
+        json_kv_num(w, "ttft_ms_p99", s.ns.p99 * 1e-6);
+    }
+    cpulm_json_obj_end(w);
+}
+
+static int write_json(FILE *f, const bench_env *e, const bench_result *r, int n, int lines) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    int rc = 0;
+    cpulm_json_writer w;
+    if (!lines) {
+        cpulm_json_writer_init(&w, &b, 0, 2);
+        cpulm_json_arr_begin(&w);
+        for (int i = 0; i < n; i++) json_row(&w, e, &r[i]);
+        cpulm_json_arr_end(&w);
+        cpulm_buf_putc(&b, '\n');
+        rc = cpulm_json_writer_status(&w) != CPULM_OK;
+    }
+    for (int i = 0; lines && i < n && !rc; i++) {
+        cpulm_json_writer_init(&w, &b, 0, 0);
+        json_row(&w, e, &r[i]);
+        cpulm_buf_putc(&b, '\n');
+        rc = cpulm_json_writer_status(&w) != CPULM_OK;
+    }
+    rc = rc || cpulm_buf_status(&b) != CPULM_OK || fwrite(b.data, 1, b.len, f) != b.len;
+    cpulm_buf_release(&b);
+    return rc ? -1 : 0;
+}
+
+/* ---- CSV ---- */
+
+static void csv_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n) {
+    fprintf(f, "build_commit,build_number,cpu_info,model_filename,model_type,model_size,"
+               "model_n_params,n_batch,n_ubatch,n_threads,n_threads_batch,type_k,type_v,"
+               "n_prompt,n_gen,n_parallel,test,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts,"
+               "pp_avg_ts,tg_avg_ts,tg_avg_ts_per_seq,ttft_ms_p50,ttft_ms_p99,kernel_level,"
+               "cpulm_version,samples_ns,samples_ts\n");
+    for (int i = 0; i < n; i++) {
+        const bench_result *x = &r[i];
+        bench_summary s;
+        bench_summarize(x, &s);
+        char name[64];
+        bench_test_name(&x->t, name, sizeof name);
+        csv_str(f, e->commit);
+        fprintf(f, ",0,");
+        csv_str(f, e->cpu);
+        fputc(',', f);
+        csv_str(f, e->model_file);
+        fputc(',', f);
+        csv_str(f, e->model_type);
+        fprintf(f, ",%llu,%lld,%d,%d,%d,%d,%s,%s,%d,%d,%d,\"%s\",%s,%.0f,%.0f,%.6f,%.6f,",
+                (unsigned long long)e->model_size, (long long)e->n_params, x->t.n_batch,
+                x->t.n_ubatch, x->n_threads_used, x->n_threads_batch_used,
+                bench_kv_name(x->t.type_k), bench_kv_name(x->t.type_k), x->t.n_prompt,
+                x->t.n_gen, x->t.n_parallel, name, x->test_time, s.ns.mean, s.ns.stddev,
+                s.ts.mean, s.ts.stddev);
+        int par = x->t.kind == BENCH_PAR, ttft = x->t.kind == BENCH_TTFT;
+        if (par) fprintf(f, "%.6f,%.6f,%.6f,,,", s.pp_ts.mean, s.tg_ts.mean, s.tg_seq.mean);
+        else if (ttft) fprintf(f, ",,,%.6f,%.6f,", s.ns.p50 * 1e-6, s.ns.p99 * 1e-6);
+        else fprintf(f, ",,,,,");
+        fprintf(f, "%s,", e->kernels);
+        csv_str(f, e->version);
+        fputs(",\"", f);
+        for (int k = 0; k < x->n_reps; k++) fprintf(f, "%s%.0f", k ? " " : "", x->ns[k]);
+        fputs("\",\"", f);
+        for (int k = 0; k < x->n_reps; k++) fprintf(f, "%s%.6f", k ? " " : "", x->ts[k]);
+        fputs("\"\n", f);
+    }
+}
+
+/* ---- markdown ---- */
+
+static void human_bytes(double v, char *buf, size_t cap) {
+    if (v >= 1024.0 * 1024 * 1024) snprintf(buf, cap, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+    else snprintf(buf, cap, "%.2f MiB", v / (1024.0 * 1024));
+}
+
+static void threads_str(const bench_result *r, char *buf, size_t cap) {
+    if (r->n_threads_batch_used != r->n_threads_used)
+        snprintf(buf, cap, "%d/%d", r->n_threads_used, r->n_threads_batch_used);
+    else snprintf(buf, cap, "%d", r->n_threads_used);
+}
+
+static int count_kind(const bench_result *r, int n, int par, int ttft) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += (r[i].t.kind == BENCH_PAR) == par && (r[i].t.kind == BENCH_TTFT) == ttft;
+    return k;
+}
+
+static void md_basic(FILE *f, const bench_env *e, const bench_result *r, int n) {
+    char size[32], th[32], name[64];
+    human_bytes((double)e->model_size, size, sizeof size);
+    fprintf(f, "| model | size | params | kernels | threads | n_batch | n_ubatch | type_k | test "
+               "| t/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: |\n");
+    for (int i = 0; i < n; i++) {
+        if (r[i].t.kind == BENCH_PAR || r[i].t.kind == BENCH_TTFT) continue;
+        bench_summary s;
+        bench_summarize(&r[i], &s);
+        threads_str(&r[i], th, sizeof th);
+        bench_test_name(&r[i].t, name, sizeof name);
+        fprintf(f, "| %s | %s | %.2f M | %s | %s | %d | %d | %s | %s | %.2f ± %.2f |\n",
+                e->model_type, size, (double)e->n_params / 1e6, e->kernels, th, r[i].t.n_batch,
+                r[i].t.n_ubatch, bench_kv_name(r[i].t.type_k), name, s.ts.mean, s.ts.stddev);
+    }
+}
+
+static void md_parallel(FILE *f, const bench_result *r, int n) {
+    char th[32];
+    fprintf(f, "| threads | type_k | npl | pp | tg | prompt ms | prompt t/s | tg t/s "
+               "(aggregate) | tg t/s (per seq) | total t/s |\n| ---: | --- | ---: | ---: | ---: | "
+               "---: | ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < n; i++) {
+        if (r[i].t.kind != BENCH_PAR) continue;
+        bench_summary s;
+        bench_summarize(&r[i], &s);
+        threads_str(&r[i], th, sizeof th);
+        fprintf(f, "| %s | %s | %d | %d | %d | %.1f | %.2f | %.2f ± %.2f | %.2f | %.2f |\n", th,
+                bench_kv_name(r[i].t.type_k), r[i].t.n_parallel, r[i].t.n_prompt, r[i].t.n_gen,
+                s.pp_ms.mean, s.pp_ts.mean, s.tg_ts.mean, s.tg_ts.stddev, s.tg_seq.mean,
+                s.ts.mean);
+    }
+}
+
+static void md_ttft(FILE *f, const bench_result *r, int n) {
+    char th[32];
+    fprintf(f, "| threads | type_k | prompt tokens | TTFT mean ms | p50 ms | p99 ms | prompt t/s "
+               "|\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < n; i++) {
+        if (r[i].t.kind != BENCH_TTFT) continue;
+        bench_summary s;
+        bench_summarize(&r[i], &s);
+        threads_str(&r[i], th, sizeof th);
+        fprintf(f, "| %s | %s | %d | %.2f ± %.2f | %.2f | %.2f | %.2f |\n", th,
+                bench_kv_name(r[i].t.type_k), r[i].t.n_prompt, s.ns.mean * 1e-6,
+                s.ns.stddev * 1e-6, s.ns.p50 * 1e-6, s.ns.p99 * 1e-6, s.ts.mean);
+    }
+}
+
+static void write_md(FILE *f, const bench_env *e, const bench_result *r, int n) {
+    int reps = n ? r[0].n_reps : 0;
+    fprintf(f, "cpulm %s | kernels %s | CPU %s | %s | %d repetitions, mean ± stddev\n\n",
+            e->version, e->kernels, e->cpu, n ? r[0].test_time : "", reps);
+    int sections = 0;
+    if (count_kind(r, n, 0, 0)) {
+        md_basic(f, e, r, n);
+        sections++;
+    }
+    if (count_kind(r, n, 1, 0)) {
+        if (sections++) fputc('\n', f);
+        fprintf(f, "parallel sequences (%s): prompts of npl sequences, then tg steps decoding all "
+                   "of them together\n\n", e->model_type);
+        md_parallel(f, r, n);
+    }
+    if (count_kind(r, n, 0, 1)) {
+        if (sections++) fputc('\n', f);
+        fprintf(f, "time to first token (%s): prompt from an empty context, then a greedy pick\n\n",
+                e->model_type);
+        md_ttft(f, r, n);
+    }
+}
+
+int bench_write(FILE *f, bench_fmt fmt, const bench_env *e, const bench_result *r, int n) {
+    switch (fmt) {
+    case BENCH_FMT_MD: write_md(f, e, r, n); break;
+    case BENCH_FMT_CSV: write_csv(f, e, r, n); break;
+    case BENCH_FMT_JSON: return write_json(f, e, r, n, 0);
+    case BENCH_FMT_JSONL: return write_json(f, e, r, n, 1);
+    }
+    fflush(f);
+    return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,457 @@
+/* bench_report.c: renders a study (see bench_report.h) as markdown and HTML at once: every
+ * heading, paragraph, table and chart goes to both documents through the doc_* helpers,
+ * so the two always say the same thing. Charts are written as SVG files (linked from the
+ * markdown) and inline in the HTML. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "bench_report.h"
+#include "svg.h"
+
+/* ---- a document written as markdown and HTML together ---- */
+
+typedef struct doc {
+    cpulm_buf md, html;
+    const char *dir;
+    int failed;
+} doc;
+
+static void html_text(cpulm_buf *b, const char *s) {
+    svg_escape(b, s); /* the same five entities serve HTML text */
+}
+
+static void doc_heading(doc *d, int level, const char *s) {
+    cpulm_buf_printf(&d->md, "%.*s %s\n\n", level, "####", s);
+    cpulm_buf_printf(&d->html, "<h%d>", level);
+    html_text(&d->html, s);
+    cpulm_buf_printf(&d->html, "</h%d>\n", level);
+}
+
+static void doc_para(doc *d, const char *fmt, ...) CPULM_PRINTF(2, 3);
+static void doc_para(doc *d, const char *fmt, ...) {
+    char s[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s, sizeof s, fmt, ap);
+    va_end(ap);
+    cpulm_buf_printf(&d->md, "%s\n\n", s);
+    cpulm_buf_puts(&d->html, "<p>");
+    html_text(&d->html, s);
+    cpulm_buf_puts(&d->html, "</p>\n");
+}
+
+/* A table row; header = 1 for the first row (also writes the markdown rule). */
+static void doc_row(doc *d, int n, const char *const *cells, int header) {
+    cpulm_buf_puts(&d->md, "|");
+    cpulm_buf_puts(&d->html, header ? "<table>\n<tr>" : "<tr>");
+    for (int i = 0; i < n; i++) {
+        cpulm_buf_printf(&d->md, " %s |", cells[i]);
+        cpulm_buf_puts(&d->html, header ? "<th>" : "<td>");
+        html_text(&d->html, cells[i]);
+        cpulm_buf_puts(&d->html, header ? "</th>" : "</td>");
+    }
+    cpulm_buf_puts(&d->md, "\n");
+    cpulm_buf_puts(&d->html, "</tr>\n");
+    if (!header) return;
+    cpulm_buf_puts(&d->md, "|");
+    for (int i = 0; i < n; i++) cpulm_buf_puts(&d->md, i ? " ---: |" : " --- |");
+    cpulm_buf_puts(&d->md, "\n");
+}
+
+static void doc_table_end(doc *d) {
+    cpulm_buf_puts(&d->md, "\n");
+    cpulm_buf_puts(&d->html, "</table>\n");
+}
+
+static int write_file(const char *dir, const char *name, const char *data, size_t n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(data, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) fprintf(stderr, "cpulm report: cannot write %s: %s\n", path, strerror(errno));
+    return ok ? 0 : -1;
+}
+
+/* Draws the chart into name.svg, links it from the markdown, inlines it in the HTML. */
+static void doc_chart(doc *d, const char *name, const svg_chart *c, int bars) {
+    cpulm_buf svg;
+    cpulm_buf_init(&svg, 0);
+    if (bars) svg_bar_chart(&svg, c);
+    else svg_line_chart(&svg, c);
+    char file[128];
+    snprintf(file, sizeof file, "%s.svg", name);
+    if (cpulm_buf_status(&svg) != CPULM_OK || write_file(d->dir, file, svg.data, svg.len))
+        d->failed = 1;
+    cpulm_buf_printf(&d->md, "![%s](%s)\n\n", c->title, file);
+    cpulm_buf_printf(&d->html, "<figure>%s</figure>\n", svg.data);
+    cpulm_buf_release(&svg);
+}
+
+/* ---- formatting ---- */
+
+/* v with dec decimals, and a "%" appended when pct. */
+static void num(char *buf, size_t cap, double v, int dec, int pct) {
+    snprintf(buf, cap, "%.*f%s", dec, v, pct ? "%" : "");
+}
+
+static void pm(char *buf, size_t cap, const bench_stats *st, double scale) {
+    snprintf(buf, cap, "%.2f ± %.2f", st->mean * scale, st->stddev * scale);
+}
+
+static void human_bytes(char *buf, size_t cap, double v) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (v >= 1024 && i < 4) v /= 1024, i++;
+    snprintf(buf, cap, "%.2f %s", v, u[i]);
+}
+
+static const bench_result *sec(const study *s, int section, int i) {
+    return &s->res[s->lo[section] + i];
+}
+
+static int sec_n(const study *s, int section) {
+    return s->hi[section] - s->lo[section];
+}
+
+/* ---- sections ---- */
+
+static void write_header(doc *d, const study *s) {
+    char size[32];
+    human_bytes(size, sizeof size, (double)s->env.model_size);
+    doc_heading(d, 1, "cpulm performance report");
+    doc_para(d, "Model: %s (%s), %s of weights, %.3f B parameters, %d layers, embedding %d.",
+             s->env.model_type, s->env.model_file, size, (double)s->env.n_params / 1e9,
+             s->info.n_layer, s->info.n_embd);
+    doc_para(d, "Machine: %s, kernels %s. cpulm %s. Started %s; the %s study took %.0f s.",
+             s->env.cpu, s->env.kernels, s->env.version,
+             s->n_res ? s->res[0].test_time : "-", s->quick ? "quick" : "full", s->seconds);
+    doc_para(d, "Method: a fresh context per test, one untimed warm-up, the KV cache cleared "
+                "between repetitions, CLOCK_MONOTONIC wall time around the decode calls; "
+                "prompts are random token ids; figures are mean ± sample stddev over %d "
+                "repetitions unless stated.", s->n_res ? s->res[0].n_reps : 0);
+}
+
+static void write_threads(doc *d, const study *s) {
+    int n = sec_n(s, STUDY_THREADS);
+    if (!n) return;
+    doc_heading(d, 2, "Threads");
+    double x[2][BENCH_MAX_LIST], y[2][BENCH_MAX_LIST];
+    int k[2] = {0, 0};
+    char name[2][96] = {"", ""}, th[16], ts[64], tn[64];
+    const char *hdr[] = {"threads", "test", "tokens/s"};
+    doc_row(d, 3, hdr, 1);
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = sec(s, STUDY_THREADS, i);
+        bench_summary sm;
+        bench_summarize(r, &sm);
+        int tg = r->t.kind == BENCH_TG;
+        bench_test_name(&r->t, tn, sizeof tn);
+        snprintf(name[tg], sizeof name[tg], "%s (%s)", tn, tg ? "generation" : "prompt");
+        if (k[tg] < BENCH_MAX_LIST) {
+            x[tg][k[tg]] = r->n_threads_used;
+            y[tg][k[tg]++] = sm.ts.mean;
+        }
+        snprintf(th, sizeof th, "%d", r->n_threads_used);
+        pm(ts, sizeof ts, &sm.ts, 1);
+        const char *row[] = {th, tn, ts};
+        doc_row(d, 3, row, 0);
+    }
+    doc_table_end(d);
+    svg_series ser[2] = {{name[0], x[0], y[0], k[0]}, {name[1], x[1], y[1], k[1]}};
+    svg_chart c = {.title = "Throughput vs threads", .x_label = "threads",
+                   .y_label = "tokens/s", .log2_x = 1, .series = ser, .n_series = 2,
+                   .note = "pp: prompt tokens evaluated per second; tg: tokens generated one at a time"};
+    doc_chart(d, "threads", &c, 0);
+}
+
+static void write_pp_len(doc *d, const study *s) {
+    int n = sec_n(s, STUDY_PP_LEN);
+    if (!n) return;
+    doc_heading(d, 2, "Prompt length");
+    double x[BENCH_MAX_LIST], y[BENCH_MAX_LIST];
+    char a[16], b[16], c2[64];
+    const char *hdr[] = {"prompt tokens", "threads", "prompt tokens/s"};
+    doc_row(d, 3, hdr, 1);
+    for (int i = 0; i < n && i < BENCH_MAX_LIST; i++) {
+        const bench_result *r = sec(s, STUDY_PP_LEN, i);
+        bench_summary sm;
+        bench_summarize(r, &sm);
+        x[i] = r->t.n_prompt;
+        y[i] = sm.ts.mean;
+        snprintf(a, sizeof a, "%d", r->t.n_prompt);
+        snprintf(b, sizeof b, "%d", r->n_threads_used);
+        pm(c2, sizeof c2, &sm.ts, 1);
+        const char *row[] = {a, b, c2};
+        doc_row(d, 3, row, 0);
+    }
+    doc_table_end(d);
+    svg_series ser = {"prompt processing", x, y, n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST};
+    svg_chart c = {.title = "Prompt throughput vs prompt length", .x_label = "prompt length (tokens)",
+                   .y_label = "prompt tokens/s", .log2_x = 1, .series = &ser, .n_series = 1,
+                   .note = "prompt of N random tokens from an empty context, in batches of up to 512"};
+    doc_chart(d, "pp_length", &c, 0);
+}
+
+static void write_parallel(doc *d, const study *s) {
+    int n = sec_n(s, STUDY_PARALLEL);
+    if (!n) return;
+    doc_heading(d, 2, "Parallel sequences");
+    double x[BENCH_MAX_LIST], agg[BENCH_MAX_LIST], one[BENCH_MAX_LIST];
+    char a[16], b[64], c2[32], e[32], f[32];
+    const char *hdr[] = {"sequences", "prompt ms (all)", "prompt tokens/s",
+                         "generated tokens/s (aggregate)", "tokens/s per sequence"};
+    doc_row(d, 5, hdr, 1);
+    for (int i = 0; i < n && i < BENCH_MAX_LIST; i++) {
+        const bench_result *r = sec(s, STUDY_PARALLEL, i);
+        bench_summary sm;
+        bench_summarize(r, &sm);
+        x[i] = r->t.n_parallel;
+        agg[i] = sm.tg_ts.mean;
+        one[i] = sm.tg_seq.mean;
+        snprintf(a, sizeof a, "%d", r->t.n_parallel);
+        num(c2, sizeof c2, sm.pp_ms.mean, 1, 0);
+        num(e, sizeof e, sm.pp_ts.mean, 2, 0);
+        pm(b, sizeof b, &sm.tg_ts, 1);
+        num(f, sizeof f, sm.tg_seq.mean, 2, 0);
+        const char *row[] = {a, c2, e, b, f};
+        doc_row(d, 5, row, 0);
+    }
+    doc_table_end(d);
+    const bench_result *r0 = sec(s, STUDY_PARALLEL, 0);
+    doc_para(d, "Each of N sequences gets a %d-token prompt (packed into shared decode calls), "
+                "then %d steps each decode one token of every sequence together, as "
+                "llama-batched-bench does; weights are shared, each sequence has its own KV.",
+             r0->t.n_prompt, r0->t.n_gen);
+    int m = n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST;
+    svg_series ser[2] = {{"aggregate (all sequences)", x, agg, m}, {"per sequence", x, one, m}};
+    svg_chart c = {.title = "Generation throughput vs parallel sequences",
+                   .x_label = "parallel sequences", .y_label = "generated tokens/s", .log2_x = 1,
+                   .series = ser, .n_series = 2};
+    doc_chart(d, "parallel", &c, 0);
+}
+
+static void write_ttft(doc *d, const study *s) {
+    int n = sec_n(s, STUDY_TTFT);
+    if (!n) return;
+    doc_heading(d, 2, "Time to first token");
+    double x[BENCH_MAX_LIST], mean[BENCH_MAX_LIST], p50[BENCH_MAX_LIST], p99[BENCH_MAX_LIST];
+    char a[16], b[64], c2[32], e[32], f[32];
+    const char *hdr[] = {"prompt tokens", "TTFT ms (mean ± sd)", "p50 ms", "p99 ms", "prompt tokens/s"};
+    doc_row(d, 5, hdr, 1);
+    int m = n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST;
+    for (int i = 0; i < m; i++) {
+        const bench_result *r = sec(s, STUDY_TTFT, i);
+        bench_summary sm;
+        bench_summarize(r, &sm);
+        x[i] = r->t.n_prompt;
+        mean[i] = sm.ns.mean * 1e-6;
+        p50[i] = sm.ns.p50 * 1e-6;
+        p99[i] = sm.ns.p99 * 1e-6;
+        snprintf(a, sizeof a, "%d", r->t.n_prompt);
+        pm(b, sizeof b, &sm.ns, 1e-6);
+        num(c2, sizeof c2, p50[i], 2, 0);
+        num(e, sizeof e, p99[i], 2, 0);
+        num(f, sizeof f, sm.ts.mean, 2, 0);
+        const char *row[] = {a, b, c2, e, f};
+        doc_row(d, 5, row, 0);
+    }
+    doc_table_end(d);
+    svg_series ser[3] = {{"mean", x, mean, m}, {"p50", x, p50, m}, {"p99", x, p99, m}};
+    svg_chart c = {.title = "Time to first token vs prompt length",
+                   .x_label = "prompt length (tokens)", .y_label = "time to first token (ms)",
+                   .log2_x = 1, .series = ser, .n_series = 3,
+                   .note = "empty context -> prompt evaluated -> first token picked (greedy); percentiles over repetitions"};
+    doc_chart(d, "ttft", &c, 0);
+}
+
+static void roof_table(doc *d, const study *s) {
+    char a[16], b[32], c2[32], e[32], f[32], g[32], h[32];
+    const char *hdr[] = {"threads", "read GB/s", "Q8_0 dot GOPS", "f32 dot GFLOPS", "tg tokens/s",
+                         "tg % of bandwidth", "pp tokens/s", "pp % of int8 peak"};
+    doc_row(d, 8, hdr, 1);
+    for (int i = 0; i < s->n_roof; i++) {
+        const bench_roof *r = &s->roof[i];
+        snprintf(a, sizeof a, "%d", r->n_threads);
+        num(b, sizeof b, r->bw / 1e9, 2, 0);
+        num(c2, sizeof c2, r->int8_ops / 1e9, 1, 0);
+        num(e, sizeof e, r->f32_flops / 1e9, 1, 0);
+        num(f, sizeof f, r->tg_ts, 2, 0);
+        num(g, sizeof g, 100 * r->tg_frac, 1, 1);
+        num(h, sizeof h, r->pp_ts, 2, 0);
+        char pf[32];
+        num(pf, sizeof pf, 100 * r->pp_frac, 1, 1);
+        const char *row[] = {a, b, c2, e, f, g, h, pf};
+        doc_row(d, 8, row, 0);
+    }
+    doc_table_end(d);
+}
+
+static void write_roofline(doc *d, const study *s) {
+    if (!s->n_roof) return;
+    doc_heading(d, 2, "Roofline");
+    char bpt[32];
+    human_bytes(bpt, sizeof bpt, (double)s->bytes_per_token);
+    doc_para(d, "Ceilings measured on this machine: read bandwidth streaming a %zu MiB buffer, "
+                "and the selected Q8_0 (int8) and f32 dot kernels on cache-resident rows (best "
+                "round). Achieved: tg tokens/s x %s of weights read per token / bandwidth; pp "
+                "tokens/s x 2 x %.3f G matmul parameters / int8 peak. KV-cache reads and "
+                "attention are not counted; the prompt path may use GEMM microkernels that beat "
+                "the vec_dot peak, so pp can pass 100%%.",
+             s->roof_buf_bytes >> 20, bpt, (double)s->matmul_params / 1e9);
+    roof_table(d, s);
+    double tg[BENCH_MAX_LIST], pp[BENCH_MAX_LIST];
+    char labels[BENCH_MAX_LIST][24];
+    const char *cats[BENCH_MAX_LIST];
+    for (int i = 0; i < s->n_roof; i++) {
+        tg[i] = 100 * s->roof[i].tg_frac;
+        pp[i] = 100 * s->roof[i].pp_frac;
+        snprintf(labels[i], sizeof labels[i], "%d thread%s", s->roof[i].n_threads,
+                 s->roof[i].n_threads > 1 ? "s" : "");
+        cats[i] = labels[i];
+    }
+    svg_series ser[2] = {{"tg: % of read bandwidth", NULL, tg, s->n_roof},
+                         {"pp: % of int8 dot peak", NULL, pp, s->n_roof}};
+    svg_chart c = {.title = "Share of the machine's ceilings", .x_label = "threads",
+                   .y_label = "% of ceiling", .series = ser, .n_series = 2, .categories = cats,
+                   .n_categories = s->n_roof};
+    doc_chart(d, "roofline", &c, 1);
+}
+
+static void write_memory(doc *d, const study *s) {
+    char a[32], b[32], c2[32], e[32], f[32];
+    human_bytes(a, sizeof a, (double)s->mem.weights);
+    human_bytes(b, sizeof b, (double)s->mem.kv_total);
+    human_bytes(c2, sizeof c2, (double)s->mem.compute);
+    human_bytes(e, sizeof e, (double)s->mem.overhead);
+    human_bytes(f, sizeof f, (double)s->mem.total);
+    doc_para(d, "Memory to serve %d sequence(s) of %d tokens (f16 KV cache): weights %s + KV "
+                "cache %s + compute buffers %s + runtime overhead %s = %s (see `cpulm plan` for "
+                "the assumptions behind each figure).", s->plan_parallel, s->plan_ctx, a, b, c2,
+             e, f);
+}
+
+static void write_cost(doc *d, const study *s) {
+    doc_heading(d, 2, "Cost");
+    write_memory(d, s);
+    int idx[8], n = s->prices.n ? plan_fitting(&s->prices, s->mem.total, 1, idx, 6) : 0;
+    if (!n || !(s->tg_single > 0)) {
+        doc_para(d, "No price table was found (or nothing fits / nothing was measured), so no "
+                    "cost is shown; `cpulm report --prices FILE` names one.");
+        return;
+    }
+    doc_para(d, "Cost per 1M generated tokens on the cheapest instance of each family that holds "
+                "that memory (prices: %s, dated %s, editable), assuming the instance generates "
+                "as fast as this machine did: single stream %.2f tokens/s (threads: %d), batched "
+                "%.2f tokens/s (parallel sequences: %d). Billed per hour, running flat out; prompt tokens "
+                "not counted. Another CPU will be faster or slower: measure there.",
+             s->prices_path, s->prices.date[0] ? s->prices.date : "-", s->tg_single,
+             s->tg_single_threads, s->tg_batched, s->tg_batched_npl);
+    double single[8], batched[8];
+    const char *cats[8];
+    char a[32], b[32], c2[32];
+    const char *hdr[] = {"instance", "USD/hour", "$ per 1M tokens (single)", "$ per 1M tokens (batched)"};
+    doc_row(d, 4, hdr, 1);
+    for (int i = 0; i < n; i++) {
+        const plan_instance *in = &s->prices.v[idx[i]];
+        cats[i] = in->name;
+        single[i] = plan_usd_per_mtok(in->usd_hour, s->tg_single);
+        batched[i] = plan_usd_per_mtok(in->usd_hour, s->tg_batched);
+        num(a, sizeof a, in->usd_hour, 4, 0);
+        num(b, sizeof b, single[i], 4, 0);
+        num(c2, sizeof c2, batched[i], 4, 0);
+        const char *row[] = {in->name, a, b, c2};
+        doc_row(d, 4, row, 0);
+    }
+    doc_table_end(d);
+    svg_series ser[2] = {{"single stream", NULL, single, n}, {"batched", NULL, batched, n}};
+    svg_chart c = {.title = "Cost per 1M generated tokens", .x_label = "instance (cheapest that fits)",
+                   .y_label = "USD per 1M tokens", .series = ser, .n_series = 2,
+                   .categories = cats, .n_categories = n,
+                   .note = "assumes this machine's measured speed on every instance"};
+    doc_chart(d, "cost", &c, 1);
+}
+
+/* ---- raw data ---- */
+
+static int write_roof_json(const study *s, const char *dir) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &b, 0, 2);
+    cpulm_json_arr_begin(&w);
+    for (int i = 0; i < s->n_roof; i++) {
+        const bench_roof *r = &s->roof[i];
+        const char *k[] = {"read_bytes_per_s", "int8_ops_per_s", "f32_flops_per_s", "tg_ts",
+                           "tg_bandwidth_fraction", "pp_ts", "pp_int8_fraction"};
+        double v[] = {r->bw, r->int8_ops, r->f32_flops, r->tg_ts, r->tg_frac, r->pp_ts, r->pp_frac};
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "n_threads");
+        cpulm_json_write_int(&w, r->n_threads);
+        for (int j = 0; j < 7; j++) {
+            cpulm_json_key(&w, k[j]);
+            cpulm_json_write_double(&w, v[j]);
+        }
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_arr_end(&w);
+    cpulm_buf_putc(&b, '\n');
+    int rc = cpulm_json_writer_status(&w) != CPULM_OK || write_file(dir, "roofline.json", b.data, b.len);
+    cpulm_buf_release(&b);
+    return rc ? -1 : 0;
+}
+
+static int write_results(const study *s, const char *dir) {
+    const char *names[] = {"results.json", "results.csv"};
+    bench_fmt fmts[] = {BENCH_FMT_JSON, BENCH_FMT_CSV};
+    for (int i = 0; i < 2; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "wb");
+        int bad = !f || bench_write(f, fmts[i], &s->env, s->res, s->n_res);
+        if (f && fclose(f) != 0) bad = 1;
+        if (bad) {
+            fprintf(stderr, "cpulm report: cannot write %s\n", path);
+            return -1;
+        }
+    }
+    return write_roof_json(s, dir);
+}
+
+static const char *html_head =
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    "<title>cpulm performance report</title>\n<style>\n"
+    "body{font-family:Helvetica,Arial,sans-serif;max-width:960px;margin:2em auto;color:#222}\n"
+    "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 8px;"
+    "text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\n"
+    "figure{margin:1em 0}\n</style>\n</head>\n<body>\n";
+
+int study_write(const study *s, const char *dir) {
+    doc d = {.dir = dir};
+    cpulm_buf_init(&d.md, 0);
+    cpulm_buf_init(&d.html, 0);
+    cpulm_buf_puts(&d.html, html_head);
+    write_header(&d, s);
+    write_threads(&d, s);
+    write_pp_len(&d, s);
+    write_parallel(&d, s);
+    write_ttft(&d, s);
+    write_roofline(&d, s);
+    write_cost(&d, s);
+    doc_heading(&d, 2, "Raw data");
+    doc_para(&d, "results.json (llama-bench field names; read by `cpulm bench --compare`), "
+                 "results.csv, roofline.json, and one SVG per chart, next to this report.");
+    cpulm_buf_puts(&d.html, "</body>\n</html>\n");
+    int rc = d.failed || cpulm_buf_status(&d.md) != CPULM_OK ||
+             cpulm_buf_status(&d.html) != CPULM_OK ||
+             write_file(dir, "report.md", d.md.data, d.md.len) ||
+             write_file(dir, "report.html", d.html.data, d.html.len) || write_results(s, dir);
+    cpulm_buf_release(&d.md);
+    cpulm_buf_release(&d.html);
+    return rc ? -1 : 0;
+}

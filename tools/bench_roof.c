@@ -1,0 +1,297 @@
+/* bench_roof.c: this machine's ceilings for the roofline: memory read bandwidth, and the
+ * peak of the selected Q8_0 and f32 dot kernels on cache-resident data; plus the bytes and
+ * parameters a model's forward pass touches per token.
+ *
+ * Each measurement runs "rounds" on n threads: all threads start together at a barrier,
+ * do the same work, and meet again; the fastest round counts (the least disturbed by other
+ * processes). The kernels come from the table the engine itself uses, so the peaks are the
+ * peaks of the code that runs the model, not of the hardware in theory.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "kernels/kernels.h"
+#include "threads/topo.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- running rounds on threads ---- */
+
+typedef void (*round_fn)(void *arg, int ith, int nth);
+
+typedef struct rounds_job {
+    round_fn setup, work; /* setup runs once per thread, untimed (first touch, buffers) */
+    void *arg;
+    int nth, rounds;
+    pthread_barrier_t bar;
+    pthread_mutex_t mu; /* with cv and go: holds threads until all exist (or one failed) */
+    pthread_cond_t cv;
+    int go; /* 0 wait, 1 run, -1 give up */
+    double best_s;
+} rounds_job;
+
+typedef struct rounds_thread {
+    rounds_job *job;
+    int ith;
+} rounds_thread;
+
+static void *rounds_main(void *v) {
+    rounds_thread *rt = v;
+    rounds_job *j = rt->job;
+    pthread_mutex_lock(&j->mu);
+    while (!j->go) pthread_cond_wait(&j->cv, &j->mu);
+    int go = j->go;
+    pthread_mutex_unlock(&j->mu);
+    if (go < 0) return NULL;
+    if (j->setup) j->setup(j->arg, rt->ith, j->nth);
+    for (int r = 0; r < j->rounds; r++) {
+        pthread_barrier_wait(&j->bar);
+        double t0 = now_s();
+        j->work(j->arg, rt->ith, j->nth);
+        pthread_barrier_wait(&j->bar);
+        double dt = now_s() - t0; /* thread 0's view: from the common start to the last finish */
+        if (rt->ith == 0 && dt < j->best_s) j->best_s = dt;
+    }
+    return NULL;
+}
+
+static void release_threads(rounds_job *j, int go) {
+    pthread_mutex_lock(&j->mu);
+    j->go = go;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Runs `rounds` rounds on nth threads (the caller is thread 0); returns the fastest in
+ * seconds, or -1 when the threads could not be started. */
+static double run_rounds(round_fn setup, round_fn work, void *arg, int nth, int rounds) {
+    rounds_job j = {.setup = setup, .work = work, .arg = arg, .nth = nth, .rounds = rounds,
+                    .best_s = 1e30};
+    rounds_thread *ts = calloc((size_t)nth, sizeof *ts);
+    pthread_t *th = calloc((size_t)nth, sizeof *th);
+    double best = -1;
+    if (!ts || !th || pthread_barrier_init(&j.bar, NULL, (unsigned)nth) != 0) goto out;
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    int started = 1;
+    for (int i = 0; i < nth; i++) ts[i] = (rounds_thread){&j, i};
+    for (int i = 1; i < nth; i++, started++)
+        if (pthread_create(&th[i], NULL, rounds_main, &ts[i]) != 0) break;
+    release_threads(&j, started == nth ? 1 : -1);
+    if (started == nth) {
+        rounds_main(&ts[0]);
+        best = j.best_s;
+    }
+    for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&j.bar);
+    pthread_mutex_destroy(&j.mu);
+    pthread_cond_destroy(&j.cv);
+out:
+    free(ts);
+    free(th);
+    return best;
+}
+
+/* One calibration round, then enough rounds to fill min_s (at least 3). */
+static double best_round(round_fn setup, round_fn work, void *arg, int nth, double min_s) {
+    double one = run_rounds(setup, work, arg, nth, 2); /* round 1 also faults pages in */
+    if (one <= 0) return one;
+    int rounds = (int)(min_s / one);
+    rounds = rounds < 3 ? 3 : rounds > 500 ? 500 : rounds;
+    double best = run_rounds(setup, work, arg, nth, rounds);
+    return best < one ? best : one;
+}
+
+/* ---- memory bandwidth ---- */
+
+typedef struct bw_job {
+    uint64_t *buf;
+    size_t n_words;
+    uint64_t sink[512]; /* per thread, so the loads are not optimised away */
+} bw_job;
+
+static void slice(size_t n, int ith, int nth, size_t *lo, size_t *hi) {
+    size_t per = (n / (size_t)nth) & ~(size_t)7; /* 64-byte pieces */
+    *lo = per * (size_t)ith;
+    *hi = ith == nth - 1 ? n : *lo + per;
+}
+
+/* Each thread writes its own slice first, so pages land on its NUMA node. */
+static void bw_setup(void *arg, int ith, int nth) {
+    bw_job *j = arg;
+    size_t lo, hi;
+    slice(j->n_words, ith, nth, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) j->buf[i] = i * 0x9E3779B97F4A7C15ULL;
+}
+
+/* Eight independent XOR lanes over 64-byte pieces, kept in registers: integer XOR is
+ * associative, so gcc and clang at -O2 pack the lanes into vector registers (SLP) and the
+ * loop is one wide load and XOR per 16/32 bytes, far below what memory can feed. */
+static void bw_work(void *arg, int ith, int nth) {
+    bw_job *j = arg;
+    size_t lo, hi;
+    slice(j->n_words, ith, nth, &lo, &hi);
+    const uint64_t *p = j->buf;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    for (size_t i = lo; i + 8 <= hi; i += 8) {
+        a0 ^= p[i];
+        a1 ^= p[i + 1];
+        a2 ^= p[i + 2];
+        a3 ^= p[i + 3];
+        a4 ^= p[i + 4];
+        a5 ^= p[i + 5];
+        a6 ^= p[i + 6];
+        a7 ^= p[i + 7];
+    }
+    j->sink[ith] ^= a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7;
+}
+
+double bench_mem_bw(int n_threads, size_t bytes, double min_s) {
+    bw_job j = {.n_words = bytes / 8};
+    j.buf = aligned_alloc(64, (j.n_words * 8 + 63) / 64 * 64);
+    if (!j.buf || n_threads < 1 || n_threads > 512) {
+        free(j.buf);
+        return -1;
+    }
+    double s = best_round(bw_setup, bw_work, &j, n_threads, min_s);
+    free(j.buf);
+    return s > 0 ? (double)(j.n_words * 8) / s : -1;
+}
+
+/* ---- kernel peaks ---- */
+
+enum { PEAK_N = 4096, PEAK_ROWS = 4, PEAK_CALLS = 2048, PEAK_MAX_THREADS = 512 };
+
+/* Per thread: PEAK_ROWS rows of x against one y (a GEMV's access pattern), all in L1/L2:
+ * 5 x 4352 bytes for Q8_0, 5 x 16 KiB for f32. */
+typedef struct peak_data {
+    float xf[PEAK_ROWS][PEAK_N], yf[PEAK_N];
+    cpulm_block_q8_0 xq[PEAK_ROWS][PEAK_N / 32], yq[PEAK_N / 32];
+} peak_data;
+
+typedef struct peak_job {
+    int q8; /* 1: Q8_0 x Q8_0; 0: f32 */
+    const cpulm_kernels *k;
+    peak_data *d[PEAK_MAX_THREADS]; /* owned; made by the thread that uses it */
+    float sink[PEAK_MAX_THREADS];
+} peak_job;
+
+static void peak_setup(void *arg, int ith, int nth) {
+    (void)nth;
+    peak_job *j = arg;
+    if (j->d[ith]) return; /* kept across the calibration and the measured run */
+    peak_data *d = j->d[ith] = malloc(sizeof *d);
+    if (!d) return;
+    for (int i = 0; i < PEAK_N; i++) {
+        d->yf[i] = (float)((i * 7 + ith) % 13) * 0.1f - 0.6f;
+        for (int r = 0; r < PEAK_ROWS; r++) d->xf[r][i] = (float)((i * 5 + r) % 11) * 0.1f - 0.5f;
+    }
+    cpulm_from_float_fn q = j->k->from_float[CPULM_DTYPE_Q8_0];
+    q(d->yf, d->yq, PEAK_N);
+    for (int r = 0; r < PEAK_ROWS; r++) q(d->xf[r], d->xq[r], PEAK_N);
+}
+
+static void peak_work(void *arg, int ith, int nth) {
+    (void)nth;
+    peak_job *j = arg;
+    peak_data *d = j->d[ith];
+    if (!d) return;
+    float acc = 0, s;
+    for (int c = 0; c < PEAK_CALLS; c++) {
+        int r = c % PEAK_ROWS;
+        if (j->q8) j->k->vec_dot[CPULM_DTYPE_Q8_0](PEAK_N, &s, d->xq[r], d->yq);
+        else s = j->k->dot_f32(PEAK_N, d->xf[r], d->yf);
+        acc += s;
+    }
+    j->sink[ith] += acc;
+}
+
+static double peak(int q8, int n_threads, double min_s) {
+    if (n_threads < 1 || n_threads > PEAK_MAX_THREADS) return -1;
+    peak_job *j = calloc(1, sizeof *j);
+    if (!j) return -1;
+    j->q8 = q8;
+    j->k = cpulm_kernels_get();
+    double s = best_round(peak_setup, peak_work, j, n_threads, min_s);
+    int ok = 1;
+    for (int i = 0; i < n_threads; i++) {
+        ok = ok && j->d[i];
+        free(j->d[i]);
+    }
+    free(j);
+    /* one multiply and one add per element */
+    return s > 0 && ok ? 2.0 * PEAK_N * PEAK_CALLS * n_threads / s : -1;
+}
+
+double bench_peak_q8_0(int n_threads, double min_s) {
+    return peak(1, n_threads, min_s);
+}
+
+double bench_peak_f32(int n_threads, double min_s) {
+    return peak(0, n_threads, min_s);
+}
+
+/* ---- what a model touches per token ---- */
+
+static int has_tensor(const cpulm_model *m, int32_t n, const char *want) {
+    const char *name;
+    for (int32_t i = 0; i < n; i++)
+        if (cpulm_model_tensor(m, i, &name, NULL, NULL, NULL) == CPULM_OK && !strcmp(name, want))
+            return 1;
+    return 0;
+}
+
+/* Sums tensor bytes (or elements) of weights that take part in a token's matrix products. */
+static uint64_t sum_tensors(const cpulm_model *m, int bytes) {
+    cpulm_model_info in;
+    cpulm_model_get_info(m, &in);
+    int untied = has_tensor(m, in.n_tensors, "output.weight");
+    uint64_t total = 0;
+    for (int32_t i = 0; i < in.n_tensors; i++) {
+        const char *name;
+        int64_t ne[4];
+        uint64_t nb;
+        if (cpulm_model_tensor(m, i, &name, NULL, ne, &nb) != CPULM_OK) continue;
+        if (untied && !strcmp(name, "token_embd.weight")) continue; /* one row is looked up */
+        if (bytes) total += nb;
+        else if (ne[1] > 1) total += (uint64_t)(ne[0] * ne[1] * ne[2] * ne[3]); /* 2-D only */
+    }
+    return total;
+}
+
+uint64_t bench_bytes_per_token(const cpulm_model *m) {
+    return sum_tensors(m, 1);
+}
+
+int64_t bench_matmul_params(const cpulm_model *m) {
+    return (int64_t)sum_tensors(m, 0);
+}
+
+/* ---- roofline rows ---- */
+
+int bench_roof_measure(bench_roof *r, size_t buf_bytes, double min_s) {
+    r->bw = bench_mem_bw(r->n_threads, buf_bytes, min_s);
+    r->int8_ops = bench_peak_q8_0(r->n_threads, min_s);
+    r->f32_flops = bench_peak_f32(r->n_threads, min_s);
+    return r->bw > 0 && r->int8_ops > 0 && r->f32_flops > 0 ? 0 : -1;
+}
+
+void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, int64_t matmul_params) {
+    r->tg_frac = r->bw > 0 ? r->tg_ts * (double)bytes_per_token / r->bw : 0;
+    r->pp_frac = r->int8_ops > 0 ? r->pp_ts * 2.0 * (double)matmul_params / r->int8_ops : 0;
+}
+
+void bench_default_threads(bench_list *l) {
+    int n = cpulm_topo_default_threads();
+    l->n = 0;
+    for (int t = 1; t < n && l->n < BENCH_MAX_LIST - 1; t *= 2) l->v[l->n++] = t;
+    l->v[l->n++] = n;
+}

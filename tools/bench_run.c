@@ -1,0 +1,236 @@
+/* bench_run.c: the timed runs behind `cpulm bench`, with llama-bench semantics for pp, tg and
+ * pg, llama-batched-bench semantics for parallel sequences, and a TTFT test.
+ *
+ * Rules every test follows: a fresh context per test (so its size matches the test, as
+ * llama-bench does per configuration); one untimed warm-up decode (it faults the mapped
+ * weights in and wakes the thread pool); the KV cache is cleared before every repetition;
+ * times are CLOCK_MONOTONIC wall times around the decode calls only. Prompt tokens are
+ * random (uniform over the vocabulary), so no tokenizer work is timed.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1DULL;
+}
+
+/* Scratch of one test: the context and batch arrays sized for its largest decode call. */
+typedef struct run_state {
+    cpulm_ctx *ctx;
+    const bench_test *t;
+    int32_t n_vocab, n_ub; /* tokens per prompt decode call */
+    uint64_t rng;
+    cpulm_token *tok;
+    int32_t *seq;
+    int8_t *want;
+    char *err;
+    size_t cap;
+} run_state;
+
+static int32_t ubatch_of(const bench_test *t) {
+    int32_t ub = t->n_ubatch < t->n_batch ? t->n_ubatch : t->n_batch;
+    return ub < 1 ? 1 : ub;
+}
+
+static int fail_decode(run_state *s, cpulm_status st) {
+    snprintf(s->err, s->cap, "decode failed: %s", cpulm_status_str(st));
+    return -1;
+}
+
+static void clear_kv(run_state *s) {
+    for (int32_t q = 0; q < s->t->n_parallel; q++) cpulm_ctx_seq_rm(s->ctx, q, 0);
+}
+
+/* n random tokens of sequence 0 in decode calls of at most n_ub tokens; logits for the last
+ * token of each call (what llama-bench's prompt test asks for). */
+static int decode_prompt(run_state *s, int32_t n) {
+    for (int32_t i = 0; i < n; i += s->n_ub) {
+        int32_t k = n - i < s->n_ub ? n - i : s->n_ub;
+        for (int32_t j = 0; j < k; j++) s->tok[j] = (cpulm_token)(rng_next(&s->rng) % (uint64_t)s->n_vocab);
+        cpulm_batch b = {.n = k, .token = s->tok};
+        cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
+        if (st != CPULM_OK) return fail_decode(s, st);
+    }
+    return 0;
+}
+
+/* n tokens of sequence 0, one decode call each, logits every time. */
+static int decode_gen(run_state *s, int32_t n) {
+    for (int32_t i = 0; i < n; i++) {
+        cpulm_token t = (cpulm_token)(rng_next(&s->rng) % (uint64_t)s->n_vocab);
+        cpulm_batch b = {.n = 1, .token = &t};
+        cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
+        if (st != CPULM_OK) return fail_decode(s, st);
+    }
+    return 0;
+}
+
+/* Prompts of all npl sequences, packed into decode calls of n_ub tokens (sequences share
+ * calls, as llama-batched-bench does); logits for each sequence's last prompt token. */
+static int decode_par_prompts(run_state *s) {
+    const bench_test *t = s->t;
+    int64_t total = (int64_t)t->n_parallel * t->n_prompt;
+    for (int64_t i = 0; i < total; i += s->n_ub) {
+        int32_t k = total - i < s->n_ub ? (int32_t)(total - i) : s->n_ub;
+        for (int32_t j = 0; j < k; j++) {
+            int64_t g = i + j;
+            s->tok[j] = (cpulm_token)(rng_next(&s->rng) % (uint64_t)s->n_vocab);
+            s->seq[j] = (int32_t)(g / t->n_prompt);
+            s->want[j] = g % t->n_prompt == t->n_prompt - 1;
+        }
+        cpulm_batch b = {.n = k, .token = s->tok, .seq = s->seq, .want_logits = s->want};
+        cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
+        if (st != CPULM_OK) return fail_decode(s, st);
+    }
+    return 0;
+}
+
+/* n_gen steps; each decodes one token of every sequence in one call, all with logits. */
+static int decode_par_gen(run_state *s) {
+    const bench_test *t = s->t;
+    for (int32_t step = 0; step < t->n_gen; step++) {
+        for (int32_t q = 0; q < t->n_parallel; q++) {
+            s->tok[q] = (cpulm_token)(rng_next(&s->rng) % (uint64_t)s->n_vocab);
+            s->seq[q] = q;
+            s->want[q] = 1;
+        }
+        cpulm_batch b = {.n = t->n_parallel, .token = s->tok, .seq = s->seq, .want_logits = s->want};
+        cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
+        if (st != CPULM_OK) return fail_decode(s, st);
+    }
+    return 0;
+}
+
+/* Prompt, then a greedy pick from its last logits: the first token a user would see. */
+static int decode_ttft(run_state *s, cpulm_sampler *smp) {
+    if (decode_prompt(s, s->t->n_prompt)) return -1;
+    cpulm_token first = cpulm_sampler_sample(smp, cpulm_ctx_logits(s->ctx, 0));
+    return first >= 0 ? 0 : -1;
+}
+
+/* One timed repetition of the test into slot i of r. */
+static int run_rep(run_state *s, cpulm_sampler *smp, bench_result *r, int i) {
+    const bench_test *t = s->t;
+    clear_kv(s);
+    double t0 = now_ns(), t1 = t0;
+    int rc = 0;
+    switch (t->kind) {
+    case BENCH_PP: rc = decode_prompt(s, t->n_prompt); break;
+    case BENCH_TG: rc = decode_gen(s, t->n_gen); break;
+    case BENCH_PG: rc = decode_prompt(s, t->n_prompt) || decode_gen(s, t->n_gen); break;
+    case BENCH_TTFT: rc = decode_ttft(s, smp); break;
+    case BENCH_PAR:
+        rc = decode_par_prompts(s);
+        t1 = now_ns();
+        rc = rc || decode_par_gen(s);
+        break;
+    }
+    double t2 = now_ns();
+    if (rc) return -1;
+    r->ns[i] = t2 - t0;
+    r->ts[i] = (double)bench_test_tokens(t) / ((t2 - t0) * 1e-9);
+    r->pp_ns[i] = t->kind == BENCH_PAR ? t1 - t0 : t2 - t0;
+    r->tg_ns[i] = t->kind == BENCH_PAR ? t2 - t1 : 0;
+    return 0;
+}
+
+static cpulm_ctx *make_ctx(const bench_runner *br, const bench_test *t, char *err, size_t cap) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    int32_t n_ub = ubatch_of(t);
+    cp.n_ctx = t->n_prompt + t->n_gen + 1; /* + 1: the warm-up's generation step */
+    cp.n_seq_max = t->n_parallel;
+    /* a generation step of a parallel test is one call of n_parallel tokens */
+    cp.n_batch = n_ub > t->n_parallel ? n_ub : t->n_parallel;
+    cp.n_threads = t->n_threads;
+    cp.n_threads_batch = t->n_threads_batch;
+    cp.kv_type = t->type_k;
+    cp.n_outputs_max = t->n_parallel;
+    cpulm_error e = {0};
+    cpulm_ctx *ctx = cpulm_ctx_new(br->m, &cp, &e);
+    if (!ctx) snprintf(err, cap, "%s", e.msg);
+    return ctx;
+}
+
+/* Untimed: a short prompt call (up to 32 tokens: enough to take the batched path and touch
+ * every weight) and one generation call. */
+static int warm_up(run_state *s) {
+    int32_t n = s->t->n_prompt < s->n_ub ? s->t->n_prompt : s->n_ub;
+    if (n > 32) n = 32;
+    int rc = (n > 0 ? decode_prompt(s, n) : 0) || decode_gen(s, 1);
+    clear_kv(s);
+    return rc;
+}
+
+static int run_test(const bench_runner *br, const bench_test *t, int reps, bench_result *r,
+                    char *err, size_t cap) {
+    memset(r, 0, sizeof *r);
+    r->t = *t;
+    if (reps < 1 || reps > BENCH_MAX_REPS || t->n_parallel < 1 || t->n_prompt < 0 ||
+        t->n_gen < 0 || bench_test_tokens(t) < 1 ||
+        ((t->kind == BENCH_PAR || t->kind == BENCH_TTFT) && t->n_prompt < 1)) {
+        snprintf(err, cap, "invalid test (repetitions 1..%d, lengths >= 1)", BENCH_MAX_REPS);
+        return -1;
+    }
+    bench_now_iso(r->test_time, sizeof r->test_time);
+    run_state s = {.t = t, .n_vocab = cpulm_vocab_n(br->m), .n_ub = ubatch_of(t),
+                   .rng = br->seed ? br->seed : 0x9E3779B97F4A7C15ULL, .err = err, .cap = cap};
+    size_t nb = (size_t)(s.n_ub > t->n_parallel ? s.n_ub : t->n_parallel);
+    s.tok = malloc(sizeof(cpulm_token) * nb);
+    s.seq = malloc(sizeof(int32_t) * nb);
+    s.want = malloc(nb);
+    cpulm_sampler_params sp = cpulm_sampler_default_params();
+    sp.temp = 0;
+    cpulm_sampler *smp = cpulm_sampler_new(&sp, s.n_vocab);
+    int rc = -1;
+    if (!s.tok || !s.seq || !s.want || !smp) {
+        snprintf(err, cap, "out of memory");
+        goto done;
+    }
+    if (!(s.ctx = make_ctx(br, t, err, cap))) goto done;
+    r->n_threads_used = cpulm_ctx_threads(s.ctx);
+    r->n_threads_batch_used = t->n_threads_batch > 0 ? t->n_threads_batch : r->n_threads_used;
+    if (br->progress) br->progress(br->progress_user, t, -1, reps);
+    if (warm_up(&s)) goto done;
+    for (int i = 0; i < reps; i++) {
+        if (br->progress) br->progress(br->progress_user, t, i, reps);
+        if (run_rep(&s, smp, r, i)) goto done;
+        r->n_reps = i + 1;
+    }
+    rc = 0;
+done:
+    cpulm_ctx_free(s.ctx);
+    cpulm_sampler_free(smp);
+    free(s.tok);
+    free(s.seq);
+    free(s.want);
+    return rc;
+}
+
+/* The thread pool pins the calling thread to a core and leaves it so; later contexts would
+ * then see a one-CPU affinity mask (and default to one thread). Each test puts it back. */
+static int save_affinity(cpu_set_t *set) {
+    return sched_getaffinity(0, sizeof *set, set) == 0;
+}
+
+int bench_run_test(const bench_runner *br, const bench_test *t, int reps, bench_result *r,
+                   char *err, size_t cap) {
+    cpu_set_t aff;
+    int have_aff = save_affinity(&aff);
+    int rc = run_test(br, t, reps, r, err, cap);
+    if (have_aff) sched_setaffinity(0, sizeof aff, &aff);
+    return rc;
+}

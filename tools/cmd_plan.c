@@ -1,0 +1,284 @@
+/* cmd_plan.c: `cpulm plan`: memory a deployment needs (weights, KV cache, compute buffers,
+ * overhead), the cheapest instances of the price table that hold it, and the cost per
+ * token from a measured (--bench) or given throughput. Every figure prints its assumption.
+ * The arithmetic lives in bench_plan.c. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "bench_plan.h"
+#include "commands.h"
+#include "common.h"
+
+typedef struct plan_opts {
+    const char *model, *shape, *type, *instance, *prices;
+    int n_ctx, n_par, n_batch, n_threads, bench;
+    float price, tps, tps_batched;
+    bench_list kv;
+} plan_opts;
+
+static void plan_usage(FILE *f) {
+    fprintf(f,
+        "usage: cpulm plan (-m MODEL | --shape 1b|3b|8b|70b --type TYPE) [options]\n"
+        "  -m, --model FILE     size a GGUF file\n"
+        "  --shape NAME         a Llama 3 shape without a file: 1b, 3b, 8b, 70b\n"
+        "  --type TYPE          weights for --shape: q4_0, q8_0, q4_k_m, f16, bf16 (default q4_0)\n"
+        "  -c, --ctx-size N     tokens per sequence (default 4096)\n"
+        "  --parallel N         sequences served at once, each with its own context (default 1)\n"
+        "  --kv f16|q8_0|f32    KV cache type of the total (default f16; f16 and q8_0 are shown)\n"
+        "  -b N                 batch size the compute buffers are sized for (default 512)\n"
+        "  -t N                 threads the buffers are sized for (default 16)\n"
+        "  --price USD          USD per hour of the machine to cost\n"
+        "  --instance NAME      take the price from the table (e.g. c7g.2xlarge)\n"
+        "  --tps X              single-stream generation tokens/s to cost\n"
+        "  --tps-batched X      aggregate tokens/s with --parallel sequences\n"
+        "  --bench              measure both on this machine with -m (a quick tg + parallel run)\n"
+        "  --prices FILE        price table (default: data/prices.tsv of the cpulm tree,\n"
+        "                       or $CPULM_PRICES)\n");
+}
+
+static int parse_plan(int argc, char **argv, plan_opts *o) {
+    cli c = {.cmd = "plan", .argc = argc, .argv = argv};
+    *o = (plan_opts){.type = "q4_0", .n_ctx = 4096, .n_par = 1, .n_batch = 512, .n_threads = 16};
+    for (c.i = 1; c.i < argc; c.i++) {
+        int ok = 1;
+        char err[128];
+        if (cli_flag(&c, "-h", "--help")) {
+            plan_usage(stdout);
+            return 0;
+        } else if (cli_flag(&c, "-m", "--model")) ok = (o->model = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--shape", NULL)) ok = (o->shape = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--type", NULL)) ok = (o->type = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "-c", "--ctx-size")) ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
+        else if (cli_flag(&c, "--parallel", "-np")) ok = cli_int(&c, 1, 4096, &o->n_par);
+        else if (cli_flag(&c, "-b", "--batch-size")) ok = cli_int(&c, 1, 1 << 16, &o->n_batch);
+        else if (cli_flag(&c, "-t", "--threads")) ok = cli_int(&c, 1, 512, &o->n_threads);
+        else if (cli_flag(&c, "--price", NULL)) ok = cli_float(&c, 1e-6, 1e6, &o->price);
+        else if (cli_flag(&c, "--instance", NULL)) ok = (o->instance = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--tps", NULL)) ok = cli_float(&c, 1e-6, 1e9, &o->tps);
+        else if (cli_flag(&c, "--tps-batched", NULL)) ok = cli_float(&c, 1e-6, 1e9, &o->tps_batched);
+        else if (cli_flag(&c, "--bench", NULL)) o->bench = 1;
+        else if (cli_flag(&c, "--prices", NULL)) ok = (o->prices = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--kv", NULL)) {
+            const char *v = cli_value(&c);
+            o->kv.n = 0;
+            ok = v && !bench_kv_list_parse(v, &o->kv, err, sizeof err) && o->kv.n == 1;
+            if (v && !ok) fprintf(stderr, "cpulm plan: bad value '%s' for --kv (want f16, q8_0 or f32)\n", v);
+        } else return cli_unknown(&c);
+        if (!ok) return EXIT_USAGE;
+    }
+    if (!o->model == !o->shape) {
+        fprintf(stderr, "cpulm plan: give -m MODEL or --shape NAME (one of them)\n");
+        return EXIT_USAGE;
+    }
+    if (o->shape && !plan_shape_find(o->shape)) {
+        fprintf(stderr, "cpulm plan: unknown shape '%s' (known: %s)\n", o->shape, plan_shape_names());
+        return EXIT_USAGE;
+    }
+    if (o->bench && !o->model) {
+        fprintf(stderr, "cpulm plan: --bench needs -m MODEL to run (for a shape, make a file with "
+                        "`cpulm synth --shape %s`)\n", o->shape);
+        return EXIT_USAGE;
+    }
+    return -1;
+}
+
+static void human(double v, char *buf, size_t cap) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (v >= 1024 && i < 4) v /= 1024, i++;
+    snprintf(buf, cap, "%.2f %s", v, u[i]);
+}
+
+static const char *type_rule(const char *type) {
+    if (!strcmp(type, "q4_0")) return "llama.cpp's q4_0 mix: 2-D weights Q4_0, output matrix Q6_K";
+    if (!strcmp(type, "q4_k_m"))
+        return "llama.cpp's Q4_K_M mix: Q4_K, with output, and attn_v/ffn_down of 1/8 + 1/8 + "
+               "every 3rd layer, in Q6_K";
+    return "every 2-D weight in this type, norms F32";
+}
+
+/* Prints the memory table; returns the total with the chosen KV type. */
+static uint64_t print_memory(const plan_opts *o, const plan_shape *s, uint64_t wbytes,
+                             const char *wnote, cpulm_kv_type kv) {
+    plan_memory m, m8;
+    plan_memory_of(s, wbytes, o->n_ctx, o->n_par, kv, o->n_batch, o->n_threads, &m);
+    plan_memory_of(s, wbytes, o->n_ctx, o->n_par, CPULM_KV_Q8_0, o->n_batch, o->n_threads, &m8);
+    uint64_t f16_tok = plan_kv_bytes_per_token(s, CPULM_KV_F16);
+    char a[32], b[32], c[32];
+    printf("| memory | size | assumption |\n| --- | ---: | --- |\n");
+    human((double)m.weights, a, sizeof a);
+    printf("| weights | %s | %s; mapped read-only, shared by all sequences |\n", a, wnote);
+    human((double)f16_tok, a, sizeof a);
+    human((double)m8.kv_per_token, b, sizeof b);
+    printf("| KV cache per token | %s (f16), %s (q8_0) | 2 (K, V) x %d layers x %d KV heads x %d "
+           "dims x 2 bytes (q8_0: 34 bytes per 32 values) |\n", a, b, s->n_layer, s->n_head_kv,
+           s->head_dim);
+    human((double)(f16_tok * (uint64_t)o->n_ctx * (uint64_t)o->n_par), a, sizeof a);
+    human((double)m8.kv_total, b, sizeof b);
+    printf("| KV cache total | %s (f16), %s (q8_0) | %d tokens x %d sequences, every cell "
+           "allocated |\n", a, b, o->n_ctx, o->n_par);
+    human((double)m.compute, a, sizeof a);
+    printf("| compute buffers | %s | activations for a batch of %d tokens, attention scores for "
+           "%d threads, logits for %d rows (as cpulm_ctx_new allocates) |\n",
+           a, o->n_batch > o->n_par ? o->n_batch : o->n_par, o->n_threads, o->n_par);
+    human((double)m.overhead, a, sizeof a);
+    printf("| runtime overhead | %s | 100 MiB (code, stacks, allocator) + page tables of the "
+           "mapping (8 bytes per 4 KiB) |\n", a);
+    human((double)m.total, a, sizeof a);
+    human((double)m8.total, c, sizeof c);
+    printf("| **total** | **%s** | KV cache %s; with q8_0 KV: %s |\n\n", a, bench_kv_name(kv), c);
+    return m.total;
+}
+
+static void print_instances(const plan_prices *p, const char *path, uint64_t need) {
+    int idx[12];
+    int n = plan_fitting(p, need, 1, idx, 12);
+    printf("cheapest instance of each family whose memory holds the total (usable = 90%% of RAM "
+           "- 1 GiB for the OS; speed is not considered); prices: %s (dated %s, editable)\n\n",
+           path, p->date[0] ? p->date : "-");
+    if (!n) {
+        printf("no instance in the table has enough memory\n\n");
+        return;
+    }
+    printf("| instance | vCPU | memory GiB | arch | USD/hour | usable GiB |\n"
+           "| --- | ---: | ---: | --- | ---: | ---: |\n");
+    for (int i = 0; i < n; i++) {
+        const plan_instance *in = &p->v[idx[i]];
+        printf("| %s | %d | %g | %s | %.4f | %.1f |\n", in->name, in->vcpu, in->mem_gib, in->arch,
+               in->usd_hour, (double)plan_usable_bytes(in) / 1073741824.0);
+    }
+    printf("\n");
+}
+
+/* Quick measurement: tg32 single stream, and npl 1, 2, 4 .. N parallel sequences. */
+static int measure(const cpulm_model *m, int n_par, float *tps, float *tps_batched, int *best_npl) {
+    bench_runner br = {.m = m};
+    bench_test t = {.kind = BENCH_TG, .n_gen = 32, .n_parallel = 1, .n_batch = 512,
+                    .n_ubatch = 512};
+    bench_result r;
+    bench_summary s;
+    char err[256];
+    fprintf(stderr, "cpulm plan: measuring tg32 and up to %d parallel sequences...\n", n_par);
+    if (bench_run_test(&br, &t, 2, &r, err, sizeof err)) goto fail;
+    bench_summarize(&r, &s);
+    *tps = (float)s.ts.mean;
+    *tps_batched = *tps;
+    *best_npl = 1;
+    t = (bench_test){.kind = BENCH_PAR, .n_prompt = 32, .n_gen = 16, .n_batch = 512,
+                     .n_ubatch = 512};
+    for (int npl = 2; npl <= n_par; npl = npl * 2 > n_par && npl < n_par ? n_par : npl * 2) {
+        t.n_parallel = npl;
+        if (bench_run_test(&br, &t, 2, &r, err, sizeof err)) goto fail;
+        bench_summarize(&r, &s);
+        if (s.tg_ts.mean > *tps_batched) {
+            *tps_batched = (float)s.tg_ts.mean;
+            *best_npl = npl;
+        }
+    }
+    return 0;
+fail:
+    fprintf(stderr, "cpulm plan: measurement failed: %s\n", err);
+    return -1;
+}
+
+static void cost_row(const char *name, double usd, double tps, double tpsb) {
+    printf("| %s | %.4f | %.2f | %.4f | %.0f |", name, usd, tps, plan_usd_per_mtok(usd, tps),
+           plan_tokens_per_usd(usd, tps));
+    if (tpsb > 0)
+        printf(" %.2f | %.4f | %.0f |\n", tpsb, plan_usd_per_mtok(usd, tpsb),
+               plan_tokens_per_usd(usd, tpsb));
+    else printf(" - | - | - |\n");
+}
+
+static void print_cost(const plan_opts *o, const plan_prices *p, uint64_t need, const char *src,
+                       float tps, float tpsb, int npl) {
+    char batched[64] = "not given";
+    if (tpsb > 0) snprintf(batched, sizeof batched, "%.2f t/s with %d sequences", tpsb, npl);
+    printf("cost of generated tokens: single stream %.2f t/s, batched %s (%s); assumes the "
+           "machine generates flat out at that speed, billed per hour; prompt tokens are not "
+           "counted\n\n", tps, batched, src);
+    printf("| machine | USD/hour | single t/s | $ per 1M tokens | tokens per $ | batched t/s | $ "
+           "per 1M tokens | tokens per $ |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    if (o->price > 0 || o->instance) {
+        cost_row(o->instance ? o->instance : "given price", o->price > 0 ? o->price
+                 : plan_prices_find(p, o->instance)->usd_hour, tps, tpsb);
+    } else {
+        int idx[12], n = plan_fitting(p, need, 1, idx, 12);
+        for (int i = 0; i < n; i++)
+            cost_row(p->v[idx[i]].name, p->v[idx[i]].usd_hour, tps, tpsb);
+    }
+    printf("\n");
+}
+
+/* The model's shape and weights, from the file or from --shape/--type. */
+static int resolve_model(const plan_opts *o, cpulm_model **m, plan_shape *s, uint64_t *wbytes,
+                         char *wnote, size_t cap) {
+    if (o->model) {
+        if (!(*m = cli_load_model(o->model, 0, NULL))) return cli_load_failed_rc(o->model);
+        cpulm_model_info in;
+        cpulm_model_get_info(*m, &in);
+        plan_shape_of_model(*m, s);
+        *wbytes = in.weight_bytes;
+        snprintf(wnote, cap, "tensor data of %s (%s, %.3f B parameters)", o->model, in.ftype,
+                 (double)in.n_params / 1e9);
+        return 0;
+    }
+    *s = *plan_shape_find(o->shape);
+    plan_weights w;
+    if (plan_weights_of(s, o->type, &w)) {
+        fprintf(stderr, "cpulm plan: unknown type '%s' (known: %s)\n", o->type, plan_type_names());
+        return EXIT_USAGE;
+    }
+    *wbytes = w.bytes;
+    snprintf(wnote, cap, "%.3f B parameters; %s", (double)w.n_params / 1e9, type_rule(o->type));
+    return 0;
+}
+
+int cmd_plan(int argc, char **argv) {
+    plan_opts o;
+    int rc = parse_plan(argc, argv, &o);
+    if (rc >= 0) return rc;
+    cpulm_model *m = NULL;
+    plan_shape s;
+    uint64_t wbytes = 0;
+    char wnote[512], path[4096], err[512];
+    if ((rc = resolve_model(&o, &m, &s, &wbytes, wnote, sizeof wnote))) return rc;
+    plan_prices p = {0};
+    int have_prices = plan_prices_locate(o.prices, path, sizeof path) == 0 &&
+                      plan_prices_load(path, &p, err, sizeof err) == 0;
+    if (!have_prices && (o.prices || o.instance))
+        fprintf(stderr, "cpulm plan: %s\n", o.prices ? err : "no price table found (--prices FILE)");
+    if (o.instance && have_prices && !plan_prices_find(&p, o.instance)) {
+        fprintf(stderr, "cpulm plan: instance '%s' is not in %s\n", o.instance, path);
+        have_prices = 0;
+    }
+    rc = (o.prices || o.instance) && !have_prices ? EXIT_USAGE : 0;
+    cpulm_kv_type kv = o.kv.n ? (cpulm_kv_type)o.kv.v[0] : CPULM_KV_F16;
+    if (!rc) {
+        printf("cpulm plan: %s in %s, context %d x %d sequence(s)\n\n", s.desc,
+               o.model ? "its file's types" : o.type, o.n_ctx, o.n_par);
+        if (o.shape) printf("(shape %s: %d layers, %d embd, %d heads / %d KV heads of %d, ffn %d, "
+                            "vocab %d%s)\n\n", o.shape, s.n_layer, s.n_embd, s.n_head, s.n_head_kv,
+                            s.head_dim, s.n_ff, s.n_vocab, s.tied ? ", tied embeddings" : "");
+        uint64_t need = print_memory(&o, &s, wbytes, wnote, kv);
+        if (have_prices) print_instances(&p, path, need);
+        float tps = o.tps, tpsb = o.tps_batched;
+        int best = o.n_par;
+        char src[256] = "given";
+        if (o.bench && measure(m, o.n_par, &tps, &tpsb, &best)) rc = 1;
+        else if (o.bench) {
+            char cpu[128];
+            bench_cpu_name(cpu, sizeof cpu);
+            snprintf(src, sizeof src, "measured on this machine: %s, kernels %s; another CPU "
+                     "will differ", cpu, cpulm_kernel_level());
+        }
+        if (!rc && tps > 0 && (have_prices || o.price > 0)) print_cost(&o, &p, need, src, tps, tpsb, best);
+        else if (!rc && tps <= 0)
+            printf("cost: give --tps (and --tps-batched) or --bench to price tokens\n");
+    }
+    plan_prices_release(&p);
+    cpulm_model_free(m);
+    return rc;
+}

@@ -1,0 +1,272 @@
+/* cmd_report.c: `cpulm report`: runs the standard study on one model (thread sweep,
+ * prompt-length sweep, parallel sequences, TTFT curve, roofline, sizing and cost) and
+ * writes DIR/report.md, DIR/report.html, the SVG charts and the raw data (bench_report.c).
+ * --quick bounds the work so a 1B model finishes in well under two minutes on 2 cores. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_report.h"
+#include "commands.h"
+#include "common.h"
+
+typedef struct report_opts {
+    const char *model, *dir, *prices;
+    int quick, reps, n_ctx;
+    bench_list threads;
+} report_opts;
+
+/* The sizes of each part of the study. */
+typedef struct study_plan {
+    int pp, tg, reps, ttft_reps;
+    bench_list pp_len, npl, ttft;
+    int npp, ntg;
+    size_t buf_bytes;
+    double roof_s;
+} study_plan;
+
+static void report_usage(FILE *f) {
+    fprintf(f, "usage: cpulm report -m MODEL -o DIR [--quick] [options]\n"
+               "  -m, --model FILE   GGUF model to study\n"
+               "  -o, --output DIR   where report.md, report.html, the SVGs and raw data go\n"
+               "  --quick            small sweeps, 2 repetitions (a 1B model: under 2 minutes on 2 cores)\n"
+               "  -t, --threads LIST thread counts of the sweep (default 1, 2, 4, ... cores)\n"
+               "  -r N               repetitions (default 3; quick 2)\n"
+               "  -c N               context per sequence for the memory/cost section (default 4096)\n"
+               "  --prices FILE      instance price table (default data/prices.tsv)\n");
+}
+
+static int parse_report(int argc, char **argv, report_opts *o) {
+    cli c = {.cmd = "report", .argc = argc, .argv = argv};
+    *o = (report_opts){.n_ctx = 4096};
+    for (c.i = 1; c.i < argc; c.i++) {
+        int ok = 1;
+        char err[128];
+        if (cli_flag(&c, "-h", "--help")) {
+            report_usage(stdout);
+            return 0;
+        } else if (cli_flag(&c, "-m", "--model")) ok = (o->model = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "-o", "--output")) ok = (o->dir = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--quick", NULL)) o->quick = 1;
+        else if (cli_flag(&c, "-r", "--repetitions")) ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
+        else if (cli_flag(&c, "-c", "--ctx-size")) ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
+        else if (cli_flag(&c, "--prices", NULL)) ok = (o->prices = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "-t", "--threads")) {
+            const char *v = cli_value(&c);
+            ok = v && !bench_list_parse(v, 1, 512, &o->threads, err, sizeof err);
+            if (v && !ok) fprintf(stderr, "cpulm report: bad value '%s' for -t: %s\n", v, err);
+        } else return cli_unknown(&c);
+        if (!ok) return EXIT_USAGE;
+    }
+    if (!o->dir) {
+        fprintf(stderr, "cpulm report: -o DIR is required\n");
+        return EXIT_USAGE;
+    }
+    if (!o->threads.n) bench_default_threads(&o->threads);
+    return -1;
+}
+
+static void set_list(bench_list *l, const int32_t *v, int n) {
+    l->n = n;
+    memcpy(l->v, v, sizeof(int32_t) * (size_t)n);
+}
+
+static void make_plan(const report_opts *o, study_plan *p) {
+    if (o->quick) {
+        static const int32_t pp[] = {16, 32, 64}, npl[] = {1, 2, 4}, tt[] = {16, 32, 64};
+        *p = (study_plan){.pp = 32, .tg = 16, .reps = 2, .ttft_reps = 3, .npp = 16, .ntg = 8,
+                          .buf_bytes = 128u << 20, .roof_s = 0.15};
+        set_list(&p->pp_len, pp, 3);
+        set_list(&p->npl, npl, 3);
+        set_list(&p->ttft, tt, 3);
+    } else {
+        static const int32_t pp[] = {32, 64, 128, 256, 512}, npl[] = {1, 2, 4, 8, 16},
+                             tt[] = {32, 64, 128, 256, 512};
+        *p = (study_plan){.pp = 256, .tg = 64, .reps = 3, .ttft_reps = 5, .npp = 128, .ntg = 32,
+                          .buf_bytes = 512u << 20, .roof_s = 0.5};
+        set_list(&p->pp_len, pp, 5);
+        set_list(&p->npl, npl, 5);
+        set_list(&p->ttft, tt, 5);
+    }
+    if (o->reps) p->reps = p->ttft_reps = o->reps;
+}
+
+typedef struct runner_state {
+    study *s;
+    bench_runner br;
+    const char *section;
+    int show;
+} runner_state;
+
+static void progress(void *user, const bench_test *t, int rep, int n_reps) {
+    const runner_state *rs = user;
+    char name[64];
+    bench_test_name(t, name, sizeof name);
+    fprintf(stderr, "\rcpulm report: %s: %s, %d threads: %s %d/%d\033[K", rs->section, name,
+            t->n_threads, rep < 0 ? "warm-up" : "repetition", rep < 0 ? 1 : rep + 1,
+            rep < 0 ? 1 : n_reps);
+    fflush(stderr);
+}
+
+/* Runs one test and appends its result. */
+static int run_one(runner_state *rs, const bench_test *t, int reps) {
+    study *s = rs->s;
+    bench_result *nr = realloc(s->res, sizeof *nr * (size_t)(s->n_res + 1));
+    char err[256];
+    if (!nr) return -1;
+    s->res = nr;
+    if (bench_run_test(&rs->br, t, reps, &s->res[s->n_res], err, sizeof err)) {
+        fprintf(stderr, "%scpulm report: %s: %s\n", rs->show ? "\r\033[K" : "", rs->section, err);
+        return -1;
+    }
+    s->n_res++;
+    return 0;
+}
+
+static int run_sections(runner_state *rs, const report_opts *o, const study_plan *p) {
+    study *s = rs->s;
+    int max_t = o->threads.v[o->threads.n - 1];
+    bench_test base = {.n_parallel = 1, .n_batch = 512, .n_ubatch = 512, .n_threads = max_t};
+    const char *names[] = {"threads", "prompt length", "parallel sequences", "time to first token"};
+    for (int sec = 0; sec < STUDY_N_SECTIONS; sec++) {
+        rs->section = names[sec];
+        if (!rs->show) fprintf(stderr, "cpulm report: %s...\n", names[sec]);
+        s->lo[sec] = s->n_res;
+        int rc = 0;
+        for (int i = 0; sec == STUDY_THREADS && i < o->threads.n && !rc; i++) {
+            bench_test pp = base, tg = base;
+            pp.kind = BENCH_PP, pp.n_prompt = p->pp, pp.n_threads = o->threads.v[i];
+            tg.kind = BENCH_TG, tg.n_gen = p->tg, tg.n_threads = o->threads.v[i];
+            rc = run_one(rs, &pp, p->reps) || run_one(rs, &tg, p->reps);
+        }
+        for (int i = 0; sec == STUDY_PP_LEN && i < p->pp_len.n && !rc; i++) {
+            bench_test t = base;
+            t.kind = BENCH_PP, t.n_prompt = p->pp_len.v[i];
+            rc = run_one(rs, &t, p->reps);
+        }
+        for (int i = 0; sec == STUDY_PARALLEL && i < p->npl.n && !rc; i++) {
+            bench_test t = base;
+            t.kind = BENCH_PAR, t.n_prompt = p->npp, t.n_gen = p->ntg, t.n_parallel = p->npl.v[i];
+            rc = run_one(rs, &t, p->reps);
+        }
+        for (int i = 0; sec == STUDY_TTFT && i < p->ttft.n && !rc; i++) {
+            bench_test t = base;
+            t.kind = BENCH_TTFT, t.n_prompt = p->ttft.v[i];
+            rc = run_one(rs, &t, p->ttft_reps);
+        }
+        s->hi[sec] = s->n_res;
+        if (rc) return -1;
+    }
+    if (rs->show) fprintf(stderr, "\r\033[K");
+    return 0;
+}
+
+/* Ceilings per thread count; achieved speeds from the thread sweep (pp and tg rows). */
+static int run_roofline(study *s, const study_plan *p, const cpulm_model *m) {
+    fprintf(stderr, "cpulm report: roofline...\n");
+    s->bytes_per_token = bench_bytes_per_token(m);
+    s->matmul_params = bench_matmul_params(m);
+    s->roof_buf_bytes = p->buf_bytes;
+    for (int i = s->lo[STUDY_THREADS]; i + 1 < s->hi[STUDY_THREADS]; i += 2) {
+        bench_roof *r = &s->roof[s->n_roof];
+        *r = (bench_roof){.n_threads = s->res[i].n_threads_used};
+        if (bench_roof_measure(r, p->buf_bytes, p->roof_s)) return -1;
+        bench_summary pp, tg;
+        bench_summarize(&s->res[i], &pp);
+        bench_summarize(&s->res[i + 1], &tg);
+        r->pp_ts = pp.ts.mean;
+        r->tg_ts = tg.ts.mean;
+        bench_roof_fractions(r, s->bytes_per_token, s->matmul_params);
+        s->n_roof++;
+    }
+    return 0;
+}
+
+/* Best single-stream and batched generation speeds, memory of that deployment, prices. */
+static void size_and_price(study *s, const report_opts *o, const cpulm_model *m) {
+    for (int i = s->lo[STUDY_THREADS]; i < s->hi[STUDY_THREADS]; i++) {
+        bench_summary sm;
+        bench_summarize(&s->res[i], &sm);
+        if (s->res[i].t.kind == BENCH_TG && sm.ts.mean > s->tg_single) {
+            s->tg_single = sm.ts.mean;
+            s->tg_single_threads = s->res[i].n_threads_used;
+        }
+    }
+    /* one parallel sequence is a single stream too; on a busy machine either run may be the
+     * faster one, and batched is never reported below single */
+    for (int i = s->lo[STUDY_PARALLEL]; i < s->hi[STUDY_PARALLEL]; i++) {
+        bench_summary sm;
+        bench_summarize(&s->res[i], &sm);
+        if (s->res[i].t.n_parallel == 1 && sm.tg_ts.mean > s->tg_single) {
+            s->tg_single = sm.tg_ts.mean;
+            s->tg_single_threads = s->res[i].n_threads_used;
+        }
+    }
+    s->tg_batched = s->tg_single;
+    s->tg_batched_npl = 1;
+    for (int i = s->lo[STUDY_PARALLEL]; i < s->hi[STUDY_PARALLEL]; i++) {
+        bench_summary sm;
+        bench_summarize(&s->res[i], &sm);
+        if (sm.tg_ts.mean > s->tg_batched) {
+            s->tg_batched = sm.tg_ts.mean;
+            s->tg_batched_npl = s->res[i].t.n_parallel;
+        }
+    }
+    plan_shape_of_model(m, &s->shape);
+    s->plan_ctx = o->n_ctx;
+    s->plan_parallel = s->tg_batched_npl;
+    plan_memory_of(&s->shape, s->info.weight_bytes, s->plan_ctx, s->plan_parallel, CPULM_KV_F16,
+                   512, o->threads.v[o->threads.n - 1], &s->mem);
+    char err[512];
+    if (plan_prices_locate(o->prices, s->prices_path, sizeof s->prices_path) ||
+        plan_prices_load(s->prices_path, &s->prices, err, sizeof err)) {
+        fprintf(stderr, "cpulm report: no price table (%s); the cost section is left out\n",
+                o->prices ? err : "data/prices.tsv not found");
+        s->prices.n = 0;
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int cmd_report(int argc, char **argv) {
+    report_opts o;
+    int rc = parse_report(argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (mkdir(o.dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "cpulm report: cannot create %s: %s\n", o.dir, strerror(errno));
+        return 1;
+    }
+    const char *path = cli_model_path(o.model);
+    if (!path) return EXIT_USAGE;
+    cpulm_model *m = cli_load_model(path, 0, NULL);
+    if (!m) return cli_load_failed_rc(path);
+    study_plan p;
+    make_plan(&o, &p);
+    study s = {.quick = o.quick};
+    bench_env_fill(&s.env, m, path);
+    cpulm_model_get_info(m, &s.info);
+    runner_state rs = {.s = &s, .br = {.m = m, .progress = progress}, .show = isatty(2)};
+    rs.br.progress_user = &rs;
+    if (!rs.show) rs.br.progress = NULL;
+    double t0 = now_s();
+    rc = run_sections(&rs, &o, &p) || run_roofline(&s, &p, m) ? 1 : 0;
+    if (!rc) {
+        size_and_price(&s, &o, m);
+        s.seconds = now_s() - t0;
+        rc = study_write(&s, o.dir) ? 1 : 0;
+        if (!rc) printf("cpulm report: wrote %s/report.md and %s/report.html (%.0f s)\n", o.dir,
+                        o.dir, s.seconds);
+    }
+    plan_prices_release(&s.prices);
+    free(s.res);
+    cpulm_model_free(m);
+    return rc;
+}

@@ -1,0 +1,182 @@
+/* cmd_roofline.c: `cpulm roofline`: this machine's memory read bandwidth and the peaks of
+ * the selected Q8_0 (int8) and f32 dot kernels at each thread count; with -m, the model's
+ * pp and tg speeds as fractions of those ceilings (tg is bound by reading the weights once
+ * per token, pp by the int8 dot products: 2 ops per weight per token). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "bench.h"
+#include "commands.h"
+#include "common.h"
+
+typedef struct roof_opts {
+    const char *model;
+    bench_list threads;
+    int n_prompt, n_gen, reps, json, buf_mib;
+    float min_s;
+} roof_opts;
+
+static void roof_usage(FILE *f) {
+    fprintf(f, "usage: cpulm roofline [-t 1,2] [-m MODEL] [options]\n"
+               "  -t, --threads LIST   thread counts (default: 1, 2, 4, ... physical cores)\n"
+               "  -m, --model FILE     also run pp and tg and report the fraction of the ceilings\n"
+               "  -p N                 prompt tokens of the pp test (default 128)\n"
+               "  -n N                 generated tokens of the tg test (default 32)\n"
+               "  -r N                 repetitions of pp and tg (default 3)\n"
+               "  --buffer-mib N       bandwidth buffer (default 256; must exceed the caches)\n"
+               "  --time S             seconds per ceiling measurement (default 0.3)\n"
+               "  -o md|json           output format (default md)\n");
+}
+
+static int parse_roof(int argc, char **argv, roof_opts *o) {
+    cli c = {.cmd = "roofline", .argc = argc, .argv = argv};
+    *o = (roof_opts){.n_prompt = 128, .n_gen = 32, .reps = 3, .buf_mib = 256, .min_s = 0.3f};
+    for (c.i = 1; c.i < argc; c.i++) {
+        int ok = 1;
+        char err[128];
+        if (cli_flag(&c, "-h", "--help")) {
+            roof_usage(stdout);
+            return 0;
+        } else if (cli_flag(&c, "-t", "--threads")) {
+            const char *v = cli_value(&c);
+            ok = v && !bench_list_parse(v, 1, 512, &o->threads, err, sizeof err);
+            if (v && !ok) fprintf(stderr, "cpulm roofline: bad value '%s' for -t: %s\n", v, err);
+        } else if (cli_flag(&c, "-m", "--model")) ok = (o->model = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "-p", "--n-prompt")) ok = cli_int(&c, 1, 1 << 16, &o->n_prompt);
+        else if (cli_flag(&c, "-n", "--n-gen")) ok = cli_int(&c, 1, 1 << 16, &o->n_gen);
+        else if (cli_flag(&c, "-r", "--repetitions")) ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
+        else if (cli_flag(&c, "--buffer-mib", NULL)) ok = cli_int(&c, 1, 1 << 16, &o->buf_mib);
+        else if (cli_flag(&c, "--time", NULL)) ok = cli_float(&c, 0.001, 60, &o->min_s);
+        else if (cli_flag(&c, "-o", "--output")) {
+            const char *v = cli_value(&c);
+            ok = v && (!strcmp(v, "md") || !strcmp(v, "json"));
+            if (ok) o->json = !strcmp(v, "json");
+            else if (v) fprintf(stderr, "cpulm roofline: bad value '%s' for -o (want md or json)\n", v);
+        } else return cli_unknown(&c);
+        if (!ok) return EXIT_USAGE;
+    }
+    if (!o->threads.n) bench_default_threads(&o->threads);
+    return -1;
+}
+
+/* pp and tg of the model at r->n_threads; mean tokens/s into r. */
+static int run_model(const roof_opts *o, const cpulm_model *m, bench_roof *r) {
+    bench_runner br = {.m = m};
+    bench_test pp = {.kind = BENCH_PP, .n_prompt = o->n_prompt, .n_parallel = 1, .n_batch = 512,
+                     .n_ubatch = 512, .n_threads = r->n_threads};
+    bench_test tg = pp;
+    tg.kind = BENCH_TG;
+    tg.n_prompt = 0;
+    tg.n_gen = o->n_gen;
+    bench_result res;
+    bench_summary s;
+    char err[256];
+    if (bench_run_test(&br, &pp, o->reps, &res, err, sizeof err)) goto fail;
+    bench_summarize(&res, &s);
+    r->pp_ts = s.ts.mean;
+    if (bench_run_test(&br, &tg, o->reps, &res, err, sizeof err)) goto fail;
+    bench_summarize(&res, &s);
+    r->tg_ts = s.ts.mean;
+    return 0;
+fail:
+    fprintf(stderr, "cpulm roofline: %s\n", err);
+    return -1;
+}
+
+static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench_env *e,
+                     uint64_t bpt, int64_t params) {
+    printf("roofline: %s | kernels %s | cpulm %s | read buffer %d MiB | GB = 1e9 bytes\n\n",
+           e->cpu, e->kernels, e->version, o->buf_mib);
+    printf("| threads | read GB/s | Q8_0 dot GOPS (int8) | f32 dot GFLOPS |\n"
+           "| ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < n; i++)
+        printf("| %d | %.2f | %.1f | %.1f |\n", r[i].n_threads, r[i].bw / 1e9, r[i].int8_ops / 1e9,
+               r[i].f32_flops / 1e9);
+    if (!o->model) return;
+    printf("\nmodel: %s (%s): %.3f GB of weights read per generated token, %.3f G matmul "
+           "parameters\n\n", e->model_type, e->model_file, (double)bpt / 1e9, (double)params / 1e9);
+    printf("| threads | tg%d t/s | tg GB/s | %% of read bandwidth | pp%d t/s | pp GOPS | %% of "
+           "Q8_0 peak |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n", o->n_gen,
+           o->n_prompt);
+    for (int i = 0; i < n; i++)
+        printf("| %d | %.2f | %.2f | %.1f%% | %.2f | %.1f | %.1f%% |\n", r[i].n_threads,
+               r[i].tg_ts, r[i].tg_ts * (double)bpt / 1e9, 100 * r[i].tg_frac, r[i].pp_ts,
+               r[i].pp_ts * 2.0 * (double)params / 1e9, 100 * r[i].pp_frac);
+    printf("\nassumptions: tg reads every weight once per token (the KV cache, small at these "
+           "lengths, is not counted); pp does 2 int8 ops per matmul weight per token (attention "
+           "not counted; the prompt path may use GEMM microkernels that beat the vec_dot peak, so "
+           "pp can pass 100%%); ceilings are the best round of each measurement.\n");
+}
+
+static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t bpt,
+                       int64_t params, int with_model) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &b, 0, 2);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "cpu_info");
+    cpulm_json_write_str(&w, e->cpu);
+    cpulm_json_key(&w, "kernel_level");
+    cpulm_json_write_str(&w, e->kernels);
+    cpulm_json_key(&w, "cpulm_version");
+    cpulm_json_write_str(&w, e->version);
+    if (with_model) {
+        cpulm_json_key(&w, "model_type");
+        cpulm_json_write_str(&w, e->model_type);
+        cpulm_json_key(&w, "bytes_per_token");
+        cpulm_json_write_int(&w, (int64_t)bpt);
+        cpulm_json_key(&w, "matmul_params");
+        cpulm_json_write_int(&w, params);
+    }
+    cpulm_json_key(&w, "rows");
+    cpulm_json_arr_begin(&w);
+    for (int i = 0; i < n; i++) {
+        const char *k[] = {"read_bytes_per_s", "int8_ops_per_s", "f32_flops_per_s", "tg_ts",
+                           "tg_bandwidth_fraction", "pp_ts", "pp_int8_fraction"};
+        double v[] = {r[i].bw, r[i].int8_ops, r[i].f32_flops, r[i].tg_ts, r[i].tg_frac,
+                      r[i].pp_ts, r[i].pp_frac};
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "n_threads");
+        cpulm_json_write_int(&w, r[i].n_threads);
+        for (int j = 0; j < (with_model ? 7 : 3); j++) {
+            cpulm_json_key(&w, k[j]);
+            cpulm_json_write_double(&w, v[j]);
+        }
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_arr_end(&w);
+    cpulm_json_obj_end(&w);
+    cpulm_buf_putc(&b, '\n');
+    fwrite(b.data, 1, b.len, stdout);
+    cpulm_buf_release(&b);
+}
+
+int cmd_roofline(int argc, char **argv) {
+    roof_opts o;
+    int rc = parse_roof(argc, argv, &o);
+    if (rc >= 0) return rc;
+    cpulm_model *m = NULL;
+    if (o.model && !(m = cli_load_model(o.model, 0, NULL))) return cli_load_failed_rc(o.model);
+    bench_roof r[BENCH_MAX_LIST];
+    uint64_t bpt = m ? bench_bytes_per_token(m) : 0;
+    int64_t params = m ? bench_matmul_params(m) : 0;
+    rc = 0;
+    for (int i = 0; i < o.threads.n && !rc; i++) {
+        r[i] = (bench_roof){.n_threads = o.threads.v[i]};
+        if (bench_roof_measure(&r[i], (size_t)o.buf_mib << 20, o.min_s)) {
+            fprintf(stderr, "cpulm roofline: measuring at %d threads failed\n", r[i].n_threads);
+            rc = 1;
+        } else if (m && run_model(&o, m, &r[i])) {
+            rc = 1;
+        }
+        bench_roof_fractions(&r[i], bpt, params);
+    }
+    bench_env e;
+    bench_env_fill(&e, m, o.model ? o.model : "");
+    if (!rc && o.json) print_json(r, o.threads.n, &e, bpt, params, m != NULL);
+    else if (!rc) print_md(&o, r, o.threads.n, &e, bpt, params);
+    cpulm_model_free(m);
+    return rc;
+}

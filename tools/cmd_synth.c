@@ -1,0 +1,113 @@
+/* cmd_synth.c: `cpulm synth`: writes a llama-architecture GGUF with random weights of a real
+ * model's shape (src/synth.h), for benchmarks on machines that have no real model. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "common.h"
+#include "synth.h"
+
+static void synth_usage(FILE *f) {
+    fprintf(f,
+            "usage: cpulm synth --shape 1b|3b|8b|70b|tiny|custom --type TYPE -o FILE [options]\n"
+            "  --shape NAME     Llama-3.2-1B, Llama-3.2-3B, Llama-3-8B, Llama-3-70B shapes, a tiny\n"
+            "                   test model, or custom (tiny's numbers; override with the flags)\n"
+            "  --type TYPE      q4_0 (default), q8_0, f16, bf16, f32, q4_k, q6_k\n"
+            "  -o FILE          output GGUF\n"
+            "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
+            "                   override the shape's numbers\n"
+            "  --untied         write a separate output.weight (default: the shape's)\n"
+            "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
+            "  -t, --threads N  generation threads (default 2)\n");
+}
+
+typedef struct synth_opts {
+    const char *shape, *type, *out;
+    int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, threads;
+    long long seed;
+} synth_opts;
+
+static int parse_size(cli *c, int *out) {
+    return cli_int(c, 1, 1 << 24, out);
+}
+
+static int parse_synth(int argc, char **argv, synth_opts *o) {
+    cli c = {.cmd = "synth", .argc = argc, .argv = argv};
+    int ok = 1;
+    for (c.i = 1; c.i < argc && ok; c.i++) {
+        if (cli_flag(&c, "-h", "--help")) {
+            synth_usage(stdout);
+            exit(0);
+        } else if (cli_flag(&c, "--shape", NULL)) ok = (o->shape = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--type", NULL)) ok = (o->type = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "-o", "--output")) ok = (o->out = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--layers", NULL)) ok = parse_size(&c, &o->layers);
+        else if (cli_flag(&c, "--embd", NULL)) ok = parse_size(&c, &o->embd);
+        else if (cli_flag(&c, "--ff", NULL)) ok = parse_size(&c, &o->ff);
+        else if (cli_flag(&c, "--heads", NULL)) ok = parse_size(&c, &o->heads);
+        else if (cli_flag(&c, "--kv-heads", NULL)) ok = parse_size(&c, &o->kv_heads);
+        else if (cli_flag(&c, "--vocab", NULL)) ok = parse_size(&c, &o->vocab);
+        else if (cli_flag(&c, "--ctx", NULL)) ok = parse_size(&c, &o->ctx);
+        else if (cli_flag(&c, "--untied", NULL)) o->untied = 1;
+        else if (cli_flag(&c, "--seed", NULL)) ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
+        else if (cli_flag(&c, "-t", "--threads")) ok = cli_int(&c, 1, 64, &o->threads);
+        else return cli_unknown(&c);
+    }
+    if (!ok) return EXIT_USAGE;
+    if (!o->shape || !o->out) {
+        fprintf(stderr, "cpulm synth: --shape and -o are required\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The shape's numbers with the command-line overrides applied. */
+static int make_params(const synth_opts *o, cpulm_synth_params *p) {
+    if (cpulm_synth_shape(o->shape, p) != CPULM_OK) {
+        fprintf(stderr, "cpulm synth: unknown shape '%s' (1b, 3b, 8b, 70b, tiny, custom)\n", o->shape);
+        return EXIT_USAGE;
+    }
+    if (o->type) {
+        int t = cpulm_dtype_from_name(o->type);
+        if (t < 0) {
+            fprintf(stderr, "cpulm synth: unknown type '%s'\n", o->type);
+            return EXIT_USAGE;
+        }
+        p->type = (cpulm_dtype)t;
+    }
+    if (o->layers) p->n_layer = o->layers;
+    if (o->embd) p->n_embd = o->embd;
+    if (o->ff) p->n_ff = o->ff;
+    if (o->heads) p->n_head = o->heads;
+    if (o->kv_heads) p->n_head_kv = o->kv_heads;
+    if (o->vocab) p->n_vocab = o->vocab;
+    if (o->ctx) p->n_ctx = o->ctx;
+    if (o->untied) p->tied = 0;
+    p->seed = (uint64_t)o->seed;
+    p->n_threads = o->threads;
+    cpulm_error err = {0};
+    if (cpulm_synth_check(p, &err) != CPULM_OK) {
+        fprintf(stderr, "cpulm synth: %s\n", err.msg);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+int cmd_synth(int argc, char **argv) {
+    synth_opts o = {.seed = 1, .threads = 2};
+    cpulm_synth_params p;
+    int rc = parse_synth(argc, argv, &o);
+    if (rc || (rc = make_params(&o, &p))) return rc;
+    double t0 = cli_now_ms();
+    cpulm_error err = {0};
+    if (cpulm_synth_write(o.out, &p, &err) != CPULM_OK) {
+        fprintf(stderr, "cpulm synth: %s\n", err.msg);
+        return 1;
+    }
+    fprintf(stderr, "cpulm synth: wrote %s: %s, %s, %d layers, embd %d, ff %d, heads %d/%d, "
+                    "vocab %d, %.1f MiB of weights in %.1f s\n",
+            o.out, p.name, cpulm_dtype_name(p.type), p.n_layer, p.n_embd, p.n_ff, p.n_head,
+            p.n_head_kv, p.n_vocab, (double)cpulm_synth_weight_bytes(&p) / (1 << 20),
+            (cli_now_ms() - t0) / 1e3);
+    return 0;
+}
