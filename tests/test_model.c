@@ -2,6 +2,8 @@
  * $CPULM_SHARED/testdata/reference (llama.cpp logits, the llama2.c text, a float64 forward
  * pass), plus decode semantics: thread-count independence, batch == sequential,
  * multi-sequence batches, all-or-nothing errors. */
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -425,6 +427,24 @@ TEST(model_decode_does_not_allocate) {
     cpulm_ctx *ctx2 = new_ctx(m, 16, 1, CPULM_KV_F16, 1);
     CHECK(t, test_alloc_count_end() > 0);
     cpulm_ctx_free(ctx2);
+    cpulm_ctx_free(ctx);
+    cpulm_model_free(m);
+}
+
+/* A context must not narrow its creator's CPU affinity (later contexts would then see one
+ * CPU and default to one thread). */
+TEST(model_ctx_keeps_caller_affinity) {
+    cpulm_model *m = load_model("stories260K.gguf");
+    if (!m) SKIP(t, "models not found (CPULM_SHARED)");
+    cpu_set_t before, after;
+    REQUIRE(t, sched_getaffinity(0, sizeof before, &before) == 0);
+    cpulm_ctx *ctx = new_ctx(m, 16, 0, CPULM_KV_F16, 1);
+    REQUIRE(t, ctx != NULL);
+    int32_t tok = 1;
+    cpulm_batch b = {.n = 1, .token = &tok};
+    CHECK(t, cpulm_ctx_decode(ctx, &b) == CPULM_OK);
+    REQUIRE(t, sched_getaffinity(0, sizeof after, &after) == 0);
+    CHECK(t, CPU_EQUAL(&before, &after));
     cpulm_ctx_free(ctx);
     cpulm_model_free(m);
 }

@@ -113,7 +113,6 @@ cpulm_status cpulm_pool_new(cpulm_pool **out, int n_threads, const int *cpus) {
             return CPULM_ERR_NOMEM;
         }
     }
-    pin_to(p->workers[0].cpu);
     *out = p;
     return CPULM_OK;
 }
@@ -153,6 +152,12 @@ void cpulm_pool_run(cpulm_pool *p, cpulm_pool_fn fn, void *arg, int nth) {
     p->arg = arg;
     p->nth = nth;
     atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
+    /* The caller works as thread 0 on its own core for the run only: pinning it for good
+     * would shrink its affinity mask, and so the thread count of contexts made later. */
+    cpu_set_t saved;
+    int pinned = p->workers[0].cpu >= 0 &&
+                 pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
+    if (pinned) pin_to(p->workers[0].cpu);
     /* the mutex in wake_all orders the descriptor writes before the generation bump */
     wake_all(p);
     fn(arg, 0, nth);
@@ -161,6 +166,7 @@ void cpulm_pool_run(cpulm_pool *p, cpulm_pool_fn fn, void *arg, int nth) {
         if (++spins < SPIN_BARRIER) cpu_relax();
         else sched_yield();
     }
+    if (pinned) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
 }
 
 void cpulm_pool_barrier(cpulm_pool *p) {
