@@ -39,13 +39,15 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
  * cpulm_pack_act_extras): the block scale as a float and the sum of the block's quants. */
 #define CPULM_PACK_ROWS 16
 
-/* Extras of an activation row of n elements (Q8_0): float d[n/32] then int32 sum[n/32],
- * starting at the first 4-byte boundary after the Q8_0 blocks. */
+/* Extras of an activation row of n elements (Q8_0), starting at the first 4-byte boundary
+ * after the Q8_0 blocks, nb = n/32 entries each: float d[nb] (block scales), int32
+ * c4[nb] = -8 * sum(qs), int32 c8[nb] = -128 * sum(qs) (the bias corrections of unsigned
+ * Q4_0 nibbles and sign-flipped Q8_0 quants). */
 static inline uint64_t cpulm_pack_act_extras_offset(int64_t n) {
     return ((uint64_t)(n / 32) * sizeof(cpulm_block_q8_0) + 3) / 4 * 4;
 }
 static inline uint64_t cpulm_pack_act_row_bytes(int64_t n) {
-    return cpulm_pack_act_extras_offset(n) + (uint64_t)(n / 32) * 8;
+    return cpulm_pack_act_extras_offset(n) + (uint64_t)(n / 32) * 12;
 }
 
 /* s[j * ld + r] = dot(row r of the 16-row group w, activation row j), r < 16, j < nt

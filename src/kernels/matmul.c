@@ -19,12 +19,13 @@ void cpulm_matmul_quantize_act(const cpulm_kernels *k, cpulm_dtype vdt, const fl
     const int64_t nb = n / 32;
     const cpulm_block_q8_0 *b = (const cpulm_block_q8_0 *)dst;
     float *d = (float *)(dst + cpulm_pack_act_extras_offset(n));
-    int32_t *sum = (int32_t *)(d + nb);
+    int32_t *c4 = (int32_t *)(d + nb), *c8 = c4 + nb;
     for (int64_t i = 0; i < nb; i++) {
         int32_t s = 0;
         for (int j = 0; j < 32; j++) s += b[i].qs[j];
         d[i] = cpulm_fp16_to_f32(b[i].d);
-        sum[i] = s;
+        c4[i] = -8 * s;
+        c8[i] = -128 * s;
     }
 }
 

@@ -199,6 +199,7 @@ static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const ui
                                                              uint64_t stride, float scale,
                                                              float *out, const int D) {
     __m512 q[16], acc[16];
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < D / 16; i++) {
         q[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q16 + 16 * i)));
         acc[i] = _mm512_setzero_ps();
@@ -208,6 +209,7 @@ static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const ui
         const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
         const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
         __m512 p = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)kr)), q[0]);
+        _Pragma("GCC unroll 16")
         for (int i = 1; i < D / 16; i++)
             p = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + 16 * i))), q[i], p);
         const float x = _mm512_reduce_add_ps(p) * scale;
@@ -216,11 +218,13 @@ static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const ui
             ms = expf(M - x);
             M = x;
             const __m512 vms = _mm512_set1_ps(ms);
+            _Pragma("GCC unroll 16")
             for (int i = 0; i < D / 16; i++) acc[i] = round_f16(_mm512_mul_ps(acc[i], vms));
         } else {
             vs = expf(x - M);
         }
         const __m512 vvs = _mm512_set1_ps(vs);
+        _Pragma("GCC unroll 16")
         for (int i = 0; i < D / 16; i++) {
             const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * i)));
             acc[i] = round_f16(_mm512_add_ps(acc[i], _mm512_mul_ps(vv, vvs)));
@@ -228,6 +232,7 @@ static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const ui
         S = S * ms + vs;
     }
     const __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
+    _Pragma("GCC unroll 16")
     for (int i = 0; i < D / 16; i++) _mm512_storeu_ps(out + 16 * i, _mm512_mul_ps(acc[i], inv));
 }
 

@@ -80,14 +80,20 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
 /* ---- GEMM over repacked 16-row groups (layouts in kernels.h) ----
  * One zmm holds 4 consecutive quants of each of 16 rows, so VPDPBUSD against 4 activation
  * bytes broadcast to every lane advances 16 dot products by 4 elements. A block's 8 such
- * vectors are unpacked once and reused for up to 4 tokens; each token's integer sum runs
- * in two chains (even and odd k-steps) to hide the instruction's latency. Weights enter
- * unsigned (Q4_0 nibbles u = q + 8; Q8_0 u = q + 128 by flipping the sign bit) and the bias
- * comes off as bias * sum(x), from the activation row's extras. Per block and token:
- * acc = fma(dw, dx * float(isum), acc), in block order, the same for every tile size. */
+ * vectors are unpacked once and reused for up to 8 tokens, whose 8 independent chains hide
+ * the instruction's latency (and blocks overlap, each starting a fresh chain). Weights
+ * enter unsigned (Q4_0 nibbles u = q + 8; Q8_0 u = q + 128 by flipping the sign bit); each
+ * chain starts from the bias correction (-8 or -128 times sum(x), from the activation
+ * row's extras), so it ends at the exact integer dot. Per block and token:
+ * acc = fma(dw, dx * float(isum), acc), in block order, the same for every tile size.
+ * The constant-count loops carry unroll pragmas: at -O2 GCC keeps them rolled, which puts
+ * wv[] and acc[] on the stack and halves the throughput. */
+
+#define TILE_T 8
 
 static inline void unpack_q4_x16(const uint8_t *q, __m512i w[8]) {
     const __m512i m = _mm512_set1_epi8(0x0F);
+    _Pragma("GCC unroll 8")
     for (int t = 0; t < 4; t++) {
         const __m512i v = _mm512_loadu_si512(q + 64 * t);
         w[t] = _mm512_and_si512(v, m);
@@ -97,6 +103,7 @@ static inline void unpack_q4_x16(const uint8_t *q, __m512i w[8]) {
 
 static inline void unpack_q8_x16(const uint8_t *q, __m512i w[8]) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
+    _Pragma("GCC unroll 8")
     for (int s = 0; s < 8; s++) w[s] = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * s), flip);
 }
 
@@ -106,16 +113,17 @@ static inline __m512i bcast4(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* NT (1..4) tokens against one group; q8 selects the weight type. Inlined per NT. */
+/* NT (1..TILE_T) tokens against one group; q8 selects the weight type. Inlined per NT. */
 static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uint8_t *w, int q8,
                                                             const uint8_t *act,
                                                             uint64_t stride, float *s,
                                                             int64_t ld, const int NT) {
     const int64_t nb = n / 32;
     const size_t blk = q8 ? 2 * 16 + 32 * 16 : 2 * 16 + 16 * 16;
-    const int shift = q8 ? 7 : 3;
     const uint64_t xo = cpulm_pack_act_extras_offset(n);
-    __m512 acc[4];
+    const int64_t corr = q8 ? 2 * nb : nb; /* offset of c8 or c4 in int32s after d */
+    __m512 acc[TILE_T];
+    _Pragma("GCC unroll 8")
     for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *g = w + (size_t)b * blk;
@@ -123,22 +131,21 @@ static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uin
         __m512i wv[8];
         if (q8) unpack_q8_x16(g + 32, wv);
         else unpack_q4_x16(g + 32, wv);
+        _Pragma("GCC unroll 8")
         for (int j = 0; j < NT; j++) {
             const uint8_t *row = act + (size_t)j * stride;
             const int8_t *xq = ((const cpulm_block_q8_0 *)row)[b].qs;
-            const float dx = ((const float *)(row + xo))[b];
-            const int32_t sx = ((const int32_t *)(row + xo))[nb + b];
-            __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
-            for (int k = 0; k < 8; k += 2) {
-                i0 = _mm512_dpbusd_epi32(i0, wv[k], bcast4(xq + 4 * k));
-                i1 = _mm512_dpbusd_epi32(i1, wv[k + 1], bcast4(xq + 4 * k + 4));
-            }
-            const __m512i is = _mm512_sub_epi32(_mm512_add_epi32(i0, i1),
-                                                _mm512_set1_epi32((int32_t)((uint32_t)sx << shift)));
-            const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(dx));
+            const float *ex = (const float *)(row + xo);
+            int32_t c;
+            memcpy(&c, ex + corr + b, 4);
+            __m512i is = _mm512_set1_epi32(c);
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++) is = _mm512_dpbusd_epi32(is, wv[k], bcast4(xq + 4 * k));
+            const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(ex[b]));
             acc[j] = _mm512_fmadd_ps(dw, f, acc[j]);
         }
     }
+    _Pragma("GCC unroll 8")
     for (int j = 0; j < NT; j++) _mm512_storeu_ps(s + (size_t)j * (size_t)ld, acc[j]);
 }
 
@@ -147,11 +154,18 @@ static inline __attribute__((always_inline)) void gemm_x16(int64_t n, int nt, fl
                                                            const uint8_t *act,
                                                            uint64_t stride, int q8) {
     int j = 0;
-    for (; j + 4 <= nt; j += 4) gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, 4);
+    for (; j + TILE_T <= nt; j += TILE_T)
+        gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, TILE_T);
+    const uint8_t *a = act + j * stride;
+    float *o = s + j * ld;
     switch (nt - j) {
-    case 3: gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, 3); break;
-    case 2: gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, 2); break;
-    case 1: gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, 1); break;
+    case 7: gemm_tile(n, w, q8, a, stride, o, ld, 7); break;
+    case 6: gemm_tile(n, w, q8, a, stride, o, ld, 6); break;
+    case 5: gemm_tile(n, w, q8, a, stride, o, ld, 5); break;
+    case 4: gemm_tile(n, w, q8, a, stride, o, ld, 4); break;
+    case 3: gemm_tile(n, w, q8, a, stride, o, ld, 3); break;
+    case 2: gemm_tile(n, w, q8, a, stride, o, ld, 2); break;
+    case 1: gemm_tile(n, w, q8, a, stride, o, ld, 1); break;
     default: break;
     }
 }
