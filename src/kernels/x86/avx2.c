@@ -10,6 +10,7 @@
 #if defined(__x86_64__)
 #include <string.h>
 
+#include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
 #include "x86.h"
 
@@ -356,6 +357,73 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* ---- attention over an F16 cache (numerics in kernels.h: attn_f16) ----
+ * As the avx512 version: the f16 accumulator stays in registers as f32 values rounded
+ * through cvtps_ph (round to nearest even) after every update, products rounded to f32
+ * before the add (no fma), so each step equals scale_f16 / mad_f16. The query (16 ymm at
+ * d = 128) is read from an f32 copy on the stack instead of registers. */
+
+static inline __m256 round_f16_256(__m256 v) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+static inline __m256 load8_h(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const uint16_t *q16,
+                                                             const uint8_t *k, const uint8_t *v,
+                                                             uint64_t stride, float scale,
+                                                             float *out, const int D) {
+    float q[128];
+    __m256 acc[16];
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < D / 8; i++) {
+        _mm256_storeu_ps(q + 8 * i, load8_h(q16 + 8 * i));
+        acc[i] = _mm256_setzero_ps();
+    }
+    float M = -INFINITY, S = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
+        const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
+        __m256 p0 = _mm256_mul_ps(load8_h(kr), _mm256_loadu_ps(q));
+        __m256 p1 = _mm256_mul_ps(load8_h(kr + 8), _mm256_loadu_ps(q + 8));
+        _Pragma("GCC unroll 16")
+        for (int i = 2; i < D / 8; i += 2) {
+            p0 = _mm256_fmadd_ps(load8_h(kr + 8 * i), _mm256_loadu_ps(q + 8 * i), p0);
+            p1 = _mm256_fmadd_ps(load8_h(kr + 8 * i + 8), _mm256_loadu_ps(q + 8 * i + 8), p1);
+        }
+        const float x = x86_hsum_ps256(_mm256_add_ps(p0, p1)) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (x > M) {
+            ms = expf(M - x);
+            M = x;
+            const __m256 vms = _mm256_set1_ps(ms);
+            _Pragma("GCC unroll 16")
+            for (int i = 0; i < D / 8; i++) acc[i] = round_f16_256(_mm256_mul_ps(acc[i], vms));
+        } else {
+            vs = expf(x - M);
+        }
+        const __m256 vvs = _mm256_set1_ps(vs);
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < D / 8; i++)
+            acc[i] = round_f16_256(_mm256_add_ps(acc[i], _mm256_mul_ps(load8_h(vr + 8 * i), vvs)));
+        S = S * ms + vs;
+    }
+    const __m256 inv = _mm256_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < D / 8; i++) _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], inv));
+}
+
+static void attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
+                     const uint8_t *v, uint64_t stride, float scale, float *out) {
+    switch (d) {
+    case 64: attn_f16_d(n, q16, k, v, stride, scale, out, 64); break;
+    case 128: attn_f16_d(n, q16, k, v, stride, scale, out, 128); break;
+    default: cpulm_generic_attn_f16(d, n, q16, k, v, stride, scale, out); break;
+    }
+}
+
 const cpulm_kernels cpulm_kernels_avx2 = {
     .name = "avx2",
     .vec_dot =
@@ -376,5 +444,6 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
+    .attn_f16 = attn_f16,
 };
 #endif
