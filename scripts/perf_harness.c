@@ -4,6 +4,8 @@
  *   cc -O2 -mavx2 -Iinclude scripts/perf_harness.c build/libcpulm.a -lpthread -lm -o /tmp/ph
  *   /tmp/ph -m MODEL [-t THREADS] [-p 512] [-n 128] [-r REPS]   pp / tg like llama-bench
  *   /tmp/ph --bw [-t THREADS] [--mib 1024]                      streaming read bandwidth
+ *   add --roofline to a model run: before each tg rep, a short bandwidth probe; prints
+ *   t/s x bytes per token (the file size: every weight is read once per token) / bandwidth
  *
  * pp: one decode of p random tokens into an empty cache (logits of the last one).
  * tg: n decodes of one token each, starting from an empty cache.
@@ -53,13 +55,14 @@ static void *bw_read(void *arg) {
     return NULL;
 }
 
-static int bandwidth(int nth, size_t mib) {
+/* Best of passes GB/s reading mib MiB with nth threads; quiet = no per-pass lines. */
+static double measure_bw(int nth, size_t mib, int passes, int quiet) {
     size_t n = mib << 20;
     uint8_t *buf = aligned_alloc(4096, n);
-    if (!buf) return 1;
+    if (!buf) return 0;
     memset(buf, 1, n);
     double best = 0;
-    for (int pass = 0; pass < 8; pass++) {
+    for (int pass = 0; pass < passes; pass++) {
         pthread_t th[64];
         bw_job jobs[64];
         double t0 = now_s();
@@ -69,12 +72,17 @@ static int bandwidth(int nth, size_t mib) {
         }
         for (int k = 0; k < nth; k++) pthread_join(th[k], NULL);
         double gbs = (double)n / (now_s() - t0) / 1e9;
-        printf("pass %d: %.2f GB/s\n", pass, gbs);
+        if (!quiet) printf("pass %d: %.2f GB/s\n", pass, gbs);
         if (gbs > best) best = gbs;
     }
-    printf("bandwidth: %d threads, %zu MiB, best %.2f GB/s\n", nth, mib, best);
     free(buf);
-    return 0;
+    return best;
+}
+
+static int bandwidth(int nth, size_t mib) {
+    double best = measure_bw(nth, mib, 8, 0);
+    printf("bandwidth: %d threads, %zu MiB, best %.2f GB/s\n", nth, mib, best);
+    return best > 0 ? 0 : 1;
 }
 
 /* ---- pp / tg ---- */
@@ -106,11 +114,12 @@ static void report(const char *what, double *v, int reps) {
 
 int main(int argc, char **argv) {
     const char *model = NULL;
-    int nth = 2, pp = 512, tg = 128, reps = 3, bw = 0;
+    int nth = 2, pp = 512, tg = 128, reps = 3, bw = 0, roof = 0;
     size_t mib = 1024;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
         if (!strcmp(a, "--bw")) bw = 1;
+        else if (!strcmp(a, "--roofline")) roof = 1;
         else if (!strcmp(a, "-m")) model = argv[++i];
         else if (!strcmp(a, "-t")) nth = atoi(v), i++;
         else if (!strcmp(a, "-p")) pp = atoi(v), i++;
@@ -145,7 +154,21 @@ int main(int argc, char **argv) {
         report(what, v, reps);
     }
     if (tg > 0) {
-        for (int r = 0; r < reps; r++) v[r] = run_tg(ctx, toks, tg);
+        double bytes = 0, best_frac = 0;
+        FILE *f = fopen(model, "rb");
+        if (f && fseek(f, 0, SEEK_END) == 0) bytes = (double)ftell(f);
+        if (f) fclose(f);
+        for (int r = 0; r < reps; r++) {
+            double gbs = roof ? measure_bw(nth, 512, 3, 1) : 0;
+            v[r] = run_tg(ctx, toks, tg);
+            if (roof && gbs > 0) {
+                double frac = v[r] * bytes / 1e9 / gbs;
+                printf("tg rep %d: %.2f t/s x %.3f GB / %.2f GB/s = %.0f%% of the read roofline\n", r,
+                       v[r], bytes / 1e9, gbs, 100 * frac);
+                if (frac > best_frac) best_frac = frac;
+            }
+        }
+        if (roof) printf("roofline: best %.0f%%\n", 100 * best_frac);
         char what[32];
         snprintf(what, sizeof what, "tg%d", tg);
         report(what, v, reps);
