@@ -540,6 +540,20 @@ TEST(kern_canonical_float_ops_bit_identical) {
             k->scale_f16(n, h2, 0.61f);
             CHECK(t, memcmp(h1, h2, 2 * (size_t)n) == 0);
         }
+        /* attention over an f16 cache: 1 query vs 37 keys, head dims the levels specialise */
+        static const int dims[] = {8, 64, 128, 256};
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            int d = dims[di], n = 37;
+            uint16_t *kv = malloc(2 * (size_t)(2 * n * d)), q16[256];
+            REQUIRE(t, kv != NULL);
+            for (int i = 0; i < 2 * n * d; i++) kv[i] = hx[i % 1024] ^ (uint16_t)(i & 0x3);
+            for (int i = 0; i < d; i++) q16[i] = cpulm_f32_to_fp16(x[i]);
+            const uint8_t *kp = (const uint8_t *)kv, *vp = kp + 2 * (size_t)(n * d);
+            g->attn_f16(d, n, q16, kp, vp, 2 * (uint64_t)d, 0.125f, o1);
+            k->attn_f16(d, n, q16, kp, vp, 2 * (uint64_t)d, 0.125f, o2);
+            CHECK(t, memcmp(o1, o2, sizeof(float) * (size_t)d) == 0);
+            free(kv);
+        }
         if (t->n_fail) {
             fprintf(stderr, "  level %s differs from generic\n", k->name);
             break;

@@ -197,6 +197,7 @@ static void overlay(cpulm_kernels *k, const cpulm_kernels *lvl) {
         if (lvl->vec_dot[t]) k->vec_dot[t] = lvl->vec_dot[t];
         if (lvl->from_float[t]) k->from_float[t] = lvl->from_float[t];
         if (lvl->to_float[t]) k->to_float[t] = lvl->to_float[t];
+        if (lvl->gemm_x16[t]) k->gemm_x16[t] = lvl->gemm_x16[t];
     }
 #define TAKE(f)                                                                                    \
     if (lvl->f) k->f = lvl->f
@@ -207,6 +208,7 @@ static void overlay(cpulm_kernels *k, const cpulm_kernels *lvl) {
     TAKE(dot_f32);
     TAKE(scale_f16);
     TAKE(mad_f16);
+    TAKE(attn_f16);
 #undef TAKE
 }
 

@@ -1,8 +1,9 @@
 /* matmul.h: y = W x for a batch of activation rows, split over threads. ISA-free: it tiles
- * and threads over entries of the kernel table, choosing the GEMV path for one row and the
- * tiled GEMM path for several.
+ * and threads over entries of the kernel table: weights repacked into 16-row groups
+ * (kernels.h, CPULM_PACK_ROWS) go through the gemm_x16 microkernels for any number of
+ * rows (one token is a GEMV of the same kernel), the others through vec_dot.
  * Determinism: every output element is computed by exactly one thread with the same
- * arithmetic whatever nth is, so results do not depend on the thread count. */
+ * arithmetic whatever nth (and whatever the batch size) is. */
 #ifndef CPULM_KERNELS_MATMUL_H
 #define CPULM_KERNELS_MATMUL_H
 
@@ -16,7 +17,8 @@ typedef struct cpulm_matmul_args {
     cpulm_dtype w_type;
     uint64_t w_row_bytes;
     int64_t n_in, n_out;
-    const uint8_t *act;   /* n_rows activation rows in w_type's vec_dot_type */
+    int packed;           /* w is in the 16-row group layout (n_out % 16 == 0) */
+    const uint8_t *act;   /* n_rows activation rows made by cpulm_matmul_quantize_act */
     size_t act_stride;    /* bytes between activation rows */
     int64_t n_rows;
     float *out;           /* [n_rows][ld_out], columns [0, n_out) written */
@@ -24,6 +26,13 @@ typedef struct cpulm_matmul_args {
     const float *bias;    /* [n_out] or NULL */
     int accumulate;       /* out += W x instead of out = W x */
 } cpulm_matmul_args;
+
+/* Bytes one activation row of n elements of type vdt (a vec_dot_type) takes: the row
+ * itself, plus the per-block extras for Q8_0 (cpulm_pack_act_row_bytes). */
+uint64_t cpulm_matmul_act_bytes(cpulm_dtype vdt, int64_t n);
+/* Converts n floats into an activation row of type vdt (from_float, then the extras). */
+void cpulm_matmul_quantize_act(const cpulm_kernels *k, cpulm_dtype vdt, const float *x,
+                               uint8_t *dst, int64_t n);
 
 /* Computes this thread's share (ith of nth) of the output columns. */
 void cpulm_matmul(const cpulm_kernels *k, const cpulm_matmul_args *a, int ith, int nth);

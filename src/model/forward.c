@@ -15,6 +15,7 @@
 #include "../base/status.h"
 #include "../context.h"
 #include "../kernels/matmul.h"
+#include "repack.h"
 
 typedef struct mm_job {
     const cpulm_tensor *w;
@@ -27,7 +28,8 @@ typedef struct mm_job {
 static void mm_rows(const cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
                     int64_t n_rows, int ith, int nth) {
     cpulm_matmul_args a = {.w = j->w->data, .w_type = j->w->type, .w_row_bytes = j->w->row_bytes,
-                           .n_in = j->w->ne[0], .n_out = j->w->ne[1], .act = act,
+                           .n_in = j->w->ne[0], .n_out = j->w->ne[1],
+                           .packed = j->w->packed, .act = act,
                            .act_stride = act_stride, .n_rows = n_rows, .out = j->out,
                            .ld_out = j->ld_out, .bias = j->bias, .accumulate = j->accumulate};
     cpulm_matmul(c->k, &a, ith, nth);
@@ -44,8 +46,9 @@ static void mm_group(cpulm_ctx *c, const float *x, int64_t ldx, int64_t n_rows, 
             if (cur >= 0) cpulm_pool_barrier(c->pool); /* previous matmuls still read actq */
             if (vdt != CPULM_DTYPE_F32) {
                 for (int64_t t = ith; t < n_rows; t += nth)
-                    c->k->from_float[vdt](x + t * ldx, (uint8_t *)c->actq + t * c->actq_stride,
-                                          jobs[i].w->ne[0]);
+                    cpulm_matmul_quantize_act(c->k, vdt, x + t * ldx,
+                                              (uint8_t *)c->actq + t * c->actq_stride,
+                                              jobs[i].w->ne[0]);
                 cpulm_pool_barrier(c->pool);
             }
             cur = (int)vdt;
@@ -129,41 +132,21 @@ static void attend_f32(cpulm_ctx *c, int il, int64_t t, int h, float *scores, fl
  * to f16, online softmax, and the weighted sum of V accumulated in f16 (rounded after every
  * key). Matching them keeps our logits within the reference's tolerances; the f16
  * accumulator is also what makes that path fast there. */
-static void attend_f16(cpulm_ctx *c, int il, int64_t t, int h, float *scores, float *tmp) {
+static void attend_f16(cpulm_ctx *c, int il, int64_t t, int h, float *scores) {
     const cpulm_hparams *hp = &c->m->hp;
     int d = hp->head_dim, kvh = h / (hp->n_head / hp->n_head_kv);
     int32_t s = c->seq[t], n = c->pos[t] + 1;
     const float *q = c->q + t * (int64_t)hp->n_head * d + (int64_t)h * d;
-    uint16_t *q16 = (uint16_t *)scores, *acc = q16 + d; /* scores has >= 2 * d halves free */
+    uint16_t *q16 = (uint16_t *)scores; /* scores has >= d halves free */
     c->k->from_float[CPULM_DTYPE_F16](q, q16, d);
-    memset(acc, 0, sizeof(uint16_t) * (size_t)d);
-    float scale = 1.0f / sqrtf((float)d), M = -INFINITY, S = 0.0f;
-    for (int32_t j = 0; j < n; j++) {
-        const uint16_t *kr = (const uint16_t *)cpulm_kv_k(&c->kv, il, s, j) + (size_t)kvh * d;
-        const uint16_t *vr = (const uint16_t *)cpulm_kv_v(&c->kv, il, s, j) + (size_t)kvh * d;
-        float x;
-        c->k->vec_dot[CPULM_DTYPE_F16](d, &x, kr, q16);
-        x *= scale;
-        float ms = 1.0f, vs = 1.0f;
-        if (x > M) {
-            ms = expf(M - x);
-            M = x;
-            c->k->scale_f16(d, acc, ms);
-        } else {
-            vs = expf(x - M);
-        }
-        c->k->mad_f16(d, acc, vr, vs);
-        S = fmaf(S, ms, vs);
-    }
+    const size_t off = sizeof(uint16_t) * (size_t)kvh * (size_t)d;
     float *out = c->att + t * (int64_t)hp->n_head * d + (int64_t)h * d;
-    c->k->to_float[CPULM_DTYPE_F16](acc, out, d);
-    float inv = S == 0.0f ? 0.0f : 1.0f / S;
-    for (int i = 0; i < d; i++) out[i] *= inv;
-    (void)tmp;
+    c->k->attn_f16(d, n, q16, cpulm_kv_k(&c->kv, il, s, 0) + off, cpulm_kv_v(&c->kv, il, s, 0) + off,
+                   c->kv.row_bytes, 1.0f / sqrtf((float)d), out);
 }
 
 static void attend(cpulm_ctx *c, int il, int64_t t, int h, float *scores, float *tmp) {
-    if (c->kv.dtype == CPULM_DTYPE_F16) attend_f16(c, il, t, h, scores, tmp);
+    if (c->kv.dtype == CPULM_DTYPE_F16) attend_f16(c, il, t, h, scores);
     else attend_f32(c, il, t, h, scores, tmp);
 }
 
@@ -211,9 +194,7 @@ static void fwd_worker(void *arg, int ith, int nth) {
     const cpulm_model *m = c->m;
     int64_t E = m->hp.n_embd;
     for (int64_t t = ith; t < c->n_tok; t += nth)
-        c->k->to_float[m->tok_embd.type]((const uint8_t *)m->tok_embd.data +
-                                             (size_t)c->tok[t] * m->tok_embd.row_bytes,
-                                         c->x + t * E, E);
+        cpulm_repack_get_row(c->k, &m->tok_embd, c->tok[t], c->x + t * E);
     cpulm_pool_barrier(c->pool);
     for (int il = 0; il < m->hp.n_layer; il++) layer(c, il, ith, nth);
     if (c->n_outputs == 0) return;

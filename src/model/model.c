@@ -11,6 +11,7 @@
 #include "../base/fp16.h"
 #include "../base/status.h"
 #include "../tokenizer/vocab.h"
+#include "repack.h"
 
 typedef struct loader {
     cpulm_model *m;
@@ -288,6 +289,10 @@ cpulm_model *cpulm_model_load(const char *path, const cpulm_model_params *params
     if ((s = cpulm_model_build_names(m, e)) != CPULM_OK) goto fail;
     if ((s = load_metadata(&L)) != CPULM_OK) goto fail;
     if (!p.vocab_only && (s = bind_tensors(&L)) != CPULM_OK) goto fail;
+    /* CPULM_NO_REPACK keeps every weight row-major (A/B measurements, debugging) */
+    if (!p.vocab_only && !getenv("CPULM_NO_REPACK") &&
+        (s = cpulm_repack_model(m, cpulm_kernels_get(), e)) != CPULM_OK)
+        goto fail;
     if (p.use_mlock) cpulm_mmap_lock(&m->map);
     return m;
 fail: {
@@ -308,6 +313,8 @@ void cpulm_model_free(cpulm_model *m) {
     cpulm_mmap_close(&m->map);
     for (int i = 0; i < m->n_owned_f32; i++) free(m->owned_f32[i]);
     free(m->owned_f32);
+    for (int i = 0; i < m->n_owned_packed; i++) free(m->owned_packed[i]);
+    free(m->owned_packed);
     free(m->layers);
     free(m->path);
     free(m->arch_name);

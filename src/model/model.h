@@ -23,6 +23,7 @@ typedef struct cpulm_tensor {
     cpulm_dtype type;
     int64_t ne[2];    /* ne[0] = row length (contiguous), ne[1] = rows */
     uint64_t row_bytes;
+    int packed;       /* rows repacked into 16-row groups (repack.h); data is model-owned */
 } cpulm_tensor;
 
 typedef struct cpulm_layer {
@@ -59,6 +60,8 @@ struct cpulm_model {
     cpulm_layer *layers;     /* owned, [n_layer] */
     float **owned_f32;       /* converted 1-D tensors, freed with the model */
     int32_t n_owned_f32;
+    void **owned_packed;     /* repacked weights (repack.c), freed with the model */
+    int32_t n_owned_packed;
     char **meta_keys;     /* [gguf.n_kv] NUL-terminated copies, owned */
     char **tensor_names;  /* [gguf.n_tensors] NUL-terminated copies, owned */
     int vocab_only;

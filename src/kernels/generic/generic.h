@@ -33,4 +33,14 @@ float cpulm_generic_vexpf(float x);
 void cpulm_generic_scale_f16(int64_t n, uint16_t *y, float v);
 void cpulm_generic_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v);
 
+/* ---- attention over an F16 cache (attn.c), contract in kernels.h ---- */
+void cpulm_generic_attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
+                            const uint8_t *v, uint64_t stride, float scale, float *out);
+
+/* ---- repacked-weight GEMM (gemm.c), contracts in kernels.h (cpulm_gemm_fn) ---- */
+void cpulm_generic_gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                 const uint8_t *act, uint64_t act_stride);
+void cpulm_generic_gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                 const uint8_t *act, uint64_t act_stride);
+
 #endif

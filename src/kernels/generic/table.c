@@ -65,4 +65,10 @@ const cpulm_kernels cpulm_kernels_generic = {
     .dot_f32 = cpulm_generic_dot_f32,
     .scale_f16 = cpulm_generic_scale_f16,
     .mad_f16 = cpulm_generic_mad_f16,
+    .attn_f16 = cpulm_generic_attn_f16,
+    .gemm_x16 =
+        {
+            D(Q4_0) = cpulm_generic_gemm_q4_0_x16,
+            D(Q8_0) = cpulm_generic_gemm_q8_0_x16,
+        },
 };

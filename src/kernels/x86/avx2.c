@@ -10,6 +10,7 @@
 #if defined(__x86_64__)
 #include <string.h>
 
+#include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
 #include "x86.h"
 
@@ -440,6 +441,182 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* ---- GEMM over repacked 16-row groups (layouts in kernels.h) ----
+ * Each 64-byte chunk of a group holds 4 quant bytes of each of 16 rows; a ymm takes the
+ * rows of one half (0..7 or 8..15), so a tile is 8 rows x up to 4 tokens. Without VNNI the
+ * 4-byte dots are maddubs (u8 x s8 -> pairs in int16) then madd with ones (-> int32):
+ * Q4_0 nibbles (0..15) go in unsigned, two k-steps summed in int16 before the madd (pairs
+ * stay <= 2 * 2 * 15 * 127 < 32768), the -8 bias comes off through the chain's start
+ * (-8 * sum(x) from the activation extras). Q8_0 uses the sign trick of x86_dot_i8_pairs
+ * (|w| x sign-moved x; activations never hold -128). Per block and token the float steps
+ * are those of every other level: acc = fma(dw, dx * float(isum), acc). */
+
+static inline __m256i bcast4_256(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+static inline __attribute__((always_inline)) void gemm_half_tile(int64_t n, const uint8_t *w,
+                                                                 int q8, int half,
+                                                                 const uint8_t *act,
+                                                                 uint64_t stride, float *s,
+                                                                 int64_t ld, const int NT) {
+    const int64_t nb = n / 32;
+    const size_t blk = q8 ? 2 * 16 + 32 * 16 : 2 * 16 + 16 * 16;
+    const uint64_t xo = cpulm_pack_act_extras_offset(n);
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = w + (size_t)b * blk;
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16 * half)));
+        const uint8_t *q = g + 32 + 32 * half;
+        __m256i is[4];
+        const int8_t *xq[4];
+        const float *ex[4];
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < NT; j++) {
+            const uint8_t *row = act + (size_t)j * stride;
+            xq[j] = ((const cpulm_block_q8_0 *)row)[b].qs;
+            ex[j] = (const float *)(row + xo);
+            int32_t c = 0;
+            if (!q8) memcpy(&c, ex[j] + nb + b, 4);
+            is[j] = _mm256_set1_epi32(c);
+        }
+        if (q8) {
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++) {
+                const __m256i wv = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
+                const __m256i aw = _mm256_sign_epi8(wv, wv);
+                _Pragma("GCC unroll 4")
+                for (int j = 0; j < NT; j++) {
+                    const __m256i sy = _mm256_sign_epi8(bcast4_256(xq[j] + 4 * k), wv);
+                    is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), ones));
+                }
+            }
+        } else {
+            _Pragma("GCC unroll 4")
+            for (int t = 0; t < 4; t++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * t));
+                const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                _Pragma("GCC unroll 4")
+                for (int j = 0; j < NT; j++) {
+                    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4_256(xq[j] + 4 * t)),
+                                                       _mm256_maddubs_epi16(hi, bcast4_256(xq[j] + 16 + 4 * t)));
+                    is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, ones));
+                }
+            }
+        }
+        _Pragma("GCC unroll 4")
+        for (int j = 0; j < NT; j++) {
+            const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(is[j]), _mm256_set1_ps(ex[j][b]));
+            acc[j] = _mm256_fmadd_ps(dw, f, acc[j]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int j = 0; j < NT; j++) _mm256_storeu_ps(s + (size_t)j * (size_t)ld + 8 * half, acc[j]);
+}
+
+static inline __attribute__((always_inline)) void gemm_x16_256(int64_t n, int nt, float *s,
+                                                               int64_t ld, const void *w,
+                                                               const uint8_t *act,
+                                                               uint64_t stride, int q8) {
+    for (int j = 0; j < nt; j += 4) {
+        const uint8_t *a = act + j * stride;
+        float *o = s + j * ld;
+        for (int half = 0; half < 2; half++) {
+            switch (nt - j >= 4 ? 4 : nt - j) {
+            case 4: gemm_half_tile(n, w, q8, half, a, stride, o, ld, 4); break;
+            case 3: gemm_half_tile(n, w, q8, half, a, stride, o, ld, 3); break;
+            case 2: gemm_half_tile(n, w, q8, half, a, stride, o, ld, 2); break;
+            default: gemm_half_tile(n, w, q8, half, a, stride, o, ld, 1); break;
+            }
+        }
+    }
+}
+
+static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    gemm_x16_256(n, nt, s, ld, w, act, stride, 0);
+}
+
+static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    gemm_x16_256(n, nt, s, ld, w, act, stride, 1);
+}
+
+/* ---- attention over an F16 cache (numerics in kernels.h: attn_f16) ----
+ * As the avx512 version: the f16 accumulator stays in registers as f32 values rounded
+ * through cvtps_ph (round to nearest even) after every update with a fused multiply-add, so
+ * each step equals scale_f16 / mad_f16; scores are exact f32 products summed in double, as
+ * vec_dot_f16. The query (16 ymm at
+ * d = 128) is read from an f32 copy on the stack instead of registers. */
+
+static inline __m256 round_f16_256(__m256 v) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+static inline __m256 load8_h(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const uint16_t *q16,
+                                                             const uint8_t *k, const uint8_t *v,
+                                                             uint64_t stride, float scale,
+                                                             float *out, const int D) {
+    float q[128];
+    __m256 acc[16];
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < D / 8; i++) {
+        _mm256_storeu_ps(q + 8 * i, load8_h(q16 + 8 * i));
+        acc[i] = _mm256_setzero_ps();
+    }
+    float M = -INFINITY, S = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
+        const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
+        __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < D / 8; i++) {
+            const __m256 p = _mm256_mul_ps(load8_h(kr + 8 * i), _mm256_loadu_ps(q + 8 * i));
+            s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+            s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+        }
+        const __m256d st = _mm256_add_pd(s0, s1);
+        const __m128d sh = _mm_add_pd(_mm256_castpd256_pd128(st), _mm256_extractf128_pd(st, 1));
+        const float x = (float)_mm_cvtsd_f64(_mm_add_sd(sh, _mm_unpackhi_pd(sh, sh))) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (x > M) {
+            ms = expf(M - x);
+            M = x;
+            const __m256 vms = _mm256_set1_ps(ms);
+            _Pragma("GCC unroll 16")
+            for (int i = 0; i < D / 8; i++) acc[i] = round_f16_256(_mm256_mul_ps(acc[i], vms));
+        } else {
+            vs = expf(x - M);
+        }
+        const __m256 vvs = _mm256_set1_ps(vs);
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < D / 8; i++)
+            acc[i] = round_f16_256(_mm256_fmadd_ps(load8_h(vr + 8 * i), vvs, acc[i]));
+        S = fmaf(S, ms, vs);
+    }
+    const __m256 inv = _mm256_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < D / 8; i++) _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], inv));
+}
+
+static void attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
+                     const uint8_t *v, uint64_t stride, float scale, float *out) {
+    switch (d) {
+    case 64: attn_f16_d(n, q16, k, v, stride, scale, out, 64); break;
+    case 128: attn_f16_d(n, q16, k, v, stride, scale, out, 128); break;
+    default: cpulm_generic_attn_f16(d, n, q16, k, v, stride, scale, out); break;
+    }
+}
+
 const cpulm_kernels cpulm_kernels_avx2 = {
     .name = "avx2",
     .vec_dot =
@@ -462,5 +639,7 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .dot_f32 = dot_f32,
     .scale_f16 = canon_scale_f16,
     .mad_f16 = canon_mad_f16,
+    .attn_f16 = attn_f16,
+    .gemm_x16 = {[CPULM_DTYPE_Q4_0] = gemm_q4_0_x16, [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16},
 };
 #endif

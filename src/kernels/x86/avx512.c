@@ -8,6 +8,7 @@
  * use masked loads for tails, so there is no scalar remainder.
  */
 #if defined(__x86_64__)
+#include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
 #include "x86.h"
 
@@ -239,6 +240,73 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
     }
 }
 
+/* ---- attention over an F16 cache (numerics in kernels.h: attn_f16) ----
+ * The f16 accumulator stays in registers as f32 values that are exactly representable in
+ * f16: after every update it goes through cvtps_ph (round to nearest even, like the scalar
+ * cpulm_f32_to_fp16) and back, so each step equals scale_f16 / mad_f16 bit for bit (fused
+ * multiply-add), and scores are exact f32 products summed in double, as vec_dot_f16. */
+
+static inline __m512 round_f16(__m512 v) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const uint16_t *q16,
+                                                             const uint8_t *k, const uint8_t *v,
+                                                             uint64_t stride, float scale,
+                                                             float *out, const int D) {
+    __m512 q[16], acc[16];
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < D / 16; i++) {
+        q[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q16 + 16 * i)));
+        acc[i] = _mm512_setzero_ps();
+    }
+    float M = -INFINITY, S = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
+        const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
+        __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < D / 16; i++) {
+            const __m512 p = _mm512_mul_ps(
+                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + 16 * i))), q[i]);
+            s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+            s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                       _mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+        }
+        const float x = (float)_mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (x > M) {
+            ms = expf(M - x);
+            M = x;
+            const __m512 vms = _mm512_set1_ps(ms);
+            _Pragma("GCC unroll 16")
+            for (int i = 0; i < D / 16; i++) acc[i] = round_f16(_mm512_mul_ps(acc[i], vms));
+        } else {
+            vs = expf(x - M);
+        }
+        const __m512 vvs = _mm512_set1_ps(vs);
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < D / 16; i++) {
+            const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * i)));
+            acc[i] = round_f16(_mm512_fmadd_ps(vv, vvs, acc[i]));
+        }
+        S = fmaf(S, ms, vs);
+    }
+    const __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < D / 16; i++) _mm512_storeu_ps(out + 16 * i, _mm512_mul_ps(acc[i], inv));
+}
+
+static void attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
+                     const uint8_t *v, uint64_t stride, float scale, float *out) {
+    switch (d) {
+    case 64: attn_f16_d(n, q16, k, v, stride, scale, out, 64); break;
+    case 128: attn_f16_d(n, q16, k, v, stride, scale, out, 128); break;
+    case 256: attn_f16_d(n, q16, k, v, stride, scale, out, 256); break;
+    default: cpulm_generic_attn_f16(d, n, q16, k, v, stride, scale, out); break;
+    }
+}
+
 const cpulm_kernels cpulm_kernels_avx512 = {
     .name = "avx512",
     .vec_dot =
@@ -256,5 +324,6 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .dot_f32 = dot_f32,
     .scale_f16 = canon_scale_f16,
     .mad_f16 = canon_mad_f16,
+    .attn_f16 = attn_f16,
 };
 #endif

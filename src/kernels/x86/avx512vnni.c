@@ -9,6 +9,8 @@
  * correction is exact for the whole int8 range, -128 included, on both sides.
  */
 #if defined(__x86_64__)
+#include <string.h>
+
 #include "kernels/kernels.h"
 #include "x86.h"
 
@@ -75,12 +77,120 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
     *s = sum;
 }
 
+/* ---- GEMM over repacked 16-row groups (layouts in kernels.h) ----
+ * One zmm holds 4 consecutive quants of each of 16 rows, so VPDPBUSD against 4 activation
+ * bytes broadcast to every lane advances 16 dot products by 4 elements. A block's 8 such
+ * vectors are unpacked once and reused for up to 8 tokens, whose 8 independent chains hide
+ * the instruction's latency (and blocks overlap, each starting a fresh chain). Weights
+ * enter unsigned (Q4_0 nibbles u = q + 8; Q8_0 u = q + 128 by flipping the sign bit); each
+ * chain starts from the bias correction (-8 or -128 times sum(x), from the activation
+ * row's extras), so it ends at the exact integer dot. Per block and token:
+ * acc = fma(dw, dx * float(isum), acc), in block order, the same for every tile size.
+ * The constant-count loops carry unroll pragmas: at -O2 GCC keeps them rolled, which puts
+ * wv[] and acc[] on the stack and halves the throughput. */
+
+#define TILE_T 8
+
+static inline void unpack_q4_x16(const uint8_t *q, __m512i w[8]) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < 4; t++) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * t);
+        w[t] = _mm512_and_si512(v, m);
+        w[t + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+    }
+}
+
+static inline void unpack_q8_x16(const uint8_t *q, __m512i w[8]) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    _Pragma("GCC unroll 8")
+    for (int s = 0; s < 8; s++) w[s] = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * s), flip);
+}
+
+static inline __m512i bcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* NT (1..TILE_T) tokens against one group; q8 selects the weight type. Inlined per NT. */
+static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uint8_t *w, int q8,
+                                                            const uint8_t *act,
+                                                            uint64_t stride, float *s,
+                                                            int64_t ld, const int NT) {
+    const int64_t nb = n / 32;
+    const size_t blk = q8 ? 2 * 16 + 32 * 16 : 2 * 16 + 16 * 16;
+    const uint64_t xo = cpulm_pack_act_extras_offset(n);
+    const int64_t corr = q8 ? 2 * nb : nb; /* offset of c8 or c4 in int32s after d */
+    __m512 acc[TILE_T];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = w + (size_t)b * blk;
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+        __m512i wv[8];
+        if (q8) unpack_q8_x16(g + 32, wv);
+        else unpack_q4_x16(g + 32, wv);
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < NT; j++) {
+            const uint8_t *row = act + (size_t)j * stride;
+            const int8_t *xq = ((const cpulm_block_q8_0 *)row)[b].qs;
+            const float *ex = (const float *)(row + xo);
+            int32_t c;
+            memcpy(&c, ex + corr + b, 4);
+            __m512i is = _mm512_set1_epi32(c);
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++) is = _mm512_dpbusd_epi32(is, wv[k], bcast4(xq + 4 * k));
+            const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(ex[b]));
+            acc[j] = _mm512_fmadd_ps(dw, f, acc[j]);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < NT; j++) _mm512_storeu_ps(s + (size_t)j * (size_t)ld, acc[j]);
+}
+
+static inline __attribute__((always_inline)) void gemm_x16(int64_t n, int nt, float *s,
+                                                           int64_t ld, const void *w,
+                                                           const uint8_t *act,
+                                                           uint64_t stride, int q8) {
+    int j = 0;
+    for (; j + TILE_T <= nt; j += TILE_T)
+        gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, TILE_T);
+    const uint8_t *a = act + j * stride;
+    float *o = s + j * ld;
+    switch (nt - j) {
+    case 7: gemm_tile(n, w, q8, a, stride, o, ld, 7); break;
+    case 6: gemm_tile(n, w, q8, a, stride, o, ld, 6); break;
+    case 5: gemm_tile(n, w, q8, a, stride, o, ld, 5); break;
+    case 4: gemm_tile(n, w, q8, a, stride, o, ld, 4); break;
+    case 3: gemm_tile(n, w, q8, a, stride, o, ld, 3); break;
+    case 2: gemm_tile(n, w, q8, a, stride, o, ld, 2); break;
+    case 1: gemm_tile(n, w, q8, a, stride, o, ld, 1); break;
+    default: break;
+    }
+}
+
+static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    gemm_x16(n, nt, s, ld, w, act, stride, 0);
+}
+
+static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    gemm_x16(n, nt, s, ld, w, act, stride, 1);
+}
+
 const cpulm_kernels cpulm_kernels_avx512vnni = {
     .name = "avx512vnni",
     .vec_dot =
         {
             [CPULM_DTYPE_Q8_0] = vec_dot_q8_0_q8_0,
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
+        },
+    .gemm_x16 =
+        {
+            [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
+            [CPULM_DTYPE_Q4_0] = gemm_q4_0_x16,
         },
 };
 #endif

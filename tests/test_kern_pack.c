@@ -1,0 +1,247 @@
+/* test_kern_pack.c: the repacked-weight GEMM (gemm_x16) and the F16 attention (attn_f16)
+ * table entries at every ISA level against the generic table, the 16-row repacking round
+ * trip, batch-size independence of the GEMM, and the matmul driver on packed weights. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/fp16.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul.h"
+#include "model/repack.h"
+#include "test.h"
+
+#define MAX_LEVELS 16
+
+static uint64_t rng(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static float frand(uint64_t *s) { /* roughly uniform in [-1, 1) */
+    return (float)((double)(rng(s) >> 11) / 4503599627370496.0 - 1.0);
+}
+
+/* A random matrix of rows x n quantized to type, row-major, and its packed copy. */
+typedef struct pack_case {
+    cpulm_dtype type;
+    int64_t n, rows, nt;
+    uint8_t *w, *packed, *act; /* act: nt rows of cpulm_pack_act_row_bytes(n), + 4 misaligned */
+    uint64_t stride;
+    double *abs_sum; /* [nt * rows] sum |w x| for tolerances */
+} pack_case;
+
+static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, int64_t nt,
+                     uint64_t seed, int extreme) {
+    memset(c, 0, sizeof *c);
+    c->type = type, c->n = n, c->rows = rows, c->nt = nt;
+    const uint64_t rb = cpulm_dtype_row_bytes(type, n);
+    c->stride = (cpulm_pack_act_row_bytes(n) + 4 + 63) / 64 * 64 + 4; /* misaligned rows */
+    c->w = malloc(rb * (size_t)rows);
+    c->packed = malloc(rb * (size_t)rows);
+    c->act = malloc(c->stride * (size_t)nt + 64);
+    c->abs_sum = calloc((size_t)(nt * rows), sizeof *c->abs_sum);
+    float *f = malloc(sizeof(float) * (size_t)n), *wf = malloc(sizeof(float) * (size_t)(n * rows));
+    if (!c->w || !c->packed || !c->act || !c->abs_sum || !f || !wf) return 0;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < n; i++) f[i] = frand(&seed) * 0.05f;
+        cpulm_quantize_row_ref(type, f, c->w + (size_t)r * rb, n);
+        if (extreme) /* quants at the ends of their ranges */
+            for (int64_t b = 0; b < n / 32; b++) {
+                uint8_t *blk = c->w + (size_t)r * rb + (size_t)b * (rb / (size_t)(n / 32));
+                size_t qn = type == CPULM_DTYPE_Q4_0 ? 16 : 32;
+                for (size_t i = 0; i < qn; i++)
+                    blk[2 + i] = type == CPULM_DTYPE_Q4_0 ? ((rng(&seed) & 1) ? 0x0F : 0xF0)
+                                                          : ((rng(&seed) & 1) ? 0x7F : 0x80);
+            }
+        cpulm_dequantize_row_ref(type, c->w + (size_t)r * rb, wf + r * n, n);
+    }
+    cpulm_repack_x16(type, c->w, c->packed, n, rows);
+    for (int64_t j = 0; j < nt; j++) {
+        for (int64_t i = 0; i < n; i++) f[i] = extreme ? ((rng(&seed) & 1) ? 1.0f : -1.0f) : frand(&seed) * 2.0f;
+        uint8_t *row = c->act + 4 + (size_t)j * c->stride;
+        cpulm_matmul_quantize_act(&cpulm_kernels_generic, CPULM_DTYPE_Q8_0, f, row, n);
+        cpulm_dequantize_row_ref(CPULM_DTYPE_Q8_0, row, f, n);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < n; i++) c->abs_sum[j * rows + r] += fabs((double)wf[r * n + i] * f[i]);
+    }
+    free(f);
+    free(wf);
+    return 1;
+}
+
+static void free_case(pack_case *c) {
+    free(c->w);
+    free(c->packed);
+    free(c->act);
+    free(c->abs_sum);
+}
+
+/* Runs gemm over every group of the case into out [nt][rows]. */
+static void run_gemm(cpulm_gemm_fn gemm, const pack_case *c, float *out) {
+    const uint64_t rb = cpulm_dtype_row_bytes(c->type, c->n);
+    for (int64_t g = 0; g < c->rows / CPULM_PACK_ROWS; g++)
+        gemm(c->n, (int)c->nt, out + g * CPULM_PACK_ROWS, c->rows,
+             c->packed + (size_t)g * CPULM_PACK_ROWS * rb, c->act + 4, c->stride);
+}
+
+/* Every level's gemm against the generic vec_dot of the original rows, and every level's
+ * token j (of nt) bit-identical to the same level run on token j alone. */
+static void check_gemm(test_ctx *t, const pack_case *c) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = cpulm_kernels_levels(lv, MAX_LEVELS);
+    const size_t nout = (size_t)(c->nt * c->rows);
+    float *ref = malloc(sizeof(float) * nout), *got = malloc(sizeof(float) * nout);
+    float *one = malloc(sizeof(float) * (size_t)c->rows);
+    REQUIRE(t, ref && got && one);
+    const uint64_t rb = cpulm_dtype_row_bytes(c->type, c->n);
+    for (int64_t j = 0; j < c->nt; j++)
+        for (int64_t r = 0; r < c->rows; r++)
+            cpulm_kernels_generic.vec_dot[c->type](c->n, &ref[j * c->rows + r], c->w + (size_t)r * rb,
+                                                   c->act + 4 + (size_t)j * c->stride);
+    for (int l = 0; l < nl; l++) {
+        for (size_t i = 0; i < nout; i++) got[i] = NAN;
+        run_gemm(lv[l]->gemm_x16[c->type], c, got);
+        int bad = 0;
+        for (size_t i = 0; i < nout; i++)
+            bad += !(fabs((double)got[i] - ref[i]) <= 1e-5 * c->abs_sum[i] + 1e-30);
+        if (bad)
+            fprintf(stderr, "  %s %s n=%lld nt=%lld: %d of %zu off (e.g. %g vs %g)\n", lv[l]->name,
+                    cpulm_dtype_name(c->type), (long long)c->n, (long long)c->nt, bad, nout,
+                    got[0], ref[0]);
+        CHECK_EQ_INT(t, bad, 0);
+        pack_case single = *c;
+        single.nt = 1;
+        for (int64_t j = 0; j < c->nt; j++) {
+            single.act = c->act + (size_t)j * c->stride;
+            run_gemm(lv[l]->gemm_x16[c->type], &single, one);
+            CHECK(t, memcmp(one, got + j * c->rows, sizeof(float) * (size_t)c->rows) == 0);
+        }
+    }
+    free(ref);
+    free(got);
+    free(one);
+}
+
+TEST(kern_pack_gemm_all_levels) {
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0};
+    static const int64_t nblocks[] = {1, 37, 100};
+    static const int64_t nts[] = {1, 3, 4, 9};
+    uint64_t seed = 7;
+    for (int ti = 0; ti < 2; ti++)
+        for (int bi = 0; bi < 3; bi++)
+            for (int ni = 0; ni < 4; ni++) {
+                pack_case c;
+                REQUIRE(t, make_case(&c, types[ti], nblocks[bi] * 32, 32, nts[ni], seed++, 0));
+                check_gemm(t, &c);
+                free_case(&c);
+            }
+}
+
+TEST(kern_pack_gemm_extreme_quants) {
+    for (int ti = 0; ti < 2; ti++) {
+        pack_case c;
+        REQUIRE(t, make_case(&c, ti ? CPULM_DTYPE_Q8_0 : CPULM_DTYPE_Q4_0, 37 * 32, 16, 5, 99, 1));
+        check_gemm(t, &c);
+        free_case(&c);
+    }
+}
+
+TEST(kern_pack_repack_roundtrip) {
+    for (int ti = 0; ti < 2; ti++) {
+        const cpulm_dtype type = ti ? CPULM_DTYPE_Q8_0 : CPULM_DTYPE_Q4_0;
+        pack_case c;
+        const int64_t n = 45 * 32; /* more than one 32-block chunk of get_row */
+        REQUIRE(t, make_case(&c, type, n, 48, 1, 3, 0));
+        cpulm_tensor packed = {.data = c.packed, .type = type, .ne = {n, 48},
+                               .row_bytes = cpulm_dtype_row_bytes(type, n), .packed = 1};
+        float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+        REQUIRE(t, a && b);
+        int bad = 0;
+        for (int64_t r = 0; r < 48; r++) {
+            cpulm_dequantize_row_ref(type, c.w + (size_t)r * packed.row_bytes, a, n);
+            cpulm_repack_get_row(&cpulm_kernels_generic, &packed, r, b);
+            bad += memcmp(a, b, sizeof(float) * (size_t)n) != 0;
+        }
+        CHECK_EQ_INT(t, bad, 0);
+        free(a);
+        free(b);
+        free_case(&c);
+    }
+}
+
+/* cpulm_matmul on packed weights (any thread split, bias, accumulate, more tokens than a
+ * chunk) equals the row-major path bit for bit at the generic level, and within tolerance
+ * at the best level. */
+TEST(kern_pack_matmul_driver) {
+    pack_case c;
+    const int64_t n = 8 * 32, rows = 64, nt = 70;
+    REQUIRE(t, make_case(&c, CPULM_DTYPE_Q4_0, n, rows, nt, 5, 0));
+    float bias[64];
+    for (int i = 0; i < 64; i++) bias[i] = (float)i * 0.25f;
+    float *a = malloc(sizeof(float) * (size_t)(nt * rows)), *b = malloc(sizeof(float) * (size_t)(nt * rows));
+    REQUIRE(t, a && b);
+    const cpulm_kernels *best = cpulm_kernels_get();
+    for (int p = 0; p < 2; p++) {
+        for (int64_t i = 0; i < nt * rows; i++) a[i] = b[i] = 1.0f;
+        cpulm_matmul_args args = {.w = c.w, .w_type = c.type, .w_row_bytes = cpulm_dtype_row_bytes(c.type, n),
+                                  .n_in = n, .n_out = rows, .act = c.act + 4, .act_stride = c.stride,
+                                  .n_rows = nt, .out = a, .ld_out = rows, .bias = bias, .accumulate = p};
+        cpulm_matmul(&cpulm_kernels_generic, &args, 0, 1);
+        args.w = c.packed;
+        args.packed = 1;
+        args.out = b;
+        for (int ith = 0; ith < 3; ith++) cpulm_matmul(best, &args, ith, 3);
+        int bad = 0;
+        for (int64_t i = 0; i < nt * rows; i++)
+            bad += !(fabs((double)a[i] - b[i]) <= 1e-5 * c.abs_sum[i] + 1e-6 * (fabs(a[i]) + 1));
+        CHECK_EQ_INT(t, bad, 0);
+    }
+    free(a);
+    free(b);
+    free_case(&c);
+}
+
+/* ---- attention ---- */
+
+static void check_attn(test_ctx *t, int64_t d, int64_t n, uint64_t seed) {
+    const uint64_t stride = sizeof(uint16_t) * (size_t)(d * 3 + 2); /* keys of other heads between */
+    uint8_t *k = malloc(stride * (size_t)n), *v = malloc(stride * (size_t)n);
+    uint16_t *q = malloc(sizeof(uint16_t) * (size_t)d);
+    float *ref = malloc(sizeof(float) * (size_t)d), *got = malloc(sizeof(float) * (size_t)d);
+    REQUIRE(t, k && v && q && ref && got);
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < d; i++) {
+            ((uint16_t *)(k + j * stride))[i] = cpulm_f32_to_fp16(frand(&seed) * 2.0f);
+            ((uint16_t *)(v + j * stride))[i] = cpulm_f32_to_fp16(frand(&seed));
+        }
+    for (int64_t i = 0; i < d; i++) q[i] = cpulm_f32_to_fp16(frand(&seed) * 3.0f);
+    const float scale = 1.0f / sqrtf((float)d);
+    cpulm_kernels_generic.attn_f16(d, n, q, k, v, stride, scale, ref);
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = cpulm_kernels_levels(lv, MAX_LEVELS);
+    for (int l = 0; l < nl; l++) {
+        for (int64_t i = 0; i < d; i++) got[i] = NAN;
+        lv[l]->attn_f16(d, n, q, k, v, stride, scale, got);
+        /* scores may differ in the last bits (summation order), which can move an f16
+         * rounding of the accumulator by one step (2^-11 relative) now and then */
+        int bad = 0;
+        for (int64_t i = 0; i < d; i++) bad += !(fabs((double)got[i] - ref[i]) <= 4e-3);
+        if (bad) fprintf(stderr, "  %s attn d=%lld n=%lld: %d off\n", lv[l]->name, (long long)d, (long long)n, bad);
+        CHECK_EQ_INT(t, bad, 0);
+    }
+    free(k);
+    free(v);
+    free(q);
+    free(ref);
+    free(got);
+}
+
+TEST(kern_pack_attn_f16_all_levels) {
+    static const int64_t ds[] = {64, 128, 80, 256};
+    static const int64_t ns[] = {1, 2, 17, 300};
+    for (int di = 0; di < 4; di++)
+        for (int ni = 0; ni < 4; ni++) check_attn(t, ds[di], ns[ni], (uint64_t)(di * 10 + ni + 1));
+}
