@@ -49,8 +49,10 @@ static cpulm_status alloc_scratch(cpulm_ctx *c, cpulm_error *err) {
     c->seq = malloc(sizeof(int32_t) * B);
     c->out_idx = malloc(sizeof(int32_t) * (size_t)c->n_outputs_max);
     c->logits = malloc(sizeof(float) * (size_t)c->n_outputs_max * (size_t)hp->n_vocab);
+    c->work_base = aligned_alloc(64, sizeof *c->work_base * (size_t)nth);
     if (!c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->att || !c->g || !c->u || !c->actq ||
-        !c->scores || !c->tok || !c->pos || !c->seq || !c->out_idx || !c->logits)
+        !c->scores || !c->tok || !c->pos || !c->seq || !c->out_idx || !c->logits ||
+        !c->work_base)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for scratch buffers");
     return CPULM_OK;
 }
@@ -79,11 +81,14 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: parameters out of range");
         return NULL;
     }
-    cpulm_ctx *c = calloc(1, sizeof *c);
+    /* aligned: the work counter sits on its own cache line */
+    cpulm_ctx *c = aligned_alloc(64, (sizeof *c + 63) / 64 * 64);
     if (!c) {
         cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory");
         return NULL;
     }
+    memset(c, 0, sizeof *c);
+    atomic_init(&c->work_ctr, 0);
     c->m = m;
     c->p = p;
     c->k = cpulm_kernels_get();
@@ -109,7 +114,8 @@ void cpulm_ctx_free(cpulm_ctx *c) {
     cpulm_pool_free(c->pool);
     cpulm_kv_release(&c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->g, c->u, c->actq, c->scores,
-                    c->tok, c->pos, c->seq, c->out_idx, c->logits};
+                    c->tok, c->pos, c->seq, c->out_idx, c->logits,
+                    c->work_base};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
 }

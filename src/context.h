@@ -4,6 +4,8 @@
 #ifndef CPULM_CONTEXT_H
 #define CPULM_CONTEXT_H
 
+#include <stdatomic.h>
+
 #include "kernels/kernels.h"
 #include "kv_cache.h"
 #include "model/model.h"
@@ -38,6 +40,14 @@ struct cpulm_ctx {
     int32_t *out_idx;         /* [n_outputs_max]: batch index of each output row */
     int32_t n_outputs;
     float *logits;            /* [n_outputs_max][n_vocab] */
+
+    /* work sharing (forward.c): items claimed from one counter; each thread's own idea of
+     * where the current job's items start */
+    _Alignas(64) atomic_uint_fast64_t work_ctr;
+    uint64_t work_start; /* the counter when the pass began */
+    struct cpulm_work_base {
+        _Alignas(64) uint64_t v;
+    } *work_base; /* [pool size] */
 };
 
 /* Runs the transformer over the batch in ctx (tok/pos/seq/out_idx filled, KV lengths not yet

@@ -25,14 +25,50 @@ typedef struct mm_job {
     int accumulate;  /* out += W x instead of out = W x */
 } mm_job;
 
-static void mm_rows(const cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
+/* ---- work sharing ----
+ * Work items (slices of a matmul, attention heads) are claimed from one shared counter rather
+ * than split evenly in advance, so a thread the OS has descheduled (another process on its
+ * core) does not hold the others up: the running threads take its share. Items are numbered
+ * continuously over a pass; every thread walks the same sequence of jobs, so each knows where
+ * a job's items start (its own base), and a claim is a compare-and-swap bounded by the job's
+ * end, so it never takes an item of the next job. Which thread computes an item does not
+ * change its arithmetic: results stay independent of the thread count. */
+
+static int claim(cpulm_ctx *c, uint64_t end, uint64_t *item) {
+    uint_fast64_t cur = atomic_load_explicit(&c->work_ctr, memory_order_relaxed);
+    while (cur < end)
+        if (atomic_compare_exchange_weak_explicit(&c->work_ctr, &cur, cur + 1,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
+            *item = cur;
+            return 1;
+        }
+    return 0;
+}
+
+/* Starts a job of n items on thread ith; returns the job's first item number. */
+static uint64_t job_begin(cpulm_ctx *c, int ith, uint64_t n) {
+    uint64_t first = c->work_base[ith].v;
+    c->work_base[ith].v = first + n;
+    return first;
+}
+
+#define MM_ITEMS_PER_THREAD 4 /* small enough to rebalance, large enough to amortise a claim */
+
+static void mm_rows(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
                     int64_t n_rows, int ith, int nth) {
     cpulm_matmul_args a = {.w = j->w->data, .w_type = j->w->type, .w_row_bytes = j->w->row_bytes,
                            .n_in = j->w->ne[0], .n_out = j->w->ne[1],
                            .packed = j->w->packed, .act = act,
                            .act_stride = act_stride, .n_rows = n_rows, .out = j->out,
                            .ld_out = j->ld_out, .bias = j->bias, .accumulate = j->accumulate};
-    cpulm_matmul(c->k, &a, ith, nth);
+    if (nth == 1) {
+        cpulm_matmul(c->k, &a, 0, 1);
+        return;
+    }
+    int n_items = MM_ITEMS_PER_THREAD * nth;
+    uint64_t first = job_begin(c, ith, (uint64_t)n_items), item;
+    while (claim(c, first + (uint64_t)n_items, &item))
+        cpulm_matmul(c->k, &a, (int)(item - first), n_items);
 }
 
 /* Runs the jobs (all reading x [n_rows][ldx], n_in = ne[0] of every weight). The caller has
@@ -171,7 +207,11 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     cpulm_pool_barrier(c->pool);
     for (int64_t t = ith; t < T; t += nth) rope_and_store(c, il, t, tmp);
     cpulm_pool_barrier(c->pool);
-    for (int64_t i = ith; i < T * hp->n_head; i += nth) attend(c, il, i / hp->n_head, (int)(i % hp->n_head), scores, tmp);
+    uint64_t n_att = (uint64_t)T * (uint64_t)hp->n_head, first = job_begin(c, ith, n_att), item;
+    while (claim(c, first + n_att, &item)) {
+        int64_t i = (int64_t)(item - first);
+        attend(c, il, i / hp->n_head, (int)(i % hp->n_head), scores, tmp);
+    }
     cpulm_pool_barrier(c->pool);
     mm_job o = {&ly->wo, c->x, E, NULL, 1};
     mm_group(c, c->att, QD, T, &o, 1, ith, nth);
@@ -193,6 +233,7 @@ static void fwd_worker(void *arg, int ith, int nth) {
     cpulm_ctx *c = arg;
     const cpulm_model *m = c->m;
     int64_t E = m->hp.n_embd;
+    c->work_base[ith].v = c->work_start;
     for (int64_t t = ith; t < c->n_tok; t += nth)
         cpulm_repack_get_row(c->k, &m->tok_embd, c->tok[t], c->x + t * E);
     cpulm_pool_barrier(c->pool);
@@ -209,5 +250,6 @@ static void fwd_worker(void *arg, int ith, int nth) {
 void cpulm_forward(cpulm_ctx *c) {
     int nth = c->n_tok == 1 ? c->p.n_threads : c->p.n_threads_batch;
     int cap = cpulm_pool_size(c->pool);
+    c->work_start = atomic_load_explicit(&c->work_ctr, memory_order_relaxed);
     cpulm_pool_run(c->pool, fwd_worker, c, nth < cap ? nth : cap);
 }
