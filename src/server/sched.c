@@ -26,6 +26,8 @@
 
 enum { SLOT_FREE, SLOT_PREFILL, SLOT_SIBLING, SLOT_GEN };
 
+#define SEED_FROM_CLOCK 0xFFFFFFFFu /* cpulm_sampler_params.seed asking for a clock seed */
+
 typedef struct sreq {
     cpulm_sched_req *r;
     struct sreq *next;
@@ -411,7 +413,7 @@ static int32_t common_prefix(const cpulm_token *a, int32_t na, const cpulm_token
 
 static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int state) {
     cpulm_sampler_params sp = q->r->sp;
-    sp.seed += (uint64_t)choice;
+    if (sp.seed != SEED_FROM_CLOCK) sp.seed += (uint64_t)choice; /* else each draws its own */
     x->smp = cpulm_sampler_new(&sp, s->n_vocab);
     if (!x->smp) return -1;
     x->state = state;
