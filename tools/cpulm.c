@@ -15,6 +15,7 @@ static const struct {
     {"info", cmd_info, "show a model's architecture, tensors and memory needs"},
     {"logits", cmd_logits, "print the top-K logits at every position (for comparisons)"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching"},
 };
 
 static void usage(FILE *f) {
