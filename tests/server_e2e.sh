@@ -52,7 +52,7 @@ start_server() {
 
 KEY=sk-test-123
 AUTH="Authorization: Bearer $KEY"
-start_server main -np 8 -c 2100 --chunk 256 -t 1 --api-key $KEY --max-body 65536
+start_server main -np 8 -c 2100 --chunk 128 -t 1 --api-key $KEY --max-body 65536
 check server_ready $?
 URL=http://127.0.0.1:$PORT
 

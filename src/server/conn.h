@@ -21,7 +21,9 @@
 typedef enum cpulm_conn_state {
     CPULM_CONN_READING, /* waiting for (the rest of) a request */
     CPULM_CONN_BUSY,    /* a request is being answered (possibly waiting for the model) */
-    CPULM_CONN_CLOSING, /* flush what is buffered, then close */
+    CPULM_CONN_CLOSING, /* answered and shut down for writing: discard input until EOF
+                         * (closing with unread input would reset the connection and
+                         * could destroy the answer before the client reads it) */
 } cpulm_conn_state;
 
 typedef enum cpulm_conn_parse_result {

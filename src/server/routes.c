@@ -196,13 +196,13 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q) {
 }
 
 static int submit_error(cpulm_sched_submit_result res, const cpulm_sched_req *r, cpulm_server *s,
-                        cpulm_oai_error *e) {
+                        cpulm_oai_kind kind, cpulm_oai_error *e) {
     switch (res) {
     case CPULM_SCHED_QUEUE_FULL:
         return cpulm_oai_error_set(e, 429, NULL, "the server is busy: %d requests are waiting",
                                    s->p.max_queue);
     case CPULM_SCHED_TOO_LONG:
-        cpulm_oai_error_set(e, 400, "messages", "the prompt has %d tokens; the context holds %d "
+        cpulm_oai_error_set(e, 400, kind == CPULM_OAI_CHAT ? "messages" : "prompt", "the prompt has %d tokens; the context holds %d "
                             "(including at least one generated token)", r->n_prompt, s->p.n_ctx);
         e->code = "context_length_exceeded";
         return 400;
@@ -232,10 +232,11 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
         cpulm_oai_error_set(&e, 500, NULL, "out of memory");
     cpulm_oai_request_release(&q);
     if (r && rt) {
-        r->id = (s->next_serial << 16) | (uint64_t)c->index;
+        uint64_t id = (s->next_serial << 16) | (uint64_t)c->index;
+        r->id = id;
         cpulm_sched_submit_result res = cpulm_sched_submit(s->sched, r);
-        if (res == CPULM_SCHED_ACCEPTED) {
-            c->req_id = r->id;
+        if (res == CPULM_SCHED_ACCEPTED) { /* r belongs to the scheduler now: do not touch */
+            c->req_id = id;
             c->route = rt;
             if (rt->stream) {
                 cpulm_conn_sse_begin(c);
@@ -243,7 +244,7 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
             }
             return;
         }
-        submit_error(res, r, s, &e);
+        submit_error(res, r, s, kind, &e);
     }
     cpulm_sched_req_free(r);
     route_free(rt);

@@ -23,6 +23,7 @@
 
 #define TICK_MS           100  /* timer resolution: slow clients, drain progress */
 #define REQUEST_TIMEOUT_S 30.0 /* to receive a whole request once it started (slowloris) */
+#define LINGER_S          2.0  /* a closing connection waits this long for the client's EOF */
 
 double cpulm_server_now(void) {
     struct timespec ts;
@@ -65,9 +66,11 @@ int cpulm_server_output(cpulm_server *s, cpulm_conn *c) {
     if (f == 0 && c->done) {
         cpulm_metrics_http_status(s->metrics, c->status);
         if (s->draining) c->keep_alive = 0;
-        if (cpulm_conn_next(c) != 0) {
-            conn_close(s, c);
-            return -1;
+        if (cpulm_conn_next(c) != 0) { /* lingering close: FIN now, close on EOF */
+            shutdown(c->fd, SHUT_WR);
+            c->done = 0;
+            c->state = CPULM_CONN_CLOSING;
+            c->t_active = now;
         }
     }
     set_events(s, c);
@@ -94,10 +97,12 @@ static void on_conn(cpulm_loop_handler *h, int events) {
     cpulm_server *s = c->owner;
     if (c->fd < 0) return; /* closed earlier in this batch */
     if (events & (CPULM_LOOP_READ | CPULM_LOOP_HUP)) {
+        if (c->state == CPULM_CONN_CLOSING) c->rlen = 0; /* discard */
         if (cpulm_conn_fill(c, cpulm_server_now()) < 0) { /* EOF: the client is gone */
             conn_close(s, c);
             return;
         }
+        if (c->state == CPULM_CONN_CLOSING) return;
     }
     if ((events & CPULM_LOOP_WRITE) && cpulm_server_output(s, c) < 0) return;
     process_requests(s, c);
@@ -213,7 +218,8 @@ static void start_drain(cpulm_server *s) {
         cpulm_conn *c = s->conns[i];
         if (!c) continue;
         c->keep_alive = 0;
-        if (c->state == CPULM_CONN_READING && c->rlen == 0) conn_close(s, c);
+        if ((c->state == CPULM_CONN_READING && c->rlen == 0) || c->state == CPULM_CONN_CLOSING)
+            conn_close(s, c);
     }
     cpulm_logf(CPULM_LOG_INFO, "shutting down: %d connections busy, grace %.0f s", s->n_conns,
                s->p.grace_s);
@@ -237,6 +243,10 @@ static void tick(cpulm_server *s) {
         cpulm_conn *c = s->conns[i];
         if (!c) continue;
         int reading = c->state == CPULM_CONN_READING;
+        if (c->state == CPULM_CONN_CLOSING) {
+            if (now - c->t_active > LINGER_S) conn_close(s, c);
+            continue;
+        }
         if ((reading && c->rlen > 0 && now - c->t_request > REQUEST_TIMEOUT_S) ||
             (reading && c->rlen == 0 && now - c->t_active > s->p.idle_timeout_s) ||
             (c->woff < c->wbuf.len && now - c->t_active > s->p.idle_timeout_s)) {
