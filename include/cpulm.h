@@ -224,6 +224,74 @@ CPULM_API void cpulm_sampler_reset(cpulm_sampler *s);
  * pipeline; 0 if it was cut). For logprobs reporting. */
 CPULM_API float cpulm_sampler_last_prob(const cpulm_sampler *s, cpulm_token t);
 
+/* ---- chat templates ----
+ * Chat templates are Jinja (tokenizer.chat_template), rendered as Hugging Face does
+ * (trim_blocks, lstrip_blocks) by a bounded built-in interpreter. Rendered text carries
+ * special tokens as text: tokenize it with parse_special on.
+ * Variables: messages, add_generation_prompt, bos_token, eos_token, enable_thinking, any
+ * extra ones given as JSON (tools, date_string, ...), and the functions raise_exception and
+ * strftime_now. A template that is NULL or "" means the "plain" built-in (below). If a
+ * template cannot be parsed (or uses an unsupported feature), but its text identifies a
+ * known family, that family's built-in template is used instead. Thread-safe. */
+
+typedef struct cpulm_chat_msg {
+    const char *role;    /* "system", "user", "assistant", "tool", ... */
+    const char *content; /* NULL: None (e.g. an assistant turn that only calls tools) */
+} cpulm_chat_msg;
+
+typedef struct cpulm_chat_params {
+    int add_generation_prompt; /* end with the assistant header so the model replies */
+    const char *bos_token;     /* NULL: "" */
+    const char *eos_token;     /* NULL: "" */
+    int enable_thinking;       /* templates that honour it (Qwen3, DeepSeek variants); default 1 */
+    const char *extra_json;    /* NULL or a JSON object: each member becomes a variable */
+    int64_t now;               /* unix time for strftime_now; -1 (default): the real clock */
+    int now_utc;               /* format strftime_now in UTC rather than local time */
+} cpulm_chat_params;
+
+CPULM_API cpulm_chat_params cpulm_chat_default_params(void);
+
+/* Renders n messages with tmpl. *out: owned, NUL-terminated (free with free()); NULL on error.
+ * Returns CPULM_OK; CPULM_ERR_FORMAT (template syntax), CPULM_ERR_INVALID_ARG (runtime
+ * error, raise_exception: message in err), CPULM_ERR_UNSUPPORTED, CPULM_ERR_TOO_SMALL
+ * (output/memory/step limits), CPULM_ERR_NOMEM. */
+CPULM_API cpulm_status cpulm_chat_render(const char *tmpl, const cpulm_chat_msg *msgs, int32_t n,
+                                         int add_generation_prompt, const char *bos,
+                                         const char *eos, char **out, cpulm_error *err);
+/* Same, with messages as JSON text (an array of OpenAI-style message objects, which may
+ * carry tool_calls etc.) and the full parameter set (NULL: defaults). */
+CPULM_API cpulm_status cpulm_chat_render_json(const char *tmpl, const char *messages_json,
+                                              const cpulm_chat_params *p, char **out,
+                                              cpulm_error *err);
+
+/* Built-in templates by name: "llama3", "llama2", "mistral", "chatml", "deepseek-r1",
+ * "plain" ("<Role>: content" lines for models without a template). Borrowed, static;
+ * NULL if unknown. */
+CPULM_API const char *cpulm_chat_builtin(const char *name);
+/* Name of the built-in family a template's text belongs to (by its special markers), or
+ * NULL if none is recognised. Static string. */
+CPULM_API const char *cpulm_chat_detect(const char *tmpl);
+
+/* Hides DeepSeek-R1 style reasoning from a streamed reply: drops everything from "<think>"
+ * to "</think>" (and the whitespace right after it), holding back bytes that may start a
+ * tag split across pushes. Caller-owned state; no allocation. */
+typedef struct cpulm_chat_think {
+    int in_think;   /* inside <think>...</think> */
+    int skip_ws;    /* just left a think block: drop leading whitespace */
+    char hold[16];  /* a possible partial tag from the previous push */
+    int32_t n_hold;
+} cpulm_chat_think;
+
+/* starts_inside: the prompt already opened <think> (DeepSeek-R1's generation prompt). */
+CPULM_API void cpulm_chat_think_init(cpulm_chat_think *f, int starts_inside);
+/* Feeds n bytes; writes the visible bytes to out and returns their count, or
+ * CPULM_ERR_TOO_SMALL if cap < n + 16. */
+CPULM_API int32_t cpulm_chat_think_push(cpulm_chat_think *f, const char *s, int32_t n, char *out,
+                                        int32_t cap);
+/* End of the reply: emits held-back bytes that turned out not to be a tag (cap >= 16,
+ * else CPULM_ERR_TOO_SMALL). */
+CPULM_API int32_t cpulm_chat_think_flush(cpulm_chat_think *f, char *out, int32_t cap);
+
 #ifdef __cplusplus
 }
 #endif
