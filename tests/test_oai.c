@@ -35,11 +35,36 @@ TEST(oai_parses_chat_request) {
     CHECK(t, r.stream && r.include_usage);
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
-    int ps;
-    const char *extra;
-    REQUIRE(t, cpulm_oai_render_chat(NULL, r.messages, &b, &ps, &extra, &e) == CPULM_OK);
+    cpulm_oai_chat_prompt info;
+    REQUIRE(t, cpulm_oai_render_chat(NULL, "<s>", "</s>", r.messages, &b, &info, &e) == CPULM_OK);
     CHECK(t, strcmp(b.data, "System: Be brief.\nUser: Hi\nAssistant:") == 0);
-    CHECK(t, strcmp(extra, "\nUser:") == 0);
+    CHECK(t, strcmp(info.extra_stop, "\nUser:") == 0);
+    CHECK(t, info.add_bos && !info.parse_special);
+    cpulm_buf_release(&b);
+    cpulm_oai_request_release(&r);
+}
+
+TEST(oai_renders_model_chat_templates) {
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                       "\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
+                       "{\"role\":\"assistant\",\"content\":\"c\"}]}";
+    cpulm_oai_request r;
+    cpulm_oai_error e;
+    REQUIRE(t, parse_kind(CPULM_OAI_CHAT, body, &r, &e) == CPULM_OK);
+    const char *tmpl = "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}"
+                       "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_oai_chat_prompt info;
+    REQUIRE(t, cpulm_oai_render_chat(tmpl, "<s>", "</s>", r.messages, &b, &info, &e) == CPULM_OK);
+    CHECK(t, strcmp(b.data, "<s><|user|>a\nb<|assistant|>c<|assistant|>") == 0);
+    CHECK(t, info.parse_special && !info.add_bos); /* the template wrote BOS itself */
+    CHECK(t, strcmp(info.extra_stop, "") == 0);
+    cpulm_buf_reset(&b);
+    CHECK(t, cpulm_oai_render_chat("{{ raise_exception('no system role') }}", NULL, NULL, r.messages,
+                                   &b, &info, &e) != CPULM_OK);
+    CHECK_EQ_INT(t, e.status, 400);
+    CHECK(t, strstr(e.message, "no system role") != NULL);
     cpulm_buf_release(&b);
     cpulm_oai_request_release(&r);
 }

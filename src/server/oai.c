@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpulm.h"
+
 int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...) {
     memset(e, 0, sizeof *e);
     e->status = status;
@@ -254,48 +256,66 @@ void cpulm_oai_request_release(cpulm_oai_request *r) {
 
 /* ---- chat prompt ---- */
 
-static const char *plain_role(const char *role) {
-    if (!strcmp(role, "system") || !strcmp(role, "developer")) return "System";
-    if (!strcmp(role, "user")) return "User";
-    if (!strcmp(role, "assistant")) return "Assistant";
-    if (!strcmp(role, "tool")) return "Tool";
-    return NULL;
+/* Text of a content array: its text parts joined with newlines (checked by parse). */
+static void write_joined_content(cpulm_json_writer *w, const cpulm_json *c) {
+    cpulm_buf t;
+    cpulm_buf_init(&t, 0);
+    for (size_t k = 0; k < c->u.list.n; k++) {
+        const cpulm_json *x = cpulm_json_get(&c->u.list.items[k], "text");
+        if (k) cpulm_buf_putc(&t, '\n');
+        cpulm_buf_append(&t, x->u.str.s, x->u.str.len);
+    }
+    cpulm_json_write_strn(w, t.data, t.len);
+    cpulm_buf_release(&t);
 }
 
-/* Text of a message's content: a string, or its text parts joined with newlines. */
-static void append_content(cpulm_buf *out, const cpulm_json *c) {
-    if (!c) return;
-    if (c->type == CPULM_JSON_STRING) {
-        cpulm_buf_append(out, c->u.str.s, c->u.str.len);
-        return;
-    }
-    for (size_t k = 0; c->type == CPULM_JSON_ARRAY && k < c->u.list.n; k++) {
-        const cpulm_json *t = cpulm_json_get(&c->u.list.items[k], "text");
-        if (k) cpulm_buf_putc(out, '\n');
-        cpulm_buf_append(out, t->u.str.s, t->u.str.len);
-    }
-}
-
-/* The swap point for the chat-template module: until src/chat is merged, every model gets
- * the plain default. */
-cpulm_status cpulm_oai_render_chat(const cpulm_model *m, const cpulm_json *messages,
-                                   cpulm_buf *out, int *parse_special, const char **extra_stop,
-                                   cpulm_oai_error *e) {
-    (void)m;
-    *parse_special = 0;
-    *extra_stop = "\nUser:";
+/* The messages as the template sees them: every member kept, array contents joined. */
+static cpulm_status messages_json(const cpulm_json *messages, cpulm_buf *out) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_arr_begin(&w);
     for (size_t i = 0; i < messages->u.list.n; i++) {
-        const cpulm_json *msg = &messages->u.list.items[i];
-        const char *role = plain_role(cpulm_json_str(cpulm_json_get(msg, "role")));
-        if (!role) {
-            cpulm_oai_error_set(e, 400, "messages", "messages[%zu]: unknown role", i);
-            return CPULM_ERR_INVALID_ARG;
+        const cpulm_json *m = &messages->u.list.items[i];
+        cpulm_json_obj_begin(&w);
+        for (size_t k = 0; k < m->u.list.n; k++) {
+            const cpulm_json *f = &m->u.list.items[k];
+            cpulm_json_keyn(&w, f->key, f->key_len);
+            if (!strcmp(f->key, "content") && f->type == CPULM_JSON_ARRAY) write_joined_content(&w, f);
+            else cpulm_json_write_value(&w, f);
         }
-        cpulm_buf_printf(out, "%s: ", role);
-        append_content(out, cpulm_json_get(msg, "content"));
-        cpulm_buf_putc(out, '\n');
+        cpulm_json_obj_end(&w);
     }
-    cpulm_buf_puts(out, "Assistant:");
+    cpulm_json_arr_end(&w);
+    return cpulm_json_writer_status(&w);
+}
+
+cpulm_status cpulm_oai_render_chat(const char *tmpl, const char *bos, const char *eos,
+                                   const cpulm_json *messages, cpulm_buf *out,
+                                   cpulm_oai_chat_prompt *info, cpulm_oai_error *e) {
+    int plain = !tmpl || !*tmpl;
+    info->parse_special = !plain;
+    info->extra_stop = plain ? "\nUser:" : "";
+    cpulm_buf js;
+    cpulm_buf_init(&js, 0);
+    cpulm_chat_params p = cpulm_chat_default_params();
+    p.add_generation_prompt = 1;
+    p.bos_token = bos;
+    p.eos_token = eos;
+    char *text = NULL;
+    cpulm_error err = {0};
+    cpulm_status st = messages_json(messages, &js);
+    if (st == CPULM_OK)
+        st = cpulm_chat_render_json(plain ? cpulm_chat_builtin("plain") : tmpl, js.data, &p, &text, &err);
+    cpulm_buf_release(&js);
+    if (st != CPULM_OK) {
+        cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "messages",
+                            "cannot apply the chat template: %s", err.msg[0] ? err.msg : cpulm_status_str(st));
+        return st;
+    }
+    size_t bl = bos ? strlen(bos) : 0;
+    info->add_bos = !(bl && strncmp(text, bos, bl) == 0);
+    cpulm_buf_puts(out, text);
+    free(text);
     if (cpulm_buf_status(out) != CPULM_OK) {
         cpulm_oai_error_set(e, 400, "messages", "the rendered prompt is too long");
         return CPULM_ERR_TOO_SMALL;

@@ -62,13 +62,23 @@ int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const
 void cpulm_oai_write_error(cpulm_buf *out, const cpulm_oai_error *e);
 
 /* ---- chat prompt ----
- * Renders messages into the prompt text. Models without tokenizer.chat_template get the
- * plain default documented in docs/SERVER.md ("System: ...\nUser: ...\nAssistant:"), which
- * also makes "\nUser:" a stop sequence (*extra_stop, "" when none).
- * *parse_special: tokenize the result with control tokens recognised (template output). */
-cpulm_status cpulm_oai_render_chat(const cpulm_model *m, const cpulm_json *messages,
-                                   cpulm_buf *out, int *parse_special, const char **extra_stop,
-                                   cpulm_oai_error *e);
+ * Renders messages with the model's chat template (tmpl: tokenizer.chat_template; NULL or
+ * "" for models without one, which get the chat module's "plain" built-in: "System: ...\n
+ * User: ...\nAssistant:", documented in docs/SERVER.md). Content given as an array of text
+ * parts is joined with newlines first. bos/eos: the model's token texts (NULL: "").
+ * *parse_special: tokenize the result with control tokens recognised (template output;
+ * 0 for the plain template, so user text cannot smuggle control tokens in).
+ * *add_bos: 0 when the rendered text already starts with the BOS text.
+ * *extra_stop: "\nUser:" for the plain template (the model would go on to write the
+ * user's next turn), else "". */
+typedef struct cpulm_oai_chat_prompt {
+    int parse_special, add_bos;
+    const char *extra_stop;
+} cpulm_oai_chat_prompt;
+
+cpulm_status cpulm_oai_render_chat(const char *tmpl, const char *bos, const char *eos,
+                                   const cpulm_json *messages, cpulm_buf *out,
+                                   cpulm_oai_chat_prompt *info, cpulm_oai_error *e);
 
 /* ---- responses ---- */
 

@@ -128,19 +128,21 @@ static int build_prompt(cpulm_server *s, const cpulm_oai_request *q, cpulm_sched
     }
     cpulm_buf text;
     cpulm_buf_init(&text, s->p.max_body * 4 + 4096);
-    int parse_special = 0;
+    cpulm_oai_chat_prompt info = {.parse_special = 0, .add_bos = 1, .extra_stop = ""};
     if (q->kind == CPULM_OAI_CHAT) {
-        if (cpulm_oai_render_chat(s->model, q->messages, &text, &parse_special, extra_stop, e) != CPULM_OK) {
+        if (cpulm_oai_render_chat(s->chat_tmpl, s->bos_text, s->eos_text, q->messages, &text,
+                                  &info, e) != CPULM_OK) {
             cpulm_buf_release(&text);
             return -1;
         }
+        *extra_stop = info.extra_stop;
     } else {
         cpulm_buf_append(&text, q->prompt, q->prompt_len);
     }
     int32_t cap = (int32_t)text.len + 8, n = 0;
     r->prompt = malloc(sizeof(cpulm_token) * (size_t)cap);
-    cpulm_status st = r->prompt ? cpulm_tokenize(s->model, text.data, text.len, 1, parse_special,
-                                                 r->prompt, cap, &n)
+    cpulm_status st = r->prompt ? cpulm_tokenize(s->model, text.data, text.len, info.add_bos,
+                                                 info.parse_special, r->prompt, cap, &n)
                                 : CPULM_ERR_NOMEM;
     cpulm_buf_release(&text);
     if (st != CPULM_OK) return -cpulm_oai_error_set(e, 400, NULL, "cannot tokenize the prompt: %s",

@@ -156,10 +156,28 @@ static void on_sched(cpulm_loop_handler *h, int events) {
     }
 }
 
+/* The model's chat template text, or NULL when it has none. Owned. */
+static char *chat_template(const cpulm_model *m) {
+    size_t n = 0;
+    char probe[1];
+    cpulm_status st = cpulm_model_meta(m, "tokenizer.chat_template", probe, sizeof probe, &n);
+    if (st != CPULM_ERR_TOO_SMALL && st != CPULM_OK) return NULL;
+    char *t = malloc(n + 1);
+    if (t && cpulm_model_meta(m, "tokenizer.chat_template", t, n + 1, &n) != CPULM_OK) {
+        free(t);
+        t = NULL;
+    }
+    return t;
+}
+
 static void *loader_main(void *arg) {
     cpulm_server *s = arg;
     s->model = cpulm_model_load(s->p.model_path, NULL, &s->load_err);
     if (s->model) {
+        s->chat_tmpl = chat_template(s->model);
+        cpulm_token bos = cpulm_token_bos(s->model), eos = cpulm_token_eos(s->model);
+        s->bos_text = bos >= 0 ? cpulm_token_text(s->model, bos) : NULL;
+        s->eos_text = eos >= 0 ? cpulm_token_text(s->model, eos) : NULL;
         cpulm_sched_params sp = cpulm_sched_default_params();
         sp.n_parallel = s->p.n_parallel;
         sp.n_ctx = s->p.n_ctx;
@@ -197,8 +215,8 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
         s->stop = 1;
         return;
     }
-    cpulm_logf(CPULM_LOG_INFO, "model loaded: %s (%d slots x %d tokens)", s->alias,
-               s->p.n_parallel, s->p.n_ctx);
+    cpulm_logf(CPULM_LOG_INFO, "model loaded: %s (%d slots x %d tokens, chat template: %s)",
+               s->alias, s->p.n_parallel, s->p.n_ctx, s->chat_tmpl ? "the model's" : "plain");
 }
 
 /* ---- shutdown and timers ---- */
@@ -388,6 +406,7 @@ void cpulm_server_free(cpulm_server *s) {
     free_dead(s);
     cpulm_sched_free(s->sched); /* after the connections: their cancels need it */
     cpulm_model_free(s->model);
+    free(s->chat_tmpl);
     if (s->listen_fd >= 0) close(s->listen_fd);
     if (s->sig_fd >= 0) close(s->sig_fd);
     if (s->loaded_efd >= 0) close(s->loaded_efd);

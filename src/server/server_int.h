@@ -37,6 +37,8 @@ struct cpulm_server {
     int loader_started;
     cpulm_model *model;
     cpulm_sched *sched_loaded;
+    char *chat_tmpl;                  /* tokenizer.chat_template or NULL (owned) */
+    const char *bos_text, *eos_text;  /* borrowed from the model; NULL if none */
     cpulm_error load_err;
     /* I/O thread's view: set once loaded_efd fired */
     cpulm_sched *sched;
