@@ -207,6 +207,16 @@ for _ in $(seq 100); do
 done
 [ "$running" = 0 ]; check disconnect_cancels $? "(running: $running)"
 
+# ---- cpulm loadtest against the same server ----
+"$CPULM" loadtest --url "$URL" --api-key $KEY --concurrency 1,4 --requests 8 --prompt-len 16 \
+  --max-tokens 8 --stream -o json >"$TMP/lt.json" 2>"$TMP/lt.err"
+check loadtest_rc $? "$(cat "$TMP/lt.err")"
+jq -e '(.levels | length) == 2 and all(.levels[]; .ok == 8 and .errors == 0 and .ttft_ms.p50 > 0
+       and .itl_ms.p99 >= .itl_ms.p50 and .output_tokens_per_s > 0)' "$TMP/lt.json" >/dev/null
+check loadtest_report $? "$(head -c 400 "$TMP/lt.json")"
+"$CPULM" loadtest --url "$URL" --concurrency 1 --requests 2 --max-tokens 2 >"$TMP/lt.md" 2>/dev/null
+[ $? -eq 1 ] && grep -q '^|    1 |     0 |     2 |' "$TMP/lt.md"; check loadtest_counts_errors $?
+
 # ---- the official openai npm client against the same server ----
 HERE=$(cd "$(dirname "$0")" && pwd)
 NPM_DIR=${CPULM_NPM_DIR:-$TMP/npm}
