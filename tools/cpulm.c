@@ -16,6 +16,7 @@ static const struct {
     {"logits", cmd_logits, "print the top-K logits at every position (for comparisons)"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching"},
+    {"loadtest", cmd_loadtest, "closed-loop load generator for an OpenAI-compatible server"},
 };
 
 static void usage(FILE *f) {
