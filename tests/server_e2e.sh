@@ -183,7 +183,16 @@ for _ in $(seq 200); do
 done
 long=$(printf 'Once upon a time there was a dog. %.0s' $(seq 200))
 t0=$EPOCHREALTIME
-post /v1/completions "{\"prompt\":\"$long\",\"max_tokens\":1}" >"$TMP/long"
+post /v1/completions "{\"prompt\":\"$long\",\"max_tokens\":1}" >"$TMP/long" &
+LONG=$!
+sleep 0.3 # the prefill is under way: probes must not wait for the model
+probe_ok=0
+for path in /health /ready /metrics; do
+  tt=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' $URL$path)
+  awk -v c="${tt% *}" -v t="${tt#* }" 'BEGIN { exit !(c == 200 && t < 0.2) }' || { probe_ok=1; echo "  $path: $tt"; }
+done
+check probes_fast_during_prefill $probe_ok
+wait $LONG
 t1=$EPOCHREALTIME
 jq -e '.usage.prompt_tokens > 1900' "$TMP/long" >/dev/null; check long_prompt_served $? "$(head -c 200 "$TMP/long")"
 for i in 0 1 2 3; do
