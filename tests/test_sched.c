@@ -459,3 +459,56 @@ TEST(sched_long_prompt_does_not_stall_streams) {
     cpulm_sched_free(s);
     cpulm_model_free(m);
 }
+
+/* The metrics the scheduler feeds, as Prometheus text: names, labels (escaped), and
+ * cumulative histogram buckets ending in +Inf == count. */
+TEST(sched_metrics_render_prometheus_text) {
+    cpulm_metrics *m = cpulm_metrics_new("st\"ories");
+    REQUIRE(t, m);
+    cpulm_metrics_add(m, CPULM_METRIC_PROMPT_TOKENS, 12);
+    cpulm_metrics_add(m, CPULM_METRIC_FINISH_LENGTH, 2);
+    cpulm_metrics_observe(m, CPULM_METRIC_TTFT, 0.003);
+    cpulm_metrics_observe(m, CPULM_METRIC_TTFT, 0.3);
+    cpulm_metrics_observe(m, CPULM_METRIC_TTFT, 1000.0);
+    cpulm_metrics_http_status(m, 429);
+    cpulm_metrics_gauges g = {.n_waiting = 3, .n_running = 2, .kv_used = 256, .kv_total = 1024, .ready = 1};
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_metrics_render(m, &g, &b);
+    const char *want[] = {
+        "# TYPE vllm:num_requests_waiting gauge\n",
+        "vllm:num_requests_waiting{model_name=\"st\\\"ories\"} 3\n",
+        "vllm:num_requests_running{model_name=\"st\\\"ories\"} 2\n",
+        "vllm:gpu_cache_usage_perc{model_name=\"st\\\"ories\"} 0.25\n",
+        "cpulm_kv_cache_usage_ratio 0.25\n",
+        "vllm:prompt_tokens_total{model_name=\"st\\\"ories\"} 12\n",
+        "vllm:request_success_total{model_name=\"st\\\"ories\",finished_reason=\"length\"} 2\n",
+        "cpulm_time_to_first_token_seconds_bucket{le=\"0.005\"} 1\n",
+        "cpulm_time_to_first_token_seconds_bucket{le=\"0.5\"} 2\n",
+        "cpulm_time_to_first_token_seconds_bucket{le=\"80\"} 2\n",
+        "cpulm_time_to_first_token_seconds_bucket{le=\"+Inf\"} 3\n",
+        "cpulm_time_to_first_token_seconds_count 3\n",
+        "# TYPE vllm:e2e_request_latency_seconds histogram\n",
+        "cpulm_http_responses_total{code=\"429\"} 1\n",
+        "cpulm_ready 1\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(b.data, want[i])) {
+            fprintf(stderr, "  missing: %s", want[i]);
+            t->n_fail++;
+        }
+    /* every non-comment line is "name[{labels}] value" */
+    int lines = 0;
+    for (char *p = b.data; *p; lines++) {
+        char *nl = strchr(p, '\n');
+        REQUIRE(t, nl);
+        if (*p != '#') {
+            char *sp = memchr(p, ' ', (size_t)(nl - p));
+            CHECK(t, sp && sp > p && sp + 1 < nl);
+        }
+        p = nl + 1;
+    }
+    CHECK(t, lines > 100);
+    cpulm_buf_release(&b);
+    cpulm_metrics_free(m);
+}
