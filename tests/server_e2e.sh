@@ -253,10 +253,10 @@ fi
 kill -TERM "$SPID"; wait "$SPID"; check main_exit_0 $?
 
 # ---- queue limit (429 + Retry-After) and the SIGTERM drain ----
-start_server small -np 1 --max-queue 1 -c 2048 -t 1 --grace 20
+start_server small -np 1 --max-queue 1 -c 2048 -t 1 --grace 60
 check small_ready $?
 URL=http://127.0.0.1:$PORT
-curl -sN $URL/v1/completions -d '{"prompt":"Once","max_tokens":1500,"ignore_eos":true,"temperature":0,"stream":true}' >"$TMP/a" &
+curl -sN $URL/v1/completions -d '{"prompt":"Once","max_tokens":1000,"ignore_eos":true,"temperature":0,"stream":true}' >"$TMP/a" &
 A=$!
 for _ in $(seq 200); do [ -s "$TMP/a" ] && break; sleep 0.02; done
 curl -s $URL/v1/completions -d '{"prompt":"The dog","max_tokens":8,"temperature":0}' >"$TMP/b" &
