@@ -224,6 +224,10 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static void sort_samples(samples *s) {
+    if (s->n) qsort(s->v, s->n, sizeof(double), cmp_double); /* qsort(NULL, 0) is UB */
+}
+
 /* Nearest-rank percentile in milliseconds; -1 when there are no samples. */
 static double pct_ms(samples *s, double p) {
     if (s->n == 0) return -1;
@@ -334,9 +338,9 @@ int cmd_loadtest(int argc, char **argv) {
         lv.u = &u;
         pthread_mutex_init(&lv.mu, NULL);
         if (run_level(&lv, o.conc[i]) != 0) fprintf(stderr, "cpulm loadtest: could not start all workers\n");
-        qsort(lv.ttft.v, lv.ttft.n, sizeof(double), cmp_double);
-        qsort(lv.e2e.v, lv.e2e.n, sizeof(double), cmp_double);
-        qsort(lv.itl.v, lv.itl.n, sizeof(double), cmp_double);
+        sort_samples(&lv.ttft);
+        sort_samples(&lv.e2e);
+        sort_samples(&lv.itl);
         if (md) print_md_row(&lv, o.conc[i]);
         else json_level(&w, &lv, o.conc[i]);
         if (lv.first_error[0]) fprintf(stderr, "concurrency %d: first error: %s\n", o.conc[i], lv.first_error);
