@@ -16,5 +16,7 @@ int cmd_roofline(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_loadtest(int argc, char **argv);
 
 #endif

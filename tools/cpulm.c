@@ -25,6 +25,8 @@ static const struct {
     {"plan", cmd_plan, "memory a deployment needs, instances that fit, cost per token"},
     {"report", cmd_report, "run the standard study; write report.md/.html with charts"},
     {"synth", cmd_synth, "write a synthetic model of a real model's shape (benchmarks)"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching"},
+    {"loadtest", cmd_loadtest, "closed-loop load generator for an OpenAI-compatible server"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,9 @@
+# End-to-end tests of `cpulm serve` (tests/server_e2e.sh): curl-driven checks, then the
+# official openai npm client (tests/openai_client_test.mjs), installed by the script into
+# the build tree (skipped with a printed reason when npm cannot reach the registry).
+# Servers listen on 127.0.0.1 with a free port; the script kills only the PIDs it started.
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME server_e2e COMMAND ${CMAKE_SOURCE_DIR}/tests/server_e2e.sh $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(server_e2e PROPERTIES TIMEOUT 600 LABELS server
+                       ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED};CPULM_NPM_DIR=${CMAKE_BINARY_DIR}/npm-openai")
+endif()

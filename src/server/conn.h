@@ -1,0 +1,103 @@
+/* conn.h: one client connection: bounded read buffer, request framing (head, then a
+ * Content-Length or chunked body), buffered writes, keep-alive and pipelining, and the
+ * Server-Sent Events writer (one send() per event frame, wrapped in chunked encoding so
+ * the connection stays reusable after the stream).
+ *
+ * No policy here: routes.c decides what to answer; server.c owns the sockets' lifetime and
+ * the event-loop registration. Used only by the I/O thread.
+ */
+#ifndef CPULM_SERVER_CONN_H
+#define CPULM_SERVER_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "server/http.h"
+#include "server/loop.h"
+
+#define CPULM_CONN_MAX_WBUF (8u << 20) /* unsent bytes before a slow reader is dropped */
+
+typedef enum cpulm_conn_state {
+    CPULM_CONN_READING, /* waiting for (the rest of) a request */
+    CPULM_CONN_BUSY,    /* a request is being answered (possibly waiting for the model) */
+    CPULM_CONN_CLOSING, /* answered and shut down for writing: discard input until EOF
+                         * (closing with unread input would reset the connection and
+                         * could destroy the answer before the client reads it) */
+} cpulm_conn_state;
+
+typedef enum cpulm_conn_parse_result {
+    CPULM_CONN_NEED_MORE, /* read more bytes */
+    CPULM_CONN_REQUEST,   /* msg and body are ready */
+    CPULM_CONN_BAD,       /* malformed or too large: answer bad_status, then close */
+} cpulm_conn_parse_result;
+
+typedef struct cpulm_conn {
+    cpulm_loop_handler h; /* registered with the loop (server.c) */
+    int fd;
+    int32_t index;        /* slot in the server's connection table */
+    cpulm_conn_state state;
+    int events;           /* CPULM_LOOP_* currently registered */
+
+    char *rbuf;           /* received bytes: current request, maybe pipelined ones after */
+    size_t rlen, rcap, rmax;
+    size_t head_seen;     /* bytes the last head parse looked at */
+
+    cpulm_http_msg msg;   /* valid in BUSY; its strings (and body) point into rbuf and are
+                           * valid only until the next cpulm_conn_fill */
+    int head_done;
+    cpulm_http_chunked chunk;
+    size_t chunk_in, chunk_out; /* chunked decode progress, offsets from msg.head_len */
+    const char *body;     /* decoded body in rbuf, body_len bytes (not NUL-terminated) */
+    size_t body_len;
+    size_t req_len;       /* bytes of rbuf the current request occupies */
+    int sent_continue;    /* "100 Continue" already queued for this request */
+    int bad_status;       /* CPULM_CONN_BAD: status to answer */
+    const char *bad_reason;
+
+    cpulm_buf wbuf;       /* bytes not yet sent, from woff */
+    size_t woff;
+    int keep_alive;       /* after this response, read the next request */
+    int sse, sse_chunked; /* streaming response in progress */
+    int status;           /* status of the response being sent */
+    int done;             /* the whole response is queued in wbuf */
+
+    double t_active;      /* monotonic seconds of the last progress */
+    double t_request;     /* when the current request's first byte arrived */
+    uint64_t req_id;      /* scheduler request in flight; 0 when none */
+    void *route;          /* routes.c's per-request state; owned there */
+    void *owner;          /* the server (borrowed), for the loop callback */
+} cpulm_conn;
+
+/* Sets up c for an accepted, non-blocking socket. rmax bounds the read buffer. */
+void cpulm_conn_init(cpulm_conn *c, int fd, int32_t index, size_t rmax, double now);
+/* Closes the socket and frees the buffers. */
+void cpulm_conn_release(cpulm_conn *c);
+
+/* Reads what the socket has (up to rmax buffered). Returns bytes read (> 0), 0 when
+ * nothing was available or the buffer is full, -1 on EOF or error. */
+long cpulm_conn_fill(cpulm_conn *c, double now);
+
+/* Frames the next request from the buffered bytes. Sends "100 Continue" itself when the
+ * client asked for it and the body is still missing. */
+cpulm_conn_parse_result cpulm_conn_parse(cpulm_conn *c, const cpulm_http_limits *lim);
+
+/* Queues a complete response with Content-Length. extra_headers: "" or lines each ending
+ * in \r\n. Sets keep_alive from the request (and clears it for statuses that close). */
+void cpulm_conn_respond(cpulm_conn *c, int status, const char *content_type, const char *body,
+                        size_t n, const char *extra_headers);
+
+/* Streaming: 200 with text/event-stream; frames go out as they are given. */
+void cpulm_conn_sse_begin(cpulm_conn *c);
+void cpulm_conn_sse_frame(cpulm_conn *c, const char *data, size_t n);
+void cpulm_conn_sse_end(cpulm_conn *c);
+
+/* Sends buffered bytes. Returns 0 when all are out, 1 when some remain (wait for
+ * CPULM_LOOP_WRITE), -1 on a socket error or a peer that stopped reading. */
+int cpulm_conn_flush(cpulm_conn *c, double now);
+
+/* The response is complete and flushed: drop the request's bytes and read the next one
+ * (keep-alive). Returns 0, or -1 when the connection must close instead. */
+int cpulm_conn_next(cpulm_conn *c);
+
+#endif

@@ -1,0 +1,234 @@
+/* metrics.c: counters and fixed-bucket histograms behind one mutex, and the Prometheus
+ * text rendering (names and meanings in metrics.h and docs/SERVER.md). */
+#include "server/metrics.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BUCKETS 24
+#define N_STATUS    600
+
+typedef struct hist {
+    const double *le; /* upper bounds, ascending; +Inf is implicit */
+    int n_le;
+    uint64_t bucket[MAX_BUCKETS]; /* non-cumulative counts; [n_le] is the +Inf overflow */
+    uint64_t count;
+    double sum;
+} hist;
+
+struct cpulm_metrics {
+    pthread_mutex_t mu;
+    char *label; /* model_name="..." with the value escaped */
+    uint64_t counter[CPULM_METRIC_COUNTER_COUNT];
+    hist h[CPULM_METRIC_HIST_COUNT];
+    uint64_t status[N_STATUS];
+};
+
+/* Bucket bounds: vLLM's lower ranges extended down to a millisecond, because small models
+ * on a CPU answer in microseconds to milliseconds. */
+static const double le_ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                 0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+static const double le_itl[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
+                                0.1,    0.15,  0.2,    0.3,   0.4,  0.5,   0.75, 1.0, 2.5};
+static const double le_e2e[] = {0.01, 0.05, 0.1,  0.3,  0.5,   1.0,   2.5,  5.0,
+                                10.0, 15.0, 20.0, 30.0, 40.0,  50.0,  60.0, 120.0,
+                                240.0, 480.0, 960.0, 1920.0};
+
+static void hist_setup(hist *h, const double *le, size_t n) {
+    h->le = le;
+    h->n_le = (int)n;
+}
+
+static char *make_label(const char *model_name) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 4096);
+    cpulm_buf_puts(&b, "model_name=\"");
+    for (const char *p = model_name ? model_name : ""; *p; p++) {
+        if (*p == '\\' || *p == '"') cpulm_buf_putc(&b, '\\');
+        if (*p == '\n') cpulm_buf_puts(&b, "\\n");
+        else cpulm_buf_putc(&b, *p);
+    }
+    cpulm_buf_putc(&b, '"');
+    if (cpulm_buf_status(&b) != CPULM_OK) {
+        cpulm_buf_release(&b);
+        return NULL;
+    }
+    return cpulm_buf_detach(&b, NULL);
+}
+
+cpulm_metrics *cpulm_metrics_new(const char *model_name) {
+    cpulm_metrics *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    if (!(m->label = make_label(model_name))) {
+        free(m);
+        return NULL;
+    }
+    pthread_mutex_init(&m->mu, NULL);
+    hist_setup(&m->h[CPULM_METRIC_TTFT], le_ttft, sizeof le_ttft / sizeof le_ttft[0]);
+    hist_setup(&m->h[CPULM_METRIC_ITL], le_itl, sizeof le_itl / sizeof le_itl[0]);
+    hist_setup(&m->h[CPULM_METRIC_E2E], le_e2e, sizeof le_e2e / sizeof le_e2e[0]);
+    return m;
+}
+
+void cpulm_metrics_free(cpulm_metrics *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m->label);
+    free(m);
+}
+
+void cpulm_metrics_add(cpulm_metrics *m, cpulm_metric_counter c, uint64_t n) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    m->counter[c] += n;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void cpulm_metrics_observe(cpulm_metrics *m, cpulm_metric_hist which, double seconds) {
+    if (!m) return;
+    if (!(seconds >= 0)) seconds = 0;
+    hist *h = &m->h[which];
+    int b = 0;
+    while (b < h->n_le && seconds > h->le[b]) b++;
+    pthread_mutex_lock(&m->mu);
+    h->bucket[b]++;
+    h->count++;
+    h->sum += seconds;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void cpulm_metrics_http_status(cpulm_metrics *m, int status) {
+    if (!m || status < 100 || status >= N_STATUS) return;
+    pthread_mutex_lock(&m->mu);
+    m->status[status]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+uint64_t cpulm_metrics_counter(cpulm_metrics *m, cpulm_metric_counter c) {
+    pthread_mutex_lock(&m->mu);
+    uint64_t v = m->counter[c];
+    pthread_mutex_unlock(&m->mu);
+    return v;
+}
+
+uint64_t cpulm_metrics_hist_count(cpulm_metrics *m, cpulm_metric_hist h) {
+    pthread_mutex_lock(&m->mu);
+    uint64_t v = m->h[h].count;
+    pthread_mutex_unlock(&m->mu);
+    return v;
+}
+
+/* ---- rendering ---- */
+
+static void head(cpulm_buf *o, const char *name, const char *type, const char *help) {
+    cpulm_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One series: name{labels} value. extra: more labels ("" for none). */
+static void sample(cpulm_buf *o, const char *name, const char *label, const char *extra,
+                   double v) {
+    if (!*label && !*extra) cpulm_buf_printf(o, "%s %.17g\n", name, v);
+    else cpulm_buf_printf(o, "%s{%s%s%s} %.17g\n", name, label, *label && *extra ? "," : "", extra, v);
+}
+
+static void render_hist(cpulm_buf *o, const char *name, const char *help, const char *label,
+                        const hist *h) {
+    char n[128], le[64];
+    head(o, name, "histogram", help);
+    uint64_t cum = 0;
+    snprintf(n, sizeof n, "%s_bucket", name);
+    for (int b = 0; b <= h->n_le; b++) {
+        cum += h->bucket[b];
+        if (b < h->n_le) snprintf(le, sizeof le, "le=\"%g\"", h->le[b]);
+        else snprintf(le, sizeof le, "le=\"+Inf\"");
+        sample(o, n, label, le, (double)cum);
+    }
+    snprintf(n, sizeof n, "%s_sum", name);
+    sample(o, n, label, "", h->sum);
+    snprintf(n, sizeof n, "%s_count", name);
+    sample(o, n, label, "", (double)h->count);
+}
+
+static void render_one(cpulm_buf *o, const char *name, const char *type, const char *help,
+                       const char *label, double v) {
+    head(o, name, type, help);
+    sample(o, name, label, "", v);
+}
+
+static const struct {
+    const char *vllm, *cpulm, *help;
+} hist_names[CPULM_METRIC_HIST_COUNT] = {
+    {"vllm:time_to_first_token_seconds", "cpulm_time_to_first_token_seconds",
+     "Time from request arrival to its first generated token."},
+    {"vllm:time_per_output_token_seconds", "cpulm_inter_token_latency_seconds",
+     "Time between consecutive generated tokens of one sequence."},
+    {"vllm:e2e_request_latency_seconds", "cpulm_request_latency_seconds",
+     "Time from request arrival to its last generated token."},
+};
+
+static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gauges *g) {
+    double usage = g->kv_total > 0 ? (double)g->kv_used / (double)g->kv_total : 0.0;
+    const char *hw = "Requests waiting for a slot.", *hr = "Requests being processed.";
+    const char *hk = "Fraction of the KV cache held by running sequences (0..1).";
+    render_one(o, "vllm:num_requests_waiting", "gauge", hw, ml, g->n_waiting);
+    render_one(o, "vllm:num_requests_running", "gauge", hr, ml, g->n_running);
+    render_one(o, "vllm:gpu_cache_usage_perc", "gauge", hk, ml, usage);
+    render_one(o, "vllm:kv_cache_usage_perc", "gauge", hk, ml, usage);
+    render_one(o, "cpulm_requests_waiting", "gauge", hw, "", g->n_waiting);
+    render_one(o, "cpulm_requests_running", "gauge", hr, "", g->n_running);
+    render_one(o, "cpulm_kv_cache_usage_ratio", "gauge", hk, "", usage);
+    render_one(o, "cpulm_kv_cache_tokens", "gauge", "KV cache capacity in tokens.", "",
+               (double)g->kv_total);
+    render_one(o, "cpulm_ready", "gauge", "1 once the model is loaded and warm.", "", g->ready);
+}
+
+static void render_counters(cpulm_buf *o, const char *ml, const uint64_t *c) {
+    const char *hp = "Prompt tokens processed.", *hg = "Tokens generated.";
+    render_one(o, "vllm:prompt_tokens_total", "counter", hp, ml,
+               (double)c[CPULM_METRIC_PROMPT_TOKENS]);
+    render_one(o, "vllm:generation_tokens_total", "counter", hg, ml,
+               (double)c[CPULM_METRIC_GEN_TOKENS]);
+    render_one(o, "cpulm_prompt_tokens_total", "counter", hp, "",
+               (double)c[CPULM_METRIC_PROMPT_TOKENS]);
+    render_one(o, "cpulm_prompt_tokens_cached_total", "counter",
+               "Prompt tokens reused from a slot's KV cache.", "",
+               (double)c[CPULM_METRIC_CACHED_TOKENS]);
+    render_one(o, "cpulm_generation_tokens_total", "counter", hg, "",
+               (double)c[CPULM_METRIC_GEN_TOKENS]);
+    head(o, "vllm:request_success_total", "counter", "Finished choices by finish reason.");
+    sample(o, "vllm:request_success_total", ml, "finished_reason=\"stop\"",
+           (double)c[CPULM_METRIC_FINISH_STOP]);
+    sample(o, "vllm:request_success_total", ml, "finished_reason=\"length\"",
+           (double)c[CPULM_METRIC_FINISH_LENGTH]);
+    head(o, "cpulm_requests_finished_total", "counter",
+         "Finished choices by finish reason; abort = cancelled, timed out or failed requests.");
+    sample(o, "cpulm_requests_finished_total", "", "reason=\"stop\"",
+           (double)c[CPULM_METRIC_FINISH_STOP]);
+    sample(o, "cpulm_requests_finished_total", "", "reason=\"length\"",
+           (double)c[CPULM_METRIC_FINISH_LENGTH]);
+    sample(o, "cpulm_requests_finished_total", "", "reason=\"abort\"",
+           (double)c[CPULM_METRIC_FINISH_ABORT]);
+}
+
+void cpulm_metrics_render(cpulm_metrics *m, const cpulm_metrics_gauges *g, cpulm_buf *out) {
+    cpulm_metrics snap;
+    pthread_mutex_lock(&m->mu);
+    memcpy(snap.counter, m->counter, sizeof snap.counter);
+    memcpy(snap.h, m->h, sizeof snap.h);
+    memcpy(snap.status, m->status, sizeof snap.status);
+    pthread_mutex_unlock(&m->mu);
+    render_gauges(out, m->label, g);
+    render_counters(out, m->label, snap.counter);
+    for (int i = 0; i < CPULM_METRIC_HIST_COUNT; i++) {
+        render_hist(out, hist_names[i].vllm, hist_names[i].help, m->label, &snap.h[i]);
+        render_hist(out, hist_names[i].cpulm, hist_names[i].help, "", &snap.h[i]);
+    }
+    head(out, "cpulm_http_responses_total", "counter", "HTTP responses by status code.");
+    for (int s = 100; s < N_STATUS; s++) {
+        char code[32];
+        snprintf(code, sizeof code, "code=\"%d\"", s);
+        if (snap.status[s]) sample(out, "cpulm_http_responses_total", "", code, (double)snap.status[s]);
+    }
+}

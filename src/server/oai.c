@@ -1,0 +1,635 @@
+/* oai.c: OpenAI request validation and response writing (see oai.h).
+ *
+ * Sampling defaults follow OpenAI, not the CLI: temperature 1, top_p 1, no top-k/min-p,
+ * presence/frequency penalties over the generated tokens only. Unknown request fields are
+ * ignored (clients send many, e.g. "user"); known fields with a wrong type or range are
+ * rejected with the parameter named, as OpenAI does.
+ */
+#include "server/oai.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpulm.h"
+
+int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...) {
+    memset(e, 0, sizeof *e);
+    e->status = status;
+    switch (status) {
+    case 401: e->type = "authentication_error"; e->code = "invalid_api_key"; break;
+    case 404: e->type = "invalid_request_error"; e->code = "not_found"; break;
+    case 429: e->type = "rate_limit_error"; e->code = "rate_limit_exceeded"; break;
+    case 503: e->type = "server_error"; e->code = "service_unavailable"; break;
+    case 504: e->type = "server_error"; e->code = "timeout"; break;
+    default: e->type = status >= 500 ? "server_error" : "invalid_request_error"; break;
+    }
+    if (param) snprintf(e->param, sizeof e->param, "%s", param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* ---- typed field readers: absent and null mean "use the default" ---- */
+
+static const cpulm_json *field(const cpulm_json *root, const char *key) {
+    const cpulm_json *v = cpulm_json_get(root, key);
+    return v && v->type != CPULM_JSON_NULL ? v : NULL;
+}
+
+static int read_num(const cpulm_json *root, const char *key, double lo, double hi, int integer,
+                    double *out, cpulm_oai_error *e) {
+    const cpulm_json *v = field(root, key);
+    if (!v) return 0;
+    if (v->type != CPULM_JSON_NUMBER || (integer && !v->is_int))
+        return -cpulm_oai_error_set(e, 400, key, "'%s' must be %s", key,
+                                    integer ? "an integer" : "a number");
+    if (!(v->u.num.f >= lo && v->u.num.f <= hi))
+        return -cpulm_oai_error_set(e, 400, key, "'%s' must be between %g and %g", key, lo, hi);
+    *out = v->u.num.f;
+    return 1;
+}
+
+static int read_bool(const cpulm_json *root, const char *key, int *out, cpulm_oai_error *e) {
+    const cpulm_json *v = field(root, key);
+    if (!v) return 0;
+    if (v->type != CPULM_JSON_BOOL) return -cpulm_oai_error_set(e, 400, key, "'%s' must be a boolean", key);
+    *out = v->u.boolean;
+    return 1;
+}
+
+static int read_stop(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    const cpulm_json *v = field(root, "stop");
+    if (!v) return 0;
+    if (v->type == CPULM_JSON_STRING) {
+        if (v->u.str.len) r->stop[r->n_stop++] = v->u.str.s;
+        return 0;
+    }
+    if (v->type != CPULM_JSON_ARRAY || v->u.list.n > CPULM_OAI_MAX_STOP)
+        return -cpulm_oai_error_set(e, 400, "stop", "'stop' must be a string or an array of at "
+                                                    "most %d strings", CPULM_OAI_MAX_STOP);
+    for (size_t i = 0; i < v->u.list.n; i++) {
+        const cpulm_json *s = &v->u.list.items[i];
+        if (s->type != CPULM_JSON_STRING)
+            return -cpulm_oai_error_set(e, 400, "stop", "'stop' items must be strings");
+        if (s->u.str.len) r->stop[r->n_stop++] = s->u.str.s;
+    }
+    return 0;
+}
+
+/* ---- per-kind inputs ---- */
+
+static int check_content(const cpulm_json *c, size_t i, cpulm_oai_error *e) {
+    if (!c || c->type == CPULM_JSON_NULL || c->type == CPULM_JSON_STRING) return 0;
+    if (c->type != CPULM_JSON_ARRAY)
+        return -cpulm_oai_error_set(e, 400, "messages", "messages[%zu].content must be a string "
+                                                        "or an array of parts", i);
+    for (size_t k = 0; k < c->u.list.n; k++) {
+        const cpulm_json *part = &c->u.list.items[k];
+        const char *type = cpulm_json_str(cpulm_json_get(part, "type"));
+        if (!type || strcmp(type, "text") != 0 || !cpulm_json_str(cpulm_json_get(part, "text")))
+            return -cpulm_oai_error_set(e, 400, "messages", "messages[%zu].content[%zu]: only "
+                                                            "text parts are supported", i, k);
+    }
+    return 0;
+}
+
+static int parse_messages(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    const cpulm_json *m = field(root, "messages");
+    if (!m || m->type != CPULM_JSON_ARRAY || m->u.list.n == 0)
+        return -cpulm_oai_error_set(e, 400, "messages", "'messages' must be a non-empty array");
+    for (size_t i = 0; i < m->u.list.n; i++) {
+        const cpulm_json *msg = &m->u.list.items[i];
+        if (msg->type != CPULM_JSON_OBJECT || !cpulm_json_str(cpulm_json_get(msg, "role")))
+            return -cpulm_oai_error_set(e, 400, "messages", "messages[%zu] must be an object "
+                                                            "with a 'role' string", i);
+        if (check_content(cpulm_json_get(msg, "content"), i, e) < 0) return -1;
+    }
+    r->messages = m;
+    return 0;
+}
+
+static int parse_prompt(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    const cpulm_json *p = field(root, "prompt");
+    if (p && p->type == CPULM_JSON_ARRAY && p->u.list.n == 1 &&
+        p->u.list.items[0].type == CPULM_JSON_STRING)
+        p = &p->u.list.items[0]; /* ["text"]: one prompt */
+    if (p && p->type == CPULM_JSON_STRING) {
+        r->prompt = p->u.str.s;
+        r->prompt_len = p->u.str.len;
+        return 0;
+    }
+    if (p && p->type == CPULM_JSON_ARRAY && p->u.list.n > 0) {
+        for (size_t i = 0; i < p->u.list.n; i++)
+            if (p->u.list.items[i].type != CPULM_JSON_NUMBER || !p->u.list.items[i].is_int)
+                return -cpulm_oai_error_set(e, 400, "prompt", "'prompt' must be a string, one "
+                                                              "string in an array, or token ids");
+        r->prompt_tokens = p;
+        return 0;
+    }
+    return -cpulm_oai_error_set(e, 400, "prompt", "'prompt' must be a string, one string in an "
+                                                  "array, or token ids");
+}
+
+/* ---- sampling and output options shared by both kinds ---- */
+
+static int parse_sampling(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    double v;
+    int rc;
+    cpulm_sampler_params *sp = &r->sp;
+    if ((rc = read_num(root, "temperature", 0, 2, 0, &v, e)) < 0) return -1;
+    if (rc) sp->temp = (float)v;
+    if ((rc = read_num(root, "top_p", 0, 1, 0, &v, e)) < 0) return -1;
+    if (rc) sp->top_p = (float)v;
+    if ((rc = read_num(root, "top_k", 0, 1 << 30, 1, &v, e)) < 0) return -1;
+    if (rc) sp->top_k = (int32_t)v;
+    if ((rc = read_num(root, "min_p", 0, 1, 0, &v, e)) < 0) return -1;
+    if (rc) sp->min_p = (float)v;
+    if ((rc = read_num(root, "presence_penalty", -2, 2, 0, &v, e)) < 0) return -1;
+    if (rc) sp->presence_penalty = (float)v;
+    if ((rc = read_num(root, "frequency_penalty", -2, 2, 0, &v, e)) < 0) return -1;
+    if (rc) sp->frequency_penalty = (float)v;
+    if ((rc = read_num(root, "repeat_penalty", 0, 100, 0, &v, e)) < 0) return -1;
+    if (rc) sp->repeat_penalty = (float)v;
+    if ((rc = read_num(root, "seed", -9.2e18, 9.2e18, 1, &v, e)) < 0) return -1;
+    if (rc) sp->seed = (uint64_t)cpulm_json_get(root, "seed")->u.num.i;
+    return 0;
+}
+
+static int parse_lengths(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    double v;
+    int rc;
+    if ((rc = read_num(root, "max_tokens", 1, 1 << 24, 1, &v, e)) < 0) return -1;
+    if (rc) r->max_tokens = (int32_t)v;
+    if ((rc = read_num(root, "max_completion_tokens", 1, 1 << 24, 1, &v, e)) < 0) return -1;
+    if (rc) r->max_tokens = (int32_t)v;
+    if ((rc = read_num(root, "n", 1, CPULM_OAI_MAX_N, 1, &v, e)) < 0) return -1;
+    if (rc) r->n = (int32_t)v;
+    return 0;
+}
+
+static int parse_logprobs(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    double v;
+    int rc, on = 0;
+    if (r->kind == CPULM_OAI_COMPLETION) { /* legacy: logprobs is an integer 0..5 */
+        if ((rc = read_num(root, "logprobs", 0, 5, 1, &v, e)) < 0) return -1;
+        if (rc) r->logprobs = (int32_t)v;
+        return 0;
+    }
+    if (read_bool(root, "logprobs", &on, e) < 0) return -1;
+    if ((rc = read_num(root, "top_logprobs", 0, CPULM_SCHED_MAX_TOP, 1, &v, e)) < 0) return -1;
+    if (rc && !on)
+        return -cpulm_oai_error_set(e, 400, "top_logprobs", "'top_logprobs' requires "
+                                                            "'logprobs': true");
+    if (on) r->logprobs = rc ? (int32_t)v : 0;
+    return 0;
+}
+
+static int parse_stream(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    if (read_bool(root, "stream", &r->stream, e) < 0) return -1;
+    const cpulm_json *so = field(root, "stream_options");
+    if (so) {
+        if (so->type != CPULM_JSON_OBJECT)
+            return -cpulm_oai_error_set(e, 400, "stream_options", "'stream_options' must be an object");
+        if (!r->stream)
+            return -cpulm_oai_error_set(e, 400, "stream_options", "'stream_options' is only "
+                                                                  "allowed with 'stream': true");
+        if (read_bool(so, "include_usage", &r->include_usage, e) < 0) return -1;
+    }
+    if (read_bool(root, "ignore_eos", &r->ignore_eos, e) < 0) return -1;
+    int echo = 0;
+    if (read_bool(root, "echo", &echo, e) < 0) return -1;
+    if (echo) return -cpulm_oai_error_set(e, 400, "echo", "'echo' is not supported");
+    const cpulm_json *model = field(root, "model");
+    if (model && model->type != CPULM_JSON_STRING)
+        return -cpulm_oai_error_set(e, 400, "model", "'model' must be a string");
+    r->model = cpulm_json_str(model);
+    return 0;
+}
+
+static void defaults(cpulm_oai_request *r, cpulm_oai_kind kind) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->max_tokens = -1;
+    r->n = 1;
+    r->logprobs = -1;
+    r->sp = cpulm_sampler_default_params();
+    r->sp.temp = 1.0f;
+    r->sp.top_k = 0;
+    r->sp.top_p = 1.0f;
+    r->sp.min_p = 0.0f;
+    r->sp.repeat_last_n = -1; /* OpenAI penalties count every generated token */
+}
+
+cpulm_status cpulm_oai_parse(cpulm_oai_kind kind, const char *body, size_t len, size_t max_body,
+                             cpulm_oai_request *r, cpulm_oai_error *e) {
+    defaults(r, kind);
+    cpulm_json_limits lim = cpulm_json_default_limits();
+    lim.max_bytes = max_body;
+    lim.max_depth = 64;
+    cpulm_error jerr;
+    if (cpulm_json_parse(body, len, &lim, &r->doc, NULL, &jerr) != CPULM_OK) {
+        cpulm_oai_error_set(e, 400, NULL, "invalid JSON body: %s", jerr.msg);
+        return CPULM_ERR_FORMAT;
+    }
+    const cpulm_json *root = cpulm_json_root(r->doc);
+    int bad = root->type != CPULM_JSON_OBJECT;
+    if (bad) cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
+    if (!bad) bad = (kind == CPULM_OAI_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) < 0;
+    if (!bad) bad = parse_sampling(root, r, e) < 0 || parse_lengths(root, r, e) < 0;
+    if (!bad) bad = parse_logprobs(root, r, e) < 0 || parse_stream(root, r, e) < 0;
+    if (!bad) bad = read_stop(root, r, e) < 0;
+    if (bad) {
+        cpulm_oai_request_release(r);
+        return CPULM_ERR_INVALID_ARG;
+    }
+    return CPULM_OK;
+}
+
+void cpulm_oai_request_release(cpulm_oai_request *r) {
+    cpulm_json_free(r->doc);
+    r->doc = NULL;
+}
+
+/* ---- chat prompt ---- */
+
+/* Text of a content array: its text parts joined with newlines (checked by parse). */
+static void write_joined_content(cpulm_json_writer *w, const cpulm_json *c) {
+    cpulm_buf t;
+    cpulm_buf_init(&t, 0);
+    for (size_t k = 0; k < c->u.list.n; k++) {
+        const cpulm_json *x = cpulm_json_get(&c->u.list.items[k], "text");
+        if (k) cpulm_buf_putc(&t, '\n');
+        cpulm_buf_append(&t, x->u.str.s, x->u.str.len);
+    }
+    cpulm_json_write_strn(w, t.data, t.len);
+    cpulm_buf_release(&t);
+}
+
+/* The messages as the template sees them: every member kept, array contents joined. */
+static cpulm_status messages_json(const cpulm_json *messages, cpulm_buf *out) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_arr_begin(&w);
+    for (size_t i = 0; i < messages->u.list.n; i++) {
+        const cpulm_json *m = &messages->u.list.items[i];
+        cpulm_json_obj_begin(&w);
+        for (size_t k = 0; k < m->u.list.n; k++) {
+            const cpulm_json *f = &m->u.list.items[k];
+            cpulm_json_keyn(&w, f->key, f->key_len);
+            if (!strcmp(f->key, "content") && f->type == CPULM_JSON_ARRAY) write_joined_content(&w, f);
+            else cpulm_json_write_value(&w, f);
+        }
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_arr_end(&w);
+    return cpulm_json_writer_status(&w);
+}
+
+cpulm_status cpulm_oai_render_chat(const char *tmpl, const char *bos, const char *eos,
+                                   const cpulm_json *messages, cpulm_buf *out,
+                                   cpulm_oai_chat_prompt *info, cpulm_oai_error *e) {
+    int plain = !tmpl || !*tmpl;
+    info->parse_special = !plain;
+    info->extra_stop = plain ? "\nUser:" : "";
+    cpulm_buf js;
+    cpulm_buf_init(&js, 0);
+    cpulm_chat_params p = cpulm_chat_default_params();
+    p.add_generation_prompt = 1;
+    p.bos_token = bos;
+    p.eos_token = eos;
+    char *text = NULL;
+    cpulm_error err = {0};
+    cpulm_status st = messages_json(messages, &js);
+    if (st == CPULM_OK)
+        st = cpulm_chat_render_json(plain ? cpulm_chat_builtin("plain") : tmpl, js.data, &p, &text, &err);
+    cpulm_buf_release(&js);
+    if (st != CPULM_OK) {
+        cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "messages",
+                            "cannot apply the chat template: %s", err.msg[0] ? err.msg : cpulm_status_str(st));
+        return st;
+    }
+    size_t bl = bos ? strlen(bos) : 0;
+    info->add_bos = !(bl && strncmp(text, bos, bl) == 0);
+    cpulm_buf_puts(out, text);
+    free(text);
+    if (cpulm_buf_status(out) != CPULM_OK) {
+        cpulm_oai_error_set(e, 400, "messages", "the rendered prompt is too long");
+        return CPULM_ERR_TOO_SMALL;
+    }
+    return CPULM_OK;
+}
+
+/* ---- errors ---- */
+
+static void write_error_obj(cpulm_json_writer *w, const cpulm_oai_error *e) {
+    cpulm_json_key(w, "error");
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "message");
+    cpulm_json_write_str(w, e->message);
+    cpulm_json_key(w, "type");
+    cpulm_json_write_str(w, e->type ? e->type : "server_error");
+    cpulm_json_key(w, "param");
+    if (e->param[0]) cpulm_json_write_str(w, e->param);
+    else cpulm_json_write_null(w);
+    cpulm_json_key(w, "code");
+    if (e->code) cpulm_json_write_str(w, e->code);
+    else cpulm_json_write_null(w);
+    cpulm_json_obj_end(w);
+}
+
+void cpulm_oai_write_error(cpulm_buf *out, const cpulm_oai_error *e) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    write_error_obj(&w, e);
+    cpulm_json_obj_end(&w);
+}
+
+void cpulm_oai_write_stream_error(cpulm_buf *out, const cpulm_oai_error *e) {
+    cpulm_buf_puts(out, "data: ");
+    cpulm_oai_write_error(out, e);
+    cpulm_buf_puts(out, "\n\n");
+}
+
+/* ---- choices ---- */
+
+void cpulm_oai_choice_init(cpulm_oai_choice *c) {
+    memset(c, 0, sizeof *c);
+    cpulm_buf_init(&c->text, 0);
+    c->finish = -1;
+}
+
+void cpulm_oai_choice_release(cpulm_oai_choice *c) {
+    cpulm_buf_release(&c->text);
+    free(c->lp);
+    c->lp = NULL;
+    c->n_lp = c->cap_lp = 0;
+}
+
+cpulm_status cpulm_oai_choice_add_lp(cpulm_oai_choice *c, const cpulm_sched_lp *lp) {
+    if (c->n_lp == c->cap_lp) {
+        int32_t cap = c->cap_lp ? c->cap_lp * 2 : 16;
+        cpulm_sched_lp *p = realloc(c->lp, sizeof *p * (size_t)cap);
+        if (!p) return CPULM_ERR_NOMEM;
+        c->lp = p;
+        c->cap_lp = cap;
+    }
+    c->lp[c->n_lp++] = *lp;
+    return CPULM_OK;
+}
+
+/* ---- logprobs ---- */
+
+/* The token's raw bytes (may be a partial UTF-8 sequence for byte tokens). */
+static int32_t piece(const cpulm_model *m, cpulm_token t, char *buf, int32_t cap) {
+    int32_t n = 0;
+    if (cpulm_token_to_piece(m, t, 1, buf, cap, &n) != CPULM_OK) n = 0;
+    return n;
+}
+
+static void write_token_obj(cpulm_json_writer *w, const cpulm_model *m, cpulm_token t, float lp) {
+    char buf[256];
+    int32_t n = piece(m, t, buf, sizeof buf);
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "token");
+    cpulm_json_write_strn(w, buf, (size_t)n);
+    cpulm_json_key(w, "logprob");
+    cpulm_json_write_double(w, lp);
+    cpulm_json_key(w, "bytes");
+    cpulm_json_arr_begin(w);
+    for (int32_t i = 0; i < n; i++) cpulm_json_write_int(w, (unsigned char)buf[i]);
+    cpulm_json_arr_end(w);
+}
+
+/* Chat shape: {"content": [{token, logprob, bytes, top_logprobs: [...]}], "refusal": null} */
+static void write_chat_lp(cpulm_json_writer *w, const cpulm_model *m, const cpulm_sched_lp *lp,
+                          int32_t n) {
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "content");
+    cpulm_json_arr_begin(w);
+    for (int32_t i = 0; i < n; i++) {
+        write_token_obj(w, m, lp[i].token, lp[i].logprob);
+        cpulm_json_key(w, "top_logprobs");
+        cpulm_json_arr_begin(w);
+        for (int32_t k = 0; k < lp[i].n_top; k++) {
+            write_token_obj(w, m, lp[i].top[k].token, lp[i].top[k].logprob);
+            cpulm_json_obj_end(w);
+        }
+        cpulm_json_arr_end(w);
+        cpulm_json_obj_end(w);
+    }
+    cpulm_json_arr_end(w);
+    cpulm_json_key(w, "refusal");
+    cpulm_json_write_null(w);
+    cpulm_json_obj_end(w);
+}
+
+/* Legacy completions shape: parallel arrays plus {token: logprob} maps. */
+static void write_completion_lp(cpulm_json_writer *w, const cpulm_model *m,
+                                const cpulm_sched_lp *lp, int32_t n, int64_t offset) {
+    char buf[256];
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "tokens");
+    cpulm_json_arr_begin(w);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t k = piece(m, lp[i].token, buf, sizeof buf);
+        cpulm_json_write_strn(w, buf, (size_t)k);
+    }
+    cpulm_json_arr_end(w);
+    cpulm_json_key(w, "token_logprobs");
+    cpulm_json_arr_begin(w);
+    for (int32_t i = 0; i < n; i++) cpulm_json_write_double(w, lp[i].logprob);
+    cpulm_json_arr_end(w);
+    cpulm_json_key(w, "top_logprobs");
+    cpulm_json_arr_begin(w);
+    for (int32_t i = 0; i < n; i++) {
+        cpulm_json_obj_begin(w);
+        for (int32_t k = 0; k < lp[i].n_top; k++) {
+            int32_t len = piece(m, lp[i].top[k].token, buf, sizeof buf);
+            cpulm_json_keyn(w, buf, (size_t)len);
+            cpulm_json_write_double(w, lp[i].top[k].logprob);
+        }
+        cpulm_json_obj_end(w);
+    }
+    cpulm_json_arr_end(w);
+    cpulm_json_key(w, "text_offset");
+    cpulm_json_arr_begin(w);
+    for (int32_t i = 0; i < n; i++) {
+        cpulm_json_write_int(w, offset);
+        offset += piece(m, lp[i].token, buf, sizeof buf);
+    }
+    cpulm_json_arr_end(w);
+    cpulm_json_obj_end(w);
+}
+
+static void write_lp(cpulm_json_writer *w, const cpulm_oai_meta *meta, const cpulm_sched_lp *lp,
+                     int32_t n, int64_t offset) {
+    cpulm_json_key(w, "logprobs");
+    if (meta->logprobs < 0 || !lp) cpulm_json_write_null(w);
+    else if (meta->kind == CPULM_OAI_CHAT) write_chat_lp(w, meta->m, lp, n);
+    else write_completion_lp(w, meta->m, lp, n, offset);
+}
+
+/* ---- responses ---- */
+
+static const char *finish_str(int finish) {
+    return finish == CPULM_FINISH_LENGTH ? "length" : "stop";
+}
+
+static void write_head(cpulm_json_writer *w, const cpulm_oai_meta *meta, int chunk) {
+    static const char *objects[2][2] = {{"chat.completion", "chat.completion.chunk"},
+                                        {"text_completion", "text_completion"}};
+    cpulm_json_key(w, "id");
+    cpulm_json_write_str(w, meta->id);
+    cpulm_json_key(w, "object");
+    cpulm_json_write_str(w, objects[meta->kind][chunk]);
+    cpulm_json_key(w, "created");
+    cpulm_json_write_int(w, meta->created);
+    cpulm_json_key(w, "model");
+    cpulm_json_write_str(w, meta->model);
+    cpulm_json_key(w, "system_fingerprint");
+    cpulm_json_write_str(w, "cpulm");
+}
+
+static void write_usage(cpulm_json_writer *w, const cpulm_oai_usage *u) {
+    cpulm_json_key(w, "usage");
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "prompt_tokens");
+    cpulm_json_write_int(w, u->prompt_tokens);
+    cpulm_json_key(w, "completion_tokens");
+    cpulm_json_write_int(w, u->completion_tokens);
+    cpulm_json_key(w, "total_tokens");
+    cpulm_json_write_int(w, (int64_t)u->prompt_tokens + u->completion_tokens);
+    cpulm_json_key(w, "prompt_tokens_details");
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "cached_tokens");
+    cpulm_json_write_int(w, u->cached_tokens);
+    cpulm_json_obj_end(w);
+    cpulm_json_obj_end(w);
+}
+
+static void write_choice(cpulm_json_writer *w, const cpulm_oai_meta *meta, int32_t i,
+                         const cpulm_oai_choice *c) {
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "index");
+    cpulm_json_write_int(w, i);
+    if (meta->kind == CPULM_OAI_CHAT) {
+        cpulm_json_key(w, "message");
+        cpulm_json_obj_begin(w);
+        cpulm_json_key(w, "role");
+        cpulm_json_write_str(w, "assistant");
+        cpulm_json_key(w, "content");
+        cpulm_json_write_strn(w, c->text.data, c->text.len);
+        cpulm_json_key(w, "refusal");
+        cpulm_json_write_null(w);
+        cpulm_json_obj_end(w);
+    } else {
+        cpulm_json_key(w, "text");
+        cpulm_json_write_strn(w, c->text.data, c->text.len);
+    }
+    write_lp(w, meta, c->lp, c->n_lp, 0);
+    cpulm_json_key(w, "finish_reason");
+    cpulm_json_write_str(w, finish_str(c->finish));
+    cpulm_json_obj_end(w);
+}
+
+void cpulm_oai_write_response(cpulm_buf *out, const cpulm_oai_meta *meta,
+                              const cpulm_oai_choice *choices, int32_t n,
+                              const cpulm_oai_usage *u) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    write_head(&w, meta, 0);
+    cpulm_json_key(&w, "choices");
+    cpulm_json_arr_begin(&w);
+    for (int32_t i = 0; i < n; i++) write_choice(&w, meta, i, &choices[i]);
+    cpulm_json_arr_end(&w);
+    write_usage(&w, u);
+    cpulm_json_obj_end(&w);
+}
+
+static void write_delta(cpulm_json_writer *w, const cpulm_oai_meta *meta, const cpulm_oai_delta *d) {
+    if (meta->kind == CPULM_OAI_CHAT) {
+        cpulm_json_key(w, "delta");
+        cpulm_json_obj_begin(w);
+        if (d->first) {
+            cpulm_json_key(w, "role");
+            cpulm_json_write_str(w, "assistant");
+        }
+        if (d->first || d->n_text || d->finish < 0) {
+            cpulm_json_key(w, "content");
+            cpulm_json_write_strn(w, d->text ? d->text : "", d->n_text);
+        }
+        cpulm_json_obj_end(w);
+    } else {
+        cpulm_json_key(w, "text");
+        cpulm_json_write_strn(w, d->text ? d->text : "", d->n_text);
+    }
+}
+
+void cpulm_oai_write_chunk(cpulm_buf *out, const cpulm_oai_meta *meta, const cpulm_oai_delta *d) {
+    cpulm_json_writer w;
+    cpulm_buf_puts(out, "data: ");
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    write_head(&w, meta, 1);
+    cpulm_json_key(&w, "choices");
+    cpulm_json_arr_begin(&w);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "index");
+    cpulm_json_write_int(&w, d->index);
+    write_delta(&w, meta, d);
+    write_lp(&w, meta, d->lp, d->lp ? 1 : 0, d->text_offset);
+    cpulm_json_key(&w, "finish_reason");
+    if (d->finish >= 0) cpulm_json_write_str(&w, finish_str(d->finish));
+    else cpulm_json_write_null(&w);
+    cpulm_json_obj_end(&w);
+    cpulm_json_arr_end(&w);
+    if (meta->include_usage) {
+        cpulm_json_key(&w, "usage");
+        cpulm_json_write_null(&w);
+    }
+    cpulm_json_obj_end(&w);
+    cpulm_buf_puts(out, "\n\n");
+}
+
+void cpulm_oai_write_usage_chunk(cpulm_buf *out, const cpulm_oai_meta *meta,
+                                 const cpulm_oai_usage *u) {
+    cpulm_json_writer w;
+    cpulm_buf_puts(out, "data: ");
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    write_head(&w, meta, 1);
+    cpulm_json_key(&w, "choices");
+    cpulm_json_arr_begin(&w);
+    cpulm_json_arr_end(&w);
+    write_usage(&w, u);
+    cpulm_json_obj_end(&w);
+    cpulm_buf_puts(out, "\n\n");
+}
+
+void cpulm_oai_write_models(cpulm_buf *out, const char *model, int64_t created) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "object");
+    cpulm_json_write_str(&w, "list");
+    cpulm_json_key(&w, "data");
+    cpulm_json_arr_begin(&w);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "id");
+    cpulm_json_write_str(&w, model);
+    cpulm_json_key(&w, "object");
+    cpulm_json_write_str(&w, "model");
+    cpulm_json_key(&w, "created");
+    cpulm_json_write_int(&w, created);
+    cpulm_json_key(&w, "owned_by");
+    cpulm_json_write_str(&w, "cpulm");
+    cpulm_json_obj_end(&w);
+    cpulm_json_arr_end(&w);
+    cpulm_json_obj_end(&w);
+}

@@ -1,0 +1,135 @@
+/* oai.h: the OpenAI API's JSON shapes <-> the server's structs.
+ *
+ * Parsing validates a request body (chat completions or legacy completions) into a
+ * cpulm_oai_request: types, ranges and required fields, with a 400 error naming the
+ * offending parameter. Writing produces response bodies, SSE chunks ("data: {...}\n\n"),
+ * the model list and OpenAI-shaped errors {"error":{"message","type","param","code"}}.
+ * Pure functions of their inputs (no I/O, no globals): the HTTP layer (routes.c) and the
+ * tests use them directly.
+ */
+#ifndef CPULM_SERVER_OAI_H
+#define CPULM_SERVER_OAI_H
+
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/json.h"
+#include "server/sched.h"
+
+#define CPULM_OAI_MAX_STOP 4   /* OpenAI's limit on stop sequences */
+#define CPULM_OAI_MAX_N    128 /* OpenAI's limit on n (the server also caps it at --parallel) */
+
+typedef enum cpulm_oai_kind { CPULM_OAI_CHAT = 0, CPULM_OAI_COMPLETION = 1 } cpulm_oai_kind;
+
+typedef struct cpulm_oai_error {
+    int status;        /* HTTP status */
+    const char *type;  /* "invalid_request_error", ... */
+    const char *code;  /* NULL or e.g. "invalid_api_key" */
+    char param[64];    /* offending parameter or "" */
+    char message[256];
+} cpulm_oai_error;
+
+typedef struct cpulm_oai_request {
+    cpulm_oai_kind kind;
+    cpulm_json_doc *doc;          /* owned; every pointer below borrows from it */
+    const cpulm_json *messages;   /* chat: non-empty array of {role, content} */
+    const char *prompt;           /* completion: text prompt (NULL with prompt_tokens) */
+    size_t prompt_len;
+    const cpulm_json *prompt_tokens; /* completion: prompt given as an array of token ids */
+    const char *model;            /* as sent, or NULL */
+    int stream, include_usage;
+    int32_t max_tokens;           /* -1 when absent */
+    int32_t n;
+    cpulm_sampler_params sp;      /* temperature, top_p, penalties, seed (+ extensions) */
+    const char *stop[CPULM_OAI_MAX_STOP];
+    int32_t n_stop;
+    int32_t logprobs;             /* -1 off; else alternatives per token (top_logprobs) */
+    int ignore_eos;               /* extension: "ignore_eos": true */
+} cpulm_oai_request;
+
+/* Parses body[0..len) as a request of the given kind. JSON nesting is limited to 64 and the
+ * body to max_body bytes. On error fills e (status 400) and returns CPULM_ERR_FORMAT or
+ * CPULM_ERR_INVALID_ARG; out then owns nothing. On success release with
+ * cpulm_oai_request_release. */
+cpulm_status cpulm_oai_parse(cpulm_oai_kind kind, const char *body, size_t len, size_t max_body,
+                             cpulm_oai_request *out, cpulm_oai_error *e);
+void cpulm_oai_request_release(cpulm_oai_request *r);
+
+/* Fills e; message is printf-formatted. Returns e->status. */
+int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...)
+    CPULM_PRINTF(4, 5);
+/* {"error": {...}} for e. */
+void cpulm_oai_write_error(cpulm_buf *out, const cpulm_oai_error *e);
+
+/* ---- chat prompt ----
+ * Renders messages with the model's chat template (tmpl: tokenizer.chat_template; NULL or
+ * "" for models without one, which get the chat module's "plain" built-in: "System: ...\n
+ * User: ...\nAssistant:", documented in docs/SERVER.md). Content given as an array of text
+ * parts is joined with newlines first. bos/eos: the model's token texts (NULL: "").
+ * *parse_special: tokenize the result with control tokens recognised (template output;
+ * 0 for the plain template, so user text cannot smuggle control tokens in).
+ * *add_bos: 0 when the rendered text already starts with the BOS text.
+ * *extra_stop: "\nUser:" for the plain template (the model would go on to write the
+ * user's next turn), else "". */
+typedef struct cpulm_oai_chat_prompt {
+    int parse_special, add_bos;
+    const char *extra_stop;
+} cpulm_oai_chat_prompt;
+
+cpulm_status cpulm_oai_render_chat(const char *tmpl, const char *bos, const char *eos,
+                                   const cpulm_json *messages, cpulm_buf *out,
+                                   cpulm_oai_chat_prompt *info, cpulm_oai_error *e);
+
+/* ---- responses ---- */
+
+typedef struct cpulm_oai_choice {
+    cpulm_buf text;
+    int finish;          /* -1 while running, else cpulm_sched_finish */
+    cpulm_sched_lp *lp;  /* owned array of the choice's token logprobs */
+    int32_t n_lp, cap_lp;
+} cpulm_oai_choice;
+
+void cpulm_oai_choice_init(cpulm_oai_choice *c);
+void cpulm_oai_choice_release(cpulm_oai_choice *c);
+cpulm_status cpulm_oai_choice_add_lp(cpulm_oai_choice *c, const cpulm_sched_lp *lp);
+
+typedef struct cpulm_oai_meta {
+    cpulm_oai_kind kind;
+    const char *id;          /* "chatcmpl-..." / "cmpl-..." */
+    int64_t created;         /* unix seconds */
+    const char *model;       /* the served model's id */
+    const cpulm_model *m;    /* for token texts in logprobs */
+    int32_t logprobs;        /* -1 off, else top alternatives */
+    int include_usage;       /* streaming: "usage": null on chunks, then a usage chunk */
+} cpulm_oai_meta;
+
+typedef struct cpulm_oai_usage {
+    int32_t prompt_tokens, completion_tokens, cached_tokens;
+} cpulm_oai_usage;
+
+/* The whole non-streaming response body. */
+void cpulm_oai_write_response(cpulm_buf *out, const cpulm_oai_meta *meta,
+                              const cpulm_oai_choice *choices, int32_t n,
+                              const cpulm_oai_usage *u);
+/* One streamed piece of a choice. */
+typedef struct cpulm_oai_delta {
+    int32_t index;              /* choice */
+    const char *text;           /* delta text (may be empty) */
+    size_t n_text;
+    const cpulm_sched_lp *lp;   /* NULL or the logprobs of the token behind this delta */
+    int finish;                 /* -1: not finished, else cpulm_sched_finish */
+    int first;                  /* chat: the opening delta carries the assistant role */
+    int64_t text_offset;        /* completions logprobs: bytes of this choice sent before */
+} cpulm_oai_delta;
+
+/* One SSE event ("data: {...}\n\n") for a delta. */
+void cpulm_oai_write_chunk(cpulm_buf *out, const cpulm_oai_meta *meta, const cpulm_oai_delta *d);
+/* The final usage event of a stream with include_usage (empty choices). */
+void cpulm_oai_write_usage_chunk(cpulm_buf *out, const cpulm_oai_meta *meta,
+                                 const cpulm_oai_usage *u);
+/* An error inside an SSE stream (after the 200 was sent): data: {"error": {...}}. */
+void cpulm_oai_write_stream_error(cpulm_buf *out, const cpulm_oai_error *e);
+/* GET /v1/models. */
+void cpulm_oai_write_models(cpulm_buf *out, const char *model, int64_t created);
+
+#endif

@@ -1,0 +1,846 @@
+/* sched.c: continuous batching over one cpulm_ctx (see sched.h for the model).
+ *
+ * Thread ownership: everything below "scheduler thread state" is touched only by the
+ * scheduler thread; the submit/cancel lists are guarded by mu, the event queue by ev_mu.
+ * Neither mutex is ever held across a decode, so the I/O thread never waits on the model.
+ *
+ * Slot invariant: slot->cache[0..n_cache) are exactly the tokens in the KV cache of
+ * sequence slot->seq (n_cache == cpulm_ctx_seq_len). It holds for free slots too, which is
+ * what makes prefix reuse safe. Requests that end during a step are freed at its end
+ * (the dead list), so loops over a request's slots never see freed memory.
+ */
+#define _GNU_SOURCE
+#include "server/sched.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+
+enum { SLOT_FREE, SLOT_PREFILL, SLOT_SIBLING, SLOT_GEN };
+
+#define SEED_FROM_CLOCK 0xFFFFFFFFu /* cpulm_sampler_params.seed asking for a clock seed */
+
+typedef struct sreq {
+    cpulm_sched_req *r;
+    struct sreq *next;
+    double t_arrival, t_first, deadline;
+    int32_t *slots; /* [n_choices]: slot of each choice */
+    int32_t n_live; /* choices still generating */
+    int32_t n_completion, n_cached;
+} sreq;
+
+typedef struct slot {
+    int state;
+    sreq *q; /* NULL when free */
+    int32_t choice;
+    cpulm_token *cache; /* [n_ctx]: tokens in this sequence's KV cache */
+    int32_t n_cache;
+    cpulm_sampler *smp;
+    cpulm_detok dt;
+    cpulm_buf text;     /* generated text so far; [0..n_emitted) was published */
+    size_t n_emitted;
+    cpulm_token last;   /* sampled, not yet decoded */
+    int32_t n_gen;
+    int32_t out_row;    /* logits row in the current step, -1 if none */
+    int32_t n_in_batch; /* tokens this slot put in the current batch */
+    double t_last;
+} slot;
+
+struct cpulm_sched {
+    const cpulm_model *model;
+    cpulm_ctx *ctx;
+    cpulm_sched_params p;
+    int32_t n_vocab, n_ctx, n_batch;
+
+    /* ---- guarded by mu ---- */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sreq *in_head, *in_tail;
+    uint64_t *cancels;
+    int32_t n_cancels, cap_cancels;
+    int32_t n_queued; /* submitted, not yet admitted to slots */
+    int stop, closed;
+
+    /* ---- scheduler thread state ---- */
+    slot *slots;           /* [n_parallel] */
+    sreq *wait_head, *wait_tail;
+    sreq *dead;            /* ended this step; freed at its end */
+    int32_t n_active;      /* requests holding slots */
+    cpulm_token *b_tok;    /* [n_batch] */
+    int32_t *b_seq;        /* [n_batch] */
+    int8_t *b_want;        /* [n_batch] */
+    int32_t *tmp_idx;      /* [n_parallel] */
+    cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
+
+    /* ---- event queue, guarded by ev_mu ---- */
+    pthread_mutex_t ev_mu;
+    pthread_cond_t ev_cv;
+    cpulm_sched_event *ev_head, *ev_tail;
+    int efd;
+
+    /* ---- stats ---- */
+    atomic_int ready, st_running, st_waiting;
+    atomic_llong st_kv_used;
+    atomic_ullong st_steps, st_max_step;
+
+    pthread_t thread;
+    int thread_started;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- requests ---- */
+
+cpulm_sched_params cpulm_sched_default_params(void) {
+    cpulm_sched_params p = {.n_parallel = 4, .n_ctx = 0, .n_chunk = 256, .max_queue = 64};
+    return p;
+}
+
+cpulm_sched_req *cpulm_sched_req_new(void) {
+    cpulm_sched_req *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->n_choices = 1;
+    r->max_tokens = -1;
+    r->sp = cpulm_sampler_default_params();
+    r->logprobs = -1;
+    return r;
+}
+
+void cpulm_sched_req_free(cpulm_sched_req *r) {
+    if (!r) return;
+    for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->prompt);
+    free(r);
+}
+
+cpulm_status cpulm_sched_req_add_stop(cpulm_sched_req *r, const char *s, size_t n) {
+    if (n == 0 || r->n_stop >= CPULM_SCHED_MAX_STOP) return CPULM_ERR_INVALID_ARG;
+    char *c = malloc(n + 1);
+    if (!c) return CPULM_ERR_NOMEM;
+    memcpy(c, s, n);
+    c[n] = 0;
+    r->stop[r->n_stop++] = c;
+    return CPULM_OK;
+}
+
+static void sreq_free(sreq *q) {
+    if (!q) return;
+    cpulm_sched_req_free(q->r);
+    free(q->slots);
+    free(q);
+}
+
+/* ---- stop strings ---- */
+
+size_t cpulm_sched_stop_scan(const char *text, size_t len, size_t emitted, char *const *stop,
+                             int32_t n_stop, int *matched) {
+    *matched = 0;
+    size_t best = len, max_len = 0;
+    for (int32_t i = 0; i < n_stop; i++) {
+        size_t sl = strlen(stop[i]);
+        if (sl > max_len) max_len = sl;
+        if (sl == 0 || len - emitted < sl) continue;
+        const char *hit = memmem(text + emitted, len - emitted, stop[i], sl);
+        if (hit && (size_t)(hit - text) < best) {
+            best = (size_t)(hit - text);
+            *matched = 1;
+        }
+    }
+    if (*matched) return best;
+    /* earliest k whose tail text[k..len) could still grow into a stop string */
+    size_t k0 = len - emitted > max_len ? len - max_len + 1 : emitted;
+    for (size_t k = k0; k < len; k++)
+        for (int32_t i = 0; i < n_stop; i++) {
+            size_t sl = strlen(stop[i]);
+            if (len - k < sl && memcmp(text + k, stop[i], len - k) == 0) return k;
+        }
+    return len;
+}
+
+/* ---- events ---- */
+
+static cpulm_sched_event *ev_new(cpulm_sched *s, cpulm_sched_ev_kind kind, const sreq *q,
+                                 int32_t choice, const char *text, size_t n) {
+    cpulm_sched_event *e = malloc(sizeof *e + n + 1);
+    if (!e) return NULL; /* the client then misses a piece; nothing else breaks */
+    memset(e, 0, sizeof *e);
+    e->id = q->r->id;
+    e->kind = kind;
+    e->choice = choice;
+    e->n_text = n;
+    if (n) memcpy(e->text, text, n);
+    e->text[n] = 0;
+    if (s->pend_tail) s->pend_tail->next = e;
+    else s->pend_head = e;
+    s->pend_tail = e;
+    return e;
+}
+
+/* Moves this iteration's events to the shared queue; one wake-up per iteration. */
+static void publish(cpulm_sched *s) {
+    if (!s->pend_head) return;
+    pthread_mutex_lock(&s->ev_mu);
+    int was_empty = s->ev_head == NULL;
+    if (s->ev_tail) s->ev_tail->next = s->pend_head;
+    else s->ev_head = s->pend_head;
+    s->ev_tail = s->pend_tail;
+    pthread_cond_broadcast(&s->ev_cv);
+    pthread_mutex_unlock(&s->ev_mu);
+    s->pend_head = s->pend_tail = NULL;
+    if (was_empty) {
+        uint64_t one = 1;
+        ssize_t w = write(s->efd, &one, sizeof one);
+        (void)w; /* EAGAIN only if the counter is saturated, i.e. already readable */
+    }
+}
+
+int cpulm_sched_event_fd(const cpulm_sched *s) {
+    return s->efd;
+}
+
+cpulm_sched_event *cpulm_sched_drain(cpulm_sched *s) {
+    uint64_t v;
+    ssize_t r = read(s->efd, &v, sizeof v); /* before taking: a later push writes again */
+    (void)r;
+    pthread_mutex_lock(&s->ev_mu);
+    cpulm_sched_event *e = s->ev_head;
+    s->ev_head = s->ev_tail = NULL;
+    pthread_mutex_unlock(&s->ev_mu);
+    return e;
+}
+
+void cpulm_sched_wait(cpulm_sched *s, int timeout_ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->ev_mu);
+    if (!s->ev_head) pthread_cond_timedwait(&s->ev_cv, &s->ev_mu, &ts);
+    pthread_mutex_unlock(&s->ev_mu);
+}
+
+/* ---- ending choices and requests ---- */
+
+static void slot_release(slot *x) {
+    cpulm_sampler_free(x->smp);
+    x->smp = NULL;
+    x->state = SLOT_FREE;
+    x->q = NULL;
+    cpulm_buf_reset(&x->text);
+}
+
+static void request_end(cpulm_sched *s, sreq *q) {
+    for (int32_t c = 0; c < q->r->n_choices; c++) {
+        slot *x = &s->slots[q->slots[c]];
+        if (x->q == q) slot_release(x);
+    }
+    s->n_active--;
+    q->next = s->dead;
+    s->dead = q;
+}
+
+static void request_fail(cpulm_sched *s, sreq *q, int status, const char *msg) {
+    cpulm_sched_event *e = ev_new(s, CPULM_SCHED_EV_ERROR, q, 0, NULL, 0);
+    if (e) {
+        e->error_status = status;
+        e->error = msg;
+    }
+    cpulm_metrics_add(s->p.metrics, CPULM_METRIC_FINISH_ABORT, 1);
+    request_end(s, q);
+}
+
+static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
+    sreq *q = x->q;
+    cpulm_sched_event *e = ev_new(s, CPULM_SCHED_EV_FINISH, q, x->choice, NULL, 0);
+    if (e) e->finish = why;
+    cpulm_metrics_add(s->p.metrics,
+                      why == CPULM_FINISH_STOP ? CPULM_METRIC_FINISH_STOP : CPULM_METRIC_FINISH_LENGTH, 1);
+    slot_release(x);
+    if (--q->n_live > 0) return;
+    e = ev_new(s, CPULM_SCHED_EV_DONE, q, 0, NULL, 0);
+    if (e) {
+        e->n_prompt = q->r->n_prompt;
+        e->n_cached = q->n_cached;
+        e->n_completion = q->n_completion;
+    }
+    cpulm_metrics_observe(s->p.metrics, CPULM_METRIC_E2E, now_s() - q->t_arrival);
+    request_end(s, q);
+}
+
+/* ---- per-token work ---- */
+
+static void compute_lp(const float *logits, int32_t n_vocab, cpulm_token t, int32_t n_top,
+                       cpulm_sched_lp *out) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] == logits[i]) sum += exp((double)logits[i] - mx);
+    double lse = (double)mx + log(sum);
+    out->token = t;
+    out->logprob = (float)(logits[t] - lse);
+    out->n_top = 0;
+    for (int32_t i = 0; i < n_vocab && n_top > 0; i++) { /* insertion into a sorted top list */
+        float v = logits[i];
+        if (!(v == v) || (out->n_top == n_top && v <= out->top[n_top - 1].logprob)) continue;
+        int32_t k = out->n_top < n_top ? out->n_top++ : n_top - 1;
+        while (k > 0 && out->top[k - 1].logprob < v) {
+            out->top[k] = out->top[k - 1];
+            k--;
+        }
+        out->top[k] = (cpulm_sched_top){i, v};
+    }
+    for (int32_t k = 0; k < out->n_top; k++) out->top[k].logprob = (float)(out->top[k].logprob - lse);
+}
+
+/* Publishes text[n_emitted..upto) (and lp) as one TEXT event when there is something. */
+static void emit_text(cpulm_sched *s, slot *x, size_t upto, const cpulm_sched_lp *lp) {
+    if (upto <= x->n_emitted && !lp) return;
+    size_t n = upto > x->n_emitted ? upto - x->n_emitted : 0;
+    cpulm_sched_event *e = ev_new(s, CPULM_SCHED_EV_TEXT, x->q, x->choice,
+                                  x->text.data + x->n_emitted, n);
+    if (e && lp) {
+        e->has_lp = 1;
+        e->lp = *lp;
+    }
+    x->n_emitted += n;
+}
+
+static void flush_detok(slot *x) {
+    char tail[64];
+    int32_t n = cpulm_detok_flush(&x->dt, tail, sizeof tail);
+    if (n > 0) cpulm_buf_append(&x->text, tail, (size_t)n);
+}
+
+static void timing(cpulm_sched *s, slot *x) {
+    double now = now_s();
+    sreq *q = x->q;
+    if (q->t_first == 0) {
+        q->t_first = now;
+        cpulm_metrics_observe(s->p.metrics, CPULM_METRIC_TTFT, now - q->t_arrival);
+    } else if (x->t_last > 0) {
+        cpulm_metrics_observe(s->p.metrics, CPULM_METRIC_ITL, now - x->t_last);
+    }
+    x->t_last = now;
+}
+
+/* Samples the next token of slot x from logits and handles it: end token, stop strings,
+ * limits, publication. */
+static void on_logits(cpulm_sched *s, slot *x, const float *logits) {
+    sreq *q = x->q;
+    const cpulm_sched_req *r = q->r;
+    cpulm_token t = cpulm_sampler_sample(x->smp, logits);
+    timing(s, x);
+    if (!r->ignore_eos && cpulm_token_is_eog(s->model, t)) {
+        flush_detok(x);
+        emit_text(s, x, x->text.len, NULL);
+        finish_choice(s, x, CPULM_FINISH_STOP);
+        return;
+    }
+    cpulm_sched_lp lp, *lpp = NULL;
+    if (r->logprobs >= 0) {
+        compute_lp(logits, s->n_vocab, t, r->logprobs, &lp);
+        lpp = &lp;
+    }
+    cpulm_sampler_accept(x->smp, t);
+    x->n_gen++;
+    q->n_completion++;
+    cpulm_metrics_add(s->p.metrics, CPULM_METRIC_GEN_TOKENS, 1);
+    char piece[512];
+    int32_t n = cpulm_detok_push(&x->dt, t, piece, sizeof piece);
+    if (n > 0) cpulm_buf_append(&x->text, piece, (size_t)n);
+    int at_limit = (r->max_tokens > 0 && x->n_gen >= r->max_tokens) || x->n_cache >= s->n_ctx;
+    if (at_limit) flush_detok(x);
+    int matched;
+    size_t upto = cpulm_sched_stop_scan(x->text.data, x->text.len, x->n_emitted, r->stop,
+                                        r->n_stop, &matched);
+    if (matched || at_limit) {
+        emit_text(s, x, matched ? upto : x->text.len, lpp);
+        finish_choice(s, x, matched ? CPULM_FINISH_STOP : CPULM_FINISH_LENGTH);
+        return;
+    }
+    emit_text(s, x, upto, lpp);
+    x->last = t;
+}
+
+/* The prompt of x's request is in x's KV: copy it to the sibling slots, then every
+ * choice samples its first token from the same logits. */
+static void prefill_done(cpulm_sched *s, slot *x, const float *logits) {
+    sreq *q = x->q;
+    int32_t n = q->r->n_choices, np = q->r->n_prompt;
+    memcpy(s->tmp_idx, q->slots, sizeof(int32_t) * (size_t)n);
+    for (int32_t c = 1; c < n; c++) {
+        slot *y = &s->slots[s->tmp_idx[c]];
+        if (cpulm_ctx_seq_cp(s->ctx, (int32_t)(x - s->slots), s->tmp_idx[c], np) != CPULM_OK) {
+            request_fail(s, q, 500, "could not copy the prompt's KV cache");
+            return;
+        }
+        memcpy(y->cache, x->cache, sizeof(cpulm_token) * (size_t)np);
+        y->n_cache = np;
+        y->state = SLOT_GEN;
+    }
+    x->state = SLOT_GEN;
+    for (int32_t c = 0; c < n; c++) {
+        slot *y = &s->slots[s->tmp_idx[c]];
+        if (y->q == q && y->state == SLOT_GEN) on_logits(s, y, logits);
+    }
+}
+
+/* ---- admission ---- */
+
+static int32_t common_prefix(const cpulm_token *a, int32_t na, const cpulm_token *b, int32_t nb) {
+    int32_t n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int state) {
+    cpulm_sampler_params sp = q->r->sp;
+    if (sp.seed != SEED_FROM_CLOCK) sp.seed += (uint64_t)choice; /* else each draws its own */
+    x->smp = cpulm_sampler_new(&sp, s->n_vocab);
+    if (!x->smp) return -1;
+    x->state = state;
+    x->q = q;
+    x->choice = choice;
+    cpulm_detok_init(&x->dt, s->model, 0);
+    cpulm_buf_reset(&x->text);
+    x->n_emitted = 0;
+    x->n_gen = 0;
+    x->t_last = 0;
+    q->slots[choice] = (int32_t)(x - s->slots);
+    return 0;
+}
+
+/* Puts q into free slots: choice 0 where the longest prefix of its prompt is cached. */
+static void assign(cpulm_sched *s, sreq *q) {
+    const cpulm_sched_req *r = q->r;
+    int32_t best = -1, best_lcp = -1;
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+        slot *x = &s->slots[i];
+        if (x->state != SLOT_FREE) continue;
+        int32_t l = common_prefix(x->cache, x->n_cache, r->prompt, r->n_prompt);
+        if (l > best_lcp) best_lcp = l, best = i;
+    }
+    slot *x0 = &s->slots[best];
+    int32_t reuse = best_lcp < r->n_prompt - 1 ? best_lcp : r->n_prompt - 1; /* need logits */
+    cpulm_ctx_seq_rm(s->ctx, best, reuse);
+    x0->n_cache = reuse;
+    q->n_cached = reuse;
+    q->n_live = r->n_choices;
+    s->n_active++;
+    cpulm_metrics_add(s->p.metrics, CPULM_METRIC_PROMPT_TOKENS, (uint64_t)r->n_prompt);
+    cpulm_metrics_add(s->p.metrics, CPULM_METRIC_CACHED_TOKENS, (uint64_t)reuse);
+    int ok = slot_begin(s, x0, q, 0, SLOT_PREFILL) == 0;
+    for (int32_t c = 1, i = 0; ok && c < r->n_choices; c++) {
+        while (s->slots[i].state != SLOT_FREE) i++;
+        ok = slot_begin(s, &s->slots[i], q, c, SLOT_SIBLING) == 0;
+    }
+    if (!ok) request_fail(s, q, 500, "out of memory");
+}
+
+static int32_t n_free_slots(const cpulm_sched *s) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->p.n_parallel; i++) n += s->slots[i].state == SLOT_FREE;
+    return n;
+}
+
+static void admit(cpulm_sched *s) {
+    while (s->wait_head && n_free_slots(s) >= s->wait_head->r->n_choices) {
+        sreq *q = s->wait_head;
+        s->wait_head = q->next;
+        if (!s->wait_head) s->wait_tail = NULL;
+        q->next = NULL;
+        pthread_mutex_lock(&s->mu);
+        s->n_queued--;
+        pthread_mutex_unlock(&s->mu);
+        assign(s, q);
+    }
+}
+
+/* ---- one step: build the batch, decode, sample ---- */
+
+static int32_t add_tok(cpulm_sched *s, int32_t n, cpulm_token t, int32_t seq, int want) {
+    s->b_tok[n] = t;
+    s->b_seq[n] = seq;
+    s->b_want[n] = (int8_t)want;
+    return n + 1;
+}
+
+/* Fills the batch: one token per generating slot, then prompt chunks within n_chunk.
+ * Returns the batch size; sets out_row/n_in_batch of the slots involved. */
+static int32_t build_batch(cpulm_sched *s, int *has_prompt) {
+    int32_t n = 0, n_out = 0, budget = s->p.n_chunk;
+    *has_prompt = 0;
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+        slot *x = &s->slots[i];
+        x->out_row = -1;
+        x->n_in_batch = 0;
+        if (x->state != SLOT_GEN) continue;
+        n = add_tok(s, n, x->last, i, 1);
+        x->out_row = n_out++;
+        x->n_in_batch = 1;
+    }
+    for (int32_t i = 0; i < s->p.n_parallel && budget > 0; i++) {
+        slot *x = &s->slots[i];
+        if (x->state != SLOT_PREFILL) continue;
+        const cpulm_sched_req *r = x->q->r;
+        int32_t k = r->n_prompt - x->n_cache;
+        if (k > budget) k = budget;
+        for (int32_t j = 0; j < k; j++) {
+            int last = x->n_cache + j + 1 == r->n_prompt;
+            n = add_tok(s, n, r->prompt[x->n_cache + j], i, last);
+            if (last) x->out_row = n_out++;
+        }
+        x->n_in_batch = k;
+        budget -= k;
+        *has_prompt = 1;
+    }
+    return n;
+}
+
+/* After a successful decode: the batch's tokens are now in the slots' KV caches. */
+static void commit_batch(cpulm_sched *s) {
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+        slot *x = &s->slots[i];
+        if (x->n_in_batch == 0) continue;
+        if (x->state == SLOT_GEN) x->cache[x->n_cache] = x->last;
+        else memcpy(x->cache + x->n_cache, x->q->r->prompt + x->n_cache,
+                    sizeof(cpulm_token) * (size_t)x->n_in_batch);
+        x->n_cache += x->n_in_batch;
+    }
+}
+
+static void step(cpulm_sched *s) {
+    int has_prompt;
+    int32_t n = build_batch(s, &has_prompt);
+    if (n == 0) return;
+    cpulm_batch b = {.n = n, .token = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
+    cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
+    atomic_fetch_add(&s->st_steps, 1);
+    if ((uint64_t)n > atomic_load(&s->st_max_step)) atomic_store(&s->st_max_step, (uint64_t)n);
+    if (st != CPULM_OK) { /* all-or-nothing: the caches are unchanged; fail who took part */
+        for (int32_t i = 0; i < s->p.n_parallel; i++)
+            if (s->slots[i].n_in_batch > 0 && s->slots[i].q)
+                request_fail(s, s->slots[i].q, 500, "decode failed");
+        return;
+    }
+    commit_batch(s);
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+        slot *x = &s->slots[i];
+        if (x->out_row < 0 || !x->q) continue;
+        const float *logits = cpulm_ctx_logits(s->ctx, x->out_row);
+        if (x->state == SLOT_PREFILL) prefill_done(s, x, logits);
+        else if (x->state == SLOT_GEN) on_logits(s, x, logits);
+    }
+}
+
+/* ---- inputs: submissions, cancellations, deadlines ---- */
+
+static void cancel_one(cpulm_sched *s, uint64_t id) {
+    for (sreq **pp = &s->wait_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
+        if ((*pp)->r->id != id) continue;
+        sreq *q = *pp;
+        *pp = q->next;
+        if (s->wait_tail == q) s->wait_tail = prev;
+        s->n_queued--; /* mu is held */
+        sreq_free(q);
+        return;
+    }
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+        sreq *q = s->slots[i].q;
+        if (q && q->r->id == id) {
+            cpulm_metrics_add(s->p.metrics, CPULM_METRIC_FINISH_ABORT, 1);
+            request_end(s, q);
+            return;
+        }
+    }
+}
+
+/* Takes new submissions and cancellations; sleeps while there is nothing to do.
+ * Returns 0 when the scheduler must stop. */
+static int take_inputs(cpulm_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop && !s->in_head && !s->n_cancels && !s->n_active && !s->wait_head)
+        pthread_cond_wait(&s->cv, &s->mu);
+    if (s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    if (s->in_head) {
+        if (s->wait_tail) s->wait_tail->next = s->in_head;
+        else s->wait_head = s->in_head;
+        s->wait_tail = s->in_tail;
+        s->in_head = s->in_tail = NULL;
+    }
+    for (int32_t i = 0; i < s->n_cancels; i++) cancel_one(s, s->cancels[i]);
+    s->n_cancels = 0;
+    pthread_mutex_unlock(&s->mu);
+    return 1;
+}
+
+static void expire(cpulm_sched *s) {
+    double now = now_s();
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+        sreq *q = s->slots[i].q;
+        if (q && q->deadline > 0 && now > q->deadline) request_fail(s, q, 504, "request timed out");
+    }
+    for (sreq **pp = &s->wait_head, *prev = NULL; *pp;) {
+        sreq *q = *pp;
+        if (!(q->deadline > 0 && now > q->deadline)) {
+            prev = q;
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        if (s->wait_tail == q) s->wait_tail = prev;
+        pthread_mutex_lock(&s->mu);
+        s->n_queued--;
+        pthread_mutex_unlock(&s->mu);
+        s->n_active++; /* request_fail's accounting expects a running request */
+        request_fail(s, q, 504, "request timed out while queued");
+    }
+}
+
+static void update_stats(cpulm_sched *s) {
+    int64_t kv = 0;
+    for (int32_t i = 0; i < s->p.n_parallel; i++)
+        if (s->slots[i].state != SLOT_FREE) kv += s->slots[i].n_cache;
+    atomic_store(&s->st_kv_used, kv);
+    atomic_store(&s->st_running, s->n_active);
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->st_waiting, s->n_queued);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void free_dead(cpulm_sched *s) {
+    while (s->dead) {
+        sreq *q = s->dead;
+        s->dead = q->next;
+        sreq_free(q);
+    }
+}
+
+/* One decode of a single token, so the first request does not pay for page faults of
+ * the weights and scratch; the sequence is cleared again. */
+static void warmup(cpulm_sched *s) {
+    cpulm_token t = cpulm_token_bos(s->model);
+    if (t < 0) t = 0;
+    cpulm_batch b = {.n = 1, .token = &t};
+    cpulm_ctx_decode(s->ctx, &b);
+    cpulm_ctx_seq_rm(s->ctx, 0, 0);
+}
+
+static void *sched_main(void *arg) {
+    cpulm_sched *s = arg;
+    warmup(s);
+    atomic_store(&s->ready, 1);
+    while (take_inputs(s)) {
+        expire(s);
+        admit(s);
+        step(s);
+        publish(s);
+        free_dead(s);
+        update_stats(s);
+    }
+    return NULL;
+}
+
+/* ---- lifecycle and the thread-safe API ---- */
+
+static cpulm_status alloc_state(cpulm_sched *s) {
+    int32_t np = s->p.n_parallel;
+    s->slots = calloc((size_t)np, sizeof *s->slots);
+    s->b_tok = malloc(sizeof(cpulm_token) * (size_t)s->n_batch);
+    s->b_seq = malloc(sizeof(int32_t) * (size_t)s->n_batch);
+    s->b_want = malloc((size_t)s->n_batch);
+    s->tmp_idx = malloc(sizeof(int32_t) * (size_t)np);
+    if (!s->slots || !s->b_tok || !s->b_seq || !s->b_want || !s->tmp_idx) return CPULM_ERR_NOMEM;
+    for (int32_t i = 0; i < np; i++) {
+        cpulm_buf_init(&s->slots[i].text, 0);
+        s->slots[i].cache = malloc(sizeof(cpulm_token) * (size_t)s->n_ctx);
+        if (!s->slots[i].cache) return CPULM_ERR_NOMEM;
+    }
+    return CPULM_OK;
+}
+
+static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = s->p.n_ctx;
+    cp.n_seq_max = s->p.n_parallel;
+    cp.n_batch = s->p.n_chunk + s->p.n_parallel;
+    cp.n_outputs_max = s->p.n_parallel; /* at most one logits row per slot per step */
+    cp.n_threads = s->p.n_threads;
+    cp.n_threads_batch = s->p.n_threads_batch;
+    s->ctx = cpulm_ctx_new(s->model, &cp, err);
+    if (!s->ctx) return err ? err->code : CPULM_ERR_NOMEM;
+    s->n_ctx = cpulm_ctx_n_ctx(s->ctx);
+    s->n_batch = cp.n_batch;
+    return CPULM_OK;
+}
+
+cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, cpulm_error *err) {
+    cpulm_sched_params dp = cpulm_sched_default_params();
+    if (!p) p = &dp;
+    if (p->n_parallel < 1 || p->n_parallel > 256 || p->n_chunk < 1 || p->n_chunk > 65536 ||
+        p->max_queue < 0 || p->n_ctx < 0) {
+        cpulm_errf(err, CPULM_ERR_INVALID_ARG, "scheduler: parameters out of range");
+        return NULL;
+    }
+    cpulm_sched *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->model = m;
+    s->p = *p;
+    s->n_vocab = cpulm_vocab_n(m);
+    s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_init(&s->ev_mu, NULL);
+    pthread_cond_init(&s->ev_cv, NULL);
+    if (s->efd < 0) {
+        cpulm_errf(err, CPULM_ERR_IO, "scheduler: eventfd: %s", strerror(errno));
+    } else if (make_ctx(s, err) == CPULM_OK) {
+        if (alloc_state(s) != CPULM_OK) cpulm_errf(err, CPULM_ERR_NOMEM, "scheduler: out of memory");
+        else if (pthread_create(&s->thread, NULL, sched_main, s) != 0)
+            cpulm_errf(err, CPULM_ERR_NOMEM, "scheduler: cannot start its thread");
+        else s->thread_started = 1;
+    }
+    if (!s->thread_started) {
+        cpulm_sched_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void free_list(sreq *q) {
+    while (q) {
+        sreq *n = q->next;
+        sreq_free(q);
+        q = n;
+    }
+}
+
+void cpulm_sched_free(cpulm_sched *s) {
+    if (!s) return;
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = 1;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+    }
+    for (int32_t i = 0; s->slots && i < s->p.n_parallel; i++) {
+        slot *x = &s->slots[i];
+        if (x->q) request_end(s, x->q); /* moves each running request to the dead list */
+        cpulm_buf_release(&x->text);
+        free(x->cache);
+    }
+    free_dead(s);
+    free_list(s->in_head);
+    free_list(s->wait_head);
+    for (cpulm_sched_event *e = cpulm_sched_drain(s), *n; e; e = n) n = e->next, free(e);
+    for (cpulm_sched_event *e = s->pend_head, *n; e; e = n) n = e->next, free(e);
+    free(s->slots);
+    free(s->b_tok);
+    free(s->b_seq);
+    free(s->b_want);
+    free(s->tmp_idx);
+    free(s->cancels);
+    cpulm_ctx_free(s->ctx);
+    if (s->efd >= 0) close(s->efd);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->ev_mu);
+    pthread_cond_destroy(&s->ev_cv);
+    free(s);
+}
+
+static cpulm_sched_submit_result validate(const cpulm_sched *s, const cpulm_sched_req *r) {
+    if (r->n_prompt < 1 || !r->prompt || r->n_choices < 1 || r->n_choices > s->p.n_parallel ||
+        r->max_tokens == 0 || r->max_tokens < -1 || r->logprobs > CPULM_SCHED_MAX_TOP)
+        return CPULM_SCHED_INVALID;
+    for (int32_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab) return CPULM_SCHED_INVALID;
+    if (r->n_prompt + 1 > s->n_ctx) return CPULM_SCHED_TOO_LONG;
+    return CPULM_SCHED_ACCEPTED;
+}
+
+cpulm_sched_submit_result cpulm_sched_submit(cpulm_sched *s, cpulm_sched_req *r) {
+    cpulm_sched_submit_result v = validate(s, r);
+    if (v != CPULM_SCHED_ACCEPTED) return v;
+    sreq *q = calloc(1, sizeof *q);
+    int32_t *slots = calloc((size_t)r->n_choices, sizeof(int32_t));
+    if (!q || !slots) {
+        free(q);
+        free(slots);
+        return CPULM_SCHED_QUEUE_FULL; /* out of memory: the client may retry */
+    }
+    q->r = r;
+    q->slots = slots;
+    q->t_arrival = now_s();
+    q->deadline = r->timeout_s > 0 ? q->t_arrival + r->timeout_s : 0;
+    pthread_mutex_lock(&s->mu);
+    if (s->closed || s->stop) v = CPULM_SCHED_STOPPING;
+    else if (s->n_queued >= s->p.max_queue) v = CPULM_SCHED_QUEUE_FULL;
+    if (v == CPULM_SCHED_ACCEPTED) {
+        if (s->in_tail) s->in_tail->next = q;
+        else s->in_head = q;
+        s->in_tail = q;
+        s->n_queued++;
+        atomic_store(&s->st_waiting, s->n_queued);
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (v != CPULM_SCHED_ACCEPTED) {
+        q->r = NULL; /* the caller keeps r */
+        sreq_free(q);
+    }
+    return v;
+}
+
+void cpulm_sched_cancel(cpulm_sched *s, uint64_t id) {
+    pthread_mutex_lock(&s->mu);
+    if (s->n_cancels == s->cap_cancels) {
+        int32_t cap = s->cap_cancels ? s->cap_cancels * 2 : 16;
+        uint64_t *c = realloc(s->cancels, sizeof(uint64_t) * (size_t)cap);
+        if (c) s->cancels = c, s->cap_cancels = cap;
+    }
+    if (s->n_cancels < s->cap_cancels) s->cancels[s->n_cancels++] = id;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void cpulm_sched_close(cpulm_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    s->closed = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
+    memset(out, 0, sizeof *out);
+    out->ready = atomic_load(&s->ready);
+    out->n_waiting = atomic_load(&s->st_waiting);
+    out->n_running = atomic_load(&s->st_running);
+    out->kv_used = atomic_load(&s->st_kv_used);
+    out->n_parallel = s->p.n_parallel;
+    out->n_ctx = s->n_ctx;
+    out->kv_total = (int64_t)s->p.n_parallel * s->n_ctx;
+    out->n_steps = atomic_load(&s->st_steps);
+    out->max_step_tokens = atomic_load(&s->st_max_step);
+}

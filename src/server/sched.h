@@ -1,0 +1,157 @@
+/* sched.h: the continuous-batching scheduler: the only user of the server's cpulm_ctx.
+ *
+ * One scheduler thread owns the context. Each step it builds one batch holding one token
+ * for every generating sequence plus prompt chunks of newly admitted requests (at most
+ * n_chunk prompt tokens per step), calls cpulm_ctx_decode once, then samples, detokenizes,
+ * applies stop strings and publishes events. Requests join and leave between steps, so a
+ * long prompt is spread over several steps instead of stalling running streams.
+ *
+ * Slots: n_parallel sequences, each with the full n_ctx (never divided). A request with n
+ * choices occupies n slots: the prompt is evaluated once and its KV copied (seq_cp).
+ * A free slot keeps the tokens its KV cache holds; a new request goes to the free slot with
+ * the longest common prefix and only the rest of its prompt is evaluated.
+ *
+ * Threads: submit/cancel/drain/stats may be called from any thread (the server calls them
+ * from its I/O thread); they only take short mutexes, never wait for a decode. Events are
+ * queued under a mutex and announced by writing the eventfd returned by
+ * cpulm_sched_event_fd (level: drain until empty after the fd becomes readable).
+ */
+#ifndef CPULM_SERVER_SCHED_H
+#define CPULM_SERVER_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "server/metrics.h"
+
+#define CPULM_SCHED_MAX_TOP  20 /* top_logprobs limit (OpenAI's) */
+#define CPULM_SCHED_MAX_STOP 16
+
+typedef struct cpulm_sched cpulm_sched;
+
+typedef struct cpulm_sched_params {
+    int32_t n_parallel;      /* slots; default 4 */
+    int32_t n_ctx;           /* tokens per slot; 0 = min(model's context, 4096) */
+    int32_t n_chunk;         /* prompt tokens per step (the prefill budget); default 256 */
+    int32_t max_queue;       /* requests waiting for slots before submit refuses; default 64 */
+    int32_t n_threads;       /* decode threads; 0 = physical cores */
+    int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
+    cpulm_metrics *metrics;  /* borrowed, may be NULL; must outlive the scheduler */
+} cpulm_sched_params;
+
+cpulm_sched_params cpulm_sched_default_params(void);
+
+/* One generation request. Build with cpulm_sched_req_new, fill, submit. */
+typedef struct cpulm_sched_req {
+    uint64_t id;             /* caller's id, echoed in every event of this request */
+    cpulm_token *prompt;     /* owned (malloc'd) */
+    int32_t n_prompt;
+    int32_t n_choices;       /* 1..n_parallel */
+    int32_t max_tokens;      /* > 0; -1: until an end token or the context is full */
+    cpulm_sampler_params sp; /* choice i samples with seed sp.seed + i */
+    char *stop[CPULM_SCHED_MAX_STOP]; /* owned, NUL-terminated, non-empty */
+    int32_t n_stop;
+    int32_t logprobs;        /* -1: off; else 0..CPULM_SCHED_MAX_TOP alternatives per token */
+    int ignore_eos;          /* keep generating past end-of-generation tokens */
+    double timeout_s;        /* whole-request limit from submission; <= 0: none */
+} cpulm_sched_req;
+
+/* Returns owned (free with cpulm_sched_req_free unless submitted); NULL on OOM.
+ * Defaults: 1 choice, max_tokens -1, greedy-free default sampler params, logprobs -1. */
+cpulm_sched_req *cpulm_sched_req_new(void);
+void cpulm_sched_req_free(cpulm_sched_req *r); /* NULL is a no-op */
+/* Adds a stop string (copied). CPULM_ERR_INVALID_ARG when empty or too many. */
+cpulm_status cpulm_sched_req_add_stop(cpulm_sched_req *r, const char *s, size_t n);
+
+typedef enum cpulm_sched_submit_result {
+    CPULM_SCHED_ACCEPTED = 0,
+    CPULM_SCHED_QUEUE_FULL,  /* answer 429 */
+    CPULM_SCHED_TOO_LONG,    /* prompt + 1 token does not fit n_ctx: answer 400 */
+    CPULM_SCHED_INVALID,     /* no prompt tokens, bad n_choices or token ids: answer 400 */
+    CPULM_SCHED_STOPPING,    /* shutting down: answer 503 */
+} cpulm_sched_submit_result;
+
+typedef enum cpulm_sched_ev_kind {
+    CPULM_SCHED_EV_TEXT,   /* text (maybe empty) and/or one token's logprobs for a choice */
+    CPULM_SCHED_EV_FINISH, /* a choice ended; finish says why */
+    CPULM_SCHED_EV_DONE,   /* the whole request ended; usage counts set. Last event. */
+    CPULM_SCHED_EV_ERROR,  /* the request failed (timeout, decode error). Last event. */
+} cpulm_sched_ev_kind;
+
+typedef enum cpulm_sched_finish { CPULM_FINISH_STOP = 0, CPULM_FINISH_LENGTH = 1 } cpulm_sched_finish;
+
+typedef struct cpulm_sched_top {
+    cpulm_token token;
+    float logprob;
+} cpulm_sched_top;
+
+/* Log-probabilities of one generated token under the model (log-softmax of the raw
+ * logits, before penalties and temperature), with the n_top most likely alternatives. */
+typedef struct cpulm_sched_lp {
+    cpulm_token token;
+    float logprob;
+    int32_t n_top;
+    cpulm_sched_top top[CPULM_SCHED_MAX_TOP];
+} cpulm_sched_lp;
+
+typedef struct cpulm_sched_event {
+    struct cpulm_sched_event *next;
+    uint64_t id;
+    cpulm_sched_ev_kind kind;
+    int32_t choice;
+    cpulm_sched_finish finish;               /* FINISH */
+    int32_t n_prompt, n_cached, n_completion; /* DONE: usage (completion summed over choices) */
+    int error_status;                         /* ERROR: HTTP status to report (500, 504) */
+    const char *error;                        /* ERROR: static message */
+    int has_lp;                               /* TEXT: lp is set */
+    cpulm_sched_lp lp;
+    size_t n_text;                            /* TEXT: UTF-8 bytes in text[] */
+    char text[];                              /* NUL-terminated */
+} cpulm_sched_event;
+
+/* Creates the context (all KV memory allocated here) and starts the scheduler thread,
+ * which warms the model up with one decode before reporting ready. The model must
+ * outlive the scheduler. Returns owned; NULL with err on failure. */
+cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, cpulm_error *err);
+/* Stops the thread (requests in flight are dropped without events) and frees everything.
+ * NULL is a no-op. */
+void cpulm_sched_free(cpulm_sched *s);
+
+/* Queues r. On CPULM_SCHED_ACCEPTED the scheduler owns r; otherwise the caller still does. */
+cpulm_sched_submit_result cpulm_sched_submit(cpulm_sched *s, cpulm_sched_req *r);
+/* Drops the request with this id (waiting or running) as soon as the scheduler sees it;
+ * no further events are guaranteed after the call, but some may already be queued. */
+void cpulm_sched_cancel(cpulm_sched *s, uint64_t id);
+/* Refuses new submissions from now on (CPULM_SCHED_STOPPING); running work continues. */
+void cpulm_sched_close(cpulm_sched *s);
+
+/* Readable when events are queued (an eventfd; the caller reads it to re-arm). */
+int cpulm_sched_event_fd(const cpulm_sched *s);
+/* Takes all queued events, oldest first. Returns owned list: free each with free(). */
+cpulm_sched_event *cpulm_sched_drain(cpulm_sched *s);
+/* Blocks until an event is queued or timeout_ms passes (tests and simple clients). */
+void cpulm_sched_wait(cpulm_sched *s, int timeout_ms);
+
+typedef struct cpulm_sched_stats {
+    int ready;              /* warm-up done */
+    int32_t n_waiting;      /* submitted, not yet in slots */
+    int32_t n_running;      /* requests holding slots */
+    int64_t kv_used;        /* tokens in KV of running sequences */
+    int64_t kv_total;       /* n_parallel * n_ctx */
+    int32_t n_parallel, n_ctx;
+    uint64_t n_steps;       /* decode calls so far */
+    uint64_t max_step_tokens; /* largest batch so far */
+} cpulm_sched_stats;
+
+void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out);
+
+/* ---- stop strings (exposed for tests) ----
+ * text[0..len) is a choice's generated text, of which [0..emitted) was already sent.
+ * Returns how far output may now go: the start of the earliest stop string found in
+ * text[emitted..) (then *matched = 1), else the start of the longest tail that is a
+ * proper prefix of some stop string (it must be held back), else len. */
+size_t cpulm_sched_stop_scan(const char *text, size_t len, size_t emitted, char *const *stop,
+                             int32_t n_stop, int *matched);
+
+#endif

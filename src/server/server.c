@@ -1,0 +1,419 @@
+/* server.c: the server's lifecycle and I/O thread: listening socket, connection table,
+ * epoll callbacks, background model loading, timers (slow or idle clients) and the
+ * SIGTERM drain. HTTP semantics live in conn.c and routes.c.
+ */
+#define _GNU_SOURCE
+#include "server/server_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TICK_MS           100  /* timer resolution: slow clients, drain progress */
+#define REQUEST_TIMEOUT_S 30.0 /* to receive a whole request once it started (slowloris) */
+#define LINGER_S          2.0  /* a closing connection waits this long for the client's EOF */
+
+double cpulm_server_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+cpulm_server_params cpulm_server_default_params(void) {
+    cpulm_server_params p = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .n_chunk = 256,
+                             .max_queue = 64, .timeout_s = 600, .grace_s = 30,
+                             .idle_timeout_s = 60, .max_body = 1 << 20, .max_conns = 1024};
+    return p;
+}
+
+/* ---- connections ---- */
+
+static void set_events(cpulm_server *s, cpulm_conn *c) {
+    int ev = 0;
+    if (c->state == CPULM_CONN_READING || c->rlen < c->rmax) ev |= CPULM_LOOP_READ;
+    if (c->woff < c->wbuf.len) ev |= CPULM_LOOP_WRITE;
+    if (ev != c->events && cpulm_loop_mod(s->loop, c->fd, ev, &c->h) == CPULM_OK) c->events = ev;
+}
+
+static void conn_close(cpulm_server *s, cpulm_conn *c) {
+    cpulm_routes_abort(s, c);
+    cpulm_loop_del(s->loop, c->fd);
+    cpulm_conn_release(c);
+    s->conns[c->index] = NULL;
+    s->n_conns--;
+    s->dead[s->n_dead++] = c; /* events for c may still be in this epoll batch */
+}
+
+int cpulm_server_output(cpulm_server *s, cpulm_conn *c) {
+    double now = cpulm_server_now();
+    int f = cpulm_conn_flush(c, now);
+    if (f < 0) {
+        conn_close(s, c);
+        return -1;
+    }
+    if (f == 0 && c->done) {
+        cpulm_metrics_http_status(s->metrics, c->status);
+        if (s->draining) c->keep_alive = 0;
+        if (cpulm_conn_next(c) != 0) { /* lingering close: FIN now, close on EOF */
+            shutdown(c->fd, SHUT_WR);
+            c->done = 0;
+            c->state = CPULM_CONN_CLOSING;
+            c->t_active = now;
+        }
+    }
+    set_events(s, c);
+    return 0;
+}
+
+/* Answers every complete request buffered on c, in order (pipelining), until one has to
+ * wait for the model or more bytes are needed. */
+static void process_requests(cpulm_server *s, cpulm_conn *c) {
+    while (s->conns[c->index] == c && c->state == CPULM_CONN_READING && c->rlen > 0) {
+        cpulm_conn_parse_result r = cpulm_conn_parse(c, &s->lim);
+        if (r == CPULM_CONN_NEED_MORE) {
+            cpulm_server_output(s, c); /* maybe a 100 Continue */
+            return;
+        }
+        c->state = CPULM_CONN_BUSY;
+        if (r == CPULM_CONN_BAD) cpulm_routes_bad_request(s, c);
+        else cpulm_routes_handle(s, c);
+    }
+}
+
+static void on_conn(cpulm_loop_handler *h, int events) {
+    cpulm_conn *c = (cpulm_conn *)((char *)h - offsetof(cpulm_conn, h));
+    cpulm_server *s = c->owner;
+    if (c->fd < 0) return; /* closed earlier in this batch */
+    if (events & (CPULM_LOOP_READ | CPULM_LOOP_HUP)) {
+        if (c->state == CPULM_CONN_CLOSING) c->rlen = 0; /* discard */
+        if (cpulm_conn_fill(c, cpulm_server_now()) < 0) { /* EOF: the client is gone */
+            conn_close(s, c);
+            return;
+        }
+        if (c->state == CPULM_CONN_CLOSING) return;
+    }
+    if ((events & CPULM_LOOP_WRITE) && cpulm_server_output(s, c) < 0) return;
+    process_requests(s, c);
+    if (s->conns[c->index] == c) set_events(s, c);
+}
+
+static void on_accept(cpulm_loop_handler *h, int events) {
+    cpulm_server *s = (cpulm_server *)((char *)h - offsetof(cpulm_server, h_listen));
+    (void)events;
+    for (int k = 0; k < 64; k++) { /* bounded per wake-up, so other work keeps flowing */
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* tokens go out at once */
+        int32_t i = 0;
+        while (i < s->p.max_conns && s->conns[i]) i++;
+        cpulm_conn *c = i < s->p.max_conns ? malloc(sizeof *c) : NULL;
+        if (!c) {
+            close(fd); /* over the connection limit */
+            continue;
+        }
+        cpulm_conn_init(c, fd, i, s->lim.max_head + s->lim.max_body + 65536, cpulm_server_now());
+        c->h.fn = on_conn;
+        c->owner = s;
+        c->events = CPULM_LOOP_READ;
+        if (cpulm_loop_add(s->loop, fd, c->events, &c->h) != CPULM_OK) {
+            cpulm_conn_release(c);
+            free(c);
+            continue;
+        }
+        s->conns[i] = c;
+        s->n_conns++;
+    }
+}
+
+/* ---- scheduler events and model loading ---- */
+
+static void on_sched(cpulm_loop_handler *h, int events) {
+    cpulm_server *s = (cpulm_server *)((char *)h - offsetof(cpulm_server, h_sched));
+    (void)events;
+    cpulm_sched_event *e = cpulm_sched_drain(s->sched);
+    while (e) {
+        cpulm_sched_event *next = e->next;
+        cpulm_conn *c = s->conns[e->id & 0xFFFF];
+        if (c && c->req_id == e->id) {
+            cpulm_routes_event(s, c, e);
+            if (s->conns[e->id & 0xFFFF] == c) process_requests(s, c); /* pipelined */
+        }
+        free(e);
+        e = next;
+    }
+}
+
+/* The model's chat template text, or NULL when it has none. Owned. */
+static char *chat_template(const cpulm_model *m) {
+    size_t n = 0;
+    char probe[1];
+    cpulm_status st = cpulm_model_meta(m, "tokenizer.chat_template", probe, sizeof probe, &n);
+    if (st != CPULM_ERR_TOO_SMALL && st != CPULM_OK) return NULL;
+    char *t = malloc(n + 1);
+    if (t && cpulm_model_meta(m, "tokenizer.chat_template", t, n + 1, &n) != CPULM_OK) {
+        free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+static void *loader_main(void *arg) {
+    cpulm_server *s = arg;
+    s->model = cpulm_model_load(s->p.model_path, NULL, &s->load_err);
+    if (s->model) {
+        s->chat_tmpl = chat_template(s->model);
+        cpulm_token bos = cpulm_token_bos(s->model), eos = cpulm_token_eos(s->model);
+        s->bos_text = bos >= 0 ? cpulm_token_text(s->model, bos) : NULL;
+        s->eos_text = eos >= 0 ? cpulm_token_text(s->model, eos) : NULL;
+        cpulm_sched_params sp = cpulm_sched_default_params();
+        sp.n_parallel = s->p.n_parallel;
+        sp.n_ctx = s->p.n_ctx;
+        sp.n_chunk = s->p.n_chunk;
+        sp.max_queue = s->p.max_queue;
+        sp.n_threads = s->p.n_threads;
+        sp.metrics = s->metrics;
+        s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);
+    }
+    uint64_t one = 1;
+    ssize_t w = write(s->loaded_efd, &one, sizeof one);
+    (void)w;
+    return NULL;
+}
+
+static void on_loaded(cpulm_loop_handler *h, int events) {
+    cpulm_server *s = (cpulm_server *)((char *)h - offsetof(cpulm_server, h_loaded));
+    (void)events;
+    uint64_t v;
+    ssize_t r = read(s->loaded_efd, &v, sizeof v);
+    (void)r;
+    cpulm_loop_del(s->loop, s->loaded_efd);
+    if (!s->sched_loaded) {
+        s->load_failed = 1;
+        s->stop = 1;
+        return;
+    }
+    s->sched = s->sched_loaded;
+    cpulm_sched_stats st;
+    cpulm_sched_get_stats(s->sched, &st);
+    s->p.n_ctx = st.n_ctx;
+    if (cpulm_loop_add(s->loop, cpulm_sched_event_fd(s->sched), CPULM_LOOP_READ, &s->h_sched) != CPULM_OK) {
+        cpulm_errf(&s->load_err, CPULM_ERR_IO, "cannot watch the scheduler's eventfd");
+        s->load_failed = 1;
+        s->stop = 1;
+        return;
+    }
+    cpulm_logf(CPULM_LOG_INFO, "model loaded: %s (%d slots x %d tokens, chat template: %s)",
+               s->alias, s->p.n_parallel, s->p.n_ctx, s->chat_tmpl ? "the model's" : "plain");
+}
+
+/* ---- shutdown and timers ---- */
+
+static void start_drain(cpulm_server *s) {
+    if (s->draining) return;
+    s->draining = 1;
+    s->drain_deadline = cpulm_server_now() + s->p.grace_s;
+    if (s->listen_fd >= 0) {
+        cpulm_loop_del(s->loop, s->listen_fd);
+        close(s->listen_fd);
+        s->listen_fd = -1;
+    }
+    if (s->sched) cpulm_sched_close(s->sched);
+    if (!s->sched) s->stop = 1; /* nothing can be in flight before the model is loaded */
+    for (int32_t i = 0; i < s->p.max_conns; i++) {
+        cpulm_conn *c = s->conns[i];
+        if (!c) continue;
+        c->keep_alive = 0;
+        if ((c->state == CPULM_CONN_READING && c->rlen == 0) || c->state == CPULM_CONN_CLOSING)
+            conn_close(s, c);
+    }
+    cpulm_logf(CPULM_LOG_INFO, "shutting down: %d connections busy, grace %.0f s", s->n_conns,
+               s->p.grace_s);
+}
+
+static void on_signal(cpulm_loop_handler *h, int events) {
+    cpulm_server *s = (cpulm_server *)((char *)h - offsetof(cpulm_server, h_signal));
+    (void)events;
+    struct signalfd_siginfo si;
+    while (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+    }
+    start_drain(s);
+}
+
+/* Closes connections that stalled: a request arriving too slowly, an idle keep-alive
+ * connection, or a reader that stopped taking our bytes. */
+static void tick(cpulm_server *s) {
+    double now = cpulm_server_now();
+    int32_t busy = 0;
+    for (int32_t i = 0; i < s->p.max_conns; i++) {
+        cpulm_conn *c = s->conns[i];
+        if (!c) continue;
+        int reading = c->state == CPULM_CONN_READING;
+        if (c->state == CPULM_CONN_CLOSING) {
+            if (now - c->t_active > LINGER_S) conn_close(s, c);
+            continue;
+        }
+        if ((reading && c->rlen > 0 && now - c->t_request > REQUEST_TIMEOUT_S) ||
+            (reading && c->rlen == 0 && now - c->t_active > s->p.idle_timeout_s) ||
+            (c->woff < c->wbuf.len && now - c->t_active > s->p.idle_timeout_s)) {
+            conn_close(s, c);
+            continue;
+        }
+        busy += !reading;
+    }
+    if (s->draining && (busy == 0 || now > s->drain_deadline)) s->stop = 1;
+}
+
+static void free_dead(cpulm_server *s) {
+    for (int32_t i = 0; i < s->n_dead; i++) free(s->dead[i]);
+    s->n_dead = 0;
+}
+
+/* ---- lifecycle ---- */
+
+static int open_listener(const char *host, int port, int *bound, cpulm_error *err) {
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &res);
+    if (rc != 0) return -cpulm_errf(err, CPULM_ERR_INVALID_ARG, "serve: host '%s': %s", host, gai_strerror(rc));
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 512) != 0) {
+        cpulm_errf(err, CPULM_ERR_IO, "serve: cannot listen on %s:%d: %s", host, port, strerror(errno));
+        if (fd >= 0) close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                            : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+static char *alias_from_path(const char *path) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t n = strlen(b);
+    if (n > 5 && strcmp(b + n - 5, ".gguf") == 0) n -= 5;
+    return strndup(b, n);
+}
+
+cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err) {
+    if (!p->model_path || p->n_parallel < 1 || p->max_conns < 1 ||
+        p->max_conns > CPULM_SERVER_MAX_CONNS || p->max_body < 1) {
+        cpulm_errf(err, CPULM_ERR_INVALID_ARG, "serve: invalid parameters");
+        return NULL;
+    }
+    cpulm_server *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->p = *p;
+    s->listen_fd = s->sig_fd = s->loaded_efd = -1;
+    s->alias = p->model_alias ? strdup(p->model_alias) : alias_from_path(p->model_path);
+    s->conns = calloc((size_t)p->max_conns, sizeof *s->conns);
+    s->dead = calloc((size_t)p->max_conns, sizeof *s->dead);
+    s->metrics = s->alias ? cpulm_metrics_new(s->alias) : NULL;
+    s->lim = cpulm_http_default_limits();
+    s->lim.max_body = p->max_body;
+    s->created = (int64_t)time(NULL);
+    if (!s->alias || !s->conns || !s->dead || !s->metrics) {
+        cpulm_errf(err, CPULM_ERR_NOMEM, "serve: out of memory");
+    } else if ((s->loop = cpulm_loop_new(err)) &&
+               (s->listen_fd = open_listener(p->host ? p->host : "127.0.0.1", p->port, &s->port, err)) >= 0) {
+        return s;
+    }
+    cpulm_server_free(s);
+    return NULL;
+}
+
+int cpulm_server_port(const cpulm_server *s) {
+    return s->port;
+}
+
+/* Signals, the loader's eventfd and the listener go into the loop; the loader starts. */
+static cpulm_status start(cpulm_server *s, cpulm_error *err) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread starts: they inherit it */
+    s->sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    s->loaded_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->h_signal.fn = on_signal;
+    s->h_loaded.fn = on_loaded;
+    s->h_listen.fn = on_accept;
+    s->h_sched.fn = on_sched;
+    if (s->sig_fd < 0 || s->loaded_efd < 0 ||
+        cpulm_loop_add(s->loop, s->sig_fd, CPULM_LOOP_READ, &s->h_signal) != CPULM_OK ||
+        cpulm_loop_add(s->loop, s->loaded_efd, CPULM_LOOP_READ, &s->h_loaded) != CPULM_OK ||
+        cpulm_loop_add(s->loop, s->listen_fd, CPULM_LOOP_READ, &s->h_listen) != CPULM_OK)
+        return cpulm_errf(err, CPULM_ERR_IO, "serve: cannot set up the event loop: %s", strerror(errno));
+    if (pthread_create(&s->loader, NULL, loader_main, s) != 0)
+        return cpulm_errf(err, CPULM_ERR_NOMEM, "serve: cannot start the loader thread");
+    s->loader_started = 1;
+    return CPULM_OK;
+}
+
+cpulm_status cpulm_server_run(cpulm_server *s, cpulm_error *err) {
+    cpulm_status st = start(s, err);
+    while (st == CPULM_OK && !s->stop) {
+        if (cpulm_loop_run_once(s->loop, TICK_MS) < 0) {
+            st = cpulm_errf(err, CPULM_ERR_IO, "serve: epoll_wait: %s", strerror(errno));
+            break;
+        }
+        free_dead(s);
+        tick(s);
+        free_dead(s);
+    }
+    if (s->loader_started) {
+        pthread_join(s->loader, NULL);
+        s->loader_started = 0;
+        if (!s->sched) s->sched = s->sched_loaded; /* stopped before the loader finished */
+    }
+    if (st == CPULM_OK && s->load_failed) {
+        if (err) *err = s->load_err;
+        st = s->load_err.code ? s->load_err.code : CPULM_ERR_IO;
+    }
+    return st;
+}
+
+void cpulm_server_free(cpulm_server *s) {
+    if (!s) return;
+    if (s->loader_started) pthread_join(s->loader, NULL);
+    if (!s->sched) s->sched = s->sched_loaded;
+    for (int32_t i = 0; s->conns && i < s->p.max_conns; i++)
+        if (s->conns[i]) conn_close(s, s->conns[i]);
+    free_dead(s);
+    cpulm_sched_free(s->sched); /* after the connections: their cancels need it */
+    cpulm_model_free(s->model);
+    free(s->chat_tmpl);
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    if (s->sig_fd >= 0) close(s->sig_fd);
+    if (s->loaded_efd >= 0) close(s->loaded_efd);
+    cpulm_loop_free(s->loop);
+    cpulm_metrics_free(s->metrics);
+    free(s->conns);
+    free(s->dead);
+    free(s->alias);
+    free(s);
+}

@@ -1,0 +1,50 @@
+/* server.h: `cpulm serve`: an OpenAI-compatible HTTP/1.1 server over one model.
+ *
+ * Threads: the caller's thread runs the epoll I/O loop (all sockets, parsing, JSON,
+ * tokenization); a loader thread loads the model in the background so /health answers at
+ * once and /ready turns true when the model is warm; the scheduler thread (sched.h) owns
+ * the model context. They talk through mutex-protected queues and eventfds only.
+ * Logging goes through cpulm_log_set; nothing here prints.
+ */
+#ifndef CPULM_SERVER_SERVER_H
+#define CPULM_SERVER_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef struct cpulm_server cpulm_server;
+
+typedef struct cpulm_server_params {
+    const char *model_path;
+    const char *model_alias;  /* id in /v1/models and responses; NULL: file name w/o .gguf */
+    const char *host;         /* bind address; default 127.0.0.1 */
+    int port;                 /* 0: any free port (see cpulm_server_port) */
+    int32_t n_parallel;       /* sequences decoded together; default 4 */
+    int32_t n_ctx;            /* context per sequence; 0: model's, at most 4096 */
+    int32_t n_chunk;          /* prompt tokens per scheduler step; default 256 */
+    int32_t max_queue;        /* requests waiting for a slot before 429; default 64 */
+    int32_t n_threads;        /* decode threads; 0: physical cores */
+    const char *api_key;      /* NULL: no authentication */
+    double timeout_s;         /* per-request limit; default 600 */
+    double grace_s;           /* SIGTERM: time in-flight requests get to finish; default 30 */
+    double idle_timeout_s;    /* idle keep-alive connections close; default 60 */
+    size_t max_body;          /* request body limit; default 1 MiB */
+    int32_t max_conns;        /* open connections; default 1024 */
+} cpulm_server_params;
+
+cpulm_server_params cpulm_server_default_params(void);
+
+/* Binds and listens (nothing else starts yet). Returns owned; NULL with err on failure. */
+cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err);
+/* The bound port (the real one when 0 was asked). */
+int cpulm_server_port(const cpulm_server *s);
+/* Runs until SIGTERM or SIGINT (which this function blocks in the calling thread and
+ * every thread it starts, and receives through a signalfd). After the signal: stop
+ * accepting, report not ready, let requests in flight finish within grace_s, return
+ * CPULM_OK. Returns an error (with err) if the model cannot be loaded. */
+cpulm_status cpulm_server_run(cpulm_server *s, cpulm_error *err);
+void cpulm_server_free(cpulm_server *s); /* NULL is a no-op */
+
+#endif

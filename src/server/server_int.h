@@ -1,0 +1,63 @@
+/* server_int.h: the server object shared by server.c (sockets, loop, lifecycle) and
+ * routes.c (HTTP endpoints). Everything here runs on the I/O thread, except the fields
+ * marked as written by the loader thread, which are published through loaded_efd. */
+#ifndef CPULM_SERVER_SERVER_INT_H
+#define CPULM_SERVER_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "server/conn.h"
+#include "server/http.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+#include "server/sched.h"
+#include "server/server.h"
+
+#define CPULM_SERVER_MAX_CONNS 65535 /* request ids carry the connection index in 16 bits */
+
+struct cpulm_server {
+    cpulm_server_params p;
+    char *alias;
+    int listen_fd, port;
+    cpulm_loop *loop;
+    cpulm_loop_handler h_listen, h_sched, h_signal, h_loaded;
+    int sig_fd, loaded_efd;
+    cpulm_http_limits lim;
+    cpulm_metrics *metrics;
+
+    cpulm_conn **conns;   /* [max_conns]; NULL = free */
+    cpulm_conn **dead;    /* closed during this loop iteration; freed after it */
+    int32_t n_conns, n_dead;
+    uint64_t next_serial;
+    int64_t created;      /* unix time of start, for /v1/models */
+
+    /* written by the loader thread before it signals loaded_efd */
+    pthread_t loader;
+    int loader_started;
+    cpulm_model *model;
+    cpulm_sched *sched_loaded;
+    char *chat_tmpl;                  /* tokenizer.chat_template or NULL (owned) */
+    const char *bos_text, *eos_text;  /* borrowed from the model; NULL if none */
+    cpulm_error load_err;
+    /* I/O thread's view: set once loaded_efd fired */
+    cpulm_sched *sched;
+    int load_failed;
+
+    int draining, stop;
+    double drain_deadline;
+};
+
+double cpulm_server_now(void);
+
+/* Sends what conn c has buffered; when its response is complete and sent, goes on with the
+ * next request (keep-alive) or closes. May close c: do not use c after this returns < 0. */
+int cpulm_server_output(cpulm_server *s, cpulm_conn *c);
+
+/* routes.c */
+void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c);  /* c holds a complete request */
+void cpulm_routes_bad_request(cpulm_server *s, cpulm_conn *c); /* framing error: answer, close */
+void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event *e);
+void cpulm_routes_abort(cpulm_server *s, cpulm_conn *c);   /* c is closing: cancel its work */
+
+#endif

@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# server_e2e.sh: end-to-end tests of `cpulm serve` with curl on stories260K: probes,
+# metrics, completions and chat (plain and SSE), batching never changing results, errors
+# and their status codes, keep-alive, malformed HTTP, a long prompt not stalling running
+# streams, client disconnects, queue limits (429) and the SIGTERM drain.
+# Then the official `openai` npm package drives a server (openai_client_test.mjs): it is
+# installed with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the
+# registry that part is skipped with the reason printed.
+# Usage: server_e2e.sh path/to/cpulm. Servers bind 127.0.0.1 on a free port; the script
+# kills only the PIDs it started; every wait loop is bounded.
+set -u
+CPULM=$1
+SHARED=${CPULM_SHARED:-../shared}
+MODEL=$SHARED/models/stories260K.gguf
+if [ ! -f "$MODEL" ]; then echo "skip: $MODEL not found (set CPULM_SHARED)"; exit 0; fi
+for tool in curl jq; do
+  if ! command -v $tool >/dev/null; then echo "skip: $tool is not installed"; exit 0; fi
+done
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+pass=0
+fail=0
+check() { # name, condition result (0 = ok), detail
+  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
+}
+
+# start_server NAME ARGS...: sets PORT and SPID; waits (bounded) for /ready.
+start_server() {
+  local name=$1; shift
+  "$CPULM" serve -m "$MODEL" --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  SPID=$!
+  PIDS+=("$SPID")
+  PORT=
+  for _ in $(seq 100); do
+    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out")
+    [ -n "$PORT" ] && break
+    sleep 0.05
+  done
+  for _ in $(seq 200); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ready")" = 200 ] && return 0
+    sleep 0.05
+  done
+  echo "server $name did not become ready: $(cat "$TMP/$name.err")"
+  return 1
+}
+
+KEY=sk-test-123
+AUTH="Authorization: Bearer $KEY"
+start_server main -np 8 -c 2100 --chunk 128 -t 1 --api-key $KEY --max-body 65536
+check server_ready $?
+URL=http://127.0.0.1:$PORT
+
+# ---- probes, models, metrics ----
+[ "$(curl -s $URL/health)" = '{"status":"ok"}' ]; check health $?
+curl -s -H "$AUTH" $URL/v1/models | jq -e '.object == "list" and .data[0].id == "stories260K"' >/dev/null
+check models $?
+curl -s $URL/metrics >"$TMP/metrics"
+for name in 'vllm:num_requests_waiting{model_name="stories260K"}' 'vllm:num_requests_running' \
+            'vllm:gpu_cache_usage_perc' 'vllm:kv_cache_usage_perc' 'vllm:prompt_tokens_total' \
+            'vllm:generation_tokens_total' 'vllm:time_to_first_token_seconds_bucket' \
+            'vllm:time_per_output_token_seconds_bucket' 'vllm:e2e_request_latency_seconds_count' \
+            'vllm:request_success_total' 'cpulm_requests_waiting' 'cpulm_kv_cache_usage_ratio' \
+            'cpulm_http_responses_total' 'cpulm_ready 1'; do
+  grep -qF "$name" "$TMP/metrics"; check "metric $name" $?
+done
+
+# ---- completions: greedy text equals the CLI's ----
+post() { # path json -> body on stdout
+  curl -s -H "$AUTH" -H 'Content-Type: application/json' "$URL$1" -d "$2"
+}
+post /v1/completions '{"prompt":"Once upon a time","max_tokens":24,"temperature":0}' >"$TMP/c1"
+jq -e '.object == "text_completion" and .choices[0].finish_reason == "length"
+       and .usage.prompt_tokens == 5 and .usage.completion_tokens == 24
+       and .usage.total_tokens == 29' "$TMP/c1" >/dev/null
+check completion_shape $? "$(head -c 300 "$TMP/c1")"
+"$CPULM" run -m "$MODEL" -p "Once upon a time" -n 24 --temp 0 -t 1 2>/dev/null >"$TMP/cli_out"
+[ "Once upon a time$(jq -j '.choices[0].text' "$TMP/c1")" = "$(head -c -1 "$TMP/cli_out")" ]
+check completion_equals_cli $?
+
+# ---- streaming: SSE framing and the same text ----
+curl -sN -H "$AUTH" $URL/v1/completions \
+  -d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}' >"$TMP/s1"
+[ "$(tail -n 2 "$TMP/s1" | head -n 1)" = "data: [DONE]" ]; check sse_done $?
+grep -v '^$' "$TMP/s1" | grep -qv '^data: '; [ $? -ne 0 ]; check sse_only_data_lines $?
+[ "$(grep -c '^$' "$TMP/s1")" -eq "$(grep -c '^data: ' "$TMP/s1")" ]; check sse_blank_line_per_event $?
+grep '^data: {' "$TMP/s1" | sed 's/^data: //' | jq -j '.choices[0].text // empty' >"$TMP/s1_text"
+[ "$(cat "$TMP/s1_text")" = "$(jq -j '.choices[0].text' "$TMP/c1")" ]; check sse_text_equals_plain $?
+grep '^data: {' "$TMP/s1" | tail -n 1 | sed 's/^data: //' | jq -e '.usage.completion_tokens == 24 and (.choices | length) == 0' >/dev/null
+check sse_usage_chunk $?
+
+# ---- chat (plain default template), n > 1 sharing the prompt, stop sequences ----
+post /v1/chat/completions '{"messages":[{"role":"system","content":"Tell a story."},{"role":"user","content":"A dog"}],"max_tokens":16,"temperature":0,"n":3}' >"$TMP/chat"
+jq -e '.object == "chat.completion" and (.choices | length) == 3 and .choices[0].message.role == "assistant"
+       and .choices[0].message.content == .choices[2].message.content
+       and (.choices[0].message.content | length) > 0' "$TMP/chat" >/dev/null
+check chat_n3 $? "$(head -c 300 "$TMP/chat")"
+post /v1/completions '{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"stop":["Lily"]}' >"$TMP/stop"
+jq -e '.choices[0].finish_reason == "stop" and (.choices[0].text | endswith("named "))' "$TMP/stop" >/dev/null
+check stop_sequence $? "$(head -c 300 "$TMP/stop")"
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"logprobs":true,"top_logprobs":2,"temperature":0}' >"$TMP/lp"
+jq -e '(.choices[0].logprobs.content | length) == 3 and (.choices[0].logprobs.content[0].top_logprobs | length) == 2
+       and .choices[0].logprobs.content[0].logprob <= 0' "$TMP/lp" >/dev/null
+check chat_logprobs $?
+
+# ---- 8 concurrent greedy requests equal the same requests served alone ----
+PROMPTS=("Once upon a time" "The little dog" "Tom and Sam went to the park" "She saw a big red"
+         "One day, a girl named Lily" "The sun was" "He wanted to play with" "There was a cat")
+body() { printf '{"prompt":"%s","max_tokens":48,"temperature":0}' "$1"; }
+for i in "${!PROMPTS[@]}"; do post /v1/completions "$(body "${PROMPTS[$i]}")" >"$TMP/par$i" & done
+wait_jobs() { for j in $(jobs -p); do case " ${PIDS[*]} " in *" $j "*) ;; *) wait "$j";; esac; done; }
+wait_jobs
+same=0
+for i in "${!PROMPTS[@]}"; do
+  post /v1/completions "$(body "${PROMPTS[$i]}")" >"$TMP/alone$i"
+  a=$(jq -c '[.choices, .usage.completion_tokens]' "$TMP/par$i")
+  b=$(jq -c '[.choices, .usage.completion_tokens]' "$TMP/alone$i")
+  if [ -n "$a" ] && [ "$a" = "$b" ]; then same=$((same + 1)); else echo "  prompt $i: $a vs $b"; fi
+done
+[ $same -eq 8 ]; check batched_equals_alone $? "($same of 8)"
+
+# ---- errors: OpenAI error JSON with the right status codes ----
+status() { # expected, curl args...
+  local want=$1; shift
+  local got
+  got=$(curl -s -o "$TMP/err" -w '%{http_code}' "$@")
+  [ "$got" = "$want" ] && jq -e '.error.message and .error.type and (.error | has("param")) and (.error | has("code"))' "$TMP/err" >/dev/null
+}
+status 400 -H "$AUTH" $URL/v1/completions -d '{"prompt":'; check err_bad_json $?
+status 400 -H "$AUTH" $URL/v1/completions -d '{"prompt":"x","temperature":9}'; check err_bad_field $?
+jq -e '.error.param == "temperature"' "$TMP/err" >/dev/null; check err_param_named $?
+status 400 -H "$AUTH" $URL/v1/completions -d '{"prompt":"x","n":9}'; check err_n_over_parallel $?
+status 401 $URL/v1/completions -d '{"prompt":"x"}'; check err_no_key $?
+status 401 -H "Authorization: Bearer nope" $URL/v1/models; check err_wrong_key $?
+status 404 -H "$AUTH" $URL/v1/nothing; check err_404 $?
+status 405 -H "$AUTH" $URL/v1/completions; check err_405 $?
+head -c 70000 /dev/zero | tr '\0' 'a' >"$TMP/big"
+status 413 -H "$AUTH" --data-binary @"$TMP/big" $URL/v1/completions; check err_413 $?
+python_free_long=$(printf 'Once upon a time there was a dog. %.0s' $(seq 300))
+status 400 -H "$AUTH" $URL/v1/completions -d "{\"prompt\":\"$python_free_long\",\"max_tokens\":2}"
+check err_context_length $?
+jq -e '.error.code == "context_length_exceeded"' "$TMP/err" >/dev/null; check err_context_code $?
+
+# ---- keep-alive: several requests on one connection; a 400 keeps it open ----
+curl -sv -o /dev/null -H "$AUTH" $URL/health --next -o /dev/null -H "$AUTH" $URL/v1/models \
+  --next -o /dev/null -H "$AUTH" -d '{bad' $URL/v1/completions --next -o /dev/null $URL/health 2>"$TMP/ka"
+[ "$(grep -c 'Re-using existing connection\|Reusing existing' "$TMP/ka")" -ge 3 ]; check keep_alive $?
+
+# ---- malformed HTTP: a 4xx, then the connection is closed cleanly ----
+raw() { # bytes -> the server's answer (bounded wait)
+  exec 3<>/dev/tcp/127.0.0.1/$PORT
+  printf '%b' "$1" >&3
+  timeout 5 cat <&3
+  exec 3<&-
+}
+raw 'GARBAGE\r\n\r\n' | head -n 1 | grep -q '^HTTP/1.1 400'; check raw_garbage_400 $?
+raw 'GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n' | head -n 1 | grep -q '^HTTP/1.1 400'
+check raw_smuggling_400 $?
+raw "GET /health HTTP/1.1\r\nHost: x\r\n$(printf 'X-A: b\\r\\n%.0s' $(seq 70))\r\n" | head -n 1 | grep -q '^HTTP/1.1 431'
+check raw_too_many_headers_431 $?
+raw 'GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >"$TMP/pipe"
+[ "$(grep -o 'HTTP/1.1 200' "$TMP/pipe" | wc -l)" -eq 2 ]; check raw_pipelined $?
+raw 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-test-123\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nf\r\n{"prompt":"Once\r\n16;ext=1\r\n upon","max_tokens":2}\r\n0\r\n\r\n' >"$TMP/chunked"
+grep -q '"completion_tokens":2' "$TMP/chunked"; check raw_chunked_body $?
+[ "$(curl -s $URL/health)" = '{"status":"ok"}' ]; check alive_after_malformed $?
+
+# ---- a 2,000-token prompt does not stall 4 running streams ----
+stamp() { while IFS= read -r line; do [ -n "$line" ] && echo "$EPOCHREALTIME"; done; }
+for i in 0 1 2 3; do # one stream each; a timestamp per SSE data line; CPIDS: the curls
+  curl -sN -H "$AUTH" $URL/v1/completions \
+    -d "{\"prompt\":\"${PROMPTS[$i]}\",\"max_tokens\":2000,\"ignore_eos\":true,\"temperature\":0,\"stream\":true}" \
+    > >(stamp >"$TMP/ts$i") &
+  CPIDS[$i]=$!
+done
+for _ in $(seq 200); do
+  n=0; for i in 0 1 2 3; do [ "$(wc -l <"$TMP/ts$i" 2>/dev/null || echo 0)" -ge 5 ] && n=$((n + 1)); done
+  [ $n -eq 4 ] && break; sleep 0.02
+done
+long=$(printf 'Once upon a time there was a dog. %.0s' $(seq 200))
+t0=$EPOCHREALTIME
+post /v1/completions "{\"prompt\":\"$long\",\"max_tokens\":1}" >"$TMP/long" &
+LONG=$!
+sleep 0.3 # the prefill is under way: probes must not wait for the model
+probe_ok=0
+for path in /health /ready /metrics; do
+  tt=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' $URL$path)
+  awk -v c="${tt% *}" -v t="${tt#* }" 'BEGIN { exit !(c == 200 && t < 0.2) }' || { probe_ok=1; echo "  $path: $tt"; }
+done
+check probes_fast_during_prefill $probe_ok
+wait $LONG
+t1=$EPOCHREALTIME
+jq -e '.usage.prompt_tokens > 1900' "$TMP/long" >/dev/null; check long_prompt_served $? "$(head -c 200 "$TMP/long")"
+for i in 0 1 2 3; do
+  # max gap between tokens inside [t0, t1]; chunked prefill keeps it near one step, far
+  # below the whole prefill (the bound is generous: a third of it)
+  res=$(awk -v a="$t0" -v b="$t1" '$1 >= a && $1 <= b { if (p) { g = $1 - p; if (g > m) m = g } p = $1; n++ }
+        END { printf "%d %.3f %.3f", n, m, (b - a) / 3 }' "$TMP/ts$i")
+  read -r n gap bound <<<"$res"
+  awk -v n="$n" -v g="$gap" -v b="$bound" 'BEGIN { exit !(n >= 4 && g < b) }'
+  check "stream${i}_flows_during_long_prefill" $? "(tokens $n, max gap ${gap}s, bound ${bound}s)"
+  [ -n "${VERBOSE:-}" ] && echo "  stream $i: $n tokens during the long prefill, max gap ${gap}s (bound ${bound}s)"
+done
+
+# ---- client disconnect cancels: killing the streams frees their slots ----
+for i in 0 1 2 3; do kill "${CPIDS[$i]}" 2>/dev/null; done
+wait_jobs
+running=1
+for _ in $(seq 100); do
+  running=$(curl -s $URL/metrics | sed -n 's/^cpulm_requests_running \([0-9]*\).*/\1/p')
+  [ "$running" = 0 ] && break; sleep 0.02
+done
+[ "$running" = 0 ]; check disconnect_cancels $? "(running: $running)"
+
+# ---- cpulm loadtest against the same server ----
+"$CPULM" loadtest --url "$URL" --api-key $KEY --concurrency 1,4 --requests 8 --prompt-len 16 \
+  --max-tokens 8 --stream -o json >"$TMP/lt.json" 2>"$TMP/lt.err"
+check loadtest_rc $? "$(cat "$TMP/lt.err")"
+jq -e '(.levels | length) == 2 and all(.levels[]; .ok == 8 and .errors == 0 and .ttft_ms.p50 > 0
+       and .itl_ms.p99 >= .itl_ms.p50 and .output_tokens_per_s > 0)' "$TMP/lt.json" >/dev/null
+check loadtest_report $? "$(head -c 400 "$TMP/lt.json")"
+"$CPULM" loadtest --url "$URL" --concurrency 1 --requests 2 --max-tokens 2 >"$TMP/lt.md" 2>/dev/null
+[ $? -eq 1 ] && grep -q '^|    1 |     0 |     2 |' "$TMP/lt.md"; check loadtest_counts_errors $?
+
+# ---- the official openai npm client against the same server ----
+HERE=$(cd "$(dirname "$0")" && pwd)
+NPM_DIR=${CPULM_NPM_DIR:-$TMP/npm}
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "skip openai client: node/npm not installed"
+elif [ ! -d "$NPM_DIR/node_modules/openai" ] && ! timeout 20 npm view openai version >/dev/null 2>&1; then
+  echo "skip openai client: npm cannot reach the registry"
+else
+  mkdir -p "$NPM_DIR"
+  if [ ! -d "$NPM_DIR/node_modules/openai" ]; then
+    (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json
+     timeout 240 npm install --no-audit --no-fund openai >"$TMP/npm.log" 2>&1)
+  fi
+  if [ -d "$NPM_DIR/node_modules/openai" ]; then
+    timeout 120 node "$HERE/openai_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/node.out" 2>&1
+    rc=$?
+    grep -v '^openai_client:' "$TMP/node.out" | head -n 40
+    tail -n 1 "$TMP/node.out"
+    check openai_client $rc
+  else
+    echo "skip openai client: npm install failed: $(tail -n 3 "$TMP/npm.log")"
+  fi
+fi
+
+kill -TERM "$SPID"; wait "$SPID"; check main_exit_0 $?
+
+# ---- queue limit (429 + Retry-After) and the SIGTERM drain ----
+start_server small -np 1 --max-queue 1 -c 2048 -t 1 --grace 60
+check small_ready $?
+URL=http://127.0.0.1:$PORT
+curl -sN $URL/v1/completions -d '{"prompt":"Once","max_tokens":1000,"ignore_eos":true,"temperature":0,"stream":true}' >"$TMP/a" &
+A=$!
+for _ in $(seq 200); do [ -s "$TMP/a" ] && break; sleep 0.02; done
+curl -s $URL/v1/completions -d '{"prompt":"The dog","max_tokens":8,"temperature":0}' >"$TMP/b" &
+B=$!
+for _ in $(seq 200); do
+  [ "$(curl -s $URL/metrics | sed -n 's/^cpulm_requests_waiting \([0-9]*\).*/\1/p')" = 1 ] && break; sleep 0.02
+done
+curl -s -D "$TMP/c_head" -o "$TMP/c" $URL/v1/completions -d '{"prompt":"The cat","max_tokens":8}'
+head -n 1 "$TMP/c_head" | grep -q ' 429 '; check queue_full_429 $?
+grep -qi '^Retry-After: 1' "$TMP/c_head"; check retry_after $?
+jq -e '.error.type == "rate_limit_error"' "$TMP/c" >/dev/null; check queue_full_error_json $?
+kill -TERM "$SPID"
+wait "$A" "$B"
+wait "$SPID"; check drain_exit_0 $?
+[ "$(tail -n 2 "$TMP/a" | head -n 1)" = "data: [DONE]" ]; check drain_stream_finished $?
+jq -e '.usage.completion_tokens == 8' "$TMP/b" >/dev/null; check drain_queued_finished $?
+
+echo "server_e2e: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,278 @@
+/* test_http.c: the HTTP/1.1 head parser and chunked decoder (src/server/http.c):
+ * field extraction, incremental feeding, every rejection path with its status code,
+ * limits, keep-alive rules, chunked decoding split at every offset, and reads that end
+ * exactly at a PROT_NONE guard page. */
+#define _GNU_SOURCE
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "server/http.h"
+#include "test.h"
+
+static int str_is(const cpulm_http_str *s, const char *lit) {
+    return s && s->n == strlen(lit) && memcmp(s->p, lit, s->n) == 0;
+}
+
+static long parse(const char *s, cpulm_http_msg *m) {
+    return cpulm_http_parse_request(s, strlen(s), 0, NULL, m);
+}
+
+TEST(http_parses_request_fields) {
+    const char *req = "POST /v1/completions?x=1&y=2 HTTP/1.1\r\n"
+                      "Host: 127.0.0.1:8080\r\n"
+                      "Content-Type:application/json \r\n"
+                      "Authorization: Bearer  sk-123\t\r\n"
+                      "Content-Length: 17\r\n"
+                      "\r\n"
+                      "{\"prompt\":\"hi\"}..";
+    cpulm_http_msg m;
+    long n = parse(req, &m);
+    CHECK_EQ_INT(t, n, (long)(strstr(req, "{") - req));
+    CHECK(t, str_is(&m.method, "POST"));
+    CHECK(t, str_is(&m.target, "/v1/completions?x=1&y=2"));
+    CHECK(t, str_is(&m.path, "/v1/completions"));
+    CHECK(t, str_is(&m.query, "x=1&y=2"));
+    CHECK_EQ_INT(t, m.version_minor, 1);
+    CHECK_EQ_INT(t, m.n_headers, 4);
+    CHECK(t, str_is(cpulm_http_header_get(&m, "content-type"), "application/json"));
+    CHECK(t, str_is(cpulm_http_header_get(&m, "AUTHORIZATION"), "Bearer  sk-123"));
+    CHECK(t, cpulm_http_header_get(&m, "x-missing") == NULL);
+    CHECK_EQ_INT(t, m.content_length, 17);
+    CHECK_EQ_INT(t, m.chunked, 0);
+    CHECK_EQ_INT(t, m.keep_alive, 1);
+    CHECK_EQ_INT(t, (long)m.head_len, n);
+}
+
+TEST(http_accepts_bare_lf_and_leading_blank_lines) {
+    cpulm_http_msg m;
+    const char *req = "\r\n\nGET /health HTTP/1.1\nHost: x\n\n";
+    CHECK_EQ_INT(t, parse(req, &m), (long)strlen(req));
+    CHECK(t, str_is(&m.path, "/health"));
+    CHECK_EQ_INT(t, m.query.n, 0);
+    CHECK_EQ_INT(t, m.content_length, -1);
+}
+
+TEST(http_incremental_feed_is_linear_and_equal) {
+    const char *req = "GET /v1/models HTTP/1.1\r\nHost: a\r\nAccept: */*\r\n\r\nGET /next";
+    size_t head = strstr(req, "GET /next") - req;
+    cpulm_http_msg m;
+    size_t prev = 0;
+    for (size_t len = 0; len < head; len++) {
+        long r = cpulm_http_parse_request(req, len, prev, NULL, &m);
+        if (r != CPULM_HTTP_INCOMPLETE) {
+            fprintf(stderr, "  prefix %zu: %ld\n", len, r);
+            t->n_fail++;
+        }
+        prev = len;
+    }
+    CHECK_EQ_INT(t, cpulm_http_parse_request(req, head, prev, NULL, &m), (long)head);
+    CHECK_EQ_INT(t, cpulm_http_parse_request(req, strlen(req), head - 1, NULL, &m), (long)head);
+    CHECK(t, str_is(cpulm_http_header_get(&m, "accept"), "*/*"));
+}
+
+static void expect_error(test_ctx *t, const char *req, int status) {
+    cpulm_http_msg m;
+    long r = parse(req, &m);
+    if (r != CPULM_HTTP_ERROR || m.error_status != status) {
+        fprintf(stderr, "  request %.40s...: got %ld status %d, wanted %d\n", req, r,
+                m.error_status, status);
+        t->n_fail++;
+    } else if (!m.error || !*m.error) {
+        t->n_fail++;
+    }
+}
+
+TEST(http_rejects_malformed_with_status) {
+    expect_error(t, "GET\r\n\r\n", 400);
+    expect_error(t, "GET / \r\nHost: a\r\n\r\n", 400);
+    expect_error(t, "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+    expect_error(t, "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+    expect_error(t, "GET x HTTP/1.1\r\nHost: a\r\n\r\n", 400);
+    expect_error(t, "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505);
+    expect_error(t, "GET / HTTX/1.1\r\nHost: a\r\n\r\n", 400);
+    expect_error(t, "GET / HTTP/1.1\r\n\r\n", 400); /* Host is required in 1.1 */
+    expect_error(t, "GET / HTTP/1.1\r\nHost: a\r\nBad Name: x\r\n\r\n", 400);
+    expect_error(t, "GET / HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n", 400);
+    expect_error(t, "GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", 400);
+    expect_error(t, "GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n", 400);
+    expect_error(t, "GET / HTTP/1.1\r\nHost: a\x01\r\n\r\n", 400);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n", 400);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                 400);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n", 400);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 501);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n", 417);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999\r\n\r\n",
+                 413);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1048577\r\n\r\n", 413);
+}
+
+TEST(http_limits_head_lines_and_header_count) {
+    cpulm_http_limits lim = cpulm_http_default_limits();
+    lim.max_head = 512;
+    lim.max_line = 128;
+    lim.max_headers = 4;
+    char buf[2048];
+    cpulm_http_msg m;
+    /* too many fields */
+    snprintf(buf, sizeof buf, "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n");
+    CHECK_EQ_INT(t, cpulm_http_parse_request(buf, strlen(buf), 0, &lim, &m), CPULM_HTTP_ERROR);
+    CHECK_EQ_INT(t, m.error_status, 431);
+    /* a long header line */
+    memset(buf, 0, sizeof buf);
+    strcpy(buf, "GET / HTTP/1.1\r\nHost: a\r\nX: ");
+    memset(buf + strlen(buf), 'v', 200);
+    strcat(buf, "\r\n\r\n");
+    CHECK_EQ_INT(t, cpulm_http_parse_request(buf, strlen(buf), 0, &lim, &m), CPULM_HTTP_ERROR);
+    CHECK_EQ_INT(t, m.error_status, 431);
+    /* a long target: 414 even before the head is complete */
+    memset(buf, 0, sizeof buf);
+    strcpy(buf, "GET /");
+    memset(buf + 5, 'p', 300);
+    CHECK_EQ_INT(t, cpulm_http_parse_request(buf, strlen(buf), 0, &lim, &m), CPULM_HTTP_ERROR);
+    CHECK_EQ_INT(t, m.error_status, 414);
+    /* a head that never ends */
+    memset(buf, 0, sizeof buf);
+    strcpy(buf, "GET / HTTP/1.1\r\n");
+    for (int i = 0; i < 80; i++) strcat(buf, "X-A: b\r\n");
+    CHECK_EQ_INT(t, cpulm_http_parse_request(buf, strlen(buf), 0, &lim, &m), CPULM_HTTP_ERROR);
+    CHECK_EQ_INT(t, m.error_status, 431);
+    /* body limit */
+    lim.max_body = 10;
+    snprintf(buf, sizeof buf, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n");
+    CHECK_EQ_INT(t, cpulm_http_parse_request(buf, strlen(buf), 0, &lim, &m), CPULM_HTTP_ERROR);
+    CHECK_EQ_INT(t, m.error_status, 413);
+    snprintf(buf, sizeof buf, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n");
+    CHECK(t, cpulm_http_parse_request(buf, strlen(buf), 0, &lim, &m) > 0);
+}
+
+TEST(http_keep_alive_rules) {
+    cpulm_http_msg m;
+    CHECK(t, parse("GET / HTTP/1.0\r\n\r\n", &m) > 0);
+    CHECK_EQ_INT(t, m.keep_alive, 0);
+    CHECK(t, parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", &m) > 0);
+    CHECK_EQ_INT(t, m.keep_alive, 1);
+    CHECK(t, parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", &m) > 0);
+    CHECK_EQ_INT(t, m.keep_alive, 0);
+    CHECK(t, parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Close\r\n\r\n", &m) > 0);
+    CHECK_EQ_INT(t, m.keep_alive, 0);
+    CHECK(t, parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n", &m) > 0);
+    CHECK_EQ_INT(t, m.keep_alive, 1);
+    CHECK(t, parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n", &m) > 0);
+    CHECK_EQ_INT(t, m.expect_continue, 1);
+    CHECK_EQ_INT(t, m.chunked, 1);
+}
+
+TEST(http_parses_response_heads) {
+    cpulm_http_msg m;
+    const char *r = "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 2\r\n\r\n{}";
+    long n = cpulm_http_parse_response(r, strlen(r), 0, NULL, &m);
+    CHECK_EQ_INT(t, n, (long)strlen(r) - 2);
+    CHECK_EQ_INT(t, m.status, 429);
+    CHECK(t, str_is(&m.reason, "Too Many Requests"));
+    CHECK(t, str_is(cpulm_http_header_get(&m, "retry-after"), "1"));
+    CHECK_EQ_INT(t, m.content_length, 2);
+    r = "HTTP/1.1 200\r\nTransfer-Encoding: chunked\r\n\r\n";
+    CHECK(t, cpulm_http_parse_response(r, strlen(r), 0, NULL, &m) > 0);
+    CHECK_EQ_INT(t, m.status, 200);
+    CHECK_EQ_INT(t, m.chunked, 1);
+    r = "HTTP/1.1 2x0 OK\r\n\r\n";
+    CHECK_EQ_INT(t, cpulm_http_parse_response(r, strlen(r), 0, NULL, &m), CPULM_HTTP_ERROR);
+}
+
+/* Decodes enc fed in two pieces split at `split`; returns the status and the body. */
+static int dechunk_split(const char *enc, size_t split, char *body, size_t *body_len,
+                         size_t *end, uint64_t max_body) {
+    char buf[512];
+    size_t n = strlen(enc);
+    memcpy(buf, enc, n);
+    cpulm_http_limits lim = cpulm_http_default_limits();
+    lim.max_body = max_body;
+    cpulm_http_chunked d;
+    cpulm_http_chunked_init(&d, &lim);
+    size_t in = 0, out = 0;
+    int r = cpulm_http_chunked_feed(&d, buf, split, &in, &out);
+    if (r == 0) r = cpulm_http_chunked_feed(&d, buf, n, &in, &out);
+    memcpy(body, buf, out);
+    *body_len = out;
+    *end = in;
+    return r;
+}
+
+TEST(http_chunked_decodes_at_every_split) {
+    const char *enc = "5;ext=1\r\nhello\r\n1\r\n \r\nA\nworld12345\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+    size_t msg_len = strstr(enc, "NEXT") - enc;
+    for (size_t split = 0; split <= strlen(enc); split++) {
+        char body[512];
+        size_t blen, end;
+        int r = dechunk_split(enc, split, body, &blen, &end, 1 << 20);
+        if (r != 1 || blen != 16 || memcmp(body, "hello world12345", 16) != 0 || end != msg_len) {
+            fprintf(stderr, "  split %zu: r %d len %zu end %zu\n", split, r, blen, end);
+            t->n_fail++;
+        }
+    }
+}
+
+TEST(http_chunked_rejects_bad_encodings) {
+    char body[512];
+    size_t blen, end;
+    CHECK_EQ_INT(t, dechunk_split("x\r\n", 3, body, &blen, &end, 100), CPULM_HTTP_ERROR);
+    CHECK_EQ_INT(t, dechunk_split("3\r\nabcX\r\n", 9, body, &blen, &end, 100), CPULM_HTTP_ERROR);
+    CHECK_EQ_INT(t, dechunk_split("1234567890abcdef0\r\n", 19, body, &blen, &end, 100),
+                 CPULM_HTTP_ERROR);
+    CHECK_EQ_INT(t, dechunk_split("3\x01\r\nabc\r\n", 10, body, &blen, &end, 100),
+                 CPULM_HTTP_ERROR);
+    CHECK_EQ_INT(t, dechunk_split("8\r\n12345678\r\n8\r\n", 16, body, &blen, &end, 10), -413);
+    CHECK_EQ_INT(t, dechunk_split("8\r\n1234", 7, body, &blen, &end, 10), 0);
+}
+
+/* Maps len bytes so that the last one sits just before a PROT_NONE page. */
+static char *guarded_copy(const char *s, size_t len, void **map, size_t *map_len) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t pages = (len + pg - 1) / pg + 1;
+    char *base = mmap(NULL, pages * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return NULL;
+    mprotect(base + (pages - 1) * pg, pg, PROT_NONE);
+    char *p = base + (pages - 1) * pg - len;
+    memcpy(p, s, len);
+    *map = base;
+    *map_len = pages * pg;
+    return p;
+}
+
+TEST(http_never_reads_past_the_input) {
+    const char *reqs[] = {
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n",
+        "GET / HTTP/1.1\nHost: a\n\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+    };
+    for (size_t k = 0; k < 3; k++) {
+        size_t n = strlen(reqs[k]);
+        for (size_t len = 0; len <= n; len++) {
+            void *map;
+            size_t map_len;
+            char *p = guarded_copy(reqs[k], len, &map, &map_len);
+            REQUIRE(t, p);
+            cpulm_http_msg m;
+            long r = k < 2 ? cpulm_http_parse_request(p, len, 0, NULL, &m)
+                           : cpulm_http_parse_response(p, len, 0, NULL, &m);
+            CHECK(t, len == n ? r == (long)n : r == CPULM_HTTP_INCOMPLETE);
+            cpulm_http_chunked d;
+            cpulm_http_chunked_init(&d, NULL);
+            size_t in = 0, out = 0;
+            CHECK(t, cpulm_http_chunked_feed(&d, p, len, &in, &out) <= 1);
+            munmap(map, map_len);
+        }
+    }
+}
+
+TEST(http_status_texts) {
+    CHECK(t, strcmp(cpulm_http_status_text(429), "Too Many Requests") == 0);
+    CHECK(t, strcmp(cpulm_http_status_text(413), "Content Too Large") == 0);
+    CHECK(t, strcmp(cpulm_http_status_text(299), "Unknown") == 0);
+}

@@ -1,0 +1,330 @@
+/* test_oai.c: OpenAI request validation and response shapes (src/server/oai.c).
+ * Responses are parsed back with the JSON reader and checked field by field. */
+#include <string.h>
+
+#include "base/json.h"
+#include "server/oai.h"
+#include "test.h"
+
+static cpulm_status parse_kind(cpulm_oai_kind k, const char *body, cpulm_oai_request *r,
+                               cpulm_oai_error *e) {
+    return cpulm_oai_parse(k, body, strlen(body), 1 << 20, r, e);
+}
+
+TEST(oai_parses_chat_request) {
+    const char *body = "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                       "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}],"
+                       "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0,"
+                       "\"top_p\":0.5,\"stop\":[\"a\",\"bb\"],\"seed\":42,\"n\":2,"
+                       "\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,\"logprobs\":true,"
+                       "\"top_logprobs\":3,\"stream\":true,"
+                       "\"stream_options\":{\"include_usage\":true},\"user\":\"x\"}";
+    cpulm_oai_request r;
+    cpulm_oai_error e;
+    REQUIRE(t, parse_kind(CPULM_OAI_CHAT, body, &r, &e) == CPULM_OK);
+    CHECK_EQ_INT(t, cpulm_json_len(r.messages), 2);
+    CHECK(t, r.model && strcmp(r.model, "m") == 0);
+    CHECK_EQ_INT(t, r.max_tokens, 7);
+    CHECK(t, r.sp.temp == 0.0f && r.sp.top_p == 0.5f);
+    CHECK(t, r.sp.presence_penalty == 0.5f && r.sp.frequency_penalty == -0.5f);
+    CHECK_EQ_INT(t, r.sp.seed, 42);
+    CHECK_EQ_INT(t, r.n, 2);
+    CHECK_EQ_INT(t, r.n_stop, 2);
+    CHECK(t, strcmp(r.stop[1], "bb") == 0);
+    CHECK_EQ_INT(t, r.logprobs, 3);
+    CHECK(t, r.stream && r.include_usage);
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_oai_chat_prompt info;
+    REQUIRE(t, cpulm_oai_render_chat(NULL, "<s>", "</s>", r.messages, &b, &info, &e) == CPULM_OK);
+    CHECK(t, strcmp(b.data, "System: Be brief.\nUser: Hi\nAssistant:") == 0);
+    CHECK(t, strcmp(info.extra_stop, "\nUser:") == 0);
+    CHECK(t, info.add_bos && !info.parse_special);
+    cpulm_buf_release(&b);
+    cpulm_oai_request_release(&r);
+}
+
+TEST(oai_renders_model_chat_templates) {
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                       "\"text\":\"a\"},{\"type\":\"text\",\"text\":\"b\"}]},"
+                       "{\"role\":\"assistant\",\"content\":\"c\"}]}";
+    cpulm_oai_request r;
+    cpulm_oai_error e;
+    REQUIRE(t, parse_kind(CPULM_OAI_CHAT, body, &r, &e) == CPULM_OK);
+    const char *tmpl = "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}"
+                       "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_oai_chat_prompt info;
+    REQUIRE(t, cpulm_oai_render_chat(tmpl, "<s>", "</s>", r.messages, &b, &info, &e) == CPULM_OK);
+    CHECK(t, strcmp(b.data, "<s><|user|>a\nb<|assistant|>c<|assistant|>") == 0);
+    CHECK(t, info.parse_special && !info.add_bos); /* the template wrote BOS itself */
+    CHECK(t, strcmp(info.extra_stop, "") == 0);
+    cpulm_buf_reset(&b);
+    CHECK(t, cpulm_oai_render_chat("{{ raise_exception('no system role') }}", NULL, NULL, r.messages,
+                                   &b, &info, &e) != CPULM_OK);
+    CHECK_EQ_INT(t, e.status, 400);
+    CHECK(t, strstr(e.message, "no system role") != NULL);
+    cpulm_buf_release(&b);
+    cpulm_oai_request_release(&r);
+}
+
+TEST(oai_defaults_follow_openai) {
+    cpulm_oai_request r;
+    cpulm_oai_error e;
+    REQUIRE(t, parse_kind(CPULM_OAI_COMPLETION, "{\"prompt\":\"Once\"}", &r, &e) == CPULM_OK);
+    CHECK(t, r.prompt && r.prompt_len == 4);
+    CHECK(t, r.sp.temp == 1.0f && r.sp.top_p == 1.0f && r.sp.top_k == 0 && r.sp.min_p == 0);
+    CHECK_EQ_INT(t, r.max_tokens, -1);
+    CHECK_EQ_INT(t, r.n, 1);
+    CHECK_EQ_INT(t, r.logprobs, -1);
+    CHECK_EQ_INT(t, r.stream, 0);
+    cpulm_oai_request_release(&r);
+    REQUIRE(t, parse_kind(CPULM_OAI_COMPLETION, "{\"prompt\":[\"x\"],\"stop\":\"\\n\","
+                                                "\"logprobs\":2}", &r, &e) == CPULM_OK);
+    CHECK(t, r.prompt && strcmp(r.prompt, "x") == 0);
+    CHECK_EQ_INT(t, r.n_stop, 1);
+    CHECK_EQ_INT(t, r.logprobs, 2);
+    cpulm_oai_request_release(&r);
+    REQUIRE(t, parse_kind(CPULM_OAI_COMPLETION, "{\"prompt\":[1,15,20],\"max_tokens\":null}", &r,
+                          &e) == CPULM_OK);
+    CHECK_EQ_INT(t, cpulm_json_len(r.prompt_tokens), 3);
+    cpulm_oai_request_release(&r);
+}
+
+static void expect_400(test_ctx *t, cpulm_oai_kind k, const char *body, const char *param) {
+    cpulm_oai_request r;
+    cpulm_oai_error e;
+    cpulm_status s = parse_kind(k, body, &r, &e);
+    if (s == CPULM_OK || e.status != 400 || strcmp(e.param, param ? param : "") != 0 ||
+        !e.message[0] || strcmp(e.type, "invalid_request_error") != 0) {
+        fprintf(stderr, "  body %s: status %d param '%s' (%s)\n", body, s == CPULM_OK ? 200 : e.status,
+                s == CPULM_OK ? "" : e.param, s == CPULM_OK ? "accepted" : e.message);
+        t->n_fail++;
+    }
+    if (s == CPULM_OK) cpulm_oai_request_release(&r);
+}
+
+TEST(oai_rejects_bad_requests_naming_the_param) {
+    expect_400(t, CPULM_OAI_CHAT, "{", NULL);
+    expect_400(t, CPULM_OAI_CHAT, "[]", NULL);
+    expect_400(t, CPULM_OAI_CHAT, "{}", "messages");
+    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[]}", "messages");
+    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", "messages");
+    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages");
+    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                                  "\"image_url\"}]}]}", "messages");
+    const char *ok = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    char body[512];
+    const struct {
+        const char *extra, *param;
+    } cases[] = {
+        {"\"temperature\":3", "temperature"},      {"\"temperature\":\"hot\"", "temperature"},
+        {"\"top_p\":1.5", "top_p"},                {"\"max_tokens\":0", "max_tokens"},
+        {"\"max_tokens\":1.5", "max_tokens"},      {"\"max_completion_tokens\":-1", "max_completion_tokens"},
+        {"\"n\":0", "n"},                          {"\"n\":129", "n"},
+        {"\"stop\":5", "stop"},                    {"\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]", "stop"},
+        {"\"stop\":[1]", "stop"},                  {"\"presence_penalty\":2.5", "presence_penalty"},
+        {"\"frequency_penalty\":-3", "frequency_penalty"}, {"\"seed\":1.5", "seed"},
+        {"\"logprobs\":1", "logprobs"},            {"\"top_logprobs\":2", "top_logprobs"},
+        {"\"logprobs\":true,\"top_logprobs\":21", "top_logprobs"},
+        {"\"stream\":\"yes\"", "stream"},          {"\"stream_options\":{\"include_usage\":true}", "stream_options"},
+        {"\"stream\":true,\"stream_options\":{\"include_usage\":1}", "include_usage"},
+        {"\"model\":5", "model"},                  {"\"echo\":true", "echo"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(body, sizeof body, "{%s,%s}", ok, cases[i].extra);
+        expect_400(t, CPULM_OAI_CHAT, body, cases[i].param);
+    }
+    expect_400(t, CPULM_OAI_COMPLETION, "{}", "prompt");
+    expect_400(t, CPULM_OAI_COMPLETION, "{\"prompt\":[\"a\",\"b\"]}", "prompt");
+    expect_400(t, CPULM_OAI_COMPLETION, "{\"prompt\":[1,\"a\"]}", "prompt");
+    expect_400(t, CPULM_OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":6}", "logprobs");
+    expect_400(t, CPULM_OAI_COMPLETION, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs");
+}
+
+TEST(oai_limits_nesting_and_size) {
+    char deep[400];
+    int n = 0;
+    n += snprintf(deep + n, sizeof deep - n, "{\"prompt\":\"x\",\"a\":");
+    for (int i = 0; i < 100; i++) deep[n++] = '[';
+    for (int i = 0; i < 100; i++) deep[n++] = ']';
+    deep[n++] = '}';
+    deep[n] = 0;
+    cpulm_oai_request r;
+    cpulm_oai_error e;
+    CHECK(t, parse_kind(CPULM_OAI_COMPLETION, deep, &r, &e) != CPULM_OK);
+    CHECK_EQ_INT(t, e.status, 400);
+    const char *body = "{\"prompt\":\"0123456789\"}";
+    CHECK(t, cpulm_oai_parse(CPULM_OAI_COMPLETION, body, strlen(body), 10, &r, &e) != CPULM_OK);
+}
+
+TEST(oai_error_shape) {
+    cpulm_oai_error e;
+    cpulm_oai_error_set(&e, 429, NULL, "queue full (%d waiting)", 3);
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_oai_write_error(&b, &e);
+    cpulm_json_doc *d = NULL;
+    REQUIRE(t, cpulm_json_parse(b.data, b.len, NULL, &d, NULL, NULL) == CPULM_OK);
+    const cpulm_json *err = cpulm_json_get(cpulm_json_root(d), "error");
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(err, "message")), "queue full (3 waiting)") == 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(err, "type")), "rate_limit_error") == 0);
+    CHECK(t, cpulm_json_get(err, "param")->type == CPULM_JSON_NULL);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(err, "code")), "rate_limit_exceeded") == 0);
+    cpulm_json_free(d);
+    cpulm_buf_release(&b);
+    cpulm_oai_error_set(&e, 401, NULL, "bad key");
+    CHECK(t, strcmp(e.type, "authentication_error") == 0 && strcmp(e.code, "invalid_api_key") == 0);
+}
+
+static cpulm_json_doc *parse_sse(test_ctx *t, const cpulm_buf *b) {
+    if (b->len < 8 || strncmp(b->data, "data: ", 6) != 0 || strcmp(b->data + b->len - 2, "\n\n")) {
+        t->n_fail++;
+        return NULL;
+    }
+    cpulm_json_doc *d = NULL;
+    if (cpulm_json_parse(b->data + 6, b->len - 8, NULL, &d, NULL, NULL) != CPULM_OK) t->n_fail++;
+    return d;
+}
+
+TEST(oai_writes_chat_response_and_chunks) {
+    cpulm_oai_meta meta = {.kind = CPULM_OAI_CHAT, .id = "chatcmpl-1", .created = 123,
+                           .model = "stories", .logprobs = -1};
+    cpulm_oai_choice ch[2];
+    cpulm_oai_choice_init(&ch[0]);
+    cpulm_oai_choice_init(&ch[1]);
+    cpulm_buf_puts(&ch[0].text, "Hi \"there\"");
+    ch[0].finish = CPULM_FINISH_STOP;
+    ch[1].finish = CPULM_FINISH_LENGTH;
+    cpulm_oai_usage u = {5, 7, 2};
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_oai_write_response(&b, &meta, ch, 2, &u);
+    cpulm_json_doc *d = NULL;
+    REQUIRE(t, cpulm_json_parse(b.data, b.len, NULL, &d, NULL, NULL) == CPULM_OK);
+    const cpulm_json *root = cpulm_json_root(d);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(root, "object")), "chat.completion") == 0);
+    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(root, "created"), 0), 123);
+    const cpulm_json *c0 = cpulm_json_at(cpulm_json_get(root, "choices"), 0);
+    const cpulm_json *msg = cpulm_json_get(c0, "message");
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(msg, "content")), "Hi \"there\"") == 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(msg, "role")), "assistant") == 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(c0, "finish_reason")), "stop") == 0);
+    const cpulm_json *c1 = cpulm_json_at(cpulm_json_get(root, "choices"), 1);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(c1, "finish_reason")), "length") == 0);
+    const cpulm_json *usage = cpulm_json_get(root, "usage");
+    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(usage, "total_tokens"), 0), 12);
+    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(cpulm_json_get(usage, "prompt_tokens_details"),
+                                                  "cached_tokens"), 0), 2);
+    cpulm_json_free(d);
+    /* first chunk: role + empty content; later: content only; finish: empty delta */
+    meta.include_usage = 1;
+    cpulm_oai_delta dl = {.index = 1, .text = "", .finish = -1, .first = 1};
+    cpulm_buf_reset(&b);
+    cpulm_oai_write_chunk(&b, &meta, &dl);
+    d = parse_sse(t, &b);
+    REQUIRE(t, d);
+    root = cpulm_json_root(d);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(root, "object")), "chat.completion.chunk") == 0);
+    c0 = cpulm_json_at(cpulm_json_get(root, "choices"), 0);
+    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(c0, "index"), -1), 1);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(cpulm_json_get(c0, "delta"), "role")), "assistant") == 0);
+    CHECK(t, cpulm_json_get(c0, "finish_reason")->type == CPULM_JSON_NULL);
+    CHECK(t, cpulm_json_get(root, "usage")->type == CPULM_JSON_NULL);
+    cpulm_json_free(d);
+    dl = (cpulm_oai_delta){.index = 0, .finish = CPULM_FINISH_LENGTH};
+    cpulm_buf_reset(&b);
+    cpulm_oai_write_chunk(&b, &meta, &dl);
+    d = parse_sse(t, &b);
+    REQUIRE(t, d);
+    c0 = cpulm_json_at(cpulm_json_get(cpulm_json_root(d), "choices"), 0);
+    CHECK_EQ_INT(t, cpulm_json_len(cpulm_json_get(c0, "delta")), 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(c0, "finish_reason")), "length") == 0);
+    cpulm_json_free(d);
+    cpulm_buf_reset(&b);
+    cpulm_oai_write_usage_chunk(&b, &meta, &u);
+    d = parse_sse(t, &b);
+    REQUIRE(t, d);
+    CHECK_EQ_INT(t, cpulm_json_len(cpulm_json_get(cpulm_json_root(d), "choices")), 0);
+    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(cpulm_json_get(cpulm_json_root(d), "usage"),
+                                                  "completion_tokens"), 0), 7);
+    cpulm_json_free(d);
+    cpulm_buf_release(&b);
+    cpulm_oai_choice_release(&ch[0]);
+    cpulm_oai_choice_release(&ch[1]);
+}
+
+TEST(oai_writes_logprobs_in_both_shapes) {
+    const char *path = test_shared_path("models/stories260K.gguf");
+    if (!path) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_model_params mp = cpulm_model_default_params();
+    mp.vocab_only = 1;
+    cpulm_model *m = cpulm_model_load(path, &mp, NULL);
+    REQUIRE(t, m);
+    cpulm_token ids[8];
+    int32_t n = 0;
+    cpulm_tokenize(m, "cat", 3, 0, 0, ids, 8, &n); /* SPM: " c" "at" */
+    REQUIRE(t, n >= 1);
+    char want[32];
+    int32_t wn = 0;
+    cpulm_token_to_piece(m, ids[0], 0, want, sizeof want - 1, &wn);
+    want[wn] = 0;
+    REQUIRE(t, wn > 0);
+    cpulm_sched_lp lp = {.token = ids[0], .logprob = -0.25f, .n_top = 2};
+    lp.top[0] = (cpulm_sched_top){ids[0], -0.25f};
+    lp.top[1] = (cpulm_sched_top){3 + 'A', -2.0f}; /* byte token <0x41> */
+    cpulm_oai_choice c;
+    cpulm_oai_choice_init(&c);
+    cpulm_buf_puts(&c.text, " cat");
+    cpulm_oai_choice_add_lp(&c, &lp);
+    cpulm_oai_choice_add_lp(&c, &lp);
+    c.finish = 0;
+    cpulm_oai_meta meta = {.kind = CPULM_OAI_CHAT, .id = "x", .model = "m", .m = m, .logprobs = 2};
+    cpulm_oai_usage u = {1, 2, 0};
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_oai_write_response(&b, &meta, &c, 1, &u);
+    cpulm_json_doc *d = NULL;
+    REQUIRE(t, cpulm_json_parse(b.data, b.len, NULL, &d, NULL, NULL) == CPULM_OK);
+    const cpulm_json *ch0 = cpulm_json_at(cpulm_json_get(cpulm_json_root(d), "choices"), 0);
+    const cpulm_json *content = cpulm_json_get(cpulm_json_get(ch0, "logprobs"), "content");
+    CHECK_EQ_INT(t, cpulm_json_len(content), 2);
+    const cpulm_json *e0 = cpulm_json_at(content, 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(e0, "token")), want) == 0);
+    CHECK_NEAR(t, cpulm_json_num(cpulm_json_get(e0, "logprob"), 0), -0.25, 1e-6);
+    CHECK_EQ_INT(t, cpulm_json_len(cpulm_json_get(e0, "bytes")), wn);
+    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_at(cpulm_json_get(e0, "bytes"), 0), 0),
+                 (unsigned char)want[0]);
+    const cpulm_json *top1 = cpulm_json_at(cpulm_json_get(e0, "top_logprobs"), 1);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(top1, "token")), "A") == 0);
+    cpulm_json_free(d);
+    meta.kind = CPULM_OAI_COMPLETION;
+    cpulm_buf_reset(&b);
+    cpulm_oai_write_response(&b, &meta, &c, 1, &u);
+    REQUIRE(t, cpulm_json_parse(b.data, b.len, NULL, &d, NULL, NULL) == CPULM_OK);
+    ch0 = cpulm_json_at(cpulm_json_get(cpulm_json_root(d), "choices"), 0);
+    const cpulm_json *lpo = cpulm_json_get(ch0, "logprobs");
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_at(cpulm_json_get(lpo, "tokens"), 1)), want) == 0);
+    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_at(cpulm_json_get(lpo, "text_offset"), 1), -1), wn);
+    CHECK_NEAR(t, cpulm_json_num(cpulm_json_get(cpulm_json_at(cpulm_json_get(lpo, "top_logprobs"), 0),
+                                                "A"), 0), -2.0, 1e-6);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(ch0, "text")), " cat") == 0);
+    cpulm_json_free(d);
+    cpulm_buf_release(&b);
+    cpulm_oai_choice_release(&c);
+    cpulm_model_free(m);
+}
+
+TEST(oai_writes_models_list) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_oai_write_models(&b, "stories260K", 7);
+    cpulm_json_doc *d = NULL;
+    REQUIRE(t, cpulm_json_parse(b.data, b.len, NULL, &d, NULL, NULL) == CPULM_OK);
+    const cpulm_json *m0 = cpulm_json_at(cpulm_json_get(cpulm_json_root(d), "data"), 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(m0, "id")), "stories260K") == 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(m0, "object")), "model") == 0);
+    cpulm_json_free(d);
+    cpulm_buf_release(&b);
+}

@@ -1,0 +1,514 @@
+/* test_sched.c: the continuous-batching scheduler (src/server/sched.c) on stories260K:
+ * batched results equal single-sequence decoding byte for byte, n choices sharing one
+ * prompt, stop strings across token boundaries, prefix reuse, queue limits, cancellation,
+ * timeouts, logprobs, and a long prompt interleaved with running streams. */
+#define _GNU_SOURCE
+#include <string.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "server/sched.h"
+#include "test.h"
+
+/* ---- stop-string scanning (pure) ---- */
+
+TEST(sched_stop_scan_holds_back_prefixes) {
+    char *stops[] = {"END", "\n\n"};
+    int m;
+    const char *t1 = "hello E";
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t1, strlen(t1), 0, stops, 2, &m), 6);
+    CHECK_EQ_INT(t, m, 0);
+    const char *t2 = "hello EN";
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t2, strlen(t2), 6, stops, 2, &m), 6);
+    const char *t3 = "hello ENDING";
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t3, strlen(t3), 6, stops, 2, &m), 6);
+    CHECK_EQ_INT(t, m, 1);
+    const char *t4 = "a\nb\n";
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t4, strlen(t4), 0, stops, 2, &m), 3);
+    CHECK_EQ_INT(t, m, 0);
+    const char *t5 = "a\nb\n\nc END";
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t5, strlen(t5), 3, stops, 2, &m), 3);
+    CHECK_EQ_INT(t, m, 1);
+    const char *t6 = "no stop here";
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t6, strlen(t6), 2, stops, 2, &m), strlen(t6));
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t6, strlen(t6), 2, stops, 0, &m), strlen(t6));
+    char *ov[] = {"abab"};
+    const char *t7 = "xxabxaba";
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t7, strlen(t7), 0, ov, 1, &m), 5);
+    CHECK_EQ_INT(t, m, 0);
+}
+
+/* ---- fixtures ---- */
+
+static cpulm_model *load_model(void) {
+    const char *path = test_shared_path("models/stories260K.gguf");
+    return path ? cpulm_model_load(path, NULL, NULL) : NULL;
+}
+
+#define MAXC 4
+
+typedef struct result {
+    cpulm_buf text[MAXC];
+    int finish[MAXC];
+    int n_lp_events, lp_ok;
+    int done, error_status;
+    int32_t n_prompt, n_cached, n_completion;
+    int64_t first_event_seq; /* event counter value when the first text arrived */
+    int64_t n_events;
+    int64_t ev_seq[256]; /* global sequence number of each text event */
+} result;
+
+static void result_init(result *r) {
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < MAXC; i++) {
+        cpulm_buf_init(&r->text[i], 0);
+        r->finish[i] = -1;
+    }
+    r->lp_ok = 1;
+    r->first_event_seq = -1;
+}
+
+static void result_release(result *r) {
+    for (int i = 0; i < MAXC; i++) cpulm_buf_release(&r->text[i]);
+}
+
+static void check_lp(result *r, const cpulm_sched_lp *lp, int n_top) {
+    r->n_lp_events++;
+    if (lp->n_top != n_top || lp->logprob > 0) r->lp_ok = 0;
+    for (int k = 1; k < lp->n_top; k++)
+        if (lp->top[k].logprob > lp->top[k - 1].logprob) r->lp_ok = 0;
+}
+
+/* Routes events of requests with ids 0..n-1 into res[]; global_seq counts TEXT events of
+ * every request, so tests can see how events interleave. */
+static void absorb(cpulm_sched_event *e, result *res, int n, int64_t *global_seq, int n_top) {
+    while (e) {
+        cpulm_sched_event *next = e->next;
+        if (e->id < (uint64_t)n) {
+            result *r = &res[e->id];
+            switch (e->kind) {
+            case CPULM_SCHED_EV_TEXT:
+                cpulm_buf_append(&r->text[e->choice], e->text, e->n_text);
+                if (r->first_event_seq < 0) r->first_event_seq = *global_seq;
+                if (r->n_events < 256) r->ev_seq[r->n_events] = *global_seq;
+                r->n_events++;
+                (*global_seq)++;
+                if (e->has_lp) check_lp(r, &e->lp, n_top);
+                break;
+            case CPULM_SCHED_EV_FINISH: r->finish[e->choice] = (int)e->finish; break;
+            case CPULM_SCHED_EV_DONE:
+                r->done = 1;
+                r->n_prompt = e->n_prompt;
+                r->n_cached = e->n_cached;
+                r->n_completion = e->n_completion;
+                break;
+            case CPULM_SCHED_EV_ERROR:
+                r->done = 1;
+                r->error_status = e->error_status;
+                break;
+            }
+        }
+        free(e);
+        e = next;
+    }
+}
+
+/* Waits (bounded) until every request in res[0..n) is done. */
+static int wait_all(cpulm_sched *s, result *res, int n, int64_t *seq, int n_top) {
+    for (int iter = 0; iter < 3000; iter++) {
+        absorb(cpulm_sched_drain(s), res, n, seq, n_top);
+        int all = 1;
+        for (int i = 0; i < n; i++) all &= res[i].done;
+        if (all) return 1;
+        cpulm_sched_wait(s, 10);
+    }
+    return 0;
+}
+
+static cpulm_sched_req *make_req(const cpulm_model *m, uint64_t id, const char *prompt,
+                                 int32_t max_tokens) {
+    cpulm_sched_req *r = cpulm_sched_req_new();
+    r->id = id;
+    r->max_tokens = max_tokens;
+    r->sp.temp = 0;
+    size_t len = strlen(prompt);
+    r->prompt = malloc(sizeof(cpulm_token) * (len + 2));
+    cpulm_tokenize(m, prompt, len, 1, 0, r->prompt, (int32_t)len + 2, &r->n_prompt);
+    return r;
+}
+
+static cpulm_sched *new_sched(const cpulm_model *m, int32_t n_parallel, int32_t n_ctx,
+                              int32_t n_chunk, int32_t max_queue, cpulm_metrics *metrics) {
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.n_parallel = n_parallel;
+    p.n_ctx = n_ctx;
+    p.n_chunk = n_chunk;
+    p.max_queue = max_queue;
+    p.n_threads = 1;
+    p.metrics = metrics;
+    return cpulm_sched_new(m, &p, NULL);
+}
+
+/* Greedy generation through the plain single-sequence API: the reference. */
+static void reference_greedy(const cpulm_model *m, const char *prompt, int32_t max_tokens,
+                             cpulm_buf *out) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = 512;
+    cp.n_threads = 1;
+    cpulm_ctx *ctx = cpulm_ctx_new(m, &cp, NULL);
+    cpulm_token toks[256];
+    int32_t n = 0;
+    cpulm_tokenize(m, prompt, strlen(prompt), 1, 0, toks, 256, &n);
+    cpulm_batch b = {.n = n, .token = toks};
+    cpulm_ctx_decode(ctx, &b);
+    cpulm_detok dt;
+    cpulm_detok_init(&dt, m, 0);
+    char piece[512];
+    for (int32_t i = 0; i < max_tokens; i++) {
+        const float *l = cpulm_ctx_logits(ctx, 0);
+        cpulm_token best = 0;
+        for (cpulm_token v = 1; v < cpulm_vocab_n(m); v++)
+            if (l[v] > l[best]) best = v;
+        if (cpulm_token_is_eog(m, best)) break;
+        int32_t w = cpulm_detok_push(&dt, best, piece, sizeof piece);
+        if (w > 0) cpulm_buf_append(out, piece, (size_t)w);
+        cpulm_batch b1 = {.n = 1, .token = &best};
+        cpulm_ctx_decode(ctx, &b1);
+    }
+    int32_t w = cpulm_detok_flush(&dt, piece, sizeof piece);
+    if (w > 0) cpulm_buf_append(out, piece, (size_t)w);
+    cpulm_ctx_free(ctx);
+}
+
+static const char *prompts[8] = {
+    "Once upon a time", "The little dog", "Tom and Sam went to the park", "She saw a big red",
+    "One day, a girl named Lily", "The sun was", "He wanted to play with", "There was a cat",
+};
+
+/* ---- batching never changes results ---- */
+
+TEST(sched_batched_equals_alone) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_sched *s = new_sched(m, 8, 512, 64, 64, NULL);
+    REQUIRE(t, s);
+    result res[8];
+    int64_t seq = 0;
+    for (int i = 0; i < 8; i++) {
+        result_init(&res[i]);
+        CHECK_EQ_INT(t, cpulm_sched_submit(s, make_req(m, (uint64_t)i, prompts[i], 60)),
+                     CPULM_SCHED_ACCEPTED);
+    }
+    CHECK(t, wait_all(s, res, 8, &seq, 0));
+    cpulm_sched_stats st;
+    cpulm_sched_get_stats(s, &st);
+    CHECK(t, st.max_step_tokens > 1); /* several sequences really shared a step */
+    for (int i = 0; i < 8; i++) {
+        cpulm_buf ref;
+        cpulm_buf_init(&ref, 0);
+        reference_greedy(m, prompts[i], 60, &ref);
+        if (ref.len != res[i].text[0].len || memcmp(ref.data, res[i].text[0].data, ref.len)) {
+            fprintf(stderr, "  prompt %d:\n  batched: %s\n  alone:   %s\n", i,
+                    res[i].text[0].data, ref.data);
+            t->n_fail++;
+        }
+        CHECK(t, res[i].text[0].len > 20);
+        CHECK(t, res[i].finish[0] == CPULM_FINISH_LENGTH || res[i].finish[0] == CPULM_FINISH_STOP);
+        cpulm_buf_release(&ref);
+        result_release(&res[i]);
+    }
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+TEST(sched_n_choices_share_the_prompt) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_sched *s = new_sched(m, 4, 256, 64, 8, NULL);
+    REQUIRE(t, s);
+    result res[3];
+    int64_t seq = 0;
+    for (int i = 0; i < 3; i++) result_init(&res[i]);
+    cpulm_sched_req *g = make_req(m, 0, "Once upon a time", 30); /* greedy: equal choices */
+    g->n_choices = 3;
+    cpulm_sched_req *r1 = make_req(m, 1, "Once upon a time", 30); /* sampled, seed 7 */
+    r1->n_choices = 3;
+    r1->sp.temp = 1.0f;
+    r1->sp.seed = 7;
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, g), CPULM_SCHED_ACCEPTED);
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, r1), CPULM_SCHED_ACCEPTED);
+    CHECK(t, wait_all(s, res, 2, &seq, 0));
+    cpulm_sched_req *r2 = make_req(m, 2, "Once upon a time", 30); /* same seed again */
+    r2->n_choices = 3;
+    r2->sp.temp = 1.0f;
+    r2->sp.seed = 7;
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, r2), CPULM_SCHED_ACCEPTED);
+    CHECK(t, wait_all(s, res, 3, &seq, 0));
+    for (int c = 1; c < 3; c++) CHECK(t, strcmp(res[0].text[0].data, res[0].text[c].data) == 0);
+    CHECK(t, strcmp(res[1].text[0].data, res[1].text[1].data) != 0 ||
+                 strcmp(res[1].text[1].data, res[1].text[2].data) != 0);
+    for (int c = 0; c < 3; c++) CHECK(t, strcmp(res[1].text[c].data, res[2].text[c].data) == 0);
+    CHECK_EQ_INT(t, res[0].n_prompt, 5);
+    CHECK(t, res[0].n_completion > 3 * 10);
+    cpulm_sched_req *big = make_req(m, 9, "x", 5);
+    big->n_choices = 5;
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, big), CPULM_SCHED_INVALID);
+    cpulm_sched_req_free(big);
+    for (int i = 0; i < 3; i++) result_release(&res[i]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+TEST(sched_stop_strings_across_tokens) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_buf ref;
+    cpulm_buf_init(&ref, 0);
+    reference_greedy(m, "Once upon a time", 40, &ref);
+    /* a stop string made of the end of one word and the start of the next */
+    const char *lily = strstr(ref.data, "Lily");
+    REQUIRE(t, lily && lily - ref.data > 4);
+    char stop[8];
+    memcpy(stop, lily - 3, 6); /* "ed Lil" spans the tokens of "named" and "Lily" */
+    stop[6] = 0;
+    cpulm_sched *s = new_sched(m, 2, 256, 64, 8, NULL);
+    REQUIRE(t, s);
+    result res[1];
+    int64_t seq = 0;
+    result_init(&res[0]);
+    cpulm_sched_req *r = make_req(m, 0, "Once upon a time", 40);
+    cpulm_sched_req_add_stop(r, "zzz", 3);
+    cpulm_sched_req_add_stop(r, stop, strlen(stop));
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, r), CPULM_SCHED_ACCEPTED);
+    CHECK(t, wait_all(s, res, 1, &seq, 0));
+    size_t want = (size_t)(lily - 3 - ref.data);
+    CHECK_EQ_INT(t, res[0].text[0].len, want);
+    CHECK(t, memcmp(res[0].text[0].data, ref.data, want) == 0);
+    CHECK_EQ_INT(t, res[0].finish[0], CPULM_FINISH_STOP);
+    CHECK(t, strstr(res[0].text[0].data, "ed Li") == NULL);
+    cpulm_buf_release(&ref);
+    result_release(&res[0]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+TEST(sched_reuses_cached_prefix) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_metrics *met = cpulm_metrics_new("stories");
+    cpulm_sched *s = new_sched(m, 2, 256, 64, 8, met);
+    REQUIRE(t, s);
+    result res[3];
+    int64_t seq = 0;
+    for (int i = 0; i < 3; i++) result_init(&res[i]);
+    cpulm_sched_submit(s, make_req(m, 0, "Once upon a time, there was a dog", 20));
+    CHECK(t, wait_all(s, res, 1, &seq, 0));
+    cpulm_sched_submit(s, make_req(m, 1, "Once upon a time, there was a dog", 20));
+    CHECK(t, wait_all(s, res, 2, &seq, 0));
+    cpulm_sched_submit(s, make_req(m, 2, "Once upon a time, there was a cat", 20));
+    CHECK(t, wait_all(s, res, 3, &seq, 0));
+    CHECK_EQ_INT(t, res[0].n_cached, 0);
+    CHECK_EQ_INT(t, res[1].n_cached, res[1].n_prompt - 1);
+    CHECK(t, res[2].n_cached > 3 && res[2].n_cached < res[2].n_prompt - 1);
+    CHECK(t, strcmp(res[0].text[0].data, res[1].text[0].data) == 0);
+    CHECK_EQ_INT(t, cpulm_metrics_counter(met, CPULM_METRIC_CACHED_TOKENS),
+                 res[1].n_cached + res[2].n_cached);
+    CHECK_EQ_INT(t, cpulm_metrics_hist_count(met, CPULM_METRIC_TTFT), 3);
+    CHECK_EQ_INT(t, cpulm_metrics_counter(met, CPULM_METRIC_GEN_TOKENS),
+                 res[0].n_completion + res[1].n_completion + res[2].n_completion);
+    for (int i = 0; i < 3; i++) result_release(&res[i]);
+    cpulm_sched_free(s);
+    cpulm_metrics_free(met);
+    cpulm_model_free(m);
+}
+
+TEST(sched_queue_limit_cancel_and_timeout) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_sched *s = new_sched(m, 1, 2048, 64, 1, NULL);
+    REQUIRE(t, s);
+    result res[4];
+    int64_t seq = 0;
+    for (int i = 0; i < 4; i++) result_init(&res[i]);
+    cpulm_sched_req *a = make_req(m, 0, "Once upon a time", -1);
+    a->ignore_eos = 1; /* runs until the 2048-token context is full unless cancelled */
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, a), CPULM_SCHED_ACCEPTED);
+    cpulm_sched_stats st;
+    for (int i = 0; i < 500; i++) { /* wait until a holds the only slot */
+        cpulm_sched_get_stats(s, &st);
+        if (st.n_running == 1 && st.n_waiting == 0) break;
+        usleep(5000);
+    }
+    CHECK_EQ_INT(t, st.n_running, 1);
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, make_req(m, 1, "The dog", 5)), CPULM_SCHED_ACCEPTED);
+    cpulm_sched_req *c = make_req(m, 2, "The cat", 5);
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, c), CPULM_SCHED_QUEUE_FULL);
+    cpulm_sched_req_free(c);
+    cpulm_sched_cancel(s, 0);
+    for (int i = 0; i < 300 && !res[1].done; i++) {
+        absorb(cpulm_sched_drain(s), res, 4, &seq, 0);
+        cpulm_sched_wait(s, 10);
+    }
+    CHECK(t, res[1].done && res[1].error_status == 0);
+    CHECK(t, !res[0].done); /* cancelled requests get no events after the cancel */
+    CHECK(t, res[0].text[0].len < 2048 * 4);
+    cpulm_sched_req *slow = make_req(m, 3, "Once upon a time", -1);
+    slow->ignore_eos = 1;
+    slow->timeout_s = 0.05;
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, slow), CPULM_SCHED_ACCEPTED);
+    for (int i = 0; i < 300 && !res[3].done; i++) {
+        absorb(cpulm_sched_drain(s), res, 4, &seq, 0);
+        cpulm_sched_wait(s, 10);
+    }
+    CHECK_EQ_INT(t, res[3].error_status, 504);
+    cpulm_sched_req *lng = cpulm_sched_req_new();
+    lng->n_prompt = 2048;
+    lng->prompt = calloc(2048, sizeof(cpulm_token));
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, lng), CPULM_SCHED_TOO_LONG);
+    cpulm_sched_req_free(lng);
+    cpulm_sched_close(s);
+    cpulm_sched_req *late = make_req(m, 9, "x", 5);
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, late), CPULM_SCHED_STOPPING);
+    cpulm_sched_req_free(late);
+    for (int i = 0; i < 4; i++) result_release(&res[i]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+TEST(sched_logprobs_are_consistent) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_sched *s = new_sched(m, 1, 256, 64, 8, NULL);
+    REQUIRE(t, s);
+    result res[1];
+    int64_t seq = 0;
+    result_init(&res[0]);
+    cpulm_sched_req *r = make_req(m, 0, "Once upon a time", 12);
+    r->logprobs = 3;
+    r->ignore_eos = 1;
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, r), CPULM_SCHED_ACCEPTED);
+    /* greedy: the chosen token is the top alternative; check while absorbing */
+    int greedy_top = 1;
+    for (int i = 0; i < 1000 && !res[0].done; i++) {
+        cpulm_sched_event *e = cpulm_sched_drain(s);
+        for (cpulm_sched_event *x = e; x; x = x->next)
+            if (x->has_lp) greedy_top &= x->lp.top[0].token == x->lp.token &&
+                                         x->lp.top[0].logprob == x->lp.logprob;
+        absorb(e, res, 1, &seq, 3);
+        cpulm_sched_wait(s, 10);
+    }
+    CHECK(t, greedy_top);
+    CHECK_EQ_INT(t, res[0].n_lp_events, 12);
+    CHECK(t, res[0].lp_ok);
+    CHECK_EQ_INT(t, res[0].n_completion, 12);
+    result_release(&res[0]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+/* A 1,000-token prompt arriving while 4 streams generate is cut into n_chunk pieces:
+ * every step still carries one token per stream, so the streams keep receiving text.
+ * (tests/server_e2e.sh does the same with 2,000 tokens over HTTP and measures the gaps.) */
+TEST(sched_long_prompt_does_not_stall_streams) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_sched *s = new_sched(m, 5, 1100, 128, 8, NULL);
+    REQUIRE(t, s);
+    result res[5];
+    int64_t seq = 0;
+    for (int i = 0; i < 5; i++) result_init(&res[i]);
+    for (int i = 0; i < 4; i++) {
+        cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], 150);
+        r->ignore_eos = 1;
+        cpulm_sched_submit(s, r);
+    }
+    for (int i = 0; i < 500 && res[3].n_events < 3; i++) {
+        absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
+        cpulm_sched_wait(s, 5);
+    }
+    cpulm_sched_req *big = cpulm_sched_req_new();
+    big->id = 4;
+    big->max_tokens = 4;
+    big->sp.temp = 0;
+    big->n_prompt = 1000;
+    big->prompt = malloc(sizeof(cpulm_token) * 1000);
+    for (int i = 0; i < 1000; i++) big->prompt[i] = 3 + (i * 7) % 500;
+    absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
+    int64_t seq_submit = seq;
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, big), CPULM_SCHED_ACCEPTED);
+    CHECK(t, wait_all(s, res, 5, &seq, 0));
+    cpulm_sched_stats st;
+    cpulm_sched_get_stats(s, &st);
+    CHECK(t, st.max_step_tokens <= 128 + 5);
+    /* the prompt needs ceil(1000/128) = 8 steps; each running stream got a token in each
+     * of them, i.e. at least 7 text events between the submission and the prompt's first
+     * token (the first chunk may share a step with the submission) */
+    REQUIRE(t, res[4].first_event_seq > seq_submit);
+    for (int i = 0; i < 4; i++) {
+        int during = 0;
+        for (int64_t k = 0; k < res[i].n_events && k < 256; k++)
+            during += res[i].ev_seq[k] >= seq_submit && res[i].ev_seq[k] < res[4].first_event_seq;
+        if (during < 7) {
+            fprintf(stderr, "  stream %d: %d tokens during the long prefill\n", i, during);
+            t->n_fail++;
+        }
+        CHECK_EQ_INT(t, res[i].n_completion, 150);
+    }
+    CHECK_EQ_INT(t, res[4].n_completion, 4);
+    for (int i = 0; i < 5; i++) result_release(&res[i]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+/* The metrics the scheduler feeds, as Prometheus text: names, labels (escaped), and
+ * cumulative histogram buckets ending in +Inf == count. */
+TEST(sched_metrics_render_prometheus_text) {
+    cpulm_metrics *m = cpulm_metrics_new("st\"ories");
+    REQUIRE(t, m);
+    cpulm_metrics_add(m, CPULM_METRIC_PROMPT_TOKENS, 12);
+    cpulm_metrics_add(m, CPULM_METRIC_FINISH_LENGTH, 2);
+    cpulm_metrics_observe(m, CPULM_METRIC_TTFT, 0.003);
+    cpulm_metrics_observe(m, CPULM_METRIC_TTFT, 0.3);
+    cpulm_metrics_observe(m, CPULM_METRIC_TTFT, 1000.0);
+    cpulm_metrics_http_status(m, 429);
+    cpulm_metrics_gauges g = {.n_waiting = 3, .n_running = 2, .kv_used = 256, .kv_total = 1024, .ready = 1};
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_metrics_render(m, &g, &b);
+    const char *want[] = {
+        "# TYPE vllm:num_requests_waiting gauge\n",
+        "vllm:num_requests_waiting{model_name=\"st\\\"ories\"} 3\n",
+        "vllm:num_requests_running{model_name=\"st\\\"ories\"} 2\n",
+        "vllm:gpu_cache_usage_perc{model_name=\"st\\\"ories\"} 0.25\n",
+        "cpulm_kv_cache_usage_ratio 0.25\n",
+        "vllm:prompt_tokens_total{model_name=\"st\\\"ories\"} 12\n",
+        "vllm:request_success_total{model_name=\"st\\\"ories\",finished_reason=\"length\"} 2\n",
+        "cpulm_time_to_first_token_seconds_bucket{le=\"0.005\"} 1\n",
+        "cpulm_time_to_first_token_seconds_bucket{le=\"0.5\"} 2\n",
+        "cpulm_time_to_first_token_seconds_bucket{le=\"80\"} 2\n",
+        "cpulm_time_to_first_token_seconds_bucket{le=\"+Inf\"} 3\n",
+        "cpulm_time_to_first_token_seconds_count 3\n",
+        "# TYPE vllm:e2e_request_latency_seconds histogram\n",
+        "cpulm_http_responses_total{code=\"429\"} 1\n",
+        "cpulm_ready 1\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(b.data, want[i])) {
+            fprintf(stderr, "  missing: %s", want[i]);
+            t->n_fail++;
+        }
+    /* every non-comment line is "name[{labels}] value" */
+    int lines = 0;
+    for (char *p = b.data; *p; lines++) {
+        char *nl = strchr(p, '\n');
+        REQUIRE(t, nl);
+        if (*p != '#') {
+            char *sp = memchr(p, ' ', (size_t)(nl - p));
+            CHECK(t, sp && sp > p && sp + 1 < nl);
+        }
+        p = nl + 1;
+    }
+    CHECK(t, lines > 100);
+    cpulm_buf_release(&b);
+    cpulm_metrics_free(m);
+}

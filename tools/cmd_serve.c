@@ -1,0 +1,112 @@
+/* cmd_serve.c: `cpulm serve`: flag parsing and logging for the OpenAI-compatible server
+ * (src/server/server.h). Prints "listening on http://HOST:PORT" on stdout once bound
+ * (with --port 0 this is how callers learn the port), logs to stderr, exits 0 after a
+ * graceful SIGTERM/SIGINT shutdown, 1 if the model cannot be loaded, 2 on usage errors. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commands.h"
+#include "common.h"
+#include "server/server.h"
+
+static void serve_usage(FILE *f) {
+    fprintf(f,
+            "usage: cpulm serve [-m MODEL] [options]\n"
+            "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
+            "  --host ADDR           bind address (default 127.0.0.1; 0.0.0.0 exposes it)\n"
+            "  --port N              TCP port (default 8080; 0 = any free port, printed)\n"
+            "  -np, --parallel N     sequences decoded together (default 4)\n"
+            "  -c, --ctx-size N      context per sequence (default: model's, at most 4096)\n"
+            "  --chunk N             prompt tokens per scheduler step (default 256)\n"
+            "  --max-queue N         requests waiting for a slot before 429 (default 64)\n"
+            "  -t, --threads N       decode threads (default: physical cores)\n"
+            "  --api-key KEY         require Authorization: Bearer KEY on /v1/*\n"
+            "                        (default: $CPULM_API_KEY, else none)\n"
+            "  --alias NAME          model id in /v1/models (default: file name)\n"
+            "  --timeout S           per-request time limit in seconds (default 600)\n"
+            "  --grace S             shutdown grace period in seconds (default 30)\n"
+            "  --max-body BYTES      request body limit (default 1048576)\n"
+            "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
+            "GET /health, GET /ready, GET /metrics. See docs/SERVER.md.\n");
+}
+
+static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model) {
+    cli c = {.cmd = "serve", .argc = argc, .argv = argv};
+    for (c.i = 1; c.i < argc; c.i++) {
+        float f;
+        int v;
+        if (cli_flag(&c, "-h", "--help")) {
+            serve_usage(stdout);
+            exit(0);
+        } else if (cli_flag(&c, "-m", "--model")) {
+            if (!(*model = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--host", NULL)) {
+            if (!(p->host = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--port", NULL)) {
+            if (!cli_int(&c, 0, 65535, &p->port)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-np", "--parallel")) {
+            if (!cli_int(&c, 1, 256, &p->n_parallel)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-c", "--ctx-size")) {
+            if (!cli_int(&c, 0, 1 << 24, &p->n_ctx)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--chunk", NULL)) {
+            if (!cli_int(&c, 1, 65536, &p->n_chunk)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--max-queue", NULL)) {
+            if (!cli_int(&c, 0, 1 << 20, &p->max_queue)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-t", "--threads")) {
+            if (!cli_int(&c, 1, 512, &p->n_threads)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--api-key", NULL)) {
+            if (!(p->api_key = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--alias", NULL)) {
+            if (!(p->model_alias = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--timeout", NULL)) {
+            if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
+            p->timeout_s = f;
+        } else if (cli_flag(&c, "--grace", NULL)) {
+            if (!cli_float(&c, 0, 1e6, &f)) return EXIT_USAGE;
+            p->grace_s = f;
+        } else if (cli_flag(&c, "--max-body", NULL)) {
+            if (!cli_int(&c, 1024, 1 << 30, &v)) return EXIT_USAGE;
+            p->max_body = (size_t)v;
+        } else {
+            return cli_unknown(&c);
+        }
+    }
+    return 0;
+}
+
+static void log_stderr(int level, const char *msg, void *user) {
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    (void)user;
+    if (level < CPULM_LOG_INFO) return;
+    fprintf(stderr, "cpulm serve: %s: %s\n", names[level & 3], msg);
+}
+
+int cmd_serve(int argc, char **argv) {
+    cpulm_server_params p = cpulm_server_default_params();
+    const char *model = NULL;
+    p.api_key = getenv("CPULM_API_KEY");
+    int rc = parse_serve(argc, argv, &p, &model);
+    if (rc) return rc;
+    if (!(p.model_path = cli_model_path(model))) return EXIT_USAGE;
+    FILE *probe = fopen(p.model_path, "rb");
+    if (!probe) {
+        fprintf(stderr, "cpulm serve: cannot open model '%s'\n", p.model_path);
+        return EXIT_USAGE;
+    }
+    fclose(probe);
+    cpulm_log_set(log_stderr, NULL);
+    cpulm_error err = {0};
+    cpulm_server *srv = cpulm_server_new(&p, &err);
+    if (!srv) {
+        fprintf(stderr, "cpulm serve: %s\n", err.msg);
+        return 1;
+    }
+    printf("cpulm serve: listening on http://%s:%d\n", p.host, cpulm_server_port(srv));
+    fflush(stdout);
+    rc = cpulm_server_run(srv, &err) == CPULM_OK ? 0 : 1;
+    if (rc) fprintf(stderr, "cpulm serve: %s\n", err.msg);
+    else fprintf(stderr, "cpulm serve: stopped\n");
+    cpulm_server_free(srv);
+    return rc;
+}
