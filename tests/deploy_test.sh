@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# deploy_test.sh: scale-out with existing tools: two `cpulm serve` replicas behind a real nginx
+# load balancer (deploy/nginx.conf), all on 127.0.0.1. Checks that requests through nginx are
+# answered, spread over both replicas, keep streaming through the proxy, and survive one
+# replica draining on SIGTERM. Usage: deploy_test.sh path/to/cpulm. Kills only its own PIDs.
+set -u
+CPULM=$1
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SHARED=${CPULM_SHARED:-$ROOT/../shared}
+MODEL=$SHARED/models/stories260K.gguf
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+pass=0
+fail=0
+check() { if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi; }
+
+if ! command -v nginx >/dev/null; then echo "skip: nginx not installed"; echo "0 passed, 0 failed"; exit 0; fi
+[ -f "$MODEL" ] || { echo "skip: $MODEL not found"; echo "0 passed, 0 failed"; exit 0; }
+
+start_replica() { # name -> sets PORT
+  "$CPULM" serve -m "$MODEL" --port 0 -np 2 -t 1 >"$TMP/$1.out" 2>"$TMP/$1.err" &
+  PIDS+=($!)
+  eval "$1_pid=$!"
+  for _ in $(seq 100); do
+    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$1.out")
+    [ -n "$PORT" ] && curl -fsS "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+start_replica r1; check replica1_ready $?; P1=$PORT
+start_replica r2; check replica2_ready $?; P2=$PORT
+LB=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$TMP/nginx"
+sed -e "s/REPLICA1/$P1/" -e "s/REPLICA2/$P2/" -e "s/LBPORT/$LB/" "$ROOT/deploy/nginx.conf" >"$TMP/nginx/nginx.conf"
+nginx -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -g 'daemon off;' 2>"$TMP/nginx.err" &
+PIDS+=($!)
+for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$LB/health" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fsS "http://127.0.0.1:$LB/health" >/dev/null; check lb_health $? "$(cat "$TMP/nginx.err")"
+
+# 8 concurrent completions through the balancer: all answered, both replicas used
+body='{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}'
+for i in $(seq 8); do
+  curl -fsS -H 'Content-Type: application/json' -d "$body" "http://127.0.0.1:$LB/v1/completions" >"$TMP/c$i.json" &
+done
+wait_ok=0
+for i in $(seq 8); do
+  for _ in $(seq 100); do [ -s "$TMP/c$i.json" ] && break; sleep 0.1; done
+  grep -q '"finish_reason"' "$TMP/c$i.json" || wait_ok=1
+done
+check lb_all_answered $wait_ok
+text_of() { sed -n 's/.*"text":"\([^"]*\)".*/\1/p' "$1"; }
+same=0
+for i in $(seq 2 8); do [ "$(text_of "$TMP/c1.json")" = "$(text_of "$TMP/c$i.json")" ] || same=1; done
+check lb_same_greedy_answer_on_both_replicas $same
+served() { curl -fsS "http://127.0.0.1:$1/metrics" | awk '/^cpulm_requests_finished_total/ {s+=$2} END {print s+0}'; }
+s1=$(served "$P1"); s2=$(served "$P2")
+[ "${s1:-0}" -gt 0 ] && [ "${s2:-0}" -gt 0 ]; check lb_spread_over_replicas $? "replica1=$s1 replica2=$s2"
+
+# streaming passes through the proxy unbuffered: several SSE events and [DONE]
+curl -fsSN -H 'Content-Type: application/json' \
+  -d '{"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "stream": true}' \
+  "http://127.0.0.1:$LB/v1/completions" >"$TMP/sse.txt"
+[ "$(grep -c '^data: ' "$TMP/sse.txt")" -ge 3 ] && grep -q '^data: \[DONE\]' "$TMP/sse.txt"
+check lb_streaming $?
+
+# a rolling update: replica 1 drains on SIGTERM and exits 0; traffic keeps flowing via replica 2
+kill -TERM "$r1_pid"
+ok=0
+for i in $(seq 4); do
+  curl -fsS -H 'Content-Type: application/json' -d "$body" "http://127.0.0.1:$LB/v1/completions" | grep -q '"finish_reason"' || ok=1
+done
+check lb_survives_replica_shutdown $ok
+wait "$r1_pid"; check replica1_drained_exit_0 $?
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
