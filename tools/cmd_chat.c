@@ -47,7 +47,7 @@ static void chat_usage(FILE *f) {
                "  --hide-think               do not show <think>...</think> reasoning\n"
                "  --no-think                 ask templates that support it not to think\n"
                "  -n N                       most tokens per reply (default 1024)\n"
-               "  -c N, -t N, --temp, --top-k, --top-p, --min-p, --repeat-penalty, -s SEED\n"
+               "  -c N, -t N            context size, threads\n" CLI_SAMPLER_HELP
                "Type a message and press enter. Ctrl-C stops a reply; Ctrl-D or Ctrl-C at the\n"
                "prompt quits. /reset clears the conversation.\n");
 }
@@ -57,7 +57,9 @@ static int parse_chat(int argc, char **argv, chat_opts *o) {
     o->sp = cpulm_sampler_default_params();
     o->n_predict = 1024;
     for (c.i = 1; c.i < argc; c.i++) {
-        long long seed;
+        int sf = cli_sampler_flag(&c, &o->sp);
+        if (sf < 0) return EXIT_USAGE;
+        if (sf > 0) continue;
         if (cli_flag(&c, "-h", "--help")) {
             chat_usage(stdout);
             exit(0);
@@ -77,19 +79,6 @@ static int parse_chat(int argc, char **argv, chat_opts *o) {
             if (!cli_int(&c, 0, 1 << 24, &o->n_ctx)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &o->n_threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--temp", NULL)) {
-            if (!cli_float(&c, 0, 100, &o->sp.temp)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--top-k", NULL)) {
-            if (!cli_int(&c, 0, 1 << 30, &o->sp.top_k)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--top-p", NULL)) {
-            if (!cli_float(&c, 0, 1, &o->sp.top_p)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--min-p", NULL)) {
-            if (!cli_float(&c, 0, 1, &o->sp.min_p)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--repeat-penalty", NULL)) {
-            if (!cli_float(&c, 0, 100, &o->sp.repeat_penalty)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-s", "--seed")) {
-            if (!cli_i64(&c, -1, 0xFFFFFFFFLL, &seed)) return EXIT_USAGE;
-            if (seed >= 0) o->sp.seed = (uint64_t)seed;
         } else {
             return cli_unknown(&c);
         }

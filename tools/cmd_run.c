@@ -23,14 +23,7 @@ static void run_usage(FILE *f) {
             "  -tb, --threads-batch N  threads for the prompt (default: -t)\n"
             "  -c, --ctx-size N      context length (default: model's, at most 4096)\n"
             "  -b, --batch-size N    prompt tokens per decode call (default 512)\n"
-            "  --temp T              temperature (default 0.8; 0 = greedy)\n"
-            "  --top-k K             (default 40; 0 = off)\n"
-            "  --top-p P             (default 0.95; 1 = off)\n"
-            "  --min-p P             (default 0.05; 0 = off)\n"
-            "  --repeat-penalty R    (default 1.0 = off)\n"
-            "  --repeat-last-n N     tokens the penalty looks back (default 64)\n"
-            "  --presence-penalty X, --frequency-penalty X   OpenAI-style penalties\n"
-            "  -s, --seed N          RNG seed (default: random)\n"
+            CLI_SAMPLER_HELP
             "  --ignore-eos          keep generating past end-of-generation tokens\n");
 }
 
@@ -39,7 +32,9 @@ static int parse_run(int argc, char **argv, run_opts *o) {
     o->sp = cpulm_sampler_default_params();
     o->n_predict = 256;
     for (c.i = 1; c.i < argc; c.i++) {
-        long long seed;
+        int sf = cli_sampler_flag(&c, &o->sp);
+        if (sf < 0) return EXIT_USAGE;
+        if (sf > 0) continue;
         if (cli_flag(&c, "-h", "--help")) {
             run_usage(stdout);
             exit(0);
@@ -59,25 +54,6 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             if (!cli_int(&c, 0, 1 << 24, &o->n_ctx)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-b", "--batch-size")) {
             if (!cli_int(&c, 1, 1 << 16, &o->n_batch)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--temp", NULL)) {
-            if (!cli_float(&c, 0, 100, &o->sp.temp)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--top-k", NULL)) {
-            if (!cli_int(&c, 0, 1 << 30, &o->sp.top_k)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--top-p", NULL)) {
-            if (!cli_float(&c, 0, 1, &o->sp.top_p)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--min-p", NULL)) {
-            if (!cli_float(&c, 0, 1, &o->sp.min_p)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--repeat-penalty", NULL)) {
-            if (!cli_float(&c, 0, 100, &o->sp.repeat_penalty)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--repeat-last-n", NULL)) {
-            if (!cli_int(&c, -1, 1 << 24, &o->sp.repeat_last_n)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--presence-penalty", NULL)) {
-            if (!cli_float(&c, -2, 2, &o->sp.presence_penalty)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--frequency-penalty", NULL)) {
-            if (!cli_float(&c, -2, 2, &o->sp.frequency_penalty)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-s", "--seed")) {
-            if (!cli_i64(&c, -1, 0xFFFFFFFFLL, &seed)) return EXIT_USAGE;
-            if (seed >= 0) o->sp.seed = (uint64_t)seed;
         } else if (cli_flag(&c, "--ignore-eos", NULL)) {
             o->ignore_eos = 1;
         } else {

@@ -216,3 +216,25 @@ int cli_int_list(const char *s, int32_t **out) {
 int cli_load_failed_rc(const char *path) {
     return access(path, R_OK) != 0 ? EXIT_USAGE : 1;
 }
+
+int cli_sampler_flag(cli *c, cpulm_sampler_params *sp) {
+    long long seed;
+    if (cli_flag(c, "--temp", NULL)) return cli_float(c, 0, 100, &sp->temp) ? 1 : -1;
+    if (cli_flag(c, "--top-k", NULL)) return cli_int(c, 0, 1 << 30, &sp->top_k) ? 1 : -1;
+    if (cli_flag(c, "--top-p", NULL)) return cli_float(c, 0, 1, &sp->top_p) ? 1 : -1;
+    if (cli_flag(c, "--min-p", NULL)) return cli_float(c, 0, 1, &sp->min_p) ? 1 : -1;
+    if (cli_flag(c, "--repeat-penalty", NULL))
+        return cli_float(c, 0, 100, &sp->repeat_penalty) ? 1 : -1;
+    if (cli_flag(c, "--repeat-last-n", NULL))
+        return cli_int(c, -1, 1 << 24, &sp->repeat_last_n) ? 1 : -1;
+    if (cli_flag(c, "--presence-penalty", NULL))
+        return cli_float(c, -2, 2, &sp->presence_penalty) ? 1 : -1;
+    if (cli_flag(c, "--frequency-penalty", NULL))
+        return cli_float(c, -2, 2, &sp->frequency_penalty) ? 1 : -1;
+    if (cli_flag(c, "-s", "--seed")) {
+        if (!cli_i64(c, -1, 0xFFFFFFFFLL, &seed)) return -1;
+        if (seed >= 0) sp->seed = (uint64_t)seed;
+        return 1;
+    }
+    return 0;
+}

@@ -25,6 +25,19 @@ int cli_int(cli *c, long lo, long hi, int *out);     /* 0 on error (message prin
 int cli_i64(cli *c, long long lo, long long hi, long long *out);
 int cli_float(cli *c, double lo, double hi, float *out);
 int cli_unknown(cli *c); /* prints "unknown option" and returns EXIT_USAGE */
+/* Sampling flags (--temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n
+ * --presence-penalty --frequency-penalty -s/--seed): 1 = consumed, 0 = not a sampling flag,
+ * -1 = bad value (message printed). */
+int cli_sampler_flag(cli *c, cpulm_sampler_params *sp);
+#define CLI_SAMPLER_HELP                                                                           \
+    "  --temp T              temperature (default 0.8; 0 = greedy)\n"                              \
+    "  --top-k K             (default 40; 0 = off)\n"                                               \
+    "  --top-p P             (default 0.95; 1 = off)\n"                                             \
+    "  --min-p P             (default 0.05; 0 = off)\n"                                             \
+    "  --repeat-penalty R    (default 1.0 = off)\n"                                                 \
+    "  --repeat-last-n N     tokens the penalty looks back (default 64)\n"                          \
+    "  --presence-penalty X, --frequency-penalty X   OpenAI-style penalties\n"                      \
+    "  -s, --seed N          RNG seed (default: random)\n"
 
 /* -m value, else $CPULM_MODEL, else ../shared/models/stories260K.gguf (cwd, $CPULM_SHARED or
  * next to the executable). NULL (with a message saying how to get a model) when none. */
