@@ -23,6 +23,16 @@
 
 #define ARM_INLINE static inline __attribute__((always_inline))
 
+/* For kernels whose unrolled tile fills the 32 vector registers: GCC's scheduling before
+ * register allocation hoists the tile's loads and then spills (seen on the neon
+ * gemm_x16: 29 stack accesses per block with it, none without). Clang has no such pass
+ * switch and does not need one. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ARM_NO_PRESCHED __attribute__((optimize("no-schedule-insns")))
+#else
+#define ARM_NO_PRESCHED
+#endif
+
 /* ---- scalar conversions (FCVT: IEEE round-to-nearest-even under the default FPCR) ---- */
 
 ARM_INLINE float arm_fp16(uint16_t h) {

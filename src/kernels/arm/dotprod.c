@@ -43,19 +43,19 @@ static void vec_dot_q6_K_q8_K(int64_t n, float *s, const void *x, const void *y)
  * correction (Q4_0) or zero (Q8_0) and ends at the exact integer dot, then
  * acc = fma(dw, dx * float(isum), acc) as in generic, the same for every tile shape.
  * Registers (32): NT accumulators, 8 weight vectors, the activation vectors and chains in
- * flight. Q8_0 runs 8 tokens per tile; Q4_0 stops at 7 (at 8 GCC spills accumulators).
- * Per block (objdump, GCC 12 -O2) the Q4_0 7-token loop is 134 instructions for 28 outputs
- * (56 SDOT, 7 each of chain init / scvtf / fmul / fmla, 8 for the unpack), the Q8_0 8-token
- * loop 137 for 32 (64 SDOT, no unpack); no stack traffic in either. The row-by-row
- * vec_dot takes about 21 and 18 instructions per output. */
+ * flight; 8 tokens fit once GCC's pre-allocation scheduling is off (ARM_NO_PRESCHED: with
+ * it, the Q4_0 tile spills 16 times per block). Per block and quad of an 8-token tile
+ * (32 outputs; objdump, GCC 12 -O2) the loop is 148 instructions for Q4_0 (64 SDOT, 8 each
+ * of chain init / scvtf / fmul / fmla, 8 for the nibble unpack) and 137 for Q8_0, with no
+ * stack traffic: about 3.3 and 3.0 vector ops per output. The row-by-row vec_dot takes 21
+ * and 18 instructions (13 and 9 vector ops) per output. */
 
-#define DP_TILE_Q4 7
-#define DP_TILE_Q8 8
+#define DP_TILE 8
 
 ARM_INLINE void dp_quad(int64_t n, const uint8_t *w, int q8, int quad, const arm_x16_act *a,
                         float *s, int64_t ld, const int NT) {
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
-    float32x4_t acc[DP_TILE_Q8];
+    float32x4_t acc[DP_TILE];
     _Pragma("GCC unroll 8")
     for (int j = 0; j < NT; j++) acc[j] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < n / 32; b++) {
@@ -87,7 +87,7 @@ ARM_INLINE void dp_quad(int64_t n, const uint8_t *w, int q8, int quad, const arm
  * in L1 while the group is read four times (16 of every 64 bytes per pass). */
 ARM_INLINE void dp_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
                         uint64_t stride, float *s, int64_t ld, const int NT) {
-    arm_x16_act a[DP_TILE_Q8];
+    arm_x16_act a[DP_TILE];
     _Pragma("GCC unroll 8")
     for (int j = 0; j < NT; j++) a[j] = arm_x16_act_row(act + (size_t)j * stride, n, q8);
     for (int quad = 0; quad < 4; quad++) dp_quad(n, w, q8, quad, a, s, ld, NT);
@@ -97,18 +97,17 @@ ARM_INLINE void dp_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w,
                         const uint8_t *act, uint64_t stride, int q8) {
 #define DP_CALL(j0, NT)                                                                            \
     dp_tile(n, w, q8, act + (size_t)(j0) * stride, stride, s + (j0) * ld, ld, NT)
-    if (q8) ARM_X16_TILES(DP_TILE_Q8, DP_CALL);
-    else ARM_X16_TILES(DP_TILE_Q4, DP_CALL);
+    ARM_X16_TILES(DP_TILE, DP_CALL);
 #undef DP_CALL
 }
 
-static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                          const uint8_t *act, uint64_t stride) {
+ARM_NO_PRESCHED static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld,
+                                          const void *w, const uint8_t *act, uint64_t stride) {
     dp_gemm(n, nt, s, ld, w, act, stride, 0);
 }
 
-static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                          const uint8_t *act, uint64_t stride) {
+ARM_NO_PRESCHED static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld,
+                                          const void *w, const uint8_t *act, uint64_t stride) {
     dp_gemm(n, nt, s, ld, w, act, stride, 1);
 }
 
