@@ -149,6 +149,21 @@ TEST(kern_pack_gemm_extreme_quants) {
     }
 }
 
+/* Every token count 1..67 (with two groups, so ld = 32): the SIMD levels tile tokens (the
+ * ARM ones by 7 and 8, x86 by 8) and every tail size, and more than one full tile
+ * plus a tail, must give each token the same result as alone. */
+TEST(kern_pack_gemm_token_counts) {
+    uint64_t seed = 11;
+    for (int ti = 0; ti < 2; ti++)
+        for (int64_t nt = 1; nt <= 67; nt++) {
+            pack_case c;
+            const cpulm_dtype type = ti ? CPULM_DTYPE_Q8_0 : CPULM_DTYPE_Q4_0;
+            REQUIRE(t, make_case(&c, type, 3 * 32, 32, nt, seed++, nt % 5 == 0));
+            check_gemm(t, &c);
+            free_case(&c);
+        }
+}
+
 TEST(kern_pack_repack_roundtrip) {
     for (int ti = 0; ti < 2; ti++) {
         const cpulm_dtype type = ti ? CPULM_DTYPE_Q8_0 : CPULM_DTYPE_Q4_0;

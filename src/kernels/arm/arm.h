@@ -23,6 +23,16 @@
 
 #define ARM_INLINE static inline __attribute__((always_inline))
 
+/* For kernels whose unrolled tile fills the 32 vector registers: GCC's scheduling before
+ * register allocation hoists the tile's loads and then spills (seen on the neon
+ * gemm_x16: 29 stack accesses per block with it, none without). Clang has no such pass
+ * switch and does not need one. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ARM_NO_PRESCHED __attribute__((optimize("no-schedule-insns")))
+#else
+#define ARM_NO_PRESCHED
+#endif
+
 /* ---- scalar conversions (FCVT: IEEE round-to-nearest-even under the default FPCR) ---- */
 
 ARM_INLINE float arm_fp16(uint16_t h) {
@@ -256,6 +266,75 @@ ARM_INLINE void arm_vec_dot_q6_K(int64_t n, float *s, const void *vx, const void
         sum += arm_fp16(x[i].d) * y[i].d * (float)arm_q6_superblock(&x[i], y[i].qs, dot16);
     *s = sum;
 }
+
+/* ---- repacked 16-row groups (gemm_x16; layouts in kernels.h) ----
+ * Block b of a group is 16 fp16 scales, then chunks of 64 bytes: Q4_0 has 4 chunks of
+ * nibbles, Q8_0 8 chunks of quants. Within a chunk, 16 bytes = one q register = 4 bytes of
+ * each of 4 consecutive rows (a "quad"), so register i of chunk k holds elements 4k..4k+3
+ * of rows 4i..4i+3. That is the operand layout of SDOT by element, and two of them zipped
+ * on 32-bit lanes give the 2x8 row operands of SMMLA. */
+
+#define ARM_X16_Q4_BLOCK (2 * 16 + 16 * 16)
+#define ARM_X16_Q8_BLOCK (2 * 16 + 32 * 16)
+
+/* The quants of quad i of a block as 8 vectors: v[k] = elements 4k..4k+3 of its 4 rows.
+ * Q4_0 comes out as the unsigned nibbles 0..15 (elements 4t.. from the low nibbles of
+ * chunk t, 16 + 4t.. from the high ones); the kernels add the activation row's -8 * sum(x)
+ * bias correction instead of subtracting 8 from every weight. */
+ARM_INLINE void arm_x16_quad(const uint8_t *blk, int q8, int i, int8x16_t v[8]) {
+    const uint8_t *q = blk + 2 * 16 + 16 * i;
+    if (q8) {
+        _Pragma("GCC unroll 8")
+        for (int k = 0; k < 8; k++) v[k] = vld1q_s8((const int8_t *)q + 64 * k);
+        return;
+    }
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    _Pragma("GCC unroll 8")
+    for (int t = 0; t < 4; t++) {
+        const uint8x16_t u = vld1q_u8(q + 64 * t);
+        v[t] = vreinterpretq_s8_u8(vandq_u8(u, m4));
+        v[t + 4] = vreinterpretq_s8_u8(vshrq_n_u8(u, 4));
+    }
+}
+
+/* The 4 scales of quad i of a block, as floats. */
+ARM_INLINE float32x4_t arm_x16_quad_scales(const uint8_t *blk, int i) {
+    return vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(blk + 8 * i)));
+}
+
+/* One activation row of a gemm_x16 call: its Q8_0 blocks and the extras. */
+typedef struct arm_x16_act {
+    const cpulm_block_q8_0 *x;
+    const float *d;      /* block scales as floats */
+    const int32_t *corr; /* -8 * sum(qs) for Q4_0 weights, NULL (no correction) for Q8_0 */
+} arm_x16_act;
+
+ARM_INLINE arm_x16_act arm_x16_act_row(const uint8_t *row, int64_t n, int q8) {
+    const float *d = (const float *)(row + cpulm_pack_act_extras_offset(n));
+    const arm_x16_act a = {(const cpulm_block_q8_0 *)row, d,
+                           q8 ? NULL : (const int32_t *)(d + n / 32)};
+    return a;
+}
+
+/* Splits nt tokens into tiles of TILE (<= 8) and one tail tile, calling call_tile(j0, NT)
+ * with a constant NT, so each tile size is its own fully unrolled copy (the guards drop the
+ * tail sizes TILE can never leave). A macro because NT must reach the always_inline tile
+ * body as a compile-time constant. */
+#define ARM_X16_TILES(TILE, call_tile)                                                             \
+    do {                                                                                           \
+        int j_ = 0;                                                                                \
+        for (; j_ + (TILE) <= nt; j_ += (TILE)) call_tile(j_, TILE);                               \
+        switch (nt - j_) {                                                                         \
+        case 7: if (7 < (TILE)) call_tile(j_, 7); break;                                           \
+        case 6: if (6 < (TILE)) call_tile(j_, 6); break;                                           \
+        case 5: if (5 < (TILE)) call_tile(j_, 5); break;                                           \
+        case 4: if (4 < (TILE)) call_tile(j_, 4); break;                                           \
+        case 3: if (3 < (TILE)) call_tile(j_, 3); break;                                           \
+        case 2: if (2 < (TILE)) call_tile(j_, 2); break;                                           \
+        case 1: if (1 < (TILE)) call_tile(j_, 1); break;                                           \
+        default: break;                                                                            \
+        }                                                                                          \
+    } while (0)
 
 /* ---- exp ---- */
 
