@@ -174,8 +174,11 @@ static int round_robin(const cpulm_topo *t, const unsigned char *is_primary, int
             if (only >= 0 && t->node_id[k] != only) continue;
             int i = next[k];
             while (i < t->n_cpus && (t->node[i] != t->node_id[k] || is_primary[i] != want)) i++;
+            if (i >= t->n_cpus) {
+                next[k] = t->n_cpus;
+                continue;
+            }
             next[k] = i + 1;
-            if (i == t->n_cpus) continue;
             if (n < cap) out[n++] = t->cpu[i];
             progress = 1;
         }
