@@ -103,6 +103,16 @@ if [ -f "$MODEL" ]; then
     if [ "$single" -le 1 ]; then cmp -s "$TMP/out" "$TMP/numa_ref"; check "run_numa_${mode}_same_text" $?; fi
   done
   expect_rc bench_numa 0 "$CPULM" bench -m "$MODEL" -p 16 -n 4 -r 1 -o csv --numa distribute
+  "$CPULM" serve -m "$MODEL" --port 0 --numa isolate >"$TMP/serve.out" 2>"$TMP/serve.err" &
+  spid=$!
+  port=
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/serve.out")
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; check serve_numa_health $?
+  kill -TERM "$spid" 2>/dev/null; wait "$spid"; check serve_numa_exit $?
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
