@@ -33,6 +33,16 @@ TEST(numa_parse) {
     CHECK(t, cpulm_numa_resolve(CPULM_NUMA_NUMACTL) == CPULM_NUMA_NUMACTL);
 }
 
+TEST(numa_init_sets_process_mode) {
+    CHECK(t, cpulm_numa_resolve(CPULM_NUMA_DEFAULT) == CPULM_NUMA_NONE);
+    cpulm_numa_init(CPULM_NUMA_DISTRIBUTE);
+    CHECK(t, cpulm_numa_resolve(CPULM_NUMA_DEFAULT) == CPULM_NUMA_DISTRIBUTE);
+    CHECK(t, cpulm_numa_resolve(CPULM_NUMA_NUMACTL) == CPULM_NUMA_NUMACTL); /* explicit wins */
+    cpulm_numa_init((cpulm_numa)99);
+    CHECK(t, cpulm_numa_resolve(CPULM_NUMA_DEFAULT) == CPULM_NUMA_NONE);
+    cpulm_numa_init(CPULM_NUMA_NONE); /* leave the process as the other tests expect */
+}
+
 TEST(numa_plan_threads_two_nodes) {
     REQUIRE(t, test_topo_fake_two_nodes());
     static cpulm_topo tp;

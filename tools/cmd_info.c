@@ -15,7 +15,8 @@ static void info_usage(FILE *f) {
                "  --meta             list every metadata key\n"
                "  --cpu              CPU features, kernel level per weight type, default threads\n"
                "                     and NUMA nodes (no model needed; with -m, model info too)\n"
-               "  --numa MODE        placement --cpu shows: distribute, isolate, numactl\n");
+               "  --numa MODE        with --cpu, show that mode's placement: distribute,\n"
+               "                     isolate, numactl (implies --cpu)\n");
 }
 
 static void human(char *buf, size_t cap, double bytes) {
@@ -125,6 +126,7 @@ int cmd_info(int argc, char **argv) {
                                 "numactl)\n", v);
                 return EXIT_USAGE;
             }
+            cpu = 1;
         } else {
             return cli_unknown(&c);
         }

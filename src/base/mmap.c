@@ -65,7 +65,10 @@ int cpulm_mmap_lock(cpulm_mmap *m) {
 /* Faults the mapping in: MADV_POPULATE_READ (Linux 5.14), else one read per page. */
 static void populate(const cpulm_mmap *m) {
 #if defined(__linux__)
-    if (madvise((void *)m->data, (size_t)m->size, 22 /* MADV_POPULATE_READ */) == 0) return;
+#if !defined(MADV_POPULATE_READ)
+#define MADV_POPULATE_READ 22 /* older libc headers */
+#endif
+    if (madvise((void *)m->data, (size_t)m->size, MADV_POPULATE_READ) == 0) return;
 #endif
     const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
     volatile const uint8_t *p = m->data;

@@ -36,7 +36,8 @@ static int current_cpu(void) {
 }
 
 void cpulm_numa_init(cpulm_numa mode) {
-    atomic_store(&g_mode, mode == CPULM_NUMA_DEFAULT ? CPULM_NUMA_NONE : (int)mode);
+    const int valid = mode >= CPULM_NUMA_NONE && mode <= CPULM_NUMA_NUMACTL;
+    atomic_store(&g_mode, valid ? (int)mode : CPULM_NUMA_NONE);
     atomic_store(&g_home_cpu, current_cpu());
 }
 
