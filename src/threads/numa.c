@@ -1,16 +1,13 @@
 /* numa.c: NUMA modes (see numa.h and cpulm.h): process-wide mode, thread and memory plans,
- * the loading thread's memory policy, and the text of cpulm_numa_describe. */
+ * and the loading thread's memory policy (the text is in numa_describe.c). */
 #define _GNU_SOURCE
 #include "numa.h"
 
-#include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include "base/buf.h"
 
 #if defined(__linux__)
 #include <sys/syscall.h>
