@@ -56,6 +56,45 @@ CPULM_API void cpulm_log_set(cpulm_log_fn fn, void *user);
 CPULM_API const char *cpulm_version(void); /* "0.1.0" plus commit when known */
 /* Name of the kernel level chosen for this CPU (honours CPULM_ISA), e.g. "avx512vnni". */
 CPULM_API const char *cpulm_kernel_level(void);
+/* What `cpulm info --cpu` shows about kernels: the CPU features detection saw, the chosen
+ * level, any CPULM_ISA warning, and for each weight type the level that provides its dot
+ * product, its activation quantizer and its repacked 16-row GEMM (and whether weights of
+ * the type are repacked at load), plus the levels of attention and the f32 ops.
+ * Multi-line text; writes at most cap bytes incl. NUL (truncated when short);
+ * *n_out (if non-NULL) = bytes needed incl. NUL. CPULM_ERR_TOO_SMALL when cap < *n_out. */
+CPULM_API cpulm_status cpulm_kernel_describe(char *buf, size_t cap, size_t *n_out);
+
+/* ---- threads and NUMA ----
+ * Where a context's threads run and where a model's weights live, as llama.cpp's --numa:
+ *   NONE:       one thread per physical core of the affinity mask; the OS places memory;
+ *   DISTRIBUTE: threads round-robin over the NUMA nodes' physical cores, and the weights
+ *               (file pages and repacked copies) interleaved page by page over the nodes
+ *               with memory, so every node's memory bandwidth serves the matmuls;
+ *   ISOLATE:    only the cores of the node the process started on, memory preferred there;
+ *   NUMACTL:    exactly the CPUs of the affinity mask (as numactl/taskset set it), one
+ *               thread per CPU; no memory policy changes.
+ * On a single-node machine every mode places threads as NONE does (NUMACTL also uses SMT
+ * siblings) and changes no memory policy. Linux only; elsewhere every mode is NONE. */
+typedef enum cpulm_numa {
+    CPULM_NUMA_DEFAULT = 0, /* in params: the process-wide mode (cpulm_numa_init), else NONE */
+    CPULM_NUMA_NONE = 1,
+    CPULM_NUMA_DISTRIBUTE = 2,
+    CPULM_NUMA_ISOLATE = 3,
+    CPULM_NUMA_NUMACTL = 4,
+} cpulm_numa;
+
+/* Sets the process-wide mode that models loaded and contexts created afterwards use when
+ * their params leave numa at CPULM_NUMA_DEFAULT, and records the node the calling thread
+ * runs on (ISOLATE's node). Call once, early, before loading; not thread-safe against
+ * loads. The tools call it for --numa. */
+CPULM_API void cpulm_numa_init(cpulm_numa mode);
+/* "none", "distribute", "isolate", "numactl" -> mode; CPULM_ERR_INVALID_ARG otherwise. */
+CPULM_API cpulm_status cpulm_numa_parse(const char *s, cpulm_numa *out);
+/* What mode (DEFAULT: the process-wide one) does on this machine: the default thread count
+ * and why (physical cores, affinity mask, cgroup CPU quota), the NUMA nodes, the CPUs the
+ * threads are pinned to and the memory policy. Text as cpulm_kernel_describe. */
+CPULM_API cpulm_status cpulm_numa_describe(cpulm_numa mode, char *buf, size_t cap,
+                                           size_t *n_out);
 
 /* ---- model ---- */
 
@@ -67,6 +106,7 @@ typedef struct cpulm_sampler cpulm_sampler; /* per-sequence state (RNG, penalty 
 typedef struct cpulm_model_params {
     int vocab_only; /* load metadata and tokenizer only; no tensors are required */
     int use_mlock;  /* pin the mapped file in RAM */
+    cpulm_numa numa; /* where the weights' pages go (DISTRIBUTE, ISOLATE); DEFAULT: process mode */
 } cpulm_model_params;
 
 CPULM_API cpulm_model_params cpulm_model_default_params(void);
@@ -155,6 +195,7 @@ typedef struct cpulm_ctx_params {
     int32_t n_threads_batch; /* for prompt batches; 0 = n_threads */
     cpulm_kv_type kv_type;
     int32_t n_outputs_max;   /* most logit rows one decode may return; 0 = n_seq_max */
+    cpulm_numa numa;         /* thread placement (see cpulm_numa); DEFAULT: process mode */
 } cpulm_ctx_params;
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "threads/topo.h"
+#include "threads/numa.h"
 
 cpulm_ctx_params cpulm_ctx_default_params(void) {
     cpulm_ctx_params p;
@@ -59,10 +59,10 @@ static cpulm_status alloc_scratch(cpulm_ctx *c, cpulm_error *err) {
 
 static cpulm_status make_pool(cpulm_ctx *c) {
     int n = c->p.n_threads > c->p.n_threads_batch ? c->p.n_threads : c->p.n_threads_batch;
-    int cpus[1024];
-    int n_phys = cpulm_topo_physical_cpus(cpus, 1024);
-    /* pin only when each thread gets its own physical core */
-    int pin = n <= n_phys && n_phys <= 1024 && getenv("CPULM_NO_PIN") == NULL;
+    int cpus[512];
+    /* the NUMA mode picks the CPUs; without a mode, pin only when each thread gets its own
+     * physical core */
+    int pin = cpulm_numa_thread_cpus(c->p.numa, n, cpus, 512) && getenv("CPULM_NO_PIN") == NULL;
     return cpulm_pool_new(&c->pool, n, pin ? cpus : NULL);
 }
 
@@ -75,7 +75,8 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
     if (p.n_ctx <= 0) p.n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
     if (p.n_seq_max <= 0) p.n_seq_max = 1;
     if (p.n_batch <= 0) p.n_batch = 512;
-    if (p.n_threads <= 0) p.n_threads = cpulm_topo_default_threads();
+    p.numa = cpulm_numa_resolve(p.numa);
+    if (p.n_threads <= 0) p.n_threads = cpulm_numa_default_threads(p.numa);
     if (p.n_threads_batch <= 0) p.n_threads_batch = p.n_threads;
     if (p.n_threads > 512 || p.n_threads_batch > 512 || p.n_seq_max > 4096 || p.n_ctx > (1 << 24)) {
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: parameters out of range");

@@ -70,5 +70,49 @@ expect_rc template_llama3 0 "$CPULM" template --chat-template llama3 --messages 
 printf '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n' >"$TMP/want"
 cmp -s "$TMP/out" "$TMP/want"; check template_llama3_text $?
 expect_rc template_no_messages 2 "$CPULM" template --chat-template llama3
+# info --cpu: kernel levels per weight type, threads and NUMA, with no model needed
+expect_rc info_cpu 0 "$CPULM" info --cpu
+grep -q "^kernel level:  " "$TMP/out" && grep -q "^Q4_0 " "$TMP/out" && grep -q "^attention: " "$TMP/out" &&
+  grep -q "^threads:       [0-9]* by default" "$TMP/out" && grep -q "^numa nodes:    [0-9]" "$TMP/out"
+check info_cpu_text $?
+! grep -q "^architecture:" "$TMP/out"; check info_cpu_no_model $?
+expect_rc info_cpu_generic 0 env CPULM_ISA=generic "$CPULM" info --cpu
+# every provider column (vec_dot, activation quantizer, gemm_x16) and op says generic
+awk '/^type /{t=1; rows=0; next}
+     /^attention:|^f32 ops:/{sub(/^[^:]*: */, ""); n=split($0, a, ", ");
+       for(i=1;i<=n;i++){split(a[i], w, " "); if(w[2]!="generic") bad=1}; ops++; t=0; next}
+     t{rows++; if($2!="generic" || $4!="generic" || ($5!="generic" && $5!="-")) bad=1}
+     END{exit bad || rows!=11 || ops!=2}' "$TMP/out"
+check info_cpu_generic_all_generic $?
+expect_rc info_cpu_numa 0 "$CPULM" info --cpu --numa distribute
+grep -q "^numa mode:     distribute" "$TMP/out"; check info_cpu_numa_text $?
+expect_rc info_bad_numa 2 "$CPULM" info --cpu --numa mirror
+grep -q "bad value 'mirror' for --numa" "$TMP/err"; check info_bad_numa_message $?
+for c in run bench serve; do
+  "$CPULM" $c --help 2>&1 | grep -q -- "--numa MODE"; check "${c}_help_numa" $?
+  expect_rc "${c}_bad_numa" 2 "$CPULM" $c --numa mirror
+done
+if [ -f "$MODEL" ]; then
+  expect_rc info_cpu_model 0 "$CPULM" info --cpu -m "$MODEL"
+  grep -q "^kernel level:" "$TMP/out" && grep -q "^architecture:  llama" "$TMP/out"; check info_cpu_model_text $?
+  # every NUMA mode runs end to end; on a single-node machine it generates the default's text
+  "$CPULM" run -m "$MODEL" -p "Once upon a time" -n 24 --temp 0 >"$TMP/numa_ref" 2>/dev/null
+  single=$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)
+  for mode in distribute isolate numactl; do
+    expect_rc "run_numa_$mode" 0 "$CPULM" run -m "$MODEL" -p "Once upon a time" -n 24 --temp 0 --numa $mode
+    if [ "$single" -le 1 ]; then cmp -s "$TMP/out" "$TMP/numa_ref"; check "run_numa_${mode}_same_text" $?; fi
+  done
+  expect_rc bench_numa 0 "$CPULM" bench -m "$MODEL" -p 16 -n 4 -r 1 -o csv --numa distribute
+  "$CPULM" serve -m "$MODEL" --port 0 --numa isolate >"$TMP/serve.out" 2>"$TMP/serve.err" &
+  spid=$!
+  port=
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/serve.out")
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; check serve_numa_health $?
+  kill -TERM "$spid" 2>/dev/null; wait "$spid"; check serve_numa_exit $?
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

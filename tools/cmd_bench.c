@@ -21,6 +21,9 @@ static void bench_usage(FILE *f) {
         "  -pg PP,TG            prompt of PP tokens then TG generated tokens (repeatable)\n"
         "  -t, --threads N      threads (default: physical cores)\n"
         "  -tb, --threads-batch N  threads for prompt batches (default: -t)\n"
+        "  --numa MODE          distribute: threads over every NUMA node's cores, weights\n"
+        "                       interleaved; isolate: cores and memory of the starting node;\n"
+        "                       numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
         "  -b, --batch-size N   logical batch (default 2048)\n"
         "  -ub, --ubatch-size N physical batch: tokens per decode call (default 512)\n"
         "  -ctk, --ctk TYPE     KV cache type: f16, q8_0, f32 (default f16; -ctv is the same)\n"
@@ -69,6 +72,20 @@ static int pg_flag(cli *c, bench_params *p) {
     }
     p->pg_prompt.v[p->pg_prompt.n++] = two.v[0];
     p->pg_gen.v[p->pg_gen.n++] = two.v[1];
+    return 1;
+}
+
+/* --numa MODE: sets the library's process-wide NUMA mode before anything is loaded. */
+static int numa_flag(cli *c) {
+    const char *v = cli_value(c);
+    cpulm_numa mode;
+    if (!v) return 0;
+    if (cpulm_numa_parse(v, &mode) != CPULM_OK) {
+        fprintf(stderr, "cpulm bench: bad value '%s' for --numa (distribute, isolate, numactl)\n",
+                v);
+        return 0;
+    }
+    cpulm_numa_init(mode);
     return 1;
 }
 
@@ -133,6 +150,8 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
             ok = cli_i64(&c, 0, (long long)1 << 62, &o->seed);
         } else if (cli_flag(&c, "--progress", NULL) || cli_flag(&c, "--no-progress", NULL)) {
             o->progress = cli_flag(&c, "--progress", NULL);
+        } else if (cli_flag(&c, "--numa", NULL)) {
+            ok = numa_flag(&c);
         } else if (cli_flag(&c, "--compare", NULL)) {
             ok = (o->cmp_a = cli_value(&c)) && (o->cmp_b = cli_value(&c));
         } else {

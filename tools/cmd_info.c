@@ -1,5 +1,7 @@
 /* cmd_info.c: `cpulm info`: architecture, hyperparameters, tensor types with counts,
- * parameter count, file size and the memory a run needs (weights + KV cache). */
+ * parameter count, file size and the memory a run needs (weights + KV cache); with --cpu,
+ * the CPU features, which kernel level serves each weight type, and the default threads
+ * and NUMA placement (the library's own descriptions, so they match what runs). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,10 +9,14 @@
 #include "common.h"
 
 static void info_usage(FILE *f) {
-    fprintf(f, "usage: cpulm info [-m MODEL] [-c N] [--parallel N] [--meta]\n"
+    fprintf(f, "usage: cpulm info [-m MODEL] [-c N] [--parallel N] [--meta] [--cpu [--numa MODE]]\n"
                "  -c, --ctx-size N   also show memory at N tokens of context\n"
                "  --parallel N       sequences sharing the weights (KV cache per sequence)\n"
-               "  --meta             list every metadata key\n");
+               "  --meta             list every metadata key\n"
+               "  --cpu              CPU features, kernel level per weight type, default threads\n"
+               "                     and NUMA nodes (no model needed; with -m, model info too)\n"
+               "  --numa MODE        with --cpu, show that mode's placement: distribute,\n"
+               "                     isolate, numactl (implies --cpu)\n");
 }
 
 static void human(char *buf, size_t cap, double bytes) {
@@ -64,10 +70,40 @@ static void print_memory(const cpulm_model *m, const cpulm_model_info *in, int32
            kv, kv8, tot);
 }
 
+/* Prints one of the library's describe texts (kernel table, threads and NUMA). */
+static int print_describe(cpulm_status (*fn)(void *, char *, size_t, size_t *), void *arg) {
+    size_t need = 0;
+    fn(arg, NULL, 0, &need);
+    char *buf = malloc(need ? need : 1);
+    if (!buf || fn(arg, buf, need, NULL) != CPULM_OK) {
+        fprintf(stderr, "cpulm info: out of memory\n");
+        free(buf);
+        return 1;
+    }
+    fputs(buf, stdout);
+    free(buf);
+    return 0;
+}
+
+static cpulm_status kernels_text(void *arg, char *buf, size_t cap, size_t *n) {
+    (void)arg;
+    return cpulm_kernel_describe(buf, cap, n);
+}
+
+static cpulm_status numa_text(void *arg, char *buf, size_t cap, size_t *n) {
+    return cpulm_numa_describe(*(const cpulm_numa *)arg, buf, cap, n);
+}
+
+static int print_cpu(cpulm_numa numa) {
+    int rc = print_describe(kernels_text, NULL);
+    return rc ? rc : print_describe(numa_text, &numa);
+}
+
 int cmd_info(int argc, char **argv) {
     cli c = {.cmd = "info", .argc = argc, .argv = argv};
     const char *model = NULL;
-    int n_ctx = 0, n_par = 1, meta = 0;
+    int n_ctx = 0, n_par = 1, meta = 0, cpu = 0;
+    cpulm_numa numa = CPULM_NUMA_DEFAULT;
     for (c.i = 1; c.i < argc; c.i++) {
         if (cli_flag(&c, "-h", "--help")) {
             info_usage(stdout);
@@ -80,9 +116,24 @@ int cmd_info(int argc, char **argv) {
             if (!cli_int(&c, 1, 4096, &n_par)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--meta", NULL)) {
             meta = 1;
+        } else if (cli_flag(&c, "--cpu", NULL)) {
+            cpu = 1;
+        } else if (cli_flag(&c, "--numa", NULL)) {
+            const char *v = cli_value(&c);
+            if (!v) return EXIT_USAGE;
+            if (cpulm_numa_parse(v, &numa) != CPULM_OK) {
+                fprintf(stderr, "cpulm info: bad value '%s' for --numa (distribute, isolate, "
+                                "numactl)\n", v);
+                return EXIT_USAGE;
+            }
+            cpu = 1;
         } else {
             return cli_unknown(&c);
         }
+    }
+    if (cpu) {
+        int rc = print_cpu(numa);
+        if (rc || !model) return rc;
     }
     const char *path = cli_model_path(model);
     if (!path) return EXIT_USAGE;

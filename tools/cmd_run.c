@@ -23,8 +23,25 @@ static void run_usage(FILE *f) {
             "  -tb, --threads-batch N  threads for the prompt (default: -t)\n"
             "  -c, --ctx-size N      context length (default: model's, at most 4096)\n"
             "  -b, --batch-size N    prompt tokens per decode call (default 512)\n"
+            "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
+            "                        interleaved; isolate: cores and memory of the starting node;\n"
+            "                        numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
             CLI_SAMPLER_HELP
             "  --ignore-eos          keep generating past end-of-generation tokens\n");
+}
+
+/* --numa MODE: sets the library's process-wide NUMA mode before anything is loaded. */
+static int numa_flag(cli *c) {
+    const char *v = cli_value(c);
+    cpulm_numa mode;
+    if (!v) return 0;
+    if (cpulm_numa_parse(v, &mode) != CPULM_OK) {
+        fprintf(stderr, "cpulm %s: bad value '%s' for --numa (distribute, isolate, numactl)\n",
+                c->cmd, v);
+        return 0;
+    }
+    cpulm_numa_init(mode);
+    return 1;
 }
 
 static int parse_run(int argc, char **argv, run_opts *o) {
@@ -54,6 +71,8 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             if (!cli_int(&c, 0, 1 << 24, &o->n_ctx)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-b", "--batch-size")) {
             if (!cli_int(&c, 1, 1 << 16, &o->n_batch)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--numa", NULL)) {
+            if (!numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--ignore-eos", NULL)) {
             o->ignore_eos = 1;
         } else {

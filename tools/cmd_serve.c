@@ -21,6 +21,9 @@ static void serve_usage(FILE *f) {
             "  --chunk N             prompt tokens per scheduler step (default 256)\n"
             "  --max-queue N         requests waiting for a slot before 429 (default 64)\n"
             "  -t, --threads N       decode threads (default: physical cores)\n"
+            "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
+            "                        interleaved; isolate: cores and memory of the starting node;\n"
+            "                        numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
             "  --api-key KEY         require Authorization: Bearer KEY on /v1/*\n"
             "                        (default: $CPULM_API_KEY, else none)\n"
             "  --alias NAME          model id in /v1/models (default: file name)\n"
@@ -29,6 +32,20 @@ static void serve_usage(FILE *f) {
             "  --max-body BYTES      request body limit (default 1048576)\n"
             "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
             "GET /health, GET /ready, GET /metrics. See docs/SERVER.md.\n");
+}
+
+/* --numa MODE: sets the library's process-wide NUMA mode before anything is loaded. */
+static int numa_flag(cli *c) {
+    const char *v = cli_value(c);
+    cpulm_numa mode;
+    if (!v) return 0;
+    if (cpulm_numa_parse(v, &mode) != CPULM_OK) {
+        fprintf(stderr, "cpulm %s: bad value '%s' for --numa (distribute, isolate, numactl)\n",
+                c->cmd, v);
+        return 0;
+    }
+    cpulm_numa_init(mode);
+    return 1;
 }
 
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model) {
@@ -55,6 +72,8 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!cli_int(&c, 0, 1 << 20, &p->max_queue)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &p->n_threads)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--numa", NULL)) {
+            if (!numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--api-key", NULL)) {
             if (!(p->api_key = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--alias", NULL)) {

@@ -8,6 +8,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 
 #include "status.h"
 
@@ -57,4 +60,42 @@ void cpulm_mmap_discard(cpulm_mmap *m, uint64_t off, uint64_t len) {
 int cpulm_mmap_lock(cpulm_mmap *m) {
     if (!m->data) return 0;
     return mlock(m->data, (size_t)m->size);
+}
+
+/* Faults the mapping in: MADV_POPULATE_READ (Linux 5.14), else one read per page. */
+static void populate(const cpulm_mmap *m) {
+#if defined(__linux__)
+#if !defined(MADV_POPULATE_READ)
+#define MADV_POPULATE_READ 22 /* older libc headers */
+#endif
+    if (madvise((void *)m->data, (size_t)m->size, MADV_POPULATE_READ) == 0) return;
+#endif
+    const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    volatile const uint8_t *p = m->data;
+    uint8_t sink = 0;
+    for (uint64_t off = 0; off < m->size; off += pg) sink ^= p[off];
+    (void)sink;
+}
+
+int cpulm_mmap_place(cpulm_mmap *m, cpulm_mmap_policy pol, uint64_t node_mask, int populate_now) {
+    if (!m->data || !node_mask) return -1;
+    int rc = -1;
+#if defined(__linux__) && defined(SYS_mbind)
+    /* MPOL_INTERLEAVE = 3, MPOL_PREFERRED = 1; maxnode 64 + 1 as the kernel drops a bit */
+    unsigned long w[4] = {0};
+    for (unsigned b = 0; b < 64; b++)
+        if (node_mask >> b & 1) w[b / (8 * sizeof w[0])] |= 1ul << (b % (8 * sizeof w[0]));
+    if (pol == CPULM_MMAP_PREFER) { /* only the lowest node */
+        unsigned b = 0;
+        while (!(node_mask >> b & 1)) b++;
+        memset(w, 0, sizeof w);
+        w[b / (8 * sizeof w[0])] = 1ul << (b % (8 * sizeof w[0]));
+    }
+    rc = syscall(SYS_mbind, m->data, (size_t)m->size, pol == CPULM_MMAP_INTERLEAVE ? 3 : 1, w,
+                 64ul + 1, 0ul) == 0 ? 0 : -1;
+#else
+    (void)pol;
+#endif
+    if (populate_now) populate(m);
+    return rc;
 }

@@ -19,4 +19,13 @@ void cpulm_mmap_close(cpulm_mmap *m);
 void cpulm_mmap_discard(cpulm_mmap *m, uint64_t off, uint64_t len);
 int cpulm_mmap_lock(cpulm_mmap *m);
 
+/* NUMA hint for the whole mapping (Linux mbind; elsewhere a no-op returning -1):
+ * INTERLEAVE spreads its pages page by page over the nodes of node_mask, PREFER puts them
+ * on the lowest node of node_mask while it has room. populate then faults every page in
+ * now, from the calling thread: page-cache pages take the policy of the thread that faults
+ * them rather than the mapping's, so the caller runs under the same thread policy
+ * (threads/numa.c). Returns 0, or -1 when the OS refused the policy. */
+typedef enum cpulm_mmap_policy { CPULM_MMAP_INTERLEAVE = 0, CPULM_MMAP_PREFER = 1 } cpulm_mmap_policy;
+int cpulm_mmap_place(cpulm_mmap *m, cpulm_mmap_policy pol, uint64_t node_mask, int populate);
+
 #endif

@@ -12,6 +12,7 @@
 #include "../base/status.h"
 #include "../tokenizer/vocab.h"
 #include "repack.h"
+#include "../threads/numa.h"
 
 typedef struct loader {
     cpulm_model *m;
@@ -262,6 +263,18 @@ static cpulm_status load_metadata(loader *L) {
     return CPULM_OK;
 }
 
+/* The NUMA mode's memory policy covers the weights' first touch: file pages (pre-faulted
+ * for DISTRIBUTE) and the repacked copies written here. */
+static cpulm_status place_and_repack(cpulm_model *m, cpulm_numa numa, cpulm_error *e) {
+    cpulm_numa_mem saved;
+    cpulm_numa_mem_begin(numa, &m->map, &saved);
+    cpulm_status s = CPULM_OK;
+    /* CPULM_NO_REPACK keeps every weight row-major (A/B measurements, debugging) */
+    if (!getenv("CPULM_NO_REPACK")) s = cpulm_repack_model(m, cpulm_kernels_get(), e);
+    cpulm_numa_mem_end(&saved);
+    return s;
+}
+
 cpulm_model_params cpulm_model_default_params(void) {
     cpulm_model_params p = {.vocab_only = 0, .use_mlock = 0};
     return p;
@@ -289,10 +302,7 @@ cpulm_model *cpulm_model_load(const char *path, const cpulm_model_params *params
     if ((s = cpulm_model_build_names(m, e)) != CPULM_OK) goto fail;
     if ((s = load_metadata(&L)) != CPULM_OK) goto fail;
     if (!p.vocab_only && (s = bind_tensors(&L)) != CPULM_OK) goto fail;
-    /* CPULM_NO_REPACK keeps every weight row-major (A/B measurements, debugging) */
-    if (!p.vocab_only && !getenv("CPULM_NO_REPACK") &&
-        (s = cpulm_repack_model(m, cpulm_kernels_get(), e)) != CPULM_OK)
-        goto fail;
+    if (!p.vocab_only && (s = place_and_repack(m, p.numa, e)) != CPULM_OK) goto fail;
     if (p.use_mlock) cpulm_mmap_lock(&m->map);
     return m;
 fail: {
