@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs every cpulm test: native Release (warnings as errors), ASan+UBSan, and the
+# Builds and runs every cpulm test: native Release with gcc and with clang (warnings as
+# errors), ASan+UBSan, and the
 # aarch64 cross build under qemu-aarch64. Prints each stage's ctest summary and a closing
 # "N passed, M failed" line over all stages.
 set -uo pipefail
@@ -33,6 +34,7 @@ stage() { # name, cmake args...
 }
 
 stage native -DCMAKE_BUILD_TYPE=Release
+CC=clang stage clang -DCMAKE_BUILD_TYPE=Release
 stage asan -DCMAKE_BUILD_TYPE=Debug -DCPULM_SANITIZE=address,undefined
 if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then
   stage arm64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake

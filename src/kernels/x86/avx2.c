@@ -210,10 +210,6 @@ static inline float load1_f32(const void *p, int64_t i) {
     return ((const float *)p)[i];
 }
 
-static inline float load1_f16(const void *p, int64_t i) {
-    return x86_fp16(((const uint16_t *)p)[i]);
-}
-
 static inline float load1_bf16(const void *p, int64_t i) {
     uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
     float f;

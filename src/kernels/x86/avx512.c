@@ -82,10 +82,6 @@ static inline __m512 load16_f32(const void *p, int64_t i, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, (const float *)p + i);
 }
 
-static inline __m512 load16_f16(const void *p, int64_t i, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i));
-}
-
 static inline __m512 load16_bf16(const void *p, int64_t i, __mmask16 m) {
     const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
