@@ -75,20 +75,6 @@ static int pg_flag(cli *c, bench_params *p) {
     return 1;
 }
 
-/* --numa MODE: sets the library's process-wide NUMA mode before anything is loaded. */
-static int numa_flag(cli *c) {
-    const char *v = cli_value(c);
-    cpulm_numa mode;
-    if (!v) return 0;
-    if (cpulm_numa_parse(v, &mode) != CPULM_OK) {
-        fprintf(stderr, "cpulm bench: bad value '%s' for --numa (distribute, isolate, numactl)\n",
-                v);
-        return 0;
-    }
-    cpulm_numa_init(mode);
-    return 1;
-}
-
 /* -ctk and -ctv both set the one KV type (cpulm stores K and V alike); repeats are merged. */
 static int kv_flag(cli *c, bench_list *l) {
     const char *flag = c->argv[c->i], *v = cli_value(c);
@@ -151,7 +137,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         } else if (cli_flag(&c, "--progress", NULL) || cli_flag(&c, "--no-progress", NULL)) {
             o->progress = cli_flag(&c, "--progress", NULL);
         } else if (cli_flag(&c, "--numa", NULL)) {
-            ok = numa_flag(&c);
+            ok = cli_numa_flag(&c);
         } else if (cli_flag(&c, "--compare", NULL)) {
             ok = (o->cmp_a = cli_value(&c)) && (o->cmp_b = cli_value(&c));
         } else {

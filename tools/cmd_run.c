@@ -30,20 +30,6 @@ static void run_usage(FILE *f) {
             "  --ignore-eos          keep generating past end-of-generation tokens\n");
 }
 
-/* --numa MODE: sets the library's process-wide NUMA mode before anything is loaded. */
-static int numa_flag(cli *c) {
-    const char *v = cli_value(c);
-    cpulm_numa mode;
-    if (!v) return 0;
-    if (cpulm_numa_parse(v, &mode) != CPULM_OK) {
-        fprintf(stderr, "cpulm %s: bad value '%s' for --numa (distribute, isolate, numactl)\n",
-                c->cmd, v);
-        return 0;
-    }
-    cpulm_numa_init(mode);
-    return 1;
-}
-
 static int parse_run(int argc, char **argv, run_opts *o) {
     cli c = {.cmd = "run", .argc = argc, .argv = argv};
     o->sp = cpulm_sampler_default_params();
@@ -72,7 +58,7 @@ static int parse_run(int argc, char **argv, run_opts *o) {
         } else if (cli_flag(&c, "-b", "--batch-size")) {
             if (!cli_int(&c, 1, 1 << 16, &o->n_batch)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--numa", NULL)) {
-            if (!numa_flag(&c)) return EXIT_USAGE;
+            if (!cli_numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--ignore-eos", NULL)) {
             o->ignore_eos = 1;
         } else {

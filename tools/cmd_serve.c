@@ -34,20 +34,6 @@ static void serve_usage(FILE *f) {
             "GET /health, GET /ready, GET /metrics. See docs/SERVER.md.\n");
 }
 
-/* --numa MODE: sets the library's process-wide NUMA mode before anything is loaded. */
-static int numa_flag(cli *c) {
-    const char *v = cli_value(c);
-    cpulm_numa mode;
-    if (!v) return 0;
-    if (cpulm_numa_parse(v, &mode) != CPULM_OK) {
-        fprintf(stderr, "cpulm %s: bad value '%s' for --numa (distribute, isolate, numactl)\n",
-                c->cmd, v);
-        return 0;
-    }
-    cpulm_numa_init(mode);
-    return 1;
-}
-
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model) {
     cli c = {.cmd = "serve", .argc = argc, .argv = argv};
     for (c.i = 1; c.i < argc; c.i++) {
@@ -73,7 +59,7 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &p->n_threads)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--numa", NULL)) {
-            if (!numa_flag(&c)) return EXIT_USAGE;
+            if (!cli_numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--api-key", NULL)) {
             if (!(p->api_key = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--alias", NULL)) {

@@ -238,3 +238,16 @@ int cli_sampler_flag(cli *c, cpulm_sampler_params *sp) {
     }
     return 0;
 }
+
+int cli_numa_flag(cli *c) {
+    const char *v = cli_value(c);
+    cpulm_numa mode;
+    if (!v) return 0;
+    if (cpulm_numa_parse(v, &mode) != CPULM_OK) {
+        fprintf(stderr, "cpulm %s: bad value '%s' for --numa (distribute, isolate, numactl)\n",
+                c->cmd, v);
+        return 0;
+    }
+    cpulm_numa_init(mode);
+    return 1;
+}

@@ -29,6 +29,9 @@ int cli_unknown(cli *c); /* prints "unknown option" and returns EXIT_USAGE */
  * --presence-penalty --frequency-penalty -s/--seed): 1 = consumed, 0 = not a sampling flag,
  * -1 = bad value (message printed). */
 int cli_sampler_flag(cli *c, cpulm_sampler_params *sp);
+/* The value of --numa (none, distribute, isolate, numactl): sets the process-wide mode.
+ * 1 = ok, 0 = missing or bad value (message printed). */
+int cli_numa_flag(cli *c);
 #define CLI_SAMPLER_HELP                                                                           \
     "  --temp T              temperature (default 0.8; 0 = greedy)\n"                              \
     "  --top-k K             (default 40; 0 = off)\n"                                               \
