@@ -1,5 +1,6 @@
 /* bench_roof.c: this machine's ceilings for the roofline: memory read bandwidth, and the
- * peak of the selected Q8_0 and f32 dot kernels on cache-resident data; plus the bytes and
+ * peak of the selected int8 kernels (the repacked GEMM microkernel where the level has one,
+ * and the Q8_0 dot) and the f32 dot on cache-resident data; plus the bytes and
  * parameters a model's forward pass touches per token.
  *
  * Each measurement runs "rounds" on n threads: all threads start together at a barrier,
@@ -15,6 +16,8 @@
 
 #include "bench.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul.h"
+#include "model/repack.h"
 #include "threads/topo.h"
 
 static double now_s(void) {
@@ -231,8 +234,96 @@ static double peak(int q8, int n_threads, double min_s) {
     return s > 0 && ok ? 2.0 * PEAK_N * PEAK_CALLS * n_threads / s : -1;
 }
 
+/* ---- the repacked int8 GEMM microkernel (what prompt processing runs) ---- */
+
+enum { GEMM_GROUPS = 4, GEMM_TOKENS = 8, GEMM_CALLS = 512 };
+
+typedef struct gemm_data {
+    uint8_t *w;   /* GEMM_GROUPS packed 16-row groups of PEAK_N Q8_0 weights */
+    uint8_t *act; /* GEMM_TOKENS activation rows with their extras */
+    uint64_t group_bytes, act_stride;
+    float out[GEMM_TOKENS * CPULM_PACK_ROWS];
+} gemm_data;
+
+typedef struct gemm_job {
+    const cpulm_kernels *k;
+    gemm_data *d[PEAK_MAX_THREADS];
+    float sink[PEAK_MAX_THREADS];
+} gemm_job;
+
+static void gemm_setup(void *arg, int ith, int nth) {
+    (void)nth;
+    gemm_job *j = arg;
+    if (j->d[ith]) return;
+    gemm_data *d = j->d[ith] = calloc(1, sizeof *d);
+    if (!d) return;
+    const int64_t rows = GEMM_GROUPS * CPULM_PACK_ROWS;
+    const uint64_t rb = cpulm_dtype_row_bytes(CPULM_DTYPE_Q8_0, PEAK_N);
+    d->group_bytes = rb * CPULM_PACK_ROWS;
+    d->act_stride = cpulm_pack_act_row_bytes(PEAK_N);
+    uint8_t *src = malloc(rb * (size_t)rows);
+    float *x = malloc(sizeof(float) * PEAK_N);
+    d->w = malloc(rb * (size_t)rows);
+    d->act = malloc(d->act_stride * GEMM_TOKENS);
+    if (src && x && d->w && d->act) {
+        for (int64_t r = 0; r < rows; r++) {
+            for (int i = 0; i < PEAK_N; i++) x[i] = (float)((i * 5 + r + ith) % 11) * 0.1f - 0.5f;
+            j->k->from_float[CPULM_DTYPE_Q8_0](x, src + (size_t)r * rb, PEAK_N);
+        }
+        cpulm_repack_x16(CPULM_DTYPE_Q8_0, src, d->w, PEAK_N, rows);
+        for (int t = 0; t < GEMM_TOKENS; t++) {
+            for (int i = 0; i < PEAK_N; i++) x[i] = (float)((i * 7 + t) % 13) * 0.1f - 0.6f;
+            cpulm_matmul_quantize_act(j->k, CPULM_DTYPE_Q8_0, x, d->act + t * d->act_stride,
+                                      PEAK_N);
+        }
+    } else {
+        free(d->w), free(d->act);
+        free(d);
+        j->d[ith] = NULL;
+    }
+    free(src);
+    free(x);
+}
+
+static void gemm_work(void *arg, int ith, int nth) {
+    (void)nth;
+    gemm_job *j = arg;
+    gemm_data *d = j->d[ith];
+    if (!d) return;
+    cpulm_gemm_fn gemm = j->k->gemm_x16[CPULM_DTYPE_Q8_0];
+    for (int c = 0; c < GEMM_CALLS; c++)
+        gemm(PEAK_N, GEMM_TOKENS, d->out, CPULM_PACK_ROWS, d->w + (c % GEMM_GROUPS) * d->group_bytes,
+             d->act, d->act_stride);
+    j->sink[ith] += d->out[0];
+}
+
+/* Ops/s of the level's repacked Q8_0 GEMM (8 tokens x 16 rows per call), or -1 when the
+ * level has none of its own (the generic one is the oracle, not a production kernel). */
+static double gemm_peak(int n_threads, double min_s) {
+    const cpulm_kernels *k = cpulm_kernels_get();
+    if (n_threads < 1 || n_threads > PEAK_MAX_THREADS || !k->gemm_x16[CPULM_DTYPE_Q8_0] ||
+        k->gemm_x16[CPULM_DTYPE_Q8_0] == cpulm_kernels_generic.gemm_x16[CPULM_DTYPE_Q8_0])
+        return -1;
+    gemm_job *j = calloc(1, sizeof *j);
+    if (!j) return -1;
+    j->k = k;
+    double s = best_round(gemm_setup, gemm_work, j, n_threads, min_s);
+    int ok = 1;
+    for (int i = 0; i < n_threads; i++) {
+        ok = ok && j->d[i];
+        if (j->d[i]) free(j->d[i]->w), free(j->d[i]->act);
+        free(j->d[i]);
+    }
+    free(j);
+    return s > 0 && ok
+               ? 2.0 * PEAK_N * CPULM_PACK_ROWS * GEMM_TOKENS * GEMM_CALLS * n_threads / s
+               : -1;
+}
+
+/* The int8 ceiling: the faster of the repacked GEMM microkernel and the Q8_0 dot. */
 double bench_peak_q8_0(int n_threads, double min_s) {
-    return peak(1, n_threads, min_s);
+    double dot = peak(1, n_threads, min_s), gemm = gemm_peak(n_threads, min_s);
+    return gemm > dot ? gemm : dot;
 }
 
 double bench_peak_f32(int n_threads, double min_s) {

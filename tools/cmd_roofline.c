@@ -1,5 +1,5 @@
 /* cmd_roofline.c: `cpulm roofline`: this machine's memory read bandwidth and the peaks of
- * the selected Q8_0 (int8) and f32 dot kernels at each thread count; with -m, the model's
+ * the int8 peak (repacked GEMM microkernel, else the Q8_0 dot) and the f32 dot at each thread count; with -m, the model's
  * pp and tg speeds as fractions of those ceilings (tg is bound by reading the weights once
  * per token, pp by the int8 dot products: 2 ops per weight per token). */
 #include <stdlib.h>
@@ -88,7 +88,7 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
                      uint64_t bpt, int64_t params) {
     printf("roofline: %s | kernels %s | cpulm %s | read buffer %d MiB | GB = 1e9 bytes\n\n",
            e->cpu, e->kernels, e->version, o->buf_mib);
-    printf("| threads | read GB/s | Q8_0 dot GOPS (int8) | f32 dot GFLOPS |\n"
+    printf("| threads | read GB/s | int8 peak GOPS | f32 dot GFLOPS |\n"
            "| ---: | ---: | ---: | ---: |\n");
     for (int i = 0; i < n; i++)
         printf("| %d | %.2f | %.1f | %.1f |\n", r[i].n_threads, r[i].bw / 1e9, r[i].int8_ops / 1e9,
@@ -97,7 +97,7 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
     printf("\nmodel: %s (%s): %.3f GB of weights read per generated token, %.3f G matmul "
            "parameters\n\n", e->model_type, e->model_file, (double)bpt / 1e9, (double)params / 1e9);
     printf("| threads | tg%d t/s | tg GB/s | %% of read bandwidth | pp%d t/s | pp GOPS | %% of "
-           "Q8_0 peak |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n", o->n_gen,
+           "int8 peak |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n", o->n_gen,
            o->n_prompt);
     for (int i = 0; i < n; i++)
         printf("| %d | %.2f | %.2f | %.1f%% | %.2f | %.1f | %.1f%% |\n", r[i].n_threads,
@@ -105,8 +105,9 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
                r[i].pp_ts * 2.0 * (double)params / 1e9, 100 * r[i].pp_frac);
     printf("\nassumptions: tg reads every weight once per token (the KV cache, small at these "
            "lengths, is not counted); pp does 2 int8 ops per matmul weight per token (attention "
-           "not counted; the prompt path may use GEMM microkernels that beat the vec_dot peak, so "
-           "pp can pass 100%%); ceilings are the best round of each measurement.\n");
+           "not counted); the int8 peak is the repacked GEMM microkernel's on cache-resident weights "
+           "(the Q8_0 dot where the level has no GEMM); ceilings are the best round of each "
+           "measurement.\n");
 }
 
 static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t bpt,
