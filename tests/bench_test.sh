@@ -132,7 +132,7 @@ assert r["f32_flops_per_s"] > 0 and r["tg_ts"] > 0 and r["pp_int8_fraction"] > 0
 assert d["bytes_per_token"] > 0 and d["matmul_params"] > 0
 ' "$TMP/out"
 expect_rc roofline_md 0 "$CPULM" roofline -t 1 --buffer-mib 16 --time 0.02
-grep -q "| read GB/s | Q8_0 dot GOPS (int8) | f32 dot GFLOPS |" "$TMP/out"; check roofline_md_table $?
+grep -q "| read GB/s | int8 peak GOPS | f32 dot GFLOPS |" "$TMP/out"; check roofline_md_table $?
 
 # ---- plan with a file and a measurement ----
 expect_rc plan_bench 0 "$CPULM" plan -m "$MODEL" -c 256 --parallel 2 --bench --instance c7g.large
@@ -152,7 +152,7 @@ want = {"threads": ["pp32 (prompt)", "tg16 (generation)"],
         "pp_length": ["prompt processing"],
         "parallel": ["aggregate (all sequences)", "per sequence"],
         "ttft": ["mean", "p50", "p99"],
-        "roofline": ["tg: % of read bandwidth", "pp: % of int8 dot peak"],
+        "roofline": ["tg: % of read bandwidth", "pp: % of int8 peak"],
         "cost": ["single stream", "batched"]}
 ns = "{http://www.w3.org/2000/svg}"
 for name, series in want.items():
