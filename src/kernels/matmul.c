@@ -1,6 +1,8 @@
 /* matmul.c: threading and tiling of y = W x over the kernel table (see matmul.h). */
 #include "matmul.h"
 
+#include <string.h>
+
 #include "../base/fp16.h"
 
 #define ROW_BLOCK 16  /* weight rows kept hot in cache while every activation row visits them */
@@ -77,8 +79,11 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
                  a->act + (size_t)t0 * a->act_stride, a->act_stride);
             for (int j = 0; j < nt; j++) {
                 float *o = a->out + (t0 + j) * a->ld_out;
-                for (int r = 0; r < CPULM_PACK_ROWS; r++)
-                    store(a, o, g * CPULM_PACK_ROWS + r, tile[j * CPULM_PACK_ROWS + r]);
+                const float *v = tile + j * CPULM_PACK_ROWS;
+                if (!a->bias && !a->accumulate) /* the common case, as one copy */
+                    memcpy(o + g * CPULM_PACK_ROWS, v, sizeof(float) * CPULM_PACK_ROWS);
+                else
+                    for (int r = 0; r < CPULM_PACK_ROWS; r++) store(a, o, g * CPULM_PACK_ROWS + r, v[r]);
             }
         }
     }
