@@ -266,6 +266,41 @@ TEST(kern_pack_matmul_driver) {
     check_driver(t, CPULM_DTYPE_Q6_K, 2 * 256);
 }
 
+/* The Q8_K activation quantizer (the K-quant GEMMs' input) at every level, bit for bit, on
+ * blocks the random tests rarely make: all zero, one nonzero, a denormal extreme, ties of
+ * the largest magnitude with either sign first, every element at the extreme. */
+TEST(kern_pack_q8k_edges_all_levels) {
+    enum { NB = 6, N = NB * 256 };
+    static float x[N];
+    uint64_t seed = 5;
+    for (int i = 0; i < N; i++) x[i] = frand(&seed);
+    for (int i = 0; i < 256; i++) x[i] = 0.0f;                          /* block 0: zero */
+    for (int i = 256; i < 512; i++) x[i] = 0.0f;
+    x[300] = -3.0f;                                                     /* block 1: one */
+    for (int i = 512; i < 768; i++) x[i] = (float)(i % 7) * 1e-42f;     /* block 2: denormals */
+    x[768 + 9] = 2.0f, x[768 + 100] = -2.0f;                            /* block 3: +a first */
+    x[1024 + 9] = -2.0f, x[1024 + 100] = 2.0f;                          /* block 4: -a first */
+    for (int i = 1280; i < N; i++) x[i] = (i & 1) ? 1.5f : -1.5f;       /* block 5: all extreme */
+    const size_t bytes = cpulm_dtype_row_bytes(CPULM_DTYPE_Q8_K, N);
+    uint8_t *ref = malloc(bytes), *got = malloc(bytes);
+    REQUIRE(t, ref && got);
+    cpulm_kernels_generic.from_float[CPULM_DTYPE_Q8_K](x, ref, N);
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = cpulm_kernels_levels(lv, MAX_LEVELS);
+    for (int l = 0; l < nl; l++) {
+        memset(got, 0xA5, bytes);
+        lv[l]->from_float[CPULM_DTYPE_Q8_K](x, got, N);
+        for (int b = 0; b < NB; b++) {
+            const size_t bb = sizeof(cpulm_block_q8_K);
+            if (memcmp(got + b * bb, ref + b * bb, bb) != 0)
+                fprintf(stderr, "  %s Q8_K block %d differs\n", lv[l]->name, b);
+            CHECK(t, memcmp(got + b * bb, ref + b * bb, bb) == 0);
+        }
+    }
+    free(ref);
+    free(got);
+}
+
 /* ---- attention ---- */
 
 static void check_attn(test_ctx *t, int64_t d, int64_t n, uint64_t seed) {

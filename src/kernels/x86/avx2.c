@@ -392,6 +392,64 @@ static void from_float_q8_0(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* Q8_K, bit-identical to the reference: the signed extreme is the first element of the
+ * largest magnitude (the reference's strict > scan), iscale = -127 / max, quants by the
+ * same magic-number rounding (f + 1.5 * 2^23, low mantissa bits), capped at 127. */
+static float q8_K_signed_max(const float *x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < CPULM_QK_K; k += 8)
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)));
+    const float m = x86_hmax_ps256(amax);
+    if (m == 0.0f) return 0.0f;
+    const __m256 vm = _mm256_set1_ps(m);
+    for (int k = 0; k < CPULM_QK_K; k += 8) {
+        const int hit = _mm256_movemask_ps(
+            _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), vm, _CMP_EQ_OQ));
+        if (hit) return x[k + __builtin_ctz((unsigned)hit)];
+    }
+    return 0.0f; /* not reached for finite input */
+}
+
+static void from_float_q8_K(const float *x, void *vy, int64_t n) {
+    cpulm_block_q8_K *y = vy;
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    for (int64_t i = 0; i < n / CPULM_QK_K; i++, x += CPULM_QK_K) {
+        const float max = q8_K_signed_max(x);
+        memset(&y[i], 0, sizeof y[i]);
+        if (max == 0.0f) continue;
+        const float iscale = -127.0f / max;
+        if (!isfinite(iscale)) { /* |max| < 127 / FLT_MAX: the reference's int8 wrap-around */
+            cpulm_quantize_row_q8_K_ref(x, &y[i], CPULM_QK_K);
+            continue;
+        }
+        const __m256 vs = _mm256_set1_ps(iscale);
+        __m256i gsum[16];
+        for (int k = 0; k < CPULM_QK_K; k += 32) {
+            __m256i q[4];
+            for (int u = 0; u < 4; u++) {
+                const __m256 f = _mm256_add_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k + 8 * u)), magic);
+                q[u] = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias);
+                q[u] = _mm256_min_epi32(q[u], _mm256_set1_epi32(127));
+            }
+            gsum[k / 16] = _mm256_add_epi32(q[0], q[1]);
+            gsum[k / 16 + 1] = _mm256_add_epi32(q[2], q[3]);
+            const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                                 _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + k), _mm256_permutevar8x32_epi32(p, order));
+        }
+        for (int g = 0; g < 16; g += 4) { /* 4 group sums of 8 lanes each */
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(gsum[g], gsum[g + 1]),
+                                                _mm256_hadd_epi32(gsum[g + 2], gsum[g + 3]));
+            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            _mm_storel_epi64((__m128i *)(y[i].bsums + g), _mm_packs_epi32(s4, s4));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
 static void from_float_f16(const float *x, void *vy, int64_t n) {
     uint16_t *y = vy;
     int64_t i = 0;
@@ -845,7 +903,8 @@ const cpulm_kernels cpulm_kernels_avx2 = {
             [CPULM_DTYPE_Q5_K] = vec_dot_q5_K_q8_K,
             [CPULM_DTYPE_Q6_K] = vec_dot_q6_K_q8_K,
         },
-    .from_float = {[CPULM_DTYPE_Q8_0] = from_float_q8_0, [CPULM_DTYPE_F16] = from_float_f16},
+    .from_float = {[CPULM_DTYPE_Q8_0] = from_float_q8_0, [CPULM_DTYPE_F16] = from_float_f16,
+                   [CPULM_DTYPE_Q8_K] = from_float_q8_K},
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
