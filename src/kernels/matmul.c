@@ -80,8 +80,11 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
             for (int j = 0; j < nt; j++) {
                 float *o = a->out + (t0 + j) * a->ld_out;
                 const float *v = tile + j * CPULM_PACK_ROWS;
-                if (!a->bias && !a->accumulate) /* the common case, as one copy */
-                    memcpy(o + g * CPULM_PACK_ROWS, v, sizeof(float) * CPULM_PACK_ROWS);
+                float *og = o + g * CPULM_PACK_ROWS;
+                /* the common cases as straight loops the compiler vectorizes */
+                if (!a->bias && !a->accumulate) memcpy(og, v, sizeof(float) * CPULM_PACK_ROWS);
+                else if (!a->bias)
+                    for (int r = 0; r < CPULM_PACK_ROWS; r++) og[r] += v[r];
                 else
                     for (int r = 0; r < CPULM_PACK_ROWS; r++) store(a, o, g * CPULM_PACK_ROWS + r, v[r]);
             }
