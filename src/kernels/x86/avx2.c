@@ -614,6 +614,8 @@ static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w
  * Q5_K min term and the Q6_K bias term (-32 * sum(sc * b16)) are madds of int16 pairs
  * against the activation extras. The float steps are those of every level. */
 
+/* Tiles of 1-2 tokens stream the weights: prefetch the super-block 2 ahead in address order
+ * (see the avx512vnni level). A GEMV over a 57 MB Q4_K matrix: 32 GB/s, the row dot 26. */
 #define AVX2_PREFETCH_SB 2
 
 /* (v, v) in both int16 halves of each 32-bit lane, v = byte i of the lane, zero- or
