@@ -26,19 +26,51 @@ static float frand(uint64_t *s) { /* roughly uniform in [-1, 1) */
 
 /* A random matrix of rows x n quantized to type, row-major, and its packed copy. */
 typedef struct pack_case {
-    cpulm_dtype type;
+    cpulm_dtype type, vdt; /* vdt: the activations' type (Q8_0 or Q8_K) */
     int64_t n, rows, nt;
-    uint8_t *w, *packed, *act; /* act: nt rows of cpulm_pack_act_row_bytes(n), + 4 misaligned */
+    uint8_t *w, *packed, *act; /* act: nt rows of cpulm_matmul_act_bytes(vdt, n), + 4 misaligned */
     uint64_t stride;
     double *abs_sum; /* [nt * rows] sum |w x| for tolerances */
 } pack_case;
+
+/* A field of a block (byte offset, size) filled with bytes drawn from vals[0..nv). */
+static void fill_field(uint8_t *blk, size_t off, size_t sz, const uint8_t *vals, int nv, uint64_t *seed) {
+    for (size_t i = 0; i < sz; i++) blk[off + i] = vals[rng(seed) % (uint64_t)nv];
+}
+
+/* Quants (and K-quant sub-block scales) at the ends of their ranges. */
+static void extremize(cpulm_dtype type, uint8_t *blk, uint64_t *seed) {
+    static const uint8_t q4[] = {0x0F, 0xF0, 0x00, 0xFF}, q8[] = {0x7F, 0x80}, ff[] = {0xFF},
+                         bits[] = {0x00, 0xFF, 0x55, 0xAA}, s6[] = {0x7F, 0x80};
+    switch (type) {
+    case CPULM_DTYPE_Q4_0: fill_field(blk, 2, 16, q4, 2, seed); break;
+    case CPULM_DTYPE_Q8_0: fill_field(blk, 2, 32, q8, 2, seed); break;
+    case CPULM_DTYPE_Q4_K: /* every scale and min 63 */
+        fill_field(blk, 4, 12, ff, 1, seed);
+        fill_field(blk, 16, 128, q4, 4, seed);
+        break;
+    case CPULM_DTYPE_Q5_K:
+        fill_field(blk, 4, 12, ff, 1, seed);
+        fill_field(blk, 16, 32, bits, 4, seed);
+        fill_field(blk, 48, 128, q4, 4, seed);
+        break;
+    case CPULM_DTYPE_Q6_K: /* scales +127 / -128 */
+        fill_field(blk, 0, 128, q4, 4, seed);
+        fill_field(blk, 128, 64, bits, 4, seed);
+        fill_field(blk, 192, 16, s6, 2, seed);
+        break;
+    default: break;
+    }
+}
 
 static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, int64_t nt,
                      uint64_t seed, int extreme) {
     memset(c, 0, sizeof *c);
     c->type = type, c->n = n, c->rows = rows, c->nt = nt;
+    c->vdt = cpulm_dtype_traits_get(type)->vec_dot_type;
     const uint64_t rb = cpulm_dtype_row_bytes(type, n);
-    c->stride = (cpulm_pack_act_row_bytes(n) + 4 + 63) / 64 * 64 + 4; /* misaligned rows */
+    const int64_t qk = cpulm_dtype_traits_get(type)->block;
+    c->stride = (cpulm_matmul_act_bytes(c->vdt, n) + 4 + 63) / 64 * 64 + 4; /* misaligned rows */
     c->w = malloc(rb * (size_t)rows);
     c->packed = malloc(rb * (size_t)rows);
     c->act = malloc(c->stride * (size_t)nt + 64);
@@ -48,22 +80,17 @@ static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, in
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t i = 0; i < n; i++) f[i] = frand(&seed) * 0.05f;
         cpulm_quantize_row_ref(type, f, c->w + (size_t)r * rb, n);
-        if (extreme) /* quants at the ends of their ranges */
-            for (int64_t b = 0; b < n / 32; b++) {
-                uint8_t *blk = c->w + (size_t)r * rb + (size_t)b * (rb / (size_t)(n / 32));
-                size_t qn = type == CPULM_DTYPE_Q4_0 ? 16 : 32;
-                for (size_t i = 0; i < qn; i++)
-                    blk[2 + i] = type == CPULM_DTYPE_Q4_0 ? ((rng(&seed) & 1) ? 0x0F : 0xF0)
-                                                          : ((rng(&seed) & 1) ? 0x7F : 0x80);
-            }
+        if (extreme)
+            for (int64_t b = 0; b < n / qk; b++)
+                extremize(type, c->w + (size_t)r * rb + (size_t)b * (rb / (size_t)(n / qk)), &seed);
         cpulm_dequantize_row_ref(type, c->w + (size_t)r * rb, wf + r * n, n);
     }
     cpulm_repack_x16(type, c->w, c->packed, n, rows);
     for (int64_t j = 0; j < nt; j++) {
         for (int64_t i = 0; i < n; i++) f[i] = extreme ? ((rng(&seed) & 1) ? 1.0f : -1.0f) : frand(&seed) * 2.0f;
         uint8_t *row = c->act + 4 + (size_t)j * c->stride;
-        cpulm_matmul_quantize_act(&cpulm_kernels_generic, CPULM_DTYPE_Q8_0, f, row, n);
-        cpulm_dequantize_row_ref(CPULM_DTYPE_Q8_0, row, f, n);
+        cpulm_matmul_quantize_act(&cpulm_kernels_generic, c->vdt, f, row, n);
+        cpulm_dequantize_row_ref(c->vdt, row, f, n);
         for (int64_t r = 0; r < rows; r++)
             for (int64_t i = 0; i < n; i++) c->abs_sum[j * rows + r] += fabs((double)wf[r * n + i] * f[i]);
     }
@@ -87,15 +114,21 @@ static void run_gemm(cpulm_gemm_fn gemm, const pack_case *c, float *out) {
              c->packed + (size_t)g * CPULM_PACK_ROWS * rb, c->act + 4, c->stride);
 }
 
+static int is_k_quant(cpulm_dtype t) {
+    return t == CPULM_DTYPE_Q4_K || t == CPULM_DTYPE_Q5_K || t == CPULM_DTYPE_Q6_K;
+}
+
 /* Every level's gemm against the generic vec_dot of the original rows, and every level's
- * token j (of nt) bit-identical to the same level run on token j alone. */
+ * token j (of nt) bit-identical to the same level run on token j alone. K-quant levels
+ * also equal the generic gemm bit for bit (exact int sums, the same fused float steps). */
 static void check_gemm(test_ctx *t, const pack_case *c) {
     const cpulm_kernels *lv[MAX_LEVELS];
     const int nl = cpulm_kernels_levels(lv, MAX_LEVELS);
     const size_t nout = (size_t)(c->nt * c->rows);
     float *ref = malloc(sizeof(float) * nout), *got = malloc(sizeof(float) * nout);
-    float *one = malloc(sizeof(float) * (size_t)c->rows);
-    REQUIRE(t, ref && got && one);
+    float *one = malloc(sizeof(float) * (size_t)c->rows), *gen = malloc(sizeof(float) * nout);
+    REQUIRE(t, ref && got && one && gen);
+    run_gemm(cpulm_kernels_generic.gemm_x16[c->type], c, gen);
     const uint64_t rb = cpulm_dtype_row_bytes(c->type, c->n);
     for (int64_t j = 0; j < c->nt; j++)
         for (int64_t r = 0; r < c->rows; r++)
@@ -112,6 +145,7 @@ static void check_gemm(test_ctx *t, const pack_case *c) {
                     cpulm_dtype_name(c->type), (long long)c->n, (long long)c->nt, bad, nout,
                     got[0], ref[0]);
         CHECK_EQ_INT(t, bad, 0);
+        if (is_k_quant(c->type)) CHECK(t, memcmp(got, gen, sizeof(float) * nout) == 0);
         pack_case single = *c;
         single.nt = 1;
         for (int64_t j = 0; j < c->nt; j++) {
@@ -123,6 +157,7 @@ static void check_gemm(test_ctx *t, const pack_case *c) {
     free(ref);
     free(got);
     free(one);
+    free(gen);
 }
 
 TEST(kern_pack_gemm_all_levels) {
@@ -140,10 +175,28 @@ TEST(kern_pack_gemm_all_levels) {
             }
 }
 
+TEST(kern_pack_gemm_k_all_levels) {
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
+    static const int64_t nsb[] = {1, 3, 11};
+    static const int64_t nts[] = {1, 2, 5, 8, 11};
+    uint64_t seed = 17;
+    for (int ti = 0; ti < 3; ti++)
+        for (int bi = 0; bi < 3; bi++)
+            for (int ni = 0; ni < 5; ni++) {
+                pack_case c;
+                REQUIRE(t, make_case(&c, types[ti], nsb[bi] * 256, 32, nts[ni], seed++, 0));
+                check_gemm(t, &c);
+                free_case(&c);
+            }
+}
+
 TEST(kern_pack_gemm_extreme_quants) {
-    for (int ti = 0; ti < 2; ti++) {
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q4_K,
+                                        CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
+    for (int ti = 0; ti < 5; ti++) {
         pack_case c;
-        REQUIRE(t, make_case(&c, ti ? CPULM_DTYPE_Q8_0 : CPULM_DTYPE_Q4_0, 37 * 32, 16, 5, 99, 1));
+        const int64_t n = is_k_quant(types[ti]) ? 5 * 256 : 37 * 32;
+        REQUIRE(t, make_case(&c, types[ti], n, 16, 9, 99 + (uint64_t)ti, 1));
         check_gemm(t, &c);
         free_case(&c);
     }
@@ -165,10 +218,13 @@ TEST(kern_pack_gemm_token_counts) {
 }
 
 TEST(kern_pack_repack_roundtrip) {
-    for (int ti = 0; ti < 2; ti++) {
-        const cpulm_dtype type = ti ? CPULM_DTYPE_Q8_0 : CPULM_DTYPE_Q4_0;
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q4_K,
+                                        CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
+    for (int ti = 0; ti < 5; ti++) {
+        const cpulm_dtype type = types[ti];
         pack_case c;
-        const int64_t n = 45 * 32; /* more than one 32-block chunk of get_row */
+        /* more blocks than get_row rebuilds per step */
+        const int64_t n = is_k_quant(type) ? 23 * 256 : 245 * 32;
         REQUIRE(t, make_case(&c, type, n, 48, 1, 3, 0));
         cpulm_tensor packed = {.data = c.packed, .type = type, .ne = {n, 48},
                                .row_bytes = cpulm_dtype_row_bytes(type, n), .packed = 1};
@@ -190,10 +246,10 @@ TEST(kern_pack_repack_roundtrip) {
 /* cpulm_matmul on packed weights (any thread split, bias, accumulate, more tokens than a
  * chunk) equals the row-major path bit for bit at the generic level, and within tolerance
  * at the best level. */
-TEST(kern_pack_matmul_driver) {
+static void check_driver(test_ctx *t, cpulm_dtype type, int64_t n) {
     pack_case c;
-    const int64_t n = 8 * 32, rows = 64, nt = 70;
-    REQUIRE(t, make_case(&c, CPULM_DTYPE_Q4_0, n, rows, nt, 5, 0));
+    const int64_t rows = 64, nt = 70;
+    REQUIRE(t, make_case(&c, type, n, rows, nt, 5, 0));
     float bias[64];
     for (int i = 0; i < 64; i++) bias[i] = (float)i * 0.25f;
     float *a = malloc(sizeof(float) * (size_t)(nt * rows)), *b = malloc(sizeof(float) * (size_t)(nt * rows));
@@ -217,6 +273,47 @@ TEST(kern_pack_matmul_driver) {
     free(a);
     free(b);
     free_case(&c);
+}
+
+TEST(kern_pack_matmul_driver) {
+    check_driver(t, CPULM_DTYPE_Q4_0, 8 * 32);
+    check_driver(t, CPULM_DTYPE_Q4_K, 2 * 256);
+    check_driver(t, CPULM_DTYPE_Q6_K, 2 * 256);
+}
+
+/* The Q8_K activation quantizer (the K-quant GEMMs' input) at every level, bit for bit, on
+ * blocks the random tests rarely make: all zero, one nonzero, a denormal extreme, ties of
+ * the largest magnitude with either sign first, every element at the extreme. */
+TEST(kern_pack_q8k_edges_all_levels) {
+    enum { NB = 6, N = NB * 256 };
+    static float x[N];
+    uint64_t seed = 5;
+    for (int i = 0; i < N; i++) x[i] = frand(&seed);
+    for (int i = 0; i < 256; i++) x[i] = 0.0f;                          /* block 0: zero */
+    for (int i = 256; i < 512; i++) x[i] = 0.0f;
+    x[300] = -3.0f;                                                     /* block 1: one */
+    for (int i = 512; i < 768; i++) x[i] = (float)(i % 7) * 1e-42f;     /* block 2: denormals */
+    x[768 + 9] = 2.0f, x[768 + 100] = -2.0f;                            /* block 3: +a first */
+    x[1024 + 9] = -2.0f, x[1024 + 100] = 2.0f;                          /* block 4: -a first */
+    for (int i = 1280; i < N; i++) x[i] = (i & 1) ? 1.5f : -1.5f;       /* block 5: all extreme */
+    const size_t bytes = cpulm_dtype_row_bytes(CPULM_DTYPE_Q8_K, N);
+    uint8_t *ref = malloc(bytes), *got = malloc(bytes);
+    REQUIRE(t, ref && got);
+    cpulm_kernels_generic.from_float[CPULM_DTYPE_Q8_K](x, ref, N);
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = cpulm_kernels_levels(lv, MAX_LEVELS);
+    for (int l = 0; l < nl; l++) {
+        memset(got, 0xA5, bytes);
+        lv[l]->from_float[CPULM_DTYPE_Q8_K](x, got, N);
+        for (int b = 0; b < NB; b++) {
+            const size_t bb = sizeof(cpulm_block_q8_K);
+            if (memcmp(got + b * bb, ref + b * bb, bb) != 0)
+                fprintf(stderr, "  %s Q8_K block %d differs\n", lv[l]->name, b);
+            CHECK(t, memcmp(got + b * bb, ref + b * bb, bb) == 0);
+        }
+    }
+    free(ref);
+    free(got);
 }
 
 /* ---- attention ---- */

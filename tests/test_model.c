@@ -307,8 +307,9 @@ static float *logits_with_threads(const cpulm_model *m, const int32_t *toks, int
 }
 
 TEST(model_threads_bit_identical) {
-    const char *files[] = {"stories260K.gguf", "tiny-llama-q4_0.gguf", "tiny-llama-q8_0.gguf"};
-    for (size_t f = 0; f < 3; f++) {
+    const char *files[] = {"stories260K.gguf", "tiny-llama-q4_0.gguf", "tiny-llama-q8_0.gguf",
+                           "tiny-llama-q4_k_m.gguf", "tiny-llama-q6_k.gguf"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         cpulm_model *m = load_model(files[f]);
         if (!m) SKIP(t, "models not found (CPULM_SHARED)");
         int32_t toks[20];

@@ -30,16 +30,23 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
 /* ---- repacked weights (src/model/repack.c) ----
  * A weight whose row count is a multiple of CPULM_PACK_ROWS can be repacked at load into
  * groups of 16 rows, interleaved block by block so one 512-bit load holds 4 bytes of each
- * of the 16 rows. Per group and per 32-element block b (blocks in order, groups contiguous):
- *   Q4_0: 16 fp16 scales (row order), then 4 x 64 bytes: chunk t, lane r (4 bytes) = qs[4t..4t+3]
- *         of row r (low nibbles: elements 4t..4t+3, high nibbles: 16+4t..16+4t+3); 288 bytes.
- *   Q8_0: 16 fp16 scales, then 8 x 64 bytes: chunk s, lane r = qs[4s..4s+3] of row r; 544 bytes.
+ * of the 16 rows. Groups are contiguous; within a group, blocks (32 elements for Q4_0/Q8_0,
+ * 256-element super-blocks for the K-quants) follow in order, and each block holds the 16
+ * rows' copies of the block's fields, field by field in the block struct's order: a 2-byte
+ * field (a fp16 scale) as 16 values in row order; a field of 4k bytes as k chunks of 64
+ * bytes whose 4-byte lane r holds bytes 4c..4c+3 of the field of row r (chunk c). So:
+ *   Q4_0: d[16], qs 4 chunks (chunk t, lane r = qs[4t..4t+3] of row r: low nibbles are
+ *         elements 4t..4t+3, high nibbles 16+4t..16+4t+3); 288 bytes.
+ *   Q8_0: d[16], qs 8 chunks; 544 bytes.
+ *   Q4_K: d[16], dmin[16], scales 3 chunks, qs 32 chunks; 2304 bytes.
+ *   Q5_K: d[16], dmin[16], scales 3 chunks, qh 8 chunks, qs 32 chunks; 2816 bytes.
+ *   Q6_K: ql 32 chunks, qh 16 chunks, scales 4 chunks, d[16]; 3360 bytes.
  * A group takes exactly the bytes of its 16 rows in the original layout.
- * Activations for these kernels are Q8_0 rows followed by per-block extras (see
- * cpulm_pack_act_extras): the block scale as a float and the sum of the block's quants. */
+ * Activations for these kernels are rows of the weight's vec_dot_type followed by
+ * per-block extras: cpulm_pack_act_* (Q8_0) and cpulm_pack_actk_* (Q8_K). */
 #define CPULM_PACK_ROWS 16
 
-/* Extras of an activation row of n elements (Q8_0), starting at the first 4-byte boundary
+/* Extras of a Q8_0 activation row of n elements, starting at the first 4-byte boundary
  * after the Q8_0 blocks, nb = n/32 entries each: float d[nb] (block scales), int32
  * c4[nb] = -8 * sum(qs), int32 c8[nb] = -128 * sum(qs) (the bias corrections of unsigned
  * Q4_0 nibbles and sign-flipped Q8_0 quants). */
@@ -50,10 +57,32 @@ static inline uint64_t cpulm_pack_act_row_bytes(int64_t n) {
     return cpulm_pack_act_extras_offset(n) + (uint64_t)(n / 32) * 12;
 }
 
+/* Extras of a Q8_K activation row of n elements: right after the Q8_K blocks (whose size
+ * is a multiple of 4), CPULM_PACK_ACTK_WORDS int32 per super-block, where b16[g] are the
+ * block's bsums (sums of 16 quants) and b32[j] = b16[2j] + b16[2j+1] (sums of 32):
+ *   [0..3]   int16 pairs {b32[0], b32[2]}, {b32[1], b32[3]}, {b32[4], b32[6]}, {b32[5], b32[7]}
+ *            (low half first): the Q4_K / Q5_K min terms by pairwise int16 dots;
+ *   [4..11]  int16 pairs {b16[4c], b16[4c+2]}, {b16[4c+1], b16[4c+3]} for c = 0..3: the
+ *            Q6_K bias term sum(sc * b16) by pairwise int16 dots;
+ *   [12..27] -32 * b16[g]: the Q6_K bias of group g, to seed an unsigned-quant dot. */
+#define CPULM_PACK_ACTK_WORDS 28
+static inline uint64_t cpulm_pack_actk_extras_offset(int64_t n) {
+    return (uint64_t)(n / CPULM_QK_K) * sizeof(cpulm_block_q8_K);
+}
+static inline uint64_t cpulm_pack_actk_row_bytes(int64_t n) {
+    return cpulm_pack_actk_extras_offset(n) + (uint64_t)(n / CPULM_QK_K) * 4 * CPULM_PACK_ACTK_WORDS;
+}
+
 /* s[j * ld + r] = dot(row r of the 16-row group w, activation row j), r < 16, j < nt
- * (nt >= 1); n is the row length; act rows (cpulm_pack_act_row_bytes each, act_stride
- * apart) carry their extras. Every (r, j) element is computed with the same arithmetic
- * whatever nt is, so batching never changes a result. */
+ * (nt >= 1); n is the row length; act rows (cpulm_pack_act_row_bytes or
+ * cpulm_pack_actk_row_bytes each, act_stride apart) carry their extras. Every (r, j)
+ * element is computed with the same arithmetic whatever nt is, so batching never changes a
+ * result. Float steps, per block (super-block) b in order, acc starting at 0:
+ *   Q4_0, Q8_0: acc += dw * (dx * float(isum))   (isum: the block's exact int dot)
+ *   Q4_K, Q5_K: acc = fma(d * dy, float(sumi), acc); acc = fma(-(dmin * dy), float(summ), acc)
+ *   Q6_K:       acc = fma(d * dy, float(sumi), acc)
+ * with sumi, summ the super-block's exact int sums (those of the generic vec_dot); fma is
+ * fused (one rounding) at every level, so K-quant levels agree bit for bit. */
 typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const void *w,
                               const uint8_t *act, uint64_t act_stride);
 
@@ -88,7 +117,8 @@ typedef struct cpulm_kernels {
     void (*attn_f16)(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
                      const uint8_t *v, uint64_t stride, float scale, float *out);
 
-    /* ---- repacked-weight GEMM (see CPULM_PACK_ROWS), indexed by weight type: Q4_0, Q8_0 ---- */
+    /* ---- repacked-weight GEMM (see CPULM_PACK_ROWS), indexed by weight type: Q4_0, Q8_0,
+     * Q4_K, Q5_K, Q6_K ---- */
     cpulm_gemm_fn gemm_x16[CPULM_DTYPE_COUNT];
 } cpulm_kernels;
 

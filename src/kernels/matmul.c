@@ -1,6 +1,8 @@
 /* matmul.c: threading and tiling of y = W x over the kernel table (see matmul.h). */
 #include "matmul.h"
 
+#include <string.h>
+
 #include "../base/fp16.h"
 
 #define ROW_BLOCK 16  /* weight rows kept hot in cache while every activation row visits them */
@@ -9,13 +11,11 @@
 
 uint64_t cpulm_matmul_act_bytes(cpulm_dtype vdt, int64_t n) {
     if (vdt == CPULM_DTYPE_Q8_0) return cpulm_pack_act_row_bytes(n);
+    if (vdt == CPULM_DTYPE_Q8_K) return cpulm_pack_actk_row_bytes(n);
     return cpulm_dtype_row_bytes(vdt, n);
 }
 
-void cpulm_matmul_quantize_act(const cpulm_kernels *k, cpulm_dtype vdt, const float *x,
-                               uint8_t *dst, int64_t n) {
-    k->from_float[vdt](x, dst, n);
-    if (vdt != CPULM_DTYPE_Q8_0) return;
+static void q8_0_extras(uint8_t *dst, int64_t n) {
     const int64_t nb = n / 32;
     const cpulm_block_q8_0 *b = (const cpulm_block_q8_0 *)dst;
     float *d = (float *)(dst + cpulm_pack_act_extras_offset(n));
@@ -27,6 +27,37 @@ void cpulm_matmul_quantize_act(const cpulm_kernels *k, cpulm_dtype vdt, const fl
         c4[i] = -8 * s;
         c8[i] = -128 * s;
     }
+}
+
+/* Two int16 values as one int32 word, lo in the low half (what a pairwise int16 dot reads). */
+static int32_t pair16(int lo, int hi) {
+    return (int32_t)((uint32_t)(uint16_t)(int16_t)lo | (uint32_t)(uint16_t)(int16_t)hi << 16);
+}
+
+static void q8_K_extras(uint8_t *dst, int64_t n) {
+    const cpulm_block_q8_K *b = (const cpulm_block_q8_K *)dst;
+    int32_t *e = (int32_t *)(dst + cpulm_pack_actk_extras_offset(n));
+    for (int64_t i = 0; i < n / CPULM_QK_K; i++, e += CPULM_PACK_ACTK_WORDS) {
+        const int16_t *b16 = b[i].bsums;
+        int b32[8];
+        for (int j = 0; j < 8; j++) b32[j] = b16[2 * j] + b16[2 * j + 1]; /* |.| <= 32 * 127 */
+        for (int h = 0; h < 2; h++) {
+            e[2 * h] = pair16(b32[4 * h], b32[4 * h + 2]);
+            e[2 * h + 1] = pair16(b32[4 * h + 1], b32[4 * h + 3]);
+        }
+        for (int c = 0; c < 4; c++) {
+            e[4 + 2 * c] = pair16(b16[4 * c], b16[4 * c + 2]);
+            e[5 + 2 * c] = pair16(b16[4 * c + 1], b16[4 * c + 3]);
+        }
+        for (int g = 0; g < 16; g++) e[12 + g] = -32 * b16[g];
+    }
+}
+
+void cpulm_matmul_quantize_act(const cpulm_kernels *k, cpulm_dtype vdt, const float *x,
+                               uint8_t *dst, int64_t n) {
+    k->from_float[vdt](x, dst, n);
+    if (vdt == CPULM_DTYPE_Q8_0) q8_0_extras(dst, n);
+    if (vdt == CPULM_DTYPE_Q8_K) q8_K_extras(dst, n);
 }
 
 static void store(const cpulm_matmul_args *a, float *o, int64_t r, float s) {
@@ -48,8 +79,14 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
                  a->act + (size_t)t0 * a->act_stride, a->act_stride);
             for (int j = 0; j < nt; j++) {
                 float *o = a->out + (t0 + j) * a->ld_out;
-                for (int r = 0; r < CPULM_PACK_ROWS; r++)
-                    store(a, o, g * CPULM_PACK_ROWS + r, tile[j * CPULM_PACK_ROWS + r]);
+                const float *v = tile + j * CPULM_PACK_ROWS;
+                float *og = o + g * CPULM_PACK_ROWS;
+                /* the common cases as straight loops the compiler vectorizes */
+                if (!a->bias && !a->accumulate) memcpy(og, v, sizeof(float) * CPULM_PACK_ROWS);
+                else if (!a->bias)
+                    for (int r = 0; r < CPULM_PACK_ROWS; r++) og[r] += v[r];
+                else
+                    for (int r = 0; r < CPULM_PACK_ROWS; r++) store(a, o, g * CPULM_PACK_ROWS + r, v[r]);
             }
         }
     }

@@ -28,7 +28,8 @@ typedef struct cpulm_matmul_args {
 } cpulm_matmul_args;
 
 /* Bytes one activation row of n elements of type vdt (a vec_dot_type) takes: the row
- * itself, plus the per-block extras for Q8_0 (cpulm_pack_act_row_bytes). */
+ * itself, plus the per-block extras for Q8_0 and Q8_K (cpulm_pack_act_row_bytes,
+ * cpulm_pack_actk_row_bytes). */
 uint64_t cpulm_matmul_act_bytes(cpulm_dtype vdt, int64_t n);
 /* Converts n floats into an activation row of type vdt (from_float, then the extras). */
 void cpulm_matmul_quantize_act(const cpulm_kernels *k, cpulm_dtype vdt, const float *x,

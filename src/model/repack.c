@@ -1,4 +1,7 @@
-/* repack.c: 16-row interleaved weight layout for the gemm_x16 kernels (see repack.h). */
+/* repack.c: 16-row interleaved weight layout for the gemm_x16 kernels (see repack.h).
+ * One rule serves every type (kernels.h): per block, the block struct's fields in order,
+ * each as the 16 rows' copies, 2-byte fields side by side, longer ones in 64-byte chunks of
+ * 4-byte lanes. A type is described by its fields' byte sizes. */
 #include "repack.h"
 
 #include <stdlib.h>
@@ -7,51 +10,70 @@
 #include "../base/status.h"
 
 #define R CPULM_PACK_ROWS
+#define MAX_FIELDS 5
 
-/* Quant bytes of one block per row, and how many bytes of each row go to a lane at once. */
-static size_t quant_bytes(cpulm_dtype t) {
-    return t == CPULM_DTYPE_Q4_0 ? 16 : 32;
+typedef struct block_fields {
+    int n;                   /* fields; 0: the type has no packed layout */
+    uint16_t sz[MAX_FIELDS]; /* byte sizes in struct order: 2, or a multiple of 4 */
+} block_fields;
+
+static block_fields fields_of(cpulm_dtype t) {
+    switch (t) {
+    case CPULM_DTYPE_Q4_0: return (block_fields){2, {2, 16}};
+    case CPULM_DTYPE_Q8_0: return (block_fields){2, {2, 32}};
+    case CPULM_DTYPE_Q4_K: return (block_fields){4, {2, 2, 12, 128}};
+    case CPULM_DTYPE_Q5_K: return (block_fields){5, {2, 2, 12, 32, 128}};
+    case CPULM_DTYPE_Q6_K: return (block_fields){4, {128, 64, 16, 2}};
+    default: return (block_fields){0, {0}};
+    }
 }
 
 int cpulm_repack_supported(const cpulm_kernels *k, const cpulm_tensor *t) {
-    if (!t->data || t->packed) return 0;
-    if (t->type != CPULM_DTYPE_Q4_0 && t->type != CPULM_DTYPE_Q8_0) return 0;
+    if (!t->data || t->packed || fields_of(t->type).n == 0) return 0;
     if (t->ne[1] % R != 0) return 0;
     return k->gemm_x16[t->type] && k->gemm_x16[t->type] != cpulm_kernels_generic.gemm_x16[t->type];
 }
 
-/* One group of 16 rows: for each block, the 16 scales, then the quants in chunks of 64
- * bytes whose lane r (4 bytes) holds 4 consecutive quant bytes of row r. */
-static void repack_group(cpulm_dtype type, const uint8_t *src, uint64_t row_bytes, uint8_t *dst,
-                         int64_t nb) {
-    const size_t qb = quant_bytes(type), bb = 2 + qb; /* bytes of one block of one row */
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *o = dst + (size_t)b * R * bb;
-        for (int r = 0; r < R; r++) {
-            const uint8_t *blk = src + (size_t)r * row_bytes + (size_t)b * bb;
-            memcpy(o + 2 * r, blk, 2);
-            for (size_t c = 0; c < qb / 4; c++) memcpy(o + 2 * R + c * 64 + (size_t)r * 4, blk + 2 + 4 * c, 4);
-        }
+/* Row r's block (row-major, blk) into its lanes of packed block g. Constant-size copies:
+ * the loads run at about a word a nanosecond. */
+static void pack_block(const block_fields *f, uint8_t *g, const uint8_t *blk, size_t r) {
+    size_t off = 0;
+    for (int i = 0; i < f->n; off += f->sz[i++]) {
+        uint8_t *dst = g + (size_t)R * off;
+        if (f->sz[i] == 2) memcpy(dst + 2 * r, blk + off, 2);
+        else
+            for (size_t c = 0; c < f->sz[i] / 4u; c++) memcpy(dst + c * 64 + r * 4, blk + off + 4 * c, 4);
     }
 }
 
-void cpulm_repack_x16(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t n_out) {
-    const uint64_t rb = cpulm_dtype_row_bytes(type, n_in);
-    for (int64_t g = 0; g < n_out / R; g++)
-        repack_group(type, (const uint8_t *)src + (size_t)g * R * rb, rb,
-                     (uint8_t *)dst + (size_t)g * R * rb, n_in / 32);
+/* The inverse: row r's block rebuilt from packed block g. */
+static void unpack_block(const block_fields *f, const uint8_t *g, uint8_t *blk, size_t r) {
+    size_t off = 0;
+    for (int i = 0; i < f->n; off += f->sz[i++]) {
+        const uint8_t *src = g + (size_t)R * off;
+        if (f->sz[i] == 2) memcpy(blk + off, src + 2 * r, 2);
+        else
+            for (size_t c = 0; c < f->sz[i] / 4u; c++) memcpy(blk + off + 4 * c, src + c * 64 + r * 4, 4);
+    }
 }
 
-/* Rebuilds blocks [b0, b0 + n) of row r in the original layout. */
-static void unpack_blocks(const cpulm_tensor *t, int64_t r, int64_t b0, int64_t n, uint8_t *out) {
-    const size_t qb = quant_bytes(t->type), bb = 2 + qb;
-    const uint8_t *g = (const uint8_t *)t->data + (size_t)(r / R) * R * t->row_bytes;
-    const size_t lane = (size_t)(r % R);
-    for (int64_t b = 0; b < n; b++) {
-        const uint8_t *blk = g + (size_t)(b0 + b) * R * bb;
-        uint8_t *o = out + (size_t)b * bb;
-        memcpy(o, blk + 2 * lane, 2);
-        for (size_t c = 0; c < qb / 4; c++) memcpy(o + 2 + 4 * c, blk + 2 * R + c * 64 + lane * 4, 4);
+static size_t block_bytes(const block_fields *f) {
+    size_t b = 0;
+    for (int i = 0; i < f->n; i++) b += f->sz[i];
+    return b;
+}
+
+void cpulm_repack_x16(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t n_out) {
+    const block_fields f = fields_of(type);
+    const size_t bb = block_bytes(&f);
+    const uint64_t rb = cpulm_dtype_row_bytes(type, n_in);
+    const int64_t nb = n_in / cpulm_dtype_traits_get(type)->block;
+    for (int64_t g = 0; g < n_out / R; g++) {
+        const uint8_t *rows = (const uint8_t *)src + (size_t)g * R * rb;
+        uint8_t *out = (uint8_t *)dst + (size_t)g * R * rb;
+        for (int64_t b = 0; b < nb; b++)
+            for (size_t r = 0; r < R; r++)
+                pack_block(&f, out + (size_t)b * R * bb, rows + r * rb + (size_t)b * bb, r);
     }
 }
 
@@ -60,13 +82,18 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
         k->to_float[t->type]((const uint8_t *)t->data + (size_t)r * t->row_bytes, out, t->ne[0]);
         return;
     }
-    enum { CHUNK = 32 }; /* blocks per step: a small stack buffer, no allocation */
-    uint8_t buf[CHUNK * (2 + 32)];
-    const int64_t nb = t->ne[0] / 32;
-    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
-        const int64_t n = nb - b0 < CHUNK ? nb - b0 : CHUNK;
-        unpack_blocks(t, r, b0, n, buf);
-        k->to_float[t->type](buf, out + b0 * 32, n * 32);
+    enum { BUF = 4096 }; /* blocks rebuilt per step: a small stack buffer, no allocation */
+    uint8_t buf[BUF];
+    const block_fields f = fields_of(t->type);
+    const size_t bb = block_bytes(&f);
+    const int64_t qk = cpulm_dtype_traits_get(t->type)->block, nb = t->ne[0] / qk;
+    const int64_t chunk = (int64_t)(BUF / bb);
+    const uint8_t *g = (const uint8_t *)t->data + (size_t)(r / R) * R * t->row_bytes;
+    for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
+        const int64_t n = nb - b0 < chunk ? nb - b0 : chunk;
+        for (int64_t b = 0; b < n; b++)
+            unpack_block(&f, g + (size_t)(b0 + b) * R * bb, buf + (size_t)b * bb, (size_t)(r % R));
+        k->to_float[t->type](buf, out + b0 * qk, n * qk);
     }
 }
 

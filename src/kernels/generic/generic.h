@@ -42,5 +42,12 @@ void cpulm_generic_gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const 
                                  const uint8_t *act, uint64_t act_stride);
 void cpulm_generic_gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                                  const uint8_t *act, uint64_t act_stride);
+/* K-quants (gemm_k.c): activations are Q8_K rows with their extras */
+void cpulm_generic_gemm_q4_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                 const uint8_t *act, uint64_t act_stride);
+void cpulm_generic_gemm_q5_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                 const uint8_t *act, uint64_t act_stride);
+void cpulm_generic_gemm_q6_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                 const uint8_t *act, uint64_t act_stride);
 
 #endif

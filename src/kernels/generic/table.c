@@ -70,5 +70,8 @@ const cpulm_kernels cpulm_kernels_generic = {
         {
             D(Q4_0) = cpulm_generic_gemm_q4_0_x16,
             D(Q8_0) = cpulm_generic_gemm_q8_0_x16,
+            D(Q4_K) = cpulm_generic_gemm_q4_K_x16,
+            D(Q5_K) = cpulm_generic_gemm_q5_K_x16,
+            D(Q6_K) = cpulm_generic_gemm_q6_K_x16,
         },
 };

@@ -388,6 +388,64 @@ static void from_float_q8_0(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* Q8_K, bit-identical to the reference: the signed extreme is the first element of the
+ * largest magnitude (the reference's strict > scan), iscale = -127 / max, quants by the
+ * same magic-number rounding (f + 1.5 * 2^23, low mantissa bits), capped at 127. */
+static float q8_K_signed_max(const float *x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < CPULM_QK_K; k += 8)
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)));
+    const float m = x86_hmax_ps256(amax);
+    if (m == 0.0f) return 0.0f;
+    const __m256 vm = _mm256_set1_ps(m);
+    for (int k = 0; k < CPULM_QK_K; k += 8) {
+        const int hit = _mm256_movemask_ps(
+            _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), vm, _CMP_EQ_OQ));
+        if (hit) return x[k + __builtin_ctz((unsigned)hit)];
+    }
+    return 0.0f; /* not reached for finite input */
+}
+
+static void from_float_q8_K(const float *x, void *vy, int64_t n) {
+    cpulm_block_q8_K *y = vy;
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    for (int64_t i = 0; i < n / CPULM_QK_K; i++, x += CPULM_QK_K) {
+        const float max = q8_K_signed_max(x);
+        memset(&y[i], 0, sizeof y[i]);
+        if (max == 0.0f) continue;
+        const float iscale = -127.0f / max;
+        if (!isfinite(iscale)) { /* |max| < 127 / FLT_MAX: the reference's int8 wrap-around */
+            cpulm_quantize_row_q8_K_ref(x, &y[i], CPULM_QK_K);
+            continue;
+        }
+        const __m256 vs = _mm256_set1_ps(iscale);
+        __m256i gsum[16];
+        for (int k = 0; k < CPULM_QK_K; k += 32) {
+            __m256i q[4];
+            for (int u = 0; u < 4; u++) {
+                const __m256 f = _mm256_add_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k + 8 * u)), magic);
+                q[u] = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias);
+                q[u] = _mm256_min_epi32(q[u], _mm256_set1_epi32(127));
+            }
+            gsum[k / 16] = _mm256_add_epi32(q[0], q[1]);
+            gsum[k / 16 + 1] = _mm256_add_epi32(q[2], q[3]);
+            const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                                 _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + k), _mm256_permutevar8x32_epi32(p, order));
+        }
+        for (int g = 0; g < 16; g += 4) { /* 4 group sums of 8 lanes each */
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(gsum[g], gsum[g + 1]),
+                                                _mm256_hadd_epi32(gsum[g + 2], gsum[g + 3]));
+            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            _mm_storel_epi64((__m128i *)(y[i].bsums + g), _mm_packs_epi32(s4, s4));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
 static void from_float_f16(const float *x, void *vy, int64_t n) {
     uint16_t *y = vy;
     int64_t i = 0;
@@ -543,6 +601,223 @@ static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w
     gemm_x16_256(n, nt, s, ld, w, act, stride, 1);
 }
 
+/* ---- K-quant GEMM over repacked 16-row groups (layouts, float steps in kernels.h) ----
+ * As above, a ymm takes one half (8 rows) of a 64-byte chunk, a tile is 8 rows x up to 4
+ * tokens. Without VNNI the 4-byte dots are maddubs (unsigned quants x signed Q8_K bytes ->
+ * int16 pairs), summed in int16 over as many steps as cannot overflow (Q4_K: 8 steps of
+ * pairs <= 2*15*127, Q5_K: 4 of <= 2*31*127, Q6_K: 2 of <= 2*63*127), then madd against
+ * the sub-block scale in both int16 halves of each row's lane: int32 and exact. The Q4_K /
+ * Q5_K min term and the Q6_K bias term (-32 * sum(sc * b16)) are madds of int16 pairs
+ * against the activation extras. The float steps are those of every level. */
+
+/* Tiles of 1-2 tokens stream the weights: prefetch the super-block 2 ahead in address order
+ * (see the avx512vnni level). A GEMV over a 57 MB Q4_K matrix: 32 GB/s, the row dot 26. */
+#define AVX2_PREFETCH_SB 2
+
+/* (v, v) in both int16 halves of each 32-bit lane, v = byte i of the lane, zero- or
+ * sign-extended. pshufb indexes within 128-bit lanes, so lane L takes byte 4L + i; the
+ * control of lane L is base + (4L + i) * mul (mul places the index in the chosen bytes). */
+static inline __m256i lane_byte_ctl(uint32_t base, uint32_t mul, int i) {
+    const uint32_t c = base + (uint32_t)i * mul;
+    const int c0 = (int)c, c1 = (int)(c + 4 * mul), c2 = (int)(c + 8 * mul), c3 = (int)(c + 12 * mul);
+    return _mm256_setr_epi32(c0, c1, c2, c3, c0, c1, c2, c3);
+}
+static inline __m256i lane_byte_pair_u(__m256i v, int i) { /* bytes {x, 0, x, 0} */
+    return _mm256_shuffle_epi8(v, lane_byte_ctl(0x80008000u, 0x00010001u, i));
+}
+static inline __m256i lane_byte_pair_s(__m256i v, int i) { /* bytes {0, x, 0, x} >> 8 */
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(v, lane_byte_ctl(0x00800080u, 0x01000100u, i)), 8);
+}
+
+/* Q4_K (q5 = 0) / Q5_K, rows 8 * half .. + 7, NT (1..4) tokens. */
+static inline __attribute__((always_inline)) void gemm_k4_half(int64_t n, const uint8_t *w, int q5,
+                                                               int half, const uint8_t *act,
+                                                               uint64_t stride, float *s,
+                                                               int64_t ld, const int NT) {
+    const int64_t nsb = n / CPULM_QK_K;
+    const size_t sb = q5 ? 16 * 176 : 16 * 144, qs_off = q5 ? 48 * 16 : 16 * 16;
+    const uint64_t xo = cpulm_pack_actk_extras_offset(n);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    const int steps = q5 ? 4 : 8; /* k-steps summed in int16 before the scale madd */
+    __m256 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        const uint8_t *g = w + (size_t)b * sb, *gh = g + 32 * half;
+        if (NT <= 2 && half == 0)
+            for (size_t o = 0; o < sb; o += 64) __builtin_prefetch(g + AVX2_PREFETCH_SB * sb + o, 0, 3);
+        __m256i sumi[4];
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 8") /* shift counts must be immediates */
+        for (int j = 0; j < 8; j++) {
+            /* scale j of each row, as an int16 pair (decoded as in k4_scales_mins) */
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(gh + 64 * (1 + j / 4)));
+            __m256i scv = _mm256_and_si256(a, _mm256_set1_epi8(0x3f));
+            if (j >= 4) {
+                const __m256i lo = _mm256_loadu_si256((const __m256i *)(gh + 64 * 3));
+                const __m256i hi = _mm256_loadu_si256((const __m256i *)(gh + 64));
+                scv = _mm256_or_si256(_mm256_and_si256(lo, m4),
+                                      _mm256_and_si256(_mm256_srli_epi32(hi, 2), _mm256_set1_epi8(0x30)));
+            }
+            const __m256i sc16 = lane_byte_pair_u(scv, j % 4);
+            const uint8_t *q = gh + qs_off + 512 * (j / 2);
+            __m256i p[4];
+            _Pragma("GCC unroll 8")
+            for (int k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
+                __m256i wv = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(v, 4) : v, m4);
+                if (q5) { /* 5th bit: bit j of the qh bytes, moved to bit 4 */
+                    const __m256i h = _mm256_loadu_si256((const __m256i *)(gh + 256 + 64 * k));
+                    const __m256i hs = j < 4 ? _mm256_slli_epi16(h, 4 - j) : _mm256_srli_epi16(h, j - 4);
+                    wv = _mm256_or_si256(wv, _mm256_and_si256(hs, b4));
+                }
+                _Pragma("GCC unroll 4")
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *y = ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs + 32 * j;
+                    const __m256i d16 = _mm256_maddubs_epi16(wv, bcast4_256(y + 4 * k));
+                    p[t] = k % steps == 0 ? d16 : _mm256_add_epi16(p[t], d16);
+                    if (k % steps == steps - 1)
+                        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p[t], sc16));
+                }
+            }
+        }
+        /* min pairs {m0, m2}, {m1, m3}, {m4, m6}, {m5, m7}: the extras' b32 pairing */
+        const __m256i bm = _mm256_loadu_si256((const __m256i *)(gh + 128));
+        const __m256i c = _mm256_loadu_si256((const __m256i *)(gh + 192));
+        const __m256i mlo = _mm256_and_si256(bm, _mm256_set1_epi8(0x3f));
+        const __m256i mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), m4),
+                                            _mm256_and_si256(_mm256_srli_epi32(bm, 2), _mm256_set1_epi8(0x30)));
+        const __m256i lo8 = _mm256_set1_epi32(0x00ff00ff);
+        const __m256i mp[4] = {_mm256_and_si256(mlo, lo8), _mm256_srli_epi16(mlo, 8),
+                               _mm256_and_si256(mhi, lo8), _mm256_srli_epi16(mhi, 8)};
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16 * half)));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 32 + 16 * half)));
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *row = act + (size_t)t * stride;
+            const int32_t *ex = (const int32_t *)(row + xo) + b * CPULM_PACK_ACTK_WORDS;
+            __m256i summ = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4")
+            for (int pi = 0; pi < 4; pi++)
+                summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mp[pi], _mm256_set1_epi32(ex[pi])));
+            const __m256 dy = _mm256_set1_ps(((const cpulm_block_q8_K *)row)[b].d);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(summ), acc[t]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(s + (size_t)t * (size_t)ld + 8 * half, acc[t]);
+}
+
+/* Q6_K, rows 8 * half .. + 7, NT (1..4) tokens; element order as in the avx512vnni level. */
+static inline __attribute__((always_inline)) void gemm_k6_half(int64_t n, const uint8_t *w, int half,
+                                                               const uint8_t *act,
+                                                               uint64_t stride, float *s,
+                                                               int64_t ld, const int NT) {
+    const int64_t nsb = n / CPULM_QK_K;
+    const size_t sb = 16 * 210;
+    const uint64_t xo = cpulm_pack_actk_extras_offset(n);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        const uint8_t *g = w + (size_t)b * sb, *gh = g + 32 * half;
+        if (NT <= 2 && half == 0)
+            for (size_t o = 0; o < sb; o += 64) __builtin_prefetch(g + AVX2_PREFETCH_SB * sb + o, 0, 3);
+        __m256i sumi[4];
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 16") /* shift counts must be immediates */
+        for (int gi = 0; gi < 16; gi++) {
+            const int h = gi / 8, sq = gi % 8 / 2, i0 = 4 * (gi % 2);
+            const __m256i sc16 = lane_byte_pair_s(
+                _mm256_loadu_si256((const __m256i *)(gh + 3072 + 64 * (gi / 4))), gi % 4);
+            __m256i p[4];
+            _Pragma("GCC unroll 4")
+            for (int i = 0; i < 4; i++) {
+                const __m256i l = _mm256_loadu_si256((const __m256i *)(gh + 64 * (16 * h + 8 * (sq & 1) + i0 + i)));
+                const __m256i hh = _mm256_loadu_si256((const __m256i *)(gh + 2048 + 64 * (8 * h + i0 + i)));
+                const __m256i hs = sq < 2 ? _mm256_slli_epi16(hh, 4 - 2 * sq) : _mm256_srli_epi16(hh, 2 * sq - 4);
+                const __m256i lo = sq >> 1 ? _mm256_srli_epi16(l, 4) : l;
+                const __m256i wv = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hs, m30));
+                _Pragma("GCC unroll 4")
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *y = ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs + 16 * gi;
+                    const __m256i d16 = _mm256_maddubs_epi16(wv, bcast4_256(y + 4 * i));
+                    p[t] = i % 2 == 0 ? d16 : _mm256_add_epi16(p[t], d16);
+                    if (i % 2 == 1) sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p[t], sc16));
+                }
+            }
+        }
+        /* bias: sum(sc_g * b16_g) over pairs {sc 4c, 4c+2}, {4c+1, 4c+3} (the extras' order) */
+        __m256i scp[8];
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(gh + 3072 + 64 * c));
+            scp[2 * c] = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
+            scp[2 * c + 1] = _mm256_srai_epi16(v, 8);
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 3328 + 16 * half)));
+        _Pragma("GCC unroll 4")
+        for (int t = 0; t < NT; t++) {
+            const uint8_t *row = act + (size_t)t * stride;
+            const int32_t *ex = (const int32_t *)(row + xo) + b * CPULM_PACK_ACTK_WORDS + 4;
+            __m256i bias = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8")
+            for (int pi = 0; pi < 8; pi++)
+                bias = _mm256_add_epi32(bias, _mm256_madd_epi16(scp[pi], _mm256_set1_epi32(ex[pi])));
+            const __m256i tot = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32(bias, 5));
+            const __m256 dy = _mm256_set1_ps(((const cpulm_block_q8_K *)row)[b].d);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(tot), acc[t]);
+        }
+    }
+    _Pragma("GCC unroll 4")
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(s + (size_t)t * (size_t)ld + 8 * half, acc[t]);
+}
+
+/* kind: 4, 5 (Q4_K, Q5_K) or 6 (Q6_K); each tile size gets its own unrolled copy. */
+static inline __attribute__((always_inline)) void k_half(int kind, int64_t n, const uint8_t *w,
+                                                         int half, const uint8_t *a, uint64_t stride,
+                                                         float *o, int64_t ld, const int NT) {
+    if (kind == 6) gemm_k6_half(n, w, half, a, stride, o, ld, NT);
+    else gemm_k4_half(n, w, kind == 5, half, a, stride, o, ld, NT);
+}
+
+static inline __attribute__((always_inline)) void gemm_k_x16_256(int kind, int64_t n, int nt,
+                                                                 float *s, int64_t ld,
+                                                                 const void *w, const uint8_t *act,
+                                                                 uint64_t stride) {
+    for (int j = 0; j < nt; j += 4) {
+        const uint8_t *a = act + j * stride;
+        float *o = s + j * ld;
+        for (int half = 0; half < 2; half++) {
+            switch (nt - j >= 4 ? 4 : nt - j) {
+            case 4: k_half(kind, n, w, half, a, stride, o, ld, 4); break;
+            case 3: k_half(kind, n, w, half, a, stride, o, ld, 3); break;
+            case 2: k_half(kind, n, w, half, a, stride, o, ld, 2); break;
+            default: k_half(kind, n, w, half, a, stride, o, ld, 1); break;
+            }
+        }
+    }
+}
+
+static void gemm_q4_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    gemm_k_x16_256(4, n, nt, s, ld, w, act, stride);
+}
+
+static void gemm_q5_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    gemm_k_x16_256(5, n, nt, s, ld, w, act, stride);
+}
+
+static void gemm_q6_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    gemm_k_x16_256(6, n, nt, s, ld, w, act, stride);
+}
+
 /* ---- attention over an F16 cache (numerics in kernels.h: attn_f16) ----
  * As the avx512 version: the f16 accumulator stays in registers as f32 values rounded
  * through cvtps_ph (round to nearest even) after every update with a fused multiply-add, so
@@ -626,7 +901,8 @@ const cpulm_kernels cpulm_kernels_avx2 = {
             [CPULM_DTYPE_Q5_K] = vec_dot_q5_K_q8_K,
             [CPULM_DTYPE_Q6_K] = vec_dot_q6_K_q8_K,
         },
-    .from_float = {[CPULM_DTYPE_Q8_0] = from_float_q8_0, [CPULM_DTYPE_F16] = from_float_f16},
+    .from_float = {[CPULM_DTYPE_Q8_0] = from_float_q8_0, [CPULM_DTYPE_F16] = from_float_f16,
+                   [CPULM_DTYPE_Q8_K] = from_float_q8_K},
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
@@ -636,6 +912,8 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .scale_f16 = canon_scale_f16,
     .mad_f16 = canon_mad_f16,
     .attn_f16 = attn_f16,
-    .gemm_x16 = {[CPULM_DTYPE_Q4_0] = gemm_q4_0_x16, [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16},
+    .gemm_x16 = {[CPULM_DTYPE_Q4_0] = gemm_q4_0_x16, [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
+                 [CPULM_DTYPE_Q4_K] = gemm_q4_K_x16, [CPULM_DTYPE_Q5_K] = gemm_q5_K_x16,
+                 [CPULM_DTYPE_Q6_K] = gemm_q6_K_x16},
 };
 #endif
