@@ -246,6 +246,10 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
             continue;
         }
         const float iscale = -127.0f / max;
+        if (!isfinite(iscale)) { /* a subnormal extreme: the reference's overflow behaviour */
+            cpulm_quantize_row_q8_K_ref(x, &y[i], CPULM_QK_K);
+            continue;
+        }
         for (int g = 0; g < 16; g++) {
             int32x4_t q[4];
             for (int k = 0; k < 4; k++)
