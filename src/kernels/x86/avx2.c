@@ -613,6 +613,10 @@ static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w
 /* Tiles of 1-2 tokens stream the weights: prefetch the super-block 2 ahead in address order
  * (see the avx512vnni level). A GEMV over a 57 MB Q4_K matrix: 32 GB/s, the row dot 26. */
 #define AVX2_PREFETCH_SB 2
+static inline void prefetch_ahead_256(const uint8_t *g, size_t sb) {
+    const uintptr_t p = (uintptr_t)g + AVX2_PREFETCH_SB * sb; /* an integer: may pass the end */
+    for (size_t o = 0; o < sb; o += 64) __builtin_prefetch((const void *)(p + o), 0, 3);
+}
 
 /* (v, v) in both int16 halves of each 32-bit lane, v = byte i of the lane, zero- or
  * sign-extended. pshufb indexes within 128-bit lanes, so lane L takes byte 4L + i; the
@@ -645,7 +649,7 @@ static inline __attribute__((always_inline)) void gemm_k4_half(int64_t n, const 
     for (int64_t b = 0; b < nsb; b++) {
         const uint8_t *g = w + (size_t)b * sb, *gh = g + 32 * half;
         if (NT <= 2 && half == 0)
-            for (size_t o = 0; o < sb; o += 64) __builtin_prefetch(g + AVX2_PREFETCH_SB * sb + o, 0, 3);
+            prefetch_ahead_256(g, sb);
         __m256i sumi[4];
         _Pragma("GCC unroll 4")
         for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
@@ -725,7 +729,7 @@ static inline __attribute__((always_inline)) void gemm_k6_half(int64_t n, const 
     for (int64_t b = 0; b < nsb; b++) {
         const uint8_t *g = w + (size_t)b * sb, *gh = g + 32 * half;
         if (NT <= 2 && half == 0)
-            for (size_t o = 0; o < sb; o += 64) __builtin_prefetch(g + AVX2_PREFETCH_SB * sb + o, 0, 3);
+            prefetch_ahead_256(g, sb);
         __m256i sumi[4];
         _Pragma("GCC unroll 4")
         for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
