@@ -154,6 +154,13 @@ static inline __attribute__((always_inline)) void gemm_x16(int64_t n, int nt, fl
                                                            const uint8_t *act,
                                                            uint64_t stride, int q8) {
     int j = 0;
+    /* Few tokens (batched generation of up to 16 sequences): tiles of 4. The weights then
+     * stream from memory and 4 chains per block keep up with them; measured on the 1B
+     * shape, 2 threads: pp8 233 vs 191 t/s, pp16 320 vs 280 with 8-token tiles, while long
+     * prompts (64-token chunks, weights hot in cache) are fastest with 8. Per element the
+     * arithmetic is the same whatever the tiling. */
+    if (nt <= 2 * TILE_T)
+        for (; j + 4 <= nt; j += 4) gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, 4);
     for (; j + TILE_T <= nt; j += TILE_T)
         gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, TILE_T);
     const uint8_t *a = act + j * stride;
