@@ -8,7 +8,6 @@
  * random (uniform over the vocabulary), so no tokenizer work is timed.
  */
 #define _GNU_SOURCE
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -220,17 +219,7 @@ done:
     return rc;
 }
 
-/* The thread pool pins the calling thread to a core and leaves it so; later contexts would
- * then see a one-CPU affinity mask (and default to one thread). Each test puts it back. */
-static int save_affinity(cpu_set_t *set) {
-    return sched_getaffinity(0, sizeof *set, set) == 0;
-}
-
 int bench_run_test(const bench_runner *br, const bench_test *t, int reps, bench_result *r,
                    char *err, size_t cap) {
-    cpu_set_t aff;
-    int have_aff = save_affinity(&aff);
-    int rc = run_test(br, t, reps, r, err, cap);
-    if (have_aff) sched_setaffinity(0, sizeof aff, &aff);
-    return rc;
+    return run_test(br, t, reps, r, err, cap);
 }
