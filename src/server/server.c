@@ -42,7 +42,7 @@ cpulm_server_params cpulm_server_default_params(void) {
 
 static void set_events(cpulm_server *s, cpulm_conn *c) {
     int ev = 0;
-    if (c->state == CPULM_CONN_READING || c->rlen < c->rmax) ev |= CPULM_LOOP_READ;
+    if (c->state == CPULM_CONN_CLOSING || cpulm_conn_wants_input(c)) ev |= CPULM_LOOP_READ;
     if (c->woff < c->wbuf.len) ev |= CPULM_LOOP_WRITE;
     if (ev != c->events && cpulm_loop_mod(s->loop, c->fd, ev, &c->h) == CPULM_OK) c->events = ev;
 }
