@@ -232,6 +232,7 @@ int cpulm_conn_next(cpulm_conn *c) {
     c->chunked = c->expect_continue = 0;
     c->sent_continue = 0;
     c->req_id = 0;
+    c->n_requests++;
     c->done = 0;
     c->sse = c->sse_chunked = 0;
     c->state = CPULM_CONN_READING;

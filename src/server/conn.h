@@ -69,6 +69,8 @@ typedef struct cpulm_conn {
     int status;           /* status of the response being sent */
     int done;             /* the whole response is queued in wbuf */
 
+    uint8_t peer[16];     /* client address key: IPv4, or an IPv6 /64 (server.c) */
+    int32_t n_requests;   /* requests answered on this connection */
     double t_active;      /* monotonic seconds of the last progress */
     double t_request;     /* when the current request's first byte arrived */
     uint64_t req_id;      /* scheduler request in flight; 0 when none */

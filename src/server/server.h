@@ -32,6 +32,9 @@ typedef struct cpulm_server_params {
     double idle_timeout_s;    /* idle keep-alive connections close; default 60 */
     size_t max_body;          /* request body limit; default 1 MiB */
     int32_t max_conns;        /* open connections; default 1024 */
+    int32_t max_conns_per_client; /* per client address (IPv6: per /64); 0 = no limit; default 256 */
+    double head_timeout_s;    /* a new connection, or a request once its first byte came,
+                               * must deliver a complete head within this; default 10 */
 } cpulm_server_params;
 
 cpulm_server_params cpulm_server_default_params(void);
