@@ -130,7 +130,8 @@ static cpulm_conn_parse_result parse_chunked(cpulm_conn *c, const cpulm_http_lim
     return complete(c, lim, c->chunk_out, in);
 }
 
-/* Parses the head once it is complete, keeping only its framing (see conn.h). */
+/* Parses the head once it is complete, keeping only its framing (see conn.h). Returns
+ * CPULM_CONN_REQUEST when the head is done and framing of the body can go on. */
 static cpulm_conn_parse_result parse_head(cpulm_conn *c, const cpulm_http_limits *lim) {
     cpulm_http_msg *m = &c->msg;
     long r = cpulm_http_parse_request(c->rbuf, c->rlen, c->head_seen, lim, m);

@@ -1,7 +1,9 @@
 /* routes.c: the HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/models,
  * /health, /ready, /metrics; authentication; and turning scheduler events into JSON
- * responses or SSE chunks. Runs on the I/O thread only and never waits for the model:
- * generation requests are handed to the scheduler and answered from its events.
+ * responses or SSE chunks. Runs on the I/O thread and never waits for the model or for
+ * work proportional to a body: a generation request goes to the request worker (gen_run:
+ * JSON, chat template, tokenization), then to the scheduler, and is answered from its
+ * events.
  */
 #define _GNU_SOURCE
 #include <stdio.h>

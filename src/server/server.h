@@ -1,7 +1,8 @@
 /* server.h: `cpulm serve`: an OpenAI-compatible HTTP/1.1 server over one model.
  *
- * Threads: the caller's thread runs the epoll I/O loop (all sockets, parsing, JSON,
- * tokenization); a loader thread loads the model in the background so /health answers at
+ * Threads: the caller's thread runs the epoll I/O loop (all sockets, HTTP framing, probes,
+ * responses); a request worker (prep.h) parses generation requests' JSON, renders chat
+ * templates and tokenizes prompts; a loader thread loads the model in the background so /health answers at
  * once and /ready turns true when the model is warm; the scheduler thread (sched.h) owns
  * the model context. They talk through mutex-protected queues and eventfds only.
  * Logging goes through cpulm_log_set; nothing here prints.
