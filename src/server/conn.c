@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #define RBUF_MIN 4096
+#define FILL_BUDGET (256 * 1024) /* bytes read per call */
 
 void cpulm_conn_init(cpulm_conn *c, int fd, int32_t index, size_t rmax, double now) {
     memset(c, 0, sizeof *c);
@@ -65,7 +66,9 @@ static void received(cpulm_conn *c, size_t n, double now) {
 long cpulm_conn_fill(cpulm_conn *c, double now) {
     long total = 0;
     for (;;) {
-        if (make_room(c) != 0) return total;
+        /* a fast sender must not hold the I/O thread: the (level-triggered) loop calls
+         * again after the other ready connections had their turn */
+        if (total >= FILL_BUDGET || make_room(c) != 0) return total;
         ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
         if (n > 0) {
             received(c, (size_t)n, now);

@@ -83,8 +83,9 @@ void cpulm_conn_init(cpulm_conn *c, int fd, int32_t index, size_t rmax, double n
 /* Closes the socket and frees the buffers. */
 void cpulm_conn_release(cpulm_conn *c);
 
-/* Reads what the socket has (up to rmax buffered; in BUSY only into the spare capacity,
- * so the request's views stay put). Returns bytes read (> 0), 0 when nothing was available
+/* Reads what the socket has (up to rmax buffered, at most 256 KiB per call so one fast
+ * sender cannot hold the I/O thread; in BUSY only into the spare capacity, so the
+ * request's views stay put). Returns bytes read (> 0), 0 when nothing was available
  * or the buffer is full, -1 on EOF or error. */
 long cpulm_conn_fill(cpulm_conn *c, double now);
 /* Appends bytes as if received (tests and the HTTP fuzzer's split-delivery mode), with the
