@@ -107,6 +107,8 @@ typedef struct cpulm_model_params {
     int vocab_only; /* load metadata and tokenizer only; no tensors are required */
     int use_mlock;  /* pin the mapped file in RAM */
     cpulm_numa numa; /* where the weights' pages go (DISTRIBUTE, ISOLATE); DEFAULT: process mode */
+    int no_repack;   /* keep every weight row-major, no 16-row repacking (A/B measurements,
+                      * debugging); the CLI sets it from CPULM_NO_REPACK=1 */
 } cpulm_model_params;
 
 CPULM_API cpulm_model_params cpulm_model_default_params(void);
@@ -196,6 +198,8 @@ typedef struct cpulm_ctx_params {
     cpulm_kv_type kv_type;
     int32_t n_outputs_max;   /* most logit rows one decode may return; 0 = n_seq_max */
     cpulm_numa numa;         /* thread placement (see cpulm_numa); DEFAULT: process mode */
+    int no_pin;              /* never pin threads to CPUs, whatever the NUMA mode; the CLI
+                              * sets it from CPULM_NO_PIN=1 */
 } cpulm_ctx_params;
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "memory.h"
+#include "model/forward.h"
 #include "threads/numa.h"
 
 cpulm_ctx_params cpulm_ctx_default_params(void) {
@@ -62,7 +63,7 @@ static cpulm_status make_pool(cpulm_ctx *c) {
     int cpus[512];
     /* the NUMA mode picks the CPUs; without a mode, pin only when each thread gets its own
      * physical core */
-    int pin = cpulm_numa_thread_cpus(c->p.numa, n, cpus, 512) && getenv("CPULM_NO_PIN") == NULL;
+    int pin = cpulm_numa_thread_cpus(c->p.numa, n, cpus, 512) && !c->p.no_pin;
     return cpulm_pool_new(&c->pool, n, pin ? cpus : NULL);
 }
 

@@ -51,8 +51,4 @@ struct cpulm_ctx {
     } *work_base; /* [pool size] */
 };
 
-/* Runs the transformer over the batch in ctx (tok/pos/seq/out_idx filled, KV lengths not yet
- * advanced) and writes ctx->logits. Cannot fail: decode validated everything. */
-void cpulm_forward(cpulm_ctx *ctx);
-
 #endif
