@@ -4,7 +4,7 @@
 # feeds them files), and ctest runs them over the seed corpus. With clang and
 # -DCPULM_FUZZ=ON, fuzz_<name>_libfuzzer is built with -fsanitize=fuzzer,address,undefined for
 # real fuzzing, and ctest runs each for 5 s (fuzz_<name>_short); long runs (docs/SECURITY.md):
-#   ./build-fuzz/fuzz_http_libfuzzer -runs=10000000 -jobs=1 -workers=1 scratch tests/fuzz/corpus/http
+#   ./build-fuzz/fuzz_http_libfuzzer -runs=10000000 scratch tests/fuzz/corpus/http
 # gen_gguf_corpus regenerates the writer-made seeds: ./build/gen_gguf_corpus tests/fuzz/corpus/gguf
 
 option(CPULM_FUZZ "build libFuzzer targets (clang only)" OFF)
@@ -21,7 +21,7 @@ foreach(name json http)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_${name}.c)
     add_executable(fuzz_${name} tests/fuzz/fuzz_${name}.c tests/fuzz/fuzz_main.c)
     target_include_directories(fuzz_${name} PRIVATE src)
-    target_link_libraries(fuzz_${name} cpulm)
+    target_link_libraries(fuzz_${name} cpulm_server cpulm)
     add_test(NAME fuzz_${name}_replay
              COMMAND fuzz_${name} ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${name})
     set_tests_properties(fuzz_${name}_replay PROPERTIES TIMEOUT 120)
@@ -53,7 +53,7 @@ if(CPULM_FUZZ)
     # A short real fuzzing run (seconds) on top of the corpus replay; its new inputs go to
     # a scratch directory so the checked-in corpus stays as it is.
     add_test(NAME fuzz_${name}_short
-             COMMAND sh -c "mkdir -p fuzz-${name}-scratch && exec $<TARGET_FILE:fuzz_${name}_libfuzzer> -max_total_time=5 -jobs=1 -workers=1 -rss_limit_mb=2048 fuzz-${name}-scratch ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${name}")
+             COMMAND sh -c "mkdir -p fuzz-${name}-scratch && exec $<TARGET_FILE:fuzz_${name}_libfuzzer> -max_total_time=5 -rss_limit_mb=2048 fuzz-${name}-scratch ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${name}")
     set_tests_properties(fuzz_${name}_short PROPERTIES TIMEOUT 120 LABELS fuzz)
   endforeach()
 endif()
