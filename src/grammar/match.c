@@ -255,9 +255,22 @@ static int32_t step_char(cpulm_grammar_matcher *m, int32_t s, uint32_t cp) {
     return intern_state(m, 0, 0);
 }
 
-/* Stacks of s whose top can take some character in [lo, hi] (a character being read). */
+/* A partial character is kept as its bits so far plus its total length in bits 24..26. */
+#define PLEN(p) ((p) >> 24)
+#define PBITS(p) ((p) & 0xFFFFFFu)
+
+/* Stacks of s whose top can take some character starting with the bits read so far
+ * (exact: overlong forms and surrogates are excluded, as the detokenizer would turn them
+ * into U+FFFD). */
 static int32_t step_partial(cpulm_grammar_matcher *m, int32_t s, uint32_t partial, int32_t rem) {
-    uint32_t lo = partial << (6 * rem), hi = lo | ((1u << (6 * rem)) - 1);
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    uint32_t lo = PBITS(partial) << (6 * rem), hi = lo | ((1u << (6 * rem)) - 1);
+    if (lo < min_cp[PLEN(partial)]) lo = min_cp[PLEN(partial)];
+    if (hi > 0x10FFFF) hi = 0x10FFFF;
+    if (lo >= 0xD800 && hi <= 0xDFFF) return DEAD;
+    if (lo < 0xD800 && hi >= 0xD800 && hi <= 0xDFFF) hi = 0xD7FF;
+    if (lo >= 0xD800 && lo <= 0xDFFF) lo = 0xE000;
+    if (lo > hi) return DEAD;
     tmp_begin(m);
     const dstate *d = &m->states[s];
     for (int32_t i = 0; i < d->n; i++) {
@@ -272,14 +285,19 @@ static int32_t compute_trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
     const dstate *d = &m->states[s];
     if (d->rem == 0) {
         if (b < 0x80) return step_char(m, s, b);
-        if (b >= 0xC2 && b <= 0xDF) return step_partial(m, s, b & 0x1Fu, 1);
-        if (b >= 0xE0 && b <= 0xEF) return step_partial(m, s, b & 0x0Fu, 2);
-        if (b >= 0xF0 && b <= 0xF4) return step_partial(m, s, b & 0x07u, 3);
+        if (b >= 0xC2 && b <= 0xDF) return step_partial(m, s, 2u << 24 | (b & 0x1Fu), 1);
+        if (b >= 0xE0 && b <= 0xEF) return step_partial(m, s, 3u << 24 | (b & 0x0Fu), 2);
+        if (b >= 0xF0 && b <= 0xF4) return step_partial(m, s, 4u << 24 | (b & 0x07u), 3);
         return DEAD;
     }
     if ((b & 0xC0) != 0x80) return DEAD;
-    uint32_t partial = d->partial << 6 | (b & 0x3Fu);
-    if (d->rem == 1) return partial > 0x10FFFF ? DEAD : step_char(m, s, partial);
+    uint32_t partial = (d->partial & 0xFF000000u) | ((PBITS(d->partial) << 6 | (b & 0x3Fu)) & 0xFFFFFFu);
+    if (d->rem == 1) {
+        uint32_t cp = PBITS(partial);
+        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp > 0x10FFFF || cp < min_cp[PLEN(partial)] || (cp >= 0xD800 && cp <= 0xDFFF)) return DEAD;
+        return step_char(m, s, cp);
+    }
     return step_partial(m, s, partial, d->rem - 1);
 }
 
