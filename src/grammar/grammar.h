@@ -98,6 +98,13 @@ void cpulm_grammar_matcher_stats(const cpulm_grammar_matcher *m, cpulm_grammar_s
 cpulm_status cpulm_grammar_from_schema(const cpulm_json *schema, cpulm_buf *out, cpulm_error *err);
 /* Any JSON value (json_object mode; root an object if object_only). */
 void cpulm_grammar_json_any(cpulm_buf *out, int object_only);
+/* Building block for combined grammars: appends the rules of schema (named r<N>, numbered
+ * from *next_rule, which is advanced) without a root rule or the shared json-* rules.
+ * Returns the schema's top rule number, or -1 with err set. */
+int cpulm_grammar_schema_rules(const cpulm_json *schema, cpulm_buf *out, int *next_rule,
+                               cpulm_error *err);
+/* The shared rules the schema rules use: ws, json-string, json-number, json-value0.. */
+void cpulm_grammar_json_base(cpulm_buf *out);
 
 /* ---- regex subset -> GBNF (regex.c) ----
  * Appends GBNF alternatives matching the whole string of a JSON-schema "pattern" (a regex

@@ -65,6 +65,7 @@ void cpulm_grammar_json_any(cpulm_buf *out, int object_only) {
     write_any_values(out);
 }
 
+
 /* ---- helpers ---- */
 
 static int sc_fail(sc *c, cpulm_status code, const char *path, const char *fmt, ...)
@@ -633,12 +634,30 @@ static int gen(sc *c, const cpulm_json *s, const char *path) {
     return c->failed ? -1 : r;
 }
 
-cpulm_status cpulm_grammar_from_schema(const cpulm_json *schema, cpulm_buf *out, cpulm_error *err) {
-    sc c = {.out = out, .root = schema, .err = err};
+int cpulm_grammar_schema_rules(const cpulm_json *schema, cpulm_buf *out, int *next_rule,
+                               cpulm_error *err) {
+    sc c = {.out = out, .root = schema, .err = err, .n_rules = *next_rule};
     int r = gen(&c, schema, "#");
-    if (r < 0) return c.code ? c.code : CPULM_ERR_UNSUPPORTED;
-    cpulm_buf_printf(out, "root ::= r%d\n", r);
+    *next_rule = c.n_rules;
+    if (r < 0 && err && !err->msg[0]) cpulm_errf(err, CPULM_ERR_UNSUPPORTED, "unsupported schema");
+    if (r < 0 && err) err->code = c.code ? c.code : CPULM_ERR_UNSUPPORTED;
+    return r;
+}
+
+void cpulm_grammar_json_base(cpulm_buf *out) {
     cpulm_buf_puts(out, BASE_RULES);
     write_any_values(out);
+}
+
+cpulm_status cpulm_grammar_from_schema(const cpulm_json *schema, cpulm_buf *out, cpulm_error *err) {
+    int next = 0;
+    cpulm_error e = {0};
+    int r = cpulm_grammar_schema_rules(schema, out, &next, &e);
+    if (r < 0) {
+        if (err) *err = e;
+        return e.code;
+    }
+    cpulm_buf_printf(out, "root ::= r%d\n", r);
+    cpulm_grammar_json_base(out);
     return cpulm_buf_status(out);
 }
