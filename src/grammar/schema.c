@@ -39,7 +39,7 @@ static const char *BASE_RULES =
     "[0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )\n"
     "json-string ::= \"\\\"\" json-char* \"\\\"\"\n"
     "json-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
-    "json-number ::= json-int ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
+    "json-number ::= json-int ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?\n"
     "json-bool ::= \"true\" | \"false\"\n"
     "json-null ::= \"null\"\n";
 
