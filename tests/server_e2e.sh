@@ -3,9 +3,10 @@
 # metrics, completions and chat (plain and SSE), batching never changing results, errors
 # and their status codes, keep-alive, malformed HTTP, a long prompt not stalling running
 # streams, client disconnects, queue limits (429) and the SIGTERM drain.
-# Then the official `openai` npm package drives a server (openai_client_test.mjs): it is
-# installed with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the
-# registry that part is skipped with the reason printed.
+# Then the official `openai` npm package drives a server (openai_client_test.mjs), with
+# ajv + ajv-formats validating structured outputs and tool arguments: they are installed
+# with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the registry
+# that part is skipped with the reason printed.
 # Usage: server_e2e.sh path/to/cpulm. Servers bind 127.0.0.1 on a free port; the script
 # kills only the PIDs it started; every wait loop is bounded.
 set -u
@@ -231,16 +232,17 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 NPM_DIR=${CPULM_NPM_DIR:-$TMP/npm}
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "skip openai client: node/npm not installed"
-elif [ ! -d "$NPM_DIR/node_modules/openai" ] && ! timeout 20 npm view openai version >/dev/null 2>&1; then
+elif [ ! -d "$NPM_DIR/node_modules/ajv-formats" ] && ! timeout 20 npm view openai version >/dev/null 2>&1; then
   echo "skip openai client: npm cannot reach the registry"
 else
   mkdir -p "$NPM_DIR"
-  if [ ! -d "$NPM_DIR/node_modules/openai" ]; then
+  # the client, and a JSON-schema validator (ajv + formats) for the structured outputs
+  if [ ! -d "$NPM_DIR/node_modules/openai" ] || [ ! -d "$NPM_DIR/node_modules/ajv-formats" ]; then
     (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json
-     timeout 240 npm install --no-audit --no-fund openai >"$TMP/npm.log" 2>&1)
+     timeout 240 npm install --no-audit --no-fund openai ajv ajv-formats >"$TMP/npm.log" 2>&1)
   fi
-  if [ -d "$NPM_DIR/node_modules/openai" ]; then
-    timeout 120 node "$HERE/openai_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/node.out" 2>&1
+  if [ -d "$NPM_DIR/node_modules/openai" ] && [ -d "$NPM_DIR/node_modules/ajv-formats" ]; then
+    timeout 240 node "$HERE/openai_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/node.out" 2>&1
     rc=$?
     grep -v '^openai_client:' "$TMP/node.out" | head -n 40
     tail -n 1 "$TMP/node.out"
