@@ -43,21 +43,27 @@ struct cpulm_grammar {
     int32_t root;
 };
 
-/* The vocabulary trie, in preorder: node i's subtree is [i, end[i]); node 0 is the root
+/* The vocabulary trie, in preorder: node i's subtree is [i, end); node 0 is the root
  * (depth 0, no byte). Tokens are sorted by their bytes, so the tokens whose piece ends at
- * node i are sorted[tok_first[i] .. tok_first[i] + tok_n[i]). */
+ * node i are sorted[tok_first .. tok_first + tok_n). One 16-byte record per node: the
+ * mask walks them in order. */
+typedef struct gr_tnode {
+    uint8_t byte;
+    uint8_t pad;
+    uint16_t depth;
+    int32_t end;
+    int32_t tok_first;
+    int32_t tok_n;
+} gr_tnode;
+
 struct cpulm_grammar_vocab {
     int32_t n_vocab;
     int32_t n_nodes, max_depth;
-    uint8_t *byte;      /* [n_nodes] */
-    uint16_t *depth;    /* [n_nodes] */
-    int32_t *end;       /* [n_nodes] */
-    int32_t *tok_first; /* [n_nodes] */
-    int32_t *tok_n;     /* [n_nodes] */
-    int32_t *sorted;    /* [n_vocab] token ids ordered by their bytes */
+    gr_tnode *nodes;     /* [n_nodes] */
+    int32_t *sorted;     /* [n_vocab] token ids ordered by their bytes */
     uint32_t *piece_off; /* [n_vocab + 1] into pieces */
     char *pieces;
-    uint8_t *eog;       /* [n_vocab] */
+    uint8_t *eog;        /* [n_vocab] */
 };
 
 /* Does set s contain code point c? */

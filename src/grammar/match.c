@@ -58,6 +58,7 @@ struct cpulm_grammar_matcher {
     uint32_t epoch;
     int overflow;
     int32_t *walk; /* [max_depth + 1] DFA state per trie depth */
+    int32_t **rows; /* [max_depth + 1] its transition row */
     uint32_t *mask_out; /* returned when caching is impossible */
     size_t mask_bytes_cached;
     cpulm_grammar_stats st;
@@ -255,9 +256,36 @@ static int32_t step_char(cpulm_grammar_matcher *m, int32_t s, uint32_t cp) {
     return intern_state(m, 0, 0);
 }
 
-/* A partial character is kept as its bits so far plus its total length in bits 24..26. */
-#define PLEN(p) ((p) >> 24)
+/* A partial character is kept as its bits so far plus its total length in bits 24..26.
+ * WILD (bit 28) replaces the bits when every stack takes every character the remaining
+ * bytes can still make: the bits no longer matter, and one state stands for all of them
+ * (without it, each string position would get a state per lead-byte combination). */
+#define PLEN(p) (((p) >> 24) & 7u)
 #define PBITS(p) ((p) & 0xFFFFFFu)
+#define WILD (1u << 28)
+
+/* Does set s contain every code point of [lo, hi]? (Sound: one covering range suffices.) */
+static int set_covers(const cpulm_grammar *g, const gr_set *s, uint32_t lo, uint32_t hi) {
+    if (s->negate) return !cpulm_gr_set_meets(g, &(gr_set){s->first, s->n, 0, {0}}, lo, hi);
+    for (int32_t i = 0; i < s->n; i++)
+        if (g->ranges[2 * (s->first + i)] <= lo && g->ranges[2 * (s->first + i) + 1] >= hi) return 1;
+    return 0;
+}
+
+/* Every stack of s (all of which take any character of the range) advanced. */
+static int32_t step_all(cpulm_grammar_matcher *m, int32_t s) {
+    tmp_begin(m);
+    const dstate *d = &m->states[s];
+    int32_t first = d->first, n = d->n;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = m->items[first + i];
+        if (id == 0) continue;
+        int32_t next = intern_node(m, m->nodes[id].pos + 1, m->nodes[id].parent);
+        if (next < 0) return DEAD;
+        expand(m, next, 0);
+    }
+    return intern_state(m, 0, 0);
+}
 
 /* Stacks of s whose top can take some character starting with the bits read so far
  * (exact: overlong forms and surrogates are excluded, as the detokenizer would turn them
@@ -271,13 +299,20 @@ static int32_t step_partial(cpulm_grammar_matcher *m, int32_t s, uint32_t partia
     if (lo < 0xD800 && hi >= 0xD800 && hi <= 0xDFFF) hi = 0xD7FF;
     if (lo >= 0xD800 && lo <= 0xDFFF) lo = 0xE000;
     if (lo > hi) return DEAD;
+    /* every completion valid UTF-8 (no clamp applied) and taken by every kept stack: WILD */
+    int exact = lo == PBITS(partial) << (6 * rem) && hi == (lo | ((1u << (6 * rem)) - 1));
+    int all_cover = exact;
     tmp_begin(m);
     const dstate *d = &m->states[s];
     for (int32_t i = 0; i < d->n; i++) {
         int32_t id = m->items[d->first + i];
-        if (id != 0 && cpulm_gr_set_meets(m->g, &m->g->sets[m->g->elems[m->nodes[id].pos].arg], lo, hi))
-            tmp_push(m, id);
+        if (id == 0) continue;
+        const gr_set *set = &m->g->sets[m->g->elems[m->nodes[id].pos].arg];
+        if (!cpulm_gr_set_meets(m->g, set, lo, hi)) continue;
+        tmp_push(m, id);
+        if (all_cover) all_cover = set_covers(m->g, set, lo, hi);
     }
+    if (all_cover) partial = (partial & 0x07000000u) | WILD;
     return intern_state(m, partial, rem);
 }
 
@@ -291,6 +326,12 @@ static int32_t compute_trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
         return DEAD;
     }
     if ((b & 0xC0) != 0x80) return DEAD;
+    if (d->partial & WILD) { /* the stacks stay; only the count of bytes to come changes */
+        if (d->rem == 1) return step_all(m, s);
+        tmp_begin(m);
+        for (int32_t i = 0; i < d->n; i++) tmp_push(m, m->items[d->first + i]);
+        return intern_state(m, d->partial, d->rem - 1);
+    }
     uint32_t partial = (d->partial & 0xFF000000u) | ((PBITS(d->partial) << 6 | (b & 0x3Fu)) & 0xFFFFFFu);
     if (d->rem == 1) {
         uint32_t cp = PBITS(partial);
@@ -301,19 +342,20 @@ static int32_t compute_trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
     return step_partial(m, s, partial, d->rem - 1);
 }
 
-static inline int32_t trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
+/* The transition row of state s, allocated (all UNKNOWN) on first use; NULL on OOM. */
+static int32_t *row_of(cpulm_grammar_matcher *m, int32_t s) {
     int32_t *row = m->states[s].trans;
-    if (!row) {
-        row = malloc(256 * sizeof *row);
-        if (!row) return DEAD;
+    if (!row && (row = malloc(256 * sizeof *row))) {
         for (int i = 0; i < 256; i++) row[i] = UNKNOWN;
         m->states[s].trans = row;
     }
-    if (row[b] == UNKNOWN) {
-        int32_t t = compute_trans(m, s, b);
-        m->states[s].trans[b] = t; /* states may have moved: index again */
-        return t;
-    }
+    return row;
+}
+
+static inline int32_t trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
+    int32_t *row = row_of(m, s);
+    if (!row) return m->overflow = 1, DEAD;
+    if (row[b] == UNKNOWN) row[b] = compute_trans(m, s, b); /* the row never moves */
     return row[b];
 }
 
@@ -335,7 +377,8 @@ cpulm_grammar_matcher *cpulm_grammar_matcher_new(const cpulm_grammar *g,
     m->items = malloc(sizeof *m->items * (size_t)m->cap_items);
     m->tmp = malloc(sizeof *m->tmp * (size_t)m->cap_tmp);
     m->walk = v ? malloc(sizeof *m->walk * (size_t)(v->max_depth + 1)) : NULL;
-    if (!m->nodes || !m->seen || !m->states || !m->items || !m->tmp || (v && !m->walk) ||
+    m->rows = v ? malloc(sizeof *m->rows * (size_t)(v->max_depth + 1)) : NULL;
+    if (!m->nodes || !m->seen || !m->states || !m->items || !m->tmp || (v && (!m->walk || !m->rows)) ||
         rehash_nodes(m, 2048) < 0 || rehash_states(m, 512) < 0) {
         cpulm_grammar_matcher_free(m);
         return NULL;
@@ -371,6 +414,7 @@ void cpulm_grammar_matcher_free(cpulm_grammar_matcher *m) {
     free(m->items);
     free(m->tmp);
     free(m->walk);
+    free(m->rows);
     free(m->mask_out);
     free(m);
 }
@@ -418,22 +462,38 @@ int cpulm_grammar_must_end(const cpulm_grammar_matcher *m) {
 
 /* ---- masks ---- */
 
-/* Preorder walk of the trie: one transition per node; a dead node skips its subtree. */
+/* Preorder walk of the trie: one row lookup per node; a dead node skips its subtree.
+ * rows[d] caches the transition row of the state at depth d. */
 static void walk_trie(cpulm_grammar_matcher *m, int32_t s0, uint32_t *bits) {
     const cpulm_grammar_vocab *v = m->v;
+    const gr_tnode *nd = v->nodes;
+    const int32_t *sorted = v->sorted;
+    int32_t **rows = m->rows;
     m->walk[0] = s0;
+    if (!(rows[0] = row_of(m, s0))) {
+        m->overflow = 1;
+        return;
+    }
     uint64_t steps = 0;
     for (int32_t i = 1; i < v->n_nodes;) {
-        int32_t d = v->depth[i];
-        int32_t s = trans(m, m->walk[d - 1], v->byte[i]);
+        const gr_tnode x = nd[i];
+        int32_t s = rows[x.depth - 1][x.byte];
+        if (s == UNKNOWN) {
+            s = compute_trans(m, m->walk[x.depth - 1], x.byte);
+            rows[x.depth - 1][x.byte] = s;
+        }
         steps++;
         if (s < 0) {
-            i = v->end[i];
+            i = x.end;
             continue;
         }
-        m->walk[d] = s;
-        for (int32_t k = 0; k < v->tok_n[i]; k++) {
-            int32_t t = v->sorted[v->tok_first[i] + k];
+        m->walk[x.depth] = s;
+        if (!(rows[x.depth] = row_of(m, s))) {
+            m->overflow = 1;
+            return;
+        }
+        for (int32_t k = 0; k < x.tok_n; k++) {
+            int32_t t = sorted[x.tok_first + k];
             bits[t >> 5] |= 1u << (t & 31);
         }
         i++;

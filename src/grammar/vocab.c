@@ -44,12 +44,8 @@ static int sort_tokens(cpulm_grammar_vocab *v) {
 }
 
 static int alloc_nodes(cpulm_grammar_vocab *v, size_t cap) {
-    v->byte = malloc(cap);
-    v->depth = malloc(cap * sizeof *v->depth);
-    v->end = malloc(cap * sizeof *v->end);
-    v->tok_first = malloc(cap * sizeof *v->tok_first);
-    v->tok_n = calloc(cap, sizeof *v->tok_n);
-    return v->byte && v->depth && v->end && v->tok_first && v->tok_n;
+    v->nodes = calloc(cap, sizeof *v->nodes);
+    return v->nodes != NULL;
 }
 
 /* One pass over the sorted pieces: pop the path to the common prefix with the previous
@@ -57,9 +53,7 @@ static int alloc_nodes(cpulm_grammar_vocab *v, size_t cap) {
 static void build_trie(cpulm_grammar_vocab *v) {
     int32_t path[MAX_PIECE + 1];
     int32_t depth = 0, n = 1;
-    v->byte[0] = 0;
-    v->depth[0] = 0;
-    v->tok_first[0] = 0;
+    v->nodes[0] = (gr_tnode){0};
     path[0] = 0;
     const char *prev = NULL;
     uint32_t prev_len = 0;
@@ -70,21 +64,20 @@ static void build_trie(cpulm_grammar_vocab *v) {
         if (len == 0 || len > MAX_PIECE) continue;
         uint32_t lcp = 0;
         while (prev && lcp < len && lcp < prev_len && p[lcp] == prev[lcp]) lcp++;
-        while (depth > (int32_t)lcp) v->end[path[depth--]] = n;
+        while (depth > (int32_t)lcp) v->nodes[path[depth--]].end = n;
         while (depth < (int32_t)len) {
-            v->byte[n] = (uint8_t)p[depth];
-            v->depth[n] = (uint16_t)(depth + 1);
-            v->tok_first[n] = k;
-            v->tok_n[n] = 0;
+            v->nodes[n] = (gr_tnode){.byte = (uint8_t)p[depth], .depth = (uint16_t)(depth + 1),
+                                     .tok_first = k};
             path[++depth] = n++;
         }
-        if (v->tok_n[path[depth]] == 0) v->tok_first[path[depth]] = k;
-        v->tok_n[path[depth]]++;
+        gr_tnode *at = &v->nodes[path[depth]];
+        if (at->tok_n == 0) at->tok_first = k;
+        at->tok_n++;
         if ((int32_t)len > v->max_depth) v->max_depth = (int32_t)len;
         prev = p;
         prev_len = len;
     }
-    while (depth >= 0) v->end[path[depth--]] = n;
+    while (depth >= 0) v->nodes[path[depth--]].end = n;
     v->n_nodes = n;
 }
 
@@ -151,11 +144,7 @@ cpulm_grammar_vocab *cpulm_grammar_vocab_new(const cpulm_model *m) {
 
 void cpulm_grammar_vocab_free(cpulm_grammar_vocab *v) {
     if (!v) return;
-    free(v->byte);
-    free(v->depth);
-    free(v->end);
-    free(v->tok_first);
-    free(v->tok_n);
+    free(v->nodes);
     free(v->sorted);
     free(v->piece_off);
     free(v->pieces);
