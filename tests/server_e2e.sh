@@ -147,6 +147,25 @@ status 400 -H "$AUTH" $URL/v1/completions -d "{\"prompt\":\"$python_free_long\",
 check err_context_length $?
 jq -e '.error.code == "context_length_exceeded"' "$TMP/err" >/dev/null; check err_context_code $?
 
+# ---- structured output and tool calls (the openai client below checks them in depth) ----
+post /v1/chat/completions '{"messages":[{"role":"user","content":"A pet"}],"max_tokens":200,"temperature":0.9,"seed":4,
+  "response_format":{"type":"json_schema","json_schema":{"name":"pet","strict":true,"schema":{"type":"object",
+  "properties":{"kind":{"enum":["cat","dog"]},"age":{"type":"integer","minimum":1,"maximum":20}},"required":["kind","age"],
+  "additionalProperties":false}}}}' >"$TMP/so"
+jq -e '.choices[0].finish_reason == "stop" and (.choices[0].message.content | fromjson
+       | (.kind == "cat" or .kind == "dog") and .age >= 1 and .age <= 20)' "$TMP/so" >/dev/null
+check structured_output $? "$(head -c 300 "$TMP/so")"
+status 400 -H "$AUTH" $URL/v1/chat/completions -d '{"messages":[{"role":"user","content":"x"}],"json_schema":{"type":"integer","multipleOf":2}}'
+check err_unsupported_schema $?
+jq -e '.error.param == "json_schema" and (.error.message | contains("multipleOf"))' "$TMP/err" >/dev/null; check err_schema_named $?
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Add 2 and 3"}],"max_tokens":100,"temperature":0.9,"seed":1,
+  "tools":[{"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer"},
+  "b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}}}],"tool_choice":"required","parallel_tool_calls":false}' >"$TMP/tc"
+jq -e '.choices[0].finish_reason == "tool_calls" and .choices[0].message.tool_calls[0].function.name == "add"
+       and (.choices[0].message.tool_calls[0].function.arguments | fromjson | (.a | type) == "number" and (.b | type) == "number")' \
+  "$TMP/tc" >/dev/null
+check tool_call_required $? "$(head -c 300 "$TMP/tc")"
+
 # ---- keep-alive: several requests on one connection; a 400 keeps it open ----
 curl -sv -o /dev/null -H "$AUTH" $URL/health --next -o /dev/null -H "$AUTH" $URL/v1/models \
   --next -o /dev/null -H "$AUTH" -d '{bad' $URL/v1/completions --next -o /dev/null $URL/health 2>"$TMP/ka"

@@ -288,13 +288,14 @@ int cmd_grammar_bench(int argc, char **argv) {
     int32_t n_vocab = 0;
     double t0 = cli_now_ms();
     if (o.vocab_json) {
-        v = vocab_from_json(o.vocab_json, &n_vocab);
+        v = vocab_from_json(o.vocab_json, &n_vocab); /* includes reading the JSON */
     } else {
         const char *path = cli_model_path(o.model);
         if (!path || !(m = cli_load_model(path, 0, NULL))) {
             cpulm_grammar_free(g);
             return path ? 1 : EXIT_USAGE;
         }
+        t0 = cli_now_ms();
         v = cpulm_grammar_vocab_new(m);
         n_vocab = cpulm_vocab_n(m);
     }
