@@ -80,7 +80,7 @@ struct cpulm_sched {
     int32_t *b_seq;        /* [n_batch] */
     int8_t *b_want;        /* [n_batch] */
     int32_t *tmp_idx;      /* [n_parallel] */
-    cpulm_grammar_vocab *gvocab; /* token trie for grammar masks, built on first use */
+    cpulm_grammar_vocab *gvocab; /* token trie for grammar masks (built at start) */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
 
     /* ---- event queue, guarded by ev_mu ---- */
@@ -675,6 +675,9 @@ static void warmup(cpulm_sched *s) {
 static void *sched_main(void *arg) {
     cpulm_sched *s = arg;
     warmup(s);
+    /* the grammar masks' token trie, built before ready so the first constrained request
+     * does not stall the running streams (~1 s for a 128k vocabulary; retried lazily) */
+    s->gvocab = cpulm_grammar_vocab_new(s->model);
     atomic_store(&s->ready, 1);
     while (take_inputs(s)) {
         expire(s);
