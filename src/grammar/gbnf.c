@@ -132,7 +132,7 @@ static int32_t add_set(parser *P, const uint32_t *rng, int32_t n, int negate) {
     x->first = P->n_ranges;
     x->n = n;
     x->negate = negate;
-    memcpy(P->ranges + 2 * P->n_ranges, rng, sizeof(uint32_t) * 2 * (size_t)n);
+    if (n) memcpy(P->ranges + 2 * P->n_ranges, rng, sizeof(uint32_t) * 2 * (size_t)n);
     P->n_ranges += n;
     for (uint32_t c = 0; c < 128; c++) {
         int in = 0;
