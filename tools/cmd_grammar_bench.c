@@ -13,7 +13,7 @@
 
 #include "commands.h"
 #include "common.h"
-#include "grammar/grammar.h"
+#include "tools_api.h"
 
 typedef struct gb_opts {
     const char *model, *vocab_json, *schema, *grammar_file;

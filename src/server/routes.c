@@ -10,7 +10,6 @@
 #include <strings.h>
 #include <time.h>
 
-#include "chat/chat.h"
 #include "grammar/grammar.h"
 #include "server/oai.h"
 #include "server/server_int.h"
