@@ -20,7 +20,7 @@
 #define MAX_STACKS      2048     /* stacks in one state: more means a pathological grammar */
 #define MAX_NODES       (1 << 22)
 #define MAX_STATES      (1 << 18)
-#define MASK_CACHE_BYTES (64u << 20)
+#define MASK_CACHE_BYTES (16u << 20) /* per matcher (per generating sequence): ~1000 masks at 128k */
 #define UNKNOWN (-2)
 #define DEAD    (-1)
 
