@@ -86,6 +86,11 @@ static void get_gauges(const cpulm_server *s, cpulm_metrics_gauges *g) {
     g->kv_used = st.kv_used;
     g->kv_total = st.kv_total;
     g->ready = st.ready && !s->draining;
+    g->block_size = st.cache_block_tokens;
+    g->cache_blocks = st.cache_blocks;
+    g->cache_blocks_max = st.cache_blocks_max;
+    g->cache_bytes = st.cache_bytes;
+    g->cache_max_bytes = st.cache_max_bytes;
 }
 
 static void handle_metrics(cpulm_server *s, cpulm_conn *c) {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "server/pcache.h"
 
 enum { SLOT_FREE, SLOT_PREFILL, SLOT_SIBLING, SLOT_GEN };
 
@@ -78,6 +79,8 @@ struct cpulm_sched {
     int32_t *b_seq;        /* [n_batch] */
     int8_t *b_want;        /* [n_batch] */
     int32_t *tmp_idx;      /* [n_parallel] */
+    cpulm_pcache *pc;      /* RAM prompt cache; NULL when off */
+    const uint8_t **blobs; /* [n_ctx / block]: lookup results */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
 
     /* ---- event queue, guarded by ev_mu ---- */
@@ -90,6 +93,8 @@ struct cpulm_sched {
     atomic_int ready, st_running, st_waiting;
     atomic_llong st_kv_used;
     atomic_ullong st_steps, st_max_step;
+    atomic_llong st_pc_blocks, st_pc_bytes;
+    atomic_ullong st_prefill; /* prompt tokens evaluated */
 
     pthread_t thread;
     int thread_started;
@@ -104,7 +109,8 @@ static double now_s(void) {
 /* ---- requests ---- */
 
 cpulm_sched_params cpulm_sched_default_params(void) {
-    cpulm_sched_params p = {.n_parallel = 4, .n_ctx = 0, .n_chunk = 256, .max_queue = 64};
+    cpulm_sched_params p = {.n_parallel = 4, .n_ctx = 0, .n_chunk = 256, .max_queue = 64,
+                            .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT};
     return p;
 }
 
@@ -265,8 +271,43 @@ static void request_fail(cpulm_sched *s, sreq *q, int status, const char *msg) {
     request_end(s, q);
 }
 
+/* ---- the RAM prompt cache ---- */
+
+typedef struct fill_ctx {
+    cpulm_ctx *ctx;
+    int32_t seq, block;
+} fill_ctx;
+
+static int fill_block(void *user, int32_t index, uint8_t *dst) {
+    const fill_ctx *f = user;
+    return cpulm_ctx_seq_state_get(f->ctx, f->seq, index * f->block, f->block, dst) != CPULM_OK;
+}
+
+/* Keeps the whole blocks of slot x's KV in the prompt cache (only new blocks are copied). */
+static void cache_slot(cpulm_sched *s, const slot *x) {
+    if (!s->pc) return;
+    fill_ctx f = {s->ctx, (int32_t)(x - s->slots), cpulm_pcache_block_tokens(s->pc)};
+    cpulm_pcache_store(s->pc, x->cache, x->n_cache, fill_block, &f);
+}
+
+/* Slot seq holds the first `have` tokens of prompt; copies cached blocks beyond them into
+ * its KV. Returns how many prompt tokens its KV now holds. */
+static int32_t restore_cached(cpulm_sched *s, int32_t seq, const cpulm_token *prompt,
+                              int32_t n_prompt, int32_t have) {
+    if (!s->pc) return have;
+    int32_t B = cpulm_pcache_block_tokens(s->pc);
+    int32_t nb = cpulm_pcache_lookup(s->pc, prompt, n_prompt, s->blobs, s->n_ctx / B);
+    int32_t got = have;
+    for (int32_t b = have / B; b < nb && (b + 1) * B > have; b++) {
+        if (cpulm_ctx_seq_state_set(s->ctx, seq, b * B, B, s->blobs[b]) != CPULM_OK) break;
+        got = (b + 1) * B;
+    }
+    return got;
+}
+
 static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
     sreq *q = x->q;
+    cache_slot(s, x);
     cpulm_sched_event *e = ev_new(s, CPULM_SCHED_EV_FINISH, q, x->choice, NULL, 0);
     if (e) e->finish = why;
     cpulm_metrics_add(s->p.metrics,
@@ -397,6 +438,7 @@ static void prefill_done(cpulm_sched *s, slot *x, const float *logits) {
         y->state = SLOT_GEN;
     }
     x->state = SLOT_GEN;
+    cache_slot(s, x); /* the prompt: later requests (and this one's siblings) find it */
     for (int32_t c = 0; c < n; c++) {
         slot *y = &s->slots[s->tmp_idx[c]];
         if (y->q == q && y->state == SLOT_GEN) on_logits(s, y, logits);
@@ -439,8 +481,14 @@ static void assign(cpulm_sched *s, sreq *q) {
         if (l > best_lcp) best_lcp = l, best = i;
     }
     slot *x0 = &s->slots[best];
-    int32_t reuse = best_lcp < r->n_prompt - 1 ? best_lcp : r->n_prompt - 1; /* need logits */
+    int32_t last = r->n_prompt - 1; /* the last prompt token is evaluated: its logits are needed */
+    int32_t have = best_lcp < last ? best_lcp : last;
+    cpulm_ctx_seq_rm(s->ctx, best, have);
+    int32_t reuse = restore_cached(s, best, r->prompt, r->n_prompt, have);
+    if (reuse > last) reuse = last;
     cpulm_ctx_seq_rm(s->ctx, best, reuse);
+    if (reuse > have)
+        memcpy(x0->cache + have, r->prompt + have, sizeof(cpulm_token) * (size_t)(reuse - have));
     x0->n_cache = reuse;
     q->n_cached = reuse;
     q->n_live = r->n_choices;
@@ -520,9 +568,13 @@ static void commit_batch(cpulm_sched *s) {
     for (int32_t i = 0; i < s->p.n_parallel; i++) {
         slot *x = &s->slots[i];
         if (x->n_in_batch == 0) continue;
-        if (x->state == SLOT_GEN) x->cache[x->n_cache] = x->last;
-        else memcpy(x->cache + x->n_cache, x->q->r->prompt + x->n_cache,
-                    sizeof(cpulm_token) * (size_t)x->n_in_batch);
+        if (x->state == SLOT_GEN) {
+            x->cache[x->n_cache] = x->last;
+        } else {
+            memcpy(x->cache + x->n_cache, x->q->r->prompt + x->n_cache,
+                   sizeof(cpulm_token) * (size_t)x->n_in_batch);
+            atomic_fetch_add(&s->st_prefill, (unsigned long long)x->n_in_batch);
+        }
         x->n_cache += x->n_in_batch;
     }
 }
@@ -624,6 +676,12 @@ static void update_stats(cpulm_sched *s) {
         if (s->slots[i].state != SLOT_FREE) kv += s->slots[i].n_cache;
     atomic_store(&s->st_kv_used, kv);
     atomic_store(&s->st_running, s->n_active);
+    if (s->pc) {
+        cpulm_pcache_stats ps;
+        cpulm_pcache_get_stats(s->pc, &ps);
+        atomic_store(&s->st_pc_blocks, ps.n_blocks);
+        atomic_store(&s->st_pc_bytes, (long long)ps.bytes);
+    }
     pthread_mutex_lock(&s->mu);
     atomic_store(&s->st_waiting, s->n_queued);
     pthread_mutex_unlock(&s->mu);
@@ -672,6 +730,12 @@ static cpulm_status alloc_state(cpulm_sched *s) {
     s->b_want = malloc((size_t)s->n_batch);
     s->tmp_idx = malloc(sizeof(int32_t) * (size_t)np);
     if (!s->slots || !s->b_tok || !s->b_seq || !s->b_want || !s->tmp_idx) return CPULM_ERR_NOMEM;
+    if (s->p.cache_ram_mib > 0) {
+        size_t bb = (size_t)cpulm_ctx_seq_state_bytes(s->ctx, CPULM_SCHED_CACHE_BLOCK);
+        s->pc = cpulm_pcache_new(CPULM_SCHED_CACHE_BLOCK, bb, (uint64_t)s->p.cache_ram_mib << 20);
+        s->blobs = malloc(sizeof *s->blobs * (size_t)(s->n_ctx / CPULM_SCHED_CACHE_BLOCK + 1));
+        if (!s->pc || !s->blobs) return CPULM_ERR_NOMEM;
+    }
     for (int32_t i = 0; i < np; i++) {
         cpulm_buf_init(&s->slots[i].text, 0);
         s->slots[i].cache = malloc(sizeof(cpulm_token) * (size_t)s->n_ctx);
@@ -699,7 +763,7 @@ cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, 
     cpulm_sched_params dp = cpulm_sched_default_params();
     if (!p) p = &dp;
     if (p->n_parallel < 1 || p->n_parallel > 256 || p->n_chunk < 1 || p->n_chunk > 65536 ||
-        p->max_queue < 0 || p->n_ctx < 0) {
+        p->max_queue < 0 || p->n_ctx < 0 || p->cache_ram_mib < 0) {
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "scheduler: parameters out of range");
         return NULL;
     }
@@ -761,6 +825,8 @@ void cpulm_sched_free(cpulm_sched *s) {
     free(s->b_seq);
     free(s->b_want);
     free(s->tmp_idx);
+    free(s->blobs);
+    cpulm_pcache_free(s->pc);
     free(s->cancels);
     cpulm_ctx_free(s->ctx);
     if (s->efd >= 0) close(s->efd);
@@ -843,4 +909,10 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->kv_total = (int64_t)s->p.n_parallel * s->n_ctx;
     out->n_steps = atomic_load(&s->st_steps);
     out->max_step_tokens = atomic_load(&s->st_max_step);
+    out->n_prefill_tokens = atomic_load(&s->st_prefill);
+    out->cache_blocks = atomic_load(&s->st_pc_blocks);
+    out->cache_bytes = atomic_load(&s->st_pc_bytes);
+    out->cache_max_bytes = (int64_t)s->p.cache_ram_mib << 20;
+    out->cache_block_tokens = s->pc ? CPULM_SCHED_CACHE_BLOCK : 0;
+    out->cache_blocks_max = s->pc ? cpulm_pcache_capacity(s->pc) : 0;
 }

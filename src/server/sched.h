@@ -10,6 +10,9 @@
  * choices occupies n slots: the prompt is evaluated once and its KV copied (seq_cp).
  * A free slot keeps the tokens its KV cache holds; a new request goes to the free slot with
  * the longest common prefix and only the rest of its prompt is evaluated.
+ * Prompt cache: whole blocks of every prompt (once evaluated) and of every finished
+ * sequence are copied into a RAM cache shared by all slots (pcache.h, cache_ram_mib); a
+ * new request restores the longest cached prefix beyond what its slot already holds.
  *
  * Threads: submit/cancel/drain/stats may be called from any thread (the server calls them
  * from its I/O thread); they only take short mutexes, never wait for a decode. Events are
@@ -27,6 +30,8 @@
 
 #define CPULM_SCHED_MAX_TOP  20 /* top_logprobs limit (OpenAI's) */
 #define CPULM_SCHED_MAX_STOP 16
+#define CPULM_SCHED_CACHE_BLOCK 32          /* tokens per prompt-cache block */
+#define CPULM_SCHED_CACHE_RAM_DEFAULT 2048  /* MiB */
 
 typedef struct cpulm_sched cpulm_sched;
 
@@ -37,6 +42,7 @@ typedef struct cpulm_sched_params {
     int32_t max_queue;       /* requests waiting for slots before submit refuses; default 64 */
     int32_t n_threads;       /* decode threads; 0 = physical cores */
     int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
+    int64_t cache_ram_mib;   /* RAM prompt cache limit; default CPULM_SCHED_CACHE_RAM_DEFAULT; 0: off */
     cpulm_metrics *metrics;  /* borrowed, may be NULL; must outlive the scheduler */
 } cpulm_sched_params;
 
@@ -142,6 +148,10 @@ typedef struct cpulm_sched_stats {
     int32_t n_parallel, n_ctx;
     uint64_t n_steps;       /* decode calls so far */
     uint64_t max_step_tokens; /* largest batch so far */
+    uint64_t n_prefill_tokens; /* prompt tokens evaluated so far (cached ones are not) */
+    int64_t cache_blocks, cache_blocks_max; /* prompt cache: blocks held / that fit its limit */
+    int64_t cache_bytes, cache_max_bytes; /* prompt cache: memory held / its limit */
+    int32_t cache_block_tokens; /* tokens per prompt-cache block; 0 when the cache is off */
 } cpulm_sched_stats;
 
 void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out);

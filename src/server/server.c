@@ -34,7 +34,8 @@ double cpulm_server_now(void) {
 cpulm_server_params cpulm_server_default_params(void) {
     cpulm_server_params p = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .n_chunk = 256,
                              .max_queue = 64, .timeout_s = 600, .grace_s = 30,
-                             .idle_timeout_s = 60, .max_body = 1 << 20, .max_conns = 1024};
+                             .idle_timeout_s = 60, .max_body = 1 << 20, .max_conns = 1024,
+                             .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT};
     return p;
 }
 
@@ -184,6 +185,7 @@ static void *loader_main(void *arg) {
         sp.n_chunk = s->p.n_chunk;
         sp.max_queue = s->p.max_queue;
         sp.n_threads = s->p.n_threads;
+        sp.cache_ram_mib = s->p.cache_ram_mib;
         sp.metrics = s->metrics;
         s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);
     }

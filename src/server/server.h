@@ -32,6 +32,7 @@ typedef struct cpulm_server_params {
     double idle_timeout_s;    /* idle keep-alive connections close; default 60 */
     size_t max_body;          /* request body limit; default 1 MiB */
     int32_t max_conns;        /* open connections; default 1024 */
+    int64_t cache_ram_mib;    /* RAM prompt cache limit in MiB; default 2048; 0: off */
 } cpulm_server_params;
 
 cpulm_server_params cpulm_server_default_params(void);
