@@ -626,3 +626,124 @@ TEST(sched_prompt_cache_off) {
     cpulm_sched_free(s);
     cpulm_model_free(m);
 }
+
+/* ---- latency-aware prefill and priorities ---- */
+
+static cpulm_sched *new_sched_step(const cpulm_model *m, int32_t n_parallel, int32_t n_ctx,
+                                   int32_t n_chunk, double max_step_ms) {
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.n_parallel = n_parallel;
+    p.n_ctx = n_ctx;
+    p.n_chunk = n_chunk;
+    p.max_step_ms = max_step_ms;
+    p.n_threads = 1;
+    return cpulm_sched_new(m, &p, NULL);
+}
+
+/* The default target comes from the calibrated step model: twice a decode step of all
+ * slots. A target below any step's cost leaves prompts the floor of n_chunk / 16 tokens per
+ * step while streams generate: the 1,000-token prompt takes ~125 steps, each giving every
+ * stream a token, and no step is larger than the streams plus that floor. */
+TEST(sched_step_budget_follows_target) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_sched *a = new_sched_step(m, 4, 256, 128, 0);
+    REQUIRE(t, a);
+    cpulm_sched_stats st;
+    for (int i = 0; i < 500; i++) { /* the calibration runs on the scheduler thread */
+        cpulm_sched_get_stats(a, &st);
+        if (st.ready) break;
+        usleep(10000);
+    }
+    CHECK(t, st.ready && st.est_token_ms > 0 && st.est_fixed_ms >= 0);
+    CHECK_NEAR(t, st.step_ms_target, 2 * (st.est_fixed_ms + 4 * st.est_token_ms), 1e-6);
+    cpulm_sched_free(a);
+
+    cpulm_sched *s = new_sched_step(m, 5, 1100, 128, 1e-6);
+    REQUIRE(t, s);
+    result res[5];
+    int64_t seq = 0;
+    for (int i = 0; i < 5; i++) result_init(&res[i]);
+    for (int i = 0; i < 4; i++) {
+        cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], 300);
+        r->ignore_eos = 1;
+        cpulm_sched_submit(s, r);
+    }
+    for (int i = 0; i < 500 && res[3].n_events < 3; i++) {
+        absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
+        cpulm_sched_wait(s, 5);
+    }
+    absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
+    int64_t seq_submit = seq;
+    cpulm_sched_req *big = synth_req(4, 1000, 3, 2);
+    big->id = 4;
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, big), CPULM_SCHED_ACCEPTED);
+    CHECK(t, wait_all(s, res, 5, &seq, 0));
+    cpulm_sched_get_stats(s, &st);
+    CHECK(t, st.max_step_tokens <= 40); /* the 4 short prompts together, or 4 + 8 */
+    REQUIRE(t, res[4].first_event_seq > seq_submit);
+    for (int i = 0; i < 4; i++) {
+        int during = 0;
+        for (int64_t k = 0; k < res[i].n_events && k < 256; k++)
+            during += res[i].ev_seq[k] >= seq_submit && res[i].ev_seq[k] < res[4].first_event_seq;
+        if (during < 100) {
+            fprintf(stderr, "  stream %d: %d tokens during the long prefill\n", i, during);
+            t->n_fail++;
+        }
+    }
+    for (int i = 0; i < 5; i++) result_release(&res[i]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+/* One slot busy; then B (priority 0), C (priority -1), D (0) queue: C is served first,
+ * then B and D in arrival order. Two free slots and two long prompts admitted together:
+ * the higher-priority prompt gets the prefill budget first. */
+TEST(sched_priority_then_arrival) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_sched *s = new_sched_step(m, 1, 512, 64, -1);
+    REQUIRE(t, s);
+    result res[4];
+    int64_t seq = 0;
+    for (int i = 0; i < 4; i++) result_init(&res[i]);
+    cpulm_sched_submit(s, synth_req(0, 16, 1, 100));
+    for (int i = 0; i < 500 && res[0].n_events < 1; i++) {
+        absorb(cpulm_sched_drain(s), res, 4, &seq, 0);
+        cpulm_sched_wait(s, 5);
+    }
+    const int prio[4] = {0, 0, -1, 0};
+    for (int i = 1; i < 4; i++) {
+        cpulm_sched_req *r = synth_req((uint64_t)i, 16, 1 + i, 2);
+        r->id = (uint64_t)i;
+        r->priority = prio[i];
+        cpulm_sched_submit(s, r);
+    }
+    CHECK(t, wait_all(s, res, 4, &seq, 0));
+    CHECK(t, res[2].first_event_seq < res[1].first_event_seq);
+    CHECK(t, res[1].first_event_seq < res[3].first_event_seq);
+    for (int i = 0; i < 4; i++) result_release(&res[i]);
+    cpulm_sched_free(s);
+
+    s = new_sched_step(m, 3, 700, 64, 1e-6);
+    REQUIRE(t, s);
+    seq = 0;
+    for (int i = 0; i < 3; i++) result_init(&res[i]);
+    cpulm_sched_req *g = synth_req(0, 8, 1, 400);
+    cpulm_sched_submit(s, g);
+    for (int i = 0; i < 500 && res[0].n_events < 1; i++) {
+        absorb(cpulm_sched_drain(s), res, 3, &seq, 0);
+        cpulm_sched_wait(s, 5);
+    }
+    for (int i = 1; i < 3; i++) {
+        cpulm_sched_req *r = synth_req((uint64_t)i, 600, 5 + i, 2);
+        r->id = (uint64_t)i;
+        r->priority = i == 2 ? -1 : 0;
+        cpulm_sched_submit(s, r);
+    }
+    CHECK(t, wait_all(s, res, 3, &seq, 0));
+    CHECK(t, res[2].first_event_seq >= 0 && res[2].first_event_seq < res[1].first_event_seq);
+    for (int i = 0; i < 3; i++) result_release(&res[i]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}

@@ -45,6 +45,7 @@ typedef struct cpulm_oai_request {
     int32_t n_stop;
     int32_t logprobs;             /* -1 off; else alternatives per token (top_logprobs) */
     int ignore_eos;               /* extension: "ignore_eos": true */
+    int32_t priority;             /* extension (vLLM's): lower is served sooner; default 0 */
 } cpulm_oai_request;
 
 /* Parses body[0..len) as a request of the given kind. JSON nesting is limited to 64 and the

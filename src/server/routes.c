@@ -173,6 +173,7 @@ static cpulm_sched_req *to_sched_req(cpulm_server *s, const cpulm_oai_request *q
     r->max_tokens = q->max_tokens;
     r->sp = q->sp;
     r->logprobs = q->logprobs;
+    r->priority = q->priority;
     r->ignore_eos = q->ignore_eos;
     r->timeout_s = s->p.timeout_s;
     for (int32_t i = 0; i < q->n_stop; i++) cpulm_sched_req_add_stop(r, q->stop[i], strlen(q->stop[i]));

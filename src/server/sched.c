@@ -33,6 +33,7 @@ typedef struct sreq {
     cpulm_sched_req *r;
     struct sreq *next;
     double t_arrival, t_first, deadline;
+    uint64_t order; /* submission number: first come first served within a priority */
     int32_t *slots; /* [n_choices]: slot of each choice */
     int32_t n_live; /* choices still generating */
     int32_t n_completion, n_cached;
@@ -68,6 +69,7 @@ struct cpulm_sched {
     uint64_t *cancels;
     int32_t n_cancels, cap_cancels;
     int32_t n_queued; /* submitted, not yet admitted to slots */
+    uint64_t n_submitted;
     int stop, closed;
 
     /* ---- scheduler thread state ---- */
@@ -82,6 +84,7 @@ struct cpulm_sched {
     cpulm_pcache *pc;      /* RAM prompt cache; NULL when off */
     const uint8_t **blobs; /* [n_ctx / block]: lookup results */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
+    double est_a, est_c;   /* step time model (seconds): est_a + est_c * batch tokens */
 
     /* ---- event queue, guarded by ev_mu ---- */
     pthread_mutex_t ev_mu;
@@ -95,6 +98,7 @@ struct cpulm_sched {
     atomic_ullong st_steps, st_max_step;
     atomic_llong st_pc_blocks, st_pc_bytes;
     atomic_ullong st_prefill; /* prompt tokens evaluated */
+    _Atomic double st_target, st_a, st_c;
 
     pthread_t thread;
     int thread_started;
@@ -531,10 +535,52 @@ static int32_t add_tok(cpulm_sched *s, int32_t n, cpulm_token t, int32_t seq, in
     return n + 1;
 }
 
-/* Fills the batch: one token per generating slot, then prompt chunks within n_chunk.
- * Returns the batch size; sets out_row/n_in_batch of the slots involved. */
+/* ---- latency-aware prefill budget ---- */
+
+/* The step time the budget aims at (seconds); <= 0 when latency control is off. */
+static double target_step(const cpulm_sched *s) {
+    if (s->p.max_step_ms > 0) return s->p.max_step_ms * 1e-3;
+    if (s->p.max_step_ms < 0) return 0;
+    return 2 * (s->est_a + s->est_c * s->p.n_parallel); /* streams keep half decode speed */
+}
+
+/* Prompt tokens the next step may carry next to n_gen generating sequences. */
+static int32_t prefill_budget(const cpulm_sched *s, int32_t n_gen) {
+    double T = target_step(s);
+    if (n_gen == 0 || T <= 0) return s->p.n_chunk;
+    double room = (T - s->est_a - s->est_c * n_gen) / s->est_c;
+    int32_t lo = s->p.n_chunk / 16 > 0 ? s->p.n_chunk / 16 : 1; /* prompts always progress */
+    if (!(room < s->p.n_chunk)) return s->p.n_chunk;
+    return room > lo ? (int32_t)room : lo;
+}
+
+/* Folds one step's duration into the model: decode-only steps inform the fixed part,
+ * steps with prompt tokens the per-token part. Both clamped to stay positive. */
+static void observe_step(cpulm_sched *s, int32_t n, int has_prompt, double dt) {
+    const double w = 0.2;
+    if (!has_prompt) {
+        double a = dt - s->est_c * n;
+        s->est_a = (1 - w) * s->est_a + w * (a > 0 ? a : 0);
+    } else {
+        double c = (dt - s->est_a) / n;
+        s->est_c = (1 - w) * s->est_c + w * (c > 1e-7 ? c : 1e-7);
+    }
+    atomic_store(&s->st_target, target_step(s));
+    atomic_store(&s->st_a, s->est_a);
+    atomic_store(&s->st_c, s->est_c);
+}
+
+/* Lower priority value first, then earlier submission. */
+static int served_before(const sreq *a, const sreq *b) {
+    if (a->r->priority != b->r->priority) return a->r->priority < b->r->priority;
+    return a->order < b->order;
+}
+
+/* Fills the batch: one token per generating slot, then prompt chunks within the budget,
+ * in priority-then-arrival order. Returns the batch size; sets out_row/n_in_batch of the
+ * slots involved. */
 static int32_t build_batch(cpulm_sched *s, int *has_prompt) {
-    int32_t n = 0, n_out = 0, budget = s->p.n_chunk;
+    int32_t n = 0, n_out = 0, n_pre = 0;
     *has_prompt = 0;
     for (int32_t i = 0; i < s->p.n_parallel; i++) {
         slot *x = &s->slots[i];
@@ -545,9 +591,19 @@ static int32_t build_batch(cpulm_sched *s, int *has_prompt) {
         x->out_row = n_out++;
         x->n_in_batch = 1;
     }
-    for (int32_t i = 0; i < s->p.n_parallel && budget > 0; i++) {
+    for (int32_t i = 0; i < s->p.n_parallel; i++) { /* insertion sort: few slots */
+        if (s->slots[i].state != SLOT_PREFILL) continue;
+        int32_t k = n_pre++;
+        while (k > 0 && served_before(s->slots[i].q, s->slots[s->tmp_idx[k - 1]].q)) {
+            s->tmp_idx[k] = s->tmp_idx[k - 1];
+            k--;
+        }
+        s->tmp_idx[k] = i;
+    }
+    int32_t budget = prefill_budget(s, n_out);
+    for (int32_t p = 0; p < n_pre && budget > 0; p++) {
+        int32_t i = s->tmp_idx[p];
         slot *x = &s->slots[i];
-        if (x->state != SLOT_PREFILL) continue;
         const cpulm_sched_req *r = x->q->r;
         int32_t k = r->n_prompt - x->n_cache;
         if (k > budget) k = budget;
@@ -584,7 +640,9 @@ static void step(cpulm_sched *s) {
     int32_t n = build_batch(s, &has_prompt);
     if (n == 0) return;
     cpulm_batch b = {.n = n, .token = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
+    double t0 = now_s();
     cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
+    if (st == CPULM_OK) observe_step(s, n, has_prompt, now_s() - t0);
     atomic_fetch_add(&s->st_steps, 1);
     if ((uint64_t)n > atomic_load(&s->st_max_step)) atomic_store(&s->st_max_step, (uint64_t)n);
     if (st != CPULM_OK) { /* all-or-nothing: the caches are unchanged; fail who took part */
@@ -635,12 +693,16 @@ static int take_inputs(cpulm_sched *s) {
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
-    if (s->in_head) {
-        if (s->wait_tail) s->wait_tail->next = s->in_head;
-        else s->wait_head = s->in_head;
-        s->wait_tail = s->in_tail;
-        s->in_head = s->in_tail = NULL;
+    while (s->in_head) { /* into the waiting list by priority, then arrival */
+        sreq *q = s->in_head;
+        s->in_head = q->next;
+        sreq **pp = &s->wait_head;
+        while (*pp && !served_before(q, *pp)) pp = &(*pp)->next;
+        q->next = *pp;
+        *pp = q;
+        if (!q->next) s->wait_tail = q;
     }
+    s->in_tail = NULL;
     for (int32_t i = 0; i < s->n_cancels; i++) cancel_one(s, s->cancels[i]);
     s->n_cancels = 0;
     pthread_mutex_unlock(&s->mu);
@@ -695,14 +757,32 @@ static void free_dead(cpulm_sched *s) {
     }
 }
 
+/* Times one decode of n copies of token t appended to sequence 0. */
+static double timed_decode(cpulm_sched *s, cpulm_token t, int32_t n) {
+    for (int32_t i = 0; i < n; i++) s->b_tok[i] = t;
+    cpulm_batch b = {.n = n, .token = s->b_tok};
+    double t0 = now_s();
+    cpulm_ctx_decode(s->ctx, &b);
+    return now_s() - t0;
+}
+
 /* One decode of a single token, so the first request does not pay for page faults of
- * the weights and scratch; the sequence is cleared again. */
+ * the weights and scratch; then the step time model is calibrated from a 1-token and a
+ * k-token step (a few hundred milliseconds on a 1B model) and the sequence cleared. */
 static void warmup(cpulm_sched *s) {
     cpulm_token t = cpulm_token_bos(s->model);
     if (t < 0) t = 0;
-    cpulm_batch b = {.n = 1, .token = &t};
-    cpulm_ctx_decode(s->ctx, &b);
+    timed_decode(s, t, 1);
+    int32_t k = s->n_batch < 64 ? s->n_batch : 64;
+    if (k > s->n_ctx - 2) k = s->n_ctx - 2;
+    double t1 = timed_decode(s, t, 1), tk = k > 1 ? timed_decode(s, t, k) : t1;
+    s->est_c = k > 1 && tk > t1 ? (tk - t1) / (k - 1) : t1;
+    if (s->est_c < 1e-7) s->est_c = 1e-7;
+    s->est_a = t1 > s->est_c ? t1 - s->est_c : 0;
     cpulm_ctx_seq_rm(s->ctx, 0, 0);
+    atomic_store(&s->st_target, target_step(s));
+    atomic_store(&s->st_a, s->est_a);
+    atomic_store(&s->st_c, s->est_c);
 }
 
 static void *sched_main(void *arg) {
@@ -868,6 +948,7 @@ cpulm_sched_submit_result cpulm_sched_submit(cpulm_sched *s, cpulm_sched_req *r)
         if (s->in_tail) s->in_tail->next = q;
         else s->in_head = q;
         s->in_tail = q;
+        q->order = s->n_submitted++;
         s->n_queued++;
         atomic_store(&s->st_waiting, s->n_queued);
         pthread_cond_signal(&s->cv);
@@ -910,6 +991,9 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->n_steps = atomic_load(&s->st_steps);
     out->max_step_tokens = atomic_load(&s->st_max_step);
     out->n_prefill_tokens = atomic_load(&s->st_prefill);
+    out->step_ms_target = atomic_load(&s->st_target) * 1e3;
+    out->est_fixed_ms = atomic_load(&s->st_a) * 1e3;
+    out->est_token_ms = atomic_load(&s->st_c) * 1e3;
     out->cache_blocks = atomic_load(&s->st_pc_blocks);
     out->cache_bytes = atomic_load(&s->st_pc_bytes);
     out->cache_max_bytes = (int64_t)s->p.cache_ram_mib << 20;

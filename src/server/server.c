@@ -186,6 +186,7 @@ static void *loader_main(void *arg) {
         sp.max_queue = s->p.max_queue;
         sp.n_threads = s->p.n_threads;
         sp.cache_ram_mib = s->p.cache_ram_mib;
+        sp.max_step_ms = s->p.max_step_ms;
         sp.metrics = s->metrics;
         s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);
     }

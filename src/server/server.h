@@ -23,7 +23,8 @@ typedef struct cpulm_server_params {
     int port;                 /* 0: any free port (see cpulm_server_port) */
     int32_t n_parallel;       /* sequences decoded together; default 4 */
     int32_t n_ctx;            /* context per sequence; 0: model's, at most 4096 */
-    int32_t n_chunk;          /* prompt tokens per scheduler step; default 256 */
+    int32_t n_chunk;          /* most prompt tokens per scheduler step; default 256 */
+    double max_step_ms;       /* target step time while streams generate; 0: measured; <0: off */
     int32_t max_queue;        /* requests waiting for a slot before 429; default 64 */
     int32_t n_threads;        /* decode threads; 0: physical cores */
     const char *api_key;      /* NULL: no authentication */
