@@ -188,6 +188,12 @@ static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gaug
                (double)g->cache_max_bytes);
     render_one(o, "cpulm_prompt_cache_blocks", "gauge", "Blocks held by the RAM prompt cache.", "",
                (double)g->cache_blocks);
+    render_one(o, "cpulm_step_target_seconds", "gauge",
+               "Target step time (inter-token gap) the prefill budget aims at; 0 when off.", "",
+               g->step_target_s);
+    render_one(o, "cpulm_step_token_seconds", "gauge",
+               "Measured cost of one more token in a step (the scheduler's model).", "",
+               g->step_token_s);
 }
 
 /* vLLM's cache_config_info: a constant 1 whose labels describe the KV cache, which the
