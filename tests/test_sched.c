@@ -116,7 +116,7 @@ static void absorb(cpulm_sched_event *e, result *res, int n, int64_t *global_seq
 
 /* Waits (bounded) until every request in res[0..n) is done. */
 static int wait_all(cpulm_sched *s, result *res, int n, int64_t *seq, int n_top) {
-    for (int iter = 0; iter < 3000; iter++) {
+    for (int iter = 0; iter < 12000; iter++) { /* 2 minutes: sanitizers on a busy machine */
         absorb(cpulm_sched_drain(s), res, n, seq, n_top);
         int all = 1;
         for (int i = 0; i < n; i++) all &= res[i].done;
@@ -146,6 +146,7 @@ static cpulm_sched *new_sched(const cpulm_model *m, int32_t n_parallel, int32_t 
     p.n_chunk = n_chunk;
     p.max_queue = max_queue;
     p.n_threads = 1;
+    p.max_step_ms = -1; /* a fixed prefill chunk per step: the tests count steps */
     p.metrics = metrics;
     return cpulm_sched_new(m, &p, NULL);
 }
@@ -642,7 +643,7 @@ static cpulm_sched *new_sched_step(const cpulm_model *m, int32_t n_parallel, int
 
 /* The default target comes from the calibrated step model: twice a decode step of all
  * slots. A target below any step's cost leaves prompts the floor of n_chunk / 16 tokens per
- * step while streams generate: the 1,000-token prompt takes ~125 steps, each giving every
+ * step while streams generate: the 1,000-token prompt takes ~63 steps, each giving every
  * stream a token, and no step is larger than the streams plus that floor. */
 TEST(sched_step_budget_follows_target) {
     cpulm_model *m = load_model();
@@ -659,13 +660,13 @@ TEST(sched_step_budget_follows_target) {
     CHECK_NEAR(t, st.step_ms_target, 2 * (st.est_fixed_ms + 4 * st.est_token_ms), 1e-6);
     cpulm_sched_free(a);
 
-    cpulm_sched *s = new_sched_step(m, 5, 1100, 128, 1e-6);
+    cpulm_sched *s = new_sched_step(m, 5, 1100, 256, 1e-6);
     REQUIRE(t, s);
     result res[5];
     int64_t seq = 0;
     for (int i = 0; i < 5; i++) result_init(&res[i]);
     for (int i = 0; i < 4; i++) {
-        cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], 300);
+        cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], 150);
         r->ignore_eos = 1;
         cpulm_sched_submit(s, r);
     }
@@ -680,13 +681,13 @@ TEST(sched_step_budget_follows_target) {
     CHECK_EQ_INT(t, cpulm_sched_submit(s, big), CPULM_SCHED_ACCEPTED);
     CHECK(t, wait_all(s, res, 5, &seq, 0));
     cpulm_sched_get_stats(s, &st);
-    CHECK(t, st.max_step_tokens <= 40); /* the 4 short prompts together, or 4 + 8 */
+    CHECK(t, st.max_step_tokens <= 40); /* the 4 short prompts together, or 4 + 16 */
     REQUIRE(t, res[4].first_event_seq > seq_submit);
     for (int i = 0; i < 4; i++) {
         int during = 0;
         for (int64_t k = 0; k < res[i].n_events && k < 256; k++)
             during += res[i].ev_seq[k] >= seq_submit && res[i].ev_seq[k] < res[4].first_event_seq;
-        if (during < 100) {
+        if (during < 60) {
             fprintf(stderr, "  stream %d: %d tokens during the long prefill\n", i, during);
             t->n_fail++;
         }
@@ -725,7 +726,7 @@ TEST(sched_priority_then_arrival) {
     for (int i = 0; i < 4; i++) result_release(&res[i]);
     cpulm_sched_free(s);
 
-    s = new_sched_step(m, 3, 700, 64, 1e-6);
+    s = new_sched_step(m, 3, 700, 256, 1e-6);
     REQUIRE(t, s);
     seq = 0;
     for (int i = 0; i < 3; i++) result_init(&res[i]);
