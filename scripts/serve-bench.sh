@@ -78,7 +78,7 @@ run() { # name
   wait_ready "$url" "$([ "$1" = cpulm ] && echo /ready || echo /health)" || { echo "$1 did not start: $(tail -n 3 "$OUT/$1.log")"; return 1; }
   sleep 2
   "$CPULM" loadtest --url "$url" --concurrency "$C" --requests "$N" --prompt-len "$W" \
-    --max-tokens "$M" --stream -o json >"$OUT/$1.load.json"
+    --max-tokens "$M" --stream --timeout 1800 -o json >"$OUT/$1.load.json"
   jq -r --arg n "$1" '.levels[0] | "\($n) load: ok \(.ok) errors \(.errors), total \(((.mean_prompt_tokens + '"$M"') * .ok / .wall_s) * 100 | round / 100) t/s (output \(.output_tokens_per_s * 100 | round / 100)), gap p50/p99 \(.itl_ms.p50 | round)/\(.itl_ms.p99 | round) ms, TTFT p90 \(.ttft_ms.p90 | round) ms"' \
     "$OUT/$1.load.json" | tee -a "$OUT/summary.txt"
   local long cold warm
