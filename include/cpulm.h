@@ -236,6 +236,17 @@ CPULM_API int32_t cpulm_ctx_seq_len(const cpulm_ctx *ctx, int32_t seq); /* next 
 CPULM_API cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *ctx, int32_t seq, int32_t p0);
 /* Copies the first n positions of src into dst (dst is cleared first). */
 CPULM_API cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *ctx, int32_t src, int32_t dst, int32_t n);
+/* Saving and restoring KV state (the server's RAM prompt cache). A state blob holds the
+ * keys and values of n consecutive positions of one sequence in every layer, in an opaque
+ * layout that only this context's cache type reads back. */
+CPULM_API uint64_t cpulm_ctx_seq_state_bytes(const cpulm_ctx *ctx, int32_t n);
+/* Copies positions [p0, p0 + n) of seq into dst (cpulm_ctx_seq_state_bytes(ctx, n) bytes). */
+CPULM_API cpulm_status cpulm_ctx_seq_state_get(const cpulm_ctx *ctx, int32_t seq, int32_t p0,
+                                               int32_t n, void *dst);
+/* Writes positions [p0, p0 + n) of seq from src and sets its length to p0 + n, dropping
+ * anything after; p0 must be <= the sequence's length. */
+CPULM_API cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *ctx, int32_t seq, int32_t p0,
+                                               int32_t n, const void *src);
 CPULM_API void cpulm_ctx_set_threads(cpulm_ctx *ctx, int32_t n_threads, int32_t n_threads_batch);
 CPULM_API int32_t cpulm_ctx_threads(const cpulm_ctx *ctx);
 /* Bytes the context holds: KV cache and scratch (cpulm_memory's kv + scratch). */

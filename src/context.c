@@ -213,6 +213,27 @@ cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *c, int32_t src, int32_t dst, int32_t n)
     return CPULM_OK;
 }
 
+uint64_t cpulm_ctx_seq_state_bytes(const cpulm_ctx *c, int32_t n) {
+    return n < 0 ? 0 : (uint64_t)cpulm_kv_state_bytes(&c->kv, n);
+}
+
+cpulm_status cpulm_ctx_seq_state_get(const cpulm_ctx *c, int32_t seq, int32_t p0, int32_t n,
+                                     void *dst) {
+    if (seq < 0 || seq >= c->kv.n_seq || p0 < 0 || n < 0 || p0 + n > c->kv.len[seq] || !dst)
+        return CPULM_ERR_INVALID_ARG;
+    cpulm_kv_seq_get(&c->kv, seq, p0, n, dst);
+    return CPULM_OK;
+}
+
+cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *c, int32_t seq, int32_t p0, int32_t n,
+                                     const void *src) {
+    if (seq < 0 || seq >= c->kv.n_seq || p0 < 0 || n < 0 || p0 > c->kv.len[seq] ||
+        n > c->p.n_ctx - p0 || !src)
+        return CPULM_ERR_INVALID_ARG;
+    cpulm_kv_seq_set(&c->kv, seq, p0, n, src);
+    return CPULM_OK;
+}
+
 void cpulm_ctx_set_threads(cpulm_ctx *c, int32_t n_threads, int32_t n_threads_batch) {
     int cap = cpulm_pool_size(c->pool);
     if (n_threads >= 1) c->p.n_threads = n_threads < cap ? n_threads : cap;

@@ -65,3 +65,28 @@ void cpulm_kv_seq_cp(cpulm_kv *kv, int32_t src, int32_t dst, int32_t n) {
     }
     kv->len[dst] = n;
 }
+
+size_t cpulm_kv_state_bytes(const cpulm_kv *kv, int32_t n) {
+    return 2 * (size_t)kv->n_layer * (size_t)n * kv->row_bytes;
+}
+
+void cpulm_kv_seq_get(const cpulm_kv *kv, int32_t seq, int32_t p0, int32_t n, uint8_t *dst) {
+    CPULM_ASSERT(seq >= 0 && seq < kv->n_seq && p0 >= 0 && n >= 0 && p0 + n <= kv->n_ctx);
+    size_t run = (size_t)n * kv->row_bytes;
+    for (int32_t il = 0; il < kv->n_layer; il++) {
+        memcpy(dst, cpulm_kv_k(kv, il, seq, p0), run);
+        memcpy(dst + run, cpulm_kv_v(kv, il, seq, p0), run);
+        dst += 2 * run;
+    }
+}
+
+void cpulm_kv_seq_set(cpulm_kv *kv, int32_t seq, int32_t p0, int32_t n, const uint8_t *src) {
+    CPULM_ASSERT(seq >= 0 && seq < kv->n_seq && p0 >= 0 && n >= 0 && p0 + n <= kv->n_ctx);
+    size_t run = (size_t)n * kv->row_bytes;
+    for (int32_t il = 0; il < kv->n_layer; il++) {
+        memcpy(cpulm_kv_k(kv, il, seq, p0), src, run);
+        memcpy(cpulm_kv_v(kv, il, seq, p0), src + run, run);
+        src += 2 * run;
+    }
+    kv->len[seq] = p0 + n;
+}

@@ -40,4 +40,11 @@ static inline uint8_t *cpulm_kv_v(const cpulm_kv *kv, int32_t il, int32_t seq, i
 /* Copies the first n positions of seq src to dst (all layers) and sets dst's length. */
 void cpulm_kv_seq_cp(cpulm_kv *kv, int32_t src, int32_t dst, int32_t n);
 
+/* Positions [p0, p0 + n) of seq as one blob: per layer, the n K rows then the n V rows.
+ * cpulm_kv_seq_set also sets the sequence's length to p0 + n. The layout is private to
+ * this file, so a different cell layout only has to change these two functions. */
+size_t cpulm_kv_state_bytes(const cpulm_kv *kv, int32_t n);
+void cpulm_kv_seq_get(const cpulm_kv *kv, int32_t seq, int32_t p0, int32_t n, uint8_t *dst);
+void cpulm_kv_seq_set(cpulm_kv *kv, int32_t seq, int32_t p0, int32_t n, const uint8_t *src);
+
 #endif

@@ -2,7 +2,8 @@
 # server_e2e.sh: end-to-end tests of `cpulm serve` with curl on stories260K: probes,
 # metrics, completions and chat (plain and SSE), batching never changing results, errors
 # and their status codes, keep-alive, malformed HTTP, a long prompt not stalling running
-# streams, client disconnects, queue limits (429) and the SIGTERM drain.
+# streams, client disconnects, the RAM prompt cache across slots, queue limits (429) and
+# the SIGTERM drain.
 # Then the official `openai` npm package drives a server (openai_client_test.mjs), with
 # ajv + ajv-formats validating structured outputs and tool arguments: they are installed
 # with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the registry
@@ -272,6 +273,41 @@ else
 fi
 
 kill -TERM "$SPID"; wait "$SPID"; check main_exit_0 $?
+
+# ---- the RAM prompt cache: a long chat seen before, a dozen others in between, both slots
+# reused; the repeat is restored from RAM (cached_tokens, vLLM prefix-cache counters) ----
+pc_chat() { # system-prompt salt -> prints the response
+  local words
+  words=$(for i in $(seq 120); do printf 'word%d%s ' $((i * 7 % 97)) "$1"; done)
+  curl -s $URL/v1/chat/completions -d "{\"messages\":[{\"role\":\"system\",\"content\":\"$words\"},
+    {\"role\":\"user\",\"content\":\"Tell me a story\"}],\"max_tokens\":4,\"temperature\":0}"
+}
+for ram in 2048 0; do
+  start_server "pc$ram" -np 2 -c 1024 -t 1 --cache-ram $ram
+  check "pc${ram}_ready" $?
+  URL=http://127.0.0.1:$PORT
+  pc_chat a >"$TMP/pc_cold"
+  for k in $(seq 12); do pc_chat "x$k" >/dev/null; done
+  pc_chat a >"$TMP/pc_warm"
+  if [ $ram -gt 0 ]; then
+    jq -e '.usage.prompt_tokens > 300 and
+           .usage.prompt_tokens_details.cached_tokens >= .usage.prompt_tokens - 32' "$TMP/pc_warm" >/dev/null
+    check prompt_cache_cached_tokens $? "$(jq -c .usage "$TMP/pc_warm")"
+    [ "$(jq -r '.choices[0].message.content' "$TMP/pc_warm")" = "$(jq -r '.choices[0].message.content' "$TMP/pc_cold")" ]
+    check prompt_cache_same_answer $?
+    curl -s $URL/metrics >"$TMP/pc_metrics"
+    hits=$(sed -n 's/^vllm:prefix_cache_hits_total{[^}]*} \([0-9]*\)$/\1/p' "$TMP/pc_metrics")
+    [ "${hits:-0}" -ge 300 ]; check prompt_cache_hits_metric $? "(hits: $hits)"
+    grep -q '^vllm:prefix_cache_queries_total{model_name="stories260K"} [1-9]' "$TMP/pc_metrics"
+    check prompt_cache_queries_metric $?
+    grep -q '^vllm:cache_config_info{.*block_size="32".*enable_prefix_caching="True".*} 1$' "$TMP/pc_metrics"
+    check cache_config_info $?
+  else
+    jq -e '.usage.prompt_tokens_details.cached_tokens < 32' "$TMP/pc_warm" >/dev/null
+    check prompt_cache_off $? "$(jq -c .usage "$TMP/pc_warm")"
+  fi
+  kill -TERM "$SPID"; wait "$SPID"
+done
 
 # ---- queue limit (429 + Retry-After) and the SIGTERM drain ----
 start_server small -np 1 --max-queue 1 -c 2048 -t 1 --grace 60

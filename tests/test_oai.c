@@ -79,6 +79,10 @@ TEST(oai_defaults_follow_openai) {
     CHECK_EQ_INT(t, r.n, 1);
     CHECK_EQ_INT(t, r.logprobs, -1);
     CHECK_EQ_INT(t, r.stream, 0);
+    CHECK_EQ_INT(t, r.priority, 0);
+    cpulm_oai_request_release(&r);
+    REQUIRE(t, parse_kind(CPULM_OAI_COMPLETION, "{\"prompt\":\"x\",\"priority\":-5}", &r, &e) == CPULM_OK);
+    CHECK_EQ_INT(t, r.priority, -5);
     cpulm_oai_request_release(&r);
     REQUIRE(t, parse_kind(CPULM_OAI_COMPLETION, "{\"prompt\":[\"x\"],\"stop\":\"\\n\","
                                                 "\"logprobs\":2}", &r, &e) == CPULM_OK);
@@ -131,6 +135,7 @@ TEST(oai_rejects_bad_requests_naming_the_param) {
         {"\"stream\":\"yes\"", "stream"},          {"\"stream_options\":{\"include_usage\":true}", "stream_options"},
         {"\"stream\":true,\"stream_options\":{\"include_usage\":1}", "include_usage"},
         {"\"model\":5", "model"},                  {"\"echo\":true", "echo"},
+        {"\"priority\":1.5", "priority"},          {"\"priority\":\"high\"", "priority"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(body, sizeof body, "{%s,%s}", ok, cases[i].extra);

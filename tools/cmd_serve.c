@@ -18,8 +18,12 @@ static void serve_usage(FILE *f) {
             "  --port N              TCP port (default 8080; 0 = any free port, printed)\n"
             "  -np, --parallel N     sequences decoded together (default 4)\n"
             "  -c, --ctx-size N      context per sequence (default: model's, at most 4096)\n"
-            "  --chunk N             prompt tokens per scheduler step (default 256)\n"
+            "  --chunk N             most prompt tokens per scheduler step (default 256)\n"
+            "  --max-step-ms MS      target inter-token time while prompts are evaluated next to\n"
+            "                        running streams (default: twice a measured decode step;\n"
+            "                        -1: off, every step takes --chunk prompt tokens)\n"
             "  --max-queue N         requests waiting for a slot before 429 (default 64)\n"
+            "  --cache-ram MIB       RAM prompt cache shared by all slots (default 2048; 0 = off)\n"
             "  -t, --threads N       decode threads (default: physical cores)\n"
             "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
             "                        interleaved; isolate: cores and memory of the starting node;\n"
@@ -60,6 +64,12 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!cli_int(&c, 1, 65536, &p->n_chunk)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--max-queue", NULL)) {
             if (!cli_int(&c, 0, 1 << 20, &p->max_queue)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--max-step-ms", NULL)) {
+            if (!cli_float(&c, -1, 1e6, &f)) return EXIT_USAGE;
+            p->max_step_ms = f;
+        } else if (cli_flag(&c, "--cache-ram", "-cram")) {
+            if (!cli_int(&c, 0, 1 << 24, &v)) return EXIT_USAGE;
+            p->cache_ram_mib = v;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &p->n_threads)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--numa", NULL)) {

@@ -182,10 +182,45 @@ static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gaug
     render_one(o, "cpulm_kv_cache_tokens", "gauge", "KV cache capacity in tokens.", "",
                (double)g->kv_total);
     render_one(o, "cpulm_ready", "gauge", "1 once the model is loaded and warm.", "", g->ready);
+    render_one(o, "cpulm_prompt_cache_bytes", "gauge", "Memory held by the RAM prompt cache.", "",
+               (double)g->cache_bytes);
+    render_one(o, "cpulm_prompt_cache_limit_bytes", "gauge", "The RAM prompt cache's limit.", "",
+               (double)g->cache_max_bytes);
+    render_one(o, "cpulm_prompt_cache_blocks", "gauge", "Blocks held by the RAM prompt cache.", "",
+               (double)g->cache_blocks);
+    render_one(o, "cpulm_step_target_seconds", "gauge",
+               "Target step time (inter-token gap) the prefill budget aims at; 0 when off.", "",
+               g->step_target_s);
+    render_one(o, "cpulm_step_token_seconds", "gauge",
+               "Measured cost of one more token in a step (the scheduler's model).", "",
+               g->step_token_s);
+}
+
+/* vLLM's cache_config_info: a constant 1 whose labels describe the KV cache, which the
+ * endpoint picker reads for the block size. GPU blocks are the slots' KV cells in blocks,
+ * CPU blocks the RAM prompt cache's capacity (vLLM's CPU offload is the closest kin). */
+static void render_cache_info(cpulm_buf *o, const char *ml, const cpulm_metrics_gauges *g) {
+    int32_t bs = g->block_size > 0 ? g->block_size : 1;
+    char labels[256];
+    snprintf(labels, sizeof labels,
+             "block_size=\"%d\",num_gpu_blocks=\"%lld\",num_cpu_blocks=\"%lld\","
+             "enable_prefix_caching=\"%s\",cache_dtype=\"auto\"",
+             bs, (long long)(g->kv_total / bs), (long long)g->cache_blocks_max,
+             g->block_size > 0 ? "True" : "False");
+    head(o, "vllm:cache_config_info", "gauge", "Information of the KV cache configuration.");
+    sample(o, "vllm:cache_config_info", ml, labels, 1);
 }
 
 static void render_counters(cpulm_buf *o, const char *ml, const uint64_t *c) {
     const char *hp = "Prompt tokens processed.", *hg = "Tokens generated.";
+    /* vLLM counts prefix-cache queries and hits in tokens: prompt tokens looked up, and
+     * those found (in a slot or the RAM prompt cache) */
+    render_one(o, "vllm:prefix_cache_queries_total", "counter",
+               "Prefix cache queries, in prompt tokens looked up.", ml,
+               (double)c[CPULM_METRIC_PROMPT_TOKENS]);
+    render_one(o, "vllm:prefix_cache_hits_total", "counter",
+               "Prefix cache hits, in prompt tokens found cached.", ml,
+               (double)c[CPULM_METRIC_CACHED_TOKENS]);
     render_one(o, "vllm:prompt_tokens_total", "counter", hp, ml,
                (double)c[CPULM_METRIC_PROMPT_TOKENS]);
     render_one(o, "vllm:generation_tokens_total", "counter", hg, ml,
@@ -193,7 +228,7 @@ static void render_counters(cpulm_buf *o, const char *ml, const uint64_t *c) {
     render_one(o, "cpulm_prompt_tokens_total", "counter", hp, "",
                (double)c[CPULM_METRIC_PROMPT_TOKENS]);
     render_one(o, "cpulm_prompt_tokens_cached_total", "counter",
-               "Prompt tokens reused from a slot's KV cache.", "",
+               "Prompt tokens reused from a slot's KV cache or the RAM prompt cache.", "",
                (double)c[CPULM_METRIC_CACHED_TOKENS]);
     render_one(o, "cpulm_generation_tokens_total", "counter", hg, "",
                (double)c[CPULM_METRIC_GEN_TOKENS]);
@@ -220,6 +255,7 @@ void cpulm_metrics_render(cpulm_metrics *m, const cpulm_metrics_gauges *g, cpulm
     memcpy(snap.status, m->status, sizeof snap.status);
     pthread_mutex_unlock(&m->mu);
     render_gauges(out, m->label, g);
+    render_cache_info(out, m->label, g);
     render_counters(out, m->label, snap.counter);
     for (int i = 0; i < CPULM_METRIC_HIST_COUNT; i++) {
         render_hist(out, hist_names[i].vllm, hist_names[i].help, m->label, &snap.h[i]);

@@ -212,6 +212,10 @@ static int parse_stream(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_
         if (read_bool(so, "include_usage", &r->include_usage, e) < 0) return -1;
     }
     if (read_bool(root, "ignore_eos", &r->ignore_eos, e) < 0) return -1;
+    double prio;
+    int rc = read_num(root, "priority", -1e6, 1e6, 1, &prio, e);
+    if (rc < 0) return -1;
+    if (rc) r->priority = (int32_t)prio;
     int echo = 0;
     if (read_bool(root, "echo", &echo, e) < 0) return -1;
     if (echo) return -cpulm_oai_error_set(e, 400, "echo", "'echo' is not supported");

@@ -51,6 +51,7 @@ typedef struct cpulm_oai_request {
     int tool_choice;              /* cpulm_oai_tool_choice */
     const char *tool_name;        /* CPULM_OAI_TOOLS_NAMED: the function */
     int parallel_tool_calls;      /* default 1 */
+    int32_t priority;             /* extension (vLLM's): lower is served sooner; default 0 */
 } cpulm_oai_request;
 
 /* Parses body[0..len) as a request of the given kind. JSON nesting is limited to 64 and the

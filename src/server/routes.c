@@ -99,6 +99,13 @@ static void get_gauges(const cpulm_server *s, cpulm_metrics_gauges *g) {
     g->kv_used = st.kv_used;
     g->kv_total = st.kv_total;
     g->ready = st.ready && !s->draining;
+    g->block_size = st.cache_block_tokens;
+    g->cache_blocks = st.cache_blocks;
+    g->cache_blocks_max = st.cache_blocks_max;
+    g->cache_bytes = st.cache_bytes;
+    g->cache_max_bytes = st.cache_max_bytes;
+    g->step_target_s = st.step_ms_target * 1e-3;
+    g->step_token_s = st.est_token_ms * 1e-3;
 }
 
 static void handle_metrics(cpulm_server *s, cpulm_conn *c) {
@@ -209,6 +216,7 @@ static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_requ
     r->max_tokens = q->max_tokens;
     r->sp = q->sp;
     r->logprobs = q->logprobs;
+    r->priority = q->priority;
     r->ignore_eos = q->ignore_eos;
     r->timeout_s = s->p.timeout_s;
     for (int32_t i = 0; i < q->n_stop; i++) cpulm_sched_req_add_stop(r, q->stop[i], strlen(q->stop[i]));

@@ -24,6 +24,7 @@
 
 #include "base/buf.h"
 #include "grammar/grammar.h"
+#include "server/pcache.h"
 
 enum { SLOT_FREE, SLOT_PREFILL, SLOT_SIBLING, SLOT_GEN };
 
@@ -33,6 +34,7 @@ typedef struct sreq {
     cpulm_sched_req *r;
     struct sreq *next;
     double t_arrival, t_first, deadline;
+    uint64_t order; /* submission number: first come first served within a priority */
     int32_t *slots; /* [n_choices]: slot of each choice */
     int32_t n_live; /* choices still generating */
     int32_t n_completion, n_cached;
@@ -69,6 +71,7 @@ struct cpulm_sched {
     uint64_t *cancels;
     int32_t n_cancels, cap_cancels;
     int32_t n_queued; /* submitted, not yet admitted to slots */
+    uint64_t n_submitted;
     int stop, closed;
 
     /* ---- scheduler thread state ---- */
@@ -81,7 +84,10 @@ struct cpulm_sched {
     int8_t *b_want;        /* [n_batch] */
     int32_t *tmp_idx;      /* [n_parallel] */
     cpulm_grammar_vocab *gvocab; /* token trie for grammar masks (built at start) */
+    cpulm_pcache *pc;      /* RAM prompt cache; NULL when off */
+    const uint8_t **blobs; /* [n_ctx / block]: lookup results */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
+    double est_a, est_c;   /* step time model (seconds): est_a + est_c * batch tokens */
 
     /* ---- event queue, guarded by ev_mu ---- */
     pthread_mutex_t ev_mu;
@@ -93,6 +99,9 @@ struct cpulm_sched {
     atomic_int ready, st_running, st_waiting;
     atomic_llong st_kv_used;
     atomic_ullong st_steps, st_max_step;
+    atomic_llong st_pc_blocks, st_pc_bytes;
+    atomic_ullong st_prefill; /* prompt tokens evaluated */
+    _Atomic double st_target, st_a, st_c;
 
     pthread_t thread;
     int thread_started;
@@ -107,7 +116,8 @@ static double now_s(void) {
 /* ---- requests ---- */
 
 cpulm_sched_params cpulm_sched_default_params(void) {
-    cpulm_sched_params p = {.n_parallel = 4, .n_ctx = 0, .n_chunk = 256, .max_queue = 64};
+    cpulm_sched_params p = {.n_parallel = 4, .n_ctx = 0, .n_chunk = 256, .max_queue = 64,
+                            .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT};
     return p;
 }
 
@@ -271,8 +281,43 @@ static void request_fail(cpulm_sched *s, sreq *q, int status, const char *msg) {
     request_end(s, q);
 }
 
+/* ---- the RAM prompt cache ---- */
+
+typedef struct fill_ctx {
+    cpulm_ctx *ctx;
+    int32_t seq, block;
+} fill_ctx;
+
+static int fill_block(void *user, int32_t index, uint8_t *dst) {
+    const fill_ctx *f = user;
+    return cpulm_ctx_seq_state_get(f->ctx, f->seq, index * f->block, f->block, dst) != CPULM_OK;
+}
+
+/* Keeps the whole blocks of slot x's KV in the prompt cache (only new blocks are copied). */
+static void cache_slot(cpulm_sched *s, const slot *x) {
+    if (!s->pc) return;
+    fill_ctx f = {s->ctx, (int32_t)(x - s->slots), cpulm_pcache_block_tokens(s->pc)};
+    cpulm_pcache_store(s->pc, x->cache, x->n_cache, fill_block, &f);
+}
+
+/* Slot seq holds the first `have` tokens of prompt; copies cached blocks beyond them into
+ * its KV. Returns how many prompt tokens its KV now holds. */
+static int32_t restore_cached(cpulm_sched *s, int32_t seq, const cpulm_token *prompt,
+                              int32_t n_prompt, int32_t have) {
+    if (!s->pc) return have;
+    int32_t B = cpulm_pcache_block_tokens(s->pc);
+    int32_t nb = cpulm_pcache_lookup(s->pc, prompt, n_prompt, s->blobs, s->n_ctx / B);
+    int32_t got = have;
+    for (int32_t b = have / B; b < nb && (b + 1) * B > have; b++) {
+        if (cpulm_ctx_seq_state_set(s->ctx, seq, b * B, B, s->blobs[b]) != CPULM_OK) break;
+        got = (b + 1) * B;
+    }
+    return got;
+}
+
 static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
     sreq *q = x->q;
+    cache_slot(s, x);
     cpulm_sched_event *e = ev_new(s, CPULM_SCHED_EV_FINISH, q, x->choice, NULL, 0);
     if (e) e->finish = why;
     cpulm_metrics_add(s->p.metrics,
@@ -413,6 +458,7 @@ static void prefill_done(cpulm_sched *s, slot *x, const float *logits) {
         y->state = SLOT_GEN;
     }
     x->state = SLOT_GEN;
+    cache_slot(s, x); /* the prompt: later requests (and this one's siblings) find it */
     for (int32_t c = 0; c < n; c++) {
         slot *y = &s->slots[s->tmp_idx[c]];
         if (y->q == q && y->state == SLOT_GEN) on_logits(s, y, logits);
@@ -464,8 +510,14 @@ static void assign(cpulm_sched *s, sreq *q) {
         if (l > best_lcp) best_lcp = l, best = i;
     }
     slot *x0 = &s->slots[best];
-    int32_t reuse = best_lcp < r->n_prompt - 1 ? best_lcp : r->n_prompt - 1; /* need logits */
+    int32_t last = r->n_prompt - 1; /* the last prompt token is evaluated: its logits are needed */
+    int32_t have = best_lcp < last ? best_lcp : last;
+    cpulm_ctx_seq_rm(s->ctx, best, have);
+    int32_t reuse = restore_cached(s, best, r->prompt, r->n_prompt, have);
+    if (reuse > last) reuse = last;
     cpulm_ctx_seq_rm(s->ctx, best, reuse);
+    if (reuse > have)
+        memcpy(x0->cache + have, r->prompt + have, sizeof(cpulm_token) * (size_t)(reuse - have));
     x0->n_cache = reuse;
     q->n_cached = reuse;
     q->n_live = r->n_choices;
@@ -508,10 +560,52 @@ static int32_t add_tok(cpulm_sched *s, int32_t n, cpulm_token t, int32_t seq, in
     return n + 1;
 }
 
-/* Fills the batch: one token per generating slot, then prompt chunks within n_chunk.
- * Returns the batch size; sets out_row/n_in_batch of the slots involved. */
+/* ---- latency-aware prefill budget ---- */
+
+/* The step time the budget aims at (seconds); <= 0 when latency control is off. */
+static double target_step(const cpulm_sched *s) {
+    if (s->p.max_step_ms > 0) return s->p.max_step_ms * 1e-3;
+    if (s->p.max_step_ms < 0) return 0;
+    return 2 * (s->est_a + s->est_c * s->p.n_parallel); /* streams keep half decode speed */
+}
+
+/* Prompt tokens the next step may carry next to n_gen generating sequences. */
+static int32_t prefill_budget(const cpulm_sched *s, int32_t n_gen) {
+    double T = target_step(s);
+    if (n_gen == 0 || T <= 0) return s->p.n_chunk;
+    double room = (T - s->est_a - s->est_c * n_gen) / s->est_c;
+    int32_t lo = s->p.n_chunk / 16 > 0 ? s->p.n_chunk / 16 : 1; /* prompts always progress */
+    if (!(room < s->p.n_chunk)) return s->p.n_chunk;
+    return room > lo ? (int32_t)room : lo;
+}
+
+/* Folds one step's duration into the model: decode-only steps inform the fixed part,
+ * steps with prompt tokens the per-token part. Both clamped to stay positive. */
+static void observe_step(cpulm_sched *s, int32_t n, int has_prompt, double dt) {
+    const double w = 0.2;
+    if (!has_prompt) {
+        double a = dt - s->est_c * n;
+        s->est_a = (1 - w) * s->est_a + w * (a > 0 ? a : 0);
+    } else {
+        double c = (dt - s->est_a) / n;
+        s->est_c = (1 - w) * s->est_c + w * (c > 1e-7 ? c : 1e-7);
+    }
+    atomic_store(&s->st_target, target_step(s));
+    atomic_store(&s->st_a, s->est_a);
+    atomic_store(&s->st_c, s->est_c);
+}
+
+/* Lower priority value first, then earlier submission. */
+static int served_before(const sreq *a, const sreq *b) {
+    if (a->r->priority != b->r->priority) return a->r->priority < b->r->priority;
+    return a->order < b->order;
+}
+
+/* Fills the batch: one token per generating slot, then prompt chunks within the budget,
+ * in priority-then-arrival order. Returns the batch size; sets out_row/n_in_batch of the
+ * slots involved. */
 static int32_t build_batch(cpulm_sched *s, int *has_prompt) {
-    int32_t n = 0, n_out = 0, budget = s->p.n_chunk;
+    int32_t n = 0, n_out = 0, n_pre = 0;
     *has_prompt = 0;
     for (int32_t i = 0; i < s->p.n_parallel; i++) {
         slot *x = &s->slots[i];
@@ -522,9 +616,19 @@ static int32_t build_batch(cpulm_sched *s, int *has_prompt) {
         x->out_row = n_out++;
         x->n_in_batch = 1;
     }
-    for (int32_t i = 0; i < s->p.n_parallel && budget > 0; i++) {
+    for (int32_t i = 0; i < s->p.n_parallel; i++) { /* insertion sort: few slots */
+        if (s->slots[i].state != SLOT_PREFILL) continue;
+        int32_t k = n_pre++;
+        while (k > 0 && served_before(s->slots[i].q, s->slots[s->tmp_idx[k - 1]].q)) {
+            s->tmp_idx[k] = s->tmp_idx[k - 1];
+            k--;
+        }
+        s->tmp_idx[k] = i;
+    }
+    int32_t budget = prefill_budget(s, n_out);
+    for (int32_t p = 0; p < n_pre && budget > 0; p++) {
+        int32_t i = s->tmp_idx[p];
         slot *x = &s->slots[i];
-        if (x->state != SLOT_PREFILL) continue;
         const cpulm_sched_req *r = x->q->r;
         int32_t k = r->n_prompt - x->n_cache;
         if (k > budget) k = budget;
@@ -545,9 +649,13 @@ static void commit_batch(cpulm_sched *s) {
     for (int32_t i = 0; i < s->p.n_parallel; i++) {
         slot *x = &s->slots[i];
         if (x->n_in_batch == 0) continue;
-        if (x->state == SLOT_GEN) x->cache[x->n_cache] = x->last;
-        else memcpy(x->cache + x->n_cache, x->q->r->prompt + x->n_cache,
-                    sizeof(cpulm_token) * (size_t)x->n_in_batch);
+        if (x->state == SLOT_GEN) {
+            x->cache[x->n_cache] = x->last;
+        } else {
+            memcpy(x->cache + x->n_cache, x->q->r->prompt + x->n_cache,
+                   sizeof(cpulm_token) * (size_t)x->n_in_batch);
+            atomic_fetch_add(&s->st_prefill, (unsigned long long)x->n_in_batch);
+        }
         x->n_cache += x->n_in_batch;
     }
 }
@@ -557,7 +665,9 @@ static void step(cpulm_sched *s) {
     int32_t n = build_batch(s, &has_prompt);
     if (n == 0) return;
     cpulm_batch b = {.n = n, .token = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
+    double t0 = now_s();
     cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
+    if (st == CPULM_OK) observe_step(s, n, has_prompt, now_s() - t0);
     atomic_fetch_add(&s->st_steps, 1);
     if ((uint64_t)n > atomic_load(&s->st_max_step)) atomic_store(&s->st_max_step, (uint64_t)n);
     if (st != CPULM_OK) { /* all-or-nothing: the caches are unchanged; fail who took part */
@@ -608,12 +718,16 @@ static int take_inputs(cpulm_sched *s) {
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
-    if (s->in_head) {
-        if (s->wait_tail) s->wait_tail->next = s->in_head;
-        else s->wait_head = s->in_head;
-        s->wait_tail = s->in_tail;
-        s->in_head = s->in_tail = NULL;
+    while (s->in_head) { /* into the waiting list by priority, then arrival */
+        sreq *q = s->in_head;
+        s->in_head = q->next;
+        sreq **pp = &s->wait_head;
+        while (*pp && !served_before(q, *pp)) pp = &(*pp)->next;
+        q->next = *pp;
+        *pp = q;
+        if (!q->next) s->wait_tail = q;
     }
+    s->in_tail = NULL;
     for (int32_t i = 0; i < s->n_cancels; i++) cancel_one(s, s->cancels[i]);
     s->n_cancels = 0;
     pthread_mutex_unlock(&s->mu);
@@ -649,6 +763,12 @@ static void update_stats(cpulm_sched *s) {
         if (s->slots[i].state != SLOT_FREE) kv += s->slots[i].n_cache;
     atomic_store(&s->st_kv_used, kv);
     atomic_store(&s->st_running, s->n_active);
+    if (s->pc) {
+        cpulm_pcache_stats ps;
+        cpulm_pcache_get_stats(s->pc, &ps);
+        atomic_store(&s->st_pc_blocks, ps.n_blocks);
+        atomic_store(&s->st_pc_bytes, (long long)ps.bytes);
+    }
     pthread_mutex_lock(&s->mu);
     atomic_store(&s->st_waiting, s->n_queued);
     pthread_mutex_unlock(&s->mu);
@@ -662,14 +782,32 @@ static void free_dead(cpulm_sched *s) {
     }
 }
 
+/* Times one decode of n copies of token t appended to sequence 0. */
+static double timed_decode(cpulm_sched *s, cpulm_token t, int32_t n) {
+    for (int32_t i = 0; i < n; i++) s->b_tok[i] = t;
+    cpulm_batch b = {.n = n, .token = s->b_tok};
+    double t0 = now_s();
+    cpulm_ctx_decode(s->ctx, &b);
+    return now_s() - t0;
+}
+
 /* One decode of a single token, so the first request does not pay for page faults of
- * the weights and scratch; the sequence is cleared again. */
+ * the weights and scratch; then the step time model is calibrated from a 1-token and a
+ * k-token step (a few hundred milliseconds on a 1B model) and the sequence cleared. */
 static void warmup(cpulm_sched *s) {
     cpulm_token t = cpulm_token_bos(s->model);
     if (t < 0) t = 0;
-    cpulm_batch b = {.n = 1, .token = &t};
-    cpulm_ctx_decode(s->ctx, &b);
+    timed_decode(s, t, 1);
+    int32_t k = s->n_batch < 64 ? s->n_batch : 64;
+    if (k > s->n_ctx - 2) k = s->n_ctx - 2;
+    double t1 = timed_decode(s, t, 1), tk = k > 1 ? timed_decode(s, t, k) : t1;
+    s->est_c = k > 1 && tk > t1 ? (tk - t1) / (k - 1) : t1;
+    if (s->est_c < 1e-7) s->est_c = 1e-7;
+    s->est_a = t1 > s->est_c ? t1 - s->est_c : 0;
     cpulm_ctx_seq_rm(s->ctx, 0, 0);
+    atomic_store(&s->st_target, target_step(s));
+    atomic_store(&s->st_a, s->est_a);
+    atomic_store(&s->st_c, s->est_c);
 }
 
 static void *sched_main(void *arg) {
@@ -700,6 +838,12 @@ static cpulm_status alloc_state(cpulm_sched *s) {
     s->b_want = malloc((size_t)s->n_batch);
     s->tmp_idx = malloc(sizeof(int32_t) * (size_t)np);
     if (!s->slots || !s->b_tok || !s->b_seq || !s->b_want || !s->tmp_idx) return CPULM_ERR_NOMEM;
+    if (s->p.cache_ram_mib > 0) {
+        size_t bb = (size_t)cpulm_ctx_seq_state_bytes(s->ctx, CPULM_SCHED_CACHE_BLOCK);
+        s->pc = cpulm_pcache_new(CPULM_SCHED_CACHE_BLOCK, bb, (uint64_t)s->p.cache_ram_mib << 20);
+        s->blobs = malloc(sizeof *s->blobs * (size_t)(s->n_ctx / CPULM_SCHED_CACHE_BLOCK + 1));
+        if (!s->pc || !s->blobs) return CPULM_ERR_NOMEM;
+    }
     for (int32_t i = 0; i < np; i++) {
         cpulm_buf_init(&s->slots[i].text, 0);
         s->slots[i].cache = malloc(sizeof(cpulm_token) * (size_t)s->n_ctx);
@@ -728,7 +872,7 @@ cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, 
     cpulm_sched_params dp = cpulm_sched_default_params();
     if (!p) p = &dp;
     if (p->n_parallel < 1 || p->n_parallel > 256 || p->n_chunk < 1 || p->n_chunk > 65536 ||
-        p->max_queue < 0 || p->n_ctx < 0) {
+        p->max_queue < 0 || p->n_ctx < 0 || p->cache_ram_mib < 0) {
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "scheduler: parameters out of range");
         return NULL;
     }
@@ -790,6 +934,8 @@ void cpulm_sched_free(cpulm_sched *s) {
     free(s->b_seq);
     free(s->b_want);
     free(s->tmp_idx);
+    free(s->blobs);
+    cpulm_pcache_free(s->pc);
     free(s->cancels);
     cpulm_grammar_vocab_free(s->gvocab);
     cpulm_ctx_free(s->ctx);
@@ -832,6 +978,7 @@ cpulm_sched_submit_result cpulm_sched_submit(cpulm_sched *s, cpulm_sched_req *r)
         if (s->in_tail) s->in_tail->next = q;
         else s->in_head = q;
         s->in_tail = q;
+        q->order = s->n_submitted++;
         s->n_queued++;
         atomic_store(&s->st_waiting, s->n_queued);
         pthread_cond_signal(&s->cv);
@@ -873,4 +1020,13 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->kv_total = (int64_t)s->p.n_parallel * s->n_ctx;
     out->n_steps = atomic_load(&s->st_steps);
     out->max_step_tokens = atomic_load(&s->st_max_step);
+    out->n_prefill_tokens = atomic_load(&s->st_prefill);
+    out->step_ms_target = atomic_load(&s->st_target) * 1e3;
+    out->est_fixed_ms = atomic_load(&s->st_a) * 1e3;
+    out->est_token_ms = atomic_load(&s->st_c) * 1e3;
+    out->cache_blocks = atomic_load(&s->st_pc_blocks);
+    out->cache_bytes = atomic_load(&s->st_pc_bytes);
+    out->cache_max_bytes = (int64_t)s->p.cache_ram_mib << 20;
+    out->cache_block_tokens = s->pc ? CPULM_SCHED_CACHE_BLOCK : 0;
+    out->cache_blocks_max = s->pc ? cpulm_pcache_capacity(s->pc) : 0;
 }

@@ -1,15 +1,23 @@
 /* sched.h: the continuous-batching scheduler: the only user of the server's cpulm_ctx.
  *
  * One scheduler thread owns the context. Each step it builds one batch holding one token
- * for every generating sequence plus prompt chunks of newly admitted requests (at most
- * n_chunk prompt tokens per step), calls cpulm_ctx_decode once, then samples, detokenizes,
- * applies stop strings and publishes events. Requests join and leave between steps, so a
+ * for every generating sequence plus prompt chunks of newly admitted requests, calls
+ * cpulm_ctx_decode once, then samples, detokenizes, applies stop strings and publishes
+ * events.
+ * Latency-aware prefill: the step time is modelled as fixed + per-token cost (calibrated
+ * at start, then tracked from every step), and a step carries as many prompt tokens as
+ * fit in max_step_ms next to the generating sequences (at least n_chunk / 16, so prompts
+ * always progress; n_chunk when nothing generates). Prompts get the budget in order of
+ * priority, then arrival; requests are admitted in the same order. Requests join and leave between steps, so a
  * long prompt is spread over several steps instead of stalling running streams.
  *
  * Slots: n_parallel sequences, each with the full n_ctx (never divided). A request with n
  * choices occupies n slots: the prompt is evaluated once and its KV copied (seq_cp).
  * A free slot keeps the tokens its KV cache holds; a new request goes to the free slot with
  * the longest common prefix and only the rest of its prompt is evaluated.
+ * Prompt cache: whole blocks of every prompt (once evaluated) and of every finished
+ * sequence are copied into a RAM cache shared by all slots (pcache.h, cache_ram_mib); a
+ * new request restores the longest cached prefix beyond what its slot already holds.
  *
  * Threads: submit/cancel/drain/stats may be called from any thread (the server calls them
  * from its I/O thread); they only take short mutexes, never wait for a decode. Events are
@@ -27,6 +35,8 @@
 
 #define CPULM_SCHED_MAX_TOP  20 /* top_logprobs limit (OpenAI's) */
 #define CPULM_SCHED_MAX_STOP 16
+#define CPULM_SCHED_CACHE_BLOCK 32          /* tokens per prompt-cache block */
+#define CPULM_SCHED_CACHE_RAM_DEFAULT 2048  /* MiB */
 
 typedef struct cpulm_sched cpulm_sched;
 struct cpulm_grammar;
@@ -34,10 +44,15 @@ struct cpulm_grammar;
 typedef struct cpulm_sched_params {
     int32_t n_parallel;      /* slots; default 4 */
     int32_t n_ctx;           /* tokens per slot; 0 = min(model's context, 4096) */
-    int32_t n_chunk;         /* prompt tokens per step (the prefill budget); default 256 */
+    int32_t n_chunk;         /* most prompt tokens per step; default 256 */
+    double max_step_ms;      /* target step time (inter-token gap) while streams generate:
+                              * the prefill budget of a step is what fits in it (at least
+                              * n_chunk / 16). 0: twice a decode step of n_parallel
+                              * sequences, measured; < 0: off (n_chunk every step) */
     int32_t max_queue;       /* requests waiting for slots before submit refuses; default 64 */
     int32_t n_threads;       /* decode threads; 0 = physical cores */
     int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
+    int64_t cache_ram_mib;   /* RAM prompt cache limit; default CPULM_SCHED_CACHE_RAM_DEFAULT; 0: off */
     int no_pin;              /* cpulm_ctx_params.no_pin */
     cpulm_metrics *metrics;  /* borrowed, may be NULL; must outlive the scheduler */
 } cpulm_sched_params;
@@ -60,6 +75,8 @@ typedef struct cpulm_sched_req {
     struct cpulm_grammar *grammar; /* owned or NULL: every choice's output follows it (masked
                               * sampling; end tokens only where it is complete) */
     int special;             /* render control tokens as text (tool-call markers) */
+    int32_t priority;        /* lower is served sooner (vLLM's convention); then first come
+                              * first served. Default 0 */
 } cpulm_sched_req;
 
 /* Returns owned (free with cpulm_sched_req_free unless submitted); NULL on OOM.
@@ -147,6 +164,12 @@ typedef struct cpulm_sched_stats {
     int32_t n_parallel, n_ctx;
     uint64_t n_steps;       /* decode calls so far */
     uint64_t max_step_tokens; /* largest batch so far */
+    uint64_t n_prefill_tokens; /* prompt tokens evaluated so far (cached ones are not) */
+    double step_ms_target;     /* the current target step time (ms); 0 when off */
+    double est_fixed_ms, est_token_ms; /* step time model: fixed + per-token cost */
+    int64_t cache_blocks, cache_blocks_max; /* prompt cache: blocks held / that fit its limit */
+    int64_t cache_bytes, cache_max_bytes; /* prompt cache: memory held / its limit */
+    int32_t cache_block_tokens; /* tokens per prompt-cache block; 0 when the cache is off */
 } cpulm_sched_stats;
 
 void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out);

@@ -37,7 +37,9 @@ cpulm_server_params cpulm_server_default_params(void) {
     cpulm_server_params p = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .n_chunk = 256,
                              .max_queue = 64, .timeout_s = 600, .grace_s = 30,
                              .idle_timeout_s = 60, .max_body = 1 << 20, .max_conns = 1024,
-                             .max_conns_per_client = 256, .head_timeout_s = 10};
+                             .max_conns_per_client = 256, .head_timeout_s = 10,
+                             .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT};
+
     return p;
 }
 
@@ -287,6 +289,8 @@ static void *loader_main(void *arg) {
         sp.n_chunk = s->p.n_chunk;
         sp.max_queue = s->p.max_queue;
         sp.n_threads = s->p.n_threads;
+        sp.cache_ram_mib = s->p.cache_ram_mib;
+        sp.max_step_ms = s->p.max_step_ms;
         sp.no_pin = s->p.no_pin;
         sp.metrics = s->metrics;
         s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);

@@ -24,7 +24,8 @@ typedef struct cpulm_server_params {
     int port;                 /* 0: any free port (see cpulm_server_port) */
     int32_t n_parallel;       /* sequences decoded together; default 4 */
     int32_t n_ctx;            /* context per sequence; 0: model's, at most 4096 */
-    int32_t n_chunk;          /* prompt tokens per scheduler step; default 256 */
+    int32_t n_chunk;          /* most prompt tokens per scheduler step; default 256 */
+    double max_step_ms;       /* target step time while streams generate; 0: measured; <0: off */
     int32_t max_queue;        /* requests waiting for a slot before 429; default 64 */
     int32_t n_threads;        /* decode threads; 0: physical cores */
     int no_pin;               /* cpulm_ctx_params.no_pin */
@@ -37,6 +38,7 @@ typedef struct cpulm_server_params {
     int32_t max_conns_per_client; /* per client address (IPv6: per /64); 0 = no limit; default 256 */
     double head_timeout_s;    /* a new connection, or a request once its first byte came,
                                * must deliver a complete head within this; default 10 */
+    int64_t cache_ram_mib;    /* RAM prompt cache limit in MiB; default 2048; 0: off */
 } cpulm_server_params;
 
 cpulm_server_params cpulm_server_default_params(void);
