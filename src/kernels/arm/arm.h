@@ -33,6 +33,30 @@
 #define ARM_NO_PRESCHED
 #endif
 
+/* Hot-loop markers for scripts/arm-perf.sh (llvm-mca-22 on the Neoverse models). Empty
+ * unless the file is built with -DCPULM_MCA_MARKERS, so shipped code is unchanged; with it,
+ * an asm comment line starts / ends the loop body (an empty volatile asm: it emits no
+ * instruction, and the script checks that the marked loops keep the unmarked build's
+ * instruction count). NAME must be a string literal; the script reads the first region of
+ * each name. */
+#ifdef CPULM_MCA_MARKERS
+#define ARM_MCA_BEGIN(NAME) __asm__ volatile("# LLVM-MCA-BEGIN " NAME)
+#define ARM_MCA_END(NAME) __asm__ volatile("# LLVM-MCA-END " NAME)
+#else
+#define ARM_MCA_BEGIN(NAME) ((void)0)
+#define ARM_MCA_END(NAME) ((void)0)
+#endif
+/* The level a file's markers are named after (defined by the file before including arm.h) */
+#ifndef ARM_MCA_LEVEL
+#define ARM_MCA_LEVEL "arm"
+#endif
+
+/* The float M = 1.5 * 2^23 and its bits: an int32 chain started at ARM_MAGIC_BITS holds,
+ * once it has added an integer s with |s| < 2^22, the bits of the float M + s, so one
+ * floating subtraction (or fma, see x16_sdot.h) of M converts it exactly. */
+#define ARM_MAGIC 12582912.0f
+#define ARM_MAGIC_BITS 0x4B400000
+
 /* ---- scalar conversions (FCVT: IEEE round-to-nearest-even under the default FPCR) ---- */
 
 ARM_INLINE float arm_fp16(uint16_t h) {
@@ -216,6 +240,7 @@ ARM_INLINE void arm_vec_dot_k4(int64_t n, float *s, const void *vx, const void *
     const size_t stride = has_qh ? sizeof(cpulm_block_q5_K) : sizeof(cpulm_block_q4_K);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / CPULM_QK_K; i++) {
+        if (!has_qh) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_dot_q4_K");
         const cpulm_block_q5_K *b5 = (const void *)((const uint8_t *)vx + (size_t)i * stride);
         const cpulm_block_q4_K *b4 = (const void *)b5;
         uint8_t sc[8], m[8];
@@ -224,6 +249,7 @@ ARM_INLINE void arm_vec_dot_k4(int64_t n, float *s, const void *vx, const void *
                                     : arm_k4_superblock(b4->qs, NULL, y[i].qs, sc, dot16);
         const int32_t summ = arm_k4_min_term(y[i].bsums, m);
         sum += y[i].d * arm_fp16(b4->d) * (float)sumi - y[i].d * arm_fp16(b4->dmin) * (float)summ;
+        if (!has_qh) ARM_MCA_END(ARM_MCA_LEVEL "_dot_q4_K");
     }
     *s = sum;
 }
@@ -262,8 +288,11 @@ ARM_INLINE void arm_vec_dot_q6_K(int64_t n, float *s, const void *vx, const void
     const cpulm_block_q6_K *x = vx;
     const cpulm_block_q8_K *y = vy;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n / CPULM_QK_K; i++)
+    for (int64_t i = 0; i < n / CPULM_QK_K; i++) {
+        ARM_MCA_BEGIN(ARM_MCA_LEVEL "_dot_q6_K");
         sum += arm_fp16(x[i].d) * y[i].d * (float)arm_q6_superblock(&x[i], y[i].qs, dot16);
+        ARM_MCA_END(ARM_MCA_LEVEL "_dot_q6_K");
+    }
     *s = sum;
 }
 

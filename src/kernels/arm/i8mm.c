@@ -9,8 +9,10 @@
  * dots exported in i8mm.h. sve inherits the gemm_x16 entries.
  */
 #if defined(__aarch64__)
+#define ARM_MCA_LEVEL "i8mm"
 #include "arm.h"
 #include "i8mm.h"
+#include "x16_sdot.h"
 
 /* ---- 2x2 tiles: two weight rows x two activation rows, per block ----
  * With A = the two weight rows' next 8 bytes (2x8) and B = the two activation rows' (2x8),
@@ -99,16 +101,19 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
 #define MM_KC 32   /* blocks per interleaved activation chunk: 12 KB of stack */
 
 typedef struct mm_pair_block {
-    int8x16_t x[4]; /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
-    float dx[4];    /* {dx_a, dx_a, dx_b, dx_b} */
-    int32_t corr[4]; /* {c_a, c_a, c_b, c_b}: -8 * sum(x) for Q4_0, unused for Q8_0 */
+    int8x16_t x[4];  /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
+    float dx[4];     /* {dx_a, dx_a, dx_b, dx_b} */
+    int32_t init[4]; /* chain starts {i_a, i_a, i_b, i_b}: ARM_MAGIC_BITS + bias correction
+                        (-8 * sum(x) for Q4_0, 0 for Q8_0), see x16_sdot.h */
+    float nmdx[4];   /* {-M dx_a, -M dx_a, -M dx_b, -M dx_b} */
 } mm_pair_block;
 
 /* Interleaves blocks [b0, b0 + nbc) of tokens a and b (b = a for a lone last token) into
  * out[i * stride_pairs]. Scalar stores for the patterns: no vector shuffles needed. */
-static void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_t nbc,
-                          mm_pair_block *out, int stride_pairs) {
+ARM_INLINE void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_t nbc,
+                              mm_pair_block *out, int stride_pairs, int q8) {
     for (int64_t i = 0; i < nbc; i++) {
+        X16_MCA(BEGIN, "stage");
         const int64_t b = b0 + i;
         mm_pair_block *e = out + i * stride_pairs;
         arm_rows_2x8(vld1q_s8(ta.x[b].qs), vld1q_s8(tb.x[b].qs), &e->x[0], &e->x[1]);
@@ -116,11 +121,13 @@ static void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_t nb
         const float da = ta.d[b], db = tb.d[b];
         e->dx[0] = e->dx[1] = da;
         e->dx[2] = e->dx[3] = db;
-        if (ta.corr) {
-            const int32_t ca = ta.corr[b], cb = tb.corr[b];
-            e->corr[0] = e->corr[1] = ca;
-            e->corr[2] = e->corr[3] = cb;
-        }
+        const int32_t ca = ARM_MAGIC_BITS + (q8 ? 0 : ta.corr[b]);
+        const int32_t cb = ARM_MAGIC_BITS + (q8 ? 0 : tb.corr[b]);
+        e->init[0] = e->init[1] = ca;
+        e->init[2] = e->init[3] = cb;
+        e->nmdx[0] = e->nmdx[1] = -ARM_MAGIC * da;
+        e->nmdx[2] = e->nmdx[3] = -ARM_MAGIC * db;
+        X16_MCA(END, "stage");
     }
 }
 
@@ -131,6 +138,7 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
                               const int P) {
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
     for (int64_t i = 0; i < nbc; i++) {
+        if (P == MM_PAIRS) X16_MCA(BEGIN, "gemm");
         const uint8_t *g = w + (size_t)i * blk_bytes;
         int8x16_t v[8], wo[2][4];
         arm_x16_quad(g, q8, quad, v);
@@ -149,13 +157,15 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
             const mm_pair_block *e = buf + i * MM_PAIRS + p;
             _Pragma("GCC unroll 2")
             for (int rp = 0; rp < 2; rp++) {
-                int32x4_t is = q8 ? vdupq_n_s32(0) : vld1q_s32(e->corr);
+                int32x4_t is = vld1q_s32(e->init);
                 _Pragma("GCC unroll 4")
                 for (int m = 0; m < 4; m++) is = vmmlaq_s32(is, e->x[m], wo[rp][m]);
-                const float32x4_t f = vmulq_f32(vcvtq_f32_s32(is), vld1q_f32(e->dx));
+                const float32x4_t f = vfmaq_f32(vld1q_f32(e->nmdx), vreinterpretq_f32_s32(is),
+                                                vld1q_f32(e->dx));
                 acc[rp][p] = vfmaq_f32(acc[rp][p], dwp[rp], f);
             }
         }
+        if (P == MM_PAIRS) X16_MCA(END, "gemm");
     }
 }
 
@@ -177,7 +187,7 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
         const int64_t nbc = nb - b0 < MM_KC ? nb - b0 : MM_KC;
         for (int p = 0; p < P; p++)
             mm_interleave(a[2 * p], a[2 * p + 1 < NT ? 2 * p + 1 : 2 * p], b0, nbc, buf + p,
-                          MM_PAIRS);
+                          MM_PAIRS, q8);
         for (int q = 0; q < 4; q++) {
             float32x4_t r[2][MM_PAIRS];
             memcpy(r, acc[q], sizeof r);
@@ -198,6 +208,10 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
 
 ARM_INLINE void mm_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w,
                         const uint8_t *act, uint64_t stride, int q8) {
+    if (nt == 1) { /* one-token decode: SDOT by element, no self-pairing (x16_sdot.h) */
+        dp_tile(n, w, q8, act, stride, s, ld, 1);
+        return;
+    }
 #define MM_CALL(j0, NT)                                                                            \
     mm_tile(n, w, q8, act + (size_t)(j0) * stride, stride, s + (j0) * ld, ld, NT)
     ARM_X16_TILES(2 * MM_PAIRS, MM_CALL);
