@@ -82,14 +82,14 @@ extract() { # asm name out
 kernels=(
   "gemm_q4_0 dotprod sdot 4096 288 dotprod_gemm_q4_0*4"
   "gemm_q8_0 dotprod sdot 4096 544 dotprod_gemm_q8_0*4"
-  "gemv_q4_0 dotprod sdot 512 288 dotprod_gemv_q4_0*4"
-  "gemv_q8_0 dotprod sdot 512 544 dotprod_gemv_q8_0*4"
+  "gemv_q4_0 dotprod sdot 512 288 dotprod_gemv_q4_0*1"
+  "gemv_q8_0 dotprod sdot 512 544 dotprod_gemv_q8_0*1"
   "dot_q4_K dotprod sdot 256 144 dotprod_dot_q4_K*1"
   "dot_q6_K dotprod sdot 256 210 dotprod_dot_q6_K*1"
   "gemm_q4_0 i8mm smmla 4096 288 i8mm_gemm_q4_0*4 i8mm_stage_q4_0*4"
   "gemm_q8_0 i8mm smmla 4096 544 i8mm_gemm_q8_0*4 i8mm_stage_q8_0*4"
-  "gemv_q4_0 i8mm sdot 512 288 i8mm_gemv_q4_0*4"
-  "gemv_q8_0 i8mm sdot 512 544 i8mm_gemv_q8_0*4"
+  "gemv_q4_0 i8mm sdot 512 288 i8mm_gemv_q4_0*1"
+  "gemv_q8_0 i8mm sdot 512 544 i8mm_gemv_q8_0*1"
 )
 
 mca_cycles() { # region-file cpu -> cycles per iteration

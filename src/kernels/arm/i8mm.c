@@ -103,9 +103,12 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
 typedef struct mm_pair_block {
     int8x16_t x[4];  /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
     float dx[4];     /* {dx_a, dx_a, dx_b, dx_b} */
-    int32_t init[4]; /* chain starts {i_a, i_a, i_b, i_b}: ARM_MAGIC_BITS + bias correction
-                        (-8 * sum(x) for Q4_0, 0 for Q8_0), see x16_sdot.h */
-    float nmdx[4];   /* {-M dx_a, -M dx_a, -M dx_b, -M dx_b} */
+    /* Per row pair rp (two copies, so the compiler loads each where it is consumed instead
+     * of copying one load with a MOV, as SMMLA and FMLA overwrite it):
+     * init: chain starts {i_a, i_a, i_b, i_b}, ARM_MAGIC_BITS + the bias correction (-8 *
+     * sum(x) for Q4_0, 0 for Q8_0); nmdx: {-M dx_a, -M dx_a, -M dx_b, -M dx_b}. */
+    int32_t init[2][4];
+    float nmdx[2][4];
 } mm_pair_block;
 
 /* Interleaves blocks [b0, b0 + nbc) of tokens a and b (b = a for a lone last token) into
@@ -123,10 +126,13 @@ ARM_INLINE void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_
         e->dx[2] = e->dx[3] = db;
         const int32_t ca = ARM_MAGIC_BITS + (q8 ? 0 : ta.corr[b]);
         const int32_t cb = ARM_MAGIC_BITS + (q8 ? 0 : tb.corr[b]);
-        e->init[0] = e->init[1] = ca;
-        e->init[2] = e->init[3] = cb;
-        e->nmdx[0] = e->nmdx[1] = -ARM_MAGIC * da;
-        e->nmdx[2] = e->nmdx[3] = -ARM_MAGIC * db;
+        const float na = -ARM_MAGIC * da, nb = -ARM_MAGIC * db;
+        for (int rp = 0; rp < 2; rp++) {
+            e->init[rp][0] = e->init[rp][1] = ca;
+            e->init[rp][2] = e->init[rp][3] = cb;
+            e->nmdx[rp][0] = e->nmdx[rp][1] = na;
+            e->nmdx[rp][2] = e->nmdx[rp][3] = nb;
+        }
         X16_MCA(END, "stage");
     }
 }
@@ -157,10 +163,10 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
             const mm_pair_block *e = buf + i * MM_PAIRS + p;
             _Pragma("GCC unroll 2")
             for (int rp = 0; rp < 2; rp++) {
-                int32x4_t is = vld1q_s32(e->init);
+                int32x4_t is = vld1q_s32(e->init[rp]);
                 _Pragma("GCC unroll 4")
                 for (int m = 0; m < 4; m++) is = vmmlaq_s32(is, e->x[m], wo[rp][m]);
-                const float32x4_t f = vfmaq_f32(vld1q_f32(e->nmdx), vreinterpretq_f32_s32(is),
+                const float32x4_t f = vfmaq_f32(vld1q_f32(e->nmdx[rp]), vreinterpretq_f32_s32(is),
                                                 vld1q_f32(e->dx));
                 acc[rp][p] = vfmaq_f32(acc[rp][p], dwp[rp], f);
             }
@@ -209,7 +215,7 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
 ARM_INLINE void mm_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w,
                         const uint8_t *act, uint64_t stride, int q8) {
     if (nt == 1) { /* one-token decode: SDOT by element, no self-pairing (x16_sdot.h) */
-        dp_tile(n, w, q8, act, stride, s, ld, 1);
+        dp_gemv(n, w, q8, act, s);
         return;
     }
 #define MM_CALL(j0, NT)                                                                            \
