@@ -57,6 +57,19 @@
 #define ARM_MAGIC 12582912.0f
 #define ARM_MAGIC_BITS 0x4B400000
 
+/* Keeps the compiler from hoisting loads through PTR above this point: an empty asm that
+ * "reads" VAL (a result of the previous step) and "writes" PTR. No instruction is emitted
+ * and the hardware sees no dependency; it only bounds how many loaded vectors the compiler
+ * keeps live at once. Clang otherwise hoists every unrolled step's loads to the top of the
+ * loop body and spills what does not fit in 32 registers (arm-perf.sh counts the stack
+ * accesses). */
+#define ARM_ORDER(PTR, VAL) __asm__("" : "+r"(PTR) : "w"(VAL))
+#if defined(__clang__)
+#define ARM_IS_CLANG 1
+#else
+#define ARM_IS_CLANG 0
+#endif
+
 /* ---- scalar conversions (FCVT: IEEE round-to-nearest-even under the default FPCR) ---- */
 
 ARM_INLINE float arm_fp16(uint16_t h) {
@@ -208,9 +221,11 @@ ARM_INLINE int32_t arm_k4_superblock(const uint8_t *qs, const uint8_t *qh, const
         h[1] = vld1q_u8(qh + 16);
     }
     int32x4_t acc = vdupq_n_s32(0);
+    _Pragma("GCC unroll 4")
     for (int c = 0; c < 4; c++) {
         const int8_t *yc = y + 64 * c;
         int32x4_t plo = vdupq_n_s32(0), phi = vdupq_n_s32(0);
+        _Pragma("GCC unroll 2")
         for (int k = 0; k < 2; k++) {
             const uint8x16_t q = vld1q_u8(qs + 32 * c + 16 * k);
             const uint8x16_t *hk = qh ? &h[k] : NULL;
@@ -261,7 +276,9 @@ ARM_INLINE int32_t arm_q6_superblock(const cpulm_block_q6_K *x, const int8_t *y,
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
     const int8x16_t bias = vdupq_n_s8(32);
     int32x4_t acc = vdupq_n_s32(0);
+    _Pragma("GCC unroll 2")
     for (int c = 0; c < 2; c++) {
+        _Pragma("GCC unroll 2")
         for (int k = 0; k < 2; k++) { /* lanes l = 16k .. 16k + 15 of the half */
             const uint8x16_t l0 = vld1q_u8(x->ql + 64 * c + 16 * k);
             const uint8x16_t l1 = vld1q_u8(x->ql + 64 * c + 32 + 16 * k);
@@ -272,6 +289,7 @@ ARM_INLINE int32_t arm_q6_superblock(const cpulm_block_q6_K *x, const int8_t *y,
                 vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4)),
                 vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4)),
             };
+            _Pragma("GCC unroll 4")
             for (int r = 0; r < 4; r++) { /* elements 128c + 32r + 16k .. + 15 */
                 const int off = 128 * c + 32 * r + 16 * k;
                 const int8x16_t qs = vsubq_s8(vreinterpretq_s8_u8(q[r]), bias);

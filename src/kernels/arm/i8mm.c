@@ -6,7 +6,8 @@
  * row (the table's vec_dot) only its diagonal is useful, which is no more work per
  * instruction than SDOT, so every vec_dot inherits dotprod. It pays off on 2 x 2 tiles:
  * the gemm_x16 entries (prompt processing over repacked weights, below) and the 2x2 tile
- * dots exported in i8mm.h. sve inherits the gemm_x16 entries.
+ * dots exported in i8mm.h. sve inherits the gemm_x16 entries. One token (decode) takes
+ * the SDOT path of x16_sdot.h instead of pairing the token with itself.
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "i8mm"
@@ -86,16 +87,23 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
  * would cost 4 shuffles per token pair, quad and block; instead each chunk of MM_KC
  * blocks is interleaved once per tile into a stack buffer (with the pair's scale and
  * bias-correction patterns) and reused by the 4 quads, so the inner loop only loads it.
- * Result lanes of SMMLA(act pair, row pair): {a r0, a r1, b r0, b r1}; the float step is
- * acc = fma(dw, dx * float(isum), acc) lane by lane, as in generic, whatever the tile.
- * An odd token count pairs the last token with itself and drops the copy.
- * Per block and quad of an 8-token tile (32 outputs; objdump, GCC 12 -O2) the loop is 107
- * instructions for Q4_0 (32 SMMLA, 8 zips, 8 for the unpack, 8 each scvtf / fmul / fmla,
- * no stack traffic), 104 for Q8_0; the interleave adds 24 per token pair and block (4
- * zips), shared by the 16 rows. That is about 2.7 (Q4_0) and 2.5 (Q8_0) vector ops per
- * output, against 3.3 and 3.0 for the SDOT kernel, given SMMLA's issue rate matches SDOT's.
+ * Result lanes of SMMLA(act pair, row pair): {a r0, a r1, b r0, b r1}. Float step without
+ * SCVTF (2 micro-ops on V1/V2, where every other vector op is 1): each chain starts at
+ * ARM_MAGIC_BITS plus the bias correction, so it ends holding the float M + isum
+ * (M = 1.5 * 2^23, exact while |isum| < 2^22: Q8_0 |isum| <= 32 * 127 * 128 < 2^19,
+ * Q4_0 <= 32 * 8 * 128 = 2^15), and f = fma(M + isum, dx, -(M * dx)) is exactly generic's
+ * round(dx * float(isum)): dx is an fp16 value (11 significant bits), so -(M * dx) = -3 *
+ * 2^22 * dx is exact and the fma's one rounding is that of isum * dx. (isum = 0 gives +0
+ * where generic may give -0: the same once added to acc, which is never -0.) Then acc =
+ * fma(dw, f, acc) lane by lane, as in generic, whatever the tile.
+ * An odd token count (3 and more) pairs the last token with itself and drops the copy.
+ * Per block and quad of an 8-token tile, llvm-mca-22 (scripts/arm-perf.sh, GCC 12 -O2):
+ * Q4_0 69 vector micro-ops (32 SMMLA, 8 zips, 8 unpack, 16 FMLA, scales) and 44 loads,
+ * 17.4 cycles on V1 (vector-bound) and 20 on V2 (dispatch-bound: 6 wide); the interleave
+ * adds 4.5 cycles per token pair and block. With one rounding per block and 4 outputs,
+ * the float step alone (2 FMLA per 4 SMMLA) caps a tile at 4 / 6 = 67% of the SMMLA peak.
  * A layout with rows paired at 8-byte granularity would save the 8 weight zips per quad
- * and block (~0.25 ops per output); the shared 16-row layout costs that much, no more. */
+ * and block (~12% of the vector ops); the shared 16-row layout costs that much, no more. */
 
 #define MM_PAIRS 4 /* token pairs per tile */
 #define MM_KC 32   /* blocks per interleaved activation chunk: 12 KB of stack */
@@ -215,7 +223,7 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
 ARM_INLINE void mm_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w,
                         const uint8_t *act, uint64_t stride, int q8) {
     if (nt == 1) { /* one-token decode: SDOT by element, no self-pairing (x16_sdot.h) */
-        dp_gemv(n, w, q8, act, s);
+        dp_gemv_call(n, w, q8, act, s);
         return;
     }
 #define MM_CALL(j0, NT)                                                                            \

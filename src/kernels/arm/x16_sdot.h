@@ -13,11 +13,16 @@
  * acc = fma(dw, dx * float(isum), acc) as in generic, the same for every tile shape.
  * Registers (32): NT accumulators, 8 weight vectors, the activation vectors and chains in
  * flight; 8 tokens fit once GCC's pre-allocation scheduling is off (ARM_NO_PRESCHED: with
- * it, the Q4_0 tile spills 16 times per block). Per block and quad of an 8-token tile
- * (32 outputs; objdump, GCC 12 -O2) the loop is 148 instructions for Q4_0 (64 SDOT, 8 each
- * of chain init / scvtf / fmul / fmla, 8 for the nibble unpack) and 137 for Q8_0, with no
- * stack traffic: about 3.3 and 3.0 vector ops per output. The row-by-row vec_dot takes 21
- * and 18 instructions (13 and 9 vector ops) per output. */
+ * it, the Q4_0 tile spills 16 times per block) and clang's load hoisting is bounded
+ * (ARM_ORDER). Per block and quad of an 8-token tile, llvm-mca-22 (scripts/arm-perf.sh,
+ * GCC 12 -O2): Q4_0 is 63 cycles on N1 (dispatch-bound, 3 micro-ops a cycle: 64 SDOT plus
+ * 8 chain inits, 8 SCVTF of 2 micro-ops, 8 FMUL, 8 FMLA, the unpack and ~40 load micro-ops)
+ * and 28.6 on V1/V2 (vector-bound), i.e. 51% and 56% of the SDOT peak; Q8_0 50% and 60%.
+ * The exact SCVTF-free step of i8mm.c (chain started at M = 1.5 * 2^23, one FMA with
+ * -(M * dx)) was measured here too, with the activations' chain starts and -M dx
+ * pre-broadcast per call: V1 Q8_0 went to 68% but N1 fell to 43% (the staging's stores and
+ * extra loads cost more micro-ops than SCVTF on a 3-wide core), so this file keeps SCVTF.
+ * Decode (dp_gemv) loops all 16 rows per block, so the token's block is loaded once. */
 
 #ifndef CPULM_KERNELS_ARM_X16_SDOT_H
 #define CPULM_KERNELS_ARM_X16_SDOT_H
@@ -54,8 +59,14 @@ ARM_INLINE void dp_quad(int64_t n, const uint8_t *w, int q8, int quad, const arm
         const float32x4_t dw = arm_x16_quad_scales(g, quad);
         _Pragma("GCC unroll 8")
         for (int j = 0; j < NT; j++) {
-            const int8x16_t xl = vld1q_s8(a[j].x[b].qs), xh = vld1q_s8(a[j].x[b].qs + 16);
-            int32x4_t is = q8 ? vdupq_n_s32(0) : vld1q_dup_s32(a[j].corr + b);
+            const int8_t *xq = a[j].x[b].qs;
+            const int32_t *cq = q8 ? NULL : a[j].corr + b;
+            if (ARM_IS_CLANG && j > 0) { /* token j's loads after token j - 1's result */
+                ARM_ORDER(xq, acc[j - 1]);
+                if (!q8) ARM_ORDER(cq, acc[j - 1]);
+            }
+            const int8x16_t xl = vld1q_s8(xq), xh = vld1q_s8(xq + 16);
+            int32x4_t is = q8 ? vdupq_n_s32(0) : vld1q_dup_s32(cq);
             is = vdotq_laneq_s32(is, v[0], xl, 0);
             is = vdotq_laneq_s32(is, v[1], xl, 1);
             is = vdotq_laneq_s32(is, v[2], xl, 2);
@@ -117,17 +128,35 @@ ARM_INLINE void dp_gemv(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
             is = vdotq_laneq_s32(is, v[7], xh, 3);
             const float32x4_t f = vmulq_n_f32(vcvtq_f32_s32(is), dx);
             acc[q] = vfmaq_f32(acc[q], dw[q], f);
+            ARM_ORDER(g, acc[q]); /* next quad's weights load after this one's use */
         }
         X16_MCA(END, "gemv");
     }
     for (int q = 0; q < 4; q++) vst1q_f32(s + 4 * q, acc[q]);
 }
 
+/* Out of line, so the decode loop is scheduled normally even when the caller is built
+ * with ARM_NO_PRESCHED (for GCC that costs this loop 3-4%, llvm-mca). Static: each
+ * including file gets its own copy, built with its own -march. */
+__attribute__((noinline)) static void dp_gemv_q4_0(int64_t n, const uint8_t *w,
+                                                   const uint8_t *act, float *s) {
+    dp_gemv(n, w, 0, act, s);
+}
+__attribute__((noinline)) static void dp_gemv_q8_0(int64_t n, const uint8_t *w,
+                                                   const uint8_t *act, float *s) {
+    dp_gemv(n, w, 1, act, s);
+}
+
+ARM_INLINE void dp_gemv_call(int64_t n, const uint8_t *w, int q8, const uint8_t *act, float *s) {
+    if (q8) dp_gemv_q8_0(n, w, act, s);
+    else dp_gemv_q4_0(n, w, act, s);
+}
+
 ARM_INLINE void dp_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w,
                         const uint8_t *act, uint64_t stride, int q8) {
 #define DP_CALL(j0, NT)                                                                            \
     do {                                                                                           \
-        if ((NT) == 1) dp_gemv(n, w, q8, act + (size_t)(j0) * stride, s + (j0) * ld);               \
+        if ((NT) == 1) dp_gemv_call(n, w, q8, act + (size_t)(j0) * stride, s + (j0) * ld);          \
         else dp_tile(n, w, q8, act + (size_t)(j0) * stride, stride, s + (j0) * ld, ld, NT);       \
     } while (0)
     ARM_X16_TILES(DP_TILE, DP_CALL);
