@@ -33,6 +33,43 @@
 #define ARM_NO_PRESCHED
 #endif
 
+/* Hot-loop markers for scripts/arm-perf.sh (llvm-mca-22 on the Neoverse models). Empty
+ * unless the file is built with -DCPULM_MCA_MARKERS, so shipped code is unchanged; with it,
+ * an asm comment line starts / ends the loop body (an empty volatile asm: it emits no
+ * instruction, and the script checks that the marked loops keep the unmarked build's
+ * instruction count). NAME must be a string literal; the script reads the first region of
+ * each name. */
+#ifdef CPULM_MCA_MARKERS
+#define ARM_MCA_BEGIN(NAME) __asm__ volatile("# LLVM-MCA-BEGIN " NAME)
+#define ARM_MCA_END(NAME) __asm__ volatile("# LLVM-MCA-END " NAME)
+#else
+#define ARM_MCA_BEGIN(NAME) ((void)0)
+#define ARM_MCA_END(NAME) ((void)0)
+#endif
+/* The level a file's markers are named after (defined by the file before including arm.h) */
+#ifndef ARM_MCA_LEVEL
+#define ARM_MCA_LEVEL "arm"
+#endif
+
+/* The float M = 1.5 * 2^23 and its bits: an int32 chain started at ARM_MAGIC_BITS holds,
+ * once it has added an integer s with |s| < 2^22, the bits of the float M + s, so one
+ * floating subtraction (or fma, see x16_sdot.h) of M converts it exactly. */
+#define ARM_MAGIC 12582912.0f
+#define ARM_MAGIC_BITS 0x4B400000
+
+/* Keeps the compiler from hoisting loads through PTR above this point: an empty asm that
+ * "reads" VAL (a result of the previous step) and "writes" PTR. No instruction is emitted
+ * and the hardware sees no dependency; it only bounds how many loaded vectors the compiler
+ * keeps live at once. Clang otherwise hoists every unrolled step's loads to the top of the
+ * loop body and spills what does not fit in 32 registers (arm-perf.sh counts the stack
+ * accesses). */
+#define ARM_ORDER(PTR, VAL) __asm__("" : "+r"(PTR) : "w"(VAL))
+#if defined(__clang__)
+#define ARM_IS_CLANG 1
+#else
+#define ARM_IS_CLANG 0
+#endif
+
 /* ---- scalar conversions (FCVT: IEEE round-to-nearest-even under the default FPCR) ---- */
 
 ARM_INLINE float arm_fp16(uint16_t h) {
@@ -184,9 +221,11 @@ ARM_INLINE int32_t arm_k4_superblock(const uint8_t *qs, const uint8_t *qh, const
         h[1] = vld1q_u8(qh + 16);
     }
     int32x4_t acc = vdupq_n_s32(0);
+    _Pragma("GCC unroll 4")
     for (int c = 0; c < 4; c++) {
         const int8_t *yc = y + 64 * c;
         int32x4_t plo = vdupq_n_s32(0), phi = vdupq_n_s32(0);
+        _Pragma("GCC unroll 2")
         for (int k = 0; k < 2; k++) {
             const uint8x16_t q = vld1q_u8(qs + 32 * c + 16 * k);
             const uint8x16_t *hk = qh ? &h[k] : NULL;
@@ -216,6 +255,7 @@ ARM_INLINE void arm_vec_dot_k4(int64_t n, float *s, const void *vx, const void *
     const size_t stride = has_qh ? sizeof(cpulm_block_q5_K) : sizeof(cpulm_block_q4_K);
     float sum = 0.0f;
     for (int64_t i = 0; i < n / CPULM_QK_K; i++) {
+        if (!has_qh) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_dot_q4_K");
         const cpulm_block_q5_K *b5 = (const void *)((const uint8_t *)vx + (size_t)i * stride);
         const cpulm_block_q4_K *b4 = (const void *)b5;
         uint8_t sc[8], m[8];
@@ -224,6 +264,7 @@ ARM_INLINE void arm_vec_dot_k4(int64_t n, float *s, const void *vx, const void *
                                     : arm_k4_superblock(b4->qs, NULL, y[i].qs, sc, dot16);
         const int32_t summ = arm_k4_min_term(y[i].bsums, m);
         sum += y[i].d * arm_fp16(b4->d) * (float)sumi - y[i].d * arm_fp16(b4->dmin) * (float)summ;
+        if (!has_qh) ARM_MCA_END(ARM_MCA_LEVEL "_dot_q4_K");
     }
     *s = sum;
 }
@@ -235,7 +276,9 @@ ARM_INLINE int32_t arm_q6_superblock(const cpulm_block_q6_K *x, const int8_t *y,
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
     const int8x16_t bias = vdupq_n_s8(32);
     int32x4_t acc = vdupq_n_s32(0);
+    _Pragma("GCC unroll 2")
     for (int c = 0; c < 2; c++) {
+        _Pragma("GCC unroll 2")
         for (int k = 0; k < 2; k++) { /* lanes l = 16k .. 16k + 15 of the half */
             const uint8x16_t l0 = vld1q_u8(x->ql + 64 * c + 16 * k);
             const uint8x16_t l1 = vld1q_u8(x->ql + 64 * c + 32 + 16 * k);
@@ -246,6 +289,7 @@ ARM_INLINE int32_t arm_q6_superblock(const cpulm_block_q6_K *x, const int8_t *y,
                 vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4)),
                 vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4)),
             };
+            _Pragma("GCC unroll 4")
             for (int r = 0; r < 4; r++) { /* elements 128c + 32r + 16k .. + 15 */
                 const int off = 128 * c + 32 * r + 16 * k;
                 const int8x16_t qs = vsubq_s8(vreinterpretq_s8_u8(q[r]), bias);
@@ -262,8 +306,11 @@ ARM_INLINE void arm_vec_dot_q6_K(int64_t n, float *s, const void *vx, const void
     const cpulm_block_q6_K *x = vx;
     const cpulm_block_q8_K *y = vy;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n / CPULM_QK_K; i++)
+    for (int64_t i = 0; i < n / CPULM_QK_K; i++) {
+        ARM_MCA_BEGIN(ARM_MCA_LEVEL "_dot_q6_K");
         sum += arm_fp16(x[i].d) * y[i].d * (float)arm_q6_superblock(&x[i], y[i].qs, dot16);
+        ARM_MCA_END(ARM_MCA_LEVEL "_dot_q6_K");
+    }
     *s = sum;
 }
 

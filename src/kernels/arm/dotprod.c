@@ -8,6 +8,7 @@
  * layout was made for; i8mm and sve inherit them.
  */
 #if defined(__aarch64__)
+#define ARM_MCA_LEVEL "dotprod"
 #include "arm.h"
 
 /* SDOT: each int32 lane += the sum of 4 adjacent int8 products, exact for any inputs. */
@@ -35,71 +36,8 @@ static void vec_dot_q6_K_q8_K(int64_t n, float *s, const void *x, const void *y)
     arm_vec_dot_q6_K(n, s, x, y, dot16_sdot);
 }
 
-/* ---- GEMM over repacked 16-row groups (gemm_x16) ----
- * SDOT by element: acc lane r += dot(4 quants of row r, 4 activation bytes picked by lane
- * index), so one instruction advances 4 rows x 1 token by 4 elements, and a quad's 8
- * weight vectors (arm_x16_quad) take 8 SDOTs per token and block, with no shuffles. The
- * tile is one quad x NT tokens; per block and token the int chain starts from the bias
- * correction (Q4_0) or zero (Q8_0) and ends at the exact integer dot, then
- * acc = fma(dw, dx * float(isum), acc) as in generic, the same for every tile shape.
- * Registers (32): NT accumulators, 8 weight vectors, the activation vectors and chains in
- * flight; 8 tokens fit once GCC's pre-allocation scheduling is off (ARM_NO_PRESCHED: with
- * it, the Q4_0 tile spills 16 times per block). Per block and quad of an 8-token tile
- * (32 outputs; objdump, GCC 12 -O2) the loop is 148 instructions for Q4_0 (64 SDOT, 8 each
- * of chain init / scvtf / fmul / fmla, 8 for the nibble unpack) and 137 for Q8_0, with no
- * stack traffic: about 3.3 and 3.0 vector ops per output. The row-by-row vec_dot takes 21
- * and 18 instructions (13 and 9 vector ops) per output. */
-
-#define DP_TILE 8
-
-ARM_INLINE void dp_quad(int64_t n, const uint8_t *w, int q8, int quad, const arm_x16_act *a,
-                        float *s, int64_t ld, const int NT) {
-    const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
-    float32x4_t acc[DP_TILE];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) acc[j] = vdupq_n_f32(0.0f);
-    for (int64_t b = 0; b < n / 32; b++) {
-        const uint8_t *g = w + (size_t)b * blk_bytes;
-        int8x16_t v[8];
-        arm_x16_quad(g, q8, quad, v);
-        const float32x4_t dw = arm_x16_quad_scales(g, quad);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < NT; j++) {
-            const int8x16_t xl = vld1q_s8(a[j].x[b].qs), xh = vld1q_s8(a[j].x[b].qs + 16);
-            int32x4_t is = q8 ? vdupq_n_s32(0) : vld1q_dup_s32(a[j].corr + b);
-            is = vdotq_laneq_s32(is, v[0], xl, 0);
-            is = vdotq_laneq_s32(is, v[1], xl, 1);
-            is = vdotq_laneq_s32(is, v[2], xl, 2);
-            is = vdotq_laneq_s32(is, v[3], xl, 3);
-            is = vdotq_laneq_s32(is, v[4], xh, 0);
-            is = vdotq_laneq_s32(is, v[5], xh, 1);
-            is = vdotq_laneq_s32(is, v[6], xh, 2);
-            is = vdotq_laneq_s32(is, v[7], xh, 3);
-            const float32x4_t f = vmulq_n_f32(vcvtq_f32_s32(is), a[j].d[b]);
-            acc[j] = vfmaq_f32(acc[j], dw, f);
-        }
-    }
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) vst1q_f32(s + (size_t)j * (size_t)ld + 4 * quad, acc[j]);
-}
-
-/* NT tokens against the whole group, a quad at a time: the tile's activation rows stay
- * in L1 while the group is read four times (16 of every 64 bytes per pass). */
-ARM_INLINE void dp_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
-                        uint64_t stride, float *s, int64_t ld, const int NT) {
-    arm_x16_act a[DP_TILE];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) a[j] = arm_x16_act_row(act + (size_t)j * stride, n, q8);
-    for (int quad = 0; quad < 4; quad++) dp_quad(n, w, q8, quad, a, s, ld, NT);
-}
-
-ARM_INLINE void dp_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                        const uint8_t *act, uint64_t stride, int q8) {
-#define DP_CALL(j0, NT)                                                                            \
-    dp_tile(n, w, q8, act + (size_t)(j0) * stride, stride, s + (j0) * ld, ld, NT)
-    ARM_X16_TILES(DP_TILE, DP_CALL);
-#undef DP_CALL
-}
+/* ---- GEMM over repacked 16-row groups (gemm_x16): SDOT by element, x16_sdot.h ---- */
+#include "x16_sdot.h"
 
 ARM_NO_PRESCHED static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld,
                                           const void *w, const uint8_t *act, uint64_t stride) {

@@ -6,11 +6,14 @@
  * row (the table's vec_dot) only its diagonal is useful, which is no more work per
  * instruction than SDOT, so every vec_dot inherits dotprod. It pays off on 2 x 2 tiles:
  * the gemm_x16 entries (prompt processing over repacked weights, below) and the 2x2 tile
- * dots exported in i8mm.h. sve inherits the gemm_x16 entries.
+ * dots exported in i8mm.h. sve inherits the gemm_x16 entries. One token (decode) takes
+ * the SDOT path of x16_sdot.h instead of pairing the token with itself.
  */
 #if defined(__aarch64__)
+#define ARM_MCA_LEVEL "i8mm"
 #include "arm.h"
 #include "i8mm.h"
+#include "x16_sdot.h"
 
 /* ---- 2x2 tiles: two weight rows x two activation rows, per block ----
  * With A = the two weight rows' next 8 bytes (2x8) and B = the two activation rows' (2x8),
@@ -84,31 +87,44 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
  * would cost 4 shuffles per token pair, quad and block; instead each chunk of MM_KC
  * blocks is interleaved once per tile into a stack buffer (with the pair's scale and
  * bias-correction patterns) and reused by the 4 quads, so the inner loop only loads it.
- * Result lanes of SMMLA(act pair, row pair): {a r0, a r1, b r0, b r1}; the float step is
- * acc = fma(dw, dx * float(isum), acc) lane by lane, as in generic, whatever the tile.
- * An odd token count pairs the last token with itself and drops the copy.
- * Per block and quad of an 8-token tile (32 outputs; objdump, GCC 12 -O2) the loop is 107
- * instructions for Q4_0 (32 SMMLA, 8 zips, 8 for the unpack, 8 each scvtf / fmul / fmla,
- * no stack traffic), 104 for Q8_0; the interleave adds 24 per token pair and block (4
- * zips), shared by the 16 rows. That is about 2.7 (Q4_0) and 2.5 (Q8_0) vector ops per
- * output, against 3.3 and 3.0 for the SDOT kernel, given SMMLA's issue rate matches SDOT's.
+ * Result lanes of SMMLA(act pair, row pair): {a r0, a r1, b r0, b r1}. Float step without
+ * SCVTF (2 micro-ops on V1/V2, where every other vector op is 1): each chain starts at
+ * ARM_MAGIC_BITS plus the bias correction, so it ends holding the float M + isum
+ * (M = 1.5 * 2^23, exact while |isum| < 2^22: Q8_0 |isum| <= 32 * 127 * 128 < 2^19,
+ * Q4_0 <= 32 * 8 * 128 = 2^15), and f = fma(M + isum, dx, -(M * dx)) is exactly generic's
+ * round(dx * float(isum)): dx is an fp16 value (11 significant bits), so -(M * dx) = -3 *
+ * 2^22 * dx is exact and the fma's one rounding is that of isum * dx. (isum = 0 gives +0
+ * where generic may give -0: the same once added to acc, which is never -0.) Then acc =
+ * fma(dw, f, acc) lane by lane, as in generic, whatever the tile.
+ * An odd token count (3 and more) pairs the last token with itself and drops the copy.
+ * Per block and quad of an 8-token tile, llvm-mca-22 (scripts/arm-perf.sh, GCC 12 -O2):
+ * Q4_0 69 vector micro-ops (32 SMMLA, 8 zips, 8 unpack, 16 FMLA, scales) and 44 loads,
+ * 17.4 cycles on V1 (vector-bound) and 20 on V2 (dispatch-bound: 6 wide); the interleave
+ * adds 4.5 cycles per token pair and block. With one rounding per block and 4 outputs,
+ * the float step alone (2 FMLA per 4 SMMLA) caps a tile at 4 / 6 = 67% of the SMMLA peak.
  * A layout with rows paired at 8-byte granularity would save the 8 weight zips per quad
- * and block (~0.25 ops per output); the shared 16-row layout costs that much, no more. */
+ * and block (~12% of the vector ops); the shared 16-row layout costs that much, no more. */
 
 #define MM_PAIRS 4 /* token pairs per tile */
 #define MM_KC 32   /* blocks per interleaved activation chunk: 12 KB of stack */
 
 typedef struct mm_pair_block {
-    int8x16_t x[4]; /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
-    float dx[4];    /* {dx_a, dx_a, dx_b, dx_b} */
-    int32_t corr[4]; /* {c_a, c_a, c_b, c_b}: -8 * sum(x) for Q4_0, unused for Q8_0 */
+    int8x16_t x[4];  /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
+    float dx[4];     /* {dx_a, dx_a, dx_b, dx_b} */
+    /* Per row pair rp (two copies, so the compiler loads each where it is consumed instead
+     * of copying one load with a MOV, as SMMLA and FMLA overwrite it):
+     * init: chain starts {i_a, i_a, i_b, i_b}, ARM_MAGIC_BITS + the bias correction (-8 *
+     * sum(x) for Q4_0, 0 for Q8_0); nmdx: {-M dx_a, -M dx_a, -M dx_b, -M dx_b}. */
+    int32_t init[2][4];
+    float nmdx[2][4];
 } mm_pair_block;
 
 /* Interleaves blocks [b0, b0 + nbc) of tokens a and b (b = a for a lone last token) into
  * out[i * stride_pairs]. Scalar stores for the patterns: no vector shuffles needed. */
-static void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_t nbc,
-                          mm_pair_block *out, int stride_pairs) {
+ARM_INLINE void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_t nbc,
+                              mm_pair_block *out, int stride_pairs, int q8) {
     for (int64_t i = 0; i < nbc; i++) {
+        X16_MCA(BEGIN, "stage");
         const int64_t b = b0 + i;
         mm_pair_block *e = out + i * stride_pairs;
         arm_rows_2x8(vld1q_s8(ta.x[b].qs), vld1q_s8(tb.x[b].qs), &e->x[0], &e->x[1]);
@@ -116,11 +132,16 @@ static void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_t nb
         const float da = ta.d[b], db = tb.d[b];
         e->dx[0] = e->dx[1] = da;
         e->dx[2] = e->dx[3] = db;
-        if (ta.corr) {
-            const int32_t ca = ta.corr[b], cb = tb.corr[b];
-            e->corr[0] = e->corr[1] = ca;
-            e->corr[2] = e->corr[3] = cb;
+        const int32_t ca = ARM_MAGIC_BITS + (q8 ? 0 : ta.corr[b]);
+        const int32_t cb = ARM_MAGIC_BITS + (q8 ? 0 : tb.corr[b]);
+        const float na = -ARM_MAGIC * da, nb = -ARM_MAGIC * db;
+        for (int rp = 0; rp < 2; rp++) {
+            e->init[rp][0] = e->init[rp][1] = ca;
+            e->init[rp][2] = e->init[rp][3] = cb;
+            e->nmdx[rp][0] = e->nmdx[rp][1] = na;
+            e->nmdx[rp][2] = e->nmdx[rp][3] = nb;
         }
+        X16_MCA(END, "stage");
     }
 }
 
@@ -131,6 +152,7 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
                               const int P) {
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
     for (int64_t i = 0; i < nbc; i++) {
+        if (P == MM_PAIRS) X16_MCA(BEGIN, "gemm");
         const uint8_t *g = w + (size_t)i * blk_bytes;
         int8x16_t v[8], wo[2][4];
         arm_x16_quad(g, q8, quad, v);
@@ -149,13 +171,15 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
             const mm_pair_block *e = buf + i * MM_PAIRS + p;
             _Pragma("GCC unroll 2")
             for (int rp = 0; rp < 2; rp++) {
-                int32x4_t is = q8 ? vdupq_n_s32(0) : vld1q_s32(e->corr);
+                int32x4_t is = vld1q_s32(e->init[rp]);
                 _Pragma("GCC unroll 4")
                 for (int m = 0; m < 4; m++) is = vmmlaq_s32(is, e->x[m], wo[rp][m]);
-                const float32x4_t f = vmulq_f32(vcvtq_f32_s32(is), vld1q_f32(e->dx));
+                const float32x4_t f = vfmaq_f32(vld1q_f32(e->nmdx[rp]), vreinterpretq_f32_s32(is),
+                                                vld1q_f32(e->dx));
                 acc[rp][p] = vfmaq_f32(acc[rp][p], dwp[rp], f);
             }
         }
+        if (P == MM_PAIRS) X16_MCA(END, "gemm");
     }
 }
 
@@ -177,7 +201,7 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
         const int64_t nbc = nb - b0 < MM_KC ? nb - b0 : MM_KC;
         for (int p = 0; p < P; p++)
             mm_interleave(a[2 * p], a[2 * p + 1 < NT ? 2 * p + 1 : 2 * p], b0, nbc, buf + p,
-                          MM_PAIRS);
+                          MM_PAIRS, q8);
         for (int q = 0; q < 4; q++) {
             float32x4_t r[2][MM_PAIRS];
             memcpy(r, acc[q], sizeof r);
@@ -198,6 +222,10 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
 
 ARM_INLINE void mm_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w,
                         const uint8_t *act, uint64_t stride, int q8) {
+    if (nt == 1) { /* one-token decode: SDOT by element, no self-pairing (x16_sdot.h) */
+        dp_gemv_call(n, w, q8, act, s);
+        return;
+    }
 #define MM_CALL(j0, NT)                                                                            \
     mm_tile(n, w, q8, act + (size_t)(j0) * stride, stride, s + (j0) * ld, ld, NT)
     ARM_X16_TILES(2 * MM_PAIRS, MM_CALL);
