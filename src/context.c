@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "model/attention.h"
 #include "threads/numa.h"
 
 cpulm_ctx_params cpulm_ctx_default_params(void) {
@@ -42,7 +43,7 @@ static cpulm_status alloc_scratch(cpulm_ctx *c, cpulm_error *err) {
     /* 4 bytes per element bounds every vec_dot_type (F32, F16, BF16, Q8_0, Q8_1, Q8_K) */
     c->actq_stride = (widest * 4 + 63) / 64 * 64;
     c->actq = aligned_alloc(64, c->actq_stride * B);
-    c->scores_stride = ((size_t)c->p.n_ctx + (size_t)hp->head_dim + 15) / 16 * 16;
+    c->scores_stride = ((size_t)hp->head_dim + 15) / 16 * 16; /* rope angles */
     c->scores = malloc(sizeof(float) * c->scores_stride * (size_t)nth);
     c->tok = malloc(sizeof(int32_t) * B);
     c->pos = malloc(sizeof(int32_t) * B);
@@ -99,10 +100,18 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
         cpulm_errf(err, CPULM_ERR_NOMEM, "context: cannot start %d threads", p.n_threads);
         goto fail;
     }
+    if ((p.kv_type == CPULM_KV_Q8_0 || p.kv_type == CPULM_KV_Q4_0) && m->hp.head_dim % 32 != 0) {
+        /* attention reads one head's slice of a row: it must be whole 32-element blocks */
+        cpulm_errf(err, CPULM_ERR_UNSUPPORTED,
+                   "context: a %s KV cache needs a head size that is a multiple of 32 (this "
+                   "model's is %d); use f16 or f32",
+                   p.kv_type == CPULM_KV_Q8_0 ? "q8_0" : "q4_0", m->hp.head_dim);
+        goto fail;
+    }
     if (cpulm_kv_init(&c->kv, m->hp.n_layer, p.n_seq_max, p.n_ctx,
                       m->hp.n_head_kv * m->hp.head_dim, p.kv_type, err) != CPULM_OK)
         goto fail;
-    if (alloc_scratch(c, err) != CPULM_OK) goto fail;
+    if (alloc_scratch(c, err) != CPULM_OK || cpulm_attn_init(c, err) != CPULM_OK) goto fail;
     c->theta_scale = powf(m->hp.rope_base, -2.0f / (float)m->hp.n_rot);
     return c;
 fail:
@@ -113,6 +122,7 @@ fail:
 void cpulm_ctx_free(cpulm_ctx *c) {
     if (!c) return;
     cpulm_pool_free(c->pool);
+    cpulm_attn_free(c);
     cpulm_kv_release(&c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->g, c->u, c->actq, c->scores,
                     c->tok, c->pos, c->seq, c->out_idx, c->logits,
@@ -212,6 +222,8 @@ uint64_t cpulm_ctx_memory_bytes(const cpulm_ctx *c) {
     uint64_t B = (uint64_t)c->p.n_batch;
     uint64_t qd = (uint64_t)hp->n_head * hp->head_dim, kvd = (uint64_t)c->kv.kv_dim;
     uint64_t scratch = 4 * B * (2ull * hp->n_embd + 2 * qd + 2 * kvd + 3ull * hp->n_ff) +
-                       c->actq_stride * B + 4ull * c->n_outputs_max * hp->n_vocab;
+                       c->actq_stride * B + 4ull * c->n_outputs_max * hp->n_vocab +
+                       cpulm_attn_scratch_bytes(hp, c->p.n_ctx, c->p.n_seq_max, c->p.n_batch,
+                                                cpulm_pool_size(c->pool));
     return kv + scratch;
 }

@@ -209,6 +209,11 @@ static void overlay(cpulm_kernels *k, const cpulm_kernels *lvl) {
     TAKE(scale_f16);
     TAKE(mad_f16);
     TAKE(attn_f16);
+    /* tiled attention (issue #11) */
+    TAKE(attn_scores);
+    TAKE(attn_softmax_row);
+    TAKE(attn_pv);
+    TAKE(attn_merge);
 #undef TAKE
 }
 

@@ -46,6 +46,10 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
  * per-block extras: cpulm_pack_act_* (Q8_0) and cpulm_pack_actk_* (Q8_K). */
 #define CPULM_PACK_ROWS 16
 
+/* Tiled attention (attn_* entries): keys per tile and per chunk (a multiple of the tile). */
+#define CPULM_ATTN_TILE 64
+#define CPULM_ATTN_CHUNK 256
+
 /* Extras of a Q8_0 activation row of n elements, starting at the first 4-byte boundary
  * after the Q8_0 blocks, nb = n/32 entries each: float d[nb] (block scales), int32
  * c4[nb] = -8 * sum(qs), int32 c8[nb] = -128 * sum(qs) (the bias corrections of unsigned
@@ -116,6 +120,33 @@ typedef struct cpulm_kernels {
      * d halves start at k + j * stride bytes, value j's at v + j * stride. */
     void (*attn_f16)(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
                      const uint8_t *v, uint64_t stride, float scale, float *out);
+
+    /* ---- tiled attention (issue #11; driven by src/model/attention.c) ----
+     * One query row's attention over keys 0..pos is computed, at every level and whatever
+     * the batch or thread count, as: keys in chunks of CPULM_ATTN_CHUNK (aligned at 0), each
+     * chunk in tiles of at most CPULM_ATTN_TILE keys; per tile: attn_scores, then
+     * attn_softmax_row, then attn_pv, starting from M = -inf, L = 0, o = 0; the chunks'
+     * partials folded in order by attn_merge; out = o * (1 / L). Each step's arithmetic per
+     * row and element is fixed below, so every level is bit-identical to the generic one. */
+    /* s[i * lds + j] = dot(q_i, k_j) * scale for i < m, j < n: the canonical F32 dot
+     * (vec_dot[F32]) of query row i (q + i * ldq) and key row j (k + j * ldk). */
+    void (*attn_scores)(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
+                        int64_t ldk, float scale, float *s, int64_t lds);
+    /* One row's online-softmax step over a tile of n scores of which the first lim count
+     * (1 <= lim <= n): mx = max(*M, s[j < lim]); s[j] = vexp(s[j] - mx) for j < lim and 0
+     * for lim <= j < n (vexp: cpulm_generic_vexpf); sum = the 16-lane sum of s (lane l adds
+     * j == l mod 16 in order of j, then the reduce16 tree); a = *M == -inf ? 0 :
+     * vexp(*M - mx); *L = fma(*L, a, sum); *M = mx. Returns a. */
+    float (*attn_softmax_row)(int n, int lim, float *s, float *M, float *L);
+    /* o_i[c] = o_i[c] * a[i], then o_i[c] = fma(p[i * ldp + j], v_j[c], o_i[c]) for
+     * j = 0..n-1 in order; i < m, c < d; v_j = v + j * ldv, o_i = o + i * ldo. */
+    void (*attn_pv)(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
+                    int64_t ldv, const float *a, float *o, int64_t ldo);
+    /* Folds a chunk's partial (mc, lc, oc) into the running (M, L, o) of m rows: mx =
+     * max(M, mc); a = M == -inf ? 0 : vexp(M - mx); b = vexp(mc - mx); L = fma(L, a, lc * b);
+     * o[c] = fma(oc[c], b, o[c] * a); M = mx. Rows with mc == -inf are left alone. */
+    void (*attn_merge)(int64_t d, int m, const float *mc, const float *lc, const float *oc,
+                       int64_t ldoc, float *M, float *L, float *o, int64_t ldo);
 
     /* ---- repacked-weight GEMM (see CPULM_PACK_ROWS), indexed by weight type: Q4_0, Q8_0,
      * Q4_K, Q5_K, Q6_K ---- */

@@ -37,6 +37,16 @@ void cpulm_generic_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v);
 void cpulm_generic_attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
                             const uint8_t *v, uint64_t stride, float scale, float *out);
 
+/* ---- tiled attention (attn_tile.c), contracts in kernels.h ---- */
+void cpulm_generic_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq,
+                               const float *k, int64_t ldk, float scale, float *s, int64_t lds);
+float cpulm_generic_attn_softmax_row(int n, int lim, float *s, float *M, float *L);
+void cpulm_generic_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
+                           int64_t ldv, const float *a, float *o, int64_t ldo);
+void cpulm_generic_attn_merge(int64_t d, int m, const float *mc, const float *lc,
+                              const float *oc, int64_t ldoc, float *M, float *L, float *o,
+                              int64_t ldo);
+
 /* ---- repacked-weight GEMM (gemm.c), contracts in kernels.h (cpulm_gemm_fn) ---- */
 void cpulm_generic_gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                                  const uint8_t *act, uint64_t act_stride);

@@ -66,6 +66,10 @@ const cpulm_kernels cpulm_kernels_generic = {
     .scale_f16 = cpulm_generic_scale_f16,
     .mad_f16 = cpulm_generic_mad_f16,
     .attn_f16 = cpulm_generic_attn_f16,
+    .attn_scores = cpulm_generic_attn_scores,
+    .attn_softmax_row = cpulm_generic_attn_softmax_row,
+    .attn_pv = cpulm_generic_attn_pv,
+    .attn_merge = cpulm_generic_attn_merge,
     .gemm_x16 =
         {
             D(Q4_0) = cpulm_generic_gemm_q4_0_x16,
