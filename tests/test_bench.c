@@ -57,7 +57,10 @@ TEST(bench_kv_list) {
     CHECK(t, l.n == 3 && l.v[0] == CPULM_KV_F16 && l.v[1] == CPULM_KV_Q8_0 && l.v[2] == CPULM_KV_F32);
     CHECK(t, !strcmp(bench_kv_name(CPULM_KV_Q8_0), "q8_0") && !strcmp(bench_kv_name(CPULM_KV_F16), "f16"));
     memset(&l, 0, sizeof l);
-    CHECK(t, bench_kv_list_parse("q4_0", &l, err, sizeof err) == -1 && strstr(err, "q4_0"));
+    REQUIRE(t, bench_kv_list_parse("q4_0", &l, err, sizeof err) == 0);
+    CHECK(t, l.n == 1 && l.v[0] == CPULM_KV_Q4_0 && !strcmp(bench_kv_name(CPULM_KV_Q4_0), "q4_0"));
+    memset(&l, 0, sizeof l);
+    CHECK(t, bench_kv_list_parse("q5_1", &l, err, sizeof err) == -1 && strstr(err, "q5_1"));
     memset(&l, 0, sizeof l);
     CHECK(t, bench_kv_list_parse("", &l, err, sizeof err) == -1);
 }
@@ -474,4 +477,26 @@ TEST(bench_compare_ratio) {
     snprintf(missing, sizeof missing, "%s/none.json", test_tmp_dir());
     CHECK(t, bench_compare(f, pa, missing) == -1);
     fclose(f);
+}
+
+/* -d is a config axis; zero-length tests are dropped; names follow llama-bench ("@ dN"). */
+TEST(bench_depth_and_zero_lengths) {
+    bench_params p;
+    memset(&p, 0, sizeof p);
+    char err[128], b[64];
+    REQUIRE(t, bench_list_parse("0,512", 0, 1 << 20, &p.n_prompt, err, sizeof err) == 0);
+    REQUIRE(t, bench_list_parse("0", 0, 1 << 20, &p.n_gen, err, sizeof err) == 0);
+    REQUIRE(t, bench_list_parse("0,4096", 0, 1 << 20, &p.n_depth, err, sizeof err) == 0);
+    p.pg_prompt = (bench_list){{0, 0}, 2};
+    p.pg_gen = (bench_list){{16, 0}, 2};
+    bench_params_defaults(&p);
+    bench_test tests[8];
+    int n = bench_expand(&p, tests, 8);
+    REQUIRE(t, n == 4); /* (pp512, pg 0,16) x depths 0, 4096; pg 0,0 and -n 0 dropped */
+    CHECK(t, tests[0].kind == BENCH_PP && tests[0].n_prompt == 512 && tests[0].n_depth == 0);
+    CHECK(t, tests[3].kind == BENCH_PG && tests[3].n_gen == 16 && tests[3].n_depth == 4096);
+    bench_test_name(&tests[2], b, sizeof b);
+    CHECK(t, !strcmp(b, "pp512 @ d4096"));
+    bench_test_name(&tests[3], b, sizeof b);
+    CHECK(t, !strcmp(b, "tg16 @ d4096"));
 }
