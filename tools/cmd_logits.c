@@ -83,7 +83,7 @@ int cmd_logits(int argc, char **argv) {
             if (!cli_int(&c, 1, 256, &k)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--kv", "-ctk")) {
+        } else if (cli_flag(&c, "--kv", "-ctk") || cli_flag(&c, "-ctv", NULL)) {
             if (!(kv = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--json", NULL)) {
             json = 1;
@@ -97,9 +97,9 @@ int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "cpulm logits: give exactly one of -p PROMPT or --tokens LIST\n");
         return EXIT_USAGE;
     }
-    cpulm_kv_type kvt = !strcmp(kv, "f32") ? CPULM_KV_F32 : !strcmp(kv, "q8_0") ? CPULM_KV_Q8_0 : CPULM_KV_F16;
-    if (strcmp(kv, "f32") && strcmp(kv, "f16") && strcmp(kv, "q8_0")) {
-        fprintf(stderr, "cpulm logits: bad --kv '%s' (f16, f32 or q8_0)\n", kv);
+    cpulm_kv_type kvt = CPULM_KV_F16;
+    if (!cli_kv_type(kv, &kvt)) {
+        fprintf(stderr, "cpulm logits: bad --kv '%s' (f16, f32, q8_0 or q4_0)\n", kv);
         return EXIT_USAGE;
     }
     cpulm_token *toks = NULL;

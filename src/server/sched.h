@@ -37,6 +37,7 @@ typedef struct cpulm_sched_params {
     int32_t max_queue;       /* requests waiting for slots before submit refuses; default 64 */
     int32_t n_threads;       /* decode threads; 0 = physical cores */
     int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
+    cpulm_kv_type kv_type;   /* KV cache type; default f16 */
     cpulm_metrics *metrics;  /* borrowed, may be NULL; must outlive the scheduler */
 } cpulm_sched_params;
 
