@@ -11,7 +11,7 @@ static void logits_usage(FILE *f) {
     fprintf(f, "usage: cpulm logits [-m MODEL] (-p PROMPT | --tokens 1,2,3) [--top K] [--json]\n"
                "  --no-bos           do not add BOS to the prompt\n"
                "  -t N               threads\n"
-               "  --kv f16|f32|q8_0  KV cache type (default f16)\n");
+               "  --kv, -ctk TYPE  KV cache type f16|f32|q8_0|q4_0 (default f16)\n");
 }
 
 /* Indices of the k largest values, descending (ties: lower id first). */
