@@ -38,6 +38,7 @@ typedef struct cpulm_sched_params {
     int32_t n_threads;       /* decode threads; 0 = physical cores */
     int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
     cpulm_kv_type kv_type;   /* KV cache type; default f16 */
+    int no_pin;              /* cpulm_ctx_params.no_pin */
     cpulm_metrics *metrics;  /* borrowed, may be NULL; must outlive the scheduler */
 } cpulm_sched_params;
 
