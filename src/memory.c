@@ -2,7 +2,7 @@
 #include "memory.h"
 
 #include "kv_cache.h"
-#include "model/attention.h"
+#include "model/attention_size.h"
 
 void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d) {
     d->n_embd = hp->n_embd;

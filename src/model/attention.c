@@ -1,6 +1,6 @@
 /* attention.c: attention of a batch over the KV cache, flash-attention style.
  *
- * A work item takes a block of query rows that share keys: up to ATT_ROWS rows made of
+ * A work item takes a block of query rows that share keys: up to CPULM_ATT_ROWS rows made of
  * consecutive tokens of one sequence x the query heads of one KV head (GQA group), so each
  * key/value tile converted to f32 serves every row of the block. Keys are walked in chunks of
  * CPULM_ATTN_CHUNK positions, each in tiles of CPULM_ATTN_TILE: scores (a small GEMM),
@@ -25,8 +25,6 @@
 
 #define TILE CPULM_ATTN_TILE
 #define CHUNK CPULM_ATTN_CHUNK
-#define ATT_ROWS 64     /* query rows per block: tokens x group heads */
-#define ATT_SPLIT_MAX 16 /* batches of up to this many single tokens split over the cache */
 
 typedef struct att_ws { /* one thread's tiles */
     float *q, *o, *oc;     /* [rows][d] */
@@ -50,50 +48,23 @@ struct cpulm_attn {
     uint64_t *item_end;        /* [split_max]: cumulative split items after token t */
 };
 
-static int group_size(const cpulm_hparams *hp) {
-    return hp->n_head / hp->n_head_kv;
-}
-
-static int tokens_per_block(int gq) {
-    return gq >= ATT_ROWS ? 1 : ATT_ROWS / gq;
-}
-
-static size_t ws_floats(int rows, int d) {
-    return (size_t)rows * (3 * (size_t)d + 5 + TILE + 1) + 2 * (size_t)TILE * d + 64;
-}
-
-static int split_max_of(int32_t n_seq_max, int32_t n_batch) {
-    int s = n_seq_max < ATT_SPLIT_MAX ? n_seq_max : ATT_SPLIT_MAX;
-    return s < n_batch ? s : n_batch;
-}
-
-uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t n_ctx, int32_t n_seq_max,
-                                  int32_t n_batch, int n_threads) {
-    int gq = group_size(hp), rows = gq * tokens_per_block(gq);
-    uint64_t n_chunk = ((uint64_t)n_ctx + CHUNK - 1) / CHUNK;
-    uint64_t part = (uint64_t)split_max_of(n_seq_max, n_batch) * hp->n_head * n_chunk *
-                    ((uint64_t)hp->head_dim + 2);
-    return 4 * ((uint64_t)n_threads * ws_floats(rows, hp->head_dim) + part) +
-           4 * (uint64_t)(n_batch + 1) + 8 * ATT_SPLIT_MAX;
-}
-
 cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
     const cpulm_hparams *hp = &c->m->hp;
     struct cpulm_attn *a = calloc(1, sizeof *a);
     if (!a) return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for attention");
     c->attn = a;
-    a->gq = group_size(hp);
-    a->tok_per_blk = tokens_per_block(a->gq);
+    a->gq = cpulm_attn_group_size(hp);
+    a->tok_per_blk = cpulm_attn_tokens_per_block(a->gq);
     a->rows = a->gq * a->tok_per_blk;
     a->n_chunk_max = (c->p.n_ctx + CHUNK - 1) / CHUNK;
-    a->split_max = split_max_of(c->p.n_seq_max, c->p.n_batch);
-    a->ws_floats = ws_floats(a->rows, hp->head_dim);
+    a->split_max = cpulm_attn_split_max(c->p.n_seq_max, c->p.n_batch);
+    a->ws_floats = cpulm_attn_ws_floats(a->rows, hp->head_dim);
     int nth = cpulm_pool_size(c->pool);
     a->ws = malloc(sizeof(float) * a->ws_floats * (size_t)nth);
     a->part = malloc(sizeof(float) * (size_t)a->split_max * (size_t)hp->n_head *
                      (size_t)a->n_chunk_max * ((size_t)hp->head_dim + 2));
     a->blk = malloc(sizeof(int32_t) * ((size_t)c->p.n_batch + 1));
-    a->item_end = malloc(sizeof(uint64_t) * ATT_SPLIT_MAX);
+    a->item_end = malloc(sizeof(uint64_t) * CPULM_ATT_SPLIT_MAX);
     if (!a->ws || !a->part || !a->blk || !a->item_end)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for attention scratch");
     return CPULM_OK;

@@ -5,11 +5,8 @@
 #define CPULM_MODEL_ATTENTION_H
 
 #include "../context.h"
+#include "attention_size.h"
 
-/* Scratch bytes the attention of a context needs (per-thread tiles, split partials, batch
- * plan), for the given shape. */
-uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t n_ctx, int32_t n_seq_max,
-                                  int32_t n_batch, int n_threads);
 /* Allocates c->attn (after the pool and KV cache exist). */
 cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err);
 void cpulm_attn_free(cpulm_ctx *c);
