@@ -354,6 +354,8 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         (st = cpulm_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", p->norm_eps)) ||
         (st = cpulm_gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)p->n_vocab)))
         return st;
+    if (p->alignment && (st = cpulm_gguf_writer_set_u32(w, "general.alignment", p->alignment)))
+        return st; /* small alignments make misaligned files for the loader's tests */
     return CPULM_OK;
 }
 

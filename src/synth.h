@@ -40,6 +40,7 @@ typedef struct cpulm_synth_params {
     uint64_t seed;
     int n_threads;    /* generation threads (>= 1); does not change the output */
     const char *name; /* general.name */
+    uint32_t alignment; /* general.alignment; 0: not written (the GGUF default, 32) */
 } cpulm_synth_params;
 
 /* Fills *p with a named shape (cpulm_shape_preset_find; "custom" is tiny's numbers as a

@@ -1,7 +1,9 @@
 /* routes.c: the HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/models,
  * /health, /ready, /metrics; authentication; and turning scheduler events into JSON
- * responses or SSE chunks. Runs on the I/O thread only and never waits for the model:
- * generation requests are handed to the scheduler and answered from its events.
+ * responses or SSE chunks. Runs on the I/O thread and never waits for the model or for
+ * work proportional to a body: a generation request goes to the request worker (gen_run:
+ * JSON, chat template, tokenization), then to the scheduler, and is answered from its
+ * events.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -108,8 +110,9 @@ static void handle_models(cpulm_server *s, cpulm_conn *c) {
 
 /* ---- generation requests ---- */
 
-/* Prompt tokens for the request. Returns 0, or -1 with e set. */
-static int build_prompt(cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
+/* Prompt tokens for the request. Runs on the request worker (prep.h): it reads only what
+ * is fixed once the model is loaded. Returns 0, or -1 with e set. */
+static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
                         const char **extra_stop, cpulm_oai_error *e) {
     *extra_stop = "";
     if (q->prompt_tokens) {
@@ -151,8 +154,9 @@ static int build_prompt(cpulm_server *s, const cpulm_oai_request *q, cpulm_sched
     return 0;
 }
 
-/* Translates the parsed request into a scheduler request. Returns NULL with e set. */
-static cpulm_sched_req *to_sched_req(cpulm_server *s, const cpulm_oai_request *q,
+/* Translates the parsed request into a scheduler request (on the request worker).
+ * Returns NULL with e set. */
+static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_request *q,
                                      cpulm_oai_error *e) {
     cpulm_sched_req *r = cpulm_sched_req_new();
     if (!r) {
@@ -175,7 +179,7 @@ static cpulm_sched_req *to_sched_req(cpulm_server *s, const cpulm_oai_request *q
     return r;
 }
 
-static route *route_new(cpulm_server *s, const cpulm_oai_request *q) {
+static route *route_new(cpulm_server *s, const cpulm_oai_request *q, uint64_t serial) {
     route *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->kind = q->kind;
@@ -190,7 +194,7 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q) {
     }
     for (int32_t i = 0; i < q->n; i++) cpulm_oai_choice_init(&r->choices[i]);
     snprintf(r->id, sizeof r->id, "%s-%016llx", q->kind == CPULM_OAI_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)((s->next_serial ^ (uint64_t)s->created) * 0x9E3779B97F4A7C15ull));
+             (unsigned long long)((serial ^ (uint64_t)s->created) * 0x9E3779B97F4A7C15ull));
     r->meta = (cpulm_oai_meta){.kind = q->kind, .id = r->id, .created = (int64_t)time(NULL),
                                .model = s->alias, .m = s->model, .logprobs = q->logprobs,
                                .include_usage = q->include_usage};
@@ -213,6 +217,40 @@ static int submit_error(cpulm_sched_submit_result res, const cpulm_sched_req *r,
     }
 }
 
+/* A generation request on its way through the request worker (prep.h). */
+typedef struct gen_job {
+    cpulm_prep_job base;
+    const cpulm_server *s;  /* read-only fields only (fixed once the model is loaded) */
+    cpulm_oai_kind kind;
+    char *body;             /* a copy: the connection may close while the worker runs */
+    size_t n_body;
+    cpulm_oai_request q;
+    int parsed;             /* q holds a parsed request */
+    cpulm_sched_req *r;     /* the result, or NULL with e set */
+    cpulm_oai_error e;
+} gen_job;
+
+static void gen_destroy(cpulm_prep_job *base) {
+    gen_job *j = (gen_job *)base;
+    free(j->body);
+    if (j->parsed) cpulm_oai_request_release(&j->q);
+    cpulm_sched_req_free(j->r);
+    free(j);
+}
+
+/* On the worker: JSON, validation, chat template and tokenization. */
+static void gen_run(cpulm_prep_job *base) {
+    gen_job *j = (gen_job *)base;
+    j->parsed = cpulm_oai_parse(j->kind, j->body, j->n_body, j->s->p.max_body, &j->q, &j->e) == CPULM_OK;
+    free(j->body);
+    j->body = NULL;
+    if (!j->parsed) return;
+    if (j->q.n > j->s->p.n_parallel)
+        cpulm_oai_error_set(&j->e, 400, "n", "'n' must be at most %d on this server", j->s->p.n_parallel);
+    else
+        j->r = to_sched_req(j->s, &j->q, &j->e);
+}
+
 static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind) {
     cpulm_oai_error e;
     if (!is_ready(s)) {
@@ -221,36 +259,47 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
         respond_error(s, c, &e, "Retry-After: 1\r\n");
         return;
     }
-    cpulm_oai_request q;
-    if (cpulm_oai_parse(kind, c->body, c->body_len, s->p.max_body, &q, &e) != CPULM_OK) {
+    gen_job *j = calloc(1, sizeof *j);
+    char *body = j ? malloc(c->body_len ? c->body_len : 1) : NULL;
+    if (!body) {
+        free(j);
+        cpulm_oai_error_set(&e, 500, NULL, "out of memory");
         respond_error(s, c, &e, NULL);
         return;
     }
-    cpulm_sched_req *r = NULL;
+    memcpy(body, c->body, c->body_len);
+    j->base.id = (++s->next_serial << 16) | (uint64_t)c->index;
+    j->base.run = gen_run;
+    j->base.destroy = gen_destroy;
+    j->s = s;
+    j->kind = kind;
+    j->body = body;
+    j->n_body = c->body_len;
+    c->req_id = j->base.id; /* busy until cpulm_routes_prepared */
+    cpulm_prep_push(s->prep, &j->base);
+}
+
+/* Hands r to the scheduler. A stream sends its header only with its first event (the
+ * request is running then), so a request still queued at shutdown can get a plain 503. */
+void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *base) {
+    gen_job *j = (gen_job *)base;
     route *rt = NULL;
-    if (q.n > s->p.n_parallel)
-        cpulm_oai_error_set(&e, 400, "n", "'n' must be at most %d on this server", s->p.n_parallel);
-    else if ((r = to_sched_req(s, &q, &e)) && (++s->next_serial, !(rt = route_new(s, &q))))
-        cpulm_oai_error_set(&e, 500, NULL, "out of memory");
-    cpulm_oai_request_release(&q);
-    if (r && rt) {
-        uint64_t id = (s->next_serial << 16) | (uint64_t)c->index;
-        r->id = id;
-        cpulm_sched_submit_result res = cpulm_sched_submit(s->sched, r);
-        if (res == CPULM_SCHED_ACCEPTED) { /* r belongs to the scheduler now: do not touch */
-            c->req_id = id;
+    cpulm_sched_submit_result res = CPULM_SCHED_INVALID;
+    if (j->r && !(rt = route_new(s, &j->q, j->base.id >> 16))) {
+        cpulm_oai_error_set(&j->e, 500, NULL, "out of memory");
+    } else if (j->r) {
+        j->r->id = j->base.id;
+        res = cpulm_sched_submit(s->sched, j->r);
+        if (res == CPULM_SCHED_ACCEPTED) {
+            j->r = NULL; /* the scheduler's now */
             c->route = rt;
-            if (rt->stream) {
-                cpulm_conn_sse_begin(c);
-                cpulm_server_output(s, c);
-            }
             return;
         }
-        submit_error(res, r, s, kind, &e);
+        submit_error(res, j->r, s, j->kind, &j->e);
     }
-    cpulm_sched_req_free(r);
     route_free(rt);
-    respond_error(s, c, &e, e.status == 429 ? "Retry-After: 1\r\n" : NULL);
+    c->req_id = 0;
+    respond_error(s, c, &j->e, j->e.status == 429 ? "Retry-After: 1\r\n" : NULL);
 }
 
 /* ---- scheduler events ---- */
@@ -318,6 +367,8 @@ static void whole_event(cpulm_server *s, cpulm_conn *c, route *rt, const cpulm_s
 void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event *e) {
     route *rt = c->route;
     if (!rt) return;
+    if (rt->stream && !c->sse && e->kind == CPULM_SCHED_EV_ERROR) rt->stream = 0; /* no header yet */
+    else if (rt->stream && !c->sse) cpulm_conn_sse_begin(c);
     if (rt->stream) stream_event(c, rt, e);
     else whole_event(s, c, rt, e);
     if (e->kind == CPULM_SCHED_EV_DONE || e->kind == CPULM_SCHED_EV_ERROR) {
@@ -327,6 +378,36 @@ void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event 
         c->req_id = 0;
         c->done = 1;
     }
+    cpulm_server_output(s, c);
+}
+
+void cpulm_routes_expire(cpulm_server *s, cpulm_conn *c) {
+    route *rt = c->route;
+    if (!c->req_id) return;
+    if (c->req_id && s->sched) cpulm_sched_cancel(s->sched, c->req_id);
+    cpulm_oai_error err;
+    cpulm_oai_error_set(&err, 503, NULL, "the server is shutting down: the grace period ended");
+    c->keep_alive = 0;
+    if (c->sse) { /* an error event, [DONE], then the final chunk */
+        cpulm_buf b;
+        cpulm_buf_init(&b, 0);
+        cpulm_oai_write_stream_error(&b, &err);
+        cpulm_buf_puts(&b, "data: [DONE]\n\n");
+        cpulm_conn_sse_frame(c, b.data, b.len);
+        cpulm_buf_release(&b);
+        cpulm_conn_sse_end(c);
+        c->done = 1;
+    } else { /* queued, tokenizing or not streamed: nothing was sent yet */
+        cpulm_buf b;
+        cpulm_buf_init(&b, 0);
+        cpulm_oai_write_error(&b, &err);
+        cpulm_conn_respond(c, 503, "application/json", b.data, b.len, "Retry-After: 1\r\n");
+        cpulm_buf_release(&b);
+        c->done = 1;
+    }
+    route_free(rt);
+    c->route = NULL;
+    c->req_id = 0;
     cpulm_server_output(s, c);
 }
 
