@@ -146,7 +146,12 @@ CPULM_API int32_t cpulm_model_meta_count(const cpulm_model *m);
 CPULM_API const char *cpulm_model_meta_key(const cpulm_model *m, int32_t i); /* borrowed */
 
 /* KV cache bytes for one sequence of n_ctx tokens with the given KV type. */
-typedef enum cpulm_kv_type { CPULM_KV_F16 = 0, CPULM_KV_F32 = 1, CPULM_KV_Q8_0 = 2 } cpulm_kv_type;
+typedef enum cpulm_kv_type {
+    CPULM_KV_F16 = 0,
+    CPULM_KV_F32 = 1,
+    CPULM_KV_Q8_0 = 2,
+    CPULM_KV_Q4_0 = 3, /* q8_0 and q4_0 need a head size that is a multiple of 32 */
+} cpulm_kv_type;
 CPULM_API uint64_t cpulm_model_kv_bytes(const cpulm_model *m, int32_t n_ctx, cpulm_kv_type t);
 
 /* ---- vocabulary and tokenizer ---- */

@@ -20,7 +20,7 @@ function module_of(p) {
     if (p ~ /^src\/threads\//) return "threads"
     if (p ~ /^src\/tokenizer\//) return "tokenizer"
     if (p ~ /^src\/kv_cache\.[ch]$/) return "kv"
-    if (p ~ /^src\/model\/forward\.[ch]$/) return "forward"
+    if (p ~ /^src\/model\/(forward|attention|work)\.[ch]$/) return "forward"
     if (p ~ /^src\/model\//) return "model"
     if (p == "src/context.h") return "ctx_state"
     if (p == "src/context.c") return "context"

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "memory.h"
+#include "model/attention.h"
 #include "model/forward.h"
 #include "threads/numa.h"
 
@@ -117,10 +118,18 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
     cpulm_mem_dims_of(&m->hp, &d);
     cpulm_mem_scratch s;
     cpulm_mem_scratch_of(&m->hp, &mc, &s);
+    if ((p.kv_type == CPULM_KV_Q8_0 || p.kv_type == CPULM_KV_Q4_0) && m->hp.head_dim % 32 != 0) {
+        /* attention reads one head's slice of a row: it must be whole 32-element blocks */
+        cpulm_errf(err, CPULM_ERR_UNSUPPORTED,
+                   "context: a %s KV cache needs a head size that is a multiple of 32 (this "
+                   "model's is %d); use f16 or f32",
+                   p.kv_type == CPULM_KV_Q8_0 ? "q8_0" : "q4_0", m->hp.head_dim);
+        goto fail;
+    }
     if (cpulm_kv_init(&c->kv, d.n_layer, p.n_seq_max, p.n_ctx, (int32_t)d.k_dim, p.kv_type, err) !=
         CPULM_OK)
         goto fail;
-    if (alloc_scratch(c, &s, err) != CPULM_OK) goto fail;
+    if (alloc_scratch(c, &s, err) != CPULM_OK || cpulm_attn_init(c, err) != CPULM_OK) goto fail;
     c->theta_scale = powf(m->hp.rope_base, -2.0f / (float)m->hp.n_rot);
     return c;
 fail:
@@ -131,6 +140,7 @@ fail:
 void cpulm_ctx_free(cpulm_ctx *c) {
     if (!c) return;
     cpulm_pool_free(c->pool);
+    cpulm_attn_free(c);
     cpulm_kv_release(&c->kv);
     void *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->g, c->u, c->actq, c->scores,
                     c->tok, c->pos, c->seq, c->out_idx, c->logits,

@@ -10,6 +10,7 @@ cpulm_dtype cpulm_kv_dtype(cpulm_kv_type type) {
     switch (type) {
     case CPULM_KV_F32: return CPULM_DTYPE_F32;
     case CPULM_KV_Q8_0: return CPULM_DTYPE_Q8_0;
+    case CPULM_KV_Q4_0: return CPULM_DTYPE_Q4_0;
     case CPULM_KV_F16: break;
     }
     return CPULM_DTYPE_F16;
@@ -25,9 +26,11 @@ cpulm_status cpulm_kv_init(cpulm_kv *kv, int32_t n_layer, int32_t n_seq, int32_t
     memset(kv, 0, sizeof *kv);
     if (n_layer < 1 || n_seq < 1 || n_ctx < 1 || kv_dim < 1)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "kv cache: bad dimensions");
-    if (type == CPULM_KV_Q8_0 && kv_dim % CPULM_QK8_0 != 0)
+    if ((type == CPULM_KV_Q8_0 || type == CPULM_KV_Q4_0) && kv_dim % CPULM_QK8_0 != 0)
         return cpulm_errf(err, CPULM_ERR_UNSUPPORTED,
-                          "kv cache: q8_0 needs a kv row of a multiple of 32, not %d", kv_dim);
+                          "kv cache: q8_0/q4_0 need a kv row of a multiple of 32, not %d", kv_dim);
+    if ((int)type < CPULM_KV_F16 || (int)type > CPULM_KV_Q4_0)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "kv cache: unknown type %d", (int)type);
     kv->n_layer = n_layer;
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;

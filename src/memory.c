@@ -2,6 +2,7 @@
 #include "memory.h"
 
 #include "kv_cache.h"
+#include "model/attention_size.h"
 
 void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d) {
     d->n_embd = hp->n_embd;
@@ -37,8 +38,10 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c,
      * their repacked-GEMM extras */
     s->actq_stride = ((size_t)d.widest * 4 + 63) / 64 * 64;
     s->actq = s->actq_stride * B;
-    s->scores_stride = ((size_t)c->n_ctx + (size_t)d.head_dim + 15) / 16 * 16;
+    s->scores_stride = ((size_t)d.head_dim + 15) / 16 * 16;
     s->scores = f * s->scores_stride * (size_t)c->n_threads;
+    s->attn = (size_t)cpulm_attn_scratch_bytes(hp, c->n_ctx, c->n_seq_max, c->n_batch,
+                                               c->n_threads);
     s->tok = s->pos = s->seq = i * B;
     s->out_idx = i * (size_t)c->n_outputs_max;
     s->logits = f * (size_t)c->n_outputs_max * (size_t)d.n_vocab;
@@ -47,7 +50,8 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c,
 
 uint64_t cpulm_mem_scratch_total(const cpulm_mem_scratch *s) {
     return (uint64_t)s->x + s->xn + s->q + s->kc + s->vc + s->att + s->g + s->u + s->actq +
-           s->scores + s->tok + s->pos + s->seq + s->out_idx + s->logits + s->work_base;
+           s->scores + s->attn + s->tok + s->pos + s->seq + s->out_idx + s->logits +
+           s->work_base;
 }
 
 uint64_t cpulm_mem_kv_bytes(const cpulm_hparams *hp, int32_t n_ctx, cpulm_kv_type t) {

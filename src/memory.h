@@ -56,8 +56,9 @@ typedef struct cpulm_mem_scratch {
     size_t x, xn, q, kc, vc, att, g, u; /* f32 activations [n_batch][width] */
     size_t actq_stride;                 /* bytes of one quantized activation row */
     size_t actq;                        /* [n_batch] rows of actq_stride, 64-byte aligned */
-    size_t scores_stride;               /* floats per thread: n_ctx scores + head_dim */
+    size_t scores_stride;               /* floats per thread: head_dim (rope angles) */
     size_t scores;                      /* [n_threads][scores_stride] */
+    size_t attn;                        /* model/attention.c: tiles, split partials, plan */
     size_t tok, pos, seq;               /* int32 [n_batch] */
     size_t out_idx;                     /* int32 [n_outputs_max] */
     size_t logits;                      /* f32 [n_outputs_max][n_vocab] */

@@ -33,7 +33,8 @@ expect_rc bench_bad_threads 2 "$CPULM" bench -t 0
 grep -q "bad value '0' for -t" "$TMP/err"; check bench_bad_threads_message $?
 expect_rc bench_bad_range 2 "$CPULM" bench -t 8-1
 expect_rc bench_bad_output 2 "$CPULM" bench -o xml
-expect_rc bench_bad_ctk 2 "$CPULM" bench -ctk q4_0
+expect_rc bench_bad_ctk 2 "$CPULM" bench -ctk q5_1
+expect_rc bench_no_tests 2 "$CPULM" bench -p 0 -n 0
 expect_rc bench_bad_pg 2 "$CPULM" bench -pg 512
 expect_rc bench_unknown 2 "$CPULM" bench --frobnicate
 expect_rc bench_missing_model 2 "$CPULM" bench -m "$TMP/none.gguf" -p 8
@@ -87,6 +88,18 @@ assert len(pp["samples_ns"]) == 2 and len(pp["samples_ts"]) == 2
 assert abs(pp["avg_ts"] - sum(pp["samples_ts"]) / 2) < 1e-6 * pp["avg_ts"]
 assert all(r["avg_ts"] > 0 and r["type_k"] == "f16" for r in rows)
 ' "$TMP/a.json"
+
+# quantized KV on a head size that is not a multiple of 32: a message, exit 1, no assertion
+expect_rc bench_ctk_q8_0_small_head 1 "$CPULM" bench -m "$SHARED/models/stories260K.gguf" -p 8 -n 0 -r 1 -ctk q8_0
+grep -q "multiple of 32" "$TMP/err"; check bench_ctk_q8_0_small_head_message $?
+# llama-bench -d: n_depth in the JSON, "@ d" in the names, -p 0 / -pg 0,N accepted
+expect_rc bench_depth 0 "$CPULM" bench -m "$MODEL" -p 0 -n 4 -pg 0,2 -d 0,40 -r 1 -o json -ctk q4_0
+py bench_depth_rows '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [(r["test"], r["n_depth"]) for r in rows] == [("tg4", 0), ("tg2", 0), ("tg4 @ d40", 40), ("tg2 @ d40", 40)], rows
+assert all(r["type_k"] == "q4_0" and r["avg_ts"] > 0 for r in rows)
+' "$TMP/out"
 
 expect_rc bench_sweep_jsonl 0 "$CPULM" bench -m "$MODEL" -pg 8,4 -npl 1,2 -npp 8 -ntg 4 --ttft 8,16 -t 1,2 -r 2 -o jsonl -ctk q8_0
 py bench_sweep_rows '

@@ -57,7 +57,10 @@ TEST(bench_kv_list) {
     CHECK(t, l.n == 3 && l.v[0] == CPULM_KV_F16 && l.v[1] == CPULM_KV_Q8_0 && l.v[2] == CPULM_KV_F32);
     CHECK(t, !strcmp(bench_kv_name(CPULM_KV_Q8_0), "q8_0") && !strcmp(bench_kv_name(CPULM_KV_F16), "f16"));
     memset(&l, 0, sizeof l);
-    CHECK(t, bench_kv_list_parse("q4_0", &l, err, sizeof err) == -1 && strstr(err, "q4_0"));
+    REQUIRE(t, bench_kv_list_parse("q4_0", &l, err, sizeof err) == 0);
+    CHECK(t, l.n == 1 && l.v[0] == CPULM_KV_Q4_0 && !strcmp(bench_kv_name(CPULM_KV_Q4_0), "q4_0"));
+    memset(&l, 0, sizeof l);
+    CHECK(t, bench_kv_list_parse("q5_1", &l, err, sizeof err) == -1 && strstr(err, "q5_1"));
     memset(&l, 0, sizeof l);
     CHECK(t, bench_kv_list_parse("", &l, err, sizeof err) == -1);
 }
@@ -244,10 +247,11 @@ TEST(bench_plan_compute_and_memory) {
     tiny.hp = (cpulm_hparams){.n_vocab = 512, .n_embd = 256, .n_layer = 2, .n_head = 4,
                               .n_head_kv = 2, .head_dim = 64, .n_ff = 768, .n_rot = 64};
     /* by hand, B = 512: activations 4 x 512 x (256 + 768 + 2x256 + 2x128 + 2x768) = 6815744;
-     * quantized activations 3072 x 512 = 1572864; scores 4 x 320 x 2 threads = 2560;
-     * token/pos/seq 12 x 512 + out index 4 = 6148; logits 4 x 512 = 2048; work slots
-     * 64 x 2 = 128 */
-    CHECK_EQ_INT(t, plan_compute_bytes(&tiny, 512, 256, 1, 2), 8399492);
+     * quantized activations 3072 x 512 = 1572864; rope angles 4 x 64 x 2 threads = 512;
+     * attention 4 x (2 threads x 25024 + 1 sequence x 4 heads x 1 chunk x 66) + 4 x 513 +
+     * 128 = 203428 (see memory_scratch_by_hand); token/pos/seq 12 x 512 + out index 4 =
+     * 6148; logits 4 x 512 = 2048; work slots 64 x 2 = 128 */
+    CHECK_EQ_INT(t, plan_compute_bytes(&tiny, 512, 256, 1, 2), 8600872);
     /* outputs are capped at the batch */
     CHECK_EQ_INT(t, plan_compute_bytes(&tiny, 2, 256, 8, 1) - plan_compute_bytes(&tiny, 2, 256, 2, 1), 0);
     plan_memory m;
@@ -256,7 +260,8 @@ TEST(bench_plan_compute_and_memory) {
     CHECK_EQ_INT(t, m.kv_total, 1024 * 256 * 4 + 4 * 4); /* + the 4 sequence lengths */
     CHECK_EQ_INT(t, m.overhead, (100 << 20) + 1000000 / 4096 * 8);
     CHECK_EQ_INT(t, m.total, m.weights + m.kv_total + m.compute + m.overhead);
-    CHECK_EQ_INT(t, m.compute, plan_compute_bytes(&tiny, 512, 256, 4, 2));
+    /* + the split-attention partials of 3 more sequences (4 heads x 1 chunk x 66 floats) */
+    CHECK_EQ_INT(t, m.compute, plan_compute_bytes(&tiny, 512, 256, 4, 2) + 4 * 3 * 4 * 66);
 }
 
 static const char *price_text =
@@ -477,4 +482,26 @@ TEST(bench_compare_ratio) {
     snprintf(missing, sizeof missing, "%s/none.json", test_tmp_dir());
     CHECK(t, bench_compare(f, pa, missing) == -1);
     fclose(f);
+}
+
+/* -d is a config axis; zero-length tests are dropped; names follow llama-bench ("@ dN"). */
+TEST(bench_depth_and_zero_lengths) {
+    bench_params p;
+    memset(&p, 0, sizeof p);
+    char err[128], b[64];
+    REQUIRE(t, bench_list_parse("0,512", 0, 1 << 20, &p.n_prompt, err, sizeof err) == 0);
+    REQUIRE(t, bench_list_parse("0", 0, 1 << 20, &p.n_gen, err, sizeof err) == 0);
+    REQUIRE(t, bench_list_parse("0,4096", 0, 1 << 20, &p.n_depth, err, sizeof err) == 0);
+    p.pg_prompt = (bench_list){{0, 0}, 2};
+    p.pg_gen = (bench_list){{16, 0}, 2};
+    bench_params_defaults(&p);
+    bench_test tests[8];
+    int n = bench_expand(&p, tests, 8);
+    REQUIRE(t, n == 4); /* (pp512, pg 0,16) x depths 0, 4096; pg 0,0 and -n 0 dropped */
+    CHECK(t, tests[0].kind == BENCH_PP && tests[0].n_prompt == 512 && tests[0].n_depth == 0);
+    CHECK(t, tests[3].kind == BENCH_PG && tests[3].n_gen == 16 && tests[3].n_depth == 4096);
+    bench_test_name(&tests[2], b, sizeof b);
+    CHECK(t, !strcmp(b, "pp512 @ d4096"));
+    bench_test_name(&tests[3], b, sizeof b);
+    CHECK(t, !strcmp(b, "tg16 @ d4096"));
 }

@@ -86,11 +86,18 @@ static const struct {
     double allowed;
 } known_deviation[] = {{"stories260K-prompt2", 0.0025}};
 
+/* The reference accumulates V in f16 (rounded after every key); since issue #11 cpulm's tiled
+ * attention accumulates in f32 (closer to the exact result: see the float64 attention
+ * oracles in test_kern.c). On float models, whose tolerance (2e-3) is about the size of the
+ * reference's own f16 rounding noise, that moves logits by up to ~1.1e-2 (measured; listed
+ * in docs/CORRECTNESS.md). Quantized models' tolerances already cover it. */
+#define F32_ACCUM_ALLOWED 0.015
+
 static double allowed_tolerance(const char *name, double tol) {
     for (size_t i = 0; i < sizeof known_deviation / sizeof known_deviation[0]; i++)
         if (!strcmp(name, known_deviation[i].name) && known_deviation[i].allowed > tol)
-            return known_deviation[i].allowed;
-    return tol;
+            tol = known_deviation[i].allowed;
+    return tol < F32_ACCUM_ALLOWED ? F32_ACCUM_ALLOWED : tol;
 }
 
 /* Checks one case of llamacpp/cases.json: tokenization of text prompts, every listed top-k

@@ -54,6 +54,8 @@ typedef struct bench_test {
     int32_t n_threads;       /* 0: library default (physical cores) */
     int32_t n_threads_batch; /* prompt threads; 0: same as n_threads */
     cpulm_kv_type type_k;    /* KV cache type (K and V alike) */
+    int32_t n_depth;         /* tokens already in every sequence's cache when the test
+                              * starts (llama-bench -d): filled untimed, kept across reps */
 } bench_test;
 
 /* The sweep axes. Every combination of the config axes (type_k x n_batch x n_ubatch x
@@ -64,15 +66,18 @@ typedef struct bench_params {
     bench_list npl, npp, ntg;     /* parallel tests: every npl x npp x ntg */
     bench_list ttft;              /* prompt lengths of the TTFT curve */
     bench_list threads, threads_batch, n_batch, n_ubatch, type_k;
+    bench_list n_depth;           /* -d: cache depth before each test (default {0}) */
 } bench_params;
 
 /* Fills empty config axes with defaults (threads {0}, n_batch {2048}, n_ubatch {512},
- * type_k {f16}, npp {128}, ntg {32}); threads_batch stays empty (= n_threads). When no test
- * list is given at all, runs llama-bench's default pp512 and tg128. */
+ * type_k {f16}, n_depth {0}, npp {128}, ntg {32}); threads_batch stays empty (= n_threads).
+ * When no test list is given at all, runs llama-bench's default pp512 and tg128. Tests of
+ * zero tokens (-p 0, -n 0, -pg 0,0) are dropped, as llama-bench does. */
 void bench_params_defaults(bench_params *p);
 /* Writes at most cap combinations to out (out may be NULL) and returns how many exist. */
 int bench_expand(const bench_params *p, bench_test *out, int cap);
-/* "pp512", "tg128", "pp512+tg128", "npl4 pp128+tg32", "ttft256". */
+/* "pp512", "tg128", "pp512+tg128", "npl4 pp128+tg32", "ttft256"; " @ d4096" appended at
+ * depth (llama-bench's names); a pg test without prompt or generation is named tg / pp. */
 void bench_test_name(const bench_test *t, char *buf, size_t cap);
 /* Tokens the test evaluates per repetition (all sequences). */
 int64_t bench_test_tokens(const bench_test *t);

@@ -29,11 +29,13 @@ static int num_field(const cpulm_json *o, const char *k) {
 /* Test name: ours when present, else llama-bench's convention from n_prompt / n_gen. */
 static void row_test(const cpulm_json *o, char *buf, size_t cap) {
     const char *t = cpulm_json_str(cpulm_json_get(o, "test"));
-    int np = num_field(o, "n_prompt"), ng = num_field(o, "n_gen");
+    int np = num_field(o, "n_prompt"), ng = num_field(o, "n_gen"), nd = num_field(o, "n_depth");
     if (t) snprintf(buf, cap, "%s", t);
     else if (np && ng) snprintf(buf, cap, "pp%d+tg%d", np, ng);
     else if (np) snprintf(buf, cap, "pp%d", np);
     else snprintf(buf, cap, "tg%d", ng);
+    size_t len = strlen(buf);
+    if (!t && nd > 0 && len < cap) snprintf(buf + len, cap - len, " @ d%d", nd);
 }
 
 static int add_row(cmp_file *f, const cpulm_json *o) {

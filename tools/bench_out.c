@@ -148,7 +148,7 @@ static void json_llama_bench_fields(cpulm_json_writer *w, const bench_env *e,
     cpulm_json_write_bool(w, 0);
     json_kv_int(w, "n_prompt", t->n_prompt);
     json_kv_int(w, "n_gen", t->n_gen);
-    json_kv_int(w, "n_depth", 0);
+    json_kv_int(w, "n_depth", t->n_depth);
     json_kv_str(w, "test_time", r->test_time);
     json_kv_int(w, "avg_ns", (int64_t)llround(s->ns.mean));
     json_kv_int(w, "stddev_ns", (int64_t)llround(s->ns.stddev));
@@ -238,7 +238,7 @@ static void csv_str(FILE *f, const char *s) {
 static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n) {
     fprintf(f, "build_commit,build_number,cpu_info,model_filename,model_type,model_size,"
                "model_n_params,n_batch,n_ubatch,n_threads,n_threads_batch,type_k,type_v,"
-               "n_prompt,n_gen,n_parallel,test,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts,"
+               "n_prompt,n_gen,n_depth,n_parallel,test,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts,"
                "pp_avg_ts,tg_avg_ts,tg_avg_ts_per_seq,ttft_ms_p50,ttft_ms_p99,kernel_level,"
                "cpulm_version,samples_ns,samples_ts\n");
     for (int i = 0; i < n; i++) {
@@ -254,11 +254,11 @@ static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n)
         csv_str(f, e->model_file);
         fputc(',', f);
         csv_str(f, e->model_type);
-        fprintf(f, ",%llu,%lld,%d,%d,%d,%d,%s,%s,%d,%d,%d,\"%s\",%s,%.0f,%.0f,%.6f,%.6f,",
+        fprintf(f, ",%llu,%lld,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,\"%s\",%s,%.0f,%.0f,%.6f,%.6f,",
                 (unsigned long long)e->model_size, (long long)e->n_params, x->t.n_batch,
                 x->t.n_ubatch, x->n_threads_used, x->n_threads_batch_used,
                 bench_kv_name(x->t.type_k), bench_kv_name(x->t.type_k), x->t.n_prompt,
-                x->t.n_gen, x->t.n_parallel, name, x->test_time, s.ns.mean, s.ns.stddev,
+                x->t.n_gen, x->t.n_depth, x->t.n_parallel, name, x->test_time, s.ns.mean, s.ns.stddev,
                 s.ts.mean, s.ts.stddev);
         int par = x->t.kind == BENCH_PAR, ttft = x->t.kind == BENCH_TTFT;
         if (par) fprintf(f, "%.6f,%.6f,%.6f,,,", s.pp_ts.mean, s.tg_ts.mean, s.tg_seq.mean);

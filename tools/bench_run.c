@@ -51,8 +51,9 @@ static int fail_decode(run_state *s, cpulm_status st) {
     return -1;
 }
 
+/* Back to the state before a repetition: every sequence holds the depth tokens only. */
 static void clear_kv(run_state *s) {
-    for (int32_t q = 0; q < s->t->n_parallel; q++) cpulm_ctx_seq_rm(s->ctx, q, 0);
+    for (int32_t q = 0; q < s->t->n_parallel; q++) cpulm_ctx_seq_rm(s->ctx, q, s->t->n_depth);
 }
 
 /* n random tokens of sequence 0 in decode calls of at most n_ub tokens; logits for the last
@@ -151,7 +152,8 @@ static int run_rep(run_state *s, cpulm_sampler *smp, bench_result *r, int i) {
 static cpulm_ctx *make_ctx(const bench_runner *br, const bench_test *t, char *err, size_t cap) {
     cpulm_ctx_params cp = cli_ctx_default_params();
     int32_t n_ub = ubatch_of(t);
-    cp.n_ctx = t->n_prompt + t->n_gen + 1; /* + 1: the warm-up's generation step */
+    /* + 1: the warm-up's generation step */
+    cp.n_ctx = t->n_depth + t->n_prompt + t->n_gen + 1;
     cp.n_seq_max = t->n_parallel;
     /* a generation step of a parallel test is one call of n_parallel tokens */
     cp.n_batch = n_ub > t->n_parallel ? n_ub : t->n_parallel;
@@ -171,8 +173,19 @@ static int warm_up(run_state *s) {
     int32_t n = s->t->n_prompt < s->n_ub ? s->t->n_prompt : s->n_ub;
     if (n > 32) n = 32;
     int rc = (n > 0 ? decode_prompt(s, n) : 0) || decode_gen(s, 1);
-    clear_kv(s);
+    for (int32_t q = 0; q < s->t->n_parallel; q++) cpulm_ctx_seq_rm(s->ctx, q, 0);
     return rc;
+}
+
+/* Untimed, once per test: n_depth random tokens into sequence 0, copied to the others (so
+ * every sequence of a parallel test starts at the depth). Repetitions truncate back to it. */
+static int fill_depth(run_state *s) {
+    int32_t d = s->t->n_depth;
+    if (d <= 0) return 0;
+    if (decode_prompt(s, d)) return -1;
+    for (int32_t q = 1; q < s->t->n_parallel; q++)
+        if (cpulm_ctx_seq_cp(s->ctx, 0, q, d) != CPULM_OK) return fail_decode(s, CPULM_ERR_INVALID_ARG);
+    return 0;
 }
 
 static int run_test(const bench_runner *br, const bench_test *t, int reps, bench_result *r,
@@ -180,7 +193,7 @@ static int run_test(const bench_runner *br, const bench_test *t, int reps, bench
     memset(r, 0, sizeof *r);
     r->t = *t;
     if (reps < 1 || reps > BENCH_MAX_REPS || t->n_parallel < 1 || t->n_prompt < 0 ||
-        t->n_gen < 0 || bench_test_tokens(t) < 1 ||
+        t->n_gen < 0 || t->n_depth < 0 || bench_test_tokens(t) < 1 ||
         ((t->kind == BENCH_PAR || t->kind == BENCH_TTFT) && t->n_prompt < 1)) {
         snprintf(err, cap, "invalid test (repetitions 1..%d, lengths >= 1)", BENCH_MAX_REPS);
         return -1;
@@ -204,7 +217,7 @@ static int run_test(const bench_runner *br, const bench_test *t, int reps, bench
     r->n_threads_used = cpulm_ctx_threads(s.ctx);
     r->n_threads_batch_used = t->n_threads_batch > 0 ? t->n_threads_batch : r->n_threads_used;
     if (br->progress) br->progress(br->progress_user, t, -1, reps);
-    if (warm_up(&s)) goto done;
+    if (warm_up(&s) || fill_depth(&s)) goto done;
     for (int i = 0; i < reps; i++) {
         if (br->progress) br->progress(br->progress_user, t, i, reps);
         if (run_rep(&s, smp, r, i)) goto done;

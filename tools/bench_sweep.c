@@ -76,7 +76,10 @@ int bench_list_parse(const char *s, int32_t lo, int32_t hi, bench_list *out, cha
 static const struct {
     const char *name;
     cpulm_kv_type t;
-} kv_names[] = {{"f16", CPULM_KV_F16}, {"q8_0", CPULM_KV_Q8_0}, {"f32", CPULM_KV_F32}};
+} kv_names[] = {{"f16", CPULM_KV_F16},
+                {"q8_0", CPULM_KV_Q8_0},
+                {"q4_0", CPULM_KV_Q4_0},
+                {"f32", CPULM_KV_F32}};
 
 const char *bench_kv_name(cpulm_kv_type t) {
     for (size_t i = 0; i < sizeof kv_names / sizeof kv_names[0]; i++)
@@ -90,7 +93,7 @@ int bench_kv_list_parse(const char *s, bench_list *out, char *err, size_t cap) {
         size_t i = 0, k = sizeof kv_names / sizeof kv_names[0];
         while (i < k && !(strlen(kv_names[i].name) == n && !strncmp(s, kv_names[i].name, n))) i++;
         if (i == k) {
-            snprintf(err, cap, "unknown KV type '%.*s' (want f16, q8_0 or f32)", (int)n, s);
+            snprintf(err, cap, "unknown KV type '%.*s' (want f16, q8_0, q4_0 or f32)", (int)n, s);
             return -1;
         }
         if (push(out, (int32_t)kv_names[i].t, err, cap)) return -1;
@@ -118,6 +121,7 @@ void bench_params_defaults(bench_params *p) {
     set_default(&p->n_batch, 2048);
     set_default(&p->n_ubatch, 512);
     set_default(&p->type_k, CPULM_KV_F16);
+    set_default(&p->n_depth, 0);
     set_default(&p->npp, 128);
     set_default(&p->ntg, 32);
 }
@@ -129,6 +133,8 @@ typedef struct emitter {
 
 static void emit(emitter *e, const bench_test *base, bench_kind kind, int32_t np, int32_t ng,
                  int32_t npl) {
+    if ((int64_t)np + ng == 0) return;
+    if ((kind == BENCH_PAR || kind == BENCH_TTFT) && np == 0) return;
     if (e->out && e->n < e->cap) {
         bench_test t = *base;
         t.kind = kind;
@@ -142,8 +148,10 @@ static void emit(emitter *e, const bench_test *base, bench_kind kind, int32_t np
 
 /* Every test of the lists, for one configuration. */
 static void emit_tests(emitter *e, const bench_params *p, const bench_test *base) {
-    for (int i = 0; i < p->n_prompt.n; i++) emit(e, base, BENCH_PP, p->n_prompt.v[i], 0, 1);
-    for (int i = 0; i < p->n_gen.n; i++) emit(e, base, BENCH_TG, 0, p->n_gen.v[i], 1);
+    for (int i = 0; i < p->n_prompt.n; i++)
+        if (p->n_prompt.v[i]) emit(e, base, BENCH_PP, p->n_prompt.v[i], 0, 1);
+    for (int i = 0; i < p->n_gen.n; i++)
+        if (p->n_gen.v[i]) emit(e, base, BENCH_TG, 0, p->n_gen.v[i], 1);
     for (int i = 0; i < p->pg_prompt.n && i < p->pg_gen.n; i++)
         emit(e, base, BENCH_PG, p->pg_prompt.v[i], p->pg_gen.v[i], 1);
     for (int i = 0; i < p->npl.n; i++)
@@ -157,6 +165,7 @@ int bench_expand(const bench_params *p, bench_test *out, int cap) {
     emitter e = {out, cap, 0};
     static const bench_list none = {{0}, 1}; /* threads_batch unset: follow n_threads */
     const bench_list *tb = p->threads_batch.n ? &p->threads_batch : &none;
+    for (int dp = 0; dp < p->n_depth.n; dp++)
     for (int a = 0; a < p->type_k.n; a++)
         for (int b = 0; b < p->n_batch.n; b++)
             for (int u = 0; u < p->n_ubatch.n; u++)
@@ -166,7 +175,8 @@ int bench_expand(const bench_params *p, bench_test *out, int cap) {
                                            .n_batch = p->n_batch.v[b],
                                            .n_ubatch = p->n_ubatch.v[u],
                                            .n_threads = p->threads.v[t],
-                                           .n_threads_batch = tb->v[k]};
+                                           .n_threads_batch = tb->v[k],
+                                           .n_depth = p->n_depth.v[dp]};
                         emit_tests(&e, p, &base);
                     }
     return e.n;
@@ -176,12 +186,18 @@ void bench_test_name(const bench_test *t, char *buf, size_t cap) {
     switch (t->kind) {
     case BENCH_PP: snprintf(buf, cap, "pp%d", t->n_prompt); break;
     case BENCH_TG: snprintf(buf, cap, "tg%d", t->n_gen); break;
-    case BENCH_PG: snprintf(buf, cap, "pp%d+tg%d", t->n_prompt, t->n_gen); break;
+    case BENCH_PG:
+        if (t->n_gen == 0) snprintf(buf, cap, "pp%d", t->n_prompt);
+        else if (t->n_prompt == 0) snprintf(buf, cap, "tg%d", t->n_gen);
+        else snprintf(buf, cap, "pp%d+tg%d", t->n_prompt, t->n_gen);
+        break;
     case BENCH_PAR:
         snprintf(buf, cap, "npl%d pp%d+tg%d", t->n_parallel, t->n_prompt, t->n_gen);
         break;
     case BENCH_TTFT: snprintf(buf, cap, "ttft%d", t->n_prompt); break;
     }
+    size_t len = strlen(buf);
+    if (t->n_depth > 0 && len < cap) snprintf(buf + len, cap - len, " @ d%d", t->n_depth);
 }
 
 int64_t bench_test_tokens(const bench_test *t) {

@@ -15,10 +15,12 @@ static void bench_usage(FILE *f) {
     fprintf(f,
         "usage: cpulm bench [-m MODEL] [options]     (every option takes a list: 1,2,4 or 1-16*2)\n"
         "  -m, --model FILE     GGUF model (default: $CPULM_MODEL or stories260K)\n"
-        "  -p, --n-prompt N     prompt tests: N random tokens evaluated in batches (default 512)\n"
-        "  -n, --n-gen N        generation tests: N tokens one at a time from an empty context\n"
-        "                       (default 128)\n"
+        "  -p, --n-prompt N     prompt tests: N random tokens evaluated in batches (default 512;\n"
+        "                       0 = none)\n"
+        "  -n, --n-gen N        generation tests: N tokens one at a time (default 128; 0 = none)\n"
         "  -pg PP,TG            prompt of PP tokens then TG generated tokens (repeatable)\n"
+        "  -d, --n-depth N      tokens already in the cache before each test (llama-bench -d;\n"
+        "                       filled once, untimed; default 0)\n"
         "  -t, --threads N      threads (default: physical cores)\n"
         "  -tb, --threads-batch N  threads for prompt batches (default: -t)\n"
         "  --numa MODE          distribute: threads over every NUMA node's cores, weights\n"
@@ -26,7 +28,8 @@ static void bench_usage(FILE *f) {
         "                       numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
         "  -b, --batch-size N   logical batch (default 2048)\n"
         "  -ub, --ubatch-size N physical batch: tokens per decode call (default 512)\n"
-        "  -ctk, --ctk TYPE     KV cache type: f16, q8_0, f32 (default f16; -ctv is the same)\n"
+        "  -ctk, --ctk TYPE     KV cache type: f16, q8_0, q4_0, f32 (default f16; -ctv is the\n"
+        "                       same: K and V share one type)\n"
         "  -npl, --parallel N   parallel sequences decoded together after their prompts\n"
         "  -npp N               prompt tokens per parallel sequence (default 128)\n"
         "  -ntg N               tokens generated per parallel sequence (default 32)\n"
@@ -65,7 +68,7 @@ static int pg_flag(cli *c, bench_params *p) {
     const char *v = cli_value(c);
     char err[128];
     if (!v) return 0;
-    if (bench_list_parse(v, 1, 1 << 20, &two, err, sizeof err) || two.n != 2 ||
+    if (bench_list_parse(v, 0, 1 << 20, &two, err, sizeof err) || two.n != 2 ||
         p->pg_prompt.n >= BENCH_MAX_LIST) {
         fprintf(stderr, "cpulm bench: bad value '%s' for -pg (want PP,TG)\n", v);
         return 0;
@@ -96,8 +99,9 @@ static int kv_flag(cli *c, bench_list *l) {
 /* Flags of the sweep axes; returns 1 when argv[i] was one (ok reports parse success). */
 static int axis_flag(cli *c, bench_params *p, int *ok) {
     const int32_t big = 1 << 20;
-    if (cli_flag(c, "-p", "--n-prompt")) *ok = list_flag(c, 1, big, &p->n_prompt);
-    else if (cli_flag(c, "-n", "--n-gen")) *ok = list_flag(c, 1, big, &p->n_gen);
+    if (cli_flag(c, "-p", "--n-prompt")) *ok = list_flag(c, 0, big, &p->n_prompt);
+    else if (cli_flag(c, "-n", "--n-gen")) *ok = list_flag(c, 0, big, &p->n_gen);
+    else if (cli_flag(c, "-d", "--n-depth")) *ok = list_flag(c, 0, big, &p->n_depth);
     else if (cli_flag(c, "-pg", NULL)) *ok = pg_flag(c, p);
     else if (cli_flag(c, "-t", "--threads")) *ok = list_flag(c, 1, 512, &p->threads);
     else if (cli_flag(c, "-tb", "--threads-batch")) *ok = list_flag(c, 1, 512, &p->threads_batch);
@@ -194,6 +198,10 @@ int cmd_bench(int argc, char **argv) {
     if (o.cmp_a) return bench_compare(stdout, o.cmp_a, o.cmp_b) ? 1 : 0;
     bench_params_defaults(&o.p);
     int n = bench_expand(&o.p, NULL, 0);
+    if (n == 0) {
+        fprintf(stderr, "cpulm bench: no test left (every length given is 0)\n");
+        return EXIT_USAGE;
+    }
     if (n > 100000) {
         fprintf(stderr, "cpulm bench: %d combinations is too many\n", n);
         return EXIT_USAGE;

@@ -11,7 +11,7 @@ static void logits_usage(FILE *f) {
     fprintf(f, "usage: cpulm logits [-m MODEL] (-p PROMPT | --tokens 1,2,3) [--top K] [--json]\n"
                "  --no-bos           do not add BOS to the prompt\n"
                "  -t N               threads\n"
-               "  --kv f16|f32|q8_0  KV cache type (default f16)\n");
+               "  --kv, -ctk TYPE  KV cache type f16|f32|q8_0|q4_0 (default f16)\n");
 }
 
 /* Indices of the k largest values, descending (ties: lower id first). */
@@ -83,7 +83,7 @@ int cmd_logits(int argc, char **argv) {
             if (!cli_int(&c, 1, 256, &k)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--kv", "-ctk")) {
+        } else if (cli_flag(&c, "--kv", "-ctk") || cli_flag(&c, "-ctv", NULL)) {
             if (!(kv = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--json", NULL)) {
             json = 1;
@@ -97,9 +97,9 @@ int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "cpulm logits: give exactly one of -p PROMPT or --tokens LIST\n");
         return EXIT_USAGE;
     }
-    cpulm_kv_type kvt = !strcmp(kv, "f32") ? CPULM_KV_F32 : !strcmp(kv, "q8_0") ? CPULM_KV_Q8_0 : CPULM_KV_F16;
-    if (strcmp(kv, "f32") && strcmp(kv, "f16") && strcmp(kv, "q8_0")) {
-        fprintf(stderr, "cpulm logits: bad --kv '%s' (f16, f32 or q8_0)\n", kv);
+    cpulm_kv_type kvt = CPULM_KV_F16;
+    if (!cli_kv_type(kv, &kvt)) {
+        fprintf(stderr, "cpulm logits: bad --kv '%s' (f16, f32, q8_0 or q4_0)\n", kv);
         return EXIT_USAGE;
     }
     cpulm_token *toks = NULL;

@@ -23,7 +23,7 @@ static void ppl_usage(FILE *f) {
                "                        (default: the chunk size)\n"
                "  --chunks N            score at most N chunks (default: all)\n"
                "  -t, --threads N       threads (default: physical cores)\n"
-               "  --kv f16|f32|q8_0     KV cache type (default f16, as llama.cpp)\n");
+               "  --kv, -ctk TYPE       KV cache type f16|f32|q8_0|q4_0 (default f16, as llama.cpp)\n");
 }
 
 typedef struct ppl_opts {
@@ -38,11 +38,7 @@ typedef struct ppl_acc { /* running sums over scored tokens */
 } ppl_acc;
 
 static int parse_kv(const char *s, cpulm_kv_type *out) {
-    if (!strcmp(s, "f16")) *out = CPULM_KV_F16;
-    else if (!strcmp(s, "f32")) *out = CPULM_KV_F32;
-    else if (!strcmp(s, "q8_0")) *out = CPULM_KV_Q8_0;
-    else return 0;
-    return 1;
+    return cli_kv_type(s, out);
 }
 
 static int parse_args(int argc, char **argv, ppl_opts *o) {

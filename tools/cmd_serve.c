@@ -18,6 +18,7 @@ static void serve_usage(FILE *f) {
             "  --port N              TCP port (default 8080; 0 = any free port, printed)\n"
             "  -np, --parallel N     sequences decoded together (default 4)\n"
             "  -c, --ctx-size N      context per sequence (default: model's, at most 4096)\n"
+            "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V alike)\n"
             "  --chunk N             most prompt tokens per scheduler step (default 256)\n"
             "  --max-step-ms MS      target inter-token time while prompts are evaluated next to\n"
             "                        running streams (default: twice a measured decode step;\n"
@@ -44,6 +45,7 @@ static void serve_usage(FILE *f) {
 
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model) {
     cli c = {.cmd = "serve", .argc = argc, .argv = argv};
+    int kv_given = 0;
     for (c.i = 1; c.i < argc; c.i++) {
         float f;
         int v;
@@ -60,6 +62,8 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!cli_int(&c, 1, 256, &p->n_parallel)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-c", "--ctx-size")) {
             if (!cli_int(&c, 0, 1 << 24, &p->n_ctx)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-ctk", "--cache-type-k") || cli_flag(&c, "-ctv", "--cache-type-v")) {
+            if (!cli_kv_flag(&c, &p->kv_type, &kv_given)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--chunk", NULL)) {
             if (!cli_int(&c, 1, 65536, &p->n_chunk)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--max-queue", NULL)) {

@@ -251,6 +251,49 @@ int cli_sampler_flag(cli *c, cpulm_sampler_params *sp) {
     return 0;
 }
 
+int cli_kv_type(const char *s, cpulm_kv_type *out) {
+    static const struct {
+        const char *name;
+        cpulm_kv_type t;
+    } names[] = {{"f16", CPULM_KV_F16}, {"f32", CPULM_KV_F32}, {"q8_0", CPULM_KV_Q8_0},
+                 {"q4_0", CPULM_KV_Q4_0}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(s, names[i].name)) {
+            *out = names[i].t;
+            return 1;
+        }
+    return 0;
+}
+
+int cli_kv_flag(cli *c, cpulm_kv_type *out, int *given) {
+    const char *flag = c->argv[c->i], *v = cli_value(c);
+    cpulm_kv_type t;
+    if (!v) return 0;
+    if (!cli_kv_type(v, &t)) {
+        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want f16, q8_0, q4_0 or f32)\n", c->cmd,
+                v, flag);
+        return 0;
+    }
+    if (*given && t != *out) {
+        fprintf(stderr, "cpulm %s: K and V share one cache type in cpulm; got %s and %s\n",
+                c->cmd, cli_kv_name(*out), v);
+        return 0;
+    }
+    *out = t;
+    *given = 1;
+    return 1;
+}
+
+const char *cli_kv_name(cpulm_kv_type t) {
+    switch (t) {
+    case CPULM_KV_F32: return "f32";
+    case CPULM_KV_Q8_0: return "q8_0";
+    case CPULM_KV_Q4_0: return "q4_0";
+    case CPULM_KV_F16: break;
+    }
+    return "f16";
+}
+
 int cli_numa_flag(cli *c) {
     const char *v = cli_value(c);
     cpulm_numa mode;

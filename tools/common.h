@@ -31,6 +31,13 @@ int cli_unknown(cli *c); /* prints "unknown option" and returns EXIT_USAGE */
 int cli_sampler_flag(cli *c, cpulm_sampler_params *sp);
 /* The value of --numa (none, distribute, isolate, numactl): sets the process-wide mode.
  * 1 = ok, 0 = missing or bad value (message printed). */
+/* KV cache types by llama.cpp's names (f16, f32, q8_0, q4_0): cli_kv_type parses one
+ * (1 on success); cli_kv_flag parses the current flag's value (-ctk, -ctv, --kv), printing
+ * the reason on failure (0); -ctk and -ctv may both be given only with the same type, since
+ * cpulm stores K and V alike (*given tracks it). */
+int cli_kv_type(const char *s, cpulm_kv_type *out);
+int cli_kv_flag(cli *c, cpulm_kv_type *out, int *given);
+const char *cli_kv_name(cpulm_kv_type t);
 int cli_numa_flag(cli *c);
 #define CLI_SAMPLER_HELP                                                                           \
     "  --temp T              temperature (default 0.8; 0 = greedy)\n"                              \

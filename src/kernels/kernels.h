@@ -49,6 +49,10 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
  * per-block extras: cpulm_pack_act_* (Q8_0) and cpulm_pack_actk_* (Q8_K). */
 #define CPULM_PACK_ROWS 16
 
+/* Tiled attention (attn_* ops): keys per tile and per chunk (a multiple of the tile). */
+#define CPULM_ATTN_TILE 64
+#define CPULM_ATTN_CHUNK 256
+
 /* The repacking rule: is a weight of type t with n_rows rows repacked at load on level k?
  * Yes when the rows split into 16-row groups, t has a packed layout (a generic gemm_x16)
  * and k's gemm_x16 for t is faster than the portable one (not the generic entry). */
@@ -134,7 +138,40 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
     /* y[i] = f16(f32(y[i]) * v) */                                                            \
     X(SCALE_F16, scale_f16, void, (int64_t n, uint16_t *y, float v), ATTN)                     \
     /* y[i] = f16(f32(y[i]) + f32(x[i]) * v) */                                                \
-    X(MAD_F16, mad_f16, void, (int64_t n, uint16_t *y, const uint16_t *x, float v), ATTN)
+    X(MAD_F16, mad_f16, void, (int64_t n, uint16_t *y, const uint16_t *x, float v), ATTN)   \
+    /* ---- tiled attention (issue #11; driven by src/model/attention.c) ----                  \
+     * One query row's attention over keys 0..pos is, at every level and whatever the batch   \
+     * or thread count: keys in chunks of CPULM_ATTN_CHUNK (aligned at 0), each chunk in      \
+     * tiles of at most CPULM_ATTN_TILE keys; per tile attn_scores, attn_softmax_row, attn_pv, \
+     * from M = -inf, L = 0, o = 0; the chunks' partials folded in order by attn_merge;       \
+     * out = o * (1 / L). Each step's arithmetic per row and element is fixed below, so every \
+     * level is bit-identical to the generic one. */                                          \
+    /* s[i * lds + j] = dot(q_i, k_j) * scale for i < m, j < n: the canonical F32 dot         \
+     * (vec_dot[F32]) of query row i (q + i * ldq) and key row j (k + j * ldk). */            \
+    X(ATTN_SCORES, attn_scores, void,                                                          \
+      (int64_t d, int m, int n, const float *q, int64_t ldq, const float *k, int64_t ldk,      \
+       float scale, float *s, int64_t lds),                                                    \
+      ATTN)                                                                                    \
+    /* One row's online-softmax step over a tile of n scores of which the first lim count     \
+     * (1 <= lim <= n): mx = max(*M, s[j < lim]); s[j] = vexp(s[j] - mx) for j < lim, 0 for   \
+     * lim <= j < n (vexp: cpulm_generic_vexpf); sum = the 16-lane sum of s (lane l adds      \
+     * j == l mod 16 in order, then the reduce16 tree); a = *M == -inf ? 0 : vexp(*M - mx);   \
+     * *L = fma(*L, a, sum); *M = mx. Returns a. */                                            \
+    X(ATTN_SOFTMAX_ROW, attn_softmax_row, float, (int n, int lim, float *s, float *M, float *L), \
+      ATTN)                                                                                    \
+    /* o_i[c] = o_i[c] * a[i], then o_i[c] = fma(p[i * ldp + j], v_j[c], o_i[c]) for          \
+     * j = 0..n-1 in order; i < m, c < d; v_j = v + j * ldv, o_i = o + i * ldo. */             \
+    X(ATTN_PV, attn_pv, void,                                                                  \
+      (int64_t d, int m, int n, const float *p, int64_t ldp, const float *v, int64_t ldv,      \
+       const float *a, float *o, int64_t ldo),                                                 \
+      ATTN)                                                                                    \
+    /* Folds a chunk's partial (mc, lc, oc) into the running (M, L, o) of m rows: mx =        \
+     * max(M, mc); a = M == -inf ? 0 : vexp(M - mx); b = vexp(mc - mx); L = fma(L, a, lc*b);  \
+     * o[c] = fma(oc[c], b, o[c] * a); M = mx. Rows with mc == -inf are left alone. */        \
+    X(ATTN_MERGE, attn_merge, void,                                                            \
+      (int64_t d, int m, const float *mc, const float *lc, const float *oc, int64_t ldoc,      \
+       float *M, float *L, float *o, int64_t ldo),                                             \
+      ATTN)
 
 struct cpulm_kernels {
     const char *name; /* "generic", "avx2", ... */

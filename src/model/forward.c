@@ -15,7 +15,9 @@
 #include "../base/status.h"
 #include "forward.h"
 #include "../kernels/matmul.h"
+#include "attention.h"
 #include "repack.h"
+#include "work.h"
 
 typedef struct mm_job {
     const cpulm_tensor *w;
@@ -25,31 +27,12 @@ typedef struct mm_job {
     int accumulate;  /* out += W x instead of out = W x */
 } mm_job;
 
-/* ---- work sharing ----
- * Work items (slices of a matmul, attention heads) are claimed from one shared counter rather
- * than split evenly in advance, so a thread the OS has descheduled (another process on its
- * core) does not hold the others up: the running threads take its share. Items are numbered
- * continuously over a pass; every thread walks the same sequence of jobs, so each knows where
- * a job's items start (its own base), and a claim is a compare-and-swap bounded by the job's
- * end, so it never takes an item of the next job. Which thread computes an item does not
- * change its arithmetic: results stay independent of the thread count. */
-
 static int claim(cpulm_ctx *c, uint64_t end, uint64_t *item) {
-    uint_fast64_t cur = atomic_load_explicit(&c->work_ctr, memory_order_relaxed);
-    while (cur < end)
-        if (atomic_compare_exchange_weak_explicit(&c->work_ctr, &cur, cur + 1,
-                                                  memory_order_relaxed, memory_order_relaxed)) {
-            *item = cur;
-            return 1;
-        }
-    return 0;
+    return cpulm_work_claim(c, end, item);
 }
 
-/* Starts a job of n items on thread ith; returns the job's first item number. */
 static uint64_t job_begin(cpulm_ctx *c, int ith, uint64_t n) {
-    uint64_t first = c->work_base[ith].v;
-    c->work_base[ith].v = first + n;
-    return first;
+    return cpulm_work_begin(c, ith, n);
 }
 
 #define MM_ITEMS_PER_THREAD 4 /* small enough to rebalance, large enough to amortise a claim */
@@ -138,54 +121,6 @@ static void rope_and_store(cpulm_ctx *c, int il, int64_t t, float *tmp) {
     store(v, cpulm_kv_v(&c->kv, il, c->seq[t], c->pos[t]), kvd);
 }
 
-/* ---- attention ---- */
-
-/* att[t][h] = softmax(q[t][h] . K[0..pos] / sqrt(d)) V[0..pos] for one (token, head), exact
- * in f32 (F32 and Q8_0 caches). */
-static void attend_f32(cpulm_ctx *c, int il, int64_t t, int h, float *scores, float *tmp) {
-    const cpulm_hparams *hp = &c->m->hp;
-    const cpulm_kernels *k = c->k;
-    int d = hp->head_dim, kvh = h / (hp->n_head / hp->n_head_kv);
-    int32_t s = c->seq[t], n = c->pos[t] + 1;
-    size_t off = (size_t)cpulm_dtype_row_bytes(c->kv.dtype, d) * (size_t)kvh;
-    const float *q = c->q + t * (int64_t)hp->n_head * d + (int64_t)h * d;
-    float scale = 1.0f / sqrtf((float)d);
-    cpulm_to_float_fn load = k->to_float[c->kv.dtype];
-    for (int32_t j = 0; j < n; j++) {
-        load(cpulm_kv_k(&c->kv, il, s, j) + off, tmp, d);
-        scores[j] = k->dot_f32(d, q, tmp) * scale;
-    }
-    k->softmax(n, scores);
-    float *out = c->att + t * (int64_t)hp->n_head * d + (int64_t)h * d;
-    memset(out, 0, sizeof(float) * (size_t)d);
-    for (int32_t j = 0; j < n; j++) {
-        load(cpulm_kv_v(&c->kv, il, s, j) + off, tmp, d);
-        k->axpy(d, out, scores[j], tmp);
-    }
-}
-
-/* The same over an F16 cache, with the numerics of the reference's F16 attention: q rounded
- * to f16, online softmax, and the weighted sum of V accumulated in f16 (rounded after every
- * key). Matching them keeps our logits within the reference's tolerances; the f16
- * accumulator is also what makes that path fast there. */
-static void attend_f16(cpulm_ctx *c, int il, int64_t t, int h, float *scores) {
-    const cpulm_hparams *hp = &c->m->hp;
-    int d = hp->head_dim, kvh = h / (hp->n_head / hp->n_head_kv);
-    int32_t s = c->seq[t], n = c->pos[t] + 1;
-    const float *q = c->q + t * (int64_t)hp->n_head * d + (int64_t)h * d;
-    uint16_t *q16 = (uint16_t *)scores; /* scores has >= d halves free */
-    c->k->from_float[CPULM_DTYPE_F16](q, q16, d);
-    const size_t off = sizeof(uint16_t) * (size_t)kvh * (size_t)d;
-    float *out = c->att + t * (int64_t)hp->n_head * d + (int64_t)h * d;
-    c->k->attn_f16(d, n, q16, cpulm_kv_k(&c->kv, il, s, 0) + off, cpulm_kv_v(&c->kv, il, s, 0) + off,
-                   c->kv.row_bytes, 1.0f / sqrtf((float)d), out);
-}
-
-static void attend(cpulm_ctx *c, int il, int64_t t, int h, float *scores, float *tmp) {
-    if (c->kv.dtype == CPULM_DTYPE_F16) attend_f16(c, il, t, h, scores);
-    else attend_f32(c, il, t, h, scores, tmp);
-}
-
 /* ---- one layer ---- */
 
 static void layer(cpulm_ctx *c, int il, int ith, int nth) {
@@ -195,8 +130,7 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     const cpulm_kernels *k = c->k;
     int64_t T = c->n_tok, E = hp->n_embd, F = hp->n_ff;
     int64_t QD = (int64_t)hp->n_head * hp->head_dim, KVD = c->kv.kv_dim;
-    float *scores = c->scores + (size_t)ith * c->scores_stride;
-    float *tmp = scores + c->p.n_ctx;
+    float *tmp = c->scores + (size_t)ith * c->scores_stride; /* rope angles */
 
     for (int64_t t = ith; t < T; t += nth) k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->attn_norm, hp->norm_eps);
     cpulm_pool_barrier(c->pool);
@@ -207,11 +141,7 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     cpulm_pool_barrier(c->pool);
     for (int64_t t = ith; t < T; t += nth) rope_and_store(c, il, t, tmp);
     cpulm_pool_barrier(c->pool);
-    uint64_t n_att = (uint64_t)T * (uint64_t)hp->n_head, first = job_begin(c, ith, n_att), item;
-    while (claim(c, first + n_att, &item)) {
-        int64_t i = (int64_t)(item - first);
-        attend(c, il, i / hp->n_head, (int)(i % hp->n_head), scores, tmp);
-    }
+    cpulm_attn_layer(c, il, ith, nth);
     cpulm_pool_barrier(c->pool);
     mm_job o = {&ly->wo, c->x, E, NULL, 1};
     mm_group(c, c->att, QD, T, &o, 1, ith, nth);
@@ -251,5 +181,6 @@ void cpulm_forward(cpulm_ctx *c) {
     int nth = c->n_tok == 1 ? c->p.n_threads : c->p.n_threads_batch;
     int cap = cpulm_pool_size(c->pool);
     c->work_start = atomic_load_explicit(&c->work_ctr, memory_order_relaxed);
+    cpulm_attn_plan(c);
     cpulm_pool_run(c->pool, fwd_worker, c, nth < cap ? nth : cap);
 }

@@ -53,6 +53,7 @@ typedef struct cpulm_sched_params {
     int32_t n_threads;       /* decode threads; 0 = physical cores */
     int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
     int64_t cache_ram_mib;   /* RAM prompt cache limit; default CPULM_SCHED_CACHE_RAM_DEFAULT; 0: off */
+    cpulm_kv_type kv_type;   /* KV cache type; default f16 */
     int no_pin;              /* cpulm_ctx_params.no_pin */
     cpulm_metrics *metrics;  /* borrowed, may be NULL; must outlive the scheduler */
 } cpulm_sched_params;

@@ -291,6 +291,7 @@ static void *loader_main(void *arg) {
         sp.n_threads = s->p.n_threads;
         sp.cache_ram_mib = s->p.cache_ram_mib;
         sp.max_step_ms = s->p.max_step_ms;
+        sp.kv_type = s->p.kv_type;
         sp.no_pin = s->p.no_pin;
         sp.metrics = s->metrics;
         s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);

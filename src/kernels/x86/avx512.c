@@ -303,6 +303,147 @@ static void attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k
     }
 }
 
+/* ---- tiled attention (numerics in kernels.h: attn_*) ---- */
+
+/* 16 accumulators -> their 16 canonical tree sums (x86_reduce16_512 of each), key order.
+ * Stage k adds lanes 8, 4, 2, 1 apart while interleaving accumulators, so each output lane
+ * sees exactly the reduce16 tree of its own accumulator. */
+static inline __m512 reduce16x16(__m512 *a) {
+    __m512 x[8], y[4], z[2];
+    for (int p = 0; p < 8; p++)
+        x[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0xEE));
+    for (int p = 0; p < 4; p++)
+        y[p] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * p], x[2 * p + 1], 0x88),
+                             _mm512_shuffle_f32x4(x[2 * p], x[2 * p + 1], 0xDD));
+    for (int p = 0; p < 2; p++) {
+        const __m512d u = _mm512_castps_pd(y[2 * p]), v = _mm512_castps_pd(y[2 * p + 1]);
+        z[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(u, v)));
+    }
+    const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88),
+                                   _mm512_shuffle_ps(z[0], z[1], 0xDD));
+    /* lane 4k + r holds key 4r + k */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(idx, w);
+}
+
+static void attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
+                        int64_t ldk, float scale, float *s, int64_t lds) {
+    if (d % 16 != 0) {
+        cpulm_generic_attn_scores(d, m, n, q, ldq, k, ldk, scale, s, lds);
+        return;
+    }
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int i = 0; i < m; i++) {
+        const float *qi = q + (int64_t)i * ldq;
+        float *si = s + (int64_t)i * lds;
+        int j = 0;
+        for (; j + 16 <= n; j += 16) {
+            __m512 acc[16];
+            for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+            const float *kj = k + (int64_t)j * ldk;
+            for (int64_t c = 0; c < d; c += 16) {
+                const __m512 qv = _mm512_loadu_ps(qi + c);
+                _Pragma("GCC unroll 16")
+                for (int r = 0; r < 16; r++)
+                    acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kj + r * ldk + c), acc[r]);
+            }
+            _mm512_storeu_ps(si + j, _mm512_mul_ps(reduce16x16(acc), vs));
+        }
+        for (; j < n; j++) {
+            float x;
+            canon_dot_f32(d, &x, qi, k + (int64_t)j * ldk);
+            si[j] = x * scale;
+        }
+    }
+}
+
+static float attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
+    __m512 vmax = _mm512_set1_ps(*M);
+    for (int j = 0; j < lim; j += 16) {
+        const __mmask16 k = lim - j >= 16 ? 0xFFFF : tail_mask(lim - j);
+        vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, s + j));
+    }
+    const float mx = _mm512_reduce_max_ps(vmax);
+    const __m512 vm = _mm512_set1_ps(mx);
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 all = n - j >= 16 ? 0xFFFF : tail_mask(n - j);
+        const __mmask16 live = lim - j >= 16 ? 0xFFFF : lim > j ? tail_mask(lim - j) : 0;
+        const __m512 e = _mm512_maskz_mov_ps(
+            live, x86_vexp_ps512(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, s + j), vm)));
+        _mm512_mask_storeu_ps(s + j, all, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    const float a = *M == -INFINITY ? 0.0f : cpulm_generic_vexpf(*M - mx);
+    *L = fmaf(*L, a, x86_reduce16_512(sum));
+    *M = mx;
+    return a;
+}
+
+/* R rows x V vectors of 16 dims: o = o * a, then o = fma(p_j, v_j, o) over the keys. */
+static inline __attribute__((always_inline)) void pv_block(int n, const float *p, int64_t ldp,
+                                                           const float *v, int64_t ldv,
+                                                           const float *a, float *o,
+                                                           int64_t ldo, const int R,
+                                                           const int V) {
+    __m512 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < V; c++)
+            acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + 16 * c), _mm512_set1_ps(a[r]));
+    for (int j = 0; j < n; j++) {
+        __m512 vv[4];
+        for (int c = 0; c < V; c++) vv[c] = _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
+        for (int r = 0; r < R; r++) {
+            const __m512 pj = _mm512_set1_ps(p[r * ldp + j]);
+            for (int c = 0; c < V; c++) acc[r][c] = _mm512_fmadd_ps(pj, vv[c], acc[r][c]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < V; c++) _mm512_storeu_ps(o + r * ldo + 16 * c, acc[r][c]);
+}
+
+#define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
+static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
+                    int64_t ldv, const float *a, float *o, int64_t ldo) {
+    switch (rows * 8 + vecs) {
+    case 4 * 8 + 4: PV_CASE(4, 4); break;
+    case 4 * 8 + 3: PV_CASE(4, 3); break;
+    case 4 * 8 + 2: PV_CASE(4, 2); break;
+    case 4 * 8 + 1: PV_CASE(4, 1); break;
+    case 3 * 8 + 4: PV_CASE(3, 4); break;
+    case 3 * 8 + 3: PV_CASE(3, 3); break;
+    case 3 * 8 + 2: PV_CASE(3, 2); break;
+    case 3 * 8 + 1: PV_CASE(3, 1); break;
+    case 2 * 8 + 4: PV_CASE(2, 4); break;
+    case 2 * 8 + 3: PV_CASE(2, 3); break;
+    case 2 * 8 + 2: PV_CASE(2, 2); break;
+    case 2 * 8 + 1: PV_CASE(2, 1); break;
+    case 1 * 8 + 4: PV_CASE(1, 4); break;
+    case 1 * 8 + 3: PV_CASE(1, 3); break;
+    case 1 * 8 + 2: PV_CASE(1, 2); break;
+    default: PV_CASE(1, 1); break;
+    }
+}
+#undef PV_CASE
+
+static void attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
+                    int64_t ldv, const float *a, float *o, int64_t ldo) {
+    if (d % 16 != 0) {
+        cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
+        return;
+    }
+    for (int i = 0; i < m; i += 4) {
+        const int rows = m - i < 4 ? m - i : 4;
+        for (int64_t c = 0; c < d; c += 64) {
+            const int vecs = d - c < 64 ? (int)((d - c) / 16) : 4;
+            pv_rows(rows, vecs, n, p + (int64_t)i * ldp, ldp, v + c, ldv, a + i,
+                    o + (int64_t)i * ldo + c, ldo);
+        }
+    }
+}
+
 const cpulm_kernels cpulm_kernels_avx512 = {
     .name = "avx512",
     .vec_dot =
@@ -321,5 +462,8 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .scale_f16 = canon_scale_f16,
     .mad_f16 = canon_mad_f16,
     .attn_f16 = attn_f16,
+    .attn_scores = attn_scores,
+    .attn_softmax_row = attn_softmax_row,
+    .attn_pv = attn_pv,
 };
 #endif

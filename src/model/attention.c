@@ -1,0 +1,272 @@
+/* attention.c: attention of a batch over the KV cache, flash-attention style.
+ *
+ * A work item takes a block of query rows that share keys: up to CPULM_ATT_ROWS rows made of
+ * consecutive tokens of one sequence x the query heads of one KV head (GQA group), so each
+ * key/value tile converted to f32 serves every row of the block. Keys are walked in chunks of
+ * CPULM_ATTN_CHUNK positions, each in tiles of CPULM_ATTN_TILE: scores (a small GEMM),
+ * online softmax, P.V; a chunk's partial (max, sum, unnormalised output) is folded into the
+ * running one in chunk order. The causal mask is by tile: a row skips tiles past its
+ * position and masks the rest of its diagonal tile.
+ *
+ * Generation (every block a single token, few of them) splits the chunks over the threads
+ * instead (flash-decoding): each item writes its chunk's partial, and after a barrier one
+ * item per (token, group) folds them in order. The fold order and every step's arithmetic
+ * are those of the block path (kernels.h, attn_*), so a token's result is the same bits
+ * whichever path, batch or thread count computed it.
+ */
+#include "attention.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/status.h"
+#include "work.h"
+
+#define TILE CPULM_ATTN_TILE
+#define CHUNK CPULM_ATTN_CHUNK
+
+typedef struct att_ws { /* one thread's tiles */
+    float *q, *o, *oc;     /* [rows][d] */
+    float *m, *l, *mc, *lc, *a; /* [rows] */
+    int32_t *qpos;         /* [rows] */
+    float *s;              /* [rows][TILE] */
+    float *kf, *vf;        /* [TILE][d] */
+} att_ws;
+
+struct cpulm_attn {
+    int gq, tok_per_blk, rows; /* group size, tokens per block, rows per block */
+    int32_t n_chunk_max;
+    int split_max;
+    size_t ws_floats;
+    float *ws;                 /* [threads][ws_floats] */
+    float *part;               /* split partials [split_max][n_head_kv][n_chunk_max][gq][d+2] */
+    int32_t *blk;              /* [n_batch + 1]: first token of each block */
+    int32_t n_blk;
+    int split;
+    uint64_t n_split_items;
+    uint64_t *item_end;        /* [split_max]: cumulative split items after token t */
+};
+
+cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
+    const cpulm_hparams *hp = &c->m->hp;
+    struct cpulm_attn *a = calloc(1, sizeof *a);
+    if (!a) return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for attention");
+    c->attn = a;
+    a->gq = cpulm_attn_group_size(hp);
+    a->tok_per_blk = cpulm_attn_tokens_per_block(a->gq);
+    a->rows = a->gq * a->tok_per_blk;
+    a->n_chunk_max = (c->p.n_ctx + CHUNK - 1) / CHUNK;
+    a->split_max = cpulm_attn_split_max(c->p.n_seq_max, c->p.n_batch);
+    a->ws_floats = cpulm_attn_ws_floats(a->rows, hp->head_dim);
+    int nth = cpulm_pool_size(c->pool);
+    a->ws = malloc(sizeof(float) * a->ws_floats * (size_t)nth);
+    a->part = malloc(sizeof(float) * (size_t)a->split_max * (size_t)hp->n_head *
+                     (size_t)a->n_chunk_max * ((size_t)hp->head_dim + 2));
+    a->blk = malloc(sizeof(int32_t) * ((size_t)c->p.n_batch + 1));
+    a->item_end = malloc(sizeof(uint64_t) * CPULM_ATT_SPLIT_MAX);
+    if (!a->ws || !a->part || !a->blk || !a->item_end)
+        return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for attention scratch");
+    return CPULM_OK;
+}
+
+void cpulm_attn_free(cpulm_ctx *c) {
+    struct cpulm_attn *a = c->attn;
+    if (!a) return;
+    free(a->ws);
+    free(a->part);
+    free(a->blk);
+    free(a->item_end);
+    free(a);
+    c->attn = NULL;
+}
+
+void cpulm_attn_plan(cpulm_ctx *c) {
+    struct cpulm_attn *a = c->attn;
+    int32_t n = 0;
+    for (int32_t t = 0; t < c->n_tok; t++) {
+        int cont = t > 0 && c->seq[t] == c->seq[t - 1] && c->pos[t] == c->pos[t - 1] + 1 &&
+                   t - a->blk[n - 1] < a->tok_per_blk;
+        if (!cont) a->blk[n++] = t;
+    }
+    a->blk[n] = c->n_tok;
+    a->n_blk = n;
+    a->split = n == c->n_tok && n <= a->split_max;
+    if (!a->split) return;
+    uint64_t items = 0;
+    for (int32_t t = 0; t < c->n_tok; t++) {
+        items += (uint64_t)(c->pos[t] / CHUNK + 1) * (uint64_t)c->m->hp.n_head_kv;
+        a->item_end[t] = items;
+    }
+    a->n_split_items = items;
+}
+
+static att_ws ws_of(const cpulm_ctx *c, int ith) {
+    const struct cpulm_attn *a = c->attn;
+    int64_t d = c->m->hp.head_dim, r = a->rows;
+    float *p = a->ws + a->ws_floats * (size_t)ith;
+    att_ws w;
+    w.q = p, p += r * d;
+    w.o = p, p += r * d;
+    w.oc = p, p += r * d;
+    w.m = p, p += r;
+    w.l = p, p += r;
+    w.mc = p, p += r;
+    w.lc = p, p += r;
+    w.a = p, p += r;
+    w.qpos = (int32_t *)p, p += r;
+    w.s = p, p += r * TILE;
+    w.kf = p, p += TILE * d;
+    w.vf = p;
+    return w;
+}
+
+/* n rows of KV head g at positions j.. of seq as f32 [n][d] into buf; returns the rows
+ * (the cache itself when it is f32) and their stride in *ld. */
+static const float *load_tile(const cpulm_ctx *c, const uint8_t *row0, int g, int n, float *buf,
+                              int64_t *ld) {
+    const cpulm_kv *kv = &c->kv;
+    int64_t d = c->m->hp.head_dim;
+    size_t off = (size_t)cpulm_dtype_row_bytes(kv->dtype, d) * (size_t)g;
+    if (kv->dtype == CPULM_DTYPE_F32) {
+        *ld = kv->kv_dim;
+        return (const float *)(row0 + off);
+    }
+    cpulm_to_float_fn cvt = c->k->to_float[kv->dtype];
+    for (int r = 0; r < n; r++) cvt(row0 + (size_t)r * kv->row_bytes + off, buf + r * d, d);
+    *ld = d;
+    return buf;
+}
+
+/* The partial (mc, lc, oc) of rows 0..m (positions qpos, non-decreasing; q in w->q) over
+ * the chunk starting at key j0. Rows before j0 keep mc = -inf. */
+static void chunk_partial(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int g, int m,
+                          int32_t j0, float *mc, float *lc, float *oc) {
+    const cpulm_kernels *k = c->k;
+    const int64_t d = c->m->hp.head_dim;
+    const float scale = 1.0f / sqrtf((float)d);
+    int32_t jend = w->qpos[m - 1] + 1;
+    if (jend > j0 + CHUNK) jend = j0 + CHUNK;
+    for (int i = 0; i < m; i++) {
+        mc[i] = -INFINITY;
+        lc[i] = 0.0f;
+    }
+    memset(oc, 0, sizeof(float) * (size_t)m * (size_t)d);
+    int r0 = 0;
+    for (int32_t j = j0; j < jend; j += TILE) {
+        int n = jend - j < TILE ? jend - j : TILE;
+        while (w->qpos[r0] < j) r0++;
+        int64_t ldk, ldv;
+        const float *kt = load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g, n, w->kf, &ldk);
+        const float *vt = load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g, n, w->vf, &ldv);
+        k->attn_scores(d, m - r0, n, w->q + r0 * d, d, kt, ldk, scale, w->s + r0 * TILE, TILE);
+        for (int i = r0; i < m; i++) {
+            int lim = w->qpos[i] - j + 1;
+            w->a[i] = k->attn_softmax_row(n, lim < n ? lim : n, w->s + i * TILE, &mc[i], &lc[i]);
+        }
+        k->attn_pv(d, m - r0, n, w->s + r0 * TILE, TILE, vt, ldv, w->a + r0, oc + r0 * d, d);
+    }
+}
+
+/* Query rows of tokens t0..t0+nt-1, heads of group g, into w->q and w->qpos. */
+static int gather_q(const cpulm_ctx *c, att_ws *w, int32_t t0, int32_t nt, int g) {
+    const cpulm_hparams *hp = &c->m->hp;
+    int gq = c->attn->gq, d = hp->head_dim;
+    int64_t qd = (int64_t)hp->n_head * d;
+    for (int32_t b = 0; b < nt; b++)
+        for (int r = 0; r < gq; r++) {
+            int i = b * gq + r;
+            memcpy(w->q + (int64_t)i * d, c->q + (t0 + b) * qd + (int64_t)(g * gq + r) * d,
+                   sizeof(float) * (size_t)d);
+            w->qpos[i] = c->pos[t0 + b];
+        }
+    return nt * gq;
+}
+
+/* att rows of tokens t0.. (heads of group g) = o / l. */
+static void write_out(const cpulm_ctx *c, const float *o, const float *l, int32_t t0, int m, int g) {
+    const cpulm_hparams *hp = &c->m->hp;
+    int gq = c->attn->gq, d = hp->head_dim;
+    int64_t qd = (int64_t)hp->n_head * d;
+    for (int i = 0; i < m; i++) {
+        float *out = c->att + (t0 + i / gq) * qd + (int64_t)(g * gq + i % gq) * d;
+        const float inv = 1.0f / l[i];
+        for (int e = 0; e < d; e++) out[e] = o[(int64_t)i * d + e] * inv;
+    }
+}
+
+static void reset_rows(float *m, float *l, float *o, int rows, int64_t d) {
+    for (int i = 0; i < rows; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    memset(o, 0, sizeof(float) * (size_t)rows * (size_t)d);
+}
+
+/* One block x group: every chunk in order, folded as it is made. */
+static void block_item(cpulm_ctx *c, att_ws *w, int il, int32_t b, int g) {
+    const struct cpulm_attn *a = c->attn;
+    const int64_t d = c->m->hp.head_dim;
+    int32_t t0 = a->blk[b];
+    int m = gather_q(c, w, t0, a->blk[b + 1] - t0, g);
+    reset_rows(w->m, w->l, w->o, m, d);
+    for (int32_t j0 = 0; j0 <= w->qpos[m - 1]; j0 += CHUNK) {
+        chunk_partial(c, w, il, c->seq[t0], g, m, j0, w->mc, w->lc, w->oc);
+        c->k->attn_merge(d, m, w->mc, w->lc, w->oc, d, w->m, w->l, w->o, d);
+    }
+    write_out(c, w->o, w->l, t0, m, g);
+}
+
+/* Split path: partial slot of (token t, group g, chunk ch): [gq] m, [gq] l, [gq][d] o. */
+static float *part_of(const cpulm_ctx *c, int32_t t, int g, int32_t ch) {
+    const struct cpulm_attn *a = c->attn;
+    size_t per = (size_t)a->gq * ((size_t)c->m->hp.head_dim + 2);
+    return a->part + (((size_t)t * c->m->hp.n_head_kv + g) * a->n_chunk_max + ch) * per;
+}
+
+static void split_item(cpulm_ctx *c, att_ws *w, int il, uint64_t item) {
+    const struct cpulm_attn *a = c->attn;
+    int32_t t = 0;
+    while (item >= a->item_end[t]) t++;
+    uint64_t local = item - (t ? a->item_end[t - 1] : 0), n_ch = (uint64_t)(c->pos[t] / CHUNK + 1);
+    int g = (int)(local / n_ch);
+    int32_t ch = (int32_t)(local % n_ch);
+    int m = gather_q(c, w, t, 1, g);
+    float *p = part_of(c, t, g, ch);
+    chunk_partial(c, w, il, c->seq[t], g, m, ch * CHUNK, p, p + m, p + 2 * m);
+}
+
+static void split_fold(cpulm_ctx *c, att_ws *w, int32_t t, int g) {
+    const int64_t d = c->m->hp.head_dim;
+    int m = c->attn->gq;
+    reset_rows(w->m, w->l, w->o, m, d);
+    for (int32_t ch = 0; ch <= c->pos[t] / CHUNK; ch++) {
+        const float *p = part_of(c, t, g, ch);
+        c->k->attn_merge(d, m, p, p + m, p + 2 * m, d, w->m, w->l, w->o, d);
+    }
+    write_out(c, w->o, w->l, t, m, g);
+}
+
+void cpulm_attn_layer(cpulm_ctx *c, int il, int ith, int nth) {
+    const struct cpulm_attn *a = c->attn;
+    const int n_kv = c->m->hp.n_head_kv;
+    att_ws w = ws_of(c, ith);
+    uint64_t item;
+    if (!a->split) {
+        uint64_t n = (uint64_t)a->n_blk * (uint64_t)n_kv, first = cpulm_work_begin(c, ith, n);
+        while (cpulm_work_claim(c, first + n, &item)) {
+            uint64_t i = item - first;
+            block_item(c, &w, il, (int32_t)(i / (uint64_t)n_kv), (int)(i % (uint64_t)n_kv));
+        }
+        return;
+    }
+    uint64_t n = a->n_split_items, first = cpulm_work_begin(c, ith, n);
+    while (cpulm_work_claim(c, first + n, &item)) split_item(c, &w, il, item - first);
+    if (nth > 1) cpulm_pool_barrier(c->pool);
+    n = (uint64_t)c->n_tok * (uint64_t)n_kv;
+    first = cpulm_work_begin(c, ith, n);
+    while (cpulm_work_claim(c, first + n, &item)) {
+        uint64_t i = item - first;
+        split_fold(c, &w, (int32_t)(i / (uint64_t)n_kv), (int)(i % (uint64_t)n_kv));
+    }
+}

@@ -1,0 +1,48 @@
+/* attention_size.h: the scratch the attention step (attention.c) needs, as a function of
+ * the shape only, so memory.c can size it without depending on the forward pass. */
+#ifndef CPULM_MODEL_ATTENTION_SIZE_H
+#define CPULM_MODEL_ATTENTION_SIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/kernels.h"
+#include "model.h"
+
+#define CPULM_ATT_ROWS 64      /* query rows per block: tokens x group heads */
+#define CPULM_ATT_SPLIT_MAX 16 /* batches of up to this many single tokens split over the cache */
+
+static inline int cpulm_attn_group_size(const cpulm_hparams *hp) {
+    return hp->n_head / hp->n_head_kv;
+}
+
+static inline int cpulm_attn_tokens_per_block(int gq) {
+    return gq >= CPULM_ATT_ROWS ? 1 : CPULM_ATT_ROWS / gq;
+}
+
+/* One thread's tiles: rows x (q, o, chunk o: d each; m, l, chunk m, chunk l, a, position;
+ * a row of tile scores), the K and V tiles, and slack. */
+static inline size_t cpulm_attn_ws_floats(int rows, int d) {
+    return (size_t)rows * (3 * (size_t)d + 5 + CPULM_ATTN_TILE + 1) +
+           2 * (size_t)CPULM_ATTN_TILE * (size_t)d + 64;
+}
+
+static inline int cpulm_attn_split_max(int32_t n_seq_max, int32_t n_batch) {
+    int s = n_seq_max < CPULM_ATT_SPLIT_MAX ? n_seq_max : CPULM_ATT_SPLIT_MAX;
+    return s < n_batch ? s : n_batch;
+}
+
+/* Bytes: per-thread tiles, split partials [split_max][n_head][chunks][d + 2], the block
+ * plan [n_batch + 1] and the split item ends [CPULM_ATT_SPLIT_MAX]. */
+static inline uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t n_ctx,
+                                                int32_t n_seq_max, int32_t n_batch,
+                                                int n_threads) {
+    int gq = cpulm_attn_group_size(hp), rows = gq * cpulm_attn_tokens_per_block(gq);
+    uint64_t n_chunk = ((uint64_t)n_ctx + CPULM_ATTN_CHUNK - 1) / CPULM_ATTN_CHUNK;
+    uint64_t part = (uint64_t)cpulm_attn_split_max(n_seq_max, n_batch) * (uint64_t)hp->n_head *
+                    n_chunk * ((uint64_t)hp->head_dim + 2);
+    return 4 * ((uint64_t)n_threads * cpulm_attn_ws_floats(rows, hp->head_dim) + part) +
+           4 * (uint64_t)(n_batch + 1) + 8 * CPULM_ATT_SPLIT_MAX;
+}
+
+#endif
