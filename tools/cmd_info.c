@@ -64,7 +64,8 @@ static void print_memory(const cpulm_model *m, const cpulm_model_info *in, int32
     uint64_t k8 = cpulm_model_kv_bytes(m, n_ctx, CPULM_KV_Q8_0) * (uint64_t)n_par;
     human(w, sizeof w, (double)in->weight_bytes);
     human(kv, sizeof kv, (double)k16);
-    human(kv8, sizeof kv8, (double)k8);
+    if (k8) human(kv8, sizeof kv8, (double)k8);
+    else snprintf(kv8, sizeof kv8, "n/a for"); /* kv row not a multiple of 32 */
     human(tot, sizeof tot, (double)(in->weight_bytes + k16));
     printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0) = %s\n", n_ctx, n_par, w,
            kv, kv8, tot);
