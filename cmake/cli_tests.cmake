@@ -8,3 +8,8 @@ if(NOT CMAKE_CROSSCOMPILING)
   add_test(NAME deploy COMMAND ${CMAKE_SOURCE_DIR}/tests/deploy_test.sh $<TARGET_FILE:cpulm-cli>)
   set_tests_properties(deploy PROPERTIES TIMEOUT 300 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
 endif()
+# `cpulm chat`: piped and on a terminal (tmux), a conversation 10x its context.
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME chat_cli COMMAND ${CMAKE_SOURCE_DIR}/tests/chat_test.sh $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(chat_cli PROPERTIES TIMEOUT 300 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
+endif()

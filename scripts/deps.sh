@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages cpulm's build and tests need (idempotent).
 set -euo pipefail
 pkgs=(build-essential cmake clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-      qemu-user curl libcurl4-openssl-dev nginx-light librsvg2-bin)
+      qemu-user curl libcurl4-openssl-dev nginx-light librsvg2-bin libedit-dev tmux)
 # node and npm (for the openai client in the server tests) come with the machine image or
 # from Debian: installed only when missing.
 command -v npm >/dev/null || pkgs+=(nodejs npm)

@@ -141,7 +141,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         } else if (cli_flag(&c, "--compare", NULL)) {
             ok = (o->cmp_a = cli_value(&c)) && (o->cmp_b = cli_value(&c));
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
         if (!ok) return EXIT_USAGE;
     }

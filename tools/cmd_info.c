@@ -129,7 +129,7 @@ int cmd_info(int argc, char **argv) {
             }
             cpu = 1;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     if (cpu) {

@@ -90,7 +90,7 @@ int cmd_logits(int argc, char **argv) {
         } else if (cli_flag(&c, "--no-bos", NULL)) {
             no_bos = 1;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     if (!prompt == !tokens) {

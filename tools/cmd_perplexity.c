@@ -72,7 +72,7 @@ static int parse_args(int argc, char **argv, ppl_opts *o) {
                 return EXIT_USAGE;
             }
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     if (!o->file) {

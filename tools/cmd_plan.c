@@ -65,7 +65,7 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
             o->kv.n = 0;
             ok = v && !bench_kv_list_parse(v, &o->kv, err, sizeof err) && o->kv.n == 1;
             if (v && !ok) fprintf(stderr, "cpulm plan: bad value '%s' for --kv (want f16, q8_0 or f32)\n", v);
-        } else return cli_unknown(&c);
+        } else if (cli_rest(&c)) return EXIT_USAGE;
         if (!ok) return EXIT_USAGE;
     }
     if (!o->model == !o->shape) {

@@ -53,7 +53,7 @@ static int parse_roof(int argc, char **argv, roof_opts *o) {
             ok = v && (!strcmp(v, "md") || !strcmp(v, "json"));
             if (ok) o->json = !strcmp(v, "json");
             else if (v) fprintf(stderr, "cpulm roofline: bad value '%s' for -o (want md or json)\n", v);
-        } else return cli_unknown(&c);
+        } else if (cli_rest(&c)) return EXIT_USAGE;
         if (!ok) return EXIT_USAGE;
     }
     if (!o->threads.n) bench_default_threads(&o->threads);

@@ -74,7 +74,7 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!cli_int(&c, 1024, 1 << 30, &v)) return EXIT_USAGE;
             p->max_body = (size_t)v;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     return 0;
