@@ -113,7 +113,7 @@ int cmd_info(int argc, char **argv) {
             if (!(model = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "-c", "--ctx-size")) {
             if (!cli_int(&c, 1, 1 << 24, &n_ctx)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--parallel", "-np")) {
+        } else if (cli_parallel_flag(&c)) {
             if (!cli_int(&c, 1, 4096, &n_par)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--meta", NULL)) {
             meta = 1;

@@ -11,7 +11,7 @@ static void logits_usage(FILE *f) {
     fprintf(f, "usage: cpulm logits [-m MODEL] (-p PROMPT | --tokens 1,2,3) [--top K] [--json]\n"
                "  --no-bos           do not add BOS to the prompt\n"
                "  -t N               threads\n"
-               "  --kv f16|f32|q8_0  KV cache type (default f16)\n");
+               "  --kv, -ctk f16|f32|q8_0  KV cache type (default f16)\n" CLI_COMPAT_HELP);
 }
 
 /* Indices of the k largest values, descending (ties: lower id first). */
@@ -83,7 +83,7 @@ int cmd_logits(int argc, char **argv) {
             if (!cli_int(&c, 1, 256, &k)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--kv", "-ctk")) {
+        } else if (cli_kv_flag(&c)) {
             if (!(kv = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--json", NULL)) {
             json = 1;

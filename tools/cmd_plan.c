@@ -51,7 +51,7 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
         else if (cli_flag(&c, "--shape", NULL)) ok = (o->shape = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "--type", NULL)) ok = (o->type = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "-c", "--ctx-size")) ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
-        else if (cli_flag(&c, "--parallel", "-np")) ok = cli_int(&c, 1, 4096, &o->n_par);
+        else if (cli_parallel_flag(&c)) ok = cli_int(&c, 1, 4096, &o->n_par);
         else if (cli_flag(&c, "-b", "--batch-size")) ok = cli_int(&c, 1, 1 << 16, &o->n_batch);
         else if (cli_flag(&c, "-t", "--threads")) ok = cli_int(&c, 1, 512, &o->n_threads);
         else if (cli_flag(&c, "--price", NULL)) ok = cli_float(&c, 1e-6, 1e6, &o->price);
@@ -60,7 +60,7 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
         else if (cli_flag(&c, "--tps-batched", NULL)) ok = cli_float(&c, 1e-6, 1e9, &o->tps_batched);
         else if (cli_flag(&c, "--bench", NULL)) o->bench = 1;
         else if (cli_flag(&c, "--prices", NULL)) ok = (o->prices = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--kv", NULL)) {
+        else if (cli_kv_flag(&c)) {
             const char *v = cli_value(&c);
             o->kv.n = 0;
             ok = v && !bench_kv_list_parse(v, &o->kv, err, sizeof err) && o->kv.n == 1;

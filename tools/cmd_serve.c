@@ -17,7 +17,10 @@ static void serve_usage(FILE *f) {
             "  --host ADDR           bind address (default 127.0.0.1; 0.0.0.0 exposes it)\n"
             "  --port N              TCP port (default 8080; 0 = any free port, printed)\n"
             "  -np, --parallel N     sequences decoded together (default 4)\n"
-            "  -c, --ctx-size N      context per sequence (default: model's, at most 4096)\n"
+            "  -c, --ctx-size N      context PER SEQUENCE (default: model's, at most 4096).\n"
+            "                        NOTE: llama-server's -c is the total shared by its -np\n"
+            "                        slots; cpulm's is per slot: -c 4096 -np 4 holds 4 x 4096\n"
+            "  --ctx-total N         llama-server's meaning: N tokens in total, N / -np per slot\n"
             "  --chunk N             prompt tokens per scheduler step (default 256)\n"
             "  --max-queue N         requests waiting for a slot before 429 (default 64)\n"
             "  -t, --threads N       decode threads (default: physical cores)\n"
@@ -31,11 +34,12 @@ static void serve_usage(FILE *f) {
             "  --grace S             shutdown grace period in seconds (default 30)\n"
             "  --max-body BYTES      request body limit (default 1048576)\n"
             "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
-            "GET /health, GET /ready, GET /metrics. See docs/SERVER.md.\n");
+            "GET /health, GET /ready, GET /metrics. See docs/SERVER.md.\n" CLI_COMPAT_HELP);
 }
 
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model) {
     cli c = {.cmd = "serve", .argc = argc, .argv = argv};
+    int total = 0;
     for (c.i = 1; c.i < argc; c.i++) {
         float f;
         int v;
@@ -48,10 +52,12 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!(p->host = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--port", NULL)) {
             if (!cli_int(&c, 0, 65535, &p->port)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-np", "--parallel")) {
+        } else if (cli_parallel_flag(&c)) {
             if (!cli_int(&c, 1, 256, &p->n_parallel)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-c", "--ctx-size")) {
             if (!cli_int(&c, 0, 1 << 24, &p->n_ctx)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--ctx-total", NULL)) {
+            if (!cli_int(&c, 1, 1 << 24, &total)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--chunk", NULL)) {
             if (!cli_int(&c, 1, 65536, &p->n_chunk)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--max-queue", NULL)) {
@@ -77,6 +83,15 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
+    if (total && p->n_ctx) {
+        fprintf(stderr, "cpulm serve: give -c (per slot) or --ctx-total, not both\n");
+        return EXIT_USAGE;
+    }
+    if (total && (p->n_ctx = total / p->n_parallel) < 1) {
+        fprintf(stderr, "cpulm serve: --ctx-total %d leaves no context for each of %d slots\n",
+                total, p->n_parallel);
+        return EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -94,12 +109,7 @@ int cmd_serve(int argc, char **argv) {
     int rc = parse_serve(argc, argv, &p, &model);
     if (rc) return rc;
     if (!(p.model_path = cli_model_path(model))) return EXIT_USAGE;
-    FILE *probe = fopen(p.model_path, "rb");
-    if (!probe) {
-        fprintf(stderr, "cpulm serve: cannot open model '%s'\n", p.model_path);
-        return EXIT_USAGE;
-    }
-    fclose(probe);
+    if (cli_check_file("serve", p.model_path)) return EXIT_USAGE;
     cpulm_log_set(log_stderr, NULL);
     cpulm_error err = {0};
     cpulm_server *srv = cpulm_server_new(&p, &err);
@@ -108,6 +118,12 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     printf("cpulm serve: listening on http://%s:%d\n", p.host, cpulm_server_port(srv));
+    if (p.n_ctx)
+        fprintf(stderr, "cpulm serve: %d slots x %d tokens of context each (-c is per slot, "
+                        "unlike llama-server's total)\n", p.n_parallel, p.n_ctx);
+    else
+        fprintf(stderr, "cpulm serve: %d slots, each with the model's context (at most 4096; -c "
+                        "is per slot, unlike llama-server's total)\n", p.n_parallel);
     fflush(stdout);
     rc = cpulm_server_run(srv, &err) == CPULM_OK ? 0 : 1;
     if (rc) fprintf(stderr, "cpulm serve: %s\n", err.msg);

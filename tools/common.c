@@ -61,6 +61,15 @@ int cli_float(cli *c, double lo, double hi, float *out) {
     return 1;
 }
 
+int cli_kv_flag(cli *c) {
+    return cli_flag(c, "--kv", "-ctk") || cli_flag(c, "-ctv", "--cache-type-k") ||
+           cli_flag(c, "--cache-type-v", "--ctk") || cli_flag(c, "--ctv", NULL);
+}
+
+int cli_parallel_flag(cli *c) {
+    return cli_flag(c, "-np", "-npl") || cli_flag(c, "--parallel", NULL);
+}
+
 int cli_unknown(cli *c) {
     fprintf(stderr, "cpulm %s: unknown option '%s' (see cpulm %s --help)\n", c->cmd,
             c->argv[c->i], c->cmd);
@@ -291,7 +300,7 @@ static const cli_compat compat[] = {
     {"--no-mmap", NULL, ARG_NONE, COMPAT_NOOP, "cpulm always maps the weights read-only"},
     {"--mlock", NULL, ARG_NONE, COMPAT_NOOP, "weights stay mapped; cpulm does not lock them"},
     {"--no-warmup", NULL, ARG_NONE, COMPAT_NOOP,
-     "cpulm does no warm-up pass here (bench's warm-up repetition is untimed)"},
+     "run and chat do no warm-up pass; bench's one warm-up repetition is never timed"},
     {"-sm", "--split-mode", ARG_ONE, COMPAT_NOOP, "one CPU device, nothing to split"},
     {"-mg", "--main-gpu", ARG_ONE, COMPAT_NOOP, "cpulm runs on the CPU"},
     {"-ts", "--tensor-split", ARG_ONE, COMPAT_NOOP, "one CPU device, nothing to split"},
@@ -342,7 +351,7 @@ int cli_rest(cli *c) {
             fprintf(stderr, "cpulm %s: %s is not supported: %s\n", c->cmd, flag, e->why);
             return EXIT_USAGE;
         }
-        fprintf(stderr, "cpulm %s: note: ignoring %s%s%s (%s)\n", c->cmd, flag, v ? " " : "",
+        fprintf(stderr, "cpulm %s: note: ignoring %s%s%s: %s\n", c->cmd, flag, v ? " " : "",
                 v ? v : "", e->why);
         return 0;
     }

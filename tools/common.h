@@ -24,6 +24,10 @@ const char *cli_value(cli *c);
 int cli_int(cli *c, long lo, long hi, int *out);     /* 0 on error (message printed) */
 int cli_i64(cli *c, long long lo, long long hi, long long *out);
 int cli_float(cli *c, double lo, double hi, float *out);
+/* One vocabulary: the KV cache type is --kv or llama.cpp's -ctk/-ctv/--cache-type-k/-v
+ * (cpulm stores K and V alike); parallel sequences are -np, -npl or --parallel. */
+int cli_kv_flag(cli *c);
+int cli_parallel_flag(cli *c);
 int cli_unknown(cli *c); /* prints "unknown option" and returns EXIT_USAGE */
 /* The last branch of every subcommand's flag loop: flags shared by all subcommands, from one
  * table (llama.cpp's GPU/mmap/warm-up/... flags that mean nothing on a CPU are accepted with
