@@ -13,3 +13,13 @@ if(NOT CMAKE_CROSSCOMPILING)
   add_test(NAME chat_cli COMMAND ${CMAKE_SOURCE_DIR}/tests/chat_test.sh $<TARGET_FILE:cpulm-cli>)
   set_tests_properties(chat_cli PROPERTIES TIMEOUT 300 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
 endif()
+# cmake --install into a temporary prefix: the installed cpulm runs and finds its price table.
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME install COMMAND ${CMAKE_SOURCE_DIR}/tests/install_test.sh ${CMAKE_BINARY_DIR})
+  set_tests_properties(install PROPERTIES TIMEOUT 120 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
+endif()
+# every subcommand with every flag at boundary values, and every shared model: no abort.
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME flag_fuzz COMMAND ${CMAKE_SOURCE_DIR}/tests/flag_fuzz.sh $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(flag_fuzz PROPERTIES TIMEOUT 600 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
+endif()
