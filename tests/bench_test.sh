@@ -59,6 +59,18 @@ check plan_cost_row $?
 expect_rc plan_price 0 "$CPULM" plan --shape 1b --type q8_0 --price 1.0 --tps 100
 grep -q "| given price | 1.0000 | 100.00 | 2.7778 |" "$TMP/out"; check plan_price_row $?
 expect_rc plan_unknown_instance 2 "$CPULM" plan --shape 1b --instance z9.huge --tps 1
+# quantize's spelling of types; --instance alone says whether it fits (loudly when not)
+expect_rc plan_type_upper 0 "$CPULM" plan --shape 8b --type Q4_K_M
+expect_rc plan_instance_small 0 "$CPULM" plan --shape 8b --type q4_0 -c 8192 --parallel 16 --instance c7g.medium
+grep -q "is LESS than the .* GiB needed: WARNING" "$TMP/out"; check plan_instance_small_says $?
+grep -q "warning: c7g.medium .* is too small" "$TMP/err"; check plan_instance_small_stderr $?
+expect_rc plan_instance_fits 0 "$CPULM" plan --shape 1b --type q4_0 --instance c7g.2xlarge
+grep -q "instance c7g.2xlarge: 8 vCPU.* holds the" "$TMP/out"; check plan_instance_fits_says $?
+grep -q "price tokens on c7g.2xlarge" "$TMP/out"; check plan_instance_no_tps $?
+grep -q "deployable today with .cpulm serve.: f16" "$TMP/out"; check plan_deployable_kv $?
+expect_rc plan_arch 0 "$CPULM" plan --shape 1b --type q4_0 --arch arm64 --family c7g,m7g
+! grep -E "^\| [a-z0-9]+\.[a-z0-9]+ \|" "$TMP/out" | grep -vqE "^\| (c7g|m7g)\."; check plan_family_filter $?
+grep -q "| c7g\." "$TMP/out"; check plan_family_kept $?
 printf 'x1.big 4 64 arm64 0.5\n' >"$TMP/prices.tsv"
 expect_rc plan_own_prices 0 "$CPULM" plan --shape 8b --prices "$TMP/prices.tsv" --tps 5
 grep -q "| x1.big | 4 | 64 | arm64 | 0.5000 |" "$TMP/out"; check plan_own_prices_row $?
