@@ -23,3 +23,10 @@ if(NOT CMAKE_CROSSCOMPILING)
   add_test(NAME flag_fuzz COMMAND ${CMAKE_SOURCE_DIR}/tests/flag_fuzz.sh $<TARGET_FILE:cpulm-cli>)
   set_tests_properties(flag_fuzz PROPERTIES TIMEOUT 600 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
 endif()
+# every `cpulm ...` command shown in README.md and docs/*.md runs (with small models).
+find_program(CPULM_PYTHON3 python3)
+if(NOT CMAKE_CROSSCOMPILING AND CPULM_PYTHON3)
+  add_test(NAME doc_commands COMMAND ${CPULM_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/doc_commands_test.py
+                                     ${CMAKE_SOURCE_DIR} $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(doc_commands PROPERTIES TIMEOUT 900 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
+endif()
