@@ -14,42 +14,65 @@
 
 #include "base/status.h"
 #include "gguf.h"
+#include "quantize_plan.h"
 
 #define SYNTH_N_SPECIAL 3   /* <unk>, <s>, </s> */
 #define SYNTH_N_BYTE 256    /* <0x00> .. <0xFF> */
 #define WEIGHT_STD 0.02f
 
-/* ---- shapes ---- */
+/* ---- shapes: the one table of model shapes (synth and `cpulm plan` share it) ---- */
 
-typedef struct shape {
-    const char *name, *label;
-    int32_t layer, embd, ff, head, head_kv, vocab, ctx;
-    float rope_base;
-    int tied;
-} shape;
-
-static const shape shapes[] = {
-    {"1b", "synth Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 131072, 500000.0f, 1},
-    {"3b", "synth Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 131072, 500000.0f, 1},
-    {"8b", "synth Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f, 0},
-    {"70b", "synth Llama-3-70B", 80, 8192, 28672, 64, 8, 128256, 8192, 500000.0f, 0},
-    {"tiny", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1},
-    {"custom", "synth custom", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1},
+static const cpulm_shape_preset shapes[] = {
+    /* name, desc, label, layers, embd, ff, heads, kv heads, vocab, ctx, rope base, tied */
+    {"1b", "Llama 3.2 1B", "synth Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 131072,
+     500000.0f, 1},
+    {"3b", "Llama 3.2 3B", "synth Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 131072,
+     500000.0f, 1},
+    {"8b", "Llama 3.1 8B", "synth Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f,
+     0},
+    {"70b", "Llama 3.1 70B", "synth Llama-3-70B", 80, 8192, 28672, 64, 8, 128256, 8192,
+     500000.0f, 0},
+    {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1},
+    {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512,
+     10000.0f, 1},
 };
 
+const cpulm_shape_preset *cpulm_shape_preset_at(int i) {
+    return i >= 0 && i < (int)(sizeof shapes / sizeof shapes[0]) ? &shapes[i] : NULL;
+}
+
+const cpulm_shape_preset *cpulm_shape_preset_find(const char *name) {
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (!strcmp(name, shapes[i].name)) return &shapes[i];
+    return NULL;
+}
+
 cpulm_status cpulm_synth_shape(const char *name, cpulm_synth_params *p) {
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        const shape *s = &shapes[i];
-        if (strcmp(name, s->name) != 0) continue;
-        *p = (cpulm_synth_params){.n_layer = s->layer, .n_embd = s->embd, .n_ff = s->ff,
-                                  .n_head = s->head, .n_head_kv = s->head_kv,
-                                  .n_vocab = s->vocab, .n_ctx = s->ctx,
-                                  .rope_base = s->rope_base, .norm_eps = 1e-5f, .tied = s->tied,
-                                  .type = CPULM_DTYPE_Q4_0, .seed = 1, .n_threads = 1,
-                                  .name = s->label};
-        return CPULM_OK;
-    }
-    return CPULM_ERR_INVALID_ARG;
+    const cpulm_shape_preset *s = cpulm_shape_preset_find(name);
+    if (!s) return CPULM_ERR_INVALID_ARG;
+    *p = (cpulm_synth_params){.n_layer = s->n_layer, .n_embd = s->n_embd, .n_ff = s->n_ff,
+                              .n_head = s->n_head, .n_head_kv = s->n_head_kv,
+                              .n_vocab = s->n_vocab, .n_ctx = s->n_ctx,
+                              .rope_base = s->rope_base, .norm_eps = 1e-5f, .tied = s->tied,
+                              .type = CPULM_DTYPE_Q4_0, .seed = 1, .n_threads = 1,
+                              .name = s->label};
+    return CPULM_OK;
+}
+
+void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
+    memset(hp, 0, sizeof *hp);
+    hp->n_vocab = p->n_vocab;
+    hp->n_ctx_train = p->n_ctx;
+    hp->n_embd = p->n_embd;
+    hp->n_layer = p->n_layer;
+    hp->n_head = p->n_head;
+    hp->n_head_kv = p->n_head_kv;
+    hp->head_dim = p->n_embd / p->n_head; /* synth writes llama's head_dim */
+    hp->n_ff = p->n_ff;
+    hp->n_rot = hp->head_dim;
+    hp->rope_base = p->rope_base;
+    hp->rope_freq_scale = 1.0f;
+    hp->norm_eps = p->norm_eps;
 }
 
 static int weight_type_ok(cpulm_dtype t) {
@@ -137,6 +160,40 @@ uint64_t cpulm_synth_weight_bytes(const cpulm_synth_params *p) {
         total += cpulm_dtype_row_bytes(tensor_type(p, &t[i]), t[i].ne[0]) * (uint64_t)t[i].ne[1];
     free(t);
     return total;
+}
+
+cpulm_status cpulm_synth_quantized_size(const cpulm_synth_params *p,
+                                        const cpulm_qplan_preset *preset, uint64_t *bytes,
+                                        int64_t *n_params, cpulm_error *err) {
+    const int cap = 3 + 9 * p->n_layer;
+    stensor *t = malloc(sizeof *t * (size_t)cap);
+    cpulm_qplan_tensor *qt = malloc(sizeof *qt * (size_t)cap);
+    cpulm_qplan_entry *e = malloc(sizeof *e * (size_t)cap);
+    cpulm_status s = CPULM_ERR_NOMEM;
+    if (!t || !qt || !e) goto done;
+    const int n = tensor_list(p, t);
+    for (int i = 0; i < n; i++) /* the F32 model the quantizer would start from */
+        qt[i] = (cpulm_qplan_tensor){.name = t[i].name, .type = CPULM_DTYPE_F32,
+                                     .n_dims = t[i].kind == K_NORM ? 1 : 2,
+                                     .ne = {t[i].ne[0], t[i].ne[1], 1, 1}};
+    cpulm_qplan_model qm = {.n_layer = p->n_layer, .n_head = p->n_head,
+                            .n_head_kv = p->n_head_kv};
+    snprintf(qm.arch, sizeof qm.arch, "llama");
+    const cpulm_qplan_params qp = cpulm_qplan_default_params(preset);
+    if ((s = cpulm_qplan_build(&qp, &qm, qt, n, e, err)) != CPULM_OK) goto done;
+    *bytes = 0;
+    *n_params = 0;
+    for (int i = 0; i < n; i++) {
+        const stensor *x = &t[e[i].src];
+        const uint32_t type = e[i].convert ? e[i].type : CPULM_DTYPE_F32;
+        *bytes += cpulm_dtype_row_bytes((cpulm_dtype)type, x->ne[0]) * (uint64_t)x->ne[1];
+        *n_params += x->ne[0] * x->ne[1];
+    }
+done:
+    free(t);
+    free(qt);
+    free(e);
+    return s == CPULM_ERR_NOMEM ? cpulm_errf(err, s, "out of memory") : s;
 }
 
 /* ---- random rows ---- */

@@ -19,8 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/buf.h"
-#include "base/json.h"
+#include "tools_api.h"
 #include "chat_common.h"
 #include "chat_input.h"
 #include "commands.h"
@@ -515,7 +514,7 @@ int cmd_chat(int argc, char **argv) {
     }
     chat_state st = {.m = m, .model_path = path};
     char *owned = NULL;
-    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cpulm_ctx_params cp = cli_ctx_default_params();
     cp.n_ctx = o.n_ctx;
     cp.n_threads = o.n_threads;
     cp.n_threads_batch = o.n_threads_batch;

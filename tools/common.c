@@ -127,11 +127,23 @@ void cli_chomp(char *s) {
     if (n && s[n - 1] == '\r') s[--n] = 0;
 }
 
+int cli_env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+cpulm_ctx_params cli_ctx_default_params(void) {
+    cpulm_ctx_params p = cpulm_ctx_default_params();
+    p.no_pin = cli_env_flag("CPULM_NO_PIN");
+    return p;
+}
+
 cpulm_model *cli_load_model(const char *path, int vocab_only, double *load_ms) {
     if (cli_check_file(NULL, path)) return NULL; /* a usage error (exit 2), not a broken file */
     if (isatty(2)) fprintf(stderr, "cpulm: loading %s ...", path), fflush(stderr);
     cpulm_model_params mp = cpulm_model_default_params();
     mp.vocab_only = vocab_only;
+    mp.no_repack = cli_env_flag("CPULM_NO_REPACK");
     cpulm_error err = {0};
     double t0 = cli_now_ms();
     cpulm_model *m = cpulm_model_load(path, &mp, &err);

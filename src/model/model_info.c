@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "../base/status.h"
-#include "../kv_cache.h"
 #include "model.h"
 
 static char *dup_view(cpulm_str s) {
@@ -121,13 +120,3 @@ cpulm_status cpulm_model_meta(const cpulm_model *m, const char *key, char *buf, 
     return n + 1 > cap ? CPULM_ERR_TOO_SMALL : CPULM_OK;
 }
 
-/* 0 when the model cannot use that KV type: a public entry point must not reach the row-size
- * assertion with a kv row that is not a whole number of the type's blocks (q8_0 needs
- * multiples of 32; tiny test models have kv rows of 16). */
-uint64_t cpulm_model_kv_bytes(const cpulm_model *m, int32_t n_ctx, cpulm_kv_type t) {
-    if (t != CPULM_KV_F16 && t != CPULM_KV_F32 && t != CPULM_KV_Q8_0) return 0;
-    int32_t kv_dim = m->hp.n_head_kv * m->hp.head_dim;
-    const cpulm_dtype_traits *tr = cpulm_dtype_traits_get((uint32_t)cpulm_kv_dtype(t));
-    if (!tr || n_ctx < 0 || kv_dim <= 0 || kv_dim % tr->block != 0) return 0;
-    return cpulm_kv_bytes_for(m->hp.n_layer, n_ctx, kv_dim, t);
-}
