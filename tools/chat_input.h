@@ -7,7 +7,7 @@
 
 #include <stdio.h>
 
-#include "base/buf.h"
+#include "tools_api.h"
 
 typedef struct chat_input {
     int tty;      /* stdin is a terminal: prompts are shown */

@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "common.h"
 #include "cpulm.h"
-#include "kernels/kernels.h"
+#include "tools_api.h"
 
 static const struct {
     const char *name;
