@@ -11,7 +11,7 @@ static void logits_usage(FILE *f) {
     fprintf(f, "usage: cpulm logits [-m MODEL] (-p PROMPT | --tokens 1,2,3) [--top K] [--json]\n"
                "  --no-bos           do not add BOS to the prompt\n"
                "  -t N               threads\n"
-               "  --kv, -ctk TYPE  KV cache type f16|f32|q8_0|q4_0 (default f16)\n");
+                "  --kv, -ctk TYPE  KV cache type f16|f32|q8_0|q4_0 (default f16)\n" CLI_COMPAT_HELP);
 }
 
 /* Indices of the k largest values, descending (ties: lower id first). */
@@ -83,14 +83,14 @@ int cmd_logits(int argc, char **argv) {
             if (!cli_int(&c, 1, 256, &k)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--kv", "-ctk") || cli_flag(&c, "-ctv", NULL)) {
+        } else if (cli_is_kv_flag(&c)) {
             if (!(kv = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--json", NULL)) {
             json = 1;
         } else if (cli_flag(&c, "--no-bos", NULL)) {
             no_bos = 1;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     if (!prompt == !tokens) {
