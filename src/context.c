@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "model/moe.h"
 #include "threads/numa.h"
 
 cpulm_ctx_params cpulm_ctx_default_params(void) {
@@ -54,7 +55,7 @@ static cpulm_status alloc_scratch(cpulm_ctx *c, cpulm_error *err) {
         !c->scores || !c->tok || !c->pos || !c->seq || !c->out_idx || !c->logits ||
         !c->work_base)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for scratch buffers");
-    return CPULM_OK;
+    return cpulm_moe_scratch_new(&c->moe, hp, (int64_t)B, err);
 }
 
 static cpulm_status make_pool(cpulm_ctx *c) {
@@ -114,6 +115,7 @@ void cpulm_ctx_free(cpulm_ctx *c) {
     if (!c) return;
     cpulm_pool_free(c->pool);
     cpulm_kv_release(&c->kv);
+    cpulm_moe_scratch_free(c->moe);
     void *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->g, c->u, c->actq, c->scores,
                     c->tok, c->pos, c->seq, c->out_idx, c->logits,
                     c->work_base};
@@ -212,6 +214,7 @@ uint64_t cpulm_ctx_memory_bytes(const cpulm_ctx *c) {
     uint64_t B = (uint64_t)c->p.n_batch;
     uint64_t qd = (uint64_t)hp->n_head * hp->head_dim, kvd = (uint64_t)c->kv.kv_dim;
     uint64_t scratch = 4 * B * (2ull * hp->n_embd + 2 * qd + 2 * kvd + 3ull * hp->n_ff) +
-                       c->actq_stride * B + 4ull * c->n_outputs_max * hp->n_vocab;
+                       c->actq_stride * B + 4ull * c->n_outputs_max * hp->n_vocab +
+                       cpulm_moe_scratch_bytes(hp, (int64_t)B);
     return kv + scratch;
 }
