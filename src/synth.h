@@ -23,10 +23,15 @@ typedef struct cpulm_synth_params {
     uint64_t seed;
     int n_threads;    /* generation threads (>= 1); does not change the output */
     const char *name; /* general.name */
+    const char *arch; /* general.architecture: llama, qwen2, qwen3, qwen3moe (model/arch.h) */
+    int32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
+    int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
 } cpulm_synth_params;
 
-/* Fills *p with a named shape: "1b", "3b", "8b", "70b", "tiny" (or "custom", which is tiny's
- * numbers as a starting point for overrides). Type Q4_0, seed 1, one thread.
+/* Fills *p with a named shape: "1b", "3b", "8b", "70b" (Llama), "qwen3-0.6b", "qwen3-1.7b",
+ * "qwen3-4b", "qwen3-8b", "qwen3-30b-a3b" (MoE), "mixtral-8x7b", "tiny", "tiny-moe" (or
+ * "custom", which is tiny's numbers as a starting point for overrides). Type Q4_0, seed 1,
+ * one thread.
  * CPULM_ERR_INVALID_ARG for an unknown name. */
 cpulm_status cpulm_synth_shape(const char *shape, cpulm_synth_params *p);
 
