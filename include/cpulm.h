@@ -127,6 +127,12 @@ typedef struct cpulm_model_info {
     uint64_t weight_bytes; /* bytes of tensor data */
     int32_t n_tensors;
     uint32_t gguf_version;
+    /* mixture of experts (0 for dense models): a token runs n_expert_used of n_expert FFNs of
+     * n_ff_exp, so it reads only part of the weights */
+    int32_t n_expert, n_expert_used, n_ff_exp;
+    int64_t n_params_active;     /* parameters one token computes with (used experts only) */
+    uint64_t active_bytes;       /* weight bytes one generated token reads: every matrix but the
+                                    experts it does not use and an untied token_embd (one row) */
 } cpulm_model_info;
 
 CPULM_API void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *out);
