@@ -205,34 +205,48 @@ static cpulm_dtype vdt_of(const cpulm_tensor *w) {
     return cpulm_dtype_traits_get(w->type)->vec_dot_type;
 }
 
-/* Activation rows of token order[p] / n_used for every sorted position p, as weights of
- * type vdt read them: converted once per token into ctx->actq, then copied per position. */
-static void gather_tokens(cpulm_ctx *c, cpulm_moe_scratch *s, cpulm_dtype vdt, int ith, int nth) {
-    const int64_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
-    const int64_t n = (int64_t)c->n_tok * K;
-    const size_t rb = (size_t)cpulm_matmul_act_bytes(vdt, E);
+/* Converts every token's xn row once into ctx->actq, as weights of type vdt read them. */
+static void convert_tokens(cpulm_ctx *c, cpulm_dtype vdt, int ith, int nth) {
+    const int64_t E = c->m->hp.n_embd;
     for (int64_t t = ith; t < c->n_tok; t += nth)
         cpulm_matmul_quantize_act(c->k, vdt, c->xn + t * E, (uint8_t *)c->actq + t * c->actq_stride, E);
-    cpulm_pool_barrier(c->pool);
-    for (int64_t p = ith; p < n; p += nth)
-        memcpy(s->act + (size_t)p * s->act_stride,
-               (const uint8_t *)c->actq + (size_t)(s->order[p] / K) * c->actq_stride, rb);
-    cpulm_pool_barrier(c->pool);
 }
 
-/* gate and up of every chosen expert: g, u [sorted position][n_ff_exp]. */
+/* Copies the converted row of token order[p] / n_used to gathered row p, for p in
+ * [p0, n) stepping by step. */
+static void gather_rows(cpulm_ctx *c, cpulm_moe_scratch *s, cpulm_dtype vdt, int64_t p0, int64_t step) {
+    const int64_t K = c->m->hp.n_expert_used, n = (int64_t)c->n_tok * K;
+    const size_t rb = (size_t)cpulm_matmul_act_bytes(vdt, c->m->hp.n_embd);
+    for (int64_t p = p0; p < n; p += step)
+        memcpy(s->act + (size_t)p * s->act_stride,
+               (const uint8_t *)c->actq + (size_t)(s->order[p] / K) * c->actq_stride, rb);
+}
+
+/* Few rows (generation, small batches) are copied by thread 0 while it groups, saving a
+ * barrier; many are copied by every thread after it. */
+#define GATHER_SERIAL_ROWS 64
+
+/* gate and up of every chosen expert: g, u [sorted position][n_ff_exp]. The tokens were
+ * converted for gate_exps (and gathered, when few) before; up_exps of another activation
+ * type (a mixed quantization) takes its own turn. */
 static void gate_up(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int ith, int nth) {
     const cpulm_tensor *gw = &ly->gate_exps, *uw = &ly->up_exps;
+    const int64_t n = (int64_t)c->n_tok * c->m->hp.n_expert_used;
+    if (n > GATHER_SERIAL_ROWS) {
+        gather_rows(c, s, vdt_of(gw), ith, nth);
+        cpulm_pool_barrier(c->pool);
+    }
     if (vdt_of(gw) == vdt_of(uw)) {
-        gather_tokens(c, s, vdt_of(gw), ith, nth);
         const cpulm_tensor *w[2] = {gw, uw};
         float *out[2] = {s->g, s->u};
         run_plan(c, s, &s->plan_gu, w, out, 2, ith);
-    } else { /* types whose activations differ (a mixed quantization) take turns */
-        gather_tokens(c, s, vdt_of(gw), ith, nth);
+    } else {
         run_plan(c, s, &s->plan_gu, &gw, &s->g, 1, ith);
         cpulm_pool_barrier(c->pool);
-        gather_tokens(c, s, vdt_of(uw), ith, nth);
+        convert_tokens(c, vdt_of(uw), ith, nth);
+        cpulm_pool_barrier(c->pool);
+        gather_rows(c, s, vdt_of(uw), ith, nth);
+        cpulm_pool_barrier(c->pool);
         run_plan(c, s, &s->plan_gu, &uw, &s->u, 1, ith);
     }
     cpulm_pool_barrier(c->pool);
@@ -271,15 +285,23 @@ static void combine(cpulm_ctx *c, cpulm_moe_scratch *s, int ith, int nth) {
     cpulm_pool_barrier(c->pool);
 }
 
+/* Barriers: router and conversion | routing, grouping (and a small gather) on thread 0 |
+ * (a large gather) | gate, up | SwiGLU | down | combine. */
 void cpulm_moe_ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
     cpulm_moe_scratch *s = c->moe;
     const int64_t X = c->m->hp.n_expert;
     mm_job router = {&ly->gate_inp, s->router, X, NULL, 0};
     cpulm_fwd_mm_group(c, c->xn, c->m->hp.n_embd, c->n_tok, &router, 1, ith, nth);
+    if (vdt_of(&ly->gate_inp) != CPULM_DTYPE_F32) /* a quantized router used actq too */
+        cpulm_pool_barrier(c->pool);
+    convert_tokens(c, vdt_of(&ly->gate_exps), ith, nth);
     cpulm_pool_barrier(c->pool);
-    for (int64_t t = ith; t < c->n_tok; t += nth) route_token(c, s, t);
-    cpulm_pool_barrier(c->pool);
-    if (ith == 0) group_by_expert(c, s, ly, nth);
+    if (ith == 0) { /* a few hundred exps and scans per token: cheaper than a barrier */
+        for (int64_t t = 0; t < c->n_tok; t++) route_token(c, s, t);
+        group_by_expert(c, s, ly, nth);
+        if ((int64_t)c->n_tok * c->m->hp.n_expert_used <= GATHER_SERIAL_ROWS)
+            gather_rows(c, s, vdt_of(&ly->gate_exps), 0, 1);
+    }
     cpulm_pool_barrier(c->pool);
     gate_up(c, s, ly, ith, nth);
     down(c, s, ly, ith, nth);
