@@ -29,11 +29,11 @@ if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
       string(APPEND name "_isa_${isa}")
     endif()
     string(MAKE_C_IDENTIFIER "${name}" name)
-    add_test(NAME ${name} COMMAND cpulm-tests kern_)
+    add_test(NAME ${name} COMMAND cpulm-tests kern kern_pack)
     set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS qemu ENVIRONMENT "${env}")
   endforeach()
-  # The quant_ tests run only reference code (no dispatch): once more, on the baseline CPU.
-  add_test(NAME quant_qemu_cortex_a53 COMMAND cpulm-tests quant_)
+  # The quant tests run only reference code (no dispatch): once more, on the baseline CPU.
+  add_test(NAME quant_qemu_cortex_a53 COMMAND cpulm-tests quant)
   set_tests_properties(quant_qemu_cortex_a53 PROPERTIES TIMEOUT 120 LABELS qemu ENVIRONMENT
     "QEMU_CPU=cortex-a53;CPULM_SHARED=${CPULM_SHARED}")
 endif()

@@ -20,7 +20,7 @@ foreach(name json http)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_${name}.c)
     add_executable(fuzz_${name} tests/fuzz/fuzz_${name}.c tests/fuzz/fuzz_main.c)
     target_include_directories(fuzz_${name} PRIVATE src)
-    target_link_libraries(fuzz_${name} cpulm)
+    target_link_libraries(fuzz_${name} cpulm_server cpulm)
     add_test(NAME fuzz_${name}_replay
              COMMAND fuzz_${name} ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${name})
     set_tests_properties(fuzz_${name}_replay PROPERTIES TIMEOUT 120)

@@ -1,12 +1,11 @@
 # The per-ISA kernel translation units and their flags, in one place. Each file is built
 # with its own level's flags and reached only through the dispatch table, so one binary
-# runs on every CPU of the architecture. Never probes the build host's CPU.
+# runs on every CPU of the architecture. Never probes the build host's CPU. Each level also
+# has a row in dispatch.c's ladder (its base level and the CPU features its flags assume).
 set(CPULM_X86_KERNELS
   "src/kernels/x86/avx2.c|-mavx2 -mfma -mf16c"
   "src/kernels/x86/avx512.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq"
-  "src/kernels/x86/avx512vnni.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni"
-  "src/kernels/x86/avx512bf16.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16"
-  "src/kernels/x86/avxvnni.c|-mavx2 -mfma -mf16c -mavxvnni")
+  "src/kernels/x86/avx512vnni.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni")
 set(CPULM_ARM_KERNELS
   "src/kernels/arm/neon.c|-march=armv8-a"
   "src/kernels/arm/dotprod.c|-march=armv8.2-a+dotprod"
@@ -27,11 +26,13 @@ foreach(entry IN LISTS kernel_list)
   list(GET parts 0 file)
   list(GET parts 1 flagstr)
   separate_arguments(parts UNIX_COMMAND "${flagstr}")
-  if(EXISTS ${CMAKE_SOURCE_DIR}/${file})
-    target_sources(cpulm PRIVATE ${file})
-    set_source_files_properties(${file} PROPERTIES COMPILE_OPTIONS "${parts}")
-    get_filename_component(level ${file} NAME_WE)
-    string(TOUPPER ${level} LEVEL)
-    target_compile_definitions(cpulm PRIVATE CPULM_HAVE_${LEVEL}=1)
+  # a listed level whose file is missing is a configure error, never a silently absent level
+  if(NOT EXISTS ${CMAKE_SOURCE_DIR}/${file})
+    message(FATAL_ERROR "cmake/kernels.cmake lists ${file}, which does not exist")
   endif()
+  target_sources(cpulm PRIVATE ${file})
+  set_source_files_properties(${file} PROPERTIES COMPILE_OPTIONS "${parts}")
+  get_filename_component(level ${file} NAME_WE)
+  string(TOUPPER ${level} LEVEL)
+  target_compile_definitions(cpulm PRIVATE CPULM_HAVE_${LEVEL}=1)
 endforeach()

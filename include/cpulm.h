@@ -107,6 +107,8 @@ typedef struct cpulm_model_params {
     int vocab_only; /* load metadata and tokenizer only; no tensors are required */
     int use_mlock;  /* pin the mapped file in RAM */
     cpulm_numa numa; /* where the weights' pages go (DISTRIBUTE, ISOLATE); DEFAULT: process mode */
+    int no_repack;   /* keep every weight row-major, no 16-row repacking (A/B measurements,
+                      * debugging); the CLI sets it from CPULM_NO_REPACK=1 */
 } cpulm_model_params;
 
 CPULM_API cpulm_model_params cpulm_model_default_params(void);
@@ -202,6 +204,8 @@ typedef struct cpulm_ctx_params {
     cpulm_kv_type kv_type;
     int32_t n_outputs_max;   /* most logit rows one decode may return; 0 = n_seq_max */
     cpulm_numa numa;         /* thread placement (see cpulm_numa); DEFAULT: process mode */
+    int no_pin;              /* never pin threads to CPUs, whatever the NUMA mode; the CLI
+                              * sets it from CPULM_NO_PIN=1 */
 } cpulm_ctx_params;
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);
@@ -240,8 +244,25 @@ CPULM_API cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *ctx, int32_t seq, int32_t p0)
 CPULM_API cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *ctx, int32_t src, int32_t dst, int32_t n);
 CPULM_API void cpulm_ctx_set_threads(cpulm_ctx *ctx, int32_t n_threads, int32_t n_threads_batch);
 CPULM_API int32_t cpulm_ctx_threads(const cpulm_ctx *ctx);
-/* Bytes the context holds: KV cache and scratch. */
+/* Bytes the context holds: KV cache and scratch (cpulm_memory's kv + scratch). */
 CPULM_API uint64_t cpulm_ctx_memory_bytes(const cpulm_ctx *ctx);
+
+/* The memory a model and a context on it need. One computation (src/memory.c) sizes the
+ * context's buffers and gives these numbers, so they are what cpulm_ctx_new allocates
+ * (to within the few hundred bytes of the context and pool structs). */
+typedef struct cpulm_memory {
+    uint64_t weights;      /* tensor data: mapped read-only, or the model's repacked copy */
+    uint64_t kv;           /* KV cache of all n_seq_max sequences */
+    uint64_t kv_per_token; /* one token of one sequence */
+    uint64_t scratch;      /* activations, attention scores, logits */
+    uint64_t total;        /* weights + kv + scratch */
+} cpulm_memory;
+
+/* What cpulm_ctx_new(m, p) would allocate, plus the weights; p NULL = defaults, resolved
+ * as cpulm_ctx_new resolves them. CPULM_ERR_INVALID_ARG where cpulm_ctx_new would fail on
+ * the parameters. */
+CPULM_API cpulm_status cpulm_model_memory(const cpulm_model *m, const cpulm_ctx_params *p,
+                                          cpulm_memory *out);
 
 /* ---- sampling ----
  * Fixed pipeline: penalties -> top-k -> top-p -> min-p -> temperature -> draw.

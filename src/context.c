@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "memory.h"
+#include "model/forward.h"
 #include "model/moe.h"
 #include "threads/numa.h"
 
@@ -24,47 +26,69 @@ cpulm_ctx_params cpulm_ctx_default_params(void) {
     return p;
 }
 
-static cpulm_status alloc_scratch(cpulm_ctx *c, cpulm_error *err) {
-    const cpulm_hparams *hp = &c->m->hp;
-    size_t B = (size_t)c->p.n_batch;
-    size_t qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim;
-    size_t widest = (size_t)hp->n_embd;
-    if ((size_t)hp->n_ff > widest) widest = (size_t)hp->n_ff;
-    if (qd > widest) widest = qd;
-    int nth = cpulm_pool_size(c->pool);
-    c->x = malloc(sizeof(float) * B * hp->n_embd);
-    c->xn = malloc(sizeof(float) * B * widest);
-    c->q = malloc(sizeof(float) * B * qd);
-    c->kc = malloc(sizeof(float) * B * kvd);
-    c->vc = malloc(sizeof(float) * B * kvd);
-    c->att = malloc(sizeof(float) * B * qd);
-    c->g = malloc(sizeof(float) * B * hp->n_ff);
-    c->u = malloc(sizeof(float) * B * hp->n_ff);
-    /* 4 bytes per element bounds every vec_dot_type (F32, F16, BF16, Q8_0, Q8_1, Q8_K) */
-    c->actq_stride = (widest * 4 + 63) / 64 * 64;
-    c->actq = aligned_alloc(64, c->actq_stride * B);
-    c->scores_stride = ((size_t)c->p.n_ctx + (size_t)hp->head_dim + 15) / 16 * 16;
-    c->scores = malloc(sizeof(float) * c->scores_stride * (size_t)nth);
-    c->tok = malloc(sizeof(int32_t) * B);
-    c->pos = malloc(sizeof(int32_t) * B);
-    c->seq = malloc(sizeof(int32_t) * B);
-    c->out_idx = malloc(sizeof(int32_t) * (size_t)c->n_outputs_max);
-    c->logits = malloc(sizeof(float) * (size_t)c->n_outputs_max * (size_t)hp->n_vocab);
-    c->work_base = aligned_alloc(64, sizeof *c->work_base * (size_t)nth);
+_Static_assert(sizeof(struct cpulm_work_base) == CPULM_MEM_WORK_SLOT, "memory.h's work slot");
+
+/* Every buffer at the size memory.c gives, so estimates are what a context allocates. */
+static cpulm_status alloc_scratch(cpulm_ctx *c, const cpulm_mem_scratch *s, cpulm_error *err) {
+    c->x = malloc(s->x);
+    c->xn = malloc(s->xn);
+    c->q = malloc(s->q);
+    c->kc = malloc(s->kc);
+    c->vc = malloc(s->vc);
+    c->att = malloc(s->att);
+    c->g = malloc(s->g);
+    c->u = malloc(s->u);
+    c->actq_stride = s->actq_stride;
+    c->actq = aligned_alloc(64, s->actq);
+    c->scores_stride = s->scores_stride;
+    c->scores = malloc(s->scores);
+    c->tok = malloc(s->tok);
+    c->pos = malloc(s->pos);
+    c->seq = malloc(s->seq);
+    c->out_idx = malloc(s->out_idx);
+    c->logits = malloc(s->logits);
+    c->work_base = aligned_alloc(64, s->work_base);
     if (!c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->att || !c->g || !c->u || !c->actq ||
         !c->scores || !c->tok || !c->pos || !c->seq || !c->out_idx || !c->logits ||
         !c->work_base)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for scratch buffers");
-    return cpulm_moe_scratch_new(&c->moe, hp, (int64_t)B, err);
+    /* sized as cpulm_mem_scratch_of's moe field */
+    return cpulm_moe_scratch_new(&c->moe, &c->m->hp, (int64_t)c->p.n_batch, err);
+}
+
+static int32_t pool_size(const cpulm_ctx_params *p) {
+    return p->n_threads > p->n_threads_batch ? p->n_threads : p->n_threads_batch;
 }
 
 static cpulm_status make_pool(cpulm_ctx *c) {
-    int n = c->p.n_threads > c->p.n_threads_batch ? c->p.n_threads : c->p.n_threads_batch;
+    int n = pool_size(&c->p);
     int cpus[512];
     /* the NUMA mode picks the CPUs; without a mode, pin only when each thread gets its own
      * physical core */
-    int pin = cpulm_numa_thread_cpus(c->p.numa, n, cpus, 512) && getenv("CPULM_NO_PIN") == NULL;
+    int pin = cpulm_numa_thread_cpus(c->p.numa, n, cpus, 512) && !c->p.no_pin;
     return cpulm_pool_new(&c->pool, n, pin ? cpus : NULL);
+}
+
+/* Fills the defaults of *p the way cpulm_ctx_new does (n_outputs_max included). */
+static cpulm_status resolve_params(const cpulm_model *m, cpulm_ctx_params *p, cpulm_error *err) {
+    if (p->n_ctx <= 0) p->n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    if (p->n_seq_max <= 0) p->n_seq_max = 1;
+    if (p->n_batch <= 0) p->n_batch = 512;
+    p->numa = cpulm_numa_resolve(p->numa);
+    if (p->n_threads <= 0) p->n_threads = cpulm_numa_default_threads(p->numa);
+    if (p->n_threads_batch <= 0) p->n_threads_batch = p->n_threads;
+    if (p->n_threads > 512 || p->n_threads_batch > 512 || p->n_seq_max > 4096 ||
+        p->n_ctx > (1 << 24))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: parameters out of range");
+    if (p->n_outputs_max <= 0) p->n_outputs_max = p->n_seq_max;
+    if (p->n_outputs_max > p->n_batch) p->n_outputs_max = p->n_batch;
+    return CPULM_OK;
+}
+
+static cpulm_mem_ctx mem_ctx_of(const cpulm_ctx_params *p) {
+    return (cpulm_mem_ctx){.n_ctx = p->n_ctx, .n_seq_max = p->n_seq_max, .n_batch = p->n_batch,
+                           .n_outputs_max = p->n_outputs_max, .n_threads = pool_size(p),
+                           .kv_type = p->kv_type};
 }
 
 cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, cpulm_error *err) {
@@ -73,16 +97,7 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
         return NULL;
     }
     cpulm_ctx_params p = params ? *params : cpulm_ctx_default_params();
-    if (p.n_ctx <= 0) p.n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
-    if (p.n_seq_max <= 0) p.n_seq_max = 1;
-    if (p.n_batch <= 0) p.n_batch = 512;
-    p.numa = cpulm_numa_resolve(p.numa);
-    if (p.n_threads <= 0) p.n_threads = cpulm_numa_default_threads(p.numa);
-    if (p.n_threads_batch <= 0) p.n_threads_batch = p.n_threads;
-    if (p.n_threads > 512 || p.n_threads_batch > 512 || p.n_seq_max > 4096 || p.n_ctx > (1 << 24)) {
-        cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: parameters out of range");
-        return NULL;
-    }
+    if (resolve_params(m, &p, err) != CPULM_OK) return NULL;
     /* aligned: the work counter sits on its own cache line */
     cpulm_ctx *c = aligned_alloc(64, (sizeof *c + 63) / 64 * 64);
     if (!c) {
@@ -94,16 +109,20 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
     c->m = m;
     c->p = p;
     c->k = cpulm_kernels_get();
-    c->n_outputs_max = p.n_outputs_max > 0 ? p.n_outputs_max : p.n_seq_max;
-    if (c->n_outputs_max > p.n_batch) c->n_outputs_max = p.n_batch;
+    c->n_outputs_max = p.n_outputs_max;
     if (make_pool(c) != CPULM_OK) {
         cpulm_errf(err, CPULM_ERR_NOMEM, "context: cannot start %d threads", p.n_threads);
         goto fail;
     }
-    if (cpulm_kv_init(&c->kv, m->hp.n_layer, p.n_seq_max, p.n_ctx,
-                      m->hp.n_head_kv * m->hp.head_dim, p.kv_type, err) != CPULM_OK)
+    const cpulm_mem_ctx mc = mem_ctx_of(&p);
+    cpulm_mem_dims d;
+    cpulm_mem_dims_of(&m->hp, &d);
+    cpulm_mem_scratch s;
+    cpulm_mem_scratch_of(&m->hp, &mc, &s);
+    if (cpulm_kv_init(&c->kv, d.n_layer, p.n_seq_max, p.n_ctx, (int32_t)d.k_dim, p.kv_type, err) !=
+        CPULM_OK)
         goto fail;
-    if (alloc_scratch(c, err) != CPULM_OK) goto fail;
+    if (alloc_scratch(c, &s, err) != CPULM_OK) goto fail;
     c->theta_scale = powf(m->hp.rope_base, -2.0f / (float)m->hp.n_rot);
     return c;
 fail:
@@ -208,13 +227,26 @@ int32_t cpulm_ctx_threads(const cpulm_ctx *c) {
 }
 
 uint64_t cpulm_ctx_memory_bytes(const cpulm_ctx *c) {
-    const cpulm_hparams *hp = &c->m->hp;
-    uint64_t kv = cpulm_kv_bytes_for(hp->n_layer, c->p.n_ctx, c->kv.kv_dim, c->p.kv_type) *
-                  (uint64_t)c->p.n_seq_max;
-    uint64_t B = (uint64_t)c->p.n_batch;
-    uint64_t qd = (uint64_t)hp->n_head * hp->head_dim, kvd = (uint64_t)c->kv.kv_dim;
-    uint64_t scratch = 4 * B * (2ull * hp->n_embd + 2 * qd + 2 * kvd + 3ull * hp->n_ff) +
-                       c->actq_stride * B + 4ull * c->n_outputs_max * hp->n_vocab +
-                       cpulm_moe_scratch_bytes(hp, (int64_t)B);
-    return kv + scratch;
+    cpulm_mem_ctx mc = mem_ctx_of(&c->p);
+    mc.n_threads = cpulm_pool_size(c->pool); /* set_threads may since have lowered p's */
+    cpulm_memory need;
+    cpulm_mem_need(&c->m->hp, 0, &mc, &need);
+    return need.kv + need.scratch;
+}
+
+/* The weights a loaded model keeps: its tensor data (a repacked copy has the same size). */
+static uint64_t weight_bytes(const cpulm_model *m) {
+    cpulm_model_info in;
+    cpulm_model_get_info(m, &in);
+    return in.weight_bytes;
+}
+
+cpulm_status cpulm_model_memory(const cpulm_model *m, const cpulm_ctx_params *params,
+                                cpulm_memory *out) {
+    cpulm_ctx_params p = params ? *params : cpulm_ctx_default_params();
+    cpulm_status s = resolve_params(m, &p, NULL);
+    if (s != CPULM_OK) return s;
+    const cpulm_mem_ctx mc = mem_ctx_of(&p);
+    cpulm_mem_need(&m->hp, weight_bytes(m), &mc, out);
+    return CPULM_OK;
 }

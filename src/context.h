@@ -1,6 +1,7 @@
 /* context.h: a cpulm_ctx is a model plus its KV cache, thread pool and every scratch buffer
  * a decode needs, all allocated at creation (decoding allocates nothing).
- * Scratch shapes are for the largest batch, n_batch tokens. */
+ * Scratch shapes are for the largest batch, n_batch tokens; their sizes come from
+ * memory.c (cpulm_mem_scratch_of), the computation memory estimates use. */
 #ifndef CPULM_CONTEXT_H
 #define CPULM_CONTEXT_H
 
@@ -21,7 +22,7 @@ struct cpulm_ctx {
 
     /* activations, [n_batch][dim] row-major */
     float *x;    /* residual stream [n_embd] */
-    float *xn;   /* normed input of a block [max(n_embd, n_ff)] */
+    float *xn;   /* normed input of any matmul [widest input, memory.h] */
     float *q;    /* [n_head * head_dim] */
     float *kc;   /* new keys [n_head_kv * head_dim] */
     float *vc;   /* new values */
@@ -50,9 +51,5 @@ struct cpulm_ctx {
         _Alignas(64) uint64_t v;
     } *work_base; /* [pool size] */
 };
-
-/* Runs the transformer over the batch in ctx (tok/pos/seq/out_idx filled, KV lengths not yet
- * advanced) and writes ctx->logits. Cannot fail: decode validated everything. */
-void cpulm_forward(cpulm_ctx *ctx);
 
 #endif

@@ -15,58 +15,87 @@
 #include "base/status.h"
 #include "gguf.h"
 #include "model/arch.h"
+#include "quantize_plan.h"
 
 #define SYNTH_N_SPECIAL 3   /* <unk>, <s>, </s> */
 #define SYNTH_N_BYTE 256    /* <0x00> .. <0xFF> */
 #define WEIGHT_STD 0.02f
 
-/* ---- shapes ---- */
+/* ---- shapes: the one table of model shapes (synth and `cpulm plan` share it) ---- */
 
-typedef struct shape {
-    const char *name, *label;
-    int32_t layer, embd, ff, head, head_kv, vocab, ctx;
-    float rope_base;
-    int tied;
-    const char *arch;   /* NULL: llama */
-    int32_t head_dim;   /* 0: embd / head */
-    int32_t n_expert, n_expert_used, ff_exp;
-} shape;
-
-/* name, label, layers, embd, ff, heads, kv heads, vocab, ctx, rope base, tied, arch,
- * head_dim (0: embd / heads), experts, used, expert ff */
-static const shape shapes[] = {
-    {"1b", "synth Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 131072, 5e5f, 1, "llama", 0, 0, 0, 0},
-    {"3b", "synth Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 131072, 5e5f, 1, "llama", 0, 0, 0, 0},
-    {"8b", "synth Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 5e5f, 0, "llama", 0, 0, 0, 0},
-    {"70b", "synth Llama-3-70B", 80, 8192, 28672, 64, 8, 128256, 8192, 5e5f, 0, "llama", 0, 0, 0, 0},
-    {"qwen3-0.6b", "synth Qwen3-0.6B", 28, 1024, 3072, 16, 8, 151936, 40960, 1e6f, 1, "qwen3", 128, 0, 0, 0},
-    {"qwen3-1.7b", "synth Qwen3-1.7B", 28, 2048, 6144, 16, 8, 151936, 40960, 1e6f, 1, "qwen3", 128, 0, 0, 0},
-    {"qwen3-4b", "synth Qwen3-4B", 36, 2560, 9728, 32, 8, 151936, 40960, 1e6f, 1, "qwen3", 128, 0, 0, 0},
-    {"qwen3-8b", "synth Qwen3-8B", 36, 4096, 12288, 32, 8, 151936, 40960, 1e6f, 0, "qwen3", 128, 0, 0, 0},
-    {"qwen3-30b-a3b", "synth Qwen3-30B-A3B", 48, 2048, 6144, 32, 4, 151936, 40960, 1e6f, 1,
-     "qwen3moe", 128, 128, 8, 768},
-    {"mixtral-8x7b", "synth Mixtral-8x7B", 32, 4096, 14336, 32, 8, 32000, 32768, 1e6f, 0, "llama",
-     0, 8, 2, 14336},
-    {"tiny", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 1e4f, 1, "llama", 0, 0, 0, 0},
-    {"tiny-moe", "synth tiny MoE", 2, 256, 512, 4, 2, 512, 512, 1e6f, 1, "qwen3moe", 64, 8, 2, 128},
-    {"custom", "synth custom", 2, 256, 512, 4, 2, 512, 512, 1e4f, 1, "llama", 0, 0, 0, 0},
+static const cpulm_shape_preset shapes[] = {
+    /* name, desc, label, layers, embd, ff, heads, kv heads, vocab, ctx, rope base, tied,
+     * arch, head_dim (0: embd / heads), experts, used, expert ff */
+    {"1b", "Llama 3.2 1B", "synth Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 131072,
+     500000.0f, 1, "llama", 0, 0, 0, 0},
+    {"3b", "Llama 3.2 3B", "synth Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 131072,
+     500000.0f, 1, "llama", 0, 0, 0, 0},
+    {"8b", "Llama 3.1 8B", "synth Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f,
+     0, "llama", 0, 0, 0, 0},
+    {"70b", "Llama 3.1 70B", "synth Llama-3-70B", 80, 8192, 28672, 64, 8, 128256, 8192,
+     500000.0f, 0, "llama", 0, 0, 0, 0},
+    {"qwen3-0.6b", "Qwen3 0.6B", "synth Qwen3-0.6B", 28, 1024, 3072, 16, 8, 151936, 40960, 1e6f,
+     1, "qwen3", 128, 0, 0, 0},
+    {"qwen3-1.7b", "Qwen3 1.7B", "synth Qwen3-1.7B", 28, 2048, 6144, 16, 8, 151936, 40960, 1e6f,
+     1, "qwen3", 128, 0, 0, 0},
+    {"qwen3-4b", "Qwen3 4B", "synth Qwen3-4B", 36, 2560, 9728, 32, 8, 151936, 40960, 1e6f, 1,
+     "qwen3", 128, 0, 0, 0},
+    {"qwen3-8b", "Qwen3 8B", "synth Qwen3-8B", 36, 4096, 12288, 32, 8, 151936, 40960, 1e6f, 0,
+     "qwen3", 128, 0, 0, 0},
+    {"qwen3-30b-a3b", "Qwen3 30B-A3B (MoE)", "synth Qwen3-30B-A3B", 48, 2048, 6144, 32, 4,
+     151936, 40960, 1e6f, 1, "qwen3moe", 128, 128, 8, 768},
+    {"mixtral-8x7b", "Mixtral 8x7B (MoE)", "synth Mixtral-8x7B", 32, 4096, 14336, 32, 8, 32000,
+     32768, 1e6f, 0, "llama", 0, 8, 2, 14336},
+    {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1, "llama",
+     0, 0, 0, 0},
+    {"tiny-moe", "tiny MoE test model", "synth tiny MoE", 2, 256, 512, 4, 2, 512, 512, 1e6f, 1,
+     "qwen3moe", 64, 8, 2, 128},
+    {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512,
+     10000.0f, 1, "llama", 0, 0, 0, 0},
 };
 
+const cpulm_shape_preset *cpulm_shape_preset_at(int i) {
+    return i >= 0 && i < (int)(sizeof shapes / sizeof shapes[0]) ? &shapes[i] : NULL;
+}
+
+const cpulm_shape_preset *cpulm_shape_preset_find(const char *name) {
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (!strcmp(name, shapes[i].name)) return &shapes[i];
+    return NULL;
+}
+
 cpulm_status cpulm_synth_shape(const char *name, cpulm_synth_params *p) {
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        const shape *s = &shapes[i];
-        if (strcmp(name, s->name) != 0) continue;
-        *p = (cpulm_synth_params){.n_layer = s->layer, .n_embd = s->embd, .n_ff = s->ff,
-                                  .n_head = s->head, .n_head_kv = s->head_kv,
-                                  .n_vocab = s->vocab, .n_ctx = s->ctx,
-                                  .rope_base = s->rope_base, .norm_eps = 1e-5f, .tied = s->tied,
-                                  .type = CPULM_DTYPE_Q4_0, .seed = 1, .n_threads = 1,
-                                  .name = s->label, .arch = s->arch,
-                                  .head_dim = s->head_dim, .n_expert = s->n_expert,
-                                  .n_expert_used = s->n_expert_used, .n_ff_exp = s->ff_exp};
-        return CPULM_OK;
-    }
-    return CPULM_ERR_INVALID_ARG;
+    const cpulm_shape_preset *s = cpulm_shape_preset_find(name);
+    if (!s) return CPULM_ERR_INVALID_ARG;
+    *p = (cpulm_synth_params){.n_layer = s->n_layer, .n_embd = s->n_embd, .n_ff = s->n_ff,
+                              .n_head = s->n_head, .n_head_kv = s->n_head_kv,
+                              .n_vocab = s->n_vocab, .n_ctx = s->n_ctx,
+                              .rope_base = s->rope_base, .norm_eps = 1e-5f, .tied = s->tied,
+                              .type = CPULM_DTYPE_Q4_0, .seed = 1, .n_threads = 1,
+                              .name = s->label, .arch = s->arch, .head_dim = s->head_dim,
+                              .n_expert = s->n_expert, .n_expert_used = s->n_expert_used,
+                              .n_ff_exp = s->n_ff_exp};
+    return CPULM_OK;
+}
+
+void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
+    memset(hp, 0, sizeof *hp);
+    hp->n_vocab = p->n_vocab;
+    hp->n_ctx_train = p->n_ctx;
+    hp->n_embd = p->n_embd;
+    hp->n_layer = p->n_layer;
+    hp->n_head = p->n_head;
+    hp->n_head_kv = p->n_head_kv;
+    hp->head_dim = p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
+    hp->n_ff = p->n_ff;
+    hp->n_expert = p->n_expert;
+    hp->n_expert_used = p->n_expert_used;
+    hp->n_ff_exp = p->n_ff_exp;
+    hp->moe_norm_weights = p->n_expert > 0;
+    hp->n_rot = hp->head_dim;
+    hp->rope_base = p->rope_base;
+    hp->rope_freq_scale = 1.0f;
+    hp->norm_eps = p->norm_eps;
 }
 
 static int32_t synth_head_dim(const cpulm_synth_params *p) {
@@ -187,6 +216,41 @@ uint64_t cpulm_synth_weight_bytes(const cpulm_synth_params *p) {
                  (uint64_t)t[i].ne[2];
     free(t);
     return total;
+}
+
+cpulm_status cpulm_synth_quantized_size(const cpulm_synth_params *p,
+                                        const cpulm_qplan_preset *preset, uint64_t *bytes,
+                                        int64_t *n_params, cpulm_error *err) {
+    const int cap = max_tensors(p);
+    stensor *t = malloc(sizeof *t * (size_t)cap);
+    cpulm_qplan_tensor *qt = malloc(sizeof *qt * (size_t)cap);
+    cpulm_qplan_entry *e = malloc(sizeof *e * (size_t)cap);
+    cpulm_status s = CPULM_ERR_NOMEM;
+    if (!t || !qt || !e) goto done;
+    const int n = tensor_list(p, t);
+    for (int i = 0; i < n; i++) /* the F32 model the quantizer would start from */
+        qt[i] = (cpulm_qplan_tensor){.name = t[i].name, .type = CPULM_DTYPE_F32,
+                                     .n_dims = t[i].n_dims,
+                                     .ne = {t[i].ne[0], t[i].ne[1], t[i].ne[2], 1}};
+    cpulm_qplan_model qm = {.n_layer = p->n_layer, .n_head = p->n_head,
+                            .n_head_kv = p->n_head_kv, .n_expert = p->n_expert};
+    snprintf(qm.arch, sizeof qm.arch, "%s", p->arch);
+    const cpulm_qplan_params qp = cpulm_qplan_default_params(preset);
+    if ((s = cpulm_qplan_build(&qp, &qm, qt, n, e, err)) != CPULM_OK) goto done;
+    *bytes = 0;
+    *n_params = 0;
+    for (int i = 0; i < n; i++) {
+        const stensor *x = &t[e[i].src];
+        const uint32_t type = e[i].convert ? e[i].type : CPULM_DTYPE_F32;
+        *bytes += cpulm_dtype_row_bytes((cpulm_dtype)type, x->ne[0]) * (uint64_t)x->ne[1] *
+                  (uint64_t)x->ne[2];
+        *n_params += x->ne[0] * x->ne[1] * x->ne[2];
+    }
+done:
+    free(t);
+    free(qt);
+    free(e);
+    return s == CPULM_ERR_NOMEM ? cpulm_errf(err, s, "out of memory") : s;
 }
 
 /* ---- random rows ---- */

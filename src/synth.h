@@ -13,7 +13,29 @@
 #include <stdint.h>
 
 #include "cpulm.h"
+#include "model/model.h"
 #include "quant.h"
+#include "quantize_plan.h"
+
+/* A named model shape: the one table of shapes, used by `cpulm synth` to write a file of
+ * that shape and by `cpulm plan` to size a model that is not on disk. */
+typedef struct cpulm_shape_preset {
+    const char *name;  /* "8b" */
+    const char *desc;  /* "Llama 3.1 8B": the model whose dimensions these are */
+    const char *label; /* general.name of a synthesized file */
+    int32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+    float rope_base;
+    int tied; /* no output.weight: the output projection reuses token_embd */
+    const char *arch; /* general.architecture (model/arch.h) */
+    int32_t head_dim; /* 0: n_embd / n_head */
+    int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
+} cpulm_shape_preset;
+
+/* NULL when unknown / past the end. "1b", "3b", "8b", "70b" (Llama), "qwen3-0.6b",
+ * "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-30b-a3b" (MoE), "mixtral-8x7b", "tiny",
+ * "tiny-moe", "custom". */
+const cpulm_shape_preset *cpulm_shape_preset_find(const char *name);
+const cpulm_shape_preset *cpulm_shape_preset_at(int i);
 
 typedef struct cpulm_synth_params {
     int32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
@@ -28,10 +50,8 @@ typedef struct cpulm_synth_params {
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
 } cpulm_synth_params;
 
-/* Fills *p with a named shape: "1b", "3b", "8b", "70b" (Llama), "qwen3-0.6b", "qwen3-1.7b",
- * "qwen3-4b", "qwen3-8b", "qwen3-30b-a3b" (MoE), "mixtral-8x7b", "tiny", "tiny-moe" (or
- * "custom", which is tiny's numbers as a starting point for overrides). Type Q4_0, seed 1,
- * one thread.
+/* Fills *p with a named shape (cpulm_shape_preset_find; "custom" is tiny's numbers as a
+ * starting point for overrides). Type Q4_0, seed 1, one thread.
  * CPULM_ERR_INVALID_ARG for an unknown name. */
 cpulm_status cpulm_synth_shape(const char *shape, cpulm_synth_params *p);
 
@@ -40,6 +60,17 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err);
 
 /* Bytes the file's weights will take (tensor data only). */
 uint64_t cpulm_synth_weight_bytes(const cpulm_synth_params *p);
+
+/* The hyperparameters of the model p describes (head_dim, experts as synth writes them), for
+ * memory estimates (memory.h). */
+void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp);
+
+/* Bytes and element count of p's weights as llama-quantize's preset would write them from
+ * an F32 file of this shape: quantize_plan.c's per-tensor rules and quant.c's block sizes,
+ * the same code `cpulm quantize` runs. CPULM_ERR_UNSUPPORTED as cpulm_qplan_build. */
+cpulm_status cpulm_synth_quantized_size(const cpulm_synth_params *p,
+                                        const cpulm_qplan_preset *preset, uint64_t *bytes,
+                                        int64_t *n_params, cpulm_error *err);
 
 /* Writes the model to path (through a temporary file renamed at the end). */
 cpulm_status cpulm_synth_write(const char *path, const cpulm_synth_params *p, cpulm_error *err);

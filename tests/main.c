@@ -1,33 +1,59 @@
-/* main.c: runs the tests named on the command line (substring filters; none = all).
+/* main.c: runs the tests named on the command line; none = all.
+ * An argument selects either one group exactly (`cpulm-tests kern` runs tests/test_kern.c,
+ * not test_kern_pack.c: each ctest entry is one group, so ctest runs every test once) or,
+ * when it names no group, the tests whose names start with it (`cpulm-tests kern_dot_`).
+ * An argument that selects nothing is an error, so a typo cannot pass as "0 failed".
+ * `--list` prints "group name" lines instead of running.
  * Prints `N passed, M failed, K skipped` and exits non-zero on any failure. */
 #include <string.h>
 
 #include "test.h"
-#include "test_list.h" /* generated: #define TEST_LIST(X) X(name) ... */
+#include "test_list.h" /* generated: #define TEST_LIST(X) X(group, name) ... */
 
-#define DECLARE(name) void test_##name(test_ctx *t);
+#define DECLARE(group, name) void test_##name(test_ctx *t);
 TEST_LIST(DECLARE)
 
 static const struct {
-    const char *name;
+    const char *group, *name;
     void (*fn)(test_ctx *);
 } tests[] = {
-#define ENTRY(name) {#name, test_##name},
+#define ENTRY(group, name) {#group, #name, test_##name},
     TEST_LIST(ENTRY)
 };
+#define N_TESTS (sizeof tests / sizeof tests[0])
 
-static int selected(const char *name, int argc, char **argv) {
-    if (argc < 2) return 1;
-    for (int i = 1; i < argc; i++)
-        if (strstr(name, argv[i])) return 1;
+static int is_group(const char *arg) {
+    for (size_t i = 0; i < N_TESTS; i++)
+        if (!strcmp(tests[i].group, arg)) return 1;
     return 0;
 }
 
-int main(int argc, char **argv) {
+static int matches(size_t i, const char *arg) {
+    if (is_group(arg)) return !strcmp(tests[i].group, arg);
+    return !strncmp(tests[i].name, arg, strlen(arg));
+}
+
+static int selected(size_t i, int argc, char **argv) {
+    if (argc < 2) return 1;
+    for (int a = 1; a < argc; a++)
+        if (matches(i, argv[a])) return 1;
+    return 0;
+}
+
+/* Index of the first argument that selects no test, or 0. */
+static int unmatched_arg(int argc, char **argv) {
+    for (int a = 1; a < argc; a++) {
+        size_t i = 0;
+        while (i < N_TESTS && !matches(i, argv[a])) i++;
+        if (i == N_TESTS) return a;
+    }
+    return 0;
+}
+
+static int run(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        if (!selected(tests[i].name, argc, argv)) continue;
+    for (size_t i = 0; i < N_TESTS; i++) {
+        if (!selected(i, argc, argv)) continue;
         test_ctx t = {.name = tests[i].name, .n_fail = 0, .skip_reason = NULL};
         tests[i].fn(&t);
         if (t.n_fail) {
@@ -43,4 +69,23 @@ int main(int argc, char **argv) {
     }
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const int list = argc > 1 && !strcmp(argv[1], "--list");
+    if (list) {
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
+    const int bad = unmatched_arg(argc, argv);
+    if (bad) {
+        fprintf(stderr, "cpulm-tests: '%s' names no group and prefixes no test\n", argv[bad]);
+        return 2;
+    }
+    if (!list) return run(argc, argv);
+    for (size_t i = 0; i < N_TESTS; i++)
+        if (selected(i, argc, argv)) printf("%s %s\n", tests[i].group, tests[i].name);
+    return 0;
 }

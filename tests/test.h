@@ -74,6 +74,8 @@ char *test_read_file(const char *path, size_t *size);
  * worker threads are counted too while the calling thread counts: the counter is global. */
 void test_alloc_count_begin(void);
 long test_alloc_count_end(void);
+/* Bytes asked for by the allocations counted since test_alloc_count_begin. */
+unsigned long long test_alloc_bytes(void);
 /* A fresh temporary directory for this process (created once). */
 const char *test_tmp_dir(void);
 

@@ -119,3 +119,36 @@ TEST(describe_this_cpu) {
     CHECK(t, strncmp(small, buf, 15) == 0);
     free(buf);
 }
+
+TEST(describe_names_every_listed_op) {
+    /* the names and the entry enum come from kernels.h's op list, in order, once each */
+    CHECK(t, strcmp(cpulm_kernels_entry_name(CPULM_KENTRY_VEC_DOT), "vec_dot") == 0);
+    CHECK(t, strcmp(cpulm_kernels_entry_name(CPULM_KENTRY_ATTN_F16), "attn_f16") == 0);
+    CHECK(t, strcmp(cpulm_kernels_entry_name(CPULM_KENTRY_COUNT), "?") == 0);
+    for (int a = 0; a < CPULM_KENTRY_COUNT; a++)
+        for (int b = a + 1; b < CPULM_KENTRY_COUNT; b++)
+            CHECK(t, strcmp(cpulm_kernels_entry_name((cpulm_kernels_entry)a),
+                            cpulm_kernels_entry_name((cpulm_kernels_entry)b)) != 0);
+    /* every plain op appears on one of the two describe lines */
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    const cpulm_kernels *lv[1] = {&cpulm_kernels_generic};
+    cpulm_kernels_describe_table(&b, lv, 1, lv[0]);
+    REQUIRE(t, cpulm_buf_status(&b) == CPULM_OK);
+#define OP_LISTED(ID, name, ret, params, group)                                                    \
+    CHECK(t, strstr(b.data, " " #name " generic") != NULL);
+    CPULM_KERNEL_OPS(OP_LISTED)
+#undef OP_LISTED
+    cpulm_buf_release(&b);
+}
+
+TEST(describe_packs_rule) {
+    /* the loader's repacking rule: 16-row groups, a packed layout, a non-portable GEMM */
+    cpulm_kernels k = cpulm_kernels_generic;
+    CHECK(t, !cpulm_kernels_packs(&k, CPULM_DTYPE_Q4_0, 32)); /* portable GEMM: never */
+    k.gemm_x16[CPULM_DTYPE_Q4_0] = cpulm_kernels_generic.gemm_x16[CPULM_DTYPE_Q8_0];
+    CHECK(t, cpulm_kernels_packs(&k, CPULM_DTYPE_Q4_0, 32));
+    CHECK(t, !cpulm_kernels_packs(&k, CPULM_DTYPE_Q4_0, 24)); /* rows not in groups of 16 */
+    k.gemm_x16[CPULM_DTYPE_F16] = cpulm_kernels_generic.gemm_x16[CPULM_DTYPE_Q8_0];
+    CHECK(t, !cpulm_kernels_packs(&k, CPULM_DTYPE_F16, 32)); /* no packed layout */
+}

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/json.h"
+#include "tools_api.h"
 #include "bench.h"
 
 typedef struct cmp_row {

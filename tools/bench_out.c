@@ -7,8 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/buf.h"
-#include "base/json.h"
+#include "tools_api.h"
 #include "bench.h"
 
 /* ---- environment ---- */

@@ -1,5 +1,7 @@
-/* bench_plan.c: memory and cost arithmetic behind `cpulm plan` (see bench_plan.h). Every
- * number here follows from a stated rule; the tests check them against hand-computed
+/* bench_plan.c: memory and cost arithmetic behind `cpulm plan` (see bench_plan.h). Sizes
+ * come from the library's own rules, never a copy: shapes from synth.c's table, weight
+ * types from the quantizer's rules (quantize_plan.c), KV and scratch from memory.c, the
+ * function cpulm_ctx_new sizes its buffers with. The tests check them against hand-computed
  * values and against the byte sizes of real quantized files. */
 #define _GNU_SOURCE
 #include "bench_plan.h"
@@ -12,24 +14,57 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- shapes ---- */
+/* ---- shapes: synth.c's table, the one list of model shapes ---- */
 
-static const plan_shape shapes[] = {
-    /* name, desc, n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab, tied */
-    {"1b", "Llama 3.2 1B", 16, 2048, 32, 8, 64, 8192, 128256, 1},
-    {"3b", "Llama 3.2 3B", 28, 3072, 24, 8, 128, 8192, 128256, 1},
-    {"8b", "Llama 3.1 8B", 32, 4096, 32, 8, 128, 14336, 128256, 0},
-    {"70b", "Llama 3.1 70B", 80, 8192, 64, 8, 128, 28672, 128256, 0},
-};
+static void shape_from_hparams(plan_shape *out, const cpulm_hparams *hp) {
+    out->hp = *hp;
+    out->n_layer = hp->n_layer;
+    out->n_embd = hp->n_embd;
+    out->n_head = hp->n_head;
+    out->n_head_kv = hp->n_head_kv;
+    out->head_dim = hp->head_dim;
+    out->n_ff = hp->n_ff;
+    out->n_vocab = hp->n_vocab;
+}
+
+/* The plan's shapes are the real models' ones (tiny, tiny-moe and custom are synth's test
+ * shapes). */
+static int planned(const cpulm_shape_preset *p) {
+    return strncmp(p->name, "tiny", 4) && strcmp(p->name, "custom");
+}
+
+static int shape_of_preset(const cpulm_shape_preset *p, plan_shape *out) {
+    cpulm_synth_params sp;
+    if (!planned(p) || cpulm_synth_shape(p->name, &sp) != CPULM_OK) return -1;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", p->name);
+    snprintf(out->desc, sizeof out->desc, "%s", p->desc);
+    cpulm_hparams hp;
+    cpulm_synth_hparams(&sp, &hp);
+    shape_from_hparams(out, &hp);
+    out->tied = p->tied;
+    snprintf(out->arch, sizeof out->arch, "%s", p->arch);
+    return 0;
+}
 
 const plan_shape *plan_shape_find(const char *name) {
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (!strcmp(shapes[i].name, name)) return &shapes[i];
+    static plan_shape found[32]; /* one slot per preset: a returned pointer stays valid */
+    const cpulm_shape_preset *p;
+    for (int i = 0; i < 32 && (p = cpulm_shape_preset_at(i)) != NULL; i++)
+        if (!strcmp(p->name, name)) return shape_of_preset(p, &found[i]) ? NULL : &found[i];
     return NULL;
 }
 
 const char *plan_shape_names(void) {
-    return "1b, 3b, 8b, 70b";
+    static char names[512];
+    if (!names[0]) {
+        size_t n = 0;
+        const cpulm_shape_preset *p;
+        for (int i = 0; (p = cpulm_shape_preset_at(i)) != NULL; i++)
+            if (planned(p))
+                n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", p->name);
+    }
+    return names;
 }
 
 void plan_shape_of_model(const cpulm_model *m, plan_shape *out) {
@@ -38,13 +73,8 @@ void plan_shape_of_model(const cpulm_model *m, plan_shape *out) {
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", in.arch);
     snprintf(out->desc, sizeof out->desc, "%s", in.name[0] ? in.name : in.arch);
-    out->n_layer = in.n_layer;
-    out->n_embd = in.n_embd;
-    out->n_head = in.n_head;
-    out->n_head_kv = in.n_head_kv;
-    out->head_dim = in.head_dim;
-    out->n_ff = in.n_ff;
-    out->n_vocab = in.n_vocab;
+    shape_from_hparams(out, &m->hp);
+    snprintf(out->arch, sizeof out->arch, "%s", in.arch);
     out->tied = 1;
     const char *name;
     for (int32_t i = 0; i < in.n_tensors; i++)
@@ -53,102 +83,59 @@ void plan_shape_of_model(const cpulm_model *m, plan_shape *out) {
             out->tied = 0;
 }
 
-/* ---- weights ---- */
-
-typedef enum wt { WT_F32, WT_F16, WT_Q4_0, WT_Q8_0, WT_Q4_K, WT_Q5_K, WT_Q6_K } wt;
-
-/* elements per block and bytes per block of the GGUF formats */
-static const struct {
-    int block, size;
-} wt_fmt[] = {
-    [WT_F32] = {1, 4},      [WT_F16] = {1, 2},      [WT_Q4_0] = {32, 18}, [WT_Q8_0] = {32, 34},
-    [WT_Q4_K] = {256, 144}, [WT_Q5_K] = {256, 176}, [WT_Q6_K] = {256, 210},
-};
-
-typedef enum ftype { FT_Q4_0, FT_Q8_0, FT_Q4_K_M, FT_F16, FT_BF16, FT_COUNT } ftype;
-static const char *ftype_names[FT_COUNT] = {"q4_0", "q8_0", "q4_k_m", "f16", "bf16"};
-static const wt ftype_base[FT_COUNT] = {WT_Q4_0, WT_Q8_0, WT_Q4_K, WT_F16, WT_F16};
-
-const char *plan_type_names(void) {
-    return "q4_0, q8_0, q4_k_m, f16, bf16";
-}
-
-static uint64_t tensor_bytes(wt t, int64_t ne0, int64_t ne1) {
-    return (uint64_t)ne1 * (uint64_t)(ne0 / wt_fmt[t].block) * (uint64_t)wt_fmt[t].size;
-}
-
-/* llama.cpp's use_more_bits: the first and last eighth of the layers, and every third
- * layer in between, get more bits in the _M mixes. */
-static int more_bits(int i, int n) {
-    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
-}
-
-/* The type of the output matrix (or of a tied embedding, which serves as it). */
-static wt output_type(ftype f) {
-    return f == FT_Q4_0 || f == FT_Q4_K_M ? WT_Q6_K : ftype_base[f];
-}
-
-static wt attn_v_type(ftype f, int il, int n_layer) {
-    if (f != FT_Q4_K_M) return ftype_base[f];
-    if (more_bits(il, n_layer)) return WT_Q6_K;
-    return n_layer == 80 ? WT_Q5_K : WT_Q4_K; /* llama.cpp's 70B rule: attn_v is 8x smaller */
-}
-
-static wt ffn_down_type(ftype f, int il, int n_layer) {
-    return f == FT_Q4_K_M && more_bits(il, n_layer) ? WT_Q6_K : ftype_base[f];
-}
-
-static void add(plan_weights *w, wt t, int64_t ne0, int64_t ne1) {
-    w->bytes += tensor_bytes(t, ne0, ne1);
-    w->n_params += ne0 * ne1;
-}
+/* ---- weights: the quantizer's own rules (quantize_plan.c) over the shape's tensors ---- */
 
 int plan_weights_of(const plan_shape *s, const char *type, plan_weights *out) {
-    int f = 0;
-    while (f < FT_COUNT && strcmp(ftype_names[f], type)) f++;
-    if (f == FT_COUNT) return -1;
-    wt base = ftype_base[f];
-    int64_t E = s->n_embd, qd = (int64_t)s->n_head * s->head_dim,
-            kvd = (int64_t)s->n_head_kv * s->head_dim;
+    const cpulm_qplan_preset *preset = cpulm_qplan_preset_find(type);
+    if (!preset) return -1;
+    cpulm_synth_params sp;
+    cpulm_synth_shape("custom", &sp);
+    sp.n_layer = s->n_layer;
+    sp.n_embd = s->n_embd;
+    sp.n_ff = s->n_ff;
+    sp.n_head = s->n_head;
+    sp.n_head_kv = s->n_head_kv;
+    sp.n_vocab = s->n_vocab;
+    sp.tied = s->tied;
+    if (s->arch[0]) sp.arch = s->arch; /* the architecture's tensors (arch.c) */
+    sp.head_dim = s->head_dim;
+    sp.n_expert = s->hp.n_expert;
+    sp.n_expert_used = s->hp.n_expert_used;
+    sp.n_ff_exp = s->hp.n_ff_exp;
     memset(out, 0, sizeof *out);
-    add(out, s->tied ? output_type((ftype)f) : base, E, s->n_vocab); /* token_embd */
-    if (!s->tied) add(out, output_type((ftype)f), E, s->n_vocab);
-    add(out, WT_F32, E, 1); /* output_norm */
-    for (int il = 0; il < s->n_layer; il++) {
-        add(out, WT_F32, E, 2); /* attn_norm, ffn_norm */
-        add(out, base, E, qd);  /* attn_q */
-        add(out, base, E, kvd); /* attn_k */
-        add(out, attn_v_type((ftype)f, il, s->n_layer), E, kvd);
-        add(out, base, qd, E);              /* attn_output */
-        add(out, base, E, 2 * (int64_t)s->n_ff); /* ffn_gate, ffn_up */
-        add(out, ffn_down_type((ftype)f, il, s->n_layer), s->n_ff, E);
-    }
-    return 0;
+    return cpulm_synth_quantized_size(&sp, preset, &out->bytes, &out->n_params, NULL) ? -1 : 0;
 }
 
-/* ---- KV, scratch, overhead ---- */
+const char *plan_type_names(void) {
+    static char names[256];
+    if (!names[0]) {
+        size_t n = 0;
+        const cpulm_qplan_preset *p;
+        for (int i = 0; (p = cpulm_qplan_preset_at(i)) != NULL; i++)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", p->name);
+    }
+    return names;
+}
+
+/* ---- KV, scratch, overhead: memory.c, the computation cpulm_ctx_new sizes itself by ---- */
 
 uint64_t plan_kv_bytes_per_token(const plan_shape *s, cpulm_kv_type t) {
-    wt w = t == CPULM_KV_F32 ? WT_F32 : t == CPULM_KV_Q8_0 ? WT_Q8_0 : WT_F16;
-    return 2 * (uint64_t)s->n_layer * tensor_bytes(w, (int64_t)s->n_head_kv * s->head_dim, 1);
+    return cpulm_mem_kv_bytes(&s->hp, 1, t);
 }
 
-/* Mirrors alloc_scratch in src/context.c. */
+static cpulm_mem_ctx mem_ctx(int32_t n_batch, int32_t n_ctx, int32_t n_seq, int32_t n_outputs,
+                             int32_t n_threads, cpulm_kv_type kv) {
+    if (n_outputs > n_batch) n_outputs = n_batch;
+    return (cpulm_mem_ctx){.n_ctx = n_ctx, .n_seq_max = n_seq, .n_batch = n_batch,
+                           .n_outputs_max = n_outputs, .n_threads = n_threads, .kv_type = kv};
+}
+
 uint64_t plan_compute_bytes(const plan_shape *s, int32_t n_batch, int32_t n_ctx,
                             int32_t n_outputs, int32_t n_threads) {
-    uint64_t B = (uint64_t)n_batch, qd = (uint64_t)s->n_head * s->head_dim,
-             kvd = (uint64_t)s->n_head_kv * s->head_dim, E = (uint64_t)s->n_embd,
-             F = (uint64_t)s->n_ff;
-    uint64_t widest = E > F ? E : F;
-    if (qd > widest) widest = qd;
-    if (n_outputs > n_batch) n_outputs = n_batch;
-    uint64_t acts = 4 * B * (E + widest + 2 * qd + 2 * kvd + 2 * F); /* x xn q att kc vc g u */
-    uint64_t actq = (widest * 4 + 63) / 64 * 64 * B;
-    uint64_t scores = 4 * (((uint64_t)n_ctx + (uint64_t)s->head_dim + 15) / 16 * 16) *
-                      (uint64_t)n_threads;
-    uint64_t small = 4 * ((uint64_t)s->head_dim / 2 + 1) + 12 * B + 4 * (uint64_t)n_outputs;
-    uint64_t logits = 4 * (uint64_t)n_outputs * (uint64_t)s->n_vocab;
-    return acts + actq + scores + small + logits;
+    const cpulm_mem_ctx c = mem_ctx(n_batch, n_ctx, 1, n_outputs, n_threads, CPULM_KV_F16);
+    cpulm_mem_scratch sc;
+    cpulm_mem_scratch_of(&s->hp, &c, &sc);
+    return cpulm_mem_scratch_total(&sc);
 }
 
 uint64_t plan_overhead_bytes(uint64_t weight_bytes) {
@@ -158,13 +145,17 @@ uint64_t plan_overhead_bytes(uint64_t weight_bytes) {
 void plan_memory_of(const plan_shape *s, uint64_t weight_bytes, int32_t n_ctx,
                     int32_t n_parallel, cpulm_kv_type kv, int32_t n_batch, int32_t n_threads,
                     plan_memory *out) {
-    out->weights = weight_bytes;
-    out->kv_per_token = plan_kv_bytes_per_token(s, kv);
-    out->kv_total = out->kv_per_token * (uint64_t)n_ctx * (uint64_t)n_parallel;
-    int32_t nb = n_batch > n_parallel ? n_batch : n_parallel;
-    out->compute = plan_compute_bytes(s, nb, n_ctx, n_parallel, n_threads);
+    /* a server runs batches of at least one token per sequence */
+    const int32_t nb = n_batch > n_parallel ? n_batch : n_parallel;
+    const cpulm_mem_ctx c = mem_ctx(nb, n_ctx, n_parallel, n_parallel, n_threads, kv);
+    cpulm_memory m;
+    cpulm_mem_need(&s->hp, weight_bytes, &c, &m);
+    out->weights = m.weights;
+    out->kv_per_token = m.kv_per_token;
+    out->kv_total = m.kv;
+    out->compute = m.scratch;
     out->overhead = plan_overhead_bytes(weight_bytes);
-    out->total = out->weights + out->kv_total + out->compute + out->overhead;
+    out->total = m.total + out->overhead;
 }
 
 /* ---- prices ---- */

@@ -10,15 +10,19 @@
 #include <stdint.h>
 
 #include "cpulm.h"
+#include "tools_api.h"
 
 typedef struct plan_shape {
     char name[32];  /* "8b" */
     char desc[64];  /* "Llama 3.1 8B" */
-    int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab;
+    char arch[32];  /* general.architecture: which tensors (model/arch.c) */
+    cpulm_hparams hp; /* what memory is computed from */
+    int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab; /* hp's, for text */
     int tied; /* the output matrix is the token embedding (no output.weight) */
 } plan_shape;
 
-/* "1b", "3b", "8b", "70b" (Llama 3.2 1B/3B, Llama 3.1 8B/70B); NULL if unknown. */
+/* "1b", "3b", "8b", "70b" (Llama 3.2 1B/3B, Llama 3.1 8B/70B: synth.c's shape table);
+ * NULL if unknown. Borrowed, static. */
 const plan_shape *plan_shape_find(const char *name);
 /* The names, for messages: "1b, 3b, 8b, 70b". */
 const char *plan_shape_names(void);
@@ -30,19 +34,17 @@ typedef struct plan_weights {
     int64_t n_params; /* all elements */
 } plan_weights;
 
-/* Weights of shape s in type "q4_0", "q8_0", "q4_k_m", "f16" or "bf16", with llama.cpp's
- * default per-tensor choices: norms stay F32; q4_0 puts the output matrix in Q6_K; q4_k_m
- * puts the output matrix and attn_v / ffn_down of the "more bits" layers in Q6_K (and, for
- * 80-layer 70B models, the other attn_v in Q5_K), everything else in Q4_K.
- * Returns 0, or -1 for an unknown type. */
+/* Weights of shape s quantized with a llama-quantize preset ("q4_0", "q4_k_m", "f16", ...,
+ * any cpulm_qplan_preset_find name), with the per-tensor types `cpulm quantize` would
+ * choose (quantize_plan.c). Returns 0, or -1 for an unknown type. */
 int plan_weights_of(const plan_shape *s, const char *type, plan_weights *out);
-const char *plan_type_names(void); /* "q4_0, q8_0, q4_k_m, f16, bf16" */
+const char *plan_type_names(void); /* "Q4_0, Q4_1, ..." */
 
 /* KV cache bytes per token of one sequence: 2 (K and V) x layers x kv heads x head dim. */
 uint64_t plan_kv_bytes_per_token(const plan_shape *s, cpulm_kv_type t);
 
-/* Scratch cpulm_ctx_new allocates: activations for n_batch tokens, the quantized copy of
- * one batch of activations, attention scores per thread, logits for n_outputs rows. */
+/* Scratch cpulm_ctx_new allocates (memory.c): activations for n_batch tokens, the quantized
+ * copy of one batch of activations, attention scores per thread, logits for n_outputs rows. */
 uint64_t plan_compute_bytes(const plan_shape *s, int32_t n_batch, int32_t n_ctx,
                             int32_t n_outputs, int32_t n_threads);
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/json.h"
+#include "tools_api.h"
 #include "bench_report.h"
 #include "svg.h"
 

@@ -15,10 +15,7 @@
 #include <time.h>
 
 #include "bench.h"
-#include "kernels/kernels.h"
-#include "kernels/matmul.h"
-#include "model/repack.h"
-#include "threads/topo.h"
+#include "tools_api.h"
 
 static double now_s(void) {
     struct timespec ts;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "common.h"
 
 static double now_ns(void) {
     struct timespec ts;
@@ -148,7 +149,7 @@ static int run_rep(run_state *s, cpulm_sampler *smp, bench_result *r, int i) {
 }
 
 static cpulm_ctx *make_ctx(const bench_runner *br, const bench_test *t, char *err, size_t cap) {
-    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cpulm_ctx_params cp = cli_ctx_default_params();
     int32_t n_ub = ubatch_of(t);
     cp.n_ctx = t->n_prompt + t->n_gen + 1; /* + 1: the warm-up's generation step */
     cp.n_seq_max = t->n_parallel;

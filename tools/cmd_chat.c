@@ -11,8 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/buf.h"
-#include "base/json.h"
+#include "tools_api.h"
 #include "chat_common.h"
 #include "commands.h"
 #include "common.h"
@@ -251,7 +250,7 @@ int cmd_chat(int argc, char **argv) {
     chat_state st = {.m = m};
     char *owned = NULL;
     cpulm_buf_init(&st.msgs, 0);
-    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cpulm_ctx_params cp = cli_ctx_default_params();
     cp.n_ctx = o.n_ctx;
     cp.n_threads = o.n_threads;
     cpulm_error err = {0};

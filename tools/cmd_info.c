@@ -57,17 +57,29 @@ static void print_types(const cpulm_model *m, int32_t n_tensors) {
     }
 }
 
-static void print_memory(const cpulm_model *m, const cpulm_model_info *in, int32_t n_ctx,
-                         int32_t n_par) {
-    char w[32], kv[32], kv8[32], tot[32];
-    uint64_t k16 = cpulm_model_kv_bytes(m, n_ctx, CPULM_KV_F16) * (uint64_t)n_par;
-    uint64_t k8 = cpulm_model_kv_bytes(m, n_ctx, CPULM_KV_Q8_0) * (uint64_t)n_par;
-    human(w, sizeof w, (double)in->weight_bytes);
-    human(kv, sizeof kv, (double)k16);
-    human(kv8, sizeof kv8, (double)k8);
-    human(tot, sizeof tot, (double)(in->weight_bytes + k16));
-    printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0) = %s\n", n_ctx, n_par, w,
-           kv, kv8, tot);
+/* The library's own estimate (cpulm_model_memory): what a context of n_ctx tokens for n_par
+ * sequences allocates, with the f16 cache and, for comparison, the q8_0 one. */
+static void print_memory(const cpulm_model *m, int32_t n_ctx, int32_t n_par) {
+    cpulm_ctx_params p = cpulm_ctx_default_params();
+    p.n_ctx = n_ctx;
+    p.n_seq_max = n_par;
+    cpulm_memory m16, m8;
+    p.kv_type = CPULM_KV_F16;
+    cpulm_status s = cpulm_model_memory(m, &p, &m16);
+    p.kv_type = CPULM_KV_Q8_0;
+    if (s == CPULM_OK) s = cpulm_model_memory(m, &p, &m8);
+    if (s != CPULM_OK) {
+        printf("  ctx %7d x %d seq: %s\n", n_ctx, n_par, cpulm_status_str(s));
+        return;
+    }
+    char w[32], kv[32], kv8[32], sc[32], tot[32];
+    human(w, sizeof w, (double)m16.weights);
+    human(kv, sizeof kv, (double)m16.kv);
+    human(kv8, sizeof kv8, (double)m8.kv);
+    human(sc, sizeof sc, (double)m16.scratch);
+    human(tot, sizeof tot, (double)m16.total);
+    printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0) + scratch %s = %s\n",
+           n_ctx, n_par, w, kv, kv8, sc, tot);
 }
 
 /* Prints one of the library's describe texts (kernel table, threads and NUMA). */
@@ -165,8 +177,8 @@ int cmd_info(int argc, char **argv) {
            in.norm_eps);
     print_types(m, in.n_tensors);
     printf("memory to run (weights are mapped, not copied):\n");
-    print_memory(m, &in, in.n_ctx_train, n_par);
-    if (n_ctx) print_memory(m, &in, n_ctx, n_par);
+    print_memory(m, in.n_ctx_train, n_par);
+    if (n_ctx) print_memory(m, n_ctx, n_par);
     if (meta) {
         printf("metadata:\n");
         char buf[160];

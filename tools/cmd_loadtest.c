@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/buf.h"
-#include "base/json.h"
+#include "tools_api.h"
 #include "commands.h"
 #include "common.h"
 #include "loadtest.h"

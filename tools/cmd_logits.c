@@ -120,7 +120,7 @@ int cmd_logits(int argc, char **argv) {
             n = -1;
             break;
         }
-    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cpulm_ctx_params cp = cli_ctx_default_params();
     cp.n_ctx = n > 0 ? n : 1;
     cp.n_batch = 64;
     cp.n_outputs_max = 64;

@@ -204,7 +204,7 @@ static int setup_and_run(ppl_run *r, int32_t n_tokens) {
     r->first = r->n_ctx / 2;
     r->n_vocab = cpulm_vocab_n(r->m);
     r->bos = cpulm_vocab_add_bos(r->m) ? cpulm_token_bos(r->m) : -1;
-    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cpulm_ctx_params cp = cli_ctx_default_params();
     cp.n_ctx = r->n_ctx;
     cp.n_seq_max = r->n_seq;
     cp.n_batch = r->n_batch;

@@ -23,7 +23,8 @@ static void plan_usage(FILE *f) {
         "usage: cpulm plan (-m MODEL | --shape 1b|3b|8b|70b --type TYPE) [options]\n"
         "  -m, --model FILE     size a GGUF file\n"
         "  --shape NAME         a Llama 3 shape without a file: 1b, 3b, 8b, 70b\n"
-        "  --type TYPE          weights for --shape: q4_0, q8_0, q4_k_m, f16, bf16 (default q4_0)\n"
+        "  --type TYPE          weights for --shape: a `cpulm quantize` type (q4_0, q4_k_m, q8_0,\n"
+        "                       f16, bf16, ...; default q4_0), sized by the quantizer's rules\n"
         "  -c, --ctx-size N     tokens per sequence (default 4096)\n"
         "  --parallel N         sequences served at once, each with its own context (default 1)\n"
         "  --kv f16|q8_0|f32    KV cache type of the total (default f16; f16 and q8_0 are shown)\n"
@@ -96,7 +97,8 @@ static const char *type_rule(const char *type) {
     if (!strcmp(type, "q4_k_m"))
         return "llama.cpp's Q4_K_M mix: Q4_K, with output, and attn_v/ffn_down of 1/8 + 1/8 + "
                "every 3rd layer, in Q6_K";
-    return "every 2-D weight in this type, norms F32";
+    const cpulm_qplan_preset *p = cpulm_qplan_preset_find(type);
+    return p ? p->desc : "every 2-D weight in this type, norms F32";
 }
 
 /* Prints the memory table; returns the total with the chosen KV type. */

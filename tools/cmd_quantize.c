@@ -15,13 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/mmap.h"
-#include "base/status.h"
+#include "tools_api.h"
 #include "commands.h"
 #include "common.h"
-#include "gguf.h"
-#include "quant.h"
-#include "quantize_plan.h"
 
 #define QUANT_VERSION 2 /* GGML_QNT_VERSION: the block layouts of quant.h */
 

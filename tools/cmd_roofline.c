@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/json.h"
+#include "tools_api.h"
 #include "bench.h"
 #include "commands.h"
 #include "common.h"

@@ -130,7 +130,7 @@ int cmd_run(int argc, char **argv) {
     }
     cpulm_token *toks = NULL;
     int32_t n = cli_tokenize(m, prompt, strlen(prompt), 1, 0, &toks);
-    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cpulm_ctx_params cp = cli_ctx_default_params();
     cp.n_ctx = o.n_ctx;
     cp.n_threads = o.n_threads;
     cp.n_threads_batch = o.n_threads_batch;

@@ -91,6 +91,7 @@ int cmd_serve(int argc, char **argv) {
     cpulm_server_params p = cpulm_server_default_params();
     const char *model = NULL;
     p.api_key = getenv("CPULM_API_KEY");
+    p.no_pin = cli_env_flag("CPULM_NO_PIN");
     int rc = parse_serve(argc, argv, &p, &model);
     if (rc) return rc;
     if (!(p.model_path = cli_model_path(model))) return EXIT_USAGE;

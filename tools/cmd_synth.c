@@ -5,7 +5,7 @@
 
 #include "commands.h"
 #include "common.h"
-#include "synth.h"
+#include "tools_api.h"
 
 static void synth_usage(FILE *f) {
     fprintf(f,

@@ -101,6 +101,17 @@ double cli_now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+int cli_env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+cpulm_ctx_params cli_ctx_default_params(void) {
+    cpulm_ctx_params p = cpulm_ctx_default_params();
+    p.no_pin = cli_env_flag("CPULM_NO_PIN");
+    return p;
+}
+
 cpulm_model *cli_load_model(const char *path, int vocab_only, double *load_ms) {
     if (access(path, R_OK) != 0) { /* a usage error (exit 2), not a broken file */
         fprintf(stderr, "cpulm: %s: %s\n", path, strerror(errno));
@@ -108,6 +119,7 @@ cpulm_model *cli_load_model(const char *path, int vocab_only, double *load_ms) {
     }
     cpulm_model_params mp = cpulm_model_default_params();
     mp.vocab_only = vocab_only;
+    mp.no_repack = cli_env_flag("CPULM_NO_REPACK");
     cpulm_error err = {0};
     double t0 = cli_now_ms();
     cpulm_model *m = cpulm_model_load(path, &mp, &err);

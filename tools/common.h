@@ -46,6 +46,13 @@ int cli_numa_flag(cli *c);
  * next to the executable). NULL (with a message saying how to get a model) when none. */
 const char *cli_model_path(const char *flag_value);
 /* Loads the model, printing a one-line error; NULL on failure. */
+/* The library's switches the command reads from the environment, set in the params the
+ * library takes (the library itself reads no environment but CPULM_ISA):
+ * CPULM_NO_REPACK=1 -> cpulm_model_params.no_repack, CPULM_NO_PIN=1 -> cpulm_ctx_params.no_pin.
+ * A variable counts as set unless empty or "0". */
+int cli_env_flag(const char *name);
+/* cpulm_ctx_default_params() with the environment's switches applied. */
+cpulm_ctx_params cli_ctx_default_params(void);
 cpulm_model *cli_load_model(const char *path, int vocab_only, double *load_ms);
 /* Exit code after a failed load: 2 when the file is missing or unreadable, else 1. */
 int cli_load_failed_rc(const char *path);

@@ -15,9 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/buf.h"
-#include "base/json.h"
-#include "server/http.h"
+#include "tools_api.h"
 
 #define MAX_RESPONSE (64u << 20)
 

@@ -6,7 +6,7 @@
 #ifndef CPULM_TOOLS_SVG_H
 #define CPULM_TOOLS_SVG_H
 
-#include "base/buf.h"
+#include "tools_api.h"
 
 typedef struct svg_series {
     const char *name;  /* legend text */

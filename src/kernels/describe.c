@@ -1,7 +1,7 @@
 /* describe.c: cpulm_kernel_describe, the kernel part of `cpulm info --cpu`: CPU features,
- * the chosen level, and which level provides each table entry (see describe.h).
- * It asks model/repack.h whether a type is repacked at load, the one place kernels/ looks
- * up at the model layer: the answer must come from the rule the loader applies, not a copy. */
+ * the chosen level, and which level provides each table entry (see describe.h). Entries and
+ * their names come from kernels.h's op list. Whether a type is repacked at load comes from
+ * cpulm_kernels_packs, the rule the loader (model/repack.c) applies. */
 #include "kernels/describe.h"
 
 #include <stdio.h>
@@ -9,26 +9,34 @@
 #include <string.h>
 
 #include "cpulm.h"
-#include "model/repack.h"
 
 /* Every function-pointer type converts to and from this one; comparisons go through it. */
 typedef void (*any_fn)(void);
 
 static any_fn entry(const cpulm_kernels *k, cpulm_kernels_entry e, cpulm_dtype t) {
     switch (e) {
-    case CPULM_KENTRY_VEC_DOT: return (any_fn)k->vec_dot[t];
-    case CPULM_KENTRY_FROM_FLOAT: return (any_fn)k->from_float[t];
-    case CPULM_KENTRY_GEMM_X16: return (any_fn)k->gemm_x16[t];
-    case CPULM_KENTRY_RMS_NORM: return (any_fn)k->rms_norm;
-    case CPULM_KENTRY_SWIGLU: return (any_fn)k->swiglu;
-    case CPULM_KENTRY_SOFTMAX: return (any_fn)k->softmax;
-    case CPULM_KENTRY_AXPY: return (any_fn)k->axpy;
-    case CPULM_KENTRY_DOT_F32: return (any_fn)k->dot_f32;
-    case CPULM_KENTRY_SCALE_F16: return (any_fn)k->scale_f16;
-    case CPULM_KENTRY_MAD_F16: return (any_fn)k->mad_f16;
-    case CPULM_KENTRY_ATTN_F16: return (any_fn)k->attn_f16;
+#define ENTRY_TYPED(ID, name, fn)                                                                  \
+    case CPULM_KENTRY_##ID: return (any_fn)k->name[t];
+        CPULM_KERNEL_TYPED_OPS(ENTRY_TYPED)
+#undef ENTRY_TYPED
+#define ENTRY_OP(ID, name, ret, params, group)                                                     \
+    case CPULM_KENTRY_##ID: return (any_fn)k->name;
+        CPULM_KERNEL_OPS(ENTRY_OP)
+#undef ENTRY_OP
     default: return NULL;
     }
+}
+
+const char *cpulm_kernels_entry_name(cpulm_kernels_entry e) {
+    static const char *const names[] = {
+#define NAME_TYPED(ID, name, fn) #name,
+        CPULM_KERNEL_TYPED_OPS(NAME_TYPED)
+#undef NAME_TYPED
+#define NAME_OP(ID, name, ret, params, group) #name,
+        CPULM_KERNEL_OPS(NAME_OP)
+#undef NAME_OP
+    };
+    return (unsigned)e < CPULM_KENTRY_COUNT ? names[e] : "?";
 }
 
 const char *cpulm_kernels_provider(const cpulm_kernels *const *levels, int n,
@@ -48,21 +56,22 @@ static const cpulm_dtype weight_types[] = {
     CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K,
 };
 
-/* Would the loader repack a 16-row matrix of type t on final? (model/repack.c's rule) */
+/* Would the loader repack a 16-row matrix of type t on final? */
 static const char *repacked(const cpulm_kernels *final, cpulm_dtype t) {
-    static const uint8_t any_byte;
-    const cpulm_tensor probe = {.data = &any_byte, .type = t, .ne = {256, CPULM_PACK_ROWS}};
-    if (!cpulm_repack_supported(final, &probe)) return "no";
-    return getenv("CPULM_NO_REPACK") ? "no (CPULM_NO_REPACK)" : "yes";
+    return cpulm_kernels_packs(final, t, CPULM_PACK_ROWS) ? "yes" : "no";
 }
 
+/* One line: the plain ops of a describe group (kernels.h's list) and their providers. */
 static void put_ops(cpulm_buf *b, const cpulm_kernels *const *lv, int n,
-                    const cpulm_kernels *final, const char *label, const char *const *names,
-                    const cpulm_kernels_entry *es, int n_es) {
+                    const cpulm_kernels *final, const char *label, const char *group) {
     cpulm_buf_printf(b, "%-15s", label);
-    for (int i = 0; i < n_es; i++)
-        cpulm_buf_printf(b, "%s%s %s", i ? ", " : "", names[i],
-                         cpulm_kernels_provider(lv, n, final, es[i], CPULM_DTYPE_F32));
+    int i = 0;
+#define PUT_OP(ID, name, ret, params, grp)                                                         \
+    if (!strcmp(#grp, group))                                                                      \
+        cpulm_buf_printf(b, "%s%s %s", i++ ? ", " : "", #name,                                     \
+                         cpulm_kernels_provider(lv, n, final, CPULM_KENTRY_##ID, CPULM_DTYPE_F32));
+    CPULM_KERNEL_OPS(PUT_OP)
+#undef PUT_OP
     cpulm_buf_puts(b, "\n");
 }
 
@@ -81,15 +90,8 @@ void cpulm_kernels_describe_table(cpulm_buf *b, const cpulm_kernels *const *lv, 
                          cpulm_kernels_provider(lv, n, final, CPULM_KENTRY_GEMM_X16, t),
                          repacked(final, t));
     }
-    static const char *const attn_names[] = {"attn_f16", "scale_f16", "mad_f16"};
-    static const cpulm_kernels_entry attn[] = {CPULM_KENTRY_ATTN_F16, CPULM_KENTRY_SCALE_F16,
-                                               CPULM_KENTRY_MAD_F16};
-    put_ops(b, lv, n, final, "attention:", attn_names, attn, 3);
-    static const char *const f32_names[] = {"rms_norm", "swiglu", "softmax", "axpy", "dot_f32"};
-    static const cpulm_kernels_entry f32[] = {CPULM_KENTRY_RMS_NORM, CPULM_KENTRY_SWIGLU,
-                                              CPULM_KENTRY_SOFTMAX, CPULM_KENTRY_AXPY,
-                                              CPULM_KENTRY_DOT_F32};
-    put_ops(b, lv, n, final, "f32 ops:", f32_names, f32, 5);
+    put_ops(b, lv, n, final, "attention:", "ATTN");
+    put_ops(b, lv, n, final, "f32 ops:", "F32");
 }
 
 cpulm_status cpulm_kernel_describe(char *buf, size_t cap, size_t *n_out) {

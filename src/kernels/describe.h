@@ -9,18 +9,14 @@
 #include "base/buf.h"
 #include "kernels/kernels.h"
 
+/* One entry per op of kernels.h's list: CPULM_KENTRY_VEC_DOT, ..., CPULM_KENTRY_RMS_NORM, ... */
 typedef enum cpulm_kernels_entry {
-    CPULM_KENTRY_VEC_DOT, /* per weight type */
-    CPULM_KENTRY_FROM_FLOAT, /* per target type */
-    CPULM_KENTRY_GEMM_X16, /* per weight type */
-    CPULM_KENTRY_RMS_NORM,
-    CPULM_KENTRY_SWIGLU,
-    CPULM_KENTRY_SOFTMAX,
-    CPULM_KENTRY_AXPY,
-    CPULM_KENTRY_DOT_F32,
-    CPULM_KENTRY_SCALE_F16,
-    CPULM_KENTRY_MAD_F16,
-    CPULM_KENTRY_ATTN_F16,
+#define CPULM_KENTRY_TYPED(ID, name, fn) CPULM_KENTRY_##ID,
+    CPULM_KERNEL_TYPED_OPS(CPULM_KENTRY_TYPED)
+#undef CPULM_KENTRY_TYPED
+#define CPULM_KENTRY_OP(ID, name, ret, params, group) CPULM_KENTRY_##ID,
+    CPULM_KERNEL_OPS(CPULM_KENTRY_OP)
+#undef CPULM_KENTRY_OP
     CPULM_KENTRY_COUNT
 } cpulm_kernels_entry;
 
@@ -30,6 +26,9 @@ typedef enum cpulm_kernels_entry {
 const char *cpulm_kernels_provider(const cpulm_kernels *const *levels, int n,
                                    const cpulm_kernels *final, cpulm_kernels_entry e,
                                    cpulm_dtype type);
+
+/* The op's name in the list ("rms_norm"). Borrowed, static. */
+const char *cpulm_kernels_entry_name(cpulm_kernels_entry e);
 
 /* Appends the per-type table and the attention / f32-op lines for final over levels. */
 void cpulm_kernels_describe_table(cpulm_buf *b, const cpulm_kernels *const *levels, int n,

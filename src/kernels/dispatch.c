@@ -1,8 +1,8 @@
 /* dispatch.c: picks the kernel table for the running CPU, once.
  *
  * Levels form a small tree (each extends a base level); a level is usable when its
- * translation unit was built (CPULM_HAVE_<LEVEL>, set by cmake/kernels.cmake for files that
- * exist), its base is usable, and the CPU (and the OS, for register state) supports every
+ * translation unit was built (CPULM_HAVE_<LEVEL>, set by cmake/kernels.cmake for the files
+ * of the target architecture), its base is usable, and the CPU (and the OS, for register state) supports every
  * feature its flags assume. The merged table of a level is its base's merged table with the
  * level's non-NULL entries laid over it, so a level only implements what it speeds up.
  * The chosen level is the last usable one in ladder order, or CPULM_ISA=<name> when that
@@ -10,8 +10,10 @@
  * This file must never execute an instruction of a level it has not verified.
  *
  * CPU generations, for orientation: avx2 = Haswell (2013) / Zen 1; avx512 = Skylake-SP;
- * avx512vnni = Cascade Lake / Ice Lake / Zen 4; avx512bf16 = Cooper Lake / Sapphire
- * Rapids / Zen 4; avxvnni = Alder Lake (AVX-512 fused off). arm: dotprod = Cortex-A55/A76,
+ * avx512vnni = Cascade Lake / Ice Lake / Zen 4. avx512bf16 (Cooper Lake, Sapphire Rapids,
+ * Zen 4) and avxvnni (Alder Lake, AVX-512 fused off) are reported as features but have no
+ * level: no kernel uses them yet (a level is added with its source file, its line in
+ * cmake/kernels.cmake and its row below). arm: dotprod = Cortex-A55/A76,
  * Neoverse N1 (Graviton2); i8mm + sve = Neoverse V1 (Graviton3), V2 (Graviton4).
  */
 #include <pthread.h>
@@ -37,11 +39,6 @@
 #else
 #define TABLE_AVX2 NULL
 #endif
-#if defined(CPULM_HAVE_AVXVNNI)
-#define TABLE_AVXVNNI (&cpulm_kernels_avxvnni)
-#else
-#define TABLE_AVXVNNI NULL
-#endif
 #if defined(CPULM_HAVE_AVX512)
 #define TABLE_AVX512 (&cpulm_kernels_avx512)
 #else
@@ -51,11 +48,6 @@
 #define TABLE_AVX512VNNI (&cpulm_kernels_avx512vnni)
 #else
 #define TABLE_AVX512VNNI NULL
-#endif
-#if defined(CPULM_HAVE_AVX512BF16)
-#define TABLE_AVX512BF16 (&cpulm_kernels_avx512bf16)
-#else
-#define TABLE_AVX512BF16 NULL
 #endif
 #if defined(CPULM_HAVE_NEON)
 #define TABLE_NEON (&cpulm_kernels_neon)
@@ -84,8 +76,6 @@ enum {
     F_AVX2 = 1u << 0, /* with FMA, F16C and OS-enabled YMM state */
     F_AVX512 = 1u << 1, /* F + BW + VL + DQ with OS-enabled ZMM / opmask state */
     F_AVX512VNNI = 1u << 2,
-    F_AVX512BF16 = 1u << 3,
-    F_AVXVNNI = 1u << 4,
     F_NEON = 1u << 5,
     F_DOTPROD = 1u << 6,
     F_I8MM = 1u << 7,
@@ -104,10 +94,8 @@ static const level_desc levels[] = {
     {"generic", &cpulm_kernels_generic, -1, 0},
 #if defined(ARCH_X86)
     {"avx2", TABLE_AVX2, 0, F_AVX2},
-    {"avxvnni", TABLE_AVXVNNI, 1, F_AVX2 | F_AVXVNNI},
     {"avx512", TABLE_AVX512, 1, F_AVX2 | F_AVX512},
-    {"avx512vnni", TABLE_AVX512VNNI, 3, F_AVX2 | F_AVX512 | F_AVX512VNNI},
-    {"avx512bf16", TABLE_AVX512BF16, 4, F_AVX2 | F_AVX512 | F_AVX512VNNI | F_AVX512BF16},
+    {"avx512vnni", TABLE_AVX512VNNI, 2, F_AVX2 | F_AVX512 | F_AVX512VNNI},
 #elif defined(ARCH_ARM)
     {"neon", TABLE_NEON, 0, F_NEON},
     {"dotprod", TABLE_DOTPROD, 1, F_NEON | F_DOTPROD},
@@ -146,10 +134,8 @@ static unsigned detect_features(char *desc, size_t cap) {
     const int avx512 = ((ebx7 >> 16) & 1) && ((ebx7 >> 17) & 1) && ((ebx7 >> 30) & 1) &&
                        ((ebx7 >> 31) & 1); /* F, DQ, BW, VL */
     if (avx2 && fma && f16c && os_ymm) f |= F_AVX2;
-    if ((f & F_AVX2) && (eax71 >> 4) & 1) f |= F_AVXVNNI;
     if ((f & F_AVX2) && avx512 && os_zmm) f |= F_AVX512;
     if ((f & F_AVX512) && (ecx7 >> 11) & 1) f |= F_AVX512VNNI;
-    if ((f & F_AVX512) && (eax71 >> 5) & 1) f |= F_AVX512BF16;
     snprintf(desc, cap, "x86_64:%s%s%s%s%s%s%s%s%s", avx2 ? " avx2" : "", fma ? " fma" : "",
              f16c ? " f16c" : "", os_ymm ? "" : " (os: no ymm)",
              avx512 ? " avx512f/bw/vl/dq" : "", avx512 && !os_zmm ? " (os: no zmm)" : "",
@@ -191,24 +177,18 @@ static unsigned detect_features(char *desc, size_t cap) {
 
 /* ---- merging ---- */
 
+/* Every entry of kernels.h's op list: a level's non-NULL entry replaces its base's. */
 static void overlay(cpulm_kernels *k, const cpulm_kernels *lvl) {
     k->name = lvl->name;
     for (int t = 0; t < CPULM_DTYPE_COUNT; t++) {
-        if (lvl->vec_dot[t]) k->vec_dot[t] = lvl->vec_dot[t];
-        if (lvl->from_float[t]) k->from_float[t] = lvl->from_float[t];
-        if (lvl->to_float[t]) k->to_float[t] = lvl->to_float[t];
-        if (lvl->gemm_x16[t]) k->gemm_x16[t] = lvl->gemm_x16[t];
+#define TAKE_TYPED(ID, name, fn)                                                                   \
+    if (lvl->name[t]) k->name[t] = lvl->name[t];
+        CPULM_KERNEL_TYPED_OPS(TAKE_TYPED)
+#undef TAKE_TYPED
     }
-#define TAKE(f)                                                                                    \
-    if (lvl->f) k->f = lvl->f
-    TAKE(rms_norm);
-    TAKE(swiglu);
-    TAKE(softmax);
-    TAKE(axpy);
-    TAKE(dot_f32);
-    TAKE(scale_f16);
-    TAKE(mad_f16);
-    TAKE(attn_f16);
+#define TAKE(ID, name, ret, params, group)                                                         \
+    if (lvl->name) k->name = lvl->name;
+    CPULM_KERNEL_OPS(TAKE)
 #undef TAKE
 }
 
@@ -275,6 +255,12 @@ const char *cpulm_kernels_isa_warning(void) {
 const char *cpulm_cpu_features(void) {
     pthread_once(&state.once, init_once);
     return state.features;
+}
+
+int cpulm_kernels_packs(const cpulm_kernels *k, cpulm_dtype t, int64_t n_rows) {
+    if ((unsigned)t >= CPULM_DTYPE_COUNT || n_rows % CPULM_PACK_ROWS != 0) return 0;
+    const cpulm_gemm_fn g = k->gemm_x16[t], portable = cpulm_kernels_generic.gemm_x16[t];
+    return portable && g && g != portable;
 }
 
 const char *cpulm_kernel_level(void) {

@@ -2,6 +2,7 @@
  * SIMD code.
  *
  * One table per ISA level (generic, avx2, avx512, avx512vnni, neon, dotprod, i8mm, sve).
+ * The table's entries come from one list, CPULM_KERNEL_TYPED_OPS and CPULM_KERNEL_OPS below.
  * The generic table is complete: every entry is non-NULL, written in portable C, and is the
  * oracle the tests compare every other level against. A level's NULL entry inherits from the
  * level below it. cpulm_kernels_get() merges the levels the running CPU supports (CPUID and
@@ -18,6 +19,8 @@
 #include <stdint.h>
 
 #include "../quant.h"
+
+typedef struct cpulm_kernels cpulm_kernels;
 
 /* s = dot(x, y) over n elements; x is a row of the weight type, y a row of its
  * vec_dot_type (cpulm_dtype_traits.vec_dot_type) made by from_float. */
@@ -45,6 +48,11 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
  * Activations for these kernels are rows of the weight's vec_dot_type followed by
  * per-block extras: cpulm_pack_act_* (Q8_0) and cpulm_pack_actk_* (Q8_K). */
 #define CPULM_PACK_ROWS 16
+
+/* The repacking rule: is a weight of type t with n_rows rows repacked at load on level k?
+ * Yes when the rows split into 16-row groups, t has a packed layout (a generic gemm_x16)
+ * and k's gemm_x16 for t is faster than the portable one (not the generic entry). */
+int cpulm_kernels_packs(const cpulm_kernels *k, cpulm_dtype t, int64_t n_rows);
 
 /* Extras of a Q8_0 activation row of n elements, starting at the first 4-byte boundary
  * after the Q8_0 blocks, nb = n/32 entries each: float d[nb] (block scales), int32
@@ -86,47 +94,62 @@ static inline uint64_t cpulm_pack_actk_row_bytes(int64_t n) {
 typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const void *w,
                               const uint8_t *act, uint64_t act_stride);
 
-typedef struct cpulm_kernels {
+/* ---- the op list: the one place an op is named ----
+ * Per-type ops, X(ID, name, fn type): an array indexed by cpulm_dtype (weight type for
+ * vec_dot and gemm_x16, target type for from_float, source type for to_float). */
+#define CPULM_KERNEL_TYPED_OPS(X)                                                              \
+    X(VEC_DOT, vec_dot, cpulm_vec_dot_fn)                                                      \
+    X(FROM_FLOAT, from_float, cpulm_from_float_fn)                                             \
+    X(TO_FLOAT, to_float, cpulm_to_float_fn)                                                   \
+    /* repacked-weight GEMM (see CPULM_PACK_ROWS): Q4_0, Q8_0, Q4_K, Q5_K, Q6_K */             \
+    X(GEMM_X16, gemm_x16, cpulm_gemm_fn)
+
+/* Plain ops, X(ID, name, return type, (parameters), describe group): the table field, its
+ * generic implementation cpulm_generic_<name> (declared from this list in generic.h and
+ * put into the generic table by table.c), the level overlay (dispatch.c), the describe
+ * line and the "every op has a generic version" test all come from this list. Adding an op
+ * is one entry here plus its implementations. Groups: F32 (f32 vector ops of the forward
+ * pass), ATTN (attention over an F16 KV cache, reference numerics). */
+#define CPULM_KERNEL_OPS(X)                                                                    \
+    /* y[i] = x[i] * w[i] / sqrt(mean(x^2) + eps) */                                           \
+    X(RMS_NORM, rms_norm, void, (int64_t n, float *y, const float *x, const float *w, float eps), \
+      F32)                                                                                     \
+    /* y[i] = silu(g[i]) * u[i] */                                                             \
+    X(SWIGLU, swiglu, void, (int64_t n, float *y, const float *g, const float *u), F32)        \
+    /* x[i] = exp(x[i] - max) / sum; n >= 1 */                                                 \
+    X(SOFTMAX, softmax, void, (int64_t n, float *x), F32)                                      \
+    /* y += a * x */                                                                           \
+    X(AXPY, axpy, void, (int64_t n, float *y, float a, const float *x), F32)                   \
+    /* sum(x[i] * y[i]) over f32 */                                                            \
+    X(DOT_F32, dot_f32, float, (int64_t n, const float *x, const float *y), F32)               \
+    /* One query over n >= 1 keys of an F16 cache, with the reference's F16 attention          \
+     * numerics: scores s_j = dot(k_j, q16) * scale (q16 is the query rounded to f16), online  \
+     * softmax, and the weighted sum of V accumulated in f16 (rounded after every key, as      \
+     * scale_f16 / mad_f16 do). out[0..d) = that sum / the softmax denominator. Key j's d      \
+     * halves start at k + j * stride bytes, value j's at v + j * stride. */                   \
+    X(ATTN_F16, attn_f16, void,                                                                \
+      (int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k, const uint8_t *v,          \
+       uint64_t stride, float scale, float *out),                                              \
+      ATTN)                                                                                    \
+    /* y[i] = f16(f32(y[i]) * v) */                                                            \
+    X(SCALE_F16, scale_f16, void, (int64_t n, uint16_t *y, float v), ATTN)                     \
+    /* y[i] = f16(f32(y[i]) + f32(x[i]) * v) */                                                \
+    X(MAD_F16, mad_f16, void, (int64_t n, uint16_t *y, const uint16_t *x, float v), ATTN)
+
+struct cpulm_kernels {
     const char *name; /* "generic", "avx2", ... */
-    cpulm_vec_dot_fn vec_dot[CPULM_DTYPE_COUNT];       /* indexed by weight type */
-    cpulm_from_float_fn from_float[CPULM_DTYPE_COUNT]; /* indexed by target type */
-    cpulm_to_float_fn to_float[CPULM_DTYPE_COUNT];     /* indexed by source type */
-
-    /* ---- f32 vector ops used by the forward pass ---- */
-    /* y[i] = x[i] * w[i] / sqrt(mean(x^2) + eps) */
-    void (*rms_norm)(int64_t n, float *y, const float *x, const float *w, float eps);
-    /* y[i] = silu(g[i]) * u[i] */
-    void (*swiglu)(int64_t n, float *y, const float *g, const float *u);
-    /* x[i] = exp(x[i] - max) / sum; returns nothing; n >= 1 */
-    void (*softmax)(int64_t n, float *x);
-    /* y += a * x */
-    void (*axpy)(int64_t n, float *y, float a, const float *x);
-    /* sum(x[i] * y[i]) over f32 */
-    float (*dot_f32)(int64_t n, const float *x, const float *y);
-
-    /* ---- f16 accumulators (attention over an F16 KV cache, reference numerics) ---- */
-    /* y[i] = f16(f32(y[i]) * v) */
-    void (*scale_f16)(int64_t n, uint16_t *y, float v);
-    /* y[i] = f16(f32(y[i]) + f32(x[i]) * v) */
-    void (*mad_f16)(int64_t n, uint16_t *y, const uint16_t *x, float v);
-    /* One query over n >= 1 keys of an F16 cache, with the reference's F16 attention
-     * numerics: scores s_j = dot(k_j, q16) * scale (q16 is the query rounded to f16), online
-     * softmax, and the weighted sum of V accumulated in f16 (rounded after every key, as
-     * scale_f16 / mad_f16 do). out[0..d) = that sum / the softmax denominator. Key j's
-     * d halves start at k + j * stride bytes, value j's at v + j * stride. */
-    void (*attn_f16)(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
-                     const uint8_t *v, uint64_t stride, float scale, float *out);
-
-    /* ---- repacked-weight GEMM (see CPULM_PACK_ROWS), indexed by weight type: Q4_0, Q8_0,
-     * Q4_K, Q5_K, Q6_K ---- */
-    cpulm_gemm_fn gemm_x16[CPULM_DTYPE_COUNT];
-} cpulm_kernels;
+#define CPULM_KERNEL_TYPED_FIELD(ID, name, fn) fn name[CPULM_DTYPE_COUNT];
+    CPULM_KERNEL_TYPED_OPS(CPULM_KERNEL_TYPED_FIELD)
+#undef CPULM_KERNEL_TYPED_FIELD
+#define CPULM_KERNEL_FIELD(ID, name, ret, params, group) ret(*name) params;
+    CPULM_KERNEL_OPS(CPULM_KERNEL_FIELD)
+#undef CPULM_KERNEL_FIELD
+};
 
 extern const cpulm_kernels cpulm_kernels_generic;
 /* Per-ISA tables: defined only when the build compiled that level's file (the build sets
  * CPULM_HAVE_<LEVEL>=1); referenced only from dispatch.c. NULL entries inherit. */
-extern const cpulm_kernels cpulm_kernels_avx2, cpulm_kernels_avxvnni, cpulm_kernels_avx512,
-    cpulm_kernels_avx512vnni, cpulm_kernels_avx512bf16;
+extern const cpulm_kernels cpulm_kernels_avx2, cpulm_kernels_avx512, cpulm_kernels_avx512vnni;
 extern const cpulm_kernels cpulm_kernels_neon, cpulm_kernels_dotprod, cpulm_kernels_i8mm,
     cpulm_kernels_sve;
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "../base/status.h"
-#include "../context.h"
+#include "forward.h"
 #include "../kernels/matmul.h"
 #include "forward_int.h"
 #include "repack.h"

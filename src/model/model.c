@@ -290,12 +290,12 @@ static cpulm_status load_metadata(loader *L) {
 
 /* The NUMA mode's memory policy covers the weights' first touch: file pages (pre-faulted
  * for DISTRIBUTE) and the repacked copies written here. */
-static cpulm_status place_and_repack(cpulm_model *m, cpulm_numa numa, cpulm_error *e) {
+static cpulm_status place_and_repack(cpulm_model *m, const cpulm_model_params *p,
+                                     cpulm_error *e) {
     cpulm_numa_mem saved;
-    cpulm_numa_mem_begin(numa, &m->map, &saved);
+    cpulm_numa_mem_begin(p->numa, &m->map, &saved);
     cpulm_status s = CPULM_OK;
-    /* CPULM_NO_REPACK keeps every weight row-major (A/B measurements, debugging) */
-    if (!getenv("CPULM_NO_REPACK")) s = cpulm_repack_model(m, cpulm_kernels_get(), e);
+    if (!p->no_repack) s = cpulm_repack_model(m, cpulm_kernels_get(), e);
     cpulm_numa_mem_end(&saved);
     return s;
 }
@@ -327,7 +327,7 @@ cpulm_model *cpulm_model_load(const char *path, const cpulm_model_params *params
     if ((s = cpulm_model_build_names(m, e)) != CPULM_OK) goto fail;
     if ((s = load_metadata(&L)) != CPULM_OK) goto fail;
     if (!p.vocab_only && (s = bind_tensors(&L)) != CPULM_OK) goto fail;
-    if (!p.vocab_only && (s = place_and_repack(m, p.numa, e)) != CPULM_OK) goto fail;
+    if (!p.vocab_only && (s = place_and_repack(m, &p, e)) != CPULM_OK) goto fail;
     if (p.use_mlock) cpulm_mmap_lock(&m->map);
     return m;
 fail: {

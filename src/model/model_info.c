@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "../base/status.h"
-#include "../kv_cache.h"
 #include "model.h"
 
 static char *dup_view(cpulm_str s) {
@@ -135,6 +134,3 @@ cpulm_status cpulm_model_meta(const cpulm_model *m, const char *key, char *buf, 
     return n + 1 > cap ? CPULM_ERR_TOO_SMALL : CPULM_OK;
 }
 
-uint64_t cpulm_model_kv_bytes(const cpulm_model *m, int32_t n_ctx, cpulm_kv_type t) {
-    return cpulm_kv_bytes_for(m->hp.n_layer, n_ctx, m->hp.n_head_kv * m->hp.head_dim, t);
-}

@@ -30,8 +30,7 @@ static block_fields fields_of(cpulm_dtype t) {
 
 int cpulm_repack_supported(const cpulm_kernels *k, const cpulm_tensor *t) {
     if (!t->data || t->packed || fields_of(t->type).n == 0) return 0;
-    if (t->ne[1] % R != 0) return 0;
-    return k->gemm_x16[t->type] && k->gemm_x16[t->type] != cpulm_kernels_generic.gemm_x16[t->type];
+    return cpulm_kernels_packs(k, t->type, t->ne[1]);
 }
 
 /* Row r's block (row-major, blk) into its lanes of packed block g. Constant-size copies:

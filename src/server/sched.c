@@ -688,6 +688,7 @@ static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
     cp.n_outputs_max = s->p.n_parallel; /* at most one logits row per slot per step */
     cp.n_threads = s->p.n_threads;
     cp.n_threads_batch = s->p.n_threads_batch;
+    cp.no_pin = s->p.no_pin;
     s->ctx = cpulm_ctx_new(s->model, &cp, err);
     if (!s->ctx) return err ? err->code : CPULM_ERR_NOMEM;
     s->n_ctx = cpulm_ctx_n_ctx(s->ctx);

@@ -37,6 +37,7 @@ typedef struct cpulm_sched_params {
     int32_t max_queue;       /* requests waiting for slots before submit refuses; default 64 */
     int32_t n_threads;       /* decode threads; 0 = physical cores */
     int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
+    int no_pin;              /* cpulm_ctx_params.no_pin */
     cpulm_metrics *metrics;  /* borrowed, may be NULL; must outlive the scheduler */
 } cpulm_sched_params;
 

@@ -184,6 +184,7 @@ static void *loader_main(void *arg) {
         sp.n_chunk = s->p.n_chunk;
         sp.max_queue = s->p.max_queue;
         sp.n_threads = s->p.n_threads;
+        sp.no_pin = s->p.no_pin;
         sp.metrics = s->metrics;
         s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);
     }

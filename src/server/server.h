@@ -26,6 +26,7 @@ typedef struct cpulm_server_params {
     int32_t n_chunk;          /* prompt tokens per scheduler step; default 256 */
     int32_t max_queue;        /* requests waiting for a slot before 429; default 64 */
     int32_t n_threads;        /* decode threads; 0: physical cores */
+    int no_pin;               /* cpulm_ctx_params.no_pin */
     const char *api_key;      /* NULL: no authentication */
     double timeout_s;         /* per-request limit; default 600 */
     double grace_s;           /* SIGTERM: time in-flight requests get to finish; default 30 */

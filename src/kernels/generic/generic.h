@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
 /* ---- dot products (dot.c): weight row x against an activation row y ---- */
 void cpulm_generic_vec_dot_f32(int64_t n, float *s, const void *x, const void *y);
 void cpulm_generic_vec_dot_f16(int64_t n, float *s, const void *x, const void *y);
@@ -20,22 +22,17 @@ void cpulm_generic_vec_dot_q4_K_q8_K(int64_t n, float *s, const void *x, const v
 void cpulm_generic_vec_dot_q5_K_q8_K(int64_t n, float *s, const void *x, const void *y);
 void cpulm_generic_vec_dot_q6_K_q8_K(int64_t n, float *s, const void *x, const void *y);
 
-/* ---- f32 vector ops (vec.c) ---- */
-void cpulm_generic_rms_norm(int64_t n, float *y, const float *x, const float *w, float eps);
-void cpulm_generic_swiglu(int64_t n, float *y, const float *g, const float *u);
-void cpulm_generic_softmax(int64_t n, float *x);
-void cpulm_generic_axpy(int64_t n, float *y, float a, const float *x);
-float cpulm_generic_dot_f32(int64_t n, const float *x, const float *y);
+/* ---- the plain ops of kernels.h's CPULM_KERNEL_OPS: cpulm_generic_<name> each (f32 ops in
+ * vec.c, attention in attn.c) ---- */
+#define CPULM_GENERIC_DECLARE(ID, name, ret, params, group) ret cpulm_generic_##name params;
+CPULM_KERNEL_OPS(CPULM_GENERIC_DECLARE)
+#undef CPULM_GENERIC_DECLARE
+
+/* ---- helpers shared with the ISA levels (vec.c) ---- */
 /* Tree sum of 16 lanes in the order of a 512-bit reduction (halves, quarters, pairs). */
 float cpulm_generic_reduce16(const float *a);
 /* exp(x) by the degree-5 polynomial vectorized code uses (about 1.5 ulp). */
 float cpulm_generic_vexpf(float x);
-void cpulm_generic_scale_f16(int64_t n, uint16_t *y, float v);
-void cpulm_generic_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v);
-
-/* ---- attention over an F16 cache (attn.c), contract in kernels.h ---- */
-void cpulm_generic_attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
-                            const uint8_t *v, uint64_t stride, float scale, float *out);
 
 /* ---- repacked-weight GEMM (gemm.c), contracts in kernels.h (cpulm_gemm_fn) ---- */
 void cpulm_generic_gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,

@@ -1,8 +1,9 @@
 /* table.c: cpulm_kernels_generic, the complete portable-C kernel table.
  * Every computable weight type has a vec_dot; every type with a reference quantizer or
  * dequantizer has from_float / to_float (those are quant.c's reference routines: the
- * generic level is, by definition, the reference). A test checks there is no NULL entry
- * for computable types. */
+ * generic level is, by definition, the reference). Every plain op of CPULM_KERNEL_OPS is
+ * cpulm_generic_<name>, filled in from the list. A test checks there is no NULL entry for
+ * computable types or plain ops. */
 #include "generic.h"
 #include "kernels/kernels.h"
 
@@ -58,14 +59,9 @@ const cpulm_kernels cpulm_kernels_generic = {
             D(Q5_K) = cpulm_dequantize_row_q5_K_ref,
             D(Q6_K) = cpulm_dequantize_row_q6_K_ref,
         },
-    .rms_norm = cpulm_generic_rms_norm,
-    .swiglu = cpulm_generic_swiglu,
-    .softmax = cpulm_generic_softmax,
-    .axpy = cpulm_generic_axpy,
-    .dot_f32 = cpulm_generic_dot_f32,
-    .scale_f16 = cpulm_generic_scale_f16,
-    .mad_f16 = cpulm_generic_mad_f16,
-    .attn_f16 = cpulm_generic_attn_f16,
+#define GENERIC_OP(ID, name, ret, params, group) .name = cpulm_generic_##name,
+    CPULM_KERNEL_OPS(GENERIC_OP)
+#undef GENERIC_OP
     .gemm_x16 =
         {
             D(Q4_0) = cpulm_generic_gemm_q4_0_x16,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools4_test.sh: end-to-end checks of `cpulm quantize`, `cpulm perplexity` and `cpulm pull`.
+# cli_model_test.sh: end-to-end checks of `cpulm quantize`, `cpulm perplexity` and `cpulm pull`.
 #  - quantize: the F32 tiny models quantized by us must be byte-identical to the files
 #    llama.cpp's quantizer made from them (testdata/models/*-{q4_k_m,q6_k,q8_0,q4_0}.gguf),
 #    and the outputs must load and run;
@@ -8,7 +8,7 @@
 #  - pull: against a local Range-capable HTTP server (127.0.0.1 only) that mimics Hugging
 #    Face (302 to a CDN path with X-Linked-Etag = sha256): download, cache, resume, restart
 #    when Range is ignored, checksum mismatches, HTTP errors.
-# Usage: tools4_test.sh path/to/cpulm
+# Usage: cli_model_test.sh path/to/cpulm
 set -u
 CPULM=$1
 SHARED=${CPULM_SHARED:-../shared}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# check-layers.sh: checks the include dependency rule of docs/ARCHITECTURE.md ("Layers").
+# Every `#include "..."` in src/ and tools/ is resolved to a file (next to the includer,
+# then under src/, then include/) and both files to a module; the include must stay within
+# the module or go to a module the rule below lets it use. Prints each violation and exits
+# 1 if there is any. Usage: scripts/check-layers.sh [repo root]  (ctest runs it as `layers`)
+set -u
+ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+cd "$ROOT" || exit 2
+
+find src tools -name '*.[ch]' | sort | xargs grep -H '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' |
+awk '
+# The module a repository path belongs to.
+function module_of(p) {
+    if (p == "include/cpulm.h") return "public"
+    if (p ~ /^src\/base\//) return "base"
+    if (p ~ /^src\/quant(_k)?\.[ch]$/) return "quant"
+    if (p ~ /^src\/gguf(_write)?\.[ch]$/) return "gguf"
+    if (p ~ /^src\/kernels\//) return "kernels"
+    if (p ~ /^src\/threads\//) return "threads"
+    if (p ~ /^src\/tokenizer\//) return "tokenizer"
+    if (p ~ /^src\/kv_cache\.[ch]$/) return "kv"
+    if (p ~ /^src\/model\/forward\.[ch]$/) return "forward"
+    if (p ~ /^src\/model\//) return "model"
+    if (p == "src/context.h") return "ctx_state"
+    if (p == "src/context.c") return "context"
+    if (p ~ /^src\/memory\.[ch]$/) return "memory"
+    if (p ~ /^src\/quantize_plan\.[ch]$/) return "qplan"
+    if (p ~ /^src\/synth\.[ch]$/) return "synth"
+    if (p ~ /^src\/sampler\.[ch]$/) return "sampler"
+    if (p ~ /^src\/chat\//) return "chat"
+    if (p == "src/server/server.h") return "server_api"
+    if (p ~ /^src\/server\//) return "server"
+    if (p == "src/tools_api.h") return "tools_api"
+    if (p ~ /^tools\//) return "tools"
+    return "unknown"
+}
+function exists(p,   line, r) {
+    r = (getline line < p)
+    close(p)
+    return r >= 0
+}
+# a/b/../c -> a/c, ./ dropped
+function normalize(p,   n, i, k, parts, out) {
+    n = split(p, parts, "/")
+    k = 0
+    for (i = 1; i <= n; i++) {
+        if (parts[i] == "." || parts[i] == "") continue
+        if (parts[i] == ".." && k > 0) { k--; continue }
+        out[++k] = parts[i]
+    }
+    p = out[1]
+    for (i = 2; i <= k; i++) p = p "/" out[i]
+    return p
+}
+function resolve(dir, inc,   c) {
+    c = normalize(dir "/" inc); if (exists(c)) return c
+    c = "src/" inc; if (exists(c)) return c
+    c = "include/" inc; if (exists(c)) return c
+    return ""
+}
+BEGIN {
+    # What each module may include besides itself and include/cpulm.h (lowest layers first).
+    allow["base"] = ""
+    allow["quant"] = "base"
+    allow["gguf"] = "base quant"
+    allow["kernels"] = "base quant"
+    allow["threads"] = "base"
+    allow["sampler"] = "base"
+    allow["chat"] = "base"
+    allow["tokenizer"] = "base gguf quant"
+    allow["kv"] = "base quant"
+    allow["model"] = "base gguf quant kernels threads tokenizer"
+    allow["ctx_state"] = "base quant kernels threads kv model"
+    allow["forward"] = "ctx_state base quant kernels threads kv model"
+    allow["memory"] = "base quant kv model"
+    allow["context"] = "ctx_state forward memory base quant kernels threads kv model"
+    allow["qplan"] = "base gguf quant"
+    allow["synth"] = "base gguf quant qplan model"
+    allow["server"] = "base server_api"
+    allow["server_api"] = "base server"
+    allow["tools_api"] = "base gguf quant kernels threads model memory qplan synth server"
+    allow["tools"] = "tools_api server_api"
+    bad = 0
+}
+{
+    file = substr($0, 1, index($0, ":") - 1)
+    inc = $0
+    sub(/^[^"]*"/, "", inc)
+    sub(/".*$/, "", inc)
+    dir = file
+    sub(/\/[^\/]*$/, "", dir)
+    to_file = resolve(dir, inc)
+    if (to_file == "") { printf "%s: #include \"%s\" names no file in the tree\n", file, inc; bad = 1; next }
+    from = module_of(file)
+    to = module_of(to_file)
+    if (from == "unknown" && !(file in told)) {
+        printf "%s: in no module of the rule (add its folder to scripts/check-layers.sh and docs/ARCHITECTURE.md)\n", file
+        told[file] = 1
+        bad = 1
+    }
+    if (to == from || to == "public") next
+    if (index(" " allow[from] " ", " " to " ") == 0) {
+        printf "%s: #include \"%s\" (%s -> %s) breaks the dependency rule\n", file, inc, from, to
+        bad = 1
+    }
+}
+END {
+    if (!bad) print "layers: every include follows the dependency rule"
+    exit bad
+}'

@@ -1,0 +1,77 @@
+/* memory.c: weights + KV + scratch bytes of a model and context (see memory.h). */
+#include "memory.h"
+
+#include "model/moe.h"
+
+#include "kv_cache.h"
+
+void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d) {
+    d->n_embd = hp->n_embd;
+    d->q_dim = (int64_t)hp->n_head * hp->head_dim;
+    d->att_dim = d->q_dim;
+    d->k_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    d->v_dim = d->k_dim;
+    d->n_ff = hp->n_ff;
+    d->head_dim = hp->head_dim;
+    d->n_vocab = hp->n_vocab;
+    d->n_layer = hp->n_layer;
+    int64_t w = d->n_embd;
+    if (d->q_dim > w) w = d->q_dim;
+    if (d->att_dim > w) w = d->att_dim;
+    if (d->n_ff > w) w = d->n_ff;
+    d->widest = w;
+}
+
+void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c,
+                          cpulm_mem_scratch *s) {
+    cpulm_mem_dims d;
+    cpulm_mem_dims_of(hp, &d);
+    const size_t B = (size_t)c->n_batch, f = sizeof(float), i = sizeof(int32_t);
+    s->x = f * B * (size_t)d.n_embd;
+    s->xn = f * B * (size_t)d.widest; /* the normed input of any matmul */
+    s->q = f * B * (size_t)d.q_dim;
+    s->kc = f * B * (size_t)d.k_dim;
+    s->vc = f * B * (size_t)d.v_dim;
+    s->att = f * B * (size_t)d.att_dim;
+    s->g = f * B * (size_t)d.n_ff;
+    s->u = f * B * (size_t)d.n_ff;
+    /* 4 bytes per element bounds every vec_dot_type (F32, F16, BF16, Q8_0, Q8_1, Q8_K) and
+     * their repacked-GEMM extras */
+    s->actq_stride = ((size_t)d.widest * 4 + 63) / 64 * 64;
+    s->actq = s->actq_stride * B;
+    s->scores_stride = ((size_t)c->n_ctx + (size_t)d.head_dim + 15) / 16 * 16;
+    s->scores = f * s->scores_stride * (size_t)c->n_threads;
+    s->tok = s->pos = s->seq = i * B;
+    s->out_idx = i * (size_t)c->n_outputs_max;
+    s->logits = f * (size_t)c->n_outputs_max * (size_t)d.n_vocab;
+    s->work_base = CPULM_MEM_WORK_SLOT * (size_t)c->n_threads;
+    s->moe = (size_t)cpulm_moe_scratch_bytes(hp, (int64_t)B);
+}
+
+uint64_t cpulm_mem_scratch_total(const cpulm_mem_scratch *s) {
+    return (uint64_t)s->x + s->xn + s->q + s->kc + s->vc + s->att + s->g + s->u + s->actq +
+           s->scores + s->tok + s->pos + s->seq + s->out_idx + s->logits + s->work_base + s->moe;
+}
+
+uint64_t cpulm_mem_kv_bytes(const cpulm_hparams *hp, int32_t n_ctx, cpulm_kv_type t) {
+    cpulm_mem_dims d;
+    cpulm_mem_dims_of(hp, &d);
+    return cpulm_kv_bytes_for(d.n_layer, n_ctx, (int32_t)d.k_dim, t);
+}
+
+void cpulm_mem_need(const cpulm_hparams *hp, uint64_t weight_bytes, const cpulm_mem_ctx *c,
+                    cpulm_memory *out) {
+    cpulm_mem_scratch s;
+    cpulm_mem_scratch_of(hp, c, &s);
+    out->weights = weight_bytes;
+    out->kv_per_token = cpulm_mem_kv_bytes(hp, 1, c->kv_type);
+    /* + the per-sequence lengths the cache keeps */
+    out->kv = cpulm_mem_kv_bytes(hp, c->n_ctx, c->kv_type) * (uint64_t)c->n_seq_max +
+              sizeof(int32_t) * (uint64_t)c->n_seq_max;
+    out->scratch = cpulm_mem_scratch_total(&s);
+    out->total = out->weights + out->kv + out->scratch;
+}
+
+uint64_t cpulm_model_kv_bytes(const cpulm_model *m, int32_t n_ctx, cpulm_kv_type t) {
+    return cpulm_mem_kv_bytes(&m->hp, n_ctx, t);
+}
