@@ -1,9 +1,10 @@
 # extra_tests.cmake: fuzz targets and their corpus-replay tests (included by CMakeLists.txt).
 #
-# fuzz_gguf is always built in replay mode (tests/fuzz/fuzz_main.c feeds it files), and ctest
-# runs it over the seed corpus. With clang and -DCPULM_FUZZ=ON, fuzz_gguf_libfuzzer is built
-# with -fsanitize=fuzzer,address,undefined for real fuzzing:
-#   ./build/fuzz_gguf_libfuzzer -max_total_time=300 tests/fuzz/corpus/gguf
+# fuzz_gguf, fuzz_json and fuzz_http are always built in replay mode (tests/fuzz/fuzz_main.c
+# feeds them files), and ctest runs them over the seed corpus. With clang and
+# -DCPULM_FUZZ=ON, fuzz_<name>_libfuzzer is built with -fsanitize=fuzzer,address,undefined for
+# real fuzzing, and ctest runs each for 5 s (fuzz_<name>_short); long runs (docs/SECURITY.md):
+#   ./build-fuzz/fuzz_http_libfuzzer -runs=10000000 scratch tests/fuzz/corpus/http
 # gen_gguf_corpus regenerates the writer-made seeds: ./build/gen_gguf_corpus tests/fuzz/corpus/gguf
 
 option(CPULM_FUZZ "build libFuzzer targets (clang only)" OFF)
@@ -33,16 +34,26 @@ target_link_libraries(gen_gguf_corpus cpulm)
 
 if(CPULM_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
-    message(FATAL_ERROR "CPULM_FUZZ=ON needs clang (libFuzzer)")
+    message(FATAL_ERROR "CPULM_FUZZ=ON needs clang (libFuzzer: Debian's libclang-rt-NN-dev)")
   endif()
-  # The library is rebuilt from the same sources with fuzzer instrumentation, so coverage
-  # guides into gguf.c whatever CPULM_SANITIZE the main build uses.
+  # Each target is built from the sources it exercises, compiled again with fuzzer
+  # instrumentation, so coverage guides into them whatever CPULM_SANITIZE the main build
+  # uses. CI (scripts/test.sh) runs each for a few seconds; docs/SECURITY.md has the long
+  # runs and their counts.
   set(fuzz_flags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1)
-  add_executable(fuzz_gguf_libfuzzer tests/fuzz/fuzz_gguf.c src/gguf.c src/gguf_write.c
-                 src/base/status.c)
-  target_sources(fuzz_gguf_libfuzzer PRIVATE src/quant.c)
-  target_include_directories(fuzz_gguf_libfuzzer PRIVATE src include)
-  target_compile_options(fuzz_gguf_libfuzzer PRIVATE ${fuzz_flags})
-  target_link_options(fuzz_gguf_libfuzzer PRIVATE ${fuzz_flags})
-  target_link_libraries(fuzz_gguf_libfuzzer m)
+  set(fuzz_gguf_sources src/gguf.c src/gguf_write.c src/quant.c src/quant_k.c src/base/status.c)
+  set(fuzz_json_sources src/base/json.c src/base/buf.c src/base/status.c)
+  set(fuzz_http_sources src/server/http.c src/server/conn.c src/base/buf.c src/base/status.c)
+  foreach(name gguf json http)
+    add_executable(fuzz_${name}_libfuzzer tests/fuzz/fuzz_${name}.c ${fuzz_${name}_sources})
+    target_include_directories(fuzz_${name}_libfuzzer PRIVATE src include)
+    target_compile_options(fuzz_${name}_libfuzzer PRIVATE ${fuzz_flags})
+    target_link_options(fuzz_${name}_libfuzzer PRIVATE ${fuzz_flags})
+    target_link_libraries(fuzz_${name}_libfuzzer m)
+    # A short real fuzzing run (seconds) on top of the corpus replay; its new inputs go to
+    # a scratch directory so the checked-in corpus stays as it is.
+    add_test(NAME fuzz_${name}_short
+             COMMAND sh -c "mkdir -p fuzz-${name}-scratch && exec $<TARGET_FILE:fuzz_${name}_libfuzzer> -max_total_time=5 -rss_limit_mb=2048 fuzz-${name}-scratch ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${name}")
+    set_tests_properties(fuzz_${name}_short PROPERTIES TIMEOUT 120 LABELS fuzz)
+  endforeach()
 endif()

@@ -7,3 +7,11 @@ if(NOT CMAKE_CROSSCOMPILING)
   set_tests_properties(server_e2e PROPERTIES TIMEOUT 600 LABELS server
                        ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED};CPULM_NPM_DIR=${CMAKE_BINARY_DIR}/npm-openai")
 endif()
+# Issue #9 regressions (tests/server_security.sh): split delivery of the e2e requests, a
+# 1,100-connection flood, per-client limits and head timeout, grace expiry, tokenization
+# off the I/O thread.
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME server_security COMMAND ${CMAKE_SOURCE_DIR}/tests/server_security.sh $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(server_security PROPERTIES TIMEOUT 600 LABELS server
+                       ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
+endif()

@@ -34,7 +34,7 @@ stage() { # name, cmake args...
 }
 
 stage native -DCMAKE_BUILD_TYPE=Release
-CC=clang stage clang -DCMAKE_BUILD_TYPE=Release
+CC=clang stage clang -DCMAKE_BUILD_TYPE=Release -DCPULM_FUZZ=ON # + libFuzzer targets, 5 s each
 stage asan -DCMAKE_BUILD_TYPE=Debug -DCPULM_SANITIZE=address,undefined
 if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then
   stage arm64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake

@@ -434,6 +434,8 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
                             (st = set_u32(w, p, "expert_used_count", p->n_expert_used)) ||
                             (st = set_u32(w, p, "expert_feed_forward_length", p->n_ff_exp))))
         return st;
+    if (p->alignment && (st = cpulm_gguf_writer_set_u32(w, "general.alignment", p->alignment)))
+        return st; /* small alignments make misaligned files for the loader's tests */
     return CPULM_OK;
 }
 

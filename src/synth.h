@@ -48,6 +48,7 @@ typedef struct cpulm_synth_params {
     const char *arch; /* general.architecture: llama, qwen2, qwen3, qwen3moe (model/arch.h) */
     int32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
+    uint32_t alignment; /* general.alignment; 0: not written (the GGUF default, 32) */
 } cpulm_synth_params;
 
 /* Fills *p with a named shape (cpulm_shape_preset_find; "custom" is tiny's numbers as a

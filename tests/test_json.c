@@ -148,15 +148,15 @@ TEST(json_error_message_names_offset) {
 }
 
 TEST(json_string_escapes_to_utf8) {
-    cpulm_json_doc *d = parse_ok(t, "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\", \"\\ud83d\\ude00\", \"\\ud83d\","
-                                    " \"\\ude00\\ud83dx\", \"a\\u0000b\", \"\xe2\x82\xac\"]");
+    cpulm_json_doc *d = parse_ok(t, "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\", \"\\ud83d\\ude00\", \"\\u00e9\","
+                                    " \"\\ud83d\\ude00x\", \"a\\u0000b\", \"\xe2\x82\xac\"]");
     REQUIRE(t, d);
     const cpulm_json *r = cpulm_json_root(d);
     CHECK_EQ_INT(t, cpulm_json_len(r), 6);
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_at(r, 0)), "\"\\/\b\f\n\r\t") == 0);
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_at(r, 1)), "\xF0\x9F\x98\x80") == 0);
-    CHECK(t, strcmp(cpulm_json_str(cpulm_json_at(r, 2)), "\xEF\xBF\xBD") == 0); /* lone high */
-    CHECK(t, strcmp(cpulm_json_str(cpulm_json_at(r, 3)), "\xEF\xBF\xBD\xEF\xBF\xBDx") == 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_at(r, 2)), "\xC3\xA9") == 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_at(r, 3)), "\xF0\x9F\x98\x80x") == 0);
     CHECK_EQ_INT(t, cpulm_json_len(cpulm_json_at(r, 4)), 3);
     CHECK(t, memcmp(cpulm_json_str(cpulm_json_at(r, 4)), "a\0b", 4) == 0);
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_at(r, 5)), "\xe2\x82\xac") == 0);
@@ -496,5 +496,20 @@ TEST(json_numbers_ignore_locale) {
     CHECK_NEAR(t, cpulm_json_num(cpulm_json_at(cpulm_json_root(d), 1), 0), 1.1, 0);
     CHECK(t, cpulm_json_num(cpulm_json_at(cpulm_json_root(d), 2), 0) == 2.5e-30);
     CHECK(t, strcmp(out, "0.25") == 0);
+    cpulm_json_free(d);
+}
+
+/* A lone surrogate has no UTF-8 form; replacing it silently would make different inputs
+ * decode equal, so the parser rejects it at the escape's backslash. */
+TEST(json_rejects_lone_surrogates) {
+    BAD("\"\\ud83d\"", 1);           /* lone high at the end */
+    BAD("[\"ab\\ud83dx\"]", 4);      /* lone high before a plain char */
+    BAD("\"\\ude00\\ud83d\"", 1);    /* low first */
+    BAD("\"\\ud83d\\u0041\"", 1);    /* high + a non-low escape */
+    BAD("\"\\ud83d\\ud83d\"", 1);    /* high + high */
+    BAD("{\"\\udfff\": 1}", 2);      /* in a key too */
+    cpulm_json_doc *d = parse_ok(t, "\"\\udbff\\udfff\"");
+    REQUIRE(t, d);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_root(d)), "\xF4\x8F\xBF\xBF") == 0);
     cpulm_json_free(d);
 }

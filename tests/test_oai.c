@@ -346,3 +346,21 @@ TEST(oai_writes_models_list) {
     cpulm_json_free(d);
     cpulm_buf_release(&b);
 }
+
+/* Issue #9 (minor): a chat role outside OpenAI's set is a 400 naming 'messages'; the known
+ * roles (tool calls included) still parse. */
+TEST(oai_rejects_unknown_chat_roles) {
+    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"evil\",\"content\":\"x\"}]}", "messages");
+    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+                                  "{\"role\":\"User\",\"content\":\"y\"}]}", "messages");
+    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"\",\"content\":\"x\"}]}", "messages");
+    const char *roles[] = {"system", "developer", "user", "assistant", "tool"};
+    for (size_t k = 0; k < sizeof roles / sizeof roles[0]; k++) {
+        char body[128];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"%s\",\"content\":\"x\"}]}", roles[k]);
+        cpulm_oai_request r;
+        cpulm_oai_error e;
+        CHECK_EQ_INT(t, cpulm_oai_parse(CPULM_OAI_CHAT, body, strlen(body), 1 << 20, &r, &e), CPULM_OK);
+        cpulm_oai_request_release(&r);
+    }
+}

@@ -30,6 +30,10 @@ static void serve_usage(FILE *f) {
             "  --timeout S           per-request time limit in seconds (default 600)\n"
             "  --grace S             shutdown grace period in seconds (default 30)\n"
             "  --max-body BYTES      request body limit (default 1048576)\n"
+            "  --max-conns N         open connections (default 1024)\n"
+            "  --max-conns-per-client N  per client address (default 256; 0 = no limit)\n"
+            "  --head-timeout S      a request head must arrive within S seconds (default 10)\n"
+            "  --idle-timeout S      idle keep-alive connections close after S (default 60)\n"
             "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
             "GET /health, GET /ready, GET /metrics. See docs/SERVER.md.\n");
 }
@@ -73,6 +77,16 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
         } else if (cli_flag(&c, "--max-body", NULL)) {
             if (!cli_int(&c, 1024, 1 << 30, &v)) return EXIT_USAGE;
             p->max_body = (size_t)v;
+        } else if (cli_flag(&c, "--max-conns", NULL)) {
+            if (!cli_int(&c, 1, 65535, &p->max_conns)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--max-conns-per-client", NULL)) {
+            if (!cli_int(&c, 0, 65535, &p->max_conns_per_client)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--head-timeout", NULL)) {
+            if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
+            p->head_timeout_s = f;
+        } else if (cli_flag(&c, "--idle-timeout", NULL)) {
+            if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
+            p->idle_timeout_s = f;
         } else {
             return cli_unknown(&c);
         }

@@ -184,7 +184,8 @@ static int hex4(const unsigned char *s, uint32_t *v) {
 }
 
 /* \uXXXX at s[i] (s[i] == 'u'; the backslash is before it). Pairs surrogates; a lone one
- * becomes U+FFFD. Advances *i past what it consumed. */
+ * is an error: it has no UTF-8 encoding, and silently replacing it would let two different
+ * requests (or keys) compare equal after decoding. Advances *i past what it consumed. */
 static int unicode_escape(parser *p, size_t *i, size_t end, uint32_t *cp) {
     if (end - *i < 5 || hex4(p->s + *i + 1, cp)) return fail(p, *i - 1, "invalid \\u escape");
     *i += 5;
@@ -196,8 +197,7 @@ static int unicode_escape(parser *p, size_t *i, size_t end, uint32_t *cp) {
         *i += 6;
         return 0;
     }
-    *cp = 0xFFFD;
-    return 0;
+    return fail(p, *i - 6, "lone UTF-16 surrogate in \\u escape");
 }
 
 static int simple_escape(unsigned char e) {

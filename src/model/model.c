@@ -154,6 +154,20 @@ static const cpulm_gguf_tensor *find_tensor(loader *L, const char *name) {
     return i < 0 ? NULL : &L->m->gguf.tensors[i];
 }
 
+/* Weights are read in place by the kernels through typed pointers (float, or block structs
+ * holding fp16 scales), so their data must have that type's natural alignment. A file
+ * with general.alignment 1 or 2 can place them anywhere: refuse it with a clear error
+ * rather than run misaligned (undefined) loads. */
+static cpulm_status check_aligned(loader *L, const char *name, const cpulm_gguf_tensor *t) {
+    size_t a = t->type == CPULM_DTYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    if ((uintptr_t)t->data % a == 0) return CPULM_OK;
+    return cpulm_errf(L->err, CPULM_ERR_FORMAT,
+                      "tensor '%s': data at file offset %llu is not %zu-byte aligned for %s "
+                      "(general.alignment %llu is too small; rewrite the file with 32)",
+                      name, (unsigned long long)((const uint8_t *)t->data - L->m->gguf.base), a,
+                      cpulm_dtype_name(t->type), (unsigned long long)L->m->gguf.alignment);
+}
+
 /* Binds a weight of shape [n_in, n_out] or [n_in, n_out, n_exp] (per-expert stack) that the
  * kernels can compute with. */
 static cpulm_status bind_matrix(loader *L, const char *name, const int64_t ne[3], int optional,
@@ -173,6 +187,8 @@ static cpulm_status bind_matrix(loader *L, const char *name, const int64_t ne[3]
     if (!tr || !tr->computable)
         return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED, "tensor '%s': type %s not supported", name,
                           cpulm_dtype_name(t->type));
+    cpulm_status st = check_aligned(L, name, t);
+    if (st != CPULM_OK) return st;
     out->data = t->data;
     out->type = (cpulm_dtype)t->type;
     memcpy(out->ne, ne, sizeof out->ne);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #define RBUF_MIN 4096
+#define FILL_BUDGET (256 * 1024) /* bytes read per call */
 
 void cpulm_conn_init(cpulm_conn *c, int fd, int32_t index, size_t rmax, double now) {
     memset(c, 0, sizeof *c);
@@ -43,22 +44,52 @@ static int grow_rbuf(cpulm_conn *c) {
     return 0;
 }
 
+/* Makes spare capacity in rbuf if the rules allow: never while a request is being answered
+ * (its views point into rbuf), never beyond rmax. Returns 0 when there is room. */
+static int make_room(cpulm_conn *c) {
+    if (c->rlen < c->rcap) return 0;
+    if (c->state == CPULM_CONN_BUSY) return -1;
+    return grow_rbuf(c);
+}
+
+int cpulm_conn_wants_input(const cpulm_conn *c) {
+    if (c->rlen < c->rcap) return 1;
+    return c->state != CPULM_CONN_BUSY && c->rcap < c->rmax;
+}
+
+static void received(cpulm_conn *c, size_t n, double now) {
+    if (c->rlen == 0 && c->state == CPULM_CONN_READING) c->t_request = now;
+    c->rlen += n;
+    c->t_active = now;
+}
+
 long cpulm_conn_fill(cpulm_conn *c, double now) {
     long total = 0;
     for (;;) {
-        if (c->rlen == c->rcap && grow_rbuf(c) != 0) return total;
+        /* a fast sender must not hold the I/O thread: the (level-triggered) loop calls
+         * again after the other ready connections had their turn */
+        if (total >= FILL_BUDGET || make_room(c) != 0) return total;
         ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
         if (n > 0) {
-            if (c->rlen == 0 && c->state == CPULM_CONN_READING) c->t_request = now;
-            c->rlen += (size_t)n;
+            received(c, (size_t)n, now);
             total += n;
-            c->t_active = now;
             continue;
         }
         if (n == 0) return -1;
         if (errno == EINTR) continue;
         return (errno == EAGAIN || errno == EWOULDBLOCK) ? total : -1;
     }
+}
+
+size_t cpulm_conn_feed(cpulm_conn *c, const char *data, size_t n, double now) {
+    size_t done = 0;
+    while (done < n && make_room(c) == 0) {
+        size_t k = c->rcap - c->rlen < n - done ? c->rcap - c->rlen : n - done;
+        memcpy(c->rbuf + c->rlen, data + done, k);
+        received(c, k, now);
+        done += k;
+    }
+    return done;
 }
 
 static cpulm_conn_parse_result bad(cpulm_conn *c, int status, const char *why) {
@@ -68,50 +99,73 @@ static cpulm_conn_parse_result bad(cpulm_conn *c, int status, const char *why) {
 }
 
 /* The body is incomplete: ask for it if the client waits for our go-ahead. */
+/* The body is incomplete: ask for it if the client waits for our go-ahead. */
 static cpulm_conn_parse_result need_body(cpulm_conn *c) {
     if (c->rlen >= c->rmax) return bad(c, 413, "request body too large");
-    if (c->msg.expect_continue && !c->sent_continue) {
+    if (c->expect_continue && !c->sent_continue) {
         cpulm_buf_puts(&c->wbuf, "HTTP/1.1 100 Continue\r\n\r\n");
         c->sent_continue = 1;
     }
     return CPULM_CONN_NEED_MORE;
 }
 
-static cpulm_conn_parse_result parse_chunked(cpulm_conn *c) {
-    size_t h = c->msg.head_len, in = h + c->chunk_in, out = h + c->chunk_out;
+/* The whole request is in rbuf, which stays put until cpulm_conn_next: parse the head
+ * again so msg's views point into the buffer as it is now (the first parse may have seen
+ * a buffer that has grown, and moved, since). */
+static cpulm_conn_parse_result complete(cpulm_conn *c, const cpulm_http_limits *lim,
+                                        size_t body_len, size_t req_len) {
+    long r = cpulm_http_parse_request(c->rbuf, c->head_len, 0, lim, &c->msg);
+    if (r != (long)c->head_len) return bad(c, 500, "request head changed while buffered");
+    c->body = c->rbuf + c->head_len;
+    c->body_len = body_len;
+    c->req_len = req_len;
+    return CPULM_CONN_REQUEST;
+}
+
+static cpulm_conn_parse_result parse_chunked(cpulm_conn *c, const cpulm_http_limits *lim) {
+    size_t h = c->head_len, in = h + c->chunk_in, out = h + c->chunk_out;
     int r = cpulm_http_chunked_feed(&c->chunk, c->rbuf, c->rlen, &in, &out);
     c->chunk_in = in - h;
     c->chunk_out = out - h;
     if (r == -413) return bad(c, 413, "request body too large");
     if (r < 0) return bad(c, 400, "malformed chunked body");
     if (r == 0) return need_body(c);
-    c->body = c->rbuf + h;
-    c->body_len = c->chunk_out;
-    c->req_len = in;
+    return complete(c, lim, c->chunk_out, in);
+}
+
+/* Parses the head once it is complete, keeping only its framing (see conn.h). Returns
+ * CPULM_CONN_REQUEST when the head is done and framing of the body can go on. */
+static cpulm_conn_parse_result parse_head(cpulm_conn *c, const cpulm_http_limits *lim) {
+    cpulm_http_msg *m = &c->msg;
+    long r = cpulm_http_parse_request(c->rbuf, c->rlen, c->head_seen, lim, m);
+    c->head_seen = c->rlen;
+    if (r == CPULM_HTTP_ERROR) return bad(c, m->error_status, m->error);
+    if (r == CPULM_HTTP_INCOMPLETE)
+        return c->rlen >= c->rmax ? bad(c, 431, "request head too large") : CPULM_CONN_NEED_MORE;
+    c->head_done = 1;
+    c->head_len = m->head_len;
+    c->content_length = m->content_length;
+    c->chunked = m->chunked;
+    c->expect_continue = m->expect_continue;
+    c->keep_alive = m->keep_alive;
+    if (c->chunked) cpulm_http_chunked_init(&c->chunk, lim);
+    c->chunk_in = c->chunk_out = 0;
+    memset(m, 0, sizeof *m); /* no views survive until complete() binds them */
+    m->content_length = -1;
     return CPULM_CONN_REQUEST;
 }
 
 cpulm_conn_parse_result cpulm_conn_parse(cpulm_conn *c, const cpulm_http_limits *lim) {
     if (!c->head_done) {
-        long r = cpulm_http_parse_request(c->rbuf, c->rlen, c->head_seen, lim, &c->msg);
-        c->head_seen = c->rlen;
-        if (r == CPULM_HTTP_ERROR) return bad(c, c->msg.error_status, c->msg.error);
-        if (r == CPULM_HTTP_INCOMPLETE)
-            return c->rlen >= c->rmax ? bad(c, 431, "request head too large") : CPULM_CONN_NEED_MORE;
-        c->head_done = 1;
-        c->keep_alive = c->msg.keep_alive;
-        if (c->msg.chunked) cpulm_http_chunked_init(&c->chunk, lim);
-        c->chunk_in = c->chunk_out = 0;
+        cpulm_conn_parse_result r = parse_head(c, lim);
+        if (r != CPULM_CONN_REQUEST) return r;
     }
-    if (c->msg.chunked) return parse_chunked(c);
-    size_t h = c->msg.head_len;
-    size_t cl = c->msg.content_length > 0 ? (size_t)c->msg.content_length : 0;
+    if (c->chunked) return parse_chunked(c, lim);
+    size_t h = c->head_len;
+    size_t cl = c->content_length > 0 ? (size_t)c->content_length : 0;
     if (h + cl > c->rmax) return bad(c, 413, "request body too large");
     if (c->rlen - h < cl) return need_body(c);
-    c->body = c->rbuf + h;
-    c->body_len = cl;
-    c->req_len = h + cl;
-    return CPULM_CONN_REQUEST;
+    return complete(c, lim, cl, h + cl);
 }
 
 /* ---- writing ---- */
@@ -178,9 +232,11 @@ int cpulm_conn_next(cpulm_conn *c) {
     c->head_seen = 0;
     c->head_done = 0;
     c->body = NULL;
-    c->body_len = c->req_len = 0;
+    c->body_len = c->req_len = c->head_len = 0;
+    c->chunked = c->expect_continue = 0;
     c->sent_continue = 0;
     c->req_id = 0;
+    c->n_requests++;
     c->done = 0;
     c->sse = c->sse_chunked = 0;
     c->state = CPULM_CONN_READING;

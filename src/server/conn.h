@@ -43,9 +43,16 @@ typedef struct cpulm_conn {
     size_t rlen, rcap, rmax;
     size_t head_seen;     /* bytes the last head parse looked at */
 
-    cpulm_http_msg msg;   /* valid in BUSY; its strings (and body) point into rbuf and are
-                           * valid only until the next cpulm_conn_fill */
+    /* The request. Its views (method, path, headers) and body point into rbuf, so they are
+     * bound only once the whole request is buffered (CPULM_CONN_REQUEST: the head is parsed
+     * again against the buffer as it is then), and from then until cpulm_conn_next the
+     * buffer never moves (cpulm_conn_fill does not grow it in BUSY). Before that, while the
+     * body may still make rbuf grow, only the framing fields below are kept. */
+    cpulm_http_msg msg;
     int head_done;
+    size_t head_len;        /* framing of the request being received, from its head */
+    int64_t content_length;
+    int chunked, expect_continue;
     cpulm_http_chunked chunk;
     size_t chunk_in, chunk_out; /* chunked decode progress, offsets from msg.head_len */
     const char *body;     /* decoded body in rbuf, body_len bytes (not NUL-terminated) */
@@ -62,6 +69,8 @@ typedef struct cpulm_conn {
     int status;           /* status of the response being sent */
     int done;             /* the whole response is queued in wbuf */
 
+    uint8_t peer[16];     /* client address key: IPv4, or an IPv6 /64 (server.c) */
+    int32_t n_requests;   /* requests answered on this connection */
     double t_active;      /* monotonic seconds of the last progress */
     double t_request;     /* when the current request's first byte arrived */
     uint64_t req_id;      /* scheduler request in flight; 0 when none */
@@ -74,9 +83,16 @@ void cpulm_conn_init(cpulm_conn *c, int fd, int32_t index, size_t rmax, double n
 /* Closes the socket and frees the buffers. */
 void cpulm_conn_release(cpulm_conn *c);
 
-/* Reads what the socket has (up to rmax buffered). Returns bytes read (> 0), 0 when
- * nothing was available or the buffer is full, -1 on EOF or error. */
+/* Reads what the socket has (up to rmax buffered, at most 256 KiB per call so one fast
+ * sender cannot hold the I/O thread; in BUSY only into the spare capacity, so the
+ * request's views stay put). Returns bytes read (> 0), 0 when nothing was available
+ * or the buffer is full, -1 on EOF or error. */
 long cpulm_conn_fill(cpulm_conn *c, double now);
+/* Appends bytes as if received (tests and the HTTP fuzzer's split-delivery mode), with the
+ * same buffer growth rules as cpulm_conn_fill. Returns how many were taken. */
+size_t cpulm_conn_feed(cpulm_conn *c, const char *data, size_t n, double now);
+/* 1 when cpulm_conn_fill could take bytes now (the server's read interest). */
+int cpulm_conn_wants_input(const cpulm_conn *c);
 
 /* Frames the next request from the buffered bytes. Sends "100 Continue" itself when the
  * client asked for it and the body is still missing. */

@@ -180,9 +180,17 @@ static int conn_token(const cpulm_http_str *tok, void *user) {
     return 0;
 }
 
+/* Transfer codings over all Transfer-Encoding fields: the only accepted list is a single
+ * "chunked". Anything else ("gzip, chunked", "chunked, chunked") is refused with 501
+ * rather than decoded as plain chunked, which would disagree with a proxy that decodes it. */
+typedef struct te_state {
+    int n_codings, n_chunked;
+} te_state;
+
 static int te_token(const cpulm_http_str *tok, void *user) {
-    int *state = user; /* 1 when the last coding seen is chunked, 2 for anything else */
-    *state = cpulm_http_str_ieq(tok, "chunked") ? 1 : 2;
+    te_state *te = user;
+    te->n_codings++;
+    te->n_chunked += cpulm_http_str_ieq(tok, "chunked");
     return 0;
 }
 
@@ -202,14 +210,18 @@ static long parse_length(const cpulm_http_str *v, cpulm_http_msg *m, uint64_t ma
 
 /* Framing and connection semantics from the fields (RFC 9112 §6, §9.3). */
 static long interpret_fields(cpulm_http_msg *m, const cpulm_http_limits *lim, int is_request) {
-    int te = 0, ka = -1;
+    te_state te = {0, 0};
+    int ka = -1, n_auth = 0;
     for (int32_t i = 0; i < m->n_headers; i++) {
         const cpulm_http_header *h = &m->headers[i];
         if (cpulm_http_str_ieq(&h->name, "content-length")) {
             if (parse_length(&h->value, m, lim->max_body) != 0) return CPULM_HTTP_ERROR;
         } else if (cpulm_http_str_ieq(&h->name, "transfer-encoding")) {
+            int before = te.n_codings;
             each_token(&h->value, te_token, &te);
-            if (te == 0) return fail(m, 400, "empty Transfer-Encoding");
+            if (te.n_codings == before) return fail(m, 400, "empty Transfer-Encoding");
+        } else if (is_request && cpulm_http_str_ieq(&h->name, "authorization")) {
+            if (++n_auth > 1) return fail(m, 400, "duplicate Authorization header");
         } else if (cpulm_http_str_ieq(&h->name, "connection")) {
             each_token(&h->value, conn_token, &ka);
         } else if (is_request && cpulm_http_str_ieq(&h->name, "expect")) {
@@ -218,10 +230,11 @@ static long interpret_fields(cpulm_http_msg *m, const cpulm_http_limits *lim, in
             m->expect_continue = 1;
         }
     }
-    if (te == 2) return fail(m, 501, "unsupported transfer coding");
-    if (te == 1 && m->content_length >= 0)
+    if (te.n_codings > 0 && (te.n_codings != 1 || te.n_chunked != 1))
+        return fail(m, 501, "unsupported transfer coding (only a single chunked is accepted)");
+    if (te.n_codings && m->content_length >= 0)
         return fail(m, 400, "both Content-Length and Transfer-Encoding");
-    m->chunked = te == 1;
+    m->chunked = te.n_codings == 1;
     m->keep_alive = ka >= 0 ? ka : (m->version_minor >= 1);
     if (ka == 0) m->keep_alive = 0;
     if (is_request && m->version_minor >= 1 && !cpulm_http_header_get(m, "host"))

@@ -10,7 +10,9 @@
  * the connection after such an answer, so a parse error never desynchronises a stream.
  * Request smuggling defenses (RFC 9112 §6.3): Content-Length together with
  * Transfer-Encoding, differing duplicate Content-Lengths, and obsolete line folding are
- * rejected.
+ * rejected; Transfer-Encoding must be exactly one "chunked" (any other coding or list,
+ * "chunked, chunked" included, is 501). A request with two Authorization fields is 400
+ * (which one a proxy checked is unknowable).
  */
 #ifndef CPULM_SERVER_HTTP_H
 #define CPULM_SERVER_HTTP_H
@@ -57,7 +59,7 @@ typedef struct cpulm_http_msg {
     size_t head_len; /* bytes of the head, including the blank line */
 
     int64_t content_length; /* -1 when absent */
-    int chunked;            /* Transfer-Encoding ends with chunked */
+    int chunked;            /* Transfer-Encoding: chunked */
     int keep_alive;         /* persistent connection per version + Connection header */
     int expect_continue;    /* Expect: 100-continue */
 

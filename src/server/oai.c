@@ -97,6 +97,15 @@ static int check_content(const cpulm_json *c, size_t i, cpulm_oai_error *e) {
     return 0;
 }
 
+/* The roles of OpenAI's chat API. Anything else is refused: a template would render an
+ * unknown role as free text the model may trust (a forged "evil" turn). */
+static int known_role(const char *role) {
+    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", "function"};
+    for (size_t k = 0; k < sizeof roles / sizeof roles[0]; k++)
+        if (strcmp(role, roles[k]) == 0) return 1;
+    return 0;
+}
+
 static int parse_messages(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
     const cpulm_json *m = field(root, "messages");
     if (!m || m->type != CPULM_JSON_ARRAY || m->u.list.n == 0)
@@ -106,6 +115,9 @@ static int parse_messages(const cpulm_json *root, cpulm_oai_request *r, cpulm_oa
         if (msg->type != CPULM_JSON_OBJECT || !cpulm_json_str(cpulm_json_get(msg, "role")))
             return -cpulm_oai_error_set(e, 400, "messages", "messages[%zu] must be an object "
                                                             "with a 'role' string", i);
+        if (!known_role(cpulm_json_str(cpulm_json_get(msg, "role"))))
+            return -cpulm_oai_error_set(e, 400, "messages", "messages[%zu]: unknown role (use "
+                                        "system, developer, user, assistant or tool)", i);
         if (check_content(cpulm_json_get(msg, "content"), i, e) < 0) return -1;
     }
     r->messages = m;

@@ -1,7 +1,9 @@
 /* routes.c: the HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/models,
  * /health, /ready, /metrics; authentication; and turning scheduler events into JSON
- * responses or SSE chunks. Runs on the I/O thread only and never waits for the model:
- * generation requests are handed to the scheduler and answered from its events.
+ * responses or SSE chunks. Runs on the I/O thread and never waits for the model or for
+ * work proportional to a body: a generation request goes to the request worker (gen_run:
+ * JSON, chat template, tokenization), then to the scheduler, and is answered from its
+ * events.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -23,7 +25,6 @@ typedef struct route {
     cpulm_oai_choice *choices; /* [n]: accumulated text (non-stream) */
     int8_t *started;           /* [n]: stream: the choice's first chunk was sent */
     int64_t *offset;           /* [n]: stream: bytes sent per choice (completion logprobs) */
-    cpulm_chat_think *think;   /* [n]: chat: splits <think> reasoning from the content */
 } route;
 
 static void route_free(route *r) {
@@ -32,7 +33,6 @@ static void route_free(route *r) {
     free(r->choices);
     free(r->started);
     free(r->offset);
-    free(r->think);
     free(r);
 }
 
@@ -110,9 +110,10 @@ static void handle_models(cpulm_server *s, cpulm_conn *c) {
 
 /* ---- generation requests ---- */
 
-/* Prompt tokens for the request. Returns 0, or -1 with e set. */
-static int build_prompt(cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
-                        const char **extra_stop, int *opens_think, cpulm_oai_error *e) {
+/* Prompt tokens for the request. Runs on the request worker (prep.h): it reads only what
+ * is fixed once the model is loaded. Returns 0, or -1 with e set. */
+static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
+                        const char **extra_stop, cpulm_oai_error *e) {
     *extra_stop = "";
     if (q->prompt_tokens) {
         size_t n = cpulm_json_len(q->prompt_tokens);
@@ -138,7 +139,6 @@ static int build_prompt(cpulm_server *s, const cpulm_oai_request *q, cpulm_sched
             return -1;
         }
         *extra_stop = info.extra_stop;
-        *opens_think = cpulm_chat_opens_think(text.data, text.len);
     } else {
         cpulm_buf_append(&text, q->prompt, q->prompt_len);
     }
@@ -154,16 +154,17 @@ static int build_prompt(cpulm_server *s, const cpulm_oai_request *q, cpulm_sched
     return 0;
 }
 
-/* Translates the parsed request into a scheduler request. Returns NULL with e set. */
-static cpulm_sched_req *to_sched_req(cpulm_server *s, const cpulm_oai_request *q,
-                                     int *opens_think, cpulm_oai_error *e) {
+/* Translates the parsed request into a scheduler request (on the request worker).
+ * Returns NULL with e set. */
+static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_request *q,
+                                     cpulm_oai_error *e) {
     cpulm_sched_req *r = cpulm_sched_req_new();
     if (!r) {
         cpulm_oai_error_set(e, 500, NULL, "out of memory");
         return NULL;
     }
     const char *extra_stop;
-    if (build_prompt(s, q, r, &extra_stop, opens_think, e) < 0) {
+    if (build_prompt(s, q, r, &extra_stop, e) < 0) {
         cpulm_sched_req_free(r);
         return NULL;
     }
@@ -178,7 +179,7 @@ static cpulm_sched_req *to_sched_req(cpulm_server *s, const cpulm_oai_request *q
     return r;
 }
 
-static route *route_new(cpulm_server *s, const cpulm_oai_request *q, int opens_think) {
+static route *route_new(cpulm_server *s, const cpulm_oai_request *q, uint64_t serial) {
     route *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->kind = q->kind;
@@ -187,15 +188,13 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q, int opens_t
     r->choices = calloc((size_t)q->n, sizeof *r->choices);
     r->started = calloc((size_t)q->n, 1);
     r->offset = calloc((size_t)q->n, sizeof *r->offset);
-    r->think = calloc((size_t)q->n, sizeof *r->think);
-    if (!r->choices || !r->started || !r->offset || !r->think) {
+    if (!r->choices || !r->started || !r->offset) {
         route_free(r);
         return NULL;
     }
-    for (int32_t i = 0; i < q->n; i++) cpulm_chat_think_init(&r->think[i], opens_think);
     for (int32_t i = 0; i < q->n; i++) cpulm_oai_choice_init(&r->choices[i]);
     snprintf(r->id, sizeof r->id, "%s-%016llx", q->kind == CPULM_OAI_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)((s->next_serial ^ (uint64_t)s->created) * 0x9E3779B97F4A7C15ull));
+             (unsigned long long)((serial ^ (uint64_t)s->created) * 0x9E3779B97F4A7C15ull));
     r->meta = (cpulm_oai_meta){.kind = q->kind, .id = r->id, .created = (int64_t)time(NULL),
                                .model = s->alias, .m = s->model, .logprobs = q->logprobs,
                                .include_usage = q->include_usage};
@@ -218,6 +217,40 @@ static int submit_error(cpulm_sched_submit_result res, const cpulm_sched_req *r,
     }
 }
 
+/* A generation request on its way through the request worker (prep.h). */
+typedef struct gen_job {
+    cpulm_prep_job base;
+    const cpulm_server *s;  /* read-only fields only (fixed once the model is loaded) */
+    cpulm_oai_kind kind;
+    char *body;             /* a copy: the connection may close while the worker runs */
+    size_t n_body;
+    cpulm_oai_request q;
+    int parsed;             /* q holds a parsed request */
+    cpulm_sched_req *r;     /* the result, or NULL with e set */
+    cpulm_oai_error e;
+} gen_job;
+
+static void gen_destroy(cpulm_prep_job *base) {
+    gen_job *j = (gen_job *)base;
+    free(j->body);
+    if (j->parsed) cpulm_oai_request_release(&j->q);
+    cpulm_sched_req_free(j->r);
+    free(j);
+}
+
+/* On the worker: JSON, validation, chat template and tokenization. */
+static void gen_run(cpulm_prep_job *base) {
+    gen_job *j = (gen_job *)base;
+    j->parsed = cpulm_oai_parse(j->kind, j->body, j->n_body, j->s->p.max_body, &j->q, &j->e) == CPULM_OK;
+    free(j->body);
+    j->body = NULL;
+    if (!j->parsed) return;
+    if (j->q.n > j->s->p.n_parallel)
+        cpulm_oai_error_set(&j->e, 400, "n", "'n' must be at most %d on this server", j->s->p.n_parallel);
+    else
+        j->r = to_sched_req(j->s, &j->q, &j->e);
+}
+
 static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind) {
     cpulm_oai_error e;
     if (!is_ready(s)) {
@@ -226,72 +259,50 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
         respond_error(s, c, &e, "Retry-After: 1\r\n");
         return;
     }
-    cpulm_oai_request q;
-    if (cpulm_oai_parse(kind, c->body, c->body_len, s->p.max_body, &q, &e) != CPULM_OK) {
+    gen_job *j = calloc(1, sizeof *j);
+    char *body = j ? malloc(c->body_len ? c->body_len : 1) : NULL;
+    if (!body) {
+        free(j);
+        cpulm_oai_error_set(&e, 500, NULL, "out of memory");
         respond_error(s, c, &e, NULL);
         return;
     }
-    cpulm_sched_req *r = NULL;
+    memcpy(body, c->body, c->body_len);
+    j->base.id = (++s->next_serial << 16) | (uint64_t)c->index;
+    j->base.run = gen_run;
+    j->base.destroy = gen_destroy;
+    j->s = s;
+    j->kind = kind;
+    j->body = body;
+    j->n_body = c->body_len;
+    c->req_id = j->base.id; /* busy until cpulm_routes_prepared */
+    cpulm_prep_push(s->prep, &j->base);
+}
+
+/* Hands r to the scheduler. A stream sends its header only with its first event (the
+ * request is running then), so a request still queued at shutdown can get a plain 503. */
+void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *base) {
+    gen_job *j = (gen_job *)base;
     route *rt = NULL;
-    int opens_think = 0;
-    if (q.n > s->p.n_parallel)
-        cpulm_oai_error_set(&e, 400, "n", "'n' must be at most %d on this server", s->p.n_parallel);
-    else if ((r = to_sched_req(s, &q, &opens_think, &e)) &&
-             (++s->next_serial, !(rt = route_new(s, &q, opens_think))))
-        cpulm_oai_error_set(&e, 500, NULL, "out of memory");
-    cpulm_oai_request_release(&q);
-    if (r && rt) {
-        uint64_t id = (s->next_serial << 16) | (uint64_t)c->index;
-        r->id = id;
-        cpulm_sched_submit_result res = cpulm_sched_submit(s->sched, r);
-        if (res == CPULM_SCHED_ACCEPTED) { /* r belongs to the scheduler now: do not touch */
-            c->req_id = id;
+    cpulm_sched_submit_result res = CPULM_SCHED_INVALID;
+    if (j->r && !(rt = route_new(s, &j->q, j->base.id >> 16))) {
+        cpulm_oai_error_set(&j->e, 500, NULL, "out of memory");
+    } else if (j->r) {
+        j->r->id = j->base.id;
+        res = cpulm_sched_submit(s->sched, j->r);
+        if (res == CPULM_SCHED_ACCEPTED) {
+            j->r = NULL; /* the scheduler's now */
             c->route = rt;
-            if (rt->stream) {
-                cpulm_conn_sse_begin(c);
-                cpulm_server_output(s, c);
-            }
             return;
         }
-        submit_error(res, r, s, kind, &e);
+        submit_error(res, j->r, s, j->kind, &j->e);
     }
-    cpulm_sched_req_free(r);
     route_free(rt);
-    respond_error(s, c, &e, e.status == 429 ? "Retry-After: 1\r\n" : NULL);
+    c->req_id = 0;
+    respond_error(s, c, &j->e, j->e.status == 429 ? "Retry-After: 1\r\n" : NULL);
 }
 
 /* ---- scheduler events ---- */
-
-/* A text event of a chat choice split into content and reasoning (<think>...</think>),
- * flushing the filter's held bytes at the end of the choice. Completions pass through. */
-typedef struct split_text {
-    char *buf; /* content, then reasoning */
-    const char *text, *reasoning;
-    size_t n_text, n_reasoning;
-} split_text;
-
-static int split_event(route *rt, const cpulm_sched_event *e, split_text *o) {
-    memset(o, 0, sizeof *o);
-    o->text = e->text;
-    o->n_text = e->n_text;
-    if (rt->kind != CPULM_OAI_CHAT) return 0;
-    cpulm_chat_think *f = &rt->think[e->choice];
-    int32_t cap = (int32_t)e->n_text + 32, nr1 = 0, nr2 = 0;
-    if (!(o->buf = malloc(2 * (size_t)cap))) return -1;
-    char *c = o->buf, *r = o->buf + cap;
-    int32_t k = cpulm_chat_think_split(f, e->text, (int32_t)e->n_text, c, r, cap - 16, &nr1);
-    if (k < 0) return -1;
-    if (e->kind == CPULM_SCHED_EV_FINISH) {
-        int32_t k2 = cpulm_chat_think_split(f, NULL, 0, c + k, r + nr1, 16, &nr2);
-        if (k2 < 0) return -1;
-        k += k2;
-    }
-    o->text = c;
-    o->n_text = (size_t)k;
-    o->reasoning = r;
-    o->n_reasoning = (size_t)(nr1 + nr2);
-    return 0;
-}
 
 static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
     cpulm_buf b;
@@ -304,15 +315,11 @@ static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
             cpulm_oai_write_chunk(&b, &rt->meta, &open); /* role before an empty finish */
             first = 0;
         }
-        split_text st;
-        if (split_event(rt, e, &st) < 0) st = (split_text){NULL, e->text, NULL, e->n_text, 0};
-        cpulm_oai_delta d = {.index = i, .text = st.text, .n_text = st.n_text,
-                             .reasoning = st.reasoning, .n_reasoning = st.n_reasoning,
+        cpulm_oai_delta d = {.index = i, .text = e->text, .n_text = e->n_text,
                              .lp = e->has_lp ? &e->lp : NULL, .first = first && rt->kind == CPULM_OAI_CHAT,
                              .finish = e->kind == CPULM_SCHED_EV_FINISH ? (int)e->finish : -1,
                              .text_offset = rt->offset[i]};
         cpulm_oai_write_chunk(&b, &rt->meta, &d);
-        free(st.buf);
         rt->started[i] = 1;
         rt->offset[i] += (int64_t)e->n_text;
     } else if (e->kind == CPULM_SCHED_EV_DONE) {
@@ -333,14 +340,11 @@ static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
 
 static void whole_event(cpulm_server *s, cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
     cpulm_oai_choice *ch = &rt->choices[e->choice];
-    if (e->kind == CPULM_SCHED_EV_TEXT || e->kind == CPULM_SCHED_EV_FINISH) {
-        split_text st;
-        if (split_event(rt, e, &st) < 0) st = (split_text){NULL, e->text, NULL, e->n_text, 0};
-        cpulm_buf_append(&ch->text, st.text, st.n_text);
-        if (st.n_reasoning) cpulm_buf_append(&ch->reasoning, st.reasoning, st.n_reasoning);
-        free(st.buf);
-        if (e->kind == CPULM_SCHED_EV_TEXT && e->has_lp) cpulm_oai_choice_add_lp(ch, &e->lp);
-        if (e->kind == CPULM_SCHED_EV_FINISH) ch->finish = (int)e->finish;
+    if (e->kind == CPULM_SCHED_EV_TEXT) {
+        cpulm_buf_append(&ch->text, e->text, e->n_text);
+        if (e->has_lp) cpulm_oai_choice_add_lp(ch, &e->lp);
+    } else if (e->kind == CPULM_SCHED_EV_FINISH) {
+        ch->finish = (int)e->finish;
     } else if (e->kind == CPULM_SCHED_EV_DONE) {
         cpulm_oai_usage u = {e->n_prompt, e->n_completion, e->n_cached};
         cpulm_buf b;
@@ -363,6 +367,8 @@ static void whole_event(cpulm_server *s, cpulm_conn *c, route *rt, const cpulm_s
 void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event *e) {
     route *rt = c->route;
     if (!rt) return;
+    if (rt->stream && !c->sse && e->kind == CPULM_SCHED_EV_ERROR) rt->stream = 0; /* no header yet */
+    else if (rt->stream && !c->sse) cpulm_conn_sse_begin(c);
     if (rt->stream) stream_event(c, rt, e);
     else whole_event(s, c, rt, e);
     if (e->kind == CPULM_SCHED_EV_DONE || e->kind == CPULM_SCHED_EV_ERROR) {
@@ -372,6 +378,36 @@ void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event 
         c->req_id = 0;
         c->done = 1;
     }
+    cpulm_server_output(s, c);
+}
+
+void cpulm_routes_expire(cpulm_server *s, cpulm_conn *c) {
+    route *rt = c->route;
+    if (!c->req_id) return;
+    if (c->req_id && s->sched) cpulm_sched_cancel(s->sched, c->req_id);
+    cpulm_oai_error err;
+    cpulm_oai_error_set(&err, 503, NULL, "the server is shutting down: the grace period ended");
+    c->keep_alive = 0;
+    if (c->sse) { /* an error event, [DONE], then the final chunk */
+        cpulm_buf b;
+        cpulm_buf_init(&b, 0);
+        cpulm_oai_write_stream_error(&b, &err);
+        cpulm_buf_puts(&b, "data: [DONE]\n\n");
+        cpulm_conn_sse_frame(c, b.data, b.len);
+        cpulm_buf_release(&b);
+        cpulm_conn_sse_end(c);
+        c->done = 1;
+    } else { /* queued, tokenizing or not streamed: nothing was sent yet */
+        cpulm_buf b;
+        cpulm_buf_init(&b, 0);
+        cpulm_oai_write_error(&b, &err);
+        cpulm_conn_respond(c, 503, "application/json", b.data, b.len, "Retry-After: 1\r\n");
+        cpulm_buf_release(&b);
+        c->done = 1;
+    }
+    route_free(rt);
+    c->route = NULL;
+    c->req_id = 0;
     cpulm_server_output(s, c);
 }
 

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -34,7 +36,8 @@ double cpulm_server_now(void) {
 cpulm_server_params cpulm_server_default_params(void) {
     cpulm_server_params p = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .n_chunk = 256,
                              .max_queue = 64, .timeout_s = 600, .grace_s = 30,
-                             .idle_timeout_s = 60, .max_body = 1 << 20, .max_conns = 1024};
+                             .idle_timeout_s = 60, .max_body = 1 << 20, .max_conns = 1024,
+                             .max_conns_per_client = 256, .head_timeout_s = 10};
     return p;
 }
 
@@ -42,7 +45,7 @@ cpulm_server_params cpulm_server_default_params(void) {
 
 static void set_events(cpulm_server *s, cpulm_conn *c) {
     int ev = 0;
-    if (c->state == CPULM_CONN_READING || c->rlen < c->rmax) ev |= CPULM_LOOP_READ;
+    if (c->state == CPULM_CONN_CLOSING || cpulm_conn_wants_input(c)) ev |= CPULM_LOOP_READ;
     if (c->woff < c->wbuf.len) ev |= CPULM_LOOP_WRITE;
     if (ev != c->events && cpulm_loop_mod(s->loop, c->fd, ev, &c->h) == CPULM_OK) c->events = ev;
 }
@@ -109,22 +112,105 @@ static void on_conn(cpulm_loop_handler *h, int events) {
     if (s->conns[c->index] == c) set_events(s, c);
 }
 
+/* ---- admission: connection limits ---- */
+
+/* The client key of a peer address: IPv4 (also when mapped into IPv6), or the /64 prefix of
+ * an IPv6 address (one host usually owns a whole /64). */
+static void peer_key(const struct sockaddr_storage *ss, uint8_t key[16]) {
+    memset(key, 0, 16);
+    if (ss->ss_family == AF_INET) {
+        memcpy(key, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    } else if (ss->ss_family == AF_INET6) {
+        const uint8_t *a = ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr;
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (memcmp(a, mapped, 12) == 0) memcpy(key, a + 12, 4);
+        else {
+            key[4] = 6; /* never equal to an IPv4 key */
+            memcpy(key + 8, a, 8);
+        }
+    }
+}
+
+/* A connection that can be closed to make room: no request in progress (no complete
+ * head, nothing being answered or sent). */
+static int evictable(const cpulm_conn *c) {
+    return c->state == CPULM_CONN_CLOSING ||
+           (c->state == CPULM_CONN_READING && !c->head_done && c->woff >= c->wbuf.len);
+}
+
+/* Closes the least recently active evictable connection (of the client with key, or of
+ * anyone when key is NULL). Returns 1 if one was closed. */
+static int evict_oldest(cpulm_server *s, const uint8_t *key) {
+    cpulm_conn *victim = NULL;
+    for (int32_t i = 0; i < s->p.max_conns; i++) {
+        cpulm_conn *c = s->conns[i];
+        if (!c || !evictable(c) || (key && memcmp(c->peer, key, 16) != 0)) continue;
+        if (!victim || c->t_active < victim->t_active) victim = c;
+    }
+    if (!victim) return 0;
+    s->n_evicted++;
+    conn_close(s, victim);
+    return 1;
+}
+
+static int32_t count_client(const cpulm_server *s, const uint8_t key[16]) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->p.max_conns; i++)
+        n += s->conns[i] && memcmp(s->conns[i]->peer, key, 16) == 0;
+    return n;
+}
+
+/* Makes room for a new connection from key: over the client's limit, its own oldest idle
+ * connection goes; with the table full, the oldest idle one of anyone. So a flood of idle
+ * connections only ever displaces idle connections, and a request always gets a slot
+ * unless every slot is busy answering one. Returns a free slot, or -1. */
+static int32_t admit(cpulm_server *s, const uint8_t key[16]) {
+    if (s->p.max_conns_per_client > 0 && count_client(s, key) >= s->p.max_conns_per_client &&
+        !evict_oldest(s, key))
+        return -1;
+    if (s->n_conns >= s->p.max_conns && !evict_oldest(s, key) && !evict_oldest(s, NULL)) return -1;
+    int32_t i = 0;
+    while (i < s->p.max_conns && s->conns[i]) i++;
+    return i < s->p.max_conns ? i : -1;
+}
+
+/* accept() failed for lack of descriptors: make one free (an idle connection, else the
+ * spare kept for this) so the pending connection is taken off the queue instead of
+ * keeping the listener readable, which would spin the loop. */
+static void out_of_fds(cpulm_server *s) {
+    if (evict_oldest(s, NULL)) return;
+    if (s->spare_fd >= 0) close(s->spare_fd);
+    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) close(fd);
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 static void on_accept(cpulm_loop_handler *h, int events) {
     cpulm_server *s = (cpulm_server *)((char *)h - offsetof(cpulm_server, h_listen));
     (void)events;
     for (int k = 0; k < 64; k++) { /* bounded per wake-up, so other work keeps flowing */
-        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return;
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        memset(&ss, 0, sizeof ss);
+        int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE) out_of_fds(s);
+            if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) continue;
+            return;
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* tokens go out at once */
-        int32_t i = 0;
-        while (i < s->p.max_conns && s->conns[i]) i++;
-        cpulm_conn *c = i < s->p.max_conns ? malloc(sizeof *c) : NULL;
+        uint8_t key[16];
+        peer_key(&ss, key);
+        int32_t i = admit(s, key);
+        cpulm_conn *c = i >= 0 ? malloc(sizeof *c) : NULL;
         if (!c) {
-            close(fd); /* over the connection limit */
+            s->n_refused++;
+            close(fd); /* every slot (of this client) is busy with a request */
             continue;
         }
         cpulm_conn_init(c, fd, i, s->lim.max_head + s->lim.max_body + 65536, cpulm_server_now());
+        memcpy(c->peer, key, 16);
         c->h.fn = on_conn;
         c->owner = s;
         c->events = CPULM_LOOP_READ;
@@ -153,6 +239,23 @@ static void on_sched(cpulm_loop_handler *h, int events) {
         }
         free(e);
         e = next;
+    }
+}
+
+/* Prompts back from the tokenizer worker: submit those whose connection still waits. */
+static void on_prep(cpulm_loop_handler *h, int events) {
+    cpulm_server *s = (cpulm_server *)((char *)h - offsetof(cpulm_server, h_prep));
+    (void)events;
+    cpulm_prep_job *j = cpulm_prep_drain(s->prep);
+    while (j) {
+        cpulm_prep_job *next = j->next;
+        cpulm_conn *c = s->conns[j->id & 0xFFFF];
+        if (c && c->req_id == j->id) {
+            cpulm_routes_prepared(s, c, j);
+            if (s->conns[j->id & 0xFFFF] == c) process_requests(s, c); /* pipelined */
+        }
+        j->destroy(j);
+        j = next;
     }
 }
 
@@ -210,8 +313,11 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
     cpulm_sched_stats st;
     cpulm_sched_get_stats(s->sched, &st);
     s->p.n_ctx = st.n_ctx;
-    if (cpulm_loop_add(s->loop, cpulm_sched_event_fd(s->sched), CPULM_LOOP_READ, &s->h_sched) != CPULM_OK) {
-        cpulm_errf(&s->load_err, CPULM_ERR_IO, "cannot watch the scheduler's eventfd");
+    s->prep = cpulm_prep_new(&s->load_err);
+    if (!s->prep ||
+        cpulm_loop_add(s->loop, cpulm_prep_event_fd(s->prep), CPULM_LOOP_READ, &s->h_prep) != CPULM_OK ||
+        cpulm_loop_add(s->loop, cpulm_sched_event_fd(s->sched), CPULM_LOOP_READ, &s->h_sched) != CPULM_OK) {
+        if (s->prep) cpulm_errf(&s->load_err, CPULM_ERR_IO, "cannot watch the scheduler's eventfd");
         s->load_failed = 1;
         s->stop = 1;
         return;
@@ -253,6 +359,26 @@ static void on_signal(cpulm_loop_handler *h, int events) {
     start_drain(s);
 }
 
+/* The grace period is over: every request still in flight ends now, cleanly (see
+ * cpulm_routes_expire); the loop keeps running a moment so those last bytes go out. */
+static void expire(cpulm_server *s, double now) {
+    s->expired = 1;
+    s->stop_deadline = now + 1.0;
+    for (int32_t i = 0; i < s->p.max_conns; i++) {
+        cpulm_conn *c = s->conns[i];
+        if (c && c->req_id) cpulm_routes_expire(s, c);
+    }
+    cpulm_logf(CPULM_LOG_INFO, "grace period over: open requests ended with 503 or a stream error");
+}
+
+/* Connections with bytes still to send. */
+static int32_t unsent(const cpulm_server *s) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->p.max_conns; i++)
+        n += s->conns[i] && s->conns[i]->woff < s->conns[i]->wbuf.len;
+    return n;
+}
+
 /* Closes connections that stalled: a request arriving too slowly, an idle keep-alive
  * connection, or a reader that stopped taking our bytes. */
 static void tick(cpulm_server *s) {
@@ -266,7 +392,13 @@ static void tick(cpulm_server *s) {
             if (now - c->t_active > LINGER_S) conn_close(s, c);
             continue;
         }
-        if ((reading && c->rlen > 0 && now - c->t_request > REQUEST_TIMEOUT_S) ||
+        /* a head must come quickly (a new connection, or a request once it started); the
+         * body gets longer; an idle keep-alive connection the longest */
+        int fresh = reading && c->n_requests == 0 && c->rlen == 0;
+        int in_head = reading && c->rlen > 0 && !c->head_done;
+        if ((fresh && now - c->t_active > s->p.head_timeout_s) ||
+            (in_head && now - c->t_request > s->p.head_timeout_s) ||
+            (reading && c->rlen > 0 && now - c->t_request > REQUEST_TIMEOUT_S) ||
             (reading && c->rlen == 0 && now - c->t_active > s->p.idle_timeout_s) ||
             (c->woff < c->wbuf.len && now - c->t_active > s->p.idle_timeout_s)) {
             conn_close(s, c);
@@ -274,7 +406,9 @@ static void tick(cpulm_server *s) {
         }
         busy += !reading;
     }
-    if (s->draining && (busy == 0 || now > s->drain_deadline)) s->stop = 1;
+    if (s->draining && !s->expired && busy > 0 && now > s->drain_deadline) expire(s, now);
+    if (s->draining && (busy == 0 || (s->expired && (unsent(s) == 0 || now > s->stop_deadline))))
+        s->stop = 1;
 }
 
 static void free_dead(cpulm_server *s) {
@@ -320,8 +454,19 @@ static char *alias_from_path(const char *path) {
     return strndup(b, n);
 }
 
+/* Every connection needs a descriptor: lift the soft limit toward the hard one so that
+ * max_conns (plus the model, the loop and the threads' few) fit when the system allows. */
+static void raise_fd_limit(int32_t max_conns) {
+    struct rlimit rl;
+    rlim_t want = (rlim_t)max_conns + 256;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want) return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err) {
-    if (!p->model_path || p->n_parallel < 1 || p->max_conns < 1 ||
+    if (!p->model_path || p->n_parallel < 1 || p->max_conns < 1 || p->max_conns_per_client < 0 ||
+        !(p->head_timeout_s > 0) ||
         p->max_conns > CPULM_SERVER_MAX_CONNS || p->max_body < 1) {
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "serve: invalid parameters");
         return NULL;
@@ -330,9 +475,13 @@ cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err) {
     if (!s) return NULL;
     s->p = *p;
     s->listen_fd = s->sig_fd = s->loaded_efd = -1;
+    raise_fd_limit(p->max_conns);
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->alias = p->model_alias ? strdup(p->model_alias) : alias_from_path(p->model_path);
     s->conns = calloc((size_t)p->max_conns, sizeof *s->conns);
-    s->dead = calloc((size_t)p->max_conns, sizeof *s->dead);
+    /* closed in one loop iteration: every connection open at its start, plus the (at most
+     * 64) accepted during it, which admission may evict again */
+    s->dead = calloc((size_t)p->max_conns + 64, sizeof *s->dead);
     s->metrics = s->alias ? cpulm_metrics_new(s->alias) : NULL;
     s->lim = cpulm_http_default_limits();
     s->lim.max_body = p->max_body;
@@ -364,6 +513,7 @@ static cpulm_status start(cpulm_server *s, cpulm_error *err) {
     s->h_loaded.fn = on_loaded;
     s->h_listen.fn = on_accept;
     s->h_sched.fn = on_sched;
+    s->h_prep.fn = on_prep;
     if (s->sig_fd < 0 || s->loaded_efd < 0 ||
         cpulm_loop_add(s->loop, s->sig_fd, CPULM_LOOP_READ, &s->h_signal) != CPULM_OK ||
         cpulm_loop_add(s->loop, s->loaded_efd, CPULM_LOOP_READ, &s->h_loaded) != CPULM_OK ||
@@ -405,12 +555,14 @@ void cpulm_server_free(cpulm_server *s) {
     for (int32_t i = 0; s->conns && i < s->p.max_conns; i++)
         if (s->conns[i]) conn_close(s, s->conns[i]);
     free_dead(s);
+    cpulm_prep_free(s->prep);
     cpulm_sched_free(s->sched); /* after the connections: their cancels need it */
     cpulm_model_free(s->model);
     free(s->chat_tmpl);
     if (s->listen_fd >= 0) close(s->listen_fd);
     if (s->sig_fd >= 0) close(s->sig_fd);
     if (s->loaded_efd >= 0) close(s->loaded_efd);
+    if (s->spare_fd >= 0) close(s->spare_fd);
     cpulm_loop_free(s->loop);
     cpulm_metrics_free(s->metrics);
     free(s->conns);

@@ -1,7 +1,8 @@
 /* server.h: `cpulm serve`: an OpenAI-compatible HTTP/1.1 server over one model.
  *
- * Threads: the caller's thread runs the epoll I/O loop (all sockets, parsing, JSON,
- * tokenization); a loader thread loads the model in the background so /health answers at
+ * Threads: the caller's thread runs the epoll I/O loop (all sockets, HTTP framing, probes,
+ * responses); a request worker (prep.h) parses generation requests' JSON, renders chat
+ * templates and tokenizes prompts; a loader thread loads the model in the background so /health answers at
  * once and /ready turns true when the model is warm; the scheduler thread (sched.h) owns
  * the model context. They talk through mutex-protected queues and eventfds only.
  * Logging goes through cpulm_log_set; nothing here prints.
@@ -33,6 +34,9 @@ typedef struct cpulm_server_params {
     double idle_timeout_s;    /* idle keep-alive connections close; default 60 */
     size_t max_body;          /* request body limit; default 1 MiB */
     int32_t max_conns;        /* open connections; default 1024 */
+    int32_t max_conns_per_client; /* per client address (IPv6: per /64); 0 = no limit; default 256 */
+    double head_timeout_s;    /* a new connection, or a request once its first byte came,
+                               * must deliver a complete head within this; default 10 */
 } cpulm_server_params;
 
 cpulm_server_params cpulm_server_default_params(void);

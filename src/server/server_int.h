@@ -11,6 +11,7 @@
 #include "server/http.h"
 #include "server/loop.h"
 #include "server/metrics.h"
+#include "server/prep.h"
 #include "server/sched.h"
 #include "server/server.h"
 
@@ -29,6 +30,8 @@ struct cpulm_server {
     cpulm_conn **conns;   /* [max_conns]; NULL = free */
     cpulm_conn **dead;    /* closed during this loop iteration; freed after it */
     int32_t n_conns, n_dead;
+    int spare_fd;         /* /dev/null, given up to drain the accept queue at EMFILE */
+    uint64_t n_evicted, n_refused; /* idle connections closed for room; connections refused */
     uint64_t next_serial;
     int64_t created;      /* unix time of start, for /v1/models */
 
@@ -42,10 +45,12 @@ struct cpulm_server {
     cpulm_error load_err;
     /* I/O thread's view: set once loaded_efd fired */
     cpulm_sched *sched;
+    cpulm_prep *prep;     /* the tokenizer worker, started with the scheduler */
+    cpulm_loop_handler h_prep;
     int load_failed;
 
-    int draining, stop;
-    double drain_deadline;
+    int draining, stop, expired;
+    double drain_deadline, stop_deadline; /* stop_deadline: last flush after expiry */
 };
 
 double cpulm_server_now(void);
@@ -59,5 +64,11 @@ void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c);  /* c holds a complete
 void cpulm_routes_bad_request(cpulm_server *s, cpulm_conn *c); /* framing error: answer, close */
 void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event *e);
 void cpulm_routes_abort(cpulm_server *s, cpulm_conn *c);   /* c is closing: cancel its work */
+/* c's request came back from the request worker (parsed, tokenized): submit it to the
+ * scheduler, or answer the error. job stays the caller's. */
+void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *job);
+/* The grace period ended: end c's request now (an error event, [DONE] and the final chunk
+ * for a stream that started; a 503 for anything that sent nothing yet). */
+void cpulm_routes_expire(cpulm_server *s, cpulm_conn *c);
 
 #endif
