@@ -285,6 +285,13 @@ CPULM_API cpulm_sampler *cpulm_sampler_new(const cpulm_sampler_params *p, int32_
 CPULM_API void cpulm_sampler_free(cpulm_sampler *s); /* NULL is a no-op */
 /* Picks a token from logits [n_vocab] (not modified). Does not record it: call accept. */
 CPULM_API cpulm_token cpulm_sampler_sample(cpulm_sampler *s, const float *logits);
+/* Same, with only the tokens whose bit is set in allow[(n_vocab + 31) / 32] drawable (bit t
+ * is allow[t / 32] >> (t % 32) & 1; a grammar's mask). The mask is applied first, so
+ * top-k/top-p/min-p and the probabilities see only allowed tokens. allow NULL: no mask.
+ * If nothing allowed has a finite logit, returns the first allowed token (never a masked
+ * one) when there is any. */
+CPULM_API cpulm_token cpulm_sampler_sample_masked(cpulm_sampler *s, const float *logits,
+                                                  const uint32_t *allow);
 /* Records a token in the penalty history (prompt tokens too, if penalties should see them). */
 CPULM_API void cpulm_sampler_accept(cpulm_sampler *s, cpulm_token t);
 CPULM_API void cpulm_sampler_reset(cpulm_sampler *s);

@@ -31,6 +31,7 @@ function module_of(p) {
     if (p ~ /^src\/synth\.[ch]$/) return "synth"
     if (p ~ /^src\/sampler\.[ch]$/) return "sampler"
     if (p ~ /^src\/chat\//) return "chat"
+    if (p ~ /^src\/grammar\//) return "grammar"
     if (p == "src/server/server.h") return "server_api"
     if (p ~ /^src\/server\//) return "server"
     if (p == "src/tools_api.h") return "tools_api"
@@ -70,6 +71,7 @@ BEGIN {
     allow["threads"] = "base"
     allow["sampler"] = "base"
     allow["chat"] = "base"
+    allow["grammar"] = "base"
     allow["tokenizer"] = "base gguf quant"
     allow["kv"] = "base quant"
     allow["model"] = "base gguf quant kernels threads tokenizer"
@@ -79,9 +81,9 @@ BEGIN {
     allow["context"] = "ctx_state forward memory base quant kernels threads kv model"
     allow["qplan"] = "base gguf quant"
     allow["synth"] = "base gguf quant qplan model"
-    allow["server"] = "base server_api"
+    allow["server"] = "base grammar server_api"
     allow["server_api"] = "base server"
-    allow["tools_api"] = "base gguf quant kernels threads model memory qplan synth server"
+    allow["tools_api"] = "base gguf quant kernels threads model memory qplan synth server grammar"
     allow["tools"] = "tools_api server_api"
     bad = 0
 }

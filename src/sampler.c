@@ -188,11 +188,15 @@ static int penalties_active(const cpulm_sampler_params *p) {
 
 /* llama.cpp's rule for the repeat penalty (dividing a negative logit would raise it), then
  * OpenAI's: logit -= count * frequency + (count > 0) * presence. NaN becomes -inf. */
-static void apply_penalties(const cpulm_sampler *s, const float *logits) {
+static void apply_penalties(const cpulm_sampler *s, const float *logits, const uint32_t *allow) {
     const cpulm_sampler_params *p = &s->p;
     int active = penalties_active(p);
     for (int32_t i = 0; i < s->n_vocab; i++) {
         float l = logits[i];
+        if (allow && !((allow[i >> 5] >> (i & 31)) & 1)) { /* masked out by a grammar */
+            s->pen[i] = -INFINITY;
+            continue;
+        }
         int32_t c = active ? s->counts[i] : 0;
         if (c > 0) {
             l = l <= 0.0f ? l * p->repeat_penalty : l / p->repeat_penalty;
@@ -307,6 +311,13 @@ static void cut_min_p(cpulm_sampler *s) {
 
 /* ---- sampling ---- */
 
+/* Nothing allowed has a finite logit: the lowest allowed id (0 if none at all). */
+static cpulm_token first_allowed(const cpulm_sampler *s, const uint32_t *allow) {
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if ((allow[i >> 5] >> (i & 31)) & 1) return i;
+    return 0;
+}
+
 static cpulm_token argmax(const cpulm_sampler *s) {
     int32_t best = 0;
     for (int32_t i = 1; i < s->n_vocab; i++)
@@ -360,11 +371,19 @@ static cpulm_token draw(cpulm_sampler *s) {
 }
 
 cpulm_token cpulm_sampler_sample(cpulm_sampler *s, const float *logits) {
-    apply_penalties(s, logits);
-    if (!(s->p.temp > 0.0f)) return sample_greedy(s);
+    return cpulm_sampler_sample_masked(s, logits, NULL);
+}
+
+cpulm_token cpulm_sampler_sample_masked(cpulm_sampler *s, const float *logits,
+                                        const uint32_t *allow) {
+    apply_penalties(s, logits, allow);
+    if (!(s->p.temp > 0.0f)) {
+        cpulm_token t = sample_greedy(s);
+        return allow && !((allow[t >> 5] >> (t & 31)) & 1) ? first_allowed(s, allow) : t;
+    }
     s->last_greedy = 0;
     build_heap(s);
-    if (s->n_heap == 0) return 0; /* nothing drawable: documented fallback */
+    if (s->n_heap == 0) return allow ? first_allowed(s, allow) : 0; /* documented fallback */
     cut_top_k_top_p(s);
     cut_min_p(s);
     return draw(s);

@@ -8,7 +8,9 @@
  *   - memory: the weights + KV + scratch computation, for `plan` and `report`;
  *   - the HTTP parser, reused by the loadtest client;
  *   - kernels, repacking and topology, for `roofline`'s machine ceilings (peak GEMM,
- *     bandwidth), which measure the kernels themselves. */
+ *     bandwidth), which measure the kernels themselves;
+ *   - grammars (GBNF, JSON schema) and their token masks, for `run --grammar/--json-schema`
+ *     and `grammar-bench`. */
 #ifndef CPULM_TOOLS_API_H
 #define CPULM_TOOLS_API_H
 
@@ -19,6 +21,7 @@
 #include "base/mmap.h"
 #include "base/status.h"
 #include "gguf.h"
+#include "grammar/grammar.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
 #include "memory.h"

@@ -3,9 +3,10 @@
 # metrics, completions and chat (plain and SSE), batching never changing results, errors
 # and their status codes, keep-alive, malformed HTTP, a long prompt not stalling running
 # streams, client disconnects, queue limits (429) and the SIGTERM drain.
-# Then the official `openai` npm package drives a server (openai_client_test.mjs): it is
-# installed with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the
-# registry that part is skipped with the reason printed.
+# Then the official `openai` npm package drives a server (openai_client_test.mjs), with
+# ajv + ajv-formats validating structured outputs and tool arguments: they are installed
+# with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the registry
+# that part is skipped with the reason printed.
 # Usage: server_e2e.sh path/to/cpulm. Servers bind 127.0.0.1 on a free port; the script
 # kills only the PIDs it started; every wait loop is bounded.
 set -u
@@ -146,6 +147,25 @@ status 400 -H "$AUTH" $URL/v1/completions -d "{\"prompt\":\"$python_free_long\",
 check err_context_length $?
 jq -e '.error.code == "context_length_exceeded"' "$TMP/err" >/dev/null; check err_context_code $?
 
+# ---- structured output and tool calls (the openai client below checks them in depth) ----
+post /v1/chat/completions '{"messages":[{"role":"user","content":"A pet"}],"max_tokens":200,"temperature":0.9,"seed":4,
+  "response_format":{"type":"json_schema","json_schema":{"name":"pet","strict":true,"schema":{"type":"object",
+  "properties":{"kind":{"enum":["cat","dog"]},"age":{"type":"integer","minimum":1,"maximum":20}},"required":["kind","age"],
+  "additionalProperties":false}}}}' >"$TMP/so"
+jq -e '.choices[0].finish_reason == "stop" and (.choices[0].message.content | fromjson
+       | (.kind == "cat" or .kind == "dog") and .age >= 1 and .age <= 20)' "$TMP/so" >/dev/null
+check structured_output $? "$(head -c 300 "$TMP/so")"
+status 400 -H "$AUTH" $URL/v1/chat/completions -d '{"messages":[{"role":"user","content":"x"}],"json_schema":{"type":"integer","multipleOf":2}}'
+check err_unsupported_schema $?
+jq -e '.error.param == "json_schema" and (.error.message | contains("multipleOf"))' "$TMP/err" >/dev/null; check err_schema_named $?
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Add 2 and 3"}],"max_tokens":100,"temperature":0.9,"seed":1,
+  "tools":[{"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer"},
+  "b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}}}],"tool_choice":"required","parallel_tool_calls":false}' >"$TMP/tc"
+jq -e '.choices[0].finish_reason == "tool_calls" and .choices[0].message.tool_calls[0].function.name == "add"
+       and (.choices[0].message.tool_calls[0].function.arguments | fromjson | (.a | type) == "number" and (.b | type) == "number")' \
+  "$TMP/tc" >/dev/null
+check tool_call_required $? "$(head -c 300 "$TMP/tc")"
+
 # ---- keep-alive: several requests on one connection; a 400 keeps it open ----
 curl -sv -o /dev/null -H "$AUTH" $URL/health --next -o /dev/null -H "$AUTH" $URL/v1/models \
   --next -o /dev/null -H "$AUTH" -d '{bad' $URL/v1/completions --next -o /dev/null $URL/health 2>"$TMP/ka"
@@ -231,16 +251,17 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 NPM_DIR=${CPULM_NPM_DIR:-$TMP/npm}
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "skip openai client: node/npm not installed"
-elif [ ! -d "$NPM_DIR/node_modules/openai" ] && ! timeout 20 npm view openai version >/dev/null 2>&1; then
+elif [ ! -d "$NPM_DIR/node_modules/ajv-formats" ] && ! timeout 20 npm view openai version >/dev/null 2>&1; then
   echo "skip openai client: npm cannot reach the registry"
 else
   mkdir -p "$NPM_DIR"
-  if [ ! -d "$NPM_DIR/node_modules/openai" ]; then
+  # the client, and a JSON-schema validator (ajv + formats) for the structured outputs
+  if [ ! -d "$NPM_DIR/node_modules/openai" ] || [ ! -d "$NPM_DIR/node_modules/ajv-formats" ]; then
     (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json
-     timeout 240 npm install --no-audit --no-fund openai >"$TMP/npm.log" 2>&1)
+     timeout 240 npm install --no-audit --no-fund openai ajv ajv-formats >"$TMP/npm.log" 2>&1)
   fi
-  if [ -d "$NPM_DIR/node_modules/openai" ]; then
-    timeout 120 node "$HERE/openai_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/node.out" 2>&1
+  if [ -d "$NPM_DIR/node_modules/openai" ] && [ -d "$NPM_DIR/node_modules/ajv-formats" ]; then
+    timeout 240 node "$HERE/openai_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/node.out" 2>&1
     rc=$?
     grep -v '^openai_client:' "$TMP/node.out" | head -n 40
     tail -n 1 "$TMP/node.out"

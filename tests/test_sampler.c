@@ -370,3 +370,35 @@ TEST(sampler_large_vocab_defaults) {
     cpulm_sampler_free(s);
     free(l);
 }
+
+/* A grammar's mask: only allowed tokens are ever drawn (greedy and sampled, with top-k/p
+ * cuts applied after the mask), and an allowed token with -inf logit is still returned when
+ * it is the only one allowed. */
+TEST(sampler_masked_draws_only_allowed) {
+    enum { V = 300 };
+    float logits[V];
+    uint32_t allow[(V + 31) / 32] = {0};
+    for (int i = 0; i < V; i++) logits[i] = (float)((i * 7919) % 101) / 10.0f;
+    const int ok[] = {3, 77, 150, 299};
+    for (int k = 0; k < 4; k++) allow[ok[k] >> 5] |= 1u << (ok[k] & 31);
+    for (int mode = 0; mode < 2; mode++) {
+        cpulm_sampler_params p = cpulm_sampler_default_params();
+        p.temp = mode ? 0.9f : 0.0f;
+        p.top_k = 2;
+        p.seed = 7;
+        cpulm_sampler *s = cpulm_sampler_new(&p, V);
+        REQUIRE(t, s);
+        for (int r = 0; r < 200; r++) {
+            cpulm_token tok = cpulm_sampler_sample_masked(s, logits, allow);
+            CHECK(t, tok == 3 || tok == 77 || tok == 150 || tok == 299);
+        }
+        CHECK(t, cpulm_sampler_last_prob(s, 0) == 0.0f);
+        cpulm_sampler_free(s);
+    }
+    uint32_t only[(V + 31) / 32] = {0};
+    only[250 >> 5] |= 1u << (250 & 31);
+    logits[250] = -INFINITY;
+    cpulm_sampler *s = cpulm_sampler_new(NULL, V);
+    CHECK_EQ_INT(t, cpulm_sampler_sample_masked(s, logits, only), 250);
+    cpulm_sampler_free(s);
+}

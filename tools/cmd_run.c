@@ -5,9 +5,11 @@
 
 #include "commands.h"
 #include "common.h"
+#include "tools_api.h"
 
 typedef struct run_opts {
     const char *model, *prompt, *file;
+    const char *grammar, *grammar_file, *json_schema; /* constrained output (one of them) */
     int n_predict, n_threads, n_threads_batch, n_ctx, n_batch, ignore_eos, verbose;
     cpulm_sampler_params sp;
 } run_opts;
@@ -27,7 +29,11 @@ static void run_usage(FILE *f) {
             "                        interleaved; isolate: cores and memory of the starting node;\n"
             "                        numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
             CLI_SAMPLER_HELP
-            "  --ignore-eos          keep generating past end-of-generation tokens\n");
+            "  --ignore-eos          keep generating past end-of-generation tokens\n"
+            "  --grammar GBNF        constrain the output to a GBNF grammar (llama.cpp syntax)\n"
+            "  --grammar-file FILE   the same, read from a file\n"
+            "  --json-schema SCHEMA  constrain the output to JSON valid under a JSON schema\n"
+            "                        (docs/SERVER.md lists the supported keywords)\n");
 }
 
 static int parse_run(int argc, char **argv, run_opts *o) {
@@ -61,12 +67,22 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             if (!cli_numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--ignore-eos", NULL)) {
             o->ignore_eos = 1;
+        } else if (cli_flag(&c, "--grammar", NULL)) {
+            if (!(o->grammar = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--grammar-file", NULL)) {
+            if (!(o->grammar_file = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--json-schema", NULL)) {
+            if (!(o->json_schema = cli_value(&c))) return EXIT_USAGE;
         } else {
             return cli_unknown(&c);
         }
     }
     if (o->prompt && o->file) {
         fprintf(stderr, "cpulm run: give -p or -f, not both\n");
+        return EXIT_USAGE;
+    }
+    if (!!o->grammar + !!o->grammar_file + !!o->json_schema > 1) {
+        fprintf(stderr, "cpulm run: give one of --grammar, --grammar-file, --json-schema\n");
         return EXIT_USAGE;
     }
     return 0;
@@ -86,20 +102,83 @@ static int eval_prompt(cpulm_ctx *ctx, const cpulm_token *toks, int32_t n, int32
     return 0;
 }
 
+/* The GBNF text asked for (--grammar, --grammar-file, or compiled from --json-schema), or
+ * NULL with *rc 0 when none; on a usage error prints why and sets *rc = EXIT_USAGE. */
+static char *grammar_text(const run_opts *o, int *rc) {
+    *rc = 0;
+    if (o->grammar) {
+        size_t n = strlen(o->grammar);
+        char *g = malloc(n + 1);
+        if (g) memcpy(g, o->grammar, n + 1);
+        return g;
+    }
+    if (o->grammar_file) {
+        char *g = cli_read_file(o->grammar_file, NULL);
+        if (!g) *rc = EXIT_USAGE;
+        return g;
+    }
+    if (!o->json_schema) return NULL;
+    cpulm_json_doc *doc = NULL;
+    cpulm_error err = {0};
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    if (cpulm_json_parse(o->json_schema, strlen(o->json_schema), NULL, &doc, NULL, &err) != CPULM_OK ||
+        cpulm_grammar_from_schema(cpulm_json_root(doc), &b, &err) != CPULM_OK) {
+        fprintf(stderr, "cpulm run: --json-schema: %s\n", err.msg);
+        *rc = EXIT_USAGE;
+    }
+    cpulm_json_free(doc);
+    char *g = *rc ? NULL : cpulm_buf_detach(&b, NULL);
+    cpulm_buf_release(&b);
+    return g;
+}
+
+/* Compiles the grammar and its matcher; returns 0, or EXIT_USAGE after printing why. */
+static int grammar_setup(const run_opts *o, const cpulm_model *m, cpulm_grammar **g,
+                         cpulm_grammar_vocab **v, cpulm_grammar_matcher **gm) {
+    int rc;
+    char *text = grammar_text(o, &rc);
+    if (!text) return rc;
+    cpulm_error err = {0};
+    if (cpulm_grammar_parse(text, strlen(text), NULL, g, &err) != CPULM_OK) {
+        fprintf(stderr, "cpulm run: %s\n", err.msg);
+        free(text);
+        return EXIT_USAGE;
+    }
+    free(text);
+    *v = cpulm_grammar_vocab_new(m);
+    *gm = *v ? cpulm_grammar_matcher_new(*g, *v) : NULL;
+    if (!*gm) {
+        fprintf(stderr, "cpulm run: out of memory building the grammar matcher\n");
+        return 1;
+    }
+    return 0;
+}
+
 static int generate(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpulm_sampler *smp,
-                    int32_t *n_gen) {
+                    cpulm_grammar_matcher *gm, int32_t *n_gen) {
     cpulm_detok dt;
     cpulm_detok_init(&dt, m, 0);
     char buf[1024];
     int32_t n_ctx = cpulm_ctx_n_ctx(ctx);
     for (*n_gen = 0; o->n_predict < 0 || *n_gen < o->n_predict; ++*n_gen) {
         if (cpulm_ctx_seq_len(ctx, 0) >= n_ctx) break;
-        cpulm_token t = cpulm_sampler_sample(smp, cpulm_ctx_logits(ctx, 0));
+        const uint32_t *allow = gm ? cpulm_grammar_mask(gm) : NULL;
+        if (gm && !allow) {
+            fprintf(stderr, "cpulm run: the grammar is too complex to follow\n");
+            return 1;
+        }
+        cpulm_token t = cpulm_sampler_sample_masked(smp, cpulm_ctx_logits(ctx, 0), allow);
         cpulm_sampler_accept(smp, t);
-        if (!o->ignore_eos && cpulm_token_is_eog(m, t)) break;
+        if ((!o->ignore_eos || gm) && cpulm_token_is_eog(m, t)) break;
+        if (gm && cpulm_grammar_accept_token(gm, t) != CPULM_OK) return 1;
         int32_t w = cpulm_detok_push(&dt, t, buf, sizeof buf);
         if (w > 0) fwrite(buf, 1, (size_t)w, stdout);
         fflush(stdout);
+        if (gm && cpulm_grammar_must_end(gm)) {
+            ++*n_gen;
+            break;
+        }
         cpulm_batch b = {.n = 1, .token = &t};
         if (cpulm_ctx_decode(ctx, &b) != CPULM_OK) {
             ++*n_gen;
@@ -128,6 +207,17 @@ int cmd_run(int argc, char **argv) {
         free(file_text);
         return cli_load_failed_rc(path);
     }
+    cpulm_grammar *g = NULL;
+    cpulm_grammar_vocab *gv = NULL;
+    cpulm_grammar_matcher *gm = NULL;
+    if ((rc = grammar_setup(&o, m, &g, &gv, &gm)) != 0) {
+        cpulm_grammar_matcher_free(gm);
+        cpulm_grammar_vocab_free(gv);
+        cpulm_grammar_free(g);
+        cpulm_model_free(m);
+        free(file_text);
+        return rc;
+    }
     cpulm_token *toks = NULL;
     int32_t n = cli_tokenize(m, prompt, strlen(prompt), 1, 0, &toks);
     cpulm_ctx_params cp = cli_ctx_default_params();
@@ -150,7 +240,7 @@ int cmd_run(int argc, char **argv) {
         rc = eval_prompt(ctx, toks, n, cp.n_batch);
         double t1 = cli_now_ms();
         int32_t n_gen = 0;
-        if (!rc) rc = generate(ctx, m, &o, smp, &n_gen);
+        if (!rc) rc = generate(ctx, m, &o, smp, gm, &n_gen);
         double t2 = cli_now_ms();
         fprintf(stderr, "\nload: %.1f ms | prompt: %d tokens, %.2f ms, %.2f t/s | generation: %d "
                         "tokens, %.2f ms, %.2f t/s | threads %d, kernels %s\n",
@@ -159,6 +249,9 @@ int cmd_run(int argc, char **argv) {
                 cpulm_kernel_level());
     }
     cpulm_sampler_free(smp);
+    cpulm_grammar_matcher_free(gm);
+    cpulm_grammar_vocab_free(gv);
+    cpulm_grammar_free(g);
     cpulm_ctx_free(ctx);
     free(toks);
     cpulm_model_free(m);

@@ -27,6 +27,7 @@ static const struct {
     {"synth", cmd_synth, "write a synthetic model of a real model's shape (benchmarks)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching"},
     {"loadtest", cmd_loadtest, "closed-loop load generator for an OpenAI-compatible server"},
+    {"grammar-bench", cmd_grammar_bench, "per-token cost of grammar masks (constrained output)"},
 };
 
 static void usage(FILE *f) {

@@ -254,6 +254,7 @@ cpulm_status cpulm_oai_parse(cpulm_oai_kind kind, const char *body, size_t len, 
     if (!bad) bad = parse_sampling(root, r, e) < 0 || parse_lengths(root, r, e) < 0;
     if (!bad) bad = parse_logprobs(root, r, e) < 0 || parse_stream(root, r, e) < 0;
     if (!bad) bad = read_stop(root, r, e) < 0;
+    if (!bad) bad = cpulm_oai_parse_structured(root, r, e) < 0;
     if (bad) {
         cpulm_oai_request_release(r);
         return CPULM_ERR_INVALID_ARG;
@@ -264,6 +265,8 @@ cpulm_status cpulm_oai_parse(cpulm_oai_kind kind, const char *body, size_t len, 
 void cpulm_oai_request_release(cpulm_oai_request *r) {
     cpulm_json_free(r->doc);
     r->doc = NULL;
+    free(r->grammar);
+    r->grammar = NULL;
 }
 
 /* ---- chat prompt ---- */
@@ -281,11 +284,53 @@ static void write_joined_content(cpulm_json_writer *w, const cpulm_json *c) {
     cpulm_buf_release(&t);
 }
 
-/* The messages as the template sees them: every member kept, array contents joined. */
-static cpulm_status messages_json(const cpulm_json *messages, cpulm_buf *out) {
+/* tool_calls with each function.arguments string given as the object it holds (templates
+ * write arguments with tojson); arguments that are not JSON stay strings. */
+static void write_tool_calls(cpulm_json_writer *w, const cpulm_json *calls) {
+    if (calls->type != CPULM_JSON_ARRAY) {
+        cpulm_json_write_value(w, calls);
+        return;
+    }
+    cpulm_json_arr_begin(w);
+    for (size_t i = 0; i < calls->u.list.n; i++) {
+        const cpulm_json *c = &calls->u.list.items[i];
+        if (c->type != CPULM_JSON_OBJECT) {
+            cpulm_json_write_value(w, c);
+            continue;
+        }
+        cpulm_json_obj_begin(w);
+        for (size_t k = 0; k < c->u.list.n; k++) {
+            const cpulm_json *f = &c->u.list.items[k];
+            cpulm_json_keyn(w, f->key, f->key_len);
+            if (strcmp(f->key, "function") != 0 || f->type != CPULM_JSON_OBJECT) {
+                cpulm_json_write_value(w, f);
+                continue;
+            }
+            cpulm_json_obj_begin(w);
+            for (size_t j = 0; j < f->u.list.n; j++) {
+                const cpulm_json *x = &f->u.list.items[j];
+                cpulm_json_doc *d = NULL;
+                cpulm_json_keyn(w, x->key, x->key_len);
+                if (!strcmp(x->key, "arguments") && x->type == CPULM_JSON_STRING &&
+                    cpulm_json_parse(x->u.str.s, x->u.str.len, NULL, &d, NULL, NULL) == CPULM_OK)
+                    cpulm_json_write_value(w, cpulm_json_root(d));
+                else cpulm_json_write_value(w, x);
+                cpulm_json_free(d);
+            }
+            cpulm_json_obj_end(w);
+        }
+        cpulm_json_obj_end(w);
+    }
+    cpulm_json_arr_end(w);
+}
+
+/* The messages as the template sees them: every member kept, array contents joined,
+ * tool-call arguments as objects; sys (if non-empty) is a system message put first. */
+static cpulm_status messages_json(const cpulm_json *messages, const cpulm_buf *sys, cpulm_buf *out) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_arr_begin(&w);
+    if (sys && sys->len) cpulm_json_write_raw(&w, sys->data, sys->len);
     for (size_t i = 0; i < messages->u.list.n; i++) {
         const cpulm_json *m = &messages->u.list.items[i];
         cpulm_json_obj_begin(&w);
@@ -293,6 +338,7 @@ static cpulm_status messages_json(const cpulm_json *messages, cpulm_buf *out) {
             const cpulm_json *f = &m->u.list.items[k];
             cpulm_json_keyn(&w, f->key, f->key_len);
             if (!strcmp(f->key, "content") && f->type == CPULM_JSON_ARRAY) write_joined_content(&w, f);
+            else if (!strcmp(f->key, "tool_calls")) write_tool_calls(&w, f);
             else cpulm_json_write_value(&w, f);
         }
         cpulm_json_obj_end(&w);
@@ -301,24 +347,50 @@ static cpulm_status messages_json(const cpulm_json *messages, cpulm_buf *out) {
     return cpulm_json_writer_status(&w);
 }
 
+/* {"tools": [...]} for the template's variables. */
+static void tools_extra(const cpulm_json *tools, cpulm_buf *out) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "tools");
+    cpulm_json_write_value(&w, tools);
+    cpulm_json_obj_end(&w);
+}
+
 cpulm_status cpulm_oai_render_chat(const char *tmpl, const char *bos, const char *eos,
                                    const cpulm_json *messages, cpulm_buf *out,
                                    cpulm_oai_chat_prompt *info, cpulm_oai_error *e) {
+    return cpulm_oai_render_chat_tools(tmpl, bos, eos, messages, NULL, out, info, e);
+}
+
+cpulm_status cpulm_oai_render_chat_tools(const char *tmpl, const char *bos, const char *eos,
+                                         const cpulm_json *messages, const cpulm_json *tools,
+                                         cpulm_buf *out, cpulm_oai_chat_prompt *info,
+                                         cpulm_oai_error *e) {
     int plain = !tmpl || !*tmpl;
     info->parse_special = !plain;
     info->extra_stop = plain ? "\nUser:" : "";
-    cpulm_buf js;
+    cpulm_buf js, sys, extra;
     cpulm_buf_init(&js, 0);
+    cpulm_buf_init(&sys, 0);
+    cpulm_buf_init(&extra, 0);
     cpulm_chat_params p = cpulm_chat_default_params();
     p.add_generation_prompt = 1;
     p.bos_token = bos;
     p.eos_token = eos;
+    if (tools && (plain || !strstr(tmpl, "tools"))) cpulm_oai_tool_system_msg(tools, &sys);
+    else if (tools) {
+        tools_extra(tools, &extra);
+        p.extra_json = extra.data;
+    }
     char *text = NULL;
     cpulm_error err = {0};
-    cpulm_status st = messages_json(messages, &js);
+    cpulm_status st = messages_json(messages, &sys, &js);
     if (st == CPULM_OK)
         st = cpulm_chat_render_json(plain ? cpulm_chat_builtin("plain") : tmpl, js.data, &p, &text, &err);
     cpulm_buf_release(&js);
+    cpulm_buf_release(&sys);
+    cpulm_buf_release(&extra);
     if (st != CPULM_OK) {
         cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "messages",
                             "cannot apply the chat template: %s", err.msg[0] ? err.msg : cpulm_status_str(st));
@@ -491,7 +563,54 @@ static void write_lp(cpulm_json_writer *w, const cpulm_oai_meta *meta, const cpu
 /* ---- responses ---- */
 
 static const char *finish_str(int finish) {
-    return finish == CPULM_FINISH_LENGTH ? "length" : "stop";
+    return finish == CPULM_FINISH_LENGTH ? "length"
+         : finish == CPULM_OAI_FINISH_TOOL_CALLS ? "tool_calls" : "stop";
+}
+
+void cpulm_oai_call_id(const cpulm_oai_meta *meta, int32_t choice, int32_t k, char out[64]) {
+    const char *dash = strrchr(meta->id, '-');
+    snprintf(out, 64, "call_%.24s%d%d", dash ? dash + 1 : meta->id, (int)choice, (int)k);
+}
+
+/* "tool_calls": [{id, type, function: {name, arguments}}] of a finished reply. */
+static void write_tool_calls_out(cpulm_json_writer *w, const cpulm_oai_meta *meta, int32_t choice,
+                                 const char *text, const cpulm_oai_scan *sc) {
+    cpulm_json_key(w, "tool_calls");
+    cpulm_json_arr_begin(w);
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    for (int32_t k = 0; k < sc->n_calls; k++) {
+        char id[64];
+        cpulm_oai_call_id(meta, choice, k, id);
+        cpulm_json_obj_begin(w);
+        cpulm_json_key(w, "id");
+        cpulm_json_write_str(w, id);
+        cpulm_json_key(w, "type");
+        cpulm_json_write_str(w, "function");
+        cpulm_json_key(w, "function");
+        cpulm_json_obj_begin(w);
+        cpulm_json_key(w, "name");
+        cpulm_buf_reset(&b);
+        cpulm_oai_call_name(text, &sc->calls[k], &b);
+        cpulm_json_write_strn(w, b.data, b.len);
+        cpulm_json_key(w, "arguments");
+        cpulm_buf_reset(&b);
+        cpulm_oai_call_args(text, &sc->calls[k], &b);
+        cpulm_json_write_strn(w, b.data, b.len);
+        cpulm_json_obj_end(w);
+        cpulm_json_obj_end(w);
+    }
+    cpulm_buf_release(&b);
+    cpulm_json_arr_end(w);
+}
+
+/* Content before the calls, without the whitespace around it; NULL when empty. */
+static void write_call_content(cpulm_json_writer *w, const char *text, size_t n) {
+    size_t a = 0;
+    while (a < n && strchr(" \n\t\r", text[a])) a++;
+    while (n > a && strchr(" \n\t\r", text[n - 1])) n--;
+    if (n > a) cpulm_json_write_strn(w, text + a, n - a);
+    else cpulm_json_write_null(w);
 }
 
 static void write_head(cpulm_json_writer *w, const cpulm_oai_meta *meta, int chunk) {
@@ -531,13 +650,17 @@ static void write_choice(cpulm_json_writer *w, const cpulm_oai_meta *meta, int32
     cpulm_json_obj_begin(w);
     cpulm_json_key(w, "index");
     cpulm_json_write_int(w, i);
+    cpulm_oai_scan sc = {0};
+    if (meta->tools && c->finish != CPULM_FINISH_LENGTH)
+        cpulm_oai_scan_calls(c->text.data, c->text.len, 1, meta->forced, &sc);
     if (meta->kind == CPULM_OAI_CHAT) {
         cpulm_json_key(w, "message");
         cpulm_json_obj_begin(w);
         cpulm_json_key(w, "role");
         cpulm_json_write_str(w, "assistant");
         cpulm_json_key(w, "content");
-        cpulm_json_write_strn(w, c->text.data, c->text.len);
+        if (sc.n_calls) write_call_content(w, c->text.data, sc.content_len);
+        else cpulm_json_write_strn(w, c->text.data, c->text.len);
         size_t nr = c->reasoning.len; /* the whitespace before </think> is not reasoning */
         while (nr > 0 && (c->reasoning.data[nr - 1] == '\n' || c->reasoning.data[nr - 1] == ' ')) nr--;
         if (nr) {
@@ -546,6 +669,7 @@ static void write_choice(cpulm_json_writer *w, const cpulm_oai_meta *meta, int32
         }
         cpulm_json_key(w, "refusal");
         cpulm_json_write_null(w);
+        if (sc.n_calls) write_tool_calls_out(w, meta, i, c->text.data, &sc);
         cpulm_json_obj_end(w);
     } else {
         cpulm_json_key(w, "text");
@@ -553,7 +677,7 @@ static void write_choice(cpulm_json_writer *w, const cpulm_oai_meta *meta, int32
     }
     write_lp(w, meta, c->lp, c->n_lp, 0);
     cpulm_json_key(w, "finish_reason");
-    cpulm_json_write_str(w, finish_str(c->finish));
+    cpulm_json_write_str(w, finish_str(sc.n_calls ? CPULM_OAI_FINISH_TOOL_CALLS : c->finish));
     cpulm_json_obj_end(w);
 }
 
@@ -572,6 +696,33 @@ void cpulm_oai_write_response(cpulm_buf *out, const cpulm_oai_meta *meta,
     cpulm_json_obj_end(&w);
 }
 
+/* delta.tool_calls as OpenAI streams them: the first delta of a call carries index, id,
+ * type and function {name, arguments: ""}; later ones index and an arguments fragment. */
+static void write_tool_delta(cpulm_json_writer *w, const cpulm_oai_delta *d) {
+    cpulm_json_key(w, "tool_calls");
+    cpulm_json_arr_begin(w);
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "index");
+    cpulm_json_write_int(w, d->tool_index);
+    if (d->tool_id) {
+        cpulm_json_key(w, "id");
+        cpulm_json_write_str(w, d->tool_id);
+        cpulm_json_key(w, "type");
+        cpulm_json_write_str(w, "function");
+    }
+    cpulm_json_key(w, "function");
+    cpulm_json_obj_begin(w);
+    if (d->tool_name) {
+        cpulm_json_key(w, "name");
+        cpulm_json_write_str(w, d->tool_name);
+    }
+    cpulm_json_key(w, "arguments");
+    cpulm_json_write_strn(w, d->tool_args ? d->tool_args : "", d->n_tool_args);
+    cpulm_json_obj_end(w);
+    cpulm_json_obj_end(w);
+    cpulm_json_arr_end(w);
+}
+
 static void write_delta(cpulm_json_writer *w, const cpulm_oai_meta *meta, const cpulm_oai_delta *d) {
     if (meta->kind == CPULM_OAI_CHAT) {
         cpulm_json_key(w, "delta");
@@ -580,7 +731,9 @@ static void write_delta(cpulm_json_writer *w, const cpulm_oai_meta *meta, const 
             cpulm_json_key(w, "role");
             cpulm_json_write_str(w, "assistant");
         }
-        if (d->first || d->n_text || (d->finish < 0 && !d->n_reasoning)) {
+        if (d->has_tool) {
+            write_tool_delta(w, d);
+        } else if (d->first || d->n_text || (d->finish < 0 && !d->n_reasoning)) {
             cpulm_json_key(w, "content");
             cpulm_json_write_strn(w, d->text ? d->text : "", d->n_text);
         }

@@ -14,6 +14,7 @@
 
 #include "base/buf.h"
 #include "base/json.h"
+#include "server/oai_tools.h"
 #include "server/sched.h"
 
 #define CPULM_OAI_MAX_STOP 4   /* OpenAI's limit on stop sequences */
@@ -45,6 +46,11 @@ typedef struct cpulm_oai_request {
     int32_t n_stop;
     int32_t logprobs;             /* -1 off; else alternatives per token (top_logprobs) */
     int ignore_eos;               /* extension: "ignore_eos": true */
+    char *grammar;                /* owned GBNF text the output must follow, or NULL */
+    const cpulm_json *tools;      /* chat: the tools array, NULL if none */
+    int tool_choice;              /* cpulm_oai_tool_choice */
+    const char *tool_name;        /* CPULM_OAI_TOOLS_NAMED: the function */
+    int parallel_tool_calls;      /* default 1 */
 } cpulm_oai_request;
 
 /* Parses body[0..len) as a request of the given kind. JSON nesting is limited to 64 and the
@@ -79,8 +85,18 @@ typedef struct cpulm_oai_chat_prompt {
 cpulm_status cpulm_oai_render_chat(const char *tmpl, const char *bos, const char *eos,
                                    const cpulm_json *messages, cpulm_buf *out,
                                    cpulm_oai_chat_prompt *info, cpulm_oai_error *e);
+/* Same, with tools (NULL: none): the template receives them as `tools`; a template that
+ * never mentions tools gets them described in a system message instead. Assistant
+ * tool_calls' arguments strings are given to the template as objects, as the families'
+ * templates expect (they write them with tojson). */
+cpulm_status cpulm_oai_render_chat_tools(const char *tmpl, const char *bos, const char *eos,
+                                         const cpulm_json *messages, const cpulm_json *tools,
+                                         cpulm_buf *out, cpulm_oai_chat_prompt *info,
+                                         cpulm_oai_error *e);
 
 /* ---- responses ---- */
+
+#define CPULM_OAI_FINISH_TOOL_CALLS 2 /* beside cpulm_sched_finish's values */
 
 typedef struct cpulm_oai_choice {
     cpulm_buf text;
@@ -102,6 +118,8 @@ typedef struct cpulm_oai_meta {
     const cpulm_model *m;    /* for token texts in logprobs */
     int32_t logprobs;        /* -1 off, else top alternatives */
     int include_usage;       /* streaming: "usage": null on chunks, then a usage chunk */
+    int tools;               /* chat with tools: replies are scanned for tool calls */
+    int forced;              /* the reply is a forced (required / named) tool call */
 } cpulm_oai_meta;
 
 typedef struct cpulm_oai_usage {
@@ -123,6 +141,12 @@ typedef struct cpulm_oai_delta {
     int finish;                 /* -1: not finished, else cpulm_sched_finish */
     int first;                  /* chat: the opening delta carries the assistant role */
     int64_t text_offset;        /* completions logprobs: bytes of this choice sent before */
+    int has_tool;               /* a delta.tool_calls entry instead of content */
+    int32_t tool_index;         /* the call's index in the choice */
+    const char *tool_id;        /* first delta of a call: its id; then NULL */
+    const char *tool_name;      /* first delta of a call: the function name; then NULL */
+    const char *tool_args;      /* a fragment of function.arguments ("" on the first) */
+    size_t n_tool_args;
 } cpulm_oai_delta;
 
 /* One SSE event ("data: {...}\n\n") for a delta. */
@@ -132,6 +156,8 @@ void cpulm_oai_write_usage_chunk(cpulm_buf *out, const cpulm_oai_meta *meta,
                                  const cpulm_oai_usage *u);
 /* An error inside an SSE stream (after the 200 was sent): data: {"error": {...}}. */
 void cpulm_oai_write_stream_error(cpulm_buf *out, const cpulm_oai_error *e);
+/* The id of call k of choice i of a response ("call_" + response id tail + i + k). */
+void cpulm_oai_call_id(const cpulm_oai_meta *meta, int32_t choice, int32_t k, char out[64]);
 /* GET /v1/models. */
 void cpulm_oai_write_models(cpulm_buf *out, const char *model, int64_t created);
 

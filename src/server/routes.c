@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "grammar/grammar.h"
 #include "server/oai.h"
 #include "server/server_int.h"
 
@@ -25,7 +26,16 @@ typedef struct route {
     cpulm_oai_choice *choices; /* [n]: accumulated text (non-stream) */
     int8_t *started;           /* [n]: stream: the choice's first chunk was sent */
     int64_t *offset;           /* [n]: stream: bytes sent per choice (completion logprobs) */
+    struct tool_stream *ts;    /* [n]: stream with tools: what was sent of each choice */
 } route;
+
+/* Streaming a reply that may hold tool calls: content goes out up to where a call may
+ * begin; each call's header once its name is known, then its arguments as they grow. */
+typedef struct tool_stream {
+    size_t content_sent;
+    int32_t calls_sent;
+    size_t args_sent[CPULM_OAI_MAX_CALLS];
+} tool_stream;
 
 static void route_free(route *r) {
     if (!r) return;
@@ -33,6 +43,7 @@ static void route_free(route *r) {
     free(r->choices);
     free(r->started);
     free(r->offset);
+    free(r->ts);
     free(r);
 }
 
@@ -133,8 +144,9 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
     cpulm_buf_init(&text, s->p.max_body * 4 + 4096);
     cpulm_oai_chat_prompt info = {.parse_special = 0, .add_bos = 1, .extra_stop = ""};
     if (q->kind == CPULM_OAI_CHAT) {
-        if (cpulm_oai_render_chat(s->chat_tmpl, s->bos_text, s->eos_text, q->messages, &text,
-                                  &info, e) != CPULM_OK) {
+        const cpulm_json *tools = q->tool_choice != CPULM_OAI_TOOLS_OFF ? q->tools : NULL;
+        if (cpulm_oai_render_chat_tools(s->chat_tmpl, s->bos_text, s->eos_text, q->messages, tools,
+                                        &text, &info, e) != CPULM_OK) {
             cpulm_buf_release(&text);
             return -1;
         }
@@ -154,6 +166,27 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
     return 0;
 }
 
+/* The request's grammar (response_format, grammar, json_schema, or a forced tool call in
+ * the model family's format), compiled into r. Returns 0, or -1 with e set. */
+static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
+                          cpulm_oai_error *e) {
+    char *text = NULL;
+    r->special = q->tool_choice != CPULM_OAI_TOOLS_OFF;
+    if (q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED &&
+        cpulm_oai_tool_grammar(q, cpulm_chat_detect(s->chat_tmpl), &text, e) < 0)
+        return -1;
+    const char *g = text ? text : q->grammar;
+    if (!g) return 0;
+    cpulm_error err = {0};
+    cpulm_status st = cpulm_grammar_parse(g, strlen(g), NULL, &r->grammar, &err);
+    free(text);
+    if (st != CPULM_OK)
+        return -cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400,
+                                    q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED ? "tools" : "grammar",
+                                    "%s", err.msg);
+    return 0;
+}
+
 /* Translates the parsed request into a scheduler request (on the request worker).
  * Returns NULL with e set. */
 static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_request *q,
@@ -165,6 +198,10 @@ static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_requ
     }
     const char *extra_stop;
     if (build_prompt(s, q, r, &extra_stop, e) < 0) {
+        cpulm_sched_req_free(r);
+        return NULL;
+    }
+    if (attach_grammar(s, q, r, e) < 0) {
         cpulm_sched_req_free(r);
         return NULL;
     }
@@ -188,7 +225,8 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q, uint64_t se
     r->choices = calloc((size_t)q->n, sizeof *r->choices);
     r->started = calloc((size_t)q->n, 1);
     r->offset = calloc((size_t)q->n, sizeof *r->offset);
-    if (!r->choices || !r->started || !r->offset) {
+    r->ts = calloc((size_t)q->n, sizeof *r->ts);
+    if (!r->choices || !r->started || !r->offset || !r->ts) {
         route_free(r);
         return NULL;
     }
@@ -197,7 +235,9 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q, uint64_t se
              (unsigned long long)((serial ^ (uint64_t)s->created) * 0x9E3779B97F4A7C15ull));
     r->meta = (cpulm_oai_meta){.kind = q->kind, .id = r->id, .created = (int64_t)time(NULL),
                                .model = s->alias, .m = s->model, .logprobs = q->logprobs,
-                               .include_usage = q->include_usage};
+                               .include_usage = q->include_usage,
+                               .tools = q->kind == CPULM_OAI_CHAT && q->tool_choice != CPULM_OAI_TOOLS_OFF,
+                               .forced = q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED};
     return r;
 }
 
@@ -304,11 +344,81 @@ void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *base)
 
 /* ---- scheduler events ---- */
 
+static void tool_delta(cpulm_buf *b, route *rt, int32_t i, int32_t k, const char *id,
+                       const char *name, const char *args, size_t n) {
+    cpulm_oai_delta d = {.index = i, .finish = -1, .has_tool = 1, .tool_index = k, .tool_id = id,
+                         .tool_name = name, .tool_args = args, .n_tool_args = n};
+    cpulm_oai_write_chunk(b, &rt->meta, &d);
+}
+
+/* Sends what became known of choice i's calls (see tool_stream). */
+static void stream_calls(cpulm_buf *b, route *rt, int32_t i, const cpulm_oai_scan *sc) {
+    const char *text = rt->choices[i].text.data;
+    tool_stream *ts = &rt->ts[i];
+    cpulm_buf tmp;
+    cpulm_buf_init(&tmp, 0);
+    for (int32_t k = 0; k < sc->n_calls; k++) {
+        const cpulm_oai_call *call = &sc->calls[k];
+        if (k >= ts->calls_sent) {
+            char id[64];
+            cpulm_oai_call_id(&rt->meta, i, k, id);
+            cpulm_buf_reset(&tmp);
+            cpulm_oai_call_name(text, call, &tmp);
+            tool_delta(b, rt, i, k, id, tmp.data, "", 0);
+            ts->calls_sent = k + 1;
+            ts->args_sent[k] = 0;
+        }
+        if (call->args_is_string) { /* escaped JSON in a string: whole, once complete */
+            if (!call->complete || ts->args_sent[k]) continue;
+            cpulm_buf_reset(&tmp);
+            cpulm_oai_call_args(text, call, &tmp);
+            tool_delta(b, rt, i, k, NULL, NULL, tmp.data, tmp.len);
+            ts->args_sent[k] = call->args_len;
+        } else if (call->args_len > ts->args_sent[k]) {
+            tool_delta(b, rt, i, k, NULL, NULL, text + call->args_off + ts->args_sent[k],
+                       call->args_len - ts->args_sent[k]);
+            ts->args_sent[k] = call->args_len;
+        }
+    }
+    cpulm_buf_release(&tmp);
+}
+
+/* A TEXT or FINISH event of a chat with tools, streamed. */
+static void stream_tool_event(cpulm_buf *b, route *rt, const cpulm_sched_event *e) {
+    int32_t i = e->choice;
+    cpulm_oai_choice *ch = &rt->choices[i];
+    tool_stream *ts = &rt->ts[i];
+    if (!rt->started[i]) {
+        cpulm_oai_delta open = {.index = i, .text = "", .finish = -1, .first = 1};
+        cpulm_oai_write_chunk(b, &rt->meta, &open);
+        rt->started[i] = 1;
+    }
+    cpulm_buf_append(&ch->text, e->text, e->n_text);
+    int final = e->kind == CPULM_SCHED_EV_FINISH;
+    cpulm_oai_scan sc;
+    cpulm_oai_scan_calls(ch->text.data, ch->text.len, final, rt->meta.forced, &sc);
+    if (ts->calls_sent == 0 && sc.content_len > ts->content_sent) {
+        cpulm_oai_delta d = {.index = i, .text = ch->text.data + ts->content_sent,
+                             .n_text = sc.content_len - ts->content_sent, .finish = -1};
+        cpulm_oai_write_chunk(b, &rt->meta, &d);
+        ts->content_sent = sc.content_len;
+    }
+    stream_calls(b, rt, i, &sc);
+    if (final) {
+        int fin = ts->calls_sent && e->finish != CPULM_FINISH_LENGTH ? CPULM_OAI_FINISH_TOOL_CALLS
+                                                                       : (int)e->finish;
+        cpulm_oai_delta d = {.index = i, .text = "", .finish = fin};
+        cpulm_oai_write_chunk(b, &rt->meta, &d);
+    }
+}
+
 static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     int32_t i = e->choice;
-    if (e->kind == CPULM_SCHED_EV_TEXT || e->kind == CPULM_SCHED_EV_FINISH) {
+    if (rt->meta.tools && (e->kind == CPULM_SCHED_EV_TEXT || e->kind == CPULM_SCHED_EV_FINISH)) {
+        stream_tool_event(&b, rt, e);
+    } else if (e->kind == CPULM_SCHED_EV_TEXT || e->kind == CPULM_SCHED_EV_FINISH) {
         int first = !rt->started[i];
         if (first && rt->kind == CPULM_OAI_CHAT && e->kind == CPULM_SCHED_EV_FINISH) {
             cpulm_oai_delta open = {.index = i, .text = "", .finish = -1, .first = 1};

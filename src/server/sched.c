@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "grammar/grammar.h"
 
 enum { SLOT_FREE, SLOT_PREFILL, SLOT_SIBLING, SLOT_GEN };
 
@@ -44,6 +45,7 @@ typedef struct slot {
     cpulm_token *cache; /* [n_ctx]: tokens in this sequence's KV cache */
     int32_t n_cache;
     cpulm_sampler *smp;
+    cpulm_grammar_matcher *gm; /* the request's grammar state, or NULL */
     cpulm_detok dt;
     cpulm_buf text;     /* generated text so far; [0..n_emitted) was published */
     size_t n_emitted;
@@ -78,6 +80,7 @@ struct cpulm_sched {
     int32_t *b_seq;        /* [n_batch] */
     int8_t *b_want;        /* [n_batch] */
     int32_t *tmp_idx;      /* [n_parallel] */
+    cpulm_grammar_vocab *gvocab; /* token trie for grammar masks (built at start) */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
 
     /* ---- event queue, guarded by ev_mu ---- */
@@ -122,6 +125,7 @@ void cpulm_sched_req_free(cpulm_sched_req *r) {
     if (!r) return;
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->prompt);
+    cpulm_grammar_free(r->grammar);
     free(r);
 }
 
@@ -240,6 +244,8 @@ void cpulm_sched_wait(cpulm_sched *s, int timeout_ms) {
 static void slot_release(slot *x) {
     cpulm_sampler_free(x->smp);
     x->smp = NULL;
+    cpulm_grammar_matcher_free(x->gm);
+    x->gm = NULL;
     x->state = SLOT_FREE;
     x->q = NULL;
     cpulm_buf_reset(&x->text);
@@ -346,9 +352,14 @@ static void timing(cpulm_sched *s, slot *x) {
 static void on_logits(cpulm_sched *s, slot *x, const float *logits) {
     sreq *q = x->q;
     const cpulm_sched_req *r = q->r;
-    cpulm_token t = cpulm_sampler_sample(x->smp, logits);
+    const uint32_t *allow = x->gm ? cpulm_grammar_mask(x->gm) : NULL;
+    if (x->gm && !allow) {
+        request_fail(s, q, 500, "the grammar is too complex to follow");
+        return;
+    }
+    cpulm_token t = cpulm_sampler_sample_masked(x->smp, logits, allow);
     timing(s, x);
-    if (!r->ignore_eos && cpulm_token_is_eog(s->model, t)) {
+    if ((!r->ignore_eos || x->gm) && cpulm_token_is_eog(s->model, t)) {
         flush_detok(x);
         emit_text(s, x, x->text.len, NULL);
         finish_choice(s, x, CPULM_FINISH_STOP);
@@ -360,6 +371,10 @@ static void on_logits(cpulm_sched *s, slot *x, const float *logits) {
         lpp = &lp;
     }
     cpulm_sampler_accept(x->smp, t);
+    if (x->gm && cpulm_grammar_accept_token(x->gm, t) != CPULM_OK) {
+        request_fail(s, q, 500, "the grammar rejected a masked token");
+        return;
+    }
     x->n_gen++;
     q->n_completion++;
     cpulm_metrics_add(s->p.metrics, CPULM_METRIC_GEN_TOKENS, 1);
@@ -367,13 +382,14 @@ static void on_logits(cpulm_sched *s, slot *x, const float *logits) {
     int32_t n = cpulm_detok_push(&x->dt, t, piece, sizeof piece);
     if (n > 0) cpulm_buf_append(&x->text, piece, (size_t)n);
     int at_limit = (r->max_tokens > 0 && x->n_gen >= r->max_tokens) || x->n_cache >= s->n_ctx;
-    if (at_limit) flush_detok(x);
+    int done = x->gm && cpulm_grammar_must_end(x->gm); /* nothing can follow: a stop */
+    if (at_limit || done) flush_detok(x);
     int matched;
     size_t upto = cpulm_sched_stop_scan(x->text.data, x->text.len, x->n_emitted, r->stop,
                                         r->n_stop, &matched);
-    if (matched || at_limit) {
+    if (matched || at_limit || done) {
         emit_text(s, x, matched ? upto : x->text.len, lpp);
-        finish_choice(s, x, matched ? CPULM_FINISH_STOP : CPULM_FINISH_LENGTH);
+        finish_choice(s, x, matched || done ? CPULM_FINISH_STOP : CPULM_FINISH_LENGTH);
         return;
     }
     emit_text(s, x, upto, lpp);
@@ -416,10 +432,19 @@ static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int stat
     if (sp.seed != SEED_FROM_CLOCK) sp.seed += (uint64_t)choice; /* else each draws its own */
     x->smp = cpulm_sampler_new(&sp, s->n_vocab);
     if (!x->smp) return -1;
+    if (q->r->grammar) {
+        if (!s->gvocab) s->gvocab = cpulm_grammar_vocab_new(s->model);
+        x->gm = s->gvocab ? cpulm_grammar_matcher_new(q->r->grammar, s->gvocab) : NULL;
+        if (!x->gm) {
+            cpulm_sampler_free(x->smp);
+            x->smp = NULL;
+            return -1;
+        }
+    }
     x->state = state;
     x->q = q;
     x->choice = choice;
-    cpulm_detok_init(&x->dt, s->model, 0);
+    cpulm_detok_init(&x->dt, s->model, q->r->special);
     cpulm_buf_reset(&x->text);
     x->n_emitted = 0;
     x->n_gen = 0;
@@ -650,6 +675,9 @@ static void warmup(cpulm_sched *s) {
 static void *sched_main(void *arg) {
     cpulm_sched *s = arg;
     warmup(s);
+    /* the grammar masks' token trie, built before ready so the first constrained request
+     * does not stall the running streams (~1 s for a 128k vocabulary; retried lazily) */
+    s->gvocab = cpulm_grammar_vocab_new(s->model);
     atomic_store(&s->ready, 1);
     while (take_inputs(s)) {
         expire(s);
@@ -763,6 +791,7 @@ void cpulm_sched_free(cpulm_sched *s) {
     free(s->b_want);
     free(s->tmp_idx);
     free(s->cancels);
+    cpulm_grammar_vocab_free(s->gvocab);
     cpulm_ctx_free(s->ctx);
     if (s->efd >= 0) close(s->efd);
     pthread_mutex_destroy(&s->mu);

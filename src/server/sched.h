@@ -29,6 +29,7 @@
 #define CPULM_SCHED_MAX_STOP 16
 
 typedef struct cpulm_sched cpulm_sched;
+struct cpulm_grammar;
 
 typedef struct cpulm_sched_params {
     int32_t n_parallel;      /* slots; default 4 */
@@ -56,6 +57,9 @@ typedef struct cpulm_sched_req {
     int32_t logprobs;        /* -1: off; else 0..CPULM_SCHED_MAX_TOP alternatives per token */
     int ignore_eos;          /* keep generating past end-of-generation tokens */
     double timeout_s;        /* whole-request limit from submission; <= 0: none */
+    struct cpulm_grammar *grammar; /* owned or NULL: every choice's output follows it (masked
+                              * sampling; end tokens only where it is complete) */
+    int special;             /* render control tokens as text (tool-call markers) */
 } cpulm_sched_req;
 
 /* Returns owned (free with cpulm_sched_req_free unless submitted); NULL on OOM.
@@ -77,7 +81,7 @@ typedef enum cpulm_sched_ev_kind {
     CPULM_SCHED_EV_TEXT,   /* text (maybe empty) and/or one token's logprobs for a choice */
     CPULM_SCHED_EV_FINISH, /* a choice ended; finish says why */
     CPULM_SCHED_EV_DONE,   /* the whole request ended; usage counts set. Last event. */
-    CPULM_SCHED_EV_ERROR,  /* the request failed (timeout, decode error). Last event. */
+    CPULM_SCHED_EV_ERROR,  /* the request failed (timeout, decode error, grammar). Last event. */
 } cpulm_sched_ev_kind;
 
 typedef enum cpulm_sched_finish { CPULM_FINISH_STOP = 0, CPULM_FINISH_LENGTH = 1 } cpulm_sched_finish;

@@ -1,0 +1,538 @@
+/* match.c: the grammar matcher, a lazily built DFA over bytes on top of pushdown stacks.
+ *
+ * A stack is a chain of hash-consed nodes (pos = element index, parent = the stack below),
+ * so equal stacks have equal ids and pushing or replacing the top is one lookup. After
+ * "expansion" every stack's top is a character set (or the stack is empty = NIL: the
+ * grammar may end here). A DFA state is a hash-consed sorted set of such stacks plus a
+ * partially decoded UTF-8 character; its 256-entry transition row is filled on demand.
+ * Expansion follows references; a reference that ends its alternative is a tail call (the
+ * continuation is not pushed), so right recursion such as `R ::= X R | ""` runs in constant
+ * stack. Left recursion is rejected by the parser, so expansion terminates.
+ *
+ * The mask walks the vocabulary trie in preorder with one DFA transition per trie node and
+ * skips a dead node's whole subtree; masks are cached per DFA state (bounded memory).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar_int.h"
+
+#define MAX_STACKS      2048     /* stacks in one state: more means a pathological grammar */
+#define MAX_NODES       (1 << 22)
+#define MAX_STATES      (1 << 18)
+#define MASK_CACHE_BYTES (16u << 20) /* per matcher (per generating sequence): ~1000 masks at 128k */
+#define UNKNOWN (-2)
+#define DEAD    (-1)
+
+typedef struct gnode {
+    int32_t pos, parent;
+} gnode;
+
+typedef struct dstate {
+    int32_t first, n;   /* stacks: items[first .. first + n), sorted node ids */
+    uint32_t partial;   /* bits of a UTF-8 character read so far */
+    int32_t rem;        /* continuation bytes still to come (0: at a character boundary) */
+    int32_t accept;     /* rem == 0 and NIL is among the stacks */
+    int32_t *trans;     /* [256] or NULL */
+    uint32_t *mask;     /* cached mask or NULL */
+} dstate;
+
+struct cpulm_grammar_matcher {
+    const cpulm_grammar *g;
+    const cpulm_grammar_vocab *v;
+    gnode *nodes;
+    int32_t n_nodes, cap_nodes;
+    int32_t *node_ht; /* open addressing: node ids, -1 empty */
+    uint32_t node_ht_cap;
+    dstate *states;
+    int32_t n_states, cap_states;
+    int32_t *state_ht;
+    uint32_t state_ht_cap;
+    int32_t *items;
+    int64_t n_items, cap_items;
+    int32_t start, cur;
+    /* scratch for building a state */
+    int32_t *tmp;
+    int32_t n_tmp, cap_tmp;
+    uint32_t *seen; /* [cap_nodes] stamps for dedup during expansion */
+    uint32_t epoch;
+    int overflow;
+    int32_t *walk; /* [max_depth + 1] DFA state per trie depth */
+    int32_t **rows; /* [max_depth + 1] its transition row */
+    uint32_t *mask_out; /* returned when caching is impossible */
+    size_t mask_bytes_cached;
+    cpulm_grammar_stats st;
+};
+
+static uint32_t hash2(uint32_t a, uint32_t b) {
+    uint64_t x = ((uint64_t)a << 32 | b) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(x >> 32) ^ (uint32_t)x;
+}
+
+/* ---- hash-consed stack nodes ---- */
+
+static int rehash_nodes(cpulm_grammar_matcher *m, uint32_t cap) {
+    int32_t *ht = malloc(sizeof(int32_t) * cap);
+    if (!ht) return -1;
+    memset(ht, 0xFF, sizeof(int32_t) * cap);
+    for (int32_t i = 1; i < m->n_nodes; i++) {
+        uint32_t h = hash2((uint32_t)m->nodes[i].pos, (uint32_t)m->nodes[i].parent) & (cap - 1);
+        while (ht[h] >= 0) h = (h + 1) & (cap - 1);
+        ht[h] = i;
+    }
+    free(m->node_ht);
+    m->node_ht = ht;
+    m->node_ht_cap = cap;
+    return 0;
+}
+
+/* The id of stack (pos on top of parent); -1 on OOM or overflow. */
+static int32_t intern_node(cpulm_grammar_matcher *m, int32_t pos, int32_t parent) {
+    uint32_t mask = m->node_ht_cap - 1, h = hash2((uint32_t)pos, (uint32_t)parent) & mask;
+    for (int32_t id; (id = m->node_ht[h]) >= 0; h = (h + 1) & mask)
+        if (m->nodes[id].pos == pos && m->nodes[id].parent == parent) return id;
+    if (m->n_nodes >= MAX_NODES) return m->overflow = 1, -1;
+    if (m->n_nodes == m->cap_nodes) {
+        int32_t cap = m->cap_nodes * 2;
+        gnode *nn = realloc(m->nodes, sizeof *nn * (size_t)cap);
+        uint32_t *ns = nn ? realloc(m->seen, sizeof *ns * (size_t)cap) : NULL;
+        if (nn) m->nodes = nn;
+        if (!ns) return m->overflow = 1, -1;
+        memset(ns + m->cap_nodes, 0, sizeof *ns * (size_t)(cap - m->cap_nodes));
+        m->seen = ns;
+        m->cap_nodes = cap;
+    }
+    int32_t id = m->n_nodes++;
+    m->nodes[id] = (gnode){pos, parent};
+    m->node_ht[h] = id;
+    if ((uint32_t)m->n_nodes * 2 > m->node_ht_cap && rehash_nodes(m, m->node_ht_cap * 2) < 0)
+        return m->overflow = 1, -1;
+    return id;
+}
+
+/* ---- expansion ---- */
+
+static void tmp_push(cpulm_grammar_matcher *m, int32_t id) {
+    if (m->seen[id] == m->epoch) return;
+    m->seen[id] = m->epoch;
+    if (m->n_tmp >= MAX_STACKS) {
+        m->overflow = 1;
+        return;
+    }
+    if (m->n_tmp == m->cap_tmp) {
+        int32_t cap = m->cap_tmp * 2;
+        int32_t *t = realloc(m->tmp, sizeof *t * (size_t)cap);
+        if (!t) {
+            m->overflow = 1;
+            return;
+        }
+        m->tmp = t;
+        m->cap_tmp = cap;
+    }
+    m->tmp[m->n_tmp++] = id;
+}
+
+/* Adds to tmp every stack reachable from node id whose top is a set (or NIL). */
+static void expand(cpulm_grammar_matcher *m, int32_t id, int depth) {
+    if (m->overflow || depth > 4096) {
+        m->overflow = 1;
+        return;
+    }
+    while (id != 0 && m->g->elems[m->nodes[id].pos].kind == GR_END) id = m->nodes[id].parent;
+    if (id == 0 || m->g->elems[m->nodes[id].pos].kind == GR_SET) {
+        tmp_push(m, id);
+        return;
+    }
+    const gnode nd = m->nodes[id];
+    const gr_rule *r = &m->g->rules[m->g->elems[nd.pos].arg];
+    int32_t cont = m->g->elems[nd.pos + 1].kind == GR_END ? nd.parent
+                                                          : intern_node(m, nd.pos + 1, nd.parent);
+    if (cont < 0) return;
+    for (int32_t k = 0; k < r->n_alts; k++) {
+        int32_t top = intern_node(m, m->g->alt_start[r->first_alt + k], cont);
+        if (top < 0) return;
+        expand(m, top, depth + 1);
+    }
+}
+
+/* ---- DFA states ---- */
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static uint32_t state_hash(const int32_t *s, int32_t n, uint32_t partial, int32_t rem) {
+    uint32_t h = hash2(partial, (uint32_t)rem);
+    for (int32_t i = 0; i < n; i++) h = hash2(h, (uint32_t)s[i]);
+    return h;
+}
+
+static int rehash_states(cpulm_grammar_matcher *m, uint32_t cap) {
+    int32_t *ht = malloc(sizeof(int32_t) * cap);
+    if (!ht) return -1;
+    memset(ht, 0xFF, sizeof(int32_t) * cap);
+    for (int32_t i = 0; i < m->n_states; i++) {
+        const dstate *d = &m->states[i];
+        uint32_t h = state_hash(m->items + d->first, d->n, d->partial, d->rem) & (cap - 1);
+        while (ht[h] >= 0) h = (h + 1) & (cap - 1);
+        ht[h] = i;
+    }
+    free(m->state_ht);
+    m->state_ht = ht;
+    m->state_ht_cap = cap;
+    return 0;
+}
+
+static int grow_items(cpulm_grammar_matcher *m, int64_t need) {
+    if (need <= m->cap_items) return 0;
+    int64_t cap = m->cap_items * 2;
+    while (cap < need) cap *= 2;
+    int32_t *it = realloc(m->items, sizeof *it * (size_t)cap);
+    if (!it) return -1;
+    m->items = it;
+    m->cap_items = cap;
+    return 0;
+}
+
+/* The state of the stacks in tmp (sorted here) with the given partial character. */
+static int32_t intern_state(cpulm_grammar_matcher *m, uint32_t partial, int32_t rem) {
+    if (m->overflow) return DEAD;
+    if (m->n_tmp == 0) return DEAD;
+    qsort(m->tmp, (size_t)m->n_tmp, sizeof(int32_t), cmp_i32);
+    uint32_t mask = m->state_ht_cap - 1, h = state_hash(m->tmp, m->n_tmp, partial, rem) & mask;
+    for (int32_t id; (id = m->state_ht[h]) >= 0; h = (h + 1) & mask) {
+        const dstate *d = &m->states[id];
+        if (d->n == m->n_tmp && d->partial == partial && d->rem == rem &&
+            memcmp(m->items + d->first, m->tmp, sizeof(int32_t) * (size_t)d->n) == 0)
+            return id;
+    }
+    if (m->n_states >= MAX_STATES || grow_items(m, m->n_items + m->n_tmp) < 0) return m->overflow = 1, DEAD;
+    if (m->n_states == m->cap_states) {
+        dstate *ns = realloc(m->states, sizeof *ns * (size_t)m->cap_states * 2);
+        if (!ns) return m->overflow = 1, DEAD;
+        m->states = ns;
+        m->cap_states *= 2;
+    }
+    int32_t id = m->n_states++;
+    dstate *d = &m->states[id];
+    memset(d, 0, sizeof *d);
+    d->first = (int32_t)m->n_items;
+    d->n = m->n_tmp;
+    d->partial = partial;
+    d->rem = rem;
+    d->accept = rem == 0 && m->tmp[0] == 0; /* sorted: NIL (id 0) comes first */
+    memcpy(m->items + m->n_items, m->tmp, sizeof(int32_t) * (size_t)m->n_tmp);
+    m->n_items += m->n_tmp;
+    m->state_ht[h] = id;
+    m->st.dfa_states = (uint64_t)m->n_states;
+    if ((uint32_t)m->n_states * 2 > m->state_ht_cap && rehash_states(m, m->state_ht_cap * 2) < 0)
+        return m->overflow = 1, DEAD;
+    return id;
+}
+
+static void tmp_begin(cpulm_grammar_matcher *m) {
+    m->n_tmp = 0;
+    if (++m->epoch == 0) {
+        memset(m->seen, 0, sizeof *m->seen * (size_t)m->cap_nodes);
+        m->epoch = 1;
+    }
+}
+
+/* Stacks of s that can take code point cp, advanced past it and expanded. */
+static int32_t step_char(cpulm_grammar_matcher *m, int32_t s, uint32_t cp) {
+    tmp_begin(m);
+    const dstate *d = &m->states[s];
+    int32_t first = d->first, n = d->n;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = m->items[first + i];
+        if (id == 0) continue;
+        gnode nd = m->nodes[id];
+        if (!gr_set_has(m->g, &m->g->sets[m->g->elems[nd.pos].arg], cp)) continue;
+        int32_t next = intern_node(m, nd.pos + 1, nd.parent);
+        if (next < 0) return DEAD;
+        expand(m, next, 0);
+    }
+    return intern_state(m, 0, 0);
+}
+
+/* A partial character is kept as its bits so far plus its total length in bits 24..26.
+ * WILD (bit 28) replaces the bits when every stack takes every character the remaining
+ * bytes can still make: the bits no longer matter, and one state stands for all of them
+ * (without it, each string position would get a state per lead-byte combination). */
+#define PLEN(p) (((p) >> 24) & 7u)
+#define PBITS(p) ((p) & 0xFFFFFFu)
+#define WILD (1u << 28)
+
+/* Does set s contain every code point of [lo, hi]? (Sound: one covering range suffices.) */
+static int set_covers(const cpulm_grammar *g, const gr_set *s, uint32_t lo, uint32_t hi) {
+    if (s->negate) return !cpulm_gr_set_meets(g, &(gr_set){s->first, s->n, 0, {0}}, lo, hi);
+    for (int32_t i = 0; i < s->n; i++)
+        if (g->ranges[2 * (s->first + i)] <= lo && g->ranges[2 * (s->first + i) + 1] >= hi) return 1;
+    return 0;
+}
+
+/* Every stack of s (all of which take any character of the range) advanced. */
+static int32_t step_all(cpulm_grammar_matcher *m, int32_t s) {
+    tmp_begin(m);
+    const dstate *d = &m->states[s];
+    int32_t first = d->first, n = d->n;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = m->items[first + i];
+        if (id == 0) continue;
+        int32_t next = intern_node(m, m->nodes[id].pos + 1, m->nodes[id].parent);
+        if (next < 0) return DEAD;
+        expand(m, next, 0);
+    }
+    return intern_state(m, 0, 0);
+}
+
+/* Stacks of s whose top can take some character starting with the bits read so far
+ * (exact: overlong forms and surrogates are excluded, as the detokenizer would turn them
+ * into U+FFFD). */
+static int32_t step_partial(cpulm_grammar_matcher *m, int32_t s, uint32_t partial, int32_t rem) {
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    uint32_t lo = PBITS(partial) << (6 * rem), hi = lo | ((1u << (6 * rem)) - 1);
+    if (lo < min_cp[PLEN(partial)]) lo = min_cp[PLEN(partial)];
+    if (hi > 0x10FFFF) hi = 0x10FFFF;
+    if (lo >= 0xD800 && hi <= 0xDFFF) return DEAD;
+    if (lo < 0xD800 && hi >= 0xD800 && hi <= 0xDFFF) hi = 0xD7FF;
+    if (lo >= 0xD800 && lo <= 0xDFFF) lo = 0xE000;
+    if (lo > hi) return DEAD;
+    /* every completion valid UTF-8 (no clamp applied) and taken by every kept stack: WILD */
+    int exact = lo == PBITS(partial) << (6 * rem) && hi == (lo | ((1u << (6 * rem)) - 1));
+    int all_cover = exact;
+    tmp_begin(m);
+    const dstate *d = &m->states[s];
+    for (int32_t i = 0; i < d->n; i++) {
+        int32_t id = m->items[d->first + i];
+        if (id == 0) continue;
+        const gr_set *set = &m->g->sets[m->g->elems[m->nodes[id].pos].arg];
+        if (!cpulm_gr_set_meets(m->g, set, lo, hi)) continue;
+        tmp_push(m, id);
+        if (all_cover) all_cover = set_covers(m->g, set, lo, hi);
+    }
+    if (all_cover) partial = (partial & 0x07000000u) | WILD;
+    return intern_state(m, partial, rem);
+}
+
+static int32_t compute_trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
+    const dstate *d = &m->states[s];
+    if (d->rem == 0) {
+        if (b < 0x80) return step_char(m, s, b);
+        if (b >= 0xC2 && b <= 0xDF) return step_partial(m, s, 2u << 24 | (b & 0x1Fu), 1);
+        if (b >= 0xE0 && b <= 0xEF) return step_partial(m, s, 3u << 24 | (b & 0x0Fu), 2);
+        if (b >= 0xF0 && b <= 0xF4) return step_partial(m, s, 4u << 24 | (b & 0x07u), 3);
+        return DEAD;
+    }
+    if ((b & 0xC0) != 0x80) return DEAD;
+    if (d->partial & WILD) { /* the stacks stay; only the count of bytes to come changes */
+        if (d->rem == 1) return step_all(m, s);
+        tmp_begin(m);
+        for (int32_t i = 0; i < d->n; i++) tmp_push(m, m->items[d->first + i]);
+        return intern_state(m, d->partial, d->rem - 1);
+    }
+    uint32_t partial = (d->partial & 0xFF000000u) | ((PBITS(d->partial) << 6 | (b & 0x3Fu)) & 0xFFFFFFu);
+    if (d->rem == 1) {
+        uint32_t cp = PBITS(partial);
+        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp > 0x10FFFF || cp < min_cp[PLEN(partial)] || (cp >= 0xD800 && cp <= 0xDFFF)) return DEAD;
+        return step_char(m, s, cp);
+    }
+    return step_partial(m, s, partial, d->rem - 1);
+}
+
+/* The transition row of state s, allocated (all UNKNOWN) on first use; NULL on OOM. */
+static int32_t *row_of(cpulm_grammar_matcher *m, int32_t s) {
+    int32_t *row = m->states[s].trans;
+    if (!row && (row = malloc(256 * sizeof *row))) {
+        for (int i = 0; i < 256; i++) row[i] = UNKNOWN;
+        m->states[s].trans = row;
+    }
+    return row;
+}
+
+static inline int32_t trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
+    int32_t *row = row_of(m, s);
+    if (!row) return m->overflow = 1, DEAD;
+    if (row[b] == UNKNOWN) row[b] = compute_trans(m, s, b); /* the row never moves */
+    return row[b];
+}
+
+/* ---- lifecycle ---- */
+
+cpulm_grammar_matcher *cpulm_grammar_matcher_new(const cpulm_grammar *g,
+                                                 const cpulm_grammar_vocab *v) {
+    cpulm_grammar_matcher *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->g = g;
+    m->v = v;
+    m->cap_nodes = 1024;
+    m->cap_states = 256;
+    m->cap_items = 4096;
+    m->cap_tmp = 64;
+    m->nodes = malloc(sizeof *m->nodes * (size_t)m->cap_nodes);
+    m->seen = calloc((size_t)m->cap_nodes, sizeof *m->seen);
+    m->states = malloc(sizeof *m->states * (size_t)m->cap_states);
+    m->items = malloc(sizeof *m->items * (size_t)m->cap_items);
+    m->tmp = malloc(sizeof *m->tmp * (size_t)m->cap_tmp);
+    m->walk = v ? malloc(sizeof *m->walk * (size_t)(v->max_depth + 1)) : NULL;
+    m->rows = v ? malloc(sizeof *m->rows * (size_t)(v->max_depth + 1)) : NULL;
+    if (!m->nodes || !m->seen || !m->states || !m->items || !m->tmp || (v && (!m->walk || !m->rows)) ||
+        rehash_nodes(m, 2048) < 0 || rehash_states(m, 512) < 0) {
+        cpulm_grammar_matcher_free(m);
+        return NULL;
+    }
+    m->nodes[0] = (gnode){-1, -1}; /* NIL */
+    m->n_nodes = 1;
+    /* start: the root's alternatives on an empty stack */
+    tmp_begin(m);
+    const gr_rule *r = &g->rules[g->root];
+    for (int32_t k = 0; k < r->n_alts; k++) {
+        int32_t top = intern_node(m, g->alt_start[r->first_alt + k], 0);
+        if (top >= 0) expand(m, top, 0);
+    }
+    m->start = m->cur = intern_state(m, 0, 0);
+    if (m->start < 0) {
+        cpulm_grammar_matcher_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void cpulm_grammar_matcher_free(cpulm_grammar_matcher *m) {
+    if (!m) return;
+    for (int32_t i = 0; m->states && i < m->n_states; i++) {
+        free(m->states[i].trans);
+        free(m->states[i].mask);
+    }
+    free(m->nodes);
+    free(m->node_ht);
+    free(m->seen);
+    free(m->states);
+    free(m->state_ht);
+    free(m->items);
+    free(m->tmp);
+    free(m->walk);
+    free(m->rows);
+    free(m->mask_out);
+    free(m);
+}
+
+void cpulm_grammar_matcher_reset(cpulm_grammar_matcher *m) {
+    m->cur = m->start;
+}
+
+/* ---- feeding ---- */
+
+static cpulm_status feed(cpulm_grammar_matcher *m, const char *s, size_t n, int32_t *out) {
+    int32_t st = m->cur;
+    for (size_t i = 0; i < n; i++) {
+        st = trans(m, st, (uint8_t)s[i]);
+        if (st < 0) return m->overflow ? CPULM_ERR_TOO_SMALL : CPULM_ERR_INVALID_ARG;
+    }
+    *out = st;
+    return CPULM_OK;
+}
+
+cpulm_status cpulm_grammar_accept_bytes(cpulm_grammar_matcher *m, const char *s, size_t n) {
+    int32_t st;
+    cpulm_status rc = feed(m, s, n, &st);
+    if (rc == CPULM_OK) m->cur = st;
+    return rc;
+}
+
+cpulm_status cpulm_grammar_accept_token(cpulm_grammar_matcher *m, cpulm_token t) {
+    const cpulm_grammar_vocab *v = m->v;
+    if (!v || t < 0 || t >= v->n_vocab) return CPULM_ERR_INVALID_ARG;
+    if (v->eog[t]) return m->states[m->cur].accept ? CPULM_OK : CPULM_ERR_INVALID_ARG;
+    uint32_t len = v->piece_off[t + 1] - v->piece_off[t];
+    if (len == 0) return CPULM_ERR_INVALID_ARG;
+    return cpulm_grammar_accept_bytes(m, v->pieces + v->piece_off[t], len);
+}
+
+int cpulm_grammar_complete(const cpulm_grammar_matcher *m) {
+    return m->states[m->cur].accept;
+}
+
+int cpulm_grammar_must_end(const cpulm_grammar_matcher *m) {
+    const dstate *d = &m->states[m->cur];
+    return d->accept && d->n == 1;
+}
+
+/* ---- masks ---- */
+
+/* Preorder walk of the trie: one row lookup per node; a dead node skips its subtree.
+ * rows[d] caches the transition row of the state at depth d. */
+static void walk_trie(cpulm_grammar_matcher *m, int32_t s0, uint32_t *bits) {
+    const cpulm_grammar_vocab *v = m->v;
+    const gr_tnode *nd = v->nodes;
+    const int32_t *sorted = v->sorted;
+    int32_t **rows = m->rows;
+    m->walk[0] = s0;
+    if (!(rows[0] = row_of(m, s0))) {
+        m->overflow = 1;
+        return;
+    }
+    uint64_t steps = 0;
+    for (int32_t i = 1; i < v->n_nodes;) {
+        const gr_tnode x = nd[i];
+        int32_t s = rows[x.depth - 1][x.byte];
+        if (s == UNKNOWN) {
+            s = compute_trans(m, m->walk[x.depth - 1], x.byte);
+            rows[x.depth - 1][x.byte] = s;
+        }
+        steps++;
+        if (s < 0) {
+            i = x.end;
+            continue;
+        }
+        m->walk[x.depth] = s;
+        if (!(rows[x.depth] = row_of(m, s))) {
+            m->overflow = 1;
+            return;
+        }
+        for (int32_t k = 0; k < x.tok_n; k++) {
+            int32_t t = sorted[x.tok_first + k];
+            bits[t >> 5] |= 1u << (t & 31);
+        }
+        i++;
+    }
+    m->st.trie_steps += steps;
+}
+
+const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m) {
+    const cpulm_grammar_vocab *v = m->v;
+    if (!v) return NULL;
+    m->st.masks++;
+    int32_t s = m->cur;
+    if (m->states[s].mask) {
+        m->st.mask_cache_hits++;
+        return m->states[s].mask;
+    }
+    size_t words = ((size_t)v->n_vocab + 31) / 32;
+    uint32_t *bits = NULL;
+    if (m->mask_bytes_cached + words * 4 <= MASK_CACHE_BYTES) bits = calloc(words, 4);
+    if (bits) m->mask_bytes_cached += words * 4;
+    else {
+        if (!m->mask_out && !(m->mask_out = malloc(words * 4))) return NULL;
+        bits = m->mask_out;
+        memset(bits, 0, words * 4);
+    }
+    walk_trie(m, s, bits);
+    if (m->overflow) {
+        if (bits != m->mask_out) free(bits), m->mask_bytes_cached -= words * 4;
+        return NULL;
+    }
+    if (m->states[s].accept)
+        for (int32_t t = 0; t < v->n_vocab; t++)
+            if (v->eog[t]) bits[t >> 5] |= 1u << (t & 31);
+    if (bits != m->mask_out) m->states[s].mask = bits;
+    return bits;
+}
+
+void cpulm_grammar_matcher_stats(const cpulm_grammar_matcher *m, cpulm_grammar_stats *out) {
+    *out = m->st;
+    out->dfa_states = (uint64_t)m->n_states;
+    out->stack_nodes = (uint64_t)m->n_nodes;
+}

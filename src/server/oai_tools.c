@@ -1,0 +1,525 @@
+/* oai_tools.c: structured output requests, tool-call grammars and the tool-call scanner
+ * (see oai_tools.h). */
+#define _GNU_SOURCE
+#include "server/oai_tools.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar.h"
+#include "server/oai.h"
+
+#define MAX_PARALLEL 4 /* calls one forced reply may hold when parallel_tool_calls is on */
+
+/* ---- request parsing ---- */
+
+static int set_grammar_from_schema(const cpulm_json *schema, const char *param,
+                                   cpulm_oai_request *r, cpulm_oai_error *e) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_error err = {0};
+    if (cpulm_grammar_from_schema(schema, &b, &err) != CPULM_OK) {
+        cpulm_buf_release(&b);
+        return -cpulm_oai_error_set(e, 400, param, "%s: %s", param,
+                                    err.msg[0] ? err.msg : "cannot compile the JSON schema");
+    }
+    r->grammar = cpulm_buf_detach(&b, NULL);
+    return r->grammar ? 0 : -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+}
+
+static int parse_response_format(const cpulm_json *rf, cpulm_oai_request *r, cpulm_oai_error *e) {
+    const char *type = cpulm_json_str(cpulm_json_get(rf, "type"));
+    if (rf->type != CPULM_JSON_OBJECT || !type)
+        return -cpulm_oai_error_set(e, 400, "response_format", "'response_format' must be an object "
+                                                               "with a 'type'");
+    if (!strcmp(type, "text")) return 0;
+    if (!strcmp(type, "json_object")) {
+        const cpulm_json *schema = cpulm_json_get(rf, "schema"); /* llama.cpp's extension */
+        if (schema) return set_grammar_from_schema(schema, "response_format", r, e);
+        cpulm_buf b;
+        cpulm_buf_init(&b, 0);
+        cpulm_grammar_json_any(&b, 1);
+        r->grammar = cpulm_buf_detach(&b, NULL);
+        return 0;
+    }
+    if (!strcmp(type, "json_schema")) {
+        const cpulm_json *js = cpulm_json_get(rf, "json_schema");
+        const cpulm_json *schema = cpulm_json_get(js, "schema");
+        if (!js || js->type != CPULM_JSON_OBJECT)
+            return -cpulm_oai_error_set(e, 400, "response_format", "'response_format.json_schema' "
+                                                                   "must be an object");
+        if (!schema) schema = cpulm_json_get(rf, "schema");
+        if (schema) return set_grammar_from_schema(schema, "response_format", r, e);
+        cpulm_buf b; /* no schema: any JSON object */
+        cpulm_buf_init(&b, 0);
+        cpulm_grammar_json_any(&b, 1);
+        r->grammar = cpulm_buf_detach(&b, NULL);
+        return 0;
+    }
+    return -cpulm_oai_error_set(e, 400, "response_format", "unsupported response_format type '%s' "
+                                                           "(text, json_object, json_schema)", type);
+}
+
+/* Checks tools: [{type: "function", function: {name, description?, parameters?}}]. */
+static int check_tools(const cpulm_json *tools, cpulm_oai_error *e) {
+    if (tools->type != CPULM_JSON_ARRAY)
+        return -cpulm_oai_error_set(e, 400, "tools", "'tools' must be an array");
+    for (size_t i = 0; i < tools->u.list.n; i++) {
+        const cpulm_json *t = &tools->u.list.items[i], *f = cpulm_json_get(t, "function");
+        const char *type = cpulm_json_str(cpulm_json_get(t, "type"));
+        const char *name = cpulm_json_str(cpulm_json_get(f, "name"));
+        if (!type || strcmp(type, "function") != 0 || !f || f->type != CPULM_JSON_OBJECT || !name || !*name)
+            return -cpulm_oai_error_set(e, 400, "tools", "tools[%zu] must be {\"type\": \"function\", "
+                                                         "\"function\": {\"name\": ...}}", i);
+        const cpulm_json *p = cpulm_json_get(f, "parameters");
+        if (p && p->type != CPULM_JSON_OBJECT)
+            return -cpulm_oai_error_set(e, 400, "tools", "tools[%zu].function.parameters must be an "
+                                                         "object", i);
+    }
+    return 0;
+}
+
+static const cpulm_json *find_tool(const cpulm_json *tools, const char *name) {
+    for (size_t i = 0; i < cpulm_json_len(tools); i++) {
+        const cpulm_json *f = cpulm_json_get(cpulm_json_at(tools, i), "function");
+        const char *n = cpulm_json_str(cpulm_json_get(f, "name"));
+        if (n && !strcmp(n, name)) return f;
+    }
+    return NULL;
+}
+
+static int parse_tool_choice(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    const cpulm_json *tc = cpulm_json_get(root, "tool_choice");
+    if (!tc || tc->type == CPULM_JSON_NULL) return 0;
+    const char *s = cpulm_json_str(tc);
+    if (s && !strcmp(s, "none")) r->tool_choice = CPULM_OAI_TOOLS_OFF;
+    else if (s && !strcmp(s, "auto")) r->tool_choice = r->tools ? CPULM_OAI_TOOLS_AUTO : CPULM_OAI_TOOLS_OFF;
+    else if (s && !strcmp(s, "required")) r->tool_choice = CPULM_OAI_TOOLS_REQUIRED;
+    else if (!s && tc->type == CPULM_JSON_OBJECT) {
+        const char *name = cpulm_json_str(cpulm_json_get(cpulm_json_get(tc, "function"), "name"));
+        if (!name) return -cpulm_oai_error_set(e, 400, "tool_choice", "'tool_choice' must be \"none\", "
+                                               "\"auto\", \"required\" or {\"type\": \"function\", "
+                                               "\"function\": {\"name\": ...}}");
+        r->tool_choice = CPULM_OAI_TOOLS_NAMED;
+        r->tool_name = name;
+    } else {
+        return -cpulm_oai_error_set(e, 400, "tool_choice", "'tool_choice' must be \"none\", \"auto\", "
+                                    "\"required\" or a named function");
+    }
+    if (r->tool_choice >= CPULM_OAI_TOOLS_REQUIRED && !r->tools)
+        return -cpulm_oai_error_set(e, 400, "tool_choice", "'tool_choice' needs 'tools'");
+    if (r->tool_choice == CPULM_OAI_TOOLS_NAMED && !find_tool(r->tools, r->tool_name))
+        return -cpulm_oai_error_set(e, 400, "tool_choice", "no tool named '%.100s' in 'tools'", r->tool_name);
+    return 0;
+}
+
+int cpulm_oai_parse_structured(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    const cpulm_json *rf = cpulm_json_get(root, "response_format");
+    const cpulm_json *js = cpulm_json_get(root, "json_schema");
+    const cpulm_json *gr = cpulm_json_get(root, "grammar");
+    rf = rf && rf->type != CPULM_JSON_NULL ? rf : NULL;
+    js = js && js->type != CPULM_JSON_NULL ? js : NULL;
+    gr = gr && gr->type != CPULM_JSON_NULL ? gr : NULL;
+    if (!!rf + !!js + !!gr > 1)
+        return -cpulm_oai_error_set(e, 400, gr ? "grammar" : "json_schema", "give only one of "
+                                    "'response_format', 'json_schema' and 'grammar'");
+    if (rf && parse_response_format(rf, r, e) < 0) return -1;
+    if (js && set_grammar_from_schema(js, "json_schema", r, e) < 0) return -1;
+    if (gr) {
+        if (gr->type != CPULM_JSON_STRING)
+            return -cpulm_oai_error_set(e, 400, "grammar", "'grammar' must be a string (GBNF)");
+        cpulm_grammar *g = NULL;
+        cpulm_error err = {0};
+        if (cpulm_grammar_parse(gr->u.str.s, gr->u.str.len, NULL, &g, &err) != CPULM_OK)
+            return -cpulm_oai_error_set(e, 400, "grammar", "%s", err.msg);
+        cpulm_grammar_free(g);
+        r->grammar = malloc(gr->u.str.len + 1);
+        if (!r->grammar) return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+        memcpy(r->grammar, gr->u.str.s, gr->u.str.len + 1);
+    }
+    const cpulm_json *tools = cpulm_json_get(root, "tools");
+    r->parallel_tool_calls = cpulm_json_bool(cpulm_json_get(root, "parallel_tool_calls"), 1);
+    if (tools && tools->type != CPULM_JSON_NULL) {
+        if (r->kind != CPULM_OAI_CHAT) return -cpulm_oai_error_set(e, 400, "tools", "'tools' needs /v1/chat/completions");
+        if (check_tools(tools, e) < 0) return -1;
+        if (tools->u.list.n > 0) {
+            r->tools = tools;
+            r->tool_choice = CPULM_OAI_TOOLS_AUTO;
+        }
+    }
+    if (parse_tool_choice(root, r, e) < 0) return -1;
+    if (r->tool_choice >= CPULM_OAI_TOOLS_REQUIRED && r->grammar)
+        return -cpulm_oai_error_set(e, 400, "tool_choice", "a forced tool call cannot be combined "
+                                    "with 'response_format', 'json_schema' or 'grammar'");
+    return 0;
+}
+
+/* ---- grammars for forced calls ---- */
+
+/* One alternative of the call rule: {"name": "<name>", "<key>": <arguments>}. */
+static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules, int *next,
+                    cpulm_buf *alt, cpulm_oai_error *e) {
+    const cpulm_json *params = cpulm_json_get(fn, "parameters");
+    const char *name = cpulm_json_str(cpulm_json_get(fn, "name"));
+    int r = -1;
+    if (params) {
+        cpulm_error err = {0};
+        if ((r = cpulm_grammar_schema_rules(params, rules, next, &err)) < 0)
+            return -cpulm_oai_error_set(e, 400, "tools", "tool '%.60s' parameters: %s", name, err.msg);
+    }
+    cpulm_buf q, lit;
+    cpulm_buf_init(&q, 0);
+    cpulm_buf_init(&lit, 0);
+    cpulm_json_quote(&q, name, strlen(name), 0);
+    cpulm_buf_printf(&lit, "{\"name\": %s, \"%s\": ", q.data, args_key);
+    cpulm_buf_putc(alt, '"');
+    for (size_t i = 0; i < lit.len; i++) { /* as a GBNF literal */
+        char ch = lit.data[i];
+        if (ch == '"' || ch == '\\') cpulm_buf_putc(alt, '\\');
+        cpulm_buf_putc(alt, ch);
+    }
+    cpulm_buf_putc(alt, '"');
+    if (r >= 0) cpulm_buf_printf(alt, " r%d \"}\"", r);
+    else cpulm_buf_puts(alt, " json-object1 \"}\"");
+    cpulm_buf_release(&q);
+    cpulm_buf_release(&lit);
+    return 0;
+}
+
+int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char **out,
+                           cpulm_oai_error *e) {
+    *out = NULL;
+    int hermes = family && !strcmp(family, "chatml"), llama3 = family && !strcmp(family, "llama3");
+    int mistral = family && !strcmp(family, "mistral");
+    const char *key = llama3 ? "parameters" : "arguments";
+    cpulm_buf rules, call;
+    cpulm_buf_init(&rules, 0);
+    cpulm_buf_init(&call, 0);
+    int next = 0, rc = 0;
+    cpulm_buf_puts(&call, "call ::= ");
+    for (size_t i = 0, n = 0; rc == 0 && i < cpulm_json_len(q->tools); i++) {
+        const cpulm_json *fn = cpulm_json_get(cpulm_json_at(q->tools, i), "function");
+        const char *name = cpulm_json_str(cpulm_json_get(fn, "name"));
+        if (q->tool_choice == CPULM_OAI_TOOLS_NAMED && strcmp(name, q->tool_name) != 0) continue;
+        if (n++) cpulm_buf_puts(&call, " | ");
+        rc = call_alt(fn, key, &rules, &next, &call, e);
+    }
+    if (rc) {
+        cpulm_buf_release(&rules);
+        cpulm_buf_release(&call);
+        return -1;
+    }
+    int max = q->tool_choice == CPULM_OAI_TOOLS_REQUIRED && q->parallel_tool_calls ? MAX_PARALLEL : 1;
+    const char *one = hermes ? "\"<tool_call>\\n\" call \"\\n</tool_call>\"" : "call";
+    const char *sep = mistral ? "\", \"" : "\"\\n\"";
+    cpulm_buf g;
+    cpulm_buf_init(&g, 0);
+    cpulm_buf_printf(&g, "root ::= %s%s ( %s %s ){0,%d}%s\n", mistral ? "\"[TOOL_CALLS][\" " : "",
+                     one, sep, one, max - 1, mistral ? " \"]\"" : "");
+    cpulm_buf_printf(&g, "%s\n%s", call.data, rules.data);
+    cpulm_grammar_json_base(&g);
+    cpulm_buf_release(&rules);
+    cpulm_buf_release(&call);
+    if (cpulm_buf_status(&g) != CPULM_OK) {
+        cpulm_buf_release(&g);
+        return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    }
+    *out = cpulm_buf_detach(&g, NULL);
+    return 0;
+}
+
+void cpulm_oai_tool_system_msg(const cpulm_json *tools, cpulm_buf *out) {
+    cpulm_buf text;
+    cpulm_buf_init(&text, 0);
+    cpulm_buf_puts(&text, "You can call these tools (JSON descriptions):\n");
+    for (size_t i = 0; i < cpulm_json_len(tools); i++) {
+        cpulm_json_writer w;
+        cpulm_json_writer_init(&w, &text, 0, 0);
+        cpulm_json_write_value(&w, cpulm_json_get(cpulm_json_at(tools, i), "function"));
+        cpulm_buf_putc(&text, '\n');
+    }
+    cpulm_buf_puts(&text, "To call a tool, reply with only a JSON object: {\"name\": <tool name>, "
+                          "\"arguments\": <arguments object>}.");
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "role");
+    cpulm_json_write_str(&w, "system");
+    cpulm_json_key(&w, "content");
+    cpulm_json_write_strn(&w, text.data, text.len);
+    cpulm_json_obj_end(&w);
+    cpulm_buf_release(&text);
+}
+
+/* ---- scanning generated text ---- */
+
+/* Markers that open a call region, as the families write them. */
+static const char *const MARKERS[] = {
+    "<tool_call>", "<|python_tag|>", "[TOOL_CALLS]",
+    "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>", /* DeepSeek */
+};
+enum { M_HERMES, M_PYTAG, M_MISTRAL, M_DEEPSEEK, M_COUNT, M_BARE = M_COUNT };
+
+#define DS_CALL_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_SEP "<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>"
+#define DS_CALL_END "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+
+enum { P_OK = 0, P_MORE = 1, P_BAD = 2 }; /* parsed / ran out of text / does not match */
+
+typedef struct cur {
+    const char *s;
+    size_t n, i;
+} cur;
+
+static void skip_ws(cur *c) {
+    while (c->i < c->n && (c->s[c->i] == ' ' || c->s[c->i] == '\n' || c->s[c->i] == '\t' || c->s[c->i] == '\r')) c->i++;
+}
+
+/* Literal lit at the cursor: P_OK (consumed), P_MORE (text ends inside it), P_BAD. */
+static int lit(cur *c, const char *l) {
+    size_t k = strlen(l), avail = c->n - c->i;
+    if (avail < k) return memcmp(c->s + c->i, l, avail) == 0 ? P_MORE : P_BAD;
+    if (memcmp(c->s + c->i, l, k) != 0) return P_BAD;
+    c->i += k;
+    return P_OK;
+}
+
+/* A JSON string at the cursor (after its opening quote is checked here). */
+static int jstring(cur *c, size_t *off, size_t *len) {
+    if (c->i >= c->n) return P_MORE;
+    if (c->s[c->i] != '"') return P_BAD;
+    size_t start = ++c->i;
+    while (c->i < c->n && c->s[c->i] != '"') {
+        if (c->s[c->i] == '\\') c->i++;
+        c->i++;
+    }
+    if (c->i >= c->n) return P_MORE;
+    *off = start;
+    *len = c->i - start;
+    c->i++;
+    return P_OK;
+}
+
+/* Any JSON value, by bracket depth outside strings (validity is checked later). */
+static int jvalue(cur *c) {
+    if (c->i >= c->n) return P_MORE;
+    char ch = c->s[c->i];
+    if (ch == '"') {
+        size_t o, l;
+        return jstring(c, &o, &l);
+    }
+    if (ch != '{' && ch != '[') { /* scalar: up to a delimiter */
+        while (c->i < c->n && !strchr(",}] \n\t\r", c->s[c->i])) c->i++;
+        return c->i < c->n ? P_OK : P_MORE;
+    }
+    int depth = 0;
+    while (c->i < c->n) {
+        ch = c->s[c->i];
+        if (ch == '"') {
+            size_t o, l;
+            int r = jstring(c, &o, &l);
+            if (r) return r;
+            continue;
+        }
+        if (ch == '{' || ch == '[') depth++;
+        else if (ch == '}' || ch == ']') depth--;
+        c->i++;
+        if (depth == 0) return P_OK;
+    }
+    return P_MORE;
+}
+
+/* {"name": "...", "arguments" | "parameters": {...} | "...", other keys...} */
+static int json_call(cur *c, cpulm_oai_call *call) {
+    memset(call, 0, sizeof *call);
+    int r, has_name = 0;
+    if ((r = lit(c, "{"))) return r;
+    for (int first = 1;; first = 0) {
+        skip_ws(c);
+        if (!first) {
+            if (c->i < c->n && c->s[c->i] == '}') {
+                c->i++;
+                call->complete = has_name;
+                return has_name ? P_OK : P_BAD;
+            }
+            if ((r = lit(c, ","))) return r;
+            skip_ws(c);
+        }
+        size_t ko, kl;
+        if ((r = jstring(c, &ko, &kl))) return r;
+        skip_ws(c);
+        if ((r = lit(c, ":"))) return r;
+        skip_ws(c);
+        int is_name = kl == 4 && !memcmp(c->s + ko, "name", 4);
+        int is_args = (kl == 9 && !memcmp(c->s + ko, "arguments", 9)) ||
+                      (kl == 10 && !memcmp(c->s + ko, "parameters", 10));
+        if (is_name) {
+            if ((r = jstring(c, &call->name_off, &call->name_len))) return r;
+            has_name = 1;
+        } else if (is_args) {
+            if (!has_name) return P_BAD; /* name first: the stream must know it */
+            call->args_off = c->i;
+            call->args_is_string = c->i < c->n && c->s[c->i] == '"';
+            r = jvalue(c);
+            call->args_len = c->i - call->args_off;
+            if (r) return r;
+        } else if ((r = jvalue(c))) {
+            return r;
+        }
+        if (first && !is_name) return P_BAD;
+    }
+}
+
+/* DeepSeek: <tool call begin>function<sep>NAME\n```json\nARGS\n```<tool call end> */
+static int ds_call(cur *c, cpulm_oai_call *call) {
+    memset(call, 0, sizeof *call);
+    int r;
+    if ((r = lit(c, DS_CALL_BEGIN)) || (r = lit(c, "function")) || (r = lit(c, DS_SEP))) return r;
+    call->name_off = c->i;
+    while (c->i < c->n && c->s[c->i] != '\n') c->i++;
+    if (c->i >= c->n) return P_MORE;
+    call->name_len = c->i - call->name_off;
+    c->i++;
+    if ((r = lit(c, "```json\n"))) return r;
+    call->args_off = c->i;
+    if ((r = jvalue(c))) return r;
+    call->args_len = c->i - call->args_off;
+    skip_ws(c);
+    if ((r = lit(c, "```")) || (r = lit(c, DS_CALL_END))) return r;
+    call->complete = 1;
+    return P_OK;
+}
+
+/* The calls of one region kind from the cursor; P_OK when the text ends cleanly after
+ * complete calls. */
+static int region(cur *c, int kind, cpulm_oai_scan *out) {
+    int r = P_OK;
+    if (kind == M_MISTRAL) {
+        skip_ws(c);
+        if ((r = lit(c, "["))) return r;
+    }
+    for (int k = 0;; k++) {
+        skip_ws(c);
+        if (c->i >= c->n) return k == 0 ? P_MORE : (kind == M_MISTRAL ? P_MORE : P_OK);
+        if (kind == M_MISTRAL && k > 0) {
+            if (c->s[c->i] == ']') {
+                c->i++;
+                skip_ws(c);
+                return c->i == c->n ? P_OK : P_BAD;
+            }
+            if ((r = lit(c, ","))) return r;
+            skip_ws(c);
+        }
+        if (kind == M_HERMES && (r = lit(c, MARKERS[M_HERMES]))) return r;
+        if (kind == M_HERMES) skip_ws(c);
+        if (kind == M_PYTAG && k > 0) {
+            if ((r = lit(c, ";"))) return r;
+            skip_ws(c);
+        }
+        if (kind == M_DEEPSEEK && k > 0 && lit(c, "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>") == P_OK) {
+            skip_ws(c);
+            return c->i == c->n ? P_OK : P_BAD;
+        }
+        if (out->n_calls >= CPULM_OAI_MAX_CALLS) return P_BAD;
+        cpulm_oai_call *call = &out->calls[out->n_calls];
+        r = kind == M_DEEPSEEK ? ds_call(c, call) : json_call(c, call);
+        if (r == P_BAD) return r;
+        if (call->name_len || r == P_OK) out->n_calls++;
+        if (r) return r;
+        if (kind == M_HERMES) {
+            skip_ws(c);
+            if ((r = lit(c, "</tool_call>"))) return r;
+        }
+    }
+}
+
+/* Where the call region starts and its kind: a marker, or a '{' opening the output. */
+static size_t find_region(const char *t, size_t n, int forced, int *kind, size_t *hold) {
+    size_t best = n;
+    *kind = -1;
+    for (int k = 0; k < M_COUNT; k++) {
+        const char *hit = memmem(t, n, MARKERS[k], strlen(MARKERS[k]));
+        if (hit && (size_t)(hit - t) < best) best = (size_t)(hit - t), *kind = k;
+    }
+    size_t lead = 0;
+    while (lead < n && strchr(" \n\t\r", t[lead])) lead++;
+    if ((lead < n && t[lead] == '{' && lead < best) || (forced && *kind < 0)) {
+        *kind = M_BARE;
+        best = lead;
+    }
+    /* hold back a tail that may become a marker, and leading whitespace (maybe a '{') */
+    *hold = best;
+    if (*kind < 0) {
+        if (lead == n) *hold = 0;
+        for (size_t k = n > 32 ? n - 32 : 0; k < n && *hold == n; k++)
+            for (int m = 0; m < M_COUNT; m++) {
+                size_t ml = strlen(MARKERS[m]);
+                if (n - k < ml && !memcmp(t + k, MARKERS[m], n - k)) {
+                    *hold = k;
+                    break;
+                }
+            }
+    }
+    return best;
+}
+
+void cpulm_oai_scan_calls(const char *text, size_t n, int final, int forced, cpulm_oai_scan *out) {
+    memset(out, 0, sizeof *out);
+    int kind;
+    size_t hold, start = find_region(text, n, forced, &kind, &hold);
+    if (kind < 0) {
+        out->content_len = final ? n : hold;
+        return;
+    }
+    out->in_calls = 1;
+    out->content_len = start;
+    cur c = {text, n, start};
+    if (kind != M_BARE && kind != M_MISTRAL && kind != M_HERMES) c.i += strlen(MARKERS[kind]);
+    if (kind == M_MISTRAL) c.i += strlen(MARKERS[M_MISTRAL]);
+    int r = region(&c, kind, out);
+    if (!final) {
+        if (r == P_BAD && out->n_calls == 0) { /* not a call after all: it is content */
+            out->in_calls = 0;
+            out->content_len = n;
+        }
+        return;
+    }
+    if (r != P_OK || out->n_calls == 0) { /* the whole text is content */
+        out->n_calls = 0;
+        out->in_calls = 0;
+        out->content_len = n;
+    }
+}
+
+/* Appends the JSON string contents s[0..n) unescaped. */
+static void unescape(const char *s, size_t n, cpulm_buf *out) {
+    cpulm_buf q;
+    cpulm_buf_init(&q, 0);
+    cpulm_buf_putc(&q, '"');
+    cpulm_buf_append(&q, s, n);
+    cpulm_buf_putc(&q, '"');
+    cpulm_json_doc *d = NULL;
+    if (cpulm_json_parse(q.data, q.len, NULL, &d, NULL, NULL) == CPULM_OK) {
+        const cpulm_json *v = cpulm_json_root(d);
+        cpulm_buf_append(out, v->u.str.s, v->u.str.len);
+    } else {
+        cpulm_buf_append(out, s, n);
+    }
+    cpulm_json_free(d);
+    cpulm_buf_release(&q);
+}
+
+void cpulm_oai_call_args(const char *text, const cpulm_oai_call *c, cpulm_buf *out) {
+    if (c->args_len == 0) {
+        cpulm_buf_puts(out, "{}");
+        return;
+    }
+    if (c->args_is_string && c->args_len >= 2) unescape(text + c->args_off + 1, c->args_len - 2, out);
+    else cpulm_buf_append(out, text + c->args_off, c->args_len);
+}
+
+void cpulm_oai_call_name(const char *text, const cpulm_oai_call *c, cpulm_buf *out) {
+    if (memchr(text + c->name_off, '\\', c->name_len)) unescape(text + c->name_off, c->name_len, out);
+    else cpulm_buf_append(out, text + c->name_off, c->name_len);
+}

@@ -1,0 +1,80 @@
+/* oai_tools.h: structured output and tool calling for the OpenAI API.
+ *
+ * Request side: response_format ({type: text | json_object | json_schema}), llama.cpp's
+ * "grammar" and "json_schema" fields, tools / tool_choice / parallel_tool_calls. A schema
+ * outside the supported subset is a 400 naming the keyword, never unconstrained output.
+ * Named and required tool calls are generated under a grammar in the model family's
+ * native format, so they always parse and their arguments validate.
+ *
+ * Output side: a scanner that finds tool calls in generated text in the families' native
+ * formats (Hermes/Qwen <tool_call>, Llama 3.x JSON and <|python_tag|>, Mistral
+ * [TOOL_CALLS], DeepSeek's tool-call tokens, and a bare {"name", "arguments"} object),
+ * both on the final text and incrementally while streaming (content before a call is
+ * released as soon as it cannot be the start of one; arguments stream as they grow).
+ * Pure functions (no I/O): routes.c and the tests use them directly.
+ */
+#ifndef CPULM_SERVER_OAI_TOOLS_H
+#define CPULM_SERVER_OAI_TOOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/json.h"
+
+struct cpulm_oai_request;
+struct cpulm_oai_error;
+
+typedef enum cpulm_oai_tool_choice {
+    CPULM_OAI_TOOLS_OFF = 0, /* no tools, or tool_choice "none" */
+    CPULM_OAI_TOOLS_AUTO,
+    CPULM_OAI_TOOLS_REQUIRED,
+    CPULM_OAI_TOOLS_NAMED,
+} cpulm_oai_tool_choice;
+
+/* Reads response_format, grammar, json_schema, tools, tool_choice, parallel_tool_calls
+ * from a request body into r (r->grammar: owned GBNF text). Returns 0, or -1 with e set
+ * (400 naming the parameter and, for schemas, the keyword and its path). */
+int cpulm_oai_parse_structured(const cpulm_json *root, struct cpulm_oai_request *r,
+                               struct cpulm_oai_error *e);
+
+/* The grammar for a required or named tool call in the format of the template family
+ * (cpulm_chat_detect's name, NULL for others). *out owned. Returns 0 or -1 with e set. */
+int cpulm_oai_tool_grammar(const struct cpulm_oai_request *r, const char *family, char **out,
+                           struct cpulm_oai_error *e);
+
+/* A system message describing the tools and the call format, for templates that do not
+ * render `tools` themselves (JSON text of one message object appended to out). */
+void cpulm_oai_tool_system_msg(const cpulm_json *tools, cpulm_buf *out);
+
+/* ---- scanning generated text for calls ---- */
+
+#define CPULM_OAI_MAX_CALLS 16
+
+typedef struct cpulm_oai_call {
+    size_t name_off, name_len; /* the name's JSON string contents (escapes left as written) */
+    size_t args_off, args_len; /* the arguments' JSON text (an object), as far as known */
+    int args_is_string;        /* arguments were written as a JSON string holding JSON */
+    int complete;              /* the arguments (and the call) are finished */
+} cpulm_oai_call;
+
+typedef struct cpulm_oai_scan {
+    size_t content_len;  /* text[0..content_len) is plain content, safe to send */
+    int32_t n_calls;
+    cpulm_oai_call calls[CPULM_OAI_MAX_CALLS];
+    int in_calls;        /* a tool-call region was found (content ends before it) */
+} cpulm_oai_scan;
+
+/* Scans text[0..n). final = 0 while streaming: a region that may still become a call is
+ * held back (not counted in content_len) and the last call may be incomplete. final = 1
+ * at the end: if the call region does not parse, everything is content and n_calls = 0.
+ * forced: the whole output is a call region (required/named generation). */
+void cpulm_oai_scan_calls(const char *text, size_t n, int final, int forced, cpulm_oai_scan *out);
+
+/* The call's arguments as the JSON string OpenAI expects in function.arguments (the
+ * object's text; a string-wrapped one is unwrapped). Appends to out. */
+void cpulm_oai_call_args(const char *text, const cpulm_oai_call *c, cpulm_buf *out);
+/* The call's name, unescaped, appended to out. */
+void cpulm_oai_call_name(const char *text, const cpulm_oai_call *c, cpulm_buf *out);
+
+#endif

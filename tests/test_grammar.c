@@ -1,0 +1,238 @@
+/* test_grammar.c: the GBNF parser (syntax, errors), the matcher (acceptance, UTF-8 split
+ * across feeds, completion), and token masks (every mask bit equals "accepting this token
+ * succeeds", EOS only at a complete grammar), on small and byte-level vocabularies. */
+#include <string.h>
+
+#include "grammar/grammar.h"
+#include "test.h"
+
+static cpulm_grammar *compile(test_ctx *t, const char *src) {
+    cpulm_grammar *g = NULL;
+    cpulm_error e = {0};
+    if (cpulm_grammar_parse(src, strlen(src), NULL, &g, &e) != CPULM_OK) {
+        fprintf(stderr, "  grammar failed: %s\n  in: %s\n", e.msg, src);
+        t->n_fail++;
+    }
+    return g;
+}
+
+/* 1: s is a complete sentence; 0: a valid prefix only; -1: rejected. */
+static int match(const cpulm_grammar *g, const char *s) {
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, NULL);
+    if (!m) return -2;
+    int r = cpulm_grammar_accept_bytes(m, s, strlen(s)) != CPULM_OK ? -1 : cpulm_grammar_complete(m);
+    cpulm_grammar_matcher_free(m);
+    return r;
+}
+
+#define MATCH(g, s, want) do { int got_ = match(g, s); \
+    if (got_ != (want)) { fprintf(stderr, "  %s:%d: '%s': got %d, want %d\n", __FILE__, __LINE__, \
+                                  s, got_, want); t->n_fail++; } } while (0)
+
+TEST(grammar_literals_classes_repeats) {
+    cpulm_grammar *g = compile(t, "root ::= \"a\" [b-d]+ \"e\"?");
+    REQUIRE(t, g);
+    MATCH(g, "abce", 1);
+    MATCH(g, "ab", 1);
+    MATCH(g, "a", 0);
+    MATCH(g, "ax", -1);
+    MATCH(g, "abee", -1);
+    cpulm_grammar_free(g);
+
+    g = compile(t, "root ::= x{2,3} y{,2} z{2,}\nx ::= \"x\"\ny ::= \"y\"\nz ::= \"z\"");
+    REQUIRE(t, g);
+    MATCH(g, "xxzz", 1);
+    MATCH(g, "xxxyyzzzzz", 1);
+    MATCH(g, "xxxx", -1);
+    MATCH(g, "xxyyy", -1);
+    MATCH(g, "xxz", 0);
+    cpulm_grammar_free(g);
+
+    g = compile(t, "root ::= (\"ab\" | \"c\")* \"!\"  # comment\n");
+    REQUIRE(t, g);
+    MATCH(g, "!", 1);
+    MATCH(g, "abcab!", 1);
+    MATCH(g, "abb", -1);
+    cpulm_grammar_free(g);
+
+    g = compile(t, "root ::= [^\"\\\\]* \".\" . \"\\x41\\u00e9\\n\"");
+    REQUIRE(t, g);
+    MATCH(g, "hi.zA\xc3\xa9\n", 1);
+    MATCH(g, "h\"", -1);
+    cpulm_grammar_free(g);
+}
+
+TEST(grammar_multiline_rules_and_nesting) {
+    const char *src =
+        "# a tiny arithmetic grammar\n"
+        "root ::= expr\n"
+        "expr ::= term (\n"
+        "    [+-] term\n"
+        "  )*\n"
+        "term ::= num\n"
+        "  | \"(\" expr \")\"\n"
+        "num ::= [0-9]+\n";
+    cpulm_grammar *g = compile(t, src);
+    REQUIRE(t, g);
+    MATCH(g, "1+(2-33)+4", 1);
+    MATCH(g, "((1))", 1);
+    MATCH(g, "(1", 0);
+    MATCH(g, "1+", 0);
+    MATCH(g, "1)", -1);
+    cpulm_grammar_free(g);
+}
+
+TEST(grammar_utf8_split_across_feeds) {
+    cpulm_grammar *g = compile(t, "root ::= [α-ω]+ \"€\"");
+    REQUIRE(t, g);
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, NULL);
+    REQUIRE(t, m);
+    const char *s = "\xce\xb1\xce\xb2\xe2\x82\xac"; /* αβ€ */
+    for (size_t i = 0; i < strlen(s); i++) {
+        CHECK(t, cpulm_grammar_accept_bytes(m, s + i, 1) == CPULM_OK);
+        CHECK_EQ_INT(t, cpulm_grammar_complete(m), i == strlen(s) - 1);
+    }
+    cpulm_grammar_matcher_reset(m);
+    CHECK(t, cpulm_grammar_accept_bytes(m, "\xce", 1) == CPULM_OK);
+    CHECK(t, cpulm_grammar_accept_bytes(m, "a", 1) == CPULM_ERR_INVALID_ARG); /* not a continuation */
+    CHECK(t, cpulm_grammar_accept_bytes(m, "\xd0", 1) == CPULM_ERR_INVALID_ARG); /* Cyrillic: outside */
+    cpulm_grammar_matcher_free(m);
+    cpulm_grammar_free(g);
+}
+
+static void parse_bad(test_ctx *t, const char *src, const char *what) {
+    cpulm_grammar *g = NULL;
+    cpulm_error e = {0};
+    cpulm_status st = cpulm_grammar_parse(src, strlen(src), NULL, &g, &e);
+    if (st != CPULM_ERR_FORMAT || g || !strstr(e.msg, what)) {
+        fprintf(stderr, "  '%s': status %d, msg '%s' (want '%s')\n", src, st, e.msg, what);
+        t->n_fail++;
+    }
+    cpulm_grammar_free(g);
+}
+
+TEST(grammar_parse_errors) {
+    parse_bad(t, "root ::= foo", "'foo' is used but not defined");
+    parse_bad(t, "root ::= root \"a\" | \"b\"", "left-recursive");
+    parse_bad(t, "root ::= a\na ::= b? root\nb ::= \"x\"", "left-recursive");
+    parse_bad(t, "root ::= \"abc", "unterminated string");
+    parse_bad(t, "root ::= [abc", "unterminated character class");
+    parse_bad(t, "root = \"a\"", "expected '::='");
+    parse_bad(t, "root ::= \"a\"{3,2}", "n < m");
+    parse_bad(t, "root ::= \"a\"\nroot ::= \"b\"", "defined twice");
+    parse_bad(t, "other ::= \"a\"", "no rule named 'root'");
+    parse_bad(t, "root ::= [z-a]", "reversed");
+    parse_bad(t, "root ::= (\"a\"", "expected ')'");
+    parse_bad(t, "root ::= \"\\q\"", "unknown escape");
+    parse_bad(t, "root ::= \"a\"{99999}", "too large");
+    parse_bad(t, "root ::= \"a\" line 2:\n  ::=", "line 1");
+}
+
+/* ---- masks ---- */
+
+/* A byte-level vocabulary: the 256 single bytes, some multi-byte pieces, an EOS (id n-1). */
+static cpulm_grammar_vocab *test_vocab(int32_t *n_out) {
+    static const char *words[] = {"{\"", "\":", "\", \"", "true", "null", "12", "3.5", " {",
+                                  "\"}", "}", "ab", "abc", "\xce\xb1", "\xce", "\xb1\xce",
+                                  "-", "e+", "\n", "  ", "\"a\"", "[", "]", "],", "name"};
+    int32_t nw = (int32_t)(sizeof words / sizeof *words), n = 256 + nw + 1;
+    static char bytes1[256];
+    const char *b[512];
+    int32_t len[512];
+    uint8_t eog[512] = {0};
+    for (int i = 0; i < 256; i++) {
+        bytes1[i] = (char)i;
+        b[i] = &bytes1[i];
+        len[i] = 1;
+    }
+    for (int i = 0; i < nw; i++) {
+        b[256 + i] = words[i];
+        len[256 + i] = (int32_t)strlen(words[i]);
+    }
+    b[n - 1] = "";
+    len[n - 1] = 0;
+    eog[n - 1] = 1;
+    *n_out = n;
+    return cpulm_grammar_vocab_from_pieces(n, b, len, eog);
+}
+
+static int bit(const uint32_t *m, int32_t t) {
+    return (m[t >> 5] >> (t & 31)) & 1;
+}
+
+/* From m's state: every token's mask bit equals whether a copy of the state accepts it. */
+static int check_mask_consistent(test_ctx *t, const cpulm_grammar *g, const cpulm_grammar_vocab *v,
+                                 const char *prefix) {
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, v);
+    if (!m || cpulm_grammar_accept_bytes(m, prefix, strlen(prefix)) != CPULM_OK) {
+        cpulm_grammar_matcher_free(m);
+        return -1;
+    }
+    const uint32_t *mask = cpulm_grammar_mask(m);
+    if (!mask) return -1;
+    int32_t n = cpulm_grammar_vocab_n(v), bad = 0, allowed = 0;
+    uint32_t *copy = malloc(sizeof(uint32_t) * (size_t)((n + 31) / 32));
+    memcpy(copy, mask, sizeof(uint32_t) * (size_t)((n + 31) / 32));
+    for (int32_t k = 0; k < n; k++) {
+        cpulm_grammar_matcher *c = cpulm_grammar_matcher_new(g, v);
+        cpulm_grammar_accept_bytes(c, prefix, strlen(prefix));
+        int ok = cpulm_grammar_accept_token(c, k) == CPULM_OK;
+        allowed += ok;
+        if (ok != bit(copy, k)) {
+            if (bad++ < 3) fprintf(stderr, "  prefix '%s' token %d: mask %d, accept %d\n", prefix, k, bit(copy, k), ok);
+        }
+        cpulm_grammar_matcher_free(c);
+    }
+    free(copy);
+    cpulm_grammar_matcher_free(m);
+    if (bad) t->n_fail++;
+    return allowed;
+}
+
+TEST(grammar_mask_equals_acceptance) {
+    int32_t n;
+    cpulm_grammar_vocab *v = test_vocab(&n);
+    REQUIRE(t, v);
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_grammar_json_any(&b, 0);
+    cpulm_grammar *g = compile(t, b.data);
+    cpulm_buf_release(&b);
+    REQUIRE(t, g);
+    const char *prefixes[] = {"", "{", "{\"na", "{\"a\":", "{\"a\": [1, 2", "[\"\xce", "[\"\xce\xb1",
+                              "{\"a\": 3.", "[tr", "[1e", "{\"a\": null}", "[]"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
+        int allowed = check_mask_consistent(t, g, v, prefixes[i]);
+        CHECK(t, allowed > 0);
+    }
+    /* EOS (the last id) only at a complete value */
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, v);
+    CHECK(t, !bit(cpulm_grammar_mask(m), n - 1));
+    CHECK(t, cpulm_grammar_accept_bytes(m, "{\"a\": [true]}", 13) == CPULM_OK);
+    CHECK(t, bit(cpulm_grammar_mask(m), n - 1));
+    CHECK(t, cpulm_grammar_accept_token(m, n - 1) == CPULM_OK);
+    cpulm_grammar_matcher_free(m);
+    cpulm_grammar_free(g);
+    cpulm_grammar_vocab_free(v);
+}
+
+TEST(grammar_mask_cache_hits) {
+    int32_t n;
+    cpulm_grammar_vocab *v = test_vocab(&n);
+    cpulm_grammar *g = compile(t, "root ::= \"\\\"\" [a-z]* \"\\\"\"");
+    REQUIRE(t, v && g);
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, v);
+    REQUIRE(t, m);
+    CHECK(t, cpulm_grammar_accept_bytes(m, "\"", 1) == CPULM_OK);
+    const uint32_t *m1 = cpulm_grammar_mask(m);
+    CHECK(t, m1 && bit(m1, 'a') && bit(m1, 256 + 10) && !bit(m1, 'A') && bit(m1, '"'));
+    for (int i = 0; i < 5; i++) CHECK(t, cpulm_grammar_accept_bytes(m, "x", 1) == CPULM_OK && cpulm_grammar_mask(m) == m1);
+    cpulm_grammar_stats st;
+    cpulm_grammar_matcher_stats(m, &st);
+    CHECK_EQ_INT(t, st.masks, 6);
+    CHECK_EQ_INT(t, st.mask_cache_hits, 5); /* inside the string the state repeats */
+    CHECK(t, cpulm_grammar_accept_bytes(m, "\"", 1) == CPULM_OK && cpulm_grammar_must_end(m));
+    cpulm_grammar_matcher_free(m);
+    cpulm_grammar_free(g);
+    cpulm_grammar_vocab_free(v);
+}

@@ -1,0 +1,399 @@
+/* test_schema.c: the JSON-schema compiler. Grammars for a varied schema set accept valid
+ * documents and reject invalid ones; unsupported keywords are refused by name; and text
+ * generated under each grammar by a random-weight model at temperature 0.9 always parses,
+ * validates (a small validator for the supported subset, below) and ends by itself. */
+#include <string.h>
+
+#include "grammar/grammar.h"
+#include "test.h"
+
+/* ---- a validator for the subset (independent of the compiler) ---- */
+
+static const cpulm_json *g_root; /* the schema document, for $ref */
+
+static int json_eq(const cpulm_json *a, const cpulm_json *b) {
+    if (a->type != b->type) return 0;
+    switch (a->type) {
+    case CPULM_JSON_NULL: return 1;
+    case CPULM_JSON_BOOL: return a->u.boolean == b->u.boolean;
+    case CPULM_JSON_NUMBER: return a->u.num.f == b->u.num.f;
+    case CPULM_JSON_STRING: return a->u.str.len == b->u.str.len && !memcmp(a->u.str.s, b->u.str.s, a->u.str.len);
+    case CPULM_JSON_ARRAY:
+        if (a->u.list.n != b->u.list.n) return 0;
+        for (size_t i = 0; i < a->u.list.n; i++)
+            if (!json_eq(&a->u.list.items[i], &b->u.list.items[i])) return 0;
+        return 1;
+    case CPULM_JSON_OBJECT:
+        if (a->u.list.n != b->u.list.n) return 0;
+        for (size_t i = 0; i < a->u.list.n; i++) {
+            const cpulm_json *o = cpulm_json_get(b, a->u.list.items[i].key);
+            if (!o || !json_eq(&a->u.list.items[i], o)) return 0;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static size_t n_codepoints(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+static int is_digits(const char *s, int n) {
+    for (int i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+static int valid_date(const char *s) {
+    static const int mdays[13] = {0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (strlen(s) < 10 || !is_digits(s, 4) || s[4] != '-' || !is_digits(s + 5, 2) || s[7] != '-' || !is_digits(s + 8, 2)) return 0;
+    int m = atoi(s + 5), d = atoi(s + 8), y = atoi(s);
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m >= 1 && m <= 12 && d >= 1 && d <= mdays[m] && !(m == 2 && d == 29 && !leap);
+}
+
+static int valid_time(const char *s) {
+    if (strlen(s) < 9 || !is_digits(s, 2) || s[2] != ':' || !is_digits(s + 3, 2) || s[5] != ':' || !is_digits(s + 6, 2)) return 0;
+    if (atoi(s) > 23 || atoi(s + 3) > 59 || atoi(s + 6) > 59) return 0;
+    s += 8;
+    if (*s == '.') {
+        s++;
+        if (!is_digits(s, 1)) return 0;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    if (!strcmp(s, "Z")) return 1;
+    return (s[0] == '+' || s[0] == '-') && strlen(s) == 6 && is_digits(s + 1, 2) && s[3] == ':' &&
+           is_digits(s + 4, 2) && atoi(s + 1) <= 23 && atoi(s + 4) <= 59;
+}
+
+static int valid_format(const char *f, const char *s) {
+    if (!strcmp(f, "date")) return strlen(s) == 10 && valid_date(s);
+    if (!strcmp(f, "time")) return valid_time(s);
+    if (!strcmp(f, "date-time")) return strlen(s) > 11 && valid_date(s) && s[10] == 'T' && valid_time(s + 11);
+    if (!strcmp(f, "uuid")) {
+        if (strlen(s) != 36) return 0;
+        for (int i = 0; i < 36; i++) {
+            int dash = i == 8 || i == 13 || i == 18 || i == 23;
+            if (dash ? s[i] != '-' : !strchr("0123456789abcdefABCDEF", s[i])) return 0;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static int validate(const cpulm_json *s, const cpulm_json *v);
+
+static int type_ok(const char *t, const cpulm_json *v) {
+    if (!strcmp(t, "object")) return v->type == CPULM_JSON_OBJECT;
+    if (!strcmp(t, "array")) return v->type == CPULM_JSON_ARRAY;
+    if (!strcmp(t, "string")) return v->type == CPULM_JSON_STRING;
+    if (!strcmp(t, "number")) return v->type == CPULM_JSON_NUMBER;
+    if (!strcmp(t, "integer")) return v->type == CPULM_JSON_NUMBER && v->u.num.f == (double)(int64_t)v->u.num.f;
+    if (!strcmp(t, "boolean")) return v->type == CPULM_JSON_BOOL;
+    if (!strcmp(t, "null")) return v->type == CPULM_JSON_NULL;
+    return 0;
+}
+
+static int validate_object(const cpulm_json *s, const cpulm_json *v) {
+    const cpulm_json *props = cpulm_json_get(s, "properties"), *req = cpulm_json_get(s, "required");
+    const cpulm_json *add = cpulm_json_get(s, "additionalProperties");
+    for (size_t i = 0; i < cpulm_json_len(req); i++)
+        if (!cpulm_json_get(v, cpulm_json_str(cpulm_json_at(req, i)))) return 0;
+    for (size_t i = 0; i < v->u.list.n; i++) {
+        const cpulm_json *p = cpulm_json_get(props, v->u.list.items[i].key);
+        if (p && !validate(p, &v->u.list.items[i])) return 0;
+        if (!p && add && add->type == CPULM_JSON_BOOL && !add->u.boolean) return 0;
+        if (!p && add && add->type == CPULM_JSON_OBJECT && !validate(add, &v->u.list.items[i])) return 0;
+    }
+    return 1;
+}
+
+static int validate_array(const cpulm_json *s, const cpulm_json *v) {
+    const cpulm_json *items = cpulm_json_get(s, "items"), *prefix = cpulm_json_get(s, "prefixItems");
+    size_t n = v->u.list.n;
+    if (n < (size_t)cpulm_json_num(cpulm_json_get(s, "minItems"), 0)) return 0;
+    if (n > (size_t)cpulm_json_num(cpulm_json_get(s, "maxItems"), 1e9)) return 0;
+    size_t np = cpulm_json_len(prefix);
+    for (size_t i = 0; i < n; i++) {
+        const cpulm_json *sub = i < np ? cpulm_json_at(prefix, i) : items;
+        if (sub && sub->type == CPULM_JSON_BOOL && !sub->u.boolean) return 0;
+        if (sub && sub->type == CPULM_JSON_OBJECT && !validate(sub, &v->u.list.items[i])) return 0;
+    }
+    return 1;
+}
+
+static int validate_scalar(const cpulm_json *s, const cpulm_json *v) {
+    if (v->type == CPULM_JSON_STRING) {
+        size_t n = n_codepoints(v->u.str.s, v->u.str.len);
+        if (n < (size_t)cpulm_json_num(cpulm_json_get(s, "minLength"), 0)) return 0;
+        if (n > (size_t)cpulm_json_num(cpulm_json_get(s, "maxLength"), 1e9)) return 0;
+        const char *f = cpulm_json_str(cpulm_json_get(s, "format"));
+        if (f && !valid_format(f, v->u.str.s)) return 0;
+    }
+    if (v->type == CPULM_JSON_NUMBER) {
+        double x = v->u.num.f;
+        const cpulm_json *b;
+        if ((b = cpulm_json_get(s, "minimum")) && !(x >= b->u.num.f)) return 0;
+        if ((b = cpulm_json_get(s, "maximum")) && !(x <= b->u.num.f)) return 0;
+        if ((b = cpulm_json_get(s, "exclusiveMinimum")) && !(x > b->u.num.f)) return 0;
+        if ((b = cpulm_json_get(s, "exclusiveMaximum")) && !(x < b->u.num.f)) return 0;
+    }
+    return 1;
+}
+
+static int validate(const cpulm_json *s, const cpulm_json *v) {
+    if (s->type == CPULM_JSON_BOOL) return s->u.boolean;
+    const cpulm_json *x;
+    if ((x = cpulm_json_get(s, "$ref"))) {
+        const char *r = x->u.str.s;
+        if (!strcmp(r, "#")) return validate(g_root, v);
+        return validate(cpulm_json_get(cpulm_json_get(g_root, "$defs"), r + 8), v);
+    }
+    if ((x = cpulm_json_get(s, "const")) && !json_eq(x, v)) return 0;
+    if ((x = cpulm_json_get(s, "enum"))) {
+        int any = 0;
+        for (size_t i = 0; i < x->u.list.n && !any; i++) any = json_eq(&x->u.list.items[i], v);
+        if (!any) return 0;
+    }
+    if ((x = cpulm_json_get(s, "anyOf")) || (x = cpulm_json_get(s, "oneOf"))) {
+        int hits = 0;
+        for (size_t i = 0; i < x->u.list.n; i++) hits += validate(&x->u.list.items[i], v);
+        if (hits == 0 || (cpulm_json_get(s, "oneOf") && hits != 1)) return 0;
+    }
+    if ((x = cpulm_json_get(s, "type"))) {
+        int ok = 0;
+        if (x->type == CPULM_JSON_STRING) ok = type_ok(x->u.str.s, v);
+        for (size_t i = 0; x->type == CPULM_JSON_ARRAY && i < x->u.list.n && !ok; i++)
+            ok = type_ok(x->u.list.items[i].u.str.s, v);
+        if (!ok) return 0;
+    }
+    if (v->type == CPULM_JSON_OBJECT && !validate_object(s, v)) return 0;
+    if (v->type == CPULM_JSON_ARRAY && !validate_array(s, v)) return 0;
+    return validate_scalar(s, v);
+}
+
+/* ---- the schema set ---- */
+
+static const char *const SCHEMAS[] = {
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},"
+    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":120},\"email\":{\"type\":[\"string\","
+    "\"null\"],\"maxLength\":8}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+    "{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"exclusiveMinimum\":-50,"
+    "\"exclusiveMaximum\":50},\"minItems\":2,\"maxItems\":5}",
+    "{\"enum\":[\"red\",\"green\",42,null,{\"k\":[1,2]}]}",
+    "{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"date-time\"},"
+    "\"day\":{\"type\":\"string\",\"format\":\"date\"},\"at\":{\"type\":\"string\",\"format\":\"time\"},"
+    "\"id\":{\"type\":\"string\",\"format\":\"uuid\"}},\"required\":[\"when\",\"day\",\"at\",\"id\"]}",
+    "{\"anyOf\":[{\"type\":\"boolean\"},{\"type\":\"number\",\"minimum\":-2.5,\"maximum\":1000},"
+    "{\"const\":\"none\"}]}",
+    "{\"$defs\":{\"pt\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"},\"y\":"
+    "{\"type\":\"number\"}},\"required\":[\"x\",\"y\"],\"additionalProperties\":false}},"
+    "\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/pt\"},\"b\":{\"$ref\":"
+    "\"#/$defs/pt\"}},\"required\":[\"a\"],\"additionalProperties\":false}",
+    "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"pattern\":"
+    "\"^[A-Z]{2}-\\\\d{3}(x|y)?$\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+    "\"minLength\":1,\"maxLength\":4},\"maxItems\":3}},\"required\":[\"code\",\"tags\"]}",
+    "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"circle\"},\"r\":{\"type\":\"integer\","
+    "\"minimum\":1,\"maximum\":9999999}},\"required\":[\"kind\",\"r\"],\"additionalProperties\":false}",
+    "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\",\"maxLength\":3},{\"type\":\"boolean\"},"
+    "{\"type\":\"null\"}],\"items\":false}",
+    "{\"type\":\"object\"}", /* json_object mode: any object */
+    "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\",\"minimum\":-9,\"maximum\":9},"
+    "\"maxProperties_is_not_used\":null}",
+};
+#define N_SCHEMAS 10 /* the last entry is for the refusal test */
+
+static cpulm_json_doc *jparse(const char *s) {
+    cpulm_json_doc *d = NULL;
+    cpulm_json_parse(s, strlen(s), NULL, &d, NULL, NULL);
+    return d;
+}
+
+static cpulm_grammar *schema_grammar(test_ctx *t, const cpulm_json *schema) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_error e = {0};
+    cpulm_grammar *g = NULL;
+    if (cpulm_grammar_from_schema(schema, &b, &e) != CPULM_OK ||
+        cpulm_grammar_parse(b.data, b.len, NULL, &g, &e) != CPULM_OK) {
+        fprintf(stderr, "  schema grammar failed: %s\n", e.msg);
+        t->n_fail++;
+    }
+    cpulm_buf_release(&b);
+    return g;
+}
+
+static int gmatch(const cpulm_grammar *g, const char *s) {
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, NULL);
+    int r = cpulm_grammar_accept_bytes(m, s, strlen(s)) == CPULM_OK && cpulm_grammar_complete(m);
+    cpulm_grammar_matcher_free(m);
+    return r;
+}
+
+TEST(schema_grammars_accept_valid_reject_invalid) {
+    static const struct {
+        int schema;
+        const char *doc;
+        int ok;
+    } cases[] = {
+        {0, "{\"name\": \"Ann\", \"age\": 31}", 1},
+        {0, "{\"name\": \"Ann\", \"age\": 31, \"email\": null}", 1},
+        {0, "{\"name\": \"Ann\", \"age\": 121}", 0},
+        {0, "{\"age\": 3}", 0},
+        {0, "{\"name\": \"Ann\", \"age\": 3, \"x\": 1}", 0},
+        {1, "[-49, 0, 49]", 1},
+        {1, "[50, 1]", 0},
+        {1, "[1]", 0},
+        {2, "{\"k\":[1,2]}", 1},
+        {2, "\"blue\"", 0},
+        {3, "{\"when\": \"2024-02-28T23:59:59.5+01:00\", \"day\": \"2024-12-31\", \"at\": \"00:00:00Z\", "
+            "\"id\": \"123e4567-e89b-12d3-a456-426614174000\"}", 1},
+        {3, "{\"when\": \"2024-02-30T00:00:00Z\", \"day\": \"2024-12-31\", \"at\": \"00:00:00Z\", "
+            "\"id\": \"123e4567-e89b-12d3-a456-426614174000\"}", 0},
+        {4, "-2", 1},
+        {4, "999.25", 1},
+        {4, "-3", 0},
+        {4, "\"none\"", 1},
+        {5, "{\"a\": {\"x\": 1, \"y\": 2.5}}", 1},
+        {5, "{\"b\": {\"x\": 1, \"y\": 2}}", 0},
+        {6, "{\"code\": \"AB-123x\", \"tags\": [\"a\", \"bcd\"]}", 1},
+        {6, "{\"code\": \"AB-12\", \"tags\": []}", 0},
+        {6, "{\"code\": \"AB-123\", \"tags\": [\"\"]}", 0},
+        {7, "{\"kind\": \"circle\", \"r\": 9999999}", 1},
+        {7, "{\"kind\": \"circle\", \"r\": 10000000}", 0},
+        {8, "[\"abc\", true, null]", 1},
+        {8, "[\"abc\", true]", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cpulm_json_doc *d = jparse(SCHEMAS[cases[i].schema]);
+        REQUIRE(t, d);
+        cpulm_grammar *g = schema_grammar(t, cpulm_json_root(d));
+        if (g && gmatch(g, cases[i].doc) != cases[i].ok) {
+            fprintf(stderr, "  schema %d, '%s': want %d\n", cases[i].schema, cases[i].doc, cases[i].ok);
+            t->n_fail++;
+        }
+        /* the independent validator agrees on the valid ones */
+        cpulm_json_doc *v = jparse(cases[i].doc);
+        g_root = cpulm_json_root(d);
+        if (cases[i].ok) CHECK(t, v && validate(cpulm_json_root(d), cpulm_json_root(v)));
+        cpulm_json_free(v);
+        cpulm_grammar_free(g);
+        cpulm_json_free(d);
+    }
+}
+
+TEST(schema_refuses_unsupported_by_name) {
+    static const struct {
+        const char *schema, *what;
+    } cases[] = {
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"type\":\"null\"}}}}", "'not' at #/properties/a"},
+        {"{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf'"},
+        {"{\"type\":\"object\",\"patternProperties\":{\"^x\":{}}}", "'patternProperties'"},
+        {"{\"type\":\"string\",\"format\":\"email\"}", "format 'email'"},
+        {"{\"type\":\"string\",\"pattern\":\"(?=x)\"}", "lookaround"},
+        {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "backreference"},
+        {"{\"$ref\":\"https://example.com/s.json\"}", "$ref"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", "'allOf' with more than one"},
+        {"{\"if\":{},\"then\":{}}", "'if'"},
+        {NULL, "'maxProperties_is_not_used'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cpulm_json_doc *d = jparse(cases[i].schema ? cases[i].schema : SCHEMAS[N_SCHEMAS]);
+        REQUIRE(t, d);
+        cpulm_buf b;
+        cpulm_buf_init(&b, 0);
+        cpulm_error e = {0};
+        cpulm_status st = cpulm_grammar_from_schema(cpulm_json_root(d), &b, &e);
+        if (st == CPULM_OK || !strstr(e.msg, cases[i].what)) {
+            fprintf(stderr, "  case %zu: status %d, '%s' (want '%s')\n", i, st, e.msg, cases[i].what);
+            t->n_fail++;
+        }
+        cpulm_buf_release(&b);
+        cpulm_json_free(d);
+    }
+}
+
+/* ---- generation under the grammar by a random-weight model ---- */
+
+/* Generates one output (at most max tokens) under g; returns the text (owned) and
+ * *stopped = 1 when it ended by itself (an end token or a grammar that cannot go on). */
+static char *generate(cpulm_ctx *ctx, const cpulm_model *m, const cpulm_grammar *g,
+                      const cpulm_grammar_vocab *v, uint64_t seed, int max, int *stopped) {
+    cpulm_sampler_params sp = cpulm_sampler_default_params();
+    sp.temp = 0.9f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    sp.seed = seed;
+    cpulm_sampler *smp = cpulm_sampler_new(&sp, cpulm_vocab_n(m));
+    cpulm_grammar_matcher *gm = cpulm_grammar_matcher_new(g, v);
+    cpulm_detok dt;
+    cpulm_detok_init(&dt, m, 0);
+    cpulm_buf out;
+    cpulm_buf_init(&out, 0);
+    cpulm_ctx_seq_rm(ctx, 0, 0);
+    cpulm_token t = cpulm_token_bos(m);
+    *stopped = 0;
+    char piece[256];
+    for (int i = 0; i < max && smp && gm; i++) {
+        cpulm_batch b = {.n = 1, .token = &t};
+        if (cpulm_ctx_decode(ctx, &b) != CPULM_OK) break;
+        t = cpulm_sampler_sample_masked(smp, cpulm_ctx_logits(ctx, 0), cpulm_grammar_mask(gm));
+        if (cpulm_token_is_eog(m, t)) {
+            *stopped = cpulm_grammar_complete(gm);
+            break;
+        }
+        if (cpulm_grammar_accept_token(gm, t) != CPULM_OK) break;
+        int32_t n = cpulm_detok_push(&dt, t, piece, sizeof piece);
+        if (n > 0) cpulm_buf_append(&out, piece, (size_t)n);
+        if (cpulm_grammar_must_end(gm)) {
+            *stopped = 1;
+            break;
+        }
+    }
+    int32_t n = cpulm_detok_flush(&dt, piece, sizeof piece);
+    if (n > 0) cpulm_buf_append(&out, piece, (size_t)n);
+    cpulm_grammar_matcher_free(gm);
+    cpulm_sampler_free(smp);
+    return cpulm_buf_detach(&out, NULL);
+}
+
+TEST(schema_generated_outputs_validate) {
+    const char *path = test_shared_path("testdata/models/tiny-llama-q8_0.gguf");
+    if (!path) SKIP(t, "CPULM_SHARED tiny models not found");
+    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    REQUIRE(t, m);
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = 512;
+    cp.n_threads = 1;
+    cpulm_ctx *ctx = cpulm_ctx_new(m, &cp, NULL);
+    cpulm_grammar_vocab *v = cpulm_grammar_vocab_new(m);
+    REQUIRE(t, ctx && v);
+    int total = 0, valid = 0;
+    for (int k = 0; k < N_SCHEMAS; k++) {
+        cpulm_json_doc *d = jparse(SCHEMAS[k]);
+        cpulm_grammar *g = d ? schema_grammar(t, cpulm_json_root(d)) : NULL;
+        g_root = d ? cpulm_json_root(d) : NULL;
+        for (uint64_t seed = 1; g && seed <= 4; seed++) {
+            int stopped;
+            char *text = generate(ctx, m, g, v, seed * 7919 + (uint64_t)k, 400, &stopped);
+            cpulm_json_doc *out = text ? jparse(text) : NULL;
+            int ok = stopped && out && validate(cpulm_json_root(d), cpulm_json_root(out));
+            total++;
+            valid += ok;
+            if (!ok) fprintf(stderr, "  schema %d seed %llu: stopped %d, output '%s'\n", k,
+                             (unsigned long long)seed, stopped, text ? text : "(null)");
+            cpulm_json_free(out);
+            free(text);
+        }
+        cpulm_grammar_free(g);
+        cpulm_json_free(d);
+    }
+    CHECK_EQ_INT(t, valid, total);
+    CHECK_EQ_INT(t, total, N_SCHEMAS * 4);
+    cpulm_grammar_vocab_free(v);
+    cpulm_ctx_free(ctx);
+    cpulm_model_free(m);
+}
