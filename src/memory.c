@@ -1,6 +1,8 @@
 /* memory.c: weights + KV + scratch bytes of a model and context (see memory.h). */
 #include "memory.h"
 
+#include "model/moe.h"
+
 #include "kv_cache.h"
 #include "model/attention_size.h"
 
@@ -46,12 +48,13 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c,
     s->out_idx = i * (size_t)c->n_outputs_max;
     s->logits = f * (size_t)c->n_outputs_max * (size_t)d.n_vocab;
     s->work_base = CPULM_MEM_WORK_SLOT * (size_t)c->n_threads;
+    s->moe = (size_t)cpulm_moe_scratch_bytes(hp, (int64_t)B);
 }
 
 uint64_t cpulm_mem_scratch_total(const cpulm_mem_scratch *s) {
     return (uint64_t)s->x + s->xn + s->q + s->kc + s->vc + s->att + s->g + s->u + s->actq +
            s->scores + s->attn + s->tok + s->pos + s->seq + s->out_idx + s->logits +
-           s->work_base;
+           s->work_base + s->moe;
 }
 
 /* 0 when the KV rows cannot be stored in that type (q8_0 needs rows of a multiple of 32; the

@@ -63,6 +63,7 @@ typedef struct cpulm_mem_scratch {
     size_t out_idx;                     /* int32 [n_outputs_max] */
     size_t logits;                      /* f32 [n_outputs_max][n_vocab] */
     size_t work_base;                   /* one 64-byte line per thread */
+    size_t moe;                         /* mixture-of-experts FFN (model/moe.c), 0 if dense */
 } cpulm_mem_scratch;
 
 /* Bytes per thread of the work-sharing slots (context.h's struct cpulm_work_base). */
