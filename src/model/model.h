@@ -44,6 +44,7 @@ typedef struct cpulm_hparams {
     float rope_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
     float norm_eps;
+    int32_t pooling; /* <arch>.pooling_type (cpulm_pooling); NONE when absent */
 } cpulm_hparams;
 
 struct cpulm_model {
