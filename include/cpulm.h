@@ -279,6 +279,15 @@ CPULM_API const float *cpulm_ctx_embeddings_ith(const cpulm_ctx *ctx, int32_t i)
 /* Pooled: sequence seq's embedding from the last decode, [n_embd]. Borrowed as above. NULL
  * when seq had no token in that batch, embeddings are off or pooling is NONE. */
 CPULM_API const float *cpulm_ctx_embeddings_seq(const cpulm_ctx *ctx, int32_t seq);
+/* Pooled embeddings of n inputs (token arrays inputs[i] of n_tokens[i] >= 1 tokens) into
+ * out[i * n_embd ...], raw. Inputs are packed into as few decodes as fit (up to n_seq_max
+ * sequences and n_batch tokens each), every input in its own sequence from position 0; all
+ * sequences are cleared before and after. An input longer than n_batch is decoded alone in
+ * chunks with LAST pooling; with MEAN or CLS it gives CPULM_ERR_TOO_SMALL. Also
+ * CPULM_ERR_INVALID_ARG (a pooling-NONE context, an empty input, a bad token) and
+ * CPULM_ERR_KV_FULL (an input longer than n_ctx); out is then unspecified. */
+CPULM_API cpulm_status cpulm_ctx_embed(cpulm_ctx *ctx, const cpulm_token *const *inputs,
+                                       const int32_t *n_tokens, int32_t n, float *out);
 /* Scales v[0..n) to unit Euclidean length in place (a zero vector stays zero). */
 CPULM_API void cpulm_embd_normalize(float *v, int32_t n);
 

@@ -251,6 +251,72 @@ const float *cpulm_ctx_embeddings_seq(const cpulm_ctx *c, int32_t seq) {
     return c->embd + (size_t)seq * (size_t)c->m->hp.n_embd;
 }
 
+static void clear_seqs(cpulm_ctx *c) {
+    for (int32_t s = 0; s < c->kv.n_seq; s++) c->kv.len[s] = 0;
+}
+
+/* One input longer than a batch, LAST pooling: its chunks in order, the last one pooled. */
+static cpulm_status embed_chunked(cpulm_ctx *c, const cpulm_token *tok, int32_t n, float *out) {
+    for (int32_t i = 0; i < n; i += c->p.n_batch) {
+        int32_t k = n - i < c->p.n_batch ? n - i : c->p.n_batch;
+        cpulm_batch b = {.n = k, .token = tok + i};
+        cpulm_status s = cpulm_ctx_decode(c, &b);
+        if (s != CPULM_OK) return s;
+    }
+    memcpy(out, cpulm_ctx_embeddings_seq(c, 0), sizeof(float) * (size_t)c->m->hp.n_embd);
+    return CPULM_OK;
+}
+
+/* Decodes inputs [i0, i1) (they fit one batch), one sequence each, and copies their vectors. */
+static cpulm_status embed_packed(cpulm_ctx *c, const cpulm_token *const *in, const int32_t *n_tok,
+                                 int32_t i0, int32_t i1, float *out) {
+    int32_t n = 0;
+    for (int32_t i = i0; i < i1; i++) n += n_tok[i];
+    int32_t *tok = malloc(sizeof(int32_t) * 2 * (size_t)n), *seq = tok + n;
+    if (!tok) return CPULM_ERR_NOMEM;
+    for (int32_t i = i0, k = 0; i < i1; i++)
+        for (int32_t j = 0; j < n_tok[i]; j++, k++) {
+            tok[k] = in[i][j];
+            seq[k] = i - i0;
+        }
+    cpulm_batch b = {.n = n, .token = tok, .seq = seq};
+    cpulm_status s = cpulm_ctx_decode(c, &b);
+    free(tok);
+    if (s != CPULM_OK) return s;
+    const size_t E = (size_t)c->m->hp.n_embd;
+    for (int32_t i = i0; i < i1; i++)
+        memcpy(out + (size_t)i * E, cpulm_ctx_embeddings_seq(c, i - i0), sizeof(float) * E);
+    return CPULM_OK;
+}
+
+cpulm_status cpulm_ctx_embed(cpulm_ctx *c, const cpulm_token *const *in, const int32_t *n_tok,
+                             int32_t n, float *out) {
+    if (!c->pooled || n < 0 || (n && (!in || !n_tok || !out))) return CPULM_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < n; i++) {
+        if (n_tok[i] < 1 || !in[i]) return CPULM_ERR_INVALID_ARG;
+        if (n_tok[i] > c->p.n_ctx) return CPULM_ERR_KV_FULL;
+        if (n_tok[i] > c->p.n_batch && c->p.pooling != CPULM_POOLING_LAST)
+            return CPULM_ERR_TOO_SMALL;
+    }
+    cpulm_status s = CPULM_OK;
+    clear_seqs(c);
+    for (int32_t i = 0; i < n && s == CPULM_OK;) {
+        if (n_tok[i] > c->p.n_batch) {
+            s = embed_chunked(c, in[i], n_tok[i], out + (size_t)i * (size_t)c->m->hp.n_embd);
+            clear_seqs(c);
+            i++;
+            continue;
+        }
+        int32_t j = i, tokens = 0;
+        while (j < n && j - i < c->p.n_seq_max && n_tok[j] <= c->p.n_batch - tokens)
+            tokens += n_tok[j++];
+        s = embed_packed(c, in, n_tok, i, j, out);
+        clear_seqs(c);
+        i = j;
+    }
+    return s;
+}
+
 void cpulm_embd_normalize(float *v, int32_t n) {
     double sum = 0.0; /* double: a long vector of large values must not overflow */
     for (int32_t i = 0; i < n; i++) sum += (double)v[i] * v[i];

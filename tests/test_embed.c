@@ -215,3 +215,52 @@ TEST(embed_params_and_helpers) {
     cpulm_embd_normalize(z, 2);
     CHECK(t, z[0] == 0 && z[1] == 0);
 }
+
+/* cpulm_ctx_embed: packed batches equal one input per context; long inputs chunked (LAST) or
+ * refused (MEAN). */
+TEST(embed_ctx_embed_packs_inputs) {
+    cpulm_model *m = load("tiny-qwen2-q4_k_m.gguf");
+    if (!m) SKIP(t, "CPULM_SHARED models not found");
+    const cpulm_token *in[5] = {toks, toks + 2, toks + 5, toks, toks + 1};
+    const int32_t n_tok[5] = {12, 3, 7, 1, 11};
+    const int32_t E = 256;
+    for (cpulm_pooling p = CPULM_POOLING_MEAN; p <= CPULM_POOLING_LAST; p++) {
+        cpulm_ctx_params cp = cpulm_ctx_default_params();
+        cp.n_ctx = 32;
+        cp.n_batch = 16; /* 12+3 fit, then 7+1, then 11: three decodes */
+        cp.n_seq_max = 3;
+        cp.n_threads = 2;
+        cp.embeddings = CPULM_EMBD_ONLY;
+        cp.pooling = p;
+        cpulm_ctx *c = cpulm_ctx_new(m, &cp, NULL);
+        REQUIRE(t, c != NULL);
+        float all[5 * 256], one[256];
+        CHECK_EQ_INT(t, cpulm_ctx_embed(c, in, n_tok, 5, all), CPULM_OK);
+        for (int i = 0; i < 5; i++) {
+            CHECK_EQ_INT(t, cpulm_ctx_embed(c, in + i, n_tok + i, 1, one), CPULM_OK);
+            CHECK(t, cosine(one, all + i * E, E) > 0.99999);
+        }
+        for (int s = 0; s < 3; s++) CHECK_EQ_INT(t, cpulm_ctx_seq_len(c, s), 0);
+        cp.n_batch = 5; /* inputs of 12, 7 and 11 tokens are longer than a batch */
+        cpulm_ctx *small = cpulm_ctx_new(m, &cp, NULL);
+        REQUIRE(t, small != NULL);
+        float part[5 * 256];
+        cpulm_status st = cpulm_ctx_embed(small, in, n_tok, 5, part);
+        if (p == CPULM_POOLING_LAST) {
+            CHECK_EQ_INT(t, st, CPULM_OK);
+            for (int i = 0; i < 5; i++) CHECK(t, cosine(part + i * E, all + i * E, E) > 0.99999);
+        } else {
+            CHECK_EQ_INT(t, st, CPULM_ERR_TOO_SMALL);
+        }
+        const int32_t zero = 0, big = 33;
+        CHECK_EQ_INT(t, cpulm_ctx_embed(c, in, &zero, 1, one), CPULM_ERR_INVALID_ARG);
+        CHECK_EQ_INT(t, cpulm_ctx_embed(c, in, &big, 1, one), CPULM_ERR_KV_FULL);
+        cpulm_ctx_free(small);
+        cpulm_ctx_free(c);
+    }
+    cpulm_ctx *none = embd_ctx(m, CPULM_EMBD_ONLY, CPULM_POOLING_NONE, 1, 1);
+    float v[256];
+    CHECK(t, none && cpulm_ctx_embed(none, in, n_tok, 1, v) == CPULM_ERR_INVALID_ARG);
+    cpulm_ctx_free(none);
+    cpulm_model_free(m);
+}
