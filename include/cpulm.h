@@ -129,6 +129,12 @@ typedef struct cpulm_model_info {
     uint64_t weight_bytes; /* bytes of tensor data */
     int32_t n_tensors;
     uint32_t gguf_version;
+    /* mixture of experts (0 for dense models): a token runs n_expert_used of n_expert FFNs of
+     * n_ff_exp, so it reads only part of the weights */
+    int32_t n_expert, n_expert_used, n_ff_exp;
+    int64_t n_params_active;     /* parameters one token computes with (used experts only) */
+    uint64_t active_bytes;       /* weight bytes one generated token reads: every matrix but the
+                                    experts it does not use and an untied token_embd (one row) */
 } cpulm_model_info;
 
 CPULM_API void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *out);
@@ -404,6 +410,7 @@ typedef struct cpulm_chat_think {
     int skip_ws;    /* just left a think block: drop leading whitespace */
     char hold[16];  /* a possible partial tag from the previous push */
     int32_t n_hold;
+    int skip_rws;   /* just entered a think block: drop the reasoning's leading whitespace */
 } cpulm_chat_think;
 
 /* starts_inside: the prompt already opened <think> (DeepSeek-R1's generation prompt). */
@@ -415,6 +422,14 @@ CPULM_API int32_t cpulm_chat_think_push(cpulm_chat_think *f, const char *s, int3
 /* End of the reply: emits held-back bytes that turned out not to be a tag (cap >= 16,
  * else CPULM_ERR_TOO_SMALL). */
 CPULM_API int32_t cpulm_chat_think_flush(cpulm_chat_think *f, char *out, int32_t cap);
+/* The same, keeping the reasoning instead of dropping it (servers' reasoning_content): the
+ * visible bytes go to out (count returned), the reasoning, without the tags and its leading
+ * whitespace, to reasoning (*n_reasoning bytes). Both buffers hold cap >= n + 16 bytes, else
+ * CPULM_ERR_TOO_SMALL. s == NULL with n == 0 flushes, as cpulm_chat_think_flush. */
+CPULM_API int32_t cpulm_chat_think_split(cpulm_chat_think *f, const char *s, int32_t n, char *out,
+                                         char *reasoning, int32_t cap, int32_t *n_reasoning);
+/* Does a rendered prompt end (but for spaces and newlines) inside an opened <think> block? */
+CPULM_API int cpulm_chat_opens_think(const char *prompt, size_t n);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "memory.h"
 #include "model/forward.h"
+#include "model/moe.h"
 #include "threads/numa.h"
 
 cpulm_ctx_params cpulm_ctx_default_params(void) {
@@ -62,7 +63,8 @@ static cpulm_status alloc_scratch(cpulm_ctx *c, const cpulm_mem_scratch *s, cpul
         c->embd_last = c->embd_first + c->p.n_seq_max;
         c->embd_count = c->embd_last + c->p.n_seq_max;
     }
-    return CPULM_OK;
+    /* sized as cpulm_mem_scratch_of's moe field */
+    return cpulm_moe_scratch_new(&c->moe, &c->m->hp, (int64_t)c->p.n_batch, err);
 }
 
 static int32_t pool_size(const cpulm_ctx_params *p) {
@@ -162,6 +164,7 @@ void cpulm_ctx_free(cpulm_ctx *c) {
     if (!c) return;
     cpulm_pool_free(c->pool);
     cpulm_kv_release(&c->kv);
+    cpulm_moe_scratch_free(c->moe);
     void *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->g, c->u, c->actq, c->scores,
                     c->tok, c->pos, c->seq, c->out_idx, c->logits,
                     c->embd, c->embd_first, c->work_base};

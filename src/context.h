@@ -34,6 +34,7 @@ struct cpulm_ctx {
     float *scores; /* per thread [n_ctx] attention scores + [head_dim] scratch */
     size_t scores_stride;
     float theta_scale; /* rope: base^(-2 / n_rot) */
+    struct cpulm_moe_scratch *moe; /* mixture-of-experts FFN scratch (model/moe.c), or NULL */
 
     /* the batch being decoded, filled by decode before the forward pass */
     int32_t n_tok;

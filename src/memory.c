@@ -1,6 +1,8 @@
 /* memory.c: weights + KV + scratch bytes of a model and context (see memory.h). */
 #include "memory.h"
 
+#include "model/moe.h"
+
 #include "kv_cache.h"
 
 void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d) {
@@ -49,11 +51,13 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c,
     s->embd = f * embd_rows * (size_t)d.n_embd;
     s->embd_seq = pooled ? 3 * i * (size_t)c->n_seq_max : 0;
     s->work_base = CPULM_MEM_WORK_SLOT * (size_t)c->n_threads;
+    s->moe = (size_t)cpulm_moe_scratch_bytes(hp, (int64_t)B);
 }
 
 uint64_t cpulm_mem_scratch_total(const cpulm_mem_scratch *s) {
     return (uint64_t)s->x + s->xn + s->q + s->kc + s->vc + s->att + s->g + s->u + s->actq +
-           s->scores + s->tok + s->pos + s->seq + s->out_idx + s->logits + s->embd + s->embd_seq + s->work_base;
+           s->scores + s->tok + s->pos + s->seq + s->out_idx + s->logits + s->embd + s->embd_seq +
+           s->work_base + s->moe;
 }
 
 uint64_t cpulm_mem_kv_bytes(const cpulm_hparams *hp, int32_t n_ctx, cpulm_kv_type t) {

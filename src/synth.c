@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "gguf.h"
+#include "model/arch.h"
 #include "quantize_plan.h"
 
 #define SYNTH_N_SPECIAL 3   /* <unk>, <s>, </s> */
@@ -23,18 +24,34 @@
 /* ---- shapes: the one table of model shapes (synth and `cpulm plan` share it) ---- */
 
 static const cpulm_shape_preset shapes[] = {
-    /* name, desc, label, layers, embd, ff, heads, kv heads, vocab, ctx, rope base, tied */
+    /* name, desc, label, layers, embd, ff, heads, kv heads, vocab, ctx, rope base, tied,
+     * arch, head_dim (0: embd / heads), experts, used, expert ff */
     {"1b", "Llama 3.2 1B", "synth Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 131072,
-     500000.0f, 1},
+     500000.0f, 1, "llama", 0, 0, 0, 0},
     {"3b", "Llama 3.2 3B", "synth Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 131072,
-     500000.0f, 1},
+     500000.0f, 1, "llama", 0, 0, 0, 0},
     {"8b", "Llama 3.1 8B", "synth Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f,
-     0},
+     0, "llama", 0, 0, 0, 0},
     {"70b", "Llama 3.1 70B", "synth Llama-3-70B", 80, 8192, 28672, 64, 8, 128256, 8192,
-     500000.0f, 0},
-    {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1},
+     500000.0f, 0, "llama", 0, 0, 0, 0},
+    {"qwen3-0.6b", "Qwen3 0.6B", "synth Qwen3-0.6B", 28, 1024, 3072, 16, 8, 151936, 40960, 1e6f,
+     1, "qwen3", 128, 0, 0, 0},
+    {"qwen3-1.7b", "Qwen3 1.7B", "synth Qwen3-1.7B", 28, 2048, 6144, 16, 8, 151936, 40960, 1e6f,
+     1, "qwen3", 128, 0, 0, 0},
+    {"qwen3-4b", "Qwen3 4B", "synth Qwen3-4B", 36, 2560, 9728, 32, 8, 151936, 40960, 1e6f, 1,
+     "qwen3", 128, 0, 0, 0},
+    {"qwen3-8b", "Qwen3 8B", "synth Qwen3-8B", 36, 4096, 12288, 32, 8, 151936, 40960, 1e6f, 0,
+     "qwen3", 128, 0, 0, 0},
+    {"qwen3-30b-a3b", "Qwen3 30B-A3B (MoE)", "synth Qwen3-30B-A3B", 48, 2048, 6144, 32, 4,
+     151936, 40960, 1e6f, 1, "qwen3moe", 128, 128, 8, 768},
+    {"mixtral-8x7b", "Mixtral 8x7B (MoE)", "synth Mixtral-8x7B", 32, 4096, 14336, 32, 8, 32000,
+     32768, 1e6f, 0, "llama", 0, 8, 2, 14336},
+    {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1, "llama",
+     0, 0, 0, 0},
+    {"tiny-moe", "tiny MoE test model", "synth tiny MoE", 2, 256, 512, 4, 2, 512, 512, 1e6f, 1,
+     "qwen3moe", 64, 8, 2, 128},
     {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512,
-     10000.0f, 1},
+     10000.0f, 1, "llama", 0, 0, 0, 0},
 };
 
 const cpulm_shape_preset *cpulm_shape_preset_at(int i) {
@@ -55,7 +72,9 @@ cpulm_status cpulm_synth_shape(const char *name, cpulm_synth_params *p) {
                               .n_vocab = s->n_vocab, .n_ctx = s->n_ctx,
                               .rope_base = s->rope_base, .norm_eps = 1e-5f, .tied = s->tied,
                               .type = CPULM_DTYPE_Q4_0, .seed = 1, .n_threads = 1,
-                              .name = s->label};
+                              .name = s->label, .arch = s->arch, .head_dim = s->head_dim,
+                              .n_expert = s->n_expert, .n_expert_used = s->n_expert_used,
+                              .n_ff_exp = s->n_ff_exp};
     return CPULM_OK;
 }
 
@@ -67,12 +86,20 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
     hp->n_layer = p->n_layer;
     hp->n_head = p->n_head;
     hp->n_head_kv = p->n_head_kv;
-    hp->head_dim = p->n_embd / p->n_head; /* synth writes llama's head_dim */
+    hp->head_dim = p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
     hp->n_ff = p->n_ff;
+    hp->n_expert = p->n_expert;
+    hp->n_expert_used = p->n_expert_used;
+    hp->n_ff_exp = p->n_ff_exp;
+    hp->moe_norm_weights = p->n_expert > 0;
     hp->n_rot = hp->head_dim;
     hp->rope_base = p->rope_base;
     hp->rope_freq_scale = 1.0f;
     hp->norm_eps = p->norm_eps;
+}
+
+static int32_t synth_head_dim(const cpulm_synth_params *p) {
+    return p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
 }
 
 static int weight_type_ok(cpulm_dtype t) {
@@ -91,73 +118,102 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
     if (p->n_vocab < SYNTH_N_SPECIAL + SYNTH_N_BYTE + 1)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "vocab %d too small (at least %d)",
                           p->n_vocab, SYNTH_N_SPECIAL + SYNTH_N_BYTE + 1);
-    if (p->n_embd % p->n_head || p->n_head % p->n_head_kv || (p->n_embd / p->n_head) % 2)
+    const cpulm_arch_desc *a = p->arch ? cpulm_arch_find(p->arch, strlen(p->arch)) : NULL;
+    if (!a) return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "architecture '%s' not supported", p->arch ? p->arch : "(none)");
+    int32_t hd = synth_head_dim(p);
+    if ((!p->head_dim && p->n_embd % p->n_head) || p->n_head % p->n_head_kv || hd % 2 || hd < 2)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "embd %d, heads %d, kv heads %d: need embd = heads x even head_dim "
-                          "and heads a multiple of kv heads", p->n_embd, p->n_head, p->n_head_kv);
-    int32_t blk = cpulm_dtype_traits_get(p->type)->block;
-    if (p->n_embd % blk || p->n_ff % blk)
+                          "(or an even --head-dim) and heads a multiple of kv heads", p->n_embd,
+                          p->n_head, p->n_head_kv);
+    int moe = p->n_expert > 0;
+    if ((a->ffn == CPULM_FFN_MOE_ONLY && !moe) || (a->ffn == CPULM_FFN_DENSE_ONLY && moe))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "%s %s experts", p->arch,
+                          moe ? "has no" : "needs");
+    if (moe && (p->n_expert_used < 1 || p->n_expert_used > p->n_expert || p->n_ff_exp < 1 ||
+                p->n_expert > 4096))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
-                          "embd %d and ff %d must be multiples of %s's block of %d", p->n_embd,
-                          p->n_ff, cpulm_dtype_name(p->type), blk);
+                          "experts %d, used %d, expert ff %d: need 1 <= used <= experts <= 4096",
+                          p->n_expert, p->n_expert_used, p->n_ff_exp);
+    int32_t blk = cpulm_dtype_traits_get(p->type)->block;
+    if (p->n_embd % blk || p->n_ff % blk || (moe && p->n_ff_exp % blk) || (hd * p->n_head) % blk)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "embd %d, ff %d (expert ff %d) and heads x head_dim must be multiples of "
+                          "%s's block of %d", p->n_embd, p->n_ff, p->n_ff_exp,
+                          cpulm_dtype_name(p->type), blk);
     if (p->rope_base <= 0 || p->norm_eps <= 0)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rope base and norm eps must be positive");
     return CPULM_OK;
 }
 
-/* ---- the tensor list ---- */
+/* ---- the tensor list: the architecture's descriptor (model/arch.h) ---- */
 
-enum { K_MATRIX, K_NORM };
+enum { K_MATRIX, K_NORM, K_ROUTER };
 
 typedef struct stensor {
     char name[64];
     int kind;
-    int64_t ne[2]; /* ne[0] = row length */
+    int n_dims;
+    int64_t ne[3]; /* ne[0] = row length; ne[2] experts (1 for 2-D) */
 } stensor;
 
-static int add(stensor *t, int n, const char *name, int kind, int64_t n_in, int64_t n_out) {
-    snprintf(t[n].name, sizeof t[n].name, "%s", name);
-    t[n].kind = kind;
-    t[n].ne[0] = n_in;
-    t[n].ne[1] = n_out;
-    return n + 1;
+static cpulm_arch_dims synth_dims(const cpulm_synth_params *p) {
+    return (cpulm_arch_dims){.n_embd = p->n_embd, .n_vocab = p->n_vocab, .n_head = p->n_head,
+                             .n_head_kv = p->n_head_kv, .head_dim = synth_head_dim(p),
+                             .n_rot = synth_head_dim(p), .n_ff = p->n_ff,
+                             .n_ff_exp = p->n_ff_exp, .n_expert = p->n_expert};
 }
 
-/* Fills t (capacity 3 + 9 * n_layer) in file order; returns the count. */
-static int tensor_list(const cpulm_synth_params *p, stensor *t) {
-    int64_t E = p->n_embd, hd = p->n_embd / p->n_head, Q = hd * p->n_head;
-    int64_t KV = hd * p->n_head_kv, F = p->n_ff, V = p->n_vocab;
-    int n = 0;
-    char nm[64];
-    n = add(t, n, "token_embd.weight", K_MATRIX, E, V);
-    n = add(t, n, "output_norm.weight", K_NORM, E, 1);
-    if (!p->tied) n = add(t, n, "output.weight", K_MATRIX, E, V);
-    static const struct { const char *suffix; int kind; int in, out; } ly[9] = {
-        {"attn_norm.weight", K_NORM, 0, -1},  {"attn_q.weight", K_MATRIX, 0, 1},
-        {"attn_k.weight", K_MATRIX, 0, 2},    {"attn_v.weight", K_MATRIX, 0, 2},
-        {"attn_output.weight", K_MATRIX, 1, 0}, {"ffn_norm.weight", K_NORM, 0, -1},
-        {"ffn_gate.weight", K_MATRIX, 0, 3},  {"ffn_up.weight", K_MATRIX, 0, 3},
-        {"ffn_down.weight", K_MATRIX, 3, 0}};
-    const int64_t dims[4] = {E, Q, KV, F};
-    for (int il = 0; il < p->n_layer; il++)
-        for (int j = 0; j < 9; j++) {
-            snprintf(nm, sizeof nm, "blk.%d.%s", il, ly[j].suffix);
-            n = add(t, n, nm, ly[j].kind, dims[ly[j].in], ly[j].out < 0 ? 1 : dims[ly[j].out]);
+/* Appends the present, non-optional tensors of list (output.weight unless tied). */
+static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, const char *prefix,
+                    stensor *t, int n) {
+    const cpulm_arch_dims d = synth_dims(p);
+    for (const cpulm_tensor_desc *td = list; td->name; td++) {
+        int is_output = strcmp(td->name, "output.weight") == 0;
+        if (!cpulm_arch_tensor_present(td, d.n_expert)) continue;
+        if (td->optional && !(is_output && !p->tied)) continue;
+        snprintf(t[n].name, sizeof t[n].name, "%s%s", prefix, td->name);
+        t[n].kind = td->kind == CPULM_TK_VECTOR ? K_NORM : K_MATRIX;
+        /* MoE routers stay F32 in real files (llama.cpp's quantizer never quantizes them) */
+        if (td->dims[1] == CPULM_DIM_EXPERTS) t[n].kind = K_ROUTER;
+        t[n].n_dims = 1;
+        for (int i = 0; i < 3; i++) {
+            t[n].ne[i] = cpulm_arch_dim(&d, (cpulm_dim)td->dims[i]);
+            if (td->dims[i] != CPULM_DIM_1) t[n].n_dims = i + 1;
         }
+        n++;
+    }
+    return n;
+}
+
+static int max_tensors(const cpulm_synth_params *p) {
+    return 8 + 24 * p->n_layer; /* more than any descriptor lists */
+}
+
+/* Fills t (capacity max_tensors) in file order; returns the count. */
+static int tensor_list(const cpulm_synth_params *p, stensor *t) {
+    const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
+    int n = add_list(p, cpulm_arch_global_tensors, "", t, 0);
+    char prefix[32];
+    for (int il = 0; il < p->n_layer; il++) {
+        snprintf(prefix, sizeof prefix, "blk.%d.", il);
+        n = add_list(p, a->layer_tensors, prefix, t, n);
+    }
     return n;
 }
 
 static cpulm_dtype tensor_type(const cpulm_synth_params *p, const stensor *t) {
-    return t->kind == K_NORM ? CPULM_DTYPE_F32 : p->type;
+    return t->kind == K_MATRIX ? p->type : CPULM_DTYPE_F32;
 }
 
 uint64_t cpulm_synth_weight_bytes(const cpulm_synth_params *p) {
-    stensor *t = malloc(sizeof *t * (size_t)(3 + 9 * p->n_layer));
+    stensor *t = malloc(sizeof *t * (size_t)max_tensors(p));
     if (!t) return 0;
     int n = tensor_list(p, t);
     uint64_t total = 0;
     for (int i = 0; i < n; i++)
-        total += cpulm_dtype_row_bytes(tensor_type(p, &t[i]), t[i].ne[0]) * (uint64_t)t[i].ne[1];
+        total += cpulm_dtype_row_bytes(tensor_type(p, &t[i]), t[i].ne[0]) * (uint64_t)t[i].ne[1] *
+                 (uint64_t)t[i].ne[2];
     free(t);
     return total;
 }
@@ -165,7 +221,7 @@ uint64_t cpulm_synth_weight_bytes(const cpulm_synth_params *p) {
 cpulm_status cpulm_synth_quantized_size(const cpulm_synth_params *p,
                                         const cpulm_qplan_preset *preset, uint64_t *bytes,
                                         int64_t *n_params, cpulm_error *err) {
-    const int cap = 3 + 9 * p->n_layer;
+    const int cap = max_tensors(p);
     stensor *t = malloc(sizeof *t * (size_t)cap);
     cpulm_qplan_tensor *qt = malloc(sizeof *qt * (size_t)cap);
     cpulm_qplan_entry *e = malloc(sizeof *e * (size_t)cap);
@@ -174,11 +230,11 @@ cpulm_status cpulm_synth_quantized_size(const cpulm_synth_params *p,
     const int n = tensor_list(p, t);
     for (int i = 0; i < n; i++) /* the F32 model the quantizer would start from */
         qt[i] = (cpulm_qplan_tensor){.name = t[i].name, .type = CPULM_DTYPE_F32,
-                                     .n_dims = t[i].kind == K_NORM ? 1 : 2,
-                                     .ne = {t[i].ne[0], t[i].ne[1], 1, 1}};
+                                     .n_dims = t[i].n_dims,
+                                     .ne = {t[i].ne[0], t[i].ne[1], t[i].ne[2], 1}};
     cpulm_qplan_model qm = {.n_layer = p->n_layer, .n_head = p->n_head,
-                            .n_head_kv = p->n_head_kv};
-    snprintf(qm.arch, sizeof qm.arch, "llama");
+                            .n_head_kv = p->n_head_kv, .n_expert = p->n_expert};
+    snprintf(qm.arch, sizeof qm.arch, "%s", p->arch);
     const cpulm_qplan_params qp = cpulm_qplan_default_params(preset);
     if ((s = cpulm_qplan_build(&qp, &qm, qt, n, e, err)) != CPULM_OK) goto done;
     *bytes = 0;
@@ -186,8 +242,9 @@ cpulm_status cpulm_synth_quantized_size(const cpulm_synth_params *p,
     for (int i = 0; i < n; i++) {
         const stensor *x = &t[e[i].src];
         const uint32_t type = e[i].convert ? e[i].type : CPULM_DTYPE_F32;
-        *bytes += cpulm_dtype_row_bytes((cpulm_dtype)type, x->ne[0]) * (uint64_t)x->ne[1];
-        *n_params += x->ne[0] * x->ne[1];
+        *bytes += cpulm_dtype_row_bytes((cpulm_dtype)type, x->ne[0]) * (uint64_t)x->ne[1] *
+                  (uint64_t)x->ne[2];
+        *n_params += x->ne[0] * x->ne[1] * x->ne[2];
     }
 done:
     free(t);
@@ -233,7 +290,8 @@ static void *fill_rows(void *arg) {
     const stensor *t = j->t;
     cpulm_dtype type = tensor_type(j->p, t);
     uint64_t rb = cpulm_dtype_row_bytes(type, t->ne[0]);
-    int64_t r0 = t->ne[1] * j->ith / j->nth, r1 = t->ne[1] * (j->ith + 1) / j->nth;
+    const int64_t rows = t->ne[1] * t->ne[2];
+    int64_t r0 = rows * j->ith / j->nth, r1 = rows * (j->ith + 1) / j->nth;
     float *row = malloc(sizeof(float) * (size_t)t->ne[0]);
     if (!row) {
         j->st = CPULM_ERR_NOMEM;
@@ -263,7 +321,7 @@ static cpulm_status fill_tensor(int64_t i, void *dst, uint64_t n_bytes, void *us
     const fill_ctx *fc = user;
     (void)n_bytes;
     int nth = fc->p->n_threads < MAX_THREADS ? fc->p->n_threads : MAX_THREADS;
-    if (fc->t[i].ne[1] < nth) nth = 1;
+    if (fc->t[i].ne[1] * fc->t[i].ne[2] < nth) nth = 1;
     fill_job jobs[MAX_THREADS];
     pthread_t th[MAX_THREADS];
     int started = 1;
@@ -339,20 +397,42 @@ out:
     return st;
 }
 
+static cpulm_status set_u32(cpulm_gguf_writer *w, const cpulm_synth_params *p, const char *key,
+                            int32_t v) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", p->arch, key);
+    return cpulm_gguf_writer_set_u32(w, k, (uint32_t)v);
+}
+
+static cpulm_status set_f32(cpulm_gguf_writer *w, const cpulm_synth_params *p, const char *key,
+                            float v) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", p->arch, key);
+    return cpulm_gguf_writer_set_f32(w, k, v);
+}
+
 static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
     cpulm_status st;
-    if ((st = cpulm_gguf_writer_set_str(w, "general.architecture", "llama")) ||
+    int32_t hd = synth_head_dim(p);
+    if ((st = cpulm_gguf_writer_set_str(w, "general.architecture", p->arch)) ||
         (st = cpulm_gguf_writer_set_str(w, "general.name", p->name ? p->name : "synth")) ||
-        (st = cpulm_gguf_writer_set_u32(w, "llama.context_length", (uint32_t)p->n_ctx)) ||
-        (st = cpulm_gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)p->n_embd)) ||
-        (st = cpulm_gguf_writer_set_u32(w, "llama.block_count", (uint32_t)p->n_layer)) ||
-        (st = cpulm_gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)p->n_ff)) ||
-        (st = cpulm_gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)p->n_head)) ||
-        (st = cpulm_gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)p->n_head_kv)) ||
-        (st = cpulm_gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)(p->n_embd / p->n_head))) ||
-        (st = cpulm_gguf_writer_set_f32(w, "llama.rope.freq_base", p->rope_base)) ||
-        (st = cpulm_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", p->norm_eps)) ||
-        (st = cpulm_gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)p->n_vocab)))
+        (st = set_u32(w, p, "context_length", p->n_ctx)) ||
+        (st = set_u32(w, p, "embedding_length", p->n_embd)) ||
+        (st = set_u32(w, p, "block_count", p->n_layer)) ||
+        (st = set_u32(w, p, "feed_forward_length", p->n_ff)) ||
+        (st = set_u32(w, p, "attention.head_count", p->n_head)) ||
+        (st = set_u32(w, p, "attention.head_count_kv", p->n_head_kv)) ||
+        (st = set_u32(w, p, "rope.dimension_count", hd)) ||
+        (st = set_f32(w, p, "rope.freq_base", p->rope_base)) ||
+        (st = set_f32(w, p, "attention.layer_norm_rms_epsilon", p->norm_eps)) ||
+        (st = set_u32(w, p, "vocab_size", p->n_vocab)))
+        return st;
+    if (p->head_dim && ((st = set_u32(w, p, "attention.key_length", hd)) ||
+                        (st = set_u32(w, p, "attention.value_length", hd))))
+        return st;
+    if (p->n_expert > 0 && ((st = set_u32(w, p, "expert_count", p->n_expert)) ||
+                            (st = set_u32(w, p, "expert_used_count", p->n_expert_used)) ||
+                            (st = set_u32(w, p, "expert_feed_forward_length", p->n_ff_exp))))
         return st;
     return CPULM_OK;
 }
@@ -360,7 +440,7 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
 cpulm_status cpulm_synth_write(const char *path, const cpulm_synth_params *p, cpulm_error *err) {
     cpulm_status st = cpulm_synth_check(p, err);
     if (st != CPULM_OK) return st;
-    stensor *t = malloc(sizeof *t * (size_t)(3 + 9 * p->n_layer));
+    stensor *t = malloc(sizeof *t * (size_t)max_tensors(p));
     cpulm_gguf_writer *w = cpulm_gguf_writer_new();
     if (!t || !w) {
         st = cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory");
@@ -372,9 +452,9 @@ cpulm_status cpulm_synth_write(const char *path, const cpulm_synth_params *p, cp
     }
     int n = tensor_list(p, t);
     for (int i = 0; i < n; i++) {
-        int64_t ne[2] = {t[i].ne[0], t[i].ne[1]};
-        st = cpulm_gguf_writer_add_tensor(w, t[i].name, tensor_type(p, &t[i]),
-                                          t[i].kind == K_NORM ? 1 : 2, ne, NULL);
+        int64_t ne[3] = {t[i].ne[0], t[i].ne[1], t[i].ne[2]};
+        st = cpulm_gguf_writer_add_tensor(w, t[i].name, tensor_type(p, &t[i]), t[i].n_dims, ne,
+                                          NULL);
         if (st != CPULM_OK) {
             cpulm_errf(err, st, "tensor '%s' rejected", t[i].name);
             goto out;

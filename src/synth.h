@@ -26,9 +26,14 @@ typedef struct cpulm_shape_preset {
     int32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
     float rope_base;
     int tied; /* no output.weight: the output projection reuses token_embd */
+    const char *arch; /* general.architecture (model/arch.h) */
+    int32_t head_dim; /* 0: n_embd / n_head */
+    int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
 } cpulm_shape_preset;
 
-/* NULL when unknown / past the end. "1b", "3b", "8b", "70b", "tiny", "custom". */
+/* NULL when unknown / past the end. "1b", "3b", "8b", "70b" (Llama), "qwen3-0.6b",
+ * "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-30b-a3b" (MoE), "mixtral-8x7b", "tiny",
+ * "tiny-moe", "custom". */
 const cpulm_shape_preset *cpulm_shape_preset_find(const char *name);
 const cpulm_shape_preset *cpulm_shape_preset_at(int i);
 
@@ -40,6 +45,9 @@ typedef struct cpulm_synth_params {
     uint64_t seed;
     int n_threads;    /* generation threads (>= 1); does not change the output */
     const char *name; /* general.name */
+    const char *arch; /* general.architecture: llama, qwen2, qwen3, qwen3moe (model/arch.h) */
+    int32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
+    int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
 } cpulm_synth_params;
 
 /* Fills *p with a named shape (cpulm_shape_preset_find; "custom" is tiny's numbers as a
@@ -53,8 +61,8 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err);
 /* Bytes the file's weights will take (tensor data only). */
 uint64_t cpulm_synth_weight_bytes(const cpulm_synth_params *p);
 
-/* The hyperparameters of the model p describes (head_dim = n_embd / n_head, as synth writes
- * it), for memory estimates (memory.h). */
+/* The hyperparameters of the model p describes (head_dim, experts as synth writes them), for
+ * memory estimates (memory.h). */
 void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp);
 
 /* Bytes and element count of p's weights as llama-quantize's preset would write them from

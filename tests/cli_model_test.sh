@@ -59,6 +59,17 @@ if [ -f "$MODELS/tiny-llama-f32.gguf" ]; then
       cmp -s "$TMP/$m-$p.gguf" "$MODELS/$m-$p.gguf"; check "quantize_${m}_${p}_identical_to_llamacpp" $?
     done
   done
+  # the 2026 files: qwen3 and 3-D expert tensors (qwen3moe, Mixtral-style llama); their Q4_0
+  # and Q6_K references were made with --pure
+  for m in tiny-qwen3 tiny-qwen3moe tiny-mixtral; do
+    [ -f "$MODELS/$m-f32.gguf" ] || continue
+    for p in q4_k_m q6_k q8_0 q4_0; do
+      extra=
+      case $p in q4_0|q6_k) extra=--pure ;; esac
+      expect_rc "quantize_${m}_$p" 0 "$CPULM" quantize -q $extra -t 2 "$MODELS/$m-f32.gguf" "$TMP/$m-$p.gguf" $p
+      cmp -s "$TMP/$m-$p.gguf" "$MODELS/$m-$p.gguf"; check "quantize_${m}_${p}_identical_to_llamacpp" $?
+    done
+  done
   # the progress display names each tensor with its old and new type
   "$CPULM" quantize -t 1 "$MODELS/tiny-llama-f32.gguf" "$TMP/p.gguf" Q4_K_M 2>"$TMP/err" >/dev/null
   grep -q "^\[17/21\] blk.1.attn_v.weight  *f32   -> q6_K " "$TMP/err"; check quantize_progress $?

@@ -566,6 +566,164 @@ TEST(chat_think_filter_streaming) {
     CHECK_EQ_INT(t, cpulm_chat_think_push(&f, "abc", 3, small, sizeof small), CPULM_ERR_TOO_SMALL);
 }
 
+/* Reasoning kept instead of dropped (the server's reasoning_content): every two-chunk split
+ * gives the same content and reasoning; the prompt-opened form; the end-of-choice flush. */
+TEST(chat_think_split_keeps_reasoning) {
+    static const struct {
+        int inside;
+        const char *in, *content, *reasoning;
+    } cases[] = {
+        {0, "<think>\nplan it\n</think>\n\nHello <b>!", "Hello <b>!", "plan it\n"},
+        {1, "\n17 is prime.\n</think>\n\nYes.", "Yes.", "17 is prime.\n"},
+        {0, "no tags </thin", "no tags </thin", ""},
+        {0, "<think>a</think>b<think> c</think> d", "bd", "ac"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i].in);
+        for (size_t split = 0; split <= n; split++) {
+            cpulm_chat_think f;
+            cpulm_chat_think_init(&f, cases[i].inside);
+            char c[256] = "", r[256] = "", out[128], rout[128];
+            int32_t nr = 0, k;
+            k = cpulm_chat_think_split(&f, cases[i].in, (int32_t)split, out, rout, 100, &nr);
+            strncat(c, out, (size_t)k), strncat(r, rout, (size_t)nr);
+            k = cpulm_chat_think_split(&f, cases[i].in + split, (int32_t)(n - split), out, rout, 100, &nr);
+            strncat(c, out, (size_t)k), strncat(r, rout, (size_t)nr);
+            k = cpulm_chat_think_split(&f, NULL, 0, out, rout, 100, &nr);
+            strncat(c, out, (size_t)k), strncat(r, rout, (size_t)nr);
+            if (strcmp(c, cases[i].content) || strcmp(r, cases[i].reasoning)) {
+                fprintf(stderr, "  case %zu split %zu: [%s] [%s]\n", i, split, c, r);
+                t->n_fail++;
+                break;
+            }
+        }
+    }
+    CHECK(t, cpulm_chat_opens_think("x<think>\n", 9) && !cpulm_chat_opens_think("x</think>\n", 10));
+    CHECK(t, !cpulm_chat_opens_think("<|im_start|>assistant\n", 22));
+}
+
+/* Qwen3's own template (as its GGUF files carry it): earlier turns' reasoning dropped, the
+ * current turn's kept, enable_thinking=false opens and closes an empty think block. */
+static const char qwen3_template[] =
+    "{%- if tools %}\n"
+    "    {{- '<|im_start|>system\\n' }}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    "        {{- messages[0].content + '\\n\\n' }}\n"
+    "    {%- endif %}\n"
+    "    {{- \"# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}\n"
+    "    {%- for tool in tools %}\n"
+    "        {{- \"\\n\" }}\n"
+    "        {{- tool | tojson }}\n"
+    "    {%- endfor %}\n"
+    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
+    "{%- else %}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    "        {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}\n"
+    "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}\n"
+    "{%- for message in messages[::-1] %}\n"
+    "    {%- set index = (messages|length - 1) - loop.index0 %}\n"
+    "    {%- if ns.multi_step_tool and message.role == \"user\" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}\n"
+    "        {%- set ns.multi_step_tool = false %}\n"
+    "        {%- set ns.last_query_index = index %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if message.content is string %}\n"
+    "        {%- set content = message.content %}\n"
+    "    {%- else %}\n"
+    "        {%- set content = '' %}\n"
+    "    {%- endif %}\n"
+    "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}\n"
+    "    {%- elif message.role == \"assistant\" %}\n"
+    "        {%- set reasoning_content = '' %}\n"
+    "        {%- if message.reasoning_content is string %}\n"
+    "            {%- set reasoning_content = message.reasoning_content %}\n"
+    "        {%- else %}\n"
+    "            {%- if '</think>' in content %}\n"
+    "                {%- set reasoning_content = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n"
+    "                {%- set content = content.split('</think>')[-1].lstrip('\\n') %}\n"
+    "            {%- endif %}\n"
+    "        {%- endif %}\n"
+    "        {%- if loop.index0 > ns.last_query_index %}\n"
+    "            {%- if loop.last or (not loop.last and reasoning_content) %}\n"
+    "                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}\n"
+    "            {%- else %}\n"
+    "                {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+    "            {%- endif %}\n"
+    "        {%- else %}\n"
+    "            {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+    "        {%- endif %}\n"
+    "        {%- if message.tool_calls %}\n"
+    "            {%- for tool_call in message.tool_calls %}\n"
+    "                {%- if (loop.first and content) or (not loop.first) %}\n"
+    "                    {{- '\\n' }}\n"
+    "                {%- endif %}\n"
+    "                {%- if tool_call.function %}\n"
+    "                    {%- set tool_call = tool_call.function %}\n"
+    "                {%- endif %}\n"
+    "                {{- '<tool_call>\\n{\"name\": \"' }}\n"
+    "                {{- tool_call.name }}\n"
+    "                {{- '\", \"arguments\": ' }}\n"
+    "                {%- if tool_call.arguments is string %}\n"
+    "                    {{- tool_call.arguments }}\n"
+    "                {%- else %}\n"
+    "                    {{- tool_call.arguments | tojson }}\n"
+    "                {%- endif %}\n"
+    "                {{- '}\\n</tool_call>' }}\n"
+    "            {%- endfor %}\n"
+    "        {%- endif %}\n"
+    "        {{- '<|im_end|>\\n' }}\n"
+    "    {%- elif message.role == \"tool\" %}\n"
+    "        {%- if loop.first or (messages[loop.index0 - 1].role != \"tool\") %}\n"
+    "            {{- '<|im_start|>user' }}\n"
+    "        {%- endif %}\n"
+    "        {{- '\\n<tool_response>\\n' }}\n"
+    "        {{- content }}\n"
+    "        {{- '\\n</tool_response>' }}\n"
+    "        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n"
+    "            {{- '<|im_end|>\\n' }}\n"
+    "        {%- endif %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}\n";
+
+TEST(chat_qwen3_template_enable_thinking) {
+    const char *msgs = "[{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"hi\"},"
+                       " {\"role\": \"assistant\", \"content\": \"<think>\\nr\\n</think>\\n\\nok\"},"
+                       " {\"role\": \"user\", \"content\": \"again\"}]";
+    cpulm_chat_params p = cpulm_chat_default_params();
+    p.add_generation_prompt = 1;
+    char *out = NULL;
+    cpulm_error err = {0};
+    const char *base = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+                       "<|im_start|>assistant\nok<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n"
+                       "<|im_start|>assistant\n";
+    REQUIRE(t, cpulm_chat_render_json(qwen3_template, msgs, &p, &out, &err) == CPULM_OK);
+    CHECK(t, strcmp(out, base) == 0);
+    free(out);
+    p.enable_thinking = 0;
+    REQUIRE(t, cpulm_chat_render_json(qwen3_template, msgs, &p, &out, &err) == CPULM_OK);
+    size_t nb = strlen(base);
+    CHECK(t, strncmp(out, base, nb) == 0 && strcmp(out + nb, "<think>\n\n</think>\n\n") == 0);
+    CHECK(t, !cpulm_chat_opens_think(out, strlen(out)));
+    free(out);
+    /* the reasoning of a turn after the last user message is kept, re-wrapped */
+    const char *tail = "[{\"role\": \"user\", \"content\": \"q\"},"
+                       " {\"role\": \"assistant\", \"content\": \"<think>\\nr\\n</think>\\n\\nok\"}]";
+    p.add_generation_prompt = 0;
+    REQUIRE(t, cpulm_chat_render_json(qwen3_template, tail, &p, &out, &err) == CPULM_OK);
+    CHECK(t, strcmp(out, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nok<|im_end|>\n") == 0);
+    free(out);
+}
+
 /* Template idioms over an OpenAI-style conversation with tool calls; expectations are Jinja2
  * 3.1's output (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks). */
 TEST(chat_jinja_conversation_idioms) {

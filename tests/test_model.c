@@ -153,10 +153,13 @@ static int check_case(const cpulm_json *c) {
     return fails;
 }
 
-/* Runs every case whose name starts with prefix (and contains sub, if given). */
-static void run_cases(test_ctx *t, const char *prefix, const char *sub) {
-    cpulm_json_doc *d = load_json("testdata/reference/llamacpp/cases.json");
-    if (!d) SKIP(t, "testdata/reference/llamacpp/cases.json not found (CPULM_SHARED)");
+/* Runs every case of file (under testdata/reference/llamacpp/) whose name starts with prefix
+ * (and contains sub, if given). */
+static void run_cases_in(test_ctx *t, const char *file, const char *prefix, const char *sub) {
+    char rel[160];
+    snprintf(rel, sizeof rel, "testdata/reference/llamacpp/%s", file);
+    cpulm_json_doc *d = load_json(rel);
+    if (!d) SKIP(t, "reference cases not found (CPULM_SHARED)");
     const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
     int n_run = 0;
     for (size_t i = 0; i < cpulm_json_len(cases); i++) {
@@ -169,6 +172,32 @@ static void run_cases(test_ctx *t, const char *prefix, const char *sub) {
     }
     CHECK(t, n_run > 0);
     cpulm_json_free(d);
+}
+
+static void run_cases(test_ctx *t, const char *prefix, const char *sub) {
+    run_cases_in(t, "cases.json", prefix, sub);
+}
+
+/* cases-2026.json: qwen3 (per-head q/k norms, head size 128 != n_embd / n_head), and the
+ * mixture-of-experts files (qwen3moe, Mixtral-style llama) in every type. */
+TEST(model_ref_tiny_qwen3_all_types) {
+    run_cases_in(t, "cases-2026.json", "tiny-qwen3-", NULL);
+}
+
+TEST(model_ref_tiny_qwen3moe_float) {
+    run_cases_in(t, "cases-2026.json", "tiny-qwen3moe-f", NULL);
+}
+
+TEST(model_ref_tiny_qwen3moe_quant) {
+    run_cases_in(t, "cases-2026.json", "tiny-qwen3moe-q", NULL);
+}
+
+TEST(model_ref_tiny_mixtral_float) {
+    run_cases_in(t, "cases-2026.json", "tiny-mixtral-f", NULL);
+}
+
+TEST(model_ref_tiny_mixtral_quant) {
+    run_cases_in(t, "cases-2026.json", "tiny-mixtral-q", NULL);
 }
 
 TEST(model_ref_stories260k) {
@@ -306,8 +335,9 @@ static float *logits_with_threads(const cpulm_model *m, const int32_t *toks, int
 }
 
 TEST(model_threads_bit_identical) {
-    const char *files[] = {"stories260K.gguf", "tiny-llama-q4_0.gguf", "tiny-llama-q8_0.gguf",
-                           "tiny-llama-q4_k_m.gguf", "tiny-llama-q6_k.gguf"};
+    const char *files[] = {"stories260K.gguf",       "tiny-llama-q4_0.gguf",    "tiny-llama-q8_0.gguf",
+                           "tiny-llama-q4_k_m.gguf", "tiny-llama-q6_k.gguf",    "tiny-qwen3-q8_0.gguf",
+                           "tiny-qwen3moe-q4_0.gguf", "tiny-mixtral-q4_k_m.gguf", "tiny-qwen3moe-f16.gguf"};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         cpulm_model *m = load_model(files[f]);
         if (!m) SKIP(t, "models not found (CPULM_SHARED)");
@@ -323,9 +353,10 @@ TEST(model_threads_bit_identical) {
 }
 
 /* One batch of a prompt == the same tokens one by one; two sequences in one batch == each
- * alone. Bit-identical: every token's arithmetic is the same whatever the batch. */
-TEST(model_batch_equals_sequential) {
-    cpulm_model *m = load_model("tiny-llama-q4_0.gguf");
+ * alone. Bit-identical: every token's arithmetic is the same whatever the batch (for MoE
+ * files: whichever other tokens share an expert's GEMM). */
+static void batch_equals_sequential(test_ctx *t, const char *file) {
+    cpulm_model *m = load_model(file);
     if (!m) SKIP(t, "models not found (CPULM_SHARED)");
     int32_t V = cpulm_vocab_n(m), toks[12];
     for (int i = 0; i < 12; i++) toks[i] = (i * 53 + 7) % V;
@@ -351,6 +382,16 @@ TEST(model_batch_equals_sequential) {
     free(batched);
     cpulm_ctx_free(seq);
     cpulm_model_free(m);
+}
+
+TEST(model_batch_equals_sequential) {
+    batch_equals_sequential(t, "tiny-llama-q4_0.gguf");
+}
+
+TEST(model_moe_batch_equals_sequential) {
+    batch_equals_sequential(t, "tiny-qwen3moe-q4_0.gguf");
+    batch_equals_sequential(t, "tiny-mixtral-q4_k_m.gguf");
+    batch_equals_sequential(t, "tiny-qwen3moe-q6_k.gguf");
 }
 
 TEST(model_decode_all_or_nothing) {

@@ -242,6 +242,24 @@ TEST(oai_writes_chat_response_and_chunks) {
     CHECK_EQ_INT(t, cpulm_json_len(cpulm_json_get(c0, "delta")), 0);
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(c0, "finish_reason")), "length") == 0);
     cpulm_json_free(d);
+    /* reasoning (<think> text) travels as reasoning_content, never inside content */
+    dl = (cpulm_oai_delta){.index = 0, .reasoning = "plan", .n_reasoning = 4, .finish = -1};
+    cpulm_buf_reset(&b);
+    cpulm_oai_write_chunk(&b, &meta, &dl);
+    d = parse_sse(t, &b);
+    REQUIRE(t, d);
+    const cpulm_json *delta = cpulm_json_get(cpulm_json_at(cpulm_json_get(cpulm_json_root(d), "choices"), 0), "delta");
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(delta, "reasoning_content")), "plan") == 0);
+    CHECK(t, cpulm_json_get(delta, "content") == NULL);
+    cpulm_json_free(d);
+    cpulm_buf_puts(&ch[0].reasoning, "think\n");
+    cpulm_buf_reset(&b);
+    cpulm_oai_write_response(&b, &meta, ch, 1, &u);
+    REQUIRE(t, cpulm_json_parse(b.data, b.len, NULL, &d, NULL, NULL) == CPULM_OK);
+    msg = cpulm_json_get(cpulm_json_at(cpulm_json_get(cpulm_json_root(d), "choices"), 0), "message");
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(msg, "reasoning_content")), "think") == 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(msg, "content")), "Hi \"there\"") == 0);
+    cpulm_json_free(d);
     cpulm_buf_reset(&b);
     cpulm_oai_write_usage_chunk(&b, &meta, &u);
     d = parse_sse(t, &b);

@@ -105,6 +105,27 @@ TEST(qplan_matches_llamacpp_files) {
     }
 }
 
+/* The 2026 files: qwen3, and 3-D expert tensors (qwen3moe with 8 experts, where llama.cpp
+ * bumps attn_k/attn_v to Q8_0 in its mixes; Mixtral-style llama with 4). Their Q4_0 and Q6_K
+ * files were made with --pure (every 2-D and 3-D tensor in that type). */
+TEST(qplan_matches_llamacpp_moe_files) {
+    static const char *models[] = {"tiny-qwen3", "tiny-qwen3moe", "tiny-mixtral"};
+    static const struct {
+        const char *suffix, *preset;
+        bool pure;
+    } cases[] = {{"q4_k_m", "Q4_K_M", false}, {"q6_k", "Q6_K", true}, {"q8_0", "Q8_0", false},
+                 {"q4_0", "Q4_0", true}};
+    char src[128], ref[128];
+    for (size_t m = 0; m < 3; m++) {
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            snprintf(src, sizeof src, "testdata/models/%s-f32.gguf", models[m]);
+            snprintf(ref, sizeof ref, "testdata/models/%s-%s.gguf", models[m], cases[c].suffix);
+            check_against(t, src, ref, cases[c].preset, cases[c].pure);
+            if (t->skip_reason) return;
+        }
+    }
+}
+
 /* ---- synthetic models ---- */
 
 typedef struct synth {

@@ -156,3 +156,43 @@ TEST(synth_shapes_and_errors) {
     p.n_vocab = 100;
     CHECK_EQ_INT(t, cpulm_synth_write(tmp_path("bad.gguf"), &p, &err), CPULM_ERR_INVALID_ARG);
 }
+
+/* Architectures come from the descriptors: a tiny qwen3moe file (3-D expert tensors, router,
+ * q/k norms) and a tiny qwen3 one load and decode; the Qwen3-30B-A3B shape has its numbers. */
+TEST(synth_moe_and_qwen3_shapes) {
+    cpulm_synth_params p;
+    REQUIRE(t, cpulm_synth_shape("qwen3-30b-a3b", &p) == CPULM_OK);
+    CHECK(t, p.n_embd == 2048 && p.n_layer == 48 && p.n_head == 32 && p.n_head_kv == 4 &&
+                 p.head_dim == 128 && p.n_expert == 128 && p.n_expert_used == 8 &&
+                 p.n_ff_exp == 768 && p.n_vocab == 151936 && p.tied && !strcmp(p.arch, "qwen3moe"));
+    p.n_layer = 12;
+    /* per layer: q, k, v, o (2048x4096, 2048x512 x2, 4096x2048), router 2048x128 f32, 3 x 128
+     * experts of 2048x768, norms (2 x 2048 + 2 x 128 f32); plus the Q4_0 embeddings */
+    uint64_t per_layer = (2048ull * (4096 + 512 + 512) + 4096ull * 2048 + 3ull * 128 * 2048 * 768) / 32 * 18 +
+                         2048ull * 128 * 4 + (2 * 2048 + 2 * 128) * 4;
+    CHECK_EQ_INT(t, cpulm_synth_weight_bytes(&p), 12 * per_layer + 2048ull * 151936 / 32 * 18 + 2048 * 4);
+    const char *shapes[] = {"tiny-moe", "qwen3-0.6b"};
+    for (int i = 0; i < 2; i++) {
+        REQUIRE(t, cpulm_synth_shape(shapes[i], &p) == CPULM_OK);
+        if (i == 1) { /* Qwen3-0.6B's attention with a tiny FFN and vocab */
+            p.n_layer = 1;
+            p.n_ff = 256;
+            p.n_vocab = 512;
+        }
+        p.type = CPULM_DTYPE_Q8_0;
+        const char *path = tmp_path(i ? "synth_qwen3.gguf" : "synth_moe.gguf");
+        cpulm_error err = {0};
+        REQUIRE(t, cpulm_synth_write(path, &p, &err) == CPULM_OK);
+        cpulm_model *m = cpulm_model_load(path, NULL, &err);
+        CHECK(t, m != NULL);
+        if (m) check_decodes(t, m);
+        cpulm_model_free(m);
+    }
+    REQUIRE(t, cpulm_synth_shape("tiny-moe", &p) == CPULM_OK);
+    p.n_expert_used = 9; /* more than the 8 experts */
+    cpulm_error err = {0};
+    CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
+    p.n_expert_used = 2;
+    p.n_expert = 0; /* qwen3moe needs experts */
+    CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
+}

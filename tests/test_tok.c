@@ -563,6 +563,16 @@ TEST(tok_phi3_spm) {
     }
     CHECK_EQ_INT(t, cpulm_vocab_eos(v), 32000);
     CHECK_EQ_INT(t, cpulm_vocab_eot(v), 32007); /* <|end|> */
+    {
+        /* "</s>" is typed user-defined in this file, but it is SentencePiece's end-of-text
+         * control token: text spelling it stays text unless special parsing is on */
+        cpulm_token a[16], b[16];
+        int na = tokenize(v, "a</s>b", 6, 0, 0, a, 16), nb = tokenize(v, "a</s>b", 6, 0, 1, b, 16);
+        CHECK(t, na > 3);
+        for (int i = 0; i < na; i++) CHECK(t, a[i] != 2);
+        CHECK_EQ_INT(t, nb, 3);
+        if (nb == 3) CHECK_EQ_INT(t, b[1], 2);
+    }
     CHECK(t, cpulm_vocab_is_eog(v, 32000) && cpulm_vocab_is_eog(v, 32007));
     run_vectors(t, v, "phi-3");
     /* <|user|> is right-stripped for Phi-3 (llama.cpp): the newline after it goes. */

@@ -27,9 +27,10 @@ static void shape_from_hparams(plan_shape *out, const cpulm_hparams *hp) {
     out->n_vocab = hp->n_vocab;
 }
 
-/* The plan's shapes are the real models' ones (tiny and custom are synth's test shapes). */
+/* The plan's shapes are the real models' ones (tiny, tiny-moe and custom are synth's test
+ * shapes). */
 static int planned(const cpulm_shape_preset *p) {
-    return strcmp(p->name, "tiny") && strcmp(p->name, "custom");
+    return strncmp(p->name, "tiny", 4) && strcmp(p->name, "custom");
 }
 
 static int shape_of_preset(const cpulm_shape_preset *p, plan_shape *out) {
@@ -42,19 +43,20 @@ static int shape_of_preset(const cpulm_shape_preset *p, plan_shape *out) {
     cpulm_synth_hparams(&sp, &hp);
     shape_from_hparams(out, &hp);
     out->tied = p->tied;
+    snprintf(out->arch, sizeof out->arch, "%s", p->arch);
     return 0;
 }
 
 const plan_shape *plan_shape_find(const char *name) {
-    static plan_shape found[8]; /* one slot per preset: a returned pointer stays valid */
+    static plan_shape found[32]; /* one slot per preset: a returned pointer stays valid */
     const cpulm_shape_preset *p;
-    for (int i = 0; i < 8 && (p = cpulm_shape_preset_at(i)) != NULL; i++)
+    for (int i = 0; i < 32 && (p = cpulm_shape_preset_at(i)) != NULL; i++)
         if (!strcmp(p->name, name)) return shape_of_preset(p, &found[i]) ? NULL : &found[i];
     return NULL;
 }
 
 const char *plan_shape_names(void) {
-    static char names[128];
+    static char names[512];
     if (!names[0]) {
         size_t n = 0;
         const cpulm_shape_preset *p;
@@ -72,6 +74,7 @@ void plan_shape_of_model(const cpulm_model *m, plan_shape *out) {
     snprintf(out->name, sizeof out->name, "%s", in.arch);
     snprintf(out->desc, sizeof out->desc, "%s", in.name[0] ? in.name : in.arch);
     shape_from_hparams(out, &m->hp);
+    snprintf(out->arch, sizeof out->arch, "%s", in.arch);
     out->tied = 1;
     const char *name;
     for (int32_t i = 0; i < in.n_tensors; i++)
@@ -94,6 +97,11 @@ int plan_weights_of(const plan_shape *s, const char *type, plan_weights *out) {
     sp.n_head_kv = s->n_head_kv;
     sp.n_vocab = s->n_vocab;
     sp.tied = s->tied;
+    if (s->arch[0]) sp.arch = s->arch; /* the architecture's tensors (arch.c) */
+    sp.head_dim = s->head_dim;
+    sp.n_expert = s->hp.n_expert;
+    sp.n_expert_used = s->hp.n_expert_used;
+    sp.n_ff_exp = s->hp.n_ff_exp;
     memset(out, 0, sizeof *out);
     return cpulm_synth_quantized_size(&sp, preset, &out->bytes, &out->n_params, NULL) ? -1 : 0;
 }

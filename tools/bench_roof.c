@@ -350,13 +350,22 @@ static uint64_t sum_tensors(const cpulm_model *m, int bytes) {
         if (cpulm_model_tensor(m, i, &name, NULL, ne, &nb) != CPULM_OK) continue;
         if (untied && !strcmp(name, "token_embd.weight")) continue; /* one row is looked up */
         if (bytes) total += nb;
-        else if (ne[1] > 1) total += (uint64_t)(ne[0] * ne[1] * ne[2] * ne[3]); /* 2-D only */
+        else if (ne[1] > 1) {
+            uint64_t n = (uint64_t)(ne[0] * ne[1] * ne[2] * ne[3]); /* 2-D and expert stacks */
+            if (in.n_expert > 0 && ne[2] == in.n_expert) /* a token computes with n_used of them */
+                n = n / (uint64_t)in.n_expert * (uint64_t)in.n_expert_used;
+            total += n;
+        }
     }
     return total;
 }
 
+/* The weight bytes a generated token reads: for a mixture of experts only the chosen
+ * experts' (cpulm_model_info.active_bytes), which is what bounds generation. */
 uint64_t bench_bytes_per_token(const cpulm_model *m) {
-    return sum_tensors(m, 1);
+    cpulm_model_info in;
+    cpulm_model_get_info(m, &in);
+    return in.active_bytes;
 }
 
 int64_t bench_matmul_params(const cpulm_model *m) {

@@ -160,6 +160,15 @@ int cmd_info(int argc, char **argv) {
            in.name[0] ? ")" : "");
     printf("type:          %s\n", in.ftype);
     printf("parameters:    %lld (%.3f B)\n", (long long)in.n_params, (double)in.n_params / 1e9);
+    if (in.n_expert > 0) {
+        char ab[32], wb[32];
+        human(ab, sizeof ab, (double)in.active_bytes);
+        human(wb, sizeof wb, (double)in.weight_bytes);
+        printf("experts:       %d, %d used per token, expert ffn %d\n", in.n_expert,
+               in.n_expert_used, in.n_ff_exp);
+        printf("active:        %lld parameters (%.3f B) and %s of %s weights read per token\n",
+               (long long)in.n_params_active, (double)in.n_params_active / 1e9, ab, wb);
+    }
     printf("vocab:         %d\ncontext:       %d (trained)\nembedding:     %d\nlayers:        %d\n",
            in.n_vocab, in.n_ctx_train, in.n_embd, in.n_layer);
     printf("heads:         %d (kv %d, head dim %d)\nffn:           %d\nrope:          %d dims, "

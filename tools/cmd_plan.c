@@ -20,9 +20,10 @@ typedef struct plan_opts {
 
 static void plan_usage(FILE *f) {
     fprintf(f,
-        "usage: cpulm plan (-m MODEL | --shape 1b|3b|8b|70b --type TYPE) [options]\n"
+        "usage: cpulm plan (-m MODEL | --shape NAME --type TYPE) [options]\n"
         "  -m, --model FILE     size a GGUF file\n"
-        "  --shape NAME         a Llama 3 shape without a file: 1b, 3b, 8b, 70b\n"
+        "  --shape NAME         a model shape without a file: 1b, 3b, 8b, 70b (Llama 3),\n"
+        "                       qwen3-0.6b .. qwen3-8b, qwen3-30b-a3b, mixtral-8x7b (MoE)\n"
         "  --type TYPE          weights for --shape: a `cpulm quantize` type (q4_0, q4_k_m, q8_0,\n"
         "                       f16, bf16, ...; default q4_0), sized by the quantizer's rules\n"
         "  -c, --ctx-size N     tokens per sequence (default 4096)\n"

@@ -9,13 +9,17 @@
 
 static void synth_usage(FILE *f) {
     fprintf(f,
-            "usage: cpulm synth --shape 1b|3b|8b|70b|tiny|custom --type TYPE -o FILE [options]\n"
-            "  --shape NAME     Llama-3.2-1B, Llama-3.2-3B, Llama-3-8B, Llama-3-70B shapes, a tiny\n"
-            "                   test model, or custom (tiny's numbers; override with the flags)\n"
+            "usage: cpulm synth --shape NAME --type TYPE -o FILE [options]\n"
+            "  --shape NAME     1b, 3b, 8b, 70b (Llama-3.x), qwen3-0.6b, qwen3-1.7b, qwen3-4b,\n"
+            "                   qwen3-8b, qwen3-30b-a3b (MoE: 128 experts, 8 used), mixtral-8x7b,\n"
+            "                   tiny, tiny-moe, or custom (tiny's numbers; override with the flags)\n"
             "  --type TYPE      q4_0 (default), q8_0, f16, bf16, f32, q4_k, q6_k\n"
             "  -o FILE          output GGUF\n"
             "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
-            "                   override the shape's numbers\n"
+            "                   override the shape's numbers (--layers N cuts a big shape for\n"
+            "                   benchmarks)\n"
+            "  --arch NAME --head-dim N --experts N --experts-used N --expert-ff N\n"
+            "                   architecture (llama, qwen2, qwen3, qwen3moe), head size, experts\n"
             "  --untied         write a separate output.weight (default: the shape's)\n"
             "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
             "  -t, --threads N  generation threads (default 2)\n");
@@ -24,6 +28,8 @@ static void synth_usage(FILE *f) {
 typedef struct synth_opts {
     const char *shape, *type, *out;
     int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, threads;
+    const char *arch;
+    int head_dim, experts, experts_used, expert_ff;
     long long seed;
 } synth_opts;
 
@@ -49,6 +55,11 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
         else if (cli_flag(&c, "--vocab", NULL)) ok = parse_size(&c, &o->vocab);
         else if (cli_flag(&c, "--ctx", NULL)) ok = parse_size(&c, &o->ctx);
         else if (cli_flag(&c, "--untied", NULL)) o->untied = 1;
+        else if (cli_flag(&c, "--arch", NULL)) ok = (o->arch = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--head-dim", NULL)) ok = parse_size(&c, &o->head_dim);
+        else if (cli_flag(&c, "--experts", NULL)) ok = parse_size(&c, &o->experts);
+        else if (cli_flag(&c, "--experts-used", NULL)) ok = parse_size(&c, &o->experts_used);
+        else if (cli_flag(&c, "--expert-ff", NULL)) ok = parse_size(&c, &o->expert_ff);
         else if (cli_flag(&c, "--seed", NULL)) ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
         else if (cli_flag(&c, "-t", "--threads")) ok = cli_int(&c, 1, 64, &o->threads);
         else return cli_unknown(&c);
@@ -64,7 +75,7 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
 /* The shape's numbers with the command-line overrides applied. */
 static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (cpulm_synth_shape(o->shape, p) != CPULM_OK) {
-        fprintf(stderr, "cpulm synth: unknown shape '%s' (1b, 3b, 8b, 70b, tiny, custom)\n", o->shape);
+        fprintf(stderr, "cpulm synth: unknown shape '%s' (see --help)\n", o->shape);
         return EXIT_USAGE;
     }
     if (o->type) {
@@ -83,6 +94,11 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->vocab) p->n_vocab = o->vocab;
     if (o->ctx) p->n_ctx = o->ctx;
     if (o->untied) p->tied = 0;
+    if (o->arch) p->arch = o->arch;
+    if (o->head_dim) p->head_dim = o->head_dim;
+    if (o->experts) p->n_expert = o->experts;
+    if (o->experts_used) p->n_expert_used = o->experts_used;
+    if (o->expert_ff) p->n_ff_exp = o->expert_ff;
     p->seed = (uint64_t)o->seed;
     p->n_threads = o->threads;
     cpulm_error err = {0};
@@ -104,10 +120,10 @@ int cmd_synth(int argc, char **argv) {
         fprintf(stderr, "cpulm synth: %s\n", err.msg);
         return 1;
     }
-    fprintf(stderr, "cpulm synth: wrote %s: %s, %s, %d layers, embd %d, ff %d, heads %d/%d, "
-                    "vocab %d, %.1f MiB of weights in %.1f s\n",
-            o.out, p.name, cpulm_dtype_name(p.type), p.n_layer, p.n_embd, p.n_ff, p.n_head,
-            p.n_head_kv, p.n_vocab, (double)cpulm_synth_weight_bytes(&p) / (1 << 20),
+    fprintf(stderr, "cpulm synth: wrote %s: %s (%s), %s, %d layers, embd %d, ff %d, heads %d/%d, "
+                    "experts %d/%d of ff %d, vocab %d, %.1f MiB of weights in %.1f s\n",
+            o.out, p.name, p.arch, cpulm_dtype_name(p.type), p.n_layer, p.n_embd, p.n_ff, p.n_head,
+            p.n_head_kv, p.n_expert_used, p.n_expert, p.n_ff_exp, p.n_vocab, (double)cpulm_synth_weight_bytes(&p) / (1 << 20),
             (cli_now_ms() - t0) / 1e3);
     return 0;
 }

@@ -264,22 +264,34 @@ cpulm_status cpulm_chat_render(const char *tmpl, const cpulm_chat_msg *msgs, int
 void cpulm_chat_think_init(cpulm_chat_think *f, int starts_inside) {
     memset(f, 0, sizeof *f);
     f->in_think = starts_inside != 0;
+    f->skip_rws = f->in_think;
 }
 
 static int is_ws(char c) {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
-static void emit_byte(cpulm_chat_think *f, char c, char *out, int32_t *k) {
-    if (f->in_think) return;
+/* Where filtered bytes go: out (visible), and the reasoning when kept (r != NULL). */
+typedef struct think_sink {
+    char *out, *r;
+    int32_t k, rk;
+} think_sink;
+
+static void emit_byte(cpulm_chat_think *f, char c, think_sink *o) {
+    if (f->in_think) {
+        if (!o->r || (f->skip_rws && is_ws(c))) return;
+        f->skip_rws = 0;
+        o->r[o->rk++] = c;
+        return;
+    }
     if (f->skip_ws && is_ws(c)) return;
     f->skip_ws = 0;
-    out[(*k)++] = c;
+    o->out[o->k++] = c;
 }
 
 /* One byte through the tag matcher: hold[] is always a proper prefix of the tag we look
  * for ("<think>" outside a block, "</think>" inside). */
-static void feed(cpulm_chat_think *f, char c, char *out, int32_t *k) {
+static void feed(cpulm_chat_think *f, char c, think_sink *o) {
     const char *tag = f->in_think ? "</think>" : "<think>";
     f->hold[f->n_hold++] = c;
     if (!memcmp(f->hold, tag, (size_t)f->n_hold)) {
@@ -287,6 +299,7 @@ static void feed(cpulm_chat_think *f, char c, char *out, int32_t *k) {
             f->n_hold = 0;
             f->in_think = !f->in_think;
             f->skip_ws = !f->in_think;
+            f->skip_rws = f->in_think;
         }
         return;
     }
@@ -296,21 +309,40 @@ static void feed(cpulm_chat_think *f, char c, char *out, int32_t *k) {
     int32_t n_rest = f->n_hold - 1;
     memcpy(rest, f->hold + 1, (size_t)n_rest);
     f->n_hold = 0;
-    emit_byte(f, f->hold[0], out, k);
-    for (int32_t i = 0; i < n_rest; i++) feed(f, rest[i], out, k);
+    emit_byte(f, f->hold[0], o);
+    for (int32_t i = 0; i < n_rest; i++) feed(f, rest[i], o);
 }
 
 int32_t cpulm_chat_think_push(cpulm_chat_think *f, const char *s, int32_t n, char *out, int32_t cap) {
-    int32_t k = 0;
+    think_sink o = {out, NULL, 0, 0};
     if (n < 0 || cap < n + 16) return CPULM_ERR_TOO_SMALL;
-    for (int32_t i = 0; i < n; i++) feed(f, s[i], out, &k);
-    return k;
+    for (int32_t i = 0; i < n; i++) feed(f, s[i], &o);
+    return o.k;
 }
 
 int32_t cpulm_chat_think_flush(cpulm_chat_think *f, char *out, int32_t cap) {
-    int32_t k = 0;
+    think_sink o = {out, NULL, 0, 0};
     if (cap < 16) return CPULM_ERR_TOO_SMALL;
-    for (int32_t i = 0; i < f->n_hold; i++) emit_byte(f, f->hold[i], out, &k);
+    for (int32_t i = 0; i < f->n_hold; i++) emit_byte(f, f->hold[i], &o);
     f->n_hold = 0;
-    return k;
+    return o.k;
+}
+
+int32_t cpulm_chat_think_split(cpulm_chat_think *f, const char *s, int32_t n, char *out,
+                               char *reasoning, int32_t cap, int32_t *n_reasoning) {
+    think_sink o = {out, reasoning, 0, 0};
+    *n_reasoning = 0;
+    if (n < 0 || cap < n + 16 || (!s && n)) return CPULM_ERR_TOO_SMALL;
+    if (!s) {
+        for (int32_t i = 0; i < f->n_hold; i++) emit_byte(f, f->hold[i], &o);
+        f->n_hold = 0;
+    }
+    for (int32_t i = 0; i < n; i++) feed(f, s[i], &o);
+    *n_reasoning = o.rk;
+    return o.k;
+}
+
+int cpulm_chat_opens_think(const char *prompt, size_t n) {
+    while (n > 0 && is_ws(prompt[n - 1])) n--;
+    return n >= 7 && memcmp(prompt + n - 7, "<think>", 7) == 0;
 }

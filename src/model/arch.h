@@ -1,23 +1,85 @@
-/* arch.h: per-architecture descriptors as data. Adding an architecture is a new row in
- * arch.c: its GGUF name, rope style, which optional tensors it has, and defaults.
- * Nothing here touches tensors or files. */
+/* arch.h: per-architecture descriptors as data. An architecture is a row in arch.c: its
+ * GGUF name (also the metadata key prefix), rope style, defaults, and the list of its
+ * tensors, each with the model/layer field it binds to, a shape rule over the
+ * hyperparameters and whether it is optional. The loader (model.c), synth, quantize and
+ * the memory/plan tools all walk the same list, so adding a dense variant is a new row plus
+ * only the kernels it truly lacks (docs/ARCHITECTURE.md). Nothing here touches files. */
 #ifndef CPULM_MODEL_ARCH_H
 #define CPULM_MODEL_ARCH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef enum cpulm_rope_style {
     CPULM_ROPE_NORM = 0, /* rotate adjacent pairs (x[2i], x[2i+1]): llama */
-    CPULM_ROPE_NEOX = 2, /* rotate halves (x[i], x[i + n_rot/2]): qwen2, gpt-neox */
+    CPULM_ROPE_NEOX = 2, /* rotate halves (x[i], x[i + n_rot/2]): qwen2, qwen3, gpt-neox */
 } cpulm_rope_style;
+
+/* A symbolic tensor dimension, resolved against the hyperparameters (cpulm_arch_dim). */
+typedef enum cpulm_dim {
+    CPULM_DIM_1 = 0,    /* unused trailing dimension */
+    CPULM_DIM_EMBD,     /* n_embd */
+    CPULM_DIM_VOCAB,    /* n_vocab */
+    CPULM_DIM_Q,        /* n_head * head_dim (!= n_embd for qwen3) */
+    CPULM_DIM_KV,       /* n_head_kv * head_dim */
+    CPULM_DIM_HEAD,     /* head_dim (per-head q/k norms) */
+    CPULM_DIM_ROT_HALF, /* n_rot / 2 (rope_freqs) */
+    CPULM_DIM_FF,       /* n_ff of a dense FFN */
+    CPULM_DIM_FF_EXP,   /* n_ff of one expert */
+    CPULM_DIM_EXPERTS,  /* n_expert */
+} cpulm_dim;
+
+/* When a layer tensor exists: always, or only for dense / mixture-of-experts FFNs (one
+ * architecture such as llama has files of both kinds; expert_count decides). */
+typedef enum cpulm_when { CPULM_WHEN_ALWAYS = 0, CPULM_WHEN_DENSE, CPULM_WHEN_MOE } cpulm_when;
+
+typedef enum cpulm_tensor_kind {
+    CPULM_TK_VECTOR, /* 1-D norm weight or bias, bound as const float * (converted to F32) */
+    CPULM_TK_MATRIX, /* 2-D or 3-D (per-expert) weight, bound as cpulm_tensor */
+} cpulm_tensor_kind;
+
+typedef struct cpulm_tensor_desc {
+    const char *name;    /* "attn_q.weight"; layer tensors are "blk.<i>." + name */
+    uint16_t field;      /* offsetof the binding in cpulm_layer (layer) or cpulm_model (global) */
+    uint8_t kind;        /* cpulm_tensor_kind */
+    uint8_t when;        /* cpulm_when */
+    uint8_t optional;
+    uint8_t dims[3];     /* cpulm_dim, ne[0] first (ne[0] = row length) */
+} cpulm_tensor_desc;
+
+typedef enum cpulm_ffn_style {
+    CPULM_FFN_DENSE_ONLY, /* expert keys ignored */
+    CPULM_FFN_DENSE_OR_MOE, /* MoE when <arch>.expert_count > 0 (Mixtral is "llama") */
+    CPULM_FFN_MOE_ONLY,   /* expert_count required */
+} cpulm_ffn_style;
 
 typedef struct cpulm_arch_desc {
     const char *name;         /* general.architecture value, also the metadata key prefix */
     cpulm_rope_style rope;
     bool qkv_bias;            /* attn_{q,k,v}.bias present (required) */
+    bool qk_norm;             /* per-head RMS norm of q and k before rope (qwen3) */
+    cpulm_ffn_style ffn;
+    bool moe_norm_weights;    /* renormalize the top-k router weights unless the file's
+                                 <arch>.expert_weights_norm says otherwise */
     float default_rope_base;  /* when <arch>.rope.freq_base is absent */
     float default_norm_eps;   /* when <arch>.attention.layer_norm_rms_epsilon is absent */
+    const cpulm_tensor_desc *layer_tensors; /* terminated by a NULL name */
 } cpulm_arch_desc;
+
+/* The model-level tensors (embeddings, output norm and head, rope_freqs), the same for every
+ * architecture so far; terminated by a NULL name. */
+extern const cpulm_tensor_desc cpulm_arch_global_tensors[];
+
+/* The numbers a shape rule needs (filled from the GGUF by the loader, from a shape preset by
+ * synth). */
+typedef struct cpulm_arch_dims {
+    int64_t n_embd, n_vocab, n_head, n_head_kv, head_dim, n_rot, n_ff, n_ff_exp, n_expert;
+} cpulm_arch_dims;
+
+int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim);
+
+/* Does tensor t exist in a layer of a model with n_expert experts (0: dense)? */
+bool cpulm_arch_tensor_present(const cpulm_tensor_desc *t, int64_t n_expert);
 
 /* NULL when the architecture is not supported. */
 const cpulm_arch_desc *cpulm_arch_find(const char *name, unsigned long len);

@@ -15,15 +15,8 @@
 #include "../base/status.h"
 #include "forward.h"
 #include "../kernels/matmul.h"
+#include "forward_int.h"
 #include "repack.h"
-
-typedef struct mm_job {
-    const cpulm_tensor *w;
-    float *out;      /* [n_rows][ld_out] */
-    int64_t ld_out;
-    const float *bias; /* [w->ne[1]] or NULL */
-    int accumulate;  /* out += W x instead of out = W x */
-} mm_job;
 
 /* ---- work sharing ----
  * Work items (slices of a matmul, attention heads) are claimed from one shared counter rather
@@ -112,6 +105,15 @@ static void rope_heads(float *v, int n_heads, int head_dim, int n_rot, cpulm_rop
             x[i1] = fmaf(x0, sn[i], x1 * cs[i]);
         }
     }
+}
+
+/* Per-head RMS norm of token t's q and k before rope (qwen3: attn_{q,k}_norm). */
+static void qk_norm(cpulm_ctx *c, const cpulm_layer *ly, int64_t t) {
+    const cpulm_hparams *hp = &c->m->hp;
+    int d = hp->head_dim;
+    float *q = c->q + t * (int64_t)hp->n_head * d, *k = c->kc + t * c->kv.kv_dim;
+    for (int h = 0; h < hp->n_head; h++) c->k->rms_norm(d, q + h * d, q + h * d, ly->q_norm, hp->norm_eps);
+    for (int h = 0; h < hp->n_head_kv; h++) c->k->rms_norm(d, k + h * d, k + h * d, ly->k_norm, hp->norm_eps);
 }
 
 /* Rope on q and k of token t, then its k and v go into the cache. */
@@ -205,7 +207,10 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
                      {&ly->wv, c->vc, KVD, ly->bv, 0}};
     mm_group(c, c->xn, E, T, qkv, 3, ith, nth);
     cpulm_pool_barrier(c->pool);
-    for (int64_t t = ith; t < T; t += nth) rope_and_store(c, il, t, tmp);
+    for (int64_t t = ith; t < T; t += nth) {
+        if (ly->q_norm) qk_norm(c, ly, t);
+        rope_and_store(c, il, t, tmp);
+    }
     cpulm_pool_barrier(c->pool);
     uint64_t n_att = (uint64_t)T * (uint64_t)hp->n_head, first = job_begin(c, ith, n_att), item;
     while (claim(c, first + n_att, &item)) {
@@ -219,6 +224,10 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
 
     for (int64_t t = ith; t < T; t += nth) k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->ffn_norm, hp->norm_eps);
     cpulm_pool_barrier(c->pool);
+    if (ly->gate_exps.data) {
+        cpulm_moe_ffn(c, ly, ith, nth);
+        return;
+    }
     mm_job gu[2] = {{&ly->w_gate, c->g, F, NULL, 0}, {&ly->w_up, c->u, F, NULL, 0}};
     mm_group(c, c->xn, E, T, gu, 2, ith, nth);
     cpulm_pool_barrier(c->pool);
@@ -283,6 +292,21 @@ static void fwd_worker(void *arg, int ith, int nth) {
     if (!c->logits) return; /* embeddings only: skip the output projection */
     mm_job out = {&m->output, c->logits, m->hp.n_vocab, NULL, 0};
     mm_group(c, c->xn, E, c->n_outputs, &out, 1, ith, nth);
+}
+
+/* ---- the helpers other FFN files share (forward_int.h) ---- */
+
+int cpulm_fwd_claim(cpulm_ctx *c, uint64_t end, uint64_t *item) {
+    return claim(c, end, item);
+}
+
+uint64_t cpulm_fwd_job_begin(cpulm_ctx *c, int ith, uint64_t n) {
+    return job_begin(c, ith, n);
+}
+
+void cpulm_fwd_mm_group(cpulm_ctx *c, const float *x, int64_t ldx, int64_t n_rows,
+                        const mm_job *jobs, int n_jobs, int ith, int nth) {
+    mm_group(c, x, ldx, n_rows, jobs, n_jobs, ith, nth);
 }
 
 void cpulm_forward(cpulm_ctx *c) {

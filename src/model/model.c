@@ -80,6 +80,38 @@ static cpulm_status read_rope_scaling(loader *L) {
     return CPULM_OK;
 }
 
+/* Mixture-of-experts keys: expert_count (required for MoE-only architectures, ignored by
+ * dense-only ones), expert_used_count, expert_feed_forward_length (Mixtral files have none:
+ * each expert is a feed_forward_length FFN) and expert_weights_norm when present. */
+static cpulm_status read_experts(loader *L) {
+    cpulm_hparams *hp = &L->m->hp;
+    const cpulm_arch_desc *a = L->m->arch;
+    if (a->ffn == CPULM_FFN_DENSE_ONLY) return CPULM_OK;
+    cpulm_status s;
+    int64_t def = a->ffn == CPULM_FFN_MOE_ONLY ? -1 : 0;
+    if ((s = get_int(L, "expert_count", def, 0, 4096, &hp->n_expert))) return s;
+    if (hp->n_expert == 0) {
+        if (a->ffn == CPULM_FFN_MOE_ONLY)
+            return cpulm_errf(L->err, CPULM_ERR_FORMAT, "key '%s' must be positive", L->key);
+        return CPULM_OK;
+    }
+    if ((s = get_int(L, "expert_used_count", -1, 1, hp->n_expert, &hp->n_expert_used)) ||
+        (s = get_int(L, "expert_feed_forward_length", hp->n_ff, 1, 1 << 20, &hp->n_ff_exp)))
+        return s;
+    bool norm = a->moe_norm_weights;
+    s = cpulm_gguf_get_bool(&L->m->gguf, akey(L, "expert_weights_norm"), &norm, L->err);
+    if (s != CPULM_OK && s != CPULM_ERR_NOT_FOUND) return s;
+    hp->moe_norm_weights = norm;
+    return CPULM_OK;
+}
+
+cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp) {
+    return (cpulm_arch_dims){.n_embd = hp->n_embd, .n_vocab = hp->n_vocab, .n_head = hp->n_head,
+                             .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+                             .n_rot = hp->n_rot, .n_ff = hp->n_ff, .n_ff_exp = hp->n_ff_exp,
+                             .n_expert = hp->n_expert};
+}
+
 static cpulm_status read_hparams(loader *L) {
     cpulm_hparams *hp = &L->m->hp;
     const int64_t big = 1 << 20;
@@ -115,7 +147,8 @@ static cpulm_status read_hparams(loader *L) {
     if ((s = get_int(L, "pooling_type", CPULM_POOLING_NONE, CPULM_POOLING_NONE, CPULM_POOLING_RANK,
                      &hp->pooling)))
         return s;
-    return read_rope_scaling(L);
+    if ((s = read_rope_scaling(L)) != CPULM_OK) return s;
+    return read_experts(L);
 }
 
 /* ---- tensor binding ---- */
@@ -125,29 +158,30 @@ static const cpulm_gguf_tensor *find_tensor(loader *L, const char *name) {
     return i < 0 ? NULL : &L->m->gguf.tensors[i];
 }
 
-/* Binds a 2-D weight of shape [n_in, n_out] that the kernels can compute with. */
-static cpulm_status bind_matrix(loader *L, const char *name, int64_t n_in, int64_t n_out,
-                                int optional, cpulm_tensor *out) {
+/* Binds a weight of shape [n_in, n_out] or [n_in, n_out, n_exp] (per-expert stack) that the
+ * kernels can compute with. */
+static cpulm_status bind_matrix(loader *L, const char *name, const int64_t ne[3], int optional,
+                                cpulm_tensor *out) {
     const cpulm_gguf_tensor *t = find_tensor(L, name);
     memset(out, 0, sizeof *out);
     if (!t) {
         if (optional) return CPULM_OK;
         return cpulm_errf(L->err, CPULM_ERR_FORMAT, "missing tensor '%s'", name);
     }
-    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
+    if (t->ne[0] != ne[0] || t->ne[1] != ne[1] || t->ne[2] != ne[2] || t->ne[3] != 1)
         return cpulm_errf(L->err, CPULM_ERR_FORMAT,
-                          "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                          "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
                           name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                          (long long)t->ne[3], (long long)n_in, (long long)n_out);
+                          (long long)t->ne[3], (long long)ne[0], (long long)ne[1], (long long)ne[2]);
     const cpulm_dtype_traits *tr = cpulm_dtype_traits_get(t->type);
     if (!tr || !tr->computable)
         return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED, "tensor '%s': type %s not supported", name,
                           cpulm_dtype_name(t->type));
     out->data = t->data;
     out->type = (cpulm_dtype)t->type;
-    out->ne[0] = n_in;
-    out->ne[1] = n_out;
-    out->row_bytes = cpulm_dtype_row_bytes(out->type, n_in);
+    memcpy(out->ne, ne, sizeof out->ne);
+    out->row_bytes = cpulm_dtype_row_bytes(out->type, ne[0]);
+    out->expert_bytes = out->row_bytes * (uint64_t)ne[1];
     return CPULM_OK;
 }
 
@@ -183,32 +217,23 @@ static cpulm_status bind_vector(loader *L, const char *name, int64_t n, int opti
     return CPULM_OK;
 }
 
-static cpulm_status bind_layer(loader *L, int il, cpulm_layer *ly) {
-    const cpulm_hparams *hp = &L->m->hp;
-    int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim;
-    int64_t KV = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
-    int bias = L->m->arch->qkv_bias;
-    char n[13][96];
-    static const char *suffix[13] = {"attn_norm.weight", "attn_q.weight",    "attn_k.weight",
-                                     "attn_v.weight",    "attn_output.weight", "attn_q.bias",
-                                     "attn_k.bias",      "attn_v.bias",      "ffn_norm.weight",
-                                     "ffn_gate.weight",  "ffn_up.weight",    "ffn_down.weight",
-                                     ""};
-    for (int i = 0; i < 12; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s", il, suffix[i]);
-    cpulm_status s;
-    if ((s = bind_vector(L, n[0], E, 0, &ly->attn_norm)) ||
-        (s = bind_matrix(L, n[1], E, Q, 0, &ly->wq)) ||
-        (s = bind_matrix(L, n[2], E, KV, 0, &ly->wk)) ||
-        (s = bind_matrix(L, n[3], E, KV, 0, &ly->wv)) ||
-        (s = bind_matrix(L, n[4], Q, E, 0, &ly->wo)) ||
-        (s = bind_vector(L, n[5], Q, !bias, &ly->bq)) ||
-        (s = bind_vector(L, n[6], KV, !bias, &ly->bk)) ||
-        (s = bind_vector(L, n[7], KV, !bias, &ly->bv)) ||
-        (s = bind_vector(L, n[8], E, 0, &ly->ffn_norm)) ||
-        (s = bind_matrix(L, n[9], E, F, 0, &ly->w_gate)) ||
-        (s = bind_matrix(L, n[10], E, F, 0, &ly->w_up)) ||
-        (s = bind_matrix(L, n[11], F, E, 0, &ly->w_down)))
-        return s;
+/* Binds every tensor of a descriptor list present for this model into the struct at base
+ * (a cpulm_layer, or the model for the global list); prefix is "blk.<i>." or "". */
+static cpulm_status bind_list(loader *L, const cpulm_tensor_desc *list, const char *prefix,
+                              void *base) {
+    const cpulm_arch_dims d = cpulm_model_dims(&L->m->hp);
+    char name[160];
+    for (const cpulm_tensor_desc *t = list; t->name; t++) {
+        if (!cpulm_arch_tensor_present(t, d.n_expert)) continue;
+        snprintf(name, sizeof name, "%s%s", prefix, t->name);
+        int64_t ne[3];
+        for (int i = 0; i < 3; i++) ne[i] = cpulm_arch_dim(&d, (cpulm_dim)t->dims[i]);
+        void *field = (char *)base + t->field;
+        cpulm_status s = t->kind == CPULM_TK_VECTOR
+                             ? bind_vector(L, name, ne[0], t->optional, (const float **)field)
+                             : bind_matrix(L, name, ne, t->optional, (cpulm_tensor *)field);
+        if (s != CPULM_OK) return s;
+    }
     return CPULM_OK;
 }
 
@@ -216,16 +241,16 @@ static cpulm_status bind_tensors(loader *L) {
     cpulm_model *m = L->m;
     const cpulm_hparams *hp = &m->hp;
     cpulm_status s;
-    if ((s = bind_matrix(L, "token_embd.weight", hp->n_embd, hp->n_vocab, 0, &m->tok_embd)) ||
-        (s = bind_vector(L, "output_norm.weight", hp->n_embd, 0, &m->output_norm)) ||
-        (s = bind_matrix(L, "output.weight", hp->n_embd, hp->n_vocab, 1, &m->output)) ||
-        (s = bind_vector(L, "rope_freqs.weight", hp->n_rot / 2, 1, &m->rope_freqs)))
-        return s;
+    if ((s = bind_list(L, cpulm_arch_global_tensors, "", m)) != CPULM_OK) return s;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
-    for (int il = 0; il < hp->n_layer; il++)
-        if ((s = bind_layer(L, il, &m->layers[il])) != CPULM_OK) return s;
+    for (int il = 0; il < hp->n_layer; il++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "blk.%d.", il);
+        if ((s = bind_list(L, m->arch->layer_tensors, prefix, &m->layers[il])) != CPULM_OK)
+            return s;
+    }
     return CPULM_OK;
 }
 

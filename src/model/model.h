@@ -18,13 +18,24 @@
 
 typedef struct cpulm_vocab cpulm_vocab;
 
+/* A 2-D weight, or a stack of ne[2] equal 2-D weights (one per expert, 3-D in the file):
+ * expert e's matrix starts expert_bytes * e into data. */
 typedef struct cpulm_tensor {
     const void *data; /* NULL when the tensor is absent (optional tensors) */
     cpulm_dtype type;
-    int64_t ne[2];    /* ne[0] = row length (contiguous), ne[1] = rows */
+    int64_t ne[3];    /* ne[0] = row length (contiguous), ne[1] = rows, ne[2] = experts (1) */
     uint64_t row_bytes;
+    uint64_t expert_bytes; /* row_bytes * ne[1] */
     int packed;       /* rows repacked into 16-row groups (repack.h); data is model-owned */
 } cpulm_tensor;
+
+/* Expert e's 2-D matrix of a 3-D tensor (e = 0 of a 2-D one is itself). */
+static inline cpulm_tensor cpulm_tensor_expert(const cpulm_tensor *t, int64_t e) {
+    cpulm_tensor v = *t;
+    v.data = (const uint8_t *)t->data + t->expert_bytes * (uint64_t)e;
+    v.ne[2] = 1;
+    return v;
+}
 
 typedef struct cpulm_layer {
     const float *attn_norm; /* [n_embd] */
@@ -33,10 +44,16 @@ typedef struct cpulm_layer {
     cpulm_tensor wv;        /* [n_embd] -> [n_head_kv * head_dim] */
     cpulm_tensor wo;        /* [n_head * head_dim] -> [n_embd] */
     const float *bq, *bk, *bv; /* NULL unless the architecture has qkv biases */
+    const float *q_norm, *k_norm; /* [head_dim] per-head RMS norms before rope, or NULL */
     const float *ffn_norm;  /* [n_embd] */
     cpulm_tensor w_gate;    /* [n_embd] -> [n_ff] */
     cpulm_tensor w_up;      /* [n_embd] -> [n_ff] */
     cpulm_tensor w_down;    /* [n_ff] -> [n_embd] */
+    /* mixture of experts (n_expert > 0) instead of w_gate/w_up/w_down: */
+    cpulm_tensor gate_inp;  /* router [n_embd] -> [n_expert] */
+    cpulm_tensor gate_exps; /* [n_embd] -> [n_ff_exp], x n_expert */
+    cpulm_tensor up_exps;   /* [n_embd] -> [n_ff_exp], x n_expert */
+    cpulm_tensor down_exps; /* [n_ff_exp] -> [n_embd], x n_expert */
 } cpulm_layer;
 
 typedef struct cpulm_hparams {
@@ -45,7 +62,12 @@ typedef struct cpulm_hparams {
     float rope_freq_scale; /* 1 / linear scaling factor */
     float norm_eps;
     int32_t pooling; /* <arch>.pooling_type (cpulm_pooling); NONE when absent */
+    int32_t n_expert, n_expert_used, n_ff_exp; /* 0, 0, 0 for dense models */
+    int moe_norm_weights; /* renormalize the chosen experts' router weights to sum 1 */
 } cpulm_hparams;
+
+/* The shape-rule numbers of a loaded model (arch.h). */
+cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp);
 
 struct cpulm_model {
     cpulm_mmap map;

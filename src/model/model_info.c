@@ -61,10 +61,24 @@ void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *o) {
     o->file_size = m->map.size;
     o->n_tensors = (int32_t)m->gguf.n_tensors;
     o->gguf_version = m->gguf.version;
+    o->n_expert = hp->n_expert;
+    o->n_expert_used = hp->n_expert_used;
+    o->n_ff_exp = hp->n_ff_exp;
+    const int untied = cpulm_gguf_find_tensor(&m->gguf, "output.weight") >= 0;
     for (uint64_t i = 0; i < m->gguf.n_tensors; i++) {
         const cpulm_gguf_tensor *t = &m->gguf.tensors[i];
-        o->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        const int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        o->n_params += n;
         o->weight_bytes += t->n_bytes;
+        if (untied && !strcmp(m->tensor_names[i], "token_embd.weight")) continue;
+        if (hp->n_expert > 0 && t->ne[2] == hp->n_expert && strstr(m->tensor_names[i], "_exps")) {
+            /* a per-expert stack: a token reads n_used of its n_expert matrices */
+            o->n_params_active += n / hp->n_expert * hp->n_expert_used;
+            o->active_bytes += t->n_bytes / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
+        } else {
+            o->n_params_active += n;
+            o->active_bytes += t->n_bytes;
+        }
     }
 }
 

@@ -96,16 +96,18 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
     }
 }
 
-/* Repacks one tensor into a model-owned copy and releases the file pages it came from. */
+/* Repacks one tensor into a model-owned copy and releases the file pages it came from.
+ * A per-expert stack packs as one matrix of ne[1] * ne[2] rows: ne[1] % 16 == 0, so no
+ * 16-row group straddles two experts and each expert's slice is its own packed matrix. */
 static cpulm_status repack_one(cpulm_model *m, cpulm_tensor *t, cpulm_error *err) {
-    const size_t bytes = (size_t)t->row_bytes * (size_t)t->ne[1];
+    const size_t bytes = (size_t)t->row_bytes * (size_t)t->ne[1] * (size_t)t->ne[2];
     void **list = realloc(m->owned_packed, sizeof *list * (size_t)(m->n_owned_packed + 1));
     if (!list) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
     m->owned_packed = list;
     void *dst = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!dst) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
     list[m->n_owned_packed++] = dst;
-    cpulm_repack_x16(t->type, t->data, dst, t->ne[0], t->ne[1]);
+    cpulm_repack_x16(t->type, t->data, dst, t->ne[0], t->ne[1] * t->ne[2]);
     const uint8_t *src = t->data;
     if (src >= m->map.data && src + bytes <= m->map.data + m->map.size)
         cpulm_mmap_discard(&m->map, (uint64_t)(src - m->map.data), bytes);
@@ -123,8 +125,10 @@ cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_er
     }
     for (int il = 0; il < m->hp.n_layer; il++) {
         cpulm_layer *ly = &m->layers[il];
-        cpulm_tensor *w[7] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->w_gate, &ly->w_up, &ly->w_down};
-        for (int i = 0; i < 7; i++)
+        cpulm_tensor *w[] = {&ly->wq,       &ly->wk,        &ly->wv,      &ly->wo,
+                             &ly->w_gate,   &ly->w_up,      &ly->w_down,  &ly->gate_inp,
+                             &ly->gate_exps, &ly->up_exps,  &ly->down_exps};
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
             if (cpulm_repack_supported(k, w[i]) && (s = repack_one(m, w[i], err)) != CPULM_OK)
                 return s;
     }

@@ -360,11 +360,13 @@ void cpulm_oai_write_stream_error(cpulm_buf *out, const cpulm_oai_error *e) {
 void cpulm_oai_choice_init(cpulm_oai_choice *c) {
     memset(c, 0, sizeof *c);
     cpulm_buf_init(&c->text, 0);
+    cpulm_buf_init(&c->reasoning, 0);
     c->finish = -1;
 }
 
 void cpulm_oai_choice_release(cpulm_oai_choice *c) {
     cpulm_buf_release(&c->text);
+    cpulm_buf_release(&c->reasoning);
     free(c->lp);
     c->lp = NULL;
     c->n_lp = c->cap_lp = 0;
@@ -524,6 +526,12 @@ static void write_choice(cpulm_json_writer *w, const cpulm_oai_meta *meta, int32
         cpulm_json_write_str(w, "assistant");
         cpulm_json_key(w, "content");
         cpulm_json_write_strn(w, c->text.data, c->text.len);
+        size_t nr = c->reasoning.len; /* the whitespace before </think> is not reasoning */
+        while (nr > 0 && (c->reasoning.data[nr - 1] == '\n' || c->reasoning.data[nr - 1] == ' ')) nr--;
+        if (nr) {
+            cpulm_json_key(w, "reasoning_content");
+            cpulm_json_write_strn(w, c->reasoning.data, nr);
+        }
         cpulm_json_key(w, "refusal");
         cpulm_json_write_null(w);
         cpulm_json_obj_end(w);
@@ -560,9 +568,13 @@ static void write_delta(cpulm_json_writer *w, const cpulm_oai_meta *meta, const 
             cpulm_json_key(w, "role");
             cpulm_json_write_str(w, "assistant");
         }
-        if (d->first || d->n_text || d->finish < 0) {
+        if (d->first || d->n_text || (d->finish < 0 && !d->n_reasoning)) {
             cpulm_json_key(w, "content");
             cpulm_json_write_strn(w, d->text ? d->text : "", d->n_text);
+        }
+        if (d->n_reasoning) {
+            cpulm_json_key(w, "reasoning_content");
+            cpulm_json_write_strn(w, d->reasoning, d->n_reasoning);
         }
         cpulm_json_obj_end(w);
     } else {

@@ -84,6 +84,7 @@ cpulm_status cpulm_oai_render_chat(const char *tmpl, const char *bos, const char
 
 typedef struct cpulm_oai_choice {
     cpulm_buf text;
+    cpulm_buf reasoning; /* chat: <think>...</think> text, kept out of text (reasoning_content) */
     int finish;          /* -1 while running, else cpulm_sched_finish */
     cpulm_sched_lp *lp;  /* owned array of the choice's token logprobs */
     int32_t n_lp, cap_lp;
@@ -116,6 +117,8 @@ typedef struct cpulm_oai_delta {
     int32_t index;              /* choice */
     const char *text;           /* delta text (may be empty) */
     size_t n_text;
+    const char *reasoning;      /* chat: delta of reasoning_content (NULL or n_reasoning 0: none) */
+    size_t n_reasoning;
     const cpulm_sched_lp *lp;   /* NULL or the logprobs of the token behind this delta */
     int finish;                 /* -1: not finished, else cpulm_sched_finish */
     int first;                  /* chat: the opening delta carries the assistant role */

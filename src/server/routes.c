@@ -23,6 +23,7 @@ typedef struct route {
     cpulm_oai_choice *choices; /* [n]: accumulated text (non-stream) */
     int8_t *started;           /* [n]: stream: the choice's first chunk was sent */
     int64_t *offset;           /* [n]: stream: bytes sent per choice (completion logprobs) */
+    cpulm_chat_think *think;   /* [n]: chat: splits <think> reasoning from the content */
 } route;
 
 static void route_free(route *r) {
@@ -31,6 +32,7 @@ static void route_free(route *r) {
     free(r->choices);
     free(r->started);
     free(r->offset);
+    free(r->think);
     free(r);
 }
 
@@ -110,7 +112,7 @@ static void handle_models(cpulm_server *s, cpulm_conn *c) {
 
 /* Prompt tokens for the request. Returns 0, or -1 with e set. */
 static int build_prompt(cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
-                        const char **extra_stop, cpulm_oai_error *e) {
+                        const char **extra_stop, int *opens_think, cpulm_oai_error *e) {
     *extra_stop = "";
     if (q->prompt_tokens) {
         size_t n = cpulm_json_len(q->prompt_tokens);
@@ -136,6 +138,7 @@ static int build_prompt(cpulm_server *s, const cpulm_oai_request *q, cpulm_sched
             return -1;
         }
         *extra_stop = info.extra_stop;
+        *opens_think = cpulm_chat_opens_think(text.data, text.len);
     } else {
         cpulm_buf_append(&text, q->prompt, q->prompt_len);
     }
@@ -153,14 +156,14 @@ static int build_prompt(cpulm_server *s, const cpulm_oai_request *q, cpulm_sched
 
 /* Translates the parsed request into a scheduler request. Returns NULL with e set. */
 static cpulm_sched_req *to_sched_req(cpulm_server *s, const cpulm_oai_request *q,
-                                     cpulm_oai_error *e) {
+                                     int *opens_think, cpulm_oai_error *e) {
     cpulm_sched_req *r = cpulm_sched_req_new();
     if (!r) {
         cpulm_oai_error_set(e, 500, NULL, "out of memory");
         return NULL;
     }
     const char *extra_stop;
-    if (build_prompt(s, q, r, &extra_stop, e) < 0) {
+    if (build_prompt(s, q, r, &extra_stop, opens_think, e) < 0) {
         cpulm_sched_req_free(r);
         return NULL;
     }
@@ -175,7 +178,7 @@ static cpulm_sched_req *to_sched_req(cpulm_server *s, const cpulm_oai_request *q
     return r;
 }
 
-static route *route_new(cpulm_server *s, const cpulm_oai_request *q) {
+static route *route_new(cpulm_server *s, const cpulm_oai_request *q, int opens_think) {
     route *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->kind = q->kind;
@@ -184,10 +187,12 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q) {
     r->choices = calloc((size_t)q->n, sizeof *r->choices);
     r->started = calloc((size_t)q->n, 1);
     r->offset = calloc((size_t)q->n, sizeof *r->offset);
-    if (!r->choices || !r->started || !r->offset) {
+    r->think = calloc((size_t)q->n, sizeof *r->think);
+    if (!r->choices || !r->started || !r->offset || !r->think) {
         route_free(r);
         return NULL;
     }
+    for (int32_t i = 0; i < q->n; i++) cpulm_chat_think_init(&r->think[i], opens_think);
     for (int32_t i = 0; i < q->n; i++) cpulm_oai_choice_init(&r->choices[i]);
     snprintf(r->id, sizeof r->id, "%s-%016llx", q->kind == CPULM_OAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)((s->next_serial ^ (uint64_t)s->created) * 0x9E3779B97F4A7C15ull));
@@ -228,9 +233,11 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
     }
     cpulm_sched_req *r = NULL;
     route *rt = NULL;
+    int opens_think = 0;
     if (q.n > s->p.n_parallel)
         cpulm_oai_error_set(&e, 400, "n", "'n' must be at most %d on this server", s->p.n_parallel);
-    else if ((r = to_sched_req(s, &q, &e)) && (++s->next_serial, !(rt = route_new(s, &q))))
+    else if ((r = to_sched_req(s, &q, &opens_think, &e)) &&
+             (++s->next_serial, !(rt = route_new(s, &q, opens_think))))
         cpulm_oai_error_set(&e, 500, NULL, "out of memory");
     cpulm_oai_request_release(&q);
     if (r && rt) {
@@ -255,6 +262,37 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
 
 /* ---- scheduler events ---- */
 
+/* A text event of a chat choice split into content and reasoning (<think>...</think>),
+ * flushing the filter's held bytes at the end of the choice. Completions pass through. */
+typedef struct split_text {
+    char *buf; /* content, then reasoning */
+    const char *text, *reasoning;
+    size_t n_text, n_reasoning;
+} split_text;
+
+static int split_event(route *rt, const cpulm_sched_event *e, split_text *o) {
+    memset(o, 0, sizeof *o);
+    o->text = e->text;
+    o->n_text = e->n_text;
+    if (rt->kind != CPULM_OAI_CHAT) return 0;
+    cpulm_chat_think *f = &rt->think[e->choice];
+    int32_t cap = (int32_t)e->n_text + 32, nr1 = 0, nr2 = 0;
+    if (!(o->buf = malloc(2 * (size_t)cap))) return -1;
+    char *c = o->buf, *r = o->buf + cap;
+    int32_t k = cpulm_chat_think_split(f, e->text, (int32_t)e->n_text, c, r, cap - 16, &nr1);
+    if (k < 0) return -1;
+    if (e->kind == CPULM_SCHED_EV_FINISH) {
+        int32_t k2 = cpulm_chat_think_split(f, NULL, 0, c + k, r + nr1, 16, &nr2);
+        if (k2 < 0) return -1;
+        k += k2;
+    }
+    o->text = c;
+    o->n_text = (size_t)k;
+    o->reasoning = r;
+    o->n_reasoning = (size_t)(nr1 + nr2);
+    return 0;
+}
+
 static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
@@ -266,11 +304,15 @@ static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
             cpulm_oai_write_chunk(&b, &rt->meta, &open); /* role before an empty finish */
             first = 0;
         }
-        cpulm_oai_delta d = {.index = i, .text = e->text, .n_text = e->n_text,
+        split_text st;
+        if (split_event(rt, e, &st) < 0) st = (split_text){NULL, e->text, NULL, e->n_text, 0};
+        cpulm_oai_delta d = {.index = i, .text = st.text, .n_text = st.n_text,
+                             .reasoning = st.reasoning, .n_reasoning = st.n_reasoning,
                              .lp = e->has_lp ? &e->lp : NULL, .first = first && rt->kind == CPULM_OAI_CHAT,
                              .finish = e->kind == CPULM_SCHED_EV_FINISH ? (int)e->finish : -1,
                              .text_offset = rt->offset[i]};
         cpulm_oai_write_chunk(&b, &rt->meta, &d);
+        free(st.buf);
         rt->started[i] = 1;
         rt->offset[i] += (int64_t)e->n_text;
     } else if (e->kind == CPULM_SCHED_EV_DONE) {
@@ -291,11 +333,14 @@ static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
 
 static void whole_event(cpulm_server *s, cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
     cpulm_oai_choice *ch = &rt->choices[e->choice];
-    if (e->kind == CPULM_SCHED_EV_TEXT) {
-        cpulm_buf_append(&ch->text, e->text, e->n_text);
-        if (e->has_lp) cpulm_oai_choice_add_lp(ch, &e->lp);
-    } else if (e->kind == CPULM_SCHED_EV_FINISH) {
-        ch->finish = (int)e->finish;
+    if (e->kind == CPULM_SCHED_EV_TEXT || e->kind == CPULM_SCHED_EV_FINISH) {
+        split_text st;
+        if (split_event(rt, e, &st) < 0) st = (split_text){NULL, e->text, NULL, e->n_text, 0};
+        cpulm_buf_append(&ch->text, st.text, st.n_text);
+        if (st.n_reasoning) cpulm_buf_append(&ch->reasoning, st.reasoning, st.n_reasoning);
+        free(st.buf);
+        if (e->kind == CPULM_SCHED_EV_TEXT && e->has_lp) cpulm_oai_choice_add_lp(ch, &e->lp);
+        if (e->kind == CPULM_SCHED_EV_FINISH) ch->finish = (int)e->finish;
     } else if (e->kind == CPULM_SCHED_EV_DONE) {
         cpulm_oai_usage u = {e->n_prompt, e->n_completion, e->n_cached};
         cpulm_buf b;

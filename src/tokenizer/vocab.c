@@ -394,8 +394,21 @@ static cpulm_status build_pieces(cpulm_vocab *v) {
     return CPULM_OK;
 }
 
+/* SentencePiece's own control texts typed user-defined by a converter (Phi-3's "</s>") are
+ * still control tokens to llama.cpp: with special-token parsing off, text that spells them
+ * tokenizes as text, and they are not rendered unless special tokens are asked for. */
+static void spm_control_texts(cpulm_vocab *v) {
+    if (v->type != CPULM_VOCAB_SPM) return;
+    static const char *const texts[] = {"<unk>", "<s>", "</s>", NULL};
+    for (const char *const *t = texts; *t; t++) {
+        int32_t id = tok_find(v, *t, strlen(*t));
+        if (id >= 0 && v->ttype[id] == CPULM_TOKEN_USER_DEFINED) v->ttype[id] = CPULM_TOKEN_CONTROL;
+    }
+}
+
 cpulm_status tok_vocab_finish(cpulm_vocab *v, bool phi3_rstrip, cpulm_error *err) {
     cpulm_status st;
+    spm_control_texts(v);
     build_byte_tables(v);
     if ((st = build_eog(v)) != CPULM_OK || (st = build_specials(v)) != CPULM_OK ||
         (st = build_pieces(v)) != CPULM_OK)

@@ -1,0 +1,29 @@
+/* forward_int.h: the work-sharing and matmul helpers of forward.c, shared with the FFN
+ * variants in their own files (moe.c). Every pool thread calls them in the same sequence
+ * (see forward.c, "work sharing"). */
+#ifndef CPULM_MODEL_FORWARD_INT_H
+#define CPULM_MODEL_FORWARD_INT_H
+
+#include "../context.h"
+
+typedef struct mm_job {
+    const cpulm_tensor *w;
+    float *out;      /* [n_rows][ld_out] */
+    int64_t ld_out;
+    const float *bias; /* [w->ne[1]] or NULL */
+    int accumulate;  /* out += W x instead of out = W x */
+} mm_job;
+
+/* Claims the next item below end from the shared counter; 0 when the job is exhausted. */
+int cpulm_fwd_claim(cpulm_ctx *c, uint64_t end, uint64_t *item);
+/* Starts a job of n items on thread ith; returns the job's first item number. */
+uint64_t cpulm_fwd_job_begin(cpulm_ctx *c, int ith, uint64_t n);
+/* Runs the jobs over x [n_rows][ldx]; barriers before and after are the caller's. */
+void cpulm_fwd_mm_group(cpulm_ctx *c, const float *x, int64_t ldx, int64_t n_rows,
+                        const mm_job *jobs, int n_jobs, int ith, int nth);
+
+/* moe.c: the mixture-of-experts FFN of layer ly: c->x += MoE(c->xn). Called by every thread
+ * with xn complete; returns with x complete (ends on a barrier). */
+void cpulm_moe_ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth);
+
+#endif

@@ -1,0 +1,309 @@
+/* moe.c: the mixture-of-experts FFN (qwen3moe, Mixtral-style llama), as llama.cpp computes it:
+ *   p = softmax(router x); the n_used largest p choose experts (renormalized to sum 1 when
+ *   the model says so); y = sum over chosen e, in order of weight, of w_e * down_e(silu(gate_e x) * up_e x).
+ * Tokens are grouped by expert: after routing, the batch's (token, slot) pairs are sorted by
+ * expert, each expert's activation rows are gathered contiguously, and each chosen expert
+ * runs one GEMM over all its tokens (one GEMV row when generating), reading only the experts
+ * some token chose. Work items are (expert, slice of output rows), sized by the expert's
+ * token count, and claimed from the shared counter, so uneven expert loads balance over the
+ * threads. Every (token, slot) row is computed by one item with fixed arithmetic, so results
+ * do not depend on the thread count or on which other tokens share the batch. */
+#include "moe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/matmul.h"
+#include "forward_int.h"
+
+#define MAX_PARTS 64         /* output-row slices of one expert's matmul */
+#define ITEMS_PER_THREAD 8   /* enough items that a descheduled thread's share is taken over */
+
+/* Where each phase's items come from: item i is slice part[i] of n_parts[i] of expert[i]. */
+typedef struct moe_plan {
+    int32_t n_items;
+    int32_t *expert, *part, *n_parts; /* [n_expert * MAX_PARTS] */
+} moe_plan;
+
+struct cpulm_moe_scratch {
+    int64_t n_slots;       /* n_batch * n_expert_used */
+    float *router;         /* [n_batch][n_expert] logits, then probabilities */
+    int32_t *sel;          /* [n_slots] chosen expert of (token, slot), slots by weight */
+    float *wsel;           /* [n_slots] its weight */
+    int32_t *cnt, *off;    /* [n_expert], [n_expert + 1]: rows of each expert in sorted order */
+    int32_t *order;        /* [n_slots] sorted position -> (token * n_used + slot) */
+    int32_t *pos;          /* [n_slots] the inverse */
+    moe_plan plan_gu, plan_down;
+    uint8_t *act;          /* [n_slots] gathered activation rows, act_stride apart */
+    size_t act_stride;
+    float *g, *u;          /* [n_slots][n_ff_exp] */
+    float *y;              /* [n_slots][n_embd] each expert's output */
+};
+
+static size_t act_stride_for(const cpulm_hparams *hp) {
+    int64_t w = hp->n_embd > hp->n_ff_exp ? hp->n_embd : hp->n_ff_exp;
+    /* 4 bytes per element bounds every vec_dot_type, as the context's actq */
+    return ((size_t)w * 4 + 63) / 64 * 64;
+}
+
+uint64_t cpulm_moe_scratch_bytes(const cpulm_hparams *hp, int64_t n_batch) {
+    if (hp->n_expert == 0) return 0;
+    uint64_t S = (uint64_t)n_batch * (uint64_t)hp->n_expert_used, X = (uint64_t)hp->n_expert;
+    return 4 * (uint64_t)n_batch * X + S * (4 + 4 + 4 + 4) + 4 * (2 * X + 1) +
+           2 * 3 * 4 * X * MAX_PARTS + S * act_stride_for(hp) +
+           4 * S * (2 * (uint64_t)hp->n_ff_exp + (uint64_t)hp->n_embd);
+}
+
+static int plan_alloc(moe_plan *p, int64_t n) {
+    p->expert = malloc(sizeof(int32_t) * (size_t)n);
+    p->part = malloc(sizeof(int32_t) * (size_t)n);
+    p->n_parts = malloc(sizeof(int32_t) * (size_t)n);
+    return p->expert && p->part && p->n_parts;
+}
+
+static void plan_free(moe_plan *p) {
+    free(p->expert);
+    free(p->part);
+    free(p->n_parts);
+}
+
+cpulm_status cpulm_moe_scratch_new(cpulm_moe_scratch **out, const cpulm_hparams *hp,
+                                   int64_t n_batch, cpulm_error *err) {
+    *out = NULL;
+    if (hp->n_expert == 0) return CPULM_OK;
+    cpulm_moe_scratch *s = calloc(1, sizeof *s);
+    if (!s) return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for MoE scratch");
+    const size_t X = (size_t)hp->n_expert, S = (size_t)n_batch * (size_t)hp->n_expert_used;
+    s->n_slots = (int64_t)S;
+    s->act_stride = act_stride_for(hp);
+    s->router = malloc(sizeof(float) * (size_t)n_batch * X);
+    s->sel = malloc(sizeof(int32_t) * S);
+    s->wsel = malloc(sizeof(float) * S);
+    s->cnt = malloc(sizeof(int32_t) * X);
+    s->off = malloc(sizeof(int32_t) * (X + 1));
+    s->order = malloc(sizeof(int32_t) * S);
+    s->pos = malloc(sizeof(int32_t) * S);
+    s->act = aligned_alloc(64, s->act_stride * S);
+    s->g = malloc(sizeof(float) * S * (size_t)hp->n_ff_exp);
+    s->u = malloc(sizeof(float) * S * (size_t)hp->n_ff_exp);
+    s->y = malloc(sizeof(float) * S * (size_t)hp->n_embd);
+    int ok = plan_alloc(&s->plan_gu, (int64_t)X * MAX_PARTS) &&
+             plan_alloc(&s->plan_down, (int64_t)X * MAX_PARTS);
+    if (!ok || !s->router || !s->sel || !s->wsel || !s->cnt || !s->off || !s->order || !s->pos ||
+        !s->act || !s->g || !s->u || !s->y) {
+        cpulm_moe_scratch_free(s);
+        return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for MoE scratch");
+    }
+    *out = s;
+    return CPULM_OK;
+}
+
+void cpulm_moe_scratch_free(cpulm_moe_scratch *s) {
+    if (!s) return;
+    void *bufs[] = {s->router, s->sel, s->wsel, s->cnt, s->off, s->order, s->pos, s->act,
+                    s->g, s->u, s->y};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    plan_free(&s->plan_gu);
+    plan_free(&s->plan_down);
+    free(s);
+}
+
+/* ---- routing ---- */
+
+/* Token t's probabilities, its n_used best experts (ties: the lower id, as a stable sort
+ * picks) and their weights. */
+static void route_token(const cpulm_ctx *c, cpulm_moe_scratch *s, int64_t t) {
+    const cpulm_hparams *hp = &c->m->hp;
+    const int X = hp->n_expert, K = hp->n_expert_used;
+    float *p = s->router + t * X;
+    c->k->softmax(X, p);
+    int32_t *sel = s->sel + t * K;
+    float *w = s->wsel + t * K;
+    double sum = 0;
+    for (int j = 0; j < K; j++) {
+        int best = -1;
+        for (int e = 0; e < X; e++) {
+            int taken = 0;
+            for (int i = 0; i < j; i++) taken |= sel[i] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        sel[j] = best;
+        w[j] = p[best];
+        sum += w[j];
+    }
+    if (!hp->moe_norm_weights) return;
+    /* llama.cpp clamps the sum away from zero before dividing */
+    float fs = (float)sum < 6.103515625e-5f ? 6.103515625e-5f : (float)sum;
+    for (int j = 0; j < K; j++) w[j] /= fs;
+}
+
+/* Item plan for one phase: each chosen expert gets slices of its n_out rows in proportion
+ * to its share of the rows, at least 1 and at most one per 16-row group. */
+static void make_plan(moe_plan *p, const cpulm_moe_scratch *s, int X, int64_t n_slots,
+                      int64_t n_out, int nth) {
+    int64_t target = (int64_t)ITEMS_PER_THREAD * nth, groups = n_out / 16 > 0 ? n_out / 16 : 1;
+    p->n_items = 0;
+    for (int e = 0; e < X; e++) {
+        if (!s->cnt[e]) continue;
+        int64_t n = (target * s->cnt[e] + n_slots - 1) / n_slots;
+        if (n > groups) n = groups;
+        if (n > MAX_PARTS) n = MAX_PARTS;
+        if (n < 1) n = 1;
+        for (int64_t i = 0; i < n; i++) {
+            p->expert[p->n_items] = e;
+            p->part[p->n_items] = (int32_t)i;
+            p->n_parts[p->n_items++] = (int32_t)n;
+        }
+    }
+}
+
+/* Counting sort of the (token, slot) pairs by expert, and the two phases' plans (thread 0
+ * alone; the others wait at the next barrier). */
+static void group_by_expert(const cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly,
+                            int nth) {
+    const cpulm_hparams *hp = &c->m->hp;
+    const int X = hp->n_expert;
+    const int64_t n = (int64_t)c->n_tok * hp->n_expert_used;
+    memset(s->cnt, 0, sizeof(int32_t) * (size_t)X);
+    for (int64_t i = 0; i < n; i++) s->cnt[s->sel[i]]++;
+    s->off[0] = 0;
+    for (int e = 0; e < X; e++) s->off[e + 1] = s->off[e] + s->cnt[e];
+    int32_t fill[4096]; /* n_expert <= 4096 (loader) */
+    memcpy(fill, s->off, sizeof(int32_t) * (size_t)X);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t p = fill[s->sel[i]]++;
+        s->order[p] = (int32_t)i;
+        s->pos[i] = p;
+    }
+    make_plan(&s->plan_gu, s, X, n, ly->gate_exps.ne[1], nth);
+    make_plan(&s->plan_down, s, X, n, ly->down_exps.ne[1], nth);
+}
+
+/* ---- expert matmuls ---- */
+
+/* Runs the plan's items: for each, rows [off[e], off[e] + cnt[e]) of the gathered activations
+ * times expert e of each weight (up to two sharing the activations) into its output. */
+static void run_plan(cpulm_ctx *c, cpulm_moe_scratch *s, const moe_plan *p,
+                     const cpulm_tensor *const *w, float *const *out, int n_w, int ith) {
+    uint64_t first = cpulm_fwd_job_begin(c, ith, (uint64_t)p->n_items), item;
+    while (cpulm_fwd_claim(c, first + (uint64_t)p->n_items, &item)) {
+        const int i = (int)(item - first), e = p->expert[i];
+        for (int j = 0; j < n_w; j++) {
+            const cpulm_tensor we = cpulm_tensor_expert(w[j], e);
+            cpulm_matmul_args a = {.w = we.data, .w_type = we.type, .w_row_bytes = we.row_bytes,
+                                   .n_in = we.ne[0], .n_out = we.ne[1], .packed = we.packed,
+                                   .act = s->act + (size_t)s->off[e] * s->act_stride,
+                                   .act_stride = s->act_stride, .n_rows = s->cnt[e],
+                                   .out = out[j] + (int64_t)s->off[e] * we.ne[1],
+                                   .ld_out = we.ne[1]};
+            cpulm_matmul(c->k, &a, p->part[i], p->n_parts[i]);
+        }
+    }
+}
+
+static cpulm_dtype vdt_of(const cpulm_tensor *w) {
+    return cpulm_dtype_traits_get(w->type)->vec_dot_type;
+}
+
+/* Converts every token's xn row once into ctx->actq, as weights of type vdt read them. */
+static void convert_tokens(cpulm_ctx *c, cpulm_dtype vdt, int ith, int nth) {
+    const int64_t E = c->m->hp.n_embd;
+    for (int64_t t = ith; t < c->n_tok; t += nth)
+        cpulm_matmul_quantize_act(c->k, vdt, c->xn + t * E, (uint8_t *)c->actq + t * c->actq_stride, E);
+}
+
+/* Copies the converted row of token order[p] / n_used to gathered row p, for p in
+ * [p0, n) stepping by step. */
+static void gather_rows(cpulm_ctx *c, cpulm_moe_scratch *s, cpulm_dtype vdt, int64_t p0, int64_t step) {
+    const int64_t K = c->m->hp.n_expert_used, n = (int64_t)c->n_tok * K;
+    const size_t rb = (size_t)cpulm_matmul_act_bytes(vdt, c->m->hp.n_embd);
+    for (int64_t p = p0; p < n; p += step)
+        memcpy(s->act + (size_t)p * s->act_stride,
+               (const uint8_t *)c->actq + (size_t)(s->order[p] / K) * c->actq_stride, rb);
+}
+
+/* Few rows (generation, small batches) are copied by thread 0 while it groups, saving a
+ * barrier; many are copied by every thread after it. */
+#define GATHER_SERIAL_ROWS 64
+
+/* gate and up of every chosen expert: g, u [sorted position][n_ff_exp]. The tokens were
+ * converted for gate_exps (and gathered, when few) before; up_exps of another activation
+ * type (a mixed quantization) takes its own turn. */
+static void gate_up(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int ith, int nth) {
+    const cpulm_tensor *gw = &ly->gate_exps, *uw = &ly->up_exps;
+    const int64_t n = (int64_t)c->n_tok * c->m->hp.n_expert_used;
+    if (n > GATHER_SERIAL_ROWS) {
+        gather_rows(c, s, vdt_of(gw), ith, nth);
+        cpulm_pool_barrier(c->pool);
+    }
+    if (vdt_of(gw) == vdt_of(uw)) {
+        const cpulm_tensor *w[2] = {gw, uw};
+        float *out[2] = {s->g, s->u};
+        run_plan(c, s, &s->plan_gu, w, out, 2, ith);
+    } else {
+        run_plan(c, s, &s->plan_gu, &gw, &s->g, 1, ith);
+        cpulm_pool_barrier(c->pool);
+        convert_tokens(c, vdt_of(uw), ith, nth);
+        cpulm_pool_barrier(c->pool);
+        gather_rows(c, s, vdt_of(uw), ith, nth);
+        cpulm_pool_barrier(c->pool);
+        run_plan(c, s, &s->plan_gu, &uw, &s->u, 1, ith);
+    }
+    cpulm_pool_barrier(c->pool);
+}
+
+/* silu(g) * u, converted for down_exps in place of the gathered activations; then down. */
+static void down(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int ith, int nth) {
+    const int64_t F = c->m->hp.n_ff_exp, n = (int64_t)c->n_tok * c->m->hp.n_expert_used;
+    const cpulm_dtype vdt = vdt_of(&ly->down_exps);
+    for (int64_t p = ith; p < n; p += nth) {
+        float *g = s->g + p * F;
+        c->k->swiglu(F, g, g, s->u + p * F);
+        cpulm_matmul_quantize_act(c->k, vdt, g, s->act + (size_t)p * s->act_stride, F);
+    }
+    cpulm_pool_barrier(c->pool);
+    const cpulm_tensor *w = &ly->down_exps;
+    run_plan(c, s, &s->plan_down, &w, &s->y, 1, ith);
+    cpulm_pool_barrier(c->pool);
+}
+
+/* x[t] += sum over slots, in weight order, of w * y: each product rounded, then summed
+ * left to right, as the reference adds its weighted expert outputs. */
+static void combine(cpulm_ctx *c, cpulm_moe_scratch *s, int ith, int nth) {
+    const int64_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
+    for (int64_t t = ith; t < c->n_tok; t += nth) {
+        float *acc = s->y + (int64_t)s->pos[t * K] * E;
+        const float w0 = s->wsel[t * K];
+        for (int64_t i = 0; i < E; i++) acc[i] *= w0;
+        for (int64_t j = 1; j < K; j++) {
+            const float *y = s->y + (int64_t)s->pos[t * K + j] * E, w = s->wsel[t * K + j];
+            for (int64_t i = 0; i < E; i++) acc[i] += y[i] * w;
+        }
+        float *x = c->x + t * E;
+        for (int64_t i = 0; i < E; i++) x[i] += acc[i];
+    }
+    cpulm_pool_barrier(c->pool);
+}
+
+/* Barriers: router and conversion | routing, grouping (and a small gather) on thread 0 |
+ * (a large gather) | gate, up | SwiGLU | down | combine. */
+void cpulm_moe_ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
+    cpulm_moe_scratch *s = c->moe;
+    const int64_t X = c->m->hp.n_expert;
+    mm_job router = {&ly->gate_inp, s->router, X, NULL, 0};
+    cpulm_fwd_mm_group(c, c->xn, c->m->hp.n_embd, c->n_tok, &router, 1, ith, nth);
+    if (vdt_of(&ly->gate_inp) != CPULM_DTYPE_F32) /* a quantized router used actq too */
+        cpulm_pool_barrier(c->pool);
+    convert_tokens(c, vdt_of(&ly->gate_exps), ith, nth);
+    cpulm_pool_barrier(c->pool);
+    if (ith == 0) { /* a few hundred exps and scans per token: cheaper than a barrier */
+        for (int64_t t = 0; t < c->n_tok; t++) route_token(c, s, t);
+        group_by_expert(c, s, ly, nth);
+        if ((int64_t)c->n_tok * c->m->hp.n_expert_used <= GATHER_SERIAL_ROWS)
+            gather_rows(c, s, vdt_of(&ly->gate_exps), 0, 1);
+    }
+    cpulm_pool_barrier(c->pool);
+    gate_up(c, s, ly, ith, nth);
+    down(c, s, ly, ith, nth);
+    combine(c, s, ith, nth);
+}
