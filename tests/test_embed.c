@@ -264,3 +264,74 @@ TEST(embed_ctx_embed_packs_inputs) {
     cpulm_ctx_free(none);
     cpulm_model_free(m);
 }
+
+static cpulm_json_doc *load_reference(void) {
+    const char *path = test_shared_path("testdata/reference/llamacpp/embeddings.json");
+    if (!path) return NULL;
+    size_t n;
+    char *text = test_read_file(path, &n);
+    if (!text) return NULL;
+    cpulm_json_doc *d = NULL;
+    cpulm_json_parse(text, n, NULL, &d, NULL, NULL);
+    free(text);
+    return d;
+}
+
+/* One case of embeddings.json: every input's vector, one input per call and all inputs in
+ * one packed decode, has cosine >= min_cosine with llama.cpp's, and the two agree. */
+static void check_reference_case(test_ctx *t, const cpulm_json *cs) {
+    const char *file = cpulm_json_str(cpulm_json_get(cs, "model"));
+    cpulm_pooling pool;
+    REQUIRE(t, file && cpulm_pooling_parse(cpulm_json_str(cpulm_json_get(cs, "pooling")), &pool) == CPULM_OK);
+    const double min_cos = cpulm_json_num(cpulm_json_get(cs, "min_cosine"), 2.0);
+    const cpulm_json *inputs = cpulm_json_get(cs, "inputs");
+    const int32_t n = (int32_t)cpulm_json_len(inputs);
+    cpulm_model *m = load(file);
+    REQUIRE(t, m != NULL && n > 0 && n <= 16);
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 256;
+    cp.n_seq_max = n;
+    cp.n_threads = 2;
+    cp.embeddings = CPULM_EMBD_ONLY;
+    cp.pooling = pool;
+    cpulm_ctx *c = cpulm_ctx_new(m, &cp, NULL);
+    REQUIRE(t, c != NULL);
+    const int32_t E = cpulm_ctx_n_embd(c);
+    cpulm_token *tok[16] = {0};
+    int32_t n_tok[16];
+    float *all = malloc(sizeof(float) * (size_t)n * (size_t)E), *one = malloc(sizeof(float) * (size_t)E);
+    for (int32_t i = 0; i < n; i++) {
+        const char *text = cpulm_json_str(cpulm_json_get(cpulm_json_at(inputs, i), "text"));
+        tok[i] = malloc(sizeof(cpulm_token) * 64);
+        CHECK_EQ_INT(t, cpulm_tokenize(m, text, strlen(text), 1, 0, tok[i], 64, &n_tok[i]), CPULM_OK);
+    }
+    CHECK_EQ_INT(t, cpulm_ctx_embed(c, (const cpulm_token *const *)tok, n_tok, n, all), CPULM_OK);
+    for (int32_t i = 0; i < n; i++) {
+        const cpulm_json *ref = cpulm_json_get(cpulm_json_at(inputs, i), "embedding");
+        CHECK_EQ_INT(t, (int64_t)cpulm_json_len(ref), E);
+        float r[4096];
+        for (int32_t j = 0; j < E && j < 4096; j++) r[j] = (float)cpulm_json_num(cpulm_json_at(ref, j), 0);
+        CHECK_EQ_INT(t, cpulm_ctx_embed(c, (const cpulm_token *const *)&tok[i], &n_tok[i], 1, one), CPULM_OK);
+        const double c1 = cosine(one, r, E), cb = cosine(all + (size_t)i * E, r, E);
+        if (c1 < min_cos || cb < min_cos)
+            fprintf(stderr, "  %s %s input %d: cosine %.6f (batched %.6f) < %.5f\n", file,
+                    cpulm_pooling_name(pool), i, c1, cb, min_cos);
+        CHECK(t, c1 >= min_cos && cb >= min_cos);
+        CHECK(t, cosine(one, all + (size_t)i * E, E) > 0.99999);
+        free(tok[i]);
+    }
+    free(all);
+    free(one);
+    cpulm_ctx_free(c);
+    cpulm_model_free(m);
+}
+
+TEST(embed_reference_llamacpp) {
+    cpulm_json_doc *d = load_reference();
+    if (!d) SKIP(t, "CPULM_SHARED reference embeddings not found");
+    const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
+    CHECK(t, cpulm_json_len(cases) >= 6);
+    for (size_t i = 0; i < cpulm_json_len(cases); i++) check_reference_case(t, cpulm_json_at(cases, i));
+    cpulm_json_free(d);
+}
