@@ -202,6 +202,24 @@ CPULM_API int32_t cpulm_detok_flush(cpulm_detok *d, char *out, int32_t cap);
 
 /* ---- context and decoding ---- */
 
+/* Embeddings: the hidden states after the final norm (the input of the output projection),
+ * per token or pooled per sequence. Values are llama.cpp's enum llama_pooling_type, which is
+ * also what the GGUF key <arch>.pooling_type holds. */
+typedef enum cpulm_pooling {
+    CPULM_POOLING_UNSPECIFIED = -1, /* in params: the model's default */
+    CPULM_POOLING_NONE = 0,         /* one vector per output token (the rows want_logits marks) */
+    CPULM_POOLING_MEAN = 1,         /* mean over the sequence's tokens */
+    CPULM_POOLING_CLS = 2,          /* the sequence's first token */
+    CPULM_POOLING_LAST = 3,         /* the sequence's last token (decoder embedders, Qwen3-Embedding) */
+    CPULM_POOLING_RANK = 4,         /* rerankers' classification head: not supported */
+} cpulm_pooling;
+
+typedef enum cpulm_embd_mode {
+    CPULM_EMBD_OFF = 0,         /* logits only */
+    CPULM_EMBD_ONLY = 1,        /* embeddings only: no output projection, no logits buffer */
+    CPULM_EMBD_WITH_LOGITS = 2, /* both */
+} cpulm_embd_mode;
+
 typedef struct cpulm_ctx_params {
     int32_t n_ctx;           /* tokens per sequence; 0 = min(model's context, 4096) */
     int32_t n_seq_max;       /* sequences that can live at once, each with its own n_ctx */
@@ -213,6 +231,8 @@ typedef struct cpulm_ctx_params {
     cpulm_numa numa;         /* thread placement (see cpulm_numa); DEFAULT: process mode */
     int no_pin;              /* never pin threads to CPUs, whatever the NUMA mode; the CLI
                               * sets it from CPULM_NO_PIN=1 */
+    cpulm_embd_mode embeddings; /* CPULM_EMBD_OFF (default): logits only */
+    cpulm_pooling pooling;      /* with embeddings; UNSPECIFIED: the model's (cpulm_model_pooling) */
 } cpulm_ctx_params;
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);
@@ -238,9 +258,51 @@ typedef struct cpulm_batch { /* parallel arrays of length n, read during the cal
 CPULM_API cpulm_status cpulm_ctx_decode(cpulm_ctx *ctx, const cpulm_batch *b);
 
 /* Logits of the i-th batch token that asked for them, [n_vocab].
- * Borrowed: valid until the next decode on ctx. NULL if i is out of range. */
+ * Borrowed: valid until the next decode on ctx. NULL if i is out of range or the context
+ * computes embeddings only. */
 CPULM_API const float *cpulm_ctx_logits(const cpulm_ctx *ctx, int32_t i);
 CPULM_API int32_t cpulm_ctx_n_outputs(const cpulm_ctx *ctx);
+
+/* ---- embeddings (contexts made with params.embeddings != CPULM_EMBD_OFF) ----
+ * Pooling NONE: cpulm_ctx_embeddings_ith(i) is the final-norm hidden state of the i-th batch
+ * token that asked for output (want_logits, as for logits).
+ * Pooled (MEAN, CLS, LAST): every sequence in a batch gets one vector over its tokens in that
+ * batch, whatever want_logits says (it still selects logits in WITH_LOGITS mode). LAST needs
+ * only the sequence's last token in the batch (earlier ones may be in the cache); MEAN and CLS
+ * need the whole sequence in one decode, so a sequence's first token in the batch must be at
+ * position 0, else decode returns CPULM_ERR_INVALID_ARG. Vectors are raw (not normalized):
+ * see cpulm_embd_normalize. Many sequences in one batch give the same vectors as one at a
+ * time (up to float summation order, which is fixed: the same batch gives the same bits). */
+
+/* The pooling the model's GGUF asks for (<arch>.pooling_type); NONE when absent, as
+ * llama.cpp does for decoder models. */
+CPULM_API cpulm_pooling cpulm_model_pooling(const cpulm_model *m);
+/* "none", "mean", "cls", "last" (and "rank") <-> enum; parse gives CPULM_ERR_INVALID_ARG for
+ * other text; name gives "unspecified" for UNSPECIFIED. */
+CPULM_API cpulm_status cpulm_pooling_parse(const char *s, cpulm_pooling *out);
+CPULM_API const char *cpulm_pooling_name(cpulm_pooling p);
+/* The context's resolved pooling (never UNSPECIFIED); NONE when embeddings are off. */
+CPULM_API cpulm_pooling cpulm_ctx_pooling(const cpulm_ctx *ctx);
+/* Width of every embedding vector (the model's n_embd). */
+CPULM_API int32_t cpulm_ctx_n_embd(const cpulm_ctx *ctx);
+/* Pooling NONE: the embedding of the i-th output token of the last decode, [n_embd].
+ * Borrowed: valid until the next decode on ctx. NULL when i is out of range, embeddings are
+ * off or the context pools. */
+CPULM_API const float *cpulm_ctx_embeddings_ith(const cpulm_ctx *ctx, int32_t i);
+/* Pooled: sequence seq's embedding from the last decode, [n_embd]. Borrowed as above. NULL
+ * when seq had no token in that batch, embeddings are off or pooling is NONE. */
+CPULM_API const float *cpulm_ctx_embeddings_seq(const cpulm_ctx *ctx, int32_t seq);
+/* Pooled embeddings of n inputs (token arrays inputs[i] of n_tokens[i] >= 1 tokens) into
+ * out[i * n_embd ...], raw. Inputs are packed into as few decodes as fit (up to n_seq_max
+ * sequences and n_batch tokens each), every input in its own sequence from position 0; all
+ * sequences are cleared before and after. An input longer than n_batch is decoded alone in
+ * chunks with LAST pooling; with MEAN or CLS it gives CPULM_ERR_TOO_SMALL. Also
+ * CPULM_ERR_INVALID_ARG (a pooling-NONE context, an empty input, a bad token) and
+ * CPULM_ERR_KV_FULL (an input longer than n_ctx); out is then unspecified. */
+CPULM_API cpulm_status cpulm_ctx_embed(cpulm_ctx *ctx, const cpulm_token *const *inputs,
+                                       const int32_t *n_tokens, int32_t n, float *out);
+/* Scales v[0..n) to unit Euclidean length in place (a zero vector stays zero). */
+CPULM_API void cpulm_embd_normalize(float *v, int32_t n);
 
 CPULM_API int32_t cpulm_ctx_n_ctx(const cpulm_ctx *ctx);
 CPULM_API int32_t cpulm_ctx_n_seq_max(const cpulm_ctx *ctx);

@@ -24,6 +24,8 @@ cpulm_ctx_params cpulm_ctx_default_params(void) {
     p.n_threads_batch = 0;
     p.kv_type = CPULM_KV_F16;
     p.n_outputs_max = 0;
+    p.embeddings = CPULM_EMBD_OFF;
+    p.pooling = CPULM_POOLING_UNSPECIFIED;
     return p;
 }
 
@@ -47,12 +49,21 @@ static cpulm_status alloc_scratch(cpulm_ctx *c, const cpulm_mem_scratch *s, cpul
     c->pos = malloc(s->pos);
     c->seq = malloc(s->seq);
     c->out_idx = malloc(s->out_idx);
-    c->logits = malloc(s->logits);
+    /* optional buffers (size 0) stay NULL */
+    c->logits = s->logits ? malloc(s->logits) : NULL;
+    c->embd = s->embd ? malloc(s->embd) : NULL;
+    c->embd_first = s->embd_seq ? malloc(s->embd_seq) : NULL;
     c->work_base = aligned_alloc(64, s->work_base);
     if (!c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->att || !c->g || !c->u || !c->actq ||
-        !c->scores || !c->tok || !c->pos || !c->seq || !c->out_idx || !c->logits ||
+        !c->scores || !c->tok || !c->pos || !c->seq || !c->out_idx ||
+        (s->logits && !c->logits) || (s->embd && !c->embd) || (s->embd_seq && !c->embd_first) ||
         !c->work_base)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for scratch buffers");
+    if (c->embd_first) {
+        memset(c->embd_first, 0, s->embd_seq);
+        c->embd_last = c->embd_first + c->p.n_seq_max;
+        c->embd_count = c->embd_last + c->p.n_seq_max;
+    }
     /* sized as cpulm_mem_scratch_of's moe field */
     return cpulm_moe_scratch_new(&c->moe, &c->m->hp, (int64_t)c->p.n_batch, err);
 }
@@ -70,6 +81,23 @@ static cpulm_status make_pool(cpulm_ctx *c) {
     return cpulm_pool_new(&c->pool, n, pin ? cpus : NULL);
 }
 
+/* Embeddings: the pooling defaults to the model's; no pooling without embeddings. */
+static cpulm_status resolve_pooling(const cpulm_model *m, cpulm_ctx_params *p, cpulm_error *err) {
+    if (p->embeddings < CPULM_EMBD_OFF || p->embeddings > CPULM_EMBD_WITH_LOGITS)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: bad embeddings mode %d",
+                          (int)p->embeddings);
+    if (p->embeddings == CPULM_EMBD_OFF) {
+        p->pooling = CPULM_POOLING_NONE;
+        return CPULM_OK;
+    }
+    if (p->pooling == CPULM_POOLING_UNSPECIFIED) p->pooling = (cpulm_pooling)m->hp.pooling;
+    if (p->pooling == CPULM_POOLING_RANK)
+        return cpulm_errf(err, CPULM_ERR_UNSUPPORTED, "context: rank pooling is not supported");
+    if (p->pooling < CPULM_POOLING_NONE || p->pooling > CPULM_POOLING_LAST)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: bad pooling %d", (int)p->pooling);
+    return CPULM_OK;
+}
+
 /* Fills the defaults of *p the way cpulm_ctx_new does (n_outputs_max included). */
 static cpulm_status resolve_params(const cpulm_model *m, cpulm_ctx_params *p, cpulm_error *err) {
     if (p->n_ctx <= 0) p->n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
@@ -83,13 +111,14 @@ static cpulm_status resolve_params(const cpulm_model *m, cpulm_ctx_params *p, cp
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: parameters out of range");
     if (p->n_outputs_max <= 0) p->n_outputs_max = p->n_seq_max;
     if (p->n_outputs_max > p->n_batch) p->n_outputs_max = p->n_batch;
-    return CPULM_OK;
+    return resolve_pooling(m, p, err);
 }
 
 static cpulm_mem_ctx mem_ctx_of(const cpulm_ctx_params *p) {
     return (cpulm_mem_ctx){.n_ctx = p->n_ctx, .n_seq_max = p->n_seq_max, .n_batch = p->n_batch,
                            .n_outputs_max = p->n_outputs_max, .n_threads = pool_size(p),
-                           .kv_type = p->kv_type};
+                           .kv_type = p->kv_type, .embd = p->embeddings,
+                           .pooling = p->pooling};
 }
 
 cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, cpulm_error *err) {
@@ -111,6 +140,7 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
     c->p = p;
     c->k = cpulm_kernels_get();
     c->n_outputs_max = p.n_outputs_max;
+    c->pooled = p.embeddings != CPULM_EMBD_OFF && p.pooling != CPULM_POOLING_NONE;
     if (make_pool(c) != CPULM_OK) {
         cpulm_errf(err, CPULM_ERR_NOMEM, "context: cannot start %d threads", p.n_threads);
         goto fail;
@@ -147,9 +177,24 @@ void cpulm_ctx_free(cpulm_ctx *c) {
     cpulm_moe_scratch_free(c->moe);
     void *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->g, c->u, c->actq, c->scores,
                     c->tok, c->pos, c->seq, c->out_idx, c->logits,
-                    c->work_base};
+                    c->embd, c->embd_first, c->work_base};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(c);
+}
+
+/* Pooled embeddings: each sequence's first and last batch index and token count. MEAN and
+ * CLS pool the whole sequence, so it must start in this batch (position 0). */
+static cpulm_status stage_pooling(cpulm_ctx *c) {
+    memset(c->embd_count, 0, sizeof(int32_t) * (size_t)c->p.n_seq_max);
+    for (int32_t i = 0; i < c->n_tok; i++) {
+        int32_t s = c->seq[i];
+        if (c->embd_count[s]++ == 0) {
+            if (c->p.pooling != CPULM_POOLING_LAST && c->pos[i] != 0) return CPULM_ERR_INVALID_ARG;
+            c->embd_first[s] = i;
+        }
+        c->embd_last[s] = i;
+    }
+    return CPULM_OK;
 }
 
 /* Validates b and fills c->tok/pos/seq/out_idx. Touches no KV state. */
@@ -168,20 +213,22 @@ static cpulm_status stage_batch(cpulm_ctx *c, const cpulm_batch *b) {
         c->seq[i] = s;
         c->pos[i] = next[s]++;
         int want = b->want_logits ? b->want_logits[i] != 0 : i == b->n - 1;
-        if (want) {
+        /* pooled embeddings only: no per-token outputs */
+        if (want && !(c->pooled && c->p.embeddings == CPULM_EMBD_ONLY)) {
             if (n_out >= c->n_outputs_max) return CPULM_ERR_INVALID_ARG;
             c->out_idx[n_out++] = i;
         }
     }
     c->n_tok = b->n;
     c->n_outputs = n_out;
-    return CPULM_OK;
+    return c->pooled ? stage_pooling(c) : CPULM_OK;
 }
 
 cpulm_status cpulm_ctx_decode(cpulm_ctx *c, const cpulm_batch *b) {
     cpulm_status s = stage_batch(c, b);
     if (s != CPULM_OK) {
         c->n_outputs = 0;
+        if (c->pooled) memset(c->embd_count, 0, sizeof(int32_t) * (size_t)c->p.n_seq_max);
         return s;
     }
     cpulm_forward(c);
@@ -191,12 +238,104 @@ cpulm_status cpulm_ctx_decode(cpulm_ctx *c, const cpulm_batch *b) {
 }
 
 const float *cpulm_ctx_logits(const cpulm_ctx *c, int32_t i) {
-    if (i < 0 || i >= c->n_outputs) return NULL;
+    if (i < 0 || i >= c->n_outputs || !c->logits) return NULL;
     return c->logits + (size_t)i * (size_t)c->m->hp.n_vocab;
 }
 
 int32_t cpulm_ctx_n_outputs(const cpulm_ctx *c) {
     return c->n_outputs;
+}
+
+cpulm_pooling cpulm_ctx_pooling(const cpulm_ctx *c) {
+    return c->p.pooling;
+}
+
+int32_t cpulm_ctx_n_embd(const cpulm_ctx *c) {
+    return c->m->hp.n_embd;
+}
+
+const float *cpulm_ctx_embeddings_ith(const cpulm_ctx *c, int32_t i) {
+    if (!c->embd || c->pooled || i < 0 || i >= c->n_outputs) return NULL;
+    return c->embd + (size_t)i * (size_t)c->m->hp.n_embd;
+}
+
+const float *cpulm_ctx_embeddings_seq(const cpulm_ctx *c, int32_t seq) {
+    if (!c->pooled || seq < 0 || seq >= c->p.n_seq_max || c->embd_count[seq] == 0) return NULL;
+    return c->embd + (size_t)seq * (size_t)c->m->hp.n_embd;
+}
+
+static void clear_seqs(cpulm_ctx *c) {
+    for (int32_t s = 0; s < c->kv.n_seq; s++) c->kv.len[s] = 0;
+}
+
+/* One input longer than a batch, LAST pooling: its chunks in order, the last one pooled. */
+static cpulm_status embed_chunked(cpulm_ctx *c, const cpulm_token *tok, int32_t n, float *out) {
+    for (int32_t i = 0; i < n; i += c->p.n_batch) {
+        int32_t k = n - i < c->p.n_batch ? n - i : c->p.n_batch;
+        cpulm_batch b = {.n = k, .token = tok + i};
+        cpulm_status s = cpulm_ctx_decode(c, &b);
+        if (s != CPULM_OK) return s;
+    }
+    memcpy(out, cpulm_ctx_embeddings_seq(c, 0), sizeof(float) * (size_t)c->m->hp.n_embd);
+    return CPULM_OK;
+}
+
+/* Decodes inputs [i0, i1) (they fit one batch), one sequence each, and copies their vectors. */
+static cpulm_status embed_packed(cpulm_ctx *c, const cpulm_token *const *in, const int32_t *n_tok,
+                                 int32_t i0, int32_t i1, float *out) {
+    int32_t n = 0;
+    for (int32_t i = i0; i < i1; i++) n += n_tok[i];
+    int32_t *tok = malloc(sizeof(int32_t) * 2 * (size_t)n), *seq = tok + n;
+    if (!tok) return CPULM_ERR_NOMEM;
+    for (int32_t i = i0, k = 0; i < i1; i++)
+        for (int32_t j = 0; j < n_tok[i]; j++, k++) {
+            tok[k] = in[i][j];
+            seq[k] = i - i0;
+        }
+    cpulm_batch b = {.n = n, .token = tok, .seq = seq};
+    cpulm_status s = cpulm_ctx_decode(c, &b);
+    free(tok);
+    if (s != CPULM_OK) return s;
+    const size_t E = (size_t)c->m->hp.n_embd;
+    for (int32_t i = i0; i < i1; i++)
+        memcpy(out + (size_t)i * E, cpulm_ctx_embeddings_seq(c, i - i0), sizeof(float) * E);
+    return CPULM_OK;
+}
+
+cpulm_status cpulm_ctx_embed(cpulm_ctx *c, const cpulm_token *const *in, const int32_t *n_tok,
+                             int32_t n, float *out) {
+    if (!c->pooled || n < 0 || (n && (!in || !n_tok || !out))) return CPULM_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < n; i++) {
+        if (n_tok[i] < 1 || !in[i]) return CPULM_ERR_INVALID_ARG;
+        if (n_tok[i] > c->p.n_ctx) return CPULM_ERR_KV_FULL;
+        if (n_tok[i] > c->p.n_batch && c->p.pooling != CPULM_POOLING_LAST)
+            return CPULM_ERR_TOO_SMALL;
+    }
+    cpulm_status s = CPULM_OK;
+    clear_seqs(c);
+    for (int32_t i = 0; i < n && s == CPULM_OK;) {
+        if (n_tok[i] > c->p.n_batch) {
+            s = embed_chunked(c, in[i], n_tok[i], out + (size_t)i * (size_t)c->m->hp.n_embd);
+            clear_seqs(c);
+            i++;
+            continue;
+        }
+        int32_t j = i, tokens = 0;
+        while (j < n && j - i < c->p.n_seq_max && n_tok[j] <= c->p.n_batch - tokens)
+            tokens += n_tok[j++];
+        s = embed_packed(c, in, n_tok, i, j, out);
+        clear_seqs(c);
+        i = j;
+    }
+    return s;
+}
+
+void cpulm_embd_normalize(float *v, int32_t n) {
+    double sum = 0.0; /* double: a long vector of large values must not overflow */
+    for (int32_t i = 0; i < n; i++) sum += (double)v[i] * v[i];
+    if (!(sum > 0.0)) return;
+    const float scale = (float)(1.0 / sqrt(sum));
+    for (int32_t i = 0; i < n; i++) v[i] *= scale;
 }
 
 int32_t cpulm_ctx_n_ctx(const cpulm_ctx *c) {

@@ -42,7 +42,11 @@ struct cpulm_ctx {
     int32_t *tok, *pos, *seq; /* [n_batch] */
     int32_t *out_idx;         /* [n_outputs_max]: batch index of each output row */
     int32_t n_outputs;
-    float *logits;            /* [n_outputs_max][n_vocab] */
+    float *logits;            /* [n_outputs_max][n_vocab]; NULL for embeddings only */
+    int pooled;               /* embeddings on and pooling != NONE */
+    float *embd;              /* [n_outputs_max or n_seq_max][n_embd] (memory.h), or NULL */
+    int32_t *embd_first, *embd_last, *embd_count; /* pooled: [n_seq_max] per-sequence batch
+                                                   * index of its first and last token, count */
 
     /* work sharing (forward.c): items claimed from one counter; each thread's own idea of
      * where the current job's items start */

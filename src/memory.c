@@ -46,14 +46,21 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c,
                                                c->n_threads);
     s->tok = s->pos = s->seq = i * B;
     s->out_idx = i * (size_t)c->n_outputs_max;
-    s->logits = f * (size_t)c->n_outputs_max * (size_t)d.n_vocab;
+    s->logits = c->embd == CPULM_EMBD_ONLY ? 0 : f * (size_t)c->n_outputs_max * (size_t)d.n_vocab;
+    const int pooled = c->embd != CPULM_EMBD_OFF && c->pooling != CPULM_POOLING_NONE;
+    const size_t embd_rows = c->embd == CPULM_EMBD_OFF ? 0
+                             : pooled                 ? (size_t)c->n_seq_max
+                                                      : (size_t)c->n_outputs_max;
+    s->embd = f * embd_rows * (size_t)d.n_embd;
+    s->embd_seq = pooled ? 3 * i * (size_t)c->n_seq_max : 0;
     s->work_base = CPULM_MEM_WORK_SLOT * (size_t)c->n_threads;
     s->moe = (size_t)cpulm_moe_scratch_bytes(hp, (int64_t)B);
 }
 
 uint64_t cpulm_mem_scratch_total(const cpulm_mem_scratch *s) {
     return (uint64_t)s->x + s->xn + s->q + s->kc + s->vc + s->att + s->g + s->u + s->actq +
-           s->scores + s->attn + s->tok + s->pos + s->seq + s->out_idx + s->logits +
+           s->scores + s->attn + s->tok + s->pos + s->seq + s->out_idx + s->logits + s->embd +
+           s->embd_seq +
            s->work_base + s->moe;
 }
 

@@ -48,6 +48,8 @@ typedef struct cpulm_mem_ctx {
     int32_t n_outputs_max; /* <= n_batch */
     int32_t n_threads;     /* pool size: max(n_threads, n_threads_batch) */
     cpulm_kv_type kv_type;
+    cpulm_embd_mode embd;  /* which outputs: logits, embeddings or both */
+    cpulm_pooling pooling; /* resolved (never UNSPECIFIED) */
 } cpulm_mem_ctx;
 
 /* Bytes of each scratch buffer cpulm_ctx_new allocates (the fields of context.h), for the
@@ -61,7 +63,9 @@ typedef struct cpulm_mem_scratch {
     size_t attn;                        /* model/attention.c: tiles, split partials, plan */
     size_t tok, pos, seq;               /* int32 [n_batch] */
     size_t out_idx;                     /* int32 [n_outputs_max] */
-    size_t logits;                      /* f32 [n_outputs_max][n_vocab] */
+    size_t logits;                      /* f32 [n_outputs_max][n_vocab]; 0 for embeddings only */
+    size_t embd;     /* f32 [rows][n_embd]: rows = n_outputs_max (pooling NONE) or n_seq_max */
+    size_t embd_seq; /* pooled: int32 [3][n_seq_max]: each sequence's first, last, count */
     size_t work_base;                   /* one 64-byte line per thread */
     size_t moe;                         /* mixture-of-experts FFN (model/moe.c), 0 if dense */
 } cpulm_mem_scratch;

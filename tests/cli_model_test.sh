@@ -280,5 +280,36 @@ EOF
   expect_rc pull_unreachable 1 "$CPULM" pull a/b/c.gguf --url http://127.0.0.1:1 --dir "$C"
 fi
 
+# ---------------- embed ----------------
+expect_rc embed_help 0 "$CPULM" embed --help
+expect_rc embed_no_input 2 "$CPULM" embed -m "$S260"
+expect_rc embed_bad_pooling 2 "$CPULM" embed -m "$S260" -p hi --pooling avg
+Q3=$MODELS/tiny-qwen3-q8_0.gguf
+if [ -f "$Q3" ]; then
+  # -p twice and -f with the same two lines give the same vectors; --json is one list
+  printf 'hello\n\nOnce upon a time\n' >"$TMP/in.txt"
+  expect_rc embed_p 0 "$CPULM" embed -m "$Q3" -p hello -p "Once upon a time" --pooling last --json -t 2
+  cp "$TMP/out" "$TMP/embed_p.json"
+  expect_rc embed_f 0 "$CPULM" embed -m "$Q3" -f "$TMP/in.txt" --pooling last --json -t 2
+  cmp -s "$TMP/out" "$TMP/embed_p.json"; check embed_file_equals_prompts $?
+  python3 - "$TMP/out" <<'PY'; check embed_json_normalized $?
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["object"] == "list" and d["pooling"] == "last" and len(d["data"]) == 2
+for i, e in enumerate(d["data"]):
+    v = e["embedding"]
+    assert e["index"] == i and len(v) == 256 and abs(sum(x * x for x in v) - 1) < 1e-4
+PY
+  expect_rc embed_raw 0 "$CPULM" embed -m "$Q3" -p hello --pooling mean --raw -t 2
+  grep -q '^embedding 0: ' "$TMP/out"; check embed_text_format $?
+  expect_rc embed_none 0 "$CPULM" embed -m "$Q3" -p "a b c" --pooling none --json
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d["data"][0]["embedding"]; assert len(v)>=3 and all(len(r)==256 and abs(sum(x*x for x in r)-1)<1e-4 for r in v)' "$TMP/out"
+  check embed_none_per_token $?
+  expect_rc embed_too_long_mean 1 "$CPULM" embed -m "$Q3" -p "one two three four five six" --pooling mean -b 2
+  expect_rc embed_long_last_chunks 0 "$CPULM" embed -m "$Q3" -p "one two three four five six" --pooling last -b 2
+else
+  skip=$((skip + 1))
+fi
+
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -16,11 +16,18 @@
 typedef struct mem_case {
     int32_t n_ctx, n_seq, n_batch, n_threads, n_outputs;
     cpulm_kv_type kv;
+    cpulm_embd_mode embd;
+    cpulm_pooling pool;
 } mem_case;
 
 static const mem_case cases[] = {
-    {64, 1, 16, 1, 0, CPULM_KV_F16},   {256, 4, 512, 2, 0, CPULM_KV_F32},
-    {128, 2, 7, 2, 5, CPULM_KV_Q8_0},  {33, 3, 64, 1, 64, CPULM_KV_F16},
+    {64, 1, 16, 1, 0, CPULM_KV_F16, CPULM_EMBD_OFF, CPULM_POOLING_NONE},
+    {256, 4, 512, 2, 0, CPULM_KV_F32, CPULM_EMBD_OFF, CPULM_POOLING_NONE},
+    {128, 2, 7, 2, 5, CPULM_KV_Q8_0, CPULM_EMBD_OFF, CPULM_POOLING_NONE},
+    {33, 3, 64, 1, 64, CPULM_KV_F16, CPULM_EMBD_OFF, CPULM_POOLING_NONE},
+    /* embeddings: pooled only (no logits buffer), per token with logits */
+    {64, 3, 32, 2, 0, CPULM_KV_F16, CPULM_EMBD_ONLY, CPULM_POOLING_MEAN},
+    {64, 2, 32, 1, 8, CPULM_KV_F32, CPULM_EMBD_WITH_LOGITS, CPULM_POOLING_NONE},
 };
 
 /* Checks every case on m; returns the number of contexts made. */
@@ -37,6 +44,8 @@ static int check_model(test_ctx *t, const cpulm_model *m, const char *label) {
         p.n_threads = k->n_threads;
         p.n_outputs_max = k->n_outputs;
         p.kv_type = k->kv;
+        p.embeddings = k->embd;
+        p.pooling = k->pool;
         cpulm_memory est;
         const cpulm_status st = cpulm_model_memory(m, &p, &est);
         CHECK_EQ_INT(t, st, CPULM_OK);

@@ -18,6 +18,7 @@ static const struct {
     {"template", cmd_template, "print the prompt a chat template renders for messages"},
     {"info", cmd_info, "show a model's architecture, tensors and memory needs"},
     {"logits", cmd_logits, "print the top-K logits at every position (for comparisons)"},
+    {"embed", cmd_embed, "print embeddings (pooled hidden states) of texts"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"quantize", cmd_quantize, "convert a GGUF model to Q4_K_M, Q8_0, ... (llama.cpp's mixes)"},
     {"perplexity", cmd_perplexity, "measure a model's perplexity on a text file"},

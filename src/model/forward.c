@@ -170,6 +170,39 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     cpulm_pool_barrier(c->pool);
 }
 
+/* ---- embeddings ---- */
+
+/* Pooled embeddings of every sequence in the batch from the final-norm hidden states: the
+ * first (CLS) or last (LAST) token's, or the mean of all (MEAN, summed in batch order, then
+ * scaled). One thread per sequence, so the arithmetic never depends on the thread count.
+ * Ends on a barrier (xn is reused for the logits rows next). */
+static void pool_embeddings(cpulm_ctx *c, int ith, int nth) {
+    const cpulm_model *m = c->m;
+    const int64_t E = m->hp.n_embd;
+    const float eps = m->hp.norm_eps;
+    if (c->p.pooling == CPULM_POOLING_MEAN) {
+        for (int64_t t = ith; t < c->n_tok; t += nth)
+            c->k->rms_norm(E, c->xn + t * E, c->x + t * E, m->output_norm, eps);
+        cpulm_pool_barrier(c->pool);
+    }
+    for (int32_t s = ith; s < c->p.n_seq_max; s += nth) {
+        const int32_t n = c->embd_count[s];
+        if (n == 0) continue;
+        float *out = c->embd + (int64_t)s * E;
+        if (c->p.pooling != CPULM_POOLING_MEAN) {
+            int64_t t = c->p.pooling == CPULM_POOLING_CLS ? c->embd_first[s] : c->embd_last[s];
+            c->k->rms_norm(E, out, c->x + t * E, m->output_norm, eps);
+            continue;
+        }
+        memset(out, 0, sizeof(float) * (size_t)E);
+        for (int64_t t = c->embd_first[s]; t <= c->embd_last[s]; t++)
+            if (c->seq[t] == s) c->k->axpy(E, out, 1.0f, c->xn + t * E);
+        const float inv = 1.0f / (float)n;
+        for (int64_t i = 0; i < E; i++) out[i] *= inv;
+    }
+    cpulm_pool_barrier(c->pool);
+}
+
 static void fwd_worker(void *arg, int ith, int nth) {
     cpulm_ctx *c = arg;
     const cpulm_model *m = c->m;
@@ -179,11 +212,16 @@ static void fwd_worker(void *arg, int ith, int nth) {
         cpulm_repack_get_row(c->k, &m->tok_embd, c->tok[t], c->x + t * E);
     cpulm_pool_barrier(c->pool);
     for (int il = 0; il < m->hp.n_layer; il++) layer(c, il, ith, nth);
+    if (c->pooled) pool_embeddings(c, ith, nth);
     if (c->n_outputs == 0) return;
     for (int64_t o = ith; o < c->n_outputs; o += nth)
         c->k->rms_norm(E, c->xn + o * E, c->x + (int64_t)c->out_idx[o] * E, m->output_norm,
                        m->hp.norm_eps);
     cpulm_pool_barrier(c->pool);
+    if (c->embd && !c->pooled) /* per-token embeddings: the normed rows themselves */
+        for (int64_t o = ith; o < c->n_outputs; o += nth)
+            memcpy(c->embd + o * E, c->xn + o * E, sizeof(float) * (size_t)E);
+    if (!c->logits) return; /* embeddings only: skip the output projection */
     mm_job out = {&m->output, c->logits, m->hp.n_vocab, NULL, 0};
     mm_group(c, c->xn, E, c->n_outputs, &out, 1, ith, nth);
 }

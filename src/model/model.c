@@ -143,6 +143,10 @@ static cpulm_status read_hparams(loader *L) {
         return s;
     if (!(hp->rope_base > 0))
         return cpulm_errf(L->err, CPULM_ERR_FORMAT, "rope.freq_base must be positive");
+    /* llama.cpp's default for a model without the key is NONE (decoders) */
+    if ((s = get_int(L, "pooling_type", CPULM_POOLING_NONE, CPULM_POOLING_NONE, CPULM_POOLING_RANK,
+                     &hp->pooling)))
+        return s;
     if ((s = read_rope_scaling(L)) != CPULM_OK) return s;
     return read_experts(L);
 }

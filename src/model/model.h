@@ -61,6 +61,7 @@ typedef struct cpulm_hparams {
     float rope_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
     float norm_eps;
+    int32_t pooling; /* <arch>.pooling_type (cpulm_pooling); NONE when absent */
     int32_t n_expert, n_expert_used, n_ff_exp; /* 0, 0, 0 for dense models */
     int moe_norm_weights; /* renormalize the chosen experts' router weights to sum 1 */
 } cpulm_hparams;

@@ -134,3 +134,23 @@ cpulm_status cpulm_model_meta(const cpulm_model *m, const char *key, char *buf, 
     return n + 1 > cap ? CPULM_ERR_TOO_SMALL : CPULM_OK;
 }
 
+
+cpulm_pooling cpulm_model_pooling(const cpulm_model *m) {
+    return (cpulm_pooling)m->hp.pooling;
+}
+
+static const char *const pooling_names[] = {"none", "mean", "cls", "last", "rank"};
+
+cpulm_status cpulm_pooling_parse(const char *s, cpulm_pooling *out) {
+    for (int i = 0; i < (int)(sizeof pooling_names / sizeof pooling_names[0]); i++)
+        if (s && strcmp(s, pooling_names[i]) == 0) {
+            *out = (cpulm_pooling)i;
+            return CPULM_OK;
+        }
+    return CPULM_ERR_INVALID_ARG;
+}
+
+const char *cpulm_pooling_name(cpulm_pooling p) {
+    if (p < CPULM_POOLING_NONE || p > CPULM_POOLING_RANK) return "unspecified";
+    return pooling_names[p];
+}
