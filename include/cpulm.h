@@ -205,6 +205,9 @@ typedef struct cpulm_ctx_params {
     cpulm_numa numa;         /* thread placement (see cpulm_numa); DEFAULT: process mode */
     int no_pin;              /* never pin threads to CPUs, whatever the NUMA mode; the CLI
                               * sets it from CPULM_NO_PIN=1 */
+    int attn_fast;           /* F16 caches only: tiled attention with f32 accumulation (faster
+                              * on long contexts; logits differ from llama.cpp's by up to
+                              * ~0.01). 0 (default): the reference's F16 attention numerics */
 } cpulm_ctx_params;
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);
