@@ -145,12 +145,14 @@ CPULM_API cpulm_status cpulm_model_meta(const cpulm_model *m, const char *key, c
 CPULM_API int32_t cpulm_model_meta_count(const cpulm_model *m);
 CPULM_API const char *cpulm_model_meta_key(const cpulm_model *m, int32_t i); /* borrowed */
 
-/* KV cache bytes for one sequence of n_ctx tokens with the given KV type. */
+/* KV cache bytes for one sequence of n_ctx tokens with the given KV type; 0 when the model's
+ * KV rows cannot be stored in that type (q8_0 and q4_0 need a head size that is a multiple
+ * of 32). */
 typedef enum cpulm_kv_type {
     CPULM_KV_F16 = 0,
     CPULM_KV_F32 = 1,
     CPULM_KV_Q8_0 = 2,
-    CPULM_KV_Q4_0 = 3, /* q8_0 and q4_0 need a head size that is a multiple of 32 */
+    CPULM_KV_Q4_0 = 3,
 } cpulm_kv_type;
 CPULM_API uint64_t cpulm_model_kv_bytes(const cpulm_model *m, int32_t n_ctx, cpulm_kv_type t);
 

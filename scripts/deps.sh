@@ -4,7 +4,8 @@
 # V2 scheduling models; LLVM 14 has none). Not needed to build or run cpulm.
 set -euo pipefail
 pkgs=(build-essential cmake clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-      qemu-user curl libcurl4-openssl-dev nginx-light librsvg2-bin python3-yaml)
+      qemu-user curl libcurl4-openssl-dev nginx-light librsvg2-bin python3-yaml
+      libedit-dev tmux)
 [ "${1:-}" = --perf ] && pkgs+=(llvm-22)
 # node and npm (for the openai client in the server tests) come with the machine image or
 # from Debian: installed only when missing.

@@ -60,6 +60,18 @@ check plan_cost_row $?
 expect_rc plan_price 0 "$CPULM" plan --shape 1b --type q8_0 --price 1.0 --tps 100
 grep -q "| given price | 1.0000 | 100.00 | 2.7778 |" "$TMP/out"; check plan_price_row $?
 expect_rc plan_unknown_instance 2 "$CPULM" plan --shape 1b --instance z9.huge --tps 1
+# quantize's spelling of types; --instance alone says whether it fits (loudly when not)
+expect_rc plan_type_upper 0 "$CPULM" plan --shape 8b --type Q4_K_M
+expect_rc plan_instance_small 0 "$CPULM" plan --shape 8b --type q4_0 -c 8192 --parallel 16 --instance c7g.medium
+grep -q "is LESS than the .* GiB needed: WARNING" "$TMP/out"; check plan_instance_small_says $?
+grep -q "warning: c7g.medium .* is too small" "$TMP/err"; check plan_instance_small_stderr $?
+expect_rc plan_instance_fits 0 "$CPULM" plan --shape 1b --type q4_0 --instance c7g.2xlarge
+grep -q "instance c7g.2xlarge: 8 vCPU.* holds the" "$TMP/out"; check plan_instance_fits_says $?
+grep -q "price tokens on c7g.2xlarge" "$TMP/out"; check plan_instance_no_tps $?
+grep -q "deployable today with .cpulm serve.: f16" "$TMP/out"; check plan_deployable_kv $?
+expect_rc plan_arch 0 "$CPULM" plan --shape 1b --type q4_0 --arch arm64 --family c7g,m7g
+! grep -E "^\| [a-z0-9]+\.[a-z0-9]+ \|" "$TMP/out" | grep -vqE "^\| (c7g|m7g)\."; check plan_family_filter $?
+grep -q "| c7g\." "$TMP/out"; check plan_family_kept $?
 printf 'x1.big 4 64 arm64 0.5\n' >"$TMP/prices.tsv"
 expect_rc plan_own_prices 0 "$CPULM" plan --shape 8b --prices "$TMP/prices.tsv" --tps 5
 grep -q "| x1.big | 4 | 64 | arm64 | 0.5000 |" "$TMP/out"; check plan_own_prices_row $?
@@ -159,12 +171,12 @@ for f in report.md report.html results.json results.csv roofline.json threads.sv
   [ -s "$TMP/rep/$f" ]; check "report_file_$f" $?
 done
 py report_svgs '
-import sys, xml.etree.ElementTree as ET
+import re, sys, xml.etree.ElementTree as ET
 d = sys.argv[1]
 want = {"threads": ["pp32 (prompt)", "tg16 (generation)"],
         "pp_length": ["prompt processing"],
         "parallel": ["aggregate (all sequences)", "per sequence"],
-        "ttft": ["mean", "p50", "p99"],
+        "ttft": ["mean", "p50", "max"],  # 3 repetitions: too few for a p99
         "roofline": ["tg: % of read bandwidth", "pp: % of int8 peak"],
         "cost": ["single stream", "batched"]}
 ns = "{http://www.w3.org/2000/svg}"
@@ -175,6 +187,8 @@ for name, series in want.items():
     assert got == series, (name, got)
     texts = [t.text for t in root.iter(ns + "text")]
     assert len(texts) > 8, name  # title, axis titles, ticks, legend
+    # every chart names the model, the CPU and the date (a copied chart says what it shows)
+    assert any(t and re.search(r"\(.*\.gguf\) on .*, \d{4}-\d\d-\d\d", t) for t in texts), name
     for g in root.iter(ns + "g"):
         if g.get("class") == "series":
             assert len(list(g)) >= 1, name  # points or bars
@@ -189,8 +203,11 @@ html = open(sys.argv[1] + "/report.html").read()
 assert html.count("<svg") == 6 and html.rstrip().endswith("</html>")
 md = open(sys.argv[1] + "/report.md").read()
 for h in ["## Threads", "## Prompt length", "## Parallel sequences", "## Time to first token",
-          "## Roofline", "## Cost", "![Cost per 1M generated tokens](cost.svg)"]:
+          "## Roofline", "## Cost",
+          "![Cost per 1M generated tokens (extrapolated from this machine)](cost.svg)",
+          "EXTRAPOLATED", "too few for a p99"]:
     assert h in md, h
+assert "p99" not in md.split("## Time to first token")[1].split("##")[0].replace("for a p99", "")
 ' "$TMP/rep"
 expect_rc report_compare 0 "$CPULM" bench --compare "$TMP/rep/results.json" "$TMP/rep/results.json"
 grep -q "| ttft16 | 1 | 512/512 | f16 | .* | 1.000 |" "$TMP/out"; check report_compare_self $?

@@ -156,7 +156,13 @@ void bench_cpu_name(char *buf, size_t cap);
 /* Current time as ISO 8601 UTC ("2025-01-31T12:00:00Z"). */
 void bench_now_iso(char *buf, size_t cap);
 
-typedef enum bench_fmt { BENCH_FMT_MD, BENCH_FMT_CSV, BENCH_FMT_JSON, BENCH_FMT_JSONL } bench_fmt;
+typedef enum bench_fmt {
+    BENCH_FMT_MD,
+    BENCH_FMT_CSV,
+    BENCH_FMT_JSON,
+    BENCH_FMT_JSONL,
+    BENCH_FMT_SQL
+} bench_fmt;
 
 /* Returns 0 and sets *fmt for "md", "csv", "json", "jsonl"; -1 otherwise. */
 int bench_fmt_parse(const char *s, bench_fmt *fmt);

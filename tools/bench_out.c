@@ -90,8 +90,8 @@ void bench_env_fill(bench_env *e, const cpulm_model *m, const char *path) {
 }
 
 int bench_fmt_parse(const char *s, bench_fmt *fmt) {
-    static const char *names[] = {"md", "csv", "json", "jsonl"};
-    for (int i = 0; i < 4; i++)
+    static const char *names[] = {"md", "csv", "json", "jsonl", "sql"};
+    for (int i = 0; i < 5; i++)
         if (!strcmp(s, names[i])) {
             *fmt = (bench_fmt)i;
             return 0;
@@ -274,6 +274,51 @@ static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n)
     }
 }
 
+/* ---- SQL (llama-bench -o sql: a CREATE TABLE and one INSERT per test, for sqlite3) ---- */
+
+static void sql_str(FILE *f, const char *s) {
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'') fputc('\'', f);
+        fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+static void write_sql(FILE *f, const bench_env *e, const bench_result *r, int n) {
+    fprintf(f, "CREATE TABLE IF NOT EXISTS test (\n  build_commit TEXT, build_number INTEGER, "
+               "cpu_info TEXT, gpu_info TEXT, backends TEXT, model_filename TEXT, model_type "
+               "TEXT,\n  model_size INTEGER, model_n_params INTEGER, n_batch INTEGER, n_ubatch "
+               "INTEGER, n_threads INTEGER,\n  type_k TEXT, type_v TEXT, n_gpu_layers INTEGER, "
+               "n_prompt INTEGER, n_gen INTEGER, n_parallel INTEGER,\n  test TEXT, test_time "
+               "TEXT, avg_ns INTEGER, stddev_ns INTEGER, avg_ts REAL, stddev_ts REAL,\n  "
+               "kernel_level TEXT\n);\n\n");
+    for (int i = 0; i < n; i++) {
+        const bench_result *x = &r[i];
+        bench_summary s;
+        bench_summarize(x, &s);
+        char name[64];
+        bench_test_name(&x->t, name, sizeof name);
+        fprintf(f, "INSERT INTO test (build_commit, build_number, cpu_info, gpu_info, backends, "
+                   "model_filename, model_type, model_size, model_n_params, n_batch, n_ubatch, "
+                   "n_threads, type_k, type_v, n_gpu_layers, n_prompt, n_gen, n_parallel, test, "
+                   "test_time, avg_ns, stddev_ns, avg_ts, stddev_ts, kernel_level) VALUES (");
+        sql_str(f, e->commit);
+        fputs(", 0, ", f);
+        sql_str(f, e->cpu);
+        fputs(", '', 'CPU', ", f);
+        sql_str(f, e->model_file);
+        fputs(", ", f);
+        sql_str(f, e->model_type);
+        fprintf(f, ", %llu, %lld, %d, %d, %d, '%s', '%s', 0, %d, %d, %d, '%s', '%s', %.0f, %.0f, "
+                   "%.6f, %.6f, '%s');\n",
+                (unsigned long long)e->model_size, (long long)e->n_params, x->t.n_batch,
+                x->t.n_ubatch, x->n_threads_used, bench_kv_name(x->t.type_k),
+                bench_kv_name(x->t.type_k), x->t.n_prompt, x->t.n_gen, x->t.n_parallel, name,
+                x->test_time, s.ns.mean, s.ns.stddev, s.ts.mean, s.ts.stddev, e->kernels);
+    }
+}
+
 /* ---- markdown ---- */
 
 static void human_bytes(double v, char *buf, size_t cap) {
@@ -372,6 +417,7 @@ int bench_write(FILE *f, bench_fmt fmt, const bench_env *e, const bench_result *
     case BENCH_FMT_CSV: write_csv(f, e, r, n); break;
     case BENCH_FMT_JSON: return write_json(f, e, r, n, 0);
     case BENCH_FMT_JSONL: return write_json(f, e, r, n, 1);
+    case BENCH_FMT_SQL: write_sql(f, e, r, n); break;
     }
     fflush(f);
     return ferror(f) ? -1 : 0;

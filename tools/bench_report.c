@@ -19,6 +19,7 @@ typedef struct doc {
     cpulm_buf md, html;
     const char *dir;
     int failed;
+    char ident[352]; /* "model, CPU, date": every chart names what it measured */
 } doc;
 
 static void html_text(cpulm_buf *b, const char *s) {
@@ -79,9 +80,13 @@ static int write_file(const char *dir, const char *name, const char *data, size_
 }
 
 /* Draws the chart into name.svg, links it from the markdown, inlines it in the HTML. */
-static void doc_chart(doc *d, const char *name, const svg_chart *c, int bars) {
+static void doc_chart(doc *d, const char *name, const svg_chart *c0, int bars) {
     cpulm_buf svg;
     cpulm_buf_init(&svg, 0);
+    char note[512];
+    svg_chart c1 = *c0, *c = &c1; /* a chart copied out of the report must say what it shows */
+    snprintf(note, sizeof note, "%s%s%s", d->ident, c0->note ? " | " : "", c0->note ? c0->note : "");
+    c1.note = note;
     if (bars) svg_bar_chart(&svg, c);
     else svg_line_chart(&svg, c);
     char file[128];
@@ -242,9 +247,16 @@ static void write_ttft(doc *d, const study *s) {
     doc_heading(d, 2, "Time to first token");
     double x[BENCH_MAX_LIST], mean[BENCH_MAX_LIST], p50[BENCH_MAX_LIST], p99[BENCH_MAX_LIST];
     char a[16], b[64], c2[32], e[32], f[32];
-    const char *hdr[] = {"prompt tokens", "TTFT ms (mean ± sd)", "p50 ms", "p99 ms", "prompt tokens/s"};
-    doc_row(d, 5, hdr, 1);
     int m = n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST;
+    /* A p99 of fewer than 100 samples is an interpolation between the largest ones, not a
+     * tail latency: the column and series appear only with enough repetitions. */
+    int reps = sec(s, STUDY_TTFT, 0)->n_reps, tail = reps >= 100;
+    const char *hdr[] = {"prompt tokens", "TTFT ms (mean ± sd)", "p50 ms",
+                         tail ? "p99 ms" : "max ms", "prompt tokens/s"};
+    if (!tail)
+        doc_para(d, "%d repetitions per length: too few for a p99, so the slowest repetition "
+                    "is shown instead.", reps);
+    doc_row(d, 5, hdr, 1);
     for (int i = 0; i < m; i++) {
         const bench_result *r = sec(s, STUDY_TTFT, i);
         bench_summary sm;
@@ -252,7 +264,9 @@ static void write_ttft(doc *d, const study *s) {
         x[i] = r->t.n_prompt;
         mean[i] = sm.ns.mean * 1e-6;
         p50[i] = sm.ns.p50 * 1e-6;
-        p99[i] = sm.ns.p99 * 1e-6;
+        p99[i] = (tail ? sm.ns.p99 : r->ns[0]) * 1e-6;
+        for (int k = 1; !tail && k < r->n_reps; k++)
+            if (r->ns[k] * 1e-6 > p99[i]) p99[i] = r->ns[k] * 1e-6;
         snprintf(a, sizeof a, "%d", r->t.n_prompt);
         pm(b, sizeof b, &sm.ns, 1e-6);
         num(c2, sizeof c2, p50[i], 2, 0);
@@ -262,11 +276,11 @@ static void write_ttft(doc *d, const study *s) {
         doc_row(d, 5, row, 0);
     }
     doc_table_end(d);
-    svg_series ser[3] = {{"mean", x, mean, m}, {"p50", x, p50, m}, {"p99", x, p99, m}};
+    svg_series ser[3] = {{"mean", x, mean, m}, {"p50", x, p50, m}, {tail ? "p99" : "max", x, p99, m}};
     svg_chart c = {.title = "Time to first token vs prompt length",
                    .x_label = "prompt length (tokens)", .y_label = "time to first token (ms)",
                    .log2_x = 1, .series = ser, .n_series = 3,
-                   .note = "empty context -> prompt evaluated -> first token picked (greedy); percentiles over repetitions"};
+                   .note = "empty context, prompt evaluated, first token picked (greedy)"};
     doc_chart(d, "ttft", &c, 0);
 }
 
@@ -305,6 +319,13 @@ static void write_roofline(doc *d, const study *s) {
                 "/ int8 peak. KV-cache reads and attention are not counted.",
              s->roof_buf_bytes >> 20, bpt, (double)s->matmul_params / 1e9);
     roof_table(d, s);
+    int over = 0;
+    for (int i = 0; i < s->n_roof; i++) over |= s->roof[i].tg_frac > 1.0;
+    if (over)
+        doc_para(d, "A tg share above 100%% means the weights (%s per token) were read from the "
+                    "CPU caches rather than from memory: the model fits in the caches, so the "
+                    "memory-bandwidth ceiling does not bind. Larger models stay below 100%%.",
+                 bpt);
     double tg[BENCH_MAX_LIST], pp[BENCH_MAX_LIST];
     char labels[BENCH_MAX_LIST][24];
     const char *cats[BENCH_MAX_LIST];
@@ -349,9 +370,12 @@ static void write_cost(doc *d, const study *s) {
                 "that memory (prices: %s, dated %s, editable), assuming the instance generates "
                 "as fast as this machine did: single stream %.2f tokens/s (threads: %d), batched "
                 "%.2f tokens/s (parallel sequences: %d). Billed per hour, running flat out; prompt tokens "
-                "not counted. Another CPU will be faster or slower: measure there.",
+                "not counted. EXTRAPOLATED: these speeds were measured here (%s, %d threads), "
+                "not on the instances, whose CPU and vCPU count differ: measure there "
+                "(`cpulm plan --bench`) before relying on a figure.",
              s->prices_path, s->prices.date[0] ? s->prices.date : "-", s->tg_single,
-             s->tg_single_threads, s->tg_batched, s->tg_batched_npl);
+             s->tg_single_threads, s->tg_batched, s->tg_batched_npl, s->env.cpu,
+             s->tg_single_threads);
     double single[8], batched[8];
     const char *cats[8];
     char a[32], b[32], c2[32];
@@ -370,10 +394,11 @@ static void write_cost(doc *d, const study *s) {
     }
     doc_table_end(d);
     svg_series ser[2] = {{"single stream", NULL, single, n}, {"batched", NULL, batched, n}};
-    svg_chart c = {.title = "Cost per 1M generated tokens", .x_label = "instance (cheapest that fits)",
+    svg_chart c = {.title = "Cost per 1M generated tokens (extrapolated from this machine)",
+                   .x_label = "instance (cheapest that fits)",
                    .y_label = "USD per 1M tokens", .series = ser, .n_series = 2,
                    .categories = cats, .n_categories = n,
-                   .note = "assumes this machine's measured speed on every instance"};
+                   .note = "extrapolated: this machine's measured speed assumed on every instance"};
     doc_chart(d, "cost", &c, 1);
 }
 
@@ -433,6 +458,10 @@ static const char *html_head =
 
 int study_write(const study *s, const char *dir) {
     doc d = {.dir = dir};
+    snprintf(d.ident, sizeof d.ident, "%.100s (%.100s) on %.80s, %.31s", s->env.model_type,
+             strrchr(s->env.model_file, '/') ? strrchr(s->env.model_file, '/') + 1
+                                              : s->env.model_file,
+             s->env.cpu, s->n_res ? s->res[0].test_time : "");
     cpulm_buf_init(&d.md, 0);
     cpulm_buf_init(&d.html, 0);
     cpulm_buf_puts(&d.html, html_head);

@@ -25,7 +25,7 @@ static int read_int(const char **s, int32_t lo, int32_t hi, int32_t *v, char *er
         return -1;
     }
     if (x < lo || x > hi) {
-        snprintf(err, cap, "%ld is outside [%d, %d]", x, lo, hi);
+        snprintf(err, cap, "want an integer in [%d, %d]", lo, hi);
         return -1;
     }
     *s = end;

@@ -28,19 +28,21 @@ static void bench_usage(FILE *f) {
         "                       numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
         "  -b, --batch-size N   logical batch (default 2048)\n"
         "  -ub, --ubatch-size N physical batch: tokens per decode call (default 512)\n"
-        "  -ctk, --ctk TYPE     KV cache type: f16, q8_0, q4_0, f32 (default f16; -ctv is the\n"
-        "                       same: K and V share one type)\n"
-        "  -npl, --parallel N   parallel sequences decoded together after their prompts\n"
+        "  -ctk, --kv TYPE      KV cache type: f16, q8_0, q4_0, f32 (default f16; -ctv,\n"
+        "                       --cache-type-k/-v are the same: K and V share one type)\n"
+        "  -npl, -np, --parallel N  parallel sequences decoded together after their prompts\n"
         "  -npp N               prompt tokens per parallel sequence (default 128)\n"
         "  -ntg N               tokens generated per parallel sequence (default 32)\n"
         "  --ttft N             time-to-first-token tests for prompt lengths N\n"
         "  -r, --repetitions N  timed repetitions after one warm-up (default 5)\n"
-        "  -o, --output FMT     md (default), csv, json, jsonl\n"
+        "  -o, --output FMT     md (default), csv, json, jsonl, sql (llama-bench's formats);\n"
+        "                       --json is -o json\n"
         "  --seed N             seed of the random prompt tokens (default fixed)\n"
         "  --progress, --no-progress  live progress line on stderr (default: when a tty)\n"
         "  --compare A.json B.json    side-by-side table of two JSON outputs with B/A ratios\n"
         "Giving any of -p/-n/-pg/-npl/--ttft runs only the tests asked for.\n"
-        "Results are mean ± sample stddev over the repetitions; model load is not timed.\n");
+        "Results are mean ± sample stddev over the repetitions; model load is not timed.\n"
+        CLI_COMPAT_HELP);
 }
 
 typedef struct bench_opts {
@@ -57,7 +59,7 @@ static int list_flag(cli *c, int32_t lo, int32_t hi, bench_list *l) {
     char err[128];
     if (!v) return 0;
     if (bench_list_parse(v, lo, hi, l, err, sizeof err)) {
-        fprintf(stderr, "cpulm bench: bad value '%s' for %s: %s\n", v, flag, err);
+        fprintf(stderr, "cpulm bench: bad value '%s' for %s (%s)\n", v, flag, err);
         return 0;
     }
     return 1;
@@ -85,7 +87,7 @@ static int kv_flag(cli *c, bench_list *l) {
     bench_list add = {0};
     if (!v) return 0;
     if (bench_kv_list_parse(v, &add, err, sizeof err)) {
-        fprintf(stderr, "cpulm bench: bad value '%s' for %s: %s\n", v, flag, err);
+        fprintf(stderr, "cpulm bench: bad value '%s' for %s (%s)\n", v, flag, err);
         return 0;
     }
     for (int i = 0; i < add.n; i++) {
@@ -107,9 +109,9 @@ static int axis_flag(cli *c, bench_params *p, int *ok) {
     else if (cli_flag(c, "-tb", "--threads-batch")) *ok = list_flag(c, 1, 512, &p->threads_batch);
     else if (cli_flag(c, "-b", "--batch-size")) *ok = list_flag(c, 1, 1 << 16, &p->n_batch);
     else if (cli_flag(c, "-ub", "--ubatch-size")) *ok = list_flag(c, 1, 1 << 16, &p->n_ubatch);
-    else if (cli_flag(c, "-ctk", "--ctk") || cli_flag(c, "-ctv", "--ctv"))
+    else if (cli_is_kv_flag(c))
         *ok = kv_flag(c, &p->type_k);
-    else if (cli_flag(c, "-npl", "--parallel")) *ok = list_flag(c, 1, 4096, &p->npl);
+    else if (cli_parallel_flag(c)) *ok = list_flag(c, 1, 4096, &p->npl);
     else if (cli_flag(c, "-npp", NULL)) *ok = list_flag(c, 1, big, &p->npp);
     else if (cli_flag(c, "-ntg", NULL)) *ok = list_flag(c, 1, big, &p->ntg);
     else if (cli_flag(c, "--ttft", NULL)) *ok = list_flag(c, 1, big, &p->ttft);
@@ -135,7 +137,9 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         } else if (cli_flag(&c, "-o", "--output")) {
             const char *v = cli_value(&c);
             ok = v && bench_fmt_parse(v, &o->fmt) == 0;
-            if (v && !ok) fprintf(stderr, "cpulm bench: bad value '%s' for -o (want md, csv, json or jsonl)\n", v);
+            if (v && !ok) fprintf(stderr, "cpulm bench: bad value '%s' for -o (want md, csv, json, jsonl or sql)\n", v);
+        } else if (cli_flag(&c, "--json", NULL)) {
+            o->fmt = BENCH_FMT_JSON;
         } else if (cli_flag(&c, "--seed", NULL)) {
             ok = cli_i64(&c, 0, (long long)1 << 62, &o->seed);
         } else if (cli_flag(&c, "--progress", NULL) || cli_flag(&c, "--no-progress", NULL)) {
@@ -145,7 +149,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         } else if (cli_flag(&c, "--compare", NULL)) {
             ok = (o->cmp_a = cli_value(&c)) && (o->cmp_b = cli_value(&c));
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
         if (!ok) return EXIT_USAGE;
     }

@@ -3,8 +3,16 @@
  * Each turn re-renders the whole conversation with the chat template, tokenizes it, and
  * evaluates only the tokens after the longest prefix already in the KV cache, so history is
  * never re-processed (only a few tokens at the end of the previous reply may be, when the
- * template renders it differently from how it was generated). Ctrl-C stops the current
- * reply; at the prompt it (or end of input) ends the program. */
+ * template renders it differently from how it was generated).
+ *
+ * When the conversation outgrows the context, the oldest user/assistant turns are dropped
+ * (the system message stays) until the rendered prompt leaves room for a reply; the kept
+ * turns are then evaluated again once. Why not llama.cpp's context shift (discarding KV
+ * entries and re-rotating the rest): it cuts turns in the middle and leaves the template's
+ * structure broken, while dropping whole turns keeps every prompt one the template could
+ * have rendered, and costs one prompt evaluation per overflow. A reply that fills the
+ * context is stopped and the next turn drops turns. Ctrl-C stops the current reply; at the
+ * prompt it (or Ctrl-D) ends the program. */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdlib.h>
@@ -13,6 +21,7 @@
 
 #include "tools_api.h"
 #include "chat_common.h"
+#include "chat_input.h"
 #include "commands.h"
 #include "common.h"
 
@@ -24,31 +33,48 @@ static void on_sigint(int sig) {
 }
 
 typedef struct chat_opts {
-    const char *model, *system, *tmpl_override;
-    int n_predict, n_threads, n_ctx, hide_think, no_think;
+    const char *model, *system, *system_file, *tmpl_override;
+    int n_predict, n_threads, n_threads_batch, n_ctx, hide_think, no_think;
     cpulm_sampler_params sp;
 } chat_opts;
+
+typedef struct chat_msg {
+    char *role, *content;
+} chat_msg;
 
 typedef struct chat_state {
     const cpulm_model *m;
     cpulm_ctx *ctx;
     cpulm_sampler *smp;
-    const char *tmpl;
-    cpulm_buf msgs;      /* the conversation as a JSON array text, without the closing ']' */
+    const char *tmpl, *tmpl_name, *model_path;
+    chat_msg *msgs; /* the conversation; msgs[0] is the system message when there is one */
+    int n_msgs, cap_msgs;
     cpulm_token *cached; /* tokens in the KV cache of sequence 0 */
     int32_t n_cached;
 } chat_state;
 
 static void chat_usage(FILE *f) {
     fprintf(f, "usage: cpulm chat [-m MODEL] [--system TEXT] [options]\n"
+               "  -m, --model FILE           GGUF model (default: $CPULM_MODEL or stories260K)\n"
+               "  -sys, --system TEXT        system message (-p TEXT too, as llama-cli -cnv)\n"
+               "  -f, --file FILE            system message from a file (final newline dropped)\n"
                "  --chat-template NAME|FILE  override the model's template (llama3, llama2,\n"
                "                             mistral, chatml, deepseek-r1, plain, or a file)\n"
                "  --hide-think               do not show <think>...</think> reasoning\n"
                "  --no-think                 ask templates that support it not to think\n"
-               "  -n N                       most tokens per reply (default 1024)\n"
-               "  -c N, -t N            context size, threads\n" CLI_SAMPLER_HELP
-               "Type a message and press enter. Ctrl-C stops a reply; Ctrl-D or Ctrl-C at the\n"
-               "prompt quits. /reset clears the conversation.\n");
+               "  -n, --n-predict N          most tokens per reply (default 1024; -1 = until\n"
+               "                             the end of the reply or a full context)\n"
+               "  -c, --ctx-size N           context (default: model's, at most 4096); when the\n"
+               "                             conversation outgrows it, the oldest turns are dropped\n"
+               "  -t, --threads N            threads (default: physical cores)\n"
+               "  -tb, --threads-batch N     threads for prompts (default: -t)\n"
+               "  --numa MODE                distribute, isolate or numactl (see run --help)\n"
+               CLI_SAMPLER_HELP
+               "Type a message and press Enter. A line ending in \\ continues the message; lines\n"
+               "between two \"\"\" lines are one message; lines pasted together are one message.\n"
+               "Commands: /help, /exit, /clear, /save FILE, /load FILE. Ctrl-C stops a reply;\n"
+               "Ctrl-D or Ctrl-C at the prompt quits. Line editing and history (arrow keys) use\n"
+               "libedit when stdin is a terminal.\n" CLI_COMPAT_HELP);
 }
 
 static int parse_chat(int argc, char **argv, chat_opts *o) {
@@ -64,8 +90,10 @@ static int parse_chat(int argc, char **argv, chat_opts *o) {
             exit(0);
         } else if (cli_flag(&c, "-m", "--model")) {
             if (!(o->model = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--system", "-sys")) {
+        } else if (cli_flag(&c, "--system", "-sys") || cli_flag(&c, "-p", "--prompt")) {
             if (!(o->system = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-f", "--file")) {
+            if (!(o->system_file = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--chat-template", NULL)) {
             if (!(o->tmpl_override = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--hide-think", NULL)) {
@@ -73,71 +101,187 @@ static int parse_chat(int argc, char **argv, chat_opts *o) {
         } else if (cli_flag(&c, "--no-think", NULL)) {
             o->no_think = 1;
         } else if (cli_flag(&c, "-n", "--n-predict")) {
-            if (!cli_int(&c, 1, 1 << 24, &o->n_predict)) return EXIT_USAGE;
+            if (!cli_int(&c, -1, 1 << 24, &o->n_predict)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-c", "--ctx-size")) {
             if (!cli_int(&c, 0, 1 << 24, &o->n_ctx)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &o->n_threads)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-tb", "--threads-batch")) {
+            if (!cli_int(&c, 1, 512, &o->n_threads_batch)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--numa", NULL)) {
+            if (!cli_numa_flag(&c)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-cnv", "--conversation") || cli_flag(&c, "-i", "--interactive") ||
+                   cli_flag(&c, "-if", "--interactive-first")) {
+            /* `cpulm run -cnv` lands here: chat is the conversation mode */
+        } else if (cli_flag(&c, "-e", "--escape") || cli_flag(&c, "--no-display-prompt", NULL) ||
+                   cli_flag(&c, "--no-escape", NULL) || cli_flag(&c, "--ignore-eos", NULL)) {
+            /* llama-cli habits with nothing to change in a chat */
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
+    }
+    if (o->system && o->system_file) {
+        fprintf(stderr, "cpulm chat: give the system message with -sys/-p or -f, not both\n");
+        return EXIT_USAGE;
     }
     return 0;
 }
 
-static void add_message(cpulm_buf *msgs, const char *role, const char *content, size_t len) {
-    cpulm_buf_puts(msgs, msgs->len > 1 ? ", {\"role\": " : "{\"role\": ");
-    cpulm_json_quote(msgs, role, strlen(role), 0);
-    cpulm_buf_puts(msgs, ", \"content\": ");
-    cpulm_json_quote(msgs, content, len, 0);
-    cpulm_buf_putc(msgs, '}');
+/* ---- the conversation ---- */
+
+static int push_msg(chat_state *st, const char *role, const char *content, size_t len) {
+    if (st->n_msgs == st->cap_msgs) {
+        int cap = st->cap_msgs ? st->cap_msgs * 2 : 16;
+        chat_msg *nm = realloc(st->msgs, sizeof *nm * (size_t)cap);
+        if (!nm) return 0;
+        st->msgs = nm;
+        st->cap_msgs = cap;
+    }
+    chat_msg *m = &st->msgs[st->n_msgs];
+    m->role = strdup(role);
+    m->content = malloc(len + 1);
+    if (!m->role || !m->content) {
+        free(m->role);
+        free(m->content);
+        return 0;
+    }
+    memcpy(m->content, content, len);
+    m->content[len] = 0;
+    st->n_msgs++;
+    return 1;
+}
+
+static void drop_msgs(chat_state *st, int from, int count) {
+    if (count <= 0) return;
+    for (int i = from; i < from + count; i++) free(st->msgs[i].role), free(st->msgs[i].content);
+    memmove(st->msgs + from, st->msgs + from + count,
+            sizeof *st->msgs * (size_t)(st->n_msgs - from - count));
+    st->n_msgs -= count;
+}
+
+static int has_system(const chat_state *st) {
+    return st->n_msgs > 0 && !strcmp(st->msgs[0].role, "system");
+}
+
+static void clear_conversation(chat_state *st, const char *system) {
+    drop_msgs(st, 0, st->n_msgs);
+    if (system && *system) push_msg(st, "system", system, strlen(system));
+}
+
+static void msgs_json(const chat_state *st, cpulm_buf *out) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 1);
+    cpulm_json_arr_begin(&w);
+    for (int i = 0; i < st->n_msgs; i++) {
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "role");
+        cpulm_json_write_str(&w, st->msgs[i].role);
+        cpulm_json_key(&w, "content");
+        cpulm_json_write_str(&w, st->msgs[i].content);
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_arr_end(&w);
 }
 
 /* Renders the conversation (with the generation prompt) into *prompt (malloc'd). */
-static int render(chat_state *st, const chat_opts *o, char **prompt) {
+static int render(const chat_state *st, const chat_opts *o, char **prompt) {
     cpulm_chat_params p = cpulm_chat_default_params();
     p.add_generation_prompt = 1;
     p.bos_token = cli_bos_text(st->m);
     p.eos_token = cli_eos_text(st->m);
     p.enable_thinking = !o->no_think;
-    cpulm_buf_putc(&st->msgs, ']');
+    cpulm_buf js;
+    cpulm_buf_init(&js, 0);
+    msgs_json(st, &js);
     cpulm_error err = {0};
-    cpulm_status s = cpulm_chat_render_json(st->tmpl, st->msgs.data, &p, prompt, &err);
-    cpulm_buf_truncate(&st->msgs, st->msgs.len - 1);
-    if (s != CPULM_OK) fprintf(stderr, "cpulm chat: template: %s\n", err.msg);
+    cpulm_status s = js.status ? js.status
+                               : cpulm_chat_render_json(st->tmpl, js.data, &p, prompt, &err);
+    cpulm_buf_release(&js);
+    if (s != CPULM_OK) fprintf(stderr, "cpulm chat: template: %s\n", err.msg[0] ? err.msg : cpulm_status_str(s));
     return s == CPULM_OK;
 }
 
 /* Tokenizes the rendered prompt (special tokens parsed; BOS added when the vocabulary asks
- * and the template did not write it) and evaluates what the cache does not hold yet. */
-static int feed_prompt(chat_state *st, const char *prompt) {
+ * and the template did not write it). Returns the count, -1 on failure. */
+static int32_t tokenize_prompt(const chat_state *st, const char *prompt, cpulm_token **out) {
     cpulm_token *toks = NULL;
     int32_t n = cli_tokenize(st->m, prompt, strlen(prompt), 0, 1, &toks);
-    if (n < 0) return 0;
+    if (n < 0) return -1;
     cpulm_token bos = cpulm_token_bos(st->m);
     if (cpulm_vocab_add_bos(st->m) && bos >= 0 && (n == 0 || toks[0] != bos)) {
         cpulm_token *t2 = malloc(sizeof(cpulm_token) * (size_t)(n + 1));
-        if (!t2) return 0;
+        if (!t2) {
+            free(toks);
+            return -1;
+        }
         t2[0] = bos;
         memcpy(t2 + 1, toks, sizeof(cpulm_token) * (size_t)n);
         free(toks);
         toks = t2;
         n++;
     }
+    *out = toks;
+    return n;
+}
+
+/* Room a reply needs: -n tokens, but at most a quarter of the context (at least 1). */
+static int32_t reply_room(const chat_state *st, const chat_opts *o) {
+    int32_t q = cpulm_ctx_n_ctx(st->ctx) / 4;
+    int32_t r = o->n_predict < 0 || o->n_predict > q ? q : o->n_predict;
+    return r > 0 ? r : 1;
+}
+
+/* Renders and tokenizes, dropping the oldest turns until prompt + reply room fit the
+ * context. 0 when even the newest message alone does not fit (it is removed again). */
+static int fit_prompt(chat_state *st, const chat_opts *o, char **prompt, cpulm_token **toks,
+                      int32_t *n) {
+    const int32_t limit = cpulm_ctx_n_ctx(st->ctx) - reply_room(st, o);
+    int dropped = 0;
+    for (;;) {
+        *prompt = NULL;
+        *toks = NULL;
+        if (!render(st, o, prompt) || (*n = tokenize_prompt(st, *prompt, toks)) < 0) break;
+        if (*n <= limit) {
+            if (dropped)
+                fprintf(stderr, "cpulm chat: [the conversation outgrew the context of %d tokens: "
+                                "dropped the %d oldest messages]\n",
+                        cpulm_ctx_n_ctx(st->ctx), dropped);
+            return 1;
+        }
+        free(*prompt);
+        free(*toks);
+        int first = has_system(st) ? 1 : 0;
+        if (st->n_msgs - first <= 1) { /* only the new message is left */
+            fprintf(stderr, "cpulm chat: that message (%d tokens with the template) does not fit "
+                            "the context of %d with room for a reply; try a larger -c\n",
+                    *n, cpulm_ctx_n_ctx(st->ctx));
+            drop_msgs(st, st->n_msgs - 1, 1);
+            return 0;
+        }
+        /* one turn: the user message and the reply after it (when there is one) */
+        int k = st->n_msgs - first > 2 && !strcmp(st->msgs[first + 1].role, "assistant") ? 2 : 1;
+        drop_msgs(st, first, k);
+        dropped += k;
+    }
+    free(*prompt);
+    free(*toks);
+    *prompt = NULL;
+    *toks = NULL;
+    return -1;
+}
+
+/* Evaluates what the cache does not hold yet of toks[0..n). */
+static int feed_prompt(chat_state *st, cpulm_token *toks, int32_t n) {
     int32_t keep = 0;
     while (keep < n && keep < st->n_cached && toks[keep] == st->cached[keep]) keep++;
-    if (keep == n) keep--; /* re-evaluate the last token so its logits are fresh */
-    if (n >= cpulm_ctx_n_ctx(st->ctx)) {
-        fprintf(stderr, "cpulm chat: the conversation (%d tokens) no longer fits the context of "
-                        "%d; use /reset or a larger -c\n", n, cpulm_ctx_n_ctx(st->ctx));
-        free(toks);
-        return 0;
-    }
+    if (keep == n && keep > 0) keep--; /* re-evaluate the last token so its logits are fresh */
     cpulm_ctx_seq_rm(st->ctx, 0, keep);
+    st->n_cached = keep < st->n_cached ? keep : st->n_cached;
     for (int32_t i = keep; i < n; i += 512) {
         cpulm_batch b = {.n = n - i < 512 ? n - i : 512, .token = toks + i};
-        if (cpulm_ctx_decode(st->ctx, &b) != CPULM_OK) {
-            free(toks);
+        cpulm_status s = cpulm_ctx_decode(st->ctx, &b);
+        if (s != CPULM_OK) {
+            fprintf(stderr, "cpulm chat: decode failed: %s\n", cpulm_status_str(s));
             return 0;
         }
     }
@@ -169,15 +313,19 @@ static int ends_with_think(const char *prompt) {
     return n >= 7 && memcmp(prompt + n - 7, "<think>", 7) == 0;
 }
 
-/* Generates one reply, streaming it; appends its text to *reply. */
+/* Generates one reply, streaming it; appends its text to *text. */
 static void reply(chat_state *st, const chat_opts *o, const char *prompt, cpulm_buf *text) {
     cpulm_detok dt;
     cpulm_detok_init(&dt, st->m, 0);
     cpulm_chat_think think;
     cpulm_chat_think_init(&think, ends_with_think(prompt));
     char buf[1024];
-    for (int i = 0; i < o->n_predict && !interrupted; i++) {
-        if (cpulm_ctx_seq_len(st->ctx, 0) >= cpulm_ctx_n_ctx(st->ctx)) break;
+    int full = 0;
+    for (int i = 0; (o->n_predict < 0 || i < o->n_predict) && !interrupted; i++) {
+        if (cpulm_ctx_seq_len(st->ctx, 0) >= cpulm_ctx_n_ctx(st->ctx)) {
+            full = 1;
+            break;
+        }
         cpulm_token t = cpulm_sampler_sample(st->smp, cpulm_ctx_logits(st->ctx, 0));
         cpulm_sampler_accept(st->smp, t);
         if (cpulm_token_is_eog(st->m, t)) break;
@@ -198,44 +346,152 @@ static void reply(chat_state *st, const chat_opts *o, const char *prompt, cpulm_
     if (o->hide_think && (w = cpulm_chat_think_flush(&think, buf, sizeof buf)) > 0)
         fwrite(buf, 1, (size_t)w, stdout);
     if (interrupted) fputs(" [stopped]", stdout);
+    if (full) fputs(" [context full: older turns will be dropped]", stdout);
     fputs("\n", stdout);
+    fflush(stdout);
 }
 
-static void reset_conversation(chat_state *st, const chat_opts *o) {
-    cpulm_buf_reset(&st->msgs);
-    cpulm_buf_putc(&st->msgs, '[');
-    if (o->system) add_message(&st->msgs, "system", o->system, strlen(o->system));
+/* One user turn: fit, evaluate, reply. 0 only on a failure that ends the chat. */
+static int turn(chat_state *st, const chat_opts *o, const char *text, size_t len) {
+    if (!push_msg(st, "user", text, len)) return 0;
+    char *prompt;
+    cpulm_token *toks;
+    int32_t n;
+    int fit = fit_prompt(st, o, &prompt, &toks, &n);
+    if (fit <= 0) return fit == 0; /* too long a message: said so, the chat goes on */
+    if (!feed_prompt(st, toks, n)) {
+        free(toks);
+        free(prompt);
+        return 0;
+    }
+    cpulm_buf out;
+    cpulm_buf_init(&out, 0);
+    reply(st, o, prompt, &out);
+    int ok = push_msg(st, "assistant", out.data ? out.data : "", out.len);
+    cpulm_buf_release(&out);
+    free(prompt);
+    return ok;
 }
 
-static int repl(chat_state *st, const chat_opts *o) {
-    char line[65536];
-    int tty = isatty(0);
-    reset_conversation(st, o);
+/* ---- slash commands ---- */
+
+static void chat_help(void) {
+    printf("  /help         this list\n"
+           "  /exit         quit (also /quit, Ctrl-D)\n"
+           "  /clear        forget the conversation (keeps the system message; also /reset)\n"
+           "  /save FILE    write the conversation as a JSON list of {role, content}\n"
+           "  /load FILE    replace the conversation with one written by /save\n"
+           "  a line ending in \\ continues the message; \"\"\" on a line starts or ends a\n"
+           "  multi-line message; pasted lines are one message\n");
+}
+
+static int save_conversation(const chat_state *st, const char *path) {
+    cpulm_buf js;
+    cpulm_buf_init(&js, 0);
+    msgs_json(st, &js);
+    cpulm_buf_putc(&js, '\n');
+    FILE *f = js.status ? NULL : fopen(path, "wb");
+    int ok = f && fwrite(js.data, 1, js.len, f) == js.len;
+    if (f && fclose(f)) ok = 0;
+    cpulm_buf_release(&js);
+    if (ok) printf("saved %d messages to %s\n", st->n_msgs, path);
+    else fprintf(stderr, "cpulm chat: cannot write %s\n", path);
+    return ok;
+}
+
+static int load_conversation(chat_state *st, const char *path) {
+    size_t len;
+    char *text = cli_read_file(path, &len);
+    if (!text) return 0;
+    cpulm_json_doc *doc = NULL;
+    cpulm_error err = {0};
+    int ok = cpulm_json_parse(text, len, NULL, &doc, NULL, &err) == CPULM_OK;
+    const cpulm_json *root = ok ? cpulm_json_root(doc) : NULL;
+    size_t n = cpulm_json_len(root);
+    for (size_t i = 0; ok && i < n; i++) {
+        const cpulm_json *m = cpulm_json_at(root, i);
+        ok = cpulm_json_str(cpulm_json_get(m, "role")) && cpulm_json_str(cpulm_json_get(m, "content"));
+    }
+    if (!ok || !cpulm_json_at(root, 0)) {
+        fprintf(stderr, "cpulm chat: %s: not a conversation saved by /save (a JSON list of "
+                        "{\"role\", \"content\"})%s%s\n", path, err.msg[0] ? ": " : "", err.msg);
+    } else {
+        drop_msgs(st, 0, st->n_msgs);
+        for (size_t i = 0; i < n; i++) {
+            const cpulm_json *m = cpulm_json_at(root, i), *c = cpulm_json_get(m, "content");
+            push_msg(st, cpulm_json_str(cpulm_json_get(m, "role")), cpulm_json_str(c),
+                     cpulm_json_len(c));
+        }
+        printf("loaded %d messages from %s\n", st->n_msgs, path);
+    }
+    cpulm_json_free(doc);
+    free(text);
+    return ok;
+}
+
+/* 1 = handled, 0 = not a command (send it to the model), -1 = quit. */
+static int command(chat_state *st, const chat_opts *o, const char *line, const char *system) {
+    if (line[0] != '/') return 0;
+    const char *arg = strchr(line, ' ');
+    size_t nlen = arg ? (size_t)(arg - line) : strlen(line);
+    while (arg && *arg == ' ') arg++;
+#define IS(name) (nlen == strlen(name) && !memcmp(line, name, nlen))
+    if (IS("/exit") || IS("/quit") || IS("/bye")) return -1;
+    if (IS("/help") || IS("/?")) chat_help();
+    else if (IS("/clear") || IS("/reset")) {
+        clear_conversation(st, system);
+        printf("conversation cleared\n");
+    } else if ((IS("/save") || IS("/load")) && (!arg || !*arg))
+        fprintf(stderr, "cpulm chat: %.*s needs a file name\n", (int)nlen, line);
+    else if (IS("/save")) save_conversation(st, arg);
+    else if (IS("/load")) load_conversation(st, arg);
+    else {
+        fprintf(stderr, "cpulm chat: unknown command %.*s (/help lists them; start a message "
+                        "with a space to send a '/' to the model)\n", (int)nlen, line);
+    }
+#undef IS
+    (void)o;
+    fflush(stdout);
+    return 1;
+}
+
+static void banner(const chat_state *st, const chat_input *ci) {
+    const char *slash = strrchr(st->model_path, '/');
+    printf("cpulm chat: %s, template %s, context %d tokens, %s\n",
+           slash ? slash + 1 : st->model_path, st->tmpl_name, cpulm_ctx_n_ctx(st->ctx),
+           chat_input_kind(ci));
+    printf("Commands: /help /exit /clear /save FILE /load FILE. End a line with \\ to continue; "
+           "Ctrl-D quits.\n");
+    fflush(stdout);
+}
+
+static int repl(chat_state *st, const chat_opts *o, const char *system) {
+    chat_input ci;
+    chat_input_init(&ci);
+    cpulm_buf line;
+    cpulm_buf_init(&line, 0);
+    clear_conversation(st, system);
+    if (ci.tty) banner(st, &ci);
+    int rc = 0;
     for (;;) {
         interrupted = 0;
-        if (tty) fputs("> ", stdout), fflush(stdout);
-        if (!fgets(line, sizeof line, stdin)) break; /* EOF, or Ctrl-C at the prompt */
-        size_t len = strcspn(line, "\r\n");
-        line[len] = 0;
-        if (len == 0) continue;
-        if (!strcmp(line, "/reset")) {
-            reset_conversation(st, o);
-            continue;
+        if (!chat_input_read(&ci, &line)) break; /* EOF, or Ctrl-C at the prompt */
+        if (line.len == 0) continue;
+        int cmd = command(st, o, line.data, system);
+        if (cmd < 0) break;
+        if (cmd > 0) continue;
+        if (!turn(st, o, line.data, line.len)) {
+            rc = 1;
+            break;
         }
-        add_message(&st->msgs, "user", line, len);
-        char *prompt = NULL;
-        if (!render(st, o, &prompt) || !feed_prompt(st, prompt)) {
-            free(prompt);
-            return 1;
-        }
-        cpulm_buf text;
-        cpulm_buf_init(&text, 0);
-        reply(st, o, prompt, &text);
-        add_message(&st->msgs, "assistant", text.data, text.len);
-        cpulm_buf_release(&text);
-        free(prompt);
     }
-    return 0;
+    cpulm_buf_release(&line);
+    return rc;
+}
+
+static const char *template_name(const chat_opts *o, const char *tmpl) {
+    if (o->tmpl_override) return o->tmpl_override;
+    return tmpl ? "from the model" : "plain (the model has none)";
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -245,14 +501,23 @@ int cmd_chat(int argc, char **argv) {
     if (rc) return rc;
     const char *path = cli_model_path(o.model);
     if (!path) return EXIT_USAGE;
+    char *sys_text = NULL;
+    if (o.system_file) {
+        if (!(sys_text = cli_read_file(o.system_file, NULL))) return EXIT_USAGE;
+        cli_chomp(sys_text);
+        o.system = sys_text;
+    }
     cpulm_model *m = cli_load_model(path, 0, NULL);
-    if (!m) return cli_load_failed_rc(path);
-    chat_state st = {.m = m};
+    if (!m) {
+        free(sys_text);
+        return cli_load_failed_rc(path);
+    }
+    chat_state st = {.m = m, .model_path = path};
     char *owned = NULL;
-    cpulm_buf_init(&st.msgs, 0);
     cpulm_ctx_params cp = cli_ctx_default_params();
     cp.n_ctx = o.n_ctx;
     cp.n_threads = o.n_threads;
+    cp.n_threads_batch = o.n_threads_batch;
     cpulm_error err = {0};
     rc = 1;
     if (!cli_chat_template(m, o.tmpl_override, &st.tmpl, &owned)) rc = EXIT_USAGE;
@@ -260,15 +525,18 @@ int cmd_chat(int argc, char **argv) {
     else if ((st.smp = cpulm_sampler_new(&o.sp, cpulm_vocab_n(m)))) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt ends fgets */
+        sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt ends the read */
         sigaction(SIGINT, &sa, NULL);
-        rc = repl(&st, &o);
+        st.tmpl_name = template_name(&o, st.tmpl);
+        rc = repl(&st, &o, o.system);
     }
+    drop_msgs(&st, 0, st.n_msgs);
+    free(st.msgs);
     cpulm_sampler_free(st.smp);
     cpulm_ctx_free(st.ctx);
-    cpulm_buf_release(&st.msgs);
     free(st.cached);
     free(owned);
+    free(sys_text);
     cpulm_model_free(m);
     return rc;
 }

@@ -75,7 +75,8 @@ static void print_memory(const cpulm_model *m, int32_t n_ctx, int32_t n_par) {
     char w[32], kv[32], kv8[32], sc[32], tot[32];
     human(w, sizeof w, (double)m16.weights);
     human(kv, sizeof kv, (double)m16.kv);
-    human(kv8, sizeof kv8, (double)m8.kv);
+    if (m8.kv_per_token) human(kv8, sizeof kv8, (double)m8.kv);
+    else snprintf(kv8, sizeof kv8, "n/a for"); /* KV rows not a multiple of q8_0's 32 */
     human(sc, sizeof sc, (double)m16.scratch);
     human(tot, sizeof tot, (double)m16.total);
     printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0) + scratch %s = %s\n",
@@ -124,7 +125,7 @@ int cmd_info(int argc, char **argv) {
             if (!(model = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "-c", "--ctx-size")) {
             if (!cli_int(&c, 1, 1 << 24, &n_ctx)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--parallel", "-np")) {
+        } else if (cli_parallel_flag(&c)) {
             if (!cli_int(&c, 1, 4096, &n_par)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--meta", NULL)) {
             meta = 1;
@@ -140,7 +141,7 @@ int cmd_info(int argc, char **argv) {
             }
             cpu = 1;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     if (cpu) {

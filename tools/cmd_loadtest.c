@@ -88,7 +88,7 @@ static int parse_lt(int argc, char **argv, lt_opts *o) {
         } else if (cli_flag(&c, "--max-time", NULL)) {
             if (!cli_float(&c, 0.1, 86400, &o->max_time_s)) return EXIT_USAGE;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     o->n_conc = cli_int_list(conc, &o->conc);

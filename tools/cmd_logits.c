@@ -13,7 +13,7 @@ static void logits_usage(FILE *f) {
                "  -t N               threads\n"
                "  --kv, -ctk TYPE  KV cache type f16|f32|q8_0|q4_0 (default f16)\n"
                "  --attn ref|fast  F16 KV attention: ref (default, llama.cpp's numerics) or fast\n"
-               "                   (tiled, f32 accumulation; logits differ by up to ~0.01)\n");
+               "                   (tiled, f32 accumulation; logits differ by up to ~0.01)\n" CLI_COMPAT_HELP);
 }
 
 /* Indices of the k largest values, descending (ties: lower id first). */
@@ -85,7 +85,7 @@ int cmd_logits(int argc, char **argv) {
             if (!cli_int(&c, 1, 256, &k)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--kv", "-ctk") || cli_flag(&c, "-ctv", NULL)) {
+        } else if (cli_is_kv_flag(&c)) {
             if (!(kv = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--attn", NULL)) {
             if (!cli_attn_flag(&c, &attn_fast)) return EXIT_USAGE;
@@ -94,7 +94,7 @@ int cmd_logits(int argc, char **argv) {
         } else if (cli_flag(&c, "--no-bos", NULL)) {
             no_bos = 1;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     if (!prompt == !tokens) {

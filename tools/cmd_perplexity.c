@@ -23,7 +23,7 @@ static void ppl_usage(FILE *f) {
                "                        (default: the chunk size)\n"
                "  --chunks N            score at most N chunks (default: all)\n"
                "  -t, --threads N       threads (default: physical cores)\n"
-               "  --kv, -ctk TYPE       KV cache type f16|f32|q8_0|q4_0 (default f16, as llama.cpp)\n");
+                "  --kv, -ctk TYPE       KV cache type f16|f32|q8_0|q4_0 (default f16, as llama.cpp)\n" CLI_COMPAT_HELP);
 }
 
 typedef struct ppl_opts {
@@ -61,14 +61,14 @@ static int parse_args(int argc, char **argv, ppl_opts *o) {
             if (!cli_int(&c, 1, 1 << 30, &o->n_chunks)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &o->threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--kv", "-ctk")) {
+        } else if (cli_is_kv_flag(&c)) {
             if (!(v = cli_value(&c))) return EXIT_USAGE;
             if (!parse_kv(v, &o->kv)) {
-                fprintf(stderr, "cpulm perplexity: bad --kv '%s' (f16, f32 or q8_0)\n", v);
+                fprintf(stderr, "cpulm perplexity: bad --kv '%s' (f16, f32, q8_0 or q4_0)\n", v);
                 return EXIT_USAGE;
             }
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     if (!o->file) {

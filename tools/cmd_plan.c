@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "bench.h"
 #include "bench_plan.h"
@@ -12,7 +13,8 @@
 #include "common.h"
 
 typedef struct plan_opts {
-    const char *model, *shape, *type, *instance, *prices;
+    const char *model, *shape, *type, *instance, *prices, *arch, *family;
+    char type_lc[32];
     int n_ctx, n_par, n_batch, n_threads, bench;
     float price, tps, tps_batched;
     bench_list kv;
@@ -36,7 +38,12 @@ static void plan_usage(FILE *f) {
         "  --tps-batched X      aggregate tokens/s with --parallel sequences\n"
         "  --bench              measure both on this machine with -m (a quick tg + parallel run)\n"
         "  --prices FILE        price table (default: data/prices.tsv of the cpulm tree,\n"
-        "                       or $CPULM_PRICES)\n");
+        "                       or $CPULM_PRICES)\n"
+        "  --arch A             only instances of that CPU architecture (arm64, x86_64)\n"
+        "  --family F           only instances of that family (c7g, m7i, ...: the name before\n"
+        "                       the dot; a comma list works)\n"
+        "--instance alone shows whether the deployment fits that instance; with --tps, --bench\n"
+        "or --price it also costs tokens on it.\n" CLI_COMPAT_HELP);
 }
 
 static int parse_plan(int argc, char **argv, plan_opts *o) {
@@ -52,7 +59,7 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
         else if (cli_flag(&c, "--shape", NULL)) ok = (o->shape = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "--type", NULL)) ok = (o->type = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "-c", "--ctx-size")) ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
-        else if (cli_flag(&c, "--parallel", "-np")) ok = cli_int(&c, 1, 4096, &o->n_par);
+        else if (cli_parallel_flag(&c)) ok = cli_int(&c, 1, 4096, &o->n_par);
         else if (cli_flag(&c, "-b", "--batch-size")) ok = cli_int(&c, 1, 1 << 16, &o->n_batch);
         else if (cli_flag(&c, "-t", "--threads")) ok = cli_int(&c, 1, 512, &o->n_threads);
         else if (cli_flag(&c, "--price", NULL)) ok = cli_float(&c, 1e-6, 1e6, &o->price);
@@ -61,13 +68,23 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
         else if (cli_flag(&c, "--tps-batched", NULL)) ok = cli_float(&c, 1e-6, 1e9, &o->tps_batched);
         else if (cli_flag(&c, "--bench", NULL)) o->bench = 1;
         else if (cli_flag(&c, "--prices", NULL)) ok = (o->prices = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--kv", NULL)) {
+        else if (cli_flag(&c, "--arch", NULL)) ok = (o->arch = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--family", NULL)) ok = (o->family = cli_value(&c)) != NULL;
+        else if (cli_is_kv_flag(&c)) {
             const char *v = cli_value(&c);
             o->kv.n = 0;
             ok = v && !bench_kv_list_parse(v, &o->kv, err, sizeof err) && o->kv.n == 1;
             if (v && !ok) fprintf(stderr, "cpulm plan: bad value '%s' for --kv (want f16, q8_0 or f32)\n", v);
-        } else return cli_unknown(&c);
+        } else if (cli_rest(&c)) return EXIT_USAGE;
         if (!ok) return EXIT_USAGE;
+    }
+    if (o->type) { /* quantize's spelling (Q4_K_M) is accepted: the types are case-blind */
+        size_t i = 0;
+        for (; o->type[i] && i + 1 < sizeof o->type_lc; i++)
+            o->type_lc[i] = (char)(o->type[i] >= 'A' && o->type[i] <= 'Z' ? o->type[i] + 32
+                                                                         : o->type[i]);
+        o->type_lc[i] = 0;
+        o->type = o->type_lc;
     }
     if (!o->model == !o->shape) {
         fprintf(stderr, "cpulm plan: give -m MODEL or --shape NAME (one of them)\n");
@@ -131,7 +148,50 @@ static uint64_t print_memory(const plan_opts *o, const plan_shape *s, uint64_t w
     human((double)m.total, a, sizeof a);
     human((double)m8.total, c, sizeof c);
     printf("| **total** | **%s** | KV cache %s; with q8_0 KV: %s |\n\n", a, bench_kv_name(kv), c);
+    /* The q8_0 column is what the KV type would save; `cpulm serve` has no KV-type flag yet
+     * (issue #11), so say what a deployment can use today. */
+    printf("deployable today with `cpulm serve`: f16 KV cache (q8_0 KV is available in run-time "
+           "tools such as bench/logits/perplexity, not yet in serve)\n\n");
     return m.total;
+}
+
+/* Keeps the instances of --arch / --family (family: the name before the dot, a comma list). */
+static int in_list(const char *list, const char *s, size_t n) {
+    for (const char *p = list; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && !strncasecmp(p, s, n)) return 1;
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+static void filter_prices(const plan_opts *o, plan_prices *p) {
+    int w = 0;
+    for (int i = 0; i < p->n; i++) {
+        const plan_instance *in = &p->v[i];
+        const char *dot = strchr(in->name, '.');
+        size_t fam = dot ? (size_t)(dot - in->name) : strlen(in->name);
+        if (o->arch && !in_list(o->arch, in->arch, strlen(in->arch))) continue;
+        if (o->family && !in_list(o->family, in->name, fam)) continue;
+        p->v[w++] = *in;
+    }
+    p->n = w;
+}
+
+/* --instance: does the total fit it? Said loudly when it does not. */
+static void print_instance_fit(const plan_opts *o, const plan_prices *p, uint64_t need) {
+    const plan_instance *in = plan_prices_find(p, o->instance);
+    if (!in) return;
+    double usable = (double)plan_usable_bytes(in) / 1073741824.0, gib = (double)need / 1073741824.0;
+    printf("instance %s: %d vCPU, %g GiB (%s), %.4f USD/hour; usable %.1f GiB %s the %.2f GiB "
+           "needed%s\n\n", in->name, in->vcpu, in->mem_gib, in->arch, in->usd_hour, usable,
+           usable >= gib ? "holds" : "is LESS than", gib,
+           usable >= gib ? "" : ": WARNING: this deployment does not fit; pick a larger "
+                                "instance or lower -c/--parallel");
+    if (usable < gib)
+        fprintf(stderr, "cpulm plan: warning: %s (usable %.1f GiB) is too small for the %.2f GiB "
+                        "this deployment needs\n", in->name, usable, gib);
 }
 
 static void print_instances(const plan_prices *p, const char *path, uint64_t need) {
@@ -265,6 +325,8 @@ int cmd_plan(int argc, char **argv) {
                             "vocab %d%s)\n\n", o.shape, s.n_layer, s.n_embd, s.n_head, s.n_head_kv,
                             s.head_dim, s.n_ff, s.n_vocab, s.tied ? ", tied embeddings" : "");
         uint64_t need = print_memory(&o, &s, wbytes, wnote, kv);
+        if (have_prices && o.instance) print_instance_fit(&o, &p, need);
+        if (have_prices && (o.arch || o.family)) filter_prices(&o, &p);
         if (have_prices) print_instances(&p, path, need);
         float tps = o.tps, tpsb = o.tps_batched;
         int best = o.n_par;
@@ -278,7 +340,8 @@ int cmd_plan(int argc, char **argv) {
         }
         if (!rc && tps > 0 && (have_prices || o.price > 0)) print_cost(&o, &p, need, src, tps, tpsb, best);
         else if (!rc && tps <= 0)
-            printf("cost: give --tps (and --tps-batched) or --bench to price tokens\n");
+            printf("cost: give --tps (and --tps-batched) or --bench to price tokens%s%s\n",
+                   o.instance ? " on " : "", o.instance ? o.instance : "");
     }
     plan_prices_release(&p);
     cpulm_model_free(m);

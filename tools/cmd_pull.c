@@ -222,7 +222,7 @@ static int parse_args(int argc, char **argv, pull_opts *o) {
         } else if (cli_flag(&c, "-q", "--quiet")) {
             o->quiet = 1;
         } else if (argv[c.i][0] == '-') {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         } else if (!o->spec) {
             o->spec = argv[c.i];
         } else {

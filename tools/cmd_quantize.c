@@ -22,7 +22,8 @@
 #define QUANT_VERSION 2 /* GGML_QNT_VERSION: the block layouts of quant.h */
 
 static void quantize_usage(FILE *f) {
-    fprintf(f, "usage: cpulm quantize IN.gguf OUT.gguf TYPE [options]\n"
+    fprintf(f, "usage: cpulm quantize [options] IN.gguf OUT.gguf TYPE [NTHREADS]\n"
+               "  NTHREADS                     as in llama-quantize: the same as -t\n"
                "  -t, --threads N              worker threads (default: online CPUs)\n"
                "  --pure                       every converted tensor in TYPE, no per-tensor mix\n"
                "  --leave-output-tensor        keep output.weight as it is\n"
@@ -93,9 +94,19 @@ static int parse_args(int argc, char **argv, qopts *o) {
         } else if (cli_flag(&c, "-q", "--quiet")) {
             o->quiet = 1;
         } else if (argv[c.i][0] == '-' && argv[c.i][1]) {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         } else if (n_pos < 3) {
             pos[n_pos++] = argv[c.i];
+        } else if (n_pos == 3) { /* llama-quantize IN OUT TYPE [NTHREADS] */
+            char *end;
+            long t = strtol(argv[c.i], &end, 10);
+            if (end == argv[c.i] || *end || t < 1 || t > 512) {
+                fprintf(stderr, "cpulm quantize: bad value '%s' for NTHREADS (want an integer in "
+                                "[1, 512])\n", argv[c.i]);
+                return EXIT_USAGE;
+            }
+            o->threads = (int)t;
+            n_pos++;
         } else {
             fprintf(stderr, "cpulm quantize: unexpected argument '%s'\n", argv[c.i]);
             return EXIT_USAGE;

@@ -58,8 +58,8 @@ static int parse_report(int argc, char **argv, report_opts *o) {
         else if (cli_flag(&c, "-t", "--threads")) {
             const char *v = cli_value(&c);
             ok = v && !bench_list_parse(v, 1, 512, &o->threads, err, sizeof err);
-            if (v && !ok) fprintf(stderr, "cpulm report: bad value '%s' for -t: %s\n", v, err);
-        } else return cli_unknown(&c);
+            if (v && !ok) fprintf(stderr, "cpulm report: bad value '%s' for -t (%s)\n", v, err);
+        } else if (cli_rest(&c)) return EXIT_USAGE;
         if (!ok) return EXIT_USAGE;
     }
     if (!o->dir) {

@@ -41,7 +41,7 @@ static int parse_roof(int argc, char **argv, roof_opts *o) {
         } else if (cli_flag(&c, "-t", "--threads")) {
             const char *v = cli_value(&c);
             ok = v && !bench_list_parse(v, 1, 512, &o->threads, err, sizeof err);
-            if (v && !ok) fprintf(stderr, "cpulm roofline: bad value '%s' for -t: %s\n", v, err);
+            if (v && !ok) fprintf(stderr, "cpulm roofline: bad value '%s' for -t (%s)\n", v, err);
         } else if (cli_flag(&c, "-m", "--model")) ok = (o->model = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "-p", "--n-prompt")) ok = cli_int(&c, 1, 1 << 16, &o->n_prompt);
         else if (cli_flag(&c, "-n", "--n-gen")) ok = cli_int(&c, 1, 1 << 16, &o->n_gen);
@@ -53,7 +53,7 @@ static int parse_roof(int argc, char **argv, roof_opts *o) {
             ok = v && (!strcmp(v, "md") || !strcmp(v, "json"));
             if (ok) o->json = !strcmp(v, "json");
             else if (v) fprintf(stderr, "cpulm roofline: bad value '%s' for -o (want md or json)\n", v);
-        } else return cli_unknown(&c);
+        } else if (cli_rest(&c)) return EXIT_USAGE;
         if (!ok) return EXIT_USAGE;
     }
     if (!o->threads.n) bench_default_threads(&o->threads);

@@ -1,5 +1,6 @@
 /* cmd_run.c: `cpulm run`: tokenize a prompt, evaluate it in batches, then sample and stream
  * tokens to stdout until -n tokens or an end-of-generation token. Timings go to stderr. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,8 @@
 typedef struct run_opts {
     const char *model, *prompt, *file;
     const char *grammar, *grammar_file, *json_schema; /* constrained output (one of them) */
-    int n_predict, n_threads, n_threads_batch, n_ctx, n_batch, ignore_eos, verbose;
+    int n_predict, n_threads, n_threads_batch, n_ctx, n_batch, ignore_eos, verbose, escape,
+        no_display_prompt;
     cpulm_kv_type kv;
     int kv_given;
     int attn_fast;
@@ -22,7 +24,12 @@ static void run_usage(FILE *f) {
             "usage: cpulm run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
             "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
             "  -p, --prompt TEXT     prompt (default: empty, generation starts from BOS)\n"
-            "  -f, --file FILE       read the prompt from a file\n"
+            "  -f, --file FILE       read the prompt from a file (its final newline dropped,\n"
+            "                        as llama.cpp does)\n"
+            "  -e, --escape          process \\n \\t \\\\ \\\" \\' escapes in -p\n"
+            "  --no-display-prompt   print only the generated text, not the prompt\n"
+            "  -cnv, -i              conversation mode: the same as `cpulm chat` (-p is then\n"
+            "                        the system message)\n"
             "  -n, --n-predict N     tokens to generate (default 256; -1 = until end or full)\n"
             "  -t, --threads N       threads for generation (default: physical cores)\n"
             "  -tb, --threads-batch N  threads for the prompt (default: -t)\n"
@@ -38,7 +45,8 @@ static void run_usage(FILE *f) {
             "  --grammar GBNF        constrain the output to a GBNF grammar (llama.cpp syntax)\n"
             "  --grammar-file FILE   the same, read from a file\n"
             "  --json-schema SCHEMA  constrain the output to JSON valid under a JSON schema\n"
-            "                        (docs/SERVER.md lists the supported keywords)\n");
+            "                        (docs/SERVER.md lists the supported keywords)\n"
+            CLI_COMPAT_HELP);
 }
 
 static int parse_run(int argc, char **argv, run_opts *o) {
@@ -82,8 +90,14 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             if (!(o->grammar_file = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--json-schema", NULL)) {
             if (!(o->json_schema = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-e", "--escape")) {
+            o->escape = 1;
+        } else if (cli_flag(&c, "--no-escape", NULL)) {
+            o->escape = 0;
+        } else if (cli_flag(&c, "--no-display-prompt", NULL)) {
+            o->no_display_prompt = 1;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     if (o->prompt && o->file) {
@@ -200,7 +214,33 @@ static int generate(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpu
     return 0;
 }
 
+/* Replaces llama.cpp's escapes in place: \n \t \r \\ \" \'; others stay as written. */
+static void unescape(char *s) {
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        if (*r != '\\' || !r[1]) {
+            *w++ = *r;
+            continue;
+        }
+        const char *from = "ntr\\\"'", *to = "\n\t\r\\\"'", *hit = strchr(from, r[1]);
+        if (hit) *w++ = to[hit - from], r++;
+        else *w++ = *r;
+    }
+    *w = 0;
+}
+
+/* llama-cli's conversation flags (-cnv, -i, ...) mean "chat": hand the line to `cpulm chat`. */
+static int wants_chat(int argc, char **argv) {
+    static const char *flags[] = {"-cnv", "--conversation", "-i", "--interactive",
+                                  "--interactive-first", "-if"};
+    for (int i = 1; i < argc; i++)
+        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+            if (!strcmp(argv[i], flags[k])) return 1;
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
+    if (wants_chat(argc, argv)) return cmd_chat(argc, argv);
     run_opts o;
     memset(&o, 0, sizeof o);
     int rc = parse_run(argc, argv, &o);
@@ -209,6 +249,9 @@ int cmd_run(int argc, char **argv) {
     if (!path) return EXIT_USAGE;
     char *file_text = NULL;
     if (o.file && !(file_text = cli_read_file(o.file, NULL))) return EXIT_USAGE;
+    if (file_text) cli_chomp(file_text);
+    else if (o.prompt && o.escape && !(file_text = strdup(o.prompt))) return 1;
+    if (file_text && o.escape && !o.file) unescape(file_text);
     const char *prompt = file_text ? file_text : (o.prompt ? o.prompt : "");
     double load_ms;
     cpulm_model *m = cli_load_model(path, 0, &load_ms);
@@ -244,7 +287,7 @@ int cmd_run(int argc, char **argv) {
     else if (!ctx) fprintf(stderr, "cpulm run: %s\n", err.msg);
     else if (n >= cpulm_ctx_n_ctx(ctx)) fprintf(stderr, "cpulm run: prompt of %d tokens does not fit the context of %d\n", n, cpulm_ctx_n_ctx(ctx));
     else if (smp) {
-        fputs(prompt, stdout);
+        if (!o.no_display_prompt) fputs(prompt, stdout);
         fflush(stdout);
         for (int32_t i = 0; i < n; i++) cpulm_sampler_accept(smp, toks[i]);
         double t0 = cli_now_ms();

@@ -17,7 +17,10 @@ static void serve_usage(FILE *f) {
             "  --host ADDR           bind address (default 127.0.0.1; 0.0.0.0 exposes it)\n"
             "  --port N              TCP port (default 8080; 0 = any free port, printed)\n"
             "  -np, --parallel N     sequences decoded together (default 4)\n"
-            "  -c, --ctx-size N      context per sequence (default: model's, at most 4096)\n"
+            "  -c, --ctx-size N      context PER SEQUENCE (default: model's, at most 4096).\n"
+            "                        NOTE: llama-server's -c is the total shared by its -np\n"
+            "                        slots; cpulm's is per slot: -c 4096 -np 4 holds 4 x 4096\n"
+            "  --ctx-total N         llama-server's meaning: N tokens in total, N / -np per slot\n"
             "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V alike)\n"
             "  --chunk N             most prompt tokens per scheduler step (default 256)\n"
             "  --max-step-ms MS      target inter-token time while prompts are evaluated next to\n"
@@ -40,12 +43,13 @@ static void serve_usage(FILE *f) {
             "  --head-timeout S      a request head must arrive within S seconds (default 10)\n"
             "  --idle-timeout S      idle keep-alive connections close after S (default 60)\n"
             "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
-            "GET /health, GET /ready, GET /metrics. See docs/SERVER.md.\n");
+            "GET /health, GET /ready, GET /metrics. See docs/SERVER.md.\n" CLI_COMPAT_HELP);
 }
 
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model) {
     cli c = {.cmd = "serve", .argc = argc, .argv = argv};
     int kv_given = 0;
+    int total = 0;
     for (c.i = 1; c.i < argc; c.i++) {
         float f;
         int v;
@@ -58,12 +62,14 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!(p->host = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--port", NULL)) {
             if (!cli_int(&c, 0, 65535, &p->port)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-np", "--parallel")) {
+        } else if (cli_parallel_flag(&c)) {
             if (!cli_int(&c, 1, 256, &p->n_parallel)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-c", "--ctx-size")) {
             if (!cli_int(&c, 0, 1 << 24, &p->n_ctx)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-ctk", "--cache-type-k") || cli_flag(&c, "-ctv", "--cache-type-v")) {
             if (!cli_kv_flag(&c, &p->kv_type, &kv_given)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--ctx-total", NULL)) {
+            if (!cli_int(&c, 1, 1 << 24, &total)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--chunk", NULL)) {
             if (!cli_int(&c, 1, 65536, &p->n_chunk)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--max-queue", NULL)) {
@@ -102,8 +108,17 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
             p->idle_timeout_s = f;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
+    }
+    if (total && p->n_ctx) {
+        fprintf(stderr, "cpulm serve: give -c (per slot) or --ctx-total, not both\n");
+        return EXIT_USAGE;
+    }
+    if (total && (p->n_ctx = total / p->n_parallel) < 1) {
+        fprintf(stderr, "cpulm serve: --ctx-total %d leaves no context for each of %d slots\n",
+                total, p->n_parallel);
+        return EXIT_USAGE;
     }
     return 0;
 }
@@ -123,12 +138,7 @@ int cmd_serve(int argc, char **argv) {
     int rc = parse_serve(argc, argv, &p, &model);
     if (rc) return rc;
     if (!(p.model_path = cli_model_path(model))) return EXIT_USAGE;
-    FILE *probe = fopen(p.model_path, "rb");
-    if (!probe) {
-        fprintf(stderr, "cpulm serve: cannot open model '%s'\n", p.model_path);
-        return EXIT_USAGE;
-    }
-    fclose(probe);
+    if (cli_check_file("serve", p.model_path)) return EXIT_USAGE;
     cpulm_log_set(log_stderr, NULL);
     cpulm_error err = {0};
     cpulm_server *srv = cpulm_server_new(&p, &err);
@@ -137,6 +147,12 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     printf("cpulm serve: listening on http://%s:%d\n", p.host, cpulm_server_port(srv));
+    if (p.n_ctx)
+        fprintf(stderr, "cpulm serve: %d slots x %d tokens of context each (-c is per slot, "
+                        "unlike llama-server's total)\n", p.n_parallel, p.n_ctx);
+    else
+        fprintf(stderr, "cpulm serve: %d slots, each with the model's context (at most 4096; -c "
+                        "is per slot, unlike llama-server's total)\n", p.n_parallel);
     fflush(stdout);
     rc = cpulm_server_run(srv, &err) == CPULM_OK ? 0 : 1;
     if (rc) fprintf(stderr, "cpulm serve: %s\n", err.msg);

@@ -51,7 +51,7 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
         else if (cli_flag(&c, "--untied", NULL)) o->untied = 1;
         else if (cli_flag(&c, "--seed", NULL)) ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
         else if (cli_flag(&c, "-t", "--threads")) ok = cli_int(&c, 1, 64, &o->threads);
-        else return cli_unknown(&c);
+        else if (cli_rest(&c)) return EXIT_USAGE;
     }
     if (!ok) return EXIT_USAGE;
     if (!o->shape || !o->out) {

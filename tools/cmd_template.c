@@ -43,7 +43,7 @@ static int parse_tmpl(int argc, char **argv, tmpl_opts *o) {
         } else if (cli_flag(&c, "--tokens", NULL)) {
             o->tokens = 1;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     if (!o->messages || (!o->model && !o->file)) {

@@ -58,7 +58,7 @@ int cmd_tokenize(int argc, char **argv) {
         } else if (cli_flag(&c, "--json", NULL)) {
             json = 1;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     if (!text == !file) {

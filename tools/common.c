@@ -3,6 +3,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,15 @@ int cli_float(cli *c, double lo, double hi, float *out) {
     return 1;
 }
 
+int cli_is_kv_flag(cli *c) {
+    return cli_flag(c, "--kv", "-ctk") || cli_flag(c, "-ctv", "--cache-type-k") ||
+           cli_flag(c, "--cache-type-v", "--ctk") || cli_flag(c, "--ctv", NULL);
+}
+
+int cli_parallel_flag(cli *c) {
+    return cli_flag(c, "-np", "-npl") || cli_flag(c, "--parallel", NULL);
+}
+
 int cli_unknown(cli *c) {
     fprintf(stderr, "cpulm %s: unknown option '%s' (see cpulm %s --help)\n", c->cmd,
             c->argv[c->i], c->cmd);
@@ -101,6 +111,22 @@ double cli_now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+int cli_check_file(const char *cmd, const char *path) {
+    struct stat st;
+    const char *why = NULL;
+    if (stat(path, &st) != 0 || access(path, R_OK) != 0) why = strerror(errno);
+    else if (S_ISDIR(st.st_mode)) why = "is a directory, not a file";
+    if (!why) return 0;
+    fprintf(stderr, "cpulm%s%s: %s: %s\n", cmd ? " " : "", cmd ? cmd : "", path, why);
+    return EXIT_USAGE;
+}
+
+void cli_chomp(char *s) {
+    size_t n = strlen(s);
+    if (n && s[n - 1] == '\n') s[--n] = 0;
+    if (n && s[n - 1] == '\r') s[--n] = 0;
+}
+
 int cli_env_flag(const char *name) {
     const char *v = getenv(name);
     return v && *v && strcmp(v, "0") != 0;
@@ -113,16 +139,15 @@ cpulm_ctx_params cli_ctx_default_params(void) {
 }
 
 cpulm_model *cli_load_model(const char *path, int vocab_only, double *load_ms) {
-    if (access(path, R_OK) != 0) { /* a usage error (exit 2), not a broken file */
-        fprintf(stderr, "cpulm: %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
+    if (cli_check_file(NULL, path)) return NULL; /* a usage error (exit 2), not a broken file */
+    if (isatty(2)) fprintf(stderr, "cpulm: loading %s ...", path), fflush(stderr);
     cpulm_model_params mp = cpulm_model_default_params();
     mp.vocab_only = vocab_only;
     mp.no_repack = cli_env_flag("CPULM_NO_REPACK");
     cpulm_error err = {0};
     double t0 = cli_now_ms();
     cpulm_model *m = cpulm_model_load(path, &mp, &err);
+    if (isatty(2)) fprintf(stderr, "\r\033[K"), fflush(stderr); /* the progress line goes */
     if (!m) fprintf(stderr, "cpulm: %s\n", err.msg);
     if (load_ms) *load_ms = cli_now_ms() - t0;
     return m;
@@ -226,7 +251,9 @@ int cli_int_list(const char *s, int32_t **out) {
 }
 
 int cli_load_failed_rc(const char *path) {
-    return access(path, R_OK) != 0 ? EXIT_USAGE : 1;
+    struct stat st;
+    if (access(path, R_OK) != 0 || stat(path, &st) != 0 || S_ISDIR(st.st_mode)) return EXIT_USAGE;
+    return 1;
 }
 
 int cli_sampler_flag(cli *c, cpulm_sampler_params *sp) {
@@ -316,4 +343,83 @@ int cli_numa_flag(cli *c) {
     }
     cpulm_numa_init(mode);
     return 1;
+}
+
+/* ---- flags shared by every subcommand (one table) ---- */
+
+enum { COMPAT_NOOP, COMPAT_UNSUPPORTED };
+enum { ARG_NONE, ARG_ONE, ARG_OPT }; /* ARG_OPT: takes the next arg only when it is a switch
+                                        value (on/off/auto/0/1), as -fa does in llama.cpp */
+
+typedef struct cli_compat {
+    const char *a, *b;
+    int arg, kind;
+    const char *why;
+} cli_compat;
+
+static const cli_compat compat[] = {
+    {"-ngl", "--n-gpu-layers", ARG_ONE, COMPAT_NOOP, "cpulm runs on the CPU; there are no GPU layers"},
+    {"--gpu-layers", NULL, ARG_ONE, COMPAT_NOOP, "cpulm runs on the CPU; there are no GPU layers"},
+    {"-fa", "--flash-attn", ARG_OPT, COMPAT_NOOP,
+     "cpulm's CPU attention is always fused (online softmax, no score matrix)"},
+    {"-mmp", "--mmap", ARG_OPT, COMPAT_NOOP, "cpulm always maps the weights read-only"},
+    {"--no-mmap", NULL, ARG_NONE, COMPAT_NOOP, "cpulm always maps the weights read-only"},
+    {"--mlock", NULL, ARG_NONE, COMPAT_NOOP, "weights stay mapped; cpulm does not lock them"},
+    {"--no-warmup", NULL, ARG_NONE, COMPAT_NOOP,
+     "run and chat do no warm-up pass; bench's one warm-up repetition is never timed"},
+    {"-sm", "--split-mode", ARG_ONE, COMPAT_NOOP, "one CPU device, nothing to split"},
+    {"-mg", "--main-gpu", ARG_ONE, COMPAT_NOOP, "cpulm runs on the CPU"},
+    {"-ts", "--tensor-split", ARG_ONE, COMPAT_NOOP, "one CPU device, nothing to split"},
+    {"-dev", "--device", ARG_ONE, COMPAT_NOOP, "cpulm runs on the CPU"},
+    {"-nkvo", "--no-kv-offload", ARG_OPT, COMPAT_NOOP, "the KV cache is always in host memory"},
+    {"-nopo", "--no-op-offload", ARG_OPT, COMPAT_NOOP, "cpulm runs on the CPU"},
+    {"--color", "-co", ARG_OPT, COMPAT_NOOP, "cpulm prints no colors"},
+    {"--jinja", NULL, ARG_NONE, COMPAT_NOOP, "cpulm always renders the model's Jinja template"},
+    {"--log-disable", NULL, ARG_NONE, COMPAT_NOOP, "cpulm logs only errors and timings to stderr"},
+    {"--simple-io", NULL, ARG_NONE, COMPAT_NOOP, "cpulm's I/O is always plain"},
+    {"--prio", NULL, ARG_ONE, COMPAT_NOOP, "cpulm does not change thread priorities"},
+    {"--poll", NULL, ARG_ONE, COMPAT_NOOP, "cpulm's workers spin briefly, then sleep"},
+    {"-cb", "--cont-batching", ARG_NONE, COMPAT_NOOP, "cpulm serve always batches continuously"},
+    {"-no-cnv", "--no-conversation", ARG_NONE, COMPAT_NOOP,
+     "only `cpulm chat` (or run -cnv) converses"},
+    {"--lora", NULL, ARG_ONE, COMPAT_UNSUPPORTED, "LoRA adapters are not implemented in cpulm"},
+    {"--mmproj", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
+     "multimodal projectors (images, audio) are not supported"},
+    {"-md", "--model-draft", ARG_ONE, COMPAT_UNSUPPORTED,
+     "speculative decoding with a draft model is not implemented"},
+    {"-hf", "--hf-repo", ARG_ONE, COMPAT_UNSUPPORTED,
+     "download the model first with `cpulm pull`, then pass -m FILE"},
+    {"-mu", "--model-url", ARG_ONE, COMPAT_UNSUPPORTED,
+     "download the model first with `cpulm pull`, then pass -m FILE"},
+    {"--rope-scaling", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
+     "RoPE scaling overrides are not supported (the model's own settings apply)"},
+    {"--grp-attn-n", "-gan", ARG_ONE, COMPAT_UNSUPPORTED, "self-extend is not implemented"},
+    {"--embedding", "--embeddings", ARG_NONE, COMPAT_UNSUPPORTED,
+     "embeddings endpoints are not implemented"},
+};
+
+static int is_switch_value(const char *v) {
+    static const char *vals[] = {"on", "off", "auto", "0", "1", "true", "false"};
+    for (size_t i = 0; v && i < sizeof vals / sizeof vals[0]; i++)
+        if (!strcmp(v, vals[i])) return 1;
+    return 0;
+}
+
+int cli_rest(cli *c) {
+    for (size_t k = 0; k < sizeof compat / sizeof compat[0]; k++) {
+        const cli_compat *e = &compat[k];
+        if (!cli_flag(c, e->a, e->b)) continue;
+        const char *flag = c->argv[c->i], *v = NULL;
+        if (e->arg == ARG_ONE && !(v = cli_value(c))) return EXIT_USAGE;
+        if (e->arg == ARG_OPT && c->i + 1 < c->argc && is_switch_value(c->argv[c->i + 1]))
+            v = c->argv[++c->i];
+        if (e->kind == COMPAT_UNSUPPORTED) {
+            fprintf(stderr, "cpulm %s: %s is not supported: %s\n", c->cmd, flag, e->why);
+            return EXIT_USAGE;
+        }
+        fprintf(stderr, "cpulm %s: note: ignoring %s%s%s: %s\n", c->cmd, flag, v ? " " : "",
+                v ? v : "", e->why);
+        return 0;
+    }
+    return cli_unknown(c);
 }

@@ -24,7 +24,22 @@ const char *cli_value(cli *c);
 int cli_int(cli *c, long lo, long hi, int *out);     /* 0 on error (message printed) */
 int cli_i64(cli *c, long long lo, long long hi, long long *out);
 int cli_float(cli *c, double lo, double hi, float *out);
+/* One vocabulary: the KV cache type is --kv or llama.cpp's -ctk/-ctv/--cache-type-k/-v
+ * (cpulm stores K and V alike); parallel sequences are -np, -npl or --parallel. */
+int cli_is_kv_flag(cli *c);
+int cli_parallel_flag(cli *c);
 int cli_unknown(cli *c); /* prints "unknown option" and returns EXIT_USAGE */
+/* The last branch of every subcommand's flag loop: flags shared by all subcommands, from one
+ * table (llama.cpp's GPU/mmap/warm-up/... flags that mean nothing on a CPU are accepted with
+ * a one-line note on stderr; features cpulm lacks fail with a one-line reason). Returns 0
+ * when argv[i] was consumed, else EXIT_USAGE (message printed; "unknown option" when no
+ * entry names it). */
+int cli_rest(cli *c);
+/* Help text for the shared flags (appended to each --help). */
+#define CLI_COMPAT_HELP                                                                            \
+    "llama.cpp flags without meaning on a CPU (-ngl, -fa, -mmp, --no-mmap, --mlock,\n"             \
+    "--no-warmup, -sm, -mg, -ts, -dev, -nkvo, --color, --jinja, ...) are accepted and ignored\n"  \
+    "with a note; see docs/TOOLS.md, \"llama.cpp flags\".\n"
 /* Sampling flags (--temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n
  * --presence-penalty --frequency-penalty -s/--seed): 1 = consumed, 0 = not a sampling flag,
  * -1 = bad value (message printed). */
@@ -69,8 +84,13 @@ int cli_env_flag(const char *name);
 /* cpulm_ctx_default_params() with the environment's switches applied. */
 cpulm_ctx_params cli_ctx_default_params(void);
 cpulm_model *cli_load_model(const char *path, int vocab_only, double *load_ms);
-/* Exit code after a failed load: 2 when the file is missing or unreadable, else 1. */
+/* Exit code after a failed load: 2 when the path is missing, unreadable or a directory
+ * (the user named the wrong thing), else 1 (a broken or unsupported file). */
 int cli_load_failed_rc(const char *path);
+/* 0 when path names a readable regular file, else EXIT_USAGE with a one-line message. */
+int cli_check_file(const char *cmd, const char *path);
+/* Strips one final "\n" (or "\r\n") from a prompt read from a file, as llama.cpp does. */
+void cli_chomp(char *s);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL with a message on failure. */
 char *cli_read_file(const char *path, size_t *len);
 /* Tokenizes with a growing buffer; caller frees *out. Returns count or -1. */

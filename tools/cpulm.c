@@ -1,10 +1,12 @@
 /* cpulm.c: main() of the cpulm command: a table of subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
 #include "common.h"
 #include "cpulm.h"
+#include "tools_api.h"
 
 static const struct {
     const char *name;
@@ -34,15 +36,44 @@ static void usage(FILE *f) {
     fprintf(f, "usage: cpulm <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n`cpulm <command> --help` shows a command's options. `cpulm --version`.\n");
+    fprintf(f, "\n`cpulm help <command>` (or `cpulm <command> --help`) shows a command's options.\n"
+               "`cpulm --version`. Environment: CPULM_MODEL (default -m), CPULM_ISA (force a\n"
+               "lower kernel level), CPULM_API_KEY (serve).\n");
+}
+
+/* CPULM_ISA names a kernel level; a wrong one must not pass silently. */
+static void check_isa_env(void) {
+    const char *warn = getenv("CPULM_ISA");
+    if (!warn || !*warn || !(warn = cpulm_kernels_isa_warning())) return;
+    const cpulm_kernels *lv[16];
+    int n = cpulm_kernels_levels(lv, 16);
+    fprintf(stderr, "cpulm: warning: %s. Levels on this CPU:", warn);
+    for (int i = 0; i < n; i++) fprintf(stderr, " %s", lv[i]->name);
+    fputc('\n', stderr);
+}
+
+static int find_command(const char *name) {
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(name, commands[i].name)) return (int)i;
+    return -1;
 }
 
 int main(int argc, char **argv) {
+    check_isa_env();
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
     }
     const char *c = argv[1];
+    if (!strcmp(c, "help") && argc > 2) { /* `cpulm help run` is `cpulm run --help` */
+        int k = find_command(argv[2]);
+        static char help_flag[] = "--help";
+        char *args[] = {argv[2], help_flag, NULL};
+        if (k >= 0) return commands[k].fn(2, args);
+        fprintf(stderr, "cpulm: unknown command '%s'\n", argv[2]);
+        usage(stderr);
+        return EXIT_USAGE;
+    }
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {
         usage(stdout);
         return 0;
@@ -51,8 +82,8 @@ int main(int argc, char **argv) {
         printf("cpulm %s, kernels: %s\n", cpulm_version(), cpulm_kernel_level());
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(c, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    int k = find_command(c);
+    if (k >= 0) return commands[k].fn(argc - 1, argv + 1);
     fprintf(stderr, "cpulm: unknown command '%s'\n", c);
     usage(stderr);
     return EXIT_USAGE;

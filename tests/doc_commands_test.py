@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""doc_commands_test.py: runs every `cpulm ...` command shown in a code block of README.md and
+docs/*.md, so the docs cannot drift from the tool. Substitutions make them run here, quickly:
+model.gguf (and any other *.gguf input) -> the shared stories260K model or a tiny synthetic
+one, synth shapes -> tiny, /tmp paths -> a scratch directory, port 8080 -> the port a
+`cpulm serve` from the docs got, text files -> a generated text, request counts -> 4.
+Each command must exit 0.
+
+Skipped, and why (SKIPS below; the test prints each skip):
+  - commands that download from the internet (cpulm pull of a Hugging Face file);
+  - the build line (`./scripts/deps.sh && cmake ...`): this test runs inside a build;
+  - docker, kubectl, curl and other non-cpulm lines are not collected at all.
+Usage: doc_commands_test.py SOURCE_DIR path/to/cpulm
+"""
+import os, re, shlex, subprocess, sys, tempfile, time
+
+SKIPS = [
+    (re.compile(r"\bcpulm pull\b(?!.*--hash)"), "downloads from the internet"),
+    (re.compile(r"scripts/deps\.sh"), "the build line; the test runs inside a build"),
+]
+
+
+SIZES = [
+    (r"-p \d+", "-p 32"), (r"-n \d+", "-n 8"), (r"-r \d+", "-r 1"), (r"-pg \d+,\d+", "-pg 32,8"),
+    (r"--parallel [\d,]+", "--parallel 1,2"), (r"--ttft [\d,]+", "--ttft 32"),
+    (r"-npp \d+", "-npp 16"), (r"-ntg \d+", "-ntg 4"), (r"-c 512\b", "-c 64"),
+    (r"--chunks \d+", "--chunks 2"), (r"roofline ", "roofline --time 0.02 --buffer-mib 64 "),
+]
+
+
+def commands(src):
+    files = [os.path.join(src, "README.md")] + sorted(
+        os.path.join(src, "docs", f) for f in os.listdir(os.path.join(src, "docs")) if f.endswith(".md"))
+    out = []
+    for path in files:
+        blocks, cur = [], None
+        for line in open(path, encoding="utf-8"):
+            if line.startswith("```"):
+                if cur is not None:
+                    blocks.append(cur)
+                cur = None if cur is not None else []
+            elif cur is not None:
+                cur.append(line.rstrip("\n"))
+        for block in blocks:
+            # a block with "$ " prompts is a transcript: only the prompted lines are commands
+            transcript = any(l.startswith("$ ") for l in block)
+            cont = ""
+            for line in block:
+                if transcript and not cont and not line.startswith("$ "):
+                    continue
+                line = cont + line
+                if line.endswith("\\"):
+                    cont = line[:-1] + " "
+                    continue
+                cont = ""
+                s = re.sub(r"^\$ ", "", line.strip())
+                if re.search(r"(^|[ /])cpulm [a-z]", s) and not s.startswith(("#", "|")):
+                    out.append((os.path.relpath(path, src), s))
+    return out
+
+
+def strip_comment(cmd):
+    # a trailing "# ..." comment outside quotes
+    try:
+        lex = shlex.shlex(cmd, posix=True, punctuation_chars=False)
+        lex.whitespace_split = True
+        lex.commenters = "#"
+        toks = list(lex)
+    except ValueError:
+        return cmd
+    idx = cmd.find(" #")
+    return cmd[:idx] if idx >= 0 and len(shlex.split(cmd[:idx], comments=False)) == len(toks) else cmd
+
+
+def substitute(cmd, tmp, port, model, tiny):
+    cmd = strip_comment(cmd).strip()
+    cmd = re.sub(r"(^|[\s=])(\./build/)?cpulm(?= )", lambda m: m.group(1) + "CPULM_BIN", cmd)
+    if re.search(r"\bsynth\b", cmd):
+        cmd = re.sub(r"--shape (1b|3b|8b|70b)\b", "--shape tiny", cmd)
+    # sizes: the same tests, smaller, so the whole list runs in minutes on a busy machine
+    if re.search(r"CPULM_BIN (bench|roofline|perplexity)\b", cmd):
+        for rx, rep in SIZES:
+            cmd = re.sub(rx, rep, cmd)
+    cmd = cmd.replace("/tmp/", tmp + "/")
+    ins = {"model.gguf": model, "stories260K.gguf": model, "model-f16.gguf": tiny,
+           "model-f32.gguf": tiny}
+    for k, v in ins.items():
+        cmd = re.sub(r"(?<![\w/.-])" + re.escape(k), v, cmd)
+    cmd = re.sub(r"(?<![\w/.-])(wiki\.test\.raw|tinystories_valid_head\.txt)", tmp + "/text.txt", cmd)
+    cmd = re.sub(r"--requests \d+", "--requests 4", cmd)
+    cmd = re.sub(r"--concurrency [\d,]+", "--concurrency 1,2", cmd)
+    if port:
+        cmd = cmd.replace("127.0.0.1:8080", "127.0.0.1:%d" % port)
+    return cmd.replace("CPULM_BIN", shlex.quote(CPULM))
+
+
+def start_server(cmd, tmp):
+    cmd = re.sub(r"--port \d+", "", cmd) + " --port 0"
+    log = open(os.path.join(tmp, "serve.log"), "w")
+    p = subprocess.Popen(cmd, shell=True, cwd=tmp, stdout=subprocess.PIPE, stderr=log, text=True,
+                         start_new_session=True)
+    line = p.stdout.readline()
+    m = re.search(r"listening on http://[\d.]+:(\d+)", line)
+    if not m:
+        p.kill()
+        return None, None
+    return p, int(m.group(1))
+
+
+def main():
+    global CPULM
+    src, CPULM = sys.argv[1], os.path.abspath(sys.argv[2])
+    shared = os.environ.get("CPULM_SHARED", os.path.join(src, "..", "shared"))
+    model = os.path.join(shared, "models", "stories260K.gguf")
+    tmp = tempfile.mkdtemp(prefix="cpulm-doc-")
+    with open(os.path.join(tmp, "text.txt"), "w") as f:
+        for i in range(400):
+            f.write("Once upon a time there was a little cat called Tom number %d.\n" % i)
+    with open(os.path.join(tmp, "msgs.json"), "w") as f:
+        f.write('[{"role": "user", "content": "hi"}]\n')
+    tiny = os.path.join(tmp, "tiny-f32.gguf")
+    subprocess.run([CPULM, "synth", "--shape", "tiny", "--type", "f32", "-o", tiny], check=True,
+                   stdout=subprocess.DEVNULL)
+    servers, port, fails, ran = [], None, 0, 0
+    for path, raw in commands(src):
+        why = next((w for rx, w in SKIPS if rx.search(raw)), None)
+        if why:
+            print("SKIP %s: %s (%s)" % (path, raw, why), flush=True)
+            continue
+        cmd = substitute(raw, tmp, port, model, tiny)
+        if "--compare a.json b.json" in cmd and os.path.exists(os.path.join(tmp, "a.json")):
+            subprocess.run(["cp", os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json")])
+        ran += 1
+        t0 = time.time()
+        if re.search(r"\bserve\b", cmd.split("#")[0]) and "--help" not in cmd:
+            p, port_ = start_server(cmd, tmp)
+            ok, err = p is not None, "no 'listening on' line"
+            if ok:
+                servers.append(p)
+                port = port_
+        else:
+            try:
+                r = subprocess.run(cmd, shell=True, cwd=tmp, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                   timeout=300)
+                ok, err = r.returncode == 0, r.stderr.strip()[-400:]
+            except subprocess.TimeoutExpired:
+                ok, err = False, "timed out after 300 s"
+        print("%s %s: %s  [%.1f s]" % ("ok  " if ok else "FAIL", path, raw, time.time() - t0),
+              flush=True)
+        if not ok:
+            fails += 1
+            print("     ran: %s\n     %s" % (cmd, err))
+    for p in servers:
+        p.terminate()
+        p.wait(timeout=60)
+    print("doc commands: %d run, %d failed" % (ran, fails))
+    return 1 if fails or ran < 20 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
