@@ -233,6 +233,9 @@ typedef struct cpulm_ctx_params {
                               * sets it from CPULM_NO_PIN=1 */
     cpulm_embd_mode embeddings; /* CPULM_EMBD_OFF (default): logits only */
     cpulm_pooling pooling;      /* with embeddings; UNSPECIFIED: the model's (cpulm_model_pooling) */
+    int attn_fast;           /* F16 caches only: tiled attention with f32 accumulation (faster
+                              * on long contexts; logits differ from llama.cpp's by up to
+                              * ~0.01). 0 (default): the reference's F16 attention numerics */
 } cpulm_ctx_params;
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);

@@ -135,6 +135,25 @@ else
   echo "skip perplexity checks: stories260K or text not found"; skip=$((skip + 1))
 fi
 
+# ---------------- attention numerics option ----------------
+# --attn ref (default) is llama.cpp's F16 attention arithmetic, --attn fast the tiled path:
+# both run, the default equals --attn ref, fast gives different (close) logits, bad values
+# are usage errors.
+if [ -f "$S260" ]; then
+  for a in ref fast; do
+    expect_rc "logits_attn_$a" 0 "$CPULM" logits -m "$S260" -p "Once upon a time" --top 5 --attn $a
+    cp "$TMP/out" "$TMP/attn_$a.txt"
+  done
+  expect_rc logits_attn_default 0 "$CPULM" logits -m "$S260" -p "Once upon a time" --top 5
+  cmp -s "$TMP/out" "$TMP/attn_ref.txt"; check logits_attn_default_is_ref $?
+  ! cmp -s "$TMP/attn_fast.txt" "$TMP/attn_ref.txt"; check logits_attn_fast_differs $?
+  expect_rc logits_attn_bad 2 "$CPULM" logits -m "$S260" -p "Once" --attn bogus
+  grep -q "want ref or fast" "$TMP/err"; check logits_attn_bad_message $?
+  expect_rc run_attn_fast 0 "$CPULM" run -m "$S260" -p "Once" -n 8 --temp 0 --attn fast
+else
+  echo "SKIP attention option: $S260 not found"; skip=$((skip + 1))
+fi
+
 # ---------------- pull ----------------
 expect_rc pull_help 0 "$CPULM" pull --help
 expect_rc pull_bad_spec 2 "$CPULM" pull just-a-name

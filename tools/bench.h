@@ -118,6 +118,7 @@ typedef struct bench_runner {
     uint64_t seed;               /* random prompt tokens */
     bench_progress_fn progress;  /* may be NULL */
     void *progress_user;
+    int attn_fast;               /* --attn fast: tiled attention on F16 caches (ctx param) */
 } bench_runner;
 
 /* Runs t: one warm-up, then reps (1..BENCH_MAX_REPS) timed repetitions on a fresh context

@@ -160,6 +160,7 @@ static cpulm_ctx *make_ctx(const bench_runner *br, const bench_test *t, char *er
     cp.n_threads = t->n_threads;
     cp.n_threads_batch = t->n_threads_batch;
     cp.kv_type = t->type_k;
+    cp.attn_fast = br->attn_fast;
     cp.n_outputs_max = t->n_parallel;
     cpulm_error e = {0};
     cpulm_ctx *ctx = cpulm_ctx_new(br->m, &cp, &e);

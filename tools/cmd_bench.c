@@ -30,6 +30,8 @@ static void bench_usage(FILE *f) {
         "  -ub, --ubatch-size N physical batch: tokens per decode call (default 512)\n"
         "  -ctk, --kv TYPE      KV cache type: f16, q8_0, q4_0, f32 (default f16; -ctv,\n"
         "                       --cache-type-k/-v are the same: K and V share one type)\n"
+        "  --attn ref|fast      F16 KV attention: ref (default, llama.cpp's numerics) or fast\n"
+        "                       (tiled, f32 accumulation; not shown in the output)\n"
         "  -npl, -np, --parallel N  parallel sequences decoded together after their prompts\n"
         "  -npp N               prompt tokens per parallel sequence (default 128)\n"
         "  -ntg N               tokens generated per parallel sequence (default 32)\n"
@@ -51,6 +53,7 @@ typedef struct bench_opts {
     int reps, progress; /* progress: -1 auto */
     bench_fmt fmt;
     long long seed;
+    int attn_fast;
 } bench_opts;
 
 /* The value of the current flag parsed as a list into l. */
@@ -146,6 +149,8 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
             o->progress = cli_flag(&c, "--progress", NULL);
         } else if (cli_flag(&c, "--numa", NULL)) {
             ok = cli_numa_flag(&c);
+        } else if (cli_flag(&c, "--attn", NULL)) {
+            ok = cli_attn_flag(&c, &o->attn_fast);
         } else if (cli_flag(&c, "--compare", NULL)) {
             ok = (o->cmp_a = cli_value(&c)) && (o->cmp_b = cli_value(&c));
         } else {
@@ -179,7 +184,7 @@ static int run_all(const bench_opts *o, const cpulm_model *m, bench_result *res,
     progress_state ps = {0, n};
     int show = o->progress >= 0 ? o->progress : isatty(2);
     bench_runner br = {.m = m, .seed = (uint64_t)o->seed, .progress = show ? show_progress : NULL,
-                       .progress_user = &ps};
+                       .progress_user = &ps, .attn_fast = o->attn_fast};
     char err[256];
     for (ps.i = 0; ps.i < n; ps.i++) {
         if (bench_run_test(&br, &tests[ps.i], o->reps, &res[ps.i], err, sizeof err)) {

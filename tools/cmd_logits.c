@@ -11,7 +11,9 @@ static void logits_usage(FILE *f) {
     fprintf(f, "usage: cpulm logits [-m MODEL] (-p PROMPT | --tokens 1,2,3) [--top K] [--json]\n"
                "  --no-bos           do not add BOS to the prompt\n"
                "  -t N               threads\n"
-                "  --kv, -ctk TYPE  KV cache type f16|f32|q8_0|q4_0 (default f16)\n" CLI_COMPAT_HELP);
+               "  --kv, -ctk TYPE  KV cache type f16|f32|q8_0|q4_0 (default f16)\n"
+               "  --attn ref|fast  F16 KV attention: ref (default, llama.cpp's numerics) or fast\n"
+               "                   (tiled, f32 accumulation; logits differ by up to ~0.01)\n" CLI_COMPAT_HELP);
 }
 
 /* Indices of the k largest values, descending (ties: lower id first). */
@@ -68,7 +70,7 @@ static int eval_all(cpulm_ctx *ctx, const cpulm_model *m, const cpulm_token *tok
 int cmd_logits(int argc, char **argv) {
     cli c = {.cmd = "logits", .argc = argc, .argv = argv};
     const char *model = NULL, *prompt = NULL, *tokens = NULL, *kv = "f16";
-    int k = 10, json = 0, no_bos = 0, threads = 0;
+    int k = 10, json = 0, no_bos = 0, threads = 0, attn_fast = 0;
     for (c.i = 1; c.i < argc; c.i++) {
         if (cli_flag(&c, "-h", "--help")) {
             logits_usage(stdout);
@@ -85,6 +87,8 @@ int cmd_logits(int argc, char **argv) {
             if (!cli_int(&c, 1, 512, &threads)) return EXIT_USAGE;
         } else if (cli_is_kv_flag(&c)) {
             if (!(kv = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--attn", NULL)) {
+            if (!cli_attn_flag(&c, &attn_fast)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--json", NULL)) {
             json = 1;
         } else if (cli_flag(&c, "--no-bos", NULL)) {
@@ -126,6 +130,7 @@ int cmd_logits(int argc, char **argv) {
     cp.n_outputs_max = 64;
     cp.n_threads = threads;
     cp.kv_type = kvt;
+    cp.attn_fast = attn_fast;
     cpulm_error err = {0};
     cpulm_ctx *ctx = n > 0 ? cpulm_ctx_new(m, &cp, &err) : NULL;
     if (n > 0 && !ctx) fprintf(stderr, "cpulm logits: %s\n", err.msg);

@@ -15,6 +15,7 @@ typedef struct run_opts {
         no_display_prompt;
     cpulm_kv_type kv;
     int kv_given;
+    int attn_fast;
     cpulm_sampler_params sp;
 } run_opts;
 
@@ -34,6 +35,7 @@ static void run_usage(FILE *f) {
             "  -tb, --threads-batch N  threads for the prompt (default: -t)\n"
             "  -c, --ctx-size N      context length (default: model's, at most 4096)\n"
             "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V alike)\n"
+            CLI_ATTN_HELP
             "  -b, --batch-size N    prompt tokens per decode call (default 512)\n"
             "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
             "                        interleaved; isolate: cores and memory of the starting node;\n"
@@ -78,6 +80,8 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             if (!cli_numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-ctk", "--cache-type-k") || cli_flag(&c, "-ctv", "--cache-type-v")) {
             if (!cli_kv_flag(&c, &o->kv, &o->kv_given)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--attn", NULL)) {
+            if (!cli_attn_flag(&c, &o->attn_fast)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--ignore-eos", NULL)) {
             o->ignore_eos = 1;
         } else if (cli_flag(&c, "--grammar", NULL)) {
@@ -273,6 +277,7 @@ int cmd_run(int argc, char **argv) {
     cp.n_threads = o.n_threads;
     cp.n_threads_batch = o.n_threads_batch;
     cp.kv_type = o.kv;
+    cp.attn_fast = o.attn_fast;
     if (o.n_batch) cp.n_batch = o.n_batch;
     cpulm_error err = {0};
     cpulm_ctx *ctx = n > 0 ? cpulm_ctx_new(m, &cp, &err) : NULL;

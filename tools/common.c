@@ -311,6 +311,17 @@ int cli_kv_flag(cli *c, cpulm_kv_type *out, int *given) {
     return 1;
 }
 
+int cli_attn_flag(cli *c, int *fast) {
+    const char *flag = c->argv[c->i], *v = cli_value(c);
+    if (!v) return 0;
+    if (strcmp(v, "ref") != 0 && strcmp(v, "fast") != 0) {
+        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want ref or fast)\n", c->cmd, v, flag);
+        return 0;
+    }
+    *fast = !strcmp(v, "fast");
+    return 1;
+}
+
 const char *cli_kv_name(cpulm_kv_type t) {
     switch (t) {
     case CPULM_KV_F32: return "f32";

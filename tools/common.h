@@ -53,6 +53,14 @@ int cli_sampler_flag(cli *c, cpulm_sampler_params *sp);
 int cli_kv_type(const char *s, cpulm_kv_type *out);
 int cli_kv_flag(cli *c, cpulm_kv_type *out, int *given);
 const char *cli_kv_name(cpulm_kv_type t);
+/* --attn ref|fast: attention of an F16 cache with the reference's numerics (ref, default) or
+ * the tiled f32-accumulating path (fast; cpulm_ctx_params.attn_fast). 1 = ok, 0 = missing
+ * or bad value (message printed). */
+int cli_attn_flag(cli *c, int *fast);
+#define CLI_ATTN_HELP                                                                              \
+    "  --attn ref|fast       F16 KV attention: ref (default) = llama.cpp's numerics (f16\n"        \
+    "                        accumulation); fast = tiled, f32 accumulation, faster on long\n"     \
+    "                        contexts, logits differ from llama.cpp by up to ~0.01\n"
 int cli_numa_flag(cli *c);
 #define CLI_SAMPLER_HELP                                                                           \
     "  --temp T              temperature (default 0.8; 0 = greedy)\n"                              \

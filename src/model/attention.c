@@ -44,6 +44,7 @@ struct cpulm_attn {
     int32_t *blk;              /* [n_batch + 1]: first token of each block */
     int32_t n_blk;
     int split;
+    int ref;                   /* F16 cache, reference numerics: attn_f16 per (token, head) */
     uint64_t n_split_items;
     uint64_t *item_end;        /* [split_max]: cumulative split items after token t */
 };
@@ -91,6 +92,7 @@ void cpulm_attn_plan(cpulm_ctx *c) {
     }
     a->blk[n] = c->n_tok;
     a->n_blk = n;
+    a->ref = c->kv.dtype == CPULM_DTYPE_F16 && !c->p.attn_fast;
     a->split = n == c->n_tok && n <= a->split_max;
     if (!a->split) return;
     uint64_t items = 0;
@@ -247,11 +249,36 @@ static void split_fold(cpulm_ctx *c, att_ws *w, int32_t t, int g) {
     write_out(c, w->o, w->l, t, m, g);
 }
 
+/* Reference path of an F16 cache: one (token t, head h) with the reference's F16 attention
+ * numerics (attn_f16: q rounded to f16, V accumulated in f16, rounded after every key).
+ * The tiled path accumulates V in f32, which moves float models' logits by up to ~0.01
+ * from the reference's; this one matches them (docs/CORRECTNESS.md). */
+static void ref_item(cpulm_ctx *c, att_ws *w, int il, int32_t t, int h) {
+    const cpulm_hparams *hp = &c->m->hp;
+    const int64_t d = hp->head_dim, qd = (int64_t)hp->n_head * d;
+    const int g = h / c->attn->gq;
+    uint16_t *q16 = (uint16_t *)w->q; /* w->q holds rows * d floats, >= d halves */
+    c->k->from_float[CPULM_DTYPE_F16](c->q + t * qd + h * d, q16, d);
+    const size_t off = sizeof(uint16_t) * (size_t)g * (size_t)d;
+    c->k->attn_f16(d, c->pos[t] + 1, q16, cpulm_kv_k(&c->kv, il, c->seq[t], 0) + off,
+                   cpulm_kv_v(&c->kv, il, c->seq[t], 0) + off, c->kv.row_bytes,
+                   1.0f / sqrtf((float)d), c->att + t * qd + h * d);
+}
+
 void cpulm_attn_layer(cpulm_ctx *c, int il, int ith, int nth) {
     const struct cpulm_attn *a = c->attn;
     const int n_kv = c->m->hp.n_head_kv;
     att_ws w = ws_of(c, ith);
     uint64_t item;
+    if (a->ref) {
+        const int nh = c->m->hp.n_head;
+        uint64_t n = (uint64_t)c->n_tok * (uint64_t)nh, first = cpulm_work_begin(c, ith, n);
+        while (cpulm_work_claim(c, first + n, &item)) {
+            uint64_t i = item - first;
+            ref_item(c, &w, il, (int32_t)(i / (uint64_t)nh), (int)(i % (uint64_t)nh));
+        }
+        return;
+    }
     if (!a->split) {
         uint64_t n = (uint64_t)a->n_blk * (uint64_t)n_kv, first = cpulm_work_begin(c, ith, n);
         while (cpulm_work_claim(c, first + n, &item)) {
