@@ -331,5 +331,59 @@ wait "$SPID"; check drain_exit_0 $?
 [ "$(tail -n 2 "$TMP/a" | head -n 1)" = "data: [DONE]" ]; check drain_stream_finished $?
 jq -e '.usage.completion_tokens == 8' "$TMP/b" >/dev/null; check drain_queued_finished $?
 
+# ---- Qwen3-style reasoning: a template that opens <think> (unless enable_thinking is false)
+# on tiny-qwen3 (random weights, so the reply never closes the block): the whole reply is
+# reasoning_content, equal to the raw completion of the same prompt; with
+# chat_template_kwargs.enable_thinking=false the template closes the block and the same
+# raw text is the content ----
+QMODEL=$SHARED/testdata/models/tiny-qwen3-q8_0.gguf
+if [ -f "$QMODEL" ]; then
+  printf '%s' '{% for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}<|im_start|>assistant
+{% if enable_thinking is defined and enable_thinking is false %}<think>
+
+</think>
+
+{% else %}<think>
+{% endif %}' >"$TMP/qwen3.jinja"
+  MODEL_SAVE=$MODEL; MODEL=$QMODEL
+  start_server think -np 2 -c 512 -t 1 --chat-template "$TMP/qwen3.jinja"
+  check think_ready $?
+  MODEL=$MODEL_SAVE
+  URL=http://127.0.0.1:$PORT
+  CHAT='"messages":[{"role":"user","content":"Hi"}],"max_tokens":16,"temperature":0'
+  curl -s $URL/v1/chat/completions -d "{$CHAT}" >"$TMP/th_chat"
+  curl -sN $URL/v1/chat/completions -d "{$CHAT,\"stream\":true}" >"$TMP/th_sse"
+  curl -s $URL/v1/chat/completions -d "{$CHAT,\"chat_template_kwargs\":{\"enable_thinking\":false}}" >"$TMP/th_off"
+  raw_of() { # prompt text -> raw completion JSON
+    curl -s $URL/v1/completions -d "$(jq -n --arg p "$1" '{prompt:$p,max_tokens:16,temperature:0}')"
+  }
+  raw_of $'<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n' >"$TMP/th_raw"
+  raw_of $'<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n' >"$TMP/th_raw_off"
+  # the raw text never closes the block here (else the expectations below would not hold)
+  jq -e '(.choices[0].text | contains("</think>") | not) and .usage.completion_tokens == 16' "$TMP/th_raw" >/dev/null
+  check think_raw_premise $? "$(head -c 300 "$TMP/th_raw")"
+  jq -e --slurpfile raw "$TMP/th_raw" '.choices[0].message.content == "" and
+      .choices[0].message.reasoning_content == ($raw[0].choices[0].text | sub("^[ \n]+"; "") | sub("[ \n]+$"; ""))
+      and .usage.prompt_tokens == $raw[0].usage.prompt_tokens' "$TMP/th_chat" >/dev/null
+  check think_reasoning_content $? "$(head -c 400 "$TMP/th_chat")"
+  sed -n 's/^data: \({.*\)$/\1/p' "$TMP/th_sse" | jq -s --slurpfile raw "$TMP/th_raw" -e '
+      ([.[].choices[].delta.reasoning_content // ""] | join("")) == ($raw[0].choices[0].text | sub("^[ \n]+"; ""))
+      and ([.[].choices[].delta.content // ""] | join("")) == ""
+      and .[0].choices[0].delta.role == "assistant"' >/dev/null
+  check think_stream_reasoning_deltas $? "$(head -c 400 "$TMP/th_sse")"
+  jq -e --slurpfile raw "$TMP/th_raw_off" '.choices[0].message.content == $raw[0].choices[0].text and
+      (.choices[0].message | has("reasoning_content") | not)
+      and .usage.prompt_tokens == $raw[0].usage.prompt_tokens' "$TMP/th_off" >/dev/null
+  check think_enable_thinking_false $? "$(head -c 400 "$TMP/th_off")"
+  code=$(curl -s -o "$TMP/th_bad" -w '%{http_code}' $URL/v1/chat/completions -d "{$CHAT,\"chat_template_kwargs\":{\"enable_thinking\":1}}")
+  [ "$code" = 400 ] && jq -e '.error.param == "enable_thinking"' "$TMP/th_bad" >/dev/null
+  check think_kwargs_type_400 $?
+  kill -TERM "$SPID"; wait "$SPID"
+else
+  echo "skip think checks: $QMODEL not found"
+fi
+
 echo "server_e2e: $pass passed, $fail failed"
 [ $fail -eq 0 ]

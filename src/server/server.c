@@ -279,7 +279,7 @@ static void *loader_main(void *arg) {
     cpulm_server *s = arg;
     s->model = cpulm_model_load(s->p.model_path, NULL, &s->load_err);
     if (s->model) {
-        s->chat_tmpl = chat_template(s->model);
+        s->chat_tmpl = s->p.chat_template ? strdup(s->p.chat_template) : chat_template(s->model);
         cpulm_token bos = cpulm_token_bos(s->model), eos = cpulm_token_eos(s->model);
         s->bos_text = bos >= 0 ? cpulm_token_text(s->model, bos) : NULL;
         s->eos_text = eos >= 0 ? cpulm_token_text(s->model, eos) : NULL;
@@ -328,7 +328,8 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
         return;
     }
     cpulm_logf(CPULM_LOG_INFO, "model loaded: %s (%d slots x %d tokens, chat template: %s)",
-               s->alias, s->p.n_parallel, s->p.n_ctx, s->chat_tmpl ? "the model's" : "plain");
+               s->alias, s->p.n_parallel, s->p.n_ctx,
+               !s->chat_tmpl ? "plain" : s->p.chat_template ? "--chat-template" : "the model's");
 }
 
 /* ---- shutdown and timers ---- */
