@@ -38,6 +38,8 @@ static void serve_usage(FILE *f) {
             "  --alias NAME          model id in /v1/models (default: file name)\n"
             "  --chat-template NAME|FILE  override the model's chat template (llama3, llama2,\n"
             "                        mistral, chatml, deepseek-r1, plain, or a Jinja file)\n"
+            "  --embeddings          serve POST /v1/embeddings (a second, embeddings-only context)\n"
+            "  --pooling P           its pooling: mean|last|cls (default: the model's)\n"
             "  --timeout S           per-request time limit in seconds (default 600)\n"
             "  --grace S             shutdown grace period in seconds (default 30)\n"
             "  --max-body BYTES      request body limit (default 1048576)\n"
@@ -46,7 +48,8 @@ static void serve_usage(FILE *f) {
             "  --head-timeout S      a request head must arrive within S seconds (default 10)\n"
             "  --idle-timeout S      idle keep-alive connections close after S (default 60)\n"
             "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
-            "GET /health, GET /ready, GET /metrics. See docs/SERVER.md.\n" CLI_COMPAT_HELP);
+            "POST /v1/embeddings (with --embeddings), GET /health, GET /ready, GET /metrics.\n"
+            "See docs/SERVER.md.\n" CLI_COMPAT_HELP);
 }
 
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model,
@@ -90,6 +93,15 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!cli_numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--api-key", NULL)) {
             if (!(p->api_key = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--embeddings", "--embedding")) {
+            p->embeddings = 1;
+        } else if (cli_flag(&c, "--pooling", NULL)) {
+            const char *pv = cli_value(&c);
+            if (!pv) return EXIT_USAGE;
+            if (cpulm_pooling_parse(pv, &p->pooling) != CPULM_OK || p->pooling == CPULM_POOLING_RANK) {
+                fprintf(stderr, "cpulm serve: --pooling must be mean, last, cls or none\n");
+                return EXIT_USAGE;
+            }
         } else if (cli_flag(&c, "--chat-template", NULL)) {
             if (!(*tmpl = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--alias", NULL)) {

@@ -1,4 +1,5 @@
-/* routes.c: the HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/models,
+/* routes.c: the HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/embeddings
+ * (embed.c), /v1/models,
  * /health, /ready, /metrics; authentication; and turning scheduler events into JSON
  * responses or SSE chunks. Runs on the I/O thread and never waits for the model or for
  * work proportional to a body: a generation request goes to the request worker (gen_run:
@@ -335,9 +336,43 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
     cpulm_prep_push(s->prep, &j->base);
 }
 
+/* POST /v1/embeddings: the whole request runs on the request worker (embed.c). */
+static void handle_embeddings(cpulm_server *s, cpulm_conn *c) {
+    cpulm_oai_error e;
+    if (!s->p.embeddings) {
+        cpulm_oai_error_set(&e, 501, NULL, "this server does not serve embeddings: start it with "
+                                           "--embeddings");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    if (!is_ready(s)) {
+        cpulm_oai_error_set(&e, 503, NULL, s->draining ? "the server is shutting down"
+                                                      : "the model is still loading");
+        respond_error(s, c, &e, "Retry-After: 1\r\n");
+        return;
+    }
+    uint64_t id = (++s->next_serial << 16) | (uint64_t)c->index;
+    cpulm_prep_job *j = cpulm_embed_job_new(s, c->body, c->body_len, id);
+    if (!j) {
+        cpulm_oai_error_set(&e, 500, NULL, "out of memory");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    c->req_id = id; /* busy until cpulm_routes_prepared */
+    cpulm_prep_push(s->prep, j);
+}
+
 /* Hands r to the scheduler. A stream sends its header only with its first event (the
  * request is running then), so a request still queued at shutdown can get a plain 503. */
 void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *base) {
+    if (cpulm_embed_job_is(base)) {
+        const char *body;
+        size_t n;
+        int status = cpulm_embed_job_result(base, &body, &n);
+        c->req_id = 0;
+        respond(s, c, status, "application/json", body, n, NULL);
+        return;
+    }
     gen_job *j = (gen_job *)base;
     route *rt = NULL;
     cpulm_sched_submit_result res = CPULM_SCHED_INVALID;
@@ -597,7 +632,9 @@ static int path_is(const cpulm_http_str *p, const char *lit) {
     return p->n == strlen(lit) && memcmp(p->p, lit, p->n) == 0;
 }
 
-typedef enum { R_HEALTH, R_READY, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COUNT } route_id;
+typedef enum {
+    R_HEALTH, R_READY, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_COUNT
+} route_id;
 
 static const struct {
     const char *path, *method;
@@ -606,6 +643,7 @@ static const struct {
     [R_HEALTH] = {"/health", "GET", 0},         [R_READY] = {"/ready", "GET", 0},
     [R_METRICS] = {"/metrics", "GET", 0},       [R_MODELS] = {"/v1/models", "GET", 1},
     [R_CHAT] = {"/v1/chat/completions", "POST", 1}, [R_COMPLETIONS] = {"/v1/completions", "POST", 1},
+    [R_EMBEDDINGS] = {"/v1/embeddings", "POST", 1},
 };
 
 void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c) {
@@ -642,6 +680,7 @@ void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c) {
     case R_MODELS: handle_models(s, c); break;
     case R_CHAT: handle_generate(s, c, CPULM_OAI_CHAT); break;
     case R_COMPLETIONS: handle_generate(s, c, CPULM_OAI_COMPLETION); break;
+    case R_EMBEDDINGS: handle_embeddings(s, c); break;
     case R_COUNT: break;
     }
 }
