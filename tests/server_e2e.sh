@@ -3,11 +3,13 @@
 # metrics, completions and chat (plain and SSE), batching never changing results, errors
 # and their status codes, keep-alive, malformed HTTP, a long prompt not stalling running
 # streams, client disconnects, the RAM prompt cache across slots, queue limits (429) and
-# the SIGTERM drain.
+# the SIGTERM drain, /v1/embeddings (vectors equal `cpulm embed --json`, base64, errors),
+# and Qwen3-style <think> splitting into reasoning_content on tiny-qwen3.
 # Then the official `openai` npm package drives a server (openai_client_test.mjs), with
 # ajv + ajv-formats validating structured outputs and tool arguments: they are installed
 # with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the registry
-# that part is skipped with the reason printed.
+# that part is skipped with the reason printed. openai_embed_test.mjs drives
+# embeddings.create the same way.
 # Usage: server_e2e.sh path/to/cpulm. Servers bind 127.0.0.1 on a free port; the script
 # kills only the PIDs it started; every wait loop is bounded.
 set -u
@@ -330,6 +332,113 @@ wait "$A" "$B"
 wait "$SPID"; check drain_exit_0 $?
 [ "$(tail -n 2 "$TMP/a" | head -n 1)" = "data: [DONE]" ]; check drain_stream_finished $?
 jq -e '.usage.completion_tokens == 8' "$TMP/b" >/dev/null; check drain_queued_finished $?
+
+# ---- POST /v1/embeddings (--embeddings, mean pooling): vectors equal `cpulm embed --json`,
+# base64 decodes to the same float32s, token inputs, usage, errors; then the openai client ----
+start_server emb -np 1 -c 256 -t 1 --api-key $KEY --embeddings --pooling mean
+check emb_ready $?
+URL=http://127.0.0.1:$PORT
+"$CPULM" embed -m "$MODEL" -p "Once upon a time" -p "The cat" --pooling mean --json >"$TMP/emb_cli.json" 2>/dev/null
+check emb_cli_rc $?
+curl -s -H "$AUTH" $URL/v1/embeddings -d '{"input":["Once upon a time","The cat"],"model":"x"}' >"$TMP/emb.json"
+jq -e --slurpfile cli "$TMP/emb_cli.json" '.object == "list" and (.data | length) == 2 and
+    ([range(2) as $i | [.data[$i].embedding, $cli[0].data[$i].embedding] | transpose[] | (.[0] - .[1]) | fabs]
+     | max) < 1e-5 and all(.data[]; .object == "embedding" and ((.embedding | map(. * .) | add) - 1 | fabs) < 1e-4)
+    and .data[1].index == 1 and .usage.prompt_tokens > 2 and .usage.total_tokens == .usage.prompt_tokens
+    and .model == "stories260K"' "$TMP/emb.json" >/dev/null
+check emb_matches_cli $? "$(head -c 300 "$TMP/emb.json")"
+curl -s -H "$AUTH" $URL/v1/embeddings -d '{"input":"The cat","encoding_format":"base64"}' >"$TMP/emb64.json"
+jq -r '.data[0].embedding' "$TMP/emb64.json" | base64 -d | od -An -v -tf4 | tr -s ' ' '\n' | sed '/^$/d' >"$TMP/emb64.txt"
+jq -r '.data[1].embedding[]' "$TMP/emb.json" >"$TMP/emb_f.txt"
+[ "$(wc -l <"$TMP/emb64.txt")" -eq "$(wc -l <"$TMP/emb_f.txt")" ] &&
+  paste "$TMP/emb64.txt" "$TMP/emb_f.txt" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-6) bad = 1 } END { exit bad }'
+check emb_base64_same_floats $? "$(head -c 200 "$TMP/emb64.json")"
+curl -s -H "$AUTH" $URL/v1/embeddings -d '{"input":[[1,400,300],[1,300]]}' >"$TMP/emb_tok.json"
+curl -s -H "$AUTH" $URL/v1/embeddings -d '{"input":[1,300]}' >"$TMP/emb_tok1.json"
+jq -e --slurpfile one "$TMP/emb_tok1.json" '(.data | length) == 2 and .usage.prompt_tokens == 5 and
+    .data[1].embedding == $one[0].data[0].embedding' "$TMP/emb_tok.json" >/dev/null
+check emb_token_inputs $?
+for bad in '{"input":5}' '{"input":""}' '{"input":[]}' '{"input":["a",""]}' '{"input":[999999]}' \
+           '{"input":"a","encoding_format":"hex"}' '{"input":"a","dimensions":8}' 'not json'; do
+  code=$(curl -s -o "$TMP/emb_bad" -w '%{http_code}' -H "$AUTH" $URL/v1/embeddings -d "$bad")
+  [ "$code" = 400 ] && jq -e '.error.type == "invalid_request_error"' "$TMP/emb_bad" >/dev/null
+  check "emb_400 $bad" $? "($code $(head -c 200 "$TMP/emb_bad"))"
+done
+[ "$(curl -s -o /dev/null -w '%{http_code}' $URL/v1/embeddings -d '{"input":"a"}')" = 401 ]
+check emb_needs_key $?
+if [ -d "${NPM_DIR:-}/node_modules/openai" ] && command -v node >/dev/null; then
+  timeout 120 node "$HERE/openai_embed_test.mjs" "$URL" "$KEY" "$NPM_DIR" "$TMP/emb_cli.json" >"$TMP/node_emb.out" 2>&1
+  rc=$?
+  cat "$TMP/node_emb.out" | tail -n 20
+  check openai_embeddings $rc
+else
+  echo "skip openai embeddings client: the openai package is not installed"
+fi
+kill -TERM "$SPID"; wait "$SPID"
+start_server embnone -np 1 -c 256 -t 1 --embeddings --pooling none
+check embnone_ready $?
+URL=http://127.0.0.1:$PORT
+code=$(curl -s -o "$TMP/emb_none" -w '%{http_code}' $URL/v1/embeddings -d '{"input":"a"}')
+[ "$code" = 400 ] && grep -q 'pooling is none' "$TMP/emb_none"; check emb_pooling_none_400 $? "$code"
+code=$(curl -s -o "$TMP/emb_off" -w '%{http_code}' $URL/v1/completions -d '{"prompt":"a","max_tokens":2}')
+[ "$code" = 200 ]; check emb_server_still_generates $?
+kill -TERM "$SPID"; wait "$SPID"
+
+# ---- Qwen3-style reasoning: a template that opens <think> (unless enable_thinking is false)
+# on tiny-qwen3 (random weights, so the reply never closes the block): the whole reply is
+# reasoning_content, equal to the raw completion of the same prompt; with
+# chat_template_kwargs.enable_thinking=false the template closes the block and the same
+# raw text is the content ----
+QMODEL=$SHARED/testdata/models/tiny-qwen3-q8_0.gguf
+if [ -f "$QMODEL" ]; then
+  printf '%s' '{% for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}<|im_start|>assistant
+{% if enable_thinking is defined and enable_thinking is false %}<think>
+
+</think>
+
+{% else %}<think>
+{% endif %}' >"$TMP/qwen3.jinja"
+  MODEL_SAVE=$MODEL; MODEL=$QMODEL
+  start_server think -np 2 -c 512 -t 1 --chat-template "$TMP/qwen3.jinja"
+  check think_ready $?
+  MODEL=$MODEL_SAVE
+  URL=http://127.0.0.1:$PORT
+  CHAT='"messages":[{"role":"user","content":"Hi"}],"max_tokens":16,"temperature":0'
+  curl -s $URL/v1/chat/completions -d "{$CHAT}" >"$TMP/th_chat"
+  curl -sN $URL/v1/chat/completions -d "{$CHAT,\"stream\":true}" >"$TMP/th_sse"
+  curl -s $URL/v1/chat/completions -d "{$CHAT,\"chat_template_kwargs\":{\"enable_thinking\":false}}" >"$TMP/th_off"
+  raw_of() { # prompt text -> raw completion JSON
+    curl -s $URL/v1/completions -d "$(jq -n --arg p "$1" '{prompt:$p,max_tokens:16,temperature:0}')"
+  }
+  raw_of $'<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n' >"$TMP/th_raw"
+  raw_of $'<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n' >"$TMP/th_raw_off"
+  # the raw text never closes the block here (else the expectations below would not hold)
+  jq -e '(.choices[0].text | contains("</think>") | not) and .usage.completion_tokens == 16' "$TMP/th_raw" >/dev/null
+  check think_raw_premise $? "$(head -c 300 "$TMP/th_raw")"
+  jq -e --slurpfile raw "$TMP/th_raw" '.choices[0].message.content == "" and
+      .choices[0].message.reasoning_content == ($raw[0].choices[0].text | sub("^[ \n]+"; "") | sub("[ \n]+$"; ""))
+      and .usage.prompt_tokens == $raw[0].usage.prompt_tokens' "$TMP/th_chat" >/dev/null
+  check think_reasoning_content $? "$(head -c 400 "$TMP/th_chat")"
+  sed -n 's/^data: \({.*\)$/\1/p' "$TMP/th_sse" | jq -s --slurpfile raw "$TMP/th_raw" -e '
+      ([.[].choices[].delta.reasoning_content // ""] | join("")) == ($raw[0].choices[0].text | sub("^[ \n]+"; ""))
+      and ([.[].choices[].delta.content // ""] | join("")) == ""
+      and .[0].choices[0].delta.role == "assistant"' >/dev/null
+  check think_stream_reasoning_deltas $? "$(head -c 400 "$TMP/th_sse")"
+  jq -e --slurpfile raw "$TMP/th_raw_off" '.choices[0].message.content == $raw[0].choices[0].text and
+      (.choices[0].message | has("reasoning_content") | not)
+      and .usage.prompt_tokens == $raw[0].usage.prompt_tokens' "$TMP/th_off" >/dev/null
+  check think_enable_thinking_false $? "$(head -c 400 "$TMP/th_off")"
+  code=$(curl -s -o "$TMP/th_bad" -w '%{http_code}' $URL/v1/chat/completions -d "{$CHAT,\"chat_template_kwargs\":{\"enable_thinking\":1}}")
+  [ "$code" = 400 ] && jq -e '.error.param == "enable_thinking"' "$TMP/th_bad" >/dev/null
+  check think_kwargs_type_400 $?
+  code=$(curl -s -o "$TMP/emb_off" -w '%{http_code}' $URL/v1/embeddings -d '{"input":"a"}')
+  [ "$code" = 501 ] && grep -q -- '--embeddings' "$TMP/emb_off"; check emb_off_501 $? "$code"
+  kill -TERM "$SPID"; wait "$SPID"
+else
+  echo "skip think checks: $QMODEL not found"
+fi
 
 echo "server_e2e: $pass passed, $fail failed"
 [ $fail -eq 0 ]

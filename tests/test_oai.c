@@ -1,5 +1,6 @@
 /* test_oai.c: OpenAI request validation and response shapes (src/server/oai.c).
  * Responses are parsed back with the JSON reader and checked field by field. */
+#include <stdio.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -368,4 +369,104 @@ TEST(oai_rejects_unknown_chat_roles) {
         CHECK_EQ_INT(t, cpulm_oai_parse(CPULM_OAI_CHAT, body, strlen(body), 1 << 20, &r, &e), CPULM_OK);
         cpulm_oai_request_release(&r);
     }
+}
+
+/* chat_template_kwargs.enable_thinking reaches the template; templates that write <think>
+ * blocks are flagged for splitting, and prompts that open one (DeepSeek-R1) start inside. */
+TEST(oai_template_kwargs_and_think_flags) {
+    const char *msgs = "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]";
+    char body[256];
+    cpulm_oai_request r;
+    cpulm_oai_error e;
+    snprintf(body, sizeof body, "{%s}", msgs);
+    REQUIRE(t, parse_kind(CPULM_OAI_CHAT, body, &r, &e) == CPULM_OK);
+    CHECK_EQ_INT(t, r.enable_thinking, 1);
+    cpulm_oai_request_release(&r);
+    snprintf(body, sizeof body, "{%s,\"chat_template_kwargs\":{\"enable_thinking\":false,\"x\":1}}", msgs);
+    REQUIRE(t, parse_kind(CPULM_OAI_CHAT, body, &r, &e) == CPULM_OK);
+    CHECK_EQ_INT(t, r.enable_thinking, 0);
+    const char *tmpl = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                       "{% endfor %}<|im_start|>assistant\n{% if enable_thinking is defined and "
+                       "enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}";
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_oai_chat_prompt info;
+    REQUIRE(t, cpulm_oai_render_chat_full(tmpl, NULL, NULL, r.messages, NULL, 0, &b, &info, &e) == CPULM_OK);
+    CHECK(t, strstr(b.data, "assistant\n<think>\n\n</think>\n\n") != NULL);
+    CHECK(t, info.think && !info.think_open);
+    cpulm_buf_reset(&b);
+    REQUIRE(t, cpulm_oai_render_chat_full(tmpl, NULL, NULL, r.messages, NULL, 1, &b, &info, &e) == CPULM_OK);
+    CHECK(t, strstr(b.data, "<think>") == NULL && info.think && !info.think_open);
+    cpulm_buf_reset(&b);
+    REQUIRE(t, cpulm_oai_render_chat_full(cpulm_chat_builtin("deepseek-r1"), NULL, NULL, r.messages,
+                                          NULL, 1, &b, &info, &e) == CPULM_OK);
+    CHECK(t, info.think && info.think_open);
+    cpulm_buf_reset(&b);
+    REQUIRE(t, cpulm_oai_render_chat(NULL, NULL, NULL, r.messages, &b, &info, &e) == CPULM_OK);
+    CHECK(t, !info.think && !info.think_open);
+    cpulm_buf_release(&b);
+    cpulm_oai_request_release(&r);
+    snprintf(body, sizeof body, "{%s,\"chat_template_kwargs\":[]}", msgs);
+    CHECK(t, parse_kind(CPULM_OAI_CHAT, body, &r, &e) != CPULM_OK && e.status == 400);
+    CHECK(t, strcmp(e.param, "chat_template_kwargs") == 0);
+    snprintf(body, sizeof body, "{%s,\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}}", msgs);
+    CHECK(t, parse_kind(CPULM_OAI_CHAT, body, &r, &e) != CPULM_OK && e.status == 400);
+    CHECK(t, strcmp(e.param, "enable_thinking") == 0);
+}
+
+/* Feeds text to cpulm_oai_think_feed in pieces of `step` bytes (0: whole). */
+static void think_feed_steps(const char *s, int inside, size_t step, cpulm_buf *txt, cpulm_buf *rsn) {
+    cpulm_chat_think f;
+    cpulm_chat_think_init(&f, inside);
+    size_t n = strlen(s);
+    if (!step) step = n;
+    for (size_t off = 0; off < n; off += step) {
+        size_t k = n - off < step ? n - off : step;
+        cpulm_oai_think_feed(&f, s + off, k, 0, txt, rsn);
+    }
+    cpulm_oai_think_feed(&f, NULL, 0, 1, txt, rsn);
+}
+
+/* Recorded Qwen3 / DeepSeek-R1 style replies split the same way whatever the event sizes
+ * (tags cut across events, slices beyond the 512-byte scratch). */
+TEST(oai_think_feed_splits_reasoning) {
+    static const struct {
+        const char *in;
+        int inside;
+        const char *text, *reasoning;
+    } cases[] = {
+        {"<think>\nI should greet.\n</think>\n\nHello!", 0, "Hello!", "I should greet.\n"},
+        {"plan it</think>\n\nanswer <b>", 1, "answer <b>", "plan it"},
+        {"no reasoning here <thin", 0, "no reasoning here <thin", ""},
+        {"<think>\n\n</think>\n\nDirect.", 0, "Direct.", ""},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (size_t step = 0; step < 6; step++) {
+            cpulm_buf txt, rsn;
+            cpulm_buf_init(&txt, 0);
+            cpulm_buf_init(&rsn, 0);
+            think_feed_steps(cases[c].in, cases[c].inside, step, &txt, &rsn);
+            cpulm_buf_putc(&txt, 0);
+            cpulm_buf_putc(&rsn, 0);
+            CHECK(t, strcmp(txt.data, cases[c].text) == 0);
+            CHECK(t, strcmp(rsn.data, cases[c].reasoning) == 0);
+            cpulm_buf_release(&txt);
+            cpulm_buf_release(&rsn);
+        }
+    }
+    /* 2000 bytes of reasoning then an answer, in one event: slices of the scratch */
+    cpulm_buf in, txt, rsn;
+    cpulm_buf_init(&in, 0);
+    cpulm_buf_init(&txt, 0);
+    cpulm_buf_init(&rsn, 0);
+    cpulm_buf_puts(&in, "<think>");
+    for (int i = 0; i < 200; i++) cpulm_buf_puts(&in, "abcdefghi ");
+    cpulm_buf_puts(&in, "</think>ok");
+    cpulm_buf_putc(&in, 0);
+    think_feed_steps(in.data, 0, 0, &txt, &rsn);
+    CHECK_EQ_INT(t, (int)rsn.len, 2000);
+    CHECK(t, txt.len == 2 && memcmp(txt.data, "ok", 2) == 0);
+    cpulm_buf_release(&in);
+    cpulm_buf_release(&txt);
+    cpulm_buf_release(&rsn);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chat_common.h"
 #include "commands.h"
 #include "common.h"
 #include "server/server.h"
@@ -35,6 +36,10 @@ static void serve_usage(FILE *f) {
             "  --api-key KEY         require Authorization: Bearer KEY on /v1/*\n"
             "                        (default: $CPULM_API_KEY, else none)\n"
             "  --alias NAME          model id in /v1/models (default: file name)\n"
+            "  --chat-template NAME|FILE  override the model's chat template (llama3, llama2,\n"
+            "                        mistral, chatml, deepseek-r1, plain, or a Jinja file)\n"
+            "  --embeddings          serve POST /v1/embeddings (a second, embeddings-only context)\n"
+            "  --pooling P           its pooling: mean|last|cls (default: the model's)\n"
             "  --timeout S           per-request time limit in seconds (default 600)\n"
             "  --grace S             shutdown grace period in seconds (default 30)\n"
             "  --max-body BYTES      request body limit (default 1048576)\n"
@@ -43,10 +48,12 @@ static void serve_usage(FILE *f) {
             "  --head-timeout S      a request head must arrive within S seconds (default 10)\n"
             "  --idle-timeout S      idle keep-alive connections close after S (default 60)\n"
             "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
-            "GET /health, GET /ready, GET /metrics. See docs/SERVER.md.\n" CLI_COMPAT_HELP);
+            "POST /v1/embeddings (with --embeddings), GET /health, GET /ready, GET /metrics.\n"
+            "See docs/SERVER.md.\n" CLI_COMPAT_HELP);
 }
 
-static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model) {
+static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model,
+                       const char **tmpl) {
     cli c = {.cmd = "serve", .argc = argc, .argv = argv};
     int kv_given = 0;
     int total = 0;
@@ -86,6 +93,17 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!cli_numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--api-key", NULL)) {
             if (!(p->api_key = cli_value(&c))) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--embeddings", "--embedding")) {
+            p->embeddings = 1;
+        } else if (cli_flag(&c, "--pooling", NULL)) {
+            const char *pv = cli_value(&c);
+            if (!pv) return EXIT_USAGE;
+            if (cpulm_pooling_parse(pv, &p->pooling) != CPULM_OK || p->pooling == CPULM_POOLING_RANK) {
+                fprintf(stderr, "cpulm serve: --pooling must be mean, last, cls or none\n");
+                return EXIT_USAGE;
+            }
+        } else if (cli_flag(&c, "--chat-template", NULL)) {
+            if (!(*tmpl = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--alias", NULL)) {
             if (!(p->model_alias = cli_value(&c))) return EXIT_USAGE;
         } else if (cli_flag(&c, "--timeout", NULL)) {
@@ -135,8 +153,11 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL;
     p.api_key = getenv("CPULM_API_KEY");
     p.no_pin = cli_env_flag("CPULM_NO_PIN");
-    int rc = parse_serve(argc, argv, &p, &model);
+    const char *tmpl_arg = NULL;
+    char *tmpl_owned = NULL;
+    int rc = parse_serve(argc, argv, &p, &model, &tmpl_arg);
     if (rc) return rc;
+    if (tmpl_arg && !cli_chat_template(NULL, tmpl_arg, &p.chat_template, &tmpl_owned)) return EXIT_USAGE;
     if (!(p.model_path = cli_model_path(model))) return EXIT_USAGE;
     if (cli_check_file("serve", p.model_path)) return EXIT_USAGE;
     cpulm_log_set(log_stderr, NULL);
@@ -144,6 +165,7 @@ int cmd_serve(int argc, char **argv) {
     cpulm_server *srv = cpulm_server_new(&p, &err);
     if (!srv) {
         fprintf(stderr, "cpulm serve: %s\n", err.msg);
+        free(tmpl_owned);
         return 1;
     }
     printf("cpulm serve: listening on http://%s:%d\n", p.host, cpulm_server_port(srv));
@@ -158,5 +180,6 @@ int cmd_serve(int argc, char **argv) {
     if (rc) fprintf(stderr, "cpulm serve: %s\n", err.msg);
     else fprintf(stderr, "cpulm serve: stopped\n");
     cpulm_server_free(srv);
+    free(tmpl_owned);
     return rc;
 }

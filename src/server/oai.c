@@ -226,6 +226,17 @@ static int parse_stream(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_
     return 0;
 }
 
+/* chat_template_kwargs (vLLM, llama-server): only enable_thinking is honoured; other
+ * members are accepted and ignored. */
+static int parse_template_kwargs(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    const cpulm_json *kw = field(root, "chat_template_kwargs");
+    if (!kw) return 0;
+    if (kw->type != CPULM_JSON_OBJECT)
+        return -cpulm_oai_error_set(e, 400, "chat_template_kwargs",
+                                    "'chat_template_kwargs' must be an object");
+    return read_bool(kw, "enable_thinking", &r->enable_thinking, e);
+}
+
 static void defaults(cpulm_oai_request *r, cpulm_oai_kind kind) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -238,6 +249,7 @@ static void defaults(cpulm_oai_request *r, cpulm_oai_kind kind) {
     r->sp.top_p = 1.0f;
     r->sp.min_p = 0.0f;
     r->sp.repeat_last_n = -1; /* OpenAI penalties count every generated token */
+    r->enable_thinking = 1;
 }
 
 cpulm_status cpulm_oai_parse(cpulm_oai_kind kind, const char *body, size_t len, size_t max_body,
@@ -259,6 +271,7 @@ cpulm_status cpulm_oai_parse(cpulm_oai_kind kind, const char *body, size_t len, 
     if (!bad) bad = parse_logprobs(root, r, e) < 0 || parse_stream(root, r, e) < 0;
     if (!bad) bad = read_stop(root, r, e) < 0;
     if (!bad) bad = cpulm_oai_parse_structured(root, r, e) < 0;
+    if (!bad && kind == CPULM_OAI_CHAT) bad = parse_template_kwargs(root, r, e) < 0;
     if (bad) {
         cpulm_oai_request_release(r);
         return CPULM_ERR_INVALID_ARG;
@@ -371,6 +384,13 @@ cpulm_status cpulm_oai_render_chat_tools(const char *tmpl, const char *bos, cons
                                          const cpulm_json *messages, const cpulm_json *tools,
                                          cpulm_buf *out, cpulm_oai_chat_prompt *info,
                                          cpulm_oai_error *e) {
+    return cpulm_oai_render_chat_full(tmpl, bos, eos, messages, tools, 1, out, info, e);
+}
+
+cpulm_status cpulm_oai_render_chat_full(const char *tmpl, const char *bos, const char *eos,
+                                        const cpulm_json *messages, const cpulm_json *tools,
+                                        int enable_thinking, cpulm_buf *out,
+                                        cpulm_oai_chat_prompt *info, cpulm_oai_error *e) {
     int plain = !tmpl || !*tmpl;
     info->parse_special = !plain;
     info->extra_stop = plain ? "\nUser:" : "";
@@ -382,6 +402,9 @@ cpulm_status cpulm_oai_render_chat_tools(const char *tmpl, const char *bos, cons
     p.add_generation_prompt = 1;
     p.bos_token = bos;
     p.eos_token = eos;
+    p.enable_thinking = enable_thinking;
+    info->think = !plain && strstr(tmpl, "<think>") != NULL;
+    info->think_open = 0;
     if (tools && (plain || !strstr(tmpl, "tools"))) cpulm_oai_tool_system_msg(tools, &sys);
     else if (tools) {
         tools_extra(tools, &extra);
@@ -402,6 +425,7 @@ cpulm_status cpulm_oai_render_chat_tools(const char *tmpl, const char *bos, cons
     }
     size_t bl = bos ? strlen(bos) : 0;
     info->add_bos = !(bl && strncmp(text, bos, bl) == 0);
+    info->think_open = info->think && cpulm_chat_opens_think(text, strlen(text));
     cpulm_buf_puts(out, text);
     free(text);
     if (cpulm_buf_status(out) != CPULM_OK) {
@@ -470,6 +494,28 @@ cpulm_status cpulm_oai_choice_add_lp(cpulm_oai_choice *c, const cpulm_sched_lp *
     }
     c->lp[c->n_lp++] = *lp;
     return CPULM_OK;
+}
+
+cpulm_status cpulm_oai_think_feed(cpulm_chat_think *f, const char *s, size_t n, int final,
+                                  cpulm_buf *text, cpulm_buf *reasoning) {
+    /* in slices so the scratch stays small whatever the event size */
+    char out[512 + 16], rsn[512 + 16];
+    cpulm_status st = CPULM_OK;
+    for (size_t off = 0; off < n || final; off += 512) {
+        int32_t k = (int32_t)(n - off < 512 ? n - off : 512), nr = 0;
+        int32_t nt = k ? cpulm_chat_think_split(f, s + off, k, out, rsn, (int32_t)sizeof out, &nr) : 0;
+        if (nt < 0) return CPULM_ERR_INVALID_ARG;
+        if (cpulm_buf_append(text, out, (size_t)nt) != CPULM_OK) st = CPULM_ERR_NOMEM;
+        if (cpulm_buf_append(reasoning, rsn, (size_t)nr) != CPULM_OK) st = CPULM_ERR_NOMEM;
+        if (off + (size_t)k >= n && final) { /* the end: what was held back */
+            nt = cpulm_chat_think_split(f, NULL, 0, out, rsn, (int32_t)sizeof out, &nr);
+            if (nt < 0) return CPULM_ERR_INVALID_ARG;
+            if (cpulm_buf_append(text, out, (size_t)nt) != CPULM_OK) st = CPULM_ERR_NOMEM;
+            if (cpulm_buf_append(reasoning, rsn, (size_t)nr) != CPULM_OK) st = CPULM_ERR_NOMEM;
+            break;
+        }
+    }
+    return st;
 }
 
 /* ---- logprobs ---- */

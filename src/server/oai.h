@@ -52,6 +52,7 @@ typedef struct cpulm_oai_request {
     const char *tool_name;        /* CPULM_OAI_TOOLS_NAMED: the function */
     int parallel_tool_calls;      /* default 1 */
     int32_t priority;             /* extension (vLLM's): lower is served sooner; default 0 */
+    int enable_thinking;          /* chat_template_kwargs.enable_thinking; default 1 */
 } cpulm_oai_request;
 
 /* Parses body[0..len) as a request of the given kind. JSON nesting is limited to 64 and the
@@ -81,6 +82,8 @@ void cpulm_oai_write_error(cpulm_buf *out, const cpulm_oai_error *e);
 typedef struct cpulm_oai_chat_prompt {
     int parse_special, add_bos;
     const char *extra_stop;
+    int think;      /* the template writes <think> blocks: split replies (reasoning_content) */
+    int think_open; /* the rendered prompt ends inside an opened <think> block */
 } cpulm_oai_chat_prompt;
 
 cpulm_status cpulm_oai_render_chat(const char *tmpl, const char *bos, const char *eos,
@@ -94,6 +97,11 @@ cpulm_status cpulm_oai_render_chat_tools(const char *tmpl, const char *bos, cons
                                          const cpulm_json *messages, const cpulm_json *tools,
                                          cpulm_buf *out, cpulm_oai_chat_prompt *info,
                                          cpulm_oai_error *e);
+/* Same, with enable_thinking given to the template (chat_template_kwargs). */
+cpulm_status cpulm_oai_render_chat_full(const char *tmpl, const char *bos, const char *eos,
+                                        const cpulm_json *messages, const cpulm_json *tools,
+                                        int enable_thinking, cpulm_buf *out,
+                                        cpulm_oai_chat_prompt *info, cpulm_oai_error *e);
 
 /* ---- responses ---- */
 
@@ -110,6 +118,11 @@ typedef struct cpulm_oai_choice {
 void cpulm_oai_choice_init(cpulm_oai_choice *c);
 void cpulm_oai_choice_release(cpulm_oai_choice *c);
 cpulm_status cpulm_oai_choice_add_lp(cpulm_oai_choice *c, const cpulm_sched_lp *lp);
+/* Splits n bytes of a reply through the think filter f: visible text is appended to text,
+ * the <think> block's content to reasoning. final: the reply ended (flushes held bytes).
+ * Returns CPULM_OK or CPULM_ERR_NOMEM. */
+cpulm_status cpulm_oai_think_feed(cpulm_chat_think *f, const char *s, size_t n, int final,
+                                  cpulm_buf *text, cpulm_buf *reasoning);
 
 typedef struct cpulm_oai_meta {
     cpulm_oai_kind kind;

@@ -1,4 +1,5 @@
-/* routes.c: the HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/models,
+/* routes.c: the HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/embeddings
+ * (embed.c), /v1/models,
  * /health, /ready, /metrics; authentication; and turning scheduler events into JSON
  * responses or SSE chunks. Runs on the I/O thread and never waits for the model or for
  * work proportional to a body: a generation request goes to the request worker (gen_run:
@@ -27,6 +28,7 @@ typedef struct route {
     int8_t *started;           /* [n]: stream: the choice's first chunk was sent */
     int64_t *offset;           /* [n]: stream: bytes sent per choice (completion logprobs) */
     struct tool_stream *ts;    /* [n]: stream with tools: what was sent of each choice */
+    cpulm_chat_think *think;   /* [n] or NULL: <think> splitting (reasoning_content) */
 } route;
 
 /* Streaming a reply that may hold tool calls: content goes out up to where a call may
@@ -44,6 +46,7 @@ static void route_free(route *r) {
     free(r->started);
     free(r->offset);
     free(r->ts);
+    free(r->think);
     free(r);
 }
 
@@ -131,8 +134,9 @@ static void handle_models(cpulm_server *s, cpulm_conn *c) {
 /* Prompt tokens for the request. Runs on the request worker (prep.h): it reads only what
  * is fixed once the model is loaded. Returns 0, or -1 with e set. */
 static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
-                        const char **extra_stop, cpulm_oai_error *e) {
+                        const char **extra_stop, int *think, cpulm_oai_error *e) {
     *extra_stop = "";
+    *think = 0;
     if (q->prompt_tokens) {
         size_t n = cpulm_json_len(q->prompt_tokens);
         r->prompt = malloc(sizeof(cpulm_token) * n);
@@ -152,12 +156,13 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
     cpulm_oai_chat_prompt info = {.parse_special = 0, .add_bos = 1, .extra_stop = ""};
     if (q->kind == CPULM_OAI_CHAT) {
         const cpulm_json *tools = q->tool_choice != CPULM_OAI_TOOLS_OFF ? q->tools : NULL;
-        if (cpulm_oai_render_chat_tools(s->chat_tmpl, s->bos_text, s->eos_text, q->messages, tools,
-                                        &text, &info, e) != CPULM_OK) {
+        if (cpulm_oai_render_chat_full(s->chat_tmpl, s->bos_text, s->eos_text, q->messages, tools,
+                                       q->enable_thinking, &text, &info, e) != CPULM_OK) {
             cpulm_buf_release(&text);
             return -1;
         }
         *extra_stop = info.extra_stop;
+        *think = info.think ? 1 + info.think_open : 0;
     } else {
         cpulm_buf_append(&text, q->prompt, q->prompt_len);
     }
@@ -197,14 +202,14 @@ static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpu
 /* Translates the parsed request into a scheduler request (on the request worker).
  * Returns NULL with e set. */
 static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_request *q,
-                                     cpulm_oai_error *e) {
+                                     int *think, cpulm_oai_error *e) {
     cpulm_sched_req *r = cpulm_sched_req_new();
     if (!r) {
         cpulm_oai_error_set(e, 500, NULL, "out of memory");
         return NULL;
     }
     const char *extra_stop;
-    if (build_prompt(s, q, r, &extra_stop, e) < 0) {
+    if (build_prompt(s, q, r, &extra_stop, think, e) < 0) {
         cpulm_sched_req_free(r);
         return NULL;
     }
@@ -224,7 +229,8 @@ static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_requ
     return r;
 }
 
-static route *route_new(cpulm_server *s, const cpulm_oai_request *q, uint64_t serial) {
+/* think: 0 off, 1 split replies, 2 split replies that start inside <think>. */
+static route *route_new(cpulm_server *s, const cpulm_oai_request *q, int think, uint64_t serial) {
     route *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->kind = q->kind;
@@ -234,10 +240,12 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q, uint64_t se
     r->started = calloc((size_t)q->n, 1);
     r->offset = calloc((size_t)q->n, sizeof *r->offset);
     r->ts = calloc((size_t)q->n, sizeof *r->ts);
-    if (!r->choices || !r->started || !r->offset || !r->ts) {
+    r->think = think ? calloc((size_t)q->n, sizeof *r->think) : NULL;
+    if (!r->choices || !r->started || !r->offset || !r->ts || (think && !r->think)) {
         route_free(r);
         return NULL;
     }
+    for (int32_t i = 0; think && i < q->n; i++) cpulm_chat_think_init(&r->think[i], think == 2);
     for (int32_t i = 0; i < q->n; i++) cpulm_oai_choice_init(&r->choices[i]);
     snprintf(r->id, sizeof r->id, "%s-%016llx", q->kind == CPULM_OAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)((serial ^ (uint64_t)s->created) * 0x9E3779B97F4A7C15ull));
@@ -275,6 +283,7 @@ typedef struct gen_job {
     cpulm_oai_request q;
     int parsed;             /* q holds a parsed request */
     cpulm_sched_req *r;     /* the result, or NULL with e set */
+    int think;              /* route_new's think */
     cpulm_oai_error e;
 } gen_job;
 
@@ -296,7 +305,7 @@ static void gen_run(cpulm_prep_job *base) {
     if (j->q.n > j->s->p.n_parallel)
         cpulm_oai_error_set(&j->e, 400, "n", "'n' must be at most %d on this server", j->s->p.n_parallel);
     else
-        j->r = to_sched_req(j->s, &j->q, &j->e);
+        j->r = to_sched_req(j->s, &j->q, &j->think, &j->e);
 }
 
 static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind) {
@@ -327,13 +336,47 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
     cpulm_prep_push(s->prep, &j->base);
 }
 
+/* POST /v1/embeddings: the whole request runs on the request worker (embed.c). */
+static void handle_embeddings(cpulm_server *s, cpulm_conn *c) {
+    cpulm_oai_error e;
+    if (!s->p.embeddings) {
+        cpulm_oai_error_set(&e, 501, NULL, "this server does not serve embeddings: start it with "
+                                           "--embeddings");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    if (!is_ready(s)) {
+        cpulm_oai_error_set(&e, 503, NULL, s->draining ? "the server is shutting down"
+                                                      : "the model is still loading");
+        respond_error(s, c, &e, "Retry-After: 1\r\n");
+        return;
+    }
+    uint64_t id = (++s->next_serial << 16) | (uint64_t)c->index;
+    cpulm_prep_job *j = cpulm_embed_job_new(s, c->body, c->body_len, id);
+    if (!j) {
+        cpulm_oai_error_set(&e, 500, NULL, "out of memory");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    c->req_id = id; /* busy until cpulm_routes_prepared */
+    cpulm_prep_push(s->prep, j);
+}
+
 /* Hands r to the scheduler. A stream sends its header only with its first event (the
  * request is running then), so a request still queued at shutdown can get a plain 503. */
 void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *base) {
+    if (cpulm_embed_job_is(base)) {
+        const char *body;
+        size_t n;
+        int status = cpulm_embed_job_result(base, &body, &n);
+        c->req_id = 0;
+        respond(s, c, status, "application/json", body, n, NULL);
+        return;
+    }
     gen_job *j = (gen_job *)base;
     route *rt = NULL;
     cpulm_sched_submit_result res = CPULM_SCHED_INVALID;
-    if (j->r && !(rt = route_new(s, &j->q, j->base.id >> 16))) {
+    if (j->r && !(rt = route_new(s, &j->q, j->think, j->base.id >> 16))) {
         cpulm_oai_error_set(&j->e, 500, NULL, "out of memory");
     } else if (j->r) {
         j->r->id = j->base.id;
@@ -391,8 +434,22 @@ static void stream_calls(cpulm_buf *b, route *rt, int32_t i, const cpulm_oai_sca
     cpulm_buf_release(&tmp);
 }
 
+/* With <think> splitting, the visible part of an event's text goes to txt and the
+ * reasoning to rsn, and *tx, *n point into txt; else they stay the event's text. */
+static void split_event(route *rt, const cpulm_sched_event *e, cpulm_buf *txt, cpulm_buf *rsn,
+                        const char **tx, size_t *n) {
+    *tx = e->text;
+    *n = e->n_text;
+    if (!rt->think || (e->kind != CPULM_SCHED_EV_TEXT && e->kind != CPULM_SCHED_EV_FINISH)) return;
+    cpulm_oai_think_feed(&rt->think[e->choice], e->text, e->n_text,
+                         e->kind == CPULM_SCHED_EV_FINISH, txt, rsn);
+    *tx = txt->data ? txt->data : "";
+    *n = txt->len;
+}
+
 /* A TEXT or FINISH event of a chat with tools, streamed. */
-static void stream_tool_event(cpulm_buf *b, route *rt, const cpulm_sched_event *e) {
+static void stream_tool_event(cpulm_buf *b, route *rt, const cpulm_sched_event *e, const char *tx,
+                              size_t ntx) {
     int32_t i = e->choice;
     cpulm_oai_choice *ch = &rt->choices[i];
     tool_stream *ts = &rt->ts[i];
@@ -401,7 +458,7 @@ static void stream_tool_event(cpulm_buf *b, route *rt, const cpulm_sched_event *
         cpulm_oai_write_chunk(b, &rt->meta, &open);
         rt->started[i] = 1;
     }
-    cpulm_buf_append(&ch->text, e->text, e->n_text);
+    cpulm_buf_append(&ch->text, tx, ntx);
     int final = e->kind == CPULM_SCHED_EV_FINISH;
     cpulm_oai_scan sc;
     cpulm_oai_scan_calls(ch->text.data, ch->text.len, final, rt->meta.forced, &sc);
@@ -420,12 +477,27 @@ static void stream_tool_event(cpulm_buf *b, route *rt, const cpulm_sched_event *
     }
 }
 
+/* Streams the reasoning part of a split event as its own delta (before tool events). */
+static void stream_reasoning(cpulm_buf *b, route *rt, int32_t i, const cpulm_buf *rsn) {
+    if (!rsn->len) return;
+    cpulm_oai_delta d = {.index = i, .text = "", .reasoning = rsn->data, .n_reasoning = rsn->len,
+                         .finish = -1, .first = !rt->started[i]};
+    cpulm_oai_write_chunk(b, &rt->meta, &d);
+    rt->started[i] = 1;
+}
+
 static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
-    cpulm_buf b;
+    cpulm_buf b, txt, rsn;
     cpulm_buf_init(&b, 0);
+    cpulm_buf_init(&txt, 0);
+    cpulm_buf_init(&rsn, 0);
+    const char *tx;
+    size_t ntx;
+    split_event(rt, e, &txt, &rsn, &tx, &ntx);
     int32_t i = e->choice;
     if (rt->meta.tools && (e->kind == CPULM_SCHED_EV_TEXT || e->kind == CPULM_SCHED_EV_FINISH)) {
-        stream_tool_event(&b, rt, e);
+        stream_reasoning(&b, rt, i, &rsn);
+        stream_tool_event(&b, rt, e, tx, ntx);
     } else if (e->kind == CPULM_SCHED_EV_TEXT || e->kind == CPULM_SCHED_EV_FINISH) {
         int first = !rt->started[i];
         if (first && rt->kind == CPULM_OAI_CHAT && e->kind == CPULM_SCHED_EV_FINISH) {
@@ -433,13 +505,14 @@ static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
             cpulm_oai_write_chunk(&b, &rt->meta, &open); /* role before an empty finish */
             first = 0;
         }
-        cpulm_oai_delta d = {.index = i, .text = e->text, .n_text = e->n_text,
+        cpulm_oai_delta d = {.index = i, .text = tx, .n_text = ntx,
+                             .reasoning = rsn.data, .n_reasoning = rsn.len,
                              .lp = e->has_lp ? &e->lp : NULL, .first = first && rt->kind == CPULM_OAI_CHAT,
                              .finish = e->kind == CPULM_SCHED_EV_FINISH ? (int)e->finish : -1,
                              .text_offset = rt->offset[i]};
         cpulm_oai_write_chunk(&b, &rt->meta, &d);
         rt->started[i] = 1;
-        rt->offset[i] += (int64_t)e->n_text;
+        rt->offset[i] += (int64_t)ntx;
     } else if (e->kind == CPULM_SCHED_EV_DONE) {
         if (rt->meta.include_usage) {
             cpulm_oai_usage u = {e->n_prompt, e->n_completion, e->n_cached};
@@ -454,12 +527,17 @@ static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
     }
     cpulm_conn_sse_frame(c, b.data, b.len);
     cpulm_buf_release(&b);
+    cpulm_buf_release(&txt);
+    cpulm_buf_release(&rsn);
 }
 
 static void whole_event(cpulm_server *s, cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
     cpulm_oai_choice *ch = &rt->choices[e->choice];
+    if (rt->think && (e->kind == CPULM_SCHED_EV_TEXT || e->kind == CPULM_SCHED_EV_FINISH))
+        cpulm_oai_think_feed(&rt->think[e->choice], e->text, e->n_text,
+                             e->kind == CPULM_SCHED_EV_FINISH, &ch->text, &ch->reasoning);
     if (e->kind == CPULM_SCHED_EV_TEXT) {
-        cpulm_buf_append(&ch->text, e->text, e->n_text);
+        if (!rt->think) cpulm_buf_append(&ch->text, e->text, e->n_text);
         if (e->has_lp) cpulm_oai_choice_add_lp(ch, &e->lp);
     } else if (e->kind == CPULM_SCHED_EV_FINISH) {
         ch->finish = (int)e->finish;
@@ -554,7 +632,9 @@ static int path_is(const cpulm_http_str *p, const char *lit) {
     return p->n == strlen(lit) && memcmp(p->p, lit, p->n) == 0;
 }
 
-typedef enum { R_HEALTH, R_READY, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_COUNT } route_id;
+typedef enum {
+    R_HEALTH, R_READY, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_COUNT
+} route_id;
 
 static const struct {
     const char *path, *method;
@@ -563,6 +643,7 @@ static const struct {
     [R_HEALTH] = {"/health", "GET", 0},         [R_READY] = {"/ready", "GET", 0},
     [R_METRICS] = {"/metrics", "GET", 0},       [R_MODELS] = {"/v1/models", "GET", 1},
     [R_CHAT] = {"/v1/chat/completions", "POST", 1}, [R_COMPLETIONS] = {"/v1/completions", "POST", 1},
+    [R_EMBEDDINGS] = {"/v1/embeddings", "POST", 1},
 };
 
 void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c) {
@@ -599,6 +680,7 @@ void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c) {
     case R_MODELS: handle_models(s, c); break;
     case R_CHAT: handle_generate(s, c, CPULM_OAI_CHAT); break;
     case R_COMPLETIONS: handle_generate(s, c, CPULM_OAI_COMPLETION); break;
+    case R_EMBEDDINGS: handle_embeddings(s, c); break;
     case R_COUNT: break;
     }
 }

@@ -38,7 +38,8 @@ cpulm_server_params cpulm_server_default_params(void) {
                              .max_queue = 64, .timeout_s = 600, .grace_s = 30,
                              .idle_timeout_s = 60, .max_body = 1 << 20, .max_conns = 1024,
                              .max_conns_per_client = 256, .head_timeout_s = 10,
-                             .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT};
+                             .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT,
+                             .pooling = CPULM_POOLING_UNSPECIFIED};
 
     return p;
 }
@@ -279,7 +280,7 @@ static void *loader_main(void *arg) {
     cpulm_server *s = arg;
     s->model = cpulm_model_load(s->p.model_path, NULL, &s->load_err);
     if (s->model) {
-        s->chat_tmpl = chat_template(s->model);
+        s->chat_tmpl = s->p.chat_template ? strdup(s->p.chat_template) : chat_template(s->model);
         cpulm_token bos = cpulm_token_bos(s->model), eos = cpulm_token_eos(s->model);
         s->bos_text = bos >= 0 ? cpulm_token_text(s->model, bos) : NULL;
         s->eos_text = eos >= 0 ? cpulm_token_text(s->model, eos) : NULL;
@@ -294,7 +295,8 @@ static void *loader_main(void *arg) {
         sp.kv_type = s->p.kv_type;
         sp.no_pin = s->p.no_pin;
         sp.metrics = s->metrics;
-        s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);
+        if (!s->p.embeddings || cpulm_embed_open(s, &s->load_err) == CPULM_OK)
+            s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);
     }
     uint64_t one = 1;
     ssize_t w = write(s->loaded_efd, &one, sizeof one);
@@ -328,7 +330,8 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
         return;
     }
     cpulm_logf(CPULM_LOG_INFO, "model loaded: %s (%d slots x %d tokens, chat template: %s)",
-               s->alias, s->p.n_parallel, s->p.n_ctx, s->chat_tmpl ? "the model's" : "plain");
+               s->alias, s->p.n_parallel, s->p.n_ctx,
+               !s->chat_tmpl ? "plain" : s->p.chat_template ? "--chat-template" : "the model's");
 }
 
 /* ---- shutdown and timers ---- */
@@ -562,6 +565,7 @@ void cpulm_server_free(cpulm_server *s) {
     free_dead(s);
     cpulm_prep_free(s->prep);
     cpulm_sched_free(s->sched); /* after the connections: their cancels need it */
+    cpulm_ctx_free(s->embd_ctx); /* after the request worker stopped */
     cpulm_model_free(s->model);
     free(s->chat_tmpl);
     if (s->listen_fd >= 0) close(s->listen_fd);

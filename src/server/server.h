@@ -40,6 +40,9 @@ typedef struct cpulm_server_params {
     double head_timeout_s;    /* a new connection, or a request once its first byte came,
                                * must deliver a complete head within this; default 10 */
     int64_t cache_ram_mib;    /* RAM prompt cache limit in MiB; default 2048; 0: off */
+    const char *chat_template; /* Jinja text overriding the model's; NULL: the model's */
+    int embeddings;           /* serve POST /v1/embeddings (a second, embeddings-only context) */
+    cpulm_pooling pooling;    /* its pooling; UNSPECIFIED: the model's */
 } cpulm_server_params;
 
 cpulm_server_params cpulm_server_default_params(void);

@@ -42,6 +42,7 @@ struct cpulm_server {
     cpulm_sched *sched_loaded;
     char *chat_tmpl;                  /* tokenizer.chat_template or NULL (owned) */
     const char *bos_text, *eos_text;  /* borrowed from the model; NULL if none */
+    cpulm_ctx *embd_ctx;              /* --embeddings: used by the request worker only */
     cpulm_error load_err;
     /* I/O thread's view: set once loaded_efd fired */
     cpulm_sched *sched;
@@ -67,6 +68,13 @@ void cpulm_routes_abort(cpulm_server *s, cpulm_conn *c);   /* c is closing: canc
 /* c's request came back from the request worker (parsed, tokenized): submit it to the
  * scheduler, or answer the error. job stays the caller's. */
 void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *job);
+/* embed.c: POST /v1/embeddings, run on the request worker (see embed.c). */
+cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err); /* loader: s->embd_ctx */
+/* A job embedding body[0..n) (copied); NULL when out of memory. */
+cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, size_t n, uint64_t id);
+int cpulm_embed_job_is(const cpulm_prep_job *j);
+/* A finished job's HTTP status and JSON body (borrowed from the job). */
+int cpulm_embed_job_result(const cpulm_prep_job *j, const char **body, size_t *n);
 /* The grace period ended: end c's request now (an error event, [DONE] and the final chunk
  * for a stream that started; a 503 for anything that sent nothing yet). */
 void cpulm_routes_expire(cpulm_server *s, cpulm_conn *c);

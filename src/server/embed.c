@@ -1,0 +1,309 @@
+/* embed.c: POST /v1/embeddings (`cpulm serve --embeddings`).
+ *
+ * Embeddings run on the request worker (prep.h), not in the scheduler's steps: the server
+ * keeps a second, embeddings-only context of the same model (made by the loader thread,
+ * used only by the worker, which runs one job at a time), and a job parses the body,
+ * tokenizes the inputs, embeds them in packed batches (cpulm_ctx_embed), L2-normalizes
+ * and writes the whole response. This is the simple path: the I/O thread never waits for
+ * it, but an embedding request delays the tokenization of generation requests queued
+ * behind it and shares the CPU with the scheduler's decode threads while it runs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "server/oai.h"
+#include "server/server_int.h"
+
+#define EMBD_MAX_INPUTS 2048 /* OpenAI's limit on the inputs of one request */
+
+typedef struct embed_job {
+    cpulm_prep_job base;
+    const cpulm_server *s; /* read-only fields only, and embd_ctx (this worker's alone) */
+    char *body;
+    size_t n_body;
+    int status;            /* HTTP status of out */
+    cpulm_buf out;         /* the response body, or an OpenAI error */
+} embed_job;
+
+cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    int32_t n = s->p.n_ctx > 0 ? s->p.n_ctx : 2048; /* longest input */
+    cp.n_ctx = n;
+    cp.n_batch = n;
+    cp.n_seq_max = 16;
+    cp.n_outputs_max = n;
+    cp.n_threads = s->p.n_threads;
+    cp.no_pin = s->p.no_pin;
+    cp.embeddings = CPULM_EMBD_ONLY;
+    cp.pooling = s->p.pooling;
+    s->embd_ctx = cpulm_ctx_new(s->model, &cp, err);
+    return s->embd_ctx ? CPULM_OK : err->code;
+}
+
+/* ---- request ---- */
+
+typedef struct embd_inputs {
+    cpulm_token **tok;
+    int32_t *n_tok;
+    int32_t n;
+} embd_inputs;
+
+static void inputs_free(embd_inputs *in) {
+    for (int32_t i = 0; in->tok && i < in->n; i++) free(in->tok[i]);
+    free(in->tok);
+    free(in->n_tok);
+}
+
+/* Input i as tokens: a string (tokenized with BOS, as `cpulm embed`) or an array of ids. */
+static int input_tokens(const cpulm_server *s, const cpulm_json *v, int32_t i, embd_inputs *in,
+                        cpulm_oai_error *e) {
+    const cpulm_model *m = s->model;
+    if (v->type == CPULM_JSON_STRING) {
+        if (!v->u.str.len) return -cpulm_oai_error_set(e, 400, "input", "input %d is empty", i);
+        int32_t cap = (int32_t)v->u.str.len + 16, n = 0;
+        if (!(in->tok[i] = malloc(sizeof(cpulm_token) * (size_t)cap)))
+            return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+        cpulm_status st = cpulm_tokenize(m, v->u.str.s, v->u.str.len, 1, 0, in->tok[i], cap, &n);
+        if (st != CPULM_OK)
+            return -cpulm_oai_error_set(e, 400, "input", "input %d: cannot tokenize: %s", i,
+                                        cpulm_status_str(st));
+        in->n_tok[i] = n;
+    } else {
+        size_t n = cpulm_json_len(v);
+        if (!(in->tok[i] = malloc(sizeof(cpulm_token) * (n ? n : 1))))
+            return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+        for (size_t k = 0; k < n; k++) {
+            const cpulm_json *x = cpulm_json_at(v, k);
+            if (x->type != CPULM_JSON_NUMBER || !x->is_int || x->u.num.i < 0 ||
+                x->u.num.i >= cpulm_vocab_n(m))
+                return -cpulm_oai_error_set(e, 400, "input", "input %d: token %zu is not a valid "
+                                                             "token id", i, k);
+            in->tok[i][k] = (cpulm_token)x->u.num.i;
+        }
+        in->n_tok[i] = (int32_t)n;
+    }
+    if (in->n_tok[i] < 1)
+        return -cpulm_oai_error_set(e, 400, "input", "input %d is empty", i);
+    if (in->n_tok[i] > cpulm_ctx_n_ctx(s->embd_ctx))
+        return -cpulm_oai_error_set(e, 400, "input", "input %d has %d tokens; at most %d fit",
+                                    i, in->n_tok[i], cpulm_ctx_n_ctx(s->embd_ctx));
+    return 0;
+}
+
+static int is_token_array(const cpulm_json *v) {
+    return v->type == CPULM_JSON_ARRAY &&
+           (cpulm_json_len(v) == 0 || cpulm_json_at(v, 0)->type == CPULM_JSON_NUMBER);
+}
+
+/* `input`: a string, an array of strings, an array of token ids, or an array of such arrays. */
+static int read_inputs(const cpulm_server *s, const cpulm_json *input, embd_inputs *in,
+                       cpulm_oai_error *e) {
+    if (!input || (input->type != CPULM_JSON_STRING && input->type != CPULM_JSON_ARRAY))
+        return -cpulm_oai_error_set(e, 400, "input", "'input' must be a string, an array of "
+                                                     "strings, or token ids");
+    int single = input->type == CPULM_JSON_STRING || is_token_array(input);
+    size_t n = single ? 1 : cpulm_json_len(input);
+    if (n < 1 || n > EMBD_MAX_INPUTS)
+        return -cpulm_oai_error_set(e, 400, "input", "'input' must hold 1 to %d inputs",
+                                    EMBD_MAX_INPUTS);
+    in->tok = calloc(n, sizeof *in->tok);
+    in->n_tok = calloc(n, sizeof *in->n_tok);
+    in->n = (int32_t)n;
+    if (!in->tok || !in->n_tok) return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const cpulm_json *v = single ? input : cpulm_json_at(input, i);
+        if (v->type != CPULM_JSON_STRING && !is_token_array(v))
+            return -cpulm_oai_error_set(e, 400, "input", "input %zu must be a string or an "
+                                                         "array of token ids", i);
+        if (input_tokens(s, v, (int32_t)i, in, e) < 0) return -1;
+    }
+    return 0;
+}
+
+/* ---- response ---- */
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Byte i of v as little-endian float32 (what the openai clients decode). */
+static unsigned le_byte(const float *v, size_t i) {
+    uint32_t u;
+    memcpy(&u, &v[i / 4], 4);
+    return (u >> (8 * (i % 4))) & 0xFF;
+}
+
+/* v's little-endian float32 bytes in base64, as a JSON string. */
+static void write_base64(cpulm_buf *o, const float *v, int32_t n) {
+    size_t nb = (size_t)n * 4;
+    cpulm_buf_putc(o, '"');
+    for (size_t i = 0; i < nb; i += 3) {
+        uint32_t x = le_byte(v, i) << 16 | (i + 1 < nb ? le_byte(v, i + 1) << 8 : 0) |
+                     (i + 2 < nb ? le_byte(v, i + 2) : 0);
+        char q[4] = {b64[x >> 18], b64[(x >> 12) & 63], i + 1 < nb ? b64[(x >> 6) & 63] : '=',
+                     i + 2 < nb ? b64[x & 63] : '='};
+        cpulm_buf_append(o, q, 4);
+    }
+    cpulm_buf_putc(o, '"');
+}
+
+static void write_response(const cpulm_server *s, const float *vec, int32_t n, int32_t E,
+                           int base64, int64_t n_tokens, cpulm_buf *o) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, o, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "object");
+    cpulm_json_write_str(&w, "list");
+    cpulm_json_key(&w, "data");
+    cpulm_json_arr_begin(&w);
+    char num[32];
+    for (int32_t i = 0; i < n; i++) {
+        const float *v = vec + (size_t)i * (size_t)E;
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "object");
+        cpulm_json_write_str(&w, "embedding");
+        cpulm_json_key(&w, "index");
+        cpulm_json_write_int(&w, i);
+        cpulm_json_key(&w, "embedding");
+        if (base64) {
+            cpulm_buf t;
+            cpulm_buf_init(&t, 0);
+            write_base64(&t, v, E);
+            cpulm_json_write_raw(&w, t.data, t.len);
+            cpulm_buf_release(&t);
+        } else { /* %.9g: every float32 round-trips */
+            cpulm_json_arr_begin(&w);
+            for (int32_t j = 0; j < E; j++) {
+                int k = snprintf(num, sizeof num, "%.9g", (double)v[j]);
+                cpulm_json_write_raw(&w, num, (size_t)k);
+            }
+            cpulm_json_arr_end(&w);
+        }
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_arr_end(&w);
+    cpulm_json_key(&w, "model");
+    cpulm_json_write_str(&w, s->alias);
+    cpulm_json_key(&w, "usage");
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "prompt_tokens");
+    cpulm_json_write_int(&w, n_tokens);
+    cpulm_json_key(&w, "total_tokens");
+    cpulm_json_write_int(&w, n_tokens);
+    cpulm_json_obj_end(&w);
+    cpulm_json_obj_end(&w);
+}
+
+/* encoding_format: "float" (default) or "base64". Returns 0/1, or -1 with e set. */
+static int read_format(const cpulm_json *root, cpulm_oai_error *e) {
+    const cpulm_json *f = cpulm_json_get(root, "encoding_format");
+    if (!f || f->type == CPULM_JSON_NULL) return 0;
+    const char *v = cpulm_json_str(f);
+    if (v && strcmp(v, "float") == 0) return 0;
+    if (v && strcmp(v, "base64") == 0) return 1;
+    return -cpulm_oai_error_set(e, 400, "encoding_format", "'encoding_format' must be \"float\" "
+                                                            "or \"base64\"");
+}
+
+/* Parses, embeds and writes; returns the HTTP status (the body in o). */
+static int embed_body(const cpulm_server *s, const char *body, size_t n_body, cpulm_buf *o,
+                      cpulm_oai_error *e) {
+    cpulm_json_limits lim = cpulm_json_default_limits();
+    lim.max_bytes = s->p.max_body;
+    lim.max_depth = 64;
+    cpulm_json_doc *doc = NULL;
+    cpulm_error jerr;
+    if (cpulm_json_parse(body, n_body, &lim, &doc, NULL, &jerr) != CPULM_OK)
+        return cpulm_oai_error_set(e, 400, NULL, "invalid JSON body: %s", jerr.msg);
+    const cpulm_json *root = cpulm_json_root(doc);
+    embd_inputs in = {0};
+    float *vec = NULL;
+    int base64 = 0, status = 200;
+    const int32_t E = cpulm_ctx_n_embd(s->embd_ctx);
+    if (root->type != CPULM_JSON_OBJECT)
+        status = cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
+    else if ((base64 = read_format(root, e)) < 0 || read_inputs(s, cpulm_json_get(root, "input"), &in, e) < 0)
+        status = e->status;
+    else if (cpulm_json_get(root, "dimensions") && cpulm_json_get(root, "dimensions")->type != CPULM_JSON_NULL)
+        status = cpulm_oai_error_set(e, 400, "dimensions", "'dimensions' is not supported");
+    else if (!(vec = malloc(sizeof(float) * (size_t)E * (size_t)in.n)))
+        status = cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    if (status == 200) {
+        cpulm_status st = cpulm_ctx_embed(s->embd_ctx, (const cpulm_token *const *)in.tok, in.n_tok,
+                                          in.n, vec);
+        if (st != CPULM_OK) {
+            status = cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "input",
+                                         "cannot embed the input: %s", cpulm_status_str(st));
+        } else {
+            int64_t n_tokens = 0;
+            for (int32_t i = 0; i < in.n; i++) {
+                cpulm_embd_normalize(vec + (size_t)i * (size_t)E, E);
+                n_tokens += in.n_tok[i];
+            }
+            write_response(s, vec, in.n, E, base64, n_tokens, o);
+            if (cpulm_buf_status(o) != CPULM_OK)
+                status = cpulm_oai_error_set(e, 500, NULL, "out of memory");
+        }
+    }
+    free(vec);
+    inputs_free(&in);
+    cpulm_json_free(doc);
+    return status;
+}
+
+/* ---- the job ---- */
+
+static void embed_run(cpulm_prep_job *base) {
+    embed_job *j = (embed_job *)base;
+    cpulm_oai_error e;
+    if (cpulm_ctx_pooling(j->s->embd_ctx) == CPULM_POOLING_NONE) {
+        j->status = cpulm_oai_error_set(&e, 400, NULL, "the server's pooling is none: per-token "
+                                                        "embeddings are not served (start it with "
+                                                        "--pooling mean|last|cls)");
+    } else {
+        j->status = embed_body(j->s, j->body, j->n_body, &j->out, &e);
+    }
+    if (j->status != 200) {
+        cpulm_buf_reset(&j->out);
+        cpulm_oai_write_error(&j->out, &e);
+    }
+    free(j->body);
+    j->body = NULL;
+}
+
+static void embed_destroy(cpulm_prep_job *base) {
+    embed_job *j = (embed_job *)base;
+    free(j->body);
+    cpulm_buf_release(&j->out);
+    free(j);
+}
+
+cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, size_t n,
+                                    uint64_t id) {
+    embed_job *j = calloc(1, sizeof *j);
+    char *copy = j ? malloc(n ? n : 1) : NULL;
+    if (!copy) {
+        free(j);
+        return NULL;
+    }
+    memcpy(copy, body, n);
+    j->base.id = id;
+    j->base.run = embed_run;
+    j->base.destroy = embed_destroy;
+    j->s = s;
+    j->body = copy;
+    j->n_body = n;
+    cpulm_buf_init(&j->out, 0);
+    return &j->base;
+}
+
+int cpulm_embed_job_is(const cpulm_prep_job *j) {
+    return j->run == embed_run;
+}
+
+int cpulm_embed_job_result(const cpulm_prep_job *base, const char **body, size_t *n) {
+    const embed_job *j = (const embed_job *)base;
+    *body = j->out.data ? j->out.data : "";
+    *n = j->out.len;
+    return j->status;
+}
