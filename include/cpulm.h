@@ -31,10 +31,10 @@ typedef enum cpulm_status {
     CPULM_ERR_FORMAT = -3,      /* malformed or truncated file / request */
     CPULM_ERR_UNSUPPORTED = -4, /* valid, but not something we implement (e.g. a dtype) */
     CPULM_ERR_INVALID_ARG = -5,
-    CPULM_ERR_KV_FULL = -6,     /* retryable: free a sequence or shrink the batch */
+    CPULM_ERR_KV_FULL = -6, /* retryable: free a sequence or shrink the batch */
     CPULM_ERR_CANCELLED = -7,
-    CPULM_ERR_TOO_SMALL = -8,   /* caller's buffer too small; required size in the out-param */
-    CPULM_ERR_NOT_FOUND = -9,   /* key / tensor / token absent */
+    CPULM_ERR_TOO_SMALL = -8, /* caller's buffer too small; required size in the out-param */
+    CPULM_ERR_NOT_FOUND = -9, /* key / tensor / token absent */
 } cpulm_status;
 
 typedef struct cpulm_error { /* optional detail; pass NULL if you only want the code */
@@ -93,8 +93,7 @@ CPULM_API cpulm_status cpulm_numa_parse(const char *s, cpulm_numa *out);
 /* What mode (DEFAULT: the process-wide one) does on this machine: the default thread count
  * and why (physical cores, affinity mask, cgroup CPU quota), the NUMA nodes, the CPUs the
  * threads are pinned to and the memory policy. Text as cpulm_kernel_describe. */
-CPULM_API cpulm_status cpulm_numa_describe(cpulm_numa mode, char *buf, size_t cap,
-                                           size_t *n_out);
+CPULM_API cpulm_status cpulm_numa_describe(cpulm_numa mode, char *buf, size_t cap, size_t *n_out);
 
 /* ---- model ---- */
 
@@ -104,8 +103,8 @@ typedef struct cpulm_ctx cpulm_ctx;         /* KV cache + scratch; one thread at
 typedef struct cpulm_sampler cpulm_sampler; /* per-sequence state (RNG, penalty history) */
 
 typedef struct cpulm_model_params {
-    int vocab_only; /* load metadata and tokenizer only; no tensors are required */
-    int use_mlock;  /* pin the mapped file in RAM */
+    int vocab_only;  /* load metadata and tokenizer only; no tensors are required */
+    int use_mlock;   /* pin the mapped file in RAM */
     cpulm_numa numa; /* where the weights' pages go (DISTRIBUTE, ISOLATE); DEFAULT: process mode */
     int no_repack;   /* keep every weight row-major, no 16-row repacking (A/B measurements,
                       * debugging); the CLI sets it from CPULM_NO_REPACK=1 */
@@ -119,30 +118,29 @@ CPULM_API cpulm_model *cpulm_model_load(const char *path, const cpulm_model_para
 CPULM_API void cpulm_model_free(cpulm_model *m); /* NULL is a no-op */
 
 typedef struct cpulm_model_info {
-    const char *arch; /* borrowed: valid while the model lives */
-    const char *name; /* general.name or "" */
+    const char *arch;  /* borrowed: valid while the model lives */
+    const char *name;  /* general.name or "" */
     const char *ftype; /* most common 2-D weight type, e.g. "Q4_0" */
     int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
     float rope_freq_base, norm_eps;
-    int64_t n_params;    /* elements of all tensors */
-    uint64_t file_size;  /* bytes */
+    int64_t n_params;      /* elements of all tensors */
+    uint64_t file_size;    /* bytes */
     uint64_t weight_bytes; /* bytes of tensor data */
     int32_t n_tensors;
     uint32_t gguf_version;
     /* mixture of experts (0 for dense models): a token runs n_expert_used of n_expert FFNs of
      * n_ff_exp, so it reads only part of the weights */
     int32_t n_expert, n_expert_used, n_ff_exp;
-    int64_t n_params_active;     /* parameters one token computes with (used experts only) */
-    uint64_t active_bytes;       /* weight bytes one generated token reads: every matrix but the
-                                    experts it does not use and an untied token_embd (one row) */
+    int64_t n_params_active; /* parameters one token computes with (used experts only) */
+    uint64_t active_bytes;   /* weight bytes one generated token reads: every matrix but the
+                                experts it does not use and an untied token_embd (one row) */
 } cpulm_model_info;
 
 CPULM_API void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *out);
 
 /* Tensor i of the file (0 <= i < n_tensors). Out-params may be NULL. Borrowed strings. */
 CPULM_API cpulm_status cpulm_model_tensor(const cpulm_model *m, int32_t i, const char **name,
-                                          const char **type_name, int64_t ne[4],
-                                          uint64_t *n_bytes);
+                                          const char **type_name, int64_t ne[4], uint64_t *n_bytes);
 
 /* Metadata value as text (strings verbatim, numbers formatted, arrays as "[n items]").
  * Writes at most cap bytes incl. NUL; CPULM_ERR_TOO_SMALL sets *n_out to the needed size. */
@@ -165,8 +163,8 @@ CPULM_API uint64_t cpulm_model_kv_bytes(const cpulm_model *m, int32_t n_ctx, cpu
 /* ---- vocabulary and tokenizer ---- */
 
 CPULM_API int32_t cpulm_vocab_n(const cpulm_model *m);
-CPULM_API cpulm_token cpulm_token_bos(const cpulm_model *m); /* -1 if none */
-CPULM_API cpulm_token cpulm_token_eos(const cpulm_model *m); /* -1 if none */
+CPULM_API cpulm_token cpulm_token_bos(const cpulm_model *m);           /* -1 if none */
+CPULM_API cpulm_token cpulm_token_eos(const cpulm_model *m);           /* -1 if none */
 CPULM_API int cpulm_token_is_eog(const cpulm_model *m, cpulm_token t); /* eos, eot, ... */
 CPULM_API int cpulm_vocab_add_bos(const cpulm_model *m); /* tokenizer.ggml.add_bos_token */
 CPULM_API const char *cpulm_token_text(const cpulm_model *m, cpulm_token t); /* raw, borrowed */
@@ -210,8 +208,8 @@ typedef enum cpulm_pooling {
     CPULM_POOLING_NONE = 0,         /* one vector per output token (the rows want_logits marks) */
     CPULM_POOLING_MEAN = 1,         /* mean over the sequence's tokens */
     CPULM_POOLING_CLS = 2,          /* the sequence's first token */
-    CPULM_POOLING_LAST = 3,         /* the sequence's last token (decoder embedders, Qwen3-Embedding) */
-    CPULM_POOLING_RANK = 4,         /* rerankers' classification head: not supported */
+    CPULM_POOLING_LAST = 3, /* the sequence's last token (decoder embedders, Qwen3-Embedding) */
+    CPULM_POOLING_RANK = 4, /* rerankers' classification head: not supported */
 } cpulm_pooling;
 
 typedef enum cpulm_embd_mode {
@@ -227,15 +225,15 @@ typedef struct cpulm_ctx_params {
     int32_t n_threads;       /* for decodes of one token per sequence; 0 = physical cores */
     int32_t n_threads_batch; /* for prompt batches; 0 = n_threads */
     cpulm_kv_type kv_type;
-    int32_t n_outputs_max;   /* most logit rows one decode may return; 0 = n_seq_max */
-    cpulm_numa numa;         /* thread placement (see cpulm_numa); DEFAULT: process mode */
-    int no_pin;              /* never pin threads to CPUs, whatever the NUMA mode; the CLI
-                              * sets it from CPULM_NO_PIN=1 */
+    int32_t n_outputs_max;      /* most logit rows one decode may return; 0 = n_seq_max */
+    cpulm_numa numa;            /* thread placement (see cpulm_numa); DEFAULT: process mode */
+    int no_pin;                 /* never pin threads to CPUs, whatever the NUMA mode; the CLI
+                                 * sets it from CPULM_NO_PIN=1 */
     cpulm_embd_mode embeddings; /* CPULM_EMBD_OFF (default): logits only */
-    cpulm_pooling pooling;      /* with embeddings; UNSPECIFIED: the model's (cpulm_model_pooling) */
-    int attn_fast;           /* F16 caches only: tiled attention with f32 accumulation (faster
-                              * on long contexts; logits differ from llama.cpp's by up to
-                              * ~0.01). 0 (default): the reference's F16 attention numerics */
+    cpulm_pooling pooling; /* with embeddings; UNSPECIFIED: the model's (cpulm_model_pooling) */
+    int attn_fast;         /* F16 caches only: tiled attention with f32 accumulation (faster
+                            * on long contexts; logits differ from llama.cpp's by up to
+                            * ~0.01). 0 (default): the reference's F16 attention numerics */
 } cpulm_ctx_params;
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);
@@ -323,8 +321,8 @@ CPULM_API cpulm_status cpulm_ctx_seq_state_get(const cpulm_ctx *ctx, int32_t seq
                                                int32_t n, void *dst);
 /* Writes positions [p0, p0 + n) of seq from src and sets its length to p0 + n, dropping
  * anything after; p0 must be <= the sequence's length. */
-CPULM_API cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *ctx, int32_t seq, int32_t p0,
-                                               int32_t n, const void *src);
+CPULM_API cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *ctx, int32_t seq, int32_t p0, int32_t n,
+                                               const void *src);
 CPULM_API void cpulm_ctx_set_threads(cpulm_ctx *ctx, int32_t n_threads, int32_t n_threads_batch);
 CPULM_API int32_t cpulm_ctx_threads(const cpulm_ctx *ctx);
 /* Bytes the context holds: KV cache and scratch (cpulm_memory's kv + scratch). */
@@ -434,11 +432,11 @@ CPULM_API const char *cpulm_chat_detect(const char *tmpl);
  * to "</think>" (and the whitespace right after it), holding back bytes that may start a
  * tag split across pushes. Caller-owned state; no allocation. */
 typedef struct cpulm_chat_think {
-    int in_think;   /* inside <think>...</think> */
-    int skip_ws;    /* just left a think block: drop leading whitespace */
-    char hold[16];  /* a possible partial tag from the previous push */
+    int in_think;  /* inside <think>...</think> */
+    int skip_ws;   /* just left a think block: drop leading whitespace */
+    char hold[16]; /* a possible partial tag from the previous push */
     int32_t n_hold;
-    int skip_rws;   /* just entered a think block: drop the reasoning's leading whitespace */
+    int skip_rws; /* just entered a think block: drop the reasoning's leading whitespace */
 } cpulm_chat_think;
 
 /* starts_inside: the prompt already opened <think> (DeepSeek-R1's generation prompt). */

@@ -3,7 +3,7 @@
 # --perf also installs llvm-22 for scripts/arm-perf.sh (llvm-mca-22: the Neoverse N1 / V1 /
 # V2 scheduling models; LLVM 14 has none). Not needed to build or run cpulm.
 set -euo pipefail
-pkgs=(build-essential cmake clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+pkgs=(build-essential cmake clang clang-format libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross
       qemu-user curl libcurl4-openssl-dev nginx-light librsvg2-bin python3-yaml
       libedit-dev tmux)
 [ "${1:-}" = --perf ] && pkgs+=(llvm-22)

@@ -40,6 +40,8 @@ stage() { # name, ctest exclusion regex (or ""), cmake args...
   total_fail=$((total_fail + failed_n))
 }
 
+echo "=== stage format"
+if ./scripts/check-format.sh; then total_pass=$((total_pass + 1)); else total_fail=$((total_fail + 1)); fi
 stage native "" -DCMAKE_BUILD_TYPE=Release
 CC=clang stage clang "$E2E_ALL" -DCMAKE_BUILD_TYPE=Release -DCPULM_FUZZ=ON # + libFuzzer targets, 5 s each
 stage asan "$E2E_CLI" -DCMAKE_BUILD_TYPE=Debug -DCPULM_SANITIZE=address,undefined

@@ -55,9 +55,8 @@ static cpulm_status alloc_scratch(cpulm_ctx *c, const cpulm_mem_scratch *s, cpul
     c->embd_first = s->embd_seq ? malloc(s->embd_seq) : NULL;
     c->work_base = aligned_alloc(64, s->work_base);
     if (!c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->att || !c->g || !c->u || !c->actq ||
-        !c->scores || !c->tok || !c->pos || !c->seq || !c->out_idx ||
-        (s->logits && !c->logits) || (s->embd && !c->embd) || (s->embd_seq && !c->embd_first) ||
-        !c->work_base)
+        !c->scores || !c->tok || !c->pos || !c->seq || !c->out_idx || (s->logits && !c->logits) ||
+        (s->embd && !c->embd) || (s->embd_seq && !c->embd_first) || !c->work_base)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for scratch buffers");
     if (c->embd_first) {
         memset(c->embd_first, 0, s->embd_seq);
@@ -115,9 +114,13 @@ static cpulm_status resolve_params(const cpulm_model *m, cpulm_ctx_params *p, cp
 }
 
 static cpulm_mem_ctx mem_ctx_of(const cpulm_ctx_params *p) {
-    return (cpulm_mem_ctx){.n_ctx = p->n_ctx, .n_seq_max = p->n_seq_max, .n_batch = p->n_batch,
-                           .n_outputs_max = p->n_outputs_max, .n_threads = pool_size(p),
-                           .kv_type = p->kv_type, .embd = p->embeddings,
+    return (cpulm_mem_ctx){.n_ctx = p->n_ctx,
+                           .n_seq_max = p->n_seq_max,
+                           .n_batch = p->n_batch,
+                           .n_outputs_max = p->n_outputs_max,
+                           .n_threads = pool_size(p),
+                           .kv_type = p->kv_type,
+                           .embd = p->embeddings,
                            .pooling = p->pooling};
 }
 
@@ -175,10 +178,11 @@ void cpulm_ctx_free(cpulm_ctx *c) {
     cpulm_attn_free(c);
     cpulm_kv_release(&c->kv);
     cpulm_moe_scratch_free(c->moe);
-    void *bufs[] = {c->x, c->xn, c->q, c->kc, c->vc, c->att, c->g, c->u, c->actq, c->scores,
-                    c->tok, c->pos, c->seq, c->out_idx, c->logits,
-                    c->embd, c->embd_first, c->work_base};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    void *bufs[] = {c->x,   c->xn,      c->q,      c->kc,     c->vc,         c->att,
+                    c->g,   c->u,       c->actq,   c->scores, c->tok,        c->pos,
+                    c->seq, c->out_idx, c->logits, c->embd,   c->embd_first, c->work_base};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
     free(c);
 }
 
@@ -265,7 +269,8 @@ const float *cpulm_ctx_embeddings_seq(const cpulm_ctx *c, int32_t seq) {
 }
 
 static void clear_seqs(cpulm_ctx *c) {
-    for (int32_t s = 0; s < c->kv.n_seq; s++) c->kv.len[s] = 0;
+    for (int32_t s = 0; s < c->kv.n_seq; s++)
+        c->kv.len[s] = 0;
 }
 
 /* One input longer than a batch, LAST pooling: its chunks in order, the last one pooled. */
@@ -284,7 +289,8 @@ static cpulm_status embed_chunked(cpulm_ctx *c, const cpulm_token *tok, int32_t 
 static cpulm_status embed_packed(cpulm_ctx *c, const cpulm_token *const *in, const int32_t *n_tok,
                                  int32_t i0, int32_t i1, float *out) {
     int32_t n = 0;
-    for (int32_t i = i0; i < i1; i++) n += n_tok[i];
+    for (int32_t i = i0; i < i1; i++)
+        n += n_tok[i];
     int32_t *tok = malloc(sizeof(int32_t) * 2 * (size_t)n), *seq = tok + n;
     if (!tok) return CPULM_ERR_NOMEM;
     for (int32_t i = i0, k = 0; i < i1; i++)
@@ -332,10 +338,12 @@ cpulm_status cpulm_ctx_embed(cpulm_ctx *c, const cpulm_token *const *in, const i
 
 void cpulm_embd_normalize(float *v, int32_t n) {
     double sum = 0.0; /* double: a long vector of large values must not overflow */
-    for (int32_t i = 0; i < n; i++) sum += (double)v[i] * v[i];
+    for (int32_t i = 0; i < n; i++)
+        sum += (double)v[i] * v[i];
     if (!(sum > 0.0)) return;
     const float scale = (float)(1.0 / sqrt(sum));
-    for (int32_t i = 0; i < n; i++) v[i] *= scale;
+    for (int32_t i = 0; i < n; i++)
+        v[i] *= scale;
 }
 
 int32_t cpulm_ctx_n_ctx(const cpulm_ctx *c) {

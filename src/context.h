@@ -21,20 +21,20 @@ struct cpulm_ctx {
     int32_t n_outputs_max;
 
     /* activations, [n_batch][dim] row-major */
-    float *x;    /* residual stream [n_embd] */
-    float *xn;   /* normed input of any matmul [widest input, memory.h] */
-    float *q;    /* [n_head * head_dim] */
-    float *kc;   /* new keys [n_head_kv * head_dim] */
-    float *vc;   /* new values */
-    float *att;  /* attention output [n_head * head_dim] */
-    float *g;    /* ffn gate [n_ff] */
-    float *u;    /* ffn up [n_ff] */
-    void *actq;  /* activations converted to a weight's vec_dot_type, [n_batch][row bytes] */
+    float *x;   /* residual stream [n_embd] */
+    float *xn;  /* normed input of any matmul [widest input, memory.h] */
+    float *q;   /* [n_head * head_dim] */
+    float *kc;  /* new keys [n_head_kv * head_dim] */
+    float *vc;  /* new values */
+    float *att; /* attention output [n_head * head_dim] */
+    float *g;   /* ffn gate [n_ff] */
+    float *u;   /* ffn up [n_ff] */
+    void *actq; /* activations converted to a weight's vec_dot_type, [n_batch][row bytes] */
     size_t actq_stride;
     float *scores; /* per thread [n_ctx] attention scores + [head_dim] scratch */
     size_t scores_stride;
-    float theta_scale; /* rope: base^(-2 / n_rot) */
-    struct cpulm_attn *attn; /* attention scratch and batch plan (model/attention.c) */
+    float theta_scale;             /* rope: base^(-2 / n_rot) */
+    struct cpulm_attn *attn;       /* attention scratch and batch plan (model/attention.c) */
     struct cpulm_moe_scratch *moe; /* mixture-of-experts FFN scratch (model/moe.c), or NULL */
 
     /* the batch being decoded, filled by decode before the forward pass */
@@ -42,9 +42,9 @@ struct cpulm_ctx {
     int32_t *tok, *pos, *seq; /* [n_batch] */
     int32_t *out_idx;         /* [n_outputs_max]: batch index of each output row */
     int32_t n_outputs;
-    float *logits;            /* [n_outputs_max][n_vocab]; NULL for embeddings only */
-    int pooled;               /* embeddings on and pooling != NONE */
-    float *embd;              /* [n_outputs_max or n_seq_max][n_embd] (memory.h), or NULL */
+    float *logits; /* [n_outputs_max][n_vocab]; NULL for embeddings only */
+    int pooled;    /* embeddings on and pooling != NONE */
+    float *embd;   /* [n_outputs_max or n_seq_max][n_embd] (memory.h), or NULL */
     int32_t *embd_first, *embd_last, *embd_count; /* pooled: [n_seq_max] per-sequence batch
                                                    * index of its first and last token, count */
 
@@ -54,7 +54,7 @@ struct cpulm_ctx {
     uint64_t work_start; /* the counter when the pass began */
     struct cpulm_work_base {
         _Alignas(64) uint64_t v;
-    } *work_base; /* [pool size] */
+    } * work_base; /* [pool size] */
 };
 
 #endif

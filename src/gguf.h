@@ -52,10 +52,10 @@ typedef struct cpulm_gguf_kv {
     cpulm_str key;
     cpulm_gguf_type type;
     union {
-        uint64_t u;     /* U8..U64, BOOL (0/1) */
-        int64_t i;      /* I8..I64 */
-        double f;       /* F32, F64 */
-        cpulm_str s;    /* STRING */
+        uint64_t u;  /* U8..U64, BOOL (0/1) */
+        int64_t i;   /* I8..I64 */
+        double f;    /* F32, F64 */
+        cpulm_str s; /* STRING */
         cpulm_gguf_arr arr;
     } v;
 } cpulm_gguf_kv;
@@ -101,8 +101,7 @@ cpulm_status cpulm_gguf_get_i64(const cpulm_gguf *g, const char *key, int64_t *o
                                 cpulm_error *err);
 cpulm_status cpulm_gguf_get_f64(const cpulm_gguf *g, const char *key, double *out,
                                 cpulm_error *err);
-cpulm_status cpulm_gguf_get_bool(const cpulm_gguf *g, const char *key, bool *out,
-                                 cpulm_error *err);
+cpulm_status cpulm_gguf_get_bool(const cpulm_gguf *g, const char *key, bool *out, cpulm_error *err);
 cpulm_status cpulm_gguf_get_str(const cpulm_gguf *g, const char *key, cpulm_str *out,
                                 cpulm_error *err);
 cpulm_status cpulm_gguf_get_arr(const cpulm_gguf *g, const char *key, cpulm_gguf_type elem,
@@ -149,8 +148,8 @@ cpulm_status cpulm_gguf_writer_set_f32(cpulm_gguf_writer *w, const char *key, fl
 cpulm_status cpulm_gguf_writer_set_bool(cpulm_gguf_writer *w, const char *key, bool v);
 cpulm_status cpulm_gguf_writer_set_str(cpulm_gguf_writer *w, const char *key, const char *v);
 /* Array of fixed-size elements (copied). */
-cpulm_status cpulm_gguf_writer_set_arr(cpulm_gguf_writer *w, const char *key,
-                                       cpulm_gguf_type elem, const void *data, uint64_t n);
+cpulm_status cpulm_gguf_writer_set_arr(cpulm_gguf_writer *w, const char *key, cpulm_gguf_type elem,
+                                       const void *data, uint64_t n);
 cpulm_status cpulm_gguf_writer_set_arr_str(cpulm_gguf_writer *w, const char *key,
                                            const char *const *strs, uint64_t n);
 /* Copies a raw kv (any type, incl. nested arrays) from a parsed file. */

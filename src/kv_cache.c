@@ -62,8 +62,10 @@ void cpulm_kv_seq_cp(cpulm_kv *kv, int32_t src, int32_t dst, int32_t n) {
                  n <= kv->n_ctx);
     if (src != dst) {
         for (int32_t il = 0; il < kv->n_layer; il++) {
-            memcpy(cpulm_kv_k(kv, il, dst, 0), cpulm_kv_k(kv, il, src, 0), (size_t)n * kv->row_bytes);
-            memcpy(cpulm_kv_v(kv, il, dst, 0), cpulm_kv_v(kv, il, src, 0), (size_t)n * kv->row_bytes);
+            memcpy(cpulm_kv_k(kv, il, dst, 0), cpulm_kv_k(kv, il, src, 0),
+                   (size_t)n * kv->row_bytes);
+            memcpy(cpulm_kv_v(kv, il, dst, 0), cpulm_kv_v(kv, il, src, 0),
+                   (size_t)n * kv->row_bytes);
         }
     }
     kv->len[dst] = n;

@@ -18,10 +18,10 @@
 typedef struct cpulm_kv {
     int32_t n_layer, n_seq, n_ctx, kv_dim;
     cpulm_kv_type type;
-    cpulm_dtype dtype;  /* the element type of a row */
-    size_t row_bytes;   /* bytes of one [kv_dim] row */
-    uint8_t *k, *v;     /* owned */
-    int32_t *len;       /* [n_seq]: positions stored */
+    cpulm_dtype dtype; /* the element type of a row */
+    size_t row_bytes;  /* bytes of one [kv_dim] row */
+    uint8_t *k, *v;    /* owned */
+    int32_t *len;      /* [n_seq]: positions stored */
 } cpulm_kv;
 
 cpulm_status cpulm_kv_init(cpulm_kv *kv, int32_t n_layer, int32_t n_seq, int32_t n_ctx,

@@ -23,8 +23,7 @@ void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d) {
     d->widest = w;
 }
 
-void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c,
-                          cpulm_mem_scratch *s) {
+void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c, cpulm_mem_scratch *s) {
     cpulm_mem_dims d;
     cpulm_mem_dims_of(hp, &d);
     const size_t B = (size_t)c->n_batch, f = sizeof(float), i = sizeof(int32_t);
@@ -42,15 +41,15 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c,
     s->actq = s->actq_stride * B;
     s->scores_stride = ((size_t)d.head_dim + 15) / 16 * 16;
     s->scores = f * s->scores_stride * (size_t)c->n_threads;
-    s->attn = (size_t)cpulm_attn_scratch_bytes(hp, c->n_ctx, c->n_seq_max, c->n_batch,
-                                               c->n_threads);
+    s->attn =
+        (size_t)cpulm_attn_scratch_bytes(hp, c->n_ctx, c->n_seq_max, c->n_batch, c->n_threads);
     s->tok = s->pos = s->seq = i * B;
     s->out_idx = i * (size_t)c->n_outputs_max;
     s->logits = c->embd == CPULM_EMBD_ONLY ? 0 : f * (size_t)c->n_outputs_max * (size_t)d.n_vocab;
     const int pooled = c->embd != CPULM_EMBD_OFF && c->pooling != CPULM_POOLING_NONE;
     const size_t embd_rows = c->embd == CPULM_EMBD_OFF ? 0
-                             : pooled                 ? (size_t)c->n_seq_max
-                                                      : (size_t)c->n_outputs_max;
+                             : pooled                  ? (size_t)c->n_seq_max
+                                                       : (size_t)c->n_outputs_max;
     s->embd = f * embd_rows * (size_t)d.n_embd;
     s->embd_seq = pooled ? 3 * i * (size_t)c->n_seq_max : 0;
     s->work_base = CPULM_MEM_WORK_SLOT * (size_t)c->n_threads;
@@ -60,8 +59,7 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c,
 uint64_t cpulm_mem_scratch_total(const cpulm_mem_scratch *s) {
     return (uint64_t)s->x + s->xn + s->q + s->kc + s->vc + s->att + s->g + s->u + s->actq +
            s->scores + s->attn + s->tok + s->pos + s->seq + s->out_idx + s->logits + s->embd +
-           s->embd_seq +
-           s->work_base + s->moe;
+           s->embd_seq + s->work_base + s->moe;
 }
 
 /* 0 when the KV rows cannot be stored in that type (q8_0 needs rows of a multiple of 32; the

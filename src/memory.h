@@ -64,10 +64,10 @@ typedef struct cpulm_mem_scratch {
     size_t tok, pos, seq;               /* int32 [n_batch] */
     size_t out_idx;                     /* int32 [n_outputs_max] */
     size_t logits;                      /* f32 [n_outputs_max][n_vocab]; 0 for embeddings only */
-    size_t embd;     /* f32 [rows][n_embd]: rows = n_outputs_max (pooling NONE) or n_seq_max */
-    size_t embd_seq; /* pooled: int32 [3][n_seq_max]: each sequence's first, last, count */
-    size_t work_base;                   /* one 64-byte line per thread */
-    size_t moe;                         /* mixture-of-experts FFN (model/moe.c), 0 if dense */
+    size_t embd;      /* f32 [rows][n_embd]: rows = n_outputs_max (pooling NONE) or n_seq_max */
+    size_t embd_seq;  /* pooled: int32 [3][n_seq_max]: each sequence's first, last, count */
+    size_t work_base; /* one 64-byte line per thread */
+    size_t moe;       /* mixture-of-experts FFN (model/moe.c), 0 if dense */
 } cpulm_mem_scratch;
 
 /* Bytes per thread of the work-sharing slots (context.h's struct cpulm_work_base). */

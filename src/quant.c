@@ -19,12 +19,12 @@
 
 /* ---- traits ---- */
 
-#define T(id, nm, blk, sz, q, comp, vdt)                                                           \
-    [CPULM_DTYPE_##id] = {.name = nm,                                                              \
-                          .block = blk,                                                            \
-                          .type_size = sz,                                                         \
-                          .quantized = q,                                                          \
-                          .computable = comp,                                                      \
+#define T(id, nm, blk, sz, q, comp, vdt)      \
+    [CPULM_DTYPE_##id] = {.name = nm,         \
+                          .block = blk,       \
+                          .type_size = sz,    \
+                          .quantized = q,     \
+                          .computable = comp, \
                           .vec_dot_type = CPULM_DTYPE_##vdt}
 
 /* Sizes are ggml's on-disk block sizes; names follow gguf-py / llama.cpp's file-type
@@ -85,7 +85,8 @@ int cpulm_dtype_from_name(const char *name) {
     for (int i = 0; i < CPULM_DTYPE_COUNT; i++) {
         const char *a = traits[i].name, *b = name;
         if (!a) continue;
-        while (*a && *b && toupper((unsigned char)*a) == toupper((unsigned char)*b)) a++, b++;
+        while (*a && *b && toupper((unsigned char)*a) == toupper((unsigned char)*b))
+            a++, b++;
         if (!*a && !*b) return i;
     }
     return -1;
@@ -103,22 +104,26 @@ void cpulm_dequantize_row_f32_ref(const void *x, float *y, int64_t n) {
 
 void cpulm_quantize_row_f16_ref(const float *x, void *y, int64_t n) {
     uint16_t *h = y;
-    for (int64_t i = 0; i < n; i++) h[i] = cpulm_f32_to_fp16(x[i]);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = cpulm_f32_to_fp16(x[i]);
 }
 
 void cpulm_dequantize_row_f16_ref(const void *x, float *y, int64_t n) {
     const uint16_t *h = x;
-    for (int64_t i = 0; i < n; i++) y[i] = cpulm_fp16_to_f32(h[i]);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = cpulm_fp16_to_f32(h[i]);
 }
 
 void cpulm_quantize_row_bf16_ref(const float *x, void *y, int64_t n) {
     uint16_t *h = y;
-    for (int64_t i = 0; i < n; i++) h[i] = cpulm_f32_to_bf16(x[i]);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = cpulm_f32_to_bf16(x[i]);
 }
 
 void cpulm_dequantize_row_bf16_ref(const void *x, float *y, int64_t n) {
     const uint16_t *h = x;
-    for (int64_t i = 0; i < n; i++) y[i] = cpulm_bf16_to_f32(h[i]);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = cpulm_bf16_to_f32(h[i]);
 }
 
 /* ---- block helpers ---- */
@@ -212,7 +217,8 @@ static uint32_t load_u32le(const uint8_t *p) {
 }
 
 static void store_u32le(uint8_t *p, uint32_t v) {
-    for (int k = 0; k < 4; k++) p[k] = (uint8_t)(v >> (8 * k));
+    for (int k = 0; k < 4; k++)
+        p[k] = (uint8_t)(v >> (8 * k));
 }
 
 /* Packs 32 5-bit values: low nibbles of j and j+16 share qs[j]; bit 4 of value j goes to
@@ -256,7 +262,8 @@ void cpulm_dequantize_row_q5_0_ref(const void *vx, float *y, int64_t n) {
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         const float d = cpulm_fp16_to_f32(x[i].d);
         unpack5(x[i].qs, x[i].qh, q);
-        for (int j = 0; j < 32; j++) y[j] = (float)(q[j] - 16) * d;
+        for (int j = 0; j < 32; j++)
+            y[j] = (float)(q[j] - 16) * d;
     }
 }
 
@@ -284,7 +291,8 @@ void cpulm_dequantize_row_q5_1_ref(const void *vx, float *y, int64_t n) {
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         const float d = cpulm_fp16_to_f32(x[i].d), m = cpulm_fp16_to_f32(x[i].m);
         unpack5(x[i].qs, x[i].qh, q);
-        for (int j = 0; j < 32; j++) y[j] = (float)q[j] * d + m;
+        for (int j = 0; j < 32; j++)
+            y[j] = (float)q[j] * d + m;
     }
 }
 
@@ -293,7 +301,8 @@ void cpulm_dequantize_row_q5_1_ref(const void *vx, float *y, int64_t n) {
 /* Quantizes 32 values with d = amax / 127; returns d and the sum of the quants. */
 static float quantize_block_q8(const float *x, int8_t *qs, int *sum) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < 32; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     int s = 0;
@@ -317,7 +326,8 @@ void cpulm_dequantize_row_q8_0_ref(const void *vx, float *y, int64_t n) {
     const cpulm_block_q8_0 *x = vx;
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         const float d = cpulm_fp16_to_f32(x[i].d);
-        for (int j = 0; j < 32; j++) y[j] = (float)x[i].qs[j] * d;
+        for (int j = 0; j < 32; j++)
+            y[j] = (float)x[i].qs[j] * d;
     }
 }
 
@@ -335,7 +345,8 @@ void cpulm_dequantize_row_q8_1_ref(const void *vx, float *y, int64_t n) {
     const cpulm_block_q8_1 *x = vx;
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
         const float d = cpulm_fp16_to_f32(x[i].d);
-        for (int j = 0; j < 32; j++) y[j] = (float)x[i].qs[j] * d;
+        for (int j = 0; j < 32; j++)
+            y[j] = (float)x[i].qs[j] * d;
     }
 }
 

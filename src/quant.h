@@ -53,18 +53,18 @@ typedef enum cpulm_dtype {
 #define CPULM_QK_K  256
 
 typedef struct {
-    uint16_t d;      /* fp16 scale */
-    uint8_t qs[16];  /* x[i] = d * ((qs[i] & 15) - 8), x[i+16] = d * ((qs[i] >> 4) - 8) */
+    uint16_t d;     /* fp16 scale */
+    uint8_t qs[16]; /* x[i] = d * ((qs[i] & 15) - 8), x[i+16] = d * ((qs[i] >> 4) - 8) */
 } cpulm_block_q4_0;
 
 typedef struct {
-    uint16_t d, m;   /* fp16 scale and min: x = d * q + m */
+    uint16_t d, m; /* fp16 scale and min: x = d * q + m */
     uint8_t qs[16];
 } cpulm_block_q4_1;
 
 typedef struct {
     uint16_t d;
-    uint8_t qh[4];   /* 5th bit of each of the 32 quants */
+    uint8_t qh[4]; /* 5th bit of each of the 32 quants */
     uint8_t qs[16];
 } cpulm_block_q5_0;
 
@@ -75,19 +75,19 @@ typedef struct {
 } cpulm_block_q5_1;
 
 typedef struct {
-    uint16_t d;     /* fp16 scale */
-    int8_t qs[32];  /* x[i] = d * qs[i] */
+    uint16_t d;    /* fp16 scale */
+    int8_t qs[32]; /* x[i] = d * qs[i] */
 } cpulm_block_q8_0;
 
 typedef struct {
-    uint16_t d, s;  /* s = d * sum(qs) */
+    uint16_t d, s; /* s = d * sum(qs) */
     int8_t qs[32];
 } cpulm_block_q8_1;
 
 typedef struct {
-    uint16_t d, dmin;    /* super-block scales for the 6-bit sub-scales and mins */
-    uint8_t scales[12];  /* 8 x (6-bit scale, 6-bit min), packed */
-    uint8_t qs[128];     /* 4-bit quants */
+    uint16_t d, dmin;   /* super-block scales for the 6-bit sub-scales and mins */
+    uint8_t scales[12]; /* 8 x (6-bit scale, 6-bit min), packed */
+    uint8_t qs[128];    /* 4-bit quants */
 } cpulm_block_q4_K;
 
 typedef struct {
@@ -98,10 +98,10 @@ typedef struct {
 } cpulm_block_q5_K;
 
 typedef struct {
-    uint8_t ql[128];    /* low 4 bits */
-    uint8_t qh[64];     /* high 2 bits */
-    int8_t scales[16];  /* 8-bit sub-block scales */
-    uint16_t d;         /* fp16 super-block scale */
+    uint8_t ql[128];   /* low 4 bits */
+    uint8_t qh[64];    /* high 2 bits */
+    int8_t scales[16]; /* 8-bit sub-block scales */
+    uint16_t d;        /* fp16 super-block scale */
 } cpulm_block_q6_K;
 
 typedef struct {
@@ -124,11 +124,11 @@ typedef struct {
 } cpulm_block_q3_K;
 
 typedef struct cpulm_dtype_traits {
-    const char *name;     /* "Q4_0", as llama.cpp prints it */
-    int32_t block;        /* elements per block */
-    int32_t type_size;    /* bytes per block */
+    const char *name;  /* "Q4_0", as llama.cpp prints it */
+    int32_t block;     /* elements per block */
+    int32_t type_size; /* bytes per block */
     bool quantized;
-    bool computable;      /* cpulm has dot kernels for it as a weight type */
+    bool computable;          /* cpulm has dot kernels for it as a weight type */
     cpulm_dtype vec_dot_type; /* what activations are converted to for dot products */
 } cpulm_dtype_traits;
 

@@ -51,7 +51,8 @@ static float fit_error(const float *x, const float *w, const uint8_t *L, int n, 
 }
 
 static void quantize_with(const float *x, int n, int nmax, float iscale, float min, uint8_t *L) {
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)clampi(nearest_int(iscale * (x[i] - min)), 0, nmax);
+    for (int i = 0; i < n; i++)
+        L[i] = (uint8_t)clampi(nearest_int(iscale * (x[i] - min)), 0, nmax);
 }
 
 /* Returns the scale and stores the (positive) min in *the_min; fills L with the chosen
@@ -133,9 +134,11 @@ static void quantize_superblock_k4(const float *x, const fit_params *fp, uint8_t
     for (int j = 0; j < 8; j++) {
         const float *xs = x + 32 * j;
         float sum_x2 = 0;
-        for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
+        for (int l = 0; l < 32; l++)
+            sum_x2 += xs[l] * xs[l];
         const float av_x = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
+        for (int l = 0; l < 32; l++)
+            w[l] = av_x + fabsf(xs[l]);
         scales[j] = fit_scale_min(fp, xs, w, L + 32 * j, &mins[j]);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
@@ -204,7 +207,8 @@ void cpulm_dequantize_row_q4_K_ref(const void *vx, float *y, int64_t n) {
             const float d1 = d * sc, m1 = dmin * m;
             const uint8_t *q = x[i].qs + 32 * (j / 2);
             const int shift = 4 * (j % 2);
-            for (int l = 0; l < 32; l++) y[l] = d1 * (float)((q[l] >> shift) & 0xF) - m1;
+            for (int l = 0; l < 32; l++)
+                y[l] = d1 * (float)((q[l] >> shift) & 0xF) - m1;
         }
     }
 }
@@ -354,7 +358,8 @@ void cpulm_quantize_row_q8_K_ref(const float *x, void *vy, int64_t n) {
         }
         for (int j = 0; j < QK / 16; j++) {
             int s = 0;
-            for (int l = 0; l < 16; l++) s += y[i].qs[16 * j + l];
+            for (int l = 0; l < 16; l++)
+                s += y[i].qs[16 * j + l];
             y[i].bsums[j] = (int16_t)s;
         }
         y[i].d = 1.0f / iscale;
@@ -364,7 +369,8 @@ void cpulm_quantize_row_q8_K_ref(const float *x, void *vy, int64_t n) {
 void cpulm_dequantize_row_q8_K_ref(const void *vx, float *y, int64_t n) {
     const cpulm_block_q8_K *x = vx;
     for (int64_t i = 0; i < n / QK; i++, y += QK)
-        for (int j = 0; j < QK; j++) y[j] = x[i].d * (float)x[i].qs[j];
+        for (int j = 0; j < QK; j++)
+            y[j] = x[i].d * (float)x[i].qs[j];
 }
 
 /* ---- Q2_K / Q3_K: dequantize only (so such files can be inspected and converted) ---- */
@@ -379,7 +385,8 @@ void cpulm_dequantize_row_q2_K_ref(const void *vx, float *y, int64_t n) {
             const float dl = d * (float)(sc & 0xF), ml = dmin * (float)(sc >> 4);
             const uint8_t *q = x[i].qs + 32 * (g / 8) + 16 * (g % 2);
             const int shift = 2 * ((g / 2) % 4);
-            for (int l = 0; l < 16; l++) y[l] = dl * (float)((q[l] >> shift) & 3) - ml;
+            for (int l = 0; l < 16; l++)
+                y[l] = dl * (float)((q[l] >> shift) & 3) - ml;
         }
     }
 }

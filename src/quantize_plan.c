@@ -34,8 +34,10 @@ static const cpulm_qplan_preset presets[] = {
     {"Q5_0", FT_Q5_0, CPULM_DTYPE_Q5_0, "5.5 bits/weight, legacy"},
     {"Q5_1", FT_Q5_1, CPULM_DTYPE_Q5_1, "6.0 bits/weight, legacy"},
     {"Q8_0", FT_Q8_0, CPULM_DTYPE_Q8_0, "8.5 bits/weight, near-lossless"},
-    {"Q4_K_S", FT_Q4_K_S, CPULM_DTYPE_Q4_K, "Q4_K; Q5_K for the first 4 attn_v and first 1/8 of ffn_down"},
-    {"Q4_K_M", FT_Q4_K_M, CPULM_DTYPE_Q4_K, "Q4_K, half of attn_v/ffn_down in Q6_K (the usual pick)"},
+    {"Q4_K_S", FT_Q4_K_S, CPULM_DTYPE_Q4_K,
+     "Q4_K; Q5_K for the first 4 attn_v and first 1/8 of ffn_down"},
+    {"Q4_K_M", FT_Q4_K_M, CPULM_DTYPE_Q4_K,
+     "Q4_K, half of attn_v/ffn_down in Q6_K (the usual pick)"},
     {"Q5_K_S", FT_Q5_K_S, CPULM_DTYPE_Q5_K, "Q5_K"},
     {"Q5_K_M", FT_Q5_K_M, CPULM_DTYPE_Q5_K, "Q5_K, half of attn_v/ffn_down in Q6_K"},
     {"Q6_K", FT_Q6_K, CPULM_DTYPE_Q6_K, "6.6 bits/weight"},
@@ -46,7 +48,8 @@ static const cpulm_qplan_preset presets[] = {
 #define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
 
 static bool eq_nocase(const char *a, const char *b) {
-    while (*a && *b && tolower((unsigned char)*a) == tolower((unsigned char)*b)) a++, b++;
+    while (*a && *b && tolower((unsigned char)*a) == tolower((unsigned char)*b))
+        a++, b++;
     return *a == 0 && *b == 0;
 }
 
@@ -68,9 +71,11 @@ const cpulm_qplan_preset *cpulm_qplan_preset_at(int i) {
 }
 
 cpulm_qplan_params cpulm_qplan_default_params(const cpulm_qplan_preset *preset) {
-    return (cpulm_qplan_params){
-        .preset = preset, .pure = false, .keep_output = false, .output_type = -1,
-        .token_embd_type = -1};
+    return (cpulm_qplan_params){.preset = preset,
+                                .pure = false,
+                                .keep_output = false,
+                                .output_type = -1,
+                                .token_embd_type = -1};
 }
 
 bool cpulm_qplan_use_more_bits(int32_t i_layer, int32_t n_layers) {
@@ -88,9 +93,15 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 bool cpulm_qplan_is_quantizable(const char *name, int32_t n_dims) {
-    static const char *const never[] = {
-        "_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
-        "ssm_conv1d.weight", "shortconv.conv.weight", "time_mix_", "attn_rel_b.weight"};
+    static const char *const never[] = {"_norm.weight",
+                                        "ffn_gate_inp.weight",
+                                        "altup",
+                                        "laurel",
+                                        "per_layer_model_proj",
+                                        "ssm_conv1d.weight",
+                                        "shortconv.conv.weight",
+                                        "time_mix_",
+                                        "attn_rel_b.weight"};
     if (!ends_with(name, "weight") || n_dims < 2) return false;
     if (!strcmp(name, "position_embd.weight") || !strcmp(name, "token_types.weight")) return false;
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
@@ -123,9 +134,11 @@ static cpulm_status sort_tensors(const cpulm_qplan_tensor *t, int64_t n, cpulm_q
                                  cpulm_error *err) {
     sort_key *k = malloc(sizeof *k * (size_t)(n ? n : 1));
     if (!k) return cpulm_errf(err, CPULM_ERR_NOMEM, "quantize plan: out of memory");
-    for (int64_t i = 0; i < n; i++) k[i] = (sort_key){layer_of(t[i].name), t[i].name, i};
+    for (int64_t i = 0; i < n; i++)
+        k[i] = (sort_key){layer_of(t[i].name), t[i].name, i};
     qsort(k, (size_t)n, sizeof *k, cmp_key);
-    for (int64_t i = 0; i < n; i++) out[i] = (cpulm_qplan_entry){.src = k[i].src};
+    for (int64_t i = 0; i < n; i++)
+        out[i] = (cpulm_qplan_entry){.src = k[i].src};
     free(k);
     return CPULM_OK;
 }
@@ -178,8 +191,9 @@ static cpulm_dtype ffn_down_rule(const qstate *q, int32_t i, cpulm_dtype ty) {
     int32_t n = q->m->n_layer;
     if (q->ft == FT_Q4_K_M) {
         if (q->falcon)
-            ty = i < n / 16 ? CPULM_DTYPE_Q6_K
-               : cpulm_qplan_use_more_bits(i, n) ? CPULM_DTYPE_Q5_K : CPULM_DTYPE_Q4_K;
+            ty = i < n / 16                        ? CPULM_DTYPE_Q6_K
+                 : cpulm_qplan_use_more_bits(i, n) ? CPULM_DTYPE_Q5_K
+                                                   : CPULM_DTYPE_Q4_K;
         else if (cpulm_qplan_use_more_bits(i, n))
             ty = CPULM_DTYPE_Q6_K;
     } else if (q->ft == FT_Q5_K_M && cpulm_qplan_use_more_bits(i, n)) {
@@ -314,7 +328,10 @@ cpulm_status cpulm_qplan_build(const cpulm_qplan_params *p, const cpulm_qplan_mo
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "quantize plan: bad arguments");
     cpulm_status st = sort_tensors(t, n, out, err);
     if (st != CPULM_OK) return st;
-    qstate q = {.p = p, .m = m, .ft = p->preset->ftype, .falcon = !strcmp(m->arch, "falcon"),
+    qstate q = {.p = p,
+                .m = m,
+                .ft = p->preset->ftype,
+                .falcon = !strcmp(m->arch, "falcon"),
                 .is_70b = is_70b(m)};
     count_model(&q, t, n);
     for (int64_t i = 0; i < n; i++) {

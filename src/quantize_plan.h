@@ -29,10 +29,10 @@
 #include "quant.h"
 
 typedef struct cpulm_qplan_preset {
-    const char *name;  /* "Q4_K_M", as llama-quantize spells it */
-    uint32_t ftype;    /* llama.cpp's LLAMA_FTYPE_MOSTLY_* value, stored in general.file_type */
-    cpulm_dtype base;  /* type of most converted tensors */
-    const char *desc;  /* one line for --help */
+    const char *name; /* "Q4_K_M", as llama-quantize spells it */
+    uint32_t ftype;   /* llama.cpp's LLAMA_FTYPE_MOSTLY_* value, stored in general.file_type */
+    cpulm_dtype base; /* type of most converted tensors */
+    const char *desc; /* one line for --help */
 } cpulm_qplan_preset;
 
 /* Case-insensitive name ("q4_k_m"), llama-quantize's aliases "Q4_K" / "Q5_K" (the _M
@@ -43,34 +43,34 @@ const cpulm_qplan_preset *cpulm_qplan_preset_at(int i);
 
 typedef struct cpulm_qplan_params {
     const cpulm_qplan_preset *preset;
-    bool pure;              /* every converted tensor gets preset->base (llama-quantize --pure) */
-    bool keep_output;       /* leave output.weight as it is (--leave-output-tensor) */
-    int32_t output_type;    /* a cpulm_dtype forced on output.weight, or -1 */
-    int32_t token_embd_type;/* a cpulm_dtype forced on token_embd.weight, or -1 */
+    bool pure;               /* every converted tensor gets preset->base (llama-quantize --pure) */
+    bool keep_output;        /* leave output.weight as it is (--leave-output-tensor) */
+    int32_t output_type;     /* a cpulm_dtype forced on output.weight, or -1 */
+    int32_t token_embd_type; /* a cpulm_dtype forced on token_embd.weight, or -1 */
 } cpulm_qplan_params;
 
 cpulm_qplan_params cpulm_qplan_default_params(const cpulm_qplan_preset *preset);
 
 /* The hyper-parameters the rules look at. */
 typedef struct cpulm_qplan_model {
-    char arch[32];      /* general.architecture ("llama", "qwen2", "falcon", ...) */
-    int32_t n_layer;    /* {arch}.block_count */
+    char arch[32];             /* general.architecture ("llama", "qwen2", "falcon", ...) */
+    int32_t n_layer;           /* {arch}.block_count */
     int32_t n_head, n_head_kv; /* 0 when absent (only used to spot a 70B llama) */
-    int32_t n_expert;   /* {arch}.expert_count, 0 when absent */
+    int32_t n_expert;          /* {arch}.expert_count, 0 when absent */
 } cpulm_qplan_model;
 
 typedef struct cpulm_qplan_tensor { /* one input tensor, as the file describes it */
-    const char *name;   /* NUL-terminated, borrowed */
+    const char *name;               /* NUL-terminated, borrowed */
     uint32_t type;
     int32_t n_dims;
     int64_t ne[4];
 } cpulm_qplan_tensor;
 
 typedef struct cpulm_qplan_entry { /* one output tensor, in output order */
-    int64_t src;        /* index into the input tensor list */
-    uint32_t type;      /* output type */
-    uint32_t wanted;    /* what the rules chose before the row-length fallback */
-    bool convert;       /* false: the input bytes are copied unchanged */
+    int64_t src;                   /* index into the input tensor list */
+    uint32_t type;                 /* output type */
+    uint32_t wanted;               /* what the rules chose before the row-length fallback */
+    bool convert;                  /* false: the input bytes are copied unchanged */
 } cpulm_qplan_entry;
 
 /* Fills out[0..n) with the output order and types. Errors (CPULM_ERR_UNSUPPORTED, message

@@ -31,8 +31,8 @@ typedef struct cand {
 struct cpulm_sampler {
     cpulm_sampler_params p;
     int32_t n_vocab;
-    uint64_t seed;     /* the effective seed (never SEED_FROM_CLOCK after _new) */
-    uint64_t rng[4];   /* xoshiro256** state */
+    uint64_t seed;   /* the effective seed (never SEED_FROM_CLOCK after _new) */
+    uint64_t rng[4]; /* xoshiro256** state */
 
     /* penalty history: counts[id] = occurrences of id among the window's tokens.
      * With repeat_last_n > 0 the window is the ring; with -1 it is every accepted token. */
@@ -40,18 +40,18 @@ struct cpulm_sampler {
     cpulm_token *ring; /* [repeat_last_n] or NULL */
     int32_t ring_len, ring_head;
 
-    cand *heap;        /* [n_vocab] max-heap of candidates not yet popped */
-    cand *kept;        /* [n_vocab] popped candidates, in descending order */
+    cand *heap; /* [n_vocab] max-heap of candidates not yet popped */
+    cand *kept; /* [n_vocab] popped candidates, in descending order */
     int32_t n_heap, n_kept;
 
     /* result of the last sample(), for cpulm_sampler_last_prob */
-    int last_greedy;   /* greedy: probabilities are the softmax of pen[] over everything */
-    float *pen;        /* [n_vocab] penalised logits of the last sample() (greedy mode) */
+    int last_greedy; /* greedy: probabilities are the softmax of pen[] over everything */
+    float *pen;      /* [n_vocab] penalised logits of the last sample() (greedy mode) */
     double pen_max, pen_sum;
     /* kept[slot[id]] holds id's result iff stamp[id] == epoch: O(1) lookups without
      * clearing an n_vocab array per sample */
-    int32_t *slot;     /* [n_vocab] */
-    uint32_t *stamp;   /* [n_vocab] */
+    int32_t *slot;   /* [n_vocab] */
+    uint32_t *stamp; /* [n_vocab] */
     uint32_t epoch;
 };
 
@@ -97,7 +97,8 @@ static uint64_t rng_next(uint64_t s[4]) {
 
 static void rng_seed(uint64_t s[4], uint64_t seed) {
     uint64_t x = seed;
-    for (int i = 0; i < 4; i++) s[i] = splitmix64(&x); /* never all zero: splitmix is a bijection */
+    for (int i = 0; i < 4; i++)
+        s[i] = splitmix64(&x); /* never all zero: splitmix is a bijection */
 }
 
 /* Uniform double in [0, 1) with 53 random bits. */
@@ -170,8 +171,10 @@ void cpulm_sampler_accept(cpulm_sampler *s, cpulm_token t) {
     int32_t n = s->p.repeat_last_n;
     if (n == 0) return;
     if (n > 0) {
-        if (s->ring_len == n) s->counts[s->ring[s->ring_head]]--; /* evict the oldest */
-        else s->ring_len++;
+        if (s->ring_len == n)
+            s->counts[s->ring[s->ring_head]]--; /* evict the oldest */
+        else
+            s->ring_len++;
         s->ring[s->ring_head] = t;
         s->ring_head = (s->ring_head + 1) % n;
     }
@@ -181,9 +184,8 @@ void cpulm_sampler_accept(cpulm_sampler *s, cpulm_token t) {
 /* ---- penalties ---- */
 
 static int penalties_active(const cpulm_sampler_params *p) {
-    return p->repeat_last_n != 0 &&
-           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
-            p->frequency_penalty != 0.0f);
+    return p->repeat_last_n != 0 && (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
+                                     p->frequency_penalty != 0.0f);
 }
 
 /* llama.cpp's rule for the repeat penalty (dividing a negative logit would raise it), then
@@ -235,7 +237,8 @@ static void pop_one(cpulm_sampler *s) {
 /* Fills the heap with the drawable tokens: finite logits, or only the +inf ones if any. */
 static void build_heap(cpulm_sampler *s) {
     int any_posinf = 0;
-    for (int32_t i = 0; i < s->n_vocab; i++) any_posinf |= s->pen[i] == INFINITY;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        any_posinf |= s->pen[i] == INFINITY;
     int32_t n = 0;
     for (int32_t i = 0; i < s->n_vocab; i++) {
         float l = s->pen[i];
@@ -247,7 +250,8 @@ static void build_heap(cpulm_sampler *s) {
     }
     s->n_heap = n;
     s->n_kept = 0;
-    for (int32_t i = n / 2 - 1; i >= 0; i--) sift_down(s->heap, n, i);
+    for (int32_t i = n / 2 - 1; i >= 0; i--)
+        sift_down(s->heap, n, i);
 }
 
 /* ---- cuts (each leaves kept[0..n_kept) sorted; later stages only shorten it) ---- */
@@ -255,9 +259,11 @@ static void build_heap(cpulm_sampler *s) {
 /* Softmax normaliser sum(exp(l - max)) over kept and, if include_heap, the heap too. */
 static double softmax_sum(const cpulm_sampler *s, double max, int include_heap) {
     double sum = 0.0;
-    for (int32_t i = 0; i < s->n_kept; i++) sum += exp((double)s->kept[i].logit - max);
+    for (int32_t i = 0; i < s->n_kept; i++)
+        sum += exp((double)s->kept[i].logit - max);
     if (include_heap)
-        for (int32_t i = 0; i < s->n_heap; i++) sum += exp((double)s->heap[i].logit - max);
+        for (int32_t i = 0; i < s->n_heap; i++)
+            sum += exp((double)s->heap[i].logit - max);
     return sum;
 }
 
@@ -266,7 +272,8 @@ static double softmax_sum(const cpulm_sampler *s, double max, int include_heap) 
  * Precondition: the heap is non-empty and nothing has been popped yet. */
 static void cut_top_k_top_p(cpulm_sampler *s) {
     if (s->p.top_k > 0 && s->p.top_k < s->n_heap) {
-        while (s->n_kept < s->p.top_k) pop_one(s);
+        while (s->n_kept < s->p.top_k)
+            pop_one(s);
         s->n_heap = 0; /* the rest is cut */
     }
     if (!(s->p.top_p < 1.0f)) return;
@@ -278,7 +285,7 @@ static void cut_top_k_top_p(cpulm_sampler *s) {
     for (;; i++) {
         if (i == s->n_kept) {
             if (s->n_heap == 0) break; /* rounding kept cum below top_p: keep everything */
-            pop_one(s); /* top-k was off: order only as far as top-p needs */
+            pop_one(s);                /* top-k was off: order only as far as top-p needs */
         }
         cum += exp((double)s->kept[i].logit - max) / sum;
         if (cum >= s->p.top_p) {
@@ -332,7 +339,8 @@ static cpulm_token sample_greedy(cpulm_sampler *s) {
     s->pen_max = s->pen[t];
     s->pen_sum = 0.0;
     if (isfinite(s->pen_max))
-        for (int32_t i = 0; i < s->n_vocab; i++) s->pen_sum += exp((double)s->pen[i] - s->pen_max);
+        for (int32_t i = 0; i < s->n_vocab; i++)
+            s->pen_sum += exp((double)s->pen[i] - s->pen_max);
     return t;
 }
 
@@ -352,11 +360,13 @@ static void index_kept(cpulm_sampler *s) {
  * Weights are exp((l - max) / temp) in double: no overflow however small temp is. */
 static cpulm_token draw(cpulm_sampler *s) {
     /* still unsorted candidates (no cut asked for an order) take part as they are */
-    while (s->n_heap > 0) s->kept[s->n_kept++] = s->heap[--s->n_heap];
+    while (s->n_heap > 0)
+        s->kept[s->n_kept++] = s->heap[--s->n_heap];
     double inv_t = 1.0 / (double)s->p.temp, max = -INFINITY, sum = 0.0;
     for (int32_t i = 0; i < s->n_kept; i++)
         if (s->kept[i].logit > max) max = s->kept[i].logit;
-    for (int32_t i = 0; i < s->n_kept; i++) sum += exp(((double)s->kept[i].logit - max) * inv_t);
+    for (int32_t i = 0; i < s->n_kept; i++)
+        sum += exp(((double)s->kept[i].logit - max) * inv_t);
     double u = rng_uniform(s->rng) * sum, cum = 0.0;
     int32_t pick = -1;
     for (int32_t i = 0; i < s->n_kept; i++) {

@@ -18,40 +18,40 @@
 #include "quantize_plan.h"
 
 #define SYNTH_N_SPECIAL 3   /* <unk>, <s>, </s> */
-#define SYNTH_N_BYTE 256    /* <0x00> .. <0xFF> */
-#define WEIGHT_STD 0.02f
+#define SYNTH_N_BYTE    256 /* <0x00> .. <0xFF> */
+#define WEIGHT_STD      0.02f
 
 /* ---- shapes: the one table of model shapes (synth and `cpulm plan` share it) ---- */
 
 static const cpulm_shape_preset shapes[] = {
     /* name, desc, label, layers, embd, ff, heads, kv heads, vocab, ctx, rope base, tied,
      * arch, head_dim (0: embd / heads), experts, used, expert ff */
-    {"1b", "Llama 3.2 1B", "synth Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 131072,
-     500000.0f, 1, "llama", 0, 0, 0, 0},
-    {"3b", "Llama 3.2 3B", "synth Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 131072,
-     500000.0f, 1, "llama", 0, 0, 0, 0},
-    {"8b", "Llama 3.1 8B", "synth Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f,
+    {"1b", "Llama 3.2 1B", "synth Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 131072, 500000.0f,
+     1, "llama", 0, 0, 0, 0},
+    {"3b", "Llama 3.2 3B", "synth Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 131072, 500000.0f,
+     1, "llama", 0, 0, 0, 0},
+    {"8b", "Llama 3.1 8B", "synth Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f, 0,
+     "llama", 0, 0, 0, 0},
+    {"70b", "Llama 3.1 70B", "synth Llama-3-70B", 80, 8192, 28672, 64, 8, 128256, 8192, 500000.0f,
      0, "llama", 0, 0, 0, 0},
-    {"70b", "Llama 3.1 70B", "synth Llama-3-70B", 80, 8192, 28672, 64, 8, 128256, 8192,
-     500000.0f, 0, "llama", 0, 0, 0, 0},
-    {"qwen3-0.6b", "Qwen3 0.6B", "synth Qwen3-0.6B", 28, 1024, 3072, 16, 8, 151936, 40960, 1e6f,
-     1, "qwen3", 128, 0, 0, 0},
-    {"qwen3-1.7b", "Qwen3 1.7B", "synth Qwen3-1.7B", 28, 2048, 6144, 16, 8, 151936, 40960, 1e6f,
-     1, "qwen3", 128, 0, 0, 0},
+    {"qwen3-0.6b", "Qwen3 0.6B", "synth Qwen3-0.6B", 28, 1024, 3072, 16, 8, 151936, 40960, 1e6f, 1,
+     "qwen3", 128, 0, 0, 0},
+    {"qwen3-1.7b", "Qwen3 1.7B", "synth Qwen3-1.7B", 28, 2048, 6144, 16, 8, 151936, 40960, 1e6f, 1,
+     "qwen3", 128, 0, 0, 0},
     {"qwen3-4b", "Qwen3 4B", "synth Qwen3-4B", 36, 2560, 9728, 32, 8, 151936, 40960, 1e6f, 1,
      "qwen3", 128, 0, 0, 0},
     {"qwen3-8b", "Qwen3 8B", "synth Qwen3-8B", 36, 4096, 12288, 32, 8, 151936, 40960, 1e6f, 0,
      "qwen3", 128, 0, 0, 0},
-    {"qwen3-30b-a3b", "Qwen3 30B-A3B (MoE)", "synth Qwen3-30B-A3B", 48, 2048, 6144, 32, 4,
-     151936, 40960, 1e6f, 1, "qwen3moe", 128, 128, 8, 768},
+    {"qwen3-30b-a3b", "Qwen3 30B-A3B (MoE)", "synth Qwen3-30B-A3B", 48, 2048, 6144, 32, 4, 151936,
+     40960, 1e6f, 1, "qwen3moe", 128, 128, 8, 768},
     {"mixtral-8x7b", "Mixtral 8x7B (MoE)", "synth Mixtral-8x7B", 32, 4096, 14336, 32, 8, 32000,
      32768, 1e6f, 0, "llama", 0, 8, 2, 14336},
-    {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1, "llama",
-     0, 0, 0, 0},
+    {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1, "llama", 0,
+     0, 0, 0},
     {"tiny-moe", "tiny MoE test model", "synth tiny MoE", 2, 256, 512, 4, 2, 512, 512, 1e6f, 1,
      "qwen3moe", 64, 8, 2, 128},
-    {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512,
-     10000.0f, 1, "llama", 0, 0, 0, 0},
+    {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512, 10000.0f,
+     1, "llama", 0, 0, 0, 0},
 };
 
 const cpulm_shape_preset *cpulm_shape_preset_at(int i) {
@@ -67,13 +67,24 @@ const cpulm_shape_preset *cpulm_shape_preset_find(const char *name) {
 cpulm_status cpulm_synth_shape(const char *name, cpulm_synth_params *p) {
     const cpulm_shape_preset *s = cpulm_shape_preset_find(name);
     if (!s) return CPULM_ERR_INVALID_ARG;
-    *p = (cpulm_synth_params){.n_layer = s->n_layer, .n_embd = s->n_embd, .n_ff = s->n_ff,
-                              .n_head = s->n_head, .n_head_kv = s->n_head_kv,
-                              .n_vocab = s->n_vocab, .n_ctx = s->n_ctx,
-                              .rope_base = s->rope_base, .norm_eps = 1e-5f, .tied = s->tied,
-                              .type = CPULM_DTYPE_Q4_0, .seed = 1, .n_threads = 1,
-                              .name = s->label, .arch = s->arch, .head_dim = s->head_dim,
-                              .n_expert = s->n_expert, .n_expert_used = s->n_expert_used,
+    *p = (cpulm_synth_params){.n_layer = s->n_layer,
+                              .n_embd = s->n_embd,
+                              .n_ff = s->n_ff,
+                              .n_head = s->n_head,
+                              .n_head_kv = s->n_head_kv,
+                              .n_vocab = s->n_vocab,
+                              .n_ctx = s->n_ctx,
+                              .rope_base = s->rope_base,
+                              .norm_eps = 1e-5f,
+                              .tied = s->tied,
+                              .type = CPULM_DTYPE_Q4_0,
+                              .seed = 1,
+                              .n_threads = 1,
+                              .name = s->label,
+                              .arch = s->arch,
+                              .head_dim = s->head_dim,
+                              .n_expert = s->n_expert,
+                              .n_expert_used = s->n_expert_used,
                               .n_ff_exp = s->n_ff_exp};
     return CPULM_OK;
 }
@@ -119,13 +130,15 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "vocab %d too small (at least %d)",
                           p->n_vocab, SYNTH_N_SPECIAL + SYNTH_N_BYTE + 1);
     const cpulm_arch_desc *a = p->arch ? cpulm_arch_find(p->arch, strlen(p->arch)) : NULL;
-    if (!a) return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "architecture '%s' not supported", p->arch ? p->arch : "(none)");
+    if (!a)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "architecture '%s' not supported",
+                          p->arch ? p->arch : "(none)");
     int32_t hd = synth_head_dim(p);
     if ((!p->head_dim && p->n_embd % p->n_head) || p->n_head % p->n_head_kv || hd % 2 || hd < 2)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "embd %d, heads %d, kv heads %d: need embd = heads x even head_dim "
-                          "(or an even --head-dim) and heads a multiple of kv heads", p->n_embd,
-                          p->n_head, p->n_head_kv);
+                          "(or an even --head-dim) and heads a multiple of kv heads",
+                          p->n_embd, p->n_head, p->n_head_kv);
     int moe = p->n_expert > 0;
     if ((a->ffn == CPULM_FFN_MOE_ONLY && !moe) || (a->ffn == CPULM_FFN_DENSE_ONLY && moe))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "%s %s experts", p->arch,
@@ -139,8 +152,8 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
     if (p->n_embd % blk || p->n_ff % blk || (moe && p->n_ff_exp % blk) || (hd * p->n_head) % blk)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "embd %d, ff %d (expert ff %d) and heads x head_dim must be multiples of "
-                          "%s's block of %d", p->n_embd, p->n_ff, p->n_ff_exp,
-                          cpulm_dtype_name(p->type), blk);
+                          "%s's block of %d",
+                          p->n_embd, p->n_ff, p->n_ff_exp, cpulm_dtype_name(p->type), blk);
     if (p->rope_base <= 0 || p->norm_eps <= 0)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rope base and norm eps must be positive");
     return CPULM_OK;
@@ -158,10 +171,15 @@ typedef struct stensor {
 } stensor;
 
 static cpulm_arch_dims synth_dims(const cpulm_synth_params *p) {
-    return (cpulm_arch_dims){.n_embd = p->n_embd, .n_vocab = p->n_vocab, .n_head = p->n_head,
-                             .n_head_kv = p->n_head_kv, .head_dim = synth_head_dim(p),
-                             .n_rot = synth_head_dim(p), .n_ff = p->n_ff,
-                             .n_ff_exp = p->n_ff_exp, .n_expert = p->n_expert};
+    return (cpulm_arch_dims){.n_embd = p->n_embd,
+                             .n_vocab = p->n_vocab,
+                             .n_head = p->n_head,
+                             .n_head_kv = p->n_head_kv,
+                             .head_dim = synth_head_dim(p),
+                             .n_rot = synth_head_dim(p),
+                             .n_ff = p->n_ff,
+                             .n_ff_exp = p->n_ff_exp,
+                             .n_expert = p->n_expert};
 }
 
 /* Appends the present, non-optional tensors of list (output.weight unless tied). */
@@ -229,11 +247,14 @@ cpulm_status cpulm_synth_quantized_size(const cpulm_synth_params *p,
     if (!t || !qt || !e) goto done;
     const int n = tensor_list(p, t);
     for (int i = 0; i < n; i++) /* the F32 model the quantizer would start from */
-        qt[i] = (cpulm_qplan_tensor){.name = t[i].name, .type = CPULM_DTYPE_F32,
+        qt[i] = (cpulm_qplan_tensor){.name = t[i].name,
+                                     .type = CPULM_DTYPE_F32,
                                      .n_dims = t[i].n_dims,
                                      .ne = {t[i].ne[0], t[i].ne[1], t[i].ne[2], 1}};
-    cpulm_qplan_model qm = {.n_layer = p->n_layer, .n_head = p->n_head,
-                            .n_head_kv = p->n_head_kv, .n_expert = p->n_expert};
+    cpulm_qplan_model qm = {.n_layer = p->n_layer,
+                            .n_head = p->n_head,
+                            .n_head_kv = p->n_head_kv,
+                            .n_expert = p->n_expert};
     snprintf(qm.arch, sizeof qm.arch, "%s", p->arch);
     const cpulm_qplan_params qp = cpulm_qplan_default_params(preset);
     if ((s = cpulm_qplan_build(&qp, &qm, qt, n, e, err)) != CPULM_OK) goto done;
@@ -301,8 +322,10 @@ static void *fill_rows(void *arg) {
     for (int64_t r = r0; r < r1; r++) {
         uint64_t s = base ^ (uint64_t)r;
         splitmix(&s); /* decorrelate neighbouring rows */
-        if (t->kind == K_NORM) gaussian_row(row, t->ne[0], s, 1.0f, 0.05f);
-        else gaussian_row(row, t->ne[0], s, 0.0f, WEIGHT_STD);
+        if (t->kind == K_NORM)
+            gaussian_row(row, t->ne[0], s, 1.0f, 0.05f);
+        else
+            gaussian_row(row, t->ne[0], s, 0.0f, WEIGHT_STD);
         cpulm_quantize_row_ref(type, row, j->dst + (size_t)r * rb, t->ne[0]);
     }
     free(row);
@@ -326,13 +349,20 @@ static cpulm_status fill_tensor(int64_t i, void *dst, uint64_t n_bytes, void *us
     pthread_t th[MAX_THREADS];
     int started = 1;
     for (int k = 0; k < nth; k++)
-        jobs[k] = (fill_job){.p = fc->p, .t = &fc->t[i], .i_tensor = i, .dst = dst, .ith = k,
-                             .nth = nth, .st = CPULM_ERR_NOMEM};
+        jobs[k] = (fill_job){.p = fc->p,
+                             .t = &fc->t[i],
+                             .i_tensor = i,
+                             .dst = dst,
+                             .ith = k,
+                             .nth = nth,
+                             .st = CPULM_ERR_NOMEM};
     for (int k = 1; k < nth; k++, started++)
         if (pthread_create(&th[k], NULL, fill_rows, &jobs[k]) != 0) break;
     fill_rows(&jobs[0]);
-    for (int k = started; k < nth; k++) fill_rows(&jobs[k]); /* threads that failed to start */
-    for (int k = 1; k < started; k++) pthread_join(th[k], NULL);
+    for (int k = started; k < nth; k++)
+        fill_rows(&jobs[k]); /* threads that failed to start */
+    for (int k = 1; k < started; k++)
+        pthread_join(th[k], NULL);
     for (int k = 0; k < nth; k++)
         if (jobs[k].st != CPULM_OK) return jobs[k].st;
     return CPULM_OK;
@@ -351,13 +381,15 @@ static void filler_piece(int32_t k, char *out) {
     k--;
     char letters[16];
     int n = 0;
-    for (int32_t v = k / 2 + 1; v > 0 && n < 15; v = (v - 1) / 26) letters[n++] = (char)('a' + (v - 1) % 26);
+    for (int32_t v = k / 2 + 1; v > 0 && n < 15; v = (v - 1) / 26)
+        letters[n++] = (char)('a' + (v - 1) % 26);
     int o = 0;
     if (k % 2 == 0) {
         memcpy(out, "\xE2\x96\x81", 3);
         o = 3;
     }
-    while (n > 0) out[o++] = letters[--n];
+    while (n > 0)
+        out[o++] = letters[--n];
     out[o] = 0;
 }
 
@@ -372,17 +404,25 @@ static cpulm_status set_vocab(cpulm_gguf_writer *w, const cpulm_synth_params *p)
     static const char *special[SYNTH_N_SPECIAL] = {"<unk>", "<s>", "</s>"};
     for (int32_t i = 0; i < V; i++) {
         char *s = text + (size_t)i * 24;
-        if (i < SYNTH_N_SPECIAL) snprintf(s, 24, "%s", special[i]);
-        else if (i < SYNTH_N_SPECIAL + SYNTH_N_BYTE) snprintf(s, 24, "<0x%02X>", i - SYNTH_N_SPECIAL);
-        else filler_piece(i - SYNTH_N_SPECIAL - SYNTH_N_BYTE, s);
+        if (i < SYNTH_N_SPECIAL)
+            snprintf(s, 24, "%s", special[i]);
+        else if (i < SYNTH_N_SPECIAL + SYNTH_N_BYTE)
+            snprintf(s, 24, "<0x%02X>", i - SYNTH_N_SPECIAL);
+        else
+            filler_piece(i - SYNTH_N_SPECIAL - SYNTH_N_BYTE, s);
         strs[i] = s;
         scores[i] = i < SYNTH_N_SPECIAL + SYNTH_N_BYTE ? 0.0f : -(float)i;
-        types[i] = i == 0 ? 2 : i < SYNTH_N_SPECIAL ? 3 : i < SYNTH_N_SPECIAL + SYNTH_N_BYTE ? 6 : 1;
+        types[i] = i == 0                               ? 2
+                   : i < SYNTH_N_SPECIAL                ? 3
+                   : i < SYNTH_N_SPECIAL + SYNTH_N_BYTE ? 6
+                                                        : 1;
     }
     if ((st = cpulm_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama")) ||
         (st = cpulm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, (uint64_t)V)) ||
-        (st = cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", CPULM_GGUF_F32, scores, (uint64_t)V)) ||
-        (st = cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", CPULM_GGUF_I32, types, (uint64_t)V)) ||
+        (st = cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", CPULM_GGUF_F32, scores,
+                                        (uint64_t)V)) ||
+        (st = cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", CPULM_GGUF_I32, types,
+                                        (uint64_t)V)) ||
         (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)) ||
         (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1)) ||
         (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2)) ||

@@ -25,7 +25,7 @@ typedef struct cpulm_shape_preset {
     const char *label; /* general.name of a synthesized file */
     int32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
     float rope_base;
-    int tied; /* no output.weight: the output projection reuses token_embd */
+    int tied;         /* no output.weight: the output projection reuses token_embd */
     const char *arch; /* general.architecture (model/arch.h) */
     int32_t head_dim; /* 0: n_embd / n_head */
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */

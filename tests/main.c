@@ -18,8 +18,7 @@ static const struct {
     void (*fn)(test_ctx *);
 } tests[] = {
 #define ENTRY(group, name) {#group, #name, test_##name},
-    TEST_LIST(ENTRY)
-};
+    TEST_LIST(ENTRY)};
 #define N_TESTS (sizeof tests / sizeof tests[0])
 
 static int is_group(const char *arg) {
@@ -44,7 +43,8 @@ static int selected(size_t i, int argc, char **argv) {
 static int unmatched_arg(int argc, char **argv) {
     for (int a = 1; a < argc; a++) {
         size_t i = 0;
-        while (i < N_TESTS && !matches(i, argv[a])) i++;
+        while (i < N_TESTS && !matches(i, argv[a]))
+            i++;
         if (i == N_TESTS) return a;
     }
     return 0;

@@ -15,51 +15,51 @@ typedef struct test_ctx {
     const char *skip_reason; /* a skip is reported, never counted as a pass */
 } test_ctx;
 
-#define TEST(name)                                                                                 \
-    void test_##name(test_ctx *t);                                                                 \
+#define TEST(name)                 \
+    void test_##name(test_ctx *t); \
     void test_##name(test_ctx *t)
 
-#define CHECK(t, cond)                                                                             \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "  %s:%d: CHECK(%s)\n", __FILE__, __LINE__, #cond);                    \
-            (t)->n_fail++;                                                                         \
-        }                                                                                          \
+#define CHECK(t, cond)                                                          \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
+            fprintf(stderr, "  %s:%d: CHECK(%s)\n", __FILE__, __LINE__, #cond); \
+            (t)->n_fail++;                                                      \
+        }                                                                       \
     } while (0)
 
-#define CHECK_EQ_INT(t, a, b)                                                                      \
-    do {                                                                                           \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
-        if (a_ != b_) {                                                                            \
-            fprintf(stderr, "  %s:%d: %s == %s: %lld != %lld\n", __FILE__, __LINE__, #a, #b, a_,   \
-                    b_);                                                                           \
-            (t)->n_fail++;                                                                         \
-        }                                                                                          \
+#define CHECK_EQ_INT(t, a, b)                                                                    \
+    do {                                                                                         \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                      \
+        if (a_ != b_) {                                                                          \
+            fprintf(stderr, "  %s:%d: %s == %s: %lld != %lld\n", __FILE__, __LINE__, #a, #b, a_, \
+                    b_);                                                                         \
+            (t)->n_fail++;                                                                       \
+        }                                                                                        \
     } while (0)
 
-#define CHECK_NEAR(t, a, b, tol)                                                                   \
-    do {                                                                                           \
-        double a_ = (a), b_ = (b);                                                                 \
-        if (!(fabs(a_ - b_) <= (tol))) { /* NaN fails */                                           \
-            fprintf(stderr, "  %s:%d: |%s - %s| = |%g - %g| = %g > %g\n", __FILE__, __LINE__, #a,  \
-                    #b, a_, b_, fabs(a_ - b_), (double)(tol));                                     \
-            (t)->n_fail++;                                                                         \
-        }                                                                                          \
+#define CHECK_NEAR(t, a, b, tol)                                                                  \
+    do {                                                                                          \
+        double a_ = (a), b_ = (b);                                                                \
+        if (!(fabs(a_ - b_) <= (tol))) { /* NaN fails */                                          \
+            fprintf(stderr, "  %s:%d: |%s - %s| = |%g - %g| = %g > %g\n", __FILE__, __LINE__, #a, \
+                    #b, a_, b_, fabs(a_ - b_), (double)(tol));                                    \
+            (t)->n_fail++;                                                                        \
+        }                                                                                         \
     } while (0)
 
-#define REQUIRE(t, cond)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "  %s:%d: REQUIRE(%s)\n", __FILE__, __LINE__, #cond);                  \
-            (t)->n_fail++;                                                                         \
-            return;                                                                                \
-        }                                                                                          \
+#define REQUIRE(t, cond)                                                          \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
+            fprintf(stderr, "  %s:%d: REQUIRE(%s)\n", __FILE__, __LINE__, #cond); \
+            (t)->n_fail++;                                                        \
+            return;                                                               \
+        }                                                                         \
     } while (0)
 
-#define SKIP(t, why)                                                                               \
-    do {                                                                                           \
-        (t)->skip_reason = (why);                                                                  \
-        return;                                                                                    \
+#define SKIP(t, why)              \
+    do {                          \
+        (t)->skip_reason = (why); \
+        return;                   \
     } while (0)
 
 /* ---- helpers (tests/util.c) ---- */

@@ -37,7 +37,8 @@ static int levels(const cpulm_kernels **lv) {
 TEST(attn_entries_bit_identical_at_every_level) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
-    const int ds[] = {8, 48, 64, 80, 128, 256}, ms[] = {1, 3, 4, 5, 9}, ns[] = {1, 7, 16, 17, 33, 64};
+    const int ds[] = {8, 48, 64, 80, 128, 256}, ms[] = {1, 3, 4, 5, 9},
+              ns[] = {1, 7, 16, 17, 33, 64};
     float *q = malloc(sizeof(float) * 9 * 256), *k = malloc(sizeof(float) * 64 * 256);
     float *v = malloc(sizeof(float) * 64 * 256), *s0 = malloc(sizeof(float) * 9 * 64);
     float *s1 = malloc(sizeof(float) * 9 * 64), *o0 = malloc(sizeof(float) * 9 * 256);
@@ -63,7 +64,8 @@ TEST(attn_entries_bit_identical_at_every_level) {
                     float a1 = lv[li]->attn_softmax_row(n, lim, s1, &M1, &L1);
                     CHECK(t, a0 == a1 && M0 == M1 && L0 == L1 &&
                                  memcmp(s0, s1, sizeof(float) * (size_t)n) == 0);
-                    for (int i = 0; i < m; i++) a[i] = 0.25f * (float)(i + 1);
+                    for (int i = 0; i < m; i++)
+                        a[i] = 0.25f * (float)(i + 1);
                     fill(s0, (int64_t)m * 64, seed + 3, 1.0f);
                     fill(o0, (int64_t)m * d, seed + 4, 1.0f);
                     memcpy(o1, o0, sizeof(float) * (size_t)m * d);
@@ -111,7 +113,8 @@ static void tiled_attention(const cpulm_kernels *lv, int d, int m, const float *
             }
             lv->attn_merge(d, 1, &mc, &lc, oc, d, &M, &L, o, d);
         }
-        for (int c = 0; c < d; c++) out[(int64_t)r * d + c] = o[c] * (1.0f / L);
+        for (int c = 0; c < d; c++)
+            out[(int64_t)r * d + c] = o[c] * (1.0f / L);
     }
     free(s), free(o), free(oc);
 }
@@ -123,14 +126,17 @@ static double oracle_err(int d, int m, const float *q, const int *pos, const flo
         double mx = -INFINITY, sum = 0;
         for (int j = 0; j <= pos[r]; j++) {
             double x = 0;
-            for (int c = 0; c < d; c++) x += (double)q[(int64_t)r * d + c] * k[(int64_t)j * d + c];
+            for (int c = 0; c < d; c++)
+                x += (double)q[(int64_t)r * d + c] * k[(int64_t)j * d + c];
             w[j] = x / sqrt((double)d);
             if (w[j] > mx) mx = w[j];
         }
-        for (int j = 0; j <= pos[r]; j++) sum += (w[j] = exp(w[j] - mx));
+        for (int j = 0; j <= pos[r]; j++)
+            sum += (w[j] = exp(w[j] - mx));
         for (int c = 0; c < d; c++) {
             double acc = 0;
-            for (int j = 0; j <= pos[r]; j++) acc += w[j] * v[(int64_t)j * d + c];
+            for (int j = 0; j <= pos[r]; j++)
+                acc += w[j] * v[(int64_t)j * d + c];
             double e = fabs(acc / sum - out[(int64_t)r * d + c]);
             if (e > worst) worst = e;
         }
@@ -148,8 +154,10 @@ TEST(attn_tiled_matches_float64_at_1k_to_16k) {
     for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
         for (int d = 64; d <= 128; d += 64) {
             int n = lens[li], m = 4, pos[4] = {0, 300, n / 2 + 7, n - 1};
-            float *q = malloc(sizeof(float) * (size_t)m * d), *k = malloc(sizeof(float) * (size_t)n * d);
-            float *v = malloc(sizeof(float) * (size_t)n * d), *out = malloc(sizeof(float) * (size_t)m * d);
+            float *q = malloc(sizeof(float) * (size_t)m * d),
+                  *k = malloc(sizeof(float) * (size_t)n * d);
+            float *v = malloc(sizeof(float) * (size_t)n * d),
+                  *out = malloc(sizeof(float) * (size_t)m * d);
             float *ref = malloc(sizeof(float) * (size_t)m * d);
             REQUIRE(t, q && k && v && out && ref);
             fill(q, (int64_t)m * d, (uint64_t)n + (uint64_t)d, 3.0f);
@@ -229,7 +237,8 @@ TEST(attn_prompt_and_generation_paths_bit_identical) {
     cpulm_model *m = load("tiny-llama3-q4_0.gguf");
     if (!m) SKIP(t, "models not found (CPULM_SHARED)");
     int32_t V = cpulm_vocab_n(m), n = 700, tail = 20, toks[700];
-    for (int i = 0; i < n; i++) toks[i] = (i * 7919 + 13) % V;
+    for (int i = 0; i < n; i++)
+        toks[i] = (i * 7919 + 13) % V;
     cpulm_kv_type kvs[] = {CPULM_KV_F16, CPULM_KV_Q8_0};
     for (int kvi = 0; kvi < 2; kvi++) {
         cpulm_ctx *a = ctx_of(m, 1024, 1, kvs[kvi]), *b = ctx_of(m, 1024, 3, kvs[kvi]);
@@ -248,7 +257,8 @@ TEST(attn_quantized_kv_close_to_f16) {
     cpulm_model *m = load("tiny-llama3-f32.gguf");
     if (!m) SKIP(t, "models not found (CPULM_SHARED)");
     int32_t V = cpulm_vocab_n(m), n = 600, tail = 4, toks[600];
-    for (int i = 0; i < n; i++) toks[i] = (i * 31 + 5) % V;
+    for (int i = 0; i < n; i++)
+        toks[i] = (i * 31 + 5) % V;
     cpulm_ctx *c16 = ctx_of(m, 1024, 2, CPULM_KV_F16);
     REQUIRE(t, c16 != NULL);
     float *ref = tail_logits(c16, toks, n, tail, V, 0);
@@ -283,7 +293,8 @@ TEST(attn_quantized_kv_needs_whole_blocks_per_head) {
         cp.kv_type = q[i];
         cpulm_error err = {0};
         cpulm_ctx *c = cpulm_ctx_new(m, &cp, &err);
-        CHECK(t, c == NULL && err.code == CPULM_ERR_UNSUPPORTED && strstr(err.msg, "multiple of 32"));
+        CHECK(t,
+              c == NULL && err.code == CPULM_ERR_UNSUPPORTED && strstr(err.msg, "multiple of 32"));
         cpulm_ctx_free(c);
     }
     cpulm_model_free(m);

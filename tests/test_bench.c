@@ -38,8 +38,8 @@ TEST(bench_list_forms) {
 
 TEST(bench_list_rejects) {
     bench_list l;
-    const char *bad[] = {"", "1,", ",1", "a", "1;2", "4-1", "0-8*2", "1-8*1", "600", "1-600",
-                         "1-100", "1-4+0", "-1", "1--2"};
+    const char *bad[] = {"",      "1,",  ",1",    "a",     "1;2",   "4-1", "0-8*2",
+                         "1-8*1", "600", "1-600", "1-100", "1-4+0", "-1",  "1--2"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = parse(bad[i], &l);
         if (rc == 0) fprintf(stderr, "  accepted '%s'\n", bad[i]);
@@ -47,15 +47,18 @@ TEST(bench_list_rejects) {
     }
     char err[128];
     memset(&l, 0, sizeof l);
-    CHECK(t, bench_list_parse("0", 1, 512, &l, err, sizeof err) == -1 && strstr(err, "want an integer in [1, 512]"));
+    CHECK(t, bench_list_parse("0", 1, 512, &l, err, sizeof err) == -1 &&
+                 strstr(err, "want an integer in [1, 512]"));
 }
 
 TEST(bench_kv_list) {
     bench_list l = {0};
     char err[128];
     REQUIRE(t, bench_kv_list_parse("f16,q8_0,f32", &l, err, sizeof err) == 0);
-    CHECK(t, l.n == 3 && l.v[0] == CPULM_KV_F16 && l.v[1] == CPULM_KV_Q8_0 && l.v[2] == CPULM_KV_F32);
-    CHECK(t, !strcmp(bench_kv_name(CPULM_KV_Q8_0), "q8_0") && !strcmp(bench_kv_name(CPULM_KV_F16), "f16"));
+    CHECK(t,
+          l.n == 3 && l.v[0] == CPULM_KV_F16 && l.v[1] == CPULM_KV_Q8_0 && l.v[2] == CPULM_KV_F32);
+    CHECK(t, !strcmp(bench_kv_name(CPULM_KV_Q8_0), "q8_0") &&
+                 !strcmp(bench_kv_name(CPULM_KV_F16), "f16"));
     memset(&l, 0, sizeof l);
     REQUIRE(t, bench_kv_list_parse("q4_0", &l, err, sizeof err) == 0);
     CHECK(t, l.n == 1 && l.v[0] == CPULM_KV_Q4_0 && !strcmp(bench_kv_name(CPULM_KV_Q4_0), "q4_0"));
@@ -72,8 +75,8 @@ TEST(bench_expand_defaults) {
     bench_test tests[4];
     REQUIRE(t, bench_expand(&p, tests, 4) == 2);
     CHECK(t, tests[0].kind == BENCH_PP && tests[0].n_prompt == 512 && tests[0].n_batch == 2048 &&
-          tests[0].n_ubatch == 512 && tests[0].n_threads == 0 && tests[0].type_k == CPULM_KV_F16 &&
-          tests[0].n_parallel == 1);
+                 tests[0].n_ubatch == 512 && tests[0].n_threads == 0 &&
+                 tests[0].type_k == CPULM_KV_F16 && tests[0].n_parallel == 1);
     CHECK(t, tests[1].kind == BENCH_TG && tests[1].n_gen == 128 && tests[1].n_prompt == 0);
 }
 
@@ -97,10 +100,10 @@ TEST(bench_expand_combinations) {
     bench_test tests[28];
     REQUIRE(t, bench_expand(&p, tests, 28) == 28);
     CHECK(t, tests[0].n_batch == 256 && tests[0].n_threads == 1 && tests[0].kind == BENCH_PP &&
-          tests[0].n_prompt == 64);
+                 tests[0].n_prompt == 64);
     CHECK(t, tests[3].kind == BENCH_PG && tests[3].n_prompt == 512 && tests[3].n_gen == 128);
     CHECK(t, tests[5].kind == BENCH_PAR && tests[5].n_parallel == 4 && tests[5].n_prompt == 128 &&
-          tests[5].n_gen == 32);
+                 tests[5].n_gen == 32);
     CHECK(t, tests[6].kind == BENCH_TTFT && tests[6].n_prompt == 32);
     CHECK(t, tests[7].n_threads == 2 && tests[7].n_batch == 256);
     CHECK(t, tests[14].n_batch == 512 && tests[14].n_threads == 1);
@@ -141,9 +144,9 @@ TEST(bench_stats_values) {
     CHECK_NEAR(t, s.stddev, sqrt(32.0 / 7.0), 1e-12); /* sum of squares 32, n - 1 = 7 */
     CHECK_NEAR(t, s.min, 2, 0);
     CHECK_NEAR(t, s.max, 9, 0);
-    CHECK_NEAR(t, s.p50, 4.5, 1e-12);  /* rank 3.5 */
-    CHECK_NEAR(t, s.p90, 7.6, 1e-12);  /* rank 6.3: 7 + 0.3 * 2 */
-    CHECK_NEAR(t, s.p99, 8.86, 1e-12); /* rank 6.93 */
+    CHECK_NEAR(t, s.p50, 4.5, 1e-12);     /* rank 3.5 */
+    CHECK_NEAR(t, s.p90, 7.6, 1e-12);     /* rank 6.3: 7 + 0.3 * 2 */
+    CHECK_NEAR(t, s.p99, 8.86, 1e-12);    /* rank 6.93 */
     CHECK(t, !memcmp(copy, x, sizeof x)); /* input untouched */
     CHECK_NEAR(t, bench_percentile(x, 8, 25), 4.0, 1e-12);
     bench_stats_compute((const double[]){3.5}, 1, &s);
@@ -229,9 +232,9 @@ TEST(bench_plan_weights_match_files) {
         plan_shape_of_model(m, &s);
         plan_weights w;
         CHECK(t, plan_weights_of(&s, types[i], &w) == 0);
-        if (w.bytes != in.weight_bytes) fprintf(stderr, "  %s: %llu != %llu\n", types[i],
-                                                (unsigned long long)w.bytes,
-                                                (unsigned long long)in.weight_bytes);
+        if (w.bytes != in.weight_bytes)
+            fprintf(stderr, "  %s: %llu != %llu\n", types[i], (unsigned long long)w.bytes,
+                    (unsigned long long)in.weight_bytes);
         CHECK(t, w.bytes == in.weight_bytes);
         CHECK(t, w.n_params == in.n_params);
         CHECK(t, !s.tied);
@@ -244,8 +247,14 @@ TEST(bench_plan_weights_match_files) {
 TEST(bench_plan_compute_and_memory) {
     plan_shape tiny;
     memset(&tiny, 0, sizeof tiny);
-    tiny.hp = (cpulm_hparams){.n_vocab = 512, .n_embd = 256, .n_layer = 2, .n_head = 4,
-                              .n_head_kv = 2, .head_dim = 64, .n_ff = 768, .n_rot = 64};
+    tiny.hp = (cpulm_hparams){.n_vocab = 512,
+                              .n_embd = 256,
+                              .n_layer = 2,
+                              .n_head = 4,
+                              .n_head_kv = 2,
+                              .head_dim = 64,
+                              .n_ff = 768,
+                              .n_rot = 64};
     /* by hand, B = 512: activations 4 x 512 x (256 + 768 + 2x256 + 2x128 + 2x768) = 6815744;
      * quantized activations 3072 x 512 = 1572864; rope angles 4 x 64 x 2 threads = 512;
      * attention 4 x (2 threads x 25024 + 1 sequence x 4 heads x 1 chunk x 66) + 4 x 513 +
@@ -253,7 +262,8 @@ TEST(bench_plan_compute_and_memory) {
      * 6148; logits 4 x 512 = 2048; work slots 64 x 2 = 128 */
     CHECK_EQ_INT(t, plan_compute_bytes(&tiny, 512, 256, 1, 2), 8600872);
     /* outputs are capped at the batch */
-    CHECK_EQ_INT(t, plan_compute_bytes(&tiny, 2, 256, 8, 1) - plan_compute_bytes(&tiny, 2, 256, 2, 1), 0);
+    CHECK_EQ_INT(
+        t, plan_compute_bytes(&tiny, 2, 256, 8, 1) - plan_compute_bytes(&tiny, 2, 256, 2, 1), 0);
     plan_memory m;
     plan_memory_of(&tiny, 1000000, 256, 4, CPULM_KV_F16, 512, 2, &m);
     CHECK_EQ_INT(t, m.kv_per_token, 2 * 2 * 128 * 2);
@@ -264,16 +274,15 @@ TEST(bench_plan_compute_and_memory) {
     CHECK_EQ_INT(t, m.compute, plan_compute_bytes(&tiny, 512, 256, 4, 2) + 4 * 3 * 4 * 66);
 }
 
-static const char *price_text =
-    "# test prices\n"
-    "# date: 2025-01-15\n"
-    "# source: hand-made for the test\n"
-    "instance\tvcpu\tmemory_gib\tarch\tusd_per_hour\n"
-    "a1.small\t2\t4\tarm64\t0.05\n"
-    "a1.big   8   16  arm64   0.20\n"
-    "\n"
-    "b2.small\t2\t8\tx86_64\t0.08\n"
-    "b2.big\t4\t32\tx86_64\t0.30\r\n";
+static const char *price_text = "# test prices\n"
+                                "# date: 2025-01-15\n"
+                                "# source: hand-made for the test\n"
+                                "instance\tvcpu\tmemory_gib\tarch\tusd_per_hour\n"
+                                "a1.small\t2\t4\tarm64\t0.05\n"
+                                "a1.big   8   16  arm64   0.20\n"
+                                "\n"
+                                "b2.small\t2\t8\tx86_64\t0.08\n"
+                                "b2.big\t4\t32\tx86_64\t0.30\r\n";
 
 TEST(bench_plan_prices_parse) {
     plan_prices p;
@@ -287,9 +296,10 @@ TEST(bench_plan_prices_parse) {
     CHECK(t, plan_prices_find(&p, "b2.big")->usd_hour == 0.30);
     CHECK(t, plan_prices_find(&p, "zz") == NULL);
     plan_prices_release(&p);
-    CHECK(t, plan_prices_parse("x1.a 2 4 arm64\n", &p, err, sizeof err) == -1 && strstr(err, "line 1"));
+    CHECK(t, plan_prices_parse("x1.a 2 4 arm64\n", &p, err, sizeof err) == -1 &&
+                 strstr(err, "line 1"));
     CHECK(t, plan_prices_parse("# c\nx1.a 2 4 arm64 -1\n", &p, err, sizeof err) == -1 &&
-          strstr(err, "line 2"));
+                 strstr(err, "line 2"));
     CHECK(t, plan_prices_parse("x1.a two 4 arm64 0.1\n", &p, err, sizeof err) == -1);
 }
 
@@ -299,8 +309,8 @@ TEST(bench_plan_shipped_prices) {
     REQUIRE(t, plan_prices_load(CPULM_PRICES_TSV, &p, err, sizeof err) == 0);
     CHECK(t, p.n >= 40);
     CHECK(t, p.date[0] && p.source[0]);
-    const char *want[] = {"c7g.xlarge", "m7g.2xlarge", "r7g.large", "c8g.4xlarge", "c7i.2xlarge",
-                          "m7i.xlarge", "c7a.xlarge"};
+    const char *want[] = {"c7g.xlarge",  "m7g.2xlarge", "r7g.large", "c8g.4xlarge",
+                          "c7i.2xlarge", "m7i.xlarge",  "c7a.xlarge"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const plan_instance *in = plan_prices_find(&p, want[i]);
         CHECK(t, in != NULL);
@@ -355,15 +365,21 @@ TEST(bench_svg_axis) {
 
 static int count(const char *hay, const char *needle) {
     int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p++) n++;
+    for (const char *p = hay; (p = strstr(p, needle)); p++)
+        n++;
     return n;
 }
 
 TEST(bench_svg_charts) {
     const double x[] = {1, 2, 4, 8}, y1[] = {10, 19, 35, 60}, y2[] = {5, NAN, 7, 8};
     svg_series s[2] = {{"pp <512> & more", x, y1, 4}, {"tg \"128\"", x, y2, 4}};
-    svg_chart c = {.title = "t/s vs threads", .x_label = "threads", .y_label = "tokens/s",
-                   .log2_x = 1, .series = s, .n_series = 2, .note = "a < b"};
+    svg_chart c = {.title = "t/s vs threads",
+                   .x_label = "threads",
+                   .y_label = "tokens/s",
+                   .log2_x = 1,
+                   .series = s,
+                   .n_series = 2,
+                   .note = "a < b"};
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     svg_line_chart(&b, &c);
@@ -383,10 +399,15 @@ TEST(bench_svg_charts) {
     const char *cats[] = {"c7g.large", "m7i.xlarge", "r8g.medium"};
     const double v1[] = {1.5, 2.5, 0.5}, v2[] = {0.5, 1.0, 0.25};
     svg_series bs[2] = {{"single", NULL, v1, 3}, {"batched", NULL, v2, 3}};
-    svg_chart bc = {.title = "cost", .x_label = "instance", .y_label = "USD per 1M tokens",
-                    .series = bs, .n_series = 2, .categories = cats, .n_categories = 3};
+    svg_chart bc = {.title = "cost",
+                    .x_label = "instance",
+                    .y_label = "USD per 1M tokens",
+                    .series = bs,
+                    .n_series = 2,
+                    .categories = cats,
+                    .n_categories = 3};
     svg_bar_chart(&b, &bc);
-    CHECK_EQ_INT(t, count(b.data, "<rect x="), 6 + 1);      /* 6 bars + the plot frame */
+    CHECK_EQ_INT(t, count(b.data, "<rect x="), 6 + 1); /* 6 bars + the plot frame */
     CHECK_EQ_INT(t, count(b.data, "class=\"legend\""), 2);
     CHECK(t, strstr(b.data, ">m7i.xlarge</text>") != NULL);
     cpulm_buf_release(&b);
@@ -396,8 +417,13 @@ TEST(bench_svg_charts) {
 
 static void fake_result(bench_result *r, bench_kind kind, int np, int ng, double scale) {
     memset(r, 0, sizeof *r);
-    r->t = (bench_test){.kind = kind, .n_prompt = np, .n_gen = ng, .n_parallel = 1,
-                        .n_batch = 2048, .n_ubatch = 512, .n_threads = 2};
+    r->t = (bench_test){.kind = kind,
+                        .n_prompt = np,
+                        .n_gen = ng,
+                        .n_parallel = 1,
+                        .n_batch = 2048,
+                        .n_ubatch = 512,
+                        .n_threads = 2};
     r->n_threads_used = r->n_threads_batch_used = 2;
     r->n_reps = 3;
     snprintf(r->test_time, sizeof r->test_time, "2025-01-01T00:00:00Z");
@@ -417,9 +443,14 @@ static const cpulm_json *json_file(const char *path, cpulm_json_doc **doc) {
 }
 
 TEST(bench_json_llama_bench_fields) {
-    bench_env e = {.version = "0.1.0 (abc1234)", .commit = "abc1234", .kernels = "avx2",
-                   .cpu = "Test CPU \"9000\"", .model_file = "m.gguf", .model_type = "llama 1B Q4_0",
-                   .model_size = 1000, .n_params = 2000};
+    bench_env e = {.version = "0.1.0 (abc1234)",
+                   .commit = "abc1234",
+                   .kernels = "avx2",
+                   .cpu = "Test CPU \"9000\"",
+                   .model_file = "m.gguf",
+                   .model_type = "llama 1B Q4_0",
+                   .model_size = 1000,
+                   .n_params = 2000};
     bench_result r[2];
     fake_result(&r[0], BENCH_PP, 512, 0, 1);
     fake_result(&r[1], BENCH_TG, 0, 128, 1);
@@ -431,11 +462,12 @@ TEST(bench_json_llama_bench_fields) {
     cpulm_json_doc *doc;
     const cpulm_json *root = json_file(path, &doc);
     REQUIRE(t, root && root->type == CPULM_JSON_ARRAY && cpulm_json_len(root) == 2);
-    const char *fields[] = {"build_commit", "build_number", "cpu_info", "model_filename",
-                            "model_type", "model_size", "model_n_params", "n_batch", "n_ubatch",
-                            "n_threads", "type_k", "type_v", "n_prompt", "n_gen", "test_time",
-                            "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns",
-                            "samples_ts", "cpulm_version", "kernel_level", "cpu_name", "date"};
+    const char *fields[] = {
+        "build_commit", "build_number",   "cpu_info",     "model_filename", "model_type",
+        "model_size",   "model_n_params", "n_batch",      "n_ubatch",       "n_threads",
+        "type_k",       "type_v",         "n_prompt",     "n_gen",          "test_time",
+        "avg_ns",       "stddev_ns",      "avg_ts",       "stddev_ts",      "samples_ns",
+        "samples_ts",   "cpulm_version",  "kernel_level", "cpu_name",       "date"};
     const cpulm_json *o = cpulm_json_at(root, 0);
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (!cpulm_json_get(o, fields[i])) fprintf(stderr, "  missing %s\n", fields[i]);
@@ -452,8 +484,12 @@ TEST(bench_json_llama_bench_fields) {
 }
 
 TEST(bench_compare_ratio) {
-    bench_env e = {.version = "v", .commit = "c", .kernels = "k", .cpu = "cpu",
-                   .model_file = "m", .model_type = "t"};
+    bench_env e = {.version = "v",
+                   .commit = "c",
+                   .kernels = "k",
+                   .cpu = "cpu",
+                   .model_file = "m",
+                   .model_type = "t"};
     bench_result a[2], b[1];
     fake_result(&a[0], BENCH_PP, 512, 0, 1);
     fake_result(&a[1], BENCH_TG, 0, 128, 1);
@@ -474,7 +510,7 @@ TEST(bench_compare_ratio) {
     char *out = test_read_file(po, NULL);
     REQUIRE(t, out != NULL);
     CHECK(t, strstr(out, "| pp512 | 2 | 2048/512 | f16 |") != NULL);
-    CHECK(t, strstr(out, "| 2.000 |") != NULL);      /* B/A of pp512 */
+    CHECK(t, strstr(out, "| 2.000 |") != NULL);                     /* B/A of pp512 */
     CHECK(t, strstr(out, "| tg128 |") && strstr(out, "| - | - |")); /* only in A */
     free(out);
     f = fopen(po, "w");

@@ -28,8 +28,8 @@ static cpulm_status render_opts(const char *src, const char *vars, const cpulm_j
     return st;
 }
 
-static void expect_syn(test_ctx *t, const char *src, const char *vars, const cpulm_jinja_syntax *syn,
-                       const char *want) {
+static void expect_syn(test_ctx *t, const char *src, const char *vars,
+                       const cpulm_jinja_syntax *syn, const char *want) {
     cpulm_buf got;
     cpulm_error err = {0};
     cpulm_jinja_opts o = cpulm_jinja_default_opts();
@@ -57,8 +57,8 @@ static void expect_err(test_ctx *t, const char *src, cpulm_status want, const ch
     o.max_steps = 2000000;
     cpulm_status st = render_opts(src, NULL, NULL, &o, &got, &err);
     if (st != want || (msg_part && !strstr(err.msg, msg_part))) {
-        fprintf(stderr, "  template: %.80s\n  status %d (want %d), msg '%s' (want '%s')\n", src, st, want,
-                err.msg, msg_part ? msg_part : "");
+        fprintf(stderr, "  template: %.80s\n  status %d (want %d), msg '%s' (want '%s')\n", src, st,
+                want, err.msg, msg_part ? msg_part : "");
         t->n_fail++;
     }
     cpulm_buf_release(&got);
@@ -67,8 +67,8 @@ static void expect_err(test_ctx *t, const char *src, cpulm_status want, const ch
 TEST(chat_jinja_whitespace_control) {
     expect(t, "a  {%- if true -%}  b  {%- endif -%}  c", "abc");
     expect(t, "  {% if true %}\n  x\n  {% endif %}\ny", "  x\ny"); /* trim + lstrip */
-    expect(t, "  {{ 'x' }}\n", "  x");                              /* lstrip: blocks only; one
-                                                                        trailing newline dropped */
+    expect(t, "  {{ 'x' }}\n", "  x");                             /* lstrip: blocks only; one
+                                                                       trailing newline dropped */
     expect(t, "  {%+ if true %}x{% endif %}", "  x");
     expect(t, "{% if true +%}\nx{% endif %}", "\nx");
     expect(t, "a{# note #}b\n{# c #}\nx", "ab\nx");
@@ -80,101 +80,168 @@ TEST(chat_jinja_whitespace_control) {
 }
 
 TEST(chat_jinja_loops) {
-    expect(t, "{% for x in ['a','b','c'] %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif %}{% endfor %}",
+    expect(t,
+           "{% for x in ['a','b','c'] %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif "
+           "%}{% endfor %}",
            "1a,2b,3c");
-    expect(t, "{% for x in 'ab' %}{{ loop.index0 }}{{ loop.first }}{{ loop.length }}{{ loop.revindex }}{% endfor %}",
+    expect(t,
+           "{% for x in 'ab' %}{{ loop.index0 }}{{ loop.first }}{{ loop.length }}{{ loop.revindex "
+           "}}{% endfor %}",
            "0True221False21");
     expect(t, "{% for x in [] %}x{% else %}empty{% endfor %}", "empty");
-    expect(t, "{% for x in range(10) if x is even %}{{ x }}{{ ',' if not loop.last }}{% endfor %}", "0,2,4,6,8");
-    expect(t, "{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 5 %}{% break %}{% endif %}{{ x }}{% endfor %}",
+    expect(t, "{% for x in range(10) if x is even %}{{ x }}{{ ',' if not loop.last }}{% endfor %}",
+           "0,2,4,6,8");
+    expect(t,
+           "{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 5 %}{% "
+           "break %}{% endif %}{{ x }}{% endfor %}",
            "0134");
     expect(t, "{% for k, v in {'a': 1, 'b': 2} | items %}{{ k }}={{ v }};{% endfor %}", "a=1;b=2;");
     expect(t, "{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}{{ v }}{% endfor %}", "a1b2");
     expect(t, "{% for k in {'x': 1, 'y': 2} %}{{ k }}{% endfor %}", "xy");
-    expect(t, "{% for i in range(3) %}{{ loop.cycle('a', 'b') }}{{ loop.previtem }}{% endfor %}", "ab0a1");
-    expect(t, "{% for i in range(2, 8, 3) %}{{ i }}{% endfor %}|{% for i in range(3, 0, -1) %}{{ i }}{% endfor %}",
+    expect(t, "{% for i in range(3) %}{{ loop.cycle('a', 'b') }}{{ loop.previtem }}{% endfor %}",
+           "ab0a1");
+    expect(t,
+           "{% for i in range(2, 8, 3) %}{{ i }}{% endfor %}|{% for i in range(3, 0, -1) %}{{ i "
+           "}}{% endfor %}",
            "25|321");
-    expect(t, "{% for a in [1, 2] %}{% for b in [3, 4] %}{{ a * b }} {% endfor %}{% endfor %}", "3 4 6 8 ");
+    expect(t, "{% for a in [1, 2] %}{% for b in [3, 4] %}{{ a * b }} {% endfor %}{% endfor %}",
+           "3 4 6 8 ");
 }
 
 TEST(chat_jinja_scoping_and_set) {
     expect(t, "{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{{ x }}{% endfor %}{{ x }}", "21");
     expect(t, "{% set x = 1 %}{% if true %}{% set x = 2 %}{% endif %}{{ x }}", "2");
-    expect(t, "{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}",
+    expect(t,
+           "{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor "
+           "%}{{ ns.n }}",
            "6");
-    expect(t, "{% set ns = namespace(found=false) %}{% for m in ['a', 'b'] %}{% if m == 'b' %}{% set ns.found = true %}{% endif %}{% endfor %}{{ ns.found }}",
+    expect(t,
+           "{% set ns = namespace(found=false) %}{% for m in ['a', 'b'] %}{% if m == 'b' %}{% set "
+           "ns.found = true %}{% endif %}{% endfor %}{{ ns.found }}",
            "True");
     expect(t, "{% set x %}a{{ 1 + 1 }}b{% endset %}[{{ x }}]", "[a2b]");
     expect(t, "{% set a, b = [1, 2] %}{{ b }}{{ a }}", "21");
     expect(t, "{% set t = 1, 2 %}{{ t }}", "(1, 2)");
     expect(t, "{% filter upper %}abc{{ 'd' }}{% endfilter %}", "ABCD");
-    expect(t, "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('Bob') }} {{ greet('Al', punct='?') }}",
+    expect(t,
+           "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ "
+           "greet('Bob') }} {{ greet('Al', punct='?') }}",
            "Hi Bob! Hi Al?");
-    expect(t, "{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(3) }}", "321");
+    expect(t,
+           "{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(3) }}",
+           "321");
     expect(t, "{% generation %}kept{% endgeneration %}", "kept");
 }
 
 TEST(chat_jinja_operators) {
-    expect(t, "{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }}",
+    expect(t,
+           "{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ 1 + 2 "
+           "* 3 }} {{ (1 + 2) * 3 }}",
            "3 -4 1 2 3.5 1024 7 9");
-    expect(t, "{{ 'a' ~ 1 ~ none }} {{ 'ab' * 3 }} {{ [1] + [2] }} {{ 1.5 + 1 }} {{ 2 ** -1 }} {{ -7.5 // 2 }}",
+    expect(t,
+           "{{ 'a' ~ 1 ~ none }} {{ 'ab' * 3 }} {{ [1] + [2] }} {{ 1.5 + 1 }} {{ 2 ** -1 }} {{ "
+           "-7.5 // 2 }}",
            "a1None ababab [1, 2] 2.5 0.5 -4.0");
-    expect(t, "{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 'b' in 'abc' }} {{ 3 not in [1,2] }} {{ 'k' in {'k': 1} }} {{ 1 == 1.0 }} {{ 'a' < 'b' }}",
+    expect(t,
+           "{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 'b' in 'abc' }} {{ 3 not in [1,2] }} {{ 'k' in "
+           "{'k': 1} }} {{ 1 == 1.0 }} {{ 'a' < 'b' }}",
            "True False True True True True True");
-    expect(t, "{{ 0 or 'x' }} {{ 1 and 'y' }} {{ none or [] }} {{ not 0 }} {{ not none is none }}", "x y [] True False");
+    expect(t, "{{ 0 or 'x' }} {{ 1 and 'y' }} {{ none or [] }} {{ not 0 }} {{ not none is none }}",
+           "x y [] True False");
     expect(t, "{{ 'yes' if 1 > 2 else 'no' }}|{{ 'x' if false }}|", "no||");
     expect(t, "{{ -(3) }} {{ +2 }} {{ - 2 | abs }}", "-3 2 2");
-    expect(t, "{{ [1, 2] == [1, 2] }} {{ {'a': 1} == {'a': 1} }} {{ none == none }} {{ 'a' != 'a' }}",
+    expect(t,
+           "{{ [1, 2] == [1, 2] }} {{ {'a': 1} == {'a': 1} }} {{ none == none }} {{ 'a' != 'a' }}",
            "True True True False");
 }
 
 TEST(chat_jinja_access_and_slices) {
-    expect(t, "{{ [1,2,3,4][1:] }} {{ 'hello'[::-1] }} {{ [1,2,3,4][::2] }} {{ [1,2,3][-2:] }} {{ [1,2,3][:-1] }} {{ [1,2,3][5:] }}",
+    expect(t,
+           "{{ [1,2,3,4][1:] }} {{ 'hello'[::-1] }} {{ [1,2,3,4][::2] }} {{ [1,2,3][-2:] }} {{ "
+           "[1,2,3][:-1] }} {{ [1,2,3][5:] }}",
            "[2, 3, 4] olleh [1, 3] [2, 3] [1, 2] []");
-    expect(t, "{{ 'h\xc3\xa9llo'[1:3] }}{{ 'h\xc3\xa9llo'[1] }}{{ 'h\xc3\xa9llo' | length }}", "\xc3\xa9l\xc3\xa9" "5");
-    expect(t, "{{ [1,2,3][-1] }} {{ [1,2,3][7] }}|{{ {'a': {'b': 1}}['a']['b'] }} {{ {'a': {'b': 1}}.a.b }}", "3 |1 1");
-    expect_syn(t, "{{ messages[0].role }} {{ messages[1]['content'] }} {{ messages[0].missing }}|{{ messages | length }}",
-               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}]}",
+    expect(t, "{{ 'h\xc3\xa9llo'[1:3] }}{{ 'h\xc3\xa9llo'[1] }}{{ 'h\xc3\xa9llo' | length }}",
+           "\xc3\xa9l\xc3\xa9"
+           "5");
+    expect(t,
+           "{{ [1,2,3][-1] }} {{ [1,2,3][7] }}|{{ {'a': {'b': 1}}['a']['b'] }} {{ {'a': {'b': "
+           "1}}.a.b }}",
+           "3 |1 1");
+    expect_syn(t,
+               "{{ messages[0].role }} {{ messages[1]['content'] }} {{ messages[0].missing }}|{{ "
+               "messages | length }}",
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": "
+               "\"assistant\", \"content\": \"yo\"}]}",
                NULL, "user yo |2");
     expect(t, "{{ none.x }}|{{ {}.x }}|{{ x }}|{{ x | length }}", "|||0");
     expect(t, "{{ (1, 2)[0] }} {{ ('a',) }} {{ () }}", "1 ('a',) ()");
 }
 
 TEST(chat_jinja_value_printing) {
-    expect(t, "{{ none }}|{{ true }}|{{ 1.0 }}|{{ 1e20 }}|{{ 0.1 + 0.2 }}|{{ [1, 'a', none, 2.5] }}|{{ {'k': 'v'} }}|{{ undefined_var }}|",
+    expect(t,
+           "{{ none }}|{{ true }}|{{ 1.0 }}|{{ 1e20 }}|{{ 0.1 + 0.2 }}|{{ [1, 'a', none, 2.5] "
+           "}}|{{ {'k': 'v'} }}|{{ undefined_var }}|",
            "None|True|1.0|1e+20|0.30000000000000004|[1, 'a', None, 2.5]|{'k': 'v'}||");
     expect(t, "{{ [\"it's\", 'say \"x\"', 'a\\nb'] }}", "[\"it's\", 'say \"x\"', 'a\\nb']");
-    expect(t, "{{ 'a\\tb\\u00e9\\x41\\'' }}", "a\tb\xc3\xa9" "A'");
+    expect(t, "{{ 'a\\tb\\u00e9\\x41\\'' }}",
+           "a\tb\xc3\xa9"
+           "A'");
     expect(t, "{{ 'con' 'cat' }} {{ 1_000 }}", "concat 1000");
 }
 
 TEST(chat_jinja_tests) {
-    expect(t, "{{ x is defined }} {{ none is none }} {{ 'a' is string }} {{ 1 is number }} {{ [1] is iterable }} {{ {} is mapping }} {{ 3 is odd }} {{ 4 is divisibleby 2 }} {{ 'x' is not none }}",
+    expect(t,
+           "{{ x is defined }} {{ none is none }} {{ 'a' is string }} {{ 1 is number }} {{ [1] is "
+           "iterable }} {{ {} is mapping }} {{ 3 is odd }} {{ 4 is divisibleby 2 }} {{ 'x' is not "
+           "none }}",
            "False True True True True True True True True");
-    expect(t, "{{ 1 is integer }} {{ 1.0 is float }} {{ true is boolean }} {{ x is undefined }} {{ 2 is even }} {{ 'ab' is lower }} {{ 'A' is upper }}",
+    expect(t,
+           "{{ 1 is integer }} {{ 1.0 is float }} {{ true is boolean }} {{ x is undefined }} {{ 2 "
+           "is even }} {{ 'ab' is lower }} {{ 'A' is upper }}",
            "True True True True True True True");
-    expect(t, "{{ 1 is equalto 1 }} {{ 2 is gt(1) }} {{ 'a' is in ['a'] }} {{ none is sameas none }} {{ range is callable }}",
+    expect(t,
+           "{{ 1 is equalto 1 }} {{ 2 is gt(1) }} {{ 'a' is in ['a'] }} {{ none is sameas none }} "
+           "{{ range is callable }}",
            "True True True True True");
 }
 
 TEST(chat_jinja_filters) {
-    expect(t, "[{{ '  x y \\n' | trim }}] {{ 'Ab' | upper }}{{ 'Ab' | lower }} {{ 'hello world' | title }} {{ 'hELLO' | capitalize }}",
+    expect(t,
+           "[{{ '  x y \\n' | trim }}] {{ 'Ab' | upper }}{{ 'Ab' | lower }} {{ 'hello world' | "
+           "title }} {{ 'hELLO' | capitalize }}",
            "[x y] ABab Hello World Hello");
-    expect(t, "{{ [3, 1, 2] | first }}{{ [3, 1, 2] | last }}{{ 'xyz' | first }} {{ [1, 2, 3] | join('-') }} {{ ['a', 'b'] | join }}",
+    expect(t,
+           "{{ [3, 1, 2] | first }}{{ [3, 1, 2] | last }}{{ 'xyz' | first }} {{ [1, 2, 3] | "
+           "join('-') }} {{ ['a', 'b'] | join }}",
            "32x 1-2-3 ab");
-    expect(t, "{{ 'aXbX' | replace('X', '-') }} {{ x | default('dflt') }} {{ '' | default('e', true) }} {{ 0 | d('z') }}",
+    expect(t,
+           "{{ 'aXbX' | replace('X', '-') }} {{ x | default('dflt') }} {{ '' | default('e', true) "
+           "}} {{ 0 | d('z') }}",
            "a-b- dflt e 0");
-    expect(t, "{{ [3, 1, 2] | sort }} {{ [3, 1, 2] | sort(reverse=true) }} {{ [1, 2, 1, 3] | unique | list }} {{ [1, 2] | reverse | list }} {{ 'abc' | reverse }}",
+    expect(t,
+           "{{ [3, 1, 2] | sort }} {{ [3, 1, 2] | sort(reverse=true) }} {{ [1, 2, 1, 3] | unique | "
+           "list }} {{ [1, 2] | reverse | list }} {{ 'abc' | reverse }}",
            "[1, 2, 3] [3, 2, 1] [1, 2, 3] [2, 1] cba");
-    expect(t, "{{ [1, 2, 3] | sum }} {{ [4, 2, 8] | min }} {{ [4, 2, 8] | max }} {{ '42' | int + 1 }} {{ '2.5' | float }} {{ 'x' | int }} {{ 2.567 | round(2) }} {{ 3.7 | int }}",
+    expect(t,
+           "{{ [1, 2, 3] | sum }} {{ [4, 2, 8] | min }} {{ [4, 2, 8] | max }} {{ '42' | int + 1 }} "
+           "{{ '2.5' | float }} {{ 'x' | int }} {{ 2.567 | round(2) }} {{ 3.7 | int }}",
            "6 2 8 43 2.5 0 2.57 3");
-    expect(t, "{{ 'a\\nb\\n\\nc' | indent(2) }}|{{ 'a\\nb' | indent(2, true) }}", "a\n  b\n\n  c|  a\n  b");
-    expect(t, "{{ '<a href=\"x\">&' | e }} {{ 42 | string | length }} {{ 'one two  three' | wordcount }} {{ '%s-%d' | format('a', 3) }}",
+    expect(t, "{{ 'a\\nb\\n\\nc' | indent(2) }}|{{ 'a\\nb' | indent(2, true) }}",
+           "a\n  b\n\n  c|  a\n  b");
+    expect(t,
+           "{{ '<a href=\"x\">&' | e }} {{ 42 | string | length }} {{ 'one two  three' | wordcount "
+           "}} {{ '%s-%d' | format('a', 3) }}",
            "&lt;a href=&#34;x&#34;&gt;&amp; 2 3 a-3");
-    expect(t, "{{ {'b': 1, 'a': 2} | dictsort }} {{ ['a', 'b'] | map('upper') | join }} {{ [1, 0, 2] | select | list }} {{ [1, 0, 2] | reject('odd') | list }}",
+    expect(t,
+           "{{ {'b': 1, 'a': 2} | dictsort }} {{ ['a', 'b'] | map('upper') | join }} {{ [1, 0, 2] "
+           "| select | list }} {{ [1, 0, 2] | reject('odd') | list }}",
            "[('a', 2), ('b', 1)] AB [1, 2] [0, 2]");
-    expect_syn(t, "{{ messages | selectattr('role', 'equalto', 'user') | list | length }} {{ messages | map(attribute='role') | join(',') }} {{ messages | rejectattr('role', 'in', ['user']) | map(attribute='content') | first }}",
-               "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}, {\"role\": \"user\", \"content\": \"c\"}]}",
+    expect_syn(t,
+               "{{ messages | selectattr('role', 'equalto', 'user') | list | length }} {{ messages "
+               "| map(attribute='role') | join(',') }} {{ messages | rejectattr('role', 'in', "
+               "['user']) | map(attribute='content') | first }}",
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": "
+               "\"assistant\", \"content\": \"b\"}, {\"role\": \"user\", \"content\": \"c\"}]}",
                NULL, "2 user,assistant,user b");
 }
 
@@ -182,36 +249,56 @@ TEST(chat_jinja_tojson_matches_python) {
     /* Python: json.dumps(x, ensure_ascii=False[, indent=2]) */
     expect(t, "{{ {'a': [1, 2.5, '\xc3\xa9\"\\n'], 'b': none, 'c': true, 'd': {}} | tojson }}",
            "{\"a\": [1, 2.5, \"\xc3\xa9\\\"\\n\"], \"b\": null, \"c\": true, \"d\": {}}");
-    expect(t, "{{ {'a': [1], 'b': []} | tojson(indent=2) }}", "{\n  \"a\": [\n    1\n  ],\n  \"b\": []\n}");
-    expect(t, "{{ 'x' | tojson }} {{ 1.0 | tojson }} {{ {1: 2} | tojson }} {{ (1, 2) | tojson(separators=(',', ':')) }}",
+    expect(t, "{{ {'a': [1], 'b': []} | tojson(indent=2) }}",
+           "{\n  \"a\": [\n    1\n  ],\n  \"b\": []\n}");
+    expect(t,
+           "{{ 'x' | tojson }} {{ 1.0 | tojson }} {{ {1: 2} | tojson }} {{ (1, 2) | "
+           "tojson(separators=(',', ':')) }}",
            "\"x\" 1.0 {\"1\": 2} [1,2]");
-    expect_syn(t, "{{ tools | tojson }}", "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"n\": 12345678901234}}}]}",
-               NULL, "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"n\": 12345678901234}}}]");
+    expect_syn(t, "{{ tools | tojson }}",
+               "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+               "\"parameters\": {\"n\": 12345678901234}}}]}",
+               NULL,
+               "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"n\": "
+               "12345678901234}}}]");
 }
 
 TEST(chat_jinja_string_methods) {
-    expect(t, "{{ '  x  '.strip() }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ 'abc'.startswith('ab') }}|{{ 'abc'.endswith(('x', 'c')) }}|{{ 'aXbX'.replace('X', '-', 1) }}",
+    expect(t,
+           "{{ '  x  '.strip() }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ "
+           "'abc'.startswith('ab') }}|{{ 'abc'.endswith(('x', 'c')) }}|{{ 'aXbX'.replace('X', '-', "
+           "1) }}",
            "x|['a', 'b', '', 'c']|['a', 'b']|True|True|a-bX");
-    expect(t, "{{ 'Hi'.upper() }}{{ 'Hi'.lower() }}|{{ 'xxhixx'.lstrip('x') }}{{ 'xxhixx'.rstrip('x') }}|{{ 'a b'.title() }}|{{ 'x</think>y'.split('</think>')[-1] }}",
+    expect(t,
+           "{{ 'Hi'.upper() }}{{ 'Hi'.lower() }}|{{ 'xxhixx'.lstrip('x') }}{{ 'xxhixx'.rstrip('x') "
+           "}}|{{ 'a b'.title() }}|{{ 'x</think>y'.split('</think>')[-1] }}",
            "HIhi|hixxxxhi|A B|y");
-    expect(t, "{{ 'abcb'.find('b') }}{{ 'abcb'.count('b') }}{{ ', '.join(['a', 'b']) }}{{ 'a\\nb'.splitlines() }}",
+    expect(t,
+           "{{ 'abcb'.find('b') }}{{ 'abcb'.count('b') }}{{ ', '.join(['a', 'b']) }}{{ "
+           "'a\\nb'.splitlines() }}",
            "12a, b['a', 'b']");
-    expect(t, "{{ '\xc2\xa0 x \xe2\x80\x83'.strip() }}|{{ {'a': 1}.get('a') }}{{ {'a': 1}.get('b', 0) }}{{ {'a': 1}.keys() | list }}",
+    expect(t,
+           "{{ '\xc2\xa0 x \xe2\x80\x83'.strip() }}|{{ {'a': 1}.get('a') }}{{ {'a': 1}.get('b', 0) "
+           "}}{{ {'a': 1}.keys() | list }}",
            "x|10['a']");
-    expect(t, "{% set l = [1] %}{% set _ = l.append(2) %}{{ l }}{{ l.pop() }}{{ l }}", "[1, 2]2[1]");
+    expect(t, "{% set l = [1] %}{% set _ = l.append(2) %}{{ l }}{{ l.pop() }}{{ l }}",
+           "[1, 2]2[1]");
 }
 
 TEST(chat_jinja_strftime_and_raise) {
-    expect(t, "{{ strftime_now('%d %b %Y') }}|{{ strftime_now('%Y-%m-%d %H:%M:%S %A %B %-d %j %p %a %y %%') }}",
+    expect(t,
+           "{{ strftime_now('%d %b %Y') }}|{{ strftime_now('%Y-%m-%d %H:%M:%S %A %B %-d %j %p %a "
+           "%y %%') }}",
            "26 Jul 2024|2024-07-26 01:01:01 Friday July 26 208 AM Fri 24 %");
-    expect_err(t, "{% if true %}{{ raise_exception('roles must alternate') }}{% endif %}", CPULM_ERR_INVALID_ARG,
-               "line 1: template raised an exception: roles must alternate");
+    expect_err(t, "{% if true %}{{ raise_exception('roles must alternate') }}{% endif %}",
+               CPULM_ERR_INVALID_ARG, "line 1: template raised an exception: roles must alternate");
 }
 
 TEST(chat_jinja_runtime_errors) {
     expect_err(t, "{{ foo.bar }}", CPULM_ERR_INVALID_ARG, "'foo' is undefined");
     expect_err(t, "\n\n{{ foo['x'] }}", CPULM_ERR_INVALID_ARG, "line 3: 'foo' is undefined");
-    expect_err(t, "{{ 'a' + 1 }}", CPULM_ERR_INVALID_ARG, "unsupported operand type(s) for +: 'str' and 'int'");
+    expect_err(t, "{{ 'a' + 1 }}", CPULM_ERR_INVALID_ARG,
+               "unsupported operand type(s) for +: 'str' and 'int'");
     expect_err(t, "{{ 1 // 0 }}", CPULM_ERR_INVALID_ARG, "by zero");
     expect_err(t, "{{ 1 < 'a' }}", CPULM_ERR_INVALID_ARG, "not supported");
     expect_err(t, "{% for x in 1 %}{% endfor %}", CPULM_ERR_INVALID_ARG, "not iterable");
@@ -245,15 +332,22 @@ TEST(chat_jinja_syntax_errors) {
 }
 
 TEST(chat_jinja_limits) {
-    expect_err(t, "{% set l = range(2000) %}{% for i in l %}{% for j in l %}{% endfor %}{% endfor %}",
+    expect_err(t,
+               "{% set l = range(2000) %}{% for i in l %}{% for j in l %}{% endfor %}{% endfor %}",
                CPULM_ERR_TOO_SMALL, "step limit");
-    expect_err(t, "{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = ns.l + range(1000) %}{% endfor %}",
+    expect_err(t,
+               "{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = ns.l + "
+               "range(1000) %}{% endfor %}",
                CPULM_ERR_TOO_SMALL, "line 1: memory limit");
-    expect_err(t, "{% for i in range(100000) %}xxxxxxxxxx{% endfor %}", CPULM_ERR_TOO_SMALL, "output limit");
-    expect_err(t, "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+    expect_err(t, "{% for i in range(100000) %}xxxxxxxxxx{% endfor %}", CPULM_ERR_TOO_SMALL,
+               "output limit");
+    expect_err(t,
+               "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s "
+               "%}{% endfor %}",
                CPULM_ERR_TOO_SMALL, NULL);
     expect_err(t, "{{ 'x' * 100000000000 }}", CPULM_ERR_TOO_SMALL, NULL);
-    expect_err(t, "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", CPULM_ERR_TOO_SMALL, "recursion");
+    expect_err(t, "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", CPULM_ERR_TOO_SMALL,
+               "recursion");
     expect_err(t, "{{ range(100000000) | length }}", CPULM_ERR_TOO_SMALL, NULL);
     /* a caller's own buffer limit is reported too, and the buffer is left consistent */
     cpulm_jinja *tp = NULL;
@@ -294,7 +388,9 @@ TEST(chat_jinja_survives_mutations) {
         cpulm_buf got;
         cpulm_jinja_opts o = cpulm_jinja_default_opts();
         o.max_steps = 200000;
-        cpulm_status st = render_opts(m, "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", \"content\": \"u\"}]}",
+        cpulm_status st = render_opts(m,
+                                      "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, "
+                                      "{\"role\": \"user\", \"content\": \"u\"}]}",
                                       NULL, &o, &got, NULL);
         n_ok += st == CPULM_OK;
         CHECK(t, st <= 0 && got.data[got.len] == '\0');
@@ -343,9 +439,10 @@ static char *to_json(const cpulm_json *v) {
 }
 
 /* Renders case c with template source tmpl through the public API. */
-static cpulm_status render_case(const ref_cases *cs, const cpulm_json *c, const char *tmpl, char **out,
-                                cpulm_error *err) {
-    const cpulm_json *conv = cpulm_json_at(cs->convs, (size_t)cpulm_json_num(cpulm_json_get(c, "conversation"), 0));
+static cpulm_status render_case(const ref_cases *cs, const cpulm_json *c, const char *tmpl,
+                                char **out, cpulm_error *err) {
+    const cpulm_json *conv =
+        cpulm_json_at(cs->convs, (size_t)cpulm_json_num(cpulm_json_get(c, "conversation"), 0));
     char *msgs = to_json(conv);
     cpulm_chat_params p = cpulm_chat_default_params();
     p.add_generation_prompt = cpulm_json_bool(cpulm_json_get(c, "add_generation_prompt"), 0);
@@ -360,22 +457,27 @@ static cpulm_status render_case(const ref_cases *cs, const cpulm_json *c, const 
 
 static char *case_template(const cpulm_json *c) {
     char rel[256];
-    snprintf(rel, sizeof rel, "testdata/chat/%s", cpulm_json_str(cpulm_json_get(c, "template_file")));
+    snprintf(rel, sizeof rel, "testdata/chat/%s",
+             cpulm_json_str(cpulm_json_get(c, "template_file")));
     const char *path = test_shared_path(rel);
     return path ? test_read_file(path, NULL) : NULL;
 }
 
-static int check_case(test_ctx *t, const ref_cases *cs, const cpulm_json *c, const char *tmpl, const char *label) {
+static int check_case(test_ctx *t, const ref_cases *cs, const cpulm_json *c, const char *tmpl,
+                      const char *label) {
     char *got = NULL;
     cpulm_error err = {0};
     cpulm_status st = render_case(cs, c, tmpl, &got, &err);
     const char *want = cpulm_json_str(cpulm_json_get(c, "expected"));
     int ok = st == CPULM_OK && got && want && strcmp(got, want) == 0;
     if (!ok) {
-        fprintf(stderr, "  %s: template %s, conversation %g, generation prompt %d: %s\n  got:  [%s]\n  want: [%s]\n",
-                label, cpulm_json_str(cpulm_json_get(c, "template")), cpulm_json_num(cpulm_json_get(c, "conversation"), -1),
-                cpulm_json_bool(cpulm_json_get(c, "add_generation_prompt"), 0), st ? err.msg : "mismatch", got ? got : "",
-                want ? want : "");
+        fprintf(stderr,
+                "  %s: template %s, conversation %g, generation prompt %d: %s\n  got:  [%s]\n  "
+                "want: [%s]\n",
+                label, cpulm_json_str(cpulm_json_get(c, "template")),
+                cpulm_json_num(cpulm_json_get(c, "conversation"), -1),
+                cpulm_json_bool(cpulm_json_get(c, "add_generation_prompt"), 0),
+                st ? err.msg : "mismatch", got ? got : "", want ? want : "");
         t->n_fail++;
     }
     free(got);
@@ -410,7 +512,8 @@ TEST(chat_builtins_match_reference_formats) {
         const char *builtin = NULL;
         if (!strcmp(name, "llama3")) builtin = "llama3";
         if (!strncmp(name, "deepseek-r1", 11)) builtin = "deepseek-r1";
-        if (!strcmp(name, "qwen2.5") && (conv == 1 || conv == 2)) builtin = "chatml"; /* with a system turn */
+        if (!strcmp(name, "qwen2.5") && (conv == 1 || conv == 2))
+            builtin = "chatml"; /* with a system turn */
         if (!builtin) continue;
         checked++;
         check_case(t, &cs, c, cpulm_chat_builtin(builtin), builtin);
@@ -422,8 +525,11 @@ TEST(chat_builtins_match_reference_formats) {
 TEST(chat_detect_and_builtin_names) {
     static const struct {
         const char *file, *family;
-    } files[] = {{"llama3.jinja", "llama3"}, {"llama3.1.jinja", "llama3"}, {"qwen2.5.jinja", "chatml"},
-                 {"deepseek-r1-distill-llama.jinja", "deepseek-r1"}, {"deepseek-r1-distill-qwen.jinja", "deepseek-r1"}};
+    } files[] = {{"llama3.jinja", "llama3"},
+                 {"llama3.1.jinja", "llama3"},
+                 {"qwen2.5.jinja", "chatml"},
+                 {"deepseek-r1-distill-llama.jinja", "deepseek-r1"},
+                 {"deepseek-r1-distill-qwen.jinja", "deepseek-r1"}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char rel[128];
         snprintf(rel, sizeof rel, "testdata/chat/templates/%s", files[i].file);
@@ -437,7 +543,8 @@ TEST(chat_detect_and_builtin_names) {
     }
     CHECK(t, cpulm_chat_detect("{{ messages }}") == NULL);
     CHECK(t, cpulm_chat_detect(NULL) == NULL);
-    static const char *const names[] = {"llama3", "llama2", "mistral", "chatml", "deepseek-r1", "plain"};
+    static const char *const names[] = {"llama3", "llama2",      "mistral",
+                                        "chatml", "deepseek-r1", "plain"};
     for (size_t i = 0; i < 6; i++) {
         const char *src = cpulm_chat_builtin(names[i]);
         REQUIRE(t, src != NULL);
@@ -448,23 +555,29 @@ TEST(chat_detect_and_builtin_names) {
     CHECK(t, cpulm_chat_builtin(NULL) == NULL);
 }
 
-static void expect_chat(test_ctx *t, const char *tmpl, const cpulm_chat_msg *m, int n, int agp, const char *want) {
+static void expect_chat(test_ctx *t, const char *tmpl, const cpulm_chat_msg *m, int n, int agp,
+                        const char *want) {
     char *got = NULL;
     cpulm_error err = {0};
     cpulm_status st = cpulm_chat_render(tmpl, m, n, agp, "<s>", "</s>", &got, &err);
     if (st != CPULM_OK || !got || strcmp(got, want)) {
-        fprintf(stderr, "  status %d %s\n  got:  [%s]\n  want: [%s]\n", st, st ? err.msg : "", got ? got : "", want);
+        fprintf(stderr, "  status %d %s\n  got:  [%s]\n  want: [%s]\n", st, st ? err.msg : "",
+                got ? got : "", want);
         t->n_fail++;
     }
     free(got);
 }
 
 TEST(chat_builtin_llama2_mistral_plain) {
-    const cpulm_chat_msg conv[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
-    expect_chat(t, cpulm_chat_builtin("llama2"), conv, 4, 1,
-                "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello </s><s>[INST] Bye [/INST]");
-    expect_chat(t, cpulm_chat_builtin("mistral"), conv, 4, 1, "<s>[INST] Be brief.\n\nHi [/INST]Hello</s>[INST] Bye [/INST]");
-    expect_chat(t, NULL, conv, 4, 1, "System: Be brief.\nUser: Hi\nAssistant: Hello\nUser: Bye\nAssistant:");
+    const cpulm_chat_msg conv[] = {
+        {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
+    expect_chat(
+        t, cpulm_chat_builtin("llama2"), conv, 4, 1,
+        "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello </s><s>[INST] Bye [/INST]");
+    expect_chat(t, cpulm_chat_builtin("mistral"), conv, 4, 1,
+                "<s>[INST] Be brief.\n\nHi [/INST]Hello</s>[INST] Bye [/INST]");
+    expect_chat(t, NULL, conv, 4, 1,
+                "System: Be brief.\nUser: Hi\nAssistant: Hello\nUser: Bye\nAssistant:");
     expect_chat(t, "", conv + 1, 1, 0, "User: Hi\n");
     const cpulm_chat_msg tool_only[] = {{"user", "x"}, {"assistant", NULL}};
     expect_chat(t, cpulm_chat_builtin("chatml"), tool_only, 2, 0,
@@ -476,14 +589,18 @@ TEST(chat_fallback_to_detected_family) {
     const char *tmpl = "{% include 'header.jinja' %}<|start_header_id|>";
     const cpulm_chat_msg m[] = {{"user", " Hello "}};
     expect_chat(t, tmpl, m, 1, 1,
-                "<s><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+                "<s><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>"
+                "assistant<|end_header_id|>\n\n");
     /* no recognisable family: the parse error is returned */
     char *out = (char *)1;
     cpulm_error err = {0};
-    CHECK_EQ_INT(t, cpulm_chat_render("{% include 'x' %}", m, 1, 0, NULL, NULL, &out, &err), CPULM_ERR_FORMAT);
+    CHECK_EQ_INT(t, cpulm_chat_render("{% include 'x' %}", m, 1, 0, NULL, NULL, &out, &err),
+                 CPULM_ERR_FORMAT);
     CHECK(t, out == NULL && strstr(err.msg, "include"));
     /* a deliberate raise_exception is not papered over by the fallback */
-    CHECK_EQ_INT(t, cpulm_chat_render("<|im_start|>{{ raise_exception('no system role') }}", m, 1, 0, NULL, NULL, &out, &err),
+    CHECK_EQ_INT(t,
+                 cpulm_chat_render("<|im_start|>{{ raise_exception('no system role') }}", m, 1, 0,
+                                   NULL, NULL, &out, &err),
                  CPULM_ERR_INVALID_ARG);
     CHECK(t, strstr(err.msg, "no system role") != NULL);
 }
@@ -495,17 +612,24 @@ TEST(chat_render_json_params) {
     CHECK_EQ_INT(t, p.enable_thinking, 1);
     CHECK_EQ_INT(t, p.now, -1);
     p.extra_json = "{\"tools\": [{\"name\": \"f\"}], \"enable_thinking\": false}";
-    const char *tmpl = "{{ tools | tojson }}|{{ enable_thinking }}|{{ messages[0].tool_calls[0].function.name }}|{{ bos_token }}";
-    CHECK_EQ_INT(t, cpulm_chat_render_json(tmpl, "[{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"function\": {\"name\": \"g\"}}]}]",
-                                           &p, &out, &err), CPULM_OK);
+    const char *tmpl = "{{ tools | tojson }}|{{ enable_thinking }}|{{ "
+                       "messages[0].tool_calls[0].function.name }}|{{ bos_token }}";
+    CHECK_EQ_INT(t,
+                 cpulm_chat_render_json(tmpl,
+                                        "[{\"role\": \"assistant\", \"content\": null, "
+                                        "\"tool_calls\": [{\"function\": {\"name\": \"g\"}}]}]",
+                                        &p, &out, &err),
+                 CPULM_OK);
     CHECK(t, out && !strcmp(out, "[{\"name\": \"f\"}]|False|g|"));
     free(out);
-    CHECK_EQ_INT(t, cpulm_chat_render_json(tmpl, "{\"role\": 1}", &p, &out, &err), CPULM_ERR_FORMAT);
+    CHECK_EQ_INT(t, cpulm_chat_render_json(tmpl, "{\"role\": 1}", &p, &out, &err),
+                 CPULM_ERR_FORMAT);
     CHECK(t, out == NULL && strstr(err.msg, "messages must be a JSON array"));
     CHECK_EQ_INT(t, cpulm_chat_render_json(tmpl, "[", &p, &out, &err), CPULM_ERR_FORMAT);
     p.extra_json = "[]";
     CHECK_EQ_INT(t, cpulm_chat_render_json(tmpl, "[]", &p, &out, &err), CPULM_ERR_FORMAT);
-    CHECK_EQ_INT(t, cpulm_chat_render(tmpl, NULL, -1, 0, NULL, NULL, &out, &err), CPULM_ERR_INVALID_ARG);
+    CHECK_EQ_INT(t, cpulm_chat_render(tmpl, NULL, -1, 0, NULL, NULL, &out, &err),
+                 CPULM_ERR_INVALID_ARG);
 }
 
 /* ---- <think> filter ---- */
@@ -544,7 +668,8 @@ TEST(chat_think_filter_streaming) {
             cpulm_chat_think_init(&f, cases[i].inside);
             think_run(&f, cases[i].in, split, got);
             if (strcmp(got, cases[i].want)) {
-                fprintf(stderr, "  case %zu split %zu: got [%s] want [%s]\n", i, split, got, cases[i].want);
+                fprintf(stderr, "  case %zu split %zu: got [%s] want [%s]\n", i, split, got,
+                        cases[i].want);
                 t->n_fail++;
                 break;
             }
@@ -587,7 +712,8 @@ TEST(chat_think_split_keeps_reasoning) {
             int32_t nr = 0, k;
             k = cpulm_chat_think_split(&f, cases[i].in, (int32_t)split, out, rout, 100, &nr);
             strncat(c, out, (size_t)k), strncat(r, rout, (size_t)nr);
-            k = cpulm_chat_think_split(&f, cases[i].in + split, (int32_t)(n - split), out, rout, 100, &nr);
+            k = cpulm_chat_think_split(&f, cases[i].in + split, (int32_t)(n - split), out, rout,
+                                       100, &nr);
             strncat(c, out, (size_t)k), strncat(r, rout, (size_t)nr);
             k = cpulm_chat_think_split(&f, NULL, 0, out, rout, 100, &nr);
             strncat(c, out, (size_t)k), strncat(r, rout, (size_t)nr);
@@ -610,12 +736,16 @@ static const char qwen3_template[] =
     "    {%- if messages[0].role == 'system' %}\n"
     "        {{- messages[0].content + '\\n\\n' }}\n"
     "    {%- endif %}\n"
-    "    {{- \"# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}\n"
+    "    {{- \"# Tools\\n\\nYou may call one or more functions to assist with the user "
+    "query.\\n\\nYou are provided with function signatures within <tools></tools> XML "
+    "tags:\\n<tools>\" }}\n"
     "    {%- for tool in tools %}\n"
     "        {{- \"\\n\" }}\n"
     "        {{- tool | tojson }}\n"
     "    {%- endfor %}\n"
-    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
+    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name "
+    "and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": "
+    "<function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
     "{%- else %}\n"
     "    {%- if messages[0].role == 'system' %}\n"
     "        {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n"
@@ -624,7 +754,9 @@ static const char qwen3_template[] =
     "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}\n"
     "{%- for message in messages[::-1] %}\n"
     "    {%- set index = (messages|length - 1) - loop.index0 %}\n"
-    "    {%- if ns.multi_step_tool and message.role == \"user\" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}\n"
+    "    {%- if ns.multi_step_tool and message.role == \"user\" and message.content is string and "
+    "not(message.content.startswith('<tool_response>') and "
+    "message.content.endswith('</tool_response>')) %}\n"
     "        {%- set ns.multi_step_tool = false %}\n"
     "        {%- set ns.last_query_index = index %}\n"
     "    {%- endif %}\n"
@@ -643,13 +775,15 @@ static const char qwen3_template[] =
     "            {%- set reasoning_content = message.reasoning_content %}\n"
     "        {%- else %}\n"
     "            {%- if '</think>' in content %}\n"
-    "                {%- set reasoning_content = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n"
+    "                {%- set reasoning_content = "
+    "content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n"
     "                {%- set content = content.split('</think>')[-1].lstrip('\\n') %}\n"
     "            {%- endif %}\n"
     "        {%- endif %}\n"
     "        {%- if loop.index0 > ns.last_query_index %}\n"
     "            {%- if loop.last or (not loop.last and reasoning_content) %}\n"
-    "                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}\n"
+    "                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + "
+    "reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}\n"
     "            {%- else %}\n"
     "                {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
     "            {%- endif %}\n"
@@ -696,9 +830,10 @@ static const char qwen3_template[] =
     "{%- endif %}\n";
 
 TEST(chat_qwen3_template_enable_thinking) {
-    const char *msgs = "[{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"hi\"},"
-                       " {\"role\": \"assistant\", \"content\": \"<think>\\nr\\n</think>\\n\\nok\"},"
-                       " {\"role\": \"user\", \"content\": \"again\"}]";
+    const char *msgs =
+        "[{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"hi\"},"
+        " {\"role\": \"assistant\", \"content\": \"<think>\\nr\\n</think>\\n\\nok\"},"
+        " {\"role\": \"user\", \"content\": \"again\"}]";
     cpulm_chat_params p = cpulm_chat_default_params();
     p.add_generation_prompt = 1;
     char *out = NULL;
@@ -716,51 +851,71 @@ TEST(chat_qwen3_template_enable_thinking) {
     CHECK(t, !cpulm_chat_opens_think(out, strlen(out)));
     free(out);
     /* the reasoning of a turn after the last user message is kept, re-wrapped */
-    const char *tail = "[{\"role\": \"user\", \"content\": \"q\"},"
-                       " {\"role\": \"assistant\", \"content\": \"<think>\\nr\\n</think>\\n\\nok\"}]";
+    const char *tail =
+        "[{\"role\": \"user\", \"content\": \"q\"},"
+        " {\"role\": \"assistant\", \"content\": \"<think>\\nr\\n</think>\\n\\nok\"}]";
     p.add_generation_prompt = 0;
     REQUIRE(t, cpulm_chat_render_json(qwen3_template, tail, &p, &out, &err) == CPULM_OK);
-    CHECK(t, strcmp(out, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nok<|im_end|>\n") == 0);
+    CHECK(t, strcmp(out, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</"
+                         "think>\n\nok<|im_end|>\n") == 0);
     free(out);
 }
 
 /* Template idioms over an OpenAI-style conversation with tool calls; expectations are Jinja2
  * 3.1's output (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks). */
 TEST(chat_jinja_conversation_idioms) {
-    const char *vars =
-        "{\"messages\": [{\"role\": \"system\", \"content\": \" Sys \\n\"}, {\"role\": \"user\", \"content\": \"Hi\"},"
-        " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"type\": \"function\", \"function\":"
-        " {\"name\": \"f\", \"arguments\": {\"a\": 1, \"b\": [true, null, 2.5]}}}]},"
-        " {\"role\": \"tool\", \"content\": \"{\\\"r\\\": 1}\"}, {\"role\": \"assistant\", \"content\": \"<think>x</think>\\n\\nok\"}],"
-        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}],"
-        " \"add_generation_prompt\": true}";
+    const char *vars = "{\"messages\": [{\"role\": \"system\", \"content\": \" Sys \\n\"}, "
+                       "{\"role\": \"user\", \"content\": \"Hi\"},"
+                       " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"type\": "
+                       "\"function\", \"function\":"
+                       " {\"name\": \"f\", \"arguments\": {\"a\": 1, \"b\": [true, null, 2.5]}}}]},"
+                       " {\"role\": \"tool\", \"content\": \"{\\\"r\\\": 1}\"}, {\"role\": "
+                       "\"assistant\", \"content\": \"<think>x</think>\\n\\nok\"}],"
+                       " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+                       "\"parameters\": {\"type\": \"object\"}}}],"
+                       " \"add_generation_prompt\": true}";
     static const struct {
         const char *src, *want;
     } cases[] = {
-        {"{% for m in messages %}{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments | tojson }}{% endif %}{% endfor %}",
+        {"{% for m in messages %}{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments | "
+         "tojson }}{% endif %}{% endfor %}",
          "{\"a\": 1, \"b\": [true, null, 2.5]}"},
         {"{{ tools | tojson(indent=4) }}",
-         "[\n    {\n        \"type\": \"function\",\n        \"function\": {\n            \"name\": \"f\",\n"
-         "            \"parameters\": {\n                \"type\": \"object\"\n            }\n        }\n    }\n]"},
-        {"{% for m in messages %}\n  {% if m['role'] == 'user' %}\n    U{{ loop.index }}\n  {% elif m['role'] == 'assistant' %}\n"
+         "[\n    {\n        \"type\": \"function\",\n        \"function\": {\n            "
+         "\"name\": \"f\",\n"
+         "            \"parameters\": {\n                \"type\": \"object\"\n            }\n     "
+         "   }\n    }\n]"},
+        {"{% for m in messages %}\n  {% if m['role'] == 'user' %}\n    U{{ loop.index }}\n  {% "
+         "elif m['role'] == 'assistant' %}\n"
          "    A\n  {% else %}\n    O\n  {% endif %}\n{% endfor %}\n",
          "    O\n    U2\n    A\n    O\n    A\n"},
-        {"{%- for m in messages -%}\n{{- m.content | string | trim -}}\n{%- endfor -%}", "SysHiNone{\"r\": 1}<think>x</think>\n\nok"},
-        {"{{ messages[1:3] | length }} {{ messages[-1].content.split('</think>')[-1] | trim }}", "2 ok"},
-        {"{% if messages[2].content is none %}none{% endif %} {{ messages[2].content }} {{ messages[2].tool_calls | length }}",
+        {"{%- for m in messages -%}\n{{- m.content | string | trim -}}\n{%- endfor -%}",
+         "SysHiNone{\"r\": 1}<think>x</think>\n\nok"},
+        {"{{ messages[1:3] | length }} {{ messages[-1].content.split('</think>')[-1] | trim }}",
+         "2 ok"},
+        {"{% if messages[2].content is none %}none{% endif %} {{ messages[2].content }} {{ "
+         "messages[2].tool_calls | length }}",
          "none None 1"},
         {"{{ messages[0] }}", "{'role': 'system', 'content': ' Sys \\n'}"},
         {"{{ 'x' if messages else 'y' }} {{ messages|length > 2 and 'big' or 'small' }}", "x big"},
         {"  {% for i in range(3) -%}\n  [{{ i }}]\n  {%- endfor %}\nend\n", "[0][1][2]end"},
         {"{{ 10 / 4 }} {{ 2 ** 0.5 }} {{ 1e-5 }} {{ 123456789.0 * 10 }} {{ 1/3 }}",
          "2.5 1.4142135623730951 1e-05 1234567890.0 0.3333333333333333"},
-        {"{% macro m(a, b=2) -%}\n{{ a }}-{{ b }}\n{%- endmacro %}{{ m(1) }}{{ m(1, b=3) }}{{ m(b=5, a=4) }}", "1-21-34-5"},
-        {"{%- if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% endif %}{{ add_generation_prompt }}",
+        {"{% macro m(a, b=2) -%}\n{{ a }}-{{ b }}\n{%- endmacro %}{{ m(1) }}{{ m(1, b=3) }}{{ "
+         "m(b=5, a=4) }}",
+         "1-21-34-5"},
+        {"{%- if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% "
+         "endif %}{{ add_generation_prompt }}",
          "True"},
-        {"{{ [1,2,3,4,5][1:4:2] }} {{ [1,2,3,4,5][::-2] }} {{ 'abcdef'[-3:] }} {{ [1,2,3][-10:2] }}", "[2, 4] [5, 3, 1] def [1, 2]"},
-        {"{{ 7 % -3 }} {{ -7 % -3 }} {{ 7.5 % 2 }} {{ -1.5 // 1 }} {{ 3 * 1.0 }} {{ true + 1 }}", "-2 -1 1.5 -2.0 3.0 2"},
-        {"a\n{% if true %}\n  b\n{% endif %}\n  {% if true %}c{% endif %}\n{# x #}\n  d", "a\n  b\nc  d"},
+        {"{{ [1,2,3,4,5][1:4:2] }} {{ [1,2,3,4,5][::-2] }} {{ 'abcdef'[-3:] }} {{ [1,2,3][-10:2] "
+         "}}",
+         "[2, 4] [5, 3, 1] def [1, 2]"},
+        {"{{ 7 % -3 }} {{ -7 % -3 }} {{ 7.5 % 2 }} {{ -1.5 // 1 }} {{ 3 * 1.0 }} {{ true + 1 }}",
+         "-2 -1 1.5 -2.0 3.0 2"},
+        {"a\n{% if true %}\n  b\n{% endif %}\n  {% if true %}c{% endif %}\n{# x #}\n  d",
+         "a\n  b\nc  d"},
         {"{{ '\\u0041\\x42\\103\\\\d' }}", "ABC\\d"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_syn(t, cases[i].src, vars, NULL, cases[i].want);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_syn(t, cases[i].src, vars, NULL, cases[i].want);
 }

@@ -21,8 +21,8 @@ TEST(describe_generic_level_is_all_generic) {
     REQUIRE(t, n >= 1 && strcmp(lv[0]->name, "generic") == 0);
     for (int e = 0; e < CPULM_KENTRY_COUNT; e++)
         for (int i = 0; i < N_WT; i++) {
-            const char *p = cpulm_kernels_provider(lv, n, lv[0], (cpulm_kernels_entry)e,
-                                                   weight_types[i]);
+            const char *p =
+                cpulm_kernels_provider(lv, n, lv[0], (cpulm_kernels_entry)e, weight_types[i]);
             CHECK(t, strcmp(p, "generic") == 0 || strcmp(p, "-") == 0);
         }
     cpulm_buf b;
@@ -93,10 +93,11 @@ TEST(describe_this_cpu) {
     const cpulm_kernels *k = cpulm_kernels_get();
     for (int e = 0; e < CPULM_KENTRY_COUNT; e++)
         for (int i = 0; i < N_WT; i++) {
-            const char *p = cpulm_kernels_provider(lv, n, k, (cpulm_kernels_entry)e,
-                                                   weight_types[i]);
+            const char *p =
+                cpulm_kernels_provider(lv, n, k, (cpulm_kernels_entry)e, weight_types[i]);
             int known = strcmp(p, "-") == 0;
-            for (int j = 0; j < n; j++) known |= strcmp(p, lv[j]->name) == 0;
+            for (int j = 0; j < n; j++)
+                known |= strcmp(p, lv[j]->name) == 0;
             CHECK(t, known); /* every entry of the chosen table comes from some level */
         }
     size_t need = 0;
@@ -135,7 +136,7 @@ TEST(describe_names_every_listed_op) {
     const cpulm_kernels *lv[1] = {&cpulm_kernels_generic};
     cpulm_kernels_describe_table(&b, lv, 1, lv[0]);
     REQUIRE(t, cpulm_buf_status(&b) == CPULM_OK);
-#define OP_LISTED(ID, name, ret, params, group)                                                    \
+#define OP_LISTED(ID, name, ret, params, group) \
     CHECK(t, strstr(b.data, " " #name " generic") != NULL);
     CPULM_KERNEL_OPS(OP_LISTED)
 #undef OP_LISTED

@@ -73,7 +73,8 @@ static int pooled(const cpulm_model *m, cpulm_pooling pool, int32_t n, int n_thr
     if (!c) return 0;
     cpulm_batch b = {.n = n, .token = toks};
     int ok = cpulm_ctx_decode(c, &b) == CPULM_OK && cpulm_ctx_embeddings_seq(c, 0) != NULL;
-    if (ok) memcpy(out, cpulm_ctx_embeddings_seq(c, 0), sizeof(float) * (size_t)cpulm_ctx_n_embd(c));
+    if (ok)
+        memcpy(out, cpulm_ctx_embeddings_seq(c, 0), sizeof(float) * (size_t)cpulm_ctx_n_embd(c));
     cpulm_ctx_free(c);
     return ok;
 }
@@ -91,8 +92,10 @@ TEST(embed_pooling_matches_per_token_rows) {
     CHECK(t, memcmp(v, rows, sizeof v) == 0);
     CHECK(t, pooled(m, CPULM_POOLING_MEAN, n, 1, v));
     for (int32_t i = 0; i < n; i++)
-        for (int32_t j = 0; j < E; j++) mean[j] += rows[(size_t)i * E + j] / (float)n;
-    for (int32_t j = 0; j < E; j++) CHECK_NEAR(t, v[j], mean[j], 1e-5 * (1 + fabs(mean[j])));
+        for (int32_t j = 0; j < E; j++)
+            mean[j] += rows[(size_t)i * E + j] / (float)n;
+    for (int32_t j = 0; j < E; j++)
+        CHECK_NEAR(t, v[j], mean[j], 1e-5 * (1 + fabs(mean[j])));
     /* two threads compute the same bits */
     float v2[256];
     for (cpulm_pooling p = CPULM_POOLING_MEAN; p <= CPULM_POOLING_LAST; p++) {
@@ -116,15 +119,18 @@ TEST(embed_logits_unchanged_and_skipped) {
     CHECK_EQ_INT(t, cpulm_ctx_decode(only, &b), CPULM_OK);
     const int32_t V = cpulm_vocab_n(m), E = cpulm_ctx_n_embd(both);
     CHECK(t, cpulm_ctx_logits(both, 0) &&
-                 memcmp(cpulm_ctx_logits(plain, 0), cpulm_ctx_logits(both, 0), sizeof(float) * V) == 0);
+                 memcmp(cpulm_ctx_logits(plain, 0), cpulm_ctx_logits(both, 0), sizeof(float) * V) ==
+                     0);
     CHECK(t, cpulm_ctx_logits(only, 0) == NULL && cpulm_ctx_n_outputs(only) == 0);
     CHECK(t, memcmp(cpulm_ctx_embeddings_seq(both, 0), cpulm_ctx_embeddings_seq(only, 0),
                     sizeof(float) * E) == 0);
-    CHECK(t, cpulm_ctx_embeddings_seq(plain, 0) == NULL && cpulm_ctx_embeddings_ith(plain, 0) == NULL);
+    CHECK(t,
+          cpulm_ctx_embeddings_seq(plain, 0) == NULL && cpulm_ctx_embeddings_ith(plain, 0) == NULL);
     CHECK(t, cpulm_ctx_embeddings_ith(both, 0) == NULL); /* pooled: no per-token vectors */
     CHECK_EQ_INT(t, cpulm_ctx_pooling(plain), CPULM_POOLING_NONE);
     /* embeddings only holds no logits buffer */
-    CHECK(t, cpulm_ctx_memory_bytes(only) + sizeof(float) * (uint64_t)V <= cpulm_ctx_memory_bytes(plain));
+    CHECK(t, cpulm_ctx_memory_bytes(only) + sizeof(float) * (uint64_t)V <=
+                 cpulm_ctx_memory_bytes(plain));
     cpulm_ctx_free(plain);
     cpulm_ctx_free(both);
     cpulm_ctx_free(only);
@@ -240,7 +246,8 @@ TEST(embed_ctx_embed_packs_inputs) {
             CHECK_EQ_INT(t, cpulm_ctx_embed(c, in + i, n_tok + i, 1, one), CPULM_OK);
             CHECK(t, cosine(one, all + i * E, E) > 0.99999);
         }
-        for (int s = 0; s < 3; s++) CHECK_EQ_INT(t, cpulm_ctx_seq_len(c, s), 0);
+        for (int s = 0; s < 3; s++)
+            CHECK_EQ_INT(t, cpulm_ctx_seq_len(c, s), 0);
         cp.n_batch = 5; /* inputs of 12, 7 and 11 tokens are longer than a batch */
         cpulm_ctx *small = cpulm_ctx_new(m, &cp, NULL);
         REQUIRE(t, small != NULL);
@@ -248,7 +255,8 @@ TEST(embed_ctx_embed_packs_inputs) {
         cpulm_status st = cpulm_ctx_embed(small, in, n_tok, 5, part);
         if (p == CPULM_POOLING_LAST) {
             CHECK_EQ_INT(t, st, CPULM_OK);
-            for (int i = 0; i < 5; i++) CHECK(t, cosine(part + i * E, all + i * E, E) > 0.99999);
+            for (int i = 0; i < 5; i++)
+                CHECK(t, cosine(part + i * E, all + i * E, E) > 0.99999);
         } else {
             CHECK_EQ_INT(t, st, CPULM_ERR_TOO_SMALL);
         }
@@ -282,7 +290,8 @@ static cpulm_json_doc *load_reference(void) {
 static void check_reference_case(test_ctx *t, const cpulm_json *cs) {
     const char *file = cpulm_json_str(cpulm_json_get(cs, "model"));
     cpulm_pooling pool;
-    REQUIRE(t, file && cpulm_pooling_parse(cpulm_json_str(cpulm_json_get(cs, "pooling")), &pool) == CPULM_OK);
+    REQUIRE(t, file && cpulm_pooling_parse(cpulm_json_str(cpulm_json_get(cs, "pooling")), &pool) ==
+                           CPULM_OK);
     const double min_cos = cpulm_json_num(cpulm_json_get(cs, "min_cosine"), 2.0);
     const cpulm_json *inputs = cpulm_json_get(cs, "inputs");
     const int32_t n = (int32_t)cpulm_json_len(inputs);
@@ -300,19 +309,23 @@ static void check_reference_case(test_ctx *t, const cpulm_json *cs) {
     const int32_t E = cpulm_ctx_n_embd(c);
     cpulm_token *tok[16] = {0};
     int32_t n_tok[16];
-    float *all = malloc(sizeof(float) * (size_t)n * (size_t)E), *one = malloc(sizeof(float) * (size_t)E);
+    float *all = malloc(sizeof(float) * (size_t)n * (size_t)E),
+          *one = malloc(sizeof(float) * (size_t)E);
     for (int32_t i = 0; i < n; i++) {
         const char *text = cpulm_json_str(cpulm_json_get(cpulm_json_at(inputs, i), "text"));
         tok[i] = malloc(sizeof(cpulm_token) * 64);
-        CHECK_EQ_INT(t, cpulm_tokenize(m, text, strlen(text), 1, 0, tok[i], 64, &n_tok[i]), CPULM_OK);
+        CHECK_EQ_INT(t, cpulm_tokenize(m, text, strlen(text), 1, 0, tok[i], 64, &n_tok[i]),
+                     CPULM_OK);
     }
     CHECK_EQ_INT(t, cpulm_ctx_embed(c, (const cpulm_token *const *)tok, n_tok, n, all), CPULM_OK);
     for (int32_t i = 0; i < n; i++) {
         const cpulm_json *ref = cpulm_json_get(cpulm_json_at(inputs, i), "embedding");
         CHECK_EQ_INT(t, (int64_t)cpulm_json_len(ref), E);
         float r[4096];
-        for (int32_t j = 0; j < E && j < 4096; j++) r[j] = (float)cpulm_json_num(cpulm_json_at(ref, j), 0);
-        CHECK_EQ_INT(t, cpulm_ctx_embed(c, (const cpulm_token *const *)&tok[i], &n_tok[i], 1, one), CPULM_OK);
+        for (int32_t j = 0; j < E && j < 4096; j++)
+            r[j] = (float)cpulm_json_num(cpulm_json_at(ref, j), 0);
+        CHECK_EQ_INT(t, cpulm_ctx_embed(c, (const cpulm_token *const *)&tok[i], &n_tok[i], 1, one),
+                     CPULM_OK);
         const double c1 = cosine(one, r, E), cb = cosine(all + (size_t)i * E, r, E);
         if (c1 < min_cos || cb < min_cos)
             fprintf(stderr, "  %s %s input %d: cosine %.6f (batched %.6f) < %.5f\n", file,
@@ -332,6 +345,7 @@ TEST(embed_reference_llamacpp) {
     if (!d) SKIP(t, "CPULM_SHARED reference embeddings not found");
     const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
     CHECK(t, cpulm_json_len(cases) >= 6);
-    for (size_t i = 0; i < cpulm_json_len(cases); i++) check_reference_case(t, cpulm_json_at(cases, i));
+    for (size_t i = 0; i < cpulm_json_len(cases); i++)
+        check_reference_case(t, cpulm_json_at(cases, i));
     cpulm_json_free(d);
 }

@@ -20,14 +20,21 @@ static cpulm_grammar *compile(test_ctx *t, const char *src) {
 static int match(const cpulm_grammar *g, const char *s) {
     cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, NULL);
     if (!m) return -2;
-    int r = cpulm_grammar_accept_bytes(m, s, strlen(s)) != CPULM_OK ? -1 : cpulm_grammar_complete(m);
+    int r =
+        cpulm_grammar_accept_bytes(m, s, strlen(s)) != CPULM_OK ? -1 : cpulm_grammar_complete(m);
     cpulm_grammar_matcher_free(m);
     return r;
 }
 
-#define MATCH(g, s, want) do { int got_ = match(g, s); \
-    if (got_ != (want)) { fprintf(stderr, "  %s:%d: '%s': got %d, want %d\n", __FILE__, __LINE__, \
-                                  s, got_, want); t->n_fail++; } } while (0)
+#define MATCH(g, s, want)                                                                    \
+    do {                                                                                     \
+        int got_ = match(g, s);                                                              \
+        if (got_ != (want)) {                                                                \
+            fprintf(stderr, "  %s:%d: '%s': got %d, want %d\n", __FILE__, __LINE__, s, got_, \
+                    want);                                                                   \
+            t->n_fail++;                                                                     \
+        }                                                                                    \
+    } while (0)
 
 TEST(grammar_literals_classes_repeats) {
     cpulm_grammar *g = compile(t, "root ::= \"a\" [b-d]+ \"e\"?");
@@ -63,15 +70,14 @@ TEST(grammar_literals_classes_repeats) {
 }
 
 TEST(grammar_multiline_rules_and_nesting) {
-    const char *src =
-        "# a tiny arithmetic grammar\n"
-        "root ::= expr\n"
-        "expr ::= term (\n"
-        "    [+-] term\n"
-        "  )*\n"
-        "term ::= num\n"
-        "  | \"(\" expr \")\"\n"
-        "num ::= [0-9]+\n";
+    const char *src = "# a tiny arithmetic grammar\n"
+                      "root ::= expr\n"
+                      "expr ::= term (\n"
+                      "    [+-] term\n"
+                      "  )*\n"
+                      "term ::= num\n"
+                      "  | \"(\" expr \")\"\n"
+                      "num ::= [0-9]+\n";
     cpulm_grammar *g = compile(t, src);
     REQUIRE(t, g);
     MATCH(g, "1+(2-33)+4", 1);
@@ -94,8 +100,10 @@ TEST(grammar_utf8_split_across_feeds) {
     }
     cpulm_grammar_matcher_reset(m);
     CHECK(t, cpulm_grammar_accept_bytes(m, "\xce", 1) == CPULM_OK);
-    CHECK(t, cpulm_grammar_accept_bytes(m, "a", 1) == CPULM_ERR_INVALID_ARG); /* not a continuation */
-    CHECK(t, cpulm_grammar_accept_bytes(m, "\xd0", 1) == CPULM_ERR_INVALID_ARG); /* Cyrillic: outside */
+    CHECK(t,
+          cpulm_grammar_accept_bytes(m, "a", 1) == CPULM_ERR_INVALID_ARG); /* not a continuation */
+    CHECK(t, cpulm_grammar_accept_bytes(m, "\xd0", 1) ==
+                 CPULM_ERR_INVALID_ARG); /* Cyrillic: outside */
     cpulm_grammar_matcher_free(m);
     cpulm_grammar_free(g);
 }
@@ -132,9 +140,10 @@ TEST(grammar_parse_errors) {
 
 /* A byte-level vocabulary: the 256 single bytes, some multi-byte pieces, an EOS (id n-1). */
 static cpulm_grammar_vocab *test_vocab(int32_t *n_out) {
-    static const char *words[] = {"{\"", "\":", "\", \"", "true", "null", "12", "3.5", " {",
-                                  "\"}", "}", "ab", "abc", "\xce\xb1", "\xce", "\xb1\xce",
-                                  "-", "e+", "\n", "  ", "\"a\"", "[", "]", "],", "name"};
+    static const char *words[] = {"{\"",      "\":",   "\", \"",   "true", "null", "12",
+                                  "3.5",      " {",    "\"}",      "}",    "ab",   "abc",
+                                  "\xce\xb1", "\xce",  "\xb1\xce", "-",    "e+",   "\n",
+                                  "  ",       "\"a\"", "[",        "]",    "],",   "name"};
     int32_t nw = (int32_t)(sizeof words / sizeof *words), n = 256 + nw + 1;
     static char bytes1[256];
     const char *b[512];
@@ -179,7 +188,9 @@ static int check_mask_consistent(test_ctx *t, const cpulm_grammar *g, const cpul
         int ok = cpulm_grammar_accept_token(c, k) == CPULM_OK;
         allowed += ok;
         if (ok != bit(copy, k)) {
-            if (bad++ < 3) fprintf(stderr, "  prefix '%s' token %d: mask %d, accept %d\n", prefix, k, bit(copy, k), ok);
+            if (bad++ < 3)
+                fprintf(stderr, "  prefix '%s' token %d: mask %d, accept %d\n", prefix, k,
+                        bit(copy, k), ok);
         }
         cpulm_grammar_matcher_free(c);
     }
@@ -199,8 +210,18 @@ TEST(grammar_mask_equals_acceptance) {
     cpulm_grammar *g = compile(t, b.data);
     cpulm_buf_release(&b);
     REQUIRE(t, g);
-    const char *prefixes[] = {"", "{", "{\"na", "{\"a\":", "{\"a\": [1, 2", "[\"\xce", "[\"\xce\xb1",
-                              "{\"a\": 3.", "[tr", "[1e", "{\"a\": null}", "[]"};
+    const char *prefixes[] = {"",
+                              "{",
+                              "{\"na",
+                              "{\"a\":",
+                              "{\"a\": [1, 2",
+                              "[\"\xce",
+                              "[\"\xce\xb1",
+                              "{\"a\": 3.",
+                              "[tr",
+                              "[1e",
+                              "{\"a\": null}",
+                              "[]"};
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
         int allowed = check_mask_consistent(t, g, v, prefixes[i]);
         CHECK(t, allowed > 0);
@@ -226,7 +247,8 @@ TEST(grammar_mask_cache_hits) {
     CHECK(t, cpulm_grammar_accept_bytes(m, "\"", 1) == CPULM_OK);
     const uint32_t *m1 = cpulm_grammar_mask(m);
     CHECK(t, m1 && bit(m1, 'a') && bit(m1, 256 + 10) && !bit(m1, 'A') && bit(m1, '"'));
-    for (int i = 0; i < 5; i++) CHECK(t, cpulm_grammar_accept_bytes(m, "x", 1) == CPULM_OK && cpulm_grammar_mask(m) == m1);
+    for (int i = 0; i < 5; i++)
+        CHECK(t, cpulm_grammar_accept_bytes(m, "x", 1) == CPULM_OK && cpulm_grammar_mask(m) == m1);
     cpulm_grammar_stats st;
     cpulm_grammar_matcher_stats(m, &st);
     CHECK_EQ_INT(t, st.masks, 6);

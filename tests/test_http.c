@@ -104,8 +104,10 @@ TEST(http_rejects_malformed_with_status) {
     expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400);
     expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
                  400);
-    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n", 400);
+    expect_error(t,
+                 "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n",
+                 400);
     expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
     expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 501);
     expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n", 417);
@@ -141,7 +143,8 @@ TEST(http_limits_head_lines_and_header_count) {
     /* a head that never ends */
     memset(buf, 0, sizeof buf);
     strcpy(buf, "GET / HTTP/1.1\r\n");
-    for (int i = 0; i < 80; i++) strcat(buf, "X-A: b\r\n");
+    for (int i = 0; i < 80; i++)
+        strcat(buf, "X-A: b\r\n");
     CHECK_EQ_INT(t, cpulm_http_parse_request(buf, strlen(buf), 0, &lim, &m), CPULM_HTTP_ERROR);
     CHECK_EQ_INT(t, m.error_status, 431);
     /* body limit */
@@ -166,14 +169,16 @@ TEST(http_keep_alive_rules) {
     CHECK(t, parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n", &m) > 0);
     CHECK_EQ_INT(t, m.keep_alive, 1);
     CHECK(t, parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\n"
-                   "Transfer-Encoding: chunked\r\n\r\n", &m) > 0);
+                   "Transfer-Encoding: chunked\r\n\r\n",
+                   &m) > 0);
     CHECK_EQ_INT(t, m.expect_continue, 1);
     CHECK_EQ_INT(t, m.chunked, 1);
 }
 
 TEST(http_parses_response_heads) {
     cpulm_http_msg m;
-    const char *r = "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 2\r\n\r\n{}";
+    const char *r =
+        "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 2\r\n\r\n{}";
     long n = cpulm_http_parse_response(r, strlen(r), 0, NULL, &m);
     CHECK_EQ_INT(t, n, (long)strlen(r) - 2);
     CHECK_EQ_INT(t, m.status, 429);
@@ -189,8 +194,8 @@ TEST(http_parses_response_heads) {
 }
 
 /* Decodes enc fed in two pieces split at `split`; returns the status and the body. */
-static int dechunk_split(const char *enc, size_t split, char *body, size_t *body_len,
-                         size_t *end, uint64_t max_body) {
+static int dechunk_split(const char *enc, size_t split, char *body, size_t *body_len, size_t *end,
+                         uint64_t max_body) {
     char buf[512];
     size_t n = strlen(enc);
     memcpy(buf, enc, n);
@@ -327,19 +332,29 @@ TEST(http_conn_views_survive_buffer_growth) {
  * docs/SERVER.md promises); two Authorization fields are 400, not "the first wins". */
 TEST(http_strict_transfer_coding_and_single_authorization) {
     expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501);
-    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", 501);
-    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n", 501);
-    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n", 501);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+                 501);
+    expect_error(t,
+                 "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n",
+                 501);
+    expect_error(t,
+                 "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n",
+                 501);
     expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity\r\n\r\n", 501);
     expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: ,\r\n\r\n", 400);
-    expect_error(t, "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer a\r\n"
-                    "Authorization: Bearer b\r\n\r\n", 400);
-    expect_error(t, "GET / HTTP/1.1\r\nHost: a\r\nauthorization: Bearer a\r\n"
-                    "AUTHORIZATION: Bearer a\r\n\r\n", 400);
+    expect_error(t,
+                 "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer a\r\n"
+                 "Authorization: Bearer b\r\n\r\n",
+                 400);
+    expect_error(t,
+                 "GET / HTTP/1.1\r\nHost: a\r\nauthorization: Bearer a\r\n"
+                 "AUTHORIZATION: Bearer a\r\n\r\n",
+                 400);
     cpulm_http_msg m;
     CHECK(t, parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:  Chunked \r\n"
-                   "Authorization: Bearer a\r\n\r\n", &m) > 0);
+                   "Authorization: Bearer a\r\n\r\n",
+                   &m) > 0);
     CHECK_EQ_INT(t, m.chunked, 1);
 }

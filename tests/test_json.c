@@ -47,7 +47,8 @@ TEST(json_parse_scalars) {
     REQUIRE(t, d);
     CHECK(t, cpulm_json_bool(cpulm_json_root(d), 0) == 1);
     cpulm_json_free(d);
-    d = parse_ok(t, "\xEF\xBB\xBF" "false"); /* BOM skipped */
+    d = parse_ok(t, "\xEF\xBB\xBF"
+                    "false"); /* BOM skipped */
     REQUIRE(t, d);
     CHECK(t, cpulm_json_bool(cpulm_json_root(d), 1) == 0);
     cpulm_json_free(d);
@@ -115,7 +116,9 @@ TEST(json_rejects_malformed_with_offset) {
     BAD("\"\\x\"", 1);
     BAD("\"\\u12G4\"", 1);
     BAD("\"\\u12\"", 1);
-    BAD("\"a\x01" "b\"", 2);
+    BAD("\"a\x01"
+        "b\"",
+        2);
     BAD("\"a\tb\"", 2);
     BAD("tru", 0);
     BAD("nul", 0);
@@ -148,8 +151,9 @@ TEST(json_error_message_names_offset) {
 }
 
 TEST(json_string_escapes_to_utf8) {
-    cpulm_json_doc *d = parse_ok(t, "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\", \"\\ud83d\\ude00\", \"\\u00e9\","
-                                    " \"\\ud83d\\ude00x\", \"a\\u0000b\", \"\xe2\x82\xac\"]");
+    cpulm_json_doc *d =
+        parse_ok(t, "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\", \"\\ud83d\\ude00\", \"\\u00e9\","
+                    " \"\\ud83d\\ude00x\", \"a\\u0000b\", \"\xe2\x82\xac\"]");
     REQUIRE(t, d);
     const cpulm_json *r = cpulm_json_root(d);
     CHECK_EQ_INT(t, cpulm_json_len(r), 6);
@@ -228,7 +232,8 @@ TEST(json_duplicate_keys_in_large_objects) {
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_buf_putc(&b, '{');
-    for (int i = 0; i < 200; i++) cpulm_buf_printf(&b, "%s\"k%d\":%d", i ? "," : "", i, i);
+    for (int i = 0; i < 200; i++)
+        cpulm_buf_printf(&b, "%s\"k%d\":%d", i ? "," : "", i, i);
     cpulm_buf_puts(&b, "}");
     cpulm_json_doc *d = parse_ok(t, b.data);
     CHECK_NEAR(t, cpulm_json_num(cpulm_json_get(cpulm_json_root(d), "k199"), -1), 199, 0);
@@ -242,11 +247,12 @@ TEST(json_duplicate_keys_in_large_objects) {
 /* Every prefix of a valid document, placed so its last byte touches a PROT_NONE page:
  * the reader must return OK or FORMAT without reading past the end (ASan-free check). */
 TEST(json_truncation_at_guard_page) {
-    const char *doc = "{\"a\": [1, -2.5e3, true, false, null], \"s\": \"x\\u00e9\\ud83d\\ude00\\n\","
-                      " \"o\": {\"k\": \"\xe2\x82\xac\"}, \"e\": [], \"f\": {}}";
+    const char *doc =
+        "{\"a\": [1, -2.5e3, true, false, null], \"s\": \"x\\u00e9\\ud83d\\ude00\\n\","
+        " \"o\": {\"k\": \"\xe2\x82\xac\"}, \"e\": [], \"f\": {}}";
     long page = sysconf(_SC_PAGESIZE);
-    unsigned char *mem = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *mem =
+        mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(t, mem != MAP_FAILED);
     REQUIRE(t, mprotect(mem + page, (size_t)page, PROT_NONE) == 0);
     size_t n = strlen(doc);
@@ -290,9 +296,11 @@ TEST(json_writer_layouts) {
         const char *want;
     } cases[] = {
         {0, 0, "{\"a\":[1,2.5,\"x\"],\"b\":{},\"c\":{\"d\":null,\"e\":false}}"},
-        {CPULM_JSON_SPACED, 0, "{\"a\": [1, 2.5, \"x\"], \"b\": {}, \"c\": {\"d\": null, \"e\": false}}"},
-        {0, 2, "{\n  \"a\": [\n    1,\n    2.5,\n    \"x\"\n  ],\n  \"b\": {},\n  \"c\": {\n"
-               "    \"d\": null,\n    \"e\": false\n  }\n}"},
+        {CPULM_JSON_SPACED, 0,
+         "{\"a\": [1, 2.5, \"x\"], \"b\": {}, \"c\": {\"d\": null, \"e\": false}}"},
+        {0, 2,
+         "{\n  \"a\": [\n    1,\n    2.5,\n    \"x\"\n  ],\n  \"b\": {},\n  \"c\": {\n"
+         "    \"d\": null,\n    \"e\": false\n  }\n}"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cpulm_buf b;
@@ -328,8 +336,16 @@ TEST(json_writer_escapes_strings) {
     check_quote(t, "caf\xc3\xa9 \xf0\x9f\x98\x80", 10, CPULM_JSON_ASCII,
                 "\"caf\\u00e9 \\ud83d\\ude00\"");
     /* invalid UTF-8: one U+FFFD per maximal ill-formed subpart */
-    check_quote(t, "a\xff" "b", 3, 0, "\"a\xef\xbf\xbd" "b\"");
-    check_quote(t, "\xe2\x82" "x", 3, 0, "\"\xef\xbf\xbdx\"");
+    check_quote(t,
+                "a\xff"
+                "b",
+                3, 0,
+                "\"a\xef\xbf\xbd"
+                "b\"");
+    check_quote(t,
+                "\xe2\x82"
+                "x",
+                3, 0, "\"\xef\xbf\xbdx\"");
     check_quote(t, "\xe2\x82", 2, CPULM_JSON_ASCII, "\"\\ufffd\"");
     check_quote(t, "\xed\xa0\x80", 3, 0, "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
     check_quote(t, "\xc0\xaf", 2, 0, "\"\xef\xbf\xbd\xef\xbf\xbd\"");
@@ -429,8 +445,10 @@ TEST(json_writer_errors_are_sticky) {
 
     cpulm_buf_init(&b, 0);
     cpulm_json_writer_init(&w, &b, 0, 0);
-    for (int i = 0; i < CPULM_JSON_WRITER_MAX_DEPTH + 5; i++) cpulm_json_arr_begin(&w);
-    for (int i = 0; i < CPULM_JSON_WRITER_MAX_DEPTH + 5; i++) cpulm_json_arr_end(&w);
+    for (int i = 0; i < CPULM_JSON_WRITER_MAX_DEPTH + 5; i++)
+        cpulm_json_arr_begin(&w);
+    for (int i = 0; i < CPULM_JSON_WRITER_MAX_DEPTH + 5; i++)
+        cpulm_json_arr_end(&w);
     CHECK_EQ_INT(t, cpulm_json_writer_status(&w), CPULM_ERR_INVALID_ARG);
     cpulm_buf_release(&b);
 
@@ -454,7 +472,10 @@ TEST(json_buf_invariants) {
     cpulm_buf_putc(&b, '\0');
     cpulm_buf_printf(&b, "%d-%s", 42, "x");
     CHECK_EQ_INT(t, b.len, 8);
-    CHECK(t, memcmp(b.data, "abc\0" "42-x", 9) == 0);
+    CHECK(t, memcmp(b.data,
+                    "abc\0"
+                    "42-x",
+                    9) == 0);
     CHECK(t, b.cap > b.len);
     char big[1000];
     memset(big, 'y', sizeof big);
@@ -485,7 +506,8 @@ TEST(json_buf_invariants) {
 TEST(json_numbers_ignore_locale) {
     const char *names[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "ru_RU.UTF-8"};
     const char *set = NULL;
-    for (size_t i = 0; i < 4 && !set; i++) set = setlocale(LC_NUMERIC, names[i]);
+    for (size_t i = 0; i < 4 && !set; i++)
+        set = setlocale(LC_NUMERIC, names[i]);
     if (!set) SKIP(t, "no locale with a ',' decimal point installed");
     cpulm_json_doc *d = parse_ok(t, "[1.5, 1.10000000000000000001, 2.5e-30]");
     char out[32];
@@ -502,12 +524,12 @@ TEST(json_numbers_ignore_locale) {
 /* A lone surrogate has no UTF-8 form; replacing it silently would make different inputs
  * decode equal, so the parser rejects it at the escape's backslash. */
 TEST(json_rejects_lone_surrogates) {
-    BAD("\"\\ud83d\"", 1);           /* lone high at the end */
-    BAD("[\"ab\\ud83dx\"]", 4);      /* lone high before a plain char */
-    BAD("\"\\ude00\\ud83d\"", 1);    /* low first */
-    BAD("\"\\ud83d\\u0041\"", 1);    /* high + a non-low escape */
-    BAD("\"\\ud83d\\ud83d\"", 1);    /* high + high */
-    BAD("{\"\\udfff\": 1}", 2);      /* in a key too */
+    BAD("\"\\ud83d\"", 1);        /* lone high at the end */
+    BAD("[\"ab\\ud83dx\"]", 4);   /* lone high before a plain char */
+    BAD("\"\\ude00\\ud83d\"", 1); /* low first */
+    BAD("\"\\ud83d\\u0041\"", 1); /* high + a non-low escape */
+    BAD("\"\\ud83d\\ud83d\"", 1); /* high + high */
+    BAD("{\"\\udfff\": 1}", 2);   /* in a key too */
     cpulm_json_doc *d = parse_ok(t, "\"\\udbff\\udfff\"");
     REQUIRE(t, d);
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_root(d)), "\xF4\x8F\xBF\xBF") == 0);

@@ -32,7 +32,8 @@ static void fill(float *x, int64_t n, uint64_t seed, float scale) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (int64_t i = 0; i < n; i++) {
         float v = 0;
-        for (int k = 0; k < 3; k++) v += (float)((double)(rng_next(&s) >> 11) / 9007199254740992.0 - 0.5);
+        for (int k = 0; k < 3; k++)
+            v += (float)((double)(rng_next(&s) >> 11) / 9007199254740992.0 - 0.5);
         x[i] = v * scale;
     }
 }
@@ -102,12 +103,15 @@ TEST(kern_levels_merged_and_complete) {
         table_complete(t, lv[i]);
         found += lv[i] == best;
     }
-    if (!getenv("CPULM_ISA")) CHECK(t, best == lv[n - 1]); /* no override: the best level */
-    else CHECK_EQ_INT(t, found, 1);
+    if (!getenv("CPULM_ISA"))
+        CHECK(t, best == lv[n - 1]); /* no override: the best level */
+    else
+        CHECK_EQ_INT(t, found, 1);
     CHECK(t, strcmp(cpulm_kernel_level(), best->name) == 0);
     CHECK(t, cpulm_cpu_features() != NULL && cpulm_cpu_features()[0] != 0);
     printf("  cpu: %s\n  levels:", cpulm_cpu_features());
-    for (int i = 0; i < n; i++) printf(" %s", lv[i]->name);
+    for (int i = 0; i < n; i++)
+        printf(" %s", lv[i]->name);
     printf("  (chosen: %s)\n", best->name);
 }
 
@@ -171,8 +175,10 @@ TEST(kern_isa_override) {
     /* unknown names fall back to the best level, with a warning */
     REQUIRE(t, run_child("no-such-isa", out, sizeof out) == 1);
     snprintf(want, sizeof want, "level=%s warning=yes", lv[n - 1]->name);
-    if (!getenv("CPULM_ISA")) CHECK(t, strstr(out, want) != NULL);
-    else CHECK(t, strstr(out, "warning=yes") != NULL);
+    if (!getenv("CPULM_ISA"))
+        CHECK(t, strstr(out, want) != NULL);
+    else
+        CHECK(t, strstr(out, "warning=yes") != NULL);
 }
 
 /* ---- vec_dot ---- */
@@ -202,7 +208,8 @@ static int make_dot_case(dot_case *c, cpulm_dtype w, int64_t n, uint64_t seed) {
     cpulm_kernels_generic.to_float[w](c->wq, xf, n);
     cpulm_kernels_generic.to_float[a](c->aq, yf, n);
     c->abs_sum = 0;
-    for (int64_t i = 0; i < n; i++) c->abs_sum += fabs((double)xf[i] * yf[i]);
+    for (int64_t i = 0; i < n; i++)
+        c->abs_sum += fabs((double)xf[i] * yf[i]);
     free(xf);
     free(yf);
     return c->wq && c->aq;
@@ -257,7 +264,8 @@ TEST(kern_vec_dot_extreme_quants) {
             x8[b].qs[j] = (int8_t)((rng_next(&s) & 1) ? 127 : -128);
             y8[b].qs[j] = (int8_t)((rng_next(&s) & 1) ? 127 : -127);
         }
-        for (int j = 0; j < 16; j++) x4[b].qs[j] = (uint8_t)((rng_next(&s) & 1) ? 0x0F : 0xF0);
+        for (int j = 0; j < 16; j++)
+            x4[b].qs[j] = (uint8_t)((rng_next(&s) & 1) ? 0x0F : 0xF0);
     }
     const cpulm_kernels *lv[MAX_LEVELS];
     const int nl = get_levels(lv);
@@ -350,14 +358,18 @@ TEST(kern_to_float_all_levels) {
         cpulm_kernels_generic.from_float[ty](x, q, n);
         cpulm_kernels_generic.to_float[ty](q, ref, n);
         float amax = 0;
-        for (int64_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(ref[i]));
+        for (int64_t i = 0; i < n; i++)
+            amax = fmaxf(amax, fabsf(ref[i]));
         for (int l = 0; l < nl; l++) {
-            for (int64_t i = 0; i < n; i++) got[i] = NAN;
+            for (int64_t i = 0; i < n; i++)
+                got[i] = NAN;
             lv[l]->to_float[ty](q, got, n);
             int bad = 0; /* an FMA-based level may differ from d*q - m by one rounding */
-            for (int64_t i = 0; i < n; i++) bad += !(fabsf(got[i] - ref[i]) <= 1e-6f * amax);
-            if (bad) fprintf(stderr, "  %s to_float %s: %d bad\n", lv[l]->name,
-                             cpulm_dtype_name(ty), bad);
+            for (int64_t i = 0; i < n; i++)
+                bad += !(fabsf(got[i] - ref[i]) <= 1e-6f * amax);
+            if (bad)
+                fprintf(stderr, "  %s to_float %s: %d bad\n", lv[l]->name, cpulm_dtype_name(ty),
+                        bad);
             CHECK_EQ_INT(t, bad, 0);
         }
         free(x);
@@ -371,7 +383,8 @@ TEST(kern_to_float_all_levels) {
 
 static double max_rel_err(const float *a, const float *b, int64_t n) {
     double m = 0, scale = 0;
-    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)b[i]));
+    for (int64_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs((double)b[i]));
     for (int64_t i = 0; i < n; i++) {
         const double e = fabs((double)a[i] - b[i]) / (scale > 0 ? scale : 1);
         m = (e > m || isnan(e)) ? e : m;
@@ -386,8 +399,14 @@ static void run_op(const cpulm_kernels *k, f32_op op, int64_t n, float *out, con
     switch (op) {
     case OP_RMS: k->rms_norm(n, out, a, b, 1e-5f); break;
     case OP_SWIGLU: k->swiglu(n, out, a, b); break;
-    case OP_SOFTMAX: memcpy(out, a, (size_t)n * sizeof *out); k->softmax(n, out); break;
-    case OP_AXPY: memcpy(out, b, (size_t)n * sizeof *out); k->axpy(n, out, 0.37f, a); break;
+    case OP_SOFTMAX:
+        memcpy(out, a, (size_t)n * sizeof *out);
+        k->softmax(n, out);
+        break;
+    case OP_AXPY:
+        memcpy(out, b, (size_t)n * sizeof *out);
+        k->axpy(n, out, 0.37f, a);
+        break;
     }
 }
 
@@ -407,7 +426,8 @@ TEST(kern_f32_ops_all_levels) {
             if (n > 3) a[2] = op == OP_SOFTMAX ? -INFINITY : 3.5f;
             run_op(&cpulm_kernels_generic, (f32_op)op, n, ref, a, b);
             for (int l = 0; l < nl; l++) {
-                for (int64_t i = 0; i < n; i++) got[i] = NAN;
+                for (int64_t i = 0; i < n; i++)
+                    got[i] = NAN;
                 run_op(lv[l], (f32_op)op, n, got, a, b);
                 const double e = max_rel_err(got, ref, n);
                 if (!(e <= 2e-6))
@@ -421,7 +441,8 @@ TEST(kern_f32_ops_all_levels) {
         const int64_t off = n > 3 ? 3 : 0, m = n - off;
         const float r = cpulm_kernels_generic.dot_f32(m, a + off, b);
         double abs_sum = 0;
-        for (int64_t i = 0; i < m; i++) abs_sum += fabs((double)a[i + off] * b[i]);
+        for (int64_t i = 0; i < m; i++)
+            abs_sum += fabs((double)a[i + off] * b[i]);
         for (int l = 0; l < nl; l++)
             CHECK_NEAR(t, lv[l]->dot_f32(m, a + off, b), r, 2e-6 * abs_sum + 1e-30);
         free_unaligned(a);
@@ -461,14 +482,16 @@ static void check_tile(test_ctx *t, cpulm_dtype w, cpulm_vec_dot_2x2_fn fn, int6
     }
     const size_t bs = 5;
     float s[2 * 5];
-    for (size_t i = 0; i < 2 * bs; i++) s[i] = NAN;
+    for (size_t i = 0; i < 2 * bs; i++)
+        s[i] = NAN;
     fn(n, s, bs, x, bx, y, by);
     for (int r = 0; r < 2; r++) {
         for (int c = 0; c < 2; c++) {
             float ref = NAN;
             cpulm_kernels_generic.vec_dot[w](n, &ref, x + r * bx, y + c * by);
             double abs_sum = 0;
-            for (int64_t i = 0; i < n; i++) abs_sum += fabs((double)xf[r * n + i] * yf[c * n + i]);
+            for (int64_t i = 0; i < n; i++)
+                abs_sum += fabs((double)xf[r * n + i] * yf[c * n + i]);
             CHECK_NEAR(t, s[r * bs + c], ref, dot_rtol(w) * abs_sum + 1e-30);
         }
     }
@@ -525,7 +548,8 @@ TEST(kern_canonical_float_ops_bit_identical) {
             k->vec_dot[CPULM_DTYPE_F32](n, &b, x, y);
             CHECK(t, memcmp(&a, &b, 4) == 0);
             uint16_t xa[1024];
-            for (int i = 0; i < n; i++) xa[i] = cpulm_f32_to_fp16(x[i]);
+            for (int i = 0; i < n; i++)
+                xa[i] = cpulm_f32_to_fp16(x[i]);
             g->vec_dot[CPULM_DTYPE_F16](n, &a, xa, hx);
             k->vec_dot[CPULM_DTYPE_F16](n, &b, xa, hx);
             CHECK(t, memcmp(&a, &b, 4) == 0);
@@ -549,8 +573,10 @@ TEST(kern_canonical_float_ops_bit_identical) {
             int d = dims[di], n = 37;
             uint16_t *kv = malloc(2 * (size_t)(2 * n * d)), q16[256];
             REQUIRE(t, kv != NULL);
-            for (int i = 0; i < 2 * n * d; i++) kv[i] = hx[i % 1024] ^ (uint16_t)(i & 0x3);
-            for (int i = 0; i < d; i++) q16[i] = cpulm_f32_to_fp16(x[i]);
+            for (int i = 0; i < 2 * n * d; i++)
+                kv[i] = hx[i % 1024] ^ (uint16_t)(i & 0x3);
+            for (int i = 0; i < d; i++)
+                q16[i] = cpulm_f32_to_fp16(x[i]);
             const uint8_t *kp = (const uint8_t *)kv, *vp = kp + 2 * (size_t)(n * d);
             g->attn_f16(d, n, q16, kp, vp, 2 * (uint64_t)d, 0.125f, o1);
             k->attn_f16(d, n, q16, kp, vp, 2 * (uint64_t)d, 0.125f, o2);

@@ -34,8 +34,10 @@ typedef struct pack_case {
 } pack_case;
 
 /* A field of a block (byte offset, size) filled with bytes drawn from vals[0..nv). */
-static void fill_field(uint8_t *blk, size_t off, size_t sz, const uint8_t *vals, int nv, uint64_t *seed) {
-    for (size_t i = 0; i < sz; i++) blk[off + i] = vals[rng(seed) % (uint64_t)nv];
+static void fill_field(uint8_t *blk, size_t off, size_t sz, const uint8_t *vals, int nv,
+                       uint64_t *seed) {
+    for (size_t i = 0; i < sz; i++)
+        blk[off + i] = vals[rng(seed) % (uint64_t)nv];
 }
 
 /* Quants (and K-quant sub-block scales) at the ends of their ranges. */
@@ -78,7 +80,8 @@ static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, in
     float *f = malloc(sizeof(float) * (size_t)n), *wf = malloc(sizeof(float) * (size_t)(n * rows));
     if (!c->w || !c->packed || !c->act || !c->abs_sum || !f || !wf) return 0;
     for (int64_t r = 0; r < rows; r++) {
-        for (int64_t i = 0; i < n; i++) f[i] = frand(&seed) * 0.05f;
+        for (int64_t i = 0; i < n; i++)
+            f[i] = frand(&seed) * 0.05f;
         cpulm_quantize_row_ref(type, f, c->w + (size_t)r * rb, n);
         if (extreme)
             for (int64_t b = 0; b < n / qk; b++)
@@ -87,12 +90,14 @@ static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, in
     }
     cpulm_repack_x16(type, c->w, c->packed, n, rows);
     for (int64_t j = 0; j < nt; j++) {
-        for (int64_t i = 0; i < n; i++) f[i] = extreme ? ((rng(&seed) & 1) ? 1.0f : -1.0f) : frand(&seed) * 2.0f;
+        for (int64_t i = 0; i < n; i++)
+            f[i] = extreme ? ((rng(&seed) & 1) ? 1.0f : -1.0f) : frand(&seed) * 2.0f;
         uint8_t *row = c->act + 4 + (size_t)j * c->stride;
         cpulm_matmul_quantize_act(&cpulm_kernels_generic, c->vdt, f, row, n);
         cpulm_dequantize_row_ref(c->vdt, row, f, n);
         for (int64_t r = 0; r < rows; r++)
-            for (int64_t i = 0; i < n; i++) c->abs_sum[j * rows + r] += fabs((double)wf[r * n + i] * f[i]);
+            for (int64_t i = 0; i < n; i++)
+                c->abs_sum[j * rows + r] += fabs((double)wf[r * n + i] * f[i]);
     }
     free(f);
     free(wf);
@@ -132,18 +137,20 @@ static void check_gemm(test_ctx *t, const pack_case *c) {
     const uint64_t rb = cpulm_dtype_row_bytes(c->type, c->n);
     for (int64_t j = 0; j < c->nt; j++)
         for (int64_t r = 0; r < c->rows; r++)
-            cpulm_kernels_generic.vec_dot[c->type](c->n, &ref[j * c->rows + r], c->w + (size_t)r * rb,
+            cpulm_kernels_generic.vec_dot[c->type](c->n, &ref[j * c->rows + r],
+                                                   c->w + (size_t)r * rb,
                                                    c->act + 4 + (size_t)j * c->stride);
     for (int l = 0; l < nl; l++) {
-        for (size_t i = 0; i < nout; i++) got[i] = NAN;
+        for (size_t i = 0; i < nout; i++)
+            got[i] = NAN;
         run_gemm(lv[l]->gemm_x16[c->type], c, got);
         int bad = 0;
         for (size_t i = 0; i < nout; i++)
             bad += !(fabs((double)got[i] - ref[i]) <= 1e-5 * c->abs_sum[i] + 1e-30);
         if (bad)
             fprintf(stderr, "  %s %s n=%lld nt=%lld: %d of %zu off (e.g. %g vs %g)\n", lv[l]->name,
-                    cpulm_dtype_name(c->type), (long long)c->n, (long long)c->nt, bad, nout,
-                    got[0], ref[0]);
+                    cpulm_dtype_name(c->type), (long long)c->n, (long long)c->nt, bad, nout, got[0],
+                    ref[0]);
         CHECK_EQ_INT(t, bad, 0);
         if (is_k_quant(c->type)) CHECK(t, memcmp(got, gen, sizeof(float) * nout) == 0);
         pack_case single = *c;
@@ -226,8 +233,11 @@ TEST(kern_pack_repack_roundtrip) {
         /* more blocks than get_row rebuilds per step */
         const int64_t n = is_k_quant(type) ? 23 * 256 : 245 * 32;
         REQUIRE(t, make_case(&c, type, n, 48, 1, 3, 0));
-        cpulm_tensor packed = {.data = c.packed, .type = type, .ne = {n, 48},
-                               .row_bytes = cpulm_dtype_row_bytes(type, n), .packed = 1};
+        cpulm_tensor packed = {.data = c.packed,
+                               .type = type,
+                               .ne = {n, 48},
+                               .row_bytes = cpulm_dtype_row_bytes(type, n),
+                               .packed = 1};
         float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
         REQUIRE(t, a && b);
         int bad = 0;
@@ -251,20 +261,33 @@ static void check_driver(test_ctx *t, cpulm_dtype type, int64_t n) {
     const int64_t rows = 64, nt = 70;
     REQUIRE(t, make_case(&c, type, n, rows, nt, 5, 0));
     float bias[64];
-    for (int i = 0; i < 64; i++) bias[i] = (float)i * 0.25f;
-    float *a = malloc(sizeof(float) * (size_t)(nt * rows)), *b = malloc(sizeof(float) * (size_t)(nt * rows));
+    for (int i = 0; i < 64; i++)
+        bias[i] = (float)i * 0.25f;
+    float *a = malloc(sizeof(float) * (size_t)(nt * rows)),
+          *b = malloc(sizeof(float) * (size_t)(nt * rows));
     REQUIRE(t, a && b);
     const cpulm_kernels *best = cpulm_kernels_get();
     for (int p = 0; p < 2; p++) {
-        for (int64_t i = 0; i < nt * rows; i++) a[i] = b[i] = 1.0f;
-        cpulm_matmul_args args = {.w = c.w, .w_type = c.type, .w_row_bytes = cpulm_dtype_row_bytes(c.type, n),
-                                  .n_in = n, .n_out = rows, .act = c.act + 4, .act_stride = c.stride,
-                                  .n_rows = nt, .out = a, .ld_out = rows, .bias = bias, .accumulate = p};
+        for (int64_t i = 0; i < nt * rows; i++)
+            a[i] = b[i] = 1.0f;
+        cpulm_matmul_args args = {.w = c.w,
+                                  .w_type = c.type,
+                                  .w_row_bytes = cpulm_dtype_row_bytes(c.type, n),
+                                  .n_in = n,
+                                  .n_out = rows,
+                                  .act = c.act + 4,
+                                  .act_stride = c.stride,
+                                  .n_rows = nt,
+                                  .out = a,
+                                  .ld_out = rows,
+                                  .bias = bias,
+                                  .accumulate = p};
         cpulm_matmul(&cpulm_kernels_generic, &args, 0, 1);
         args.w = c.packed;
         args.packed = 1;
         args.out = b;
-        for (int ith = 0; ith < 3; ith++) cpulm_matmul(best, &args, ith, 3);
+        for (int ith = 0; ith < 3; ith++)
+            cpulm_matmul(best, &args, ith, 3);
         int bad = 0;
         for (int64_t i = 0; i < nt * rows; i++)
             bad += !(fabs((double)a[i] - b[i]) <= 1e-5 * c.abs_sum[i] + 1e-6 * (fabs(a[i]) + 1));
@@ -288,14 +311,19 @@ TEST(kern_pack_q8k_edges_all_levels) {
     enum { NB = 6, N = NB * 256 };
     static float x[N];
     uint64_t seed = 5;
-    for (int i = 0; i < N; i++) x[i] = frand(&seed);
-    for (int i = 0; i < 256; i++) x[i] = 0.0f;                          /* block 0: zero */
-    for (int i = 256; i < 512; i++) x[i] = 0.0f;
-    x[300] = -3.0f;                                                     /* block 1: one */
-    for (int i = 512; i < 768; i++) x[i] = (float)(i % 7) * 1e-42f;     /* block 2: denormals */
-    x[768 + 9] = 2.0f, x[768 + 100] = -2.0f;                            /* block 3: +a first */
-    x[1024 + 9] = -2.0f, x[1024 + 100] = 2.0f;                          /* block 4: -a first */
-    for (int i = 1280; i < N; i++) x[i] = (i & 1) ? 1.5f : -1.5f;       /* block 5: all extreme */
+    for (int i = 0; i < N; i++)
+        x[i] = frand(&seed);
+    for (int i = 0; i < 256; i++)
+        x[i] = 0.0f; /* block 0: zero */
+    for (int i = 256; i < 512; i++)
+        x[i] = 0.0f;
+    x[300] = -3.0f; /* block 1: one */
+    for (int i = 512; i < 768; i++)
+        x[i] = (float)(i % 7) * 1e-42f;        /* block 2: denormals */
+    x[768 + 9] = 2.0f, x[768 + 100] = -2.0f;   /* block 3: +a first */
+    x[1024 + 9] = -2.0f, x[1024 + 100] = 2.0f; /* block 4: -a first */
+    for (int i = 1280; i < N; i++)
+        x[i] = (i & 1) ? 1.5f : -1.5f; /* block 5: all extreme */
     const size_t bytes = cpulm_dtype_row_bytes(CPULM_DTYPE_Q8_K, N);
     uint8_t *ref = malloc(bytes), *got = malloc(bytes);
     REQUIRE(t, ref && got);
@@ -319,7 +347,8 @@ TEST(kern_pack_q8k_edges_all_levels) {
 /* ---- attention ---- */
 
 static void check_attn(test_ctx *t, int64_t d, int64_t n, uint64_t seed) {
-    const uint64_t stride = sizeof(uint16_t) * (size_t)(d * 3 + 2); /* keys of other heads between */
+    const uint64_t stride =
+        sizeof(uint16_t) * (size_t)(d * 3 + 2); /* keys of other heads between */
     uint8_t *k = malloc(stride * (size_t)n), *v = malloc(stride * (size_t)n);
     uint16_t *q = malloc(sizeof(uint16_t) * (size_t)d);
     float *ref = malloc(sizeof(float) * (size_t)d), *got = malloc(sizeof(float) * (size_t)d);
@@ -329,19 +358,24 @@ static void check_attn(test_ctx *t, int64_t d, int64_t n, uint64_t seed) {
             ((uint16_t *)(k + j * stride))[i] = cpulm_f32_to_fp16(frand(&seed) * 2.0f);
             ((uint16_t *)(v + j * stride))[i] = cpulm_f32_to_fp16(frand(&seed));
         }
-    for (int64_t i = 0; i < d; i++) q[i] = cpulm_f32_to_fp16(frand(&seed) * 3.0f);
+    for (int64_t i = 0; i < d; i++)
+        q[i] = cpulm_f32_to_fp16(frand(&seed) * 3.0f);
     const float scale = 1.0f / sqrtf((float)d);
     cpulm_kernels_generic.attn_f16(d, n, q, k, v, stride, scale, ref);
     const cpulm_kernels *lv[MAX_LEVELS];
     const int nl = cpulm_kernels_levels(lv, MAX_LEVELS);
     for (int l = 0; l < nl; l++) {
-        for (int64_t i = 0; i < d; i++) got[i] = NAN;
+        for (int64_t i = 0; i < d; i++)
+            got[i] = NAN;
         lv[l]->attn_f16(d, n, q, k, v, stride, scale, got);
         /* scores may differ in the last bits (summation order), which can move an f16
          * rounding of the accumulator by one step (2^-11 relative) now and then */
         int bad = 0;
-        for (int64_t i = 0; i < d; i++) bad += !(fabs((double)got[i] - ref[i]) <= 4e-3);
-        if (bad) fprintf(stderr, "  %s attn d=%lld n=%lld: %d off\n", lv[l]->name, (long long)d, (long long)n, bad);
+        for (int64_t i = 0; i < d; i++)
+            bad += !(fabs((double)got[i] - ref[i]) <= 4e-3);
+        if (bad)
+            fprintf(stderr, "  %s attn d=%lld n=%lld: %d off\n", lv[l]->name, (long long)d,
+                    (long long)n, bad);
         CHECK_EQ_INT(t, bad, 0);
     }
     free(k);
@@ -355,5 +389,6 @@ TEST(kern_pack_attn_f16_all_levels) {
     static const int64_t ds[] = {64, 128, 80, 256};
     static const int64_t ns[] = {1, 2, 17, 300};
     for (int di = 0; di < 4; di++)
-        for (int ni = 0; ni < 4; ni++) check_attn(t, ds[di], ns[ni], (uint64_t)(di * 10 + ni + 1));
+        for (int ni = 0; ni < 4; ni++)
+            check_attn(t, ds[di], ns[ni], (uint64_t)(di * 10 + ni + 1));
 }

@@ -71,9 +71,12 @@ static int check_model(test_ctx *t, const cpulm_model *m, const char *label) {
 
 TEST(memory_estimate_matches_allocation_tiny_models) {
     static const char *const files[] = {
-        "models/stories260K.gguf",                 "testdata/models/tiny-llama-q4_0.gguf",
-        "testdata/models/tiny-llama3-q4_k_m.gguf", "testdata/models/tiny-qwen2-f16.gguf",
-        "testdata/models/tiny-qwen2-q8_0.gguf",    "testdata/models/tiny-llama-bf16.gguf",
+        "models/stories260K.gguf",
+        "testdata/models/tiny-llama-q4_0.gguf",
+        "testdata/models/tiny-llama3-q4_k_m.gguf",
+        "testdata/models/tiny-qwen2-f16.gguf",
+        "testdata/models/tiny-qwen2-q8_0.gguf",
+        "testdata/models/tiny-llama-bf16.gguf",
     };
     int made = 0;
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -123,10 +126,19 @@ TEST(memory_estimate_matches_allocation_synth) {
 TEST(memory_scratch_by_hand) {
     /* n_embd 256, 4 heads of 64, 2 KV heads, n_ff 768, vocab 512; batch 8, n_ctx 100,
      * 2 outputs, 3 threads */
-    const cpulm_hparams hp = {.n_vocab = 512, .n_embd = 256, .n_layer = 2, .n_head = 4,
-                              .n_head_kv = 2, .head_dim = 64, .n_ff = 768};
-    const cpulm_mem_ctx c = {.n_ctx = 100, .n_seq_max = 2, .n_batch = 8, .n_outputs_max = 2,
-                             .n_threads = 3, .kv_type = CPULM_KV_F16};
+    const cpulm_hparams hp = {.n_vocab = 512,
+                              .n_embd = 256,
+                              .n_layer = 2,
+                              .n_head = 4,
+                              .n_head_kv = 2,
+                              .head_dim = 64,
+                              .n_ff = 768};
+    const cpulm_mem_ctx c = {.n_ctx = 100,
+                             .n_seq_max = 2,
+                             .n_batch = 8,
+                             .n_outputs_max = 2,
+                             .n_threads = 3,
+                             .kv_type = CPULM_KV_F16};
     cpulm_mem_scratch s;
     cpulm_mem_scratch_of(&hp, &c, &s);
     CHECK_EQ_INT(t, s.xn, 4 * 8 * 768); /* n_ff is the widest here */

@@ -106,15 +106,17 @@ static int check_case(const cpulm_json *c) {
         return 1;
     }
     const cpulm_json *jt = cpulm_json_get(c, "tokens");
-    int32_t n = (int32_t)cpulm_json_len(jt), n_prompt = (int32_t)cpulm_json_num(cpulm_json_get(c, "n_prompt"), 0);
+    int32_t n = (int32_t)cpulm_json_len(jt),
+            n_prompt = (int32_t)cpulm_json_num(cpulm_json_get(c, "n_prompt"), 0);
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)n);
-    for (int32_t i = 0; i < n; i++) toks[i] = (int32_t)cpulm_json_num(cpulm_json_at(jt, (size_t)i), -1);
+    for (int32_t i = 0; i < n; i++)
+        toks[i] = (int32_t)cpulm_json_num(cpulm_json_at(jt, (size_t)i), -1);
     int fails = 0;
     const char *prompt = cpulm_json_str(cpulm_json_get(c, "prompt"));
     if (prompt) {
         int32_t pt[256], np = 0;
-        if (cpulm_tokenize(m, prompt, strlen(prompt), 1, 0, pt, 256, &np) != CPULM_OK || np != n_prompt ||
-            memcmp(pt, toks, sizeof(int32_t) * (size_t)np) != 0) {
+        if (cpulm_tokenize(m, prompt, strlen(prompt), 1, 0, pt, 256, &np) != CPULM_OK ||
+            np != n_prompt || memcmp(pt, toks, sizeof(int32_t) * (size_t)np) != 0) {
             fprintf(stderr, "  %s: prompt tokenization differs\n", name);
             fails++;
         }
@@ -140,15 +142,20 @@ static int check_case(const cpulm_json *c) {
         double top2 = cpulm_json_num(cpulm_json_at(cpulm_json_at(row, 1), 1), 0);
         int32_t ref_id = (int32_t)cpulm_json_num(cpulm_json_at(cpulm_json_at(row, 0), 0), -1);
         if (top1 - top2 > 2 * tol_ref && argmax(l, V) != ref_id) {
-            fprintf(stderr, "  %s: position %d argmax %d, reference %d\n", name, i, argmax(l, V), ref_id);
+            fprintf(stderr, "  %s: position %d argmax %d, reference %d\n", name, i, argmax(l, V),
+                    ref_id);
             fails++;
         }
     }
     if (!lg) fails++;
     if (worst > tol_ref && tol > tol_ref)
-        fprintf(stderr, "  %s: KNOWN DEVIATION: worst |diff| %.5f > tolerance %.5f (allowed %.5f, "
-                        "see docs/CORRECTNESS.md)\n", name, worst, tol_ref, tol);
-    if (fails) fprintf(stderr, "  %s: %d failures, worst |diff| %.5f (tol %.5f)\n", name, fails, worst, tol);
+        fprintf(stderr,
+                "  %s: KNOWN DEVIATION: worst |diff| %.5f > tolerance %.5f (allowed %.5f, "
+                "see docs/CORRECTNESS.md)\n",
+                name, worst, tol_ref, tol);
+    if (fails)
+        fprintf(stderr, "  %s: %d failures, worst |diff| %.5f (tol %.5f)\n", name, fails, worst,
+                tol);
     free(lg);
     free(toks);
     cpulm_ctx_free(ctx);
@@ -243,9 +250,11 @@ TEST(model_greedy_matches_reference) {
         const cpulm_json *c = cpulm_json_at(cases, i);
         if (strncmp(cpulm_json_str(cpulm_json_get(c, "name")), "stories260K", 11)) continue;
         const cpulm_json *jt = cpulm_json_get(c, "tokens");
-        int32_t n = (int32_t)cpulm_json_len(jt), np = (int32_t)cpulm_json_num(cpulm_json_get(c, "n_prompt"), 0);
+        int32_t n = (int32_t)cpulm_json_len(jt),
+                np = (int32_t)cpulm_json_num(cpulm_json_get(c, "n_prompt"), 0);
         int32_t toks[256];
-        for (int32_t j = 0; j < n && j < 256; j++) toks[j] = (int32_t)cpulm_json_num(cpulm_json_at(jt, (size_t)j), -1);
+        for (int32_t j = 0; j < n && j < 256; j++)
+            toks[j] = (int32_t)cpulm_json_num(cpulm_json_at(jt, (size_t)j), -1);
         cpulm_ctx *ctx = new_ctx(m, n + 1, 1, CPULM_KV_F16, 1);
         REQUIRE(t, ctx != NULL);
         cpulm_batch b = {.n = np, .token = toks};
@@ -264,7 +273,8 @@ TEST(model_greedy_matches_reference) {
 
 /* llama2.c's `run stories260K.bin -t 0 -n 200` text, byte for byte, from BOS. */
 TEST(model_llama2c_200_steps) {
-    const char *ep = test_shared_path("testdata/reference/stories260K_llama2c_expected_200steps.txt");
+    const char *ep =
+        test_shared_path("testdata/reference/stories260K_llama2c_expected_200steps.txt");
     if (!ep) SKIP(t, "expected text not found (CPULM_SHARED)");
     size_t n_exp;
     char *expected = test_read_file(ep, &n_exp);
@@ -311,14 +321,16 @@ TEST(model_float64_reference) {
         const cpulm_json *full = cpulm_json_get(c, "full_logits_first_positions");
         int32_t n = (int32_t)cpulm_json_len(pt), toks[64];
         REQUIRE(t, n > 0 && n <= 64);
-        for (int32_t j = 0; j < n; j++) toks[j] = (int32_t)cpulm_json_num(cpulm_json_at(pt, (size_t)j), -1);
+        for (int32_t j = 0; j < n; j++)
+            toks[j] = (int32_t)cpulm_json_num(cpulm_json_at(pt, (size_t)j), -1);
         cpulm_ctx *ctx = new_ctx(m, 64, 2, CPULM_KV_F32, 1);
         float *lg = all_logits(ctx, toks, n, cpulm_vocab_n(m));
         REQUIRE(t, lg != NULL);
         for (size_t p = 0; p < cpulm_json_len(full) && (int32_t)p < n; p++) {
             const cpulm_json *row = cpulm_json_at(full, p);
             for (size_t v = 0; v < cpulm_json_len(row); v++) {
-                double dd = fabs(lg[p * (size_t)cpulm_vocab_n(m) + v] - cpulm_json_num(cpulm_json_at(row, v), 0));
+                double dd = fabs(lg[p * (size_t)cpulm_vocab_n(m) + v] -
+                                 cpulm_json_num(cpulm_json_at(row, v), 0));
                 if (!(dd <= worst)) worst = dd;
             }
         }
@@ -338,14 +350,16 @@ static float *logits_with_threads(const cpulm_model *m, const int32_t *toks, int
 }
 
 TEST(model_threads_bit_identical) {
-    const char *files[] = {"stories260K.gguf",       "tiny-llama-q4_0.gguf",    "tiny-llama-q8_0.gguf",
-                           "tiny-llama-q4_k_m.gguf", "tiny-llama-q6_k.gguf",    "tiny-qwen3-q8_0.gguf",
-                           "tiny-qwen3moe-q4_0.gguf", "tiny-mixtral-q4_k_m.gguf", "tiny-qwen3moe-f16.gguf"};
+    const char *files[] = {
+        "stories260K.gguf",        "tiny-llama-q4_0.gguf",     "tiny-llama-q8_0.gguf",
+        "tiny-llama-q4_k_m.gguf",  "tiny-llama-q6_k.gguf",     "tiny-qwen3-q8_0.gguf",
+        "tiny-qwen3moe-q4_0.gguf", "tiny-mixtral-q4_k_m.gguf", "tiny-qwen3moe-f16.gguf"};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         cpulm_model *m = load_model(files[f]);
         if (!m) SKIP(t, "models not found (CPULM_SHARED)");
         int32_t toks[20];
-        for (int i = 0; i < 20; i++) toks[i] = (i * 37 + 1) % cpulm_vocab_n(m);
+        for (int i = 0; i < 20; i++)
+            toks[i] = (i * 37 + 1) % cpulm_vocab_n(m);
         float *a = logits_with_threads(m, toks, 20, 1), *b = logits_with_threads(m, toks, 20, 3);
         REQUIRE(t, a && b);
         CHECK(t, memcmp(a, b, sizeof(float) * 20 * (size_t)cpulm_vocab_n(m)) == 0);
@@ -360,7 +374,8 @@ TEST(model_threads_bit_identical) {
  * files: whichever other tokens share an expert's GEMM). */
 static void batch_equals_sequential(test_ctx *t, cpulm_model *m) {
     int32_t V = cpulm_vocab_n(m), toks[12];
-    for (int i = 0; i < 12; i++) toks[i] = (i * 53 + 7) % V;
+    for (int i = 0; i < 12; i++)
+        toks[i] = (i * 53 + 7) % V;
     cpulm_ctx *one = new_ctx(m, 32, 2, CPULM_KV_F16, 1);
     float *batched = all_logits(one, toks, 12, V);
     cpulm_ctx_free(one);
@@ -390,7 +405,8 @@ static void batch_equals_sequential(test_ctx *t, cpulm_model *m) {
 TEST(model_batch_equals_sequential) {
     cpulm_model *m = load_model("tiny-llama-q4_0.gguf");
     if (!m) SKIP(t, "models not found (CPULM_SHARED)");
-    for (attn_fast = 0; attn_fast <= 1; attn_fast++) batch_equals_sequential(t, m);
+    for (attn_fast = 0; attn_fast <= 1; attn_fast++)
+        batch_equals_sequential(t, m);
     attn_fast = 0;
     cpulm_model_free(m);
 }
@@ -402,7 +418,8 @@ TEST(model_attn_fast_is_the_tiled_path) {
     cpulm_model *m = load_model("stories260K.gguf");
     if (!m) SKIP(t, "models not found (CPULM_SHARED)");
     int32_t V = cpulm_vocab_n(m), toks[40];
-    for (int i = 0; i < 40; i++) toks[i] = (i * 37 + 1) % V;
+    for (int i = 0; i < 40; i++)
+        toks[i] = (i * 37 + 1) % V;
     float *lg[2];
     for (attn_fast = 0; attn_fast <= 1; attn_fast++) {
         cpulm_ctx *ctx = new_ctx(m, 64, 2, CPULM_KV_F16, 1);
@@ -416,7 +433,7 @@ TEST(model_attn_fast_is_the_tiled_path) {
         double e = fabs((double)lg[0][i] - (double)lg[1][i]);
         if (e > worst) worst = e;
     }
-    CHECK(t, worst > 0);       /* a different arithmetic ran */
+    CHECK(t, worst > 0);           /* a different arithmetic ran */
     CHECK_NEAR(t, worst, 0, 0.05); /* and it is still attention over the same cache */
     free(lg[0]);
     free(lg[1]);

@@ -51,13 +51,16 @@ TEST(numa_plan_threads_two_nodes) {
     /* distribute wraps around its 16-CPU list rather than leaving the chosen CPUs */
     static const int dist[] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
     REQUIRE(t, cpulm_numa_plan_threads(&tp, CPULM_NUMA_DISTRIBUTE, 0, 20, cpus, 64));
-    for (int i = 0; i < 20; i++) CHECK_EQ_INT(t, cpus[i], dist[i % 16]);
+    for (int i = 0; i < 20; i++)
+        CHECK_EQ_INT(t, cpus[i], dist[i % 16]);
     static const int iso1[] = {4, 5, 6, 7, 12, 13};
     REQUIRE(t, cpulm_numa_plan_threads(&tp, CPULM_NUMA_ISOLATE, 1, 6, cpus, 64));
-    for (int i = 0; i < 6; i++) CHECK_EQ_INT(t, cpus[i], iso1[i]);
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ_INT(t, cpus[i], iso1[i]);
     /* none keeps the old rule: pin only while each thread has its own physical core */
     REQUIRE(t, cpulm_numa_plan_threads(&tp, CPULM_NUMA_NONE, 0, 8, cpus, 64));
-    for (int i = 0; i < 8; i++) CHECK_EQ_INT(t, cpus[i], i);
+    for (int i = 0; i < 8; i++)
+        CHECK_EQ_INT(t, cpus[i], i);
     CHECK(t, !cpulm_numa_plan_threads(&tp, CPULM_NUMA_NONE, 0, 9, cpus, 64));
     CHECK(t, !cpulm_numa_plan_threads(&tp, CPULM_NUMA_DISTRIBUTE, 0, 65, cpus, 64));
 }
@@ -80,7 +83,8 @@ TEST(numa_plan_memory) {
     scan_fake(&tp);
     uint64_t mask = 99;
     CHECK(t, cpulm_numa_plan_memory(&tp, CPULM_NUMA_DISTRIBUTE, 0, &mask) ==
-                 CPULM_NUMA_MEM_INTERLEAVE && mask == 3);
+                     CPULM_NUMA_MEM_INTERLEAVE &&
+                 mask == 3);
     CHECK(t, cpulm_numa_plan_memory(&tp, CPULM_NUMA_ISOLATE, 1, &mask) == CPULM_NUMA_MEM_PREFER &&
                  mask == 2);
     CHECK(t, cpulm_numa_plan_memory(&tp, CPULM_NUMA_NUMACTL, 0, &mask) == CPULM_NUMA_MEM_OS &&
@@ -102,8 +106,8 @@ TEST(numa_describe_text) {
     CHECK(t, strstr(buf, want) != NULL);
     CHECK(t, strstr(buf, "numa mode:     none") != NULL);
     char small[8];
-    CHECK(t, cpulm_numa_describe(CPULM_NUMA_NONE, small, sizeof small, &need) ==
-                 CPULM_ERR_TOO_SMALL);
+    CHECK(t,
+          cpulm_numa_describe(CPULM_NUMA_NONE, small, sizeof small, &need) == CPULM_ERR_TOO_SMALL);
     CHECK_EQ_INT(t, (long)strlen(small), 7);
     /* on the fake two-node tree (with this process's real affinity mask) */
     REQUIRE(t, test_topo_fake_two_nodes());
@@ -154,7 +158,8 @@ TEST(numa_modes_end_to_end) {
         if (tp.n_nodes == 1 && n_got == n_ref) /* same threads, same CPUs: same bits */
             CHECK(t, memcmp(ref, got, sizeof(float) * 512) == 0);
         else
-            for (int i = 0; i < 512; i++) CHECK_NEAR(t, got[i], ref[i], 1e-4);
+            for (int i = 0; i < 512; i++)
+                CHECK_NEAR(t, got[i], ref[i], 1e-4);
     }
 }
 

@@ -13,13 +13,14 @@ static cpulm_status parse_kind(cpulm_oai_kind k, const char *body, cpulm_oai_req
 }
 
 TEST(oai_parses_chat_request) {
-    const char *body = "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
-                       "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}],"
-                       "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0,"
-                       "\"top_p\":0.5,\"stop\":[\"a\",\"bb\"],\"seed\":42,\"n\":2,"
-                       "\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,\"logprobs\":true,"
-                       "\"top_logprobs\":3,\"stream\":true,"
-                       "\"stream_options\":{\"include_usage\":true},\"user\":\"x\"}";
+    const char *body =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}],"
+        "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0,"
+        "\"top_p\":0.5,\"stop\":[\"a\",\"bb\"],\"seed\":42,\"n\":2,"
+        "\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,\"logprobs\":true,"
+        "\"top_logprobs\":3,\"stream\":true,"
+        "\"stream_options\":{\"include_usage\":true},\"user\":\"x\"}";
     cpulm_oai_request r;
     cpulm_oai_error e;
     REQUIRE(t, parse_kind(CPULM_OAI_CHAT, body, &r, &e) == CPULM_OK);
@@ -62,8 +63,8 @@ TEST(oai_renders_model_chat_templates) {
     CHECK(t, info.parse_special && !info.add_bos); /* the template wrote BOS itself */
     CHECK(t, strcmp(info.extra_stop, "") == 0);
     cpulm_buf_reset(&b);
-    CHECK(t, cpulm_oai_render_chat("{{ raise_exception('no system role') }}", NULL, NULL, r.messages,
-                                   &b, &info, &e) != CPULM_OK);
+    CHECK(t, cpulm_oai_render_chat("{{ raise_exception('no system role') }}", NULL, NULL,
+                                   r.messages, &b, &info, &e) != CPULM_OK);
     CHECK_EQ_INT(t, e.status, 400);
     CHECK(t, strstr(e.message, "no system role") != NULL);
     cpulm_buf_release(&b);
@@ -82,11 +83,14 @@ TEST(oai_defaults_follow_openai) {
     CHECK_EQ_INT(t, r.stream, 0);
     CHECK_EQ_INT(t, r.priority, 0);
     cpulm_oai_request_release(&r);
-    REQUIRE(t, parse_kind(CPULM_OAI_COMPLETION, "{\"prompt\":\"x\",\"priority\":-5}", &r, &e) == CPULM_OK);
+    REQUIRE(t, parse_kind(CPULM_OAI_COMPLETION, "{\"prompt\":\"x\",\"priority\":-5}", &r, &e) ==
+                   CPULM_OK);
     CHECK_EQ_INT(t, r.priority, -5);
     cpulm_oai_request_release(&r);
-    REQUIRE(t, parse_kind(CPULM_OAI_COMPLETION, "{\"prompt\":[\"x\"],\"stop\":\"\\n\","
-                                                "\"logprobs\":2}", &r, &e) == CPULM_OK);
+    REQUIRE(t, parse_kind(CPULM_OAI_COMPLETION,
+                          "{\"prompt\":[\"x\"],\"stop\":\"\\n\","
+                          "\"logprobs\":2}",
+                          &r, &e) == CPULM_OK);
     CHECK(t, r.prompt && strcmp(r.prompt, "x") == 0);
     CHECK_EQ_INT(t, r.n_stop, 1);
     CHECK_EQ_INT(t, r.logprobs, 2);
@@ -103,8 +107,9 @@ static void expect_400(test_ctx *t, cpulm_oai_kind k, const char *body, const ch
     cpulm_status s = parse_kind(k, body, &r, &e);
     if (s == CPULM_OK || e.status != 400 || strcmp(e.param, param ? param : "") != 0 ||
         !e.message[0] || strcmp(e.type, "invalid_request_error") != 0) {
-        fprintf(stderr, "  body %s: status %d param '%s' (%s)\n", body, s == CPULM_OK ? 200 : e.status,
-                s == CPULM_OK ? "" : e.param, s == CPULM_OK ? "accepted" : e.message);
+        fprintf(stderr, "  body %s: status %d param '%s' (%s)\n", body,
+                s == CPULM_OK ? 200 : e.status, s == CPULM_OK ? "" : e.param,
+                s == CPULM_OK ? "accepted" : e.message);
         t->n_fail++;
     }
     if (s == CPULM_OK) cpulm_oai_request_release(&r);
@@ -117,26 +122,39 @@ TEST(oai_rejects_bad_requests_naming_the_param) {
     expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[]}", "messages");
     expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", "messages");
     expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages");
-    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
-                                  "\"image_url\"}]}]}", "messages");
+    expect_400(t, CPULM_OAI_CHAT,
+               "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+               "\"image_url\"}]}]}",
+               "messages");
     const char *ok = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
     char body[512];
     const struct {
         const char *extra, *param;
     } cases[] = {
-        {"\"temperature\":3", "temperature"},      {"\"temperature\":\"hot\"", "temperature"},
-        {"\"top_p\":1.5", "top_p"},                {"\"max_tokens\":0", "max_tokens"},
-        {"\"max_tokens\":1.5", "max_tokens"},      {"\"max_completion_tokens\":-1", "max_completion_tokens"},
-        {"\"n\":0", "n"},                          {"\"n\":129", "n"},
-        {"\"stop\":5", "stop"},                    {"\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]", "stop"},
-        {"\"stop\":[1]", "stop"},                  {"\"presence_penalty\":2.5", "presence_penalty"},
-        {"\"frequency_penalty\":-3", "frequency_penalty"}, {"\"seed\":1.5", "seed"},
-        {"\"logprobs\":1", "logprobs"},            {"\"top_logprobs\":2", "top_logprobs"},
+        {"\"temperature\":3", "temperature"},
+        {"\"temperature\":\"hot\"", "temperature"},
+        {"\"top_p\":1.5", "top_p"},
+        {"\"max_tokens\":0", "max_tokens"},
+        {"\"max_tokens\":1.5", "max_tokens"},
+        {"\"max_completion_tokens\":-1", "max_completion_tokens"},
+        {"\"n\":0", "n"},
+        {"\"n\":129", "n"},
+        {"\"stop\":5", "stop"},
+        {"\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]", "stop"},
+        {"\"stop\":[1]", "stop"},
+        {"\"presence_penalty\":2.5", "presence_penalty"},
+        {"\"frequency_penalty\":-3", "frequency_penalty"},
+        {"\"seed\":1.5", "seed"},
+        {"\"logprobs\":1", "logprobs"},
+        {"\"top_logprobs\":2", "top_logprobs"},
         {"\"logprobs\":true,\"top_logprobs\":21", "top_logprobs"},
-        {"\"stream\":\"yes\"", "stream"},          {"\"stream_options\":{\"include_usage\":true}", "stream_options"},
+        {"\"stream\":\"yes\"", "stream"},
+        {"\"stream_options\":{\"include_usage\":true}", "stream_options"},
         {"\"stream\":true,\"stream_options\":{\"include_usage\":1}", "include_usage"},
-        {"\"model\":5", "model"},                  {"\"echo\":true", "echo"},
-        {"\"priority\":1.5", "priority"},          {"\"priority\":\"high\"", "priority"},
+        {"\"model\":5", "model"},
+        {"\"echo\":true", "echo"},
+        {"\"priority\":1.5", "priority"},
+        {"\"priority\":\"high\"", "priority"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(body, sizeof body, "{%s,%s}", ok, cases[i].extra);
@@ -153,8 +171,10 @@ TEST(oai_limits_nesting_and_size) {
     char deep[400];
     int n = 0;
     n += snprintf(deep + n, sizeof deep - n, "{\"prompt\":\"x\",\"a\":");
-    for (int i = 0; i < 100; i++) deep[n++] = '[';
-    for (int i = 0; i < 100; i++) deep[n++] = ']';
+    for (int i = 0; i < 100; i++)
+        deep[n++] = '[';
+    for (int i = 0; i < 100; i++)
+        deep[n++] = ']';
     deep[n++] = '}';
     deep[n] = 0;
     cpulm_oai_request r;
@@ -195,8 +215,11 @@ static cpulm_json_doc *parse_sse(test_ctx *t, const cpulm_buf *b) {
 }
 
 TEST(oai_writes_chat_response_and_chunks) {
-    cpulm_oai_meta meta = {.kind = CPULM_OAI_CHAT, .id = "chatcmpl-1", .created = 123,
-                           .model = "stories", .logprobs = -1};
+    cpulm_oai_meta meta = {.kind = CPULM_OAI_CHAT,
+                           .id = "chatcmpl-1",
+                           .created = 123,
+                           .model = "stories",
+                           .logprobs = -1};
     cpulm_oai_choice ch[2];
     cpulm_oai_choice_init(&ch[0]);
     cpulm_oai_choice_init(&ch[1]);
@@ -221,8 +244,11 @@ TEST(oai_writes_chat_response_and_chunks) {
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(c1, "finish_reason")), "length") == 0);
     const cpulm_json *usage = cpulm_json_get(root, "usage");
     CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(usage, "total_tokens"), 0), 12);
-    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(cpulm_json_get(usage, "prompt_tokens_details"),
-                                                  "cached_tokens"), 0), 2);
+    CHECK_EQ_INT(
+        t,
+        cpulm_json_num(
+            cpulm_json_get(cpulm_json_get(usage, "prompt_tokens_details"), "cached_tokens"), 0),
+        2);
     cpulm_json_free(d);
     /* first chunk: role + empty content; later: content only; finish: empty delta */
     meta.include_usage = 1;
@@ -235,7 +261,8 @@ TEST(oai_writes_chat_response_and_chunks) {
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(root, "object")), "chat.completion.chunk") == 0);
     c0 = cpulm_json_at(cpulm_json_get(root, "choices"), 0);
     CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(c0, "index"), -1), 1);
-    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(cpulm_json_get(c0, "delta"), "role")), "assistant") == 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(cpulm_json_get(c0, "delta"), "role")),
+                    "assistant") == 0);
     CHECK(t, cpulm_json_get(c0, "finish_reason")->type == CPULM_JSON_NULL);
     CHECK(t, cpulm_json_get(root, "usage")->type == CPULM_JSON_NULL);
     cpulm_json_free(d);
@@ -254,7 +281,8 @@ TEST(oai_writes_chat_response_and_chunks) {
     cpulm_oai_write_chunk(&b, &meta, &dl);
     d = parse_sse(t, &b);
     REQUIRE(t, d);
-    const cpulm_json *delta = cpulm_json_get(cpulm_json_at(cpulm_json_get(cpulm_json_root(d), "choices"), 0), "delta");
+    const cpulm_json *delta =
+        cpulm_json_get(cpulm_json_at(cpulm_json_get(cpulm_json_root(d), "choices"), 0), "delta");
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(delta, "reasoning_content")), "plan") == 0);
     CHECK(t, cpulm_json_get(delta, "content") == NULL);
     cpulm_json_free(d);
@@ -262,7 +290,8 @@ TEST(oai_writes_chat_response_and_chunks) {
     cpulm_buf_reset(&b);
     cpulm_oai_write_response(&b, &meta, ch, 1, &u);
     REQUIRE(t, cpulm_json_parse(b.data, b.len, NULL, &d, NULL, NULL) == CPULM_OK);
-    msg = cpulm_json_get(cpulm_json_at(cpulm_json_get(cpulm_json_root(d), "choices"), 0), "message");
+    msg =
+        cpulm_json_get(cpulm_json_at(cpulm_json_get(cpulm_json_root(d), "choices"), 0), "message");
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(msg, "reasoning_content")), "think") == 0);
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(msg, "content")), "Hi \"there\"") == 0);
     cpulm_json_free(d);
@@ -271,8 +300,11 @@ TEST(oai_writes_chat_response_and_chunks) {
     d = parse_sse(t, &b);
     REQUIRE(t, d);
     CHECK_EQ_INT(t, cpulm_json_len(cpulm_json_get(cpulm_json_root(d), "choices")), 0);
-    CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(cpulm_json_get(cpulm_json_root(d), "usage"),
-                                                  "completion_tokens"), 0), 7);
+    CHECK_EQ_INT(
+        t,
+        cpulm_json_num(
+            cpulm_json_get(cpulm_json_get(cpulm_json_root(d), "usage"), "completion_tokens"), 0),
+        7);
     cpulm_json_free(d);
     cpulm_buf_release(&b);
     cpulm_oai_choice_release(&ch[0]);
@@ -331,8 +363,10 @@ TEST(oai_writes_logprobs_in_both_shapes) {
     const cpulm_json *lpo = cpulm_json_get(ch0, "logprobs");
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_at(cpulm_json_get(lpo, "tokens"), 1)), want) == 0);
     CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_at(cpulm_json_get(lpo, "text_offset"), 1), -1), wn);
-    CHECK_NEAR(t, cpulm_json_num(cpulm_json_get(cpulm_json_at(cpulm_json_get(lpo, "top_logprobs"), 0),
-                                                "A"), 0), -2.0, 1e-6);
+    CHECK_NEAR(t,
+               cpulm_json_num(
+                   cpulm_json_get(cpulm_json_at(cpulm_json_get(lpo, "top_logprobs"), 0), "A"), 0),
+               -2.0, 1e-6);
     CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(ch0, "text")), " cat") == 0);
     cpulm_json_free(d);
     cpulm_buf_release(&b);
@@ -356,17 +390,22 @@ TEST(oai_writes_models_list) {
 /* Issue #9 (minor): a chat role outside OpenAI's set is a 400 naming 'messages'; the known
  * roles (tool calls included) still parse. */
 TEST(oai_rejects_unknown_chat_roles) {
-    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"evil\",\"content\":\"x\"}]}", "messages");
-    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
-                                  "{\"role\":\"User\",\"content\":\"y\"}]}", "messages");
+    expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"evil\",\"content\":\"x\"}]}",
+               "messages");
+    expect_400(t, CPULM_OAI_CHAT,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+               "{\"role\":\"User\",\"content\":\"y\"}]}",
+               "messages");
     expect_400(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"\",\"content\":\"x\"}]}", "messages");
     const char *roles[] = {"system", "developer", "user", "assistant", "tool"};
     for (size_t k = 0; k < sizeof roles / sizeof roles[0]; k++) {
         char body[128];
-        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"%s\",\"content\":\"x\"}]}", roles[k]);
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"%s\",\"content\":\"x\"}]}",
+                 roles[k]);
         cpulm_oai_request r;
         cpulm_oai_error e;
-        CHECK_EQ_INT(t, cpulm_oai_parse(CPULM_OAI_CHAT, body, strlen(body), 1 << 20, &r, &e), CPULM_OK);
+        CHECK_EQ_INT(t, cpulm_oai_parse(CPULM_OAI_CHAT, body, strlen(body), 1 << 20, &r, &e),
+                     CPULM_OK);
         cpulm_oai_request_release(&r);
     }
 }
@@ -382,20 +421,24 @@ TEST(oai_template_kwargs_and_think_flags) {
     REQUIRE(t, parse_kind(CPULM_OAI_CHAT, body, &r, &e) == CPULM_OK);
     CHECK_EQ_INT(t, r.enable_thinking, 1);
     cpulm_oai_request_release(&r);
-    snprintf(body, sizeof body, "{%s,\"chat_template_kwargs\":{\"enable_thinking\":false,\"x\":1}}", msgs);
+    snprintf(body, sizeof body, "{%s,\"chat_template_kwargs\":{\"enable_thinking\":false,\"x\":1}}",
+             msgs);
     REQUIRE(t, parse_kind(CPULM_OAI_CHAT, body, &r, &e) == CPULM_OK);
     CHECK_EQ_INT(t, r.enable_thinking, 0);
-    const char *tmpl = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
-                       "{% endfor %}<|im_start|>assistant\n{% if enable_thinking is defined and "
-                       "enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}";
+    const char *tmpl =
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+        "{% endfor %}<|im_start|>assistant\n{% if enable_thinking is defined and "
+        "enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}";
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_oai_chat_prompt info;
-    REQUIRE(t, cpulm_oai_render_chat_full(tmpl, NULL, NULL, r.messages, NULL, 0, &b, &info, &e) == CPULM_OK);
+    REQUIRE(t, cpulm_oai_render_chat_full(tmpl, NULL, NULL, r.messages, NULL, 0, &b, &info, &e) ==
+                   CPULM_OK);
     CHECK(t, strstr(b.data, "assistant\n<think>\n\n</think>\n\n") != NULL);
     CHECK(t, info.think && !info.think_open);
     cpulm_buf_reset(&b);
-    REQUIRE(t, cpulm_oai_render_chat_full(tmpl, NULL, NULL, r.messages, NULL, 1, &b, &info, &e) == CPULM_OK);
+    REQUIRE(t, cpulm_oai_render_chat_full(tmpl, NULL, NULL, r.messages, NULL, 1, &b, &info, &e) ==
+                   CPULM_OK);
     CHECK(t, strstr(b.data, "<think>") == NULL && info.think && !info.think_open);
     cpulm_buf_reset(&b);
     REQUIRE(t, cpulm_oai_render_chat_full(cpulm_chat_builtin("deepseek-r1"), NULL, NULL, r.messages,
@@ -415,7 +458,8 @@ TEST(oai_template_kwargs_and_think_flags) {
 }
 
 /* Feeds text to cpulm_oai_think_feed in pieces of `step` bytes (0: whole). */
-static void think_feed_steps(const char *s, int inside, size_t step, cpulm_buf *txt, cpulm_buf *rsn) {
+static void think_feed_steps(const char *s, int inside, size_t step, cpulm_buf *txt,
+                             cpulm_buf *rsn) {
     cpulm_chat_think f;
     cpulm_chat_think_init(&f, inside);
     size_t n = strlen(s);
@@ -460,7 +504,8 @@ TEST(oai_think_feed_splits_reasoning) {
     cpulm_buf_init(&txt, 0);
     cpulm_buf_init(&rsn, 0);
     cpulm_buf_puts(&in, "<think>");
-    for (int i = 0; i < 200; i++) cpulm_buf_puts(&in, "abcdefghi ");
+    for (int i = 0; i < 200; i++)
+        cpulm_buf_puts(&in, "abcdefghi ");
     cpulm_buf_puts(&in, "</think>ok");
     cpulm_buf_putc(&in, 0);
     think_feed_steps(in.data, 0, 0, &txt, &rsn);

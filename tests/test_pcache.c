@@ -20,7 +20,8 @@ static int fill(void *user, int32_t block, uint8_t *dst) {
     filler *f = user;
     if (f->fail_at >= 0 && f->n_calls == f->fail_at) return 1;
     f->n_calls++;
-    for (int j = 0; j < BB; j++) dst[j] = (uint8_t)f->toks[block * B + j % B];
+    for (int j = 0; j < BB; j++)
+        dst[j] = (uint8_t)f->toks[block * B + j % B];
     return 0;
 }
 
@@ -42,7 +43,8 @@ TEST(pcache_longest_prefix_and_shared_blocks) {
     cpulm_pcache *pc = cpulm_pcache_new(B, BB, 1 << 20);
     REQUIRE(t, pc);
     cpulm_token a[14], c[14];
-    for (int i = 0; i < 14; i++) a[i] = c[i] = 100 + i;
+    for (int i = 0; i < 14; i++)
+        a[i] = c[i] = 100 + i;
     c[9] = 7; /* c shares a's first two blocks, differs in the third */
     int calls;
     CHECK_EQ_INT(t, store(pc, a, 14, &calls), 3); /* 14 tokens: 3 whole blocks */
@@ -81,7 +83,8 @@ TEST(pcache_evicts_lru_leaves_within_limit) {
     cpulm_pcache *pc = cpulm_pcache_new(B, BB, 4 * one.bytes + one.bytes / 2);
     REQUIRE(t, pc);
     cpulm_token a[12], b[12];
-    for (int i = 0; i < 12; i++) a[i] = 10 + i, b[i] = 50 + i;
+    for (int i = 0; i < 12; i++)
+        a[i] = 10 + i, b[i] = 50 + i;
     CHECK_EQ_INT(t, store(pc, a, 12, NULL), 3);
     CHECK_EQ_INT(t, store(pc, b, 12, NULL), 3);
     cpulm_pcache_stats st;
@@ -96,7 +99,8 @@ TEST(pcache_evicts_lru_leaves_within_limit) {
     CHECK(t, blobs_match(blobs, 1, a));
     /* a was just used: storing a third sequence now evicts b's leaves, not a's root */
     cpulm_token c[8];
-    for (int i = 0; i < 8; i++) c[i] = 90 + i;
+    for (int i = 0; i < 8; i++)
+        c[i] = 90 + i;
     CHECK_EQ_INT(t, store(pc, c, 8, NULL), 2);
     CHECK_EQ_INT(t, cpulm_pcache_lookup(pc, a, 12, blobs, 4), 1);
     CHECK_EQ_INT(t, cpulm_pcache_lookup(pc, b, 12, blobs, 4), 1);
@@ -108,7 +112,8 @@ TEST(pcache_failed_fill_and_tiny_limit) {
     cpulm_pcache *pc = cpulm_pcache_new(B, BB, 1 << 20);
     REQUIRE(t, pc);
     cpulm_token a[16];
-    for (int i = 0; i < 16; i++) a[i] = i;
+    for (int i = 0; i < 16; i++)
+        a[i] = i;
     filler f = {a, 0, 2}; /* the third fill fails: two blocks stay cached */
     CHECK_EQ_INT(t, cpulm_pcache_store(pc, a, 16, fill, &f), 2);
     const uint8_t *blobs[4];

@@ -45,8 +45,8 @@ static void mfile_close(mfile *f) {
 }
 
 /* Plan for src with the preset, compared tensor by tensor with the llama.cpp-made ref. */
-static void check_against(test_ctx *t, const char *src_rel, const char *ref_rel,
-                          const char *preset, bool pure) {
+static void check_against(test_ctx *t, const char *src_rel, const char *ref_rel, const char *preset,
+                          bool pure) {
     mfile src, ref;
     int ok_src = mfile_open(&src, test_shared_path(src_rel));
     int ok_ref = mfile_open(&ref, test_shared_path(ref_rel));
@@ -92,7 +92,9 @@ TEST(qplan_matches_llamacpp_files) {
     static const struct {
         const char *suffix, *preset;
         bool pure;
-    } cases[] = {{"q4_k_m", "Q4_K_M", false}, {"q6_k", "Q6_K", false}, {"q8_0", "Q8_0", false},
+    } cases[] = {{"q4_k_m", "Q4_K_M", false},
+                 {"q6_k", "Q6_K", false},
+                 {"q8_0", "Q8_0", false},
                  {"q4_0", "Q4_0", true}}; /* the Q4_0 files were made with --pure */
     char src[128], ref[128];
     for (size_t m = 0; m < 3; m++) {
@@ -113,7 +115,9 @@ TEST(qplan_matches_llamacpp_moe_files) {
     static const struct {
         const char *suffix, *preset;
         bool pure;
-    } cases[] = {{"q4_k_m", "Q4_K_M", false}, {"q6_k", "Q6_K", true}, {"q8_0", "Q8_0", false},
+    } cases[] = {{"q4_k_m", "Q4_K_M", false},
+                 {"q6_k", "Q6_K", true},
+                 {"q8_0", "Q8_0", false},
                  {"q4_0", "Q4_0", true}};
     char src[128], ref[128];
     for (size_t m = 0; m < 3; m++) {
@@ -137,8 +141,10 @@ typedef struct synth {
 
 static void add(synth *s, const char *name, int n_dims, int64_t ne0, int64_t ne1) {
     snprintf(s->names[s->n], 64, "%s", name);
-    s->t[s->n] = (cpulm_qplan_tensor){.name = s->names[s->n], .type = CPULM_DTYPE_F32,
-                                      .n_dims = n_dims, .ne = {ne0, n_dims > 1 ? ne1 : 1, 1, 1}};
+    s->t[s->n] = (cpulm_qplan_tensor){.name = s->names[s->n],
+                                      .type = CPULM_DTYPE_F32,
+                                      .n_dims = n_dims,
+                                      .ne = {ne0, n_dims > 1 ? ne1 : 1, 1, 1}};
     s->n++;
 }
 
@@ -295,8 +301,10 @@ TEST(qplan_70b_attn_v) {
     make_llama(&S, 80, 512, 1024, true); /* small dims; only the layer count and GQA matter */
     REQUIRE(t, plan(&S, "Q4_K_M", E, NULL) == CPULM_OK);
     CHECK_EQ_INT(t, count_type(&S, E, "attn_v.weight", CPULM_DTYPE_Q4_K), 0);
-    CHECK_EQ_INT(t, count_type(&S, E, "attn_v.weight", CPULM_DTYPE_Q6_K) +
-                        count_type(&S, E, "attn_v.weight", CPULM_DTYPE_Q5_K), 80);
+    CHECK_EQ_INT(t,
+                 count_type(&S, E, "attn_v.weight", CPULM_DTYPE_Q6_K) +
+                     count_type(&S, E, "attn_v.weight", CPULM_DTYPE_Q5_K),
+                 80);
     S.m.n_head_kv = S.m.n_head; /* 65B (LLaMA 1) has no GQA: no bump */
     REQUIRE(t, plan(&S, "Q4_K_M", E, NULL) == CPULM_OK);
     CHECK_EQ_INT(t, count_type(&S, E, "attn_v.weight", CPULM_DTYPE_Q5_K), 0);

@@ -26,7 +26,8 @@ static void fill_normalish(float *x, int64_t n, uint64_t seed, float scale) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (int64_t i = 0; i < n; i++) {
         float v = 0; /* sum of 4 uniforms: bell-shaped with some outliers from the tails */
-        for (int k = 0; k < 4; k++) v += rng_uniform(&s);
+        for (int k = 0; k < 4; k++)
+            v += rng_uniform(&s);
         x[i] = v * scale;
     }
 }
@@ -59,14 +60,17 @@ static uint64_t rd_u(rd *r, int nb) {
         r->ok = 0;
         return 0;
     }
-    for (int i = 0; i < nb; i++) v |= (uint64_t)r->p[i] << (8 * i);
+    for (int i = 0; i < nb; i++)
+        v |= (uint64_t)r->p[i] << (8 * i);
     r->p += nb;
     return v;
 }
 
 static void rd_skip(rd *r, uint64_t nb) {
-    if ((uint64_t)(r->end - r->p) < nb) r->ok = 0;
-    else r->p += nb;
+    if ((uint64_t)(r->end - r->p) < nb)
+        r->ok = 0;
+    else
+        r->p += nb;
 }
 
 static void skip_value(rd *r, uint32_t type, uint64_t *u32_out) {
@@ -76,7 +80,8 @@ static void skip_value(rd *r, uint32_t type, uint64_t *u32_out) {
     } else if (type == 9) {
         uint32_t et = (uint32_t)rd_u(r, 4);
         uint64_t n = rd_u(r, 8);
-        for (uint64_t i = 0; i < n && r->ok; i++) skip_value(r, et, NULL);
+        for (uint64_t i = 0; i < n && r->ok; i++)
+            skip_value(r, et, NULL);
     } else if (type < 13) {
         uint64_t v = rd_u(r, sizes[type]);
         if (u32_out && type == 4) *u32_out = v;
@@ -106,7 +111,8 @@ static int tfile_load(tfile *f, const char *rel) {
         memcpy(f->t[i].name, r.p, len);
         r.p += len;
         uint32_t nd = (uint32_t)rd_u(&r, 4);
-        for (int d = 0; d < 4; d++) f->t[i].ne[d] = d < (int)nd ? (int64_t)rd_u(&r, 8) : 1;
+        for (int d = 0; d < 4; d++)
+            f->t[i].ne[d] = d < (int)nd ? (int64_t)rd_u(&r, 8) : 1;
         f->t[i].type = (uint32_t)rd_u(&r, 4);
         f->t[i].offset = rd_u(&r, 8);
     }
@@ -137,16 +143,16 @@ TEST(quant_traits_block_sizes) {
         int id, block, size;
         const char *name;
     } want[] = {
-        {0, 1, 4, "F32"},          {1, 1, 2, "F16"},         {2, 32, 18, "Q4_0"},
-        {3, 32, 20, "Q4_1"},       {6, 32, 22, "Q5_0"},      {7, 32, 24, "Q5_1"},
-        {8, 32, 34, "Q8_0"},       {9, 32, 36, "Q8_1"},      {10, 256, 84, "Q2_K"},
-        {11, 256, 110, "Q3_K"},    {12, 256, 144, "Q4_K"},   {13, 256, 176, "Q5_K"},
-        {14, 256, 210, "Q6_K"},    {15, 256, 292, "Q8_K"},   {16, 256, 66, "IQ2_XXS"},
-        {17, 256, 74, "IQ2_XS"},   {18, 256, 98, "IQ3_XXS"}, {19, 256, 50, "IQ1_S"},
-        {20, 32, 18, "IQ4_NL"},    {21, 256, 110, "IQ3_S"},  {22, 256, 82, "IQ2_S"},
-        {23, 256, 136, "IQ4_XS"},  {24, 1, 1, "I8"},         {25, 1, 2, "I16"},
-        {26, 1, 4, "I32"},         {27, 1, 8, "I64"},        {28, 1, 8, "F64"},
-        {29, 256, 56, "IQ1_M"},    {30, 1, 2, "BF16"},       {34, 256, 54, "TQ1_0"},
+        {0, 1, 4, "F32"},         {1, 1, 2, "F16"},         {2, 32, 18, "Q4_0"},
+        {3, 32, 20, "Q4_1"},      {6, 32, 22, "Q5_0"},      {7, 32, 24, "Q5_1"},
+        {8, 32, 34, "Q8_0"},      {9, 32, 36, "Q8_1"},      {10, 256, 84, "Q2_K"},
+        {11, 256, 110, "Q3_K"},   {12, 256, 144, "Q4_K"},   {13, 256, 176, "Q5_K"},
+        {14, 256, 210, "Q6_K"},   {15, 256, 292, "Q8_K"},   {16, 256, 66, "IQ2_XXS"},
+        {17, 256, 74, "IQ2_XS"},  {18, 256, 98, "IQ3_XXS"}, {19, 256, 50, "IQ1_S"},
+        {20, 32, 18, "IQ4_NL"},   {21, 256, 110, "IQ3_S"},  {22, 256, 82, "IQ2_S"},
+        {23, 256, 136, "IQ4_XS"}, {24, 1, 1, "I8"},         {25, 1, 2, "I16"},
+        {26, 1, 4, "I32"},        {27, 1, 8, "I64"},        {28, 1, 8, "F64"},
+        {29, 256, 56, "IQ1_M"},   {30, 1, 2, "BF16"},       {34, 256, 54, "TQ1_0"},
         {35, 256, 66, "TQ2_0"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -213,8 +219,10 @@ TEST(quant_fp16_all_values_round_trip) {
     for (uint32_t h = 0; h < 65536; h++) {
         float f = cpulm_fp16_to_f32((uint16_t)h);
         uint16_t back = cpulm_f32_to_fp16(f);
-        if (isnan(f)) bad += !((back & 0x7c00) == 0x7c00 && (back & 0x3ff));
-        else bad += back != h;
+        if (isnan(f))
+            bad += !((back & 0x7c00) == 0x7c00 && (back & 0x3ff));
+        else
+            bad += back != h;
     }
     CHECK_EQ_INT(t, bad, 0);
     /* subnormals: smallest is 2^-24, largest (0x03ff) is 1023 * 2^-24 */
@@ -225,7 +233,7 @@ TEST(quant_fp16_all_values_round_trip) {
     CHECK_EQ_INT(t, cpulm_f32_to_fp16(ldexpf(1.0f, -25)), 0);
     CHECK_EQ_INT(t, cpulm_f32_to_fp16(ldexpf(1.5f, -25)), 1);
     CHECK_EQ_INT(t, cpulm_f32_to_fp16(65504.0f), 0x7bff);
-    CHECK_EQ_INT(t, cpulm_f32_to_fp16(65520.0f), 0x7c00); /* rounds to infinity */
+    CHECK_EQ_INT(t, cpulm_f32_to_fp16(65520.0f), 0x7c00);                 /* rounds to infinity */
     CHECK_EQ_INT(t, cpulm_f32_to_fp16(1.0f + ldexpf(1.0f, -11)), 0x3c00); /* tie to even */
 }
 
@@ -250,7 +258,8 @@ static double roundtrip_rel_rmse(cpulm_dtype type, const float *x, int64_t n) {
     const cpulm_dtype_traits *tr = cpulm_dtype_traits_get(type);
     void *q = malloc(cpulm_dtype_row_bytes(type, n) + 1);
     float *y = malloc((size_t)n * sizeof *y);
-    for (int64_t i = 0; i < n; i++) y[i] = NAN;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = NAN;
     cpulm_quantize_row_ref(type, x, q, n);
     cpulm_dequantize_row_ref(type, q, y, n);
     double se = 0, sx = 0;
@@ -271,10 +280,10 @@ TEST(quant_roundtrip_error_budgets) {
         cpulm_dtype type;
         double budget;
     } cases[] = {
-        {CPULM_DTYPE_F32, 0.0},      {CPULM_DTYPE_F16, 2.5e-4},   {CPULM_DTYPE_BF16, 2.1e-3},
-        {CPULM_DTYPE_Q8_0, 6.5e-3},  {CPULM_DTYPE_Q8_1, 6.5e-3},  {CPULM_DTYPE_Q8_K, 8e-3},
-        {CPULM_DTYPE_Q4_0, 0.104},   {CPULM_DTYPE_Q4_1, 0.095},   {CPULM_DTYPE_Q5_0, 0.051},
-        {CPULM_DTYPE_Q5_1, 0.046},   {CPULM_DTYPE_Q4_K, 0.086},   {CPULM_DTYPE_Q5_K, 0.044},
+        {CPULM_DTYPE_F32, 0.0},     {CPULM_DTYPE_F16, 2.5e-4},  {CPULM_DTYPE_BF16, 2.1e-3},
+        {CPULM_DTYPE_Q8_0, 6.5e-3}, {CPULM_DTYPE_Q8_1, 6.5e-3}, {CPULM_DTYPE_Q8_K, 8e-3},
+        {CPULM_DTYPE_Q4_0, 0.104},  {CPULM_DTYPE_Q4_1, 0.095},  {CPULM_DTYPE_Q5_0, 0.051},
+        {CPULM_DTYPE_Q5_1, 0.046},  {CPULM_DTYPE_Q4_K, 0.086},  {CPULM_DTYPE_Q5_K, 0.044},
         {CPULM_DTYPE_Q6_K, 0.0215},
     };
     enum { N = 256 * 37 };
@@ -299,21 +308,26 @@ TEST(quant_roundtrip_exact_grid_values) {
     cpulm_block_q8_0 b8;
     cpulm_block_q4_0 b4;
     float y[32];
-    for (int j = 0; j < 32; j++) x[j] = (float)((j * 37) % 255 - 127) * 0.25f;
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)((j * 37) % 255 - 127) * 0.25f;
     x[5] = 127 * 0.25f; /* amax = 127 d exactly */
     cpulm_quantize_row_q8_0_ref(x, &b8, 32);
     cpulm_dequantize_row_q8_0_ref(&b8, y, 32);
-    for (int j = 0; j < 32; j++) CHECK(t, y[j] == x[j]);
-    for (int j = 0; j < 32; j++) x[j] = (float)(j % 16 - 8) * 0.5f; /* -8..7, extreme is -8 */
+    for (int j = 0; j < 32; j++)
+        CHECK(t, y[j] == x[j]);
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(j % 16 - 8) * 0.5f; /* -8..7, extreme is -8 */
     cpulm_quantize_row_q4_0_ref(x, &b4, 32);
     cpulm_dequantize_row_q4_0_ref(&b4, y, 32);
-    for (int j = 0; j < 32; j++) CHECK(t, y[j] == x[j]);
+    for (int j = 0; j < 32; j++)
+        CHECK(t, y[j] == x[j]);
 }
 
 TEST(quant_extremes_and_zero_blocks) {
     /* -128 never comes out of the quantizer, but files may hold it: dequantize as is */
     cpulm_block_q8_0 b = {.d = cpulm_f32_to_fp16(0.5f)};
-    for (int j = 0; j < 32; j++) b.qs[j] = (int8_t)(j % 2 ? 127 : -128);
+    for (int j = 0; j < 32; j++)
+        b.qs[j] = (int8_t)(j % 2 ? 127 : -128);
     float y[256];
     cpulm_dequantize_row_q8_0_ref(&b, y, 32);
     CHECK(t, y[0] == -64.0f && y[1] == 63.5f);
@@ -326,17 +340,18 @@ TEST(quant_extremes_and_zero_blocks) {
     CHECK_EQ_INT(t, b.qs[9], 64); /* roundf(63.5) = 64: half away from zero */
     /* all-zero blocks: d = 0 and every decoded value is exactly 0 (no NaN from 0/0) */
     static const cpulm_dtype zero_types[] = {
-        CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q4_1, CPULM_DTYPE_Q5_0, CPULM_DTYPE_Q5_1,
-        CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q8_1, CPULM_DTYPE_Q8_K, CPULM_DTYPE_Q4_K,
-        CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
+        CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q4_1, CPULM_DTYPE_Q5_0, CPULM_DTYPE_Q5_1, CPULM_DTYPE_Q8_0,
+        CPULM_DTYPE_Q8_1, CPULM_DTYPE_Q8_K, CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
     memset(x, 0, sizeof x);
     for (size_t i = 0; i < sizeof zero_types / sizeof zero_types[0]; i++) {
         uint8_t buf[512];
         cpulm_quantize_row_ref(zero_types[i], x, buf, 256);
-        for (int j = 0; j < 256; j++) y[j] = NAN;
+        for (int j = 0; j < 256; j++)
+            y[j] = NAN;
         cpulm_dequantize_row_ref(zero_types[i], buf, y, 256);
         int bad = 0;
-        for (int j = 0; j < 256; j++) bad += y[j] != 0.0f;
+        for (int j = 0; j < 256; j++)
+            bad += y[j] != 0.0f;
         CHECK_EQ_INT(t, bad, 0);
     }
 }
@@ -344,7 +359,8 @@ TEST(quant_extremes_and_zero_blocks) {
 TEST(quant_fp16_subnormal_scales) {
     /* tiny blocks give subnormal fp16 scales; the round trip must still be sane */
     float x[32], y[32];
-    for (int j = 0; j < 32; j++) x[j] = (float)(j - 16) * 1e-5f; /* d = 1.26e-6 < 2^-14 */
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(j - 16) * 1e-5f; /* d = 1.26e-6 < 2^-14 */
     cpulm_block_q8_0 b;
     cpulm_quantize_row_q8_0_ref(x, &b, 32);
     CHECK(t, (b.d & 0x7c00) == 0 && b.d != 0); /* subnormal */
@@ -352,14 +368,16 @@ TEST(quant_fp16_subnormal_scales) {
     /* d's absolute precision is 2^-25 (half a subnormal step), times |q| <= 127, plus the
      * usual half step of rounding x / d */
     const double tol = 127 * ldexp(1, -25) + 0.5 * 1.6e-4 / 127;
-    for (int j = 0; j < 32; j++) CHECK_NEAR(t, y[j], x[j], tol);
+    for (int j = 0; j < 32; j++)
+        CHECK_NEAR(t, y[j], x[j], tol);
 }
 
 TEST(quant_q4_k_scale_packing) {
     /* 6-bit scales/mins 0..63 must survive the 12-byte packing for each sub-block */
     float x[256];
     fill_normalish(x, 256, 3, 1.0f);
-    for (int j = 0; j < 256; j++) x[j] += (float)(j / 32) * 0.3f; /* varied mins */
+    for (int j = 0; j < 256; j++)
+        x[j] += (float)(j / 32) * 0.3f; /* varied mins */
     cpulm_block_q4_K b;
     cpulm_quantize_row_q4_K_ref(x, &b, 256);
     uint8_t sc, m, max_sc = 0;
@@ -380,12 +398,10 @@ typedef struct {
 
 /* For every tensor of `type` in `qrel`, quantize the F32 original and compare blocks, and
  * dequantize the file's bytes and compare with the original. */
-static int compare_with_llamacpp(test_ctx *t, const char *qrel, cpulm_dtype type,
-                                 match_stats *st) {
+static int compare_with_llamacpp(test_ctx *t, const char *qrel, cpulm_dtype type, match_stats *st) {
     tfile f32, fq;
     memset(st, 0, sizeof *st);
-    if (!tfile_load(&f32, "testdata/models/tiny-llama-f32.gguf") ||
-        !tfile_load(&fq, qrel)) {
+    if (!tfile_load(&f32, "testdata/models/tiny-llama-f32.gguf") || !tfile_load(&fq, qrel)) {
         tfile_free(&f32);
         return 0;
     }

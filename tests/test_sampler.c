@@ -118,7 +118,8 @@ TEST(sampler_repeat_window_forgets_old_tokens) {
     s = cpulm_sampler_new(&p, 4);
     REQUIRE(t, s);
     cpulm_sampler_accept(s, 0);
-    for (int i = 0; i < 500; i++) cpulm_sampler_accept(s, 3);
+    for (int i = 0; i < 500; i++)
+        cpulm_sampler_accept(s, 3);
     CHECK_EQ_INT(t, cpulm_sampler_sample(s, l), 1);
     cpulm_sampler_free(s);
 }
@@ -131,7 +132,8 @@ TEST(sampler_presence_and_frequency_penalties) {
     cpulm_sampler *s = cpulm_sampler_new(&p, 3);
     REQUIRE(t, s);
     float l[3] = {2.0f, 0.0f, -1.0f};
-    for (int i = 0; i < 3; i++) cpulm_sampler_accept(s, 0);
+    for (int i = 0; i < 3; i++)
+        cpulm_sampler_accept(s, 0);
     cpulm_sampler_accept(s, 2);
     /* 0: 2 - 3*0.5 - 1 = -0.5; 1: 0; 2: -1 - 0.5 - 1 = -2.5 */
     CHECK_EQ_INT(t, cpulm_sampler_sample(s, l), 1);
@@ -159,7 +161,8 @@ TEST(sampler_top_k_keeps_k_best) {
 
 /* logits = log(probs) so the softmax is the probs themselves */
 static void log_probs(float *l, const double *pr, int n) {
-    for (int i = 0; i < n; i++) l[i] = (float)log(pr[i]);
+    for (int i = 0; i < n; i++)
+        l[i] = (float)log(pr[i]);
 }
 
 TEST(sampler_top_p_keeps_crossing_token) {
@@ -169,7 +172,7 @@ TEST(sampler_top_p_keeps_crossing_token) {
     for (int with_top_k = 0; with_top_k < 2; with_top_k++) {
         cpulm_sampler_params p = plain();
         p.top_k = with_top_k ? 4 : 0; /* sorted by top-k, or lazily by top-p itself */
-        p.top_p = 0.75f;                /* 0.5 < 0.75 <= 0.8: keeps 2 tokens */
+        p.top_p = 0.75f;              /* 0.5 < 0.75 <= 0.8: keeps 2 tokens */
         cpulm_sampler *s = cpulm_sampler_new(&p, 5);
         REQUIRE(t, s);
         cpulm_token tok = cpulm_sampler_sample(s, l);
@@ -269,20 +272,23 @@ TEST(sampler_draw_frequencies_follow_probabilities) {
         count[tok]++;
     }
     /* binomial sd <= sqrt(0.25 / 20000) = 0.0035: 0.015 is over 4 sd */
-    for (int i = 0; i < 4; i++) CHECK_NEAR(t, (double)count[i] / n, pr[i], 0.015);
+    for (int i = 0; i < 4; i++)
+        CHECK_NEAR(t, (double)count[i] / n, pr[i], 0.015);
     CHECK_EQ_INT(t, count[2], 0);
     cpulm_sampler_free(s);
 }
 
 static int draw_many(cpulm_sampler *s, const float *l, cpulm_token *out, int n) {
-    for (int i = 0; i < n; i++) out[i] = cpulm_sampler_sample(s, l);
+    for (int i = 0; i < n; i++)
+        out[i] = cpulm_sampler_sample(s, l);
     return n;
 }
 
 TEST(sampler_same_seed_same_tokens) {
     enum { V = 50, N = 200 };
     float l[V];
-    for (int i = 0; i < V; i++) l[i] = (float)((i * 7) % 13) * 0.3f;
+    for (int i = 0; i < V; i++)
+        l[i] = (float)((i * 7) % 13) * 0.3f;
     cpulm_sampler_params p = plain();
     p.seed = 7;
     cpulm_sampler *a = cpulm_sampler_new(&p, V), *b = cpulm_sampler_new(&p, V);
@@ -325,7 +331,8 @@ TEST(sampler_infinite_and_nan_logits) {
     REQUIRE(t, s);
     float l[5] = {0.0f, INFINITY, 5.0f, INFINITY, NAN};
     int count[5] = {0};
-    for (int i = 0; i < 2000; i++) count[cpulm_sampler_sample(s, l)]++;
+    for (int i = 0; i < 2000; i++)
+        count[cpulm_sampler_sample(s, l)]++;
     CHECK_EQ_INT(t, count[0] + count[2] + count[4], 0); /* only the +inf tokens */
     CHECK(t, count[1] > 800 && count[3] > 800);
     CHECK_NEAR(t, cpulm_sampler_last_prob(s, 1), 0.5, 1e-6);
@@ -353,7 +360,8 @@ TEST(sampler_large_vocab_defaults) {
         cpulm_token tok = cpulm_sampler_sample(s, l);
         REQUIRE(t, tok >= 0 && tok < V);
         int n_greater = 0;
-        for (int i = 0; i < V; i++) n_greater += l[i] > l[tok];
+        for (int i = 0; i < V; i++)
+            n_greater += l[i] > l[tok];
         CHECK(t, n_greater < 40);
         CHECK(t, cpulm_sampler_last_prob(s, tok) > 0.0f);
     }
@@ -365,7 +373,8 @@ TEST(sampler_large_vocab_defaults) {
     double sum = 0.0;
     cpulm_token tok = cpulm_sampler_sample(s, l);
     CHECK(t, cpulm_sampler_last_prob(s, tok) > 0.0f);
-    for (int i = 0; i < V; i += 1) sum += cpulm_sampler_last_prob(s, i);
+    for (int i = 0; i < V; i += 1)
+        sum += cpulm_sampler_last_prob(s, i);
     CHECK_NEAR(t, sum, 1.0, 1e-3);
     cpulm_sampler_free(s);
     free(l);
@@ -378,9 +387,11 @@ TEST(sampler_masked_draws_only_allowed) {
     enum { V = 300 };
     float logits[V];
     uint32_t allow[(V + 31) / 32] = {0};
-    for (int i = 0; i < V; i++) logits[i] = (float)((i * 7919) % 101) / 10.0f;
+    for (int i = 0; i < V; i++)
+        logits[i] = (float)((i * 7919) % 101) / 10.0f;
     const int ok[] = {3, 77, 150, 299};
-    for (int k = 0; k < 4; k++) allow[ok[k] >> 5] |= 1u << (ok[k] & 31);
+    for (int k = 0; k < 4; k++)
+        allow[ok[k] >> 5] |= 1u << (ok[k] & 31);
     for (int mode = 0; mode < 2; mode++) {
         cpulm_sampler_params p = cpulm_sampler_default_params();
         p.temp = mode ? 0.9f : 0.0f;

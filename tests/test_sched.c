@@ -70,7 +70,8 @@ static void result_init(result *r) {
 }
 
 static void result_release(result *r) {
-    for (int i = 0; i < MAXC; i++) cpulm_buf_release(&r->text[i]);
+    for (int i = 0; i < MAXC; i++)
+        cpulm_buf_release(&r->text[i]);
 }
 
 static void check_lp(result *r, const cpulm_sched_lp *lp, int n_top) {
@@ -119,7 +120,8 @@ static int wait_all(cpulm_sched *s, result *res, int n, int64_t *seq, int n_top)
     for (int iter = 0; iter < 12000; iter++) { /* 2 minutes: sanitizers on a busy machine */
         absorb(cpulm_sched_drain(s), res, n, seq, n_top);
         int all = 1;
-        for (int i = 0; i < n; i++) all &= res[i].done;
+        for (int i = 0; i < n; i++)
+            all &= res[i].done;
         if (all) return 1;
         cpulm_sched_wait(s, 10);
     }
@@ -183,8 +185,14 @@ static void reference_greedy(const cpulm_model *m, const char *prompt, int32_t m
 }
 
 static const char *prompts[8] = {
-    "Once upon a time", "The little dog", "Tom and Sam went to the park", "She saw a big red",
-    "One day, a girl named Lily", "The sun was", "He wanted to play with", "There was a cat",
+    "Once upon a time",
+    "The little dog",
+    "Tom and Sam went to the park",
+    "She saw a big red",
+    "One day, a girl named Lily",
+    "The sun was",
+    "He wanted to play with",
+    "There was a cat",
 };
 
 /* ---- batching never changes results ---- */
@@ -210,8 +218,8 @@ TEST(sched_batched_equals_alone) {
         cpulm_buf_init(&ref, 0);
         reference_greedy(m, prompts[i], 60, &ref);
         if (ref.len != res[i].text[0].len || memcmp(ref.data, res[i].text[0].data, ref.len)) {
-            fprintf(stderr, "  prompt %d:\n  batched: %s\n  alone:   %s\n", i,
-                    res[i].text[0].data, ref.data);
+            fprintf(stderr, "  prompt %d:\n  batched: %s\n  alone:   %s\n", i, res[i].text[0].data,
+                    ref.data);
             t->n_fail++;
         }
         CHECK(t, res[i].text[0].len > 20);
@@ -230,7 +238,8 @@ TEST(sched_n_choices_share_the_prompt) {
     REQUIRE(t, s);
     result res[3];
     int64_t seq = 0;
-    for (int i = 0; i < 3; i++) result_init(&res[i]);
+    for (int i = 0; i < 3; i++)
+        result_init(&res[i]);
     cpulm_sched_req *g = make_req(m, 0, "Once upon a time", 30); /* greedy: equal choices */
     g->n_choices = 3;
     cpulm_sched_req *r1 = make_req(m, 1, "Once upon a time", 30); /* sampled, seed 7 */
@@ -246,17 +255,20 @@ TEST(sched_n_choices_share_the_prompt) {
     r2->sp.seed = 7;
     CHECK_EQ_INT(t, cpulm_sched_submit(s, r2), CPULM_SCHED_ACCEPTED);
     CHECK(t, wait_all(s, res, 3, &seq, 0));
-    for (int c = 1; c < 3; c++) CHECK(t, strcmp(res[0].text[0].data, res[0].text[c].data) == 0);
+    for (int c = 1; c < 3; c++)
+        CHECK(t, strcmp(res[0].text[0].data, res[0].text[c].data) == 0);
     CHECK(t, strcmp(res[1].text[0].data, res[1].text[1].data) != 0 ||
                  strcmp(res[1].text[1].data, res[1].text[2].data) != 0);
-    for (int c = 0; c < 3; c++) CHECK(t, strcmp(res[1].text[c].data, res[2].text[c].data) == 0);
+    for (int c = 0; c < 3; c++)
+        CHECK(t, strcmp(res[1].text[c].data, res[2].text[c].data) == 0);
     CHECK_EQ_INT(t, res[0].n_prompt, 5);
     CHECK(t, res[0].n_completion > 3 * 10);
     cpulm_sched_req *big = make_req(m, 9, "x", 5);
     big->n_choices = 5;
     CHECK_EQ_INT(t, cpulm_sched_submit(s, big), CPULM_SCHED_INVALID);
     cpulm_sched_req_free(big);
-    for (int i = 0; i < 3; i++) result_release(&res[i]);
+    for (int i = 0; i < 3; i++)
+        result_release(&res[i]);
     cpulm_sched_free(s);
     cpulm_model_free(m);
 }
@@ -302,7 +314,8 @@ TEST(sched_reuses_cached_prefix) {
     REQUIRE(t, s);
     result res[3];
     int64_t seq = 0;
-    for (int i = 0; i < 3; i++) result_init(&res[i]);
+    for (int i = 0; i < 3; i++)
+        result_init(&res[i]);
     cpulm_sched_submit(s, make_req(m, 0, "Once upon a time, there was a dog", 20));
     CHECK(t, wait_all(s, res, 1, &seq, 0));
     cpulm_sched_submit(s, make_req(m, 1, "Once upon a time, there was a dog", 20));
@@ -318,7 +331,8 @@ TEST(sched_reuses_cached_prefix) {
     CHECK_EQ_INT(t, cpulm_metrics_hist_count(met, CPULM_METRIC_TTFT), 3);
     CHECK_EQ_INT(t, cpulm_metrics_counter(met, CPULM_METRIC_GEN_TOKENS),
                  res[0].n_completion + res[1].n_completion + res[2].n_completion);
-    for (int i = 0; i < 3; i++) result_release(&res[i]);
+    for (int i = 0; i < 3; i++)
+        result_release(&res[i]);
     cpulm_sched_free(s);
     cpulm_metrics_free(met);
     cpulm_model_free(m);
@@ -331,7 +345,8 @@ TEST(sched_queue_limit_cancel_and_timeout) {
     REQUIRE(t, s);
     result res[4];
     int64_t seq = 0;
-    for (int i = 0; i < 4; i++) result_init(&res[i]);
+    for (int i = 0; i < 4; i++)
+        result_init(&res[i]);
     cpulm_sched_req *a = make_req(m, 0, "Once upon a time", -1);
     a->ignore_eos = 1; /* runs until the 2048-token context is full unless cancelled */
     CHECK_EQ_INT(t, cpulm_sched_submit(s, a), CPULM_SCHED_ACCEPTED);
@@ -372,7 +387,8 @@ TEST(sched_queue_limit_cancel_and_timeout) {
     cpulm_sched_req *late = make_req(m, 9, "x", 5);
     CHECK_EQ_INT(t, cpulm_sched_submit(s, late), CPULM_SCHED_STOPPING);
     cpulm_sched_req_free(late);
-    for (int i = 0; i < 4; i++) result_release(&res[i]);
+    for (int i = 0; i < 4; i++)
+        result_release(&res[i]);
     cpulm_sched_free(s);
     cpulm_model_free(m);
 }
@@ -394,8 +410,9 @@ TEST(sched_logprobs_are_consistent) {
     for (int i = 0; i < 1000 && !res[0].done; i++) {
         cpulm_sched_event *e = cpulm_sched_drain(s);
         for (cpulm_sched_event *x = e; x; x = x->next)
-            if (x->has_lp) greedy_top &= x->lp.top[0].token == x->lp.token &&
-                                         x->lp.top[0].logprob == x->lp.logprob;
+            if (x->has_lp)
+                greedy_top &=
+                    x->lp.top[0].token == x->lp.token && x->lp.top[0].logprob == x->lp.logprob;
         absorb(e, res, 1, &seq, 3);
         cpulm_sched_wait(s, 10);
     }
@@ -418,7 +435,8 @@ TEST(sched_long_prompt_does_not_stall_streams) {
     REQUIRE(t, s);
     result res[5];
     int64_t seq = 0;
-    for (int i = 0; i < 5; i++) result_init(&res[i]);
+    for (int i = 0; i < 5; i++)
+        result_init(&res[i]);
     for (int i = 0; i < 4; i++) {
         cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], 150);
         r->ignore_eos = 1;
@@ -434,7 +452,8 @@ TEST(sched_long_prompt_does_not_stall_streams) {
     big->sp.temp = 0;
     big->n_prompt = 1000;
     big->prompt = malloc(sizeof(cpulm_token) * 1000);
-    for (int i = 0; i < 1000; i++) big->prompt[i] = 3 + (i * 7) % 500;
+    for (int i = 0; i < 1000; i++)
+        big->prompt[i] = 3 + (i * 7) % 500;
     absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
     int64_t seq_submit = seq;
     CHECK_EQ_INT(t, cpulm_sched_submit(s, big), CPULM_SCHED_ACCEPTED);
@@ -457,7 +476,8 @@ TEST(sched_long_prompt_does_not_stall_streams) {
         CHECK_EQ_INT(t, res[i].n_completion, 150);
     }
     CHECK_EQ_INT(t, res[4].n_completion, 4);
-    for (int i = 0; i < 5; i++) result_release(&res[i]);
+    for (int i = 0; i < 5; i++)
+        result_release(&res[i]);
     cpulm_sched_free(s);
     cpulm_model_free(m);
 }
@@ -474,9 +494,16 @@ TEST(sched_metrics_render_prometheus_text) {
     cpulm_metrics_observe(m, CPULM_METRIC_TTFT, 1000.0);
     cpulm_metrics_http_status(m, 429);
     cpulm_metrics_add(m, CPULM_METRIC_CACHED_TOKENS, 5);
-    cpulm_metrics_gauges g = {.n_waiting = 3, .n_running = 2, .kv_used = 256, .kv_total = 1024,
-                              .ready = 1, .block_size = 32, .cache_blocks = 7,
-                              .cache_blocks_max = 100, .cache_bytes = 7000, .cache_max_bytes = 100000};
+    cpulm_metrics_gauges g = {.n_waiting = 3,
+                              .n_running = 2,
+                              .kv_used = 256,
+                              .kv_total = 1024,
+                              .ready = 1,
+                              .block_size = 32,
+                              .cache_blocks = 7,
+                              .cache_blocks_max = 100,
+                              .cache_bytes = 7000,
+                              .cache_max_bytes = 100000};
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_metrics_render(m, &g, &b);
@@ -534,7 +561,8 @@ static cpulm_sched_req *synth_req(uint64_t id, int32_t n, int salt, int32_t max_
     r->sp.temp = 0;
     r->n_prompt = n;
     r->prompt = malloc(sizeof(cpulm_token) * (size_t)n);
-    for (int32_t i = 0; i < n; i++) r->prompt[i] = 3 + (i * 7 + salt * 13 + (i * salt) % 11) % 500;
+    for (int32_t i = 0; i < n; i++)
+        r->prompt[i] = 3 + (i * 7 + salt * 13 + (i * salt) % 11) % 500;
     return r;
 }
 
@@ -664,7 +692,8 @@ TEST(sched_step_budget_follows_target) {
     REQUIRE(t, s);
     result res[5];
     int64_t seq = 0;
-    for (int i = 0; i < 5; i++) result_init(&res[i]);
+    for (int i = 0; i < 5; i++)
+        result_init(&res[i]);
     for (int i = 0; i < 4; i++) {
         cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], 150);
         r->ignore_eos = 1;
@@ -692,7 +721,8 @@ TEST(sched_step_budget_follows_target) {
             t->n_fail++;
         }
     }
-    for (int i = 0; i < 5; i++) result_release(&res[i]);
+    for (int i = 0; i < 5; i++)
+        result_release(&res[i]);
     cpulm_sched_free(s);
     cpulm_model_free(m);
 }
@@ -707,7 +737,8 @@ TEST(sched_priority_then_arrival) {
     REQUIRE(t, s);
     result res[4];
     int64_t seq = 0;
-    for (int i = 0; i < 4; i++) result_init(&res[i]);
+    for (int i = 0; i < 4; i++)
+        result_init(&res[i]);
     cpulm_sched_submit(s, synth_req(0, 16, 1, 100));
     for (int i = 0; i < 500 && res[0].n_events < 1; i++) {
         absorb(cpulm_sched_drain(s), res, 4, &seq, 0);
@@ -723,13 +754,15 @@ TEST(sched_priority_then_arrival) {
     CHECK(t, wait_all(s, res, 4, &seq, 0));
     CHECK(t, res[2].first_event_seq < res[1].first_event_seq);
     CHECK(t, res[1].first_event_seq < res[3].first_event_seq);
-    for (int i = 0; i < 4; i++) result_release(&res[i]);
+    for (int i = 0; i < 4; i++)
+        result_release(&res[i]);
     cpulm_sched_free(s);
 
     s = new_sched_step(m, 3, 700, 256, 1e-6);
     REQUIRE(t, s);
     seq = 0;
-    for (int i = 0; i < 3; i++) result_init(&res[i]);
+    for (int i = 0; i < 3; i++)
+        result_init(&res[i]);
     cpulm_sched_req *g = synth_req(0, 8, 1, 400);
     cpulm_sched_submit(s, g);
     for (int i = 0; i < 500 && res[0].n_events < 1; i++) {
@@ -744,7 +777,8 @@ TEST(sched_priority_then_arrival) {
     }
     CHECK(t, wait_all(s, res, 3, &seq, 0));
     CHECK(t, res[2].first_event_seq >= 0 && res[2].first_event_seq < res[1].first_event_seq);
-    for (int i = 0; i < 3; i++) result_release(&res[i]);
+    for (int i = 0; i < 3; i++)
+        result_release(&res[i]);
     cpulm_sched_free(s);
     cpulm_model_free(m);
 }

@@ -17,7 +17,8 @@ static int json_eq(const cpulm_json *a, const cpulm_json *b) {
     case CPULM_JSON_NULL: return 1;
     case CPULM_JSON_BOOL: return a->u.boolean == b->u.boolean;
     case CPULM_JSON_NUMBER: return a->u.num.f == b->u.num.f;
-    case CPULM_JSON_STRING: return a->u.str.len == b->u.str.len && !memcmp(a->u.str.s, b->u.str.s, a->u.str.len);
+    case CPULM_JSON_STRING:
+        return a->u.str.len == b->u.str.len && !memcmp(a->u.str.s, b->u.str.s, a->u.str.len);
     case CPULM_JSON_ARRAY:
         if (a->u.list.n != b->u.list.n) return 0;
         for (size_t i = 0; i < a->u.list.n; i++)
@@ -36,7 +37,8 @@ static int json_eq(const cpulm_json *a, const cpulm_json *b) {
 
 static size_t n_codepoints(const char *s, size_t n) {
     size_t k = 0;
-    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    for (size_t i = 0; i < n; i++)
+        k += ((unsigned char)s[i] & 0xC0) != 0x80;
     return k;
 }
 
@@ -48,20 +50,25 @@ static int is_digits(const char *s, int n) {
 
 static int valid_date(const char *s) {
     static const int mdays[13] = {0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    if (strlen(s) < 10 || !is_digits(s, 4) || s[4] != '-' || !is_digits(s + 5, 2) || s[7] != '-' || !is_digits(s + 8, 2)) return 0;
+    if (strlen(s) < 10 || !is_digits(s, 4) || s[4] != '-' || !is_digits(s + 5, 2) || s[7] != '-' ||
+        !is_digits(s + 8, 2))
+        return 0;
     int m = atoi(s + 5), d = atoi(s + 8), y = atoi(s);
     int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     return m >= 1 && m <= 12 && d >= 1 && d <= mdays[m] && !(m == 2 && d == 29 && !leap);
 }
 
 static int valid_time(const char *s) {
-    if (strlen(s) < 9 || !is_digits(s, 2) || s[2] != ':' || !is_digits(s + 3, 2) || s[5] != ':' || !is_digits(s + 6, 2)) return 0;
+    if (strlen(s) < 9 || !is_digits(s, 2) || s[2] != ':' || !is_digits(s + 3, 2) || s[5] != ':' ||
+        !is_digits(s + 6, 2))
+        return 0;
     if (atoi(s) > 23 || atoi(s + 3) > 59 || atoi(s + 6) > 59) return 0;
     s += 8;
     if (*s == '.') {
         s++;
         if (!is_digits(s, 1)) return 0;
-        while (*s >= '0' && *s <= '9') s++;
+        while (*s >= '0' && *s <= '9')
+            s++;
     }
     if (!strcmp(s, "Z")) return 1;
     return (s[0] == '+' || s[0] == '-') && strlen(s) == 6 && is_digits(s + 1, 2) && s[3] == ':' &&
@@ -71,7 +78,8 @@ static int valid_time(const char *s) {
 static int valid_format(const char *f, const char *s) {
     if (!strcmp(f, "date")) return strlen(s) == 10 && valid_date(s);
     if (!strcmp(f, "time")) return valid_time(s);
-    if (!strcmp(f, "date-time")) return strlen(s) > 11 && valid_date(s) && s[10] == 'T' && valid_time(s + 11);
+    if (!strcmp(f, "date-time"))
+        return strlen(s) > 11 && valid_date(s) && s[10] == 'T' && valid_time(s + 11);
     if (!strcmp(f, "uuid")) {
         if (strlen(s) != 36) return 0;
         for (int i = 0; i < 36; i++) {
@@ -90,7 +98,8 @@ static int type_ok(const char *t, const cpulm_json *v) {
     if (!strcmp(t, "array")) return v->type == CPULM_JSON_ARRAY;
     if (!strcmp(t, "string")) return v->type == CPULM_JSON_STRING;
     if (!strcmp(t, "number")) return v->type == CPULM_JSON_NUMBER;
-    if (!strcmp(t, "integer")) return v->type == CPULM_JSON_NUMBER && v->u.num.f == (double)(int64_t)v->u.num.f;
+    if (!strcmp(t, "integer"))
+        return v->type == CPULM_JSON_NUMBER && v->u.num.f == (double)(int64_t)v->u.num.f;
     if (!strcmp(t, "boolean")) return v->type == CPULM_JSON_BOOL;
     if (!strcmp(t, "null")) return v->type == CPULM_JSON_NULL;
     return 0;
@@ -105,13 +114,15 @@ static int validate_object(const cpulm_json *s, const cpulm_json *v) {
         const cpulm_json *p = cpulm_json_get(props, v->u.list.items[i].key);
         if (p && !validate(p, &v->u.list.items[i])) return 0;
         if (!p && add && add->type == CPULM_JSON_BOOL && !add->u.boolean) return 0;
-        if (!p && add && add->type == CPULM_JSON_OBJECT && !validate(add, &v->u.list.items[i])) return 0;
+        if (!p && add && add->type == CPULM_JSON_OBJECT && !validate(add, &v->u.list.items[i]))
+            return 0;
     }
     return 1;
 }
 
 static int validate_array(const cpulm_json *s, const cpulm_json *v) {
-    const cpulm_json *items = cpulm_json_get(s, "items"), *prefix = cpulm_json_get(s, "prefixItems");
+    const cpulm_json *items = cpulm_json_get(s, "items"),
+                     *prefix = cpulm_json_get(s, "prefixItems");
     size_t n = v->u.list.n;
     if (n < (size_t)cpulm_json_num(cpulm_json_get(s, "minItems"), 0)) return 0;
     if (n > (size_t)cpulm_json_num(cpulm_json_get(s, "maxItems"), 1e9)) return 0;
@@ -154,12 +165,14 @@ static int validate(const cpulm_json *s, const cpulm_json *v) {
     if ((x = cpulm_json_get(s, "const")) && !json_eq(x, v)) return 0;
     if ((x = cpulm_json_get(s, "enum"))) {
         int any = 0;
-        for (size_t i = 0; i < x->u.list.n && !any; i++) any = json_eq(&x->u.list.items[i], v);
+        for (size_t i = 0; i < x->u.list.n && !any; i++)
+            any = json_eq(&x->u.list.items[i], v);
         if (!any) return 0;
     }
     if ((x = cpulm_json_get(s, "anyOf")) || (x = cpulm_json_get(s, "oneOf"))) {
         int hits = 0;
-        for (size_t i = 0; i < x->u.list.n; i++) hits += validate(&x->u.list.items[i], v);
+        for (size_t i = 0; i < x->u.list.n; i++)
+            hits += validate(&x->u.list.items[i], v);
         if (hits == 0 || (cpulm_json_get(s, "oneOf") && hits != 1)) return 0;
     }
     if ((x = cpulm_json_get(s, "type"))) {
@@ -184,8 +197,10 @@ static const char *const SCHEMAS[] = {
     "\"exclusiveMaximum\":50},\"minItems\":2,\"maxItems\":5}",
     "{\"enum\":[\"red\",\"green\",42,null,{\"k\":[1,2]}]}",
     "{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"date-time\"},"
-    "\"day\":{\"type\":\"string\",\"format\":\"date\"},\"at\":{\"type\":\"string\",\"format\":\"time\"},"
-    "\"id\":{\"type\":\"string\",\"format\":\"uuid\"}},\"required\":[\"when\",\"day\",\"at\",\"id\"]}",
+    "\"day\":{\"type\":\"string\",\"format\":\"date\"},\"at\":{\"type\":\"string\",\"format\":"
+    "\"time\"},"
+    "\"id\":{\"type\":\"string\",\"format\":\"uuid\"}},\"required\":[\"when\",\"day\",\"at\","
+    "\"id\"]}",
     "{\"anyOf\":[{\"type\":\"boolean\"},{\"type\":\"number\",\"minimum\":-2.5,\"maximum\":1000},"
     "{\"const\":\"none\"}]}",
     "{\"$defs\":{\"pt\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"},\"y\":"
@@ -195,12 +210,16 @@ static const char *const SCHEMAS[] = {
     "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"pattern\":"
     "\"^[A-Z]{2}-\\\\d{3}(x|y)?$\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
     "\"minLength\":1,\"maxLength\":4},\"maxItems\":3}},\"required\":[\"code\",\"tags\"]}",
-    "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"circle\"},\"r\":{\"type\":\"integer\","
-    "\"minimum\":1,\"maximum\":9999999}},\"required\":[\"kind\",\"r\"],\"additionalProperties\":false}",
-    "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\",\"maxLength\":3},{\"type\":\"boolean\"},"
+    "{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"circle\"},\"r\":{\"type\":"
+    "\"integer\","
+    "\"minimum\":1,\"maximum\":9999999}},\"required\":[\"kind\",\"r\"],\"additionalProperties\":"
+    "false}",
+    "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\",\"maxLength\":3},{\"type\":"
+    "\"boolean\"},"
     "{\"type\":\"null\"}],\"items\":false}",
     "{\"type\":\"object\"}", /* json_object mode: any object */
-    "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\",\"minimum\":-9,\"maximum\":9},"
+    "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\",\"minimum\":-9,"
+    "\"maximum\":9},"
     "\"maxProperties_is_not_used\":null}",
 };
 #define N_SCHEMAS 10 /* the last entry is for the refusal test */
@@ -248,10 +267,15 @@ TEST(schema_grammars_accept_valid_reject_invalid) {
         {1, "[1]", 0},
         {2, "{\"k\":[1,2]}", 1},
         {2, "\"blue\"", 0},
-        {3, "{\"when\": \"2024-02-28T23:59:59.5+01:00\", \"day\": \"2024-12-31\", \"at\": \"00:00:00Z\", "
-            "\"id\": \"123e4567-e89b-12d3-a456-426614174000\"}", 1},
-        {3, "{\"when\": \"2024-02-30T00:00:00Z\", \"day\": \"2024-12-31\", \"at\": \"00:00:00Z\", "
-            "\"id\": \"123e4567-e89b-12d3-a456-426614174000\"}", 0},
+        {3,
+         "{\"when\": \"2024-02-28T23:59:59.5+01:00\", \"day\": \"2024-12-31\", \"at\": "
+         "\"00:00:00Z\", "
+         "\"id\": \"123e4567-e89b-12d3-a456-426614174000\"}",
+         1},
+        {3,
+         "{\"when\": \"2024-02-30T00:00:00Z\", \"day\": \"2024-12-31\", \"at\": \"00:00:00Z\", "
+         "\"id\": \"123e4567-e89b-12d3-a456-426614174000\"}",
+         0},
         {4, "-2", 1},
         {4, "999.25", 1},
         {4, "-3", 0},
@@ -271,7 +295,8 @@ TEST(schema_grammars_accept_valid_reject_invalid) {
         REQUIRE(t, d);
         cpulm_grammar *g = schema_grammar(t, cpulm_json_root(d));
         if (g && gmatch(g, cases[i].doc) != cases[i].ok) {
-            fprintf(stderr, "  schema %d, '%s': want %d\n", cases[i].schema, cases[i].doc, cases[i].ok);
+            fprintf(stderr, "  schema %d, '%s': want %d\n", cases[i].schema, cases[i].doc,
+                    cases[i].ok);
             t->n_fail++;
         }
         /* the independent validator agrees on the valid ones */
@@ -288,7 +313,8 @@ TEST(schema_refuses_unsupported_by_name) {
     static const struct {
         const char *schema, *what;
     } cases[] = {
-        {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"type\":\"null\"}}}}", "'not' at #/properties/a"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"type\":\"null\"}}}}",
+         "'not' at #/properties/a"},
         {"{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf'"},
         {"{\"type\":\"object\",\"patternProperties\":{\"^x\":{}}}", "'patternProperties'"},
         {"{\"type\":\"string\",\"format\":\"email\"}", "format 'email'"},
@@ -307,7 +333,8 @@ TEST(schema_refuses_unsupported_by_name) {
         cpulm_error e = {0};
         cpulm_status st = cpulm_grammar_from_schema(cpulm_json_root(d), &b, &e);
         if (st == CPULM_OK || !strstr(e.msg, cases[i].what)) {
-            fprintf(stderr, "  case %zu: status %d, '%s' (want '%s')\n", i, st, e.msg, cases[i].what);
+            fprintf(stderr, "  case %zu: status %d, '%s' (want '%s')\n", i, st, e.msg,
+                    cases[i].what);
             t->n_fail++;
         }
         cpulm_buf_release(&b);
@@ -393,8 +420,9 @@ TEST(schema_generated_outputs_validate) {
             int ok = stopped && out && validate(cpulm_json_root(d), cpulm_json_root(out));
             total++;
             valid += ok;
-            if (!ok) fprintf(stderr, "  schema %d seed %llu: stopped %d, output '%s'\n", k,
-                             (unsigned long long)seed, stopped, text ? text : "(null)");
+            if (!ok)
+                fprintf(stderr, "  schema %d seed %llu: stopped %d, output '%s'\n", k,
+                        (unsigned long long)seed, stopped, text ? text : "(null)");
             cpulm_json_free(out);
             free(text);
         }

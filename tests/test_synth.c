@@ -53,7 +53,8 @@ static void check_roundtrip(test_ctx *t, const cpulm_model *m, const char *text)
     size_t len = 0;
     for (int32_t i = 1; i < n; i++) {
         int32_t k = 0;
-        REQUIRE(t, cpulm_token_to_piece(m, toks[i], 0, out + len, (int32_t)(sizeof out - len), &k) == CPULM_OK);
+        REQUIRE(t, cpulm_token_to_piece(m, toks[i], 0, out + len, (int32_t)(sizeof out - len),
+                                        &k) == CPULM_OK);
         len += (size_t)k;
     }
     /* the SPM decoder turns the leading word marker into a space */
@@ -83,8 +84,8 @@ TEST(synth_tiny_q4_0_decodes_and_tokenizes) {
 }
 
 TEST(synth_every_type_decodes) {
-    static const cpulm_dtype types[] = {CPULM_DTYPE_Q8_0, CPULM_DTYPE_F16, CPULM_DTYPE_BF16,
-                                        CPULM_DTYPE_F32, CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q6_K};
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q8_0, CPULM_DTYPE_F16,  CPULM_DTYPE_BF16,
+                                        CPULM_DTYPE_F32,  CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q6_K};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         cpulm_synth_params p = tiny(types[i]);
         char name[64];
@@ -140,7 +141,8 @@ TEST(synth_shapes_and_errors) {
     /* Q4_0 1B with tied Q4_0 embeddings: 16 layers of (2048x(2048+2x512+2048) + 3x2048x8192)
      * plus 2048 x 128256, 18 bytes per 32 weights, plus the f32 norms */
     uint64_t per_layer = (2048ull * 5120 + 3ull * 2048 * 8192) / 32 * 18 + 2 * 2048 * 4;
-    CHECK_EQ_INT(t, cpulm_synth_weight_bytes(&p), 16 * per_layer + 2048ull * 128256 / 32 * 18 + 2048 * 4);
+    CHECK_EQ_INT(t, cpulm_synth_weight_bytes(&p),
+                 16 * per_layer + 2048ull * 128256 / 32 * 18 + 2048 * 4);
     REQUIRE(t, cpulm_synth_shape("8b", &p) == CPULM_OK);
     CHECK(t, p.n_embd == 4096 && p.n_layer == 32 && p.n_ff == 14336 && !p.tied);
     REQUIRE(t, cpulm_synth_shape("70b", &p) == CPULM_OK);
@@ -171,9 +173,11 @@ TEST(synth_moe_and_qwen3_shapes) {
     p.n_layer = 12;
     /* per layer: q, k, v, o (2048x4096, 2048x512 x2, 4096x2048), router 2048x128 f32, 3 x 128
      * experts of 2048x768, norms (2 x 2048 + 2 x 128 f32); plus the Q4_0 embeddings */
-    uint64_t per_layer = (2048ull * (4096 + 512 + 512) + 4096ull * 2048 + 3ull * 128 * 2048 * 768) / 32 * 18 +
-                         2048ull * 128 * 4 + (2 * 2048 + 2 * 128) * 4;
-    CHECK_EQ_INT(t, cpulm_synth_weight_bytes(&p), 12 * per_layer + 2048ull * 151936 / 32 * 18 + 2048 * 4);
+    uint64_t per_layer =
+        (2048ull * (4096 + 512 + 512) + 4096ull * 2048 + 3ull * 128 * 2048 * 768) / 32 * 18 +
+        2048ull * 128 * 4 + (2 * 2048 + 2 * 128) * 4;
+    CHECK_EQ_INT(t, cpulm_synth_weight_bytes(&p),
+                 12 * per_layer + 2048ull * 151936 / 32 * 18 + 2048 * 4);
     const char *shapes[] = {"tiny-moe", "qwen3-0.6b"};
     for (int i = 0; i < 2; i++) {
         REQUIRE(t, cpulm_synth_shape(shapes[i], &p) == CPULM_OK);

@@ -37,7 +37,8 @@ typedef struct jp {
 } jp;
 
 static void jws(jp *c) {
-    while (c->p < c->end && strchr(" \t\r\n", *c->p)) c->p++;
+    while (c->p < c->end && strchr(" \t\r\n", *c->p))
+        c->p++;
 }
 
 static void jput(char **buf, size_t *n, size_t *cap, const char *s, size_t k) {
@@ -81,8 +82,10 @@ static char *jstr(jp *c, size_t *len) {
         } else {
             const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
             const char *k = strchr(from, e);
-            if (!k || !e) c->bad = 1;
-            else jput(&buf, &n, &cap, to + (k - from), 1);
+            if (!k || !e)
+                c->bad = 1;
+            else
+                jput(&buf, &n, &cap, to + (k - from), 1);
         }
     }
     if (c->p >= c->end) c->bad = 1;
@@ -198,7 +201,8 @@ static int tokenize(const cpulm_vocab *v, const char *s, size_t n, int add, int 
 
 static void print_ids(const char *label, const cpulm_token *ids, int n) {
     fprintf(stderr, "    %s:", label);
-    for (int i = 0; i < n && i < 40; i++) fprintf(stderr, " %d", ids[i]);
+    for (int i = 0; i < n && i < 40; i++)
+        fprintf(stderr, " %d", ids[i]);
     fprintf(stderr, n > 40 ? " ...\n" : "\n");
 }
 
@@ -279,9 +283,17 @@ static cpulm_vocab *llama3_vocab(void) {
     snprintf(enc_path, sizeof enc_path, "%s", enc);
     const char *bpe = test_shared_path("testdata/tokenizer/llama3-bpe/vocab.bpe");
     if (!bpe) return NULL;
-    static const char *const named[] = {
-        "<|begin_of_text|>", "<|end_of_text|>", NULL, NULL, "<|finetune_right_pad_id|>", NULL,
-        "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"};
+    static const char *const named[] = {"<|begin_of_text|>",
+                                        "<|end_of_text|>",
+                                        NULL,
+                                        NULL,
+                                        "<|finetune_right_pad_id|>",
+                                        NULL,
+                                        "<|start_header_id|>",
+                                        "<|end_header_id|>",
+                                        "<|eom_id|>",
+                                        "<|eot_id|>",
+                                        "<|python_tag|>"};
     static char names[256][40];
     cpulm_vocab_added_token added[256];
     int reserved = 0;
@@ -314,11 +326,13 @@ static cpulm_vocab *qwen2_vocab(const char *pre) {
     cpulm_vocab_added_token added[16];
     int n = 0, eos = -1;
     for (size_t i = 0; dec && i < dec->n && n < 16; i++) {
-        const jval *content = jget(&dec->items[i], "content"), *sp = jget(&dec->items[i], "special");
+        const jval *content = jget(&dec->items[i], "content"),
+                   *sp = jget(&dec->items[i], "special");
         if (!content) continue;
         added[n++] = (cpulm_vocab_added_token){atoi(dec->keys[i]), content->s, sp && sp->num != 0};
         const jval *eos_text = jget(&cfg, "eos_token");
-        if (eos_text && eos_text->t == J_STR && !strcmp(eos_text->s, content->s)) eos = added[n - 1].id;
+        if (eos_text && eos_text->t == J_STR && !strcmp(eos_text->s, content->s))
+            eos = added[n - 1].id;
     }
     cpulm_vocab_bpe_files f = {vocab_path, merges_path, pre, added, n, -1, eos, -1};
     cpulm_vocab *v = NULL;
@@ -341,15 +355,15 @@ TEST(tok_unicode_classes) {
     CHECK_EQ_INT(t, cpulm_unicode_flags('_'), CPULM_UC_PUNCT);
     CHECK_EQ_INT(t, cpulm_unicode_flags(0x85), CPULM_UC_CONTROL | CPULM_UC_SPACE);
     CHECK_EQ_INT(t, cpulm_unicode_flags(0xA0), CPULM_UC_SEPARATOR | CPULM_UC_SPACE);
-    CHECK_EQ_INT(t, cpulm_unicode_flags(0xBD), CPULM_UC_NUMBER);   /* ½ is No */
-    CHECK_EQ_INT(t, cpulm_unicode_flags(0x0301), CPULM_UC_MARK);   /* combining acute */
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0xBD), CPULM_UC_NUMBER); /* ½ is No */
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0x0301), CPULM_UC_MARK); /* combining acute */
     CHECK_EQ_INT(t, cpulm_unicode_flags(0x3000), CPULM_UC_SEPARATOR | CPULM_UC_SPACE);
-    CHECK_EQ_INT(t, cpulm_unicode_flags(0x9547), CPULM_UC_LETTER); /* 镇 */
+    CHECK_EQ_INT(t, cpulm_unicode_flags(0x9547), CPULM_UC_LETTER);  /* 镇 */
     CHECK_EQ_INT(t, cpulm_unicode_flags(0x1F999), CPULM_UC_SYMBOL); /* 🦙 */
     CHECK_EQ_INT(t, cpulm_unicode_flags(0x10400), CPULM_UC_LETTER); /* Deseret, beyond BMP */
     CHECK_EQ_INT(t, cpulm_unicode_flags(0xE000), CPULM_UC_CONTROL); /* private use */
     CHECK_EQ_INT(t, cpulm_unicode_flags(0x10FFFF), CPULM_UC_CONTROL);
-    CHECK(t, cpulm_unicode_is_dsllm_letter(0x212A));  /* Kelvin sign is in the class */
+    CHECK(t, cpulm_unicode_is_dsllm_letter(0x212A)); /* Kelvin sign is in the class */
     CHECK(t, cpulm_unicode_is_dsllm_letter(0x1E943));
     CHECK(t, !cpulm_unicode_is_dsllm_letter(0x4E00)); /* CJK is not */
     CHECK(t, !cpulm_unicode_is_dsllm_letter(0xAA));   /* ª (Lo) is not cased */
@@ -359,7 +373,8 @@ TEST(tok_utf8_decode) {
     const char s[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\xa6\x99\x80\xc3x\xf8";
     uint32_t want[] = {'a', 0xE9, 0x20AC, 0x1F999, 0xFFFD, 0xFFFD, 'x', 0xFFFD};
     size_t i = 0, k = 0, n = sizeof s - 1;
-    while (i < n && k < 8) CHECK_EQ_INT(t, cpulm_utf8_decode(s, n, &i), want[k++]);
+    while (i < n && k < 8)
+        CHECK_EQ_INT(t, cpulm_utf8_decode(s, n, &i), want[k++]);
     CHECK_EQ_INT(t, i, n);
     CHECK_EQ_INT(t, k, 8);
     char out[4];
@@ -387,7 +402,8 @@ static void llama3_js_cases(test_ctx *t, const cpulm_vocab *v) {
         n = k < 0 ? -1 : n + k;
         if (n >= 0 && add_eos) got[n++] = cpulm_vocab_eos(v);
         int ok = n == (int)want->n;
-        for (int j = 0; ok && j < n; j++) ok = got[j] == (cpulm_token)want->items[j].num;
+        for (int j = 0; ok && j < n; j++)
+            ok = got[j] == (cpulm_token)want->items[j].num;
         pass += ok;
         if (!ok) fprintf(stderr, "  llama3-js encode %zu failed: %.60s\n", i, in->s);
     }
@@ -395,7 +411,8 @@ static void llama3_js_cases(test_ctx *t, const cpulm_vocab *v) {
         const jval *c = &dec->items[i], *in = jget(c, "input"), *want = jget(c, "expected");
         cpulm_token ids[512];
         int n = 0;
-        for (size_t j = 0; j < in->n && n < 512; j++) ids[n++] = (cpulm_token)in->items[j].num;
+        for (size_t j = 0; j < in->n && n < 512; j++)
+            ids[n++] = (cpulm_token)in->items[j].num;
         size_t len;
         char *s = detok_all(v, ids, n, 1, &len);
         int ok = s && len == want->len && !memcmp(s, want->s, len);
@@ -433,7 +450,8 @@ TEST(tok_llama3_special_parsing) {
     CHECK_EQ_INT(t, on[0], 128000); /* BOS from add_special */
     CHECK_EQ_INT(t, on[1], 128006);
     CHECK_EQ_INT(t, on[3], 128007);
-    for (int i = 0; i < n_off; i++) CHECK(t, off[i] < 128000); /* never parsed when off */
+    for (int i = 0; i < n_off; i++)
+        CHECK(t, off[i] < 128000); /* never parsed when off */
     /* A too-small buffer reports the size needed. */
     int32_t need = 0;
     CHECK_EQ_INT(t, cpulm_vocab_tokenize(v, s, strlen(s), 1, 1, on, 2, &need), CPULM_ERR_TOO_SMALL);
@@ -504,7 +522,8 @@ static void llama2_js_cases(test_ctx *t, const cpulm_vocab *v) {
         const jval *c = &enc->items[i], *in = jget(c, "input"), *want = jget(c, "expected");
         int n = tokenize(v, in->s, in->len, 1, 0, got, 1024); /* expected ids include BOS */
         int ok = n == (int)want->n;
-        for (int j = 0; ok && j < n; j++) ok = got[j] == (cpulm_token)want->items[j].num;
+        for (int j = 0; ok && j < n; j++)
+            ok = got[j] == (cpulm_token)want->items[j].num;
         pass += ok;
         if (!ok) fprintf(stderr, "  llama2-js encode %zu failed: %.60s\n", i, in->s);
     }
@@ -517,7 +536,8 @@ static void llama2_js_cases(test_ctx *t, const cpulm_vocab *v) {
             continue;
         cpulm_token ids[1024];
         int n = 0;
-        for (size_t j = 0; j < in->n && n < 1024; j++) ids[n++] = (cpulm_token)in->items[j].num;
+        for (size_t j = 0; j < in->n && n < 1024; j++)
+            ids[n++] = (cpulm_token)in->items[j].num;
         size_t len;
         char *s = detok_all(v, ids, n, 0, &len);
         int ok = s && len == want->len && !memcmp(s, want->s, len);
@@ -551,7 +571,8 @@ TEST(tok_llama_spm) {
     CHECK_EQ_INT(t, ids[0], 1);
     int n = tokenize(v, "<s>", 3, 0, 0, ids, 16);
     CHECK(t, n > 1);
-    for (int i = 0; i < n; i++) CHECK(t, ids[i] != 1);
+    for (int i = 0; i < n; i++)
+        CHECK(t, ids[i] != 1);
     cpulm_vocab_free(v);
 }
 
@@ -569,7 +590,8 @@ TEST(tok_phi3_spm) {
         cpulm_token a[16], b[16];
         int na = tokenize(v, "a</s>b", 6, 0, 0, a, 16), nb = tokenize(v, "a</s>b", 6, 0, 1, b, 16);
         CHECK(t, na > 3);
-        for (int i = 0; i < na; i++) CHECK(t, a[i] != 2);
+        for (int i = 0; i < na; i++)
+            CHECK(t, a[i] != 2);
         CHECK_EQ_INT(t, nb, 3);
         if (nb == 3) CHECK_EQ_INT(t, b[1], 2);
     }
@@ -610,7 +632,8 @@ static int detok_matches(const cpulm_vocab *v, const jval *ids_json, size_t from
     cpulm_token ids[1024];
     int n = 0;
     if (lead_bos) ids[n++] = cpulm_vocab_bos(v);
-    for (size_t j = from; j < ids_json->n && n < 1024; j++) ids[n++] = (cpulm_token)ids_json->items[j].num;
+    for (size_t j = from; j < ids_json->n && n < 1024; j++)
+        ids[n++] = (cpulm_token)ids_json->items[j].num;
     size_t len;
     char *s = detok_all(v, ids, n, 0, &len);
     int ok = s && want && want->t == J_STR && len == want->len && !memcmp(s, want->s, len);
@@ -623,7 +646,8 @@ static int prompt_matches(const cpulm_vocab *v, const jval *prompt, const jval *
     cpulm_token got[256];
     int k = tokenize(v, prompt->s, prompt->len, 1, 0, got, 256);
     int ok = k == (int)n;
-    for (int j = 0; ok && j < k; j++) ok = got[j] == (cpulm_token)ids->items[j].num;
+    for (int j = 0; ok && j < k; j++)
+        ok = got[j] == (cpulm_token)ids->items[j].num;
     if (!ok) fprintf(stderr, "  prompt mismatch: '%s'\n", prompt->s);
     return ok;
 }
@@ -680,7 +704,8 @@ TEST(tok_detok_utf8_streaming) {
     cpulm_detok d = {0};
     char out[64];
     cpulm_vocab_detok_reset(&d, 0);
-    for (int i = 0; i < 3; i++) CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, llama[i], out, 64), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, llama[i], out, 64), 0);
     CHECK_EQ_INT(t, d.n_pending, 3);
     CHECK_EQ_INT(t, cpulm_vocab_detok_push(v, &d, llama[3], out, 64), 4);
     CHECK(t, !memcmp(out, "\xf0\x9f\xa6\x99", 4));
@@ -785,8 +810,16 @@ static cpulm_status synth_load(const synth *s, cpulm_vocab **v, cpulm_error *err
         toks[3 + b] = bytes[b];
         types[3 + b] = 6;
     }
-    const char *rest[] = {"\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab", "\xe2\x96\x81" "ab",
-                          "<tool>", "<ctl>"};
+    const char *rest[] = {"\xe2\x96\x81",
+                          "a",
+                          "b",
+                          "\xe2\x96\x81"
+                          "a",
+                          "ab",
+                          "\xe2\x96\x81"
+                          "ab",
+                          "<tool>",
+                          "<ctl>"};
     const float rest_scores[] = {-1.0f, -2.0f, -2.0f, -0.5f, -0.6f, -0.1f, 0.0f, 0.0f};
     for (int i = 0; i < 8; i++) {
         toks[259 + i] = rest[i];
@@ -869,8 +902,8 @@ TEST(tok_load_errors) {
     s = (synth){"gpt2", "llama-bpe", 1, -1, 0};
     CHECK_EQ_INT(t, synth_load(&s, &v, &err), CPULM_OK);
     cpulm_vocab_free(v);
-    cpulm_vocab_bpe_files f = {"/nonexistent/vocab.json", "/nonexistent/merges.txt", "qwen2",
-                               NULL, 0, -1, -1, -1};
+    cpulm_vocab_bpe_files f = {
+        "/nonexistent/vocab.json", "/nonexistent/merges.txt", "qwen2", NULL, 0, -1, -1, -1};
     CHECK_EQ_INT(t, cpulm_vocab_from_bpe_files(&v, &f, &err), CPULM_ERR_IO);
     const char *merges = test_shared_path("testdata/tokenizer/qwen2-bpe/merges.txt");
     if (merges) { /* a merges file is not a JSON map */
@@ -909,10 +942,12 @@ static void roundtrip(test_ctx *t, const cpulm_vocab *v, const char *name, const
     free(back);
     /* Random bytes (mostly invalid UTF-8): ids in range, detokenized text well-formed. */
     uint32_t r = 12345;
-    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)((r = r * 1103515245u + 12345u) >> 16);
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (unsigned char)((r = r * 1103515245u + 12345u) >> 16);
     k = tokenize(v, (const char *)junk, sizeof junk, 0, 1, ids, 100000);
     REQUIRE(t, k > 0);
-    for (int i = 0; i < k; i++) CHECK(t, ids[i] >= 0 && ids[i] < cpulm_vocab_n_tokens(v));
+    for (int i = 0; i < k; i++)
+        CHECK(t, ids[i] >= 0 && ids[i] < cpulm_vocab_n_tokens(v));
     back = detok_all(v, ids, k, 1, &len);
     CHECK(t, back && valid_utf8(back, len));
     free(back);

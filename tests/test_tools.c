@@ -9,12 +9,12 @@
 #include "server/oai.h"
 #include "test.h"
 
-#define TOOLS_JSON                                                                                 \
-    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather\","  \
-    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"          \
+#define TOOLS_JSON                                                                                \
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather\"," \
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"         \
     "\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\"]}}},"                              \
-    "{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\","   \
-    "\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},"                  \
+    "{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\","  \
+    "\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},"                 \
     "\"required\":[\"a\",\"b\"]}}}]"
 
 static int parse(const char *body, cpulm_oai_request *r, cpulm_oai_error *e) {
@@ -25,26 +25,35 @@ TEST(tools_parse_requests) {
     cpulm_oai_request r;
     cpulm_oai_error e;
     REQUIRE(t, parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":" TOOLS_JSON
-                     ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"add\"}}}", &r, &e));
+                     ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"add\"}}}",
+                     &r, &e));
     CHECK_EQ_INT(t, r.tool_choice, CPULM_OAI_TOOLS_NAMED);
     CHECK(t, r.tool_name && !strcmp(r.tool_name, "add"));
     CHECK(t, r.parallel_tool_calls == 1 && r.tools && !r.grammar);
     cpulm_oai_request_release(&r);
-    REQUIRE(t, parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":" TOOLS_JSON "}", &r, &e));
+    REQUIRE(t,
+            parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":" TOOLS_JSON "}",
+                  &r, &e));
     CHECK_EQ_INT(t, r.tool_choice, CPULM_OAI_TOOLS_AUTO);
     cpulm_oai_request_release(&r);
     REQUIRE(t, parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":" TOOLS_JSON
-                     ",\"tool_choice\":\"none\"}", &r, &e));
+                     ",\"tool_choice\":\"none\"}",
+                     &r, &e));
     CHECK_EQ_INT(t, r.tool_choice, CPULM_OAI_TOOLS_OFF);
     cpulm_oai_request_release(&r);
     REQUIRE(t, parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
-                     "{\"type\":\"json_object\"}}", &r, &e));
+                     "{\"type\":\"json_object\"}}",
+                     &r, &e));
     CHECK(t, r.grammar && strstr(r.grammar, "root ::= json-object1"));
     cpulm_oai_request_release(&r);
-    REQUIRE(t, parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"grammar\":\"root ::= [a-z]+\"}", &r, &e));
+    REQUIRE(t, parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"grammar\":\"root ::= "
+                     "[a-z]+\"}",
+                     &r, &e));
     CHECK(t, r.grammar && !strcmp(r.grammar, "root ::= [a-z]+"));
     cpulm_oai_request_release(&r);
-    REQUIRE(t, parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"json_schema\":{\"type\":\"integer\"}}", &r, &e));
+    REQUIRE(t, parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"json_schema\":{"
+                     "\"type\":\"integer\"}}",
+                     &r, &e));
     CHECK(t, r.grammar != NULL);
     cpulm_oai_request_release(&r);
 }
@@ -61,28 +70,39 @@ static void bad(test_ctx *t, const char *extra, const char *param, const char *w
         return;
     }
     if (e.status != 400 || strcmp(e.param, param) != 0 || !strstr(e.message, what)) {
-        fprintf(stderr, "  %s: status %d param '%s' message '%s' (want %s, '%s')\n", extra, e.status,
-                e.param, e.message, param, what);
+        fprintf(stderr, "  %s: status %d param '%s' message '%s' (want %s, '%s')\n", extra,
+                e.status, e.param, e.message, param, what);
         t->n_fail++;
     }
 }
 
 TEST(tools_rejects_bad_requests) {
-    bad(t, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":"
-           "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}}}}",
+    bad(t,
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":"
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}}}}",
         "response_format", "unsupported JSON schema keyword 'not' at #/properties/a");
-    bad(t, "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"string\","
-           "\"format\":\"email\"}}}", "response_format", "unsupported string format 'email'");
-    bad(t, "\"json_schema\":{\"type\":\"array\",\"uniqueItems\":true}", "json_schema", "'uniqueItems'");
-    bad(t, "\"response_format\":{\"type\":\"yaml\"}", "response_format", "unsupported response_format type");
+    bad(t,
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":"
+        "\"string\","
+        "\"format\":\"email\"}}}",
+        "response_format", "unsupported string format 'email'");
+    bad(t, "\"json_schema\":{\"type\":\"array\",\"uniqueItems\":true}", "json_schema",
+        "'uniqueItems'");
+    bad(t, "\"response_format\":{\"type\":\"yaml\"}", "response_format",
+        "unsupported response_format type");
     bad(t, "\"grammar\":\"root ::= foo\"", "grammar", "'foo' is used but not defined");
     bad(t, "\"grammar\":\"root ::= [a]\",\"json_schema\":{}", "grammar", "only one of");
     bad(t, "\"tools\":[{\"type\":\"function\"}]", "tools", "tools[0]");
-    bad(t, "\"tools\":" TOOLS_JSON ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}",
+    bad(t,
+        "\"tools\":" TOOLS_JSON
+        ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}",
         "tool_choice", "no tool named 'nope'");
     bad(t, "\"tool_choice\":\"required\"", "tool_choice", "needs 'tools'");
-    bad(t, "\"tools\":" TOOLS_JSON ",\"tool_choice\":\"always\"", "tool_choice", "'tool_choice' must be");
-    bad(t, "\"tools\":" TOOLS_JSON ",\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}",
+    bad(t, "\"tools\":" TOOLS_JSON ",\"tool_choice\":\"always\"", "tool_choice",
+        "'tool_choice' must be");
+    bad(t,
+        "\"tools\":" TOOLS_JSON
+        ",\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}",
         "tool_choice", "cannot be combined");
 }
 
@@ -101,12 +121,12 @@ static char *read_all(const char *path) {
     return s;
 }
 
-#define TURNS                                                                                      \
-    "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"                              \
-    "{\"role\":\"user\",\"content\":\"Weather in Paris?\"},"                                       \
-    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":"        \
-    "\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": "          \
-    "\\\"Paris\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"21 C\"}],"  \
+#define TURNS                                                                                     \
+    "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"                             \
+    "{\"role\":\"user\",\"content\":\"Weather in Paris?\"},"                                      \
+    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":"       \
+    "\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": "         \
+    "\\\"Paris\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"21 C\"}]," \
     "\"tools\":" TOOLS_JSON "}"
 
 static char *render(test_ctx *t, const char *tmpl_file) {
@@ -124,9 +144,11 @@ static char *render(test_ctx *t, const char *tmpl_file) {
         fprintf(stderr, "  %s\n", e.message);
         t->n_fail++;
     } else {
-        if (cpulm_oai_render_chat_tools(tmpl, "<s>", "</s>", r.messages, r.tools, &out, &info, &e) == CPULM_OK)
+        if (cpulm_oai_render_chat_tools(tmpl, "<s>", "</s>", r.messages, r.tools, &out, &info,
+                                        &e) == CPULM_OK)
             res = cpulm_buf_detach(&out, NULL);
-        else fprintf(stderr, "  %s: %s\n", tmpl_file, e.message), t->n_fail++;
+        else
+            fprintf(stderr, "  %s: %s\n", tmpl_file, e.message), t->n_fail++;
         cpulm_oai_request_release(&r);
     }
     cpulm_buf_release(&out);
@@ -137,15 +159,19 @@ static char *render(test_ctx *t, const char *tmpl_file) {
 TEST(tools_templates_render_tools_and_turns) {
     char *q = render(t, "qwen2.5.jinja");
     if (!q) SKIP(t, "CPULM_SHARED chat templates not found");
-    CHECK(t, strstr(q, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"") != NULL);
-    CHECK(t, strstr(q, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>") != NULL);
+    CHECK(t,
+          strstr(q, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"") !=
+              NULL);
+    CHECK(t, strstr(q, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                       "\"Paris\"}}\n</tool_call>") != NULL);
     CHECK(t, strstr(q, "<tool_response>\n21 C\n</tool_response>") != NULL);
     CHECK(t, strstr(q, "<|im_start|>assistant\n") != NULL);
     free(q);
     char *l = render(t, "llama3.1.jinja");
     REQUIRE(t, l);
     CHECK(t, strstr(l, "\"name\": \"get_weather\"") != NULL); /* tool definitions in the prompt */
-    CHECK(t, strstr(l, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}") != NULL);
+    CHECK(t,
+          strstr(l, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}") != NULL);
     CHECK(t, strstr(l, "<|start_header_id|>ipython<|end_header_id|>\n\n") != NULL);
     CHECK(t, strstr(l, "21 C") != NULL);
     free(l);
@@ -161,8 +187,10 @@ TEST(tools_templates_render_tools_and_turns) {
 static void grammar_accepts(test_ctx *t, const char *family, const char *choice, const char *good,
                             const char *badtext) {
     char body[2048];
-    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":"
-             TOOLS_JSON ",\"tool_choice\":%s}", choice);
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":" TOOLS_JSON
+             ",\"tool_choice\":%s}",
+             choice);
     cpulm_oai_request r;
     cpulm_oai_error e;
     REQUIRE(t, parse(body, &r, &e));
@@ -173,7 +201,8 @@ static void grammar_accepts(test_ctx *t, const char *family, const char *choice,
     CHECK(t, text && cpulm_grammar_parse(text, strlen(text), NULL, &g, &err) == CPULM_OK);
     if (g) {
         cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, NULL);
-        int ok = cpulm_grammar_accept_bytes(m, good, strlen(good)) == CPULM_OK && cpulm_grammar_complete(m);
+        int ok = cpulm_grammar_accept_bytes(m, good, strlen(good)) == CPULM_OK &&
+                 cpulm_grammar_complete(m);
         if (!ok) fprintf(stderr, "  %s: rejected '%s'\n", family ? family : "generic", good);
         CHECK(t, ok);
         cpulm_grammar_matcher_reset(m);
@@ -191,14 +220,21 @@ static void grammar_accepts(test_ctx *t, const char *family, const char *choice,
 
 TEST(tools_forced_call_grammars) {
     const char *named = "{\"type\":\"function\",\"function\":{\"name\":\"add\"}}";
-    grammar_accepts(t, "chatml", named, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>",
-                    "<tool_call>\n{\"name\": \"get_weather\"");
-    grammar_accepts(t, "llama3", named, "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": -2}}",
+    grammar_accepts(
+        t, "chatml", named,
+        "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"get_weather\"");
+    grammar_accepts(t, "llama3", named,
+                    "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": -2}}",
                     "{\"name\": \"add\", \"parameters\": {\"a\": 1}}");
-    grammar_accepts(t, "mistral", "\"required\"", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",
-                    "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {}}]");
-    grammar_accepts(t, NULL, "\"required\"", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"c\"}}",
-                    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"k\"}}");
+    grammar_accepts(
+        t, "mistral", "\"required\"",
+        "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",
+        "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {}}]");
+    grammar_accepts(
+        t, NULL, "\"required\"",
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"c\"}}",
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"k\"}}");
 }
 
 /* ---- the scanner on recorded outputs ---- */
@@ -206,7 +242,7 @@ TEST(tools_forced_call_grammars) {
 typedef struct rec {
     const char *text;
     int n_calls;
-    const char *content;  /* expected content before the calls */
+    const char *content; /* expected content before the calls */
     const char *name0, *args0, *name1, *args1;
 } rec;
 
@@ -214,30 +250,44 @@ typedef struct rec {
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const rec RECORDED[] = {
     /* Qwen2.5 / Hermes 2 Pro */
-    {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", 1, "",
-     "get_weather", "{\"city\": \"Paris\"}"},
-    {"Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
-     "</tool_call>\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>", 2,
-     "Let me check.\n", "get_weather", "{\"city\": \"Paris\"}", "add", "{\"a\": 1, \"b\": 2}"},
+    {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+     1, "", "get_weather", "{\"city\": \"Paris\"}"},
+    {"Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+     "\"Paris\"}}\n"
+     "</tool_call>\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": "
+     "2}}\n</tool_call>",
+     2, "Let me check.\n", "get_weather", "{\"city\": \"Paris\"}", "add", "{\"a\": 1, \"b\": 2}"},
     /* Llama 3.1/3.2 JSON tool calling, and the python tag form */
-    {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"San Francisco, CA\"}}", 1, "", "get_weather",
-     "{\"city\": \"San Francisco, CA\"}"},
-    {"<|python_tag|>{\"name\": \"add\", \"parameters\": {\"a\": 3, \"b\": 4}}", 1, "", "add", "{\"a\": 3, \"b\": 4}"},
+    {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"San Francisco, CA\"}}", 1, "",
+     "get_weather", "{\"city\": \"San Francisco, CA\"}"},
+    {"<|python_tag|>{\"name\": \"add\", \"parameters\": {\"a\": 3, \"b\": 4}}", 1, "", "add",
+     "{\"a\": 3, \"b\": 4}"},
     /* Mistral / Mixtral instruct v0.3 */
-    {"[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}, "
-     "{\"name\": \"add\", \"arguments\": {\"a\": 5, \"b\": 6}}]", 2, "", "get_weather",
-     "{\"city\": \"Paris\", \"unit\": \"c\"}", "add", "{\"a\": 5, \"b\": 6}"},
+    {"[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
+     "\"c\"}}, "
+     "{\"name\": \"add\", \"arguments\": {\"a\": 5, \"b\": 6}}]",
+     2, "", "get_weather", "{\"city\": \"Paris\", \"unit\": \"c\"}", "add", "{\"a\": 5, \"b\": 6}"},
     /* DeepSeek V3 / R1 */
-    {"<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c><\xef\xbd\x9ctool\xe2\x96\x81"
-     "call\xe2\x96\x81" "begin\xef\xbd\x9c>function<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>get_weather\n"
-     "```json\n{\"city\": \"Tokyo\"}\n```<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
-     "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>", 1, "", "get_weather", "{\"city\": \"Tokyo\"}"},
+    {"<\xef\xbd\x9ctool\xe2\x96\x81"
+     "calls\xe2\x96\x81"
+     "begin\xef\xbd\x9c><\xef\xbd\x9ctool\xe2\x96\x81"
+     "call\xe2\x96\x81"
+     "begin\xef\xbd\x9c>function<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>get_weather\n"
+     "```json\n{\"city\": \"Tokyo\"}\n```<\xef\xbd\x9ctool\xe2\x96\x81"
+     "call\xe2\x96\x81"
+     "end\xef\xbd\x9c>"
+     "<\xef\xbd\x9ctool\xe2\x96\x81"
+     "calls\xe2\x96\x81"
+     "end\xef\xbd\x9c>",
+     1, "", "get_weather", "{\"city\": \"Tokyo\"}"},
     /* arguments given as a JSON string (some fine-tunes) */
-    {"{\"name\": \"add\", \"arguments\": \"{\\\"a\\\": 1, \\\"b\\\": 2}\"}", 1, "", "add", "{\"a\": 1, \"b\": 2}"},
+    {"{\"name\": \"add\", \"arguments\": \"{\\\"a\\\": 1, \\\"b\\\": 2}\"}", 1, "", "add",
+     "{\"a\": 1, \"b\": 2}"},
     /* not calls: plain prose, JSON without a name, a broken call */
     {"The weather is nice {today}.", 0, "The weather is nice {today}."},
     {"{\"city\": \"Paris\"}", 0, "{\"city\": \"Paris\"}"},
-    {"<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1", 0, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1"},
+    {"<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1", 0,
+     "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1"},
 };
 #pragma GCC diagnostic pop
 
@@ -263,7 +313,8 @@ TEST(tools_scan_recorded_outputs) {
             t->n_fail++;
             continue;
         }
-        CHECK(t, sc.content_len == strlen(r->content) && !memcmp(r->text, r->content, sc.content_len));
+        CHECK(t,
+              sc.content_len == strlen(r->content) && !memcmp(r->text, r->content, sc.content_len));
         if (r->n_calls > 0) check_call(t, r->text, &sc.calls[0], r->name0, r->args0);
         if (r->n_calls > 1) check_call(t, r->text, &sc.calls[1], r->name1, r->args1);
     }
@@ -272,7 +323,8 @@ TEST(tools_scan_recorded_outputs) {
 /* Streaming: prefixes of a reply never release call text as content, and the pieces the
  * stream would send (content, then each call's arguments as they grow) add up. */
 TEST(tools_scan_streams_incrementally) {
-    const char *text = "Sure.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 10, \"b\": 2}}\n</tool_call>";
+    const char *text = "Sure.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 10, \"b\": "
+                       "2}}\n</tool_call>";
     size_t n = strlen(text), content_sent = 0, args_sent = 0;
     int named_at = -1;
     for (size_t k = 1; k <= n; k++) {

@@ -185,7 +185,8 @@ TEST(topo_this_machine) {
     int cpus[CPULM_TOPO_MAX_CPUS];
     const int n_phys = cpulm_topo_physical_cpus(cpus, CPULM_TOPO_MAX_CPUS);
     CHECK(t, n_phys >= 1 && n_phys <= tp.n_cpus);
-    for (int i = 0; i < n_phys; i++) CHECK(t, cpulm_topo_node_of(&tp, cpus[i]) >= 0);
+    for (int i = 0; i < n_phys; i++)
+        CHECK(t, cpulm_topo_node_of(&tp, cpus[i]) >= 0);
     const int d = cpulm_topo_default_threads();
     CHECK(t, d >= 1 && d <= n_phys);
 }

@@ -29,8 +29,7 @@ typedef struct bench_list {
 /* Parses a comma-separated list whose items are N, A-B (step 1), A-B+S (add S) or A-B*M
  * (multiply by M), e.g. "1,2,4", "1-8", "8-64+8", "1-16*2". Values must lie in [lo, hi]; the
  * list is appended to *out. Returns 0, or -1 with a reason in err. */
-int bench_list_parse(const char *s, int32_t lo, int32_t hi, bench_list *out, char *err,
-                     size_t cap);
+int bench_list_parse(const char *s, int32_t lo, int32_t hi, bench_list *out, char *err, size_t cap);
 /* Parses "f16,q8_0,f32" into cpulm_kv_type values. Returns 0 or -1 (reason in err). */
 int bench_kv_list_parse(const char *s, bench_list *out, char *err, size_t cap);
 const char *bench_kv_name(cpulm_kv_type t); /* "f16", "q8_0", "f32" */
@@ -66,7 +65,7 @@ typedef struct bench_params {
     bench_list npl, npp, ntg;     /* parallel tests: every npl x npp x ntg */
     bench_list ttft;              /* prompt lengths of the TTFT curve */
     bench_list threads, threads_batch, n_batch, n_ubatch, type_k;
-    bench_list n_depth;           /* -d: cache depth before each test (default {0}) */
+    bench_list n_depth; /* -d: cache depth before each test (default {0}) */
 } bench_params;
 
 /* Fills empty config axes with defaults (threads {0}, n_batch {2048}, n_ubatch {512},
@@ -115,10 +114,10 @@ typedef void (*bench_progress_fn)(void *user, const bench_test *t, int rep, int 
 
 typedef struct bench_runner {
     const cpulm_model *m;
-    uint64_t seed;               /* random prompt tokens */
-    bench_progress_fn progress;  /* may be NULL */
+    uint64_t seed;              /* random prompt tokens */
+    bench_progress_fn progress; /* may be NULL */
     void *progress_user;
-    int attn_fast;               /* --attn fast: tiled attention on F16 caches (ctx param) */
+    int attn_fast; /* --attn fast: tiled attention on F16 caches (ctx param) */
 } bench_runner;
 
 /* Runs t: one warm-up, then reps (1..BENCH_MAX_REPS) timed repetitions on a fresh context
@@ -129,11 +128,11 @@ int bench_run_test(const bench_runner *br, const bench_test *t, int reps, bench_
 
 /* Derived figures of a result. */
 typedef struct bench_summary {
-    bench_stats ns, ts;  /* over repetitions */
-    bench_stats pp_ts;   /* PAR: prompt tokens/s (all sequences); PG/TTFT: as ts */
-    bench_stats tg_ts;   /* PAR: aggregate generated tokens/s; else as ts */
-    bench_stats tg_seq;  /* PAR: generated tokens/s of one sequence */
-    bench_stats pp_ms;   /* PAR: prompt phase in ms */
+    bench_stats ns, ts; /* over repetitions */
+    bench_stats pp_ts;  /* PAR: prompt tokens/s (all sequences); PG/TTFT: as ts */
+    bench_stats tg_ts;  /* PAR: aggregate generated tokens/s; else as ts */
+    bench_stats tg_seq; /* PAR: generated tokens/s of one sequence */
+    bench_stats pp_ms;  /* PAR: prompt phase in ms */
 } bench_summary;
 
 void bench_summarize(const bench_result *r, bench_summary *s);
@@ -141,10 +140,10 @@ void bench_summarize(const bench_result *r, bench_summary *s);
 /* ---- environment, written with every row (bench_out.c) ---- */
 
 typedef struct bench_env {
-    char version[64];   /* cpulm_version() */
-    char commit[32];    /* the commit part of it */
-    char kernels[32];   /* cpulm_kernel_level() */
-    char cpu[128];      /* /proc/cpuinfo model name (or ARM implementer/part) */
+    char version[64]; /* cpulm_version() */
+    char commit[32];  /* the commit part of it */
+    char kernels[32]; /* cpulm_kernel_level() */
+    char cpu[128];    /* /proc/cpuinfo model name (or ARM implementer/part) */
     char model_file[512];
     char model_type[128]; /* "llama 1B Q4_0", like llama-bench */
     uint64_t model_size;  /* bytes of tensor data */
@@ -198,9 +197,9 @@ void bench_default_threads(bench_list *l);
 /* One row of the roofline: the ceilings at n_threads and, with a model, what it achieved. */
 typedef struct bench_roof {
     int n_threads;
-    double bw;        /* read bytes/s */
-    double int8_ops;  /* Q8_0 dot, ops/s */
-    double f32_flops; /* f32 dot, flop/s */
+    double bw;               /* read bytes/s */
+    double int8_ops;         /* Q8_0 dot, ops/s */
+    double f32_flops;        /* f32 dot, flop/s */
     double tg_ts, pp_ts;     /* measured mean tokens/s; 0 without a model */
     double tg_frac, pp_frac; /* tg: tg_ts * bytes/token / bw; pp: pp_ts * 2 * params / int8 */
 } bench_roof;

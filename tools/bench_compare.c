@@ -8,7 +8,7 @@
 #include "bench.h"
 
 typedef struct cmp_row {
-    char key[160];  /* test | threads | batch | kv | npl */
+    char key[160]; /* test | threads | batch | kv | npl */
     char test[64];
     const cpulm_json *obj;
     double ts, sd;
@@ -30,10 +30,14 @@ static int num_field(const cpulm_json *o, const char *k) {
 static void row_test(const cpulm_json *o, char *buf, size_t cap) {
     const char *t = cpulm_json_str(cpulm_json_get(o, "test"));
     int np = num_field(o, "n_prompt"), ng = num_field(o, "n_gen"), nd = num_field(o, "n_depth");
-    if (t) snprintf(buf, cap, "%s", t);
-    else if (np && ng) snprintf(buf, cap, "pp%d+tg%d", np, ng);
-    else if (np) snprintf(buf, cap, "pp%d", np);
-    else snprintf(buf, cap, "tg%d", ng);
+    if (t)
+        snprintf(buf, cap, "%s", t);
+    else if (np && ng)
+        snprintf(buf, cap, "pp%d+tg%d", np, ng);
+    else if (np)
+        snprintf(buf, cap, "pp%d", np);
+    else
+        snprintf(buf, cap, "tg%d", ng);
     size_t len = strlen(buf);
     if (!t && nd > 0 && len < cap) snprintf(buf + len, cap - len, " @ d%d", nd);
 }
@@ -80,7 +84,8 @@ static char *slurp(const char *path, size_t *len) {
     cpulm_buf_init(&b, 0);
     char chunk[65536];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) cpulm_buf_append(&b, chunk, n);
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        cpulm_buf_append(&b, chunk, n);
     int bad = ferror(f) || cpulm_buf_status(&b) != CPULM_OK;
     fclose(f);
     char *s = bad ? NULL : cpulm_buf_detach(&b, len);
@@ -114,7 +119,8 @@ static int load(cmp_file *f, const char *path) {
 }
 
 static void release(cmp_file *f) {
-    for (int i = 0; i < f->n_docs; i++) cpulm_json_free(f->docs[i]);
+    for (int i = 0; i < f->n_docs; i++)
+        cpulm_json_free(f->docs[i]);
     free(f->docs);
     free(f->rows);
 }
@@ -141,12 +147,18 @@ static void print_row(FILE *out, const cmp_row *a, const cmp_row *b) {
     const char *tk = cpulm_json_str(cpulm_json_get(o, "type_k"));
     fprintf(out, "| %s | %d | %d/%d | %s |", r->test, num_field(o, "n_threads"),
             num_field(o, "n_batch"), num_field(o, "n_ubatch"), tk ? tk : "f16");
-    if (a) fprintf(out, " %.2f ± %.2f |", a->ts, a->sd);
-    else fprintf(out, " - |");
-    if (b) fprintf(out, " %.2f ± %.2f |", b->ts, b->sd);
-    else fprintf(out, " - |");
-    if (a && b && a->ts > 0) fprintf(out, " %.3f |\n", b->ts / a->ts);
-    else fprintf(out, " - |\n");
+    if (a)
+        fprintf(out, " %.2f ± %.2f |", a->ts, a->sd);
+    else
+        fprintf(out, " - |");
+    if (b)
+        fprintf(out, " %.2f ± %.2f |", b->ts, b->sd);
+    else
+        fprintf(out, " - |");
+    if (a && b && a->ts > 0)
+        fprintf(out, " %.3f |\n", b->ts / a->ts);
+    else
+        fprintf(out, " - |\n");
 }
 
 int bench_compare(FILE *out, const char *path_a, const char *path_b) {
@@ -157,7 +169,8 @@ int bench_compare(FILE *out, const char *path_a, const char *path_b) {
     describe(out, "B", path_b, &fb);
     fprintf(out, "\n| test | threads | n_batch/n_ubatch | type_k | A t/s | B t/s | B/A |\n"
                  "| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
-    for (int i = 0; i < fa.n_rows; i++) print_row(out, &fa.rows[i], find(&fb, fa.rows[i].key));
+    for (int i = 0; i < fa.n_rows; i++)
+        print_row(out, &fa.rows[i], find(&fb, fa.rows[i].key));
     for (int i = 0; i < fb.n_rows; i++)
         if (!find(&fa, fb.rows[i].key)) print_row(out, NULL, &fb.rows[i]);
     rc = 0;

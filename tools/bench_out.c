@@ -18,10 +18,14 @@ static const char *arm_part_name(unsigned impl, unsigned part) {
         unsigned impl, part;
         const char *name;
     } parts[] = {
-        {0x41, 0xd0c, "Neoverse-N1 (Graviton2)"}, {0x41, 0xd40, "Neoverse-V1 (Graviton3)"},
-        {0x41, 0xd4f, "Neoverse-V2 (Graviton4)"}, {0x41, 0xd49, "Neoverse-N2"},
-        {0x41, 0xd8e, "Neoverse-N3"},              {0x41, 0xd84, "Neoverse-V3"},
-        {0xc0, 0xac3, "Ampere-1"},                 {0xc0, 0xac4, "Ampere-1A"},
+        {0x41, 0xd0c, "Neoverse-N1 (Graviton2)"},
+        {0x41, 0xd40, "Neoverse-V1 (Graviton3)"},
+        {0x41, 0xd4f, "Neoverse-V2 (Graviton4)"},
+        {0x41, 0xd49, "Neoverse-N2"},
+        {0x41, 0xd8e, "Neoverse-N3"},
+        {0x41, 0xd84, "Neoverse-V3"},
+        {0xc0, 0xac3, "Ampere-1"},
+        {0xc0, 0xac4, "Ampere-1A"},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (parts[i].impl == impl && parts[i].part == part) return parts[i].name;
@@ -48,7 +52,8 @@ void bench_cpu_name(char *buf, size_t cap) {
     }
     fclose(f);
     const char *arm = impl ? arm_part_name(impl, part) : NULL;
-    if (arm) snprintf(buf, cap, "%s", arm);
+    if (arm)
+        snprintf(buf, cap, "%s", arm);
     else if (impl && !strcmp(buf, "unknown"))
         snprintf(buf, cap, "ARM implementer 0x%02x part 0x%03x", impl, part);
 }
@@ -65,9 +70,12 @@ static void size_label(const cpulm_model *m, int64_t n_params, char *buf, size_t
     size_t need;
     if (cpulm_model_meta(m, "general.size_label", buf, cap, &need) == CPULM_OK && buf[0]) return;
     double p = (double)n_params;
-    if (p >= 1e9) snprintf(buf, cap, "%.0fB", p / 1e9);
-    else if (p >= 1e6) snprintf(buf, cap, "%.0fM", p / 1e6);
-    else snprintf(buf, cap, "%.0fK", p / 1e3);
+    if (p >= 1e9)
+        snprintf(buf, cap, "%.0fB", p / 1e9);
+    else if (p >= 1e6)
+        snprintf(buf, cap, "%.0fM", p / 1e6);
+    else
+        snprintf(buf, cap, "%.0fK", p / 1e3);
 }
 
 void bench_env_fill(bench_env *e, const cpulm_model *m, const char *path) {
@@ -122,8 +130,8 @@ static void json_kv_num(cpulm_json_writer *w, const char *k, double v) {
 }
 
 /* The fields llama-bench writes, in its order, with cpulm's values. */
-static void json_llama_bench_fields(cpulm_json_writer *w, const bench_env *e,
-                                    const bench_result *r, const bench_summary *s) {
+static void json_llama_bench_fields(cpulm_json_writer *w, const bench_env *e, const bench_result *r,
+                                    const bench_summary *s) {
     const bench_test *t = &r->t;
     json_kv_str(w, "build_commit", e->commit);
     json_kv_int(w, "build_number", 0); /* cpulm has no build counter */
@@ -156,11 +164,13 @@ static void json_llama_bench_fields(cpulm_json_writer *w, const bench_env *e,
     json_kv_num(w, "stddev_ts", s->ts.stddev);
     cpulm_json_key(w, "samples_ns");
     cpulm_json_arr_begin(w);
-    for (int i = 0; i < r->n_reps; i++) cpulm_json_write_int(w, (int64_t)llround(r->ns[i]));
+    for (int i = 0; i < r->n_reps; i++)
+        cpulm_json_write_int(w, (int64_t)llround(r->ns[i]));
     cpulm_json_arr_end(w);
     cpulm_json_key(w, "samples_ts");
     cpulm_json_arr_begin(w);
-    for (int i = 0; i < r->n_reps; i++) cpulm_json_write_double(w, r->ts[i]);
+    for (int i = 0; i < r->n_reps; i++)
+        cpulm_json_write_double(w, r->ts[i]);
     cpulm_json_arr_end(w);
 }
 
@@ -208,7 +218,8 @@ static int write_json(FILE *f, const bench_env *e, const bench_result *r, int n,
     if (!lines) {
         cpulm_json_writer_init(&w, &b, 0, 2);
         cpulm_json_arr_begin(&w);
-        for (int i = 0; i < n; i++) json_row(&w, e, &r[i]);
+        for (int i = 0; i < n; i++)
+            json_row(&w, e, &r[i]);
         cpulm_json_arr_end(&w);
         cpulm_buf_putc(&b, '\n');
         rc = cpulm_json_writer_status(&w) != CPULM_OK;
@@ -257,19 +268,24 @@ static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n)
         fprintf(f, ",%llu,%lld,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,\"%s\",%s,%.0f,%.0f,%.6f,%.6f,",
                 (unsigned long long)e->model_size, (long long)e->n_params, x->t.n_batch,
                 x->t.n_ubatch, x->n_threads_used, x->n_threads_batch_used,
-                bench_kv_name(x->t.type_k), bench_kv_name(x->t.type_k), x->t.n_prompt,
-                x->t.n_gen, x->t.n_depth, x->t.n_parallel, name, x->test_time, s.ns.mean, s.ns.stddev,
+                bench_kv_name(x->t.type_k), bench_kv_name(x->t.type_k), x->t.n_prompt, x->t.n_gen,
+                x->t.n_depth, x->t.n_parallel, name, x->test_time, s.ns.mean, s.ns.stddev,
                 s.ts.mean, s.ts.stddev);
         int par = x->t.kind == BENCH_PAR, ttft = x->t.kind == BENCH_TTFT;
-        if (par) fprintf(f, "%.6f,%.6f,%.6f,,,", s.pp_ts.mean, s.tg_ts.mean, s.tg_seq.mean);
-        else if (ttft) fprintf(f, ",,,%.6f,%.6f,", s.ns.p50 * 1e-6, s.ns.p99 * 1e-6);
-        else fprintf(f, ",,,,,");
+        if (par)
+            fprintf(f, "%.6f,%.6f,%.6f,,,", s.pp_ts.mean, s.tg_ts.mean, s.tg_seq.mean);
+        else if (ttft)
+            fprintf(f, ",,,%.6f,%.6f,", s.ns.p50 * 1e-6, s.ns.p99 * 1e-6);
+        else
+            fprintf(f, ",,,,,");
         fprintf(f, "%s,", e->kernels);
         csv_str(f, e->version);
         fputs(",\"", f);
-        for (int k = 0; k < x->n_reps; k++) fprintf(f, "%s%.0f", k ? " " : "", x->ns[k]);
+        for (int k = 0; k < x->n_reps; k++)
+            fprintf(f, "%s%.0f", k ? " " : "", x->ns[k]);
         fputs("\",\"", f);
-        for (int k = 0; k < x->n_reps; k++) fprintf(f, "%s%.6f", k ? " " : "", x->ts[k]);
+        for (int k = 0; k < x->n_reps; k++)
+            fprintf(f, "%s%.6f", k ? " " : "", x->ts[k]);
         fputs("\"\n", f);
     }
 }
@@ -310,8 +326,9 @@ static void write_sql(FILE *f, const bench_env *e, const bench_result *r, int n)
         sql_str(f, e->model_file);
         fputs(", ", f);
         sql_str(f, e->model_type);
-        fprintf(f, ", %llu, %lld, %d, %d, %d, '%s', '%s', 0, %d, %d, %d, '%s', '%s', %.0f, %.0f, "
-                   "%.6f, %.6f, '%s');\n",
+        fprintf(f,
+                ", %llu, %lld, %d, %d, %d, '%s', '%s', 0, %d, %d, %d, '%s', '%s', %.0f, %.0f, "
+                "%.6f, %.6f, '%s');\n",
                 (unsigned long long)e->model_size, (long long)e->n_params, x->t.n_batch,
                 x->t.n_ubatch, x->n_threads_used, bench_kv_name(x->t.type_k),
                 bench_kv_name(x->t.type_k), x->t.n_prompt, x->t.n_gen, x->t.n_parallel, name,
@@ -322,14 +339,17 @@ static void write_sql(FILE *f, const bench_env *e, const bench_result *r, int n)
 /* ---- markdown ---- */
 
 static void human_bytes(double v, char *buf, size_t cap) {
-    if (v >= 1024.0 * 1024 * 1024) snprintf(buf, cap, "%.2f GiB", v / (1024.0 * 1024 * 1024));
-    else snprintf(buf, cap, "%.2f MiB", v / (1024.0 * 1024));
+    if (v >= 1024.0 * 1024 * 1024)
+        snprintf(buf, cap, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, cap, "%.2f MiB", v / (1024.0 * 1024));
 }
 
 static void threads_str(const bench_result *r, char *buf, size_t cap) {
     if (r->n_threads_batch_used != r->n_threads_used)
         snprintf(buf, cap, "%d/%d", r->n_threads_used, r->n_threads_batch_used);
-    else snprintf(buf, cap, "%d", r->n_threads_used);
+    else
+        snprintf(buf, cap, "%d", r->n_threads_used);
 }
 
 static int count_kind(const bench_result *r, int n, int par, int ttft) {
@@ -368,8 +388,7 @@ static void md_parallel(FILE *f, const bench_result *r, int n) {
         threads_str(&r[i], th, sizeof th);
         fprintf(f, "| %s | %s | %d | %d | %d | %.1f | %.2f | %.2f ± %.2f | %.2f | %.2f |\n", th,
                 bench_kv_name(r[i].t.type_k), r[i].t.n_parallel, r[i].t.n_prompt, r[i].t.n_gen,
-                s.pp_ms.mean, s.pp_ts.mean, s.tg_ts.mean, s.tg_ts.stddev, s.tg_seq.mean,
-                s.ts.mean);
+                s.pp_ms.mean, s.pp_ts.mean, s.tg_ts.mean, s.tg_ts.stddev, s.tg_seq.mean, s.ts.mean);
     }
 }
 
@@ -383,8 +402,8 @@ static void md_ttft(FILE *f, const bench_result *r, int n) {
         bench_summarize(&r[i], &s);
         threads_str(&r[i], th, sizeof th);
         fprintf(f, "| %s | %s | %d | %.2f ± %.2f | %.2f | %.2f | %.2f |\n", th,
-                bench_kv_name(r[i].t.type_k), r[i].t.n_prompt, s.ns.mean * 1e-6,
-                s.ns.stddev * 1e-6, s.ns.p50 * 1e-6, s.ns.p99 * 1e-6, s.ts.mean);
+                bench_kv_name(r[i].t.type_k), r[i].t.n_prompt, s.ns.mean * 1e-6, s.ns.stddev * 1e-6,
+                s.ns.p50 * 1e-6, s.ns.p99 * 1e-6, s.ts.mean);
     }
 }
 
@@ -399,8 +418,10 @@ static void write_md(FILE *f, const bench_env *e, const bench_result *r, int n) 
     }
     if (count_kind(r, n, 1, 0)) {
         if (sections++) fputc('\n', f);
-        fprintf(f, "parallel sequences (%s): prompts of npl sequences, then tg steps decoding all "
-                   "of them together\n\n", e->model_type);
+        fprintf(f,
+                "parallel sequences (%s): prompts of npl sequences, then tg steps decoding all "
+                "of them together\n\n",
+                e->model_type);
         md_parallel(f, r, n);
     }
     if (count_kind(r, n, 0, 1)) {

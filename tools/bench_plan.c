@@ -126,12 +126,16 @@ uint64_t plan_kv_bytes_per_token(const plan_shape *s, cpulm_kv_type t) {
 static cpulm_mem_ctx mem_ctx(int32_t n_batch, int32_t n_ctx, int32_t n_seq, int32_t n_outputs,
                              int32_t n_threads, cpulm_kv_type kv) {
     if (n_outputs > n_batch) n_outputs = n_batch;
-    return (cpulm_mem_ctx){.n_ctx = n_ctx, .n_seq_max = n_seq, .n_batch = n_batch,
-                           .n_outputs_max = n_outputs, .n_threads = n_threads, .kv_type = kv};
+    return (cpulm_mem_ctx){.n_ctx = n_ctx,
+                           .n_seq_max = n_seq,
+                           .n_batch = n_batch,
+                           .n_outputs_max = n_outputs,
+                           .n_threads = n_threads,
+                           .kv_type = kv};
 }
 
-uint64_t plan_compute_bytes(const plan_shape *s, int32_t n_batch, int32_t n_ctx,
-                            int32_t n_outputs, int32_t n_threads) {
+uint64_t plan_compute_bytes(const plan_shape *s, int32_t n_batch, int32_t n_ctx, int32_t n_outputs,
+                            int32_t n_threads) {
     const cpulm_mem_ctx c = mem_ctx(n_batch, n_ctx, 1, n_outputs, n_threads, CPULM_KV_F16);
     cpulm_mem_scratch sc;
     cpulm_mem_scratch_of(&s->hp, &c, &sc);
@@ -142,9 +146,8 @@ uint64_t plan_overhead_bytes(uint64_t weight_bytes) {
     return (100ull << 20) + weight_bytes / 4096 * 8;
 }
 
-void plan_memory_of(const plan_shape *s, uint64_t weight_bytes, int32_t n_ctx,
-                    int32_t n_parallel, cpulm_kv_type kv, int32_t n_batch, int32_t n_threads,
-                    plan_memory *out) {
+void plan_memory_of(const plan_shape *s, uint64_t weight_bytes, int32_t n_ctx, int32_t n_parallel,
+                    cpulm_kv_type kv, int32_t n_batch, int32_t n_threads, plan_memory *out) {
     /* a server runs batches of at least one token per sequence */
     const int32_t nb = n_batch > n_parallel ? n_batch : n_parallel;
     const cpulm_mem_ctx c = mem_ctx(nb, n_ctx, n_parallel, n_parallel, n_threads, kv);
@@ -210,7 +213,8 @@ int plan_prices_parse(const char *text, plan_prices *out, char *err, size_t cap)
         }
         out->v = nv;
         if (parse_row(line, &out->v[out->n])) {
-            snprintf(err, cap, "line %d: want 'instance vcpu memory_gib arch usd_per_hour', got '%s'",
+            snprintf(err, cap,
+                     "line %d: want 'instance vcpu memory_gib arch usd_per_hour', got '%s'",
                      line_no, line);
             plan_prices_release(out);
             return -1;
@@ -285,7 +289,8 @@ uint64_t plan_usable_bytes(const plan_instance *in) {
 static const plan_prices *sort_prices; /* qsort has no context argument */
 
 static int cmp_instance(const void *a, const void *b) {
-    const plan_instance *x = &sort_prices->v[*(const int *)a], *y = &sort_prices->v[*(const int *)b];
+    const plan_instance *x = &sort_prices->v[*(const int *)a],
+                        *y = &sort_prices->v[*(const int *)b];
     if (x->usd_hour != y->usd_hour) return x->usd_hour < y->usd_hour ? -1 : 1;
     if (x->mem_gib != y->mem_gib) return x->mem_gib < y->mem_gib ? -1 : 1;
     return strcmp(x->name, y->name);
@@ -296,8 +301,7 @@ static int same_family(const char *a, const char *b) {
     return na == nb && !strncmp(a, b, na);
 }
 
-int plan_fitting(const plan_prices *p, uint64_t need_bytes, int one_per_family, int *idx,
-                 int cap) {
+int plan_fitting(const plan_prices *p, uint64_t need_bytes, int one_per_family, int *idx, int cap) {
     int *all = malloc(sizeof(int) * (size_t)(p->n ? p->n : 1)), n = 0, k = 0;
     if (!all) return 0;
     for (int i = 0; i < p->n; i++)

@@ -13,9 +13,9 @@
 #include "tools_api.h"
 
 typedef struct plan_shape {
-    char name[32];  /* "8b" */
-    char desc[64];  /* "Llama 3.1 8B" */
-    char arch[32];  /* general.architecture: which tensors (model/arch.c) */
+    char name[32];    /* "8b" */
+    char desc[64];    /* "Llama 3.1 8B" */
+    char arch[32];    /* general.architecture: which tensors (model/arch.c) */
     cpulm_hparams hp; /* what memory is computed from */
     int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab; /* hp's, for text */
     int tied; /* the output matrix is the token embedding (no output.weight) */
@@ -45,8 +45,8 @@ uint64_t plan_kv_bytes_per_token(const plan_shape *s, cpulm_kv_type t);
 
 /* Scratch cpulm_ctx_new allocates (memory.c): activations for n_batch tokens, the quantized
  * copy of one batch of activations, attention scores per thread, logits for n_outputs rows. */
-uint64_t plan_compute_bytes(const plan_shape *s, int32_t n_batch, int32_t n_ctx,
-                            int32_t n_outputs, int32_t n_threads);
+uint64_t plan_compute_bytes(const plan_shape *s, int32_t n_batch, int32_t n_ctx, int32_t n_outputs,
+                            int32_t n_threads);
 
 /* Process overhead beyond weights, KV and scratch: code, thread stacks, allocator slack
  * (a flat 100 MiB) plus page tables of the mapped weights (8 bytes per 4 KiB page). */
@@ -57,9 +57,8 @@ typedef struct plan_memory {
 } plan_memory;
 
 /* Everything needed to serve n_parallel sequences of n_ctx tokens each. */
-void plan_memory_of(const plan_shape *s, uint64_t weight_bytes, int32_t n_ctx,
-                    int32_t n_parallel, cpulm_kv_type kv, int32_t n_batch, int32_t n_threads,
-                    plan_memory *out);
+void plan_memory_of(const plan_shape *s, uint64_t weight_bytes, int32_t n_ctx, int32_t n_parallel,
+                    cpulm_kv_type kv, int32_t n_batch, int32_t n_threads, plan_memory *out);
 
 /* ---- instances and prices ---- */
 
@@ -97,8 +96,7 @@ uint64_t plan_usable_bytes(const plan_instance *in);
 /* Indices of the instances whose usable memory holds need_bytes, cheapest first (ties:
  * less memory, then name), at most one per family (the name before '.') when
  * one_per_family. Returns how many were written to idx (at most cap). */
-int plan_fitting(const plan_prices *p, uint64_t need_bytes, int one_per_family, int *idx,
-                 int cap);
+int plan_fitting(const plan_prices *p, uint64_t need_bytes, int one_per_family, int *idx, int cap);
 
 /* Cost of generating tokens at tokens_per_s on an instance billed usd_per_hour. */
 double plan_usd_per_mtok(double usd_per_hour, double tokens_per_s);

@@ -60,7 +60,8 @@ static void doc_row(doc *d, int n, const char *const *cells, int header) {
     cpulm_buf_puts(&d->html, "</tr>\n");
     if (!header) return;
     cpulm_buf_puts(&d->md, "|");
-    for (int i = 0; i < n; i++) cpulm_buf_puts(&d->md, i ? " ---: |" : " --- |");
+    for (int i = 0; i < n; i++)
+        cpulm_buf_puts(&d->md, i ? " ---: |" : " --- |");
     cpulm_buf_puts(&d->md, "\n");
 }
 
@@ -85,10 +86,13 @@ static void doc_chart(doc *d, const char *name, const svg_chart *c0, int bars) {
     cpulm_buf_init(&svg, 0);
     char note[512];
     svg_chart c1 = *c0, *c = &c1; /* a chart copied out of the report must say what it shows */
-    snprintf(note, sizeof note, "%s%s%s", d->ident, c0->note ? " | " : "", c0->note ? c0->note : "");
+    snprintf(note, sizeof note, "%s%s%s", d->ident, c0->note ? " | " : "",
+             c0->note ? c0->note : "");
     c1.note = note;
-    if (bars) svg_bar_chart(&svg, c);
-    else svg_line_chart(&svg, c);
+    if (bars)
+        svg_bar_chart(&svg, c);
+    else
+        svg_line_chart(&svg, c);
     char file[128];
     snprintf(file, sizeof file, "%s.svg", name);
     if (cpulm_buf_status(&svg) != CPULM_OK || write_file(d->dir, file, svg.data, svg.len))
@@ -112,7 +116,8 @@ static void pm(char *buf, size_t cap, const bench_stats *st, double scale) {
 static void human_bytes(char *buf, size_t cap, double v) {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
-    while (v >= 1024 && i < 4) v /= 1024, i++;
+    while (v >= 1024 && i < 4)
+        v /= 1024, i++;
     snprintf(buf, cap, "%.2f %s", v, u[i]);
 }
 
@@ -134,12 +139,14 @@ static void write_header(doc *d, const study *s) {
              s->env.model_type, s->env.model_file, size, (double)s->env.n_params / 1e9,
              s->info.n_layer, s->info.n_embd);
     doc_para(d, "Machine: %s, kernels %s. cpulm %s. Started %s; the %s study took %.0f s.",
-             s->env.cpu, s->env.kernels, s->env.version,
-             s->n_res ? s->res[0].test_time : "-", s->quick ? "quick" : "full", s->seconds);
-    doc_para(d, "Method: a fresh context per test, one untimed warm-up, the KV cache cleared "
-                "between repetitions, CLOCK_MONOTONIC wall time around the decode calls; "
-                "prompts are random token ids; figures are mean ± sample stddev over %d "
-                "repetitions unless stated.", s->n_res ? s->res[0].n_reps : 0);
+             s->env.cpu, s->env.kernels, s->env.version, s->n_res ? s->res[0].test_time : "-",
+             s->quick ? "quick" : "full", s->seconds);
+    doc_para(d,
+             "Method: a fresh context per test, one untimed warm-up, the KV cache cleared "
+             "between repetitions, CLOCK_MONOTONIC wall time around the decode calls; "
+             "prompts are random token ids; figures are mean ± sample stddev over %d "
+             "repetitions unless stated.",
+             s->n_res ? s->res[0].n_reps : 0);
 }
 
 static void write_threads(doc *d, const study *s) {
@@ -169,9 +176,14 @@ static void write_threads(doc *d, const study *s) {
     }
     doc_table_end(d);
     svg_series ser[2] = {{name[0], x[0], y[0], k[0]}, {name[1], x[1], y[1], k[1]}};
-    svg_chart c = {.title = "Throughput vs threads", .x_label = "threads",
-                   .y_label = "tokens/s", .log2_x = 1, .series = ser, .n_series = 2,
-                   .note = "pp: prompt tokens evaluated per second; tg: tokens generated one at a time"};
+    svg_chart c = {
+        .title = "Throughput vs threads",
+        .x_label = "threads",
+        .y_label = "tokens/s",
+        .log2_x = 1,
+        .series = ser,
+        .n_series = 2,
+        .note = "pp: prompt tokens evaluated per second; tg: tokens generated one at a time"};
     doc_chart(d, "threads", &c, 0);
 }
 
@@ -197,9 +209,14 @@ static void write_pp_len(doc *d, const study *s) {
     }
     doc_table_end(d);
     svg_series ser = {"prompt processing", x, y, n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST};
-    svg_chart c = {.title = "Prompt throughput vs prompt length", .x_label = "prompt length (tokens)",
-                   .y_label = "prompt tokens/s", .log2_x = 1, .series = &ser, .n_series = 1,
-                   .note = "prompt of N random tokens from an empty context, in batches of up to 512"};
+    svg_chart c = {.title = "Prompt throughput vs prompt length",
+                   .x_label = "prompt length (tokens)",
+                   .y_label = "prompt tokens/s",
+                   .log2_x = 1,
+                   .series = &ser,
+                   .n_series = 1,
+                   .note =
+                       "prompt of N random tokens from an empty context, in batches of up to 512"};
     doc_chart(d, "pp_length", &c, 0);
 }
 
@@ -229,15 +246,19 @@ static void write_parallel(doc *d, const study *s) {
     }
     doc_table_end(d);
     const bench_result *r0 = sec(s, STUDY_PARALLEL, 0);
-    doc_para(d, "Each of N sequences gets a %d-token prompt (packed into shared decode calls), "
-                "then %d steps each decode one token of every sequence together, as "
-                "llama-batched-bench does; weights are shared, each sequence has its own KV.",
+    doc_para(d,
+             "Each of N sequences gets a %d-token prompt (packed into shared decode calls), "
+             "then %d steps each decode one token of every sequence together, as "
+             "llama-batched-bench does; weights are shared, each sequence has its own KV.",
              r0->t.n_prompt, r0->t.n_gen);
     int m = n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST;
     svg_series ser[2] = {{"aggregate (all sequences)", x, agg, m}, {"per sequence", x, one, m}};
     svg_chart c = {.title = "Generation throughput vs parallel sequences",
-                   .x_label = "parallel sequences", .y_label = "generated tokens/s", .log2_x = 1,
-                   .series = ser, .n_series = 2};
+                   .x_label = "parallel sequences",
+                   .y_label = "generated tokens/s",
+                   .log2_x = 1,
+                   .series = ser,
+                   .n_series = 2};
     doc_chart(d, "parallel", &c, 0);
 }
 
@@ -254,8 +275,10 @@ static void write_ttft(doc *d, const study *s) {
     const char *hdr[] = {"prompt tokens", "TTFT ms (mean ± sd)", "p50 ms",
                          tail ? "p99 ms" : "max ms", "prompt tokens/s"};
     if (!tail)
-        doc_para(d, "%d repetitions per length: too few for a p99, so the slowest repetition "
-                    "is shown instead.", reps);
+        doc_para(d,
+                 "%d repetitions per length: too few for a p99, so the slowest repetition "
+                 "is shown instead.",
+                 reps);
     doc_row(d, 5, hdr, 1);
     for (int i = 0; i < m; i++) {
         const bench_result *r = sec(s, STUDY_TTFT, i);
@@ -276,18 +299,22 @@ static void write_ttft(doc *d, const study *s) {
         doc_row(d, 5, row, 0);
     }
     doc_table_end(d);
-    svg_series ser[3] = {{"mean", x, mean, m}, {"p50", x, p50, m}, {tail ? "p99" : "max", x, p99, m}};
+    svg_series ser[3] = {
+        {"mean", x, mean, m}, {"p50", x, p50, m}, {tail ? "p99" : "max", x, p99, m}};
     svg_chart c = {.title = "Time to first token vs prompt length",
-                   .x_label = "prompt length (tokens)", .y_label = "time to first token (ms)",
-                   .log2_x = 1, .series = ser, .n_series = 3,
+                   .x_label = "prompt length (tokens)",
+                   .y_label = "time to first token (ms)",
+                   .log2_x = 1,
+                   .series = ser,
+                   .n_series = 3,
                    .note = "empty context, prompt evaluated, first token picked (greedy)"};
     doc_chart(d, "ttft", &c, 0);
 }
 
 static void roof_table(doc *d, const study *s) {
     char a[16], b[32], c2[32], e[32], f[32], g[32], h[32];
-    const char *hdr[] = {"threads", "read GB/s", "int8 peak GOPS", "f32 dot GFLOPS", "tg tokens/s",
-                         "tg % of bandwidth", "pp tokens/s", "pp % of int8 peak"};
+    const char *hdr[] = {"threads",     "read GB/s",         "int8 peak GOPS", "f32 dot GFLOPS",
+                         "tg tokens/s", "tg % of bandwidth", "pp tokens/s",    "pp % of int8 peak"};
     doc_row(d, 8, hdr, 1);
     for (int i = 0; i < s->n_roof; i++) {
         const bench_roof *r = &s->roof[i];
@@ -311,20 +338,23 @@ static void write_roofline(doc *d, const study *s) {
     doc_heading(d, 2, "Roofline");
     char bpt[32];
     human_bytes(bpt, sizeof bpt, (double)s->bytes_per_token);
-    doc_para(d, "Ceilings measured on this machine: read bandwidth streaming a %zu MiB buffer, "
-                "the int8 peak of the selected kernels (the repacked GEMM microkernel on "
-                "cache-resident weights, 8 tokens x 16 rows per call, or the Q8_0 dot where the "
-                "level has no GEMM) and the f32 dot (best round). Achieved: tg tokens/s x %s of "
-                "weights read per token / bandwidth; pp tokens/s x 2 x %.3f G matmul parameters "
-                "/ int8 peak. KV-cache reads and attention are not counted.",
+    doc_para(d,
+             "Ceilings measured on this machine: read bandwidth streaming a %zu MiB buffer, "
+             "the int8 peak of the selected kernels (the repacked GEMM microkernel on "
+             "cache-resident weights, 8 tokens x 16 rows per call, or the Q8_0 dot where the "
+             "level has no GEMM) and the f32 dot (best round). Achieved: tg tokens/s x %s of "
+             "weights read per token / bandwidth; pp tokens/s x 2 x %.3f G matmul parameters "
+             "/ int8 peak. KV-cache reads and attention are not counted.",
              s->roof_buf_bytes >> 20, bpt, (double)s->matmul_params / 1e9);
     roof_table(d, s);
     int over = 0;
-    for (int i = 0; i < s->n_roof; i++) over |= s->roof[i].tg_frac > 1.0;
+    for (int i = 0; i < s->n_roof; i++)
+        over |= s->roof[i].tg_frac > 1.0;
     if (over)
-        doc_para(d, "A tg share above 100%% means the weights (%s per token) were read from the "
-                    "CPU caches rather than from memory: the model fits in the caches, so the "
-                    "memory-bandwidth ceiling does not bind. Larger models stay below 100%%.",
+        doc_para(d,
+                 "A tg share above 100%% means the weights (%s per token) were read from the "
+                 "CPU caches rather than from memory: the model fits in the caches, so the "
+                 "memory-bandwidth ceiling does not bind. Larger models stay below 100%%.",
                  bpt);
     double tg[BENCH_MAX_LIST], pp[BENCH_MAX_LIST];
     char labels[BENCH_MAX_LIST][24];
@@ -338,8 +368,12 @@ static void write_roofline(doc *d, const study *s) {
     }
     svg_series ser[2] = {{"tg: % of read bandwidth", NULL, tg, s->n_roof},
                          {"pp: % of int8 peak", NULL, pp, s->n_roof}};
-    svg_chart c = {.title = "Share of the machine's ceilings", .x_label = "threads",
-                   .y_label = "% of ceiling", .series = ser, .n_series = 2, .categories = cats,
+    svg_chart c = {.title = "Share of the machine's ceilings",
+                   .x_label = "threads",
+                   .y_label = "% of ceiling",
+                   .series = ser,
+                   .n_series = 2,
+                   .categories = cats,
                    .n_categories = s->n_roof};
     doc_chart(d, "roofline", &c, 1);
 }
@@ -351,10 +385,11 @@ static void write_memory(doc *d, const study *s) {
     human_bytes(c2, sizeof c2, (double)s->mem.compute);
     human_bytes(e, sizeof e, (double)s->mem.overhead);
     human_bytes(f, sizeof f, (double)s->mem.total);
-    doc_para(d, "Memory to serve %d sequence(s) of %d tokens (f16 KV cache): weights %s + KV "
-                "cache %s + compute buffers %s + runtime overhead %s = %s (see `cpulm plan` for "
-                "the assumptions behind each figure).", s->plan_parallel, s->plan_ctx, a, b, c2,
-             e, f);
+    doc_para(d,
+             "Memory to serve %d sequence(s) of %d tokens (f16 KV cache): weights %s + KV "
+             "cache %s + compute buffers %s + runtime overhead %s = %s (see `cpulm plan` for "
+             "the assumptions behind each figure).",
+             s->plan_parallel, s->plan_ctx, a, b, c2, e, f);
 }
 
 static void write_cost(doc *d, const study *s) {
@@ -366,20 +401,22 @@ static void write_cost(doc *d, const study *s) {
                     "cost is shown; `cpulm report --prices FILE` names one.");
         return;
     }
-    doc_para(d, "Cost per 1M generated tokens on the cheapest instance of each family that holds "
-                "that memory (prices: %s, dated %s, editable), assuming the instance generates "
-                "as fast as this machine did: single stream %.2f tokens/s (threads: %d), batched "
-                "%.2f tokens/s (parallel sequences: %d). Billed per hour, running flat out; prompt tokens "
-                "not counted. EXTRAPOLATED: these speeds were measured here (%s, %d threads), "
-                "not on the instances, whose CPU and vCPU count differ: measure there "
-                "(`cpulm plan --bench`) before relying on a figure.",
-             s->prices_path, s->prices.date[0] ? s->prices.date : "-", s->tg_single,
-             s->tg_single_threads, s->tg_batched, s->tg_batched_npl, s->env.cpu,
-             s->tg_single_threads);
+    doc_para(
+        d,
+        "Cost per 1M generated tokens on the cheapest instance of each family that holds "
+        "that memory (prices: %s, dated %s, editable), assuming the instance generates "
+        "as fast as this machine did: single stream %.2f tokens/s (threads: %d), batched "
+        "%.2f tokens/s (parallel sequences: %d). Billed per hour, running flat out; prompt tokens "
+        "not counted. EXTRAPOLATED: these speeds were measured here (%s, %d threads), "
+        "not on the instances, whose CPU and vCPU count differ: measure there "
+        "(`cpulm plan --bench`) before relying on a figure.",
+        s->prices_path, s->prices.date[0] ? s->prices.date : "-", s->tg_single,
+        s->tg_single_threads, s->tg_batched, s->tg_batched_npl, s->env.cpu, s->tg_single_threads);
     double single[8], batched[8];
     const char *cats[8];
     char a[32], b[32], c2[32];
-    const char *hdr[] = {"instance", "USD/hour", "$ per 1M tokens (single)", "$ per 1M tokens (batched)"};
+    const char *hdr[] = {"instance", "USD/hour", "$ per 1M tokens (single)",
+                         "$ per 1M tokens (batched)"};
     doc_row(d, 4, hdr, 1);
     for (int i = 0; i < n; i++) {
         const plan_instance *in = &s->prices.v[idx[i]];
@@ -396,8 +433,11 @@ static void write_cost(doc *d, const study *s) {
     svg_series ser[2] = {{"single stream", NULL, single, n}, {"batched", NULL, batched, n}};
     svg_chart c = {.title = "Cost per 1M generated tokens (extrapolated from this machine)",
                    .x_label = "instance (cheapest that fits)",
-                   .y_label = "USD per 1M tokens", .series = ser, .n_series = 2,
-                   .categories = cats, .n_categories = n,
+                   .y_label = "USD per 1M tokens",
+                   .series = ser,
+                   .n_series = 2,
+                   .categories = cats,
+                   .n_categories = n,
                    .note = "extrapolated: this machine's measured speed assumed on every instance"};
     doc_chart(d, "cost", &c, 1);
 }
@@ -412,8 +452,8 @@ static int write_roof_json(const study *s, const char *dir) {
     cpulm_json_arr_begin(&w);
     for (int i = 0; i < s->n_roof; i++) {
         const bench_roof *r = &s->roof[i];
-        const char *k[] = {"read_bytes_per_s", "int8_ops_per_s", "f32_flops_per_s", "tg_ts",
-                           "tg_bandwidth_fraction", "pp_ts", "pp_int8_fraction"};
+        const char *k[] = {"read_bytes_per_s",      "int8_ops_per_s", "f32_flops_per_s", "tg_ts",
+                           "tg_bandwidth_fraction", "pp_ts",          "pp_int8_fraction"};
         double v[] = {r->bw, r->int8_ops, r->f32_flops, r->tg_ts, r->tg_frac, r->pp_ts, r->pp_frac};
         cpulm_json_obj_begin(&w);
         cpulm_json_key(&w, "n_threads");
@@ -426,7 +466,8 @@ static int write_roof_json(const study *s, const char *dir) {
     }
     cpulm_json_arr_end(&w);
     cpulm_buf_putc(&b, '\n');
-    int rc = cpulm_json_writer_status(&w) != CPULM_OK || write_file(dir, "roofline.json", b.data, b.len);
+    int rc =
+        cpulm_json_writer_status(&w) != CPULM_OK || write_file(dir, "roofline.json", b.data, b.len);
     cpulm_buf_release(&b);
     return rc ? -1 : 0;
 }
@@ -460,7 +501,7 @@ int study_write(const study *s, const char *dir) {
     doc d = {.dir = dir};
     snprintf(d.ident, sizeof d.ident, "%.100s (%.100s) on %.80s, %.31s", s->env.model_type,
              strrchr(s->env.model_file, '/') ? strrchr(s->env.model_file, '/') + 1
-                                              : s->env.model_file,
+                                             : s->env.model_file,
              s->env.cpu, s->n_res ? s->res[0].test_time : "");
     cpulm_buf_init(&d.md, 0);
     cpulm_buf_init(&d.html, 0);

@@ -47,7 +47,8 @@ static void *rounds_main(void *v) {
     rounds_thread *rt = v;
     rounds_job *j = rt->job;
     pthread_mutex_lock(&j->mu);
-    while (!j->go) pthread_cond_wait(&j->cv, &j->mu);
+    while (!j->go)
+        pthread_cond_wait(&j->cv, &j->mu);
     int go = j->go;
     pthread_mutex_unlock(&j->mu);
     if (go < 0) return NULL;
@@ -73,8 +74,8 @@ static void release_threads(rounds_job *j, int go) {
 /* Runs `rounds` rounds on nth threads (the caller is thread 0); returns the fastest in
  * seconds, or -1 when the threads could not be started. */
 static double run_rounds(round_fn setup, round_fn work, void *arg, int nth, int rounds) {
-    rounds_job j = {.setup = setup, .work = work, .arg = arg, .nth = nth, .rounds = rounds,
-                    .best_s = 1e30};
+    rounds_job j = {
+        .setup = setup, .work = work, .arg = arg, .nth = nth, .rounds = rounds, .best_s = 1e30};
     rounds_thread *ts = calloc((size_t)nth, sizeof *ts);
     pthread_t *th = calloc((size_t)nth, sizeof *th);
     double best = -1;
@@ -82,7 +83,8 @@ static double run_rounds(round_fn setup, round_fn work, void *arg, int nth, int 
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     int started = 1;
-    for (int i = 0; i < nth; i++) ts[i] = (rounds_thread){&j, i};
+    for (int i = 0; i < nth; i++)
+        ts[i] = (rounds_thread){&j, i};
     for (int i = 1; i < nth; i++, started++)
         if (pthread_create(&th[i], NULL, rounds_main, &ts[i]) != 0) break;
     release_threads(&j, started == nth ? 1 : -1);
@@ -90,7 +92,8 @@ static double run_rounds(round_fn setup, round_fn work, void *arg, int nth, int 
         rounds_main(&ts[0]);
         best = j.best_s;
     }
-    for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
+    for (int i = 1; i < started; i++)
+        pthread_join(th[i], NULL);
     pthread_barrier_destroy(&j.bar);
     pthread_mutex_destroy(&j.mu);
     pthread_cond_destroy(&j.cv);
@@ -129,7 +132,8 @@ static void bw_setup(void *arg, int ith, int nth) {
     bw_job *j = arg;
     size_t lo, hi;
     slice(j->n_words, ith, nth, &lo, &hi);
-    for (size_t i = lo; i < hi; i++) j->buf[i] = i * 0x9E3779B97F4A7C15ULL;
+    for (size_t i = lo; i < hi; i++)
+        j->buf[i] = i * 0x9E3779B97F4A7C15ULL;
 }
 
 /* Eight independent XOR lanes over 64-byte pieces, kept in registers: integer XOR is
@@ -192,11 +196,13 @@ static void peak_setup(void *arg, int ith, int nth) {
     if (!d) return;
     for (int i = 0; i < PEAK_N; i++) {
         d->yf[i] = (float)((i * 7 + ith) % 13) * 0.1f - 0.6f;
-        for (int r = 0; r < PEAK_ROWS; r++) d->xf[r][i] = (float)((i * 5 + r) % 11) * 0.1f - 0.5f;
+        for (int r = 0; r < PEAK_ROWS; r++)
+            d->xf[r][i] = (float)((i * 5 + r) % 11) * 0.1f - 0.5f;
     }
     cpulm_from_float_fn q = j->k->from_float[CPULM_DTYPE_Q8_0];
     q(d->yf, d->yq, PEAK_N);
-    for (int r = 0; r < PEAK_ROWS; r++) q(d->xf[r], d->xq[r], PEAK_N);
+    for (int r = 0; r < PEAK_ROWS; r++)
+        q(d->xf[r], d->xq[r], PEAK_N);
 }
 
 static void peak_work(void *arg, int ith, int nth) {
@@ -207,8 +213,10 @@ static void peak_work(void *arg, int ith, int nth) {
     float acc = 0, s;
     for (int c = 0; c < PEAK_CALLS; c++) {
         int r = c % PEAK_ROWS;
-        if (j->q8) j->k->vec_dot[CPULM_DTYPE_Q8_0](PEAK_N, &s, d->xq[r], d->yq);
-        else s = j->k->dot_f32(PEAK_N, d->xf[r], d->yf);
+        if (j->q8)
+            j->k->vec_dot[CPULM_DTYPE_Q8_0](PEAK_N, &s, d->xq[r], d->yq);
+        else
+            s = j->k->dot_f32(PEAK_N, d->xf[r], d->yf);
         acc += s;
     }
     j->sink[ith] += acc;
@@ -264,12 +272,14 @@ static void gemm_setup(void *arg, int ith, int nth) {
     d->act = malloc(d->act_stride * GEMM_TOKENS);
     if (src && x && d->w && d->act) {
         for (int64_t r = 0; r < rows; r++) {
-            for (int i = 0; i < PEAK_N; i++) x[i] = (float)((i * 5 + r + ith) % 11) * 0.1f - 0.5f;
+            for (int i = 0; i < PEAK_N; i++)
+                x[i] = (float)((i * 5 + r + ith) % 11) * 0.1f - 0.5f;
             j->k->from_float[CPULM_DTYPE_Q8_0](x, src + (size_t)r * rb, PEAK_N);
         }
         cpulm_repack_x16(CPULM_DTYPE_Q8_0, src, d->w, PEAK_N, rows);
         for (int t = 0; t < GEMM_TOKENS; t++) {
-            for (int i = 0; i < PEAK_N; i++) x[i] = (float)((i * 7 + t) % 13) * 0.1f - 0.6f;
+            for (int i = 0; i < PEAK_N; i++)
+                x[i] = (float)((i * 7 + t) % 13) * 0.1f - 0.6f;
             cpulm_matmul_quantize_act(j->k, CPULM_DTYPE_Q8_0, x, d->act + t * d->act_stride,
                                       PEAK_N);
         }
@@ -289,8 +299,8 @@ static void gemm_work(void *arg, int ith, int nth) {
     if (!d) return;
     cpulm_gemm_fn gemm = j->k->gemm_x16[CPULM_DTYPE_Q8_0];
     for (int c = 0; c < GEMM_CALLS; c++)
-        gemm(PEAK_N, GEMM_TOKENS, d->out, CPULM_PACK_ROWS, d->w + (c % GEMM_GROUPS) * d->group_bytes,
-             d->act, d->act_stride);
+        gemm(PEAK_N, GEMM_TOKENS, d->out, CPULM_PACK_ROWS,
+             d->w + (c % GEMM_GROUPS) * d->group_bytes, d->act, d->act_stride);
     j->sink[ith] += d->out[0];
 }
 
@@ -312,9 +322,8 @@ static double gemm_peak(int n_threads, double min_s) {
         free(j->d[i]);
     }
     free(j);
-    return s > 0 && ok
-               ? 2.0 * PEAK_N * CPULM_PACK_ROWS * GEMM_TOKENS * GEMM_CALLS * n_threads / s
-               : -1;
+    return s > 0 && ok ? 2.0 * PEAK_N * CPULM_PACK_ROWS * GEMM_TOKENS * GEMM_CALLS * n_threads / s
+                       : -1;
 }
 
 /* The int8 ceiling: the faster of the repacked GEMM microkernel and the Q8_0 dot. */
@@ -349,7 +358,8 @@ static uint64_t sum_tensors(const cpulm_model *m, int bytes) {
         uint64_t nb;
         if (cpulm_model_tensor(m, i, &name, NULL, ne, &nb) != CPULM_OK) continue;
         if (untied && !strcmp(name, "token_embd.weight")) continue; /* one row is looked up */
-        if (bytes) total += nb;
+        if (bytes)
+            total += nb;
         else if (ne[1] > 1) {
             uint64_t n = (uint64_t)(ne[0] * ne[1] * ne[2] * ne[3]); /* 2-D and expert stacks */
             if (in.n_expert > 0 && ne[2] == in.n_expert) /* a token computes with n_used of them */
@@ -389,6 +399,7 @@ void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, int64_t matmu
 void bench_default_threads(bench_list *l) {
     int n = cpulm_topo_default_threads();
     l->n = 0;
-    for (int t = 1; t < n && l->n < BENCH_MAX_LIST - 1; t *= 2) l->v[l->n++] = t;
+    for (int t = 1; t < n && l->n < BENCH_MAX_LIST - 1; t *= 2)
+        l->v[l->n++] = t;
     l->v[l->n++] = n;
 }

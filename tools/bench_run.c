@@ -53,7 +53,8 @@ static int fail_decode(run_state *s, cpulm_status st) {
 
 /* Back to the state before a repetition: every sequence holds the depth tokens only. */
 static void clear_kv(run_state *s) {
-    for (int32_t q = 0; q < s->t->n_parallel; q++) cpulm_ctx_seq_rm(s->ctx, q, s->t->n_depth);
+    for (int32_t q = 0; q < s->t->n_parallel; q++)
+        cpulm_ctx_seq_rm(s->ctx, q, s->t->n_depth);
 }
 
 /* n random tokens of sequence 0 in decode calls of at most n_ub tokens; logits for the last
@@ -61,7 +62,8 @@ static void clear_kv(run_state *s) {
 static int decode_prompt(run_state *s, int32_t n) {
     for (int32_t i = 0; i < n; i += s->n_ub) {
         int32_t k = n - i < s->n_ub ? n - i : s->n_ub;
-        for (int32_t j = 0; j < k; j++) s->tok[j] = (cpulm_token)(rng_next(&s->rng) % (uint64_t)s->n_vocab);
+        for (int32_t j = 0; j < k; j++)
+            s->tok[j] = (cpulm_token)(rng_next(&s->rng) % (uint64_t)s->n_vocab);
         cpulm_batch b = {.n = k, .token = s->tok};
         cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
         if (st != CPULM_OK) return fail_decode(s, st);
@@ -109,7 +111,8 @@ static int decode_par_gen(run_state *s) {
             s->seq[q] = q;
             s->want[q] = 1;
         }
-        cpulm_batch b = {.n = t->n_parallel, .token = s->tok, .seq = s->seq, .want_logits = s->want};
+        cpulm_batch b = {
+            .n = t->n_parallel, .token = s->tok, .seq = s->seq, .want_logits = s->want};
         cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
         if (st != CPULM_OK) return fail_decode(s, st);
     }
@@ -174,7 +177,8 @@ static int warm_up(run_state *s) {
     int32_t n = s->t->n_prompt < s->n_ub ? s->t->n_prompt : s->n_ub;
     if (n > 32) n = 32;
     int rc = (n > 0 ? decode_prompt(s, n) : 0) || decode_gen(s, 1);
-    for (int32_t q = 0; q < s->t->n_parallel; q++) cpulm_ctx_seq_rm(s->ctx, q, 0);
+    for (int32_t q = 0; q < s->t->n_parallel; q++)
+        cpulm_ctx_seq_rm(s->ctx, q, 0);
     return rc;
 }
 
@@ -185,7 +189,8 @@ static int fill_depth(run_state *s) {
     if (d <= 0) return 0;
     if (decode_prompt(s, d)) return -1;
     for (int32_t q = 1; q < s->t->n_parallel; q++)
-        if (cpulm_ctx_seq_cp(s->ctx, 0, q, d) != CPULM_OK) return fail_decode(s, CPULM_ERR_INVALID_ARG);
+        if (cpulm_ctx_seq_cp(s->ctx, 0, q, d) != CPULM_OK)
+            return fail_decode(s, CPULM_ERR_INVALID_ARG);
     return 0;
 }
 
@@ -193,15 +198,19 @@ static int run_test(const bench_runner *br, const bench_test *t, int reps, bench
                     char *err, size_t cap) {
     memset(r, 0, sizeof *r);
     r->t = *t;
-    if (reps < 1 || reps > BENCH_MAX_REPS || t->n_parallel < 1 || t->n_prompt < 0 ||
-        t->n_gen < 0 || t->n_depth < 0 || bench_test_tokens(t) < 1 ||
+    if (reps < 1 || reps > BENCH_MAX_REPS || t->n_parallel < 1 || t->n_prompt < 0 || t->n_gen < 0 ||
+        t->n_depth < 0 || bench_test_tokens(t) < 1 ||
         ((t->kind == BENCH_PAR || t->kind == BENCH_TTFT) && t->n_prompt < 1)) {
         snprintf(err, cap, "invalid test (repetitions 1..%d, lengths >= 1)", BENCH_MAX_REPS);
         return -1;
     }
     bench_now_iso(r->test_time, sizeof r->test_time);
-    run_state s = {.t = t, .n_vocab = cpulm_vocab_n(br->m), .n_ub = ubatch_of(t),
-                   .rng = br->seed ? br->seed : 0x9E3779B97F4A7C15ULL, .err = err, .cap = cap};
+    run_state s = {.t = t,
+                   .n_vocab = cpulm_vocab_n(br->m),
+                   .n_ub = ubatch_of(t),
+                   .rng = br->seed ? br->seed : 0x9E3779B97F4A7C15ULL,
+                   .err = err,
+                   .cap = cap};
     size_t nb = (size_t)(s.n_ub > t->n_parallel ? s.n_ub : t->n_parallel);
     s.tok = malloc(sizeof(cpulm_token) * nb);
     s.seq = malloc(sizeof(int32_t) * nb);

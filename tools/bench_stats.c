@@ -36,10 +36,12 @@ void bench_stats_compute(const double *x, int n, bench_stats *s) {
     s->n = n;
     if (n < 1) return;
     double sum = 0;
-    for (int i = 0; i < n; i++) sum += x[i];
+    for (int i = 0; i < n; i++)
+        sum += x[i];
     s->mean = sum / n;
     double ss = 0; /* two-pass: no cancellation for nearly equal samples */
-    for (int i = 0; i < n; i++) ss += (x[i] - s->mean) * (x[i] - s->mean);
+    for (int i = 0; i < n; i++)
+        ss += (x[i] - s->mean) * (x[i] - s->mean);
     s->stddev = n > 1 ? sqrt(ss / (n - 1)) : 0;
     s->min = bench_percentile(x, n, 0);
     s->max = bench_percentile(x, n, 100);

@@ -47,8 +47,8 @@ static int parse_item(const char **s, int32_t lo, int32_t hi, bench_list *out, c
         if (read_int(s, 1, 1 << 20, &step, err, cap)) return -1;
     }
     if (b < a || (op == '*' && (step < 2 || a < 1))) {
-        snprintf(err, cap, "bad range %d-%d%c%d (want A <= B, and A >= 1, M >= 2 with *)", a, b,
-                 op, step);
+        snprintf(err, cap, "bad range %d-%d%c%d (want A <= B, and A >= 1, M >= 2 with *)", a, b, op,
+                 step);
         return -1;
     }
     for (int64_t v = a; v <= b; v = op == '*' ? v * step : v + step)
@@ -64,7 +64,8 @@ int bench_list_parse(const char *s, int32_t lo, int32_t hi, bench_list *out, cha
     }
     while (*s) {
         if (parse_item(&s, lo, hi, out, err, cap)) return -1;
-        if (*s == ',' && s[1]) s++;
+        if (*s == ',' && s[1])
+            s++;
         else if (*s) {
             snprintf(err, cap, "unexpected '%s'", s);
             return -1;
@@ -76,10 +77,8 @@ int bench_list_parse(const char *s, int32_t lo, int32_t hi, bench_list *out, cha
 static const struct {
     const char *name;
     cpulm_kv_type t;
-} kv_names[] = {{"f16", CPULM_KV_F16},
-                {"q8_0", CPULM_KV_Q8_0},
-                {"q4_0", CPULM_KV_Q4_0},
-                {"f32", CPULM_KV_F32}};
+} kv_names[] = {
+    {"f16", CPULM_KV_F16}, {"q8_0", CPULM_KV_Q8_0}, {"q4_0", CPULM_KV_Q4_0}, {"f32", CPULM_KV_F32}};
 
 const char *bench_kv_name(cpulm_kv_type t) {
     for (size_t i = 0; i < sizeof kv_names / sizeof kv_names[0]; i++)
@@ -91,7 +90,8 @@ int bench_kv_list_parse(const char *s, bench_list *out, char *err, size_t cap) {
     while (*s) {
         size_t n = strcspn(s, ",");
         size_t i = 0, k = sizeof kv_names / sizeof kv_names[0];
-        while (i < k && !(strlen(kv_names[i].name) == n && !strncmp(s, kv_names[i].name, n))) i++;
+        while (i < k && !(strlen(kv_names[i].name) == n && !strncmp(s, kv_names[i].name, n)))
+            i++;
         if (i == k) {
             snprintf(err, cap, "unknown KV type '%.*s' (want f16, q8_0, q4_0 or f32)", (int)n, s);
             return -1;
@@ -158,7 +158,8 @@ static void emit_tests(emitter *e, const bench_params *p, const bench_test *base
         for (int j = 0; j < p->npp.n; j++)
             for (int k = 0; k < p->ntg.n; k++)
                 emit(e, base, BENCH_PAR, p->npp.v[j], p->ntg.v[k], p->npl.v[i]);
-    for (int i = 0; i < p->ttft.n; i++) emit(e, base, BENCH_TTFT, p->ttft.v[i], 0, 1);
+    for (int i = 0; i < p->ttft.n; i++)
+        emit(e, base, BENCH_TTFT, p->ttft.v[i], 0, 1);
 }
 
 int bench_expand(const bench_params *p, bench_test *out, int cap) {
@@ -166,19 +167,19 @@ int bench_expand(const bench_params *p, bench_test *out, int cap) {
     static const bench_list none = {{0}, 1}; /* threads_batch unset: follow n_threads */
     const bench_list *tb = p->threads_batch.n ? &p->threads_batch : &none;
     for (int dp = 0; dp < p->n_depth.n; dp++)
-    for (int a = 0; a < p->type_k.n; a++)
-        for (int b = 0; b < p->n_batch.n; b++)
-            for (int u = 0; u < p->n_ubatch.n; u++)
-                for (int t = 0; t < p->threads.n; t++)
-                    for (int k = 0; k < tb->n; k++) {
-                        bench_test base = {.type_k = (cpulm_kv_type)p->type_k.v[a],
-                                           .n_batch = p->n_batch.v[b],
-                                           .n_ubatch = p->n_ubatch.v[u],
-                                           .n_threads = p->threads.v[t],
-                                           .n_threads_batch = tb->v[k],
-                                           .n_depth = p->n_depth.v[dp]};
-                        emit_tests(&e, p, &base);
-                    }
+        for (int a = 0; a < p->type_k.n; a++)
+            for (int b = 0; b < p->n_batch.n; b++)
+                for (int u = 0; u < p->n_ubatch.n; u++)
+                    for (int t = 0; t < p->threads.n; t++)
+                        for (int k = 0; k < tb->n; k++) {
+                            bench_test base = {.type_k = (cpulm_kv_type)p->type_k.v[a],
+                                               .n_batch = p->n_batch.v[b],
+                                               .n_ubatch = p->n_ubatch.v[u],
+                                               .n_threads = p->threads.v[t],
+                                               .n_threads_batch = tb->v[k],
+                                               .n_depth = p->n_depth.v[dp]};
+                            emit_tests(&e, p, &base);
+                        }
     return e.n;
 }
 
@@ -187,9 +188,12 @@ void bench_test_name(const bench_test *t, char *buf, size_t cap) {
     case BENCH_PP: snprintf(buf, cap, "pp%d", t->n_prompt); break;
     case BENCH_TG: snprintf(buf, cap, "tg%d", t->n_gen); break;
     case BENCH_PG:
-        if (t->n_gen == 0) snprintf(buf, cap, "pp%d", t->n_prompt);
-        else if (t->n_prompt == 0) snprintf(buf, cap, "tg%d", t->n_gen);
-        else snprintf(buf, cap, "pp%d+tg%d", t->n_prompt, t->n_gen);
+        if (t->n_gen == 0)
+            snprintf(buf, cap, "pp%d", t->n_prompt);
+        else if (t->n_prompt == 0)
+            snprintf(buf, cap, "tg%d", t->n_gen);
+        else
+            snprintf(buf, cap, "pp%d+tg%d", t->n_prompt, t->n_gen);
         break;
     case BENCH_PAR:
         snprintf(buf, cap, "npl%d pp%d+tg%d", t->n_parallel, t->n_prompt, t->n_gen);

@@ -17,8 +17,9 @@ int cli_chat_template(const cpulm_model *m, const char *override, const char **t
         }
         size_t n;
         if (!(*owned = cli_read_file(override, &n))) {
-            fprintf(stderr, "cpulm: --chat-template '%s' is neither a built-in name (llama3, "
-                            "llama2, mistral, chatml, deepseek-r1, plain) nor a readable file\n",
+            fprintf(stderr,
+                    "cpulm: --chat-template '%s' is neither a built-in name (llama3, "
+                    "llama2, mistral, chatml, deepseek-r1, plain) nor a readable file\n",
                     override);
             return 0;
         }
@@ -30,7 +31,8 @@ int cli_chat_template(const cpulm_model *m, const char *override, const char **t
     if (cpulm_model_meta(m, "tokenizer.chat_template", NULL, 0, &need) == CPULM_ERR_NOT_FOUND)
         return 1;
     *owned = malloc(need);
-    if (!*owned || cpulm_model_meta(m, "tokenizer.chat_template", *owned, need, &need) != CPULM_OK) {
+    if (!*owned ||
+        cpulm_model_meta(m, "tokenizer.chat_template", *owned, need, &need) != CPULM_OK) {
         free(*owned);
         *owned = NULL;
         return 1;

@@ -12,7 +12,8 @@
 #include "common.h"
 
 static void bench_usage(FILE *f) {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: cpulm bench [-m MODEL] [options]     (every option takes a list: 1,2,4 or 1-16*2)\n"
         "  -m, --model FILE     GGUF model (default: $CPULM_MODEL or stories260K)\n"
         "  -p, --n-prompt N     prompt tests: N random tokens evaluated in batches (default 512;\n"
@@ -43,8 +44,8 @@ static void bench_usage(FILE *f) {
         "  --progress, --no-progress  live progress line on stderr (default: when a tty)\n"
         "  --compare A.json B.json    side-by-side table of two JSON outputs with B/A ratios\n"
         "Giving any of -p/-n/-pg/-npl/--ttft runs only the tests asked for.\n"
-        "Results are mean ± sample stddev over the repetitions; model load is not timed.\n"
-        CLI_COMPAT_HELP);
+        "Results are mean ± sample stddev over the repetitions; model load is not "
+        "timed.\n" CLI_COMPAT_HELP);
 }
 
 typedef struct bench_opts {
@@ -95,7 +96,8 @@ static int kv_flag(cli *c, bench_list *l) {
     }
     for (int i = 0; i < add.n; i++) {
         int seen = 0;
-        for (int j = 0; j < l->n; j++) seen |= l->v[j] == add.v[i];
+        for (int j = 0; j < l->n; j++)
+            seen |= l->v[j] == add.v[i];
         if (!seen) l->v[l->n++] = add.v[i];
     }
     return 1;
@@ -104,21 +106,34 @@ static int kv_flag(cli *c, bench_list *l) {
 /* Flags of the sweep axes; returns 1 when argv[i] was one (ok reports parse success). */
 static int axis_flag(cli *c, bench_params *p, int *ok) {
     const int32_t big = 1 << 20;
-    if (cli_flag(c, "-p", "--n-prompt")) *ok = list_flag(c, 0, big, &p->n_prompt);
-    else if (cli_flag(c, "-n", "--n-gen")) *ok = list_flag(c, 0, big, &p->n_gen);
-    else if (cli_flag(c, "-d", "--n-depth")) *ok = list_flag(c, 0, big, &p->n_depth);
-    else if (cli_flag(c, "-pg", NULL)) *ok = pg_flag(c, p);
-    else if (cli_flag(c, "-t", "--threads")) *ok = list_flag(c, 1, 512, &p->threads);
-    else if (cli_flag(c, "-tb", "--threads-batch")) *ok = list_flag(c, 1, 512, &p->threads_batch);
-    else if (cli_flag(c, "-b", "--batch-size")) *ok = list_flag(c, 1, 1 << 16, &p->n_batch);
-    else if (cli_flag(c, "-ub", "--ubatch-size")) *ok = list_flag(c, 1, 1 << 16, &p->n_ubatch);
+    if (cli_flag(c, "-p", "--n-prompt"))
+        *ok = list_flag(c, 0, big, &p->n_prompt);
+    else if (cli_flag(c, "-n", "--n-gen"))
+        *ok = list_flag(c, 0, big, &p->n_gen);
+    else if (cli_flag(c, "-d", "--n-depth"))
+        *ok = list_flag(c, 0, big, &p->n_depth);
+    else if (cli_flag(c, "-pg", NULL))
+        *ok = pg_flag(c, p);
+    else if (cli_flag(c, "-t", "--threads"))
+        *ok = list_flag(c, 1, 512, &p->threads);
+    else if (cli_flag(c, "-tb", "--threads-batch"))
+        *ok = list_flag(c, 1, 512, &p->threads_batch);
+    else if (cli_flag(c, "-b", "--batch-size"))
+        *ok = list_flag(c, 1, 1 << 16, &p->n_batch);
+    else if (cli_flag(c, "-ub", "--ubatch-size"))
+        *ok = list_flag(c, 1, 1 << 16, &p->n_ubatch);
     else if (cli_is_kv_flag(c))
         *ok = kv_flag(c, &p->type_k);
-    else if (cli_parallel_flag(c)) *ok = list_flag(c, 1, 4096, &p->npl);
-    else if (cli_flag(c, "-npp", NULL)) *ok = list_flag(c, 1, big, &p->npp);
-    else if (cli_flag(c, "-ntg", NULL)) *ok = list_flag(c, 1, big, &p->ntg);
-    else if (cli_flag(c, "--ttft", NULL)) *ok = list_flag(c, 1, big, &p->ttft);
-    else return 0;
+    else if (cli_parallel_flag(c))
+        *ok = list_flag(c, 1, 4096, &p->npl);
+    else if (cli_flag(c, "-npp", NULL))
+        *ok = list_flag(c, 1, big, &p->npp);
+    else if (cli_flag(c, "-ntg", NULL))
+        *ok = list_flag(c, 1, big, &p->ntg);
+    else if (cli_flag(c, "--ttft", NULL))
+        *ok = list_flag(c, 1, big, &p->ttft);
+    else
+        return 0;
     return 1;
 }
 
@@ -140,7 +155,10 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
         } else if (cli_flag(&c, "-o", "--output")) {
             const char *v = cli_value(&c);
             ok = v && bench_fmt_parse(v, &o->fmt) == 0;
-            if (v && !ok) fprintf(stderr, "cpulm bench: bad value '%s' for -o (want md, csv, json, jsonl or sql)\n", v);
+            if (v && !ok)
+                fprintf(stderr,
+                        "cpulm bench: bad value '%s' for -o (want md, csv, json, jsonl or sql)\n",
+                        v);
         } else if (cli_flag(&c, "--json", NULL)) {
             o->fmt = BENCH_FMT_JSON;
         } else if (cli_flag(&c, "--seed", NULL)) {
@@ -171,8 +189,8 @@ static void show_progress(void *user, const bench_test *t, int rep, int n_reps) 
     char name[64];
     bench_test_name(t, name, sizeof name);
     if (rep < 0)
-        fprintf(stderr, "\rcpulm bench: [%d/%d] %s, kv %s: warm-up\033[K", ps->i + 1, ps->n,
-                name, bench_kv_name(t->type_k));
+        fprintf(stderr, "\rcpulm bench: [%d/%d] %s, kv %s: warm-up\033[K", ps->i + 1, ps->n, name,
+                bench_kv_name(t->type_k));
     else
         fprintf(stderr, "\rcpulm bench: [%d/%d] %s, kv %s: repetition %d/%d\033[K", ps->i + 1,
                 ps->n, name, bench_kv_name(t->type_k), rep + 1, n_reps);
@@ -183,8 +201,11 @@ static int run_all(const bench_opts *o, const cpulm_model *m, bench_result *res,
                    const bench_test *tests, int *n_done) {
     progress_state ps = {0, n};
     int show = o->progress >= 0 ? o->progress : isatty(2);
-    bench_runner br = {.m = m, .seed = (uint64_t)o->seed, .progress = show ? show_progress : NULL,
-                       .progress_user = &ps, .attn_fast = o->attn_fast};
+    bench_runner br = {.m = m,
+                       .seed = (uint64_t)o->seed,
+                       .progress = show ? show_progress : NULL,
+                       .progress_user = &ps,
+                       .attn_fast = o->attn_fast};
     char err[256];
     for (ps.i = 0; ps.i < n; ps.i++) {
         if (bench_run_test(&br, &tests[ps.i], o->reps, &res[ps.i], err, sizeof err)) {

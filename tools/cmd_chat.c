@@ -54,27 +54,28 @@ typedef struct chat_state {
 } chat_state;
 
 static void chat_usage(FILE *f) {
-    fprintf(f, "usage: cpulm chat [-m MODEL] [--system TEXT] [options]\n"
-               "  -m, --model FILE           GGUF model (default: $CPULM_MODEL or stories260K)\n"
-               "  -sys, --system TEXT        system message (-p TEXT too, as llama-cli -cnv)\n"
-               "  -f, --file FILE            system message from a file (final newline dropped)\n"
-               "  --chat-template NAME|FILE  override the model's template (llama3, llama2,\n"
-               "                             mistral, chatml, deepseek-r1, plain, or a file)\n"
-               "  --hide-think               do not show <think>...</think> reasoning\n"
-               "  --no-think                 ask templates that support it not to think\n"
-               "  -n, --n-predict N          most tokens per reply (default 1024; -1 = until\n"
-               "                             the end of the reply or a full context)\n"
-               "  -c, --ctx-size N           context (default: model's, at most 4096); when the\n"
-               "                             conversation outgrows it, the oldest turns are dropped\n"
-               "  -t, --threads N            threads (default: physical cores)\n"
-               "  -tb, --threads-batch N     threads for prompts (default: -t)\n"
-               "  --numa MODE                distribute, isolate or numactl (see run --help)\n"
-               CLI_SAMPLER_HELP
-               "Type a message and press Enter. A line ending in \\ continues the message; lines\n"
-               "between two \"\"\" lines are one message; lines pasted together are one message.\n"
-               "Commands: /help, /exit, /clear, /save FILE, /load FILE. Ctrl-C stops a reply;\n"
-               "Ctrl-D or Ctrl-C at the prompt quits. Line editing and history (arrow keys) use\n"
-               "libedit when stdin is a terminal.\n" CLI_COMPAT_HELP);
+    fprintf(f,
+            "usage: cpulm chat [-m MODEL] [--system TEXT] [options]\n"
+            "  -m, --model FILE           GGUF model (default: $CPULM_MODEL or stories260K)\n"
+            "  -sys, --system TEXT        system message (-p TEXT too, as llama-cli -cnv)\n"
+            "  -f, --file FILE            system message from a file (final newline dropped)\n"
+            "  --chat-template NAME|FILE  override the model's template (llama3, llama2,\n"
+            "                             mistral, chatml, deepseek-r1, plain, or a file)\n"
+            "  --hide-think               do not show <think>...</think> reasoning\n"
+            "  --no-think                 ask templates that support it not to think\n"
+            "  -n, --n-predict N          most tokens per reply (default 1024; -1 = until\n"
+            "                             the end of the reply or a full context)\n"
+            "  -c, --ctx-size N           context (default: model's, at most 4096); when the\n"
+            "                             conversation outgrows it, the oldest turns are dropped\n"
+            "  -t, --threads N            threads (default: physical cores)\n"
+            "  -tb, --threads-batch N     threads for prompts (default: -t)\n"
+            "  --numa MODE                distribute, isolate or numactl (see run "
+            "--help)\n" CLI_SAMPLER_HELP
+            "Type a message and press Enter. A line ending in \\ continues the message; lines\n"
+            "between two \"\"\" lines are one message; lines pasted together are one message.\n"
+            "Commands: /help, /exit, /clear, /save FILE, /load FILE. Ctrl-C stops a reply;\n"
+            "Ctrl-D or Ctrl-C at the prompt quits. Line editing and history (arrow keys) use\n"
+            "libedit when stdin is a terminal.\n" CLI_COMPAT_HELP);
 }
 
 static int parse_chat(int argc, char **argv, chat_opts *o) {
@@ -153,7 +154,8 @@ static int push_msg(chat_state *st, const char *role, const char *content, size_
 
 static void drop_msgs(chat_state *st, int from, int count) {
     if (count <= 0) return;
-    for (int i = from; i < from + count; i++) free(st->msgs[i].role), free(st->msgs[i].content);
+    for (int i = from; i < from + count; i++)
+        free(st->msgs[i].role), free(st->msgs[i].content);
     memmove(st->msgs + from, st->msgs + from + count,
             sizeof *st->msgs * (size_t)(st->n_msgs - from - count));
     st->n_msgs -= count;
@@ -194,10 +196,11 @@ static int render(const chat_state *st, const chat_opts *o, char **prompt) {
     cpulm_buf_init(&js, 0);
     msgs_json(st, &js);
     cpulm_error err = {0};
-    cpulm_status s = js.status ? js.status
-                               : cpulm_chat_render_json(st->tmpl, js.data, &p, prompt, &err);
+    cpulm_status s =
+        js.status ? js.status : cpulm_chat_render_json(st->tmpl, js.data, &p, prompt, &err);
     cpulm_buf_release(&js);
-    if (s != CPULM_OK) fprintf(stderr, "cpulm chat: template: %s\n", err.msg[0] ? err.msg : cpulm_status_str(s));
+    if (s != CPULM_OK)
+        fprintf(stderr, "cpulm chat: template: %s\n", err.msg[0] ? err.msg : cpulm_status_str(s));
     return s == CPULM_OK;
 }
 
@@ -243,8 +246,9 @@ static int fit_prompt(chat_state *st, const chat_opts *o, char **prompt, cpulm_t
         if (!render(st, o, prompt) || (*n = tokenize_prompt(st, *prompt, toks)) < 0) break;
         if (*n <= limit) {
             if (dropped)
-                fprintf(stderr, "cpulm chat: [the conversation outgrew the context of %d tokens: "
-                                "dropped the %d oldest messages]\n",
+                fprintf(stderr,
+                        "cpulm chat: [the conversation outgrew the context of %d tokens: "
+                        "dropped the %d oldest messages]\n",
                         cpulm_ctx_n_ctx(st->ctx), dropped);
             return 1;
         }
@@ -252,8 +256,9 @@ static int fit_prompt(chat_state *st, const chat_opts *o, char **prompt, cpulm_t
         free(*toks);
         int first = has_system(st) ? 1 : 0;
         if (st->n_msgs - first <= 1) { /* only the new message is left */
-            fprintf(stderr, "cpulm chat: that message (%d tokens with the template) does not fit "
-                            "the context of %d with room for a reply; try a larger -c\n",
+            fprintf(stderr,
+                    "cpulm chat: that message (%d tokens with the template) does not fit "
+                    "the context of %d with room for a reply; try a larger -c\n",
                     *n, cpulm_ctx_n_ctx(st->ctx));
             drop_msgs(st, st->n_msgs - 1, 1);
             return 0;
@@ -273,7 +278,8 @@ static int fit_prompt(chat_state *st, const chat_opts *o, char **prompt, cpulm_t
 /* Evaluates what the cache does not hold yet of toks[0..n). */
 static int feed_prompt(chat_state *st, cpulm_token *toks, int32_t n) {
     int32_t keep = 0;
-    while (keep < n && keep < st->n_cached && toks[keep] == st->cached[keep]) keep++;
+    while (keep < n && keep < st->n_cached && toks[keep] == st->cached[keep])
+        keep++;
     if (keep == n && keep > 0) keep--; /* re-evaluate the last token so its logits are fresh */
     cpulm_ctx_seq_rm(st->ctx, 0, keep);
     st->n_cached = keep < st->n_cached ? keep : st->n_cached;
@@ -309,7 +315,8 @@ static void emit(const chat_opts *o, cpulm_chat_think *think, const char *s, int
 /* Does the generation prompt already open a reasoning block (DeepSeek-R1 templates)? */
 static int ends_with_think(const char *prompt) {
     size_t n = strlen(prompt);
-    while (n > 0 && (prompt[n - 1] == '\n' || prompt[n - 1] == ' ')) n--;
+    while (n > 0 && (prompt[n - 1] == '\n' || prompt[n - 1] == ' '))
+        n--;
     return n >= 7 && memcmp(prompt + n - 7, "<think>", 7) == 0;
 }
 
@@ -394,8 +401,10 @@ static int save_conversation(const chat_state *st, const char *path) {
     int ok = f && fwrite(js.data, 1, js.len, f) == js.len;
     if (f && fclose(f)) ok = 0;
     cpulm_buf_release(&js);
-    if (ok) printf("saved %d messages to %s\n", st->n_msgs, path);
-    else fprintf(stderr, "cpulm chat: cannot write %s\n", path);
+    if (ok)
+        printf("saved %d messages to %s\n", st->n_msgs, path);
+    else
+        fprintf(stderr, "cpulm chat: cannot write %s\n", path);
     return ok;
 }
 
@@ -410,11 +419,14 @@ static int load_conversation(chat_state *st, const char *path) {
     size_t n = cpulm_json_len(root);
     for (size_t i = 0; ok && i < n; i++) {
         const cpulm_json *m = cpulm_json_at(root, i);
-        ok = cpulm_json_str(cpulm_json_get(m, "role")) && cpulm_json_str(cpulm_json_get(m, "content"));
+        ok = cpulm_json_str(cpulm_json_get(m, "role")) &&
+             cpulm_json_str(cpulm_json_get(m, "content"));
     }
     if (!ok || !cpulm_json_at(root, 0)) {
-        fprintf(stderr, "cpulm chat: %s: not a conversation saved by /save (a JSON list of "
-                        "{\"role\", \"content\"})%s%s\n", path, err.msg[0] ? ": " : "", err.msg);
+        fprintf(stderr,
+                "cpulm chat: %s: not a conversation saved by /save (a JSON list of "
+                "{\"role\", \"content\"})%s%s\n",
+                path, err.msg[0] ? ": " : "", err.msg);
     } else {
         drop_msgs(st, 0, st->n_msgs);
         for (size_t i = 0; i < n; i++) {
@@ -434,20 +446,26 @@ static int command(chat_state *st, const chat_opts *o, const char *line, const c
     if (line[0] != '/') return 0;
     const char *arg = strchr(line, ' ');
     size_t nlen = arg ? (size_t)(arg - line) : strlen(line);
-    while (arg && *arg == ' ') arg++;
+    while (arg && *arg == ' ')
+        arg++;
 #define IS(name) (nlen == strlen(name) && !memcmp(line, name, nlen))
     if (IS("/exit") || IS("/quit") || IS("/bye")) return -1;
-    if (IS("/help") || IS("/?")) chat_help();
+    if (IS("/help") || IS("/?"))
+        chat_help();
     else if (IS("/clear") || IS("/reset")) {
         clear_conversation(st, system);
         printf("conversation cleared\n");
     } else if ((IS("/save") || IS("/load")) && (!arg || !*arg))
         fprintf(stderr, "cpulm chat: %.*s needs a file name\n", (int)nlen, line);
-    else if (IS("/save")) save_conversation(st, arg);
-    else if (IS("/load")) load_conversation(st, arg);
+    else if (IS("/save"))
+        save_conversation(st, arg);
+    else if (IS("/load"))
+        load_conversation(st, arg);
     else {
-        fprintf(stderr, "cpulm chat: unknown command %.*s (/help lists them; start a message "
-                        "with a space to send a '/' to the model)\n", (int)nlen, line);
+        fprintf(stderr,
+                "cpulm chat: unknown command %.*s (/help lists them; start a message "
+                "with a space to send a '/' to the model)\n",
+                (int)nlen, line);
     }
 #undef IS
     (void)o;
@@ -520,8 +538,10 @@ int cmd_chat(int argc, char **argv) {
     cp.n_threads_batch = o.n_threads_batch;
     cpulm_error err = {0};
     rc = 1;
-    if (!cli_chat_template(m, o.tmpl_override, &st.tmpl, &owned)) rc = EXIT_USAGE;
-    else if (!(st.ctx = cpulm_ctx_new(m, &cp, &err))) fprintf(stderr, "cpulm chat: %s\n", err.msg);
+    if (!cli_chat_template(m, o.tmpl_override, &st.tmpl, &owned))
+        rc = EXIT_USAGE;
+    else if (!(st.ctx = cpulm_ctx_new(m, &cp, &err)))
+        fprintf(stderr, "cpulm chat: %s\n", err.msg);
     else if ((st.smp = cpulm_sampler_new(&o.sp, cpulm_vocab_n(m)))) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);

@@ -33,7 +33,8 @@ typedef struct embed_opts {
 
 static void print_vec(const float *v, int32_t n, int json) {
     if (json) putchar('[');
-    for (int32_t j = 0; j < n; j++) printf(json ? "%s%.6g" : "%s%9.6f", j ? (json ? "," : " ") : "", v[j]);
+    for (int32_t j = 0; j < n; j++)
+        printf(json ? "%s%.6g" : "%s%9.6f", j ? (json ? "," : " ") : "", v[j]);
     if (json) putchar(']');
 }
 
@@ -41,8 +42,10 @@ static void print_vec(const float *v, int32_t n, int json) {
 static void print_item(int idx, const float *rows, int32_t n_rows, int32_t E, int json) {
     if (!json) {
         for (int32_t r = 0; r < n_rows; r++) {
-            if (n_rows == 1) printf("embedding %d: ", idx);
-            else printf("embedding %d token %d: ", idx, r);
+            if (n_rows == 1)
+                printf("embedding %d: ", idx);
+            else
+                printf("embedding %d token %d: ", idx, r);
             print_vec(rows + (size_t)r * E, E, 0);
             putchar('\n');
         }
@@ -59,7 +62,8 @@ static void print_item(int idx, const float *rows, int32_t n_rows, int32_t E, in
 }
 
 /* Pooling NONE: every token of each input, one input per decode. */
-static int embed_tokens(cpulm_ctx *ctx, cpulm_token **tok, const int32_t *n_tok, const embed_opts *o) {
+static int embed_tokens(cpulm_ctx *ctx, cpulm_token **tok, const int32_t *n_tok,
+                        const embed_opts *o) {
     const int32_t E = cpulm_ctx_n_embd(ctx);
     float *rows = malloc(sizeof(float) * (size_t)E * (size_t)o->n_batch);
     int8_t *want = malloc((size_t)o->n_batch);
@@ -71,13 +75,16 @@ static int embed_tokens(cpulm_ctx *ctx, cpulm_token **tok, const int32_t *n_tok,
         cpulm_batch b = {.n = n_tok[i], .token = tok[i], .want_logits = want};
         cpulm_status s = n_tok[i] > o->n_batch ? CPULM_ERR_TOO_SMALL : cpulm_ctx_decode(ctx, &b);
         if (s != CPULM_OK) {
-            fprintf(stderr, "cpulm embed: input %d (%d tokens): %s (pooling none needs the input "
-                            "in one batch: raise -b)\n", i, n_tok[i], cpulm_status_str(s));
+            fprintf(stderr,
+                    "cpulm embed: input %d (%d tokens): %s (pooling none needs the input "
+                    "in one batch: raise -b)\n",
+                    i, n_tok[i], cpulm_status_str(s));
             rc = 1;
             break;
         }
         for (int32_t r = 0; r < n_tok[i]; r++) {
-            memcpy(rows + (size_t)r * E, cpulm_ctx_embeddings_ith(ctx, r), sizeof(float) * (size_t)E);
+            memcpy(rows + (size_t)r * E, cpulm_ctx_embeddings_ith(ctx, r),
+                   sizeof(float) * (size_t)E);
             if (!o->raw) cpulm_embd_normalize(rows + (size_t)r * E, E);
         }
         print_item(i, rows, n_tok[i], E, o->json);
@@ -87,7 +94,8 @@ static int embed_tokens(cpulm_ctx *ctx, cpulm_token **tok, const int32_t *n_tok,
     return rc;
 }
 
-static int embed_pooled(cpulm_ctx *ctx, cpulm_token **tok, const int32_t *n_tok, const embed_opts *o) {
+static int embed_pooled(cpulm_ctx *ctx, cpulm_token **tok, const int32_t *n_tok,
+                        const embed_opts *o) {
     const int32_t E = cpulm_ctx_n_embd(ctx);
     float *out = malloc(sizeof(float) * (size_t)E * (size_t)o->n_inputs);
     if (!out) return 1;
@@ -134,13 +142,16 @@ static int run_embed(cpulm_model *m, embed_opts *o) {
         rc = 1;
     }
     if (ctx) {
-        if (o->json) printf("{\"object\":\"list\",\"pooling\":\"%s\",\"data\":[\n", cpulm_pooling_name(cpulm_ctx_pooling(ctx)));
+        if (o->json)
+            printf("{\"object\":\"list\",\"pooling\":\"%s\",\"data\":[\n",
+                   cpulm_pooling_name(cpulm_ctx_pooling(ctx)));
         rc = cpulm_ctx_pooling(ctx) == CPULM_POOLING_NONE ? embed_tokens(ctx, tok, n_tok, o)
-                                                         : embed_pooled(ctx, tok, n_tok, o);
+                                                          : embed_pooled(ctx, tok, n_tok, o);
         if (o->json) printf("]}\n");
     }
     cpulm_ctx_free(ctx);
-    for (int i = 0; i < n_made; i++) free(tok[i]);
+    for (int i = 0; i < n_made; i++)
+        free(tok[i]);
     return rc;
 }
 
@@ -171,10 +182,12 @@ static int parse_embed_args(cli *c, embed_opts *o, const char **model, char **fi
         } else if (cli_flag(c, "-f", "--file")) {
             if (!(v = cli_value(c))) return EXIT_USAGE;
             free(*file_text);
-            if (!(*file_text = cli_read_file(v, NULL)) || !add_lines(o, *file_text)) return EXIT_USAGE;
+            if (!(*file_text = cli_read_file(v, NULL)) || !add_lines(o, *file_text))
+                return EXIT_USAGE;
         } else if (cli_flag(c, "--pooling", NULL)) {
             if (!(v = cli_value(c))) return EXIT_USAGE;
-            if (cpulm_pooling_parse(v, &o->pooling) != CPULM_OK || o->pooling == CPULM_POOLING_RANK) {
+            if (cpulm_pooling_parse(v, &o->pooling) != CPULM_OK ||
+                o->pooling == CPULM_POOLING_RANK) {
                 fprintf(stderr, "cpulm embed: bad --pooling '%s' (none, mean, cls or last)\n", v);
                 return EXIT_USAGE;
             }

@@ -24,8 +24,10 @@ typedef struct gb_opts {
 static const char *DEFAULT_SCHEMA =
     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":40},"
     "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},\"email\":{\"type\":\"string\","
-    "\"maxLength\":60},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":20},"
-    "\"maxItems\":8},\"address\":{\"type\":\"object\",\"properties\":{\"street\":{\"type\":\"string\","
+    "\"maxLength\":60},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":"
+    "20},"
+    "\"maxItems\":8},\"address\":{\"type\":\"object\",\"properties\":{\"street\":{\"type\":"
+    "\"string\","
     "\"maxLength\":60},\"zip\":{\"type\":\"string\",\"pattern\":\"^[0-9]{5}$\"}},\"required\":"
     "[\"street\",\"zip\"]}},\"required\":[\"name\",\"age\",\"tags\",\"address\"]}";
 
@@ -88,10 +90,12 @@ static int unicode_to_byte(uint32_t cp) {
     static int table[324];
     static int ready;
     if (!ready) {
-        for (int i = 0; i < 324; i++) table[i] = -1;
+        for (int i = 0; i < 324; i++)
+            table[i] = -1;
         int n = 0;
         for (int b = 0; b < 256; b++) {
-            int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+            int printable =
+                (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
             table[printable ? b : 256 + n++] = b;
         }
         ready = 1;
@@ -129,11 +133,16 @@ static cpulm_grammar_vocab *vocab_from_json(const char *path, int32_t *n_out) {
             int b = unicode_to_byte(cp);
             if (b >= 0) out[k++] = (char)b;
         }
-        if (id >= 0 && id < n && !bytes[id]) bytes[id] = out, lens[id] = k;
-        else free(out);
+        if (id >= 0 && id < n && !bytes[id])
+            bytes[id] = out, lens[id] = k;
+        else
+            free(out);
     }
-    cpulm_grammar_vocab *v = bytes && lens ? cpulm_grammar_vocab_from_pieces(n, (const char *const *)bytes, lens, NULL) : NULL;
-    for (int32_t i = 0; bytes && i < n; i++) free(bytes[i]);
+    cpulm_grammar_vocab *v =
+        bytes && lens ? cpulm_grammar_vocab_from_pieces(n, (const char *const *)bytes, lens, NULL)
+                      : NULL;
+    for (int32_t i = 0; bytes && i < n; i++)
+        free(bytes[i]);
     free(bytes);
     free(lens);
     cpulm_json_free(d);
@@ -184,7 +193,8 @@ static uint64_t xorshift(uint64_t *s) {
 /* A token drawn uniformly among the allowed ones (-1: none). */
 static int32_t draw_allowed(const uint32_t *mask, int32_t n, uint64_t *rng) {
     int32_t count = 0;
-    for (int32_t w = 0; w < (n + 31) / 32; w++) count += __builtin_popcount(mask[w]);
+    for (int32_t w = 0; w < (n + 31) / 32; w++)
+        count += __builtin_popcount(mask[w]);
     if (count == 0) return -1;
     int32_t k = (int32_t)(xorshift(rng) % (uint64_t)count);
     for (int32_t t = 0; t < n; t++)
@@ -210,7 +220,8 @@ static void bench_masks(const cpulm_grammar *g, const cpulm_grammar_vocab *v, co
             total += dt;
             st->n_masks++;
             int32_t t = draw_allowed(mask, n, &rng);
-            if (t < 0 || cpulm_grammar_accept_token(m, t) != CPULM_OK || cpulm_grammar_must_end(m)) {
+            if (t < 0 || cpulm_grammar_accept_token(m, t) != CPULM_OK ||
+                cpulm_grammar_must_end(m)) {
                 cpulm_grammar_matcher_reset(m); /* the document is done: start another */
                 st->docs++;
             }
@@ -319,9 +330,10 @@ int cmd_grammar_bench(int argc, char **argv) {
             printf("vocabulary: %d tokens, trie of %d nodes built in %.1f ms\n", n_vocab,
                    cpulm_grammar_vocab_trie_nodes(v), build_ms);
             printf("masks: %lld over %d runs (%lld documents), cache hits %.1f%%: first (cold) "
-                   "%.3f ms, mean %.4f ms, max %.3f ms per token\n", (long long)st.n_masks,
-                   o.runs, (long long)st.docs, st.n_masks ? 100.0 * (double)st.hits / (double)st.n_masks : 0,
-                   st.cold_ms, st.mean_ms, st.max_ms);
+                   "%.3f ms, mean %.4f ms, max %.3f ms per token\n",
+                   (long long)st.n_masks, o.runs, (long long)st.docs,
+                   st.n_masks ? 100.0 * (double)st.hits / (double)st.n_masks : 0, st.cold_ms,
+                   st.mean_ms, st.max_ms);
             if (m)
                 printf("generation: %.3f ms/token unconstrained, %.3f ms/token constrained: "
                        "%+.1f%% per token (best of %d interleaved runs of %d tokens)\n",

@@ -38,7 +38,8 @@ static void print_types(const cpulm_model *m, int32_t n_tensors) {
         uint64_t nb;
         cpulm_model_tensor(m, i, NULL, &tn, NULL, &nb);
         int j = 0;
-        while (j < n_types && strcmp(names[j], tn)) j++;
+        while (j < n_types && strcmp(names[j], tn))
+            j++;
         if (j == n_types && n_types < 64) {
             names[n_types] = tn;
             counts[n_types] = 0;
@@ -75,12 +76,14 @@ static void print_memory(const cpulm_model *m, int32_t n_ctx, int32_t n_par) {
     char w[32], kv[32], kv8[32], sc[32], tot[32];
     human(w, sizeof w, (double)m16.weights);
     human(kv, sizeof kv, (double)m16.kv);
-    if (m8.kv_per_token) human(kv8, sizeof kv8, (double)m8.kv);
-    else snprintf(kv8, sizeof kv8, "n/a for"); /* KV rows not a multiple of q8_0's 32 */
+    if (m8.kv_per_token)
+        human(kv8, sizeof kv8, (double)m8.kv);
+    else
+        snprintf(kv8, sizeof kv8, "n/a for"); /* KV rows not a multiple of q8_0's 32 */
     human(sc, sizeof sc, (double)m16.scratch);
     human(tot, sizeof tot, (double)m16.total);
-    printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0) + scratch %s = %s\n",
-           n_ctx, n_par, w, kv, kv8, sc, tot);
+    printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0) + scratch %s = %s\n", n_ctx,
+           n_par, w, kv, kv8, sc, tot);
 }
 
 /* Prints one of the library's describe texts (kernel table, threads and NUMA). */
@@ -135,8 +138,10 @@ int cmd_info(int argc, char **argv) {
             const char *v = cli_value(&c);
             if (!v) return EXIT_USAGE;
             if (cpulm_numa_parse(v, &numa) != CPULM_OK) {
-                fprintf(stderr, "cpulm info: bad value '%s' for --numa (distribute, isolate, "
-                                "numactl)\n", v);
+                fprintf(stderr,
+                        "cpulm info: bad value '%s' for --numa (distribute, isolate, "
+                        "numactl)\n",
+                        v);
                 return EXIT_USAGE;
             }
             cpu = 1;
@@ -174,8 +179,7 @@ int cmd_info(int argc, char **argv) {
            in.n_vocab, in.n_ctx_train, in.n_embd, in.n_layer);
     printf("heads:         %d (kv %d, head dim %d)\nffn:           %d\nrope:          %d dims, "
            "base %g\nrms eps:       %g\n",
-           in.n_head, in.n_head_kv, in.head_dim, in.n_ff, in.n_rot, in.rope_freq_base,
-           in.norm_eps);
+           in.n_head, in.n_head_kv, in.head_dim, in.n_ff, in.n_rot, in.rope_freq_base, in.norm_eps);
     print_types(m, in.n_tensors);
     printf("memory to run (weights are mapped, not copied):\n");
     print_memory(m, in.n_ctx_train, n_par);

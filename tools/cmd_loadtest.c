@@ -110,12 +110,13 @@ static int parse_lt(int argc, char **argv, lt_opts *o) {
 /* A prompt of about prompt_len tokens; request i starts differently so the server's
  * prefix cache does not turn the test into a cache benchmark. */
 static void make_body(const lt_opts *o, int i, cpulm_buf *b) {
-    static const char *words[] = {"the", "little", "cat", "sat", "on", "a", "warm", "mat",
-                                  "and", "looked", "at", "big", "red", "ball", "in", "sun"};
+    static const char *words[] = {"the", "little", "cat", "sat", "on",  "a",    "warm", "mat",
+                                  "and", "looked", "at",  "big", "red", "ball", "in",   "sun"};
     cpulm_buf text;
     cpulm_buf_init(&text, 0);
     cpulm_buf_printf(&text, "%d", i);
-    for (int k = 1; k < o->prompt_len; k++) cpulm_buf_printf(&text, " %s", words[(k * 7 + i) % 16]);
+    for (int k = 1; k < o->prompt_len; k++)
+        cpulm_buf_printf(&text, " %s", words[(k * 7 + i) % 16]);
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, b, 0, 0);
     cpulm_json_obj_begin(&w);
@@ -167,7 +168,8 @@ static void record(level *lv, const lt_result *r) {
         lv->n_ok++;
         push(&lv->e2e, r->t_total);
         if (r->t_first >= 0) push(&lv->ttft, r->t_first);
-        for (int32_t k = 1; k < r->n_events; k++) push(&lv->itl, r->t_events[k] - r->t_events[k - 1]);
+        for (int32_t k = 1; k < r->n_events; k++)
+            push(&lv->itl, r->t_events[k] - r->t_events[k - 1]);
         lv->out_tokens += r->completion_tokens >= 0 ? r->completion_tokens : r->n_events;
         if (r->prompt_tokens > 0) lv->prompt_tokens += r->prompt_tokens;
     } else {
@@ -210,7 +212,8 @@ static int run_level(level *lv, int32_t conc) {
     int32_t n = 0;
     for (; n < conc; n++)
         if (pthread_create(&th[n], NULL, worker, lv) != 0) break;
-    for (int32_t i = 0; i < n; i++) pthread_join(th[i], NULL);
+    for (int32_t i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
     lv->wall = lt_now() - t0;
     free(th);
     return n == conc ? 0 : -1;
@@ -237,8 +240,10 @@ static double pct_ms(samples *s, double p) {
 }
 
 static void fmt_ms(char *out, size_t cap, samples *s) {
-    if (!s->n) snprintf(out, cap, "-");
-    else snprintf(out, cap, "%.1f / %.1f / %.1f", pct_ms(s, 50), pct_ms(s, 90), pct_ms(s, 99));
+    if (!s->n)
+        snprintf(out, cap, "-");
+    else
+        snprintf(out, cap, "%.1f / %.1f / %.1f", pct_ms(s, 50), pct_ms(s, 90), pct_ms(s, 99));
 }
 
 static void print_md_row(level *lv, int32_t conc) {
@@ -286,8 +291,10 @@ static void json_level(cpulm_json_writer *w, level *lv, int32_t conc) {
     cpulm_json_key(w, "wall_s");
     cpulm_json_write_double(w, lv->wall);
     cpulm_json_key(w, "first_error");
-    if (lv->first_error[0]) cpulm_json_write_str(w, lv->first_error);
-    else cpulm_json_write_null(w);
+    if (lv->first_error[0])
+        cpulm_json_write_str(w, lv->first_error);
+    else
+        cpulm_json_write_null(w);
     cpulm_json_obj_end(w);
 }
 
@@ -299,8 +306,13 @@ static void level_release(level *lv) {
 }
 
 int cmd_loadtest(int argc, char **argv) {
-    lt_opts o = {.url = "http://127.0.0.1:8080", .format = "md", .n_requests = 20,
-                 .prompt_len = 32, .max_tokens = 64, .timeout_s = 300, .max_time_s = 600};
+    lt_opts o = {.url = "http://127.0.0.1:8080",
+                 .format = "md",
+                 .n_requests = 20,
+                 .prompt_len = 32,
+                 .max_tokens = 64,
+                 .timeout_s = 300,
+                 .max_time_s = 600};
     o.api_key = getenv("CPULM_API_KEY");
     int rc = parse_lt(argc, argv, &o);
     if (rc) return rc;
@@ -336,13 +348,17 @@ int cmd_loadtest(int argc, char **argv) {
         lv.o = &o;
         lv.u = &u;
         pthread_mutex_init(&lv.mu, NULL);
-        if (run_level(&lv, o.conc[i]) != 0) fprintf(stderr, "cpulm loadtest: could not start all workers\n");
+        if (run_level(&lv, o.conc[i]) != 0)
+            fprintf(stderr, "cpulm loadtest: could not start all workers\n");
         sort_samples(&lv.ttft);
         sort_samples(&lv.e2e);
         sort_samples(&lv.itl);
-        if (md) print_md_row(&lv, o.conc[i]);
-        else json_level(&w, &lv, o.conc[i]);
-        if (lv.first_error[0]) fprintf(stderr, "concurrency %d: first error: %s\n", o.conc[i], lv.first_error);
+        if (md)
+            print_md_row(&lv, o.conc[i]);
+        else
+            json_level(&w, &lv, o.conc[i]);
+        if (lv.first_error[0])
+            fprintf(stderr, "concurrency %d: first error: %s\n", o.conc[i], lv.first_error);
         failed |= lv.n_ok == 0;
         fflush(stdout);
         level_release(&lv);

@@ -13,15 +13,18 @@ static void logits_usage(FILE *f) {
                "  -t N               threads\n"
                "  --kv, -ctk TYPE  KV cache type f16|f32|q8_0|q4_0 (default f16)\n"
                "  --attn ref|fast  F16 KV attention: ref (default, llama.cpp's numerics) or fast\n"
-               "                   (tiled, f32 accumulation; logits differ by up to ~0.01)\n" CLI_COMPAT_HELP);
+               "                   (tiled, f32 accumulation; logits differ by up to "
+               "~0.01)\n" CLI_COMPAT_HELP);
 }
 
 /* Indices of the k largest values, descending (ties: lower id first). */
 static void top_k(const float *x, int32_t n, int32_t k, int32_t *idx) {
-    for (int32_t j = 0; j < k; j++) idx[j] = -1;
+    for (int32_t j = 0; j < k; j++)
+        idx[j] = -1;
     for (int32_t i = 0; i < n; i++) {
         int32_t j = k;
-        while (j > 0 && (idx[j - 1] < 0 || x[i] > x[idx[j - 1]])) j--;
+        while (j > 0 && (idx[j - 1] < 0 || x[i] > x[idx[j - 1]]))
+            j--;
         if (j >= k) continue;
         memmove(idx + j + 1, idx + j, sizeof(int32_t) * (size_t)(k - j - 1));
         idx[j] = i;
@@ -32,11 +35,15 @@ static void print_row(const float *lg, int32_t n_vocab, int32_t k, int json, int
                       cpulm_token tok) {
     int32_t idx[256];
     top_k(lg, n_vocab, k, idx);
-    if (json) printf("%s[", pos ? ", " : "");
-    else printf("pos %d (token %d):", pos, tok);
+    if (json)
+        printf("%s[", pos ? ", " : "");
+    else
+        printf("pos %d (token %d):", pos, tok);
     for (int32_t j = 0; j < k; j++) {
-        if (json) printf("%s[%d, %.6f]", j ? ", " : "", idx[j], lg[idx[j]]);
-        else printf(" %d:%.4f", idx[j], lg[idx[j]]);
+        if (json)
+            printf("%s[%d, %.6f]", j ? ", " : "", idx[j], lg[idx[j]]);
+        else
+            printf(" %d:%.4f", idx[j], lg[idx[j]]);
     }
     printf(json ? "]" : "\n");
 }
@@ -49,7 +56,8 @@ static int eval_all(cpulm_ctx *ctx, const cpulm_model *m, const cpulm_token *tok
     int32_t n_vocab = cpulm_vocab_n(m);
     if (json) {
         printf("{\"tokens\": [");
-        for (int32_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", toks[i]);
+        for (int32_t i = 0; i < n; i++)
+            printf("%s%d", i ? ", " : "", toks[i]);
         printf("], \"logits_topk\": [");
     }
     for (int32_t i = 0; i < n; i += B) {
@@ -120,7 +128,8 @@ int cmd_logits(int argc, char **argv) {
     if (prompt) n = cli_tokenize(m, prompt, strlen(prompt), !no_bos, 0, &toks);
     for (int32_t i = 0; i < n; i++)
         if (toks[i] < 0 || toks[i] >= cpulm_vocab_n(m)) {
-            fprintf(stderr, "cpulm logits: token %d out of range [0, %d)\n", toks[i], cpulm_vocab_n(m));
+            fprintf(stderr, "cpulm logits: token %d out of range [0, %d)\n", toks[i],
+                    cpulm_vocab_n(m));
             n = -1;
             break;
         }

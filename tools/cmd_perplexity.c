@@ -23,7 +23,8 @@ static void ppl_usage(FILE *f) {
                "                        (default: the chunk size)\n"
                "  --chunks N            score at most N chunks (default: all)\n"
                "  -t, --threads N       threads (default: physical cores)\n"
-                "  --kv, -ctk TYPE       KV cache type f16|f32|q8_0|q4_0 (default f16, as llama.cpp)\n" CLI_COMPAT_HELP);
+               "  --kv, -ctk TYPE       KV cache type f16|f32|q8_0|q4_0 (default f16, as "
+               "llama.cpp)\n" CLI_COMPAT_HELP);
 }
 
 typedef struct ppl_opts {
@@ -82,9 +83,11 @@ static int parse_args(int argc, char **argv, ppl_opts *o) {
 /* -log p(tok) from one row of logits, as llama.cpp computes it (float max, double sum). */
 static double neg_log_prob(const float *logits, int32_t n_vocab, cpulm_token tok) {
     float mx = logits[0];
-    for (int32_t i = 1; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    for (int32_t i = 1; i < n_vocab; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
     double sum = 0.0;
-    for (int32_t i = 0; i < n_vocab; i++) sum += expf(logits[i] - mx);
+    for (int32_t i = 0; i < n_vocab; i++)
+        sum += expf(logits[i] - mx);
     return -((double)(logits[tok] - mx) - log(sum));
 }
 
@@ -116,8 +119,8 @@ static int decode_part(ppl_run *r, int32_t c0, int32_t n_seq_batch, int32_t p0, 
             r->b_want[n] = pos >= r->first && pos < r->n_ctx - 1;
         }
     }
-    cpulm_batch b = {.n = n, .token = r->b_tok, .pos = r->b_pos, .seq = r->b_seq,
-                     .want_logits = r->b_want};
+    cpulm_batch b = {
+        .n = n, .token = r->b_tok, .pos = r->b_pos, .seq = r->b_seq, .want_logits = r->b_want};
     cpulm_status st = cpulm_ctx_decode(r->ctx, &b);
     if (st != CPULM_OK) {
         fprintf(stderr, "cpulm perplexity: decode failed: %s\n", cpulm_status_str(st));
@@ -127,7 +130,8 @@ static int decode_part(ppl_run *r, int32_t c0, int32_t n_seq_batch, int32_t p0, 
     for (int32_t i = 0; i < n; i++) {
         if (!r->b_want[i]) continue;
         const cpulm_token *chunk = r->tokens + (int64_t)(c0 + r->b_seq[i]) * r->n_ctx;
-        double v = neg_log_prob(cpulm_ctx_logits(r->ctx, out++), r->n_vocab, chunk[r->b_pos[i] + 1]);
+        double v =
+            neg_log_prob(cpulm_ctx_logits(r->ctx, out++), r->n_vocab, chunk[r->b_pos[i] + 1]);
         acc[r->b_seq[i]].nll += v;
         acc[r->b_seq[i]].nll2 += v * v;
         acc[r->b_seq[i]].count++;
@@ -140,7 +144,8 @@ static int decode_part(ppl_run *r, int32_t c0, int32_t n_seq_batch, int32_t p0, 
 static int eval_chunks(ppl_run *r, int32_t c0, ppl_acc *total) {
     int32_t n_seq_batch = r->n_chunk - c0 < r->n_seq ? r->n_chunk - c0 : r->n_seq;
     ppl_acc acc[64] = {{0}};
-    for (int32_t s = 0; s < n_seq_batch; s++) cpulm_ctx_seq_rm(r->ctx, s, 0);
+    for (int32_t s = 0; s < n_seq_batch; s++)
+        cpulm_ctx_seq_rm(r->ctx, s, 0);
     int32_t step = r->n_batch < r->n_ctx ? r->n_batch : r->n_ctx;
     for (int32_t p0 = 0; p0 < r->n_ctx; p0 += step) {
         int32_t len = r->n_ctx - p0 < step ? r->n_ctx - p0 : step;
@@ -161,7 +166,8 @@ static void print_final(const ppl_acc *a) {
     double ppl = exp(nll), var = nll2 - nll * nll;
     printf("\n");
     if (var > 0 && a->count > 1)
-        printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, sqrt(var / (double)(a->count - 1)) * ppl);
+        printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl,
+               sqrt(var / (double)(a->count - 1)) * ppl);
     else
         printf("Final estimate: PPL = %.4f (no spread: too few tokens)\n", ppl);
 }
@@ -187,8 +193,10 @@ static int setup_and_run(ppl_run *r, int32_t n_tokens) {
     const ppl_opts *o = r->o;
     r->n_ctx = o->n_ctx;
     if (n_tokens < 2 * r->n_ctx) {
-        fprintf(stderr, "cpulm perplexity: you need at least %d tokens for a context of %d; "
-                "%s tokenizes to only %d\n", 2 * r->n_ctx, r->n_ctx, o->file, n_tokens);
+        fprintf(stderr,
+                "cpulm perplexity: you need at least %d tokens for a context of %d; "
+                "%s tokenizes to only %d\n",
+                2 * r->n_ctx, r->n_ctx, o->file, n_tokens);
         return 1;
     }
     int32_t n_max = n_tokens / r->n_ctx;
@@ -206,8 +214,8 @@ static int setup_and_run(ppl_run *r, int32_t n_tokens) {
     cp.n_batch = r->n_batch;
     /* logits are kept for scored positions only: n_vocab floats each, the big buffer */
     int32_t scored = r->n_ctx - r->first - 1;
-    cp.n_outputs_max = r->n_batch < r->n_ctx ? (r->n_batch < scored ? r->n_batch : scored)
-                                             : r->n_seq * scored;
+    cp.n_outputs_max =
+        r->n_batch < r->n_ctx ? (r->n_batch < scored ? r->n_batch : scored) : r->n_seq * scored;
     cp.n_threads = cp.n_threads_batch = o->threads;
     cp.kv_type = o->kv;
     cpulm_error err = {0};

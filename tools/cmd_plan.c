@@ -21,7 +21,8 @@ typedef struct plan_opts {
 } plan_opts;
 
 static void plan_usage(FILE *f) {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: cpulm plan (-m MODEL | --shape NAME --type TYPE) [options]\n"
         "  -m, --model FILE     size a GGUF file\n"
         "  --shape NAME         a model shape without a file: 1b, 3b, 8b, 70b (Llama 3),\n"
@@ -56,34 +57,51 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
         if (cli_flag(&c, "-h", "--help")) {
             plan_usage(stdout);
             return 0;
-        } else if (cli_flag(&c, "-m", "--model")) ok = (o->model = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--shape", NULL)) ok = (o->shape = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--type", NULL)) ok = (o->type = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "-c", "--ctx-size")) ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
-        else if (cli_parallel_flag(&c)) ok = cli_int(&c, 1, 4096, &o->n_par);
-        else if (cli_flag(&c, "-b", "--batch-size")) ok = cli_int(&c, 1, 1 << 16, &o->n_batch);
-        else if (cli_flag(&c, "-t", "--threads")) ok = cli_int(&c, 1, 512, &o->n_threads);
-        else if (cli_flag(&c, "--price", NULL)) ok = cli_float(&c, 1e-6, 1e6, &o->price);
-        else if (cli_flag(&c, "--instance", NULL)) ok = (o->instance = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--tps", NULL)) ok = cli_float(&c, 1e-6, 1e9, &o->tps);
-        else if (cli_flag(&c, "--tps-batched", NULL)) ok = cli_float(&c, 1e-6, 1e9, &o->tps_batched);
-        else if (cli_flag(&c, "--bench", NULL)) o->bench = 1;
-        else if (cli_flag(&c, "--prices", NULL)) ok = (o->prices = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--arch", NULL)) ok = (o->arch = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--family", NULL)) ok = (o->family = cli_value(&c)) != NULL;
+        } else if (cli_flag(&c, "-m", "--model"))
+            ok = (o->model = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--shape", NULL))
+            ok = (o->shape = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--type", NULL))
+            ok = (o->type = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "-c", "--ctx-size"))
+            ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
+        else if (cli_parallel_flag(&c))
+            ok = cli_int(&c, 1, 4096, &o->n_par);
+        else if (cli_flag(&c, "-b", "--batch-size"))
+            ok = cli_int(&c, 1, 1 << 16, &o->n_batch);
+        else if (cli_flag(&c, "-t", "--threads"))
+            ok = cli_int(&c, 1, 512, &o->n_threads);
+        else if (cli_flag(&c, "--price", NULL))
+            ok = cli_float(&c, 1e-6, 1e6, &o->price);
+        else if (cli_flag(&c, "--instance", NULL))
+            ok = (o->instance = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--tps", NULL))
+            ok = cli_float(&c, 1e-6, 1e9, &o->tps);
+        else if (cli_flag(&c, "--tps-batched", NULL))
+            ok = cli_float(&c, 1e-6, 1e9, &o->tps_batched);
+        else if (cli_flag(&c, "--bench", NULL))
+            o->bench = 1;
+        else if (cli_flag(&c, "--prices", NULL))
+            ok = (o->prices = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--arch", NULL))
+            ok = (o->arch = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--family", NULL))
+            ok = (o->family = cli_value(&c)) != NULL;
         else if (cli_is_kv_flag(&c)) {
             const char *v = cli_value(&c);
             o->kv.n = 0;
             ok = v && !bench_kv_list_parse(v, &o->kv, err, sizeof err) && o->kv.n == 1;
-            if (v && !ok) fprintf(stderr, "cpulm plan: bad value '%s' for --kv (want f16, q8_0 or f32)\n", v);
-        } else if (cli_rest(&c)) return EXIT_USAGE;
+            if (v && !ok)
+                fprintf(stderr, "cpulm plan: bad value '%s' for --kv (want f16, q8_0 or f32)\n", v);
+        } else if (cli_rest(&c))
+            return EXIT_USAGE;
         if (!ok) return EXIT_USAGE;
     }
     if (o->type) { /* quantize's spelling (Q4_K_M) is accepted: the types are case-blind */
         size_t i = 0;
         for (; o->type[i] && i + 1 < sizeof o->type_lc; i++)
-            o->type_lc[i] = (char)(o->type[i] >= 'A' && o->type[i] <= 'Z' ? o->type[i] + 32
-                                                                         : o->type[i]);
+            o->type_lc[i] =
+                (char)(o->type[i] >= 'A' && o->type[i] <= 'Z' ? o->type[i] + 32 : o->type[i]);
         o->type_lc[i] = 0;
         o->type = o->type_lc;
     }
@@ -92,12 +110,15 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
         return EXIT_USAGE;
     }
     if (o->shape && !plan_shape_find(o->shape)) {
-        fprintf(stderr, "cpulm plan: unknown shape '%s' (known: %s)\n", o->shape, plan_shape_names());
+        fprintf(stderr, "cpulm plan: unknown shape '%s' (known: %s)\n", o->shape,
+                plan_shape_names());
         return EXIT_USAGE;
     }
     if (o->bench && !o->model) {
-        fprintf(stderr, "cpulm plan: --bench needs -m MODEL to run (for a shape, make a file with "
-                        "`cpulm synth --shape %s`)\n", o->shape);
+        fprintf(stderr,
+                "cpulm plan: --bench needs -m MODEL to run (for a shape, make a file with "
+                "`cpulm synth --shape %s`)\n",
+                o->shape);
         return EXIT_USAGE;
     }
     return -1;
@@ -106,7 +127,8 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
 static void human(double v, char *buf, size_t cap) {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
-    while (v >= 1024 && i < 4) v /= 1024, i++;
+    while (v >= 1024 && i < 4)
+        v /= 1024, i++;
     snprintf(buf, cap, "%.2f %s", v, u[i]);
 }
 
@@ -133,19 +155,21 @@ static uint64_t print_memory(const plan_opts *o, const plan_shape *s, uint64_t w
     human((double)f16_tok, a, sizeof a);
     human((double)m8.kv_per_token, b, sizeof b);
     printf("| KV cache per token | %s (f16), %s (q8_0) | 2 (K, V) x %d layers x %d KV heads x %d "
-           "dims x 2 bytes (q8_0: 34 bytes per 32 values) |\n", a, b, s->n_layer, s->n_head_kv,
-           s->head_dim);
+           "dims x 2 bytes (q8_0: 34 bytes per 32 values) |\n",
+           a, b, s->n_layer, s->n_head_kv, s->head_dim);
     human((double)(f16_tok * (uint64_t)o->n_ctx * (uint64_t)o->n_par), a, sizeof a);
     human((double)m8.kv_total, b, sizeof b);
     printf("| KV cache total | %s (f16), %s (q8_0) | %d tokens x %d sequences, every cell "
-           "allocated |\n", a, b, o->n_ctx, o->n_par);
+           "allocated |\n",
+           a, b, o->n_ctx, o->n_par);
     human((double)m.compute, a, sizeof a);
     printf("| compute buffers | %s | activations for a batch of %d tokens, attention scores for "
            "%d threads, logits for %d rows (as cpulm_ctx_new allocates) |\n",
            a, o->n_batch > o->n_par ? o->n_batch : o->n_par, o->n_threads, o->n_par);
     human((double)m.overhead, a, sizeof a);
     printf("| runtime overhead | %s | 100 MiB (code, stacks, allocator) + page tables of the "
-           "mapping (8 bytes per 4 KiB) |\n", a);
+           "mapping (8 bytes per 4 KiB) |\n",
+           a);
     human((double)m.total, a, sizeof a);
     human((double)m8.total, c, sizeof c);
     printf("| **total** | **%s** | KV cache %s; with q8_0 KV: %s |\n\n", a, bench_kv_name(kv), c);
@@ -186,13 +210,17 @@ static void print_instance_fit(const plan_opts *o, const plan_prices *p, uint64_
     if (!in) return;
     double usable = (double)plan_usable_bytes(in) / 1073741824.0, gib = (double)need / 1073741824.0;
     printf("instance %s: %d vCPU, %g GiB (%s), %.4f USD/hour; usable %.1f GiB %s the %.2f GiB "
-           "needed%s\n\n", in->name, in->vcpu, in->mem_gib, in->arch, in->usd_hour, usable,
+           "needed%s\n\n",
+           in->name, in->vcpu, in->mem_gib, in->arch, in->usd_hour, usable,
            usable >= gib ? "holds" : "is LESS than", gib,
-           usable >= gib ? "" : ": WARNING: this deployment does not fit; pick a larger "
-                                "instance or lower -c/--parallel");
+           usable >= gib ? ""
+                         : ": WARNING: this deployment does not fit; pick a larger "
+                           "instance or lower -c/--parallel");
     if (usable < gib)
-        fprintf(stderr, "cpulm plan: warning: %s (usable %.1f GiB) is too small for the %.2f GiB "
-                        "this deployment needs\n", in->name, usable, gib);
+        fprintf(stderr,
+                "cpulm plan: warning: %s (usable %.1f GiB) is too small for the %.2f GiB "
+                "this deployment needs\n",
+                in->name, usable, gib);
 }
 
 static void print_instances(const plan_prices *p, const char *path, uint64_t need) {
@@ -218,8 +246,8 @@ static void print_instances(const plan_prices *p, const char *path, uint64_t nee
 /* Quick measurement: tg32 single stream, and npl 1, 2, 4 .. N parallel sequences. */
 static int measure(const cpulm_model *m, int n_par, float *tps, float *tps_batched, int *best_npl) {
     bench_runner br = {.m = m};
-    bench_test t = {.kind = BENCH_TG, .n_gen = 32, .n_parallel = 1, .n_batch = 512,
-                    .n_ubatch = 512};
+    bench_test t = {
+        .kind = BENCH_TG, .n_gen = 32, .n_parallel = 1, .n_batch = 512, .n_ubatch = 512};
     bench_result r;
     bench_summary s;
     char err[256];
@@ -229,8 +257,8 @@ static int measure(const cpulm_model *m, int n_par, float *tps, float *tps_batch
     *tps = (float)s.ts.mean;
     *tps_batched = *tps;
     *best_npl = 1;
-    t = (bench_test){.kind = BENCH_PAR, .n_prompt = 32, .n_gen = 16, .n_batch = 512,
-                     .n_ubatch = 512};
+    t = (bench_test){
+        .kind = BENCH_PAR, .n_prompt = 32, .n_gen = 16, .n_batch = 512, .n_ubatch = 512};
     for (int npl = 2; npl <= n_par; npl = npl * 2 > n_par && npl < n_par ? n_par : npl * 2) {
         t.n_parallel = npl;
         if (bench_run_test(&br, &t, 2, &r, err, sizeof err)) goto fail;
@@ -252,7 +280,8 @@ static void cost_row(const char *name, double usd, double tps, double tpsb) {
     if (tpsb > 0)
         printf(" %.2f | %.4f | %.0f |\n", tpsb, plan_usd_per_mtok(usd, tpsb),
                plan_tokens_per_usd(usd, tpsb));
-    else printf(" - | - | - |\n");
+    else
+        printf(" - | - | - |\n");
 }
 
 static void print_cost(const plan_opts *o, const plan_prices *p, uint64_t need, const char *src,
@@ -261,12 +290,14 @@ static void print_cost(const plan_opts *o, const plan_prices *p, uint64_t need, 
     if (tpsb > 0) snprintf(batched, sizeof batched, "%.2f t/s with %d sequences", tpsb, npl);
     printf("cost of generated tokens: single stream %.2f t/s, batched %s (%s); assumes the "
            "machine generates flat out at that speed, billed per hour; prompt tokens are not "
-           "counted\n\n", tps, batched, src);
+           "counted\n\n",
+           tps, batched, src);
     printf("| machine | USD/hour | single t/s | $ per 1M tokens | tokens per $ | batched t/s | $ "
-           "per 1M tokens | tokens per $ |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+           "per 1M tokens | tokens per $ |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+           "|\n");
     if (o->price > 0 || o->instance) {
-        cost_row(o->instance ? o->instance : "given price", o->price > 0 ? o->price
-                 : plan_prices_find(p, o->instance)->usd_hour, tps, tpsb);
+        cost_row(o->instance ? o->instance : "given price",
+                 o->price > 0 ? o->price : plan_prices_find(p, o->instance)->usd_hour, tps, tpsb);
     } else {
         int idx[12], n = plan_fitting(p, need, 1, idx, 12);
         for (int i = 0; i < n; i++)
@@ -312,7 +343,8 @@ int cmd_plan(int argc, char **argv) {
     int have_prices = plan_prices_locate(o.prices, path, sizeof path) == 0 &&
                       plan_prices_load(path, &p, err, sizeof err) == 0;
     if (!have_prices && (o.prices || o.instance))
-        fprintf(stderr, "cpulm plan: %s\n", o.prices ? err : "no price table found (--prices FILE)");
+        fprintf(stderr, "cpulm plan: %s\n",
+                o.prices ? err : "no price table found (--prices FILE)");
     if (o.instance && have_prices && !plan_prices_find(&p, o.instance)) {
         fprintf(stderr, "cpulm plan: instance '%s' is not in %s\n", o.instance, path);
         have_prices = 0;
@@ -322,9 +354,11 @@ int cmd_plan(int argc, char **argv) {
     if (!rc) {
         printf("cpulm plan: %s in %s, context %d x %d sequence(s)\n\n", s.desc,
                o.model ? "its file's types" : o.type, o.n_ctx, o.n_par);
-        if (o.shape) printf("(shape %s: %d layers, %d embd, %d heads / %d KV heads of %d, ffn %d, "
-                            "vocab %d%s)\n\n", o.shape, s.n_layer, s.n_embd, s.n_head, s.n_head_kv,
-                            s.head_dim, s.n_ff, s.n_vocab, s.tied ? ", tied embeddings" : "");
+        if (o.shape)
+            printf("(shape %s: %d layers, %d embd, %d heads / %d KV heads of %d, ffn %d, "
+                   "vocab %d%s)\n\n",
+                   o.shape, s.n_layer, s.n_embd, s.n_head, s.n_head_kv, s.head_dim, s.n_ff,
+                   s.n_vocab, s.tied ? ", tied embeddings" : "");
         uint64_t need = print_memory(&o, &s, wbytes, wnote, kv);
         if (have_prices && o.instance) print_instance_fit(&o, &p, need);
         if (have_prices && (o.arch || o.family)) filter_prices(&o, &p);
@@ -332,14 +366,18 @@ int cmd_plan(int argc, char **argv) {
         float tps = o.tps, tpsb = o.tps_batched;
         int best = o.n_par;
         char src[256] = "given";
-        if (o.bench && measure(m, o.n_par, &tps, &tpsb, &best)) rc = 1;
+        if (o.bench && measure(m, o.n_par, &tps, &tpsb, &best))
+            rc = 1;
         else if (o.bench) {
             char cpu[128];
             bench_cpu_name(cpu, sizeof cpu);
-            snprintf(src, sizeof src, "measured on this machine: %s, kernels %s; another CPU "
-                     "will differ", cpu, cpulm_kernel_level());
+            snprintf(src, sizeof src,
+                     "measured on this machine: %s, kernels %s; another CPU "
+                     "will differ",
+                     cpu, cpulm_kernel_level());
         }
-        if (!rc && tps > 0 && (have_prices || o.price > 0)) print_cost(&o, &p, need, src, tps, tpsb, best);
+        if (!rc && tps > 0 && (have_prices || o.price > 0))
+            print_cost(&o, &p, need, src, tps, tpsb, best);
         else if (!rc && tps <= 0)
             printf("cost: give --tps (and --tps-batched) or --bench to price tokens%s%s\n",
                    o.instance ? " on " : "", o.instance ? o.instance : "");

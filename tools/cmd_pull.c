@@ -76,7 +76,8 @@ static void sha256_block(sha256 *s, const uint8_t *p) {
         v[4] += t1;
         v[0] = t1 + t2;
     }
-    for (int i = 0; i < 8; i++) s->h[i] += v[i];
+    for (int i = 0; i < 8; i++)
+        s->h[i] += v[i];
 }
 
 static void sha256_update(sha256 *s, const void *data, size_t n) {
@@ -106,9 +107,11 @@ static void sha256_hex(sha256 *s, char out[65]) {
     uint64_t bits = s->n_bytes * 8;
     uint8_t pad[72] = {0x80};
     size_t n_pad = (s->n_buf < 56 ? 56 : 120) - s->n_buf;
-    for (int i = 0; i < 8; i++) pad[n_pad + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        pad[n_pad + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
     sha256_update(s, pad, n_pad + 8);
-    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", (s->h[i / 4] >> (24 - 8 * (i % 4))) & 255);
+    for (int i = 0; i < 32; i++)
+        sprintf(out + 2 * i, "%02x", (s->h[i / 4] >> (24 - 8 * (i % 4))) & 255);
 }
 
 /* Hashes the first `limit` bytes of f (all of it when limit < 0). 0 on a read error. */
@@ -146,23 +149,25 @@ static int hash_files(int n, char **paths) {
 
 static int is_sha256_hex(const char *s) {
     size_t n = 0;
-    while (isxdigit((unsigned char)s[n])) n++;
+    while (isxdigit((unsigned char)s[n]))
+        n++;
     return n == 64 && s[n] == 0;
 }
 
 /* ---- arguments and paths ---- */
 
 static void pull_usage(FILE *f) {
-    fprintf(f, "usage: cpulm pull OWNER/REPO/FILE [options]     (e.g. ggml-org/models/x.gguf)\n"
-               "       cpulm pull --hash FILE...                print SHA-256 of local files\n"
-               "  --dir DIR        cache directory (default $CPULM_CACHE, else ~/.cache/cpulm)\n"
-               "  --url BASE       server (default $CPULM_HF_ENDPOINT, $HF_ENDPOINT, or\n"
-               "                   https://huggingface.co); fetches BASE/OWNER/REPO/resolve/REV/FILE\n"
-               "  --revision REV   branch, tag or commit (default main)\n"
-               "  --sha256 HEX     expected checksum (else the server's ETag when it is one)\n"
-               "  --force          download again even if the file is in the cache\n"
-               "  -q, --quiet      no progress bar\n"
-               "Sends $HF_TOKEN as a bearer token when set. Prints the file's path on stdout.\n");
+    fprintf(f,
+            "usage: cpulm pull OWNER/REPO/FILE [options]     (e.g. ggml-org/models/x.gguf)\n"
+            "       cpulm pull --hash FILE...                print SHA-256 of local files\n"
+            "  --dir DIR        cache directory (default $CPULM_CACHE, else ~/.cache/cpulm)\n"
+            "  --url BASE       server (default $CPULM_HF_ENDPOINT, $HF_ENDPOINT, or\n"
+            "                   https://huggingface.co); fetches BASE/OWNER/REPO/resolve/REV/FILE\n"
+            "  --revision REV   branch, tag or commit (default main)\n"
+            "  --sha256 HEX     expected checksum (else the server's ETag when it is one)\n"
+            "  --force          download again even if the file is in the cache\n"
+            "  -q, --quiet      no progress bar\n"
+            "Sends $HF_TOKEN as a bearer token when set. Prints the file's path on stdout.\n");
 }
 
 typedef struct pull_opts {
@@ -231,11 +236,14 @@ static int parse_args(int argc, char **argv, pull_opts *o) {
         }
     }
     if (!o->spec || !split_spec(o)) {
-        fprintf(stderr, "cpulm pull: want OWNER/REPO/FILE (e.g. ggml-org/models/tinyllamas/"
-                        "stories260K.gguf), got '%s'\n", o->spec ? o->spec : "");
+        fprintf(stderr,
+                "cpulm pull: want OWNER/REPO/FILE (e.g. ggml-org/models/tinyllamas/"
+                "stories260K.gguf), got '%s'\n",
+                o->spec ? o->spec : "");
         return EXIT_USAGE;
     }
-    o->base = o->base ? o->base : env_or("CPULM_HF_ENDPOINT", "HF_ENDPOINT", "https://huggingface.co");
+    o->base =
+        o->base ? o->base : env_or("CPULM_HF_ENDPOINT", "HF_ENDPOINT", "https://huggingface.co");
     return 0;
 }
 
@@ -270,7 +278,8 @@ static int cache_path(const pull_opts *o, char *out, size_t cap) {
         return 0;
     }
     if (!make_parents(out)) {
-        fprintf(stderr, "cpulm pull: cannot create the directories of %s: %s\n", out, strerror(errno));
+        fprintf(stderr, "cpulm pull: cannot create the directories of %s: %s\n", out,
+                strerror(errno));
         return 0;
     }
     return 1;
@@ -281,15 +290,18 @@ static void url_append(char *out, size_t cap, const char *s) {
     size_t n = strlen(out);
     for (; *s && n + 4 < cap; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (isalnum(ch) || strchr("-._~/", ch)) out[n++] = (char)ch;
-        else n += (size_t)snprintf(out + n, cap - n, "%%%02X", ch);
+        if (isalnum(ch) || strchr("-._~/", ch))
+            out[n++] = (char)ch;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "%%%02X", ch);
     }
     out[n] = 0;
 }
 
 static void build_url(const pull_opts *o, char *url, size_t cap) {
     size_t nb = strlen(o->base);
-    while (nb && o->base[nb - 1] == '/') nb--;
+    while (nb && o->base[nb - 1] == '/')
+        nb--;
     snprintf(url, cap, "%.*s/", (int)nb, o->base);
     url_append(url, cap, o->repo);
     strncat(url, "/resolve/", cap - strlen(url) - 1);
@@ -323,15 +335,15 @@ static int verify_file(const char *path, const char *want) {
 
 typedef struct dl {
     const pull_opts *o;
-    FILE *f;             /* the .part file */
+    FILE *f; /* the .part file */
     const char *part;
     sha256 sha;
-    int hashing;         /* sha covers every byte of the .part so far */
-    int started;         /* the first body byte of the final response arrived */
-    long status;         /* of the response being received */
-    long long have;      /* bytes in the .part before this request */
-    long long written;   /* bytes written by this request */
-    long long total;     /* whole file size when the server said, else -1 */
+    int hashing;       /* sha covers every byte of the .part so far */
+    int started;       /* the first body byte of the final response arrived */
+    long status;       /* of the response being received */
+    long long have;    /* bytes in the .part before this request */
+    long long written; /* bytes written by this request */
+    long long total;   /* whole file size when the server said, else -1 */
     char etag[160], linked_etag[160];
     double t0, last_draw;
     int tty;
@@ -339,8 +351,10 @@ typedef struct dl {
 
 /* "ETag: W/\"abc\"" -> "abc" */
 static void header_value(const char *v, size_t n, char *out, size_t cap) {
-    while (n && (*v == ' ' || *v == '\t')) v++, n--;
-    while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ')) n--;
+    while (n && (*v == ' ' || *v == '\t'))
+        v++, n--;
+    while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+        n--;
     if (n >= 2 && v[0] == 'W' && v[1] == '/') v += 2, n -= 2;
     if (n >= 2 && v[0] == '"' && v[n - 1] == '"') v++, n -= 2;
     snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), v);
@@ -394,7 +408,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user) {
     dl *d = user;
     size_t n = size * nmemb;
     if (d->status != 200 && d->status != 206) return n; /* an error page: not file content */
-    if (!d->started && !start_body(d)) return 0;         /* 0 aborts the transfer */
+    if (!d->started && !start_body(d)) return 0;        /* 0 aborts the transfer */
     if (fwrite(data, 1, n, d->f) != n) return 0;
     sha256_update(&d->sha, data, n);
     d->written += (long long)n;
@@ -410,7 +424,8 @@ static void draw_bar(dl *d, int final) {
     char bar[31] = "                              ";
     if (d->total > 0) {
         double frac = got / (double)d->total;
-        for (int i = 0; i < 30 && i < (int)(frac * 30); i++) bar[i] = '#';
+        for (int i = 0; i < 30 && i < (int)(frac * 30); i++)
+            bar[i] = '#';
         fprintf(stderr, "%s[%s] %3.0f%% %.1f/%.1f MiB %.1f MiB/s%s", d->tty ? "\r" : "", bar,
                 frac * 100, got / mib, d->total / mib, rate, final || !d->tty ? "\n" : "");
     } else {
@@ -478,8 +493,10 @@ static int finish(dl *d, const char *path) {
     } else if (d->hashing && d->started) {
         sha256_hex(&d->sha, hex);
         if (strcasecmp(hex, want) != 0) {
-            fprintf(stderr, "cpulm pull: checksum mismatch for %s: sha256 %s, expected %s; "
-                            "removed the download\n", d->part, hex, want);
+            fprintf(stderr,
+                    "cpulm pull: checksum mismatch for %s: sha256 %s, expected %s; "
+                    "removed the download\n",
+                    d->part, hex, want);
             unlink(d->part);
             return 1;
         }
@@ -501,8 +518,10 @@ static int failed(dl *d, CURLcode res, const char *url) {
     else
         fprintf(stderr, "cpulm pull: %s: %s\n", url, curl_easy_strerror(res));
     struct stat st;
-    if (stat(d->part, &st) == 0 && st.st_size == 0) unlink(d->part);
-    else if (!d->o->quiet) fprintf(stderr, "cpulm pull: kept %s; run again to resume\n", d->part);
+    if (stat(d->part, &st) == 0 && st.st_size == 0)
+        unlink(d->part);
+    else if (!d->o->quiet)
+        fprintf(stderr, "cpulm pull: kept %s; run again to resume\n", d->part);
     return 1;
 }
 
@@ -518,8 +537,7 @@ static int download(const pull_opts *o, const char *url, const char *path) {
         fprintf(stderr, "cpulm pull: %s: %s\n", part, strerror(errno));
         return 1;
     }
-    if (!o->quiet)
-        fprintf(stderr, "cpulm pull: %s%s\n", url, d.have ? " (resuming)" : "");
+    if (!o->quiet) fprintf(stderr, "cpulm pull: %s%s\n", url, d.have ? " (resuming)" : "");
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fclose(d.f);
         fprintf(stderr, "cpulm pull: libcurl failed to initialise\n");
@@ -543,9 +561,11 @@ static int download(const pull_opts *o, const char *url, const char *path) {
 static int download(const pull_opts *o, const char *url, const char *path) {
     (void)o;
     (void)path;
-    fprintf(stderr, "cpulm pull: this cpulm was built without libcurl, so it cannot download %s. "
-                    "Install libcurl (e.g. libcurl4-openssl-dev) and rebuild, or fetch the file "
-                    "yourself and pass it with -m.\n", url);
+    fprintf(stderr,
+            "cpulm pull: this cpulm was built without libcurl, so it cannot download %s. "
+            "Install libcurl (e.g. libcurl4-openssl-dev) and rebuild, or fetch the file "
+            "yourself and pass it with -m.\n",
+            url);
     return 1;
 }
 #endif

@@ -36,9 +36,10 @@ static void quantize_usage(FILE *f) {
         const cpulm_qplan_preset *p = cpulm_qplan_preset_at(i);
         fprintf(f, "  %-7s %2u  %s\n", p->name, p->ftype, p->desc);
     }
-    fprintf(f, "Unless --pure: output.weight gets Q6_K (kept Q8_0 in Q8_0), and a tensor whose rows\n"
-               "do not split into K-quant blocks of 256 falls back to Q5_0 / Q5_1 / Q8_0 / F16.\n"
-               "Norms, biases and other 1-D tensors are copied unchanged.\n");
+    fprintf(f,
+            "Unless --pure: output.weight gets Q6_K (kept Q8_0 in Q8_0), and a tensor whose rows\n"
+            "do not split into K-quant blocks of 256 falls back to Q5_0 / Q5_1 / Q8_0 / F16.\n"
+            "Norms, biases and other 1-D tensors are copied unchanged.\n");
 }
 
 typedef struct qopts {
@@ -51,7 +52,8 @@ typedef struct qopts {
 static const char *ggml_name(uint32_t type, char buf[16]) {
     const char *s = cpulm_dtype_name(type);
     size_t i = 0;
-    for (; s[i] && i < 15; i++) buf[i] = s[i] == 'K' ? 'K' : (char)tolower((unsigned char)s[i]);
+    for (; s[i] && i < 15; i++)
+        buf[i] = s[i] == 'K' ? 'K' : (char)tolower((unsigned char)s[i]);
     buf[i] = 0;
     return buf;
 }
@@ -101,8 +103,10 @@ static int parse_args(int argc, char **argv, qopts *o) {
             char *end;
             long t = strtol(argv[c.i], &end, 10);
             if (end == argv[c.i] || *end || t < 1 || t > 512) {
-                fprintf(stderr, "cpulm quantize: bad value '%s' for NTHREADS (want an integer in "
-                                "[1, 512])\n", argv[c.i]);
+                fprintf(stderr,
+                        "cpulm quantize: bad value '%s' for NTHREADS (want an integer in "
+                        "[1, 512])\n",
+                        argv[c.i]);
                 return EXIT_USAGE;
             }
             o->threads = (int)t;
@@ -172,7 +176,10 @@ static void *convert_rows(void *arg) {
 
 static cpulm_status convert_tensor(const cpulm_gguf_tensor *t, uint32_t dst_type, void *dst,
                                    int threads) {
-    job j = {.src = t->data, .dst = dst, .src_type = t->type, .dst_type = dst_type,
+    job j = {.src = t->data,
+             .dst = dst,
+             .src_type = t->type,
+             .dst_type = dst_type,
              .n_per_row = t->ne[0]};
     j.n_rows = t->ne[1] * t->ne[2] * t->ne[3];
     j.src_row_bytes = cpulm_dtype_row_bytes((cpulm_dtype)t->type, t->ne[0]);
@@ -188,7 +195,8 @@ static cpulm_status convert_tensor(const cpulm_gguf_tensor *t, uint32_t dst_type
     for (int i = 1; i < nth && i < 64; i++)
         if (pthread_create(&tid[started], NULL, convert_rows, &j) == 0) started++;
     convert_rows(&j); /* the caller works too; if no thread started it does everything */
-    for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    for (int i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
     return atomic_load(&j.failed) ? CPULM_ERR_NOMEM : CPULM_OK;
 }
 
@@ -215,9 +223,9 @@ static void progress(const qrun *r, int64_t i, const cpulm_gguf_tensor *t,
                  ggml_name(e->wanted, c));
     int digits = snprintf(NULL, 0, "%lld", (long long)r->n);
     fprintf(stderr, "[%*lld/%lld] %-32.*s %-5s -> %-5s %-16s %8.3f -> %8.3f MiB%s\n", digits,
-            (long long)i + 1, (long long)r->n, (int)t->name.len, t->name.ptr,
-            ggml_name(t->type, a), e->convert ? ggml_name(e->type, b) : "copy", shape,
-            t->n_bytes / 1048576.0, n_bytes / 1048576.0, note);
+            (long long)i + 1, (long long)r->n, (int)t->name.len, t->name.ptr, ggml_name(t->type, a),
+            e->convert ? ggml_name(e->type, b) : "copy", shape, t->n_bytes / 1048576.0,
+            n_bytes / 1048576.0, note);
 }
 
 static cpulm_status fill(int64_t i, void *dst, uint64_t n_bytes, void *user) {
@@ -225,8 +233,10 @@ static cpulm_status fill(int64_t i, void *dst, uint64_t n_bytes, void *user) {
     const cpulm_qplan_entry *e = &r->plan[i];
     const cpulm_gguf_tensor *t = &r->g.tensors[e->src];
     cpulm_status st = CPULM_OK;
-    if (e->convert && n_bytes) st = convert_tensor(t, e->type, dst, r->o->threads);
-    else if (n_bytes) memcpy(dst, t->data, (size_t)n_bytes);
+    if (e->convert && n_bytes)
+        st = convert_tensor(t, e->type, dst, r->o->threads);
+    else if (n_bytes)
+        memcpy(dst, t->data, (size_t)n_bytes);
     cpulm_mmap_discard(&r->map, (uint64_t)((const uint8_t *)t->data - r->map.data), t->n_bytes);
     r->bytes_in += t->n_bytes;
     r->bytes_out += n_bytes;
@@ -235,9 +245,9 @@ static cpulm_status fill(int64_t i, void *dst, uint64_t n_bytes, void *user) {
 }
 
 static int is_skipped_key(cpulm_str k) {
-    return cpulm_str_eq(k, "general.quantization_version") || cpulm_str_eq(k, "general.file_type") ||
-           cpulm_str_eq(k, "split.no") || cpulm_str_eq(k, "split.count") ||
-           cpulm_str_eq(k, "split.tensors.count");
+    return cpulm_str_eq(k, "general.quantization_version") ||
+           cpulm_str_eq(k, "general.file_type") || cpulm_str_eq(k, "split.no") ||
+           cpulm_str_eq(k, "split.count") || cpulm_str_eq(k, "split.tensors.count");
 }
 
 /* Metadata as llama-quantize writes it: every input key in order, then the two it sets. */
@@ -265,14 +275,15 @@ static int check_sources(const qrun *r) {
         if (!r->plan[i].convert) continue;
         const cpulm_dtype_traits *tr = cpulm_dtype_traits_get(t->type);
         if (tr->quantized && !r->o->allow_requantize) {
-            fprintf(stderr, "cpulm quantize: %s: tensor '%.*s' is already %s; requantizing loses "
-                    "quality (pass --allow-requantize to do it anyway)\n", r->o->in,
-                    (int)t->name.len, t->name.ptr, tr->name);
+            fprintf(stderr,
+                    "cpulm quantize: %s: tensor '%.*s' is already %s; requantizing loses "
+                    "quality (pass --allow-requantize to do it anyway)\n",
+                    r->o->in, (int)t->name.len, t->name.ptr, tr->name);
             return 0;
         }
         if (!cpulm_dequantize_supported((cpulm_dtype)t->type)) {
-            fprintf(stderr, "cpulm quantize: %s: cannot read tensor '%.*s' of type %s\n",
-                    r->o->in, (int)t->name.len, t->name.ptr, tr->name);
+            fprintf(stderr, "cpulm quantize: %s: cannot read tensor '%.*s' of type %s\n", r->o->in,
+                    (int)t->name.len, t->name.ptr, tr->name);
             return 0;
         }
     }
@@ -326,7 +337,7 @@ static int run(qrun *r) {
     }
     if (!o->quiet)
         fprintf(stderr, "cpulm quantize: tensor data %.2f MiB -> %.2f MiB in %.2f s\n",
-            r->bytes_in / 1048576.0, r->bytes_out / 1048576.0, (cli_now_ms() - t0) / 1e3);
+                r->bytes_in / 1048576.0, r->bytes_out / 1048576.0, (cli_now_ms() - t0) / 1e3);
     printf("%s\n", o->out);
     return 0;
 }

@@ -30,14 +30,16 @@ typedef struct study_plan {
 } study_plan;
 
 static void report_usage(FILE *f) {
-    fprintf(f, "usage: cpulm report -m MODEL -o DIR [--quick] [options]\n"
-               "  -m, --model FILE   GGUF model to study\n"
-               "  -o, --output DIR   where report.md, report.html, the SVGs and raw data go\n"
-               "  --quick            small sweeps, 2 repetitions (a 1B model: under 2 minutes on 2 cores)\n"
-               "  -t, --threads LIST thread counts of the sweep (default 1, 2, 4, ... cores)\n"
-               "  -r N               repetitions (default 3; quick 2)\n"
-               "  -c N               context per sequence for the memory/cost section (default 4096)\n"
-               "  --prices FILE      instance price table (default data/prices.tsv)\n");
+    fprintf(f,
+            "usage: cpulm report -m MODEL -o DIR [--quick] [options]\n"
+            "  -m, --model FILE   GGUF model to study\n"
+            "  -o, --output DIR   where report.md, report.html, the SVGs and raw data go\n"
+            "  --quick            small sweeps, 2 repetitions (a 1B model: under 2 minutes on 2 "
+            "cores)\n"
+            "  -t, --threads LIST thread counts of the sweep (default 1, 2, 4, ... cores)\n"
+            "  -r N               repetitions (default 3; quick 2)\n"
+            "  -c N               context per sequence for the memory/cost section (default 4096)\n"
+            "  --prices FILE      instance price table (default data/prices.tsv)\n");
 }
 
 static int parse_report(int argc, char **argv, report_opts *o) {
@@ -49,17 +51,24 @@ static int parse_report(int argc, char **argv, report_opts *o) {
         if (cli_flag(&c, "-h", "--help")) {
             report_usage(stdout);
             return 0;
-        } else if (cli_flag(&c, "-m", "--model")) ok = (o->model = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "-o", "--output")) ok = (o->dir = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--quick", NULL)) o->quick = 1;
-        else if (cli_flag(&c, "-r", "--repetitions")) ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
-        else if (cli_flag(&c, "-c", "--ctx-size")) ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
-        else if (cli_flag(&c, "--prices", NULL)) ok = (o->prices = cli_value(&c)) != NULL;
+        } else if (cli_flag(&c, "-m", "--model"))
+            ok = (o->model = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "-o", "--output"))
+            ok = (o->dir = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--quick", NULL))
+            o->quick = 1;
+        else if (cli_flag(&c, "-r", "--repetitions"))
+            ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
+        else if (cli_flag(&c, "-c", "--ctx-size"))
+            ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
+        else if (cli_flag(&c, "--prices", NULL))
+            ok = (o->prices = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "-t", "--threads")) {
             const char *v = cli_value(&c);
             ok = v && !bench_list_parse(v, 1, 512, &o->threads, err, sizeof err);
             if (v && !ok) fprintf(stderr, "cpulm report: bad value '%s' for -t (%s)\n", v, err);
-        } else if (cli_rest(&c)) return EXIT_USAGE;
+        } else if (cli_rest(&c))
+            return EXIT_USAGE;
         if (!ok) return EXIT_USAGE;
     }
     if (!o->dir) {
@@ -78,16 +87,28 @@ static void set_list(bench_list *l, const int32_t *v, int n) {
 static void make_plan(const report_opts *o, study_plan *p) {
     if (o->quick) {
         static const int32_t pp[] = {16, 32, 64}, npl[] = {1, 2, 4}, tt[] = {16, 32, 64};
-        *p = (study_plan){.pp = 32, .tg = 16, .reps = 2, .ttft_reps = 3, .npp = 16, .ntg = 8,
-                          .buf_bytes = 128u << 20, .roof_s = 0.15};
+        *p = (study_plan){.pp = 32,
+                          .tg = 16,
+                          .reps = 2,
+                          .ttft_reps = 3,
+                          .npp = 16,
+                          .ntg = 8,
+                          .buf_bytes = 128u << 20,
+                          .roof_s = 0.15};
         set_list(&p->pp_len, pp, 3);
         set_list(&p->npl, npl, 3);
         set_list(&p->ttft, tt, 3);
     } else {
         static const int32_t pp[] = {32, 64, 128, 256, 512}, npl[] = {1, 2, 4, 8, 16},
                              tt[] = {32, 64, 128, 256, 512};
-        *p = (study_plan){.pp = 256, .tg = 64, .reps = 3, .ttft_reps = 5, .npp = 128, .ntg = 32,
-                          .buf_bytes = 512u << 20, .roof_s = 0.5};
+        *p = (study_plan){.pp = 256,
+                          .tg = 64,
+                          .reps = 3,
+                          .ttft_reps = 5,
+                          .npp = 128,
+                          .ntg = 32,
+                          .buf_bytes = 512u << 20,
+                          .roof_s = 0.5};
         set_list(&p->pp_len, pp, 5);
         set_list(&p->npl, npl, 5);
         set_list(&p->ttft, tt, 5);
@@ -262,8 +283,9 @@ int cmd_report(int argc, char **argv) {
         size_and_price(&s, &o, m);
         s.seconds = now_s() - t0;
         rc = study_write(&s, o.dir) ? 1 : 0;
-        if (!rc) printf("cpulm report: wrote %s/report.md and %s/report.html (%.0f s)\n", o.dir,
-                        o.dir, s.seconds);
+        if (!rc)
+            printf("cpulm report: wrote %s/report.md and %s/report.html (%.0f s)\n", o.dir, o.dir,
+                   s.seconds);
     }
     plan_prices_release(&s.prices);
     free(s.res);

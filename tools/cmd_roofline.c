@@ -1,7 +1,7 @@
 /* cmd_roofline.c: `cpulm roofline`: this machine's memory read bandwidth and the peaks of
- * the int8 peak (repacked GEMM microkernel, else the Q8_0 dot) and the f32 dot at each thread count; with -m, the model's
- * pp and tg speeds as fractions of those ceilings (tg is bound by reading the weights once
- * per token, pp by the int8 dot products: 2 ops per weight per token). */
+ * the int8 peak (repacked GEMM microkernel, else the Q8_0 dot) and the f32 dot at each thread
+ * count; with -m, the model's pp and tg speeds as fractions of those ceilings (tg is bound by
+ * reading the weights once per token, pp by the int8 dot products: 2 ops per weight per token). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,18 +42,27 @@ static int parse_roof(int argc, char **argv, roof_opts *o) {
             const char *v = cli_value(&c);
             ok = v && !bench_list_parse(v, 1, 512, &o->threads, err, sizeof err);
             if (v && !ok) fprintf(stderr, "cpulm roofline: bad value '%s' for -t (%s)\n", v, err);
-        } else if (cli_flag(&c, "-m", "--model")) ok = (o->model = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "-p", "--n-prompt")) ok = cli_int(&c, 1, 1 << 16, &o->n_prompt);
-        else if (cli_flag(&c, "-n", "--n-gen")) ok = cli_int(&c, 1, 1 << 16, &o->n_gen);
-        else if (cli_flag(&c, "-r", "--repetitions")) ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
-        else if (cli_flag(&c, "--buffer-mib", NULL)) ok = cli_int(&c, 1, 1 << 16, &o->buf_mib);
-        else if (cli_flag(&c, "--time", NULL)) ok = cli_float(&c, 0.001, 60, &o->min_s);
+        } else if (cli_flag(&c, "-m", "--model"))
+            ok = (o->model = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "-p", "--n-prompt"))
+            ok = cli_int(&c, 1, 1 << 16, &o->n_prompt);
+        else if (cli_flag(&c, "-n", "--n-gen"))
+            ok = cli_int(&c, 1, 1 << 16, &o->n_gen);
+        else if (cli_flag(&c, "-r", "--repetitions"))
+            ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
+        else if (cli_flag(&c, "--buffer-mib", NULL))
+            ok = cli_int(&c, 1, 1 << 16, &o->buf_mib);
+        else if (cli_flag(&c, "--time", NULL))
+            ok = cli_float(&c, 0.001, 60, &o->min_s);
         else if (cli_flag(&c, "-o", "--output")) {
             const char *v = cli_value(&c);
             ok = v && (!strcmp(v, "md") || !strcmp(v, "json"));
-            if (ok) o->json = !strcmp(v, "json");
-            else if (v) fprintf(stderr, "cpulm roofline: bad value '%s' for -o (want md or json)\n", v);
-        } else if (cli_rest(&c)) return EXIT_USAGE;
+            if (ok)
+                o->json = !strcmp(v, "json");
+            else if (v)
+                fprintf(stderr, "cpulm roofline: bad value '%s' for -o (want md or json)\n", v);
+        } else if (cli_rest(&c))
+            return EXIT_USAGE;
         if (!ok) return EXIT_USAGE;
     }
     if (!o->threads.n) bench_default_threads(&o->threads);
@@ -63,8 +72,12 @@ static int parse_roof(int argc, char **argv, roof_opts *o) {
 /* pp and tg of the model at r->n_threads; mean tokens/s into r. */
 static int run_model(const roof_opts *o, const cpulm_model *m, bench_roof *r) {
     bench_runner br = {.m = m};
-    bench_test pp = {.kind = BENCH_PP, .n_prompt = o->n_prompt, .n_parallel = 1, .n_batch = 512,
-                     .n_ubatch = 512, .n_threads = r->n_threads};
+    bench_test pp = {.kind = BENCH_PP,
+                     .n_prompt = o->n_prompt,
+                     .n_parallel = 1,
+                     .n_batch = 512,
+                     .n_ubatch = 512,
+                     .n_threads = r->n_threads};
     bench_test tg = pp;
     tg.kind = BENCH_TG;
     tg.n_prompt = 0;
@@ -86,8 +99,8 @@ fail:
 
 static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench_env *e,
                      uint64_t bpt, int64_t params) {
-    printf("roofline: %s | kernels %s | cpulm %s | read buffer %d MiB | GB = 1e9 bytes\n\n",
-           e->cpu, e->kernels, e->version, o->buf_mib);
+    printf("roofline: %s | kernels %s | cpulm %s | read buffer %d MiB | GB = 1e9 bytes\n\n", e->cpu,
+           e->kernels, e->version, o->buf_mib);
     printf("| threads | read GB/s | int8 peak GOPS | f32 dot GFLOPS |\n"
            "| ---: | ---: | ---: | ---: |\n");
     for (int i = 0; i < n; i++)
@@ -95,23 +108,25 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
                r[i].f32_flops / 1e9);
     if (!o->model) return;
     printf("\nmodel: %s (%s): %.3f GB of weights read per generated token, %.3f G matmul "
-           "parameters\n\n", e->model_type, e->model_file, (double)bpt / 1e9, (double)params / 1e9);
+           "parameters\n\n",
+           e->model_type, e->model_file, (double)bpt / 1e9, (double)params / 1e9);
     printf("| threads | tg%d t/s | tg GB/s | %% of read bandwidth | pp%d t/s | pp GOPS | %% of "
-           "int8 peak |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n", o->n_gen,
-           o->n_prompt);
+           "int8 peak |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+           o->n_gen, o->n_prompt);
     for (int i = 0; i < n; i++)
-        printf("| %d | %.2f | %.2f | %.1f%% | %.2f | %.1f | %.1f%% |\n", r[i].n_threads,
-               r[i].tg_ts, r[i].tg_ts * (double)bpt / 1e9, 100 * r[i].tg_frac, r[i].pp_ts,
+        printf("| %d | %.2f | %.2f | %.1f%% | %.2f | %.1f | %.1f%% |\n", r[i].n_threads, r[i].tg_ts,
+               r[i].tg_ts * (double)bpt / 1e9, 100 * r[i].tg_frac, r[i].pp_ts,
                r[i].pp_ts * 2.0 * (double)params / 1e9, 100 * r[i].pp_frac);
-    printf("\nassumptions: tg reads every weight once per token (the KV cache, small at these "
-           "lengths, is not counted); pp does 2 int8 ops per matmul weight per token (attention "
-           "not counted); the int8 peak is the repacked GEMM microkernel's on cache-resident weights "
-           "(the Q8_0 dot where the level has no GEMM); ceilings are the best round of each "
-           "measurement.\n");
+    printf(
+        "\nassumptions: tg reads every weight once per token (the KV cache, small at these "
+        "lengths, is not counted); pp does 2 int8 ops per matmul weight per token (attention "
+        "not counted); the int8 peak is the repacked GEMM microkernel's on cache-resident weights "
+        "(the Q8_0 dot where the level has no GEMM); ceilings are the best round of each "
+        "measurement.\n");
 }
 
-static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t bpt,
-                       int64_t params, int with_model) {
+static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t bpt, int64_t params,
+                       int with_model) {
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_json_writer w;
@@ -134,10 +149,10 @@ static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t 
     cpulm_json_key(&w, "rows");
     cpulm_json_arr_begin(&w);
     for (int i = 0; i < n; i++) {
-        const char *k[] = {"read_bytes_per_s", "int8_ops_per_s", "f32_flops_per_s", "tg_ts",
-                           "tg_bandwidth_fraction", "pp_ts", "pp_int8_fraction"};
-        double v[] = {r[i].bw, r[i].int8_ops, r[i].f32_flops, r[i].tg_ts, r[i].tg_frac,
-                      r[i].pp_ts, r[i].pp_frac};
+        const char *k[] = {"read_bytes_per_s",      "int8_ops_per_s", "f32_flops_per_s", "tg_ts",
+                           "tg_bandwidth_fraction", "pp_ts",          "pp_int8_fraction"};
+        double v[] = {r[i].bw,      r[i].int8_ops, r[i].f32_flops, r[i].tg_ts,
+                      r[i].tg_frac, r[i].pp_ts,    r[i].pp_frac};
         cpulm_json_obj_begin(&w);
         cpulm_json_key(&w, "n_threads");
         cpulm_json_write_int(&w, r[i].n_threads);
@@ -176,8 +191,10 @@ int cmd_roofline(int argc, char **argv) {
     }
     bench_env e;
     bench_env_fill(&e, m, o.model ? o.model : "");
-    if (!rc && o.json) print_json(r, o.threads.n, &e, bpt, params, m != NULL);
-    else if (!rc) print_md(&o, r, o.threads.n, &e, bpt, params);
+    if (!rc && o.json)
+        print_json(r, o.threads.n, &e, bpt, params, m != NULL);
+    else if (!rc)
+        print_md(&o, r, o.threads.n, &e, bpt, params);
     cpulm_model_free(m);
     return rc;
 }

@@ -20,33 +20,33 @@ typedef struct run_opts {
 } run_opts;
 
 static void run_usage(FILE *f) {
-    fprintf(f,
-            "usage: cpulm run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
-            "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
-            "  -p, --prompt TEXT     prompt (default: empty, generation starts from BOS)\n"
-            "  -f, --file FILE       read the prompt from a file (its final newline dropped,\n"
-            "                        as llama.cpp does)\n"
-            "  -e, --escape          process \\n \\t \\\\ \\\" \\' escapes in -p\n"
-            "  --no-display-prompt   print only the generated text, not the prompt\n"
-            "  -cnv, -i              conversation mode: the same as `cpulm chat` (-p is then\n"
-            "                        the system message)\n"
-            "  -n, --n-predict N     tokens to generate (default 256; -1 = until end or full)\n"
-            "  -t, --threads N       threads for generation (default: physical cores)\n"
-            "  -tb, --threads-batch N  threads for the prompt (default: -t)\n"
-            "  -c, --ctx-size N      context length (default: model's, at most 4096)\n"
-            "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V alike)\n"
-            CLI_ATTN_HELP
-            "  -b, --batch-size N    prompt tokens per decode call (default 512)\n"
-            "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
-            "                        interleaved; isolate: cores and memory of the starting node;\n"
-            "                        numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
-            CLI_SAMPLER_HELP
-            "  --ignore-eos          keep generating past end-of-generation tokens\n"
-            "  --grammar GBNF        constrain the output to a GBNF grammar (llama.cpp syntax)\n"
-            "  --grammar-file FILE   the same, read from a file\n"
-            "  --json-schema SCHEMA  constrain the output to JSON valid under a JSON schema\n"
-            "                        (docs/SERVER.md lists the supported keywords)\n"
-            CLI_COMPAT_HELP);
+    fprintf(
+        f,
+        "usage: cpulm run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
+        "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
+        "  -p, --prompt TEXT     prompt (default: empty, generation starts from BOS)\n"
+        "  -f, --file FILE       read the prompt from a file (its final newline dropped,\n"
+        "                        as llama.cpp does)\n"
+        "  -e, --escape          process \\n \\t \\\\ \\\" \\' escapes in -p\n"
+        "  --no-display-prompt   print only the generated text, not the prompt\n"
+        "  -cnv, -i              conversation mode: the same as `cpulm chat` (-p is then\n"
+        "                        the system message)\n"
+        "  -n, --n-predict N     tokens to generate (default 256; -1 = until end or full)\n"
+        "  -t, --threads N       threads for generation (default: physical cores)\n"
+        "  -tb, --threads-batch N  threads for the prompt (default: -t)\n"
+        "  -c, --ctx-size N      context length (default: model's, at most 4096)\n"
+        "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V "
+        "alike)\n" CLI_ATTN_HELP
+        "  -b, --batch-size N    prompt tokens per decode call (default 512)\n"
+        "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
+        "                        interleaved; isolate: cores and memory of the starting node;\n"
+        "                        numactl: the CPUs numactl/taskset allowed "
+        "(docs/PERFORMANCE.md)\n" CLI_SAMPLER_HELP
+        "  --ignore-eos          keep generating past end-of-generation tokens\n"
+        "  --grammar GBNF        constrain the output to a GBNF grammar (llama.cpp syntax)\n"
+        "  --grammar-file FILE   the same, read from a file\n"
+        "  --json-schema SCHEMA  constrain the output to JSON valid under a JSON schema\n"
+        "                        (docs/SERVER.md lists the supported keywords)\n" CLI_COMPAT_HELP);
 }
 
 static int parse_run(int argc, char **argv, run_opts *o) {
@@ -78,7 +78,8 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             if (!cli_int(&c, 1, 1 << 16, &o->n_batch)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--numa", NULL)) {
             if (!cli_numa_flag(&c)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-ctk", "--cache-type-k") || cli_flag(&c, "-ctv", "--cache-type-v")) {
+        } else if (cli_flag(&c, "-ctk", "--cache-type-k") ||
+                   cli_flag(&c, "-ctv", "--cache-type-v")) {
             if (!cli_kv_flag(&c, &o->kv, &o->kv_given)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--attn", NULL)) {
             if (!cli_attn_flag(&c, &o->attn_fast)) return EXIT_USAGE;
@@ -145,7 +146,8 @@ static char *grammar_text(const run_opts *o, int *rc) {
     cpulm_error err = {0};
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
-    if (cpulm_json_parse(o->json_schema, strlen(o->json_schema), NULL, &doc, NULL, &err) != CPULM_OK ||
+    if (cpulm_json_parse(o->json_schema, strlen(o->json_schema), NULL, &doc, NULL, &err) !=
+            CPULM_OK ||
         cpulm_grammar_from_schema(cpulm_json_root(doc), &b, &err) != CPULM_OK) {
         fprintf(stderr, "cpulm run: --json-schema: %s\n", err.msg);
         *rc = EXIT_USAGE;
@@ -223,16 +225,18 @@ static void unescape(char *s) {
             continue;
         }
         const char *from = "ntr\\\"'", *to = "\n\t\r\\\"'", *hit = strchr(from, r[1]);
-        if (hit) *w++ = to[hit - from], r++;
-        else *w++ = *r;
+        if (hit)
+            *w++ = to[hit - from], r++;
+        else
+            *w++ = *r;
     }
     *w = 0;
 }
 
 /* llama-cli's conversation flags (-cnv, -i, ...) mean "chat": hand the line to `cpulm chat`. */
 static int wants_chat(int argc, char **argv) {
-    static const char *flags[] = {"-cnv", "--conversation", "-i", "--interactive",
-                                  "--interactive-first", "-if"};
+    static const char *flags[] = {"-cnv",          "--conversation",      "-i",
+                                  "--interactive", "--interactive-first", "-if"};
     for (int i = 1; i < argc; i++)
         for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
             if (!strcmp(argv[i], flags[k])) return 1;
@@ -249,8 +253,10 @@ int cmd_run(int argc, char **argv) {
     if (!path) return EXIT_USAGE;
     char *file_text = NULL;
     if (o.file && !(file_text = cli_read_file(o.file, NULL))) return EXIT_USAGE;
-    if (file_text) cli_chomp(file_text);
-    else if (o.prompt && o.escape && !(file_text = strdup(o.prompt))) return 1;
+    if (file_text)
+        cli_chomp(file_text);
+    else if (o.prompt && o.escape && !(file_text = strdup(o.prompt)))
+        return 1;
     if (file_text && o.escape && !o.file) unescape(file_text);
     const char *prompt = file_text ? file_text : (o.prompt ? o.prompt : "");
     double load_ms;
@@ -283,21 +289,27 @@ int cmd_run(int argc, char **argv) {
     cpulm_ctx *ctx = n > 0 ? cpulm_ctx_new(m, &cp, &err) : NULL;
     cpulm_sampler *smp = cpulm_sampler_new(&o.sp, cpulm_vocab_n(m));
     rc = 1;
-    if (n == 0) fprintf(stderr, "cpulm run: empty prompt and the model has no BOS token\n");
-    else if (!ctx) fprintf(stderr, "cpulm run: %s\n", err.msg);
-    else if (n >= cpulm_ctx_n_ctx(ctx)) fprintf(stderr, "cpulm run: prompt of %d tokens does not fit the context of %d\n", n, cpulm_ctx_n_ctx(ctx));
+    if (n == 0)
+        fprintf(stderr, "cpulm run: empty prompt and the model has no BOS token\n");
+    else if (!ctx)
+        fprintf(stderr, "cpulm run: %s\n", err.msg);
+    else if (n >= cpulm_ctx_n_ctx(ctx))
+        fprintf(stderr, "cpulm run: prompt of %d tokens does not fit the context of %d\n", n,
+                cpulm_ctx_n_ctx(ctx));
     else if (smp) {
         if (!o.no_display_prompt) fputs(prompt, stdout);
         fflush(stdout);
-        for (int32_t i = 0; i < n; i++) cpulm_sampler_accept(smp, toks[i]);
+        for (int32_t i = 0; i < n; i++)
+            cpulm_sampler_accept(smp, toks[i]);
         double t0 = cli_now_ms();
         rc = eval_prompt(ctx, toks, n, cp.n_batch);
         double t1 = cli_now_ms();
         int32_t n_gen = 0;
         if (!rc) rc = generate(ctx, m, &o, smp, gm, &n_gen);
         double t2 = cli_now_ms();
-        fprintf(stderr, "\nload: %.1f ms | prompt: %d tokens, %.2f ms, %.2f t/s | generation: %d "
-                        "tokens, %.2f ms, %.2f t/s | threads %d, kernels %s\n",
+        fprintf(stderr,
+                "\nload: %.1f ms | prompt: %d tokens, %.2f ms, %.2f t/s | generation: %d "
+                "tokens, %.2f ms, %.2f t/s | threads %d, kernels %s\n",
                 load_ms, n, t1 - t0, n / ((t1 - t0) / 1e3), n_gen, t2 - t1,
                 n_gen > 0 ? n_gen / ((t2 - t1) / 1e3) : 0.0, cpulm_ctx_threads(ctx),
                 cpulm_kernel_level());

@@ -12,44 +12,45 @@
 #include "server/server.h"
 
 static void serve_usage(FILE *f) {
-    fprintf(f,
-            "usage: cpulm serve [-m MODEL] [options]\n"
-            "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
-            "  --host ADDR           bind address (default 127.0.0.1; 0.0.0.0 exposes it)\n"
-            "  --port N              TCP port (default 8080; 0 = any free port, printed)\n"
-            "  -np, --parallel N     sequences decoded together (default 4)\n"
-            "  -c, --ctx-size N      context PER SEQUENCE (default: model's, at most 4096).\n"
-            "                        NOTE: llama-server's -c is the total shared by its -np\n"
-            "                        slots; cpulm's is per slot: -c 4096 -np 4 holds 4 x 4096\n"
-            "  --ctx-total N         llama-server's meaning: N tokens in total, N / -np per slot\n"
-            "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V alike)\n"
-            "  --chunk N             most prompt tokens per scheduler step (default 256)\n"
-            "  --max-step-ms MS      target inter-token time while prompts are evaluated next to\n"
-            "                        running streams (default: twice a measured decode step;\n"
-            "                        -1: off, every step takes --chunk prompt tokens)\n"
-            "  --max-queue N         requests waiting for a slot before 429 (default 64)\n"
-            "  --cache-ram MIB       RAM prompt cache shared by all slots (default 2048; 0 = off)\n"
-            "  -t, --threads N       decode threads (default: physical cores)\n"
-            "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
-            "                        interleaved; isolate: cores and memory of the starting node;\n"
-            "                        numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
-            "  --api-key KEY         require Authorization: Bearer KEY on /v1/*\n"
-            "                        (default: $CPULM_API_KEY, else none)\n"
-            "  --alias NAME          model id in /v1/models (default: file name)\n"
-            "  --chat-template NAME|FILE  override the model's chat template (llama3, llama2,\n"
-            "                        mistral, chatml, deepseek-r1, plain, or a Jinja file)\n"
-            "  --embeddings          serve POST /v1/embeddings (a second, embeddings-only context)\n"
-            "  --pooling P           its pooling: mean|last|cls (default: the model's)\n"
-            "  --timeout S           per-request time limit in seconds (default 600)\n"
-            "  --grace S             shutdown grace period in seconds (default 30)\n"
-            "  --max-body BYTES      request body limit (default 1048576)\n"
-            "  --max-conns N         open connections (default 1024)\n"
-            "  --max-conns-per-client N  per client address (default 256; 0 = no limit)\n"
-            "  --head-timeout S      a request head must arrive within S seconds (default 10)\n"
-            "  --idle-timeout S      idle keep-alive connections close after S (default 60)\n"
-            "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
-            "POST /v1/embeddings (with --embeddings), GET /health, GET /ready, GET /metrics.\n"
-            "See docs/SERVER.md.\n" CLI_COMPAT_HELP);
+    fprintf(
+        f,
+        "usage: cpulm serve [-m MODEL] [options]\n"
+        "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
+        "  --host ADDR           bind address (default 127.0.0.1; 0.0.0.0 exposes it)\n"
+        "  --port N              TCP port (default 8080; 0 = any free port, printed)\n"
+        "  -np, --parallel N     sequences decoded together (default 4)\n"
+        "  -c, --ctx-size N      context PER SEQUENCE (default: model's, at most 4096).\n"
+        "                        NOTE: llama-server's -c is the total shared by its -np\n"
+        "                        slots; cpulm's is per slot: -c 4096 -np 4 holds 4 x 4096\n"
+        "  --ctx-total N         llama-server's meaning: N tokens in total, N / -np per slot\n"
+        "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V alike)\n"
+        "  --chunk N             most prompt tokens per scheduler step (default 256)\n"
+        "  --max-step-ms MS      target inter-token time while prompts are evaluated next to\n"
+        "                        running streams (default: twice a measured decode step;\n"
+        "                        -1: off, every step takes --chunk prompt tokens)\n"
+        "  --max-queue N         requests waiting for a slot before 429 (default 64)\n"
+        "  --cache-ram MIB       RAM prompt cache shared by all slots (default 2048; 0 = off)\n"
+        "  -t, --threads N       decode threads (default: physical cores)\n"
+        "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
+        "                        interleaved; isolate: cores and memory of the starting node;\n"
+        "                        numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
+        "  --api-key KEY         require Authorization: Bearer KEY on /v1/*\n"
+        "                        (default: $CPULM_API_KEY, else none)\n"
+        "  --alias NAME          model id in /v1/models (default: file name)\n"
+        "  --chat-template NAME|FILE  override the model's chat template (llama3, llama2,\n"
+        "                        mistral, chatml, deepseek-r1, plain, or a Jinja file)\n"
+        "  --embeddings          serve POST /v1/embeddings (a second, embeddings-only context)\n"
+        "  --pooling P           its pooling: mean|last|cls (default: the model's)\n"
+        "  --timeout S           per-request time limit in seconds (default 600)\n"
+        "  --grace S             shutdown grace period in seconds (default 30)\n"
+        "  --max-body BYTES      request body limit (default 1048576)\n"
+        "  --max-conns N         open connections (default 1024)\n"
+        "  --max-conns-per-client N  per client address (default 256; 0 = no limit)\n"
+        "  --head-timeout S      a request head must arrive within S seconds (default 10)\n"
+        "  --idle-timeout S      idle keep-alive connections close after S (default 60)\n"
+        "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
+        "POST /v1/embeddings (with --embeddings), GET /health, GET /ready, GET /metrics.\n"
+        "See docs/SERVER.md.\n" CLI_COMPAT_HELP);
 }
 
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model,
@@ -73,7 +74,8 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!cli_int(&c, 1, 256, &p->n_parallel)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-c", "--ctx-size")) {
             if (!cli_int(&c, 0, 1 << 24, &p->n_ctx)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-ctk", "--cache-type-k") || cli_flag(&c, "-ctv", "--cache-type-v")) {
+        } else if (cli_flag(&c, "-ctk", "--cache-type-k") ||
+                   cli_flag(&c, "-ctv", "--cache-type-v")) {
             if (!cli_kv_flag(&c, &p->kv_type, &kv_given)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--ctx-total", NULL)) {
             if (!cli_int(&c, 1, 1 << 24, &total)) return EXIT_USAGE;
@@ -98,7 +100,8 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
         } else if (cli_flag(&c, "--pooling", NULL)) {
             const char *pv = cli_value(&c);
             if (!pv) return EXIT_USAGE;
-            if (cpulm_pooling_parse(pv, &p->pooling) != CPULM_OK || p->pooling == CPULM_POOLING_RANK) {
+            if (cpulm_pooling_parse(pv, &p->pooling) != CPULM_OK ||
+                p->pooling == CPULM_POOLING_RANK) {
                 fprintf(stderr, "cpulm serve: --pooling must be mean, last, cls or none\n");
                 return EXIT_USAGE;
             }
@@ -157,7 +160,8 @@ int cmd_serve(int argc, char **argv) {
     char *tmpl_owned = NULL;
     int rc = parse_serve(argc, argv, &p, &model, &tmpl_arg);
     if (rc) return rc;
-    if (tmpl_arg && !cli_chat_template(NULL, tmpl_arg, &p.chat_template, &tmpl_owned)) return EXIT_USAGE;
+    if (tmpl_arg && !cli_chat_template(NULL, tmpl_arg, &p.chat_template, &tmpl_owned))
+        return EXIT_USAGE;
     if (!(p.model_path = cli_model_path(model))) return EXIT_USAGE;
     if (cli_check_file("serve", p.model_path)) return EXIT_USAGE;
     cpulm_log_set(log_stderr, NULL);
@@ -170,15 +174,21 @@ int cmd_serve(int argc, char **argv) {
     }
     printf("cpulm serve: listening on http://%s:%d\n", p.host, cpulm_server_port(srv));
     if (p.n_ctx)
-        fprintf(stderr, "cpulm serve: %d slots x %d tokens of context each (-c is per slot, "
-                        "unlike llama-server's total)\n", p.n_parallel, p.n_ctx);
+        fprintf(stderr,
+                "cpulm serve: %d slots x %d tokens of context each (-c is per slot, "
+                "unlike llama-server's total)\n",
+                p.n_parallel, p.n_ctx);
     else
-        fprintf(stderr, "cpulm serve: %d slots, each with the model's context (at most 4096; -c "
-                        "is per slot, unlike llama-server's total)\n", p.n_parallel);
+        fprintf(stderr,
+                "cpulm serve: %d slots, each with the model's context (at most 4096; -c "
+                "is per slot, unlike llama-server's total)\n",
+                p.n_parallel);
     fflush(stdout);
     rc = cpulm_server_run(srv, &err) == CPULM_OK ? 0 : 1;
-    if (rc) fprintf(stderr, "cpulm serve: %s\n", err.msg);
-    else fprintf(stderr, "cpulm serve: stopped\n");
+    if (rc)
+        fprintf(stderr, "cpulm serve: %s\n", err.msg);
+    else
+        fprintf(stderr, "cpulm serve: stopped\n");
     cpulm_server_free(srv);
     free(tmpl_owned);
     return rc;

@@ -8,21 +8,22 @@
 #include "tools_api.h"
 
 static void synth_usage(FILE *f) {
-    fprintf(f,
-            "usage: cpulm synth --shape NAME --type TYPE -o FILE [options]\n"
-            "  --shape NAME     1b, 3b, 8b, 70b (Llama-3.x), qwen3-0.6b, qwen3-1.7b, qwen3-4b,\n"
-            "                   qwen3-8b, qwen3-30b-a3b (MoE: 128 experts, 8 used), mixtral-8x7b,\n"
-            "                   tiny, tiny-moe, or custom (tiny's numbers; override with the flags)\n"
-            "  --type TYPE      q4_0 (default), q8_0, f16, bf16, f32, q4_k, q6_k\n"
-            "  -o FILE          output GGUF\n"
-            "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
-            "                   override the shape's numbers (--layers N cuts a big shape for\n"
-            "                   benchmarks)\n"
-            "  --arch NAME --head-dim N --experts N --experts-used N --expert-ff N\n"
-            "                   architecture (llama, qwen2, qwen3, qwen3moe), head size, experts\n"
-            "  --untied         write a separate output.weight (default: the shape's)\n"
-            "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
-            "  -t, --threads N  generation threads (default 2)\n");
+    fprintf(
+        f,
+        "usage: cpulm synth --shape NAME --type TYPE -o FILE [options]\n"
+        "  --shape NAME     1b, 3b, 8b, 70b (Llama-3.x), qwen3-0.6b, qwen3-1.7b, qwen3-4b,\n"
+        "                   qwen3-8b, qwen3-30b-a3b (MoE: 128 experts, 8 used), mixtral-8x7b,\n"
+        "                   tiny, tiny-moe, or custom (tiny's numbers; override with the flags)\n"
+        "  --type TYPE      q4_0 (default), q8_0, f16, bf16, f32, q4_k, q6_k\n"
+        "  -o FILE          output GGUF\n"
+        "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
+        "                   override the shape's numbers (--layers N cuts a big shape for\n"
+        "                   benchmarks)\n"
+        "  --arch NAME --head-dim N --experts N --experts-used N --expert-ff N\n"
+        "                   architecture (llama, qwen2, qwen3, qwen3moe), head size, experts\n"
+        "  --untied         write a separate output.weight (default: the shape's)\n"
+        "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
+        "  -t, --threads N  generation threads (default 2)\n");
 }
 
 typedef struct synth_opts {
@@ -44,25 +45,44 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
         if (cli_flag(&c, "-h", "--help")) {
             synth_usage(stdout);
             exit(0);
-        } else if (cli_flag(&c, "--shape", NULL)) ok = (o->shape = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--type", NULL)) ok = (o->type = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "-o", "--output")) ok = (o->out = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--layers", NULL)) ok = parse_size(&c, &o->layers);
-        else if (cli_flag(&c, "--embd", NULL)) ok = parse_size(&c, &o->embd);
-        else if (cli_flag(&c, "--ff", NULL)) ok = parse_size(&c, &o->ff);
-        else if (cli_flag(&c, "--heads", NULL)) ok = parse_size(&c, &o->heads);
-        else if (cli_flag(&c, "--kv-heads", NULL)) ok = parse_size(&c, &o->kv_heads);
-        else if (cli_flag(&c, "--vocab", NULL)) ok = parse_size(&c, &o->vocab);
-        else if (cli_flag(&c, "--ctx", NULL)) ok = parse_size(&c, &o->ctx);
-        else if (cli_flag(&c, "--untied", NULL)) o->untied = 1;
-        else if (cli_flag(&c, "--arch", NULL)) ok = (o->arch = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--head-dim", NULL)) ok = parse_size(&c, &o->head_dim);
-        else if (cli_flag(&c, "--experts", NULL)) ok = parse_size(&c, &o->experts);
-        else if (cli_flag(&c, "--experts-used", NULL)) ok = parse_size(&c, &o->experts_used);
-        else if (cli_flag(&c, "--expert-ff", NULL)) ok = parse_size(&c, &o->expert_ff);
-        else if (cli_flag(&c, "--seed", NULL)) ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
-        else if (cli_flag(&c, "-t", "--threads")) ok = cli_int(&c, 1, 64, &o->threads);
-        else if (cli_rest(&c)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--shape", NULL))
+            ok = (o->shape = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--type", NULL))
+            ok = (o->type = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "-o", "--output"))
+            ok = (o->out = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--layers", NULL))
+            ok = parse_size(&c, &o->layers);
+        else if (cli_flag(&c, "--embd", NULL))
+            ok = parse_size(&c, &o->embd);
+        else if (cli_flag(&c, "--ff", NULL))
+            ok = parse_size(&c, &o->ff);
+        else if (cli_flag(&c, "--heads", NULL))
+            ok = parse_size(&c, &o->heads);
+        else if (cli_flag(&c, "--kv-heads", NULL))
+            ok = parse_size(&c, &o->kv_heads);
+        else if (cli_flag(&c, "--vocab", NULL))
+            ok = parse_size(&c, &o->vocab);
+        else if (cli_flag(&c, "--ctx", NULL))
+            ok = parse_size(&c, &o->ctx);
+        else if (cli_flag(&c, "--untied", NULL))
+            o->untied = 1;
+        else if (cli_flag(&c, "--arch", NULL))
+            ok = (o->arch = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--head-dim", NULL))
+            ok = parse_size(&c, &o->head_dim);
+        else if (cli_flag(&c, "--experts", NULL))
+            ok = parse_size(&c, &o->experts);
+        else if (cli_flag(&c, "--experts-used", NULL))
+            ok = parse_size(&c, &o->experts_used);
+        else if (cli_flag(&c, "--expert-ff", NULL))
+            ok = parse_size(&c, &o->expert_ff);
+        else if (cli_flag(&c, "--seed", NULL))
+            ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
+        else if (cli_flag(&c, "-t", "--threads"))
+            ok = cli_int(&c, 1, 64, &o->threads);
+        else if (cli_rest(&c))
+            return EXIT_USAGE;
     }
     if (!ok) return EXIT_USAGE;
     if (!o->shape || !o->out) {
@@ -120,10 +140,11 @@ int cmd_synth(int argc, char **argv) {
         fprintf(stderr, "cpulm synth: %s\n", err.msg);
         return 1;
     }
-    fprintf(stderr, "cpulm synth: wrote %s: %s (%s), %s, %d layers, embd %d, ff %d, heads %d/%d, "
-                    "experts %d/%d of ff %d, vocab %d, %.1f MiB of weights in %.1f s\n",
+    fprintf(stderr,
+            "cpulm synth: wrote %s: %s (%s), %s, %d layers, embd %d, ff %d, heads %d/%d, "
+            "experts %d/%d of ff %d, vocab %d, %.1f MiB of weights in %.1f s\n",
             o.out, p.name, p.arch, cpulm_dtype_name(p.type), p.n_layer, p.n_embd, p.n_ff, p.n_head,
-            p.n_head_kv, p.n_expert_used, p.n_expert, p.n_ff_exp, p.n_vocab, (double)cpulm_synth_weight_bytes(&p) / (1 << 20),
-            (cli_now_ms() - t0) / 1e3);
+            p.n_head_kv, p.n_expert_used, p.n_expert, p.n_ff_exp, p.n_vocab,
+            (double)cpulm_synth_weight_bytes(&p) / (1 << 20), (cli_now_ms() - t0) / 1e3);
     return 0;
 }

@@ -64,8 +64,10 @@ int cmd_template(int argc, char **argv) {
     const char *tmpl;
     char *owned = NULL;
     rc = 1;
-    if (o.model && !m) rc = cli_load_failed_rc(o.model);
-    else if (!cli_chat_template(m, o.file, &tmpl, &owned)) rc = EXIT_USAGE;
+    if (o.model && !m)
+        rc = cli_load_failed_rc(o.model);
+    else if (!cli_chat_template(m, o.file, &tmpl, &owned))
+        rc = EXIT_USAGE;
     else {
         cpulm_chat_params p = cpulm_chat_default_params();
         p.add_generation_prompt = !o.no_gen;
@@ -82,7 +84,8 @@ int cmd_template(int argc, char **argv) {
                 cpulm_token *toks = NULL;
                 int32_t n = cli_tokenize(m, out, strlen(out), 0, 1, &toks);
                 printf("\n[");
-                for (int32_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", toks[i]);
+                for (int32_t i = 0; i < n; i++)
+                    printf("%s%d", i ? ", " : "", toks[i]);
                 printf("]\n");
                 free(toks);
             }

@@ -18,7 +18,8 @@ static void tok_usage(FILE *f) {
 static void print_tokens(const cpulm_model *m, const cpulm_token *t, int32_t n, int ids, int json) {
     char piece[512];
     if (ids || json) printf(json ? "{\"tokens\": [" : "[");
-    for (int32_t i = 0; i < n && (ids || json); i++) printf("%s%d", i ? ", " : "", t[i]);
+    for (int32_t i = 0; i < n && (ids || json); i++)
+        printf("%s%d", i ? ", " : "", t[i]);
     if (ids) printf("]\n");
     if (ids) return;
     if (json) printf("], \"pieces\": [");

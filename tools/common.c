@@ -53,8 +53,8 @@ int cli_float(cli *c, double lo, double hi, float *out) {
     char *end;
     double x = strtod(v, &end);
     if (end == v || *end || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want a number in [%g, %g])\n", c->cmd,
-                v, flag, lo, hi);
+        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want a number in [%g, %g])\n", c->cmd, v,
+                flag, lo, hi);
         return 0;
     }
     *out = (float)x;
@@ -71,8 +71,8 @@ int cli_parallel_flag(cli *c) {
 }
 
 int cli_unknown(cli *c) {
-    fprintf(stderr, "cpulm %s: unknown option '%s' (see cpulm %s --help)\n", c->cmd,
-            c->argv[c->i], c->cmd);
+    fprintf(stderr, "cpulm %s: unknown option '%s' (see cpulm %s --help)\n", c->cmd, c->argv[c->i],
+            c->cmd);
     return EXIT_USAGE;
 }
 
@@ -99,9 +99,10 @@ const char *cli_model_path(const char *flag_value) {
         snprintf(up, sizeof up, "%s/../../shared", dir);
         if (try_path(buf, sizeof buf, up, rel)) return buf;
     }
-    fprintf(stderr, "cpulm: no model given. Pass -m FILE.gguf or set CPULM_MODEL; any llama-family "
-                    "GGUF works (e.g. from llama.cpp's convert/quantize tools, `cpulm synth`, or "
-                    "`cpulm pull`). The default ../shared/models/stories260K.gguf was not found.\n");
+    fprintf(stderr,
+            "cpulm: no model given. Pass -m FILE.gguf or set CPULM_MODEL; any llama-family "
+            "GGUF works (e.g. from llama.cpp's convert/quantize tools, `cpulm synth`, or "
+            "`cpulm pull`). The default ../shared/models/stories260K.gguf was not found.\n");
     return NULL;
 }
 
@@ -114,8 +115,10 @@ double cli_now_ms(void) {
 int cli_check_file(const char *cmd, const char *path) {
     struct stat st;
     const char *why = NULL;
-    if (stat(path, &st) != 0 || access(path, R_OK) != 0) why = strerror(errno);
-    else if (S_ISDIR(st.st_mode)) why = "is a directory, not a file";
+    if (stat(path, &st) != 0 || access(path, R_OK) != 0)
+        why = strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        why = "is a directory, not a file";
     if (!why) return 0;
     fprintf(stderr, "cpulm%s%s: %s: %s\n", cmd ? " " : "", cmd ? cmd : "", path, why);
     return EXIT_USAGE;
@@ -216,8 +219,10 @@ void cli_json_str(FILE *f, const char *s, size_t len) {
         case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
         default:
-            if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-            else fputc(ch, f);
+            if (ch < 0x20)
+                fprintf(f, "\\u%04x", ch);
+            else
+                fputc(ch, f);
         }
     }
     fputc('"', f);
@@ -238,9 +243,12 @@ int cli_int_list(const char *s, int32_t **out) {
         }
         v[n++] = (int32_t)x;
         s = end;
-        while (*s == ' ') s++;
-        if (*s == ',') s++;
-        else if (*s) break;
+        while (*s == ' ')
+            s++;
+        if (*s == ',')
+            s++;
+        else if (*s)
+            break;
     }
     if (!v || *s) {
         free(v);
@@ -282,7 +290,9 @@ int cli_kv_type(const char *s, cpulm_kv_type *out) {
     static const struct {
         const char *name;
         cpulm_kv_type t;
-    } names[] = {{"f16", CPULM_KV_F16}, {"f32", CPULM_KV_F32}, {"q8_0", CPULM_KV_Q8_0},
+    } names[] = {{"f16", CPULM_KV_F16},
+                 {"f32", CPULM_KV_F32},
+                 {"q8_0", CPULM_KV_Q8_0},
                  {"q4_0", CPULM_KV_Q4_0}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(s, names[i].name)) {
@@ -302,8 +312,8 @@ int cli_kv_flag(cli *c, cpulm_kv_type *out, int *given) {
         return 0;
     }
     if (*given && t != *out) {
-        fprintf(stderr, "cpulm %s: K and V share one cache type in cpulm; got %s and %s\n",
-                c->cmd, cli_kv_name(*out), v);
+        fprintf(stderr, "cpulm %s: K and V share one cache type in cpulm; got %s and %s\n", c->cmd,
+                cli_kv_name(*out), v);
         return 0;
     }
     *out = t;
@@ -348,8 +358,12 @@ int cli_numa_flag(cli *c) {
 /* ---- flags shared by every subcommand (one table) ---- */
 
 enum { COMPAT_NOOP, COMPAT_UNSUPPORTED };
-enum { ARG_NONE, ARG_ONE, ARG_OPT }; /* ARG_OPT: takes the next arg only when it is a switch
-                                        value (on/off/auto/0/1), as -fa does in llama.cpp */
+enum {
+    ARG_NONE,
+    ARG_ONE,
+    ARG_OPT
+}; /* ARG_OPT: takes the next arg only when it is a switch
+      value (on/off/auto/0/1), as -fa does in llama.cpp */
 
 typedef struct cli_compat {
     const char *a, *b;
@@ -358,7 +372,8 @@ typedef struct cli_compat {
 } cli_compat;
 
 static const cli_compat compat[] = {
-    {"-ngl", "--n-gpu-layers", ARG_ONE, COMPAT_NOOP, "cpulm runs on the CPU; there are no GPU layers"},
+    {"-ngl", "--n-gpu-layers", ARG_ONE, COMPAT_NOOP,
+     "cpulm runs on the CPU; there are no GPU layers"},
     {"--gpu-layers", NULL, ARG_ONE, COMPAT_NOOP, "cpulm runs on the CPU; there are no GPU layers"},
     {"-fa", "--flash-attn", ARG_OPT, COMPAT_NOOP,
      "cpulm's CPU attention is always fused (online softmax, no score matrix)"},

@@ -21,7 +21,7 @@ typedef struct cli {
 int cli_flag(cli *c, const char *a, const char *b);
 /* The value after the current flag; prints an error and returns NULL when missing. */
 const char *cli_value(cli *c);
-int cli_int(cli *c, long lo, long hi, int *out);     /* 0 on error (message printed) */
+int cli_int(cli *c, long lo, long hi, int *out); /* 0 on error (message printed) */
 int cli_i64(cli *c, long long lo, long long hi, long long *out);
 int cli_float(cli *c, double lo, double hi, float *out);
 /* One vocabulary: the KV cache type is --kv or llama.cpp's -ctk/-ctv/--cache-type-k/-v
@@ -36,9 +36,9 @@ int cli_unknown(cli *c); /* prints "unknown option" and returns EXIT_USAGE */
  * entry names it). */
 int cli_rest(cli *c);
 /* Help text for the shared flags (appended to each --help). */
-#define CLI_COMPAT_HELP                                                                            \
-    "llama.cpp flags without meaning on a CPU (-ngl, -fa, -mmp, --no-mmap, --mlock,\n"             \
-    "--no-warmup, -sm, -mg, -ts, -dev, -nkvo, --color, --jinja, ...) are accepted and ignored\n"  \
+#define CLI_COMPAT_HELP                                                                          \
+    "llama.cpp flags without meaning on a CPU (-ngl, -fa, -mmp, --no-mmap, --mlock,\n"           \
+    "--no-warmup, -sm, -mg, -ts, -dev, -nkvo, --color, --jinja, ...) are accepted and ignored\n" \
     "with a note; see docs/TOOLS.md, \"llama.cpp flags\".\n"
 /* Sampling flags (--temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n
  * --presence-penalty --frequency-penalty -s/--seed): 1 = consumed, 0 = not a sampling flag,
@@ -57,19 +57,19 @@ const char *cli_kv_name(cpulm_kv_type t);
  * the tiled f32-accumulating path (fast; cpulm_ctx_params.attn_fast). 1 = ok, 0 = missing
  * or bad value (message printed). */
 int cli_attn_flag(cli *c, int *fast);
-#define CLI_ATTN_HELP                                                                              \
-    "  --attn ref|fast       F16 KV attention: ref (default) = llama.cpp's numerics (f16\n"        \
-    "                        accumulation); fast = tiled, f32 accumulation, faster on long\n"     \
+#define CLI_ATTN_HELP                                                                         \
+    "  --attn ref|fast       F16 KV attention: ref (default) = llama.cpp's numerics (f16\n"   \
+    "                        accumulation); fast = tiled, f32 accumulation, faster on long\n" \
     "                        contexts, logits differ from llama.cpp by up to ~0.01\n"
 int cli_numa_flag(cli *c);
-#define CLI_SAMPLER_HELP                                                                           \
-    "  --temp T              temperature (default 0.8; 0 = greedy)\n"                              \
-    "  --top-k K             (default 40; 0 = off)\n"                                               \
-    "  --top-p P             (default 0.95; 1 = off)\n"                                             \
-    "  --min-p P             (default 0.05; 0 = off)\n"                                             \
-    "  --repeat-penalty R    (default 1.0 = off)\n"                                                 \
-    "  --repeat-last-n N     tokens the penalty looks back (default 64)\n"                          \
-    "  --presence-penalty X, --frequency-penalty X   OpenAI-style penalties\n"                      \
+#define CLI_SAMPLER_HELP                                                       \
+    "  --temp T              temperature (default 0.8; 0 = greedy)\n"          \
+    "  --top-k K             (default 40; 0 = off)\n"                          \
+    "  --top-p P             (default 0.95; 1 = off)\n"                        \
+    "  --min-p P             (default 0.05; 0 = off)\n"                        \
+    "  --repeat-penalty R    (default 1.0 = off)\n"                            \
+    "  --repeat-last-n N     tokens the penalty looks back (default 64)\n"     \
+    "  --presence-penalty X, --frequency-penalty X   OpenAI-style penalties\n" \
     "  -s, --seed N          RNG seed (default: random)\n"
 
 /* -m value, else $CPULM_MODEL, else ../shared/models/stories260K.gguf (cwd, $CPULM_SHARED or

@@ -49,7 +49,8 @@ static void check_isa_env(void) {
     const cpulm_kernels *lv[16];
     int n = cpulm_kernels_levels(lv, 16);
     fprintf(stderr, "cpulm: warning: %s. Levels on this CPU:", warn);
-    for (int i = 0; i < n; i++) fprintf(stderr, " %s", lv[i]->name);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, " %s", lv[i]->name);
     fputc('\n', stderr);
 }
 

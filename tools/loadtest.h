@@ -11,8 +11,8 @@
 
 typedef struct lt_url {
     char host[256], port[8];
-    char prefix[256];              /* path before /v1/..., usually "" */
-    struct sockaddr_storage addr;  /* resolved once */
+    char prefix[256];             /* path before /v1/..., usually "" */
+    struct sockaddr_storage addr; /* resolved once */
     socklen_t addr_len;
 } lt_url;
 
@@ -21,17 +21,17 @@ typedef struct lt_url {
 int lt_url_parse(const char *url, lt_url *u, char *why, size_t why_cap);
 
 typedef struct lt_conn {
-    int fd;           /* -1 when not connected */
-    char *buf;        /* response bytes; the decoded body follows the head */
+    int fd;    /* -1 when not connected */
+    char *buf; /* response bytes; the decoded body follows the head */
     size_t len, cap;
 } lt_conn;
 
 typedef struct lt_result {
-    int status;               /* HTTP status; 0 when the exchange failed */
-    char error[128];          /* "" when ok */
-    double t_first;           /* seconds from send to the first streamed text (-1 if none) */
-    double t_total;           /* seconds from send to the end of the response */
-    double *t_events;         /* [n_events] arrival times of streamed texts (owned) */
+    int status;       /* HTTP status; 0 when the exchange failed */
+    char error[128];  /* "" when ok */
+    double t_first;   /* seconds from send to the first streamed text (-1 if none) */
+    double t_total;   /* seconds from send to the end of the response */
+    double *t_events; /* [n_events] arrival times of streamed texts (owned) */
     int32_t n_events, cap_events;
     int32_t prompt_tokens, completion_tokens; /* from "usage" (-1 if absent) */
 } lt_result;

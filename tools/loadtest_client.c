@@ -34,7 +34,8 @@ int lt_url_parse(const char *url, lt_url *u, char *why, size_t why_cap) {
     const char *h = url + 7, *end = h + strcspn(h, "/"), *colon = memchr(h, ':', (size_t)(end - h));
     size_t hl = (size_t)((colon ? colon : end) - h);
     size_t pl = colon ? (size_t)(end - colon - 1) : 2;
-    if (hl == 0 || hl >= sizeof u->host || pl == 0 || pl >= sizeof u->port || strlen(end) >= sizeof u->prefix) {
+    if (hl == 0 || hl >= sizeof u->host || pl == 0 || pl >= sizeof u->port ||
+        strlen(end) >= sizeof u->prefix) {
         snprintf(why, why_cap, "malformed URL '%s'", url);
         return -1;
     }
@@ -42,7 +43,8 @@ int lt_url_parse(const char *url, lt_url *u, char *why, size_t why_cap) {
     memcpy(u->port, colon ? colon + 1 : "80", pl);
     snprintf(u->prefix, sizeof u->prefix, "%s", end);
     size_t n = strlen(u->prefix);
-    while (n && u->prefix[n - 1] == '/') u->prefix[--n] = 0;
+    while (n && u->prefix[n - 1] == '/')
+        u->prefix[--n] = 0;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     int rc = getaddrinfo(u->host, u->port, &hints, &res);
     if (rc != 0) {
@@ -139,10 +141,10 @@ static long recv_some(lt_conn *c, double deadline) {
 
 typedef struct reader {
     cpulm_http_msg msg;
-    long head;            /* head length once parsed, else 0 */
+    long head; /* head length once parsed, else 0 */
     cpulm_http_chunked ch;
-    size_t in, out;       /* chunked progress (absolute offsets into buf) */
-    size_t scanned;       /* SSE: decoded bytes already split into events */
+    size_t in, out; /* chunked progress (absolute offsets into buf) */
+    size_t scanned; /* SSE: decoded bytes already split into events */
     int done, sse, close_after;
     double t0;
 } reader;
@@ -190,8 +192,10 @@ static void scan_sse(lt_conn *c, reader *rd, size_t end, lt_result *r) {
         char *sep = memmem(base, end - rd->scanned, "\n\n", 2);
         if (!sep) return;
         if ((size_t)(sep - base) > 6 && memcmp(base, "data: ", 6) == 0) {
-            if ((size_t)(sep - base) == 12 && memcmp(base + 6, "[DONE]", 6) == 0) rd->done = 1;
-            else take_json(base + 6, (size_t)(sep - base) - 6, r, 1, t);
+            if ((size_t)(sep - base) == 12 && memcmp(base + 6, "[DONE]", 6) == 0)
+                rd->done = 1;
+            else
+                take_json(base + 6, (size_t)(sep - base) - 6, r, 1, t);
         }
         rd->scanned = (size_t)(sep - c->buf) + 2;
     }
@@ -206,7 +210,8 @@ static int feed_body(lt_conn *c, reader *rd, lt_result *r, int eof) {
         end = rd->out;
         if (st == 1) rd->done = 1;
     } else if (rd->msg.content_length >= 0) {
-        end = c->len < h + (size_t)rd->msg.content_length ? c->len : h + (size_t)rd->msg.content_length;
+        end = c->len < h + (size_t)rd->msg.content_length ? c->len
+                                                          : h + (size_t)rd->msg.content_length;
         if (end == h + (size_t)rd->msg.content_length) rd->done = 1;
     } else {
         end = c->len;
@@ -254,8 +259,10 @@ void lt_post(lt_conn *c, const lt_url *u, const char *path, const char *body, si
     r->prompt_tokens = r->completion_tokens = -1;
     cpulm_buf req;
     cpulm_buf_init(&req, 0);
-    cpulm_buf_printf(&req, "POST %s%s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n", u->prefix, path, u->host, u->port, n);
+    cpulm_buf_printf(&req,
+                     "POST %s%s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n",
+                     u->prefix, path, u->host, u->port, n);
     if (api_key) cpulm_buf_printf(&req, "Authorization: Bearer %s\r\n", api_key);
     cpulm_buf_puts(&req, "\r\n");
     cpulm_buf_append(&req, body, n);

@@ -50,10 +50,14 @@ static void fmt_tick(char *buf, size_t cap, double v, double step) {
 /* Value label of a point or bar: 3 significant digits, no exponent for usual ranges. */
 static void fmt_value(char *buf, size_t cap, double v) {
     double a = fabs(v);
-    if (a >= 100 || a == 0) snprintf(buf, cap, "%.0f", v);
-    else if (a >= 10) snprintf(buf, cap, "%.1f", v);
-    else if (a >= 1) snprintf(buf, cap, "%.2f", v);
-    else snprintf(buf, cap, "%.3g", v);
+    if (a >= 100 || a == 0)
+        snprintf(buf, cap, "%.0f", v);
+    else if (a >= 10)
+        snprintf(buf, cap, "%.1f", v);
+    else if (a >= 1)
+        snprintf(buf, cap, "%.2f", v);
+    else
+        snprintf(buf, cap, "%.3g", v);
 }
 
 static void text(cpulm_buf *o, double x, double y, const char *anchor, int size, const char *extra,
@@ -80,32 +84,41 @@ static void begin(cpulm_buf *o, const svg_chart *c, frame *f, double ymax_data) 
     f->w = SVG_WIDTH - LEFT - RIGHT;
     f->h = SVG_HEIGHT - TOP - BOTTOM;
     svg_nice_axis(0, ymax_data > 0 ? ymax_data * 1.08 : 1, 6, &f->ymax, &f->ystep);
-    cpulm_buf_printf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                        "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\">\n",
+    cpulm_buf_printf(o,
+                     "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                     "viewBox=\"0 0 %d %d\" font-family=\"Helvetica, Arial, sans-serif\">\n",
                      SVG_WIDTH, SVG_HEIGHT, SVG_WIDTH, SVG_HEIGHT);
-    cpulm_buf_printf(o, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", SVG_WIDTH, SVG_HEIGHT);
+    cpulm_buf_printf(o, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", SVG_WIDTH,
+                     SVG_HEIGHT);
     text(o, SVG_WIDTH / 2.0, 26, "middle", 17, " font-weight=\"bold\"", c->title);
     double lx = LEFT; /* legend: one row of swatches under the title */
     for (int i = 0; i < c->n_series; i++) {
         const char *col = palette[i % N_COLORS];
-        cpulm_buf_printf(o, "<rect class=\"legend\" x=\"%.1f\" y=\"42\" width=\"14\" height=\"14\" "
-                            "fill=\"%s\"/>\n", lx, col);
+        cpulm_buf_printf(o,
+                         "<rect class=\"legend\" x=\"%.1f\" y=\"42\" width=\"14\" height=\"14\" "
+                         "fill=\"%s\"/>\n",
+                         lx, col);
         text(o, lx + 20, 54, "start", 13, NULL, c->series[i].name);
         lx += 40 + 7.5 * (double)strlen(c->series[i].name);
     }
     char buf[32];
     for (double v = 0; v <= f->ymax + f->ystep * 1e-6; v += f->ystep) {
         double y = y_px(f, v);
-        cpulm_buf_printf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n",
-                         f->x0, y, f->x0 + f->w, y);
+        cpulm_buf_printf(
+            o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n",
+            f->x0, y, f->x0 + f->w, y);
         fmt_tick(buf, sizeof buf, v, f->ystep);
         text(o, f->x0 - 8, y + 4, "end", 12, NULL, buf);
     }
-    cpulm_buf_printf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-                        "stroke=\"#444\"/>\n", f->x0, f->y0, f->w, f->h);
+    cpulm_buf_printf(o,
+                     "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+                     "stroke=\"#444\"/>\n",
+                     f->x0, f->y0, f->w, f->h);
     text(o, f->x0 + f->w / 2, SVG_HEIGHT - 30, "middle", 14, NULL, c->x_label);
-    cpulm_buf_printf(o, "<text x=\"20\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"14\" "
-                        "transform=\"rotate(-90 20 %.1f)\">", f->y0 + f->h / 2, f->y0 + f->h / 2);
+    cpulm_buf_printf(o,
+                     "<text x=\"20\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"14\" "
+                     "transform=\"rotate(-90 20 %.1f)\">",
+                     f->y0 + f->h / 2, f->y0 + f->h / 2);
     svg_escape(o, c->y_label);
     cpulm_buf_puts(o, "</text>\n");
 }
@@ -148,8 +161,9 @@ static void x_ticks(cpulm_buf *o, const frame *f, const xaxis *a) {
         for (double e = ceil(a->lo); e <= top + 1e-9; e += step) {
             double x = x_px(f, a, pow(2, e));
             snprintf(buf, sizeof buf, "%.0f", pow(2, e));
-            cpulm_buf_printf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n",
-                             x, f->y0 + f->h, x, f->y0 + f->h + 5);
+            cpulm_buf_printf(
+                o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x,
+                f->y0 + f->h, x, f->y0 + f->h + 5);
             text(o, x, f->y0 + f->h + 20, "middle", 12, NULL, buf);
         }
         return;
@@ -158,8 +172,9 @@ static void x_ticks(cpulm_buf *o, const frame *f, const xaxis *a) {
     for (double v = ceil(a->lo / step - 1e-9) * step; v <= a->hi + step * 1e-6; v += step) {
         double x = x_px(f, a, v);
         fmt_tick(buf, sizeof buf, v, step);
-        cpulm_buf_printf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n",
-                         x, f->y0 + f->h, x, f->y0 + f->h + 5);
+        cpulm_buf_printf(
+            o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", x,
+            f->y0 + f->h, x, f->y0 + f->h + 5);
         text(o, x, f->y0 + f->h + 20, "middle", 12, NULL, buf);
     }
 }
@@ -182,7 +197,9 @@ static void line_series(cpulm_buf *o, const frame *f, const xaxis *a, const svg_
     char v[32];
     cpulm_buf_printf(o, "<g class=\"series\" data-name=\"");
     svg_escape(o, s->name);
-    cpulm_buf_printf(o, "\" fill=\"%s\" stroke=\"%s\">\n<polyline fill=\"none\" stroke-width=\"2.5\" points=\"", col, col);
+    cpulm_buf_printf(
+        o, "\" fill=\"%s\" stroke=\"%s\">\n<polyline fill=\"none\" stroke-width=\"2.5\" points=\"",
+        col, col);
     for (int j = 0; j < s->n; j++)
         if (!isnan(s->y[j]) && (!a->log2 || s->x[j] > 0))
             cpulm_buf_printf(o, "%.1f,%.1f ", x_px(f, a, s->x[j]), y_px(f, s->y[j]));
@@ -206,7 +223,8 @@ void svg_line_chart(cpulm_buf *o, const svg_chart *c) {
     x_range(c, &a);
     x_ticks(o, &f, &a);
     int max_n = 0;
-    for (int i = 0; i < c->n_series; i++) max_n = c->series[i].n > max_n ? c->series[i].n : max_n;
+    for (int i = 0; i < c->n_series; i++)
+        max_n = c->series[i].n > max_n ? c->series[i].n : max_n;
     int label = c->n_series <= 2 && max_n <= 8; /* value labels only while they stay legible */
     for (int i = 0; i < c->n_series; i++)
         line_series(o, &f, &a, &c->series[i], palette[i % N_COLORS], label);
@@ -232,7 +250,8 @@ void svg_bar_chart(cpulm_buf *o, const svg_chart *c) {
             if (isnan(s->y[k])) continue;
             double x = f.x0 + group * k + group * 0.1 + bar * i, y = y_px(&f, s->y[k]);
             fmt_value(v, sizeof v, s->y[k]);
-            cpulm_buf_printf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>",
+            cpulm_buf_printf(o,
+                             "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>",
                              x, y, bar * 0.92, f.y0 + f.h - y);
             svg_escape(o, s->name);
             cpulm_buf_printf(o, ": %s</title></rect>\n", v);

@@ -9,9 +9,9 @@
 #include "tools_api.h"
 
 typedef struct svg_series {
-    const char *name;  /* legend text */
-    const double *x;   /* line charts: n x values (ignored by bar charts) */
-    const double *y;   /* n values; NaN = no point / no bar */
+    const char *name; /* legend text */
+    const double *x;  /* line charts: n x values (ignored by bar charts) */
+    const double *y;  /* n values; NaN = no point / no bar */
     int n;
 } svg_series;
 
@@ -23,7 +23,7 @@ typedef struct svg_chart {
     int n_series;
     const char *const *categories; /* bar charts: n_categories group labels */
     int n_categories;
-    const char *note;              /* optional small text under the chart (assumptions) */
+    const char *note; /* optional small text under the chart (assumptions) */
 } svg_chart;
 
 enum { SVG_WIDTH = 760, SVG_HEIGHT = 440 };

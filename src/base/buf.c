@@ -43,7 +43,8 @@ cpulm_status cpulm_buf_grow(cpulm_buf *b, size_t extra) {
     if (b->max_len && b->len + extra > b->max_len) return b->status = CPULM_ERR_TOO_SMALL;
     if (need <= b->cap) return CPULM_OK;
     size_t cap = b->cap < 64 ? 64 : b->cap;
-    while (cap < need) cap = cap > SIZE_MAX / 3 * 2 ? need : cap + cap / 2;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 3 * 2 ? need : cap + cap / 2;
     char *p = realloc(b->cap ? b->data : NULL, cap);
     if (!p) return b->status = CPULM_ERR_NOMEM;
     if (!b->cap) p[0] = '\0';

@@ -37,7 +37,7 @@ static inline uint16_t cpulm_f32_to_fp16(float f) {
     uint32_t ax = x & 0x7fffffffu;
     if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
     if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to >= 65520: inf */
-    if (ax < 0x38800000u) {                                /* below 2^-14: subnormal or 0 */
+    if (ax < 0x38800000u) {                                  /* below 2^-14: subnormal or 0 */
         /* add 0.5 to shift the value into the subnormal range; FP rounding does RNE */
         float v = cpulm_bits_f32(ax) + 0.5f;
         return (uint16_t)(sign | (cpulm_f32_bits(v) - 0x3f000000u));

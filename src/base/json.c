@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HARD_MAX_DEPTH 1000 /* keeps recursion far from the stack limit whatever the caller asks */
+#define HARD_MAX_DEPTH                                                        \
+    1000 /* keeps recursion far from the stack limit whatever the caller asks \
+          */
 
 /* ---- UTF-8 ---- */
 
@@ -174,10 +176,14 @@ static int hex4(const unsigned char *s, uint32_t *v) {
     *v = 0;
     for (int i = 0; i < 4; i++) {
         unsigned c = s[i], d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return -1;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
         *v = (*v << 4) | d;
     }
     return 0;
@@ -219,7 +225,8 @@ static int simple_escape(unsigned char e) {
  * allocation of the source length suffices. */
 static int parse_string(parser *p, const char **out, size_t *out_len) {
     size_t start = p->pos++, end = p->pos;
-    while (end < p->n && p->s[end] != '"') end += p->s[end] == '\\' ? 2 : 1;
+    while (end < p->n && p->s[end] != '"')
+        end += p->s[end] == '\\' ? 2 : 1;
     if (end >= p->n) return fail(p, start, "unterminated string");
     char *dst = arena_alloc(p->doc, end - p->pos + 1);
     if (!dst) return oom(p);
@@ -338,7 +345,8 @@ static int to_int64(const unsigned char *s, size_t n, int64_t *out) {
 }
 
 static size_t scan_digits(const parser *p, size_t i) {
-    while (i < p->n && p->s[i] >= '0' && p->s[i] <= '9') i++;
+    while (i < p->n && p->s[i] >= '0' && p->s[i] <= '9')
+        i++;
     return i;
 }
 
@@ -425,7 +433,8 @@ static int check_duplicates(parser *p, const cpulm_json *obj, size_t off) {
     } else {
         const cpulm_json **v = malloc(n * sizeof *v);
         if (!v) return oom(p);
-        for (size_t i = 0; i < n; i++) v[i] = &it[i];
+        for (size_t i = 0; i < n; i++)
+            v[i] = &it[i];
         qsort(v, n, sizeof *v, key_cmp);
         for (size_t i = 1; i < n && !dup; i++)
             if (key_cmp(&v[i - 1], &v[i]) == 0) dup = v[i];
@@ -516,9 +525,7 @@ static int parse_value(parser *p, cpulm_json *out) {
     switch (c) {
     case '{': return parse_object(p, out);
     case '[': return parse_array(p, out);
-    case '"':
-        out->type = CPULM_JSON_STRING;
-        return parse_string(p, &out->u.str.s, &out->u.str.len);
+    case '"': out->type = CPULM_JSON_STRING; return parse_string(p, &out->u.str.s, &out->u.str.len);
     case 't': return parse_literal(p, "true", CPULM_JSON_BOOL, 1, out);
     case 'f': return parse_literal(p, "false", CPULM_JSON_BOOL, 0, out);
     case 'n': return parse_literal(p, "null", CPULM_JSON_NULL, 0, out);
@@ -538,8 +545,8 @@ static cpulm_status parse_error(parser *p, size_t *err_off, cpulm_error *err) {
     if (err_off) *err_off = p->err_off;
     if (p->st == CPULM_ERR_FORMAT && p->err_off < p->n && p->s[p->err_off] >= 0x20 &&
         p->s[p->err_off] < 0x7F)
-        return cpulm_errf(err, p->st, "json: byte %zu ('%c'): %s", p->err_off,
-                          p->s[p->err_off], p->msg);
+        return cpulm_errf(err, p->st, "json: byte %zu ('%c'): %s", p->err_off, p->s[p->err_off],
+                          p->msg);
     return cpulm_errf(err, p->st, "json: byte %zu: %s", p->err_off, p->msg);
 }
 
@@ -626,7 +633,8 @@ static int shortest_digits(double v, char digits[20], int *exp10) {
     const char *q = tmp;
     for (; *q && *q != 'e'; q++)
         if (*q >= '0' && *q <= '9' && nd < 19) digits[nd++] = *q;
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
     digits[nd] = '\0';
     *exp10 = *q == 'e' ? atoi(q + 1) : 0;
     return nd;
@@ -634,10 +642,13 @@ static int shortest_digits(double v, char digits[20], int *exp10) {
 
 static size_t fmt_special(double v, int style, char *out) {
     const char *s;
-    if (isnan(v)) s = style == CPULM_JSON_FMT_PY ? "nan" : "NaN";
-    else if (isinf(v)) s = v > 0 ? (style == CPULM_JSON_FMT_PY ? "inf" : "Infinity")
-                                 : (style == CPULM_JSON_FMT_PY ? "-inf" : "-Infinity");
-    else s = style == CPULM_JSON_FMT_PY ? (signbit(v) ? "-0.0" : "0.0") : "0";
+    if (isnan(v))
+        s = style == CPULM_JSON_FMT_PY ? "nan" : "NaN";
+    else if (isinf(v))
+        s = v > 0 ? (style == CPULM_JSON_FMT_PY ? "inf" : "Infinity")
+                  : (style == CPULM_JSON_FMT_PY ? "-inf" : "-Infinity");
+    else
+        s = style == CPULM_JSON_FMT_PY ? (signbit(v) ? "-0.0" : "0.0") : "0";
     return (size_t)snprintf(out, 32, "%s", s);
 }
 
@@ -653,7 +664,8 @@ size_t cpulm_json_fmt_double(double v, int style, char out[32]) {
         out[k++] = d[0];
         if (nd > 1) {
             out[k++] = '.';
-            for (int i = 1; i < nd; i++) out[k++] = d[i];
+            for (int i = 1; i < nd; i++)
+                out[k++] = d[i];
         }
         k += snprintf(out + k, (size_t)(32 - k), py ? "e%+03d" : "e%+d", x);
         return (size_t)k;
@@ -661,13 +673,17 @@ size_t cpulm_json_fmt_double(double v, int style, char out[32]) {
     if (x < 0) {
         out[k++] = '0';
         out[k++] = '.';
-        for (int i = 0; i < -x - 1; i++) out[k++] = '0';
-        for (int i = 0; i < nd; i++) out[k++] = d[i];
+        for (int i = 0; i < -x - 1; i++)
+            out[k++] = '0';
+        for (int i = 0; i < nd; i++)
+            out[k++] = d[i];
     } else {
-        for (int i = 0; i <= x; i++) out[k++] = i < nd ? d[i] : '0';
+        for (int i = 0; i <= x; i++)
+            out[k++] = i < nd ? d[i] : '0';
         if (nd > x + 1) {
             out[k++] = '.';
-            for (int i = x + 1; i < nd; i++) out[k++] = d[i];
+            for (int i = x + 1; i < nd; i++)
+                out[k++] = d[i];
         } else if (py) {
             out[k++] = '.';
             out[k++] = '0';
@@ -718,9 +734,12 @@ cpulm_status cpulm_json_quote(cpulm_buf *b, const char *str, size_t n, int flags
         } else {
             uint32_t cp;
             int k = cpulm_json_utf8_next(s + i, n - i, &cp);
-            if (flags & CPULM_JSON_ASCII) put_escape(b, cp);
-            else if (k > 0) cpulm_buf_append(b, s + i, (size_t)k);
-            else cpulm_buf_append(b, "\xEF\xBF\xBD", 3);
+            if (flags & CPULM_JSON_ASCII)
+                put_escape(b, cp);
+            else if (k > 0)
+                cpulm_buf_append(b, s + i, (size_t)k);
+            else
+                cpulm_buf_append(b, "\xEF\xBF\xBD", 3);
             i += (size_t)(k > 0 ? k : -k);
         }
         run = i;
@@ -738,7 +757,8 @@ void cpulm_json_writer_init(cpulm_json_writer *w, cpulm_buf *out, int flags, int
 
 static void newline_indent(cpulm_json_writer *w, int32_t depth) {
     cpulm_buf_putc(w->out, '\n');
-    for (int32_t i = 0; i < depth * w->indent; i++) cpulm_buf_putc(w->out, ' ');
+    for (int32_t i = 0; i < depth * w->indent; i++)
+        cpulm_buf_putc(w->out, ' ');
 }
 
 /* Separator and indentation before an array element or an object key. */
@@ -857,13 +877,16 @@ void cpulm_json_write_value(cpulm_json_writer *w, const cpulm_json *v) {
     case CPULM_JSON_NULL: cpulm_json_write_null(w); return;
     case CPULM_JSON_BOOL: cpulm_json_write_bool(w, v->u.boolean); return;
     case CPULM_JSON_NUMBER:
-        if (v->is_int) cpulm_json_write_int(w, v->u.num.i);
-        else cpulm_json_write_double(w, v->u.num.f);
+        if (v->is_int)
+            cpulm_json_write_int(w, v->u.num.i);
+        else
+            cpulm_json_write_double(w, v->u.num.f);
         return;
     case CPULM_JSON_STRING: cpulm_json_write_strn(w, v->u.str.s, v->u.str.len); return;
     case CPULM_JSON_ARRAY:
         cpulm_json_arr_begin(w);
-        for (size_t i = 0; i < v->u.list.n; i++) cpulm_json_write_value(w, &v->u.list.items[i]);
+        for (size_t i = 0; i < v->u.list.n; i++)
+            cpulm_json_write_value(w, &v->u.list.items[i]);
         cpulm_json_arr_end(w);
         return;
     case CPULM_JSON_OBJECT:

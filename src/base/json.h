@@ -67,7 +67,7 @@ cpulm_json_limits cpulm_json_default_limits(void);
  * CPULM_ERR_FORMAT, CPULM_ERR_NOMEM, or CPULM_ERR_TOO_SMALL when len > max_bytes. */
 cpulm_status cpulm_json_parse(const char *text, size_t len, const cpulm_json_limits *lim,
                               cpulm_json_doc **out, size_t *err_off, cpulm_error *err);
-void cpulm_json_free(cpulm_json_doc *d); /* NULL is a no-op */
+void cpulm_json_free(cpulm_json_doc *d);                    /* NULL is a no-op */
 const cpulm_json *cpulm_json_root(const cpulm_json_doc *d); /* borrowed */
 
 /* ---- DOM access: all accept NULL and wrong types, returning NULL / 0 / the fallback ---- */
@@ -99,9 +99,9 @@ enum {
 typedef struct cpulm_json_writer {
     cpulm_buf *out; /* borrowed */
     int flags;
-    int indent;     /* > 0: pretty-print with this many spaces, items separated by "," */
+    int indent; /* > 0: pretty-print with this many spaces, items separated by "," */
     int32_t depth;
-    int after_key;  /* a key was written; its value comes next */
+    int after_key; /* a key was written; its value comes next */
     cpulm_status status;
     unsigned char n_items[CPULM_JSON_WRITER_MAX_DEPTH]; /* 0: container empty so far, 1: not */
     unsigned char is_obj[CPULM_JSON_WRITER_MAX_DEPTH];

@@ -73,7 +73,8 @@ static void populate(const cpulm_mmap *m) {
     const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
     volatile const uint8_t *p = m->data;
     uint8_t sink = 0;
-    for (uint64_t off = 0; off < m->size; off += pg) sink ^= p[off];
+    for (uint64_t off = 0; off < m->size; off += pg)
+        sink ^= p[off];
     (void)sink;
 }
 
@@ -87,12 +88,15 @@ int cpulm_mmap_place(cpulm_mmap *m, cpulm_mmap_policy pol, uint64_t node_mask, i
         if (node_mask >> b & 1) w[b / (8 * sizeof w[0])] |= 1ul << (b % (8 * sizeof w[0]));
     if (pol == CPULM_MMAP_PREFER) { /* only the lowest node */
         unsigned b = 0;
-        while (!(node_mask >> b & 1)) b++;
+        while (!(node_mask >> b & 1))
+            b++;
         memset(w, 0, sizeof w);
         w[b / (8 * sizeof w[0])] = 1ul << (b % (8 * sizeof w[0]));
     }
     rc = syscall(SYS_mbind, m->data, (size_t)m->size, pol == CPULM_MMAP_INTERLEAVE ? 3 : 1, w,
-                 64ul + 1, 0ul) == 0 ? 0 : -1;
+                 64ul + 1, 0ul) == 0
+             ? 0
+             : -1;
 #else
     (void)pol;
 #endif

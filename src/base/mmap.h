@@ -25,7 +25,10 @@ int cpulm_mmap_lock(cpulm_mmap *m);
  * now, from the calling thread: page-cache pages take the policy of the thread that faults
  * them rather than the mapping's, so the caller runs under the same thread policy
  * (threads/numa.c). Returns 0, or -1 when the OS refused the policy. */
-typedef enum cpulm_mmap_policy { CPULM_MMAP_INTERLEAVE = 0, CPULM_MMAP_PREFER = 1 } cpulm_mmap_policy;
+typedef enum cpulm_mmap_policy {
+    CPULM_MMAP_INTERLEAVE = 0,
+    CPULM_MMAP_PREFER = 1
+} cpulm_mmap_policy;
 int cpulm_mmap_place(cpulm_mmap *m, cpulm_mmap_policy pol, uint64_t node_mask, int populate);
 
 #endif

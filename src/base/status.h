@@ -22,9 +22,9 @@ cpulm_status cpulm_errf(cpulm_error *err, cpulm_status code, const char *fmt, ..
 CPULM_NORETURN void cpulm_abort(const char *file, int line, const char *fmt, ...)
     CPULM_PRINTF(3, 4);
 
-#define CPULM_ASSERT(cond)                                                                         \
-    do {                                                                                           \
-        if (!(cond)) cpulm_abort(__FILE__, __LINE__, "assertion failed: %s", #cond);              \
+#define CPULM_ASSERT(cond)                                                           \
+    do {                                                                             \
+        if (!(cond)) cpulm_abort(__FILE__, __LINE__, "assertion failed: %s", #cond); \
     } while (0)
 
 #if defined(NDEBUG)

@@ -32,7 +32,8 @@ static const char tmpl_llama2[] =
     "{%- endif -%}\n"
     "{%- for m in messages -%}\n"
     "{%- if m['role'] == 'user' -%}\n"
-    "{{- bos_token + '[INST] ' + (ns.sys if loop.first else '') + (m['content'] or '') | trim + ' [/INST]' -}}\n"
+    "{{- bos_token + '[INST] ' + (ns.sys if loop.first else '') + (m['content'] or '') | trim + ' "
+    "[/INST]' -}}\n"
     "{%- elif m['role'] == 'assistant' -%}\n"
     "{{- ' ' + (m['content'] or '') | trim + ' ' + eos_token -}}\n"
     "{%- endif -%}\n"
@@ -65,17 +66,21 @@ static const char tmpl_chatml[] =
  * earlier assistant turns, and the generation prompt opens a <think> block. */
 static const char tmpl_deepseek_r1[] =
     "{%- set ns = namespace(sys='') -%}\n"
-    "{%- for m in messages if m['role'] == 'system' -%}{%- set ns.sys = m['content'] -%}{%- endfor -%}\n"
+    "{%- for m in messages if m['role'] == 'system' -%}{%- set ns.sys = m['content'] -%}{%- endfor "
+    "-%}\n"
     "{{- bos_token + ns.sys -}}\n"
     "{%- for m in messages -%}\n"
     "{%- if m['role'] == 'user' -%}\n"
     "{{- '<\xef\xbd\x9cUser\xef\xbd\x9c>' + (m['content'] or '') -}}\n"
     "{%- elif m['role'] == 'assistant' -%}\n"
-    "{{- '<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>' + (m['content'] or '').split('</think>')[-1] + "
-    "'<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>' -}}\n"
+    "{{- '<\xef\xbd\x9c"
+    "Assistant\xef\xbd\x9c>' + (m['content'] or '').split('</think>')[-1] + "
+    "'<\xef\xbd\x9c"
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>' -}}\n"
     "{%- endif -%}\n"
     "{%- endfor -%}\n"
-    "{%- if add_generation_prompt -%}{{- '<\xef\xbd\x9c" "Assistant\xef\xbd\x9c><think>\\n' -}}{%- endif -%}\n";
+    "{%- if add_generation_prompt -%}{{- '<\xef\xbd\x9c"
+    "Assistant\xef\xbd\x9c><think>\\n' -}}{%- endif -%}\n";
 
 /* For models without a template (base models): "Role: content" lines, no special tokens. */
 static const char tmpl_plain[] =
@@ -88,8 +93,8 @@ static const struct {
     const char *name;
     const char *src;
 } builtins[] = {
-    {"llama3", tmpl_llama3},           {"llama2", tmpl_llama2}, {"mistral", tmpl_mistral},
-    {"chatml", tmpl_chatml},           {"deepseek-r1", tmpl_deepseek_r1}, {"plain", tmpl_plain},
+    {"llama3", tmpl_llama3}, {"llama2", tmpl_llama2},           {"mistral", tmpl_mistral},
+    {"chatml", tmpl_chatml}, {"deepseek-r1", tmpl_deepseek_r1}, {"plain", tmpl_plain},
 };
 
 const char *cpulm_chat_builtin(const char *name) {
@@ -141,8 +146,10 @@ cpulm_status cpulm_chat_render_vars(const char *tmpl, const cpulm_json *vars,
         if (render_source(cpulm_chat_builtin(family), vars, opts, &b, &fallback_err) == CPULM_OK)
             st = CPULM_OK; /* the family's format, rendered by our own template */
     }
-    if (st == CPULM_OK && cpulm_buf_status(&b)) st = cpulm_errf(err, cpulm_buf_status(&b), "chat: out of memory");
-    if (st == CPULM_OK && !(*out = cpulm_buf_detach(&b, NULL))) st = cpulm_errf(err, CPULM_ERR_NOMEM, "chat: out of memory");
+    if (st == CPULM_OK && cpulm_buf_status(&b))
+        st = cpulm_errf(err, cpulm_buf_status(&b), "chat: out of memory");
+    if (st == CPULM_OK && !(*out = cpulm_buf_detach(&b, NULL)))
+        st = cpulm_errf(err, CPULM_ERR_NOMEM, "chat: out of memory");
     cpulm_buf_release(&b);
     return st;
 }
@@ -158,8 +165,8 @@ cpulm_chat_params cpulm_chat_default_params(void) {
 /* The variables object: messages, the standard variables (unless extra_json sets them), then
  * extra_json's members. Written as JSON text and read back, so every input is validated
  * by the one strict reader. */
-static cpulm_status build_vars(const cpulm_json *msgs, const cpulm_json *extra, const cpulm_chat_params *p,
-                               cpulm_json_doc **out, cpulm_error *err) {
+static cpulm_status build_vars(const cpulm_json *msgs, const cpulm_json *extra,
+                               const cpulm_chat_params *p, cpulm_json_doc **out, cpulm_error *err) {
     cpulm_buf b;
     cpulm_json_writer w;
     cpulm_buf_init(&b, 0);
@@ -169,7 +176,8 @@ static cpulm_status build_vars(const cpulm_json *msgs, const cpulm_json *extra, 
         cpulm_json_key(&w, "messages");
         cpulm_json_write_value(&w, msgs);
     }
-    static const char *const std_names[] = {"add_generation_prompt", "bos_token", "eos_token", "enable_thinking"};
+    static const char *const std_names[] = {"add_generation_prompt", "bos_token", "eos_token",
+                                            "enable_thinking"};
     for (int i = 0; i < 4; i++) {
         if (cpulm_json_get(extra, std_names[i])) continue;
         cpulm_json_key(&w, std_names[i]);
@@ -185,8 +193,10 @@ static cpulm_status build_vars(const cpulm_json *msgs, const cpulm_json *extra, 
     }
     cpulm_json_obj_end(&w);
     cpulm_status st = cpulm_json_writer_status(&w);
-    if (st) st = cpulm_errf(err, st, "chat: cannot build the variables");
-    else st = cpulm_json_parse(b.data, b.len, NULL, out, NULL, err);
+    if (st)
+        st = cpulm_errf(err, st, "chat: cannot build the variables");
+    else
+        st = cpulm_json_parse(b.data, b.len, NULL, out, NULL, err);
     cpulm_buf_release(&b);
     return st;
 }
@@ -213,9 +223,12 @@ cpulm_status cpulm_chat_render_json(const char *tmpl, const char *messages_json,
     cpulm_chat_params p = params ? *params : cpulm_chat_default_params();
     cpulm_json_doc *msgs = NULL, *extra = NULL, *vars = NULL;
     *out = NULL;
-    cpulm_status st = parse_json_arg("messages", messages_json ? messages_json : "[]", CPULM_JSON_ARRAY, &msgs, err);
+    cpulm_status st = parse_json_arg("messages", messages_json ? messages_json : "[]",
+                                     CPULM_JSON_ARRAY, &msgs, err);
     if (!st) st = parse_json_arg("extra_json", p.extra_json, CPULM_JSON_OBJECT, &extra, err);
-    if (!st) st = build_vars(cpulm_json_root(msgs), extra ? cpulm_json_root(extra) : NULL, &p, &vars, err);
+    if (!st)
+        st = build_vars(cpulm_json_root(msgs), extra ? cpulm_json_root(extra) : NULL, &p, &vars,
+                        err);
     if (!st) {
         cpulm_jinja_opts o = cpulm_jinja_default_opts();
         o.now = p.now;
@@ -232,7 +245,8 @@ cpulm_status cpulm_chat_render(const char *tmpl, const cpulm_chat_msg *msgs, int
                                int add_generation_prompt, const char *bos, const char *eos,
                                char **out, cpulm_error *err) {
     *out = NULL;
-    if (n < 0 || (n > 0 && !msgs)) return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "chat: bad message array");
+    if (n < 0 || (n > 0 && !msgs))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "chat: bad message array");
     cpulm_buf b;
     cpulm_json_writer w;
     cpulm_buf_init(&b, 0);
@@ -243,8 +257,10 @@ cpulm_status cpulm_chat_render(const char *tmpl, const cpulm_chat_msg *msgs, int
         cpulm_json_key(&w, "role");
         cpulm_json_write_str(&w, msgs[i].role ? msgs[i].role : "");
         cpulm_json_key(&w, "content");
-        if (msgs[i].content) cpulm_json_write_str(&w, msgs[i].content);
-        else cpulm_json_write_null(&w);
+        if (msgs[i].content)
+            cpulm_json_write_str(&w, msgs[i].content);
+        else
+            cpulm_json_write_null(&w);
         cpulm_json_obj_end(&w);
     }
     cpulm_json_arr_end(&w);
@@ -310,20 +326,24 @@ static void feed(cpulm_chat_think *f, char c, think_sink *o) {
     memcpy(rest, f->hold + 1, (size_t)n_rest);
     f->n_hold = 0;
     emit_byte(f, f->hold[0], o);
-    for (int32_t i = 0; i < n_rest; i++) feed(f, rest[i], o);
+    for (int32_t i = 0; i < n_rest; i++)
+        feed(f, rest[i], o);
 }
 
-int32_t cpulm_chat_think_push(cpulm_chat_think *f, const char *s, int32_t n, char *out, int32_t cap) {
+int32_t cpulm_chat_think_push(cpulm_chat_think *f, const char *s, int32_t n, char *out,
+                              int32_t cap) {
     think_sink o = {out, NULL, 0, 0};
     if (n < 0 || cap < n + 16) return CPULM_ERR_TOO_SMALL;
-    for (int32_t i = 0; i < n; i++) feed(f, s[i], &o);
+    for (int32_t i = 0; i < n; i++)
+        feed(f, s[i], &o);
     return o.k;
 }
 
 int32_t cpulm_chat_think_flush(cpulm_chat_think *f, char *out, int32_t cap) {
     think_sink o = {out, NULL, 0, 0};
     if (cap < 16) return CPULM_ERR_TOO_SMALL;
-    for (int32_t i = 0; i < f->n_hold; i++) emit_byte(f, f->hold[i], &o);
+    for (int32_t i = 0; i < f->n_hold; i++)
+        emit_byte(f, f->hold[i], &o);
     f->n_hold = 0;
     return o.k;
 }
@@ -334,15 +354,18 @@ int32_t cpulm_chat_think_split(cpulm_chat_think *f, const char *s, int32_t n, ch
     *n_reasoning = 0;
     if (n < 0 || cap < n + 16 || (!s && n)) return CPULM_ERR_TOO_SMALL;
     if (!s) {
-        for (int32_t i = 0; i < f->n_hold; i++) emit_byte(f, f->hold[i], &o);
+        for (int32_t i = 0; i < f->n_hold; i++)
+            emit_byte(f, f->hold[i], &o);
         f->n_hold = 0;
     }
-    for (int32_t i = 0; i < n; i++) feed(f, s[i], &o);
+    for (int32_t i = 0; i < n; i++)
+        feed(f, s[i], &o);
     *n_reasoning = o.rk;
     return o.k;
 }
 
 int cpulm_chat_opens_think(const char *prompt, size_t n) {
-    while (n > 0 && is_ws(prompt[n - 1])) n--;
+    while (n > 0 && is_ws(prompt[n - 1]))
+        n--;
     return n >= 7 && memcmp(prompt + n - 7, "<think>", 7) == 0;
 }

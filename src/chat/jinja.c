@@ -66,10 +66,11 @@ const cpulm_jinja_opts *cpulm_jinja_opts_of(jinterp *in) {
 
 int cpulm_jinja_step(jinterp *in, int32_t line, int64_t n) {
     if (n < 0) n = 0;
-    in->steps = n > in->o.max_steps - in->steps ? in->o.max_steps + 1 : in->steps + n; /* no overflow */
+    in->steps =
+        n > in->o.max_steps - in->steps ? in->o.max_steps + 1 : in->steps + n; /* no overflow */
     if (in->steps > in->o.max_steps)
-        return cpulm_jinja_fail(in, line, CPULM_ERR_TOO_SMALL, "evaluation step limit (%lld) reached",
-                                (long long)in->o.max_steps);
+        return cpulm_jinja_fail(in, line, CPULM_ERR_TOO_SMALL,
+                                "evaluation step limit (%lld) reached", (long long)in->o.max_steps);
     return 0;
 }
 
@@ -264,7 +265,10 @@ static const char *type_name(jv v) {
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
     case JV_LIST: return v.u.l->is_tuple ? "tuple" : "list";
-    case JV_DICT: return v.u.d->kind == JD_NAMESPACE ? "Namespace" : v.u.d->kind == JD_LOOP ? "LoopContext" : "dict";
+    case JV_DICT:
+        return v.u.d->kind == JD_NAMESPACE ? "Namespace"
+               : v.u.d->kind == JD_LOOP    ? "LoopContext"
+                                           : "dict";
     case JV_FUNC: return "function";
     }
     return "?";
@@ -281,18 +285,25 @@ static void repr_str(cpulm_buf *b, const jstr *s) {
         if (c == '\\' || c == (unsigned char)q) {
             cpulm_buf_putc(b, '\\');
             cpulm_buf_putc(b, (char)c);
-        } else if (c == '\n') cpulm_buf_puts(b, "\\n");
-        else if (c == '\r') cpulm_buf_puts(b, "\\r");
-        else if (c == '\t') cpulm_buf_puts(b, "\\t");
-        else if (c < 0x20 || c == 0x7f) cpulm_buf_printf(b, "\\x%02x", c);
-        else cpulm_buf_putc(b, (char)c);
+        } else if (c == '\n')
+            cpulm_buf_puts(b, "\\n");
+        else if (c == '\r')
+            cpulm_buf_puts(b, "\\r");
+        else if (c == '\t')
+            cpulm_buf_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7f)
+            cpulm_buf_printf(b, "\\x%02x", c);
+        else
+            cpulm_buf_putc(b, (char)c);
     }
     cpulm_buf_putc(b, q);
 }
 
 static void repr(cpulm_buf *b, jv v) {
-    if (v.t == JV_STR) repr_str(b, v.u.s);
-    else cpulm_jinja_to_buf(b, v);
+    if (v.t == JV_STR)
+        repr_str(b, v.u.s);
+    else
+        cpulm_jinja_to_buf(b, v);
 }
 
 static void list_to_buf(cpulm_buf *b, const jlist *l) {
@@ -312,12 +323,16 @@ void cpulm_jinja_to_buf(cpulm_buf *b, jv v) {
     case JV_NONE: cpulm_buf_puts(b, "None"); return;
     case JV_BOOL: cpulm_buf_puts(b, v.u.i ? "True" : "False"); return;
     case JV_INT: cpulm_buf_printf(b, "%lld", (long long)v.u.i); return;
-    case JV_FLOAT: cpulm_buf_append(b, tmp, cpulm_json_fmt_double(v.u.f, CPULM_JSON_FMT_PY, tmp)); return;
+    case JV_FLOAT:
+        cpulm_buf_append(b, tmp, cpulm_json_fmt_double(v.u.f, CPULM_JSON_FMT_PY, tmp));
+        return;
     case JV_STR: cpulm_buf_append(b, v.u.s->s, v.u.s->len); return;
     case JV_LIST: list_to_buf(b, v.u.l); return;
     case JV_DICT:
-        if (v.u.d->kind == JD_NAMESPACE) cpulm_buf_puts(b, "<Namespace>");
-        else if (v.u.d->kind == JD_LOOP) cpulm_buf_puts(b, "<LoopContext>");
+        if (v.u.d->kind == JD_NAMESPACE)
+            cpulm_buf_puts(b, "<Namespace>");
+        else if (v.u.d->kind == JD_LOOP)
+            cpulm_buf_puts(b, "<LoopContext>");
         if (v.u.d->kind != JD_DICT) return;
         cpulm_buf_putc(b, '{');
         for (size_t i = 0; i < v.u.d->n; i++) {
@@ -349,10 +364,15 @@ jv cpulm_jinja_from_json(jinterp *in, const cpulm_json *j) {
     jv v = mk(JV_NONE);
     switch (j->type) {
     case CPULM_JSON_NULL: return v;
-    case CPULM_JSON_BOOL: v.t = JV_BOOL; v.u.i = j->u.boolean; return v;
+    case CPULM_JSON_BOOL:
+        v.t = JV_BOOL;
+        v.u.i = j->u.boolean;
+        return v;
     case CPULM_JSON_NUMBER:
-        if (j->is_int) v.t = JV_INT, v.u.i = j->u.num.i;
-        else v.t = JV_FLOAT, v.u.f = j->u.num.f;
+        if (j->is_int)
+            v.t = JV_INT, v.u.i = j->u.num.i;
+        else
+            v.t = JV_FLOAT, v.u.f = j->u.num.f;
         return v;
     case CPULM_JSON_STRING: return cpulm_jinja_str(in, j->u.str.s, j->u.str.len);
     case CPULM_JSON_ARRAY: {
@@ -392,7 +412,9 @@ static int json_key(jinterp *in, int32_t line, cpulm_json_writer *w, jv k) {
     case JV_BOOL: snprintf(tmp, sizeof tmp, "%s", k.u.i ? "true" : "false"); break;
     case JV_NONE: snprintf(tmp, sizeof tmp, "null"); break;
     case JV_FLOAT: cpulm_json_fmt_double(k.u.f, CPULM_JSON_FMT_PY, tmp); break;
-    default: return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "keys must be str, int, float, bool or None, not %s", type_name(k));
+    default:
+        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG,
+                                "keys must be str, int, float, bool or None, not %s", type_name(k));
     }
     cpulm_json_key(w, tmp);
     return 0;
@@ -400,15 +422,19 @@ static int json_key(jinterp *in, int32_t line, cpulm_json_writer *w, jv k) {
 
 static int json_value(jinterp *in, int32_t line, cpulm_json_writer *w, jv v, int depth) {
     char tmp[32];
-    if (depth > 200) return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "tojson: nesting too deep");
+    if (depth > 200)
+        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "tojson: nesting too deep");
     switch (v.t) {
     case JV_NONE: cpulm_json_write_null(w); return 0;
     case JV_BOOL: cpulm_json_write_bool(w, (int)v.u.i); return 0;
     case JV_INT: cpulm_json_write_int(w, v.u.i); return 0;
     case JV_FLOAT:
-        if (isnan(v.u.f)) snprintf(tmp, sizeof tmp, "NaN"); /* json.dumps' spelling */
-        else if (isinf(v.u.f)) snprintf(tmp, sizeof tmp, "%sInfinity", v.u.f < 0 ? "-" : "");
-        else cpulm_json_fmt_double(v.u.f, CPULM_JSON_FMT_PY, tmp);
+        if (isnan(v.u.f))
+            snprintf(tmp, sizeof tmp, "NaN"); /* json.dumps' spelling */
+        else if (isinf(v.u.f))
+            snprintf(tmp, sizeof tmp, "%sInfinity", v.u.f < 0 ? "-" : "");
+        else
+            cpulm_json_fmt_double(v.u.f, CPULM_JSON_FMT_PY, tmp);
         cpulm_json_write_raw(w, tmp, strlen(tmp));
         return 0;
     case JV_STR: cpulm_json_write_strn(w, v.u.s->s, v.u.s->len); return 0;
@@ -422,14 +448,15 @@ static int json_value(jinterp *in, int32_t line, cpulm_json_writer *w, jv v, int
         if (v.u.d->kind != JD_DICT) break;
         cpulm_json_obj_begin(w);
         for (size_t i = 0; i < v.u.d->n; i++)
-            if (json_key(in, line, w, v.u.d->k[i]) || json_value(in, line, w, v.u.d->v[i], depth + 1))
+            if (json_key(in, line, w, v.u.d->k[i]) ||
+                json_value(in, line, w, v.u.d->v[i], depth + 1))
                 return -1;
         cpulm_json_obj_end(w);
         return 0;
     default: break;
     }
-    return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "Object of type %s is not JSON serializable",
-                            type_name(v));
+    return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG,
+                            "Object of type %s is not JSON serializable", type_name(v));
 }
 
 int cpulm_jinja_tojson(jinterp *in, int32_t line, jv v, int indent, const char *item_sep,
@@ -438,13 +465,19 @@ int cpulm_jinja_tojson(jinterp *in, int32_t line, jv v, int indent, const char *
     if (!item_sep) item_sep = indent >= 0 ? "," : ", ";
     if (!key_sep) key_sep = ": ";
     int flags;
-    if (indent >= 0 && !strcmp(item_sep, ",") && !strcmp(key_sep, ": ")) flags = 0;
-    else if (indent < 0 && !strcmp(item_sep, ", ") && !strcmp(key_sep, ": ")) flags = CPULM_JSON_SPACED;
-    else if (indent < 0 && !strcmp(item_sep, ",") && !strcmp(key_sep, ":")) flags = 0;
-    else return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "tojson: unsupported separators");
+    if (indent >= 0 && !strcmp(item_sep, ",") && !strcmp(key_sep, ": "))
+        flags = 0;
+    else if (indent < 0 && !strcmp(item_sep, ", ") && !strcmp(key_sep, ": "))
+        flags = CPULM_JSON_SPACED;
+    else if (indent < 0 && !strcmp(item_sep, ",") && !strcmp(key_sep, ":"))
+        flags = 0;
+    else
+        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "tojson: unsupported separators");
     cpulm_json_writer w;
     /* indent=0 in Python still breaks lines; our writer needs indent > 0 for that */
-    if (indent == 0) return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "tojson: indent=0 is not supported");
+    if (indent == 0)
+        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG,
+                                "tojson: indent=0 is not supported");
     cpulm_json_writer_init(&w, b, flags, indent > 0 ? indent : 0);
     if (json_value(in, line, &w, v, 0)) return -1;
     if (cpulm_json_writer_status(&w))
@@ -482,12 +515,14 @@ int cpulm_jinja_iter(jinterp *in, int32_t line, jv v, jlist **out) {
     case JV_STR: return (*out = chars_of(in, v.u.s)) ? 0 : -1;
     default: break;
     }
-    return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "'%s' object is not iterable", type_name(v));
+    return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "'%s' object is not iterable",
+                            type_name(v));
 }
 
 static int undefined_error(jinterp *in, int32_t line, jv v) {
     if (v.u.undef_name)
-        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "'%s' is undefined", v.u.undef_name);
+        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "'%s' is undefined",
+                                v.u.undef_name);
     return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "value is undefined");
 }
 
@@ -503,8 +538,10 @@ static int get_item(jinterp *in, int32_t line, jv obj, jv key, jv *out) {
     if (obj.t == JV_UNDEF) return undefined_error(in, line, obj);
     if (obj.t == JV_DICT) {
         jv *v = cpulm_jinja_dict_find(obj.u.d, key);
-        if (v) *out = *v;
-        else if (key.t == JV_STR) cpulm_jinja_method(in, obj, key.u.s->s, key.u.s->len, out);
+        if (v)
+            *out = *v;
+        else if (key.t == JV_STR)
+            cpulm_jinja_method(in, obj, key.u.s->s, key.u.s->len, out);
         return cpulm_jinja_ok(in) ? 0 : -1;
     }
     if ((obj.t == JV_LIST || obj.t == JV_STR) && (key.t == JV_INT || key.t == JV_BOOL)) {
@@ -524,8 +561,10 @@ static int get_attr(jinterp *in, int32_t line, jv obj, const char *name, size_t 
     if (obj.t == JV_UNDEF) return undefined_error(in, line, obj);
     if (obj.t == JV_DICT && obj.u.d->kind != JD_DICT) {
         jv *v = cpulm_jinja_dict_get(obj.u.d, name, n);
-        if (v) *out = *v;
-        else cpulm_jinja_method(in, obj, name, n, out);
+        if (v)
+            *out = *v;
+        else
+            cpulm_jinja_method(in, obj, name, n, out);
         return cpulm_jinja_ok(in) ? 0 : -1;
     }
     if (cpulm_jinja_method(in, obj, name, n, out) == 0) return 0;
@@ -541,17 +580,21 @@ static int get_attr(jinterp *in, int32_t line, jv obj, const char *name, size_t 
 static int slice_indices(jinterp *in, int32_t line, const jv *parts, int64_t n, int64_t *start,
                          int64_t *stop, int64_t *step) {
     *step = parts[2].t == JV_INT ? parts[2].u.i : 1;
-    if (*step == 0) return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "slice step cannot be zero");
+    if (*step == 0)
+        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "slice step cannot be zero");
     for (int k = 0; k < 3; k++)
         if (parts[k].t != JV_INT && parts[k].t != JV_NONE && parts[k].t != JV_UNDEF)
-            return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "slice indices must be integers");
+            return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG,
+                                    "slice indices must be integers");
     int64_t lo = *step < 0 ? -1 : 0, hi = *step < 0 ? n - 1 : n;
     int64_t b[2] = {*step < 0 ? hi : lo, *step < 0 ? lo : hi};
     for (int k = 0; k < 2; k++) {
         if (parts[k].t != JV_INT) continue;
         int64_t v = parts[k].u.i;
-        if (v < 0) v = v + n < lo ? lo : v + n;
-        else if (v > hi) v = hi;
+        if (v < 0)
+            v = v + n < lo ? lo : v + n;
+        else if (v > hi)
+            v = hi;
         b[k] = v;
     }
     *start = b[0];
@@ -561,8 +604,10 @@ static int slice_indices(jinterp *in, int32_t line, const jv *parts, int64_t n, 
 
 static int do_slice(jinterp *in, int32_t line, jv obj, const jv *parts, jv *out) {
     if (obj.t != JV_LIST && obj.t != JV_STR)
-        return obj.t == JV_UNDEF ? undefined_error(in, line, obj)
-                                 : cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "'%s' object is not subscriptable", type_name(obj));
+        return obj.t == JV_UNDEF
+                   ? undefined_error(in, line, obj)
+                   : cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG,
+                                      "'%s' object is not subscriptable", type_name(obj));
     jlist *src = obj.t == JV_LIST ? obj.u.l : chars_of(in, obj.u.s);
     int64_t start = 0, stop = 0, step = 1;
     if (!src || slice_indices(in, line, parts, (int64_t)src->n, &start, &stop, &step)) return -1;
@@ -579,7 +624,8 @@ static int do_slice(jinterp *in, int32_t line, jv obj, const jv *parts, jv *out)
     }
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
-    for (size_t i = 0; i < l->n; i++) cpulm_buf_append(&b, l->v[i].u.s->s, l->v[i].u.s->len);
+    for (size_t i = 0; i < l->n; i++)
+        cpulm_buf_append(&b, l->v[i].u.s->s, l->v[i].u.s->len);
     *out = cpulm_buf_status(&b) ? mk(JV_UNDEF) : cpulm_jinja_str(in, b.data, b.len);
     cpulm_buf_release(&b);
     return out->t == JV_STR ? 0 : cpulm_jinja_fail(in, line, CPULM_ERR_NOMEM, "out of memory");
@@ -628,13 +674,15 @@ static int int_op(jinterp *in, int32_t line, int op, int64_t x, int64_t y, jv *o
     case '*': ovf = __builtin_mul_overflow(x, y, &r); break;
     case 'f':
     case '%':
-        if (y == 0) return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "integer division or modulo by zero");
+        if (y == 0)
+            return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG,
+                                    "integer division or modulo by zero");
         if (x == INT64_MIN && y == -1) {
             ovf = 1;
             break;
         }
         r = op == 'f' ? x / y : x % y;
-        if (op == 'f' && (x % y != 0) && ((x < 0) != (y < 0))) r--;  /* floor, as Python */
+        if (op == 'f' && (x % y != 0) && ((x < 0) != (y < 0))) r--; /* floor, as Python */
         if (op == '%' && r != 0 && ((r < 0) != (y < 0))) r += y;
         break;
     case 'p': /* y >= 0 here; square-and-multiply with overflow checks */
@@ -661,7 +709,10 @@ static int float_op(jinterp *in, int32_t line, int op, double x, double y, jv *o
     case '*': r = x * y; break;
     case '/': r = x / y; break;
     case 'f': r = floor(x / y); break;
-    case '%': r = fmod(x, y); if (r != 0 && ((r < 0) != (y < 0))) r += y; break;
+    case '%':
+        r = fmod(x, y);
+        if (r != 0 && ((r < 0) != (y < 0))) r += y;
+        break;
     case 'p': r = pow(x, y); break;
     }
     *out = mk(JV_FLOAT);
@@ -693,7 +744,8 @@ static int binop(jinterp *in, int32_t line, int op, jv a, jv b, jv *out) {
     }
     static const char *const names[] = {"+", "-", "*", "/", "//", "%", "**"};
     const char *ops = "+-*/f%p";
-    return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "unsupported operand type(s) for %s: '%s' and '%s'",
+    return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG,
+                            "unsupported operand type(s) for %s: '%s' and '%s'",
                             names[strchr(ops, op) - ops], type_name(a), type_name(b));
 }
 
@@ -701,7 +753,9 @@ static int contains(jinterp *in, int32_t line, jv needle, jv hay, int *res) {
     *res = 0;
     if (hay.t == JV_STR) {
         if (needle.t != JV_STR)
-            return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "'in <string>' requires string as left operand, not %s", type_name(needle));
+            return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG,
+                                    "'in <string>' requires string as left operand, not %s",
+                                    type_name(needle));
         const jstr *h = hay.u.s, *n = needle.u.s;
         if (n->len == 0) *res = 1;
         for (size_t i = 0; !*res && n->len <= h->len && i <= h->len - n->len; i++)
@@ -709,7 +763,8 @@ static int contains(jinterp *in, int32_t line, jv needle, jv hay, int *res) {
         return 0;
     }
     if (hay.t == JV_LIST) {
-        for (size_t i = 0; i < hay.u.l->n && !*res; i++) *res = cpulm_jinja_equal(hay.u.l->v[i], needle);
+        for (size_t i = 0; i < hay.u.l->n && !*res; i++)
+            *res = cpulm_jinja_equal(hay.u.l->v[i], needle);
         return 0;
     }
     if (hay.t == JV_DICT) {
@@ -717,20 +772,24 @@ static int contains(jinterp *in, int32_t line, jv needle, jv hay, int *res) {
         return 0;
     }
     if (hay.t == JV_UNDEF) return undefined_error(in, line, hay);
-    return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "argument of type '%s' is not iterable", type_name(hay));
+    return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG,
+                            "argument of type '%s' is not iterable", type_name(hay));
 }
 
 static int compare_op(jinterp *in, int32_t line, const char *op, jv a, jv b, int *res) {
-    if (!strcmp(op, "==")) *res = cpulm_jinja_equal(a, b);
-    else if (!strcmp(op, "!=")) *res = !cpulm_jinja_equal(a, b);
+    if (!strcmp(op, "=="))
+        *res = cpulm_jinja_equal(a, b);
+    else if (!strcmp(op, "!="))
+        *res = !cpulm_jinja_equal(a, b);
     else if (!strcmp(op, "in") || !strcmp(op, "notin")) {
         if (contains(in, line, a, b, res)) return -1;
         if (op[0] == 'n') *res = !*res;
     } else {
         int c = cpulm_jinja_compare(a, b);
         if (c == 2)
-            return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "'%s' not supported between instances of '%s' and '%s'",
-                                    op, type_name(a), type_name(b));
+            return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG,
+                                    "'%s' not supported between instances of '%s' and '%s'", op,
+                                    type_name(a), type_name(b));
         *res = op[0] == '<' ? (op[1] ? c <= 0 : c < 0) : (op[1] ? c >= 0 : c > 0);
     }
     return 0;
@@ -747,7 +806,8 @@ typedef struct args {
 } args;
 
 static int eval_args(jinterp *in, const jnode *n, args *a) {
-    if (n->n > 16 || n->n2 > 16) return cpulm_jinja_fail(in, n->line, CPULM_ERR_INVALID_ARG, "too many arguments");
+    if (n->n > 16 || n->n2 > 16)
+        return cpulm_jinja_fail(in, n->line, CPULM_ERR_INVALID_ARG, "too many arguments");
     a->n = n->n;
     a->n_kw = n->n2;
     for (int i = 0; i < n->n; i++)
@@ -779,16 +839,20 @@ static int capture(jinterp *in, const jnode *body, jv *out) {
 static int call_macro(jinterp *in, int32_t line, const jnode *m, const jv *pos, int n_pos,
                       const char *const *kw_names, const jv *kw, int n_kw, jv *out) {
     if (n_pos > m->n_names)
-        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "macro '%s' takes %d arguments", m->name, m->n_names);
+        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "macro '%s' takes %d arguments",
+                                m->name, m->n_names);
     if (in->call_depth >= in->o.max_call_depth)
-        return cpulm_jinja_fail(in, line, CPULM_ERR_TOO_SMALL, "macro recursion deeper than %d", in->o.max_call_depth);
+        return cpulm_jinja_fail(in, line, CPULM_ERR_TOO_SMALL, "macro recursion deeper than %d",
+                                in->o.max_call_depth);
     frame *f = alloc(in, sizeof *f);
     if (!f || !(f->vars = cpulm_jinja_dict_new(in, JD_DICT))) return -1;
     f->parent = in->root;
     for (int i = 0; i < m->n_names; i++) {
         jv v = undefined(m->names[i]);
-        if (i < n_pos) v = pos[i];
-        else if (m->list[i] && eval(in, m->list[i], &v)) return -1;
+        if (i < n_pos)
+            v = pos[i];
+        else if (m->list[i] && eval(in, m->list[i], &v))
+            return -1;
         for (int k = 0; k < n_kw; k++)
             if (!strcmp(kw_names[k], m->names[i])) v = kw[k];
         if (set_var(in, f, m->names[i], v)) return -1;
@@ -809,7 +873,8 @@ int cpulm_jinja_call(jinterp *in, int32_t line, jv fn, const jv *pos, int n_pos,
     *out = undefined(NULL);
     if (fn.t == JV_UNDEF) return undefined_error(in, line, fn);
     if (fn.t != JV_FUNC)
-        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "'%s' object is not callable", type_name(fn));
+        return cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "'%s' object is not callable",
+                                type_name(fn));
     if (cpulm_jinja_step(in, line, 1)) return -1;
     if (fn.u.fn->kind == JF_MACRO)
         return call_macro(in, line, fn.u.fn->node, pos, n_pos, kw_names, kw, n_kw, out);
@@ -834,7 +899,8 @@ static int lookup(jinterp *in, const jnode *n, jv *out) {
 static int apply_filter(jinterp *in, const jnode *n, jv subject, jv *out) {
     args a;
     if (eval_args(in, n, &a)) return -1;
-    return cpulm_jinja_filter(in, n->line, n->name, subject, a.pos, a.n, a.kw_names, a.kw, a.n_kw, out);
+    return cpulm_jinja_filter(in, n->line, n->name, subject, a.pos, a.n, a.kw_names, a.kw, a.n_kw,
+                              out);
 }
 
 /* A filter chain whose innermost subject is NULL (filter blocks): applies it to v. */
@@ -886,7 +952,8 @@ static int eval_collection(jinterp *in, const jnode *n, jv *out) {
         if (!d) return -1;
         for (int i = 0; i < n->n; i++) {
             jv k, v;
-            if (eval(in, n->list[i], &k) || eval(in, n->list2[i], &v) || cpulm_jinja_dict_set(in, d, k, v))
+            if (eval(in, n->list[i], &k) || eval(in, n->list2[i], &v) ||
+                cpulm_jinja_dict_set(in, d, k, v))
                 return -1;
         }
         *out = mk(JV_DICT);
@@ -913,11 +980,17 @@ static int eval_unary(jinterp *in, const jnode *n, jv *out) {
         out->u.i = !cpulm_jinja_truthy(v);
         return 0;
     }
-    if (!is_num(v)) return v.t == JV_UNDEF ? undefined_error(in, n->line, v)
-                                          : cpulm_jinja_fail(in, n->line, CPULM_ERR_INVALID_ARG, "bad operand type for unary -: '%s'", type_name(v));
-    if (n->kind == N_POS) *out = v.t == JV_BOOL ? (jv){.t = JV_INT, .u.i = v.u.i} : v;
-    else if (v.t == JV_FLOAT) *out = (jv){.t = JV_FLOAT, .u.f = -v.u.f};
-    else return int_op(in, n->line, '-', 0, v.u.i, out);
+    if (!is_num(v))
+        return v.t == JV_UNDEF
+                   ? undefined_error(in, n->line, v)
+                   : cpulm_jinja_fail(in, n->line, CPULM_ERR_INVALID_ARG,
+                                      "bad operand type for unary -: '%s'", type_name(v));
+    if (n->kind == N_POS)
+        *out = v.t == JV_BOOL ? (jv){.t = JV_INT, .u.i = v.u.i} : v;
+    else if (v.t == JV_FLOAT)
+        *out = (jv){.t = JV_FLOAT, .u.f = -v.u.f};
+    else
+        return int_op(in, n->line, '-', 0, v.u.i, out);
     return 0;
 }
 
@@ -928,8 +1001,10 @@ static int eval(jinterp *in, const jnode *n, jv *out) {
     switch (n->kind) {
     case N_LIT: *out = n->lit; return 0;
     case N_NAME: return lookup(in, n, out);
-    case N_ATTR: return eval(in, n->a, &a) ? -1 : get_attr(in, n->line, a, n->name, n->name_len, out);
-    case N_ITEM: return eval(in, n->a, &a) || eval(in, n->b, &b) ? -1 : get_item(in, n->line, a, b, out);
+    case N_ATTR:
+        return eval(in, n->a, &a) ? -1 : get_attr(in, n->line, a, n->name, n->name_len, out);
+    case N_ITEM:
+        return eval(in, n->a, &a) || eval(in, n->b, &b) ? -1 : get_item(in, n->line, a, b, out);
     case N_SLICE: {
         jv parts[3] = {mk(JV_NONE), mk(JV_NONE), mk(JV_NONE)};
         if (eval(in, n->a, &a)) return -1;
@@ -943,7 +1018,8 @@ static int eval(jinterp *in, const jnode *n, jv *out) {
     case N_NEG:
     case N_POS:
     case N_NOT: return eval_unary(in, n, out);
-    case N_BIN: return eval(in, n->a, &a) || eval(in, n->b, &b) ? -1 : binop(in, n->line, n->op, a, b, out);
+    case N_BIN:
+        return eval(in, n->a, &a) || eval(in, n->b, &b) ? -1 : binop(in, n->line, n->op, a, b, out);
     case N_AND:
     case N_OR:
         if (eval(in, n->a, &a)) return -1;
@@ -971,9 +1047,11 @@ static int eval(jinterp *in, const jnode *n, jv *out) {
 
 static int emit(jinterp *in, int32_t line, jv v) {
     cpulm_jinja_to_buf(in->out, v);
-    if (cpulm_buf_status(in->out) == CPULM_ERR_NOMEM) return cpulm_jinja_fail(in, line, CPULM_ERR_NOMEM, "out of memory");
+    if (cpulm_buf_status(in->out) == CPULM_ERR_NOMEM)
+        return cpulm_jinja_fail(in, line, CPULM_ERR_NOMEM, "out of memory");
     if (cpulm_buf_status(in->out))
-        return cpulm_jinja_fail(in, line, CPULM_ERR_TOO_SMALL, "output limit (%zu bytes) reached", in->o.max_output);
+        return cpulm_jinja_fail(in, line, CPULM_ERR_TOO_SMALL, "output limit (%zu bytes) reached",
+                                in->o.max_output);
     return 0;
 }
 
@@ -982,7 +1060,8 @@ static int assign(jinterp *in, const jnode *n, jv v) {
     jlist *l;
     if (cpulm_jinja_iter(in, n->line, v, &l)) return -1;
     if ((int32_t)l->n != n->n_names)
-        return cpulm_jinja_fail(in, n->line, CPULM_ERR_INVALID_ARG, "cannot unpack %zu values into %d names", l->n, n->n_names);
+        return cpulm_jinja_fail(in, n->line, CPULM_ERR_INVALID_ARG,
+                                "cannot unpack %zu values into %d names", l->n, n->n_names);
     for (int i = 0; i < n->n_names; i++)
         if (set_var(in, in->scope, n->names[i], l->v[i])) return -1;
     return 0;
@@ -998,12 +1077,14 @@ static int exec_set(jinterp *in, const jnode *n) {
     if (!n->a) return assign(in, n, v);
     if (lookup(in, n->a, &obj)) return -1;
     if (obj.t != JV_DICT || obj.u.d->kind != JD_NAMESPACE)
-        return cpulm_jinja_fail(in, n->line, CPULM_ERR_INVALID_ARG, "cannot assign attribute on non-namespace object");
+        return cpulm_jinja_fail(in, n->line, CPULM_ERR_INVALID_ARG,
+                                "cannot assign attribute on non-namespace object");
     return set_field(in, obj.u.d, n->name, n->name_len, v);
 }
 
 static int set_loop_fields(jinterp *in, jdict *loop, const jlist *items, size_t i) {
-    static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length"};
+    static const char *const keys[] = {"index", "index0", "revindex", "revindex0",
+                                       "first", "last",   "length"};
     int64_t n = (int64_t)items->n, idx = (int64_t)i;
     int64_t vals[] = {idx + 1, idx, n - idx, n - idx - 1, idx == 0, idx == n - 1, n};
     for (int k = 0; k < 7; k++) {
@@ -1011,8 +1092,10 @@ static int set_loop_fields(jinterp *in, jdict *loop, const jlist *items, size_t 
         v.u.i = vals[k];
         if (set_field(in, loop, keys[k], strlen(keys[k]), v)) return -1;
     }
-    jv prev = i > 0 ? items->v[i - 1] : undefined(NULL), next = i + 1 < items->n ? items->v[i + 1] : undefined(NULL);
-    return set_field(in, loop, "previtem", 8, prev) || set_field(in, loop, "nextitem", 8, next) ? -1 : 0;
+    jv prev = i > 0 ? items->v[i - 1] : undefined(NULL),
+       next = i + 1 < items->n ? items->v[i + 1] : undefined(NULL);
+    return set_field(in, loop, "previtem", 8, prev) || set_field(in, loop, "nextitem", 8, next) ? -1
+                                                                                                : 0;
 }
 
 /* The items a for loop visits: its iterable, minus those its inline "if" rejects (Jinja
@@ -1032,7 +1115,8 @@ static int loop_items(jinterp *in, const jnode *n, frame *f, jlist **out) {
     for (size_t i = 0; i < all->n; i++) {
         jv ok;
         if (assign(in, n, all->v[i]) || eval(in, n->b, &ok)) return in->scope = saved, -1;
-        if (cpulm_jinja_truthy(ok) && cpulm_jinja_list_push(in, kept, all->v[i])) return in->scope = saved, -1;
+        if (cpulm_jinja_truthy(ok) && cpulm_jinja_list_push(in, kept, all->v[i]))
+            return in->scope = saved, -1;
     }
     in->scope = saved;
     *out = kept;
@@ -1106,7 +1190,8 @@ static int exec(jinterp *in, const jnode *n) {
     case N_CONTINUE: in->ctl = CTL_CONTINUE; return 0;
     case N_FILTER_BLOCK: {
         jv body;
-        return capture(in, n->c, &body) || apply_chain(in, n->a, body, &v) ? -1 : emit(in, n->line, v);
+        return capture(in, n->c, &body) || apply_chain(in, n->a, body, &v) ? -1
+                                                                           : emit(in, n->line, v);
     }
     default: return eval(in, n, &v) ? -1 : emit(in, n->line, v);
     }
@@ -1157,7 +1242,8 @@ cpulm_status cpulm_jinja_render(const cpulm_jinja *t, const cpulm_json *vars,
         if (bind_vars(&in, vars) == 0) exec(&in, t->root);
     }
     out->max_len = saved_max;
-    if (out->status == CPULM_ERR_TOO_SMALL && !saved_max) out->status = CPULM_OK; /* our limit, not the caller's */
+    if (out->status == CPULM_ERR_TOO_SMALL && !saved_max)
+        out->status = CPULM_OK; /* our limit, not the caller's */
     cpulm_jinja_arena_free(&in.arena);
     return in.st;
 }

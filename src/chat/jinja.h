@@ -56,8 +56,8 @@ cpulm_jinja_opts cpulm_jinja_default_opts(void);
  * Returns CPULM_OK; CPULM_ERR_INVALID_ARG for template runtime errors (type errors,
  * undefined attribute access, raise_exception: its message is in err);
  * CPULM_ERR_UNSUPPORTED for filters/tests we do not implement; CPULM_ERR_TOO_SMALL when a
- * limit is hit (or out's own max_len); CPULM_ERR_NOMEM. The template is only read: concurrent renders of
- * one cpulm_jinja are safe. */
+ * limit is hit (or out's own max_len); CPULM_ERR_NOMEM. The template is only read: concurrent
+ * renders of one cpulm_jinja are safe. */
 cpulm_status cpulm_jinja_render(const cpulm_jinja *t, const cpulm_json *vars,
                                 const cpulm_jinja_opts *opts, cpulm_buf *out, cpulm_error *err);
 

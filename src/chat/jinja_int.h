@@ -79,27 +79,53 @@ typedef struct jfunc {
 
 typedef enum jkind {
     /* expressions */
-    N_LIT, N_NAME, N_ATTR, N_ITEM, N_SLICE, N_CALL, N_FILTER, N_TEST, N_NEG, N_POS, N_NOT,
-    N_BIN, N_AND, N_OR, N_COMPARE, N_COND, N_LIST, N_TUPLE, N_DICT,
+    N_LIT,
+    N_NAME,
+    N_ATTR,
+    N_ITEM,
+    N_SLICE,
+    N_CALL,
+    N_FILTER,
+    N_TEST,
+    N_NEG,
+    N_POS,
+    N_NOT,
+    N_BIN,
+    N_AND,
+    N_OR,
+    N_COMPARE,
+    N_COND,
+    N_LIST,
+    N_TUPLE,
+    N_DICT,
     /* statements */
-    N_BODY, N_TEXT, N_OUT, N_IF, N_FOR, N_SET, N_SET_BLOCK, N_MACRO, N_BREAK, N_CONTINUE,
+    N_BODY,
+    N_TEXT,
+    N_OUT,
+    N_IF,
+    N_FOR,
+    N_SET,
+    N_SET_BLOCK,
+    N_MACRO,
+    N_BREAK,
+    N_CONTINUE,
     N_FILTER_BLOCK,
 } jkind;
 
 struct jnode {
     jkind kind;
     int32_t line;
-    int op;                /* N_BIN: operator char ('+', '-', '*', '/', 'f' for //, '%', 'p' for
-                              **, '~'); N_TEST: 1 if negated; N_FOR: has tuple target */
-    const char *name;      /* names, attribute/filter/test names, N_TEXT bytes */
+    int op;           /* N_BIN: operator char ('+', '-', '*', '/', 'f' for //, '%', 'p' for
+                       **, '~'); N_TEST: 1 if negated; N_FOR: has tuple target */
+    const char *name; /* names, attribute/filter/test names, N_TEXT bytes */
     size_t name_len;
-    jv lit;                /* N_LIT */
-    jnode *a, *b, *c, *d;  /* children, by kind (see jinja_parse.c) */
-    jnode **list;          /* positional args, items, conditions, statements */
+    jv lit;               /* N_LIT */
+    jnode *a, *b, *c, *d; /* children, by kind (see jinja_parse.c) */
+    jnode **list;         /* positional args, items, conditions, statements */
     int32_t n;
-    jnode **list2;         /* keyword-argument values, dict values, if bodies */
+    jnode **list2; /* keyword-argument values, dict values, if bodies */
     int32_t n2;
-    const char **names;    /* keyword names, loop/set targets, macro params, compare ops */
+    const char **names; /* keyword names, loop/set targets, macro params, compare ops */
     int32_t n_names;
 };
 

@@ -16,14 +16,39 @@
 
 enum {
     /* globals */
-    G_RANGE, G_NAMESPACE, G_DICT, G_RAISE, G_STRFTIME,
+    G_RANGE,
+    G_NAMESPACE,
+    G_DICT,
+    G_RAISE,
+    G_STRFTIME,
     /* str methods */
-    M_STRIP, M_LSTRIP, M_RSTRIP, M_SPLIT, M_STARTSWITH, M_ENDSWITH, M_REPLACE, M_UPPER, M_LOWER,
-    M_TITLE, M_CAPITALIZE, M_FIND, M_COUNT, M_JOIN, M_SPLITLINES,
+    M_STRIP,
+    M_LSTRIP,
+    M_RSTRIP,
+    M_SPLIT,
+    M_STARTSWITH,
+    M_ENDSWITH,
+    M_REPLACE,
+    M_UPPER,
+    M_LOWER,
+    M_TITLE,
+    M_CAPITALIZE,
+    M_FIND,
+    M_COUNT,
+    M_JOIN,
+    M_SPLITLINES,
     /* dict methods */
-    M_ITEMS, M_KEYS, M_VALUES, M_GET, M_COPY,
+    M_ITEMS,
+    M_KEYS,
+    M_VALUES,
+    M_GET,
+    M_COPY,
     /* list methods */
-    M_APPEND, M_POP, M_EXTEND, M_INDEX, M_INSERT,
+    M_APPEND,
+    M_POP,
+    M_EXTEND,
+    M_INDEX,
+    M_INSERT,
     /* loop */
     M_CYCLE,
 };
@@ -132,7 +157,8 @@ static int next_cp(const jstr *s, size_t i, uint32_t *cp) {
 /* Previous code point start before byte end. */
 static size_t prev_start(const jstr *s, size_t end) {
     size_t i = end - 1;
-    while (i > 0 && end - i < 4 && ((unsigned char)s->s[i] & 0xC0) == 0x80) i--;
+    while (i > 0 && end - i < 4 && ((unsigned char)s->s[i] & 0xC0) == 0x80)
+        i--;
     uint32_t cp;
     if ((size_t)next_cp(s, i, &cp) != end - i) return end - 1; /* not a whole char: one byte */
     return i;
@@ -182,7 +208,8 @@ static int do_split(jinterp *in, int32_t line, jv s, jv sep, jv maxsplit, jv *ou
     if (sep.t == JV_STR) {
         if (sep.u.s->len == 0) return type_err(in, line, "split: empty separator");
         for (;;) {
-            const char *q = left != 0 ? find_bytes(p, (size_t)(end - p), sep.u.s->s, sep.u.s->len) : NULL;
+            const char *q =
+                left != 0 ? find_bytes(p, (size_t)(end - p), sep.u.s->s, sep.u.s->len) : NULL;
             if (!q) break;
             if (push(in, l, cpulm_jinja_str(in, p, (size_t)(q - p)))) return -1;
             p = q + sep.u.s->len;
@@ -191,13 +218,16 @@ static int do_split(jinterp *in, int32_t line, jv s, jv sep, jv maxsplit, jv *ou
         if (push(in, l, cpulm_jinja_str(in, p, (size_t)(end - p)))) return -1;
     } else { /* runs of whitespace, no empty strings (ASCII whitespace only) */
         for (;;) {
-            while (p < end && py_space((unsigned char)*p)) p++;
+            while (p < end && py_space((unsigned char)*p))
+                p++;
             if (p == end) break;
             const char *q = p;
             if (left == 0) q = end;
-            while (q < end && !py_space((unsigned char)*q)) q++;
+            while (q < end && !py_space((unsigned char)*q))
+                q++;
             if (left == 0) {
-                while (q > p && py_space((unsigned char)q[-1])) q--;
+                while (q > p && py_space((unsigned char)q[-1]))
+                    q--;
             }
             if (push(in, l, cpulm_jinja_str(in, p, (size_t)(q - p)))) return -1;
             p = q;
@@ -225,7 +255,8 @@ static int do_replace(jinterp *in, int32_t line, jv s, jv old, jv new_, jv count
         }
     } else {
         for (;;) {
-            const char *q = left != 0 ? find_bytes(p, (size_t)(end - p), old.u.s->s, old.u.s->len) : NULL;
+            const char *q =
+                left != 0 ? find_bytes(p, (size_t)(end - p), old.u.s->s, old.u.s->len) : NULL;
             if (!q) break;
             cpulm_buf_append(&b, p, (size_t)(q - p));
             cpulm_buf_append(&b, new_.u.s->s, new_.u.s->len);
@@ -234,7 +265,9 @@ static int do_replace(jinterp *in, int32_t line, jv s, jv old, jv new_, jv count
         }
         cpulm_buf_append(&b, p, (size_t)(end - p));
     }
-    int rc = cpulm_buf_status(&b) ? cpulm_jinja_fail(in, line, CPULM_ERR_TOO_SMALL, "replace: result too large") : 0;
+    int rc = cpulm_buf_status(&b)
+                 ? cpulm_jinja_fail(in, line, CPULM_ERR_TOO_SMALL, "replace: result too large")
+                 : 0;
     if (!rc) *out = cpulm_jinja_str(in, b.data, b.len);
     cpulm_buf_release(&b);
     return rc || !cpulm_jinja_ok(in) ? -1 : 0;
@@ -291,13 +324,16 @@ static int str_method(jinterp *in, int32_t line, int id, jv s, const jv *pos, in
     case M_STRIP: return do_strip(in, s, ARG(0, "chars", none), 1, 1, out);
     case M_LSTRIP: return do_strip(in, s, ARG(0, "chars", none), 1, 0, out);
     case M_RSTRIP: return do_strip(in, s, ARG(0, "chars", none), 0, 1, out);
-    case M_SPLIT: return do_split(in, line, s, ARG(0, "sep", none), ARG(1, "maxsplit", mk_int(-1)), out);
+    case M_SPLIT:
+        return do_split(in, line, s, ARG(0, "sep", none), ARG(1, "maxsplit", mk_int(-1)), out);
     case M_STARTSWITH:
     case M_ENDSWITH:
         if (affix(in, line, s, ARG(0, "prefix", none), id == M_ENDSWITH, &res)) return -1;
         *out = mk_bool(res);
         return 0;
-    case M_REPLACE: return do_replace(in, line, s, ARG(0, "old", none), ARG(1, "new", none), ARG(2, "count", none), out);
+    case M_REPLACE:
+        return do_replace(in, line, s, ARG(0, "old", none), ARG(1, "new", none),
+                          ARG(2, "count", none), out);
     case M_UPPER: return do_case(in, s, CASE_UPPER, out);
     case M_LOWER: return do_case(in, s, CASE_LOWER, out);
     case M_TITLE: return do_case(in, s, CASE_TITLE, out);
@@ -313,7 +349,10 @@ static int str_method(jinterp *in, int32_t line, int id, jv s, const jv *pos, in
         }
         int64_t c = 0;
         if (sub.u.s->len == 0) c = (int64_t)cp_count(s.u.s, s.u.s->len) + 1;
-        for (const char *p = s.u.s->s; sub.u.s->len && (q = find_bytes(p, (size_t)(s.u.s->s + s.u.s->len - p), sub.u.s->s, sub.u.s->len)); c++)
+        for (const char *p = s.u.s->s;
+             sub.u.s->len &&
+             (q = find_bytes(p, (size_t)(s.u.s->s + s.u.s->len - p), sub.u.s->s, sub.u.s->len));
+             c++)
             p = q + sub.u.s->len;
         *out = mk_int(c);
         return 0;
@@ -324,7 +363,8 @@ static int str_method(jinterp *in, int32_t line, int id, jv s, const jv *pos, in
         const char *p = s.u.s->s, *end = p + s.u.s->len;
         while (l && p < end) {
             const char *q = p;
-            while (q < end && *q != '\n' && *q != '\r') q++;
+            while (q < end && *q != '\n' && *q != '\r')
+                q++;
             if (push(in, l, cpulm_jinja_str(in, p, (size_t)(q - p)))) return -1;
             p = q < end ? q + (q[0] == '\r' && q + 1 < end && q[1] == '\n' ? 2 : 1) : q;
         }
@@ -387,7 +427,8 @@ static int list_method(jinterp *in, int32_t line, int id, jv self, const jv *pos
     jlist *l = self.u.l;
     jv none = mk(JV_NONE);
     *out = none;
-    if (l->is_tuple && id != M_INDEX && id != M_COUNT) return type_err(in, line, "'tuple' object is immutable");
+    if (l->is_tuple && id != M_INDEX && id != M_COUNT)
+        return type_err(in, line, "'tuple' object is immutable");
     switch (id) {
     case M_APPEND: return cpulm_jinja_list_push(in, l, ARG(0, "object", none));
     case M_EXTEND: {
@@ -443,20 +484,39 @@ static const struct {
     int id;
     int on; /* JV_STR, JV_DICT, JV_LIST; JV_FUNC marks the loop object */
 } method_names[] = {
-    {"strip", M_STRIP, JV_STR}, {"lstrip", M_LSTRIP, JV_STR}, {"rstrip", M_RSTRIP, JV_STR},
-    {"split", M_SPLIT, JV_STR}, {"startswith", M_STARTSWITH, JV_STR}, {"endswith", M_ENDSWITH, JV_STR},
-    {"replace", M_REPLACE, JV_STR}, {"upper", M_UPPER, JV_STR}, {"lower", M_LOWER, JV_STR},
-    {"title", M_TITLE, JV_STR}, {"capitalize", M_CAPITALIZE, JV_STR}, {"find", M_FIND, JV_STR},
-    {"count", M_COUNT, JV_STR}, {"join", M_JOIN, JV_STR}, {"splitlines", M_SPLITLINES, JV_STR},
-    {"items", M_ITEMS, JV_DICT}, {"keys", M_KEYS, JV_DICT}, {"values", M_VALUES, JV_DICT},
-    {"get", M_GET, JV_DICT}, {"copy", M_COPY, JV_DICT},
-    {"append", M_APPEND, JV_LIST}, {"pop", M_POP, JV_LIST}, {"extend", M_EXTEND, JV_LIST},
-    {"index", M_INDEX, JV_LIST}, {"count", M_COUNT, JV_LIST}, {"insert", M_INSERT, JV_LIST},
+    {"strip", M_STRIP, JV_STR},
+    {"lstrip", M_LSTRIP, JV_STR},
+    {"rstrip", M_RSTRIP, JV_STR},
+    {"split", M_SPLIT, JV_STR},
+    {"startswith", M_STARTSWITH, JV_STR},
+    {"endswith", M_ENDSWITH, JV_STR},
+    {"replace", M_REPLACE, JV_STR},
+    {"upper", M_UPPER, JV_STR},
+    {"lower", M_LOWER, JV_STR},
+    {"title", M_TITLE, JV_STR},
+    {"capitalize", M_CAPITALIZE, JV_STR},
+    {"find", M_FIND, JV_STR},
+    {"count", M_COUNT, JV_STR},
+    {"join", M_JOIN, JV_STR},
+    {"splitlines", M_SPLITLINES, JV_STR},
+    {"items", M_ITEMS, JV_DICT},
+    {"keys", M_KEYS, JV_DICT},
+    {"values", M_VALUES, JV_DICT},
+    {"get", M_GET, JV_DICT},
+    {"copy", M_COPY, JV_DICT},
+    {"append", M_APPEND, JV_LIST},
+    {"pop", M_POP, JV_LIST},
+    {"extend", M_EXTEND, JV_LIST},
+    {"index", M_INDEX, JV_LIST},
+    {"count", M_COUNT, JV_LIST},
+    {"insert", M_INSERT, JV_LIST},
     {"cycle", M_CYCLE, JV_FUNC},
 };
 
 int cpulm_jinja_method(jinterp *in, jv v, const char *name, size_t n, jv *out) {
-    int on = v.t == JV_DICT && v.u.d->kind == JD_LOOP ? JV_FUNC : v.t == JV_DICT && v.u.d->kind == JD_DICT ? JV_DICT : v.t;
+    int on = v.t == JV_DICT && v.u.d->kind == JD_LOOP   ? JV_FUNC
+             : v.t == JV_DICT && v.u.d->kind == JD_DICT ? JV_DICT
+                                                        : v.t;
     for (size_t i = 0; i < sizeof method_names / sizeof method_names[0]; i++) {
         if (method_names[i].on != on || !name_is(name, n, method_names[i].name)) continue;
         jfunc *f = cpulm_jinja_alloc(cpulm_jinja_arena(in), sizeof *f);
@@ -473,13 +533,17 @@ int cpulm_jinja_method(jinterp *in, jv v, const char *name, size_t n, jv *out) {
 
 /* ---- globals ---- */
 
-static const char *const month_names[] = {"January", "February", "March", "April", "May", "June", "July",
-                                          "August", "September", "October", "November", "December"};
-static const char *const day_names[] = {"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"};
+static const char *const month_names[] = {"January",   "February", "March",    "April",
+                                          "May",       "June",     "July",     "August",
+                                          "September", "October",  "November", "December"};
+static const char *const day_names[] = {"Sunday",   "Monday", "Tuesday", "Wednesday",
+                                        "Thursday", "Friday", "Saturday"};
 
 static void put2(cpulm_buf *b, int v, int nopad) {
-    if (nopad) cpulm_buf_printf(b, "%d", v);
-    else cpulm_buf_printf(b, "%02d", v);
+    if (nopad)
+        cpulm_buf_printf(b, "%d", v);
+    else
+        cpulm_buf_printf(b, "%02d", v);
 }
 
 /* strftime with C-locale names whatever setlocale says; "%-d" drops padding as glibc does. */
@@ -508,7 +572,10 @@ static void format_time(cpulm_buf *b, const char *fmt, const struct tm *tm) {
         case 'A': cpulm_buf_puts(b, day_names[tm->tm_wday % 7]); break;
         case 'a': cpulm_buf_printf(b, "%.3s", day_names[tm->tm_wday % 7]); break;
         case '%': cpulm_buf_putc(b, '%'); break;
-        default: cpulm_buf_putc(b, '%'); cpulm_buf_putc(b, c); break;
+        default:
+            cpulm_buf_putc(b, '%');
+            cpulm_buf_putc(b, c);
+            break;
         }
     }
 }
@@ -518,7 +585,8 @@ static int strftime_now(jinterp *in, int32_t line, jv fmt, jv *out) {
     const cpulm_jinja_opts *o = cpulm_jinja_opts_of(in);
     time_t now = o->now >= 0 ? (time_t)o->now : time(NULL);
     struct tm tm;
-    if (!(o->now_utc ? gmtime_r(&now, &tm) : localtime_r(&now, &tm))) return type_err(in, line, "strftime_now: bad time");
+    if (!(o->now_utc ? gmtime_r(&now, &tm) : localtime_r(&now, &tm)))
+        return type_err(in, line, "strftime_now: bad time");
     cpulm_buf b;
     cpulm_buf_init(&b, 4096);
     format_time(&b, fmt.u.s->s, &tm);
@@ -531,7 +599,8 @@ static int do_range(jinterp *in, int32_t line, const jv *pos, int n, jv *out) {
     int64_t a[3] = {0, 0, 1};
     if (n < 1 || n > 3) return type_err(in, line, "range expects 1 to 3 integer arguments");
     for (int i = 0; i < n; i++) {
-        if (pos[i].t != JV_INT && pos[i].t != JV_BOOL) return type_err(in, line, "range: arguments must be integers");
+        if (pos[i].t != JV_INT && pos[i].t != JV_BOOL)
+            return type_err(in, line, "range: arguments must be integers");
         a[n == 1 ? 1 : i] = pos[i].u.i;
     }
     if (a[2] == 0) return type_err(in, line, "range: step must not be zero");
@@ -543,13 +612,14 @@ static int do_range(jinterp *in, int32_t line, const jv *pos, int n, jv *out) {
     int64_t count = ucount > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)ucount;
     if (cpulm_jinja_step(in, line, count)) return -1;
     jlist *l = cpulm_jinja_list_new(in, (size_t)count);
-    for (int64_t i = 0; l && i < count; i++) l->v[l->n++] = mk_int((int64_t)((uint64_t)a[0] + (uint64_t)i * (uint64_t)a[2]));
+    for (int64_t i = 0; l && i < count; i++)
+        l->v[l->n++] = mk_int((int64_t)((uint64_t)a[0] + (uint64_t)i * (uint64_t)a[2]));
     *out = mk_list(l);
     return l ? 0 : -1;
 }
 
-static int make_dict(jinterp *in, int kind, const jv *pos, int n, const char *const *kn, const jv *kv,
-                     int nk, jv *out) {
+static int make_dict(jinterp *in, int kind, const jv *pos, int n, const char *const *kn,
+                     const jv *kv, int nk, jv *out) {
     jdict *d = cpulm_jinja_dict_new(in, kind);
     if (!d) return -1;
     if (n > 0 && pos[0].t == JV_DICT) /* namespace({...}) / dict({...}) */
@@ -585,7 +655,8 @@ int cpulm_jinja_call_builtin(jinterp *in, int32_t line, const jfunc *f, const jv
         cpulm_buf b;
         cpulm_buf_init(&b, 150);
         if (n > 0) cpulm_jinja_to_buf(&b, pos[0]);
-        cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "template raised an exception: %s", b.data);
+        cpulm_jinja_fail(in, line, CPULM_ERR_INVALID_ARG, "template raised an exception: %s",
+                         b.data);
         cpulm_buf_release(&b);
         return -1;
     }
@@ -628,13 +699,15 @@ static int f_tojson(jinterp *in, int32_t line, jv v, const jv *pos, int n, const
                     const jv *kv, int nk, jv *out) {
     jv ind = ARG(0, "indent", mk(JV_NONE)), seps = ARG(99, "separators", mk(JV_NONE));
     const char *item_sep = NULL, *key_sep = NULL;
-    if (seps.t == JV_LIST && seps.u.l->n == 2 && seps.u.l->v[0].t == JV_STR && seps.u.l->v[1].t == JV_STR) {
+    if (seps.t == JV_LIST && seps.u.l->n == 2 && seps.u.l->v[0].t == JV_STR &&
+        seps.u.l->v[1].t == JV_STR) {
         item_sep = seps.u.l->v[0].u.s->s;
         key_sep = seps.u.l->v[1].u.s->s;
     }
     cpulm_buf b;
     cpulm_buf_init(&b, cpulm_jinja_opts_of(in)->max_memory);
-    int rc = cpulm_jinja_tojson(in, line, v, ind.t == JV_INT ? (int)ind.u.i : -1, item_sep, key_sep, &b);
+    int rc =
+        cpulm_jinja_tojson(in, line, v, ind.t == JV_INT ? (int)ind.u.i : -1, item_sep, key_sep, &b);
     if (!rc) *out = cpulm_jinja_str(in, b.data, b.len);
     cpulm_buf_release(&b);
     return rc || !cpulm_jinja_ok(in) ? -1 : 0;
@@ -672,7 +745,8 @@ static int sort_list(jinterp *in, int32_t line, jlist *l, jv attr, int reverse) 
     if (cpulm_jinja_step(in, line, (int64_t)n * 20)) return -1;
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
-            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, k = lo;
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo,
+                   j = mid, k = lo;
             while (i < mid || j < hi) {
                 int take_right = 0;
                 if (i < mid && j < hi) {
@@ -692,7 +766,8 @@ static int sort_list(jinterp *in, int32_t line, jlist *l, jv attr, int reverse) 
         key = tmp;
         tmp = t;
     }
-    for (size_t i = 0; i < n; i++) l->v[i] = key[2 * i + 1];
+    for (size_t i = 0; i < n; i++)
+        l->v[i] = key[2 * i + 1];
     return 0;
 }
 
@@ -704,21 +779,27 @@ static jlist *copy_list(jinterp *in, const jlist *src) {
 }
 
 /* select/reject/selectattr/rejectattr/map share the per-item machinery. */
-static int f_select(jinterp *in, int32_t line, jv v, int by_attr, int keep, const jv *pos, int n, jv *out) {
+static int f_select(jinterp *in, int32_t line, jv v, int by_attr, int keep, const jv *pos, int n,
+                    jv *out) {
     jlist *src, *l;
     if (cpulm_jinja_iter(in, line, v, &src) || !(l = cpulm_jinja_list_new(in, src->n))) return -1;
     int first = by_attr ? 1 : 0;
-    if (by_attr && (n < 1 || pos[0].t != JV_STR)) return type_err(in, line, "selectattr: expected an attribute name");
+    if (by_attr && (n < 1 || pos[0].t != JV_STR))
+        return type_err(in, line, "selectattr: expected an attribute name");
     for (size_t i = 0; i < src->n; i++) {
         jv x = src->v[i];
         if (by_attr) {
-            jv *a = x.t == JV_DICT ? cpulm_jinja_dict_get(x.u.d, pos[0].u.s->s, pos[0].u.s->len) : NULL;
+            jv *a =
+                x.t == JV_DICT ? cpulm_jinja_dict_get(x.u.d, pos[0].u.s->s, pos[0].u.s->len) : NULL;
             x = a ? *a : mk(JV_UNDEF);
         }
         int res;
         if (n > first) {
-            if (pos[first].t != JV_STR) return type_err(in, line, "select: test name must be a string");
-            if (cpulm_jinja_test(in, line, pos[first].u.s->s, x, pos + first + 1, n - first - 1, &res)) return -1;
+            if (pos[first].t != JV_STR)
+                return type_err(in, line, "select: test name must be a string");
+            if (cpulm_jinja_test(in, line, pos[first].u.s->s, x, pos + first + 1, n - first - 1,
+                                 &res))
+                return -1;
         } else {
             res = cpulm_jinja_truthy(x);
         }
@@ -739,7 +820,8 @@ static int f_map(jinterp *in, int32_t line, jv v, const jv *pos, int n, const ch
             jv *a = x.t == JV_DICT ? cpulm_jinja_dict_get(x.u.d, attr.u.s->s, attr.u.s->len) : NULL;
             r = a ? *a : def;
         } else if (n > 0 && pos[0].t == JV_STR) {
-            if (cpulm_jinja_filter(in, line, pos[0].u.s->s, x, pos + 1, n - 1, NULL, NULL, 0, &r)) return -1;
+            if (cpulm_jinja_filter(in, line, pos[0].u.s->s, x, pos + 1, n - 1, NULL, NULL, 0, &r))
+                return -1;
         } else {
             return type_err(in, line, "map: expected a filter name or attribute=");
         }
@@ -762,9 +844,11 @@ static int f_minmax_sum(jinterp *in, int32_t line, const char *name, jv v, const
             x = a ? *a : mk(JV_UNDEF);
         }
         if (name[1] == 'u') {
-            if ((x.t != JV_INT && x.t != JV_FLOAT && x.t != JV_BOOL) || (acc.t != JV_INT && acc.t != JV_FLOAT))
+            if ((x.t != JV_INT && x.t != JV_FLOAT && x.t != JV_BOOL) ||
+                (acc.t != JV_INT && acc.t != JV_FLOAT))
                 return type_err(in, line, "sum: values must be numbers");
-            if (acc.t == JV_INT && x.t != JV_FLOAT) acc.u.i += x.u.i;
+            if (acc.t == JV_INT && x.t != JV_FLOAT)
+                acc.u.i += x.u.i;
             else {
                 double a = acc.t == JV_FLOAT ? acc.u.f : (double)acc.u.i;
                 acc = mk(JV_FLOAT);
@@ -787,13 +871,17 @@ static int f_minmax_sum(jinterp *in, int32_t line, const char *name, jv v, const
 static int f_indent(jinterp *in, int32_t line, jv v, const jv *pos, int n, const char *const *kn,
                     const jv *kv, int nk, jv *out) {
     jv s = cpulm_jinja_to_str(in, v), w = ARG(0, "width", mk_int(4));
-    int first = cpulm_jinja_truthy(ARG(1, "first", mk_bool(0))), blank = cpulm_jinja_truthy(ARG(2, "blank", mk_bool(0)));
+    int first = cpulm_jinja_truthy(ARG(1, "first", mk_bool(0))),
+        blank = cpulm_jinja_truthy(ARG(2, "blank", mk_bool(0)));
     if (s.t != JV_STR) return -1;
     cpulm_buf pad, b;
     cpulm_buf_init(&pad, 4096);
     cpulm_buf_init(&b, cpulm_jinja_opts_of(in)->max_memory);
-    if (w.t == JV_STR) cpulm_buf_append(&pad, w.u.s->s, w.u.s->len);
-    else for (int64_t i = 0; i < (w.t == JV_INT ? w.u.i : 4) && i < 4096; i++) cpulm_buf_putc(&pad, ' ');
+    if (w.t == JV_STR)
+        cpulm_buf_append(&pad, w.u.s->s, w.u.s->len);
+    else
+        for (int64_t i = 0; i < (w.t == JV_INT ? w.u.i : 4) && i < 4096; i++)
+            cpulm_buf_putc(&pad, ' ');
     const char *p = s.u.s->s, *end = p + s.u.s->len;
     for (int line_no = 0; p <= end; line_no++) {
         const char *q = memchr(p, '\n', (size_t)(end - p));
@@ -817,12 +905,18 @@ static int f_escape(jinterp *in, jv v, jv *out) {
     cpulm_buf_init(&b, cpulm_jinja_opts_of(in)->max_memory);
     for (size_t i = 0; i < s.u.s->len; i++) {
         char c = s.u.s->s[i];
-        if (c == '&') cpulm_buf_puts(&b, "&amp;");
-        else if (c == '<') cpulm_buf_puts(&b, "&lt;");
-        else if (c == '>') cpulm_buf_puts(&b, "&gt;");
-        else if (c == '"') cpulm_buf_puts(&b, "&#34;");
-        else if (c == '\'') cpulm_buf_puts(&b, "&#39;");
-        else cpulm_buf_putc(&b, c);
+        if (c == '&')
+            cpulm_buf_puts(&b, "&amp;");
+        else if (c == '<')
+            cpulm_buf_puts(&b, "&lt;");
+        else if (c == '>')
+            cpulm_buf_puts(&b, "&gt;");
+        else if (c == '"')
+            cpulm_buf_puts(&b, "&#34;");
+        else if (c == '\'')
+            cpulm_buf_puts(&b, "&#39;");
+        else
+            cpulm_buf_putc(&b, c);
     }
     *out = cpulm_buf_status(&b) ? mk(JV_UNDEF) : cpulm_jinja_str(in, b.data, b.len);
     cpulm_buf_release(&b);
@@ -832,21 +926,29 @@ static int f_escape(jinterp *in, jv v, jv *out) {
 static int f_number(jinterp *in, jv v, int to_float, jv def, jv *out) {
     *out = def;
     if (v.t == JV_INT || v.t == JV_BOOL) {
-        if (to_float) out->t = JV_FLOAT, out->u.f = (double)v.u.i;
-        else *out = mk_int(v.u.i);
+        if (to_float)
+            out->t = JV_FLOAT, out->u.f = (double)v.u.i;
+        else
+            *out = mk_int(v.u.i);
     } else if (v.t == JV_FLOAT) {
-        if (to_float) *out = v;
-        else if (isfinite(v.u.f) && fabs(v.u.f) < 9.2e18) *out = mk_int((int64_t)v.u.f);
+        if (to_float)
+            *out = v;
+        else if (isfinite(v.u.f) && fabs(v.u.f) < 9.2e18)
+            *out = mk_int((int64_t)v.u.f);
     } else if (v.t == JV_STR) {
         cpulm_json_doc *d = NULL;
         size_t a = 0, b = v.u.s->len;
-        while (a < b && py_space((unsigned char)v.u.s->s[a])) a++;
-        while (b > a && py_space((unsigned char)v.u.s->s[b - 1])) b--;
+        while (a < b && py_space((unsigned char)v.u.s->s[a]))
+            a++;
+        while (b > a && py_space((unsigned char)v.u.s->s[b - 1]))
+            b--;
         if (cpulm_json_parse(v.u.s->s + a, b - a, NULL, &d, NULL, NULL) == CPULM_OK &&
             cpulm_json_root(d)->type == CPULM_JSON_NUMBER) {
             const cpulm_json *j = cpulm_json_root(d);
-            if (to_float) out->t = JV_FLOAT, out->u.f = j->u.num.f;
-            else if (j->is_int) *out = mk_int(j->u.num.i);
+            if (to_float)
+                out->t = JV_FLOAT, out->u.f = j->u.num.f;
+            else if (j->is_int)
+                *out = mk_int(j->u.num.i);
         }
         cpulm_json_free(d);
     }
@@ -856,11 +958,15 @@ static int f_number(jinterp *in, jv v, int to_float, jv def, jv *out) {
 
 static int f_round(jinterp *in, int32_t line, jv v, const jv *pos, int n, const char *const *kn,
                    const jv *kv, int nk, jv *out) {
-    if (v.t != JV_INT && v.t != JV_FLOAT && v.t != JV_BOOL) return type_err(in, line, "round: expected a number");
+    if (v.t != JV_INT && v.t != JV_FLOAT && v.t != JV_BOOL)
+        return type_err(in, line, "round: expected a number");
     jv prec = ARG(0, "precision", mk_int(0)), method = ARG(1, "method", mk(JV_NONE));
-    double x = v.t == JV_FLOAT ? v.u.f : (double)v.u.i, m = pow(10.0, (double)(prec.t == JV_INT ? prec.u.i : 0));
+    double x = v.t == JV_FLOAT ? v.u.f : (double)v.u.i,
+           m = pow(10.0, (double)(prec.t == JV_INT ? prec.u.i : 0));
     const char *how = method.t == JV_STR ? method.u.s->s : "common";
-    double r = !strcmp(how, "floor") ? floor(x * m) / m : !strcmp(how, "ceil") ? ceil(x * m) / m : round(x * m) / m;
+    double r = !strcmp(how, "floor")  ? floor(x * m) / m
+               : !strcmp(how, "ceil") ? ceil(x * m) / m
+                                      : round(x * m) / m;
     *out = mk(JV_FLOAT);
     out->u.f = r;
     return 0;
@@ -894,7 +1000,8 @@ static int f_unique(jinterp *in, int32_t line, jv v, jv *out) {
     if (cpulm_jinja_step(in, line, (int64_t)src->n * (int64_t)src->n / 16)) return -1;
     for (size_t i = 0; i < src->n; i++) {
         int seen = 0;
-        for (size_t j = 0; j < l->n && !seen; j++) seen = cpulm_jinja_equal(l->v[j], src->v[i]);
+        for (size_t j = 0; j < l->n && !seen; j++)
+            seen = cpulm_jinja_equal(l->v[j], src->v[i]);
         if (!seen && cpulm_jinja_list_push(in, l, src->v[i])) return -1;
     }
     *out = mk_list(l);
@@ -920,8 +1027,10 @@ static int f_dictsort(jinterp *in, int32_t line, jv v, const jv *pos, int n, con
         dv.u.d = d;
         if (cpulm_jinja_list_push(in, keys, dv)) return -1;
     }
-    if (sort_list(in, line, keys, cstr(in, "k"), cpulm_jinja_truthy(ARG(2, "reverse", mk_bool(0))))) return -1;
-    for (size_t i = 0; i < l->n; i++) l->v[i] = *cpulm_jinja_dict_get(keys->v[i].u.d, "p", 1);
+    if (sort_list(in, line, keys, cstr(in, "k"), cpulm_jinja_truthy(ARG(2, "reverse", mk_bool(0)))))
+        return -1;
+    for (size_t i = 0; i < l->n; i++)
+        l->v[i] = *cpulm_jinja_dict_get(keys->v[i].u.d, "p", 1);
     return 0;
 }
 
@@ -936,12 +1045,14 @@ static int f_format(jinterp *in, int32_t line, jv v, const jv *pos, int n, jv *o
             continue;
         }
         char c = *++p;
-        if (c == '%') cpulm_buf_putc(&b, '%');
+        if (c == '%')
+            cpulm_buf_putc(&b, '%');
         else if ((c == 's' || c == 'd' || c == 'i') && k < n) {
             jv x = pos[k++];
             if (c != 's' && x.t == JV_FLOAT) x = mk_int((int64_t)x.u.f);
             cpulm_jinja_to_buf(&b, x);
-        } else rc = type_err(in, line, "format: unsupported conversion or too few arguments");
+        } else
+            rc = type_err(in, line, "format: unsupported conversion or too few arguments");
         if (!c) break;
     }
     if (!rc) *out = cpulm_jinja_str(in, b.data, b.len);
@@ -963,12 +1074,17 @@ static int simple_filter(jinterp *in, int32_t line, const char *name, jv v, jv *
         *out = mk_int(length_of(v));
         return 0;
     }
-    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "title") || !strcmp(name, "capitalize")) {
+    if (!strcmp(name, "upper") || !strcmp(name, "lower") || !strcmp(name, "title") ||
+        !strcmp(name, "capitalize")) {
         jv s = cpulm_jinja_to_str(in, v);
-        int mode = name[0] == 'u' ? CASE_UPPER : name[0] == 'l' ? CASE_LOWER : name[0] == 't' ? CASE_TITLE : CASE_CAPITALIZE;
+        int mode = name[0] == 'u'   ? CASE_UPPER
+                   : name[0] == 'l' ? CASE_LOWER
+                   : name[0] == 't' ? CASE_TITLE
+                                    : CASE_CAPITALIZE;
         return s.t == JV_STR ? do_case(in, s, mode, out) : -1;
     }
-    if (!strcmp(name, "first") || !strcmp(name, "last")) return f_first_last(in, line, v, name[0] == 'l', out);
+    if (!strcmp(name, "first") || !strcmp(name, "last"))
+        return f_first_last(in, line, v, name[0] == 'l', out);
     if (!strcmp(name, "items")) return f_items(in, line, v, out);
     if (!strcmp(name, "string")) return (*out = cpulm_jinja_to_str(in, v)).t == JV_STR ? 0 : -1;
     if (!strcmp(name, "safe")) {
@@ -984,9 +1100,12 @@ static int simple_filter(jinterp *in, int32_t line, const char *name, jv v, jv *
         return 0;
     }
     if (!strcmp(name, "abs")) {
-        if (v.t == JV_FLOAT) *out = v, out->u.f = fabs(v.u.f);
-        else if (v.t == JV_INT || v.t == JV_BOOL) *out = mk_int(v.u.i < 0 ? -v.u.i : v.u.i);
-        else return type_err(in, line, "abs: expected a number");
+        if (v.t == JV_FLOAT)
+            *out = v, out->u.f = fabs(v.u.f);
+        else if (v.t == JV_INT || v.t == JV_BOOL)
+            *out = mk_int(v.u.i < 0 ? -v.u.i : v.u.i);
+        else
+            return type_err(in, line, "abs: expected a number");
         return 0;
     }
     if (!strcmp(name, "reverse")) return f_reverse(in, line, v, out);
@@ -1005,19 +1124,25 @@ int cpulm_jinja_filter(jinterp *in, int32_t line, const char *name, jv v, const 
     if (cpulm_jinja_step(in, line, 1)) return -1;
     if (!strcmp(name, "default") || !strcmp(name, "d")) {
         int boolean = cpulm_jinja_truthy(ARG(1, "boolean", mk_bool(0)));
-        *out = (boolean ? !cpulm_jinja_truthy(v) : v.t == JV_UNDEF) ? ARG(0, "default_value", cstr(in, "")) : v;
+        *out = (boolean ? !cpulm_jinja_truthy(v) : v.t == JV_UNDEF)
+                   ? ARG(0, "default_value", cstr(in, ""))
+                   : v;
         return 0;
     }
-    if (simple_filter(in, line, name, v, out, &handled) || handled) return cpulm_jinja_ok(in) ? 0 : -1;
+    if (simple_filter(in, line, name, v, out, &handled) || handled)
+        return cpulm_jinja_ok(in) ? 0 : -1;
     if (!strcmp(name, "trim")) {
         jv s = cpulm_jinja_to_str(in, v);
         return s.t == JV_STR ? do_strip(in, s, ARG(0, "chars", none), 1, 1, out) : -1;
     }
     if (!strcmp(name, "tojson")) return f_tojson(in, line, v, pos, n, kn, kv, nk, out);
-    if (!strcmp(name, "join")) return join_values(in, line, v, ARG(0, "d", cstr(in, "")), ARG(1, "attribute", none), out);
+    if (!strcmp(name, "join"))
+        return join_values(in, line, v, ARG(0, "d", cstr(in, "")), ARG(1, "attribute", none), out);
     if (!strcmp(name, "replace")) {
         jv s = cpulm_jinja_to_str(in, v);
-        return s.t == JV_STR ? do_replace(in, line, s, ARG(0, "old", none), ARG(1, "new", none), ARG(2, "count", none), out) : -1;
+        return s.t == JV_STR ? do_replace(in, line, s, ARG(0, "old", none), ARG(1, "new", none),
+                                          ARG(2, "count", none), out)
+                             : -1;
     }
     if (!strcmp(name, "int")) return f_number(in, v, 0, ARG(0, "default", mk_int(0)), out);
     if (!strcmp(name, "float")) {
@@ -1030,19 +1155,23 @@ int cpulm_jinja_filter(jinterp *in, int32_t line, const char *name, jv v, const 
         jlist *l;
         if (cpulm_jinja_iter(in, line, v, &l) || !(l = copy_list(in, l))) return -1;
         *out = mk_list(l);
-        return sort_list(in, line, l, ARG(2, "attribute", none), cpulm_jinja_truthy(ARG(0, "reverse", mk_bool(0))));
+        return sort_list(in, line, l, ARG(2, "attribute", none),
+                         cpulm_jinja_truthy(ARG(0, "reverse", mk_bool(0))));
     }
     if (!strcmp(name, "dictsort")) return f_dictsort(in, line, v, pos, n, kn, kv, nk, out);
     if (!strcmp(name, "map")) return f_map(in, line, v, pos, n, kn, kv, nk, out);
-    if (!strcmp(name, "select") || !strcmp(name, "reject")) return f_select(in, line, v, 0, name[0] == 's', pos, n, out);
-    if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr")) return f_select(in, line, v, 1, name[0] == 's', pos, n, out);
+    if (!strcmp(name, "select") || !strcmp(name, "reject"))
+        return f_select(in, line, v, 0, name[0] == 's', pos, n, out);
+    if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr"))
+        return f_select(in, line, v, 1, name[0] == 's', pos, n, out);
     if (!strcmp(name, "sum") || !strcmp(name, "min") || !strcmp(name, "max"))
         return f_minmax_sum(in, line, name, v, pos, n, kn, kv, nk, out);
     if (!strcmp(name, "indent")) return f_indent(in, line, v, pos, n, kn, kv, nk, out);
     if (!strcmp(name, "format")) return f_format(in, line, v, pos, n, out);
     if (!strcmp(name, "attr")) {
         jv a = ARG(0, "name", none);
-        jv *x = v.t == JV_DICT && a.t == JV_STR ? cpulm_jinja_dict_get(v.u.d, a.u.s->s, a.u.s->len) : NULL;
+        jv *x = v.t == JV_DICT && a.t == JV_STR ? cpulm_jinja_dict_get(v.u.d, a.u.s->s, a.u.s->len)
+                                                : NULL;
         *out = x ? *x : mk(JV_UNDEF);
         return 0;
     }
@@ -1051,19 +1180,23 @@ int cpulm_jinja_filter(jinterp *in, int32_t line, const char *name, jv v, const 
 
 /* ---- tests ---- */
 
-static int cmp_test(jinterp *in, int32_t line, const char *name, jv v, const jv *pos, int n, int *res) {
+static int cmp_test(jinterp *in, int32_t line, const char *name, jv v, const jv *pos, int n,
+                    int *res) {
     static const struct {
         const char *names[3];
         int want; /* bit 0: less, bit 1: equal, bit 2: greater */
-    } ops[] = {{{"equalto", "eq", "=="}, 2}, {{"ne", "!=", NULL}, 5}, {{"lt", "lessthan", "<"}, 1},
-               {{"le", "<=", NULL}, 3},      {{"gt", "greaterthan", ">"}, 4}, {{"ge", ">=", NULL}, 6}};
+    } ops[] = {{{"equalto", "eq", "=="}, 2},    {{"ne", "!=", NULL}, 5},
+               {{"lt", "lessthan", "<"}, 1},    {{"le", "<=", NULL}, 3},
+               {{"gt", "greaterthan", ">"}, 4}, {{"ge", ">=", NULL}, 6}};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         for (int k = 0; k < 3; k++) {
             if (!ops[i].names[k] || strcmp(ops[i].names[k], name)) continue;
             if (n < 1) return type_err(in, line, "comparison test needs an argument");
             int c;
-            if (ops[i].want == 2 || ops[i].want == 5) c = cpulm_jinja_equal(v, pos[0]) ? 0 : 1;
-            else if ((c = cpulm_jinja_compare(v, pos[0])) == 2) return type_err(in, line, "values cannot be compared");
+            if (ops[i].want == 2 || ops[i].want == 5)
+                c = cpulm_jinja_equal(v, pos[0]) ? 0 : 1;
+            else if ((c = cpulm_jinja_compare(v, pos[0])) == 2)
+                return type_err(in, line, "values cannot be compared");
             int bit = c < 0 ? 1 : c == 0 ? 2 : 4;
             if (ops[i].want == 5) bit = c == 0 ? 2 : 1;
             *res = (ops[i].want & bit) != 0;
@@ -1083,27 +1216,43 @@ static int case_test(jv v, int upper) {
     return cased;
 }
 
-int cpulm_jinja_test(jinterp *in, int32_t line, const char *name, jv v, const jv *pos, int n, int *res) {
+int cpulm_jinja_test(jinterp *in, int32_t line, const char *name, jv v, const jv *pos, int n,
+                     int *res) {
     int t = v.t;
     int r;
     if (cmp_test(in, line, name, v, pos, n, res)) return cpulm_jinja_ok(in) ? 0 : -1;
     if (!cpulm_jinja_ok(in)) return -1;
-    if (!strcmp(name, "defined")) r = t != JV_UNDEF;
-    else if (!strcmp(name, "undefined")) r = t == JV_UNDEF;
-    else if (!strcmp(name, "none")) r = t == JV_NONE;
-    else if (!strcmp(name, "boolean")) r = t == JV_BOOL;
-    else if (!strcmp(name, "true")) r = t == JV_BOOL && v.u.i;
-    else if (!strcmp(name, "false")) r = t == JV_BOOL && !v.u.i;
-    else if (!strcmp(name, "string")) r = t == JV_STR;
-    else if (!strcmp(name, "number")) r = t == JV_INT || t == JV_FLOAT || t == JV_BOOL;
-    else if (!strcmp(name, "integer")) r = t == JV_INT;
-    else if (!strcmp(name, "float")) r = t == JV_FLOAT;
-    else if (!strcmp(name, "mapping")) r = t == JV_DICT && v.u.d->kind == JD_DICT;
-    else if (!strcmp(name, "iterable")) r = t == JV_STR || t == JV_LIST || (t == JV_DICT && v.u.d->kind == JD_DICT);
-    else if (!strcmp(name, "sequence")) r = t == JV_STR || t == JV_LIST || (t == JV_DICT && v.u.d->kind == JD_DICT);
-    else if (!strcmp(name, "callable")) r = t == JV_FUNC;
-    else if (!strcmp(name, "sameas")) r = n > 0 && v.t == pos[0].t && cpulm_jinja_equal(v, pos[0]) &&
-                                         (t == JV_NONE || t == JV_BOOL || t == JV_INT || !memcmp(&v.u, &pos[0].u, sizeof v.u));
+    if (!strcmp(name, "defined"))
+        r = t != JV_UNDEF;
+    else if (!strcmp(name, "undefined"))
+        r = t == JV_UNDEF;
+    else if (!strcmp(name, "none"))
+        r = t == JV_NONE;
+    else if (!strcmp(name, "boolean"))
+        r = t == JV_BOOL;
+    else if (!strcmp(name, "true"))
+        r = t == JV_BOOL && v.u.i;
+    else if (!strcmp(name, "false"))
+        r = t == JV_BOOL && !v.u.i;
+    else if (!strcmp(name, "string"))
+        r = t == JV_STR;
+    else if (!strcmp(name, "number"))
+        r = t == JV_INT || t == JV_FLOAT || t == JV_BOOL;
+    else if (!strcmp(name, "integer"))
+        r = t == JV_INT;
+    else if (!strcmp(name, "float"))
+        r = t == JV_FLOAT;
+    else if (!strcmp(name, "mapping"))
+        r = t == JV_DICT && v.u.d->kind == JD_DICT;
+    else if (!strcmp(name, "iterable"))
+        r = t == JV_STR || t == JV_LIST || (t == JV_DICT && v.u.d->kind == JD_DICT);
+    else if (!strcmp(name, "sequence"))
+        r = t == JV_STR || t == JV_LIST || (t == JV_DICT && v.u.d->kind == JD_DICT);
+    else if (!strcmp(name, "callable"))
+        r = t == JV_FUNC;
+    else if (!strcmp(name, "sameas"))
+        r = n > 0 && v.t == pos[0].t && cpulm_jinja_equal(v, pos[0]) &&
+            (t == JV_NONE || t == JV_BOOL || t == JV_INT || !memcmp(&v.u, &pos[0].u, sizeof v.u));
     else if (!strcmp(name, "in")) {
         if (n < 1) return type_err(in, line, "'in' test needs an argument");
         jv hay = pos[0];
@@ -1111,16 +1260,21 @@ int cpulm_jinja_test(jinterp *in, int32_t line, const char *name, jv v, const jv
         if (hay.t == JV_STR && t == JV_STR)
             r = find_bytes(hay.u.s->s, hay.u.s->len, v.u.s->s, v.u.s->len) != NULL;
         else if (hay.t == JV_LIST)
-            for (size_t i = 0; i < hay.u.l->n && !r; i++) r = cpulm_jinja_equal(hay.u.l->v[i], v);
-        else if (hay.t == JV_DICT) r = cpulm_jinja_dict_find(hay.u.d, v) != NULL;
+            for (size_t i = 0; i < hay.u.l->n && !r; i++)
+                r = cpulm_jinja_equal(hay.u.l->v[i], v);
+        else if (hay.t == JV_DICT)
+            r = cpulm_jinja_dict_find(hay.u.d, v) != NULL;
     } else if (!strcmp(name, "divisibleby")) {
-        if (n < 1 || pos[0].t != JV_INT || pos[0].u.i == 0 || t != JV_INT) return type_err(in, line, "divisibleby: expected integers");
+        if (n < 1 || pos[0].t != JV_INT || pos[0].u.i == 0 || t != JV_INT)
+            return type_err(in, line, "divisibleby: expected integers");
         r = v.u.i % pos[0].u.i == 0;
     } else if (!strcmp(name, "even") || !strcmp(name, "odd")) {
         if (t != JV_INT) return type_err(in, line, "even/odd: expected an integer");
         r = (v.u.i % 2 == 0) == (name[0] == 'e');
-    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) r = case_test(v, name[0] == 'u');
-    else return cpulm_jinja_fail(in, line, CPULM_ERR_UNSUPPORTED, "unknown test '%s'", name);
+    } else if (!strcmp(name, "lower") || !strcmp(name, "upper"))
+        r = case_test(v, name[0] == 'u');
+    else
+        return cpulm_jinja_fail(in, line, CPULM_ERR_UNSUPPORTED, "unknown test '%s'", name);
     *res = r;
     return 0;
 }

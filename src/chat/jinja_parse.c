@@ -60,8 +60,17 @@ void cpulm_jinja_arena_free(jarena *a) {
 /* ---- tokens ---- */
 
 typedef enum ttype {
-    T_EOF, T_TEXT, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END,
-    T_NAME, T_STRING, T_INT, T_FLOAT, T_OP,
+    T_EOF,
+    T_TEXT,
+    T_VAR_BEGIN,
+    T_VAR_END,
+    T_BLOCK_BEGIN,
+    T_BLOCK_END,
+    T_NAME,
+    T_STRING,
+    T_INT,
+    T_FLOAT,
+    T_OP,
 } ttype;
 
 typedef struct jtok {
@@ -129,13 +138,15 @@ static int is_name_start(char c) {
 }
 
 static void count_lines(lexer *lx, size_t from, size_t to) {
-    for (size_t i = from; i < to; i++) lx->line += lx->src[i] == '\n';
+    for (size_t i = from; i < to; i++)
+        lx->line += lx->src[i] == '\n';
 }
 
 /* Skips whitespace after a "-" closer; returns 1 if what it consumed ended with '\n'. */
 static int skip_ws_after(lexer *lx) {
     size_t start = lx->pos;
-    while (lx->pos < lx->n && is_space(lx->src[lx->pos])) lx->pos++;
+    while (lx->pos < lx->n && is_space(lx->src[lx->pos]))
+        lx->pos++;
     count_lines(lx, start, lx->pos);
     return lx->pos > start && lx->src[lx->pos - 1] == '\n';
 }
@@ -154,7 +165,9 @@ static size_t decode_escape(const char *s, size_t n, size_t i, char *out, size_t
         uint32_t cp = 0;
         for (int d = 1; d <= digits; d++) {
             char h = s[i + (size_t)d];
-            int v = is_digit(h) ? h - '0' : (h | 0x20) >= 'a' && (h | 0x20) <= 'f' ? (h | 0x20) - 'a' + 10 : -1;
+            int v = is_digit(h)                              ? h - '0'
+                    : (h | 0x20) >= 'a' && (h | 0x20) <= 'f' ? (h | 0x20) - 'a' + 10
+                                                             : -1;
             if (v < 0) return 0;
             cp = cp * 16 + (uint32_t)v;
         }
@@ -165,7 +178,8 @@ static size_t decode_escape(const char *s, size_t n, size_t i, char *out, size_t
     if (c >= '0' && c <= '7') { /* octal, up to 3 digits */
         uint32_t cp = 0;
         size_t j = 0;
-        while (j < 3 && i + j < n && s[i + j] >= '0' && s[i + j] <= '7') cp = cp * 8 + (uint32_t)(s[i + j++] - '0');
+        while (j < 3 && i + j < n && s[i + j] >= '0' && s[i + j] <= '7')
+            cp = cp * 8 + (uint32_t)(s[i + j++] - '0');
         *k += (size_t)cpulm_json_utf8_put(cp, out + *k);
         return j;
     }
@@ -175,7 +189,8 @@ static size_t decode_escape(const char *s, size_t n, size_t i, char *out, size_t
 static int lex_string(lexer *lx) {
     char q = lx->src[lx->pos];
     size_t start = ++lx->pos, end = start;
-    while (end < lx->n && lx->src[end] != q) end += lx->src[end] == '\\' ? 2 : 1;
+    while (end < lx->n && lx->src[end] != q)
+        end += lx->src[end] == '\\' ? 2 : 1;
     if (end >= lx->n) return lex_fail(lx, "unterminated string literal");
     /* decoded never exceeds 2x the source (\x escapes above U+007F grow to 2 bytes) */
     char *out = cpulm_jinja_alloc(lx->arena, (end - start) * 2 + 1);
@@ -201,17 +216,20 @@ static int lex_string(lexer *lx) {
 static int lex_number(lexer *lx) {
     size_t start = lx->pos, i = start;
     int is_float = 0;
-    while (i < lx->n && (is_digit(lx->src[i]) || lx->src[i] == '_')) i++;
+    while (i < lx->n && (is_digit(lx->src[i]) || lx->src[i] == '_'))
+        i++;
     if (i + 1 < lx->n && lx->src[i] == '.' && is_digit(lx->src[i + 1])) {
         is_float = 1;
-        for (i++; i < lx->n && (is_digit(lx->src[i]) || lx->src[i] == '_');) i++;
+        for (i++; i < lx->n && (is_digit(lx->src[i]) || lx->src[i] == '_');)
+            i++;
     }
     if (i < lx->n && (lx->src[i] == 'e' || lx->src[i] == 'E')) {
         size_t j = i + 1;
         if (j < lx->n && (lx->src[j] == '+' || lx->src[j] == '-')) j++;
         if (j < lx->n && is_digit(lx->src[j])) {
             is_float = 1;
-            for (i = j; i < lx->n && is_digit(lx->src[i]);) i++;
+            for (i = j; i < lx->n && is_digit(lx->src[i]);)
+                i++;
         }
     }
     char buf[64];
@@ -259,7 +277,8 @@ static int lex_tag(lexer *lx, int is_block, int *sign) {
     lx->balance = 0;
     for (;;) {
         size_t start = lx->pos;
-        while (lx->pos < lx->n && is_space(lx->src[lx->pos])) lx->pos++;
+        while (lx->pos < lx->n && is_space(lx->src[lx->pos]))
+            lx->pos++;
         count_lines(lx, start, lx->pos);
         if (lx->pos >= lx->n) return lex_fail(lx, "unclosed tag");
         const char *s = lx->src + lx->pos;
@@ -279,7 +298,8 @@ static int lex_tag(lexer *lx, int is_block, int *sign) {
         int rc;
         if (is_name_start(s[0])) {
             size_t i = lx->pos;
-            while (i < lx->n && (is_name_start(lx->src[i]) || is_digit(lx->src[i]))) i++;
+            while (i < lx->n && (is_name_start(lx->src[i]) || is_digit(lx->src[i])))
+                i++;
             rc = push_tok(lx, T_NAME, s, i - lx->pos) ? 0 : -1;
             lx->pos = i;
         } else if (s[0] == '\'' || s[0] == '"') {
@@ -296,14 +316,16 @@ static int lex_tag(lexer *lx, int is_block, int *sign) {
 /* Text before a tag, after "{%-" or lstrip_blocks trimming. */
 static int emit_text(lexer *lx, size_t start, size_t end, char kind, char sign, int line_starting) {
     if (sign == '-') {
-        while (end > start && is_space(lx->src[end - 1])) end--;
+        while (end > start && is_space(lx->src[end - 1]))
+            end--;
     } else if (sign != '+' && lx->syn.lstrip_blocks && (kind == '%' || kind == '#')) {
         size_t l = end;
-        while (l > start && lx->src[l - 1] != '\n') l--;
+        while (l > start && lx->src[l - 1] != '\n')
+            l--;
         int only_ws = l < end;
-        for (size_t i = l; i < end && only_ws; i++) only_ws = lx->src[i] == ' ' || lx->src[i] == '\t' ||
-                                                          lx->src[i] == '\r' || lx->src[i] == '\f' ||
-                                                          lx->src[i] == '\v';
+        for (size_t i = l; i < end && only_ws; i++)
+            only_ws = lx->src[i] == ' ' || lx->src[i] == '\t' || lx->src[i] == '\r' ||
+                      lx->src[i] == '\f' || lx->src[i] == '\v';
         if (only_ws && (l > start || line_starting)) end = l;
     }
     if (end > start && !push_tok(lx, T_TEXT, lx->src + start, end - start)) return -1;
@@ -325,7 +347,8 @@ static int after_close(lexer *lx, char kind, int sign) {
 
 static int lex_comment(lexer *lx, int *sign) {
     size_t i = lx->pos;
-    while (i + 1 < lx->n && !(lx->src[i] == '#' && lx->src[i + 1] == '}')) i++;
+    while (i + 1 < lx->n && !(lx->src[i] == '#' && lx->src[i + 1] == '}'))
+        i++;
     if (i + 1 >= lx->n) return lex_fail(lx, "unclosed comment");
     *sign = i > lx->pos && lx->src[i - 1] == '-' ? '-' : 0;
     count_lines(lx, lx->pos, i);
@@ -338,7 +361,8 @@ static int lex_all(lexer *lx) {
     while (lx->pos < lx->n && !lx->st) {
         size_t start = lx->pos, i = start;
         while (i + 1 < lx->n &&
-               !(lx->src[i] == '{' && (lx->src[i + 1] == '{' || lx->src[i + 1] == '%' || lx->src[i + 1] == '#')))
+               !(lx->src[i] == '{' &&
+                 (lx->src[i + 1] == '{' || lx->src[i + 1] == '%' || lx->src[i + 1] == '#')))
             i++;
         if (i + 1 >= lx->n) { /* no more tags */
             if (emit_text(lx, start, lx->n, 0, 0, line_starting)) return -1;
@@ -529,8 +553,10 @@ static jnode *parse_subscript(parser *p, jnode *obj) {
     int is_slice = 0;
     for (int k = 0; k < 3; k++) {
         if (!is_op(p, ":") && !is_op(p, "]") && !(parts[k] = parse_expr(p))) return NULL;
-        if (k < 2 && skip_op(p, ":")) is_slice = 1;
-        else break;
+        if (k < 2 && skip_op(p, ":"))
+            is_slice = 1;
+        else
+            break;
     }
     if (!skip_op(p, "]")) return perr(p, "expected ']'");
     jnode *n = node(p, is_slice ? N_SLICE : N_ITEM);
@@ -623,14 +649,17 @@ static jnode *parse_test(parser *p, jnode *subject) {
 
 static jnode *parse_filter_expr(parser *p, jnode *n) {
     while (n) {
-        if (skip_op(p, "|")) n = parse_filter(p, n);
-        else if (skip_name(p, "is")) n = parse_test(p, n);
+        if (skip_op(p, "|"))
+            n = parse_filter(p, n);
+        else if (skip_name(p, "is"))
+            n = parse_test(p, n);
         else if (skip_op(p, "(")) {
             jnode *c = node(p, N_CALL);
             if (!c) return NULL;
             c->a = n;
             n = parse_args(p, c);
-        } else break;
+        } else
+            break;
     }
     return n;
 }
@@ -644,7 +673,8 @@ static jnode *lit_node(parser *p, jtype t) {
 static jnode *parse_string_lit(parser *p) {
     /* adjacent literals concatenate, as in Python */
     size_t total = 0, j = p->i;
-    for (; p->t[j].t == T_STRING; j++) total += p->t[j].len;
+    for (; p->t[j].t == T_STRING; j++)
+        total += p->t[j].len;
     jstr *s = cpulm_jinja_alloc(p->arena, sizeof *s + total + 1);
     jnode *n = lit_node(p, JV_STR);
     if (!s || !n) return perr(p, "out of memory");
@@ -709,7 +739,8 @@ static jnode *parse_primary(parser *p) {
     if (skip_op(p, "(")) return parse_paren(p);
     if (skip_op(p, "[")) return parse_collection(p, N_LIST, "]");
     if (skip_op(p, "{")) return parse_collection(p, N_DICT, "}");
-    if (t->t == T_VAR_END || t->t == T_BLOCK_END || t->t == T_EOF) return perr(p, "unexpected end of tag");
+    if (t->t == T_VAR_END || t->t == T_BLOCK_END || t->t == T_EOF)
+        return perr(p, "unexpected end of tag");
     return perr(p, "unexpected '%.*s'", (int)(t->len ? t->len : 1), t->len ? t->s : "?");
 }
 
@@ -741,14 +772,19 @@ static jnode *binary(parser *p, int op, jnode *l, jnode *r) {
 
 static jnode *parse_pow(parser *p) {
     jnode *l = parse_unary(p, 1);
-    while (l && skip_op(p, "**")) l = binary(p, 'p', l, parse_unary(p, 1));
+    while (l && skip_op(p, "**"))
+        l = binary(p, 'p', l, parse_unary(p, 1));
     return l;
 }
 
 static jnode *parse_math2(parser *p) {
     jnode *l = parse_pow(p);
     for (;;) {
-        int op = is_op(p, "*") ? '*' : is_op(p, "/") ? '/' : is_op(p, "//") ? 'f' : is_op(p, "%") ? '%' : 0;
+        int op = is_op(p, "*")    ? '*'
+                 : is_op(p, "/")  ? '/'
+                 : is_op(p, "//") ? 'f'
+                 : is_op(p, "%")  ? '%'
+                                  : 0;
         if (!op || !l) return l;
         p->i++;
         l = binary(p, op, l, parse_pow(p));
@@ -757,7 +793,8 @@ static jnode *parse_math2(parser *p) {
 
 static jnode *parse_concat(parser *p) {
     jnode *l = parse_math2(p);
-    while (l && skip_op(p, "~")) l = binary(p, '~', l, parse_math2(p));
+    while (l && skip_op(p, "~"))
+        l = binary(p, '~', l, parse_math2(p));
     return l;
 }
 
@@ -902,7 +939,8 @@ static jnode *parse_for(parser *p) {
     if (skip_name(p, "if") && !(n->b = parse_expr(p))) return NULL;
     if (skip_name(p, "recursive")) return perr(p, "recursive loops are not supported");
     if (!end_tag(p, n) || !(n->c = parse_body(p, ends, 2))) return NULL;
-    if (skip_name(p, "else") && (!end_tag(p, n) || !(n->d = parse_body(p, ends + 1, 1)))) return NULL;
+    if (skip_name(p, "else") && (!end_tag(p, n) || !(n->d = parse_body(p, ends + 1, 1))))
+        return NULL;
     p->i++; /* endfor */
     return end_tag(p, n);
 }
@@ -927,7 +965,8 @@ static jnode *parse_set(parser *p) {
     }
     if (n->a || n->n_names != 1) return perr(p, "expected '='");
     n->kind = N_SET_BLOCK; /* {% set x %}...{% endset %} */
-    while (n && skip_op(p, "|")) n->b = parse_filter(p, n->b); /* filters on the block */
+    while (n && skip_op(p, "|"))
+        n->b = parse_filter(p, n->b); /* filters on the block */
     if (!end_tag(p, n) || !(n->c = parse_body(p, ends, 1))) return NULL;
     p->i++;
     return end_tag(p, n);
@@ -1048,11 +1087,13 @@ cpulm_status cpulm_jinja_parse(const char *src, size_t len, const cpulm_jinja_sy
     lx.arena = &t->arena;
     lx.err = err;
     lx.line = 1;
-    lx.src = normalise(&t->arena, src ? src : "", src ? len : 0, lx.syn.keep_trailing_newline, &lx.n);
+    lx.src =
+        normalise(&t->arena, src ? src : "", src ? len : 0, lx.syn.keep_trailing_newline, &lx.n);
     cpulm_status st = lx.src ? CPULM_OK : cpulm_errf(err, CPULM_ERR_NOMEM, "jinja: out of memory");
     if (!st && lex_all(&lx)) st = lx.st;
     if (!st) {
-        parser p = {.t = lx.toks, .i = 0, .arena = &t->arena, .depth = 0, .st = CPULM_OK, .err = err};
+        parser p = {
+            .t = lx.toks, .i = 0, .arena = &t->arena, .depth = 0, .st = CPULM_OK, .err = err};
         t->root = parse_body(&p, NULL, 0);
         st = p.st;
     }

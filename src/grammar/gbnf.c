@@ -15,7 +15,7 @@
 
 #define MAX_REPEAT 4096 /* {m,n} bounds: larger would blow the grammar up */
 #define MAX_RULES  65536
-#define MAX_DEPTH  256  /* group nesting */
+#define MAX_DEPTH  256 /* group nesting */
 
 typedef struct ivec {
     gr_elem *v;
@@ -46,7 +46,8 @@ typedef struct parser {
 static void *grow(void *p, int32_t *cap, int32_t need, size_t sz, int *oom) {
     if (need <= *cap) return p;
     int32_t c = *cap ? *cap : 8;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     void *q = realloc(p, (size_t)c * sz);
     if (!q) {
         *oom = 1;
@@ -61,8 +62,10 @@ static int fail(parser *P, const char *msg) {
     P->failed = 1;
     int line = 1, col = 1;
     for (const char *q = P->s; q < P->p && q < P->end; q++) {
-        if (*q == '\n') line++, col = 1;
-        else col++;
+        if (*q == '\n')
+            line++, col = 1;
+        else
+            col++;
     }
     cpulm_errf(P->err, CPULM_ERR_FORMAT, "grammar: line %d col %d: %s", line, col, msg);
     return -1;
@@ -136,7 +139,8 @@ static int32_t add_set(parser *P, const uint32_t *rng, int32_t n, int negate) {
     P->n_ranges += n;
     for (uint32_t c = 0; c < 128; c++) {
         int in = 0;
-        for (int32_t i = 0; i < n; i++) in |= c >= rng[2 * i] && c <= rng[2 * i + 1];
+        for (int32_t i = 0; i < n; i++)
+            in |= c >= rng[2 * i] && c <= rng[2 * i + 1];
         if (in ^ negate) x->ascii[c >> 5] |= 1u << (c & 31);
     }
     return P->n_sets++;
@@ -222,10 +226,13 @@ static int32_t parse_class(parser *P) {
 static void skip_space(parser *P, int nl) {
     while (P->p < P->end) {
         char c = *P->p;
-        if (c == ' ' || c == '\t' || (nl && (c == '\n' || c == '\r'))) P->p++;
+        if (c == ' ' || c == '\t' || (nl && (c == '\n' || c == '\r')))
+            P->p++;
         else if (c == '#') {
-            while (P->p < P->end && *P->p != '\n') P->p++;
-        } else break;
+            while (P->p < P->end && *P->p != '\n')
+                P->p++;
+        } else
+            break;
     }
 }
 
@@ -284,7 +291,8 @@ static int repeat(parser *P, int32_t rule, ivec **a, int32_t start, int32_t min,
 static int read_int(parser *P, int32_t *out) {
     if (P->p >= P->end || !isdigit((unsigned char)*P->p)) return 0;
     long v = 0;
-    while (P->p < P->end && isdigit((unsigned char)*P->p) && v <= MAX_REPEAT) v = v * 10 + (*P->p++ - '0');
+    while (P->p < P->end && isdigit((unsigned char)*P->p) && v <= MAX_REPEAT)
+        v = v * 10 + (*P->p++ - '0');
     if (v > MAX_REPEAT) return fail(P, "repetition count too large"), -1;
     *out = (int32_t)v;
     return 1;
@@ -359,7 +367,8 @@ static int parse_term(parser *P, int32_t rule, ivec **a) {
     }
     if (is_name_char(c)) {
         const char *q = P->p;
-        while (P->p < P->end && is_name_char(*P->p)) P->p++;
+        while (P->p < P->end && is_name_char(*P->p))
+            P->p++;
         int32_t r = rule_id(P, q, (size_t)(P->p - q));
         *a = P->rules[rule].alts + ai;
         return r < 0 ? -1 : push_elem(P, *a, GR_REF, r);
@@ -371,14 +380,18 @@ static int parse_postfix(parser *P, int32_t rule, ivec **a, int32_t start) {
     while (P->p < P->end) {
         char c = *P->p;
         int32_t min, max;
-        if (c == '*') min = 0, max = -1;
-        else if (c == '+') min = 1, max = -1;
-        else if (c == '?') min = 0, max = 1;
+        if (c == '*')
+            min = 0, max = -1;
+        else if (c == '+')
+            min = 1, max = -1;
+        else if (c == '?')
+            min = 0, max = 1;
         else if (c == '{') {
             P->p++;
             if (parse_braces(P, &min, &max) < 0) return -1;
             P->p--; /* the shared ++ below */
-        } else return 0;
+        } else
+            return 0;
         P->p++;
         if (repeat(P, rule, a, start, min, max) < 0) return -1; /* a[start..) is the result */
     }
@@ -429,7 +442,8 @@ static int parse_alternates(parser *P, int32_t rule, int nested) {
 
 static int parse_rule(parser *P) {
     const char *q = P->p;
-    while (P->p < P->end && is_name_char(*P->p)) P->p++;
+    while (P->p < P->end && is_name_char(*P->p))
+        P->p++;
     if (P->p == q) return fail(P, "expected a rule name");
     int32_t r = rule_id(P, q, (size_t)(P->p - q));
     if (r < 0) return -1;
@@ -515,7 +529,8 @@ static cpulm_grammar *flatten(parser *P, int32_t root) {
     if (!g) return NULL;
     int32_t n_alt = 0, n_el = 0;
     for (int32_t r = 0; r < P->n_rules; r++)
-        for (int32_t k = 0; k < P->rules[r].n_alts; k++) n_alt++, n_el += P->rules[r].alts[k].n + 1;
+        for (int32_t k = 0; k < P->rules[r].n_alts; k++)
+            n_alt++, n_el += P->rules[r].alts[k].n + 1;
     g->rules = calloc((size_t)P->n_rules, sizeof *g->rules);
     g->alt_start = malloc(sizeof(int32_t) * (size_t)(n_alt + 1));
     g->elems = malloc(sizeof(gr_elem) * (size_t)(n_el + 1));
@@ -533,7 +548,8 @@ static cpulm_grammar *flatten(parser *P, int32_t root) {
         for (int32_t k = 0; k < P->rules[r].n_alts; k++) {
             const ivec *a = &P->rules[r].alts[k];
             g->alt_start[g->n_alt++] = g->n_elems;
-            for (int32_t i = 0; i < a->n; i++) g->elems[g->n_elems++] = a->v[i];
+            for (int32_t i = 0; i < a->n; i++)
+                g->elems[g->n_elems++] = a->v[i];
             g->elems[g->n_elems++] = (gr_elem){GR_END, 0};
         }
     }
@@ -549,7 +565,8 @@ static cpulm_grammar *flatten(parser *P, int32_t root) {
 
 static void parser_release(parser *P) {
     for (int32_t r = 0; r < P->n_rules; r++) {
-        for (int32_t k = 0; k < P->rules[r].n_alts; k++) free(P->rules[r].alts[k].v);
+        for (int32_t k = 0; k < P->rules[r].n_alts; k++)
+            free(P->rules[r].alts[k].v);
         free(P->rules[r].alts);
         free(P->rules[r].name);
     }
@@ -595,7 +612,8 @@ cpulm_status cpulm_grammar_parse(const char *text, size_t len, const char *root,
 
 void cpulm_grammar_free(cpulm_grammar *g) {
     if (!g) return;
-    for (int32_t r = 0; g->rules && r < g->n_rules; r++) free(g->rules[r].name);
+    for (int32_t r = 0; g->rules && r < g->n_rules; r++)
+        free(g->rules[r].name);
     free(g->rules);
     free(g->alt_start);
     free(g->elems);
@@ -611,7 +629,8 @@ int32_t cpulm_grammar_n_rules(const cpulm_grammar *g) {
 int cpulm_gr_set_meets(const cpulm_grammar *g, const gr_set *s, uint32_t lo, uint32_t hi) {
     if (!s->negate) {
         for (int32_t i = 0; i < s->n; i++)
-            if (g->ranges[2 * (s->first + i)] <= hi && g->ranges[2 * (s->first + i) + 1] >= lo) return 1;
+            if (g->ranges[2 * (s->first + i)] <= hi && g->ranges[2 * (s->first + i) + 1] >= lo)
+                return 1;
         return 0;
     }
     /* negated: some c in [lo, hi] outside every range. Walk c upward past covering ranges. */

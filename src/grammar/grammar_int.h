@@ -63,7 +63,7 @@ struct cpulm_grammar_vocab {
     int32_t *sorted;     /* [n_vocab] token ids ordered by their bytes */
     uint32_t *piece_off; /* [n_vocab + 1] into pieces */
     char *pieces;
-    uint8_t *eog;        /* [n_vocab] */
+    uint8_t *eog; /* [n_vocab] */
 };
 
 /* Does set s contain code point c? */

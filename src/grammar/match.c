@@ -17,10 +17,11 @@
 
 #include "grammar/grammar_int.h"
 
-#define MAX_STACKS      2048     /* stacks in one state: more means a pathological grammar */
-#define MAX_NODES       (1 << 22)
-#define MAX_STATES      (1 << 18)
-#define MASK_CACHE_BYTES (16u << 20) /* per matcher (per generating sequence): ~1000 masks at 128k */
+#define MAX_STACKS 2048 /* stacks in one state: more means a pathological grammar */
+#define MAX_NODES  (1 << 22)
+#define MAX_STATES (1 << 18)
+#define MASK_CACHE_BYTES \
+    (16u << 20) /* per matcher (per generating sequence): ~1000 masks at 128k */
 #define UNKNOWN (-2)
 #define DEAD    (-1)
 
@@ -29,12 +30,12 @@ typedef struct gnode {
 } gnode;
 
 typedef struct dstate {
-    int32_t first, n;   /* stacks: items[first .. first + n), sorted node ids */
-    uint32_t partial;   /* bits of a UTF-8 character read so far */
-    int32_t rem;        /* continuation bytes still to come (0: at a character boundary) */
-    int32_t accept;     /* rem == 0 and NIL is among the stacks */
-    int32_t *trans;     /* [256] or NULL */
-    uint32_t *mask;     /* cached mask or NULL */
+    int32_t first, n; /* stacks: items[first .. first + n), sorted node ids */
+    uint32_t partial; /* bits of a UTF-8 character read so far */
+    int32_t rem;      /* continuation bytes still to come (0: at a character boundary) */
+    int32_t accept;   /* rem == 0 and NIL is among the stacks */
+    int32_t *trans;   /* [256] or NULL */
+    uint32_t *mask;   /* cached mask or NULL */
 } dstate;
 
 struct cpulm_grammar_matcher {
@@ -57,8 +58,8 @@ struct cpulm_grammar_matcher {
     uint32_t *seen; /* [cap_nodes] stamps for dedup during expansion */
     uint32_t epoch;
     int overflow;
-    int32_t *walk; /* [max_depth + 1] DFA state per trie depth */
-    int32_t **rows; /* [max_depth + 1] its transition row */
+    int32_t *walk;      /* [max_depth + 1] DFA state per trie depth */
+    int32_t **rows;     /* [max_depth + 1] its transition row */
     uint32_t *mask_out; /* returned when caching is impossible */
     size_t mask_bytes_cached;
     cpulm_grammar_stats st;
@@ -77,7 +78,8 @@ static int rehash_nodes(cpulm_grammar_matcher *m, uint32_t cap) {
     memset(ht, 0xFF, sizeof(int32_t) * cap);
     for (int32_t i = 1; i < m->n_nodes; i++) {
         uint32_t h = hash2((uint32_t)m->nodes[i].pos, (uint32_t)m->nodes[i].parent) & (cap - 1);
-        while (ht[h] >= 0) h = (h + 1) & (cap - 1);
+        while (ht[h] >= 0)
+            h = (h + 1) & (cap - 1);
         ht[h] = i;
     }
     free(m->node_ht);
@@ -138,15 +140,16 @@ static void expand(cpulm_grammar_matcher *m, int32_t id, int depth) {
         m->overflow = 1;
         return;
     }
-    while (id != 0 && m->g->elems[m->nodes[id].pos].kind == GR_END) id = m->nodes[id].parent;
+    while (id != 0 && m->g->elems[m->nodes[id].pos].kind == GR_END)
+        id = m->nodes[id].parent;
     if (id == 0 || m->g->elems[m->nodes[id].pos].kind == GR_SET) {
         tmp_push(m, id);
         return;
     }
     const gnode nd = m->nodes[id];
     const gr_rule *r = &m->g->rules[m->g->elems[nd.pos].arg];
-    int32_t cont = m->g->elems[nd.pos + 1].kind == GR_END ? nd.parent
-                                                          : intern_node(m, nd.pos + 1, nd.parent);
+    int32_t cont =
+        m->g->elems[nd.pos + 1].kind == GR_END ? nd.parent : intern_node(m, nd.pos + 1, nd.parent);
     if (cont < 0) return;
     for (int32_t k = 0; k < r->n_alts; k++) {
         int32_t top = intern_node(m, m->g->alt_start[r->first_alt + k], cont);
@@ -164,7 +167,8 @@ static int cmp_i32(const void *a, const void *b) {
 
 static uint32_t state_hash(const int32_t *s, int32_t n, uint32_t partial, int32_t rem) {
     uint32_t h = hash2(partial, (uint32_t)rem);
-    for (int32_t i = 0; i < n; i++) h = hash2(h, (uint32_t)s[i]);
+    for (int32_t i = 0; i < n; i++)
+        h = hash2(h, (uint32_t)s[i]);
     return h;
 }
 
@@ -175,7 +179,8 @@ static int rehash_states(cpulm_grammar_matcher *m, uint32_t cap) {
     for (int32_t i = 0; i < m->n_states; i++) {
         const dstate *d = &m->states[i];
         uint32_t h = state_hash(m->items + d->first, d->n, d->partial, d->rem) & (cap - 1);
-        while (ht[h] >= 0) h = (h + 1) & (cap - 1);
+        while (ht[h] >= 0)
+            h = (h + 1) & (cap - 1);
         ht[h] = i;
     }
     free(m->state_ht);
@@ -187,7 +192,8 @@ static int rehash_states(cpulm_grammar_matcher *m, uint32_t cap) {
 static int grow_items(cpulm_grammar_matcher *m, int64_t need) {
     if (need <= m->cap_items) return 0;
     int64_t cap = m->cap_items * 2;
-    while (cap < need) cap *= 2;
+    while (cap < need)
+        cap *= 2;
     int32_t *it = realloc(m->items, sizeof *it * (size_t)cap);
     if (!it) return -1;
     m->items = it;
@@ -207,7 +213,8 @@ static int32_t intern_state(cpulm_grammar_matcher *m, uint32_t partial, int32_t 
             memcmp(m->items + d->first, m->tmp, sizeof(int32_t) * (size_t)d->n) == 0)
             return id;
     }
-    if (m->n_states >= MAX_STATES || grow_items(m, m->n_items + m->n_tmp) < 0) return m->overflow = 1, DEAD;
+    if (m->n_states >= MAX_STATES || grow_items(m, m->n_items + m->n_tmp) < 0)
+        return m->overflow = 1, DEAD;
     if (m->n_states == m->cap_states) {
         dstate *ns = realloc(m->states, sizeof *ns * (size_t)m->cap_states * 2);
         if (!ns) return m->overflow = 1, DEAD;
@@ -260,15 +267,16 @@ static int32_t step_char(cpulm_grammar_matcher *m, int32_t s, uint32_t cp) {
  * WILD (bit 28) replaces the bits when every stack takes every character the remaining
  * bytes can still make: the bits no longer matter, and one state stands for all of them
  * (without it, each string position would get a state per lead-byte combination). */
-#define PLEN(p) (((p) >> 24) & 7u)
-#define PBITS(p) ((p) & 0xFFFFFFu)
-#define WILD (1u << 28)
+#define PLEN(p)  (((p) >> 24) & 7u)
+#define PBITS(p) ((p)&0xFFFFFFu)
+#define WILD     (1u << 28)
 
 /* Does set s contain every code point of [lo, hi]? (Sound: one covering range suffices.) */
 static int set_covers(const cpulm_grammar *g, const gr_set *s, uint32_t lo, uint32_t hi) {
     if (s->negate) return !cpulm_gr_set_meets(g, &(gr_set){s->first, s->n, 0, {0}}, lo, hi);
     for (int32_t i = 0; i < s->n; i++)
-        if (g->ranges[2 * (s->first + i)] <= lo && g->ranges[2 * (s->first + i) + 1] >= hi) return 1;
+        if (g->ranges[2 * (s->first + i)] <= lo && g->ranges[2 * (s->first + i) + 1] >= hi)
+            return 1;
     return 0;
 }
 
@@ -329,14 +337,17 @@ static int32_t compute_trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
     if (d->partial & WILD) { /* the stacks stay; only the count of bytes to come changes */
         if (d->rem == 1) return step_all(m, s);
         tmp_begin(m);
-        for (int32_t i = 0; i < d->n; i++) tmp_push(m, m->items[d->first + i]);
+        for (int32_t i = 0; i < d->n; i++)
+            tmp_push(m, m->items[d->first + i]);
         return intern_state(m, d->partial, d->rem - 1);
     }
-    uint32_t partial = (d->partial & 0xFF000000u) | ((PBITS(d->partial) << 6 | (b & 0x3Fu)) & 0xFFFFFFu);
+    uint32_t partial =
+        (d->partial & 0xFF000000u) | ((PBITS(d->partial) << 6 | (b & 0x3Fu)) & 0xFFFFFFu);
     if (d->rem == 1) {
         uint32_t cp = PBITS(partial);
         static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp > 0x10FFFF || cp < min_cp[PLEN(partial)] || (cp >= 0xD800 && cp <= 0xDFFF)) return DEAD;
+        if (cp > 0x10FFFF || cp < min_cp[PLEN(partial)] || (cp >= 0xD800 && cp <= 0xDFFF))
+            return DEAD;
         return step_char(m, s, cp);
     }
     return step_partial(m, s, partial, d->rem - 1);
@@ -346,7 +357,8 @@ static int32_t compute_trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
 static int32_t *row_of(cpulm_grammar_matcher *m, int32_t s) {
     int32_t *row = m->states[s].trans;
     if (!row && (row = malloc(256 * sizeof *row))) {
-        for (int i = 0; i < 256; i++) row[i] = UNKNOWN;
+        for (int i = 0; i < 256; i++)
+            row[i] = UNKNOWN;
         m->states[s].trans = row;
     }
     return row;
@@ -378,8 +390,8 @@ cpulm_grammar_matcher *cpulm_grammar_matcher_new(const cpulm_grammar *g,
     m->tmp = malloc(sizeof *m->tmp * (size_t)m->cap_tmp);
     m->walk = v ? malloc(sizeof *m->walk * (size_t)(v->max_depth + 1)) : NULL;
     m->rows = v ? malloc(sizeof *m->rows * (size_t)(v->max_depth + 1)) : NULL;
-    if (!m->nodes || !m->seen || !m->states || !m->items || !m->tmp || (v && (!m->walk || !m->rows)) ||
-        rehash_nodes(m, 2048) < 0 || rehash_states(m, 512) < 0) {
+    if (!m->nodes || !m->seen || !m->states || !m->items || !m->tmp ||
+        (v && (!m->walk || !m->rows)) || rehash_nodes(m, 2048) < 0 || rehash_states(m, 512) < 0) {
         cpulm_grammar_matcher_free(m);
         return NULL;
     }
@@ -513,7 +525,8 @@ const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m) {
     size_t words = ((size_t)v->n_vocab + 31) / 32;
     uint32_t *bits = NULL;
     if (m->mask_bytes_cached + words * 4 <= MASK_CACHE_BYTES) bits = calloc(words, 4);
-    if (bits) m->mask_bytes_cached += words * 4;
+    if (bits)
+        m->mask_bytes_cached += words * 4;
     else {
         if (!m->mask_out && !(m->mask_out = malloc(words * 4))) return NULL;
         bits = m->mask_out;

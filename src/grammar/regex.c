@@ -9,7 +9,7 @@
 #include "grammar/grammar.h"
 
 #define MAX_RANGES 256
-#define SAFE_NOT "\"\\\\\\x00-\\x1F" /* inside [^...]: what raw JSON string text cannot hold */
+#define SAFE_NOT   "\"\\\\\\x00-\\x1F" /* inside [^...]: what raw JSON string text cannot hold */
 
 typedef struct rx {
     const char *s, *end, *p;
@@ -20,21 +20,30 @@ typedef struct rx {
 
 static int rx_fail(rx *R, const char *msg) {
     if (!R->failed)
-        cpulm_errf(R->err, CPULM_ERR_UNSUPPORTED, "pattern: %s at offset %d", msg, (int)(R->p - R->s));
+        cpulm_errf(R->err, CPULM_ERR_UNSUPPORTED, "pattern: %s at offset %d", msg,
+                   (int)(R->p - R->s));
     R->failed = 1;
     return -1;
 }
 
 /* A GBNF term for one code point as it appears in JSON text. */
 static void emit_cp(rx *R, uint32_t cp) {
-    if (cp == '"') cpulm_buf_puts(R->out, "\"\\\\\\\"\"");
-    else if (cp == '\\') cpulm_buf_puts(R->out, "\"\\\\\\\\\"");
-    else if (cp == '\n') cpulm_buf_puts(R->out, "\"\\\\n\"");
-    else if (cp == '\t') cpulm_buf_puts(R->out, "\"\\\\t\"");
-    else if (cp == '\r') cpulm_buf_puts(R->out, "\"\\\\r\"");
-    else if (cp < 0x20) cpulm_buf_printf(R->out, "\"\\\\u%04X\"", cp);
-    else if (cp < 0x80) cpulm_buf_printf(R->out, "\"\\x%02X\"", cp);
-    else cpulm_buf_printf(R->out, cp > 0xFFFF ? "\"\\U%08X\"" : "\"\\u%04X\"", cp);
+    if (cp == '"')
+        cpulm_buf_puts(R->out, "\"\\\\\\\"\"");
+    else if (cp == '\\')
+        cpulm_buf_puts(R->out, "\"\\\\\\\\\"");
+    else if (cp == '\n')
+        cpulm_buf_puts(R->out, "\"\\\\n\"");
+    else if (cp == '\t')
+        cpulm_buf_puts(R->out, "\"\\\\t\"");
+    else if (cp == '\r')
+        cpulm_buf_puts(R->out, "\"\\\\r\"");
+    else if (cp < 0x20)
+        cpulm_buf_printf(R->out, "\"\\\\u%04X\"", cp);
+    else if (cp < 0x80)
+        cpulm_buf_printf(R->out, "\"\\x%02X\"", cp);
+    else
+        cpulm_buf_printf(R->out, cp > 0xFFFF ? "\"\\U%08X\"" : "\"\\u%04X\"", cp);
 }
 
 static void put_cp_class(cpulm_buf *b, uint32_t cp) {
@@ -58,7 +67,8 @@ static int cls_add(rx *R, cls *c, uint32_t lo, uint32_t hi) {
 static int cls_add_shorthand(rx *R, cls *c, char k) {
     if (k == 'd') return cls_add(R, c, '0', '9');
     if (k == 'w')
-        return cls_add(R, c, '0', '9') | cls_add(R, c, 'a', 'z') | cls_add(R, c, 'A', 'Z') | cls_add(R, c, '_', '_');
+        return cls_add(R, c, '0', '9') | cls_add(R, c, 'a', 'z') | cls_add(R, c, 'A', 'Z') |
+               cls_add(R, c, '_', '_');
     if (k == 's') return cls_add(R, c, ' ', ' ');
     return rx_fail(R, "unsupported escape in class");
 }
@@ -111,7 +121,12 @@ static int read_cp(rx *R, uint32_t *cp, char *sh) {
     if (++R->p >= R->end) return rx_fail(R, "pattern ends with '\\'");
     char c = *R->p++;
     switch (c) {
-    case 'd': case 'w': case 's': case 'D': case 'W': case 'S': *sh = c; return 2;
+    case 'd':
+    case 'w':
+    case 's':
+    case 'D':
+    case 'W':
+    case 'S': *sh = c; return 2;
     case 'n': *cp = '\n'; return 1;
     case 't': *cp = '\t'; return 1;
     case 'r': *cp = '\r'; return 1;
@@ -161,8 +176,10 @@ static int parse_atom(rx *R) {
     if (c == '(') {
         R->p++;
         if (R->p < R->end && *R->p == '?') {
-            if (R->p + 1 < R->end && R->p[1] == ':') R->p += 2;
-            else return rx_fail(R, "lookaround and named groups are not supported");
+            if (R->p + 1 < R->end && R->p[1] == ':')
+                R->p += 2;
+            else
+                return rx_fail(R, "lookaround and named groups are not supported");
         }
         if (++R->depth > 64) return rx_fail(R, "groups nested too deeply");
         cpulm_buf_puts(R->out, "( ");
@@ -183,7 +200,8 @@ static int parse_atom(rx *R) {
         return 0;
     }
     if (c == '^' || c == '$') return rx_fail(R, "anchors inside the pattern are not supported");
-    if (c == '*' || c == '+' || c == '?' || c == '{') return rx_fail(R, "quantifier without a target");
+    if (c == '*' || c == '+' || c == '?' || c == '{')
+        return rx_fail(R, "quantifier without a target");
     uint32_t cp = 0;
     char sh = 0;
     int k = read_cp(R, &cp, &sh);
@@ -204,23 +222,31 @@ static int parse_quant(rx *R) {
     } else if (c == '{') {
         const char *q = R->p + 1;
         int m = 0, n = -1, has_m = 0;
-        while (q < R->end && *q >= '0' && *q <= '9' && m < 100000) m = m * 10 + (*q++ - '0'), has_m = 1;
+        while (q < R->end && *q >= '0' && *q <= '9' && m < 100000)
+            m = m * 10 + (*q++ - '0'), has_m = 1;
         if (q < R->end && *q == ',') {
             q++;
             if (q < R->end && *q >= '0' && *q <= '9') {
                 n = 0;
-                while (q < R->end && *q >= '0' && *q <= '9' && n < 100000) n = n * 10 + (*q++ - '0');
+                while (q < R->end && *q >= '0' && *q <= '9' && n < 100000)
+                    n = n * 10 + (*q++ - '0');
             }
-        } else n = m;
+        } else
+            n = m;
         if (!has_m || q >= R->end || *q != '}') return rx_fail(R, "bad {m,n} quantifier");
         if (m > 1000 || n > 1000) return rx_fail(R, "repetition count above 1000");
         if (n >= 0 && n < m) return rx_fail(R, "{m,n} with n < m");
-        if (n < 0) cpulm_buf_printf(R->out, "{%d,}", m);
-        else cpulm_buf_printf(R->out, "{%d,%d}", m, n);
+        if (n < 0)
+            cpulm_buf_printf(R->out, "{%d,}", m);
+        else
+            cpulm_buf_printf(R->out, "{%d,%d}", m, n);
         R->p = q + 1;
-    } else return 0;
-    if (R->p < R->end && *R->p == '?') R->p++; /* lazy: same language */
-    else if (R->p < R->end && *R->p == '+') return rx_fail(R, "possessive quantifiers are not supported");
+    } else
+        return 0;
+    if (R->p < R->end && *R->p == '?')
+        R->p++; /* lazy: same language */
+    else if (R->p < R->end && *R->p == '+')
+        return rx_fail(R, "possessive quantifiers are not supported");
     return 0;
 }
 

@@ -15,8 +15,8 @@
 
 #include "grammar/grammar.h"
 
-#define MAX_REFS  256
-#define MAX_DEPTH 64
+#define MAX_REFS   256
+#define MAX_DEPTH  64
 #define NUM_DIGITS 15 /* integer digits generated for unbounded numbers */
 
 typedef struct sc {
@@ -48,14 +48,19 @@ static const char *BASE_RULES =
 /* value0 .. value{ANY_DEPTH}: any JSON value nested at most ANY_DEPTH more levels. */
 static void write_any_values(cpulm_buf *b) {
     for (int d = 0; d <= ANY_DEPTH; d++) {
-        cpulm_buf_printf(b, "json-value%d ::= json-string | json-number | json-bool | json-null", d);
+        cpulm_buf_printf(b, "json-value%d ::= json-string | json-number | json-bool | json-null",
+                         d);
         if (d < ANY_DEPTH) cpulm_buf_printf(b, " | json-object%d | json-array%d", d + 1, d + 1);
         cpulm_buf_puts(b, "\n");
         if (d == 0) continue;
-        cpulm_buf_printf(b, "json-object%d ::= \"{\" ws ( json-string \":\" ws json-value%d ( \",\" "
-                            "ws json-string \":\" ws json-value%d )* ws )? \"}\"\n", d, d, d);
-        cpulm_buf_printf(b, "json-array%d ::= \"[\" ws ( json-value%d ( \",\" ws json-value%d )* "
-                            "ws )? \"]\"\n", d, d, d);
+        cpulm_buf_printf(b,
+                         "json-object%d ::= \"{\" ws ( json-string \":\" ws json-value%d ( \",\" "
+                         "ws json-string \":\" ws json-value%d )* ws )? \"}\"\n",
+                         d, d, d);
+        cpulm_buf_printf(b,
+                         "json-array%d ::= \"[\" ws ( json-value%d ( \",\" ws json-value%d )* "
+                         "ws )? \"]\"\n",
+                         d, d, d);
     }
 }
 
@@ -64,7 +69,6 @@ void cpulm_grammar_json_any(cpulm_buf *out, int object_only) {
     cpulm_buf_puts(out, BASE_RULES);
     write_any_values(out);
 }
-
 
 /* ---- helpers ---- */
 
@@ -89,9 +93,12 @@ static void put_literal(cpulm_buf *b, const char *s, size_t n) {
     cpulm_buf_putc(b, '"');
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') cpulm_buf_printf(b, "\\%c", ch);
-        else if (ch < 0x20) cpulm_buf_printf(b, "\\x%02X", ch);
-        else cpulm_buf_putc(b, (char)ch);
+        if (ch == '"' || ch == '\\')
+            cpulm_buf_printf(b, "\\%c", ch);
+        else if (ch < 0x20)
+            cpulm_buf_printf(b, "\\x%02X", ch);
+        else
+            cpulm_buf_putc(b, (char)ch);
     }
     cpulm_buf_putc(b, '"');
 }
@@ -118,19 +125,51 @@ static void define(sc *c, int r, const cpulm_buf *body) {
     cpulm_buf_printf(c->out, "r%d ::= %s\n", r, body->data);
 }
 
-static const char *const KNOWN[] = {
-    "type", "properties", "required", "additionalProperties", "enum", "const", "anyOf", "oneOf",
-    "allOf", "$ref", "$defs", "definitions", "items", "prefixItems", "minItems", "maxItems",
-    "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "title", "description", "default", "examples", "$schema", "$id",
-    "$comment", "deprecated", "readOnly", "writeOnly", NULL};
+static const char *const KNOWN[] = {"type",
+                                    "properties",
+                                    "required",
+                                    "additionalProperties",
+                                    "enum",
+                                    "const",
+                                    "anyOf",
+                                    "oneOf",
+                                    "allOf",
+                                    "$ref",
+                                    "$defs",
+                                    "definitions",
+                                    "items",
+                                    "prefixItems",
+                                    "minItems",
+                                    "maxItems",
+                                    "minLength",
+                                    "maxLength",
+                                    "pattern",
+                                    "format",
+                                    "minimum",
+                                    "maximum",
+                                    "exclusiveMinimum",
+                                    "exclusiveMaximum",
+                                    "title",
+                                    "description",
+                                    "default",
+                                    "examples",
+                                    "$schema",
+                                    "$id",
+                                    "$comment",
+                                    "deprecated",
+                                    "readOnly",
+                                    "writeOnly",
+                                    NULL};
 
 static int check_keywords(sc *c, const cpulm_json *s, const char *path) {
     for (size_t i = 0; i < s->u.list.n; i++) {
         const char *k = s->u.list.items[i].key;
         int ok = 0;
-        for (int j = 0; KNOWN[j] && !ok; j++) ok = !strcmp(k, KNOWN[j]);
-        if (!ok) return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "unsupported JSON schema keyword '%s'", k);
+        for (int j = 0; KNOWN[j] && !ok; j++)
+            ok = !strcmp(k, KNOWN[j]);
+        if (!ok)
+            return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "unsupported JSON schema keyword '%s'",
+                           k);
     }
     return 0;
 }
@@ -232,10 +271,13 @@ static int int_bounds(sc *c, const cpulm_json *s, const char *path, int64_t *lo,
         const cpulm_json *v = cpulm_json_get(s, keys[k]);
         if (!v) continue;
         if (v->type != CPULM_JSON_NUMBER || !isfinite(v->u.num.f) || fabs(v->u.num.f) > 1e15)
-            return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "'%s' must be a number within 1e15", keys[k]);
+            return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "'%s' must be a number within 1e15",
+                           keys[k]);
         double x = v->u.num.f;
-        int64_t b = k == 0 ? (int64_t)ceil(x) : k == 1 ? (int64_t)floor(x) + 1
-                  : k == 2 ? (int64_t)floor(x) : (int64_t)ceil(x) - 1;
+        int64_t b = k == 0   ? (int64_t)ceil(x)
+                    : k == 1 ? (int64_t)floor(x) + 1
+                    : k == 2 ? (int64_t)floor(x)
+                             : (int64_t)ceil(x) - 1;
         if (k < 2 && b > *lo) *lo = b;
         if (k >= 2 && b < *hi) *hi = b;
     }
@@ -265,7 +307,7 @@ static int gen_number(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
     if (lo < -CAP) lo = -CAP;
     if (hi > CAP) hi = CAP;
     cpulm_buf_puts(body, "( ");
-    int_range(body, lo, hi); /* the integers themselves */
+    int_range(body, lo, hi);                 /* the integers themselves */
     int64_t a = lo > 0 ? lo : 0, z = hi - 1; /* nonnegative with a fraction: part in [a, z] */
     if (a <= z) {
         cpulm_buf_puts(body, " | ");
@@ -304,18 +346,22 @@ static int gen_string(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
     const cpulm_json *fmt = cpulm_json_get(s, "format"), *pat = cpulm_json_get(s, "pattern");
     const cpulm_json *mn = cpulm_json_get(s, "minLength"), *mx = cpulm_json_get(s, "maxLength");
     if ((fmt || pat) && (mn || mx))
-        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "minLength/maxLength together with "
-                                                              "pattern or format are not supported");
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
+                       "minLength/maxLength together with "
+                       "pattern or format are not supported");
     if (fmt && pat)
-        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "pattern together with format is not supported");
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
+                       "pattern together with format is not supported");
     if (fmt) {
         const char *f = cpulm_json_str(fmt);
         if (!f) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'format' must be a string");
         if (!strcmp(f, "date-time")) {
-            cpulm_buf_printf(body, "\"\\\"\" %s \"T\" %s \"\\\"\"", format_rule("date"), format_rule("time"));
+            cpulm_buf_printf(body, "\"\\\"\" %s \"T\" %s \"\\\"\"", format_rule("date"),
+                             format_rule("time"));
             return 0;
         }
-        if (!format_rule(f)) return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "unsupported string format '%s'", f);
+        if (!format_rule(f))
+            return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "unsupported string format '%s'", f);
         cpulm_buf_printf(body, "\"\\\"\" %s \"\\\"\"", format_rule(f));
         return 0;
     }
@@ -330,30 +376,39 @@ static int gen_string(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
         return 0;
     }
     double lo = cpulm_json_num(mn, 0), hi = cpulm_json_num(mx, -1);
-    if ((mn && (!mn->is_int || lo < 0 || lo > 4096)) || (mx && (!mx->is_int || hi < 0 || hi > 4096)))
-        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "minLength/maxLength must be integers in 0..4096");
-    if (mx && hi < lo) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "maxLength < minLength");
+    if ((mn && (!mn->is_int || lo < 0 || lo > 4096)) ||
+        (mx && (!mx->is_int || hi < 0 || hi > 4096)))
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
+                       "minLength/maxLength must be integers in 0..4096");
+    if (mx && hi < lo)
+        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "maxLength < minLength");
     if (!mn && !mx) return cpulm_buf_puts(body, "json-string"), 0;
-    if (mx) cpulm_buf_printf(body, "\"\\\"\" json-char{%d,%d} \"\\\"\"", (int)lo, (int)hi);
-    else cpulm_buf_printf(body, "\"\\\"\" json-char{%d,} \"\\\"\"", (int)lo);
+    if (mx)
+        cpulm_buf_printf(body, "\"\\\"\" json-char{%d,%d} \"\\\"\"", (int)lo, (int)hi);
+    else
+        cpulm_buf_printf(body, "\"\\\"\" json-char{%d,} \"\\\"\"", (int)lo);
     return 0;
 }
 
 /* ---- arrays ---- */
 
 static int gen_array(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
-    const cpulm_json *items = cpulm_json_get(s, "items"), *prefix = cpulm_json_get(s, "prefixItems");
+    const cpulm_json *items = cpulm_json_get(s, "items"),
+                     *prefix = cpulm_json_get(s, "prefixItems");
     const cpulm_json *mn = cpulm_json_get(s, "minItems"), *mx = cpulm_json_get(s, "maxItems");
     double lo = cpulm_json_num(mn, 0), hi = cpulm_json_num(mx, -1);
-    if ((mn && (!mn->is_int || lo < 0 || lo > 1024)) || (mx && (!mx->is_int || hi < 0 || hi > 1024)))
-        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "minItems/maxItems must be integers in 0..1024");
+    if ((mn && (!mn->is_int || lo < 0 || lo > 1024)) ||
+        (mx && (!mx->is_int || hi < 0 || hi > 1024)))
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
+                       "minItems/maxItems must be integers in 0..1024");
     if (mx && hi < lo) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "maxItems < minItems");
     char sub[512];
     if (prefix) { /* a tuple: exactly the prefix items (valid whatever items says) */
         if (prefix->type != CPULM_JSON_ARRAY || (double)prefix->u.list.n < lo ||
             (mx && (double)prefix->u.list.n > hi))
-            return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "prefixItems must be an array within "
-                                                                  "minItems..maxItems");
+            return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
+                           "prefixItems must be an array within "
+                           "minItems..maxItems");
         cpulm_buf_puts(body, "\"[\" ws");
         for (size_t i = 0; i < prefix->u.list.n; i++) {
             char idx[24];
@@ -369,7 +424,8 @@ static int gen_array(sc *c, const cpulm_json *s, const char *path, cpulm_buf *bo
     int r;
     char item[32];
     if (items && items->type == CPULM_JSON_BOOL && !items->u.boolean) {
-        if (lo > 0) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "items false with minItems > 0");
+        if (lo > 0)
+            return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "items false with minItems > 0");
         return cpulm_buf_puts(body, "\"[\" ws \"]\""), 0;
     }
     if (items && items->type != CPULM_JSON_BOOL) {
@@ -382,8 +438,10 @@ static int gen_array(sc *c, const cpulm_json *s, const char *path, cpulm_buf *bo
     int n_lo = (int)lo, n_hi = mx ? (int)hi : -1;
     if (n_hi == 0) return cpulm_buf_puts(body, "\"[\" ws \"]\""), 0;
     cpulm_buf_printf(body, "\"[\" ws ( %s ( \",\" ws %s )", item, item);
-    if (n_hi < 0) cpulm_buf_printf(body, "{%d,}", n_lo > 0 ? n_lo - 1 : 0);
-    else cpulm_buf_printf(body, "{%d,%d}", n_lo > 0 ? n_lo - 1 : 0, n_hi - 1);
+    if (n_hi < 0)
+        cpulm_buf_printf(body, "{%d,}", n_lo > 0 ? n_lo - 1 : 0);
+    else
+        cpulm_buf_printf(body, "{%d,%d}", n_lo > 0 ? n_lo - 1 : 0, n_hi - 1);
     cpulm_buf_printf(body, " ws )%s \"]\"", n_lo == 0 ? "?" : "");
     return 0;
 }
@@ -418,8 +476,10 @@ static int gen_kv(sc *c, const prop *p, const char *path) {
     cpulm_json_quote(&q, p->key, p->key_len, 0);
     put_literal(&b, q.data, q.len);
     cpulm_buf_release(&q);
-    if (v >= 0) cpulm_buf_printf(&b, " \":\" ws r%d", v);
-    else cpulm_buf_puts(&b, " \":\" ws json-value1");
+    if (v >= 0)
+        cpulm_buf_printf(&b, " \":\" ws r%d", v);
+    else
+        cpulm_buf_puts(&b, " \":\" ws json-value1");
     int r = new_rule(c);
     define(c, r, &b);
     cpulm_buf_release(&b);
@@ -441,20 +501,26 @@ static int gen_props(sc *c, const prop *ps, int n, const char *path, cpulm_buf *
         if (b_next >= 0) snprintf(bn, sizeof bn, "r%d", b_next);
         int ra = new_rule(c), rb = new_rule(c);
         cpulm_buf_reset(&b);
-        if (ps[i].required) cpulm_buf_printf(&b, "r%d %s", kv[i], bn);
-        else cpulm_buf_printf(&b, "r%d %s | %s", kv[i], bn, an);
+        if (ps[i].required)
+            cpulm_buf_printf(&b, "r%d %s", kv[i], bn);
+        else
+            cpulm_buf_printf(&b, "r%d %s | %s", kv[i], bn, an);
         define(c, ra, &b);
         cpulm_buf_reset(&b);
-        if (ps[i].required) cpulm_buf_printf(&b, "\",\" ws r%d %s", kv[i], bn);
-        else cpulm_buf_printf(&b, "\",\" ws r%d %s | %s", kv[i], bn, bn);
+        if (ps[i].required)
+            cpulm_buf_printf(&b, "\",\" ws r%d %s", kv[i], bn);
+        else
+            cpulm_buf_printf(&b, "\",\" ws r%d %s | %s", kv[i], bn, bn);
         define(c, rb, &b);
         a_next = ra;
         b_next = rb;
     }
     cpulm_buf_release(&b);
     free(kv);
-    if (a_next >= 0) cpulm_buf_printf(body, "\"{\" ws r%d ws \"}\"", a_next);
-    else cpulm_buf_puts(body, "\"{\" ws \"}\"");
+    if (a_next >= 0)
+        cpulm_buf_printf(body, "\"{\" ws r%d ws \"}\"", a_next);
+    else
+        cpulm_buf_puts(body, "\"{\" ws \"}\"");
     return 0;
 }
 
@@ -467,14 +533,17 @@ static int gen_object(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
         return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'required' must be an array");
     size_t np = cpulm_json_len(props), nr = cpulm_json_len(req);
     if (np == 0 && nr == 0) {
-        if (add && add->type == CPULM_JSON_BOOL && !add->u.boolean) return cpulm_buf_puts(body, "\"{\" ws \"}\""), 0;
+        if (add && add->type == CPULM_JSON_BOOL && !add->u.boolean)
+            return cpulm_buf_puts(body, "\"{\" ws \"}\""), 0;
         if (add && add->type == CPULM_JSON_OBJECT) { /* a map: string keys, values of one schema */
             char sub[512];
             subpath(sub, sizeof sub, path, "additionalProperties", NULL);
             int v = gen(c, add, sub);
             if (v < 0) return -1;
-            cpulm_buf_printf(body, "\"{\" ws ( json-string \":\" ws r%d ( \",\" ws json-string \":\" ws "
-                                   "r%d )* ws )? \"}\"", v, v);
+            cpulm_buf_printf(body,
+                             "\"{\" ws ( json-string \":\" ws r%d ( \",\" ws json-string \":\" ws "
+                             "r%d )* ws )? \"}\"",
+                             v, v);
             return 0;
         }
         return cpulm_buf_puts(body, "json-object1"), 0;
@@ -488,7 +557,9 @@ static int gen_object(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
     }
     for (size_t i = 0; i < nr; i++) { /* required but not described: any value */
         const cpulm_json *k = cpulm_json_at(req, i);
-        if (!cpulm_json_str(k)) return free(ps), sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'required' items must be strings");
+        if (!cpulm_json_str(k))
+            return free(ps), sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s",
+                                     "'required' items must be strings");
         if (!cpulm_json_get(props, k->u.str.s)) ps[n++] = (prop){k->u.str.s, k->u.str.len, NULL, 1};
     }
     int rc = gen_props(c, ps, n, path, body);
@@ -498,7 +569,8 @@ static int gen_object(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
 
 /* ---- combinators, references, dispatch ---- */
 
-static int gen_alts(sc *c, const cpulm_json *list, const char *key, const char *path, cpulm_buf *body) {
+static int gen_alts(sc *c, const cpulm_json *list, const char *key, const char *path,
+                    cpulm_buf *body) {
     if (list->type != CPULM_JSON_ARRAY || list->u.list.n == 0)
         return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "'%s' must be a non-empty array", key);
     cpulm_buf_puts(body, "( ");
@@ -531,15 +603,20 @@ static int gen_enum(sc *c, const cpulm_json *list, const char *path, cpulm_buf *
 static const cpulm_json *resolve(const sc *c, const char *ref) {
     if (!strcmp(ref, "#")) return c->root;
     const char *defs = NULL;
-    if (!strncmp(ref, "#/$defs/", 8)) defs = "$defs", ref += 8;
-    else if (!strncmp(ref, "#/definitions/", 14)) defs = "definitions", ref += 14;
-    else return NULL;
+    if (!strncmp(ref, "#/$defs/", 8))
+        defs = "$defs", ref += 8;
+    else if (!strncmp(ref, "#/definitions/", 14))
+        defs = "definitions", ref += 14;
+    else
+        return NULL;
     char name[256];
     size_t n = 0;
     for (; *ref && n + 1 < sizeof name; ref++) {
         if (*ref == '/') return NULL; /* deeper pointers are not supported */
-        if (*ref == '~' && (ref[1] == '0' || ref[1] == '1')) name[n++] = ref[1] == '0' ? '~' : '/', ref++;
-        else name[n++] = *ref;
+        if (*ref == '~' && (ref[1] == '0' || ref[1] == '1'))
+            name[n++] = ref[1] == '0' ? '~' : '/', ref++;
+        else
+            name[n++] = *ref;
     }
     name[n] = 0;
     return cpulm_json_get(cpulm_json_get(c->root, defs), name);
@@ -549,8 +626,11 @@ static int gen_ref(sc *c, const char *ref, const char *path) {
     for (int i = 0; i < c->n_refs; i++)
         if (!strcmp(c->ref_name[i], ref)) return c->ref_rule[i];
     const cpulm_json *target = resolve(c, ref);
-    if (!target) return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "unresolvable or unsupported $ref '%s'", ref);
-    if (c->n_refs >= MAX_REFS) return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "too many $refs");
+    if (!target)
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "unresolvable or unsupported $ref '%s'",
+                       ref);
+    if (c->n_refs >= MAX_REFS)
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "too many $refs");
     int r = new_rule(c); /* named before generating, so recursive references find it */
     c->ref_name[c->n_refs] = ref;
     c->ref_rule[c->n_refs++] = r;
@@ -574,15 +654,18 @@ static int gen_type(sc *c, const cpulm_json *s, const char *t, const char *path,
 
 static int gen_body(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
     if (s->type == CPULM_JSON_BOOL) {
-        if (!s->u.boolean) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "schema false allows nothing");
+        if (!s->u.boolean)
+            return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "schema false allows nothing");
         return cpulm_buf_puts(body, "json-value0"), 0;
     }
-    if (s->type != CPULM_JSON_OBJECT) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "a schema must be an object");
+    if (s->type != CPULM_JSON_OBJECT)
+        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "a schema must be an object");
     if (check_keywords(c, s, path) < 0) return -1;
     const cpulm_json *v;
     char sub[512];
     if ((v = cpulm_json_get(s, "$ref"))) {
-        if (!cpulm_json_str(v)) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'$ref' must be a string");
+        if (!cpulm_json_str(v))
+            return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'$ref' must be a string");
         int r = gen_ref(c, v->u.str.s, path);
         return r < 0 ? -1 : (cpulm_buf_printf(body, "r%d", r), 0);
     }
@@ -592,7 +675,8 @@ static int gen_body(sc *c, const cpulm_json *s, const char *path, cpulm_buf *bod
     if ((v = cpulm_json_get(s, "oneOf"))) return gen_alts(c, v, "oneOf", path, body);
     if ((v = cpulm_json_get(s, "allOf"))) {
         if (v->type != CPULM_JSON_ARRAY || v->u.list.n != 1)
-            return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "'allOf' with more than one schema is not supported");
+            return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
+                           "'allOf' with more than one schema is not supported");
         subpath(sub, sizeof sub, path, "allOf", "0");
         int r = gen(c, &v->u.list.items[0], sub);
         return r < 0 ? -1 : (cpulm_buf_printf(body, "r%d", r), 0);
@@ -603,25 +687,30 @@ static int gen_body(sc *c, const cpulm_json *s, const char *path, cpulm_buf *bod
         cpulm_buf_puts(body, "( ");
         for (size_t i = 0; i < type->u.list.n; i++) {
             const char *t = cpulm_json_str(&type->u.list.items[i]);
-            if (!t) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'type' items must be strings");
+            if (!t)
+                return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s",
+                               "'type' items must be strings");
             if (i) cpulm_buf_puts(body, " | ");
             if (gen_type(c, s, t, path, body) < 0) return -1;
         }
         cpulm_buf_puts(body, " )");
         return 0;
     }
-    if (type) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'type' must be a string or an array");
+    if (type)
+        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'type' must be a string or an array");
     if (cpulm_json_get(s, "properties") || cpulm_json_get(s, "required") ||
         cpulm_json_get(s, "additionalProperties"))
         return gen_object(c, s, path, body);
-    if (cpulm_json_get(s, "items") || cpulm_json_get(s, "prefixItems")) return gen_array(c, s, path, body);
+    if (cpulm_json_get(s, "items") || cpulm_json_get(s, "prefixItems"))
+        return gen_array(c, s, path, body);
     return cpulm_buf_puts(body, "json-value0"), 0;
 }
 
 /* Generates a rule for schema s; returns its number or -1. */
 static int gen(sc *c, const cpulm_json *s, const char *path) {
     if (c->failed) return -1;
-    if (++c->depth > MAX_DEPTH) return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "schema nested too deeply");
+    if (++c->depth > MAX_DEPTH)
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "schema nested too deeply");
     cpulm_buf body;
     cpulm_buf_init(&body, 0);
     int rc = gen_body(c, s, path, &body), r = -1;

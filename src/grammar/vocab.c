@@ -27,9 +27,12 @@ static int sort_tokens(cpulm_grammar_vocab *v) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
             size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
             size_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) b[k++] = cmp_piece(v, a[i], a[j]) <= 0 ? a[i++] : a[j++];
-            while (i < mid) b[k++] = a[i++];
-            while (j < hi) b[k++] = a[j++];
+            while (i < mid && j < hi)
+                b[k++] = cmp_piece(v, a[i], a[j]) <= 0 ? a[i++] : a[j++];
+            while (i < mid)
+                b[k++] = a[i++];
+            while (j < hi)
+                b[k++] = a[j++];
         }
         int32_t *t = a;
         a = b;
@@ -63,11 +66,13 @@ static void build_trie(cpulm_grammar_vocab *v) {
         uint32_t len = v->piece_off[t + 1] - v->piece_off[t];
         if (len == 0 || len > MAX_PIECE) continue;
         uint32_t lcp = 0;
-        while (prev && lcp < len && lcp < prev_len && p[lcp] == prev[lcp]) lcp++;
-        while (depth > (int32_t)lcp) v->nodes[path[depth--]].end = n;
+        while (prev && lcp < len && lcp < prev_len && p[lcp] == prev[lcp])
+            lcp++;
+        while (depth > (int32_t)lcp)
+            v->nodes[path[depth--]].end = n;
         while (depth < (int32_t)len) {
-            v->nodes[n] = (gr_tnode){.byte = (uint8_t)p[depth], .depth = (uint16_t)(depth + 1),
-                                     .tok_first = k};
+            v->nodes[n] = (gr_tnode){
+                .byte = (uint8_t)p[depth], .depth = (uint16_t)(depth + 1), .tok_first = k};
             path[++depth] = n++;
         }
         gr_tnode *at = &v->nodes[path[depth]];
@@ -77,7 +82,8 @@ static void build_trie(cpulm_grammar_vocab *v) {
         prev = p;
         prev_len = len;
     }
-    while (depth >= 0) v->nodes[path[depth--]].end = n;
+    while (depth >= 0)
+        v->nodes[path[depth--]].end = n;
     v->n_nodes = n;
 }
 
@@ -131,11 +137,14 @@ cpulm_grammar_vocab *cpulm_grammar_vocab_new(const cpulm_model *m) {
         len[t] = k;
         eog[t] = (uint8_t)(cpulm_token_is_eog(m, t) != 0);
         bytes[t] = malloc((size_t)k + 1);
-        if (!bytes[t]) ok = 0;
-        else memcpy(bytes[t], buf, (size_t)k);
+        if (!bytes[t])
+            ok = 0;
+        else
+            memcpy(bytes[t], buf, (size_t)k);
     }
     if (ok) v = cpulm_grammar_vocab_from_pieces(n, (const char *const *)bytes, len, eog);
-    for (int32_t t = 0; bytes && t < n; t++) free(bytes[t]);
+    for (int32_t t = 0; bytes && t < n; t++)
+        free(bytes[t]);
     free(bytes);
     free(len);
     free(eog);

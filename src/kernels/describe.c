@@ -15,11 +15,11 @@ typedef void (*any_fn)(void);
 
 static any_fn entry(const cpulm_kernels *k, cpulm_kernels_entry e, cpulm_dtype t) {
     switch (e) {
-#define ENTRY_TYPED(ID, name, fn)                                                                  \
+#define ENTRY_TYPED(ID, name, fn) \
     case CPULM_KENTRY_##ID: return (any_fn)k->name[t];
         CPULM_KERNEL_TYPED_OPS(ENTRY_TYPED)
 #undef ENTRY_TYPED
-#define ENTRY_OP(ID, name, ret, params, group)                                                     \
+#define ENTRY_OP(ID, name, ret, params, group) \
     case CPULM_KENTRY_##ID: return (any_fn)k->name;
         CPULM_KERNEL_OPS(ENTRY_OP)
 #undef ENTRY_OP
@@ -33,7 +33,7 @@ const char *cpulm_kernels_entry_name(cpulm_kernels_entry e) {
         CPULM_KERNEL_TYPED_OPS(NAME_TYPED)
 #undef NAME_TYPED
 #define NAME_OP(ID, name, ret, params, group) #name,
-        CPULM_KERNEL_OPS(NAME_OP)
+            CPULM_KERNEL_OPS(NAME_OP)
 #undef NAME_OP
     };
     return (unsigned)e < CPULM_KENTRY_COUNT ? names[e] : "?";
@@ -62,14 +62,15 @@ static const char *repacked(const cpulm_kernels *final, cpulm_dtype t) {
 }
 
 /* One line: the plain ops of a describe group (kernels.h's list) and their providers. */
-static void put_ops(cpulm_buf *b, const cpulm_kernels *const *lv, int n,
-                    const cpulm_kernels *final, const char *label, const char *group) {
+static void put_ops(cpulm_buf *b, const cpulm_kernels *const *lv, int n, const cpulm_kernels *final,
+                    const char *label, const char *group) {
     cpulm_buf_printf(b, "%-15s", label);
     int i = 0;
-#define PUT_OP(ID, name, ret, params, grp)                                                         \
-    if (!strcmp(#grp, group))                                                                      \
-        cpulm_buf_printf(b, "%s%s %s", i++ ? ", " : "", #name,                                     \
-                         cpulm_kernels_provider(lv, n, final, CPULM_KENTRY_##ID, CPULM_DTYPE_F32));
+#define PUT_OP(ID, name, ret, params, grp)        \
+    if (!strcmp(#grp, group))                     \
+        cpulm_buf_printf(                         \
+            b, "%s%s %s", i++ ? ", " : "", #name, \
+            cpulm_kernels_provider(lv, n, final, CPULM_KENTRY_##ID, CPULM_DTYPE_F32));
     CPULM_KERNEL_OPS(PUT_OP)
 #undef PUT_OP
     cpulm_buf_puts(b, "\n");
@@ -77,8 +78,8 @@ static void put_ops(cpulm_buf *b, const cpulm_kernels *const *lv, int n,
 
 void cpulm_kernels_describe_table(cpulm_buf *b, const cpulm_kernels *const *lv, int n,
                                   const cpulm_kernels *final) {
-    cpulm_buf_printf(b, "%-6s %-12s %-18s %-12s %s\n", "type", "vec_dot", "activations",
-                     "gemm_x16", "repacked at load");
+    cpulm_buf_printf(b, "%-6s %-12s %-18s %-12s %s\n", "type", "vec_dot", "activations", "gemm_x16",
+                     "repacked at load");
     for (size_t i = 0; i < sizeof weight_types / sizeof weight_types[0]; i++) {
         const cpulm_dtype t = weight_types[i];
         const cpulm_dtype act = cpulm_dtype_traits_get(t)->vec_dot_type;
@@ -101,7 +102,8 @@ cpulm_status cpulm_kernel_describe(char *buf, size_t cap, size_t *n_out) {
     cpulm_buf_init(&b, 0);
     cpulm_buf_printf(&b, "cpu features:  %s\nkernel level:  %s (usable:", cpulm_cpu_features(),
                      cpulm_kernel_level());
-    for (int i = 0; i < n; i++) cpulm_buf_printf(&b, " %s", lv[i]->name);
+    for (int i = 0; i < n; i++)
+        cpulm_buf_printf(&b, " %s", lv[i]->name);
     cpulm_buf_puts(&b, ")\n");
     const char *warn = cpulm_kernels_isa_warning();
     if (warn) cpulm_buf_printf(&b, "warning:       %s\n", warn);

@@ -15,9 +15,9 @@ typedef enum cpulm_kernels_entry {
     CPULM_KERNEL_TYPED_OPS(CPULM_KENTRY_TYPED)
 #undef CPULM_KENTRY_TYPED
 #define CPULM_KENTRY_OP(ID, name, ret, params, group) CPULM_KENTRY_##ID,
-    CPULM_KERNEL_OPS(CPULM_KENTRY_OP)
+        CPULM_KERNEL_OPS(CPULM_KENTRY_OP)
 #undef CPULM_KENTRY_OP
-    CPULM_KENTRY_COUNT
+            CPULM_KENTRY_COUNT
 } cpulm_kernels_entry;
 
 /* Name of the lowest of levels[0..n) (lowest first) whose entry e (of type, for the per-type

@@ -2,12 +2,12 @@
  *
  * Levels form a small tree (each extends a base level); a level is usable when its
  * translation unit was built (CPULM_HAVE_<LEVEL>, set by cmake/kernels.cmake for the files
- * of the target architecture), its base is usable, and the CPU (and the OS, for register state) supports every
- * feature its flags assume. The merged table of a level is its base's merged table with the
- * level's non-NULL entries laid over it, so a level only implements what it speeds up.
- * The chosen level is the last usable one in ladder order, or CPULM_ISA=<name> when that
- * names a usable level (anything else falls back to the best and records a warning).
- * This file must never execute an instruction of a level it has not verified.
+ * of the target architecture), its base is usable, and the CPU (and the OS, for register state)
+ * supports every feature its flags assume. The merged table of a level is its base's merged table
+ * with the level's non-NULL entries laid over it, so a level only implements what it speeds up. The
+ * chosen level is the last usable one in ladder order, or CPULM_ISA=<name> when that names a usable
+ * level (anything else falls back to the best and records a warning). This file must never execute
+ * an instruction of a level it has not verified.
  *
  * CPU generations, for orientation: avx2 = Haswell (2013) / Zen 1; avx512 = Skylake-SP;
  * avx512vnni = Cascade Lake / Ice Lake / Zen 4. avx512bf16 (Cooper Lake, Sapphire Rapids,
@@ -73,7 +73,7 @@
 /* ---- CPU features ---- */
 
 enum {
-    F_AVX2 = 1u << 0, /* with FMA, F16C and OS-enabled YMM state */
+    F_AVX2 = 1u << 0,   /* with FMA, F16C and OS-enabled YMM state */
     F_AVX512 = 1u << 1, /* F + BW + VL + DQ with OS-enabled ZMM / opmask state */
     F_AVX512VNNI = 1u << 2,
     F_NEON = 1u << 5,
@@ -137,10 +137,9 @@ static unsigned detect_features(char *desc, size_t cap) {
     if ((f & F_AVX2) && avx512 && os_zmm) f |= F_AVX512;
     if ((f & F_AVX512) && (ecx7 >> 11) & 1) f |= F_AVX512VNNI;
     snprintf(desc, cap, "x86_64:%s%s%s%s%s%s%s%s%s", avx2 ? " avx2" : "", fma ? " fma" : "",
-             f16c ? " f16c" : "", os_ymm ? "" : " (os: no ymm)",
-             avx512 ? " avx512f/bw/vl/dq" : "", avx512 && !os_zmm ? " (os: no zmm)" : "",
-             (ecx7 >> 11) & 1 ? " avx512vnni" : "", (eax71 >> 5) & 1 ? " avx512bf16" : "",
-             (eax71 >> 4) & 1 ? " avxvnni" : "");
+             f16c ? " f16c" : "", os_ymm ? "" : " (os: no ymm)", avx512 ? " avx512f/bw/vl/dq" : "",
+             avx512 && !os_zmm ? " (os: no zmm)" : "", (ecx7 >> 11) & 1 ? " avx512vnni" : "",
+             (eax71 >> 5) & 1 ? " avx512bf16" : "", (eax71 >> 4) & 1 ? " avxvnni" : "");
     return f;
 }
 #elif defined(ARCH_ARM)
@@ -181,12 +180,12 @@ static unsigned detect_features(char *desc, size_t cap) {
 static void overlay(cpulm_kernels *k, const cpulm_kernels *lvl) {
     k->name = lvl->name;
     for (int t = 0; t < CPULM_DTYPE_COUNT; t++) {
-#define TAKE_TYPED(ID, name, fn)                                                                   \
+#define TAKE_TYPED(ID, name, fn) \
     if (lvl->name[t]) k->name[t] = lvl->name[t];
         CPULM_KERNEL_TYPED_OPS(TAKE_TYPED)
 #undef TAKE_TYPED
     }
-#define TAKE(ID, name, ret, params, group)                                                         \
+#define TAKE(ID, name, ret, params, group) \
     if (lvl->name) k->name = lvl->name;
     CPULM_KERNEL_OPS(TAKE)
 #undef TAKE

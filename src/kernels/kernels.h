@@ -50,7 +50,7 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
 #define CPULM_PACK_ROWS 16
 
 /* Tiled attention (attn_* ops): keys per tile and per chunk (a multiple of the tile). */
-#define CPULM_ATTN_TILE 64
+#define CPULM_ATTN_TILE  64
 #define CPULM_ATTN_CHUNK 256
 
 /* The repacking rule: is a weight of type t with n_rows rows repacked at load on level k?
@@ -82,7 +82,8 @@ static inline uint64_t cpulm_pack_actk_extras_offset(int64_t n) {
     return (uint64_t)(n / CPULM_QK_K) * sizeof(cpulm_block_q8_K);
 }
 static inline uint64_t cpulm_pack_actk_row_bytes(int64_t n) {
-    return cpulm_pack_actk_extras_offset(n) + (uint64_t)(n / CPULM_QK_K) * 4 * CPULM_PACK_ACTK_WORDS;
+    return cpulm_pack_actk_extras_offset(n) +
+           (uint64_t)(n / CPULM_QK_K) * 4 * CPULM_PACK_ACTK_WORDS;
 }
 
 /* s[j * ld + r] = dot(row r of the 16-row group w, activation row j), r < 16, j < nt
@@ -101,11 +102,11 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
 /* ---- the op list: the one place an op is named ----
  * Per-type ops, X(ID, name, fn type): an array indexed by cpulm_dtype (weight type for
  * vec_dot and gemm_x16, target type for from_float, source type for to_float). */
-#define CPULM_KERNEL_TYPED_OPS(X)                                                              \
-    X(VEC_DOT, vec_dot, cpulm_vec_dot_fn)                                                      \
-    X(FROM_FLOAT, from_float, cpulm_from_float_fn)                                             \
-    X(TO_FLOAT, to_float, cpulm_to_float_fn)                                                   \
-    /* repacked-weight GEMM (see CPULM_PACK_ROWS): Q4_0, Q8_0, Q4_K, Q5_K, Q6_K */             \
+#define CPULM_KERNEL_TYPED_OPS(X)                                                  \
+    X(VEC_DOT, vec_dot, cpulm_vec_dot_fn)                                          \
+    X(FROM_FLOAT, from_float, cpulm_from_float_fn)                                 \
+    X(TO_FLOAT, to_float, cpulm_to_float_fn)                                       \
+    /* repacked-weight GEMM (see CPULM_PACK_ROWS): Q4_0, Q8_0, Q4_K, Q5_K, Q6_K */ \
     X(GEMM_X16, gemm_x16, cpulm_gemm_fn)
 
 /* Plain ops, X(ID, name, return type, (parameters), describe group): the table field, its
@@ -114,63 +115,63 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
  * line and the "every op has a generic version" test all come from this list. Adding an op
  * is one entry here plus its implementations. Groups: F32 (f32 vector ops of the forward
  * pass), ATTN (attention over an F16 KV cache, reference numerics). */
-#define CPULM_KERNEL_OPS(X)                                                                    \
-    /* y[i] = x[i] * w[i] / sqrt(mean(x^2) + eps) */                                           \
+#define CPULM_KERNEL_OPS(X)                                                                       \
+    /* y[i] = x[i] * w[i] / sqrt(mean(x^2) + eps) */                                              \
     X(RMS_NORM, rms_norm, void, (int64_t n, float *y, const float *x, const float *w, float eps), \
-      F32)                                                                                     \
-    /* y[i] = silu(g[i]) * u[i] */                                                             \
-    X(SWIGLU, swiglu, void, (int64_t n, float *y, const float *g, const float *u), F32)        \
-    /* x[i] = exp(x[i] - max) / sum; n >= 1 */                                                 \
-    X(SOFTMAX, softmax, void, (int64_t n, float *x), F32)                                      \
-    /* y += a * x */                                                                           \
-    X(AXPY, axpy, void, (int64_t n, float *y, float a, const float *x), F32)                   \
-    /* sum(x[i] * y[i]) over f32 */                                                            \
-    X(DOT_F32, dot_f32, float, (int64_t n, const float *x, const float *y), F32)               \
-    /* One query over n >= 1 keys of an F16 cache, with the reference's F16 attention          \
-     * numerics: scores s_j = dot(k_j, q16) * scale (q16 is the query rounded to f16), online  \
-     * softmax, and the weighted sum of V accumulated in f16 (rounded after every key, as      \
-     * scale_f16 / mad_f16 do). out[0..d) = that sum / the softmax denominator. Key j's d      \
-     * halves start at k + j * stride bytes, value j's at v + j * stride. */                   \
-    X(ATTN_F16, attn_f16, void,                                                                \
-      (int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k, const uint8_t *v,          \
-       uint64_t stride, float scale, float *out),                                              \
-      ATTN)                                                                                    \
-    /* y[i] = f16(f32(y[i]) * v) */                                                            \
-    X(SCALE_F16, scale_f16, void, (int64_t n, uint16_t *y, float v), ATTN)                     \
-    /* y[i] = f16(f32(y[i]) + f32(x[i]) * v) */                                                \
-    X(MAD_F16, mad_f16, void, (int64_t n, uint16_t *y, const uint16_t *x, float v), ATTN)   \
-    /* ---- tiled attention (issue #11; driven by src/model/attention.c) ----                  \
-     * One query row's attention over keys 0..pos is, at every level and whatever the batch   \
-     * or thread count: keys in chunks of CPULM_ATTN_CHUNK (aligned at 0), each chunk in      \
-     * tiles of at most CPULM_ATTN_TILE keys; per tile attn_scores, attn_softmax_row, attn_pv, \
-     * from M = -inf, L = 0, o = 0; the chunks' partials folded in order by attn_merge;       \
-     * out = o * (1 / L). Each step's arithmetic per row and element is fixed below, so every \
-     * level is bit-identical to the generic one. */                                          \
-    /* s[i * lds + j] = dot(q_i, k_j) * scale for i < m, j < n: the canonical F32 dot         \
-     * (vec_dot[F32]) of query row i (q + i * ldq) and key row j (k + j * ldk). */            \
-    X(ATTN_SCORES, attn_scores, void,                                                          \
-      (int64_t d, int m, int n, const float *q, int64_t ldq, const float *k, int64_t ldk,      \
-       float scale, float *s, int64_t lds),                                                    \
-      ATTN)                                                                                    \
-    /* One row's online-softmax step over a tile of n scores of which the first lim count     \
-     * (1 <= lim <= n): mx = max(*M, s[j < lim]); s[j] = vexp(s[j] - mx) for j < lim, 0 for   \
-     * lim <= j < n (vexp: cpulm_generic_vexpf); sum = the 16-lane sum of s (lane l adds      \
-     * j == l mod 16 in order, then the reduce16 tree); a = *M == -inf ? 0 : vexp(*M - mx);   \
-     * *L = fma(*L, a, sum); *M = mx. Returns a. */                                            \
-    X(ATTN_SOFTMAX_ROW, attn_softmax_row, float, (int n, int lim, float *s, float *M, float *L), \
-      ATTN)                                                                                    \
-    /* o_i[c] = o_i[c] * a[i], then o_i[c] = fma(p[i * ldp + j], v_j[c], o_i[c]) for          \
-     * j = 0..n-1 in order; i < m, c < d; v_j = v + j * ldv, o_i = o + i * ldo. */             \
-    X(ATTN_PV, attn_pv, void,                                                                  \
-      (int64_t d, int m, int n, const float *p, int64_t ldp, const float *v, int64_t ldv,      \
-       const float *a, float *o, int64_t ldo),                                                 \
-      ATTN)                                                                                    \
-    /* Folds a chunk's partial (mc, lc, oc) into the running (M, L, o) of m rows: mx =        \
-     * max(M, mc); a = M == -inf ? 0 : vexp(M - mx); b = vexp(mc - mx); L = fma(L, a, lc*b);  \
-     * o[c] = fma(oc[c], b, o[c] * a); M = mx. Rows with mc == -inf are left alone. */        \
-    X(ATTN_MERGE, attn_merge, void,                                                            \
-      (int64_t d, int m, const float *mc, const float *lc, const float *oc, int64_t ldoc,      \
-       float *M, float *L, float *o, int64_t ldo),                                             \
+      F32)                                                                                        \
+    /* y[i] = silu(g[i]) * u[i] */                                                                \
+    X(SWIGLU, swiglu, void, (int64_t n, float *y, const float *g, const float *u), F32)           \
+    /* x[i] = exp(x[i] - max) / sum; n >= 1 */                                                    \
+    X(SOFTMAX, softmax, void, (int64_t n, float *x), F32)                                         \
+    /* y += a * x */                                                                              \
+    X(AXPY, axpy, void, (int64_t n, float *y, float a, const float *x), F32)                      \
+    /* sum(x[i] * y[i]) over f32 */                                                               \
+    X(DOT_F32, dot_f32, float, (int64_t n, const float *x, const float *y), F32)                  \
+    /* One query over n >= 1 keys of an F16 cache, with the reference's F16 attention             \
+     * numerics: scores s_j = dot(k_j, q16) * scale (q16 is the query rounded to f16), online     \
+     * softmax, and the weighted sum of V accumulated in f16 (rounded after every key, as         \
+     * scale_f16 / mad_f16 do). out[0..d) = that sum / the softmax denominator. Key j's d         \
+     * halves start at k + j * stride bytes, value j's at v + j * stride. */                      \
+    X(ATTN_F16, attn_f16, void,                                                                   \
+      (int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k, const uint8_t *v,             \
+       uint64_t stride, float scale, float *out),                                                 \
+      ATTN)                                                                                       \
+    /* y[i] = f16(f32(y[i]) * v) */                                                               \
+    X(SCALE_F16, scale_f16, void, (int64_t n, uint16_t * y, float v), ATTN)                       \
+    /* y[i] = f16(f32(y[i]) + f32(x[i]) * v) */                                                   \
+    X(MAD_F16, mad_f16, void, (int64_t n, uint16_t * y, const uint16_t *x, float v), ATTN)        \
+    /* ---- tiled attention (issue #11; driven by src/model/attention.c) ----                     \
+     * One query row's attention over keys 0..pos is, at every level and whatever the batch       \
+     * or thread count: keys in chunks of CPULM_ATTN_CHUNK (aligned at 0), each chunk in          \
+     * tiles of at most CPULM_ATTN_TILE keys; per tile attn_scores, attn_softmax_row, attn_pv,    \
+     * from M = -inf, L = 0, o = 0; the chunks' partials folded in order by attn_merge;           \
+     * out = o * (1 / L). Each step's arithmetic per row and element is fixed below, so every     \
+     * level is bit-identical to the generic one. */                                              \
+    /* s[i * lds + j] = dot(q_i, k_j) * scale for i < m, j < n: the canonical F32 dot             \
+     * (vec_dot[F32]) of query row i (q + i * ldq) and key row j (k + j * ldk). */                \
+    X(ATTN_SCORES, attn_scores, void,                                                             \
+      (int64_t d, int m, int n, const float *q, int64_t ldq, const float *k, int64_t ldk,         \
+       float scale, float *s, int64_t lds),                                                       \
+      ATTN)                                                                                       \
+    /* One row's online-softmax step over a tile of n scores of which the first lim count         \
+     * (1 <= lim <= n): mx = max(*M, s[j < lim]); s[j] = vexp(s[j] - mx) for j < lim, 0 for       \
+     * lim <= j < n (vexp: cpulm_generic_vexpf); sum = the 16-lane sum of s (lane l adds          \
+     * j == l mod 16 in order, then the reduce16 tree); a = *M == -inf ? 0 : vexp(*M - mx);       \
+     * *L = fma(*L, a, sum); *M = mx. Returns a. */                                               \
+    X(ATTN_SOFTMAX_ROW, attn_softmax_row, float, (int n, int lim, float *s, float *M, float *L),  \
+      ATTN)                                                                                       \
+    /* o_i[c] = o_i[c] * a[i], then o_i[c] = fma(p[i * ldp + j], v_j[c], o_i[c]) for              \
+     * j = 0..n-1 in order; i < m, c < d; v_j = v + j * ldv, o_i = o + i * ldo. */                \
+    X(ATTN_PV, attn_pv, void,                                                                     \
+      (int64_t d, int m, int n, const float *p, int64_t ldp, const float *v, int64_t ldv,         \
+       const float *a, float *o, int64_t ldo),                                                    \
+      ATTN)                                                                                       \
+    /* Folds a chunk's partial (mc, lc, oc) into the running (M, L, o) of m rows: mx =            \
+     * max(M, mc); a = M == -inf ? 0 : vexp(M - mx); b = vexp(mc - mx); L = fma(L, a, lc*b);      \
+     * o[c] = fma(oc[c], b, o[c] * a); M = mx. Rows with mc == -inf are left alone. */            \
+    X(ATTN_MERGE, attn_merge, void,                                                               \
+      (int64_t d, int m, const float *mc, const float *lc, const float *oc, int64_t ldoc,         \
+       float *M, float *L, float *o, int64_t ldo),                                                \
       ATTN)
 
 struct cpulm_kernels {

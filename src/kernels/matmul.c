@@ -5,9 +5,10 @@
 
 #include "../base/fp16.h"
 
-#define ROW_BLOCK 16  /* weight rows kept hot in cache while every activation row visits them */
-#define TOK_CHUNK 64  /* activation rows per pass over the packed groups: their Q8_0 data
-                         (~70 KB at n = 1024..2048) stays in L2 while the groups stream by */
+#define ROW_BLOCK 16 /* weight rows kept hot in cache while every activation row visits them */
+#define TOK_CHUNK                                                          \
+    64 /* activation rows per pass over the packed groups: their Q8_0 data \
+          (~70 KB at n = 1024..2048) stays in L2 while the groups stream by */
 
 uint64_t cpulm_matmul_act_bytes(cpulm_dtype vdt, int64_t n) {
     if (vdt == CPULM_DTYPE_Q8_0) return cpulm_pack_act_row_bytes(n);
@@ -22,7 +23,8 @@ static void q8_0_extras(uint8_t *dst, int64_t n) {
     int32_t *c4 = (int32_t *)(d + nb), *c8 = c4 + nb;
     for (int64_t i = 0; i < nb; i++) {
         int32_t s = 0;
-        for (int j = 0; j < 32; j++) s += b[i].qs[j];
+        for (int j = 0; j < 32; j++)
+            s += b[i].qs[j];
         d[i] = cpulm_fp16_to_f32(b[i].d);
         c4[i] = -8 * s;
         c8[i] = -128 * s;
@@ -40,7 +42,8 @@ static void q8_K_extras(uint8_t *dst, int64_t n) {
     for (int64_t i = 0; i < n / CPULM_QK_K; i++, e += CPULM_PACK_ACTK_WORDS) {
         const int16_t *b16 = b[i].bsums;
         int b32[8];
-        for (int j = 0; j < 8; j++) b32[j] = b16[2 * j] + b16[2 * j + 1]; /* |.| <= 32 * 127 */
+        for (int j = 0; j < 8; j++)
+            b32[j] = b16[2 * j] + b16[2 * j + 1]; /* |.| <= 32 * 127 */
         for (int h = 0; h < 2; h++) {
             e[2 * h] = pair16(b32[4 * h], b32[4 * h + 2]);
             e[2 * h + 1] = pair16(b32[4 * h + 1], b32[4 * h + 3]);
@@ -49,7 +52,8 @@ static void q8_K_extras(uint8_t *dst, int64_t n) {
             e[4 + 2 * c] = pair16(b16[4 * c], b16[4 * c + 2]);
             e[5 + 2 * c] = pair16(b16[4 * c + 1], b16[4 * c + 3]);
         }
-        for (int g = 0; g < 16; g++) e[12 + g] = -32 * b16[g];
+        for (int g = 0; g < 16; g++)
+            e[12 + g] = -32 * b16[g];
     }
 }
 
@@ -75,18 +79,22 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
     for (int64_t t0 = 0; t0 < a->n_rows; t0 += TOK_CHUNK) {
         const int nt = (int)(a->n_rows - t0 < TOK_CHUNK ? a->n_rows - t0 : TOK_CHUNK);
         for (int64_t g = g0; g < g1; g++) {
-            gemm(a->n_in, nt, tile, CPULM_PACK_ROWS, (const uint8_t *)a->w + (size_t)g * group_bytes,
+            gemm(a->n_in, nt, tile, CPULM_PACK_ROWS,
+                 (const uint8_t *)a->w + (size_t)g * group_bytes,
                  a->act + (size_t)t0 * a->act_stride, a->act_stride);
             for (int j = 0; j < nt; j++) {
                 float *o = a->out + (t0 + j) * a->ld_out;
                 const float *v = tile + j * CPULM_PACK_ROWS;
                 float *og = o + g * CPULM_PACK_ROWS;
                 /* the common cases as straight loops the compiler vectorizes */
-                if (!a->bias && !a->accumulate) memcpy(og, v, sizeof(float) * CPULM_PACK_ROWS);
+                if (!a->bias && !a->accumulate)
+                    memcpy(og, v, sizeof(float) * CPULM_PACK_ROWS);
                 else if (!a->bias)
-                    for (int r = 0; r < CPULM_PACK_ROWS; r++) og[r] += v[r];
+                    for (int r = 0; r < CPULM_PACK_ROWS; r++)
+                        og[r] += v[r];
                 else
-                    for (int r = 0; r < CPULM_PACK_ROWS; r++) store(a, o, g * CPULM_PACK_ROWS + r, v[r]);
+                    for (int r = 0; r < CPULM_PACK_ROWS; r++)
+                        store(a, o, g * CPULM_PACK_ROWS + r, v[r]);
             }
         }
     }

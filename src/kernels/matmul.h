@@ -13,18 +13,18 @@
 #include "kernels.h"
 
 typedef struct cpulm_matmul_args {
-    const void *w;        /* weights: n_out rows of n_in elements of w_type */
+    const void *w; /* weights: n_out rows of n_in elements of w_type */
     cpulm_dtype w_type;
     uint64_t w_row_bytes;
     int64_t n_in, n_out;
-    int packed;           /* w is in the 16-row group layout (n_out % 16 == 0) */
-    const uint8_t *act;   /* n_rows activation rows made by cpulm_matmul_quantize_act */
-    size_t act_stride;    /* bytes between activation rows */
+    int packed;         /* w is in the 16-row group layout (n_out % 16 == 0) */
+    const uint8_t *act; /* n_rows activation rows made by cpulm_matmul_quantize_act */
+    size_t act_stride;  /* bytes between activation rows */
     int64_t n_rows;
-    float *out;           /* [n_rows][ld_out], columns [0, n_out) written */
+    float *out; /* [n_rows][ld_out], columns [0, n_out) written */
     int64_t ld_out;
-    const float *bias;    /* [n_out] or NULL */
-    int accumulate;       /* out += W x instead of out = W x */
+    const float *bias; /* [n_out] or NULL */
+    int accumulate;    /* out += W x instead of out = W x */
 } cpulm_matmul_args;
 
 /* Bytes one activation row of n elements of type vdt (a vec_dot_type) takes: the row

@@ -8,9 +8,10 @@
 
 #define L(f) (uint16_t) offsetof(cpulm_layer, f)
 #define M(f) (uint16_t) offsetof(struct cpulm_model, f)
-#define VEC CPULM_TK_VECTOR
-#define MAT CPULM_TK_MATRIX
-#define D(a, b, c) {CPULM_DIM_##a, CPULM_DIM_##b, CPULM_DIM_##c}
+#define VEC  CPULM_TK_VECTOR
+#define MAT  CPULM_TK_MATRIX
+#define D(a, b, c) \
+    { CPULM_DIM_##a, CPULM_DIM_##b, CPULM_DIM_##c }
 
 const cpulm_tensor_desc cpulm_arch_global_tensors[] = {
     {"token_embd.weight", M(tok_embd), MAT, CPULM_WHEN_ALWAYS, 0, D(EMBD, VOCAB, 1)},
@@ -21,30 +22,41 @@ const cpulm_tensor_desc cpulm_arch_global_tensors[] = {
 };
 
 /* The pieces layers are made of; an architecture's list is their concatenation. */
-#define ATTN                                                                                    \
-    {"attn_norm.weight", L(attn_norm), VEC, CPULM_WHEN_ALWAYS, 0, D(EMBD, 1, 1)},              \
-        {"attn_q.weight", L(wq), MAT, CPULM_WHEN_ALWAYS, 0, D(EMBD, Q, 1)},                    \
-        {"attn_k.weight", L(wk), MAT, CPULM_WHEN_ALWAYS, 0, D(EMBD, KV, 1)},                   \
-        {"attn_v.weight", L(wv), MAT, CPULM_WHEN_ALWAYS, 0, D(EMBD, KV, 1)},                   \
-        {"attn_output.weight", L(wo), MAT, CPULM_WHEN_ALWAYS, 0, D(Q, EMBD, 1)}
-#define QKV_BIAS                                                                                \
-    {"attn_q.bias", L(bq), VEC, CPULM_WHEN_ALWAYS, 0, D(Q, 1, 1)},                             \
-        {"attn_k.bias", L(bk), VEC, CPULM_WHEN_ALWAYS, 0, D(KV, 1, 1)},                        \
-        {"attn_v.bias", L(bv), VEC, CPULM_WHEN_ALWAYS, 0, D(KV, 1, 1)}
-#define QK_NORM                                                                                 \
-    {"attn_q_norm.weight", L(q_norm), VEC, CPULM_WHEN_ALWAYS, 0, D(HEAD, 1, 1)},               \
-        {"attn_k_norm.weight", L(k_norm), VEC, CPULM_WHEN_ALWAYS, 0, D(HEAD, 1, 1)}
-#define FFN_NORM {"ffn_norm.weight", L(ffn_norm), VEC, CPULM_WHEN_ALWAYS, 0, D(EMBD, 1, 1)}
-#define FFN_DENSE                                                                               \
-    {"ffn_gate.weight", L(w_gate), MAT, CPULM_WHEN_DENSE, 0, D(EMBD, FF, 1)},                  \
-        {"ffn_up.weight", L(w_up), MAT, CPULM_WHEN_DENSE, 0, D(EMBD, FF, 1)},                  \
-        {"ffn_down.weight", L(w_down), MAT, CPULM_WHEN_DENSE, 0, D(FF, EMBD, 1)}
-#define FFN_MOE                                                                                 \
-    {"ffn_gate_inp.weight", L(gate_inp), MAT, CPULM_WHEN_MOE, 0, D(EMBD, EXPERTS, 1)},         \
+#define ATTN                                                                      \
+    {"attn_norm.weight", L(attn_norm), VEC, CPULM_WHEN_ALWAYS, 0, D(EMBD, 1, 1)}, \
+        {"attn_q.weight", L(wq), MAT, CPULM_WHEN_ALWAYS, 0, D(EMBD, Q, 1)},       \
+        {"attn_k.weight", L(wk), MAT, CPULM_WHEN_ALWAYS, 0, D(EMBD, KV, 1)},      \
+        {"attn_v.weight", L(wv), MAT, CPULM_WHEN_ALWAYS, 0, D(EMBD, KV, 1)}, {    \
+        "attn_output.weight", L(wo), MAT, CPULM_WHEN_ALWAYS, 0, D(Q, EMBD, 1)     \
+    }
+#define QKV_BIAS                                                          \
+    {"attn_q.bias", L(bq), VEC, CPULM_WHEN_ALWAYS, 0, D(Q, 1, 1)},        \
+        {"attn_k.bias", L(bk), VEC, CPULM_WHEN_ALWAYS, 0, D(KV, 1, 1)}, { \
+        "attn_v.bias", L(bv), VEC, CPULM_WHEN_ALWAYS, 0, D(KV, 1, 1)      \
+    }
+#define QK_NORM                                                                    \
+    {"attn_q_norm.weight", L(q_norm), VEC, CPULM_WHEN_ALWAYS, 0, D(HEAD, 1, 1)}, { \
+        "attn_k_norm.weight", L(k_norm), VEC, CPULM_WHEN_ALWAYS, 0, D(HEAD, 1, 1)  \
+    }
+#define FFN_NORM \
+    { "ffn_norm.weight", L(ffn_norm), VEC, CPULM_WHEN_ALWAYS, 0, D(EMBD, 1, 1) }
+#define FFN_DENSE                                                               \
+    {"ffn_gate.weight", L(w_gate), MAT, CPULM_WHEN_DENSE, 0, D(EMBD, FF, 1)},   \
+        {"ffn_up.weight", L(w_up), MAT, CPULM_WHEN_DENSE, 0, D(EMBD, FF, 1)}, { \
+        "ffn_down.weight", L(w_down), MAT, CPULM_WHEN_DENSE, 0, D(FF, EMBD, 1)  \
+    }
+#define FFN_MOE                                                                                   \
+    {"ffn_gate_inp.weight", L(gate_inp), MAT, CPULM_WHEN_MOE, 0, D(EMBD, EXPERTS, 1)},            \
         {"ffn_gate_exps.weight", L(gate_exps), MAT, CPULM_WHEN_MOE, 0, D(EMBD, FF_EXP, EXPERTS)}, \
-        {"ffn_up_exps.weight", L(up_exps), MAT, CPULM_WHEN_MOE, 0, D(EMBD, FF_EXP, EXPERTS)},  \
-        {"ffn_down_exps.weight", L(down_exps), MAT, CPULM_WHEN_MOE, 0, D(FF_EXP, EMBD, EXPERTS)}
-#define END {NULL, 0, 0, 0, 0, {0}}
+        {"ffn_up_exps.weight", L(up_exps), MAT, CPULM_WHEN_MOE, 0, D(EMBD, FF_EXP, EXPERTS)}, {   \
+        "ffn_down_exps.weight", L(down_exps), MAT, CPULM_WHEN_MOE, 0, D(FF_EXP, EMBD, EXPERTS)    \
+    }
+#define END                 \
+    {                       \
+        NULL, 0, 0, 0, 0, { \
+            0               \
+        }                   \
+    }
 
 static const cpulm_tensor_desc llama_tensors[] = {ATTN, FFN_NORM, FFN_DENSE, FFN_MOE, END};
 static const cpulm_tensor_desc qwen2_tensors[] = {ATTN, QKV_BIAS, FFN_NORM, FFN_DENSE, END};
@@ -52,15 +64,34 @@ static const cpulm_tensor_desc qwen3_tensors[] = {ATTN, QK_NORM, FFN_NORM, FFN_D
 static const cpulm_tensor_desc qwen3moe_tensors[] = {ATTN, QK_NORM, FFN_NORM, FFN_MOE, END};
 
 static const cpulm_arch_desc archs[] = {
-    {.name = "llama", .rope = CPULM_ROPE_NORM, .ffn = CPULM_FFN_DENSE_OR_MOE,
-     .moe_norm_weights = true, .default_rope_base = 10000.0f, .default_norm_eps = 1e-5f,
+    {.name = "llama",
+     .rope = CPULM_ROPE_NORM,
+     .ffn = CPULM_FFN_DENSE_OR_MOE,
+     .moe_norm_weights = true,
+     .default_rope_base = 10000.0f,
+     .default_norm_eps = 1e-5f,
      .layer_tensors = llama_tensors},
-    {.name = "qwen2", .rope = CPULM_ROPE_NEOX, .qkv_bias = true, .ffn = CPULM_FFN_DENSE_ONLY,
-     .default_rope_base = 10000.0f, .default_norm_eps = 1e-6f, .layer_tensors = qwen2_tensors},
-    {.name = "qwen3", .rope = CPULM_ROPE_NEOX, .qk_norm = true, .ffn = CPULM_FFN_DENSE_ONLY,
-     .default_rope_base = 1000000.0f, .default_norm_eps = 1e-6f, .layer_tensors = qwen3_tensors},
-    {.name = "qwen3moe", .rope = CPULM_ROPE_NEOX, .qk_norm = true, .ffn = CPULM_FFN_MOE_ONLY,
-     .moe_norm_weights = true, .default_rope_base = 1000000.0f, .default_norm_eps = 1e-6f,
+    {.name = "qwen2",
+     .rope = CPULM_ROPE_NEOX,
+     .qkv_bias = true,
+     .ffn = CPULM_FFN_DENSE_ONLY,
+     .default_rope_base = 10000.0f,
+     .default_norm_eps = 1e-6f,
+     .layer_tensors = qwen2_tensors},
+    {.name = "qwen3",
+     .rope = CPULM_ROPE_NEOX,
+     .qk_norm = true,
+     .ffn = CPULM_FFN_DENSE_ONLY,
+     .default_rope_base = 1000000.0f,
+     .default_norm_eps = 1e-6f,
+     .layer_tensors = qwen3_tensors},
+    {.name = "qwen3moe",
+     .rope = CPULM_ROPE_NEOX,
+     .qk_norm = true,
+     .ffn = CPULM_FFN_MOE_ONLY,
+     .moe_norm_weights = true,
+     .default_rope_base = 1000000.0f,
+     .default_norm_eps = 1e-6f,
      .layer_tensors = qwen3moe_tensors},
 };
 

@@ -39,30 +39,30 @@ typedef enum cpulm_tensor_kind {
 } cpulm_tensor_kind;
 
 typedef struct cpulm_tensor_desc {
-    const char *name;    /* "attn_q.weight"; layer tensors are "blk.<i>." + name */
-    uint16_t field;      /* offsetof the binding in cpulm_layer (layer) or cpulm_model (global) */
-    uint8_t kind;        /* cpulm_tensor_kind */
-    uint8_t when;        /* cpulm_when */
+    const char *name; /* "attn_q.weight"; layer tensors are "blk.<i>." + name */
+    uint16_t field;   /* offsetof the binding in cpulm_layer (layer) or cpulm_model (global) */
+    uint8_t kind;     /* cpulm_tensor_kind */
+    uint8_t when;     /* cpulm_when */
     uint8_t optional;
-    uint8_t dims[3];     /* cpulm_dim, ne[0] first (ne[0] = row length) */
+    uint8_t dims[3]; /* cpulm_dim, ne[0] first (ne[0] = row length) */
 } cpulm_tensor_desc;
 
 typedef enum cpulm_ffn_style {
-    CPULM_FFN_DENSE_ONLY, /* expert keys ignored */
+    CPULM_FFN_DENSE_ONLY,   /* expert keys ignored */
     CPULM_FFN_DENSE_OR_MOE, /* MoE when <arch>.expert_count > 0 (Mixtral is "llama") */
-    CPULM_FFN_MOE_ONLY,   /* expert_count required */
+    CPULM_FFN_MOE_ONLY,     /* expert_count required */
 } cpulm_ffn_style;
 
 typedef struct cpulm_arch_desc {
-    const char *name;         /* general.architecture value, also the metadata key prefix */
+    const char *name; /* general.architecture value, also the metadata key prefix */
     cpulm_rope_style rope;
-    bool qkv_bias;            /* attn_{q,k,v}.bias present (required) */
-    bool qk_norm;             /* per-head RMS norm of q and k before rope (qwen3) */
+    bool qkv_bias; /* attn_{q,k,v}.bias present (required) */
+    bool qk_norm;  /* per-head RMS norm of q and k before rope (qwen3) */
     cpulm_ffn_style ffn;
-    bool moe_norm_weights;    /* renormalize the top-k router weights unless the file's
-                                 <arch>.expert_weights_norm says otherwise */
-    float default_rope_base;  /* when <arch>.rope.freq_base is absent */
-    float default_norm_eps;   /* when <arch>.attention.layer_norm_rms_epsilon is absent */
+    bool moe_norm_weights;   /* renormalize the top-k router weights unless the file's
+                                <arch>.expert_weights_norm says otherwise */
+    float default_rope_base; /* when <arch>.rope.freq_base is absent */
+    float default_norm_eps;  /* when <arch>.attention.layer_norm_rms_epsilon is absent */
     const cpulm_tensor_desc *layer_tensors; /* terminated by a NULL name */
 } cpulm_arch_desc;
 

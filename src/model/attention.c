@@ -23,15 +23,15 @@
 #include "../base/status.h"
 #include "work.h"
 
-#define TILE CPULM_ATTN_TILE
+#define TILE  CPULM_ATTN_TILE
 #define CHUNK CPULM_ATTN_CHUNK
 
-typedef struct att_ws { /* one thread's tiles */
-    float *q, *o, *oc;     /* [rows][d] */
+typedef struct att_ws {         /* one thread's tiles */
+    float *q, *o, *oc;          /* [rows][d] */
     float *m, *l, *mc, *lc, *a; /* [rows] */
-    int32_t *qpos;         /* [rows] */
-    float *s;              /* [rows][TILE] */
-    float *kf, *vf;        /* [TILE][d] */
+    int32_t *qpos;              /* [rows] */
+    float *s;                   /* [rows][TILE] */
+    float *kf, *vf;             /* [TILE][d] */
 } att_ws;
 
 struct cpulm_attn {
@@ -39,14 +39,14 @@ struct cpulm_attn {
     int32_t n_chunk_max;
     int split_max;
     size_t ws_floats;
-    float *ws;                 /* [threads][ws_floats] */
-    float *part;               /* split partials [split_max][n_head_kv][n_chunk_max][gq][d+2] */
-    int32_t *blk;              /* [n_batch + 1]: first token of each block */
+    float *ws;    /* [threads][ws_floats] */
+    float *part;  /* split partials [split_max][n_head_kv][n_chunk_max][gq][d+2] */
+    int32_t *blk; /* [n_batch + 1]: first token of each block */
     int32_t n_blk;
     int split;
-    int ref;                   /* F16 cache, reference numerics: attn_f16 per (token, head) */
+    int ref; /* F16 cache, reference numerics: attn_f16 per (token, head) */
     uint64_t n_split_items;
-    uint64_t *item_end;        /* [split_max]: cumulative split items after token t */
+    uint64_t *item_end; /* [split_max]: cumulative split items after token t */
 };
 
 cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
@@ -135,7 +135,8 @@ static const float *load_tile(const cpulm_ctx *c, const uint8_t *row0, int g, in
         return (const float *)(row0 + off);
     }
     cpulm_to_float_fn cvt = c->k->to_float[kv->dtype];
-    for (int r = 0; r < n; r++) cvt(row0 + (size_t)r * kv->row_bytes + off, buf + r * d, d);
+    for (int r = 0; r < n; r++)
+        cvt(row0 + (size_t)r * kv->row_bytes + off, buf + r * d, d);
     *ld = d;
     return buf;
 }
@@ -157,7 +158,8 @@ static void chunk_partial(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, in
     int r0 = 0;
     for (int32_t j = j0; j < jend; j += TILE) {
         int n = jend - j < TILE ? jend - j : TILE;
-        while (w->qpos[r0] < j) r0++;
+        while (w->qpos[r0] < j)
+            r0++;
         int64_t ldk, ldv;
         const float *kt = load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g, n, w->kf, &ldk);
         const float *vt = load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g, n, w->vf, &ldv);
@@ -186,14 +188,16 @@ static int gather_q(const cpulm_ctx *c, att_ws *w, int32_t t0, int32_t nt, int g
 }
 
 /* att rows of tokens t0.. (heads of group g) = o / l. */
-static void write_out(const cpulm_ctx *c, const float *o, const float *l, int32_t t0, int m, int g) {
+static void write_out(const cpulm_ctx *c, const float *o, const float *l, int32_t t0, int m,
+                      int g) {
     const cpulm_hparams *hp = &c->m->hp;
     int gq = c->attn->gq, d = hp->head_dim;
     int64_t qd = (int64_t)hp->n_head * d;
     for (int i = 0; i < m; i++) {
         float *out = c->att + (t0 + i / gq) * qd + (int64_t)(g * gq + i % gq) * d;
         const float inv = 1.0f / l[i];
-        for (int e = 0; e < d; e++) out[e] = o[(int64_t)i * d + e] * inv;
+        for (int e = 0; e < d; e++)
+            out[e] = o[(int64_t)i * d + e] * inv;
     }
 }
 
@@ -229,7 +233,8 @@ static float *part_of(const cpulm_ctx *c, int32_t t, int g, int32_t ch) {
 static void split_item(cpulm_ctx *c, att_ws *w, int il, uint64_t item) {
     const struct cpulm_attn *a = c->attn;
     int32_t t = 0;
-    while (item >= a->item_end[t]) t++;
+    while (item >= a->item_end[t])
+        t++;
     uint64_t local = item - (t ? a->item_end[t - 1] : 0), n_ch = (uint64_t)(c->pos[t] / CHUNK + 1);
     int g = (int)(local / n_ch);
     int32_t ch = (int32_t)(local % n_ch);
@@ -288,7 +293,8 @@ void cpulm_attn_layer(cpulm_ctx *c, int il, int ith, int nth) {
         return;
     }
     uint64_t n = a->n_split_items, first = cpulm_work_begin(c, ith, n);
-    while (cpulm_work_claim(c, first + n, &item)) split_item(c, &w, il, item - first);
+    while (cpulm_work_claim(c, first + n, &item))
+        split_item(c, &w, il, item - first);
     if (nth > 1) cpulm_pool_barrier(c->pool);
     n = (uint64_t)c->n_tok * (uint64_t)n_kv;
     first = cpulm_work_begin(c, ith, n);

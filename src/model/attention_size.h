@@ -9,7 +9,7 @@
 #include "../kernels/kernels.h"
 #include "model.h"
 
-#define CPULM_ATT_ROWS 64      /* query rows per block: tokens x group heads */
+#define CPULM_ATT_ROWS      64 /* query rows per block: tokens x group heads */
 #define CPULM_ATT_SPLIT_MAX 16 /* batches of up to this many single tokens split over the cache */
 
 static inline int cpulm_attn_group_size(const cpulm_hparams *hp) {
@@ -35,8 +35,7 @@ static inline int cpulm_attn_split_max(int32_t n_seq_max, int32_t n_batch) {
 /* Bytes: per-thread tiles, split partials [split_max][n_head][chunks][d + 2], the block
  * plan [n_batch + 1] and the split item ends [CPULM_ATT_SPLIT_MAX]. */
 static inline uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t n_ctx,
-                                                int32_t n_seq_max, int32_t n_batch,
-                                                int n_threads) {
+                                                int32_t n_seq_max, int32_t n_batch, int n_threads) {
     int gq = cpulm_attn_group_size(hp), rows = gq * cpulm_attn_tokens_per_block(gq);
     uint64_t n_chunk = ((uint64_t)n_ctx + CPULM_ATTN_CHUNK - 1) / CPULM_ATTN_CHUNK;
     uint64_t part = (uint64_t)cpulm_attn_split_max(n_seq_max, n_batch) * (uint64_t)hp->n_head *

@@ -34,11 +34,19 @@ static uint64_t job_begin(cpulm_ctx *c, int ith, uint64_t n) {
 
 static void mm_rows(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
                     int64_t n_rows, int ith, int nth) {
-    cpulm_matmul_args a = {.w = j->w->data, .w_type = j->w->type, .w_row_bytes = j->w->row_bytes,
-                           .n_in = j->w->ne[0], .n_out = j->w->ne[1],
-                           .packed = j->w->packed, .act = act,
-                           .act_stride = act_stride, .n_rows = n_rows, .out = j->out,
-                           .ld_out = j->ld_out, .bias = j->bias, .accumulate = j->accumulate};
+    cpulm_matmul_args a = {.w = j->w->data,
+                           .w_type = j->w->type,
+                           .w_row_bytes = j->w->row_bytes,
+                           .n_in = j->w->ne[0],
+                           .n_out = j->w->ne[1],
+                           .packed = j->w->packed,
+                           .act = act,
+                           .act_stride = act_stride,
+                           .n_rows = n_rows,
+                           .out = j->out,
+                           .ld_out = j->ld_out,
+                           .bias = j->bias,
+                           .accumulate = j->accumulate};
     if (nth == 1) {
         cpulm_matmul(c->k, &a, 0, 1);
         return;
@@ -97,8 +105,10 @@ static void qk_norm(cpulm_ctx *c, const cpulm_layer *ly, int64_t t) {
     const cpulm_hparams *hp = &c->m->hp;
     int d = hp->head_dim;
     float *q = c->q + t * (int64_t)hp->n_head * d, *k = c->kc + t * c->kv.kv_dim;
-    for (int h = 0; h < hp->n_head; h++) c->k->rms_norm(d, q + h * d, q + h * d, ly->q_norm, hp->norm_eps);
-    for (int h = 0; h < hp->n_head_kv; h++) c->k->rms_norm(d, k + h * d, k + h * d, ly->k_norm, hp->norm_eps);
+    for (int h = 0; h < hp->n_head; h++)
+        c->k->rms_norm(d, q + h * d, q + h * d, ly->q_norm, hp->norm_eps);
+    for (int h = 0; h < hp->n_head_kv; h++)
+        c->k->rms_norm(d, k + h * d, k + h * d, ly->k_norm, hp->norm_eps);
 }
 
 /* Rope on q and k of token t, then its k and v go into the cache. */
@@ -136,7 +146,8 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     int64_t QD = (int64_t)hp->n_head * hp->head_dim, KVD = c->kv.kv_dim;
     float *tmp = c->scores + (size_t)ith * c->scores_stride; /* rope angles */
 
-    for (int64_t t = ith; t < T; t += nth) k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->attn_norm, hp->norm_eps);
+    for (int64_t t = ith; t < T; t += nth)
+        k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->attn_norm, hp->norm_eps);
     cpulm_pool_barrier(c->pool);
     mm_job qkv[3] = {{&ly->wq, c->q, QD, ly->bq, 0},
                      {&ly->wk, c->kc, KVD, ly->bk, 0},
@@ -154,7 +165,8 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     mm_group(c, c->att, QD, T, &o, 1, ith, nth);
     cpulm_pool_barrier(c->pool);
 
-    for (int64_t t = ith; t < T; t += nth) k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->ffn_norm, hp->norm_eps);
+    for (int64_t t = ith; t < T; t += nth)
+        k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->ffn_norm, hp->norm_eps);
     cpulm_pool_barrier(c->pool);
     if (ly->gate_exps.data) {
         cpulm_moe_ffn(c, ly, ith, nth);
@@ -163,7 +175,8 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     mm_job gu[2] = {{&ly->w_gate, c->g, F, NULL, 0}, {&ly->w_up, c->u, F, NULL, 0}};
     mm_group(c, c->xn, E, T, gu, 2, ith, nth);
     cpulm_pool_barrier(c->pool);
-    for (int64_t t = ith; t < T; t += nth) k->swiglu(F, c->g + t * F, c->g + t * F, c->u + t * F);
+    for (int64_t t = ith; t < T; t += nth)
+        k->swiglu(F, c->g + t * F, c->g + t * F, c->u + t * F);
     cpulm_pool_barrier(c->pool);
     mm_job down = {&ly->w_down, c->x, E, NULL, 1};
     mm_group(c, c->g, F, T, &down, 1, ith, nth);
@@ -198,7 +211,8 @@ static void pool_embeddings(cpulm_ctx *c, int ith, int nth) {
         for (int64_t t = c->embd_first[s]; t <= c->embd_last[s]; t++)
             if (c->seq[t] == s) c->k->axpy(E, out, 1.0f, c->xn + t * E);
         const float inv = 1.0f / (float)n;
-        for (int64_t i = 0; i < E; i++) out[i] *= inv;
+        for (int64_t i = 0; i < E; i++)
+            out[i] *= inv;
     }
     cpulm_pool_barrier(c->pool);
 }
@@ -211,7 +225,8 @@ static void fwd_worker(void *arg, int ith, int nth) {
     for (int64_t t = ith; t < c->n_tok; t += nth)
         cpulm_repack_get_row(c->k, &m->tok_embd, c->tok[t], c->x + t * E);
     cpulm_pool_barrier(c->pool);
-    for (int il = 0; il < m->hp.n_layer; il++) layer(c, il, ith, nth);
+    for (int il = 0; il < m->hp.n_layer; il++)
+        layer(c, il, ith, nth);
     if (c->pooled) pool_embeddings(c, ith, nth);
     if (c->n_outputs == 0) return;
     for (int64_t o = ith; o < c->n_outputs; o += nth)

@@ -8,10 +8,10 @@
 
 typedef struct mm_job {
     const cpulm_tensor *w;
-    float *out;      /* [n_rows][ld_out] */
+    float *out; /* [n_rows][ld_out] */
     int64_t ld_out;
     const float *bias; /* [w->ne[1]] or NULL */
-    int accumulate;  /* out += W x instead of out = W x */
+    int accumulate;    /* out += W x instead of out = W x */
 } mm_job;
 
 /* Claims the next item below end from the shared counter; 0 when the job is exhausted. */

@@ -54,8 +54,10 @@ static cpulm_status get_int(loader *L, const char *suffix, int64_t def, int64_t 
 static cpulm_status get_float(loader *L, const char *suffix, double def, float *out) {
     double v;
     cpulm_status s = cpulm_gguf_get_f64(&L->m->gguf, akey(L, suffix), &v, L->err);
-    if (s == CPULM_ERR_NOT_FOUND) v = def;
-    else if (s != CPULM_OK) return s;
+    if (s == CPULM_ERR_NOT_FOUND)
+        v = def;
+    else if (s != CPULM_OK)
+        return s;
     if (!(v == v) || v > 1e30 || v < -1e30)
         return cpulm_errf(L->err, CPULM_ERR_FORMAT, "key '%s' is not a finite number", L->key);
     *out = (float)v;
@@ -106,9 +108,14 @@ static cpulm_status read_experts(loader *L) {
 }
 
 cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp) {
-    return (cpulm_arch_dims){.n_embd = hp->n_embd, .n_vocab = hp->n_vocab, .n_head = hp->n_head,
-                             .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
-                             .n_rot = hp->n_rot, .n_ff = hp->n_ff, .n_ff_exp = hp->n_ff_exp,
+    return (cpulm_arch_dims){.n_embd = hp->n_embd,
+                             .n_vocab = hp->n_vocab,
+                             .n_head = hp->n_head,
+                             .n_head_kv = hp->n_head_kv,
+                             .head_dim = hp->head_dim,
+                             .n_rot = hp->n_rot,
+                             .n_ff = hp->n_ff,
+                             .n_ff_exp = hp->n_ff_exp,
                              .n_expert = hp->n_expert};
 }
 
@@ -124,8 +131,9 @@ static cpulm_status read_hparams(loader *L) {
         (s = get_int(L, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv)))
         return s;
     if (hp->n_head % hp->n_head_kv != 0)
-        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "head_count %d not a multiple of head_count_kv %d",
-                          hp->n_head, hp->n_head_kv);
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT,
+                          "head_count %d not a multiple of head_count_kv %d", hp->n_head,
+                          hp->n_head_kv);
     int32_t def_hd = hp->n_embd / hp->n_head;
     if ((s = get_int(L, "attention.key_length", def_hd, 1, 4096, &hp->head_dim))) return s;
     int32_t vlen;
@@ -183,10 +191,11 @@ static cpulm_status bind_matrix(loader *L, const char *name, const int64_t ne[3]
         return cpulm_errf(L->err, CPULM_ERR_FORMAT, "missing tensor '%s'", name);
     }
     if (t->ne[0] != ne[0] || t->ne[1] != ne[1] || t->ne[2] != ne[2] || t->ne[3] != 1)
-        return cpulm_errf(L->err, CPULM_ERR_FORMAT,
-                          "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
-                          name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                          (long long)t->ne[3], (long long)ne[0], (long long)ne[1], (long long)ne[2]);
+        return cpulm_errf(
+            L->err, CPULM_ERR_FORMAT,
+            "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]", name,
+            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+            (long long)ne[0], (long long)ne[1], (long long)ne[2]);
     const cpulm_dtype_traits *tr = cpulm_dtype_traits_get(t->type);
     if (!tr || !tr->computable)
         return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED, "tensor '%s': type %s not supported", name,
@@ -243,7 +252,8 @@ static cpulm_status bind_list(loader *L, const cpulm_tensor_desc *list, const ch
         if (!cpulm_arch_tensor_present(t, d.n_expert)) continue;
         snprintf(name, sizeof name, "%s%s", prefix, t->name);
         int64_t ne[3];
-        for (int i = 0; i < 3; i++) ne[i] = cpulm_arch_dim(&d, (cpulm_dim)t->dims[i]);
+        for (int i = 0; i < 3; i++)
+            ne[i] = cpulm_arch_dim(&d, (cpulm_dim)t->dims[i]);
         void *field = (char *)base + t->field;
         cpulm_status s = t->kind == CPULM_TK_VECTOR
                              ? bind_vector(L, name, ne[0], t->optional, (const float **)field)
@@ -290,7 +300,8 @@ static cpulm_status load_metadata(loader *L) {
         return cpulm_errf(L->err, CPULM_ERR_FORMAT, "missing key 'general.architecture'");
     if (s != CPULM_OK) return s;
     m->arch = cpulm_arch_find(arch.ptr, (unsigned long)arch.len);
-    if (!(m->arch_name = dup_str(arch))) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
+    if (!(m->arch_name = dup_str(arch)))
+        return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
     if (cpulm_gguf_get_str(&m->gguf, "general.name", &name, NULL) != CPULM_OK) name.len = 0;
     if (!(m->name = dup_str(name))) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
     const char *ft = main_type(&m->gguf);
@@ -310,8 +321,7 @@ static cpulm_status load_metadata(loader *L) {
 
 /* The NUMA mode's memory policy covers the weights' first touch: file pages (pre-faulted
  * for DISTRIBUTE) and the repacked copies written here. */
-static cpulm_status place_and_repack(cpulm_model *m, const cpulm_model_params *p,
-                                     cpulm_error *e) {
+static cpulm_status place_and_repack(cpulm_model *m, const cpulm_model_params *p, cpulm_error *e) {
     cpulm_numa_mem saved;
     cpulm_numa_mem_begin(p->numa, &m->map, &saved);
     cpulm_status s = CPULM_OK;
@@ -350,7 +360,7 @@ cpulm_model *cpulm_model_load(const char *path, const cpulm_model_params *params
     if (!p.vocab_only && (s = place_and_repack(m, &p, e)) != CPULM_OK) goto fail;
     if (p.use_mlock) cpulm_mmap_lock(&m->map);
     return m;
-fail: {
+fail : {
     char msg[sizeof e->msg];
     snprintf(msg, sizeof msg, "%s", e->msg);
     cpulm_errf(e, s, "%s: %s", path, msg);
@@ -366,9 +376,11 @@ void cpulm_model_free(cpulm_model *m) {
     cpulm_model_free_names(m);
     cpulm_gguf_release(&m->gguf);
     cpulm_mmap_close(&m->map);
-    for (int i = 0; i < m->n_owned_f32; i++) free(m->owned_f32[i]);
+    for (int i = 0; i < m->n_owned_f32; i++)
+        free(m->owned_f32[i]);
     free(m->owned_f32);
-    for (int i = 0; i < m->n_owned_packed; i++) free(m->owned_packed[i]);
+    for (int i = 0; i < m->n_owned_packed; i++)
+        free(m->owned_packed[i]);
     free(m->owned_packed);
     free(m->layers);
     free(m->path);

@@ -23,10 +23,10 @@ typedef struct cpulm_vocab cpulm_vocab;
 typedef struct cpulm_tensor {
     const void *data; /* NULL when the tensor is absent (optional tensors) */
     cpulm_dtype type;
-    int64_t ne[3];    /* ne[0] = row length (contiguous), ne[1] = rows, ne[2] = experts (1) */
+    int64_t ne[3]; /* ne[0] = row length (contiguous), ne[1] = rows, ne[2] = experts (1) */
     uint64_t row_bytes;
     uint64_t expert_bytes; /* row_bytes * ne[1] */
-    int packed;       /* rows repacked into 16-row groups (repack.h); data is model-owned */
+    int packed;            /* rows repacked into 16-row groups (repack.h); data is model-owned */
 } cpulm_tensor;
 
 /* Expert e's 2-D matrix of a 3-D tensor (e = 0 of a 2-D one is itself). */
@@ -38,17 +38,17 @@ static inline cpulm_tensor cpulm_tensor_expert(const cpulm_tensor *t, int64_t e)
 }
 
 typedef struct cpulm_layer {
-    const float *attn_norm; /* [n_embd] */
-    cpulm_tensor wq;        /* [n_embd] -> [n_head * head_dim] */
-    cpulm_tensor wk;        /* [n_embd] -> [n_head_kv * head_dim] */
-    cpulm_tensor wv;        /* [n_embd] -> [n_head_kv * head_dim] */
-    cpulm_tensor wo;        /* [n_head * head_dim] -> [n_embd] */
-    const float *bq, *bk, *bv; /* NULL unless the architecture has qkv biases */
+    const float *attn_norm;       /* [n_embd] */
+    cpulm_tensor wq;              /* [n_embd] -> [n_head * head_dim] */
+    cpulm_tensor wk;              /* [n_embd] -> [n_head_kv * head_dim] */
+    cpulm_tensor wv;              /* [n_embd] -> [n_head_kv * head_dim] */
+    cpulm_tensor wo;              /* [n_head * head_dim] -> [n_embd] */
+    const float *bq, *bk, *bv;    /* NULL unless the architecture has qkv biases */
     const float *q_norm, *k_norm; /* [head_dim] per-head RMS norms before rope, or NULL */
-    const float *ffn_norm;  /* [n_embd] */
-    cpulm_tensor w_gate;    /* [n_embd] -> [n_ff] */
-    cpulm_tensor w_up;      /* [n_embd] -> [n_ff] */
-    cpulm_tensor w_down;    /* [n_ff] -> [n_embd] */
+    const float *ffn_norm;        /* [n_embd] */
+    cpulm_tensor w_gate;          /* [n_embd] -> [n_ff] */
+    cpulm_tensor w_up;            /* [n_embd] -> [n_ff] */
+    cpulm_tensor w_down;          /* [n_ff] -> [n_embd] */
     /* mixture of experts (n_expert > 0) instead of w_gate/w_up/w_down: */
     cpulm_tensor gate_inp;  /* router [n_embd] -> [n_expert] */
     cpulm_tensor gate_exps; /* [n_embd] -> [n_ff_exp], x n_expert */
@@ -76,17 +76,17 @@ struct cpulm_model {
     const cpulm_arch_desc *arch;
     cpulm_hparams hp;
     char *path, *arch_name, *name, *ftype; /* owned, NUL-terminated */
-    cpulm_tensor tok_embd;   /* [n_embd] x n_vocab rows */
-    cpulm_tensor output;     /* [n_embd] -> [n_vocab]; tok_embd when tied */
+    cpulm_tensor tok_embd;                 /* [n_embd] x n_vocab rows */
+    cpulm_tensor output;                   /* [n_embd] -> [n_vocab]; tok_embd when tied */
     const float *output_norm;
     const float *rope_freqs; /* [n_rot / 2] divisors of each pair's frequency, or NULL */
     cpulm_layer *layers;     /* owned, [n_layer] */
     float **owned_f32;       /* converted 1-D tensors, freed with the model */
     int32_t n_owned_f32;
-    void **owned_packed;     /* repacked weights (repack.c), freed with the model */
+    void **owned_packed; /* repacked weights (repack.c), freed with the model */
     int32_t n_owned_packed;
-    char **meta_keys;     /* [gguf.n_kv] NUL-terminated copies, owned */
-    char **tensor_names;  /* [gguf.n_tensors] NUL-terminated copies, owned */
+    char **meta_keys;    /* [gguf.n_kv] NUL-terminated copies, owned */
+    char **tensor_names; /* [gguf.n_tensors] NUL-terminated copies, owned */
     int vocab_only;
 };
 

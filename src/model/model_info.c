@@ -33,9 +33,11 @@ cpulm_status cpulm_model_build_names(cpulm_model *m, cpulm_error *err) {
 
 void cpulm_model_free_names(cpulm_model *m) {
     if (m->meta_keys)
-        for (uint64_t i = 0; i < m->gguf.n_kv; i++) free(m->meta_keys[i]);
+        for (uint64_t i = 0; i < m->gguf.n_kv; i++)
+            free(m->meta_keys[i]);
     if (m->tensor_names)
-        for (uint64_t i = 0; i < m->gguf.n_tensors; i++) free(m->tensor_names[i]);
+        for (uint64_t i = 0; i < m->gguf.n_tensors; i++)
+            free(m->tensor_names[i]);
     free(m->meta_keys);
     free(m->tensor_names);
     m->meta_keys = m->tensor_names = NULL;
@@ -133,7 +135,6 @@ cpulm_status cpulm_model_meta(const cpulm_model *m, const char *key, char *buf, 
     if (n_out) *n_out = n + 1;
     return n + 1 > cap ? CPULM_ERR_TOO_SMALL : CPULM_OK;
 }
-
 
 cpulm_pooling cpulm_model_pooling(const cpulm_model *m) {
     return (cpulm_pooling)m->hp.pooling;

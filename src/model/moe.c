@@ -1,13 +1,13 @@
 /* moe.c: the mixture-of-experts FFN (qwen3moe, Mixtral-style llama), as llama.cpp computes it:
  *   p = softmax(router x); the n_used largest p choose experts (renormalized to sum 1 when
- *   the model says so); y = sum over chosen e, in order of weight, of w_e * down_e(silu(gate_e x) * up_e x).
- * Tokens are grouped by expert: after routing, the batch's (token, slot) pairs are sorted by
- * expert, each expert's activation rows are gathered contiguously, and each chosen expert
- * runs one GEMM over all its tokens (one GEMV row when generating), reading only the experts
- * some token chose. Work items are (expert, slice of output rows), sized by the expert's
- * token count, and claimed from the shared counter, so uneven expert loads balance over the
- * threads. Every (token, slot) row is computed by one item with fixed arithmetic, so results
- * do not depend on the thread count or on which other tokens share the batch. */
+ *   the model says so); y = sum over chosen e, in order of weight, of w_e * down_e(silu(gate_e x) *
+ * up_e x). Tokens are grouped by expert: after routing, the batch's (token, slot) pairs are sorted
+ * by expert, each expert's activation rows are gathered contiguously, and each chosen expert runs
+ * one GEMM over all its tokens (one GEMV row when generating), reading only the experts some token
+ * chose. Work items are (expert, slice of output rows), sized by the expert's token count, and
+ * claimed from the shared counter, so uneven expert loads balance over the threads. Every (token,
+ * slot) row is computed by one item with fixed arithmetic, so results do not depend on the thread
+ * count or on which other tokens share the batch. */
 #include "moe.h"
 
 #include <stdlib.h>
@@ -16,8 +16,8 @@
 #include "../kernels/matmul.h"
 #include "forward_int.h"
 
-#define MAX_PARTS 64         /* output-row slices of one expert's matmul */
-#define ITEMS_PER_THREAD 8   /* enough items that a descheduled thread's share is taken over */
+#define MAX_PARTS        64 /* output-row slices of one expert's matmul */
+#define ITEMS_PER_THREAD 8  /* enough items that a descheduled thread's share is taken over */
 
 /* Where each phase's items come from: item i is slice part[i] of n_parts[i] of expert[i]. */
 typedef struct moe_plan {
@@ -26,18 +26,18 @@ typedef struct moe_plan {
 } moe_plan;
 
 struct cpulm_moe_scratch {
-    int64_t n_slots;       /* n_batch * n_expert_used */
-    float *router;         /* [n_batch][n_expert] logits, then probabilities */
-    int32_t *sel;          /* [n_slots] chosen expert of (token, slot), slots by weight */
-    float *wsel;           /* [n_slots] its weight */
-    int32_t *cnt, *off;    /* [n_expert], [n_expert + 1]: rows of each expert in sorted order */
-    int32_t *order;        /* [n_slots] sorted position -> (token * n_used + slot) */
-    int32_t *pos;          /* [n_slots] the inverse */
+    int64_t n_slots;    /* n_batch * n_expert_used */
+    float *router;      /* [n_batch][n_expert] logits, then probabilities */
+    int32_t *sel;       /* [n_slots] chosen expert of (token, slot), slots by weight */
+    float *wsel;        /* [n_slots] its weight */
+    int32_t *cnt, *off; /* [n_expert], [n_expert + 1]: rows of each expert in sorted order */
+    int32_t *order;     /* [n_slots] sorted position -> (token * n_used + slot) */
+    int32_t *pos;       /* [n_slots] the inverse */
     moe_plan plan_gu, plan_down;
-    uint8_t *act;          /* [n_slots] gathered activation rows, act_stride apart */
+    uint8_t *act; /* [n_slots] gathered activation rows, act_stride apart */
     size_t act_stride;
-    float *g, *u;          /* [n_slots][n_ff_exp] */
-    float *y;              /* [n_slots][n_embd] each expert's output */
+    float *g, *u; /* [n_slots][n_ff_exp] */
+    float *y;     /* [n_slots][n_embd] each expert's output */
 };
 
 static size_t act_stride_for(const cpulm_hparams *hp) {
@@ -100,9 +100,10 @@ cpulm_status cpulm_moe_scratch_new(cpulm_moe_scratch **out, const cpulm_hparams 
 
 void cpulm_moe_scratch_free(cpulm_moe_scratch *s) {
     if (!s) return;
-    void *bufs[] = {s->router, s->sel, s->wsel, s->cnt, s->off, s->order, s->pos, s->act,
-                    s->g, s->u, s->y};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    void *bufs[] = {s->router, s->sel, s->wsel, s->cnt, s->off, s->order,
+                    s->pos,    s->act, s->g,    s->u,   s->y};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
     plan_free(&s->plan_gu);
     plan_free(&s->plan_down);
     free(s);
@@ -124,7 +125,8 @@ static void route_token(const cpulm_ctx *c, cpulm_moe_scratch *s, int64_t t) {
         int best = -1;
         for (int e = 0; e < X; e++) {
             int taken = 0;
-            for (int i = 0; i < j; i++) taken |= sel[i] == e;
+            for (int i = 0; i < j; i++)
+                taken |= sel[i] == e;
             if (!taken && (best < 0 || p[e] > p[best])) best = e;
         }
         sel[j] = best;
@@ -134,7 +136,8 @@ static void route_token(const cpulm_ctx *c, cpulm_moe_scratch *s, int64_t t) {
     if (!hp->moe_norm_weights) return;
     /* llama.cpp clamps the sum away from zero before dividing */
     float fs = (float)sum < 6.103515625e-5f ? 6.103515625e-5f : (float)sum;
-    for (int j = 0; j < K; j++) w[j] /= fs;
+    for (int j = 0; j < K; j++)
+        w[j] /= fs;
 }
 
 /* Item plan for one phase: each chosen expert gets slices of its n_out rows in proportion
@@ -165,9 +168,11 @@ static void group_by_expert(const cpulm_ctx *c, cpulm_moe_scratch *s, const cpul
     const int X = hp->n_expert;
     const int64_t n = (int64_t)c->n_tok * hp->n_expert_used;
     memset(s->cnt, 0, sizeof(int32_t) * (size_t)X);
-    for (int64_t i = 0; i < n; i++) s->cnt[s->sel[i]]++;
+    for (int64_t i = 0; i < n; i++)
+        s->cnt[s->sel[i]]++;
     s->off[0] = 0;
-    for (int e = 0; e < X; e++) s->off[e + 1] = s->off[e] + s->cnt[e];
+    for (int e = 0; e < X; e++)
+        s->off[e + 1] = s->off[e] + s->cnt[e];
     int32_t fill[4096]; /* n_expert <= 4096 (loader) */
     memcpy(fill, s->off, sizeof(int32_t) * (size_t)X);
     for (int64_t i = 0; i < n; i++) {
@@ -190,10 +195,15 @@ static void run_plan(cpulm_ctx *c, cpulm_moe_scratch *s, const moe_plan *p,
         const int i = (int)(item - first), e = p->expert[i];
         for (int j = 0; j < n_w; j++) {
             const cpulm_tensor we = cpulm_tensor_expert(w[j], e);
-            cpulm_matmul_args a = {.w = we.data, .w_type = we.type, .w_row_bytes = we.row_bytes,
-                                   .n_in = we.ne[0], .n_out = we.ne[1], .packed = we.packed,
+            cpulm_matmul_args a = {.w = we.data,
+                                   .w_type = we.type,
+                                   .w_row_bytes = we.row_bytes,
+                                   .n_in = we.ne[0],
+                                   .n_out = we.ne[1],
+                                   .packed = we.packed,
                                    .act = s->act + (size_t)s->off[e] * s->act_stride,
-                                   .act_stride = s->act_stride, .n_rows = s->cnt[e],
+                                   .act_stride = s->act_stride,
+                                   .n_rows = s->cnt[e],
                                    .out = out[j] + (int64_t)s->off[e] * we.ne[1],
                                    .ld_out = we.ne[1]};
             cpulm_matmul(c->k, &a, p->part[i], p->n_parts[i]);
@@ -209,12 +219,14 @@ static cpulm_dtype vdt_of(const cpulm_tensor *w) {
 static void convert_tokens(cpulm_ctx *c, cpulm_dtype vdt, int ith, int nth) {
     const int64_t E = c->m->hp.n_embd;
     for (int64_t t = ith; t < c->n_tok; t += nth)
-        cpulm_matmul_quantize_act(c->k, vdt, c->xn + t * E, (uint8_t *)c->actq + t * c->actq_stride, E);
+        cpulm_matmul_quantize_act(c->k, vdt, c->xn + t * E, (uint8_t *)c->actq + t * c->actq_stride,
+                                  E);
 }
 
 /* Copies the converted row of token order[p] / n_used to gathered row p, for p in
  * [p0, n) stepping by step. */
-static void gather_rows(cpulm_ctx *c, cpulm_moe_scratch *s, cpulm_dtype vdt, int64_t p0, int64_t step) {
+static void gather_rows(cpulm_ctx *c, cpulm_moe_scratch *s, cpulm_dtype vdt, int64_t p0,
+                        int64_t step) {
     const int64_t K = c->m->hp.n_expert_used, n = (int64_t)c->n_tok * K;
     const size_t rb = (size_t)cpulm_matmul_act_bytes(vdt, c->m->hp.n_embd);
     for (int64_t p = p0; p < n; p += step)
@@ -274,13 +286,16 @@ static void combine(cpulm_ctx *c, cpulm_moe_scratch *s, int ith, int nth) {
     for (int64_t t = ith; t < c->n_tok; t += nth) {
         float *acc = s->y + (int64_t)s->pos[t * K] * E;
         const float w0 = s->wsel[t * K];
-        for (int64_t i = 0; i < E; i++) acc[i] *= w0;
+        for (int64_t i = 0; i < E; i++)
+            acc[i] *= w0;
         for (int64_t j = 1; j < K; j++) {
             const float *y = s->y + (int64_t)s->pos[t * K + j] * E, w = s->wsel[t * K + j];
-            for (int64_t i = 0; i < E; i++) acc[i] += y[i] * w;
+            for (int64_t i = 0; i < E; i++)
+                acc[i] += y[i] * w;
         }
         float *x = c->x + t * E;
-        for (int64_t i = 0; i < E; i++) x[i] += acc[i];
+        for (int64_t i = 0; i < E; i++)
+            x[i] += acc[i];
     }
     cpulm_pool_barrier(c->pool);
 }
@@ -297,7 +312,8 @@ void cpulm_moe_ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
     convert_tokens(c, vdt_of(&ly->gate_exps), ith, nth);
     cpulm_pool_barrier(c->pool);
     if (ith == 0) { /* a few hundred exps and scans per token: cheaper than a barrier */
-        for (int64_t t = 0; t < c->n_tok; t++) route_token(c, s, t);
+        for (int64_t t = 0; t < c->n_tok; t++)
+            route_token(c, s, t);
         group_by_expert(c, s, ly, nth);
         if ((int64_t)c->n_tok * c->m->hp.n_expert_used <= GATHER_SERIAL_ROWS)
             gather_rows(c, s, vdt_of(&ly->gate_exps), 0, 1);

@@ -9,7 +9,7 @@
 
 #include "../base/status.h"
 
-#define R CPULM_PACK_ROWS
+#define R          CPULM_PACK_ROWS
 #define MAX_FIELDS 5
 
 typedef struct block_fields {
@@ -39,9 +39,11 @@ static void pack_block(const block_fields *f, uint8_t *g, const uint8_t *blk, si
     size_t off = 0;
     for (int i = 0; i < f->n; off += f->sz[i++]) {
         uint8_t *dst = g + (size_t)R * off;
-        if (f->sz[i] == 2) memcpy(dst + 2 * r, blk + off, 2);
+        if (f->sz[i] == 2)
+            memcpy(dst + 2 * r, blk + off, 2);
         else
-            for (size_t c = 0; c < f->sz[i] / 4u; c++) memcpy(dst + c * 64 + r * 4, blk + off + 4 * c, 4);
+            for (size_t c = 0; c < f->sz[i] / 4u; c++)
+                memcpy(dst + c * 64 + r * 4, blk + off + 4 * c, 4);
     }
 }
 
@@ -50,15 +52,18 @@ static void unpack_block(const block_fields *f, const uint8_t *g, uint8_t *blk, 
     size_t off = 0;
     for (int i = 0; i < f->n; off += f->sz[i++]) {
         const uint8_t *src = g + (size_t)R * off;
-        if (f->sz[i] == 2) memcpy(blk + off, src + 2 * r, 2);
+        if (f->sz[i] == 2)
+            memcpy(blk + off, src + 2 * r, 2);
         else
-            for (size_t c = 0; c < f->sz[i] / 4u; c++) memcpy(blk + off + 4 * c, src + c * 64 + r * 4, 4);
+            for (size_t c = 0; c < f->sz[i] / 4u; c++)
+                memcpy(blk + off + 4 * c, src + c * 64 + r * 4, 4);
     }
 }
 
 static size_t block_bytes(const block_fields *f) {
     size_t b = 0;
-    for (int i = 0; i < f->n; i++) b += f->sz[i];
+    for (int i = 0; i < f->n; i++)
+        b += f->sz[i];
     return b;
 }
 
@@ -125,9 +130,9 @@ cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_er
     }
     for (int il = 0; il < m->hp.n_layer; il++) {
         cpulm_layer *ly = &m->layers[il];
-        cpulm_tensor *w[] = {&ly->wq,       &ly->wk,        &ly->wv,      &ly->wo,
-                             &ly->w_gate,   &ly->w_up,      &ly->w_down,  &ly->gate_inp,
-                             &ly->gate_exps, &ly->up_exps,  &ly->down_exps};
+        cpulm_tensor *w[] = {&ly->wq,        &ly->wk,      &ly->wv,       &ly->wo,
+                             &ly->w_gate,    &ly->w_up,    &ly->w_down,   &ly->gate_inp,
+                             &ly->gate_exps, &ly->up_exps, &ly->down_exps};
         for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
             if (cpulm_repack_supported(k, w[i]) && (s = repack_one(m, w[i], err)) != CPULM_OK)
                 return s;

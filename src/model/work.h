@@ -15,8 +15,8 @@
 static inline int cpulm_work_claim(cpulm_ctx *c, uint64_t end, uint64_t *item) {
     uint_fast64_t cur = atomic_load_explicit(&c->work_ctr, memory_order_relaxed);
     while (cur < end)
-        if (atomic_compare_exchange_weak_explicit(&c->work_ctr, &cur, cur + 1,
-                                                  memory_order_relaxed, memory_order_relaxed)) {
+        if (atomic_compare_exchange_weak_explicit(&c->work_ctr, &cur, cur + 1, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
             *item = cur;
             return 1;
         }

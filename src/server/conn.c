@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define RBUF_MIN 4096
+#define RBUF_MIN    4096
 #define FILL_BUDGET (256 * 1024) /* bytes read per call */
 
 void cpulm_conn_init(cpulm_conn *c, int fd, int32_t index, size_t rmax, double now) {

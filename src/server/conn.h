@@ -35,13 +35,13 @@ typedef enum cpulm_conn_parse_result {
 typedef struct cpulm_conn {
     cpulm_loop_handler h; /* registered with the loop (server.c) */
     int fd;
-    int32_t index;        /* slot in the server's connection table */
+    int32_t index; /* slot in the server's connection table */
     cpulm_conn_state state;
-    int events;           /* CPULM_LOOP_* currently registered */
+    int events; /* CPULM_LOOP_* currently registered */
 
-    char *rbuf;           /* received bytes: current request, maybe pipelined ones after */
+    char *rbuf; /* received bytes: current request, maybe pipelined ones after */
     size_t rlen, rcap, rmax;
-    size_t head_seen;     /* bytes the last head parse looked at */
+    size_t head_seen; /* bytes the last head parse looked at */
 
     /* The request. Its views (method, path, headers) and body point into rbuf, so they are
      * bound only once the whole request is buffered (CPULM_CONN_REQUEST: the head is parsed
@@ -50,32 +50,32 @@ typedef struct cpulm_conn {
      * body may still make rbuf grow, only the framing fields below are kept. */
     cpulm_http_msg msg;
     int head_done;
-    size_t head_len;        /* framing of the request being received, from its head */
+    size_t head_len; /* framing of the request being received, from its head */
     int64_t content_length;
     int chunked, expect_continue;
     cpulm_http_chunked chunk;
     size_t chunk_in, chunk_out; /* chunked decode progress, offsets from msg.head_len */
-    const char *body;     /* decoded body in rbuf, body_len bytes (not NUL-terminated) */
+    const char *body;           /* decoded body in rbuf, body_len bytes (not NUL-terminated) */
     size_t body_len;
-    size_t req_len;       /* bytes of rbuf the current request occupies */
-    int sent_continue;    /* "100 Continue" already queued for this request */
-    int bad_status;       /* CPULM_CONN_BAD: status to answer */
+    size_t req_len;    /* bytes of rbuf the current request occupies */
+    int sent_continue; /* "100 Continue" already queued for this request */
+    int bad_status;    /* CPULM_CONN_BAD: status to answer */
     const char *bad_reason;
 
-    cpulm_buf wbuf;       /* bytes not yet sent, from woff */
+    cpulm_buf wbuf; /* bytes not yet sent, from woff */
     size_t woff;
     int keep_alive;       /* after this response, read the next request */
     int sse, sse_chunked; /* streaming response in progress */
     int status;           /* status of the response being sent */
     int done;             /* the whole response is queued in wbuf */
 
-    uint8_t peer[16];     /* client address key: IPv4, or an IPv6 /64 (server.c) */
-    int32_t n_requests;   /* requests answered on this connection */
-    double t_active;      /* monotonic seconds of the last progress */
-    double t_request;     /* when the current request's first byte arrived */
-    uint64_t req_id;      /* scheduler request in flight; 0 when none */
-    void *route;          /* routes.c's per-request state; owned there */
-    void *owner;          /* the server (borrowed), for the loop callback */
+    uint8_t peer[16];   /* client address key: IPv4, or an IPv6 /64 (server.c) */
+    int32_t n_requests; /* requests answered on this connection */
+    double t_active;    /* monotonic seconds of the last progress */
+    double t_request;   /* when the current request's first byte arrived */
+    uint64_t req_id;    /* scheduler request in flight; 0 when none */
+    void *route;        /* routes.c's per-request state; owned there */
+    void *owner;        /* the server (borrowed), for the loop callback */
 } cpulm_conn;
 
 /* Sets up c for an accepted, non-blocking socket. rmax bounds the read buffer. */

@@ -23,8 +23,8 @@ typedef struct embed_job {
     const cpulm_server *s; /* read-only fields only, and embd_ctx (this worker's alone) */
     char *body;
     size_t n_body;
-    int status;            /* HTTP status of out */
-    cpulm_buf out;         /* the response body, or an OpenAI error */
+    int status;    /* HTTP status of out */
+    cpulm_buf out; /* the response body, or an OpenAI error */
 } embed_job;
 
 cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err) {
@@ -51,7 +51,8 @@ typedef struct embd_inputs {
 } embd_inputs;
 
 static void inputs_free(embd_inputs *in) {
-    for (int32_t i = 0; in->tok && i < in->n; i++) free(in->tok[i]);
+    for (int32_t i = 0; in->tok && i < in->n; i++)
+        free(in->tok[i]);
     free(in->tok);
     free(in->n_tok);
 }
@@ -78,17 +79,18 @@ static int input_tokens(const cpulm_server *s, const cpulm_json *v, int32_t i, e
             const cpulm_json *x = cpulm_json_at(v, k);
             if (x->type != CPULM_JSON_NUMBER || !x->is_int || x->u.num.i < 0 ||
                 x->u.num.i >= cpulm_vocab_n(m))
-                return -cpulm_oai_error_set(e, 400, "input", "input %d: token %zu is not a valid "
-                                                             "token id", i, k);
+                return -cpulm_oai_error_set(e, 400, "input",
+                                            "input %d: token %zu is not a valid "
+                                            "token id",
+                                            i, k);
             in->tok[i][k] = (cpulm_token)x->u.num.i;
         }
         in->n_tok[i] = (int32_t)n;
     }
-    if (in->n_tok[i] < 1)
-        return -cpulm_oai_error_set(e, 400, "input", "input %d is empty", i);
+    if (in->n_tok[i] < 1) return -cpulm_oai_error_set(e, 400, "input", "input %d is empty", i);
     if (in->n_tok[i] > cpulm_ctx_n_ctx(s->embd_ctx))
-        return -cpulm_oai_error_set(e, 400, "input", "input %d has %d tokens; at most %d fit",
-                                    i, in->n_tok[i], cpulm_ctx_n_ctx(s->embd_ctx));
+        return -cpulm_oai_error_set(e, 400, "input", "input %d has %d tokens; at most %d fit", i,
+                                    in->n_tok[i], cpulm_ctx_n_ctx(s->embd_ctx));
     return 0;
 }
 
@@ -101,8 +103,9 @@ static int is_token_array(const cpulm_json *v) {
 static int read_inputs(const cpulm_server *s, const cpulm_json *input, embd_inputs *in,
                        cpulm_oai_error *e) {
     if (!input || (input->type != CPULM_JSON_STRING && input->type != CPULM_JSON_ARRAY))
-        return -cpulm_oai_error_set(e, 400, "input", "'input' must be a string, an array of "
-                                                     "strings, or token ids");
+        return -cpulm_oai_error_set(e, 400, "input",
+                                    "'input' must be a string, an array of "
+                                    "strings, or token ids");
     int single = input->type == CPULM_JSON_STRING || is_token_array(input);
     size_t n = single ? 1 : cpulm_json_len(input);
     if (n < 1 || n > EMBD_MAX_INPUTS)
@@ -115,8 +118,10 @@ static int read_inputs(const cpulm_server *s, const cpulm_json *input, embd_inpu
     for (size_t i = 0; i < n; i++) {
         const cpulm_json *v = single ? input : cpulm_json_at(input, i);
         if (v->type != CPULM_JSON_STRING && !is_token_array(v))
-            return -cpulm_oai_error_set(e, 400, "input", "input %zu must be a string or an "
-                                                         "array of token ids", i);
+            return -cpulm_oai_error_set(e, 400, "input",
+                                        "input %zu must be a string or an "
+                                        "array of token ids",
+                                        i);
         if (input_tokens(s, v, (int32_t)i, in, e) < 0) return -1;
     }
     return 0;
@@ -201,8 +206,9 @@ static int read_format(const cpulm_json *root, cpulm_oai_error *e) {
     const char *v = cpulm_json_str(f);
     if (v && strcmp(v, "float") == 0) return 0;
     if (v && strcmp(v, "base64") == 0) return 1;
-    return -cpulm_oai_error_set(e, 400, "encoding_format", "'encoding_format' must be \"float\" "
-                                                            "or \"base64\"");
+    return -cpulm_oai_error_set(e, 400, "encoding_format",
+                                "'encoding_format' must be \"float\" "
+                                "or \"base64\"");
 }
 
 /* Parses, embeds and writes; returns the HTTP status (the body in o). */
@@ -222,15 +228,17 @@ static int embed_body(const cpulm_server *s, const char *body, size_t n_body, cp
     const int32_t E = cpulm_ctx_n_embd(s->embd_ctx);
     if (root->type != CPULM_JSON_OBJECT)
         status = cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
-    else if ((base64 = read_format(root, e)) < 0 || read_inputs(s, cpulm_json_get(root, "input"), &in, e) < 0)
+    else if ((base64 = read_format(root, e)) < 0 ||
+             read_inputs(s, cpulm_json_get(root, "input"), &in, e) < 0)
         status = e->status;
-    else if (cpulm_json_get(root, "dimensions") && cpulm_json_get(root, "dimensions")->type != CPULM_JSON_NULL)
+    else if (cpulm_json_get(root, "dimensions") &&
+             cpulm_json_get(root, "dimensions")->type != CPULM_JSON_NULL)
         status = cpulm_oai_error_set(e, 400, "dimensions", "'dimensions' is not supported");
     else if (!(vec = malloc(sizeof(float) * (size_t)E * (size_t)in.n)))
         status = cpulm_oai_error_set(e, 500, NULL, "out of memory");
     if (status == 200) {
-        cpulm_status st = cpulm_ctx_embed(s->embd_ctx, (const cpulm_token *const *)in.tok, in.n_tok,
-                                          in.n, vec);
+        cpulm_status st =
+            cpulm_ctx_embed(s->embd_ctx, (const cpulm_token *const *)in.tok, in.n_tok, in.n, vec);
         if (st != CPULM_OK) {
             status = cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "input",
                                          "cannot embed the input: %s", cpulm_status_str(st));
@@ -257,9 +265,10 @@ static void embed_run(cpulm_prep_job *base) {
     embed_job *j = (embed_job *)base;
     cpulm_oai_error e;
     if (cpulm_ctx_pooling(j->s->embd_ctx) == CPULM_POOLING_NONE) {
-        j->status = cpulm_oai_error_set(&e, 400, NULL, "the server's pooling is none: per-token "
-                                                        "embeddings are not served (start it with "
-                                                        "--pooling mean|last|cls)");
+        j->status = cpulm_oai_error_set(&e, 400, NULL,
+                                        "the server's pooling is none: per-token "
+                                        "embeddings are not served (start it with "
+                                        "--pooling mean|last|cls)");
     } else {
         j->status = embed_body(j->s, j->body, j->n_body, &j->out, &e);
     }

@@ -69,7 +69,8 @@ static size_t find_head_end(const char *buf, size_t len, size_t from) {
 
 static size_t skip_leading_crlf(const char *buf, size_t len) {
     size_t i = 0;
-    while (i < len && (buf[i] == '\r' || buf[i] == '\n')) i++;
+    while (i < len && (buf[i] == '\r' || buf[i] == '\n'))
+        i++;
     return i;
 }
 
@@ -100,11 +101,13 @@ static int parse_version(const char *p, size_t n, int *minor) {
 
 static long parse_request_line(const char *s, size_t n, cpulm_http_msg *m, size_t max_line) {
     size_t i = 0;
-    while (i < n && is_tchar((unsigned char)s[i])) i++;
+    while (i < n && is_tchar((unsigned char)s[i]))
+        i++;
     if (i == 0 || i >= n || s[i] != ' ') return fail(m, 400, "malformed request line");
     m->method = (cpulm_http_str){s, i};
     size_t t0 = ++i;
-    while (i < n && (unsigned char)s[i] > 0x20 && (unsigned char)s[i] < 0x7f) i++;
+    while (i < n && (unsigned char)s[i] > 0x20 && (unsigned char)s[i] < 0x7f)
+        i++;
     if (i == t0 || i >= n || s[i] != ' ') return fail(m, 400, "malformed request target");
     if (i - t0 > max_line / 2) return fail(m, 414, "request target too long");
     m->target = (cpulm_http_str){s + t0, i - t0};
@@ -141,13 +144,16 @@ static long parse_status_line(const char *s, size_t n, cpulm_http_msg *m) {
 static long parse_field(const char *s, size_t n, cpulm_http_msg *m, int32_t max_headers) {
     if (n > 0 && (s[0] == ' ' || s[0] == '\t')) return fail(m, 400, "obsolete line folding");
     size_t i = 0;
-    while (i < n && is_tchar((unsigned char)s[i])) i++;
+    while (i < n && is_tchar((unsigned char)s[i]))
+        i++;
     if (i == 0 || i >= n || s[i] != ':') return fail(m, 400, "malformed header field");
     size_t v0 = i + 1, v1 = n;
     for (size_t k = v0; k < n; k++)
         if (!is_field_char((unsigned char)s[k])) return fail(m, 400, "bad byte in header value");
-    while (v0 < v1 && (s[v0] == ' ' || s[v0] == '\t')) v0++;
-    while (v1 > v0 && (s[v1 - 1] == ' ' || s[v1 - 1] == '\t')) v1--;
+    while (v0 < v1 && (s[v0] == ' ' || s[v0] == '\t'))
+        v0++;
+    while (v1 > v0 && (s[v1 - 1] == ' ' || s[v1 - 1] == '\t'))
+        v1--;
     if (m->n_headers >= max_headers) return fail(m, 431, "too many header fields");
     cpulm_http_header *h = &m->headers[m->n_headers++];
     h->name = (cpulm_http_str){s, i};
@@ -161,10 +167,13 @@ static int each_token(const cpulm_http_str *v, int (*fn)(const cpulm_http_str *,
     size_t i = 0;
     while (i <= v->n) {
         size_t j = i;
-        while (j < v->n && v->p[j] != ',') j++;
+        while (j < v->n && v->p[j] != ',')
+            j++;
         size_t a = i, b = j;
-        while (a < b && (v->p[a] == ' ' || v->p[a] == '\t')) a++;
-        while (b > a && (v->p[b - 1] == ' ' || v->p[b - 1] == '\t')) b--;
+        while (a < b && (v->p[a] == ' ' || v->p[a] == '\t'))
+            a++;
+        while (b > a && (v->p[b - 1] == ' ' || v->p[b - 1] == '\t'))
+            b--;
         cpulm_http_str tok = {v->p + a, b - a};
         int r = b > a ? fn(&tok, user) : 0;
         if (r) return r;
@@ -175,8 +184,10 @@ static int each_token(const cpulm_http_str *v, int (*fn)(const cpulm_http_str *,
 
 static int conn_token(const cpulm_http_str *tok, void *user) {
     int *ka = user;
-    if (cpulm_http_str_ieq(tok, "close")) *ka = 0;
-    else if (cpulm_http_str_ieq(tok, "keep-alive") && *ka < 0) *ka = 1;
+    if (cpulm_http_str_ieq(tok, "close"))
+        *ka = 0;
+    else if (cpulm_http_str_ieq(tok, "keep-alive") && *ka < 0)
+        *ka = 1;
     return 0;
 }
 
@@ -249,7 +260,8 @@ static long parse_head(const char *buf, size_t len, size_t prev_len, const cpulm
     cpulm_http_limits dl = cpulm_http_default_limits();
     if (!lim) lim = &dl;
     int32_t max_headers = lim->max_headers;
-    if (max_headers <= 0 || max_headers > CPULM_HTTP_MAX_HEADERS) max_headers = CPULM_HTTP_MAX_HEADERS;
+    if (max_headers <= 0 || max_headers > CPULM_HTTP_MAX_HEADERS)
+        max_headers = CPULM_HTTP_MAX_HEADERS;
     memset(m, 0, sizeof *m);
     m->content_length = -1;
     size_t start = skip_leading_crlf(buf, len);
@@ -269,7 +281,8 @@ static long parse_head(const char *buf, size_t len, size_t prev_len, const cpulm
     int r = next_line(buf, end, &pos, &line, &n, lim->max_line);
     if (r == -2) return fail(m, is_request ? 414 : 502, "first line too long");
     if (r != 0) return fail(m, 400, "stray CR in start line");
-    long e = is_request ? parse_request_line(line, n, m, lim->max_line) : parse_status_line(line, n, m);
+    long e =
+        is_request ? parse_request_line(line, n, m, lim->max_line) : parse_status_line(line, n, m);
     if (e != 0) return e;
     for (;;) {
         r = next_line(buf, end, &pos, &line, &n, lim->max_line);
@@ -348,8 +361,10 @@ static int chunk_ctl_byte(cpulm_http_chunked *d, char c) {
         }
         return 1;
     case CH_TRAILER_START:
-        if (c == '\n') d->state = CH_DONE;
-        else if (c != '\r') d->state = CH_TRAILER_LINE;
+        if (c == '\n')
+            d->state = CH_DONE;
+        else if (c != '\r')
+            d->state = CH_TRAILER_LINE;
         return 1;
     default: /* CH_TRAILER_LINE */
         if (c == '\n') {

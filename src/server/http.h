@@ -28,10 +28,10 @@ enum {
 };
 
 typedef struct cpulm_http_limits {
-    size_t max_head;      /* start line + header fields + blank line; default 16 KiB */
-    size_t max_line;      /* one line; default 8 KiB */
-    int32_t max_headers;  /* default 64, at most CPULM_HTTP_MAX_HEADERS */
-    uint64_t max_body;    /* declared or decoded body bytes; default 1 MiB */
+    size_t max_head;     /* start line + header fields + blank line; default 16 KiB */
+    size_t max_line;     /* one line; default 8 KiB */
+    int32_t max_headers; /* default 64, at most CPULM_HTTP_MAX_HEADERS */
+    uint64_t max_body;   /* declared or decoded body bytes; default 1 MiB */
 } cpulm_http_limits;
 
 cpulm_http_limits cpulm_http_default_limits(void);
@@ -48,7 +48,7 @@ typedef struct cpulm_http_header {
 typedef struct cpulm_http_msg {
     /* request start line */
     cpulm_http_str method, target; /* target as sent */
-    cpulm_http_str path, query;     /* target split at '?' (query without the '?') */
+    cpulm_http_str path, query;    /* target split at '?' (query without the '?') */
     /* response status line */
     int status;
     cpulm_http_str reason;
@@ -91,7 +91,7 @@ typedef struct cpulm_http_chunked {
     uint64_t remaining; /* bytes left in the current chunk */
     uint64_t total;     /* body bytes decoded so far */
     uint64_t max_body;
-    size_t line_len;    /* length of the size/trailer line being skipped */
+    size_t line_len; /* length of the size/trailer line being skipped */
     size_t max_line;
     int n_digits;
 } cpulm_http_chunked;

@@ -28,13 +28,12 @@ struct cpulm_metrics {
 
 /* Bucket bounds: vLLM's lower ranges extended down to a millisecond, because small models
  * on a CPU answer in microseconds to milliseconds. */
-static const double le_ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+static const double le_ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
                                  0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
-static const double le_itl[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075,
-                                0.1,    0.15,  0.2,    0.3,   0.4,  0.5,   0.75, 1.0, 2.5};
-static const double le_e2e[] = {0.01, 0.05, 0.1,  0.3,  0.5,   1.0,   2.5,  5.0,
-                                10.0, 15.0, 20.0, 30.0, 40.0,  50.0,  60.0, 120.0,
-                                240.0, 480.0, 960.0, 1920.0};
+static const double le_itl[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+                                0.15,   0.2,   0.3,    0.4,   0.5,  0.75,  1.0,  2.5};
+static const double le_e2e[] = {0.01, 0.05, 0.1,  0.3,  0.5,  1.0,   2.5,   5.0,   10.0,  15.0,
+                                20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0};
 
 static void hist_setup(hist *h, const double *le, size_t n) {
     h->le = le;
@@ -47,8 +46,10 @@ static char *make_label(const char *model_name) {
     cpulm_buf_puts(&b, "model_name=\"");
     for (const char *p = model_name ? model_name : ""; *p; p++) {
         if (*p == '\\' || *p == '"') cpulm_buf_putc(&b, '\\');
-        if (*p == '\n') cpulm_buf_puts(&b, "\\n");
-        else cpulm_buf_putc(&b, *p);
+        if (*p == '\n')
+            cpulm_buf_puts(&b, "\\n");
+        else
+            cpulm_buf_putc(&b, *p);
     }
     cpulm_buf_putc(&b, '"');
     if (cpulm_buf_status(&b) != CPULM_OK) {
@@ -91,7 +92,8 @@ void cpulm_metrics_observe(cpulm_metrics *m, cpulm_metric_hist which, double sec
     if (!(seconds >= 0)) seconds = 0;
     hist *h = &m->h[which];
     int b = 0;
-    while (b < h->n_le && seconds > h->le[b]) b++;
+    while (b < h->n_le && seconds > h->le[b])
+        b++;
     pthread_mutex_lock(&m->mu);
     h->bucket[b]++;
     h->count++;
@@ -127,10 +129,12 @@ static void head(cpulm_buf *o, const char *name, const char *type, const char *h
 }
 
 /* One series: name{labels} value. extra: more labels ("" for none). */
-static void sample(cpulm_buf *o, const char *name, const char *label, const char *extra,
-                   double v) {
-    if (!*label && !*extra) cpulm_buf_printf(o, "%s %.17g\n", name, v);
-    else cpulm_buf_printf(o, "%s{%s%s%s} %.17g\n", name, label, *label && *extra ? "," : "", extra, v);
+static void sample(cpulm_buf *o, const char *name, const char *label, const char *extra, double v) {
+    if (!*label && !*extra)
+        cpulm_buf_printf(o, "%s %.17g\n", name, v);
+    else
+        cpulm_buf_printf(o, "%s{%s%s%s} %.17g\n", name, label, *label && *extra ? "," : "", extra,
+                         v);
 }
 
 static void render_hist(cpulm_buf *o, const char *name, const char *help, const char *label,
@@ -141,8 +145,10 @@ static void render_hist(cpulm_buf *o, const char *name, const char *help, const 
     snprintf(n, sizeof n, "%s_bucket", name);
     for (int b = 0; b <= h->n_le; b++) {
         cum += h->bucket[b];
-        if (b < h->n_le) snprintf(le, sizeof le, "le=\"%g\"", h->le[b]);
-        else snprintf(le, sizeof le, "le=\"+Inf\"");
+        if (b < h->n_le)
+            snprintf(le, sizeof le, "le=\"%g\"", h->le[b]);
+        else
+            snprintf(le, sizeof le, "le=\"+Inf\"");
         sample(o, n, label, le, (double)cum);
     }
     snprintf(n, sizeof n, "%s_sum", name);
@@ -265,6 +271,7 @@ void cpulm_metrics_render(cpulm_metrics *m, const cpulm_metrics_gauges *g, cpulm
     for (int s = 100; s < N_STATUS; s++) {
         char code[32];
         snprintf(code, sizeof code, "code=\"%d\"", s);
-        if (snap.status[s]) sample(out, "cpulm_http_responses_total", "", code, (double)snap.status[s]);
+        if (snap.status[s])
+            sample(out, "cpulm_http_responses_total", "", code, (double)snap.status[s]);
     }
 }

@@ -17,12 +17,12 @@
 typedef struct cpulm_metrics cpulm_metrics;
 
 typedef enum cpulm_metric_counter {
-    CPULM_METRIC_PROMPT_TOKENS,   /* prompt tokens of admitted requests */
-    CPULM_METRIC_CACHED_TOKENS,   /* of those, reused from a slot's KV cache */
-    CPULM_METRIC_GEN_TOKENS,      /* generated tokens */
-    CPULM_METRIC_FINISH_STOP,     /* choices finished by EOS or a stop string */
-    CPULM_METRIC_FINISH_LENGTH,   /* choices finished by max_tokens or the context */
-    CPULM_METRIC_FINISH_ABORT,    /* requests cancelled, timed out or failed */
+    CPULM_METRIC_PROMPT_TOKENS, /* prompt tokens of admitted requests */
+    CPULM_METRIC_CACHED_TOKENS, /* of those, reused from a slot's KV cache */
+    CPULM_METRIC_GEN_TOKENS,    /* generated tokens */
+    CPULM_METRIC_FINISH_STOP,   /* choices finished by EOS or a stop string */
+    CPULM_METRIC_FINISH_LENGTH, /* choices finished by max_tokens or the context */
+    CPULM_METRIC_FINISH_ABORT,  /* requests cancelled, timed out or failed */
     CPULM_METRIC_COUNTER_COUNT
 } cpulm_metric_counter;
 
@@ -38,7 +38,7 @@ typedef struct cpulm_metrics_gauges {
     int32_t n_waiting, n_running;
     int64_t kv_used, kv_total; /* tokens held by running sequences / all slots' capacity */
     int ready;
-    int32_t block_size;        /* prompt-cache block in tokens; 0: the cache is off */
+    int32_t block_size;                     /* prompt-cache block in tokens; 0: the cache is off */
     int64_t cache_blocks, cache_blocks_max; /* prompt cache: blocks held / that fit its limit */
     int64_t cache_bytes, cache_max_bytes;   /* prompt cache: memory held / its limit */
     double step_target_s, step_token_s;     /* scheduler: target step time, per-token cost */

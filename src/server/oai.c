@@ -18,11 +18,26 @@ int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const
     memset(e, 0, sizeof *e);
     e->status = status;
     switch (status) {
-    case 401: e->type = "authentication_error"; e->code = "invalid_api_key"; break;
-    case 404: e->type = "invalid_request_error"; e->code = "not_found"; break;
-    case 429: e->type = "rate_limit_error"; e->code = "rate_limit_exceeded"; break;
-    case 503: e->type = "server_error"; e->code = "service_unavailable"; break;
-    case 504: e->type = "server_error"; e->code = "timeout"; break;
+    case 401:
+        e->type = "authentication_error";
+        e->code = "invalid_api_key";
+        break;
+    case 404:
+        e->type = "invalid_request_error";
+        e->code = "not_found";
+        break;
+    case 429:
+        e->type = "rate_limit_error";
+        e->code = "rate_limit_exceeded";
+        break;
+    case 503:
+        e->type = "server_error";
+        e->code = "service_unavailable";
+        break;
+    case 504:
+        e->type = "server_error";
+        e->code = "timeout";
+        break;
     default: e->type = status >= 500 ? "server_error" : "invalid_request_error"; break;
     }
     if (param) snprintf(e->param, sizeof e->param, "%s", param);
@@ -56,7 +71,8 @@ static int read_num(const cpulm_json *root, const char *key, double lo, double h
 static int read_bool(const cpulm_json *root, const char *key, int *out, cpulm_oai_error *e) {
     const cpulm_json *v = field(root, key);
     if (!v) return 0;
-    if (v->type != CPULM_JSON_BOOL) return -cpulm_oai_error_set(e, 400, key, "'%s' must be a boolean", key);
+    if (v->type != CPULM_JSON_BOOL)
+        return -cpulm_oai_error_set(e, 400, key, "'%s' must be a boolean", key);
     *out = v->u.boolean;
     return 1;
 }
@@ -69,8 +85,10 @@ static int read_stop(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_err
         return 0;
     }
     if (v->type != CPULM_JSON_ARRAY || v->u.list.n > CPULM_OAI_MAX_STOP)
-        return -cpulm_oai_error_set(e, 400, "stop", "'stop' must be a string or an array of at "
-                                                    "most %d strings", CPULM_OAI_MAX_STOP);
+        return -cpulm_oai_error_set(e, 400, "stop",
+                                    "'stop' must be a string or an array of at "
+                                    "most %d strings",
+                                    CPULM_OAI_MAX_STOP);
     for (size_t i = 0; i < v->u.list.n; i++) {
         const cpulm_json *s = &v->u.list.items[i];
         if (s->type != CPULM_JSON_STRING)
@@ -85,14 +103,18 @@ static int read_stop(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_err
 static int check_content(const cpulm_json *c, size_t i, cpulm_oai_error *e) {
     if (!c || c->type == CPULM_JSON_NULL || c->type == CPULM_JSON_STRING) return 0;
     if (c->type != CPULM_JSON_ARRAY)
-        return -cpulm_oai_error_set(e, 400, "messages", "messages[%zu].content must be a string "
-                                                        "or an array of parts", i);
+        return -cpulm_oai_error_set(e, 400, "messages",
+                                    "messages[%zu].content must be a string "
+                                    "or an array of parts",
+                                    i);
     for (size_t k = 0; k < c->u.list.n; k++) {
         const cpulm_json *part = &c->u.list.items[k];
         const char *type = cpulm_json_str(cpulm_json_get(part, "type"));
         if (!type || strcmp(type, "text") != 0 || !cpulm_json_str(cpulm_json_get(part, "text")))
-            return -cpulm_oai_error_set(e, 400, "messages", "messages[%zu].content[%zu]: only "
-                                                            "text parts are supported", i, k);
+            return -cpulm_oai_error_set(e, 400, "messages",
+                                        "messages[%zu].content[%zu]: only "
+                                        "text parts are supported",
+                                        i, k);
     }
     return 0;
 }
@@ -100,7 +122,8 @@ static int check_content(const cpulm_json *c, size_t i, cpulm_oai_error *e) {
 /* The roles of OpenAI's chat API. Anything else is refused: a template would render an
  * unknown role as free text the model may trust (a forged "evil" turn). */
 static int known_role(const char *role) {
-    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", "function"};
+    static const char *const roles[] = {"system",    "developer", "user",
+                                        "assistant", "tool",      "function"};
     for (size_t k = 0; k < sizeof roles / sizeof roles[0]; k++)
         if (strcmp(role, roles[k]) == 0) return 1;
     return 0;
@@ -113,11 +136,15 @@ static int parse_messages(const cpulm_json *root, cpulm_oai_request *r, cpulm_oa
     for (size_t i = 0; i < m->u.list.n; i++) {
         const cpulm_json *msg = &m->u.list.items[i];
         if (msg->type != CPULM_JSON_OBJECT || !cpulm_json_str(cpulm_json_get(msg, "role")))
-            return -cpulm_oai_error_set(e, 400, "messages", "messages[%zu] must be an object "
-                                                            "with a 'role' string", i);
+            return -cpulm_oai_error_set(e, 400, "messages",
+                                        "messages[%zu] must be an object "
+                                        "with a 'role' string",
+                                        i);
         if (!known_role(cpulm_json_str(cpulm_json_get(msg, "role"))))
-            return -cpulm_oai_error_set(e, 400, "messages", "messages[%zu]: unknown role (use "
-                                        "system, developer, user, assistant or tool)", i);
+            return -cpulm_oai_error_set(e, 400, "messages",
+                                        "messages[%zu]: unknown role (use "
+                                        "system, developer, user, assistant or tool)",
+                                        i);
         if (check_content(cpulm_json_get(msg, "content"), i, e) < 0) return -1;
     }
     r->messages = m;
@@ -137,13 +164,15 @@ static int parse_prompt(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_
     if (p && p->type == CPULM_JSON_ARRAY && p->u.list.n > 0) {
         for (size_t i = 0; i < p->u.list.n; i++)
             if (p->u.list.items[i].type != CPULM_JSON_NUMBER || !p->u.list.items[i].is_int)
-                return -cpulm_oai_error_set(e, 400, "prompt", "'prompt' must be a string, one "
-                                                              "string in an array, or token ids");
+                return -cpulm_oai_error_set(e, 400, "prompt",
+                                            "'prompt' must be a string, one "
+                                            "string in an array, or token ids");
         r->prompt_tokens = p;
         return 0;
     }
-    return -cpulm_oai_error_set(e, 400, "prompt", "'prompt' must be a string, one string in an "
-                                                  "array, or token ids");
+    return -cpulm_oai_error_set(e, 400, "prompt",
+                                "'prompt' must be a string, one string in an "
+                                "array, or token ids");
 }
 
 /* ---- sampling and output options shared by both kinds ---- */
@@ -194,8 +223,9 @@ static int parse_logprobs(const cpulm_json *root, cpulm_oai_request *r, cpulm_oa
     if (read_bool(root, "logprobs", &on, e) < 0) return -1;
     if ((rc = read_num(root, "top_logprobs", 0, CPULM_SCHED_MAX_TOP, 1, &v, e)) < 0) return -1;
     if (rc && !on)
-        return -cpulm_oai_error_set(e, 400, "top_logprobs", "'top_logprobs' requires "
-                                                            "'logprobs': true");
+        return -cpulm_oai_error_set(e, 400, "top_logprobs",
+                                    "'top_logprobs' requires "
+                                    "'logprobs': true");
     if (on) r->logprobs = rc ? (int32_t)v : 0;
     return 0;
 }
@@ -205,10 +235,12 @@ static int parse_stream(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_
     const cpulm_json *so = field(root, "stream_options");
     if (so) {
         if (so->type != CPULM_JSON_OBJECT)
-            return -cpulm_oai_error_set(e, 400, "stream_options", "'stream_options' must be an object");
+            return -cpulm_oai_error_set(e, 400, "stream_options",
+                                        "'stream_options' must be an object");
         if (!r->stream)
-            return -cpulm_oai_error_set(e, 400, "stream_options", "'stream_options' is only "
-                                                                  "allowed with 'stream': true");
+            return -cpulm_oai_error_set(e, 400, "stream_options",
+                                        "'stream_options' is only "
+                                        "allowed with 'stream': true");
         if (read_bool(so, "include_usage", &r->include_usage, e) < 0) return -1;
     }
     if (read_bool(root, "ignore_eos", &r->ignore_eos, e) < 0) return -1;
@@ -266,7 +298,8 @@ cpulm_status cpulm_oai_parse(cpulm_oai_kind kind, const char *body, size_t len, 
     const cpulm_json *root = cpulm_json_root(r->doc);
     int bad = root->type != CPULM_JSON_OBJECT;
     if (bad) cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
-    if (!bad) bad = (kind == CPULM_OAI_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) < 0;
+    if (!bad)
+        bad = (kind == CPULM_OAI_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) < 0;
     if (!bad) bad = parse_sampling(root, r, e) < 0 || parse_lengths(root, r, e) < 0;
     if (!bad) bad = parse_logprobs(root, r, e) < 0 || parse_stream(root, r, e) < 0;
     if (!bad) bad = read_stop(root, r, e) < 0;
@@ -331,7 +364,8 @@ static void write_tool_calls(cpulm_json_writer *w, const cpulm_json *calls) {
                 if (!strcmp(x->key, "arguments") && x->type == CPULM_JSON_STRING &&
                     cpulm_json_parse(x->u.str.s, x->u.str.len, NULL, &d, NULL, NULL) == CPULM_OK)
                     cpulm_json_write_value(w, cpulm_json_root(d));
-                else cpulm_json_write_value(w, x);
+                else
+                    cpulm_json_write_value(w, x);
                 cpulm_json_free(d);
             }
             cpulm_json_obj_end(w);
@@ -343,7 +377,8 @@ static void write_tool_calls(cpulm_json_writer *w, const cpulm_json *calls) {
 
 /* The messages as the template sees them: every member kept, array contents joined,
  * tool-call arguments as objects; sys (if non-empty) is a system message put first. */
-static cpulm_status messages_json(const cpulm_json *messages, const cpulm_buf *sys, cpulm_buf *out) {
+static cpulm_status messages_json(const cpulm_json *messages, const cpulm_buf *sys,
+                                  cpulm_buf *out) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_arr_begin(&w);
@@ -354,9 +389,12 @@ static cpulm_status messages_json(const cpulm_json *messages, const cpulm_buf *s
         for (size_t k = 0; k < m->u.list.n; k++) {
             const cpulm_json *f = &m->u.list.items[k];
             cpulm_json_keyn(&w, f->key, f->key_len);
-            if (!strcmp(f->key, "content") && f->type == CPULM_JSON_ARRAY) write_joined_content(&w, f);
-            else if (!strcmp(f->key, "tool_calls")) write_tool_calls(&w, f);
-            else cpulm_json_write_value(&w, f);
+            if (!strcmp(f->key, "content") && f->type == CPULM_JSON_ARRAY)
+                write_joined_content(&w, f);
+            else if (!strcmp(f->key, "tool_calls"))
+                write_tool_calls(&w, f);
+            else
+                cpulm_json_write_value(&w, f);
         }
         cpulm_json_obj_end(&w);
     }
@@ -405,7 +443,8 @@ cpulm_status cpulm_oai_render_chat_full(const char *tmpl, const char *bos, const
     p.enable_thinking = enable_thinking;
     info->think = !plain && strstr(tmpl, "<think>") != NULL;
     info->think_open = 0;
-    if (tools && (plain || !strstr(tmpl, "tools"))) cpulm_oai_tool_system_msg(tools, &sys);
+    if (tools && (plain || !strstr(tmpl, "tools")))
+        cpulm_oai_tool_system_msg(tools, &sys);
     else if (tools) {
         tools_extra(tools, &extra);
         p.extra_json = extra.data;
@@ -414,13 +453,15 @@ cpulm_status cpulm_oai_render_chat_full(const char *tmpl, const char *bos, const
     cpulm_error err = {0};
     cpulm_status st = messages_json(messages, &sys, &js);
     if (st == CPULM_OK)
-        st = cpulm_chat_render_json(plain ? cpulm_chat_builtin("plain") : tmpl, js.data, &p, &text, &err);
+        st = cpulm_chat_render_json(plain ? cpulm_chat_builtin("plain") : tmpl, js.data, &p, &text,
+                                    &err);
     cpulm_buf_release(&js);
     cpulm_buf_release(&sys);
     cpulm_buf_release(&extra);
     if (st != CPULM_OK) {
         cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "messages",
-                            "cannot apply the chat template: %s", err.msg[0] ? err.msg : cpulm_status_str(st));
+                            "cannot apply the chat template: %s",
+                            err.msg[0] ? err.msg : cpulm_status_str(st));
         return st;
     }
     size_t bl = bos ? strlen(bos) : 0;
@@ -445,11 +486,15 @@ static void write_error_obj(cpulm_json_writer *w, const cpulm_oai_error *e) {
     cpulm_json_key(w, "type");
     cpulm_json_write_str(w, e->type ? e->type : "server_error");
     cpulm_json_key(w, "param");
-    if (e->param[0]) cpulm_json_write_str(w, e->param);
-    else cpulm_json_write_null(w);
+    if (e->param[0])
+        cpulm_json_write_str(w, e->param);
+    else
+        cpulm_json_write_null(w);
     cpulm_json_key(w, "code");
-    if (e->code) cpulm_json_write_str(w, e->code);
-    else cpulm_json_write_null(w);
+    if (e->code)
+        cpulm_json_write_str(w, e->code);
+    else
+        cpulm_json_write_null(w);
     cpulm_json_obj_end(w);
 }
 
@@ -503,7 +548,8 @@ cpulm_status cpulm_oai_think_feed(cpulm_chat_think *f, const char *s, size_t n, 
     cpulm_status st = CPULM_OK;
     for (size_t off = 0; off < n || final; off += 512) {
         int32_t k = (int32_t)(n - off < 512 ? n - off : 512), nr = 0;
-        int32_t nt = k ? cpulm_chat_think_split(f, s + off, k, out, rsn, (int32_t)sizeof out, &nr) : 0;
+        int32_t nt =
+            k ? cpulm_chat_think_split(f, s + off, k, out, rsn, (int32_t)sizeof out, &nr) : 0;
         if (nt < 0) return CPULM_ERR_INVALID_ARG;
         if (cpulm_buf_append(text, out, (size_t)nt) != CPULM_OK) st = CPULM_ERR_NOMEM;
         if (cpulm_buf_append(reasoning, rsn, (size_t)nr) != CPULM_OK) st = CPULM_ERR_NOMEM;
@@ -537,7 +583,8 @@ static void write_token_obj(cpulm_json_writer *w, const cpulm_model *m, cpulm_to
     cpulm_json_write_double(w, lp);
     cpulm_json_key(w, "bytes");
     cpulm_json_arr_begin(w);
-    for (int32_t i = 0; i < n; i++) cpulm_json_write_int(w, (unsigned char)buf[i]);
+    for (int32_t i = 0; i < n; i++)
+        cpulm_json_write_int(w, (unsigned char)buf[i]);
     cpulm_json_arr_end(w);
 }
 
@@ -578,7 +625,8 @@ static void write_completion_lp(cpulm_json_writer *w, const cpulm_model *m,
     cpulm_json_arr_end(w);
     cpulm_json_key(w, "token_logprobs");
     cpulm_json_arr_begin(w);
-    for (int32_t i = 0; i < n; i++) cpulm_json_write_double(w, lp[i].logprob);
+    for (int32_t i = 0; i < n; i++)
+        cpulm_json_write_double(w, lp[i].logprob);
     cpulm_json_arr_end(w);
     cpulm_json_key(w, "top_logprobs");
     cpulm_json_arr_begin(w);
@@ -605,16 +653,20 @@ static void write_completion_lp(cpulm_json_writer *w, const cpulm_model *m,
 static void write_lp(cpulm_json_writer *w, const cpulm_oai_meta *meta, const cpulm_sched_lp *lp,
                      int32_t n, int64_t offset) {
     cpulm_json_key(w, "logprobs");
-    if (meta->logprobs < 0 || !lp) cpulm_json_write_null(w);
-    else if (meta->kind == CPULM_OAI_CHAT) write_chat_lp(w, meta->m, lp, n);
-    else write_completion_lp(w, meta->m, lp, n, offset);
+    if (meta->logprobs < 0 || !lp)
+        cpulm_json_write_null(w);
+    else if (meta->kind == CPULM_OAI_CHAT)
+        write_chat_lp(w, meta->m, lp, n);
+    else
+        write_completion_lp(w, meta->m, lp, n, offset);
 }
 
 /* ---- responses ---- */
 
 static const char *finish_str(int finish) {
-    return finish == CPULM_FINISH_LENGTH ? "length"
-         : finish == CPULM_OAI_FINISH_TOOL_CALLS ? "tool_calls" : "stop";
+    return finish == CPULM_FINISH_LENGTH           ? "length"
+           : finish == CPULM_OAI_FINISH_TOOL_CALLS ? "tool_calls"
+                                                   : "stop";
 }
 
 void cpulm_oai_call_id(const cpulm_oai_meta *meta, int32_t choice, int32_t k, char out[64]) {
@@ -657,10 +709,14 @@ static void write_tool_calls_out(cpulm_json_writer *w, const cpulm_oai_meta *met
 /* Content before the calls, without the whitespace around it; NULL when empty. */
 static void write_call_content(cpulm_json_writer *w, const char *text, size_t n) {
     size_t a = 0;
-    while (a < n && strchr(" \n\t\r", text[a])) a++;
-    while (n > a && strchr(" \n\t\r", text[n - 1])) n--;
-    if (n > a) cpulm_json_write_strn(w, text + a, n - a);
-    else cpulm_json_write_null(w);
+    while (a < n && strchr(" \n\t\r", text[a]))
+        a++;
+    while (n > a && strchr(" \n\t\r", text[n - 1]))
+        n--;
+    if (n > a)
+        cpulm_json_write_strn(w, text + a, n - a);
+    else
+        cpulm_json_write_null(w);
 }
 
 static void write_head(cpulm_json_writer *w, const cpulm_oai_meta *meta, int chunk) {
@@ -709,10 +765,13 @@ static void write_choice(cpulm_json_writer *w, const cpulm_oai_meta *meta, int32
         cpulm_json_key(w, "role");
         cpulm_json_write_str(w, "assistant");
         cpulm_json_key(w, "content");
-        if (sc.n_calls) write_call_content(w, c->text.data, sc.content_len);
-        else cpulm_json_write_strn(w, c->text.data, c->text.len);
+        if (sc.n_calls)
+            write_call_content(w, c->text.data, sc.content_len);
+        else
+            cpulm_json_write_strn(w, c->text.data, c->text.len);
         size_t nr = c->reasoning.len; /* the whitespace before </think> is not reasoning */
-        while (nr > 0 && (c->reasoning.data[nr - 1] == '\n' || c->reasoning.data[nr - 1] == ' ')) nr--;
+        while (nr > 0 && (c->reasoning.data[nr - 1] == '\n' || c->reasoning.data[nr - 1] == ' '))
+            nr--;
         if (nr) {
             cpulm_json_key(w, "reasoning_content");
             cpulm_json_write_strn(w, c->reasoning.data, nr);
@@ -740,7 +799,8 @@ void cpulm_oai_write_response(cpulm_buf *out, const cpulm_oai_meta *meta,
     write_head(&w, meta, 0);
     cpulm_json_key(&w, "choices");
     cpulm_json_arr_begin(&w);
-    for (int32_t i = 0; i < n; i++) write_choice(&w, meta, i, &choices[i]);
+    for (int32_t i = 0; i < n; i++)
+        write_choice(&w, meta, i, &choices[i]);
     cpulm_json_arr_end(&w);
     write_usage(&w, u);
     cpulm_json_obj_end(&w);
@@ -773,7 +833,8 @@ static void write_tool_delta(cpulm_json_writer *w, const cpulm_oai_delta *d) {
     cpulm_json_arr_end(w);
 }
 
-static void write_delta(cpulm_json_writer *w, const cpulm_oai_meta *meta, const cpulm_oai_delta *d) {
+static void write_delta(cpulm_json_writer *w, const cpulm_oai_meta *meta,
+                        const cpulm_oai_delta *d) {
     if (meta->kind == CPULM_OAI_CHAT) {
         cpulm_json_key(w, "delta");
         cpulm_json_obj_begin(w);
@@ -812,8 +873,10 @@ void cpulm_oai_write_chunk(cpulm_buf *out, const cpulm_oai_meta *meta, const cpu
     write_delta(&w, meta, d);
     write_lp(&w, meta, d->lp, d->lp ? 1 : 0, d->text_offset);
     cpulm_json_key(&w, "finish_reason");
-    if (d->finish >= 0) cpulm_json_write_str(&w, finish_str(d->finish));
-    else cpulm_json_write_null(&w);
+    if (d->finish >= 0)
+        cpulm_json_write_str(&w, finish_str(d->finish));
+    else
+        cpulm_json_write_null(&w);
     cpulm_json_obj_end(&w);
     cpulm_json_arr_end(&w);
     if (meta->include_usage) {

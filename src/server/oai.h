@@ -23,36 +23,36 @@
 typedef enum cpulm_oai_kind { CPULM_OAI_CHAT = 0, CPULM_OAI_COMPLETION = 1 } cpulm_oai_kind;
 
 typedef struct cpulm_oai_error {
-    int status;        /* HTTP status */
-    const char *type;  /* "invalid_request_error", ... */
-    const char *code;  /* NULL or e.g. "invalid_api_key" */
-    char param[64];    /* offending parameter or "" */
+    int status;       /* HTTP status */
+    const char *type; /* "invalid_request_error", ... */
+    const char *code; /* NULL or e.g. "invalid_api_key" */
+    char param[64];   /* offending parameter or "" */
     char message[256];
 } cpulm_oai_error;
 
 typedef struct cpulm_oai_request {
     cpulm_oai_kind kind;
-    cpulm_json_doc *doc;          /* owned; every pointer below borrows from it */
-    const cpulm_json *messages;   /* chat: non-empty array of {role, content} */
-    const char *prompt;           /* completion: text prompt (NULL with prompt_tokens) */
+    cpulm_json_doc *doc;        /* owned; every pointer below borrows from it */
+    const cpulm_json *messages; /* chat: non-empty array of {role, content} */
+    const char *prompt;         /* completion: text prompt (NULL with prompt_tokens) */
     size_t prompt_len;
     const cpulm_json *prompt_tokens; /* completion: prompt given as an array of token ids */
-    const char *model;            /* as sent, or NULL */
+    const char *model;               /* as sent, or NULL */
     int stream, include_usage;
-    int32_t max_tokens;           /* -1 when absent */
+    int32_t max_tokens; /* -1 when absent */
     int32_t n;
-    cpulm_sampler_params sp;      /* temperature, top_p, penalties, seed (+ extensions) */
+    cpulm_sampler_params sp; /* temperature, top_p, penalties, seed (+ extensions) */
     const char *stop[CPULM_OAI_MAX_STOP];
     int32_t n_stop;
-    int32_t logprobs;             /* -1 off; else alternatives per token (top_logprobs) */
-    int ignore_eos;               /* extension: "ignore_eos": true */
-    char *grammar;                /* owned GBNF text the output must follow, or NULL */
-    const cpulm_json *tools;      /* chat: the tools array, NULL if none */
-    int tool_choice;              /* cpulm_oai_tool_choice */
-    const char *tool_name;        /* CPULM_OAI_TOOLS_NAMED: the function */
-    int parallel_tool_calls;      /* default 1 */
-    int32_t priority;             /* extension (vLLM's): lower is served sooner; default 0 */
-    int enable_thinking;          /* chat_template_kwargs.enable_thinking; default 1 */
+    int32_t logprobs;        /* -1 off; else alternatives per token (top_logprobs) */
+    int ignore_eos;          /* extension: "ignore_eos": true */
+    char *grammar;           /* owned GBNF text the output must follow, or NULL */
+    const cpulm_json *tools; /* chat: the tools array, NULL if none */
+    int tool_choice;         /* cpulm_oai_tool_choice */
+    const char *tool_name;   /* CPULM_OAI_TOOLS_NAMED: the function */
+    int parallel_tool_calls; /* default 1 */
+    int32_t priority;        /* extension (vLLM's): lower is served sooner; default 0 */
+    int enable_thinking;     /* chat_template_kwargs.enable_thinking; default 1 */
 } cpulm_oai_request;
 
 /* Parses body[0..len) as a request of the given kind. JSON nesting is limited to 64 and the
@@ -126,14 +126,14 @@ cpulm_status cpulm_oai_think_feed(cpulm_chat_think *f, const char *s, size_t n, 
 
 typedef struct cpulm_oai_meta {
     cpulm_oai_kind kind;
-    const char *id;          /* "chatcmpl-..." / "cmpl-..." */
-    int64_t created;         /* unix seconds */
-    const char *model;       /* the served model's id */
-    const cpulm_model *m;    /* for token texts in logprobs */
-    int32_t logprobs;        /* -1 off, else top alternatives */
-    int include_usage;       /* streaming: "usage": null on chunks, then a usage chunk */
-    int tools;               /* chat with tools: replies are scanned for tool calls */
-    int forced;              /* the reply is a forced (required / named) tool call */
+    const char *id;       /* "chatcmpl-..." / "cmpl-..." */
+    int64_t created;      /* unix seconds */
+    const char *model;    /* the served model's id */
+    const cpulm_model *m; /* for token texts in logprobs */
+    int32_t logprobs;     /* -1 off, else top alternatives */
+    int include_usage;    /* streaming: "usage": null on chunks, then a usage chunk */
+    int tools;            /* chat with tools: replies are scanned for tool calls */
+    int forced;           /* the reply is a forced (required / named) tool call */
 } cpulm_oai_meta;
 
 typedef struct cpulm_oai_usage {
@@ -142,24 +142,23 @@ typedef struct cpulm_oai_usage {
 
 /* The whole non-streaming response body. */
 void cpulm_oai_write_response(cpulm_buf *out, const cpulm_oai_meta *meta,
-                              const cpulm_oai_choice *choices, int32_t n,
-                              const cpulm_oai_usage *u);
+                              const cpulm_oai_choice *choices, int32_t n, const cpulm_oai_usage *u);
 /* One streamed piece of a choice. */
 typedef struct cpulm_oai_delta {
-    int32_t index;              /* choice */
-    const char *text;           /* delta text (may be empty) */
+    int32_t index;    /* choice */
+    const char *text; /* delta text (may be empty) */
     size_t n_text;
-    const char *reasoning;      /* chat: delta of reasoning_content (NULL or n_reasoning 0: none) */
+    const char *reasoning; /* chat: delta of reasoning_content (NULL or n_reasoning 0: none) */
     size_t n_reasoning;
-    const cpulm_sched_lp *lp;   /* NULL or the logprobs of the token behind this delta */
-    int finish;                 /* -1: not finished, else cpulm_sched_finish */
-    int first;                  /* chat: the opening delta carries the assistant role */
-    int64_t text_offset;        /* completions logprobs: bytes of this choice sent before */
-    int has_tool;               /* a delta.tool_calls entry instead of content */
-    int32_t tool_index;         /* the call's index in the choice */
-    const char *tool_id;        /* first delta of a call: its id; then NULL */
-    const char *tool_name;      /* first delta of a call: the function name; then NULL */
-    const char *tool_args;      /* a fragment of function.arguments ("" on the first) */
+    const cpulm_sched_lp *lp; /* NULL or the logprobs of the token behind this delta */
+    int finish;               /* -1: not finished, else cpulm_sched_finish */
+    int first;                /* chat: the opening delta carries the assistant role */
+    int64_t text_offset;      /* completions logprobs: bytes of this choice sent before */
+    int has_tool;             /* a delta.tool_calls entry instead of content */
+    int32_t tool_index;       /* the call's index in the choice */
+    const char *tool_id;      /* first delta of a call: its id; then NULL */
+    const char *tool_name;    /* first delta of a call: the function name; then NULL */
+    const char *tool_args;    /* a fragment of function.arguments ("" on the first) */
     size_t n_tool_args;
 } cpulm_oai_delta;
 

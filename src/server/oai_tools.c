@@ -31,8 +31,9 @@ static int set_grammar_from_schema(const cpulm_json *schema, const char *param,
 static int parse_response_format(const cpulm_json *rf, cpulm_oai_request *r, cpulm_oai_error *e) {
     const char *type = cpulm_json_str(cpulm_json_get(rf, "type"));
     if (rf->type != CPULM_JSON_OBJECT || !type)
-        return -cpulm_oai_error_set(e, 400, "response_format", "'response_format' must be an object "
-                                                               "with a 'type'");
+        return -cpulm_oai_error_set(e, 400, "response_format",
+                                    "'response_format' must be an object "
+                                    "with a 'type'");
     if (!strcmp(type, "text")) return 0;
     if (!strcmp(type, "json_object")) {
         const cpulm_json *schema = cpulm_json_get(rf, "schema"); /* llama.cpp's extension */
@@ -47,8 +48,9 @@ static int parse_response_format(const cpulm_json *rf, cpulm_oai_request *r, cpu
         const cpulm_json *js = cpulm_json_get(rf, "json_schema");
         const cpulm_json *schema = cpulm_json_get(js, "schema");
         if (!js || js->type != CPULM_JSON_OBJECT)
-            return -cpulm_oai_error_set(e, 400, "response_format", "'response_format.json_schema' "
-                                                                   "must be an object");
+            return -cpulm_oai_error_set(e, 400, "response_format",
+                                        "'response_format.json_schema' "
+                                        "must be an object");
         if (!schema) schema = cpulm_json_get(rf, "schema");
         if (schema) return set_grammar_from_schema(schema, "response_format", r, e);
         cpulm_buf b; /* no schema: any JSON object */
@@ -57,8 +59,10 @@ static int parse_response_format(const cpulm_json *rf, cpulm_oai_request *r, cpu
         r->grammar = cpulm_buf_detach(&b, NULL);
         return 0;
     }
-    return -cpulm_oai_error_set(e, 400, "response_format", "unsupported response_format type '%s' "
-                                                           "(text, json_object, json_schema)", type);
+    return -cpulm_oai_error_set(e, 400, "response_format",
+                                "unsupported response_format type '%s' "
+                                "(text, json_object, json_schema)",
+                                type);
 }
 
 /* Checks tools: [{type: "function", function: {name, description?, parameters?}}]. */
@@ -69,13 +73,18 @@ static int check_tools(const cpulm_json *tools, cpulm_oai_error *e) {
         const cpulm_json *t = &tools->u.list.items[i], *f = cpulm_json_get(t, "function");
         const char *type = cpulm_json_str(cpulm_json_get(t, "type"));
         const char *name = cpulm_json_str(cpulm_json_get(f, "name"));
-        if (!type || strcmp(type, "function") != 0 || !f || f->type != CPULM_JSON_OBJECT || !name || !*name)
-            return -cpulm_oai_error_set(e, 400, "tools", "tools[%zu] must be {\"type\": \"function\", "
-                                                         "\"function\": {\"name\": ...}}", i);
+        if (!type || strcmp(type, "function") != 0 || !f || f->type != CPULM_JSON_OBJECT || !name ||
+            !*name)
+            return -cpulm_oai_error_set(e, 400, "tools",
+                                        "tools[%zu] must be {\"type\": \"function\", "
+                                        "\"function\": {\"name\": ...}}",
+                                        i);
         const cpulm_json *p = cpulm_json_get(f, "parameters");
         if (p && p->type != CPULM_JSON_OBJECT)
-            return -cpulm_oai_error_set(e, 400, "tools", "tools[%zu].function.parameters must be an "
-                                                         "object", i);
+            return -cpulm_oai_error_set(e, 400, "tools",
+                                        "tools[%zu].function.parameters must be an "
+                                        "object",
+                                        i);
     }
     return 0;
 }
@@ -93,24 +102,31 @@ static int parse_tool_choice(const cpulm_json *root, cpulm_oai_request *r, cpulm
     const cpulm_json *tc = cpulm_json_get(root, "tool_choice");
     if (!tc || tc->type == CPULM_JSON_NULL) return 0;
     const char *s = cpulm_json_str(tc);
-    if (s && !strcmp(s, "none")) r->tool_choice = CPULM_OAI_TOOLS_OFF;
-    else if (s && !strcmp(s, "auto")) r->tool_choice = r->tools ? CPULM_OAI_TOOLS_AUTO : CPULM_OAI_TOOLS_OFF;
-    else if (s && !strcmp(s, "required")) r->tool_choice = CPULM_OAI_TOOLS_REQUIRED;
+    if (s && !strcmp(s, "none"))
+        r->tool_choice = CPULM_OAI_TOOLS_OFF;
+    else if (s && !strcmp(s, "auto"))
+        r->tool_choice = r->tools ? CPULM_OAI_TOOLS_AUTO : CPULM_OAI_TOOLS_OFF;
+    else if (s && !strcmp(s, "required"))
+        r->tool_choice = CPULM_OAI_TOOLS_REQUIRED;
     else if (!s && tc->type == CPULM_JSON_OBJECT) {
         const char *name = cpulm_json_str(cpulm_json_get(cpulm_json_get(tc, "function"), "name"));
-        if (!name) return -cpulm_oai_error_set(e, 400, "tool_choice", "'tool_choice' must be \"none\", "
-                                               "\"auto\", \"required\" or {\"type\": \"function\", "
-                                               "\"function\": {\"name\": ...}}");
+        if (!name)
+            return -cpulm_oai_error_set(e, 400, "tool_choice",
+                                        "'tool_choice' must be \"none\", "
+                                        "\"auto\", \"required\" or {\"type\": \"function\", "
+                                        "\"function\": {\"name\": ...}}");
         r->tool_choice = CPULM_OAI_TOOLS_NAMED;
         r->tool_name = name;
     } else {
-        return -cpulm_oai_error_set(e, 400, "tool_choice", "'tool_choice' must be \"none\", \"auto\", "
+        return -cpulm_oai_error_set(e, 400, "tool_choice",
+                                    "'tool_choice' must be \"none\", \"auto\", "
                                     "\"required\" or a named function");
     }
     if (r->tool_choice >= CPULM_OAI_TOOLS_REQUIRED && !r->tools)
         return -cpulm_oai_error_set(e, 400, "tool_choice", "'tool_choice' needs 'tools'");
     if (r->tool_choice == CPULM_OAI_TOOLS_NAMED && !find_tool(r->tools, r->tool_name))
-        return -cpulm_oai_error_set(e, 400, "tool_choice", "no tool named '%.100s' in 'tools'", r->tool_name);
+        return -cpulm_oai_error_set(e, 400, "tool_choice", "no tool named '%.100s' in 'tools'",
+                                    r->tool_name);
     return 0;
 }
 
@@ -122,7 +138,8 @@ int cpulm_oai_parse_structured(const cpulm_json *root, cpulm_oai_request *r, cpu
     js = js && js->type != CPULM_JSON_NULL ? js : NULL;
     gr = gr && gr->type != CPULM_JSON_NULL ? gr : NULL;
     if (!!rf + !!js + !!gr > 1)
-        return -cpulm_oai_error_set(e, 400, gr ? "grammar" : "json_schema", "give only one of "
+        return -cpulm_oai_error_set(e, 400, gr ? "grammar" : "json_schema",
+                                    "give only one of "
                                     "'response_format', 'json_schema' and 'grammar'");
     if (rf && parse_response_format(rf, r, e) < 0) return -1;
     if (js && set_grammar_from_schema(js, "json_schema", r, e) < 0) return -1;
@@ -141,7 +158,8 @@ int cpulm_oai_parse_structured(const cpulm_json *root, cpulm_oai_request *r, cpu
     const cpulm_json *tools = cpulm_json_get(root, "tools");
     r->parallel_tool_calls = cpulm_json_bool(cpulm_json_get(root, "parallel_tool_calls"), 1);
     if (tools && tools->type != CPULM_JSON_NULL) {
-        if (r->kind != CPULM_OAI_CHAT) return -cpulm_oai_error_set(e, 400, "tools", "'tools' needs /v1/chat/completions");
+        if (r->kind != CPULM_OAI_CHAT)
+            return -cpulm_oai_error_set(e, 400, "tools", "'tools' needs /v1/chat/completions");
         if (check_tools(tools, e) < 0) return -1;
         if (tools->u.list.n > 0) {
             r->tools = tools;
@@ -150,7 +168,8 @@ int cpulm_oai_parse_structured(const cpulm_json *root, cpulm_oai_request *r, cpu
     }
     if (parse_tool_choice(root, r, e) < 0) return -1;
     if (r->tool_choice >= CPULM_OAI_TOOLS_REQUIRED && r->grammar)
-        return -cpulm_oai_error_set(e, 400, "tool_choice", "a forced tool call cannot be combined "
+        return -cpulm_oai_error_set(e, 400, "tool_choice",
+                                    "a forced tool call cannot be combined "
                                     "with 'response_format', 'json_schema' or 'grammar'");
     return 0;
 }
@@ -166,7 +185,8 @@ static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules
     if (params) {
         cpulm_error err = {0};
         if ((r = cpulm_grammar_schema_rules(params, rules, next, &err)) < 0)
-            return -cpulm_oai_error_set(e, 400, "tools", "tool '%.60s' parameters: %s", name, err.msg);
+            return -cpulm_oai_error_set(e, 400, "tools", "tool '%.60s' parameters: %s", name,
+                                        err.msg);
     }
     cpulm_buf q, lit;
     cpulm_buf_init(&q, 0);
@@ -180,8 +200,10 @@ static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules
         cpulm_buf_putc(alt, ch);
     }
     cpulm_buf_putc(alt, '"');
-    if (r >= 0) cpulm_buf_printf(alt, " r%d \"}\"", r);
-    else cpulm_buf_puts(alt, " json-object1 \"}\"");
+    if (r >= 0)
+        cpulm_buf_printf(alt, " r%d \"}\"", r);
+    else
+        cpulm_buf_puts(alt, " json-object1 \"}\"");
     cpulm_buf_release(&q);
     cpulm_buf_release(&lit);
     return 0;
@@ -210,7 +232,8 @@ int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char 
         cpulm_buf_release(&call);
         return -1;
     }
-    int max = q->tool_choice == CPULM_OAI_TOOLS_REQUIRED && q->parallel_tool_calls ? MAX_PARALLEL : 1;
+    int max =
+        q->tool_choice == CPULM_OAI_TOOLS_REQUIRED && q->parallel_tool_calls ? MAX_PARALLEL : 1;
     const char *one = hermes ? "\"<tool_call>\\n\" call \"\\n</tool_call>\"" : "call";
     const char *sep = mistral ? "\", \"" : "\"\\n\"";
     cpulm_buf g;
@@ -257,13 +280,21 @@ void cpulm_oai_tool_system_msg(const cpulm_json *tools, cpulm_buf *out) {
 /* Markers that open a call region, as the families write them. */
 static const char *const MARKERS[] = {
     "<tool_call>", "<|python_tag|>", "[TOOL_CALLS]",
-    "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>", /* DeepSeek */
+    "<\xef\xbd\x9ctool\xe2\x96\x81"
+    "calls\xe2\x96\x81"
+    "begin\xef\xbd\x9c>", /* DeepSeek */
 };
 enum { M_HERMES, M_PYTAG, M_MISTRAL, M_DEEPSEEK, M_COUNT, M_BARE = M_COUNT };
 
-#define DS_CALL_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALL_BEGIN               \
+    "<\xef\xbd\x9ctool\xe2\x96\x81" \
+    "call\xe2\x96\x81"              \
+    "begin\xef\xbd\x9c>"
 #define DS_SEP "<\xef\xbd\x9ctool\xe2\x96\x81sep\xef\xbd\x9c>"
-#define DS_CALL_END "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_CALL_END                 \
+    "<\xef\xbd\x9ctool\xe2\x96\x81" \
+    "call\xe2\x96\x81"              \
+    "end\xef\xbd\x9c>"
 
 enum { P_OK = 0, P_MORE = 1, P_BAD = 2 }; /* parsed / ran out of text / does not match */
 
@@ -273,7 +304,9 @@ typedef struct cur {
 } cur;
 
 static void skip_ws(cur *c) {
-    while (c->i < c->n && (c->s[c->i] == ' ' || c->s[c->i] == '\n' || c->s[c->i] == '\t' || c->s[c->i] == '\r')) c->i++;
+    while (c->i < c->n &&
+           (c->s[c->i] == ' ' || c->s[c->i] == '\n' || c->s[c->i] == '\t' || c->s[c->i] == '\r'))
+        c->i++;
 }
 
 /* Literal lit at the cursor: P_OK (consumed), P_MORE (text ends inside it), P_BAD. */
@@ -310,7 +343,8 @@ static int jvalue(cur *c) {
         return jstring(c, &o, &l);
     }
     if (ch != '{' && ch != '[') { /* scalar: up to a delimiter */
-        while (c->i < c->n && !strchr(",}] \n\t\r", c->s[c->i])) c->i++;
+        while (c->i < c->n && !strchr(",}] \n\t\r", c->s[c->i]))
+            c->i++;
         return c->i < c->n ? P_OK : P_MORE;
     }
     int depth = 0;
@@ -322,8 +356,10 @@ static int jvalue(cur *c) {
             if (r) return r;
             continue;
         }
-        if (ch == '{' || ch == '[') depth++;
-        else if (ch == '}' || ch == ']') depth--;
+        if (ch == '{' || ch == '[')
+            depth++;
+        else if (ch == '}' || ch == ']')
+            depth--;
         c->i++;
         if (depth == 0) return P_OK;
     }
@@ -377,7 +413,8 @@ static int ds_call(cur *c, cpulm_oai_call *call) {
     int r;
     if ((r = lit(c, DS_CALL_BEGIN)) || (r = lit(c, "function")) || (r = lit(c, DS_SEP))) return r;
     call->name_off = c->i;
-    while (c->i < c->n && c->s[c->i] != '\n') c->i++;
+    while (c->i < c->n && c->s[c->i] != '\n')
+        c->i++;
     if (c->i >= c->n) return P_MORE;
     call->name_len = c->i - call->name_off;
     c->i++;
@@ -417,7 +454,10 @@ static int region(cur *c, int kind, cpulm_oai_scan *out) {
             if ((r = lit(c, ";"))) return r;
             skip_ws(c);
         }
-        if (kind == M_DEEPSEEK && k > 0 && lit(c, "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>") == P_OK) {
+        if (kind == M_DEEPSEEK && k > 0 &&
+            lit(c, "<\xef\xbd\x9ctool\xe2\x96\x81"
+                   "calls\xe2\x96\x81"
+                   "end\xef\xbd\x9c>") == P_OK) {
             skip_ws(c);
             return c->i == c->n ? P_OK : P_BAD;
         }
@@ -443,7 +483,8 @@ static size_t find_region(const char *t, size_t n, int forced, int *kind, size_t
         if (hit && (size_t)(hit - t) < best) best = (size_t)(hit - t), *kind = k;
     }
     size_t lead = 0;
-    while (lead < n && strchr(" \n\t\r", t[lead])) lead++;
+    while (lead < n && strchr(" \n\t\r", t[lead]))
+        lead++;
     if ((lead < n && t[lead] == '{' && lead < best) || (forced && *kind < 0)) {
         *kind = M_BARE;
         best = lead;
@@ -515,11 +556,15 @@ void cpulm_oai_call_args(const char *text, const cpulm_oai_call *c, cpulm_buf *o
         cpulm_buf_puts(out, "{}");
         return;
     }
-    if (c->args_is_string && c->args_len >= 2) unescape(text + c->args_off + 1, c->args_len - 2, out);
-    else cpulm_buf_append(out, text + c->args_off, c->args_len);
+    if (c->args_is_string && c->args_len >= 2)
+        unescape(text + c->args_off + 1, c->args_len - 2, out);
+    else
+        cpulm_buf_append(out, text + c->args_off, c->args_len);
 }
 
 void cpulm_oai_call_name(const char *text, const cpulm_oai_call *c, cpulm_buf *out) {
-    if (memchr(text + c->name_off, '\\', c->name_len)) unescape(text + c->name_off, c->name_len, out);
-    else cpulm_buf_append(out, text + c->name_off, c->name_len);
+    if (memchr(text + c->name_off, '\\', c->name_len))
+        unescape(text + c->name_off, c->name_len, out);
+    else
+        cpulm_buf_append(out, text + c->name_off, c->name_len);
 }

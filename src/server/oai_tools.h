@@ -59,10 +59,10 @@ typedef struct cpulm_oai_call {
 } cpulm_oai_call;
 
 typedef struct cpulm_oai_scan {
-    size_t content_len;  /* text[0..content_len) is plain content, safe to send */
+    size_t content_len; /* text[0..content_len) is plain content, safe to send */
     int32_t n_calls;
     cpulm_oai_call calls[CPULM_OAI_MAX_CALLS];
-    int in_calls;        /* a tool-call region was found (content ends before it) */
+    int in_calls; /* a tool-call region was found (content ends before it) */
 } cpulm_oai_scan;
 
 /* Scans text[0..n). final = 0 while streaming: a region that may still become a call is

@@ -13,12 +13,12 @@
 
 typedef struct pblock {
     uint64_t hash;
-    struct pblock *parent; /* NULL: first block of a sequence */
-    struct pblock *hnext;  /* hash chain */
+    struct pblock *parent;      /* NULL: first block of a sequence */
+    struct pblock *hnext;       /* hash chain */
     struct pblock *prev, *next; /* LRU list */
     int32_t n_children;
-    uint8_t *blob;         /* block_bytes */
-    cpulm_token toks[];    /* block_tokens */
+    uint8_t *blob;      /* block_bytes */
+    cpulm_token toks[]; /* block_tokens */
 } pblock;
 
 struct cpulm_pcache {
@@ -41,7 +41,8 @@ static uint64_t mix(uint64_t h) {
 
 static uint64_t block_hash(const pblock *parent, const cpulm_token *t, int32_t B) {
     uint64_t h = parent ? parent->hash : 0x9e3779b97f4a7c15ull;
-    for (int32_t i = 0; i < B; i++) h = mix(h ^ (uint64_t)(uint32_t)t[i]) + (uint64_t)i;
+    for (int32_t i = 0; i < B; i++)
+        h = mix(h ^ (uint64_t)(uint32_t)t[i]) + (uint64_t)i;
     return h;
 }
 
@@ -55,7 +56,8 @@ cpulm_pcache *cpulm_pcache_new(int32_t block_tokens, size_t block_bytes, uint64_
     pc->max_bytes = max_bytes;
     uint64_t cap = max_bytes / pc->entry_bytes; /* most blocks that can ever be held */
     pc->n_buckets = 64;
-    while (pc->n_buckets < cap && pc->n_buckets < ((size_t)1 << 24)) pc->n_buckets <<= 1;
+    while (pc->n_buckets < cap && pc->n_buckets < ((size_t)1 << 24))
+        pc->n_buckets <<= 1;
     pc->table = calloc(pc->n_buckets, sizeof *pc->table);
     if (!pc->table) {
         free(pc);
@@ -86,10 +88,14 @@ int64_t cpulm_pcache_capacity(const cpulm_pcache *pc) {
 /* ---- LRU list ---- */
 
 static void lru_unlink(cpulm_pcache *pc, pblock *b) {
-    if (b->prev) b->prev->next = b->next;
-    else pc->head = b->next;
-    if (b->next) b->next->prev = b->prev;
-    else pc->tail = b->prev;
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        pc->head = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    else
+        pc->tail = b->prev;
     b->prev = b->next = NULL;
 }
 
@@ -123,14 +129,16 @@ static pblock *find(const cpulm_pcache *pc, const pblock *parent, const cpulm_to
 
 static void unindex(cpulm_pcache *pc, pblock *b) {
     pblock **pp = &pc->table[b->hash & (pc->n_buckets - 1)];
-    while (*pp != b) pp = &(*pp)->hnext;
+    while (*pp != b)
+        pp = &(*pp)->hnext;
     *pp = b->hnext;
 }
 
 /* Evicts the least recently used leaf. Returns 0 when there is none. */
 static int evict_one(cpulm_pcache *pc) {
     pblock *b = pc->tail;
-    while (b && b->n_children > 0) b = b->prev;
+    while (b && b->n_children > 0)
+        b = b->prev;
     if (!b) return 0;
     unindex(pc, b);
     lru_unlink(pc, b);

@@ -50,10 +50,10 @@ int32_t cpulm_pcache_store(cpulm_pcache *pc, const cpulm_token *toks, int32_t n,
                            cpulm_pcache_fill_fn fill, void *user);
 
 typedef struct cpulm_pcache_stats {
-    int64_t n_blocks;    /* blocks held */
-    uint64_t bytes;      /* memory held (blobs and bookkeeping) */
+    int64_t n_blocks; /* blocks held */
+    uint64_t bytes;   /* memory held (blobs and bookkeeping) */
     uint64_t max_bytes;
-    uint64_t n_evicted;  /* blocks evicted so far */
+    uint64_t n_evicted; /* blocks evicted so far */
 } cpulm_pcache_stats;
 
 void cpulm_pcache_get_stats(const cpulm_pcache *pc, cpulm_pcache_stats *out);

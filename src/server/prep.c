@@ -19,8 +19,10 @@ struct cpulm_prep {
 
 static void push_tail(cpulm_prep_job **head, cpulm_prep_job **tail, cpulm_prep_job *j) {
     j->next = NULL;
-    if (*tail) (*tail)->next = j;
-    else *head = j;
+    if (*tail)
+        (*tail)->next = j;
+    else
+        *head = j;
     *tail = j;
 }
 
@@ -28,7 +30,8 @@ static void *worker(void *arg) {
     cpulm_prep *p = arg;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->todo && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
+        while (!p->todo && !p->stop)
+            pthread_cond_wait(&p->cv, &p->mu);
         if (p->stop) break;
         cpulm_prep_job *j = p->todo;
         p->todo = j->next;

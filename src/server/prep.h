@@ -21,8 +21,8 @@ typedef struct cpulm_prep cpulm_prep;
 
 typedef struct cpulm_prep_job {
     struct cpulm_prep_job *next;
-    uint64_t id;                              /* the request's id */
-    void (*run)(struct cpulm_prep_job *j);    /* on the worker */
+    uint64_t id;                               /* the request's id */
+    void (*run)(struct cpulm_prep_job *j);     /* on the worker */
     void (*destroy)(struct cpulm_prep_job *j); /* frees the job and all it owns */
 } cpulm_prep_job;
 

@@ -41,7 +41,8 @@ typedef struct tool_stream {
 
 static void route_free(route *r) {
     if (!r) return;
-    for (int32_t i = 0; r->choices && i < r->n; i++) cpulm_oai_choice_release(&r->choices[i]);
+    for (int32_t i = 0; r->choices && i < r->n; i++)
+        cpulm_oai_choice_release(&r->choices[i]);
     free(r->choices);
     free(r->started);
     free(r->offset);
@@ -78,7 +79,8 @@ static void respond_json(cpulm_server *s, cpulm_conn *c, int status, const char 
 
 void cpulm_routes_bad_request(cpulm_server *s, cpulm_conn *c) {
     cpulm_oai_error e;
-    cpulm_oai_error_set(&e, c->bad_status, NULL, "%s", c->bad_reason ? c->bad_reason : "bad request");
+    cpulm_oai_error_set(&e, c->bad_status, NULL, "%s",
+                        c->bad_reason ? c->bad_reason : "bad request");
     c->keep_alive = 0; /* the byte stream can no longer be trusted */
     respond_error(s, c, &e, NULL);
 }
@@ -172,8 +174,9 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
                                                  info.parse_special, r->prompt, cap, &n)
                                 : CPULM_ERR_NOMEM;
     cpulm_buf_release(&text);
-    if (st != CPULM_OK) return -cpulm_oai_error_set(e, 400, NULL, "cannot tokenize the prompt: %s",
-                                                    cpulm_status_str(st));
+    if (st != CPULM_OK)
+        return -cpulm_oai_error_set(e, 400, NULL, "cannot tokenize the prompt: %s",
+                                    cpulm_status_str(st));
     r->n_prompt = n;
     return 0;
 }
@@ -193,16 +196,16 @@ static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpu
     cpulm_status st = cpulm_grammar_parse(g, strlen(g), NULL, &r->grammar, &err);
     free(text);
     if (st != CPULM_OK)
-        return -cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400,
-                                    q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED ? "tools" : "grammar",
-                                    "%s", err.msg);
+        return -cpulm_oai_error_set(
+            e, st == CPULM_ERR_NOMEM ? 500 : 400,
+            q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED ? "tools" : "grammar", "%s", err.msg);
     return 0;
 }
 
 /* Translates the parsed request into a scheduler request (on the request worker).
  * Returns NULL with e set. */
-static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_request *q,
-                                     int *think, cpulm_oai_error *e) {
+static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_request *q, int *think,
+                                     cpulm_oai_error *e) {
     cpulm_sched_req *r = cpulm_sched_req_new();
     if (!r) {
         cpulm_oai_error_set(e, 500, NULL, "out of memory");
@@ -224,7 +227,8 @@ static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_requ
     r->priority = q->priority;
     r->ignore_eos = q->ignore_eos;
     r->timeout_s = s->p.timeout_s;
-    for (int32_t i = 0; i < q->n_stop; i++) cpulm_sched_req_add_stop(r, q->stop[i], strlen(q->stop[i]));
+    for (int32_t i = 0; i < q->n_stop; i++)
+        cpulm_sched_req_add_stop(r, q->stop[i], strlen(q->stop[i]));
     if (*extra_stop) cpulm_sched_req_add_stop(r, extra_stop, strlen(extra_stop));
     return r;
 }
@@ -245,14 +249,21 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q, int think, 
         route_free(r);
         return NULL;
     }
-    for (int32_t i = 0; think && i < q->n; i++) cpulm_chat_think_init(&r->think[i], think == 2);
-    for (int32_t i = 0; i < q->n; i++) cpulm_oai_choice_init(&r->choices[i]);
+    for (int32_t i = 0; think && i < q->n; i++)
+        cpulm_chat_think_init(&r->think[i], think == 2);
+    for (int32_t i = 0; i < q->n; i++)
+        cpulm_oai_choice_init(&r->choices[i]);
     snprintf(r->id, sizeof r->id, "%s-%016llx", q->kind == CPULM_OAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)((serial ^ (uint64_t)s->created) * 0x9E3779B97F4A7C15ull));
-    r->meta = (cpulm_oai_meta){.kind = q->kind, .id = r->id, .created = (int64_t)time(NULL),
-                               .model = s->alias, .m = s->model, .logprobs = q->logprobs,
+    r->meta = (cpulm_oai_meta){.kind = q->kind,
+                               .id = r->id,
+                               .created = (int64_t)time(NULL),
+                               .model = s->alias,
+                               .m = s->model,
+                               .logprobs = q->logprobs,
                                .include_usage = q->include_usage,
-                               .tools = q->kind == CPULM_OAI_CHAT && q->tool_choice != CPULM_OAI_TOOLS_OFF,
+                               .tools = q->kind == CPULM_OAI_CHAT &&
+                                        q->tool_choice != CPULM_OAI_TOOLS_OFF,
                                .forced = q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED};
     return r;
 }
@@ -264,26 +275,30 @@ static int submit_error(cpulm_sched_submit_result res, const cpulm_sched_req *r,
         return cpulm_oai_error_set(e, 429, NULL, "the server is busy: %d requests are waiting",
                                    s->p.max_queue);
     case CPULM_SCHED_TOO_LONG:
-        cpulm_oai_error_set(e, 400, kind == CPULM_OAI_CHAT ? "messages" : "prompt", "the prompt has %d tokens; the context holds %d "
-                            "(including at least one generated token)", r->n_prompt, s->p.n_ctx);
+        cpulm_oai_error_set(e, 400, kind == CPULM_OAI_CHAT ? "messages" : "prompt",
+                            "the prompt has %d tokens; the context holds %d "
+                            "(including at least one generated token)",
+                            r->n_prompt, s->p.n_ctx);
         e->code = "context_length_exceeded";
         return 400;
-    case CPULM_SCHED_STOPPING: return cpulm_oai_error_set(e, 503, NULL, "the server is shutting down");
-    default: return cpulm_oai_error_set(e, 400, NULL, "invalid request (empty prompt or bad token ids)");
+    case CPULM_SCHED_STOPPING:
+        return cpulm_oai_error_set(e, 503, NULL, "the server is shutting down");
+    default:
+        return cpulm_oai_error_set(e, 400, NULL, "invalid request (empty prompt or bad token ids)");
     }
 }
 
 /* A generation request on its way through the request worker (prep.h). */
 typedef struct gen_job {
     cpulm_prep_job base;
-    const cpulm_server *s;  /* read-only fields only (fixed once the model is loaded) */
+    const cpulm_server *s; /* read-only fields only (fixed once the model is loaded) */
     cpulm_oai_kind kind;
-    char *body;             /* a copy: the connection may close while the worker runs */
+    char *body; /* a copy: the connection may close while the worker runs */
     size_t n_body;
     cpulm_oai_request q;
-    int parsed;             /* q holds a parsed request */
-    cpulm_sched_req *r;     /* the result, or NULL with e set */
-    int think;              /* route_new's think */
+    int parsed;         /* q holds a parsed request */
+    cpulm_sched_req *r; /* the result, or NULL with e set */
+    int think;          /* route_new's think */
     cpulm_oai_error e;
 } gen_job;
 
@@ -298,12 +313,14 @@ static void gen_destroy(cpulm_prep_job *base) {
 /* On the worker: JSON, validation, chat template and tokenization. */
 static void gen_run(cpulm_prep_job *base) {
     gen_job *j = (gen_job *)base;
-    j->parsed = cpulm_oai_parse(j->kind, j->body, j->n_body, j->s->p.max_body, &j->q, &j->e) == CPULM_OK;
+    j->parsed =
+        cpulm_oai_parse(j->kind, j->body, j->n_body, j->s->p.max_body, &j->q, &j->e) == CPULM_OK;
     free(j->body);
     j->body = NULL;
     if (!j->parsed) return;
     if (j->q.n > j->s->p.n_parallel)
-        cpulm_oai_error_set(&j->e, 400, "n", "'n' must be at most %d on this server", j->s->p.n_parallel);
+        cpulm_oai_error_set(&j->e, 400, "n", "'n' must be at most %d on this server",
+                            j->s->p.n_parallel);
     else
         j->r = to_sched_req(j->s, &j->q, &j->think, &j->e);
 }
@@ -311,8 +328,9 @@ static void gen_run(cpulm_prep_job *base) {
 static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind) {
     cpulm_oai_error e;
     if (!is_ready(s)) {
-        cpulm_oai_error_set(&e, 503, NULL, s->draining ? "the server is shutting down"
-                                                      : "the model is still loading");
+        cpulm_oai_error_set(&e, 503, NULL,
+                            s->draining ? "the server is shutting down"
+                                        : "the model is still loading");
         respond_error(s, c, &e, "Retry-After: 1\r\n");
         return;
     }
@@ -340,14 +358,16 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
 static void handle_embeddings(cpulm_server *s, cpulm_conn *c) {
     cpulm_oai_error e;
     if (!s->p.embeddings) {
-        cpulm_oai_error_set(&e, 501, NULL, "this server does not serve embeddings: start it with "
-                                           "--embeddings");
+        cpulm_oai_error_set(&e, 501, NULL,
+                            "this server does not serve embeddings: start it with "
+                            "--embeddings");
         respond_error(s, c, &e, NULL);
         return;
     }
     if (!is_ready(s)) {
-        cpulm_oai_error_set(&e, 503, NULL, s->draining ? "the server is shutting down"
-                                                      : "the model is still loading");
+        cpulm_oai_error_set(&e, 503, NULL,
+                            s->draining ? "the server is shutting down"
+                                        : "the model is still loading");
         respond_error(s, c, &e, "Retry-After: 1\r\n");
         return;
     }
@@ -397,8 +417,14 @@ void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *base)
 
 static void tool_delta(cpulm_buf *b, route *rt, int32_t i, int32_t k, const char *id,
                        const char *name, const char *args, size_t n) {
-    cpulm_oai_delta d = {.index = i, .finish = -1, .has_tool = 1, .tool_index = k, .tool_id = id,
-                         .tool_name = name, .tool_args = args, .n_tool_args = n};
+    cpulm_oai_delta d = {.index = i,
+                         .finish = -1,
+                         .has_tool = 1,
+                         .tool_index = k,
+                         .tool_id = id,
+                         .tool_name = name,
+                         .tool_args = args,
+                         .n_tool_args = n};
     cpulm_oai_write_chunk(b, &rt->meta, &d);
 }
 
@@ -463,15 +489,17 @@ static void stream_tool_event(cpulm_buf *b, route *rt, const cpulm_sched_event *
     cpulm_oai_scan sc;
     cpulm_oai_scan_calls(ch->text.data, ch->text.len, final, rt->meta.forced, &sc);
     if (ts->calls_sent == 0 && sc.content_len > ts->content_sent) {
-        cpulm_oai_delta d = {.index = i, .text = ch->text.data + ts->content_sent,
-                             .n_text = sc.content_len - ts->content_sent, .finish = -1};
+        cpulm_oai_delta d = {.index = i,
+                             .text = ch->text.data + ts->content_sent,
+                             .n_text = sc.content_len - ts->content_sent,
+                             .finish = -1};
         cpulm_oai_write_chunk(b, &rt->meta, &d);
         ts->content_sent = sc.content_len;
     }
     stream_calls(b, rt, i, &sc);
     if (final) {
         int fin = ts->calls_sent && e->finish != CPULM_FINISH_LENGTH ? CPULM_OAI_FINISH_TOOL_CALLS
-                                                                       : (int)e->finish;
+                                                                     : (int)e->finish;
         cpulm_oai_delta d = {.index = i, .text = "", .finish = fin};
         cpulm_oai_write_chunk(b, &rt->meta, &d);
     }
@@ -480,8 +508,12 @@ static void stream_tool_event(cpulm_buf *b, route *rt, const cpulm_sched_event *
 /* Streams the reasoning part of a split event as its own delta (before tool events). */
 static void stream_reasoning(cpulm_buf *b, route *rt, int32_t i, const cpulm_buf *rsn) {
     if (!rsn->len) return;
-    cpulm_oai_delta d = {.index = i, .text = "", .reasoning = rsn->data, .n_reasoning = rsn->len,
-                         .finish = -1, .first = !rt->started[i]};
+    cpulm_oai_delta d = {.index = i,
+                         .text = "",
+                         .reasoning = rsn->data,
+                         .n_reasoning = rsn->len,
+                         .finish = -1,
+                         .first = !rt->started[i]};
     cpulm_oai_write_chunk(b, &rt->meta, &d);
     rt->started[i] = 1;
 }
@@ -505,9 +537,13 @@ static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
             cpulm_oai_write_chunk(&b, &rt->meta, &open); /* role before an empty finish */
             first = 0;
         }
-        cpulm_oai_delta d = {.index = i, .text = tx, .n_text = ntx,
-                             .reasoning = rsn.data, .n_reasoning = rsn.len,
-                             .lp = e->has_lp ? &e->lp : NULL, .first = first && rt->kind == CPULM_OAI_CHAT,
+        cpulm_oai_delta d = {.index = i,
+                             .text = tx,
+                             .n_text = ntx,
+                             .reasoning = rsn.data,
+                             .n_reasoning = rsn.len,
+                             .lp = e->has_lp ? &e->lp : NULL,
+                             .first = first && rt->kind == CPULM_OAI_CHAT,
                              .finish = e->kind == CPULM_SCHED_EV_FINISH ? (int)e->finish : -1,
                              .text_offset = rt->offset[i]};
         cpulm_oai_write_chunk(&b, &rt->meta, &d);
@@ -563,10 +599,14 @@ static void whole_event(cpulm_server *s, cpulm_conn *c, route *rt, const cpulm_s
 void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event *e) {
     route *rt = c->route;
     if (!rt) return;
-    if (rt->stream && !c->sse && e->kind == CPULM_SCHED_EV_ERROR) rt->stream = 0; /* no header yet */
-    else if (rt->stream && !c->sse) cpulm_conn_sse_begin(c);
-    if (rt->stream) stream_event(c, rt, e);
-    else whole_event(s, c, rt, e);
+    if (rt->stream && !c->sse && e->kind == CPULM_SCHED_EV_ERROR)
+        rt->stream = 0; /* no header yet */
+    else if (rt->stream && !c->sse)
+        cpulm_conn_sse_begin(c);
+    if (rt->stream)
+        stream_event(c, rt, e);
+    else
+        whole_event(s, c, rt, e);
     if (e->kind == CPULM_SCHED_EV_DONE || e->kind == CPULM_SCHED_EV_ERROR) {
         if (rt->stream) cpulm_conn_sse_end(c);
         route_free(rt);
@@ -624,7 +664,8 @@ static int authorized(const cpulm_server *s, const cpulm_http_msg *m) {
     const char *tok = h->p + 7;
     size_t n = h->n - 7, k = strlen(s->p.api_key);
     unsigned diff = n != k;
-    for (size_t i = 0; i < n && i < k; i++) diff |= (unsigned char)(tok[i] ^ s->p.api_key[i]);
+    for (size_t i = 0; i < n && i < k; i++)
+        diff |= (unsigned char)(tok[i] ^ s->p.api_key[i]);
     return diff == 0;
 }
 
@@ -633,23 +674,34 @@ static int path_is(const cpulm_http_str *p, const char *lit) {
 }
 
 typedef enum {
-    R_HEALTH, R_READY, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_COUNT
+    R_HEALTH,
+    R_READY,
+    R_METRICS,
+    R_MODELS,
+    R_CHAT,
+    R_COMPLETIONS,
+    R_EMBEDDINGS,
+    R_COUNT
 } route_id;
 
 static const struct {
     const char *path, *method;
     int auth;
 } table[R_COUNT] = {
-    [R_HEALTH] = {"/health", "GET", 0},         [R_READY] = {"/ready", "GET", 0},
-    [R_METRICS] = {"/metrics", "GET", 0},       [R_MODELS] = {"/v1/models", "GET", 1},
-    [R_CHAT] = {"/v1/chat/completions", "POST", 1}, [R_COMPLETIONS] = {"/v1/completions", "POST", 1},
+    [R_HEALTH] = {"/health", "GET", 0},
+    [R_READY] = {"/ready", "GET", 0},
+    [R_METRICS] = {"/metrics", "GET", 0},
+    [R_MODELS] = {"/v1/models", "GET", 1},
+    [R_CHAT] = {"/v1/chat/completions", "POST", 1},
+    [R_COMPLETIONS] = {"/v1/completions", "POST", 1},
     [R_EMBEDDINGS] = {"/v1/embeddings", "POST", 1},
 };
 
 void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c) {
     const cpulm_http_msg *m = &c->msg;
     int r = 0;
-    while (r < R_COUNT && !path_is(&m->path, table[r].path)) r++;
+    while (r < R_COUNT && !path_is(&m->path, table[r].path))
+        r++;
     cpulm_oai_error e;
     if (r == R_COUNT) {
         cpulm_oai_error_set(&e, 404, NULL, "no route for %.*s %.*s", (int)m->method.n, m->method.p,
@@ -666,15 +718,19 @@ void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c) {
         return;
     }
     if (table[r].auth && !authorized(s, m)) {
-        cpulm_oai_error_set(&e, 401, NULL, "missing or invalid API key (Authorization: Bearer ...)");
+        cpulm_oai_error_set(&e, 401, NULL,
+                            "missing or invalid API key (Authorization: Bearer ...)");
         respond_error(s, c, &e, "WWW-Authenticate: Bearer\r\n");
         return;
     }
     switch ((route_id)r) {
     case R_HEALTH: respond_json(s, c, 200, "{\"status\":\"ok\"}"); break;
     case R_READY:
-        if (is_ready(s)) respond_json(s, c, 200, "{\"status\":\"ready\"}");
-        else respond_json(s, c, 503, s->draining ? "{\"status\":\"draining\"}" : "{\"status\":\"loading\"}");
+        if (is_ready(s))
+            respond_json(s, c, 200, "{\"status\":\"ready\"}");
+        else
+            respond_json(s, c, 503,
+                         s->draining ? "{\"status\":\"draining\"}" : "{\"status\":\"loading\"}");
         break;
     case R_METRICS: handle_metrics(s, c); break;
     case R_MODELS: handle_models(s, c); break;

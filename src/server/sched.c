@@ -49,9 +49,9 @@ typedef struct slot {
     cpulm_sampler *smp;
     cpulm_grammar_matcher *gm; /* the request's grammar state, or NULL */
     cpulm_detok dt;
-    cpulm_buf text;     /* generated text so far; [0..n_emitted) was published */
+    cpulm_buf text; /* generated text so far; [0..n_emitted) was published */
     size_t n_emitted;
-    cpulm_token last;   /* sampled, not yet decoded */
+    cpulm_token last; /* sampled, not yet decoded */
     int32_t n_gen;
     int32_t out_row;    /* logits row in the current step, -1 if none */
     int32_t n_in_batch; /* tokens this slot put in the current batch */
@@ -75,19 +75,19 @@ struct cpulm_sched {
     int stop, closed;
 
     /* ---- scheduler thread state ---- */
-    slot *slots;           /* [n_parallel] */
+    slot *slots; /* [n_parallel] */
     sreq *wait_head, *wait_tail;
-    sreq *dead;            /* ended this step; freed at its end */
-    int32_t n_active;      /* requests holding slots */
-    cpulm_token *b_tok;    /* [n_batch] */
-    int32_t *b_seq;        /* [n_batch] */
-    int8_t *b_want;        /* [n_batch] */
-    int32_t *tmp_idx;      /* [n_parallel] */
-    cpulm_grammar_vocab *gvocab; /* token trie for grammar masks (built at start) */
-    cpulm_pcache *pc;      /* RAM prompt cache; NULL when off */
-    const uint8_t **blobs; /* [n_ctx / block]: lookup results */
+    sreq *dead;                               /* ended this step; freed at its end */
+    int32_t n_active;                         /* requests holding slots */
+    cpulm_token *b_tok;                       /* [n_batch] */
+    int32_t *b_seq;                           /* [n_batch] */
+    int8_t *b_want;                           /* [n_batch] */
+    int32_t *tmp_idx;                         /* [n_parallel] */
+    cpulm_grammar_vocab *gvocab;              /* token trie for grammar masks (built at start) */
+    cpulm_pcache *pc;                         /* RAM prompt cache; NULL when off */
+    const uint8_t **blobs;                    /* [n_ctx / block]: lookup results */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
-    double est_a, est_c;   /* step time model (seconds): est_a + est_c * batch tokens */
+    double est_a, est_c; /* step time model (seconds): est_a + est_c * batch tokens */
 
     /* ---- event queue, guarded by ev_mu ---- */
     pthread_mutex_t ev_mu;
@@ -116,7 +116,10 @@ static double now_s(void) {
 /* ---- requests ---- */
 
 cpulm_sched_params cpulm_sched_default_params(void) {
-    cpulm_sched_params p = {.n_parallel = 4, .n_ctx = 0, .n_chunk = 256, .max_queue = 64,
+    cpulm_sched_params p = {.n_parallel = 4,
+                            .n_ctx = 0,
+                            .n_chunk = 256,
+                            .max_queue = 64,
                             .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT};
     return p;
 }
@@ -133,7 +136,8 @@ cpulm_sched_req *cpulm_sched_req_new(void) {
 
 void cpulm_sched_req_free(cpulm_sched_req *r) {
     if (!r) return;
-    for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    for (int32_t i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
     free(r->prompt);
     cpulm_grammar_free(r->grammar);
     free(r);
@@ -196,8 +200,10 @@ static cpulm_sched_event *ev_new(cpulm_sched *s, cpulm_sched_ev_kind kind, const
     e->n_text = n;
     if (n) memcpy(e->text, text, n);
     e->text[n] = 0;
-    if (s->pend_tail) s->pend_tail->next = e;
-    else s->pend_head = e;
+    if (s->pend_tail)
+        s->pend_tail->next = e;
+    else
+        s->pend_head = e;
     s->pend_tail = e;
     return e;
 }
@@ -207,8 +213,10 @@ static void publish(cpulm_sched *s) {
     if (!s->pend_head) return;
     pthread_mutex_lock(&s->ev_mu);
     int was_empty = s->ev_head == NULL;
-    if (s->ev_tail) s->ev_tail->next = s->pend_head;
-    else s->ev_head = s->pend_head;
+    if (s->ev_tail)
+        s->ev_tail->next = s->pend_head;
+    else
+        s->ev_head = s->pend_head;
     s->ev_tail = s->pend_tail;
     pthread_cond_broadcast(&s->ev_cv);
     pthread_mutex_unlock(&s->ev_mu);
@@ -320,8 +328,9 @@ static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
     cache_slot(s, x);
     cpulm_sched_event *e = ev_new(s, CPULM_SCHED_EV_FINISH, q, x->choice, NULL, 0);
     if (e) e->finish = why;
-    cpulm_metrics_add(s->p.metrics,
-                      why == CPULM_FINISH_STOP ? CPULM_METRIC_FINISH_STOP : CPULM_METRIC_FINISH_LENGTH, 1);
+    cpulm_metrics_add(
+        s->p.metrics,
+        why == CPULM_FINISH_STOP ? CPULM_METRIC_FINISH_STOP : CPULM_METRIC_FINISH_LENGTH, 1);
     slot_release(x);
     if (--q->n_live > 0) return;
     e = ev_new(s, CPULM_SCHED_EV_DONE, q, 0, NULL, 0);
@@ -358,15 +367,16 @@ static void compute_lp(const float *logits, int32_t n_vocab, cpulm_token t, int3
         }
         out->top[k] = (cpulm_sched_top){i, v};
     }
-    for (int32_t k = 0; k < out->n_top; k++) out->top[k].logprob = (float)(out->top[k].logprob - lse);
+    for (int32_t k = 0; k < out->n_top; k++)
+        out->top[k].logprob = (float)(out->top[k].logprob - lse);
 }
 
 /* Publishes text[n_emitted..upto) (and lp) as one TEXT event when there is something. */
 static void emit_text(cpulm_sched *s, slot *x, size_t upto, const cpulm_sched_lp *lp) {
     if (upto <= x->n_emitted && !lp) return;
     size_t n = upto > x->n_emitted ? upto - x->n_emitted : 0;
-    cpulm_sched_event *e = ev_new(s, CPULM_SCHED_EV_TEXT, x->q, x->choice,
-                                  x->text.data + x->n_emitted, n);
+    cpulm_sched_event *e =
+        ev_new(s, CPULM_SCHED_EV_TEXT, x->q, x->choice, x->text.data + x->n_emitted, n);
     if (e && lp) {
         e->has_lp = 1;
         e->lp = *lp;
@@ -430,8 +440,8 @@ static void on_logits(cpulm_sched *s, slot *x, const float *logits) {
     int done = x->gm && cpulm_grammar_must_end(x->gm); /* nothing can follow: a stop */
     if (at_limit || done) flush_detok(x);
     int matched;
-    size_t upto = cpulm_sched_stop_scan(x->text.data, x->text.len, x->n_emitted, r->stop,
-                                        r->n_stop, &matched);
+    size_t upto = cpulm_sched_stop_scan(x->text.data, x->text.len, x->n_emitted, r->stop, r->n_stop,
+                                        &matched);
     if (matched || at_limit || done) {
         emit_text(s, x, matched ? upto : x->text.len, lpp);
         finish_choice(s, x, matched || done ? CPULM_FINISH_STOP : CPULM_FINISH_LENGTH);
@@ -469,7 +479,8 @@ static void prefill_done(cpulm_sched *s, slot *x, const float *logits) {
 
 static int32_t common_prefix(const cpulm_token *a, int32_t na, const cpulm_token *b, int32_t nb) {
     int32_t n = na < nb ? na : nb, i = 0;
-    while (i < n && a[i] == b[i]) i++;
+    while (i < n && a[i] == b[i])
+        i++;
     return i;
 }
 
@@ -526,7 +537,8 @@ static void assign(cpulm_sched *s, sreq *q) {
     cpulm_metrics_add(s->p.metrics, CPULM_METRIC_CACHED_TOKENS, (uint64_t)reuse);
     int ok = slot_begin(s, x0, q, 0, SLOT_PREFILL) == 0;
     for (int32_t c = 1, i = 0; ok && c < r->n_choices; c++) {
-        while (s->slots[i].state != SLOT_FREE) i++;
+        while (s->slots[i].state != SLOT_FREE)
+            i++;
         ok = slot_begin(s, &s->slots[i], q, c, SLOT_SIBLING) == 0;
     }
     if (!ok) request_fail(s, q, 500, "out of memory");
@@ -534,7 +546,8 @@ static void assign(cpulm_sched *s, sreq *q) {
 
 static int32_t n_free_slots(const cpulm_sched *s) {
     int32_t n = 0;
-    for (int32_t i = 0; i < s->p.n_parallel; i++) n += s->slots[i].state == SLOT_FREE;
+    for (int32_t i = 0; i < s->p.n_parallel; i++)
+        n += s->slots[i].state == SLOT_FREE;
     return n;
 }
 
@@ -681,8 +694,10 @@ static void step(cpulm_sched *s) {
         slot *x = &s->slots[i];
         if (x->out_row < 0 || !x->q) continue;
         const float *logits = cpulm_ctx_logits(s->ctx, x->out_row);
-        if (x->state == SLOT_PREFILL) prefill_done(s, x, logits);
-        else if (x->state == SLOT_GEN) on_logits(s, x, logits);
+        if (x->state == SLOT_PREFILL)
+            prefill_done(s, x, logits);
+        else if (x->state == SLOT_GEN)
+            on_logits(s, x, logits);
     }
 }
 
@@ -722,13 +737,15 @@ static int take_inputs(cpulm_sched *s) {
         sreq *q = s->in_head;
         s->in_head = q->next;
         sreq **pp = &s->wait_head;
-        while (*pp && !served_before(q, *pp)) pp = &(*pp)->next;
+        while (*pp && !served_before(q, *pp))
+            pp = &(*pp)->next;
         q->next = *pp;
         *pp = q;
         if (!q->next) s->wait_tail = q;
     }
     s->in_tail = NULL;
-    for (int32_t i = 0; i < s->n_cancels; i++) cancel_one(s, s->cancels[i]);
+    for (int32_t i = 0; i < s->n_cancels; i++)
+        cancel_one(s, s->cancels[i]);
     s->n_cancels = 0;
     pthread_mutex_unlock(&s->mu);
     return 1;
@@ -784,7 +801,8 @@ static void free_dead(cpulm_sched *s) {
 
 /* Times one decode of n copies of token t appended to sequence 0. */
 static double timed_decode(cpulm_sched *s, cpulm_token t, int32_t n) {
-    for (int32_t i = 0; i < n; i++) s->b_tok[i] = t;
+    for (int32_t i = 0; i < n; i++)
+        s->b_tok[i] = t;
     cpulm_batch b = {.n = n, .token = s->b_tok};
     double t0 = now_s();
     cpulm_ctx_decode(s->ctx, &b);
@@ -890,10 +908,12 @@ cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, 
     if (s->efd < 0) {
         cpulm_errf(err, CPULM_ERR_IO, "scheduler: eventfd: %s", strerror(errno));
     } else if (make_ctx(s, err) == CPULM_OK) {
-        if (alloc_state(s) != CPULM_OK) cpulm_errf(err, CPULM_ERR_NOMEM, "scheduler: out of memory");
+        if (alloc_state(s) != CPULM_OK)
+            cpulm_errf(err, CPULM_ERR_NOMEM, "scheduler: out of memory");
         else if (pthread_create(&s->thread, NULL, sched_main, s) != 0)
             cpulm_errf(err, CPULM_ERR_NOMEM, "scheduler: cannot start its thread");
-        else s->thread_started = 1;
+        else
+            s->thread_started = 1;
     }
     if (!s->thread_started) {
         cpulm_sched_free(s);
@@ -928,8 +948,10 @@ void cpulm_sched_free(cpulm_sched *s) {
     free_dead(s);
     free_list(s->in_head);
     free_list(s->wait_head);
-    for (cpulm_sched_event *e = cpulm_sched_drain(s), *n; e; e = n) n = e->next, free(e);
-    for (cpulm_sched_event *e = s->pend_head, *n; e; e = n) n = e->next, free(e);
+    for (cpulm_sched_event *e = cpulm_sched_drain(s), *n; e; e = n)
+        n = e->next, free(e);
+    for (cpulm_sched_event *e = s->pend_head, *n; e; e = n)
+        n = e->next, free(e);
     free(s->slots);
     free(s->b_tok);
     free(s->b_seq);
@@ -973,11 +995,15 @@ cpulm_sched_submit_result cpulm_sched_submit(cpulm_sched *s, cpulm_sched_req *r)
     q->t_arrival = now_s();
     q->deadline = r->timeout_s > 0 ? q->t_arrival + r->timeout_s : 0;
     pthread_mutex_lock(&s->mu);
-    if (s->closed || s->stop) v = CPULM_SCHED_STOPPING;
-    else if (s->n_queued >= s->p.max_queue) v = CPULM_SCHED_QUEUE_FULL;
+    if (s->closed || s->stop)
+        v = CPULM_SCHED_STOPPING;
+    else if (s->n_queued >= s->p.max_queue)
+        v = CPULM_SCHED_QUEUE_FULL;
     if (v == CPULM_SCHED_ACCEPTED) {
-        if (s->in_tail) s->in_tail->next = q;
-        else s->in_head = q;
+        if (s->in_tail)
+            s->in_tail->next = q;
+        else
+            s->in_head = q;
         s->in_tail = q;
         q->order = s->n_submitted++;
         s->n_queued++;

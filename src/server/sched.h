@@ -8,8 +8,8 @@
  * at start, then tracked from every step), and a step carries as many prompt tokens as
  * fit in max_step_ms next to the generating sequences (at least n_chunk / 16, so prompts
  * always progress; n_chunk when nothing generates). Prompts get the budget in order of
- * priority, then arrival; requests are admitted in the same order. Requests join and leave between steps, so a
- * long prompt is spread over several steps instead of stalling running streams.
+ * priority, then arrival; requests are admitted in the same order. Requests join and leave between
+ * steps, so a long prompt is spread over several steps instead of stalling running streams.
  *
  * Slots: n_parallel sequences, each with the full n_ctx (never divided). A request with n
  * choices occupies n slots: the prompt is evaluated once and its KV copied (seq_cp).
@@ -33,10 +33,10 @@
 #include "base/status.h"
 #include "server/metrics.h"
 
-#define CPULM_SCHED_MAX_TOP  20 /* top_logprobs limit (OpenAI's) */
-#define CPULM_SCHED_MAX_STOP 16
-#define CPULM_SCHED_CACHE_BLOCK 32          /* tokens per prompt-cache block */
-#define CPULM_SCHED_CACHE_RAM_DEFAULT 2048  /* MiB */
+#define CPULM_SCHED_MAX_TOP           20 /* top_logprobs limit (OpenAI's) */
+#define CPULM_SCHED_MAX_STOP          16
+#define CPULM_SCHED_CACHE_BLOCK       32   /* tokens per prompt-cache block */
+#define CPULM_SCHED_CACHE_RAM_DEFAULT 2048 /* MiB */
 
 typedef struct cpulm_sched cpulm_sched;
 struct cpulm_grammar;
@@ -52,32 +52,33 @@ typedef struct cpulm_sched_params {
     int32_t max_queue;       /* requests waiting for slots before submit refuses; default 64 */
     int32_t n_threads;       /* decode threads; 0 = physical cores */
     int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
-    int64_t cache_ram_mib;   /* RAM prompt cache limit; default CPULM_SCHED_CACHE_RAM_DEFAULT; 0: off */
-    cpulm_kv_type kv_type;   /* KV cache type; default f16 */
-    int no_pin;              /* cpulm_ctx_params.no_pin */
-    cpulm_metrics *metrics;  /* borrowed, may be NULL; must outlive the scheduler */
+    int64_t
+        cache_ram_mib; /* RAM prompt cache limit; default CPULM_SCHED_CACHE_RAM_DEFAULT; 0: off */
+    cpulm_kv_type kv_type;  /* KV cache type; default f16 */
+    int no_pin;             /* cpulm_ctx_params.no_pin */
+    cpulm_metrics *metrics; /* borrowed, may be NULL; must outlive the scheduler */
 } cpulm_sched_params;
 
 cpulm_sched_params cpulm_sched_default_params(void);
 
 /* One generation request. Build with cpulm_sched_req_new, fill, submit. */
 typedef struct cpulm_sched_req {
-    uint64_t id;             /* caller's id, echoed in every event of this request */
-    cpulm_token *prompt;     /* owned (malloc'd) */
+    uint64_t id;         /* caller's id, echoed in every event of this request */
+    cpulm_token *prompt; /* owned (malloc'd) */
     int32_t n_prompt;
-    int32_t n_choices;       /* 1..n_parallel */
-    int32_t max_tokens;      /* > 0; -1: until an end token or the context is full */
-    cpulm_sampler_params sp; /* choice i samples with seed sp.seed + i */
+    int32_t n_choices;                /* 1..n_parallel */
+    int32_t max_tokens;               /* > 0; -1: until an end token or the context is full */
+    cpulm_sampler_params sp;          /* choice i samples with seed sp.seed + i */
     char *stop[CPULM_SCHED_MAX_STOP]; /* owned, NUL-terminated, non-empty */
     int32_t n_stop;
-    int32_t logprobs;        /* -1: off; else 0..CPULM_SCHED_MAX_TOP alternatives per token */
-    int ignore_eos;          /* keep generating past end-of-generation tokens */
-    double timeout_s;        /* whole-request limit from submission; <= 0: none */
+    int32_t logprobs;              /* -1: off; else 0..CPULM_SCHED_MAX_TOP alternatives per token */
+    int ignore_eos;                /* keep generating past end-of-generation tokens */
+    double timeout_s;              /* whole-request limit from submission; <= 0: none */
     struct cpulm_grammar *grammar; /* owned or NULL: every choice's output follows it (masked
-                              * sampling; end tokens only where it is complete) */
-    int special;             /* render control tokens as text (tool-call markers) */
-    int32_t priority;        /* lower is served sooner (vLLM's convention); then first come
-                              * first served. Default 0 */
+                                    * sampling; end tokens only where it is complete) */
+    int special;                   /* render control tokens as text (tool-call markers) */
+    int32_t priority;              /* lower is served sooner (vLLM's convention); then first come
+                                    * first served. Default 0 */
 } cpulm_sched_req;
 
 /* Returns owned (free with cpulm_sched_req_free unless submitted); NULL on OOM.
@@ -89,10 +90,10 @@ cpulm_status cpulm_sched_req_add_stop(cpulm_sched_req *r, const char *s, size_t 
 
 typedef enum cpulm_sched_submit_result {
     CPULM_SCHED_ACCEPTED = 0,
-    CPULM_SCHED_QUEUE_FULL,  /* answer 429 */
-    CPULM_SCHED_TOO_LONG,    /* prompt + 1 token does not fit n_ctx: answer 400 */
-    CPULM_SCHED_INVALID,     /* no prompt tokens, bad n_choices or token ids: answer 400 */
-    CPULM_SCHED_STOPPING,    /* shutting down: answer 503 */
+    CPULM_SCHED_QUEUE_FULL, /* answer 429 */
+    CPULM_SCHED_TOO_LONG,   /* prompt + 1 token does not fit n_ctx: answer 400 */
+    CPULM_SCHED_INVALID,    /* no prompt tokens, bad n_choices or token ids: answer 400 */
+    CPULM_SCHED_STOPPING,   /* shutting down: answer 503 */
 } cpulm_sched_submit_result;
 
 typedef enum cpulm_sched_ev_kind {
@@ -102,7 +103,10 @@ typedef enum cpulm_sched_ev_kind {
     CPULM_SCHED_EV_ERROR,  /* the request failed (timeout, decode error, grammar). Last event. */
 } cpulm_sched_ev_kind;
 
-typedef enum cpulm_sched_finish { CPULM_FINISH_STOP = 0, CPULM_FINISH_LENGTH = 1 } cpulm_sched_finish;
+typedef enum cpulm_sched_finish {
+    CPULM_FINISH_STOP = 0,
+    CPULM_FINISH_LENGTH = 1
+} cpulm_sched_finish;
 
 typedef struct cpulm_sched_top {
     cpulm_token token;
@@ -123,14 +127,14 @@ typedef struct cpulm_sched_event {
     uint64_t id;
     cpulm_sched_ev_kind kind;
     int32_t choice;
-    cpulm_sched_finish finish;               /* FINISH */
+    cpulm_sched_finish finish;                /* FINISH */
     int32_t n_prompt, n_cached, n_completion; /* DONE: usage (completion summed over choices) */
     int error_status;                         /* ERROR: HTTP status to report (500, 504) */
     const char *error;                        /* ERROR: static message */
     int has_lp;                               /* TEXT: lp is set */
     cpulm_sched_lp lp;
-    size_t n_text;                            /* TEXT: UTF-8 bytes in text[] */
-    char text[];                              /* NUL-terminated */
+    size_t n_text; /* TEXT: UTF-8 bytes in text[] */
+    char text[];   /* NUL-terminated */
 } cpulm_sched_event;
 
 /* Creates the context (all KV memory allocated here) and starts the scheduler thread,
@@ -157,19 +161,19 @@ cpulm_sched_event *cpulm_sched_drain(cpulm_sched *s);
 void cpulm_sched_wait(cpulm_sched *s, int timeout_ms);
 
 typedef struct cpulm_sched_stats {
-    int ready;              /* warm-up done */
-    int32_t n_waiting;      /* submitted, not yet in slots */
-    int32_t n_running;      /* requests holding slots */
-    int64_t kv_used;        /* tokens in KV of running sequences */
-    int64_t kv_total;       /* n_parallel * n_ctx */
+    int ready;         /* warm-up done */
+    int32_t n_waiting; /* submitted, not yet in slots */
+    int32_t n_running; /* requests holding slots */
+    int64_t kv_used;   /* tokens in KV of running sequences */
+    int64_t kv_total;  /* n_parallel * n_ctx */
     int32_t n_parallel, n_ctx;
-    uint64_t n_steps;       /* decode calls so far */
-    uint64_t max_step_tokens; /* largest batch so far */
-    uint64_t n_prefill_tokens; /* prompt tokens evaluated so far (cached ones are not) */
-    double step_ms_target;     /* the current target step time (ms); 0 when off */
+    uint64_t n_steps;                  /* decode calls so far */
+    uint64_t max_step_tokens;          /* largest batch so far */
+    uint64_t n_prefill_tokens;         /* prompt tokens evaluated so far (cached ones are not) */
+    double step_ms_target;             /* the current target step time (ms); 0 when off */
     double est_fixed_ms, est_token_ms; /* step time model: fixed + per-token cost */
     int64_t cache_blocks, cache_blocks_max; /* prompt cache: blocks held / that fit its limit */
-    int64_t cache_bytes, cache_max_bytes; /* prompt cache: memory held / its limit */
+    int64_t cache_bytes, cache_max_bytes;   /* prompt cache: memory held / its limit */
     int32_t cache_block_tokens; /* tokens per prompt-cache block; 0 when the cache is off */
 } cpulm_sched_stats;
 

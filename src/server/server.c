@@ -34,10 +34,18 @@ double cpulm_server_now(void) {
 }
 
 cpulm_server_params cpulm_server_default_params(void) {
-    cpulm_server_params p = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .n_chunk = 256,
-                             .max_queue = 64, .timeout_s = 600, .grace_s = 30,
-                             .idle_timeout_s = 60, .max_body = 1 << 20, .max_conns = 1024,
-                             .max_conns_per_client = 256, .head_timeout_s = 10,
+    cpulm_server_params p = {.host = "127.0.0.1",
+                             .port = 8080,
+                             .n_parallel = 4,
+                             .n_chunk = 256,
+                             .max_queue = 64,
+                             .timeout_s = 600,
+                             .grace_s = 30,
+                             .idle_timeout_s = 60,
+                             .max_body = 1 << 20,
+                             .max_conns = 1024,
+                             .max_conns_per_client = 256,
+                             .head_timeout_s = 10,
                              .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT,
                              .pooling = CPULM_POOLING_UNSPECIFIED};
 
@@ -93,8 +101,10 @@ static void process_requests(cpulm_server *s, cpulm_conn *c) {
             return;
         }
         c->state = CPULM_CONN_BUSY;
-        if (r == CPULM_CONN_BAD) cpulm_routes_bad_request(s, c);
-        else cpulm_routes_handle(s, c);
+        if (r == CPULM_CONN_BAD)
+            cpulm_routes_bad_request(s, c);
+        else
+            cpulm_routes_handle(s, c);
     }
 }
 
@@ -103,7 +113,7 @@ static void on_conn(cpulm_loop_handler *h, int events) {
     cpulm_server *s = c->owner;
     if (c->fd < 0) return; /* closed earlier in this batch */
     if (events & (CPULM_LOOP_READ | CPULM_LOOP_HUP)) {
-        if (c->state == CPULM_CONN_CLOSING) c->rlen = 0; /* discard */
+        if (c->state == CPULM_CONN_CLOSING) c->rlen = 0;  /* discard */
         if (cpulm_conn_fill(c, cpulm_server_now()) < 0) { /* EOF: the client is gone */
             conn_close(s, c);
             return;
@@ -126,7 +136,8 @@ static void peer_key(const struct sockaddr_storage *ss, uint8_t key[16]) {
     } else if (ss->ss_family == AF_INET6) {
         const uint8_t *a = ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr;
         static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (memcmp(a, mapped, 12) == 0) memcpy(key, a + 12, 4);
+        if (memcmp(a, mapped, 12) == 0)
+            memcpy(key, a + 12, 4);
         else {
             key[4] = 6; /* never equal to an IPv4 key */
             memcpy(key + 8, a, 8);
@@ -173,7 +184,8 @@ static int32_t admit(cpulm_server *s, const uint8_t key[16]) {
         return -1;
     if (s->n_conns >= s->p.max_conns && !evict_oldest(s, key) && !evict_oldest(s, NULL)) return -1;
     int32_t i = 0;
-    while (i < s->p.max_conns && s->conns[i]) i++;
+    while (i < s->p.max_conns && s->conns[i])
+        i++;
     return i < s->p.max_conns ? i : -1;
 }
 
@@ -198,7 +210,8 @@ static void on_accept(cpulm_loop_handler *h, int events) {
         int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) out_of_fds(s);
-            if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) continue;
+            if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
+                continue;
             return;
         }
         int one = 1;
@@ -322,8 +335,10 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
     s->p.n_ctx = st.n_ctx;
     s->prep = cpulm_prep_new(&s->load_err);
     if (!s->prep ||
-        cpulm_loop_add(s->loop, cpulm_prep_event_fd(s->prep), CPULM_LOOP_READ, &s->h_prep) != CPULM_OK ||
-        cpulm_loop_add(s->loop, cpulm_sched_event_fd(s->sched), CPULM_LOOP_READ, &s->h_sched) != CPULM_OK) {
+        cpulm_loop_add(s->loop, cpulm_prep_event_fd(s->prep), CPULM_LOOP_READ, &s->h_prep) !=
+            CPULM_OK ||
+        cpulm_loop_add(s->loop, cpulm_sched_event_fd(s->sched), CPULM_LOOP_READ, &s->h_sched) !=
+            CPULM_OK) {
         if (s->prep) cpulm_errf(&s->load_err, CPULM_ERR_IO, "cannot watch the scheduler's eventfd");
         s->load_failed = 1;
         s->stop = 1;
@@ -331,7 +346,9 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
     }
     cpulm_logf(CPULM_LOG_INFO, "model loaded: %s (%d slots x %d tokens, chat template: %s)",
                s->alias, s->p.n_parallel, s->p.n_ctx,
-               !s->chat_tmpl ? "plain" : s->p.chat_template ? "--chat-template" : "the model's");
+               !s->chat_tmpl        ? "plain"
+               : s->p.chat_template ? "--chat-template"
+                                    : "the model's");
 }
 
 /* ---- shutdown and timers ---- */
@@ -420,7 +437,8 @@ static void tick(cpulm_server *s) {
 }
 
 static void free_dead(cpulm_server *s) {
-    for (int32_t i = 0; i < s->n_dead; i++) free(s->dead[i]);
+    for (int32_t i = 0; i < s->n_dead; i++)
+        free(s->dead[i]);
     s->n_dead = 0;
 }
 
@@ -435,12 +453,15 @@ static int open_listener(const char *host, int port, int *bound, cpulm_error *er
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
     int rc = getaddrinfo(host, ps, &hints, &res);
-    if (rc != 0) return -cpulm_errf(err, CPULM_ERR_INVALID_ARG, "serve: host '%s': %s", host, gai_strerror(rc));
+    if (rc != 0)
+        return -cpulm_errf(err, CPULM_ERR_INVALID_ARG, "serve: host '%s': %s", host,
+                           gai_strerror(rc));
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 512) != 0) {
-        cpulm_errf(err, CPULM_ERR_IO, "serve: cannot listen on %s:%d: %s", host, port, strerror(errno));
+        cpulm_errf(err, CPULM_ERR_IO, "serve: cannot listen on %s:%d: %s", host, port,
+                   strerror(errno));
         if (fd >= 0) close(fd);
         freeaddrinfo(res);
         return -1;
@@ -474,8 +495,7 @@ static void raise_fd_limit(int32_t max_conns) {
 
 cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err) {
     if (!p->model_path || p->n_parallel < 1 || p->max_conns < 1 || p->max_conns_per_client < 0 ||
-        !(p->head_timeout_s > 0) ||
-        p->max_conns > CPULM_SERVER_MAX_CONNS || p->max_body < 1) {
+        !(p->head_timeout_s > 0) || p->max_conns > CPULM_SERVER_MAX_CONNS || p->max_body < 1) {
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "serve: invalid parameters");
         return NULL;
     }
@@ -497,7 +517,8 @@ cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err) {
     if (!s->alias || !s->conns || !s->dead || !s->metrics) {
         cpulm_errf(err, CPULM_ERR_NOMEM, "serve: out of memory");
     } else if ((s->loop = cpulm_loop_new(err)) &&
-               (s->listen_fd = open_listener(p->host ? p->host : "127.0.0.1", p->port, &s->port, err)) >= 0) {
+               (s->listen_fd =
+                    open_listener(p->host ? p->host : "127.0.0.1", p->port, &s->port, err)) >= 0) {
         return s;
     }
     cpulm_server_free(s);
@@ -526,7 +547,8 @@ static cpulm_status start(cpulm_server *s, cpulm_error *err) {
         cpulm_loop_add(s->loop, s->sig_fd, CPULM_LOOP_READ, &s->h_signal) != CPULM_OK ||
         cpulm_loop_add(s->loop, s->loaded_efd, CPULM_LOOP_READ, &s->h_loaded) != CPULM_OK ||
         cpulm_loop_add(s->loop, s->listen_fd, CPULM_LOOP_READ, &s->h_listen) != CPULM_OK)
-        return cpulm_errf(err, CPULM_ERR_IO, "serve: cannot set up the event loop: %s", strerror(errno));
+        return cpulm_errf(err, CPULM_ERR_IO, "serve: cannot set up the event loop: %s",
+                          strerror(errno));
     if (pthread_create(&s->loader, NULL, loader_main, s) != 0)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "serve: cannot start the loader thread");
     s->loader_started = 1;
@@ -564,7 +586,7 @@ void cpulm_server_free(cpulm_server *s) {
         if (s->conns[i]) conn_close(s, s->conns[i]);
     free_dead(s);
     cpulm_prep_free(s->prep);
-    cpulm_sched_free(s->sched); /* after the connections: their cancels need it */
+    cpulm_sched_free(s->sched);  /* after the connections: their cancels need it */
     cpulm_ctx_free(s->embd_ctx); /* after the request worker stopped */
     cpulm_model_free(s->model);
     free(s->chat_tmpl);

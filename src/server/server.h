@@ -2,8 +2,8 @@
  *
  * Threads: the caller's thread runs the epoll I/O loop (all sockets, HTTP framing, probes,
  * responses); a request worker (prep.h) parses generation requests' JSON, renders chat
- * templates and tokenizes prompts; a loader thread loads the model in the background so /health answers at
- * once and /ready turns true when the model is warm; the scheduler thread (sched.h) owns
+ * templates and tokenizes prompts; a loader thread loads the model in the background so /health
+ * answers at once and /ready turns true when the model is warm; the scheduler thread (sched.h) owns
  * the model context. They talk through mutex-protected queues and eventfds only.
  * Logging goes through cpulm_log_set; nothing here prints.
  */
@@ -19,30 +19,31 @@ typedef struct cpulm_server cpulm_server;
 
 typedef struct cpulm_server_params {
     const char *model_path;
-    const char *model_alias;  /* id in /v1/models and responses; NULL: file name w/o .gguf */
-    const char *host;         /* bind address; default 127.0.0.1 */
-    int port;                 /* 0: any free port (see cpulm_server_port) */
-    int32_t n_parallel;       /* sequences decoded together; default 4 */
-    int32_t n_ctx;            /* context per sequence; 0: model's, at most 4096 */
-    int32_t n_chunk;          /* most prompt tokens per scheduler step; default 256 */
-    double max_step_ms;       /* target step time while streams generate; 0: measured; <0: off */
-    int32_t max_queue;        /* requests waiting for a slot before 429; default 64 */
-    int32_t n_threads;        /* decode threads; 0: physical cores */
-    cpulm_kv_type kv_type;    /* KV cache type (-ctk/-ctv); default f16 */
-    int no_pin;               /* cpulm_ctx_params.no_pin */
-    const char *api_key;      /* NULL: no authentication */
-    double timeout_s;         /* per-request limit; default 600 */
-    double grace_s;           /* SIGTERM: time in-flight requests get to finish; default 30 */
-    double idle_timeout_s;    /* idle keep-alive connections close; default 60 */
-    size_t max_body;          /* request body limit; default 1 MiB */
-    int32_t max_conns;        /* open connections; default 1024 */
-    int32_t max_conns_per_client; /* per client address (IPv6: per /64); 0 = no limit; default 256 */
-    double head_timeout_s;    /* a new connection, or a request once its first byte came,
-                               * must deliver a complete head within this; default 10 */
-    int64_t cache_ram_mib;    /* RAM prompt cache limit in MiB; default 2048; 0: off */
+    const char *model_alias; /* id in /v1/models and responses; NULL: file name w/o .gguf */
+    const char *host;        /* bind address; default 127.0.0.1 */
+    int port;                /* 0: any free port (see cpulm_server_port) */
+    int32_t n_parallel;      /* sequences decoded together; default 4 */
+    int32_t n_ctx;           /* context per sequence; 0: model's, at most 4096 */
+    int32_t n_chunk;         /* most prompt tokens per scheduler step; default 256 */
+    double max_step_ms;      /* target step time while streams generate; 0: measured; <0: off */
+    int32_t max_queue;       /* requests waiting for a slot before 429; default 64 */
+    int32_t n_threads;       /* decode threads; 0: physical cores */
+    cpulm_kv_type kv_type;   /* KV cache type (-ctk/-ctv); default f16 */
+    int no_pin;              /* cpulm_ctx_params.no_pin */
+    const char *api_key;     /* NULL: no authentication */
+    double timeout_s;        /* per-request limit; default 600 */
+    double grace_s;          /* SIGTERM: time in-flight requests get to finish; default 30 */
+    double idle_timeout_s;   /* idle keep-alive connections close; default 60 */
+    size_t max_body;         /* request body limit; default 1 MiB */
+    int32_t max_conns;       /* open connections; default 1024 */
+    int32_t
+        max_conns_per_client;  /* per client address (IPv6: per /64); 0 = no limit; default 256 */
+    double head_timeout_s;     /* a new connection, or a request once its first byte came,
+                                * must deliver a complete head within this; default 10 */
+    int64_t cache_ram_mib;     /* RAM prompt cache limit in MiB; default 2048; 0: off */
     const char *chat_template; /* Jinja text overriding the model's; NULL: the model's */
-    int embeddings;           /* serve POST /v1/embeddings (a second, embeddings-only context) */
-    cpulm_pooling pooling;    /* its pooling; UNSPECIFIED: the model's */
+    int embeddings;            /* serve POST /v1/embeddings (a second, embeddings-only context) */
+    cpulm_pooling pooling;     /* its pooling; UNSPECIFIED: the model's */
 } cpulm_server_params;
 
 cpulm_server_params cpulm_server_default_params(void);

@@ -27,26 +27,26 @@ struct cpulm_server {
     cpulm_http_limits lim;
     cpulm_metrics *metrics;
 
-    cpulm_conn **conns;   /* [max_conns]; NULL = free */
-    cpulm_conn **dead;    /* closed during this loop iteration; freed after it */
+    cpulm_conn **conns; /* [max_conns]; NULL = free */
+    cpulm_conn **dead;  /* closed during this loop iteration; freed after it */
     int32_t n_conns, n_dead;
-    int spare_fd;         /* /dev/null, given up to drain the accept queue at EMFILE */
+    int spare_fd;                  /* /dev/null, given up to drain the accept queue at EMFILE */
     uint64_t n_evicted, n_refused; /* idle connections closed for room; connections refused */
     uint64_t next_serial;
-    int64_t created;      /* unix time of start, for /v1/models */
+    int64_t created; /* unix time of start, for /v1/models */
 
     /* written by the loader thread before it signals loaded_efd */
     pthread_t loader;
     int loader_started;
     cpulm_model *model;
     cpulm_sched *sched_loaded;
-    char *chat_tmpl;                  /* tokenizer.chat_template or NULL (owned) */
-    const char *bos_text, *eos_text;  /* borrowed from the model; NULL if none */
-    cpulm_ctx *embd_ctx;              /* --embeddings: used by the request worker only */
+    char *chat_tmpl;                 /* tokenizer.chat_template or NULL (owned) */
+    const char *bos_text, *eos_text; /* borrowed from the model; NULL if none */
+    cpulm_ctx *embd_ctx;             /* --embeddings: used by the request worker only */
     cpulm_error load_err;
     /* I/O thread's view: set once loaded_efd fired */
     cpulm_sched *sched;
-    cpulm_prep *prep;     /* the tokenizer worker, started with the scheduler */
+    cpulm_prep *prep; /* the tokenizer worker, started with the scheduler */
     cpulm_loop_handler h_prep;
     int load_failed;
 
@@ -61,10 +61,10 @@ double cpulm_server_now(void);
 int cpulm_server_output(cpulm_server *s, cpulm_conn *c);
 
 /* routes.c */
-void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c);  /* c holds a complete request */
+void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c);      /* c holds a complete request */
 void cpulm_routes_bad_request(cpulm_server *s, cpulm_conn *c); /* framing error: answer, close */
 void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event *e);
-void cpulm_routes_abort(cpulm_server *s, cpulm_conn *c);   /* c is closing: cancel its work */
+void cpulm_routes_abort(cpulm_server *s, cpulm_conn *c); /* c is closing: cancel its work */
 /* c's request came back from the request worker (parsed, tokenized): submit it to the
  * scheduler, or answer the error. job stays the caller's. */
 void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *job);

@@ -77,10 +77,10 @@ int cpulm_numa_plan_threads(const cpulm_topo *t, cpulm_numa m, int home, int n, 
     int list[CPULM_TOPO_MAX_CPUS], n_cores = 0;
     int len = cpulm_topo_place(t, m, home, list, CPULM_TOPO_MAX_CPUS, &n_cores);
     if (len == 0 || n > cap) return 0;
-    if (m != CPULM_NUMA_DISTRIBUTE && m != CPULM_NUMA_ISOLATE && m != CPULM_NUMA_NUMACTL &&
-        n > len)
+    if (m != CPULM_NUMA_DISTRIBUTE && m != CPULM_NUMA_ISOLATE && m != CPULM_NUMA_NUMACTL && n > len)
         return 0;
-    for (int i = 0; i < n; i++) cpus[i] = list[i % len];
+    for (int i = 0; i < n; i++)
+        cpus[i] = list[i % len];
     return 1;
 }
 
@@ -93,7 +93,8 @@ int cpulm_numa_plan_default(const cpulm_topo *t, cpulm_numa m, int home, int cgr
 
 static int popcount64(uint64_t x) {
     int n = 0;
-    for (; x; x &= x - 1) n++;
+    for (; x; x &= x - 1)
+        n++;
     return n;
 }
 
@@ -168,8 +169,8 @@ void cpulm_numa_mem_begin(cpulm_numa m, cpulm_mmap *map, cpulm_numa_mem *saved) 
     saved->changed = 1;
     /* page-cache pages follow the faulting thread's policy (set above); the mapping's own
      * policy covers pages the kernel allocates for the range by other paths */
-    cpulm_mmap_place(map, kind == CPULM_NUMA_MEM_INTERLEAVE ? CPULM_MMAP_INTERLEAVE
-                                                            : CPULM_MMAP_PREFER,
+    cpulm_mmap_place(map,
+                     kind == CPULM_NUMA_MEM_INTERLEAVE ? CPULM_MMAP_INTERLEAVE : CPULM_MMAP_PREFER,
                      mask, kind == CPULM_NUMA_MEM_INTERLEAVE);
 #else
     (void)map;

@@ -25,8 +25,7 @@ int cpulm_numa_home_node(const cpulm_topo *t);
  * physical cores (as before NUMA modes existed), or an empty topology. The other modes
  * always pin, wrapping around their list when n exceeds it, so threads never leave the
  * CPUs the mode chose. */
-int cpulm_numa_plan_threads(const cpulm_topo *t, cpulm_numa m, int home, int n, int *cpus,
-                            int cap);
+int cpulm_numa_plan_threads(const cpulm_topo *t, cpulm_numa m, int home, int n, int *cpus, int cap);
 /* Default thread count for resolved mode m: the mode's physical cores, capped by the
  * cgroup CPU quota (0: none), >= 1. */
 int cpulm_numa_plan_default(const cpulm_topo *t, cpulm_numa m, int home, int cgroup_cpus);

@@ -11,15 +11,18 @@
 /* "0-3,8" for ascending lists, else "0 4 1 5"; at most 64 entries, then "...". */
 static void put_cpus(cpulm_buf *b, const int *c, int n) {
     int ascending = 1;
-    for (int i = 1; i < n; i++) ascending &= c[i] > c[i - 1];
+    for (int i = 1; i < n; i++)
+        ascending &= c[i] > c[i - 1];
     if (!ascending) {
-        for (int i = 0; i < n && i < 64; i++) cpulm_buf_printf(b, "%s%d", i ? " " : "", c[i]);
+        for (int i = 0; i < n && i < 64; i++)
+            cpulm_buf_printf(b, "%s%d", i ? " " : "", c[i]);
         if (n > 64) cpulm_buf_puts(b, " ...");
         return;
     }
     for (int i = 0; i < n;) {
         int j = i;
-        while (j + 1 < n && c[j + 1] == c[j] + 1) j++;
+        while (j + 1 < n && c[j + 1] == c[j] + 1)
+            j++;
         cpulm_buf_printf(b, "%s%d", i ? "," : "", c[i]);
         if (j > i) cpulm_buf_printf(b, "-%d", c[j]);
         i = j + 1;
@@ -32,16 +35,19 @@ static void put_threads(cpulm_buf *b, const cpulm_topo *t, cpulm_numa m, int hom
     cpulm_topo_place(t, CPULM_NUMA_NONE, home, list, CPULM_TOPO_MAX_CPUS, &cores_all);
     const int quota = cpulm_topo_cgroup_cpus();
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    cpulm_buf_printf(b, "threads:       %d by default = ",
-                     cpulm_numa_plan_default(t, m, home, quota));
-    if (m == CPULM_NUMA_NUMACTL) cpulm_buf_printf(b, "%d CPUs in the affinity mask", n_cores);
+    cpulm_buf_printf(b,
+                     "threads:       %d by default = ", cpulm_numa_plan_default(t, m, home, quota));
+    if (m == CPULM_NUMA_NUMACTL)
+        cpulm_buf_printf(b, "%d CPUs in the affinity mask", n_cores);
     else if (m == CPULM_NUMA_ISOLATE && n_cores != cores_all)
         cpulm_buf_printf(b, "%d physical cores of node %d in the affinity mask", n_cores, home);
-    else cpulm_buf_printf(b, "%d physical cores in the affinity mask", n_cores);
+    else
+        cpulm_buf_printf(b, "%d physical cores in the affinity mask", n_cores);
     if (quota > 0)
         cpulm_buf_printf(b, "; cgroup CPU quota %d CPU%s%s", quota, quota > 1 ? "s" : "",
                          quota < n_cores ? " (caps it)" : "");
-    else cpulm_buf_puts(b, "; no cgroup CPU quota");
+    else
+        cpulm_buf_puts(b, "; no cgroup CPU quota");
     cpulm_buf_printf(b, "\naffinity:      %d of %ld online CPUs allowed (", t->n_cpus, online);
     put_cpus(b, t->cpu, t->n_cpus);
     cpulm_buf_printf(b, "), %d physical cores\n", cores_all);
@@ -54,8 +60,10 @@ static void put_nodes(cpulm_buf *b, const cpulm_topo *t) {
         for (int i = 0; i < t->n_cpus; i++)
             if (t->node[i] == t->node_id[k]) cpus[n++] = t->cpu[i];
         cpulm_buf_printf(b, "%snode%d: allowed cpus ", k ? "; " : " (", t->node_id[k]);
-        if (n) put_cpus(b, cpus, n);
-        else cpulm_buf_puts(b, "none");
+        if (n)
+            put_cpus(b, cpus, n);
+        else
+            cpulm_buf_puts(b, "none");
         if (t->node_id[k] < 64 && (t->mem_nodes >> t->node_id[k] & 1))
             cpulm_buf_puts(b, ", memory");
     }

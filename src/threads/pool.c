@@ -11,9 +11,9 @@
 
 #include "../base/status.h"
 
-#define CACHE_LINE 64
-#define SPIN_START 20000 /* polls before a worker sleeps: about 10-50 us */
-#define SPIN_BARRIER 4000 /* polls before a barrier waiter yields its CPU */
+#define CACHE_LINE   64
+#define SPIN_START   20000 /* polls before a worker sleeps: about 10-50 us */
+#define SPIN_BARRIER 4000  /* polls before a barrier waiter yields its CPU */
 
 typedef struct worker {
     cpulm_pool *pool;
@@ -89,7 +89,8 @@ static void *worker_main(void *v) {
 cpulm_status cpulm_pool_new(cpulm_pool **out, int n_threads, const int *cpus) {
     *out = NULL;
     if (n_threads < 1) return CPULM_ERR_INVALID_ARG;
-    cpulm_pool *p = aligned_alloc(CACHE_LINE, (sizeof *p + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE);
+    cpulm_pool *p =
+        aligned_alloc(CACHE_LINE, (sizeof *p + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE);
     if (!p) return CPULM_ERR_NOMEM;
     *p = (cpulm_pool){.n_threads = n_threads};
     atomic_init(&p->generation, 0);
@@ -129,7 +130,8 @@ void cpulm_pool_free(cpulm_pool *p) {
     if (p->workers) {
         atomic_store_explicit(&p->stop, 1, memory_order_release);
         wake_all(p);
-        for (int i = 1; i < p->n_threads; i++) pthread_join(p->workers[i].thread, NULL);
+        for (int i = 1; i < p->n_threads; i++)
+            pthread_join(p->workers[i].thread, NULL);
     }
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
@@ -155,16 +157,18 @@ void cpulm_pool_run(cpulm_pool *p, cpulm_pool_fn fn, void *arg, int nth) {
     /* The caller works as thread 0 on its own core for the run only: pinning it for good
      * would shrink its affinity mask, and so the thread count of contexts made later. */
     cpu_set_t saved;
-    int pinned = p->workers[0].cpu >= 0 &&
-                 pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
+    int pinned =
+        p->workers[0].cpu >= 0 && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
     if (pinned) pin_to(p->workers[0].cpu);
     /* the mutex in wake_all orders the descriptor writes before the generation bump */
     wake_all(p);
     fn(arg, 0, nth);
     int spins = 0;
     while (atomic_load_explicit(&p->n_done, memory_order_acquire) < p->n_threads - 1) {
-        if (++spins < SPIN_BARRIER) cpu_relax();
-        else sched_yield();
+        if (++spins < SPIN_BARRIER)
+            cpu_relax();
+        else
+            sched_yield();
     }
     if (pinned) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
 }
@@ -180,7 +184,9 @@ void cpulm_pool_barrier(cpulm_pool *p) {
     }
     int spins = 0;
     while (atomic_load_explicit(&p->barrier_phase, memory_order_acquire) == phase) {
-        if (++spins < SPIN_BARRIER) cpu_relax();
-        else sched_yield();
+        if (++spins < SPIN_BARRIER)
+            cpu_relax();
+        else
+            sched_yield();
     }
 }

@@ -55,8 +55,10 @@ int cpulm_topo_parse_cpulist(const char *s, int *out, int cap) {
         if (*s == '-' && (!(s = parse_uint(s + 1, &b)) || b < a)) return -1;
         for (int c = a; c <= b; c++, n++)
             if (n < cap) out[n] = c;
-        if (*s == ',') s++;
-        else if (*s && *s != '\n') return -1;
+        if (*s == ',')
+            s++;
+        else if (*s && *s != '\n')
+            return -1;
     }
     return n;
 }
@@ -71,8 +73,8 @@ static int core_key(int cpu) {
                  cpu) == 0 &&
         cpulm_topo_parse_cpulist(line, ids, 1) >= 1)
         first = ids[0];
-    if (read_sys(line, sizeof line, "devices/system/cpu/cpu%d/topology/physical_package_id",
-                 cpu) == 0)
+    if (read_sys(line, sizeof line, "devices/system/cpu/cpu%d/topology/physical_package_id", cpu) ==
+        0)
         pkg = atoi(line);
     return (pkg & 0x7fff) << 16 | (first & 0xffff);
 }
@@ -109,7 +111,8 @@ static void scan_nodes(cpulm_topo *t) {
     int list[CPULM_TOPO_MAX_CPUS];
     int node_of[CPULM_TOPO_MAX_CPUS];
     char line[4096];
-    for (int c = 0; c < CPULM_TOPO_MAX_CPUS; c++) node_of[c] = -1;
+    for (int c = 0; c < CPULM_TOPO_MAX_CPUS; c++)
+        node_of[c] = -1;
     scan_node_ids(t);
     for (int k = 0; k < t->n_nodes; k++) {
         if (read_sys(line, sizeof line, "devices/system/node/node%d/cpulist", t->node_id[k]))
@@ -128,7 +131,8 @@ static void scan_nodes(cpulm_topo *t) {
     for (int i = 0; i < n && i < CPULM_TOPO_MAX_CPUS; i++)
         if (list[i] < CPULM_TOPO_MAX_NODES) t->mem_nodes |= 1ull << list[i];
     if (n < 0) /* no has_memory file: assume every node has memory */
-        for (int k = 0; k < t->n_nodes; k++) t->mem_nodes |= 1ull << t->node_id[k];
+        for (int k = 0; k < t->n_nodes; k++)
+            t->mem_nodes |= 1ull << t->node_id[k];
 }
 
 void cpulm_topo_scan(cpulm_topo *t, const int *allowed, int n_allowed) {
@@ -139,7 +143,8 @@ void cpulm_topo_scan(cpulm_topo *t, const int *allowed, int n_allowed) {
     } else {
         t->n_cpus = affinity(t->cpu);
     }
-    for (int i = 0; i < t->n_cpus; i++) t->core[i] = core_key(t->cpu[i]);
+    for (int i = 0; i < t->n_cpus; i++)
+        t->core[i] = core_key(t->cpu[i]);
     scan_nodes(t);
 }
 
@@ -156,7 +161,8 @@ static int mark_primaries(const cpulm_topo *t, unsigned char *is_primary) {
     int n = 0;
     for (int i = 0; i < t->n_cpus; i++) {
         int dup = 0;
-        for (int j = 0; j < i && !dup; j++) dup = t->core[j] == t->core[i];
+        for (int j = 0; j < i && !dup; j++)
+            dup = t->core[j] == t->core[i];
         is_primary[i] = (unsigned char)!dup;
         n += !dup;
     }
@@ -173,7 +179,8 @@ static int round_robin(const cpulm_topo *t, const unsigned char *is_primary, int
         for (int k = 0; k < t->n_nodes; k++) {
             if (only >= 0 && t->node_id[k] != only) continue;
             int i = next[k];
-            while (i < t->n_cpus && (t->node[i] != t->node_id[k] || is_primary[i] != want)) i++;
+            while (i < t->n_cpus && (t->node[i] != t->node_id[k] || is_primary[i] != want))
+                i++;
             if (i >= t->n_cpus) {
                 next[k] = t->n_cpus;
                 continue;
@@ -191,7 +198,8 @@ int cpulm_topo_place(const cpulm_topo *t, cpulm_numa mode, int home_node, int *o
     unsigned char is_primary[CPULM_TOPO_MAX_CPUS];
     int n = 0;
     if (mode == CPULM_NUMA_NUMACTL) {
-        for (int i = 0; i < t->n_cpus && n < cap; i++) out[n++] = t->cpu[i];
+        for (int i = 0; i < t->n_cpus && n < cap; i++)
+            out[n++] = t->cpu[i];
         *n_cores = n;
         return n;
     }

@@ -11,17 +11,17 @@
 
 #include "cpulm.h"
 
-#define CPULM_TOPO_MAX_CPUS 1024 /* CPU_SETSIZE */
-#define CPULM_TOPO_MAX_NODES 64  /* node ids >= 64 are ignored (one 64-bit node mask) */
+#define CPULM_TOPO_MAX_CPUS  1024 /* CPU_SETSIZE */
+#define CPULM_TOPO_MAX_NODES 64   /* node ids >= 64 are ignored (one 64-bit node mask) */
 
 typedef struct cpulm_topo {
-    int n_cpus;                       /* allowed CPUs (the affinity mask), ascending */
+    int n_cpus; /* allowed CPUs (the affinity mask), ascending */
     int cpu[CPULM_TOPO_MAX_CPUS];
-    int core[CPULM_TOPO_MAX_CPUS];    /* physical core key: package << 16 | first SMT sibling */
-    int node[CPULM_TOPO_MAX_CPUS];    /* NUMA node of cpu[i]; 0 when sysfs lists no nodes */
-    int n_nodes;                      /* >= 1 */
+    int core[CPULM_TOPO_MAX_CPUS];     /* physical core key: package << 16 | first SMT sibling */
+    int node[CPULM_TOPO_MAX_CPUS];     /* NUMA node of cpu[i]; 0 when sysfs lists no nodes */
+    int n_nodes;                       /* >= 1 */
     int node_id[CPULM_TOPO_MAX_NODES]; /* ascending */
-    uint64_t mem_nodes;               /* bit n: node n has memory (sysfs has_memory) */
+    uint64_t mem_nodes;                /* bit n: node n has memory (sysfs has_memory) */
 } cpulm_topo;
 
 /* Root of the sysfs reads ("/sys" by default; NULL restores it). For tests; not

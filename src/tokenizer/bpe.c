@@ -26,7 +26,7 @@ typedef struct cand {
 
 typedef struct bpe_scratch {
     uint32_t *cps;
-    char *word;    /* byte-encoded pre-token */
+    char *word; /* byte-encoded pre-token */
     sym *syms;
     cand *heap;
     size_t cap_word, cap_syms, n_heap, cap_heap;
@@ -85,12 +85,12 @@ static cpulm_status emit(const cpulm_vocab *v, const bpe_scratch *s, const sym *
 }
 
 /* Merges one byte-encoded word of n_sym symbols (already in s->syms) and emits it. */
-static cpulm_status merge_word(const cpulm_vocab *v, bpe_scratch *s, int32_t n_sym,
-                               tok_ivec *out) {
+static cpulm_status merge_word(const cpulm_vocab *v, bpe_scratch *s, int32_t n_sym, tok_ivec *out) {
     cpulm_status st = CPULM_OK;
     s->n_heap = 0;
     if (n_sym == 0) return CPULM_OK;
-    for (int32_t i = 1; i < n_sym && st == CPULM_OK; i++) st = try_pair(v, s, i - 1, i);
+    for (int32_t i = 1; i < n_sym && st == CPULM_OK; i++)
+        st = try_pair(v, s, i - 1, i);
     while (s->n_heap && st == CPULM_OK) {
         cand c = heap_pop(s);
         sym *l = &s->syms[c.left], *r = &s->syms[c.right];
@@ -111,7 +111,8 @@ static cpulm_status merge_word(const cpulm_vocab *v, bpe_scratch *s, int32_t n_s
 static cpulm_status grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return CPULM_OK;
     size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     void *q = realloc(*p, c * elem);
     if (!q) return CPULM_ERR_NOMEM;
     *p = q;
@@ -120,8 +121,8 @@ static cpulm_status grow(void **p, size_t *cap, size_t need, size_t elem) {
 }
 
 /* Byte-encodes cps[0..n) into s->word and sets up one symbol per original byte. */
-static cpulm_status encode_word(const cpulm_vocab *v, bpe_scratch *s, const uint32_t *cps,
-                                size_t n, int32_t *n_sym, uint32_t *n_word) {
+static cpulm_status encode_word(const cpulm_vocab *v, bpe_scratch *s, const uint32_t *cps, size_t n,
+                                int32_t *n_sym, uint32_t *n_word) {
     if (grow((void **)&s->word, &s->cap_word, 8 * n, 1) != CPULM_OK ||
         grow((void **)&s->syms, &s->cap_syms, 4 * n, sizeof(sym)) != CPULM_OK)
         return CPULM_ERR_NOMEM;
@@ -168,7 +169,8 @@ cpulm_status tok_bpe_encode(const cpulm_vocab *v, const char *text, size_t n, to
     cpulm_status st = CPULM_OK;
     s.cps = malloc((n ? n : 1) * sizeof *s.cps);
     if (!s.cps) return CPULM_ERR_NOMEM;
-    for (size_t i = 0; i < n;) s.cps[n_cps++] = cpulm_utf8_decode(text, n, &i);
+    for (size_t i = 0; i < n;)
+        s.cps[n_cps++] = cpulm_utf8_decode(text, n, &i);
     st = tok_pretok_split(v->pre, s.cps, n_cps, &lens);
     if (st == CPULM_OK) st = encode_words(v, &s, n_cps, &lens, out);
     tok_ivec_free(&lens);

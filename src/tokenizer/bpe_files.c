@@ -66,7 +66,8 @@ static int unicode_escape(jcur *c, uint32_t *cp) {
 static int key_put(jmap *m, const char *s, size_t n) {
     if (m->n_keys_bytes + n > m->cap_keys) {
         size_t cap = m->cap_keys ? m->cap_keys : 1 << 16;
-        while (cap < m->n_keys_bytes + n) cap *= 2;
+        while (cap < m->n_keys_bytes + n)
+            cap *= 2;
         char *p = realloc(m->keys, cap);
         if (!p) return 0;
         m->keys = p;
@@ -83,7 +84,8 @@ static int read_string(jcur *c, jmap *m) {
     c->p++;
     while (c->p < c->end && *c->p != '"') {
         const char *run = c->p;
-        while (c->p < c->end && *c->p != '"' && *c->p != '\\') c->p++;
+        while (c->p < c->end && *c->p != '"' && *c->p != '\\')
+            c->p++;
         if (!key_put(m, run, (size_t)(c->p - run))) return 0;
         if (c->p >= c->end || *c->p == '"') break;
         if (++c->p >= c->end) return 0;
@@ -200,7 +202,8 @@ static cpulm_status fill_tokens(cpulm_vocab *v, const jmap *m, const cpulm_vocab
 
 static cpulm_status add_merges(cpulm_vocab *v, const char *s, size_t n) {
     int32_t n_lines = 1;
-    for (size_t i = 0; i < n; i++) n_lines += s[i] == '\n';
+    for (size_t i = 0; i < n; i++)
+        n_lines += s[i] == '\n';
     cpulm_status st = tok_vocab_alloc_merges(v, n_lines);
     int32_t rank = 0;
     for (size_t at = 0; at < n && st == CPULM_OK;) {

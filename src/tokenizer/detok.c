@@ -80,7 +80,8 @@ int32_t cpulm_vocab_detok_push(const cpulm_vocab *v, cpulm_detok *d, cpulm_token
         next.at_start = 0;
     }
     sink s = {out, cap, 0, 0};
-    for (uint32_t i = 0; i < n && !s.overflow; i++) feed(&next, &s, p[i]);
+    for (uint32_t i = 0; i < n && !s.overflow; i++)
+        feed(&next, &s, p[i]);
     if (s.overflow) return CPULM_ERR_TOO_SMALL;
     *d = next;
     return s.n;

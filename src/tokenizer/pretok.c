@@ -44,7 +44,8 @@ static size_t contraction(const uint32_t *c, size_t i, size_t end) {
 
 static size_t run(const uint32_t *c, size_t i, size_t end, unsigned mask) {
     size_t j = i;
-    while (j < end && (fl(c[j]) & mask)) j++;
+    while (j < end && (fl(c[j]) & mask))
+        j++;
     return j - i;
 }
 
@@ -67,8 +68,10 @@ static size_t llama3_at(const uint32_t *c, size_t i, size_t end, size_t max_digi
     }
     size_t j = i + (c[i] == ' ');
     if (j < end && !(fl(c[j]) & lnw)) {
-        while (j < end && !(fl(c[j]) & lnw)) j++;
-        while (j < end && is_crlf(c[j])) j++;
+        while (j < end && !(fl(c[j]) & lnw))
+            j++;
+        while (j < end && is_crlf(c[j]))
+            j++;
         return j - i;
     }
     size_t last_nl = 0; /* \s*[\r\n]+ ends at the run's last CR/LF */
@@ -97,7 +100,8 @@ static size_t crlf_match(const uint32_t *c, size_t i, size_t end) {
 static size_t opt_space_run(const uint32_t *c, size_t i, size_t end, int (*in)(uint32_t)) {
     size_t j = i;
     if (is_space(c[j]) && j + 1 < end && in(c[j + 1])) j++;
-    while (j < end && in(c[j])) j++;
+    while (j < end && in(c[j]))
+        j++;
     return j > i && in(c[j - 1]) ? j - i : 0;
 }
 
@@ -138,7 +142,8 @@ static size_t punct_match(const uint32_t *c, size_t i, size_t end) {
 }
 static size_t cjk_match(const uint32_t *c, size_t i, size_t end) {
     size_t j = i;
-    while (j < end && cjk(c[j])) j++;
+    while (j < end && cjk(c[j]))
+        j++;
     return j - i;
 }
 static size_t numbers_match(const uint32_t *c, size_t i, size_t end) {
@@ -159,15 +164,15 @@ static cpulm_status push_len(tok_ivec *out, size_t n) {
 }
 
 /* Applies one step to every fragment of `in`, appending the new fragments to `out`. */
-static cpulm_status apply_step(const uint32_t *cps, const tok_ivec *in, match_fn m,
-                               tok_ivec *out) {
+static cpulm_status apply_step(const uint32_t *cps, const tok_ivec *in, match_fn m, tok_ivec *out) {
     size_t start = 0;
     out->n = 0;
     for (size_t k = 0; k < in->n; k++) {
         size_t end = start + (size_t)in->v[k], gap = start, i = start;
         cpulm_status st = CPULM_OK;
         if (m == trailing_space_match) {
-            while (i < end && is_space(cps[end - 1 - (i - start)])) i++;
+            while (i < end && is_space(cps[end - 1 - (i - start)]))
+                i++;
             size_t t = end - (i - start); /* start of the trailing whitespace */
             if ((st = push_len(out, t - start)) == CPULM_OK) st = push_len(out, end - t);
             if (st != CPULM_OK) return st;
@@ -194,16 +199,20 @@ static cpulm_status apply_step(const uint32_t *cps, const tok_ivec *in, match_fn
 cpulm_status tok_pretok_split(tok_pre pre, const uint32_t *cps, size_t n, tok_ivec *lens) {
     static const match_fn llama3[] = {llama3_match, NULL};
     static const match_fn qwen2[] = {qwen2_match, NULL};
-    static const match_fn dsllm[] = {crlf_match,          dsllm_letters_match, dsllm_punct_match,
-                                     trailing_space_match, cjk_match,           numbers_match,
+    static const match_fn dsllm[] = {crlf_match,
+                                     dsllm_letters_match,
+                                     dsllm_punct_match,
+                                     trailing_space_match,
+                                     cjk_match,
+                                     numbers_match,
                                      NULL};
-    static const match_fn dscoder[] = {crlf_match, letters_match, punct_match, cjk_match,
-                                       number_match, NULL};
-    const match_fn *steps = pre == TOK_PRE_LLAMA3          ? llama3
-                            : pre == TOK_PRE_QWEN2         ? qwen2
-                            : pre == TOK_PRE_DEEPSEEK_LLM  ? dsllm
+    static const match_fn dscoder[] = {crlf_match, letters_match, punct_match,
+                                       cjk_match,  number_match,  NULL};
+    const match_fn *steps = pre == TOK_PRE_LLAMA3           ? llama3
+                            : pre == TOK_PRE_QWEN2          ? qwen2
+                            : pre == TOK_PRE_DEEPSEEK_LLM   ? dsllm
                             : pre == TOK_PRE_DEEPSEEK_CODER ? dscoder
-                                                           : NULL;
+                                                            : NULL;
     CPULM_ASSERT(steps != NULL);
     if (n == 0) return CPULM_OK;
     if (n > INT32_MAX) return CPULM_ERR_INVALID_ARG;
@@ -215,7 +224,8 @@ cpulm_status tok_pretok_split(tok_pre pre, const uint32_t *cps, size_t n, tok_iv
         a = b;
         b = t;
     }
-    for (size_t k = 0; k < a.n && st == CPULM_OK; k++) st = tok_ivec_push(lens, a.v[k]);
+    for (size_t k = 0; k < a.n && st == CPULM_OK; k++)
+        st = tok_ivec_push(lens, a.v[k]);
     tok_ivec_free(&a);
     tok_ivec_free(&b);
     return st;

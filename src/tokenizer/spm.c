@@ -63,8 +63,8 @@ static cand heap_pop(spm_heap *h) {
     return top;
 }
 
-static cpulm_status try_pair(const cpulm_vocab *v, const char *text, const sym *syms,
-                             spm_heap *h, int32_t l, int32_t r) {
+static cpulm_status try_pair(const cpulm_vocab *v, const char *text, const sym *syms, spm_heap *h,
+                             int32_t l, int32_t r) {
     if (l < 0 || r < 0) return CPULM_OK;
     uint32_t size = syms[l].n + syms[r].n;
     int32_t id = tok_find(v, text + syms[l].start, size);
@@ -94,11 +94,11 @@ cpulm_status tok_spm_encode(const cpulm_vocab *v, const char *text, size_t n, to
     for (size_t at = 0; at < n; n_sym++) {
         size_t len = (size_t)cpulm_utf8_lead_len((unsigned char)text[at]);
         if (len > n - at) len = n - at;
-        syms[n_sym] = (sym){n_sym - 1, at + len == n ? -1 : n_sym + 1, (uint32_t)at,
-                            (uint32_t)len};
+        syms[n_sym] = (sym){n_sym - 1, at + len == n ? -1 : n_sym + 1, (uint32_t)at, (uint32_t)len};
         at += len;
     }
-    for (int32_t i = 1; i < n_sym && st == CPULM_OK; i++) st = try_pair(v, text, syms, &h, i - 1, i);
+    for (int32_t i = 1; i < n_sym && st == CPULM_OK; i++)
+        st = try_pair(v, text, syms, &h, i - 1, i);
     while (h.n && st == CPULM_OK) {
         cand c = heap_pop(&h);
         sym *l = &syms[c.left], *r = &syms[c.right];
@@ -110,7 +110,8 @@ cpulm_status tok_spm_encode(const cpulm_vocab *v, const char *text, size_t n, to
         st = try_pair(v, text, syms, &h, l->prev, c.left);
         if (st == CPULM_OK) st = try_pair(v, text, syms, &h, c.left, l->next);
     }
-    for (int32_t i = 0; i >= 0 && st == CPULM_OK; i = syms[i].next) st = emit(v, text, &syms[i], out);
+    for (int32_t i = 0; i >= 0 && st == CPULM_OK; i = syms[i].next)
+        st = emit(v, text, &syms[i], out);
     free(syms);
     free(h.v);
     return st;

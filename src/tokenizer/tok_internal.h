@@ -38,7 +38,7 @@ struct cpulm_vocab {
     uint8_t *ttype;      /* [n_tokens] cpulm_token_type */
     uint8_t *attr;       /* [n_tokens] TOK_ATTR_* */
 
-    char *piece_pool;               /* token_to_piece(special = 1) of every token */
+    char *piece_pool;                /* token_to_piece(special = 1) of every token */
     uint32_t *piece_off, *piece_len; /* [n_tokens] */
 
     int32_t *map; /* text -> id, open addressing over [map_mask + 1] slots, -1 = empty */
@@ -48,10 +48,10 @@ struct cpulm_vocab {
     uint32_t merge_mask;
     int32_t n_merges;
 
-    int32_t byte_tok[256];   /* SPM byte fallback: id of "<0xXX>" (or the byte itself), -1 */
-    uint16_t byte_cp[256];   /* BPE: GPT-2 bytes_to_unicode codepoint of each byte */
-    int16_t cp_byte[512];    /* BPE: inverse of byte_cp for codepoints < 512, else -1 */
-    int32_t byte_sym[256];   /* BPE: id of the one-symbol token for each byte, -1 */
+    int32_t byte_tok[256]; /* SPM byte fallback: id of "<0xXX>" (or the byte itself), -1 */
+    uint16_t byte_cp[256]; /* BPE: GPT-2 bytes_to_unicode codepoint of each byte */
+    int16_t cp_byte[512];  /* BPE: inverse of byte_cp for codepoints < 512, else -1 */
+    int32_t byte_sym[256]; /* BPE: id of the one-symbol token for each byte, -1 */
 
     int32_t bos, eos, eot, eom, unk, pad;
     int32_t *eog; /* sorted ids that end generation */

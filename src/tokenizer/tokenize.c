@@ -69,8 +69,8 @@ static cpulm_status accept(const cpulm_vocab *v, partition *p, const char *text,
     return CPULM_OK;
 }
 
-static cpulm_status find_specials(const cpulm_vocab *v, partition *p, const char *text,
-                                  size_t n, int parse_special) {
+static cpulm_status find_specials(const cpulm_vocab *v, partition *p, const char *text, size_t n,
+                                  int parse_special) {
     for (int32_t k = 0; k < v->n_specials; k++) {
         int32_t id = v->specials[k];
         uint8_t t = v->ttype[id];
@@ -105,7 +105,8 @@ static cpulm_status encode_raw(const cpulm_vocab *v, const char *s, size_t n, in
     if (v->type == CPULM_VOCAB_BPE) return tok_bpe_encode(v, s, n, out);
     size_t extra = v->add_space_prefix && prev_special;
     size_t spaces = extra;
-    for (size_t i = 0; i < n; i++) spaces += s[i] == ' ';
+    for (size_t i = 0; i < n; i++)
+        spaces += s[i] == ' ';
     char *buf = malloc(n + 2 * spaces + 1);
     if (!buf) return CPULM_ERR_NOMEM;
     size_t k = 0;
@@ -137,7 +138,8 @@ static cpulm_status encode_fragments(const cpulm_vocab *v, const partition *p, c
             prev_special = 1;
         } else {
             size_t j = i;
-            while (j < n && p->used[j] == FREE) j++;
+            while (j < n && p->used[j] == FREE)
+                j++;
             cpulm_status st = encode_raw(v, text + i, j - i, prev_special, out);
             if (st != CPULM_OK) return st;
             prev_special = 0;
@@ -174,15 +176,16 @@ static cpulm_status tokenize_all(const cpulm_vocab *v, const char *text, size_t 
 }
 
 cpulm_status cpulm_vocab_tokenize(const cpulm_vocab *v, const char *text, size_t len,
-                                  int add_special, int parse_special, cpulm_token *out,
-                                  int32_t cap, int32_t *n_out) {
+                                  int add_special, int parse_special, cpulm_token *out, int32_t cap,
+                                  int32_t *n_out) {
     tok_ivec ids = {0};
     cpulm_status st = CPULM_OK;
     *n_out = 0;
     if (!text && len) return CPULM_ERR_INVALID_ARG;
     if (add_special && v->add_bos && v->bos >= 0) st = tok_ivec_push(&ids, v->bos);
     if (st == CPULM_OK) st = tokenize_all(v, text, len, parse_special, &ids);
-    if (st == CPULM_OK && add_special && v->add_eos && v->eos >= 0) st = tok_ivec_push(&ids, v->eos);
+    if (st == CPULM_OK && add_special && v->add_eos && v->eos >= 0)
+        st = tok_ivec_push(&ids, v->eos);
     if (st == CPULM_OK && ids.n > INT32_MAX) st = CPULM_ERR_INVALID_ARG;
     if (st == CPULM_OK) {
         *n_out = (int32_t)ids.n;

@@ -13,7 +13,8 @@
 cpulm_status tok_ivec_reserve(tok_ivec *a, size_t n) {
     if (n <= a->cap) return CPULM_OK;
     size_t cap = a->cap ? a->cap : 16;
-    while (cap < n) cap *= 2;
+    while (cap < n)
+        cap *= 2;
     int32_t *p = realloc(a->v, cap * sizeof *p);
     if (!p) return CPULM_ERR_NOMEM;
     a->v = p;
@@ -35,7 +36,8 @@ void tok_ivec_free(tok_ivec *a) {
 
 static uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
     return h ^ (h >> 29);
 }
 
@@ -48,7 +50,8 @@ static uint64_t hash_u64(uint64_t x) {
 
 static uint32_t table_size(size_t n) { /* power of two >= 2n */
     uint32_t s = 16;
-    while (s < 2 * n) s *= 2;
+    while (s < 2 * n)
+        s *= 2;
     return s;
 }
 
@@ -83,7 +86,8 @@ static cpulm_status pool_append(cpulm_vocab *v, const char *s, size_t n, uint32_
     if (n > UINT32_MAX - 1 || v->pool_n + n + 1 > UINT32_MAX) return CPULM_ERR_NOMEM;
     if (v->pool_n + n + 1 > v->pool_cap) {
         size_t cap = v->pool_cap ? v->pool_cap : 4096;
-        while (cap < v->pool_n + n + 1) cap *= 2;
+        while (cap < v->pool_n + n + 1)
+            cap *= 2;
         char *p = realloc(v->pool, cap);
         if (!p) return CPULM_ERR_NOMEM;
         v->pool = p;
@@ -188,8 +192,8 @@ static bool name_in(const char *name, size_t len, const char *const *list) {
 }
 
 bool tok_vocab_set_pre(cpulm_vocab *v, const char *name, size_t len) {
-    static const char *const llama3[] = {"llama3", "llama-v3", "llama-bpe", "falcon3",
-                                         "falcon-h1", "pixtral", "midm-2.0", "lfm2", NULL};
+    static const char *const llama3[] = {"llama3",  "llama-v3", "llama-bpe", "falcon3", "falcon-h1",
+                                         "pixtral", "midm-2.0", "lfm2",      NULL};
     static const char *const llama3_regex[] = {"dbrx", "smaug-bpe", NULL};
     static const char *const qwen2[] = {"qwen2", "deepseek-r1-qwen", "megrez", "kormo", NULL};
     if (name_in(name, len, llama3)) {
@@ -232,7 +236,8 @@ static void build_byte_tables(cpulm_vocab *v) {
         bool keep = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
         v->byte_cp[b] = (uint16_t)(keep ? b : 256 + n++);
     }
-    for (int c = 0; c < 512; c++) v->cp_byte[c] = -1;
+    for (int c = 0; c < 512; c++)
+        v->cp_byte[c] = -1;
     for (int b = 0; b < 256; b++) {
         char u[4];
         v->cp_byte[v->byte_cp[b]] = (int16_t)b;
@@ -267,19 +272,27 @@ static int cmp_i32(const void *a, const void *b) {
 }
 
 static cpulm_status build_eog(cpulm_vocab *v) {
-    static const char *const eot[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                      "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
-                                      "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-                                      "<end_of_utterance>", NULL};
+    static const char *const eot[] = {"<|eot_id|>",
+                                      "<|im_end|>",
+                                      "<|end|>",
+                                      "<end_of_turn>",
+                                      "<|endoftext|>",
+                                      "<|end_of_text|>",
+                                      "<EOT>",
+                                      "_<EOT>",
+                                      "<\xef\xbd\x9c"
+                                      "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                      "<end_of_utterance>",
+                                      NULL};
     static const char *const eom[] = {"<|eom_id|>", NULL};
     static const char *const fim_pad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", NULL};
     static const char *const fim_rep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-                                          "<REPO>", "<reponame>", NULL};
+                                          "<REPO>",       "<reponame>",    NULL};
     static const char *const fim_sep[] = {"<|file_sep|>", NULL};
-    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>",
-                                      "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-                                      "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
-                                      NULL};
+    static const char *const eog[] = {
+        "<|eot_id|>",      "<|im_end|>",         "<|end|>",    "<|return|>", "<|call|>",
+        "<end_of_turn>",   "<|endoftext|>",      "<|eom_id|>", "<EOT>",      "_<EOT>",
+        "<|end_of_text|>", "<end_of_utterance>", NULL};
     if (v->eot < 0) v->eot = detect(v, eot);
     if (v->eom < 0) v->eom = detect(v, eom);
     int32_t ids[32];
@@ -314,7 +327,8 @@ static bool is_special_type(uint8_t t) {
 
 static cpulm_status build_specials(cpulm_vocab *v) {
     int32_t n = 0;
-    for (int32_t id = 0; id < v->n_tokens; id++) n += is_special_type(v->ttype[id]);
+    for (int32_t id = 0; id < v->n_tokens; id++)
+        n += is_special_type(v->ttype[id]);
     v->specials = malloc((size_t)(n ? n : 1) * sizeof *v->specials);
     if (!v->specials) return CPULM_ERR_NOMEM;
     for (int32_t id = 0; id < v->n_tokens; id++)
@@ -326,7 +340,8 @@ static cpulm_status build_specials(cpulm_vocab *v) {
     for (int32_t i = 0; i < n; i++)
         keys[i] = (uint64_t)(UINT32_MAX - v->len[v->specials[i]]) << 32 | (uint32_t)v->specials[i];
     qsort(keys, (size_t)n, sizeof *keys, cmp_u64);
-    for (int32_t i = 0; i < n; i++) v->specials[i] = (int32_t)(keys[i] & 0xFFFFFFFFu);
+    for (int32_t i = 0; i < n; i++)
+        v->specials[i] = (int32_t)(keys[i] & 0xFFFFFFFFu);
     free(keys);
     return CPULM_OK;
 }
@@ -414,9 +429,10 @@ cpulm_status tok_vocab_finish(cpulm_vocab *v, bool phi3_rstrip, cpulm_error *err
         (st = build_pieces(v)) != CPULM_OK)
         return cpulm_errf(err, st, "vocab: out of memory");
     if (phi3_rstrip) { /* llama.cpp: Phi-3 templates put a newline after these tokens */
-        for (int32_t i = 0; i < v->n_specials; i++) v->attr[v->specials[i]] |= TOK_ATTR_RSTRIP;
+        for (int32_t i = 0; i < v->n_specials; i++)
+            v->attr[v->specials[i]] |= TOK_ATTR_RSTRIP;
         static const char *const on[] = {"</s>", NULL}, *const off[] = {"<unk>", "<s>",
-                                                                          "<|endoftext|>", NULL};
+                                                                        "<|endoftext|>", NULL};
         for (const char *const *t = on; *t; t++) {
             int32_t id = tok_find(v, *t, strlen(*t));
             if (id >= 0) v->attr[id] |= TOK_ATTR_RSTRIP;

@@ -72,13 +72,13 @@ cpulm_status cpulm_vocab_from_bpe_files(cpulm_vocab **out, const cpulm_vocab_bpe
 
 int32_t cpulm_vocab_n_tokens(const cpulm_vocab *v);
 cpulm_vocab_type cpulm_vocab_kind(const cpulm_vocab *v);
-const char *cpulm_vocab_pre_name(const cpulm_vocab *v); /* "spm", "llama3", "qwen2", ... */
-cpulm_token cpulm_vocab_bos(const cpulm_vocab *v);       /* -1 if none */
-cpulm_token cpulm_vocab_eos(const cpulm_vocab *v);       /* -1 if none */
-cpulm_token cpulm_vocab_eot(const cpulm_vocab *v);       /* -1 if none */
-cpulm_token cpulm_vocab_unk(const cpulm_vocab *v);       /* -1 if none */
-int cpulm_vocab_wants_bos(const cpulm_vocab *v);         /* tokenizer.ggml.add_bos_token */
-int cpulm_vocab_wants_eos(const cpulm_vocab *v);         /* tokenizer.ggml.add_eos_token */
+const char *cpulm_vocab_pre_name(const cpulm_vocab *v);      /* "spm", "llama3", "qwen2", ... */
+cpulm_token cpulm_vocab_bos(const cpulm_vocab *v);           /* -1 if none */
+cpulm_token cpulm_vocab_eos(const cpulm_vocab *v);           /* -1 if none */
+cpulm_token cpulm_vocab_eot(const cpulm_vocab *v);           /* -1 if none */
+cpulm_token cpulm_vocab_unk(const cpulm_vocab *v);           /* -1 if none */
+int cpulm_vocab_wants_bos(const cpulm_vocab *v);             /* tokenizer.ggml.add_bos_token */
+int cpulm_vocab_wants_eos(const cpulm_vocab *v);             /* tokenizer.ggml.add_eos_token */
 int cpulm_vocab_is_eog(const cpulm_vocab *v, cpulm_token t); /* eos, eot, eom, <|im_end|>... */
 /* Raw token text (as stored, e.g. "\xe2\x96\x81the" or "Ġthe"), NUL-terminated.
  * Borrowed: valid while v lives. NULL if t is out of range. */
@@ -95,8 +95,8 @@ cpulm_token cpulm_vocab_find(const cpulm_vocab *v, const char *text, size_t len)
  * are always split out (llama.cpp / HF behaviour: they are not "special"). Writes at most
  * cap ids; CPULM_ERR_TOO_SMALL sets *n_out to the count needed. */
 cpulm_status cpulm_vocab_tokenize(const cpulm_vocab *v, const char *text, size_t len,
-                                  int add_special, int parse_special, cpulm_token *out,
-                                  int32_t cap, int32_t *n_out);
+                                  int add_special, int parse_special, cpulm_token *out, int32_t cap,
+                                  int32_t *n_out);
 
 /* The bytes token t stands for (see cpulm_token_to_piece in cpulm.h). Control and unknown
  * tokens give "" unless special != 0. CPULM_ERR_TOO_SMALL sets *n_out to the size needed;

@@ -24,9 +24,12 @@ static cpulm_status get_scores_types(cpulm_vocab *v, const cpulm_gguf *g, cpulm_
     cpulm_status st = cpulm_gguf_get_arr(g, "tokenizer.ggml.scores", CPULM_GGUF_F32, &a, err);
     if (st == CPULM_OK) {
         if (a.n != (uint64_t)v->n_tokens)
-            return cpulm_errf(err, CPULM_ERR_FORMAT, "tokenizer.ggml.scores: %llu entries for %d "
-                              "tokens", (unsigned long long)a.n, (int)v->n_tokens);
-        for (int32_t i = 0; i < v->n_tokens; i++) v->score[i] = (float)cpulm_gguf_arr_f64(&a, (uint64_t)i);
+            return cpulm_errf(err, CPULM_ERR_FORMAT,
+                              "tokenizer.ggml.scores: %llu entries for %d "
+                              "tokens",
+                              (unsigned long long)a.n, (int)v->n_tokens);
+        for (int32_t i = 0; i < v->n_tokens; i++)
+            v->score[i] = (float)cpulm_gguf_arr_f64(&a, (uint64_t)i);
     } else if (st != CPULM_ERR_NOT_FOUND) {
         return st;
     }
@@ -34,12 +37,14 @@ static cpulm_status get_scores_types(cpulm_vocab *v, const cpulm_gguf *g, cpulm_
     if (st == CPULM_ERR_NOT_FOUND) return CPULM_OK;
     if (st != CPULM_OK) return st;
     if (a.n != (uint64_t)v->n_tokens)
-        return cpulm_errf(err, CPULM_ERR_FORMAT, "tokenizer.ggml.token_type: %llu entries for %d "
-                          "tokens", (unsigned long long)a.n, (int)v->n_tokens);
+        return cpulm_errf(err, CPULM_ERR_FORMAT,
+                          "tokenizer.ggml.token_type: %llu entries for %d "
+                          "tokens",
+                          (unsigned long long)a.n, (int)v->n_tokens);
     for (int32_t i = 0; i < v->n_tokens; i++) {
         int64_t t = cpulm_gguf_arr_i64(&a, (uint64_t)i);
-        v->ttype[i] = (uint8_t)(t >= CPULM_TOKEN_NORMAL && t <= CPULM_TOKEN_BYTE ? t
-                                                                                 : CPULM_TOKEN_UNDEFINED);
+        v->ttype[i] =
+            (uint8_t)(t >= CPULM_TOKEN_NORMAL && t <= CPULM_TOKEN_BYTE ? t : CPULM_TOKEN_UNDEFINED);
     }
     return CPULM_OK;
 }
@@ -76,7 +81,8 @@ static cpulm_status get_settings(cpulm_vocab *v, const cpulm_gguf *g, cpulm_erro
         st = get_id(g, ids[i].key, v->n_tokens, ids[i].id, err);
     if (st == CPULM_OK) st = get_flag(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err);
     if (st == CPULM_OK) st = get_flag(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err);
-    if (st == CPULM_OK) st = get_flag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err);
+    if (st == CPULM_OK)
+        st = get_flag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err);
     return st;
 }
 
@@ -123,7 +129,8 @@ static bool is_phi3(const cpulm_gguf *g) {
     if (cpulm_gguf_get_str(g, "general.name", &name, NULL) != CPULM_OK) return false;
     char low[256];
     size_t n = name.len < sizeof low - 1 ? (size_t)name.len : sizeof low - 1;
-    for (size_t i = 0; i < n; i++) low[i] = (char)tolower((unsigned char)name.ptr[i]);
+    for (size_t i = 0; i < n; i++)
+        low[i] = (char)tolower((unsigned char)name.ptr[i]);
     low[n] = '\0';
     return strstr(low, "phi-3") || strstr(low, "phi3");
 }

@@ -58,9 +58,11 @@ static void fuzz_head(const char *buf, size_t len, int response, size_t step) {
         if (rb != CPULM_HTTP_INCOMPLETE || n == len) break;
     }
     /* an incremental parse may stop earlier (a complete head or an error in a prefix) */
-    if (rb != CPULM_HTTP_INCOMPLETE && ra != rb && ra != CPULM_HTTP_ERROR && rb != CPULM_HTTP_ERROR) abort();
-    if (ra > 0 && rb > 0 && (a.n_headers != b.n_headers || a.content_length != b.content_length ||
-                             a.keep_alive != b.keep_alive || a.chunked != b.chunked))
+    if (rb != CPULM_HTTP_INCOMPLETE && ra != rb && ra != CPULM_HTTP_ERROR && rb != CPULM_HTTP_ERROR)
+        abort();
+    if (ra > 0 && rb > 0 &&
+        (a.n_headers != b.n_headers || a.content_length != b.content_length ||
+         a.keep_alive != b.keep_alive || a.chunked != b.chunked))
         abort();
 }
 
@@ -93,7 +95,8 @@ static void fuzz_chunked(const char *data, size_t len, size_t split) {
 /* ---- split delivery through cpulm_conn ---- */
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
     return h;
 }
 
@@ -140,7 +143,8 @@ static int deliver(const char *data, size_t size, size_t max_piece, uint64_t see
         size_t piece = max_piece ? 1 + (size_t)(seed >> 33) % max_piece : size - pos;
         if (piece > size - pos) piece = size - pos;
         pos += cpulm_conn_feed(&c, data + pos, piece, 0.0);
-        while (!*bad && n < MAX_REQS && c.rlen > 0 && (r = cpulm_conn_parse(&c, &lim)) != CPULM_CONN_NEED_MORE) {
+        while (!*bad && n < MAX_REQS && c.rlen > 0 &&
+               (r = cpulm_conn_parse(&c, &lim)) != CPULM_CONN_NEED_MORE) {
             if (r == CPULM_CONN_BAD) {
                 if (c.bad_status < 400 || c.bad_status > 599 || !c.bad_reason) abort();
                 *bad = c.bad_status;

@@ -41,10 +41,10 @@
  * each name. */
 #ifdef CPULM_MCA_MARKERS
 #define ARM_MCA_BEGIN(NAME) __asm__ volatile("# LLVM-MCA-BEGIN " NAME)
-#define ARM_MCA_END(NAME) __asm__ volatile("# LLVM-MCA-END " NAME)
+#define ARM_MCA_END(NAME)   __asm__ volatile("# LLVM-MCA-END " NAME)
 #else
 #define ARM_MCA_BEGIN(NAME) ((void)0)
-#define ARM_MCA_END(NAME) ((void)0)
+#define ARM_MCA_END(NAME)   ((void)0)
 #endif
 /* The level a file's markers are named after (defined by the file before including arm.h) */
 #ifndef ARM_MCA_LEVEL
@@ -54,7 +54,7 @@
 /* The float M = 1.5 * 2^23 and its bits: an int32 chain started at ARM_MAGIC_BITS holds,
  * once it has added an integer s with |s| < 2^22, the bits of the float M + s, so one
  * floating subtraction (or fma, see x16_sdot.h) of M converts it exactly. */
-#define ARM_MAGIC 12582912.0f
+#define ARM_MAGIC      12582912.0f
 #define ARM_MAGIC_BITS 0x4B400000
 
 /* Keeps the compiler from hoisting loads through PTR above this point: an empty asm that
@@ -221,12 +221,10 @@ ARM_INLINE int32_t arm_k4_superblock(const uint8_t *qs, const uint8_t *qh, const
         h[1] = vld1q_u8(qh + 16);
     }
     int32x4_t acc = vdupq_n_s32(0);
-    _Pragma("GCC unroll 4")
-    for (int c = 0; c < 4; c++) {
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
         const int8_t *yc = y + 64 * c;
         int32x4_t plo = vdupq_n_s32(0), phi = vdupq_n_s32(0);
-        _Pragma("GCC unroll 2")
-        for (int k = 0; k < 2; k++) {
+        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
             const uint8x16_t q = vld1q_u8(qs + 32 * c + 16 * k);
             const uint8x16_t *hk = qh ? &h[k] : NULL;
             plo = dot16(plo, arm_k4_quants(vandq_u8(q, m4), hk, 2 * c), vld1q_s8(yc + 16 * k));
@@ -276,10 +274,9 @@ ARM_INLINE int32_t arm_q6_superblock(const cpulm_block_q6_K *x, const int8_t *y,
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
     const int8x16_t bias = vdupq_n_s8(32);
     int32x4_t acc = vdupq_n_s32(0);
-    _Pragma("GCC unroll 2")
-    for (int c = 0; c < 2; c++) {
-        _Pragma("GCC unroll 2")
-        for (int k = 0; k < 2; k++) { /* lanes l = 16k .. 16k + 15 of the half */
+    _Pragma("GCC unroll 2") for (int c = 0; c < 2; c++) {
+        _Pragma("GCC unroll 2") for (int k = 0; k < 2;
+                                     k++) { /* lanes l = 16k .. 16k + 15 of the half */
             const uint8x16_t l0 = vld1q_u8(x->ql + 64 * c + 16 * k);
             const uint8x16_t l1 = vld1q_u8(x->ql + 64 * c + 32 + 16 * k);
             const uint8x16_t h = vld1q_u8(x->qh + 32 * c + 16 * k);
@@ -289,8 +286,8 @@ ARM_INLINE int32_t arm_q6_superblock(const cpulm_block_q6_K *x, const int8_t *y,
                 vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4)),
                 vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4)),
             };
-            _Pragma("GCC unroll 4")
-            for (int r = 0; r < 4; r++) { /* elements 128c + 32r + 16k .. + 15 */
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4;
+                                         r++) { /* elements 128c + 32r + 16k .. + 15 */
                 const int off = 128 * c + 32 * r + 16 * k;
                 const int8x16_t qs = vsubq_s8(vreinterpretq_s8_u8(q[r]), bias);
                 const int32x4_t p = dot16(vdupq_n_s32(0), qs, vld1q_s8(y + off));
@@ -331,13 +328,12 @@ ARM_INLINE void arm_vec_dot_q6_K(int64_t n, float *s, const void *vx, const void
 ARM_INLINE void arm_x16_quad(const uint8_t *blk, int q8, int i, int8x16_t v[8]) {
     const uint8_t *q = blk + 2 * 16 + 16 * i;
     if (q8) {
-        _Pragma("GCC unroll 8")
-        for (int k = 0; k < 8; k++) v[k] = vld1q_s8((const int8_t *)q + 64 * k);
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) v[k] =
+            vld1q_s8((const int8_t *)q + 64 * k);
         return;
     }
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < 4; t++) {
+    _Pragma("GCC unroll 8") for (int t = 0; t < 4; t++) {
         const uint8x16_t u = vld1q_u8(q + 64 * t);
         v[t] = vreinterpretq_s8_u8(vandq_u8(u, m4));
         v[t + 4] = vreinterpretq_s8_u8(vshrq_n_u8(u, 4));
@@ -367,20 +363,35 @@ ARM_INLINE arm_x16_act arm_x16_act_row(const uint8_t *row, int64_t n, int q8) {
  * with a constant NT, so each tile size is its own fully unrolled copy (the guards drop the
  * tail sizes TILE can never leave). A macro because NT must reach the always_inline tile
  * body as a compile-time constant. */
-#define ARM_X16_TILES(TILE, call_tile)                                                             \
-    do {                                                                                           \
-        int j_ = 0;                                                                                \
-        for (; j_ + (TILE) <= nt; j_ += (TILE)) call_tile(j_, TILE);                               \
-        switch (nt - j_) {                                                                         \
-        case 7: if (7 < (TILE)) call_tile(j_, 7); break;                                           \
-        case 6: if (6 < (TILE)) call_tile(j_, 6); break;                                           \
-        case 5: if (5 < (TILE)) call_tile(j_, 5); break;                                           \
-        case 4: if (4 < (TILE)) call_tile(j_, 4); break;                                           \
-        case 3: if (3 < (TILE)) call_tile(j_, 3); break;                                           \
-        case 2: if (2 < (TILE)) call_tile(j_, 2); break;                                           \
-        case 1: if (1 < (TILE)) call_tile(j_, 1); break;                                           \
-        default: break;                                                                            \
-        }                                                                                          \
+#define ARM_X16_TILES(TILE, call_tile)          \
+    do {                                        \
+        int j_ = 0;                             \
+        for (; j_ + (TILE) <= nt; j_ += (TILE)) \
+            call_tile(j_, TILE);                \
+        switch (nt - j_) {                      \
+        case 7:                                 \
+            if (7 < (TILE)) call_tile(j_, 7);   \
+            break;                              \
+        case 6:                                 \
+            if (6 < (TILE)) call_tile(j_, 6);   \
+            break;                              \
+        case 5:                                 \
+            if (5 < (TILE)) call_tile(j_, 5);   \
+            break;                              \
+        case 4:                                 \
+            if (4 < (TILE)) call_tile(j_, 4);   \
+            break;                              \
+        case 3:                                 \
+            if (3 < (TILE)) call_tile(j_, 3);   \
+            break;                              \
+        case 2:                                 \
+            if (2 < (TILE)) call_tile(j_, 2);   \
+            break;                              \
+        case 1:                                 \
+            if (1 < (TILE)) call_tile(j_, 1);   \
+            break;                              \
+        default: break;                         \
+        }                                       \
     } while (0)
 
 /* ---- exp ---- */

@@ -39,13 +39,13 @@ static void vec_dot_q6_K_q8_K(int64_t n, float *s, const void *x, const void *y)
 /* ---- GEMM over repacked 16-row groups (gemm_x16): SDOT by element, x16_sdot.h ---- */
 #include "x16_sdot.h"
 
-ARM_NO_PRESCHED static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld,
-                                          const void *w, const uint8_t *act, uint64_t stride) {
+ARM_NO_PRESCHED static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                          const uint8_t *act, uint64_t stride) {
     dp_gemm(n, nt, s, ld, w, act, stride, 0);
 }
 
-ARM_NO_PRESCHED static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld,
-                                          const void *w, const uint8_t *act, uint64_t stride) {
+ARM_NO_PRESCHED static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                          const uint8_t *act, uint64_t stride) {
     dp_gemm(n, nt, s, ld, w, act, stride, 1);
 }
 

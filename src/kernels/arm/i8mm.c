@@ -105,12 +105,12 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
  * A layout with rows paired at 8-byte granularity would save the 8 weight zips per quad
  * and block (~12% of the vector ops); the shared 16-row layout costs that much, no more. */
 
-#define MM_PAIRS 4 /* token pairs per tile */
-#define MM_KC 32   /* blocks per interleaved activation chunk: 12 KB of stack */
+#define MM_PAIRS 4  /* token pairs per tile */
+#define MM_KC    32 /* blocks per interleaved activation chunk: 12 KB of stack */
 
 typedef struct mm_pair_block {
-    int8x16_t x[4];  /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
-    float dx[4];     /* {dx_a, dx_a, dx_b, dx_b} */
+    int8x16_t x[4]; /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
+    float dx[4];    /* {dx_a, dx_a, dx_b, dx_b} */
     /* Per row pair rp (two copies, so the compiler loads each where it is consumed instead
      * of copying one load with a MOV, as SMMLA and FMLA overwrite it):
      * init: chain starts {i_a, i_a, i_b, i_b}, ARM_MAGIC_BITS + the bias correction (-8 *
@@ -148,16 +148,14 @@ ARM_INLINE void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_
 /* One quad over a chunk of nbc blocks (w at the chunk's first block) for P token pairs;
  * acc[rp][p] holds rows {2rp, 2rp+1} of the quad x pair p. */
 ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
-                              const mm_pair_block *buf, float32x4_t acc[2][MM_PAIRS],
-                              const int P) {
+                              const mm_pair_block *buf, float32x4_t acc[2][MM_PAIRS], const int P) {
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
     for (int64_t i = 0; i < nbc; i++) {
         if (P == MM_PAIRS) X16_MCA(BEGIN, "gemm");
         const uint8_t *g = w + (size_t)i * blk_bytes;
         int8x16_t v[8], wo[2][4];
         arm_x16_quad(g, q8, quad, v);
-        _Pragma("GCC unroll 4")
-        for (int m = 0; m < 4; m++) {
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
             const int32x4_t lo = vreinterpretq_s32_s8(v[2 * m]);
             const int32x4_t hi = vreinterpretq_s32_s8(v[2 * m + 1]);
             wo[0][m] = vreinterpretq_s8_s32(vzip1q_s32(lo, hi));
@@ -166,16 +164,14 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
         const float64x2_t dw = vreinterpretq_f64_f32(arm_x16_quad_scales(g, quad));
         const float32x4_t dwp[2] = {vreinterpretq_f32_f64(vdupq_laneq_f64(dw, 0)),
                                     vreinterpretq_f32_f64(vdupq_laneq_f64(dw, 1))};
-        _Pragma("GCC unroll 4")
-        for (int p = 0; p < P; p++) {
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
             const mm_pair_block *e = buf + i * MM_PAIRS + p;
-            _Pragma("GCC unroll 2")
-            for (int rp = 0; rp < 2; rp++) {
+            _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++) {
                 int32x4_t is = vld1q_s32(e->init[rp]);
-                _Pragma("GCC unroll 4")
-                for (int m = 0; m < 4; m++) is = vmmlaq_s32(is, e->x[m], wo[rp][m]);
-                const float32x4_t f = vfmaq_f32(vld1q_f32(e->nmdx[rp]), vreinterpretq_f32_s32(is),
-                                                vld1q_f32(e->dx));
+                _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) is =
+                    vmmlaq_s32(is, e->x[m], wo[rp][m]);
+                const float32x4_t f =
+                    vfmaq_f32(vld1q_f32(e->nmdx[rp]), vreinterpretq_f32_s32(is), vld1q_f32(e->dx));
                 acc[rp][p] = vfmaq_f32(acc[rp][p], dwp[rp], f);
             }
         }
@@ -184,19 +180,20 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
 }
 
 /* NT (1..2 * MM_PAIRS) tokens against the whole group. */
-ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
-                        uint64_t stride, float *s, int64_t ld, const int NT) {
+ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act, uint64_t stride,
+                        float *s, int64_t ld, const int NT) {
     const int P = (NT + 1) / 2;
     const int64_t nb = n / 32;
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
     arm_x16_act a[2 * MM_PAIRS];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) a[j] = arm_x16_act_row(act + (size_t)j * stride, n, q8);
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) a[j] =
+        arm_x16_act_row(act + (size_t)j * stride, n, q8);
     mm_pair_block buf[MM_KC * MM_PAIRS];
     float32x4_t acc[4][2][MM_PAIRS];
     for (int q = 0; q < 4; q++)
         for (int rp = 0; rp < 2; rp++)
-            for (int p = 0; p < MM_PAIRS; p++) acc[q][rp][p] = vdupq_n_f32(0.0f);
+            for (int p = 0; p < MM_PAIRS; p++)
+                acc[q][rp][p] = vdupq_n_f32(0.0f);
     for (int64_t b0 = 0; b0 < nb; b0 += MM_KC) {
         const int64_t nbc = nb - b0 < MM_KC ? nb - b0 : MM_KC;
         for (int p = 0; p < P; p++)
@@ -220,14 +217,13 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
         }
 }
 
-ARM_INLINE void mm_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                        const uint8_t *act, uint64_t stride, int q8) {
+ARM_INLINE void mm_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w, const uint8_t *act,
+                        uint64_t stride, int q8) {
     if (nt == 1) { /* one-token decode: SDOT by element, no self-pairing (x16_sdot.h) */
         dp_gemv_call(n, w, q8, act, s);
         return;
     }
-#define MM_CALL(j0, NT)                                                                            \
-    mm_tile(n, w, q8, act + (size_t)(j0) * stride, stride, s + (j0) * ld, ld, NT)
+#define MM_CALL(j0, NT) mm_tile(n, w, q8, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT)
     ARM_X16_TILES(2 * MM_PAIRS, MM_CALL);
 #undef MM_CALL
 }

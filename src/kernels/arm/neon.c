@@ -71,8 +71,7 @@ ARM_INLINE int32x4_t neon_quad_dot(const int8x16_t w[2][4], const int8x16_t x[2]
                                    int32x4_t corr) {
     if (!q8) {
         int16x8_t p[4];
-        _Pragma("GCC unroll 4")
-        for (int r = 0; r < 4; r++) {
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
             p[r] = vmull_s8(vget_low_s8(w[0][r]), vget_low_s8(x[0]));
             p[r] = vmlal_high_s8(p[r], w[0][r], x[0]);
             p[r] = vmlal_s8(p[r], vget_low_s8(w[1][r]), vget_low_s8(x[1]));
@@ -81,8 +80,7 @@ ARM_INLINE int32x4_t neon_quad_dot(const int8x16_t w[2][4], const int8x16_t x[2]
         return vpadalq_s16(corr, vpaddq_s16(vpaddq_s16(p[0], p[1]), vpaddq_s16(p[2], p[3])));
     }
     int32x4_t a[4];
-    _Pragma("GCC unroll 4")
-    for (int r = 0; r < 4; r++) {
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
         a[r] = vpaddlq_s16(vmull_s8(vget_low_s8(w[0][r]), vget_low_s8(x[0])));
         a[r] = vpadalq_s16(a[r], vmull_high_s8(w[0][r], x[0]));
         a[r] = vpadalq_s16(a[r], vmull_s8(vget_low_s8(w[1][r]), vget_low_s8(x[1])));
@@ -95,8 +93,7 @@ ARM_INLINE void neon_quad(int64_t n, const uint8_t *w, int q8, int quad, const a
                           float *s, int64_t ld, const int NT) {
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
     float32x4_t acc[NEON_TILE];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) acc[j] = vdupq_n_f32(0.0f);
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) acc[j] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < n / 32; b++) {
         const uint8_t *g = w + (size_t)b * blk_bytes;
         int8x16_t v[8], wr[2][4];
@@ -104,8 +101,7 @@ ARM_INLINE void neon_quad(int64_t n, const uint8_t *w, int q8, int quad, const a
         neon_transpose4(v, wr[0]);
         neon_transpose4(v + 4, wr[1]);
         const float32x4_t dw = arm_x16_quad_scales(g, quad);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < NT; j++) {
+        _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
             const int8x16_t x[2] = {vld1q_s8(a[j].x[b].qs), vld1q_s8(a[j].x[b].qs + 16)};
             const int32x4_t corr = q8 ? vdupq_n_s32(0) : vld1q_dup_s32(a[j].corr + b);
             const int32x4_t is = neon_quad_dot((const int8x16_t(*)[4])wr, x, q8, corr);
@@ -113,33 +109,34 @@ ARM_INLINE void neon_quad(int64_t n, const uint8_t *w, int q8, int quad, const a
             acc[j] = vfmaq_f32(acc[j], dw, f);
         }
     }
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) vst1q_f32(s + (size_t)j * (size_t)ld + 4 * quad, acc[j]);
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++)
+        vst1q_f32(s + (size_t)j * (size_t)ld + 4 * quad, acc[j]);
 }
 
-ARM_INLINE void neon_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
-                          uint64_t stride, float *s, int64_t ld, const int NT) {
+ARM_INLINE void neon_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act, uint64_t stride,
+                          float *s, int64_t ld, const int NT) {
     arm_x16_act a[NEON_TILE];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) a[j] = arm_x16_act_row(act + (size_t)j * stride, n, q8);
-    for (int quad = 0; quad < 4; quad++) neon_quad(n, w, q8, quad, a, s, ld, NT);
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) a[j] =
+        arm_x16_act_row(act + (size_t)j * stride, n, q8);
+    for (int quad = 0; quad < 4; quad++)
+        neon_quad(n, w, q8, quad, a, s, ld, NT);
 }
 
 ARM_INLINE void neon_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w,
                           const uint8_t *act, uint64_t stride, int q8) {
-#define NEON_CALL(j0, NT)                                                                          \
-    neon_tile(n, w, q8, act + (size_t)(j0) * stride, stride, s + (j0) * ld, ld, NT)
+#define NEON_CALL(j0, NT) \
+    neon_tile(n, w, q8, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT)
     ARM_X16_TILES(NEON_TILE, NEON_CALL);
 #undef NEON_CALL
 }
 
-ARM_NO_PRESCHED static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld,
-                                          const void *w, const uint8_t *act, uint64_t stride) {
+ARM_NO_PRESCHED static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                          const uint8_t *act, uint64_t stride) {
     neon_gemm(n, nt, s, ld, w, act, stride, 0);
 }
 
-ARM_NO_PRESCHED static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld,
-                                          const void *w, const uint8_t *act, uint64_t stride) {
+ARM_NO_PRESCHED static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                          const uint8_t *act, uint64_t stride) {
     neon_gemm(n, nt, s, ld, w, act, stride, 1);
 }
 

@@ -30,35 +30,35 @@
 #include "arm.h"
 
 /* arm-perf.sh markers for a loop of a Q4_0 / Q8_0 kernel (q8 a constant after inlining) */
-#define X16_MCA(WHAT, NAME)                                                                        \
-    do {                                                                                           \
-        if (q8) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_" NAME "_q8_0");                                    \
-        else ARM_MCA_##WHAT(ARM_MCA_LEVEL "_" NAME "_q4_0");                                       \
+#define X16_MCA(WHAT, NAME)                                 \
+    do {                                                    \
+        if (q8)                                             \
+            ARM_MCA_##WHAT(ARM_MCA_LEVEL "_" NAME "_q8_0"); \
+        else                                                \
+            ARM_MCA_##WHAT(ARM_MCA_LEVEL "_" NAME "_q4_0"); \
     } while (0)
 
 #define DP_TILE 8
 
 /* The block loop of the full tile, for scripts/arm-perf.sh. */
-#define DP_MCA(WHAT)                                                                               \
-    do {                                                                                           \
-        if (NT == DP_TILE && q8) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_gemm_q8_0");                       \
-        if (NT == DP_TILE && !q8) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_gemm_q4_0");                      \
+#define DP_MCA(WHAT)                                                          \
+    do {                                                                      \
+        if (NT == DP_TILE && q8) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_gemm_q8_0");  \
+        if (NT == DP_TILE && !q8) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_gemm_q4_0"); \
     } while (0)
 
 ARM_INLINE void dp_quad(int64_t n, const uint8_t *w, int q8, int quad, const arm_x16_act *a,
                         float *s, int64_t ld, const int NT) {
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
     float32x4_t acc[DP_TILE];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) acc[j] = vdupq_n_f32(0.0f);
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) acc[j] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < n / 32; b++) {
         DP_MCA(BEGIN);
         const uint8_t *g = w + (size_t)b * blk_bytes;
         int8x16_t v[8];
         arm_x16_quad(g, q8, quad, v);
         const float32x4_t dw = arm_x16_quad_scales(g, quad);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < NT; j++) {
+        _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
             const int8_t *xq = a[j].x[b].qs;
             const int32_t *cq = q8 ? NULL : a[j].corr + b;
             if (ARM_IS_CLANG && j > 0) { /* token j's loads after token j - 1's result */
@@ -80,18 +80,19 @@ ARM_INLINE void dp_quad(int64_t n, const uint8_t *w, int q8, int quad, const arm
         }
         DP_MCA(END);
     }
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) vst1q_f32(s + (size_t)j * (size_t)ld + 4 * quad, acc[j]);
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++)
+        vst1q_f32(s + (size_t)j * (size_t)ld + 4 * quad, acc[j]);
 }
 
 /* NT tokens against the whole group, a quad at a time: the tile's activation rows stay
  * in L1 while the group is read four times (16 of every 64 bytes per pass). */
-ARM_INLINE void dp_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
-                        uint64_t stride, float *s, int64_t ld, const int NT) {
+ARM_INLINE void dp_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act, uint64_t stride,
+                        float *s, int64_t ld, const int NT) {
     arm_x16_act a[DP_TILE];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) a[j] = arm_x16_act_row(act + (size_t)j * stride, n, q8);
-    for (int quad = 0; quad < 4; quad++) dp_quad(n, w, q8, quad, a, s, ld, NT);
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) a[j] =
+        arm_x16_act_row(act + (size_t)j * stride, n, q8);
+    for (int quad = 0; quad < 4; quad++)
+        dp_quad(n, w, q8, quad, a, s, ld, NT);
 }
 
 /* One token (decode) against the whole group: the 4 quads in one block loop, so the
@@ -102,7 +103,8 @@ ARM_INLINE void dp_gemv(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
     const arm_x16_act a = arm_x16_act_row(act, n, q8);
     float32x4_t acc[4];
-    for (int q = 0; q < 4; q++) acc[q] = vdupq_n_f32(0.0f);
+    for (int q = 0; q < 4; q++)
+        acc[q] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < n / 32; b++) {
         X16_MCA(BEGIN, "gemv");
         const uint8_t *g = w + (size_t)b * blk_bytes;
@@ -113,8 +115,7 @@ ARM_INLINE void dp_gemv(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
         const float16x8_t h1 = vreinterpretq_f16_u8(vld1q_u8(g + 16));
         const float32x4_t dw[4] = {vcvt_f32_f16(vget_low_f16(h0)), vcvt_high_f32_f16(h0),
                                    vcvt_f32_f16(vget_low_f16(h1)), vcvt_high_f32_f16(h1)};
-        _Pragma("GCC unroll 4")
-        for (int q = 0; q < 4; q++) {
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
             int8x16_t v[8];
             arm_x16_quad(g, q8, q, v);
             int32x4_t is = init;
@@ -132,32 +133,37 @@ ARM_INLINE void dp_gemv(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
         }
         X16_MCA(END, "gemv");
     }
-    for (int q = 0; q < 4; q++) vst1q_f32(s + 4 * q, acc[q]);
+    for (int q = 0; q < 4; q++)
+        vst1q_f32(s + 4 * q, acc[q]);
 }
 
 /* Out of line, so the decode loop is scheduled normally even when the caller is built
  * with ARM_NO_PRESCHED (for GCC that costs this loop 3-4%, llvm-mca). Static: each
  * including file gets its own copy, built with its own -march. */
-__attribute__((noinline)) static void dp_gemv_q4_0(int64_t n, const uint8_t *w,
-                                                   const uint8_t *act, float *s) {
+__attribute__((noinline)) static void dp_gemv_q4_0(int64_t n, const uint8_t *w, const uint8_t *act,
+                                                   float *s) {
     dp_gemv(n, w, 0, act, s);
 }
-__attribute__((noinline)) static void dp_gemv_q8_0(int64_t n, const uint8_t *w,
-                                                   const uint8_t *act, float *s) {
+__attribute__((noinline)) static void dp_gemv_q8_0(int64_t n, const uint8_t *w, const uint8_t *act,
+                                                   float *s) {
     dp_gemv(n, w, 1, act, s);
 }
 
 ARM_INLINE void dp_gemv_call(int64_t n, const uint8_t *w, int q8, const uint8_t *act, float *s) {
-    if (q8) dp_gemv_q8_0(n, w, act, s);
-    else dp_gemv_q4_0(n, w, act, s);
+    if (q8)
+        dp_gemv_q8_0(n, w, act, s);
+    else
+        dp_gemv_q4_0(n, w, act, s);
 }
 
-ARM_INLINE void dp_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                        const uint8_t *act, uint64_t stride, int q8) {
-#define DP_CALL(j0, NT)                                                                            \
-    do {                                                                                           \
-        if ((NT) == 1) dp_gemv_call(n, w, q8, act + (size_t)(j0) * stride, s + (j0) * ld);          \
-        else dp_tile(n, w, q8, act + (size_t)(j0) * stride, stride, s + (j0) * ld, ld, NT);       \
+ARM_INLINE void dp_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w, const uint8_t *act,
+                        uint64_t stride, int q8) {
+#define DP_CALL(j0, NT)                                                                \
+    do {                                                                               \
+        if ((NT) == 1)                                                                 \
+            dp_gemv_call(n, w, q8, act + (size_t)(j0)*stride, s + (j0)*ld);            \
+        else                                                                           \
+            dp_tile(n, w, q8, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT); \
     } while (0)
     ARM_X16_TILES(DP_TILE, DP_CALL);
 #undef DP_CALL

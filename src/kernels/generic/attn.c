@@ -36,7 +36,8 @@ static void attn_slice(int64_t d, int64_t d0, int64_t dn, int64_t n, const uint1
         S = fmaf(S, ms, vs);
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-    for (int64_t i = 0; i < dn; i++) out[d0 + i] = cpulm_fp16_to_f32(acc[i]) * inv;
+    for (int64_t i = 0; i < dn; i++)
+        out[d0 + i] = cpulm_fp16_to_f32(acc[i]) * inv;
 }
 
 void cpulm_generic_attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,

@@ -5,8 +5,8 @@
 
 #include "generic.h"
 
-void cpulm_generic_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq,
-                               const float *k, int64_t ldk, float scale, float *s, int64_t lds) {
+void cpulm_generic_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
+                               int64_t ldk, float scale, float *s, int64_t lds) {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             float x;
@@ -17,7 +17,8 @@ void cpulm_generic_attn_scores(int64_t d, int m, int n, const float *q, int64_t 
 
 float cpulm_generic_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
     float mx = *M;
-    for (int j = 0; j < lim; j++) mx = fmaxf(mx, s[j]);
+    for (int j = 0; j < lim; j++)
+        mx = fmaxf(mx, s[j]);
     float lanes[16] = {0};
     for (int j = 0; j < n; j++) {
         s[j] = j < lim ? cpulm_generic_vexpf(s[j] - mx) : 0.0f;
@@ -34,18 +35,19 @@ void cpulm_generic_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp,
                            int64_t ldv, const float *a, float *o, int64_t ldo) {
     for (int i = 0; i < m; i++) {
         float *oi = o + (int64_t)i * ldo;
-        for (int64_t c = 0; c < d; c++) oi[c] *= a[i];
+        for (int64_t c = 0; c < d; c++)
+            oi[c] *= a[i];
         for (int j = 0; j < n; j++) {
             const float pij = p[(int64_t)i * ldp + j];
             const float *vj = v + (int64_t)j * ldv;
-            for (int64_t c = 0; c < d; c++) oi[c] = fmaf(pij, vj[c], oi[c]);
+            for (int64_t c = 0; c < d; c++)
+                oi[c] = fmaf(pij, vj[c], oi[c]);
         }
     }
 }
 
-void cpulm_generic_attn_merge(int64_t d, int m, const float *mc, const float *lc,
-                              const float *oc, int64_t ldoc, float *M, float *L, float *o,
-                              int64_t ldo) {
+void cpulm_generic_attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
+                              int64_t ldoc, float *M, float *L, float *o, int64_t ldo) {
     for (int i = 0; i < m; i++) {
         if (mc[i] == -INFINITY) continue;
         const float mx = fmaxf(M[i], mc[i]);
@@ -55,6 +57,7 @@ void cpulm_generic_attn_merge(int64_t d, int m, const float *mc, const float *lc
         M[i] = mx;
         float *oi = o + (int64_t)i * ldo;
         const float *ci = oc + (int64_t)i * ldoc;
-        for (int64_t c = 0; c < d; c++) oi[c] = fmaf(ci[c], b, oi[c] * a);
+        for (int64_t c = 0; c < d; c++)
+            oi[c] = fmaf(ci[c], b, oi[c] * a);
     }
 }

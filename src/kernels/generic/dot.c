@@ -24,8 +24,10 @@
  * steps of 64, summed pairwise, then the remaining elements fused one by one. */
 float cpulm_generic_reduce16(const float *a) {
     float h[8], g[4];
-    for (int i = 0; i < 8; i++) h[i] = a[i + 8] + a[i];
-    for (int i = 0; i < 4; i++) g[i] = h[i + 4] + h[i];
+    for (int i = 0; i < 8; i++)
+        h[i] = a[i + 8] + a[i];
+    for (int i = 0; i < 4; i++)
+        g[i] = h[i + 4] + h[i];
     return (g[0] + g[2]) + (g[1] + g[3]);
 }
 
@@ -35,7 +37,8 @@ static float reduce4x16(float acc[4][16]) {
         acc[0][l] += acc[2][l];
         acc[1][l] += acc[3][l];
     }
-    for (int l = 0; l < 16; l++) acc[0][l] += acc[1][l];
+    for (int l = 0; l < 16; l++)
+        acc[0][l] += acc[1][l];
     return cpulm_generic_reduce16(acc[0]);
 }
 
@@ -45,7 +48,8 @@ void cpulm_generic_vec_dot_f32(int64_t n, float *s, const void *vx, const void *
     memset(acc, 0, sizeof acc);
     if (n % 16 == 0) {
         for (int64_t i = 0; i < n; i += 16)
-            for (int l = 0; l < 16; l++) acc[0][l] = fmaf(x[i + l], y[i + l], acc[0][l]);
+            for (int l = 0; l < 16; l++)
+                acc[0][l] = fmaf(x[i + l], y[i + l], acc[0][l]);
         *s = cpulm_generic_reduce16(acc[0]);
         return;
     }
@@ -55,7 +59,8 @@ void cpulm_generic_vec_dot_f32(int64_t n, float *s, const void *vx, const void *
             for (int l = 0; l < 16; l++)
                 acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
     float sum = reduce4x16(acc);
-    for (int64_t i = np; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    for (int64_t i = np; i < n; i++)
+        sum = fmaf(x[i], y[i], sum);
     *s = sum;
 }
 
@@ -82,7 +87,8 @@ void cpulm_generic_vec_dot_bf16(int64_t n, float *s, const void *vx, const void 
 
 static int dot32_i8(const int8_t *a, const int8_t *b) {
     int sum = 0;
-    for (int j = 0; j < 32; j++) sum += a[j] * b[j];
+    for (int j = 0; j < 32; j++)
+        sum += a[j] * b[j];
     return sum;
 }
 
@@ -98,7 +104,8 @@ static void unpack_nibbles(const uint8_t qs[16], int8_t q[32], int bias) {
 static void add_high_bits(const uint8_t qh[4], int8_t q[32], int bias) {
     uint32_t h;
     memcpy(&h, qh, 4); /* little-endian hosts only, like the rest of the format code */
-    for (int j = 0; j < 32; j++) q[j] = (int8_t)(q[j] + (int)(((h >> j) & 1) << 4) - bias);
+    for (int j = 0; j < 32; j++)
+        q[j] = (int8_t)(q[j] + (int)(((h >> j) & 1) << 4) - bias);
 }
 
 void cpulm_generic_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
@@ -191,7 +198,8 @@ static float dot_k4_superblock(const cpulm_block_q8_K *y, const int8_t q[QK],
         uint8_t sc, m;
         cpulm_k4_scale_min(j, scales, &sc, &m);
         int dot = 0;
-        for (int l = 0; l < 32; l++) dot += q[32 * j + l] * y->qs[32 * j + l];
+        for (int l = 0; l < 32; l++)
+            dot += q[32 * j + l] * y->qs[32 * j + l];
         sumi += sc * dot;
         summ += m * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
     }
@@ -246,7 +254,8 @@ void cpulm_generic_vec_dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const 
         int sumi = 0;
         for (int g = 0; g < 16; g++) {
             int dot = 0;
-            for (int l = 0; l < 16; l++) dot += q[16 * g + l] * y[i].qs[16 * g + l];
+            for (int l = 0; l < 16; l++)
+                dot += q[16 * g + l] * y[i].qs[16 * g + l];
             sumi += x[i].scales[g] * dot;
         }
         sum += cpulm_fp16_to_f32(x[i].d) * y[i].d * (float)sumi;

@@ -14,7 +14,8 @@
 static void block_isums(const int8_t w[R][32], const int8_t *x, int32_t *isum) {
     for (int r = 0; r < R; r++) {
         int32_t s = 0;
-        for (int k = 0; k < 32; k++) s += (int32_t)w[r][k] * x[k];
+        for (int k = 0; k < 32; k++)
+            s += (int32_t)w[r][k] * x[k];
         isum[r] = s;
     }
 }
@@ -38,7 +39,8 @@ static void unpack_q8_0(const uint8_t *blk, int8_t w[R][32], float *dw) {
     for (int r = 0; r < R; r++) {
         dw[r] = cpulm_fp16_to_f32((uint16_t)(blk[2 * r] | blk[2 * r + 1] << 8));
         for (int s = 0; s < 8; s++)
-            for (int c = 0; c < 4; c++) w[r][4 * s + c] = (int8_t)q[s * 64 + r * 4 + c];
+            for (int c = 0; c < 4; c++)
+                w[r][4 * s + c] = (int8_t)q[s * 64 + r * 4 + c];
     }
 }
 
@@ -58,7 +60,8 @@ static void gemm_x16(int64_t n, int nt, float *s, int64_t ld, const uint8_t *w, 
             int32_t isum[R];
             unpack(w + (size_t)b * blk_bytes, wq, dw);
             block_isums((const int8_t(*)[32])wq, x[b].qs, isum);
-            for (int r = 0; r < R; r++) acc[r] += dw[r] * (dx[b] * (float)isum[r]);
+            for (int r = 0; r < R; r++)
+                acc[r] += dw[r] * (dx[b] * (float)isum[r]);
         }
         memcpy(s + (size_t)j * (size_t)ld, acc, sizeof acc);
     }

@@ -11,13 +11,14 @@
 #include "generic.h"
 #include "kernels/kernels.h"
 
-#define R CPULM_PACK_ROWS
+#define R  CPULM_PACK_ROWS
 #define QK CPULM_QK_K
 
 /* Field bytes [0, sz) of row r from a packed field at f (sz a multiple of 4: 64-byte
  * chunks of 4-byte lanes). */
 static void gather(const uint8_t *f, int r, uint8_t *out, int sz) {
-    for (int c = 0; c < sz / 4; c++) memcpy(out + 4 * c, f + 64 * c + 4 * r, 4);
+    for (int c = 0; c < sz / 4; c++)
+        memcpy(out + 4 * c, f + 64 * c + 4 * r, 4);
 }
 
 static float half_at(const uint8_t *f, int r) {
@@ -52,7 +53,8 @@ static float k4_superblock(const k4_row *w, const cpulm_block_q8_K *y, float acc
     int32_t sumi = 0, summ = 0;
     for (int j = 0; j < 8; j++) {
         int32_t dot = 0;
-        for (int l = 0; l < 32; l++) dot += w->q[32 * j + l] * y->qs[32 * j + l];
+        for (int l = 0; l < 32; l++)
+            dot += w->q[32 * j + l] * y->qs[32 * j + l];
         sumi += w->sc[j] * dot;
         summ += w->m[j] * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
     }
@@ -87,7 +89,8 @@ static float k6_superblock(const k6_row *w, const cpulm_block_q8_K *y, float acc
     int32_t sumi = 0;
     for (int g = 0; g < 16; g++) {
         int32_t dot = 0;
-        for (int l = 0; l < 16; l++) dot += w->q[16 * g + l] * y->qs[16 * g + l];
+        for (int l = 0; l < 16; l++)
+            dot += w->q[16 * g + l] * y->qs[16 * g + l];
         sumi += w->sc[g] * dot;
     }
     return fmaf(w->d * y->d, (float)sumi, acc);

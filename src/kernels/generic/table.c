@@ -62,7 +62,7 @@ const cpulm_kernels cpulm_kernels_generic = {
 #define GENERIC_OP(ID, name, ret, params, group) .name = cpulm_generic_##name,
     CPULM_KERNEL_OPS(GENERIC_OP)
 #undef GENERIC_OP
-    .gemm_x16 =
+        .gemm_x16 =
         {
             D(Q4_0) = cpulm_generic_gemm_q4_0_x16,
             D(Q8_0) = cpulm_generic_gemm_q8_0_x16,

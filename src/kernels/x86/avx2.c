@@ -51,8 +51,7 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
         const __m256i q0 = _mm256_sub_epi8(x86_nibbles_32(x[i].qs), eight);
         const __m256i q1 = _mm256_sub_epi8(x86_nibbles_32(x[i + 1].qs), eight);
         const __m256i p0 = x86_dot_i8_pairs(q0, _mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m256i p1 =
-            x86_dot_i8_pairs(q1, _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        const __m256i p1 = x86_dot_i8_pairs(q1, _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
         const float d0 = x86_fp16(x[i].d) * x86_fp16(y[i].d);
         const float d1 = x86_fp16(x[i + 1].d) * x86_fp16(y[i + 1].d);
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d0), _mm256_cvtepi32_ps(p0), acc0);
@@ -86,7 +85,8 @@ static inline __m256i dot_k4_superblock(const uint8_t *qs, const uint8_t *qh, co
         lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hbits, 4), bit4));
         hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hbits, 3), bit4));
         hbits = _mm256_srli_epi16(hbits, 2);
-        const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 64 * c)));
+        const __m256i p_lo =
+            _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 64 * c)));
         const __m256i p_hi =
             _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 64 * c + 32)));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * c])));
@@ -217,20 +217,22 @@ static inline float load1_bf16(const void *p, int64_t i) {
     return f;
 }
 
-#define FLOAT_DOT(name, load8, load1)                                                              \
-    static float name(int64_t n, const void *x, const void *y) {                                   \
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                \
-        int64_t i = 0;                                                                             \
-        for (; i + 32 <= n; i += 32) {                                                             \
-            a0 = _mm256_fmadd_ps(load8(x, i), load8(y, i), a0);                                    \
-            a1 = _mm256_fmadd_ps(load8(x, i + 8), load8(y, i + 8), a1);                            \
-            a2 = _mm256_fmadd_ps(load8(x, i + 16), load8(y, i + 16), a2);                          \
-            a3 = _mm256_fmadd_ps(load8(x, i + 24), load8(y, i + 24), a3);                          \
-        }                                                                                          \
-        for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load8(x, i), load8(y, i), a0);             \
-        float sum = x86_hsum_ps256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));   \
-        for (; i < n; i++) sum += load1(x, i) * load1(y, i);                                       \
-        return sum;                                                                                \
+#define FLOAT_DOT(name, load8, load1)                                                            \
+    static float name(int64_t n, const void *x, const void *y) {                                 \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                              \
+        int64_t i = 0;                                                                           \
+        for (; i + 32 <= n; i += 32) {                                                           \
+            a0 = _mm256_fmadd_ps(load8(x, i), load8(y, i), a0);                                  \
+            a1 = _mm256_fmadd_ps(load8(x, i + 8), load8(y, i + 8), a1);                          \
+            a2 = _mm256_fmadd_ps(load8(x, i + 16), load8(y, i + 16), a2);                        \
+            a3 = _mm256_fmadd_ps(load8(x, i + 24), load8(y, i + 24), a3);                        \
+        }                                                                                        \
+        for (; i + 8 <= n; i += 8)                                                               \
+            a0 = _mm256_fmadd_ps(load8(x, i), load8(y, i), a0);                                  \
+        float sum = x86_hsum_ps256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))); \
+        for (; i < n; i++)                                                                       \
+            sum += load1(x, i) * load1(y, i);                                                    \
+        return sum;                                                                              \
     }
 
 FLOAT_DOT(dot_f32_impl, load8_f32, load1_f32)
@@ -247,15 +249,16 @@ static float dot_f32(int64_t n, const float *x, const float *y) {
 /* ---- canonical float arithmetic (bit-identical to the generic oracle; see x86.h) ---- */
 
 /* 4 x 16 lanes over steps of 64 as 8 ymm (lo/hi halves), summed (a0+a2)+(a1+a3), tree. */
-#define CANON_4X16(load8)                                                                          \
-    __m256 lo[4], hi[4];                                                                           \
-    for (int j = 0; j < 4; j++) lo[j] = hi[j] = _mm256_setzero_ps();                               \
-    for (int64_t i = 0; i < np; i += 64)                                                           \
-        for (int j = 0; j < 4; j++) {                                                              \
-            lo[j] = _mm256_fmadd_ps(load8(x, i + 16 * j), load8(y, i + 16 * j), lo[j]);            \
-            hi[j] = _mm256_fmadd_ps(load8(x, i + 16 * j + 8), load8(y, i + 16 * j + 8), hi[j]);    \
-        }                                                                                          \
-    lo[0] = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));               \
+#define CANON_4X16(load8)                                                                       \
+    __m256 lo[4], hi[4];                                                                        \
+    for (int j = 0; j < 4; j++)                                                                 \
+        lo[j] = hi[j] = _mm256_setzero_ps();                                                    \
+    for (int64_t i = 0; i < np; i += 64)                                                        \
+        for (int j = 0; j < 4; j++) {                                                           \
+            lo[j] = _mm256_fmadd_ps(load8(x, i + 16 * j), load8(y, i + 16 * j), lo[j]);         \
+            hi[j] = _mm256_fmadd_ps(load8(x, i + 16 * j + 8), load8(y, i + 16 * j + 8), hi[j]); \
+        }                                                                                       \
+    lo[0] = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));            \
     hi[0] = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]))
 
 static void canon_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
@@ -272,7 +275,8 @@ static void canon_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
     int64_t np = n & ~(int64_t)63;
     CANON_4X16(load8_f32);
     float sum = x86_reduce16_256(lo[0], hi[0]);
-    for (int64_t i = np; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    for (int64_t i = np; i < n; i++)
+        sum = fmaf(x[i], y[i], sum);
     *s = sum;
 }
 
@@ -289,7 +293,8 @@ static void canon_dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
     const __m256d t = _mm256_add_pd(a0, a1);
     const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
     double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
-    for (; i < n; i++) sum += (double)(x86_fp16(x[i]) * x86_fp16(y[i]));
+    for (; i < n; i++)
+        sum += (double)(x86_fp16(x[i]) * x86_fp16(y[i]));
     *s = (float)sum;
 }
 
@@ -300,7 +305,8 @@ static void canon_rms_norm(int64_t n, float *y, const float *x, const float *w, 
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs),
                                               _mm256_loadu_ps(w + i)));
-    for (; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    for (; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
 }
 
 /* exp(-g) in 8 lanes; lanes whose 2^n is not a normal float are scaled by ldexpf. */
@@ -309,8 +315,8 @@ static inline __m256 canon_exp_neg(__m256 g) {
     const __m256 p = x86_vexp_parts256(_mm256_sub_ps(_mm256_setzero_ps(), g), &n);
     const __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), n),
                                      _mm256_set1_ps(126.0f), _CMP_GT_OQ);
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     __m256 r = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     if (_mm256_movemask_ps(big)) {
         float pv[8], nv[8], rv[8];
@@ -332,7 +338,8 @@ static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
         const __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, canon_exp_neg(vg)));
         _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
     }
-    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (; i < n; i++)
+        y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 static void canon_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v) {
@@ -382,8 +389,8 @@ static void from_float_q8_0(const float *x, void *vy, int64_t n) {
         for (int k = 0; k < 4; k++)
             q[k] = _mm256_cvtps_epi32(x86_round_away_ps256(_mm256_mul_ps(v[k], id)));
         /* packs work per 128-bit lane; the permute restores element order */
-        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-                                             _mm256_packs_epi32(q[2], q[3]));
+        const __m256i p =
+            _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
         _mm256_storeu_si256((__m256i *)y[i].qs, _mm256_permutevar8x32_epi32(p, order));
     }
 }
@@ -426,20 +433,22 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
         for (int k = 0; k < CPULM_QK_K; k += 32) {
             __m256i q[4];
             for (int u = 0; u < 4; u++) {
-                const __m256 f = _mm256_add_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k + 8 * u)), magic);
+                const __m256 f =
+                    _mm256_add_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(x + k + 8 * u)), magic);
                 q[u] = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias);
                 q[u] = _mm256_min_epi32(q[u], _mm256_set1_epi32(127));
             }
             gsum[k / 16] = _mm256_add_epi32(q[0], q[1]);
             gsum[k / 16 + 1] = _mm256_add_epi32(q[2], q[3]);
-            const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-                                                 _mm256_packs_epi32(q[2], q[3]));
+            const __m256i p =
+                _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
             _mm256_storeu_si256((__m256i *)(y[i].qs + k), _mm256_permutevar8x32_epi32(p, order));
         }
         for (int g = 0; g < 16; g += 4) { /* 4 group sums of 8 lanes each */
             const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(gsum[g], gsum[g + 1]),
                                                 _mm256_hadd_epi32(gsum[g + 2], gsum[g + 3]));
-            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            const __m128i s4 =
+                _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
             _mm_storel_epi64((__m128i *)(y[i].bsums + g), _mm_packs_epi32(s4, s4));
         }
         y[i].d = 1.0f / iscale;
@@ -452,14 +461,17 @@ static void from_float_f16(const float *x, void *vy, int64_t n) {
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(y + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+    for (; i < n; i++)
+        y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
 static void to_float_f16(const void *vx, float *y, int64_t n) {
     const uint16_t *x = vx;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load8_f16(x, i));
-    for (; i < n; i++) y[i] = x86_fp16(x[i]);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, load8_f16(x, i));
+    for (; i < n; i++)
+        y[i] = x86_fp16(x[i]);
 }
 
 /* ---- f32 vector ops ---- */
@@ -467,9 +479,11 @@ static void to_float_f16(const void *vx, float *y, int64_t n) {
 static void softmax(int64_t n, float *x) {
     __m256 vmax = _mm256_set1_ps(-INFINITY);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    for (; i + 8 <= n; i += 8)
+        vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
     float max = x86_hmax_ps256(vmax);
-    for (; i < n; i++) max = fmaxf(max, x[i]);
+    for (; i < n; i++)
+        max = fmaxf(max, x[i]);
     const __m256 vm = _mm256_set1_ps(max);
     __m256 vsum = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) {
@@ -483,16 +497,20 @@ static void softmax(int64_t n, float *x) {
         sum += x[i];
     }
     const __m256 inv = _mm256_set1_ps(1.0f / sum);
-    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
-    for (; i < n; i++) x[i] *= 1.0f / sum;
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+    for (; i < n; i++)
+        x[i] *= 1.0f / sum;
 }
 
 static void axpy(int64_t n, float *y, float a, const float *x) {
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * x[i];
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += a * x[i];
 }
 
 /* ---- GEMM over repacked 16-row groups (layouts in kernels.h) ----
@@ -511,18 +529,15 @@ static inline __m256i bcast4_256(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-static inline __attribute__((always_inline)) void gemm_half_tile(int64_t n, const uint8_t *w,
-                                                                 int q8, int half,
-                                                                 const uint8_t *act,
-                                                                 uint64_t stride, float *s,
-                                                                 int64_t ld, const int NT) {
+static inline __attribute__((always_inline)) void
+gemm_half_tile(int64_t n, const uint8_t *w, int q8, int half, const uint8_t *act, uint64_t stride,
+               float *s, int64_t ld, const int NT) {
     const int64_t nb = n / 32;
     const size_t blk = q8 ? 2 * 16 + 32 * 16 : 2 * 16 + 16 * 16;
     const uint64_t xo = cpulm_pack_act_extras_offset(n);
     const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[4];
-    _Pragma("GCC unroll 4")
-    for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *g = w + (size_t)b * blk;
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16 * half)));
@@ -530,8 +545,7 @@ static inline __attribute__((always_inline)) void gemm_half_tile(int64_t n, cons
         __m256i is[4];
         const int8_t *xq[4];
         const float *ex[4];
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < NT; j++) {
+        _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
             const uint8_t *row = act + (size_t)j * stride;
             xq[j] = ((const cpulm_block_q8_0 *)row)[b].qs;
             ex[j] = (const float *)(row + xo);
@@ -540,43 +554,41 @@ static inline __attribute__((always_inline)) void gemm_half_tile(int64_t n, cons
             is[j] = _mm256_set1_epi32(c);
         }
         if (q8) {
-            _Pragma("GCC unroll 8")
-            for (int k = 0; k < 8; k++) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
                 const __m256i wv = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
                 const __m256i aw = _mm256_sign_epi8(wv, wv);
-                _Pragma("GCC unroll 4")
-                for (int j = 0; j < NT; j++) {
+                _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
                     const __m256i sy = _mm256_sign_epi8(bcast4_256(xq[j] + 4 * k), wv);
-                    is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), ones));
+                    is[j] = _mm256_add_epi32(is[j],
+                                             _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), ones));
                 }
             }
         } else {
-            _Pragma("GCC unroll 4")
-            for (int t = 0; t < 4; t++) {
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * t));
-                const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                _Pragma("GCC unroll 4")
-                for (int j = 0; j < NT; j++) {
-                    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4_256(xq[j] + 4 * t)),
-                                                       _mm256_maddubs_epi16(hi, bcast4_256(xq[j] + 16 + 4 * t)));
+                const __m256i lo = _mm256_and_si256(v, m4),
+                              hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+                    const __m256i p =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4_256(xq[j] + 4 * t)),
+                                         _mm256_maddubs_epi16(hi, bcast4_256(xq[j] + 16 + 4 * t)));
                     is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, ones));
                 }
             }
         }
-        _Pragma("GCC unroll 4")
-        for (int j = 0; j < NT; j++) {
+        _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
             const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(is[j]), _mm256_set1_ps(ex[j][b]));
             acc[j] = _mm256_fmadd_ps(dw, f, acc[j]);
         }
     }
-    _Pragma("GCC unroll 4")
-    for (int j = 0; j < NT; j++) _mm256_storeu_ps(s + (size_t)j * (size_t)ld + 8 * half, acc[j]);
+    _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++)
+        _mm256_storeu_ps(s + (size_t)j * (size_t)ld + 8 * half, acc[j]);
 }
 
 static inline __attribute__((always_inline)) void gemm_x16_256(int64_t n, int nt, float *s,
                                                                int64_t ld, const void *w,
-                                                               const uint8_t *act,
-                                                               uint64_t stride, int q8) {
+                                                               const uint8_t *act, uint64_t stride,
+                                                               int q8) {
     for (int j = 0; j < nt; j += 4) {
         const uint8_t *a = act + j * stride;
         float *o = s + j * ld;
@@ -615,7 +627,8 @@ static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w
 #define AVX2_PREFETCH_SB 2
 static inline void prefetch_ahead_256(const uint8_t *g, size_t sb) {
     const uintptr_t p = (uintptr_t)g + AVX2_PREFETCH_SB * sb; /* an integer: may pass the end */
-    for (size_t o = 0; o < sb; o += 64) __builtin_prefetch((const void *)(p + o), 0, 3);
+    for (size_t o = 0; o < sb; o += 64)
+        __builtin_prefetch((const void *)(p + o), 0, 3);
 }
 
 /* (v, v) in both int16 halves of each 32-bit lane, v = byte i of the lane, zero- or
@@ -623,7 +636,8 @@ static inline void prefetch_ahead_256(const uint8_t *g, size_t sb) {
  * control of lane L is base + (4L + i) * mul (mul places the index in the chosen bytes). */
 static inline __m256i lane_byte_ctl(uint32_t base, uint32_t mul, int i) {
     const uint32_t c = base + (uint32_t)i * mul;
-    const int c0 = (int)c, c1 = (int)(c + 4 * mul), c2 = (int)(c + 8 * mul), c3 = (int)(c + 12 * mul);
+    const int c0 = (int)c, c1 = (int)(c + 4 * mul), c2 = (int)(c + 8 * mul),
+              c3 = (int)(c + 12 * mul);
     return _mm256_setr_epi32(c0, c1, c2, c3, c0, c1, c2, c3);
 }
 static inline __m256i lane_byte_pair_u(__m256i v, int i) { /* bytes {x, 0, x, 0} */
@@ -644,41 +658,39 @@ static inline __attribute__((always_inline)) void gemm_k4_half(int64_t n, const 
     const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     const int steps = q5 ? 4 : 8; /* k-steps summed in int16 before the scale madd */
     __m256 acc[4];
-    _Pragma("GCC unroll 4")
-    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
         const uint8_t *g = w + (size_t)b * sb, *gh = g + 32 * half;
-        if (NT <= 2 && half == 0)
-            prefetch_ahead_256(g, sb);
+        if (NT <= 2 && half == 0) prefetch_ahead_256(g, sb);
         __m256i sumi[4];
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
         _Pragma("GCC unroll 8") /* shift counts must be immediates */
-        for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < 8; j++) {
             /* scale j of each row, as an int16 pair (decoded as in k4_scales_mins) */
             const __m256i a = _mm256_loadu_si256((const __m256i *)(gh + 64 * (1 + j / 4)));
             __m256i scv = _mm256_and_si256(a, _mm256_set1_epi8(0x3f));
             if (j >= 4) {
                 const __m256i lo = _mm256_loadu_si256((const __m256i *)(gh + 64 * 3));
                 const __m256i hi = _mm256_loadu_si256((const __m256i *)(gh + 64));
-                scv = _mm256_or_si256(_mm256_and_si256(lo, m4),
-                                      _mm256_and_si256(_mm256_srli_epi32(hi, 2), _mm256_set1_epi8(0x30)));
+                scv = _mm256_or_si256(
+                    _mm256_and_si256(lo, m4),
+                    _mm256_and_si256(_mm256_srli_epi32(hi, 2), _mm256_set1_epi8(0x30)));
             }
             const __m256i sc16 = lane_byte_pair_u(scv, j % 4);
             const uint8_t *q = gh + qs_off + 512 * (j / 2);
             __m256i p[4];
-            _Pragma("GCC unroll 8")
-            for (int k = 0; k < 8; k++) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
                 __m256i wv = _mm256_and_si256(j & 1 ? _mm256_srli_epi16(v, 4) : v, m4);
                 if (q5) { /* 5th bit: bit j of the qh bytes, moved to bit 4 */
                     const __m256i h = _mm256_loadu_si256((const __m256i *)(gh + 256 + 64 * k));
-                    const __m256i hs = j < 4 ? _mm256_slli_epi16(h, 4 - j) : _mm256_srli_epi16(h, j - 4);
+                    const __m256i hs =
+                        j < 4 ? _mm256_slli_epi16(h, 4 - j) : _mm256_srli_epi16(h, j - 4);
                     wv = _mm256_or_si256(wv, _mm256_and_si256(hs, b4));
                 }
-                _Pragma("GCC unroll 4")
-                for (int t = 0; t < NT; t++) {
-                    const int8_t *y = ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs + 32 * j;
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    const int8_t *y =
+                        ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs + 32 * j;
                     const __m256i d16 = _mm256_maddubs_epi16(wv, bcast4_256(y + 4 * k));
                     p[t] = k % steps == 0 ? d16 : _mm256_add_epi16(p[t], d16);
                     if (k % steps == steps - 1)
@@ -690,33 +702,32 @@ static inline __attribute__((always_inline)) void gemm_k4_half(int64_t n, const 
         const __m256i bm = _mm256_loadu_si256((const __m256i *)(gh + 128));
         const __m256i c = _mm256_loadu_si256((const __m256i *)(gh + 192));
         const __m256i mlo = _mm256_and_si256(bm, _mm256_set1_epi8(0x3f));
-        const __m256i mhi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), m4),
-                                            _mm256_and_si256(_mm256_srli_epi32(bm, 2), _mm256_set1_epi8(0x30)));
+        const __m256i mhi =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(c, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi32(bm, 2), _mm256_set1_epi8(0x30)));
         const __m256i lo8 = _mm256_set1_epi32(0x00ff00ff);
         const __m256i mp[4] = {_mm256_and_si256(mlo, lo8), _mm256_srli_epi16(mlo, 8),
                                _mm256_and_si256(mhi, lo8), _mm256_srli_epi16(mhi, 8)};
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16 * half)));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 32 + 16 * half)));
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < NT; t++) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *row = act + (size_t)t * stride;
             const int32_t *ex = (const int32_t *)(row + xo) + b * CPULM_PACK_ACTK_WORDS;
             __m256i summ = _mm256_setzero_si256();
-            _Pragma("GCC unroll 4")
-            for (int pi = 0; pi < 4; pi++)
-                summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mp[pi], _mm256_set1_epi32(ex[pi])));
+            _Pragma("GCC unroll 4") for (int pi = 0; pi < 4; pi++) summ =
+                _mm256_add_epi32(summ, _mm256_madd_epi16(mp[pi], _mm256_set1_epi32(ex[pi])));
             const __m256 dy = _mm256_set1_ps(((const cpulm_block_q8_K *)row)[b].d);
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
             acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(summ), acc[t]);
         }
     }
-    _Pragma("GCC unroll 4")
-    for (int t = 0; t < NT; t++) _mm256_storeu_ps(s + (size_t)t * (size_t)ld + 8 * half, acc[t]);
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+        _mm256_storeu_ps(s + (size_t)t * (size_t)ld + 8 * half, acc[t]);
 }
 
 /* Q6_K, rows 8 * half .. + 7, NT (1..4) tokens; element order as in the avx512vnni level. */
-static inline __attribute__((always_inline)) void gemm_k6_half(int64_t n, const uint8_t *w, int half,
-                                                               const uint8_t *act,
+static inline __attribute__((always_inline)) void gemm_k6_half(int64_t n, const uint8_t *w,
+                                                               int half, const uint8_t *act,
                                                                uint64_t stride, float *s,
                                                                int64_t ld, const int NT) {
     const int64_t nsb = n / CPULM_QK_K;
@@ -724,69 +735,70 @@ static inline __attribute__((always_inline)) void gemm_k6_half(int64_t n, const 
     const uint64_t xo = cpulm_pack_actk_extras_offset(n);
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[4];
-    _Pragma("GCC unroll 4")
-    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
         const uint8_t *g = w + (size_t)b * sb, *gh = g + 32 * half;
-        if (NT <= 2 && half == 0)
-            prefetch_ahead_256(g, sb);
+        if (NT <= 2 && half == 0) prefetch_ahead_256(g, sb);
         __m256i sumi[4];
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) sumi[t] = _mm256_setzero_si256();
         _Pragma("GCC unroll 16") /* shift counts must be immediates */
-        for (int gi = 0; gi < 16; gi++) {
+            for (int gi = 0; gi < 16; gi++) {
             const int h = gi / 8, sq = gi % 8 / 2, i0 = 4 * (gi % 2);
             const __m256i sc16 = lane_byte_pair_s(
                 _mm256_loadu_si256((const __m256i *)(gh + 3072 + 64 * (gi / 4))), gi % 4);
             __m256i p[4];
-            _Pragma("GCC unroll 4")
-            for (int i = 0; i < 4; i++) {
-                const __m256i l = _mm256_loadu_si256((const __m256i *)(gh + 64 * (16 * h + 8 * (sq & 1) + i0 + i)));
-                const __m256i hh = _mm256_loadu_si256((const __m256i *)(gh + 2048 + 64 * (8 * h + i0 + i)));
-                const __m256i hs = sq < 2 ? _mm256_slli_epi16(hh, 4 - 2 * sq) : _mm256_srli_epi16(hh, 2 * sq - 4);
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                const __m256i l = _mm256_loadu_si256(
+                    (const __m256i *)(gh + 64 * (16 * h + 8 * (sq & 1) + i0 + i)));
+                const __m256i hh =
+                    _mm256_loadu_si256((const __m256i *)(gh + 2048 + 64 * (8 * h + i0 + i)));
+                const __m256i hs =
+                    sq < 2 ? _mm256_slli_epi16(hh, 4 - 2 * sq) : _mm256_srli_epi16(hh, 2 * sq - 4);
                 const __m256i lo = sq >> 1 ? _mm256_srli_epi16(l, 4) : l;
-                const __m256i wv = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hs, m30));
-                _Pragma("GCC unroll 4")
-                for (int t = 0; t < NT; t++) {
-                    const int8_t *y = ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs + 16 * gi;
+                const __m256i wv =
+                    _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hs, m30));
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    const int8_t *y =
+                        ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs + 16 * gi;
                     const __m256i d16 = _mm256_maddubs_epi16(wv, bcast4_256(y + 4 * i));
                     p[t] = i % 2 == 0 ? d16 : _mm256_add_epi16(p[t], d16);
-                    if (i % 2 == 1) sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p[t], sc16));
+                    if (i % 2 == 1)
+                        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(p[t], sc16));
                 }
             }
         }
         /* bias: sum(sc_g * b16_g) over pairs {sc 4c, 4c+2}, {4c+1, 4c+3} (the extras' order) */
         __m256i scp[8];
-        _Pragma("GCC unroll 4")
-        for (int c = 0; c < 4; c++) {
+        _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(gh + 3072 + 64 * c));
             scp[2 * c] = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
             scp[2 * c + 1] = _mm256_srai_epi16(v, 8);
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 3328 + 16 * half)));
-        _Pragma("GCC unroll 4")
-        for (int t = 0; t < NT; t++) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *row = act + (size_t)t * stride;
             const int32_t *ex = (const int32_t *)(row + xo) + b * CPULM_PACK_ACTK_WORDS + 4;
             __m256i bias = _mm256_setzero_si256();
-            _Pragma("GCC unroll 8")
-            for (int pi = 0; pi < 8; pi++)
-                bias = _mm256_add_epi32(bias, _mm256_madd_epi16(scp[pi], _mm256_set1_epi32(ex[pi])));
+            _Pragma("GCC unroll 8") for (int pi = 0; pi < 8; pi++) bias =
+                _mm256_add_epi32(bias, _mm256_madd_epi16(scp[pi], _mm256_set1_epi32(ex[pi])));
             const __m256i tot = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32(bias, 5));
             const __m256 dy = _mm256_set1_ps(((const cpulm_block_q8_K *)row)[b].d);
             acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(tot), acc[t]);
         }
     }
-    _Pragma("GCC unroll 4")
-    for (int t = 0; t < NT; t++) _mm256_storeu_ps(s + (size_t)t * (size_t)ld + 8 * half, acc[t]);
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+        _mm256_storeu_ps(s + (size_t)t * (size_t)ld + 8 * half, acc[t]);
 }
 
 /* kind: 4, 5 (Q4_K, Q5_K) or 6 (Q6_K); each tile size gets its own unrolled copy. */
 static inline __attribute__((always_inline)) void k_half(int kind, int64_t n, const uint8_t *w,
-                                                         int half, const uint8_t *a, uint64_t stride,
-                                                         float *o, int64_t ld, const int NT) {
-    if (kind == 6) gemm_k6_half(n, w, half, a, stride, o, ld, NT);
-    else gemm_k4_half(n, w, kind == 5, half, a, stride, o, ld, NT);
+                                                         int half, const uint8_t *a,
+                                                         uint64_t stride, float *o, int64_t ld,
+                                                         const int NT) {
+    if (kind == 6)
+        gemm_k6_half(n, w, half, a, stride, o, ld, NT);
+    else
+        gemm_k4_half(n, w, kind == 5, half, a, stride, o, ld, NT);
 }
 
 static inline __attribute__((always_inline)) void gemm_k_x16_256(int kind, int64_t n, int nt,
@@ -843,8 +855,7 @@ static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const ui
                                                              float *out, const int D) {
     float q[128];
     __m256 acc[16];
-    _Pragma("GCC unroll 16")
-    for (int i = 0; i < D / 8; i++) {
+    _Pragma("GCC unroll 16") for (int i = 0; i < D / 8; i++) {
         _mm256_storeu_ps(q + 8 * i, load8_h(q16 + 8 * i));
         acc[i] = _mm256_setzero_ps();
     }
@@ -853,8 +864,7 @@ static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const ui
         const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
         const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
         __m256d s0 = _mm256_setzero_pd(), s1 = s0;
-        _Pragma("GCC unroll 16")
-        for (int i = 0; i < D / 8; i++) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < D / 8; i++) {
             const __m256 p = _mm256_mul_ps(load8_h(kr + 8 * i), _mm256_loadu_ps(q + 8 * i));
             s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
             s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
@@ -867,24 +877,23 @@ static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const ui
             ms = expf(M - x);
             M = x;
             const __m256 vms = _mm256_set1_ps(ms);
-            _Pragma("GCC unroll 16")
-            for (int i = 0; i < D / 8; i++) acc[i] = round_f16_256(_mm256_mul_ps(acc[i], vms));
+            _Pragma("GCC unroll 16") for (int i = 0; i < D / 8; i++) acc[i] =
+                round_f16_256(_mm256_mul_ps(acc[i], vms));
         } else {
             vs = expf(x - M);
         }
         const __m256 vvs = _mm256_set1_ps(vs);
-        _Pragma("GCC unroll 16")
-        for (int i = 0; i < D / 8; i++)
-            acc[i] = round_f16_256(_mm256_fmadd_ps(load8_h(vr + 8 * i), vvs, acc[i]));
+        _Pragma("GCC unroll 16") for (int i = 0; i < D / 8; i++) acc[i] =
+            round_f16_256(_mm256_fmadd_ps(load8_h(vr + 8 * i), vvs, acc[i]));
         S = fmaf(S, ms, vs);
     }
     const __m256 inv = _mm256_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
-    _Pragma("GCC unroll 16")
-    for (int i = 0; i < D / 8; i++) _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], inv));
+    _Pragma("GCC unroll 16") for (int i = 0; i < D / 8; i++)
+        _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], inv));
 }
 
-static void attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
-                     const uint8_t *v, uint64_t stride, float scale, float *out) {
+static void attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k, const uint8_t *v,
+                     uint64_t stride, float scale, float *out) {
     switch (d) {
     case 64: attn_f16_d(n, q16, k, v, stride, scale, out, 64); break;
     case 128: attn_f16_d(n, q16, k, v, stride, scale, out, 128); break;
@@ -905,7 +914,8 @@ const cpulm_kernels cpulm_kernels_avx2 = {
             [CPULM_DTYPE_Q5_K] = vec_dot_q5_K_q8_K,
             [CPULM_DTYPE_Q6_K] = vec_dot_q6_K_q8_K,
         },
-    .from_float = {[CPULM_DTYPE_Q8_0] = from_float_q8_0, [CPULM_DTYPE_F16] = from_float_f16,
+    .from_float = {[CPULM_DTYPE_Q8_0] = from_float_q8_0,
+                   [CPULM_DTYPE_F16] = from_float_f16,
                    [CPULM_DTYPE_Q8_K] = from_float_q8_K},
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16},
     .rms_norm = canon_rms_norm,
@@ -916,8 +926,10 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .scale_f16 = canon_scale_f16,
     .mad_f16 = canon_mad_f16,
     .attn_f16 = attn_f16,
-    .gemm_x16 = {[CPULM_DTYPE_Q4_0] = gemm_q4_0_x16, [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
-                 [CPULM_DTYPE_Q4_K] = gemm_q4_K_x16, [CPULM_DTYPE_Q5_K] = gemm_q5_K_x16,
+    .gemm_x16 = {[CPULM_DTYPE_Q4_0] = gemm_q4_0_x16,
+                 [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
+                 [CPULM_DTYPE_Q4_K] = gemm_q4_K_x16,
+                 [CPULM_DTYPE_Q5_K] = gemm_q5_K_x16,
                  [CPULM_DTYPE_Q6_K] = gemm_q6_K_x16},
 };
 #endif

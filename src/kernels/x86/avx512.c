@@ -87,23 +87,24 @@ static inline __m512 load16_bf16(const void *p, int64_t i, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-#define FLOAT_DOT(name, load16)                                                                    \
-    static float name(int64_t n, const void *x, const void *y) {                                   \
-        const __mmask16 all = 0xFFFF;                                                              \
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                \
-        int64_t i = 0;                                                                             \
-        for (; i + 64 <= n; i += 64) {                                                             \
-            a0 = _mm512_fmadd_ps(load16(x, i, all), load16(y, i, all), a0);                        \
-            a1 = _mm512_fmadd_ps(load16(x, i + 16, all), load16(y, i + 16, all), a1);              \
-            a2 = _mm512_fmadd_ps(load16(x, i + 32, all), load16(y, i + 32, all), a2);              \
-            a3 = _mm512_fmadd_ps(load16(x, i + 48, all), load16(y, i + 48, all), a3);              \
-        }                                                                                          \
-        for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load16(x, i, all), load16(y, i, all), a0); \
-        if (i < n) {                                                                               \
-            const __mmask16 m = tail_mask(n - i);                                                  \
-            a1 = _mm512_fmadd_ps(load16(x, i, m), load16(y, i, m), a1);                            \
-        }                                                                                          \
-        return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));  \
+#define FLOAT_DOT(name, load16)                                                                   \
+    static float name(int64_t n, const void *x, const void *y) {                                  \
+        const __mmask16 all = 0xFFFF;                                                             \
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                               \
+        int64_t i = 0;                                                                            \
+        for (; i + 64 <= n; i += 64) {                                                            \
+            a0 = _mm512_fmadd_ps(load16(x, i, all), load16(y, i, all), a0);                       \
+            a1 = _mm512_fmadd_ps(load16(x, i + 16, all), load16(y, i + 16, all), a1);             \
+            a2 = _mm512_fmadd_ps(load16(x, i + 32, all), load16(y, i + 32, all), a2);             \
+            a3 = _mm512_fmadd_ps(load16(x, i + 48, all), load16(y, i + 48, all), a3);             \
+        }                                                                                         \
+        for (; i + 16 <= n; i += 16)                                                              \
+            a0 = _mm512_fmadd_ps(load16(x, i, all), load16(y, i, all), a0);                       \
+        if (i < n) {                                                                              \
+            const __mmask16 m = tail_mask(n - i);                                                 \
+            a1 = _mm512_fmadd_ps(load16(x, i, m), load16(y, i, m), a1);                           \
+        }                                                                                         \
+        return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))); \
     }
 
 FLOAT_DOT(dot_f32_impl, load16_f32)
@@ -139,7 +140,8 @@ static void canon_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
         a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
     }
     float sum = x86_reduce16_512(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
-    for (int64_t i = np; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    for (int64_t i = np; i < n; i++)
+        sum = fmaf(x[i], y[i], sum);
     *s = sum;
 }
 
@@ -155,10 +157,12 @@ static void canon_dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
     for (; i + 16 <= n; i += 16) {
         const __m512 p = _mm512_mul_ps(load16h(x + i), load16h(y + i));
         a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
-        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+        a1 = _mm512_add_pd(
+            a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
     }
     double sum = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
-    for (; i < n; i++) sum += (double)(x86_fp16(x[i]) * x86_fp16(y[i]));
+    for (; i < n; i++)
+        sum += (double)(x86_fp16(x[i]) * x86_fp16(y[i]));
     *s = (float)sum;
 }
 
@@ -181,7 +185,8 @@ static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
         const __m512 silu = _mm512_div_ps(vg, _mm512_add_ps(one, e));
         _mm512_storeu_ps(y + i, _mm512_mul_ps(silu, _mm512_loadu_ps(u + i)));
     }
-    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (; i < n; i++)
+        y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 static void canon_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v) {
@@ -230,8 +235,8 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
     const __m512 va = _mm512_set1_ps(a);
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
-        const __m512 r = _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i),
-                                         _mm512_maskz_loadu_ps(m, y + i));
+        const __m512 r =
+            _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
         _mm512_mask_storeu_ps(y + i, m, r);
     }
 }
@@ -251,8 +256,7 @@ static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const ui
                                                              uint64_t stride, float scale,
                                                              float *out, const int D) {
     __m512 q[16], acc[16];
-    _Pragma("GCC unroll 16")
-    for (int i = 0; i < D / 16; i++) {
+    _Pragma("GCC unroll 16") for (int i = 0; i < D / 16; i++) {
         q[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q16 + 16 * i)));
         acc[i] = _mm512_setzero_ps();
     }
@@ -261,8 +265,7 @@ static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const ui
         const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
         const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
         __m512d s0 = _mm512_setzero_pd(), s1 = s0;
-        _Pragma("GCC unroll 16")
-        for (int i = 0; i < D / 16; i++) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < D / 16; i++) {
             const __m512 p = _mm512_mul_ps(
                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + 16 * i))), q[i]);
             s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
@@ -275,26 +278,25 @@ static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const ui
             ms = expf(M - x);
             M = x;
             const __m512 vms = _mm512_set1_ps(ms);
-            _Pragma("GCC unroll 16")
-            for (int i = 0; i < D / 16; i++) acc[i] = round_f16(_mm512_mul_ps(acc[i], vms));
+            _Pragma("GCC unroll 16") for (int i = 0; i < D / 16; i++) acc[i] =
+                round_f16(_mm512_mul_ps(acc[i], vms));
         } else {
             vs = expf(x - M);
         }
         const __m512 vvs = _mm512_set1_ps(vs);
-        _Pragma("GCC unroll 16")
-        for (int i = 0; i < D / 16; i++) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < D / 16; i++) {
             const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * i)));
             acc[i] = round_f16(_mm512_fmadd_ps(vv, vvs, acc[i]));
         }
         S = fmaf(S, ms, vs);
     }
     const __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
-    _Pragma("GCC unroll 16")
-    for (int i = 0; i < D / 16; i++) _mm512_storeu_ps(out + 16 * i, _mm512_mul_ps(acc[i], inv));
+    _Pragma("GCC unroll 16") for (int i = 0; i < D / 16; i++)
+        _mm512_storeu_ps(out + 16 * i, _mm512_mul_ps(acc[i], inv));
 }
 
-static void attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
-                     const uint8_t *v, uint64_t stride, float scale, float *out) {
+static void attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k, const uint8_t *v,
+                     uint64_t stride, float scale, float *out) {
     switch (d) {
     case 64: attn_f16_d(n, q16, k, v, stride, scale, out, 64); break;
     case 128: attn_f16_d(n, q16, k, v, stride, scale, out, 128); break;
@@ -321,8 +323,8 @@ static inline __m512 reduce16x16(__m512 *a) {
         z[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)),
                              _mm512_castpd_ps(_mm512_unpackhi_pd(u, v)));
     }
-    const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88),
-                                   _mm512_shuffle_ps(z[0], z[1], 0xDD));
+    const __m512 w =
+        _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));
     /* lane 4k + r holds key 4r + k */
     const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     return _mm512_permutexvar_ps(idx, w);
@@ -341,13 +343,13 @@ static void attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, co
         int j = 0;
         for (; j + 16 <= n; j += 16) {
             __m512 acc[16];
-            for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+            for (int r = 0; r < 16; r++)
+                acc[r] = _mm512_setzero_ps();
             const float *kj = k + (int64_t)j * ldk;
             for (int64_t c = 0; c < d; c += 16) {
                 const __m512 qv = _mm512_loadu_ps(qi + c);
-                _Pragma("GCC unroll 16")
-                for (int r = 0; r < 16; r++)
-                    acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kj + r * ldk + c), acc[r]);
+                _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) acc[r] =
+                    _mm512_fmadd_ps(qv, _mm512_loadu_ps(kj + r * ldk + c), acc[r]);
             }
             _mm512_storeu_ps(si + j, _mm512_mul_ps(reduce16x16(acc), vs));
         }
@@ -385,23 +387,25 @@ static float attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
 /* R rows x V vectors of 16 dims: o = o * a, then o = fma(p_j, v_j, o) over the keys. */
 static inline __attribute__((always_inline)) void pv_block(int n, const float *p, int64_t ldp,
                                                            const float *v, int64_t ldv,
-                                                           const float *a, float *o,
-                                                           int64_t ldo, const int R,
-                                                           const int V) {
+                                                           const float *a, float *o, int64_t ldo,
+                                                           const int R, const int V) {
     __m512 acc[4][4];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < V; c++)
             acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + 16 * c), _mm512_set1_ps(a[r]));
     for (int j = 0; j < n; j++) {
         __m512 vv[4];
-        for (int c = 0; c < V; c++) vv[c] = _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
+        for (int c = 0; c < V; c++)
+            vv[c] = _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
         for (int r = 0; r < R; r++) {
             const __m512 pj = _mm512_set1_ps(p[r * ldp + j]);
-            for (int c = 0; c < V; c++) acc[r][c] = _mm512_fmadd_ps(pj, vv[c], acc[r][c]);
+            for (int c = 0; c < V; c++)
+                acc[r][c] = _mm512_fmadd_ps(pj, vv[c], acc[r][c]);
         }
     }
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < V; c++) _mm512_storeu_ps(o + r * ldo + 16 * c, acc[r][c]);
+        for (int c = 0; c < V; c++)
+            _mm512_storeu_ps(o + r * ldo + 16 * c, acc[r][c]);
 }
 
 #define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)

@@ -69,9 +69,9 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
     }
     float sum = _mm512_reduce_add_ps(acc);
     if (i < nb) {
-        const __m256i p = dot_biased_256(x86_nibbles_32(x[i].qs),
-                                         _mm256_loadu_si256((const __m256i *)y[i].qs),
-                                         _mm256_set1_epi8(8));
+        const __m256i p =
+            dot_biased_256(x86_nibbles_32(x[i].qs), _mm256_loadu_si256((const __m256i *)y[i].qs),
+                           _mm256_set1_epi8(8));
         sum += x86_fp16(x[i].d) * x86_fp16(y[i].d) * x86_hsum_ps256(_mm256_cvtepi32_ps(p));
     }
     *s = sum;
@@ -93,8 +93,7 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
 
 static inline void unpack_q4_x16(const uint8_t *q, __m512i w[8]) {
     const __m512i m = _mm512_set1_epi8(0x0F);
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < 4; t++) {
+    _Pragma("GCC unroll 8") for (int t = 0; t < 4; t++) {
         const __m512i v = _mm512_loadu_si512(q + 64 * t);
         w[t] = _mm512_and_si512(v, m);
         w[t + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
@@ -103,8 +102,8 @@ static inline void unpack_q4_x16(const uint8_t *q, __m512i w[8]) {
 
 static inline void unpack_q8_x16(const uint8_t *q, __m512i w[8]) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    _Pragma("GCC unroll 8")
-    for (int s = 0; s < 8; s++) w[s] = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * s), flip);
+    _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) w[s] =
+        _mm512_xor_si512(_mm512_loadu_si512(q + 64 * s), flip);
 }
 
 static inline __m512i bcast4(const int8_t *p) {
@@ -115,43 +114,41 @@ static inline __m512i bcast4(const int8_t *p) {
 
 /* NT (1..TILE_T) tokens against one group; q8 selects the weight type. Inlined per NT. */
 static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uint8_t *w, int q8,
-                                                            const uint8_t *act,
-                                                            uint64_t stride, float *s,
-                                                            int64_t ld, const int NT) {
+                                                            const uint8_t *act, uint64_t stride,
+                                                            float *s, int64_t ld, const int NT) {
     const int64_t nb = n / 32;
     const size_t blk = q8 ? 2 * 16 + 32 * 16 : 2 * 16 + 16 * 16;
     const uint64_t xo = cpulm_pack_act_extras_offset(n);
     const int64_t corr = q8 ? 2 * nb : nb; /* offset of c8 or c4 in int32s after d */
     __m512 acc[TILE_T];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *g = w + (size_t)b * blk;
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         __m512i wv[8];
-        if (q8) unpack_q8_x16(g + 32, wv);
-        else unpack_q4_x16(g + 32, wv);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < NT; j++) {
+        if (q8)
+            unpack_q8_x16(g + 32, wv);
+        else
+            unpack_q4_x16(g + 32, wv);
+        _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
             const uint8_t *row = act + (size_t)j * stride;
             const int8_t *xq = ((const cpulm_block_q8_0 *)row)[b].qs;
             const float *ex = (const float *)(row + xo);
             int32_t c;
             memcpy(&c, ex + corr + b, 4);
             __m512i is = _mm512_set1_epi32(c);
-            _Pragma("GCC unroll 8")
-            for (int k = 0; k < 8; k++) is = _mm512_dpbusd_epi32(is, wv[k], bcast4(xq + 4 * k));
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) is =
+                _mm512_dpbusd_epi32(is, wv[k], bcast4(xq + 4 * k));
             const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(ex[b]));
             acc[j] = _mm512_fmadd_ps(dw, f, acc[j]);
         }
     }
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) _mm512_storeu_ps(s + (size_t)j * (size_t)ld, acc[j]);
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++)
+        _mm512_storeu_ps(s + (size_t)j * (size_t)ld, acc[j]);
 }
 
-static inline __attribute__((always_inline)) void gemm_x16(int64_t n, int nt, float *s,
-                                                           int64_t ld, const void *w,
-                                                           const uint8_t *act,
+static inline __attribute__((always_inline)) void gemm_x16(int64_t n, int nt, float *s, int64_t ld,
+                                                           const void *w, const uint8_t *act,
                                                            uint64_t stride, int q8) {
     int j = 0;
     /* Few tokens (batched generation of up to 16 sequences): tiles of 4. The weights then
@@ -160,7 +157,8 @@ static inline __attribute__((always_inline)) void gemm_x16(int64_t n, int nt, fl
      * prompts (64-token chunks, weights hot in cache) are fastest with 8. Per element the
      * arithmetic is the same whatever the tiling. */
     if (nt <= 2 * TILE_T)
-        for (; j + 4 <= nt; j += 4) gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, 4);
+        for (; j + 4 <= nt; j += 4)
+            gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, 4);
     for (; j + TILE_T <= nt; j += TILE_T)
         gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, TILE_T);
     const uint8_t *a = act + j * stride;
@@ -214,7 +212,8 @@ static inline void k4_scales_x16(const uint8_t *g, __m512i sc[2], __m512i mn[2])
     const __m512i m6 = splat(0x3f3f3f3fu), m4 = splat(0x0f0f0f0fu), hi2 = splat(0x30303030u);
     sc[0] = _mm512_and_si512(a, m6);
     mn[0] = _mm512_and_si512(b, m6);
-    sc[1] = _mm512_or_si512(_mm512_and_si512(c, m4), _mm512_and_si512(_mm512_srli_epi32(a, 2), hi2));
+    sc[1] =
+        _mm512_or_si512(_mm512_and_si512(c, m4), _mm512_and_si512(_mm512_srli_epi32(a, 2), hi2));
     mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(c, 4), m4),
                             _mm512_and_si512(_mm512_srli_epi32(b, 2), hi2));
 }
@@ -244,21 +243,20 @@ static inline __m512i bcast_i32(const int32_t *p) {
 #define K_PREFETCH_SB 2
 static inline void prefetch_ahead(const uint8_t *g, size_t sb) {
     const uintptr_t p = (uintptr_t)g + K_PREFETCH_SB * sb;
-    for (size_t o = 0; o < sb; o += 64) __builtin_prefetch((const void *)(p + o), 0, 3);
+    for (size_t o = 0; o < sb; o += 64)
+        __builtin_prefetch((const void *)(p + o), 0, 3);
 }
 
 /* Q4_K (q5 = 0) / Q5_K: NT (1..TILE_K) tokens against one group. */
-static inline __attribute__((always_inline)) void gemm_k4_tile(int64_t n, const uint8_t *w,
-                                                               int q5, const uint8_t *act,
-                                                               uint64_t stride, float *s,
-                                                               int64_t ld, const int NT) {
+static inline __attribute__((always_inline)) void gemm_k4_tile(int64_t n, const uint8_t *w, int q5,
+                                                               const uint8_t *act, uint64_t stride,
+                                                               float *s, int64_t ld, const int NT) {
     const int64_t nsb = n / CPULM_QK_K;
     const size_t sb = q5 ? Q5K_SB : Q4K_SB, qs_off = q5 ? 48 * 16 : 16 * 16;
     const uint64_t xo = cpulm_pack_actk_extras_offset(n);
     const __m512i m4 = _mm512_set1_epi8(0x0F), b4 = _mm512_set1_epi8(0x10);
     __m512 acc[TILE_K];
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
         const uint8_t *g = w + (size_t)b * sb;
         prefetch_ahead(g, sb);
@@ -266,29 +264,28 @@ static inline __attribute__((always_inline)) void gemm_k4_tile(int64_t n, const 
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32)));
         __m512i sc[2], mn[2], sumi[TILE_K];
         k4_scales_x16(g + 64, sc, mn);
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < NT; t++) sumi[t] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) sumi[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 8") /* shift counts must be immediates */
-        for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < 8; j++) {
             const uint8_t *q = g + qs_off + 512 * (j / 2);
             __m512i wv[8];
-            _Pragma("GCC unroll 8")
-            for (int k = 0; k < 8; k++) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
                 const __m512i v = _mm512_loadu_si512(q + 64 * k);
                 wv[k] = _mm512_and_si512(j & 1 ? _mm512_srli_epi16(v, 4) : v, m4);
                 if (q5) { /* 5th bit: bit j of the qh bytes, moved to bit 4 */
                     const __m512i h = _mm512_loadu_si512(g + 256 + 64 * k);
-                    const __m512i hs = j < 4 ? _mm512_slli_epi16(h, 4 - j) : _mm512_srli_epi16(h, j - 4);
+                    const __m512i hs =
+                        j < 4 ? _mm512_slli_epi16(h, 4 - j) : _mm512_srli_epi16(h, j - 4);
                     wv[k] = _mm512_ternarylogic_epi32(wv[k], hs, b4, 0xF8); /* w | (hs & b4) */
                 }
             }
             const __m512i scj = lane_byte_u(sc[j / 4], j % 4);
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < NT; t++) {
-                const int8_t *y = ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs + 32 * j;
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+                const int8_t *y =
+                    ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs + 32 * j;
                 __m512i is = _mm512_setzero_si512();
-                _Pragma("GCC unroll 8")
-                for (int k = 0; k < 8; k++) is = _mm512_dpbusd_epi32(is, wv[k], bcast4(y + 4 * k));
+                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) is =
+                    _mm512_dpbusd_epi32(is, wv[k], bcast4(y + 4 * k));
                 sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(is, scj));
             }
         }
@@ -296,87 +293,83 @@ static inline __attribute__((always_inline)) void gemm_k4_tile(int64_t n, const 
         const __m512i lo8 = splat(0x00ff00ffu);
         const __m512i mp[4] = {_mm512_and_si512(mn[0], lo8), _mm512_srli_epi16(mn[0], 8),
                                _mm512_and_si512(mn[1], lo8), _mm512_srli_epi16(mn[1], 8)};
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < NT; t++) {
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
             const uint8_t *row = act + (size_t)t * stride;
             const int32_t *ex = (const int32_t *)(row + xo) + b * CPULM_PACK_ACTK_WORDS;
             __m512i summ = _mm512_setzero_si512();
-            _Pragma("GCC unroll 4")
-            for (int p = 0; p < 4; p++) summ = _mm512_dpwssd_epi32(summ, mp[p], bcast_i32(ex + p));
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) summ =
+                _mm512_dpwssd_epi32(summ, mp[p], bcast_i32(ex + p));
             const __m512 dy = _mm512_set1_ps(((const cpulm_block_q8_K *)row)[b].d);
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
             acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(summ), acc[t]);
         }
     }
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < NT; t++) _mm512_storeu_ps(s + (size_t)t * (size_t)ld, acc[t]);
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+        _mm512_storeu_ps(s + (size_t)t * (size_t)ld, acc[t]);
 }
 
 /* Q6_K: NT (1..TILE_K) tokens against one group. Element 128h + 32s + 4i + (0..3) is
  * nibble s>>1 of ql chunk 16h + 8(s&1) + i, high crumb s of qh chunk 8h + i. */
 static inline __attribute__((always_inline)) void gemm_k6_tile(int64_t n, const uint8_t *w,
-                                                               const uint8_t *act,
-                                                               uint64_t stride, float *s,
-                                                               int64_t ld, const int NT) {
+                                                               const uint8_t *act, uint64_t stride,
+                                                               float *s, int64_t ld, const int NT) {
     const int64_t nsb = n / CPULM_QK_K;
     const uint64_t xo = cpulm_pack_actk_extras_offset(n);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[TILE_K];
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
         const uint8_t *g = w + (size_t)b * Q6K_SB;
         prefetch_ahead(g, Q6K_SB);
         __m512i sumi[TILE_K];
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < NT; t++) sumi[t] = _mm512_setzero_si512();
-        _Pragma("GCC unroll 16") /* shift counts must be immediates */
-        for (int gi = 0; gi < 16; gi++) { /* 16-element group: h = gi / 8, s = gi % 8 / 2 */
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) sumi[t] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 16")              /* shift counts must be immediates */
+            for (int gi = 0; gi < 16; gi++) { /* 16-element group: h = gi / 8, s = gi % 8 / 2 */
             const int h = gi / 8, sq = gi % 8 / 2, i0 = 4 * (gi % 2);
             __m512i wv[4];
-            _Pragma("GCC unroll 4")
-            for (int i = 0; i < 4; i++) {
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
                 const __m512i l = _mm512_loadu_si512(g + 64 * (16 * h + 8 * (sq & 1) + i0 + i));
                 const __m512i hh = _mm512_loadu_si512(g + 2048 + 64 * (8 * h + i0 + i));
-                const __m512i hs = sq < 2 ? _mm512_slli_epi16(hh, 4 - 2 * sq)
-                                          : _mm512_srli_epi16(hh, 2 * sq - 4);
+                const __m512i hs =
+                    sq < 2 ? _mm512_slli_epi16(hh, 4 - 2 * sq) : _mm512_srli_epi16(hh, 2 * sq - 4);
                 const __m512i lo = sq >> 1 ? _mm512_srli_epi16(l, 4) : l;
                 /* (lo & 0x0F) | (hs & 0x30) */
                 wv[i] = _mm512_ternarylogic_epi32(lo, _mm512_and_si512(hs, m30), m4, 0xEC);
             }
             const __m512i scg = lane_byte_s(_mm512_loadu_si512(g + 3072 + 64 * (gi / 4)), gi % 4);
-            _Pragma("GCC unroll 8")
-            for (int t = 0; t < NT; t++) {
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
                 const uint8_t *row = act + (size_t)t * stride;
                 const int8_t *y = ((const cpulm_block_q8_K *)row)[b].qs + 16 * gi;
                 const int32_t *ex = (const int32_t *)(row + xo) + b * CPULM_PACK_ACTK_WORDS;
                 __m512i is = bcast_i32(ex + 12 + gi);
-                _Pragma("GCC unroll 4")
-                for (int i = 0; i < 4; i++) is = _mm512_dpbusd_epi32(is, wv[i], bcast4(y + 4 * i));
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) is =
+                    _mm512_dpbusd_epi32(is, wv[i], bcast4(y + 4 * i));
                 sumi[t] = _mm512_add_epi32(sumi[t], _mm512_mullo_epi32(is, scg));
             }
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 3328)));
-        _Pragma("GCC unroll 8")
-        for (int t = 0; t < NT; t++) {
-            const __m512 dy = _mm512_set1_ps(((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].d);
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+            const __m512 dy =
+                _mm512_set1_ps(((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].d);
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
         }
     }
-    _Pragma("GCC unroll 8")
-    for (int t = 0; t < NT; t++) _mm512_storeu_ps(s + (size_t)t * (size_t)ld, acc[t]);
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+        _mm512_storeu_ps(s + (size_t)t * (size_t)ld, acc[t]);
 }
 
 /* kind: 4, 5 (Q4_K, Q5_K) or 6 (Q6_K); each tile size gets its own unrolled copy. */
 static inline __attribute__((always_inline)) void k_tile(int kind, int64_t n, const uint8_t *w,
                                                          const uint8_t *a, uint64_t stride,
                                                          float *o, int64_t ld, const int NT) {
-    if (kind == 6) gemm_k6_tile(n, w, a, stride, o, ld, NT);
-    else gemm_k4_tile(n, w, kind == 5, a, stride, o, ld, NT);
+    if (kind == 6)
+        gemm_k6_tile(n, w, a, stride, o, ld, NT);
+    else
+        gemm_k4_tile(n, w, kind == 5, a, stride, o, ld, NT);
 }
 
-static inline __attribute__((always_inline)) void gemm_k_x16(int kind, int64_t n, int nt,
-                                                             float *s, int64_t ld, const void *w,
+static inline __attribute__((always_inline)) void gemm_k_x16(int kind, int64_t n, int nt, float *s,
+                                                             int64_t ld, const void *w,
                                                              const uint8_t *act, uint64_t stride) {
     int j = 0;
     for (; j + TILE_K <= nt; j += TILE_K)

@@ -60,8 +60,8 @@ static inline __m256i x86_dot_i8_pairs(__m256i x, __m256i y) {
 static inline __m256 x86_round_away_ps256(__m256 v) {
     const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(v, t));
-    const __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f),
-                                     _mm256_and_ps(v, _mm256_set1_ps(-0.0f))); /* +-1 */
+    const __m256 step =
+        _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f))); /* +-1 */
     const __m256 ge = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
     return _mm256_add_ps(t, _mm256_and_ps(ge, step));
 }
@@ -85,8 +85,8 @@ static inline __m256 x86_exp_ps256(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
-                                                         _mm256_set1_epi32(127)), 23);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
     return _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
@@ -115,8 +115,9 @@ static inline __m256 x86_vexp_parts256(__m256 x, __m256 *n_out) {
                                       _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
     const __m256 u = _mm256_mul_ps(b, b);
     const __m256 p = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        _mm256_fmadd_ps(
+            _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+            _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
         u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
     *n_out = n;
     return p;
@@ -125,10 +126,10 @@ static inline __m256 x86_vexp_parts256(__m256 x, __m256 *n_out) {
 /* Sequential double sum of float squares (the canonical rms sum). */
 static inline double x86_sum_squares(int64_t n, const float *x) {
     double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
     return sum;
 }
-
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 
@@ -159,8 +160,7 @@ static inline __m512 x86_exp_ps512(__m512 x) {
     /* scalef multiplies by 2^n without building the exponent by hand */
     __m512 y = _mm512_scalef_ps(p, n);
     y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), _mm512_setzero_ps());
-    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ),
-                              _mm512_set1_ps(INFINITY));
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), _mm512_set1_ps(INFINITY));
 }
 
 static inline float x86_reduce16_512(__m512 a) {
@@ -176,13 +176,13 @@ static inline __m512 x86_vexp_ps512(__m512 x) {
                                       _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
     const __m512 u = _mm512_mul_ps(b, b);
     const __m512 p = _mm512_fmadd_ps(
-        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        _mm512_fmadd_ps(
+            _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+            _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
         u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
     return _mm512_scalef_ps(p, n); /* exact scaling by 2^n, like ldexpf */
 }
 
 #endif /* AVX-512 */
-
 
 #endif
