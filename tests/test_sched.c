@@ -525,8 +525,9 @@ TEST(sched_metrics_render_prometheus_text) {
         "cpulm_ready 1\n",
         "vllm:prefix_cache_queries_total{model_name=\"st\\\"ories\"} 12\n",
         "vllm:prefix_cache_hits_total{model_name=\"st\\\"ories\"} 5\n",
-        "vllm:cache_config_info{model_name=\"st\\\"ories\",block_size=\"32\",num_gpu_blocks=\"32\","
-        "num_cpu_blocks=\"100\",enable_prefix_caching=\"True\",cache_dtype=\"auto\"} 1\n",
+        ("vllm:cache_config_info{model_name=\"st\\\"ories\",block_size=\"32\",num_gpu_blocks="
+         "\"32\","
+         "num_cpu_blocks=\"100\",enable_prefix_caching=\"True\",cache_dtype=\"auto\"} 1\n"),
         "cpulm_prompt_cache_bytes 7000\n",
         "cpulm_prompt_cache_blocks 7\n",
     };
