@@ -14,7 +14,7 @@ Skipped, and why (SKIPS below; the test prints each skip):
   - docker, kubectl, curl and other non-cpulm lines are not collected at all.
 Usage: doc_commands_test.py SOURCE_DIR path/to/cpulm
 """
-import os, re, shlex, subprocess, sys, tempfile, time
+import os, re, shlex, signal, subprocess, sys, tempfile, time
 
 SHARED = ""
 SKIPS = [
@@ -172,9 +172,14 @@ def main():
         if not ok:
             fails += 1
             print("     ran: %s\n     %s" % (cmd, err))
-    for p in servers:
-        p.terminate()
-        p.wait(timeout=60)
+    for p in servers:  # the whole process group: the shell and the server it started
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     print("doc commands: %d run, %d failed" % (ran, fails))
     return 1 if fails or ran < 20 else 0
 
