@@ -410,7 +410,7 @@ static const cli_compat compat[] = {
      "RoPE scaling overrides are not supported (the model's own settings apply)"},
     {"--grp-attn-n", "-gan", ARG_ONE, COMPAT_UNSUPPORTED, "self-extend is not implemented"},
     {"--embedding", "--embeddings", ARG_NONE, COMPAT_UNSUPPORTED,
-     "embeddings endpoints are not implemented"},
+     "embeddings come from `cpulm embed` or `cpulm serve --embeddings` (POST /v1/embeddings)"},
 };
 
 static int is_switch_value(const char *v) {
