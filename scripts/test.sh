@@ -31,6 +31,12 @@ stage() { # name, ctest exclusion regex (or ""), cmake args...
   local out
   out=$(ctest --test-dir "build-ci-$name" -j"$jobs" --output-on-failure ${exclude:+-E "$exclude"} 2>&1)
   echo "$out" | grep -vE '^\s*(Start|[0-9]+/[0-9]+ Test)' | tail -n 60
+  # the output of each failed test (the summary above cuts it off): its last 80 lines
+  echo "$out" | awk '/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: .*\*\*\*/ { show = 1; n = 0; print; next }
+                     /^ *(Start +[0-9]+:|[0-9]+\/[0-9]+ Test +#)/ { show = 0 }
+                     show { buf[n++ % 80] = $0 }
+                     !show && n { for (i = (n > 80 ? n - 80 : 0); i < n; i++) print buf[i % 80]; n = 0 }
+                     END { for (i = (n > 80 ? n - 80 : 0); i < n; i++) print buf[i % 80] }'
   local p f
   p=$(echo "$out" | grep -oE '[0-9]+ tests passed' | head -1 | grep -oE '^[0-9]+' || true)
   f=$(echo "$out" | grep -oE 'tests failed out of [0-9]+' | head -1 | grep -oE '[0-9]+$' || true)

@@ -142,7 +142,7 @@ def main():
     tiny = os.path.join(tmp, "tiny-f32.gguf")
     subprocess.run([CPULM, "synth", "--shape", "tiny", "--type", "f32", "-o", tiny], check=True,
                    stdout=subprocess.DEVNULL)
-    servers, port, fails, ran = [], None, 0, 0
+    servers, port, fails, ran, failed = [], None, 0, 0, []
     for path, raw in commands(src):
         why = next((w for rx, w in SKIPS if rx.search(raw)), None)
         if why:
@@ -172,6 +172,7 @@ def main():
         if not ok:
             fails += 1
             print("     ran: %s\n     %s" % (cmd, err))
+            failed.append("FAIL %s: %s\n     %s" % (path, raw, err))
     for p in servers:  # the whole process group: the shell and the server it started
         try:
             os.killpg(p.pid, signal.SIGTERM)
@@ -180,6 +181,8 @@ def main():
             os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    for f in failed:  # again at the end, where a truncated log still shows them
+        print(f)
     print("doc commands: %d run, %d failed" % (ran, fails))
     return 1 if fails or ran < 20 else 0
 
