@@ -14,7 +14,7 @@ Skipped, and why (SKIPS below; the test prints each skip):
   - docker, kubectl, curl and other non-cpulm lines are not collected at all.
 Usage: doc_commands_test.py SOURCE_DIR path/to/cpulm
 """
-import os, re, shlex, signal, subprocess, sys, tempfile, time
+import os, re, shlex, signal, subprocess, sys, tempfile, time, urllib.error, urllib.request
 
 SHARED = ""
 SKIPS = [
@@ -122,7 +122,18 @@ def start_server(cmd, tmp):
     if not m:
         p.kill()
         return None, None
-    return p, int(m.group(1))
+    # the port opens before the model is loaded (/health is liveness, 503 on requests while
+    # loading): wait for readiness, as a load balancer would, before the next command
+    port = int(m.group(1))
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/ready" % port, timeout=5) as r:
+                if r.status == 200:
+                    return p, port
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    return p, None
 
 
 def main():
@@ -155,9 +166,10 @@ def main():
         t0 = time.time()
         if re.search(r"\bserve\b", cmd.split("#")[0]) and "--help" not in cmd:
             p, port_ = start_server(cmd, tmp)
-            ok, err = p is not None, "no 'listening on' line"
-            if ok:
+            ok, err = p is not None and port_ is not None, "no 'listening on' line, or not ready"
+            if p is not None:
                 servers.append(p)
+            if ok:
                 port = port_
         else:
             try:
