@@ -1,6 +1,8 @@
 /* test_grammar.c: the GBNF parser (syntax, errors), the matcher (acceptance, UTF-8 split
- * across feeds, completion), and token masks (every mask bit equals "accepting this token
- * succeeds", EOS only at a complete grammar), on small and byte-level vocabularies. */
+ * across feeds, completion), token masks (every mask bit equals "accepting this token
+ * succeeds", EOS only at a complete grammar), on small and byte-level vocabularies, and
+ * budget-aware closing (distances to acceptance; a never-stopping sampler still ends
+ * complete within its token budget). */
 #include <string.h>
 
 #include "grammar/grammar.h"
@@ -254,6 +256,128 @@ TEST(grammar_mask_cache_hits) {
     CHECK_EQ_INT(t, st.masks, 6);
     CHECK_EQ_INT(t, st.mask_cache_hits, 5); /* inside the string the state repeats */
     CHECK(t, cpulm_grammar_accept_bytes(m, "\"", 1) == CPULM_OK && cpulm_grammar_must_end(m));
+    cpulm_grammar_matcher_free(m);
+    cpulm_grammar_free(g);
+    cpulm_grammar_vocab_free(v);
+}
+
+/* ---- budget-aware closing ---- */
+
+TEST(grammar_distance_to_accept) {
+    static const struct {
+        const char *src, *prefix;
+        int32_t want;
+    } cases[] = {
+        {"root ::= \"ab\" [c-d]+ ( \"xyz\" | \"q\" )", "", 4},
+        {"root ::= \"ab\" [c-d]+ ( \"xyz\" | \"q\" )", "abcc", 1},
+        {"root ::= \"ab\" [c-d]+ ( \"xyz\" | \"q\" )", "abcx", 2},
+        {"root ::= \"ab\" [c-d]+ ( \"xyz\" | \"q\" )", "abcq", 0},
+        {"root ::= [α-ω] \"x\"", "", 3},     /* a 2-byte character, then x */
+        {"root ::= [α-ω] \"x\"", "\xce", 2}, /* its second byte, then x */
+        {"root ::= \"(\" r \")\"\nr ::= \"(\" r \")\" | \"\"", "(((", 3},
+        {"root ::= \"a\" r\nr ::= \"b\" r", "a", 1 << 29}, /* no finite sentence */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cpulm_grammar *g = compile(t, cases[i].src);
+        REQUIRE(t, g);
+        cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, NULL);
+        REQUIRE(t, m);
+        CHECK(t,
+              cpulm_grammar_accept_bytes(m, cases[i].prefix, strlen(cases[i].prefix)) == CPULM_OK);
+        int32_t d = cpulm_grammar_distance(m);
+        if (cases[i].want >= 1 << 29 ? d < 1 << 29 : d != cases[i].want) {
+            fprintf(stderr, "  case %zu ('%s'): distance %d, want %d\n", i, cases[i].prefix, d,
+                    cases[i].want);
+            t->n_fail++;
+        }
+        cpulm_grammar_matcher_free(m);
+        cpulm_grammar_free(g);
+    }
+    /* nested JSON: closing `]}]}` is the shortest way out (whitespace is optional) */
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_grammar_json_any(&b, 0);
+    cpulm_grammar *g = compile(t, b.data);
+    cpulm_buf_release(&b);
+    REQUIRE(t, g);
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, NULL);
+    const char *p = "{\"a\": [1, {\"b\": [";
+    CHECK(t, cpulm_grammar_accept_bytes(m, p, strlen(p)) == CPULM_OK);
+    CHECK_EQ_INT(t, cpulm_grammar_distance(m), 4);
+    CHECK(t, cpulm_grammar_accept_bytes(m, "\"x", 2) == CPULM_OK);
+    CHECK_EQ_INT(t, cpulm_grammar_distance(m), 5);
+    cpulm_grammar_matcher_free(m);
+    cpulm_grammar_free(g);
+}
+
+static uint64_t xorshift(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Samples up to max tokens uniformly among the allowed ones, the end token only when it is
+ * the only choice (a model that never wants to stop). Returns 1 if the output ended
+ * complete (by the end token or a grammar that cannot go on) within max samples. */
+static int random_walk(test_ctx *t, const cpulm_grammar *g, const cpulm_grammar_vocab *v,
+                       uint64_t seed, int32_t max, int32_t budget) {
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, v);
+    if (!m) return t->n_fail++, 0;
+    cpulm_grammar_matcher_set_budget(m, budget);
+    int32_t n = cpulm_grammar_vocab_n(v), eos = n - 1, ok = 0, cand[1024];
+    for (int32_t i = 0; i < max && !ok; i++) {
+        const uint32_t *mask = cpulm_grammar_mask(m);
+        if (!mask) break;
+        int32_t nc = 0;
+        for (int32_t k = 0; k < n; k++)
+            if (k != eos && bit(mask, k)) cand[nc++] = k;
+        if (nc == 0) {
+            ok = bit(mask, eos) && cpulm_grammar_accept_token(m, eos) == CPULM_OK;
+            break;
+        }
+        if (cpulm_grammar_accept_token(m, cand[xorshift(&seed) % (uint64_t)nc]) != CPULM_OK) {
+            t->n_fail++;
+            break;
+        }
+        ok = cpulm_grammar_must_end(m);
+    }
+    cpulm_grammar_matcher_free(m);
+    return ok;
+}
+
+TEST(grammar_budget_closes_in_time) {
+    int32_t n;
+    cpulm_grammar_vocab *v = test_vocab(&n);
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_grammar_json_any(&b, 1);
+    cpulm_grammar *g = compile(t, b.data);
+    cpulm_buf_release(&b);
+    REQUIRE(t, v && g);
+    int unbudgeted_done = 0, runs = 0;
+    for (int32_t max = 3; max <= 67; max += 16) {
+        for (uint64_t seed = 1; seed <= 8; seed++) {
+            int ok = random_walk(t, g, v, seed * 0x9E3779B97F4A7C15ull, max, max);
+            if (!ok)
+                fprintf(stderr, "  budget %d seed %llu: not closed\n", max,
+                        (unsigned long long)seed);
+            CHECK(t, ok);
+            unbudgeted_done += random_walk(t, g, v, seed * 0x9E3779B97F4A7C15ull, max, 0);
+            runs++;
+        }
+    }
+    /* the same walks without a budget mostly run out (12 of 40 end in time): the budget is
+     * what closes them */
+    CHECK(t, unbudgeted_done < runs / 2);
+    /* a budget below the shortest sentence ("{}": 2 bytes, then the end): closest tokens */
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, v);
+    cpulm_grammar_matcher_set_budget(m, 1);
+    const uint32_t *mask = cpulm_grammar_mask(m);
+    CHECK(t, mask && bit(mask, '{') && !bit(mask, 256) /* {" needs 4 more */ && !bit(mask, n - 1));
+    cpulm_grammar_stats st;
+    cpulm_grammar_matcher_stats(m, &st);
+    CHECK_EQ_INT(t, st.budget_masks, 1);
     cpulm_grammar_matcher_free(m);
     cpulm_grammar_free(g);
     cpulm_grammar_vocab_free(v);

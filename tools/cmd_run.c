@@ -186,6 +186,11 @@ static int generate(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpu
     cpulm_detok_init(&dt, m, 0);
     char buf[1024];
     int32_t n_ctx = cpulm_ctx_n_ctx(ctx);
+    if (gm) { /* close the grammar before -n or the context cuts it */
+        int32_t budget = n_ctx - cpulm_ctx_seq_len(ctx, 0);
+        if (o->n_predict > 0 && o->n_predict < budget) budget = o->n_predict;
+        cpulm_grammar_matcher_set_budget(gm, budget > 0 ? budget : 1);
+    }
     for (*n_gen = 0; o->n_predict < 0 || *n_gen < o->n_predict; ++*n_gen) {
         if (cpulm_ctx_seq_len(ctx, 0) >= n_ctx) break;
         const uint32_t *allow = gm ? cpulm_grammar_mask(gm) : NULL;

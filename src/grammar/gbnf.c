@@ -560,6 +560,10 @@ static cpulm_grammar *flatten(parser *P, int32_t root) {
     P->sets = NULL;
     P->ranges = NULL;
     g->root = root;
+    if (cpulm_gr_compute_rest(g) < 0) {
+        cpulm_grammar_free(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -619,6 +623,7 @@ void cpulm_grammar_free(cpulm_grammar *g) {
     free(g->elems);
     free(g->sets);
     free(g->ranges);
+    free(g->rest);
     free(g);
 }
 

@@ -17,7 +17,9 @@
  * (hash-consed stacks and sets, a 256-entry transition row per state), so walking the
  * trie costs one table lookup per trie node, dead subtrees are pruned, and whole masks
  * are cached per DFA state. End-of-generation tokens are allowed only when the grammar
- * is complete (and no character is half-written).
+ * is complete (and no character is half-written). Each state also knows the fewest bytes
+ * that complete the grammar from it, so a token budget can steer the output to a close
+ * before max_tokens cuts it (cpulm_grammar_matcher_set_budget).
  *
  * Thread-safety: cpulm_grammar and cpulm_grammar_vocab are immutable after creation and may
  * be shared; a cpulm_grammar_matcher is used by one thread at a time.
@@ -60,8 +62,21 @@ int32_t cpulm_grammar_vocab_trie_nodes(const cpulm_grammar_vocab *v);
 cpulm_grammar_matcher *cpulm_grammar_matcher_new(const cpulm_grammar *g,
                                                  const cpulm_grammar_vocab *v);
 void cpulm_grammar_matcher_free(cpulm_grammar_matcher *m);
-/* Back to the start state (caches are kept). */
+/* Back to the start state (caches and the budget are kept; its count restarts). */
 void cpulm_grammar_matcher_reset(cpulm_grammar_matcher *m);
+
+/* Budget-aware closing: at most n_tokens more tokens will be sampled (the end token
+ * included; n_tokens <= 0: no budget). Each accepted token counts. Masks then keep only
+ * the tokens after which the grammar can still be completed in time, counting each byte
+ * still needed as one token (exact when every byte is a token, as in byte-level BPE and
+ * SentencePiece byte-fallback vocabularies, so the mask is never empty if the budget
+ * covered the grammar's shortest sentence at the start; if it did not, the tokens that
+ * get closest are kept). Without this a generation stopped by max_tokens would end
+ * mid-sentence. Masks away from the limit are the unrestricted, cached ones. */
+void cpulm_grammar_matcher_set_budget(cpulm_grammar_matcher *m, int32_t n_tokens);
+/* The fewest bytes that complete the grammar from the current state (0: complete;
+ * >= 1 << 29: it cannot be completed). */
+int32_t cpulm_grammar_distance(const cpulm_grammar_matcher *m);
 
 /* Feeds bytes. CPULM_ERR_INVALID_ARG (state unchanged) when they cannot continue the
  * grammar; CPULM_ERR_TOO_SMALL when the grammar is too ambiguous (stack limit). */
@@ -79,13 +94,15 @@ const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m);
 
 typedef struct cpulm_grammar_stats {
     uint64_t masks, mask_cache_hits, trie_steps, dfa_states, stack_nodes;
+    uint64_t budget_masks; /* masks restricted by the token budget */
 } cpulm_grammar_stats;
 void cpulm_grammar_matcher_stats(const cpulm_grammar_matcher *m, cpulm_grammar_stats *out);
 
 /* ---- JSON schema -> GBNF (schema.c) ----
  * Appends a GBNF grammar (root rule "root") for values valid under the schema. Supported:
  * type (incl. arrays of types, "null"), properties, required, additionalProperties (false,
- * true, or a schema), enum, const, anyOf, oneOf (as anyOf), allOf of one schema, $ref to
+ * true, or a schema), enum, const, anyOf, oneOf (branches provably disjoint, else
+ * CPULM_ERR_UNSUPPORTED), allOf of one schema, $ref to
  * "#", "#/$defs/..", "#/definitions/..", items, prefixItems, minItems, maxItems,
  * minLength, maxLength, pattern (a regex subset), format date, time, date-time, uuid,
  * minimum, maximum, exclusiveMinimum, exclusiveMaximum (integers exactly; numbers: the

@@ -41,7 +41,13 @@ struct cpulm_grammar {
     int32_t *alt_start;
     int32_t n_alt;
     int32_t root;
+    int32_t *rest; /* [n_elems]: fewest bytes from element i to its alternative's end */
 };
+
+#define GR_INF (1 << 29) /* "no finite completion" in byte counts (sums stay below INT32_MAX) */
+
+/* Fills g->rest (budget.c); -1 on OOM. */
+int cpulm_gr_compute_rest(cpulm_grammar *g);
 
 /* The vocabulary trie, in preorder: node i's subtree is [i, end); node 0 is the root
  * (depth 0, no byte). Tokens are sorted by their bytes, so the tokens whose piece ends at

@@ -27,6 +27,7 @@
 
 typedef struct gnode {
     int32_t pos, parent;
+    int32_t dist; /* fewest bytes to empty this stack (rest of each frame), GR_INF at most */
 } gnode;
 
 typedef struct dstate {
@@ -34,6 +35,8 @@ typedef struct dstate {
     uint32_t partial; /* bits of a UTF-8 character read so far */
     int32_t rem;      /* continuation bytes still to come (0: at a character boundary) */
     int32_t accept;   /* rem == 0 and NIL is among the stacks */
+    int32_t dist;     /* fewest bytes to an accepting state (0: accepting) */
+    int32_t maxd;     /* largest dist after one allowed token (-1: not known yet) */
     int32_t *trans;   /* [256] or NULL */
     uint32_t *mask;   /* cached mask or NULL */
 } dstate;
@@ -61,7 +64,9 @@ struct cpulm_grammar_matcher {
     int32_t *walk;      /* [max_depth + 1] DFA state per trie depth */
     int32_t **rows;     /* [max_depth + 1] its transition row */
     uint32_t *mask_out; /* returned when caching is impossible */
+    uint32_t *mask_lim; /* the budget-restricted mask (never cached: it depends on the budget) */
     size_t mask_bytes_cached;
+    int32_t budget, used; /* token budget (0: none) and tokens accepted since the start */
     cpulm_grammar_stats st;
 };
 
@@ -105,7 +110,8 @@ static int32_t intern_node(cpulm_grammar_matcher *m, int32_t pos, int32_t parent
         m->cap_nodes = cap;
     }
     int32_t id = m->n_nodes++;
-    m->nodes[id] = (gnode){pos, parent};
+    int32_t d = m->g->rest[pos], up = m->nodes[parent].dist;
+    m->nodes[id] = (gnode){pos, parent, d >= GR_INF - up ? GR_INF : d + up};
     m->node_ht[h] = id;
     if ((uint32_t)m->n_nodes * 2 > m->node_ht_cap && rehash_nodes(m, m->node_ht_cap * 2) < 0)
         return m->overflow = 1, -1;
@@ -201,6 +207,22 @@ static int grow_items(cpulm_grammar_matcher *m, int64_t need) {
     return 0;
 }
 
+/* Fewest bytes from the stacks in tmp to acceptance. With a partial character the tops
+ * are the sets it is being matched against: its rem bytes finish it, then the rest. */
+static int32_t tmp_dist(const cpulm_grammar_matcher *m, int32_t rem) {
+    int32_t best = GR_INF;
+    for (int32_t i = 0; i < m->n_tmp; i++) {
+        const gnode *nd = &m->nodes[m->tmp[i]];
+        int32_t d = nd->dist;
+        if (rem > 0 && m->tmp[i] != 0) {
+            int32_t after = m->g->rest[nd->pos + 1], up = m->nodes[nd->parent].dist;
+            d = after >= GR_INF - up - rem ? GR_INF : rem + after + up;
+        }
+        if (d < best) best = d;
+    }
+    return best;
+}
+
 /* The state of the stacks in tmp (sorted here) with the given partial character. */
 static int32_t intern_state(cpulm_grammar_matcher *m, uint32_t partial, int32_t rem) {
     if (m->overflow) return DEAD;
@@ -229,6 +251,8 @@ static int32_t intern_state(cpulm_grammar_matcher *m, uint32_t partial, int32_t 
     d->partial = partial;
     d->rem = rem;
     d->accept = rem == 0 && m->tmp[0] == 0; /* sorted: NIL (id 0) comes first */
+    d->dist = d->accept ? 0 : tmp_dist(m, rem);
+    d->maxd = -1;
     memcpy(m->items + m->n_items, m->tmp, sizeof(int32_t) * (size_t)m->n_tmp);
     m->n_items += m->n_tmp;
     m->state_ht[h] = id;
@@ -395,7 +419,7 @@ cpulm_grammar_matcher *cpulm_grammar_matcher_new(const cpulm_grammar *g,
         cpulm_grammar_matcher_free(m);
         return NULL;
     }
-    m->nodes[0] = (gnode){-1, -1}; /* NIL */
+    m->nodes[0] = (gnode){-1, -1, 0}; /* NIL */
     m->n_nodes = 1;
     /* start: the root's alternatives on an empty stack */
     tmp_begin(m);
@@ -428,11 +452,22 @@ void cpulm_grammar_matcher_free(cpulm_grammar_matcher *m) {
     free(m->walk);
     free(m->rows);
     free(m->mask_out);
+    free(m->mask_lim);
     free(m);
 }
 
 void cpulm_grammar_matcher_reset(cpulm_grammar_matcher *m) {
     m->cur = m->start;
+    m->used = 0;
+}
+
+void cpulm_grammar_matcher_set_budget(cpulm_grammar_matcher *m, int32_t n_tokens) {
+    m->budget = n_tokens > 0 ? n_tokens : 0;
+    m->used = 0;
+}
+
+int32_t cpulm_grammar_distance(const cpulm_grammar_matcher *m) {
+    return m->states[m->cur].dist;
 }
 
 /* ---- feeding ---- */
@@ -460,28 +495,45 @@ cpulm_status cpulm_grammar_accept_token(cpulm_grammar_matcher *m, cpulm_token t)
     if (v->eog[t]) return m->states[m->cur].accept ? CPULM_OK : CPULM_ERR_INVALID_ARG;
     uint32_t len = v->piece_off[t + 1] - v->piece_off[t];
     if (len == 0) return CPULM_ERR_INVALID_ARG;
-    return cpulm_grammar_accept_bytes(m, v->pieces + v->piece_off[t], len);
+    cpulm_status rc = cpulm_grammar_accept_bytes(m, v->pieces + v->piece_off[t], len);
+    if (rc == CPULM_OK) m->used++;
+    return rc;
 }
 
 int cpulm_grammar_complete(const cpulm_grammar_matcher *m) {
     return m->states[m->cur].accept;
 }
 
-int cpulm_grammar_must_end(const cpulm_grammar_matcher *m) {
-    const dstate *d = &m->states[m->cur];
+static int state_must_end(const dstate *d) {
     return d->accept && d->n == 1;
+}
+
+int cpulm_grammar_must_end(const cpulm_grammar_matcher *m) {
+    return state_must_end(&m->states[m->cur]);
 }
 
 /* ---- masks ---- */
 
+#define NO_LIMIT INT32_MAX
+
+/* The distances seen at token ends during a walk. */
+typedef struct walk_dist {
+    int32_t max, min;
+} walk_dist;
+
 /* Preorder walk of the trie: one row lookup per node; a dead node skips its subtree.
- * rows[d] caches the transition row of the state at depth d. */
-static void walk_trie(cpulm_grammar_matcher *m, int32_t s0, uint32_t *bits) {
+ * rows[d] caches the transition row of the state at depth d. A token is set when its end
+ * state is within limit bytes of acceptance (or must end there); wd gets the range of the
+ * distances of every token the grammar allows. */
+static void walk_trie(cpulm_grammar_matcher *m, int32_t s0, uint32_t *bits, int32_t limit,
+                      walk_dist *wd) {
     const cpulm_grammar_vocab *v = m->v;
     const gr_tnode *nd = v->nodes;
     const int32_t *sorted = v->sorted;
     int32_t **rows = m->rows;
     m->walk[0] = s0;
+    wd->max = -1;
+    wd->min = GR_INF;
     if (!(rows[0] = row_of(m, s0))) {
         m->overflow = 1;
         return;
@@ -504,20 +556,29 @@ static void walk_trie(cpulm_grammar_matcher *m, int32_t s0, uint32_t *bits) {
             m->overflow = 1;
             return;
         }
-        for (int32_t k = 0; k < x.tok_n; k++) {
-            int32_t t = sorted[x.tok_first + k];
-            bits[t >> 5] |= 1u << (t & 31);
+        if (x.tok_n > 0) {
+            const dstate *d = &m->states[s];
+            if (d->dist > wd->max) wd->max = d->dist;
+            if (d->dist < wd->min) wd->min = d->dist;
+            if (d->dist <= limit || state_must_end(d))
+                for (int32_t k = 0; k < x.tok_n; k++) {
+                    int32_t t = sorted[x.tok_first + k];
+                    bits[t >> 5] |= 1u << (t & 31);
+                }
         }
         i++;
     }
     m->st.trie_steps += steps;
 }
 
-const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m) {
+static void allow_eog(const cpulm_grammar_vocab *v, uint32_t *bits) {
+    for (int32_t t = 0; t < v->n_vocab; t++)
+        if (v->eog[t]) bits[t >> 5] |= 1u << (t & 31);
+}
+
+/* The full mask of state s, cached when the cache has room (else in mask_out). */
+static const uint32_t *full_mask(cpulm_grammar_matcher *m, int32_t s) {
     const cpulm_grammar_vocab *v = m->v;
-    if (!v) return NULL;
-    m->st.masks++;
-    int32_t s = m->cur;
     if (m->states[s].mask) {
         m->st.mask_cache_hits++;
         return m->states[s].mask;
@@ -532,16 +593,56 @@ const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m) {
         bits = m->mask_out;
         memset(bits, 0, words * 4);
     }
-    walk_trie(m, s, bits);
+    walk_dist wd;
+    walk_trie(m, s, bits, NO_LIMIT, &wd);
     if (m->overflow) {
         if (bits != m->mask_out) free(bits), m->mask_bytes_cached -= words * 4;
         return NULL;
     }
-    if (m->states[s].accept)
-        for (int32_t t = 0; t < v->n_vocab; t++)
-            if (v->eog[t]) bits[t >> 5] |= 1u << (t & 31);
+    m->states[s].maxd = wd.max;
+    if (m->states[s].accept) allow_eog(v, bits);
     if (bits != m->mask_out) m->states[s].mask = bits;
     return bits;
+}
+
+/* The tokens after which the grammar can still end within limit bytes; if there are none
+ * (the budget was too small from the start), those that get closest; if no token leads
+ * anywhere finite (a vocabulary without the needed pieces), the full mask. */
+static const uint32_t *limited_mask(cpulm_grammar_matcher *m, int32_t s, int32_t limit,
+                                    const uint32_t *full) {
+    const cpulm_grammar_vocab *v = m->v;
+    size_t words = ((size_t)v->n_vocab + 31) / 32;
+    if (!m->mask_lim && !(m->mask_lim = malloc(words * 4))) return NULL;
+    uint32_t *bits = m->mask_lim;
+    memset(bits, 0, words * 4);
+    walk_dist wd;
+    walk_trie(m, s, bits, limit, &wd);
+    if (m->overflow) return NULL;
+    if (m->states[s].accept) {
+        allow_eog(v, bits);
+        return bits;
+    }
+    uint32_t any = 0;
+    for (size_t w = 0; w < words; w++)
+        any |= bits[w];
+    if (any) return bits;
+    if (wd.min >= GR_INF) return full;
+    walk_trie(m, s, bits, wd.min, &wd);
+    return m->overflow ? NULL : bits;
+}
+
+const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m) {
+    if (!m->v) return NULL;
+    m->st.masks++;
+    int32_t s = m->cur;
+    const uint32_t *full = full_mask(m, s);
+    if (!full || m->budget == 0) return full;
+    /* After this token, left - 1 samples remain, and the last of them may have to be the
+     * end token: the bytes still needed (each a token at worst) must fit in left - 2. */
+    int32_t limit = m->budget - m->used - 2;
+    if (m->states[s].maxd <= limit || m->states[s].dist >= GR_INF) return full;
+    m->st.budget_masks++;
+    return limited_mask(m, s, limit, full);
 }
 
 void cpulm_grammar_matcher_stats(const cpulm_grammar_matcher *m, cpulm_grammar_stats *out) {

@@ -1,6 +1,7 @@
 /* schema.c: JSON schema -> GBNF (see grammar.h for the supported subset).
  *
- * Every generated grammar is sound: whatever it produces validates against the schema.
+ * Every generated grammar is sound: whatever it produces validates against the schema
+ * (oneOf included: its branches must be provably disjoint, see check_one_of).
  * Where an exact grammar would be large, it is narrower instead (never wider): object
  * properties come in the schema's order and extra properties are not generated; number
  * bounds are tightened to integers; "\s" in a pattern is a space. Keywords outside the
@@ -622,6 +623,194 @@ static const cpulm_json *resolve(const sc *c, const char *ref) {
     return cpulm_json_get(cpulm_json_get(c->root, defs), name);
 }
 
+/* ---- oneOf: exclusivity ----
+ * A oneOf value must match exactly one branch. The grammar generates one branch's value,
+ * so the branches must be disjoint: no value may validate under two of them. That is
+ * decided conservatively on what each branch validates (never on what it generates, which
+ * is narrower): different JSON kinds, const/enum literals with no common value, objects
+ * with a property required by both whose value schemas are disjoint (a discriminator), or
+ * objects where one requires a property the other forbids (additionalProperties false),
+ * and disjoint number ranges. A oneOf not shown disjoint is refused (use anyOf), as
+ * generating it as anyOf could produce a value matching two branches. */
+
+enum {
+    K_NULL = 1,
+    K_BOOL = 2,
+    K_INT = 4,
+    K_FRAC = 8,
+    K_STR = 16,
+    K_ARR = 32,
+    K_OBJ = 64,
+    K_ALL = 127
+};
+
+static int value_kind(const cpulm_json *v) {
+    switch (v->type) {
+    case CPULM_JSON_NULL: return K_NULL;
+    case CPULM_JSON_BOOL: return K_BOOL;
+    case CPULM_JSON_NUMBER: return v->u.num.f == floor(v->u.num.f) ? K_INT : K_FRAC;
+    case CPULM_JSON_STRING: return K_STR;
+    case CPULM_JSON_ARRAY: return K_ARR;
+    case CPULM_JSON_OBJECT: return K_OBJ;
+    }
+    return K_ALL;
+}
+
+static int type_kind(const char *t) {
+    static const char *names[7] = {"null",   "boolean", "integer", "number",
+                                   "string", "array",   "object"};
+    static const int kinds[7] = {K_NULL, K_BOOL, K_INT, K_INT | K_FRAC, K_STR, K_ARR, K_OBJ};
+    for (int i = 0; t && i < 7; i++)
+        if (!strcmp(t, names[i])) return kinds[i];
+    return K_ALL;
+}
+
+/* s with $refs followed (NULL for an unresolvable one). */
+static const cpulm_json *deref(const sc *c, const cpulm_json *s) {
+    for (int hops = 0; s && s->type == CPULM_JSON_OBJECT && hops < 16; hops++) {
+        const char *r = cpulm_json_str(cpulm_json_get(s, "$ref"));
+        if (!r) return s;
+        s = resolve(c, r);
+    }
+    return NULL;
+}
+
+/* The kinds of values s can validate (a superset: each keyword narrows it). */
+static int val_kinds(const sc *c, const cpulm_json *s, int depth) {
+    if (depth > 8 || !(s = deref(c, s))) return K_ALL; /* bounded: recursive schemas */
+    if (s->type == CPULM_JSON_BOOL) return s->u.boolean ? K_ALL : 0;
+    if (s->type != CPULM_JSON_OBJECT) return K_ALL;
+    int k = K_ALL;
+    const cpulm_json *x;
+    if ((x = cpulm_json_get(s, "const"))) k &= value_kind(x);
+    static const char *lists[3] = {"enum", "anyOf", "oneOf"};
+    for (int l = 0; l < 3; l++) {
+        if (!(x = cpulm_json_get(s, lists[l])) || x->type != CPULM_JSON_ARRAY) continue;
+        int u = 0;
+        for (size_t i = 0; i < x->u.list.n; i++)
+            u |= l == 0 ? value_kind(&x->u.list.items[i])
+                        : val_kinds(c, &x->u.list.items[i], depth + 1);
+        k &= u;
+    }
+    if ((x = cpulm_json_get(s, "allOf")) && x->type == CPULM_JSON_ARRAY)
+        for (size_t i = 0; i < x->u.list.n; i++)
+            k &= val_kinds(c, &x->u.list.items[i], depth + 1);
+    if ((x = cpulm_json_get(s, "type"))) {
+        int u = x->type == CPULM_JSON_STRING ? type_kind(x->u.str.s) : 0;
+        for (size_t i = 0; x->type == CPULM_JSON_ARRAY && i < x->u.list.n; i++)
+            u |= type_kind(cpulm_json_str(&x->u.list.items[i]));
+        k &= x->type == CPULM_JSON_STRING || x->type == CPULM_JSON_ARRAY ? u : K_ALL;
+    }
+    return k;
+}
+
+/* The literal values s allows, if it is a const or an enum (else NULL). */
+static const cpulm_json *literals(const cpulm_json *s, size_t *n) {
+    const cpulm_json *x = cpulm_json_get(s, "const");
+    if (x) return *n = 1, x;
+    x = cpulm_json_get(s, "enum");
+    if (x && x->type == CPULM_JSON_ARRAY) return *n = x->u.list.n, x->u.list.items;
+    return NULL;
+}
+
+static int json_equal(const cpulm_json *a, const cpulm_json *b) {
+    if (a->type != b->type) return 0;
+    if (a->type == CPULM_JSON_NUMBER) return a->u.num.f == b->u.num.f;
+    if (a->type == CPULM_JSON_BOOL) return a->u.boolean == b->u.boolean;
+    if (a->type == CPULM_JSON_STRING)
+        return a->u.str.len == b->u.str.len && !memcmp(a->u.str.s, b->u.str.s, a->u.str.len);
+    return a->type == CPULM_JSON_NULL ? 1 : -1; /* containers: not compared (maybe equal) */
+}
+
+static int literals_disjoint(const cpulm_json *a, size_t na, const cpulm_json *b, size_t nb) {
+    for (size_t i = 0; i < na; i++)
+        for (size_t j = 0; j < nb; j++)
+            if (json_equal(&a[i], &b[j]) != 0) return 0;
+    return 1;
+}
+
+/* [lo, hi] of a numeric schema, with exclusive ends flagged. */
+static void num_range(const cpulm_json *s, double r[2], int ex[2]) {
+    const cpulm_json *x;
+    r[0] = -INFINITY, r[1] = INFINITY, ex[0] = ex[1] = 0;
+    if ((x = cpulm_json_get(s, "minimum")) && x->type == CPULM_JSON_NUMBER) r[0] = x->u.num.f;
+    if ((x = cpulm_json_get(s, "exclusiveMinimum")) && x->type == CPULM_JSON_NUMBER &&
+        x->u.num.f >= r[0])
+        r[0] = x->u.num.f, ex[0] = 1;
+    if ((x = cpulm_json_get(s, "maximum")) && x->type == CPULM_JSON_NUMBER) r[1] = x->u.num.f;
+    if ((x = cpulm_json_get(s, "exclusiveMaximum")) && x->type == CPULM_JSON_NUMBER &&
+        x->u.num.f <= r[1])
+        r[1] = x->u.num.f, ex[1] = 1;
+}
+
+static int ranges_disjoint(const cpulm_json *a, const cpulm_json *b) {
+    double ra[2], rb[2];
+    int ea[2], eb[2];
+    num_range(a, ra, ea);
+    num_range(b, rb, eb);
+    return ra[1] < rb[0] || (ra[1] == rb[0] && (ea[1] || eb[0])) || rb[1] < ra[0] ||
+           (rb[1] == ra[0] && (eb[1] || ea[0]));
+}
+
+static int disjoint(const sc *c, const cpulm_json *a, const cpulm_json *b, int depth);
+
+/* Objects valid under a all lack a property every object valid under b has. */
+static int forbids_required(const cpulm_json *a, const cpulm_json *b) {
+    const cpulm_json *add = cpulm_json_get(a, "additionalProperties"),
+                     *req = cpulm_json_get(b, "required");
+    if (!add || add->type != CPULM_JSON_BOOL || add->u.boolean) return 0;
+    for (size_t i = 0; i < cpulm_json_len(req); i++) {
+        const char *k = cpulm_json_str(cpulm_json_at(req, i));
+        if (k && !cpulm_json_get(cpulm_json_get(a, "properties"), k)) return 1;
+    }
+    return 0;
+}
+
+/* Objects: a property required by both with disjoint value schemas, or a required one
+ * that the other forbids. */
+static int objects_disjoint(const sc *c, const cpulm_json *a, const cpulm_json *b, int depth) {
+    if (forbids_required(a, b) || forbids_required(b, a)) return 1;
+    const cpulm_json *req = cpulm_json_get(a, "required");
+    for (size_t i = 0; i < cpulm_json_len(req); i++) {
+        const char *k = cpulm_json_str(cpulm_json_at(req, i));
+        const cpulm_json *pa = cpulm_json_get(cpulm_json_get(a, "properties"), k);
+        const cpulm_json *pb = cpulm_json_get(cpulm_json_get(b, "properties"), k);
+        if (k && pa && pb && is_required(cpulm_json_get(b, "required"), k) &&
+            disjoint(c, pa, pb, depth + 1))
+            return 1;
+    }
+    return 0;
+}
+
+/* No value validates under both a and b (conservative: 0 when unsure). */
+static int disjoint(const sc *c, const cpulm_json *a, const cpulm_json *b, int depth) {
+    if (depth > 8) return 0;
+    int common = val_kinds(c, a, depth) & val_kinds(c, b, depth);
+    if (common == 0) return 1;
+    if (!(a = deref(c, a)) || !(b = deref(c, b)) || a->type != CPULM_JSON_OBJECT ||
+        b->type != CPULM_JSON_OBJECT)
+        return 0;
+    size_t na = 0, nb = 0;
+    const cpulm_json *la = literals(a, &na), *lb = literals(b, &nb);
+    if (la && lb && literals_disjoint(la, na, lb, nb)) return 1;
+    if (common == K_OBJ) return objects_disjoint(c, a, b, depth);
+    if ((common & ~(K_INT | K_FRAC)) == 0) return ranges_disjoint(a, b);
+    return 0;
+}
+
+static int check_one_of(sc *c, const cpulm_json *list, const char *path) {
+    if (list->type != CPULM_JSON_ARRAY) return 0; /* gen_alts reports it */
+    for (size_t i = 0; i < list->u.list.n; i++)
+        for (size_t j = i + 1; j < list->u.list.n; j++)
+            if (!disjoint(c, &list->u.list.items[i], &list->u.list.items[j], 0))
+                return sc_fail(c, CPULM_ERR_UNSUPPORTED, path,
+                               "'oneOf' branches %zu and %zu may match the same value (use "
+                               "anyOf, or tell them apart by type, a required const/enum "
+                               "property or disjoint number ranges)",
+                               i, j);
+    return 0;
+}
+
 static int gen_ref(sc *c, const char *ref, const char *path) {
     for (int i = 0; i < c->n_refs; i++)
         if (!strcmp(c->ref_name[i], ref)) return c->ref_rule[i];
@@ -672,7 +861,8 @@ static int gen_body(sc *c, const cpulm_json *s, const char *path, cpulm_buf *bod
     if ((v = cpulm_json_get(s, "const"))) return put_json_literal(body, v) < 0 ? -1 : 0;
     if ((v = cpulm_json_get(s, "enum"))) return gen_enum(c, v, path, body);
     if ((v = cpulm_json_get(s, "anyOf"))) return gen_alts(c, v, "anyOf", path, body);
-    if ((v = cpulm_json_get(s, "oneOf"))) return gen_alts(c, v, "oneOf", path, body);
+    if ((v = cpulm_json_get(s, "oneOf")))
+        return check_one_of(c, v, path) < 0 ? -1 : gen_alts(c, v, "oneOf", path, body);
     if ((v = cpulm_json_get(s, "allOf"))) {
         if (v->type != CPULM_JSON_ARRAY || v->u.list.n != 1)
             return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",

@@ -497,6 +497,10 @@ static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int stat
             x->smp = NULL;
             return -1;
         }
+        /* close the grammar before max_tokens or the context would cut it mid-sentence */
+        int32_t budget = s->n_ctx - q->r->n_prompt;
+        if (q->r->max_tokens > 0 && q->r->max_tokens < budget) budget = q->r->max_tokens;
+        cpulm_grammar_matcher_set_budget(x->gm, budget > 0 ? budget : 1);
     }
     x->state = state;
     x->q = q;
