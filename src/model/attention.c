@@ -285,9 +285,10 @@ void cpulm_attn_layer(cpulm_ctx *c, int il, int ith, int nth) {
         return;
     }
     if (!a->split) {
+        /* last blocks first: they have the most keys, so the threads finish together */
         uint64_t n = (uint64_t)a->n_blk * (uint64_t)n_kv, first = cpulm_work_begin(c, ith, n);
         while (cpulm_work_claim(c, first + n, &item)) {
-            uint64_t i = item - first;
+            uint64_t i = first + n - 1 - item;
             block_item(c, &w, il, (int32_t)(i / (uint64_t)n_kv), (int)(i % (uint64_t)n_kv));
         }
         return;
