@@ -11,9 +11,9 @@
  * Generation (every block a single token, few of them) splits the chunks over the threads
  * instead (flash-decoding): each item writes its chunk's partial, and the thread that
  * finishes a (token, group)'s last chunk folds them in order (a counter per pair, so no
- * barrier: under load a barrier costs more than the fold). The fold order and every step's arithmetic
- * are those of the block path (kernels.h, attn_*), so a token's result is the same bits
- * whichever path, batch or thread count computed it.
+ * barrier: under load a barrier costs more than the fold). The fold order and every step's
+ * arithmetic are those of the block path (kernels.h, attn_*), so a token's result is the
+ * same bits whichever path, batch or thread count computed it.
  */
 #include "attention.h"
 
@@ -261,7 +261,8 @@ static void split_item(cpulm_ctx *c, att_ws *w, int il, uint64_t item) {
     chunk_partial(c, w, il, c->seq[t], g, m, ch * CHUNK, p, p + m, p + 2 * m);
     /* release our partial; the pair's last chunk (of this layer) acquires all and folds */
     unsigned done = atomic_fetch_add_explicit(&a->chunks_done[t * c->m->hp.n_head_kv + g], 1,
-                                              memory_order_acq_rel) + 1;
+                                              memory_order_acq_rel) +
+                    1;
     if (done % n_ch == 0) split_fold(c, w, t, g);
 }
 

@@ -464,12 +464,12 @@ static inline __attribute__((always_inline)) void pv_block(int n, const float *p
 }
 
 #define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
-#define PV_ROWS(R)                                                                                 \
-    switch (vecs) {                                                                                \
-    case 4: PV_CASE(R, 4); break;                                                                  \
-    case 3: PV_CASE(R, 3); break;                                                                  \
-    case 2: PV_CASE(R, 2); break;                                                                  \
-    default: PV_CASE(R, 1); break;                                                                 \
+#define PV_ROWS(R)                 \
+    switch (vecs) {                \
+    case 4: PV_CASE(R, 4); break;  \
+    case 3: PV_CASE(R, 3); break;  \
+    case 2: PV_CASE(R, 2); break;  \
+    default: PV_CASE(R, 1); break; \
     }
 static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
                     int64_t ldv, const float *a, float *o, int64_t ldo) {
@@ -517,7 +517,8 @@ static void attn_merge(int64_t d, int m, const float *mc, const float *lc, const
         for (int64_t c = 0; c < d; c += 16) {
             const __mmask16 k = d - c >= 16 ? 0xFFFF : tail_mask(d - c);
             const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, oi + c), va);
-            _mm512_mask_storeu_ps(oi + c, k, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ci + c), vb, x));
+            _mm512_mask_storeu_ps(oi + c, k,
+                                  _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ci + c), vb, x));
         }
     }
 }
