@@ -37,24 +37,27 @@ static int levels(const cpulm_kernels **lv) {
 TEST(attn_entries_bit_identical_at_every_level) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
-    const int ds[] = {8, 48, 64, 80, 128, 256}, ms[] = {1, 3, 4, 5, 9},
+    /* m from 8 up takes the transposed-K score path on avx512; odd n also strides the rows */
+    const int ds[] = {8, 48, 64, 80, 128, 256}, ms[] = {1, 3, 4, 5, 9, 16, 30, 64},
               ns[] = {1, 7, 16, 17, 33, 64};
-    float *q = malloc(sizeof(float) * 9 * 256), *k = malloc(sizeof(float) * 64 * 256);
-    float *v = malloc(sizeof(float) * 64 * 256), *s0 = malloc(sizeof(float) * 9 * 64);
-    float *s1 = malloc(sizeof(float) * 9 * 64), *o0 = malloc(sizeof(float) * 9 * 256);
-    float *o1 = malloc(sizeof(float) * 9 * 256), a[9];
+    const int64_t cap = 64 * (256 + 16);
+    float *q = malloc(sizeof(float) * cap), *k = malloc(sizeof(float) * cap);
+    float *v = malloc(sizeof(float) * cap), *s0 = malloc(sizeof(float) * 64 * 64);
+    float *s1 = malloc(sizeof(float) * 64 * 64), *o0 = malloc(sizeof(float) * cap);
+    float *o1 = malloc(sizeof(float) * cap), a[64];
     REQUIRE(t, q && k && v && s0 && s1 && o0 && o1);
     for (int li = 1; li < nl; li++)
         for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
                 for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
                     int d = ds[di], m = ms[mi], n = ns[ni];
+                    int64_t ld = d + (n & 1) * 16; /* rows of q, k, v, o */
                     uint64_t seed = (uint64_t)(d * 1000 + m * 100 + n);
-                    fill(q, (int64_t)m * d, seed, 2.0f);
-                    fill(k, (int64_t)n * d, seed + 1, 2.0f);
-                    fill(v, (int64_t)n * d, seed + 2, 1.0f);
-                    cpulm_kernels_generic.attn_scores(d, m, n, q, d, k, d, 0.125f, s0, 64);
-                    lv[li]->attn_scores(d, m, n, q, d, k, d, 0.125f, s1, 64);
+                    fill(q, (int64_t)m * ld, seed, 2.0f);
+                    fill(k, (int64_t)n * ld, seed + 1, 2.0f);
+                    fill(v, (int64_t)n * ld, seed + 2, 1.0f);
+                    cpulm_kernels_generic.attn_scores(d, m, n, q, ld, k, ld, 0.125f, s0, 64);
+                    lv[li]->attn_scores(d, m, n, q, ld, k, ld, 0.125f, s1, 64);
                     for (int i = 0; i < m; i++)
                         CHECK(t, memcmp(s0 + i * 64, s1 + i * 64, sizeof(float) * (size_t)n) == 0);
                     float M0 = m > 2 ? 0.5f : -INFINITY, L0 = 3.0f, M1 = M0, L1 = L0;
@@ -67,22 +70,22 @@ TEST(attn_entries_bit_identical_at_every_level) {
                     for (int i = 0; i < m; i++)
                         a[i] = 0.25f * (float)(i + 1);
                     fill(s0, (int64_t)m * 64, seed + 3, 1.0f);
-                    fill(o0, (int64_t)m * d, seed + 4, 1.0f);
-                    memcpy(o1, o0, sizeof(float) * (size_t)m * d);
-                    cpulm_kernels_generic.attn_pv(d, m, n, s0, 64, v, d, a, o0, d);
-                    lv[li]->attn_pv(d, m, n, s0, 64, v, d, a, o1, d);
-                    CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)m * d) == 0);
-                    float mc[9], lc[9], Ma[9], La[9], Mb[9], Lb[9];
+                    fill(o0, (int64_t)m * ld, seed + 4, 1.0f);
+                    memcpy(o1, o0, sizeof(float) * (size_t)m * ld);
+                    cpulm_kernels_generic.attn_pv(d, m, n, s0, 64, v, ld, a, o0, ld);
+                    lv[li]->attn_pv(d, m, n, s0, 64, v, ld, a, o1, ld);
+                    CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)m * ld) == 0);
+                    float mc[64], lc[64], Ma[64], La[64], Mb[64], Lb[64];
                     for (int i = 0; i < m; i++) {
-                        mc[i] = i == 1 ? -INFINITY : 0.3f * (float)i;
+                        mc[i] = i % 7 == 1 ? -INFINITY : 0.3f * (float)(i % 9);
                         lc[i] = 1.0f + (float)i;
-                        Ma[i] = Mb[i] = i == 2 ? -INFINITY : 1.0f - 0.2f * (float)i;
+                        Ma[i] = Mb[i] = i % 5 == 2 ? -INFINITY : 1.0f - 0.2f * (float)(i % 11);
                         La[i] = Lb[i] = 2.0f;
                     }
-                    memcpy(o1, o0, sizeof(float) * (size_t)m * d);
-                    cpulm_kernels_generic.attn_merge(d, m, mc, lc, q, d, Ma, La, o0, d);
-                    lv[li]->attn_merge(d, m, mc, lc, q, d, Mb, Lb, o1, d);
-                    CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)m * d) == 0 &&
+                    memcpy(o1, o0, sizeof(float) * (size_t)m * ld);
+                    cpulm_kernels_generic.attn_merge(d, m, mc, lc, q, ld, Ma, La, o0, ld);
+                    lv[li]->attn_merge(d, m, mc, lc, q, ld, Mb, Lb, o1, ld);
+                    CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)m * ld) == 0 &&
                                  memcmp(Ma, Mb, sizeof(float) * (size_t)m) == 0 &&
                                  memcmp(La, Lb, sizeof(float) * (size_t)m) == 0);
                 }
@@ -199,6 +202,7 @@ static cpulm_ctx *ctx_of(const cpulm_model *m, int n_ctx, int nth, cpulm_kv_type
     cp.n_batch = 512;
     cp.n_threads = nth;
     cp.kv_type = kv;
+    cp.attn_fast = 1; /* the tiled path on F16 caches too (other caches always take it) */
     cp.n_outputs_max = 64;
     return cpulm_ctx_new(m, &cp, NULL);
 }
@@ -231,8 +235,9 @@ static float *tail_logits(cpulm_ctx *ctx, const int32_t *toks, int n, int tail, 
     return out;
 }
 
-/* 700 tokens (3 chunks): the last 20 as one prompt batch (block path) == one by one
- * (split path), at 1 and 3 threads, for an F16 and a Q8_0 cache. */
+/* 700 tokens (3 chunks): the last 20 as one prompt batch (block path, 64-row blocks: the
+ * transposed-K scores on avx512) == one by one (split path, 4-row items), at 1 and 3
+ * threads, for an F16 and a Q8_0 cache. */
 TEST(attn_prompt_and_generation_paths_bit_identical) {
     cpulm_model *m = load("tiny-llama3-q4_0.gguf");
     if (!m) SKIP(t, "models not found (CPULM_SHARED)");

@@ -9,10 +9,11 @@
  * position and masks the rest of its diagonal tile.
  *
  * Generation (every block a single token, few of them) splits the chunks over the threads
- * instead (flash-decoding): each item writes its chunk's partial, and after a barrier one
- * item per (token, group) folds them in order. The fold order and every step's arithmetic
- * are those of the block path (kernels.h, attn_*), so a token's result is the same bits
- * whichever path, batch or thread count computed it.
+ * instead (flash-decoding): each item writes its chunk's partial, and the thread that
+ * finishes a (token, group)'s last chunk folds them in order (a counter per pair, so no
+ * barrier: under load a barrier costs more than the fold). The fold order and every step's
+ * arithmetic are those of the block path (kernels.h, attn_*), so a token's result is the
+ * same bits whichever path, batch or thread count computed it.
  */
 #include "attention.h"
 
@@ -47,6 +48,8 @@ struct cpulm_attn {
     int ref; /* F16 cache, reference numerics: attn_f16 per (token, head) */
     uint64_t n_split_items;
     uint64_t *item_end; /* [split_max]: cumulative split items after token t */
+    /* [split_max][n_head_kv]: chunks finished; each layer adds the pair's chunk count */
+    atomic_uint *chunks_done;
 };
 
 cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
@@ -66,7 +69,8 @@ cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
                      (size_t)a->n_chunk_max * ((size_t)hp->head_dim + 2));
     a->blk = malloc(sizeof(int32_t) * ((size_t)c->p.n_batch + 1));
     a->item_end = malloc(sizeof(uint64_t) * CPULM_ATT_SPLIT_MAX);
-    if (!a->ws || !a->part || !a->blk || !a->item_end)
+    a->chunks_done = malloc(sizeof(atomic_uint) * CPULM_ATT_SPLIT_MAX * (size_t)hp->n_head_kv);
+    if (!a->ws || !a->part || !a->blk || !a->item_end || !a->chunks_done)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for attention scratch");
     return CPULM_OK;
 }
@@ -78,6 +82,7 @@ void cpulm_attn_free(cpulm_ctx *c) {
     free(a->part);
     free(a->blk);
     free(a->item_end);
+    free(a->chunks_done);
     free(a);
     c->attn = NULL;
 }
@@ -101,6 +106,8 @@ void cpulm_attn_plan(cpulm_ctx *c) {
         a->item_end[t] = items;
     }
     a->n_split_items = items;
+    for (int32_t i = 0; i < c->n_tok * c->m->hp.n_head_kv; i++)
+        atomic_init(&a->chunks_done[i], 0);
 }
 
 static att_ws ws_of(const cpulm_ctx *c, int ith) {
@@ -230,6 +237,17 @@ static float *part_of(const cpulm_ctx *c, int32_t t, int g, int32_t ch) {
     return a->part + (((size_t)t * c->m->hp.n_head_kv + g) * a->n_chunk_max + ch) * per;
 }
 
+static void split_fold(cpulm_ctx *c, att_ws *w, int32_t t, int g) {
+    const int64_t d = c->m->hp.head_dim;
+    int m = c->attn->gq;
+    reset_rows(w->m, w->l, w->o, m, d);
+    for (int32_t ch = 0; ch <= c->pos[t] / CHUNK; ch++) {
+        const float *p = part_of(c, t, g, ch);
+        c->k->attn_merge(d, m, p, p + m, p + 2 * m, d, w->m, w->l, w->o, d);
+    }
+    write_out(c, w->o, w->l, t, m, g);
+}
+
 static void split_item(cpulm_ctx *c, att_ws *w, int il, uint64_t item) {
     const struct cpulm_attn *a = c->attn;
     int32_t t = 0;
@@ -241,17 +259,11 @@ static void split_item(cpulm_ctx *c, att_ws *w, int il, uint64_t item) {
     int m = gather_q(c, w, t, 1, g);
     float *p = part_of(c, t, g, ch);
     chunk_partial(c, w, il, c->seq[t], g, m, ch * CHUNK, p, p + m, p + 2 * m);
-}
-
-static void split_fold(cpulm_ctx *c, att_ws *w, int32_t t, int g) {
-    const int64_t d = c->m->hp.head_dim;
-    int m = c->attn->gq;
-    reset_rows(w->m, w->l, w->o, m, d);
-    for (int32_t ch = 0; ch <= c->pos[t] / CHUNK; ch++) {
-        const float *p = part_of(c, t, g, ch);
-        c->k->attn_merge(d, m, p, p + m, p + 2 * m, d, w->m, w->l, w->o, d);
-    }
-    write_out(c, w->o, w->l, t, m, g);
+    /* release our partial; the pair's last chunk (of this layer) acquires all and folds */
+    unsigned done = atomic_fetch_add_explicit(&a->chunks_done[t * c->m->hp.n_head_kv + g], 1,
+                                              memory_order_acq_rel) +
+                    1;
+    if (done % n_ch == 0) split_fold(c, w, t, g);
 }
 
 /* Reference path of an F16 cache: one (token t, head h) with the reference's F16 attention
@@ -285,21 +297,16 @@ void cpulm_attn_layer(cpulm_ctx *c, int il, int ith, int nth) {
         return;
     }
     if (!a->split) {
+        /* last blocks first: they have the most keys, so the threads finish together */
         uint64_t n = (uint64_t)a->n_blk * (uint64_t)n_kv, first = cpulm_work_begin(c, ith, n);
         while (cpulm_work_claim(c, first + n, &item)) {
-            uint64_t i = item - first;
+            uint64_t i = first + n - 1 - item;
             block_item(c, &w, il, (int32_t)(i / (uint64_t)n_kv), (int)(i % (uint64_t)n_kv));
         }
         return;
     }
+    (void)nth; /* the split path folds without a barrier (split_item) */
     uint64_t n = a->n_split_items, first = cpulm_work_begin(c, ith, n);
     while (cpulm_work_claim(c, first + n, &item))
         split_item(c, &w, il, item - first);
-    if (nth > 1) cpulm_pool_barrier(c->pool);
-    n = (uint64_t)c->n_tok * (uint64_t)n_kv;
-    first = cpulm_work_begin(c, ith, n);
-    while (cpulm_work_claim(c, first + n, &item)) {
-        uint64_t i = item - first;
-        split_fold(c, &w, (int32_t)(i / (uint64_t)n_kv), (int)(i % (uint64_t)n_kv));
-    }
 }
