@@ -21,9 +21,9 @@ static inline int cpulm_attn_tokens_per_block(int gq) {
 }
 
 /* One thread's tiles: rows x (q, o, chunk o: d each; m, l, chunk m, chunk l, a, position;
- * a row of tile scores), the K and V tiles, and slack. */
+ * a row of tile scores, one of the exact path's scale factors), the K and V tiles, slack. */
 static inline size_t cpulm_attn_ws_floats(int rows, int d) {
-    return (size_t)rows * (3 * (size_t)d + 5 + CPULM_ATTN_TILE + 1) +
+    return (size_t)rows * (3 * (size_t)d + 5 + 2 * CPULM_ATTN_TILE + 1) +
            2 * (size_t)CPULM_ATTN_TILE * (size_t)d + 64;
 }
 
