@@ -202,7 +202,8 @@ TEST(attn_xentries_bit_identical_at_every_level) {
     float *s1 = malloc(sizeof(float) * 33 * 64), *w0 = malloc(sizeof(float) * 33 * 64);
     float *w1 = malloc(sizeof(float) * 33 * 64), *o0 = malloc(sizeof(float) * 33 * 256);
     float *o1 = malloc(sizeof(float) * 33 * 256);
-    REQUIRE(t, q && k && v && s0 && s1 && w0 && w1 && o0 && o1);
+    double *qt = malloc(sizeof(double) * 33 * 256);
+    REQUIRE(t, q && k && v && s0 && s1 && w0 && w1 && o0 && o1 && qt);
     for (int li = 1; li < nl; li++)
         for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
@@ -216,8 +217,11 @@ TEST(attn_xentries_bit_identical_at_every_level) {
                         q[i] = h16(q[i]);
                     for (int64_t i = 0; i < (int64_t)n * d; i++)
                         k[i] = h16(k[i]), v[i] = h16(v[i]);
-                    cpulm_kernels_generic.attn_xscores(d, m, n, q, d, k, d, 0.125f, s0, 64);
-                    lv[li]->attn_xscores(d, m, n, q, d, k, d, 0.125f, s1, 64);
+                    for (int i = 0; i < m; i++)
+                        for (int c = 0; c < d; c++)
+                            qt[c * m + i] = q[i * d + c];
+                    cpulm_kernels_generic.attn_xscores(d, m, n, qt, m, k, d, 0.125f, s0, 64);
+                    lv[li]->attn_xscores(d, m, n, qt, m, k, d, 0.125f, s1, 64);
                     for (int i = 0; i < m; i++)
                         CHECK(t, memcmp(s0 + i * 64, s1 + i * 64, sizeof(float) * (size_t)n) == 0);
                     for (int i = 0; i < m; i++) { /* from nothing seen, and from a running max */
@@ -244,6 +248,7 @@ TEST(attn_xentries_bit_identical_at_every_level) {
                                  memcmp(S0, S1, sizeof(float) * (size_t)m) == 0);
                 }
     free(q), free(k), free(v), free(s0), free(s1), free(w0), free(w1), free(o0), free(o1);
+    free(qt);
 }
 
 /* A level's attn_xweights may use its own expf only if it is libm's, bit for bit: with
@@ -302,17 +307,19 @@ static void exact_tiled(const cpulm_kernels *lv, int d, int gq, int nt, int p0, 
     const int m = nt * gq, T = CPULM_ATTN_TILE;
     float *s = malloc(sizeof(float) * (size_t)m * T), *ms = malloc(sizeof(float) * (size_t)m * T);
     float *acc = calloc((size_t)m * d, sizeof(float)), *M = malloc(sizeof(float) * (size_t)m);
-    float *S = calloc((size_t)m, sizeof(float)), *qh = malloc(sizeof(float) * (size_t)m * d);
-    for (int i = 0; i < m; i++)
+    float *S = calloc((size_t)m, sizeof(float));
+    double *qt = malloc(sizeof(double) * (size_t)m * d); /* [d][m]: the rows transposed */
+    for (int i = 0; i < m; i++) {
         M[i] = -INFINITY;
-    for (int64_t i = 0; i < (int64_t)m * d; i++)
-        qh[i] = h16(q[i]);
+        for (int c = 0; c < d; c++)
+            qt[c * m + i] = h16(q[(int64_t)i * d + c]);
+    }
     const float scale = 1.0f / sqrtf((float)d);
     int jend = p0 + nt;
     for (int j = 0; j < jend; j += T) {
         int n = jend - j < T ? jend - j : T, t0 = j > p0 ? j - p0 : 0;
-        lv->attn_xscores(d, m - t0 * gq, n, qh + (int64_t)t0 * gq * d, d, k + (int64_t)j * d, d,
-                         scale, s + t0 * gq * T, T);
+        lv->attn_xscores(d, m - t0 * gq, n, qt + t0 * gq, m, k + (int64_t)j * d, d, scale,
+                         s + t0 * gq * T, T);
         for (int tk = t0; tk < nt; tk++) {
             int lim = p0 + tk - j + 1 < n ? p0 + tk - j + 1 : n, r = tk * gq;
             for (int h = 0; h < gq; h++)
@@ -324,7 +331,7 @@ static void exact_tiled(const cpulm_kernels *lv, int d, int gq, int nt, int p0, 
     for (int i = 0; i < m; i++)
         for (int c = 0; c < d; c++)
             out[(int64_t)i * d + c] = acc[(int64_t)i * d + c] * (S[i] == 0.0f ? 0.0f : 1.0f / S[i]);
-    free(s), free(ms), free(acc), free(M), free(S), free(qh);
+    free(s), free(ms), free(acc), free(M), free(S), free(qt);
 }
 
 /* Prompts (blocks of tokens) and generation (one token) at positions up to ~3k, head sizes

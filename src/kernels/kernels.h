@@ -178,10 +178,11 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
      * S = 0, acc = 0 (f32 values that are exactly f16), every tile of keys in order:             \
      * attn_xscores, attn_xweights, attn_xpv; out = acc * (S == 0 ? 0 : 1 / S). Queries,          \
      * keys and values are f32 holding f16 values (the query rounded to f16 once). */             \
-    /* s[i * lds + j] = (float)sum_c((double)q_i[c] * (double)k_j[c]) * scale, the double         \
-     * sum in c order (vec_dot_f16's sum for f16 values); i < m, j < n. */                        \
+    /* s[i * lds + j] = (float)sum_c(qt[c * ldqt + i] * (double)k_j[c]) * scale, the double       \
+     * sum in c order (vec_dot_f16's sum for f16 values); i < m, j < n. The queries come          \
+     * transposed, as doubles (row i of the block is column i), made once per block. */           \
     X(ATTN_XSCORES, attn_xscores, void,                                                           \
-      (int64_t d, int m, int n, const float *q, int64_t ldq, const float *k, int64_t ldk,         \
+      (int64_t d, int m, int n, const double *qt, int64_t ldqt, const float *k, int64_t ldk,      \
        float scale, float *s, int64_t lds),                                                       \
       ATTN)                                                                                       \
     /* One row's softmax weights, attn_f16's key step, for j = 0..n-1 in order: x = s[j];         \

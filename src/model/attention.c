@@ -38,6 +38,7 @@ typedef struct att_ws {         /* one thread's tiles */
     int32_t *qpos;              /* [rows] */
     float *s, *ms;              /* [rows][TILE] */
     float *kf, *vf;             /* [TILE][d] */
+    double *qt;                 /* exact path: [d][rows], the block's queries transposed */
 } att_ws;
 
 struct cpulm_attn {
@@ -116,6 +117,7 @@ static att_ws ws_of(const cpulm_ctx *c, int ith) {
     int64_t d = c->m->hp.head_dim, r = a->rows;
     float *p = a->ws + a->ws_floats * (size_t)ith;
     att_ws w;
+    w.qt = (double *)p, p += 2 * r * d; /* first: ws_floats is even, so doubles align */
     w.q = p, p += r * d;
     w.o = p, p += r * d;
     w.oc = p, p += r * d;
@@ -272,8 +274,9 @@ static void exact_item(cpulm_ctx *c, att_ws *w, int il, int32_t b, int g) {
     const float scale = 1.0f / sqrtf((float)d);
     const int32_t t0 = a->blk[b], seq = c->seq[t0];
     const int m = gather_q(c, w, t0, a->blk[b + 1] - t0, g);
-    for (int64_t e = 0; e < (int64_t)m * d; e++) /* attn_f16 takes the query as f16 */
-        w->q[e] = cpulm_fp16_to_f32(cpulm_f32_to_fp16(w->q[e]));
+    for (int i = 0; i < m; i++) /* attn_f16 takes the query as f16 */
+        for (int64_t e = 0; e < d; e++)
+            w->qt[e * m + i] = cpulm_fp16_to_f32(cpulm_f32_to_fp16(w->q[i * d + e]));
     reset_rows(w->m, w->l, w->o, m, d);
     const int32_t jend = w->qpos[m - 1] + 1;
     int r0 = 0;
@@ -284,7 +287,7 @@ static void exact_item(cpulm_ctx *c, att_ws *w, int il, int32_t b, int g) {
         int64_t ldk, ldv;
         const float *kt = load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g, n, w->kf, &ldk);
         const float *vt = load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g, n, w->vf, &ldv);
-        k->attn_xscores(d, m - r0, n, w->q + r0 * d, d, kt, ldk, scale, w->s + r0 * TILE, TILE);
+        k->attn_xscores(d, m - r0, n, w->qt + r0, m, kt, ldk, scale, w->s + r0 * TILE, TILE);
         for (int i = r0; i < m;) {
             int i1 = i + 1;
             while (i1 < m && w->qpos[i1] == w->qpos[i])

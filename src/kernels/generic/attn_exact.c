@@ -7,16 +7,16 @@
 #include "../../base/fp16.h"
 #include "generic.h"
 
-void cpulm_generic_attn_xscores(int64_t d, int m, int n, const float *q, int64_t ldq,
+void cpulm_generic_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt,
                                 const float *k, int64_t ldk, float scale, float *s, int64_t lds) {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
-            const float *qi = q + (int64_t)i * ldq, *kj = k + (int64_t)j * ldk;
+            const float *kj = k + (int64_t)j * ldk;
             /* double products of floats are exact: for f16 values they equal the f32
              * products vec_dot_f16 adds, so the sum is the same, in the same order */
             double sum = 0.0;
             for (int64_t c = 0; c < d; c++)
-                sum += (double)qi[c] * (double)kj[c];
+                sum += qt[c * ldqt + i] * (double)kj[c];
             s[(int64_t)i * lds + j] = (float)sum * scale;
         }
 }

@@ -453,79 +453,74 @@ static void attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const 
 /* Scores with query rows in the lanes: 8 rows per vector of doubles, each key's elements
  * broadcast, so every (row, key) lane adds its exact products in c order, as the generic
  * double sum does (one fused multiply-add of an exact product = one rounded addition). */
-#define XS_BUF 4096 /* doubles of transposed queries: rows per pass = XS_BUF / d, <= 32 */
 
-static inline __attribute__((always_inline)) void xscores_keys(int64_t d, const double *qt, int rcp,
-                                                               const double *kd, __m512d *acc,
-                                                               const int NV, const int KJ) {
-    for (int u = 0; u < NV * KJ; u++)
-        acc[u] = _mm512_setzero_pd();
+/* Rows i0.. (NV vectors, the last one masked to the rows left) x KJ keys (kd: [KJ][d]
+ * doubles) into s. The loops unroll fully, so the NV * KJ accumulators live in registers. */
+static inline __attribute__((always_inline)) void
+xscores_keys(int64_t d, const double *qt, int64_t ldqt, int rows, const double *kd, float scale,
+             float *s, int64_t lds, const int NV, const int KJ) {
+    __m512d acc[12];
+    const __mmask8 last =
+        rows - 8 * (NV - 1) >= 8 ? 0xFF : (__mmask8)((1u << (rows - 8 * (NV - 1))) - 1);
+    _Pragma("GCC unroll 12") for (int u = 0; u < NV * KJ; u++) acc[u] = _mm512_setzero_pd();
     for (int64_t c = 0; c < d; c++) {
-        __m512d kb[8];
-        for (int kk = 0; kk < KJ; kk++)
-            kb[kk] = _mm512_set1_pd(kd[kk * d + c]);
-        for (int v = 0; v < NV; v++) {
-            const __m512d qv = _mm512_loadu_pd(qt + c * rcp + 8 * v);
-            for (int kk = 0; kk < KJ; kk++)
-                acc[v * KJ + kk] = _mm512_fmadd_pd(qv, kb[kk], acc[v * KJ + kk]);
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+            const __m512d qv =
+                _mm512_maskz_loadu_pd(v == NV - 1 ? last : 0xFF, qt + c * ldqt + 8 * v);
+            _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) acc[v * KJ + kk] =
+                _mm512_fmadd_pd(qv, _mm512_set1_pd(kd[kk * d + c]), acc[v * KJ + kk]);
+        }
+    }
+    const __m256 vs = _mm256_set1_ps(scale);
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+        _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) {
+            float out[8];
+            _mm256_storeu_ps(out, _mm256_mul_ps(_mm512_cvtpd_ps(acc[v * KJ + kk]), vs));
+            for (int l = 0; l < 8 && 8 * v + l < rows; l++)
+                s[(8 * v + l) * lds + kk] = out[l];
         }
     }
 }
 
-/* Rows i0.. (rows of them, rcp = rows rounded up to 8) x keys j.. (KJ of them). */
+/* K rows (KJ of them, f32) as doubles into kd [KJ][d]. */
+static inline __attribute__((always_inline)) void xscores_kd(int64_t d, const float *k, int64_t ldk,
+                                                             double *kd, const int KJ) {
+    for (int kk = 0; kk < KJ; kk++)
+        for (int64_t c = 0; c < d; c += 8)
+            _mm512_storeu_pd(kd + kk * d + c, _mm512_cvtps_pd(_mm256_loadu_ps(k + kk * ldk + c)));
+}
+
+/* Up to 8 * NV rows x every key, KJ keys at a time (the last ones one by one). */
 static inline __attribute__((always_inline)) void
-xscores_pass(int64_t d, int rows, int rcp, const double *qt, int n, const float *k, int64_t ldk,
-             float scale, float *s, int64_t lds, const int NV, const int KJ) {
+xscores_pass(int64_t d, int rows, const double *qt, int64_t ldqt, int n, const float *k,
+             int64_t ldk, float scale, float *s, int64_t lds, const int NV, const int KJ) {
     double kd[8 * 256];
-    __m512d acc[8];
-    const __m256 vs = _mm256_set1_ps(scale);
     int j = 0;
     for (; j + KJ <= n; j += KJ) {
-        for (int kk = 0; kk < KJ; kk++)
-            for (int64_t c = 0; c < d; c += 8)
-                _mm512_storeu_pd(kd + kk * d + c,
-                                 _mm512_cvtps_pd(_mm256_loadu_ps(k + (j + kk) * ldk + c)));
-        xscores_keys(d, qt, rcp, kd, acc, NV, KJ);
-        for (int v = 0; v < NV; v++)
-            for (int kk = 0; kk < KJ; kk++) {
-                float out[8];
-                _mm256_storeu_ps(out, _mm256_mul_ps(_mm512_cvtpd_ps(acc[v * KJ + kk]), vs));
-                for (int l = 0; l < 8 && 8 * v + l < rows; l++)
-                    s[(8 * v + l) * lds + j + kk] = out[l];
-            }
+        xscores_kd(d, k + j * ldk, ldk, kd, KJ);
+        xscores_keys(d, qt, ldqt, rows, kd, scale, s + j, lds, NV, KJ);
     }
-    for (; j < n; j++) { /* the last keys one at a time */
-        for (int64_t c = 0; c < d; c += 8)
-            _mm512_storeu_pd(kd + c, _mm512_cvtps_pd(_mm256_loadu_ps(k + j * ldk + c)));
-        xscores_keys(d, qt, rcp, kd, acc, NV, 1);
-        for (int v = 0; v < NV; v++) {
-            float out[8];
-            _mm256_storeu_ps(out, _mm256_mul_ps(_mm512_cvtpd_ps(acc[v]), vs));
-            for (int l = 0; l < 8 && 8 * v + l < rows; l++)
-                s[(8 * v + l) * lds + j] = out[l];
-        }
+    for (; j < n; j++) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 1);
+        xscores_keys(d, qt, ldqt, rows, kd, scale, s + j, lds, NV, 1);
     }
 }
 
-static void attn_xscores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
+static void attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt, const float *k,
                          int64_t ldk, float scale, float *s, int64_t lds) {
     if (d % 8 != 0 || d > 256) {
-        cpulm_generic_attn_xscores(d, m, n, q, ldq, k, ldk, scale, s, lds);
+        cpulm_generic_attn_xscores(d, m, n, qt, ldqt, k, ldk, scale, s, lds);
         return;
     }
-    double qt[XS_BUF];
-    const int rc = XS_BUF / d < 32 ? (int)(XS_BUF / d) / 8 * 8 : 32;
-    for (int i0 = 0; i0 < m; i0 += rc) {
-        const int rows = m - i0 < rc ? m - i0 : rc, rcp = (rows + 7) / 8 * 8;
-        for (int64_t c = 0; c < d; c++)
-            for (int l = 0; l < rcp; l++)
-                qt[c * rcp + l] = l < rows ? (double)q[(int64_t)(i0 + l) * ldq + c] : 0.0;
+    for (int i0 = 0; i0 < m; i0 += 32) {
+        const int rows = m - i0 < 32 ? m - i0 : 32;
+        const double *q = qt + i0;
         float *si = s + (int64_t)i0 * lds;
-        switch (rcp / 8) { /* 8 accumulators: enough in flight for the FMA latency */
-        case 1: xscores_pass(d, rows, rcp, qt, n, k, ldk, scale, si, lds, 1, 8); break;
-        case 2: xscores_pass(d, rows, rcp, qt, n, k, ldk, scale, si, lds, 2, 4); break;
-        case 3: xscores_pass(d, rows, rcp, qt, n, k, ldk, scale, si, lds, 3, 2); break;
-        default: xscores_pass(d, rows, rcp, qt, n, k, ldk, scale, si, lds, 4, 2); break;
+        switch ((rows + 7) / 8) { /* >= 8 accumulators: enough in flight for the latency */
+        case 1: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 1, 8); break;
+        case 2: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 2, 4); break;
+        case 3: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 3, 3); break;
+        default: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 4, 3); break;
         }
     }
 }
@@ -642,28 +637,30 @@ static inline __attribute__((always_inline)) void xpv_block(int n, const float *
                                                             int64_t ldv, float *acc, int64_t lda,
                                                             const int R, const int V) {
     __m512 a[4][4];
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < V; c++)
-            a[r][c] = _mm512_loadu_ps(acc + r * lda + 16 * c);
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
+            _mm512_loadu_ps(acc + r * lda + 16 * c);
+    }
     for (int j = 0; j < n; j++) {
         __m512 vv[4];
-        for (int c = 0; c < V; c++)
-            vv[c] = _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
-        for (int r = 0; r < R; r++) {
+        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) vv[c] =
+            _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const float mij = ms[r * ldw + j];
             if (mij != 1.0f) {
                 const __m512 vm = _mm512_set1_ps(mij);
-                for (int c = 0; c < V; c++)
-                    a[r][c] = round_f16(_mm512_mul_ps(a[r][c], vm));
+                _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
+                    round_f16(_mm512_mul_ps(a[r][c], vm));
             }
             const __m512 vw = _mm512_set1_ps(vs[r * ldw + j]);
-            for (int c = 0; c < V; c++)
-                a[r][c] = round_f16(_mm512_fmadd_ps(vv[c], vw, a[r][c]));
+            _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
+                round_f16(_mm512_fmadd_ps(vv[c], vw, a[r][c]));
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < V; c++)
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++)
             _mm512_storeu_ps(acc + r * lda + 16 * c, a[r][c]);
+    }
 }
 
 #define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, R, V)
