@@ -233,7 +233,9 @@ typedef struct cpulm_ctx_params {
     cpulm_pooling pooling; /* with embeddings; UNSPECIFIED: the model's (cpulm_model_pooling) */
     int attn_fast;         /* F16 caches only: tiled attention with f32 accumulation (faster
                             * on long contexts; logits differ from llama.cpp's by up to
-                            * ~0.01). 0 (default): the reference's F16 attention numerics */
+                            * ~0.01). 0 (default): the reference's F16 attention numerics,
+                            * by tiles; -1: the same bits by the slower per-(token, head)
+                            * walk (an oracle for tests and A/B benchmarks) */
 } cpulm_ctx_params;
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);

@@ -4,7 +4,11 @@
  * fold) run with each level's entries matches a float64 softmax attention at 1k-16k keys.
  * Model level: prompt (block) and generation (split) paths give the same bits past several
  * chunks, whatever the thread count; quantized KV caches stay close to f16; a quantized
- * cache on a head size that is not a multiple of 32 is an error, not an assertion. */
+ * cache on a head size that is not a multiple of 32 is an error, not an assertion.
+ * The exact path (attn_x*, the F16 default): its entries match the generic ones at every
+ * level, a level's own expf is libm's, the tiled algorithm gives attn_f16's bits for
+ * prompts and generation (GQA 1/4/8, head sizes 64/128), and so does the model's default
+ * path against the per-(token, head) walk. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -183,6 +187,203 @@ TEST(attn_tiled_matches_float64_at_1k_to_16k) {
         }
 }
 
+/* ---- the exact path (attn_x*): attn_f16's bits by tiles ---- */
+
+static float h16(float x) {
+    return cpulm_fp16_to_f32(cpulm_f32_to_fp16(x));
+}
+
+/* Every attn_x* entry at every level against the generic one, bit for bit, on odd shapes;
+ * xpv's scale factors mix 1 (the max did not move) with moves. */
+TEST(attn_xentries_bit_identical_at_every_level) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const int ds[] = {8, 48, 64, 80, 128, 256}, ms[] = {1, 3, 4, 5, 9, 33},
+              ns[] = {1, 7, 16, 17, 33, 64};
+    float *q = malloc(sizeof(float) * 33 * 256), *k = malloc(sizeof(float) * 64 * 256);
+    float *v = malloc(sizeof(float) * 64 * 256), *s0 = malloc(sizeof(float) * 33 * 64);
+    float *s1 = malloc(sizeof(float) * 33 * 64), *w0 = malloc(sizeof(float) * 33 * 64);
+    float *w1 = malloc(sizeof(float) * 33 * 64), *o0 = malloc(sizeof(float) * 33 * 256);
+    float *o1 = malloc(sizeof(float) * 33 * 256);
+    double *qt = malloc(sizeof(double) * 33 * 256);
+    REQUIRE(t, q && k && v && s0 && s1 && w0 && w1 && o0 && o1 && qt);
+    for (int li = 1; li < nl; li++)
+        for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                    int d = ds[di], m = ms[mi], n = ns[ni];
+                    uint64_t seed = (uint64_t)(d * 1000 + m * 100 + n);
+                    fill(q, (int64_t)m * d, seed, 2.0f);
+                    fill(k, (int64_t)n * d, seed + 1, 2.0f);
+                    fill(v, (int64_t)n * d, seed + 2, 1.0f);
+                    for (int64_t i = 0; i < (int64_t)m * d; i++)
+                        q[i] = h16(q[i]);
+                    for (int64_t i = 0; i < (int64_t)n * d; i++)
+                        k[i] = h16(k[i]), v[i] = h16(v[i]);
+                    for (int i = 0; i < m; i++)
+                        for (int c = 0; c < d; c++)
+                            qt[c * m + i] = q[i * d + c];
+                    cpulm_kernels_generic.attn_xscores(d, m, n, qt, m, k, d, 0.125f, s0, 64);
+                    lv[li]->attn_xscores(d, m, n, qt, m, k, d, 0.125f, s1, 64);
+                    for (int i = 0; i < m; i++)
+                        CHECK(t, memcmp(s0 + i * 64, s1 + i * 64, sizeof(float) * (size_t)n) == 0);
+                    for (int i = 0; i < m; i++) { /* from nothing seen, and from a running max */
+                        float M0 = i % 2 ? -INFINITY : 0.5f * (float)i - 1.0f, M1 = M0;
+                        memcpy(s1 + i * 64, s0 + i * 64, sizeof(float) * (size_t)n);
+                        cpulm_kernels_generic.attn_xweights(n, s0 + i * 64, w0 + i * 64, &M0);
+                        lv[li]->attn_xweights(n, s1 + i * 64, w1 + i * 64, &M1);
+                        CHECK(t,
+                              M0 == M1 &&
+                                  memcmp(s0 + i * 64, s1 + i * 64, sizeof(float) * (size_t)n) ==
+                                      0 &&
+                                  memcmp(w0 + i * 64, w1 + i * 64, sizeof(float) * (size_t)n) == 0);
+                    }
+                    float S0[33], S1[33];
+                    for (int i = 0; i < m; i++)
+                        S0[i] = S1[i] = 1.5f + (float)i;
+                    fill(o0, (int64_t)m * d, seed + 4, 3.0f);
+                    for (int64_t i = 0; i < (int64_t)m * d; i++)
+                        o0[i] = h16(o0[i]);
+                    memcpy(o1, o0, sizeof(float) * (size_t)m * d);
+                    cpulm_kernels_generic.attn_xpv(d, m, n, w0, s0, 64, v, d, o0, d, S0);
+                    lv[li]->attn_xpv(d, m, n, w0, s0, 64, v, d, o1, d, S1);
+                    CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)m * d) == 0 &&
+                                 memcmp(S0, S1, sizeof(float) * (size_t)m) == 0);
+                }
+    free(q), free(k), free(v), free(s0), free(s1), free(w0), free(w1), free(o0), free(o1);
+    free(qt);
+}
+
+/* A level's attn_xweights may use its own expf only if it is libm's, bit for bit: with
+ * M = 0 and s[j] = x <= 0 it returns expf(x - 0) = expf(x). Floats of [-104, 0] (every
+ * stride-th; the exhaustive run, stride 1, is CPULM_XEXP_STRIDE=1), -0, -inf, the ends of
+ * glibc's special ranges and a NaN. */
+TEST(attn_xweights_expf_is_libms) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const char *env = getenv("CPULM_XEXP_STRIDE");
+    const uint32_t stride = env && atoi(env) > 0 ? (uint32_t)atoi(env) : 61, end = 0xC2D00000u;
+    enum { B = 4096 };
+    float *x = malloc(sizeof(float) * B), *s = malloc(sizeof(float) * B);
+    float *ms = malloc(sizeof(float) * B);
+    REQUIRE(t, x && s && ms);
+    const float special[] = {-0.0f,          -INFINITY,      -0x1.9fe368p6f, -0x1.9fe36ap6f,
+                             -0x1.9d1d9ep6f, -0x1.9d1da0p6f, -0x1.9d1d9cp6f, -88.0f,
+                             -87.9999f,      -0x1p-149f,     -0x1p-30f,      NAN};
+    for (int l = 1; l < nl; l++) {
+        if (lv[l]->attn_xweights == cpulm_kernels_generic.attn_xweights) continue;
+        uint64_t bad = 0, checked = 0;
+        uint32_t u = 0x80000000u;
+        int nsp = (int)(sizeof special / sizeof special[0]);
+        while (u <= end || nsp > 0) {
+            int n = 0;
+            for (; n < B && nsp > 0; n++)
+                x[n] = special[--nsp];
+            for (; n < B && u <= end; n++, u += stride)
+                memcpy(&x[n], &u, 4);
+            memcpy(s, x, sizeof(float) * (size_t)n);
+            float M = 0.0f;
+            lv[l]->attn_xweights(n, s, ms, &M);
+            for (int j = 0; j < n; j++) {
+                float e = expf(x[j]);
+                if (memcmp(&e, &s[j], 4) != 0 || ms[j] != 1.0f) {
+                    if (bad++ < 5)
+                        fprintf(stderr, "  %s: expf(%a) = %a, got %a\n", lv[l]->name, x[j], e,
+                                s[j]);
+                }
+            }
+            checked += (uint64_t)n;
+            CHECK(t, M == 0.0f);
+        }
+        fprintf(stderr, "  %s: %llu arguments, %llu differ from libm\n", lv[l]->name,
+                (unsigned long long)checked, (unsigned long long)bad);
+        CHECK(t, bad == 0);
+    }
+    free(x), free(s), free(ms);
+}
+
+/* The exact path as attention.c drives it, on one KV head: nt consecutive tokens (first at
+ * position p0) x gq query heads as rows, tiles of keys shared by every row, a token's rows
+ * in one attn_xpv call. out[(t * gq + h) * d ..]. */
+static void exact_tiled(const cpulm_kernels *lv, int d, int gq, int nt, int p0, const float *q,
+                        const float *k, const float *v, float *out) {
+    const int m = nt * gq, T = CPULM_ATTN_TILE;
+    float *s = malloc(sizeof(float) * (size_t)m * T), *ms = malloc(sizeof(float) * (size_t)m * T);
+    float *acc = calloc((size_t)m * d, sizeof(float)), *M = malloc(sizeof(float) * (size_t)m);
+    float *S = calloc((size_t)m, sizeof(float));
+    double *qt = malloc(sizeof(double) * (size_t)m * d); /* [d][m]: the rows transposed */
+    for (int i = 0; i < m; i++) {
+        M[i] = -INFINITY;
+        for (int c = 0; c < d; c++)
+            qt[c * m + i] = h16(q[(int64_t)i * d + c]);
+    }
+    const float scale = 1.0f / sqrtf((float)d);
+    int jend = p0 + nt;
+    for (int j = 0; j < jend; j += T) {
+        int n = jend - j < T ? jend - j : T, t0 = j > p0 ? j - p0 : 0;
+        lv->attn_xscores(d, m - t0 * gq, n, qt + t0 * gq, m, k + (int64_t)j * d, d, scale,
+                         s + t0 * gq * T, T);
+        for (int tk = t0; tk < nt; tk++) {
+            int lim = p0 + tk - j + 1 < n ? p0 + tk - j + 1 : n, r = tk * gq;
+            for (int h = 0; h < gq; h++)
+                lv->attn_xweights(lim, s + (r + h) * T, ms + (r + h) * T, &M[r + h]);
+            lv->attn_xpv(d, gq, lim, ms + r * T, s + r * T, T, v + (int64_t)j * d, d,
+                         acc + (int64_t)r * d, d, S + r);
+        }
+    }
+    for (int i = 0; i < m; i++)
+        for (int c = 0; c < d; c++)
+            out[(int64_t)i * d + c] = acc[(int64_t)i * d + c] * (S[i] == 0.0f ? 0.0f : 1.0f / S[i]);
+    free(s), free(ms), free(acc), free(M), free(S), free(qt);
+}
+
+/* Prompts (blocks of tokens) and generation (one token) at positions up to ~3k, head sizes
+ * 64 and 128, GQA 1/4/8: every row's output is attn_f16's (the generic one) bit for bit, at
+ * every level. Scores vary over a wide range so the max moves often and weights underflow. */
+TEST(attn_exact_tiled_equals_attn_f16) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const int N = 3100;
+    const struct {
+        int d, gq, nt, p0;
+    } cs[] = {{64, 4, 16, 0},    {64, 4, 16, 1000}, {64, 4, 1, 3099}, {128, 8, 8, 2040},
+              {128, 1, 1, 0},    {64, 1, 40, 500},  {128, 4, 3, 63},  {64, 8, 1, 64},
+              {128, 8, 1, 2500}, {64, 4, 5, 127}};
+    uint16_t *k16 = malloc(2 * (size_t)N * 128), *v16 = malloc(2 * (size_t)N * 128);
+    float *k = malloc(sizeof(float) * (size_t)N * 128),
+          *v = malloc(sizeof(float) * (size_t)N * 128);
+    float *q = malloc(sizeof(float) * 64 * 128), *out = malloc(sizeof(float) * 64 * 128);
+    float *ref = malloc(sizeof(float) * 128);
+    uint16_t *q16 = malloc(2 * 128);
+    REQUIRE(t, k16 && v16 && k && v && q && out && ref && q16);
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        const int d = cs[ci].d, gq = cs[ci].gq, nt = cs[ci].nt, p0 = cs[ci].p0, m = nt * gq;
+        fill(k, (int64_t)N * d, ci * 3 + 1, 3.0f);
+        fill(v, (int64_t)N * d, ci * 3 + 2, 1.0f);
+        fill(q, (int64_t)m * d, ci * 3 + 3, 3.0f);
+        for (int64_t i = 0; i < (int64_t)N * d; i++) {
+            k16[i] = cpulm_f32_to_fp16(k[i]), k[i] = cpulm_fp16_to_f32(k16[i]);
+            v16[i] = cpulm_f32_to_fp16(v[i]), v[i] = cpulm_fp16_to_f32(v16[i]);
+        }
+        for (int l = 0; l < nl; l++) {
+            exact_tiled(lv[l], d, gq, nt, p0, q, k, v, out);
+            for (int i = 0; i < m; i++) {
+                for (int c = 0; c < d; c++)
+                    q16[c] = cpulm_f32_to_fp16(q[(int64_t)i * d + c]);
+                cpulm_kernels_generic.attn_f16(d, p0 + i / gq + 1, q16, (const uint8_t *)k16,
+                                               (const uint8_t *)v16, 2 * (uint64_t)d,
+                                               1.0f / sqrtf((float)d), ref);
+                int same = memcmp(ref, out + (int64_t)i * d, sizeof(float) * (size_t)d) == 0;
+                if (!same)
+                    fprintf(stderr, "  %s d=%d gq=%d token %d of %d at %d, row %d: differs\n",
+                            lv[l]->name, d, gq, i / gq, nt, p0, i);
+                CHECK(t, same);
+            }
+        }
+    }
+    free(k16), free(v16), free(k), free(v), free(q), free(out), free(ref), free(q16);
+}
+
 /* ---- model level ---- */
 
 static cpulm_model *load(const char *file) {
@@ -196,8 +397,11 @@ static cpulm_model *load(const char *file) {
     return p ? cpulm_model_load(p, NULL, NULL) : NULL;
 }
 
+static int ctx_attn; /* cpulm_ctx_params.attn_fast of ctx_of's contexts */
+
 static cpulm_ctx *ctx_of(const cpulm_model *m, int n_ctx, int nth, cpulm_kv_type kv) {
     cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.attn_fast = ctx_attn;
     cp.n_ctx = n_ctx;
     cp.n_batch = 512;
     cp.n_threads = nth;
@@ -255,6 +459,36 @@ TEST(attn_prompt_and_generation_paths_bit_identical) {
         cpulm_ctx_free(a), cpulm_ctx_free(b);
     }
     cpulm_model_free(m);
+}
+
+/* The default F16 path (exact tiles) gives the logits of attn_f16 per (token, head) (the
+ * walk, attn_fast = -1) bit for bit: 700 tokens, the last 20 as one prompt batch or one by
+ * one, at 1 and 2 threads; tiny-llama3 (head size 64, GQA 4: the SIMD kernels) and
+ * stories260K (head size 8: their generic fallbacks). */
+TEST(attn_exact_path_equals_the_walk) {
+    const char *files[] = {"tiny-llama3-f32.gguf", "stories260K.gguf"};
+    for (int f = 0; f < 2; f++) {
+        cpulm_model *m = load(files[f]);
+        if (!m) SKIP(t, "models not found (CPULM_SHARED)");
+        int32_t V = cpulm_vocab_n(m), n = 700, tail = 20, toks[700];
+        for (int i = 0; i < n; i++)
+            toks[i] = (i * 7919 + 13) % V;
+        float *lg[3];
+        for (int r = 0; r < 3; r++) { /* walk; exact batched, 1 thread; exact 1 by 1, 2 */
+            ctx_attn = r == 0 ? -1 : 0;
+            cpulm_ctx *c = ctx_of(m, 1024, r == 1 ? 1 : 2, CPULM_KV_F16);
+            REQUIRE(t, c != NULL);
+            lg[r] = tail_logits(c, toks, n, tail, V, r == 1);
+            REQUIRE(t, lg[r] != NULL);
+            cpulm_ctx_free(c);
+        }
+        ctx_attn = 0;
+        CHECK(t, memcmp(lg[0], lg[1], sizeof(float) * (size_t)tail * V) == 0);
+        CHECK(t, memcmp(lg[0], lg[2], sizeof(float) * (size_t)tail * V) == 0);
+        for (int r = 0; r < 3; r++)
+            free(lg[r]);
+        cpulm_model_free(m);
+    }
 }
 
 /* Q8_0 and Q4_0 caches (head dim 64) stay near the F16 cache's logits over 600 tokens. */

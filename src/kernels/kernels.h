@@ -172,6 +172,30 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
     X(ATTN_MERGE, attn_merge, void,                                                               \
       (int64_t d, int m, const float *mc, const float *lc, const float *oc, int64_t ldoc,         \
        float *M, float *L, float *o, int64_t ldo),                                                \
+      ATTN)                                                                                       \
+    /* ---- exact tiled attention (attn_x*; driven by src/model/attention.c) ----                 \
+     * attn_f16's per-row result, bit for bit, computed by tiles: per row, from M = -inf,         \
+     * S = 0, acc = 0 (f32 values that are exactly f16), every tile of keys in order:             \
+     * attn_xscores, attn_xweights, attn_xpv; out = acc * (S == 0 ? 0 : 1 / S). Queries,          \
+     * keys and values are f32 holding f16 values (the query rounded to f16 once). */             \
+    /* s[i * lds + j] = (float)sum_c(qt[c * ldqt + i] * (double)k_j[c]) * scale, the double       \
+     * sum in c order (vec_dot_f16's sum for f16 values); i < m, j < n. The queries come          \
+     * transposed, as doubles (row i of the block is column i), made once per block. */           \
+    X(ATTN_XSCORES, attn_xscores, void,                                                           \
+      (int64_t d, int m, int n, const double *qt, int64_t ldqt, const float *k, int64_t ldk,      \
+       float scale, float *s, int64_t lds),                                                       \
+      ATTN)                                                                                       \
+    /* One row's softmax weights, attn_f16's key step, for j = 0..n-1 in order: x = s[j];         \
+     * if x > *M: ms[j] = expf(*M - x), s[j] = 1, *M = x; else ms[j] = 1, s[j] =                  \
+     * expf(x - *M). expf is libm's (a level may use its own where it is the same bits). */       \
+    X(ATTN_XWEIGHTS, attn_xweights, void, (int n, float *s, float *ms, float *M), ATTN)           \
+    /* For i < m, j = 0..n-1 in order: if ms_ij != 1 (the max moved), acc_i[c] =                  \
+     * h(acc_i[c] * ms_ij) for c < d; then acc_i[c] = h(fma(v_j[c], vs_ij, acc_i[c]));            \
+     * S[i] = fma(S[i], ms_ij, vs_ij). h rounds to f16 (nearest even) and back; ms_ij =           \
+     * ms[i * ldw + j], vs_ij = vs[i * ldw + j], v_j = v + j * ldv, acc_i = acc + i * lda. */     \
+    X(ATTN_XPV, attn_xpv, void,                                                                   \
+      (int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw, const float *v,    \
+       int64_t ldv, float *acc, int64_t lda, float *S),                                           \
       ATTN)
 
 struct cpulm_kernels {

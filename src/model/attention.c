@@ -14,6 +14,11 @@
  * barrier: under load a barrier costs more than the fold). The fold order and every step's
  * arithmetic are those of the block path (kernels.h, attn_*), so a token's result is the
  * same bits whichever path, batch or thread count computed it.
+ *
+ * An F16 cache by default takes the exact path instead (kernels.h, attn_x*): the same blocks
+ * and tiles, but each row follows attn_f16's key-by-key recurrence (f16 accumulation, libm
+ * expf), so its result is the reference arithmetic's, bit for bit. That recurrence cannot
+ * be split over keys, so generation runs one item per (token, KV head).
  */
 #include "attention.h"
 
@@ -21,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/fp16.h"
 #include "../base/status.h"
 #include "work.h"
 
@@ -31,8 +37,9 @@ typedef struct att_ws {         /* one thread's tiles */
     float *q, *o, *oc;          /* [rows][d] */
     float *m, *l, *mc, *lc, *a; /* [rows] */
     int32_t *qpos;              /* [rows] */
-    float *s;                   /* [rows][TILE] */
+    float *s, *ms;              /* [rows][TILE] */
     float *kf, *vf;             /* [TILE][d] */
+    double *qt;                 /* exact path: [d][rows], the block's queries transposed */
 } att_ws;
 
 struct cpulm_attn {
@@ -45,7 +52,8 @@ struct cpulm_attn {
     int32_t *blk; /* [n_batch + 1]: first token of each block */
     int32_t n_blk;
     int split;
-    int ref; /* F16 cache, reference numerics: attn_f16 per (token, head) */
+    int exact; /* F16 cache, reference numerics: the exact path (attn_x*) */
+    int walk;  /* F16 cache, attn_fast < 0: attn_f16 per (token, head) */
     uint64_t n_split_items;
     uint64_t *item_end; /* [split_max]: cumulative split items after token t */
     /* [split_max][n_head_kv]: chunks finished; each layer adds the pair's chunk count */
@@ -97,8 +105,9 @@ void cpulm_attn_plan(cpulm_ctx *c) {
     }
     a->blk[n] = c->n_tok;
     a->n_blk = n;
-    a->ref = c->kv.dtype == CPULM_DTYPE_F16 && !c->p.attn_fast;
-    a->split = n == c->n_tok && n <= a->split_max;
+    a->exact = c->kv.dtype == CPULM_DTYPE_F16 && c->p.attn_fast == 0;
+    a->walk = c->kv.dtype == CPULM_DTYPE_F16 && c->p.attn_fast < 0;
+    a->split = !a->exact && !a->walk && n == c->n_tok && n <= a->split_max;
     if (!a->split) return;
     uint64_t items = 0;
     for (int32_t t = 0; t < c->n_tok; t++) {
@@ -115,6 +124,7 @@ static att_ws ws_of(const cpulm_ctx *c, int ith) {
     int64_t d = c->m->hp.head_dim, r = a->rows;
     float *p = a->ws + a->ws_floats * (size_t)ith;
     att_ws w;
+    w.qt = (double *)p, p += 2 * r * d; /* first: ws_floats is even, so doubles align */
     w.q = p, p += r * d;
     w.o = p, p += r * d;
     w.oc = p, p += r * d;
@@ -125,6 +135,7 @@ static att_ws ws_of(const cpulm_ctx *c, int ith) {
     w.a = p, p += r;
     w.qpos = (int32_t *)p, p += r;
     w.s = p, p += r * TILE;
+    w.ms = p, p += r * TILE;
     w.kf = p, p += TILE * d;
     w.vf = p;
     return w;
@@ -266,10 +277,54 @@ static void split_item(cpulm_ctx *c, att_ws *w, int il, uint64_t item) {
     if (done % n_ch == 0) split_fold(c, w, t, g);
 }
 
-/* Reference path of an F16 cache: one (token t, head h) with the reference's F16 attention
- * numerics (attn_f16: q rounded to f16, V accumulated in f16, rounded after every key).
- * The tiled path accumulates V in f32, which moves float models' logits by up to ~0.01
- * from the reference's; this one matches them (docs/CORRECTNESS.md). */
+/* Exact path: one block x group with attn_f16's per-row arithmetic. Rows of one token
+ * (the group's heads) share their keys, so each attn_xpv call takes a token's rows. */
+static void exact_item(cpulm_ctx *c, att_ws *w, int il, int32_t b, int g) {
+    const struct cpulm_attn *a = c->attn;
+    const cpulm_kernels *k = c->k;
+    const int64_t d = c->m->hp.head_dim;
+    const float scale = 1.0f / sqrtf((float)d);
+    const int32_t t0 = a->blk[b], seq = c->seq[t0];
+    const int m = gather_q(c, w, t0, a->blk[b + 1] - t0, g);
+    for (int i = 0; i < m; i++) /* attn_f16 takes the query as f16 */
+        for (int64_t e = 0; e < d; e++)
+            w->qt[e * m + i] = cpulm_fp16_to_f32(cpulm_f32_to_fp16(w->q[i * d + e]));
+    reset_rows(w->m, w->l, w->o, m, d);
+    const int32_t jend = w->qpos[m - 1] + 1;
+    int r0 = 0;
+    for (int32_t j = 0; j < jend; j += TILE) {
+        const int n = jend - j < TILE ? jend - j : TILE;
+        while (w->qpos[r0] < j)
+            r0++;
+        int64_t ldk, ldv;
+        const float *kt = load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g, n, w->kf, &ldk);
+        const float *vt = load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g, n, w->vf, &ldv);
+        k->attn_xscores(d, m - r0, n, w->qt + r0, m, kt, ldk, scale, w->s + r0 * TILE, TILE);
+        for (int i = r0; i < m;) {
+            int i1 = i + 1;
+            while (i1 < m && w->qpos[i1] == w->qpos[i])
+                i1++;
+            const int lim = w->qpos[i] - j + 1 < n ? w->qpos[i] - j + 1 : n;
+            for (int r = i; r < i1; r++)
+                k->attn_xweights(lim, w->s + r * TILE, w->ms + r * TILE, &w->m[r]);
+            k->attn_xpv(d, i1 - i, lim, w->ms + i * TILE, w->s + i * TILE, TILE, vt, ldv,
+                        w->o + i * d, d, w->l + i);
+            i = i1;
+        }
+    }
+    const int gq = a->gq;
+    const int64_t qd = (int64_t)c->m->hp.n_head * d;
+    for (int i = 0; i < m; i++) {
+        float *out = c->att + (t0 + i / gq) * qd + (int64_t)(g * gq + i % gq) * d;
+        const float inv = w->l[i] == 0.0f ? 0.0f : 1.0f / w->l[i];
+        for (int64_t e = 0; e < d; e++)
+            out[e] = w->o[i * d + e] * inv;
+    }
+}
+
+/* The walk (attn_fast < 0): one (token t, head h) by attn_f16 itself, each key read once
+ * per query head. The exact path gives the same bits faster; this stays as its oracle in
+ * tests and the baseline of A/B benchmarks (`--attn walk`). */
 static void ref_item(cpulm_ctx *c, att_ws *w, int il, int32_t t, int h) {
     const cpulm_hparams *hp = &c->m->hp;
     const int64_t d = hp->head_dim, qd = (int64_t)hp->n_head * d;
@@ -287,12 +342,20 @@ void cpulm_attn_layer(cpulm_ctx *c, int il, int ith, int nth) {
     const int n_kv = c->m->hp.n_head_kv;
     att_ws w = ws_of(c, ith);
     uint64_t item;
-    if (a->ref) {
+    if (a->walk) {
         const int nh = c->m->hp.n_head;
         uint64_t n = (uint64_t)c->n_tok * (uint64_t)nh, first = cpulm_work_begin(c, ith, n);
         while (cpulm_work_claim(c, first + n, &item)) {
             uint64_t i = item - first;
             ref_item(c, &w, il, (int32_t)(i / (uint64_t)nh), (int)(i % (uint64_t)nh));
+        }
+        return;
+    }
+    if (a->exact) {
+        uint64_t n = (uint64_t)a->n_blk * (uint64_t)n_kv, first = cpulm_work_begin(c, ith, n);
+        while (cpulm_work_claim(c, first + n, &item)) {
+            uint64_t i = item - first;
+            exact_item(c, &w, il, (int32_t)(i / (uint64_t)n_kv), (int)(i % (uint64_t)n_kv));
         }
         return;
     }

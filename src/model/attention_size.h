@@ -20,11 +20,13 @@ static inline int cpulm_attn_tokens_per_block(int gq) {
     return gq >= CPULM_ATT_ROWS ? 1 : CPULM_ATT_ROWS / gq;
 }
 
-/* One thread's tiles: rows x (q, o, chunk o: d each; m, l, chunk m, chunk l, a, position;
- * a row of tile scores), the K and V tiles, and slack. */
+/* One thread's tiles: rows x (the exact path's transposed queries: d doubles; q, o, chunk
+ * o: d each; m, l, chunk m, chunk l, a, position; a row of tile scores, one of the exact
+ * path's scale factors), the K and V tiles, slack; even, so every thread's doubles align. */
 static inline size_t cpulm_attn_ws_floats(int rows, int d) {
-    return (size_t)rows * (3 * (size_t)d + 5 + CPULM_ATTN_TILE + 1) +
-           2 * (size_t)CPULM_ATTN_TILE * (size_t)d + 64;
+    size_t n = (size_t)rows * (5 * (size_t)d + 5 + 2 * CPULM_ATTN_TILE + 1) +
+               2 * (size_t)CPULM_ATTN_TILE * (size_t)d + 64;
+    return (n + 1) / 2 * 2;
 }
 
 static inline int cpulm_attn_split_max(int32_t n_seq_max, int32_t n_batch) {

@@ -523,6 +523,267 @@ static void attn_merge(int64_t d, int m, const float *mc, const float *lc, const
     }
 }
 
+/* ---- exact tiled attention (numerics in kernels.h: attn_x*) ---- */
+
+/* Scores with query rows in the lanes: 8 rows per vector of doubles, each key's elements
+ * broadcast, so every (row, key) lane adds its exact products in c order, as the generic
+ * double sum does (one fused multiply-add of an exact product = one rounded addition). */
+
+/* Rows i0.. (NV vectors, the last one masked to the rows left) x KJ keys (kd: [KJ][d]
+ * doubles) into s. The loops unroll fully, so the NV * KJ accumulators live in registers. */
+static inline __attribute__((always_inline)) void
+xscores_keys(int64_t d, const double *qt, int64_t ldqt, int rows, const double *kd, float scale,
+             float *s, int64_t lds, const int NV, const int KJ) {
+    __m512d acc[12];
+    const __mmask8 last =
+        rows - 8 * (NV - 1) >= 8 ? 0xFF : (__mmask8)((1u << (rows - 8 * (NV - 1))) - 1);
+    _Pragma("GCC unroll 12") for (int u = 0; u < NV * KJ; u++) acc[u] = _mm512_setzero_pd();
+    for (int64_t c = 0; c < d; c++) {
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+            const __m512d qv =
+                _mm512_maskz_loadu_pd(v == NV - 1 ? last : 0xFF, qt + c * ldqt + 8 * v);
+            _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) acc[v * KJ + kk] =
+                _mm512_fmadd_pd(qv, _mm512_set1_pd(kd[kk * d + c]), acc[v * KJ + kk]);
+        }
+    }
+    const __m256 vs = _mm256_set1_ps(scale);
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+        _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) {
+            float out[8];
+            _mm256_storeu_ps(out, _mm256_mul_ps(_mm512_cvtpd_ps(acc[v * KJ + kk]), vs));
+            for (int l = 0; l < 8 && 8 * v + l < rows; l++)
+                s[(8 * v + l) * lds + kk] = out[l];
+        }
+    }
+}
+
+/* K rows (KJ of them, f32) as doubles into kd [KJ][d]. */
+static inline __attribute__((always_inline)) void xscores_kd(int64_t d, const float *k, int64_t ldk,
+                                                             double *kd, const int KJ) {
+    for (int kk = 0; kk < KJ; kk++)
+        for (int64_t c = 0; c < d; c += 8)
+            _mm512_storeu_pd(kd + kk * d + c, _mm512_cvtps_pd(_mm256_loadu_ps(k + kk * ldk + c)));
+}
+
+/* Up to 8 * NV rows x every key, KJ keys at a time (the last ones one by one). */
+static inline __attribute__((always_inline)) void
+xscores_pass(int64_t d, int rows, const double *qt, int64_t ldqt, int n, const float *k,
+             int64_t ldk, float scale, float *s, int64_t lds, const int NV, const int KJ) {
+    double kd[8 * 256];
+    int j = 0;
+    for (; j + KJ <= n; j += KJ) {
+        xscores_kd(d, k + j * ldk, ldk, kd, KJ);
+        xscores_keys(d, qt, ldqt, rows, kd, scale, s + j, lds, NV, KJ);
+    }
+    for (; j < n; j++) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 1);
+        xscores_keys(d, qt, ldqt, rows, kd, scale, s + j, lds, NV, 1);
+    }
+}
+
+static void attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt, const float *k,
+                         int64_t ldk, float scale, float *s, int64_t lds) {
+    if (d % 8 != 0 || d > 256) {
+        cpulm_generic_attn_xscores(d, m, n, qt, ldqt, k, ldk, scale, s, lds);
+        return;
+    }
+    for (int i0 = 0; i0 < m; i0 += 32) {
+        const int rows = m - i0 < 32 ? m - i0 : 32;
+        const double *q = qt + i0;
+        float *si = s + (int64_t)i0 * lds;
+        switch ((rows + 7) / 8) { /* >= 8 accumulators: enough in flight for the latency */
+        case 1: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 1, 8); break;
+        case 2: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 2, 4); break;
+        case 3: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 3, 3); break;
+        default: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 4, 3); break;
+        }
+    }
+}
+
+/* expf of 8 floats, the same bits as glibc's expf (2.28 and later, the x86_64 FMA variant
+ * that glibc selects on CPUs with FMA): x * 32/ln2 = k + r by one fused multiply-add with
+ * the 1.5 * 2^52 shift, r by a fused multiply-subtract, 2^(k/32) from the table of
+ * 2^(i/32) rounded to double, y = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * 2^(k/32),
+ * rounded to float; its special cases below. attn_xweights_expf_is_libms compares it (through
+ * attn_xweights) with this process's libm over floats in [-104, 0], the arguments attention
+ * passes; the level uses it only when built against glibc (otherwise libm's expf per key). */
+static const double xexp_tab[32] __attribute__((aligned(64))) = {
+    0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
+    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
+    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
+    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
+    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f090p+0, 0x1.a5503b23e255dp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
+    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0,
+};
+
+static inline __m256 xexpf8(__m256 x) {
+    const __m512d invln2n = _mm512_set1_pd(0x1.71547652b82fep+0 * 32);
+    const __m512d shift = _mm512_set1_pd(0x1.8p52);
+    const __m512d xd = _mm512_cvtps_pd(x);
+    const __m512d kd = _mm512_fmadd_pd(invln2n, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kd);
+    const __m512d r = _mm512_fmsub_pd(invln2n, xd, _mm512_sub_pd(kd, shift));
+    const __m512i i = _mm512_and_si512(ki, _mm512_set1_epi64(31));
+    const __m512d t0 =
+        _mm512_permutex2var_pd(_mm512_load_pd(xexp_tab), i, _mm512_load_pd(xexp_tab + 8));
+    const __m512d t1 =
+        _mm512_permutex2var_pd(_mm512_load_pd(xexp_tab + 16), i, _mm512_load_pd(xexp_tab + 24));
+    const __m512d t =
+        _mm512_mask_blend_pd(_mm512_test_epi64_mask(i, _mm512_set1_epi64(16)), t0, t1);
+    /* 2^(k/32) = 2^(i/32) * 2^((k - i)/32): add (k - i)/32 to the exponent field */
+    const __m512i e = _mm512_slli_epi64(_mm512_andnot_si512(_mm512_set1_epi64(31), ki), 47);
+    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), e));
+    const __m512d z = _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32),
+                                      _mm512_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32));
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    const __m512d y0 =
+        _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / 32), _mm512_set1_pd(1.0));
+    const __m512d y = _mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc);
+    __m256 f = _mm512_cvtpd_ps(y);
+    /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
+     * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_setzero_ps(),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
+    return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+#if defined(__GLIBC__)
+#define XEXP_EXACT 1
+#else
+#define XEXP_EXACT 0
+#endif
+
+static inline __m512 xexpf16(__m512 x) {
+    if (!XEXP_EXACT) {
+        float a[16];
+        _mm512_storeu_ps(a, x);
+        for (int l = 0; l < 16; l++)
+            a[l] = expf(a[l]);
+        return _mm512_loadu_ps(a);
+    }
+    const __m256 lo = xexpf8(_mm512_castps512_ps256(x));
+    const __m256 hi = xexpf8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+/* Lane l takes lane l - k of p (lanes below k take fill). */
+static inline __m512 lanes_up(__m512 p, int k, __m512 fill) {
+    const __m512i idx =
+        _mm512_sub_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(k));
+    return _mm512_mask_permutexvar_ps(fill, (__mmask16)(0xFFFFu << k), idx, p);
+}
+
+/* 16 keys at once: the running max before each key is a prefix max (ties keep the earlier
+ * value, as "x > M" does), so every key's exponent is known before any expf. */
+static void attn_xweights(int n, float *s, float *ms, float *M) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), one = _mm512_set1_ps(1.0f);
+    float m = *M;
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 k = n - j >= 16 ? 0xFFFF : tail_mask(n - j);
+        const __m512 x = _mm512_mask_loadu_ps(ninf, k, s + j);
+        /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
+        __m512 p = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), ninf);
+        for (int sh = 1; sh < 16;
+             sh *= 2) /* max(later, earlier): vmaxps keeps the second on ties */
+            p = _mm512_max_ps(p, lanes_up(p, sh, ninf));
+        const __m512 vm = _mm512_set1_ps(m);
+        const __m512 incl = _mm512_max_ps(p, vm);
+        const __m512 prev = lanes_up(incl, 1, vm);
+        const __mmask16 up = _mm512_cmp_ps_mask(x, prev, _CMP_GT_OQ);
+        const __m512 arg = _mm512_mask_sub_ps(_mm512_sub_ps(x, prev), up, prev, x);
+        const __m512 e = xexpf16(arg);
+        _mm512_mask_storeu_ps(ms + j, k, _mm512_mask_mov_ps(one, up, e));
+        _mm512_mask_storeu_ps(s + j, k, _mm512_mask_mov_ps(e, up, one));
+        m = _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(15), incl));
+    }
+    *M = m;
+}
+
+/* R rows x V vectors of 16 dims, the f16 accumulators in registers (values exactly f16). */
+static inline __attribute__((always_inline)) void xpv_block(int n, const float *ms, const float *vs,
+                                                            int64_t ldw, const float *v,
+                                                            int64_t ldv, float *acc, int64_t lda,
+                                                            const int R, const int V) {
+    __m512 a[4][4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
+            _mm512_loadu_ps(acc + r * lda + 16 * c);
+    }
+    for (int j = 0; j < n; j++) {
+        __m512 vv[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) vv[c] =
+            _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            const float mij = ms[r * ldw + j];
+            if (mij != 1.0f) {
+                const __m512 vm = _mm512_set1_ps(mij);
+                _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
+                    round_f16(_mm512_mul_ps(a[r][c], vm));
+            }
+            const __m512 vw = _mm512_set1_ps(vs[r * ldw + j]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
+                round_f16(_mm512_fmadd_ps(vv[c], vw, a[r][c]));
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++)
+            _mm512_storeu_ps(acc + r * lda + 16 * c, a[r][c]);
+    }
+}
+
+#define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, R, V)
+static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
+                     const float *v, int64_t ldv, float *acc, int64_t lda) {
+    switch (rows * 8 + vecs) {
+    case 4 * 8 + 4: XPV_CASE(4, 4); break;
+    case 4 * 8 + 3: XPV_CASE(4, 3); break;
+    case 4 * 8 + 2: XPV_CASE(4, 2); break;
+    case 4 * 8 + 1: XPV_CASE(4, 1); break;
+    case 3 * 8 + 4: XPV_CASE(3, 4); break;
+    case 3 * 8 + 3: XPV_CASE(3, 3); break;
+    case 3 * 8 + 2: XPV_CASE(3, 2); break;
+    case 3 * 8 + 1: XPV_CASE(3, 1); break;
+    case 2 * 8 + 4: XPV_CASE(2, 4); break;
+    case 2 * 8 + 3: XPV_CASE(2, 3); break;
+    case 2 * 8 + 2: XPV_CASE(2, 2); break;
+    case 2 * 8 + 1: XPV_CASE(2, 1); break;
+    case 1 * 8 + 4: XPV_CASE(1, 4); break;
+    case 1 * 8 + 3: XPV_CASE(1, 3); break;
+    case 1 * 8 + 2: XPV_CASE(1, 2); break;
+    default: XPV_CASE(1, 1); break;
+    }
+}
+#undef XPV_CASE
+
+static void attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
+                     const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    if (d % 16 != 0) {
+        cpulm_generic_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
+        return;
+    }
+    for (int i = 0; i < m; i += 4) {
+        const int rows = m - i < 4 ? m - i : 4;
+        for (int64_t c = 0; c < d; c += 64) {
+            const int vecs = d - c < 64 ? (int)((d - c) / 16) : 4;
+            xpv_rows(rows, vecs, n, ms + (int64_t)i * ldw, vs + (int64_t)i * ldw, ldw, v + c, ldv,
+                     acc + (int64_t)i * lda + c, lda);
+        }
+    }
+    for (int i = 0; i < m; i++) {
+        float si = S[i];
+        for (int j = 0; j < n; j++)
+            si = fmaf(si, ms[(int64_t)i * ldw + j], vs[(int64_t)i * ldw + j]);
+        S[i] = si;
+    }
+}
+
 const cpulm_kernels cpulm_kernels_avx512 = {
     .name = "avx512",
     .vec_dot =
@@ -546,5 +807,8 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .attn_softmax_row = attn_softmax_row,
     .attn_pv = attn_pv,
     .attn_merge = attn_merge,
+    .attn_xscores = attn_xscores,
+    .attn_xweights = attn_xweights,
+    .attn_xpv = attn_xpv,
 };
 #endif
