@@ -39,5 +39,5 @@ endif()
 # llama.cpp users' command lines (its README, llama-bench's README): run or fail clearly.
 if(NOT CMAKE_CROSSCOMPILING)
   add_test(NAME migrate COMMAND ${CMAKE_SOURCE_DIR}/tests/migrate_test.sh $<TARGET_FILE:cpulm-cli>)
-  set_tests_properties(migrate PROPERTIES TIMEOUT 300 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
+  set_tests_properties(migrate PROPERTIES TIMEOUT 600 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
 endif()
