@@ -36,3 +36,8 @@ if(NOT CMAKE_CROSSCOMPILING AND CPULM_PYTHON3)
                                      ${CMAKE_SOURCE_DIR} $<TARGET_FILE:cpulm-cli>)
   set_tests_properties(doc_commands PROPERTIES TIMEOUT 900 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
 endif()
+# llama.cpp users' command lines (its README, llama-bench's README): run or fail clearly.
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME migrate COMMAND ${CMAKE_SOURCE_DIR}/tests/migrate_test.sh $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(migrate PROPERTIES TIMEOUT 600 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
+endif()

@@ -15,8 +15,8 @@ total_fail=0
 # natively; the clang stage is for its warnings and the libFuzzer targets, the sanitizer stage
 # reruns the server end-to-end suites (network input) under ASan+UBSan but not the slow
 # command-line sweeps, so CI stays within its time budget on 2 cores.
-E2E_CLI='^(flag_fuzz|doc_commands|chat_cli|cli_model|bench_cli|manifests|deploy|install|arm_perf)$'
-E2E_ALL='^(server_e2e|server_security|flag_fuzz|doc_commands|chat_cli|cli_model|bench_cli|manifests|deploy|install|arm_perf)$'
+E2E_CLI='^(flag_fuzz|migrate|doc_commands|chat_cli|cli_model|bench_cli|manifests|deploy|install|arm_perf)$'
+E2E_ALL='^(server_e2e|server_security|flag_fuzz|migrate|doc_commands|chat_cli|cli_model|bench_cli|manifests|deploy|install|arm_perf)$'
 
 stage() { # name, ctest exclusion regex (or ""), cmake args...
   local name=$1 exclude=$2; shift 2

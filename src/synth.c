@@ -336,13 +336,14 @@ static void *fill_rows(void *arg) {
 typedef struct fill_ctx {
     const cpulm_synth_params *p;
     const stensor *t;
+    int32_t n;                      /* tensors in all */
+    uint64_t bytes_done, bytes_all; /* for p->progress */
 } fill_ctx;
 
 enum { MAX_THREADS = 64 };
 
 static cpulm_status fill_tensor(int64_t i, void *dst, uint64_t n_bytes, void *user) {
-    const fill_ctx *fc = user;
-    (void)n_bytes;
+    fill_ctx *fc = user;
     int nth = fc->p->n_threads < MAX_THREADS ? fc->p->n_threads : MAX_THREADS;
     if (fc->t[i].ne[1] * fc->t[i].ne[2] < nth) nth = 1;
     fill_job jobs[MAX_THREADS];
@@ -365,6 +366,9 @@ static cpulm_status fill_tensor(int64_t i, void *dst, uint64_t n_bytes, void *us
         pthread_join(th[k], NULL);
     for (int k = 0; k < nth; k++)
         if (jobs[k].st != CPULM_OK) return jobs[k].st;
+    fc->bytes_done += n_bytes;
+    if (fc->p->progress)
+        fc->p->progress(fc->p->progress_user, (int32_t)i + 1, fc->n, fc->bytes_done, fc->bytes_all);
     return CPULM_OK;
 }
 
@@ -502,7 +506,7 @@ cpulm_status cpulm_synth_write(const char *path, const cpulm_synth_params *p, cp
             goto out;
         }
     }
-    fill_ctx fc = {.p = p, .t = t};
+    fill_ctx fc = {.p = p, .t = t, .n = n, .bytes_all = cpulm_synth_weight_bytes(p)};
     st = cpulm_gguf_writer_write_file(w, path, fill_tensor, &fc, err);
 out:
     cpulm_gguf_writer_free(w);

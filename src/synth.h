@@ -49,6 +49,11 @@ typedef struct cpulm_synth_params {
     int32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
     uint32_t alignment; /* general.alignment; 0: not written (the GGUF default, 32) */
+    /* Called after each tensor's data is written, with tensors and weight bytes done so far
+     * and in all (a large shape takes a minute: the CLI shows a progress line). NULL: none. */
+    void (*progress)(void *user, int32_t done, int32_t total, uint64_t bytes_done,
+                     uint64_t bytes_total);
+    void *progress_user;
 } cpulm_synth_params;
 
 /* Fills *p with a named shape (cpulm_shape_preset_find; "custom" is tiny's numbers as a

@@ -192,6 +192,13 @@ for name, series in want.items():
     for g in root.iter(ns + "g"):
         if g.get("class") == "series":
             assert len(list(g)) >= 1, name  # points or bars
+    # measured series carry error bars (stddev over the repetitions) and say so
+    n_err = sum(1 for p in root.iter(ns + "path") if p.get("class") == "err")
+    if name in ("threads", "pp_length", "parallel", "ttft"):
+        assert n_err > 0, name
+        assert any(t and "error bars: \u00b1 1 sample stddev over" in t for t in texts), name
+    else:
+        assert n_err == 0, name
 ' "$TMP/rep"
 py report_json '
 import json, sys

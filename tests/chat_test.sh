@@ -49,6 +49,15 @@ printf 'x%.0s' $(seq 1 400) >"$TMP/huge"; echo >>"$TMP/huge"; echo 'short' >>"$T
 check too_long_message_goes_on $?
 grep -q 'does not fit the context' "$TMP/err"; check too_long_message_said $?
 "${CHAT[@]}" -n -1 -c 64 </dev/null >/dev/null 2>&1; check n_minus_one $?
+# one KV vocabulary: -ctk/-ctv reach chat's context (q8_0 needs 32-wide heads: the tiny llama
+# takes it, stories260K's 8-wide heads are refused by the context, which proves it got there)
+TINY=$SHARED/testdata/models/tiny-llama-f32.gguf
+echo hello | "$CPULM" chat -m "$TINY" -t 1 -n 4 -ctk q8_0 -ctv q8_0 >"$TMP/out" 2>"$TMP/err"
+check chat_kv_q8_0 $?
+echo hello | "${CHAT[@]}" -n 4 -ctk q8_0 >"$TMP/out" 2>"$TMP/err"
+[ $? -eq 1 ] && grep -qi "q8_0" "$TMP/err"; check chat_kv_reaches_context $?
+echo hello | "${CHAT[@]}" -n 4 -ctk q8_0 -ctv f16 >"$TMP/out" 2>"$TMP/err"
+[ $? -eq 2 ] && grep -q "share one cache type" "$TMP/err"; check chat_kv_one_type $?
 
 # ---- a terminal ----
 if ! command -v tmux >/dev/null; then

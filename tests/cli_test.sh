@@ -103,7 +103,7 @@ if [ -f "$MODEL" ]; then
     if [ "$single" -le 1 ]; then cmp -s "$TMP/out" "$TMP/numa_ref"; check "run_numa_${mode}_same_text" $?; fi
   done
   expect_rc bench_numa 0 "$CPULM" bench -m "$MODEL" -p 16 -n 4 -r 1 -o csv --numa distribute
-  "$CPULM" serve -m "$MODEL" --port 0 --numa isolate >"$TMP/serve.out" 2>"$TMP/serve.err" &
+  "$CPULM" serve -m "$MODEL" --port 0 --numa isolate -t 1 -tb 2 >"$TMP/serve.out" 2>"$TMP/serve.err" &
   spid=$!
   port=
   for _ in $(seq 100); do
@@ -112,7 +112,36 @@ if [ -f "$MODEL" ]; then
     sleep 0.1
   done
   [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; check serve_numa_health $?
+  grep -q "^cpulm serve: threads: 1 for generation, 2 for prompt steps$" "$TMP/serve.err"
+  check serve_threads_batch_line $?
+  # loadtest with --progress: the live line goes to stderr, stdout stays one JSON document
+  if [ -n "$port" ]; then
+    "$CPULM" loadtest --url "http://127.0.0.1:$port" --requests 3 --concurrency 1,2 \
+      --max-tokens 4 --prompt-len 8 -o json --progress >"$TMP/lt.out" 2>"$TMP/lt.err"
+    check loadtest_progress_rc $?
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [l["ok"] for l in d["levels"]] == [3, 3]' "$TMP/lt.out"
+    check loadtest_progress_json $?
+    grep -q "cpulm loadtest: concurrency 2: 3/3 requests, 0 errors" "$TMP/lt.err"; check loadtest_progress_line $?
+    "$CPULM" loadtest --url "http://127.0.0.1:$port" --requests 1 --concurrency 1 \
+      --max-tokens 2 --prompt-len 4 -o json >/dev/null 2>"$TMP/lt.err"
+    [ ! -s "$TMP/lt.err" ]; check loadtest_no_progress_off_tty $?
+  fi
   kill -TERM "$spid" 2>/dev/null; wait "$spid"; check serve_numa_exit $?
+  # progress lines: synth with --progress; none by default off a terminal; model loading on a
+  # terminal (script gives the command a pty) shows a line and erases it
+  expect_rc synth_progress 0 "$CPULM" synth --shape tiny --type q8_0 -o "$TMP/s.gguf" --progress
+  grep -q "cpulm synth: tensor \([0-9]*\)/\1, " "$TMP/err" && [ ! -s "$TMP/out" ]
+  check synth_progress_line $?
+  expect_rc synth_quiet 0 "$CPULM" synth --shape tiny --type q8_0 -o "$TMP/s.gguf"
+  ! grep -q "tensor [0-9]*/" "$TMP/err"; check synth_no_progress_off_tty $?
+  if script -qec true /dev/null >/dev/null 2>&1; then
+    script -qec "$(printf '%q ' "$CPULM" info -m "$MODEL")" /dev/null >"$TMP/tty" 2>&1
+    grep -q "cpulm: loading .*stories260K.gguf" "$TMP/tty" && grep -q $'\r\033\[K' "$TMP/tty" &&
+      grep -q "architecture:  llama" "$TMP/tty"
+    check load_progress_tty $?
+  fi
+  "$CPULM" info -m "$MODEL" >/dev/null 2>"$TMP/err"
+  ! grep -q "loading" "$TMP/err"; check load_no_progress_off_tty $?
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

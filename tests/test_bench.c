@@ -413,6 +413,42 @@ TEST(bench_svg_charts) {
     cpulm_buf_release(&b);
 }
 
+TEST(bench_svg_error_bars) {
+    const double x[] = {1, 2, 4, 8}, y[] = {10, 20, 40, 60}, e[] = {1, NAN, -2, 30};
+    svg_series s = {"tg", x, y, 4};
+    const double *err[1] = {e};
+    svg_chart c = {.title = "t", .x_label = "x", .y_label = "y", .series = &s, .n_series = 1};
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    svg_line_chart(&b, &c);
+    CHECK_EQ_INT(t, count(b.data, "class=\"err\""), 0);
+    CHECK(t, strstr(b.data, ">80</text>") != NULL); /* axis to 60 * 1.08 -> 80 */
+    CHECK(t, strstr(b.data, ">100</text>") == NULL);
+    cpulm_buf_reset(&b);
+    c.err = err;
+    svg_line_chart(&b, &c);
+    REQUIRE(t, cpulm_buf_status(&b) == CPULM_OK);
+    CHECK_EQ_INT(t, count(b.data, "class=\"err\""), 2); /* NaN and negative draw none */
+    CHECK(t, strstr(b.data, ">100</text>") != NULL);    /* the axis holds 60 + 30 */
+    cpulm_buf_reset(&b);
+    const char *cats[] = {"a", "b"};
+    const double v[] = {5, 50}, ve[] = {0.5, 0}, *berr[1] = {ve};
+    svg_series bs = {"single", NULL, v, 2};
+    svg_chart bc = {.title = "bars",
+                    .x_label = "x",
+                    .y_label = "y",
+                    .series = &bs,
+                    .n_series = 1,
+                    .categories = cats,
+                    .n_categories = 2,
+                    .err = berr};
+    svg_bar_chart(&b, &bc);
+    CHECK_EQ_INT(t, count(b.data, "class=\"err\""), 1); /* a 0 half-width draws none */
+    CHECK_EQ_INT(t, count(b.data, "<g stroke=\"#222\">"), 1);
+    CHECK_EQ_INT(t, count(b.data, "<g "), count(b.data, "</g>"));
+    cpulm_buf_release(&b);
+}
+
 /* ---- JSON output and --compare ---- */
 
 static void fake_result(bench_result *r, bench_kind kind, int np, int ng, double scale) {

@@ -84,7 +84,7 @@ static int write_file(const char *dir, const char *name, const char *data, size_
 static void doc_chart(doc *d, const char *name, const svg_chart *c0, int bars) {
     cpulm_buf svg;
     cpulm_buf_init(&svg, 0);
-    char note[512];
+    char note[640];
     svg_chart c1 = *c0, *c = &c1; /* a chart copied out of the report must say what it shows */
     snprintf(note, sizeof note, "%s%s%s", d->ident, c0->note ? " | " : "",
              c0->note ? c0->note : "");
@@ -129,6 +129,15 @@ static int sec_n(const study *s, int section) {
     return s->hi[section] - s->lo[section];
 }
 
+/* A chart's note: what it shows, then what its error bars are (the stddev over the section's
+ * repetitions; a single repetition has none, which must not read as "no variation"). */
+static void err_note(char *out, size_t cap, const study *s, int section, const char *what) {
+    int reps = sec_n(s, section) ? sec(s, section, 0)->n_reps : 0;
+    snprintf(out, cap, "%s%s%s", what ? what : "", what ? "; " : "",
+             reps >= 2 ? "error bars: ± 1 sample stddev" : "1 repetition: no error bars");
+    if (reps >= 2) snprintf(out + strlen(out), cap - strlen(out), " over %d repetitions", reps);
+}
+
 /* ---- sections ---- */
 
 static void write_header(doc *d, const study *s) {
@@ -153,7 +162,7 @@ static void write_threads(doc *d, const study *s) {
     int n = sec_n(s, STUDY_THREADS);
     if (!n) return;
     doc_heading(d, 2, "Threads");
-    double x[2][BENCH_MAX_LIST], y[2][BENCH_MAX_LIST];
+    double x[2][BENCH_MAX_LIST], y[2][BENCH_MAX_LIST], e[2][BENCH_MAX_LIST];
     int k[2] = {0, 0};
     char name[2][96] = {"", ""}, th[16], ts[64], tn[64];
     const char *hdr[] = {"threads", "test", "tokens/s"};
@@ -167,6 +176,7 @@ static void write_threads(doc *d, const study *s) {
         snprintf(name[tg], sizeof name[tg], "%s (%s)", tn, tg ? "generation" : "prompt");
         if (k[tg] < BENCH_MAX_LIST) {
             x[tg][k[tg]] = r->n_threads_used;
+            e[tg][k[tg]] = sm.ts.stddev;
             y[tg][k[tg]++] = sm.ts.mean;
         }
         snprintf(th, sizeof th, "%d", r->n_threads_used);
@@ -176,14 +186,18 @@ static void write_threads(doc *d, const study *s) {
     }
     doc_table_end(d);
     svg_series ser[2] = {{name[0], x[0], y[0], k[0]}, {name[1], x[1], y[1], k[1]}};
-    svg_chart c = {
-        .title = "Throughput vs threads",
-        .x_label = "threads",
-        .y_label = "tokens/s",
-        .log2_x = 1,
-        .series = ser,
-        .n_series = 2,
-        .note = "pp: prompt tokens evaluated per second; tg: tokens generated one at a time"};
+    const double *err[2] = {e[0], e[1]};
+    char note[160];
+    err_note(note, sizeof note, s, STUDY_THREADS,
+             "pp: prompt tokens evaluated per second; tg: tokens generated one at a time");
+    svg_chart c = {.title = "Throughput vs threads",
+                   .x_label = "threads",
+                   .y_label = "tokens/s",
+                   .log2_x = 1,
+                   .series = ser,
+                   .n_series = 2,
+                   .note = note,
+                   .err = err};
     doc_chart(d, "threads", &c, 0);
 }
 
@@ -191,7 +205,7 @@ static void write_pp_len(doc *d, const study *s) {
     int n = sec_n(s, STUDY_PP_LEN);
     if (!n) return;
     doc_heading(d, 2, "Prompt length");
-    double x[BENCH_MAX_LIST], y[BENCH_MAX_LIST];
+    double x[BENCH_MAX_LIST], y[BENCH_MAX_LIST], e[BENCH_MAX_LIST];
     char a[16], b[16], c2[64];
     const char *hdr[] = {"prompt tokens", "threads", "prompt tokens/s"};
     doc_row(d, 3, hdr, 1);
@@ -201,6 +215,7 @@ static void write_pp_len(doc *d, const study *s) {
         bench_summarize(r, &sm);
         x[i] = r->t.n_prompt;
         y[i] = sm.ts.mean;
+        e[i] = sm.ts.stddev;
         snprintf(a, sizeof a, "%d", r->t.n_prompt);
         snprintf(b, sizeof b, "%d", r->n_threads_used);
         pm(c2, sizeof c2, &sm.ts, 1);
@@ -209,14 +224,18 @@ static void write_pp_len(doc *d, const study *s) {
     }
     doc_table_end(d);
     svg_series ser = {"prompt processing", x, y, n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST};
+    const double *err[1] = {e};
+    char note[160];
+    err_note(note, sizeof note, s, STUDY_PP_LEN,
+             "prompt of N random tokens from an empty context, in batches of up to 512");
     svg_chart c = {.title = "Prompt throughput vs prompt length",
                    .x_label = "prompt length (tokens)",
                    .y_label = "prompt tokens/s",
                    .log2_x = 1,
                    .series = &ser,
                    .n_series = 1,
-                   .note =
-                       "prompt of N random tokens from an empty context, in batches of up to 512"};
+                   .note = note,
+                   .err = err};
     doc_chart(d, "pp_length", &c, 0);
 }
 
@@ -225,6 +244,7 @@ static void write_parallel(doc *d, const study *s) {
     if (!n) return;
     doc_heading(d, 2, "Parallel sequences");
     double x[BENCH_MAX_LIST], agg[BENCH_MAX_LIST], one[BENCH_MAX_LIST];
+    double agg_e[BENCH_MAX_LIST], one_e[BENCH_MAX_LIST];
     char a[16], b[64], c2[32], e[32], f[32];
     const char *hdr[] = {"sequences", "prompt ms (all)", "prompt tokens/s",
                          "generated tokens/s (aggregate)", "tokens/s per sequence"};
@@ -236,6 +256,8 @@ static void write_parallel(doc *d, const study *s) {
         x[i] = r->t.n_parallel;
         agg[i] = sm.tg_ts.mean;
         one[i] = sm.tg_seq.mean;
+        agg_e[i] = sm.tg_ts.stddev;
+        one_e[i] = sm.tg_seq.stddev;
         snprintf(a, sizeof a, "%d", r->t.n_parallel);
         num(c2, sizeof c2, sm.pp_ms.mean, 1, 0);
         num(e, sizeof e, sm.pp_ts.mean, 2, 0);
@@ -253,12 +275,17 @@ static void write_parallel(doc *d, const study *s) {
              r0->t.n_prompt, r0->t.n_gen);
     int m = n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST;
     svg_series ser[2] = {{"aggregate (all sequences)", x, agg, m}, {"per sequence", x, one, m}};
+    const double *err[2] = {agg_e, one_e};
+    char note[160];
+    err_note(note, sizeof note, s, STUDY_PARALLEL, NULL);
     svg_chart c = {.title = "Generation throughput vs parallel sequences",
                    .x_label = "parallel sequences",
                    .y_label = "generated tokens/s",
                    .log2_x = 1,
                    .series = ser,
-                   .n_series = 2};
+                   .n_series = 2,
+                   .note = note,
+                   .err = err};
     doc_chart(d, "parallel", &c, 0);
 }
 
@@ -267,6 +294,7 @@ static void write_ttft(doc *d, const study *s) {
     if (!n) return;
     doc_heading(d, 2, "Time to first token");
     double x[BENCH_MAX_LIST], mean[BENCH_MAX_LIST], p50[BENCH_MAX_LIST], p99[BENCH_MAX_LIST];
+    double sd[BENCH_MAX_LIST];
     char a[16], b[64], c2[32], e[32], f[32];
     int m = n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST;
     /* A p99 of fewer than 100 samples is an interpolation between the largest ones, not a
@@ -286,6 +314,7 @@ static void write_ttft(doc *d, const study *s) {
         bench_summarize(r, &sm);
         x[i] = r->t.n_prompt;
         mean[i] = sm.ns.mean * 1e-6;
+        sd[i] = sm.ns.stddev * 1e-6;
         p50[i] = sm.ns.p50 * 1e-6;
         p99[i] = (tail ? sm.ns.p99 : r->ns[0]) * 1e-6;
         for (int k = 1; !tail && k < r->n_reps; k++)
@@ -301,13 +330,18 @@ static void write_ttft(doc *d, const study *s) {
     doc_table_end(d);
     svg_series ser[3] = {
         {"mean", x, mean, m}, {"p50", x, p50, m}, {tail ? "p99" : "max", x, p99, m}};
+    const double *err[3] = {sd, NULL, NULL}; /* on the mean only */
+    char note[160];
+    err_note(note, sizeof note, s, STUDY_TTFT,
+             "empty context, prompt evaluated, first token picked (greedy); bars on the mean");
     svg_chart c = {.title = "Time to first token vs prompt length",
                    .x_label = "prompt length (tokens)",
                    .y_label = "time to first token (ms)",
                    .log2_x = 1,
                    .series = ser,
                    .n_series = 3,
-                   .note = "empty context, prompt evaluated, first token picked (greedy)"};
+                   .note = note,
+                   .err = err};
     doc_chart(d, "ttft", &c, 0);
 }
 

@@ -137,6 +137,21 @@ static int axis_flag(cli *c, bench_params *p, int *ok) {
     return 1;
 }
 
+/* llama-bench runs every -m in turn; cpulm bench measures one model per run (each run's
+ * rows carry one model's environment), so a second, different -m is refused with the way
+ * to get the same table. */
+static int model_flag(cli *c, const char **model) {
+    const char *v = cli_value(c);
+    if (v && *model && strcmp(v, *model) != 0) {
+        fprintf(stderr,
+                "cpulm bench: one model per run (got -m %s and -m %s): run cpulm bench once per "
+                "model with -o json, then cpulm bench --compare A.json B.json\n",
+                *model, v);
+        return 0;
+    }
+    return (*model = v) != NULL;
+}
+
 /* Returns -1 to go on, else the exit code (0 after --help). */
 static int parse_bench(int argc, char **argv, bench_opts *o) {
     cli c = {.cmd = "bench", .argc = argc, .argv = argv};
@@ -149,7 +164,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
             return 0;
         } else if (axis_flag(&c, &o->p, &ok)) {
         } else if (cli_flag(&c, "-m", "--model")) {
-            ok = (o->model = cli_value(&c)) != NULL;
+            ok = model_flag(&c, &o->model);
         } else if (cli_flag(&c, "-r", "--repetitions")) {
             ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
         } else if (cli_flag(&c, "-o", "--output")) {

@@ -35,6 +35,8 @@ static void on_sigint(int sig) {
 typedef struct chat_opts {
     const char *model, *system, *system_file, *tmpl_override;
     int n_predict, n_threads, n_threads_batch, n_ctx, hide_think, no_think;
+    cpulm_kv_type kv;
+    int kv_given;
     cpulm_sampler_params sp;
 } chat_opts;
 
@@ -69,6 +71,8 @@ static void chat_usage(FILE *f) {
             "                             conversation outgrows it, the oldest turns are dropped\n"
             "  -t, --threads N            threads (default: physical cores)\n"
             "  -tb, --threads-batch N     threads for prompts (default: -t)\n"
+            "  -ctk, -ctv TYPE            KV cache type: f16 (default), q8_0, q4_0, f32 (K and\n"
+            "                             V alike; q8_0 halves the cache, so more turns fit)\n"
             "  --numa MODE                distribute, isolate or numactl (see run "
             "--help)\n" CLI_SAMPLER_HELP
             "Type a message and press Enter. A line ending in \\ continues the message; lines\n"
@@ -109,6 +113,8 @@ static int parse_chat(int argc, char **argv, chat_opts *o) {
             if (!cli_int(&c, 1, 512, &o->n_threads)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-tb", "--threads-batch")) {
             if (!cli_int(&c, 1, 512, &o->n_threads_batch)) return EXIT_USAGE;
+        } else if (cli_is_kv_flag(&c)) {
+            if (!cli_kv_flag(&c, &o->kv, &o->kv_given)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--numa", NULL)) {
             if (!cli_numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-cnv", "--conversation") || cli_flag(&c, "-i", "--interactive") ||
@@ -536,6 +542,7 @@ int cmd_chat(int argc, char **argv) {
     cp.n_ctx = o.n_ctx;
     cp.n_threads = o.n_threads;
     cp.n_threads_batch = o.n_threads_batch;
+    cp.kv_type = o.kv;
     cpulm_error err = {0};
     rc = 1;
     if (!cli_chat_template(m, o.tmpl_override, &st.tmpl, &owned))

@@ -15,11 +15,12 @@
 #include "commands.h"
 #include "common.h"
 #include "loadtest.h"
+#include "progress.h"
 
 typedef struct lt_opts {
     const char *url, *api_key, *format;
     int32_t *conc;
-    int n_conc, n_requests, prompt_len, max_tokens, stream, chat;
+    int n_conc, n_requests, prompt_len, max_tokens, stream, chat, progress;
     float timeout_s, max_time_s;
 } lt_opts;
 
@@ -39,6 +40,8 @@ typedef struct level {
     int64_t out_tokens, prompt_tokens;
     char first_error[160];
     double wall;
+    int32_t conc;
+    cli_progress *prog;
 } level;
 
 static void lt_usage(FILE *f) {
@@ -55,7 +58,9 @@ static void lt_usage(FILE *f) {
             "  -o, --output md|json  report format (default md)\n"
             "  --api-key KEY         bearer token (default $CPULM_API_KEY)\n"
             "  --timeout S           per-request limit (default 300)\n"
-            "  --max-time S          per-level limit: no new requests after it (default 600)\n");
+            "  --max-time S          per-level limit: no new requests after it (default 600)\n"
+            "  --progress, --no-progress  live line on stderr: requests done per level\n"
+            "                        (default: when stderr is a terminal)\n");
 }
 
 static int parse_lt(int argc, char **argv, lt_opts *o) {
@@ -87,6 +92,7 @@ static int parse_lt(int argc, char **argv, lt_opts *o) {
             if (!cli_float(&c, 0.1, 86400, &o->timeout_s)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--max-time", NULL)) {
             if (!cli_float(&c, 0.1, 86400, &o->max_time_s)) return EXIT_USAGE;
+        } else if (cli_progress_flag(&c, &o->progress)) {
         } else {
             if (cli_rest(&c)) return EXIT_USAGE;
         }
@@ -177,6 +183,10 @@ static void record(level *lv, const lt_result *r) {
         if (!lv->first_error[0])
             snprintf(lv->first_error, sizeof lv->first_error, "HTTP %d %s", r->status, r->error);
     }
+    int done = lv->n_ok + lv->n_err;
+    cli_progress_update(lv->prog, done == lv->o->n_requests,
+                        "cpulm loadtest: concurrency %d: %d/%d requests, %d errors", lv->conc, done,
+                        lv->o->n_requests, lv->n_err);
     pthread_mutex_unlock(&lv->mu);
 }
 
@@ -308,6 +318,7 @@ static void level_release(level *lv) {
 int cmd_loadtest(int argc, char **argv) {
     lt_opts o = {.url = "http://127.0.0.1:8080",
                  .format = "md",
+                 .progress = -1,
                  .n_requests = 20,
                  .prompt_len = 32,
                  .max_tokens = 64,
@@ -328,6 +339,8 @@ int cmd_loadtest(int argc, char **argv) {
     cpulm_buf_init(&js, 0);
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &js, 0, 2);
+    cli_progress prog;
+    cli_progress_init(&prog, o.progress);
     if (md) {
         printf("%s %s, %d requests per level, prompt ~%d tokens, %d output tokens%s\n\n", o.url,
                o.chat ? "chat" : "completions", o.n_requests, o.prompt_len, o.max_tokens,
@@ -347,9 +360,14 @@ int cmd_loadtest(int argc, char **argv) {
         memset(&lv, 0, sizeof lv);
         lv.o = &o;
         lv.u = &u;
+        lv.conc = o.conc[i];
+        lv.prog = &prog;
         pthread_mutex_init(&lv.mu, NULL);
-        if (run_level(&lv, o.conc[i]) != 0)
-            fprintf(stderr, "cpulm loadtest: could not start all workers\n");
+        cli_progress_update(&prog, 1, "cpulm loadtest: concurrency %d: 0/%d requests", lv.conc,
+                            o.n_requests);
+        int started = run_level(&lv, o.conc[i]) == 0;
+        cli_progress_clear(&prog); /* before the row goes to stdout on the same terminal */
+        if (!started) fprintf(stderr, "cpulm loadtest: could not start all workers\n");
         sort_samples(&lv.ttft);
         sort_samples(&lv.e2e);
         sort_samples(&lv.itl);
@@ -368,6 +386,7 @@ int cmd_loadtest(int argc, char **argv) {
         cpulm_json_obj_end(&w);
         printf("%s\n", js.data);
     }
+    cli_progress_end(&prog);
     cpulm_buf_release(&js);
     free(o.conc);
     return failed ? 1 : 0;

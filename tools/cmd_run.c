@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "common.h"
@@ -17,12 +18,15 @@ typedef struct run_opts {
     int kv_given;
     int attn_fast;
     cpulm_sampler_params sp;
+    const char *words[64]; /* the prompt given as arguments (llama-run, llama-simple) */
+    int n_words;
 } run_opts;
 
 static void run_usage(FILE *f) {
     fprintf(
         f,
         "usage: cpulm run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
+        "       cpulm run MODEL.gguf [PROMPT] [options]      (llama-run's order)\n"
         "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
         "  -p, --prompt TEXT     prompt (default: empty, generation starts from BOS)\n"
         "  -f, --file FILE       read the prompt from a file (its final newline dropped,\n"
@@ -47,6 +51,45 @@ static void run_usage(FILE *f) {
         "  --grammar-file FILE   the same, read from a file\n"
         "  --json-schema SCHEMA  constrain the output to JSON valid under a JSON schema\n"
         "                        (docs/SERVER.md lists the supported keywords)\n" CLI_COMPAT_HELP);
+}
+
+/* llama-run's `MODEL [PROMPT...]` and llama-simple's `-m MODEL PROMPT`: an argument that is
+ * not a flag is the model while none is given (a file, file:// stripped); the ones after it
+ * are the prompt's words, joined with spaces as llama-run does. Model names and URLs
+ * (llama-run's ollama://, hf://, https://) are not fetched. */
+static int run_positional(cli *c, run_opts *o) {
+    const char *a = c->argv[c->i];
+    size_t n = strlen(a);
+    if (!o->model) {
+        if (!strncmp(a, "file://", 7)) a += 7;
+        if (strstr(a, "://") || !(access(a, F_OK) == 0 || (n > 5 && !strcmp(a + n - 5, ".gguf")))) {
+            fprintf(stderr,
+                    "cpulm run: '%s' is not a model file; cpulm does not fetch models by name or "
+                    "URL: `cpulm pull OWNER/REPO/FILE.gguf`, then -m FILE (a prompt goes after "
+                    "the model or in -p)\n",
+                    a);
+            return EXIT_USAGE;
+        }
+        o->model = a;
+        return 0;
+    }
+    if (o->n_words == (int)(sizeof o->words / sizeof o->words[0])) {
+        fprintf(stderr, "cpulm run: too many prompt words; quote the prompt or use -p\n");
+        return EXIT_USAGE;
+    }
+    o->words[o->n_words++] = a;
+    return 0;
+}
+
+/* The prompt words joined with single spaces (malloc'd; NULL when out of memory). */
+static char *join_words(const run_opts *o) {
+    size_t n = 1;
+    for (int i = 0; i < o->n_words; i++)
+        n += strlen(o->words[i]) + 1;
+    char *s = malloc(n), *p = s;
+    for (int i = 0; s && i < o->n_words; i++)
+        p += sprintf(p, "%s%s", i ? " " : "", o->words[i]);
+    return s;
 }
 
 static int parse_run(int argc, char **argv, run_opts *o) {
@@ -97,12 +140,14 @@ static int parse_run(int argc, char **argv, run_opts *o) {
             o->escape = 0;
         } else if (cli_flag(&c, "--no-display-prompt", NULL)) {
             o->no_display_prompt = 1;
+        } else if (c.argv[c.i][0] != '-' || !c.argv[c.i][1]) {
+            if (run_positional(&c, o)) return EXIT_USAGE;
         } else {
             if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
-    if (o->prompt && o->file) {
-        fprintf(stderr, "cpulm run: give -p or -f, not both\n");
+    if (!!o->prompt + !!o->file + !!o->n_words > 1) {
+        fprintf(stderr, "cpulm run: give one prompt: -p, -f or words after the model\n");
         return EXIT_USAGE;
     }
     if (!!o->grammar + !!o->grammar_file + !!o->json_schema > 1) {
@@ -258,7 +303,8 @@ int cmd_run(int argc, char **argv) {
     if (!path) return EXIT_USAGE;
     char *file_text = NULL;
     if (o.file && !(file_text = cli_read_file(o.file, NULL))) return EXIT_USAGE;
-    if (file_text)
+    if (o.n_words && !(file_text = join_words(&o))) return 1;
+    if (o.file)
         cli_chomp(file_text);
     else if (o.prompt && o.escape && !(file_text = strdup(o.prompt)))
         return 1;

@@ -31,6 +31,7 @@ static void serve_usage(FILE *f) {
         "  --max-queue N         requests waiting for a slot before 429 (default 64)\n"
         "  --cache-ram MIB       RAM prompt cache shared by all slots (default 2048; 0 = off)\n"
         "  -t, --threads N       decode threads (default: physical cores)\n"
+        "  -tb, --threads-batch N  threads of steps that evaluate prompt tokens (default: -t)\n"
         "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
         "                        interleaved; isolate: cores and memory of the starting node;\n"
         "                        numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
@@ -91,6 +92,8 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             p->cache_ram_mib = v;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &p->n_threads)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "-tb", "--threads-batch")) {
+            if (!cli_int(&c, 1, 512, &p->n_threads_batch)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--numa", NULL)) {
             if (!cli_numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--api-key", NULL)) {
@@ -183,6 +186,13 @@ int cmd_serve(int argc, char **argv) {
                 "cpulm serve: %d slots, each with the model's context (at most 4096; -c "
                 "is per slot, unlike llama-server's total)\n",
                 p.n_parallel);
+    if (p.n_threads || p.n_threads_batch) { /* -t / -tb as the scheduler gets them */
+        char gen[24] = "the default", prompt[24];
+        if (p.n_threads) snprintf(gen, sizeof gen, "%d", p.n_threads);
+        snprintf(prompt, sizeof prompt, "%d", p.n_threads_batch);
+        fprintf(stderr, "cpulm serve: threads: %s for generation, %s for prompt steps\n", gen,
+                p.n_threads_batch ? prompt : gen);
+    }
     fflush(stdout);
     rc = cpulm_server_run(srv, &err) == CPULM_OK ? 0 : 1;
     if (rc)

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "progress.h"
 #include "tools_api.h"
 
 static void synth_usage(FILE *f) {
@@ -23,12 +24,14 @@ static void synth_usage(FILE *f) {
         "                   architecture (llama, qwen2, qwen3, qwen3moe), head size, experts\n"
         "  --untied         write a separate output.weight (default: the shape's)\n"
         "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
-        "  -t, --threads N  generation threads (default 2)\n");
+        "  -t, --threads N  generation threads (default 2)\n"
+        "  --progress, --no-progress  live line on stderr: tensors and MiB written (default:\n"
+        "                   when stderr is a terminal)\n");
 }
 
 typedef struct synth_opts {
     const char *shape, *type, *out;
-    int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, threads;
+    int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, threads, progress;
     const char *arch;
     int head_dim, experts, experts_used, expert_ff;
     long long seed;
@@ -81,6 +84,8 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
             ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
         else if (cli_flag(&c, "-t", "--threads"))
             ok = cli_int(&c, 1, 64, &o->threads);
+        else if (cli_progress_flag(&c, &o->progress))
+            continue;
         else if (cli_rest(&c))
             return EXIT_USAGE;
     }
@@ -129,14 +134,27 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     return 0;
 }
 
+/* An 8B shape takes most of a minute: say how far it got. */
+static void show_progress(void *user, int32_t done, int32_t total, uint64_t bytes_done,
+                          uint64_t bytes_total) {
+    cli_progress_update(user, done == total, "cpulm synth: tensor %d/%d, %.0f/%.0f MiB", done,
+                        total, (double)bytes_done / (1 << 20), (double)bytes_total / (1 << 20));
+}
+
 int cmd_synth(int argc, char **argv) {
-    synth_opts o = {.seed = 1, .threads = 2};
+    synth_opts o = {.seed = 1, .threads = 2, .progress = -1};
     cpulm_synth_params p;
     int rc = parse_synth(argc, argv, &o);
     if (rc || (rc = make_params(&o, &p))) return rc;
     double t0 = cli_now_ms();
     cpulm_error err = {0};
-    if (cpulm_synth_write(o.out, &p, &err) != CPULM_OK) {
+    cli_progress prog;
+    cli_progress_init(&prog, o.progress);
+    p.progress = show_progress;
+    p.progress_user = &prog;
+    cpulm_status st = cpulm_synth_write(o.out, &p, &err);
+    cli_progress_end(&prog);
+    if (st != CPULM_OK) {
         fprintf(stderr, "cpulm synth: %s\n", err.msg);
         return 1;
     }

@@ -1,8 +1,10 @@
 /* common.c: flag parsing, default model discovery and small I/O helpers for the CLI. */
 #define _GNU_SOURCE
 #include "common.h"
+#include "progress.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <libgen.h>
 #include <stdlib.h>
@@ -141,16 +143,54 @@ cpulm_ctx_params cli_ctx_default_params(void) {
     return p;
 }
 
+/* Loading a big file (reading it, repacking its weights) can take tens of seconds with no
+ * intermediate steps the library reports: on a terminal, a line with the elapsed time,
+ * redrawn 4 times a second by this thread until the load returns. */
+typedef struct load_ticker {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    const char *path;
+    cli_progress prog;
+} load_ticker;
+
+static void *load_tick(void *arg) {
+    load_ticker *t = arg;
+    pthread_mutex_lock(&t->mu);
+    while (!t->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250 * 1000 * 1000;
+        ts.tv_sec += ts.tv_nsec / 1000000000;
+        ts.tv_nsec %= 1000000000;
+        pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+        if (!t->done) cli_progress_update(&t->prog, 1, "cpulm: loading %s", t->path);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
 cpulm_model *cli_load_model(const char *path, int vocab_only, double *load_ms) {
     if (cli_check_file(NULL, path)) return NULL; /* a usage error (exit 2), not a broken file */
-    if (isatty(2)) fprintf(stderr, "cpulm: loading %s ...", path), fflush(stderr);
     cpulm_model_params mp = cpulm_model_default_params();
     mp.vocab_only = vocab_only;
     mp.no_repack = cli_env_flag("CPULM_NO_REPACK");
     cpulm_error err = {0};
     double t0 = cli_now_ms();
+    load_ticker t = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .path = path};
+    cli_progress_init(&t.prog, -1);
+    cli_progress_update(&t.prog, 1, "cpulm: loading %s", path); /* at once, however fast */
+    pthread_t th;
+    int ticking = t.prog.on && pthread_create(&th, NULL, load_tick, &t) == 0;
     cpulm_model *m = cpulm_model_load(path, &mp, &err);
-    if (isatty(2)) fprintf(stderr, "\r\033[K"), fflush(stderr); /* the progress line goes */
+    if (ticking) {
+        pthread_mutex_lock(&t.mu);
+        t.done = 1;
+        pthread_cond_signal(&t.cv);
+        pthread_mutex_unlock(&t.mu);
+        pthread_join(th, NULL);
+    }
+    cli_progress_end(&t.prog); /* the line goes before any error or output */
     if (!m) fprintf(stderr, "cpulm: %s\n", err.msg);
     if (load_ms) *load_ms = cli_now_ms() - t0;
     return m;
@@ -374,7 +414,8 @@ typedef struct cli_compat {
 static const cli_compat compat[] = {
     {"-ngl", "--n-gpu-layers", ARG_ONE, COMPAT_NOOP,
      "cpulm runs on the CPU; there are no GPU layers"},
-    {"--gpu-layers", NULL, ARG_ONE, COMPAT_NOOP, "cpulm runs on the CPU; there are no GPU layers"},
+    {"--gpu-layers", "--ngl", ARG_ONE, COMPAT_NOOP,
+     "cpulm runs on the CPU; there are no GPU layers"},
     {"-fa", "--flash-attn", ARG_OPT, COMPAT_NOOP,
      "cpulm's CPU attention is always fused (online softmax, no score matrix)"},
     {"-mmp", "--mmap", ARG_OPT, COMPAT_NOOP, "cpulm always maps the weights read-only"},
@@ -397,6 +438,22 @@ static const cli_compat compat[] = {
     {"-cb", "--cont-batching", ARG_NONE, COMPAT_NOOP, "cpulm serve always batches continuously"},
     {"-no-cnv", "--no-conversation", ARG_NONE, COMPAT_NOOP,
      "only `cpulm chat` (or run -cnv) converses"},
+    {"-ub", "--ubatch-size", ARG_ONE, COMPAT_NOOP, "cpulm sizes its decode batches itself"},
+    {"--no-context-shift", NULL, ARG_NONE, COMPAT_NOOP,
+     "cpulm never shifts the context: run stops when it is full, chat drops whole old turns"},
+    {"--in-prefix", "--in-suffix", ARG_ONE, COMPAT_UNSUPPORTED,
+     "cpulm chat frames turns with the model's chat template (--chat-template NAME|FILE)"},
+    {"--in-prefix-bos", NULL, ARG_NONE, COMPAT_UNSUPPORTED,
+     "cpulm chat frames turns with the model's chat template (--chat-template NAME|FILE)"},
+    {"-r", "--reverse-prompt", ARG_ONE, COMPAT_UNSUPPORTED,
+     "reverse prompts are not implemented (chat ends a turn at the template's end token; "
+     "serve takes \"stop\" strings)"},
+    {"--keep", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
+     "chat keeps the system message and drops whole old turns when the context fills"},
+    {"--prompt-cache", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
+     "prompt caches are not saved to files (cpulm serve caches prompts in RAM)"},
+    {"--mirostat", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
+     "mirostat sampling is not implemented (--temp, --top-k, --top-p, --min-p are)"},
     {"--lora", NULL, ARG_ONE, COMPAT_UNSUPPORTED, "LoRA adapters are not implemented in cpulm"},
     {"--mmproj", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
      "multimodal projectors (images, audio) are not supported"},

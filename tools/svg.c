@@ -124,16 +124,40 @@ static void begin(cpulm_buf *o, const svg_chart *c, frame *f, double ymax_data) 
 }
 
 static void end(cpulm_buf *o, const svg_chart *c) {
-    if (c->note) text(o, 12, SVG_HEIGHT - 8, "start", 11, " fill=\"#555\"", c->note);
+    if (c->note) { /* a note wider than the chart (~5.6 px per character) is squeezed in */
+        char extra[128] = " fill=\"#555\"";
+        double room = SVG_WIDTH - 24, est = 5.6 * (double)strlen(c->note);
+        if (est > room)
+            snprintf(extra, sizeof extra,
+                     " fill=\"#555\" textLength=\"%.0f\" lengthAdjust=\"spacingAndGlyphs\"", room);
+        text(o, 12, SVG_HEIGHT - 8, "start", 11, extra, c->note);
+    }
     cpulm_buf_puts(o, "</svg>\n");
+}
+
+/* Half-width of the error bar of point j of series i; 0 when there is none. */
+static double err_at(const svg_chart *c, int i, int j) {
+    double e = c->err && c->err[i] ? c->err[i][j] : 0;
+    return e > 0 && isfinite(e) ? e : 0; /* NaN and negative values draw no bar */
 }
 
 static double max_y(const svg_chart *c) {
     double m = 0;
     for (int i = 0; i < c->n_series; i++)
-        for (int j = 0; j < c->series[i].n; j++)
-            if (c->series[i].y[j] > m) m = c->series[i].y[j]; /* NaN compares false */
+        for (int j = 0; j < c->series[i].n; j++) {
+            double top = c->series[i].y[j] + err_at(c, i, j); /* bars must fit the axis */
+            if (top > m) m = top;                             /* NaN compares false */
+        }
     return m;
+}
+
+/* A vertical error bar at x from y - e (not below 0) to y + e, with 8 px caps. */
+static void err_bar(cpulm_buf *o, const frame *f, double x, double y, double e) {
+    double lo = y - e > 0 ? y - e : 0, y0 = y_px(f, lo), y1 = y_px(f, y + e);
+    cpulm_buf_printf(o,
+                     "<path class=\"err\" d=\"M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fH%.1f\" "
+                     "stroke-width=\"1.5\" fill=\"none\"/>\n",
+                     x, y0, y1, x - 4, y0, x + 4, x - 4, y1, x + 4);
 }
 
 /* ---- line chart ---- */
@@ -192,8 +216,10 @@ static void x_range(const svg_chart *c, xaxis *a) {
     if (a->lo > a->hi) a->lo = a->hi = 0;
 }
 
-static void line_series(cpulm_buf *o, const frame *f, const xaxis *a, const svg_series *s,
-                        const char *col, int label) {
+static void line_series(cpulm_buf *o, const frame *f, const xaxis *a, const svg_chart *c, int i,
+                        int label) {
+    const svg_series *s = &c->series[i];
+    const char *col = palette[i % N_COLORS];
     char v[32];
     cpulm_buf_printf(o, "<g class=\"series\" data-name=\"");
     svg_escape(o, s->name);
@@ -206,12 +232,16 @@ static void line_series(cpulm_buf *o, const frame *f, const xaxis *a, const svg_
     cpulm_buf_puts(o, "\"/>\n");
     for (int j = 0; j < s->n; j++) {
         if (isnan(s->y[j]) || (a->log2 && !(s->x[j] > 0))) continue;
-        double px = x_px(f, a, s->x[j]), py = y_px(f, s->y[j]);
+        double px = x_px(f, a, s->x[j]), py = y_px(f, s->y[j]), e = err_at(c, i, j);
+        if (e > 0) err_bar(o, f, px, s->y[j], e);
         fmt_value(v, sizeof v, s->y[j]);
         cpulm_buf_printf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"><title>", px, py);
         svg_escape(o, s->name);
         cpulm_buf_printf(o, ": %s</title></circle>\n", v);
-        if (label) text(o, px, py - 9, "middle", 11, " stroke=\"none\"", v);
+        if (label && e > 0)
+            text(o, px + 7, py - 6, "start", 11, " stroke=\"none\"", v); /* beside the bar */
+        else if (label)
+            text(o, px, py - 9, "middle", 11, " stroke=\"none\"", v);
     }
     cpulm_buf_puts(o, "</g>\n");
 }
@@ -227,7 +257,7 @@ void svg_line_chart(cpulm_buf *o, const svg_chart *c) {
         max_n = c->series[i].n > max_n ? c->series[i].n : max_n;
     int label = c->n_series <= 2 && max_n <= 8; /* value labels only while they stay legible */
     for (int i = 0; i < c->n_series; i++)
-        line_series(o, &f, &a, &c->series[i], palette[i % N_COLORS], label);
+        line_series(o, &f, &a, c, i, label);
     end(o, c);
 }
 
@@ -249,13 +279,19 @@ void svg_bar_chart(cpulm_buf *o, const svg_chart *c) {
         for (int k = 0; k < s->n && k < c->n_categories; k++) {
             if (isnan(s->y[k])) continue;
             double x = f.x0 + group * k + group * 0.1 + bar * i, y = y_px(&f, s->y[k]);
+            double e = err_at(c, i, k);
             fmt_value(v, sizeof v, s->y[k]);
             cpulm_buf_printf(o,
                              "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"><title>",
                              x, y, bar * 0.92, f.y0 + f.h - y);
             svg_escape(o, s->name);
             cpulm_buf_printf(o, ": %s</title></rect>\n", v);
-            text(o, x + bar * 0.46, y - 5, "middle", 11, " fill=\"#222\"", v);
+            if (e > 0) { /* dark, so it shows over the bar; the label goes above it */
+                cpulm_buf_puts(o, "<g stroke=\"#222\">");
+                err_bar(o, &f, x + bar * 0.46, s->y[k], e);
+                cpulm_buf_puts(o, "</g>\n");
+            }
+            text(o, x + bar * 0.46, y_px(&f, s->y[k] + e) - 5, "middle", 11, " fill=\"#222\"", v);
         }
         cpulm_buf_puts(o, "</g>\n");
     }

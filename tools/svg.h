@@ -1,7 +1,7 @@
 /* svg.h: small self-contained SVG charts for `cpulm report`: line charts (x-y series, with
  * an optional powers-of-two x axis) and grouped bar charts (categories x series), with
- * title, axis labels with units, ticks, grid, legend and escaped text. The output is one
- * standalone <svg> element (valid XML), which also embeds as-is in HTML.
+ * title, axis labels with units, ticks, grid, legend, optional error bars and escaped text.
+ * The output is one standalone <svg> element (valid XML), which also embeds as-is in HTML.
  * Writes into a cpulm_buf; the buffer's sticky status reports memory errors. */
 #ifndef CPULM_TOOLS_SVG_H
 #define CPULM_TOOLS_SVG_H
@@ -24,6 +24,11 @@ typedef struct svg_chart {
     const char *const *categories; /* bar charts: n_categories group labels */
     int n_categories;
     const char *note; /* optional small text under the chart (assumptions) */
+    /* Optional error bars: err[i] holds series i's n half-widths (e.g. one sample standard
+     * deviation), drawn as a vertical bar from y - e to y + e with caps; a NULL entry, or a
+     * value that is NaN or <= 0, draws none. Kept out of svg_series so existing positional
+     * series initializers stay complete. */
+    const double *const *err;
 } svg_chart;
 
 enum { SVG_WIDTH = 760, SVG_HEIGHT = 440 };

@@ -303,6 +303,7 @@ static void *loader_main(void *arg) {
         sp.n_chunk = s->p.n_chunk;
         sp.max_queue = s->p.max_queue;
         sp.n_threads = s->p.n_threads;
+        sp.n_threads_batch = s->p.n_threads_batch;
         sp.cache_ram_mib = s->p.cache_ram_mib;
         sp.max_step_ms = s->p.max_step_ms;
         sp.kv_type = s->p.kv_type;

@@ -28,6 +28,7 @@ typedef struct cpulm_server_params {
     double max_step_ms;      /* target step time while streams generate; 0: measured; <0: off */
     int32_t max_queue;       /* requests waiting for a slot before 429; default 64 */
     int32_t n_threads;       /* decode threads; 0: physical cores */
+    int32_t n_threads_batch; /* threads of steps that carry prompt tokens; 0: n_threads */
     cpulm_kv_type kv_type;   /* KV cache type (-ctk/-ctv); default f16 */
     int no_pin;              /* cpulm_ctx_params.no_pin */
     const char *api_key;     /* NULL: no authentication */
