@@ -253,6 +253,64 @@ TEST(kern_pack_repack_roundtrip) {
     }
 }
 
+/* The packed layout written out from its rule (kernels.h), one byte at a time: per 16-row
+ * group and block, each field as the 16 rows' copies, 2-byte fields side by side, longer
+ * ones as 64-byte chunks of 4-byte lanes. */
+static void repack_oracle(cpulm_dtype type, const uint8_t *src, uint8_t *dst, int64_t n,
+                          int64_t rows) {
+    int nf = 0, sz[5] = {0};
+    switch (type) {
+    case CPULM_DTYPE_Q4_0: nf = 2, sz[0] = 2, sz[1] = 16; break;
+    case CPULM_DTYPE_Q8_0: nf = 2, sz[0] = 2, sz[1] = 32; break;
+    case CPULM_DTYPE_Q4_K: nf = 4, sz[0] = 2, sz[1] = 2, sz[2] = 12, sz[3] = 128; break;
+    case CPULM_DTYPE_Q5_K: nf = 5, sz[0] = 2, sz[1] = 2, sz[2] = 12, sz[3] = 32, sz[4] = 128; break;
+    case CPULM_DTYPE_Q6_K: nf = 4, sz[0] = 128, sz[1] = 64, sz[2] = 16, sz[3] = 2; break;
+    default: return;
+    }
+    const size_t rb = cpulm_dtype_row_bytes(type, n);
+    const int64_t nb = n / cpulm_dtype_traits_get(type)->block;
+    const size_t bb = rb / (size_t)nb;
+    size_t o = 0;
+    for (int64_t g = 0; g < rows / 16; g++)
+        for (int64_t b = 0; b < nb; b++)
+            for (int f = 0, off = 0; f < nf; off += sz[f++])
+                for (int c = 0; c < (sz[f] == 2 ? 1 : sz[f] / 4); c++)
+                    for (int r = 0; r < 16; r++)
+                        for (int i = 0; i < (sz[f] == 2 ? 2 : 4); i++)
+                            dst[o++] = src[(size_t)(g * 16 + r) * rb + (size_t)b * bb +
+                                           (size_t)off + (size_t)(sz[f] == 2 ? i : 4 * c + i)];
+}
+
+/* cpulm_repack_x16 and its threaded form write exactly the bytes of the rule, for every
+ * packed type and thread count (splits that do not divide the groups evenly included). */
+TEST(kern_pack_repack_bytes) {
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q4_K,
+                                        CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
+    uint64_t seed = 77;
+    for (int ti = 0; ti < 5; ti++) {
+        const cpulm_dtype type = types[ti];
+        const int64_t n = is_k_quant(type) ? 2 * 256 : 3 * 32, rows = 16 * 203;
+        const size_t bytes = cpulm_dtype_row_bytes(type, n) * (size_t)rows;
+        uint8_t *src = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes);
+        REQUIRE(t, src && want && got);
+        for (size_t i = 0; i < bytes; i++)
+            src[i] = (uint8_t)rng(&seed);
+        repack_oracle(type, src, want, n, rows);
+        memset(got, 0xA5, bytes);
+        cpulm_repack_x16(type, src, got, n, rows);
+        CHECK(t, memcmp(got, want, bytes) == 0);
+        static const int nths[] = {1, 2, 3, 4, 64};
+        for (int k = 0; k < 5; k++) {
+            memset(got, 0x5A, bytes);
+            cpulm_repack_x16_mt(type, src, got, n, rows, nths[k]);
+            CHECK(t, memcmp(got, want, bytes) == 0);
+        }
+        free(src);
+        free(want);
+        free(got);
+    }
+}
+
 /* cpulm_matmul on packed weights (any thread split, bias, accumulate, more tokens than a
  * chunk) equals the row-major path bit for bit at the generic level, and within tolerance
  * at the best level. */

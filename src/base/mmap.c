@@ -57,6 +57,17 @@ void cpulm_mmap_discard(cpulm_mmap *m, uint64_t off, uint64_t len) {
     madvise((void *)(m->data + a), (size_t)(b - a), MADV_DONTNEED);
 }
 
+void cpulm_advise_huge(void *p, size_t len) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20, a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    const uintptr_t b = ((uintptr_t)p + len) & ~(huge - 1);
+    if (b > a) madvise((void *)a, (size_t)(b - a), MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)len;
+#endif
+}
+
 int cpulm_mmap_lock(cpulm_mmap *m) {
     if (!m->data) return 0;
     return mlock(m->data, (size_t)m->size);

@@ -19,6 +19,11 @@ void cpulm_mmap_close(cpulm_mmap *m);
 void cpulm_mmap_discard(cpulm_mmap *m, uint64_t off, uint64_t len);
 int cpulm_mmap_lock(cpulm_mmap *m);
 
+/* Asks for transparent huge pages (2 MiB) on the whole 2 MiB-aligned pages of memory the
+ * process allocated, before it is first written (Linux MADV_HUGEPAGE; elsewhere a no-op).
+ * For large weight copies: one fault and one TLB entry per 2 MiB instead of 512. */
+void cpulm_advise_huge(void *p, size_t len);
+
 /* NUMA hint for the whole mapping (Linux mbind; elsewhere a no-op returning -1):
  * INTERLEAVE spreads its pages page by page over the nodes of node_mask, PREFER puts them
  * on the lowest node of node_mask while it has room. populate then faults every page in

@@ -4,13 +4,17 @@
  * 4-byte lanes. A type is described by its fields' byte sizes. */
 #include "repack.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/mmap.h"
 #include "../base/status.h"
+#include "../threads/topo.h"
 
 #define R          CPULM_PACK_ROWS
 #define MAX_FIELDS 5
+#define REPACK_MAX_THREADS 64
 
 typedef struct block_fields {
     int n;                   /* fields; 0: the type has no packed layout */
@@ -33,20 +37,6 @@ int cpulm_repack_supported(const cpulm_kernels *k, const cpulm_tensor *t) {
     return cpulm_kernels_packs(k, t->type, t->ne[1]);
 }
 
-/* Row r's block (row-major, blk) into its lanes of packed block g. Constant-size copies:
- * the loads run at about a word a nanosecond. */
-static void pack_block(const block_fields *f, uint8_t *g, const uint8_t *blk, size_t r) {
-    size_t off = 0;
-    for (int i = 0; i < f->n; off += f->sz[i++]) {
-        uint8_t *dst = g + (size_t)R * off;
-        if (f->sz[i] == 2)
-            memcpy(dst + 2 * r, blk + off, 2);
-        else
-            for (size_t c = 0; c < f->sz[i] / 4u; c++)
-                memcpy(dst + c * 64 + r * 4, blk + off + 4 * c, 4);
-    }
-}
-
 /* The inverse: row r's block rebuilt from packed block g. */
 static void unpack_block(const block_fields *f, const uint8_t *g, uint8_t *blk, size_t r) {
     size_t off = 0;
@@ -67,17 +57,97 @@ static size_t block_bytes(const block_fields *f) {
     return b;
 }
 
-void cpulm_repack_x16(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t n_out) {
-    const block_fields f = fields_of(type);
-    const size_t bb = block_bytes(&f);
-    const uint64_t rb = cpulm_dtype_row_bytes(type, n_in);
+#define INLINE static inline __attribute__((always_inline))
+
+/* Row r's copy of one field (sz bytes at in) into its lanes at o. sz is a constant at every
+ * call, so this unrolls into plain 2- or 4-byte loads and stores at constant offsets. */
+INLINE void put_field(uint8_t *o, const uint8_t *in, size_t r, const size_t sz) {
+    if (sz == 2) {
+        memcpy(o + 2 * r, in, 2);
+        return;
+    }
+    _Pragma("GCC unroll 32") for (size_t c = 0; c < sz / 4; c++)
+        memcpy(o + 64 * c + 4 * r, in + 4 * c, 4);
+}
+
+/* Groups [g0, g1) of a row-major matrix (rows rb bytes apart) into the packed layout of a
+ * type whose blocks have fields of s0..s4 bytes (0: none). Row by row, so each row is read
+ * in order and every store lands at a constant offset from its block; a group's output
+ * (nb * 16 blocks) stays in L1/L2 over its 16 rows. */
+INLINE void pack_groups(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb, int64_t g0,
+                        int64_t g1, const size_t s0, const size_t s1, const size_t s2,
+                        const size_t s3, const size_t s4) {
+    const size_t bb = s0 + s1 + s2 + s3 + s4, o1 = s0, o2 = o1 + s1, o3 = o2 + s2, o4 = o3 + s3;
+    for (int64_t g = g0; g < g1; g++)
+        for (size_t r = 0; r < R; r++) {
+            const uint8_t *in = src + ((size_t)g * R + r) * rb;
+            uint8_t *o = dst + (size_t)g * R * rb;
+            for (int64_t b = 0; b < nb; b++, in += bb, o += R * bb) {
+                put_field(o, in, r, s0);
+                if (s1) put_field(o + R * o1, in + o1, r, s1);
+                if (s2) put_field(o + R * o2, in + o2, r, s2);
+                if (s3) put_field(o + R * o3, in + o3, r, s3);
+                if (s4) put_field(o + R * o4, in + o4, r, s4);
+            }
+        }
+}
+
+/* One constant-folded copy per type, the fields as fields_of lists them. */
+static void pack_range(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t g0,
+                       int64_t g1) {
+    const size_t rb = (size_t)cpulm_dtype_row_bytes(type, n_in);
     const int64_t nb = n_in / cpulm_dtype_traits_get(type)->block;
-    for (int64_t g = 0; g < n_out / R; g++) {
-        const uint8_t *rows = (const uint8_t *)src + (size_t)g * R * rb;
-        uint8_t *out = (uint8_t *)dst + (size_t)g * R * rb;
-        for (int64_t b = 0; b < nb; b++)
-            for (size_t r = 0; r < R; r++)
-                pack_block(&f, out + (size_t)b * R * bb, rows + r * rb + (size_t)b * bb, r);
+    switch (type) {
+    case CPULM_DTYPE_Q4_0: pack_groups(src, dst, rb, nb, g0, g1, 2, 16, 0, 0, 0); break;
+    case CPULM_DTYPE_Q8_0: pack_groups(src, dst, rb, nb, g0, g1, 2, 32, 0, 0, 0); break;
+    case CPULM_DTYPE_Q4_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 128, 0); break;
+    case CPULM_DTYPE_Q5_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 32, 128); break;
+    case CPULM_DTYPE_Q6_K: pack_groups(src, dst, rb, nb, g0, g1, 128, 64, 16, 2, 0); break;
+    default: break;
+    }
+}
+
+void cpulm_repack_x16(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t n_out) {
+    pack_range(type, src, dst, n_in, 0, n_out / R);
+}
+
+typedef struct pack_job {
+    cpulm_dtype type;
+    const void *src;
+    void *dst;
+    int64_t n_in, g0, g1;
+} pack_job;
+
+static void *pack_job_run(void *arg) {
+    const pack_job *j = arg;
+    pack_range(j->type, j->src, j->dst, j->n_in, j->g0, j->g1);
+    return NULL;
+}
+
+#define MT_MIN_GROUPS 64 /* fewer groups per thread than this: a thread costs more than it saves */
+
+void cpulm_repack_x16_mt(cpulm_dtype type, const void *src, void *dst, int64_t n_in,
+                         int64_t n_out, int nth) {
+    const int64_t ng = n_out / R;
+    if (nth > REPACK_MAX_THREADS) nth = REPACK_MAX_THREADS;
+    if (nth > ng / MT_MIN_GROUPS) nth = (int)(ng / MT_MIN_GROUPS);
+    if (nth <= 1) {
+        pack_range(type, src, dst, n_in, 0, ng);
+        return;
+    }
+    pack_job jobs[REPACK_MAX_THREADS];
+    pthread_t th[REPACK_MAX_THREADS];
+    int started[REPACK_MAX_THREADS] = {0};
+    for (int k = 0; k < nth; k++)
+        jobs[k] = (pack_job){type, src, dst, n_in, ng * k / nth, ng * (k + 1) / nth};
+    for (int k = 1; k < nth; k++)
+        started[k] = pthread_create(&th[k], NULL, pack_job_run, &jobs[k]) == 0;
+    pack_job_run(&jobs[0]);
+    for (int k = 1; k < nth; k++) {
+        if (started[k])
+            pthread_join(th[k], NULL);
+        else
+            pack_job_run(&jobs[k]); /* no thread: the caller does its share */
     }
 }
 
@@ -104,7 +174,7 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
 /* Repacks one tensor into a model-owned copy and releases the file pages it came from.
  * A per-expert stack packs as one matrix of ne[1] * ne[2] rows: ne[1] % 16 == 0, so no
  * 16-row group straddles two experts and each expert's slice is its own packed matrix. */
-static cpulm_status repack_one(cpulm_model *m, cpulm_tensor *t, cpulm_error *err) {
+static cpulm_status repack_one(cpulm_model *m, cpulm_tensor *t, int nth, cpulm_error *err) {
     const size_t bytes = (size_t)t->row_bytes * (size_t)t->ne[1] * (size_t)t->ne[2];
     void **list = realloc(m->owned_packed, sizeof *list * (size_t)(m->n_owned_packed + 1));
     if (!list) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
@@ -112,7 +182,8 @@ static cpulm_status repack_one(cpulm_model *m, cpulm_tensor *t, cpulm_error *err
     void *dst = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!dst) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
     list[m->n_owned_packed++] = dst;
-    cpulm_repack_x16(t->type, t->data, dst, t->ne[0], t->ne[1] * t->ne[2]);
+    cpulm_advise_huge(dst, bytes);
+    cpulm_repack_x16_mt(t->type, t->data, dst, t->ne[0], t->ne[1] * t->ne[2], nth);
     const uint8_t *src = t->data;
     if (src >= m->map.data && src + bytes <= m->map.data + m->map.size)
         cpulm_mmap_discard(&m->map, (uint64_t)(src - m->map.data), bytes);
@@ -123,9 +194,10 @@ static cpulm_status repack_one(cpulm_model *m, cpulm_tensor *t, cpulm_error *err
 
 cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_error *err) {
     cpulm_status s;
+    const int nth = cpulm_topo_default_threads();
     const int tied = m->output.data == m->tok_embd.data;
     if (cpulm_repack_supported(k, &m->output)) {
-        if ((s = repack_one(m, &m->output, err)) != CPULM_OK) return s;
+        if ((s = repack_one(m, &m->output, nth, err)) != CPULM_OK) return s;
         if (tied) m->tok_embd = m->output;
     }
     for (int il = 0; il < m->hp.n_layer; il++) {
@@ -134,7 +206,7 @@ cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_er
                              &ly->w_gate,    &ly->w_up,    &ly->w_down,   &ly->gate_inp,
                              &ly->gate_exps, &ly->up_exps, &ly->down_exps};
         for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
-            if (cpulm_repack_supported(k, w[i]) && (s = repack_one(m, w[i], err)) != CPULM_OK)
+            if (cpulm_repack_supported(k, w[i]) && (s = repack_one(m, w[i], nth, err)) != CPULM_OK)
                 return s;
     }
     return CPULM_OK;
