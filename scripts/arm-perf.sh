@@ -100,11 +100,11 @@ extract() { # asm name out
     }' "$1" > "$3"
 }
 
-# multiply-adds the code of a region file performs: 16 int8 per SDOT, 32 per SMMLA, 4 f32 per
-# FMLA on .4s (vector or by element).
+# multiply-adds the code of a region file performs: 16 int8 per SDOT, 32 per SMMLA; for an
+# fmla kernel (second argument) 4 f32 per FMLA on .4s (vector or by element) instead.
 code_macs() {
-  awk '$1 == "sdot" { m += 16 } $1 == "smmla" { m += 32 } $1 == "fmla" && $2 ~ /\.4s/ { m += 4 }
-       END { print m + 0 }' "$1"
+  awk -v f="$2" 'f != "fmla" && $1 == "sdot" { m += 16 } f != "fmla" && $1 == "smmla" { m += 32 }
+       f == "fmla" && $1 == "fmla" && $2 ~ /\.4s/ { m += 4 } END { print m + 0 }' "$1"
 }
 
 # Kernels: "kernel level peak macs wbytes region*count ...". Units of work:
@@ -113,8 +113,6 @@ code_macs() {
 #   gemm (i8mm): the same unit: 4 quad passes plus the staging of 4 token pairs.
 #   gemv: 16 rows x 1 token x 1 block (one-token decode): 4 quad passes + 1 staging.
 #   dot_q4_K / dot_q6_K: one row x one token x one 256-element super-block (vec_dot).
-#   attn_scores: 2 query rows x 3 keys x 16 dims of the score tile (96 f32 MACs, 192 bytes
-#     of keys); a key x row at head size 128 is 4/3 of a unit (plus the reduction, outside).
 #   attn_pv: 4 keys x 4 rows x 16 dims of P.V (256 MACs, 256 bytes of values); a key x row
 #     at head size 128 is half a unit.
 kernels=(
@@ -128,7 +126,6 @@ kernels=(
   "gemm_q8_0 i8mm smmla 4096 544 i8mm_gemm_q8_0*4 i8mm_stage_q8_0*4"
   "gemv_q4_0 i8mm sdot 512 288 i8mm_gemv_q4_0*1"
   "gemv_q8_0 i8mm sdot 512 544 i8mm_gemv_q8_0*1"
-  "attn_scores neon_attn fmla 96 192 neon_attn_scores*1"
   "attn_pv neon_attn fmla 256 256 neon_attn_pv*1"
 )
 
@@ -182,7 +179,7 @@ for comp in $compilers; do
         cycles=$(awk -v a="$cycles" -v b="$c" -v n="$cnt" 'BEGIN { printf "%.3f", a + b * n }')
         spills=$((spills + $(grep -cE '\[sp(,|\])' "$f" || true)))
         insns=$((insns + $(wc -l <"$f")))
-        cmacs=$((cmacs + cnt * $(code_macs "$f")))
+        cmacs=$((cmacs + cnt * $(code_macs "$f" "$peak_kind")))
       done
       if [ -n "$missing" ]; then
         echo "arm-perf: $comp $lvl $kernel: region(s)$missing not found" >&2

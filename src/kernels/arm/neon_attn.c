@@ -17,6 +17,15 @@
 #include "arm.h"
 #include "kernels/generic/generic.h"
 
+/* Full unrolling of the small constant loops over rows, keys and quarters, so the
+ * accumulator arrays live in registers (clang ignores a GCC unroll count above the trip
+ * count and keeps them on the stack). */
+#if defined(__clang__)
+#define NEON_UNROLL _Pragma("unroll")
+#else
+#define NEON_UNROLL _Pragma("GCC unroll 8")
+#endif
+
 /* ---- scores ---- */
 
 /* The reduce16 sums of four 16-lane accumulators (a[i][t]: lanes 4t..4t+3), in order. Each
@@ -26,7 +35,7 @@ ARM_INLINE float32x4_t reduce16x4(const float32x4_t *a0, const float32x4_t *a1,
                                   const float32x4_t *a2, const float32x4_t *a3) {
     const float32x4_t *a[4] = {a0, a1, a2, a3};
     float64x2_t g[4];
-    _Pragma("GCC unroll 8")
+    NEON_UNROLL
     for (int i = 0; i < 4; i++)
         g[i] = vreinterpretq_f64_f32(
             vaddq_f32(vaddq_f32(a[i][3], a[i][1]), vaddq_f32(a[i][2], a[i][0])));
@@ -39,34 +48,35 @@ ARM_INLINE float32x4_t reduce16x4(const float32x4_t *a0, const float32x4_t *a1,
 }
 
 /* R query rows x K keys of the score tile (R * K = 4 or 6), d a multiple of 16. Per quarter
- * of 16 elements the R query and K key vectors are loaded once each and feed R * K fmas:
- * with 2 x 3, 24 accumulators + 5 loaded registers of the 32, 20 loads per 24 FMLA. */
+ * of 16 elements the R query and K key vectors are loaded once each and feed R * K fmas.
+ * Row pairs take 2 x 2 (16 accumulators): 2 x 3 (24 accumulators, 20 loads per 24 FMLA
+ * instead of 16 per 16) spilled 2 registers per iteration with gcc 12. No arm-perf.sh
+ * markers here: they changed this function's code by 3.5% (docs/PERFORMANCE.md has the
+ * one-off llvm-mca figures of the loop). */
 ARM_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
                              float scale, float *s, int64_t lds, const int R, const int K) {
     float32x4_t acc[6][4];
-    _Pragma("GCC unroll 8")
+    NEON_UNROLL
     for (int i = 0; i < R * K; i++)
-        _Pragma("GCC unroll 8")
+        NEON_UNROLL
         for (int t = 0; t < 4; t++)
             acc[i][t] = vdupq_n_f32(0.0f);
     for (int64_t c = 0; c < d; c += 16) {
-        if (R * K == 6) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_scores");
-        _Pragma("GCC unroll 8")
+        NEON_UNROLL
         for (int t = 0; t < 4; t++) {
             float32x4_t qv[2], kv[4];
-            _Pragma("GCC unroll 8")
+            NEON_UNROLL
             for (int r = 0; r < R; r++)
                 qv[r] = vld1q_f32(q + r * ldq + c + 4 * t);
-            _Pragma("GCC unroll 8")
+            NEON_UNROLL
             for (int j = 0; j < K; j++)
                 kv[j] = vld1q_f32(k + j * ldk + c + 4 * t);
-            _Pragma("GCC unroll 8")
+            NEON_UNROLL
             for (int r = 0; r < R; r++)
-                _Pragma("GCC unroll 8")
+                NEON_UNROLL
                 for (int j = 0; j < K; j++)
                     acc[r * K + j][t] = vfmaq_f32(acc[r * K + j][t], qv[r], kv[j]);
         }
-        if (R * K == 6) ARM_MCA_END(ARM_MCA_LEVEL "_attn_scores");
     }
     const float32x4_t s0 = vmulq_n_f32(reduce16x4(acc[0], acc[1], acc[2], acc[3]), scale);
     if (R == 1) { /* 1 x 4 */
@@ -88,7 +98,7 @@ static float score_one(int64_t d, const float *q, const float *k, float scale) {
     float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
                         vdupq_n_f32(0.0f)};
     for (int64_t c = 0; c < d; c += 16)
-        _Pragma("GCC unroll 8")
+        NEON_UNROLL
         for (int t = 0; t < 4; t++)
             a[t] = vfmaq_f32(a[t], vld1q_f32(q + c + 4 * t), vld1q_f32(k + c + 4 * t));
     const float32x4_t g = vaddq_f32(vaddq_f32(a[3], a[1]), vaddq_f32(a[2], a[0]));
@@ -102,16 +112,12 @@ void cpulm_neon_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq
         return;
     }
     int i = 0;
-    for (; i + 2 <= m; i += 2) { /* row pairs x key triples, then a key pair */
+    for (; i + 2 <= m; i += 2) { /* row pairs x key pairs */
         const float *qi = q + (int64_t)i * ldq;
         float *si = s + (int64_t)i * lds;
         int j = 0;
-        for (; j + 3 <= n; j += 3)
-            scores_block(d, qi, ldq, k + (int64_t)j * ldk, ldk, scale, si + j, lds, 2, 3);
-        if (j + 2 <= n) {
+        for (; j + 2 <= n; j += 2)
             scores_block(d, qi, ldq, k + (int64_t)j * ldk, ldk, scale, si + j, lds, 2, 2);
-            j += 2;
-        }
         if (j < n) {
             si[j] = score_one(d, qi, k + (int64_t)j * ldk, scale);
             si[lds + j] = score_one(d, qi + ldq, k + (int64_t)j * ldk, scale);
@@ -163,11 +169,11 @@ float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) 
     float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
                           vdupq_n_f32(0.0f)};
     for (j = 0; j + 16 <= n; j += 16)
-        _Pragma("GCC unroll 8")
+        NEON_UNROLL
         for (int t = 0; t < 4; t++)
             acc[t] = vaddq_f32(acc[t], exp4_live(s, j + 4 * t, lim, vm));
     float lanes[16];
-    _Pragma("GCC unroll 8")
+    NEON_UNROLL
     for (int t = 0; t < 4; t++)
         vst1q_f32(lanes + 4 * t, acc[t]);
     for (; j + 4 <= n; j += 4) {
@@ -192,10 +198,10 @@ float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) 
     do {                                                                   \
         const float *vj = v + (int64_t)(j + (L)) * ldv;                    \
         float32x4_t vv[4];                                                 \
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) vv[c] =        \
+        NEON_UNROLL for (int c = 0; c < V; c++) vv[c] =        \
             vld1q_f32(vj + 4 * c);                                         \
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                \
-            _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] = \
+        NEON_UNROLL for (int r = 0; r < R; r++)                \
+            NEON_UNROLL for (int c = 0; c < V; c++) acc[r][c] = \
                 vfmaq_laneq_f32(acc[r][c], vv[c], pw[r], L);               \
     } while (0)
 
@@ -204,16 +210,16 @@ float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) 
 ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int64_t ldv,
                          const float *a, float *o, int64_t ldo, const int R, const int V) {
     float32x4_t acc[4][4];
-    _Pragma("GCC unroll 8")
+    NEON_UNROLL
     for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8")
+        NEON_UNROLL
         for (int c = 0; c < V; c++)
             acc[r][c] = vmulq_n_f32(vld1q_f32(o + r * ldo + 4 * c), a[r]);
     int j = 0;
     for (; j + 4 <= n; j += 4) {
         if (R == 4 && V == 4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_pv");
         float32x4_t pw[4];
-        _Pragma("GCC unroll 8")
+        NEON_UNROLL
         for (int r = 0; r < R; r++)
             pw[r] = vld1q_f32(p + r * ldp + j);
         PV_KEY(0);
@@ -224,15 +230,15 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
     }
     for (; j < n; j++) {
         const float *vj = v + (int64_t)j * ldv;
-        _Pragma("GCC unroll 8")
+        NEON_UNROLL
         for (int r = 0; r < R; r++)
-            _Pragma("GCC unroll 8")
+            NEON_UNROLL
             for (int c = 0; c < V; c++)
                 acc[r][c] = vfmaq_n_f32(acc[r][c], vld1q_f32(vj + 4 * c), p[r * ldp + j]);
     }
-    _Pragma("GCC unroll 8")
+    NEON_UNROLL
     for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8")
+        NEON_UNROLL
         for (int c = 0; c < V; c++)
             vst1q_f32(o + r * ldo + 4 * c, acc[r][c]);
 }
