@@ -2,12 +2,16 @@
 # with its own level's flags and reached only through the dispatch table, so one binary
 # runs on every CPU of the architecture. Never probes the build host's CPU. Each level also
 # has a row in dispatch.c's ladder (its base level and the CPU features its flags assume).
+# A level may span files: <level>_<part>.c is built with the level's flags and its functions
+# are reached through <level>.c's table.
 set(CPULM_X86_KERNELS
   "src/kernels/x86/avx2.c|-mavx2 -mfma -mf16c"
+  "src/kernels/x86/avx2_attn.c|-mavx2 -mfma -mf16c"
   "src/kernels/x86/avx512.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq"
   "src/kernels/x86/avx512vnni.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni")
 set(CPULM_ARM_KERNELS
   "src/kernels/arm/neon.c|-march=armv8-a"
+  "src/kernels/arm/neon_attn.c|-march=armv8-a"
   "src/kernels/arm/dotprod.c|-march=armv8.2-a+dotprod"
   "src/kernels/arm/i8mm.c|-march=armv8.2-a+dotprod+i8mm"
   "src/kernels/arm/sve.c|-march=armv8.2-a+dotprod+i8mm+sve")
@@ -33,6 +37,7 @@ foreach(entry IN LISTS kernel_list)
   target_sources(cpulm PRIVATE ${file})
   set_source_files_properties(${file} PROPERTIES COMPILE_OPTIONS "${parts}")
   get_filename_component(level ${file} NAME_WE)
+  string(REGEX REPLACE "_.*" "" level ${level})
   string(TOUPPER ${level} LEVEL)
   target_compile_definitions(cpulm PRIVATE CPULM_HAVE_${LEVEL}=1)
 endforeach()

@@ -2,22 +2,24 @@
 # arm-perf.sh: static throughput of the aarch64 kernels' hot loops on the Neoverse N1, V1
 # and V2 scheduling models of llvm-mca-22 (no ARM machine needed; qemu cannot time).
 #
-# Builds src/kernels/arm/{dotprod,i8mm}.c to assembly with the project's own flags (the
-# -march of cmake/kernels.cmake, -O2 -DNDEBUG -ffp-contract=off) plus -DCPULM_MCA_MARKERS,
-# which turns the ARM_MCA_BEGIN/END markers in the sources into asm comment lines
-# (arm.h). Each marked region is one iteration of a hot loop; a kernel below is a sum of
+# Builds src/kernels/arm/{dotprod,i8mm,neon_attn}.c to assembly with the project's own
+# flags (the -march of cmake/kernels.cmake, -O2 -DNDEBUG -ffp-contract=off) plus
+# -DCPULM_MCA_MARKERS, which turns the ARM_MCA_BEGIN/END markers in the sources into asm
+# comment lines (arm.h). Each marked region is one iteration of a hot loop; a kernel below is a sum of
 # regions times their trip counts per unit of work, and llvm-mca gives the cycles.
 # Prints one JSON line per kernel x cpu x compiler:
 #   {"kernel","level","cpu","compiler","cycles_per_iter","macs_per_cycle","pct_of_peak",
 #    "bytes_per_cycle","macs_per_iter","peak","spills","insns"}
 # cycles_per_iter is per unit of work (macs_per_iter int8 multiply-adds, weight bytes read);
 # peak is int8 MACs per cycle: SDOT 32 on N1, 64 on V1/V2; SMMLA 128 (V1/V2) for i8mm
-# kernels; "spills" counts stack ([sp]) accesses in the kernel's regions (must be 0); "insns"
-# the regions' instructions. Also checks that the marked build's instruction count per
-# function is within 3% of the unmarked one's (the markers emit no instruction but bound
-# the compiler's scheduling a little) and that each kernel's regions hold exactly its
-# unit of work (16 MACs per SDOT, 32 per SMMLA): a failure is reported on stderr and makes
-# the script exit 1.
+# kernels. For the float attention kernels (level neon, inherited by every ARM level) MACs
+# are f32 multiply-adds, the peak is FMLA's (8 per cycle on N1: 2 FP pipes; 16 on V1/V2: 4)
+# and the bytes are the K or V tile's f32 bytes. "spills" counts stack ([sp]) accesses in
+# the kernel's regions (must be 0); "insns" the regions' instructions. Also checks that the
+# marked build's instruction count per function is within 3% of the unmarked one's (the
+# markers emit no instruction but bound the compiler's scheduling a little) and that each
+# kernel's regions hold exactly its unit of work (16 MACs per SDOT, 32 per SMMLA, 4 per
+# FMLA .4s): a failure is reported on stderr and makes the script exit 1.
 #
 # Usage: scripts/arm-perf.sh [--quick] [--compiler gcc|clang|both] [--keep DIR]
 #   --quick: gcc only, 50 iterations (the ctest). Env LLVM_MCA overrides llvm-mca-22.
@@ -98,8 +100,12 @@ extract() { # asm name out
     }' "$1" > "$3"
 }
 
-# int8 multiply-adds the code of a region file performs: 16 per SDOT, 32 per SMMLA.
-code_macs() { awk '$1 == "sdot" { m += 16 } $1 == "smmla" { m += 32 } END { print m + 0 }' "$1"; }
+# multiply-adds the code of a region file performs: 16 int8 per SDOT, 32 per SMMLA; for an
+# fmla kernel (second argument) 4 f32 per FMLA on .4s (vector or by element) instead.
+code_macs() {
+  awk -v f="$2" 'f != "fmla" && $1 == "sdot" { m += 16 } f != "fmla" && $1 == "smmla" { m += 32 }
+       f == "fmla" && $1 == "fmla" && $2 ~ /\.4s/ { m += 4 } END { print m + 0 }' "$1"
+}
 
 # Kernels: "kernel level peak macs wbytes region*count ...". Units of work:
 #   gemm (dotprod): 16 rows x 8 tokens x 1 block = 4096 MACs, 288 (Q4_0) / 544 (Q8_0) bytes of
@@ -107,6 +113,8 @@ code_macs() { awk '$1 == "sdot" { m += 16 } $1 == "smmla" { m += 32 } END { prin
 #   gemm (i8mm): the same unit: 4 quad passes plus the staging of 4 token pairs.
 #   gemv: 16 rows x 1 token x 1 block (one-token decode): 4 quad passes + 1 staging.
 #   dot_q4_K / dot_q6_K: one row x one token x one 256-element super-block (vec_dot).
+#   attn_pv: 4 keys x 4 rows x 16 dims of P.V (256 MACs, 256 bytes of values); a key x row
+#     at head size 128 is half a unit.
 kernels=(
   "gemm_q4_0 dotprod sdot 4096 288 dotprod_gemm_q4_0*4"
   "gemm_q8_0 dotprod sdot 4096 544 dotprod_gemm_q8_0*4"
@@ -118,6 +126,7 @@ kernels=(
   "gemm_q8_0 i8mm smmla 4096 544 i8mm_gemm_q8_0*4 i8mm_stage_q8_0*4"
   "gemv_q4_0 i8mm sdot 512 288 i8mm_gemv_q4_0*1"
   "gemv_q8_0 i8mm sdot 512 544 i8mm_gemv_q8_0*1"
+  "attn_pv neon_attn fmla 256 256 neon_attn_pv*1"
 )
 
 mca_cycles() { # region-file cpu -> cycles per iteration
@@ -132,7 +141,7 @@ status=0
 for comp in $compilers; do
   cc=$(cc_cmd "$comp")
   if ! command -v ${cc%% *} >/dev/null; then echo "arm-perf: ${cc%% *} missing, $comp skipped" >&2; continue; fi
-  for lvl in dotprod i8mm; do
+  for lvl in dotprod i8mm neon_attn; do
     src="src/kernels/arm/$lvl.c"
     flags="$base_flags $(march_of "$lvl")"
     # shellcheck disable=SC2086
@@ -154,6 +163,8 @@ for comp in $compilers; do
       # N1 has no i8mm: the i8mm level never runs there
       [ "$cpu" = neoverse-n1 ] && [ "$lvl" = i8mm ] && continue
       case "$cpu/$peak_kind" in
+        neoverse-n1/fmla) peak=8 ;;
+        */fmla) peak=16 ;;
         neoverse-n1/sdot) peak=32 ;;
         */sdot) peak=64 ;;
         */smmla) peak=128 ;;
@@ -168,7 +179,7 @@ for comp in $compilers; do
         cycles=$(awk -v a="$cycles" -v b="$c" -v n="$cnt" 'BEGIN { printf "%.3f", a + b * n }')
         spills=$((spills + $(grep -cE '\[sp(,|\])' "$f" || true)))
         insns=$((insns + $(wc -l <"$f")))
-        cmacs=$((cmacs + cnt * $(code_macs "$f")))
+        cmacs=$((cmacs + cnt * $(code_macs "$f" "$peak_kind")))
       done
       if [ -n "$missing" ]; then
         echo "arm-perf: $comp $lvl $kernel: region(s)$missing not found" >&2
@@ -181,7 +192,7 @@ for comp in $compilers; do
         status=1
         continue
       fi
-      awk -v k="$kernel" -v l="$lvl" -v cpu="${cpu#neoverse-}" -v comp="$comp" -v cyc="$cycles" \
+      awk -v k="$kernel" -v l="${lvl%%_*}" -v cpu="${cpu#neoverse-}" -v comp="$comp" -v cyc="$cycles" \
           -v macs="$macs" -v wb="$wbytes" -v peak="$peak" -v sp="$spills" -v ins="$insns" 'BEGIN {
         mpc = macs / cyc
         printf "{\"kernel\":\"%s\",\"level\":\"%s\",\"cpu\":\"%s\",\"compiler\":\"%s\",", k, l, cpu, comp

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # arm_perf ctest: scripts/arm-perf.sh --quick (gcc) must exit 0 (markers leave the code
 # unchanged, every region found) and print one well-formed JSON line per kernel x cpu, with
-# no stack traffic in the Q4_0 / Q8_0 GEMM and GEMV loops. Exit 77 (ctest: skipped) when
+# no stack traffic in the Q4_0 / Q8_0 GEMM and GEMV loops and the attention loops. Exit 77 (ctest: skipped) when
 # llvm-mca-22 or the aarch64 cross compiler is missing (scripts/deps.sh --perf installs them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -10,16 +10,16 @@ for tool in "${LLVM_MCA:-llvm-mca-22}" aarch64-linux-gnu-gcc; do
 done
 out=$(scripts/arm-perf.sh --quick) || { echo "arm_perf: arm-perf.sh failed"; exit 1; }
 num='[0-9]+(\.[0-9]+)?'
-pat="^\\{\"kernel\":\"[a-zA-Z0-9_]+\",\"level\":\"(dotprod|i8mm)\",\"cpu\":\"(n1|v1|v2)\",\"compiler\":\"gcc\",\"cycles_per_iter\":$num,\"macs_per_cycle\":$num,\"pct_of_peak\":$num,\"bytes_per_cycle\":$num,\"macs_per_iter\":[0-9]+,\"peak\":(32|64|128),\"spills\":[0-9]+,\"insns\":[0-9]+\\}\$"
+pat="^\\{\"kernel\":\"[a-zA-Z0-9_]+\",\"level\":\"(neon|dotprod|i8mm)\",\"cpu\":\"(n1|v1|v2)\",\"compiler\":\"gcc\",\"cycles_per_iter\":$num,\"macs_per_cycle\":$num,\"pct_of_peak\":$num,\"bytes_per_cycle\":$num,\"macs_per_iter\":[0-9]+,\"peak\":(8|16|32|64|128),\"spills\":[0-9]+,\"insns\":[0-9]+\\}\$"
 fail=0
 lines=$(echo "$out" | grep -c .)
-# 6 dotprod kernels on n1, v1, v2 and 4 i8mm kernels on v1, v2
-[ "$lines" -eq 26 ] || { echo "arm_perf: $lines lines, want 26"; fail=1; }
+# 6 dotprod and 1 attention (neon) kernels on n1, v1, v2 and 4 i8mm kernels on v1, v2
+[ "$lines" -eq 29 ] || { echo "arm_perf: $lines lines, want 29"; fail=1; }
 while IFS= read -r l; do
   echo "$l" | grep -qE "$pat" || { echo "arm_perf: malformed: $l"; fail=1; continue; }
   # a loop of pure register work must not touch the stack
-  if echo "$l" | grep -qE '"kernel":"gem[mv]_q[48]_0"' && ! echo "$l" | grep -q '"spills":0,'; then
-    echo "arm_perf: stack traffic in a GEMM loop: $l"
+  if echo "$l" | grep -qE '"kernel":"(gem[mv]_q[48]_0|attn_[a-z]+)"' && ! echo "$l" | grep -q '"spills":0,'; then
+    echo "arm_perf: stack traffic in a GEMM or attention loop: $l"
     fail=1
   fi
   # sanity of the model figures: positive cycles, no kernel above its peak

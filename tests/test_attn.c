@@ -96,6 +96,93 @@ TEST(attn_entries_bit_identical_at_every_level) {
     free(q), free(k), free(v), free(s0), free(s1), free(o0), free(o1);
 }
 
+/* Strided rows (every leading dimension wider than the row, as a tile cut from a cache or
+ * a batch), head sizes outside the SIMD fast paths (36: not a multiple of 16 or 8; 18: of 4)
+ * and the padding between rows left alone: whole buffers, padding included, match generic. */
+TEST(attn_entries_bit_identical_with_strides) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const int ds[] = {16, 18, 36, 64, 128}, ms[] = {2, 7}, ns[] = {5, 64};
+    enum { LDS = 70, MAXM = 7, MAXN = 64, MAXD = 128 };
+    const size_t qf = MAXM * (MAXD + 8), kf = MAXN * (MAXD + 12), of = MAXM * (MAXD + 4);
+    float *q = malloc(sizeof(float) * qf), *k = malloc(sizeof(float) * kf);
+    float *v = malloc(sizeof(float) * kf), *p = malloc(sizeof(float) * MAXM * LDS);
+    float *s0 = malloc(sizeof(float) * MAXM * LDS), *s1 = malloc(sizeof(float) * MAXM * LDS);
+    float *o0 = malloc(sizeof(float) * of), *o1 = malloc(sizeof(float) * of);
+    float *oc = malloc(sizeof(float) * of), a[MAXM];
+    REQUIRE(t, q && k && v && p && s0 && s1 && o0 && o1 && oc);
+    for (int li = 1; li < nl; li++)
+        for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                    const int d = ds[di], m = ms[mi], n = ns[ni];
+                    const int64_t ldq = d + 8, ldk = d + 12, ldo = d + 4;
+                    uint64_t seed = (uint64_t)(d * 977 + m * 31 + n);
+                    fill(q, (int64_t)qf, seed, 2.0f);
+                    fill(k, (int64_t)kf, seed + 1, 2.0f);
+                    fill(v, (int64_t)kf, seed + 2, 1.0f);
+                    fill(s0, MAXM * LDS, seed + 3, 7.0f); /* padding: same junk in both */
+                    memcpy(s1, s0, sizeof(float) * MAXM * LDS);
+                    cpulm_kernels_generic.attn_scores(d, m, n, q, ldq, k, ldk, 0.3f, s0, LDS);
+                    lv[li]->attn_scores(d, m, n, q, ldq, k, ldk, 0.3f, s1, LDS);
+                    CHECK(t, memcmp(s0, s1, sizeof(float) * MAXM * LDS) == 0);
+                    fill(p, MAXM * LDS, seed + 4, 1.0f);
+                    fill(o0, (int64_t)of, seed + 5, 1.0f);
+                    memcpy(o1, o0, sizeof(float) * of);
+                    for (int i = 0; i < m; i++)
+                        a[i] = i == 3 ? 0.0f : 1.0f / (float)(i + 2);
+                    cpulm_kernels_generic.attn_pv(d, m, n, p, LDS, v, ldk, a, o0, ldo);
+                    lv[li]->attn_pv(d, m, n, p, LDS, v, ldk, a, o1, ldo);
+                    CHECK(t, memcmp(o0, o1, sizeof(float) * of) == 0);
+                    float mc[MAXM], lc[MAXM], Ma[MAXM], La[MAXM], Mb[MAXM], Lb[MAXM];
+                    for (int i = 0; i < m; i++) {
+                        mc[i] = i == 1 ? -INFINITY : 0.7f * (float)i - 2.0f;
+                        lc[i] = 1.5f + (float)i;
+                        Ma[i] = Mb[i] = i == 2 ? -INFINITY : 2.0f - 0.5f * (float)i;
+                        La[i] = Lb[i] = 3.0f;
+                    }
+                    fill(oc, (int64_t)of, seed + 6, 1.0f);
+                    memcpy(o1, o0, sizeof(float) * of);
+                    cpulm_kernels_generic.attn_merge(d, m, mc, lc, oc, ldo, Ma, La, o0, ldo);
+                    lv[li]->attn_merge(d, m, mc, lc, oc, ldo, Mb, Lb, o1, ldo);
+                    CHECK(t, memcmp(o0, o1, sizeof(float) * of) == 0 &&
+                                 memcmp(Ma, Mb, sizeof(float) * (size_t)m) == 0 &&
+                                 memcmp(La, Lb, sizeof(float) * (size_t)m) == 0);
+                }
+    free(q), free(k), free(v), free(p), free(s0), free(s1), free(o0), free(o1), free(oc);
+}
+
+/* attn_softmax_row on scores spread over a wide range (exp of differences below -87, where
+ * the polynomial's 2^n is not a normal float and results underflow to subnormals or 0),
+ * every live count from 1 to n (whole vectors of dead keys included), junk scores past
+ * lim (never exponentiated into the result), and a running max that is -inf or above
+ * every score: bit-identical to generic at every level. */
+TEST(attn_softmax_row_bit_identical_on_wide_ranges) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const int ns[] = {1, 5, 8, 13, 16, 31, 40, 64};
+    const float Ms[] = {-INFINITY, 3.0f, 150.0f};
+    float base[64], s0[64], s1[64];
+    for (int li = 1; li < nl; li++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (int lim = 1; lim <= ns[ni]; lim++)
+                for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+                    const int n = ns[ni];
+                    fill(base, 64, (uint64_t)(n * 100 + lim), 60.0f);
+                    base[0] = 40.0f; /* differences down to -100 (-190 from M = 150) */
+                    for (int j = lim; j < n; j++)
+                        base[j] = j % 3 ? NAN : INFINITY; /* dead: must not leak */
+                    memcpy(s0, base, sizeof base);
+                    memcpy(s1, base, sizeof base);
+                    float M0 = Ms[mi], L0 = 2.5f, M1 = M0, L1 = L0;
+                    float a0 = cpulm_kernels_generic.attn_softmax_row(n, lim, s0, &M0, &L0);
+                    float a1 = lv[li]->attn_softmax_row(n, lim, s1, &M1, &L1);
+                    CHECK(t, memcmp(&a0, &a1, 4) == 0 && memcmp(&M0, &M1, 4) == 0 &&
+                                 memcmp(&L0, &L1, 4) == 0 &&
+                                 memcmp(s0, s1, sizeof(float) * (size_t)n) == 0);
+                }
+}
+
 /* ---- the whole algorithm against float64 ---- */
 
 /* out[r] = attention of query row r (position pos[r]) over keys 0..pos[r], by the canonical

@@ -420,4 +420,34 @@ ARM_INLINE float32x4_t arm_exp_f32x4(float32x4_t x) {
     return vbslq_f32(vcgtq_f32(x, hi), vdupq_n_f32(INFINITY), y);
 }
 
+/* cpulm_generic_vexpf on 4 lanes, the same fused operations in the same order; 2^n is
+ * applied as ldexpf does: one rounding of j * 2^n. For |n| <= 126, 2^n is a normal float and
+ * one multiply is that rounding (subnormal results included); other lanes (|x| > ~87, inf)
+ * go through ldexpf itself. NaN lanes convert n to 0 and stay NaN. */
+ARM_INLINE float32x4_t arm_canon_vexp(float32x4_t x) {
+    const float32x4_t r = vdupq_n_f32(0x1.8p23f);
+    const float32x4_t z = vfmaq_f32(r, x, vdupq_n_f32(0x1.715476p+0f));
+    const float32x4_t n = vsubq_f32(z, r);
+    const float32x4_t b =
+        vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n, vdupq_n_f32(0x1.7f7d1cp-20f));
+    const float32x4_t u = vmulq_f32(b, b);
+    const float32x4_t c65 = vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b);
+    const float32x4_t c32 = vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b);
+    const float32x4_t c10 = vfmaq_f32(vdupq_n_f32(1.0f), vdupq_n_f32(0x1.ffffecp-1f), b);
+    const float32x4_t j = vfmaq_f32(c10, vfmaq_f32(c32, c65, u), u);
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    float32x4_t res = vmulq_f32(j, vreinterpretq_f32_s32(e));
+    const uint32x4_t big = vcagtq_f32(n, vdupq_n_f32(126.0f)); /* false for NaN */
+    if (vmaxvq_u32(big)) {
+        float jv[4], nv[4], rv[4];
+        vst1q_f32(jv, j);
+        vst1q_f32(nv, n);
+        vst1q_f32(rv, res);
+        for (int l = 0; l < 4; l++)
+            if (fabsf(nv[l]) > 126.0f) rv[l] = ldexpf(jv[l], (int)nv[l]);
+        res = vld1q_f32(rv);
+    }
+    return res;
+}
+
 #endif

@@ -6,10 +6,12 @@
  * all int8 inputs; the dotprod level replaces them with SDOT. Activation quantizers are
  * bit-identical to the reference: FCVTAS rounds half away from zero exactly like roundf,
  * FCVTNS to nearest-even like the reference's magic-number nearest_int, and FCVTN (f32 ->
- * f16) rounds to nearest-even under the default FPCR, like cpulm_f32_to_fp16.
+ * f16) rounds to nearest-even under the default FPCR, like cpulm_f32_to_fp16. The
+ * attention kernels (attn_f16, attn_scores ... attn_merge) are in neon_attn.c.
  */
 #if defined(__aarch64__)
 #include "arm.h"
+#include "neon_attn.h"
 
 /* ---- quantized dots ---- */
 
@@ -380,36 +382,6 @@ static void canon_rms_norm(int64_t n, float *y, const float *x, const float *w, 
         y[i] = (x[i] * scale) * w[i];
 }
 
-/* cpulm_generic_vexpf on 4 lanes, the same fused operations in the same order; 2^n is
- * applied as ldexpf does: one rounding of j * 2^n. For |n| <= 126, 2^n is a normal float and
- * one multiply is that rounding (subnormal results included); other lanes (|x| > ~87, inf)
- * go through ldexpf itself. NaN lanes convert n to 0 and stay NaN. */
-ARM_INLINE float32x4_t canon_vexp(float32x4_t x) {
-    const float32x4_t r = vdupq_n_f32(0x1.8p23f);
-    const float32x4_t z = vfmaq_f32(r, x, vdupq_n_f32(0x1.715476p+0f));
-    const float32x4_t n = vsubq_f32(z, r);
-    const float32x4_t b =
-        vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n, vdupq_n_f32(0x1.7f7d1cp-20f));
-    const float32x4_t u = vmulq_f32(b, b);
-    const float32x4_t c65 = vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b);
-    const float32x4_t c32 = vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b);
-    const float32x4_t c10 = vfmaq_f32(vdupq_n_f32(1.0f), vdupq_n_f32(0x1.ffffecp-1f), b);
-    const float32x4_t j = vfmaq_f32(c10, vfmaq_f32(c32, c65, u), u);
-    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    float32x4_t res = vmulq_f32(j, vreinterpretq_f32_s32(e));
-    const uint32x4_t big = vcagtq_f32(n, vdupq_n_f32(126.0f)); /* false for NaN */
-    if (vmaxvq_u32(big)) {
-        float jv[4], nv[4], rv[4];
-        vst1q_f32(jv, j);
-        vst1q_f32(nv, n);
-        vst1q_f32(rv, res);
-        for (int l = 0; l < 4; l++)
-            if (fabsf(nv[l]) > 126.0f) rv[l] = ldexpf(jv[l], (int)nv[l]);
-        res = vld1q_f32(rv);
-    }
-    return res;
-}
-
 /* Elements in whole groups of 16 take the polynomial exp, the rest libm's expf (canonical). */
 static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
     const float32x4_t one = vdupq_n_f32(1.0f);
@@ -417,7 +389,7 @@ static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
     int64_t i = 0;
     for (; i < nv; i += 4) {
         const float32x4_t vg = vld1q_f32(g + i);
-        const float32x4_t silu = vdivq_f32(vg, vaddq_f32(one, canon_vexp(vnegq_f32(vg))));
+        const float32x4_t silu = vdivq_f32(vg, vaddq_f32(one, arm_canon_vexp(vnegq_f32(vg))));
         vst1q_f32(y + i, vmulq_f32(silu, vld1q_f32(u + i)));
     }
     for (; i < n; i++)
@@ -508,6 +480,11 @@ const cpulm_kernels cpulm_kernels_neon = {
     .dot_f32 = dot_f32,
     .scale_f16 = canon_scale_f16,
     .mad_f16 = canon_mad_f16,
+    .attn_f16 = cpulm_neon_attn_f16,
+    .attn_scores = cpulm_neon_attn_scores,
+    .attn_softmax_row = cpulm_neon_attn_softmax_row,
+    .attn_pv = cpulm_neon_attn_pv,
+    .attn_merge = cpulm_neon_attn_merge,
     .gemm_x16 =
         {
             [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,

@@ -1,6 +1,7 @@
 /* avx2.c: the avx2 kernel level (Haswell / Zen 1 and later), built with -mavx2 -mfma
  * -mf16c. Reached only through cpulm_kernels_avx2 after dispatch.c verified AVX2, FMA, F16C
- * and OS support of YMM state. Entries left NULL inherit the generic ones.
+ * and OS support of YMM state. Entries left NULL inherit the generic ones. The tiled
+ * attention steps (attn_scores ... attn_merge) are in avx2_attn.c.
  *
  * The int8 dots use maddubs (u8 x s8 -> s16 pairs) with the sign trick, then madd to int32:
  * the per-block integer sums are exact, so results differ from generic only in the order
@@ -12,6 +13,7 @@
 
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
+#include "avx2_attn.h"
 #include "x86.h"
 
 /* ---- quantized dots ---- */
@@ -309,25 +311,9 @@ static void canon_rms_norm(int64_t n, float *y, const float *x, const float *w, 
         y[i] = (x[i] * scale) * w[i];
 }
 
-/* exp(-g) in 8 lanes; lanes whose 2^n is not a normal float are scaled by ldexpf. */
+/* exp(-g) in 8 lanes, the canonical polynomial (x86_canon_vexp256) */
 static inline __m256 canon_exp_neg(__m256 g) {
-    __m256 n;
-    const __m256 p = x86_vexp_parts256(_mm256_sub_ps(_mm256_setzero_ps(), g), &n);
-    const __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), n),
-                                     _mm256_set1_ps(126.0f), _CMP_GT_OQ);
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    __m256 r = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-    if (_mm256_movemask_ps(big)) {
-        float pv[8], nv[8], rv[8];
-        _mm256_storeu_ps(pv, p);
-        _mm256_storeu_ps(nv, n);
-        _mm256_storeu_ps(rv, r);
-        for (int l = 0; l < 8; l++)
-            if (fabsf(nv[l]) > 126.0f) rv[l] = ldexpf(pv[l], (int)nv[l]);
-        r = _mm256_loadu_ps(rv);
-    }
-    return r;
+    return x86_canon_vexp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
 }
 
 static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
@@ -926,6 +912,10 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .scale_f16 = canon_scale_f16,
     .mad_f16 = canon_mad_f16,
     .attn_f16 = attn_f16,
+    .attn_scores = cpulm_avx2_attn_scores,
+    .attn_softmax_row = cpulm_avx2_attn_softmax_row,
+    .attn_pv = cpulm_avx2_attn_pv,
+    .attn_merge = cpulm_avx2_attn_merge,
     .gemm_x16 = {[CPULM_DTYPE_Q4_0] = gemm_q4_0_x16,
                  [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
                  [CPULM_DTYPE_Q4_K] = gemm_q4_K_x16,

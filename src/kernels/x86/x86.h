@@ -123,6 +123,29 @@ static inline __m256 x86_vexp_parts256(__m256 x, __m256 *n_out) {
     return p;
 }
 
+/* cpulm_generic_vexpf on 8 lanes: the polynomial above, then 2^n applied as ldexpf does (one
+ * rounding of j * 2^n). For |n| <= 126, 2^n is a normal float and one multiply is that
+ * rounding (subnormal results included); other lanes (|x| > ~87, inf) go through ldexpf. */
+static inline __m256 x86_canon_vexp256(__m256 x) {
+    __m256 n;
+    const __m256 p = x86_vexp_parts256(x, &n);
+    const __m256 big = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), n),
+                                     _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 r = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    if (_mm256_movemask_ps(big)) {
+        float pv[8], nv[8], rv[8];
+        _mm256_storeu_ps(pv, p);
+        _mm256_storeu_ps(nv, n);
+        _mm256_storeu_ps(rv, r);
+        for (int l = 0; l < 8; l++)
+            if (fabsf(nv[l]) > 126.0f) rv[l] = ldexpf(pv[l], (int)nv[l]);
+        r = _mm256_loadu_ps(rv);
+    }
+    return r;
+}
+
 /* Sequential double sum of float squares (the canonical rms sum). */
 static inline double x86_sum_squares(int64_t n, const float *x) {
     double sum = 0.0;

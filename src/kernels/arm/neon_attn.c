@@ -1,0 +1,385 @@
+/* neon_attn.c: the neon level's attention kernels (contracts in kernels.h: attn_f16 and the
+ * tiled attn_* steps), built with the neon flags (-march=armv8-a) and reached through
+ * cpulm_kernels_neon (neon.c's table); dotprod, i8mm and sve inherit them.
+ *
+ * Bit-identical to the generic ones (generic/attn.c, generic/attn_tile.c). The canonical
+ * F32 dot of a score has 16 lanes: four 4-lane accumulators (quarters), fused multiply-adds
+ * (vfmaq_f32 = fmaf) in the same order, and the same reduce16 tree, done for four dots at
+ * once (reduce16x4). Softmax takes the canonical polynomial exp (arm_canon_vexp) and the
+ * same 16 lane sums; P.V and the merge are per element fmas in key order, so any register
+ * blocking gives the same bits. attn_f16 rounds its f16 accumulator with FCVTN (round to
+ * nearest even under the default FPCR, like cpulm_f32_to_fp16) after every step.
+ */
+#if defined(__aarch64__)
+#define ARM_MCA_LEVEL "neon"
+#include "neon_attn.h"
+
+#include "arm.h"
+#include "kernels/generic/generic.h"
+
+/* Full unrolling of the small constant loops over rows, keys and quarters, so the
+ * accumulator arrays live in registers (clang ignores a GCC unroll count above the trip
+ * count and keeps them on the stack). */
+#if defined(__clang__)
+#define NEON_UNROLL _Pragma("unroll")
+#else
+#define NEON_UNROLL _Pragma("GCC unroll 8")
+#endif
+
+/* ---- scores ---- */
+
+/* The reduce16 sums of four 16-lane accumulators (a[i][t]: lanes 4t..4t+3), in order. Each
+ * stage adds the lane pairs cpulm_generic_reduce16 adds: h = a[8..15] + a[0..7] and
+ * g = h[4..7] + h[0..3] per accumulator, then (g0 + g2) + (g1 + g3) for four at once. */
+ARM_INLINE float32x4_t reduce16x4(const float32x4_t *a0, const float32x4_t *a1,
+                                  const float32x4_t *a2, const float32x4_t *a3) {
+    const float32x4_t *a[4] = {a0, a1, a2, a3};
+    float64x2_t g[4];
+    NEON_UNROLL
+    for (int i = 0; i < 4; i++)
+        g[i] = vreinterpretq_f64_f32(
+            vaddq_f32(vaddq_f32(a[i][3], a[i][1]), vaddq_f32(a[i][2], a[i][0])));
+    /* {g0 + g2, g1 + g3} of accumulators 0, 1 and of 2, 3 */
+    const float32x4_t u01 = vaddq_f32(vreinterpretq_f32_f64(vzip1q_f64(g[0], g[1])),
+                                      vreinterpretq_f32_f64(vzip2q_f64(g[0], g[1])));
+    const float32x4_t u23 = vaddq_f32(vreinterpretq_f32_f64(vzip1q_f64(g[2], g[3])),
+                                      vreinterpretq_f32_f64(vzip2q_f64(g[2], g[3])));
+    return vpaddq_f32(u01, u23);
+}
+
+/* R query rows x K keys of the score tile (R * K = 4 or 6), d a multiple of 16. Per quarter
+ * of 16 elements the R query and K key vectors are loaded once each and feed R * K fmas.
+ * Row pairs take 2 x 2 (16 accumulators): 2 x 3 (24 accumulators, 20 loads per 24 FMLA
+ * instead of 16 per 16) spilled 2 registers per iteration with gcc 12. No arm-perf.sh
+ * markers here: they changed this function's code by 3.5% (docs/PERFORMANCE.md has the
+ * one-off llvm-mca figures of the loop). */
+ARM_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
+                             float scale, float *s, int64_t lds, const int R, const int K) {
+    float32x4_t acc[6][4];
+    NEON_UNROLL
+    for (int i = 0; i < R * K; i++)
+        NEON_UNROLL
+        for (int t = 0; t < 4; t++)
+            acc[i][t] = vdupq_n_f32(0.0f);
+    for (int64_t c = 0; c < d; c += 16) {
+        NEON_UNROLL
+        for (int t = 0; t < 4; t++) {
+            float32x4_t qv[2], kv[4];
+            NEON_UNROLL
+            for (int r = 0; r < R; r++)
+                qv[r] = vld1q_f32(q + r * ldq + c + 4 * t);
+            NEON_UNROLL
+            for (int j = 0; j < K; j++)
+                kv[j] = vld1q_f32(k + j * ldk + c + 4 * t);
+            NEON_UNROLL
+            for (int r = 0; r < R; r++)
+                NEON_UNROLL
+                for (int j = 0; j < K; j++)
+                    acc[r * K + j][t] = vfmaq_f32(acc[r * K + j][t], qv[r], kv[j]);
+        }
+    }
+    const float32x4_t s0 = vmulq_n_f32(reduce16x4(acc[0], acc[1], acc[2], acc[3]), scale);
+    if (R == 1) { /* 1 x 4 */
+        vst1q_f32(s, s0);
+    } else if (K == 2) { /* {s00, s01, s10, s11} */
+        vst1_f32(s, vget_low_f32(s0));
+        vst1_f32(s + lds, vget_high_f32(s0));
+    } else { /* {s00, s01, s02, s10}, {s11, s12, ...} */
+        const float32x4_t s1 = vmulq_n_f32(reduce16x4(acc[4], acc[5], acc[4], acc[5]), scale);
+        vst1_f32(s, vget_low_f32(s0));
+        vst1q_lane_f32(s + 2, s0, 2);
+        vst1q_lane_f32(s + lds, s0, 3);
+        vst1_f32(s + lds + 1, vget_low_f32(s1));
+    }
+}
+
+/* One score by the canonical dot (d a multiple of 16): for the keys left over by the blocks. */
+static float score_one(int64_t d, const float *q, const float *k, float scale) {
+    float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
+                        vdupq_n_f32(0.0f)};
+    for (int64_t c = 0; c < d; c += 16)
+        NEON_UNROLL
+        for (int t = 0; t < 4; t++)
+            a[t] = vfmaq_f32(a[t], vld1q_f32(q + c + 4 * t), vld1q_f32(k + c + 4 * t));
+    const float32x4_t g = vaddq_f32(vaddq_f32(a[3], a[1]), vaddq_f32(a[2], a[0]));
+    return vpadds_f32(vadd_f32(vget_low_f32(g), vget_high_f32(g))) * scale;
+}
+
+void cpulm_neon_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
+                            int64_t ldk, float scale, float *s, int64_t lds) {
+    if (d % 16 != 0) { /* the canonical dot of such rows has a scalar tail */
+        cpulm_generic_attn_scores(d, m, n, q, ldq, k, ldk, scale, s, lds);
+        return;
+    }
+    int i = 0;
+    for (; i + 2 <= m; i += 2) { /* row pairs x key pairs */
+        const float *qi = q + (int64_t)i * ldq;
+        float *si = s + (int64_t)i * lds;
+        int j = 0;
+        for (; j + 2 <= n; j += 2)
+            scores_block(d, qi, ldq, k + (int64_t)j * ldk, ldk, scale, si + j, lds, 2, 2);
+        if (j < n) {
+            si[j] = score_one(d, qi, k + (int64_t)j * ldk, scale);
+            si[lds + j] = score_one(d, qi + ldq, k + (int64_t)j * ldk, scale);
+        }
+    }
+    if (i < m) { /* the last row x key quads */
+        const float *qi = q + (int64_t)i * ldq;
+        float *si = s + (int64_t)i * lds;
+        int j = 0;
+        for (; j + 4 <= n; j += 4)
+            scores_block(d, qi, ldq, k + (int64_t)j * ldk, ldk, scale, si + j, lds, 1, 4);
+        for (; j < n; j++)
+            si[j] = score_one(d, qi, k + (int64_t)j * ldk, scale);
+    }
+}
+
+/* ---- online softmax ---- */
+
+/* s[j..j+4) = vexp(s - mx) where j + lane < lim, else 0; returns the stored values. Dead
+ * lanes are not exponentiated (their scores may be anything). */
+ARM_INLINE float32x4_t exp4_live(float *s, int j, int lim, float32x4_t vm) {
+    float32x4_t e;
+    if (j + 4 <= lim) {
+        e = arm_canon_vexp(vsubq_f32(vld1q_f32(s + j), vm));
+    } else if (j >= lim) {
+        e = vdupq_n_f32(0.0f);
+    } else {
+        static const int32_t iota[4] = {0, 1, 2, 3};
+        const uint32x4_t live = vcltq_s32(vaddq_s32(vdupq_n_s32(j), vld1q_s32(iota)),
+                                          vdupq_n_s32(lim));
+        const float32x4_t x = vbslq_f32(live, vld1q_f32(s + j), vm); /* dead: exp(0) */
+        e = vreinterpretq_f32_u32(
+            vandq_u32(vreinterpretq_u32_f32(arm_canon_vexp(vsubq_f32(x, vm))), live));
+    }
+    vst1q_f32(s + j, e);
+    return e;
+}
+
+float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
+    float32x4_t vmax = vdupq_n_f32(*M);
+    int j = 0;
+    for (; j + 4 <= lim; j += 4)
+        vmax = vmaxnmq_f32(vmax, vld1q_f32(s + j)); /* maxNum, as fmaxf */
+    float mx = vmaxnmvq_f32(vmax);
+    for (; j < lim; j++)
+        mx = fmaxf(mx, s[j]);
+    /* the 16 lane sums: lane l adds the keys j == l mod 16 in order (quarter t: 4t..4t+3) */
+    const float32x4_t vm = vdupq_n_f32(mx);
+    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
+                          vdupq_n_f32(0.0f)};
+    for (j = 0; j + 16 <= n; j += 16)
+        NEON_UNROLL
+        for (int t = 0; t < 4; t++)
+            acc[t] = vaddq_f32(acc[t], exp4_live(s, j + 4 * t, lim, vm));
+    float lanes[16];
+    NEON_UNROLL
+    for (int t = 0; t < 4; t++)
+        vst1q_f32(lanes + 4 * t, acc[t]);
+    for (; j + 4 <= n; j += 4) {
+        float *l = lanes + j % 16;
+        vst1q_f32(l, vaddq_f32(vld1q_f32(l), exp4_live(s, j, lim, vm)));
+    }
+    for (; j < n; j++) {
+        s[j] = j < lim ? cpulm_generic_vexpf(s[j] - mx) : 0.0f;
+        lanes[j % 16] += s[j];
+    }
+    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
+    const float a = *M == -INFINITY ? 0.0f : cpulm_generic_vexpf(*M - mx);
+    *L = fmaf(*L, a, cpulm_generic_reduce16(lanes));
+    *M = mx;
+    return a;
+}
+
+/* ---- P.V ---- */
+
+/* Key L of a step of 4: every row's fma by lane L of its 4 weights (FMLA by element). */
+#define PV_KEY(L)                                                          \
+    do {                                                                   \
+        const float *vj = v + (int64_t)(j + (L)) * ldv;                    \
+        float32x4_t vv[4];                                                 \
+        NEON_UNROLL for (int c = 0; c < V; c++) vv[c] =        \
+            vld1q_f32(vj + 4 * c);                                         \
+        NEON_UNROLL for (int r = 0; r < R; r++)                \
+            NEON_UNROLL for (int c = 0; c < V; c++) acc[r][c] = \
+                vfmaq_laneq_f32(acc[r][c], vv[c], pw[r], L);               \
+    } while (0)
+
+/* R rows x V vectors of 4 dims (at most 4 x 4: 16 accumulators, 4 weight and 4 value
+ * registers): o = o * a, then o = fma(p_j, v_j, o) over the keys in order. */
+ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                         const float *a, float *o, int64_t ldo, const int R, const int V) {
+    float32x4_t acc[4][4];
+    NEON_UNROLL
+    for (int r = 0; r < R; r++)
+        NEON_UNROLL
+        for (int c = 0; c < V; c++)
+            acc[r][c] = vmulq_n_f32(vld1q_f32(o + r * ldo + 4 * c), a[r]);
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        if (R == 4 && V == 4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_pv");
+        float32x4_t pw[4];
+        NEON_UNROLL
+        for (int r = 0; r < R; r++)
+            pw[r] = vld1q_f32(p + r * ldp + j);
+        PV_KEY(0);
+        PV_KEY(1);
+        PV_KEY(2);
+        PV_KEY(3);
+        if (R == 4 && V == 4) ARM_MCA_END(ARM_MCA_LEVEL "_attn_pv");
+    }
+    for (; j < n; j++) {
+        const float *vj = v + (int64_t)j * ldv;
+        NEON_UNROLL
+        for (int r = 0; r < R; r++)
+            NEON_UNROLL
+            for (int c = 0; c < V; c++)
+                acc[r][c] = vfmaq_n_f32(acc[r][c], vld1q_f32(vj + 4 * c), p[r * ldp + j]);
+    }
+    NEON_UNROLL
+    for (int r = 0; r < R; r++)
+        NEON_UNROLL
+        for (int c = 0; c < V; c++)
+            vst1q_f32(o + r * ldo + 4 * c, acc[r][c]);
+}
+#undef PV_KEY
+
+#define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
+static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
+                    int64_t ldv, const float *a, float *o, int64_t ldo) {
+    switch (rows * 8 + vecs) {
+    case 4 * 8 + 4: PV_CASE(4, 4); break;
+    case 4 * 8 + 3: PV_CASE(4, 3); break;
+    case 4 * 8 + 2: PV_CASE(4, 2); break;
+    case 4 * 8 + 1: PV_CASE(4, 1); break;
+    case 3 * 8 + 4: PV_CASE(3, 4); break;
+    case 3 * 8 + 3: PV_CASE(3, 3); break;
+    case 3 * 8 + 2: PV_CASE(3, 2); break;
+    case 3 * 8 + 1: PV_CASE(3, 1); break;
+    case 2 * 8 + 4: PV_CASE(2, 4); break;
+    case 2 * 8 + 3: PV_CASE(2, 3); break;
+    case 2 * 8 + 2: PV_CASE(2, 2); break;
+    case 2 * 8 + 1: PV_CASE(2, 1); break;
+    case 1 * 8 + 4: PV_CASE(1, 4); break;
+    case 1 * 8 + 3: PV_CASE(1, 3); break;
+    case 1 * 8 + 2: PV_CASE(1, 2); break;
+    default: PV_CASE(1, 1); break;
+    }
+}
+#undef PV_CASE
+
+void cpulm_neon_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
+                        int64_t ldv, const float *a, float *o, int64_t ldo) {
+    if (d % 4 != 0) {
+        cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
+        return;
+    }
+    for (int i = 0; i < m; i += 4) {
+        const int rows = m - i < 4 ? m - i : 4;
+        for (int64_t c = 0; c < d; c += 16) {
+            const int vecs = d - c < 16 ? (int)((d - c) / 4) : 4;
+            pv_rows(rows, vecs, n, p + (int64_t)i * ldp, ldp, v + c, ldv, a + i,
+                    o + (int64_t)i * ldo + c, ldo);
+        }
+    }
+}
+
+/* ---- merge of chunk partials ---- */
+
+void cpulm_neon_attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
+                           int64_t ldoc, float *M, float *L, float *o, int64_t ldo) {
+    for (int i = 0; i < m; i++) {
+        if (mc[i] == -INFINITY) continue;
+        const float mx = fmaxf(M[i], mc[i]);
+        const float a = M[i] == -INFINITY ? 0.0f : cpulm_generic_vexpf(M[i] - mx);
+        const float b = cpulm_generic_vexpf(mc[i] - mx);
+        L[i] = fmaf(L[i], a, lc[i] * b);
+        M[i] = mx;
+        float *oi = o + (int64_t)i * ldo;
+        const float *ci = oc + (int64_t)i * ldoc;
+        int64_t c = 0;
+        for (; c + 4 <= d; c += 4)
+            vst1q_f32(oi + c, vfmaq_n_f32(vmulq_n_f32(vld1q_f32(oi + c), a), vld1q_f32(ci + c), b));
+        for (; c < d; c++)
+            oi[c] = fmaf(ci[c], b, oi[c] * a);
+    }
+}
+
+/* ---- attention over an F16 cache, reference numerics (attn_f16) ----
+ * The generic algorithm step for step: scores are exact f32 products of the f16 key and
+ * query summed in double (order-independent in practice, see generic/dot.c), expf as the
+ * generic code calls it, and the f16 accumulator updated 8 halves at a time by
+ * f16(f32(acc) * ms) and f16(fma(f32(v), vs, f32(acc))), as scale_f16 / mad_f16 do. */
+
+#define F16_MAX_D 256 /* larger heads (none supported today) take the generic code */
+
+ARM_INLINE float dot_f16_f32(int64_t d, const uint16_t *k, const float *q) {
+    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t i = 0; i < d; i += 8) {
+        const float32x4_t p0 = vmulq_f32(arm_load4_f16(k + i), vld1q_f32(q + i));
+        const float32x4_t p1 = vmulq_f32(arm_load4_f16(k + i + 4), vld1q_f32(q + i + 4));
+        s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(p0)));
+        s1 = vaddq_f64(s1, vcvt_high_f64_f32(p0));
+        s2 = vaddq_f64(s2, vcvt_f64_f32(vget_low_f32(p1)));
+        s3 = vaddq_f64(s3, vcvt_high_f64_f32(p1));
+    }
+    return (float)vaddvq_f64(vaddq_f64(vaddq_f64(s0, s1), vaddq_f64(s2, s3)));
+}
+
+/* 8 halves -> f32 (exact), f(lo, hi), -> 8 halves rounded to nearest even */
+ARM_INLINE float16x8_t round8(float32x4_t lo, float32x4_t hi) {
+    return vcvt_high_f16_f32(vcvt_f16_f32(lo), hi);
+}
+
+ARM_INLINE void scale8_f16(int64_t d, uint16_t *acc, float ms) {
+    for (int64_t i = 0; i < d; i += 8) {
+        const float16x8_t y = vreinterpretq_f16_u16(vld1q_u16(acc + i));
+        const float16x8_t r = round8(vmulq_n_f32(vcvt_f32_f16(vget_low_f16(y)), ms),
+                                     vmulq_n_f32(vcvt_high_f32_f16(y), ms));
+        vst1q_u16(acc + i, vreinterpretq_u16_f16(r));
+    }
+}
+
+ARM_INLINE void mad8_f16(int64_t d, uint16_t *acc, const uint16_t *x, float vs) {
+    for (int64_t i = 0; i < d; i += 8) {
+        const float16x8_t y = vreinterpretq_f16_u16(vld1q_u16(acc + i));
+        const float16x8_t v = vreinterpretq_f16_u16(vld1q_u16(x + i));
+        const float16x8_t r =
+            round8(vfmaq_n_f32(vcvt_f32_f16(vget_low_f16(y)), vcvt_f32_f16(vget_low_f16(v)), vs),
+                   vfmaq_n_f32(vcvt_high_f32_f16(y), vcvt_high_f32_f16(v), vs));
+        vst1q_u16(acc + i, vreinterpretq_u16_f16(r));
+    }
+}
+
+void cpulm_neon_attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
+                         const uint8_t *v, uint64_t stride, float scale, float *out) {
+    if (d > F16_MAX_D || d % 8 != 0) {
+        cpulm_generic_attn_f16(d, n, q16, k, v, stride, scale, out);
+        return;
+    }
+    float q[F16_MAX_D];
+    uint16_t acc[F16_MAX_D];
+    for (int64_t i = 0; i < d; i += 4)
+        vst1q_f32(q + i, arm_load4_f16(q16 + i));
+    memset(acc, 0, sizeof(uint16_t) * (size_t)d);
+    float M = -INFINITY, S = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
+        const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
+        const float x = dot_f16_f32(d, kr, q) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (x > M) {
+            ms = expf(M - x);
+            M = x;
+            scale8_f16(d, acc, ms);
+        } else {
+            vs = expf(x - M);
+        }
+        mad8_f16(d, acc, vr, vs);
+        S = fmaf(S, ms, vs);
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int64_t i = 0; i < d; i += 4)
+        vst1q_f32(out + i, vmulq_n_f32(arm_load4_f16(acc + i), inv));
+}
+#endif

@@ -1,0 +1,17 @@
+/* avx2_attn.h: the avx2 level's tiled-attention steps (avx2_attn.c), for avx2.c's table.
+ * Contracts are kernels.h's attn_* ops. AVX2 + FMA code: reached only through
+ * cpulm_kernels_avx2, after dispatch.c verified the CPU. */
+#ifndef CPULM_KERNELS_X86_AVX2_ATTN_H
+#define CPULM_KERNELS_X86_AVX2_ATTN_H
+
+#include <stdint.h>
+
+void cpulm_avx2_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
+                            int64_t ldk, float scale, float *s, int64_t lds);
+float cpulm_avx2_attn_softmax_row(int n, int lim, float *s, float *M, float *L);
+void cpulm_avx2_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
+                        int64_t ldv, const float *a, float *o, int64_t ldo);
+void cpulm_avx2_attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
+                           int64_t ldoc, float *M, float *L, float *o, int64_t ldo);
+
+#endif
