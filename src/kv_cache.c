@@ -80,26 +80,31 @@ static size_t page_bytes(void) {
     return pg > 0 ? (size_t)pg : 4096;
 }
 
-/* Gives the pages wholly inside [p, end) back to the OS: they read as zeros afterwards and
- * cost no memory until written again. Pages shared with live rows are kept. */
-static void discard(uint8_t *p, uint8_t *end) {
+/* Gives back the pages holding rows [from, to) of the run [run, run_end): those wholly
+ * inside the run from `from` on, up to the page holding `to` (rows past `to` were never
+ * written). Pages shared with live rows or the neighbouring run are kept. They read as
+ * zeros afterwards and cost no memory until written again. */
+static void discard(uint8_t *from, uint8_t *to, uint8_t *run_end) {
     const uintptr_t pg = page_bytes();
-    uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1), b = (uintptr_t)end & ~(pg - 1);
+    uintptr_t a = ((uintptr_t)from + pg - 1) & ~(pg - 1);
+    uintptr_t b = ((uintptr_t)to + pg - 1) & ~(pg - 1);
+    if (b > (uintptr_t)run_end) b = (uintptr_t)run_end & ~(pg - 1);
     if (b > a) madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
 }
 
-/* Rows are only ever written at the length (decode appends, seq_set and seq_cp set a
- * prefix), so nothing past it is resident but what a shrink drops. Discarding to the end
- * of each (layer, seq) run rather than to the old length keeps this simple; the OS skips
- * the part with nothing mapped cheaply. */
+/* Rows are only ever written at the length (decode appends, seq_set and seq_cp write a
+ * prefix), so what is resident past n lies below the old length: only that range is
+ * given back (madvise over untouched address space still costs about 1 ms per 32 MiB). */
 void cpulm_kv_seq_trim(cpulm_kv *kv, int32_t seq, int32_t n) {
     CPULM_ASSERT(seq >= 0 && seq < kv->n_seq && n >= 0);
-    if (n >= kv->len[seq]) return;
+    const int32_t old = kv->len[seq];
+    if (n >= old) return;
     kv->len[seq] = n;
-    const size_t run = (size_t)kv->n_ctx * kv->row_bytes;
     for (int32_t il = 0; il < kv->n_layer; il++) {
-        discard(cpulm_kv_k(kv, il, seq, n), cpulm_kv_k(kv, il, seq, 0) + run);
-        discard(cpulm_kv_v(kv, il, seq, n), cpulm_kv_v(kv, il, seq, 0) + run);
+        discard(cpulm_kv_k(kv, il, seq, n), cpulm_kv_k(kv, il, seq, old),
+                cpulm_kv_k(kv, il, seq, 0) + (size_t)kv->n_ctx * kv->row_bytes);
+        discard(cpulm_kv_v(kv, il, seq, n), cpulm_kv_v(kv, il, seq, old),
+                cpulm_kv_v(kv, il, seq, 0) + (size_t)kv->n_ctx * kv->row_bytes);
     }
 }
 
@@ -110,18 +115,21 @@ int64_t cpulm_kv_tokens(const cpulm_kv *kv) {
     return n;
 }
 
-/* mincore in chunks of a fixed vector: no allocation, and a scrape of a large cache costs
- * one system call per 16 MiB (4 KiB pages). */
+/* mincore in chunks of a fixed vector: no allocation, one system call per 128 MiB
+ * (4 KiB pages); the vector is summed 8 pages at a time. */
 uint64_t cpulm_kv_resident_bytes(const cpulm_kv *kv) {
     if (!kv->map) return 0;
     const size_t pg = page_bytes();
-    unsigned char vec[4096];
+    uint64_t vec[4096]; /* 32 KiB of one byte per page */
+    const size_t span = sizeof vec * pg;
     uint64_t pages = 0;
-    for (size_t off = 0; off < kv->map_bytes; off += sizeof vec * pg) {
-        size_t len = kv->map_bytes - off < sizeof vec * pg ? kv->map_bytes - off : sizeof vec * pg;
-        if (mincore((uint8_t *)kv->map + off, len, vec) != 0) return 0;
-        for (size_t i = 0; i < (len + pg - 1) / pg; i++)
-            pages += vec[i] & 1;
+    for (size_t off = 0; off < kv->map_bytes; off += span) {
+        size_t len = kv->map_bytes - off < span ? kv->map_bytes - off : span;
+        size_t n = (len + pg - 1) / pg;
+        memset((uint8_t *)vec + n, 0, (8 - n % 8) % 8); /* the last word's unused bytes */
+        if (mincore((uint8_t *)kv->map + off, len, (unsigned char *)vec) != 0) return 0;
+        for (size_t i = 0; i < (n + 7) / 8; i++) /* bit 0 of each byte: resident */
+            pages += (uint64_t)__builtin_popcountll(vec[i] & 0x0101010101010101ull);
     }
     return pages * pg;
 }
