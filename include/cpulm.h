@@ -310,7 +310,7 @@ CPULM_API void cpulm_embd_normalize(float *v, int32_t n);
 CPULM_API int32_t cpulm_ctx_n_ctx(const cpulm_ctx *ctx);
 CPULM_API int32_t cpulm_ctx_n_seq_max(const cpulm_ctx *ctx);
 CPULM_API int32_t cpulm_ctx_seq_len(const cpulm_ctx *ctx, int32_t seq); /* next position */
-/* Drops positions >= p0 of seq (p0 = 0 clears it). */
+/* Drops positions >= p0 of seq (p0 = 0 clears it); their memory goes back to the OS. */
 CPULM_API cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *ctx, int32_t seq, int32_t p0);
 /* Copies the first n positions of src into dst (dst is cleared first). */
 CPULM_API cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *ctx, int32_t src, int32_t dst, int32_t n);
@@ -327,15 +327,22 @@ CPULM_API cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *ctx, int32_t seq, int3
                                                const void *src);
 CPULM_API void cpulm_ctx_set_threads(cpulm_ctx *ctx, int32_t n_threads, int32_t n_threads_batch);
 CPULM_API int32_t cpulm_ctx_threads(const cpulm_ctx *ctx);
-/* Bytes the context holds: KV cache and scratch (cpulm_memory's kv + scratch). */
+/* Bytes the context allocates: KV cache and scratch (cpulm_memory's kv + scratch). The KV
+ * cache is reserved address space: its pages take RAM as positions are written and are
+ * given back when sequences shrink (seq_rm, seq_cp, seq_state_set), so the RAM it uses
+ * follows the positions held, not n_seq_max x n_ctx. */
 CPULM_API uint64_t cpulm_ctx_memory_bytes(const cpulm_ctx *ctx);
+/* The KV cache's pages in RAM, as the kernel reports them (mincore). Reads no sequence
+ * state: safe to call from another thread while the context decodes. */
+CPULM_API uint64_t cpulm_ctx_kv_resident_bytes(const cpulm_ctx *ctx);
 
 /* The memory a model and a context on it need. One computation (src/memory.c) sizes the
  * context's buffers and gives these numbers, so they are what cpulm_ctx_new allocates
  * (to within the few hundred bytes of the context and pool structs). */
 typedef struct cpulm_memory {
     uint64_t weights;      /* tensor data: mapped read-only, or the model's repacked copy */
-    uint64_t kv;           /* KV cache of all n_seq_max sequences */
+    uint64_t kv;           /* KV cache of all n_seq_max sequences when full (reserved;
+                            * RAM is what the positions held take) */
     uint64_t kv_per_token; /* one token of one sequence */
     uint64_t scratch;      /* activations, attention scores, logits */
     uint64_t total;        /* weights + kv + scratch */

@@ -270,7 +270,7 @@ const float *cpulm_ctx_embeddings_seq(const cpulm_ctx *c, int32_t seq) {
 
 static void clear_seqs(cpulm_ctx *c) {
     for (int32_t s = 0; s < c->kv.n_seq; s++)
-        c->kv.len[s] = 0;
+        cpulm_kv_seq_trim(&c->kv, s, 0);
 }
 
 /* One input longer than a batch, LAST pooling: its chunks in order, the last one pooled. */
@@ -361,7 +361,7 @@ int32_t cpulm_ctx_seq_len(const cpulm_ctx *c, int32_t seq) {
 
 cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *c, int32_t seq, int32_t p0) {
     if (seq < 0 || seq >= c->kv.n_seq || p0 < 0) return CPULM_ERR_INVALID_ARG;
-    if (p0 < c->kv.len[seq]) c->kv.len[seq] = p0;
+    cpulm_kv_seq_trim(&c->kv, seq, p0); /* and its pages go back to the OS */
     return CPULM_OK;
 }
 
@@ -371,6 +371,10 @@ cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *c, int32_t src, int32_t dst, int32_t n)
         return CPULM_ERR_INVALID_ARG;
     cpulm_kv_seq_cp(&c->kv, src, dst, n);
     return CPULM_OK;
+}
+
+uint64_t cpulm_ctx_kv_resident_bytes(const cpulm_ctx *c) {
+    return cpulm_kv_resident_bytes(&c->kv);
 }
 
 uint64_t cpulm_ctx_seq_state_bytes(const cpulm_ctx *c, int32_t n) {

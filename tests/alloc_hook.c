@@ -1,9 +1,13 @@
 /* alloc_hook.c: counts heap allocations, and the bytes they ask for, made by code linked
  * into the test binary (the test binary is linked with --wrap=malloc,calloc,realloc,
- * aligned_alloc), so a test can check that a code path allocates nothing, or exactly what
- * an estimate says (bytes still live: what was freed again does not count). Only the
- * calling thread's allocations are counted. */
+ * aligned_alloc,free,mmap,munmap), so a test can check that a code path allocates nothing,
+ * or exactly what an estimate says (bytes still live: what was freed again does not
+ * count). Anonymous mappings count as allocations (the KV cache is one), file mappings do
+ * not. Only the calling thread's allocations are counted. */
+#define _GNU_SOURCE
 #include <stddef.h>
+#include <sys/mman.h>
+#include <sys/types.h>
 
 #include "test.h"
 
@@ -102,4 +106,23 @@ void *__wrap_aligned_alloc(size_t al, size_t n) {
         note(p, n);
     }
     return p;
+}
+
+void *__real_mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off);
+int __real_munmap(void *addr, size_t n);
+void *__wrap_mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off);
+int __wrap_munmap(void *addr, size_t n);
+
+void *__wrap_mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off) {
+    void *p = __real_mmap(addr, n, prot, flags, fd, off);
+    if (counting && p != MAP_FAILED && (flags & MAP_ANONYMOUS)) {
+        n_allocs++;
+        note(p, n);
+    }
+    return p;
+}
+
+int __wrap_munmap(void *addr, size_t n) {
+    if (counting) forget(addr);
+    return __real_munmap(addr, n);
 }

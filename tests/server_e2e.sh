@@ -2,8 +2,9 @@
 # server_e2e.sh: end-to-end tests of `cpulm serve` with curl on stories260K: probes,
 # metrics, completions and chat (plain and SSE), batching never changing results, errors
 # and their status codes, keep-alive, malformed HTTP, a long prompt not stalling running
-# streams, client disconnects, the RAM prompt cache across slots, queue limits (429) and
-# the SIGTERM drain, /v1/embeddings (vectors equal `cpulm embed --json`, base64, errors),
+# streams, client disconnects, the RAM prompt cache across slots, KV memory following the
+# tokens cached, queue limits (429) and the SIGTERM drain, /v1/embeddings (vectors equal
+# `cpulm embed --json`, base64, errors),
 # and Qwen3-style <think> splitting into reasoning_content on tiny-qwen3.
 # Then the official `openai` npm package drives a server (openai_client_test.mjs), with
 # ajv + ajv-formats validating structured outputs and tool arguments: they are installed
@@ -310,6 +311,33 @@ for ram in 2048 0; do
   fi
   kill -TERM "$SPID"; wait "$SPID"
 done
+
+# ---- KV memory follows the tokens cached: 8 slots x 4096 tokens reserve 32k tokens of KV;
+# a long prompt's pages are resident while it runs (cpulm_kv_bytes_resident, the kernel's
+# count) and go back once it ends (--kv-idle 64: free slots keep at most 64 tokens) ----
+start_server kvmem -np 8 -c 4096 -t 1 --cache-ram 0 --kv-idle 64
+check kvmem_ready $?
+URL=http://127.0.0.1:$PORT
+kvm() { sed -n "s/^$1 \([0-9]*\)$/\1/p" "$TMP/kvm"; }
+long=$(for i in $(seq 500); do printf 'w%d ' $((i % 97)); done)
+curl -sN $URL/v1/completions -d "{\"prompt\":\"$long\",\"max_tokens\":1200,\"ignore_eos\":true,
+  \"temperature\":0,\"stream\":true}" >"$TMP/kv_long" &
+L=$!
+for _ in $(seq 500); do grep -q '"text"' "$TMP/kv_long" && break; sleep 0.02; done
+curl -s $URL/metrics >"$TMP/kvm"
+tok=$(kvm cpulm_kv_tokens_cached); used=$(kvm cpulm_kv_bytes_used)
+res=$(kvm cpulm_kv_bytes_resident); resv=$(kvm cpulm_kv_bytes_reserved)
+[ "$(kvm cpulm_requests_running)" = 1 ] && [ "${tok:-0}" -gt 1000 ] && [ "$res" -ge "$used" ] &&
+  [ "$resv" -gt $((4 * res)) ]
+check kv_resident_follows_long_prompt $? "(tokens $tok, used $used, resident $res, reserved $resv)"
+wait $L
+for _ in $(seq 200); do
+  curl -s $URL/metrics >"$TMP/kvm"; [ "$(kvm cpulm_requests_running)" = 0 ] && break; sleep 0.02
+done
+tok2=$(kvm cpulm_kv_tokens_cached); res2=$(kvm cpulm_kv_bytes_resident)
+[ "${tok2:-99}" -le 64 ] && [ "$res2" -lt $((res / 4)) ]
+check kv_pages_return_after_long_prompt $? "(tokens $tok2, resident $res2, before $res)"
+kill -TERM "$SPID"; wait "$SPID"
 
 # ---- queue limit (429 + Retry-After) and the SIGTERM drain ----
 start_server small -np 1 --max-queue 1 -c 2048 -t 1 --grace 60

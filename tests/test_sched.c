@@ -1,7 +1,8 @@
 /* test_sched.c: the continuous-batching scheduler (src/server/sched.c) on stories260K:
  * batched results equal single-sequence decoding byte for byte, n choices sharing one
  * prompt, stop strings across token boundaries, prefix reuse, queue limits, cancellation,
- * timeouts, logprobs, and a long prompt interleaved with running streams. */
+ * timeouts, logprobs, a long prompt interleaved with running streams, and KV memory that
+ * follows the tokens cached. */
 #define _GNU_SOURCE
 #include <string.h>
 #include <time.h>
@@ -503,7 +504,11 @@ TEST(sched_metrics_render_prometheus_text) {
                               .cache_blocks = 7,
                               .cache_blocks_max = 100,
                               .cache_bytes = 7000,
-                              .cache_max_bytes = 100000};
+                              .cache_max_bytes = 100000,
+                              .kv_cached = 300,
+                              .kv_bytes_used = 192000,
+                              .kv_bytes_resident = 204800,
+                              .kv_bytes_reserved = 655360};
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_metrics_render(m, &g, &b);
@@ -530,6 +535,11 @@ TEST(sched_metrics_render_prometheus_text) {
          "num_cpu_blocks=\"100\",enable_prefix_caching=\"True\",cache_dtype=\"auto\"} 1\n"),
         "cpulm_prompt_cache_bytes 7000\n",
         "cpulm_prompt_cache_blocks 7\n",
+        "# TYPE cpulm_kv_tokens_cached gauge\n",
+        "cpulm_kv_tokens_cached 300\n",
+        "cpulm_kv_bytes_used 192000\n",
+        "cpulm_kv_bytes_resident 204800\n",
+        "cpulm_kv_bytes_reserved 655360\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(b.data, want[i])) {
@@ -780,6 +790,109 @@ TEST(sched_priority_then_arrival) {
     CHECK(t, res[2].first_event_seq >= 0 && res[2].first_event_seq < res[1].first_event_seq);
     for (int i = 0; i < 3; i++)
         result_release(&res[i]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+/* ---- KV memory follows the tokens cached ---- */
+
+/* Waits (bounded) until the scheduler has published its stats after the last requests
+ * ended (running 0), and returns them. */
+static void settled_stats(cpulm_sched *s, cpulm_sched_stats *st) {
+    for (int i = 0; i < 2000; i++) {
+        cpulm_sched_get_stats(s, st);
+        if (st->n_running == 0 && st->n_waiting == 0) return;
+        usleep(1000);
+    }
+}
+
+/* Runs requests res[0..n) already submitted to completion and checks none failed. */
+static int run_all(cpulm_sched *s, result *res, int n) {
+    int64_t seq = 0;
+    int ok = wait_all(s, res, n, &seq, 0);
+    for (int i = 0; i < n; i++)
+        ok &= res[i].error_status == 0;
+    return ok;
+}
+
+static cpulm_sched *new_sched_kv(const cpulm_model *m, int64_t kv_idle, int64_t cache_ram_mib) {
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.n_parallel = 8;
+    p.n_ctx = 4096;
+    p.n_chunk = 512;
+    p.n_threads = 1;
+    p.max_step_ms = -1;
+    p.kv_idle = kv_idle;
+    p.cache_ram_mib = cache_ram_mib;
+    return cpulm_sched_new(m, &p, NULL);
+}
+
+/* 8 slots of 4,096 tokens (a reservation of 32k tokens): a 3,000-token prompt and seven
+ * short ones take the pages of their tokens, as the kernel counts them (mincore), not of
+ * 8 x 4,096; then eight new short prompts land in every slot and the long one's pages go
+ * back. With kv_idle 64, free slots keep at most 64 tokens once requests end. Each check
+ * fails if the pages of dropped tokens are not returned. */
+TEST(sched_kv_memory_follows_tokens) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_model_info mi;
+    cpulm_model_get_info(m, &mi);
+    cpulm_sched *s = new_sched_kv(m, -1, 0);
+    REQUIRE(t, s);
+    cpulm_sched_stats st;
+    cpulm_sched_get_stats(s, &st);
+    const uint64_t bpt = st.kv_token_bytes, pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    const uint64_t slack = 2ull * (uint64_t)mi.n_layer * 8 * pg; /* a page per run */
+    CHECK_EQ_INT(t, st.kv_reserved_bytes, bpt * 8 * 4096);
+    CHECK_EQ_INT(t, st.kv_idle_max, -1);
+    result res[8];
+    for (int i = 0; i < 8; i++) {
+        result_init(&res[i]);
+        cpulm_sched_submit(s, synth_req((uint64_t)i, i == 0 ? 3000 : 20, i == 0 ? 1 : 10 + i, 4));
+    }
+    CHECK(t, run_all(s, res, 8));
+    settled_stats(s, &st);
+    uint64_t res1 = cpulm_sched_kv_resident_bytes(s), used1 = (uint64_t)st.kv_cached * bpt;
+    fprintf(stderr, "  long + 7 short: %lld tokens cached, %llu KiB resident of %llu KiB\n",
+            (long long)st.kv_cached, (unsigned long long)res1 >> 10,
+            (unsigned long long)st.kv_reserved_bytes >> 10);
+    CHECK(t, st.kv_cached >= 3000 + 7 * 20 && st.kv_cached <= 3004 + 7 * 24);
+    CHECK(t, res1 >= used1 && res1 <= used1 + slack);
+    for (int i = 0; i < 8; i++) {
+        result_release(&res[i]);
+        result_init(&res[i]);
+        cpulm_sched_submit(s, synth_req((uint64_t)i, 24, 40 + i, 4));
+    }
+    CHECK(t, run_all(s, res, 8));
+    settled_stats(s, &st);
+    uint64_t res2 = cpulm_sched_kv_resident_bytes(s), used2 = (uint64_t)st.kv_cached * bpt;
+    fprintf(stderr, "  8 short: %lld tokens cached, %llu KiB resident\n", (long long)st.kv_cached,
+            (unsigned long long)res2 >> 10);
+    CHECK(t, st.kv_cached <= 8 * 28);
+    CHECK(t, res2 >= used2 && res2 <= used2 + slack);
+    CHECK(t, res2 < res1 / 4);
+    for (int i = 0; i < 8; i++)
+        result_release(&res[i]);
+    cpulm_sched_free(s);
+
+    /* free slots keep at most kv_idle tokens: the long sequence is trimmed once it ends */
+    s = new_sched_kv(m, 64, CPULM_SCHED_CACHE_RAM_DEFAULT);
+    REQUIRE(t, s);
+    result_init(&res[0]);
+    cpulm_sched_submit(s, synth_req(0, 3000, 1, 4));
+    CHECK(t, run_all(s, res, 1));
+    settled_stats(s, &st);
+    uint64_t res3 = cpulm_sched_kv_resident_bytes(s);
+    CHECK_EQ_INT(t, st.kv_idle_max, 64);
+    CHECK(t, st.kv_cached <= 64);
+    CHECK(t, res3 <= (uint64_t)st.kv_cached * bpt + slack && res3 < res1 / 4);
+    result_release(&res[0]);
+    /* the prompt cache holds its blocks: the repeat still skips the prefill */
+    result_init(&res[0]);
+    cpulm_sched_submit(s, synth_req(0, 3000, 1, 4));
+    CHECK(t, run_all(s, res, 1));
+    CHECK(t, res[0].n_cached >= 3000 - CPULM_SCHED_CACHE_BLOCK);
+    result_release(&res[0]);
     cpulm_sched_free(s);
     cpulm_model_free(m);
 }

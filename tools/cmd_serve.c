@@ -30,6 +30,9 @@ static void serve_usage(FILE *f) {
         "                        -1: off, every step takes --chunk prompt tokens)\n"
         "  --max-queue N         requests waiting for a slot before 429 (default 64)\n"
         "  --cache-ram MIB       RAM prompt cache shared by all slots (default 2048; 0 = off)\n"
+        "  --kv-idle N           KV tokens free slots keep for prefix reuse, all together\n"
+        "                        (default: -c with the prompt cache on, all with it off;\n"
+        "                        -1 = all); KV memory is the tokens held, not -np x -c\n"
         "  -t, --threads N       decode threads (default: physical cores)\n"
         "  -tb, --threads-batch N  threads of steps that evaluate prompt tokens (default: -t)\n"
         "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
@@ -90,6 +93,9 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
         } else if (cli_flag(&c, "--cache-ram", "-cram")) {
             if (!cli_int(&c, 0, 1 << 24, &v)) return EXIT_USAGE;
             p->cache_ram_mib = v;
+        } else if (cli_flag(&c, "--kv-idle", NULL)) {
+            if (!cli_int(&c, -1, 1 << 30, &v)) return EXIT_USAGE;
+            p->kv_idle = v;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &p->n_threads)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-tb", "--threads-batch")) {

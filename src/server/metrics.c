@@ -174,6 +174,21 @@ static const struct {
      "Time from request arrival to its last generated token."},
 };
 
+/* What the KV cache holds and costs: memory follows the tokens cached, not the capacity. */
+static void render_kv_memory(cpulm_buf *o, const cpulm_metrics_gauges *g) {
+    render_one(o, "cpulm_kv_tokens_cached", "gauge",
+               "Tokens in the slots' KV cache: running sequences and free slots' kept prefixes.",
+               "", (double)g->kv_cached);
+    render_one(o, "cpulm_kv_bytes_used", "gauge", "KV bytes of the tokens cached.", "",
+               (double)g->kv_bytes_used);
+    render_one(o, "cpulm_kv_bytes_resident", "gauge",
+               "KV cache pages in RAM as the kernel reports them (mincore).", "",
+               (double)g->kv_bytes_resident);
+    render_one(o, "cpulm_kv_bytes_reserved", "gauge",
+               "Address space reserved for the KV cache (capacity; RAM only when used).", "",
+               (double)g->kv_bytes_reserved);
+}
+
 static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gauges *g) {
     double usage = g->kv_total > 0 ? (double)g->kv_used / (double)g->kv_total : 0.0;
     const char *hw = "Requests waiting for a slot.", *hr = "Requests being processed.";
@@ -187,6 +202,7 @@ static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gaug
     render_one(o, "cpulm_kv_cache_usage_ratio", "gauge", hk, "", usage);
     render_one(o, "cpulm_kv_cache_tokens", "gauge", "KV cache capacity in tokens.", "",
                (double)g->kv_total);
+    render_kv_memory(o, g);
     render_one(o, "cpulm_ready", "gauge", "1 once the model is loaded and warm.", "", g->ready);
     render_one(o, "cpulm_prompt_cache_bytes", "gauge", "Memory held by the RAM prompt cache.", "",
                (double)g->cache_bytes);

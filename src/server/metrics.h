@@ -37,6 +37,9 @@ typedef enum cpulm_metric_hist {
 typedef struct cpulm_metrics_gauges {
     int32_t n_waiting, n_running;
     int64_t kv_used, kv_total; /* tokens held by running sequences / all slots' capacity */
+    int64_t kv_cached;         /* tokens held by all slots (running and kept by free ones) */
+    uint64_t kv_bytes_used;    /* kv_cached x bytes per token */
+    uint64_t kv_bytes_resident, kv_bytes_reserved; /* KV pages in RAM / address space */
     int ready;
     int32_t block_size;                     /* prompt-cache block in tokens; 0: the cache is off */
     int64_t cache_blocks, cache_blocks_max; /* prompt cache: blocks held / that fit its limit */

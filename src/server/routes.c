@@ -103,6 +103,10 @@ static void get_gauges(const cpulm_server *s, cpulm_metrics_gauges *g) {
     g->n_running = st.n_running;
     g->kv_used = st.kv_used;
     g->kv_total = st.kv_total;
+    g->kv_cached = st.kv_cached;
+    g->kv_bytes_used = (uint64_t)st.kv_cached * st.kv_token_bytes;
+    g->kv_bytes_reserved = st.kv_reserved_bytes;
+    g->kv_bytes_resident = cpulm_sched_kv_resident_bytes(s->sched);
     g->ready = st.ready && !s->draining;
     g->block_size = st.cache_block_tokens;
     g->cache_blocks = st.cache_blocks;

@@ -8,6 +8,10 @@
  * sequence slot->seq (n_cache == cpulm_ctx_seq_len). It holds for free slots too, which is
  * what makes prefix reuse safe. Requests that end during a step are freed at its end
  * (the dead list), so loops over a request's slots never see freed memory.
+ *
+ * KV memory: the context's cache returns a sequence's pages when it shrinks, so what a
+ * slot costs is the tokens it holds. Free slots keep theirs for prefix reuse within
+ * kv_idle tokens in all (trim_idle); the least recently freed give theirs up first.
  */
 #define _GNU_SOURCE
 #include "server/sched.h"
@@ -56,6 +60,7 @@ typedef struct slot {
     int32_t out_row;    /* logits row in the current step, -1 if none */
     int32_t n_in_batch; /* tokens this slot put in the current batch */
     double t_last;
+    uint64_t freed_at; /* when the slot last became free (a release counter) */
 } slot;
 
 struct cpulm_sched {
@@ -63,6 +68,8 @@ struct cpulm_sched {
     cpulm_ctx *ctx;
     cpulm_sched_params p;
     int32_t n_vocab, n_ctx, n_batch;
+    int64_t kv_idle;         /* tokens free slots may keep in all; -1: no limit */
+    uint64_t kv_token_bytes; /* KV bytes of one token (all layers, K and V) */
 
     /* ---- guarded by mu ---- */
     pthread_mutex_t mu;
@@ -78,6 +85,7 @@ struct cpulm_sched {
     slot *slots; /* [n_parallel] */
     sreq *wait_head, *wait_tail;
     sreq *dead;                               /* ended this step; freed at its end */
+    uint64_t n_released;                      /* slots freed so far (slot.freed_at) */
     int32_t n_active;                         /* requests holding slots */
     cpulm_token *b_tok;                       /* [n_batch] */
     int32_t *b_seq;                           /* [n_batch] */
@@ -97,7 +105,7 @@ struct cpulm_sched {
 
     /* ---- stats ---- */
     atomic_int ready, st_running, st_waiting;
-    atomic_llong st_kv_used;
+    atomic_llong st_kv_used, st_kv_cached;
     atomic_ullong st_steps, st_max_step;
     atomic_llong st_pc_blocks, st_pc_bytes;
     atomic_ullong st_prefill; /* prompt tokens evaluated */
@@ -120,7 +128,8 @@ cpulm_sched_params cpulm_sched_default_params(void) {
                             .n_ctx = 0,
                             .n_chunk = 256,
                             .max_queue = 64,
-                            .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT};
+                            .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT,
+                            .kv_idle = CPULM_SCHED_KV_IDLE_AUTO};
     return p;
 }
 
@@ -259,7 +268,8 @@ void cpulm_sched_wait(cpulm_sched *s, int timeout_ms) {
 
 /* ---- ending choices and requests ---- */
 
-static void slot_release(slot *x) {
+static void slot_release(cpulm_sched *s, slot *x) {
+    x->freed_at = ++s->n_released;
     cpulm_sampler_free(x->smp);
     x->smp = NULL;
     cpulm_grammar_matcher_free(x->gm);
@@ -272,7 +282,7 @@ static void slot_release(slot *x) {
 static void request_end(cpulm_sched *s, sreq *q) {
     for (int32_t c = 0; c < q->r->n_choices; c++) {
         slot *x = &s->slots[q->slots[c]];
-        if (x->q == q) slot_release(x);
+        if (x->q == q) slot_release(s, x);
     }
     s->n_active--;
     q->next = s->dead;
@@ -323,6 +333,30 @@ static int32_t restore_cached(cpulm_sched *s, int32_t seq, const cpulm_token *pr
     return got;
 }
 
+/* Free slots keep their KV for prefix reuse, kv_idle tokens in all: beyond that, the least
+ * recently freed slot gives up its tail first (its prefix is what a later prompt may share;
+ * with the prompt cache on, its whole blocks are in RAM there anyway). */
+static void trim_idle(cpulm_sched *s) {
+    if (s->kv_idle < 0) return;
+    int64_t held = 0;
+    for (int32_t i = 0; i < s->p.n_parallel; i++)
+        if (s->slots[i].state == SLOT_FREE) held += s->slots[i].n_cache;
+    while (held > s->kv_idle) {
+        int32_t old = -1;
+        for (int32_t i = 0; i < s->p.n_parallel; i++) {
+            const slot *x = &s->slots[i];
+            if (x->state == SLOT_FREE && x->n_cache > 0 &&
+                (old < 0 || x->freed_at < s->slots[old].freed_at))
+                old = i;
+        }
+        slot *x = &s->slots[old];
+        int64_t cut = held - s->kv_idle < x->n_cache ? held - s->kv_idle : x->n_cache;
+        x->n_cache -= (int32_t)cut;
+        held -= cut;
+        cpulm_ctx_seq_rm(s->ctx, old, x->n_cache);
+    }
+}
+
 static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
     sreq *q = x->q;
     cache_slot(s, x);
@@ -331,7 +365,7 @@ static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
     cpulm_metrics_add(
         s->p.metrics,
         why == CPULM_FINISH_STOP ? CPULM_METRIC_FINISH_STOP : CPULM_METRIC_FINISH_LENGTH, 1);
-    slot_release(x);
+    slot_release(s, x);
     if (--q->n_live > 0) return;
     e = ev_new(s, CPULM_SCHED_EV_DONE, q, 0, NULL, 0);
     if (e) {
@@ -779,10 +813,13 @@ static void expire(cpulm_sched *s) {
 }
 
 static void update_stats(cpulm_sched *s) {
-    int64_t kv = 0;
-    for (int32_t i = 0; i < s->p.n_parallel; i++)
+    int64_t kv = 0, all = 0;
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
         if (s->slots[i].state != SLOT_FREE) kv += s->slots[i].n_cache;
+        all += s->slots[i].n_cache;
+    }
     atomic_store(&s->st_kv_used, kv);
+    atomic_store(&s->st_kv_cached, all);
     atomic_store(&s->st_running, s->n_active);
     if (s->pc) {
         cpulm_pcache_stats ps;
@@ -845,6 +882,7 @@ static void *sched_main(void *arg) {
         step(s);
         publish(s);
         free_dead(s);
+        trim_idle(s);
         update_stats(s);
     }
     return NULL;
@@ -888,6 +926,12 @@ static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
     if (!s->ctx) return err ? err->code : CPULM_ERR_NOMEM;
     s->n_ctx = cpulm_ctx_n_ctx(s->ctx);
     s->n_batch = cp.n_batch;
+    s->kv_token_bytes = cpulm_ctx_seq_state_bytes(s->ctx, 1);
+    /* auto: one context's worth while the prompt cache also holds finished sequences'
+     * blocks; without it, free slots are the only prefix reuse, so they keep everything */
+    s->kv_idle = s->p.kv_idle != CPULM_SCHED_KV_IDLE_AUTO ? s->p.kv_idle
+                 : s->p.cache_ram_mib > 0                 ? s->n_ctx
+                                                          : -1;
     return CPULM_OK;
 }
 
@@ -895,7 +939,8 @@ cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, 
     cpulm_sched_params dp = cpulm_sched_default_params();
     if (!p) p = &dp;
     if (p->n_parallel < 1 || p->n_parallel > 256 || p->n_chunk < 1 || p->n_chunk > 65536 ||
-        p->max_queue < 0 || p->n_ctx < 0 || p->cache_ram_mib < 0) {
+        p->max_queue < 0 || p->n_ctx < 0 || p->cache_ram_mib < 0 ||
+        (p->kv_idle < -1 && p->kv_idle != CPULM_SCHED_KV_IDLE_AUTO)) {
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "scheduler: parameters out of range");
         return NULL;
     }
@@ -1049,6 +1094,10 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->n_parallel = s->p.n_parallel;
     out->n_ctx = s->n_ctx;
     out->kv_total = (int64_t)s->p.n_parallel * s->n_ctx;
+    out->kv_cached = atomic_load(&s->st_kv_cached);
+    out->kv_token_bytes = s->kv_token_bytes;
+    out->kv_reserved_bytes = s->kv_token_bytes * (uint64_t)out->kv_total;
+    out->kv_idle_max = s->kv_idle;
     out->n_steps = atomic_load(&s->st_steps);
     out->max_step_tokens = atomic_load(&s->st_max_step);
     out->n_prefill_tokens = atomic_load(&s->st_prefill);
@@ -1060,4 +1109,8 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->cache_max_bytes = (int64_t)s->p.cache_ram_mib << 20;
     out->cache_block_tokens = s->pc ? CPULM_SCHED_CACHE_BLOCK : 0;
     out->cache_blocks_max = s->pc ? cpulm_pcache_capacity(s->pc) : 0;
+}
+
+uint64_t cpulm_sched_kv_resident_bytes(cpulm_sched *s) {
+    return cpulm_ctx_kv_resident_bytes(s->ctx); /* the context is fixed once created */
 }

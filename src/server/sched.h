@@ -15,6 +15,10 @@
  * choices occupies n slots: the prompt is evaluated once and its KV copied (seq_cp).
  * A free slot keeps the tokens its KV cache holds; a new request goes to the free slot with
  * the longest common prefix and only the rest of its prompt is evaluated.
+ * KV memory: the cache is reserved address space whose pages follow the tokens held (a
+ * slot that shrinks gives its pages back), so RAM is the tokens in running sequences plus
+ * at most kv_idle tokens that free slots keep for prefix reuse (least recently freed
+ * trimmed first), not n_parallel x n_ctx.
  * Prompt cache: whole blocks of every prompt (once evaluated) and of every finished
  * sequence are copied into a RAM cache shared by all slots (pcache.h, cache_ram_mib); a
  * new request restores the longest cached prefix beyond what its slot already holds.
@@ -37,6 +41,7 @@
 #define CPULM_SCHED_MAX_STOP          16
 #define CPULM_SCHED_CACHE_BLOCK       32   /* tokens per prompt-cache block */
 #define CPULM_SCHED_CACHE_RAM_DEFAULT 2048 /* MiB */
+#define CPULM_SCHED_KV_IDLE_AUTO      (-2) /* kv_idle: n_ctx with the prompt cache, else all */
 
 typedef struct cpulm_sched cpulm_sched;
 struct cpulm_grammar;
@@ -54,6 +59,9 @@ typedef struct cpulm_sched_params {
     int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
     int64_t
         cache_ram_mib; /* RAM prompt cache limit; default CPULM_SCHED_CACHE_RAM_DEFAULT; 0: off */
+    int64_t kv_idle;   /* KV tokens free slots keep for prefix reuse, all together; -1: no
+                        * limit; default CPULM_SCHED_KV_IDLE_AUTO: n_ctx when the prompt
+                        * cache is on (it holds their blocks too), no limit when off */
     cpulm_kv_type kv_type;  /* KV cache type; default f16 */
     int no_pin;             /* cpulm_ctx_params.no_pin */
     cpulm_metrics *metrics; /* borrowed, may be NULL; must outlive the scheduler */
@@ -161,11 +169,15 @@ cpulm_sched_event *cpulm_sched_drain(cpulm_sched *s);
 void cpulm_sched_wait(cpulm_sched *s, int timeout_ms);
 
 typedef struct cpulm_sched_stats {
-    int ready;         /* warm-up done */
-    int32_t n_waiting; /* submitted, not yet in slots */
-    int32_t n_running; /* requests holding slots */
-    int64_t kv_used;   /* tokens in KV of running sequences */
-    int64_t kv_total;  /* n_parallel * n_ctx */
+    int ready;                  /* warm-up done */
+    int32_t n_waiting;          /* submitted, not yet in slots */
+    int32_t n_running;          /* requests holding slots */
+    int64_t kv_used;            /* tokens in KV of running sequences */
+    int64_t kv_total;           /* n_parallel * n_ctx */
+    int64_t kv_cached;          /* tokens in KV of all slots: running, and kept by free slots */
+    uint64_t kv_token_bytes;    /* KV bytes of one token */
+    uint64_t kv_reserved_bytes; /* address space of the whole cache (kv_total tokens) */
+    int64_t kv_idle_max;        /* tokens free slots may keep (resolved kv_idle; -1: all) */
     int32_t n_parallel, n_ctx;
     uint64_t n_steps;                  /* decode calls so far */
     uint64_t max_step_tokens;          /* largest batch so far */
@@ -178,6 +190,9 @@ typedef struct cpulm_sched_stats {
 } cpulm_sched_stats;
 
 void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out);
+/* The KV cache's pages in RAM (mincore; any thread). Kept out of get_stats, which the
+ * readiness probe calls: this walks the whole reservation, about 1 ms per GiB reserved. */
+uint64_t cpulm_sched_kv_resident_bytes(cpulm_sched *s);
 
 /* ---- stop strings (exposed for tests) ----
  * text[0..len) is a choice's generated text, of which [0..emitted) was already sent.

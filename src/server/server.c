@@ -47,6 +47,7 @@ cpulm_server_params cpulm_server_default_params(void) {
                              .max_conns_per_client = 256,
                              .head_timeout_s = 10,
                              .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT,
+                             .kv_idle = CPULM_SCHED_KV_IDLE_AUTO,
                              .pooling = CPULM_POOLING_UNSPECIFIED};
 
     return p;
@@ -305,6 +306,7 @@ static void *loader_main(void *arg) {
         sp.n_threads = s->p.n_threads;
         sp.n_threads_batch = s->p.n_threads_batch;
         sp.cache_ram_mib = s->p.cache_ram_mib;
+        sp.kv_idle = s->p.kv_idle;
         sp.max_step_ms = s->p.max_step_ms;
         sp.kv_type = s->p.kv_type;
         sp.no_pin = s->p.no_pin;

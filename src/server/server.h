@@ -42,6 +42,9 @@ typedef struct cpulm_server_params {
     double head_timeout_s;     /* a new connection, or a request once its first byte came,
                                 * must deliver a complete head within this; default 10 */
     int64_t cache_ram_mib;     /* RAM prompt cache limit in MiB; default 2048; 0: off */
+    int64_t kv_idle;           /* KV tokens free slots keep for prefix reuse, all together;
+                                * -1: no limit; default -2: n_ctx with the prompt cache on,
+                                * no limit with it off (sched.h's CPULM_SCHED_KV_IDLE_AUTO) */
     const char *chat_template; /* Jinja text overriding the model's; NULL: the model's */
     int embeddings;            /* serve POST /v1/embeddings (a second, embeddings-only context) */
     cpulm_pooling pooling;     /* its pooling; UNSPECIFIED: the model's */
