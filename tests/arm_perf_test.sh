@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # arm_perf ctest: scripts/arm-perf.sh --quick (gcc) must exit 0 (markers leave the code
 # unchanged, every region found) and print one well-formed JSON line per kernel x cpu, with
-# no stack traffic in the Q4_0 / Q8_0 GEMM and GEMV loops. Exit 77 (ctest: skipped) when
-# llvm-mca-22 or the aarch64 cross compiler is missing (scripts/deps.sh --perf installs them).
+# no stack traffic in the GEMM and GEMV loops (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K). Exit 77
+# (ctest: skipped) when llvm-mca-22 or the aarch64 cross compiler is missing
+# (scripts/deps.sh --perf installs them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 for tool in "${LLVM_MCA:-llvm-mca-22}" aarch64-linux-gnu-gcc; do
@@ -18,7 +19,7 @@ lines=$(echo "$out" | grep -c .)
 while IFS= read -r l; do
   echo "$l" | grep -qE "$pat" || { echo "arm_perf: malformed: $l"; fail=1; continue; }
   # a loop of pure register work must not touch the stack
-  if echo "$l" | grep -qE '"kernel":"gem[mv]_q[48]_0"' && ! echo "$l" | grep -q '"spills":0,'; then
+  if echo "$l" | grep -qE '"kernel":"gem[mv]_q[4568]_[0K]"' && ! echo "$l" | grep -q '"spills":0,'; then
     echo "arm_perf: stack traffic in a GEMM loop: $l"
     fail=1
   fi

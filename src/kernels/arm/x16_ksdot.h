@@ -23,6 +23,9 @@
  * Q4_K / Q5_K min term: summ = sum_j m_j b32_j (b32: pairwise sums of the Q8_K bsums),
  * int16 widening multiplies against the mins per row. Q6_K: the quants are made signed
  * (q - 32) in the unpack, shared by the tile, so there is no bias term.
+ * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 59% of the SDOT peak on
+ * V1/V2 and 53% on N1, Q5_K 51% / 45%, Q6_K 51% / 44% (vector-bound; where the other
+ * micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
  */
 #ifndef CPULM_KERNELS_ARM_X16_KSDOT_H
 #define CPULM_KERNELS_ARM_X16_KSDOT_H
@@ -99,31 +102,48 @@ ARM_INLINE void ks_float_step(float *o, float32x4_t d, const float32x4_t *dmin, 
     vst1q_f32(o, acc);
 }
 
-/* The 8 mins of quad rows as int16 (row r in mr[r]), from the 6-bit mins' bytes
- * mlo = {m0..m3}, mhi = {m4..m7} per 32-bit lane. */
-ARM_INLINE void ks_mins_rows(uint8x16_t mlo, uint8x16_t mhi, int16x8_t mr[4]) {
-    const uint32x4_t l = vreinterpretq_u32_u8(mlo), h = vreinterpretq_u32_u8(mhi);
-    const uint8x16_t z01 = vreinterpretq_u8_u32(vzip1q_u32(l, h));
-    const uint8x16_t z23 = vreinterpretq_u8_u32(vzip2q_u32(l, h));
-    mr[0] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(z01)));
-    mr[1] = vreinterpretq_s16_u16(vmovl_high_u8(z01));
-    mr[2] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(z23)));
-    mr[3] = vreinterpretq_s16_u16(vmovl_high_u8(z23));
+/* The quad's mins as int16, mj[k] = {m_k of rows 0..3, m_{k+4} of rows 0..3}, from the
+ * 6-bit mins' bytes mlo = {m0..m3}, mhi = {m4..m7} per 32-bit lane (a 4x4 byte transpose). */
+ARM_INLINE void ks_mins(uint8x16_t mlo, uint8x16_t mhi, int16x8_t mj[4]) {
+    const uint8x16_t e = vuzp1q_u8(mlo, mhi), o = vuzp2q_u8(mlo, mhi); /* bytes 0, 2 | 1, 3 */
+    mj[0] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp1q_u8(e, e))));
+    mj[1] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp1q_u8(o, o))));
+    mj[2] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp2q_u8(e, e))));
+    mj[3] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp2q_u8(o, o))));
 }
 
 /* summ = sum_j m_j b32_j for the 4 rows, b32 from the Q8_K block's bsums (exact in int16:
  * |b32| <= 32 * 128; products and sums exact in int32). */
-ARM_INLINE int32x4_t ks_summ(const int16x8_t mr[4], const int16_t *bsums) {
+ARM_INLINE int32x4_t ks_summ(const int16x8_t mj[4], const int16_t *bsums) {
     const int16x8_t b32 = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
-    int32x4_t p[4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-        p[r] = vmull_s16(vget_low_s16(mr[r]), vget_low_s16(b32));
-        p[r] = vmlal_high_s16(p[r], mr[r], b32);
-    }
-    return vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
+    int32x4_t acc = vmull_laneq_s16(vget_low_s16(mj[0]), b32, 0);
+    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[1]), b32, 1);
+    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[2]), b32, 2);
+    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[3]), b32, 3);
+    acc = vmlal_high_laneq_s16(acc, mj[0], b32, 4);
+    acc = vmlal_high_laneq_s16(acc, mj[1], b32, 5);
+    acc = vmlal_high_laneq_s16(acc, mj[2], b32, 6);
+    return vmlal_high_laneq_s16(acc, mj[3], b32, 7);
 }
 
-/* Q4_K (q5 = 0) / Q5_K: quad `quad` x NT tokens over all super-blocks, into o (zeroed). */
+/* Q4_K / Q5_K scale differences sc_j - sc_{j+1} (sc_8 = 0) of the quad at gq, as signed
+ * bytes (|.| <= 63) in the order of the 6-bit scales (cpulm_k4_scale_min): j = 0..3 in
+ * the 4 bytes of each row's lane for half 0, j = 4..7 for half 1. Loaded per half: one
+ * vector live instead of two. */
+ARM_INLINE int8x16_t ks_k4_dscale(const uint8_t *gq, int half) {
+    const uint8x16_t s0 = vld1q_u8(gq + 64), s2 = vld1q_u8(gq + 192);
+    const uint8x16_t schi = vorrq_u8(vandq_u8(s2, vdupq_n_u8(0x0F)),
+                                     vandq_u8(vshrq_n_u8(s0, 2), vdupq_n_u8(0x30)));
+    const uint32x4_t hi32 = vreinterpretq_u32_u8(schi);
+    if (half) return vreinterpretq_s8_u8(vsubq_u8(schi, vreinterpretq_u8_u32(vshrq_n_u32(hi32, 8))));
+    const uint8x16_t sclo = vandq_u8(s0, vdupq_n_u8(0x3F));
+    const uint32x4_t nxt = vsliq_n_u32(vshrq_n_u32(vreinterpretq_u32_u8(sclo), 8), hi32, 24);
+    return vreinterpretq_s8_u8(vsubq_u8(sclo, vreinterpretq_u8_u32(nxt)));
+}
+
+/* Q4_K (q5 = 0) / Q5_K: quad `quad` x NT tokens over all super-blocks, into o (zeroed).
+ * Unsigned lanes for sumi, whose partial sums may wrap (mod 2^32; the final value is
+ * exact). */
 ARM_INLINE void ks_quad_k4(int64_t n, const uint8_t *w, int q5, int quad, const uint8_t *act,
                            uint64_t stride, float *o, int64_t ld, const int NT) {
     const size_t sb = q5 ? 16 * 176 : 16 * 144, qs_off = q5 ? 48 * 16 : 16 * 16;
@@ -131,50 +151,50 @@ ARM_INLINE void ks_quad_k4(int64_t n, const uint8_t *w, int q5, int quad, const 
     for (int64_t b = 0; b < n / CPULM_QK_K; b++) {
         KS_MCA(BEGIN, q5 ? 5 : 4);
         const uint8_t *g = w + (size_t)b * sb, *gq = g + 16 * quad;
-        /* 6-bit scales and mins (cpulm_k4_scale_min): bytes of the 3 scale chunks */
-        const uint8x16_t s0 = vld1q_u8(gq + 64), s1 = vld1q_u8(gq + 128), s2 = vld1q_u8(gq + 192);
-        const uint8x16_t sclo = vandq_u8(s0, m6);
-        const uint8x16_t schi =
-            vorrq_u8(vandq_u8(s2, m4), vandq_u8(vshrq_n_u8(s0, 2), vdupq_n_u8(0x30)));
-        int32x4_t p[KS_TILE], sumi[KS_TILE];
-        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
-            p[t] = vdupq_n_s32(0);
-            sumi[t] = vdupq_n_s32(0);
-        }
-        int32x4_t sc = ks_ubyte(sclo, 0);
+        int32x4_t p[KS_TILE];
+        uint32x4_t sumi[KS_TILE];
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) p[t] = vdupq_n_s32(0);
+        int8x16_t dsc = vdupq_n_s8(0);
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
-            const int32x4_t next = j == 7 ? vdupq_n_s32(0) : ks_ubyte(j < 3 ? sclo : schi, (j + 1) % 4);
-            const int32x4_t delta = vsubq_s32(sc, next);
-            sc = next;
+            if ((q5 || ARM_IS_CLANG) && j > 0) ARM_ORDER(gq, sumi[NT - 1]); /* 32 registers */
+            if (j % 4 == 0) dsc = ks_k4_dscale(gq, j / 4);
+            const uint32x4_t delta = vreinterpretq_u32_s32(ks_sbyte(dsc, j % 4));
             const uint8_t *q = gq + qs_off + 64 * 8 * (j / 2);
             int8x16_t wv[8];
+            const uint8_t *qh = gq + 256;
             _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                if (ARM_IS_CLANG && q5 && k > 0) { /* as above, for Q5_K's extra loads */
+                    ARM_ORDER(q, wv[k - 1]);
+                    ARM_ORDER(qh, wv[k - 1]);
+                }
                 const uint8x16_t u = vld1q_u8(q + 64 * k);
                 uint8x16_t v = j % 2 ? vshrq_n_u8(u, 4) : vandq_u8(u, m4);
-                if (q5) { /* bit j of qh byte l is the 5th bit of element 32j + l */
-                    const uint8x16_t h = vld1q_u8(gq + 256 + 64 * k);
-                    v = vbslq_u8(b4, ks_shift_u8(h, 4 - j), v);
-                }
+                if (q5) /* bit j of qh byte l is the 5th bit of element 32j + l */
+                    v = vbslq_u8(b4, ks_shift_u8(vld1q_u8(qh + 64 * k), 4 - j), v);
                 wv[k] = vreinterpretq_s8_u8(v);
             }
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
                 const int8_t *y = ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs;
+                if (ARM_IS_CLANG && t > 0) ARM_ORDER(y, p[t - 1]); /* clang hoists and spills */
                 p[t] = ks_dot4(p[t], wv, vld1q_s8(y + 32 * j));
                 p[t] = ks_dot4(p[t], wv + 4, vld1q_s8(y + 32 * j + 16));
-                sumi[t] = vmlaq_s32(sumi[t], p[t], delta);
+                const uint32x4_t pu = vreinterpretq_u32_s32(p[t]);
+                sumi[t] = j == 0 ? vmulq_u32(pu, delta) : vmlaq_u32(sumi[t], pu, delta);
             }
         }
+        ARM_ORDER(gq, sumi[NT - 1]); /* reload the mins' chunks: 2 registers fewer above */
+        const uint8x16_t s1 = vld1q_u8(gq + 128), s2m = vld1q_u8(gq + 192);
         const uint8x16_t mlo = vandq_u8(s1, m6);
         const uint8x16_t mhi =
-            vorrq_u8(vshrq_n_u8(s2, 4), vandq_u8(vshrq_n_u8(s1, 2), vdupq_n_u8(0x30)));
-        int16x8_t mr[4];
-        ks_mins_rows(mlo, mhi, mr);
+            vorrq_u8(vshrq_n_u8(s2m, 4), vandq_u8(vshrq_n_u8(s1, 2), vdupq_n_u8(0x30)));
+        int16x8_t mj[4];
+        ks_mins(mlo, mhi, mj);
         const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 8 * quad)));
         const float32x4_t dmin = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 32 + 8 * quad)));
         _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
             const cpulm_block_q8_K *y = (const cpulm_block_q8_K *)(act + (size_t)t * stride) + b;
-            ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, &dmin, y->d, sumi[t],
-                          ks_summ(mr, y->bsums));
+            ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, &dmin, y->d,
+                          vreinterpretq_s32_u32(sumi[t]), ks_summ(mj, y->bsums));
         }
         KS_MCA(END, q5 ? 5 : 4);
     }
@@ -203,30 +223,31 @@ ARM_INLINE void ks_quad_k6(int64_t n, const uint8_t *w, int quad, const uint8_t 
     for (int64_t b = 0; b < n / CPULM_QK_K; b++) {
         KS_MCA(BEGIN, 6);
         const uint8_t *g = w + (size_t)b * sb, *gq = g + 16 * quad;
-        int32x4_t p[KS_TILE], sumi[KS_TILE];
-        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
-            p[t] = vdupq_n_s32(0);
-            sumi[t] = vdupq_n_s32(0);
-        }
+        int32x4_t p[KS_TILE];
+        uint32x4_t sumi[KS_TILE];
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) p[t] = vdupq_n_s32(0);
         int32x4_t sc = ks_sbyte(vld1q_s8((const int8_t *)gq + 3072), 0);
         _Pragma("GCC unroll 16") for (int gi = 0; gi < 16; gi++) {
+            if (gi > 0) ARM_ORDER(gq, sumi[NT - 1]); /* no hoisting: 32 registers */
             const int8_t *scn = (const int8_t *)gq + 3072 + 64 * ((gi + 1) / 4);
             const int32x4_t next = gi == 15 ? vdupq_n_s32(0) : ks_sbyte(vld1q_s8(scn), (gi + 1) % 4);
-            const int32x4_t delta = vsubq_s32(sc, next);
+            const uint32x4_t delta = vreinterpretq_u32_s32(vsubq_s32(sc, next)); /* |.| <= 255 */
             sc = next;
             int8x16_t wv[4];
             ks_k6_weights(gq, gi, wv);
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
                 const int8_t *y = ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs;
+                if (ARM_IS_CLANG && t > 0) ARM_ORDER(y, p[t - 1]); /* clang hoists and spills */
                 p[t] = ks_dot4(p[t], wv, vld1q_s8(y + 16 * gi));
-                sumi[t] = vmlaq_s32(sumi[t], p[t], delta);
+                const uint32x4_t pu = vreinterpretq_u32_s32(p[t]);
+                sumi[t] = gi == 0 ? vmulq_u32(pu, delta) : vmlaq_u32(sumi[t], pu, delta);
             }
         }
         const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 3328 + 8 * quad)));
         _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
             const cpulm_block_q8_K *y = (const cpulm_block_q8_K *)(act + (size_t)t * stride) + b;
-            ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, NULL, y->d, sumi[t],
-                          vdupq_n_s32(0));
+            ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, NULL, y->d,
+                          vreinterpretq_s32_u32(sumi[t]), vdupq_n_s32(0));
         }
         KS_MCA(END, 6);
     }
