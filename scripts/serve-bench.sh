@@ -11,6 +11,7 @@
 # Env: NP=16 C=16 N=32 W=250 M=64 T=2 LW=1200 K=12 LLAMA=../shared/bench/llama.cpp
 #      CTX=2048 (per slot; llama-server gets NP x CTX since its -c is the total)
 #      ORDER="cpulm llama" CPULM=build/cpulm
+#      CPULM_ARGS="" LLAMA_ARGS="" (extra server flags, e.g. CPULM_ARGS="--max-step-ms 150")
 set -u
 MODEL=$1
 OUT=${2:-/tmp/serve-bench}
@@ -61,7 +62,7 @@ one() { # url prompt
 run() { # name
   local url=http://127.0.0.1:$PORT
   if [ "$1" = cpulm ]; then
-    "$CPULM" serve -m "$MODEL" --port $PORT -np "$NP" -c "$CTX" -t "$T" >"$OUT/$1.log" 2>&1 &
+    "$CPULM" serve -m "$MODEL" --port $PORT -np "$NP" -c "$CTX" -t "$T" ${CPULM_ARGS:-} >"$OUT/$1.log" 2>&1 &
   else
     # the shared copy may hold its .so symlinks as small text files naming their targets
     # (a copy that lost the links): rebuild them in a private dir, searched first
@@ -70,7 +71,7 @@ run() { # name
       [ "$(stat -c %s "$f")" -lt 64 ] && ln -sf "$LLAMA/$(cat "$f")" "$OUT/llama-lib/$(basename "$f")"
     done
     LD_LIBRARY_PATH=$OUT/llama-lib "$LLAMA/llama-server" -m "$MODEL" --port $PORT -np "$NP" -c $((NP * CTX)) -t "$T" \
-      --metrics >"$OUT/$1.log" 2>&1 &
+      --metrics ${LLAMA_ARGS:-} >"$OUT/$1.log" 2>&1 &
   fi
   PID=$!
   # cpulm's /health is liveness (200 while loading), /ready readiness; llama-server's
