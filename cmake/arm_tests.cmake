@@ -39,7 +39,7 @@ if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
 endif()
 
 # scripts/arm-perf.sh in quick mode (native builds only; about 15 s of CPU): output format,
-# markers that leave the code unchanged, no stack traffic in the Q4_0 / Q8_0 GEMM loops.
+# markers that leave the code unchanged, no stack traffic in the GEMM / GEMV loops.
 # Skipped when llvm-mca-22 or the aarch64 cross compiler is missing (scripts/deps.sh --perf).
 if(NOT CMAKE_CROSSCOMPILING)
   add_test(NAME arm_perf COMMAND ${CMAKE_SOURCE_DIR}/tests/arm_perf_test.sh)

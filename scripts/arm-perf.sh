@@ -115,6 +115,8 @@ code_macs() {
 #   dot_q4_K / dot_q6_K: one row x one token x one 256-element super-block (vec_dot).
 #   attn_pv: 4 keys x 4 rows x 16 dims of P.V (256 MACs, 256 bytes of values); a key x row
 #     at head size 128 is half a unit.
+#   gemm_q4_K / q5_K / q6_K (x16_ksdot.h, which i8mm and sve inherit): 16 rows x 8 tokens x
+#     one super-block = 32768 MACs, 4 quad passes (no staging: the tile reads Q8_K directly).
 kernels=(
   "gemm_q4_0 dotprod sdot 4096 288 dotprod_gemm_q4_0*4"
   "gemm_q8_0 dotprod sdot 4096 544 dotprod_gemm_q8_0*4"
@@ -122,6 +124,9 @@ kernels=(
   "gemv_q8_0 dotprod sdot 512 544 dotprod_gemv_q8_0*1"
   "dot_q4_K dotprod sdot 256 144 dotprod_dot_q4_K*1"
   "dot_q6_K dotprod sdot 256 210 dotprod_dot_q6_K*1"
+  "gemm_q4_K dotprod sdot 32768 2304 dotprod_gemm_q4_K*4"
+  "gemm_q5_K dotprod sdot 32768 2816 dotprod_gemm_q5_K*4"
+  "gemm_q6_K dotprod sdot 32768 3360 dotprod_gemm_q6_K*4"
   "gemm_q4_0 i8mm smmla 4096 288 i8mm_gemm_q4_0*4 i8mm_stage_q4_0*4"
   "gemm_q8_0 i8mm smmla 4096 544 i8mm_gemm_q8_0*4 i8mm_stage_q8_0*4"
   "gemv_q4_0 i8mm sdot 512 288 i8mm_gemv_q4_0*1"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # arm_perf ctest: scripts/arm-perf.sh --quick (gcc) must exit 0 (markers leave the code
 # unchanged, every region found) and print one well-formed JSON line per kernel x cpu, with
-# no stack traffic in the Q4_0 / Q8_0 GEMM and GEMV loops and the attention loops. Exit 77 (ctest: skipped) when
-# llvm-mca-22 or the aarch64 cross compiler is missing (scripts/deps.sh --perf installs them).
+# no stack traffic in the GEMM and GEMV loops (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) and the
+# attention loops. Exit 77
+# (ctest: skipped) when llvm-mca-22 or the aarch64 cross compiler is missing
+# (scripts/deps.sh --perf installs them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 for tool in "${LLVM_MCA:-llvm-mca-22}" aarch64-linux-gnu-gcc; do
@@ -13,12 +15,12 @@ num='[0-9]+(\.[0-9]+)?'
 pat="^\\{\"kernel\":\"[a-zA-Z0-9_]+\",\"level\":\"(neon|dotprod|i8mm)\",\"cpu\":\"(n1|v1|v2)\",\"compiler\":\"gcc\",\"cycles_per_iter\":$num,\"macs_per_cycle\":$num,\"pct_of_peak\":$num,\"bytes_per_cycle\":$num,\"macs_per_iter\":[0-9]+,\"peak\":(8|16|32|64|128),\"spills\":[0-9]+,\"insns\":[0-9]+\\}\$"
 fail=0
 lines=$(echo "$out" | grep -c .)
-# 6 dotprod and 1 attention (neon) kernels on n1, v1, v2 and 4 i8mm kernels on v1, v2
-[ "$lines" -eq 29 ] || { echo "arm_perf: $lines lines, want 29"; fail=1; }
+# 9 dotprod and 1 attention (neon) kernels on n1, v1, v2 and 4 i8mm kernels on v1, v2
+[ "$lines" -eq 38 ] || { echo "arm_perf: $lines lines, want 38"; fail=1; }
 while IFS= read -r l; do
   echo "$l" | grep -qE "$pat" || { echo "arm_perf: malformed: $l"; fail=1; continue; }
   # a loop of pure register work must not touch the stack
-  if echo "$l" | grep -qE '"kernel":"(gem[mv]_q[48]_0|attn_[a-z]+)"' && ! echo "$l" | grep -q '"spills":0,'; then
+  if echo "$l" | grep -qE '"kernel":"(gem[mv]_q[4568]_[0K]|attn_[a-z]+)"' && ! echo "$l" | grep -q '"spills":0,'; then
     echo "arm_perf: stack traffic in a GEMM or attention loop: $l"
     fail=1
   fi

@@ -49,6 +49,24 @@ ARM_NO_PRESCHED static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t l
     dp_gemm(n, nt, s, ld, w, act, stride, 1);
 }
 
+/* ---- K-quant GEMM over repacked 16-row groups: SDOT by element, x16_ksdot.h ---- */
+#include "x16_ksdot.h"
+
+ARM_NO_PRESCHED static void gemm_q4_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                          const uint8_t *act, uint64_t stride) {
+    ks_gemm(4, n, nt, s, ld, w, act, stride);
+}
+
+ARM_NO_PRESCHED static void gemm_q5_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                          const uint8_t *act, uint64_t stride) {
+    ks_gemm(5, n, nt, s, ld, w, act, stride);
+}
+
+ARM_NO_PRESCHED static void gemm_q6_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                          const uint8_t *act, uint64_t stride) {
+    ks_gemm(6, n, nt, s, ld, w, act, stride);
+}
+
 const cpulm_kernels cpulm_kernels_dotprod = {
     .name = "dotprod",
     .vec_dot =
@@ -63,6 +81,9 @@ const cpulm_kernels cpulm_kernels_dotprod = {
         {
             [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
             [CPULM_DTYPE_Q4_0] = gemm_q4_0_x16,
+            [CPULM_DTYPE_Q4_K] = gemm_q4_K_x16,
+            [CPULM_DTYPE_Q5_K] = gemm_q5_K_x16,
+            [CPULM_DTYPE_Q6_K] = gemm_q6_K_x16,
         },
 };
 #endif

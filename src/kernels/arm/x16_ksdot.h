@@ -1,0 +1,277 @@
+/* x16_ksdot.h: the K-quant GEMM (gemm_x16 for Q4_K, Q5_K, Q6_K) over the shared 16-row
+ * layout (kernels.h), SDOT by element as in x16_sdot.h: a 16-byte slice of a quant chunk
+ * is 4 quants of 4 rows (a quad), so one SDOT advances 4 rows x 1 token by 4 elements.
+ * Included only by dotprod.c after arm.h (i8mm and sve inherit the entries; SMMLA would
+ * need the 8-byte row pairing, see docs/PERFORMANCE.md).
+ *
+ * The generic contract rounds once per super-block (fma(d dy, float(sumi), acc)), so the
+ * whole super-block stays in the integer domain: sumi = sum_j sc_j dot_j, exact in int32
+ * (Q4_K: |sumi| <= 8 * 63 * 32 * 15 * 128 < 2^25). Starting a fresh chain per sub-block
+ * costs a MOVI per sub-block and token; instead each token keeps one running SDOT chain
+ * P_j = dot_0 + .. + dot_j and, after sub-block j, sumi += P_j * (sc_j - sc_{j+1})
+ * (sc past the last sub-block = 0): summation by parts, the same integer (int32 wraps
+ * mod 2^32 in between, and the final sum fits). Per token and sub-block that is one MLA
+ * per 8 (Q4_K) or 4 (Q6_K) SDOTs; the scale differences are per quad, shared by the tile.
+ * The running chain is one dependency chain per token: 1-cycle accumulate forwarding on
+ * V1/V2, 2 on N1, so 8 tokens keep 4 SDOT pipes busy.
+ *
+ * Registers: per token P and sumi (16 for the 8-token tile), a sub-block's weight vectors
+ * (8 for Q4_K / Q5_K, 4 for Q6_K), its scale difference and the token's activation
+ * vectors. The float accumulators do not fit as well, so the tile accumulates in its
+ * output (zeroed first): one load and one store per token and super-block, in the same
+ * order of fmas as generic.
+ * Q4_K / Q5_K min term: summ = sum_j m_j b32_j (b32: pairwise sums of the Q8_K bsums),
+ * int16 widening multiplies against the mins per row. Q6_K: the quants are made signed
+ * (q - 32) in the unpack, shared by the tile, so there is no bias term.
+ * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 59% of the SDOT peak on
+ * V1/V2 and 53% on N1, Q5_K 51% / 45%, Q6_K 51% / 44% (vector-bound; where the other
+ * micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
+ */
+#ifndef CPULM_KERNELS_ARM_X16_KSDOT_H
+#define CPULM_KERNELS_ARM_X16_KSDOT_H
+
+#include "arm.h"
+
+#define KS_TILE 8
+
+/* arm-perf.sh markers: the super-block loop of the full tile, per type. */
+#define KS_MCA(WHAT, kind)                                                            \
+    do {                                                                              \
+        if (NT == KS_TILE && (kind) == 4) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_gemm_q4_K"); \
+        if (NT == KS_TILE && (kind) == 5) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_gemm_q5_K"); \
+        if (NT == KS_TILE && (kind) == 6) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_gemm_q6_K"); \
+    } while (0)
+
+/* v shifted left by n (-6..6, a constant after inlining; negative: right), each case an
+ * immediate shift, so the intrinsics see literal counts even without constant folding. */
+ARM_INLINE uint8x16_t ks_shift_u8(uint8x16_t v, const int n) {
+    switch (n) {
+    case 6: return vshlq_n_u8(v, 6);
+    case 5: return vshlq_n_u8(v, 5);
+    case 4: return vshlq_n_u8(v, 4);
+    case 3: return vshlq_n_u8(v, 3);
+    case 2: return vshlq_n_u8(v, 2);
+    case 1: return vshlq_n_u8(v, 1);
+    case -1: return vshrq_n_u8(v, 1);
+    case -2: return vshrq_n_u8(v, 2);
+    case -3: return vshrq_n_u8(v, 3);
+    case -4: return vshrq_n_u8(v, 4);
+    case -5: return vshrq_n_u8(v, 5);
+    case -6: return vshrq_n_u8(v, 6);
+    default: return v;
+    }
+}
+
+/* Byte k (0..3, a constant) of each 32-bit lane, zero-extended. */
+ARM_INLINE int32x4_t ks_ubyte(uint8x16_t v, const int k) {
+    const uint32x4_t u = vreinterpretq_u32_u8(v), ff = vdupq_n_u32(0xFF);
+    switch (k) {
+    case 0: return vreinterpretq_s32_u32(vandq_u32(u, ff));
+    case 1: return vreinterpretq_s32_u32(vandq_u32(vshrq_n_u32(u, 8), ff));
+    case 2: return vreinterpretq_s32_u32(vandq_u32(vshrq_n_u32(u, 16), ff));
+    default: return vreinterpretq_s32_u32(vshrq_n_u32(u, 24));
+    }
+}
+
+/* Byte k (0..3, a constant) of each 32-bit lane, sign-extended. */
+ARM_INLINE int32x4_t ks_sbyte(int8x16_t v, const int k) {
+    const int32x4_t s = vreinterpretq_s32_s8(v);
+    switch (k) {
+    case 0: return vshrq_n_s32(vshlq_n_s32(s, 24), 24);
+    case 1: return vshrq_n_s32(vshlq_n_s32(s, 16), 24);
+    case 2: return vshrq_n_s32(vshlq_n_s32(s, 8), 24);
+    default: return vshrq_n_s32(s, 24);
+    }
+}
+
+/* P += the 4 rows' dot with 16 activation bytes x, weights w[0..3] (elements 4i..4i+3). */
+ARM_INLINE int32x4_t ks_dot4(int32x4_t p, const int8x16_t w[4], int8x16_t x) {
+    p = vdotq_laneq_s32(p, w[0], x, 0);
+    p = vdotq_laneq_s32(p, w[1], x, 1);
+    p = vdotq_laneq_s32(p, w[2], x, 2);
+    return vdotq_laneq_s32(p, w[3], x, 3);
+}
+
+/* The float steps of the super-block for token t's 4 outputs o (the running accumulator).
+ * dmin NULL: Q6_K (no min term). */
+ARM_INLINE void ks_float_step(float *o, float32x4_t d, const float32x4_t *dmin, float dy,
+                              int32x4_t sumi, int32x4_t summ) {
+    float32x4_t acc = vld1q_f32(o);
+    acc = vfmaq_f32(acc, vmulq_n_f32(d, dy), vcvtq_f32_s32(sumi));
+    if (dmin) acc = vfmsq_f32(acc, vmulq_n_f32(*dmin, dy), vcvtq_f32_s32(summ));
+    vst1q_f32(o, acc);
+}
+
+/* The quad's mins as int16, mj[k] = {m_k of rows 0..3, m_{k+4} of rows 0..3}, from the
+ * 6-bit mins' bytes mlo = {m0..m3}, mhi = {m4..m7} per 32-bit lane (a 4x4 byte transpose). */
+ARM_INLINE void ks_mins(uint8x16_t mlo, uint8x16_t mhi, int16x8_t mj[4]) {
+    const uint8x16_t e = vuzp1q_u8(mlo, mhi), o = vuzp2q_u8(mlo, mhi); /* bytes 0, 2 | 1, 3 */
+    mj[0] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp1q_u8(e, e))));
+    mj[1] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp1q_u8(o, o))));
+    mj[2] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp2q_u8(e, e))));
+    mj[3] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp2q_u8(o, o))));
+}
+
+/* summ = sum_j m_j b32_j for the 4 rows, b32 from the Q8_K block's bsums (exact in int16:
+ * |b32| <= 32 * 128; products and sums exact in int32). */
+ARM_INLINE int32x4_t ks_summ(const int16x8_t mj[4], const int16_t *bsums) {
+    const int16x8_t b32 = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+    int32x4_t acc = vmull_laneq_s16(vget_low_s16(mj[0]), b32, 0);
+    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[1]), b32, 1);
+    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[2]), b32, 2);
+    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[3]), b32, 3);
+    acc = vmlal_high_laneq_s16(acc, mj[0], b32, 4);
+    acc = vmlal_high_laneq_s16(acc, mj[1], b32, 5);
+    acc = vmlal_high_laneq_s16(acc, mj[2], b32, 6);
+    return vmlal_high_laneq_s16(acc, mj[3], b32, 7);
+}
+
+/* Q4_K / Q5_K scale differences sc_j - sc_{j+1} (sc_8 = 0) of the quad at gq, as signed
+ * bytes (|.| <= 63) in the order of the 6-bit scales (cpulm_k4_scale_min): j = 0..3 in
+ * the 4 bytes of each row's lane for half 0, j = 4..7 for half 1. Loaded per half: one
+ * vector live instead of two. */
+ARM_INLINE int8x16_t ks_k4_dscale(const uint8_t *gq, int half) {
+    const uint8x16_t s0 = vld1q_u8(gq + 64), s2 = vld1q_u8(gq + 192);
+    const uint8x16_t schi = vorrq_u8(vandq_u8(s2, vdupq_n_u8(0x0F)),
+                                     vandq_u8(vshrq_n_u8(s0, 2), vdupq_n_u8(0x30)));
+    const uint32x4_t hi32 = vreinterpretq_u32_u8(schi);
+    if (half) return vreinterpretq_s8_u8(vsubq_u8(schi, vreinterpretq_u8_u32(vshrq_n_u32(hi32, 8))));
+    const uint8x16_t sclo = vandq_u8(s0, vdupq_n_u8(0x3F));
+    const uint32x4_t nxt = vsliq_n_u32(vshrq_n_u32(vreinterpretq_u32_u8(sclo), 8), hi32, 24);
+    return vreinterpretq_s8_u8(vsubq_u8(sclo, vreinterpretq_u8_u32(nxt)));
+}
+
+/* Q4_K (q5 = 0) / Q5_K: quad `quad` x NT tokens over all super-blocks, into o (zeroed).
+ * Unsigned lanes for sumi, whose partial sums may wrap (mod 2^32; the final value is
+ * exact). */
+ARM_INLINE void ks_quad_k4(int64_t n, const uint8_t *w, int q5, int quad, const uint8_t *act,
+                           uint64_t stride, float *o, int64_t ld, const int NT) {
+    const size_t sb = q5 ? 16 * 176 : 16 * 144, qs_off = q5 ? 48 * 16 : 16 * 16;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m6 = vdupq_n_u8(0x3F), b4 = vdupq_n_u8(0x10);
+    for (int64_t b = 0; b < n / CPULM_QK_K; b++) {
+        KS_MCA(BEGIN, q5 ? 5 : 4);
+        const uint8_t *g = w + (size_t)b * sb, *gq = g + 16 * quad;
+        int32x4_t p[KS_TILE];
+        uint32x4_t sumi[KS_TILE];
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) p[t] = vdupq_n_s32(0);
+        int8x16_t dsc = vdupq_n_s8(0);
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+            if ((q5 || ARM_IS_CLANG) && j > 0) ARM_ORDER(gq, sumi[NT - 1]); /* 32 registers */
+            if (j % 4 == 0) dsc = ks_k4_dscale(gq, j / 4);
+            const uint32x4_t delta = vreinterpretq_u32_s32(ks_sbyte(dsc, j % 4));
+            const uint8_t *q = gq + qs_off + 64 * 8 * (j / 2);
+            int8x16_t wv[8];
+            const uint8_t *qh = gq + 256;
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                if (ARM_IS_CLANG && q5 && k > 0) { /* as above, for Q5_K's extra loads */
+                    ARM_ORDER(q, wv[k - 1]);
+                    ARM_ORDER(qh, wv[k - 1]);
+                }
+                const uint8x16_t u = vld1q_u8(q + 64 * k);
+                uint8x16_t v = j % 2 ? vshrq_n_u8(u, 4) : vandq_u8(u, m4);
+                if (q5) /* bit j of qh byte l is the 5th bit of element 32j + l */
+                    v = vbslq_u8(b4, ks_shift_u8(vld1q_u8(qh + 64 * k), 4 - j), v);
+                wv[k] = vreinterpretq_s8_u8(v);
+            }
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+                const int8_t *y = ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs;
+                if (ARM_IS_CLANG && t > 0) ARM_ORDER(y, p[t - 1]); /* clang hoists and spills */
+                p[t] = ks_dot4(p[t], wv, vld1q_s8(y + 32 * j));
+                p[t] = ks_dot4(p[t], wv + 4, vld1q_s8(y + 32 * j + 16));
+                const uint32x4_t pu = vreinterpretq_u32_s32(p[t]);
+                sumi[t] = j == 0 ? vmulq_u32(pu, delta) : vmlaq_u32(sumi[t], pu, delta);
+            }
+        }
+        ARM_ORDER(gq, sumi[NT - 1]); /* reload the mins' chunks: 2 registers fewer above */
+        const uint8x16_t s1 = vld1q_u8(gq + 128), s2m = vld1q_u8(gq + 192);
+        const uint8x16_t mlo = vandq_u8(s1, m6);
+        const uint8x16_t mhi =
+            vorrq_u8(vshrq_n_u8(s2m, 4), vandq_u8(vshrq_n_u8(s1, 2), vdupq_n_u8(0x30)));
+        int16x8_t mj[4];
+        ks_mins(mlo, mhi, mj);
+        const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 8 * quad)));
+        const float32x4_t dmin = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 32 + 8 * quad)));
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+            const cpulm_block_q8_K *y = (const cpulm_block_q8_K *)(act + (size_t)t * stride) + b;
+            ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, &dmin, y->d,
+                          vreinterpretq_s32_u32(sumi[t]), ks_summ(mj, y->bsums));
+        }
+        KS_MCA(END, q5 ? 5 : 4);
+    }
+}
+
+/* Q6_K sub-block gi's weights of the quad (element order in gemm_k.c's unpack_k6), as
+ * q - 32: ql chunk 16c + 8(s & 1) + i, nibble s >> 1; qh chunk 8c + i, bits 2s, 2s + 1. */
+ARM_INLINE void ks_k6_weights(const uint8_t *gq, const int gi, int8x16_t wv[4]) {
+    const int c = gi / 8, s = gi % 8 / 2, h = gi % 2;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        const int ci = 4 * h + i;
+        const uint8x16_t l = vld1q_u8(gq + 64 * (16 * c + 8 * (s & 1) + ci));
+        const uint8x16_t qh = vld1q_u8(gq + 2048 + 64 * (8 * c + ci));
+        const uint8x16_t lo = s >> 1 ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
+        const uint8x16_t hi = ks_shift_u8(qh, 4 - 2 * s); /* bits 2s, 2s + 1 to 4, 5 */
+        const uint8x16_t q = vbslq_u8(m30, hi, lo);
+        wv[i] = vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(32));
+    }
+}
+
+/* Q6_K: quad `quad` x NT tokens over all super-blocks, into o (zeroed). */
+ARM_INLINE void ks_quad_k6(int64_t n, const uint8_t *w, int quad, const uint8_t *act,
+                           uint64_t stride, float *o, int64_t ld, const int NT) {
+    const size_t sb = 16 * 210;
+    for (int64_t b = 0; b < n / CPULM_QK_K; b++) {
+        KS_MCA(BEGIN, 6);
+        const uint8_t *g = w + (size_t)b * sb, *gq = g + 16 * quad;
+        int32x4_t p[KS_TILE];
+        uint32x4_t sumi[KS_TILE];
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) p[t] = vdupq_n_s32(0);
+        int32x4_t sc = ks_sbyte(vld1q_s8((const int8_t *)gq + 3072), 0);
+        _Pragma("GCC unroll 16") for (int gi = 0; gi < 16; gi++) {
+            if (gi > 0) ARM_ORDER(gq, sumi[NT - 1]); /* no hoisting: 32 registers */
+            const int8_t *scn = (const int8_t *)gq + 3072 + 64 * ((gi + 1) / 4);
+            const int32x4_t next = gi == 15 ? vdupq_n_s32(0) : ks_sbyte(vld1q_s8(scn), (gi + 1) % 4);
+            const uint32x4_t delta = vreinterpretq_u32_s32(vsubq_s32(sc, next)); /* |.| <= 255 */
+            sc = next;
+            int8x16_t wv[4];
+            ks_k6_weights(gq, gi, wv);
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+                const int8_t *y = ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs;
+                if (ARM_IS_CLANG && t > 0) ARM_ORDER(y, p[t - 1]); /* clang hoists and spills */
+                p[t] = ks_dot4(p[t], wv, vld1q_s8(y + 16 * gi));
+                const uint32x4_t pu = vreinterpretq_u32_s32(p[t]);
+                sumi[t] = gi == 0 ? vmulq_u32(pu, delta) : vmlaq_u32(sumi[t], pu, delta);
+            }
+        }
+        const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 3328 + 8 * quad)));
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+            const cpulm_block_q8_K *y = (const cpulm_block_q8_K *)(act + (size_t)t * stride) + b;
+            ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, NULL, y->d,
+                          vreinterpretq_s32_u32(sumi[t]), vdupq_n_s32(0));
+        }
+        KS_MCA(END, 6);
+    }
+}
+
+/* NT tokens against the whole group, a quad at a time (the tile's activations stay in L1
+ * while the group is read 4 times, 16 of every 64 bytes per pass). kind: 4, 5 or 6. */
+ARM_INLINE void ks_tile(int kind, int64_t n, const uint8_t *w, const uint8_t *act,
+                        uint64_t stride, float *s, int64_t ld, const int NT) {
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
+        memset(s + (size_t)t * (size_t)ld, 0, 16 * sizeof(float));
+    for (int quad = 0; quad < 4; quad++) {
+        if (kind == 6)
+            ks_quad_k6(n, w, quad, act, stride, s, ld, NT);
+        else
+            ks_quad_k4(n, w, kind == 5, quad, act, stride, s, ld, NT);
+    }
+}
+
+ARM_INLINE void ks_gemm(int kind, int64_t n, int nt, float *s, int64_t ld, const void *w,
+                        const uint8_t *act, uint64_t stride) {
+#define KS_CALL(j0, NT) ks_tile(kind, n, w, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT)
+    ARM_X16_TILES(KS_TILE, KS_CALL);
+#undef KS_CALL
+}
+
+#endif
