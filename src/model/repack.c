@@ -12,8 +12,8 @@
 #include "../base/status.h"
 #include "../threads/topo.h"
 
-#define R          CPULM_PACK_ROWS
-#define MAX_FIELDS 5
+#define R                  CPULM_PACK_ROWS
+#define MAX_FIELDS         5
 #define REPACK_MAX_THREADS 64
 
 typedef struct block_fields {
@@ -124,10 +124,12 @@ static void *pack_job_run(void *arg) {
     return NULL;
 }
 
-#define MT_MIN_GROUPS 64 /* fewer groups per thread than this: a thread costs more than it saves */
+#define MT_MIN_GROUPS                                                          \
+    64 /* fewer groups per thread than this: a thread costs more than it saves \
+        */
 
-void cpulm_repack_x16_mt(cpulm_dtype type, const void *src, void *dst, int64_t n_in,
-                         int64_t n_out, int nth) {
+void cpulm_repack_x16_mt(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t n_out,
+                         int nth) {
     const int64_t ng = n_out / R;
     if (nth > REPACK_MAX_THREADS) nth = REPACK_MAX_THREADS;
     if (nth > ng / MT_MIN_GROUPS) nth = (int)(ng / MT_MIN_GROUPS);

@@ -19,11 +19,12 @@ void cpulm_repack_x16(cpulm_dtype type, const void *src, void *dst, int64_t n_in
 
 /* The same on up to nth threads (the caller is one), each a contiguous range of 16-row
  * groups; the bytes written do not depend on nth. */
-void cpulm_repack_x16_mt(cpulm_dtype type, const void *src, void *dst, int64_t n_in,
-                         int64_t n_out, int nth);
+void cpulm_repack_x16_mt(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t n_out,
+                         int nth);
 
 /* Repacks every matrix of the model the kernel level supports (tied embeddings: the shared
- * tensor once, used for both), large ones on as many threads as the process has cores. CPULM_ERR_NOMEM leaves the model valid (row-major). */
+ * tensor once, used for both), large ones on as many threads as the process has cores.
+ * CPULM_ERR_NOMEM leaves the model valid (row-major). */
 cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_error *err);
 
 /* Row r of t as floats (n = ne[0]), from either layout (embedding lookups). */

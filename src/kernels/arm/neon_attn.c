@@ -59,8 +59,8 @@ ARM_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float
     NEON_UNROLL
     for (int i = 0; i < R * K; i++)
         NEON_UNROLL
-        for (int t = 0; t < 4; t++)
-            acc[i][t] = vdupq_n_f32(0.0f);
+    for (int t = 0; t < 4; t++)
+        acc[i][t] = vdupq_n_f32(0.0f);
     for (int64_t c = 0; c < d; c += 16) {
         NEON_UNROLL
         for (int t = 0; t < 4; t++) {
@@ -74,8 +74,8 @@ ARM_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float
             NEON_UNROLL
             for (int r = 0; r < R; r++)
                 NEON_UNROLL
-                for (int j = 0; j < K; j++)
-                    acc[r * K + j][t] = vfmaq_f32(acc[r * K + j][t], qv[r], kv[j]);
+            for (int j = 0; j < K; j++)
+                acc[r * K + j][t] = vfmaq_f32(acc[r * K + j][t], qv[r], kv[j]);
         }
     }
     const float32x4_t s0 = vmulq_n_f32(reduce16x4(acc[0], acc[1], acc[2], acc[3]), scale);
@@ -95,12 +95,11 @@ ARM_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float
 
 /* One score by the canonical dot (d a multiple of 16): for the keys left over by the blocks. */
 static float score_one(int64_t d, const float *q, const float *k, float scale) {
-    float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
-                        vdupq_n_f32(0.0f)};
+    float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t c = 0; c < d; c += 16)
         NEON_UNROLL
-        for (int t = 0; t < 4; t++)
-            a[t] = vfmaq_f32(a[t], vld1q_f32(q + c + 4 * t), vld1q_f32(k + c + 4 * t));
+    for (int t = 0; t < 4; t++)
+        a[t] = vfmaq_f32(a[t], vld1q_f32(q + c + 4 * t), vld1q_f32(k + c + 4 * t));
     const float32x4_t g = vaddq_f32(vaddq_f32(a[3], a[1]), vaddq_f32(a[2], a[0]));
     return vpadds_f32(vadd_f32(vget_low_f32(g), vget_high_f32(g))) * scale;
 }
@@ -146,8 +145,8 @@ ARM_INLINE float32x4_t exp4_live(float *s, int j, int lim, float32x4_t vm) {
         e = vdupq_n_f32(0.0f);
     } else {
         static const int32_t iota[4] = {0, 1, 2, 3};
-        const uint32x4_t live = vcltq_s32(vaddq_s32(vdupq_n_s32(j), vld1q_s32(iota)),
-                                          vdupq_n_s32(lim));
+        const uint32x4_t live =
+            vcltq_s32(vaddq_s32(vdupq_n_s32(j), vld1q_s32(iota)), vdupq_n_s32(lim));
         const float32x4_t x = vbslq_f32(live, vld1q_f32(s + j), vm); /* dead: exp(0) */
         e = vreinterpretq_f32_u32(
             vandq_u32(vreinterpretq_u32_f32(arm_canon_vexp(vsubq_f32(x, vm))), live));
@@ -170,8 +169,8 @@ float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) 
                           vdupq_n_f32(0.0f)};
     for (j = 0; j + 16 <= n; j += 16)
         NEON_UNROLL
-        for (int t = 0; t < 4; t++)
-            acc[t] = vaddq_f32(acc[t], exp4_live(s, j + 4 * t, lim, vm));
+    for (int t = 0; t < 4; t++)
+        acc[t] = vaddq_f32(acc[t], exp4_live(s, j + 4 * t, lim, vm));
     float lanes[16];
     NEON_UNROLL
     for (int t = 0; t < 4; t++)
@@ -194,15 +193,13 @@ float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) 
 /* ---- P.V ---- */
 
 /* Key L of a step of 4: every row's fma by lane L of its 4 weights (FMLA by element). */
-#define PV_KEY(L)                                                          \
-    do {                                                                   \
-        const float *vj = v + (int64_t)(j + (L)) * ldv;                    \
-        float32x4_t vv[4];                                                 \
-        NEON_UNROLL for (int c = 0; c < V; c++) vv[c] =        \
-            vld1q_f32(vj + 4 * c);                                         \
-        NEON_UNROLL for (int r = 0; r < R; r++)                \
-            NEON_UNROLL for (int c = 0; c < V; c++) acc[r][c] = \
-                vfmaq_laneq_f32(acc[r][c], vv[c], pw[r], L);               \
+#define PV_KEY(L)                                                                       \
+    do {                                                                                \
+        const float *vj = v + (int64_t)(j + (L)) * ldv;                                 \
+        float32x4_t vv[4];                                                              \
+        NEON_UNROLL for (int c = 0; c < V; c++) vv[c] = vld1q_f32(vj + 4 * c);          \
+        NEON_UNROLL for (int r = 0; r < R; r++) NEON_UNROLL for (int c = 0; c < V; c++) \
+            acc[r][c] = vfmaq_laneq_f32(acc[r][c], vv[c], pw[r], L);                    \
     } while (0)
 
 /* R rows x V vectors of 4 dims (at most 4 x 4: 16 accumulators, 4 weight and 4 value
@@ -213,8 +210,8 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
     NEON_UNROLL
     for (int r = 0; r < R; r++)
         NEON_UNROLL
-        for (int c = 0; c < V; c++)
-            acc[r][c] = vmulq_n_f32(vld1q_f32(o + r * ldo + 4 * c), a[r]);
+    for (int c = 0; c < V; c++)
+        acc[r][c] = vmulq_n_f32(vld1q_f32(o + r * ldo + 4 * c), a[r]);
     int j = 0;
     for (; j + 4 <= n; j += 4) {
         if (R == 4 && V == 4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_pv");
@@ -233,14 +230,14 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
         NEON_UNROLL
         for (int r = 0; r < R; r++)
             NEON_UNROLL
-            for (int c = 0; c < V; c++)
-                acc[r][c] = vfmaq_n_f32(acc[r][c], vld1q_f32(vj + 4 * c), p[r * ldp + j]);
+        for (int c = 0; c < V; c++)
+            acc[r][c] = vfmaq_n_f32(acc[r][c], vld1q_f32(vj + 4 * c), p[r * ldp + j]);
     }
     NEON_UNROLL
     for (int r = 0; r < R; r++)
         NEON_UNROLL
-        for (int c = 0; c < V; c++)
-            vst1q_f32(o + r * ldo + 4 * c, acc[r][c]);
+    for (int c = 0; c < V; c++)
+        vst1q_f32(o + r * ldo + 4 * c, acc[r][c]);
 }
 #undef PV_KEY
 

@@ -132,10 +132,11 @@ ARM_INLINE int32x4_t ks_summ(const int16x8_t mj[4], const int16_t *bsums) {
  * vector live instead of two. */
 ARM_INLINE int8x16_t ks_k4_dscale(const uint8_t *gq, int half) {
     const uint8x16_t s0 = vld1q_u8(gq + 64), s2 = vld1q_u8(gq + 192);
-    const uint8x16_t schi = vorrq_u8(vandq_u8(s2, vdupq_n_u8(0x0F)),
-                                     vandq_u8(vshrq_n_u8(s0, 2), vdupq_n_u8(0x30)));
+    const uint8x16_t schi =
+        vorrq_u8(vandq_u8(s2, vdupq_n_u8(0x0F)), vandq_u8(vshrq_n_u8(s0, 2), vdupq_n_u8(0x30)));
     const uint32x4_t hi32 = vreinterpretq_u32_u8(schi);
-    if (half) return vreinterpretq_s8_u8(vsubq_u8(schi, vreinterpretq_u8_u32(vshrq_n_u32(hi32, 8))));
+    if (half)
+        return vreinterpretq_s8_u8(vsubq_u8(schi, vreinterpretq_u8_u32(vshrq_n_u32(hi32, 8))));
     const uint8x16_t sclo = vandq_u8(s0, vdupq_n_u8(0x3F));
     const uint32x4_t nxt = vsliq_n_u32(vshrq_n_u32(vreinterpretq_u32_u8(sclo), 8), hi32, 24);
     return vreinterpretq_s8_u8(vsubq_u8(sclo, vreinterpretq_u8_u32(nxt)));
@@ -230,7 +231,8 @@ ARM_INLINE void ks_quad_k6(int64_t n, const uint8_t *w, int quad, const uint8_t 
         _Pragma("GCC unroll 16") for (int gi = 0; gi < 16; gi++) {
             if (gi > 0) ARM_ORDER(gq, sumi[NT - 1]); /* no hoisting: 32 registers */
             const int8_t *scn = (const int8_t *)gq + 3072 + 64 * ((gi + 1) / 4);
-            const int32x4_t next = gi == 15 ? vdupq_n_s32(0) : ks_sbyte(vld1q_s8(scn), (gi + 1) % 4);
+            const int32x4_t next =
+                gi == 15 ? vdupq_n_s32(0) : ks_sbyte(vld1q_s8(scn), (gi + 1) % 4);
             const uint32x4_t delta = vreinterpretq_u32_s32(vsubq_s32(sc, next)); /* |.| <= 255 */
             sc = next;
             int8x16_t wv[4];
@@ -255,8 +257,8 @@ ARM_INLINE void ks_quad_k6(int64_t n, const uint8_t *w, int quad, const uint8_t 
 
 /* NT tokens against the whole group, a quad at a time (the tile's activations stay in L1
  * while the group is read 4 times, 16 of every 64 bytes per pass). kind: 4, 5 or 6. */
-ARM_INLINE void ks_tile(int kind, int64_t n, const uint8_t *w, const uint8_t *act,
-                        uint64_t stride, float *s, int64_t ld, const int NT) {
+ARM_INLINE void ks_tile(int kind, int64_t n, const uint8_t *w, const uint8_t *act, uint64_t stride,
+                        float *s, int64_t ld, const int NT) {
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
         memset(s + (size_t)t * (size_t)ld, 0, 16 * sizeof(float));
     for (int quad = 0; quad < 4; quad++) {

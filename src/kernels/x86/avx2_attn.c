@@ -23,9 +23,7 @@
  * h = a[8..15] + a[0..7], g = h[4..7] + h[0..3], then (g0 + g2) + (g1 + g3). */
 AVX2_INLINE __m128 reduce16x4(const __m256 lo[4], const __m256 hi[4]) {
     __m256 h[4];
-    _Pragma("GCC unroll 8")
-    for (int i = 0; i < 4; i++)
-        h[i] = _mm256_add_ps(hi[i], lo[i]);
+    _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) h[i] = _mm256_add_ps(hi[i], lo[i]);
     /* accumulators 0 | 1 and 2 | 3 side by side, 4 lanes each */
     const __m256 g01 = _mm256_add_ps(_mm256_permute2f128_ps(h[0], h[1], 0x31),
                                      _mm256_permute2f128_ps(h[0], h[1], 0x20));
@@ -44,22 +42,17 @@ AVX2_INLINE __m128 reduce16x4(const __m256 lo[4], const __m256 hi[4]) {
 AVX2_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
                               float scale, float *s, int64_t lds, const int R, const int K) {
     __m256 lo[4], hi[4];
-    _Pragma("GCC unroll 8")
-    for (int i = 0; i < 4; i++)
-        lo[i] = hi[i] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) lo[i] = hi[i] = _mm256_setzero_ps();
     for (int64_t c = 0; c < d; c += 16) {
         __m256 q0[2], q1[2];
-        _Pragma("GCC unroll 8")
-        for (int r = 0; r < R; r++) {
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             q0[r] = _mm256_loadu_ps(q + r * ldq + c);
             q1[r] = _mm256_loadu_ps(q + r * ldq + c + 8);
         }
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < K; j++) {
+        _Pragma("GCC unroll 8") for (int j = 0; j < K; j++) {
             const __m256 k0 = _mm256_loadu_ps(k + j * ldk + c);
             const __m256 k1 = _mm256_loadu_ps(k + j * ldk + c + 8);
-            _Pragma("GCC unroll 8")
-            for (int r = 0; r < R; r++) {
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
                 lo[r * K + j] = _mm256_fmadd_ps(q0[r], k0, lo[r * K + j]);
                 hi[r * K + j] = _mm256_fmadd_ps(q1[r], k1, hi[r * K + j]);
             }
@@ -124,8 +117,8 @@ AVX2_INLINE __m256 exp8_live(float *s, int j, int lim, __m256 vm) {
     } else if (j >= lim) {
         e = _mm256_setzero_ps();
     } else {
-        const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(j),
-                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256i idx =
+            _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(lim), idx));
         const __m256 x = _mm256_blendv_ps(vm, _mm256_loadu_ps(s + j), live); /* dead: exp(0) */
         e = _mm256_and_ps(x86_canon_vexp256(_mm256_sub_ps(x, vm)), live);
@@ -175,36 +168,27 @@ float cpulm_avx2_attn_softmax_row(int n, int lim, float *s, float *M, float *L) 
 AVX2_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int64_t ldv,
                           const float *a, float *o, int64_t ldo, const int R, const int V) {
     __m256 acc[2][8];
-    _Pragma("GCC unroll 8")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8")
-        for (int c = 0; c < V; c++)
-            acc[r][c] = _mm256_mul_ps(_mm256_loadu_ps(o + r * ldo + 8 * c), _mm256_set1_ps(a[r]));
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
+            _mm256_mul_ps(_mm256_loadu_ps(o + r * ldo + 8 * c), _mm256_set1_ps(a[r]));
     for (int j = 0; j < n; j++) {
         const float *vj = v + (int64_t)j * ldv;
         if (R == 1) {
             const __m256 pj = _mm256_broadcast_ss(p + j);
-            _Pragma("GCC unroll 8")
-            for (int c = 0; c < V; c++)
-                acc[0][c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * c), acc[0][c]);
+            _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[0][c] =
+                _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * c), acc[0][c]);
             continue;
         }
         __m256 vv[8];
-        _Pragma("GCC unroll 8")
-        for (int c = 0; c < V; c++)
-            vv[c] = _mm256_loadu_ps(vj + 8 * c);
-        _Pragma("GCC unroll 8")
-        for (int r = 0; r < R; r++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) vv[c] = _mm256_loadu_ps(vj + 8 * c);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             const __m256 pj = _mm256_broadcast_ss(p + r * ldp + j);
-            _Pragma("GCC unroll 8")
-            for (int c = 0; c < V; c++)
-                acc[r][c] = _mm256_fmadd_ps(pj, vv[c], acc[r][c]);
+            _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
+                _mm256_fmadd_ps(pj, vv[c], acc[r][c]);
         }
     }
-    _Pragma("GCC unroll 8")
-    for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8")
-        for (int c = 0; c < V; c++)
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++)
             _mm256_storeu_ps(o + r * ldo + 8 * c, acc[r][c]);
 }
 
