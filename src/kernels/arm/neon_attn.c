@@ -287,11 +287,8 @@ void cpulm_neon_attn_merge(int64_t d, int m, const float *mc, const float *lc, c
                            int64_t ldoc, float *M, float *L, float *o, int64_t ldo) {
     for (int i = 0; i < m; i++) {
         if (mc[i] == -INFINITY) continue;
-        const float mx = fmaxf(M[i], mc[i]);
-        const float a = M[i] == -INFINITY ? 0.0f : cpulm_generic_vexpf(M[i] - mx);
-        const float b = cpulm_generic_vexpf(mc[i] - mx);
-        L[i] = fmaf(L[i], a, lc[i] * b);
-        M[i] = mx;
+        float a, b;
+        cpulm_attn_merge_row(&M[i], &L[i], mc[i], lc[i], &a, &b);
         float *oi = o + (int64_t)i * ldo;
         const float *ci = oc + (int64_t)i * ldoc;
         int64_t c = 0;

@@ -5,6 +5,7 @@
 #ifndef CPULM_KERNELS_GENERIC_H
 #define CPULM_KERNELS_GENERIC_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "kernels/kernels.h"
@@ -33,6 +34,18 @@ CPULM_KERNEL_OPS(CPULM_GENERIC_DECLARE)
 float cpulm_generic_reduce16(const float *a);
 /* exp(x) by the degree-5 polynomial vectorized code uses (about 1.5 ulp). */
 float cpulm_generic_vexpf(float x);
+
+/* attn_merge's per-row step (kernels.h): folds a chunk's (mc, lc) into the running (*M, *L)
+ * and returns the scales of the running output (*a) and of the chunk's (*b). Shared by every
+ * level so the scalar part of the merge is written once. */
+static inline void cpulm_attn_merge_row(float *M, float *L, float mc, float lc, float *a,
+                                        float *b) {
+    const float mx = fmaxf(*M, mc);
+    *a = *M == -INFINITY ? 0.0f : cpulm_generic_vexpf(*M - mx);
+    *b = cpulm_generic_vexpf(mc - mx);
+    *L = fmaf(*L, *a, lc * *b);
+    *M = mx;
+}
 
 /* ---- repacked-weight GEMM (gemm.c), contracts in kernels.h (cpulm_gemm_fn) ---- */
 void cpulm_generic_gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
