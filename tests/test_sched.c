@@ -118,7 +118,9 @@ static void absorb(cpulm_sched_event *e, result *res, int n, int64_t *global_seq
 
 /* Waits (bounded) until every request in res[0..n) is done. */
 static int wait_all(cpulm_sched *s, result *res, int n, int64_t *seq, int n_top) {
-    for (int iter = 0; iter < 12000; iter++) { /* 2 minutes: sanitizers on a busy machine */
+    /* 6 minutes: sanitizers, or qemu-aarch64 on a busy machine (a 3,000-token prompt took
+     * over 2 minutes there in CI while other builds ran) */
+    for (int iter = 0; iter < 36000; iter++) {
         absorb(cpulm_sched_drain(s), res, n, seq, n_top);
         int all = 1;
         for (int i = 0; i < n; i++)
