@@ -438,7 +438,7 @@ static void write_depth(doc *d, const study *s) {
     svg_series ser[2] = {{name[0], NULL, y[0], n}, {name[1], NULL, y[1], n}};
     const double *err[2] = {e[0], e[1]};
     char note[256];
-    err_note(note, sizeof note, s, STUDY_DEPTH, "N tokens in the KV cache before each test");
+    err_note(note, sizeof note, s, STUDY_DEPTH, NULL); /* the notes are one line: keep it short */
     chart_text t = {"depth", "Throughput vs context depth", "tokens already in the KV cache",
                     "tokens/s", note};
     bar_chart(d, &t, ser, 2, cats, n, err);
