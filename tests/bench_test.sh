@@ -47,6 +47,8 @@ grep -q "known: 1b, 3b, 8b, 70b" "$TMP/err"; check plan_bad_shape_message $?
 expect_rc plan_bad_type 2 "$CPULM" plan --shape 8b --type q3_k
 expect_rc plan_bench_needs_file 2 "$CPULM" plan --shape 8b --bench
 expect_rc report_needs_dir 2 "$CPULM" report -m "$MODEL"
+expect_rc report_bad_depths 2 "$CPULM" report -m "$MODEL" -o "$TMP/x" --depths 16,x
+grep -q "bad value '16,x' for --depths" "$TMP/err"; check report_bad_depths_message $?
 
 # ---- plan arithmetic without a file ----
 expect_rc plan_8b 0 "$CPULM" plan --shape 8b --type q4_0 -c 8192 --parallel 4
@@ -165,9 +167,10 @@ grep -q "measured on this machine" "$TMP/out" && grep -q "^| c7g.large | 0.0725 
 check plan_bench_cost $?
 
 # ---- report ----
-expect_rc report 0 "$CPULM" report -m "$MODEL" -o "$TMP/rep" --quick -t 1
+# --depths scales the speed-vs-depth section down (quick would fill 1k and 4k tokens)
+expect_rc report 0 "$CPULM" report -m "$MODEL" -o "$TMP/rep" --quick -t 1 --depths 0,16,48
 for f in report.md report.html results.json results.csv roofline.json threads.svg pp_length.svg \
-         parallel.svg ttft.svg roofline.svg cost.svg; do
+         parallel.svg ttft.svg depth.svg roofline.svg cost.svg; do
   [ -s "$TMP/rep/$f" ]; check "report_file_$f" $?
 done
 py report_svgs '
@@ -177,6 +180,7 @@ want = {"threads": ["pp32 (prompt)", "tg16 (generation)"],
         "pp_length": ["prompt processing"],
         "parallel": ["aggregate (all sequences)", "per sequence"],
         "ttft": ["mean", "p50", "max"],  # 3 repetitions: too few for a p99
+        "depth": ["pp32 (prompt)", "tg16 (generation)"],
         "roofline": ["tg: % of read bandwidth", "pp: % of int8 peak"],
         "cost": ["single stream", "batched"]}
 ns = "{http://www.w3.org/2000/svg}"
@@ -194,26 +198,41 @@ for name, series in want.items():
             assert len(list(g)) >= 1, name  # points or bars
     # measured series carry error bars (stddev over the repetitions) and say so
     n_err = sum(1 for p in root.iter(ns + "path") if p.get("class") == "err")
-    if name in ("threads", "pp_length", "parallel", "ttft"):
+    if name in ("threads", "pp_length", "parallel", "ttft", "depth"):
         assert n_err > 0, name
         assert any(t and "error bars: \u00b1 1 sample stddev over" in t for t in texts), name
     else:
         assert n_err == 0, name
 ' "$TMP/rep"
 py report_json '
-import json, sys
+import json, re, sys
 rows = json.load(open(sys.argv[1] + "/results.json"))
 kinds = [r["kind"] for r in rows]
-assert kinds.count("pp") == 1 + 3 and kinds.count("tg") == 1, kinds
+assert kinds.count("pp") == 1 + 3 + 3 and kinds.count("tg") == 1 + 3, kinds
 assert kinds.count("parallel") == 3 and kinds.count("ttft") == 3, kinds
+# the depth section: pp then tg at each depth, in order
+assert [(r["test"], r["n_depth"]) for r in rows[-6:]] == [
+    ("pp32", 0), ("tg16", 0), ("pp32 @ d16", 16), ("tg16 @ d16", 16), ("pp32 @ d48", 48),
+    ("tg16 @ d48", 48)], rows[-6:]
 html = open(sys.argv[1] + "/report.html").read()
-assert html.count("<svg") == 6 and html.rstrip().endswith("</html>")
+assert html.count("<svg") == 7 and html.rstrip().endswith("</html>")
 md = open(sys.argv[1] + "/report.md").read()
 for h in ["## Threads", "## Prompt length", "## Parallel sequences", "## Time to first token",
           "## Roofline", "## Cost",
           "![Cost per 1M generated tokens (extrapolated from this machine)](cost.svg)",
-          "EXTRAPOLATED", "too few for a p99"]:
+          "EXTRAPOLATED", "too few for a p99", "## Speed vs depth",
+          "![Throughput vs context depth](depth.svg)", "depths 0, 16, 48",
+          "--depths: this run stopped at depth 48"]:
     assert h in md, h
+# depth table: depth, context = depth + 32 (the longer test) + 1, memory, pp, pp %, tg, tg %
+tab = md.split("## Speed vs depth")[1].split("##")[0]
+rows = [l.split("|")[1:-1] for l in tab.splitlines() if re.match(r"\| \d", l)]
+assert [int(r[0]) for r in rows] == [0, 16, 48] and [int(r[1]) for r in rows] == [33, 49, 81], rows
+assert all(r[2].strip().endswith("iB") and float(r[3].split()[0]) > 0 for r in rows), rows
+assert rows[0][4].strip() == "100.0%" and rows[0][6].strip() == "100.0%", rows
+for r in rows:
+    for c in (3, 5):
+        assert float(r[c].split()[0]) > 0 and "\u00b1" in r[c], r
 assert "p99" not in md.split("## Time to first token")[1].split("##")[0].replace("for a p99", "")
 ' "$TMP/rep"
 expect_rc report_compare 0 "$CPULM" bench --compare "$TMP/rep/results.json" "$TMP/rep/results.json"

@@ -107,6 +107,8 @@ typedef struct bench_result {
      * BENCH_TTFT: ns is the time to first token, ts the prompt tokens/s over it. */
     double ns[BENCH_MAX_REPS], ts[BENCH_MAX_REPS], pp_ns[BENCH_MAX_REPS], tg_ns[BENCH_MAX_REPS];
     char test_time[32]; /* ISO 8601 UTC, when the test started */
+    int32_t n_ctx;      /* tokens the test's context holds */
+    uint64_t ctx_bytes; /* what that context allocated (KV cache and scratch) */
 } bench_result;
 
 /* Progress reporting: called before each repetition (rep = -1 for the warm-up). */
@@ -125,6 +127,13 @@ typedef struct bench_runner {
  * with a message in err. */
 int bench_run_test(const bench_runner *br, const bench_test *t, int reps, bench_result *r,
                    char *err, size_t cap);
+
+/* A pp and a tg test at the same depth (n_depth) on one context: one untimed fill serves
+ * both (llama-bench fills once per test; the timed work is the same), then pp's repetitions,
+ * then tg's, each truncating the cache back to the depth. Single sequence only. The context
+ * holds n_depth + max(pp n_prompt, tg n_gen) + 1 tokens. Returns 0, or -1 with err. */
+int bench_run_depth(const bench_runner *br, const bench_test *pp, const bench_test *tg, int reps,
+                    bench_result *rpp, bench_result *rtg, char *err, size_t cap);
 
 /* Derived figures of a result. */
 typedef struct bench_summary {

@@ -138,6 +138,44 @@ static void err_note(char *out, size_t cap, const study *s, int section, const c
     if (reps >= 2) snprintf(out + strlen(out), cap - strlen(out), " over %d repetitions", reps);
 }
 
+/* What a chart says besides its data. */
+typedef struct chart_text {
+    const char *file, *title, *x_label, *y_label;
+    const char *what; /* the note: what the chart shows */
+} chart_text;
+
+/* A sweep of a section as a line chart on a powers-of-two x axis; its note says what the
+ * error bars are (err_note). */
+static void sweep_chart(doc *d, const study *s, int section, const chart_text *t,
+                        const svg_series *ser, int n_ser, const double *const *err) {
+    char note[256];
+    err_note(note, sizeof note, s, section, t->what);
+    svg_chart c = {.title = t->title,
+                   .x_label = t->x_label,
+                   .y_label = t->y_label,
+                   .log2_x = 1,
+                   .series = ser,
+                   .n_series = n_ser,
+                   .note = note,
+                   .err = err};
+    doc_chart(d, t->file, &c, 0);
+}
+
+/* Grouped bars over categories; err may be NULL. */
+static void bar_chart(doc *d, const chart_text *t, const svg_series *ser, int n_ser,
+                      const char *const *cats, int n_cats, const double *const *err) {
+    svg_chart c = {.title = t->title,
+                   .x_label = t->x_label,
+                   .y_label = t->y_label,
+                   .series = ser,
+                   .n_series = n_ser,
+                   .categories = cats,
+                   .n_categories = n_cats,
+                   .note = t->what,
+                   .err = err};
+    doc_chart(d, t->file, &c, 1);
+}
+
 /* ---- sections ---- */
 
 static void write_header(doc *d, const study *s) {
@@ -151,7 +189,8 @@ static void write_header(doc *d, const study *s) {
              s->env.cpu, s->env.kernels, s->env.version, s->n_res ? s->res[0].test_time : "-",
              s->quick ? "quick" : "full", s->seconds);
     doc_para(d,
-             "Method: a fresh context per test, one untimed warm-up, the KV cache cleared "
+             "Method: a fresh context per test (one per depth in the depth section), one "
+             "untimed warm-up, the KV cache cleared "
              "between repetitions, CLOCK_MONOTONIC wall time around the decode calls; "
              "prompts are random token ids; figures are mean ± sample stddev over %d "
              "repetitions unless stated.",
@@ -187,18 +226,10 @@ static void write_threads(doc *d, const study *s) {
     doc_table_end(d);
     svg_series ser[2] = {{name[0], x[0], y[0], k[0]}, {name[1], x[1], y[1], k[1]}};
     const double *err[2] = {e[0], e[1]};
-    char note[160];
-    err_note(note, sizeof note, s, STUDY_THREADS,
-             "pp: prompt tokens evaluated per second; tg: tokens generated one at a time");
-    svg_chart c = {.title = "Throughput vs threads",
-                   .x_label = "threads",
-                   .y_label = "tokens/s",
-                   .log2_x = 1,
-                   .series = ser,
-                   .n_series = 2,
-                   .note = note,
-                   .err = err};
-    doc_chart(d, "threads", &c, 0);
+    static const chart_text t = {
+        "threads", "Throughput vs threads", "threads", "tokens/s",
+        "pp: prompt tokens evaluated per second; tg: tokens generated one at a time"};
+    sweep_chart(d, s, STUDY_THREADS, &t, ser, 2, err);
 }
 
 static void write_pp_len(doc *d, const study *s) {
@@ -225,18 +256,11 @@ static void write_pp_len(doc *d, const study *s) {
     doc_table_end(d);
     svg_series ser = {"prompt processing", x, y, n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST};
     const double *err[1] = {e};
-    char note[160];
-    err_note(note, sizeof note, s, STUDY_PP_LEN,
-             "prompt of N random tokens from an empty context, in batches of up to 512");
-    svg_chart c = {.title = "Prompt throughput vs prompt length",
-                   .x_label = "prompt length (tokens)",
-                   .y_label = "prompt tokens/s",
-                   .log2_x = 1,
-                   .series = &ser,
-                   .n_series = 1,
-                   .note = note,
-                   .err = err};
-    doc_chart(d, "pp_length", &c, 0);
+    static const chart_text t = {
+        "pp_length", "Prompt throughput vs prompt length", "prompt length (tokens)",
+        "prompt tokens/s",
+        "prompt of N random tokens from an empty context, in batches of up to 512"};
+    sweep_chart(d, s, STUDY_PP_LEN, &t, &ser, 1, err);
 }
 
 static void write_parallel(doc *d, const study *s) {
@@ -276,17 +300,9 @@ static void write_parallel(doc *d, const study *s) {
     int m = n < BENCH_MAX_LIST ? n : BENCH_MAX_LIST;
     svg_series ser[2] = {{"aggregate (all sequences)", x, agg, m}, {"per sequence", x, one, m}};
     const double *err[2] = {agg_e, one_e};
-    char note[160];
-    err_note(note, sizeof note, s, STUDY_PARALLEL, NULL);
-    svg_chart c = {.title = "Generation throughput vs parallel sequences",
-                   .x_label = "parallel sequences",
-                   .y_label = "generated tokens/s",
-                   .log2_x = 1,
-                   .series = ser,
-                   .n_series = 2,
-                   .note = note,
-                   .err = err};
-    doc_chart(d, "parallel", &c, 0);
+    static const chart_text t = {"parallel", "Generation throughput vs parallel sequences",
+                                 "parallel sequences", "generated tokens/s", NULL};
+    sweep_chart(d, s, STUDY_PARALLEL, &t, ser, 2, err);
 }
 
 static void write_ttft(doc *d, const study *s) {
@@ -331,18 +347,101 @@ static void write_ttft(doc *d, const study *s) {
     svg_series ser[3] = {
         {"mean", x, mean, m}, {"p50", x, p50, m}, {tail ? "p99" : "max", x, p99, m}};
     const double *err[3] = {sd, NULL, NULL}; /* on the mean only */
-    char note[160];
-    err_note(note, sizeof note, s, STUDY_TTFT,
-             "empty context, prompt evaluated, first token picked (greedy); bars on the mean");
-    svg_chart c = {.title = "Time to first token vs prompt length",
-                   .x_label = "prompt length (tokens)",
-                   .y_label = "time to first token (ms)",
-                   .log2_x = 1,
-                   .series = ser,
-                   .n_series = 3,
-                   .note = note,
-                   .err = err};
-    doc_chart(d, "ttft", &c, 0);
+    static const chart_text t = {
+        "ttft", "Time to first token vs prompt length", "prompt length (tokens)",
+        "time to first token (ms)",
+        "empty context, prompt evaluated, first token picked (greedy); bars on the mean"};
+    sweep_chart(d, s, STUDY_TTFT, &t, ser, 3, err);
+}
+
+/* "0", "512", "1k", "32k": depths as llama-bench users write them. */
+static void depth_label(char *buf, size_t cap, int32_t d) {
+    if (d >= 1024 && d % 1024 == 0)
+        snprintf(buf, cap, "%dk", (int)(d / 1024));
+    else
+        snprintf(buf, cap, "%d", (int)d);
+}
+
+/* How the depth section was measured, and which depths, when fewer than a full study's. */
+static void depth_method(doc *d, const study *s, int n) {
+    const bench_result *pp = sec(s, STUDY_DEPTH, 0), *tg = sec(s, STUDY_DEPTH, 1);
+    const bench_result *last = sec(s, STUDY_DEPTH, 2 * (n - 1));
+    char list[BENCH_MAX_LIST * 8] = "", one[16], deepest[16];
+    for (int i = 0; i < n; i++) {
+        depth_label(one, sizeof one, sec(s, STUDY_DEPTH, 2 * i)->t.n_depth);
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", one);
+    }
+    depth_label(deepest, sizeof deepest, last->t.n_depth);
+    doc_para(d,
+             "pp%d and tg%d with N random tokens already in the KV cache (llama-bench -d N; "
+             "depths %s). One untimed fill of N tokens per depth serves both tests on one "
+             "context: pp's repetitions, then tg's, each truncating the cache back to N "
+             "(llama-bench fills once per test; the timed work is the same). Context memory is "
+             "what that context allocated: KV cache (%s) and scratch.",
+             pp->t.n_prompt, tg->t.n_gen, list, bench_kv_name(pp->t.type_k));
+    if (s->depths_given || s->quick)
+        doc_para(d, "%s: this run stopped at depth %s; the full study measures 0, 1k, 4k, 16k "
+                    "and 32k.",
+                 s->depths_given ? "--depths" : "--quick", deepest);
+}
+
+/* One table row of a depth; y/e receive pp's and tg's tokens/s mean and stddev. */
+static void depth_row(doc *d, const study *s, int i, const double base[2], double y[2],
+                      double e[2]) {
+    char dep[16], ctx[16], mem[32], v[2][64], pct[2][32];
+    for (int k = 0; k < 2; k++) {
+        bench_summary sm;
+        bench_summarize(sec(s, STUDY_DEPTH, 2 * i + k), &sm);
+        y[k] = sm.ts.mean;
+        e[k] = sm.ts.stddev;
+        pm(v[k], sizeof v[k], &sm.ts, 1);
+        num(pct[k], sizeof pct[k], base[k] > 0 ? 100 * y[k] / base[k] : 0, 1, 1);
+    }
+    const bench_result *r = sec(s, STUDY_DEPTH, 2 * i);
+    snprintf(dep, sizeof dep, "%d", (int)r->t.n_depth);
+    snprintf(ctx, sizeof ctx, "%d", (int)r->n_ctx);
+    human_bytes(mem, sizeof mem, (double)r->ctx_bytes);
+    const char *row[] = {dep, ctx, mem, v[0], pct[0], v[1], pct[1]};
+    doc_row(d, 7, row, 0);
+}
+
+static void write_depth(doc *d, const study *s) {
+    int n = sec_n(s, STUDY_DEPTH) / 2;
+    if (n > BENCH_MAX_LIST) n = BENCH_MAX_LIST;
+    if (!n) return;
+    doc_heading(d, 2, "Speed vs depth");
+    depth_method(d, s, n);
+    double y[2][BENCH_MAX_LIST], e[2][BENCH_MAX_LIST], base[2] = {0, 0};
+    char labels[BENCH_MAX_LIST][16], first[16], hp[32], ht[32], name[2][48];
+    const char *cats[BENCH_MAX_LIST];
+    depth_label(first, sizeof first, sec(s, STUDY_DEPTH, 0)->t.n_depth);
+    snprintf(hp, sizeof hp, "pp %% of depth %s", first);
+    snprintf(ht, sizeof ht, "tg %% of depth %s", first);
+    const char *hdr[] = {"depth (tokens)", "context (tokens)", "context memory", "pp tokens/s",
+                         hp, "tg tokens/s", ht};
+    doc_row(d, 7, hdr, 1);
+    for (int k = 0; k < 2; k++) { /* the % columns: relative to the shallowest depth */
+        bench_summary sm;
+        bench_summarize(sec(s, STUDY_DEPTH, k), &sm);
+        base[k] = sm.ts.mean;
+    }
+    for (int i = 0; i < n; i++) {
+        double yy[2], ee[2];
+        depth_row(d, s, i, base, yy, ee);
+        y[0][i] = yy[0], y[1][i] = yy[1], e[0][i] = ee[0], e[1][i] = ee[1];
+        depth_label(labels[i], sizeof labels[i], sec(s, STUDY_DEPTH, 2 * i)->t.n_depth);
+        cats[i] = labels[i];
+    }
+    doc_table_end(d);
+    snprintf(name[0], sizeof name[0], "pp%d (prompt)", sec(s, STUDY_DEPTH, 0)->t.n_prompt);
+    snprintf(name[1], sizeof name[1], "tg%d (generation)", sec(s, STUDY_DEPTH, 1)->t.n_gen);
+    svg_series ser[2] = {{name[0], NULL, y[0], n}, {name[1], NULL, y[1], n}};
+    const double *err[2] = {e[0], e[1]};
+    char note[256];
+    err_note(note, sizeof note, s, STUDY_DEPTH, NULL); /* the notes are one line: keep it short */
+    chart_text t = {"depth", "Throughput vs context depth", "tokens already in the KV cache",
+                    "tokens/s", note};
+    bar_chart(d, &t, ser, 2, cats, n, err);
 }
 
 static void roof_table(doc *d, const study *s) {
@@ -402,14 +501,9 @@ static void write_roofline(doc *d, const study *s) {
     }
     svg_series ser[2] = {{"tg: % of read bandwidth", NULL, tg, s->n_roof},
                          {"pp: % of int8 peak", NULL, pp, s->n_roof}};
-    svg_chart c = {.title = "Share of the machine's ceilings",
-                   .x_label = "threads",
-                   .y_label = "% of ceiling",
-                   .series = ser,
-                   .n_series = 2,
-                   .categories = cats,
-                   .n_categories = s->n_roof};
-    doc_chart(d, "roofline", &c, 1);
+    static const chart_text t = {"roofline", "Share of the machine's ceilings", "threads",
+                                 "% of ceiling", NULL};
+    bar_chart(d, &t, ser, 2, cats, s->n_roof, NULL);
 }
 
 static void write_memory(doc *d, const study *s) {
@@ -465,15 +559,11 @@ static void write_cost(doc *d, const study *s) {
     }
     doc_table_end(d);
     svg_series ser[2] = {{"single stream", NULL, single, n}, {"batched", NULL, batched, n}};
-    svg_chart c = {.title = "Cost per 1M generated tokens (extrapolated from this machine)",
-                   .x_label = "instance (cheapest that fits)",
-                   .y_label = "USD per 1M tokens",
-                   .series = ser,
-                   .n_series = 2,
-                   .categories = cats,
-                   .n_categories = n,
-                   .note = "extrapolated: this machine's measured speed assumed on every instance"};
-    doc_chart(d, "cost", &c, 1);
+    static const chart_text t = {
+        "cost", "Cost per 1M generated tokens (extrapolated from this machine)",
+        "instance (cheapest that fits)", "USD per 1M tokens",
+        "extrapolated: this machine's measured speed assumed on every instance"};
+    bar_chart(d, &t, ser, 2, cats, n, NULL);
 }
 
 /* ---- raw data ---- */
@@ -545,6 +635,7 @@ int study_write(const study *s, const char *dir) {
     write_pp_len(&d, s);
     write_parallel(&d, s);
     write_ttft(&d, s);
+    write_depth(&d, s);
     write_roofline(&d, s);
     write_cost(&d, s);
     doc_heading(&d, 2, "Raw data");

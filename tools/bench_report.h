@@ -7,10 +7,12 @@
 #include "bench.h"
 #include "bench_plan.h"
 
-enum { STUDY_THREADS, STUDY_PP_LEN, STUDY_PARALLEL, STUDY_TTFT, STUDY_N_SECTIONS };
+/* STUDY_DEPTH holds pairs: pp then tg at each depth, in order of depth. */
+enum { STUDY_THREADS, STUDY_PP_LEN, STUDY_PARALLEL, STUDY_TTFT, STUDY_DEPTH, STUDY_N_SECTIONS };
 
 typedef struct study {
     int quick;
+    int depths_given; /* the depth list came from --depths */
     double seconds; /* wall time of the whole study */
     bench_env env;
     cpulm_model_info info;

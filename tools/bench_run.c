@@ -37,6 +37,7 @@ typedef struct run_state {
     cpulm_token *tok;
     int32_t *seq;
     int8_t *want;
+    cpulm_sampler *smp; /* greedy: the TTFT test's first token */
     char *err;
     size_t cap;
 } run_state;
@@ -120,14 +121,14 @@ static int decode_par_gen(run_state *s) {
 }
 
 /* Prompt, then a greedy pick from its last logits: the first token a user would see. */
-static int decode_ttft(run_state *s, cpulm_sampler *smp) {
+static int decode_ttft(run_state *s) {
     if (decode_prompt(s, s->t->n_prompt)) return -1;
-    cpulm_token first = cpulm_sampler_sample(smp, cpulm_ctx_logits(s->ctx, 0));
+    cpulm_token first = cpulm_sampler_sample(s->smp, cpulm_ctx_logits(s->ctx, 0));
     return first >= 0 ? 0 : -1;
 }
 
 /* One timed repetition of the test into slot i of r. */
-static int run_rep(run_state *s, cpulm_sampler *smp, bench_result *r, int i) {
+static int run_rep(run_state *s, bench_result *r, int i) {
     const bench_test *t = s->t;
     clear_kv(s);
     double t0 = now_ns(), t1 = t0;
@@ -136,7 +137,7 @@ static int run_rep(run_state *s, cpulm_sampler *smp, bench_result *r, int i) {
     case BENCH_PP: rc = decode_prompt(s, t->n_prompt); break;
     case BENCH_TG: rc = decode_gen(s, t->n_gen); break;
     case BENCH_PG: rc = decode_prompt(s, t->n_prompt) || decode_gen(s, t->n_gen); break;
-    case BENCH_TTFT: rc = decode_ttft(s, smp); break;
+    case BENCH_TTFT: rc = decode_ttft(s); break;
     case BENCH_PAR:
         rc = decode_par_prompts(s);
         t1 = now_ns();
@@ -194,56 +195,104 @@ static int fill_depth(run_state *s) {
     return 0;
 }
 
-static int run_test(const bench_runner *br, const bench_test *t, int reps, bench_result *r,
-                    char *err, size_t cap) {
-    memset(r, 0, sizeof *r);
-    r->t = *t;
+static int valid_test(const bench_test *t, int reps, char *err, size_t cap) {
     if (reps < 1 || reps > BENCH_MAX_REPS || t->n_parallel < 1 || t->n_prompt < 0 || t->n_gen < 0 ||
         t->n_depth < 0 || bench_test_tokens(t) < 1 ||
         ((t->kind == BENCH_PAR || t->kind == BENCH_TTFT) && t->n_prompt < 1)) {
         snprintf(err, cap, "invalid test (repetitions 1..%d, lengths >= 1)", BENCH_MAX_REPS);
         return -1;
     }
-    bench_now_iso(r->test_time, sizeof r->test_time);
-    run_state s = {.t = t,
-                   .n_vocab = cpulm_vocab_n(br->m),
-                   .n_ub = ubatch_of(t),
-                   .rng = br->seed ? br->seed : 0x9E3779B97F4A7C15ULL,
-                   .err = err,
-                   .cap = cap};
-    size_t nb = (size_t)(s.n_ub > t->n_parallel ? s.n_ub : t->n_parallel);
-    s.tok = malloc(sizeof(cpulm_token) * nb);
-    s.seq = malloc(sizeof(int32_t) * nb);
-    s.want = malloc(nb);
+    return 0;
+}
+
+/* The scratch, sampler and context of a run sized for test t (which s->t points to). */
+static int state_open(run_state *s, const bench_runner *br, const bench_test *t, char *err,
+                      size_t cap) {
+    *s = (run_state){.t = t,
+                     .n_vocab = cpulm_vocab_n(br->m),
+                     .n_ub = ubatch_of(t),
+                     .rng = br->seed ? br->seed : 0x9E3779B97F4A7C15ULL,
+                     .err = err,
+                     .cap = cap};
+    size_t nb = (size_t)(s->n_ub > t->n_parallel ? s->n_ub : t->n_parallel);
+    s->tok = malloc(sizeof(cpulm_token) * nb);
+    s->seq = malloc(sizeof(int32_t) * nb);
+    s->want = malloc(nb);
     cpulm_sampler_params sp = cpulm_sampler_default_params();
     sp.temp = 0;
-    cpulm_sampler *smp = cpulm_sampler_new(&sp, s.n_vocab);
-    int rc = -1;
-    if (!s.tok || !s.seq || !s.want || !smp) {
+    s->smp = cpulm_sampler_new(&sp, s->n_vocab);
+    if (!s->tok || !s->seq || !s->want || !s->smp) {
         snprintf(err, cap, "out of memory");
-        goto done;
+        return -1;
     }
-    if (!(s.ctx = make_ctx(br, t, err, cap))) goto done;
-    r->n_threads_used = cpulm_ctx_threads(s.ctx);
+    return (s->ctx = make_ctx(br, t, err, cap)) ? 0 : -1;
+}
+
+static void state_close(run_state *s) {
+    cpulm_ctx_free(s->ctx);
+    cpulm_sampler_free(s->smp);
+    free(s->tok);
+    free(s->seq);
+    free(s->want);
+}
+
+/* Runs the timed repetitions of t on the warmed, filled context of s into r. */
+static int run_reps(const bench_runner *br, run_state *s, const bench_test *t, int reps,
+                    bench_result *r) {
+    memset(r, 0, sizeof *r);
+    r->t = *t;
+    bench_now_iso(r->test_time, sizeof r->test_time);
+    r->n_threads_used = cpulm_ctx_threads(s->ctx);
     r->n_threads_batch_used = t->n_threads_batch > 0 ? t->n_threads_batch : r->n_threads_used;
-    if (br->progress) br->progress(br->progress_user, t, -1, reps);
-    if (warm_up(&s) || fill_depth(&s)) goto done;
+    r->n_ctx = cpulm_ctx_n_ctx(s->ctx);
+    r->ctx_bytes = cpulm_ctx_memory_bytes(s->ctx);
+    s->t = t;
     for (int i = 0; i < reps; i++) {
         if (br->progress) br->progress(br->progress_user, t, i, reps);
-        if (run_rep(&s, smp, r, i)) goto done;
+        if (run_rep(s, r, i)) return -1;
         r->n_reps = i + 1;
     }
-    rc = 0;
-done:
-    cpulm_ctx_free(s.ctx);
-    cpulm_sampler_free(smp);
-    free(s.tok);
-    free(s.seq);
-    free(s.want);
-    return rc;
+    return 0;
+}
+
+static int run_test(const bench_runner *br, const bench_test *t, int reps, bench_result *r,
+                    char *err, size_t cap) {
+    memset(r, 0, sizeof *r);
+    r->t = *t;
+    if (valid_test(t, reps, err, cap)) return -1;
+    run_state s;
+    int rc = state_open(&s, br, t, err, cap);
+    if (!rc && br->progress) br->progress(br->progress_user, t, -1, reps);
+    rc = rc || warm_up(&s) || fill_depth(&s) || run_reps(br, &s, t, reps, r);
+    state_close(&s);
+    return rc ? -1 : 0;
 }
 
 int bench_run_test(const bench_runner *br, const bench_test *t, int reps, bench_result *r,
                    char *err, size_t cap) {
     return run_test(br, t, reps, r, err, cap);
+}
+
+/* The context of a depth pair holds the depth and the longer of the two tests (+ 1 for the
+ * warm-up's generation step, as make_ctx adds). */
+int bench_run_depth(const bench_runner *br, const bench_test *pp, const bench_test *tg, int reps,
+                    bench_result *rpp, bench_result *rtg, char *err, size_t cap) {
+    memset(rpp, 0, sizeof *rpp);
+    memset(rtg, 0, sizeof *rtg);
+    if (valid_test(pp, reps, err, cap) || valid_test(tg, reps, err, cap)) return -1;
+    if (pp->kind != BENCH_PP || tg->kind != BENCH_TG || pp->n_parallel != 1 ||
+        tg->n_parallel != 1 || pp->n_depth != tg->n_depth) {
+        snprintf(err, cap, "a depth pair is one pp and one tg test at the same depth");
+        return -1;
+    }
+    bench_test size = *pp;
+    size.n_prompt = pp->n_prompt > tg->n_gen ? pp->n_prompt : tg->n_gen;
+    size.n_gen = 0;
+    run_state s;
+    int rc = state_open(&s, br, &size, err, cap);
+    if (!rc && br->progress) br->progress(br->progress_user, pp, -1, reps);
+    rc = rc || warm_up(&s) || fill_depth(&s) || run_reps(br, &s, pp, reps, rpp) ||
+         run_reps(br, &s, tg, reps, rtg);
+    state_close(&s);
+    return rc ? -1 : 0;
 }

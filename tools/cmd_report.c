@@ -1,7 +1,9 @@
 /* cmd_report.c: `cpulm report`: runs the standard study on one model (thread sweep,
- * prompt-length sweep, parallel sequences, TTFT curve, roofline, sizing and cost) and
+ * prompt-length sweep, parallel sequences, TTFT curve, speed vs depth, roofline, sizing and
+ * cost) and
  * writes DIR/report.md, DIR/report.html, the SVG charts and the raw data (bench_report.c).
- * --quick bounds the work so a 1B model finishes in well under two minutes on 2 cores. */
+ * --quick bounds the work: small sweeps and depths up to 4096 (the 4096-token fill is most
+ * of a quick run's time on a 1B model). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdlib.h>
@@ -17,13 +19,13 @@
 typedef struct report_opts {
     const char *model, *dir, *prices;
     int quick, reps, n_ctx;
-    bench_list threads;
+    bench_list threads, depths; /* depths: --depths, else the plan's list */
 } report_opts;
 
 /* The sizes of each part of the study. */
 typedef struct study_plan {
     int pp, tg, reps, ttft_reps;
-    bench_list pp_len, npl, ttft;
+    bench_list pp_len, npl, ttft, depth;
     int npp, ntg;
     size_t buf_bytes;
     double roof_s;
@@ -34,12 +36,23 @@ static void report_usage(FILE *f) {
             "usage: cpulm report -m MODEL -o DIR [--quick] [options]\n"
             "  -m, --model FILE   GGUF model to study\n"
             "  -o, --output DIR   where report.md, report.html, the SVGs and raw data go\n"
-            "  --quick            small sweeps, 2 repetitions (a 1B model: under 2 minutes on 2 "
-            "cores)\n"
+            "  --quick            small sweeps, depths up to 4096, 2 repetitions\n"
             "  -t, --threads LIST thread counts of the sweep (default 1, 2, 4, ... cores)\n"
             "  -r N               repetitions (default 3; quick 2)\n"
             "  -c N               context per sequence for the memory/cost section (default 4096)\n"
+            "  --depths LIST      KV depths of the speed-vs-depth section (default 0,1024,4096,\n"
+            "                     16384,32768; quick 0,1024,4096)\n"
             "  --prices FILE      instance price table (default data/prices.tsv)\n");
+}
+
+/* The value of the current flag parsed as a list of values in [lo, hi] into l. */
+static int list_opt(cli *c, int32_t lo, int32_t hi, bench_list *l) {
+    const char *flag = c->argv[c->i], *v = cli_value(c);
+    char err[128];
+    if (!v) return 0;
+    if (!bench_list_parse(v, lo, hi, l, err, sizeof err)) return 1;
+    fprintf(stderr, "cpulm report: bad value '%s' for %s (%s)\n", v, flag, err);
+    return 0;
 }
 
 static int parse_report(int argc, char **argv, report_opts *o) {
@@ -47,7 +60,6 @@ static int parse_report(int argc, char **argv, report_opts *o) {
     *o = (report_opts){.n_ctx = 4096};
     for (c.i = 1; c.i < argc; c.i++) {
         int ok = 1;
-        char err[128];
         if (cli_flag(&c, "-h", "--help")) {
             report_usage(stdout);
             return 0;
@@ -61,13 +73,13 @@ static int parse_report(int argc, char **argv, report_opts *o) {
             ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
         else if (cli_flag(&c, "-c", "--ctx-size"))
             ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
+        else if (cli_flag(&c, "--depths", NULL))
+            ok = list_opt(&c, 0, 1 << 24, &o->depths);
         else if (cli_flag(&c, "--prices", NULL))
             ok = (o->prices = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "-t", "--threads")) {
-            const char *v = cli_value(&c);
-            ok = v && !bench_list_parse(v, 1, 512, &o->threads, err, sizeof err);
-            if (v && !ok) fprintf(stderr, "cpulm report: bad value '%s' for -t (%s)\n", v, err);
-        } else if (cli_rest(&c))
+        else if (cli_flag(&c, "-t", "--threads"))
+            ok = list_opt(&c, 1, 512, &o->threads);
+        else if (cli_rest(&c))
             return EXIT_USAGE;
         if (!ok) return EXIT_USAGE;
     }
@@ -86,7 +98,8 @@ static void set_list(bench_list *l, const int32_t *v, int n) {
 
 static void make_plan(const report_opts *o, study_plan *p) {
     if (o->quick) {
-        static const int32_t pp[] = {16, 32, 64}, npl[] = {1, 2, 4}, tt[] = {16, 32, 64};
+        static const int32_t pp[] = {16, 32, 64}, npl[] = {1, 2, 4}, tt[] = {16, 32, 64},
+                             dp[] = {0, 1024, 4096};
         *p = (study_plan){.pp = 32,
                           .tg = 16,
                           .reps = 2,
@@ -98,9 +111,10 @@ static void make_plan(const report_opts *o, study_plan *p) {
         set_list(&p->pp_len, pp, 3);
         set_list(&p->npl, npl, 3);
         set_list(&p->ttft, tt, 3);
+        set_list(&p->depth, dp, 3);
     } else {
         static const int32_t pp[] = {32, 64, 128, 256, 512}, npl[] = {1, 2, 4, 8, 16},
-                             tt[] = {32, 64, 128, 256, 512};
+                             tt[] = {32, 64, 128, 256, 512}, dp[] = {0, 1024, 4096, 16384, 32768};
         *p = (study_plan){.pp = 256,
                           .tg = 64,
                           .reps = 3,
@@ -112,8 +126,10 @@ static void make_plan(const report_opts *o, study_plan *p) {
         set_list(&p->pp_len, pp, 5);
         set_list(&p->npl, npl, 5);
         set_list(&p->ttft, tt, 5);
+        set_list(&p->depth, dp, 5);
     }
     if (o->reps) p->reps = p->ttft_reps = o->reps;
+    if (o->depths.n) p->depth = o->depths;
 }
 
 typedef struct runner_state {
@@ -148,11 +164,31 @@ static int run_one(runner_state *rs, const bench_test *t, int reps) {
     return 0;
 }
 
+/* pp and tg at one depth: one fill serves both (bench_run_depth); appends two results. */
+static int run_depth(runner_state *rs, const bench_test *base, const study_plan *p, int32_t d) {
+    study *s = rs->s;
+    bench_result *nr = realloc(s->res, sizeof *nr * (size_t)(s->n_res + 2));
+    char err[256];
+    if (!nr) return -1;
+    s->res = nr;
+    bench_test pp = *base, tg = *base;
+    pp.kind = BENCH_PP, pp.n_prompt = p->pp, pp.n_depth = d;
+    tg.kind = BENCH_TG, tg.n_gen = p->tg, tg.n_depth = d;
+    if (bench_run_depth(&rs->br, &pp, &tg, p->reps, &s->res[s->n_res], &s->res[s->n_res + 1], err,
+                        sizeof err)) {
+        fprintf(stderr, "%scpulm report: %s: %s\n", rs->show ? "\r\033[K" : "", rs->section, err);
+        return -1;
+    }
+    s->n_res += 2;
+    return 0;
+}
+
 static int run_sections(runner_state *rs, const report_opts *o, const study_plan *p) {
     study *s = rs->s;
     int max_t = o->threads.v[o->threads.n - 1];
     bench_test base = {.n_parallel = 1, .n_batch = 512, .n_ubatch = 512, .n_threads = max_t};
-    const char *names[] = {"threads", "prompt length", "parallel sequences", "time to first token"};
+    const char *names[] = {"threads", "prompt length", "parallel sequences", "time to first token",
+                           "speed vs depth"};
     for (int sec = 0; sec < STUDY_N_SECTIONS; sec++) {
         rs->section = names[sec];
         if (!rs->show) fprintf(stderr, "cpulm report: %s...\n", names[sec]);
@@ -179,6 +215,8 @@ static int run_sections(runner_state *rs, const report_opts *o, const study_plan
             t.kind = BENCH_TTFT, t.n_prompt = p->ttft.v[i];
             rc = run_one(rs, &t, p->ttft_reps);
         }
+        for (int i = 0; sec == STUDY_DEPTH && i < p->depth.n && !rc; i++)
+            rc = run_depth(rs, &base, p, p->depth.v[i]);
         s->hi[sec] = s->n_res;
         if (rc) return -1;
     }
@@ -271,7 +309,7 @@ int cmd_report(int argc, char **argv) {
     if (!m) return cli_load_failed_rc(path);
     study_plan p;
     make_plan(&o, &p);
-    study s = {.quick = o.quick};
+    study s = {.quick = o.quick, .depths_given = o.depths.n > 0};
     bench_env_fill(&s.env, m, path);
     cpulm_model_get_info(m, &s.info);
     runner_state rs = {.s = &s, .br = {.m = m, .progress = progress}, .show = isatty(2)};
