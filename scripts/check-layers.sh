@@ -69,7 +69,7 @@ BEGIN {
     allow["gguf"] = "base quant"
     allow["kernels"] = "base quant"
     allow["threads"] = "base"
-    allow["sampler"] = "base"
+    allow["sampler"] = "base quant kernels"
     allow["chat"] = "base"
     allow["grammar"] = "base"
     allow["tokenizer"] = "base gguf quant"

@@ -413,3 +413,54 @@ TEST(sampler_masked_draws_only_allowed) {
     CHECK_EQ_INT(t, cpulm_sampler_sample_masked(s, logits, only), 250);
     cpulm_sampler_free(s);
 }
+
+/* With no cut the draw walks the vocabulary in blocks (draw_all): mass in the first, a
+ * middle and the last block is drawn at its probability, last_prob sums to one, and a mask
+ * that allows only tokens of the last block is obeyed. */
+TEST(sampler_no_cuts_draws_across_blocks) {
+    enum { V = 3001 }; /* three full blocks of 1024 would be 3072: the last one is partial */
+    static float l[V];
+    const int heavy[3] = {5, 1500, 3000};
+    double rest = 0.1 / (V - 3);
+    for (int i = 0; i < V; i++)
+        l[i] = (float)log(rest);
+    for (int k = 0; k < 3; k++)
+        l[heavy[k]] = (float)log(0.3);
+    cpulm_sampler_params p = plain();
+    p.seed = 5;
+    cpulm_sampler *s = cpulm_sampler_new(&p, V);
+    REQUIRE(t, s);
+    int count[3] = {0}, n_rest = 0;
+    const int n = 20000;
+    for (int i = 0; i < n; i++) {
+        cpulm_token tok = cpulm_sampler_sample(s, l);
+        REQUIRE(t, tok >= 0 && tok < V);
+        int h = tok == heavy[0] ? 0 : tok == heavy[1] ? 1 : tok == heavy[2] ? 2 : -1;
+        if (h >= 0)
+            count[h]++;
+        else
+            n_rest++;
+    }
+    for (int k = 0; k < 3; k++) /* binomial sd 0.0032: 0.015 is over 4 sd */
+        CHECK_NEAR(t, (double)count[k] / n, 0.3, 0.015);
+    CHECK_NEAR(t, (double)n_rest / n, 0.1, 0.015);
+    double sum = 0.0;
+    for (int i = 0; i < V; i++)
+        sum += cpulm_sampler_last_prob(s, i);
+    CHECK_NEAR(t, sum, 1.0, 1e-5);
+    CHECK_NEAR(t, cpulm_sampler_last_prob(s, heavy[2]), 0.3, 1e-5);
+
+    uint32_t allow[(V + 31) / 32] = {0};
+    allow[2999 >> 5] |= 1u << (2999 & 31);
+    allow[2050 >> 5] |= 1u << (2050 & 31);
+    int seen[2] = {0};
+    for (int i = 0; i < 400; i++) {
+        cpulm_token tok = cpulm_sampler_sample_masked(s, l, allow);
+        REQUIRE(t, tok == 2999 || tok == 2050);
+        seen[tok == 2999]++;
+    }
+    CHECK(t, seen[0] > 100 && seen[1] > 100); /* equal logits: about 200 each */
+    CHECK_NEAR(t, cpulm_sampler_last_prob(s, 2050), 0.5, 1e-6);
+    CHECK_NEAR(t, cpulm_sampler_last_prob(s, heavy[0]), 0.0, 0);
+    cpulm_sampler_free(s);
+}
