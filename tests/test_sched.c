@@ -698,7 +698,8 @@ TEST(sched_step_budget_follows_target) {
         usleep(10000);
     }
     CHECK(t, st.ready && st.est_token_ms > 0 && st.est_fixed_ms >= 0);
-    CHECK_NEAR(t, st.step_ms_target, 2 * (st.est_fixed_ms + 4 * st.est_token_ms), 1e-6);
+    CHECK(t, st.est_gen_ms > 0);
+    CHECK_NEAR(t, st.step_ms_target, 2 * (st.est_fixed_ms + 4 * st.est_gen_ms), 1e-6);
     cpulm_sched_free(a);
 
     cpulm_sched *s = new_sched_step(m, 5, 1100, 256, 1e-6);
@@ -897,4 +898,42 @@ TEST(sched_kv_memory_follows_tokens) {
     result_release(&res[0]);
     cpulm_sched_free(s);
     cpulm_model_free(m);
+}
+
+/* The prefill budget from the step model: a step of n_gen streams plus the budget takes
+ * about the target, which by default is twice a decode step of all slots; floors and caps. */
+TEST(sched_budget_from_step_model) {
+    const cpulm_sched_model m = {.fixed = 0.05, .gen = 0.0075, .pre = 0.0034};
+    double T = cpulm_sched_target_step(&m, 0, 16);
+    CHECK_NEAR(t, T, 2 * (0.05 + 16 * 0.0075), 1e-12);
+    /* 7 streams: (0.34 - 0.05 - 0.0525) / 0.0034 = 69.9 prompt tokens */
+    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 7, 512), 69);
+    /* 12 streams: (0.34 - 0.05 - 0.09) / 0.0034 = 58.8 */
+    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 12, 512), 58);
+    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 0, 512), 512); /* nothing generates */
+    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, 0.18, 16, 512), 32); /* floor: 512 / 16 */
+    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, 0.16, 16, 8), 1); /* over the target already */
+    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, 10.0, 1, 512), 512); /* cap */
+    CHECK_NEAR(t, cpulm_sched_target_step(&m, 150, 16), 0.15, 1e-12);
+    CHECK_NEAR(t, cpulm_sched_target_step(&m, -1, 16), 0, 0);
+    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, 0, 5, 512), 512); /* latency control off */
+}
+
+/* The model follows measured steps: steps with prompt tokens teach the per-prompt-token
+ * cost given the other two, decode-only steps the fixed cost; both stay positive. */
+TEST(sched_model_observe_learns_costs) {
+    cpulm_sched_model m = {.fixed = 0.05, .gen = 0.0075, .pre = 0.001};
+    for (int i = 0; i < 60; i++)
+        cpulm_sched_model_observe(&m, 8, 40, 0.05 + 8 * 0.0075 + 40 * 0.0034);
+    CHECK_NEAR(t, m.pre, 0.0034, 1e-6);
+    CHECK_NEAR(t, m.fixed, 0.05, 0);
+    for (int i = 0; i < 60; i++)
+        cpulm_sched_model_observe(&m, 16, 0, 0.08 + 16 * 0.0075);
+    CHECK_NEAR(t, m.fixed, 0.08, 1e-6);
+    CHECK_NEAR(t, m.gen, 0.0075, 0);
+    for (int i = 0; i < 200; i++) {
+        cpulm_sched_model_observe(&m, 16, 0, 1e-9);
+        cpulm_sched_model_observe(&m, 16, 10, 1e-9);
+    }
+    CHECK(t, m.fixed >= 0 && m.pre >= 1e-7);
 }

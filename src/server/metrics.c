@@ -214,8 +214,13 @@ static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gaug
                "Target step time (inter-token gap) the prefill budget aims at; 0 when off.", "",
                g->step_target_s);
     render_one(o, "cpulm_step_token_seconds", "gauge",
-               "Measured cost of one more token in a step (the scheduler's model).", "",
+               "Measured cost of one more prompt token in a step (the scheduler's model).", "",
                g->step_token_s);
+    render_one(o, "cpulm_step_gen_seconds", "gauge",
+               "Measured cost of one more generating sequence in a step (the scheduler's model).",
+               "", g->step_gen_s);
+    render_one(o, "cpulm_step_fixed_seconds", "gauge",
+               "Measured fixed cost of a step (the scheduler's model).", "", g->step_fixed_s);
 }
 
 /* vLLM's cache_config_info: a constant 1 whose labels describe the KV cache, which the

@@ -44,7 +44,8 @@ typedef struct cpulm_metrics_gauges {
     int32_t block_size;                     /* prompt-cache block in tokens; 0: the cache is off */
     int64_t cache_blocks, cache_blocks_max; /* prompt cache: blocks held / that fit its limit */
     int64_t cache_bytes, cache_max_bytes;   /* prompt cache: memory held / its limit */
-    double step_target_s, step_token_s;     /* scheduler: target step time, per-token cost */
+    double step_target_s, step_token_s;     /* scheduler: target step time, per prompt token */
+    double step_fixed_s, step_gen_s;        /* scheduler: fixed cost, per generating sequence */
 } cpulm_metrics_gauges;
 
 /* model_name labels the vLLM-named series (copied). Returns owned; NULL on OOM. */

@@ -115,6 +115,8 @@ static void get_gauges(const cpulm_server *s, cpulm_metrics_gauges *g) {
     g->cache_max_bytes = st.cache_max_bytes;
     g->step_target_s = st.step_ms_target * 1e-3;
     g->step_token_s = st.est_token_ms * 1e-3;
+    g->step_gen_s = st.est_gen_ms * 1e-3;
+    g->step_fixed_s = st.est_fixed_ms * 1e-3;
 }
 
 static void handle_metrics(cpulm_server *s, cpulm_conn *c) {

@@ -95,7 +95,7 @@ struct cpulm_sched {
     cpulm_pcache *pc;                         /* RAM prompt cache; NULL when off */
     const uint8_t **blobs;                    /* [n_ctx / block]: lookup results */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
-    double est_a, est_c; /* step time model (seconds): est_a + est_c * batch tokens */
+    cpulm_sched_model est; /* step time model (seconds), see cpulm_sched_model */
 
     /* ---- event queue, guarded by ev_mu ---- */
     pthread_mutex_t ev_mu;
@@ -109,7 +109,7 @@ struct cpulm_sched {
     atomic_ullong st_steps, st_max_step;
     atomic_llong st_pc_blocks, st_pc_bytes;
     atomic_ullong st_prefill; /* prompt tokens evaluated */
-    _Atomic double st_target, st_a, st_c;
+    _Atomic double st_target, st_fixed, st_gen, st_pre;
 
     pthread_t thread;
     int thread_started;
@@ -613,37 +613,46 @@ static int32_t add_tok(cpulm_sched *s, int32_t n, cpulm_token t, int32_t seq, in
 
 /* ---- latency-aware prefill budget ---- */
 
-/* The step time the budget aims at (seconds); <= 0 when latency control is off. */
-static double target_step(const cpulm_sched *s) {
-    if (s->p.max_step_ms > 0) return s->p.max_step_ms * 1e-3;
-    if (s->p.max_step_ms < 0) return 0;
-    return 2 * (s->est_a + s->est_c * s->p.n_parallel); /* streams keep half decode speed */
+double cpulm_sched_target_step(const cpulm_sched_model *m, double max_step_ms,
+                               int32_t n_parallel) {
+    if (max_step_ms > 0) return max_step_ms * 1e-3;
+    if (max_step_ms < 0) return 0;
+    return 2 * (m->fixed + m->gen * n_parallel); /* streams keep half decode speed */
 }
 
-/* Prompt tokens the next step may carry next to n_gen generating sequences. */
-static int32_t prefill_budget(const cpulm_sched *s, int32_t n_gen) {
-    double T = target_step(s);
-    if (n_gen == 0 || T <= 0) return s->p.n_chunk;
-    double room = (T - s->est_a - s->est_c * n_gen) / s->est_c;
-    int32_t lo = s->p.n_chunk / 16 > 0 ? s->p.n_chunk / 16 : 1; /* prompts always progress */
-    if (!(room < s->p.n_chunk)) return s->p.n_chunk;
+int32_t cpulm_sched_prefill_budget(const cpulm_sched_model *m, double target_s, int32_t n_gen,
+                                   int32_t n_chunk) {
+    if (n_gen == 0 || target_s <= 0) return n_chunk;
+    double room = (target_s - m->fixed - m->gen * n_gen) / m->pre;
+    int32_t lo = n_chunk / 16 > 0 ? n_chunk / 16 : 1; /* prompts always progress */
+    if (!(room < n_chunk)) return n_chunk;
     return room > lo ? (int32_t)room : lo;
 }
 
-/* Folds one step's duration into the model: decode-only steps inform the fixed part,
- * steps with prompt tokens the per-token part. Both clamped to stay positive. */
-static void observe_step(cpulm_sched *s, int32_t n, int has_prompt, double dt) {
+/* Decode-only steps refine the fixed part (the per-sequence cost stays the calibrated
+ * one: in serving nearly all such steps have the same width, which cannot separate the
+ * two), steps with prompt tokens the per-prompt-token part given the other two, so the
+ * model predicts the steps the budget is chosen for. Exponentially weighted, positive. */
+void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pre, double dt) {
     const double w = 0.2;
-    if (!has_prompt) {
-        double a = dt - s->est_c * n;
-        s->est_a = (1 - w) * s->est_a + w * (a > 0 ? a : 0);
+    if (n_pre == 0) {
+        double a = dt - m->gen * n_gen;
+        m->fixed = (1 - w) * m->fixed + w * (a > 0 ? a : 0);
     } else {
-        double c = (dt - s->est_a) / n;
-        s->est_c = (1 - w) * s->est_c + w * (c > 1e-7 ? c : 1e-7);
+        double c = (dt - m->fixed - m->gen * n_gen) / n_pre;
+        m->pre = (1 - w) * m->pre + w * (c > 1e-7 ? c : 1e-7);
     }
+}
+
+static double target_step(const cpulm_sched *s) {
+    return cpulm_sched_target_step(&s->est, s->p.max_step_ms, s->p.n_parallel);
+}
+
+static void publish_model(cpulm_sched *s) {
     atomic_store(&s->st_target, target_step(s));
-    atomic_store(&s->st_a, s->est_a);
-    atomic_store(&s->st_c, s->est_c);
+    atomic_store(&s->st_fixed, s->est.fixed);
+    atomic_store(&s->st_gen, s->est.gen);
+    atomic_store(&s->st_pre, s->est.pre);
 }
 
 /* Lower priority value first, then earlier submission. */
@@ -655,9 +664,8 @@ static int served_before(const sreq *a, const sreq *b) {
 /* Fills the batch: one token per generating slot, then prompt chunks within the budget,
  * in priority-then-arrival order. Returns the batch size; sets out_row/n_in_batch of the
  * slots involved. */
-static int32_t build_batch(cpulm_sched *s, int *has_prompt) {
+static int32_t build_batch(cpulm_sched *s, int32_t *n_gen) {
     int32_t n = 0, n_out = 0, n_pre = 0;
-    *has_prompt = 0;
     for (int32_t i = 0; i < s->p.n_parallel; i++) {
         slot *x = &s->slots[i];
         x->out_row = -1;
@@ -676,7 +684,8 @@ static int32_t build_batch(cpulm_sched *s, int *has_prompt) {
         }
         s->tmp_idx[k] = i;
     }
-    int32_t budget = prefill_budget(s, n_out);
+    *n_gen = n;
+    int32_t budget = cpulm_sched_prefill_budget(&s->est, target_step(s), n_out, s->p.n_chunk);
     for (int32_t p = 0; p < n_pre && budget > 0; p++) {
         int32_t i = s->tmp_idx[p];
         slot *x = &s->slots[i];
@@ -690,7 +699,6 @@ static int32_t build_batch(cpulm_sched *s, int *has_prompt) {
         }
         x->n_in_batch = k;
         budget -= k;
-        *has_prompt = 1;
     }
     return n;
 }
@@ -712,13 +720,16 @@ static void commit_batch(cpulm_sched *s) {
 }
 
 static void step(cpulm_sched *s) {
-    int has_prompt;
-    int32_t n = build_batch(s, &has_prompt);
+    int32_t n_gen;
+    int32_t n = build_batch(s, &n_gen);
     if (n == 0) return;
     cpulm_batch b = {.n = n, .token = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
     double t0 = now_s();
     cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
-    if (st == CPULM_OK) observe_step(s, n, has_prompt, now_s() - t0);
+    if (st == CPULM_OK) {
+        cpulm_sched_model_observe(&s->est, n_gen, n - n_gen, now_s() - t0);
+        publish_model(s);
+    }
     atomic_fetch_add(&s->st_steps, 1);
     if ((uint64_t)n > atomic_load(&s->st_max_step)) atomic_store(&s->st_max_step, (uint64_t)n);
     if (st != CPULM_OK) { /* all-or-nothing: the caches are unchanged; fail who took part */
@@ -840,33 +851,42 @@ static void free_dead(cpulm_sched *s) {
     }
 }
 
-/* Times one decode of n copies of token t appended to sequence 0. */
-static double timed_decode(cpulm_sched *s, cpulm_token t, int32_t n) {
-    for (int32_t i = 0; i < n; i++)
+/* Times one decode of n copies of token t: appended to sequence 0, or with spread one
+ * token to each of sequences 0..n-1 (a decode step of n streams). */
+static double timed_decode(cpulm_sched *s, cpulm_token t, int32_t n, int spread) {
+    for (int32_t i = 0; i < n; i++) {
         s->b_tok[i] = t;
-    cpulm_batch b = {.n = n, .token = s->b_tok};
+        s->b_seq[i] = spread ? i : 0;
+        s->b_want[i] = spread || i == n - 1;
+    }
+    cpulm_batch b = {.n = n, .token = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
     double t0 = now_s();
     cpulm_ctx_decode(s->ctx, &b);
     return now_s() - t0;
 }
 
 /* One decode of a single token, so the first request does not pay for page faults of
- * the weights and scratch; then the step time model is calibrated from a 1-token and a
- * k-token step (a few hundred milliseconds on a 1B model) and the sequence cleared. */
+ * the weights and scratch; then the step time model is calibrated (a few hundred
+ * milliseconds on a 1B model): a 1-token step, a k-token prompt (per prompt token) and
+ * a step of one token in each of g sequences (per generating sequence; more than a
+ * prompt token: each carries its own logits row and attention); then the cache cleared. */
 static void warmup(cpulm_sched *s) {
     cpulm_token t = cpulm_token_bos(s->model);
     if (t < 0) t = 0;
-    timed_decode(s, t, 1);
+    timed_decode(s, t, 1, 0);
     int32_t k = s->n_batch < 64 ? s->n_batch : 64;
     if (k > s->n_ctx - 2) k = s->n_ctx - 2;
-    double t1 = timed_decode(s, t, 1), tk = k > 1 ? timed_decode(s, t, k) : t1;
-    s->est_c = k > 1 && tk > t1 ? (tk - t1) / (k - 1) : t1;
-    if (s->est_c < 1e-7) s->est_c = 1e-7;
-    s->est_a = t1 > s->est_c ? t1 - s->est_c : 0;
-    cpulm_ctx_seq_rm(s->ctx, 0, 0);
-    atomic_store(&s->st_target, target_step(s));
-    atomic_store(&s->st_a, s->est_a);
-    atomic_store(&s->st_c, s->est_c);
+    int32_t g = s->p.n_parallel;
+    double t1 = timed_decode(s, t, 1, 0), tk = k > 1 ? timed_decode(s, t, k, 0) : t1;
+    double tg = g > 1 ? timed_decode(s, t, g, 1) : t1;
+    cpulm_sched_model *m = &s->est;
+    m->pre = k > 1 && tk > t1 ? (tk - t1) / (k - 1) : t1;
+    if (m->pre < 1e-7) m->pre = 1e-7;
+    m->gen = g > 1 && tg > t1 ? (tg - t1) / (g - 1) : m->pre;
+    m->fixed = t1 > m->gen ? t1 - m->gen : 0;
+    for (int32_t i = 0; i < g; i++)
+        cpulm_ctx_seq_rm(s->ctx, i, 0);
+    publish_model(s);
 }
 
 static void *sched_main(void *arg) {
@@ -1102,8 +1122,9 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->max_step_tokens = atomic_load(&s->st_max_step);
     out->n_prefill_tokens = atomic_load(&s->st_prefill);
     out->step_ms_target = atomic_load(&s->st_target) * 1e3;
-    out->est_fixed_ms = atomic_load(&s->st_a) * 1e3;
-    out->est_token_ms = atomic_load(&s->st_c) * 1e3;
+    out->est_fixed_ms = atomic_load(&s->st_fixed) * 1e3;
+    out->est_gen_ms = atomic_load(&s->st_gen) * 1e3;
+    out->est_token_ms = atomic_load(&s->st_pre) * 1e3;
     out->cache_blocks = atomic_load(&s->st_pc_blocks);
     out->cache_bytes = atomic_load(&s->st_pc_bytes);
     out->cache_max_bytes = (int64_t)s->p.cache_ram_mib << 20;

@@ -183,7 +183,9 @@ typedef struct cpulm_sched_stats {
     uint64_t max_step_tokens;          /* largest batch so far */
     uint64_t n_prefill_tokens;         /* prompt tokens evaluated so far (cached ones are not) */
     double step_ms_target;             /* the current target step time (ms); 0 when off */
-    double est_fixed_ms, est_token_ms; /* step time model: fixed + per-token cost */
+    double est_fixed_ms, est_gen_ms, est_token_ms; /* step time model (cpulm_sched_model):
+                                                    * fixed, per generating sequence, per
+                                                    * prompt token */
     int64_t cache_blocks, cache_blocks_max; /* prompt cache: blocks held / that fit its limit */
     int64_t cache_bytes, cache_max_bytes;   /* prompt cache: memory held / its limit */
     int32_t cache_block_tokens; /* tokens per prompt-cache block; 0 when the cache is off */
@@ -193,6 +195,27 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out);
 /* The KV cache's pages in RAM (mincore; any thread). Kept out of get_stats, which the
  * readiness probe calls: this walks the whole reservation, about 1 ms per GiB reserved. */
 uint64_t cpulm_sched_kv_resident_bytes(cpulm_sched *s);
+
+/* ---- the step time model and the prefill budget (exposed for tests) ----
+ * A step of n_gen generating sequences (one token each) and n_pre prompt tokens takes
+ * fixed + gen * n_gen + pre * n_pre seconds. A generating sequence costs more than a prompt
+ * token (its own logits row over the vocabulary, attention over its whole context): one
+ * per-token cost for both made the budget too small under load (docs/SERVER.md). */
+typedef struct cpulm_sched_model {
+    double fixed, gen, pre;
+} cpulm_sched_model;
+
+/* The step time the budget aims at (seconds): max_step_ms when > 0, 0 (off) when < 0,
+ * else twice a decode step of all n_parallel slots. */
+double cpulm_sched_target_step(const cpulm_sched_model *m, double max_step_ms,
+                               int32_t n_parallel);
+/* Prompt tokens a step may carry next to n_gen generating sequences so that it takes about
+ * target_s: at least n_chunk / 16 (prompts always progress), at most n_chunk; n_chunk when
+ * nothing generates or target_s <= 0. */
+int32_t cpulm_sched_prefill_budget(const cpulm_sched_model *m, double target_s, int32_t n_gen,
+                                   int32_t n_chunk);
+/* Folds one measured step into m (exponentially weighted; see sched.c). */
+void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pre, double dt);
 
 /* ---- stop strings (exposed for tests) ----
  * text[0..len) is a choice's generated text, of which [0..emitted) was already sent.
