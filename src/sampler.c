@@ -12,7 +12,7 @@
  * nothing needs an order, so the draw walks the penalised logits in id order instead
  * (draw_all): the kernels' SIMD softmax instead of a heap build and two libm exps per
  * token, which matters when a server step samples 16 streams over a 128k vocabulary on
- * one thread (17 ms -> well under 1 ms per token, docs/SERVER.md).
+ * one thread (31M -> 3.8M instructions per token at 128k, docs/SERVER.md).
  *
  * Candidate order is total and deterministic: higher logit first, equal logits by lower id.
  * NaN logits are treated as -inf (never drawn); if some logits are +inf, only those tokens

@@ -937,3 +937,64 @@ TEST(sched_model_observe_learns_costs) {
     }
     CHECK(t, m.fixed >= 0 && m.pre >= 1e-7);
 }
+
+/* prefill_every > 1: a prompt-carrying step aims at 3 decode steps of the running streams
+ * (the median gap is a plain decode step, the tail 3x it) unless max_step_ms says. */
+TEST(sched_sparse_prefill_target) {
+    const cpulm_sched_model m = {.fixed = 0.05, .gen = 0.0075, .pre = 0.0034};
+    double T = cpulm_sched_target_sparse(&m, 0, 8);
+    CHECK_NEAR(t, T, 3 * (0.05 + 8 * 0.0075), 1e-12);
+    /* 8 streams: (0.33 - 0.11) / 0.0034 = 64.7 prompt tokens */
+    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 8, 256), 64);
+    CHECK_NEAR(t, cpulm_sched_target_sparse(&m, 200, 8), 0.2, 1e-12);
+    CHECK_NEAR(t, cpulm_sched_target_sparse(&m, -1, 8), 0, 0);
+}
+
+/* prefill_every 2: while streams generate, prompt chunks go in every other step only, so
+ * a 600-token prompt at the floor of 16 tokens a step (~38 chunks) gives every running
+ * stream about two tokens per chunk (every step would give one). */
+TEST(sched_prefill_every_other_step) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.n_parallel = 5;
+    p.n_ctx = 1100;
+    p.n_chunk = 256;
+    p.max_step_ms = 1e-6;
+    p.prefill_every = 2;
+    p.n_threads = 1;
+    cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
+    REQUIRE(t, s);
+    result res[5];
+    int64_t seq = 0;
+    for (int i = 0; i < 5; i++)
+        result_init(&res[i]);
+    for (int i = 0; i < 4; i++) {
+        cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], 300);
+        r->ignore_eos = 1;
+        cpulm_sched_submit(s, r);
+    }
+    for (int i = 0; i < 500 && res[3].n_events < 3; i++) {
+        absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
+        cpulm_sched_wait(s, 5);
+    }
+    absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
+    int64_t seq_submit = seq;
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, synth_req(4, 600, 3, 2)), CPULM_SCHED_ACCEPTED);
+    CHECK(t, wait_all(s, res, 5, &seq, 0));
+    REQUIRE(t, res[4].first_event_seq > seq_submit);
+    for (int i = 0; i < 4; i++) {
+        int during = 0;
+        for (int64_t k = 0; k < res[i].n_events && k < 256; k++)
+            during += res[i].ev_seq[k] >= seq_submit && res[i].ev_seq[k] < res[4].first_event_seq;
+        if (during < 70) {
+            fprintf(stderr, "  stream %d: %d tokens during the long prefill\n", i, during);
+            t->n_fail++;
+        }
+        CHECK_EQ_INT(t, res[i].n_completion, 300);
+    }
+    for (int i = 0; i < 5; i++)
+        result_release(&res[i]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}

@@ -28,6 +28,8 @@ static void serve_usage(FILE *f) {
         "  --max-step-ms MS      target inter-token time while prompts are evaluated next to\n"
         "                        running streams (default: twice a measured decode step;\n"
         "                        -1: off, every step takes --chunk prompt tokens)\n"
+        "  --prefill-every N     while streams generate, prompt tokens only in every Nth step,\n"
+        "                        aiming at 3 decode steps (default 1: every step)\n"
         "  --max-queue N         requests waiting for a slot before 429 (default 64)\n"
         "  --cache-ram MIB       RAM prompt cache shared by all slots (default 2048; 0 = off)\n"
         "  --kv-idle N           KV tokens free slots keep for prefix reuse, all together\n"
@@ -85,6 +87,8 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!cli_int(&c, 1, 1 << 24, &total)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--chunk", NULL)) {
             if (!cli_int(&c, 1, 65536, &p->n_chunk)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--prefill-every", NULL)) {
+            if (!cli_int(&c, 1, 1000, &p->prefill_every)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--max-queue", NULL)) {
             if (!cli_int(&c, 0, 1 << 20, &p->max_queue)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--max-step-ms", NULL)) {

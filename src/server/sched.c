@@ -96,6 +96,7 @@ struct cpulm_sched {
     const uint8_t **blobs;                    /* [n_ctx / block]: lookup results */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
     cpulm_sched_model est; /* step time model (seconds), see cpulm_sched_model */
+    int32_t since_prefill; /* steps since the last one with prompt tokens (prefill_every) */
 
     /* ---- event queue, guarded by ev_mu ---- */
     pthread_mutex_t ev_mu;
@@ -127,6 +128,7 @@ cpulm_sched_params cpulm_sched_default_params(void) {
     cpulm_sched_params p = {.n_parallel = 4,
                             .n_ctx = 0,
                             .n_chunk = 256,
+                            .prefill_every = 1,
                             .max_queue = 64,
                             .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT,
                             .kv_idle = CPULM_SCHED_KV_IDLE_AUTO};
@@ -644,8 +646,23 @@ void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pr
     }
 }
 
+double cpulm_sched_target_sparse(const cpulm_sched_model *m, double max_step_ms, int32_t n_gen) {
+    if (max_step_ms != 0) return cpulm_sched_target_step(m, max_step_ms, 0);
+    return 3 * (m->fixed + m->gen * n_gen); /* the tail gap 3x the typical one */
+}
+
 static double target_step(const cpulm_sched *s) {
     return cpulm_sched_target_step(&s->est, s->p.max_step_ms, s->p.n_parallel);
+}
+
+/* The prefill budget of the next step beside n_gen streams; 0 on a decode-only step. */
+static int32_t step_budget(cpulm_sched *s, int32_t n_gen) {
+    int32_t every = s->p.prefill_every;
+    if (every <= 1 || n_gen == 0)
+        return cpulm_sched_prefill_budget(&s->est, target_step(s), n_gen, s->p.n_chunk);
+    if (++s->since_prefill < every) return 0;
+    double T = cpulm_sched_target_sparse(&s->est, s->p.max_step_ms, n_gen);
+    return cpulm_sched_prefill_budget(&s->est, T, n_gen, s->p.n_chunk);
 }
 
 static void publish_model(cpulm_sched *s) {
@@ -685,7 +702,7 @@ static int32_t build_batch(cpulm_sched *s, int32_t *n_gen) {
         s->tmp_idx[k] = i;
     }
     *n_gen = n;
-    int32_t budget = cpulm_sched_prefill_budget(&s->est, target_step(s), n_out, s->p.n_chunk);
+    int32_t budget = n_pre > 0 ? step_budget(s, n_out) : 0;
     for (int32_t p = 0; p < n_pre && budget > 0; p++) {
         int32_t i = s->tmp_idx[p];
         slot *x = &s->slots[i];
@@ -699,6 +716,7 @@ static int32_t build_batch(cpulm_sched *s, int32_t *n_gen) {
         }
         x->n_in_batch = k;
         budget -= k;
+        s->since_prefill = 0;
     }
     return n;
 }
@@ -959,6 +977,7 @@ cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, 
     cpulm_sched_params dp = cpulm_sched_default_params();
     if (!p) p = &dp;
     if (p->n_parallel < 1 || p->n_parallel > 256 || p->n_chunk < 1 || p->n_chunk > 65536 ||
+        p->prefill_every < 1 || p->prefill_every > 1000 ||
         p->max_queue < 0 || p->n_ctx < 0 || p->cache_ram_mib < 0 ||
         (p->kv_idle < -1 && p->kv_idle != CPULM_SCHED_KV_IDLE_AUTO)) {
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "scheduler: parameters out of range");

@@ -4,8 +4,9 @@
  * for every generating sequence plus prompt chunks of newly admitted requests, calls
  * cpulm_ctx_decode once, then samples, detokenizes, applies stop strings and publishes
  * events.
- * Latency-aware prefill: the step time is modelled as fixed + per-token cost (calibrated
- * at start, then tracked from every step), and a step carries as many prompt tokens as
+ * Latency-aware prefill: the step time is modelled as fixed + a cost per generating
+ * sequence + a cost per prompt token (cpulm_sched_model: calibrated at start, then tracked
+ * from every step), and a step carries as many prompt tokens as
  * fit in max_step_ms next to the generating sequences (at least n_chunk / 16, so prompts
  * always progress; n_chunk when nothing generates). Prompts get the budget in order of
  * priority, then arrival; requests are admitted in the same order. Requests join and leave between
@@ -54,6 +55,11 @@ typedef struct cpulm_sched_params {
                               * the prefill budget of a step is what fits in it (at least
                               * n_chunk / 16). 0: twice a decode step of n_parallel
                               * sequences, measured; < 0: off (n_chunk every step) */
+    int32_t prefill_every;   /* while streams generate, only every Nth step carries prompt
+                              * tokens (the others decode only), and the default target of
+                              * those steps is 3 decode steps of the running streams instead:
+                              * most gaps are a plain decode step, the rest at most 3x it.
+                              * Default 1: every step, target as max_step_ms says */
     int32_t max_queue;       /* requests waiting for slots before submit refuses; default 64 */
     int32_t n_threads;       /* decode threads; 0 = physical cores */
     int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
@@ -209,6 +215,9 @@ typedef struct cpulm_sched_model {
  * else twice a decode step of all n_parallel slots. */
 double cpulm_sched_target_step(const cpulm_sched_model *m, double max_step_ms,
                                int32_t n_parallel);
+/* The target of a prompt-carrying step with prefill_every > 1 and n_gen streams running:
+ * max_step_ms when > 0, 0 (off) when < 0, else 3 decode steps of the n_gen streams. */
+double cpulm_sched_target_sparse(const cpulm_sched_model *m, double max_step_ms, int32_t n_gen);
 /* Prompt tokens a step may carry next to n_gen generating sequences so that it takes about
  * target_s: at least n_chunk / 16 (prompts always progress), at most n_chunk; n_chunk when
  * nothing generates or target_s <= 0. */

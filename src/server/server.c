@@ -38,6 +38,7 @@ cpulm_server_params cpulm_server_default_params(void) {
                              .port = 8080,
                              .n_parallel = 4,
                              .n_chunk = 256,
+                             .prefill_every = 1,
                              .max_queue = 64,
                              .timeout_s = 600,
                              .grace_s = 30,
@@ -308,6 +309,7 @@ static void *loader_main(void *arg) {
         sp.cache_ram_mib = s->p.cache_ram_mib;
         sp.kv_idle = s->p.kv_idle;
         sp.max_step_ms = s->p.max_step_ms;
+        sp.prefill_every = s->p.prefill_every;
         sp.kv_type = s->p.kv_type;
         sp.no_pin = s->p.no_pin;
         sp.metrics = s->metrics;
