@@ -667,10 +667,10 @@ static float *gen_logits(const cpulm_model *m, int attn, int nth) {
     return ok ? out : NULL;
 }
 
-/* Generation on the exact path (3 sequences at once, then one; 1-3 threads; the next
- * tile's rows prefetched) gives the walk's logits bit for bit on a model with several KV
- * heads (a synthetic one: 4 KV heads, GQA 2, head size 64, so the SIMD entries run; the
- * shared tiny models have 1 KV head or head size 8). */
+/* Generation on the exact path, whose items take several KV heads (for one sequence all 4
+ * at 1 thread, 2 at 2, 1 at 3; 3 sequences at once: 4), gives the walk's logits bit for
+ * bit on a model with several KV heads (a synthetic one: 4 KV heads, GQA 2, head size 64,
+ * so the SIMD entries run; the shared tiny models have 1 KV head or head size 8). */
 TEST(attn_exact_generation_equals_the_walk_4_kv_heads) {
     cpulm_synth_params sp;
     REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
@@ -725,9 +725,10 @@ static float *block_logits(const cpulm_model *m) {
     return ok ? out : NULL;
 }
 
-/* Split-K generation (the fast path; 3 sequences at once, then one; 1-3 threads) gives
- * sequence 0 the logits of the block path (its tokens as one prompt batch), bit for bit,
- * on the 4-KV-head synthetic model. */
+/* Split-K generation (the fast path; 3 sequences at once, then one; 1-3 threads; items
+ * of 2 KV heads at 1 thread with 3 sequences, of 1 otherwise) gives sequence 0 the logits
+ * of the block path (its tokens as one prompt batch), bit for bit, on the 4-KV-head
+ * synthetic model. */
 TEST(attn_split_generation_equals_the_block_path_4_kv_heads) {
     cpulm_synth_params sp;
     REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
