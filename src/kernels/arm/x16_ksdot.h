@@ -20,11 +20,11 @@
  * vectors. The float accumulators do not fit as well, so the tile accumulates in its
  * output (zeroed first): one load and one store per token and super-block, in the same
  * order of fmas as generic.
- * Q4_K / Q5_K min term: summ = sum_j m_j b32_j (b32: pairwise sums of the Q8_K bsums),
- * int16 widening multiplies against the mins per row. Q6_K: the quants are made signed
+ * Q4_K / Q5_K min term: summ = sum_j m_j b32_j (b32: pairwise sums of the Q8_K bsums) by
+ * SDOT on b32 split into two int8 halves (ks_summ), the mins in their repacked lanes. Q6_K: the quants are made signed
  * (q - 32) in the unpack, shared by the tile, so there is no bias term.
- * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 59% of the SDOT peak on
- * V1/V2 and 53% on N1, Q5_K 51% / 45%, Q6_K 51% / 44% (vector-bound; where the other
+ * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 60.2% of the SDOT peak
+ * on V1/V2 and 55.5% on N1, Q5_K 52% / 47%, Q6_K 51% / 44% (vector-bound; where the other
  * micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
  */
 #ifndef CPULM_KERNELS_ARM_X16_KSDOT_H
@@ -102,28 +102,18 @@ ARM_INLINE void ks_float_step(float *o, float32x4_t d, const float32x4_t *dmin, 
     vst1q_f32(o, acc);
 }
 
-/* The quad's mins as int16, mj[k] = {m_k of rows 0..3, m_{k+4} of rows 0..3}, from the
- * 6-bit mins' bytes mlo = {m0..m3}, mhi = {m4..m7} per 32-bit lane (a 4x4 byte transpose). */
-ARM_INLINE void ks_mins(uint8x16_t mlo, uint8x16_t mhi, int16x8_t mj[4]) {
-    const uint8x16_t e = vuzp1q_u8(mlo, mhi), o = vuzp2q_u8(mlo, mhi); /* bytes 0, 2 | 1, 3 */
-    mj[0] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp1q_u8(e, e))));
-    mj[1] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp1q_u8(o, o))));
-    mj[2] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp2q_u8(e, e))));
-    mj[3] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp2q_u8(o, o))));
-}
-
-/* summ = sum_j m_j b32_j for the 4 rows, b32 from the Q8_K block's bsums (exact in int16:
- * |b32| <= 32 * 128; products and sums exact in int32). */
-ARM_INLINE int32x4_t ks_summ(const int16x8_t mj[4], const int16_t *bsums) {
+/* summ = sum_j m_j b32_j for the 4 rows by SDOT: mlo / mhi hold the 6-bit mins m0..m3 /
+ * m4..m7 of each row in its 32-bit lane (the SDOT layout), b32 (pairwise sums of the Q8_K
+ * block's bsums, |b32| <= 32 * 128) is split as 256 a + c with c its low byte (signed) and
+ * a = (b32 + 128) >> 8 (|a| <= 16), both int8, so summ = 256 (m . a) + m . c: the same
+ * integer (exact in int32), 4 SDOTs and a shift instead of 8 widening multiplies. */
+ARM_INLINE int32x4_t ks_summ(int8x16_t mlo, int8x16_t mhi, const int16_t *bsums) {
     const int16x8_t b32 = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
-    int32x4_t acc = vmull_laneq_s16(vget_low_s16(mj[0]), b32, 0);
-    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[1]), b32, 1);
-    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[2]), b32, 2);
-    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[3]), b32, 3);
-    acc = vmlal_high_laneq_s16(acc, mj[0], b32, 4);
-    acc = vmlal_high_laneq_s16(acc, mj[1], b32, 5);
-    acc = vmlal_high_laneq_s16(acc, mj[2], b32, 6);
-    return vmlal_high_laneq_s16(acc, mj[3], b32, 7);
+    const int8x16_t ac = vmovn_high_s16(vrshrn_n_s16(b32, 8), b32); /* a0..a7, c0..c7 */
+    int32x4_t acc = vdotq_laneq_s32(vdupq_n_s32(0), mlo, ac, 0);
+    acc = vshlq_n_s32(vdotq_laneq_s32(acc, mhi, ac, 1), 8);
+    acc = vdotq_laneq_s32(acc, mlo, ac, 2);
+    return vdotq_laneq_s32(acc, mhi, ac, 3);
 }
 
 /* Q4_K / Q5_K scale differences sc_j - sc_{j+1} (sc_8 = 0) of the quad at gq, as signed
@@ -188,14 +178,13 @@ ARM_INLINE void ks_quad_k4(int64_t n, const uint8_t *w, int q5, int quad, const 
         const uint8x16_t mlo = vandq_u8(s1, m6);
         const uint8x16_t mhi =
             vorrq_u8(vshrq_n_u8(s2m, 4), vandq_u8(vshrq_n_u8(s1, 2), vdupq_n_u8(0x30)));
-        int16x8_t mj[4];
-        ks_mins(mlo, mhi, mj);
         const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 8 * quad)));
         const float32x4_t dmin = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 32 + 8 * quad)));
         _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
             const cpulm_block_q8_K *y = (const cpulm_block_q8_K *)(act + (size_t)t * stride) + b;
             ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, &dmin, y->d,
-                          vreinterpretq_s32_u32(sumi[t]), ks_summ(mj, y->bsums));
+                          vreinterpretq_s32_u32(sumi[t]), ks_summ(vreinterpretq_s8_u8(mlo),
+                                                                 vreinterpretq_s8_u8(mhi), y->bsums));
         }
         KS_MCA(END, q5 ? 5 : 4);
     }
