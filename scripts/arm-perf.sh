@@ -119,7 +119,8 @@ code_macs() {
 #     one super-block = 32768 MACs, 4 quad passes (no staging: the tile reads Q8_K directly).
 #     Q4_K / Q5_K also compute the min term by SDOT: 4 SDOTs per quad, token and super-block,
 #     2048 MACs per unit that are not the GEMM's own ("32768+2048": checked against the code,
-#     not counted as useful work).
+#     not counted as useful work), on activation splits staged once per tile and
+#     super-block for Q4_K (stage_k4: 8 tokens, shared by the 4 quad passes).
 kernels=(
   "gemm_q4_0 dotprod sdot 4096 288 dotprod_gemm_q4_0*4"
   "gemm_q8_0 dotprod sdot 4096 544 dotprod_gemm_q8_0*4"
@@ -127,7 +128,7 @@ kernels=(
   "gemv_q8_0 dotprod sdot 512 544 dotprod_gemv_q8_0*1"
   "dot_q4_K dotprod sdot 256 144 dotprod_dot_q4_K*1"
   "dot_q6_K dotprod sdot 256 210 dotprod_dot_q6_K*1"
-  "gemm_q4_K dotprod sdot 32768+2048 2304 dotprod_gemm_q4_K*4"
+  "gemm_q4_K dotprod sdot 32768+2048 2304 dotprod_gemm_q4_K*4 dotprod_stage_k4*1"
   "gemm_q5_K dotprod sdot 32768+2048 2816 dotprod_gemm_q5_K*4"
   "gemm_q6_K dotprod sdot 32768 3360 dotprod_gemm_q6_K*4"
   "gemm_q4_0 i8mm smmla 4096 288 i8mm_gemm_q4_0*4 i8mm_stage_q4_0*4"

@@ -235,12 +235,13 @@ TEST(kern_pack_gemm_extreme_quants) {
 
 /* K-quant GEMMs with every min / scale at 63 (extreme weights) against activations whose
  * 32-element sums sit at their ends and on the rounding ties of the ARM min term's split
- * (x16_ksdot.h): bit-identical to generic at every level. */
+ * (x16_ksdot.h): bit-identical to generic at every level. 17 super-blocks: past the ARM
+ * Q4_K tile's chunk of 16 staged splits. */
 TEST(kern_pack_gemm_k_bsum_extremes) {
     static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
     for (int ti = 0; ti < 3; ti++) {
         pack_case c;
-        REQUIRE(t, make_case(&c, types[ti], 3 * 256, 16, 9, 41 + (uint64_t)ti, 2));
+        REQUIRE(t, make_case(&c, types[ti], 17 * 256, 16, 9, 41 + (uint64_t)ti, 2));
         check_gemm(t, &c);
         free_case(&c);
     }
