@@ -358,7 +358,10 @@ TEST(attn_xweights_expf_is_libms) {
                              -0x1.9d1d9ep6f, -0x1.9d1da0p6f, -0x1.9d1d9cp6f, -88.0f,
                              -87.9999f,      -0x1p-149f,     -0x1p-30f,      NAN};
     for (int l = 1; l < nl; l++) {
-        if (lv[l]->attn_xweights == cpulm_kernels_generic.attn_xweights) continue;
+        int seen = lv[l]->attn_xweights == cpulm_kernels_generic.attn_xweights;
+        for (int p = 1; p < l; p++) /* a level's own only: the ones above inherit it */
+            seen |= lv[p]->attn_xweights == lv[l]->attn_xweights;
+        if (seen) continue;
         uint64_t bad = 0, checked = 0;
         uint32_t u = 0x80000000u;
         int nsp = (int)(sizeof special / sizeof special[0]);
