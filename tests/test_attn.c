@@ -8,7 +8,7 @@
  * The exact path (attn_x*, the F16 default): its entries match the generic ones at every
  * level, a level's own expf is libm's, the tiled algorithm gives attn_f16's bits for
  * prompts and generation (GQA 1/4/8, head sizes 64/128), and so does the model's default
- * path against the per-(token, head) walk. */
+ * path against the per-(token, head) walk (also with 4 KV heads, several sequences). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include "cpulm.h"
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "synth.h"
 #include "test.h"
 
 static uint64_t rng(uint64_t *s) {
@@ -520,7 +521,9 @@ static cpulm_model *load(const char *file) {
     return p ? cpulm_model_load(p, NULL, NULL) : NULL;
 }
 
-static int ctx_attn; /* cpulm_ctx_params.attn_fast of ctx_of's contexts */
+/* cpulm_ctx_params.attn_fast of ctx_of's contexts: the tiled path on F16 caches too (other
+ * caches always take it) unless a test asks for another */
+static int ctx_attn = 1;
 
 static cpulm_ctx *ctx_of(const cpulm_model *m, int n_ctx, int nth, cpulm_kv_type kv) {
     cpulm_ctx_params cp = cpulm_ctx_default_params();
@@ -529,7 +532,6 @@ static cpulm_ctx *ctx_of(const cpulm_model *m, int n_ctx, int nth, cpulm_kv_type
     cp.n_batch = 512;
     cp.n_threads = nth;
     cp.kv_type = kv;
-    cp.attn_fast = 1; /* the tiled path on F16 caches too (other caches always take it) */
     cp.n_outputs_max = 64;
     return cpulm_ctx_new(m, &cp, NULL);
 }
@@ -605,7 +607,7 @@ TEST(attn_exact_path_equals_the_walk) {
             REQUIRE(t, lg[r] != NULL);
             cpulm_ctx_free(c);
         }
-        ctx_attn = 0;
+        ctx_attn = 1;
         CHECK(t, memcmp(lg[0], lg[1], sizeof(float) * (size_t)tail * V) == 0);
         CHECK(t, memcmp(lg[0], lg[2], sizeof(float) * (size_t)tail * V) == 0);
         for (int r = 0; r < 3; r++)
@@ -660,4 +662,133 @@ TEST(attn_quantized_kv_needs_whole_blocks_per_head) {
         cpulm_ctx_free(c);
     }
     cpulm_model_free(m);
+}
+
+/* Generation steps of 3 sequences (3 one-token blocks per decode), then of sequence 0
+ * alone, over prompts of 200-274 tokens (partial tiles); logits of every step,
+ * malloc'd [8 * 3 + 8][V]. */
+static float *gen_logits(const cpulm_model *m, int attn, int nth) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.attn_fast = attn;
+    cp.n_ctx = 512;
+    cp.n_batch = 512;
+    cp.n_threads = nth;
+    cp.n_seq_max = 3;
+    cpulm_ctx *c = cpulm_ctx_new(m, &cp, NULL);
+    const int32_t V = cpulm_vocab_n(m);
+    float *out = malloc(sizeof(float) * 32 * (size_t)V);
+    if (!c || !out) return cpulm_ctx_free(c), free(out), NULL;
+    int32_t toks[300], seq[3] = {0, 1, 2};
+    int8_t want[3] = {1, 1, 1};
+    for (int i = 0; i < 300; i++)
+        toks[i] = (i * 7919 + 13) % V;
+    int ok = 1;
+    for (int s = 0; s < 3 && ok; s++) {
+        int32_t sq[300];
+        for (int i = 0; i < 300; i++)
+            sq[i] = s;
+        cpulm_batch b = {.n = 200 + 37 * s, .token = toks + s, .seq = sq};
+        ok = cpulm_ctx_decode(c, &b) == CPULM_OK;
+    }
+    for (int step = 0; step < 16 && ok; step++) {
+        int n = step < 8 ? 3 : 1;
+        float *o = out + (size_t)(step < 8 ? 3 * step : 24 + step - 8) * V;
+        cpulm_batch b = {.n = n, .token = toks + 100 + step, .seq = seq, .want_logits = want};
+        ok = cpulm_ctx_decode(c, &b) == CPULM_OK;
+        for (int i = 0; i < n && ok; i++)
+            memcpy(o + (size_t)i * V, cpulm_ctx_logits(c, i), sizeof(float) * (size_t)V);
+    }
+    cpulm_ctx_free(c);
+    if (!ok) free(out);
+    return ok ? out : NULL;
+}
+
+/* Generation on the exact path, whose items take several KV heads (for one sequence all 4
+ * at 1 thread, 2 at 2, 1 at 3; 3 sequences at once: 4), gives the walk's logits bit for
+ * bit on a model with several KV heads (a synthetic one: 4 KV heads, GQA 2, head size 64,
+ * so the SIMD entries run; the shared tiny models have 1 KV head or head size 8). */
+TEST(attn_exact_generation_equals_the_walk_4_kv_heads) {
+    cpulm_synth_params sp;
+    REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
+    sp.n_layer = 2, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
+    sp.n_vocab = 300, sp.n_ctx = 512, sp.type = CPULM_DTYPE_Q8_0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/attn-gen-heads.gguf", test_tmp_dir());
+    REQUIRE(t, cpulm_synth_write(path, &sp, NULL) == CPULM_OK);
+    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    REQUIRE(t, m != NULL);
+    const size_t bytes = sizeof(float) * 32 * (size_t)cpulm_vocab_n(m);
+    float *walk = gen_logits(m, -1, 1);
+    REQUIRE(t, walk != NULL);
+    for (int nth = 1; nth <= 3; nth++) {
+        float *x = gen_logits(m, 0, nth);
+        REQUIRE(t, x != NULL);
+        int same = memcmp(walk, x, bytes) == 0;
+        if (!same) fprintf(stderr, "  exact path, %d threads: differs from the walk\n", nth);
+        CHECK(t, same);
+        free(x);
+    }
+    free(walk);
+    cpulm_model_free(m);
+    remove(path);
+}
+
+/* Sequence 0's tokens of gen_logits as one prompt batch (the block path): its logits at
+ * the 16 generated positions, malloc'd [16][V]. */
+static float *block_logits(const cpulm_model *m) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.attn_fast = 1;
+    cp.n_ctx = 512;
+    cp.n_batch = 512;
+    cp.n_threads = 2;
+    cp.n_outputs_max = 16;
+    cpulm_ctx *c = cpulm_ctx_new(m, &cp, NULL);
+    const int32_t V = cpulm_vocab_n(m);
+    float *out = malloc(sizeof(float) * 16 * (size_t)V);
+    if (!c || !out) return cpulm_ctx_free(c), free(out), NULL;
+    int32_t toks[216];
+    int8_t want[216] = {0};
+    for (int i = 0; i < 200; i++)
+        toks[i] = (i * 7919 + 13) % V;
+    for (int i = 0; i < 16; i++)
+        toks[200 + i] = ((100 + i) * 7919 + 13) % V, want[200 + i] = 1;
+    cpulm_batch b = {.n = 216, .token = toks, .want_logits = want};
+    int ok = cpulm_ctx_decode(c, &b) == CPULM_OK;
+    for (int i = 0; i < 16 && ok; i++)
+        memcpy(out + (size_t)i * V, cpulm_ctx_logits(c, i), sizeof(float) * (size_t)V);
+    cpulm_ctx_free(c);
+    if (!ok) free(out);
+    return ok ? out : NULL;
+}
+
+/* Split-K generation (the fast path; 3 sequences at once, then one; 1-3 threads; items
+ * of 2 KV heads at 1 thread with 3 sequences, of 1 otherwise) gives sequence 0 the logits
+ * of the block path (its tokens as one prompt batch), bit for bit, on the 4-KV-head
+ * synthetic model. */
+TEST(attn_split_generation_equals_the_block_path_4_kv_heads) {
+    cpulm_synth_params sp;
+    REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
+    sp.n_layer = 2, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
+    sp.n_vocab = 300, sp.n_ctx = 512, sp.type = CPULM_DTYPE_Q8_0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/attn-split-heads.gguf", test_tmp_dir());
+    REQUIRE(t, cpulm_synth_write(path, &sp, NULL) == CPULM_OK);
+    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    REQUIRE(t, m != NULL);
+    const size_t V = (size_t)cpulm_vocab_n(m), row = sizeof(float) * V;
+    float *ref = block_logits(m);
+    REQUIRE(t, ref != NULL);
+    for (int nth = 1; nth <= 3; nth++) {
+        float *x = gen_logits(m, 1, nth);
+        REQUIRE(t, x != NULL);
+        int same = 1;
+        for (int s = 0; s < 16; s++)
+            same &= memcmp(ref + s * V, x + (s < 8 ? 3 * s : 24 + s - 8) * V, row) == 0;
+        if (!same) fprintf(stderr, "  split path, %d threads: differs from the block path\n", nth);
+        CHECK(t, same);
+        free(x);
+    }
+    free(ref);
+    cpulm_model_free(m);
+    remove(path);
 }

@@ -65,6 +65,27 @@ static void extremize(cpulm_dtype type, uint8_t *blk, uint64_t *seed) {
     }
 }
 
+/* Integer activations that put the Q8_K sums of 32 elements (b32, the K-quant min term's
+ * input) at their ends (+-4064) and on the ties of the ARM split b32 = 256 a + c (c = -128:
+ * +-128, +-3968), or anywhere in range: with element 0 of each super-block at -127 the Q8_K
+ * scale is 1 and every quant equals its input. */
+static void bsum_extremes(float *f, int64_t n, uint64_t *seed) {
+    static const int targets[] = {4064, -4064, 128, -128, 3968, -3968, 384, 0};
+    for (int64_t j = 0; j < n / 32; j++) {
+        const uint64_t k = rng(seed) % 10;
+        int rem = k < 8 ? targets[k] : (int)(rng(seed) % 8129) - 4064;
+        float *s = f + 32 * j;
+        const int first = j % 8 == 0;
+        if (first) s[0] = -127.0f, rem += 127;
+        for (int i = first; i < 32; i++) {
+            int v = rem / (32 - i);
+            v = v < -127 ? -127 : v > 127 ? 127 : v;
+            s[i] = (float)v;
+            rem -= v;
+        }
+    }
+}
+
 static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, int64_t nt,
                      uint64_t seed, int extreme) {
     memset(c, 0, sizeof *c);
@@ -90,8 +111,11 @@ static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, in
     }
     cpulm_repack_x16(type, c->w, c->packed, n, rows);
     for (int64_t j = 0; j < nt; j++) {
-        for (int64_t i = 0; i < n; i++)
-            f[i] = extreme ? ((rng(&seed) & 1) ? 1.0f : -1.0f) : frand(&seed) * 2.0f;
+        if (extreme == 2 && c->vdt == CPULM_DTYPE_Q8_K)
+            bsum_extremes(f, n, &seed);
+        else
+            for (int64_t i = 0; i < n; i++)
+                f[i] = extreme ? ((rng(&seed) & 1) ? 1.0f : -1.0f) : frand(&seed) * 2.0f;
         uint8_t *row = c->act + 4 + (size_t)j * c->stride;
         cpulm_matmul_quantize_act(&cpulm_kernels_generic, c->vdt, f, row, n);
         cpulm_dequantize_row_ref(c->vdt, row, f, n);
@@ -204,6 +228,20 @@ TEST(kern_pack_gemm_extreme_quants) {
         pack_case c;
         const int64_t n = is_k_quant(types[ti]) ? 5 * 256 : 37 * 32;
         REQUIRE(t, make_case(&c, types[ti], n, 16, 9, 99 + (uint64_t)ti, 1));
+        check_gemm(t, &c);
+        free_case(&c);
+    }
+}
+
+/* K-quant GEMMs with every min / scale at 63 (extreme weights) against activations whose
+ * 32-element sums sit at their ends and on the rounding ties of the ARM min term's split
+ * (x16_ksdot.h): bit-identical to generic at every level. 17 super-blocks: past the ARM
+ * Q4_K tile's chunk of 16 staged splits. */
+TEST(kern_pack_gemm_k_bsum_extremes) {
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
+    for (int ti = 0; ti < 3; ti++) {
+        pack_case c;
+        REQUIRE(t, make_case(&c, types[ti], 17 * 256, 16, 9, 41 + (uint64_t)ti, 2));
         check_gemm(t, &c);
         free_case(&c);
     }

@@ -11,14 +11,22 @@
  * Generation (every block a single token, few of them) splits the chunks over the threads
  * instead (flash-decoding): each item writes its chunk's partial, and the thread that
  * finishes a (token, group)'s last chunk folds them in order (a counter per pair, so no
- * barrier: under load a barrier costs more than the fold). The fold order and every step's
- * arithmetic are those of the block path (kernels.h, attn_*), so a token's result is the
- * same bits whichever path, batch or thread count computed it.
+ * barrier: under load a barrier costs more than the fold). An item takes one chunk of
+ * several KV heads (as many as leave SPLIT_ITEMS items per thread), tile by tile across the
+ * heads, and items run chunk-major: a cache row holds every KV head of its position, so the
+ * heads' slices of it are read together and each page of the cache is walked once per
+ * chunk, not once per head (at depth 32k the page walks of reading 1/n_kv of every row
+ * doubled the time). The fold order and every step's arithmetic are those of the block
+ * path (kernels.h, attn_*), so a token's result is the same bits whichever path, batch,
+ * thread count or head grouping computed it.
  *
  * An F16 cache by default takes the exact path instead (kernels.h, attn_x*): the same blocks
  * and tiles, but each row follows attn_f16's key-by-key recurrence (f16 accumulation, libm
  * expf), so its result is the reference arithmetic's, bit for bit. That recurrence cannot
- * be split over keys, so generation runs one item per (token, KV head).
+ * be split over keys, so a generation item is a token x several KV heads (as many as leave
+ * one item per thread), read tile by tile across the heads as above.
+ *
+ * Every tile load prefetches the next tile's rows (load_tile).
  */
 #include "attention.h"
 
@@ -32,6 +40,8 @@
 
 #define TILE  CPULM_ATTN_TILE
 #define CHUNK CPULM_ATTN_CHUNK
+/* Split path: items per thread at least, when grouping KV heads into items (attn_plan). */
+#define SPLIT_ITEMS 8
 
 typedef struct att_ws {         /* one thread's tiles */
     float *q, *o, *oc;          /* [rows][d] */
@@ -52,8 +62,9 @@ struct cpulm_attn {
     int32_t *blk; /* [n_batch + 1]: first token of each block */
     int32_t n_blk;
     int split;
-    int exact; /* F16 cache, reference numerics: the exact path (attn_x*) */
-    int walk;  /* F16 cache, attn_fast < 0: attn_f16 per (token, head) */
+    int split_ng; /* split path: KV heads per item */
+    int exact;    /* F16 cache, reference numerics: the exact path (attn_x*) */
+    int walk;     /* F16 cache, attn_fast < 0: attn_f16 per (token, head) */
     uint64_t n_split_items;
     uint64_t *item_end; /* [split_max]: cumulative split items after token t */
     /* [split_max][n_head_kv]: chunks finished; each layer adds the pair's chunk count */
@@ -109,9 +120,18 @@ void cpulm_attn_plan(cpulm_ctx *c) {
     a->walk = c->kv.dtype == CPULM_DTYPE_F16 && c->p.attn_fast < 0;
     a->split = !a->exact && !a->walk && n == c->n_tok && n <= a->split_max;
     if (!a->split) return;
-    uint64_t items = 0;
+    const int n_kv = c->m->hp.n_head_kv;
+    uint64_t chunks = 0, items = 0;
+    for (int32_t t = 0; t < c->n_tok; t++)
+        chunks += (uint64_t)(c->pos[t] / CHUNK + 1);
+    a->split_ng = 1;
+    for (int h = 2; h <= n_kv; h++)
+        if (n_kv % h == 0 && h * a->gq <= a->rows &&
+            chunks * (uint64_t)(n_kv / h) >=
+                (uint64_t)SPLIT_ITEMS * (uint64_t)cpulm_pool_size(c->pool))
+            a->split_ng = h;
     for (int32_t t = 0; t < c->n_tok; t++) {
-        items += (uint64_t)(c->pos[t] / CHUNK + 1) * (uint64_t)c->m->hp.n_head_kv;
+        items += (uint64_t)(c->pos[t] / CHUNK + 1) * (uint64_t)(n_kv / a->split_ng);
         a->item_end[t] = items;
     }
     a->n_split_items = items;
@@ -141,68 +161,117 @@ static att_ws ws_of(const cpulm_ctx *c, int ith) {
     return w;
 }
 
+/* A hint to bring the cache lines of [p, p + n) in (a hint: no fault, no effect on
+ * results). */
+static void prefetch_span(const uint8_t *p, size_t n) {
+    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < (uintptr_t)p + n; a += 64)
+        __builtin_prefetch((const void *)a, 0, 3);
+}
+
 /* n rows of KV head g at positions j.. of seq as f32 [n][d] into buf; returns the rows
- * (the cache itself when it is f32) and their stride in *ld. */
-static const float *load_tile(const cpulm_ctx *c, const uint8_t *row0, int g, int n, float *buf,
-                              int64_t *ld) {
+ * (the cache itself when it is f32) and their stride in *ld. Also prefetches head g's
+ * slice of the n_next rows after the tile (the next tile's), so that they arrive while
+ * this tile is computed: a tile reads 1/n_kv of each cache row (a row holds every KV head
+ * of a position), a stride the hardware prefetchers do not follow across 4 KiB pages, and
+ * without the hint each row's load waited for memory (~40% of generation time at depth
+ * 4096, docs/PERFORMANCE.md "Long contexts"). */
+static const float *load_tile(const cpulm_ctx *c, const uint8_t *row0, int g, int n, int n_next,
+                              float *buf, int64_t *ld) {
     const cpulm_kv *kv = &c->kv;
     int64_t d = c->m->hp.head_dim;
-    size_t off = (size_t)cpulm_dtype_row_bytes(kv->dtype, d) * (size_t)g;
+    size_t slice = cpulm_dtype_row_bytes(kv->dtype, d), off = slice * (size_t)g;
+    const uint8_t *next = row0 + (size_t)n * kv->row_bytes + off;
     if (kv->dtype == CPULM_DTYPE_F32) {
+        for (int r = 0; r < n_next; r++)
+            prefetch_span(next + (size_t)r * kv->row_bytes, slice);
         *ld = kv->kv_dim;
         return (const float *)(row0 + off);
     }
     cpulm_to_float_fn cvt = c->k->to_float[kv->dtype];
-    for (int r = 0; r < n; r++)
+    for (int r = 0; r < n; r++) {
+        if (r < n_next) prefetch_span(next + (size_t)r * kv->row_bytes, slice);
         cvt(row0 + (size_t)r * kv->row_bytes + off, buf + r * d, d);
+    }
     *ld = d;
     return buf;
 }
 
-/* The partial (mc, lc, oc) of rows 0..m (positions qpos, non-decreasing; q in w->q) over
- * the chunk starting at key j0. Rows before j0 keep mc = -inf. */
-static void chunk_partial(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int g, int m,
-                          int32_t j0, float *mc, float *lc, float *oc) {
+/* Rows the walk up to jend reads after a tile of n keys at j (the next tile's). */
+static int next_rows(int32_t j, int n, int32_t jend) {
+    int32_t left = jend - (j + n);
+    return left < 0 ? 0 : left < TILE ? (int)left : TILE;
+}
+
+/* One tile of keys j..j+n-1 (kt, vt) for rows i0..i1-1 (positions qpos, non-decreasing;
+ * q in w->q): the online-softmax step into their partial (mc, lc, oc: row i0's entries
+ * first). Rows before the tile's keys skip it. */
+static void tile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j, int n,
+                      const float *kt, int64_t ldk, const float *vt, int64_t ldv, float *mc,
+                      float *lc, float *oc) {
     const cpulm_kernels *k = c->k;
     const int64_t d = c->m->hp.head_dim;
     const float scale = 1.0f / sqrtf((float)d);
-    int32_t jend = w->qpos[m - 1] + 1;
-    if (jend > j0 + CHUNK) jend = j0 + CHUNK;
-    for (int i = 0; i < m; i++) {
-        mc[i] = -INFINITY;
-        lc[i] = 0.0f;
+    int r0 = i0;
+    while (w->qpos[r0] < j)
+        r0++;
+    k->attn_scores(d, i1 - r0, n, w->q + r0 * d, d, kt, ldk, scale, w->s + r0 * TILE, TILE);
+    for (int i = r0; i < i1; i++) {
+        int lim = w->qpos[i] - j + 1;
+        w->a[i] =
+            k->attn_softmax_row(n, lim < n ? lim : n, w->s + i * TILE, &mc[i - i0], &lc[i - i0]);
     }
-    memset(oc, 0, sizeof(float) * (size_t)m * (size_t)d);
-    int r0 = 0;
-    for (int32_t j = j0; j < jend; j += TILE) {
-        int n = jend - j < TILE ? jend - j : TILE;
-        while (w->qpos[r0] < j)
-            r0++;
-        int64_t ldk, ldv;
-        const float *kt = load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g, n, w->kf, &ldk);
-        const float *vt = load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g, n, w->vf, &ldv);
-        k->attn_scores(d, m - r0, n, w->q + r0 * d, d, kt, ldk, scale, w->s + r0 * TILE, TILE);
-        for (int i = r0; i < m; i++) {
-            int lim = w->qpos[i] - j + 1;
-            w->a[i] = k->attn_softmax_row(n, lim < n ? lim : n, w->s + i * TILE, &mc[i], &lc[i]);
+    k->attn_pv(d, i1 - r0, n, w->s + r0 * TILE, TILE, vt, ldv, w->a + r0, oc + (r0 - i0) * d, d);
+}
+
+/* The partials (mc[h], lc[h], oc[h]) of KV heads g0..g0+ng-1 over the chunk starting at key
+ * j0; head h's rows are h * mh.. (h + 1) * mh - 1 of w->q (ng > 1 only for one token).
+ * Each tile's rows are read for all ng heads before the next tile: adjacent slices of
+ * the same cache rows. Rows before j0 keep mc = -inf. */
+static void chunk_partial(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int g0, int ng,
+                          int mh, int32_t j0, float *const *mc, float *const *lc,
+                          float *const *oc) {
+    const int64_t d = c->m->hp.head_dim;
+    int32_t jend = w->qpos[ng * mh - 1] + 1;
+    if (jend > j0 + CHUNK) jend = j0 + CHUNK;
+    for (int h = 0; h < ng; h++) {
+        for (int i = 0; i < mh; i++) {
+            mc[h][i] = -INFINITY;
+            lc[h][i] = 0.0f;
         }
-        k->attn_pv(d, m - r0, n, w->s + r0 * TILE, TILE, vt, ldv, w->a + r0, oc + r0 * d, d);
+        memset(oc[h], 0, sizeof(float) * (size_t)mh * (size_t)d);
+    }
+    for (int32_t j = j0; j < jend; j += TILE) {
+        const int n = jend - j < TILE ? jend - j : TILE, nn = next_rows(j, n, jend);
+        for (int h = 0; h < ng; h++) {
+            int64_t ldk, ldv;
+            const float *kt =
+                load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g0 + h, n, nn, w->kf, &ldk);
+            const float *vt =
+                load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g0 + h, n, nn, w->vf, &ldv);
+            tile_step(c, w, h * mh, (h + 1) * mh, j, n, kt, ldk, vt, ldv, mc[h], lc[h], oc[h]);
+        }
     }
 }
 
-/* Query rows of tokens t0..t0+nt-1, heads of group g, into w->q and w->qpos. */
-static int gather_q(const cpulm_ctx *c, att_ws *w, int32_t t0, int32_t nt, int g) {
+/* Query rows of tokens t0..t0+nt-1 x query heads h0..h0+nh-1 (row b * nh + r: token t0 + b,
+ * head h0 + r) into w->q and w->qpos; returns the row count. */
+static int gather_rows(const cpulm_ctx *c, att_ws *w, int32_t t0, int32_t nt, int h0, int nh) {
     const cpulm_hparams *hp = &c->m->hp;
-    int gq = c->attn->gq, d = hp->head_dim;
+    int d = hp->head_dim;
     int64_t qd = (int64_t)hp->n_head * d;
     for (int32_t b = 0; b < nt; b++)
-        for (int r = 0; r < gq; r++) {
-            int i = b * gq + r;
-            memcpy(w->q + (int64_t)i * d, c->q + (t0 + b) * qd + (int64_t)(g * gq + r) * d,
+        for (int r = 0; r < nh; r++) {
+            int i = b * nh + r;
+            memcpy(w->q + (int64_t)i * d, c->q + (t0 + b) * qd + (int64_t)(h0 + r) * d,
                    sizeof(float) * (size_t)d);
             w->qpos[i] = c->pos[t0 + b];
         }
-    return nt * gq;
+    return nt * nh;
+}
+
+/* Rows of tokens t0.. x the heads of group g. */
+static int gather_q(const cpulm_ctx *c, att_ws *w, int32_t t0, int32_t nt, int g) {
+    return gather_rows(c, w, t0, nt, g * c->attn->gq, c->attn->gq);
 }
 
 /* att rows of tokens t0.. (heads of group g) = o / l. */
@@ -235,7 +304,7 @@ static void block_item(cpulm_ctx *c, att_ws *w, int il, int32_t b, int g) {
     int m = gather_q(c, w, t0, a->blk[b + 1] - t0, g);
     reset_rows(w->m, w->l, w->o, m, d);
     for (int32_t j0 = 0; j0 <= w->qpos[m - 1]; j0 += CHUNK) {
-        chunk_partial(c, w, il, c->seq[t0], g, m, j0, w->mc, w->lc, w->oc);
+        chunk_partial(c, w, il, c->seq[t0], g, 1, m, j0, &w->mc, &w->lc, &w->oc);
         c->k->attn_merge(d, m, w->mc, w->lc, w->oc, d, w->m, w->l, w->o, d);
     }
     write_out(c, w->o, w->l, t0, m, g);
@@ -261,65 +330,101 @@ static void split_fold(cpulm_ctx *c, att_ws *w, int32_t t, int g) {
 
 static void split_item(cpulm_ctx *c, att_ws *w, int il, uint64_t item) {
     const struct cpulm_attn *a = c->attn;
+    const int n_kv = c->m->hp.n_head_kv, gq = a->gq, ng = a->split_ng;
     int32_t t = 0;
     while (item >= a->item_end[t])
         t++;
     uint64_t local = item - (t ? a->item_end[t - 1] : 0), n_ch = (uint64_t)(c->pos[t] / CHUNK + 1);
-    int g = (int)(local / n_ch);
-    int32_t ch = (int32_t)(local % n_ch);
-    int m = gather_q(c, w, t, 1, g);
-    float *p = part_of(c, t, g, ch);
-    chunk_partial(c, w, il, c->seq[t], g, m, ch * CHUNK, p, p + m, p + 2 * m);
-    /* release our partial; the pair's last chunk (of this layer) acquires all and folds */
-    unsigned done = atomic_fetch_add_explicit(&a->chunks_done[t * c->m->hp.n_head_kv + g], 1,
-                                              memory_order_acq_rel) +
-                    1;
-    if (done % n_ch == 0) split_fold(c, w, t, g);
+    uint64_t per = (uint64_t)(n_kv / ng); /* items per chunk */
+    int32_t ch = (int32_t)(local / per);
+    int g0 = (int)(local % per) * ng;
+    float *mc[CPULM_ATT_ROWS], *lc[CPULM_ATT_ROWS], *oc[CPULM_ATT_ROWS];
+    for (int h = 0; h < ng; h++) {
+        float *p = part_of(c, t, g0 + h, ch);
+        mc[h] = p, lc[h] = p + gq, oc[h] = p + 2 * gq;
+    }
+    gather_rows(c, w, t, 1, g0 * gq, ng * gq);
+    chunk_partial(c, w, il, c->seq[t], g0, ng, gq, ch * CHUNK, mc, lc, oc);
+    /* release our partials; a pair's last chunk (of this layer) acquires all and folds */
+    for (int h = 0; h < ng; h++) {
+        unsigned done =
+            atomic_fetch_add_explicit(&a->chunks_done[t * n_kv + g0 + h], 1, memory_order_acq_rel) +
+            1;
+        if (done % n_ch == 0) split_fold(c, w, t, g0 + h);
+    }
 }
 
-/* Exact path: one block x group with attn_f16's per-row arithmetic. Rows of one token
- * (the group's heads) share their keys, so each attn_xpv call takes a token's rows. */
-static void exact_item(cpulm_ctx *c, att_ws *w, int il, int32_t b, int g) {
-    const struct cpulm_attn *a = c->attn;
+/* Exact path, one tile of keys j..j+n-1 (K and V as f32 in kt, vt) for rows i0..i1-1 of the
+ * item (queries transposed in w->qt, m columns), which all read these keys: attn_f16's
+ * per-row arithmetic. Rows of one token share their keys, so each attn_xpv takes a token's
+ * rows. */
+static void exact_tile(const cpulm_ctx *c, att_ws *w, int m, int i0, int i1, int32_t j, int n,
+                       const float *kt, int64_t ldk, const float *vt, int64_t ldv) {
     const cpulm_kernels *k = c->k;
     const int64_t d = c->m->hp.head_dim;
     const float scale = 1.0f / sqrtf((float)d);
+    while (w->qpos[i0] < j) /* rows before this tile's keys skip it */
+        i0++;
+    k->attn_xscores(d, i1 - i0, n, w->qt + i0, m, kt, ldk, scale, w->s + i0 * TILE, TILE);
+    for (int i = i0; i < i1;) {
+        int ie = i + 1;
+        while (ie < i1 && w->qpos[ie] == w->qpos[i])
+            ie++;
+        const int lim = w->qpos[i] - j + 1 < n ? w->qpos[i] - j + 1 : n;
+        for (int r = i; r < ie; r++)
+            k->attn_xweights(lim, w->s + r * TILE, w->ms + r * TILE, &w->m[r]);
+        k->attn_xpv(d, ie - i, lim, w->ms + i * TILE, w->s + i * TILE, TILE, vt, ldv, w->o + i * d,
+                    d, w->l + i);
+        i = ie;
+    }
+}
+
+/* Exact path: block b x KV heads g0..g0+ng-1 (ng > 1 only for one-token blocks: then the
+ * item reads ng heads' adjacent slices of every cache row, not one head's 1/n_kv of it,
+ * and each cache page once per item instead of once per head). */
+static void exact_item(cpulm_ctx *c, att_ws *w, int il, int32_t b, int g0, int ng) {
+    const struct cpulm_attn *a = c->attn;
+    const int64_t d = c->m->hp.head_dim;
+    const int gq = a->gq, nh = ng * gq;
     const int32_t t0 = a->blk[b], seq = c->seq[t0];
-    const int m = gather_q(c, w, t0, a->blk[b + 1] - t0, g);
+    const int m = gather_rows(c, w, t0, a->blk[b + 1] - t0, g0 * gq, nh);
     for (int i = 0; i < m; i++) /* attn_f16 takes the query as f16 */
         for (int64_t e = 0; e < d; e++)
             w->qt[e * m + i] = cpulm_fp16_to_f32(cpulm_f32_to_fp16(w->q[i * d + e]));
     reset_rows(w->m, w->l, w->o, m, d);
     const int32_t jend = w->qpos[m - 1] + 1;
-    int r0 = 0;
     for (int32_t j = 0; j < jend; j += TILE) {
-        const int n = jend - j < TILE ? jend - j : TILE;
-        while (w->qpos[r0] < j)
-            r0++;
-        int64_t ldk, ldv;
-        const float *kt = load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g, n, w->kf, &ldk);
-        const float *vt = load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g, n, w->vf, &ldv);
-        k->attn_xscores(d, m - r0, n, w->qt + r0, m, kt, ldk, scale, w->s + r0 * TILE, TILE);
-        for (int i = r0; i < m;) {
-            int i1 = i + 1;
-            while (i1 < m && w->qpos[i1] == w->qpos[i])
-                i1++;
-            const int lim = w->qpos[i] - j + 1 < n ? w->qpos[i] - j + 1 : n;
-            for (int r = i; r < i1; r++)
-                k->attn_xweights(lim, w->s + r * TILE, w->ms + r * TILE, &w->m[r]);
-            k->attn_xpv(d, i1 - i, lim, w->ms + i * TILE, w->s + i * TILE, TILE, vt, ldv,
-                        w->o + i * d, d, w->l + i);
-            i = i1;
+        const int n = jend - j < TILE ? jend - j : TILE, nn = next_rows(j, n, jend);
+        for (int h = 0; h < ng; h++) {
+            int64_t ldk, ldv;
+            const float *kt =
+                load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g0 + h, n, nn, w->kf, &ldk);
+            const float *vt =
+                load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g0 + h, n, nn, w->vf, &ldv);
+            exact_tile(c, w, m, ng == 1 ? 0 : h * gq, ng == 1 ? m : (h + 1) * gq, j, n, kt, ldk, vt,
+                       ldv);
         }
     }
-    const int gq = a->gq;
     const int64_t qd = (int64_t)c->m->hp.n_head * d;
     for (int i = 0; i < m; i++) {
-        float *out = c->att + (t0 + i / gq) * qd + (int64_t)(g * gq + i % gq) * d;
+        float *out = c->att + (t0 + i / nh) * qd + (int64_t)(g0 * gq + i % nh) * d;
         const float inv = w->l[i] == 0.0f ? 0.0f : 1.0f / w->l[i];
         for (int64_t e = 0; e < d; e++)
             out[e] = w->o[i * d + e] * inv;
     }
+}
+
+/* KV heads per exact-path item: 1 for prompt blocks; for one-token blocks (generation) the
+ * most that keep CPULM_ATT_GEN_ITEMS items per thread and fit the item's rows. */
+static int exact_heads_per_item(const cpulm_ctx *c, int nth) {
+    const struct cpulm_attn *a = c->attn;
+    const int n_kv = c->m->hp.n_head_kv;
+    int best = 1;
+    if (a->n_blk != c->n_tok) return best;
+    for (int h = 2; h <= n_kv; h++)
+        if (n_kv % h == 0 && h * a->gq <= a->rows && (int64_t)c->n_tok * (n_kv / h) >= (int64_t)nth)
+            best = h;
+    return best;
 }
 
 /* The walk (attn_fast < 0): one (token t, head h) by attn_f16 itself, each key read once
@@ -352,10 +457,12 @@ void cpulm_attn_layer(cpulm_ctx *c, int il, int ith, int nth) {
         return;
     }
     if (a->exact) {
-        uint64_t n = (uint64_t)a->n_blk * (uint64_t)n_kv, first = cpulm_work_begin(c, ith, n);
+        const int ng = exact_heads_per_item(c, nth);
+        const uint64_t per = (uint64_t)(n_kv / ng), n = (uint64_t)a->n_blk * per;
+        const uint64_t first = cpulm_work_begin(c, ith, n);
         while (cpulm_work_claim(c, first + n, &item)) {
             uint64_t i = item - first;
-            exact_item(c, &w, il, (int32_t)(i / (uint64_t)n_kv), (int)(i % (uint64_t)n_kv));
+            exact_item(c, &w, il, (int32_t)(i / per), (int)(i % per) * ng, ng);
         }
         return;
     }

@@ -25,6 +25,11 @@
 #else
 #define NEON_UNROLL _Pragma("GCC unroll 8")
 #endif
+/* for (i = 0; i < N; i++) with N <= MAX a constant only after inlining, written with the
+ * literal bound MAX so the loop is fully unrolled before inlining: clang 14 does not unroll
+ * a loop bounded by an inlined parameter even under "#pragma unroll" (the accumulators then
+ * live on the stack); the guard folds away once N is known. */
+#define NEON_FOR(i, N, MAX) NEON_UNROLL for (int i = 0; i < (MAX); i++) if (i < (N))
 
 /* ---- scores ---- */
 
@@ -56,25 +61,14 @@ ARM_INLINE float32x4_t reduce16x4(const float32x4_t *a0, const float32x4_t *a1,
 ARM_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
                              float scale, float *s, int64_t lds, const int R, const int K) {
     float32x4_t acc[6][4];
-    NEON_UNROLL
-    for (int i = 0; i < R * K; i++)
-        NEON_UNROLL
-    for (int t = 0; t < 4; t++)
-        acc[i][t] = vdupq_n_f32(0.0f);
+    NEON_FOR(i, R * K, 6) NEON_UNROLL for (int t = 0; t < 4; t++) acc[i][t] = vdupq_n_f32(0.0f);
     for (int64_t c = 0; c < d; c += 16) {
         NEON_UNROLL
         for (int t = 0; t < 4; t++) {
             float32x4_t qv[2], kv[4];
-            NEON_UNROLL
-            for (int r = 0; r < R; r++)
-                qv[r] = vld1q_f32(q + r * ldq + c + 4 * t);
-            NEON_UNROLL
-            for (int j = 0; j < K; j++)
-                kv[j] = vld1q_f32(k + j * ldk + c + 4 * t);
-            NEON_UNROLL
-            for (int r = 0; r < R; r++)
-                NEON_UNROLL
-            for (int j = 0; j < K; j++)
+            NEON_FOR(r, R, 2) qv[r] = vld1q_f32(q + r * ldq + c + 4 * t);
+            NEON_FOR(j, K, 4) kv[j] = vld1q_f32(k + j * ldk + c + 4 * t);
+            NEON_FOR(r, R, 2) NEON_FOR(j, K, 4)
                 acc[r * K + j][t] = vfmaq_f32(acc[r * K + j][t], qv[r], kv[j]);
         }
     }
@@ -192,14 +186,21 @@ float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) 
 
 /* ---- P.V ---- */
 
+/* The key loop's body is already 4 keys x R x V FMLAs: clang would unroll it once more
+ * (twice the code for no gain, and differently with the arm-perf markers in it). */
+#if defined(__clang__)
+#define PV_KEEP_LOOP _Pragma("clang loop unroll(disable)")
+#else
+#define PV_KEEP_LOOP
+#endif
+
 /* Key L of a step of 4: every row's fma by lane L of its 4 weights (FMLA by element). */
 #define PV_KEY(L)                                                                       \
     do {                                                                                \
         const float *vj = v + (int64_t)(j + (L)) * ldv;                                 \
         float32x4_t vv[4];                                                              \
-        NEON_UNROLL for (int c = 0; c < V; c++) vv[c] = vld1q_f32(vj + 4 * c);          \
-        NEON_UNROLL for (int r = 0; r < R; r++) NEON_UNROLL for (int c = 0; c < V; c++) \
-            acc[r][c] = vfmaq_laneq_f32(acc[r][c], vv[c], pw[r], L);                    \
+        NEON_FOR(c, V, 4) vv[c] = vld1q_f32(vj + 4 * c);                                      \
+        NEON_FOR(r, R, 4) NEON_FOR(c, V, 4) acc[r][c] = vfmaq_laneq_f32(acc[r][c], vv[c], pw[r], L); \
     } while (0)
 
 /* R rows x V vectors of 4 dims (at most 4 x 4: 16 accumulators, 4 weight and 4 value
@@ -207,18 +208,14 @@ float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) 
 ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int64_t ldv,
                          const float *a, float *o, int64_t ldo, const int R, const int V) {
     float32x4_t acc[4][4];
-    NEON_UNROLL
-    for (int r = 0; r < R; r++)
-        NEON_UNROLL
-    for (int c = 0; c < V; c++)
+    NEON_FOR(r, R, 4) NEON_FOR(c, V, 4)
         acc[r][c] = vmulq_n_f32(vld1q_f32(o + r * ldo + 4 * c), a[r]);
     int j = 0;
-    for (; j + 4 <= n; j += 4) {
+    PV_KEEP_LOOP
+    for (; j < (n & ~3); j += 4) {
         if (R == 4 && V == 4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_pv");
         float32x4_t pw[4];
-        NEON_UNROLL
-        for (int r = 0; r < R; r++)
-            pw[r] = vld1q_f32(p + r * ldp + j);
+        NEON_FOR(r, R, 4) pw[r] = vld1q_f32(p + r * ldp + j);
         PV_KEY(0);
         PV_KEY(1);
         PV_KEY(2);
@@ -227,19 +224,14 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
     }
     for (; j < n; j++) {
         const float *vj = v + (int64_t)j * ldv;
-        NEON_UNROLL
-        for (int r = 0; r < R; r++)
-            NEON_UNROLL
-        for (int c = 0; c < V; c++)
+        NEON_FOR(r, R, 4) NEON_FOR(c, V, 4)
             acc[r][c] = vfmaq_n_f32(acc[r][c], vld1q_f32(vj + 4 * c), p[r * ldp + j]);
     }
-    NEON_UNROLL
-    for (int r = 0; r < R; r++)
-        NEON_UNROLL
-    for (int c = 0; c < V; c++)
+    NEON_FOR(r, R, 4) NEON_FOR(c, V, 4)
         vst1q_f32(o + r * ldo + 4 * c, acc[r][c]);
 }
 #undef PV_KEY
+#undef PV_KEEP_LOOP
 
 #define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
 static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,

@@ -20,11 +20,12 @@
  * vectors. The float accumulators do not fit as well, so the tile accumulates in its
  * output (zeroed first): one load and one store per token and super-block, in the same
  * order of fmas as generic.
- * Q4_K / Q5_K min term: summ = sum_j m_j b32_j (b32: pairwise sums of the Q8_K bsums),
- * int16 widening multiplies against the mins per row. Q6_K: the quants are made signed
- * (q - 32) in the unpack, shared by the tile, so there is no bias term.
- * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 59% of the SDOT peak on
- * V1/V2 and 53% on N1, Q5_K 51% / 45%, Q6_K 51% / 44% (vector-bound; where the other
+ * Q4_K / Q5_K min term: summ = sum_j m_j b32_j (b32: pairwise sums of the Q8_K bsums) by
+ * SDOT on b32 split into two int8 halves (ks_split, ks_summ), the mins in their repacked
+ * lanes. Q6_K: the quants are made signed (q - 32) in the unpack, shared by the tile, so
+ * there is no bias term.
+ * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 61.3% of the SDOT peak
+ * on V1/V2 and 56.1% on N1, Q5_K 52% / 47%, Q6_K 51% / 44% (vector-bound; where the other
  * micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
  */
 #ifndef CPULM_KERNELS_ARM_X16_KSDOT_H
@@ -102,28 +103,24 @@ ARM_INLINE void ks_float_step(float *o, float32x4_t d, const float32x4_t *dmin, 
     vst1q_f32(o, acc);
 }
 
-/* The quad's mins as int16, mj[k] = {m_k of rows 0..3, m_{k+4} of rows 0..3}, from the
- * 6-bit mins' bytes mlo = {m0..m3}, mhi = {m4..m7} per 32-bit lane (a 4x4 byte transpose). */
-ARM_INLINE void ks_mins(uint8x16_t mlo, uint8x16_t mhi, int16x8_t mj[4]) {
-    const uint8x16_t e = vuzp1q_u8(mlo, mhi), o = vuzp2q_u8(mlo, mhi); /* bytes 0, 2 | 1, 3 */
-    mj[0] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp1q_u8(e, e))));
-    mj[1] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp1q_u8(o, o))));
-    mj[2] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp2q_u8(e, e))));
-    mj[3] = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vuzp2q_u8(o, o))));
+/* The min term's activations of one Q8_K block, staged once per tile and super-block (the 4
+ * quad passes share them): b32 (pairwise sums of the bsums, |b32| <= 32 * 128) split as
+ * 256 a + c with c its low byte (signed) and a = (b32 + 128) >> 8 (|a| <= 16), both int8:
+ * {a0..a7, c0..c7}. */
+ARM_INLINE int8x16_t ks_split(const int16_t *bsums) {
+    const int16x8_t b32 = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+    return vmovn_high_s16(vrshrn_n_s16(b32, 8), b32);
 }
 
-/* summ = sum_j m_j b32_j for the 4 rows, b32 from the Q8_K block's bsums (exact in int16:
- * |b32| <= 32 * 128; products and sums exact in int32). */
-ARM_INLINE int32x4_t ks_summ(const int16x8_t mj[4], const int16_t *bsums) {
-    const int16x8_t b32 = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
-    int32x4_t acc = vmull_laneq_s16(vget_low_s16(mj[0]), b32, 0);
-    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[1]), b32, 1);
-    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[2]), b32, 2);
-    acc = vmlal_laneq_s16(acc, vget_low_s16(mj[3]), b32, 3);
-    acc = vmlal_high_laneq_s16(acc, mj[0], b32, 4);
-    acc = vmlal_high_laneq_s16(acc, mj[1], b32, 5);
-    acc = vmlal_high_laneq_s16(acc, mj[2], b32, 6);
-    return vmlal_high_laneq_s16(acc, mj[3], b32, 7);
+/* summ = sum_j m_j b32_j for the 4 rows by SDOT: mlo / mhi hold the 6-bit mins m0..m3 /
+ * m4..m7 of each row in its 32-bit lane (the SDOT layout), ac = ks_split(bsums), so summ =
+ * 256 (m . a) + m . c: the same integer (exact in int32), 4 SDOTs and a shift instead of
+ * 8 widening multiplies and a transpose of the mins. */
+ARM_INLINE int32x4_t ks_summ(int8x16_t mlo, int8x16_t mhi, int8x16_t ac) {
+    int32x4_t acc = vdotq_laneq_s32(vdupq_n_s32(0), mlo, ac, 0);
+    acc = vshlq_n_s32(vdotq_laneq_s32(acc, mhi, ac, 1), 8);
+    acc = vdotq_laneq_s32(acc, mlo, ac, 2);
+    return vdotq_laneq_s32(acc, mhi, ac, 3);
 }
 
 /* Q4_K / Q5_K scale differences sc_j - sc_{j+1} (sc_8 = 0) of the quad at gq, as signed
@@ -142,14 +139,16 @@ ARM_INLINE int8x16_t ks_k4_dscale(const uint8_t *gq, int half) {
     return vreinterpretq_s8_u8(vsubq_u8(sclo, vreinterpretq_u8_u32(nxt)));
 }
 
-/* Q4_K (q5 = 0) / Q5_K: quad `quad` x NT tokens over all super-blocks, into o (zeroed).
- * Unsigned lanes for sumi, whose partial sums may wrap (mod 2^32; the final value is
- * exact). */
-ARM_INLINE void ks_quad_k4(int64_t n, const uint8_t *w, int q5, int quad, const uint8_t *act,
-                           uint64_t stride, float *o, int64_t ld, const int NT) {
+/* Q4_K (q5 = 0) / Q5_K: quad `quad` x NT tokens over super-blocks b0..b1-1, into o (zeroed
+ * before the first). split: the staged ks_split of those blocks ([b - b0][KS_TILE]), or NULL
+ * to split here. Unsigned lanes for sumi, whose partial sums may wrap (mod 2^32; the final
+ * value is exact). */
+ARM_INLINE void ks_quad_k4(int64_t b0, int64_t b1, const uint8_t *w, int q5, int quad,
+                           const uint8_t *act, uint64_t stride, const int8_t *split, float *o,
+                           int64_t ld, const int NT) {
     const size_t sb = q5 ? 16 * 176 : 16 * 144, qs_off = q5 ? 48 * 16 : 16 * 16;
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m6 = vdupq_n_u8(0x3F), b4 = vdupq_n_u8(0x10);
-    for (int64_t b = 0; b < n / CPULM_QK_K; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         KS_MCA(BEGIN, q5 ? 5 : 4);
         const uint8_t *g = w + (size_t)b * sb, *gq = g + 16 * quad;
         int32x4_t p[KS_TILE];
@@ -188,14 +187,16 @@ ARM_INLINE void ks_quad_k4(int64_t n, const uint8_t *w, int q5, int quad, const 
         const uint8x16_t mlo = vandq_u8(s1, m6);
         const uint8x16_t mhi =
             vorrq_u8(vshrq_n_u8(s2m, 4), vandq_u8(vshrq_n_u8(s1, 2), vdupq_n_u8(0x30)));
-        int16x8_t mj[4];
-        ks_mins(mlo, mhi, mj);
         const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 8 * quad)));
         const float32x4_t dmin = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 32 + 8 * quad)));
         _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
             const cpulm_block_q8_K *y = (const cpulm_block_q8_K *)(act + (size_t)t * stride) + b;
+            const int8x16_t ac =
+                split ? vld1q_s8(split + 16 * ((size_t)(b - b0) * KS_TILE + (size_t)t))
+                      : ks_split(y->bsums);
             ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, &dmin, y->d,
-                          vreinterpretq_s32_u32(sumi[t]), ks_summ(mj, y->bsums));
+                          vreinterpretq_s32_u32(sumi[t]),
+                          ks_summ(vreinterpretq_s8_u8(mlo), vreinterpretq_s8_u8(mhi), ac));
         }
         KS_MCA(END, q5 ? 5 : 4);
     }
@@ -256,16 +257,37 @@ ARM_INLINE void ks_quad_k6(int64_t n, const uint8_t *w, int quad, const uint8_t 
 }
 
 /* NT tokens against the whole group, a quad at a time (the tile's activations stay in L1
- * while the group is read 4 times, 16 of every 64 bytes per pass). kind: 4, 5 or 6. */
+ * while the group is read 4 times, 16 of every 64 bytes per pass). kind: 4, 5 or 6.
+ * Q4_K goes by chunks of KS_CHUNK super-blocks, whose min-term splits are staged first
+ * (2 KB); each output still adds its super-blocks in order. Q5_K splits in its quad loop:
+ * the staged splits' pointer made gcc spill a general register there. */
+#define KS_CHUNK 16
 ARM_INLINE void ks_tile(int kind, int64_t n, const uint8_t *w, const uint8_t *act, uint64_t stride,
                         float *s, int64_t ld, const int NT) {
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++)
         memset(s + (size_t)t * (size_t)ld, 0, 16 * sizeof(float));
-    for (int quad = 0; quad < 4; quad++) {
-        if (kind == 6)
-            ks_quad_k6(n, w, quad, act, stride, s, ld, NT);
-        else
-            ks_quad_k4(n, w, kind == 5, quad, act, stride, s, ld, NT);
+    if (kind != 4) {
+        for (int quad = 0; quad < 4; quad++)
+            if (kind == 6)
+                ks_quad_k6(n, w, quad, act, stride, s, ld, NT);
+            else
+                ks_quad_k4(0, n / CPULM_QK_K, w, 1, quad, act, stride, NULL, s, ld, NT);
+        return;
+    }
+    int8_t split[KS_CHUNK * KS_TILE * 16];
+    const int64_t nsb = n / CPULM_QK_K;
+    for (int64_t b0 = 0; b0 < nsb; b0 += KS_CHUNK) {
+        const int64_t b1 = b0 + KS_CHUNK < nsb ? b0 + KS_CHUNK : nsb;
+        for (int64_t b = b0; b < b1; b++) {
+            if (NT == KS_TILE) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_stage_k4");
+            _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+                const cpulm_block_q8_K *y = (const cpulm_block_q8_K *)(act + (size_t)t * stride) + b;
+                vst1q_s8(split + 16 * ((size_t)(b - b0) * KS_TILE + (size_t)t), ks_split(y->bsums));
+            }
+            if (NT == KS_TILE) ARM_MCA_END(ARM_MCA_LEVEL "_stage_k4");
+        }
+        for (int quad = 0; quad < 4; quad++)
+            ks_quad_k4(b0, b1, w, 0, quad, act, stride, split, s, ld, NT);
     }
 }
 
