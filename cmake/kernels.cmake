@@ -7,11 +7,13 @@
 set(CPULM_X86_KERNELS
   "src/kernels/x86/avx2.c|-mavx2 -mfma -mf16c"
   "src/kernels/x86/avx2_attn.c|-mavx2 -mfma -mf16c"
+  "src/kernels/x86/avx2_attnx.c|-mavx2 -mfma -mf16c"
   "src/kernels/x86/avx512.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq"
   "src/kernels/x86/avx512vnni.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni")
 set(CPULM_ARM_KERNELS
   "src/kernels/arm/neon.c|-march=armv8-a"
   "src/kernels/arm/neon_attn.c|-march=armv8-a"
+  "src/kernels/arm/neon_attnx.c|-march=armv8-a"
   "src/kernels/arm/dotprod.c|-march=armv8.2-a+dotprod"
   "src/kernels/arm/i8mm.c|-march=armv8.2-a+dotprod+i8mm"
   "src/kernels/arm/sve.c|-march=armv8.2-a+dotprod+i8mm+sve")

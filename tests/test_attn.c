@@ -281,65 +281,98 @@ static float h16(float x) {
     return cpulm_fp16_to_f32(cpulm_f32_to_fp16(x));
 }
 
-/* Every attn_x* entry at every level against the generic one, bit for bit, on odd shapes;
- * xpv's scale factors mix 1 (the max did not move) with moves. */
+/* One attn_x* case at level lv: d x m rows x n keys, every stride padded by pad elements
+ * whose contents (NaN) must neither reach a result nor be overwritten. */
+typedef struct xcase {
+    float *q, *k, *v, *s0, *s1, *w0, *w1, *o0, *o1;
+    double *qt;
+} xcase;
+
+static void xcase_check(test_ctx *t, const cpulm_kernels *lv, const xcase *x, int d, int m,
+                        int n, int pad) {
+    const int64_t ldq = m + pad, ldk = d + pad, lda = d + pad, ldw = 64;
+    const uint64_t seed = (uint64_t)(d * 1000 + m * 100 + n + pad);
+    fill(x->q, (int64_t)m * d, seed, 2.0f);
+    fill(x->k, (int64_t)n * ldk, seed + 1, 2.0f);
+    fill(x->v, (int64_t)n * ldk, seed + 2, 1.0f);
+    for (int64_t i = 0; i < (int64_t)n * ldk; i++)
+        x->k[i] = i % ldk < d ? h16(x->k[i]) : NAN, x->v[i] = i % ldk < d ? h16(x->v[i]) : NAN;
+    for (int64_t i = 0; i < (int64_t)d * ldq; i++)
+        x->qt[i] = i % ldq < m ? h16(x->q[(i % ldq) * d + i / ldq]) : NAN;
+    for (int64_t i = 0; i < (int64_t)m * ldw; i++)
+        x->s0[i] = x->s1[i] = -7.0f;
+    cpulm_kernels_generic.attn_xscores(d, m, n, x->qt, ldq, x->k, ldk, 0.125f, x->s0, ldw);
+    lv->attn_xscores(d, m, n, x->qt, ldq, x->k, ldk, 0.125f, x->s1, ldw);
+    CHECK(t, memcmp(x->s0, x->s1, sizeof(float) * (size_t)(m * ldw)) == 0);
+    for (int i = 0; i < m; i++) { /* from nothing seen, and from a running max */
+        float M0 = i % 2 ? -INFINITY : 0.5f * (float)i - 1.0f, M1 = M0;
+        memcpy(x->s1 + i * ldw, x->s0 + i * ldw, sizeof(float) * (size_t)n);
+        cpulm_kernels_generic.attn_xweights(n, x->s0 + i * ldw, x->w0 + i * ldw, &M0);
+        lv->attn_xweights(n, x->s1 + i * ldw, x->w1 + i * ldw, &M1);
+        CHECK(t, M0 == M1 && memcmp(x->s0 + i * ldw, x->s1 + i * ldw, 4 * (size_t)n) == 0 &&
+                     memcmp(x->w0 + i * ldw, x->w1 + i * ldw, 4 * (size_t)n) == 0);
+    }
+    float S0[33], S1[33];
+    for (int i = 0; i < m; i++)
+        S0[i] = S1[i] = 1.5f + (float)i;
+    fill(x->o0, (int64_t)m * lda, seed + 4, 3.0f);
+    for (int64_t i = 0; i < (int64_t)m * lda; i++)
+        x->o0[i] = i % lda < d ? h16(x->o0[i]) : NAN;
+    memcpy(x->o1, x->o0, sizeof(float) * (size_t)(m * lda));
+    cpulm_kernels_generic.attn_xpv(d, m, n, x->w0, x->s0, ldw, x->v, ldk, x->o0, lda, S0);
+    lv->attn_xpv(d, m, n, x->w0, x->s0, ldw, x->v, ldk, x->o1, lda, S1);
+    CHECK(t, memcmp(x->o0, x->o1, sizeof(float) * (size_t)(m * lda)) == 0 &&
+                 memcmp(S0, S1, sizeof(float) * (size_t)m) == 0);
+}
+
+/* Every attn_x* entry at every level against the generic one, bit for bit, on odd shapes
+ * (d: odd, % 8 == 4, % 16 == 8 and the usual sizes; m, n: every vector tail) and padded
+ * strides; xpv's scale factors mix 1 (the max did not move) with moves. */
 TEST(attn_xentries_bit_identical_at_every_level) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
-    const int ds[] = {8, 48, 64, 80, 128, 256}, ms[] = {1, 3, 4, 5, 9, 33},
+    const int ds[] = {7, 8, 12, 40, 48, 64, 80, 128, 256}, ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 33},
               ns[] = {1, 7, 16, 17, 33, 64};
-    float *q = malloc(sizeof(float) * 33 * 256), *k = malloc(sizeof(float) * 64 * 256);
-    float *v = malloc(sizeof(float) * 64 * 256), *s0 = malloc(sizeof(float) * 33 * 64);
-    float *s1 = malloc(sizeof(float) * 33 * 64), *w0 = malloc(sizeof(float) * 33 * 64);
-    float *w1 = malloc(sizeof(float) * 33 * 64), *o0 = malloc(sizeof(float) * 33 * 256);
-    float *o1 = malloc(sizeof(float) * 33 * 256);
-    double *qt = malloc(sizeof(double) * 33 * 256);
-    REQUIRE(t, q && k && v && s0 && s1 && w0 && w1 && o0 && o1 && qt);
+    const size_t big = 64 * (256 + 5);
+    xcase x = {malloc(sizeof(float) * big), malloc(sizeof(float) * big),
+               malloc(sizeof(float) * big), malloc(sizeof(float) * 33 * 64),
+               malloc(sizeof(float) * 33 * 64), malloc(sizeof(float) * 33 * 64),
+               malloc(sizeof(float) * 33 * 64), malloc(sizeof(float) * big),
+               malloc(sizeof(float) * big), malloc(sizeof(double) * 256 * (33 + 5))};
+    REQUIRE(t, x.q && x.k && x.v && x.s0 && x.s1 && x.w0 && x.w1 && x.o0 && x.o1 && x.qt);
     for (int li = 1; li < nl; li++)
         for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
-                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
-                    int d = ds[di], m = ms[mi], n = ns[ni];
-                    uint64_t seed = (uint64_t)(d * 1000 + m * 100 + n);
-                    fill(q, (int64_t)m * d, seed, 2.0f);
-                    fill(k, (int64_t)n * d, seed + 1, 2.0f);
-                    fill(v, (int64_t)n * d, seed + 2, 1.0f);
-                    for (int64_t i = 0; i < (int64_t)m * d; i++)
-                        q[i] = h16(q[i]);
-                    for (int64_t i = 0; i < (int64_t)n * d; i++)
-                        k[i] = h16(k[i]), v[i] = h16(v[i]);
-                    for (int i = 0; i < m; i++)
-                        for (int c = 0; c < d; c++)
-                            qt[c * m + i] = q[i * d + c];
-                    cpulm_kernels_generic.attn_xscores(d, m, n, qt, m, k, d, 0.125f, s0, 64);
-                    lv[li]->attn_xscores(d, m, n, qt, m, k, d, 0.125f, s1, 64);
-                    for (int i = 0; i < m; i++)
-                        CHECK(t, memcmp(s0 + i * 64, s1 + i * 64, sizeof(float) * (size_t)n) == 0);
-                    for (int i = 0; i < m; i++) { /* from nothing seen, and from a running max */
-                        float M0 = i % 2 ? -INFINITY : 0.5f * (float)i - 1.0f, M1 = M0;
-                        memcpy(s1 + i * 64, s0 + i * 64, sizeof(float) * (size_t)n);
-                        cpulm_kernels_generic.attn_xweights(n, s0 + i * 64, w0 + i * 64, &M0);
-                        lv[li]->attn_xweights(n, s1 + i * 64, w1 + i * 64, &M1);
-                        CHECK(t,
-                              M0 == M1 &&
-                                  memcmp(s0 + i * 64, s1 + i * 64, sizeof(float) * (size_t)n) ==
-                                      0 &&
-                                  memcmp(w0 + i * 64, w1 + i * 64, sizeof(float) * (size_t)n) == 0);
-                    }
-                    float S0[33], S1[33];
-                    for (int i = 0; i < m; i++)
-                        S0[i] = S1[i] = 1.5f + (float)i;
-                    fill(o0, (int64_t)m * d, seed + 4, 3.0f);
-                    for (int64_t i = 0; i < (int64_t)m * d; i++)
-                        o0[i] = h16(o0[i]);
-                    memcpy(o1, o0, sizeof(float) * (size_t)m * d);
-                    cpulm_kernels_generic.attn_xpv(d, m, n, w0, s0, 64, v, d, o0, d, S0);
-                    lv[li]->attn_xpv(d, m, n, w0, s0, 64, v, d, o1, d, S1);
-                    CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)m * d) == 0 &&
-                                 memcmp(S0, S1, sizeof(float) * (size_t)m) == 0);
-                }
-    free(q), free(k), free(v), free(s0), free(s1), free(w0), free(w1), free(o0), free(o1);
-    free(qt);
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                    xcase_check(t, lv[li], &x, ds[di], ms[mi], ns[ni],
+                                (int)((di + mi + ni) % 3) * 5 / 2); /* pad 0, 2 or 5 */
+    free(x.q), free(x.k), free(x.v), free(x.s0), free(x.s1), free(x.w0), free(x.w1);
+    free(x.o0), free(x.o1), free(x.qt);
+}
+
+/* attn_xweights' key order on ties and special scores: equal maxima (the earlier one stays,
+ * as "x > M" keeps it: +0 after -0 leaves M = -0), NaN (never the max), infinities and
+ * scores past expf's special ranges, from several running maxima, every lane tail. */
+TEST(attn_xweights_ties_and_specials_bit_identical) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const float pool[] = {0.0f, -0.0f, 1.0f, -1.0f, 1.0f, NAN, -INFINITY, INFINITY, 88.5f,
+                          -100.0f, 3.25f, -0.0f, 3.25f, -90.0f};
+    const float starts[] = {-INFINITY, 0.0f, -0.0f, 1.0f};
+    const int np = (int)(sizeof pool / sizeof pool[0]);
+    float s0[24], s1[24], w0[24], w1[24];
+    uint64_t r = 12345;
+    for (int l = 1; l < nl; l++)
+        for (int n = 1; n <= 19; n++)
+            for (int rep = 0; rep < 16; rep++) {
+                for (int j = 0; j < n; j++)
+                    s0[j] = s1[j] = pool[rng(&r) % (uint64_t)np];
+                float M0 = starts[rep % 4], M1 = M0;
+                cpulm_kernels_generic.attn_xweights(n, s0, w0, &M0);
+                lv[l]->attn_xweights(n, s1, w1, &M1);
+                CHECK(t, memcmp(&M0, &M1, 4) == 0 && memcmp(s0, s1, 4 * (size_t)n) == 0 &&
+                             memcmp(w0, w1, 4 * (size_t)n) == 0);
+            }
 }
 
 /* A level's attn_xweights may use its own expf only if it is libm's, bit for bit: with

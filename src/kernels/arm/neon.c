@@ -12,6 +12,7 @@
 #if defined(__aarch64__)
 #include "arm.h"
 #include "neon_attn.h"
+#include "neon_attnx.h"
 
 /* ---- quantized dots ---- */
 
@@ -485,6 +486,9 @@ const cpulm_kernels cpulm_kernels_neon = {
     .attn_softmax_row = cpulm_neon_attn_softmax_row,
     .attn_pv = cpulm_neon_attn_pv,
     .attn_merge = cpulm_neon_attn_merge,
+    .attn_xscores = cpulm_neon_attn_xscores,
+    .attn_xweights = cpulm_neon_attn_xweights,
+    .attn_xpv = cpulm_neon_attn_xpv,
     .gemm_x16 =
         {
             [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,

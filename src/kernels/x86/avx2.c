@@ -916,6 +916,8 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .attn_softmax_row = cpulm_avx2_attn_softmax_row,
     .attn_pv = cpulm_avx2_attn_pv,
     .attn_merge = cpulm_avx2_attn_merge,
+    .attn_xscores = cpulm_avx2_attn_xscores,
+    .attn_xpv = cpulm_avx2_attn_xpv,
     .gemm_x16 = {[CPULM_DTYPE_Q4_0] = gemm_q4_0_x16,
                  [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
                  [CPULM_DTYPE_Q4_K] = gemm_q4_K_x16,

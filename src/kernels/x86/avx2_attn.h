@@ -1,6 +1,6 @@
-/* avx2_attn.h: the avx2 level's tiled-attention steps (avx2_attn.c), for avx2.c's table.
- * Contracts are kernels.h's attn_* ops. AVX2 + FMA code: reached only through
- * cpulm_kernels_avx2, after dispatch.c verified the CPU. */
+/* avx2_attn.h: the avx2 level's tiled-attention steps (avx2_attn.c, avx2_attnx.c), for
+ * avx2.c's table. Contracts are kernels.h's attn_* ops. AVX2 + FMA code: reached only through
+ * cpulm_kernels_avx2 (or an avx512 table), after dispatch.c verified the CPU. */
 #ifndef CPULM_KERNELS_X86_AVX2_ATTN_H
 #define CPULM_KERNELS_X86_AVX2_ATTN_H
 
@@ -13,5 +13,11 @@ void cpulm_avx2_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, co
                         int64_t ldv, const float *a, float *o, int64_t ldo);
 void cpulm_avx2_attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
                            int64_t ldoc, float *M, float *L, float *o, int64_t ldo);
+/* the exact path's steps (avx2_attnx.c); the avx512 levels call them for the head sizes
+ * their own versions leave out */
+void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt,
+                             const float *k, int64_t ldk, float scale, float *s, int64_t lds);
+void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
+                         const float *v, int64_t ldv, float *acc, int64_t lda, float *S);
 
 #endif

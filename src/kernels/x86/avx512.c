@@ -8,6 +8,7 @@
  * use masked loads for tails, so there is no scalar remainder.
  */
 #if defined(__x86_64__)
+#include "avx2_attn.h"
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
 #include "x86.h"
@@ -583,8 +584,8 @@ xscores_pass(int64_t d, int rows, const double *qt, int64_t ldqt, int n, const f
 
 static void attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt, const float *k,
                          int64_t ldk, float scale, float *s, int64_t lds) {
-    if (d % 8 != 0 || d > 256) {
-        cpulm_generic_attn_xscores(d, m, n, qt, ldqt, k, ldk, scale, s, lds);
+    if (d % 8 != 0 || d > 256) { /* the 256-bit version takes any d up to 256 */
+        cpulm_avx2_attn_xscores(d, m, n, qt, ldqt, k, ldk, scale, s, lds);
         return;
     }
     for (int i0 = 0; i0 < m; i0 += 32) {
@@ -764,8 +765,8 @@ static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs
 
 static void attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
                      const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
-    if (d % 16 != 0) {
-        cpulm_generic_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
+    if (d % 16 != 0) { /* e.g. head_dim 8 or 40: the 256-bit version (generic if d % 8) */
+        cpulm_avx2_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
         return;
     }
     for (int i = 0; i < m; i += 4) {
