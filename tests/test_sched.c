@@ -830,11 +830,14 @@ static cpulm_sched *new_sched_kv(const cpulm_model *m, int64_t kv_idle, int64_t 
     return cpulm_sched_new(m, &p, NULL);
 }
 
-/* 8 slots of 4,096 tokens (a reservation of 32k tokens): a 3,000-token prompt and seven
+/* 8 slots of 4,096 tokens (a reservation of 32k tokens): a 1,500-token prompt and seven
  * short ones take the pages of their tokens, as the kernel counts them (mincore), not of
  * 8 x 4,096; then eight new short prompts land in every slot and the long one's pages go
  * back. With kv_idle 64, free slots keep at most 64 tokens once requests end. Each check
- * fails if the pages of dropped tokens are not returned. */
+ * fails if the pages of dropped tokens are not returned: the long prompt's KV (1,500 x 640 B
+ * for stories260K) is well above the slack of a page per run. The prompts are no longer than
+ * that because the prefill's attention grows with their square (qemu-aarch64 in CI). */
+#define KV_LONG 1500
 TEST(sched_kv_memory_follows_tokens) {
     cpulm_model *m = load_model();
     if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
@@ -851,7 +854,7 @@ TEST(sched_kv_memory_follows_tokens) {
     result res[8];
     for (int i = 0; i < 8; i++) {
         result_init(&res[i]);
-        cpulm_sched_submit(s, synth_req((uint64_t)i, i == 0 ? 3000 : 20, i == 0 ? 1 : 10 + i, 4));
+        cpulm_sched_submit(s, synth_req((uint64_t)i, i == 0 ? KV_LONG : 20, i == 0 ? 1 : 10 + i, 4));
     }
     CHECK(t, run_all(s, res, 8));
     settled_stats(s, &st);
@@ -859,7 +862,7 @@ TEST(sched_kv_memory_follows_tokens) {
     fprintf(stderr, "  long + 7 short: %lld tokens cached, %llu KiB resident of %llu KiB\n",
             (long long)st.kv_cached, (unsigned long long)res1 >> 10,
             (unsigned long long)st.kv_reserved_bytes >> 10);
-    CHECK(t, st.kv_cached >= 3000 + 7 * 20 && st.kv_cached <= 3004 + 7 * 24);
+    CHECK(t, st.kv_cached >= KV_LONG + 7 * 20 && st.kv_cached <= KV_LONG + 4 + 7 * 24);
     CHECK(t, res1 >= used1 && res1 <= used1 + slack);
     for (int i = 0; i < 8; i++) {
         result_release(&res[i]);
@@ -873,7 +876,7 @@ TEST(sched_kv_memory_follows_tokens) {
             (unsigned long long)res2 >> 10);
     CHECK(t, st.kv_cached <= 8 * 28);
     CHECK(t, res2 >= used2 && res2 <= used2 + slack);
-    CHECK(t, res2 < res1 / 4);
+    CHECK(t, res2 < res1 / 2);
     for (int i = 0; i < 8; i++)
         result_release(&res[i]);
     cpulm_sched_free(s);
@@ -882,19 +885,19 @@ TEST(sched_kv_memory_follows_tokens) {
     s = new_sched_kv(m, 64, CPULM_SCHED_CACHE_RAM_DEFAULT);
     REQUIRE(t, s);
     result_init(&res[0]);
-    cpulm_sched_submit(s, synth_req(0, 3000, 1, 4));
+    cpulm_sched_submit(s, synth_req(0, KV_LONG, 1, 4));
     CHECK(t, run_all(s, res, 1));
     settled_stats(s, &st);
     uint64_t res3 = cpulm_sched_kv_resident_bytes(s);
     CHECK_EQ_INT(t, st.kv_idle_max, 64);
     CHECK(t, st.kv_cached <= 64);
-    CHECK(t, res3 <= (uint64_t)st.kv_cached * bpt + slack && res3 < res1 / 4);
+    CHECK(t, res3 <= (uint64_t)st.kv_cached * bpt + slack && res3 < res1 / 2);
     result_release(&res[0]);
     /* the prompt cache holds its blocks: the repeat still skips the prefill */
     result_init(&res[0]);
-    cpulm_sched_submit(s, synth_req(0, 3000, 1, 4));
+    cpulm_sched_submit(s, synth_req(0, KV_LONG, 1, 4));
     CHECK(t, run_all(s, res, 1));
-    CHECK(t, res[0].n_cached >= 3000 - CPULM_SCHED_CACHE_BLOCK);
+    CHECK(t, res[0].n_cached >= KV_LONG - CPULM_SCHED_CACHE_BLOCK);
     result_release(&res[0]);
     cpulm_sched_free(s);
     cpulm_model_free(m);
