@@ -149,8 +149,8 @@ cpulm_sampler *cpulm_sampler_new(const cpulm_sampler_params *p, int32_t n_vocab)
     s->all_pre = malloc((n / ALL_BLOCK + 2) * sizeof *s->all_pre);
     s->all_p = malloc(n * sizeof *s->all_p);
     if (s->p.repeat_last_n > 0) s->ring = malloc((size_t)s->p.repeat_last_n * sizeof *s->ring);
-    if (!s->counts || !s->heap || !s->kept || !s->pen || !s->slot || !s->stamp || !s->all_pre || !s->all_p ||
-        (s->p.repeat_last_n > 0 && !s->ring))
+    if (!s->counts || !s->heap || !s->kept || !s->pen || !s->slot || !s->stamp || !s->all_pre ||
+        !s->all_p || (s->p.repeat_last_n > 0 && !s->ring))
         goto fail;
     s->seed = s->p.seed == SEED_FROM_CLOCK ? clock_seed(s) : s->p.seed;
     rng_seed(s->rng, s->seed);

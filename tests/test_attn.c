@@ -288,8 +288,8 @@ typedef struct xcase {
     double *qt;
 } xcase;
 
-static void xcase_check(test_ctx *t, const cpulm_kernels *lv, const xcase *x, int d, int m,
-                        int n, int pad) {
+static void xcase_check(test_ctx *t, const cpulm_kernels *lv, const xcase *x, int d, int m, int n,
+                        int pad) {
     const int64_t ldq = m + pad, ldk = d + pad, lda = d + pad, ldw = 64;
     const uint64_t seed = (uint64_t)(d * 1000 + m * 100 + n + pad);
     fill(x->q, (int64_t)m * d, seed, 2.0f);
@@ -334,11 +334,11 @@ TEST(attn_xentries_bit_identical_at_every_level) {
     const int ds[] = {7, 8, 12, 40, 48, 64, 80, 128, 256}, ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 33},
               ns[] = {1, 7, 16, 17, 33, 64};
     const size_t big = 64 * (256 + 5);
-    xcase x = {malloc(sizeof(float) * big), malloc(sizeof(float) * big),
-               malloc(sizeof(float) * big), malloc(sizeof(float) * 33 * 64),
+    xcase x = {malloc(sizeof(float) * big),     malloc(sizeof(float) * big),
+               malloc(sizeof(float) * big),     malloc(sizeof(float) * 33 * 64),
                malloc(sizeof(float) * 33 * 64), malloc(sizeof(float) * 33 * 64),
                malloc(sizeof(float) * 33 * 64), malloc(sizeof(float) * big),
-               malloc(sizeof(float) * big), malloc(sizeof(double) * 256 * (33 + 5))};
+               malloc(sizeof(float) * big),     malloc(sizeof(double) * 256 * (33 + 5))};
     REQUIRE(t, x.q && x.k && x.v && x.s0 && x.s1 && x.w0 && x.w1 && x.o0 && x.o1 && x.qt);
     for (int li = 1; li < nl; li++)
         for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
@@ -356,8 +356,8 @@ TEST(attn_xentries_bit_identical_at_every_level) {
 TEST(attn_xweights_ties_and_specials_bit_identical) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
-    const float pool[] = {0.0f, -0.0f, 1.0f, -1.0f, 1.0f, NAN, -INFINITY, INFINITY, 88.5f,
-                          -100.0f, 3.25f, -0.0f, 3.25f, -90.0f};
+    const float pool[] = {0.0f,     -0.0f, 1.0f,    -1.0f, 1.0f,  NAN,   -INFINITY,
+                          INFINITY, 88.5f, -100.0f, 3.25f, -0.0f, 3.25f, -90.0f};
     const float starts[] = {-INFINITY, 0.0f, -0.0f, 1.0f};
     const int np = (int)(sizeof pool / sizeof pool[0]);
     float s0[24], s1[24], w0[24], w1[24];

@@ -854,7 +854,8 @@ TEST(sched_kv_memory_follows_tokens) {
     result res[8];
     for (int i = 0; i < 8; i++) {
         result_init(&res[i]);
-        cpulm_sched_submit(s, synth_req((uint64_t)i, i == 0 ? KV_LONG : 20, i == 0 ? 1 : 10 + i, 4));
+        cpulm_sched_submit(s,
+                           synth_req((uint64_t)i, i == 0 ? KV_LONG : 20, i == 0 ? 1 : 10 + i, 4));
     }
     CHECK(t, run_all(s, res, 8));
     settled_stats(s, &st);
@@ -913,7 +914,7 @@ TEST(sched_budget_from_step_model) {
     CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 7, 512), 69);
     /* 12 streams: (0.34 - 0.05 - 0.09) / 0.0034 = 58.8 */
     CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 12, 512), 58);
-    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 0, 512), 512); /* nothing generates */
+    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 0, 512), 512);    /* nothing generates */
     CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, 0.18, 16, 512), 32); /* floor: 512 / 16 */
     CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, 0.16, 16, 8), 1); /* over the target already */
     CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, 10.0, 1, 512), 512); /* cap */

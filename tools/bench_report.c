@@ -380,8 +380,9 @@ static void depth_method(doc *d, const study *s, int n) {
              "what that context allocated: KV cache (%s) and scratch.",
              pp->t.n_prompt, tg->t.n_gen, list, bench_kv_name(pp->t.type_k));
     if (s->depths_given || s->quick)
-        doc_para(d, "%s: this run stopped at depth %s; the full study measures 0, 1k, 4k, 16k "
-                    "and 32k.",
+        doc_para(d,
+                 "%s: this run stopped at depth %s; the full study measures 0, 1k, 4k, 16k "
+                 "and 32k.",
                  s->depths_given ? "--depths" : "--quick", deepest);
 }
 
@@ -417,8 +418,13 @@ static void write_depth(doc *d, const study *s) {
     depth_label(first, sizeof first, sec(s, STUDY_DEPTH, 0)->t.n_depth);
     snprintf(hp, sizeof hp, "pp %% of depth %s", first);
     snprintf(ht, sizeof ht, "tg %% of depth %s", first);
-    const char *hdr[] = {"depth (tokens)", "context (tokens)", "context memory", "pp tokens/s",
-                         hp, "tg tokens/s", ht};
+    const char *hdr[] = {"depth (tokens)",
+                         "context (tokens)",
+                         "context memory",
+                         "pp tokens/s",
+                         hp,
+                         "tg tokens/s",
+                         ht};
     doc_row(d, 7, hdr, 1);
     for (int k = 0; k < 2; k++) { /* the % columns: relative to the shallowest depth */
         bench_summary sm;

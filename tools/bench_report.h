@@ -13,7 +13,7 @@ enum { STUDY_THREADS, STUDY_PP_LEN, STUDY_PARALLEL, STUDY_TTFT, STUDY_DEPTH, STU
 typedef struct study {
     int quick;
     int depths_given; /* the depth list came from --depths */
-    double seconds; /* wall time of the whole study */
+    double seconds;   /* wall time of the whole study */
     bench_env env;
     cpulm_model_info info;
     bench_result *res; /* owned; every bench result of every section, in order */

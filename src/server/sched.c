@@ -95,7 +95,7 @@ struct cpulm_sched {
     cpulm_pcache *pc;                         /* RAM prompt cache; NULL when off */
     const uint8_t **blobs;                    /* [n_ctx / block]: lookup results */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
-    cpulm_sched_model est; /* step time model (seconds), see cpulm_sched_model */
+    cpulm_sched_model est;                    /* step time model (seconds), see cpulm_sched_model */
     int32_t since_prefill; /* steps since the last one with prompt tokens (prefill_every) */
 
     /* ---- event queue, guarded by ev_mu ---- */
@@ -615,8 +615,7 @@ static int32_t add_tok(cpulm_sched *s, int32_t n, cpulm_token t, int32_t seq, in
 
 /* ---- latency-aware prefill budget ---- */
 
-double cpulm_sched_target_step(const cpulm_sched_model *m, double max_step_ms,
-                               int32_t n_parallel) {
+double cpulm_sched_target_step(const cpulm_sched_model *m, double max_step_ms, int32_t n_parallel) {
     if (max_step_ms > 0) return max_step_ms * 1e-3;
     if (max_step_ms < 0) return 0;
     return 2 * (m->fixed + m->gen * n_parallel); /* streams keep half decode speed */
@@ -977,9 +976,8 @@ cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, 
     cpulm_sched_params dp = cpulm_sched_default_params();
     if (!p) p = &dp;
     if (p->n_parallel < 1 || p->n_parallel > 256 || p->n_chunk < 1 || p->n_chunk > 65536 ||
-        p->prefill_every < 1 || p->prefill_every > 1000 ||
-        p->max_queue < 0 || p->n_ctx < 0 || p->cache_ram_mib < 0 ||
-        (p->kv_idle < -1 && p->kv_idle != CPULM_SCHED_KV_IDLE_AUTO)) {
+        p->prefill_every < 1 || p->prefill_every > 1000 || p->max_queue < 0 || p->n_ctx < 0 ||
+        p->cache_ram_mib < 0 || (p->kv_idle < -1 && p->kv_idle != CPULM_SCHED_KV_IDLE_AUTO)) {
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "scheduler: parameters out of range");
         return NULL;
     }

@@ -185,10 +185,10 @@ typedef struct cpulm_sched_stats {
     uint64_t kv_reserved_bytes; /* address space of the whole cache (kv_total tokens) */
     int64_t kv_idle_max;        /* tokens free slots may keep (resolved kv_idle; -1: all) */
     int32_t n_parallel, n_ctx;
-    uint64_t n_steps;                  /* decode calls so far */
-    uint64_t max_step_tokens;          /* largest batch so far */
-    uint64_t n_prefill_tokens;         /* prompt tokens evaluated so far (cached ones are not) */
-    double step_ms_target;             /* the current target step time (ms); 0 when off */
+    uint64_t n_steps;          /* decode calls so far */
+    uint64_t max_step_tokens;  /* largest batch so far */
+    uint64_t n_prefill_tokens; /* prompt tokens evaluated so far (cached ones are not) */
+    double step_ms_target;     /* the current target step time (ms); 0 when off */
     double est_fixed_ms, est_gen_ms, est_token_ms; /* step time model (cpulm_sched_model):
                                                     * fixed, per generating sequence, per
                                                     * prompt token */
@@ -213,8 +213,7 @@ typedef struct cpulm_sched_model {
 
 /* The step time the budget aims at (seconds): max_step_ms when > 0, 0 (off) when < 0,
  * else twice a decode step of all n_parallel slots. */
-double cpulm_sched_target_step(const cpulm_sched_model *m, double max_step_ms,
-                               int32_t n_parallel);
+double cpulm_sched_target_step(const cpulm_sched_model *m, double max_step_ms, int32_t n_parallel);
 /* The target of a prompt-carrying step with prefill_every > 1 and n_gen streams running:
  * max_step_ms when > 0, 0 (off) when < 0, else 3 decode steps of the n_gen streams. */
 double cpulm_sched_target_sparse(const cpulm_sched_model *m, double max_step_ms, int32_t n_gen);

@@ -68,8 +68,8 @@ ARM_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float
             float32x4_t qv[2], kv[4];
             NEON_FOR(r, R, 2) qv[r] = vld1q_f32(q + r * ldq + c + 4 * t);
             NEON_FOR(j, K, 4) kv[j] = vld1q_f32(k + j * ldk + c + 4 * t);
-            NEON_FOR(r, R, 2) NEON_FOR(j, K, 4)
-                acc[r * K + j][t] = vfmaq_f32(acc[r * K + j][t], qv[r], kv[j]);
+            NEON_FOR(r, R, 2)
+            NEON_FOR(j, K, 4) acc[r * K + j][t] = vfmaq_f32(acc[r * K + j][t], qv[r], kv[j]);
         }
     }
     const float32x4_t s0 = vmulq_n_f32(reduce16x4(acc[0], acc[1], acc[2], acc[3]), scale);
@@ -195,12 +195,13 @@ float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) 
 #endif
 
 /* Key L of a step of 4: every row's fma by lane L of its 4 weights (FMLA by element). */
-#define PV_KEY(L)                                                                       \
-    do {                                                                                \
-        const float *vj = v + (int64_t)(j + (L)) * ldv;                                 \
-        float32x4_t vv[4];                                                              \
-        NEON_FOR(c, V, 4) vv[c] = vld1q_f32(vj + 4 * c);                                      \
-        NEON_FOR(r, R, 4) NEON_FOR(c, V, 4) acc[r][c] = vfmaq_laneq_f32(acc[r][c], vv[c], pw[r], L); \
+#define PV_KEY(L)                                                                  \
+    do {                                                                           \
+        const float *vj = v + (int64_t)(j + (L)) * ldv;                            \
+        float32x4_t vv[4];                                                         \
+        NEON_FOR(c, V, 4) vv[c] = vld1q_f32(vj + 4 * c);                           \
+        NEON_FOR(r, R, 4)                                                          \
+        NEON_FOR(c, V, 4) acc[r][c] = vfmaq_laneq_f32(acc[r][c], vv[c], pw[r], L); \
     } while (0)
 
 /* R rows x V vectors of 4 dims (at most 4 x 4: 16 accumulators, 4 weight and 4 value
@@ -208,8 +209,8 @@ float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) 
 ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int64_t ldv,
                          const float *a, float *o, int64_t ldo, const int R, const int V) {
     float32x4_t acc[4][4];
-    NEON_FOR(r, R, 4) NEON_FOR(c, V, 4)
-        acc[r][c] = vmulq_n_f32(vld1q_f32(o + r * ldo + 4 * c), a[r]);
+    NEON_FOR(r, R, 4)
+    NEON_FOR(c, V, 4) acc[r][c] = vmulq_n_f32(vld1q_f32(o + r * ldo + 4 * c), a[r]);
     int j = 0;
     PV_KEEP_LOOP
     for (; j < (n & ~3); j += 4) {
@@ -224,11 +225,10 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
     }
     for (; j < n; j++) {
         const float *vj = v + (int64_t)j * ldv;
-        NEON_FOR(r, R, 4) NEON_FOR(c, V, 4)
-            acc[r][c] = vfmaq_n_f32(acc[r][c], vld1q_f32(vj + 4 * c), p[r * ldp + j]);
+        NEON_FOR(r, R, 4)
+        NEON_FOR(c, V, 4) acc[r][c] = vfmaq_n_f32(acc[r][c], vld1q_f32(vj + 4 * c), p[r * ldp + j]);
     }
-    NEON_FOR(r, R, 4) NEON_FOR(c, V, 4)
-        vst1q_f32(o + r * ldo + 4 * c, acc[r][c]);
+    NEON_FOR(r, R, 4) NEON_FOR(c, V, 4) vst1q_f32(o + r * ldo + 4 * c, acc[r][c]);
 }
 #undef PV_KEY
 #undef PV_KEEP_LOOP

@@ -281,7 +281,8 @@ ARM_INLINE void ks_tile(int kind, int64_t n, const uint8_t *w, const uint8_t *ac
         for (int64_t b = b0; b < b1; b++) {
             if (NT == KS_TILE) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_stage_k4");
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
-                const cpulm_block_q8_K *y = (const cpulm_block_q8_K *)(act + (size_t)t * stride) + b;
+                const cpulm_block_q8_K *y =
+                    (const cpulm_block_q8_K *)(act + (size_t)t * stride) + b;
                 vst1q_s8(split + 16 * ((size_t)(b - b0) * KS_TILE + (size_t)t), ks_split(y->bsums));
             }
             if (NT == KS_TILE) ARM_MCA_END(ARM_MCA_LEVEL "_stage_k4");
