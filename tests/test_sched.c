@@ -200,6 +200,22 @@ static const char *prompts[8] = {
 
 /* ---- batching never changes results ---- */
 
+/* Four streams of max_tokens (prompts[0..4), ignoring EOS) into res[0..4), waited for until
+ * the fourth has sent 3 tokens; their events so far are absorbed (res has 5 entries). */
+static void start_streams(const cpulm_model *m, cpulm_sched *s, result *res, int64_t *seq,
+                          int32_t max_tokens) {
+    for (int i = 0; i < 4; i++) {
+        cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], max_tokens);
+        r->ignore_eos = 1;
+        cpulm_sched_submit(s, r);
+    }
+    for (int i = 0; i < 500 && res[3].n_events < 3; i++) {
+        absorb(cpulm_sched_drain(s), res, 5, seq, 0);
+        cpulm_sched_wait(s, 5);
+    }
+    absorb(cpulm_sched_drain(s), res, 5, seq, 0);
+}
+
 TEST(sched_batched_equals_alone) {
     cpulm_model *m = load_model();
     if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
@@ -443,15 +459,7 @@ TEST(sched_long_prompt_does_not_stall_streams) {
     int64_t seq = 0;
     for (int i = 0; i < 5; i++)
         result_init(&res[i]);
-    for (int i = 0; i < 4; i++) {
-        cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], 150);
-        r->ignore_eos = 1;
-        cpulm_sched_submit(s, r);
-    }
-    for (int i = 0; i < 500 && res[3].n_events < 3; i++) {
-        absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
-        cpulm_sched_wait(s, 5);
-    }
+    start_streams(m, s, res, &seq, 150);
     cpulm_sched_req *big = cpulm_sched_req_new();
     big->id = 4;
     big->max_tokens = 4;
@@ -460,7 +468,6 @@ TEST(sched_long_prompt_does_not_stall_streams) {
     big->prompt = malloc(sizeof(cpulm_token) * 1000);
     for (int i = 0; i < 1000; i++)
         big->prompt[i] = 3 + (i * 7) % 500;
-    absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
     int64_t seq_submit = seq;
     CHECK_EQ_INT(t, cpulm_sched_submit(s, big), CPULM_SCHED_ACCEPTED);
     CHECK(t, wait_all(s, res, 5, &seq, 0));
@@ -711,16 +718,7 @@ TEST(sched_step_budget_follows_target) {
     int64_t seq = 0;
     for (int i = 0; i < 5; i++)
         result_init(&res[i]);
-    for (int i = 0; i < 4; i++) {
-        cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], 150);
-        r->ignore_eos = 1;
-        cpulm_sched_submit(s, r);
-    }
-    for (int i = 0; i < 500 && res[3].n_events < 3; i++) {
-        absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
-        cpulm_sched_wait(s, 5);
-    }
-    absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
+    start_streams(m, s, res, &seq, 150);
     int64_t seq_submit = seq;
     cpulm_sched_req *big = synth_req(4, 1000, 3, 2);
     big->id = 4;
@@ -976,16 +974,7 @@ TEST(sched_prefill_every_other_step) {
     int64_t seq = 0;
     for (int i = 0; i < 5; i++)
         result_init(&res[i]);
-    for (int i = 0; i < 4; i++) {
-        cpulm_sched_req *r = make_req(m, (uint64_t)i, prompts[i], 300);
-        r->ignore_eos = 1;
-        cpulm_sched_submit(s, r);
-    }
-    for (int i = 0; i < 500 && res[3].n_events < 3; i++) {
-        absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
-        cpulm_sched_wait(s, 5);
-    }
-    absorb(cpulm_sched_drain(s), res, 5, &seq, 0);
+    start_streams(m, s, res, &seq, 300);
     int64_t seq_submit = seq;
     CHECK_EQ_INT(t, cpulm_sched_submit(s, synth_req(4, 600, 3, 2)), CPULM_SCHED_ACCEPTED);
     CHECK(t, wait_all(s, res, 5, &seq, 0));

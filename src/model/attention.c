@@ -196,6 +196,20 @@ static const float *load_tile(const cpulm_ctx *c, const uint8_t *row0, int g, in
     return buf;
 }
 
+/* Head g's K and V tiles (rows j.. of seq in layer il) through load_tile, into w's buffers. */
+typedef struct kv_tile {
+    const float *k, *v;
+    int64_t ldk, ldv;
+} kv_tile;
+
+static kv_tile load_kv_tile(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int32_t j, int g,
+                            int n, int n_next) {
+    kv_tile t;
+    t.k = load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g, n, n_next, w->kf, &t.ldk);
+    t.v = load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g, n, n_next, w->vf, &t.ldv);
+    return t;
+}
+
 /* Rows the walk up to jend reads after a tile of n keys at j (the next tile's). */
 static int next_rows(int32_t j, int n, int32_t jend) {
     int32_t left = jend - (j + n);
@@ -243,12 +257,9 @@ static void chunk_partial(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, in
     for (int32_t j = j0; j < jend; j += TILE) {
         const int n = jend - j < TILE ? jend - j : TILE, nn = next_rows(j, n, jend);
         for (int h = 0; h < ng; h++) {
-            int64_t ldk, ldv;
-            const float *kt =
-                load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g0 + h, n, nn, w->kf, &ldk);
-            const float *vt =
-                load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g0 + h, n, nn, w->vf, &ldv);
-            tile_step(c, w, h * mh, (h + 1) * mh, j, n, kt, ldk, vt, ldv, mc[h], lc[h], oc[h]);
+            const kv_tile kv = load_kv_tile(c, w, il, seq, j, g0 + h, n, nn);
+            tile_step(c, w, h * mh, (h + 1) * mh, j, n, kv.k, kv.ldk, kv.v, kv.ldv, mc[h], lc[h],
+                      oc[h]);
         }
     }
 }
@@ -396,13 +407,9 @@ static void exact_item(cpulm_ctx *c, att_ws *w, int il, int32_t b, int g0, int n
     for (int32_t j = 0; j < jend; j += TILE) {
         const int n = jend - j < TILE ? jend - j : TILE, nn = next_rows(j, n, jend);
         for (int h = 0; h < ng; h++) {
-            int64_t ldk, ldv;
-            const float *kt =
-                load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g0 + h, n, nn, w->kf, &ldk);
-            const float *vt =
-                load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g0 + h, n, nn, w->vf, &ldv);
-            exact_tile(c, w, m, ng == 1 ? 0 : h * gq, ng == 1 ? m : (h + 1) * gq, j, n, kt, ldk, vt,
-                       ldv);
+            const kv_tile kv = load_kv_tile(c, w, il, seq, j, g0 + h, n, nn);
+            exact_tile(c, w, m, ng == 1 ? 0 : h * gq, ng == 1 ? m : (h + 1) * gq, j, n, kv.k,
+                       kv.ldk, kv.v, kv.ldv);
         }
     }
     const int64_t qd = (int64_t)c->m->hp.n_head * d;
