@@ -503,11 +503,21 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
  * Each 64-byte chunk of a group holds 4 quant bytes of each of 16 rows; a ymm takes the
  * rows of one half (0..7 or 8..15), so a tile is 8 rows x up to 4 tokens. Without VNNI the
  * 4-byte dots are maddubs (u8 x s8 -> pairs in int16) then madd with ones (-> int32):
- * Q4_0 nibbles (0..15) go in unsigned, two k-steps summed in int16 before the madd (pairs
- * stay <= 2 * 2 * 15 * 127 < 32768), the -8 bias comes off through the chain's start
- * (-8 * sum(x) from the activation extras). Q8_0 uses the sign trick of x86_dot_i8_pairs
+ * Q4_0 nibbles (0..15) go in unsigned and a whole block is summed in int16 before one madd
+ * (8 maddubs per lane, pairs <= 2 * 15 * 127: 8 * 3810 = 30480 < 32768), so the int16 ->
+ * int32 step costs one madd per block and token, not four; the -8 bias comes off through
+ * the chain's start (-8 * sum(x) from the activation extras). Q8_0 uses the sign trick of
+ * x86_dot_i8_pairs
  * (|w| x sign-moved x; activations never hold -128). Per block and token the float steps
  * are those of every other level: acc = fma(dw, dx * float(isum), acc). */
+
+/* v, unchanged, as a value the compiler cannot see through: GCC's reassociation otherwise
+ * flattens an int16 accumulation chain into a tree, hoists every maddubs of the block ahead
+ * of the adds and spills them to the stack. */
+static inline __m256i chain_256(__m256i v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
 
 static inline __m256i bcast4_256(const int8_t *p) {
     int32_t v;
@@ -550,17 +560,20 @@ gemm_half_tile(int64_t n, const uint8_t *w, int q8, int half, const uint8_t *act
                 }
             }
         } else {
+            __m256i p[4];
             _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * t));
                 const __m256i lo = _mm256_and_si256(v, m4),
                               hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                 _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
-                    const __m256i p =
+                    const __m256i d =
                         _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4_256(xq[j] + 4 * t)),
                                          _mm256_maddubs_epi16(hi, bcast4_256(xq[j] + 16 + 4 * t)));
-                    is[j] = _mm256_add_epi32(is[j], _mm256_madd_epi16(p, ones));
+                    p[j] = chain_256(t == 0 ? d : _mm256_add_epi16(p[j], d));
                 }
             }
+            _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) is[j] =
+                _mm256_add_epi32(is[j], _mm256_madd_epi16(p[j], ones));
         }
         _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
             const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(is[j]), _mm256_set1_ps(ex[j][b]));
@@ -571,6 +584,53 @@ gemm_half_tile(int64_t n, const uint8_t *w, int q8, int half, const uint8_t *act
         _mm256_storeu_ps(s + (size_t)j * (size_t)ld + 8 * half, acc[j]);
 }
 
+/* Q4_0 with one token (decode's GEMV and the MoE per-expert matvec): all 16 rows of the group
+ * in one pass, so every 64-byte chunk is read once and whole, each activation broadcast
+ * serves both halves, and the weights stream with a software prefetch ahead of the
+ * hardware's. Integer and float steps are those of gemm_half_tile. */
+#ifndef AVX2_Q4_PREFETCH
+#define AVX2_Q4_PREFETCH 1152 /* bytes ahead: 4 blocks of 288 */
+#endif
+static void gemv_q4_0_16(int64_t n, float *s, const uint8_t *w, const uint8_t *act) {
+    const int64_t nb = n / 32;
+    const cpulm_block_q8_0 *x = (const cpulm_block_q8_0 *)act;
+    const float *ex = (const float *)(act + cpulm_pack_act_extras_offset(n));
+    const int32_t *c4 = (const int32_t *)(ex + nb);
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = w + (size_t)b * 288;
+        const uintptr_t pf = (uintptr_t)g + AVX2_Q4_PREFETCH; /* an integer: may pass the end */
+        for (int o = 0; o < 288; o += 64)
+            __builtin_prefetch((const void *)(pf + (uintptr_t)o), 0, 0);
+        __m256i p0 = _mm256_setzero_si256(), p1 = p0;
+        _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(g + 32 + 64 * t));
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(g + 64 + 64 * t));
+            const __m256i ylo = bcast4_256(x[b].qs + 4 * t), yhi = bcast4_256(x[b].qs + 16 + 4 * t);
+            const __m256i d0 = _mm256_add_epi16(
+                _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), ylo),
+                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), yhi));
+            const __m256i d1 = _mm256_add_epi16(
+                _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), ylo),
+                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), yhi));
+            p0 = chain_256(_mm256_add_epi16(p0, d0));
+            p1 = chain_256(_mm256_add_epi16(p1, d1));
+        }
+        const __m256i c = _mm256_set1_epi32(c4[b]);
+        const __m256 dx = _mm256_set1_ps(ex[b]);
+        const __m256 f0 =
+            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(c, _mm256_madd_epi16(p0, ones))), dx);
+        const __m256 f1 =
+            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(c, _mm256_madd_epi16(p1, ones))), dx);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)), f0, acc0);
+        acc1 =
+            _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16))), f1, acc1);
+    }
+    _mm256_storeu_ps(s, acc0);
+    _mm256_storeu_ps(s + 8, acc1);
+}
+
 static inline __attribute__((always_inline)) void gemm_x16_256(int64_t n, int nt, float *s,
                                                                int64_t ld, const void *w,
                                                                const uint8_t *act, uint64_t stride,
@@ -578,6 +638,10 @@ static inline __attribute__((always_inline)) void gemm_x16_256(int64_t n, int nt
     for (int j = 0; j < nt; j += 4) {
         const uint8_t *a = act + j * stride;
         float *o = s + j * ld;
+        if (!q8 && nt - j == 1) {
+            gemv_q4_0_16(n, o, w, a);
+            break;
+        }
         for (int half = 0; half < 2; half++) {
             switch (nt - j >= 4 ? 4 : nt - j) {
             case 4: gemm_half_tile(n, w, q8, half, a, stride, o, ld, 4); break;
