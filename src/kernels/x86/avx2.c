@@ -631,6 +631,58 @@ static void gemv_q4_0_16(int64_t n, float *s, const uint8_t *w, const uint8_t *a
     _mm256_storeu_ps(s + 8, acc1);
 }
 
+/* Q4_0, all 16 rows x NT (2..4) tokens: each activation broadcast feeds both halves' maddubs
+ * (the broadcasts are a quarter of the 8-row tile's vector ops). The accumulators live in
+ * acc[] (memory: 16 ymm hold the int16 chains, weights and broadcasts); the float steps are
+ * those of gemm_half_tile. */
+static inline __attribute__((always_inline)) void gemm_q4_0_16(int64_t n, const uint8_t *w,
+                                                               const uint8_t *act, uint64_t stride,
+                                                               float *s, int64_t ld, const int NT) {
+    const int64_t nb = n / 32;
+    const uint64_t xo = cpulm_pack_act_extras_offset(n);
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int j = 0; j < 2 * NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = w + (size_t)b * 288;
+        __m256i p[8];
+        _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(g + 32 + 64 * t));
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(g + 64 + 64 * t));
+            const __m256i l0 = _mm256_and_si256(v0, m4), l1 = _mm256_and_si256(v1, m4);
+            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4),
+                          h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+            _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+                const int8_t *xq = ((const cpulm_block_q8_0 *)(act + (size_t)j * stride))[b].qs;
+                const __m256i ylo = bcast4_256(xq + 4 * t), yhi = bcast4_256(xq + 16 + 4 * t);
+                const __m256i d0 =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(l0, ylo), _mm256_maddubs_epi16(h0, yhi));
+                const __m256i d1 =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(l1, ylo), _mm256_maddubs_epi16(h1, yhi));
+                p[2 * j] = chain_256(t == 0 ? d0 : _mm256_add_epi16(p[2 * j], d0));
+                p[2 * j + 1] = chain_256(t == 0 ? d1 : _mm256_add_epi16(p[2 * j + 1], d1));
+            }
+        }
+        _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+            const float *ex = (const float *)(act + (size_t)j * stride + xo);
+            int32_t c;
+            memcpy(&c, ex + nb + b, 4);
+            const __m256i cv = _mm256_set1_epi32(c);
+            const __m256 dx = _mm256_set1_ps(ex[b]);
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                const __m256i is = _mm256_add_epi32(cv, _mm256_madd_epi16(p[2 * j + h], ones));
+                const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(is), dx);
+                const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16 * h)));
+                acc[2 * j + h] = _mm256_fmadd_ps(dw, f, acc[2 * j + h]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+        _mm256_storeu_ps(s + (size_t)j * (size_t)ld, acc[2 * j]);
+        _mm256_storeu_ps(s + (size_t)j * (size_t)ld + 8, acc[2 * j + 1]);
+    }
+}
+
 static inline __attribute__((always_inline)) void gemm_x16_256(int64_t n, int nt, float *s,
                                                                int64_t ld, const void *w,
                                                                const uint8_t *act, uint64_t stride,
@@ -638,9 +690,14 @@ static inline __attribute__((always_inline)) void gemm_x16_256(int64_t n, int nt
     for (int j = 0; j < nt; j += 4) {
         const uint8_t *a = act + j * stride;
         float *o = s + j * ld;
-        if (!q8 && nt - j == 1) {
-            gemv_q4_0_16(n, o, w, a);
-            break;
+        if (!q8) {
+            switch (nt - j >= 4 ? 4 : nt - j) {
+            case 4: gemm_q4_0_16(n, w, a, stride, o, ld, 4); break;
+            case 3: gemm_q4_0_16(n, w, a, stride, o, ld, 3); break;
+            case 2: gemm_q4_0_16(n, w, a, stride, o, ld, 2); break;
+            default: gemv_q4_0_16(n, o, w, a); break;
+            }
+            continue;
         }
         for (int half = 0; half < 2; half++) {
             switch (nt - j >= 4 ? 4 : nt - j) {
