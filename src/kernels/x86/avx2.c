@@ -501,15 +501,17 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
 
 /* ---- GEMM over repacked 16-row groups (layouts in kernels.h) ----
  * Each 64-byte chunk of a group holds 4 quant bytes of each of 16 rows; a ymm takes the
- * rows of one half (0..7 or 8..15), so a tile is 8 rows x up to 4 tokens. Without VNNI the
- * 4-byte dots are maddubs (u8 x s8 -> pairs in int16) then madd with ones (-> int32):
- * Q4_0 nibbles (0..15) go in unsigned and a whole block is summed in int16 before one madd
- * (8 maddubs per lane, pairs <= 2 * 15 * 127: 8 * 3810 = 30480 < 32768), so the int16 ->
- * int32 step costs one madd per block and token, not four; the -8 bias comes off through
- * the chain's start (-8 * sum(x) from the activation extras). Q8_0 uses the sign trick of
- * x86_dot_i8_pairs
- * (|w| x sign-moved x; activations never hold -128). Per block and token the float steps
- * are those of every other level: acc = fma(dw, dx * float(isum), acc). */
+ * rows of one half (0..7 or 8..15). Without VNNI the 4-byte dots are maddubs (u8 x s8 ->
+ * pairs in int16) then madd with ones (-> int32). Q4_0 tiles are 16 rows x up to 4 tokens,
+ * so each activation broadcast (a shuffle uop on Zen 3, like the maddubs' partners) feeds
+ * two maddubs; nibbles (0..15) go in unsigned and a whole block is summed in int16 before
+ * one madd (8 maddubs per lane, pairs <= 2 * 15 * 127: 8 * 3810 = 30480 < 32768); the -8
+ * bias comes off through the int32 step (-8 * sum(x) from the activation extras). Q8_0
+ * tiles are 8 rows x up to 4 tokens with the sign trick of x86_dot_i8_pairs (|w| x
+ * sign-moved x; activations never hold -128; pairs reach 32512, so no int16 sums). A lone
+ * token (decode, the MoE per-expert matvec) reads each group in one pass with a software
+ * prefetch. Per block and token the float steps are those of every other level:
+ * acc = fma(dw, dx * float(isum), acc). */
 
 /* v, unchanged, as a value the compiler cannot see through: GCC's reassociation otherwise
  * flattens an int16 accumulation chain into a tree, hoists every maddubs of the block ahead
@@ -525,17 +527,18 @@ static inline __m256i bcast4_256(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-static inline __attribute__((always_inline)) void
-gemm_half_tile(int64_t n, const uint8_t *w, int q8, int half, const uint8_t *act, uint64_t stride,
-               float *s, int64_t ld, const int NT) {
+/* Q8_0, rows 8 * half .. + 7, NT (2..4) tokens. */
+static inline __attribute__((always_inline)) void gemm_q8_0_half(int64_t n, const uint8_t *w,
+                                                                 int half, const uint8_t *act,
+                                                                 uint64_t stride, float *s,
+                                                                 int64_t ld, const int NT) {
     const int64_t nb = n / 32;
-    const size_t blk = q8 ? 2 * 16 + 32 * 16 : 2 * 16 + 16 * 16;
     const uint64_t xo = cpulm_pack_act_extras_offset(n);
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4];
     _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *g = w + (size_t)b * blk;
+        const uint8_t *g = w + (size_t)b * 544;
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16 * half)));
         const uint8_t *q = g + 32 + 32 * half;
         __m256i is[4];
@@ -545,35 +548,16 @@ gemm_half_tile(int64_t n, const uint8_t *w, int q8, int half, const uint8_t *act
             const uint8_t *row = act + (size_t)j * stride;
             xq[j] = ((const cpulm_block_q8_0 *)row)[b].qs;
             ex[j] = (const float *)(row + xo);
-            int32_t c = 0;
-            if (!q8) memcpy(&c, ex[j] + nb + b, 4);
-            is[j] = _mm256_set1_epi32(c);
+            is[j] = _mm256_setzero_si256();
         }
-        if (q8) {
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-                const __m256i wv = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
-                const __m256i aw = _mm256_sign_epi8(wv, wv);
-                _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
-                    const __m256i sy = _mm256_sign_epi8(bcast4_256(xq[j] + 4 * k), wv);
-                    is[j] = _mm256_add_epi32(is[j],
-                                             _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), ones));
-                }
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
+            const __m256i aw = _mm256_sign_epi8(wv, wv);
+            _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+                const __m256i sy = _mm256_sign_epi8(bcast4_256(xq[j] + 4 * k), wv);
+                is[j] =
+                    _mm256_add_epi32(is[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), ones));
             }
-        } else {
-            __m256i p[4];
-            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * t));
-                const __m256i lo = _mm256_and_si256(v, m4),
-                              hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
-                    const __m256i d =
-                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast4_256(xq[j] + 4 * t)),
-                                         _mm256_maddubs_epi16(hi, bcast4_256(xq[j] + 16 + 4 * t)));
-                    p[j] = chain_256(t == 0 ? d : _mm256_add_epi16(p[j], d));
-                }
-            }
-            _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) is[j] =
-                _mm256_add_epi32(is[j], _mm256_madd_epi16(p[j], ones));
         }
         _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
             const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(is[j]), _mm256_set1_ps(ex[j][b]));
@@ -631,6 +615,41 @@ static void gemv_q4_0_16(int64_t n, float *s, const uint8_t *w, const uint8_t *a
     _mm256_storeu_ps(s + 8, acc1);
 }
 
+/* Q8_0 with one token, as gemv_q4_0_16: 16 rows in one pass over the group, the broadcasts
+ * shared, a prefetch ahead (blocks of 544 bytes); the int and float steps of gemm_half_tile. */
+static void gemv_q8_0_16(int64_t n, float *s, const uint8_t *w, const uint8_t *act) {
+    const int64_t nb = n / 32;
+    const cpulm_block_q8_0 *x = (const cpulm_block_q8_0 *)act;
+    const float *ex = (const float *)(act + cpulm_pack_act_extras_offset(n));
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = w + (size_t)b * 544;
+        const uintptr_t pf = (uintptr_t)g + 2 * AVX2_Q4_PREFETCH; /* an integer: may pass the end */
+        for (int o = 0; o < 544; o += 64)
+            __builtin_prefetch((const void *)(pf + (uintptr_t)o), 0, 0);
+        __m256i i0 = _mm256_setzero_si256(), i1 = i0;
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+            const __m256i w0 = _mm256_loadu_si256((const __m256i *)(g + 32 + 64 * k));
+            const __m256i w1 = _mm256_loadu_si256((const __m256i *)(g + 64 + 64 * k));
+            const __m256i y = bcast4_256(x[b].qs + 4 * k);
+            const __m256i p0 =
+                _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(y, w0));
+            const __m256i p1 =
+                _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(y, w1));
+            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(p0, ones));
+            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(p1, ones));
+        }
+        const __m256 dx = _mm256_set1_ps(ex[b]);
+        acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)),
+                               _mm256_mul_ps(_mm256_cvtepi32_ps(i0), dx), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16))),
+                               _mm256_mul_ps(_mm256_cvtepi32_ps(i1), dx), acc1);
+    }
+    _mm256_storeu_ps(s, acc0);
+    _mm256_storeu_ps(s + 8, acc1);
+}
+
 /* Q4_0, all 16 rows x NT (2..4) tokens: each activation broadcast feeds both halves' maddubs
  * (the broadcasts are a quarter of the 8-row tile's vector ops). The accumulators live in
  * acc[] (memory: 16 ymm hold the int16 chains, weights and broadcasts); the float steps are
@@ -683,41 +702,38 @@ static inline __attribute__((always_inline)) void gemm_q4_0_16(int64_t n, const 
     }
 }
 
-static inline __attribute__((always_inline)) void gemm_x16_256(int64_t n, int nt, float *s,
-                                                               int64_t ld, const void *w,
-                                                               const uint8_t *act, uint64_t stride,
-                                                               int q8) {
+/* Tiles of up to 4 tokens; a lone token (decode) takes the one-pass GEMVs. */
+static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
     for (int j = 0; j < nt; j += 4) {
         const uint8_t *a = act + j * stride;
         float *o = s + j * ld;
-        if (!q8) {
-            switch (nt - j >= 4 ? 4 : nt - j) {
-            case 4: gemm_q4_0_16(n, w, a, stride, o, ld, 4); break;
-            case 3: gemm_q4_0_16(n, w, a, stride, o, ld, 3); break;
-            case 2: gemm_q4_0_16(n, w, a, stride, o, ld, 2); break;
-            default: gemv_q4_0_16(n, o, w, a); break;
-            }
-            continue;
-        }
-        for (int half = 0; half < 2; half++) {
-            switch (nt - j >= 4 ? 4 : nt - j) {
-            case 4: gemm_half_tile(n, w, q8, half, a, stride, o, ld, 4); break;
-            case 3: gemm_half_tile(n, w, q8, half, a, stride, o, ld, 3); break;
-            case 2: gemm_half_tile(n, w, q8, half, a, stride, o, ld, 2); break;
-            default: gemm_half_tile(n, w, q8, half, a, stride, o, ld, 1); break;
-            }
+        switch (nt - j >= 4 ? 4 : nt - j) {
+        case 4: gemm_q4_0_16(n, w, a, stride, o, ld, 4); break;
+        case 3: gemm_q4_0_16(n, w, a, stride, o, ld, 3); break;
+        case 2: gemm_q4_0_16(n, w, a, stride, o, ld, 2); break;
+        default: gemv_q4_0_16(n, o, w, a); break;
         }
     }
 }
 
-static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                          const uint8_t *act, uint64_t stride) {
-    gemm_x16_256(n, nt, s, ld, w, act, stride, 0);
-}
-
 static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                           const uint8_t *act, uint64_t stride) {
-    gemm_x16_256(n, nt, s, ld, w, act, stride, 1);
+    for (int j = 0; j < nt; j += 4) {
+        const uint8_t *a = act + j * stride;
+        float *o = s + j * ld;
+        if (nt - j == 1) {
+            gemv_q8_0_16(n, o, w, a);
+            continue;
+        }
+        for (int half = 0; half < 2; half++) {
+            switch (nt - j >= 4 ? 4 : nt - j) {
+            case 4: gemm_q8_0_half(n, w, half, a, stride, o, ld, 4); break;
+            case 3: gemm_q8_0_half(n, w, half, a, stride, o, ld, 3); break;
+            default: gemm_q8_0_half(n, w, half, a, stride, o, ld, 2); break;
+            }
+        }
+    }
 }
 
 /* ---- K-quant GEMM over repacked 16-row groups (layouts, float steps in kernels.h) ----
