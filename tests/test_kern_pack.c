@@ -65,6 +65,14 @@ static void extremize(cpulm_dtype type, uint8_t *blk, uint64_t *seed) {
     }
 }
 
+/* Q4_0 / Q8_0 quants all at the end of largest magnitude (nibble 15, -128): with activations
+ * all at 127, every int16 partial sum of the x86 kernels is as large as it gets. */
+static void max_quants(cpulm_dtype type, uint8_t *blk, uint64_t *seed) {
+    static const uint8_t q4[] = {0xFF}, q8[] = {0x80};
+    if (type == CPULM_DTYPE_Q4_0) fill_field(blk, 2, 16, q4, 1, seed);
+    if (type == CPULM_DTYPE_Q8_0) fill_field(blk, 2, 32, q8, 1, seed);
+}
+
 /* Integer activations that put the Q8_K sums of 32 elements (b32, the K-quant min term's
  * input) at their ends (+-4064) and on the ties of the ARM split b32 = 256 a + c (c = -128:
  * +-128, +-3968), or anywhere in range: with element 0 of each super-block at -127 the Q8_K
@@ -104,15 +112,22 @@ static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, in
         for (int64_t i = 0; i < n; i++)
             f[i] = frand(&seed) * 0.05f;
         cpulm_quantize_row_ref(type, f, c->w + (size_t)r * rb, n);
-        if (extreme)
-            for (int64_t b = 0; b < n / qk; b++)
-                extremize(type, c->w + (size_t)r * rb + (size_t)b * (rb / (size_t)(n / qk)), &seed);
+        for (int64_t b = 0; extreme && b < n / qk; b++) {
+            uint8_t *blk = c->w + (size_t)r * rb + (size_t)b * (rb / (size_t)(n / qk));
+            if (extreme == 3)
+                max_quants(type, blk, &seed);
+            else
+                extremize(type, blk, &seed);
+        }
         cpulm_dequantize_row_ref(type, c->w + (size_t)r * rb, wf + r * n, n);
     }
     cpulm_repack_x16(type, c->w, c->packed, n, rows);
     for (int64_t j = 0; j < nt; j++) {
         if (extreme == 2 && c->vdt == CPULM_DTYPE_Q8_K)
             bsum_extremes(f, n, &seed);
+        else if (extreme == 3)
+            for (int64_t i = 0; i < n; i++)
+                f[i] = 1.0f;
         else
             for (int64_t i = 0; i < n; i++)
                 f[i] = extreme ? ((rng(&seed) & 1) ? 1.0f : -1.0f) : frand(&seed) * 2.0f;
@@ -257,6 +272,20 @@ TEST(kern_pack_gemm_token_counts) {
             pack_case c;
             const cpulm_dtype type = ti ? CPULM_DTYPE_Q8_0 : CPULM_DTYPE_Q4_0;
             REQUIRE(t, make_case(&c, type, 3 * 32, 32, nt, seed++, nt % 5 == 0));
+            check_gemm(t, &c);
+            free_case(&c);
+        }
+}
+
+/* The largest int16 partial sums (max_quants: a Q4_0 block's 8 maddubs summed in int16 reach
+ * 16 * 15 * 127 = 30480 per lane) at every token count a level tiles differently. */
+TEST(kern_pack_gemm_int16_bounds) {
+    static const int64_t nts[] = {1, 2, 3, 4, 5};
+    for (int ti = 0; ti < 2; ti++)
+        for (int ni = 0; ni < 5; ni++) {
+            pack_case c;
+            const cpulm_dtype type = ti ? CPULM_DTYPE_Q8_0 : CPULM_DTYPE_Q4_0;
+            REQUIRE(t, make_case(&c, type, 37 * 32, 32, nts[ni], 5 + (uint64_t)ni, 3));
             check_gemm(t, &c);
             free_case(&c);
         }
