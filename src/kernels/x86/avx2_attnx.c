@@ -14,6 +14,7 @@
  */
 #if defined(__x86_64__)
 #include <math.h>
+#include <string.h>
 
 #include "avx2_attn.h"
 #include "kernels/generic/generic.h"
@@ -181,35 +182,47 @@ AVX2_INLINE __m256 xlanes_up(__m256 p, const int k, __m256 fill) {
                     : _mm256_blend_ps(up, fill, 0x0F);
 }
 
-/* Lane l < cnt (maskload and maskstore never touch the others). */
-AVX2_INLINE __m256i xkeys_mask(int cnt) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+/* 8 keys x[0..7] (a tail padded with -inf) after the running max m: their weights into
+ * e (the factor of the key's own exponent) and up (keys that move the max); returns the
+ * running max after them. The running max before each key is a prefix max (ties keep the
+ * earlier value, as "x > M" does), so every key's exponent is known before any expf. */
+AVX2_INLINE float xweights8(__m256 x, float m, __m256 *e, __m256 *up) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
+    __m256 p = _mm256_blendv_ps(x, ninf, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    /* max(later, earlier): vmaxps returns the second operand on ties */
+    p = _mm256_max_ps(p, xlanes_up(p, 1, ninf));
+    p = _mm256_max_ps(p, xlanes_up(p, 2, ninf));
+    p = _mm256_max_ps(p, xlanes_up(p, 4, ninf));
+    const __m256 vm = _mm256_set1_ps(m);
+    const __m256 incl = _mm256_max_ps(p, vm);
+    const __m256 prev = xlanes_up(incl, 1, vm);
+    *up = _mm256_cmp_ps(x, prev, _CMP_GT_OQ);
+    *e = xexpf8(_mm256_blendv_ps(_mm256_sub_ps(x, prev), _mm256_sub_ps(prev, x), *up));
+    return _mm_cvtss_f32(_mm_permute_ps(_mm256_extractf128_ps(incl, 1), 0xFF));
 }
 
-/* 8 keys at once: the running max before each key is a prefix max (ties keep the earlier
- * value, as "x > M" does), so every key's exponent is known before any expf. */
+/* 8 keys at once; the tail through buffers (VMASKMOVPS stores are microcoded on AMD). */
 void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY), one = _mm256_set1_ps(1.0f);
+    const __m256 one = _mm256_set1_ps(1.0f);
     float m = *M;
-    for (int j = 0; j < n; j += 8) {
-        const __m256i k = xkeys_mask(n - j);
-        const __m256 x =
-            _mm256_blendv_ps(ninf, _mm256_maskload_ps(s + j, k), _mm256_castsi256_ps(k));
-        /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
-        __m256 p = _mm256_blendv_ps(x, ninf, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-        /* max(later, earlier): vmaxps returns the second operand on ties */
-        p = _mm256_max_ps(p, xlanes_up(p, 1, ninf));
-        p = _mm256_max_ps(p, xlanes_up(p, 2, ninf));
-        p = _mm256_max_ps(p, xlanes_up(p, 4, ninf));
-        const __m256 vm = _mm256_set1_ps(m);
-        const __m256 incl = _mm256_max_ps(p, vm);
-        const __m256 prev = xlanes_up(incl, 1, vm);
-        const __m256 up = _mm256_cmp_ps(x, prev, _CMP_GT_OQ);
-        const __m256 arg = _mm256_blendv_ps(_mm256_sub_ps(x, prev), _mm256_sub_ps(prev, x), up);
-        const __m256 e = xexpf8(arg);
-        _mm256_maskstore_ps(ms + j, k, _mm256_blendv_ps(one, e, up));
-        _mm256_maskstore_ps(s + j, k, _mm256_blendv_ps(e, one, up));
-        m = _mm_cvtss_f32(_mm_permute_ps(_mm256_extractf128_ps(incl, 1), 0xFF));
+    __m256 e, up;
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        m = xweights8(_mm256_loadu_ps(s + j), m, &e, &up);
+        _mm256_storeu_ps(ms + j, _mm256_blendv_ps(one, e, up));
+        _mm256_storeu_ps(s + j, _mm256_blendv_ps(e, one, up));
+    }
+    if (j < n) {
+        float xb[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                       -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        float wb[8], sb[8];
+        memcpy(xb, s + j, sizeof(float) * (size_t)(n - j));
+        m = xweights8(_mm256_loadu_ps(xb), m, &e, &up);
+        _mm256_storeu_ps(wb, _mm256_blendv_ps(one, e, up));
+        _mm256_storeu_ps(sb, _mm256_blendv_ps(e, one, up));
+        memcpy(ms + j, wb, sizeof(float) * (size_t)(n - j));
+        memcpy(s + j, sb, sizeof(float) * (size_t)(n - j));
     }
     *M = m;
 }
