@@ -263,13 +263,16 @@ AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw,
     }
 }
 
-/* rows * vecs <= 8 accumulators (16 ymm registers: the values and a broadcast besides) */
+/* rows * vecs <= 12 accumulators: 12 chains of FMA, VCVTPS2PH, VCVTPH2PS (~14 cycles on Zen 3)
+ * in flight; VCVTPS2PH (2 cycles per ymm there) bounds the rest */
 #define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, R, V)
 static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
                      const float *v, int64_t ldv, float *acc, int64_t lda) {
     switch (rows * 8 + vecs) {
+    case 4 * 8 + 3: XPV_CASE(4, 3); break;
     case 4 * 8 + 2: XPV_CASE(4, 2); break;
     case 4 * 8 + 1: XPV_CASE(4, 1); break;
+    case 3 * 8 + 3: XPV_CASE(3, 3); break;
     case 3 * 8 + 2: XPV_CASE(3, 2); break;
     case 3 * 8 + 1: XPV_CASE(3, 1); break;
     case 2 * 8 + 4: XPV_CASE(2, 4); break;
@@ -285,7 +288,7 @@ static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs
 #undef XPV_CASE
 
 /* Columns are independent, so blocks of rows x dims in any order give the generic bits:
- * 4 rows x 16 dims, or 2 rows x 32 dims when at most two rows are left. d % 8 != 0 (no
+ * 4 rows x 24 dims, or 2 rows x 32 dims when at most two rows are left. d % 8 != 0 (no
  * such head size in practice) stays generic. */
 void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
                          const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
@@ -294,7 +297,7 @@ void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *
         return;
     }
     for (int i = 0; i < m; i += 4) {
-        const int rows = m - i < 4 ? m - i : 4, maxv = rows <= 2 ? 4 : 2;
+        const int rows = m - i < 4 ? m - i : 4, maxv = rows <= 2 ? 4 : 3;
         for (int64_t c = 0; c < d; c += 8 * maxv) {
             const int vecs = d - c < 8 * maxv ? (int)((d - c) / 8) : maxv;
             xpv_rows(rows, vecs, n, ms + (int64_t)i * ldw, vs + (int64_t)i * ldw, ldw, v + c, ldv,
