@@ -160,6 +160,10 @@ AVX2_INLINE __m256 xexpf8(__m256 x) {
     const __m128 lo = _mm256_cvtpd_ps(xexp4(_mm256_castps256_ps128(x)));
     const __m128 hi = _mm256_cvtpd_ps(xexp4(_mm256_extractf128_ps(x, 1)));
     __m256 f = _mm256_set_m128(hi, lo);
+    /* no lane in a special range (nor NaN): the usual case, one branch */
+    const __m256 sp = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_NGE_UQ),
+                                   _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
+    if (!_mm256_movemask_ps(sp)) return f;
     /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
      * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
     f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
