@@ -308,7 +308,20 @@ void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *
                      acc + (int64_t)i * lda + c, lda);
         }
     }
-    for (int i = 0; i < m; i++) {
+    /* each row's sum in key order; four rows' chains (FMA latency per key) side by side */
+    int i = 0;
+    for (; i + 4 <= m; i += 4) {
+        const float *m0 = ms + (int64_t)i * ldw, *v0 = vs + (int64_t)i * ldw;
+        float s0 = S[i], s1 = S[i + 1], s2 = S[i + 2], s3 = S[i + 3];
+        for (int j = 0; j < n; j++) {
+            s0 = fmaf(s0, m0[j], v0[j]);
+            s1 = fmaf(s1, m0[ldw + j], v0[ldw + j]);
+            s2 = fmaf(s2, m0[2 * ldw + j], v0[2 * ldw + j]);
+            s3 = fmaf(s3, m0[3 * ldw + j], v0[3 * ldw + j]);
+        }
+        S[i] = s0, S[i + 1] = s1, S[i + 2] = s2, S[i + 3] = s3;
+    }
+    for (; i < m; i++) {
         float si = S[i];
         for (int j = 0; j < n; j++)
             si = fmaf(si, ms[(int64_t)i * ldw + j], vs[(int64_t)i * ldw + j]);
