@@ -1054,6 +1054,7 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .attn_pv = cpulm_avx2_attn_pv,
     .attn_merge = cpulm_avx2_attn_merge,
     .attn_xscores = cpulm_avx2_attn_xscores,
+    .attn_xweights = cpulm_avx2_attn_xweights,
     .attn_xpv = cpulm_avx2_attn_xpv,
     .gemm_x16 = {[CPULM_DTYPE_Q4_0] = gemm_q4_0_x16,
                  [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,

@@ -17,6 +17,7 @@ void cpulm_avx2_attn_merge(int64_t d, int m, const float *mc, const float *lc, c
  * their own versions leave out */
 void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt,
                              const float *k, int64_t ldk, float scale, float *s, int64_t lds);
+void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M);
 void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
                          const float *v, int64_t ldv, float *acc, int64_t lda, float *S);
 

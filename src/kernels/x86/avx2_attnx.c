@@ -8,10 +8,13 @@
  *   generic double sum does (fma of an exact product = one rounded addition).
  * - xpv rounds every accumulator through VCVTPS2PH (round to nearest even, immediate) and
  *   VCVTPH2PS, and uses fused multiply-adds like fmaf.
- * attn_xweights stays generic: the exact expf (avx512.c) needs AVX-512's table permutes.
+ * - xweights takes the running max before each key as a prefix max over 8 lanes, so every
+ *   key's exponent is known before any expf, and evaluates glibc's x86_64 FMA expf in
+ *   __m256d lanes, its table by VGATHERQPD.
  */
 #if defined(__x86_64__)
 #include <math.h>
+#include <string.h>
 
 #include "avx2_attn.h"
 #include "kernels/generic/generic.h"
@@ -98,6 +101,136 @@ void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t 
     }
 }
 
+/* ---- weights ---- */
+
+/* expf of 8 floats, the same bits as glibc's expf (2.28 and later, the x86_64 FMA variant its
+ * ifunc picks on every CPU this level runs on; __expf_fma as Debian's 2.36 libm.so.6 is built,
+ * disassembled): kd = fma(x, 32/ln2, 1.5 * 2^52), r = fms(x, 32/ln2, kd - 1.5 * 2^52),
+ * 2^(k/32) from the table of 2^(i/32) with (k - i)/32 added to the exponent field,
+ * y = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * 2^(k/32) rounded to float; its special cases
+ * below. avx512.c evaluates the same with table permutes; AVX2 has none across 32 doubles, so
+ * a gather. attn_xweights_expf_is_libms compares it (through attn_xweights) with this
+ * process's libm over floats in [-104, 0], the arguments attention passes. */
+static const double xexp_tab[32] __attribute__((aligned(32))) = {
+    0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
+    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
+    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
+    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
+    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f090p+0, 0x1.a5503b23e255dp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
+    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0,
+};
+
+/* The main path of 4 lanes, before the rounding to float. */
+AVX2_INLINE __m256d xexp4(__m128 x) {
+    const __m256d invln2n = _mm256_set1_pd(0x1.71547652b82fep+0 * 32);
+    const __m256d shift = _mm256_set1_pd(0x1.8p52);
+    const __m256d xd = _mm256_cvtps_pd(x);
+    const __m256d kd = _mm256_fmadd_pd(invln2n, xd, shift);
+    const __m256i ki = _mm256_castpd_si256(kd);
+    const __m256d r = _mm256_fmsub_pd(invln2n, xd, _mm256_sub_pd(kd, shift));
+    const __m256i i = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+    const __m256d t = _mm256_i64gather_pd(xexp_tab, i, 8);
+    /* 2^(k/32) = 2^(i/32) * 2^((k - i)/32): add (k - i)/32 to the exponent field */
+    const __m256i e = _mm256_slli_epi64(_mm256_andnot_si256(_mm256_set1_epi64x(31), ki), 47);
+    const __m256d sc = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(t), e));
+    const __m256d z = _mm256_fmadd_pd(r, _mm256_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32),
+                                      _mm256_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32));
+    const __m256d r2 = _mm256_mul_pd(r, r);
+    const __m256d y0 =
+        _mm256_fmadd_pd(r, _mm256_set1_pd(0x1.62e42ff0c52d6p-1 / 32), _mm256_set1_pd(1.0));
+    return _mm256_mul_pd(_mm256_fmadd_pd(z, r2, y0), sc);
+}
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 28))
+#define XEXP_EXACT 1
+#else
+#define XEXP_EXACT 0
+#endif
+
+AVX2_INLINE __m256 xexpf8(__m256 x) {
+    if (!XEXP_EXACT) { /* another libm: its own expf, key by key */
+        float a[8];
+        _mm256_storeu_ps(a, x);
+        for (int l = 0; l < 8; l++)
+            a[l] = expf(a[l]);
+        return _mm256_loadu_ps(a);
+    }
+    const __m128 lo = _mm256_cvtpd_ps(xexp4(_mm256_castps256_ps128(x)));
+    const __m128 hi = _mm256_cvtpd_ps(xexp4(_mm256_extractf128_ps(x, 1)));
+    __m256 f = _mm256_set_m128(hi, lo);
+    /* no lane in a special range (nor NaN): the usual case, one branch */
+    const __m256 sp = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_NGE_UQ),
+                                   _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
+    if (!_mm256_movemask_ps(sp)) return f;
+    /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
+     * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_setzero_ps(),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
+    return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* Lane l takes lane l - k of p (lanes below k take fill): k = 1, 2 or 4. */
+AVX2_INLINE __m256 xlanes_up(__m256 p, const int k, __m256 fill) {
+    const __m256i idx = _mm256_max_epi32(
+        _mm256_sub_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(k)),
+        _mm256_setzero_si256());
+    const __m256 up = _mm256_permutevar8x32_ps(p, idx);
+    return k == 1   ? _mm256_blend_ps(up, fill, 0x01)
+           : k == 2 ? _mm256_blend_ps(up, fill, 0x03)
+                    : _mm256_blend_ps(up, fill, 0x0F);
+}
+
+/* 8 keys x[0..7] (a tail padded with -inf) after the running max m: their weights into
+ * e (the factor of the key's own exponent) and up (keys that move the max); returns the
+ * running max after them. The running max before each key is a prefix max (ties keep the
+ * earlier value, as "x > M" does), so every key's exponent is known before any expf. */
+AVX2_INLINE float xweights8(__m256 x, float m, __m256 *e, __m256 *up) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
+    __m256 p = _mm256_blendv_ps(x, ninf, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    /* max(later, earlier): vmaxps returns the second operand on ties */
+    p = _mm256_max_ps(p, xlanes_up(p, 1, ninf));
+    p = _mm256_max_ps(p, xlanes_up(p, 2, ninf));
+    p = _mm256_max_ps(p, xlanes_up(p, 4, ninf));
+    const __m256 vm = _mm256_set1_ps(m);
+    const __m256 incl = _mm256_max_ps(p, vm);
+    const __m256 prev = xlanes_up(incl, 1, vm);
+    *up = _mm256_cmp_ps(x, prev, _CMP_GT_OQ);
+    *e = xexpf8(_mm256_blendv_ps(_mm256_sub_ps(x, prev), _mm256_sub_ps(prev, x), *up));
+    return _mm_cvtss_f32(_mm_permute_ps(_mm256_extractf128_ps(incl, 1), 0xFF));
+}
+
+/* 8 keys at once; the tail through buffers (VMASKMOVPS stores are microcoded on AMD). */
+void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    float m = *M;
+    __m256 e, up;
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        m = xweights8(_mm256_loadu_ps(s + j), m, &e, &up);
+        _mm256_storeu_ps(ms + j, _mm256_blendv_ps(one, e, up));
+        _mm256_storeu_ps(s + j, _mm256_blendv_ps(e, one, up));
+    }
+    if (j < n) {
+        float xb[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                       -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        float wb[8], sb[8];
+        memcpy(xb, s + j, sizeof(float) * (size_t)(n - j));
+        m = xweights8(_mm256_loadu_ps(xb), m, &e, &up);
+        _mm256_storeu_ps(wb, _mm256_blendv_ps(one, e, up));
+        _mm256_storeu_ps(sb, _mm256_blendv_ps(e, one, up));
+        memcpy(ms + j, wb, sizeof(float) * (size_t)(n - j));
+        memcpy(s + j, sb, sizeof(float) * (size_t)(n - j));
+    }
+    *M = m;
+}
+
 /* ---- P.V ---- */
 
 AVX2_INLINE __m256 xround_f16(__m256 x) {
@@ -134,13 +267,16 @@ AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw,
     }
 }
 
-/* rows * vecs <= 8 accumulators (16 ymm registers: the values and a broadcast besides) */
+/* rows * vecs <= 12 accumulators: 12 chains of FMA, VCVTPS2PH, VCVTPH2PS (~14 cycles on Zen 3)
+ * in flight; VCVTPS2PH (2 cycles per ymm there) bounds the rest */
 #define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, R, V)
 static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
                      const float *v, int64_t ldv, float *acc, int64_t lda) {
     switch (rows * 8 + vecs) {
+    case 4 * 8 + 3: XPV_CASE(4, 3); break;
     case 4 * 8 + 2: XPV_CASE(4, 2); break;
     case 4 * 8 + 1: XPV_CASE(4, 1); break;
+    case 3 * 8 + 3: XPV_CASE(3, 3); break;
     case 3 * 8 + 2: XPV_CASE(3, 2); break;
     case 3 * 8 + 1: XPV_CASE(3, 1); break;
     case 2 * 8 + 4: XPV_CASE(2, 4); break;
@@ -156,7 +292,7 @@ static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs
 #undef XPV_CASE
 
 /* Columns are independent, so blocks of rows x dims in any order give the generic bits:
- * 4 rows x 16 dims, or 2 rows x 32 dims when at most two rows are left. d % 8 != 0 (no
+ * 4 rows x 24 dims, or 2 rows x 32 dims when at most two rows are left. d % 8 != 0 (no
  * such head size in practice) stays generic. */
 void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
                          const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
@@ -165,14 +301,27 @@ void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *
         return;
     }
     for (int i = 0; i < m; i += 4) {
-        const int rows = m - i < 4 ? m - i : 4, maxv = rows <= 2 ? 4 : 2;
+        const int rows = m - i < 4 ? m - i : 4, maxv = rows <= 2 ? 4 : 3;
         for (int64_t c = 0; c < d; c += 8 * maxv) {
             const int vecs = d - c < 8 * maxv ? (int)((d - c) / 8) : maxv;
             xpv_rows(rows, vecs, n, ms + (int64_t)i * ldw, vs + (int64_t)i * ldw, ldw, v + c, ldv,
                      acc + (int64_t)i * lda + c, lda);
         }
     }
-    for (int i = 0; i < m; i++) {
+    /* each row's sum in key order; four rows' chains (FMA latency per key) side by side */
+    int i = 0;
+    for (; i + 4 <= m; i += 4) {
+        const float *m0 = ms + (int64_t)i * ldw, *v0 = vs + (int64_t)i * ldw;
+        float s0 = S[i], s1 = S[i + 1], s2 = S[i + 2], s3 = S[i + 3];
+        for (int j = 0; j < n; j++) {
+            s0 = fmaf(s0, m0[j], v0[j]);
+            s1 = fmaf(s1, m0[ldw + j], v0[ldw + j]);
+            s2 = fmaf(s2, m0[2 * ldw + j], v0[2 * ldw + j]);
+            s3 = fmaf(s3, m0[3 * ldw + j], v0[3 * ldw + j]);
+        }
+        S[i] = s0, S[i + 1] = s1, S[i + 2] = s2, S[i + 3] = s3;
+    }
+    for (; i < m; i++) {
         float si = S[i];
         for (int j = 0; j < n; j++)
             si = fmaf(si, ms[(int64_t)i * ldw + j], vs[(int64_t)i * ldw + j]);
