@@ -27,8 +27,8 @@
  * sumi is then 4 times generic's (|4 sumi| <= 4 * 16 * 128 * 16 * 32 * 128 = 2^29, exact)
  * and SCVTF #2 (one rounding of sumi4 / 4, exact) gives float(sumi) bit for bit.
  * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 61.3% of the SDOT peak
- * on V1/V2 and 56.1% on N1, Q5_K 52% / 47%, Q6_K Q6K_V% / Q6K_N% (vector-bound; where the other
- * micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
+ * on V1/V2 and 56.1% on N1, Q5_K 52% / 47%, Q6_K 60.6% / 52.7% (vector-bound; where the
+ * other micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
  */
 #ifndef CPULM_KERNELS_ARM_X16_KSDOT_H
 #define CPULM_KERNELS_ARM_X16_KSDOT_H
