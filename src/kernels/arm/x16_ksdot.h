@@ -26,8 +26,8 @@
  * (k6_layout.h: 6 ops per 4 weight vectors, shared by the tile), so there is no bias term;
  * sumi is then 4 times generic's (|4 sumi| <= 4 * 16 * 128 * 16 * 32 * 128 = 2^29, exact)
  * and SCVTF #2 (one rounding of sumi4 / 4, exact) gives float(sumi) bit for bit.
- * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 61.3% of the SDOT peak
- * on V1/V2 and 56.1% on N1, Q5_K 52% / 47%, Q6_K 60.6% / 52.7% (vector-bound; where the
+ * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 61.9% of the SDOT peak
+ * on V1/V2 and 56.2% on N1, Q5_K 53.2% / 48.0%, Q6_K 60.6% / 52.7% (vector-bound; where the
  * other micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
  */
 #ifndef CPULM_KERNELS_ARM_X16_KSDOT_H
@@ -155,7 +155,10 @@ ARM_INLINE void ks_quad_k4(int64_t b0, int64_t b1, const uint8_t *w, int q5, int
         const uint8_t *g = w + (size_t)b * sb, *gq = g + 16 * quad;
         int32x4_t p[KS_TILE];
         uint32x4_t sumi[KS_TILE];
-        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) p[t] = vdupq_n_s32(0);
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) { /* sumi from 0: see ks_quad_k6 */
+            p[t] = vdupq_n_s32(0);
+            sumi[t] = vdupq_n_u32(0);
+        }
         int8x16_t dsc = vdupq_n_s8(0);
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
             if ((q5 || ARM_IS_CLANG) && j > 0) ARM_ORDER(gq, sumi[NT - 1]); /* 32 registers */
@@ -181,7 +184,7 @@ ARM_INLINE void ks_quad_k4(int64_t b0, int64_t b1, const uint8_t *w, int q5, int
                 p[t] = ks_dot4(p[t], wv, vld1q_s8(y + 32 * j));
                 p[t] = ks_dot4(p[t], wv + 4, vld1q_s8(y + 32 * j + 16));
                 const uint32x4_t pu = vreinterpretq_u32_s32(p[t]);
-                sumi[t] = j == 0 ? vmulq_u32(pu, delta) : vmlaq_u32(sumi[t], pu, delta);
+                sumi[t] = vmlaq_u32(sumi[t], pu, delta);
             }
         }
         ARM_ORDER(gq, sumi[NT - 1]); /* reload the mins' chunks: 2 registers fewer above */
