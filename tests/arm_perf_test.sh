@@ -29,8 +29,8 @@ while IFS= read -r l; do
     { echo "arm_perf: implausible pct_of_peak: $l"; fail=1; }
 done <<<"$out"
 # floors: the issue #15 bars already met stay met (model figures, deterministic for a given
-# gcc and llvm-mca-22): Q4_K GEMM >= 60% of the SDOT peak and one-token Q4_0 decode on the
-# i8mm level >= 12 weight bytes per cycle, on V1 and V2
+# gcc and llvm-mca-22): Q4_K and Q6_K GEMM >= 60% of the SDOT peak and one-token Q4_0
+# decode on the i8mm level >= 12 weight bytes per cycle, on V1 and V2
 floor() { # kernel level field min
   echo "$out" | grep -E "\"kernel\":\"$1\",\"level\":\"$2\",\"cpu\":\"v[12]\"" |
     awk -F"\"$3\":" -v k="$1" -v m="$4" -v f="$3" '{ split($2, a, ","); n++
@@ -38,6 +38,7 @@ floor() { # kernel level field min
       END { exit bad || n != 2 }' || fail=1
 }
 floor gemm_q4_K dotprod pct_of_peak 60
+floor gemm_q6_K dotprod pct_of_peak 60
 floor gemv_q4_0 i8mm bytes_per_cycle 12
 [ "$fail" -eq 0 ] && echo "arm_perf: $lines kernel x cpu lines ok"
 exit "$fail"

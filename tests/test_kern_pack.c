@@ -348,6 +348,34 @@ static void repack_oracle(cpulm_dtype type, const uint8_t *src, uint8_t *dst, in
                                            (size_t)off + (size_t)(sz[f] == 2 ? i : 4 * c + i)];
 }
 
+#if defined(__aarch64__)
+/* Q6_K quant (0..63) of element e of a row-major block (ql at 0, qh at 128). */
+static int k6_q(const uint8_t *blk, int e) {
+    const int lo = blk[64 * (e / 128) + e % 64] >> (4 * (e % 128 / 64)) & 15;
+    return lo | (blk[128 + 32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32)) & 3) << 4;
+}
+
+/* aarch64 builds: the 48 quant chunks of each Q6_K group super-block in the ARM layout,
+ * written from its rule (kernels/arm/k6_layout.h) one byte at a time: chunk 3gi + k, byte
+ * 4r + b = top 6 bits of 4q - 128 of element 16gi + 4k + b, and in its low 2 bits bits
+ * 7-2k, 6-2k of 4q - 128 of element 16gi + 12 + b. */
+static void repack_oracle_k6_arm(const uint8_t *src, uint8_t *dst, int64_t n, int64_t rows) {
+    const size_t bb = sizeof(cpulm_block_q6_K), rb = bb * (size_t)(n / 256);
+    for (int64_t g = 0; g < rows / 16; g++)
+        for (int64_t b = 0; b < n / 256; b++)
+            for (int ch = 0; ch < 48; ch++)
+                for (int r = 0; r < 16; r++)
+                    for (int i = 0; i < 4; i++) {
+                        const uint8_t *blk = src + (size_t)(g * 16 + r) * rb + (size_t)b * bb;
+                        const int k = ch % 3, e = 16 * (ch / 3) + 4 * k + i;
+                        const int v = (4 * k6_q(blk, e) - 128) & 0xFF;
+                        const int v3 = (4 * k6_q(blk, e + 12 - 4 * k) - 128) & 0xFF;
+                        dst[(size_t)(g * (n / 256) + b) * 16 * bb + 64 * (size_t)ch + 4 * r + i] =
+                            (uint8_t)((v & 0xFC) | (v3 >> (6 - 2 * k) & 3));
+                    }
+}
+#endif
+
 /* cpulm_repack_x16 and its threaded form write exactly the bytes of the rule, for every
  * packed type and thread count (splits that do not divide the groups evenly included). */
 TEST(kern_pack_repack_bytes) {
@@ -363,6 +391,9 @@ TEST(kern_pack_repack_bytes) {
         for (size_t i = 0; i < bytes; i++)
             src[i] = (uint8_t)rng(&seed);
         repack_oracle(type, src, want, n, rows);
+#if defined(__aarch64__)
+        if (type == CPULM_DTYPE_Q6_K) repack_oracle_k6_arm(src, want, n, rows);
+#endif
         memset(got, 0xA5, bytes);
         cpulm_repack_x16(type, src, got, n, rows);
         CHECK(t, memcmp(got, want, bytes) == 0);

@@ -43,7 +43,9 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
  *   Q8_0: d[16], qs 8 chunks; 544 bytes.
  *   Q4_K: d[16], dmin[16], scales 3 chunks, qs 32 chunks; 2304 bytes.
  *   Q5_K: d[16], dmin[16], scales 3 chunks, qh 8 chunks, qs 32 chunks; 2816 bytes.
- *   Q6_K: ql 32 chunks, qh 16 chunks, scales 4 chunks, d[16]; 3360 bytes.
+ *   Q6_K: ql 32 chunks, qh 16 chunks, scales 4 chunks, d[16]; 3360 bytes. In aarch64
+ *         builds the 48 chunks of ql and qh hold the quants in the layout of
+ *         kernels/arm/k6_layout.h instead (repack.c's per-arch hook; every reader agrees).
  * A group takes exactly the bytes of its 16 rows in the original layout.
  * Activations for these kernels are rows of the weight's vec_dot_type followed by
  * per-block extras: cpulm_pack_act_* (Q8_0) and cpulm_pack_actk_* (Q8_K). */

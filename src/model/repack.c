@@ -12,6 +12,13 @@
 #include "../base/status.h"
 #include "../threads/topo.h"
 
+#if defined(__aarch64__) /* the per-arch hook: Q6_K quants in the ARM layout */
+#include "../kernels/arm/k6_layout.h"
+#define K6_ARM 1
+#else
+#define K6_ARM 0
+#endif
+
 #define R                  CPULM_PACK_ROWS
 #define MAX_FIELDS         5
 #define REPACK_MAX_THREADS 64
@@ -49,6 +56,27 @@ static void unpack_block(const block_fields *f, const uint8_t *g, uint8_t *blk, 
                 memcpy(blk + off + 4 * c, src + c * 64 + r * 4, 4);
     }
 }
+
+#if K6_ARM
+/* Row r's Q6_K ql and qh (the first 192 bytes of blk) rebuilt from the ARM layout. */
+static void k6_arm_unpack(const uint8_t *g, uint8_t *blk, size_t r) {
+    cpulm_k6a_get_row(g, (int)r, blk, blk + 128);
+}
+
+/* Groups [g0, g1) of Q6_K: every group super-block's quants rewritten in the ARM layout
+ * (k6_layout.h) from the source rows; scales and d stay as pack_groups put them. */
+static void k6_arm_pack(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb, int64_t g0,
+                        int64_t g1) {
+    const size_t bb = sizeof(cpulm_block_q6_K);
+    for (int64_t g = g0; g < g1; g++)
+        for (size_t r = 0; r < R; r++) {
+            const uint8_t *in = src + ((size_t)g * R + r) * rb;
+            uint8_t *o = dst + (size_t)g * R * rb;
+            for (int64_t b = 0; b < nb; b++, in += bb, o += R * bb)
+                cpulm_k6a_put_row(o, (int)r, in, in + 128);
+        }
+}
+#endif
 
 static size_t block_bytes(const block_fields *f) {
     size_t b = 0;
@@ -102,7 +130,11 @@ static void pack_range(cpulm_dtype type, const void *src, void *dst, int64_t n_i
     case CPULM_DTYPE_Q8_0: pack_groups(src, dst, rb, nb, g0, g1, 2, 32, 0, 0, 0); break;
     case CPULM_DTYPE_Q4_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 128, 0); break;
     case CPULM_DTYPE_Q5_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 32, 128); break;
-    case CPULM_DTYPE_Q6_K: pack_groups(src, dst, rb, nb, g0, g1, 128, 64, 16, 2, 0); break;
+    case CPULM_DTYPE_Q6_K: pack_groups(src, dst, rb, nb, g0, g1, 128, 64, 16, 2, 0);
+#if K6_ARM
+        k6_arm_pack(src, dst, rb, nb, g0, g1);
+#endif
+        break;
     default: break;
     }
 }
@@ -167,8 +199,14 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
     const uint8_t *g = (const uint8_t *)t->data + (size_t)(r / R) * R * t->row_bytes;
     for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
         const int64_t n = nb - b0 < chunk ? nb - b0 : chunk;
-        for (int64_t b = 0; b < n; b++)
-            unpack_block(&f, g + (size_t)(b0 + b) * R * bb, buf + (size_t)b * bb, (size_t)(r % R));
+        for (int64_t b = 0; b < n; b++) {
+            const uint8_t *gb = g + (size_t)(b0 + b) * R * bb;
+            unpack_block(&f, gb, buf + (size_t)b * bb, (size_t)(r % R));
+#if K6_ARM
+            if (t->type == CPULM_DTYPE_Q6_K)
+                k6_arm_unpack(gb, buf + (size_t)b * bb, (size_t)(r % R));
+#endif
+        }
         k->to_float[t->type](buf, out + b0 * qk, n * qk);
     }
 }

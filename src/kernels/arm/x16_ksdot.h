@@ -22,11 +22,13 @@
  * order of fmas as generic.
  * Q4_K / Q5_K min term: summ = sum_j m_j b32_j (b32: pairwise sums of the Q8_K bsums) by
  * SDOT on b32 split into two int8 halves (ks_split, ks_summ), the mins in their repacked
- * lanes. Q6_K: the quants are made signed (q - 32) in the unpack, shared by the tile, so
- * there is no bias term.
- * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 61.3% of the SDOT peak
- * on V1/V2 and 56.1% on N1, Q5_K 52% / 47%, Q6_K 51% / 44% (vector-bound; where the other
- * micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
+ * lanes. Q6_K: the weights are 4 (q - 32), signed, from the ARM layout of packed Q6_K
+ * (k6_layout.h: 6 ops per 4 weight vectors, shared by the tile), so there is no bias term;
+ * sumi is then 4 times generic's (|4 sumi| <= 4 * 16 * 128 * 16 * 32 * 128 = 2^29, exact)
+ * and SCVTF #2 (one rounding of sumi4 / 4, exact) gives float(sumi) bit for bit.
+ * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 61.9% of the SDOT peak
+ * on V1/V2 and 56.2% on N1, Q5_K 53.2% / 48.0%, Q6_K 60.6% / 52.7% (vector-bound; where the
+ * other micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
  */
 #ifndef CPULM_KERNELS_ARM_X16_KSDOT_H
 #define CPULM_KERNELS_ARM_X16_KSDOT_H
@@ -93,13 +95,13 @@ ARM_INLINE int32x4_t ks_dot4(int32x4_t p, const int8x16_t w[4], int8x16_t x) {
     return vdotq_laneq_s32(p, w[3], x, 3);
 }
 
-/* The float steps of the super-block for token t's 4 outputs o (the running accumulator).
- * dmin NULL: Q6_K (no min term). */
-ARM_INLINE void ks_float_step(float *o, float32x4_t d, const float32x4_t *dmin, float dy,
-                              int32x4_t sumi, int32x4_t summ) {
+/* The Q4_K / Q5_K float steps of the super-block for token t's 4 outputs o (the running
+ * accumulator). */
+ARM_INLINE void ks_float_step(float *o, float32x4_t d, float32x4_t dmin, float dy, int32x4_t sumi,
+                              int32x4_t summ) {
     float32x4_t acc = vld1q_f32(o);
     acc = vfmaq_f32(acc, vmulq_n_f32(d, dy), vcvtq_f32_s32(sumi));
-    if (dmin) acc = vfmsq_f32(acc, vmulq_n_f32(*dmin, dy), vcvtq_f32_s32(summ));
+    acc = vfmsq_f32(acc, vmulq_n_f32(dmin, dy), vcvtq_f32_s32(summ));
     vst1q_f32(o, acc);
 }
 
@@ -153,7 +155,10 @@ ARM_INLINE void ks_quad_k4(int64_t b0, int64_t b1, const uint8_t *w, int q5, int
         const uint8_t *g = w + (size_t)b * sb, *gq = g + 16 * quad;
         int32x4_t p[KS_TILE];
         uint32x4_t sumi[KS_TILE];
-        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) p[t] = vdupq_n_s32(0);
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) { /* sumi from 0: see ks_quad_k6 */
+            p[t] = vdupq_n_s32(0);
+            sumi[t] = vdupq_n_u32(0);
+        }
         int8x16_t dsc = vdupq_n_s8(0);
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
             if ((q5 || ARM_IS_CLANG) && j > 0) ARM_ORDER(gq, sumi[NT - 1]); /* 32 registers */
@@ -179,7 +184,7 @@ ARM_INLINE void ks_quad_k4(int64_t b0, int64_t b1, const uint8_t *w, int q5, int
                 p[t] = ks_dot4(p[t], wv, vld1q_s8(y + 32 * j));
                 p[t] = ks_dot4(p[t], wv + 4, vld1q_s8(y + 32 * j + 16));
                 const uint32x4_t pu = vreinterpretq_u32_s32(p[t]);
-                sumi[t] = j == 0 ? vmulq_u32(pu, delta) : vmlaq_u32(sumi[t], pu, delta);
+                sumi[t] = vmlaq_u32(sumi[t], pu, delta);
             }
         }
         ARM_ORDER(gq, sumi[NT - 1]); /* reload the mins' chunks: 2 registers fewer above */
@@ -194,7 +199,7 @@ ARM_INLINE void ks_quad_k4(int64_t b0, int64_t b1, const uint8_t *w, int q5, int
             const int8x16_t ac =
                 split ? vld1q_s8(split + 16 * ((size_t)(b - b0) * KS_TILE + (size_t)t))
                       : ks_split(y->bsums);
-            ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, &dmin, y->d,
+            ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, dmin, y->d,
                           vreinterpretq_s32_u32(sumi[t]),
                           ks_summ(vreinterpretq_s8_u8(mlo), vreinterpretq_s8_u8(mhi), ac));
         }
@@ -202,20 +207,18 @@ ARM_INLINE void ks_quad_k4(int64_t b0, int64_t b1, const uint8_t *w, int q5, int
     }
 }
 
-/* Q6_K sub-block gi's weights of the quad (element order in gemm_k.c's unpack_k6), as
- * q - 32: ql chunk 16c + 8(s & 1) + i, nibble s >> 1; qh chunk 8c + i, bits 2s, 2s + 1. */
+/* Q6_K sub-block gi's weights of the quad as 4 (q - 32), from the ARM layout (k6_layout.h):
+ * three slices a, b, c masked to their top 6 bits are elements 4k..4k+3 (k = 0, 1, 2);
+ * their low bit pairs, a's highest, make elements 12..15: ((((a << 2) | b & 3) << 2) |
+ * c & 3) << 2, two SLIs and a shift. 6 ops for 4 vectors (the ql / qh layout took 15). */
 ARM_INLINE void ks_k6_weights(const uint8_t *gq, const int gi, int8x16_t wv[4]) {
-    const int c = gi / 8, s = gi % 8 / 2, h = gi % 2;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-        const int ci = 4 * h + i;
-        const uint8x16_t l = vld1q_u8(gq + 64 * (16 * c + 8 * (s & 1) + ci));
-        const uint8x16_t qh = vld1q_u8(gq + 2048 + 64 * (8 * c + ci));
-        const uint8x16_t lo = s >> 1 ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
-        const uint8x16_t hi = ks_shift_u8(qh, 4 - 2 * s); /* bits 2s, 2s + 1 to 4, 5 */
-        const uint8x16_t q = vbslq_u8(m30, hi, lo);
-        wv[i] = vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(32));
-    }
+    const uint8x16_t fc = vdupq_n_u8(0xFC);
+    const uint8x16_t a = vld1q_u8(gq + 192 * gi), b = vld1q_u8(gq + 192 * gi + 64),
+                     c = vld1q_u8(gq + 192 * gi + 128);
+    wv[0] = vreinterpretq_s8_u8(vandq_u8(a, fc));
+    wv[1] = vreinterpretq_s8_u8(vandq_u8(b, fc));
+    wv[2] = vreinterpretq_s8_u8(vandq_u8(c, fc));
+    wv[3] = vreinterpretq_s8_u8(vshlq_n_u8(vsliq_n_u8(c, vsliq_n_u8(b, a, 2), 2), 2));
 }
 
 /* Q6_K: quad `quad` x NT tokens over all super-blocks, into o (zeroed). */
@@ -227,10 +230,15 @@ ARM_INLINE void ks_quad_k6(int64_t n, const uint8_t *w, int quad, const uint8_t 
         const uint8_t *g = w + (size_t)b * sb, *gq = g + 16 * quad;
         int32x4_t p[KS_TILE];
         uint32x4_t sumi[KS_TILE];
-        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) p[t] = vdupq_n_s32(0);
+        /* sumi from 0 by MLA (gcc folds the first into a MUL): a MUL at gi == 0 in the source
+         * made gcc rotate the chains through ~16 register copies per pass */
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+            p[t] = vdupq_n_s32(0);
+            sumi[t] = vdupq_n_u32(0);
+        }
         int32x4_t sc = ks_sbyte(vld1q_s8((const int8_t *)gq + 3072), 0);
         _Pragma("GCC unroll 16") for (int gi = 0; gi < 16; gi++) {
-            if (gi > 0) ARM_ORDER(gq, sumi[NT - 1]); /* no hoisting: 32 registers */
+            if (ARM_IS_CLANG && gi > 0) ARM_ORDER(gq, sumi[NT - 1]); /* clang: no hoisting */
             const int8_t *scn = (const int8_t *)gq + 3072 + 64 * ((gi + 1) / 4);
             const int32x4_t next =
                 gi == 15 ? vdupq_n_s32(0) : ks_sbyte(vld1q_s8(scn), (gi + 1) % 4);
@@ -243,14 +251,15 @@ ARM_INLINE void ks_quad_k6(int64_t n, const uint8_t *w, int quad, const uint8_t 
                 if (ARM_IS_CLANG && t > 0) ARM_ORDER(y, p[t - 1]); /* clang hoists and spills */
                 p[t] = ks_dot4(p[t], wv, vld1q_s8(y + 16 * gi));
                 const uint32x4_t pu = vreinterpretq_u32_s32(p[t]);
-                sumi[t] = gi == 0 ? vmulq_u32(pu, delta) : vmlaq_u32(sumi[t], pu, delta);
+                sumi[t] = vmlaq_u32(sumi[t], pu, delta);
             }
         }
         const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + 3328 + 8 * quad)));
-        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+        _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) { /* sumi[t] = 4 x generic's */
             const cpulm_block_q8_K *y = (const cpulm_block_q8_K *)(act + (size_t)t * stride) + b;
-            ks_float_step(o + (size_t)t * (size_t)ld + 4 * quad, d, NULL, y->d,
-                          vreinterpretq_s32_u32(sumi[t]), vdupq_n_s32(0));
+            float *ot = o + (size_t)t * (size_t)ld + 4 * quad;
+            const float32x4_t fs = vcvtq_n_f32_s32(vreinterpretq_s32_u32(sumi[t]), 2);
+            vst1q_f32(ot, vfmaq_f32(vld1q_f32(ot), vmulq_n_f32(d, y->d), fs));
         }
         KS_MCA(END, 6);
     }

@@ -10,6 +10,9 @@
 #include "../../base/fp16.h"
 #include "generic.h"
 #include "kernels/kernels.h"
+#if defined(__aarch64__) /* packed Q6_K quants in the ARM layout (repack.c's per-arch hook) */
+#include "../arm/k6_layout.h"
+#endif
 
 #define R  CPULM_PACK_ROWS
 #define QK CPULM_QK_K
@@ -72,8 +75,12 @@ typedef struct k6_row {
 /* Group super-block g: ql (32 chunks), qh (16 chunks), scales (4 chunks), d[16]. */
 static void unpack_k6(const uint8_t *g, int r, k6_row *o) {
     uint8_t ql[128], qh[64];
+#if defined(__aarch64__)
+    cpulm_k6a_get_row(g, r, ql, qh);
+#else
     gather(g, r, ql, 128);
     gather(g + 128 * R, r, qh, 64);
+#endif
     gather(g + 192 * R, r, (uint8_t *)o->sc, 16);
     o->d = half_at(g + 208 * R, r);
     for (int c = 0; c < 2; c++) /* element 128c + 32s + l: see cpulm_block_q6_K */
