@@ -138,3 +138,44 @@ TEST(kvmem_unaligned_runs_keep_neighbours) {
     CHECK(t, cpulm_kv_resident_bytes(&kv) <= (runs * n_seq + 1) * pg); /* boundary pages */
     cpulm_kv_release(&kv);
 }
+
+/* kB of huge pages the process holds (AnonHugePages of /proc/self/smaps_rollup), or -1. */
+static long long anon_huge_kb(void) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return kb;
+}
+
+/* Runs of 16 MiB (16,384 f16 rows of 512) take huge pages on a 2 MiB-aligned base; memory
+ * still follows the tokens up to the 2 MiB rounding, and a trim gives it back. */
+TEST(kvmem_long_runs_take_huge_pages) {
+    cpulm_kv kv;
+    REQUIRE(t, cpulm_kv_init(&kv, 2, 2, 16384, 512, CPULM_KV_F16, NULL) == CPULM_OK);
+    const uint64_t MiB = 1 << 20, runs = 2 * 2, run_used = 4096ull * 1024; /* 4 MiB */
+    CHECK(t, kv.huge);
+    CHECK_EQ_INT(t, (uintptr_t)kv.k % CPULM_KV_HUGE_PAGE, 0);
+    CHECK_EQ_INT(t, kv.v - kv.k, 2 * 2 * 16384 * 1024);
+    CHECK(t, (uint8_t *)kv.map + kv.map_bytes >= kv.v + 2 * 2 * 16384 * 1024);
+    long long huge0 = anon_huge_kb();
+    fill(&kv, 0, 4096, 0x5a);
+    const uint64_t full = cpulm_kv_resident_bytes(&kv);
+    /* seq 0's runs start 32 MiB apart (2 MiB multiples), so each holds 4 MiB exactly */
+    CHECK(t, full >= runs * run_used && full <= runs * (run_used + 2 * MiB));
+    fprintf(stderr, "  AnonHugePages +%lld kB for %llu MiB of rows\n", anon_huge_kb() - huge0,
+            (unsigned long long)(runs * run_used / MiB));
+    cpulm_kv_seq_trim(&kv, 0, 16);
+    CHECK(t, rows_hold(&kv, 0, 0x5a));
+    CHECK(t, cpulm_kv_resident_bytes(&kv) <= runs * 16 * 1024);
+    CHECK_EQ_INT(t, cpulm_kv_k(&kv, 1, 0, 16)[0], 0);
+    cpulm_kv_release(&kv);
+    /* a short context keeps 4 KiB pages: no padding in the reservation */
+    REQUIRE(t, cpulm_kv_init(&kv, 2, 2, 1024, 512, CPULM_KV_F16, NULL) == CPULM_OK);
+    CHECK(t, !kv.huge);
+    CHECK_EQ_INT(t, kv.map_bytes, 2ull * 2 * 2 * 1024 * 1024);
+    cpulm_kv_release(&kv);
+}
