@@ -47,30 +47,23 @@ cpulm_status cpulm_kv_init(cpulm_kv *kv, int32_t n_layer, int32_t n_seq, int32_t
     if (cells > SIZE_MAX / 2 / kv->row_bytes)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "kv cache: too large for the address space");
     const size_t n = cells * kv->row_bytes;
-    /* long runs take huge pages, on a 2 MiB-aligned base (see kv_cache.h) */
-    kv->huge = (size_t)n_ctx * kv->row_bytes >= CPULM_KV_HUGE_RUN;
-    const size_t pad = kv->huge ? CPULM_KV_HUGE_PAGE : 0;
     /* NORESERVE: no commit charge for the whole reservation, so slots x context may exceed
      * RAM; pages are taken as rows are written (zero-filled, as calloc gave them) */
-    void *map = mmap(NULL, 2 * n + pad, PROT_READ | PROT_WRITE,
+    void *map = mmap(NULL, 2 * n, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     kv->len = calloc((size_t)n_seq, sizeof *kv->len);
     if (map == MAP_FAILED || !kv->len) {
-        if (map != MAP_FAILED) munmap(map, 2 * n + pad);
+        if (map != MAP_FAILED) munmap(map, 2 * n);
         cpulm_kv_release(kv);
         return cpulm_errf(err, CPULM_ERR_NOMEM, "kv cache: cannot reserve %zu bytes", 2 * n);
     }
-    kv->map = map;
-    kv->map_bytes = 2 * n + pad;
-    uintptr_t base = (uintptr_t)map;
-    if (pad) base = (base + pad - 1) & ~(uintptr_t)(pad - 1);
-    kv->k = (uint8_t *)base;
-    kv->v = kv->k + n;
-    /* hints: refused on some kernels (or with THP off), harmless */
-#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
-    madvise(kv->huge ? (void *)kv->k : map, kv->huge ? 2 * n : 2 * n + pad,
-            kv->huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#ifdef MADV_NOHUGEPAGE
+    madvise(map, 2 * n, MADV_NOHUGEPAGE); /* a hint: refused on some kernels, harmless */
 #endif
+    kv->map = map;
+    kv->map_bytes = 2 * n;
+    kv->k = map;
+    kv->v = kv->k + n;
     return CPULM_OK;
 }
 

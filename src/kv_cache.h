@@ -11,14 +11,8 @@
  * every shrink of a sequence (cpulm_kv_seq_trim, and seq_cp / seq_set onto a longer one)
  * gives the pages wholly past its new length back to the OS (MADV_DONTNEED). Since a
  * sequence's rows are contiguous per layer, its resident memory is its tokens rounded up
- * to a page per (layer, K/V). Transparent huge pages are refused for the region when a
- * (layer, sequence) run is short: a 2 MiB page per run would make a 10-token sequence cost
- * megabytes. Long runs (CPULM_KV_HUGE_RUN bytes of context and more, e.g. 16k tokens of a
- * 1B model's f16 rows) ask for them (MADV_HUGEPAGE on a 2 MiB-aligned base): generation
- * reads the whole run every token, and with 4 KiB pages at depth 32k the page walks cost
- * as much as the reads. Then a run holds its tokens rounded up to 2 MiB while it grows
- * (at most 1/8 of its context), and trimming still gives pages back (a huge page that
- * is partly released is split).
+ * to a page per (layer, K/V). Transparent huge pages are refused for the region: a 2 MiB
+ * page per (layer, sequence) would make a 10-token sequence cost megabytes.
  */
 #ifndef CPULM_KV_CACHE_H
 #define CPULM_KV_CACHE_H
@@ -29,9 +23,6 @@
 #include "cpulm.h"
 #include "quant.h"
 
-#define CPULM_KV_HUGE_RUN  (16u << 20) /* run bytes from which the cache takes huge pages */
-#define CPULM_KV_HUGE_PAGE (2u << 20)
-
 typedef struct cpulm_kv {
     int32_t n_layer, n_seq, n_ctx, kv_dim;
     cpulm_kv_type type;
@@ -40,7 +31,6 @@ typedef struct cpulm_kv {
     uint8_t *k, *v;    /* views into map: K rows of every layer, then V rows */
     int32_t *len;      /* [n_seq]: positions stored */
     void *map;         /* owned: the reserved region (anonymous mmap) */
-    int huge;          /* runs of CPULM_KV_HUGE_RUN bytes or more: huge pages asked for */
     size_t map_bytes;
 } cpulm_kv;
 
