@@ -184,6 +184,42 @@ TEST(attn_softmax_row_bit_identical_on_wide_ranges) {
                 }
 }
 
+/* The tiles of a q8_0 / q4_0 cache reach the attention steps through to_float: every level
+ * gives the reference dequantizer's bits (so a cache type's results do not depend on the
+ * level), for every quant value and scales from subnormal halves to inf and NaN. */
+TEST(attn_kv_tile_to_float_bit_identical_at_every_level) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const cpulm_dtype types[] = {CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q4_0};
+    const uint16_t scales[] = {0x0001, 0x03ff, 0x0400, 0x2e66, 0x3c00, 0xbc00,
+                               0x7bff, 0x7c00, 0x7e00, 0x8000, 0x0000, 0xfbff};
+    const int64_t n = 32 * 64; /* 64 blocks, a tile row of two 1024-element heads */
+    uint64_t s = 99;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const size_t bytes = cpulm_dtype_row_bytes(types[ti], n), bb = bytes / (size_t)(n / 32);
+        uint8_t *x = malloc(bytes + 1);
+        float *ref = malloc(sizeof(float) * (size_t)n), *got = malloc(sizeof(float) * (size_t)n);
+        for (int off = 0; off < 2; off++) { /* blocks at odd addresses too */
+            uint8_t *q = x + off;
+            for (size_t i = 0; i < bytes; i++)
+                q[i] = (uint8_t)(i / bb % 4 == 3 ? i : rng(&s)); /* every quant byte value */
+            for (int64_t b = 0; b < n / 32; b++) {
+                const uint16_t h = scales[(size_t)b % (sizeof scales / sizeof scales[0])];
+                memcpy(q + (size_t)b * bb, &h, sizeof h);
+            }
+            cpulm_kernels_generic.to_float[types[ti]](q, ref, n);
+            for (int li = 1; li < nl; li++) {
+                memset(got, 0xa5, sizeof(float) * (size_t)n);
+                lv[li]->to_float[types[ti]](q, got, n);
+                CHECK(t, memcmp(ref, got, sizeof(float) * (size_t)n) == 0);
+            }
+        }
+        free(x);
+        free(ref);
+        free(got);
+    }
+}
+
 /* ---- the whole algorithm against float64 ---- */
 
 /* out[r] = attention of query row r (position pos[r]) over keys 0..pos[r], by the canonical

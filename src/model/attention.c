@@ -48,12 +48,13 @@ typedef struct att_ws {         /* one thread's tiles */
     float *m, *l, *mc, *lc, *a; /* [rows] */
     int32_t *qpos;              /* [rows] */
     float *s, *ms;              /* [rows][TILE] */
-    float *kf, *vf;             /* [TILE][d] */
+    float *kf, *vf;             /* [TILE][tile_heads * d] */
     double *qt;                 /* exact path: [d][rows], the block's queries transposed */
 } att_ws;
 
 struct cpulm_attn {
     int gq, tok_per_blk, rows; /* group size, tokens per block, rows per block */
+    int tile_heads;            /* KV heads a K/V tile buffer holds */
     int32_t n_chunk_max;
     int split_max;
     size_t ws_floats;
@@ -81,7 +82,8 @@ cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
     a->rows = a->gq * a->tok_per_blk;
     a->n_chunk_max = (c->p.n_ctx + CHUNK - 1) / CHUNK;
     a->split_max = cpulm_attn_split_max(c->p.n_seq_max, c->p.n_batch);
-    a->ws_floats = cpulm_attn_ws_floats(a->rows, hp->head_dim);
+    a->tile_heads = cpulm_attn_tile_heads(hp);
+    a->ws_floats = cpulm_attn_ws_floats(a->rows, hp->head_dim, a->tile_heads);
     int nth = cpulm_pool_size(c->pool);
     a->ws = malloc(sizeof(float) * a->ws_floats * (size_t)nth);
     a->part = malloc(sizeof(float) * (size_t)a->split_max * (size_t)hp->n_head *
@@ -156,7 +158,7 @@ static att_ws ws_of(const cpulm_ctx *c, int ith) {
     w.qpos = (int32_t *)p, p += r;
     w.s = p, p += r * TILE;
     w.ms = p, p += r * TILE;
-    w.kf = p, p += TILE * d;
+    w.kf = p, p += TILE * d * a->tile_heads;
     w.vf = p;
     return w;
 }
@@ -168,45 +170,50 @@ static void prefetch_span(const uint8_t *p, size_t n) {
         __builtin_prefetch((const void *)a, 0, 3);
 }
 
-/* n rows of KV head g at positions j.. of seq as f32 [n][d] into buf; returns the rows
- * (the cache itself when it is f32) and their stride in *ld. Also prefetches head g's
- * slice of the n_next rows after the tile (the next tile's), so that they arrive while
- * this tile is computed: a tile reads 1/n_kv of each cache row (a row holds every KV head
- * of a position), a stride the hardware prefetchers do not follow across 4 KiB pages, and
- * without the hint each row's load waited for memory (~40% of generation time at depth
- * 4096, docs/PERFORMANCE.md "Long contexts"). */
-static const float *load_tile(const cpulm_ctx *c, const uint8_t *row0, int g, int n, int n_next,
-                              float *buf, int64_t *ld) {
+/* n rows at positions j.. of seq, KV heads g0..g0+ng-1 (adjacent slices of each row), as
+ * f32 [n][ng * d] into buf; returns the rows (the cache itself when it is f32) and their
+ * stride in *ld: head g0 + h starts at column h * d. The heads of a row are converted by
+ * one call and the tile is one stream of the cache (all of it when ng is every KV head),
+ * which the hardware prefetchers follow; per-head slices were a 1/n_kv-row stride, and
+ * converting them one by one left each call waiting for its first load (q8_0 at depth 4096:
+ * 30% of the conversion on that load). Also prefetches the same slices of the n_next rows
+ * after the tile (the next tile's), so that they arrive while this tile is computed: across
+ * 4 KiB pages the hardware prefetchers stop (~40% of generation time at depth 4096 without
+ * the hint, docs/PERFORMANCE.md "Long contexts"). */
+static const float *load_tile(const cpulm_ctx *c, const uint8_t *row0, int g0, int ng, int n,
+                              int n_next, float *buf, int64_t *ld) {
     const cpulm_kv *kv = &c->kv;
-    int64_t d = c->m->hp.head_dim;
-    size_t slice = cpulm_dtype_row_bytes(kv->dtype, d), off = slice * (size_t)g;
+    const int64_t d = c->m->hp.head_dim, wd = d * ng;
+    size_t slice = cpulm_dtype_row_bytes(kv->dtype, d), off = slice * (size_t)g0;
+    size_t span = slice * (size_t)ng;
     const uint8_t *next = row0 + (size_t)n * kv->row_bytes + off;
     if (kv->dtype == CPULM_DTYPE_F32) {
         for (int r = 0; r < n_next; r++)
-            prefetch_span(next + (size_t)r * kv->row_bytes, slice);
+            prefetch_span(next + (size_t)r * kv->row_bytes, span);
         *ld = kv->kv_dim;
         return (const float *)(row0 + off);
     }
     cpulm_to_float_fn cvt = c->k->to_float[kv->dtype];
     for (int r = 0; r < n; r++) {
-        if (r < n_next) prefetch_span(next + (size_t)r * kv->row_bytes, slice);
-        cvt(row0 + (size_t)r * kv->row_bytes + off, buf + r * d, d);
+        if (r < n_next) prefetch_span(next + (size_t)r * kv->row_bytes, span);
+        cvt(row0 + (size_t)r * kv->row_bytes + off, buf + r * wd, wd);
     }
-    *ld = d;
+    *ld = wd;
     return buf;
 }
 
-/* Head g's K and V tiles (rows j.. of seq in layer il) through load_tile, into w's buffers. */
+/* The K and V tiles (rows j.. of seq in layer il) of KV heads g0..g0+ng-1 through
+ * load_tile, into w's buffers; head g0 + h's rows start at k + h * d (v + h * d). */
 typedef struct kv_tile {
     const float *k, *v;
     int64_t ldk, ldv;
 } kv_tile;
 
-static kv_tile load_kv_tile(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int32_t j, int g,
-                            int n, int n_next) {
+static kv_tile load_kv_tile(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int32_t j, int g0,
+                            int ng, int n, int n_next) {
     kv_tile t;
-    t.k = load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g, n, n_next, w->kf, &t.ldk);
-    t.v = load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g, n, n_next, w->vf, &t.ldv);
+    t.k = load_tile(c, cpulm_kv_k(&c->kv, il, seq, j), g0, ng, n, n_next, w->kf, &t.ldk);
+    t.v = load_tile(c, cpulm_kv_v(&c->kv, il, seq, j), g0, ng, n, n_next, w->vf, &t.ldv);
     return t;
 }
 
@@ -256,11 +263,10 @@ static void chunk_partial(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, in
     }
     for (int32_t j = j0; j < jend; j += TILE) {
         const int n = jend - j < TILE ? jend - j : TILE, nn = next_rows(j, n, jend);
-        for (int h = 0; h < ng; h++) {
-            const kv_tile kv = load_kv_tile(c, w, il, seq, j, g0 + h, n, nn);
-            tile_step(c, w, h * mh, (h + 1) * mh, j, n, kv.k, kv.ldk, kv.v, kv.ldv, mc[h], lc[h],
-                      oc[h]);
-        }
+        const kv_tile kv = load_kv_tile(c, w, il, seq, j, g0, ng, n, nn);
+        for (int h = 0; h < ng; h++)
+            tile_step(c, w, h * mh, (h + 1) * mh, j, n, kv.k + h * d, kv.ldk, kv.v + h * d, kv.ldv,
+                      mc[h], lc[h], oc[h]);
     }
 }
 
@@ -406,11 +412,10 @@ static void exact_item(cpulm_ctx *c, att_ws *w, int il, int32_t b, int g0, int n
     const int32_t jend = w->qpos[m - 1] + 1;
     for (int32_t j = 0; j < jend; j += TILE) {
         const int n = jend - j < TILE ? jend - j : TILE, nn = next_rows(j, n, jend);
-        for (int h = 0; h < ng; h++) {
-            const kv_tile kv = load_kv_tile(c, w, il, seq, j, g0 + h, n, nn);
-            exact_tile(c, w, m, ng == 1 ? 0 : h * gq, ng == 1 ? m : (h + 1) * gq, j, n, kv.k,
-                       kv.ldk, kv.v, kv.ldv);
-        }
+        const kv_tile kv = load_kv_tile(c, w, il, seq, j, g0, ng, n, nn);
+        for (int h = 0; h < ng; h++)
+            exact_tile(c, w, m, ng == 1 ? 0 : h * gq, ng == 1 ? m : (h + 1) * gq, j, n,
+                       kv.k + h * d, kv.ldk, kv.v + h * d, kv.ldv);
     }
     const int64_t qd = (int64_t)c->m->hp.n_head * d;
     for (int i = 0; i < m; i++) {

@@ -20,12 +20,21 @@ static inline int cpulm_attn_tokens_per_block(int gq) {
     return gq >= CPULM_ATT_ROWS ? 1 : CPULM_ATT_ROWS / gq;
 }
 
+/* KV heads a K/V tile holds at most: a generation item reads several heads' adjacent
+ * slices of each cache row (as many as a block has tokens, at most every KV head), and
+ * converts them together. */
+static inline int cpulm_attn_tile_heads(const cpulm_hparams *hp) {
+    int tpb = cpulm_attn_tokens_per_block(cpulm_attn_group_size(hp));
+    return tpb < hp->n_head_kv ? tpb : hp->n_head_kv;
+}
+
 /* One thread's tiles: rows x (the exact path's transposed queries: d doubles; q, o, chunk
  * o: d each; m, l, chunk m, chunk l, a, position; a row of tile scores, one of the exact
- * path's scale factors), the K and V tiles, slack; even, so every thread's doubles align. */
-static inline size_t cpulm_attn_ws_floats(int rows, int d) {
+ * path's scale factors), the K and V tiles of `heads` KV heads, slack; even, so every
+ * thread's doubles align. */
+static inline size_t cpulm_attn_ws_floats(int rows, int d, int heads) {
     size_t n = (size_t)rows * (5 * (size_t)d + 5 + 2 * CPULM_ATTN_TILE + 1) +
-               2 * (size_t)CPULM_ATTN_TILE * (size_t)d + 64;
+               2 * (size_t)CPULM_ATTN_TILE * (size_t)d * (size_t)heads + 64;
     return (n + 1) / 2 * 2;
 }
 
@@ -43,7 +52,9 @@ static inline uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t
     uint64_t n_chunk = ((uint64_t)n_ctx + CPULM_ATTN_CHUNK - 1) / CPULM_ATTN_CHUNK;
     uint64_t part = (uint64_t)cpulm_attn_split_max(n_seq_max, n_batch) * (uint64_t)hp->n_head *
                     n_chunk * ((uint64_t)hp->head_dim + 2);
-    return 4 * ((uint64_t)n_threads * cpulm_attn_ws_floats(rows, hp->head_dim) + part) +
+    return 4 * ((uint64_t)n_threads *
+                    cpulm_attn_ws_floats(rows, hp->head_dim, cpulm_attn_tile_heads(hp)) +
+                part) +
            4 * (uint64_t)(n_batch + 1) + 8 * CPULM_ATT_SPLIT_MAX +
            4 * (uint64_t)CPULM_ATT_SPLIT_MAX * (uint64_t)hp->n_head_kv;
 }

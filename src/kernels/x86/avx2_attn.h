@@ -11,6 +11,10 @@ void cpulm_avx2_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq
 float cpulm_avx2_attn_softmax_row(int n, int lim, float *s, float *M, float *L);
 void cpulm_avx2_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
                         int64_t ldv, const float *a, float *o, int64_t ldo);
+/* to_float of Q8_0 and Q4_0 rows (the K/V tiles of quantized caches), same bits as the
+ * reference dequantizers */
+void cpulm_avx2_to_float_q8_0(const void *vx, float *y, int64_t n);
+void cpulm_avx2_to_float_q4_0(const void *vx, float *y, int64_t n);
 void cpulm_avx2_attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
                            int64_t ldoc, float *M, float *L, float *o, int64_t ldo);
 /* the exact path's steps (avx2_attnx.c); the avx512 levels call them for the head sizes
