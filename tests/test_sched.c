@@ -520,7 +520,9 @@ TEST(sched_metrics_render_prometheus_text) {
                               .kv_cached = 300,
                               .kv_bytes_used = 192000,
                               .kv_bytes_resident = 204800,
-                              .kv_bytes_reserved = 655360};
+                              .kv_bytes_reserved = 655360,
+                              .n_steps = 90,
+                              .n_long_steps = 30};
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_metrics_render(m, &g, &b);
@@ -552,6 +554,9 @@ TEST(sched_metrics_render_prometheus_text) {
         "cpulm_kv_bytes_used 192000\n",
         "cpulm_kv_bytes_resident 204800\n",
         "cpulm_kv_bytes_reserved 655360\n",
+        "# TYPE cpulm_steps_total counter\n",
+        "cpulm_steps_total 90\n",
+        "cpulm_long_steps_total 30\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(b.data, want[i])) {
@@ -727,7 +732,9 @@ TEST(sched_step_budget_follows_target) {
     CHECK_EQ_INT(t, cpulm_sched_submit(s, big), CPULM_SCHED_ACCEPTED);
     CHECK(t, wait_all(s, res, 5, &seq, 0));
     cpulm_sched_get_stats(s, &st);
-    CHECK(t, st.max_step_tokens <= 40); /* the 4 short prompts together, or 4 + 16 */
+    CHECK(t, st.max_step_tokens <= 40);   /* the 4 short prompts together, or 4 + 16 */
+    CHECK_EQ_INT(t, st.n_long_steps, 63); /* ceil(1000 / 16): only long steps carried it */
+    CHECK(t, st.n_steps >= 1 + 62 * 3);
     REQUIRE(t, res[4].first_event_seq > seq_submit);
     for (int i = 0; i < 4; i++) {
         int during = 0;

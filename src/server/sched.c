@@ -107,7 +107,7 @@ struct cpulm_sched {
     /* ---- stats ---- */
     atomic_int ready, st_running, st_waiting;
     atomic_llong st_kv_used, st_kv_cached;
-    atomic_ullong st_steps, st_max_step;
+    atomic_ullong st_steps, st_max_step, st_long_steps;
     atomic_llong st_pc_blocks, st_pc_bytes;
     atomic_ullong st_prefill; /* prompt tokens evaluated */
     _Atomic double st_target, st_fixed, st_gen, st_pre;
@@ -672,6 +672,7 @@ static int32_t step_budget(cpulm_sched *s, int32_t n_gen, int prompts) {
     if (!cpulm_sched_long_step(&s->long_credit, n_gen, prompts, s->p.prefill_every,
                                s->p.n_parallel))
         return cpulm_sched_prefill_budget(&s->est, T, n_gen, s->p.n_chunk, 0);
+    atomic_fetch_add(&s->st_long_steps, 1);
     int32_t floor = s->p.n_chunk / 16 > 0 ? s->p.n_chunk / 16 : 1;
     return cpulm_sched_prefill_budget(&s->est, CPULM_SCHED_LONG_STEP * T, n_gen, s->p.n_chunk,
                                       floor);
@@ -1150,6 +1151,7 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->kv_idle_max = s->kv_idle;
     out->n_steps = atomic_load(&s->st_steps);
     out->max_step_tokens = atomic_load(&s->st_max_step);
+    out->n_long_steps = atomic_load(&s->st_long_steps);
     out->n_prefill_tokens = atomic_load(&s->st_prefill);
     out->step_ms_target = atomic_load(&s->st_target) * 1e3;
     out->est_fixed_ms = atomic_load(&s->st_fixed) * 1e3;

@@ -192,6 +192,7 @@ typedef struct cpulm_sched_stats {
     int64_t kv_idle_max;        /* tokens free slots may keep (resolved kv_idle; -1: all) */
     int32_t n_parallel, n_ctx;
     uint64_t n_steps;          /* decode calls so far */
+    uint64_t n_long_steps;     /* of which long steps (see max_step_ms) */
     uint64_t max_step_tokens;  /* largest batch so far */
     uint64_t n_prefill_tokens; /* prompt tokens evaluated so far (cached ones are not) */
     double step_ms_target;     /* the current short-step target (ms); 0 when off */
