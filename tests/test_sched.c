@@ -923,8 +923,8 @@ TEST(sched_budget_from_step_model) {
     CHECK_NEAR(t, T, 0.05 + 16 * 0.0075, 1e-12);
     /* 7 streams: (0.17 - 0.05 - 0.0525) / 0.0034 = 19.9 prompt tokens */
     CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 7, 512, 0), 19);
-    /* long, 7 streams: (0.425 - 0.1025) / 0.0034 = 94.9 */
-    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, CPULM_SCHED_LONG_STEP * T, 7, 512, 32), 94);
+    /* long, 7 streams: (0.34 - 0.1025) / 0.0034 = 69.9 */
+    CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, CPULM_SCHED_LONG_STEP * T, 7, 512, 32), 69);
     CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 16, 512, 0), 0);     /* nothing fits */
     CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 16, 512, 32), 32);   /* floor */
     CHECK_EQ_INT(t, cpulm_sched_prefill_budget(&m, T, 0, 512, 0), 512);    /* nothing generates */

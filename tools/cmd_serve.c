@@ -26,7 +26,7 @@ static void serve_usage(FILE *f) {
         "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V alike)\n"
         "  --chunk N             most prompt tokens per scheduler step (default 256)\n"
         "  --max-step-ms MS      target inter-token time (median gap) while prompts are\n"
-        "                        evaluated next to running streams; long steps take 2.5x it\n"
+        "                        evaluated next to running streams; long steps take 2x it\n"
         "                        (default: a measured decode step of all slots;\n"
         "                        -1: off, every step takes --chunk prompt tokens)\n"
         "  --prefill-every N     long steps delay at most 1 in N of the streams' tokens\n"

@@ -224,7 +224,7 @@ static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gaug
     render_one(o, "cpulm_steps_total", "counter", "Scheduler steps (decode calls) so far.", "",
                (double)g->n_steps);
     render_one(o, "cpulm_long_steps_total", "counter",
-               "Scheduler steps so far that were long (2.5x the target, prompt work).", "",
+               "Scheduler steps so far that were long (twice the target, prompt work).", "",
                (double)g->n_long_steps);
 }
 

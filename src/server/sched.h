@@ -47,8 +47,11 @@
 #define CPULM_SCHED_CACHE_BLOCK       32   /* tokens per prompt-cache block */
 #define CPULM_SCHED_CACHE_RAM_DEFAULT 2048 /* MiB */
 #define CPULM_SCHED_KV_IDLE_AUTO      (-2) /* kv_idle: n_ctx with the prompt cache, else all */
-#define CPULM_SCHED_LONG_STEP         2.5  /* a long step's target, in short-step targets */
-#define CPULM_SCHED_PREFILL_EVERY     3    /* default prefill_every */
+/* A long step's target, in short-step targets: the tail gap over the median. 2 leaves room
+ * for step-time noise (a quiet machine's p99 step is ~1.2x its typical one) under the
+ * serving bar of a p99 gap at most 3x the median (issue #16). */
+#define CPULM_SCHED_LONG_STEP     2.0
+#define CPULM_SCHED_PREFILL_EVERY 3 /* default prefill_every */
 
 typedef struct cpulm_sched cpulm_sched;
 struct cpulm_grammar;
