@@ -991,7 +991,14 @@ TEST(sched_model_observe_learns_costs) {
         cpulm_sched_model_observe(&m, 16, 0, 1e-9);
         cpulm_sched_model_observe(&m, 16, 10, 1e-9);
     }
-    CHECK(t, m.fixed >= 0 && m.pre >= 1e-7);
+    CHECK(t, m.fixed >= 0 && m.pre >= 1e-7 && m.gen >= 1e-7);
+    /* a calibration that measured the per-sequence cost 46x too high (a 16-sequence step
+     * slowed by other processes): decode-only steps bring the decode step of all slots,
+     * the default target, back to what such steps take */
+    cpulm_sched_model b = {.fixed = 0.05, .gen = 0.384, .pre = 0.0062};
+    for (int i = 0; i < 60; i++)
+        cpulm_sched_model_observe(&b, 16, 0, 0.018 + 16 * 0.0083);
+    CHECK_NEAR(t, cpulm_sched_target_step(&b, 0, 16), 0.018 + 16 * 0.0083, 1e-3);
     /* a step of 2 prompt tokens moves the per-token cost 2/16 as far as one of 16 or more:
      * its timing noise divided by 2 tokens would swamp the estimate */
     cpulm_sched_model q = {.fixed = 0.05, .gen = 0.0075, .pre = 0.0034};

@@ -642,14 +642,21 @@ int cpulm_sched_long_step(double *credit, int32_t n_gen, int want, int32_t every
 
 /* Decode-only steps refine the fixed part (the per-sequence cost stays the calibrated
  * one: in serving nearly all such steps have the same width, which cannot separate the
- * two), steps with prompt tokens the per-prompt-token part given the other two, so the
- * model predicts the steps the budget is chosen for. Exponentially weighted, positive; a
- * step with few prompt tokens moves the per-token cost less (its timing noise, divided by
- * a handful of tokens, would swamp the estimate). */
+ * two) unless a step took less than the per-sequence part alone: then that part was
+ * overestimated (one calibration step slowed by other processes made every target 40x too
+ * long on a loaded machine) and moves toward this step's time per sequence. Steps with
+ * prompt tokens refine the per-prompt-token part given the other two, so the model
+ * predicts the steps the budget is chosen for. Exponentially weighted, positive; a step
+ * with few prompt tokens moves the per-token cost less (its timing noise, divided by a
+ * handful of tokens, would swamp the estimate). */
 void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pre, double dt) {
     const double w = 0.2;
     if (n_pre == 0) {
         double a = dt - m->gen * n_gen;
+        if (a < 0 && n_gen > 0) {
+            double g = dt / n_gen;
+            m->gen = (1 - w) * m->gen + w * (g > 1e-7 ? g : 1e-7);
+        }
         m->fixed = (1 - w) * m->fixed + w * (a > 0 ? a : 0);
     } else {
         double c = (dt - m->fixed - m->gen * n_gen) / n_pre;
