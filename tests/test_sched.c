@@ -999,13 +999,23 @@ TEST(sched_model_observe_learns_costs) {
     for (int i = 0; i < 60; i++)
         cpulm_sched_model_observe(&b, 16, 0, 0.018 + 16 * 0.0083);
     CHECK_NEAR(t, cpulm_sched_target_step(&b, 0, 16), 0.018 + 16 * 0.0083, 1e-3);
-    /* a step of 2 prompt tokens moves the per-token cost 2/16 as far as one of 16 or more:
-     * its timing noise divided by 2 tokens would swamp the estimate */
+    /* only steps whose prompt work is at least half of them teach the per-token cost: 2
+     * tokens beside 8 streams do not, a prompt-only step of 256 does */
     cpulm_sched_model q = {.fixed = 0.05, .gen = 0.0075, .pre = 0.0034};
     cpulm_sched_model_observe(&q, 8, 2, 0.05 + 8 * 0.0075 + 2 * 0.0134);
-    CHECK_NEAR(t, q.pre, 0.0034 + 0.2 * 2 / 16 * 0.01, 1e-12);
-    cpulm_sched_model_observe(&q, 8, 16, 0.05 + 8 * 0.0075 + 16 * 0.0134);
-    CHECK_NEAR(t, q.pre, 0.8 * (0.0034 + 0.2 * 2 / 16 * 0.01) + 0.2 * 0.0134, 1e-12);
+    CHECK_NEAR(t, q.pre, 0.0034, 0);
+    cpulm_sched_model_observe(&q, 0, 256, 0.05 + 256 * 0.0134);
+    CHECK_NEAR(t, q.pre, 0.0034 + 0.2 * 0.01, 1e-12);
+    /* steps of 4 prompt tokens beside 12 streams whose decode part runs 40 ms over the
+     * model, and long steps of 40: the estimate stays within 25% of the true 8 ms, where
+     * learning from every step settled near a third of it */
+    cpulm_sched_model e = {.fixed = 0.02, .gen = 0.008, .pre = 0.008};
+    for (int i = 0; i < 300; i++) {
+        double dec = 0.02 + 12 * 0.008 + (i % 3 == 2 ? 0 : -0.04);
+        int32_t k = i % 3 == 2 ? 40 : 4;
+        cpulm_sched_model_observe(&e, 12, k, dec + k * 0.008);
+    }
+    CHECK(t, e.pre > 0.006 && e.pre < 0.010);
 }
 
 /* prefill_every 2: while streams generate, every other step is long; with a target below

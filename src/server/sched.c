@@ -646,9 +646,11 @@ int cpulm_sched_long_step(double *credit, int32_t n_gen, int want, int32_t every
  * overestimated (one calibration step slowed by other processes made every target 40x too
  * long on a loaded machine) and moves toward this step's time per sequence. Steps with
  * prompt tokens refine the per-prompt-token part given the other two, so the model
- * predicts the steps the budget is chosen for. Exponentially weighted, positive; a step
- * with few prompt tokens moves the per-token cost less (its timing noise, divided by a
- * handful of tokens, would swamp the estimate). */
+ * predicts the steps the budget is chosen for. Exponentially weighted, positive. Only
+ * steps whose prompt work is at least half of them teach the per-token cost (long steps,
+ * prompt-only steps, short steps beside few streams): the error of the decode part, divided
+ * by the few prompt tokens of a short step beside many streams, drove the per-token cost 3x
+ * too low on a loaded machine, and long steps then ran 5x the median gap. */
 void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pre, double dt) {
     const double w = 0.2;
     if (n_pre == 0) {
@@ -659,9 +661,9 @@ void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pr
         }
         m->fixed = (1 - w) * m->fixed + w * (a > 0 ? a : 0);
     } else {
-        double c = (dt - m->fixed - m->gen * n_gen) / n_pre;
-        double wp = n_pre >= 16 ? w : w * n_pre / 16;
-        m->pre = (1 - wp) * m->pre + wp * (c > 1e-7 ? c : 1e-7);
+        double dec = m->fixed + m->gen * n_gen, c = (dt - dec) / n_pre;
+        if (dt >= 2 * dec) /* the prompt work took at least half of the step */
+            m->pre = (1 - w) * m->pre + w * (c > 1e-7 ? c : 1e-7);
     }
 }
 
