@@ -5,6 +5,7 @@
 #   1. load: NP slots, C concurrent streaming users, N requests, unique ~W-word prompts,
 #      M generated tokens each (cpulm loadtest; both servers see the same requests):
 #      total throughput (prompt + output tokens / wall), inter-token gap p50/p99, TTFT p90;
+#      for cpulm also its steps (long ones) and step model from /metrics;
 #   2. prompt cache: one long prompt (~LW words), then K other long prompts, then the
 #      first again: time to first token cold vs repeated, and cached_tokens.
 # Usage: scripts/serve-bench.sh MODEL.gguf [out-dir]
@@ -82,6 +83,13 @@ run() { # name
     --max-tokens "$M" --stream --timeout 1800 -o json >"$OUT/$1.load.json"
   jq -r --arg n "$1" '.levels[0] | "\($n) load: ok \(.ok) errors \(.errors), total \(((.mean_prompt_tokens + '"$M"') * .ok / .wall_s) * 100 | round / 100) t/s (output \(.output_tokens_per_s * 100 | round / 100)), gap p50/p99 \(.itl_ms.p50 | round)/\(.itl_ms.p99 | round) ms, TTFT p90 \(.ttft_ms.p90 | round) ms"' \
     "$OUT/$1.load.json" | tee -a "$OUT/summary.txt"
+  if [ "$1" = cpulm ]; then # the scheduler's steps and its step model after the load
+    curl -s "$url/metrics" | awk '/^cpulm_(steps_total|long_steps_total|step_[a-z]*_seconds) / { v[$1] = $2 }
+      END { printf "cpulm steps: %d (long %d); target %.0f ms, model fixed %.1f gen %.1f prompt token %.1f ms\n",
+      v["cpulm_steps_total"], v["cpulm_long_steps_total"], v["cpulm_step_target_seconds"] * 1e3,
+      v["cpulm_step_fixed_seconds"] * 1e3, v["cpulm_step_gen_seconds"] * 1e3, v["cpulm_step_token_seconds"] * 1e3 }' |
+      tee -a "$OUT/summary.txt"
+  fi
   local long cold warm
   long=$(words "$LW" 1)
   cold=$(one "$url" "$long")

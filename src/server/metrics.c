@@ -221,6 +221,11 @@ static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gaug
                "", g->step_gen_s);
     render_one(o, "cpulm_step_fixed_seconds", "gauge",
                "Measured fixed cost of a step (the scheduler's model).", "", g->step_fixed_s);
+    render_one(o, "cpulm_steps_total", "counter", "Scheduler steps (decode calls) so far.", "",
+               (double)g->n_steps);
+    render_one(o, "cpulm_long_steps_total", "counter",
+               "Scheduler steps so far that were long (twice the target, prompt work).", "",
+               (double)g->n_long_steps);
 }
 
 /* vLLM's cache_config_info: a constant 1 whose labels describe the KV cache, which the

@@ -46,6 +46,7 @@ typedef struct cpulm_metrics_gauges {
     int64_t cache_bytes, cache_max_bytes;   /* prompt cache: memory held / its limit */
     double step_target_s, step_token_s;     /* scheduler: target step time, per prompt token */
     double step_fixed_s, step_gen_s;        /* scheduler: fixed cost, per generating sequence */
+    uint64_t n_steps, n_long_steps;         /* scheduler: decode steps so far, long ones */
 } cpulm_metrics_gauges;
 
 /* model_name labels the vLLM-named series (copied). Returns owned; NULL on OOM. */

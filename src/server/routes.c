@@ -117,6 +117,8 @@ static void get_gauges(const cpulm_server *s, cpulm_metrics_gauges *g) {
     g->step_token_s = st.est_token_ms * 1e-3;
     g->step_gen_s = st.est_gen_ms * 1e-3;
     g->step_fixed_s = st.est_fixed_ms * 1e-3;
+    g->n_steps = st.n_steps;
+    g->n_long_steps = st.n_long_steps;
 }
 
 static void handle_metrics(cpulm_server *s, cpulm_conn *c) {

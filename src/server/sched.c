@@ -96,7 +96,7 @@ struct cpulm_sched {
     const uint8_t **blobs;                    /* [n_ctx / block]: lookup results */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
     cpulm_sched_model est;                    /* step time model (seconds), see cpulm_sched_model */
-    int32_t since_prefill; /* steps since the last one with prompt tokens (prefill_every) */
+    double long_credit; /* stream tokens a long step may still delay (cpulm_sched_long_step) */
 
     /* ---- event queue, guarded by ev_mu ---- */
     pthread_mutex_t ev_mu;
@@ -107,7 +107,7 @@ struct cpulm_sched {
     /* ---- stats ---- */
     atomic_int ready, st_running, st_waiting;
     atomic_llong st_kv_used, st_kv_cached;
-    atomic_ullong st_steps, st_max_step;
+    atomic_ullong st_steps, st_max_step, st_long_steps;
     atomic_llong st_pc_blocks, st_pc_bytes;
     atomic_ullong st_prefill; /* prompt tokens evaluated */
     _Atomic double st_target, st_fixed, st_gen, st_pre;
@@ -128,7 +128,7 @@ cpulm_sched_params cpulm_sched_default_params(void) {
     cpulm_sched_params p = {.n_parallel = 4,
                             .n_ctx = 0,
                             .n_chunk = 256,
-                            .prefill_every = 1,
+                            .prefill_every = CPULM_SCHED_PREFILL_EVERY,
                             .max_queue = 64,
                             .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT,
                             .kv_idle = CPULM_SCHED_KV_IDLE_AUTO};
@@ -618,50 +618,73 @@ static int32_t add_tok(cpulm_sched *s, int32_t n, cpulm_token t, int32_t seq, in
 double cpulm_sched_target_step(const cpulm_sched_model *m, double max_step_ms, int32_t n_parallel) {
     if (max_step_ms > 0) return max_step_ms * 1e-3;
     if (max_step_ms < 0) return 0;
-    return 2 * (m->fixed + m->gen * n_parallel); /* streams keep half decode speed */
+    return m->fixed + m->gen * n_parallel; /* an undisturbed decode step of all slots */
 }
 
 int32_t cpulm_sched_prefill_budget(const cpulm_sched_model *m, double target_s, int32_t n_gen,
-                                   int32_t n_chunk) {
+                                   int32_t n_chunk, int32_t floor) {
     if (n_gen == 0 || target_s <= 0) return n_chunk;
     double room = (target_s - m->fixed - m->gen * n_gen) / m->pre;
-    int32_t lo = n_chunk / 16 > 0 ? n_chunk / 16 : 1; /* prompts always progress */
+    if (floor > n_chunk) floor = n_chunk;
     if (!(room < n_chunk)) return n_chunk;
-    return room > lo ? (int32_t)room : lo;
+    return room > floor ? (int32_t)room : floor;
+}
+
+int cpulm_sched_long_step(double *credit, int32_t n_gen, int want, int32_t every, int32_t cap) {
+    if (n_gen <= 0) return 0;
+    *credit += (double)n_gen / every;
+    if (*credit > cap) *credit = cap; /* a long idle spell does not buy a burst of long steps */
+    if (!want || *credit < n_gen - 1e-9) return 0;
+    *credit -= n_gen;
+    if (*credit < 0) *credit = 0;
+    return 1;
 }
 
 /* Decode-only steps refine the fixed part (the per-sequence cost stays the calibrated
  * one: in serving nearly all such steps have the same width, which cannot separate the
- * two), steps with prompt tokens the per-prompt-token part given the other two, so the
- * model predicts the steps the budget is chosen for. Exponentially weighted, positive. */
+ * two) unless a step took less than the per-sequence part alone: then that part was
+ * overestimated (one calibration step slowed by other processes made every target 40x too
+ * long on a loaded machine) and moves toward this step's time per sequence. Steps with
+ * prompt tokens refine the per-prompt-token part given the other two, so the model
+ * predicts the steps the budget is chosen for. Exponentially weighted, positive. Only
+ * steps whose prompt work is at least half of them teach the per-token cost (long steps,
+ * prompt-only steps, short steps beside few streams): the error of the decode part, divided
+ * by the few prompt tokens of a short step beside many streams, drove the per-token cost 3x
+ * too low on a loaded machine, and long steps then ran 5x the median gap. */
 void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pre, double dt) {
     const double w = 0.2;
     if (n_pre == 0) {
         double a = dt - m->gen * n_gen;
+        if (a < 0 && n_gen > 0) {
+            double g = dt / n_gen;
+            m->gen = (1 - w) * m->gen + w * (g > 1e-7 ? g : 1e-7);
+        }
         m->fixed = (1 - w) * m->fixed + w * (a > 0 ? a : 0);
     } else {
-        double c = (dt - m->fixed - m->gen * n_gen) / n_pre;
-        m->pre = (1 - w) * m->pre + w * (c > 1e-7 ? c : 1e-7);
+        double dec = m->fixed + m->gen * n_gen, c = (dt - dec) / n_pre;
+        if (dt >= 2 * dec) /* the prompt work took at least half of the step */
+            m->pre = (1 - w) * m->pre + w * (c > 1e-7 ? c : 1e-7);
     }
-}
-
-double cpulm_sched_target_sparse(const cpulm_sched_model *m, double max_step_ms, int32_t n_gen) {
-    if (max_step_ms != 0) return cpulm_sched_target_step(m, max_step_ms, 0);
-    return 3 * (m->fixed + m->gen * n_gen); /* the tail gap 3x the typical one */
 }
 
 static double target_step(const cpulm_sched *s) {
     return cpulm_sched_target_step(&s->est, s->p.max_step_ms, s->p.n_parallel);
 }
 
-/* The prefill budget of the next step beside n_gen streams; 0 on a decode-only step. */
-static int32_t step_budget(cpulm_sched *s, int32_t n_gen) {
-    int32_t every = s->p.prefill_every;
-    if (every <= 1 || n_gen == 0)
-        return cpulm_sched_prefill_budget(&s->est, target_step(s), n_gen, s->p.n_chunk);
-    if (++s->since_prefill < every) return 0;
-    double T = cpulm_sched_target_sparse(&s->est, s->p.max_step_ms, n_gen);
-    return cpulm_sched_prefill_budget(&s->est, T, n_gen, s->p.n_chunk);
+/* The prefill budget of the next step beside n_gen streams (prompts: some are waiting).
+ * Short steps fill up to the target without a floor; a long step (its credit allows one,
+ * see cpulm_sched_long_step) aims at CPULM_SCHED_LONG_STEP targets with a floor of
+ * n_chunk / 16 tokens, so prompts always progress. */
+static int32_t step_budget(cpulm_sched *s, int32_t n_gen, int prompts) {
+    double T = target_step(s);
+    if (n_gen == 0 || T <= 0) return s->p.n_chunk;
+    if (!cpulm_sched_long_step(&s->long_credit, n_gen, prompts, s->p.prefill_every,
+                               s->p.n_parallel))
+        return cpulm_sched_prefill_budget(&s->est, T, n_gen, s->p.n_chunk, 0);
+    atomic_fetch_add(&s->st_long_steps, 1);
+    int32_t floor = s->p.n_chunk / 16 > 0 ? s->p.n_chunk / 16 : 1;
+    return cpulm_sched_prefill_budget(&s->est, CPULM_SCHED_LONG_STEP * T, n_gen, s->p.n_chunk,
+                                      floor);
 }
 
 static void publish_model(cpulm_sched *s) {
@@ -701,7 +724,8 @@ static int32_t build_batch(cpulm_sched *s, int32_t *n_gen) {
         s->tmp_idx[k] = i;
     }
     *n_gen = n;
-    int32_t budget = n_pre > 0 ? step_budget(s, n_out) : 0;
+    int32_t budget = step_budget(s, n_out, n_pre > 0); /* always: streams earn long credit */
+    if (n_pre == 0) budget = 0;
     for (int32_t p = 0; p < n_pre && budget > 0; p++) {
         int32_t i = s->tmp_idx[p];
         slot *x = &s->slots[i];
@@ -715,7 +739,6 @@ static int32_t build_batch(cpulm_sched *s, int32_t *n_gen) {
         }
         x->n_in_batch = k;
         budget -= k;
-        s->since_prefill = 0;
     }
     return n;
 }
@@ -1137,6 +1160,7 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->kv_idle_max = s->kv_idle;
     out->n_steps = atomic_load(&s->st_steps);
     out->max_step_tokens = atomic_load(&s->st_max_step);
+    out->n_long_steps = atomic_load(&s->st_long_steps);
     out->n_prefill_tokens = atomic_load(&s->st_prefill);
     out->step_ms_target = atomic_load(&s->st_target) * 1e3;
     out->est_fixed_ms = atomic_load(&s->st_fixed) * 1e3;

@@ -6,10 +6,14 @@
  * events.
  * Latency-aware prefill: the step time is modelled as fixed + a cost per generating
  * sequence + a cost per prompt token (cpulm_sched_model: calibrated at start, then tracked
- * from every step), and a step carries as many prompt tokens as
- * fit in max_step_ms next to the generating sequences (at least n_chunk / 16, so prompts
- * always progress; n_chunk when nothing generates). Prompts get the budget in order of
- * priority, then arrival; requests are admitted in the same order. Requests join and leave between
+ * from every step). While prompts wait next to generating streams, a step is short or long.
+ * A short step carries the prompt tokens that fit in the target (max_step_ms, by default an
+ * undisturbed decode step of all slots), none if nothing fits: it sets the median gap. A
+ * long step aims at CPULM_SCHED_LONG_STEP targets (at least n_chunk / 16 prompt tokens, so
+ * prompts always progress) and may delay at most 1 in prefill_every of the tokens streams
+ * receive (cpulm_sched_long_step): it sets the tail gap. With no stream generating a step
+ * takes n_chunk prompt tokens. Prompts get the budget in order of priority, then arrival;
+ * requests are admitted in the same order. Requests join and leave between
  * steps, so a long prompt is spread over several steps instead of stalling running streams.
  *
  * Slots: n_parallel sequences, each with the full n_ctx (never divided). A request with n
@@ -43,6 +47,11 @@
 #define CPULM_SCHED_CACHE_BLOCK       32   /* tokens per prompt-cache block */
 #define CPULM_SCHED_CACHE_RAM_DEFAULT 2048 /* MiB */
 #define CPULM_SCHED_KV_IDLE_AUTO      (-2) /* kv_idle: n_ctx with the prompt cache, else all */
+/* A long step's target, in short-step targets: the tail gap over the median. 2 leaves room
+ * for step-time noise (a quiet machine's p99 step is ~1.2x its typical one) under the
+ * serving bar of a p99 gap at most 3x the median (issue #16). */
+#define CPULM_SCHED_LONG_STEP     2.0
+#define CPULM_SCHED_PREFILL_EVERY 3 /* default prefill_every */
 
 typedef struct cpulm_sched cpulm_sched;
 struct cpulm_grammar;
@@ -51,15 +60,15 @@ typedef struct cpulm_sched_params {
     int32_t n_parallel;      /* slots; default 4 */
     int32_t n_ctx;           /* tokens per slot; 0 = min(model's context, 4096) */
     int32_t n_chunk;         /* most prompt tokens per step; default 256 */
-    double max_step_ms;      /* target step time (inter-token gap) while streams generate:
-                              * the prefill budget of a step is what fits in it (at least
-                              * n_chunk / 16). 0: twice a decode step of n_parallel
-                              * sequences, measured; < 0: off (n_chunk every step) */
-    int32_t prefill_every;   /* while streams generate, only every Nth step carries prompt
-                              * tokens (the others decode only), and the default target of
-                              * those steps is 3 decode steps of the running streams instead:
-                              * most gaps are a plain decode step, the rest at most 3x it.
-                              * Default 1: every step, target as max_step_ms says */
+    double max_step_ms;      /* target step time (the median inter-token gap) while prompts
+                              * wait next to generating streams: a short step carries the
+                              * prompt tokens that fit in it, a long one those that fit in
+                              * CPULM_SCHED_LONG_STEP times it. 0: an undisturbed decode step
+                              * of all n_parallel slots, measured; < 0: off (n_chunk every
+                              * step) */
+    int32_t prefill_every;   /* long steps delay at most 1 in N of the tokens generating
+                              * streams receive (the others come after short steps); 1: every
+                              * step long. Default 3 */
     int32_t max_queue;       /* requests waiting for slots before submit refuses; default 64 */
     int32_t n_threads;       /* decode threads; 0 = physical cores */
     int32_t n_threads_batch; /* threads for steps with prompt tokens; 0 = n_threads */
@@ -186,9 +195,10 @@ typedef struct cpulm_sched_stats {
     int64_t kv_idle_max;        /* tokens free slots may keep (resolved kv_idle; -1: all) */
     int32_t n_parallel, n_ctx;
     uint64_t n_steps;          /* decode calls so far */
+    uint64_t n_long_steps;     /* of which long steps (see max_step_ms) */
     uint64_t max_step_tokens;  /* largest batch so far */
     uint64_t n_prefill_tokens; /* prompt tokens evaluated so far (cached ones are not) */
-    double step_ms_target;     /* the current target step time (ms); 0 when off */
+    double step_ms_target;     /* the current short-step target (ms); 0 when off */
     double est_fixed_ms, est_gen_ms, est_token_ms; /* step time model (cpulm_sched_model):
                                                     * fixed, per generating sequence, per
                                                     * prompt token */
@@ -211,17 +221,19 @@ typedef struct cpulm_sched_model {
     double fixed, gen, pre;
 } cpulm_sched_model;
 
-/* The step time the budget aims at (seconds): max_step_ms when > 0, 0 (off) when < 0,
- * else twice a decode step of all n_parallel slots. */
+/* The short step's target (seconds): max_step_ms when > 0, 0 (off) when < 0, else an
+ * undisturbed decode step of all n_parallel slots. */
 double cpulm_sched_target_step(const cpulm_sched_model *m, double max_step_ms, int32_t n_parallel);
-/* The target of a prompt-carrying step with prefill_every > 1 and n_gen streams running:
- * max_step_ms when > 0, 0 (off) when < 0, else 3 decode steps of the n_gen streams. */
-double cpulm_sched_target_sparse(const cpulm_sched_model *m, double max_step_ms, int32_t n_gen);
 /* Prompt tokens a step may carry next to n_gen generating sequences so that it takes about
- * target_s: at least n_chunk / 16 (prompts always progress), at most n_chunk; n_chunk when
- * nothing generates or target_s <= 0. */
+ * target_s: at least floor, at most n_chunk; n_chunk when nothing generates or
+ * target_s <= 0. */
 int32_t cpulm_sched_prefill_budget(const cpulm_sched_model *m, double target_s, int32_t n_gen,
-                                   int32_t n_chunk);
+                                   int32_t n_chunk, int32_t floor);
+/* Whether a step of n_gen generating streams is long (want: prompts are waiting). Each
+ * stream token earns 1/every of credit (kept within cap); a long step spends one per
+ * stream it delays. So over any stretch of steps at most about 1 in `every` of the tokens
+ * streams receive come after a long step, and long steps go where few streams run. */
+int cpulm_sched_long_step(double *credit, int32_t n_gen, int want, int32_t every, int32_t cap);
 /* Folds one measured step into m (exponentially weighted; see sched.c). */
 void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pre, double dt);
 

@@ -38,7 +38,7 @@ cpulm_server_params cpulm_server_default_params(void) {
                              .port = 8080,
                              .n_parallel = 4,
                              .n_chunk = 256,
-                             .prefill_every = 1,
+                             .prefill_every = CPULM_SCHED_PREFILL_EVERY,
                              .max_queue = 64,
                              .timeout_s = 600,
                              .grace_s = 30,

@@ -25,8 +25,8 @@ typedef struct cpulm_server_params {
     int32_t n_parallel;      /* sequences decoded together; default 4 */
     int32_t n_ctx;           /* context per sequence; 0: model's, at most 4096 */
     int32_t n_chunk;         /* most prompt tokens per scheduler step; default 256 */
-    double max_step_ms;      /* target step time while streams generate; 0: measured; <0: off */
-    int32_t prefill_every;   /* prompt tokens in every Nth step while streams generate; 1 */
+    double max_step_ms;      /* short-step target while prompts wait; 0: measured; <0: off */
+    int32_t prefill_every;   /* long steps delay 1 in N stream tokens; default 3 */
     int32_t max_queue;       /* requests waiting for a slot before 429; default 64 */
     int32_t n_threads;       /* decode threads; 0: physical cores */
     int32_t n_threads_batch; /* threads of steps that carry prompt tokens; 0: n_threads */
