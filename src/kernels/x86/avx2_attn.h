@@ -24,5 +24,8 @@ void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t 
 void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M);
 void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
                          const float *v, int64_t ldv, float *acc, int64_t lda, float *S);
+/* 2^(i/32), i = 0..31, as glibc's expf tables it (avx2_attnx.c; 64-byte aligned): the exact
+ * expf of the avx2 and avx512 levels */
+extern const double cpulm_x86_exp2_tab32[32];
 
 #endif

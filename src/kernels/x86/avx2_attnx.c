@@ -111,7 +111,8 @@ void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t 
  * below. avx512.c evaluates the same with table permutes; AVX2 has none across 32 doubles, so
  * a gather. attn_xweights_expf_is_libms compares it (through attn_xweights) with this
  * process's libm over floats in [-104, 0], the arguments attention passes. */
-static const double xexp_tab[32] __attribute__((aligned(32))) = {
+/* 2^(i/32) rounded to double, glibc's table; aligned for avx512.c's 512-bit loads. */
+const double cpulm_x86_exp2_tab32[32] __attribute__((aligned(64))) = {
     0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
     0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
     0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
@@ -131,7 +132,7 @@ AVX2_INLINE __m256d xexp4(__m128 x) {
     const __m256i ki = _mm256_castpd_si256(kd);
     const __m256d r = _mm256_fmsub_pd(invln2n, xd, _mm256_sub_pd(kd, shift));
     const __m256i i = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
-    const __m256d t = _mm256_i64gather_pd(xexp_tab, i, 8);
+    const __m256d t = _mm256_i64gather_pd(cpulm_x86_exp2_tab32, i, 8);
     /* 2^(k/32) = 2^(i/32) * 2^((k - i)/32): add (k - i)/32 to the exponent field */
     const __m256i e = _mm256_slli_epi64(_mm256_andnot_si256(_mm256_set1_epi64x(31), ki), 47);
     const __m256d sc = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(t), e));

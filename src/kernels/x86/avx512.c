@@ -608,17 +608,6 @@ static void attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt
  * rounded to float; its special cases below. attn_xweights_expf_is_libms compares it (through
  * attn_xweights) with this process's libm over floats in [-104, 0], the arguments attention
  * passes; the level uses it only when built against glibc (otherwise libm's expf per key). */
-static const double xexp_tab[32] __attribute__((aligned(64))) = {
-    0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
-    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
-    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
-    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
-    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
-    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f090p+0, 0x1.a5503b23e255dp+0,
-    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
-    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0,
-};
-
 static inline __m256 xexpf8(__m256 x) {
     const __m512d invln2n = _mm512_set1_pd(0x1.71547652b82fep+0 * 32);
     const __m512d shift = _mm512_set1_pd(0x1.8p52);
@@ -627,10 +616,10 @@ static inline __m256 xexpf8(__m256 x) {
     const __m512i ki = _mm512_castpd_si512(kd);
     const __m512d r = _mm512_fmsub_pd(invln2n, xd, _mm512_sub_pd(kd, shift));
     const __m512i i = _mm512_and_si512(ki, _mm512_set1_epi64(31));
-    const __m512d t0 =
-        _mm512_permutex2var_pd(_mm512_load_pd(xexp_tab), i, _mm512_load_pd(xexp_tab + 8));
+    const double *tab = cpulm_x86_exp2_tab32;
+    const __m512d t0 = _mm512_permutex2var_pd(_mm512_load_pd(tab), i, _mm512_load_pd(tab + 8));
     const __m512d t1 =
-        _mm512_permutex2var_pd(_mm512_load_pd(xexp_tab + 16), i, _mm512_load_pd(xexp_tab + 24));
+        _mm512_permutex2var_pd(_mm512_load_pd(tab + 16), i, _mm512_load_pd(tab + 24));
     const __m512d t =
         _mm512_mask_blend_pd(_mm512_test_epi64_mask(i, _mm512_set1_epi64(16)), t0, t1);
     /* 2^(k/32) = 2^(i/32) * 2^((k - i)/32): add (k - i)/32 to the exponent field */
