@@ -315,7 +315,7 @@ done
 # ---- KV memory follows the tokens cached: 8 slots x 4096 tokens reserve 32k tokens of KV;
 # a long prompt's pages are resident while it runs (cpulm_kv_bytes_resident, the kernel's
 # count) and go back once it ends (--kv-idle 64: free slots keep at most 64 tokens) ----
-start_server kvmem -np 8 -c 4096 -t 1 --cache-ram 0 --kv-idle 64
+start_server kvmem -np 8 -c 4096 -t 1 --cache-ram 0 --kv-idle 64 --kv-budget 20000
 check kvmem_ready $?
 URL=http://127.0.0.1:$PORT
 kvm() { sed -n "s/^$1 \([0-9]*\)$/\1/p" "$TMP/kvm"; }
@@ -330,6 +330,10 @@ res=$(kvm cpulm_kv_bytes_resident); resv=$(kvm cpulm_kv_bytes_reserved)
 [ "$(kvm cpulm_requests_running)" = 1 ] && [ "${tok:-0}" -gt 1000 ] && [ "$res" -ge "$used" ] &&
   [ "$resv" -gt $((4 * res)) ]
 check kv_resident_follows_long_prompt $? "(tokens $tok, used $used, resident $res, reserved $resv)"
+# --kv-budget: the running request reserves its prompt + max_tokens (1,200) against it
+bud=$(kvm cpulm_kv_budget_tokens); bused=$(kvm cpulm_kv_budget_used_tokens)
+[ "$bud" = 20000 ] && [ "${bused:-0}" -gt 1200 ] && [ "$bused" -le 4096 ]
+check kv_budget_reserved_by_running_request $? "(budget $bud, reserved $bused)"
 wait $L
 for _ in $(seq 200); do
   curl -s $URL/metrics >"$TMP/kvm"; [ "$(kvm cpulm_requests_running)" = 0 ] && break; sleep 0.02

@@ -914,6 +914,65 @@ TEST(sched_kv_memory_follows_tokens) {
     cpulm_model_free(m);
 }
 
+/* Admission by KV budget: 4 slots, requests of 20 prompt + 20 generated tokens (40 KV
+ * tokens each). With kv_budget 100 at most two run at once, so the third starts only after
+ * one of the first two has sent its last token; without a budget all four start at once
+ * (the control: the same order check fails there). A request needing more than the whole
+ * budget still runs, alone. */
+static cpulm_sched *new_sched_budget(const cpulm_model *m, int64_t kv_budget) {
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.n_parallel = 4;
+    p.n_ctx = 512;
+    p.n_threads = 1;
+    p.max_step_ms = -1;
+    p.kv_budget = kv_budget;
+    return cpulm_sched_new(m, &p, NULL);
+}
+
+static int64_t last_event(const result *r) {
+    return r->n_events > 0 ? r->ev_seq[r->n_events - 1] : -1;
+}
+
+TEST(sched_kv_budget_admission) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    for (int budget = 0; budget <= 100; budget += 100) {
+        cpulm_sched *s = new_sched_budget(m, budget);
+        REQUIRE(t, s);
+        result res[4];
+        for (int i = 0; i < 4; i++) {
+            result_init(&res[i]);
+            cpulm_sched_submit(s, synth_req((uint64_t)i, 20, 3 + i, 20));
+        }
+        int64_t seq = 0;
+        CHECK(t, wait_all(s, res, 4, &seq, 0));
+        const int64_t first_end =
+            last_event(&res[0]) < last_event(&res[1]) ? last_event(&res[0]) : last_event(&res[1]);
+        if (budget) {
+            CHECK(t, res[2].first_event_seq > first_end && res[3].first_event_seq > first_end);
+        } else {
+            CHECK(t, res[3].first_event_seq < first_end);
+        }
+        cpulm_sched_stats st;
+        settled_stats(s, &st);
+        CHECK_EQ_INT(t, st.kv_budget, budget);
+        CHECK_EQ_INT(t, st.kv_budget_used, 0);
+        for (int i = 0; i < 4; i++) {
+            CHECK_EQ_INT(t, res[i].error_status, 0);
+            result_release(&res[i]);
+        }
+        if (budget) { /* 20 + 200 tokens > the budget: admitted once alone */
+            result_init(&res[0]);
+            cpulm_sched_submit(s, synth_req(0, 20, 9, 200));
+            CHECK(t, run_all(s, res, 1));
+            CHECK_EQ_INT(t, res[0].n_completion, 200);
+            result_release(&res[0]);
+        }
+        cpulm_sched_free(s);
+    }
+    cpulm_model_free(m);
+}
+
 /* The prefill budget from the step model: a step of n_gen streams plus the budget takes
  * about the target, which by default is an undisturbed decode step of all slots (a long
  * step: CPULM_SCHED_LONG_STEP of it); floors and caps. */

@@ -36,6 +36,9 @@ static void serve_usage(FILE *f) {
         "  --kv-idle N           KV tokens free slots keep for prefix reuse, all together\n"
         "                        (default: -c with the prompt cache on, all with it off;\n"
         "                        -1 = all); KV memory is the tokens held, not -np x -c\n"
+        "  --kv-budget N         KV tokens running requests may reserve in all (prompt +\n"
+        "                        max_tokens per choice); the next waits until it fits\n"
+        "                        (default 0: no limit)\n"
         "  -t, --threads N       decode threads (default: physical cores)\n"
         "  -tb, --threads-batch N  threads of steps that evaluate prompt tokens (default: -t)\n"
         "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
@@ -101,6 +104,9 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
         } else if (cli_flag(&c, "--kv-idle", NULL)) {
             if (!cli_int(&c, -1, 1 << 30, &v)) return EXIT_USAGE;
             p->kv_idle = v;
+        } else if (cli_flag(&c, "--kv-budget", NULL)) {
+            if (!cli_int(&c, 0, 1 << 30, &v)) return EXIT_USAGE;
+            p->kv_budget = v;
         } else if (cli_flag(&c, "-t", "--threads")) {
             if (!cli_int(&c, 1, 512, &p->n_threads)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-tb", "--threads-batch")) {

@@ -187,6 +187,12 @@ static void render_kv_memory(cpulm_buf *o, const cpulm_metrics_gauges *g) {
     render_one(o, "cpulm_kv_bytes_reserved", "gauge",
                "Address space reserved for the KV cache (capacity; RAM only when used).", "",
                (double)g->kv_bytes_reserved);
+    render_one(o, "cpulm_kv_budget_tokens", "gauge",
+               "KV tokens running requests may reserve in all (--kv-budget; 0: no limit).", "",
+               (double)g->kv_budget);
+    render_one(o, "cpulm_kv_budget_used_tokens", "gauge",
+               "KV tokens the running requests reserve (prompt + max_tokens per choice).", "",
+               (double)g->kv_budget_used);
 }
 
 static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gauges *g) {

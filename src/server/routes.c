@@ -106,6 +106,8 @@ static void get_gauges(const cpulm_server *s, cpulm_metrics_gauges *g) {
     g->kv_cached = st.kv_cached;
     g->kv_bytes_used = (uint64_t)st.kv_cached * st.kv_token_bytes;
     g->kv_bytes_reserved = st.kv_reserved_bytes;
+    g->kv_budget = st.kv_budget;
+    g->kv_budget_used = st.kv_budget_used;
     g->kv_bytes_resident = cpulm_sched_kv_resident_bytes(s->sched);
     g->ready = st.ready && !s->draining;
     g->block_size = st.cache_block_tokens;

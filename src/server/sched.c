@@ -42,6 +42,7 @@ typedef struct sreq {
     int32_t *slots; /* [n_choices]: slot of each choice */
     int32_t n_live; /* choices still generating */
     int32_t n_completion, n_cached;
+    int64_t kv_need; /* KV tokens reserved while running (kv_budget) */
 } sreq;
 
 typedef struct slot {
@@ -87,6 +88,7 @@ struct cpulm_sched {
     sreq *dead;                               /* ended this step; freed at its end */
     uint64_t n_released;                      /* slots freed so far (slot.freed_at) */
     int32_t n_active;                         /* requests holding slots */
+    int64_t kv_promised;                      /* their kv_need, summed */
     cpulm_token *b_tok;                       /* [n_batch] */
     int32_t *b_seq;                           /* [n_batch] */
     int8_t *b_want;                           /* [n_batch] */
@@ -106,7 +108,7 @@ struct cpulm_sched {
 
     /* ---- stats ---- */
     atomic_int ready, st_running, st_waiting;
-    atomic_llong st_kv_used, st_kv_cached;
+    atomic_llong st_kv_used, st_kv_cached, st_kv_promised;
     atomic_ullong st_steps, st_max_step, st_long_steps;
     atomic_llong st_pc_blocks, st_pc_bytes;
     atomic_ullong st_prefill; /* prompt tokens evaluated */
@@ -287,6 +289,8 @@ static void request_end(cpulm_sched *s, sreq *q) {
         if (x->q == q) slot_release(s, x);
     }
     s->n_active--;
+    s->kv_promised -= q->kv_need;
+    q->kv_need = 0;
     q->next = s->dead;
     s->dead = q;
 }
@@ -550,6 +554,13 @@ static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int stat
     return 0;
 }
 
+/* KV tokens a request may come to hold: each choice its prompt and max_tokens (a whole
+ * context without it), at most a context. */
+static int64_t kv_need(const cpulm_sched *s, const cpulm_sched_req *r) {
+    int64_t per = (int64_t)r->n_prompt + (r->max_tokens > 0 ? r->max_tokens : s->n_ctx);
+    return (per < s->n_ctx ? per : s->n_ctx) * r->n_choices;
+}
+
 /* Puts q into free slots: choice 0 where the longest prefix of its prompt is cached. */
 static void assign(cpulm_sched *s, sreq *q) {
     const cpulm_sched_req *r = q->r;
@@ -573,6 +584,8 @@ static void assign(cpulm_sched *s, sreq *q) {
     q->n_cached = reuse;
     q->n_live = r->n_choices;
     s->n_active++;
+    q->kv_need = kv_need(s, r);
+    s->kv_promised += q->kv_need;
     cpulm_metrics_add(s->p.metrics, CPULM_METRIC_PROMPT_TOKENS, (uint64_t)r->n_prompt);
     cpulm_metrics_add(s->p.metrics, CPULM_METRIC_CACHED_TOKENS, (uint64_t)reuse);
     int ok = slot_begin(s, x0, q, 0, SLOT_PREFILL) == 0;
@@ -591,8 +604,16 @@ static int32_t n_free_slots(const cpulm_sched *s) {
     return n;
 }
 
+/* Admission by KV memory: reservations are worst cases, so running requests never run out
+ * of cache and nothing has to be preempted; the head waits rather than be overtaken. */
+static int kv_fits(const cpulm_sched *s, const sreq *q) {
+    return s->p.kv_budget <= 0 || s->n_active == 0 ||
+           s->kv_promised + kv_need(s, q->r) <= s->p.kv_budget;
+}
+
 static void admit(cpulm_sched *s) {
-    while (s->wait_head && n_free_slots(s) >= s->wait_head->r->n_choices) {
+    while (s->wait_head && n_free_slots(s) >= s->wait_head->r->n_choices &&
+           kv_fits(s, s->wait_head)) {
         sreq *q = s->wait_head;
         s->wait_head = q->next;
         if (!s->wait_head) s->wait_tail = NULL;
@@ -872,6 +893,7 @@ static void update_stats(cpulm_sched *s) {
     atomic_store(&s->st_kv_used, kv);
     atomic_store(&s->st_kv_cached, all);
     atomic_store(&s->st_running, s->n_active);
+    atomic_store(&s->st_kv_promised, s->kv_promised);
     if (s->pc) {
         cpulm_pcache_stats ps;
         cpulm_pcache_get_stats(s->pc, &ps);
@@ -1000,7 +1022,8 @@ cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, 
     if (!p) p = &dp;
     if (p->n_parallel < 1 || p->n_parallel > 256 || p->n_chunk < 1 || p->n_chunk > 65536 ||
         p->prefill_every < 1 || p->prefill_every > 1000 || p->max_queue < 0 || p->n_ctx < 0 ||
-        p->cache_ram_mib < 0 || (p->kv_idle < -1 && p->kv_idle != CPULM_SCHED_KV_IDLE_AUTO)) {
+        p->cache_ram_mib < 0 || (p->kv_idle < -1 && p->kv_idle != CPULM_SCHED_KV_IDLE_AUTO) ||
+        p->kv_budget < 0) {
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "scheduler: parameters out of range");
         return NULL;
     }
@@ -1158,6 +1181,8 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->kv_token_bytes = s->kv_token_bytes;
     out->kv_reserved_bytes = s->kv_token_bytes * (uint64_t)out->kv_total;
     out->kv_idle_max = s->kv_idle;
+    out->kv_budget = s->p.kv_budget;
+    out->kv_budget_used = atomic_load(&s->st_kv_promised);
     out->n_steps = atomic_load(&s->st_steps);
     out->max_step_tokens = atomic_load(&s->st_max_step);
     out->n_long_steps = atomic_load(&s->st_long_steps);

@@ -77,6 +77,11 @@ typedef struct cpulm_sched_params {
     int64_t kv_idle;   /* KV tokens free slots keep for prefix reuse, all together; -1: no
                         * limit; default CPULM_SCHED_KV_IDLE_AUTO: n_ctx when the prompt
                         * cache is on (it holds their blocks too), no limit when off */
+    int64_t kv_budget; /* KV tokens the running requests may reserve in all; a request
+                        * reserves n_choices x (prompt + max_tokens, or a whole context
+                        * without max_tokens, at most n_ctx) and waits in the queue until that
+                        * fits (first come first served: later ones do not overtake it); one
+                        * request alone is always admitted. 0: no limit (default) */
     cpulm_kv_type kv_type;  /* KV cache type; default f16 */
     int no_pin;             /* cpulm_ctx_params.no_pin */
     cpulm_metrics *metrics; /* borrowed, may be NULL; must outlive the scheduler */
@@ -193,6 +198,8 @@ typedef struct cpulm_sched_stats {
     uint64_t kv_token_bytes;    /* KV bytes of one token */
     uint64_t kv_reserved_bytes; /* address space of the whole cache (kv_total tokens) */
     int64_t kv_idle_max;        /* tokens free slots may keep (resolved kv_idle; -1: all) */
+    int64_t kv_budget;          /* kv_budget (0: none) */
+    int64_t kv_budget_used;     /* KV tokens the running requests reserve against it */
     int32_t n_parallel, n_ctx;
     uint64_t n_steps;          /* decode calls so far */
     uint64_t n_long_steps;     /* of which long steps (see max_step_ms) */

@@ -308,6 +308,7 @@ static void *loader_main(void *arg) {
         sp.n_threads_batch = s->p.n_threads_batch;
         sp.cache_ram_mib = s->p.cache_ram_mib;
         sp.kv_idle = s->p.kv_idle;
+        sp.kv_budget = s->p.kv_budget;
         sp.max_step_ms = s->p.max_step_ms;
         sp.prefill_every = s->p.prefill_every;
         sp.kv_type = s->p.kv_type;

@@ -46,6 +46,8 @@ typedef struct cpulm_server_params {
     int64_t kv_idle;           /* KV tokens free slots keep for prefix reuse, all together;
                                 * -1: no limit; default -2: n_ctx with the prompt cache on,
                                 * no limit with it off (sched.h's CPULM_SCHED_KV_IDLE_AUTO) */
+    int64_t kv_budget;         /* KV tokens running requests may reserve; 0: no limit
+                                * (sched.h's kv_budget) */
     const char *chat_template; /* Jinja text overriding the model's; NULL: the model's */
     int embeddings;            /* serve POST /v1/embeddings (a second, embeddings-only context) */
     cpulm_pooling pooling;     /* its pooling; UNSPECIFIED: the model's */
