@@ -4,12 +4,16 @@
  * up_e x). Tokens are grouped by expert: after routing, the batch's (token, slot) pairs are sorted
  * by expert, each expert's activation rows are gathered contiguously, and each chosen expert runs
  * one GEMM over all its tokens (one GEMV row when generating), reading only the experts some token
- * chose. Work items are (expert, slice of output rows), sized by the expert's token count, and
- * claimed from the shared counter, so uneven expert loads balance over the threads. Every (token,
- * slot) row is computed by one item with fixed arithmetic, so results do not depend on the thread
- * count or on which other tokens share the batch. */
+ * chose. Work items are (expert, slice of output rows), sized by the expert's token count, busiest
+ * experts first, and claimed from the shared counter, so uneven expert loads balance over the
+ * threads. gate/up items and down items are one job: the thread finishing an expert's last
+ * gate/up slice applies its SwiGLU and marks it ready, and a down item of that expert waits for
+ * the mark (not for every expert, as a barrier would). Every (token, slot) row is computed by one
+ * item with fixed arithmetic, so results do not depend on the thread count or on which other
+ * tokens share the batch. */
 #include "moe.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,13 +30,16 @@ typedef struct moe_plan {
 } moe_plan;
 
 struct cpulm_moe_scratch {
-    int64_t n_slots;    /* n_batch * n_expert_used */
-    float *router;      /* [n_batch][n_expert] logits, then probabilities */
-    int32_t *sel;       /* [n_slots] chosen expert of (token, slot), slots by weight */
-    float *wsel;        /* [n_slots] its weight */
-    int32_t *cnt, *off; /* [n_expert], [n_expert + 1]: rows of each expert in sorted order */
-    int32_t *order;     /* [n_slots] sorted position -> (token * n_used + slot) */
-    int32_t *pos;       /* [n_slots] the inverse */
+    int64_t n_slots;     /* n_batch * n_expert_used */
+    float *router;       /* [n_batch][n_expert] logits, then probabilities */
+    int32_t *sel;        /* [n_slots] chosen expert of (token, slot), slots by weight */
+    float *wsel;         /* [n_slots] its weight */
+    int32_t *cnt, *off;  /* [n_expert], [n_expert + 1]: rows of each expert in sorted order */
+    int32_t *order;      /* [n_slots] sorted position -> (token * n_used + slot) */
+    int32_t *pos;        /* [n_slots] the inverse */
+    int32_t *eorder;     /* [n_expert] experts by token count, most first (ties: lower id) */
+    atomic_int *gu_left; /* [n_expert] gate/up slices of the expert not finished yet */
+    atomic_int *ready;   /* [n_expert] 1 once the expert's SwiGLU rows are converted for down */
     moe_plan plan_gu, plan_down;
     uint8_t *act; /* [n_slots] gathered activation rows, act_stride apart */
     size_t act_stride;
@@ -49,7 +56,7 @@ static size_t act_stride_for(const cpulm_hparams *hp) {
 uint64_t cpulm_moe_scratch_bytes(const cpulm_hparams *hp, int64_t n_batch) {
     if (hp->n_expert == 0) return 0;
     uint64_t S = (uint64_t)n_batch * (uint64_t)hp->n_expert_used, X = (uint64_t)hp->n_expert;
-    return 4 * (uint64_t)n_batch * X + S * (4 + 4 + 4 + 4) + 4 * (2 * X + 1) +
+    return 4 * (uint64_t)n_batch * X + S * (4 + 4 + 4 + 4) + 4 * (5 * X + 1) +
            2 * 3 * 4 * X * MAX_PARTS + S * act_stride_for(hp) +
            4 * S * (2 * (uint64_t)hp->n_ff_exp + (uint64_t)hp->n_embd);
 }
@@ -83,6 +90,9 @@ cpulm_status cpulm_moe_scratch_new(cpulm_moe_scratch **out, const cpulm_hparams 
     s->off = malloc(sizeof(int32_t) * (X + 1));
     s->order = malloc(sizeof(int32_t) * S);
     s->pos = malloc(sizeof(int32_t) * S);
+    s->eorder = malloc(sizeof(int32_t) * X);
+    s->gu_left = malloc(sizeof(atomic_int) * X);
+    s->ready = malloc(sizeof(atomic_int) * X);
     s->act = aligned_alloc(64, s->act_stride * S);
     s->g = malloc(sizeof(float) * S * (size_t)hp->n_ff_exp);
     s->u = malloc(sizeof(float) * S * (size_t)hp->n_ff_exp);
@@ -90,7 +100,7 @@ cpulm_status cpulm_moe_scratch_new(cpulm_moe_scratch **out, const cpulm_hparams 
     int ok = plan_alloc(&s->plan_gu, (int64_t)X * MAX_PARTS) &&
              plan_alloc(&s->plan_down, (int64_t)X * MAX_PARTS);
     if (!ok || !s->router || !s->sel || !s->wsel || !s->cnt || !s->off || !s->order || !s->pos ||
-        !s->act || !s->g || !s->u || !s->y) {
+        !s->eorder || !s->gu_left || !s->ready || !s->act || !s->g || !s->u || !s->y) {
         cpulm_moe_scratch_free(s);
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for MoE scratch");
     }
@@ -100,8 +110,9 @@ cpulm_status cpulm_moe_scratch_new(cpulm_moe_scratch **out, const cpulm_hparams 
 
 void cpulm_moe_scratch_free(cpulm_moe_scratch *s) {
     if (!s) return;
-    void *bufs[] = {s->router, s->sel, s->wsel, s->cnt, s->off, s->order,
-                    s->pos,    s->act, s->g,    s->u,   s->y};
+    void *bufs[] = {
+        s->router,          s->sel,           s->wsel, s->cnt, s->off, s->order, s->pos, s->eorder,
+        (void *)s->gu_left, (void *)s->ready, s->act,  s->g,   s->u,   s->y};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     plan_free(&s->plan_gu);
@@ -121,14 +132,13 @@ static void route_token(const cpulm_ctx *c, cpulm_moe_scratch *s, int64_t t) {
     int32_t *sel = s->sel + t * K;
     float *w = s->wsel + t * K;
     double sum = 0;
+    uint8_t taken[4096]; /* n_expert <= 4096 (loader) */
+    memset(taken, 0, (size_t)X);
     for (int j = 0; j < K; j++) {
         int best = -1;
-        for (int e = 0; e < X; e++) {
-            int taken = 0;
-            for (int i = 0; i < j; i++)
-                taken |= sel[i] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
-        }
+        for (int e = 0; e < X; e++)
+            if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+        taken[best] = 1;
         sel[j] = best;
         w[j] = p[best];
         sum += w[j];
@@ -141,12 +151,14 @@ static void route_token(const cpulm_ctx *c, cpulm_moe_scratch *s, int64_t t) {
 }
 
 /* Item plan for one phase: each chosen expert gets slices of its n_out rows in proportion
- * to its share of the rows, at least 1 and at most one per 16-row group. */
+ * to its share of the rows, at least 1 and at most one per 16-row group; busiest experts
+ * first, so the items claimed last are the small ones and the threads finish together. */
 static void make_plan(moe_plan *p, const cpulm_moe_scratch *s, int X, int64_t n_slots,
                       int64_t n_out, int nth) {
     int64_t target = (int64_t)ITEMS_PER_THREAD * nth, groups = n_out / 16 > 0 ? n_out / 16 : 1;
     p->n_items = 0;
-    for (int e = 0; e < X; e++) {
+    for (int k = 0; k < X; k++) {
+        const int e = s->eorder[k];
         if (!s->cnt[e]) continue;
         int64_t n = (target * s->cnt[e] + n_slots - 1) / n_slots;
         if (n > groups) n = groups;
@@ -180,35 +192,55 @@ static void group_by_expert(const cpulm_ctx *c, cpulm_moe_scratch *s, const cpul
         s->order[p] = (int32_t)i;
         s->pos[i] = p;
     }
-    make_plan(&s->plan_gu, s, X, n, ly->gate_exps.ne[1], nth);
-    make_plan(&s->plan_down, s, X, n, ly->down_exps.ne[1], nth);
+    /* insertion sort by count, most first; stable, so ties keep the lower id first */
+    int nz = 0;
+    for (int e = 0; e < X; e++) {
+        if (!s->cnt[e]) continue;
+        int k = nz++;
+        for (; k > 0 && s->cnt[s->eorder[k - 1]] < s->cnt[e]; k--)
+            s->eorder[k] = s->eorder[k - 1];
+        s->eorder[k] = e;
+        atomic_store_explicit(&s->ready[e], 0, memory_order_relaxed);
+    }
+    for (int k = nz; k < X; k++) /* unused experts: no items */
+        s->eorder[k] = -1;
+    make_plan(&s->plan_gu, s, nz, n, ly->gate_exps.ne[1], nth);
+    for (int i = 0; i < s->plan_gu.n_items; i++)
+        atomic_store_explicit(&s->gu_left[s->plan_gu.expert[i]], s->plan_gu.n_parts[i],
+                              memory_order_relaxed);
+    make_plan(&s->plan_down, s, nz, n, ly->down_exps.ne[1], nth);
 }
 
 /* ---- expert matmuls ---- */
 
-/* Runs the plan's items: for each, rows [off[e], off[e] + cnt[e]) of the gathered activations
- * times expert e of each weight (up to two sharing the activations) into its output. */
+/* Item i of the plan: rows [off[e], off[e] + cnt[e]) of the gathered activations times expert
+ * e of each weight (up to two sharing the activations) into its output. */
+static void run_item(cpulm_ctx *c, cpulm_moe_scratch *s, const moe_plan *p, int i,
+                     const cpulm_tensor *const *w, float *const *out, int n_w) {
+    const int e = p->expert[i];
+    for (int j = 0; j < n_w; j++) {
+        const cpulm_tensor we = cpulm_tensor_expert(w[j], e);
+        cpulm_matmul_args a = {.w = we.data,
+                               .w_type = we.type,
+                               .w_row_bytes = we.row_bytes,
+                               .n_in = we.ne[0],
+                               .n_out = we.ne[1],
+                               .packed = we.packed,
+                               .act = s->act + (size_t)s->off[e] * s->act_stride,
+                               .act_stride = s->act_stride,
+                               .n_rows = s->cnt[e],
+                               .out = out[j] + (int64_t)s->off[e] * we.ne[1],
+                               .ld_out = we.ne[1]};
+        cpulm_matmul(c->k, &a, p->part[i], p->n_parts[i]);
+    }
+}
+
+/* Runs all the plan's items, claimed from the shared counter. */
 static void run_plan(cpulm_ctx *c, cpulm_moe_scratch *s, const moe_plan *p,
                      const cpulm_tensor *const *w, float *const *out, int n_w, int ith) {
     uint64_t first = cpulm_fwd_job_begin(c, ith, (uint64_t)p->n_items), item;
-    while (cpulm_fwd_claim(c, first + (uint64_t)p->n_items, &item)) {
-        const int i = (int)(item - first), e = p->expert[i];
-        for (int j = 0; j < n_w; j++) {
-            const cpulm_tensor we = cpulm_tensor_expert(w[j], e);
-            cpulm_matmul_args a = {.w = we.data,
-                                   .w_type = we.type,
-                                   .w_row_bytes = we.row_bytes,
-                                   .n_in = we.ne[0],
-                                   .n_out = we.ne[1],
-                                   .packed = we.packed,
-                                   .act = s->act + (size_t)s->off[e] * s->act_stride,
-                                   .act_stride = s->act_stride,
-                                   .n_rows = s->cnt[e],
-                                   .out = out[j] + (int64_t)s->off[e] * we.ne[1],
-                                   .ld_out = we.ne[1]};
-            cpulm_matmul(c->k, &a, p->part[i], p->n_parts[i]);
-        }
-    }
+    while (cpulm_fwd_claim(c, first + (uint64_t)p->n_items, &item))
+        run_item(c, s, p, (int)(item - first), w, out, n_w);
 }
 
 static cpulm_dtype vdt_of(const cpulm_tensor *w) {
@@ -238,73 +270,108 @@ static void gather_rows(cpulm_ctx *c, cpulm_moe_scratch *s, cpulm_dtype vdt, int
  * barrier; many are copied by every thread after it. */
 #define GATHER_SERIAL_ROWS 64
 
-/* gate and up of every chosen expert: g, u [sorted position][n_ff_exp]. The tokens were
- * converted for gate_exps (and gathered, when few) before; up_exps of another activation
- * type (a mixed quantization) takes its own turn. */
-static void gate_up(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int ith, int nth) {
-    const cpulm_tensor *gw = &ly->gate_exps, *uw = &ly->up_exps;
-    const int64_t n = (int64_t)c->n_tok * c->m->hp.n_expert_used;
-    if (n > GATHER_SERIAL_ROWS) {
-        gather_rows(c, s, vdt_of(gw), ith, nth);
-        cpulm_pool_barrier(c->pool);
-    }
-    if (vdt_of(gw) == vdt_of(uw)) {
-        const cpulm_tensor *w[2] = {gw, uw};
-        float *out[2] = {s->g, s->u};
-        run_plan(c, s, &s->plan_gu, w, out, 2, ith);
-    } else {
-        run_plan(c, s, &s->plan_gu, &gw, &s->g, 1, ith);
-        cpulm_pool_barrier(c->pool);
-        convert_tokens(c, vdt_of(uw), ith, nth);
-        cpulm_pool_barrier(c->pool);
-        gather_rows(c, s, vdt_of(uw), ith, nth);
-        cpulm_pool_barrier(c->pool);
-        run_plan(c, s, &s->plan_gu, &uw, &s->u, 1, ith);
-    }
-    cpulm_pool_barrier(c->pool);
-}
-
-/* silu(g) * u, converted for down_exps in place of the gathered activations; then down. */
-static void down(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int ith, int nth) {
-    const int64_t F = c->m->hp.n_ff_exp, n = (int64_t)c->n_tok * c->m->hp.n_expert_used;
+/* silu(g) * u of sorted rows [p0, p1) (step apart), converted for down_exps in place of
+ * their gathered activations (which only their own expert's gate/up read). */
+static void swiglu_rows(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int64_t p0,
+                        int64_t p1, int64_t step) {
+    const int64_t F = c->m->hp.n_ff_exp;
     const cpulm_dtype vdt = vdt_of(&ly->down_exps);
-    for (int64_t p = ith; p < n; p += nth) {
+    for (int64_t p = p0; p < p1; p += step) {
         float *g = s->g + p * F;
         c->k->swiglu(F, g, g, s->u + p * F);
         cpulm_matmul_quantize_act(c->k, vdt, g, s->act + (size_t)p * s->act_stride, F);
     }
-    cpulm_pool_barrier(c->pool);
-    const cpulm_tensor *w = &ly->down_exps;
-    run_plan(c, s, &s->plan_down, &w, &s->y, 1, ith);
+}
+
+/* gate/up and down of every chosen expert as one job (gate and up read the same activation
+ * type): gate/up items first, then down items. The thread that finishes an expert's last
+ * gate/up slice (the counter's acq_rel chain makes every slice's g, u visible to it) applies
+ * its SwiGLU and publishes ready; a down item of the expert waits for that. All gate/up items
+ * are claimed before any down item, so a waiting thread only waits for running work. */
+static void experts_fused(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int ith) {
+    const cpulm_tensor *gu[2] = {&ly->gate_exps, &ly->up_exps}, *dw = &ly->down_exps;
+    float *gu_out[2] = {s->g, s->u};
+    const moe_plan *pg = &s->plan_gu, *pd = &s->plan_down;
+    const uint64_t n = (uint64_t)pg->n_items + (uint64_t)pd->n_items;
+    uint64_t first = cpulm_fwd_job_begin(c, ith, n), item;
+    while (cpulm_fwd_claim(c, first + n, &item)) {
+        const int i = (int)(item - first);
+        if (i < pg->n_items) {
+            const int e = pg->expert[i];
+            run_item(c, s, pg, i, gu, gu_out, 2);
+            if (atomic_fetch_sub_explicit(&s->gu_left[e], 1, memory_order_acq_rel) == 1) {
+                swiglu_rows(c, s, ly, s->off[e], s->off[e] + s->cnt[e], 1);
+                atomic_store_explicit(&s->ready[e], 1, memory_order_release);
+            }
+        } else {
+            const int j = i - pg->n_items;
+            cpulm_pool_await(c->pool, &s->ready[pd->expert[j]]);
+            run_item(c, s, pd, j, &dw, &s->y, 1);
+        }
+    }
     cpulm_pool_barrier(c->pool);
 }
 
-/* x[t] += sum over slots, in weight order, of w * y: each product rounded, then summed
- * left to right, as the reference adds its weighted expert outputs. */
-static void combine(cpulm_ctx *c, cpulm_moe_scratch *s, int ith, int nth) {
+/* The same with gate and up of different activation types (a mixed quantization): up takes
+ * its own turn, and SwiGLU its own phase. */
+static void experts_phased(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int ith,
+                           int nth) {
+    const cpulm_tensor *gw = &ly->gate_exps, *uw = &ly->up_exps, *dw = &ly->down_exps;
+    const int64_t n = (int64_t)c->n_tok * c->m->hp.n_expert_used;
+    run_plan(c, s, &s->plan_gu, &gw, &s->g, 1, ith);
+    cpulm_pool_barrier(c->pool);
+    convert_tokens(c, vdt_of(uw), ith, nth);
+    cpulm_pool_barrier(c->pool);
+    gather_rows(c, s, vdt_of(uw), ith, nth);
+    cpulm_pool_barrier(c->pool);
+    run_plan(c, s, &s->plan_gu, &uw, &s->u, 1, ith);
+    cpulm_pool_barrier(c->pool);
+    swiglu_rows(c, s, ly, ith, n, nth);
+    cpulm_pool_barrier(c->pool);
+    run_plan(c, s, &s->plan_down, &dw, &s->y, 1, ith);
+    cpulm_pool_barrier(c->pool);
+}
+
+/* x[t] += sum over slots, in weight order, of w * y, for columns [i0, i1): each product
+ * rounded, then summed left to right, as the reference adds its weighted expert outputs. */
+static void combine_token(cpulm_ctx *c, cpulm_moe_scratch *s, int64_t t, int64_t i0, int64_t i1) {
     const int64_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
-    for (int64_t t = ith; t < c->n_tok; t += nth) {
-        float *acc = s->y + (int64_t)s->pos[t * K] * E;
-        const float w0 = s->wsel[t * K];
-        for (int64_t i = 0; i < E; i++)
-            acc[i] *= w0;
-        for (int64_t j = 1; j < K; j++) {
-            const float *y = s->y + (int64_t)s->pos[t * K + j] * E, w = s->wsel[t * K + j];
-            for (int64_t i = 0; i < E; i++)
-                acc[i] += y[i] * w;
-        }
-        float *x = c->x + t * E;
-        for (int64_t i = 0; i < E; i++)
-            x[i] += acc[i];
+    float *acc = s->y + (int64_t)s->pos[t * K] * E;
+    const float w0 = s->wsel[t * K];
+    for (int64_t i = i0; i < i1; i++)
+        acc[i] *= w0;
+    for (int64_t j = 1; j < K; j++) {
+        const float *y = s->y + (int64_t)s->pos[t * K + j] * E, w = s->wsel[t * K + j];
+        for (int64_t i = i0; i < i1; i++)
+            acc[i] += y[i] * w;
+    }
+    float *x = c->x + t * E;
+    for (int64_t i = i0; i < i1; i++)
+        x[i] += acc[i];
+}
+
+/* Tokens split over the threads; fewer tokens than threads (generation) split the columns,
+ * so no thread combines alone while the others wait. */
+static void combine(cpulm_ctx *c, cpulm_moe_scratch *s, int ith, int nth) {
+    const int64_t E = c->m->hp.n_embd;
+    if (c->n_tok >= nth) {
+        for (int64_t t = ith; t < c->n_tok; t += nth)
+            combine_token(c, s, t, 0, E);
+    } else {
+        const int64_t i0 = E * ith / nth / 16 * 16,
+                      i1 = ith == nth - 1 ? E : E * (ith + 1) / nth / 16 * 16;
+        for (int64_t t = 0; t < c->n_tok; t++)
+            combine_token(c, s, t, i0, i1);
     }
     cpulm_pool_barrier(c->pool);
 }
 
 /* Barriers: router and conversion | routing, grouping (and a small gather) on thread 0 |
- * (a large gather) | gate, up | SwiGLU | down | combine. */
+ * (a large gather) | gate, up, SwiGLU and down as one job | combine. */
 void cpulm_moe_ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
     cpulm_moe_scratch *s = c->moe;
     const int64_t X = c->m->hp.n_expert;
+    const int64_t n = (int64_t)c->n_tok * c->m->hp.n_expert_used;
     mm_job router = {&ly->gate_inp, s->router, X, NULL, 0};
     cpulm_fwd_mm_group(c, c->xn, c->m->hp.n_embd, c->n_tok, &router, 1, ith, nth);
     if (vdt_of(&ly->gate_inp) != CPULM_DTYPE_F32) /* a quantized router used actq too */
@@ -315,11 +382,16 @@ void cpulm_moe_ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
         for (int64_t t = 0; t < c->n_tok; t++)
             route_token(c, s, t);
         group_by_expert(c, s, ly, nth);
-        if ((int64_t)c->n_tok * c->m->hp.n_expert_used <= GATHER_SERIAL_ROWS)
-            gather_rows(c, s, vdt_of(&ly->gate_exps), 0, 1);
+        if (n <= GATHER_SERIAL_ROWS) gather_rows(c, s, vdt_of(&ly->gate_exps), 0, 1);
     }
     cpulm_pool_barrier(c->pool);
-    gate_up(c, s, ly, ith, nth);
-    down(c, s, ly, ith, nth);
+    if (n > GATHER_SERIAL_ROWS) {
+        gather_rows(c, s, vdt_of(&ly->gate_exps), ith, nth);
+        cpulm_pool_barrier(c->pool);
+    }
+    if (vdt_of(&ly->gate_exps) == vdt_of(&ly->up_exps))
+        experts_fused(c, s, ly, ith);
+    else
+        experts_phased(c, s, ly, ith, nth);
     combine(c, s, ith, nth);
 }

@@ -190,3 +190,14 @@ void cpulm_pool_barrier(cpulm_pool *p) {
             sched_yield();
     }
 }
+
+void cpulm_pool_await(cpulm_pool *p, atomic_int *flag) {
+    (void)p; /* the pool's policy, not its state: same spin-then-yield as the barrier */
+    int spins = 0;
+    while (!atomic_load_explicit(flag, memory_order_acquire)) {
+        if (++spins < SPIN_BARRIER)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+}

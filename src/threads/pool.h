@@ -11,6 +11,8 @@
 #ifndef CPULM_THREADS_POOL_H
 #define CPULM_THREADS_POOL_H
 
+#include <stdatomic.h>
+
 #include "cpulm.h"
 
 typedef struct cpulm_pool cpulm_pool;
@@ -25,5 +27,8 @@ int cpulm_pool_size(const cpulm_pool *p);
 void cpulm_pool_run(cpulm_pool *p, cpulm_pool_fn fn, void *arg, int nth);
 /* All nth threads of the current run must call it the same number of times. */
 void cpulm_pool_barrier(cpulm_pool *p);
+/* Inside a run: waits until *flag != 0 (acquire), spinning then yielding as the barrier does;
+ * another thread of the run must be going to set it without waiting on the caller. */
+void cpulm_pool_await(cpulm_pool *p, atomic_int *flag);
 
 #endif
