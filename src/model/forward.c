@@ -31,6 +31,18 @@ static uint64_t job_begin(cpulm_ctx *c, int ith, uint64_t n) {
 }
 
 #define MM_ITEMS_PER_THREAD 4 /* small enough to rebalance, large enough to amortise a claim */
+/* A big matrix (the output projection: 175 MB at Q4_0 for a 151936-token vocabulary) gets
+ * items of about this many weight bytes, so the thread finishing first waits at most about
+ * one such slice (~60 us at 17 GB/s) instead of an eighth of the matrix. */
+#define MM_ITEM_BYTES (1u << 20)
+
+static int mm_n_items(const cpulm_tensor *w, int nth) {
+    int64_t n = MM_ITEMS_PER_THREAD * nth;
+    const int64_t by_bytes = (int64_t)(w->row_bytes * (uint64_t)w->ne[1] / MM_ITEM_BYTES);
+    const int64_t max = w->ne[1] / 16 > n ? w->ne[1] / 16 : n; /* whole 16-row groups */
+    if (by_bytes > n) n = by_bytes < max ? by_bytes : max;
+    return (int)n;
+}
 
 static void mm_rows(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
                     int64_t n_rows, int ith, int nth) {
@@ -51,7 +63,7 @@ static void mm_rows(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t ac
         cpulm_matmul(c->k, &a, 0, 1);
         return;
     }
-    int n_items = MM_ITEMS_PER_THREAD * nth;
+    int n_items = mm_n_items(j->w, nth);
     uint64_t first = job_begin(c, ith, (uint64_t)n_items), item;
     while (claim(c, first + (uint64_t)n_items, &item))
         cpulm_matmul(c->k, &a, (int)(item - first), n_items);
