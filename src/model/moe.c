@@ -150,16 +150,16 @@ static void route_token(const cpulm_ctx *c, cpulm_moe_scratch *s, int64_t t) {
         w[j] /= fs;
 }
 
-/* Item plan for one phase: each chosen expert gets slices of its n_out rows in proportion
- * to its share of the rows, at least 1 and at most one per 16-row group; busiest experts
- * first, so the items claimed last are the small ones and the threads finish together. */
-static void make_plan(moe_plan *p, const cpulm_moe_scratch *s, int X, int64_t n_slots,
+/* Item plan for one phase over the n_chosen experts of eorder: each gets slices of its n_out
+ * rows in proportion to its share of the rows, at least 1 and at most one per 16-row group;
+ * busiest experts first, so the items claimed last are the small ones and the threads finish
+ * together. */
+static void make_plan(moe_plan *p, const cpulm_moe_scratch *s, int n_chosen, int64_t n_slots,
                       int64_t n_out, int nth) {
     int64_t target = (int64_t)ITEMS_PER_THREAD * nth, groups = n_out / 16 > 0 ? n_out / 16 : 1;
     p->n_items = 0;
-    for (int k = 0; k < X; k++) {
+    for (int k = 0; k < n_chosen; k++) {
         const int e = s->eorder[k];
-        if (!s->cnt[e]) continue;
         int64_t n = (target * s->cnt[e] + n_slots - 1) / n_slots;
         if (n > groups) n = groups;
         if (n > MAX_PARTS) n = MAX_PARTS;
