@@ -8,20 +8,21 @@
  * SDOT by element: acc lane r += dot(4 quants of row r, 4 activation bytes picked by lane
  * index), so one instruction advances 4 rows x 1 token by 4 elements, and a quad's 8
  * weight vectors (arm_x16_quad) take 8 SDOTs per token and block, with no shuffles. The
- * tile is one quad x NT tokens; per block and token the int chain starts from the bias
- * correction (Q4_0) or zero (Q8_0) and ends at the exact integer dot, then
- * acc = fma(dw, dx * float(isum), acc) as in generic, the same for every tile shape.
+ * tile is one quad x NT tokens; per block and token the int chain starts from the float
+ * bits of M = 1.5 * 2^23 plus the bias correction (Q4_0) and ends at the bits of M + isum,
+ * then acc = fma(dw, dx * float(isum), acc) as in generic (float(isum) by one FSUB of M, see
+ * dp_chain_start), the same for every tile shape.
  * Registers (32): NT accumulators, 8 weight vectors, the activation vectors and chains in
  * flight; 8 tokens fit once GCC's pre-allocation scheduling is off (ARM_NO_PRESCHED: with
  * it, the Q4_0 tile spills 16 times per block) and clang's load hoisting is bounded
  * (ARM_ORDER). Per block and quad of an 8-token tile, llvm-mca-22 (scripts/arm-perf.sh,
- * GCC 12 -O2): Q4_0 is 63 cycles on N1 (dispatch-bound, 3 micro-ops a cycle: 64 SDOT plus
- * 8 chain inits, 8 SCVTF of 2 micro-ops, 8 FMUL, 8 FMLA, the unpack and ~40 load micro-ops)
- * and 28.6 on V1/V2 (vector-bound), i.e. 51% and 56% of the SDOT peak; Q8_0 50% and 60%.
- * The exact SCVTF-free step of i8mm.c (chain started at M = 1.5 * 2^23, one FMA with
- * -(M * dx)) was measured here too, with the activations' chain starts and -M dx
- * pre-broadcast per call: V1 Q8_0 went to 68% but N1 fell to 43% (the staging's stores and
- * extra loads cost more micro-ops than SCVTF on a 3-wide core), so this file keeps SCVTF.
+ * GCC 12 -O2): Q4_0 is 63 cycles on N1 (dispatch-bound, 3 micro-ops a cycle, 172 micro-ops:
+ * 64 SDOT, 8 chain starts, 8 FSUB, 8 FMUL, 8 FMLA, the unpack and ~60 load micro-ops) and
+ * 24.8 on V1/V2, i.e. 51% and 65% of the SDOT peak; Q8_0 57% and 65%. Why a wider tile
+ * (16 rows x 4 tokens) does not reach N1's 70%: docs/PERFORMANCE.md, "ARM (Graviton)".
+ * The step with the FMA of i8mm.c (f = fma(M + isum, dx, -(M * dx)), chain starts and
+ * -M dx pre-broadcast per call) was measured here too: V1 Q8_0 68% but N1 43% (the
+ * staging's stores and extra loads cost more micro-ops than they save on a 3-wide core).
  * Decode (dp_gemv) loops all 16 rows per block, so the token's block is loaded once. */
 
 #ifndef CPULM_KERNELS_ARM_X16_SDOT_H
@@ -47,6 +48,21 @@
         if (NT == DP_TILE && !q8) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_gemm_q4_0"); \
     } while (0)
 
+/* A block's int chain starts at the bits of M = 1.5 * 2^23 plus the bias correction (Q4_0)
+ * or 0 (Q8_0): after the 8 SDOTs it holds the bits of the float M + isum, exact since
+ * |isum| < 2^22 (Q8_0: <= 32 * 128 * 128 = 2^19; Q4_0: <= 32 * 8 * 128 = 2^15), and one FSUB
+ * of M gives float(isum) exactly, the value SCVTF gives. SCVTF is 2 micro-ops on one vector
+ * pipe of N1 and V1/V2 (llvm-mca-22), FSUB 1 on any, so the float step costs one micro-op
+ * less per 4 outputs and block; results are unchanged bit for bit. */
+ARM_INLINE int32x4_t dp_chain_start(int q8, const int32_t *cq) {
+    const int32x4_t m = vdupq_n_s32(ARM_MAGIC_BITS);
+    return q8 ? m : vaddq_s32(vld1q_dup_s32(cq), m);
+}
+
+ARM_INLINE float32x4_t dp_chain_value(int32x4_t is) {
+    return vsubq_f32(vreinterpretq_f32_s32(is), vdupq_n_f32(ARM_MAGIC));
+}
+
 ARM_INLINE void dp_quad(int64_t n, const uint8_t *w, int q8, int quad, const arm_x16_act *a,
                         float *s, int64_t ld, const int NT) {
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
@@ -66,7 +82,7 @@ ARM_INLINE void dp_quad(int64_t n, const uint8_t *w, int q8, int quad, const arm
                 if (!q8) ARM_ORDER(cq, acc[j - 1]);
             }
             const int8x16_t xl = vld1q_s8(xq), xh = vld1q_s8(xq + 16);
-            int32x4_t is = q8 ? vdupq_n_s32(0) : vld1q_dup_s32(cq);
+            int32x4_t is = dp_chain_start(q8, cq);
             is = vdotq_laneq_s32(is, v[0], xl, 0);
             is = vdotq_laneq_s32(is, v[1], xl, 1);
             is = vdotq_laneq_s32(is, v[2], xl, 2);
@@ -75,7 +91,7 @@ ARM_INLINE void dp_quad(int64_t n, const uint8_t *w, int q8, int quad, const arm
             is = vdotq_laneq_s32(is, v[5], xh, 1);
             is = vdotq_laneq_s32(is, v[6], xh, 2);
             is = vdotq_laneq_s32(is, v[7], xh, 3);
-            const float32x4_t f = vmulq_n_f32(vcvtq_f32_s32(is), a[j].d[b]);
+            const float32x4_t f = vmulq_n_f32(dp_chain_value(is), a[j].d[b]);
             acc[j] = vfmaq_f32(acc[j], dw, f);
         }
         DP_MCA(END);
@@ -109,7 +125,7 @@ ARM_INLINE void dp_gemv(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
         X16_MCA(BEGIN, "gemv");
         const uint8_t *g = w + (size_t)b * blk_bytes;
         const int8x16_t xl = vld1q_s8(a.x[b].qs), xh = vld1q_s8(a.x[b].qs + 16);
-        const int32x4_t init = q8 ? vdupq_n_s32(0) : vld1q_dup_s32(a.corr + b);
+        const int32x4_t init = dp_chain_start(q8, q8 ? NULL : a.corr + b);
         const float dx = a.d[b];
         const float16x8_t h0 = vreinterpretq_f16_u8(vld1q_u8(g));
         const float16x8_t h1 = vreinterpretq_f16_u8(vld1q_u8(g + 16));
@@ -127,7 +143,7 @@ ARM_INLINE void dp_gemv(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
             is = vdotq_laneq_s32(is, v[5], xh, 1);
             is = vdotq_laneq_s32(is, v[6], xh, 2);
             is = vdotq_laneq_s32(is, v[7], xh, 3);
-            const float32x4_t f = vmulq_n_f32(vcvtq_f32_s32(is), dx);
+            const float32x4_t f = vmulq_n_f32(dp_chain_value(is), dx);
             acc[q] = vfmaq_f32(acc[q], dw[q], f);
             ARM_ORDER(g, acc[q]); /* next quad's weights load after this one's use */
         }
