@@ -94,6 +94,16 @@ static void bsum_extremes(float *f, int64_t n, uint64_t *seed) {
     }
 }
 
+/* Q4_0 / Q8_0 block scales at the ends of fp16 (subnormals, the smallest normal, 65504,
+ * zero, both signs): the ARM Q4_0 tile scales its products by 16 and dw by 1/16, exact only
+ * if no scale falls out of fp32's normal range on the way. */
+static void scale_ends(cpulm_dtype type, uint8_t *blk, uint64_t *seed) {
+    static const uint16_t ends[] = {0x0001, 0x03FF, 0x0400, 0x7BFF, 0x8001, 0xFBFF, 0x0000, 0x3C00};
+    if (type != CPULM_DTYPE_Q4_0 && type != CPULM_DTYPE_Q8_0) return;
+    const uint16_t h = ends[rng(seed) % 8];
+    memcpy(blk, &h, 2); /* d is the block's first field (little-endian fp16) */
+}
+
 static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, int64_t nt,
                      uint64_t seed, int extreme) {
     memset(c, 0, sizeof *c);
@@ -116,6 +126,8 @@ static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, in
             uint8_t *blk = c->w + (size_t)r * rb + (size_t)b * (rb / (size_t)(n / qk));
             if (extreme == 3)
                 max_quants(type, blk, &seed);
+            else if (extreme == 4)
+                scale_ends(type, blk, &seed);
             else
                 extremize(type, blk, &seed);
         }
@@ -257,6 +269,18 @@ TEST(kern_pack_gemm_k_bsum_extremes) {
     for (int ti = 0; ti < 3; ti++) {
         pack_case c;
         REQUIRE(t, make_case(&c, types[ti], 17 * 256, 16, 9, 41 + (uint64_t)ti, 2));
+        check_gemm(t, &c);
+        free_case(&c);
+    }
+}
+
+/* Q4_0 / Q8_0 weight scales at the ends of fp16 (scale_ends), every level against generic
+ * and each token bit for bit against itself alone (the 8-token tile against decode). */
+TEST(kern_pack_gemm_scale_ends) {
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0};
+    for (int ti = 0; ti < 2; ti++) {
+        pack_case c;
+        REQUIRE(t, make_case(&c, types[ti], 37 * 32, 32, 9, 61 + (uint64_t)ti, 4));
         check_gemm(t, &c);
         free_case(&c);
     }
