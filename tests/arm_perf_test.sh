@@ -43,6 +43,7 @@ floor() { # kernel level field min [cpu regex, default v1 and v2]
 floor gemm_q4_K dotprod pct_of_peak 60
 floor gemm_q6_K dotprod pct_of_peak 60
 floor gemv_q4_0 i8mm bytes_per_cycle 12
+floor gemm_q5_K dotprod pct_of_peak 55
 # the dotprod level's Q4_0 / Q8_0 GEMM on N1 (the cores it runs on): 56% / 57% (x16_sdot.h)
 floor gemm_q4_0 dotprod pct_of_peak 55 n1
 floor gemm_q8_0 dotprod pct_of_peak 56 n1
