@@ -30,15 +30,22 @@ while IFS= read -r l; do
 done <<<"$out"
 # floors: the issue #15 bars already met stay met (model figures, deterministic for a given
 # gcc and llvm-mca-22): Q4_K and Q6_K GEMM >= 60% of the SDOT peak and one-token Q4_0
-# decode on the i8mm level >= 12 weight bytes per cycle, on V1 and V2
-floor() { # kernel level field min
-  echo "$out" | grep -E "\"kernel\":\"$1\",\"level\":\"$2\",\"cpu\":\"v[12]\"" |
-    awk -F"\"$3\":" -v k="$1" -v m="$4" -v f="$3" '{ split($2, a, ","); n++
-      if (a[1] < m) { printf "arm_perf: %s %s %s below %s\n", k, f, a[1], m; bad = 1 } }
-      END { exit bad || n != 2 }' || fail=1
+# decode on the i8mm level >= 12 weight bytes per cycle, on V1 and V2; and what was gained
+# since on N1
+floor() { # kernel level field min [cpu regex, default v1 and v2]
+  local cpus="${5:-v[12]}"
+  echo "$out" | grep -E "\"kernel\":\"$1\",\"level\":\"$2\",\"cpu\":\"$cpus\"" |
+    awk -F"\"$3\":" -v k="$1" -v m="$4" -v f="$3" -v want="$([ "$cpus" = n1 ] && echo 1 || echo 2)" '
+      { split($2, a, ","); n++
+        if (a[1] < m) { printf "arm_perf: %s %s %s below %s\n", k, f, a[1], m; bad = 1 } }
+      END { exit bad || n != want }' || fail=1
 }
 floor gemm_q4_K dotprod pct_of_peak 60
 floor gemm_q6_K dotprod pct_of_peak 60
 floor gemv_q4_0 i8mm bytes_per_cycle 12
+floor gemm_q5_K dotprod pct_of_peak 55
+# the dotprod level's Q4_0 / Q8_0 GEMM on N1 (the cores it runs on): 56% / 57% (x16_sdot.h)
+floor gemm_q4_0 dotprod pct_of_peak 55 n1
+floor gemm_q8_0 dotprod pct_of_peak 56 n1
 [ "$fail" -eq 0 ] && echo "arm_perf: $lines kernel x cpu lines ok"
 exit "$fail"

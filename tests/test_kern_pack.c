@@ -94,6 +94,16 @@ static void bsum_extremes(float *f, int64_t n, uint64_t *seed) {
     }
 }
 
+/* Q4_0 / Q8_0 block scales at the ends of fp16 (subnormals, the smallest normal, 65504,
+ * zero, both signs): the ARM Q4_0 tile scales its products by 16 and dw by 1/16, exact only
+ * if no scale falls out of fp32's normal range on the way. */
+static void scale_ends(cpulm_dtype type, uint8_t *blk, uint64_t *seed) {
+    static const uint16_t ends[] = {0x0001, 0x03FF, 0x0400, 0x7BFF, 0x8001, 0xFBFF, 0x0000, 0x3C00};
+    if (type != CPULM_DTYPE_Q4_0 && type != CPULM_DTYPE_Q8_0) return;
+    const uint16_t h = ends[rng(seed) % 8];
+    memcpy(blk, &h, 2); /* d is the block's first field (little-endian fp16) */
+}
+
 static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, int64_t nt,
                      uint64_t seed, int extreme) {
     memset(c, 0, sizeof *c);
@@ -116,6 +126,8 @@ static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, in
             uint8_t *blk = c->w + (size_t)r * rb + (size_t)b * (rb / (size_t)(n / qk));
             if (extreme == 3)
                 max_quants(type, blk, &seed);
+            else if (extreme == 4)
+                scale_ends(type, blk, &seed);
             else
                 extremize(type, blk, &seed);
         }
@@ -262,6 +274,18 @@ TEST(kern_pack_gemm_k_bsum_extremes) {
     }
 }
 
+/* Q4_0 / Q8_0 weight scales at the ends of fp16 (scale_ends), every level against generic
+ * and each token bit for bit against itself alone (the 8-token tile against decode). */
+TEST(kern_pack_gemm_scale_ends) {
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0};
+    for (int ti = 0; ti < 2; ti++) {
+        pack_case c;
+        REQUIRE(t, make_case(&c, types[ti], 37 * 32, 32, 9, 61 + (uint64_t)ti, 4));
+        check_gemm(t, &c);
+        free_case(&c);
+    }
+}
+
 /* Every token count 1..67 (with two groups, so ld = 32): the SIMD levels tile tokens (the
  * ARM ones by 7 and 8, x86 by 8) and every tail size, and more than one full tile
  * plus a tail, must give each token the same result as alone. */
@@ -374,6 +398,38 @@ static void repack_oracle_k6_arm(const uint8_t *src, uint8_t *dst, int64_t n, in
                             (uint8_t)((v & 0xFC) | (v3 >> (6 - 2 * k) & 3));
                     }
 }
+
+/* Q5_K quant (0..31) of element e of a row-major block (qh at 16, qs at 48). */
+static int k5_q(const uint8_t *blk, int e) {
+    const int lo = blk[48 + 32 * (e / 64) + e % 32] >> (4 * (e / 32 % 2)) & 15;
+    return lo | (blk[16 + e % 32] >> (e / 32) & 1) << 4;
+}
+
+/* aarch64 builds: the 40 quant chunks of each Q5_K group super-block (from byte 256) in the
+ * ARM layout, from its rule (kernels/arm/k5_layout.h) one byte at a time: chunk 5j + k,
+ * byte 4r + b = in bits 4-0 the quant of element 32j + 4k + b, in bits 7-5 (q5, q6, q7:
+ * the quants of elements 32j + 20 + b, 24 + b, 28 + b): k = 0: q5 bits 4-2; 1: q5 bits
+ * 1-0, q6 bit 4; 2: q6 bits 3-1; 3: q6 bit 0, q7 bits 1-0; 4: q7 bits 4-2 (for k < 3 the
+ * top of the 15 bits q5 q6 q7, 3 at a time). */
+static void repack_oracle_k5_arm(const uint8_t *src, uint8_t *dst, int64_t n, int64_t rows) {
+    const size_t bb = sizeof(cpulm_block_q5_K), rb = bb * (size_t)(n / 256);
+    for (int64_t g = 0; g < rows / 16; g++)
+        for (int64_t b = 0; b < n / 256; b++)
+            for (int ch = 0; ch < 40; ch++)
+                for (int r = 0; r < 16; r++)
+                    for (int i = 0; i < 4; i++) {
+                        const uint8_t *blk = src + (size_t)(g * 16 + r) * rb + (size_t)b * bb;
+                        const int j = ch / 5, k = ch % 5, e = 32 * j + i;
+                        const int q5 = k5_q(blk, e + 20), q6 = k5_q(blk, e + 24),
+                                  q7 = k5_q(blk, e + 28);
+                        const int bits = q5 << 10 | q6 << 5 | q7; /* 15 bits, q5 first */
+                        const int top = k < 3    ? bits >> (12 - 3 * k) & 7
+                                        : k == 3 ? (q6 & 1) << 2 | (q7 & 3)
+                                                 : q7 >> 2;
+                        dst[(size_t)(g * (n / 256) + b) * 16 * bb + 256 + 64 * (size_t)ch + 4 * r +
+                            i] = (uint8_t)(k5_q(blk, e + 4 * k) | top << 5);
+                    }
+}
 #endif
 
 /* cpulm_repack_x16 and its threaded form write exactly the bytes of the rule, for every
@@ -393,6 +449,7 @@ TEST(kern_pack_repack_bytes) {
         repack_oracle(type, src, want, n, rows);
 #if defined(__aarch64__)
         if (type == CPULM_DTYPE_Q6_K) repack_oracle_k6_arm(src, want, n, rows);
+        if (type == CPULM_DTYPE_Q5_K) repack_oracle_k5_arm(src, want, n, rows);
 #endif
         memset(got, 0xA5, bytes);
         cpulm_repack_x16(type, src, got, n, rows);

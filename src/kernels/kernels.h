@@ -42,7 +42,9 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
  *         elements 4t..4t+3, high nibbles 16+4t..16+4t+3); 288 bytes.
  *   Q8_0: d[16], qs 8 chunks; 544 bytes.
  *   Q4_K: d[16], dmin[16], scales 3 chunks, qs 32 chunks; 2304 bytes.
- *   Q5_K: d[16], dmin[16], scales 3 chunks, qh 8 chunks, qs 32 chunks; 2816 bytes.
+ *   Q5_K: d[16], dmin[16], scales 3 chunks, qh 8 chunks, qs 32 chunks; 2816 bytes. In
+ *         aarch64 builds the 40 chunks of qh and qs hold the quants in the layout of
+ *         kernels/arm/k5_layout.h instead (as Q6_K below).
  *   Q6_K: ql 32 chunks, qh 16 chunks, scales 4 chunks, d[16]; 3360 bytes. In aarch64
  *         builds the 48 chunks of ql and qh hold the quants in the layout of
  *         kernels/arm/k6_layout.h instead (repack.c's per-arch hook; every reader agrees).

@@ -12,11 +12,12 @@
 #include "../base/status.h"
 #include "../threads/topo.h"
 
-#if defined(__aarch64__) /* the per-arch hook: Q6_K quants in the ARM layout */
+#if defined(__aarch64__) /* the per-arch hook: Q5_K and Q6_K quants in the ARM layouts */
+#include "../kernels/arm/k5_layout.h"
 #include "../kernels/arm/k6_layout.h"
-#define K6_ARM 1
+#define KQ_ARM 1
 #else
-#define K6_ARM 0
+#define KQ_ARM 0
 #endif
 
 #define R                  CPULM_PACK_ROWS
@@ -57,7 +58,7 @@ static void unpack_block(const block_fields *f, const uint8_t *g, uint8_t *blk, 
     }
 }
 
-#if K6_ARM
+#if KQ_ARM
 /* Row r's Q6_K ql and qh (the first 192 bytes of blk) rebuilt from the ARM layout. */
 static void k6_arm_unpack(const uint8_t *g, uint8_t *blk, size_t r) {
     cpulm_k6a_get_row(g, (int)r, blk, blk + 128);
@@ -74,6 +75,25 @@ static void k6_arm_pack(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb,
             uint8_t *o = dst + (size_t)g * R * rb;
             for (int64_t b = 0; b < nb; b++, in += bb, o += R * bb)
                 cpulm_k6a_put_row(o, (int)r, in, in + 128);
+        }
+}
+
+/* Row r's Q5_K qh and qs (bytes 16..175 of blk) rebuilt from the ARM layout. */
+static void k5_arm_unpack(const uint8_t *g, uint8_t *blk, size_t r) {
+    cpulm_k5a_get_row(g + CPULM_K5A_OFF, (int)r, blk + 16, blk + 48);
+}
+
+/* Groups [g0, g1) of Q5_K: every group super-block's qh / qs rewritten in the ARM layout
+ * (k5_layout.h) from the source rows; d, dmin and scales stay as pack_groups put them. */
+static void k5_arm_pack(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb, int64_t g0,
+                        int64_t g1) {
+    const size_t bb = sizeof(cpulm_block_q5_K);
+    for (int64_t g = g0; g < g1; g++)
+        for (size_t r = 0; r < R; r++) {
+            const uint8_t *in = src + ((size_t)g * R + r) * rb;
+            uint8_t *o = dst + (size_t)g * R * rb;
+            for (int64_t b = 0; b < nb; b++, in += bb, o += R * bb)
+                cpulm_k5a_put_row(o + CPULM_K5A_OFF, (int)r, in + 16, in + 48);
         }
 }
 #endif
@@ -129,9 +149,13 @@ static void pack_range(cpulm_dtype type, const void *src, void *dst, int64_t n_i
     case CPULM_DTYPE_Q4_0: pack_groups(src, dst, rb, nb, g0, g1, 2, 16, 0, 0, 0); break;
     case CPULM_DTYPE_Q8_0: pack_groups(src, dst, rb, nb, g0, g1, 2, 32, 0, 0, 0); break;
     case CPULM_DTYPE_Q4_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 128, 0); break;
-    case CPULM_DTYPE_Q5_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 32, 128); break;
+    case CPULM_DTYPE_Q5_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 32, 128);
+#if KQ_ARM
+        k5_arm_pack(src, dst, rb, nb, g0, g1);
+#endif
+        break;
     case CPULM_DTYPE_Q6_K: pack_groups(src, dst, rb, nb, g0, g1, 128, 64, 16, 2, 0);
-#if K6_ARM
+#if KQ_ARM
         k6_arm_pack(src, dst, rb, nb, g0, g1);
 #endif
         break;
@@ -202,9 +226,11 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
         for (int64_t b = 0; b < n; b++) {
             const uint8_t *gb = g + (size_t)(b0 + b) * R * bb;
             unpack_block(&f, gb, buf + (size_t)b * bb, (size_t)(r % R));
-#if K6_ARM
+#if KQ_ARM
             if (t->type == CPULM_DTYPE_Q6_K)
                 k6_arm_unpack(gb, buf + (size_t)b * bb, (size_t)(r % R));
+            if (t->type == CPULM_DTYPE_Q5_K)
+                k5_arm_unpack(gb, buf + (size_t)b * bb, (size_t)(r % R));
 #endif
         }
         k->to_float[t->type](buf, out + b0 * qk, n * qk);

@@ -22,18 +22,21 @@
  * order of fmas as generic.
  * Q4_K / Q5_K min term: summ = sum_j m_j b32_j (b32: pairwise sums of the Q8_K bsums) by
  * SDOT on b32 split into two int8 halves (ks_split, ks_summ), the mins in their repacked
- * lanes. Q6_K: the weights are 4 (q - 32), signed, from the ARM layout of packed Q6_K
+ * lanes. Q5_K: the weights (q, 0..31) come from the ARM layout of packed Q5_K (k5_layout.h:
+ * 5 loads and 15 ops per 8 weight vectors, shared by the tile). Q6_K: the weights are
+ * 4 (q - 32), signed, from the ARM layout of packed Q6_K
  * (k6_layout.h: 6 ops per 4 weight vectors, shared by the tile), so there is no bias term;
  * sumi is then 4 times generic's (|4 sumi| <= 4 * 16 * 128 * 16 * 32 * 128 = 2^29, exact)
  * and SCVTF #2 (one rounding of sumi4 / 4, exact) gives float(sumi) bit for bit.
  * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 61.9% of the SDOT peak
- * on V1/V2 and 56.2% on N1, Q5_K 53.2% / 48.0%, Q6_K 60.6% / 52.7% (vector-bound; where the
+ * on V1/V2 and 56.2% on N1, Q5_K 55.4% / 51.4%, Q6_K 60.6% / 52.7% (vector-bound; where the
  * other micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
  */
 #ifndef CPULM_KERNELS_ARM_X16_KSDOT_H
 #define CPULM_KERNELS_ARM_X16_KSDOT_H
 
 #include "arm.h"
+#include "k5_layout.h"
 
 #define KS_TILE 8
 
@@ -44,26 +47,6 @@
         if (NT == KS_TILE && (kind) == 5) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_gemm_q5_K"); \
         if (NT == KS_TILE && (kind) == 6) ARM_MCA_##WHAT(ARM_MCA_LEVEL "_gemm_q6_K"); \
     } while (0)
-
-/* v shifted left by n (-6..6, a constant after inlining; negative: right), each case an
- * immediate shift, so the intrinsics see literal counts even without constant folding. */
-ARM_INLINE uint8x16_t ks_shift_u8(uint8x16_t v, const int n) {
-    switch (n) {
-    case 6: return vshlq_n_u8(v, 6);
-    case 5: return vshlq_n_u8(v, 5);
-    case 4: return vshlq_n_u8(v, 4);
-    case 3: return vshlq_n_u8(v, 3);
-    case 2: return vshlq_n_u8(v, 2);
-    case 1: return vshlq_n_u8(v, 1);
-    case -1: return vshrq_n_u8(v, 1);
-    case -2: return vshrq_n_u8(v, 2);
-    case -3: return vshrq_n_u8(v, 3);
-    case -4: return vshrq_n_u8(v, 4);
-    case -5: return vshrq_n_u8(v, 5);
-    case -6: return vshrq_n_u8(v, 6);
-    default: return v;
-    }
-}
 
 /* Byte k (0..3, a constant) of each 32-bit lane, zero-extended. */
 ARM_INLINE int32x4_t ks_ubyte(uint8x16_t v, const int k) {
@@ -141,6 +124,28 @@ ARM_INLINE int8x16_t ks_k4_dscale(const uint8_t *gq, int half) {
     return vreinterpretq_s8_u8(vsubq_u8(sclo, vreinterpretq_u8_u32(nxt)));
 }
 
+/* Q5_K sub-block j's weights of the quad (q, 0..31) from the ARM layout (k5_layout.h):
+ * slices a..e of chunks 5j..5j+4, low 5 bits each for elements 4k..4k+3 (k = 0..4); their
+ * top 3 bits make elements 20.., 24.., 28..: 15 ops for 8 vectors (the qh / qs layout took
+ * ~24 and 16 loads). */
+ARM_INLINE void ks_k5_weights(const uint8_t *gq, const int j, int8x16_t wv[8]) {
+    const uint8_t *c = gq + CPULM_K5A_OFF + 64 * 5 * j;
+    const uint8x16_t a = vld1q_u8(c), b = vld1q_u8(c + 64), cc = vld1q_u8(c + 128),
+                     d = vld1q_u8(c + 192), e = vld1q_u8(c + 256), m5 = vdupq_n_u8(0x1F);
+    wv[0] = vreinterpretq_s8_u8(vandq_u8(a, m5));
+    wv[1] = vreinterpretq_s8_u8(vandq_u8(b, m5));
+    wv[2] = vreinterpretq_s8_u8(vandq_u8(cc, m5));
+    wv[3] = vreinterpretq_s8_u8(vandq_u8(d, m5));
+    wv[4] = vreinterpretq_s8_u8(vandq_u8(e, m5));
+    /* q5 = a[7:5] b[7:6]; q7 = e[7:5] d[6:5]: SLI keeps the low 2 bits of its destination */
+    wv[5] = vreinterpretq_s8_u8(vsliq_n_u8(vshrq_n_u8(b, 6), vshrq_n_u8(a, 5), 2));
+    wv[7] = vreinterpretq_s8_u8(vsliq_n_u8(vshrq_n_u8(d, 5), vshrq_n_u8(e, 5), 2));
+    /* q6 = b[5] c[7:5] d[7], built at the top by SRIs (which keep the destination's top
+     * bits) and shifted down */
+    const uint8x16_t t = vsriq_n_u8(vsriq_n_u8(vshlq_n_u8(b, 2), cc, 1), d, 4);
+    wv[6] = vreinterpretq_s8_u8(vshrq_n_u8(t, 3));
+}
+
 /* Q4_K (q5 = 0) / Q5_K: quad `quad` x NT tokens over super-blocks b0..b1-1, into o (zeroed
  * before the first). split: the staged ks_split of those blocks ([b - b0][KS_TILE]), or NULL
  * to split here. Unsigned lanes for sumi, whose partial sums may wrap (mod 2^32; the final
@@ -148,8 +153,8 @@ ARM_INLINE int8x16_t ks_k4_dscale(const uint8_t *gq, int half) {
 ARM_INLINE void ks_quad_k4(int64_t b0, int64_t b1, const uint8_t *w, int q5, int quad,
                            const uint8_t *act, uint64_t stride, const int8_t *split, float *o,
                            int64_t ld, const int NT) {
-    const size_t sb = q5 ? 16 * 176 : 16 * 144, qs_off = q5 ? 48 * 16 : 16 * 16;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m6 = vdupq_n_u8(0x3F), b4 = vdupq_n_u8(0x10);
+    const size_t sb = q5 ? 16 * 176 : 16 * 144, qs_off = 16 * 16;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m6 = vdupq_n_u8(0x3F);
     for (int64_t b = b0; b < b1; b++) {
         KS_MCA(BEGIN, q5 ? 5 : 4);
         const uint8_t *g = w + (size_t)b * sb, *gq = g + 16 * quad;
@@ -161,23 +166,18 @@ ARM_INLINE void ks_quad_k4(int64_t b0, int64_t b1, const uint8_t *w, int q5, int
         }
         int8x16_t dsc = vdupq_n_s8(0);
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
-            if ((q5 || ARM_IS_CLANG) && j > 0) ARM_ORDER(gq, sumi[NT - 1]); /* 32 registers */
+            if (ARM_IS_CLANG && j > 0) ARM_ORDER(gq, sumi[NT - 1]); /* 32 registers */
             if (j % 4 == 0) dsc = ks_k4_dscale(gq, j / 4);
             const uint32x4_t delta = vreinterpretq_u32_s32(ks_sbyte(dsc, j % 4));
             const uint8_t *q = gq + qs_off + 64 * 8 * (j / 2);
             int8x16_t wv[8];
-            const uint8_t *qh = gq + 256;
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
-                if (ARM_IS_CLANG && q5 && k > 0) { /* as above, for Q5_K's extra loads */
-                    ARM_ORDER(q, wv[k - 1]);
-                    ARM_ORDER(qh, wv[k - 1]);
+            if (q5)
+                ks_k5_weights(gq, j, wv);
+            else
+                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                    const uint8x16_t u = vld1q_u8(q + 64 * k);
+                    wv[k] = vreinterpretq_s8_u8(j % 2 ? vshrq_n_u8(u, 4) : vandq_u8(u, m4));
                 }
-                const uint8x16_t u = vld1q_u8(q + 64 * k);
-                uint8x16_t v = j % 2 ? vshrq_n_u8(u, 4) : vandq_u8(u, m4);
-                if (q5) /* bit j of qh byte l is the 5th bit of element 32j + l */
-                    v = vbslq_u8(b4, ks_shift_u8(vld1q_u8(qh + 64 * k), 4 - j), v);
-                wv[k] = vreinterpretq_s8_u8(v);
-            }
             _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
                 const int8_t *y = ((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].qs;
                 if (ARM_IS_CLANG && t > 0) ARM_ORDER(y, p[t - 1]); /* clang hoists and spills */

@@ -10,7 +10,8 @@
 #include "../../base/fp16.h"
 #include "generic.h"
 #include "kernels/kernels.h"
-#if defined(__aarch64__) /* packed Q6_K quants in the ARM layout (repack.c's per-arch hook) */
+#if defined(__aarch64__) /* packed Q5_K / Q6_K quants in the ARM layouts (repack.c's hook) */
+#include "../arm/k5_layout.h"
 #include "../arm/k6_layout.h"
 #endif
 
@@ -41,8 +42,15 @@ static void unpack_k4(const uint8_t *g, int r, int q5, k4_row *o) {
     o->d = half_at(g, r);
     o->dmin = half_at(g + 2 * R, r);
     gather(g + 4 * R, r, scales, 12);
+#if defined(__aarch64__)
+    if (q5)
+        cpulm_k5a_get_row(g + CPULM_K5A_OFF, r, qh, qs);
+    else
+        gather(g + 16 * R, r, qs, 128);
+#else
     if (q5) gather(g + 16 * R, r, qh, 32);
     gather(g + (q5 ? 48 : 16) * R, r, qs, 128);
+#endif
     for (int j = 0; j < 8; j++) {
         cpulm_k4_scale_min(j, scales, &o->sc[j], &o->m[j]);
         for (int l = 0; l < 32; l++) { /* sub-block j: nibble j%2 of qs[32*(j/2) + l] */
