@@ -4,8 +4,9 @@
  *
  * Bit-identical to generic/attn_exact.c:
  * - xscores puts query rows in the lanes of __m256d vectors (four rows per vector), each key
- *   element broadcast: every (row, key) lane adds its exact products in c order, as the
- *   generic double sum does (fma of an exact product = one rounded addition).
+ *   element broadcast (keys converted to doubles once per call): every (row, key) lane adds its
+ * exact products in c order, as the generic double sum does (fma of an exact product = one rounded
+ * addition).
  * - xpv rounds every accumulator through VCVTPS2PH (round to nearest even, immediate) and
  *   VCVTPH2PS, and uses fused multiply-adds like fmaf.
  * - xweights takes the running max before each key as a prefix max over 8 lanes, so every
@@ -35,19 +36,24 @@ AVX2_INLINE __m256i xrows_mask(int rows) {
  * doubles) into s. The loops unroll fully, so the NV * KJ accumulators live in registers. */
 AVX2_INLINE void xscores_keys(int64_t d, const double *qt, int64_t ldqt, int rows, const double *kd,
                               float scale, float *s, int64_t lds, const int NV, const int KJ) {
-    __m256d acc[8];
+    __m256d acc[12];
     const __m256i last = xrows_mask(rows - 4 * (NV - 1));
-    _Pragma("GCC unroll 8") for (int u = 0; u < NV * KJ; u++) acc[u] = _mm256_setzero_pd();
+    _Pragma("GCC unroll 12") for (int u = 0; u < NV * KJ; u++) acc[u] = _mm256_setzero_pd();
+    const int full = rows == 4 * NV;
     for (int64_t c = 0; c < d; c++) {
-        _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) {
+        __m256d qv[3];
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) {
             const double *p = qt + c * ldqt + 4 * v;
-            const __m256d qv = v == NV - 1 ? _mm256_maskload_pd(p, last) : _mm256_loadu_pd(p);
-            _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) acc[v * KJ + kk] =
-                _mm256_fmadd_pd(qv, _mm256_broadcast_sd(kd + kk * d + c), acc[v * KJ + kk]);
+            qv[v] = v == NV - 1 && !full ? _mm256_maskload_pd(p, last) : _mm256_loadu_pd(p);
+        }
+        _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) {
+            const __m256d kb = _mm256_broadcast_sd(kd + kk * d + c);
+            _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) acc[v * KJ + kk] =
+                _mm256_fmadd_pd(qv[v], kb, acc[v * KJ + kk]);
         }
     }
     const __m128 vs = _mm_set1_ps(scale);
-    _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) {
+    _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) {
         _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) {
             float out[4];
             _mm_storeu_ps(out, _mm_mul_ps(_mm256_cvtpd_ps(acc[v * KJ + kk]), vs));
@@ -68,36 +74,47 @@ AVX2_INLINE void xscores_kd(int64_t d, const float *k, int64_t ldk, double *kd, 
     }
 }
 
-/* Up to 4 NV rows x every key, KJ keys at a time (the last ones one by one). */
-AVX2_INLINE void xscores_pass(int64_t d, int rows, const double *qt, int64_t ldqt, int n,
-                              const float *k, int64_t ldk, float scale, float *s, int64_t lds,
-                              const int NV, const int KJ) {
-    double kd[XKD];
-    int j = 0;
-    for (; j + KJ <= n; j += KJ) {
-        xscores_kd(d, k + j * ldk, ldk, kd, KJ);
-        xscores_keys(d, qt, ldqt, rows, kd, scale, s + j, lds, NV, KJ);
-    }
-    for (; j < n; j++) {
-        xscores_kd(d, k + j * ldk, ldk, kd, 1);
-        xscores_keys(d, qt, ldqt, rows, kd, scale, s + j, lds, NV, 1);
-    }
+/* Every row x KJ keys (kd, converted once for all of them): passes of 8 rows x KJ keys
+ * (12 accumulators for KJ = 6: enough in flight for the fma latency), the last rows in one
+ * pass of 4 or 8. */
+AVX2_INLINE void xscores_rows(int64_t d, int m, const double *qt, int64_t ldqt, const double *kd,
+                              float scale, float *s, int64_t lds, const int KJ) {
+    int i0 = 0;
+    for (; i0 + 8 <= m; i0 += 8)
+        xscores_keys(d, qt + i0, ldqt, 8, kd, scale, s + (int64_t)i0 * lds, lds, 2, KJ);
+    if (m - i0 > 4)
+        xscores_keys(d, qt + i0, ldqt, m - i0, kd, scale, s + (int64_t)i0 * lds, lds, 2, KJ);
+    else if (m > i0)
+        xscores_keys(d, qt + i0, ldqt, m - i0, kd, scale, s + (int64_t)i0 * lds, lds, 1, KJ);
 }
 
+/* Keys outer: each group of keys is converted to doubles once for every row (per pass of 8
+ * rows it was ~15% of the prompt's xscores time). Up to 4 rows (generation): 8 keys per
+ * pass, one vector of rows. */
 void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt,
                              const float *k, int64_t ldk, float scale, float *s, int64_t lds) {
     if (d > XKD / 8) {
         cpulm_generic_attn_xscores(d, m, n, qt, ldqt, k, ldk, scale, s, lds);
         return;
     }
-    for (int i0 = 0; i0 < m; i0 += 8) {
-        const int rows = m - i0 < 8 ? m - i0 : 8;
-        const double *q = qt + i0;
-        float *si = s + (int64_t)i0 * lds;
-        if (rows <= 4) /* 8 accumulators: enough in flight for the fma latency */
-            xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 1, 8);
-        else
-            xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 2, 4);
+    double kd[XKD];
+    int j = 0;
+    if (m <= 4)
+        for (; j + 8 <= n; j += 8) {
+            xscores_kd(d, k + j * ldk, ldk, kd, 8);
+            xscores_keys(d, qt, ldqt, m, kd, scale, s + j, lds, 1, 8);
+        }
+    for (; j + 6 <= n; j += 6) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 6);
+        xscores_rows(d, m, qt, ldqt, kd, scale, s + j, lds, 6);
+    }
+    for (; j + 4 <= n; j += 4) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 4);
+        xscores_rows(d, m, qt, ldqt, kd, scale, s + j, lds, 4);
+    }
+    for (; j < n; j++) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 1);
+        xscores_rows(d, m, qt, ldqt, kd, scale, s + j, lds, 1);
     }
 }
 
