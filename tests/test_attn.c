@@ -865,3 +865,35 @@ TEST(attn_xscores_prompt_blocks_bit_identical) {
             }
     free(qt), free(q), free(k), free(s0), free(s1);
 }
+
+/* attn_xweights on groups of keys none of which is above the running max (the usual case:
+ * the avx2 level skips its prefix max there): ties with the max, -0 against +0, NaN, -inf,
+ * +inf as the max, scores in and past expf's special ranges; some groups with one key above,
+ * every tail; bit for bit with the generic op at every level. */
+TEST(attn_xweights_groups_below_the_max_bit_identical) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const float pool[] = {0.0f,    -0.0f,  1.0f,   -1.0f,      NAN,    -INFINITY, -100.0f,
+                          -90.0f,  -87.5f, 2.5f,   0x1p-149f,  -3.25f, 0.75f,     -0x1.9fe368p6f,
+                          -104.0f, 2.0f,   -16.0f, -0x1p-140f, 1.5f,   2.5f};
+    const float starts[] = {2.5f, 0.0f, -0.0f, INFINITY, 1.0f, 100.0f};
+    const int np = (int)(sizeof pool / sizeof pool[0]);
+    float s0[40], s1[40], w0[40], w1[40];
+    uint64_t r = 777;
+    for (int l = 1; l < nl; l++)
+        for (int n = 1; n <= 40; n++)
+            for (int rep = 0; rep < 24; rep++) {
+                const float M = starts[rep % 6];
+                for (int j = 0; j < n; j++) {
+                    float x = pool[rng(&r) % (uint64_t)np];
+                    /* mostly at most the max; now and then one key above it */
+                    if (x > M && rng(&r) % 8 != 0) x = M;
+                    s0[j] = s1[j] = x;
+                }
+                float M0 = M, M1 = M;
+                cpulm_kernels_generic.attn_xweights(n, s0, w0, &M0);
+                lv[l]->attn_xweights(n, s1, w1, &M1);
+                CHECK(t, memcmp(&M0, &M1, 4) == 0 && memcmp(s0, s1, 4 * (size_t)n) == 0 &&
+                             memcmp(w0, w1, 4 * (size_t)n) == 0);
+            }
+}

@@ -231,7 +231,15 @@ void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M) {
     __m256 e, up;
     int j = 0;
     for (; j + 8 <= n; j += 8) {
-        m = xweights8(_mm256_loadu_ps(s + j), m, &e, &up);
+        const __m256 x = _mm256_loadu_ps(s + j), vm = _mm256_set1_ps(m);
+        /* the usual group: no key above the running max (NaN is not), so it stays m, every
+         * key's weight is expf(x - m) and its factor 1: no prefix max */
+        if (!_mm256_movemask_ps(_mm256_cmp_ps(x, vm, _CMP_GT_OQ))) {
+            _mm256_storeu_ps(ms + j, one);
+            _mm256_storeu_ps(s + j, xexpf8(_mm256_sub_ps(x, vm)));
+            continue;
+        }
+        m = xweights8(x, m, &e, &up);
         _mm256_storeu_ps(ms + j, _mm256_blendv_ps(one, e, up));
         _mm256_storeu_ps(s + j, _mm256_blendv_ps(e, one, up));
     }
