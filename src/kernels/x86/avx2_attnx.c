@@ -265,9 +265,12 @@ AVX2_INLINE __m256 xround_f16(__m256 x) {
 
 /* R rows x V vectors of 8 dims, the f16 accumulators in registers (values exactly f16). */
 AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw, const float *v,
-                           int64_t ldv, float *acc, int64_t lda, const int R, const int V) {
+                           int64_t ldv, float *acc, int64_t lda, float *S, const int R, const int V,
+                           const int WS) {
     __m256 a[4][4];
+    float sum[4] = {0};
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        if (WS) sum[r] = S[r];
         _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
             _mm256_loadu_ps(acc + r * lda + 8 * c);
     }
@@ -277,6 +280,7 @@ AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw,
             _mm256_loadu_ps(v + (int64_t)j * ldv + 8 * c);
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const float mij = ms[r * ldw + j];
+            if (WS) sum[r] = fmaf(sum[r], mij, vs[r * ldw + j]);
             if (mij != 1.0f) {
                 const __m256 vm = _mm256_set1_ps(mij);
                 _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
@@ -288,6 +292,7 @@ AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw,
         }
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        if (WS) S[r] = sum[r];
         _Pragma("GCC unroll 4") for (int c = 0; c < V; c++)
             _mm256_storeu_ps(acc + r * lda + 8 * c, a[r][c]);
     }
@@ -295,9 +300,13 @@ AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw,
 
 /* rows * vecs <= 12 accumulators: 12 chains of FMA, VCVTPS2PH, VCVTPH2PS (~14 cycles on Zen 3)
  * in flight; VCVTPS2PH (2 cycles per ymm there) bounds the rest */
-#define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, R, V)
+#define XPV_CASE(R, V)                                                   \
+    if (R * V <= 8 && S)                                                 \
+        xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, R *V <= 8); \
+    else                                                                 \
+        xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, 0)
 static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
-                     const float *v, int64_t ldv, float *acc, int64_t lda) {
+                     const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
     switch (rows * 8 + vecs) {
     case 4 * 8 + 3: XPV_CASE(4, 3); break;
     case 4 * 8 + 2: XPV_CASE(4, 2); break;
@@ -318,7 +327,10 @@ static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs
 #undef XPV_CASE
 
 /* Columns are independent, so blocks of rows x dims in any order give the generic bits:
- * 4 rows x 24 dims, or 2 rows x 32 dims when at most two rows are left. d % 8 != 0 (no
+ * 4 rows x 24 dims, or 2 rows x 32 dims when at most two rows are left. The rows' weight
+ * sums S[i] = fmaf(S[i], ms, vs), a chain of one FMA latency per key, ride in the last block
+ * when it has at most 8 accumulators (registers to spare; d = 64: 4 rows x 16 dims), hidden
+ * in its key step; otherwise four rows' chains side by side after the blocks. d % 8 != 0 (no
  * such head size in practice) stays generic. */
 void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
                          const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
@@ -328,30 +340,32 @@ void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *
     }
     for (int i = 0; i < m; i += 4) {
         const int rows = m - i < 4 ? m - i : 4, maxv = rows <= 2 ? 4 : 3;
+        const float *mi = ms + (int64_t)i * ldw, *vi = vs + (int64_t)i * ldw;
+        int summed = 0;
         for (int64_t c = 0; c < d; c += 8 * maxv) {
             const int vecs = d - c < 8 * maxv ? (int)((d - c) / 8) : maxv;
-            xpv_rows(rows, vecs, n, ms + (int64_t)i * ldw, vs + (int64_t)i * ldw, ldw, v + c, ldv,
-                     acc + (int64_t)i * lda + c, lda);
+            const int last = c + 8 * maxv >= d && rows * vecs <= 8;
+            xpv_rows(rows, vecs, n, mi, vi, ldw, v + c, ldv, acc + (int64_t)i * lda + c, lda,
+                     last ? S + i : NULL);
+            summed |= last;
         }
-    }
-    /* each row's sum in key order; four rows' chains (FMA latency per key) side by side */
-    int i = 0;
-    for (; i + 4 <= m; i += 4) {
-        const float *m0 = ms + (int64_t)i * ldw, *v0 = vs + (int64_t)i * ldw;
-        float s0 = S[i], s1 = S[i + 1], s2 = S[i + 2], s3 = S[i + 3];
-        for (int j = 0; j < n; j++) {
-            s0 = fmaf(s0, m0[j], v0[j]);
-            s1 = fmaf(s1, m0[ldw + j], v0[ldw + j]);
-            s2 = fmaf(s2, m0[2 * ldw + j], v0[2 * ldw + j]);
-            s3 = fmaf(s3, m0[3 * ldw + j], v0[3 * ldw + j]);
-        }
-        S[i] = s0, S[i + 1] = s1, S[i + 2] = s2, S[i + 3] = s3;
-    }
-    for (; i < m; i++) {
-        float si = S[i];
-        for (int j = 0; j < n; j++)
-            si = fmaf(si, ms[(int64_t)i * ldw + j], vs[(int64_t)i * ldw + j]);
-        S[i] = si;
+        if (summed) continue;
+        if (rows == 4) {
+            float s0 = S[i], s1 = S[i + 1], s2 = S[i + 2], s3 = S[i + 3];
+            for (int j = 0; j < n; j++) {
+                s0 = fmaf(s0, mi[j], vi[j]);
+                s1 = fmaf(s1, mi[ldw + j], vi[ldw + j]);
+                s2 = fmaf(s2, mi[2 * ldw + j], vi[2 * ldw + j]);
+                s3 = fmaf(s3, mi[3 * ldw + j], vi[3 * ldw + j]);
+            }
+            S[i] = s0, S[i + 1] = s1, S[i + 2] = s2, S[i + 3] = s3;
+        } else
+            for (int r = 0; r < rows; r++) {
+                float si = S[i + r];
+                for (int j = 0; j < n; j++)
+                    si = fmaf(si, mi[r * ldw + j], vi[r * ldw + j]);
+                S[i + r] = si;
+            }
     }
 }
 #endif
