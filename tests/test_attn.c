@@ -830,3 +830,70 @@ TEST(attn_split_generation_equals_the_block_path_4_kv_heads) {
     cpulm_model_free(m);
     remove(path);
 }
+
+/* attn_xscores on prompt blocks (up to 64 rows: passes of 8 rows, a last pass of 1-7 rows)
+ * x key counts that leave every group tail (6, 4, then single keys), against the generic op
+ * bit for bit, at every level; padded strides, the pads NaN. */
+TEST(attn_xscores_prompt_blocks_bit_identical) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const int ds[] = {7, 40, 64, 128}, ms[] = {12, 13, 15, 16, 63, 64}, ns[] = {5, 10, 11, 63, 64};
+    enum { MM = 64, NN = 64, DD = 128, PAD = 3 };
+    double *qt = malloc(sizeof(double) * DD * (MM + PAD));
+    float *q = malloc(sizeof(float) * MM * DD), *k = malloc(sizeof(float) * NN * (DD + PAD));
+    float *s0 = malloc(sizeof(float) * MM * NN), *s1 = malloc(sizeof(float) * MM * NN);
+    REQUIRE(t, qt && q && k && s0 && s1);
+    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int d = ds[di], m = ms[mi], n = ns[ni];
+                const int64_t ldq = m + PAD, ldk = d + PAD;
+                const uint64_t seed = (uint64_t)(d * 10000 + m * 100 + n);
+                fill(q, (int64_t)m * d, seed, 3.0f);
+                fill(k, (int64_t)n * ldk, seed + 1, 3.0f);
+                for (int64_t i = 0; i < (int64_t)n * ldk; i++)
+                    k[i] = i % ldk < d ? h16(k[i]) : NAN;
+                for (int64_t i = 0; i < (int64_t)d * ldq; i++)
+                    qt[i] = i % ldq < m ? h16(q[(i % ldq) * d + i / ldq]) : NAN;
+                cpulm_kernels_generic.attn_xscores(d, m, n, qt, ldq, k, ldk, 0.125f, s0, NN);
+                for (int l = 1; l < nl; l++) {
+                    for (int i = 0; i < MM * NN; i++)
+                        s1[i] = s0[i] = i % NN < n && i / NN < m ? s0[i] : -7.0f;
+                    lv[l]->attn_xscores(d, m, n, qt, ldq, k, ldk, 0.125f, s1, NN);
+                    CHECK(t, memcmp(s0, s1, sizeof(float) * MM * NN) == 0);
+                }
+            }
+    free(qt), free(q), free(k), free(s0), free(s1);
+}
+
+/* attn_xweights on groups of keys none of which is above the running max (the usual case:
+ * the avx2 level skips its prefix max there): ties with the max, -0 against +0, NaN, -inf,
+ * +inf as the max, scores in and past expf's special ranges; some groups with one key above,
+ * every tail; bit for bit with the generic op at every level. */
+TEST(attn_xweights_groups_below_the_max_bit_identical) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const float pool[] = {0.0f,    -0.0f,  1.0f,   -1.0f,      NAN,    -INFINITY, -100.0f,
+                          -90.0f,  -87.5f, 2.5f,   0x1p-149f,  -3.25f, 0.75f,     -0x1.9fe368p6f,
+                          -104.0f, 2.0f,   -16.0f, -0x1p-140f, 1.5f,   2.5f};
+    const float starts[] = {2.5f, 0.0f, -0.0f, INFINITY, 1.0f, 100.0f};
+    const int np = (int)(sizeof pool / sizeof pool[0]);
+    float s0[40], s1[40], w0[40], w1[40];
+    uint64_t r = 777;
+    for (int l = 1; l < nl; l++)
+        for (int n = 1; n <= 40; n++)
+            for (int rep = 0; rep < 24; rep++) {
+                const float M = starts[rep % 6];
+                for (int j = 0; j < n; j++) {
+                    float x = pool[rng(&r) % (uint64_t)np];
+                    /* mostly at most the max; now and then one key above it */
+                    if (x > M && rng(&r) % 8 != 0) x = M;
+                    s0[j] = s1[j] = x;
+                }
+                float M0 = M, M1 = M;
+                cpulm_kernels_generic.attn_xweights(n, s0, w0, &M0);
+                lv[l]->attn_xweights(n, s1, w1, &M1);
+                CHECK(t, memcmp(&M0, &M1, 4) == 0 && memcmp(s0, s1, 4 * (size_t)n) == 0 &&
+                             memcmp(w0, w1, 4 * (size_t)n) == 0);
+            }
+}

@@ -4,8 +4,9 @@
  *
  * Bit-identical to generic/attn_exact.c:
  * - xscores puts query rows in the lanes of __m256d vectors (four rows per vector), each key
- *   element broadcast: every (row, key) lane adds its exact products in c order, as the
- *   generic double sum does (fma of an exact product = one rounded addition).
+ *   element broadcast (keys converted to doubles once per call): every (row, key) lane adds its
+ * exact products in c order, as the generic double sum does (fma of an exact product = one rounded
+ * addition).
  * - xpv rounds every accumulator through VCVTPS2PH (round to nearest even, immediate) and
  *   VCVTPH2PS, and uses fused multiply-adds like fmaf.
  * - xweights takes the running max before each key as a prefix max over 8 lanes, so every
@@ -35,19 +36,24 @@ AVX2_INLINE __m256i xrows_mask(int rows) {
  * doubles) into s. The loops unroll fully, so the NV * KJ accumulators live in registers. */
 AVX2_INLINE void xscores_keys(int64_t d, const double *qt, int64_t ldqt, int rows, const double *kd,
                               float scale, float *s, int64_t lds, const int NV, const int KJ) {
-    __m256d acc[8];
+    __m256d acc[12];
     const __m256i last = xrows_mask(rows - 4 * (NV - 1));
-    _Pragma("GCC unroll 8") for (int u = 0; u < NV * KJ; u++) acc[u] = _mm256_setzero_pd();
+    _Pragma("GCC unroll 12") for (int u = 0; u < NV * KJ; u++) acc[u] = _mm256_setzero_pd();
+    const int full = rows == 4 * NV;
     for (int64_t c = 0; c < d; c++) {
-        _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) {
+        __m256d qv[3];
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) {
             const double *p = qt + c * ldqt + 4 * v;
-            const __m256d qv = v == NV - 1 ? _mm256_maskload_pd(p, last) : _mm256_loadu_pd(p);
-            _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) acc[v * KJ + kk] =
-                _mm256_fmadd_pd(qv, _mm256_broadcast_sd(kd + kk * d + c), acc[v * KJ + kk]);
+            qv[v] = v == NV - 1 && !full ? _mm256_maskload_pd(p, last) : _mm256_loadu_pd(p);
+        }
+        _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) {
+            const __m256d kb = _mm256_broadcast_sd(kd + kk * d + c);
+            _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) acc[v * KJ + kk] =
+                _mm256_fmadd_pd(qv[v], kb, acc[v * KJ + kk]);
         }
     }
     const __m128 vs = _mm_set1_ps(scale);
-    _Pragma("GCC unroll 2") for (int v = 0; v < NV; v++) {
+    _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) {
         _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) {
             float out[4];
             _mm_storeu_ps(out, _mm_mul_ps(_mm256_cvtpd_ps(acc[v * KJ + kk]), vs));
@@ -68,36 +74,47 @@ AVX2_INLINE void xscores_kd(int64_t d, const float *k, int64_t ldk, double *kd, 
     }
 }
 
-/* Up to 4 NV rows x every key, KJ keys at a time (the last ones one by one). */
-AVX2_INLINE void xscores_pass(int64_t d, int rows, const double *qt, int64_t ldqt, int n,
-                              const float *k, int64_t ldk, float scale, float *s, int64_t lds,
-                              const int NV, const int KJ) {
-    double kd[XKD];
-    int j = 0;
-    for (; j + KJ <= n; j += KJ) {
-        xscores_kd(d, k + j * ldk, ldk, kd, KJ);
-        xscores_keys(d, qt, ldqt, rows, kd, scale, s + j, lds, NV, KJ);
-    }
-    for (; j < n; j++) {
-        xscores_kd(d, k + j * ldk, ldk, kd, 1);
-        xscores_keys(d, qt, ldqt, rows, kd, scale, s + j, lds, NV, 1);
-    }
+/* Every row x KJ keys (kd, converted once for all of them): passes of 8 rows x KJ keys
+ * (12 accumulators for KJ = 6: enough in flight for the fma latency), the last rows in one
+ * pass of 4 or 8. */
+AVX2_INLINE void xscores_rows(int64_t d, int m, const double *qt, int64_t ldqt, const double *kd,
+                              float scale, float *s, int64_t lds, const int KJ) {
+    int i0 = 0;
+    for (; i0 + 8 <= m; i0 += 8)
+        xscores_keys(d, qt + i0, ldqt, 8, kd, scale, s + (int64_t)i0 * lds, lds, 2, KJ);
+    if (m - i0 > 4)
+        xscores_keys(d, qt + i0, ldqt, m - i0, kd, scale, s + (int64_t)i0 * lds, lds, 2, KJ);
+    else if (m > i0)
+        xscores_keys(d, qt + i0, ldqt, m - i0, kd, scale, s + (int64_t)i0 * lds, lds, 1, KJ);
 }
 
+/* Keys outer: each group of keys is converted to doubles once for every row (per pass of 8
+ * rows it was ~15% of the prompt's xscores time). Up to 4 rows (generation): 8 keys per
+ * pass, one vector of rows. */
 void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt,
                              const float *k, int64_t ldk, float scale, float *s, int64_t lds) {
     if (d > XKD / 8) {
         cpulm_generic_attn_xscores(d, m, n, qt, ldqt, k, ldk, scale, s, lds);
         return;
     }
-    for (int i0 = 0; i0 < m; i0 += 8) {
-        const int rows = m - i0 < 8 ? m - i0 : 8;
-        const double *q = qt + i0;
-        float *si = s + (int64_t)i0 * lds;
-        if (rows <= 4) /* 8 accumulators: enough in flight for the fma latency */
-            xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 1, 8);
-        else
-            xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 2, 4);
+    double kd[XKD];
+    int j = 0;
+    if (m <= 4)
+        for (; j + 8 <= n; j += 8) {
+            xscores_kd(d, k + j * ldk, ldk, kd, 8);
+            xscores_keys(d, qt, ldqt, m, kd, scale, s + j, lds, 1, 8);
+        }
+    for (; j + 6 <= n; j += 6) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 6);
+        xscores_rows(d, m, qt, ldqt, kd, scale, s + j, lds, 6);
+    }
+    for (; j + 4 <= n; j += 4) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 4);
+        xscores_rows(d, m, qt, ldqt, kd, scale, s + j, lds, 4);
+    }
+    for (; j < n; j++) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 1);
+        xscores_rows(d, m, qt, ldqt, kd, scale, s + j, lds, 1);
     }
 }
 
@@ -214,7 +231,15 @@ void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M) {
     __m256 e, up;
     int j = 0;
     for (; j + 8 <= n; j += 8) {
-        m = xweights8(_mm256_loadu_ps(s + j), m, &e, &up);
+        const __m256 x = _mm256_loadu_ps(s + j), vm = _mm256_set1_ps(m);
+        /* the usual group: no key above the running max (NaN is not), so it stays m, every
+         * key's weight is expf(x - m) and its factor 1: no prefix max */
+        if (!_mm256_movemask_ps(_mm256_cmp_ps(x, vm, _CMP_GT_OQ))) {
+            _mm256_storeu_ps(ms + j, one);
+            _mm256_storeu_ps(s + j, xexpf8(_mm256_sub_ps(x, vm)));
+            continue;
+        }
+        m = xweights8(x, m, &e, &up);
         _mm256_storeu_ps(ms + j, _mm256_blendv_ps(one, e, up));
         _mm256_storeu_ps(s + j, _mm256_blendv_ps(e, one, up));
     }
@@ -240,9 +265,12 @@ AVX2_INLINE __m256 xround_f16(__m256 x) {
 
 /* R rows x V vectors of 8 dims, the f16 accumulators in registers (values exactly f16). */
 AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw, const float *v,
-                           int64_t ldv, float *acc, int64_t lda, const int R, const int V) {
+                           int64_t ldv, float *acc, int64_t lda, float *S, const int R, const int V,
+                           const int WS) {
     __m256 a[4][4];
+    float sum[4] = {0};
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        if (WS) sum[r] = S[r];
         _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
             _mm256_loadu_ps(acc + r * lda + 8 * c);
     }
@@ -252,6 +280,7 @@ AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw,
             _mm256_loadu_ps(v + (int64_t)j * ldv + 8 * c);
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const float mij = ms[r * ldw + j];
+            if (WS) sum[r] = fmaf(sum[r], mij, vs[r * ldw + j]);
             if (mij != 1.0f) {
                 const __m256 vm = _mm256_set1_ps(mij);
                 _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
@@ -263,6 +292,7 @@ AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw,
         }
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        if (WS) S[r] = sum[r];
         _Pragma("GCC unroll 4") for (int c = 0; c < V; c++)
             _mm256_storeu_ps(acc + r * lda + 8 * c, a[r][c]);
     }
@@ -270,9 +300,13 @@ AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw,
 
 /* rows * vecs <= 12 accumulators: 12 chains of FMA, VCVTPS2PH, VCVTPH2PS (~14 cycles on Zen 3)
  * in flight; VCVTPS2PH (2 cycles per ymm there) bounds the rest */
-#define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, R, V)
+#define XPV_CASE(R, V)                                                   \
+    if (R * V <= 8 && S)                                                 \
+        xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, R *V <= 8); \
+    else                                                                 \
+        xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, 0)
 static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
-                     const float *v, int64_t ldv, float *acc, int64_t lda) {
+                     const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
     switch (rows * 8 + vecs) {
     case 4 * 8 + 3: XPV_CASE(4, 3); break;
     case 4 * 8 + 2: XPV_CASE(4, 2); break;
@@ -293,7 +327,10 @@ static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs
 #undef XPV_CASE
 
 /* Columns are independent, so blocks of rows x dims in any order give the generic bits:
- * 4 rows x 24 dims, or 2 rows x 32 dims when at most two rows are left. d % 8 != 0 (no
+ * 4 rows x 24 dims, or 2 rows x 32 dims when at most two rows are left. The rows' weight
+ * sums S[i] = fmaf(S[i], ms, vs), a chain of one FMA latency per key, ride in the last block
+ * when it has at most 8 accumulators (registers to spare; d = 64: 4 rows x 16 dims), hidden
+ * in its key step; otherwise four rows' chains side by side after the blocks. d % 8 != 0 (no
  * such head size in practice) stays generic. */
 void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
                          const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
@@ -303,30 +340,32 @@ void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *
     }
     for (int i = 0; i < m; i += 4) {
         const int rows = m - i < 4 ? m - i : 4, maxv = rows <= 2 ? 4 : 3;
+        const float *mi = ms + (int64_t)i * ldw, *vi = vs + (int64_t)i * ldw;
+        int summed = 0;
         for (int64_t c = 0; c < d; c += 8 * maxv) {
             const int vecs = d - c < 8 * maxv ? (int)((d - c) / 8) : maxv;
-            xpv_rows(rows, vecs, n, ms + (int64_t)i * ldw, vs + (int64_t)i * ldw, ldw, v + c, ldv,
-                     acc + (int64_t)i * lda + c, lda);
+            const int last = c + 8 * maxv >= d && rows * vecs <= 8;
+            xpv_rows(rows, vecs, n, mi, vi, ldw, v + c, ldv, acc + (int64_t)i * lda + c, lda,
+                     last ? S + i : NULL);
+            summed |= last;
         }
-    }
-    /* each row's sum in key order; four rows' chains (FMA latency per key) side by side */
-    int i = 0;
-    for (; i + 4 <= m; i += 4) {
-        const float *m0 = ms + (int64_t)i * ldw, *v0 = vs + (int64_t)i * ldw;
-        float s0 = S[i], s1 = S[i + 1], s2 = S[i + 2], s3 = S[i + 3];
-        for (int j = 0; j < n; j++) {
-            s0 = fmaf(s0, m0[j], v0[j]);
-            s1 = fmaf(s1, m0[ldw + j], v0[ldw + j]);
-            s2 = fmaf(s2, m0[2 * ldw + j], v0[2 * ldw + j]);
-            s3 = fmaf(s3, m0[3 * ldw + j], v0[3 * ldw + j]);
-        }
-        S[i] = s0, S[i + 1] = s1, S[i + 2] = s2, S[i + 3] = s3;
-    }
-    for (; i < m; i++) {
-        float si = S[i];
-        for (int j = 0; j < n; j++)
-            si = fmaf(si, ms[(int64_t)i * ldw + j], vs[(int64_t)i * ldw + j]);
-        S[i] = si;
+        if (summed) continue;
+        if (rows == 4) {
+            float s0 = S[i], s1 = S[i + 1], s2 = S[i + 2], s3 = S[i + 3];
+            for (int j = 0; j < n; j++) {
+                s0 = fmaf(s0, mi[j], vi[j]);
+                s1 = fmaf(s1, mi[ldw + j], vi[ldw + j]);
+                s2 = fmaf(s2, mi[2 * ldw + j], vi[2 * ldw + j]);
+                s3 = fmaf(s3, mi[3 * ldw + j], vi[3 * ldw + j]);
+            }
+            S[i] = s0, S[i + 1] = s1, S[i + 2] = s2, S[i + 3] = s3;
+        } else
+            for (int r = 0; r < rows; r++) {
+                float si = S[i + r];
+                for (int j = 0; j < n; j++)
+                    si = fmaf(si, mi[r * ldw + j], vi[r * ldw + j]);
+                S[i + r] = si;
+            }
     }
 }
 #endif
