@@ -164,16 +164,17 @@ static void discard(const cpulm_kv *kv, uint8_t *from, uint8_t *to, uint8_t *run
 }
 
 /* Gives seq its own pages [a, b) in every run again (its file pages there are holes), and
- * copies pages [a, keep) from its owner. Remapping part of an existing mapping onto the
- * same file cannot need more mappings than there are, so a failure is a broken
- * invariant. */
+ * copies pages [a, keep) from its owner. The remapped tail of the alias joins the run's own
+ * mapping after it, so this needs no mapping beyond the bound max_alias keeps (see
+ * cpulm_kv_init), and a failure is a broken invariant: the rows could not be kept. */
 static void unalias(cpulm_kv *kv, int32_t seq, int32_t a, int32_t b, int32_t keep) {
     const int32_t o = kv->owner[seq];
     const size_t pg = kv->page;
     CPULM_ASSERT(o >= 0 && a < b && b == kv->n_alias[seq] && keep <= b);
     for (int32_t r = 0; r < 2 * kv->n_layer; r++) {
         uint8_t *at = run_at(kv, r, seq) + (size_t)a * pg;
-        CPULM_ASSERT(map_file(kv, at, (size_t)(b - a) * pg, at));
+        const int mapped = map_file(kv, at, (size_t)(b - a) * pg, at);
+        CPULM_ASSERT(mapped);
         if (keep > a) memcpy(at, run_at(kv, r, o) + (size_t)a * pg, (size_t)(keep - a) * pg);
     }
     __atomic_fetch_sub(&kv->shared_pages, 2 * (int64_t)kv->n_layer * (b - a), __ATOMIC_RELAXED);
@@ -206,8 +207,10 @@ static int alias(cpulm_kv *kv, int32_t o, int32_t dst, int32_t p) {
     const size_t n = (size_t)p * kv->page;
     for (int32_t r = 0; r < 2 * kv->n_layer; r++) {
         if (map_file(kv, run_at(kv, r, dst), n, run_at(kv, r, o))) continue;
-        for (int32_t u = 0; u <= r; u++) /* back to its own (empty) pages */
-            CPULM_ASSERT(map_file(kv, run_at(kv, u, dst), n, run_at(kv, u, dst)));
+        for (int32_t u = 0; u <= r; u++) { /* back to its own (empty) pages */
+            const int mapped = map_file(kv, run_at(kv, u, dst), n, run_at(kv, u, dst));
+            CPULM_ASSERT(mapped);
+        }
         return 0;
     }
     kv->owner[dst] = o;
