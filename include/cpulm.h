@@ -332,9 +332,13 @@ CPULM_API int32_t cpulm_ctx_threads(const cpulm_ctx *ctx);
  * given back when sequences shrink (seq_rm, seq_cp, seq_state_set), so the RAM it uses
  * follows the positions held, not n_seq_max x n_ctx. */
 CPULM_API uint64_t cpulm_ctx_memory_bytes(const cpulm_ctx *ctx);
-/* The KV cache's pages in RAM, as the kernel reports them (mincore). Reads no sequence
- * state: safe to call from another thread while the context decodes. */
+/* The KV cache's pages in RAM, as the kernel reports them; a page several sequences share
+ * (seq_cp maps the copied prefix's whole pages, copy-on-write) counts once. Reads no
+ * sequence state: safe to call from another thread while the context decodes. */
 CPULM_API uint64_t cpulm_ctx_kv_resident_bytes(const cpulm_ctx *ctx);
+/* KV bytes sequences map from another sequence's pages instead of holding copies (what
+ * seq_cp would have copied); safe from another thread like the above. */
+CPULM_API uint64_t cpulm_ctx_kv_shared_bytes(const cpulm_ctx *ctx);
 
 /* The memory a model and a context on it need. One computation (src/memory.c) sizes the
  * context's buffers and gives these numbers, so they are what cpulm_ctx_new allocates

@@ -377,6 +377,10 @@ uint64_t cpulm_ctx_kv_resident_bytes(const cpulm_ctx *c) {
     return cpulm_kv_resident_bytes(&c->kv);
 }
 
+uint64_t cpulm_ctx_kv_shared_bytes(const cpulm_ctx *c) {
+    return cpulm_kv_shared_bytes(&c->kv);
+}
+
 uint64_t cpulm_ctx_seq_state_bytes(const cpulm_ctx *c, int32_t n) {
     return n < 0 ? 0 : (uint64_t)cpulm_kv_state_bytes(&c->kv, n);
 }

@@ -79,9 +79,14 @@ void cpulm_mem_need(const cpulm_hparams *hp, uint64_t weight_bytes, const cpulm_
     cpulm_mem_scratch_of(hp, c, &s);
     out->weights = weight_bytes;
     out->kv_per_token = cpulm_mem_kv_bytes(hp, 1, c->kv_type);
-    /* + the per-sequence lengths the cache keeps */
-    out->kv = cpulm_mem_kv_bytes(hp, c->n_ctx, c->kv_type) * (uint64_t)c->n_seq_max +
-              sizeof(int32_t) * (uint64_t)c->n_seq_max;
+    /* the cache's reservation (runs padded to pages) and per-sequence bookkeeping */
+    out->kv = 0;
+    if (cpulm_mem_kv_bytes(hp, c->n_ctx, c->kv_type) > 0) {
+        cpulm_mem_dims d;
+        cpulm_mem_dims_of(hp, &d);
+        out->kv = cpulm_kv_reserved_bytes(d.n_layer, c->n_seq_max, c->n_ctx, (int32_t)d.k_dim,
+                                          c->kv_type);
+    }
     out->scratch = cpulm_mem_scratch_total(&s);
     out->total = out->weights + out->kv + out->scratch;
 }

@@ -341,6 +341,27 @@ done
 tok2=$(kvm cpulm_kv_tokens_cached); res2=$(kvm cpulm_kv_bytes_resident)
 [ "${tok2:-99}" -le 64 ] && [ "$res2" -lt $((res / 4)) ]
 check kv_pages_return_after_long_prompt $? "(tokens $tok2, resident $res2, before $res)"
+# n = 4 on the long prompt: the siblings map the prompt's KV pages (copy-on-write) instead of
+# holding 4 copies, and every choice is what n = 1 with its seed (seed + index) gives
+curl -sN $URL/v1/completions -d "{\"prompt\":\"$long\",\"n\":4,\"max_tokens\":200,
+  \"ignore_eos\":true,\"temperature\":0.8,\"seed\":7,\"stream\":true}" >"$TMP/kv_n4" &
+L=$!
+for _ in $(seq 500); do grep -q '"text"' "$TMP/kv_n4" && break; sleep 0.02; done
+curl -s $URL/metrics >"$TMP/kvm"
+tok=$(kvm cpulm_kv_tokens_cached); used=$(kvm cpulm_kv_bytes_used)
+res=$(kvm cpulm_kv_bytes_resident); sh=$(kvm cpulm_kv_bytes_shared)
+[ "$(kvm cpulm_requests_running)" = 1 ] && [ "${tok:-0}" -gt 4000 ] && [ "${sh:-0}" -gt 0 ] &&
+  [ "$res" -lt $((used / 2)) ]
+check kv_n4_prompt_held_once $? "(tokens $tok, used $used, resident $res, shared $sh)"
+wait $L
+for c in 0 3; do
+  grep '^data: {' "$TMP/kv_n4" | sed 's/^data: //' |
+    jq -j ".choices[]? | select(.index == $c) | .text" >"$TMP/kv_n4_$c"
+  curl -s $URL/v1/completions -d "{\"prompt\":\"$long\",\"max_tokens\":200,\"ignore_eos\":true,
+    \"temperature\":0.8,\"seed\":$((7 + c))}" | jq -j '.choices[0].text' >"$TMP/kv_n1_$c"
+  [ -s "$TMP/kv_n1_$c" ] && cmp -s "$TMP/kv_n4_$c" "$TMP/kv_n1_$c"
+  check kv_n4_choice${c}_equals_n1 $? "($(head -c 80 "$TMP/kv_n4_$c") / $(head -c 80 "$TMP/kv_n1_$c"))"
+done
 kill -TERM "$SPID"; wait "$SPID"
 
 # ---- queue limit (429 + Retry-After) and the SIGTERM drain ----

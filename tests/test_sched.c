@@ -520,6 +520,7 @@ TEST(sched_metrics_render_prometheus_text) {
                               .kv_cached = 300,
                               .kv_bytes_used = 192000,
                               .kv_bytes_resident = 204800,
+                              .kv_bytes_shared = 65536,
                               .kv_bytes_reserved = 655360,
                               .n_steps = 90,
                               .n_long_steps = 30};
@@ -553,6 +554,7 @@ TEST(sched_metrics_render_prometheus_text) {
         "cpulm_kv_tokens_cached 300\n",
         "cpulm_kv_bytes_used 192000\n",
         "cpulm_kv_bytes_resident 204800\n",
+        "cpulm_kv_bytes_shared 65536\n",
         "cpulm_kv_bytes_reserved 655360\n",
         "# TYPE cpulm_steps_total counter\n",
         "cpulm_steps_total 90\n",

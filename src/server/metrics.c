@@ -182,8 +182,11 @@ static void render_kv_memory(cpulm_buf *o, const cpulm_metrics_gauges *g) {
     render_one(o, "cpulm_kv_bytes_used", "gauge", "KV bytes of the tokens cached.", "",
                (double)g->kv_bytes_used);
     render_one(o, "cpulm_kv_bytes_resident", "gauge",
-               "KV cache pages in RAM as the kernel reports them (mincore).", "",
+               "KV cache pages in RAM as the kernel reports them; shared pages count once.", "",
                (double)g->kv_bytes_resident);
+    render_one(o, "cpulm_kv_bytes_shared", "gauge",
+               "KV bytes slots map from another slot's pages instead of copying (n > 1).", "",
+               (double)g->kv_bytes_shared);
     render_one(o, "cpulm_kv_bytes_reserved", "gauge",
                "Address space reserved for the KV cache (capacity; RAM only when used).", "",
                (double)g->kv_bytes_reserved);

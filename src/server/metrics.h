@@ -40,6 +40,7 @@ typedef struct cpulm_metrics_gauges {
     int64_t kv_cached;         /* tokens held by all slots (running and kept by free ones) */
     uint64_t kv_bytes_used;    /* kv_cached x bytes per token */
     uint64_t kv_bytes_resident, kv_bytes_reserved; /* KV pages in RAM / address space */
+    uint64_t kv_bytes_shared; /* KV bytes mapped from another slot's pages (copy-on-write) */
     int64_t kv_budget, kv_budget_used; /* --kv-budget (0: none) / tokens reserved against it */
     int ready;
     int32_t block_size;                     /* prompt-cache block in tokens; 0: the cache is off */

@@ -109,6 +109,7 @@ static void get_gauges(const cpulm_server *s, cpulm_metrics_gauges *g) {
     g->kv_budget = st.kv_budget;
     g->kv_budget_used = st.kv_budget_used;
     g->kv_bytes_resident = cpulm_sched_kv_resident_bytes(s->sched);
+    g->kv_bytes_shared = cpulm_sched_kv_shared_bytes(s->sched);
     g->ready = st.ready && !s->draining;
     g->block_size = st.cache_block_tokens;
     g->cache_blocks = st.cache_blocks;

@@ -1201,3 +1201,7 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
 uint64_t cpulm_sched_kv_resident_bytes(cpulm_sched *s) {
     return cpulm_ctx_kv_resident_bytes(s->ctx); /* the context is fixed once created */
 }
+
+uint64_t cpulm_sched_kv_shared_bytes(cpulm_sched *s) {
+    return cpulm_ctx_kv_shared_bytes(s->ctx);
+}

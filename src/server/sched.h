@@ -215,9 +215,12 @@ typedef struct cpulm_sched_stats {
 } cpulm_sched_stats;
 
 void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out);
-/* The KV cache's pages in RAM (mincore; any thread). Kept out of get_stats, which the
- * readiness probe calls: this walks the whole reservation, about 1 ms per GiB reserved. */
+/* The KV cache's pages in RAM, a shared page once (the memfd's blocks: one fstat; any
+ * thread). Kept out of get_stats, which the readiness probe calls: without memfd this walks
+ * the whole reservation with mincore, about 1 ms per GiB reserved. */
 uint64_t cpulm_sched_kv_resident_bytes(cpulm_sched *s);
+/* KV bytes slots map from another slot's pages (n > 1 siblings' prompt; any thread). */
+uint64_t cpulm_sched_kv_shared_bytes(cpulm_sched *s);
 
 /* ---- the step time model and the prefill budget (exposed for tests) ----
  * A step of n_gen generating sequences (one token each) and n_pre prompt tokens takes
