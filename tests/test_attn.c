@@ -904,9 +904,9 @@ TEST(attn_qentries_bit_identical_at_every_level) {
                             float M1 = M0, L1 = L0;
                             const int lim = n - i % n;
                             memcpy(s1 + i * 64, s0 + i * 64, sizeof(float) * (size_t)n);
-                            const float a0 = cpulm_kernels_generic.attn_softmax_rowz(
-                                n, lim, s0 + i * 64, &M0, &L0);
-                            a[i] = lv[li]->attn_softmax_rowz(n, lim, s1 + i * 64, &M1, &L1);
+                            const float a0 =
+                                cpulm_kernels_generic.attn_softmaxz(n, lim, s0 + i * 64, &M0, &L0);
+                            a[i] = lv[li]->attn_softmaxz(n, lim, s1 + i * 64, &M1, &L1);
                             CHECK(t, a0 == a[i] && M0 == M1 && L0 == L1 &&
                                          memcmp(s0 + i * 64, s1 + i * 64, 4 * (size_t)n) == 0);
                         }
@@ -922,9 +922,9 @@ TEST(attn_qentries_bit_identical_at_every_level) {
     free(q), free(s0), free(s1), free(o0), free(o1), free(q0), free(q1);
 }
 
-/* attn_softmax_rowz flushes exactly the weights below -87 (no libm path) and agrees with
+/* attn_softmaxz flushes exactly the weights below -87 (no libm path) and agrees with
  * attn_softmax_row wherever vexp's result is a normal float; every level the same bits. */
-TEST(attn_softmax_rowz_flushes_underflow_only) {
+TEST(attn_softmaxz_flushes_underflow_only) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
     float s[64], z[64], r[64];
@@ -933,7 +933,7 @@ TEST(attn_softmax_rowz_flushes_underflow_only) {
     for (int li = 0; li < nl; li++) {
         float Mz = -INFINITY, Lz = 0, Mr = -INFINITY, Lr = 0;
         memcpy(z, s, sizeof s), memcpy(r, s, sizeof s);
-        lv[li]->attn_softmax_rowz(64, 61, z, &Mz, &Lz);
+        lv[li]->attn_softmaxz(64, 61, z, &Mz, &Lz);
         cpulm_kernels_generic.attn_softmax_row(64, 61, r, &Mr, &Lr);
         int ok = Mz == Mr;
         for (int j = 0; j < 64; j++) {
@@ -967,7 +967,7 @@ static void qtiled_attention(const cpulm_kernels *lv, cpulm_dtype t, int d, int 
                 int n = jend - j < CPULM_ATTN_TILE ? jend - j : CPULM_ATTN_TILE;
                 lv->attn_qscores(d, t, 1, n, q16 + (int64_t)r * d, d, qs + r, k + (uint64_t)j * ld,
                                  ld, s, n);
-                float a = lv->attn_softmax_rowz(n, n, s, &mc, &lc);
+                float a = lv->attn_softmaxz(n, n, s, &mc, &lc);
                 lv->attn_qpv(d, t, 1, n, s, n, v + (uint64_t)j * ld, ld, &a, oc, d);
             }
             lv->attn_merge(d, 1, &mc, &lc, oc, d, &M, &L, o, d);

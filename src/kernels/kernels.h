@@ -117,116 +117,115 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
  * line and the "every op has a generic version" test all come from this list. Adding an op
  * is one entry here plus its implementations. Groups: F32 (f32 vector ops of the forward
  * pass), ATTN (attention over an F16 KV cache, reference numerics). */
-#define CPULM_KERNEL_OPS(X)                                                                        \
-    /* y[i] = x[i] * w[i] / sqrt(mean(x^2) + eps) */                                               \
-    X(RMS_NORM, rms_norm, void, (int64_t n, float *y, const float *x, const float *w, float eps),  \
-      F32)                                                                                         \
-    /* y[i] = silu(g[i]) * u[i] */                                                                 \
-    X(SWIGLU, swiglu, void, (int64_t n, float *y, const float *g, const float *u), F32)            \
-    /* x[i] = exp(x[i] - max) / sum; n >= 1 */                                                     \
-    X(SOFTMAX, softmax, void, (int64_t n, float *x), F32)                                          \
-    /* y += a * x */                                                                               \
-    X(AXPY, axpy, void, (int64_t n, float *y, float a, const float *x), F32)                       \
-    /* sum(x[i] * y[i]) over f32 */                                                                \
-    X(DOT_F32, dot_f32, float, (int64_t n, const float *x, const float *y), F32)                   \
-    /* One query over n >= 1 keys of an F16 cache, with the reference's F16 attention              \
-     * numerics: scores s_j = dot(k_j, q16) * scale (q16 is the query rounded to f16), online      \
-     * softmax, and the weighted sum of V accumulated in f16 (rounded after every key, as          \
-     * scale_f16 / mad_f16 do). out[0..d) = that sum / the softmax denominator. Key j's d          \
-     * halves start at k + j * stride bytes, value j's at v + j * stride. */                       \
-    X(ATTN_F16, attn_f16, void,                                                                    \
-      (int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k, const uint8_t *v,              \
-       uint64_t stride, float scale, float *out),                                                  \
-      ATTN)                                                                                        \
-    /* y[i] = f16(f32(y[i]) * v) */                                                                \
-    X(SCALE_F16, scale_f16, void, (int64_t n, uint16_t * y, float v), ATTN)                        \
-    /* y[i] = f16(f32(y[i]) + f32(x[i]) * v) */                                                    \
-    X(MAD_F16, mad_f16, void, (int64_t n, uint16_t * y, const uint16_t *x, float v), ATTN)         \
-    /* ---- tiled attention (issue #11; driven by src/model/attention.c) ----                      \
-     * One query row's attention over keys 0..pos is, at every level and whatever the batch        \
-     * or thread count: keys in chunks of CPULM_ATTN_CHUNK (aligned at 0), each chunk in           \
-     * tiles of at most CPULM_ATTN_TILE keys; per tile attn_scores, attn_softmax_row, attn_pv,     \
-     * from M = -inf, L = 0, o = 0; the chunks' partials folded in order by attn_merge;            \
-     * out = o * (1 / L). Each step's arithmetic per row and element is fixed below, so every      \
-     * level is bit-identical to the generic one. */                                               \
-    /* s[i * lds + j] = dot(q_i, k_j) * scale for i < m, j < n: the canonical F32 dot              \
-     * (vec_dot[F32]) of query row i (q + i * ldq) and key row j (k + j * ldk). */                 \
-    X(ATTN_SCORES, attn_scores, void,                                                              \
-      (int64_t d, int m, int n, const float *q, int64_t ldq, const float *k, int64_t ldk,          \
-       float scale, float *s, int64_t lds),                                                        \
-      ATTN)                                                                                        \
-    /* One row's online-softmax step over a tile of n scores of which the first lim count          \
-     * (1 <= lim <= n): mx = max(*M, s[j < lim]); s[j] = vexp(s[j] - mx) for j < lim, 0 for        \
-     * lim <= j < n (vexp: cpulm_generic_vexpf); sum = the 16-lane sum of s (lane l adds           \
-     * j == l mod 16 in order, then the reduce16 tree); a = *M == -inf ? 0 : vexp(*M - mx);        \
-     * *L = fma(*L, a, sum); *M = mx. Returns a. */                                                \
-    X(ATTN_SOFTMAX_ROW, attn_softmax_row, float, (int n, int lim, float *s, float *M, float *L),   \
-      ATTN)                                                                                        \
-    /* o_i[c] = o_i[c] * a[i], then o_i[c] = fma(p[i * ldp + j], v_j[c], o_i[c]) for               \
-     * j = 0..n-1 in order; i < m, c < d; v_j = v + j * ldv, o_i = o + i * ldo. */                 \
-    X(ATTN_PV, attn_pv, void,                                                                      \
-      (int64_t d, int m, int n, const float *p, int64_t ldp, const float *v, int64_t ldv,          \
-       const float *a, float *o, int64_t ldo),                                                     \
-      ATTN)                                                                                        \
-    /* Folds a chunk's partial (mc, lc, oc) into the running (M, L, o) of m rows: mx =             \
-     * max(M, mc); a = M == -inf ? 0 : vexp(M - mx); b = vexp(mc - mx); L = fma(L, a, lc*b);       \
-     * o[c] = fma(oc[c], b, o[c] * a); M = mx. Rows with mc == -inf are left alone. */             \
-    X(ATTN_MERGE, attn_merge, void,                                                                \
-      (int64_t d, int m, const float *mc, const float *lc, const float *oc, int64_t ldoc,          \
-       float *M, float *L, float *o, int64_t ldo),                                                 \
-      ATTN)                                                                                        \
-    /* ---- exact tiled attention (attn_x*; driven by src/model/attention.c) ----                  \
-     * attn_f16's per-row result, bit for bit, computed by tiles: per row, from M = -inf,          \
-     * S = 0, acc = 0 (f32 values that are exactly f16), every tile of keys in order:              \
-     * attn_xscores, attn_xweights, attn_xpv; out = acc * (S == 0 ? 0 : 1 / S). Queries,           \
-     * keys and values are f32 holding f16 values (the query rounded to f16 once). */              \
-    /* s[i * lds + j] = (float)sum_c(qt[c * ldqt + i] * (double)k_j[c]) * scale, the double        \
-     * sum in c order (vec_dot_f16's sum for f16 values); i < m, j < n. The queries come           \
-     * transposed, as doubles (row i of the block is column i), made once per block. */            \
-    X(ATTN_XSCORES, attn_xscores, void,                                                            \
-      (int64_t d, int m, int n, const double *qt, int64_t ldqt, const float *k, int64_t ldk,       \
-       float scale, float *s, int64_t lds),                                                        \
-      ATTN)                                                                                        \
-    /* One row's softmax weights, attn_f16's key step, for j = 0..n-1 in order: x = s[j];          \
-     * if x > *M: ms[j] = expf(*M - x), s[j] = 1, *M = x; else ms[j] = 1, s[j] =                   \
-     * expf(x - *M). expf is libm's (a level may use its own where it is the same bits). */        \
-    X(ATTN_XWEIGHTS, attn_xweights, void, (int n, float *s, float *ms, float *M), ATTN)            \
-    /* For i < m, j = 0..n-1 in order: if ms_ij != 1 (the max moved), acc_i[c] =                   \
-     * h(acc_i[c] * ms_ij) for c < d; then acc_i[c] = h(fma(v_j[c], vs_ij, acc_i[c]));             \
-     * S[i] = fma(S[i], ms_ij, vs_ij). h rounds to f16 (nearest even) and back; ms_ij =            \
-     * ms[i * ldw + j], vs_ij = vs[i * ldw + j], v_j = v + j * ldv, acc_i = acc + i * lda. */      \
-    X(ATTN_XPV, attn_xpv, void,                                                                    \
-      (int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw, const float *v,     \
-       int64_t ldv, float *acc, int64_t lda, float *S),                                            \
-      ATTN)                                                                                        \
-    /* ---- tiles straight from a Q8_0 / Q4_0 cache (attn_q*; attention.c on such caches) ----     \
-     * The attn_* structure above (chunks, tiles, attn_merge), but per tile attn_qscores,          \
-     * attn_softmax_rowz, attn_qpv on the cache rows themselves (no f32 tile), with the query      \
-     * rows quantized once per work item by attn_qquant. Bit-identical at every level. */          \
-    /* Row i (q + i * ldq, d elements): amax = max |q|; q16[i * d + e] = the int16 nearest         \
-     * q[e] * (32767 / amax) (halves away from 0; all 0 when amax is 0); qs[i] = amax / 32767      \
-     * * scale. Finite q. */                                                                       \
-    X(ATTN_QQUANT, attn_qquant, void,                                                              \
-      (int64_t d, int m, const float *q, int64_t ldq, float scale, int16_t *q16, float *qs), ATTN) \
-    /* kt Q8_0 or Q4_0, d % 32 == 0: key j is d elements of kt at k + j * ldk bytes. For i < m,    \
-     * j < n: acc = 0; per block b of 32 in order, acc = fma(dk_jb, (float)isum_ijb, acc) with     \
-     * isum the exact int32 dot of q16 row i (q16 + i * ldq) and the block's quants (Q4_0:         \
-     * nibble - 8); s[i * lds + j] = acc * qs[i]. */                                               \
-    X(ATTN_QSCORES, attn_qscores, void,                                                            \
-      (int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16, int64_t ldq, const float *qs,  \
-       const uint8_t *k, uint64_t ldk, float *s, int64_t lds),                                     \
-      ATTN)                                                                                        \
-    /* attn_softmax_row with vexpz(x) = x < -87 ? 0 : vexp(x) for vexp (both for the scores and    \
-     * for a): below -87 the result would not be a normal float (the libm ldexpf path of           \
-     * vexp); flushed, a weight errs by < 2^-125 against the row max's weight of 1. */             \
-    X(ATTN_SOFTMAX_ROWZ, attn_softmax_rowz, float, (int n, int lim, float *s, float *M, float *L), \
-      ATTN)                                                                                        \
-    /* vt Q8_0 or Q4_0, d % 32 == 0: o_i[c] = o_i[c] * a[i], then for j = 0..n-1 in order, per     \
-     * block b: w = p[i * ldp + j] * dv_jb; o_i[c] = fma(w, (float)quant_jc, o_i[c]) for the       \
-     * block's c; value j at v + j * ldv bytes, o_i = o + i * ldo; i < m. */                       \
-    X(ATTN_QPV, attn_qpv, void,                                                                    \
-      (int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp, const uint8_t *v,     \
-       uint64_t ldv, const float *a, float *o, int64_t ldo),                                       \
+#define CPULM_KERNEL_OPS(X)                                                                       \
+    /* y[i] = x[i] * w[i] / sqrt(mean(x^2) + eps) */                                              \
+    X(RMS_NORM, rms_norm, void, (int64_t n, float *y, const float *x, const float *w, float eps), \
+      F32)                                                                                        \
+    /* y[i] = silu(g[i]) * u[i] */                                                                \
+    X(SWIGLU, swiglu, void, (int64_t n, float *y, const float *g, const float *u), F32)           \
+    /* x[i] = exp(x[i] - max) / sum; n >= 1 */                                                    \
+    X(SOFTMAX, softmax, void, (int64_t n, float *x), F32)                                         \
+    /* y += a * x */                                                                              \
+    X(AXPY, axpy, void, (int64_t n, float *y, float a, const float *x), F32)                      \
+    /* sum(x[i] * y[i]) over f32 */                                                               \
+    X(DOT_F32, dot_f32, float, (int64_t n, const float *x, const float *y), F32)                  \
+    /* One query over n >= 1 keys of an F16 cache, with the reference's F16 attention             \
+     * numerics: scores s_j = dot(k_j, q16) * scale (q16 is the query rounded to f16), online     \
+     * softmax, and the weighted sum of V accumulated in f16 (rounded after every key, as         \
+     * scale_f16 / mad_f16 do). out[0..d) = that sum / the softmax denominator. Key j's d         \
+     * halves start at k + j * stride bytes, value j's at v + j * stride. */                      \
+    X(ATTN_F16, attn_f16, void,                                                                   \
+      (int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k, const uint8_t *v,             \
+       uint64_t stride, float scale, float *out),                                                 \
+      ATTN)                                                                                       \
+    /* y[i] = f16(f32(y[i]) * v) */                                                               \
+    X(SCALE_F16, scale_f16, void, (int64_t n, uint16_t * y, float v), ATTN)                       \
+    /* y[i] = f16(f32(y[i]) + f32(x[i]) * v) */                                                   \
+    X(MAD_F16, mad_f16, void, (int64_t n, uint16_t * y, const uint16_t *x, float v), ATTN)        \
+    /* ---- tiled attention (issue #11; driven by src/model/attention.c) ----                     \
+     * One query row's attention over keys 0..pos is, at every level and whatever the batch       \
+     * or thread count: keys in chunks of CPULM_ATTN_CHUNK (aligned at 0), each chunk in          \
+     * tiles of at most CPULM_ATTN_TILE keys; per tile attn_scores, attn_softmax_row, attn_pv,    \
+     * from M = -inf, L = 0, o = 0; the chunks' partials folded in order by attn_merge;           \
+     * out = o * (1 / L). Each step's arithmetic per row and element is fixed below, so every     \
+     * level is bit-identical to the generic one. */                                              \
+    /* s[i * lds + j] = dot(q_i, k_j) * scale for i < m, j < n: the canonical F32 dot             \
+     * (vec_dot[F32]) of query row i (q + i * ldq) and key row j (k + j * ldk). */                \
+    X(ATTN_SCORES, attn_scores, void,                                                             \
+      (int64_t d, int m, int n, const float *q, int64_t ldq, const float *k, int64_t ldk,         \
+       float scale, float *s, int64_t lds),                                                       \
+      ATTN)                                                                                       \
+    /* One row's online-softmax step over a tile of n scores of which the first lim count         \
+     * (1 <= lim <= n): mx = max(*M, s[j < lim]); s[j] = vexp(s[j] - mx) for j < lim, 0 for       \
+     * lim <= j < n (vexp: cpulm_generic_vexpf); sum = the 16-lane sum of s (lane l adds          \
+     * j == l mod 16 in order, then the reduce16 tree); a = *M == -inf ? 0 : vexp(*M - mx);       \
+     * *L = fma(*L, a, sum); *M = mx. Returns a. */                                               \
+    X(ATTN_SOFTMAX_ROW, attn_softmax_row, float, (int n, int lim, float *s, float *M, float *L),  \
+      ATTN)                                                                                       \
+    /* o_i[c] = o_i[c] * a[i], then o_i[c] = fma(p[i * ldp + j], v_j[c], o_i[c]) for              \
+     * j = 0..n-1 in order; i < m, c < d; v_j = v + j * ldv, o_i = o + i * ldo. */                \
+    X(ATTN_PV, attn_pv, void,                                                                     \
+      (int64_t d, int m, int n, const float *p, int64_t ldp, const float *v, int64_t ldv,         \
+       const float *a, float *o, int64_t ldo),                                                    \
+      ATTN)                                                                                       \
+    /* Folds a chunk's partial (mc, lc, oc) into the running (M, L, o) of m rows: mx =            \
+     * max(M, mc); a = M == -inf ? 0 : vexp(M - mx); b = vexp(mc - mx); L = fma(L, a, lc*b);      \
+     * o[c] = fma(oc[c], b, o[c] * a); M = mx. Rows with mc == -inf are left alone. */            \
+    X(ATTN_MERGE, attn_merge, void,                                                               \
+      (int64_t d, int m, const float *mc, const float *lc, const float *oc, int64_t ldoc,         \
+       float *M, float *L, float *o, int64_t ldo),                                                \
+      ATTN)                                                                                       \
+    /* ---- exact tiled attention (attn_x*; driven by src/model/attention.c) ----                 \
+     * attn_f16's per-row result, bit for bit, computed by tiles: per row, from M = -inf,         \
+     * S = 0, acc = 0 (f32 values that are exactly f16), every tile of keys in order:             \
+     * attn_xscores, attn_xweights, attn_xpv; out = acc * (S == 0 ? 0 : 1 / S). Queries,          \
+     * keys and values are f32 holding f16 values (the query rounded to f16 once). */             \
+    /* s[i * lds + j] = (float)sum_c(qt[c * ldqt + i] * (double)k_j[c]) * scale, the double       \
+     * sum in c order (vec_dot_f16's sum for f16 values); i < m, j < n. The queries come          \
+     * transposed, as doubles (row i of the block is column i), made once per block. */           \
+    X(ATTN_XSCORES, attn_xscores, void,                                                           \
+      (int64_t d, int m, int n, const double *qt, int64_t ldqt, const float *k, int64_t ldk,      \
+       float scale, float *s, int64_t lds),                                                       \
+      ATTN)                                                                                       \
+    /* One row's softmax weights, attn_f16's key step, for j = 0..n-1 in order: x = s[j];         \
+     * if x > *M: ms[j] = expf(*M - x), s[j] = 1, *M = x; else ms[j] = 1, s[j] =                  \
+     * expf(x - *M). expf is libm's (a level may use its own where it is the same bits). */       \
+    X(ATTN_XWEIGHTS, attn_xweights, void, (int n, float *s, float *ms, float *M), ATTN)           \
+    /* For i < m, j = 0..n-1 in order: if ms_ij != 1 (the max moved), acc_i[c] =                  \
+     * h(acc_i[c] * ms_ij) for c < d; then acc_i[c] = h(fma(v_j[c], vs_ij, acc_i[c]));            \
+     * S[i] = fma(S[i], ms_ij, vs_ij). h rounds to f16 (nearest even) and back; ms_ij =           \
+     * ms[i * ldw + j], vs_ij = vs[i * ldw + j], v_j = v + j * ldv, acc_i = acc + i * lda. */     \
+    X(ATTN_XPV, attn_xpv, void,                                                                   \
+      (int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw, const float *v,    \
+       int64_t ldv, float *acc, int64_t lda, float *S),                                           \
+      ATTN)                                                                                       \
+    /* ---- tiles straight from a Q8_0 / Q4_0 cache (attn_q*; attention.c on such caches) ----    \
+     * The attn_* structure above (chunks, tiles, attn_merge), but per tile attn_qscores,         \
+     * attn_softmaxz, attn_qpv on the cache rows themselves (no f32 tile), with the query         \
+     * rows quantized once per work item by attn_qquant. Bit-identical at every level. */         \
+    /* Row i (q + i * ldq, d elements): amax = max |q|; q16[i * d + e] = the int16 nearest        \
+     * q[e] * (32767 / amax) (halves away from 0; all 0 when amax is 0); qs[i] = amax / 32767     \
+     * * sc (the score scale). Finite q. */                                                       \
+    X(ATTN_QQUANT, attn_qquant, void,                                                             \
+      (int64_t d, int m, const float *q, int64_t ldq, float sc, int16_t *q16, float *qs), ATTN)   \
+    /* kt Q8_0 or Q4_0, d % 32 == 0: key j is d elements of kt at k + j * ldk bytes. For i < m,   \
+     * j < n: acc = 0; per block b of 32 in order, acc = fma(dk_jb, (float)isum_ijb, acc) with    \
+     * isum the exact int32 dot of q16 row i (q16 + i * ldq) and the block's quants (Q4_0:        \
+     * nibble - 8); s[i * lds + j] = acc * qs[i]. */                                              \
+    X(ATTN_QSCORES, attn_qscores, void,                                                           \
+      (int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16, int64_t ldq, const float *qs, \
+       const uint8_t *k, uint64_t ldk, float *s, int64_t lds),                                    \
+      ATTN)                                                                                       \
+    /* attn_softmax_row with vexpz(x) = x < -87 ? 0 : vexp(x) for vexp (for the scores and        \
+     * for a): below -87 the result would not be a normal float (the libm ldexpf path of          \
+     * vexp); flushed, a weight errs by < 2^-125 against the row max's weight of 1. */            \
+    X(ATTN_SOFTMAXZ, attn_softmaxz, float, (int n, int lim, float *s, float *M, float *L), ATTN)  \
+    /* vt Q8_0 or Q4_0, d % 32 == 0: o_i[c] = o_i[c] * a[i], then for j = 0..n-1 in order, per    \
+     * block b: w = p[i * ldp + j] * dv_jb; o_i[c] = fma(w, (float)quant_jc, o_i[c]) for the      \
+     * block's c; value j at v + j * ldv bytes, o_i = o + i * ldo; i < m. */                      \
+    X(ATTN_QPV, attn_qpv, void,                                                                   \
+      (int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp, const uint8_t *v,    \
+       uint64_t ldv, const float *a, float *o, int64_t ldo),                                      \
       ATTN)
 
 struct cpulm_kernels {

@@ -267,8 +267,7 @@ static void qtile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j,
                     TILE);
     for (int i = r0; i < i1; i++) {
         int lim = w->qpos[i] - j + 1;
-        w->a[i] =
-            k->attn_softmax_rowz(n, lim < n ? lim : n, w->s + i * TILE, &mc[i - i0], &lc[i - i0]);
+        w->a[i] = k->attn_softmaxz(n, lim < n ? lim : n, w->s + i * TILE, &mc[i - i0], &lc[i - i0]);
     }
     k->attn_qpv(d, t, i1 - r0, n, w->s + r0 * TILE, TILE, vt, ld, w->a + r0, oc + (r0 - i0) * d, d);
 }

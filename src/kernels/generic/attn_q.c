@@ -60,12 +60,12 @@ void cpulm_generic_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const i
         }
 }
 
-/* vexp with results below the normal floats flushed to 0 (attn_softmax_rowz) */
+/* vexp with results below the normal floats flushed to 0 (attn_softmaxz) */
 static float vexpz(float x) {
     return x < -87.0f ? 0.0f : cpulm_generic_vexpf(x);
 }
 
-float cpulm_generic_attn_softmax_rowz(int n, int lim, float *s, float *M, float *L) {
+float cpulm_generic_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
     float mx = *M;
     for (int j = 0; j < lim; j++)
         mx = fmaxf(mx, s[j]);

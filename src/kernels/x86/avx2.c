@@ -1060,7 +1060,7 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .attn_xpv = cpulm_avx2_attn_xpv,
     .attn_qquant = cpulm_avx2_attn_qquant,
     .attn_qscores = cpulm_avx2_attn_qscores,
-    .attn_softmax_rowz = cpulm_avx2_attn_softmax_rowz,
+    .attn_softmaxz = cpulm_avx2_attn_softmaxz,
     .attn_qpv = cpulm_avx2_attn_qpv,
     .gemm_x16 = {[CPULM_DTYPE_Q4_0] = gemm_q4_0_x16,
                  [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,

@@ -196,7 +196,7 @@ static float vexpz1(float x) {
     return x < -87.0f ? 0.0f : cpulm_generic_vexpf(x);
 }
 
-float cpulm_avx2_attn_softmax_rowz(int n, int lim, float *s, float *M, float *L) {
+float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
     __m256 vmax = _mm256_set1_ps(*M);
     int j = 0;
     for (; j + 8 <= lim; j += 8)
