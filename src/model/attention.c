@@ -254,8 +254,17 @@ static void tile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j, 
  * quants in place (k, v: the rows of this head, c->kv.row_bytes apart) against the item's
  * int16 queries (w->q16, w->qsc). No f32 copy of the tile: on AVX2 the conversion was ~27%
  * of the split path and its stores and reloads as much again. */
+/* Prefetch hint for n rows of span bytes from p, c->kv.row_bytes apart. */
+static void prefetch_rows(const cpulm_ctx *c, const uint8_t *p, int n, size_t span) {
+    for (int r = 0; r < n; r++)
+        prefetch_span(p + (size_t)r * c->kv.row_bytes, span);
+}
+
+/* pk, pv: rows of a later tile to prefetch (pn of span bytes), K before the scores and V
+ * before P.V, so that the hints leave gaps between them (see qchunk_tiles). */
 static void qtile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j, int n,
-                       const uint8_t *kt, const uint8_t *vt, float *mc, float *lc, float *oc) {
+                       const uint8_t *kt, const uint8_t *vt, float *mc, float *lc, float *oc,
+                       const uint8_t *pk, const uint8_t *pv, int pn, size_t span) {
     const cpulm_kernels *k = c->k;
     const int64_t d = c->m->hp.head_dim;
     const uint64_t ld = c->kv.row_bytes;
@@ -263,25 +272,15 @@ static void qtile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j,
     int r0 = i0;
     while (w->qpos[r0] < j)
         r0++;
+    prefetch_rows(c, pk, pn, span);
     k->attn_qscores(d, t, i1 - r0, n, w->q16 + r0 * d, d, w->qsc + r0, kt, ld, w->s + r0 * TILE,
                     TILE);
     for (int i = r0; i < i1; i++) {
         int lim = w->qpos[i] - j + 1;
         w->a[i] = k->attn_softmaxz(n, lim < n ? lim : n, w->s + i * TILE, &mc[i - i0], &lc[i - i0]);
     }
+    prefetch_rows(c, pv, pn, span);
     k->attn_qpv(d, t, i1 - r0, n, w->s + r0 * TILE, TILE, vt, ld, w->a + r0, oc + (r0 - i0) * d, d);
-}
-
-/* Prefetches the slices of KV heads g0.. (span bytes at off) of rows j.. (n of them) of seq
- * in layer il, K and V: the next tile's, as load_tile does. */
-static void prefetch_rows(const cpulm_ctx *c, int il, int32_t seq, int32_t j, int n, size_t off,
-                          size_t span) {
-    const uint8_t *k = cpulm_kv_k(&c->kv, il, seq, j) + off,
-                  *v = cpulm_kv_v(&c->kv, il, seq, j) + off;
-    for (int r = 0; r < n; r++) {
-        prefetch_span(k + (size_t)r * c->kv.row_bytes, span);
-        prefetch_span(v + (size_t)r * c->kv.row_bytes, span);
-    }
 }
 
 /* chunk_partial's tile walk on a Q8_0 / Q4_0 cache (see there). */
@@ -290,14 +289,24 @@ static void qchunk_tiles(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int
                          float *const *oc) {
     const size_t slice = cpulm_dtype_row_bytes(c->kv.dtype, c->m->hp.head_dim);
     const size_t off = slice * (size_t)g0;
+    /* the next tile even past the chunk: the next chunk's first tile is another item's
+     * (often the other thread's: the prefetch brings it to the shared L3), and without it
+     * a quarter of the tiles waited on the cache rows (the in-place ops read a head's slice
+     * of each row, a stride the hardware prefetchers follow less well than whole rows) */
+    const int32_t klast = w->qpos[ng * mh - 1] + 1;
     for (int32_t j = j0; j < jend; j += TILE) {
-        const int n = jend - j < TILE ? jend - j : TILE, nn = next_rows(j, n, jend);
-        if (nn > 0) prefetch_rows(c, il, seq, j + n, nn, off, slice * (size_t)ng);
+        const int n = jend - j < TILE ? jend - j : TILE, nn = next_rows(j, n, klast);
         const uint8_t *k = cpulm_kv_k(&c->kv, il, seq, j) + off;
         const uint8_t *v = cpulm_kv_v(&c->kv, il, seq, j) + off;
-        for (int h = 0; h < ng; h++)
+        for (int h = 0; h < ng; h++) {
+            /* the next tile's rows spread over the heads' steps: a burst of all of them
+             * filled the miss buffers and stalled the core until most had arrived */
+            const int r0 = nn * h / ng, r1 = nn * (h + 1) / ng;
+            const uint64_t pf = (uint64_t)(n + r0) * c->kv.row_bytes;
             qtile_step(c, w, h * mh, (h + 1) * mh, j, n, k + (size_t)h * slice,
-                       v + (size_t)h * slice, mc[h], lc[h], oc[h]);
+                       v + (size_t)h * slice, mc[h], lc[h], oc[h], k + pf, v + pf, r1 - r0,
+                       slice * (size_t)ng);
+        }
     }
 }
 
