@@ -116,6 +116,29 @@ AVX2_INLINE __m256 scores_4x2(int64_t d, int q4, const int16_t *const qr[4], __m
     return _mm256_mul_ps(acc, qsv);
 }
 
+/* scores_4x2 on keys widened beforehand (kw: int16 rows of d, dw: their block scales):
+ * blocks of many query rows read each key 1 + m / 4 times; widening once saves the rest. */
+AVX2_INLINE __m256 scores_4x2w(int64_t d, const int16_t *const qr[4], __m256 qsv, const int16_t *ka,
+                               const int16_t *kb, const float *da, const float *db) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < d / 32; b++) {
+        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(ka + b * 32));
+        const __m256i a1 = _mm256_loadu_si256((const __m256i *)(ka + b * 32 + 16));
+        const __m256i b0 = _mm256_loadu_si256((const __m256i *)(kb + b * 32));
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(kb + b * 32 + 16));
+        const __m256i ta = rows4(qr, b * 32, a0, a1), tb = rows4(qr, b * 32, b0, b1);
+        const __m256i x = _mm256_add_epi32(_mm256_permute2x128_si256(ta, tb, 0x20),
+                                           _mm256_permute2x128_si256(ta, tb, 0x31));
+        const __m256 dk =
+            _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(da[b])), _mm_set1_ps(db[b]), 1);
+        acc = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(x), acc);
+    }
+    return _mm256_mul_ps(acc, qsv);
+}
+
+#define WKEYS 64  /* keys widened at once for blocks of many rows */
+#define WDIM  256 /* the largest head size widened */
+
 void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
                              int64_t lds) {
@@ -124,6 +147,24 @@ void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int1
         return;
     }
     const int q4 = kt == CPULM_DTYPE_Q4_0;
+    if (m > 4 && n > WKEYS) { /* the widened tile holds WKEYS keys */
+        for (int j = 0; j < n; j += WKEYS)
+            cpulm_avx2_attn_qscores(d, kt, m, n - j < WKEYS ? n - j : WKEYS, q16, ldq, qs,
+                                    k + (uint64_t)j * ldk, ldk, s + j, lds);
+        return;
+    }
+    const int wide = m > 4 && d <= WDIM;
+    int16_t kw[WDIM * WKEYS];
+    float dw[WDIM / 32 * WKEYS];
+    if (wide)
+        for (int j = 0; j < n; j++)
+            for (int64_t b = 0; b < d / 32; b++) {
+                __m256i k0, k1;
+                block_k16(k + (uint64_t)j * ldk, b, q4, &k0, &k1);
+                _mm256_storeu_si256((__m256i *)(kw + j * d + b * 32), k0);
+                _mm256_storeu_si256((__m256i *)(kw + j * d + b * 32 + 16), k1);
+                dw[j * (d / 32) + b] = block_d(k + (uint64_t)j * ldk, b, q4);
+            }
     for (int i = 0; i < m; i += 4) {
         const int rows = m - i < 4 ? m - i : 4;
         const int16_t *qr[4]; /* a short group repeats its last row; only real rows are stored */
@@ -136,11 +177,22 @@ void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int1
         const __m128 q4s = _mm_loadu_ps(qsr);
         const __m256 qsv = _mm256_insertf128_ps(_mm256_castps128_ps256(q4s), q4s, 1);
         for (int j = 0; j < n; j += 4) {
-            const uint8_t *kr[4];
+            int jt[4];
             for (int t = 0; t < 4; t++)
-                kr[t] = k + (uint64_t)(j + t < n ? j + t : n - 1) * ldk;
-            const __m256 x = scores_4x2(d, q4, qr, qsv, kr[0], kr[1]);
-            const __m256 y = scores_4x2(d, q4, qr, qsv, kr[2], kr[3]);
+                jt[t] = j + t < n ? j + t : n - 1;
+            __m256 x, y;
+            if (wide) {
+                const int64_t nb = d / 32;
+                x = scores_4x2w(d, qr, qsv, kw + jt[0] * d, kw + jt[1] * d, dw + jt[0] * nb,
+                                dw + jt[1] * nb);
+                y = scores_4x2w(d, qr, qsv, kw + jt[2] * d, kw + jt[3] * d, dw + jt[2] * nb,
+                                dw + jt[3] * nb);
+            } else {
+                x = scores_4x2(d, q4, qr, qsv, k + (uint64_t)jt[0] * ldk,
+                               k + (uint64_t)jt[1] * ldk);
+                y = scores_4x2(d, q4, qr, qsv, k + (uint64_t)jt[2] * ldk,
+                               k + (uint64_t)jt[3] * ldk);
+            }
             /* x = [k0 | k1], y = [k2 | k3], rows in lanes: to rows of 4 keys */
             const __m256 lo = _mm256_unpacklo_ps(x, y), hi = _mm256_unpackhi_ps(x, y);
             const __m128 l0 = _mm256_castps256_ps128(lo), l1 = _mm256_extractf128_ps(lo, 1);
@@ -249,7 +301,8 @@ AVX2_INLINE void v16(const uint8_t *row, int64_t b, int h, int q4, __m256 *v0, _
 /* R rows x 16 dims (block b, half h) over n keys: o = fma(w_rj, v_j, o) in key order. w holds
  * the rows' weights of this block: row r's key j at w[r * QTILE + j]. */
 AVX2_INLINE void qpv_rows(int n, const uint8_t *v, uint64_t ldv, int64_t b, int h, int q4,
-                          const float *w, float *const orow[4], int64_t c, const int R) {
+                          const float *vf, const float *w, float *const orow[4], int64_t c,
+                          const int R) {
     __m256 acc[4][2];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
         acc[r][0] = _mm256_loadu_ps(orow[r] + c);
@@ -257,7 +310,12 @@ AVX2_INLINE void qpv_rows(int n, const uint8_t *v, uint64_t ldv, int64_t b, int 
     }
     for (int j = 0; j < n; j++) {
         __m256 v0, v1;
-        v16(v + (uint64_t)j * ldv, b, h, q4, &v0, &v1);
+        if (vf) { /* converted beforehand */
+            v0 = _mm256_loadu_ps(vf + j * 16);
+            v1 = _mm256_loadu_ps(vf + j * 16 + 8);
+        } else {
+            v16(v + (uint64_t)j * ldv, b, h, q4, &v0, &v1);
+        }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const __m256 wj = _mm256_broadcast_ss(w + r * QTILE + j);
             acc[r][0] = _mm256_fmadd_ps(wj, v0, acc[r][0]);
@@ -283,13 +341,21 @@ void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p
         for (int64_t c = 0; c < d; c += 8)
             _mm256_storeu_ps(oi + c, _mm256_mul_ps(_mm256_loadu_ps(oi + c), va));
     }
-    float dv[QTILE], w[4 * QTILE];
+    float dv[QTILE], w[4 * QTILE], vf[2 * 16 * QTILE];
     for (int j0 = 0; j0 < n; j0 += QTILE) {
         const int nk = n - j0 < QTILE ? n - j0 : QTILE;
         const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
         for (int64_t b = 0; b < d / 32; b++) {
             for (int j = 0; j < nk; j++)
                 dv[j] = block_d(vj0 + (uint64_t)j * ldv, b, q4);
+            if (m > 4) /* many rows: the block's quants as f32 once, not once per 4 rows */
+                for (int h = 0; h < 2; h++)
+                    for (int j = 0; j < nk; j++) {
+                        __m256 v0, v1;
+                        v16(vj0 + (uint64_t)j * ldv, b, h, q4, &v0, &v1);
+                        _mm256_storeu_ps(vf + h * 16 * QTILE + j * 16, v0);
+                        _mm256_storeu_ps(vf + h * 16 * QTILE + j * 16 + 8, v1);
+                    }
             for (int i = 0; i < m; i += 4) {
                 const int R = m - i < 4 ? m - i : 4;
                 float *orow[4];
@@ -305,11 +371,12 @@ void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p
                 }
                 for (int h = 0; h < 2; h++) {
                     const int64_t c = b * 32 + h * 16;
+                    const float *buf = m > 4 ? vf + h * 16 * QTILE : NULL;
                     switch (R) {
-                    case 4: qpv_rows(nk, vj0, ldv, b, h, q4, w, orow, c, 4); break;
-                    case 3: qpv_rows(nk, vj0, ldv, b, h, q4, w, orow, c, 3); break;
-                    case 2: qpv_rows(nk, vj0, ldv, b, h, q4, w, orow, c, 2); break;
-                    default: qpv_rows(nk, vj0, ldv, b, h, q4, w, orow, c, 1); break;
+                    case 4: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, 4); break;
+                    case 3: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, 3); break;
+                    case 2: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, 2); break;
+                    default: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, 1); break;
                     }
                 }
             }
