@@ -26,7 +26,13 @@
  * be split over keys, so a generation item is a token x several KV heads (as many as leave
  * one item per thread), read tile by tile across the heads as above.
  *
- * Every tile load prefetches the next tile's rows (load_tile).
+ * A Q8_0 / Q4_0 cache is not converted at all (kernels.h, attn_q*): each item quantizes its
+ * query rows to int16 once (attn_qquant), and every tile's scores (integer block dots) and
+ * P.V (block scale folded into the weight) read the cache rows in place (qchunk_tiles);
+ * the chunk/tile/fold structure and the path independence above are unchanged.
+ *
+ * Every tile load prefetches the next tile's rows (load_tile; on quantized caches the
+ * attn_q* ops themselves).
  */
 #include "attention.h"
 
@@ -254,17 +260,8 @@ static void tile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j, 
  * quants in place (k, v: the rows of this head, c->kv.row_bytes apart) against the item's
  * int16 queries (w->q16, w->qsc). No f32 copy of the tile: on AVX2 the conversion was ~27%
  * of the split path and its stores and reloads as much again. */
-/* Prefetch hint for n rows of span bytes from p, c->kv.row_bytes apart. */
-static void prefetch_rows(const cpulm_ctx *c, const uint8_t *p, int n, size_t span) {
-    for (int r = 0; r < n; r++)
-        prefetch_span(p + (size_t)r * c->kv.row_bytes, span);
-}
-
-/* pk, pv: rows of a later tile to prefetch (pn of span bytes), K before the scores and V
- * before P.V, so that the hints leave gaps between them (see qchunk_tiles). */
 static void qtile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j, int n,
-                       const uint8_t *kt, const uint8_t *vt, float *mc, float *lc, float *oc,
-                       const uint8_t *pk, const uint8_t *pv, int pn, size_t span) {
+                       const uint8_t *kt, const uint8_t *vt, float *mc, float *lc, float *oc) {
     const cpulm_kernels *k = c->k;
     const int64_t d = c->m->hp.head_dim;
     const uint64_t ld = c->kv.row_bytes;
@@ -272,14 +269,12 @@ static void qtile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j,
     int r0 = i0;
     while (w->qpos[r0] < j)
         r0++;
-    prefetch_rows(c, pk, pn, span);
     k->attn_qscores(d, t, i1 - r0, n, w->q16 + r0 * d, d, w->qsc + r0, kt, ld, w->s + r0 * TILE,
                     TILE);
     for (int i = r0; i < i1; i++) {
         int lim = w->qpos[i] - j + 1;
         w->a[i] = k->attn_softmaxz(n, lim < n ? lim : n, w->s + i * TILE, &mc[i - i0], &lc[i - i0]);
     }
-    prefetch_rows(c, pv, pn, span);
     k->attn_qpv(d, t, i1 - r0, n, w->s + r0 * TILE, TILE, vt, ld, w->a + r0, oc + (r0 - i0) * d, d);
 }
 
@@ -289,24 +284,17 @@ static void qchunk_tiles(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int
                          float *const *oc) {
     const size_t slice = cpulm_dtype_row_bytes(c->kv.dtype, c->m->hp.head_dim);
     const size_t off = slice * (size_t)g0;
-    /* the next tile even past the chunk: the next chunk's first tile is another item's
-     * (often the other thread's: the prefetch brings it to the shared L3), and without it
-     * a quarter of the tiles waited on the cache rows (the in-place ops read a head's slice
-     * of each row, a stride the hardware prefetchers follow less well than whole rows) */
-    const int32_t klast = w->qpos[ng * mh - 1] + 1;
+    /* no hints here: the attn_q* ops hint the rows after their tile (the next tile of the
+     * same head, or the next chunk's first) a few lines per key while they compute; hints
+     * of whole tiles from here came in bursts that stalled on the miss buffers (one layer
+     * at depth 4096 1.2 ms with them, 1.04 ms with the ops' own, docs/PERFORMANCE.md) */
     for (int32_t j = j0; j < jend; j += TILE) {
-        const int n = jend - j < TILE ? jend - j : TILE, nn = next_rows(j, n, klast);
+        const int n = jend - j < TILE ? jend - j : TILE;
         const uint8_t *k = cpulm_kv_k(&c->kv, il, seq, j) + off;
         const uint8_t *v = cpulm_kv_v(&c->kv, il, seq, j) + off;
-        for (int h = 0; h < ng; h++) {
-            /* the next tile's rows spread over the heads' steps: a burst of all of them
-             * filled the miss buffers and stalled the core until most had arrived */
-            const int r0 = nn * h / ng, r1 = nn * (h + 1) / ng;
-            const uint64_t pf = (uint64_t)(n + r0) * c->kv.row_bytes;
+        for (int h = 0; h < ng; h++)
             qtile_step(c, w, h * mh, (h + 1) * mh, j, n, k + (size_t)h * slice,
-                       v + (size_t)h * slice, mc[h], lc[h], oc[h], k + pf, v + pf, r1 - r0,
-                       slice * (size_t)ng);
-        }
+                       v + (size_t)h * slice, mc[h], lc[h], oc[h]);
     }
 }
 

@@ -19,7 +19,17 @@
 #include "x86.h"
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
-#define QTILE       64 /* keys per pass of attn_qpv (its weight buffer) */
+
+/* A hint for the bytes [p, p + n) (no fault, no effect on results). The ops hint the rows
+ * that follow their tile (the next tile of the same head) while they compute, a few lines
+ * per key: attention.c's hints of whole tiles came in bursts that stalled on the miss
+ * buffers. */
+AVX2_INLINE void hint_row(const uint8_t *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64)
+        __builtin_prefetch(p + o, 0, 3);
+    __builtin_prefetch(p + n - 1, 0, 3);
+}
+#define QTILE 64 /* keys per pass of attn_qpv (its weight buffer) */
 
 /* ---- query rows to int16 ---- */
 
@@ -177,6 +187,9 @@ void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int1
         const __m128 q4s = _mm_loadu_ps(qsr);
         const __m256 qsv = _mm256_insertf128_ps(_mm256_castps128_ps256(q4s), q4s, 1);
         for (int j = 0; j < n; j += 4) {
+            if (i == 0)
+                for (int t = 0; t < 4; t++)
+                    hint_row(k + (uint64_t)(j + t + n) * ldk, (size_t)(d / 32) * (q4 ? 18 : 34));
             int jt[4];
             for (int t = 0; t < 4; t++)
                 jt[t] = j + t < n ? j + t : n - 1;
@@ -302,7 +315,7 @@ AVX2_INLINE void v16(const uint8_t *row, int64_t b, int h, int q4, __m256 *v0, _
  * the rows' weights of this block: row r's key j at w[r * QTILE + j]. */
 AVX2_INLINE void qpv_rows(int n, const uint8_t *v, uint64_t ldv, int64_t b, int h, int q4,
                           const float *vf, const float *w, float *const orow[4], int64_t c,
-                          const int R) {
+                          const uint8_t *pf, size_t pfn, const int R) {
     __m256 acc[4][2];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
         acc[r][0] = _mm256_loadu_ps(orow[r] + c);
@@ -310,6 +323,7 @@ AVX2_INLINE void qpv_rows(int n, const uint8_t *v, uint64_t ldv, int64_t b, int 
     }
     for (int j = 0; j < n; j++) {
         __m256 v0, v1;
+        if (pf) hint_row(pf + (uint64_t)j * ldv, pfn);
         if (vf) { /* converted beforehand */
             v0 = _mm256_loadu_ps(vf + j * 16);
             v1 = _mm256_loadu_ps(vf + j * 16 + 8);
@@ -372,11 +386,14 @@ void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p
                 for (int h = 0; h < 2; h++) {
                     const int64_t c = b * 32 + h * 16;
                     const float *buf = m > 4 ? vf + h * 16 * QTILE : NULL;
+                    /* the first pass over the keys hints the rows after the tile */
+                    const uint8_t *pf = b == 0 && h == 0 && i == 0 ? vj0 + (uint64_t)n * ldv : NULL;
+                    const size_t pfn = (size_t)(d / 32) * (q4 ? 18 : 34);
                     switch (R) {
-                    case 4: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, 4); break;
-                    case 3: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, 3); break;
-                    case 2: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, 2); break;
-                    default: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, 1); break;
+                    case 4: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, pf, pfn, 4); break;
+                    case 3: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, pf, pfn, 3); break;
+                    case 2: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, pf, pfn, 2); break;
+                    default: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, pf, pfn, 1); break;
                     }
                 }
             }
