@@ -916,6 +916,63 @@ TEST(sched_kv_memory_follows_tokens) {
     cpulm_model_free(m);
 }
 
+/* A long prompt's KV in one slot serves later prompts that start with it in other slots:
+ * they map its pages (copy-on-write) instead of evaluating the prefix again, with the
+ * prompt cache off so that nothing else could supply it. Four requests of the 1,500-token
+ * prefix plus 20 tokens of their own run at once; each reports the prefix as cached, the
+ * slots hold it about once, not five times, and every text is what the request gives alone
+ * in a fresh scheduler. Without the sharing the three that miss slot 0 evaluate it all. */
+static cpulm_sched_req *prefixed_req(uint64_t id, int salt) {
+    cpulm_sched_req *r = synth_req(id, KV_LONG + 20, 1, 6);
+    for (int32_t i = KV_LONG; i < KV_LONG + 20; i++)
+        r->prompt[i] = 3 + (i * 5 + salt * 17) % 500;
+    return r;
+}
+
+TEST(sched_prefix_shared_across_slots) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_sched *s = new_sched_kv(m, -1, 0);
+    REQUIRE(t, s);
+    cpulm_sched_stats st;
+    cpulm_sched_get_stats(s, &st);
+    const uint64_t bpt = st.kv_token_bytes;
+    result res[4];
+    result_init(&res[0]);
+    cpulm_sched_submit(s, synth_req(0, KV_LONG, 1, 4));
+    CHECK(t, run_all(s, res, 1));
+    result_release(&res[0]);
+    for (int i = 0; i < 4; i++) {
+        result_init(&res[i]);
+        cpulm_sched_submit(s, prefixed_req((uint64_t)i, i + 1));
+    }
+    CHECK(t, run_all(s, res, 4));
+    settled_stats(s, &st);
+    const uint64_t resident = cpulm_sched_kv_resident_bytes(s);
+    const uint64_t shared = cpulm_sched_kv_shared_bytes(s);
+    fprintf(stderr, "  %lld tokens cached, %llu KiB resident, %llu KiB shared\n",
+            (long long)st.kv_cached, (unsigned long long)resident >> 10,
+            (unsigned long long)shared >> 10);
+    for (int i = 0; i < 4; i++)
+        CHECK(t, res[i].n_cached >= KV_LONG - 1);
+    CHECK(t, st.kv_cached >= 4 * KV_LONG);
+    CHECK(t, shared >= 3ull * (KV_LONG - 64) * bpt);
+    CHECK(t, resident < 2ull * KV_LONG * bpt);
+    for (int i = 0; i < 4; i++) { /* the same text as alone, from an empty cache */
+        cpulm_sched *one = new_sched_kv(m, -1, 0);
+        REQUIRE(t, one);
+        result ref;
+        run_alone(one, prefixed_req(0, i + 1), &ref);
+        CHECK(t, ref.n_cached == 0 && strcmp(ref.text[0].data, res[i].text[0].data) == 0);
+        result_release(&ref);
+        cpulm_sched_free(one);
+    }
+    for (int i = 0; i < 4; i++)
+        result_release(&res[i]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
 /* Admission by KV budget: 4 slots, requests of 20 prompt + 20 generated tokens (40 KV
  * tokens each). With kv_budget 100 at most two run at once, so the third starts only after
  * one of the first two has sent its last token; without a budget all four start at once

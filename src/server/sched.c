@@ -561,7 +561,29 @@ static int64_t kv_need(const cpulm_sched *s, const cpulm_sched_req *r) {
     return (per < s->n_ctx ? per : s->n_ctx) * r->n_choices;
 }
 
-/* Puts q into free slots: choice 0 where the longest prefix of its prompt is cached. */
+/* Slot dst holds the first `have` tokens of prompt: if another slot's KV holds a longer
+ * prefix of prompt[0..n), dst maps it (cpulm_ctx_seq_cp: the whole pages are shared
+ * copy-on-write, see kv_cache.h) and its cache says so. Any slot may be the source, running
+ * or free: its rows below its length stay as they are while it appends, and the KV cache
+ * gives dst its own copy before the source rewrites them. Returns what dst now holds. */
+static int32_t share_from_slot(cpulm_sched *s, int32_t dst, const cpulm_token *prompt, int32_t n,
+                               int32_t have) {
+    int32_t src = -1, best = have;
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+        const slot *y = &s->slots[i];
+        if (i == dst) continue;
+        int32_t l = common_prefix(y->cache, y->n_cache, prompt, n);
+        if (l > best) best = l, src = i;
+    }
+    if (src < 0 || cpulm_ctx_seq_cp(s->ctx, src, dst, best) != CPULM_OK) return have;
+    slot *x = &s->slots[dst];
+    memcpy(x->cache + have, prompt + have, sizeof(cpulm_token) * (size_t)(best - have));
+    x->n_cache = best;
+    return best;
+}
+
+/* Puts q into free slots: choice 0 where the longest prefix of its prompt is cached (in its
+ * own KV, mapped from another slot's, or restored from the prompt cache). */
 static void assign(cpulm_sched *s, sreq *q) {
     const cpulm_sched_req *r = q->r;
     int32_t best = -1, best_lcp = -1;
@@ -575,6 +597,8 @@ static void assign(cpulm_sched *s, sreq *q) {
     int32_t last = r->n_prompt - 1; /* the last prompt token is evaluated: its logits are needed */
     int32_t have = best_lcp < last ? best_lcp : last;
     cpulm_ctx_seq_rm(s->ctx, best, have);
+    x0->n_cache = have;
+    have = share_from_slot(s, best, r->prompt, last, have);
     int32_t reuse = restore_cached(s, best, r->prompt, r->n_prompt, have);
     if (reuse > last) reuse = last;
     cpulm_ctx_seq_rm(s->ctx, best, reuse);
