@@ -26,6 +26,7 @@ static void await_worker(void *arg, int ith, int nth) {
             volatile unsigned spin = 0;
             for (int i = 0; i < 2000 * (r % 7); i++)
                 spin += (unsigned)i;
+            if (spin == 1u) atomic_fetch_add(&j->bad, 1); /* never (a sum of 0, 1, ...): a use */
             for (int w = 0; w < WORDS; w++)
                 j->data[r][w] = r * WORDS + w + 1;
             atomic_store_explicit(&j->ready[r], 1, memory_order_release);
