@@ -919,9 +919,10 @@ TEST(sched_kv_memory_follows_tokens) {
 /* A long prompt's KV in one slot serves later prompts that start with it in other slots:
  * they map its pages (copy-on-write) instead of evaluating the prefix again, with the
  * prompt cache off so that nothing else could supply it. Four requests of a 512-token
- * prefix (whole pages of stories260K's rows) plus 20 tokens of their own run at once; each reports the prefix as cached, the
- * slots hold it about once, not five times, and every text is what the request gives alone
- * in a fresh scheduler. Without the sharing the three that miss slot 0 evaluate it all. */
+ * prefix (whole pages of stories260K's rows) plus 20 tokens of their own run at once; each reports
+ * the prefix as cached, the slots hold it about once, not five times, and every text is what the
+ * request gives alone in a fresh scheduler. Without the sharing the three that miss slot 0 evaluate
+ * it all. */
 #define SHARE_LONG 512 /* short enough for qemu-aarch64 in CI */
 static cpulm_sched_req *prefixed_req(uint64_t id, int salt) {
     cpulm_sched_req *r = synth_req(id, SHARE_LONG + 20, 1, 6);
