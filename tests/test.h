@@ -62,6 +62,16 @@ typedef struct test_ctx {
         return;                   \
     } while (0)
 
+/* 1 when the tests run under an emulator (a cross build, qemu-aarch64 in CI): long cases
+ * use smaller sizes there, keeping their checks (CMakeLists.txt says why). */
+static inline int test_emulated(void) {
+#ifdef CPULM_TEST_EMULATED
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 /* ---- helpers (tests/util.c) ---- */
 
 /* $CPULM_SHARED, else "../shared" relative to the source tree (set by the build). */

@@ -421,7 +421,8 @@ TEST(attn_xweights_expf_is_libms) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
     const char *env = getenv("CPULM_XEXP_STRIDE");
-    const uint32_t stride = env && atoi(env) > 0 ? (uint32_t)atoi(env) : 61, end = 0xC2D00000u;
+    const uint32_t dflt = test_emulated() ? 241 : 61; /* qemu: a sparser sweep */
+    const uint32_t stride = env && atoi(env) > 0 ? (uint32_t)atoi(env) : dflt, end = 0xC2D00000u;
     enum { B = 4096 };
     float *x = malloc(sizeof(float) * B), *s = malloc(sizeof(float) * B);
     float *ms = malloc(sizeof(float) * B);
@@ -574,15 +575,20 @@ static cpulm_ctx *ctx_of(const cpulm_model *m, int n_ctx, int nth, cpulm_kv_type
     return cpulm_ctx_new(m, &cp, NULL);
 }
 
-/* logits of the last `tail` tokens: the first n - tail in prompt batches of up to 512,
- * then one token per decode (the split path). Returns malloc'd [tail][V]. */
+/* Prompt lengths of the model-level tests: under qemu (CI) shorter, in shorter batches, so
+ * that they still cross batches: attention there costs the square of the length. */
+#define TAIL_BATCH     (test_emulated() ? 128 : 512)
+#define TAIL_N(native) (test_emulated() ? 300 : (native))
+
+/* logits of the last `tail` tokens: the first n - tail in prompt batches of up to
+ * TAIL_BATCH, then one token per decode (the split path). Returns malloc'd [tail][V]. */
 static float *tail_logits(cpulm_ctx *ctx, const int32_t *toks, int n, int tail, int32_t V,
                           int batched_tail) {
     float *out = malloc(sizeof(float) * (size_t)tail * (size_t)V);
     int8_t want[512];
     int head = n - tail;
-    for (int i = 0; i < head; i += 512) {
-        int c = head - i < 512 ? head - i : 512;
+    for (int i = 0; i < head; i += TAIL_BATCH) {
+        int c = head - i < TAIL_BATCH ? head - i : TAIL_BATCH;
         cpulm_batch b = {.n = c, .token = toks + i};
         if (cpulm_ctx_decode(ctx, &b) != CPULM_OK) return free(out), NULL;
     }
@@ -602,13 +608,13 @@ static float *tail_logits(cpulm_ctx *ctx, const int32_t *toks, int n, int tail, 
     return out;
 }
 
-/* 700 tokens (3 chunks): the last 20 as one prompt batch (block path, 64-row blocks: the
- * transposed-K scores on avx512) == one by one (split path, 4-row items), at 1 and 3
- * threads, for an F16 and a Q8_0 cache. */
+/* 700 tokens (3 chunks; qemu 300 in 4): the last 20 as one prompt batch (block path, 64-row blocks:
+ * the transposed-K scores on avx512) == one by one (split path, 4-row items), at 1 and 3 threads,
+ * for an F16 and a Q8_0 cache. */
 TEST(attn_prompt_and_generation_paths_bit_identical) {
     cpulm_model *m = load("tiny-llama3-q4_0.gguf");
     if (!m) SKIP(t, "models not found (CPULM_SHARED)");
-    int32_t V = cpulm_vocab_n(m), n = 700, tail = 20, toks[700];
+    int32_t V = cpulm_vocab_n(m), n = TAIL_N(700), tail = 20, toks[700];
     for (int i = 0; i < n; i++)
         toks[i] = (i * 7919 + 13) % V;
     cpulm_kv_type kvs[] = {CPULM_KV_F16, CPULM_KV_Q8_0};
@@ -625,15 +631,15 @@ TEST(attn_prompt_and_generation_paths_bit_identical) {
 }
 
 /* The default F16 path (exact tiles) gives the logits of attn_f16 per (token, head) (the
- * walk, attn_fast = -1) bit for bit: 700 tokens, the last 20 as one prompt batch or one by
- * one, at 1 and 2 threads; tiny-llama3 (head size 64, GQA 4: the SIMD kernels) and
- * stories260K (head size 8: their generic fallbacks). */
+ * walk, attn_fast = -1) bit for bit: 700 tokens (qemu: 300), the last 20 as one prompt batch or one
+ * by one, at 1 and 2 threads; tiny-llama3 (head size 64, GQA 4: the SIMD kernels) and stories260K
+ * (head size 8: their generic fallbacks). */
 TEST(attn_exact_path_equals_the_walk) {
     const char *files[] = {"tiny-llama3-f32.gguf", "stories260K.gguf"};
     for (int f = 0; f < 2; f++) {
         cpulm_model *m = load(files[f]);
         if (!m) SKIP(t, "models not found (CPULM_SHARED)");
-        int32_t V = cpulm_vocab_n(m), n = 700, tail = 20, toks[700];
+        int32_t V = cpulm_vocab_n(m), n = TAIL_N(700), tail = 20, toks[700];
         for (int i = 0; i < n; i++)
             toks[i] = (i * 7919 + 13) % V;
         float *lg[3];
@@ -654,11 +660,12 @@ TEST(attn_exact_path_equals_the_walk) {
     }
 }
 
-/* Q8_0 and Q4_0 caches (head dim 64) stay near the F16 cache's logits over 600 tokens. */
+/* Q8_0 and Q4_0 caches (head dim 64) stay near the F16 cache's logits over 600 tokens
+ * (qemu: 300). */
 TEST(attn_quantized_kv_close_to_f16) {
     cpulm_model *m = load("tiny-llama3-f32.gguf");
     if (!m) SKIP(t, "models not found (CPULM_SHARED)");
-    int32_t V = cpulm_vocab_n(m), n = 600, tail = 4, toks[600];
+    int32_t V = cpulm_vocab_n(m), n = TAIL_N(600), tail = 4, toks[600];
     for (int i = 0; i < n; i++)
         toks[i] = (i * 31 + 5) % V;
     cpulm_ctx *c16 = ctx_of(m, 1024, 2, CPULM_KV_F16);

@@ -431,7 +431,10 @@ TEST(sampler_no_cuts_draws_across_blocks) {
     cpulm_sampler *s = cpulm_sampler_new(&p, V);
     REQUIRE(t, s);
     int count[3] = {0}, n_rest = 0;
-    const int n = 20000;
+    /* binomial sd 0.0032 at 20,000 draws: 0.015 is over 4 sd; qemu (CI) draws 5,000 (sd
+     * 0.0065, tolerance 0.03) */
+    const int n = test_emulated() ? 5000 : 20000;
+    const double tol = test_emulated() ? 0.03 : 0.015;
     for (int i = 0; i < n; i++) {
         cpulm_token tok = cpulm_sampler_sample(s, l);
         REQUIRE(t, tok >= 0 && tok < V);
@@ -441,9 +444,9 @@ TEST(sampler_no_cuts_draws_across_blocks) {
         else
             n_rest++;
     }
-    for (int k = 0; k < 3; k++) /* binomial sd 0.0032: 0.015 is over 4 sd */
-        CHECK_NEAR(t, (double)count[k] / n, 0.3, 0.015);
-    CHECK_NEAR(t, (double)n_rest / n, 0.1, 0.015);
+    for (int k = 0; k < 3; k++)
+        CHECK_NEAR(t, (double)count[k] / n, 0.3, tol);
+    CHECK_NEAR(t, (double)n_rest / n, 0.1, tol);
     double sum = 0.0;
     for (int i = 0; i < V; i++)
         sum += cpulm_sampler_last_prob(s, i);
