@@ -1,9 +1,9 @@
 # Tests of the bench tools (bench, roofline, plan, report). Their pure parts (sweeps,
-# statistics, plan arithmetic, price table, SVG, JSON output and --compare) are compiled
-# into cpulm-tests as well, so tests/test_bench.c can call them; tests/bench_test.sh drives
-# the built command end to end on the small shared models.
+# statistics, plan arithmetic, price table, SVG, JSON output, --compare, the roofline's work
+# counts) are compiled into cpulm-tests as well, so tests/test_bench.c can call them;
+# tests/bench_test.sh drives the built command end to end on the small shared models.
 target_sources(cpulm-tests PRIVATE tools/bench_sweep.c tools/bench_stats.c tools/bench_plan.c
-               tools/svg.c tools/bench_out.c tools/bench_compare.c)
+               tools/svg.c tools/bench_out.c tools/bench_compare.c tools/bench_roof.c)
 target_include_directories(cpulm-tests PRIVATE tools)
 target_compile_definitions(cpulm-tests PRIVATE
                            CPULM_PRICES_TSV="${CMAKE_SOURCE_DIR}/data/prices.tsv")

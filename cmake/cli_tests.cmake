@@ -41,3 +41,9 @@ if(NOT CMAKE_CROSSCOMPILING)
   add_test(NAME migrate COMMAND ${CMAKE_SOURCE_DIR}/tests/migrate_test.sh $<TARGET_FILE:cpulm-cli>)
   set_tests_properties(migrate PROPERTIES TIMEOUT 600 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
 endif()
+# `cpulm --version` names the commit of the build (cmake/version.cmake, run at build time).
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME version COMMAND ${CMAKE_SOURCE_DIR}/tests/version_test.sh $<TARGET_FILE:cpulm-cli>
+                                ${CMAKE_SOURCE_DIR} ${CMAKE_COMMAND})
+  set_tests_properties(version PROPERTIES TIMEOUT 60)
+endif()

@@ -319,12 +319,16 @@ start_server kvmem -np 8 -c 4096 -t 1 --cache-ram 0 --kv-idle 64 --kv-budget 200
 check kvmem_ready $?
 URL=http://127.0.0.1:$PORT
 kvm() { sed -n "s/^$1 \([0-9]*\)$/\1/p" "$TMP/kvm"; }
+# /metrics into $TMP/kvm once the stream written to file $1 carries its first text (10 s at most)
+kvm_while_streaming() {
+  for _ in $(seq 500); do grep -q '"text"' "$1" && break; sleep 0.02; done
+  curl -s $URL/metrics >"$TMP/kvm"
+}
 long=$(for i in $(seq 500); do printf 'w%d ' $((i % 97)); done)
 curl -sN $URL/v1/completions -d "{\"prompt\":\"$long\",\"max_tokens\":1200,\"ignore_eos\":true,
   \"temperature\":0,\"stream\":true}" >"$TMP/kv_long" &
 L=$!
-for _ in $(seq 500); do grep -q '"text"' "$TMP/kv_long" && break; sleep 0.02; done
-curl -s $URL/metrics >"$TMP/kvm"
+kvm_while_streaming "$TMP/kv_long"
 tok=$(kvm cpulm_kv_tokens_cached); used=$(kvm cpulm_kv_bytes_used)
 res=$(kvm cpulm_kv_bytes_resident); resv=$(kvm cpulm_kv_bytes_reserved)
 [ "$(kvm cpulm_requests_running)" = 1 ] && [ "${tok:-0}" -gt 1000 ] && [ "$res" -ge "$used" ] &&
@@ -346,8 +350,7 @@ check kv_pages_return_after_long_prompt $? "(tokens $tok2, resident $res2, befor
 curl -sN $URL/v1/completions -d "{\"prompt\":\"$long\",\"n\":4,\"max_tokens\":200,
   \"ignore_eos\":true,\"temperature\":0.8,\"seed\":7,\"stream\":true}" >"$TMP/kv_n4" &
 L=$!
-for _ in $(seq 500); do grep -q '"text"' "$TMP/kv_n4" && break; sleep 0.02; done
-curl -s $URL/metrics >"$TMP/kvm"
+kvm_while_streaming "$TMP/kv_n4"
 tok=$(kvm cpulm_kv_tokens_cached); used=$(kvm cpulm_kv_bytes_used)
 res=$(kvm cpulm_kv_bytes_resident); sh=$(kvm cpulm_kv_bytes_shared)
 [ "$(kvm cpulm_requests_running)" = 1 ] && [ "${tok:-0}" -gt 4000 ] && [ "${sh:-0}" -gt 0 ] &&

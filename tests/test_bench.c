@@ -579,3 +579,27 @@ TEST(bench_depth_and_zero_lengths) {
     bench_test_name(&tests[3], b, sizeof b);
     CHECK(t, !strcmp(b, "tg16 @ d4096"));
 }
+
+/* pp's int8 work per prompt token: 2 per matmul weight, the output matrix (the logits) for
+ * the last prompt token only; the output matrix, tied (the token embedding) or not. */
+TEST(bench_pp_ops_output_once) {
+    CHECK(t, bench_pp_ops_per_token(1000, 200, 4) == 2.0 * 800 + 2.0 * 200 / 4);
+    CHECK(t, bench_pp_ops_per_token(1000, 200, 1) == 2.0 * 1000);
+    CHECK(t, bench_pp_ops_per_token(1000, 200, 0) == 0);
+    const char *rels[] = {"models/stories260K.gguf", "testdata/models/tiny-llama-q8_0.gguf"};
+    int checked = 0;
+    for (int i = 0; i < 2; i++) {
+        const char *path = test_shared_path(rels[i]);
+        if (!path) continue;
+        cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+        REQUIRE(t, m != NULL);
+        cpulm_model_info in;
+        cpulm_model_get_info(m, &in);
+        const int64_t out = bench_output_params(m), all = bench_matmul_params(m);
+        CHECK_EQ_INT(t, out, (int64_t)in.n_vocab * in.n_embd);
+        CHECK(t, all > out);
+        cpulm_model_free(m);
+        checked++;
+    }
+    if (!checked) SKIP(t, "CPULM_SHARED models not found");
+}

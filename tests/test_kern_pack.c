@@ -373,30 +373,39 @@ static void repack_oracle(cpulm_dtype type, const uint8_t *src, uint8_t *dst, in
 }
 
 #if defined(__aarch64__)
+/* Byte i (0..3) of row blk's lane in quant chunk ch of the ARM layout of its super-block. */
+typedef uint8_t (*arm_byte_fn)(const uint8_t *blk, int ch, int i);
+
+/* The ARM layout of a type (blocks of bb bytes, n_ch quant chunks from byte off of each group
+ * super-block) one byte at a time: chunk ch, byte 4r + i is byte(row r's block, ch, i). */
+static void repack_oracle_arm(const uint8_t *src, uint8_t *dst, int64_t n, int64_t rows, size_t bb,
+                              int n_ch, size_t off, arm_byte_fn byte) {
+    const size_t rb = bb * (size_t)(n / 256);
+    for (int64_t g = 0; g < rows / 16; g++)
+        for (int64_t b = 0; b < n / 256; b++)
+            for (int ch = 0; ch < n_ch; ch++)
+                for (int r = 0; r < 16; r++)
+                    for (int i = 0; i < 4; i++) {
+                        const uint8_t *blk = src + (size_t)(g * 16 + r) * rb + (size_t)b * bb;
+                        dst[(size_t)(g * (n / 256) + b) * 16 * bb + off + 64 * (size_t)ch +
+                            4 * (size_t)r + (size_t)i] = byte(blk, ch, i);
+                    }
+}
+
 /* Q6_K quant (0..63) of element e of a row-major block (ql at 0, qh at 128). */
 static int k6_q(const uint8_t *blk, int e) {
     const int lo = blk[64 * (e / 128) + e % 64] >> (4 * (e % 128 / 64)) & 15;
     return lo | (blk[128 + 32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32)) & 3) << 4;
 }
 
-/* aarch64 builds: the 48 quant chunks of each Q6_K group super-block in the ARM layout,
- * written from its rule (kernels/arm/k6_layout.h) one byte at a time: chunk 3gi + k, byte
- * 4r + b = top 6 bits of 4q - 128 of element 16gi + 4k + b, and in its low 2 bits bits
- * 7-2k, 6-2k of 4q - 128 of element 16gi + 12 + b. */
-static void repack_oracle_k6_arm(const uint8_t *src, uint8_t *dst, int64_t n, int64_t rows) {
-    const size_t bb = sizeof(cpulm_block_q6_K), rb = bb * (size_t)(n / 256);
-    for (int64_t g = 0; g < rows / 16; g++)
-        for (int64_t b = 0; b < n / 256; b++)
-            for (int ch = 0; ch < 48; ch++)
-                for (int r = 0; r < 16; r++)
-                    for (int i = 0; i < 4; i++) {
-                        const uint8_t *blk = src + (size_t)(g * 16 + r) * rb + (size_t)b * bb;
-                        const int k = ch % 3, e = 16 * (ch / 3) + 4 * k + i;
-                        const int v = (4 * k6_q(blk, e) - 128) & 0xFF;
-                        const int v3 = (4 * k6_q(blk, e + 12 - 4 * k) - 128) & 0xFF;
-                        dst[(size_t)(g * (n / 256) + b) * 16 * bb + 64 * (size_t)ch + 4 * r + i] =
-                            (uint8_t)((v & 0xFC) | (v3 >> (6 - 2 * k) & 3));
-                    }
+/* Q6_K's 48 quant chunks in the ARM layout, from its rule (kernels/arm/k6_layout.h): chunk
+ * 3gi + k, byte 4r + b = top 6 bits of 4q - 128 of element 16gi + 4k + b, and in its low 2
+ * bits bits 7-2k, 6-2k of 4q - 128 of element 16gi + 12 + b. */
+static uint8_t k6_arm_byte(const uint8_t *blk, int ch, int i) {
+    const int k = ch % 3, e = 16 * (ch / 3) + 4 * k + i;
+    const int v = (4 * k6_q(blk, e) - 128) & 0xFF;
+    const int v3 = (4 * k6_q(blk, e + 12 - 4 * k) - 128) & 0xFF;
+    return (uint8_t)((v & 0xFC) | (v3 >> (6 - 2 * k) & 3));
 }
 
 /* Q5_K quant (0..31) of element e of a row-major block (qh at 16, qs at 48). */
@@ -405,30 +414,17 @@ static int k5_q(const uint8_t *blk, int e) {
     return lo | (blk[16 + e % 32] >> (e / 32) & 1) << 4;
 }
 
-/* aarch64 builds: the 40 quant chunks of each Q5_K group super-block (from byte 256) in the
- * ARM layout, from its rule (kernels/arm/k5_layout.h) one byte at a time: chunk 5j + k,
- * byte 4r + b = in bits 4-0 the quant of element 32j + 4k + b, in bits 7-5 (q5, q6, q7:
- * the quants of elements 32j + 20 + b, 24 + b, 28 + b): k = 0: q5 bits 4-2; 1: q5 bits
+/* Q5_K's 40 quant chunks in the ARM layout, from its rule (kernels/arm/k5_layout.h): chunk
+ * 5j + k, byte 4r + b = in bits 4-0 the quant of element 32j + 4k + b, in bits 7-5 (q5, q6,
+ * q7: the quants of elements 32j + 20 + b, 24 + b, 28 + b): k = 0: q5 bits 4-2; 1: q5 bits
  * 1-0, q6 bit 4; 2: q6 bits 3-1; 3: q6 bit 0, q7 bits 1-0; 4: q7 bits 4-2 (for k < 3 the
  * top of the 15 bits q5 q6 q7, 3 at a time). */
-static void repack_oracle_k5_arm(const uint8_t *src, uint8_t *dst, int64_t n, int64_t rows) {
-    const size_t bb = sizeof(cpulm_block_q5_K), rb = bb * (size_t)(n / 256);
-    for (int64_t g = 0; g < rows / 16; g++)
-        for (int64_t b = 0; b < n / 256; b++)
-            for (int ch = 0; ch < 40; ch++)
-                for (int r = 0; r < 16; r++)
-                    for (int i = 0; i < 4; i++) {
-                        const uint8_t *blk = src + (size_t)(g * 16 + r) * rb + (size_t)b * bb;
-                        const int j = ch / 5, k = ch % 5, e = 32 * j + i;
-                        const int q5 = k5_q(blk, e + 20), q6 = k5_q(blk, e + 24),
-                                  q7 = k5_q(blk, e + 28);
-                        const int bits = q5 << 10 | q6 << 5 | q7; /* 15 bits, q5 first */
-                        const int top = k < 3    ? bits >> (12 - 3 * k) & 7
-                                        : k == 3 ? (q6 & 1) << 2 | (q7 & 3)
-                                                 : q7 >> 2;
-                        dst[(size_t)(g * (n / 256) + b) * 16 * bb + 256 + 64 * (size_t)ch + 4 * r +
-                            i] = (uint8_t)(k5_q(blk, e + 4 * k) | top << 5);
-                    }
+static uint8_t k5_arm_byte(const uint8_t *blk, int ch, int i) {
+    const int j = ch / 5, k = ch % 5, e = 32 * j + i;
+    const int q5 = k5_q(blk, e + 20), q6 = k5_q(blk, e + 24), q7 = k5_q(blk, e + 28);
+    const int bits = q5 << 10 | q6 << 5 | q7; /* 15 bits, q5 first */
+    const int top = k < 3 ? bits >> (12 - 3 * k) & 7 : k == 3 ? (q6 & 1) << 2 | (q7 & 3) : q7 >> 2;
+    return (uint8_t)(k5_q(blk, e + 4 * k) | top << 5);
 }
 #endif
 
@@ -448,8 +444,10 @@ TEST(kern_pack_repack_bytes) {
             src[i] = (uint8_t)rng(&seed);
         repack_oracle(type, src, want, n, rows);
 #if defined(__aarch64__)
-        if (type == CPULM_DTYPE_Q6_K) repack_oracle_k6_arm(src, want, n, rows);
-        if (type == CPULM_DTYPE_Q5_K) repack_oracle_k5_arm(src, want, n, rows);
+        if (type == CPULM_DTYPE_Q6_K)
+            repack_oracle_arm(src, want, n, rows, sizeof(cpulm_block_q6_K), 48, 0, k6_arm_byte);
+        if (type == CPULM_DTYPE_Q5_K) /* its quants from byte 256, after d, dmin, scales */
+            repack_oracle_arm(src, want, n, rows, sizeof(cpulm_block_q5_K), 40, 256, k5_arm_byte);
 #endif
         memset(got, 0xA5, bytes);
         cpulm_repack_x16(type, src, got, n, rows);

@@ -187,10 +187,12 @@ int bench_compare(FILE *out, const char *path_a, const char *path_b);
 /* Read bandwidth in bytes/s: n_threads threads stream their share of a buffer of `bytes`
  * (much larger than the caches) for at least min_s seconds; best of the passes. */
 double bench_mem_bw(int n_threads, size_t bytes, double min_s);
-/* Peak of the selected Q8_0 x Q8_0 dot kernel on cache-resident rows, in int8 ops/s
- * (2 ops per multiply-add), summed over n_threads threads. */
-double bench_peak_q8_0(int n_threads, double min_s);
-/* Same for the f32 dot kernel, in flop/s. */
+/* Peak of the selected int8 kernels on cache-resident data, in int8 ops/s (2 ops per
+ * multiply-add), summed over n_threads threads: the fastest of the level's repacked GEMM
+ * microkernels (one per packed weight type: their instruction mixes differ) and the Q8_0
+ * dot. *kernel (may be NULL) names the fastest ("Q4_0 GEMM", "Q8_0 dot"; static). */
+double bench_peak_int8(int n_threads, double min_s, const char **kernel);
+/* Peak of the f32 dot kernel on cache-resident rows, in flop/s. */
 double bench_peak_f32(int n_threads, double min_s);
 /* Bytes of weights one generated token reads: every tensor except the token embedding
  * table (only one row of it is read) unless it doubles as the output matrix. */
@@ -198,6 +200,11 @@ uint64_t bench_bytes_per_token(const cpulm_model *m);
 /* Parameters of the 2-D weights a token's matrix products use (all but an untied token
  * embedding, whose rows are looked up). */
 int64_t bench_matmul_params(const cpulm_model *m);
+/* Parameters of the output matrix (output.weight, else the tied token embedding). */
+int64_t bench_output_params(const cpulm_model *m);
+/* int8 ops per prompt token of a pp test of n_prompt tokens: 2 per matmul weight, except
+ * that the output matrix runs for the last token only (the only logits pp asks for). */
+double bench_pp_ops_per_token(int64_t matmul_params, int64_t output_params, int n_prompt);
 
 /* 1, 2, 4, ... below the physical core count, then the count itself (the engine's default
  * thread count: physical cores, capped by the cgroup quota). */
@@ -207,16 +214,18 @@ void bench_default_threads(bench_list *l);
 typedef struct bench_roof {
     int n_threads;
     double bw;               /* read bytes/s */
-    double int8_ops;         /* Q8_0 dot, ops/s */
+    double int8_ops;         /* bench_peak_int8, ops/s */
+    const char *int8_kernel; /* the kernel that set int8_ops (static) */
     double f32_flops;        /* f32 dot, flop/s */
     double tg_ts, pp_ts;     /* measured mean tokens/s; 0 without a model */
-    double tg_frac, pp_frac; /* tg: tg_ts * bytes/token / bw; pp: pp_ts * 2 * params / int8 */
+    double pp_ops;           /* pp_ts * bench_pp_ops_per_token: int8 ops/s pp achieved */
+    double tg_frac, pp_frac; /* tg: tg_ts * bytes/token / bw; pp: pp_ops / int8_ops */
 } bench_roof;
 
 /* Measures the three ceilings at r->n_threads (min_s seconds each, roughly). Returns 0, or
  * -1 when a measurement could not run (out of memory, threads). */
 int bench_roof_measure(bench_roof *r, size_t buf_bytes, double min_s);
 /* Fills tg_frac / pp_frac from tg_ts / pp_ts and the model's per-token work. */
-void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, int64_t matmul_params);
+void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, double pp_ops_per_token);
 
 #endif

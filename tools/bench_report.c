@@ -479,11 +479,12 @@ static void write_roofline(doc *d, const study *s) {
     human_bytes(bpt, sizeof bpt, (double)s->bytes_per_token);
     doc_para(d,
              "Ceilings measured on this machine: read bandwidth streaming a %zu MiB buffer, "
-             "the int8 peak of the selected kernels (the repacked GEMM microkernel on "
-             "cache-resident weights, 8 tokens x 16 rows per call, or the Q8_0 dot where the "
-             "level has no GEMM) and the f32 dot (best round). Achieved: tg tokens/s x %s of "
-             "weights read per token / bandwidth; pp tokens/s x 2 x %.3f G matmul parameters "
-             "/ int8 peak. KV-cache reads and attention are not counted.",
+             "the int8 peak of the selected kernels (the fastest of the repacked GEMM "
+             "microkernels, one per packed weight type, on cache-resident weights, 8 tokens x "
+             "16 rows per call, and the Q8_0 dot) and the f32 dot (best round). Achieved: tg "
+             "tokens/s x %s of weights read per token / bandwidth; pp tokens/s x 2 x %.3f G "
+             "matmul parameters (the output matrix for the last prompt token only) / int8 "
+             "peak. KV-cache reads and attention are not counted.",
              s->roof_buf_bytes >> 20, bpt, (double)s->matmul_params / 1e9);
     roof_table(d, s);
     int over = 0;

@@ -1,7 +1,7 @@
 /* bench_roof.c: this machine's ceilings for the roofline: memory read bandwidth, and the
- * peak of the selected int8 kernels (the repacked GEMM microkernel where the level has one,
- * and the Q8_0 dot) and the f32 dot on cache-resident data; plus the bytes and
- * parameters a model's forward pass touches per token.
+ * peak of the selected int8 kernels (the fastest of the level's repacked GEMM microkernels,
+ * one per packed weight type, and the Q8_0 dot) and the f32 dot on cache-resident data;
+ * plus the bytes and parameters a model's forward pass touches per token.
  *
  * Each measurement runs "rounds" on n threads: all threads start together at a barrier,
  * do the same work, and meet again; the fastest round counts (the least disturbed by other
@@ -239,12 +239,17 @@ static double peak(int q8, int n_threads, double min_s) {
     return s > 0 && ok ? 2.0 * PEAK_N * PEAK_CALLS * n_threads / s : -1;
 }
 
-/* ---- the repacked int8 GEMM microkernel (what prompt processing runs) ---- */
+/* ---- the repacked int8 GEMM microkernels (what prompt processing runs) ----
+ * One per packed weight type: their instruction mixes differ per level. On AVX2 (no VNNI)
+ * the Q8_0 tile pays a sign fix-up and an int16 -> int32 madd per maddubs (both on the
+ * multiply ports), the Q4_0 tile sums 8 maddubs in int16 before one madd, so Q4_0 does
+ * about twice the int8 MACs per cycle, and a Q4_0 model's pp ran at about 2x a Q8_0-only
+ * "peak". The ceiling is the fastest of them. */
 
 enum { GEMM_GROUPS = 4, GEMM_TOKENS = 8, GEMM_CALLS = 512 };
 
 typedef struct gemm_data {
-    uint8_t *w;   /* GEMM_GROUPS packed 16-row groups of PEAK_N Q8_0 weights */
+    uint8_t *w;   /* GEMM_GROUPS packed 16-row groups of PEAK_N weights of the type */
     uint8_t *act; /* GEMM_TOKENS activation rows with their extras */
     uint64_t group_bytes, act_stride;
     float out[GEMM_TOKENS * CPULM_PACK_ROWS];
@@ -252,6 +257,7 @@ typedef struct gemm_data {
 
 typedef struct gemm_job {
     const cpulm_kernels *k;
+    cpulm_dtype type; /* the weights'; activations are its vec_dot_type */
     gemm_data *d[PEAK_MAX_THREADS];
     float sink[PEAK_MAX_THREADS];
 } gemm_job;
@@ -263,9 +269,10 @@ static void gemm_setup(void *arg, int ith, int nth) {
     gemm_data *d = j->d[ith] = calloc(1, sizeof *d);
     if (!d) return;
     const int64_t rows = GEMM_GROUPS * CPULM_PACK_ROWS;
-    const uint64_t rb = cpulm_dtype_row_bytes(CPULM_DTYPE_Q8_0, PEAK_N);
+    const cpulm_dtype vdt = cpulm_dtype_traits_get(j->type)->vec_dot_type;
+    const uint64_t rb = cpulm_dtype_row_bytes(j->type, PEAK_N);
     d->group_bytes = rb * CPULM_PACK_ROWS;
-    d->act_stride = cpulm_pack_act_row_bytes(PEAK_N);
+    d->act_stride = cpulm_matmul_act_bytes(vdt, PEAK_N);
     uint8_t *src = malloc(rb * (size_t)rows);
     float *x = malloc(sizeof(float) * PEAK_N);
     d->w = malloc(rb * (size_t)rows);
@@ -274,14 +281,13 @@ static void gemm_setup(void *arg, int ith, int nth) {
         for (int64_t r = 0; r < rows; r++) {
             for (int i = 0; i < PEAK_N; i++)
                 x[i] = (float)((i * 5 + r + ith) % 11) * 0.1f - 0.5f;
-            j->k->from_float[CPULM_DTYPE_Q8_0](x, src + (size_t)r * rb, PEAK_N);
+            j->k->from_float[j->type](x, src + (size_t)r * rb, PEAK_N);
         }
-        cpulm_repack_x16(CPULM_DTYPE_Q8_0, src, d->w, PEAK_N, rows);
+        cpulm_repack_x16(j->type, src, d->w, PEAK_N, rows);
         for (int t = 0; t < GEMM_TOKENS; t++) {
             for (int i = 0; i < PEAK_N; i++)
                 x[i] = (float)((i * 7 + t) % 13) * 0.1f - 0.6f;
-            cpulm_matmul_quantize_act(j->k, CPULM_DTYPE_Q8_0, x, d->act + t * d->act_stride,
-                                      PEAK_N);
+            cpulm_matmul_quantize_act(j->k, vdt, x, d->act + t * d->act_stride, PEAK_N);
         }
     } else {
         free(d->w), free(d->act);
@@ -297,23 +303,24 @@ static void gemm_work(void *arg, int ith, int nth) {
     gemm_job *j = arg;
     gemm_data *d = j->d[ith];
     if (!d) return;
-    cpulm_gemm_fn gemm = j->k->gemm_x16[CPULM_DTYPE_Q8_0];
+    cpulm_gemm_fn gemm = j->k->gemm_x16[j->type];
     for (int c = 0; c < GEMM_CALLS; c++)
         gemm(PEAK_N, GEMM_TOKENS, d->out, CPULM_PACK_ROWS,
              d->w + (c % GEMM_GROUPS) * d->group_bytes, d->act, d->act_stride);
     j->sink[ith] += d->out[0];
 }
 
-/* Ops/s of the level's repacked Q8_0 GEMM (8 tokens x 16 rows per call), or -1 when the
- * level has none of its own (the generic one is the oracle, not a production kernel). */
-static double gemm_peak(int n_threads, double min_s) {
+/* Ops/s of the level's repacked GEMM of a type (8 tokens x 16 rows per call), or -1 when
+ * the level has none of its own (the generic one is the oracle, not a production kernel). */
+static double gemm_peak(cpulm_dtype type, int n_threads, double min_s) {
     const cpulm_kernels *k = cpulm_kernels_get();
-    if (n_threads < 1 || n_threads > PEAK_MAX_THREADS || !k->gemm_x16[CPULM_DTYPE_Q8_0] ||
-        k->gemm_x16[CPULM_DTYPE_Q8_0] == cpulm_kernels_generic.gemm_x16[CPULM_DTYPE_Q8_0])
+    if (n_threads < 1 || n_threads > PEAK_MAX_THREADS || !k->gemm_x16[type] ||
+        k->gemm_x16[type] == cpulm_kernels_generic.gemm_x16[type])
         return -1;
     gemm_job *j = calloc(1, sizeof *j);
     if (!j) return -1;
     j->k = k;
+    j->type = type;
     double s = best_round(gemm_setup, gemm_work, j, n_threads, min_s);
     int ok = 1;
     for (int i = 0; i < n_threads; i++) {
@@ -326,10 +333,25 @@ static double gemm_peak(int n_threads, double min_s) {
                        : -1;
 }
 
-/* The int8 ceiling: the faster of the repacked GEMM microkernel and the Q8_0 dot. */
-double bench_peak_q8_0(int n_threads, double min_s) {
-    double dot = peak(1, n_threads, min_s), gemm = gemm_peak(n_threads, min_s);
-    return gemm > dot ? gemm : dot;
+/* The int8 ceiling: the fastest of the level's repacked GEMM microkernels and the Q8_0 dot;
+ * *kernel (if not NULL) names the one that set it. */
+double bench_peak_int8(int n_threads, double min_s, const char **kernel) {
+    static const struct {
+        cpulm_dtype type;
+        const char *name;
+    } gemms[] = {{CPULM_DTYPE_Q4_0, "Q4_0 GEMM"},
+                 {CPULM_DTYPE_Q8_0, "Q8_0 GEMM"},
+                 {CPULM_DTYPE_Q4_K, "Q4_K GEMM"},
+                 {CPULM_DTYPE_Q5_K, "Q5_K GEMM"},
+                 {CPULM_DTYPE_Q6_K, "Q6_K GEMM"}};
+    double top = peak(1, n_threads, min_s);
+    const char *top_k = "Q8_0 dot";
+    for (size_t i = 0; i < sizeof gemms / sizeof gemms[0]; i++) {
+        double g = gemm_peak(gemms[i].type, n_threads, min_s);
+        if (g > top) top = g, top_k = gemms[i].name;
+    }
+    if (kernel) *kernel = top_k;
+    return top;
 }
 
 double bench_peak_f32(int n_threads, double min_s) {
@@ -382,18 +404,38 @@ int64_t bench_matmul_params(const cpulm_model *m) {
     return (int64_t)sum_tensors(m, 0);
 }
 
+int64_t bench_output_params(const cpulm_model *m) {
+    cpulm_model_info in;
+    cpulm_model_get_info(m, &in);
+    const char *want =
+        has_tensor(m, in.n_tensors, "output.weight") ? "output.weight" : "token_embd.weight";
+    for (int32_t i = 0; i < in.n_tensors; i++) {
+        const char *name;
+        int64_t ne[4];
+        if (cpulm_model_tensor(m, i, &name, NULL, ne, NULL) == CPULM_OK && !strcmp(name, want))
+            return ne[0] * ne[1];
+    }
+    return 0;
+}
+
+double bench_pp_ops_per_token(int64_t matmul_params, int64_t output_params, int n_prompt) {
+    if (n_prompt < 1) return 0;
+    return 2.0 * (double)(matmul_params - output_params) + 2.0 * (double)output_params / n_prompt;
+}
+
 /* ---- roofline rows ---- */
 
 int bench_roof_measure(bench_roof *r, size_t buf_bytes, double min_s) {
     r->bw = bench_mem_bw(r->n_threads, buf_bytes, min_s);
-    r->int8_ops = bench_peak_q8_0(r->n_threads, min_s);
+    r->int8_ops = bench_peak_int8(r->n_threads, min_s, &r->int8_kernel);
     r->f32_flops = bench_peak_f32(r->n_threads, min_s);
     return r->bw > 0 && r->int8_ops > 0 && r->f32_flops > 0 ? 0 : -1;
 }
 
-void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, int64_t matmul_params) {
+void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, double pp_ops_per_token) {
+    r->pp_ops = r->pp_ts * pp_ops_per_token;
     r->tg_frac = r->bw > 0 ? r->tg_ts * (double)bytes_per_token / r->bw : 0;
-    r->pp_frac = r->int8_ops > 0 ? r->pp_ts * 2.0 * (double)matmul_params / r->int8_ops : 0;
+    r->pp_frac = r->int8_ops > 0 ? r->pp_ops / r->int8_ops : 0;
 }
 
 void bench_default_threads(bench_list *l) {

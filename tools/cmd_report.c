@@ -239,7 +239,9 @@ static int run_roofline(study *s, const study_plan *p, const cpulm_model *m) {
         bench_summarize(&s->res[i + 1], &tg);
         r->pp_ts = pp.ts.mean;
         r->tg_ts = tg.ts.mean;
-        bench_roof_fractions(r, s->bytes_per_token, s->matmul_params);
+        bench_roof_fractions(
+            r, s->bytes_per_token,
+            bench_pp_ops_per_token(s->matmul_params, bench_output_params(m), s->res[i].t.n_prompt));
         s->n_roof++;
     }
     return 0;

@@ -1,7 +1,8 @@
-/* cmd_roofline.c: `cpulm roofline`: this machine's memory read bandwidth and the peaks of
- * the int8 peak (repacked GEMM microkernel, else the Q8_0 dot) and the f32 dot at each thread
- * count; with -m, the model's pp and tg speeds as fractions of those ceilings (tg is bound by
- * reading the weights once per token, pp by the int8 dot products: 2 ops per weight per token). */
+/* cmd_roofline.c: `cpulm roofline`: this machine's memory read bandwidth, int8 peak (the
+ * fastest repacked GEMM microkernel or the Q8_0 dot) and f32 dot peak at each thread count;
+ * with -m, the model's pp and tg speeds as fractions of those ceilings (tg is bound by
+ * reading the weights once per token, pp by the int8 dot products: 2 ops per weight per
+ * token, the output matrix for the last prompt token only). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,11 +102,11 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
                      uint64_t bpt, int64_t params) {
     printf("roofline: %s | kernels %s | cpulm %s | read buffer %d MiB | GB = 1e9 bytes\n\n", e->cpu,
            e->kernels, e->version, o->buf_mib);
-    printf("| threads | read GB/s | int8 peak GOPS | f32 dot GFLOPS |\n"
-           "| ---: | ---: | ---: | ---: |\n");
+    printf("| threads | read GB/s | int8 peak GOPS | int8 peak kernel | f32 dot GFLOPS |\n"
+           "| ---: | ---: | ---: | :--- | ---: |\n");
     for (int i = 0; i < n; i++)
-        printf("| %d | %.2f | %.1f | %.1f |\n", r[i].n_threads, r[i].bw / 1e9, r[i].int8_ops / 1e9,
-               r[i].f32_flops / 1e9);
+        printf("| %d | %.2f | %.1f | %s | %.1f |\n", r[i].n_threads, r[i].bw / 1e9,
+               r[i].int8_ops / 1e9, r[i].int8_kernel, r[i].f32_flops / 1e9);
     if (!o->model) return;
     printf("\nmodel: %s (%s): %.3f GB of weights read per generated token, %.3f G matmul "
            "parameters\n\n",
@@ -115,14 +116,15 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
            o->n_gen, o->n_prompt);
     for (int i = 0; i < n; i++)
         printf("| %d | %.2f | %.2f | %.1f%% | %.2f | %.1f | %.1f%% |\n", r[i].n_threads, r[i].tg_ts,
-               r[i].tg_ts * (double)bpt / 1e9, 100 * r[i].tg_frac, r[i].pp_ts,
-               r[i].pp_ts * 2.0 * (double)params / 1e9, 100 * r[i].pp_frac);
-    printf(
-        "\nassumptions: tg reads every weight once per token (the KV cache, small at these "
-        "lengths, is not counted); pp does 2 int8 ops per matmul weight per token (attention "
-        "not counted); the int8 peak is the repacked GEMM microkernel's on cache-resident weights "
-        "(the Q8_0 dot where the level has no GEMM); ceilings are the best round of each "
-        "measurement.\n");
+               r[i].tg_ts * (double)bpt / 1e9, 100 * r[i].tg_frac, r[i].pp_ts, r[i].pp_ops / 1e9,
+               100 * r[i].pp_frac);
+    printf("\nassumptions: tg reads every weight once per token (the KV cache, small at these "
+           "lengths, is not counted); pp does 2 int8 ops per matmul weight per token, the output "
+           "matrix for the last prompt token only (attention not counted); the int8 peak is the "
+           "fastest of the level's repacked GEMM microkernels (one "
+           "per packed weight type) and the Q8_0 dot, on cache-resident weights; ceilings are the "
+           "best round of each "
+           "measurement.\n");
 }
 
 static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t bpt, int64_t params,
@@ -156,6 +158,8 @@ static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t 
         cpulm_json_obj_begin(&w);
         cpulm_json_key(&w, "n_threads");
         cpulm_json_write_int(&w, r[i].n_threads);
+        cpulm_json_key(&w, "int8_peak_kernel");
+        cpulm_json_write_str(&w, r[i].int8_kernel);
         for (int j = 0; j < (with_model ? 7 : 3); j++) {
             cpulm_json_key(&w, k[j]);
             cpulm_json_write_double(&w, v[j]);
@@ -177,7 +181,7 @@ int cmd_roofline(int argc, char **argv) {
     if (o.model && !(m = cli_load_model(o.model, 0, NULL))) return cli_load_failed_rc(o.model);
     bench_roof r[BENCH_MAX_LIST];
     uint64_t bpt = m ? bench_bytes_per_token(m) : 0;
-    int64_t params = m ? bench_matmul_params(m) : 0;
+    int64_t params = m ? bench_matmul_params(m) : 0, out = m ? bench_output_params(m) : 0;
     rc = 0;
     for (int i = 0; i < o.threads.n && !rc; i++) {
         r[i] = (bench_roof){.n_threads = o.threads.v[i]};
@@ -187,7 +191,7 @@ int cmd_roofline(int argc, char **argv) {
         } else if (m && run_model(&o, m, &r[i])) {
             rc = 1;
         }
-        bench_roof_fractions(&r[i], bpt, params);
+        bench_roof_fractions(&r[i], bpt, bench_pp_ops_per_token(params, out, o.n_prompt));
     }
     bench_env e;
     bench_env_fill(&e, m, o.model ? o.model : "");

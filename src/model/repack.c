@@ -58,46 +58,6 @@ static void unpack_block(const block_fields *f, const uint8_t *g, uint8_t *blk, 
     }
 }
 
-#if KQ_ARM
-/* Row r's Q6_K ql and qh (the first 192 bytes of blk) rebuilt from the ARM layout. */
-static void k6_arm_unpack(const uint8_t *g, uint8_t *blk, size_t r) {
-    cpulm_k6a_get_row(g, (int)r, blk, blk + 128);
-}
-
-/* Groups [g0, g1) of Q6_K: every group super-block's quants rewritten in the ARM layout
- * (k6_layout.h) from the source rows; scales and d stay as pack_groups put them. */
-static void k6_arm_pack(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb, int64_t g0,
-                        int64_t g1) {
-    const size_t bb = sizeof(cpulm_block_q6_K);
-    for (int64_t g = g0; g < g1; g++)
-        for (size_t r = 0; r < R; r++) {
-            const uint8_t *in = src + ((size_t)g * R + r) * rb;
-            uint8_t *o = dst + (size_t)g * R * rb;
-            for (int64_t b = 0; b < nb; b++, in += bb, o += R * bb)
-                cpulm_k6a_put_row(o, (int)r, in, in + 128);
-        }
-}
-
-/* Row r's Q5_K qh and qs (bytes 16..175 of blk) rebuilt from the ARM layout. */
-static void k5_arm_unpack(const uint8_t *g, uint8_t *blk, size_t r) {
-    cpulm_k5a_get_row(g + CPULM_K5A_OFF, (int)r, blk + 16, blk + 48);
-}
-
-/* Groups [g0, g1) of Q5_K: every group super-block's qh / qs rewritten in the ARM layout
- * (k5_layout.h) from the source rows; d, dmin and scales stay as pack_groups put them. */
-static void k5_arm_pack(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb, int64_t g0,
-                        int64_t g1) {
-    const size_t bb = sizeof(cpulm_block_q5_K);
-    for (int64_t g = g0; g < g1; g++)
-        for (size_t r = 0; r < R; r++) {
-            const uint8_t *in = src + ((size_t)g * R + r) * rb;
-            uint8_t *o = dst + (size_t)g * R * rb;
-            for (int64_t b = 0; b < nb; b++, in += bb, o += R * bb)
-                cpulm_k5a_put_row(o + CPULM_K5A_OFF, (int)r, in + 16, in + 48);
-        }
-}
-#endif
-
 static size_t block_bytes(const block_fields *f) {
     size_t b = 0;
     for (int i = 0; i < f->n; i++)
@@ -140,6 +100,54 @@ INLINE void pack_groups(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb,
         }
 }
 
+#if KQ_ARM
+/* A type whose quants the ARM kernels read in their own layout (k5_layout.h, k6_layout.h):
+ * its block bytes, where the quants start in a group super-block, and one row's quants put
+ * there from (get: rebuilt into) the row's block. The rest of the block stays as
+ * pack_groups lays it out. */
+typedef struct arm_layout {
+    size_t bb, off;
+    void (*put)(uint8_t *q, int r, const uint8_t *blk);
+    void (*get)(const uint8_t *q, int r, uint8_t *blk);
+} arm_layout;
+
+/* Q6_K: ql and qh, the block's first 192 bytes. */
+static void k6_put(uint8_t *q, int r, const uint8_t *blk) {
+    cpulm_k6a_put_row(q, r, blk, blk + 128);
+}
+static void k6_get(const uint8_t *q, int r, uint8_t *blk) {
+    cpulm_k6a_get_row(q, r, blk, blk + 128);
+}
+
+/* Q5_K: qh and qs, bytes 16..175 of the block (after d, dmin and scales). */
+static void k5_put(uint8_t *q, int r, const uint8_t *blk) {
+    cpulm_k5a_put_row(q, r, blk + 16, blk + 48);
+}
+static void k5_get(const uint8_t *q, int r, uint8_t *blk) {
+    cpulm_k5a_get_row(q, r, blk + 16, blk + 48);
+}
+
+static const arm_layout K6_ARM = {sizeof(cpulm_block_q6_K), 0, k6_put, k6_get};
+static const arm_layout K5_ARM = {sizeof(cpulm_block_q5_K), CPULM_K5A_OFF, k5_put, k5_get};
+
+static const arm_layout *arm_layout_of(cpulm_dtype t) {
+    return t == CPULM_DTYPE_Q6_K ? &K6_ARM : t == CPULM_DTYPE_Q5_K ? &K5_ARM : NULL;
+}
+
+/* Groups [g0, g1): every group super-block's quants rewritten in the ARM layout from the
+ * source rows. Inlined with a constant layout, so put is a direct call as before. */
+INLINE void arm_pack(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb, int64_t g0,
+                     int64_t g1, const arm_layout *l) {
+    for (int64_t g = g0; g < g1; g++)
+        for (size_t r = 0; r < R; r++) {
+            const uint8_t *in = src + ((size_t)g * R + r) * rb;
+            uint8_t *o = dst + (size_t)g * R * rb;
+            for (int64_t b = 0; b < nb; b++, in += l->bb, o += R * l->bb)
+                l->put(o + l->off, (int)r, in);
+        }
+}
+#endif
+
 /* One constant-folded copy per type, the fields as fields_of lists them. */
 static void pack_range(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t g0,
                        int64_t g1) {
@@ -151,12 +159,12 @@ static void pack_range(cpulm_dtype type, const void *src, void *dst, int64_t n_i
     case CPULM_DTYPE_Q4_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 128, 0); break;
     case CPULM_DTYPE_Q5_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 32, 128);
 #if KQ_ARM
-        k5_arm_pack(src, dst, rb, nb, g0, g1);
+        arm_pack(src, dst, rb, nb, g0, g1, &K5_ARM);
 #endif
         break;
     case CPULM_DTYPE_Q6_K: pack_groups(src, dst, rb, nb, g0, g1, 128, 64, 16, 2, 0);
 #if KQ_ARM
-        k6_arm_pack(src, dst, rb, nb, g0, g1);
+        arm_pack(src, dst, rb, nb, g0, g1, &K6_ARM);
 #endif
         break;
     default: break;
@@ -221,16 +229,16 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
     const int64_t qk = cpulm_dtype_traits_get(t->type)->block, nb = t->ne[0] / qk;
     const int64_t chunk = (int64_t)(BUF / bb);
     const uint8_t *g = (const uint8_t *)t->data + (size_t)(r / R) * R * t->row_bytes;
+#if KQ_ARM
+    const arm_layout *arm = arm_layout_of(t->type);
+#endif
     for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
         const int64_t n = nb - b0 < chunk ? nb - b0 : chunk;
         for (int64_t b = 0; b < n; b++) {
             const uint8_t *gb = g + (size_t)(b0 + b) * R * bb;
             unpack_block(&f, gb, buf + (size_t)b * bb, (size_t)(r % R));
 #if KQ_ARM
-            if (t->type == CPULM_DTYPE_Q6_K)
-                k6_arm_unpack(gb, buf + (size_t)b * bb, (size_t)(r % R));
-            if (t->type == CPULM_DTYPE_Q5_K)
-                k5_arm_unpack(gb, buf + (size_t)b * bb, (size_t)(r % R));
+            if (arm) arm->get(gb + arm->off, (int)(r % R), buf + (size_t)b * bb);
 #endif
         }
         k->to_float[t->type](buf, out + b0 * qk, n * qk);

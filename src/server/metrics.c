@@ -176,26 +176,32 @@ static const struct {
 
 /* What the KV cache holds and costs: memory follows the tokens cached, not the capacity. */
 static void render_kv_memory(cpulm_buf *o, const cpulm_metrics_gauges *g) {
-    render_one(o, "cpulm_kv_tokens_cached", "gauge",
-               "Tokens in the slots' KV cache: running sequences and free slots' kept prefixes.",
-               "", (double)g->kv_cached);
-    render_one(o, "cpulm_kv_bytes_used", "gauge", "KV bytes of the tokens cached.", "",
-               (double)g->kv_bytes_used);
-    render_one(o, "cpulm_kv_bytes_resident", "gauge",
-               "KV cache pages in RAM as the kernel reports them; shared pages count once.", "",
-               (double)g->kv_bytes_resident);
-    render_one(o, "cpulm_kv_bytes_shared", "gauge",
-               "KV bytes slots map from another slot's pages instead of copying (n > 1).", "",
-               (double)g->kv_bytes_shared);
-    render_one(o, "cpulm_kv_bytes_reserved", "gauge",
-               "Address space reserved for the KV cache (capacity; RAM only when used).", "",
-               (double)g->kv_bytes_reserved);
-    render_one(o, "cpulm_kv_budget_tokens", "gauge",
-               "KV tokens running requests may reserve in all (--kv-budget; 0: no limit).", "",
-               (double)g->kv_budget);
-    render_one(o, "cpulm_kv_budget_used_tokens", "gauge",
-               "KV tokens the running requests reserve (prompt + max_tokens per choice).", "",
-               (double)g->kv_budget_used);
+    const struct {
+        const char *name, *help;
+        double v;
+    } kv[] = {
+        {"cpulm_kv_tokens_cached",
+         "Tokens in the slots' KV cache: running sequences and free slots' kept prefixes.",
+         (double)g->kv_cached},
+        {"cpulm_kv_bytes_used", "KV bytes of the tokens cached.", (double)g->kv_bytes_used},
+        {"cpulm_kv_bytes_resident",
+         "KV cache pages in RAM as the kernel reports them; shared pages count once.",
+         (double)g->kv_bytes_resident},
+        {"cpulm_kv_bytes_shared",
+         "KV bytes slots map from another slot's pages instead of copying (n > 1).",
+         (double)g->kv_bytes_shared},
+        {"cpulm_kv_bytes_reserved",
+         "Address space reserved for the KV cache (capacity; RAM only when used).",
+         (double)g->kv_bytes_reserved},
+        {"cpulm_kv_budget_tokens",
+         "KV tokens running requests may reserve in all (--kv-budget; 0: no limit).",
+         (double)g->kv_budget},
+        {"cpulm_kv_budget_used_tokens",
+         "KV tokens the running requests reserve (prompt + max_tokens per choice).",
+         (double)g->kv_budget_used},
+    };
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        render_one(o, kv[i].name, "gauge", kv[i].help, "", kv[i].v);
 }
 
 static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gauges *g) {
