@@ -114,8 +114,13 @@ if [ -f "$MODEL" ]; then
   [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; check serve_numa_health $?
   grep -q "^cpulm serve: threads: 1 for generation, 2 for prompt steps$" "$TMP/serve.err"
   check serve_threads_batch_line $?
-  # loadtest with --progress: the live line goes to stderr, stdout stays one JSON document
+  # loadtest with --progress: the live line goes to stderr, stdout stays one JSON document;
+  # first the model must be ready (/health answers while it loads: slow under ASan)
   if [ -n "$port" ]; then
+    for _ in $(seq 300); do
+      curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break
+      sleep 0.1
+    done
     "$CPULM" loadtest --url "http://127.0.0.1:$port" --requests 3 --concurrency 1,2 \
       --max-tokens 4 --prompt-len 8 -o json --progress >"$TMP/lt.out" 2>"$TMP/lt.err"
     check loadtest_progress_rc $?
