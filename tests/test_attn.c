@@ -712,6 +712,12 @@ TEST(attn_quantized_kv_needs_whole_blocks_per_head) {
 /* Generation steps of 3 sequences (3 one-token blocks per decode), then of sequence 0
  * alone, over prompts of 200-274 tokens (partial tiles); logits of every step,
  * malloc'd [8 * 3 + 8][V]. */
+/* Sequence s's prompt length in gen_logits: 200, 237, 274 (the last crosses a chunk);
+ * under qemu 40, 77, 274 (prompt matmuls dominate there). */
+static int gen_prompt_len(int s) {
+    return (s == 2 || !test_emulated() ? 200 : 40) + 37 * s;
+}
+
 static float *gen_logits(const cpulm_model *m, int attn, int nth) {
     cpulm_ctx_params cp = cpulm_ctx_default_params();
     cp.attn_fast = attn;
@@ -732,7 +738,7 @@ static float *gen_logits(const cpulm_model *m, int attn, int nth) {
         int32_t sq[300];
         for (int i = 0; i < 300; i++)
             sq[i] = s;
-        cpulm_batch b = {.n = 200 + 37 * s, .token = toks + s, .seq = sq};
+        cpulm_batch b = {.n = gen_prompt_len(s), .token = toks + s, .seq = sq};
         ok = cpulm_ctx_decode(c, &b) == CPULM_OK;
     }
     for (int step = 0; step < 16 && ok; step++) {
@@ -793,11 +799,12 @@ static float *block_logits(const cpulm_model *m) {
     if (!c || !out) return cpulm_ctx_free(c), free(out), NULL;
     int32_t toks[216];
     int8_t want[216] = {0};
-    for (int i = 0; i < 200; i++)
+    const int n0 = gen_prompt_len(0);
+    for (int i = 0; i < n0; i++)
         toks[i] = (i * 7919 + 13) % V;
     for (int i = 0; i < 16; i++)
-        toks[200 + i] = ((100 + i) * 7919 + 13) % V, want[200 + i] = 1;
-    cpulm_batch b = {.n = 216, .token = toks, .want_logits = want};
+        toks[n0 + i] = ((100 + i) * 7919 + 13) % V, want[n0 + i] = 1;
+    cpulm_batch b = {.n = n0 + 16, .token = toks, .want_logits = want};
     int ok = cpulm_ctx_decode(c, &b) == CPULM_OK;
     for (int i = 0; i < 16 && ok; i++)
         memcpy(out + (size_t)i * V, cpulm_ctx_logits(c, i), sizeof(float) * (size_t)V);
