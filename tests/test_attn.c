@@ -611,8 +611,8 @@ TEST(attn_prompt_and_generation_paths_bit_identical) {
     int32_t V = cpulm_vocab_n(m), n = 700, tail = 20, toks[700];
     for (int i = 0; i < n; i++)
         toks[i] = (i * 7919 + 13) % V;
-    cpulm_kv_type kvs[] = {CPULM_KV_F16, CPULM_KV_Q8_0, CPULM_KV_Q4_0};
-    for (int kvi = 0; kvi < 3; kvi++) {
+    cpulm_kv_type kvs[] = {CPULM_KV_F16, CPULM_KV_Q8_0};
+    for (int kvi = 0; kvi < 2; kvi++) {
         cpulm_ctx *a = ctx_of(m, 1024, 1, kvs[kvi]), *b = ctx_of(m, 1024, 3, kvs[kvi]);
         REQUIRE(t, a && b);
         float *la = tail_logits(a, toks, n, tail, V, 1), *lb = tail_logits(b, toks, n, tail, V, 0);
@@ -705,12 +705,9 @@ TEST(attn_quantized_kv_needs_whole_blocks_per_head) {
 /* Generation steps of 3 sequences (3 one-token blocks per decode), then of sequence 0
  * alone, over prompts of 200-274 tokens (partial tiles); logits of every step,
  * malloc'd [8 * 3 + 8][V]. */
-static cpulm_kv_type split_kv = CPULM_KV_F16; /* cache of gen_logits and block_logits */
-
 static float *gen_logits(const cpulm_model *m, int attn, int nth) {
     cpulm_ctx_params cp = cpulm_ctx_default_params();
     cp.attn_fast = attn;
-    cp.kv_type = split_kv;
     cp.n_ctx = 512;
     cp.n_batch = 512;
     cp.n_threads = nth;
@@ -779,7 +776,6 @@ TEST(attn_exact_generation_equals_the_walk_4_kv_heads) {
 static float *block_logits(const cpulm_model *m) {
     cpulm_ctx_params cp = cpulm_ctx_default_params();
     cp.attn_fast = 1;
-    cp.kv_type = split_kv;
     cp.n_ctx = 512;
     cp.n_batch = 512;
     cp.n_threads = 2;
@@ -818,28 +814,88 @@ TEST(attn_split_generation_equals_the_block_path_4_kv_heads) {
     cpulm_model *m = cpulm_model_load(path, NULL, NULL);
     REQUIRE(t, m != NULL);
     const size_t V = (size_t)cpulm_vocab_n(m), row = sizeof(float) * V;
-    const cpulm_kv_type kvs[] = {CPULM_KV_F16, CPULM_KV_Q8_0, CPULM_KV_Q4_0};
-    for (int kvi = 0; kvi < 3; kvi++) { /* F16 (attn_fast), and the attn_q* ops' caches */
-        split_kv = kvs[kvi];
-        float *ref = block_logits(m);
-        REQUIRE(t, ref != NULL);
-        for (int nth = 1; nth <= 3; nth++) {
-            float *x = gen_logits(m, 1, nth);
-            REQUIRE(t, x != NULL);
-            int same = 1;
-            for (int s = 0; s < 16; s++)
-                same &= memcmp(ref + s * V, x + (s < 8 ? 3 * s : 24 + s - 8) * V, row) == 0;
-            if (!same)
-                fprintf(stderr, "  split path, cache %d, %d threads: differs from the block path\n",
-                        kvi, nth);
-            CHECK(t, same);
-            free(x);
-        }
-        free(ref);
+    float *ref = block_logits(m);
+    REQUIRE(t, ref != NULL);
+    for (int nth = 1; nth <= 3; nth++) {
+        float *x = gen_logits(m, 1, nth);
+        REQUIRE(t, x != NULL);
+        int same = 1;
+        for (int s = 0; s < 16; s++)
+            same &= memcmp(ref + s * V, x + (s < 8 ? 3 * s : 24 + s - 8) * V, row) == 0;
+        if (!same) fprintf(stderr, "  split path, %d threads: differs from the block path\n", nth);
+        CHECK(t, same);
+        free(x);
     }
-    split_kv = CPULM_KV_F16;
+    free(ref);
     cpulm_model_free(m);
     remove(path);
+}
+
+/* attn_xscores on prompt blocks (up to 64 rows: passes of 8 rows, a last pass of 1-7 rows)
+ * x key counts that leave every group tail (6, 4, then single keys), against the generic op
+ * bit for bit, at every level; padded strides, the pads NaN. */
+TEST(attn_xscores_prompt_blocks_bit_identical) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const int ds[] = {7, 40, 64, 128}, ms[] = {12, 13, 15, 16, 63, 64}, ns[] = {5, 10, 11, 63, 64};
+    enum { MM = 64, NN = 64, DD = 128, PAD = 3 };
+    double *qt = malloc(sizeof(double) * DD * (MM + PAD));
+    float *q = malloc(sizeof(float) * MM * DD), *k = malloc(sizeof(float) * NN * (DD + PAD));
+    float *s0 = malloc(sizeof(float) * MM * NN), *s1 = malloc(sizeof(float) * MM * NN);
+    REQUIRE(t, qt && q && k && s0 && s1);
+    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int d = ds[di], m = ms[mi], n = ns[ni];
+                const int64_t ldq = m + PAD, ldk = d + PAD;
+                const uint64_t seed = (uint64_t)(d * 10000 + m * 100 + n);
+                fill(q, (int64_t)m * d, seed, 3.0f);
+                fill(k, (int64_t)n * ldk, seed + 1, 3.0f);
+                for (int64_t i = 0; i < (int64_t)n * ldk; i++)
+                    k[i] = i % ldk < d ? h16(k[i]) : NAN;
+                for (int64_t i = 0; i < (int64_t)d * ldq; i++)
+                    qt[i] = i % ldq < m ? h16(q[(i % ldq) * d + i / ldq]) : NAN;
+                cpulm_kernels_generic.attn_xscores(d, m, n, qt, ldq, k, ldk, 0.125f, s0, NN);
+                for (int l = 1; l < nl; l++) {
+                    for (int i = 0; i < MM * NN; i++)
+                        s1[i] = s0[i] = i % NN < n && i / NN < m ? s0[i] : -7.0f;
+                    lv[l]->attn_xscores(d, m, n, qt, ldq, k, ldk, 0.125f, s1, NN);
+                    CHECK(t, memcmp(s0, s1, sizeof(float) * MM * NN) == 0);
+                }
+            }
+    free(qt), free(q), free(k), free(s0), free(s1);
+}
+
+/* attn_xweights on groups of keys none of which is above the running max (the usual case:
+ * the avx2 level skips its prefix max there): ties with the max, -0 against +0, NaN, -inf,
+ * +inf as the max, scores in and past expf's special ranges; some groups with one key above,
+ * every tail; bit for bit with the generic op at every level. */
+TEST(attn_xweights_groups_below_the_max_bit_identical) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const float pool[] = {0.0f,    -0.0f,  1.0f,   -1.0f,      NAN,    -INFINITY, -100.0f,
+                          -90.0f,  -87.5f, 2.5f,   0x1p-149f,  -3.25f, 0.75f,     -0x1.9fe368p6f,
+                          -104.0f, 2.0f,   -16.0f, -0x1p-140f, 1.5f,   2.5f};
+    const float starts[] = {2.5f, 0.0f, -0.0f, INFINITY, 1.0f, 100.0f};
+    const int np = (int)(sizeof pool / sizeof pool[0]);
+    float s0[40], s1[40], w0[40], w1[40];
+    uint64_t r = 777;
+    for (int l = 1; l < nl; l++)
+        for (int n = 1; n <= 40; n++)
+            for (int rep = 0; rep < 24; rep++) {
+                const float M = starts[rep % 6];
+                for (int j = 0; j < n; j++) {
+                    float x = pool[rng(&r) % (uint64_t)np];
+                    /* mostly at most the max; now and then one key above it */
+                    if (x > M && rng(&r) % 8 != 0) x = M;
+                    s0[j] = s1[j] = x;
+                }
+                float M0 = M, M1 = M;
+                cpulm_kernels_generic.attn_xweights(n, s0, w0, &M0);
+                lv[l]->attn_xweights(n, s1, w1, &M1);
+                CHECK(t, memcmp(&M0, &M1, 4) == 0 && memcmp(s0, s1, 4 * (size_t)n) == 0 &&
+                             memcmp(w0, w1, 4 * (size_t)n) == 0);
+            }
 }
 
 /* ---- attn_q*: tiles read in place from Q8_0 / Q4_0 caches ---- */
@@ -1010,69 +1066,47 @@ TEST(attn_qtiled_matches_float64_at_1k_to_16k) {
             }
 }
 
-/* attn_xscores on prompt blocks (up to 64 rows: passes of 8 rows, a last pass of 1-7 rows)
- * x key counts that leave every group tail (6, 4, then single keys), against the generic op
- * bit for bit, at every level; padded strides, the pads NaN. */
-TEST(attn_xscores_prompt_blocks_bit_identical) {
-    const cpulm_kernels *lv[16];
-    int nl = levels(lv);
-    const int ds[] = {7, 40, 64, 128}, ms[] = {12, 13, 15, 16, 63, 64}, ns[] = {5, 10, 11, 63, 64};
-    enum { MM = 64, NN = 64, DD = 128, PAD = 3 };
-    double *qt = malloc(sizeof(double) * DD * (MM + PAD));
-    float *q = malloc(sizeof(float) * MM * DD), *k = malloc(sizeof(float) * NN * (DD + PAD));
-    float *s0 = malloc(sizeof(float) * MM * NN), *s1 = malloc(sizeof(float) * MM * NN);
-    REQUIRE(t, qt && q && k && s0 && s1);
-    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
-        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
-            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
-                const int d = ds[di], m = ms[mi], n = ns[ni];
-                const int64_t ldq = m + PAD, ldk = d + PAD;
-                const uint64_t seed = (uint64_t)(d * 10000 + m * 100 + n);
-                fill(q, (int64_t)m * d, seed, 3.0f);
-                fill(k, (int64_t)n * ldk, seed + 1, 3.0f);
-                for (int64_t i = 0; i < (int64_t)n * ldk; i++)
-                    k[i] = i % ldk < d ? h16(k[i]) : NAN;
-                for (int64_t i = 0; i < (int64_t)d * ldq; i++)
-                    qt[i] = i % ldq < m ? h16(q[(i % ldq) * d + i / ldq]) : NAN;
-                cpulm_kernels_generic.attn_xscores(d, m, n, qt, ldq, k, ldk, 0.125f, s0, NN);
-                for (int l = 1; l < nl; l++) {
-                    for (int i = 0; i < MM * NN; i++)
-                        s1[i] = s0[i] = i % NN < n && i / NN < m ? s0[i] : -7.0f;
-                    lv[l]->attn_xscores(d, m, n, qt, ldq, k, ldk, 0.125f, s1, NN);
-                    CHECK(t, memcmp(s0, s1, sizeof(float) * MM * NN) == 0);
-                }
-            }
-    free(qt), free(q), free(k), free(s0), free(s1);
-}
-
-/* attn_xweights on groups of keys none of which is above the running max (the usual case:
- * the avx2 level skips its prefix max there): ties with the max, -0 against +0, NaN, -inf,
- * +inf as the max, scores in and past expf's special ranges; some groups with one key above,
- * every tail; bit for bit with the generic op at every level. */
-TEST(attn_xweights_groups_below_the_max_bit_identical) {
-    const cpulm_kernels *lv[16];
-    int nl = levels(lv);
-    const float pool[] = {0.0f,    -0.0f,  1.0f,   -1.0f,      NAN,    -INFINITY, -100.0f,
-                          -90.0f,  -87.5f, 2.5f,   0x1p-149f,  -3.25f, 0.75f,     -0x1.9fe368p6f,
-                          -104.0f, 2.0f,   -16.0f, -0x1p-140f, 1.5f,   2.5f};
-    const float starts[] = {2.5f, 0.0f, -0.0f, INFINITY, 1.0f, 100.0f};
-    const int np = (int)(sizeof pool / sizeof pool[0]);
-    float s0[40], s1[40], w0[40], w1[40];
-    uint64_t r = 777;
-    for (int l = 1; l < nl; l++)
-        for (int n = 1; n <= 40; n++)
-            for (int rep = 0; rep < 24; rep++) {
-                const float M = starts[rep % 6];
-                for (int j = 0; j < n; j++) {
-                    float x = pool[rng(&r) % (uint64_t)np];
-                    /* mostly at most the max; now and then one key above it */
-                    if (x > M && rng(&r) % 8 != 0) x = M;
-                    s0[j] = s1[j] = x;
-                }
-                float M0 = M, M1 = M;
-                cpulm_kernels_generic.attn_xweights(n, s0, w0, &M0);
-                lv[l]->attn_xweights(n, s1, w1, &M1);
-                CHECK(t, memcmp(&M0, &M1, 4) == 0 && memcmp(s0, s1, 4 * (size_t)n) == 0 &&
-                             memcmp(w0, w1, 4 * (size_t)n) == 0);
-            }
+/* On Q8_0 and Q4_0 caches (the attn_q* ops), generation one token at a time (the split
+ * path: 1 thread takes items of 2 KV heads at this depth, 2 and 3 threads items of 1) gives
+ * the logits of the same tokens as one prompt batch (the block path), bit for bit, on a
+ * model with 4 KV heads (GQA 2, head size 64: the SIMD entries run); 800 tokens, so the last
+ * ones read 4 chunks, the last one partial. */
+TEST(attn_quantized_split_equals_block_path_4_kv_heads) {
+    cpulm_synth_params sp;
+    REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
+    sp.n_layer = 2, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
+    sp.n_vocab = 300, sp.n_ctx = 1024, sp.type = CPULM_DTYPE_Q8_0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/attn-qsplit-heads.gguf", test_tmp_dir());
+    REQUIRE(t, cpulm_synth_write(path, &sp, NULL) == CPULM_OK);
+    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    REQUIRE(t, m != NULL);
+    const int32_t V = cpulm_vocab_n(m), n = 800, tail = 8;
+    int32_t toks[800];
+    for (int i = 0; i < n; i++)
+        toks[i] = (i * 7919 + 13) % V;
+    const cpulm_kv_type kvs[] = {CPULM_KV_Q8_0, CPULM_KV_Q4_0};
+    for (int kvi = 0; kvi < 2; kvi++) {
+        cpulm_ctx *c = ctx_of(m, 1024, 2, kvs[kvi]);
+        REQUIRE(t, c != NULL);
+        float *ref = tail_logits(c, toks, n, tail, V, 1);
+        cpulm_ctx_free(c);
+        REQUIRE(t, ref != NULL);
+        for (int nth = 1; nth <= 3; nth++) {
+            c = ctx_of(m, 1024, nth, kvs[kvi]);
+            REQUIRE(t, c != NULL);
+            float *x = tail_logits(c, toks, n, tail, V, 0);
+            cpulm_ctx_free(c);
+            REQUIRE(t, x != NULL);
+            int same = memcmp(ref, x, sizeof(float) * (size_t)tail * (size_t)V) == 0;
+            if (!same)
+                fprintf(stderr, "  cache %d, %d threads: split path differs from the block path\n",
+                        kvi, nth);
+            CHECK(t, same);
+            free(x);
+        }
+        free(ref);
+    }
+    cpulm_model_free(m);
+    remove(path);
 }
