@@ -1069,13 +1069,13 @@ TEST(attn_qtiled_matches_float64_at_1k_to_16k) {
 /* On Q8_0 and Q4_0 caches (the attn_q* ops), generation one token at a time (the split
  * path: a pool of 1 thread takes items of 2 KV heads at this depth, one of 3 items of 1)
  * gives the logits of the same tokens as one prompt batch (the block path), bit for bit, on
- * a model with 4 KV heads (GQA 2, head size 64: the SIMD entries run); the last 8 of 800
- * tokens, so they read 4 chunks, the last one partial. The 792-token prefix is computed once
- * and handed to the other contexts through the state API (bytes copied: qemu's time). */
+ * a one-layer model with 4 KV heads (GQA 2, head size 64: the SIMD entries run); the last 8
+ * of 800 tokens, so they read 4 chunks, the last one partial. The 792-token prefix is
+ * computed once and handed to the other contexts through the state API (qemu's time). */
 TEST(attn_quantized_split_equals_block_path_4_kv_heads) {
     cpulm_synth_params sp;
     REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
-    sp.n_layer = 2, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
+    sp.n_layer = 1, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
     sp.n_vocab = 300, sp.n_ctx = 1024, sp.type = CPULM_DTYPE_Q8_0;
     char path[512];
     snprintf(path, sizeof path, "%s/attn-qsplit-heads.gguf", test_tmp_dir());
