@@ -911,3 +911,221 @@ TEST(attn_xweights_groups_below_the_max_bit_identical) {
                              memcmp(w0, w1, 4 * (size_t)n) == 0);
             }
 }
+
+/* ---- attn_q*: tiles read in place from Q8_0 / Q4_0 caches ---- */
+
+/* n rows of d random elements (scale amp) quantized to type t, ld bytes apart (ld >= the
+ * row's bytes; the gap holds 0x5a bytes no op may read into a result), and their exact f32
+ * values (dequantized) into f (may be NULL). */
+static uint8_t *qrows(cpulm_dtype t, int64_t d, int n, uint64_t ld, uint64_t seed, float amp,
+                      float *f) {
+    uint8_t *r = malloc(ld * (size_t)n + 64);
+    float *x = malloc(sizeof(float) * (size_t)d);
+    if (!r || !x) return free(r), free(x), NULL;
+    memset(r, 0x5a, ld * (size_t)n + 64);
+    for (int j = 0; j < n; j++) {
+        fill(x, d, seed + (uint64_t)j * 7, amp);
+        cpulm_kernels_generic.from_float[t](x, r + (uint64_t)j * ld, d);
+        if (f) cpulm_kernels_generic.to_float[t](r + (uint64_t)j * ld, f + (int64_t)j * d, d);
+    }
+    free(x);
+    return r;
+}
+
+/* Every attn_q* entry at every level against the generic one, bit for bit: Q8_0 and Q4_0,
+ * d = 32..256, m and n across every vector tail, rows of several heads (ld > the row). */
+TEST(attn_qentries_bit_identical_at_every_level) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const cpulm_dtype ts[] = {CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q4_0};
+    const int ds[] = {32, 64, 96, 128, 256}, ms[] = {1, 2, 3, 4, 5, 8, 9, 64},
+              ns[] = {1, 2, 3, 4, 5, 7, 8, 17, 64};
+    float *q = malloc(sizeof(float) * 64 * 256), *s0 = malloc(sizeof(float) * 64 * 64);
+    float *s1 = malloc(sizeof(float) * 64 * 64), *o0 = malloc(sizeof(float) * 64 * 256);
+    float *o1 = malloc(sizeof(float) * 64 * 256), qs0[64], qs1[64], a[64];
+    int16_t *q0 = malloc(2 * 64 * 256), *q1 = malloc(2 * 64 * 256);
+    REQUIRE(t, q && s0 && s1 && o0 && o1 && q0 && q1);
+    for (int ti = 0; ti < 2; ti++)
+        for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int d = ds[di], n = ns[ni];
+                const uint64_t ld = cpulm_dtype_row_bytes(ts[ti], d) * (uint64_t)(1 + n % 3);
+                const uint64_t seed = (uint64_t)(ti * 100000 + d * 100 + n);
+                uint8_t *k = qrows(ts[ti], d, n, ld, seed, 1.5f, NULL);
+                uint8_t *v = qrows(ts[ti], d, n, ld, seed + 1, 1.0f, NULL);
+                REQUIRE(t, k && v);
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+                    const int m = ms[mi];
+                    fill(q, (int64_t)m * d, seed + 2 + (uint64_t)m, 4.0f);
+                    if (m > 2) memset(q + d, 0, sizeof(float) * (size_t)d); /* amax 0 */
+                    for (int li = 1; li < nl; li++) {
+                        cpulm_kernels_generic.attn_qquant(d, m, q, d, 0.125f, q0, qs0);
+                        lv[li]->attn_qquant(d, m, q, d, 0.125f, q1, qs1);
+                        CHECK(t, memcmp(q0, q1, 2 * (size_t)(m * d)) == 0 &&
+                                     memcmp(qs0, qs1, sizeof(float) * (size_t)m) == 0);
+                        for (int i = 0; i < 64 * 64; i++)
+                            s0[i] = s1[i] = -7.0f;
+                        cpulm_kernels_generic.attn_qscores(d, ts[ti], m, n, q0, d, qs0, k, ld, s0,
+                                                           64);
+                        lv[li]->attn_qscores(d, ts[ti], m, n, q0, d, qs0, k, ld, s1, 64);
+                        CHECK(t, memcmp(s0, s1, sizeof(float) * 64 * 64) == 0);
+                        for (int i = 0; i < m; i++) { /* from nothing seen, and a running max */
+                            float M0 = i % 2 ? -INFINITY : 0.25f * (float)i, L0 = 2.0f;
+                            float M1 = M0, L1 = L0;
+                            const int lim = n - i % n;
+                            memcpy(s1 + i * 64, s0 + i * 64, sizeof(float) * (size_t)n);
+                            const float a0 =
+                                cpulm_kernels_generic.attn_softmaxz(n, lim, s0 + i * 64, &M0, &L0);
+                            a[i] = lv[li]->attn_softmaxz(n, lim, s1 + i * 64, &M1, &L1);
+                            CHECK(t, a0 == a[i] && M0 == M1 && L0 == L1 &&
+                                         memcmp(s0 + i * 64, s1 + i * 64, 4 * (size_t)n) == 0);
+                        }
+                        fill(o0, (int64_t)m * d, seed + 3, 2.0f);
+                        memcpy(o1, o0, sizeof(float) * (size_t)(m * d));
+                        cpulm_kernels_generic.attn_qpv(d, ts[ti], m, n, s0, 64, v, ld, a, o0, d);
+                        lv[li]->attn_qpv(d, ts[ti], m, n, s0, 64, v, ld, a, o1, d);
+                        CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)(m * d)) == 0);
+                    }
+                }
+                free(k), free(v);
+            }
+    free(q), free(s0), free(s1), free(o0), free(o1), free(q0), free(q1);
+}
+
+/* attn_softmaxz flushes exactly the weights below -87 (no libm path) and agrees with
+ * attn_softmax_row wherever vexp's result is a normal float; every level the same bits. */
+TEST(attn_softmaxz_flushes_underflow_only) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    float s[64], z[64], r[64];
+    for (int j = 0; j < 64; j++) /* scores from 10 down to -180: max 10, gaps past -87 */
+        s[j] = 10.0f - 3.0f * (float)j + 0.01f * (float)(j % 7);
+    for (int li = 0; li < nl; li++) {
+        float Mz = -INFINITY, Lz = 0, Mr = -INFINITY, Lr = 0;
+        memcpy(z, s, sizeof s), memcpy(r, s, sizeof s);
+        lv[li]->attn_softmaxz(64, 61, z, &Mz, &Lz);
+        cpulm_kernels_generic.attn_softmax_row(64, 61, r, &Mr, &Lr);
+        int ok = Mz == Mr;
+        for (int j = 0; j < 64; j++) {
+            const int under = j < 61 && s[j] - Mr < -87.0f;
+            ok &= under ? z[j] == 0.0f : z[j] == r[j];
+        }
+        ok &= fabsf(Lz - Lr) <= 1e-6f * Lr;
+        CHECK(t, ok);
+    }
+}
+
+/* The tiled algorithm on the attn_q* ops (query quantized once, tiles of the cache read in
+ * place) against a float64 softmax attention over the cache's own values (the dequantized
+ * K and V) at 1k-16k keys: the error left is the int16 query's and f32 arithmetic's;
+ * every level gives the generic bits. */
+static void qtiled_attention(const cpulm_kernels *lv, cpulm_dtype t, int d, int m, const float *q,
+                             const int *pos, const uint8_t *k, const uint8_t *v, uint64_t ld,
+                             float *out) {
+    float *s = malloc(sizeof(float) * CPULM_ATTN_TILE), *o = malloc(sizeof(float) * (size_t)d);
+    float *oc = malloc(sizeof(float) * (size_t)d), *qs = malloc(sizeof(float) * (size_t)m);
+    int16_t *q16 = malloc(2 * (size_t)m * (size_t)d);
+    lv->attn_qquant(d, m, q, d, 1.0f / sqrtf((float)d), q16, qs);
+    for (int r = 0; r < m; r++) {
+        float M = -INFINITY, L = 0.0f;
+        memset(o, 0, sizeof(float) * (size_t)d);
+        for (int j0 = 0; j0 <= pos[r]; j0 += CPULM_ATTN_CHUNK) {
+            float mc = -INFINITY, lc = 0.0f;
+            memset(oc, 0, sizeof(float) * (size_t)d);
+            int jend = pos[r] + 1 < j0 + CPULM_ATTN_CHUNK ? pos[r] + 1 : j0 + CPULM_ATTN_CHUNK;
+            for (int j = j0; j < jend; j += CPULM_ATTN_TILE) {
+                int n = jend - j < CPULM_ATTN_TILE ? jend - j : CPULM_ATTN_TILE;
+                lv->attn_qscores(d, t, 1, n, q16 + (int64_t)r * d, d, qs + r, k + (uint64_t)j * ld,
+                                 ld, s, n);
+                float a = lv->attn_softmaxz(n, n, s, &mc, &lc);
+                lv->attn_qpv(d, t, 1, n, s, n, v + (uint64_t)j * ld, ld, &a, oc, d);
+            }
+            lv->attn_merge(d, 1, &mc, &lc, oc, d, &M, &L, o, d);
+        }
+        for (int c = 0; c < d; c++)
+            out[(int64_t)r * d + c] = o[c] * (1.0f / L);
+    }
+    free(s), free(o), free(oc), free(qs), free(q16);
+}
+
+TEST(attn_qtiled_matches_float64_at_1k_to_16k) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const int lens[] = {1024, 4096, 16384};
+    const cpulm_dtype ts[] = {CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q4_0};
+    for (int ti = 0; ti < 2; ti++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+            for (int d = 64; d <= 128; d += 64) {
+                int n = lens[li], m = 4, pos[4] = {0, 300, n / 2 + 7, n - 1};
+                const uint64_t ld = cpulm_dtype_row_bytes(ts[ti], d);
+                float *q = malloc(sizeof(float) * (size_t)m * d);
+                float *kf = malloc(sizeof(float) * (size_t)n * d),
+                      *vf = malloc(sizeof(float) * (size_t)n * d);
+                float *out = malloc(sizeof(float) * (size_t)m * d),
+                      *ref = malloc(sizeof(float) * (size_t)m * d);
+                REQUIRE(t, q && kf && vf && out && ref);
+                fill(q, (int64_t)m * d, (uint64_t)n + (uint64_t)d, 3.0f);
+                uint8_t *k = qrows(ts[ti], d, n, ld, (uint64_t)n * 3 + (uint64_t)d, 3.0f, kf);
+                uint8_t *v = qrows(ts[ti], d, n, ld, (uint64_t)n * 5 + (uint64_t)d, 1.0f, vf);
+                REQUIRE(t, k && v);
+                qtiled_attention(lv[0], ts[ti], d, m, q, pos, k, v, ld, ref);
+                double e = oracle_err(d, m, q, pos, kf, vf, ref);
+                fprintf(stderr, "  %s n=%d d=%d: |err| %.3g\n", ti ? "q4_0" : "q8_0", n, d, e);
+                CHECK(t, e < 5e-5);
+                for (int l = 1; l < nl; l++) {
+                    qtiled_attention(lv[l], ts[ti], d, m, q, pos, k, v, ld, out);
+                    CHECK(t, memcmp(out, ref, sizeof(float) * (size_t)m * d) == 0);
+                }
+                free(q), free(kf), free(vf), free(out), free(ref), free(k), free(v);
+            }
+}
+
+/* On Q8_0 and Q4_0 caches (the attn_q* ops), generation one token at a time (the split
+ * path: a pool of 1 thread takes items of 2 KV heads at this depth, one of 3 items of 1)
+ * gives the logits of the same tokens as one prompt batch (the block path), bit for bit, on
+ * a one-layer model with 4 KV heads (GQA 2, head size 64: the SIMD entries run); the last 8
+ * of 800 tokens, so they read 4 chunks, the last one partial. The 792-token prefix is
+ * computed once and handed to the other contexts through the state API (qemu's time). */
+TEST(attn_quantized_split_equals_block_path_4_kv_heads) {
+    cpulm_synth_params sp;
+    REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
+    sp.n_layer = 1, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
+    sp.n_vocab = 300, sp.n_ctx = 1024, sp.type = CPULM_DTYPE_Q8_0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/attn-qsplit-heads.gguf", test_tmp_dir());
+    REQUIRE(t, cpulm_synth_write(path, &sp, NULL) == CPULM_OK);
+    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    REQUIRE(t, m != NULL);
+    const int32_t V = cpulm_vocab_n(m), n = 800, tail = 8, head = n - tail;
+    int32_t toks[800];
+    for (int i = 0; i < n; i++)
+        toks[i] = (i * 7919 + 13) % V;
+    const cpulm_kv_type kvs[] = {CPULM_KV_Q8_0, CPULM_KV_Q4_0};
+    for (int kvi = 0; kvi < 2; kvi++) {
+        cpulm_ctx *c = ctx_of(m, 1024, 1, kvs[kvi]);
+        REQUIRE(t, c != NULL);
+        float *ref = tail_logits(c, toks, n, tail, V, 1);
+        REQUIRE(t, ref != NULL);
+        const uint64_t bytes = cpulm_ctx_seq_state_bytes(c, head);
+        void *state = malloc(bytes);
+        REQUIRE(t, state && cpulm_ctx_seq_state_get(c, 0, 0, head, state) == CPULM_OK);
+        cpulm_ctx_free(c);
+        for (int nth = 1; nth <= 3; nth += 2) {
+            c = ctx_of(m, 1024, nth, kvs[kvi]);
+            REQUIRE(t, c && cpulm_ctx_seq_state_set(c, 0, 0, head, state) == CPULM_OK);
+            float *x = tail_logits(c, toks + head, tail, tail, V, 0);
+            cpulm_ctx_free(c);
+            REQUIRE(t, x != NULL);
+            int same = memcmp(ref, x, sizeof(float) * (size_t)tail * (size_t)V) == 0;
+            if (!same)
+                fprintf(stderr, "  cache %d, %d threads: split path differs from the block path\n",
+                        kvi, nth);
+            CHECK(t, same);
+            free(x);
+        }
+        free(state);
+        free(ref);
+    }
+    cpulm_model_free(m);
+    remove(path);
+}

@@ -200,6 +200,34 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
     X(ATTN_XPV, attn_xpv, void,                                                                   \
       (int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw, const float *v,    \
        int64_t ldv, float *acc, int64_t lda, float *S),                                           \
+      ATTN)                                                                                       \
+    /* ---- tiles straight from a Q8_0 / Q4_0 cache (attn_q*; attention.c on such caches) ----    \
+     * The attn_* structure above (chunks, tiles, attn_merge), but per tile attn_qscores,         \
+     * attn_softmaxz, attn_qpv on the cache rows themselves (no f32 tile), with the query         \
+     * rows quantized once per work item by attn_qquant. Bit-identical at every level. */         \
+    /* Row i (q + i * ldq, d elements): amax = max |q|; q16[i * d + e] = the int16 nearest        \
+     * q[e] * (32767 / amax) (halves away from 0; all 0 when amax is 0); qs[i] = amax / 32767     \
+     * * sc (the score scale). Finite q. */                                                       \
+    X(ATTN_QQUANT, attn_qquant, void,                                                             \
+      (int64_t d, int m, const float *q, int64_t ldq, float sc, int16_t *q16, float *qs), ATTN)   \
+    /* kt Q8_0 or Q4_0, d % 32 == 0: key j is d elements of kt at k + j * ldk bytes. For i < m,   \
+     * j < n: acc = 0; per block b of 32 in order, acc = fma(dk_jb, (float)isum_ijb, acc) with    \
+     * isum the exact int32 dot of q16 row i (q16 + i * ldq) and the block's quants (Q4_0:        \
+     * nibble - 8); s[i * lds + j] = acc * qs[i]. */                                              \
+    X(ATTN_QSCORES, attn_qscores, void,                                                           \
+      (int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16, int64_t ldq, const float *qs, \
+       const uint8_t *k, uint64_t ldk, float *s, int64_t lds),                                    \
+      ATTN)                                                                                       \
+    /* attn_softmax_row with vexpz(x) = x < -87 ? 0 : vexp(x) for vexp (for the scores and        \
+     * for a): below -87 the result would not be a normal float (the libm ldexpf path of          \
+     * vexp); flushed, a weight errs by < 2^-125 against the row max's weight of 1. */            \
+    X(ATTN_SOFTMAXZ, attn_softmaxz, float, (int n, int lim, float *s, float *M, float *L), ATTN)  \
+    /* vt Q8_0 or Q4_0, d % 32 == 0: o_i[c] = o_i[c] * a[i], then for j = 0..n-1 in order, per    \
+     * block b: w = p[i * ldp + j] * dv_jb; o_i[c] = fma(w, (float)quant_jc, o_i[c]) for the      \
+     * block's c; value j at v + j * ldv bytes, o_i = o + i * ldo; i < m. */                      \
+    X(ATTN_QPV, attn_qpv, void,                                                                   \
+      (int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp, const uint8_t *v,    \
+       uint64_t ldv, const float *a, float *o, int64_t ldo),                                      \
       ATTN)
 
 struct cpulm_kernels {

@@ -26,7 +26,13 @@
  * be split over keys, so a generation item is a token x several KV heads (as many as leave
  * one item per thread), read tile by tile across the heads as above.
  *
- * Every tile load prefetches the next tile's rows (load_tile).
+ * A Q8_0 / Q4_0 cache is not converted at all (kernels.h, attn_q*): each item quantizes its
+ * query rows to int16 once (attn_qquant), and every tile's scores (integer block dots) and
+ * P.V (block scale folded into the weight) read the cache rows in place (qchunk_tiles);
+ * the chunk/tile/fold structure and the path independence above are unchanged.
+ *
+ * Every tile load prefetches the next tile's rows (load_tile; on quantized caches the
+ * attn_q* ops themselves).
  */
 #include "attention.h"
 
@@ -50,6 +56,8 @@ typedef struct att_ws {         /* one thread's tiles */
     float *s, *ms;              /* [rows][TILE] */
     float *kf, *vf;             /* [TILE][tile_heads * d] */
     double *qt;                 /* exact path: [d][rows], the block's queries transposed */
+    int16_t *q16;               /* quantized cache: [rows][d] int16 queries (in qt's space) */
+    float *qsc;                 /* [rows]: their scales (attn_qquant) */
 } att_ws;
 
 struct cpulm_attn {
@@ -66,6 +74,7 @@ struct cpulm_attn {
     int split_ng; /* split path: KV heads per item */
     int exact;    /* F16 cache, reference numerics: the exact path (attn_x*) */
     int walk;     /* F16 cache, attn_fast < 0: attn_f16 per (token, head) */
+    int quant;    /* Q8_0 / Q4_0 cache: tiles read in place by the attn_q* ops */
     uint64_t n_split_items;
     uint64_t *item_end; /* [split_max]: cumulative split items after token t */
     /* [split_max][n_head_kv]: chunks finished; each layer adds the pair's chunk count */
@@ -120,6 +129,7 @@ void cpulm_attn_plan(cpulm_ctx *c) {
     a->n_blk = n;
     a->exact = c->kv.dtype == CPULM_DTYPE_F16 && c->p.attn_fast == 0;
     a->walk = c->kv.dtype == CPULM_DTYPE_F16 && c->p.attn_fast < 0;
+    a->quant = c->kv.dtype == CPULM_DTYPE_Q8_0 || c->kv.dtype == CPULM_DTYPE_Q4_0;
     a->split = !a->exact && !a->walk && n == c->n_tok && n <= a->split_max;
     if (!a->split) return;
     const int n_kv = c->m->hp.n_head_kv;
@@ -147,6 +157,8 @@ static att_ws ws_of(const cpulm_ctx *c, int ith) {
     float *p = a->ws + a->ws_floats * (size_t)ith;
     att_ws w;
     w.qt = (double *)p, p += 2 * r * d; /* first: ws_floats is even, so doubles align */
+    w.q16 = (int16_t *)w.qt;            /* r * d halves and r floats fit the r * d doubles */
+    w.qsc = (float *)(w.q16 + r * d);
     w.q = p, p += r * d;
     w.o = p, p += r * d;
     w.oc = p, p += r * d;
@@ -244,6 +256,48 @@ static void tile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j, 
     k->attn_pv(d, i1 - r0, n, w->s + r0 * TILE, TILE, vt, ldv, w->a + r0, oc + (r0 - i0) * d, d);
 }
 
+/* tile_step on a Q8_0 / Q4_0 cache: the same step by the attn_q* ops, reading the tile's
+ * quants in place (k, v: the rows of this head, c->kv.row_bytes apart) against the item's
+ * int16 queries (w->q16, w->qsc). No f32 copy of the tile: on AVX2 the conversion was ~27%
+ * of the split path and its stores and reloads as much again. */
+static void qtile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j, int n,
+                       const uint8_t *kt, const uint8_t *vt, float *mc, float *lc, float *oc) {
+    const cpulm_kernels *k = c->k;
+    const int64_t d = c->m->hp.head_dim;
+    const uint64_t ld = c->kv.row_bytes;
+    const cpulm_dtype t = c->kv.dtype;
+    int r0 = i0;
+    while (w->qpos[r0] < j)
+        r0++;
+    k->attn_qscores(d, t, i1 - r0, n, w->q16 + r0 * d, d, w->qsc + r0, kt, ld, w->s + r0 * TILE,
+                    TILE);
+    for (int i = r0; i < i1; i++) {
+        int lim = w->qpos[i] - j + 1;
+        w->a[i] = k->attn_softmaxz(n, lim < n ? lim : n, w->s + i * TILE, &mc[i - i0], &lc[i - i0]);
+    }
+    k->attn_qpv(d, t, i1 - r0, n, w->s + r0 * TILE, TILE, vt, ld, w->a + r0, oc + (r0 - i0) * d, d);
+}
+
+/* chunk_partial's tile walk on a Q8_0 / Q4_0 cache (see there). */
+static void qchunk_tiles(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int g0, int ng, int mh,
+                         int32_t j0, int32_t jend, float *const *mc, float *const *lc,
+                         float *const *oc) {
+    const size_t slice = cpulm_dtype_row_bytes(c->kv.dtype, c->m->hp.head_dim);
+    const size_t off = slice * (size_t)g0;
+    /* no hints here: the attn_q* ops hint the rows after their tile (the next tile of the
+     * same head, or the next chunk's first) a few lines per key while they compute; hints
+     * of whole tiles from here came in bursts that stalled on the miss buffers (one layer
+     * at depth 4096 1.2 ms with them, 1.04 ms with the ops' own, docs/PERFORMANCE.md) */
+    for (int32_t j = j0; j < jend; j += TILE) {
+        const int n = jend - j < TILE ? jend - j : TILE;
+        const uint8_t *k = cpulm_kv_k(&c->kv, il, seq, j) + off;
+        const uint8_t *v = cpulm_kv_v(&c->kv, il, seq, j) + off;
+        for (int h = 0; h < ng; h++)
+            qtile_step(c, w, h * mh, (h + 1) * mh, j, n, k + (size_t)h * slice,
+                       v + (size_t)h * slice, mc[h], lc[h], oc[h]);
+    }
+}
+
 /* The partials (mc[h], lc[h], oc[h]) of KV heads g0..g0+ng-1 over the chunk starting at key
  * j0; head h's rows are h * mh.. (h + 1) * mh - 1 of w->q (ng > 1 only for one token).
  * Each tile's rows are read for all ng heads before the next tile: adjacent slices of
@@ -260,6 +314,10 @@ static void chunk_partial(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, in
             lc[h][i] = 0.0f;
         }
         memset(oc[h], 0, sizeof(float) * (size_t)mh * (size_t)d);
+    }
+    if (c->attn->quant) {
+        qchunk_tiles(c, w, il, seq, g0, ng, mh, j0, jend, mc, lc, oc);
+        return;
     }
     for (int32_t j = j0; j < jend; j += TILE) {
         const int n = jend - j < TILE ? jend - j : TILE, nn = next_rows(j, n, jend);
@@ -283,6 +341,8 @@ static int gather_rows(const cpulm_ctx *c, att_ws *w, int32_t t0, int32_t nt, in
                    sizeof(float) * (size_t)d);
             w->qpos[i] = c->pos[t0 + b];
         }
+    if (c->attn->quant) /* once per item: every tile of the item reads these */
+        c->k->attn_qquant(d, nt * nh, w->q, d, 1.0f / sqrtf((float)d), w->q16, w->qsc);
     return nt * nh;
 }
 
@@ -355,7 +415,7 @@ static void split_item(cpulm_ctx *c, att_ws *w, int il, uint64_t item) {
     uint64_t per = (uint64_t)(n_kv / ng); /* items per chunk */
     int32_t ch = (int32_t)(local / per);
     int g0 = (int)(local % per) * ng;
-    float *mc[CPULM_ATT_ROWS], *lc[CPULM_ATT_ROWS], *oc[CPULM_ATT_ROWS];
+    float *mc[CPULM_ATT_ROWS] = {0}, *lc[CPULM_ATT_ROWS] = {0}, *oc[CPULM_ATT_ROWS] = {0};
     for (int h = 0; h < ng; h++) {
         float *p = part_of(c, t, g0 + h, ch);
         mc[h] = p, lc[h] = p + gq, oc[h] = p + 2 * gq;

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "quant.h"
+
 void cpulm_avx2_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
                             int64_t ldk, float scale, float *s, int64_t lds);
 float cpulm_avx2_attn_softmax_row(int n, int lim, float *s, float *M, float *L);
@@ -27,5 +29,14 @@ void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *
 /* 2^(i/32), i = 0..31, as glibc's expf tables it (avx2_attnx.c; 64-byte aligned): the exact
  * expf of the avx2 and avx512 levels */
 extern const double cpulm_x86_exp2_tab32[32];
+/* the steps straight from Q8_0 / Q4_0 cache rows (avx2_attnq.c; kernels.h attn_q*) */
+void cpulm_avx2_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
+                            int16_t *q16, float *qs);
+void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+                             int64_t lds);
+float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L);
+void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
+                         const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo);
 
 #endif

@@ -1,0 +1,116 @@
+/* gen_bench.c: whole-model generation at depth without a prompt fill, for docs/PERFORMANCE.md
+ * ("Long contexts"). Not part of the build:
+ *
+ *   cc -O2 -Iinclude -Isrc scripts/gen_bench.c build/libcpulm.a -lpthread -lm -o /tmp/gb
+ *   /tmp/gb MODEL DEPTH NTH NTOK [KV [REPS]]
+ *
+ * Fills sequence 0 with DEPTH positions of random keys and values through the state API (as
+ * scripts/attn_bench.c does: seconds, where `cpulm bench -d` runs a DEPTH-token prompt first,
+ * minutes at 16k), then decodes NTOK tokens one at a time on NTH threads, REPS times (each
+ * rep drops the tokens again), and prints the min, 10th percentile and median time per
+ * token, wall clock and the process's CPU time (all threads: with NTH > 1 it includes the
+ * pool's spinning). KV is the cache type (cpulm_kv_type: 0 f16, 2 q8_0, 3 q4_0). The attention
+ * weights differ from a real prompt's (random keys), the bytes read and the arithmetic done
+ * per token do not. The min over many tokens is what a busy machine disturbs least.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "context.h"
+#include "cpulm.h"
+#include "quant.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void) { /* the process's CPU time: what a busy machine disturbs least */
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Positions [0, depth) of seq 0: elements of magnitude [0.125, 1), random signs (halves
+ * for an F16 cache, rows quantized by the reference quantizer for Q8_0 / Q4_0). */
+static int fill_cache(cpulm_ctx *c, int32_t depth) {
+    uint64_t bytes = cpulm_ctx_seq_state_bytes(c, depth), s = 88172645463325252ull;
+    uint16_t *blob = malloc(bytes);
+    if (!blob) return 0;
+    for (uint64_t i = 0; i < bytes / 2; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        blob[i] = (uint16_t)((0x3000 + s % 0x0c00) | ((s >> 20 & 1) << 15));
+    }
+    const cpulm_dtype t = c->kv.dtype;
+    if (t == CPULM_DTYPE_Q8_0 || t == CPULM_DTYPE_Q4_0) {
+        const int64_t d = c->kv.kv_dim;
+        float *row = malloc(sizeof(float) * (size_t)d);
+        if (!row) return 0;
+        for (uint64_t r = 0; r < bytes / c->kv.row_bytes; r++) {
+            for (int64_t e = 0; e < d; e++) {
+                s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+                row[e] = (float)(0.125 + 0.875 * (double)(s % 1000000) / 1e6) *
+                         ((s >> 40 & 1) ? -1.0f : 1.0f);
+            }
+            uint8_t *dst = (uint8_t *)blob + r * c->kv.row_bytes;
+            if (t == CPULM_DTYPE_Q8_0)
+                cpulm_quantize_row_q8_0_ref(row, dst, d);
+            else
+                cpulm_quantize_row_q4_0_ref(row, dst, d);
+        }
+        free(row);
+    }
+    int ok = cpulm_ctx_seq_state_set(c, 0, 0, depth, blob) == CPULM_OK;
+    free(blob);
+    return ok;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: %s MODEL DEPTH NTH NTOK [KV [REPS]]\n", argv[0]);
+        return 2;
+    }
+    int32_t depth = atoi(argv[2]);
+    int nth = atoi(argv[3]), ntok = atoi(argv[4]), reps = argc > 6 ? atoi(argv[6]) : 1;
+    cpulm_model *m = cpulm_model_load(argv[1], NULL, NULL);
+    if (!m || depth < 0 || nth < 1 || ntok < 1 || reps < 1) return 1;
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = depth + ntok + 8;
+    cp.n_threads = nth;
+    if (argc > 5) cp.kv_type = (cpulm_kv_type)atoi(argv[5]);
+    cpulm_ctx *c = cpulm_ctx_new(m, &cp, NULL);
+    if (!c || (depth > 0 && !fill_cache(c, depth))) return 1;
+    const int n = reps * ntok;
+    double *t = malloc(sizeof(double) * (size_t)n), *u = malloc(sizeof(double) * (size_t)n);
+    if (!t || !u) return 1;
+    cpulm_token tok = 17;
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < ntok; i++) {
+            int32_t pos = depth + i;
+            cpulm_batch b = {.n = 1, .token = &tok, .pos = &pos};
+            double t0 = now_s(), u0 = cpu_s();
+            if (cpulm_ctx_decode(c, &b) != CPULM_OK) return 1;
+            t[r * ntok + i] = now_s() - t0;
+            u[r * ntok + i] = cpu_s() - u0;
+        }
+        if (cpulm_ctx_seq_rm(c, 0, depth) != CPULM_OK) return 1;
+    }
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    qsort(u, (size_t)n, sizeof(double), cmp_double);
+    printf("depth %d threads %d kv %d: wall min %.2f p10 %.2f median %.2f ms per token;"
+           " CPU min %.2f median %.2f ms\n",
+           depth, nth, (int)cp.kv_type, 1e3 * t[0], 1e3 * t[n / 10], 1e3 * t[n / 2], 1e3 * u[0],
+           1e3 * u[n / 2]);
+    free(t);
+    free(u);
+    cpulm_ctx_free(c);
+    cpulm_model_free(m);
+    return 0;
+}
