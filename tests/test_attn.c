@@ -388,6 +388,18 @@ TEST(attn_xentries_bit_identical_at_every_level) {
     free(x.o0), free(x.o1), free(x.qt);
 }
 
+/* k's attn_xweights on scores s[0..n) from the running max M gives the generic op's
+ * scores, weights and new max, bit for bit (n <= 40). */
+static int xweights_like_generic(const cpulm_kernels *k, int n, const float *s, float M) {
+    float s0[40], s1[40], w0[40], w1[40], M0 = M, M1 = M;
+    memcpy(s0, s, sizeof(float) * (size_t)n);
+    memcpy(s1, s, sizeof(float) * (size_t)n);
+    cpulm_kernels_generic.attn_xweights(n, s0, w0, &M0);
+    k->attn_xweights(n, s1, w1, &M1);
+    return memcmp(&M0, &M1, 4) == 0 && memcmp(s0, s1, 4 * (size_t)n) == 0 &&
+           memcmp(w0, w1, 4 * (size_t)n) == 0;
+}
+
 /* attn_xweights' key order on ties and special scores: equal maxima (the earlier one stays,
  * as "x > M" keeps it: +0 after -0 leaves M = -0), NaN (never the max), infinities and
  * scores past expf's special ranges, from several running maxima, every lane tail. */
@@ -398,18 +410,14 @@ TEST(attn_xweights_ties_and_specials_bit_identical) {
                           INFINITY, 88.5f, -100.0f, 3.25f, -0.0f, 3.25f, -90.0f};
     const float starts[] = {-INFINITY, 0.0f, -0.0f, 1.0f};
     const int np = (int)(sizeof pool / sizeof pool[0]);
-    float s0[24], s1[24], w0[24], w1[24];
+    float sc[24];
     uint64_t r = 12345;
     for (int l = 1; l < nl; l++)
         for (int n = 1; n <= 19; n++)
             for (int rep = 0; rep < 16; rep++) {
                 for (int j = 0; j < n; j++)
-                    s0[j] = s1[j] = pool[rng(&r) % (uint64_t)np];
-                float M0 = starts[rep % 4], M1 = M0;
-                cpulm_kernels_generic.attn_xweights(n, s0, w0, &M0);
-                lv[l]->attn_xweights(n, s1, w1, &M1);
-                CHECK(t, memcmp(&M0, &M1, 4) == 0 && memcmp(s0, s1, 4 * (size_t)n) == 0 &&
-                             memcmp(w0, w1, 4 * (size_t)n) == 0);
+                    sc[j] = pool[rng(&r) % (uint64_t)np];
+                CHECK(t, xweights_like_generic(lv[l], n, sc, starts[rep % 4]));
             }
 }
 
@@ -892,7 +900,7 @@ TEST(attn_xweights_groups_below_the_max_bit_identical) {
                           -104.0f, 2.0f,   -16.0f, -0x1p-140f, 1.5f,   2.5f};
     const float starts[] = {2.5f, 0.0f, -0.0f, INFINITY, 1.0f, 100.0f};
     const int np = (int)(sizeof pool / sizeof pool[0]);
-    float s0[40], s1[40], w0[40], w1[40];
+    float sc[40];
     uint64_t r = 777;
     for (int l = 1; l < nl; l++)
         for (int n = 1; n <= 40; n++)
@@ -902,13 +910,9 @@ TEST(attn_xweights_groups_below_the_max_bit_identical) {
                     float x = pool[rng(&r) % (uint64_t)np];
                     /* mostly at most the max; now and then one key above it */
                     if (x > M && rng(&r) % 8 != 0) x = M;
-                    s0[j] = s1[j] = x;
+                    sc[j] = x;
                 }
-                float M0 = M, M1 = M;
-                cpulm_kernels_generic.attn_xweights(n, s0, w0, &M0);
-                lv[l]->attn_xweights(n, s1, w1, &M1);
-                CHECK(t, memcmp(&M0, &M1, 4) == 0 && memcmp(s0, s1, 4 * (size_t)n) == 0 &&
-                             memcmp(w0, w1, 4 * (size_t)n) == 0);
+                CHECK(t, xweights_like_generic(lv[l], n, sc, M));
             }
 }
 
