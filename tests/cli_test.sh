@@ -115,12 +115,8 @@ if [ -f "$MODEL" ]; then
   grep -q "^cpulm serve: threads: 1 for generation, 2 for prompt steps$" "$TMP/serve.err"
   check serve_threads_batch_line $?
   # loadtest with --progress: the live line goes to stderr, stdout stays one JSON document;
-  # first the model must be ready (/health answers while it loads: slow under ASan)
+  # it first waits for /ready itself (/health answers while the model loads: slow under ASan)
   if [ -n "$port" ]; then
-    for _ in $(seq 300); do
-      curl -sf "http://127.0.0.1:$port/ready" >/dev/null && break
-      sleep 0.1
-    done
     "$CPULM" loadtest --url "http://127.0.0.1:$port" --requests 3 --concurrency 1,2 \
       --max-tokens 4 --prompt-len 8 -o json --progress >"$TMP/lt.out" 2>"$TMP/lt.err"
     check loadtest_progress_rc $?
@@ -132,6 +128,20 @@ if [ -f "$MODEL" ]; then
     [ ! -s "$TMP/lt.err" ]; check loadtest_no_progress_off_tty $?
   fi
   kill -TERM "$spid" 2>/dev/null; wait "$spid"; check serve_numa_exit $?
+  # loadtest waits for a server that is not up yet (--wait), and gives up on one that never is
+  free_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$CPULM" loadtest --url "http://127.0.0.1:$free_port" --requests 2 --concurrency 1 \
+    --max-tokens 2 --prompt-len 4 -o json --wait 60 >"$TMP/lw.out" 2>"$TMP/lw.err" &
+  lpid=$!
+  sleep 1
+  "$CPULM" serve -m "$MODEL" --port "$free_port" -t 1 >/dev/null 2>&1 &
+  spid=$!
+  wait "$lpid"; check loadtest_waits_for_server $?
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [l["ok"] for l in d["levels"]] == [2]' "$TMP/lw.out"
+  check loadtest_waits_all_ok $?
+  kill -TERM "$spid" 2>/dev/null; wait "$spid"
+  expect_rc loadtest_wait_gives_up 1 "$CPULM" loadtest --url "http://127.0.0.1:$free_port" --wait 0.5
+  grep -q "not ready after 0.5 s (--wait)" "$TMP/err"; check loadtest_wait_message $?
   # progress lines: synth with --progress; none by default off a terminal; model loading on a
   # terminal (script gives the command a pty) shows a line and erases it
   expect_rc synth_progress 0 "$CPULM" synth --shape tiny --type q8_0 -o "$TMP/s.gguf" --progress

@@ -36,7 +36,7 @@ base_args() {
   report) echo "-m $MODEL -o $TMP/report --quick -t 1 -r 1" ;;
   synth) echo "--shape tiny --type f32 -o $TMP/s.gguf" ;;
   serve) echo "-m $MODEL --port 0 -t 1" ;;
-  loadtest) echo "--url http://127.0.0.1:9 --requests 1 --concurrency 1 --max-time 1" ;;
+  loadtest) echo "--url http://127.0.0.1:9 --requests 1 --concurrency 1 --max-time 1 --wait 0" ;;
   *) echo "" ;;
   esac
 }

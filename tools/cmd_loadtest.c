@@ -7,6 +7,7 @@
  * and a per-level time limit; only the given URL is contacted. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ typedef struct lt_opts {
     const char *url, *api_key, *format;
     int32_t *conc;
     int n_conc, n_requests, prompt_len, max_tokens, stream, chat, progress;
-    float timeout_s, max_time_s;
+    float timeout_s, max_time_s, wait_s;
 } lt_opts;
 
 typedef struct samples {
@@ -59,6 +60,9 @@ static void lt_usage(FILE *f) {
             "  --api-key KEY         bearer token (default $CPULM_API_KEY)\n"
             "  --timeout S           per-request limit (default 300)\n"
             "  --max-time S          per-level limit: no new requests after it (default 600)\n"
+            "  --wait S              first wait up to S seconds for the server to be ready\n"
+            "                        (GET /ready, or /health where there is no /ready;\n"
+            "                        0: start at once; default 120)\n"
             "  --progress, --no-progress  live line on stderr: requests done per level\n"
             "                        (default: when stderr is a terminal)\n");
 }
@@ -92,6 +96,8 @@ static int parse_lt(int argc, char **argv, lt_opts *o) {
             if (!cli_float(&c, 0.1, 86400, &o->timeout_s)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--max-time", NULL)) {
             if (!cli_float(&c, 0.1, 86400, &o->max_time_s)) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--wait", NULL)) {
+            if (!cli_float(&c, 0, 86400, &o->wait_s)) return EXIT_USAGE;
         } else if (cli_progress_flag(&c, &o->progress)) {
         } else {
             if (cli_rest(&c)) return EXIT_USAGE;
@@ -315,6 +321,49 @@ static void level_release(level *lv) {
     pthread_mutex_destroy(&lv->mu);
 }
 
+/* ---- readiness ---- */
+
+/* Waits (up to o->wait_s) until the server answers its readiness probe: GET /ready (cpulm
+ * serve: 503 while the model loads), or /health where /ready is 404 (llama-server answers
+ * 503 there while loading). Refused connections (a server still starting) and 503 mean
+ * "not yet"; any other answer means go (the requests report what is wrong). Returns 0 when
+ * ready, -1 after the wait. */
+static int wait_ready(const lt_opts *o, const lt_url *u, cli_progress *prog) {
+    if (o->wait_s <= 0) return 0;
+    const double end = lt_now() + o->wait_s;
+    const char *path = "/ready";
+    lt_conn c;
+    lt_conn_init(&c);
+    int ready = 0, told = 0;
+    for (;;) {
+        lt_result r;
+        lt_get(&c, u, path, o->api_key, 5.0, &r);
+        const int st = r.status;
+        lt_result_release(&r);
+        if (st == 404 && strcmp(path, "/ready") == 0) {
+            path = "/health";
+            continue;
+        }
+        if (st != 0 && st != 503) {
+            ready = 1;
+            break;
+        }
+        if (lt_now() >= end) break;
+        if (!told++) /* once, also off a terminal: a wrong URL would wait in silence */
+            fprintf(stderr, "cpulm loadtest: waiting up to %g s for %s to be ready (--wait)\n",
+                    (double)o->wait_s, o->url);
+        cli_progress_update(prog, 1, "cpulm loadtest: waiting for %s to be ready", o->url);
+        lt_conn_close(&c);
+        usleep(200000);
+    }
+    lt_conn_close(&c);
+    cli_progress_clear(prog);
+    if (!ready)
+        fprintf(stderr, "cpulm loadtest: %s not ready after %g s (--wait)\n", o->url,
+                (double)o->wait_s);
+    return ready ? 0 : -1;
+}
+
 int cmd_loadtest(int argc, char **argv) {
     lt_opts o = {.url = "http://127.0.0.1:8080",
                  .format = "md",
@@ -323,7 +372,8 @@ int cmd_loadtest(int argc, char **argv) {
                  .prompt_len = 32,
                  .max_tokens = 64,
                  .timeout_s = 300,
-                 .max_time_s = 600};
+                 .max_time_s = 600,
+                 .wait_s = 120};
     o.api_key = getenv("CPULM_API_KEY");
     int rc = parse_lt(argc, argv, &o);
     if (rc) return rc;
@@ -335,12 +385,17 @@ int cmd_loadtest(int argc, char **argv) {
         return EXIT_USAGE;
     }
     int md = strcmp(o.format, "md") == 0, failed = 0;
+    cli_progress prog;
+    cli_progress_init(&prog, o.progress);
+    if (wait_ready(&o, &u, &prog) != 0) {
+        cli_progress_end(&prog);
+        free(o.conc);
+        return 1;
+    }
     cpulm_buf js;
     cpulm_buf_init(&js, 0);
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &js, 0, 2);
-    cli_progress prog;
-    cli_progress_init(&prog, o.progress);
     if (md) {
         printf("%s %s, %d requests per level, prompt ~%d tokens, %d output tokens%s\n\n", o.url,
                o.chat ? "chat" : "completions", o.n_requests, o.prompt_len, o.max_tokens,

@@ -46,6 +46,10 @@ void lt_result_release(lt_result *r);
 void lt_post(lt_conn *c, const lt_url *u, const char *path, const char *body, size_t n,
              const char *api_key, int stream, double timeout_s, lt_result *r);
 
+/* GETs u's prefix + path (no body): the readiness probe before a run. */
+void lt_get(lt_conn *c, const lt_url *u, const char *path, const char *api_key, double timeout_s,
+            lt_result *r);
+
 double lt_now(void);
 
 #endif

@@ -252,20 +252,21 @@ static int read_response(lt_conn *c, reader *rd, lt_result *r, int stream, doubl
     return 0;
 }
 
-void lt_post(lt_conn *c, const lt_url *u, const char *path, const char *body, size_t n,
-             const char *api_key, int stream, double timeout_s, lt_result *r) {
+/* One exchange: a POST of body[0..n), or a GET when body is NULL. */
+static void exchange(lt_conn *c, const lt_url *u, const char *path, const char *body, size_t n,
+                     const char *api_key, int stream, double timeout_s, lt_result *r) {
     memset(r, 0, sizeof *r);
     r->t_first = -1;
     r->prompt_tokens = r->completion_tokens = -1;
     cpulm_buf req;
     cpulm_buf_init(&req, 0);
-    cpulm_buf_printf(&req,
-                     "POST %s%s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n",
-                     u->prefix, path, u->host, u->port, n);
+    cpulm_buf_printf(&req, "%s %s%s HTTP/1.1\r\nHost: %s:%s\r\n", body ? "POST" : "GET", u->prefix,
+                     path, u->host, u->port);
+    if (body)
+        cpulm_buf_printf(&req, "Content-Type: application/json\r\nContent-Length: %zu\r\n", n);
     if (api_key) cpulm_buf_printf(&req, "Authorization: Bearer %s\r\n", api_key);
     cpulm_buf_puts(&req, "\r\n");
-    cpulm_buf_append(&req, body, n);
+    if (body) cpulm_buf_append(&req, body, n);
     double t0 = lt_now(), deadline = t0 + timeout_s;
     for (int attempt = 0; attempt < 2; attempt++) {
         int reused = c->fd >= 0;
@@ -284,4 +285,14 @@ void lt_post(lt_conn *c, const lt_url *u, const char *path, const char *body, si
     if (r->error[0] && r->status == 200) r->status = 0; /* an error event inside a stream */
     r->t_total = lt_now() - t0;
     cpulm_buf_release(&req);
+}
+
+void lt_post(lt_conn *c, const lt_url *u, const char *path, const char *body, size_t n,
+             const char *api_key, int stream, double timeout_s, lt_result *r) {
+    exchange(c, u, path, body ? body : "", n, api_key, stream, timeout_s, r);
+}
+
+void lt_get(lt_conn *c, const lt_url *u, const char *path, const char *api_key, double timeout_s,
+            lt_result *r) {
+    exchange(c, u, path, NULL, 0, api_key, 0, timeout_s, r);
 }
