@@ -357,6 +357,7 @@ static int wait_ready(const lt_opts *o, const lt_url *u, cli_progress *prog) {
         usleep(200000);
     }
     lt_conn_close(&c);
+    free(c.buf);
     cli_progress_clear(prog);
     if (!ready)
         fprintf(stderr, "cpulm loadtest: %s not ready after %g s (--wait)\n", o->url,
