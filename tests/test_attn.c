@@ -762,19 +762,28 @@ static float *gen_logits(const cpulm_model *m, int attn, int nth) {
     return ok ? out : NULL;
 }
 
+/* A synthetic Q8_0 model with 4 KV heads (GQA 2, head size 64: the SIMD entries run; the
+ * shared tiny models have 1 KV head or head size 8), written to the temporary directory as
+ * name and loaded; the file is removed once loaded. NULL on failure. */
+static cpulm_model *heads4_model(const char *name, int n_layer, int n_ctx) {
+    cpulm_synth_params sp;
+    if (cpulm_synth_shape("tiny", &sp) != CPULM_OK) return NULL;
+    sp.n_layer = n_layer, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
+    sp.n_vocab = 300, sp.n_ctx = n_ctx, sp.type = CPULM_DTYPE_Q8_0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", test_tmp_dir(), name);
+    if (cpulm_synth_write(path, &sp, NULL) != CPULM_OK) return NULL;
+    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    remove(path);
+    return m;
+}
+
 /* Generation on the exact path, whose items take several KV heads (for one sequence all 4
  * at 1 thread, 2 at 2, 1 at 3; 3 sequences at once: 4), gives the walk's logits bit for
  * bit on a model with several KV heads (a synthetic one: 4 KV heads, GQA 2, head size 64,
  * so the SIMD entries run; the shared tiny models have 1 KV head or head size 8). */
 TEST(attn_exact_generation_equals_the_walk_4_kv_heads) {
-    cpulm_synth_params sp;
-    REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
-    sp.n_layer = 2, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
-    sp.n_vocab = 300, sp.n_ctx = 512, sp.type = CPULM_DTYPE_Q8_0;
-    char path[512];
-    snprintf(path, sizeof path, "%s/attn-gen-heads.gguf", test_tmp_dir());
-    REQUIRE(t, cpulm_synth_write(path, &sp, NULL) == CPULM_OK);
-    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    cpulm_model *m = heads4_model("attn-gen-heads.gguf", 2, 512);
     REQUIRE(t, m != NULL);
     const size_t bytes = sizeof(float) * 32 * (size_t)cpulm_vocab_n(m);
     float *walk = gen_logits(m, -1, 1);
@@ -789,7 +798,6 @@ TEST(attn_exact_generation_equals_the_walk_4_kv_heads) {
     }
     free(walk);
     cpulm_model_free(m);
-    remove(path);
 }
 
 /* Sequence 0's tokens of gen_logits as one prompt batch (the block path): its logits at
@@ -826,14 +834,7 @@ static float *block_logits(const cpulm_model *m) {
  * of the block path (its tokens as one prompt batch), bit for bit, on the 4-KV-head
  * synthetic model. */
 TEST(attn_split_generation_equals_the_block_path_4_kv_heads) {
-    cpulm_synth_params sp;
-    REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
-    sp.n_layer = 2, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
-    sp.n_vocab = 300, sp.n_ctx = 512, sp.type = CPULM_DTYPE_Q8_0;
-    char path[512];
-    snprintf(path, sizeof path, "%s/attn-split-heads.gguf", test_tmp_dir());
-    REQUIRE(t, cpulm_synth_write(path, &sp, NULL) == CPULM_OK);
-    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    cpulm_model *m = heads4_model("attn-split-heads.gguf", 2, 512);
     REQUIRE(t, m != NULL);
     const size_t V = (size_t)cpulm_vocab_n(m), row = sizeof(float) * V;
     float *ref = block_logits(m);
@@ -850,7 +851,6 @@ TEST(attn_split_generation_equals_the_block_path_4_kv_heads) {
     }
     free(ref);
     cpulm_model_free(m);
-    remove(path);
 }
 
 /* attn_xscores on prompt blocks (up to 64 rows: passes of 8 rows, a last pass of 1-7 rows)
@@ -1091,14 +1091,7 @@ TEST(attn_qtiled_matches_float64_at_1k_to_16k) {
  * of 800 tokens, so they read 4 chunks, the last one partial. The 792-token prefix is
  * computed once and handed to the other contexts through the state API (qemu's time). */
 TEST(attn_quantized_split_equals_block_path_4_kv_heads) {
-    cpulm_synth_params sp;
-    REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
-    sp.n_layer = 1, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
-    sp.n_vocab = 300, sp.n_ctx = 1024, sp.type = CPULM_DTYPE_Q8_0;
-    char path[512];
-    snprintf(path, sizeof path, "%s/attn-qsplit-heads.gguf", test_tmp_dir());
-    REQUIRE(t, cpulm_synth_write(path, &sp, NULL) == CPULM_OK);
-    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    cpulm_model *m = heads4_model("attn-qsplit-heads.gguf", 1, 1024);
     REQUIRE(t, m != NULL);
     const int32_t V = cpulm_vocab_n(m), n = 800, tail = 8, head = n - tail;
     int32_t toks[800];
@@ -1131,5 +1124,4 @@ TEST(attn_quantized_split_equals_block_path_4_kv_heads) {
         free(ref);
     }
     cpulm_model_free(m);
-    remove(path);
 }
