@@ -60,24 +60,8 @@ void cpulm_generic_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const i
         }
 }
 
-/* vexp with results below the normal floats flushed to 0 (attn_softmaxz) */
-static float vexpz(float x) {
-    return x < -87.0f ? 0.0f : cpulm_generic_vexpf(x);
-}
-
 float cpulm_generic_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
-    float mx = *M;
-    for (int j = 0; j < lim; j++)
-        mx = fmaxf(mx, s[j]);
-    float lanes[16] = {0};
-    for (int j = 0; j < n; j++) {
-        s[j] = j < lim ? vexpz(s[j] - mx) : 0.0f;
-        lanes[j % 16] += s[j];
-    }
-    const float a = *M == -INFINITY ? 0.0f : vexpz(*M - mx);
-    *L = fmaf(*L, a, cpulm_generic_reduce16(lanes));
-    *M = mx;
-    return a;
+    return cpulm_generic_softmax_with(n, lim, s, M, L, cpulm_generic_vexpzf);
 }
 
 void cpulm_generic_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,

@@ -16,19 +16,7 @@ void cpulm_generic_attn_scores(int64_t d, int m, int n, const float *q, int64_t 
 }
 
 float cpulm_generic_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
-    float mx = *M;
-    for (int j = 0; j < lim; j++)
-        mx = fmaxf(mx, s[j]);
-    float lanes[16] = {0};
-    for (int j = 0; j < n; j++) {
-        s[j] = j < lim ? cpulm_generic_vexpf(s[j] - mx) : 0.0f;
-        lanes[j % 16] += s[j];
-    }
-    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
-    const float a = *M == -INFINITY ? 0.0f : cpulm_generic_vexpf(*M - mx);
-    *L = fmaf(*L, a, cpulm_generic_reduce16(lanes));
-    *M = mx;
-    return a;
+    return cpulm_generic_softmax_with(n, lim, s, M, L, cpulm_generic_vexpf);
 }
 
 void cpulm_generic_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,

@@ -35,6 +35,31 @@ float cpulm_generic_reduce16(const float *a);
 /* exp(x) by the degree-5 polynomial vectorized code uses (about 1.5 ulp). */
 float cpulm_generic_vexpf(float x);
 
+/* vexp with results below the normal floats flushed to 0 (the attn_softmaxz ops). */
+static inline float cpulm_generic_vexpzf(float x) {
+    return x < -87.0f ? 0.0f : cpulm_generic_vexpf(x);
+}
+
+/* The generic body of attn_softmax_row (ex = cpulm_generic_vexpf) and of attn_softmaxz
+ * (ex = cpulm_generic_vexpzf): the running max over the live scores, s[j] = ex(s[j] - max)
+ * (0 past lim), their 16-lane sum folded into *L. Returns the old sum's scale. */
+static inline float cpulm_generic_softmax_with(int n, int lim, float *s, float *M, float *L,
+                                               float (*ex)(float)) {
+    float mx = *M;
+    for (int j = 0; j < lim; j++)
+        mx = fmaxf(mx, s[j]);
+    float lanes[16] = {0};
+    for (int j = 0; j < n; j++) {
+        s[j] = j < lim ? ex(s[j] - mx) : 0.0f;
+        lanes[j % 16] += s[j];
+    }
+    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
+    const float a = *M == -INFINITY ? 0.0f : ex(*M - mx);
+    *L = fmaf(*L, a, cpulm_generic_reduce16(lanes));
+    *M = mx;
+    return a;
+}
+
 /* attn_merge's per-row step (kernels.h): folds a chunk's (mc, lc) into the running (*M, *L)
  * and returns the scales of the running output (*a) and of the chunk's (*b). Shared by every
  * level so the scalar part of the merge is written once. */

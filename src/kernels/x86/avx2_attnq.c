@@ -257,10 +257,6 @@ AVX2_INLINE __m256 expz8_live(float *s, int j, int lim, __m256 vm) {
     return e;
 }
 
-static float vexpz1(float x) {
-    return x < -87.0f ? 0.0f : cpulm_generic_vexpf(x);
-}
-
 float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
     __m256 vmax = _mm256_set1_ps(*M);
     int j = 0;
@@ -283,10 +279,10 @@ float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
     _mm256_storeu_ps(lanes, lo);
     _mm256_storeu_ps(lanes + 8, hi);
     for (; j < n; j++) {
-        s[j] = j < lim ? vexpz1(s[j] - mx) : 0.0f;
+        s[j] = j < lim ? cpulm_generic_vexpzf(s[j] - mx) : 0.0f;
         lanes[j % 16] += s[j];
     }
-    const float a = *M == -INFINITY ? 0.0f : vexpz1(*M - mx);
+    const float a = *M == -INFINITY ? 0.0f : cpulm_generic_vexpzf(*M - mx);
     *L = fmaf(*L, a, cpulm_generic_reduce16(lanes));
     *M = mx;
     return a;
