@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include "avx2_attn.h"
+#include "avx2_softmax.h"
 #include "kernels/generic/generic.h"
 #include "quant.h"
 #include "x86.h"
@@ -258,34 +259,7 @@ AVX2_INLINE __m256 expz8_live(float *s, int j, int lim, __m256 vm) {
 }
 
 float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
-    __m256 vmax = _mm256_set1_ps(*M);
-    int j = 0;
-    for (; j + 8 <= lim; j += 8)
-        vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
-    float mx = x86_hmax_ps256(vmax);
-    for (; j < lim; j++)
-        mx = s[j] > mx ? s[j] : mx; /* scores are finite: fmaxf's result */
-    const __m256 vm = _mm256_set1_ps(mx);
-    __m256 lo = _mm256_setzero_ps(), hi = lo;
-    for (j = 0; j + 16 <= n; j += 16) {
-        lo = _mm256_add_ps(lo, expz8_live(s, j, lim, vm));
-        hi = _mm256_add_ps(hi, expz8_live(s, j + 8, lim, vm));
-    }
-    if (j + 8 <= n) {
-        lo = _mm256_add_ps(lo, expz8_live(s, j, lim, vm));
-        j += 8;
-    }
-    float lanes[16];
-    _mm256_storeu_ps(lanes, lo);
-    _mm256_storeu_ps(lanes + 8, hi);
-    for (; j < n; j++) {
-        s[j] = j < lim ? cpulm_generic_vexpzf(s[j] - mx) : 0.0f;
-        lanes[j % 16] += s[j];
-    }
-    const float a = *M == -INFINITY ? 0.0f : cpulm_generic_vexpzf(*M - mx);
-    *L = fmaf(*L, a, cpulm_generic_reduce16(lanes));
-    *M = mx;
-    return a;
+    return avx2_softmax_with(n, lim, s, M, L, expz8_live, cpulm_generic_vexpzf);
 }
 
 /* ---- P.V ---- */
