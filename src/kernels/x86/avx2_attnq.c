@@ -30,7 +30,6 @@ AVX2_INLINE void hint_row(const uint8_t *p, size_t n) {
         __builtin_prefetch(p + o, 0, 3);
     __builtin_prefetch(p + n - 1, 0, 3);
 }
-#define QTILE 64 /* keys per pass of attn_qpv (its weight buffer) */
 
 /* ---- query rows to int16 ---- */
 
@@ -66,9 +65,10 @@ void cpulm_avx2_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float
 
 /* ---- scores ---- */
 
-/* Block b of a cache row: the 32 quants as two int16 vectors (elements 0-15, 16-31). */
-AVX2_INLINE void block_k16(const uint8_t *row, int64_t b, int q4, __m256i *k0, __m256i *k1) {
-    if (!q4) {
+/* Block b of a cache row: the 32 quants as two int16 vectors (elements 0-15, 16-31). Q4 is
+ * a constant at every call: each op is built once per cache type, with no test per block. */
+AVX2_INLINE void block_k16(const uint8_t *row, int64_t b, const int Q4, __m256i *k0, __m256i *k1) {
+    if (!Q4) {
         const uint8_t *qs = row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2;
         *k0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)qs));
         *k1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(qs + 16)));
@@ -82,11 +82,23 @@ AVX2_INLINE void block_k16(const uint8_t *row, int64_t b, int q4, __m256i *k0, _
     *k1 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), m4)), b8);
 }
 
-AVX2_INLINE float block_d(const uint8_t *row, int64_t b, int q4) {
-    const size_t bs = q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
-    uint16_t h;
-    __builtin_memcpy(&h, row + (size_t)b * bs, 2);
-    return x86_fp16(h);
+#define KT 64 /* keys per pass of attn_qscores and attn_qpv (their scale buffers) */
+
+/* The block scales of n <= KT cache rows as f32, block-major: ds[b * KT + j] (the halves
+ * gathered, then converted 8 at a time: one vcvtph2ps per 8 keys instead of one per key). */
+AVX2_INLINE void block_scales(int64_t d, const uint8_t *x, uint64_t ld, int n, size_t bs,
+                              float *ds) {
+    uint16_t h[KT] __attribute__((aligned(16)));
+    for (int64_t b = 0; b < d / 32; b++) {
+        int j = 0;
+        for (; j < n; j++)
+            __builtin_memcpy(&h[j], x + (uint64_t)j * ld + (size_t)b * bs, 2);
+        for (; j % 8; j++)
+            h[j] = 0;
+        for (int e = 0; e < j; e += 8)
+            _mm256_storeu_ps(ds + b * KT + e,
+                             _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(h + e))));
+    }
 }
 
 /* 8 int32 partial sums of a query block row against a key block (exact). */
@@ -108,123 +120,144 @@ AVX2_INLINE __m256i rows4(const int16_t *const qr[4], int64_t c, __m256i k0, __m
     return _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
 }
 
-/* Scores of 4 rows x keys ka, kb: lanes [ka: r0..r3 | kb: r0..r3], times qs. */
-AVX2_INLINE __m256 scores_4x2(int64_t d, int q4, const int16_t *const qr[4], __m256 qsv,
-                              const uint8_t *ka, const uint8_t *kb) {
+/* Keys a, b: cache rows, or (WIDE) int16 rows of d widened beforehand for blocks of many
+ * query rows, which read each key 1 + m / 4 times. */
+typedef struct kpair {
+    const uint8_t *ra, *rb; /* cache rows, or NULL */
+    const int16_t *wa, *wb; /* widened rows */
+} kpair;
+
+/* Scores of 4 rows x keys a, b: lanes [a: r0..r3 | b: r0..r3], times qs; da, db: the keys'
+ * block scales, KT apart. */
+#define DKA (WIDE ? da[b * KT] : key_d(kp.ra, b, Q4))
+#define DKB (WIDE ? db[b * KT] : key_d(kp.rb, b, Q4))
+AVX2_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
+    const size_t bs = Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
+    uint16_t h;
+    __builtin_memcpy(&h, row + (size_t)b * bs, 2);
+    return x86_fp16(h);
+}
+
+AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int16_t *const qr[4],
+                              __m256 qsv, kpair kp, const float *da, const float *db) {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < d / 32; b++) {
         __m256i a0, a1, b0, b1;
-        block_k16(ka, b, q4, &a0, &a1);
-        block_k16(kb, b, q4, &b0, &b1);
+        if (!WIDE) {
+            block_k16(kp.ra, b, Q4, &a0, &a1);
+            block_k16(kp.rb, b, Q4, &b0, &b1);
+        } else {
+            a0 = _mm256_loadu_si256((const __m256i *)(kp.wa + b * 32));
+            a1 = _mm256_loadu_si256((const __m256i *)(kp.wa + b * 32 + 16));
+            b0 = _mm256_loadu_si256((const __m256i *)(kp.wb + b * 32));
+            b1 = _mm256_loadu_si256((const __m256i *)(kp.wb + b * 32 + 16));
+        }
         const __m256i ta = rows4(qr, b * 32, a0, a1), tb = rows4(qr, b * 32, b0, b1);
         const __m256i x = _mm256_add_epi32(_mm256_permute2x128_si256(ta, tb, 0x20),
                                            _mm256_permute2x128_si256(ta, tb, 0x31));
-        const __m256 dk =
-            _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(block_d(ka, b, q4))),
-                                 _mm_set1_ps(block_d(kb, b, q4)), 1);
+        const __m256 dk = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(DKA)),
+                                               _mm_set1_ps(DKB), 1);
         acc = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(x), acc);
     }
     return _mm256_mul_ps(acc, qsv);
 }
+#undef DKA
+#undef DKB
 
-/* scores_4x2 on keys widened beforehand (kw: int16 rows of d, dw: their block scales):
- * blocks of many query rows read each key 1 + m / 4 times; widening once saves the rest. */
-AVX2_INLINE __m256 scores_4x2w(int64_t d, const int16_t *const qr[4], __m256 qsv, const int16_t *ka,
-                               const int16_t *kb, const float *da, const float *db) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < d / 32; b++) {
-        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(ka + b * 32));
-        const __m256i a1 = _mm256_loadu_si256((const __m256i *)(ka + b * 32 + 16));
-        const __m256i b0 = _mm256_loadu_si256((const __m256i *)(kb + b * 32));
-        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(kb + b * 32 + 16));
-        const __m256i ta = rows4(qr, b * 32, a0, a1), tb = rows4(qr, b * 32, b0, b1);
-        const __m256i x = _mm256_add_epi32(_mm256_permute2x128_si256(ta, tb, 0x20),
-                                           _mm256_permute2x128_si256(ta, tb, 0x31));
-        const __m256 dk =
-            _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(da[b])), _mm_set1_ps(db[b]), 1);
-        acc = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(x), acc);
+#define WDIM 256 /* the largest head size widened */
+
+/* Rows i.. (rows <= 4 of them) x keys 0..n-1 (n <= KT): 4 keys at a time, 2 per scores_4x2.
+ * hint: the first rows' pass hints the rows after the tile (the next tile's). */
+AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int rows, int n,
+                             const int16_t *q16,
+                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+                             const int16_t *kw, const float *dk, float *s, int64_t lds) {
+    const int16_t *qr[4]; /* a short group repeats its last row; only real rows are stored */
+    float qsr[4];
+    for (int r = 0; r < 4; r++) {
+        const int ri = i + (r < rows ? r : rows - 1);
+        qr[r] = q16 + (int64_t)ri * ldq;
+        qsr[r] = qs[ri];
     }
-    return _mm256_mul_ps(acc, qsv);
+    const __m128 q4s = _mm_loadu_ps(qsr);
+    const __m256 qsv = _mm256_insertf128_ps(_mm256_castps128_ps256(q4s), q4s, 1);
+    const size_t rb = (size_t)(d / 32) * (Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0));
+    for (int j = 0; j < n; j += 4) {
+        if (i == 0)
+            for (int t = 0; t < 4; t++)
+                hint_row(k + (uint64_t)(j + t + n) * ldk, rb);
+        int jt[4];
+        for (int t = 0; t < 4; t++)
+            jt[t] = j + t < n ? j + t : n - 1;
+        kpair p0, p1;
+        if (WIDE) {
+            p0 = (kpair){NULL, NULL, kw + jt[0] * d, kw + jt[1] * d};
+            p1 = (kpair){NULL, NULL, kw + jt[2] * d, kw + jt[3] * d};
+        } else {
+            p0 = (kpair){k + (uint64_t)jt[0] * ldk, k + (uint64_t)jt[1] * ldk, NULL, NULL};
+            p1 = (kpair){k + (uint64_t)jt[2] * ldk, k + (uint64_t)jt[3] * ldk, NULL, NULL};
+        }
+        const __m256 x = scores_4x2(d, Q4, WIDE, qr, qsv, p0, dk + jt[0], dk + jt[1]);
+        const __m256 y = scores_4x2(d, Q4, WIDE, qr, qsv, p1, dk + jt[2], dk + jt[3]);
+        /* x = [k0 | k1], y = [k2 | k3], rows in lanes: to rows of 4 keys */
+        const __m256 lo = _mm256_unpacklo_ps(x, y), hi = _mm256_unpackhi_ps(x, y);
+        const __m128 l0 = _mm256_castps256_ps128(lo), l1 = _mm256_extractf128_ps(lo, 1);
+        const __m128 h0 = _mm256_castps256_ps128(hi), h1 = _mm256_extractf128_ps(hi, 1);
+        __m128 row[4] = {_mm_unpacklo_ps(l0, l1), _mm_unpackhi_ps(l0, l1), _mm_unpacklo_ps(h0, h1),
+                         _mm_unpackhi_ps(h0, h1)};
+        for (int r = 0; r < rows; r++) {
+            float *sr = s + (int64_t)(i + r) * lds + j;
+            if (j + 4 <= n) {
+                _mm_storeu_ps(sr, row[r]);
+            } else {
+                float tmp[4];
+                _mm_storeu_ps(tmp, row[r]);
+                for (int t = 0; t < n - j; t++)
+                    sr[t] = tmp[t];
+            }
+        }
+    }
 }
 
-#define WKEYS 64  /* keys widened at once for blocks of many rows */
-#define WDIM  256 /* the largest head size widened */
-
-void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
-                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
-                             int64_t lds) {
-    if (d % 32 != 0 || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
-        cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds);
-        return;
-    }
-    const int q4 = kt == CPULM_DTYPE_Q4_0;
-    if (m > 4 && n > WKEYS) { /* the widened tile holds WKEYS keys */
-        for (int j = 0; j < n; j += WKEYS)
-            cpulm_avx2_attn_qscores(d, kt, m, n - j < WKEYS ? n - j : WKEYS, q16, ldq, qs,
-                                    k + (uint64_t)j * ldk, ldk, s + j, lds);
-        return;
-    }
-    const int wide = m > 4 && d <= WDIM;
-    int16_t kw[WDIM * WKEYS];
-    float dw[WDIM / 32 * WKEYS];
+/* attn_qscores on n <= KT keys of one cache type. */
+AVX2_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16,
+                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+                              int64_t lds) {
+    float dk[WDIM / 32 * KT];
+    int16_t kw[WDIM * KT];
+    const int wide = m > 4;
+    if (wide)
+        block_scales(d, k, ldk, n, Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0), dk);
     if (wide)
         for (int j = 0; j < n; j++)
             for (int64_t b = 0; b < d / 32; b++) {
                 __m256i k0, k1;
-                block_k16(k + (uint64_t)j * ldk, b, q4, &k0, &k1);
+                block_k16(k + (uint64_t)j * ldk, b, Q4, &k0, &k1);
                 _mm256_storeu_si256((__m256i *)(kw + j * d + b * 32), k0);
                 _mm256_storeu_si256((__m256i *)(kw + j * d + b * 32 + 16), k1);
-                dw[j * (d / 32) + b] = block_d(k + (uint64_t)j * ldk, b, q4);
             }
     for (int i = 0; i < m; i += 4) {
         const int rows = m - i < 4 ? m - i : 4;
-        const int16_t *qr[4]; /* a short group repeats its last row; only real rows are stored */
-        float qsr[4];
-        for (int r = 0; r < 4; r++) {
-            const int ri = i + (r < rows ? r : rows - 1);
-            qr[r] = q16 + (int64_t)ri * ldq;
-            qsr[r] = qs[ri];
-        }
-        const __m128 q4s = _mm_loadu_ps(qsr);
-        const __m256 qsv = _mm256_insertf128_ps(_mm256_castps128_ps256(q4s), q4s, 1);
-        for (int j = 0; j < n; j += 4) {
-            if (i == 0)
-                for (int t = 0; t < 4; t++)
-                    hint_row(k + (uint64_t)(j + t + n) * ldk, (size_t)(d / 32) * (q4 ? 18 : 34));
-            int jt[4];
-            for (int t = 0; t < 4; t++)
-                jt[t] = j + t < n ? j + t : n - 1;
-            __m256 x, y;
-            if (wide) {
-                const int64_t nb = d / 32;
-                x = scores_4x2w(d, qr, qsv, kw + jt[0] * d, kw + jt[1] * d, dw + jt[0] * nb,
-                                dw + jt[1] * nb);
-                y = scores_4x2w(d, qr, qsv, kw + jt[2] * d, kw + jt[3] * d, dw + jt[2] * nb,
-                                dw + jt[3] * nb);
-            } else {
-                x = scores_4x2(d, q4, qr, qsv, k + (uint64_t)jt[0] * ldk,
-                               k + (uint64_t)jt[1] * ldk);
-                y = scores_4x2(d, q4, qr, qsv, k + (uint64_t)jt[2] * ldk,
-                               k + (uint64_t)jt[3] * ldk);
-            }
-            /* x = [k0 | k1], y = [k2 | k3], rows in lanes: to rows of 4 keys */
-            const __m256 lo = _mm256_unpacklo_ps(x, y), hi = _mm256_unpackhi_ps(x, y);
-            const __m128 l0 = _mm256_castps256_ps128(lo), l1 = _mm256_extractf128_ps(lo, 1);
-            const __m128 h0 = _mm256_castps256_ps128(hi), h1 = _mm256_extractf128_ps(hi, 1);
-            __m128 row[4] = {_mm_unpacklo_ps(l0, l1), _mm_unpackhi_ps(l0, l1),
-                             _mm_unpacklo_ps(h0, h1), _mm_unpackhi_ps(h0, h1)};
-            for (int r = 0; r < rows; r++) {
-                float *sr = s + (int64_t)(i + r) * lds + j;
-                if (j + 4 <= n) {
-                    _mm_storeu_ps(sr, row[r]);
-                } else {
-                    float tmp[4];
-                    _mm_storeu_ps(tmp, row[r]);
-                    for (int t = 0; t < n - j; t++)
-                        sr[t] = tmp[t];
-                }
-            }
-        }
+        if (wide)
+            scores_rows(d, Q4, 1, i, rows, n, q16, ldq, qs, k, ldk, kw, dk, s, lds);
+        else
+            scores_rows(d, Q4, 0, i, rows, n, q16, ldq, qs, k, ldk, NULL, dk, s, lds);
+    }
+}
+
+void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+                             int64_t lds) {
+    if (d % 32 != 0 || d > WDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
+        cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds);
+        return;
+    }
+    for (int j = 0; j < n; j += KT) {
+        const int nk = n - j < KT ? n - j : KT;
+        if (kt == CPULM_DTYPE_Q4_0)
+            qscores_tile(d, 1, m, nk, q16, ldq, qs, k + (uint64_t)j * ldk, ldk, s + j, lds);
+        else
+            qscores_tile(d, 0, m, nk, q16, ldq, qs, k + (uint64_t)j * ldk, ldk, s + j, lds);
     }
 }
 
@@ -264,44 +297,45 @@ float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
 
 /* ---- P.V ---- */
 
-/* 16 quants of value row `row`, block b, elements h * 16.. as two f32 vectors. */
-AVX2_INLINE void v16(const uint8_t *row, int64_t b, int h, int q4, __m256 *v0, __m256 *v1) {
-    __m128i q;
-    if (!q4) { /* pmovsxbd straight from memory */
-        const uint8_t *qs = row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2 + 16 * h;
-        *v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)qs)));
-        *v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8))));
-        return;
+/* Where a P.V pass reads its 16 values per key (VQ8: 16 int8 of a Q8_0 row at vq + j * ldv;
+ * VQ4: the low or high nibbles (by sh) of 16 bytes of a Q4_0 row; VF32: 16 floats at
+ * vf + j * 16, converted beforehand for blocks of many rows). */
+enum { VQ8, VQ4, VF32 };
+
+AVX2_INLINE void pv_vals(const int MODE, const uint8_t *q, __m128i sh, const float *f, __m256 *v0,
+                         __m256 *v1) {
+    if (MODE == VF32) {
+        *v0 = _mm256_loadu_ps(f);
+        *v1 = _mm256_loadu_ps(f + 8);
+    } else if (MODE == VQ8) { /* pmovsxbd straight from memory */
+        *v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
+        *v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8))));
     } else {
-        q = _mm_loadu_si128((const __m128i *)(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2));
-        if (h) q = _mm_srli_epi16(q, 4);
-        q = _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+        __m128i x = _mm_srl_epi16(_mm_loadu_si128((const __m128i *)q), sh);
+        x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+        *v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
+        *v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(x, x)));
     }
-    *v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-    *v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(q, q)));
 }
 
-/* R rows x 16 dims (block b, half h) over n keys: o = fma(w_rj, v_j, o) in key order. w holds
- * the rows' weights of this block: row r's key j at w[r * QTILE + j]. */
-AVX2_INLINE void qpv_rows(int n, const uint8_t *v, uint64_t ldv, int64_t b, int h, int q4,
-                          const float *vf, const float *w, float *const orow[4], int64_t c,
-                          const uint8_t *pf, size_t pfn, const int R) {
+/* One pass: R rows x 16 dims (at column c of orow[r]) over n keys, o = fma(w_rj, v_j, o) in
+ * key order; row r's weights at w[r * KT + j]. R, MODE and PF are constants at every call
+ * (pv_pass_any), so the key loop has no test: PF hints the rows pf + j * ldv (pfn bytes)
+ * as it goes. */
+AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, const float *vf,
+                         const float *w, float *const orow[4], int64_t c, const uint8_t *pf,
+                         size_t pfn, const int R, const int MODE, const int PF) {
     __m256 acc[4][2];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
         acc[r][0] = _mm256_loadu_ps(orow[r] + c);
         acc[r][1] = _mm256_loadu_ps(orow[r] + c + 8);
     }
     for (int j = 0; j < n; j++) {
+        if (PF) hint_row(pf + (uint64_t)j * ldv, pfn);
         __m256 v0, v1;
-        if (pf) hint_row(pf + (uint64_t)j * ldv, pfn);
-        if (vf) { /* converted beforehand */
-            v0 = _mm256_loadu_ps(vf + j * 16);
-            v1 = _mm256_loadu_ps(vf + j * 16 + 8);
-        } else {
-            v16(v + (uint64_t)j * ldv, b, h, q4, &v0, &v1);
-        }
+        pv_vals(MODE, vq + (uint64_t)j * ldv, sh, vf + j * 16, &v0, &v1);
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-            const __m256 wj = _mm256_broadcast_ss(w + r * QTILE + j);
+            const __m256 wj = _mm256_broadcast_ss(w + r * KT + j);
             acc[r][0] = _mm256_fmadd_ps(wj, v0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(wj, v1, acc[r][1]);
         }
@@ -312,59 +346,88 @@ AVX2_INLINE void qpv_rows(int n, const uint8_t *v, uint64_t ldv, int64_t b, int 
     }
 }
 
+#define PV_R(R, MODE, PF)                                                                          \
+    pv_pass(n, vq, ldv, sh, vf, w, orow, c, pf, pfn, R, MODE, PF)
+#define PV_RS(MODE, PF)                                                                            \
+    switch (R) {                                                                                   \
+    case 4: PV_R(4, MODE, PF); break;                                                              \
+    case 3: PV_R(3, MODE, PF); break;                                                              \
+    case 2: PV_R(2, MODE, PF); break;                                                              \
+    default: PV_R(1, MODE, PF); break;                                                             \
+    }
+
+/* pv_pass with its constants chosen here, once per pass. */
+static void pv_pass_any(int R, int mode, int n, const uint8_t *vq, uint64_t ldv, __m128i sh,
+                        const float *vf, const float *w, float *const orow[4], int64_t c,
+                        const uint8_t *pf, size_t pfn) {
+    if (mode == VF32) {
+        PV_RS(VF32, 0);
+    } else if (pf) {
+        if (mode == VQ8) PV_RS(VQ8, 1) else PV_RS(VQ4, 1)
+    } else {
+        if (mode == VQ8) PV_RS(VQ8, 0) else PV_RS(VQ4, 0)
+    }
+}
+#undef PV_RS
+#undef PV_R
+
 void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
                          const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo) {
-    if (d % 32 != 0 || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
+    if (d % 32 != 0 || d > WDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
         cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo);
         return;
     }
     const int q4 = vt == CPULM_DTYPE_Q4_0;
+    const size_t bs = q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
     for (int i = 0; i < m; i++) { /* o *= a first: the per-key fmas follow */
         float *oi = o + (int64_t)i * ldo;
         const __m256 va = _mm256_set1_ps(a[i]);
         for (int64_t c = 0; c < d; c += 8)
             _mm256_storeu_ps(oi + c, _mm256_mul_ps(_mm256_loadu_ps(oi + c), va));
     }
-    float dv[QTILE], w[4 * QTILE], vf[2 * 16 * QTILE];
-    for (int j0 = 0; j0 < n; j0 += QTILE) {
-        const int nk = n - j0 < QTILE ? n - j0 : QTILE;
+    float dv[WDIM / 32 * KT], w[4 * KT], vf[2 * 16 * KT];
+    for (int j0 = 0; j0 < n; j0 += KT) {
+        const int nk = n - j0 < KT ? n - j0 : KT;
         const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
+        block_scales(d, vj0, ldv, nk, bs, dv);
         for (int64_t b = 0; b < d / 32; b++) {
-            for (int j = 0; j < nk; j++)
-                dv[j] = block_d(vj0 + (uint64_t)j * ldv, b, q4);
+            const uint8_t *vb = vj0 + (size_t)b * bs + 2; /* block b's quants in key 0 */
             if (m > 4) /* many rows: the block's quants as f32 once, not once per 4 rows */
                 for (int h = 0; h < 2; h++)
                     for (int j = 0; j < nk; j++) {
                         __m256 v0, v1;
-                        v16(vj0 + (uint64_t)j * ldv, b, h, q4, &v0, &v1);
-                        _mm256_storeu_ps(vf + h * 16 * QTILE + j * 16, v0);
-                        _mm256_storeu_ps(vf + h * 16 * QTILE + j * 16 + 8, v1);
+                        if (q4)
+                            pv_vals(VQ4, vb + (uint64_t)j * ldv, _mm_cvtsi32_si128(4 * h), NULL,
+                                    &v0, &v1);
+                        else
+                            pv_vals(VQ8, vb + (uint64_t)j * ldv + 16 * h, _mm_setzero_si128(),
+                                    NULL, &v0, &v1);
+                        _mm256_storeu_ps(vf + h * 16 * KT + j * 16, v0);
+                        _mm256_storeu_ps(vf + h * 16 * KT + j * 16 + 8, v1);
                     }
             for (int i = 0; i < m; i += 4) {
                 const int R = m - i < 4 ? m - i : 4;
                 float *orow[4];
                 for (int r = 0; r < R; r++) {
                     const float *pr = p + (int64_t)(i + r) * ldp + j0;
+                    const float *db = dv + b * KT;
                     int j = 0;
                     for (; j + 8 <= nk; j += 8)
-                        _mm256_storeu_ps(w + r * QTILE + j, _mm256_mul_ps(_mm256_loadu_ps(pr + j),
-                                                                          _mm256_loadu_ps(dv + j)));
+                        _mm256_storeu_ps(w + r * KT + j, _mm256_mul_ps(_mm256_loadu_ps(pr + j),
+                                                                       _mm256_loadu_ps(db + j)));
                     for (; j < nk; j++)
-                        w[r * QTILE + j] = pr[j] * dv[j];
+                        w[r * KT + j] = pr[j] * db[j];
                     orow[r] = o + (int64_t)(i + r) * ldo;
                 }
                 for (int h = 0; h < 2; h++) {
                     const int64_t c = b * 32 + h * 16;
-                    const float *buf = m > 4 ? vf + h * 16 * QTILE : NULL;
                     /* the first pass over the keys hints the rows after the tile */
                     const uint8_t *pf = b == 0 && h == 0 && i == 0 ? vj0 + (uint64_t)n * ldv : NULL;
-                    const size_t pfn = (size_t)(d / 32) * (q4 ? 18 : 34);
-                    switch (R) {
-                    case 4: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, pf, pfn, 4); break;
-                    case 3: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, pf, pfn, 3); break;
-                    case 2: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, pf, pfn, 2); break;
-                    default: qpv_rows(nk, vj0, ldv, b, h, q4, buf, w, orow, c, pf, pfn, 1); break;
-                    }
+                    const size_t pfn = (size_t)(d / 32) * bs;
+                    const int mode = m > 4 ? VF32 : q4 ? VQ4 : VQ8;
+                    const uint8_t *vq = vb + (q4 ? 0 : 16 * h);
+                    pv_pass_any(R, mode, nk, vq, ldv, _mm_cvtsi32_si128(q4 ? 4 * h : 0),
+                                vf + h * 16 * KT, w, orow, c, pf, pfn);
                 }
             }
         }
