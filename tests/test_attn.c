@@ -970,8 +970,9 @@ TEST(attn_qentries_bit_identical_at_every_level) {
                         for (int i = 0; i < 64 * 64; i++)
                             s0[i] = s1[i] = -7.0f;
                         cpulm_kernels_generic.attn_qscores(d, ts[ti], m, n, q0, d, qs0, k, ld, s0,
-                                                           64);
-                        lv[li]->attn_qscores(d, ts[ti], m, n, q0, d, qs0, k, ld, s1, 64);
+                                                           64, NULL);
+                        /* a hint of other rows (here v's) changes nothing */
+                        lv[li]->attn_qscores(d, ts[ti], m, n, q0, d, qs0, k, ld, s1, 64, v);
                         CHECK(t, memcmp(s0, s1, sizeof(float) * 64 * 64) == 0);
                         for (int i = 0; i < m; i++) { /* from nothing seen, and a running max */
                             float M0 = i % 2 ? -INFINITY : 0.25f * (float)i, L0 = 2.0f;
@@ -986,8 +987,9 @@ TEST(attn_qentries_bit_identical_at_every_level) {
                         }
                         fill(o0, (int64_t)m * d, seed + 3, 2.0f);
                         memcpy(o1, o0, sizeof(float) * (size_t)(m * d));
-                        cpulm_kernels_generic.attn_qpv(d, ts[ti], m, n, s0, 64, v, ld, a, o0, d);
-                        lv[li]->attn_qpv(d, ts[ti], m, n, s0, 64, v, ld, a, o1, d);
+                        cpulm_kernels_generic.attn_qpv(d, ts[ti], m, n, s0, 64, v, ld, a, o0, d,
+                                                       NULL);
+                        lv[li]->attn_qpv(d, ts[ti], m, n, s0, 64, v, ld, a, o1, d, k);
                         CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)(m * d)) == 0);
                     }
                 }
@@ -1040,9 +1042,9 @@ static void qtiled_attention(const cpulm_kernels *lv, cpulm_dtype t, int d, int 
             for (int j = j0; j < jend; j += CPULM_ATTN_TILE) {
                 int n = jend - j < CPULM_ATTN_TILE ? jend - j : CPULM_ATTN_TILE;
                 lv->attn_qscores(d, t, 1, n, q16 + (int64_t)r * d, d, qs + r, k + (uint64_t)j * ld,
-                                 ld, s, n);
+                                 ld, s, n, NULL);
                 float a = lv->attn_softmaxz(n, n, s, &mc, &lc);
-                lv->attn_qpv(d, t, 1, n, s, n, v + (uint64_t)j * ld, ld, &a, oc, d);
+                lv->attn_qpv(d, t, 1, n, s, n, v + (uint64_t)j * ld, ld, &a, oc, d, NULL);
             }
             lv->attn_merge(d, 1, &mc, &lc, oc, d, &M, &L, o, d);
         }

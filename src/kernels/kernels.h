@@ -204,7 +204,9 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
     /* ---- tiles straight from a Q8_0 / Q4_0 cache (attn_q*; attention.c on such caches) ----    \
      * The attn_* structure above (chunks, tiles, attn_merge), but per tile attn_qscores,         \
      * attn_softmaxz, attn_qpv on the cache rows themselves (no f32 tile), with the query         \
-     * rows quantized once per work item by attn_qquant. Bit-identical at every level. */         \
+     * rows quantized once per work item by attn_qquant. Bit-identical at every level. Each of    \
+     * attn_qscores / attn_qpv may hint (prefetch, never read into a result) the n rows at next + \
+     * j * ld, the rows the caller reads after this tile (NULL: none). */                         \
     /* Row i (q + i * ldq, d elements): amax = max |q|; q16[i * d + e] = the int16 nearest        \
      * q[e] * (32767 / amax) (halves away from 0; all 0 when amax is 0); qs[i] = amax / 32767     \
      * * sc (the score scale). Finite q. */                                                       \
@@ -216,7 +218,7 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
      * nibble - 8); s[i * lds + j] = acc * qs[i]. */                                              \
     X(ATTN_QSCORES, attn_qscores, void,                                                           \
       (int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16, int64_t ldq, const float *qs, \
-       const uint8_t *k, uint64_t ldk, float *s, int64_t lds),                                    \
+       const uint8_t *k, uint64_t ldk, float *s, int64_t lds, const uint8_t *next),               \
       ATTN)                                                                                       \
     /* attn_softmax_row with vexpz(x) = x < -87 ? 0 : vexp(x) for vexp (for the scores and        \
      * for a): below -87 the result would not be a normal float (the libm ldexpf path of          \
@@ -227,7 +229,7 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
      * block's c; value j at v + j * ldv bytes, o_i = o + i * ldo; i < m. */                      \
     X(ATTN_QPV, attn_qpv, void,                                                                   \
       (int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp, const uint8_t *v,    \
-       uint64_t ldv, const float *a, float *o, int64_t ldo),                                      \
+       uint64_t ldv, const float *a, float *o, int64_t ldo, const uint8_t *next),                 \
       ATTN)
 
 struct cpulm_kernels {

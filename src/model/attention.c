@@ -259,9 +259,11 @@ static void tile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j, 
 /* tile_step on a Q8_0 / Q4_0 cache: the same step by the attn_q* ops, reading the tile's
  * quants in place (k, v: the rows of this head, c->kv.row_bytes apart) against the item's
  * int16 queries (w->q16, w->qsc). No f32 copy of the tile: on AVX2 the conversion was ~27%
- * of the split path and its stores and reloads as much again. */
+ * of the split path and its stores and reloads as much again. nx: the K and V rows of this
+ * head read next, which the ops hint as they compute ({NULL, NULL}: none). */
 static void qtile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j, int n,
-                       const uint8_t *kt, const uint8_t *vt, float *mc, float *lc, float *oc) {
+                       const uint8_t *kt, const uint8_t *vt, const uint8_t *const nx[2], float *mc,
+                       float *lc, float *oc) {
     const cpulm_kernels *k = c->k;
     const int64_t d = c->m->hp.head_dim;
     const uint64_t ld = c->kv.row_bytes;
@@ -270,41 +272,48 @@ static void qtile_step(const cpulm_ctx *c, att_ws *w, int i0, int i1, int32_t j,
     while (w->qpos[r0] < j)
         r0++;
     k->attn_qscores(d, t, i1 - r0, n, w->q16 + r0 * d, d, w->qsc + r0, kt, ld, w->s + r0 * TILE,
-                    TILE);
+                    TILE, nx[0]);
     for (int i = r0; i < i1; i++) {
         int lim = w->qpos[i] - j + 1;
         w->a[i] = k->attn_softmaxz(n, lim < n ? lim : n, w->s + i * TILE, &mc[i - i0], &lc[i - i0]);
     }
-    k->attn_qpv(d, t, i1 - r0, n, w->s + r0 * TILE, TILE, vt, ld, w->a + r0, oc + (r0 - i0) * d, d);
+    k->attn_qpv(d, t, i1 - r0, n, w->s + r0 * TILE, TILE, vt, ld, w->a + r0, oc + (r0 - i0) * d, d,
+                nx[1]);
 }
 
-/* chunk_partial's tile walk on a Q8_0 / Q4_0 cache (see there). */
+/* chunk_partial's tile walk on a Q8_0 / Q4_0 cache (see there). nx: the K and V rows of head
+ * g0 that the walk's thread reads after this chunk (heads g0 + h at + h slices), or NULLs. */
 static void qchunk_tiles(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int g0, int ng, int mh,
-                         int32_t j0, int32_t jend, float *const *mc, float *const *lc,
-                         float *const *oc) {
+                         int32_t j0, int32_t jend, const uint8_t *const nx[2], float *const *mc,
+                         float *const *lc, float *const *oc) {
     const size_t slice = cpulm_dtype_row_bytes(c->kv.dtype, c->m->hp.head_dim);
     const size_t off = slice * (size_t)g0;
-    /* no hints here: the attn_q* ops hint the rows after their tile (the next tile of the
-     * same head, or the next chunk's first) a few lines per key while they compute; hints
-     * of whole tiles from here came in bursts that stalled on the miss buffers (one layer
-     * at depth 4096 1.2 ms with them, 1.04 ms with the ops' own, docs/PERFORMANCE.md) */
+    /* no hints here: the attn_q* ops hint the rows read next (the next tile of the same
+     * head, or nx's) a few lines per key while they compute; hints of whole tiles from here
+     * came in bursts that stalled on the miss buffers (one layer at depth 4096 1.2 ms with
+     * them, 1.04 ms with the ops' own, docs/PERFORMANCE.md) */
     for (int32_t j = j0; j < jend; j += TILE) {
         const int n = jend - j < TILE ? jend - j : TILE;
         const uint8_t *k = cpulm_kv_k(&c->kv, il, seq, j) + off;
         const uint8_t *v = cpulm_kv_v(&c->kv, il, seq, j) + off;
-        for (int h = 0; h < ng; h++)
-            qtile_step(c, w, h * mh, (h + 1) * mh, j, n, k + (size_t)h * slice,
-                       v + (size_t)h * slice, mc[h], lc[h], oc[h]);
+        const int last = j + TILE >= jend;
+        for (int h = 0; h < ng; h++) {
+            const size_t hs = (size_t)h * slice, rows = (size_t)n * c->kv.row_bytes;
+            const uint8_t *nxh[2] = {last ? (nx[0] ? nx[0] + hs : NULL) : k + hs + rows,
+                                     last ? (nx[1] ? nx[1] + hs : NULL) : v + hs + rows};
+            qtile_step(c, w, h * mh, (h + 1) * mh, j, n, k + hs, v + hs, nxh, mc[h], lc[h], oc[h]);
+        }
     }
 }
 
 /* The partials (mc[h], lc[h], oc[h]) of KV heads g0..g0+ng-1 over the chunk starting at key
  * j0; head h's rows are h * mh.. (h + 1) * mh - 1 of w->q (ng > 1 only for one token).
  * Each tile's rows are read for all ng heads before the next tile: adjacent slices of
- * the same cache rows. Rows before j0 keep mc = -inf. */
+ * the same cache rows. Rows before j0 keep mc = -inf. nx: head g0's K and V rows that this
+ * thread reads after the chunk, or NULLs (hinted on quantized caches, qchunk_tiles). */
 static void chunk_partial(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int g0, int ng,
-                          int mh, int32_t j0, float *const *mc, float *const *lc,
-                          float *const *oc) {
+                          int mh, int32_t j0, const uint8_t *const nx[2], float *const *mc,
+                          float *const *lc, float *const *oc) {
     const int64_t d = c->m->hp.head_dim;
     int32_t jend = w->qpos[ng * mh - 1] + 1;
     if (jend > j0 + CHUNK) jend = j0 + CHUNK;
@@ -316,7 +325,7 @@ static void chunk_partial(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, in
         memset(oc[h], 0, sizeof(float) * (size_t)mh * (size_t)d);
     }
     if (c->attn->quant) {
-        qchunk_tiles(c, w, il, seq, g0, ng, mh, j0, jend, mc, lc, oc);
+        qchunk_tiles(c, w, il, seq, g0, ng, mh, j0, jend, nx, mc, lc, oc);
         return;
     }
     for (int32_t j = j0; j < jend; j += TILE) {
@@ -380,8 +389,12 @@ static void block_item(cpulm_ctx *c, att_ws *w, int il, int32_t b, int g) {
     int32_t t0 = a->blk[b];
     int m = gather_q(c, w, t0, a->blk[b + 1] - t0, g);
     reset_rows(w->m, w->l, w->o, m, d);
+    const size_t off = cpulm_dtype_row_bytes(c->kv.dtype, d) * (size_t)g;
     for (int32_t j0 = 0; j0 <= w->qpos[m - 1]; j0 += CHUNK) {
-        chunk_partial(c, w, il, c->seq[t0], g, 1, m, j0, &w->mc, &w->lc, &w->oc);
+        const int more = j0 + CHUNK <= w->qpos[m - 1]; /* then the next chunk is read next */
+        const uint8_t *nx[2] = {more ? cpulm_kv_k(&c->kv, il, c->seq[t0], j0 + CHUNK) + off : NULL,
+                                more ? cpulm_kv_v(&c->kv, il, c->seq[t0], j0 + CHUNK) + off : NULL};
+        chunk_partial(c, w, il, c->seq[t0], g, 1, m, j0, nx, &w->mc, &w->lc, &w->oc);
         c->k->attn_merge(d, m, w->mc, w->lc, w->oc, d, w->m, w->l, w->o, d);
     }
     write_out(c, w->o, w->l, t0, m, g);
@@ -405,23 +418,48 @@ static void split_fold(cpulm_ctx *c, att_ws *w, int32_t t, int g) {
     write_out(c, w->o, w->l, t, m, g);
 }
 
-static void split_item(cpulm_ctx *c, att_ws *w, int il, uint64_t item) {
+/* Split item `item`: token t, chunk ch, KV heads g0.. (split_ng of them). */
+typedef struct split_at {
+    int32_t t, ch;
+    int g0;
+} split_at;
+
+static split_at split_locate(const cpulm_ctx *c, uint64_t item) {
+    const struct cpulm_attn *a = c->attn;
+    split_at at = {0, 0, 0};
+    while (item >= a->item_end[at.t])
+        at.t++;
+    const uint64_t local = item - (at.t ? a->item_end[at.t - 1] : 0);
+    const uint64_t per = (uint64_t)(c->m->hp.n_head_kv / a->split_ng); /* items per chunk */
+    at.ch = (int32_t)(local / per);
+    at.g0 = (int)(local % per) * a->split_ng;
+    return at;
+}
+
+/* The split item `item`; `next` (or UINT64_MAX) is the one this thread claimed to do after
+ * it, whose first K and V rows the item's last tile hints: with several threads taking
+ * items in turn, a thread's next item is rarely the next chunk, the rows after this one. */
+static void split_item(cpulm_ctx *c, att_ws *w, int il, uint64_t item, uint64_t next) {
     const struct cpulm_attn *a = c->attn;
     const int n_kv = c->m->hp.n_head_kv, gq = a->gq, ng = a->split_ng;
-    int32_t t = 0;
-    while (item >= a->item_end[t])
-        t++;
-    uint64_t local = item - (t ? a->item_end[t - 1] : 0), n_ch = (uint64_t)(c->pos[t] / CHUNK + 1);
-    uint64_t per = (uint64_t)(n_kv / ng); /* items per chunk */
-    int32_t ch = (int32_t)(local / per);
-    int g0 = (int)(local % per) * ng;
+    const split_at at = split_locate(c, item);
+    const int32_t t = at.t, ch = at.ch;
+    const int g0 = at.g0;
+    const uint64_t n_ch = (uint64_t)(c->pos[t] / CHUNK + 1);
     float *mc[CPULM_ATT_ROWS] = {0}, *lc[CPULM_ATT_ROWS] = {0}, *oc[CPULM_ATT_ROWS] = {0};
     for (int h = 0; h < ng; h++) {
         float *p = part_of(c, t, g0 + h, ch);
         mc[h] = p, lc[h] = p + gq, oc[h] = p + 2 * gq;
     }
+    const uint8_t *nx[2] = {NULL, NULL};
+    if (next != UINT64_MAX) {
+        const split_at n = split_locate(c, next);
+        const size_t off = cpulm_dtype_row_bytes(c->kv.dtype, c->m->hp.head_dim) * (size_t)n.g0;
+        nx[0] = cpulm_kv_k(&c->kv, il, c->seq[n.t], n.ch * CHUNK) + off;
+        nx[1] = cpulm_kv_v(&c->kv, il, c->seq[n.t], n.ch * CHUNK) + off;
+    }
     gather_rows(c, w, t, 1, g0 * gq, ng * gq);
-    chunk_partial(c, w, il, c->seq[t], g0, ng, gq, ch * CHUNK, mc, lc, oc);
+    chunk_partial(c, w, il, c->seq[t], g0, ng, gq, ch * CHUNK, nx, mc, lc, oc);
     /* release our partials; a pair's last chunk (of this layer) acquires all and folds */
     for (int h = 0; h < ng; h++) {
         unsigned done =
@@ -548,7 +586,11 @@ void cpulm_attn_layer(cpulm_ctx *c, int il, int ith, int nth) {
         return;
     }
     (void)nth; /* the split path folds without a barrier (split_item) */
-    uint64_t n = a->n_split_items, first = cpulm_work_begin(c, ith, n);
-    while (cpulm_work_claim(c, first + n, &item))
-        split_item(c, &w, il, item - first);
+    /* each thread claims its next item before it starts one, to hint that item's first rows
+     * (a descheduled thread so holds up at most one item besides its own) */
+    uint64_t n = a->n_split_items, first = cpulm_work_begin(c, ith, n), next;
+    for (int have = cpulm_work_claim(c, first + n, &item); have; item = next) {
+        have = cpulm_work_claim(c, first + n, &next);
+        split_item(c, &w, il, item - first, have ? next - first : UINT64_MAX);
+    }
 }

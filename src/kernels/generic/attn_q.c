@@ -43,7 +43,8 @@ static float block_quants(cpulm_dtype t, const uint8_t *row, int64_t b, int q[32
 
 void cpulm_generic_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
                                 int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
-                                float *s, int64_t lds) {
+                                float *s, int64_t lds, const uint8_t *next) {
+    (void)next; /* a hint for the SIMD levels */
     int kq[32];
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
@@ -65,7 +66,9 @@ float cpulm_generic_attn_softmaxz(int n, int lim, float *s, float *M, float *L) 
 }
 
 void cpulm_generic_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
-                            const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo) {
+                            const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
+                            const uint8_t *next) {
+    (void)next; /* a hint for the SIMD levels */
     int vq[32];
     for (int i = 0; i < m; i++) {
         float *oi = o + (int64_t)i * ldo;

@@ -22,8 +22,8 @@
 #define AVX2_INLINE static inline __attribute__((always_inline))
 
 /* A hint for the bytes [p, p + n) (no fault, no effect on results). The ops hint the rows
- * that follow their tile (the next tile of the same head) while they compute, a few lines
- * per key: attention.c's hints of whole tiles came in bursts that stalled on the miss
+ * their caller reads next (`next`: the next tile of the same head) while they compute, a few
+ * lines per key: attention.c's hints of whole tiles came in bursts that stalled on the miss
  * buffers. */
 AVX2_INLINE void hint_row(const uint8_t *p, size_t n) {
     for (size_t o = 0; o < n; o += 64)
@@ -155,8 +155,8 @@ AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int
         const __m256i ta = rows4(qr, b * 32, a0, a1), tb = rows4(qr, b * 32, b0, b1);
         const __m256i x = _mm256_add_epi32(_mm256_permute2x128_si256(ta, tb, 0x20),
                                            _mm256_permute2x128_si256(ta, tb, 0x31));
-        const __m256 dk = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(DKA)),
-                                               _mm_set1_ps(DKB), 1);
+        const __m256 dk =
+            _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(DKA)), _mm_set1_ps(DKB), 1);
         acc = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(x), acc);
     }
     return _mm256_mul_ps(acc, qsv);
@@ -167,11 +167,11 @@ AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int
 #define WDIM 256 /* the largest head size widened */
 
 /* Rows i.. (rows <= 4 of them) x keys 0..n-1 (n <= KT): 4 keys at a time, 2 per scores_4x2.
- * hint: the first rows' pass hints the rows after the tile (the next tile's). */
+ * The first rows' pass hints the rows at next (NULL: none). */
 AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int rows, int n,
-                             const int16_t *q16,
-                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
-                             const int16_t *kw, const float *dk, float *s, int64_t lds) {
+                             const int16_t *q16, int64_t ldq, const float *qs, const uint8_t *k,
+                             uint64_t ldk, const int16_t *kw, const float *dk, float *s,
+                             int64_t lds, const uint8_t *next) {
     const int16_t *qr[4]; /* a short group repeats its last row; only real rows are stored */
     float qsr[4];
     for (int r = 0; r < 4; r++) {
@@ -183,9 +183,9 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
     const __m256 qsv = _mm256_insertf128_ps(_mm256_castps128_ps256(q4s), q4s, 1);
     const size_t rb = (size_t)(d / 32) * (Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0));
     for (int j = 0; j < n; j += 4) {
-        if (i == 0)
+        if (i == 0 && next)
             for (int t = 0; t < 4; t++)
-                hint_row(k + (uint64_t)(j + t + n) * ldk, rb);
+                hint_row(next + (uint64_t)(j + t) * ldk, rb);
         int jt[4];
         for (int t = 0; t < 4; t++)
             jt[t] = j + t < n ? j + t : n - 1;
@@ -221,8 +221,8 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
 
 /* attn_qscores on n <= KT keys of one cache type. */
 AVX2_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16,
-                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
-                              int64_t lds) {
+                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+                              float *s, int64_t lds, const uint8_t *next) {
     float dk[WDIM / 32 * KT];
     int16_t kw[WDIM * KT];
     const int wide = m > 4;
@@ -239,25 +239,26 @@ AVX2_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16
     for (int i = 0; i < m; i += 4) {
         const int rows = m - i < 4 ? m - i : 4;
         if (wide)
-            scores_rows(d, Q4, 1, i, rows, n, q16, ldq, qs, k, ldk, kw, dk, s, lds);
+            scores_rows(d, Q4, 1, i, rows, n, q16, ldq, qs, k, ldk, kw, dk, s, lds, next);
         else
-            scores_rows(d, Q4, 0, i, rows, n, q16, ldq, qs, k, ldk, NULL, dk, s, lds);
+            scores_rows(d, Q4, 0, i, rows, n, q16, ldq, qs, k, ldk, NULL, dk, s, lds, next);
     }
 }
 
 void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
-                             int64_t lds) {
+                             int64_t lds, const uint8_t *next) {
     if (d % 32 != 0 || d > WDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
-        cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds);
+        cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
         return;
     }
     for (int j = 0; j < n; j += KT) {
         const int nk = n - j < KT ? n - j : KT;
+        const uint8_t *kj = k + (uint64_t)j * ldk, *nj = next ? next + (uint64_t)j * ldk : NULL;
         if (kt == CPULM_DTYPE_Q4_0)
-            qscores_tile(d, 1, m, nk, q16, ldq, qs, k + (uint64_t)j * ldk, ldk, s + j, lds);
+            qscores_tile(d, 1, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
         else
-            qscores_tile(d, 0, m, nk, q16, ldq, qs, k + (uint64_t)j * ldk, ldk, s + j, lds);
+            qscores_tile(d, 0, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
     }
 }
 
@@ -346,14 +347,13 @@ AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, con
     }
 }
 
-#define PV_R(R, MODE, PF)                                                                          \
-    pv_pass(n, vq, ldv, sh, vf, w, orow, c, pf, pfn, R, MODE, PF)
-#define PV_RS(MODE, PF)                                                                            \
-    switch (R) {                                                                                   \
-    case 4: PV_R(4, MODE, PF); break;                                                              \
-    case 3: PV_R(3, MODE, PF); break;                                                              \
-    case 2: PV_R(2, MODE, PF); break;                                                              \
-    default: PV_R(1, MODE, PF); break;                                                             \
+#define PV_R(R, MODE, PF) pv_pass(n, vq, ldv, sh, vf, w, orow, c, pf, pfn, R, MODE, PF)
+#define PV_RS(MODE, PF)                \
+    switch (R) {                       \
+    case 4: PV_R(4, MODE, PF); break;  \
+    case 3: PV_R(3, MODE, PF); break;  \
+    case 2: PV_R(2, MODE, PF); break;  \
+    default: PV_R(1, MODE, PF); break; \
     }
 
 /* pv_pass with its constants chosen here, once per pass. */
@@ -372,9 +372,10 @@ static void pv_pass_any(int R, int mode, int n, const uint8_t *vq, uint64_t ldv,
 #undef PV_R
 
 void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
-                         const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo) {
+                         const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
+                         const uint8_t *next) {
     if (d % 32 != 0 || d > WDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
-        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo);
+        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
         return;
     }
     const int q4 = vt == CPULM_DTYPE_Q4_0;
@@ -400,8 +401,8 @@ void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p
                             pv_vals(VQ4, vb + (uint64_t)j * ldv, _mm_cvtsi32_si128(4 * h), NULL,
                                     &v0, &v1);
                         else
-                            pv_vals(VQ8, vb + (uint64_t)j * ldv + 16 * h, _mm_setzero_si128(),
-                                    NULL, &v0, &v1);
+                            pv_vals(VQ8, vb + (uint64_t)j * ldv + 16 * h, _mm_setzero_si128(), NULL,
+                                    &v0, &v1);
                         _mm256_storeu_ps(vf + h * 16 * KT + j * 16, v0);
                         _mm256_storeu_ps(vf + h * 16 * KT + j * 16 + 8, v1);
                     }
@@ -421,8 +422,9 @@ void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p
                 }
                 for (int h = 0; h < 2; h++) {
                     const int64_t c = b * 32 + h * 16;
-                    /* the first pass over the keys hints the rows after the tile */
-                    const uint8_t *pf = b == 0 && h == 0 && i == 0 ? vj0 + (uint64_t)n * ldv : NULL;
+                    /* the first pass over the keys hints the next rows */
+                    const uint8_t *pf =
+                        next && b == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
                     const size_t pfn = (size_t)(d / 32) * bs;
                     const int mode = m > 4 ? VF32 : q4 ? VQ4 : VQ8;
                     const uint8_t *vq = vb + (q4 ? 0 : 16 * h);
