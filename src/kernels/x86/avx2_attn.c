@@ -119,9 +119,7 @@ AVX2_INLINE __m256 exp8_live(float *s, int j, int lim, __m256 vm) {
     } else if (j >= lim) {
         e = _mm256_setzero_ps();
     } else {
-        const __m256i idx =
-            _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(lim), idx));
+        const __m256 live = avx2_live8(j, lim);
         const __m256 x = _mm256_blendv_ps(vm, _mm256_loadu_ps(s + j), live); /* dead: exp(0) */
         e = _mm256_and_ps(x86_canon_vexp256(_mm256_sub_ps(x, vm)), live);
     }

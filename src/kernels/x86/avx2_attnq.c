@@ -283,10 +283,7 @@ AVX2_INLINE __m256 expz8_live(float *s, int j, int lim, __m256 vm) {
     } else if (j >= lim) {
         e = _mm256_setzero_ps();
     } else {
-        const __m256i idx =
-            _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(lim), idx));
-        e = _mm256_and_ps(vexpz8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)), live);
+        e = _mm256_and_ps(vexpz8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)), avx2_live8(j, lim));
     }
     _mm256_storeu_ps(s + j, e);
     return e;

@@ -14,6 +14,13 @@
 /* s[j..j+8) = exp(s - mx) where j + lane < lim, else 0; returns the stored values */
 typedef __m256 (*avx2_exp8_live_fn)(float *s, int j, int lim, __m256 vm);
 
+/* All ones in the lanes l of 8 with j + l < lim (for the one group of a row that lim cuts). */
+static inline __attribute__((always_inline)) __m256 avx2_live8(int j, int lim) {
+    const __m256i idx =
+        _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(lim), idx));
+}
+
 /* kernels.h's attn_softmax_row contract with exp8 / exp1 as the exponential: the running
  * max, the 16 lane sums (lane l adds the keys j == l mod 16 in order: lo 0-7, hi 8-15, as
  * the generic op), *L and *M updated; returns the old sum's scale. Inlined with constant
