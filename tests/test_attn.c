@@ -1127,3 +1127,69 @@ TEST(attn_quantized_split_equals_block_path_4_kv_heads) {
     }
     cpulm_model_free(m);
 }
+
+/* A one-layer synthetic model with F32 weights, 2 KV heads (GQA 2, head size 64: the SIMD
+ * entries run), n_embd 256: its matmuls keep every bit of the attention output (those of
+ * heads4_model's Q8_0 weights take it as Q8_0), and under qemu its tokens cost about a
+ * quarter of tiny-llama3-f32's. Written to the temporary directory as name and loaded. */
+static cpulm_model *f32_model(const char *name) {
+    cpulm_synth_params sp;
+    if (cpulm_synth_shape("tiny", &sp) != CPULM_OK) return NULL;
+    sp.n_layer = 1, sp.n_embd = 256, sp.n_ff = 128, sp.n_head = 4, sp.n_head_kv = 2;
+    sp.n_vocab = 300, sp.n_ctx = 1024, sp.type = CPULM_DTYPE_F32;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", test_tmp_dir(), name);
+    if (cpulm_synth_write(path, &sp, NULL) != CPULM_OK) return NULL;
+    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    remove(path);
+    return m;
+}
+
+/* Pins the split path's fold order: split_fold folds a (token, KV head)'s chunk partials
+ * in chunk order, as the block path does, so that both give the same bits; any other order
+ * associates the online-softmax sums differently. The other split tests do not see it: on
+ * models with Q8_0 / Q4_0 weights the matmuls take their input as Q8_0, which absorbs a
+ * last-bit change of the attention output (they pass with the fold reversed or rotated).
+ * So: F32 weights (f32_model); and 4 chunks (positions 772-779, the last chunk partial;
+ * the same under qemu), since with 2 the only other order is the reverse, while from 3 on
+ * there are rotations and swaps (reversed, rotated 1,2,3,0 and the first two swapped: each
+ * changes thousands of the 8 x 300 logits). F16 (attn_fast = 1: the tiled path) and Q8_0
+ * caches, one token per decode at 1 and 3 threads against the same 8 tokens as one batch
+ * (the block path), bit for bit. The 772-token prefix is computed once per cache and handed
+ * over by the state API. */
+TEST(attn_split_folds_chunks_in_chunk_order) {
+    cpulm_model *m = f32_model("attn-fold-order.gguf");
+    REQUIRE(t, m != NULL);
+    const int32_t V = cpulm_vocab_n(m), n = 780, tail = 8, head = n - tail;
+    int32_t toks[780];
+    for (int i = 0; i < n; i++)
+        toks[i] = (i * 7919 + 13) % V;
+    const cpulm_kv_type kvs[] = {CPULM_KV_F16, CPULM_KV_Q8_0};
+    for (int kvi = 0; kvi < 2; kvi++) {
+        cpulm_ctx *c = ctx_of(m, 1024, 1, kvs[kvi]);
+        REQUIRE(t, c != NULL);
+        float *ref = tail_logits(c, toks, n, tail, V, 1);
+        REQUIRE(t, ref != NULL);
+        void *state = malloc(cpulm_ctx_seq_state_bytes(c, head));
+        REQUIRE(t, state && cpulm_ctx_seq_state_get(c, 0, 0, head, state) == CPULM_OK);
+        cpulm_ctx_free(c);
+        for (int nth = 1; nth <= 3; nth += 2) {
+            c = ctx_of(m, 1024, nth, kvs[kvi]);
+            REQUIRE(t, c && cpulm_ctx_seq_state_set(c, 0, 0, head, state) == CPULM_OK);
+            float *x = tail_logits(c, toks + head, tail, tail, V, 0);
+            cpulm_ctx_free(c);
+            REQUIRE(t, x != NULL);
+            int i = 0;
+            while (i < tail && !memcmp(ref + (size_t)i * V, x + (size_t)i * V, 4 * (size_t)V))
+                i++;
+            if (i < tail)
+                fprintf(stderr, "  cache %d, %d threads: token at %d differs from the block path\n",
+                        kvi, nth, head + i);
+            CHECK(t, i == tail);
+            free(x);
+        }
+        free(state);
+        free(ref);
+    }
+    cpulm_model_free(m);
+}
