@@ -32,7 +32,8 @@
  * the chunk/tile/fold structure and the path independence above are unchanged.
  *
  * Every tile load prefetches the next tile's rows (load_tile; on quantized caches the
- * attn_q* ops themselves).
+ * attn_q* ops themselves, told which rows: a split item's last tile hints the first rows of
+ * the item its thread claimed next, not the next chunk, which another thread may be doing).
  */
 #include "attention.h"
 
