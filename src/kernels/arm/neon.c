@@ -494,6 +494,7 @@ const cpulm_kernels cpulm_kernels_neon = {
     .attn_xpv = cpulm_neon_attn_xpv,
     .attn_qquant = cpulm_neon_attn_qquant,
     .attn_qscores = cpulm_neon_attn_qscores,
+    .attn_softmaxz = cpulm_neon_attn_softmaxz,
     .attn_qpv = cpulm_neon_attn_qpv,
     .gemm_x16 =
         {

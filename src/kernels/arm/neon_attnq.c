@@ -17,6 +17,7 @@
 
 #include "arm.h"
 #include "kernels/generic/generic.h"
+#include "neon_softmax.h"
 #include "quant.h"
 
 #if defined(__clang__)
@@ -219,6 +220,22 @@ void cpulm_neon_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int1
     else
         qscores_type(d, 0, m, n, q16, ldq, qs, k, ldk, s, lds, next);
 }
+/* ---- online softmax, underflow flushed ---- */
+
+/* vexpz on 4 lanes: lanes below -87 are 0 (as cpulm_generic_vexpzf tests them), the others
+ * the canonical vexp; their input is clamped at -87 first, so the flushed lanes never take
+ * arm_canon_vexp's ldexpf path (2^n stays a normal float). */
+ARM_INLINE float32x4_t vexpz4(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(-87.0f);
+    const uint32x4_t below = vcltq_f32(x, lo);
+    const float32x4_t e = arm_canon_vexp(vmaxq_f32(x, lo));
+    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(e), below));
+}
+
+float cpulm_neon_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
+    return neon_softmax_with(n, lim, s, M, L, vexpz4, cpulm_generic_vexpzf);
+}
+
 /* ---- P.V ---- */
 
 /* The block scales of n <= KT cache rows as f32, block-major: ds[b * KT + j] (the halves

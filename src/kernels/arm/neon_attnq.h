@@ -13,6 +13,7 @@ void cpulm_neon_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float
 void cpulm_neon_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
                              int64_t lds, const uint8_t *next);
+float cpulm_neon_attn_softmaxz(int n, int lim, float *s, float *M, float *L);
 void cpulm_neon_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
                          const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
                          const uint8_t *next);
