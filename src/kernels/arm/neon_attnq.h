@@ -18,4 +18,10 @@ void cpulm_neon_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p
                          const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
                          const uint8_t *next);
 
+/* The dotprod level's attn_qscores (dotprod_attnq.c, built with the dotprod flags): SDOT on
+ * the int16 query split into two int8 halves. */
+void cpulm_dotprod_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                                int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+                                float *s, int64_t lds, const uint8_t *next);
+
 #endif
