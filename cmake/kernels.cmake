@@ -15,7 +15,9 @@ set(CPULM_ARM_KERNELS
   "src/kernels/arm/neon.c|-march=armv8-a"
   "src/kernels/arm/neon_attn.c|-march=armv8-a"
   "src/kernels/arm/neon_attnx.c|-march=armv8-a"
+  "src/kernels/arm/neon_attnq.c|-march=armv8-a"
   "src/kernels/arm/dotprod.c|-march=armv8.2-a+dotprod"
+  "src/kernels/arm/dotprod_attnq.c|-march=armv8.2-a+dotprod"
   "src/kernels/arm/i8mm.c|-march=armv8.2-a+dotprod+i8mm"
   "src/kernels/arm/sve.c|-march=armv8.2-a+dotprod+i8mm+sve")
 

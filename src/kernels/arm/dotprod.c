@@ -5,11 +5,13 @@
  * The quantized dots are the shared bodies of arm.h with SDOT as the int8 primitive: one
  * instruction per 16 byte pairs instead of smull + smull2 + 2 sadalp. The gemm_x16 entries
  * (prompt processing over repacked weights) use SDOT by element, the form the 16-row
- * layout was made for; i8mm and sve inherit them.
+ * layout was made for; i8mm and sve inherit them. attn_qscores (dotprod_attnq.c) is SDOT on
+ * a split int16 query.
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "dotprod"
 #include "arm.h"
+#include "neon_attnq.h"
 
 /* SDOT: each int32 lane += the sum of 4 adjacent int8 products, exact for any inputs. */
 ARM_INLINE int32x4_t dot16_sdot(int32x4_t acc, int8x16_t a, int8x16_t b) {
@@ -77,6 +79,7 @@ const cpulm_kernels cpulm_kernels_dotprod = {
             [CPULM_DTYPE_Q5_K] = vec_dot_q5_K_q8_K,
             [CPULM_DTYPE_Q6_K] = vec_dot_q6_K_q8_K,
         },
+    .attn_qscores = cpulm_dotprod_attn_qscores,
     .gemm_x16 =
         {
             [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,

@@ -7,12 +7,15 @@
  * bit-identical to the reference: FCVTAS rounds half away from zero exactly like roundf,
  * FCVTNS to nearest-even like the reference's magic-number nearest_int, and FCVTN (f32 ->
  * f16) rounds to nearest-even under the default FPCR, like cpulm_f32_to_fp16. The
- * attention kernels (attn_f16, attn_scores ... attn_merge) are in neon_attn.c.
+ * attention kernels (attn_f16, attn_scores ... attn_merge) are in neon_attn.c, the exact
+ * tiled ones (attn_x*) in neon_attnx.c, those on a Q8_0 / Q4_0 cache (attn_q*) in
+ * neon_attnq.c.
  */
 #if defined(__aarch64__)
 #include "arm.h"
 #include "neon_attn.h"
 #include "neon_attnx.h"
+#include "neon_attnq.h"
 
 /* ---- quantized dots ---- */
 
@@ -489,6 +492,10 @@ const cpulm_kernels cpulm_kernels_neon = {
     .attn_xscores = cpulm_neon_attn_xscores,
     .attn_xweights = cpulm_neon_attn_xweights,
     .attn_xpv = cpulm_neon_attn_xpv,
+    .attn_qquant = cpulm_neon_attn_qquant,
+    .attn_qscores = cpulm_neon_attn_qscores,
+    .attn_softmaxz = cpulm_neon_attn_softmaxz,
+    .attn_qpv = cpulm_neon_attn_qpv,
     .gemm_x16 =
         {
             [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,

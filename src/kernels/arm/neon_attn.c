@@ -16,6 +16,7 @@
 
 #include "arm.h"
 #include "kernels/generic/generic.h"
+#include "neon_softmax.h"
 
 /* Full unrolling of the small constant loops over rows, keys and quarters, so the
  * accumulator arrays live in registers (clang ignores a GCC unroll count above the trip
@@ -129,59 +130,8 @@ void cpulm_neon_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq
 
 /* ---- online softmax ---- */
 
-/* s[j..j+4) = vexp(s - mx) where j + lane < lim, else 0; returns the stored values. Dead
- * lanes are not exponentiated (their scores may be anything). */
-ARM_INLINE float32x4_t exp4_live(float *s, int j, int lim, float32x4_t vm) {
-    float32x4_t e;
-    if (j + 4 <= lim) {
-        e = arm_canon_vexp(vsubq_f32(vld1q_f32(s + j), vm));
-    } else if (j >= lim) {
-        e = vdupq_n_f32(0.0f);
-    } else {
-        static const int32_t iota[4] = {0, 1, 2, 3};
-        const uint32x4_t live =
-            vcltq_s32(vaddq_s32(vdupq_n_s32(j), vld1q_s32(iota)), vdupq_n_s32(lim));
-        const float32x4_t x = vbslq_f32(live, vld1q_f32(s + j), vm); /* dead: exp(0) */
-        e = vreinterpretq_f32_u32(
-            vandq_u32(vreinterpretq_u32_f32(arm_canon_vexp(vsubq_f32(x, vm))), live));
-    }
-    vst1q_f32(s + j, e);
-    return e;
-}
-
 float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
-    float32x4_t vmax = vdupq_n_f32(*M);
-    int j = 0;
-    for (; j + 4 <= lim; j += 4)
-        vmax = vmaxnmq_f32(vmax, vld1q_f32(s + j)); /* maxNum, as fmaxf */
-    float mx = vmaxnmvq_f32(vmax);
-    for (; j < lim; j++)
-        mx = fmaxf(mx, s[j]);
-    /* the 16 lane sums: lane l adds the keys j == l mod 16 in order (quarter t: 4t..4t+3) */
-    const float32x4_t vm = vdupq_n_f32(mx);
-    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f),
-                          vdupq_n_f32(0.0f)};
-    for (j = 0; j + 16 <= n; j += 16)
-        NEON_UNROLL
-    for (int t = 0; t < 4; t++)
-        acc[t] = vaddq_f32(acc[t], exp4_live(s, j + 4 * t, lim, vm));
-    float lanes[16];
-    NEON_UNROLL
-    for (int t = 0; t < 4; t++)
-        vst1q_f32(lanes + 4 * t, acc[t]);
-    for (; j + 4 <= n; j += 4) {
-        float *l = lanes + j % 16;
-        vst1q_f32(l, vaddq_f32(vld1q_f32(l), exp4_live(s, j, lim, vm)));
-    }
-    for (; j < n; j++) {
-        s[j] = j < lim ? cpulm_generic_vexpf(s[j] - mx) : 0.0f;
-        lanes[j % 16] += s[j];
-    }
-    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
-    const float a = *M == -INFINITY ? 0.0f : cpulm_generic_vexpf(*M - mx);
-    *L = fmaf(*L, a, cpulm_generic_reduce16(lanes));
-    *M = mx;
-    return a;
+    return neon_softmax_with(n, lim, s, M, L, arm_canon_vexp, cpulm_generic_vexpf);
 }
 
 /* ---- P.V ---- */
