@@ -765,17 +765,24 @@ static float *gen_logits(const cpulm_model *m, int attn, int nth) {
 /* A synthetic Q8_0 model with 4 KV heads (GQA 2, head size 64: the SIMD entries run; the
  * shared tiny models have 1 KV head or head size 8), written to the temporary directory as
  * name and loaded; the file is removed once loaded. NULL on failure. */
-static cpulm_model *heads4_model(const char *name, int n_layer, int n_ctx) {
+/* The "tiny" synthetic shape with these sizes, written to the temporary directory as name
+ * and loaded; the file is removed once loaded. NULL on failure. */
+static cpulm_model *synth_model(const char *name, int n_layer, int n_embd, int n_ff, int n_head,
+                                int n_head_kv, int n_ctx, cpulm_dtype type) {
     cpulm_synth_params sp;
     if (cpulm_synth_shape("tiny", &sp) != CPULM_OK) return NULL;
-    sp.n_layer = n_layer, sp.n_embd = 512, sp.n_ff = 256, sp.n_head = 8, sp.n_head_kv = 4;
-    sp.n_vocab = 300, sp.n_ctx = n_ctx, sp.type = CPULM_DTYPE_Q8_0;
+    sp.n_layer = n_layer, sp.n_embd = n_embd, sp.n_ff = n_ff, sp.n_head = n_head;
+    sp.n_head_kv = n_head_kv, sp.n_vocab = 300, sp.n_ctx = n_ctx, sp.type = type;
     char path[512];
     snprintf(path, sizeof path, "%s/%s", test_tmp_dir(), name);
     if (cpulm_synth_write(path, &sp, NULL) != CPULM_OK) return NULL;
     cpulm_model *m = cpulm_model_load(path, NULL, NULL);
     remove(path);
     return m;
+}
+
+static cpulm_model *heads4_model(const char *name, int n_layer, int n_ctx) {
+    return synth_model(name, n_layer, 512, 256, 8, 4, n_ctx, CPULM_DTYPE_Q8_0);
 }
 
 /* Generation on the exact path, whose items take several KV heads (for one sequence all 4
@@ -1133,16 +1140,7 @@ TEST(attn_quantized_split_equals_block_path_4_kv_heads) {
  * heads4_model's Q8_0 weights take it as Q8_0), and under qemu its tokens cost about a
  * quarter of tiny-llama3-f32's. Written to the temporary directory as name and loaded. */
 static cpulm_model *f32_model(const char *name) {
-    cpulm_synth_params sp;
-    if (cpulm_synth_shape("tiny", &sp) != CPULM_OK) return NULL;
-    sp.n_layer = 1, sp.n_embd = 256, sp.n_ff = 128, sp.n_head = 4, sp.n_head_kv = 2;
-    sp.n_vocab = 300, sp.n_ctx = 1024, sp.type = CPULM_DTYPE_F32;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", test_tmp_dir(), name);
-    if (cpulm_synth_write(path, &sp, NULL) != CPULM_OK) return NULL;
-    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
-    remove(path);
-    return m;
+    return synth_model(name, 1, 256, 128, 4, 2, 1024, CPULM_DTYPE_F32);
 }
 
 /* Pins the split path's fold order: split_fold folds a (token, KV head)'s chunk partials

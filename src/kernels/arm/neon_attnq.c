@@ -18,16 +18,8 @@
 #include "arm.h"
 #include "kernels/generic/generic.h"
 #include "neon_softmax.h"
+#include "neon_unroll.h"
 #include "quant.h"
-
-#if defined(__clang__)
-#define NEON_UNROLL _Pragma("unroll")
-#else
-#define NEON_UNROLL _Pragma("GCC unroll 8")
-#endif
-/* for (i = 0; i < N; i++) with N <= MAX known only after inlining: the literal bound keeps
- * the loop fully unrolled before inlining (see neon_attn.c), the guard folds away. */
-#define NEON_FOR(i, N, MAX) NEON_UNROLL for (int i = 0; i < (MAX); i++) if (i < (N))
 
 #define KT   64  /* keys per pass of attn_qpv (its weight and scale buffers) */
 #define WDIM 256 /* the largest head size taken here; larger ones go to generic */
