@@ -1093,6 +1093,46 @@ TEST(attn_qtiled_matches_float64_at_1k_to_16k) {
             }
 }
 
+/* The split path (one token per decode, at 1 and 3 threads) against the block path (the
+ * same last 8 of n tokens as one batch) on model m, for each of the n_kv caches, bit for
+ * bit: the first token that differs is named. The prefix is computed once per cache and
+ * handed to the other contexts through the state API (qemu's time). */
+static void split_equals_block(test_ctx *t, const cpulm_model *m, int32_t n,
+                               const cpulm_kv_type *kvs, int n_kv) {
+    const int32_t V = cpulm_vocab_n(m), tail = 8, head = n - tail;
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)n);
+    REQUIRE(t, toks != NULL);
+    for (int i = 0; i < n; i++)
+        toks[i] = (i * 7919 + 13) % V;
+    for (int kvi = 0; kvi < n_kv; kvi++) {
+        cpulm_ctx *c = ctx_of(m, 1024, 1, kvs[kvi]);
+        REQUIRE(t, c != NULL);
+        float *ref = tail_logits(c, toks, n, tail, V, 1);
+        REQUIRE(t, ref != NULL);
+        void *state = malloc(cpulm_ctx_seq_state_bytes(c, head));
+        REQUIRE(t, state && cpulm_ctx_seq_state_get(c, 0, 0, head, state) == CPULM_OK);
+        cpulm_ctx_free(c);
+        for (int nth = 1; nth <= 3; nth += 2) {
+            c = ctx_of(m, 1024, nth, kvs[kvi]);
+            REQUIRE(t, c && cpulm_ctx_seq_state_set(c, 0, 0, head, state) == CPULM_OK);
+            float *x = tail_logits(c, toks + head, tail, tail, V, 0);
+            cpulm_ctx_free(c);
+            REQUIRE(t, x != NULL);
+            int i = 0;
+            while (i < tail && !memcmp(ref + (size_t)i * V, x + (size_t)i * V, 4 * (size_t)V))
+                i++;
+            if (i < tail)
+                fprintf(stderr, "  cache %d, %d threads: token at %d differs from the block path\n",
+                        kvi, nth, head + i);
+            CHECK(t, i == tail);
+            free(x);
+        }
+        free(state);
+        free(ref);
+    }
+    free(toks);
+}
+
 /* On Q8_0 and Q4_0 caches (the attn_q* ops), generation one token at a time (the split
  * path: a pool of 1 thread takes items of 2 KV heads at this depth, one of 3 items of 1)
  * gives the logits of the same tokens as one prompt batch (the block path), bit for bit, on
@@ -1102,36 +1142,8 @@ TEST(attn_qtiled_matches_float64_at_1k_to_16k) {
 TEST(attn_quantized_split_equals_block_path_4_kv_heads) {
     cpulm_model *m = heads4_model("attn-qsplit-heads.gguf", 1, 1024);
     REQUIRE(t, m != NULL);
-    const int32_t V = cpulm_vocab_n(m), n = 800, tail = 8, head = n - tail;
-    int32_t toks[800];
-    for (int i = 0; i < n; i++)
-        toks[i] = (i * 7919 + 13) % V;
     const cpulm_kv_type kvs[] = {CPULM_KV_Q8_0, CPULM_KV_Q4_0};
-    for (int kvi = 0; kvi < 2; kvi++) {
-        cpulm_ctx *c = ctx_of(m, 1024, 1, kvs[kvi]);
-        REQUIRE(t, c != NULL);
-        float *ref = tail_logits(c, toks, n, tail, V, 1);
-        REQUIRE(t, ref != NULL);
-        const uint64_t bytes = cpulm_ctx_seq_state_bytes(c, head);
-        void *state = malloc(bytes);
-        REQUIRE(t, state && cpulm_ctx_seq_state_get(c, 0, 0, head, state) == CPULM_OK);
-        cpulm_ctx_free(c);
-        for (int nth = 1; nth <= 3; nth += 2) {
-            c = ctx_of(m, 1024, nth, kvs[kvi]);
-            REQUIRE(t, c && cpulm_ctx_seq_state_set(c, 0, 0, head, state) == CPULM_OK);
-            float *x = tail_logits(c, toks + head, tail, tail, V, 0);
-            cpulm_ctx_free(c);
-            REQUIRE(t, x != NULL);
-            int same = memcmp(ref, x, sizeof(float) * (size_t)tail * (size_t)V) == 0;
-            if (!same)
-                fprintf(stderr, "  cache %d, %d threads: split path differs from the block path\n",
-                        kvi, nth);
-            CHECK(t, same);
-            free(x);
-        }
-        free(state);
-        free(ref);
-    }
+    split_equals_block(t, m, 800, kvs, 2);
     cpulm_model_free(m);
 }
 
@@ -1158,36 +1170,7 @@ static cpulm_model *f32_model(const char *name) {
 TEST(attn_split_folds_chunks_in_chunk_order) {
     cpulm_model *m = f32_model("attn-fold-order.gguf");
     REQUIRE(t, m != NULL);
-    const int32_t V = cpulm_vocab_n(m), n = 780, tail = 8, head = n - tail;
-    int32_t toks[780];
-    for (int i = 0; i < n; i++)
-        toks[i] = (i * 7919 + 13) % V;
     const cpulm_kv_type kvs[] = {CPULM_KV_F16, CPULM_KV_Q8_0};
-    for (int kvi = 0; kvi < 2; kvi++) {
-        cpulm_ctx *c = ctx_of(m, 1024, 1, kvs[kvi]);
-        REQUIRE(t, c != NULL);
-        float *ref = tail_logits(c, toks, n, tail, V, 1);
-        REQUIRE(t, ref != NULL);
-        void *state = malloc(cpulm_ctx_seq_state_bytes(c, head));
-        REQUIRE(t, state && cpulm_ctx_seq_state_get(c, 0, 0, head, state) == CPULM_OK);
-        cpulm_ctx_free(c);
-        for (int nth = 1; nth <= 3; nth += 2) {
-            c = ctx_of(m, 1024, nth, kvs[kvi]);
-            REQUIRE(t, c && cpulm_ctx_seq_state_set(c, 0, 0, head, state) == CPULM_OK);
-            float *x = tail_logits(c, toks + head, tail, tail, V, 0);
-            cpulm_ctx_free(c);
-            REQUIRE(t, x != NULL);
-            int i = 0;
-            while (i < tail && !memcmp(ref + (size_t)i * V, x + (size_t)i * V, 4 * (size_t)V))
-                i++;
-            if (i < tail)
-                fprintf(stderr, "  cache %d, %d threads: token at %d differs from the block path\n",
-                        kvi, nth, head + i);
-            CHECK(t, i == tail);
-            free(x);
-        }
-        free(state);
-        free(ref);
-    }
+    split_equals_block(t, m, 780, kvs, 2);
     cpulm_model_free(m);
 }
