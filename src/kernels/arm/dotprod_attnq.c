@@ -15,13 +15,8 @@
 #include "arm.h"
 #include "kernels/generic/generic.h"
 #include "neon_attnq.h"
+#include "neon_unroll.h"
 #include "quant.h"
-
-#if defined(__clang__)
-#define DP_UNROLL _Pragma("unroll")
-#else
-#define DP_UNROLL _Pragma("GCC unroll 8")
-#endif
 
 #define WDIM 256 /* the largest head size split here; larger ones go to neon's */
 
@@ -58,18 +53,16 @@ ARM_INLINE void scores_4xk(int64_t d, const int Q4, const int K, const int8_t *h
         if (K == 2 && !Q4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_qscores");
         int8x16_t k[2][2];
         int32x4_t ks[2], is[4][2];
-        DP_UNROLL
-        for (int j = 0; j < K; j++) {
+        NEON_FOR(j, K, 2) {
             block_k8(kr[j], b, Q4, k[j]);
             ks[j] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), k[j][0], ones), k[j][1], ones);
         }
-        DP_UNROLL
+        NEON_UNROLL
         for (int r = 0; r < 4; r++) {
             const int8_t *h = hi + r * d + b * 32, *l = lo + r * d + b * 32;
             const int8x16_t h0 = vld1q_s8(h), h1 = vld1q_s8(h + 16);
             const int8x16_t l0 = vld1q_s8(l), l1 = vld1q_s8(l + 16);
-            DP_UNROLL
-            for (int j = 0; j < K; j++) {
+            NEON_FOR(j, K, 2) {
                 int32x4_t a = vdotq_s32(vdotq_s32(vdupq_n_s32(0), h0, k[j][0]), h1, k[j][1]);
                 a = vshlq_n_s32(a, 8);
                 is[r][j] = vdotq_s32(vdotq_s32(a, l0, k[j][0]), l1, k[j][1]);
@@ -78,8 +71,7 @@ ARM_INLINE void scores_4xk(int64_t d, const int Q4, const int K, const int8_t *h
         /* [k0 sums, k1 sums] -> lane j: sum(k_j), times 128 */
         const int32x4_t kp = vpaddq_s32(ks[0], ks[K - 1]);
         const int32x4_t k128 = vshlq_n_s32(vpaddq_s32(kp, kp), 7);
-        DP_UNROLL
-        for (int j = 0; j < K; j++) {
+        NEON_FOR(j, K, 2) {
             int32x4_t x =
                 vpaddq_s32(vpaddq_s32(is[0][j], is[1][j]), vpaddq_s32(is[2][j], is[3][j]));
             x = vaddq_s32(x, j == 0 ? vdupq_laneq_s32(k128, 0) : vdupq_laneq_s32(k128, 1));
@@ -87,9 +79,8 @@ ARM_INLINE void scores_4xk(int64_t d, const int Q4, const int K, const int8_t *h
         }
         if (K == 2 && !Q4) ARM_MCA_END(ARM_MCA_LEVEL "_attn_qscores");
     }
-    DP_UNROLL
-    for (int j = 0; j < K; j++)
-        out[j] = vmulq_f32(acc[j], qsv);
+    NEON_FOR(j, K, 2)
+    out[j] = vmulq_f32(acc[j], qsv);
 }
 
 /* 2 keys, a function of its own per cache type (few live general registers in its loop). */

@@ -106,8 +106,12 @@ ARM_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
 }
 
 /* Scores of 4 rows (qr) x K keys (1 or 2; rows in lanes, one vector per key), times qsv. */
-ARM_INLINE void scores_4xk(int64_t d, const int Q4, const int K, const int16_t *const qr[4],
-                           float32x4_t qsv, const uint8_t *const kr[2], float32x4_t out[2]) {
+ARM_INLINE void scores_4xk(int64_t d, const int Q4, const int K, const int16_t *const qrp[4],
+                           float32x4_t qsv, const uint8_t *const krp[2], float32x4_t out[2]) {
+    /* the pointers as locals: read through qrp / krp in the loop, clang reloads them every
+     * block once the mca markers are in (its code then differs by 5%) */
+    const int16_t *const qr[4] = {qrp[0], qrp[1], qrp[2], qrp[3]};
+    const uint8_t *const kr[2] = {krp[0], krp[K - 1]};
     float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t b = 0; b < d / 32; b++) {
         if (K == 2 && !Q4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_qscores");
