@@ -463,13 +463,8 @@ static void to_float_f16(const void *vx, float *y, int64_t n) {
 /* ---- f32 vector ops ---- */
 
 static void softmax(int64_t n, float *x) {
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-    float max = x86_hmax_ps256(vmax);
-    for (; i < n; i++)
-        max = fmaxf(max, x[i]);
+    const float max = x86_max_f32(x, n, -INFINITY);
+    int64_t i;
     const __m256 vm = _mm256_set1_ps(max);
     __m256 vsum = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) {

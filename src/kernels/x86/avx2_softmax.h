@@ -29,13 +29,8 @@ static inline __attribute__((always_inline)) float avx2_softmax_with(int n, int 
                                                                      float *M, float *L,
                                                                      avx2_exp8_live_fn exp8,
                                                                      float (*exp1)(float)) {
-    __m256 vmax = _mm256_set1_ps(*M);
-    int j = 0;
-    for (; j + 8 <= lim; j += 8)
-        vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
-    float mx = x86_hmax_ps256(vmax);
-    for (; j < lim; j++)
-        mx = fmaxf(mx, s[j]);
+    const float mx = x86_max_f32(s, lim, *M);
+    int j;
     const __m256 vm = _mm256_set1_ps(mx);
     __m256 lo = _mm256_setzero_ps(), hi = lo;
     for (j = 0; j + 16 <= n; j += 16) {

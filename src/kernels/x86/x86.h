@@ -30,6 +30,18 @@ static inline float x86_hmax_ps256(__m256 v) {
     return _mm_cvtss_f32(m);
 }
 
+/* max(start, x[0..n)): 8 lanes of vmaxps, then fmaxf over the tail (softmax's row max). */
+static inline float x86_max_f32(const float *x, int64_t n, float start) {
+    __m256 vmax = _mm256_set1_ps(start);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+    float m = x86_hmax_ps256(vmax);
+    for (; i < n; i++)
+        m = fmaxf(m, x[i]);
+    return m;
+}
+
 static inline float x86_fp16(uint16_t h) {
     return _cvtsh_ss(h);
 }
