@@ -13,6 +13,7 @@
 int cpulm_emu512_shim_check(char *msg, size_t cap);
 #endif
 
+#if defined(__x86_64__)
 static int has_level(const char *name) {
     const cpulm_kernels *lv[16];
     const int n = test_kernel_levels(lv, 16);
@@ -20,6 +21,7 @@ static int has_level(const char *name) {
         if (strcmp(lv[i]->name, name) == 0) return 1;
     return 0;
 }
+#endif
 
 TEST(emu512_levels_checked) {
 #if defined(__x86_64__)

@@ -61,6 +61,12 @@ static void conversions(chk *c, uint32_t *s) {
     _mm512_storeu_si512(w, _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)u16)));
     for (int l = 0; l < 16; l++)
         check(c, w[l] == (int32_t)u16[l], "cvtepu16_epi32", l);
+    int8_t i8[16];
+    for (int l = 0; l < 16; l++)
+        i8[l] = (int8_t)rnd(s);
+    _mm512_storeu_si512(w, _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)i8)));
+    for (int l = 0; l < 16; l++)
+        check(c, w[l] == (int32_t)i8[l], "cvtepi8_epi32", l);
     _mm512_storeu_pd(rd, _mm512_cvtps_pd(_mm256_loadu_ps(f)));
     for (int l = 0; l < 8; l++)
         check(c, same_bits_d(rd[l], (double)f[l]), "cvtps_pd", l);
@@ -148,6 +154,12 @@ static void masked(chk *c, uint32_t *s) {
         _mm512_storeu_ps(r, _mm512_maskz_loadu_ps(k, fp));
         for (int l = 0; l < 16; l++)
             check(c, same_bits_f(r[l], l < live ? want[l] : 0.0f), "maskz_loadu_ps", l);
+        if (live <= 4) { /* the 128-bit form: lanes 0-3 */
+            float q4[4] = {-1.0f, -2.0f, -3.0f, -4.0f};
+            _mm_mask_storeu_ps(fp, (__mmask8)k, _mm_loadu_ps(q4));
+            for (int l = 0; l < live; l++)
+                check(c, same_bits_f(fp[l], q4[l]), "mask_storeu_ps (128)", l);
+        }
         _mm512_mask_storeu_ps(fp, k, _mm512_loadu_ps(src));
         for (int l = 0; l < live; l++)
             check(c, same_bits_f(fp[l], src[l]), "mask_storeu_ps", l);

@@ -83,6 +83,13 @@ EMU_INLINE __m512i emu_mm512_cvtepu16_epi32(__m256i a) {
     return r.v;
 }
 
+EMU_INLINE __m512i emu_mm512_cvtepi8_epi32(__m128i a) {
+    emu_si r;
+    r.h[0] = _mm256_cvtepi8_epi32(a);
+    r.h[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
+    return r.v;
+}
+
 EMU_INLINE __m512d emu_mm512_cvtps_pd(__m256 a) {
     emu_pd r;
     r.h[0] = _mm256_cvtps_pd(_mm256_castps256_ps128(a));
@@ -167,6 +174,13 @@ EMU_INLINE void emu_mm512_mask_storeu_ps(void *p, __mmask16 k, __m512 a) {
         if (k >> l & 1) memcpy((float *)p + l, &x.f[l], sizeof(float));
 }
 
+EMU_INLINE void emu_mm_mask_storeu_ps(void *p, __mmask8 k, __m128 a) {
+    float x[4];
+    _mm_storeu_ps(x, a);
+    for (int l = 0; l < 4; l++)
+        if (k >> l & 1) memcpy((float *)p + l, &x[l], sizeof(float));
+}
+
 EMU_INLINE __m256i emu_mm256_maskz_loadu_epi16(__mmask16 k, const void *p) {
     uint16_t v[16] = {0};
     for (int l = 0; l < 16; l++)
@@ -216,6 +230,8 @@ EMU_INLINE float emu_mm512_reduce_max_ps(__m512 a) {
  * compiler's headers define some of them as macros, hence the #undefs). */
 #undef _mm512_cvtepi32_ps
 #define _mm512_cvtepi32_ps emu_mm512_cvtepi32_ps
+#undef _mm512_cvtepi8_epi32
+#define _mm512_cvtepi8_epi32 emu_mm512_cvtepi8_epi32
 #undef _mm512_cvtepu16_epi32
 #define _mm512_cvtepu16_epi32 emu_mm512_cvtepu16_epi32
 #undef _mm512_cvtps_pd
@@ -238,6 +254,8 @@ EMU_INLINE float emu_mm512_reduce_max_ps(__m512 a) {
 #define _mm512_maskz_loadu_pd emu_mm512_maskz_loadu_pd
 #undef _mm512_mask_storeu_ps
 #define _mm512_mask_storeu_ps emu_mm512_mask_storeu_ps
+#undef _mm_mask_storeu_ps
+#define _mm_mask_storeu_ps emu_mm_mask_storeu_ps
 #undef _mm256_maskz_loadu_epi16
 #define _mm256_maskz_loadu_epi16 emu_mm256_maskz_loadu_epi16
 #undef _mm256_mask_storeu_epi16
