@@ -9,8 +9,10 @@ if(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" OR CMAKE_CROSSCOMPILING)
   return()
 endif()
 option(CPULM_EMU512 "test the avx512 levels under SIMDe emulation (needs libsimde-dev)" ON)
-# -O1 with SIMDe's functions out of line: the fully unrolled K-quant tiles of avx512vnni.c
-# take minutes and gigabytes at -O2 with SIMDe inlined (43 s at -O1 out of line).
+# -O1 with SIMDe's functions out of line (SIMDE_NO_INLINE in the header): the fully unrolled
+# K-quant tiles of avx512vnni.c take minutes and gigabytes at -O2 with SIMDe inlined (gcc 12:
+# 43 s at -O1 out of line). -O0 does not build: gcc's headers then make some intrinsics
+# macros around native AVX-512 builtins.
 set(CPULM_EMU512_OPT "-O1" CACHE STRING "optimization of the emulated avx512 objects")
 find_path(CPULM_SIMDE_INCLUDE simde/x86/avx512.h)
 if(NOT CPULM_EMU512)
@@ -54,14 +56,14 @@ endforeach()
 add_library(cpulm_emu512_obj OBJECT ${emu_wrappers})
 separate_arguments(emu_opt UNIX_COMMAND "${CPULM_EMU512_OPT}")
 target_compile_options(cpulm_emu512_obj PRIVATE ${emu_flags} ${emu_opt} -Wno-psabi
-                       -DSIMDE_NO_INLINE -include ${CMAKE_SOURCE_DIR}/tests/emu/simde_avx512.h)
+                       -include ${CMAKE_SOURCE_DIR}/tests/emu/simde_avx512.h)
 target_include_directories(cpulm_emu512_obj PRIVATE src include)
 target_include_directories(cpulm_emu512_obj SYSTEM PRIVATE ${CPULM_SIMDE_INCLUDE})
 
 # The shims' unit test (tests/emu/shim_check.c), built the same way.
 add_library(cpulm_emu512_shims OBJECT tests/emu/shim_check.c)
 target_compile_options(cpulm_emu512_shims PRIVATE ${emu_flags} ${emu_opt} -Wno-psabi
-                       -DSIMDE_NO_INLINE -include ${CMAKE_SOURCE_DIR}/tests/emu/simde_avx512.h)
+                       -include ${CMAKE_SOURCE_DIR}/tests/emu/simde_avx512.h)
 target_include_directories(cpulm_emu512_shims SYSTEM PRIVATE ${CPULM_SIMDE_INCLUDE})
 target_compile_definitions(cpulm_emu512_shims PRIVATE _GNU_SOURCE)
 

@@ -11,11 +11,12 @@
  * (shims), each as the instruction's documented per-lane operation. Masked loads and stores
  * touch only the selected lanes, as the hardware does (its fault suppression is what lets
  * the kernels load tails that way). The _mm512_reduce_* shims add in GCC's tree order (its
- * avx512fintrin.h), so the emulated results equal the native build's. test_emu512.c checks
- * every shim against a scalar definition. A missing intrinsic cannot slip through: the
- * compiler's own AVX-512 intrinsic would then be called, which fails to build without
- * -mavx512f (always_inline target mismatch), and emu512_no_avx512_instructions scans the
- * objects for EVEX code.
+ * avx512fintrin.h), so the emulated results equal the native gcc build's. test_emu512.c checks
+ * every shim (and scalef's, roundscale's and fmadd's rounding) against a scalar definition
+ * (tests/emu/shim_check.c). A missing intrinsic cannot slip through: the compiler's own
+ * AVX-512 intrinsic would then be called, which fails to build without -mavx512f (gcc:
+ * always_inline target mismatch; clang: "needs target feature"); and the tests run these
+ * objects on CPUs without AVX-512, where any EVEX instruction would fault.
  */
 #ifndef CPULM_TESTS_EMU_SIMDE_AVX512_H
 #define CPULM_TESTS_EMU_SIMDE_AVX512_H
@@ -25,6 +26,12 @@
 #endif
 
 #define SIMDE_ENABLE_NATIVE_ALIASES
+/* SIMDe's functions out of line: inlined, avx512vnni.c's fully unrolled K-quant tiles take
+ * minutes and gigabytes to compile (43 s at -O1 out of line) */
+#define SIMDE_NO_INLINE
+/* clang: shift counts the kernels make constant by unrolling are not constant to the front
+ * end; SIMDe's emulation takes any count */
+#define SIMDE_NO_CHECK_IMMEDIATE_CONSTANT
 #include <simde/x86/avx512.h>
 #include <math.h>
 #include <stdint.h>
@@ -43,9 +50,8 @@
 /* SIMDe 0.7.4 aliases _mm512_madd_epi16 with four arguments (its mask form's). */
 #undef _mm512_madd_epi16
 #define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
-#ifndef _mm512_shuffle_f32x4
+#undef _mm512_shuffle_f32x4 /* a macro in clang's headers, missing from SIMDe's aliases */
 #define _mm512_shuffle_f32x4(a, b, imm) simde_mm512_shuffle_f32x4(a, b, imm)
-#endif
 
 /* ---- lanes in and out: a vector as its two 256-bit halves ---- */
 
