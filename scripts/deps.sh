@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages cpulm's build and tests need (idempotent).
+# libsimde-dev (header-only) is for the tests only: the avx512 kernel levels under emulation
+# on CPUs without AVX-512 (cmake/emu512.cmake); cpulm itself never uses it.
 # --perf also installs llvm-22 for scripts/arm-perf.sh (llvm-mca-22: the Neoverse N1 / V1 /
 # V2 scheduling models; LLVM 14 has none). Not needed to build or run cpulm.
 set -euo pipefail
 pkgs=(build-essential cmake clang clang-format libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross
       qemu-user curl libcurl4-openssl-dev nginx-light librsvg2-bin python3-yaml
-      libedit-dev tmux)
+      libedit-dev tmux libsimde-dev)
 [ "${1:-}" = --perf ] && pkgs+=(llvm-22)
 # node and npm (for the openai client in the server tests) come with the machine image or
 # from Debian: installed only when missing.

@@ -10,6 +10,7 @@
 #include "cpulm.h"
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "levels.h"
 #include "test.h"
 
 #if defined(__aarch64__)
@@ -52,8 +53,15 @@ static void free_unaligned(void *p) {
     if (p) free((uint8_t *)p - MISALIGN);
 }
 
+/* the levels this CPU dispatches to (the dispatch tests) */
 static int get_levels(const cpulm_kernels **lv) {
     return cpulm_kernels_levels(lv, MAX_LEVELS);
+}
+
+/* the levels the numeric tests compare with generic: those, plus the avx512 levels under
+ * emulation on x86 CPUs without AVX-512 (tests/levels.h) */
+static int kernel_levels(const cpulm_kernels **lv) {
+    return test_kernel_levels(lv, MAX_LEVELS);
 }
 
 static const cpulm_dtype computable[] = {
@@ -217,7 +225,7 @@ static int make_dot_case(dot_case *c, cpulm_dtype w, int64_t n, uint64_t seed) {
 
 static void check_dot_all_levels(test_ctx *t, cpulm_dtype w, const dot_case *c) {
     const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = get_levels(lv);
+    const int nl = kernel_levels(lv);
     float ref = NAN;
     cpulm_kernels_generic.vec_dot[w](c->n, &ref, c->wq, c->aq);
     for (int l = 0; l < nl; l++) {
@@ -268,7 +276,7 @@ TEST(kern_vec_dot_extreme_quants) {
             x4[b].qs[j] = (uint8_t)((rng_next(&s) & 1) ? 0x0F : 0xF0);
     }
     const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = get_levels(lv);
+    const int nl = kernel_levels(lv);
     float r8, r4;
     cpulm_kernels_generic.vec_dot[CPULM_DTYPE_Q8_0](NB * 32, &r8, x8, y8);
     cpulm_kernels_generic.vec_dot[CPULM_DTYPE_Q4_0](NB * 32, &r4, x4, y8);
@@ -291,7 +299,7 @@ TEST(kern_from_float_bit_exact_all_levels) {
      * level never changes which integers the dots see */
     static const int64_t sizes[] = {256, 37 * 256, 100 * 256};
     const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = get_levels(lv);
+    const int nl = kernel_levels(lv);
     for (cpulm_dtype ty = 0; ty < CPULM_DTYPE_COUNT; ty++) {
         if (!cpulm_kernels_generic.from_float[ty]) continue;
         for (size_t k = 0; k < 3; k++) {
@@ -323,7 +331,7 @@ TEST(kern_from_float_signed_ties_all_levels) {
      * does; block 0 has -a first, block 1 has +a first */
     enum { N = 2 * 256 };
     const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = get_levels(lv);
+    const int nl = kernel_levels(lv);
     float *x = alloc_unaligned(N * sizeof *x);
     fill(x, N, 77, 1.0f);
     x[3] = -5.0f, x[200] = 5.0f, x[256 + 10] = 5.0f, x[256 + 20] = -5.0f;
@@ -347,7 +355,7 @@ TEST(kern_from_float_signed_ties_all_levels) {
 
 TEST(kern_to_float_all_levels) {
     const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = get_levels(lv);
+    const int nl = kernel_levels(lv);
     const int64_t n = 37 * 256;
     for (cpulm_dtype ty = 0; ty < CPULM_DTYPE_COUNT; ty++) {
         if (!cpulm_kernels_generic.to_float[ty] || !cpulm_kernels_generic.from_float[ty]) continue;
@@ -414,7 +422,7 @@ TEST(kern_f32_ops_all_levels) {
     static const char *names[] = {"rms_norm", "swiglu", "softmax", "axpy"};
     static const int64_t sizes[] = {1, 37, 1003};
     const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = get_levels(lv);
+    const int nl = kernel_levels(lv);
     for (size_t k = 0; k < 3; k++) {
         const int64_t n = sizes[k];
         float *a = alloc_unaligned((size_t)n * 4), *b = alloc_unaligned((size_t)n * 4);
@@ -522,7 +530,7 @@ TEST(kern_arm_i8mm_tiles_2x2) {
  * level (and the reference engine's, see docs/ARCHITECTURE.md). */
 TEST(kern_canonical_float_ops_bit_identical) {
     const cpulm_kernels *lv[16];
-    int n_lv = cpulm_kernels_levels(lv, 16);
+    int n_lv = kernel_levels(lv);
     const cpulm_kernels *g = &cpulm_kernels_generic;
     static const int sizes[] = {1, 7, 8, 16, 63, 64, 100, 172, 256, 768, 1000};
     float *x = malloc(sizeof(float) * 1024), *y = malloc(sizeof(float) * 1024);

@@ -8,6 +8,7 @@
 #include "base/fp16.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul.h"
+#include "levels.h"
 #include "model/repack.h"
 #include "test.h"
 
@@ -179,7 +180,7 @@ static int is_k_quant(cpulm_dtype t) {
  * also equal the generic gemm bit for bit (exact int sums, the same fused float steps). */
 static void check_gemm(test_ctx *t, const pack_case *c) {
     const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = cpulm_kernels_levels(lv, MAX_LEVELS);
+    const int nl = test_kernel_levels(lv, MAX_LEVELS);
     const size_t nout = (size_t)(c->nt * c->rows);
     float *ref = malloc(sizeof(float) * nout), *got = malloc(sizeof(float) * nout);
     float *one = malloc(sizeof(float) * (size_t)c->rows), *gen = malloc(sizeof(float) * nout);
@@ -540,7 +541,7 @@ TEST(kern_pack_q8k_edges_all_levels) {
     REQUIRE(t, ref && got);
     cpulm_kernels_generic.from_float[CPULM_DTYPE_Q8_K](x, ref, N);
     const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = cpulm_kernels_levels(lv, MAX_LEVELS);
+    const int nl = test_kernel_levels(lv, MAX_LEVELS);
     for (int l = 0; l < nl; l++) {
         memset(got, 0xA5, bytes);
         lv[l]->from_float[CPULM_DTYPE_Q8_K](x, got, N);
@@ -574,7 +575,7 @@ static void check_attn(test_ctx *t, int64_t d, int64_t n, uint64_t seed) {
     const float scale = 1.0f / sqrtf((float)d);
     cpulm_kernels_generic.attn_f16(d, n, q, k, v, stride, scale, ref);
     const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = cpulm_kernels_levels(lv, MAX_LEVELS);
+    const int nl = test_kernel_levels(lv, MAX_LEVELS);
     for (int l = 0; l < nl; l++) {
         for (int64_t i = 0; i < d; i++)
             got[i] = NAN;

@@ -177,7 +177,7 @@ static unsigned detect_features(char *desc, size_t cap) {
 /* ---- merging ---- */
 
 /* Every entry of kernels.h's op list: a level's non-NULL entry replaces its base's. */
-static void overlay(cpulm_kernels *k, const cpulm_kernels *lvl) {
+void cpulm_kernels_overlay(cpulm_kernels *k, const cpulm_kernels *lvl) {
     k->name = lvl->name;
     for (int t = 0; t < CPULM_DTYPE_COUNT; t++) {
 #define TAKE_TYPED(ID, name, fn) \
@@ -217,7 +217,7 @@ static void init_once(void) {
         }
         if (!l->table || (f & l->need) != l->need || !state.usable[l->base]) continue;
         state.merged[i] = state.merged[l->base];
-        overlay(&state.merged[i], l->table);
+        cpulm_kernels_overlay(&state.merged[i], l->table);
         state.usable[i] = 1;
         state.chosen = i;
     }

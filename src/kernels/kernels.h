@@ -254,6 +254,9 @@ const cpulm_kernels *cpulm_kernels_get(void);
 /* Every level this CPU offers, merged the same way, lowest first (generic is [0]).
  * Returns the count written (at most cap). For tests and benchmarks. */
 int cpulm_kernels_levels(const cpulm_kernels **out, int cap);
+/* Lays lvl's name and non-NULL entries over k: how dispatch.c makes a level's merged table
+ * from its base's (also used by the tests' emulated avx512 levels, tests/levels.c). */
+void cpulm_kernels_overlay(cpulm_kernels *k, const cpulm_kernels *lvl);
 /* Why CPULM_ISA was not honoured ("CPULM_ISA=foo: unknown level; using avx2"), or NULL
  * when it was honoured or is unset. Borrowed, static. */
 const char *cpulm_kernels_isa_warning(void);
