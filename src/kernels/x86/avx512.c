@@ -9,6 +9,7 @@
  */
 #if defined(__x86_64__)
 #include "avx2_attn.h"
+#include "avx512_attn.h"
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
 #include "x86.h"
@@ -800,5 +801,7 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .attn_xscores = attn_xscores,
     .attn_xweights = attn_xweights,
     .attn_xpv = attn_xpv,
+    .attn_qscores = cpulm_avx512_attn_qscores,
+    .attn_qpv = cpulm_avx512_attn_qpv,
 };
 #endif
