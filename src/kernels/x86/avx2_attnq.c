@@ -115,7 +115,7 @@ AVX2_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
 AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int16_t *const qr[4],
                               __m256 qsv, kpair kp, const float *da, const float *db) {
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < d / 32; b++) {
+    for (int64_t b = 0; b < X86Q_MCA_D(d) / 32; b++) {
         __m256i a0, a1, b0, b1;
         if (!WIDE) {
             block_k16(kp.ra, b, Q4, &a0, &a1);
@@ -160,6 +160,7 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
         if (i == 0 && next)
             for (int t = 0; t < 4; t++)
                 x86q_hint_row(next + (uint64_t)(j + t) * ldk, rb);
+        if (!Q4 && !WIDE) X86Q_MCA_BEGIN("avx2_attn_qscores");
         int jt[4];
         for (int t = 0; t < 4; t++)
             jt[t] = j + t < n ? j + t : n - 1;
@@ -190,6 +191,7 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
                     sr[t] = tmp[t];
             }
         }
+        if (!Q4 && !WIDE) X86Q_MCA_END("avx2_attn_qscores");
     }
 }
 
@@ -304,6 +306,7 @@ AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, con
         acc[r][1] = _mm256_loadu_ps(orow[r] + c + 8);
     }
     for (int j = 0; j < n; j++) {
+        if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_BEGIN("avx2_attn_qpv");
         if (PF) x86q_hint_row(pf + (uint64_t)j * ldv, pfn);
         __m256 v0, v1;
         pv_vals(MODE, vq + (uint64_t)j * ldv, sh, vf + j * 16, &v0, &v1);
@@ -312,6 +315,7 @@ AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, con
             acc[r][0] = _mm256_fmadd_ps(wj, v0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(wj, v1, acc[r][1]);
         }
+        if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_END("avx2_attn_qpv");
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
         _mm256_storeu_ps(orow[r] + c, acc[r][0]);

@@ -68,7 +68,7 @@ A512_INLINE __m512 scores_4x4(int64_t d, const int Q4, const int16_t *const qr[4
                               const uint8_t *const kr[4], const float *ds) {
     const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < d / 32; b++) {
+    for (int64_t b = 0; b < X86Q_MCA_D(d) / 32; b++) {
         __m512i x[4];
         for (int t = 0; t < 4; t++)
             x[t] = rows4(qr, b * 32, block_k16(kr[t], b, Q4));
@@ -97,6 +97,7 @@ A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, co
     const __m512i rowsidx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const size_t rb = (size_t)(d / 32) * block_bytes(Q4);
     for (int j = 0; j < n; j += 4) {
+        if (!Q4) X86Q_MCA_BEGIN("avx512_attn_qscores");
         const uint8_t *kr[4];
         for (int t = 0; t < 4; t++) {
             if (i == 0 && next) x86q_hint_row(next + (uint64_t)(j + t) * ldk, rb);
@@ -112,6 +113,7 @@ A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, co
                                       : _mm512_extractf32x4_ps(y, 3);
             _mm_mask_storeu_ps(s + (int64_t)(i + r) * lds + j, live, x);
         }
+        if (!Q4) X86Q_MCA_END("avx512_attn_qscores");
     }
 }
 
@@ -174,6 +176,7 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, int64_t b0, int 
             acc[r][h] = SC ? _mm512_mul_ps(x, _mm512_set1_ps(a[r])) : x;
         }
     for (int j = 0; j < n; j++) {
+        if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_BEGIN("avx512_attn_qpv");
         if (pf) x86q_hint_row(pf + (uint64_t)j * ldv, pfn);
         __m512 val[4];
         for (int bb = 0; bb < NB; bb++)
@@ -184,6 +187,7 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, int64_t b0, int 
                 acc[r][2 * bb] = _mm512_fmadd_ps(wj, val[2 * bb], acc[r][2 * bb]);
                 acc[r][2 * bb + 1] = _mm512_fmadd_ps(wj, val[2 * bb + 1], acc[r][2 * bb + 1]);
             }
+        if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_END("avx512_attn_qpv");
     }
     for (int r = 0; r < R; r++)
         for (int h = 0; h < 2 * NB; h++)

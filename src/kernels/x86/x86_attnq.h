@@ -8,6 +8,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* llvm-mca markers for scripts/x86-mca-attnq.sh (as ARM_MCA_* in arm.h): nothing unless the
+ * file is built with -DCPULM_MCA_MARKERS; then asm comment lines around one iteration of a
+ * hot loop (an empty volatile asm: no instruction), and X86Q_MCA_D(d) pins the head size to
+ * 64 so that a region's block loop unrolls into straight-line code as at d 64. */
+#ifdef CPULM_MCA_MARKERS
+#define X86Q_MCA_BEGIN(NAME) __asm__ volatile("# LLVM-MCA-BEGIN " NAME)
+#define X86Q_MCA_END(NAME)   __asm__ volatile("# LLVM-MCA-END " NAME)
+#define X86Q_MCA_D(d)        ((void)(d), (int64_t)64)
+#else
+#define X86Q_MCA_BEGIN(NAME) ((void)0)
+#define X86Q_MCA_END(NAME)   ((void)0)
+#define X86Q_MCA_D(d)        (d)
+#endif
+
 #define X86Q_KT   64  /* keys per pass of attn_qscores and attn_qpv (their scale buffers) */
 #define X86Q_WDIM 256 /* the largest head size the SIMD ops take; others go generic */
 
