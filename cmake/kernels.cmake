@@ -10,6 +10,7 @@ set(CPULM_X86_KERNELS
   "src/kernels/x86/avx2_attnx.c|-mavx2 -mfma -mf16c"
   "src/kernels/x86/avx2_attnq.c|-mavx2 -mfma -mf16c"
   "src/kernels/x86/avx512.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq"
+  "src/kernels/x86/avx512_attnq.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq"
   "src/kernels/x86/avx512vnni.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni")
 set(CPULM_ARM_KERNELS
   "src/kernels/arm/neon.c|-march=armv8-a"

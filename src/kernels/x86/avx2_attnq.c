@@ -18,18 +18,9 @@
 #include "kernels/generic/generic.h"
 #include "quant.h"
 #include "x86.h"
+#include "x86_attnq.h"
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
-
-/* A hint for the bytes [p, p + n) (no fault, no effect on results). The ops hint the rows
- * their caller reads next (`next`: the next tile of the same head) while they compute, a few
- * lines per key: attention.c's hints of whole tiles came in bursts that stalled on the miss
- * buffers. */
-AVX2_INLINE void hint_row(const uint8_t *p, size_t n) {
-    for (size_t o = 0; o < n; o += 64)
-        __builtin_prefetch(p + o, 0, 3);
-    __builtin_prefetch(p + n - 1, 0, 3);
-}
 
 /* ---- query rows to int16 ---- */
 
@@ -82,24 +73,7 @@ AVX2_INLINE void block_k16(const uint8_t *row, int64_t b, const int Q4, __m256i 
     *k1 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), m4)), b8);
 }
 
-#define KT 64 /* keys per pass of attn_qscores and attn_qpv (their scale buffers) */
-
-/* The block scales of n <= KT cache rows as f32, block-major: ds[b * KT + j] (the halves
- * gathered, then converted 8 at a time: one vcvtph2ps per 8 keys instead of one per key). */
-AVX2_INLINE void block_scales(int64_t d, const uint8_t *x, uint64_t ld, int n, size_t bs,
-                              float *ds) {
-    uint16_t h[KT] __attribute__((aligned(16)));
-    for (int64_t b = 0; b < d / 32; b++) {
-        int j = 0;
-        for (; j < n; j++)
-            __builtin_memcpy(&h[j], x + (uint64_t)j * ld + (size_t)b * bs, 2);
-        for (; j % 8; j++)
-            h[j] = 0;
-        for (int e = 0; e < j; e += 8)
-            _mm256_storeu_ps(ds + b * KT + e,
-                             _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(h + e))));
-    }
-}
+#define KT X86Q_KT
 
 /* 8 int32 partial sums of a query block row against a key block (exact). */
 AVX2_INLINE __m256i qdot(const int16_t *q, __m256i k0, __m256i k1) {
@@ -141,7 +115,7 @@ AVX2_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
 AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int16_t *const qr[4],
                               __m256 qsv, kpair kp, const float *da, const float *db) {
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < d / 32; b++) {
+    for (int64_t b = 0; b < X86Q_MCA_D(d) / 32; b++) {
         __m256i a0, a1, b0, b1;
         if (!WIDE) {
             block_k16(kp.ra, b, Q4, &a0, &a1);
@@ -164,7 +138,7 @@ AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int
 #undef DKA
 #undef DKB
 
-#define WDIM 256 /* the largest head size widened */
+#define WDIM X86Q_WDIM
 
 /* Rows i.. (rows <= 4 of them) x keys 0..n-1 (n <= KT): 4 keys at a time, 2 per scores_4x2.
  * The first rows' pass hints the rows at next (NULL: none). */
@@ -185,7 +159,8 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
     for (int j = 0; j < n; j += 4) {
         if (i == 0 && next)
             for (int t = 0; t < 4; t++)
-                hint_row(next + (uint64_t)(j + t) * ldk, rb);
+                x86q_hint_row(next + (uint64_t)(j + t) * ldk, rb);
+        if (!Q4 && !WIDE) X86Q_MCA_BEGIN("avx2_attn_qscores");
         int jt[4];
         for (int t = 0; t < 4; t++)
             jt[t] = j + t < n ? j + t : n - 1;
@@ -216,6 +191,7 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
                     sr[t] = tmp[t];
             }
         }
+        if (!Q4 && !WIDE) X86Q_MCA_END("avx2_attn_qscores");
     }
 }
 
@@ -227,7 +203,8 @@ AVX2_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16
     int16_t kw[WDIM * KT];
     const int wide = m > 4;
     if (wide)
-        block_scales(d, k, ldk, n, Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0), dk);
+        x86q_block_scales(d, k, ldk, n, Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0),
+                          dk);
     if (wide)
         for (int j = 0; j < n; j++)
             for (int64_t b = 0; b < d / 32; b++) {
@@ -329,7 +306,8 @@ AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, con
         acc[r][1] = _mm256_loadu_ps(orow[r] + c + 8);
     }
     for (int j = 0; j < n; j++) {
-        if (PF) hint_row(pf + (uint64_t)j * ldv, pfn);
+        if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_BEGIN("avx2_attn_qpv");
+        if (PF) x86q_hint_row(pf + (uint64_t)j * ldv, pfn);
         __m256 v0, v1;
         pv_vals(MODE, vq + (uint64_t)j * ldv, sh, vf + j * 16, &v0, &v1);
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
@@ -337,6 +315,7 @@ AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, con
             acc[r][0] = _mm256_fmadd_ps(wj, v0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(wj, v1, acc[r][1]);
         }
+        if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_END("avx2_attn_qpv");
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
         _mm256_storeu_ps(orow[r] + c, acc[r][0]);
@@ -387,7 +366,7 @@ void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p
     for (int j0 = 0; j0 < n; j0 += KT) {
         const int nk = n - j0 < KT ? n - j0 : KT;
         const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
-        block_scales(d, vj0, ldv, nk, bs, dv);
+        x86q_block_scales(d, vj0, ldv, nk, bs, dv);
         for (int64_t b = 0; b < d / 32; b++) {
             const uint8_t *vb = vj0 + (size_t)b * bs + 2; /* block b's quants in key 0 */
             if (m > 4) /* many rows: the block's quants as f32 once, not once per 4 rows */

@@ -9,6 +9,7 @@
  */
 #if defined(__x86_64__)
 #include "avx2_attn.h"
+#include "avx512_attn.h"
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
 #include "x86.h"
@@ -439,6 +440,33 @@ static float attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
     return a;
 }
 
+/* attn_softmaxz: attn_softmax_row with vexpz (x < -87 -> 0, no ldexpf lanes): 16 lanes in
+ * the avx2 version's lane order (element j in lane j % 16), so the same bits. */
+static float attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
+    __m512 vmax = _mm512_set1_ps(*M);
+    for (int j = 0; j < lim; j += 16) {
+        const __mmask16 k = lim - j >= 16 ? 0xFFFF : tail_mask(lim - j);
+        vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, s + j));
+    }
+    const float mx = _mm512_reduce_max_ps(vmax);
+    const __m512 vm = _mm512_set1_ps(mx), floor = _mm512_set1_ps(-87.0f);
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 all = n - j >= 16 ? 0xFFFF : tail_mask(n - j);
+        const __mmask16 live = lim - j >= 16 ? 0xFFFF : lim > j ? tail_mask(lim - j) : 0;
+        const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(live, s + j), vm);
+        const __mmask16 keep = live & _mm512_cmp_ps_mask(x, floor, _CMP_GE_OQ);
+        const __m512 e = _mm512_maskz_mov_ps(keep, x86_vexp_ps512(x));
+        _mm512_mask_storeu_ps(s + j, all, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
+    const float a = *M == -INFINITY ? 0.0f : cpulm_generic_vexpzf(*M - mx);
+    *L = fmaf(*L, a, x86_reduce16_512(sum));
+    *M = mx;
+    return a;
+}
+
 /* R rows x V vectors of 16 dims: o = o * a, then o = fma(p_j, v_j, o) over the keys. Up to
  * 6 x 4 accumulators: each V load feeds R FMAs (6 rows were 1.25x faster than 4 at head 64). */
 static inline __attribute__((always_inline)) void pv_block(int n, const float *p, int64_t ldp,
@@ -800,5 +828,8 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .attn_xscores = attn_xscores,
     .attn_xweights = attn_xweights,
     .attn_xpv = attn_xpv,
+    .attn_qscores = cpulm_avx512_attn_qscores,
+    .attn_softmaxz = attn_softmaxz,
+    .attn_qpv = cpulm_avx512_attn_qpv,
 };
 #endif

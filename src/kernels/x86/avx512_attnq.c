@@ -1,0 +1,277 @@
+/* avx512_attnq.c: the avx512 level's attention steps straight from Q8_0 / Q4_0 cache rows
+ * (contracts in kernels.h, attn_q*: scores and P.V; attn_qquant and attn_softmaxz stay the
+ * avx2 ones), built with the avx512 flags and reached only through cpulm_kernels_avx512 (the
+ * avx512vnni level inherits them).
+ *
+ * Why: generation at depth is these two ops (one query row per head against every cached
+ * key), and on the avx2 ops a key block of 4 rows is 8 vpmaddwd plus a 256-bit reduction
+ * tree, and P.V 32 fmas per key at d 64. Here a key block is one 512-bit register of int16
+ * (4 vpmaddwd for 4 rows), the reduction tree is shared by 4 keys, and P.V is 16 fmas per
+ * key with both blocks of a d-64 row in one pass over the keys.
+ *
+ * Bit-identical to generic/attn_q.c, as the avx2 ops: a block's int32 dot is exact in any
+ * order; per (row, key) the block steps acc = fma(dk, (float)isum, acc) run in block order
+ * from 0 and s = acc * qs; P.V is o *= a, then per element fma(p * dv, (float)quant, o) in
+ * key order (registers blocked over rows and dims only, never over keys).
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "avx512_attn.h"
+#include "kernels/generic/generic.h"
+#include "quant.h"
+#include "x86_attnq.h"
+
+#define A512_INLINE static inline __attribute__((always_inline))
+#define KT          X86Q_KT
+
+static size_t block_bytes(int q4) {
+    return q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
+}
+
+/* ---- scores ---- */
+
+/* Block b of a cache row: its 32 quants as int16, in element order. Q4 is a constant. */
+A512_INLINE __m512i block_k16(const uint8_t *row, int64_t b, const int Q4) {
+    if (!Q4)
+        return _mm512_cvtepi8_epi16(
+            _mm256_loadu_si256((const __m256i *)(row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2)));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i q =
+        _mm_loadu_si128((const __m128i *)(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2));
+    const __m256i lohi = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(q, m4)),
+                                                 _mm_and_si128(_mm_srli_epi16(q, 4), m4), 1);
+    return _mm512_cvtepi8_epi16(_mm256_sub_epi8(lohi, _mm256_set1_epi8(8))); /* -8..7 */
+}
+
+/* 4 rows (query block at qr[r] + c) against one key block k: the int32 sums per 128-bit
+ * lane as [r0 r1 r2 r3], 4 lanes still to be added (unpacks and adds: exact in any order). */
+A512_INLINE __m512i rows4(const int16_t *const qr[4], int64_t c, __m512i k) {
+    __m512i p[4];
+    for (int r = 0; r < 4; r++)
+        p[r] = _mm512_madd_epi16(_mm512_loadu_si512((const void *)(qr[r] + c)), k);
+    const __m512i t01 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
+    const __m512i t23 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+}
+
+/* Lane pairs (0+1, 2+3) of a and b: [a01 a23 b01 b23]. */
+A512_INLINE __m512i lanes_pair(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x88), _mm512_shuffle_i32x4(a, b, 0xdd));
+}
+
+/* Scores of 4 rows x 4 keys (rows kr[t]) over every block: lanes [k0: r0..r3 | k1 | k2 |
+ * k3], times qsv; ds: the keys' block scales (block b at ds[b * KT + t]). */
+A512_INLINE __m512 scores_4x4(int64_t d, const int Q4, const int16_t *const qr[4], __m512 qsv,
+                              const uint8_t *const kr[4], const float *ds) {
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < X86Q_MCA_D(d) / 32; b++) {
+        __m512i x[4];
+        for (int t = 0; t < 4; t++)
+            x[t] = rows4(qr, b * 32, block_k16(kr[t], b, Q4));
+        const __m512i tot = lanes_pair(lanes_pair(x[0], x[1]), lanes_pair(x[2], x[3]));
+        const __m512 dk =
+            _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(ds + b * KT)));
+        acc = _mm512_fmadd_ps(dk, _mm512_cvtepi32_ps(tot), acc);
+    }
+    return _mm512_mul_ps(acc, qsv);
+}
+
+/* Rows i.. (rows <= 4) x keys 0..n-1 (n <= KT), 4 keys at a time; the first rows' pass hints
+ * the rows at next (NULL: none). */
+A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, const int16_t *q16,
+                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+                             const float *ds, float *s, int64_t lds, const uint8_t *next) {
+    const int16_t *qr[4]; /* a short group repeats its last row; only real rows are stored */
+    float qsr[4];
+    for (int r = 0; r < 4; r++) {
+        const int ri = i + (r < rows ? r : rows - 1);
+        qr[r] = q16 + (int64_t)ri * ldq;
+        qsr[r] = qs[ri];
+    }
+    const __m512 qsv = _mm512_broadcast_f32x4(_mm_loadu_ps(qsr));
+    /* [k0: r0..r3 | k1 | k2 | k3] -> [r0: k0..k3 | r1 | r2 | r3] */
+    const __m512i rowsidx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const size_t rb = (size_t)(d / 32) * block_bytes(Q4);
+    for (int j = 0; j < n; j += 4) {
+        if (!Q4) X86Q_MCA_BEGIN("avx512_attn_qscores");
+        const uint8_t *kr[4];
+        for (int t = 0; t < 4; t++) {
+            if (i == 0 && next) x86q_hint_row(next + (uint64_t)(j + t) * ldk, rb);
+            kr[t] = k + (uint64_t)(j + t < n ? j + t : n - 1) * ldk;
+        }
+        /* the scales past n are 0 (x86q_block_scales): their lanes are not stored */
+        const __m512 y = _mm512_permutexvar_ps(rowsidx, scores_4x4(d, Q4, qr, qsv, kr, ds + j));
+        const __mmask8 live = (__mmask8)(n - j < 4 ? (1u << (n - j)) - 1 : 15u);
+        for (int r = 0; r < rows; r++) { /* row r: lanes 4r..4r+3 */
+            const __m128 x = r == 0   ? _mm512_castps512_ps128(y)
+                             : r == 1 ? _mm512_extractf32x4_ps(y, 1)
+                             : r == 2 ? _mm512_extractf32x4_ps(y, 2)
+                                      : _mm512_extractf32x4_ps(y, 3);
+            _mm_mask_storeu_ps(s + (int64_t)(i + r) * lds + j, live, x);
+        }
+        if (!Q4) X86Q_MCA_END("avx512_attn_qscores");
+    }
+}
+
+static void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16, int64_t ldq,
+                         const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
+                         const uint8_t *next) {
+    float ds[X86Q_WDIM / 32 * KT];
+    x86q_block_scales(d, k, ldk, n, block_bytes(Q4), ds);
+    for (int i = 0; i < m; i += 4)
+        scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, ds, s, lds, next);
+}
+
+void cpulm_avx512_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                               int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+                               float *s, int64_t lds, const uint8_t *next) {
+    if (d % 32 != 0 || d > X86Q_WDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
+        cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
+        return;
+    }
+    for (int j = 0; j < n; j += KT) {
+        const int nk = n - j < KT ? n - j : KT;
+        const uint8_t *kj = k + (uint64_t)j * ldk, *nj = next ? next + (uint64_t)j * ldk : NULL;
+        if (kt == CPULM_DTYPE_Q4_0)
+            qscores_tile(d, 1, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
+        else
+            qscores_tile(d, 0, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
+    }
+}
+
+/* ---- P.V ---- */
+
+/* Block b of value row q as two f32 vectors (elements 0-15, 16-31). Q4 is a constant. */
+A512_INLINE void block_vals(const uint8_t *row, int64_t b, const int Q4, __m512 *v0, __m512 *v1) {
+    if (!Q4) {
+        const uint8_t *q = row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2;
+        *v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
+        *v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 16))));
+        return;
+    }
+    const __m128i m4 = _mm_set1_epi8(0x0f), b8 = _mm_set1_epi8(8);
+    const __m128i x =
+        _mm_loadu_si128((const __m128i *)(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2));
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, m4), b8);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), m4), b8);
+    *v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
+    *v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+}
+
+/* One pass: R rows x NB blocks (from block b0: columns b0 * 32 ..) over keys 0..n-1 in
+ * order, o = fma(w, v, o); row r's weight for key j and block b0 + bb at
+ * w[(r * nbt + b0 + bb) * KT + j]. SC: scale the rows by a[r] first (the call's first keys).
+ * R, NB, Q4, SC are constants at every call (pv_pass_any). Hints pf + j * ldv (pfn bytes). */
+A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, int64_t b0, int nbt, const float *w,
+                         const float *a, float *const orow[4], const uint8_t *pf, size_t pfn,
+                         const int R, const int NB, const int Q4, const int SC) {
+    __m512 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < 2 * NB; h++) {
+            const __m512 x = _mm512_loadu_ps(orow[r] + b0 * 32 + h * 16);
+            acc[r][h] = SC ? _mm512_mul_ps(x, _mm512_set1_ps(a[r])) : x;
+        }
+    for (int j = 0; j < n; j++) {
+        if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_BEGIN("avx512_attn_qpv");
+        if (pf) x86q_hint_row(pf + (uint64_t)j * ldv, pfn);
+        __m512 val[4];
+        for (int bb = 0; bb < NB; bb++)
+            block_vals(v + (uint64_t)j * ldv, b0 + bb, Q4, &val[2 * bb], &val[2 * bb + 1]);
+        for (int r = 0; r < R; r++)
+            for (int bb = 0; bb < NB; bb++) {
+                const __m512 wj = _mm512_set1_ps(w[(r * nbt + b0 + bb) * KT + j]);
+                acc[r][2 * bb] = _mm512_fmadd_ps(wj, val[2 * bb], acc[r][2 * bb]);
+                acc[r][2 * bb + 1] = _mm512_fmadd_ps(wj, val[2 * bb + 1], acc[r][2 * bb + 1]);
+            }
+        if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_END("avx512_attn_qpv");
+    }
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < 2 * NB; h++)
+            _mm512_storeu_ps(orow[r] + b0 * 32 + h * 16, acc[r][h]);
+}
+
+#define PV(R, NB, Q4, SC) pv_pass(n, v, ldv, b0, nbt, w, a, orow, pf, pfn, R, NB, Q4, SC)
+#define PV_R(NB, Q4, SC)               \
+    switch (R) {                       \
+    case 4: PV(4, NB, Q4, SC); break;  \
+    case 3: PV(3, NB, Q4, SC); break;  \
+    case 2: PV(2, NB, Q4, SC); break;  \
+    default: PV(1, NB, Q4, SC); break; \
+    }
+#define PV_Q(NB, SC)    \
+    if (q4) {           \
+        PV_R(NB, 1, SC) \
+    } else {            \
+        PV_R(NB, 0, SC) \
+    }
+
+/* pv_pass with its constants chosen here, once per pass. */
+static void pv_pass_any(int R, int nb, int q4, int sc, int n, const uint8_t *v, uint64_t ldv,
+                        int64_t b0, int nbt, const float *w, const float *a, float *const orow[4],
+                        const uint8_t *pf, size_t pfn) {
+    if (nb == 2) {
+        if (sc) PV_Q(2, 1) else PV_Q(2, 0)
+    } else {
+        if (sc) PV_Q(1, 1) else PV_Q(1, 0)
+    }
+}
+#undef PV_Q
+#undef PV_R
+#undef PV
+
+/* Rows i.. (R <= 4) x keys j0.. (nk <= KT): the weights p * dv once, then passes of up to 2
+ * blocks (4 registers per row) over the keys; the first pass of the first rows hints next. */
+static void qpv_rows(int64_t d, int q4, int i, int R, int j0, int nk, const float *p, int64_t ldp,
+                     const uint8_t *v, uint64_t ldv, const float *dv, const float *a, float *o,
+                     int64_t ldo, const uint8_t *next) {
+    const int nbt = (int)(d / 32);
+    float w[4 * X86Q_WDIM / 32 * KT];
+    float *orow[4];
+    for (int r = 0; r < R; r++) {
+        const float *pr = p + (int64_t)(i + r) * ldp + j0;
+        for (int b = 0; b < nbt; b++) {
+            float *wb = w + (r * nbt + b) * KT;
+            const float *db = dv + b * KT;
+            int j = 0;
+            for (; j + 16 <= nk; j += 16)
+                _mm512_storeu_ps(wb + j,
+                                 _mm512_mul_ps(_mm512_loadu_ps(pr + j), _mm512_loadu_ps(db + j)));
+            if (j < nk) {
+                const __mmask16 mk = (__mmask16)((1u << (nk - j)) - 1);
+                _mm512_mask_storeu_ps(wb + j, mk,
+                                      _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, pr + j),
+                                                    _mm512_maskz_loadu_ps(mk, db + j)));
+            }
+        }
+        orow[r] = o + (int64_t)(i + r) * ldo;
+    }
+    const size_t pfn = (size_t)nbt * block_bytes(q4);
+    for (int b0 = 0; b0 < nbt; b0 += 2) {
+        const uint8_t *pf = next && i == 0 && b0 == 0 ? next + (uint64_t)j0 * ldv : NULL;
+        pv_pass_any(R, nbt - b0 < 2 ? 1 : 2, q4, j0 == 0, nk, v + (uint64_t)j0 * ldv, ldv, b0, nbt,
+                    w, a + i, orow, pf, pfn);
+    }
+}
+
+void cpulm_avx512_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
+                           const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
+                           const uint8_t *next) {
+    if (d % 32 != 0 || d > X86Q_WDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0) ||
+        n <= 0) {
+        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
+        return;
+    }
+    const int q4 = vt == CPULM_DTYPE_Q4_0;
+    float dv[X86Q_WDIM / 32 * KT];
+    for (int j0 = 0; j0 < n; j0 += KT) { /* o *= a rides in the first keys' passes */
+        const int nk = n - j0 < KT ? n - j0 : KT;
+        x86q_block_scales(d, v + (uint64_t)j0 * ldv, ldv, nk, block_bytes(q4), dv);
+        for (int i = 0; i < m; i += 4)
+            qpv_rows(d, q4, i, m - i < 4 ? m - i : 4, j0, nk, p, ldp, v, ldv, dv, a, o, ldo, next);
+    }
+}
+#endif
