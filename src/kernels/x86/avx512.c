@@ -417,32 +417,11 @@ static inline float vexp1(float x) {
     return _mm512_cvtss_f32(x86_vexp_ps512(_mm512_set1_ps(x)));
 }
 
-static float attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
-    __m512 vmax = _mm512_set1_ps(*M);
-    for (int j = 0; j < lim; j += 16) {
-        const __mmask16 k = lim - j >= 16 ? 0xFFFF : tail_mask(lim - j);
-        vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, s + j));
-    }
-    const float mx = _mm512_reduce_max_ps(vmax);
-    const __m512 vm = _mm512_set1_ps(mx);
-    __m512 sum = _mm512_setzero_ps();
-    for (int j = 0; j < n; j += 16) {
-        const __mmask16 all = n - j >= 16 ? 0xFFFF : tail_mask(n - j);
-        const __mmask16 live = lim - j >= 16 ? 0xFFFF : lim > j ? tail_mask(lim - j) : 0;
-        const __m512 e = _mm512_maskz_mov_ps(
-            live, x86_vexp_ps512(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, s + j), vm)));
-        _mm512_mask_storeu_ps(s + j, all, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    const float a = *M == -INFINITY ? 0.0f : vexp1(*M - mx);
-    *L = fmaf(*L, a, x86_reduce16_512(sum));
-    *M = mx;
-    return a;
-}
-
-/* attn_softmaxz: attn_softmax_row with vexpz (x < -87 -> 0, no ldexpf lanes): 16 lanes in
- * the avx2 version's lane order (element j in lane j % 16), so the same bits. */
-static float attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
+/* The online softmax row of attn_softmax_row (Z = 0) and attn_softmaxz (Z = 1: vexpz, scores
+ * more than 87 below the max flushed to 0, no ldexpf lanes), 16 lanes in the avx2 versions'
+ * lane order (element j in lane j % 16), so the generic bits. Z is a constant at each call. */
+static inline __attribute__((always_inline)) float softmax16(int n, int lim, float *s, float *M,
+                                                             float *L, const int Z) {
     __m512 vmax = _mm512_set1_ps(*M);
     for (int j = 0; j < lim; j += 16) {
         const __mmask16 k = lim - j >= 16 ? 0xFFFF : tail_mask(lim - j);
@@ -455,16 +434,24 @@ static float attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
         const __mmask16 all = n - j >= 16 ? 0xFFFF : tail_mask(n - j);
         const __mmask16 live = lim - j >= 16 ? 0xFFFF : lim > j ? tail_mask(lim - j) : 0;
         const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(live, s + j), vm);
-        const __mmask16 keep = live & _mm512_cmp_ps_mask(x, floor, _CMP_GE_OQ);
+        const __mmask16 keep = Z ? live & _mm512_cmp_ps_mask(x, floor, _CMP_GE_OQ) : live;
         const __m512 e = _mm512_maskz_mov_ps(keep, x86_vexp_ps512(x));
         _mm512_mask_storeu_ps(s + j, all, e);
         sum = _mm512_add_ps(sum, e);
     }
     /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
-    const float a = *M == -INFINITY ? 0.0f : cpulm_generic_vexpzf(*M - mx);
+    const float a = *M == -INFINITY ? 0.0f : Z ? cpulm_generic_vexpzf(*M - mx) : vexp1(*M - mx);
     *L = fmaf(*L, a, x86_reduce16_512(sum));
     *M = mx;
     return a;
+}
+
+static float attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
+    return softmax16(n, lim, s, M, L, 0);
+}
+
+static float attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
+    return softmax16(n, lim, s, M, L, 1);
 }
 
 /* R rows x V vectors of 16 dims: o = o * a, then o = fma(p_j, v_j, o) over the keys. Up to
