@@ -213,7 +213,8 @@ static int dechunk_split(const char *enc, size_t split, char *body, size_t *body
 }
 
 TEST(http_chunked_decodes_at_every_split) {
-    const char *enc = "5;ext=1\r\nhello\r\n1\r\n \r\nA\nworld12345\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+    const char *enc =
+        "5;ext=1\r\nhello\r\n1\r\n \r\nA\r\nworld12345\r\n0\r\nTrailer: x\r\n\r\nNEXT";
     size_t msg_len = strstr(enc, "NEXT") - enc;
     for (size_t split = 0; split <= strlen(enc); split++) {
         char body[512];
@@ -357,4 +358,144 @@ TEST(http_strict_transfer_coding_and_single_authorization) {
                    "Authorization: Bearer a\r\n\r\n",
                    &m) > 0);
     CHECK_EQ_INT(t, m.chunked, 1);
+}
+
+/* ---- issue #25: strict framing ---- */
+
+/* Content-Length is parsed without signed overflow (UBSan aborted on 19 nines); any value
+ * too large for the body limit is 413, however many digits; leading zeros are still a
+ * number (RFC 9110 section 8.6: 1*DIGIT). */
+TEST(http_content_length_never_overflows) {
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9999999999999999999\r\n\r\n",
+                 413);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 9223372036854775808\r\n\r\n",
+                 413);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 18446744073709551617\r\n\r\n",
+                 413);
+    char buf[400];
+    memset(buf, 0, sizeof buf);
+    strcpy(buf, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ");
+    memset(buf + strlen(buf), '9', 200);
+    strcat(buf, "\r\n\r\n");
+    expect_error(t, buf, 413);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: \r\n\r\n", 400);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\n", 400);
+    expect_error(t, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n", 400);
+    cpulm_http_msg m;
+    CHECK(t,
+          parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0000000000000000000000017\r\n\r\n",
+                &m) > 0);
+    CHECK_EQ_INT(t, m.content_length, 17);
+    CHECK(t, parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1048576\r\n\r\n", &m) > 0);
+    CHECK_EQ_INT(t, m.content_length, 1048576);
+    CHECK(t, parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 7\r\nContent-Length: 7\r\n\r\n",
+                   &m) > 0);
+    CHECK_EQ_INT(t, m.content_length, 7);
+}
+
+/* RFC 9112 section 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing. */
+TEST(http_rejects_transfer_encoding_in_http_1_0) {
+    expect_error(t, "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
+    expect_error(t, "POST / HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
+    expect_error(t,
+                 "POST / HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n",
+                 400);
+    cpulm_http_msg m;
+    const char *r = "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    CHECK_EQ_INT(t, cpulm_http_parse_response(r, strlen(r), 0, NULL, &m), CPULM_HTTP_ERROR);
+    CHECK(t, parse("POST / HTTP/1.0\r\nContent-Length: 2\r\n\r\n", &m) > 0);
+}
+
+/* The whole encoding decoded in every two-piece split must give `want` (1: complete, or
+ * CPULM_HTTP_ERROR); returns the number of splits that disagreed. */
+static int chunked_all_splits(const char *enc, int want, const char *what, size_t i) {
+    int bad = 0;
+    for (size_t split = 0; split <= strlen(enc); split++) {
+        char body[512];
+        size_t blen, end;
+        int r = dechunk_split(enc, split, body, &blen, &end, 1 << 20);
+        if (r != want) {
+            if (!bad)
+                fprintf(stderr, "  %s[%zu]: split %zu gave %d, wanted %d\n", what, i, split, r,
+                        want);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+/* Issue #25 row 6: a chunk-size line is 1*HEXDIG, then only chunk extensions
+ * (";" token ["=" token / quoted-string]) and CRLF. Anything else after the digits was
+ * taken as an extension: "0x35" read as a last chunk of size 0 (a smuggling shape). Bare CR
+ * and bare LF are refused anywhere in the framing. */
+TEST(http_chunked_strict_size_lines) {
+    static const char *bad[] = {
+        "0x35\r\n"
+        "01234567890123456789012345678901234567890123456789012\r\n0\r\n\r\n",
+        "3cg\r\nabc\r\n0\r\n\r\n",
+        "3;e\rx=1\r\nabc\r\n0\r\n\r\n",
+        "3;e=\"a\rb\"\r\nabc\r\n0\r\n\r\n",
+        "3;e=1\rx\r\nabc\r\n0\r\n\r\n",
+        "3;e\nx\r\nabc\r\n0\r\n\r\n",
+        "3\nabc\r\n0\r\n\r\n",
+        "3\r\nabc\n0\r\n\r\n",
+        "3\r\nabc\r\r\n0\r\n\r\n",
+        "3\r\nabc\r\n0\n\r\n",
+        "3\r\nabc\r\n0\r\n\n",
+        "3\r\nabc\r\n0\r\nX: y\n\r\n",
+        "3\r\nabc\r\n0\r\nX: y\r\r\n\r\n",
+        "3\r\nabc\r\n0\r\nbad trailer\r\n\r\n",
+        "\r\nabc\r\n0\r\n\r\n",
+        ";e\r\nabc\r\n0\r\n\r\n",
+        "3 \r\nabc\r\n0\r\n\r\n",
+        " 3\r\nabc\r\n0\r\n\r\n",
+        "3\t\r\nabc\r\n0\r\n\r\n",
+        "3;\r\nabc\r\n0\r\n\r\n",
+        "3;=1\r\nabc\r\n0\r\n\r\n",
+        "3;e=\r\nabc\r\n0\r\n\r\n",
+        "3;e=\"x\r\nabc\r\n0\r\n\r\n",
+        "3;e=\"x\"y\r\nabc\r\n0\r\n\r\n",
+        "3;e=a b\r\nabc\r\n0\r\n\r\n",
+        "3;e@\r\nabc\r\n0\r\n\r\n",
+        "3;e=\"\x01\"\r\nabc\r\n0\r\n\r\n",
+        "-3\r\nabc\r\n0\r\n\r\n",
+        "+3\r\nabc\r\n0\r\n\r\n",
+        "3\r\nabcd\r\n0\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        t->n_fail += chunked_all_splits(bad[i], CPULM_HTTP_ERROR, "bad", i);
+    static const char *good[] = {
+        "3\r\nabc\r\n0\r\n\r\n",
+        "03\r\nabc\r\n000\r\n\r\n",
+        "3;e\r\nabc\r\n0\r\n\r\n",
+        "3;e=1;f=tok-en.x;g\r\nabc\r\n0;last\r\n\r\n",
+        "3;e=\"quoted ; = \\\" \\\\ \t text\"\r\nabc\r\n0\r\n\r\n",
+        "3;e=\"\"\r\nabc\r\n0\r\n\r\n",
+        "3\r\nabc\r\n0\r\nX-T: 1\r\nY:\r\n\r\n",
+        "A\r\n0123456789\r\n0\r\n\r\n",
+        "a\r\n0123456789\r\n0\r\n\r\n",
+        "000000000000000000000000001\r\nx\r\n0\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        t->n_fail += chunked_all_splits(good[i], 1, "good", i);
+    /* "0x35" is not a size-0 last chunk followed by a second request */
+    char body[512];
+    size_t blen, end;
+    CHECK_EQ_INT(t, dechunk_split("0x35\r\n\r\nGET / HTTP/1.1\r\n", 4, body, &blen, &end, 100),
+                 CPULM_HTTP_ERROR);
+}
+
+/* The same through a connection: a chunk line "0x35" is a 400 that closes, never a
+ * request with an empty body followed by a second request. */
+TEST(http_conn_refuses_hex_prefix_chunk_size) {
+    cpulm_http_limits lim = cpulm_http_default_limits();
+    cpulm_conn c;
+    cpulm_conn_init(&c, -1, 0, 1 << 16, 0.0);
+    const char *req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                      "\r\n0x35\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    CHECK_EQ_INT(t, cpulm_conn_feed(&c, req, strlen(req), 0.0), strlen(req));
+    CHECK_EQ_INT(t, cpulm_conn_parse(&c, &lim), CPULM_CONN_BAD);
+    CHECK_EQ_INT(t, c.bad_status, 400);
+    cpulm_conn_release(&c);
 }

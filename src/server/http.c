@@ -205,17 +205,24 @@ static int te_token(const cpulm_http_str *tok, void *user) {
     return 0;
 }
 
+/* Content-Length = 1*DIGIT (RFC 9110 section 8.6), read without overflow: a value past
+ * the body limit is 413 however many digits (or leading zeros) it is written with. */
 static long parse_length(const cpulm_http_str *v, cpulm_http_msg *m, uint64_t max_body) {
-    if (v->n == 0 || v->n > 19) return fail(m, v->n > 19 ? 413 : 400, "bad Content-Length");
-    int64_t x = 0;
+    if (v->n == 0) return fail(m, 400, "bad Content-Length");
+    uint64_t x = 0;
+    int over = 0;
     for (size_t i = 0; i < v->n; i++) {
         if (v->p[i] < '0' || v->p[i] > '9') return fail(m, 400, "bad Content-Length");
-        x = x * 10 + (v->p[i] - '0');
+        if (x > (UINT64_MAX - 9) / 10)
+            over = 1; /* saturated: the value no longer matters, only that it is huge */
+        else
+            x = x * 10 + (uint64_t)(v->p[i] - '0');
     }
-    if (m->content_length >= 0 && m->content_length != x)
+    if (over || x > max_body || x > (uint64_t)INT64_MAX)
+        return fail(m, 413, "request body too large");
+    if (m->content_length >= 0 && (uint64_t)m->content_length != x)
         return fail(m, 400, "conflicting Content-Length");
-    if ((uint64_t)x > max_body) return fail(m, 413, "request body too large");
-    m->content_length = x;
+    m->content_length = (int64_t)x;
     return 0;
 }
 
@@ -241,6 +248,10 @@ static long interpret_fields(cpulm_http_msg *m, const cpulm_http_limits *lim, in
             m->expect_continue = 1;
         }
     }
+    /* RFC 9112 section 6.1: an HTTP/1.0 message with Transfer-Encoding is faulty framing (a
+     * 1.0 recipient in front of us would not have decoded it) */
+    if (te.n_codings > 0 && m->version_minor == 0)
+        return fail(m, is_request ? 400 : 502, "Transfer-Encoding in an HTTP/1.0 message");
     if (te.n_codings > 0 && (te.n_codings != 1 || te.n_chunked != 1))
         return fail(m, 501, "unsupported transfer coding (only a single chunked is accepted)");
     if (te.n_codings && m->content_length >= 0)
@@ -306,9 +317,33 @@ long cpulm_http_parse_response(const char *buf, size_t len, size_t prev_len,
     return parse_head(buf, len, prev_len, lim, m, 0);
 }
 
-/* ---- chunked decoder ---- */
+/* ---- chunked decoder ----
+ * Strict RFC 9112 section 7.1 framing, one byte at a time (so any split of the input
+ * decodes alike): chunk-size = 1*HEXDIG, then only chunk extensions without whitespace
+ * (";" token ["=" token / quoted-string]), then CRLF; the data's CRLF; trailer fields
+ * (token ":" field bytes CRLF, at most CPULM_HTTP_MAX_HEADERS); the final CRLF. A bare
+ * CR or LF anywhere is an error: whatever a front end made of it, we would disagree. */
 
-enum { CH_SIZE, CH_EXT, CH_DATA, CH_DATA_END, CH_TRAILER_START, CH_TRAILER_LINE, CH_DONE };
+enum {
+    CH_SIZE,      /* hex digits */
+    CH_EXT_NAME0, /* after ';': the extension's name starts */
+    CH_EXT_NAME,
+    CH_EXT_VAL0, /* after '=': a token or a quoted string starts */
+    CH_EXT_TOKEN,
+    CH_EXT_QUOTED,
+    CH_EXT_QPAIR, /* after a backslash in a quoted string */
+    CH_EXT_QEND,  /* after the closing quote */
+    CH_SIZE_LF,   /* the size line's CR came */
+    CH_DATA,
+    CH_DATA_CR, /* the CRLF after a chunk's data */
+    CH_DATA_LF,
+    CH_TRAILER_START, /* a trailer field or the final CRLF */
+    CH_TRAILER_NAME,
+    CH_TRAILER_VALUE,
+    CH_TRAILER_LF,
+    CH_END_LF,
+    CH_DONE
+};
 
 void cpulm_http_chunked_init(cpulm_http_chunked *d, const cpulm_http_limits *lim) {
     cpulm_http_limits dl = cpulm_http_default_limits();
@@ -326,52 +361,131 @@ static int hexval(char c) {
     return -1;
 }
 
-/* One byte of a control line (size line or trailer). Returns 1 if consumed, 0 to reprocess
- * in the new state, or an error. */
+static int is_qdtext(unsigned char c) { /* RFC 9110 section 5.6.4, plus obs-text */
+    return c == '\t' || c == ' ' || c == 0x21 || (c >= 0x23 && c <= 0x5b) ||
+           (c >= 0x5d && c <= 0x7e) || c >= 0x80;
+}
+
+/* Where a size line may go after a complete element: another extension, or its end. */
+static int ext_next(cpulm_http_chunked *d, char c) {
+    if (c == ';')
+        d->state = CH_EXT_NAME0;
+    else if (c == '\r')
+        d->state = CH_SIZE_LF;
+    else
+        return CPULM_HTTP_ERROR;
+    return 1;
+}
+
+/* The size line is complete: the data follows, or the trailer section after a last chunk. */
+static int size_line_done(cpulm_http_chunked *d) {
+    if (d->n_digits == 0) return CPULM_HTTP_ERROR;
+    if (d->total + d->remaining > d->max_body) return -413;
+    d->state = d->remaining ? CH_DATA : CH_TRAILER_START;
+    d->line_len = 0;
+    return 1;
+}
+
+static int size_byte(cpulm_http_chunked *d, char c) {
+    int h = hexval(c);
+    if (h < 0) return d->n_digits ? ext_next(d, c) : CPULM_HTTP_ERROR;
+    if (d->remaining >> 56) return CPULM_HTTP_ERROR; /* 16^15 or more: far past any limit */
+    d->remaining = d->remaining * 16 + (uint64_t)h;
+    d->n_digits = 1;
+    return 1;
+}
+
+/* One byte of a size line's extensions. */
+static int ext_byte(cpulm_http_chunked *d, char c) {
+    unsigned char u = (unsigned char)c;
+    switch (d->state) {
+    case CH_EXT_NAME0:
+        if (!is_tchar(u)) return CPULM_HTTP_ERROR;
+        d->state = CH_EXT_NAME;
+        return 1;
+    case CH_EXT_NAME:
+        if (is_tchar(u)) return 1;
+        if (c != '=') return ext_next(d, c);
+        d->state = CH_EXT_VAL0;
+        return 1;
+    case CH_EXT_VAL0:
+        if (c == '"')
+            d->state = CH_EXT_QUOTED;
+        else if (is_tchar(u))
+            d->state = CH_EXT_TOKEN;
+        else
+            return CPULM_HTTP_ERROR;
+        return 1;
+    case CH_EXT_TOKEN: return is_tchar(u) ? 1 : ext_next(d, c);
+    case CH_EXT_QUOTED:
+        if (c == '"')
+            d->state = CH_EXT_QEND;
+        else if (c == '\\')
+            d->state = CH_EXT_QPAIR;
+        else if (!is_qdtext(u))
+            return CPULM_HTTP_ERROR;
+        return 1;
+    case CH_EXT_QPAIR:
+        if (!(c == '\t' || (u >= 0x20 && u != 0x7f))) return CPULM_HTTP_ERROR;
+        d->state = CH_EXT_QUOTED;
+        return 1;
+    default: /* CH_EXT_QEND */ return ext_next(d, c);
+    }
+}
+
+/* One byte of the trailer section (fields are checked for syntax, then dropped). */
+static int trailer_byte(cpulm_http_chunked *d, char c) {
+    unsigned char u = (unsigned char)c;
+    switch (d->state) {
+    case CH_TRAILER_START:
+        if (c == '\r') {
+            d->state = CH_END_LF;
+        } else {
+            if (!is_tchar(u) || ++d->n_trailers > CPULM_HTTP_MAX_HEADERS) return CPULM_HTTP_ERROR;
+            d->state = CH_TRAILER_NAME;
+        }
+        return 1;
+    case CH_TRAILER_NAME:
+        if (c == ':')
+            d->state = CH_TRAILER_VALUE;
+        else if (!is_tchar(u))
+            return CPULM_HTTP_ERROR;
+        return 1;
+    case CH_TRAILER_VALUE:
+        if (c == '\r')
+            d->state = CH_TRAILER_LF;
+        else if (!is_field_char(u))
+            return CPULM_HTTP_ERROR;
+        return 1;
+    case CH_TRAILER_LF:
+        if (c != '\n') return CPULM_HTTP_ERROR;
+        d->state = CH_TRAILER_START;
+        d->line_len = 0;
+        return 1;
+    default: /* CH_END_LF */
+        if (c != '\n') return CPULM_HTTP_ERROR;
+        d->state = CH_DONE;
+        return 1;
+    }
+}
+
+/* One byte of framing (anything but chunk data). Returns 1, or an error. */
 static int chunk_ctl_byte(cpulm_http_chunked *d, char c) {
     if (++d->line_len > d->max_line) return CPULM_HTTP_ERROR;
     switch (d->state) {
-    case CH_SIZE: {
-        int h = hexval(c);
-        if (h < 0) {
-            if (d->n_digits == 0) return CPULM_HTTP_ERROR;
-            d->state = CH_EXT;
-            return 0;
-        }
-        if (++d->n_digits > 15) return CPULM_HTTP_ERROR;
-        d->remaining = d->remaining * 16 + (uint64_t)h;
+    case CH_SIZE: return size_byte(d, c);
+    case CH_SIZE_LF: return c == '\n' ? size_line_done(d) : CPULM_HTTP_ERROR;
+    case CH_DATA_CR:
+        if (c != '\r') return CPULM_HTTP_ERROR;
+        d->state = CH_DATA_LF;
         return 1;
-    }
-    case CH_EXT:
-        if (c == '\n') {
-            if (d->total + d->remaining > d->max_body) return -413;
-            d->state = d->remaining ? CH_DATA : CH_TRAILER_START;
-            d->line_len = 0;
-        } else if ((unsigned char)c < 0x20 && c != '\t' && c != '\r') {
-            return CPULM_HTTP_ERROR;
-        }
+    case CH_DATA_LF:
+        if (c != '\n') return CPULM_HTTP_ERROR;
+        d->state = CH_SIZE;
+        d->n_digits = 0;
+        d->line_len = 0;
         return 1;
-    case CH_DATA_END:
-        if (c == '\n') {
-            d->state = CH_SIZE;
-            d->n_digits = 0;
-            d->line_len = 0;
-        } else if (c != '\r' || d->line_len > 1) {
-            return CPULM_HTTP_ERROR;
-        }
-        return 1;
-    case CH_TRAILER_START:
-        if (c == '\n')
-            d->state = CH_DONE;
-        else if (c != '\r')
-            d->state = CH_TRAILER_LINE;
-        return 1;
-    default: /* CH_TRAILER_LINE */
-        if (c == '\n') {
-            d->state = CH_TRAILER_START;
-            d->line_len = 0;
-        }
-        return 1;
+    default: return d->state >= CH_TRAILER_START ? trailer_byte(d, c) : ext_byte(d, c);
     }
 }
 
@@ -389,7 +503,7 @@ int cpulm_http_chunked_feed(cpulm_http_chunked *d, char *buf, size_t in_len, siz
             d->remaining -= k;
             d->total += k;
             if (d->remaining == 0) {
-                d->state = CH_DATA_END;
+                d->state = CH_DATA_CR;
                 d->line_len = 0;
             }
             continue;

@@ -84,8 +84,11 @@ const cpulm_http_str *cpulm_http_header_get(const cpulm_http_msg *m, const char 
 
 /* ---- chunked transfer-coding decoder (RFC 9112 §7.1) ----
  * Decodes in place: the body bytes are moved to the front of the region the caller passes
- * (decoded output never overtakes the input, so one buffer is enough). Chunk extensions
- * and trailer fields are skipped (both bounded by max_line). */
+ * (decoded output never overtakes the input, so one buffer is enough). Strict framing: a
+ * size line is 1*HEXDIG, then only ";name[=token|"quoted"]" extensions (no whitespace),
+ * then CRLF; a bare CR or LF anywhere, or anything else after the digits, is an error.
+ * Chunk extensions and trailer fields are checked and skipped (each line bounded by
+ * max_line, at most CPULM_HTTP_MAX_HEADERS trailer fields). */
 typedef struct cpulm_http_chunked {
     int state;
     uint64_t remaining; /* bytes left in the current chunk */
@@ -93,7 +96,8 @@ typedef struct cpulm_http_chunked {
     uint64_t max_body;
     size_t line_len; /* length of the size/trailer line being skipped */
     size_t max_line;
-    int n_digits;
+    int n_digits;   /* the size line has its hex digit(s) */
+    int n_trailers; /* trailer fields so far */
 } cpulm_http_chunked;
 
 void cpulm_http_chunked_init(cpulm_http_chunked *d, const cpulm_http_limits *lim);
