@@ -9,7 +9,8 @@
 #             connection that sends no head is closed after --head-timeout;
 #   grace:    at grace expiry the running stream gets an error event, [DONE] and the final
 #             chunk, and queued requests a 503 before any stream header;
-#   tokenize: /health answers quickly while a 10 MB prompt is being tokenized.
+#   tokenize: /health answers quickly while a 10 MB prompt is being tokenized;
+#   apikey:   an empty --api-key or $CPULM_API_KEY is a usage error (exit 2), not "no auth".
 # Usage: server_security.sh path/to/cpulm [section...]. Servers bind 127.0.0.1 on a free
 # port; the script kills only the PIDs it started; every wait loop is bounded.
 # SEED=N replays the same split points (printed at the start); ROUNDS="1 2 3" repeats the
@@ -17,7 +18,7 @@
 set -u
 CPULM=$1
 shift
-SECTIONS=${*:-split flood limits grace tokenize}
+SECTIONS=${*:-split flood limits grace tokenize apikey}
 SHARED=${CPULM_SHARED:-../shared}
 MODEL=$SHARED/models/stories260K.gguf
 if [ ! -f "$MODEL" ]; then echo "skip: $MODEL not found (set CPULM_SHARED)"; exit 0; fi
@@ -271,6 +272,25 @@ if want tokenize; then
   check tok_huge_prompt_400 $? "($(cat "$TMP/huge.code") $(head -c 200 "$TMP/huge.out"))"
   [ $during -ge 1 ]; check tok_probes_overlapped_tokenization $? "($during probes while it ran)"
   stop_server; check tok_exit_0 $?
+fi
+
+# ---- an empty API key is a usage error, never "no authentication" (issue #25) ----
+if want apikey; then
+  timeout 5 "$CPULM" serve -m "$MODEL" --port 0 --api-key '' >"$TMP/ak1.out" 2>"$TMP/ak1.err"; rc=$?
+  [ $rc -eq 2 ] && grep -q -- "--api-key is empty" "$TMP/ak1.err"
+  check apikey_empty_flag_exit_2 $? "(rc $rc: $(head -c 200 "$TMP/ak1.err"))"
+  CPULM_API_KEY= timeout 5 "$CPULM" serve -m "$MODEL" --port 0 >"$TMP/ak2.out" 2>"$TMP/ak2.err"; rc=$?
+  [ $rc -eq 2 ] && grep -q 'CPULM_API_KEY is empty' "$TMP/ak2.err"
+  check apikey_empty_env_exit_2 $? "(rc $rc: $(head -c 200 "$TMP/ak2.err"))"
+  timeout 5 "$CPULM" serve -m "$MODEL" --port 0 --api-key $'sk-a\tb' >/dev/null 2>"$TMP/ak3.err"; rc=$?
+  [ $rc -eq 2 ]; check apikey_control_char_exit_2 $? "(rc $rc)"
+  # a key given on the command line overrides an empty $CPULM_API_KEY, and is enforced
+  CPULM_API_KEY= start_server apikey -np 1 -t 1 --api-key $KEY
+  check apikey_flag_over_empty_env_ready $?
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/models")" = 401 ]; check apikey_enforced_401 $?
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $KEY" "$URL/v1/models")" = 200 ]
+  check apikey_accepted_200 $?
+  stop_server; check apikey_exit_0 $?
 fi
 
 echo "server_security: $pass passed, $fail failed"

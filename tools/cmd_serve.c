@@ -45,7 +45,7 @@ static void serve_usage(FILE *f) {
         "                        interleaved; isolate: cores and memory of the starting node;\n"
         "                        numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
         "  --api-key KEY         require Authorization: Bearer KEY on /v1/*\n"
-        "                        (default: $CPULM_API_KEY, else none)\n"
+        "                        (default: $CPULM_API_KEY, else none; an empty key is an error)\n"
         "  --alias NAME          model id in /v1/models (default: file name)\n"
         "  --chat-template NAME|FILE  override the model's chat template (llama3, llama2,\n"
         "                        mistral, chatml, deepseek-r1, plain, or a Jinja file)\n"
@@ -61,6 +61,25 @@ static void serve_usage(FILE *f) {
         "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
         "POST /v1/embeddings (with --embeddings), GET /health, GET /ready, GET /metrics.\n"
         "See docs/SERVER.md.\n" CLI_COMPAT_HELP);
+}
+
+/* An empty key would turn authentication off without a word (issue #25): refuse it, and any
+ * key a client could not send back in an Authorization field (whitespace, control bytes). */
+static int check_api_key(const char *key, const char *from) {
+    if (!key) return 0;
+    if (!*key) {
+        fprintf(stderr,
+                "cpulm serve: %s is empty: give a non-empty key, or leave it out to serve "
+                "without authentication\n",
+                from);
+        return EXIT_USAGE;
+    }
+    for (const unsigned char *k = (const unsigned char *)key; *k; k++)
+        if (*k <= 0x20 || *k == 0x7f) {
+            fprintf(stderr, "cpulm serve: %s holds whitespace or a control character\n", from);
+            return EXIT_USAGE;
+        }
+    return 0;
 }
 
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model,
@@ -115,6 +134,7 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (!cli_numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--api-key", NULL)) {
             if (!(p->api_key = cli_value(&c))) return EXIT_USAGE;
+            if (check_api_key(p->api_key, "--api-key")) return EXIT_USAGE;
         } else if (cli_flag(&c, "--embeddings", "--embedding")) {
             p->embeddings = 1;
         } else if (cli_flag(&c, "--pooling", NULL)) {
@@ -174,12 +194,14 @@ static void log_stderr(int level, const char *msg, void *user) {
 int cmd_serve(int argc, char **argv) {
     cpulm_server_params p = cpulm_server_default_params();
     const char *model = NULL;
-    p.api_key = getenv("CPULM_API_KEY");
+    const char *env_key = getenv("CPULM_API_KEY");
+    p.api_key = env_key;
     p.no_pin = cli_env_flag("CPULM_NO_PIN");
     const char *tmpl_arg = NULL;
     char *tmpl_owned = NULL;
     int rc = parse_serve(argc, argv, &p, &model, &tmpl_arg);
     if (rc) return rc;
+    if (p.api_key == env_key && check_api_key(env_key, "$CPULM_API_KEY")) return EXIT_USAGE;
     if (tmpl_arg && !cli_chat_template(NULL, tmpl_arg, &p.chat_template, &tmpl_owned))
         return EXIT_USAGE;
     if (!(p.model_path = cli_model_path(model))) return EXIT_USAGE;

@@ -501,7 +501,8 @@ static void raise_fd_limit(int32_t max_conns) {
 
 cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err) {
     if (!p->model_path || p->n_parallel < 1 || p->max_conns < 1 || p->max_conns_per_client < 0 ||
-        !(p->head_timeout_s > 0) || p->max_conns > CPULM_SERVER_MAX_CONNS || p->max_body < 1) {
+        !(p->head_timeout_s > 0) || p->max_conns > CPULM_SERVER_MAX_CONNS || p->max_body < 1 ||
+        (p->api_key && !*p->api_key)) { /* "" must not silently mean "no authentication" */
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "serve: invalid parameters");
         return NULL;
     }
