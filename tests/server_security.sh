@@ -10,6 +10,10 @@
 #   grace:    at grace expiry the running stream gets an error event, [DONE] and the final
 #             chunk, and queued requests a 503 before any stream header;
 #   tokenize: /health answers quickly while a 10 MB prompt is being tokenized;
+#   bodyflood: 1,280 connections from 5 addresses waiting for bodies that never come leave
+#             /health answering and a new client served, with RSS bounded (tests/body_flood.py);
+#             a stalled body gets 408 after --body-timeout; --max-body-total answers 503 with
+#             Retry-After and displaces a stalled body for a new one;
 #   apikey:   an empty --api-key or $CPULM_API_KEY is a usage error (exit 2), not "no auth".
 # Usage: server_security.sh path/to/cpulm [section...]. Servers bind 127.0.0.1 on a free
 # port; the script kills only the PIDs it started; every wait loop is bounded.
@@ -18,7 +22,7 @@
 set -u
 CPULM=$1
 shift
-SECTIONS=${*:-split flood limits grace tokenize apikey}
+SECTIONS=${*:-split flood limits grace tokenize bodyflood apikey}
 SHARED=${CPULM_SHARED:-../shared}
 MODEL=$SHARED/models/stories260K.gguf
 if [ ! -f "$MODEL" ]; then echo "skip: $MODEL not found (set CPULM_SHARED)"; exit 0; fi
@@ -272,6 +276,57 @@ if want tokenize; then
   check tok_huge_prompt_400 $? "($(cat "$TMP/huge.code") $(head -c 200 "$TMP/huge.out"))"
   [ $during -ge 1 ]; check tok_probes_overlapped_tokenization $? "($during probes while it ran)"
   stop_server; check tok_exit_0 $?
+fi
+
+# ---- connections waiting for their bodies (issue #25 row 1) ----
+if want bodyflood; then
+  if ! command -v python3 >/dev/null; then
+    echo "skip bodyflood: python3 is not installed"
+  elif ! ulimit -n 3000 2>/dev/null && [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt 3000 ]; then
+    echo "skip bodyflood: cannot raise the descriptor limit to 3000 ($(ulimit -n))"
+  else
+    FLOOD=$(dirname "$0")/body_flood.py
+    start_server bodyflood -np 1 -t 1
+    check bodyflood_ready $?
+    # 1,280 connections from 127.0.0.1..5, each a head with a 1 MB Content-Length and 200 KB
+    # of it; then only heads (a 1,000-byte body that never comes): /health keeps answering,
+    # a new client's completion succeeds, RSS stays bounded
+    python3 "$FLOOD" "$PORT" "$SPID" 256 5 128 1000000 200000; check bodyflood_partial_bodies $?
+    python3 "$FLOOD" "$PORT" "$SPID" 256 5 128 1000 0; check bodyflood_heads_only $?
+    [ "$(curl -s -m 5 "$URL/health")" = '{"status":"ok"}' ]; check bodyflood_alive_after $?
+    stop_server; check bodyflood_exit_0 $?
+  fi
+  start_server bodylimits -np 1 -t 1 --body-timeout 1 --max-body 262144 --max-body-total 400000
+  rc=$?
+  check bodylimits_ready $rc
+fi
+if want bodyflood && [ $rc -eq 0 ]; then
+  # a body that stops arriving gets 408 after --body-timeout (not 30 s later)
+  exec {fd}<>/dev/tcp/127.0.0.1/"$PORT"
+  printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"pro' >&"$fd"
+  t0=$EPOCHREALTIME
+  timeout 5 cat <&"$fd" >"$TMP/bt"; rc=$?
+  t1=$EPOCHREALTIME
+  exec {fd}>&-
+  head -n 1 "$TMP/bt" | grep -q '^HTTP/1.1 408' && awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 3) }'
+  check bodylimits_body_timeout_408 $? "(rc $rc, $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }') s: $(head -c 100 "$TMP/bt"))"
+  # the budget (400,000 bytes) holds one 250,000-byte body: a second gets 503 + Retry-After
+  # at once; once the first has stalled for a second, it is displaced for the next one
+  exec {f1}<>/dev/tcp/127.0.0.1/"$PORT"
+  printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 250000\r\n\r\n{"prompt":"' >&"$f1"
+  head -c 249985 /dev/zero | tr '\0' 'a' >"$TMP/b250"
+  printf '","max_tokens":1}' >>"$TMP/b250"
+  nap 0.2
+  curl -s -m 5 -D "$TMP/bh" -o /dev/null -H 'Content-Type: application/json' --data-binary @"$TMP/b250" "$URL/v1/completions"
+  head -n 1 "$TMP/bh" | grep -q ' 503' && grep -qi '^Retry-After: 1' "$TMP/bh"
+  check bodylimits_budget_503_retry_after $? "($(head -n 1 "$TMP/bh"))"
+  nap 1.2
+  code=$(curl -s -m 10 -o "$TMP/bb" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$TMP/b250" "$URL/v1/completions")
+  [ "$code" != 503 ] && [ "$code" != 000 ]; check bodylimits_stalled_body_displaced $? "($code)"
+  timeout 2 cat <&"$f1" >/dev/null; check bodylimits_stalled_connection_closed $?
+  exec {f1}>&-
+  [ "$(curl -s -m 5 "$URL/health")" = '{"status":"ok"}' ]; check bodylimits_alive_after $?
+  stop_server; check bodylimits_exit_0 $?
 fi
 
 # ---- an empty API key is a usage error, never "no authentication" (issue #25) ----

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "server/conn.h"
+#include "server/evict.h"
 #include "server/http.h"
 #include "test.h"
 
@@ -498,4 +499,181 @@ TEST(http_conn_refuses_hex_prefix_chunk_size) {
     CHECK_EQ_INT(t, cpulm_conn_parse(&c, &lim), CPULM_CONN_BAD);
     CHECK_EQ_INT(t, c.bad_status, 400);
     cpulm_conn_release(&c);
+}
+
+/* ---- issue #25 row 1: the body budget and eviction ---- */
+
+static cpulm_conn_parse_result feed_parse(cpulm_conn *c, const char *s, size_t n) {
+    cpulm_http_limits lim = cpulm_http_default_limits();
+    if (cpulm_conn_feed(c, s, n, 0.0) != n) return (cpulm_conn_parse_result)-1;
+    return cpulm_conn_parse(c, &lim);
+}
+
+static const char *post_head(char *buf, size_t cap, size_t content_length) {
+    snprintf(buf, cap, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+             content_length);
+    return buf;
+}
+
+/* A Content-Length body reserves its whole buffer from the budget as soon as the head is
+ * parsed; one that does not fit is 503 at once (before any 100 Continue); the memory goes
+ * back when the request is done (the buffer shrinks) and when the connection closes. */
+TEST(http_conn_body_budget) {
+    cpulm_conn_budget b = {.limit = 200000};
+    cpulm_conn a, c, d;
+    size_t rmax = 16384 + (1 << 20) + 65536;
+    cpulm_conn_init(&a, -1, 0, rmax, 0.0);
+    cpulm_conn_init(&c, -1, 1, rmax, 0.0);
+    cpulm_conn_init(&d, -1, 2, rmax, 0.0);
+    a.budget = c.budget = d.budget = &b;
+    char h[256];
+    post_head(h, sizeof h, 150000);
+    CHECK_EQ_INT(t, feed_parse(&a, h, strlen(h)), CPULM_CONN_NEED_MORE);
+    CHECK(t, a.rcap >= strlen(h) + 150000);
+    CHECK_EQ_INT(t, b.used, a.charged);
+    CHECK_EQ_INT(t, a.charged, a.rcap - CPULM_CONN_FREE_RBUF);
+    post_head(h, sizeof h, 100000);
+    char e[512];
+    snprintf(e, sizeof e, "%.*sExpect: 100-continue\r\n\r\n", (int)strlen(h) - 2, h);
+    CHECK_EQ_INT(t, feed_parse(&c, e, strlen(e)), CPULM_CONN_BAD);
+    CHECK_EQ_INT(t, c.bad_status, 503);
+    CHECK_EQ_INT(t, c.wbuf.len, 0); /* no 100 Continue went out */
+    /* a small body needs no budget, even now */
+    const char *small = "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+    CHECK_EQ_INT(t, feed_parse(&d, small, strlen(small)), CPULM_CONN_REQUEST);
+    /* a's body arrives; once answered, its buffer shrinks and the budget is free */
+    char *body = malloc(150000);
+    REQUIRE(t, body);
+    memset(body, 'x', 150000);
+    CHECK_EQ_INT(t, feed_parse(&a, body, 150000), CPULM_CONN_REQUEST);
+    CHECK_EQ_INT(t, a.body_len, 150000);
+    a.state = CPULM_CONN_BUSY;
+    CHECK_EQ_INT(t, cpulm_conn_next(&a), 0);
+    CHECK(t, a.rcap <= CPULM_CONN_FREE_RBUF);
+    CHECK_EQ_INT(t, a.charged, 0);
+    CHECK_EQ_INT(t, b.used, 0);
+    /* a chunked body is charged as it grows, and refused past the budget */
+    const char *ch = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    CHECK_EQ_INT(t, feed_parse(&a, ch, strlen(ch)), CPULM_CONN_NEED_MORE);
+    cpulm_conn_parse_result r = CPULM_CONN_NEED_MORE;
+    for (int k = 0; k < 40 && r == CPULM_CONN_NEED_MORE; k++) { /* 40 x 10000 > the budget */
+        char chunk[10010];
+        int n = snprintf(chunk, sizeof chunk, "2710\r\n");
+        memcpy(chunk + n, body, 10000);
+        memcpy(chunk + n + 10000, "\r\n", 2);
+        cpulm_conn_feed(&a, chunk, (size_t)n + 10002, 0.0);
+        cpulm_http_limits lim = cpulm_http_default_limits();
+        r = cpulm_conn_parse(&a, &lim);
+    }
+    CHECK_EQ_INT(t, r, CPULM_CONN_BAD);
+    CHECK_EQ_INT(t, a.bad_status, 503);
+    CHECK(t, b.used <= b.limit);
+    free(body);
+    cpulm_conn_release(&a);
+    cpulm_conn_release(&c);
+    cpulm_conn_release(&d);
+    CHECK_EQ_INT(t, b.used, 0);
+}
+
+/* Reclaim: when the budget is short, the server's callback may close others' connections. */
+typedef struct reclaim_state {
+    cpulm_conn *victim;
+    int calls;
+} reclaim_state;
+
+static void test_reclaim(void *user, size_t need, const cpulm_conn *asking) {
+    reclaim_state *st = user;
+    st->calls++;
+    if (st->victim && st->victim != asking && need > 0) {
+        cpulm_conn_release(st->victim);
+        st->victim = NULL;
+    }
+}
+
+TEST(http_conn_body_budget_reclaims) {
+    reclaim_state st = {NULL, 0};
+    cpulm_conn_budget b = {.limit = 200000, .reclaim = test_reclaim, .user = &st};
+    cpulm_conn a, c;
+    size_t rmax = 16384 + (1 << 20) + 65536;
+    cpulm_conn_init(&a, -1, 0, rmax, 0.0);
+    cpulm_conn_init(&c, -1, 1, rmax, 0.0);
+    a.budget = c.budget = &b;
+    char h[256];
+    post_head(h, sizeof h, 150000);
+    CHECK_EQ_INT(t, feed_parse(&a, h, strlen(h)), CPULM_CONN_NEED_MORE);
+    CHECK_EQ_INT(t, st.calls, 0);
+    st.victim = &a;
+    CHECK_EQ_INT(t, feed_parse(&c, h, strlen(h)), CPULM_CONN_NEED_MORE);
+    CHECK_EQ_INT(t, st.calls, 1);
+    CHECK_EQ_INT(t, b.used, c.charged);
+    cpulm_conn_release(&c);
+    cpulm_conn_release(&a); /* released twice: the second is a no-op */
+    CHECK_EQ_INT(t, b.used, 0);
+}
+
+static cpulm_conn *fake_conn(uint8_t client, cpulm_conn_state state, int head_done, size_t charged,
+                             double t_active) {
+    cpulm_conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    cpulm_conn_init(c, -1, 0, 1 << 20, t_active);
+    c->peer[0] = client;
+    c->state = state;
+    c->head_done = head_done;
+    c->charged = charged;
+    return c;
+}
+
+/* The eviction choice: CLOSING first; a client over its share loses its own; else the
+ * client holding the most loses its least recently active; requests being answered, and
+ * (for the budget) bodies still flowing, are never chosen. */
+TEST(http_evict_is_fair) {
+    enum { N = 12 };
+    cpulm_conn *t_[N] = {0};
+    cpulm_evict *e = cpulm_evict_new(N);
+    REQUIRE(t, e);
+    /* client 1: five connections waiting for bodies; client 2: two idle, one answering */
+    for (int i = 0; i < 5; i++)
+        t_[i] = fake_conn(1, CPULM_CONN_READING, 1, 1000 * (size_t)(i + 1), 10.0 + i);
+    t_[5] = fake_conn(2, CPULM_CONN_READING, 0, 0, 1.0); /* the oldest of all */
+    t_[6] = fake_conn(2, CPULM_CONN_READING, 0, 0, 2.0);
+    t_[7] = fake_conn(2, CPULM_CONN_BUSY, 1, 50000, 0.5);
+    for (int i = 0; i < 8; i++)
+        REQUIRE(t, t_[i]);
+    uint8_t k3[16] = {3}, k2[16] = {2}, k1[16] = {1};
+    cpulm_evict_query q = {.kind = CPULM_EVICT_SLOT, .key = k3, .limit = 8};
+    /* a new client: the heaviest client (1, five) loses its least recently active */
+    CHECK_EQ_INT(t, cpulm_evict_pick(e, t_, N, &q), 0);
+    /* client 2 asks (3 of 8 with 2 clients present: under its share of 4): client 1 loses */
+    q.key = k2;
+    CHECK_EQ_INT(t, cpulm_evict_pick(e, t_, N, &q), 0);
+    /* client 1 asks, over its share: its own least recently active */
+    q.key = k1;
+    CHECK_EQ_INT(t, cpulm_evict_pick(e, t_, N, &q), 0);
+    /* own only (per-client limit): client 2's oldest idle, never its busy one */
+    q.key = k2;
+    q.own_only = 1;
+    CHECK_EQ_INT(t, cpulm_evict_pick(e, t_, N, &q), 5);
+    q.own_only = 0;
+    /* a closing connection goes first */
+    t_[8] = fake_conn(3, CPULM_CONN_CLOSING, 0, 0, 100.0);
+    REQUIRE(t, t_[8]);
+    CHECK_EQ_INT(t, cpulm_evict_pick(e, t_, N, &q), 8);
+    t_[8]->state = CPULM_CONN_BUSY;
+    /* budget: client 2 holds the most (its busy request) but that one is never a
+     * candidate; of client 1's, only those stalled for 1 s (now 14.5: indexes 0..3) */
+    cpulm_evict_query qb = {.kind = CPULM_EVICT_BUDGET,
+                            .key = k3,
+                            .limit = 100000,
+                            .now = 14.5,
+                            .stall_s = 1.0,
+                            .asking = t_[0]};
+    CHECK_EQ_INT(t, cpulm_evict_pick(e, t_, N, &qb), 1);
+    qb.now = 11.5; /* only index 0 is stalled, and it is the asking one */
+    CHECK_EQ_INT(t, cpulm_evict_pick(e, t_, N, &qb), -1);
+    for (int i = 0; i < N; i++)
+        if (t_[i]) {
+            cpulm_conn_release(t_[i]);
+            free(t_[i]);
+        }
+    cpulm_evict_free(e);
 }

@@ -57,6 +57,9 @@ static void serve_usage(FILE *f) {
         "  --max-conns N         open connections (default 1024)\n"
         "  --max-conns-per-client N  per client address (default 256; 0 = no limit)\n"
         "  --head-timeout S      a request head must arrive within S seconds (default 10)\n"
+        "  --body-timeout S      a request body may pause at most S seconds (default 10; 408)\n"
+        "  --max-body-total BYTES  memory for request bodies being received, all connections\n"
+        "                        together (default 64 MiB or 4 x --max-body; 503 past it)\n"
         "  --idle-timeout S      idle keep-alive connections close after S (default 60)\n"
         "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
         "POST /v1/embeddings (with --embeddings), GET /health, GET /ready, GET /metrics.\n"
@@ -165,12 +168,24 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
         } else if (cli_flag(&c, "--head-timeout", NULL)) {
             if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
             p->head_timeout_s = f;
+        } else if (cli_flag(&c, "--body-timeout", NULL)) {
+            if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
+            p->body_timeout_s = f;
+        } else if (cli_flag(&c, "--max-body-total", NULL)) {
+            long long b;
+            if (!cli_i64(&c, 1024, 1LL << 40, &b)) return EXIT_USAGE;
+            p->max_body_total = (size_t)b;
         } else if (cli_flag(&c, "--idle-timeout", NULL)) {
             if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
             p->idle_timeout_s = f;
         } else {
             if (cli_rest(&c)) return EXIT_USAGE;
         }
+    }
+    if (p->max_body_total && p->max_body_total < p->max_body) {
+        fprintf(stderr, "cpulm serve: --max-body-total %zu is less than --max-body %zu\n",
+                p->max_body_total, p->max_body);
+        return EXIT_USAGE;
     }
     if (total && p->n_ctx) {
         fprintf(stderr, "cpulm serve: give -c (per slot) or --ctx-total, not both\n");

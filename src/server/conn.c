@@ -22,9 +22,55 @@ void cpulm_conn_init(cpulm_conn *c, int fd, int32_t index, size_t rmax, double n
     cpulm_buf_init(&c->wbuf, 0);
 }
 
+/* ---- the body budget ---- */
+
+static size_t charge_for(size_t cap) {
+    return cap > CPULM_CONN_FREE_RBUF ? cap - CPULM_CONN_FREE_RBUF : 0;
+}
+
+/* Takes budget for a buffer of cap bytes (reclaiming from others if short). 0 or -1. */
+static int budget_take(cpulm_conn *c, size_t cap) {
+    cpulm_conn_budget *b = c->budget;
+    size_t want = charge_for(cap);
+    if (!b || want <= c->charged) return 0;
+    size_t extra = want - c->charged;
+    if (extra > b->limit - b->used && b->reclaim)
+        b->reclaim(b->user, extra - (b->limit - b->used), c);
+    if (extra > b->limit - b->used) {
+        c->over_budget = 1;
+        return -1;
+    }
+    b->used += extra;
+    c->charged = want;
+    return 0;
+}
+
+/* Gives back what a buffer of cap bytes no longer needs. */
+static void budget_fit(cpulm_conn *c, size_t cap) {
+    size_t want = charge_for(cap);
+    if (!c->budget || want >= c->charged) return;
+    c->budget->used -= c->charged - want;
+    c->charged = want;
+}
+
+/* Resizes rbuf to cap bytes (>= rlen) within the budget. Returns 0 or -1. */
+static int resize_rbuf(cpulm_conn *c, size_t cap) {
+    if (budget_take(c, cap) != 0) return -1;
+    char *p = realloc(c->rbuf, cap);
+    if (!p) {
+        budget_fit(c, c->rcap);
+        return -1;
+    }
+    c->rbuf = p;
+    c->rcap = cap;
+    budget_fit(c, cap);
+    return 0;
+}
+
 void cpulm_conn_release(cpulm_conn *c) {
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
+    budget_fit(c, 0);
     free(c->rbuf);
     c->rbuf = NULL;
     c->rlen = c->rcap = 0;
@@ -37,11 +83,7 @@ static int grow_rbuf(cpulm_conn *c) {
     if (c->rcap >= c->rmax) return -1;
     size_t cap = c->rcap ? c->rcap * 2 : RBUF_MIN;
     if (cap > c->rmax) cap = c->rmax;
-    char *p = realloc(c->rbuf, cap);
-    if (!p) return -1;
-    c->rbuf = p;
-    c->rcap = cap;
-    return 0;
+    return resize_rbuf(c, cap);
 }
 
 /* Makes spare capacity in rbuf if the rules allow: never while a request is being answered
@@ -54,6 +96,7 @@ static int make_room(cpulm_conn *c) {
 
 int cpulm_conn_wants_input(const cpulm_conn *c) {
     if (c->rlen < c->rcap) return 1;
+    if (c->over_budget) return 0; /* cpulm_conn_parse answers 503 */
     return c->state != CPULM_CONN_BUSY && c->rcap < c->rmax;
 }
 
@@ -98,10 +141,14 @@ static cpulm_conn_parse_result bad(cpulm_conn *c, int status, const char *why) {
     return CPULM_CONN_BAD;
 }
 
-/* The body is incomplete: ask for it if the client waits for our go-ahead. */
+static cpulm_conn_parse_result refuse_over_budget(cpulm_conn *c) {
+    return bad(c, 503, "the server is buffering too many request bodies; retry later");
+}
+
 /* The body is incomplete: ask for it if the client waits for our go-ahead. */
 static cpulm_conn_parse_result need_body(cpulm_conn *c) {
     if (c->rlen >= c->rmax) return bad(c, 413, "request body too large");
+    if (c->over_budget) return refuse_over_budget(c);
     if (c->expect_continue && !c->sent_continue) {
         cpulm_buf_puts(&c->wbuf, "HTTP/1.1 100 Continue\r\n\r\n");
         c->sent_continue = 1;
@@ -140,8 +187,10 @@ static cpulm_conn_parse_result parse_head(cpulm_conn *c, const cpulm_http_limits
     long r = cpulm_http_parse_request(c->rbuf, c->rlen, c->head_seen, lim, m);
     c->head_seen = c->rlen;
     if (r == CPULM_HTTP_ERROR) return bad(c, m->error_status, m->error);
-    if (r == CPULM_HTTP_INCOMPLETE)
-        return c->rlen >= c->rmax ? bad(c, 431, "request head too large") : CPULM_CONN_NEED_MORE;
+    if (r == CPULM_HTTP_INCOMPLETE) {
+        if (c->rlen >= c->rmax) return bad(c, 431, "request head too large");
+        return c->over_budget ? refuse_over_budget(c) : CPULM_CONN_NEED_MORE;
+    }
     c->head_done = 1;
     c->head_len = m->head_len;
     c->content_length = m->content_length;
@@ -164,7 +213,12 @@ cpulm_conn_parse_result cpulm_conn_parse(cpulm_conn *c, const cpulm_http_limits 
     size_t h = c->head_len;
     size_t cl = c->content_length > 0 ? (size_t)c->content_length : 0;
     if (h + cl > c->rmax) return bad(c, 413, "request body too large");
-    if (c->rlen - h < cl) return need_body(c);
+    if (c->rlen - h < cl) {
+        /* the whole buffer at once: a body that cannot fit is refused before it is sent */
+        if (h + cl > c->rcap && resize_rbuf(c, h + cl) != 0)
+            return c->over_budget ? refuse_over_budget(c) : bad(c, 500, "out of memory");
+        return need_body(c);
+    }
     return complete(c, lim, cl, h + cl);
 }
 
@@ -229,12 +283,15 @@ int cpulm_conn_next(cpulm_conn *c) {
     size_t rest = c->rlen - c->req_len;
     memmove(c->rbuf, c->rbuf + c->req_len, rest);
     c->rlen = rest;
+    if (c->rcap > CPULM_CONN_FREE_RBUF && rest <= RBUF_MIN) /* the body's memory goes back */
+        resize_rbuf(c, RBUF_MIN);
     c->head_seen = 0;
     c->head_done = 0;
     c->body = NULL;
     c->body_len = c->req_len = c->head_len = 0;
     c->chunked = c->expect_continue = 0;
     c->sent_continue = 0;
+    c->over_budget = 0;
     c->req_id = 0;
     c->n_requests++;
     c->done = 0;

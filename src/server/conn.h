@@ -16,7 +16,22 @@
 #include "server/http.h"
 #include "server/loop.h"
 
-#define CPULM_CONN_MAX_WBUF (8u << 20) /* unsent bytes before a slow reader is dropped */
+#define CPULM_CONN_MAX_WBUF  (8u << 20)  /* unsent bytes before a slow reader is dropped */
+#define CPULM_CONN_FREE_RBUF (16u << 10) /* read buffer a connection holds outside the budget */
+
+struct cpulm_conn;
+
+/* The memory budget of request bodies (issue #25): read-buffer bytes beyond each
+ * connection's first CPULM_CONN_FREE_RBUF, summed over the connections that share it (the
+ * server's). A buffer that cannot grow within the limit, even after reclaim, fails the
+ * request with 503 (see cpulm_conn_parse). */
+typedef struct cpulm_conn_budget {
+    size_t limit, used;
+    /* Called when asking needs `need` more bytes than are left: may close other connections
+     * (never asking) to free theirs. NULL: nothing can be freed. */
+    void (*reclaim)(void *user, size_t need, const struct cpulm_conn *asking);
+    void *user;
+} cpulm_conn_budget;
 
 typedef enum cpulm_conn_state {
     CPULM_CONN_READING, /* waiting for (the rest of) a request */
@@ -41,7 +56,10 @@ typedef struct cpulm_conn {
 
     char *rbuf; /* received bytes: current request, maybe pipelined ones after */
     size_t rlen, rcap, rmax;
-    size_t head_seen; /* bytes the last head parse looked at */
+    cpulm_conn_budget *budget; /* NULL: no budget (tests, fuzzing) */
+    size_t charged;            /* bytes of budget rbuf holds */
+    int over_budget;           /* rbuf could not grow within the budget */
+    size_t head_seen;          /* bytes the last head parse looked at */
 
     /* The request. Its views (method, path, headers) and body point into rbuf, so they are
      * bound only once the whole request is buffered (CPULM_CONN_REQUEST: the head is parsed
@@ -95,7 +113,9 @@ size_t cpulm_conn_feed(cpulm_conn *c, const char *data, size_t n, double now);
 int cpulm_conn_wants_input(const cpulm_conn *c);
 
 /* Frames the next request from the buffered bytes. Sends "100 Continue" itself when the
- * client asked for it and the body is still missing. */
+ * client asked for it and the body is still missing. A Content-Length body's whole buffer
+ * is reserved from the budget as soon as the head is parsed (before any 100 Continue), a
+ * chunked body's as it grows; when that does not fit: CPULM_CONN_BAD with 503. */
 cpulm_conn_parse_result cpulm_conn_parse(cpulm_conn *c, const cpulm_http_limits *lim);
 
 /* Queues a complete response with Content-Length. extra_headers: "" or lines each ending
@@ -113,7 +133,8 @@ void cpulm_conn_sse_end(cpulm_conn *c);
 int cpulm_conn_flush(cpulm_conn *c, double now);
 
 /* The response is complete and flushed: drop the request's bytes and read the next one
- * (keep-alive). Returns 0, or -1 when the connection must close instead. */
+ * (keep-alive; a buffer grown for a large body shrinks back). Returns 0, or -1 when the
+ * connection must close instead. */
 int cpulm_conn_next(cpulm_conn *c);
 
 #endif

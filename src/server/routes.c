@@ -82,7 +82,8 @@ void cpulm_routes_bad_request(cpulm_server *s, cpulm_conn *c) {
     cpulm_oai_error_set(&e, c->bad_status, NULL, "%s",
                         c->bad_reason ? c->bad_reason : "bad request");
     c->keep_alive = 0; /* the byte stream can no longer be trusted */
-    respond_error(s, c, &e, NULL);
+    /* 503: the body budget is full for now (conn.h) */
+    respond_error(s, c, &e, c->bad_status == 503 ? "Retry-After: 1\r\n" : NULL);
 }
 
 /* ---- probes, metrics, models ---- */

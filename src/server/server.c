@@ -25,6 +25,7 @@
 
 #define TICK_MS           100  /* timer resolution: slow clients, drain progress */
 #define REQUEST_TIMEOUT_S 30.0 /* to receive a whole request once it started (slowloris) */
+#define BODY_STALL_S      1.0  /* a body that sent nothing for this long may lose its budget */
 #define LINGER_S          2.0  /* a closing connection waits this long for the client's EOF */
 
 double cpulm_server_now(void) {
@@ -47,11 +48,20 @@ cpulm_server_params cpulm_server_default_params(void) {
                              .max_conns = 1024,
                              .max_conns_per_client = 256,
                              .head_timeout_s = 10,
+                             .body_timeout_s = 10,
                              .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT,
                              .kv_idle = CPULM_SCHED_KV_IDLE_AUTO,
                              .pooling = CPULM_POOLING_UNSPECIFIED};
 
     return p;
+}
+
+size_t cpulm_server_body_budget(const cpulm_server_params *p) {
+    if (p->max_body_total) return p->max_body_total;
+    size_t one = 16 * 1024 + p->max_body + 65536; /* a request's largest read buffer */
+    size_t least = (size_t)64 << 20;
+    if (one > SIZE_MAX / 4) return SIZE_MAX;
+    return 4 * one > least ? 4 * one : least;
 }
 
 /* ---- connections ---- */
@@ -93,6 +103,14 @@ int cpulm_server_output(cpulm_server *s, cpulm_conn *c) {
     return 0;
 }
 
+/* Answers c's request (whose body may be incomplete) with an error, then closes. */
+static void refuse(cpulm_server *s, cpulm_conn *c, int status, const char *why) {
+    c->bad_status = status;
+    c->bad_reason = why;
+    c->state = CPULM_CONN_BUSY;
+    cpulm_routes_bad_request(s, c);
+}
+
 /* Answers every complete request buffered on c, in order (pipelining), until one has to
  * wait for the model or more bytes are needed. */
 static void process_requests(cpulm_server *s, cpulm_conn *c) {
@@ -102,11 +120,12 @@ static void process_requests(cpulm_server *s, cpulm_conn *c) {
             cpulm_server_output(s, c); /* maybe a 100 Continue */
             return;
         }
-        c->state = CPULM_CONN_BUSY;
-        if (r == CPULM_CONN_BAD)
-            cpulm_routes_bad_request(s, c);
-        else
+        if (r == CPULM_CONN_BAD) {
+            refuse(s, c, c->bad_status, c->bad_reason);
+        } else {
+            c->state = CPULM_CONN_BUSY;
             cpulm_routes_handle(s, c);
+        }
     }
 }
 
@@ -147,25 +166,12 @@ static void peer_key(const struct sockaddr_storage *ss, uint8_t key[16]) {
     }
 }
 
-/* A connection that can be closed to make room: no request in progress (no complete
- * head, nothing being answered or sent). */
-static int evictable(const cpulm_conn *c) {
-    return c->state == CPULM_CONN_CLOSING ||
-           (c->state == CPULM_CONN_READING && !c->head_done && c->woff >= c->wbuf.len);
-}
-
-/* Closes the least recently active evictable connection (of the client with key, or of
- * anyone when key is NULL). Returns 1 if one was closed. */
-static int evict_oldest(cpulm_server *s, const uint8_t *key) {
-    cpulm_conn *victim = NULL;
-    for (int32_t i = 0; i < s->p.max_conns; i++) {
-        cpulm_conn *c = s->conns[i];
-        if (!c || !evictable(c) || (key && memcmp(c->peer, key, 16) != 0)) continue;
-        if (!victim || c->t_active < victim->t_active) victim = c;
-    }
-    if (!victim) return 0;
+/* Closes the connection the query picks (evict.h). Returns 1 if one was closed. */
+static int evict_one(cpulm_server *s, const cpulm_evict_query *q) {
+    int32_t i = cpulm_evict_pick(s->evict, s->conns, s->p.max_conns, q);
+    if (i < 0) return 0;
     s->n_evicted++;
-    conn_close(s, victim);
+    conn_close(s, s->conns[i]);
     return 1;
 }
 
@@ -176,26 +182,47 @@ static int32_t count_client(const cpulm_server *s, const uint8_t key[16]) {
     return n;
 }
 
-/* Makes room for a new connection from key: over the client's limit, its own oldest idle
- * connection goes; with the table full, the oldest idle one of anyone. So a flood of idle
- * connections only ever displaces idle connections, and a request always gets a slot
- * unless every slot is busy answering one. Returns a free slot, or -1. */
+/* Makes room for a new connection from key: over the client's limit, its own least recently
+ * active connection without a request being answered goes (idle, or a head or body still
+ * arriving); with the table full, one chosen fairly (evict.h: a client over its share loses
+ * its own first, else the client with the most connections). So a flood of connections that
+ * never finish a request only ever displaces such connections, and a new one always gets a
+ * slot unless every slot is busy answering a request. Returns a free slot, or -1. */
 static int32_t admit(cpulm_server *s, const uint8_t key[16]) {
-    if (s->p.max_conns_per_client > 0 && count_client(s, key) >= s->p.max_conns_per_client &&
-        !evict_oldest(s, key))
-        return -1;
-    if (s->n_conns >= s->p.max_conns && !evict_oldest(s, key) && !evict_oldest(s, NULL)) return -1;
+    cpulm_evict_query q = {.kind = CPULM_EVICT_SLOT, .key = key, .limit = (uint64_t)s->p.max_conns};
+    if (s->p.max_conns_per_client > 0 && count_client(s, key) >= s->p.max_conns_per_client) {
+        q.own_only = 1;
+        if (!evict_one(s, &q)) return -1;
+        q.own_only = 0;
+    }
+    if (s->n_conns >= s->p.max_conns && !evict_one(s, &q)) return -1;
     int32_t i = 0;
     while (i < s->p.max_conns && s->conns[i])
         i++;
     return i < s->p.max_conns ? i : -1;
 }
 
+/* The body budget is short by `need` bytes for `asking`: close connections whose bodies
+ * stalled (evict.h) until it is not, or none is left. */
+static void reclaim_budget(void *user, size_t need, const cpulm_conn *asking) {
+    cpulm_server *s = user;
+    cpulm_evict_query q = {.kind = CPULM_EVICT_BUDGET,
+                           .key = asking->peer,
+                           .asking = asking,
+                           .limit = s->budget.limit,
+                           .now = cpulm_server_now(),
+                           .stall_s = BODY_STALL_S};
+    size_t target = s->budget.used > need ? s->budget.used - need : 0;
+    while (s->budget.used > target && evict_one(s, &q)) {
+    }
+}
+
 /* accept() failed for lack of descriptors: make one free (an idle connection, else the
  * spare kept for this) so the pending connection is taken off the queue instead of
  * keeping the listener readable, which would spin the loop. */
 static void out_of_fds(cpulm_server *s) {
-    if (evict_oldest(s, NULL)) return;
+    cpulm_evict_query q = {.kind = CPULM_EVICT_SLOT, .limit = (uint64_t)s->p.max_conns};
+    if (evict_one(s, &q)) return;
     if (s->spare_fd >= 0) close(s->spare_fd);
     int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd >= 0) close(fd);
@@ -229,6 +256,7 @@ static void on_accept(cpulm_loop_handler *h, int events) {
         }
         cpulm_conn_init(c, fd, i, s->lim.max_head + s->lim.max_body + 65536, cpulm_server_now());
         memcpy(c->peer, key, 16);
+        c->budget = &s->budget;
         c->h.fn = on_conn;
         c->owner = s;
         c->events = CPULM_LOOP_READ;
@@ -427,6 +455,10 @@ static void tick(cpulm_server *s) {
          * body gets longer; an idle keep-alive connection the longest */
         int fresh = reading && c->n_requests == 0 && c->rlen == 0;
         int in_head = reading && c->rlen > 0 && !c->head_done;
+        if (reading && c->head_done && now - c->t_active > s->p.body_timeout_s) {
+            refuse(s, c, 408, "the request body stopped arriving (--body-timeout)");
+            continue;
+        }
         if ((fresh && now - c->t_active > s->p.head_timeout_s) ||
             (in_head && now - c->t_request > s->p.head_timeout_s) ||
             (reading && c->rlen > 0 && now - c->t_request > REQUEST_TIMEOUT_S) ||
@@ -501,7 +533,9 @@ static void raise_fd_limit(int32_t max_conns) {
 
 cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err) {
     if (!p->model_path || p->n_parallel < 1 || p->max_conns < 1 || p->max_conns_per_client < 0 ||
-        !(p->head_timeout_s > 0) || p->max_conns > CPULM_SERVER_MAX_CONNS || p->max_body < 1 ||
+        !(p->head_timeout_s > 0) || !(p->body_timeout_s > 0) ||
+        p->max_conns > CPULM_SERVER_MAX_CONNS || p->max_body < 1 ||
+        (p->max_body_total && p->max_body_total < p->max_body) ||
         (p->api_key && !*p->api_key)) { /* "" must not silently mean "no authentication" */
         cpulm_errf(err, CPULM_ERR_INVALID_ARG, "serve: invalid parameters");
         return NULL;
@@ -520,8 +554,12 @@ cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err) {
     s->metrics = s->alias ? cpulm_metrics_new(s->alias) : NULL;
     s->lim = cpulm_http_default_limits();
     s->lim.max_body = p->max_body;
+    s->budget.limit = cpulm_server_body_budget(p);
+    s->budget.reclaim = reclaim_budget;
+    s->budget.user = s;
+    s->evict = cpulm_evict_new(p->max_conns);
     s->created = (int64_t)time(NULL);
-    if (!s->alias || !s->conns || !s->dead || !s->metrics) {
+    if (!s->alias || !s->conns || !s->dead || !s->metrics || !s->evict) {
         cpulm_errf(err, CPULM_ERR_NOMEM, "serve: out of memory");
     } else if ((s->loop = cpulm_loop_new(err)) &&
                (s->listen_fd =
@@ -605,6 +643,7 @@ void cpulm_server_free(cpulm_server *s) {
     cpulm_metrics_free(s->metrics);
     free(s->conns);
     free(s->dead);
+    cpulm_evict_free(s->evict);
     free(s->alias);
     free(s);
 }

@@ -42,6 +42,10 @@ typedef struct cpulm_server_params {
         max_conns_per_client;  /* per client address (IPv6: per /64); 0 = no limit; default 256 */
     double head_timeout_s;     /* a new connection, or a request once its first byte came,
                                 * must deliver a complete head within this; default 10 */
+    double body_timeout_s;     /* a request's body may pause this long between bytes
+                                * (408 after it); default 10 */
+    size_t max_body_total;     /* read-buffer bytes for request bodies, all connections
+                                * together (503 past it); 0: cpulm_server_body_budget */
     int64_t cache_ram_mib;     /* RAM prompt cache limit in MiB; default 2048; 0: off */
     int64_t kv_idle;           /* KV tokens free slots keep for prefix reuse, all together;
                                 * -1: no limit; default -2: n_ctx with the prompt cache on,
@@ -54,6 +58,9 @@ typedef struct cpulm_server_params {
 } cpulm_server_params;
 
 cpulm_server_params cpulm_server_default_params(void);
+/* The body budget p gives: max_body_total, or when 0, 64 MiB or 4 of the largest request
+ * buffers (head + max_body + 64 KiB), whichever is more. */
+size_t cpulm_server_body_budget(const cpulm_server_params *p);
 
 /* Binds and listens (nothing else starts yet). Returns owned; NULL with err on failure. */
 cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err);

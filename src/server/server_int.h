@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 
 #include "server/conn.h"
+#include "server/evict.h"
 #include "server/http.h"
 #include "server/loop.h"
 #include "server/metrics.h"
@@ -31,7 +32,9 @@ struct cpulm_server {
     cpulm_conn **dead;  /* closed during this loop iteration; freed after it */
     int32_t n_conns, n_dead;
     int spare_fd;                  /* /dev/null, given up to drain the accept queue at EMFILE */
-    uint64_t n_evicted, n_refused; /* idle connections closed for room; connections refused */
+    uint64_t n_evicted, n_refused; /* connections closed for room; connections refused */
+    cpulm_conn_budget budget;      /* request bodies' memory (--max-body-total) */
+    cpulm_evict *evict;            /* scratch of the eviction choice */
     uint64_t next_serial;
     int64_t created; /* unix time of start, for /v1/models */
 
