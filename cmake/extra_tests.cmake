@@ -1,7 +1,7 @@
 # extra_tests.cmake: fuzz targets and their corpus-replay tests (included by CMakeLists.txt).
 #
-# fuzz_gguf, fuzz_json and fuzz_http are always built in replay mode (tests/fuzz/fuzz_main.c
-# feeds them files), and ctest runs them over the seed corpus. With clang and
+# fuzz_gguf, fuzz_json, fuzz_http and fuzz_chunked are always built in replay mode
+# (tests/fuzz/fuzz_main.c feeds them files), and ctest runs them over the seed corpus. With clang and
 # -DCPULM_FUZZ=ON, fuzz_<name>_libfuzzer is built with -fsanitize=fuzzer,address,undefined for
 # real fuzzing, and ctest runs each for 5 s (fuzz_<name>_short); long runs (docs/SECURITY.md):
 #   ./build-fuzz/fuzz_http_libfuzzer -runs=10000000 scratch tests/fuzz/corpus/http
@@ -17,7 +17,7 @@ add_test(NAME fuzz_gguf_replay
 set_tests_properties(fuzz_gguf_replay PROPERTIES TIMEOUT 120)
 
 # Other replay-mode fuzz targets: tests/fuzz/fuzz_<name>.c over tests/fuzz/corpus/<name>/.
-foreach(name json http)
+foreach(name json http chunked)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_${name}.c)
     add_executable(fuzz_${name} tests/fuzz/fuzz_${name}.c tests/fuzz/fuzz_main.c)
     target_include_directories(fuzz_${name} PRIVATE src)
@@ -44,7 +44,8 @@ if(CPULM_FUZZ)
   set(fuzz_gguf_sources src/gguf.c src/gguf_write.c src/quant.c src/quant_k.c src/base/status.c)
   set(fuzz_json_sources src/base/json.c src/base/buf.c src/base/status.c)
   set(fuzz_http_sources src/server/http.c src/server/conn.c src/base/buf.c src/base/status.c)
-  foreach(name gguf json http)
+  set(fuzz_chunked_sources src/server/http.c)
+  foreach(name gguf json http chunked)
     add_executable(fuzz_${name}_libfuzzer tests/fuzz/fuzz_${name}.c ${fuzz_${name}_sources})
     target_include_directories(fuzz_${name}_libfuzzer PRIVATE src include)
     target_compile_options(fuzz_${name}_libfuzzer PRIVATE ${fuzz_flags})

@@ -432,8 +432,7 @@ static int chunked_all_splits(const char *enc, int want, const char *what, size_
  * and bare LF are refused anywhere in the framing. */
 TEST(http_chunked_strict_size_lines) {
     static const char *bad[] = {
-        "0x35\r\n"
-        "01234567890123456789012345678901234567890123456789012\r\n0\r\n\r\n",
+        "0x35\r\n01234567890123456789012345678901234567890123456789012\r\n0\r\n\r\n",
         "3cg\r\nabc\r\n0\r\n\r\n",
         "3;e\rx=1\r\nabc\r\n0\r\n\r\n",
         "3;e=\"a\rb\"\r\nabc\r\n0\r\n\r\n",
