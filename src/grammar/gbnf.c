@@ -219,6 +219,7 @@ static int cmp_range(const void *a, const void *b) {
 
 /* Sorts rng's n [lo, hi] pairs and merges overlapping or adjacent ones; returns the count. */
 static int32_t normalize(uint32_t *rng, int32_t n) {
+    if (n <= 1) return n;
     qsort(rng, (size_t)n, 2 * sizeof *rng, cmp_range);
     int32_t k = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -532,7 +533,8 @@ static int parse_term(parser *P, int32_t rule, ivec **a, int64_t *w) {
     }
     if (c == '.') {
         P->p++;
-        int32_t s = add_set(P, NULL, 0, 1);
+        uint32_t none[2] = {0, 0};
+        int32_t s = add_set(P, none, 0, 1);
         return s < 0 ? -1 : push_elem(P, *a, GR_SET, s);
     }
     if (c == '(') {
