@@ -260,6 +260,7 @@ static int32_t tmp_dist(const cpulm_grammar_matcher *m, int32_t rem) {
 static int32_t intern_state(cpulm_grammar_matcher *m, uint32_t partial, int32_t rem) {
     if (m->overflow) return DEAD;
     if (m->n_tmp == 0) return DEAD;
+    m->work += 4 * (uint64_t)m->n_tmp; /* sort, hash, compare */
     qsort(m->tmp, (size_t)m->n_tmp, sizeof(int32_t), cmp_i32);
     uint32_t mask = m->state_ht_cap - 1, h = state_hash(m->tmp, m->n_tmp, partial, rem) & mask;
     for (int32_t id; (id = m->state_ht[h]) >= 0; h = (h + 1) & mask) {
@@ -416,6 +417,7 @@ static int32_t compute_trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
 /* The transition row of state s, allocated (all UNKNOWN) on first use; NULL on OOM. */
 static int32_t *row_of(cpulm_grammar_matcher *m, int32_t s) {
     int32_t *row = m->states[s].trans;
+    if (!row) m->work += 64; /* a new row: 1 KiB to allocate and fill */
     if (!row && (row = malloc(256 * sizeof *row))) {
         for (int i = 0; i < 256; i++)
             row[i] = UNKNOWN;
@@ -553,6 +555,7 @@ static cpulm_status feed(cpulm_grammar_matcher *m, const char *s, size_t n, int3
     m->work = 0;
     for (size_t i = 0; i < n; i++) {
         st = trans(m, st, (uint8_t)s[i]);
+        if (m->work > m->st.max_work) m->st.max_work = m->work;
         if (st < 0) return m->overflow ? CPULM_ERR_TOO_SMALL : CPULM_ERR_INVALID_ARG;
     }
     *out = st;
@@ -716,13 +719,16 @@ const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m) {
     m->work = 0;
     int32_t s = m->cur;
     const uint32_t *full = full_mask(m, s);
+    if (m->work > m->st.max_work) m->st.max_work = m->work;
     if (!full || m->budget == 0) return full;
     /* After this token, left - 1 samples remain, and the last of them may have to be the
      * end token: the bytes still needed (each a token at worst) must fit in left - 2. */
     int32_t limit = m->budget - m->used - 2;
     if (m->states[s].maxd <= limit || m->states[s].dist >= GR_INF) return full;
     m->st.budget_masks++;
-    return limited_mask(m, s, limit, full);
+    const uint32_t *lim = limited_mask(m, s, limit, full);
+    if (m->work > m->st.max_work) m->st.max_work = m->work;
+    return lim;
 }
 
 void cpulm_grammar_matcher_stats(const cpulm_grammar_matcher *m, cpulm_grammar_stats *out) {
