@@ -6,6 +6,7 @@
  * complexity limit refused up front (CPULM_ERR_LIMIT, naming the limit), bounded matcher
  * work, and the compiled-grammar cache. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -595,5 +596,49 @@ TEST(grammar_cache_hits_and_evicts) {
     cpulm_grammar_cache_stats_get(c, &st);
     CHECK_EQ_INT(t, st.entries, 0);
     cpulm_grammar_free(g1);
+    cpulm_grammar_cache_free(c);
+}
+
+/* Threads share a 2-entry cache over 3 texts: entries are evicted while other threads still
+ * use them (refcounts), and every grammar a thread gets matches its own text. */
+typedef struct cache_job {
+    cpulm_grammar_cache *c;
+    int seed, bad;
+} cache_job;
+
+static void *cache_worker(void *arg) {
+    cache_job *j = arg;
+    static const char *src[3] = {"root ::= \"a\"+", "root ::= \"b\"+", "root ::= \"c\"+"};
+    static const char *ok[3] = {"aa", "bb", "cc"};
+    for (int i = 0; i < 300; i++) {
+        int k = (i * 7 + j->seed) % 3;
+        cpulm_grammar *g = NULL;
+        if (cpulm_grammar_cache_get(j->c, src[k], strlen(src[k]), NULL, &g, NULL) != CPULM_OK) {
+            j->bad++;
+            continue;
+        }
+        j->bad += match(g, ok[k]) != 1 || match(g, ok[(k + 1) % 3]) != -1;
+        cpulm_grammar_free(g);
+    }
+    return NULL;
+}
+
+TEST(grammar_cache_shared_by_threads) {
+    cpulm_grammar_cache *c = cpulm_grammar_cache_new(2, 1u << 20);
+    REQUIRE(t, c);
+    pthread_t th[4];
+    cache_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (cache_job){c, i, 0};
+        REQUIRE(t, pthread_create(&th[i], NULL, cache_worker, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(t, jobs[i].bad, 0);
+    }
+    cpulm_grammar_cache_stats st;
+    cpulm_grammar_cache_stats_get(c, &st);
+    CHECK_EQ_INT(t, st.hits + st.misses, 1200);
+    CHECK(t, st.evictions > 0 && st.entries <= 2);
     cpulm_grammar_cache_free(c);
 }

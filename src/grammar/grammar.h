@@ -22,7 +22,8 @@
  * before max_tokens cuts it (cpulm_grammar_matcher_set_budget).
  *
  * Thread-safety: cpulm_grammar and cpulm_grammar_vocab are immutable after creation and may
- * be shared; a cpulm_grammar_matcher is used by one thread at a time.
+ * be shared (a grammar is reference counted: the cache hands out references); a
+ * cpulm_grammar_matcher is used by one thread at a time.
  */
 #ifndef CPULM_GRAMMAR_GRAMMAR_H
 #define CPULM_GRAMMAR_GRAMMAR_H
