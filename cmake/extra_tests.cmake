@@ -1,6 +1,6 @@
 # extra_tests.cmake: fuzz targets and their corpus-replay tests (included by CMakeLists.txt).
 #
-# fuzz_gguf, fuzz_json, fuzz_http and fuzz_chunked are always built in replay mode
+# fuzz_gguf, fuzz_json, fuzz_http, fuzz_chunked and fuzz_grammar are always built in replay mode
 # (tests/fuzz/fuzz_main.c feeds them files), and ctest runs them over the seed corpus. With clang and
 # -DCPULM_FUZZ=ON, fuzz_<name>_libfuzzer is built with -fsanitize=fuzzer,address,undefined for
 # real fuzzing, and ctest runs each for 5 s (fuzz_<name>_short); long runs (docs/SECURITY.md):
@@ -17,7 +17,7 @@ add_test(NAME fuzz_gguf_replay
 set_tests_properties(fuzz_gguf_replay PROPERTIES TIMEOUT 120)
 
 # Other replay-mode fuzz targets: tests/fuzz/fuzz_<name>.c over tests/fuzz/corpus/<name>/.
-foreach(name json http chunked)
+foreach(name json http chunked grammar)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_${name}.c)
     add_executable(fuzz_${name} tests/fuzz/fuzz_${name}.c tests/fuzz/fuzz_main.c)
     target_include_directories(fuzz_${name} PRIVATE src)
@@ -45,16 +45,20 @@ if(CPULM_FUZZ)
   set(fuzz_json_sources src/base/json.c src/base/buf.c src/base/status.c)
   set(fuzz_http_sources src/server/http.c src/server/conn.c src/base/buf.c src/base/status.c)
   set(fuzz_chunked_sources src/server/http.c)
-  foreach(name gguf json http chunked)
+  file(GLOB fuzz_grammar_sources ${CMAKE_SOURCE_DIR}/src/grammar/*.c)
+  list(APPEND fuzz_grammar_sources src/base/json.c src/base/buf.c src/base/status.c)
+  foreach(name gguf json http chunked grammar)
     add_executable(fuzz_${name}_libfuzzer tests/fuzz/fuzz_${name}.c ${fuzz_${name}_sources})
     target_include_directories(fuzz_${name}_libfuzzer PRIVATE src include)
     target_compile_options(fuzz_${name}_libfuzzer PRIVATE ${fuzz_flags})
     target_link_options(fuzz_${name}_libfuzzer PRIVATE ${fuzz_flags})
-    target_link_libraries(fuzz_${name}_libfuzzer m)
+    target_link_libraries(fuzz_${name}_libfuzzer m Threads::Threads)
     # A short real fuzzing run (seconds) on top of the corpus replay; its new inputs go to
     # a scratch directory so the checked-in corpus stays as it is.
     add_test(NAME fuzz_${name}_short
              COMMAND sh -c "mkdir -p fuzz-${name}-scratch && exec $<TARGET_FILE:fuzz_${name}_libfuzzer> -max_total_time=5 -rss_limit_mb=2048 fuzz-${name}-scratch ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/${name}")
     set_tests_properties(fuzz_${name}_short PROPERTIES TIMEOUT 120 LABELS fuzz)
   endforeach()
+  # the grammar sources reference the model API only in vocab.c's model reader, never called
+  target_compile_definitions(fuzz_grammar_libfuzzer PRIVATE FUZZ_GRAMMAR_STANDALONE)
 endif()

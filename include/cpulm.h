@@ -35,6 +35,7 @@ typedef enum cpulm_status {
     CPULM_ERR_CANCELLED = -7,
     CPULM_ERR_TOO_SMALL = -8, /* caller's buffer too small; required size in the out-param */
     CPULM_ERR_NOT_FOUND = -9, /* key / tensor / token absent */
+    CPULM_ERR_LIMIT = -10,    /* input over a size or complexity limit (a client error: 400) */
 } cpulm_status;
 
 typedef struct cpulm_error { /* optional detail; pass NULL if you only want the code */

@@ -162,6 +162,32 @@ check structured_output $? "$(head -c 300 "$TMP/so")"
 status 400 -H "$AUTH" $URL/v1/chat/completions -d '{"messages":[{"role":"user","content":"x"}],"json_schema":{"type":"integer","multipleOf":2}}'
 check err_unsupported_schema $?
 jq -e '.error.param == "json_schema" and (.error.message | contains("multipleOf"))' "$TMP/err" >/dev/null; check err_schema_named $?
+# grammar costs (issue 25): compiled in linear time, and each limit answered 400 naming it,
+# fast (15 x "a"{0,4096} took 14-40 s of the request worker; the limits gave 500 after that)
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+gbody() { jq -n --arg g "$1" '{prompt:"a",max_tokens:4,temperature:0,grammar:$g}'; }
+t0=$(now_ms)
+post /v1/completions "$(gbody "root ::=$(printf ' "a"{0,4096}%.0s' $(seq 15))")" >"$TMP/g15"
+ms=$(( $(now_ms) - t0 ))
+jq -e '.choices[0].text | test("^a*$")' "$TMP/g15" >/dev/null && [ $ms -lt 5000 ]
+check grammar_15_repeats_fast $? "(${ms} ms) $(head -c 200 "$TMP/g15")"
+g_alts="root ::= \"x0\"$(for i in $(seq 3000); do printf ' | "x%d"' "$i"; done)"
+t0=$(now_ms)
+status 400 -H "$AUTH" $URL/v1/completions -d "$(gbody "$g_alts")"; r=$?
+ms=$(( $(now_ms) - t0 ))
+[ $r = 0 ] && [ $ms -lt 2000 ] && jq -e '.error.param == "grammar" and
+  (.error.message | contains("more than 2048 alternatives in rule '"'root'"' (limit 2048)"))' "$TMP/err" >/dev/null
+check err_grammar_alternatives_limit $? "(${ms} ms) $(head -c 200 "$TMP/err")"
+status 400 -H "$AUTH" $URL/v1/completions -d "$(gbody 'root ::= ("a"{0,1000}){0,1000}')"
+check err_grammar_nested_repeat $?
+jq -e '.error.message | contains("(limit 65536)")' "$TMP/err" >/dev/null; check err_grammar_nested_named $?
+status 400 -H "$AUTH" $URL/v1/completions -d "$(gbody 'root ::= [^\x00-\U0010FFFF]')"
+check err_grammar_empty_class $?
+status 400 -H "$AUTH" $URL/v1/chat/completions -d '{"messages":[{"role":"user","content":"x"}],
+  "response_format":{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"string","pattern":"^(a{0,1000}){0,1000}$"}}}}'
+check err_schema_nested_repeat $?
+jq -e '.error.message | contains("nested repetitions") and contains("(limit 65536)")' "$TMP/err" >/dev/null
+check err_schema_nested_named $? "$(head -c 200 "$TMP/err")"
 post /v1/chat/completions '{"messages":[{"role":"user","content":"Add 2 and 3"}],"max_tokens":100,"temperature":0.9,"seed":1,
   "tools":[{"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer"},
   "b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}}}],"tool_choice":"required","parallel_tool_calls":false}' >"$TMP/tc"

@@ -2,8 +2,15 @@
  * across feeds, completion), token masks (every mask bit equals "accepting this token
  * succeeds", EOS only at a complete grammar), on small and byte-level vocabularies, and
  * budget-aware closing (distances to acceptance; a never-stopping sampler still ends
- * complete within its token budget). */
+ * complete within its token budget). Also: compilation in linear time with every size and
+ * complexity limit refused up front (CPULM_ERR_LIMIT, naming the limit), bounded matcher
+ * work, and the compiled-grammar cache. */
+#define _GNU_SOURCE
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
+
+#include "base/buf.h"
 
 #include "grammar/grammar.h"
 #include "test.h"
@@ -134,7 +141,10 @@ TEST(grammar_parse_errors) {
     parse_bad(t, "root ::= [z-a]", "reversed");
     parse_bad(t, "root ::= (\"a\"", "expected ')'");
     parse_bad(t, "root ::= \"\\q\"", "unknown escape");
-    parse_bad(t, "root ::= \"a\"{99999}", "too large");
+    parse_bad(t, "root ::= [^\\x00-\\U0010FFFF]", "matches no character");
+    parse_bad(t, "root ::= []", "matches no character");
+    parse_bad(t, "root ::= [^\\x00-\\uD7FF\\uE000-\\U0010FFFF]", "matches no character");
+    parse_bad(t, "root ::= \"\\uD800\"", "surrogate");
     parse_bad(t, "root ::= \"a\" line 2:\n  ::=", "line 1");
 }
 
@@ -381,4 +391,254 @@ TEST(grammar_budget_closes_in_time) {
     cpulm_grammar_matcher_free(m);
     cpulm_grammar_free(g);
     cpulm_grammar_vocab_free(v);
+}
+
+/* ---- compile time and limits ---- */
+
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Compiles src; checks the status, that the message holds want (if given) and that it took
+ * less than 1 s (these took 14-90 s when rule lookup scanned every rule). */
+static cpulm_grammar *compile_timed(test_ctx *t, const char *src, size_t n, cpulm_status want_st,
+                                    const char *want) {
+    cpulm_grammar *g = NULL;
+    cpulm_error e = {0};
+    double t0 = seconds();
+    cpulm_status st = cpulm_grammar_parse(src, n, NULL, &g, &e);
+    double dt = seconds() - t0;
+    if (st != want_st || (want && !strstr(e.msg, want)) || dt > 1.0) {
+        fprintf(stderr, "  %zu-byte grammar '%.40s...': status %d (want %d), %.3f s, '%s'\n", n,
+                src, st, want_st, dt, e.msg);
+        t->n_fail++;
+    }
+    return g;
+}
+
+static void repeat_grammar(cpulm_buf *b, int n) {
+    cpulm_buf_reset(b);
+    cpulm_buf_puts(b, "root ::=");
+    for (int i = 0; i < n; i++)
+        cpulm_buf_puts(b, " \"a\"{0,4096}");
+    cpulm_buf_puts(b, "\n");
+}
+
+TEST(grammar_compiles_in_linear_time) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    repeat_grammar(&b, 15); /* 61,440 generated rules */
+    cpulm_grammar *g = compile_timed(t, b.data, b.len, CPULM_OK, NULL);
+    REQUIRE(t, g);
+    MATCH(g, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 1);
+    MATCH(g, "ab", -1);
+    cpulm_grammar_free(g);
+    /* ~1 MB right-chained: r_i ::= "a" r_{i-1}, 60k user rules looked up by name */
+    cpulm_buf_reset(&b);
+    cpulm_buf_puts(&b, "r0 ::= \"a\"\n");
+    int i = 1;
+    for (; b.len < 1000000; i++)
+        cpulm_buf_printf(&b, "r%d ::= \"a\" r%d\n", i, i - 1);
+    cpulm_buf_printf(&b, "root ::= r%d\n", i - 1);
+    g = compile_timed(t, b.data, b.len, CPULM_OK, NULL);
+    REQUIRE(t, g);
+    MATCH(g, "aaaa", 0);
+    cpulm_grammar_free(g);
+    /* nullable chain listed so that each fixpoint pass would settle one link */
+    cpulm_buf_reset(&b);
+    cpulm_buf_puts(&b, "root ::= n0 \"a\"\n");
+    for (int k = 0; k < 4000; k++)
+        cpulm_buf_printf(&b, "n%d ::= n%d\n", k, k + 1);
+    cpulm_buf_puts(&b, "n4000 ::= \"\" | \"b\"\n");
+    g = compile_timed(t, b.data, b.len, CPULM_OK, NULL);
+    REQUIRE(t, g);
+    MATCH(g, "a", 1);
+    MATCH(g, "ba", 1);
+    cpulm_grammar_free(g);
+    cpulm_buf_release(&b);
+}
+
+TEST(grammar_limits_refused_up_front) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_buf_puts(&b, "root ::= \"x0\"");
+    for (int i = 1; i < 3000; i++)
+        cpulm_buf_printf(&b, " | \"x%d\"", i);
+    compile_timed(t, b.data, b.len, CPULM_ERR_LIMIT,
+                  "more than 2048 alternatives in rule 'root' (limit 2048)");
+    /* 1 MB left-chained: r_i ::= r_{i-1} "a" */
+    cpulm_buf_reset(&b);
+    cpulm_buf_puts(&b, "r0 ::= \"a\"\n");
+    int i = 1;
+    for (; b.len < 1000000; i++)
+        cpulm_buf_printf(&b, "r%d ::= r%d \"a\"\n", i, i - 1);
+    cpulm_buf_printf(&b, "root ::= r%d\n", i - 1);
+    compile_timed(t, b.data, b.len, CPULM_ERR_LIMIT, "rule chain deeper than 4096 rules");
+    const char *nest = "root ::= (\"a\"{0,1000}){0,1000}";
+    compile_timed(t, nest, strlen(nest), CPULM_ERR_LIMIT,
+                  "nested repetitions multiply to more than 65536 copies (limit 65536)");
+    const char *cnt = "root ::= \"a\"{99999}";
+    compile_timed(t, cnt, strlen(cnt), CPULM_ERR_LIMIT, "repetition count too large (limit 4096)");
+    repeat_grammar(&b, 20); /* 81,920 rules */
+    compile_timed(t, b.data, b.len, CPULM_ERR_LIMIT, "rules after expanding repetitions");
+    /* two rules of 1,500 alternatives each both start the output: 3,000 parse stacks */
+    cpulm_buf_reset(&b);
+    cpulm_buf_puts(&b, "root ::= a | b\na ::= \"a0\"");
+    for (i = 1; i < 1500; i++)
+        cpulm_buf_printf(&b, " | \"a%d\"", i);
+    cpulm_buf_puts(&b, "\nb ::= \"b0\"");
+    for (i = 1; i < 1500; i++)
+        cpulm_buf_printf(&b, " | \"b%d\"", i);
+    compile_timed(t, b.data, b.len, CPULM_ERR_LIMIT, "parse stacks at its start (limit 2048");
+    const char *deep = "root ::= ((((((((((\"a\"))))))))))";
+    cpulm_grammar_limits lim = cpulm_grammar_default_limits();
+    lim.max_nesting = 5;
+    cpulm_grammar *g = NULL;
+    cpulm_error e = {0};
+    CHECK_EQ_INT(t, cpulm_grammar_parse_ex(deep, strlen(deep), NULL, &lim, &g, NULL, &e),
+                 CPULM_ERR_LIMIT);
+    CHECK(t, strstr(e.msg, "groups nested too deeply (limit 5)"));
+    lim = cpulm_grammar_default_limits();
+    lim.max_bytes = 10;
+    CHECK_EQ_INT(t, cpulm_grammar_parse_ex(deep, strlen(deep), NULL, &lim, &g, NULL, &e),
+                 CPULM_ERR_LIMIT);
+    CHECK(t, strstr(e.msg, "more than the limit of 10"));
+    lim = cpulm_grammar_default_limits();
+    lim.max_elems = 100;
+    const char *rep = "root ::= \"a\"{999}";
+    CHECK_EQ_INT(t, cpulm_grammar_parse_ex(rep, strlen(rep), NULL, &lim, &g, NULL, &e),
+                 CPULM_ERR_LIMIT);
+    CHECK(t, strstr(e.msg, "more than 100 elements after expanding repetitions (limit 100)"));
+    CHECK(t, g == NULL);
+    cpulm_buf_release(&b);
+}
+
+/* `x ::= "" | ""` used 40 times: 2^40 expansion paths unless each stack node is expanded
+ * once per state. */
+TEST(grammar_matcher_work_is_bounded) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_buf_puts(&b, "x ::= \"\" | \"\"\nroot ::=");
+    for (int i = 0; i < 40; i++)
+        cpulm_buf_puts(&b, " x");
+    cpulm_buf_puts(&b, " \"a\"\n");
+    double t0 = seconds();
+    cpulm_grammar *g = compile_timed(t, b.data, b.len, CPULM_OK, NULL);
+    REQUIRE(t, g);
+    MATCH(g, "a", 1);
+    cpulm_grammar_free(g);
+    CHECK(t, seconds() - t0 < 1.0);
+    /* ambiguous through a rule reference (no nesting the parser can see): the matcher's
+     * stacks grow with the text; it must fail cleanly or go on, each byte fast */
+    const char *amb = "x ::= \"a\"{0,200}\nroot ::= x{0,200}";
+    g = compile_timed(t, amb, strlen(amb), CPULM_OK, NULL);
+    REQUIRE(t, g);
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, NULL);
+    REQUIRE(t, m);
+    cpulm_status st = CPULM_OK;
+    double worst = 0;
+    for (int i = 0; i < 400 && st == CPULM_OK; i++) {
+        double t1 = seconds();
+        st = cpulm_grammar_accept_bytes(m, "a", 1);
+        if (seconds() - t1 > worst) worst = seconds() - t1;
+    }
+    CHECK(t, st == CPULM_OK || st == CPULM_ERR_TOO_SMALL);
+    CHECK(t, worst < 1.0);
+    cpulm_grammar_matcher_free(m);
+    cpulm_grammar_free(g);
+    cpulm_buf_release(&b);
+}
+
+TEST(grammar_cache_hits_and_evicts) {
+    cpulm_grammar_cache *c = cpulm_grammar_cache_new(2, 1u << 20);
+    REQUIRE(t, c);
+    const char *src[3] = {"root ::= \"a\"+", "root ::= \"b\"+", "root ::= \"c\"+"};
+    cpulm_grammar *g1 = NULL, *g2 = NULL, *g3 = NULL;
+    cpulm_error e = {0};
+    CHECK(t, cpulm_grammar_cache_get(c, src[0], strlen(src[0]), NULL, &g1, &e) == CPULM_OK);
+    CHECK(t, cpulm_grammar_cache_get(c, src[0], strlen(src[0]), NULL, &g2, &e) == CPULM_OK);
+    cpulm_grammar_cache_stats st;
+    cpulm_grammar_cache_stats_get(c, &st);
+    CHECK_EQ_INT(t, st.hits, 1);
+    CHECK_EQ_INT(t, st.misses, 1);
+    CHECK(t, g1 && g1 == g2); /* the same immutable grammar, one more reference */
+    cpulm_grammar_free(g2);
+    /* another root is another grammar */
+    CHECK(t,
+          cpulm_grammar_cache_get(c, src[0], strlen(src[0]), "other", &g3, &e) == CPULM_ERR_FORMAT);
+    CHECK(t, g3 == NULL);
+    /* errors are not cached */
+    CHECK(t, cpulm_grammar_cache_get(c, "root ::= (", 10, NULL, &g3, &e) == CPULM_ERR_FORMAT);
+    CHECK(t, cpulm_grammar_cache_get(c, src[1], strlen(src[1]), NULL, &g2, &e) == CPULM_OK);
+    cpulm_grammar_free(g2);
+    CHECK(t, cpulm_grammar_cache_get(c, src[0], strlen(src[0]), NULL, &g2, &e) == CPULM_OK);
+    cpulm_grammar_free(g2); /* src[0] is now the most recently used: src[1] goes next */
+    CHECK(t, cpulm_grammar_cache_get(c, src[2], strlen(src[2]), NULL, &g3, &e) == CPULM_OK);
+    cpulm_grammar_cache_stats_get(c, &st);
+    CHECK_EQ_INT(t, st.entries, 2);
+    CHECK_EQ_INT(t, st.evictions, 1);
+    CHECK(t, cpulm_grammar_cache_get(c, src[0], strlen(src[0]), NULL, &g2, &e) == CPULM_OK);
+    CHECK(t, g2 == g1);
+    cpulm_grammar_free(g2);
+    cpulm_grammar_cache_stats_get(c, &st);
+    CHECK_EQ_INT(t, st.hits, 3);
+    cpulm_grammar_cache_free(c);
+    MATCH(g1, "aaa", 1); /* what a caller holds outlives the cache */
+    MATCH(g3, "ccc", 1);
+    cpulm_grammar_free(g1);
+    cpulm_grammar_free(g3);
+    /* a byte budget smaller than one grammar keeps nothing, and still compiles */
+    c = cpulm_grammar_cache_new(8, 16);
+    REQUIRE(t, c);
+    CHECK(t, cpulm_grammar_cache_get(c, src[0], strlen(src[0]), NULL, &g1, &e) == CPULM_OK);
+    cpulm_grammar_cache_stats_get(c, &st);
+    CHECK_EQ_INT(t, st.entries, 0);
+    cpulm_grammar_free(g1);
+    cpulm_grammar_cache_free(c);
+}
+
+/* Threads share a 2-entry cache over 3 texts: entries are evicted while other threads still
+ * use them (refcounts), and every grammar a thread gets matches its own text. */
+typedef struct cache_job {
+    cpulm_grammar_cache *c;
+    int seed, bad;
+} cache_job;
+
+static void *cache_worker(void *arg) {
+    cache_job *j = arg;
+    static const char *src[3] = {"root ::= \"a\"+", "root ::= \"b\"+", "root ::= \"c\"+"};
+    static const char *ok[3] = {"aa", "bb", "cc"};
+    for (int i = 0; i < 300; i++) {
+        int k = (i * 7 + j->seed) % 3;
+        cpulm_grammar *g = NULL;
+        if (cpulm_grammar_cache_get(j->c, src[k], strlen(src[k]), NULL, &g, NULL) != CPULM_OK) {
+            j->bad++;
+            continue;
+        }
+        j->bad += match(g, ok[k]) != 1 || match(g, ok[(k + 1) % 3]) != -1;
+        cpulm_grammar_free(g);
+    }
+    return NULL;
+}
+
+TEST(grammar_cache_shared_by_threads) {
+    cpulm_grammar_cache *c = cpulm_grammar_cache_new(2, 1u << 20);
+    REQUIRE(t, c);
+    pthread_t th[4];
+    cache_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (cache_job){c, i, 0};
+        REQUIRE(t, pthread_create(&th[i], NULL, cache_worker, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(t, jobs[i].bad, 0);
+    }
+    cpulm_grammar_cache_stats st;
+    cpulm_grammar_cache_stats_get(c, &st);
+    CHECK_EQ_INT(t, st.hits + st.misses, 1200);
+    CHECK(t, st.evictions > 0 && st.entries <= 2);
+    cpulm_grammar_cache_free(c);
 }

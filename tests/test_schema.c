@@ -3,7 +3,9 @@
  * generated under each grammar by a random-weight model at temperature 0.9 always parses,
  * validates (a small validator for the supported subset, below) and ends by itself within
  * max_tokens (budget-aware closing), free-form objects and deep nesting included. */
+#define _GNU_SOURCE
 #include <string.h>
+#include <time.h>
 
 #include "grammar/grammar.h"
 #include "test.h"
@@ -511,4 +513,77 @@ TEST(schema_generated_outputs_validate) {
     cpulm_grammar_vocab_free(v);
     cpulm_ctx_free(ctx);
     cpulm_model_free(m);
+}
+
+/* ---- cost limits ---- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Schema text -> GBNF -> compiled: the first failing status (and its message in e), and
+ * that the whole took under 1 s. */
+static cpulm_status schema_compile(test_ctx *t, const char *text, cpulm_error *e) {
+    cpulm_json_doc *d = jparse(text);
+    if (!d) return CPULM_ERR_FORMAT;
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_grammar *g = NULL;
+    double t0 = now_s();
+    cpulm_status st = cpulm_grammar_from_schema(cpulm_json_root(d), &b, e);
+    if (st == CPULM_OK) st = cpulm_grammar_parse(b.data, b.len, NULL, &g, e);
+    double dt = now_s() - t0;
+    if (dt > 1.0) {
+        fprintf(stderr, "  %.3f s for schema %.60s...\n", dt, text);
+        t->n_fail++;
+    }
+    cpulm_grammar_free(g);
+    cpulm_buf_release(&b);
+    cpulm_json_free(d);
+    return st;
+}
+
+TEST(schema_costly_patterns_bounded) {
+    cpulm_error e = {0};
+    /* nested bounded repetitions in a pattern multiply: refused before they are built */
+    CHECK_EQ_INT(
+        t, schema_compile(t, "{\"type\":\"string\",\"pattern\":\"^(a{0,1000}){0,1000}$\"}", &e),
+        CPULM_ERR_LIMIT);
+    CHECK(t, strstr(e.msg, "nested repetitions multiply to more than 65536"));
+    /* a ~790-byte pattern of many nested 100x100 groups compiles fast */
+    cpulm_buf s;
+    cpulm_buf_init(&s, 0);
+    cpulm_buf_puts(&s, "{\"type\":\"string\",\"pattern\":\"^");
+    while (s.len < 770)
+        cpulm_buf_puts(&s, "(a{0,100}){0,100}");
+    cpulm_buf_puts(&s, "$\"}");
+    CHECK_EQ_INT(t, schema_compile(t, s.data, &e), CPULM_OK);
+    /* 77 times b{0,1000}: more rules than the limit, refused before they are made */
+    cpulm_buf_reset(&s);
+    cpulm_buf_puts(&s, "{\"type\":\"string\",\"pattern\":\"^");
+    while (s.len < 770)
+        cpulm_buf_puts(&s, "ab{0,1000}");
+    cpulm_buf_puts(&s, "$\"}");
+    CHECK_EQ_INT(t, schema_compile(t, s.data, &e), CPULM_ERR_LIMIT);
+    CHECK(t, strstr(e.msg, "(limit 65536)"));
+    /* a class of characters JSON must escape (other than " and \) matches nothing here */
+    CHECK_EQ_INT(t, schema_compile(t, "{\"type\":\"string\",\"pattern\":\"^[\\\\x01]$\"}", &e),
+                 CPULM_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(t, schema_compile(t, "{\"type\":\"string\",\"pattern\":\"^[\\u0022]+$\"}", &e),
+                 CPULM_OK);
+    /* oneOf over many enum branches: pairwise checks bounded */
+    cpulm_buf_reset(&s);
+    cpulm_buf_puts(&s, "{\"oneOf\":[");
+    for (int i = 0; i < 400; i++) {
+        cpulm_buf_printf(&s, "%s{\"enum\":[", i ? "," : "");
+        for (int j = 0; j < 40; j++)
+            cpulm_buf_printf(&s, "%s%d", j ? "," : "", i * 40 + j);
+        cpulm_buf_puts(&s, "]}");
+    }
+    cpulm_buf_puts(&s, "]}");
+    CHECK_EQ_INT(t, schema_compile(t, s.data, &e), CPULM_ERR_LIMIT);
+    CHECK(t, strstr(e.msg, "'oneOf' takes more than"));
+    cpulm_buf_release(&s);
 }

@@ -153,7 +153,8 @@ static cpulm_grammar_vocab *vocab_from_json(const char *path, int32_t *n_out) {
 
 /* ---- the grammar ---- */
 
-static cpulm_grammar *load_grammar(const gb_opts *o) {
+/* The compiled grammar; *compile_ms = schema conversion plus compilation. */
+static cpulm_grammar *load_grammar(const gb_opts *o, double *compile_ms) {
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_error err = {0};
@@ -162,14 +163,17 @@ static cpulm_grammar *load_grammar(const gb_opts *o) {
     if (o->grammar_file) {
         if (!(file = cli_read_file(o->grammar_file, NULL))) return NULL;
         cpulm_buf_puts(&b, file);
+        *compile_ms = -cli_now_ms();
     } else {
         const char *s = o->schema ? o->schema : DEFAULT_SCHEMA;
         cpulm_json_doc *d = NULL;
+        *compile_ms = -cli_now_ms();
         if (cpulm_json_parse(s, strlen(s), NULL, &d, NULL, &err) == CPULM_OK)
             cpulm_grammar_from_schema(cpulm_json_root(d), &b, &err);
         cpulm_json_free(d);
     }
     if (!err.msg[0] && cpulm_grammar_parse(b.data, b.len, NULL, &g, &err) != CPULM_OK) g = NULL;
+    *compile_ms += cli_now_ms();
     if (!g) fprintf(stderr, "cpulm grammar-bench: %s\n", err.msg);
     cpulm_buf_release(&b);
     free(file);
@@ -181,6 +185,7 @@ static cpulm_grammar *load_grammar(const gb_opts *o) {
 typedef struct mask_stats {
     double cold_ms, mean_ms, max_ms;
     int64_t n_masks, hits, docs;
+    uint64_t max_work; /* largest work units of one matcher call */
 } mask_stats;
 
 static uint64_t xorshift(uint64_t *s) {
@@ -228,6 +233,7 @@ static void bench_masks(const cpulm_grammar *g, const cpulm_grammar_vocab *v, co
         }
         cpulm_grammar_stats gs;
         if (m) cpulm_grammar_matcher_stats(m, &gs), st->hits += (int64_t)gs.mask_cache_hits;
+        if (m && gs.max_work > st->max_work) st->max_work = gs.max_work;
         cpulm_grammar_matcher_free(m);
     }
     st->mean_ms = st->n_masks ? total / (double)st->n_masks : 0;
@@ -292,7 +298,8 @@ int cmd_grammar_bench(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     int rc = gb_parse(argc, argv, &o);
     if (rc) return rc;
-    cpulm_grammar *g = load_grammar(&o);
+    double compile_ms = 0;
+    cpulm_grammar *g = load_grammar(&o, &compile_ms);
     if (!g) return EXIT_USAGE;
     cpulm_model *m = NULL;
     cpulm_grammar_vocab *v = NULL;
@@ -322,11 +329,15 @@ int cmd_grammar_bench(int argc, char **argv) {
             printf("{\"n_vocab\":%d,\"trie_nodes\":%d,\"trie_build_ms\":%.1f,\"masks\":%lld,"
                    "\"documents\":%lld,\"cache_hit_rate\":%.4f,\"mask_cold_ms\":%.3f,"
                    "\"mask_mean_ms\":%.4f,\"mask_max_ms\":%.3f,\"gen_ms_per_token\":%.3f,"
-                   "\"gen_constrained_ms_per_token\":%.3f,\"slowdown_pct\":%.2f}\n",
+                   "\"gen_constrained_ms_per_token\":%.3f,\"slowdown_pct\":%.2f,"
+                   "\"compile_ms\":%.3f,\"max_work\":%llu}\n",
                    n_vocab, cpulm_grammar_vocab_trie_nodes(v), build_ms, (long long)st.n_masks,
                    (long long)st.docs, st.n_masks ? (double)st.hits / (double)st.n_masks : 0,
-                   st.cold_ms, st.mean_ms, st.max_ms, plain, constrained, slow);
+                   st.cold_ms, st.mean_ms, st.max_ms, plain, constrained, slow, compile_ms,
+                   (unsigned long long)st.max_work);
         else {
+            printf("grammar: %d rules, compiled in %.3f ms\n", cpulm_grammar_n_rules(g),
+                   compile_ms);
             printf("vocabulary: %d tokens, trie of %d nodes built in %.1f ms\n", n_vocab,
                    cpulm_grammar_vocab_trie_nodes(v), build_ms);
             printf("masks: %lld over %d runs (%lld documents), cache hits %.1f%%: first (cold) "
@@ -334,6 +345,8 @@ int cmd_grammar_bench(int argc, char **argv) {
                    (long long)st.n_masks, o.runs, (long long)st.docs,
                    st.n_masks ? 100.0 * (double)st.hits / (double)st.n_masks : 0, st.cold_ms,
                    st.mean_ms, st.max_ms);
+            printf("work: at most %llu units in one matcher call (limit %d)\n",
+                   (unsigned long long)st.max_work, CPULM_GRAMMAR_MAX_WORK);
             if (m)
                 printf("generation: %.3f ms/token unconstrained, %.3f ms/token constrained: "
                        "%+.1f%% per token (best of %d interleaved runs of %d tokens)\n",

@@ -18,6 +18,7 @@ const char *cpulm_status_str(cpulm_status s) {
     case CPULM_ERR_CANCELLED: return "cancelled";
     case CPULM_ERR_TOO_SMALL: return "buffer too small";
     case CPULM_ERR_NOT_FOUND: return "not found";
+    case CPULM_ERR_LIMIT: return "over a limit";
     }
     return "unknown status";
 }

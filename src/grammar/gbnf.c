@@ -4,18 +4,21 @@
  * generated rules, and repetitions are rewritten into plain rules (X* -> R ::= X R | "",
  * X{m,n} -> m copies then a chain of n - m optional copies), as llama.cpp does, so the
  * matcher only knows sets, references and alternative ends. Then references are checked
- * (every used rule is defined) and left recursion is rejected.
+ * (every used rule is defined), and check.c rejects left recursion and too deep chains.
+ *
+ * Client text, so everything is linear: user rule names are found through a hash table
+ * with a per-parse seed (a scan of every rule made 15 `"a"{0,4096}` cost 14 s), equal
+ * character sets are stored once, and every limit (cpulm_grammar_limits) is checked before
+ * the work it guards: a repetition counts the rules and elements it will make first.
  */
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "grammar/grammar_int.h"
-
-#define MAX_REPEAT 4096 /* {m,n} bounds: larger would blow the grammar up */
-#define MAX_RULES  65536
-#define MAX_DEPTH  256 /* group nesting */
 
 typedef struct ivec {
     gr_elem *v;
@@ -31,35 +34,47 @@ typedef struct brule {
 
 typedef struct parser {
     const char *s, *end, *p;
+    const cpulm_grammar_limits *lim;
     brule *rules;
     int32_t n_rules, cap_rules;
+    int32_t *name_ht; /* user-named rules by name hash (open addressing, -1 empty) */
+    uint32_t name_cap;
+    uint64_t seed; /* per-parse hash seed: names cannot be chosen to collide */
     gr_set *sets;
     int32_t n_sets, cap_sets;
+    int32_t *set_ht; /* equal sets are stored once (a long literal reuses its letters) */
+    uint32_t set_cap;
     uint32_t *ranges;
     int32_t n_ranges, cap_ranges;
+    int64_t n_elems; /* elements so far, alternative ends included (limit max_elems) */
+    uint64_t work;
     int depth;
     int oom;
     cpulm_error *err;
     int failed;
+    cpulm_status code; /* the first failure's */
 } parser;
 
-static void *grow(void *p, int32_t *cap, int32_t need, size_t sz, int *oom) {
+static void *grow(void *p, int32_t *cap, int64_t need, size_t sz, int *oom) {
     if (need <= *cap) return p;
-    int32_t c = *cap ? *cap : 8;
+    int64_t c = *cap ? *cap : 8;
     while (c < need)
         c *= 2;
-    void *q = realloc(p, (size_t)c * sz);
+    void *q = c <= INT32_MAX ? realloc(p, (size_t)c * sz) : NULL;
     if (!q) {
         *oom = 1;
         return NULL;
     }
-    *cap = c;
+    *cap = (int32_t)c;
     return q;
 }
 
-static int fail(parser *P, const char *msg) {
+/* Records the first failure as "grammar: line L col C: msg" with code. */
+static int failc(parser *P, cpulm_status code, const char *fmt, ...) CPULM_PRINTF(3, 4);
+static int failc(parser *P, cpulm_status code, const char *fmt, ...) {
     if (P->failed) return -1;
     P->failed = 1;
+    P->code = code;
     int line = 1, col = 1;
     for (const char *q = P->s; q < P->p && q < P->end; q++) {
         if (*q == '\n')
@@ -67,13 +82,39 @@ static int fail(parser *P, const char *msg) {
         else
             col++;
     }
-    cpulm_errf(P->err, CPULM_ERR_FORMAT, "grammar: line %d col %d: %s", line, col, msg);
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cpulm_errf(P->err, code, "grammar: line %d col %d: %s", line, col, msg);
     return -1;
 }
 
+static int fail(parser *P, const char *msg) {
+    return failc(P, CPULM_ERR_FORMAT, "%s", msg);
+}
+
+static int oom(parser *P) {
+    P->oom = 1;
+    return failc(P, CPULM_ERR_NOMEM, "out of memory");
+}
+
+/* Counts n more elements against max_elems before they are made. */
+static int reserve_elems(parser *P, int64_t n) {
+    if (P->n_elems + n > P->lim->max_elems)
+        return failc(P, CPULM_ERR_LIMIT,
+                     "more than %d elements after expanding repetitions (limit %d)",
+                     P->lim->max_elems, P->lim->max_elems);
+    P->n_elems += n;
+    P->work += (uint64_t)n;
+    return 0;
+}
+
 static int push_elem(parser *P, ivec *a, int32_t kind, int32_t arg) {
-    gr_elem *v = grow(a->v, &a->cap, a->n + 1, sizeof *v, &P->oom);
-    if (!v) return fail(P, "out of memory");
+    if (reserve_elems(P, 1) < 0) return -1;
+    gr_elem *v = grow(a->v, &a->cap, (int64_t)a->n + 1, sizeof *v, &P->oom);
+    if (!v) return oom(P);
     a->v = v;
     a->v[a->n++] = (gr_elem){kind, arg};
     return 0;
@@ -81,9 +122,15 @@ static int push_elem(parser *P, ivec *a, int32_t kind, int32_t arg) {
 
 static ivec *new_alt(parser *P, int32_t rule) {
     brule *r = &P->rules[rule];
-    ivec *a = grow(r->alts, &r->cap_alts, r->n_alts + 1, sizeof *a, &P->oom);
+    if (r->n_alts >= P->lim->max_alts) {
+        failc(P, CPULM_ERR_LIMIT, "more than %d alternatives in rule '%.100s' (limit %d)",
+              P->lim->max_alts, r->name, P->lim->max_alts);
+        return NULL;
+    }
+    if (reserve_elems(P, 1) < 0) return NULL; /* its GR_END */
+    ivec *a = grow(r->alts, &r->cap_alts, (int64_t)r->n_alts + 1, sizeof *a, &P->oom);
     if (!a) {
-        fail(P, "out of memory");
+        oom(P);
         return NULL;
     }
     r->alts = a;
@@ -91,44 +138,152 @@ static ivec *new_alt(parser *P, int32_t rule) {
     return &a[r->n_alts++];
 }
 
-/* Finds or creates a rule by name (n bytes). Returns its index or -1. */
-static int32_t rule_id(parser *P, const char *name, size_t n) {
-    for (int32_t i = 0; i < P->n_rules; i++)
-        if (strlen(P->rules[i].name) == n && memcmp(P->rules[i].name, name, n) == 0) return i;
-    if (P->n_rules >= MAX_RULES) return fail(P, "too many rules");
-    brule *r = grow(P->rules, &P->cap_rules, P->n_rules + 1, sizeof *r, &P->oom);
+/* ---- rules by name ---- */
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001B3ull;
+    return h ^ (h >> 29);
+}
+
+static uint64_t name_hash(const parser *P, const char *name, size_t n) {
+    return hash_bytes(P->seed, name, n);
+}
+
+static int name_rehash(parser *P, uint32_t cap) {
+    int32_t *ht = malloc(sizeof *ht * cap);
+    if (!ht) return oom(P);
+    memset(ht, 0xFF, sizeof *ht * cap);
+    for (uint32_t i = 0; i < P->name_cap; i++) {
+        int32_t r = P->name_ht[i];
+        if (r < 0) continue;
+        uint32_t h = (uint32_t)name_hash(P, P->rules[r].name, strlen(P->rules[r].name));
+        while (ht[h & (cap - 1)] >= 0)
+            h++, P->work++;
+        ht[h & (cap - 1)] = r;
+    }
+    free(P->name_ht);
+    P->name_ht = ht;
+    P->name_cap = cap;
+    return 0;
+}
+
+/* A new rule (not findable by name unless the caller hashes it). Returns its index or -1. */
+static int32_t add_rule(parser *P, const char *name, size_t n) {
+    if (P->n_rules >= P->lim->max_rules)
+        return failc(P, CPULM_ERR_LIMIT, "more than %d rules (limit %d)", P->lim->max_rules,
+                     P->lim->max_rules);
+    brule *r = grow(P->rules, &P->cap_rules, (int64_t)P->n_rules + 1, sizeof *r, &P->oom);
     char *nm = malloc(n + 1);
+    if (r) P->rules = r;
     if (!r || !nm) {
         free(nm);
-        if (r) P->rules = r;
-        return fail(P, "out of memory");
+        return oom(P);
     }
-    P->rules = r;
     memcpy(nm, name, n);
     nm[n] = 0;
     memset(&r[P->n_rules], 0, sizeof *r);
     r[P->n_rules].name = nm;
+    P->work += n + 1;
     return P->n_rules++;
 }
 
-/* A generated rule named parent_N (names cannot collide: '_' never starts a user suffix
- * that we also generate, and a collision with a user name only shares a definition check). */
+/* Finds or creates a user-named rule by name (n bytes). Returns its index or -1. */
+static int32_t rule_id(parser *P, const char *name, size_t n) {
+    if ((uint64_t)P->n_rules * 2 >= P->name_cap &&
+        name_rehash(P, P->name_cap ? P->name_cap * 2 : 64) < 0)
+        return -1;
+    uint32_t mask = P->name_cap - 1, h = (uint32_t)name_hash(P, name, n);
+    P->work += n;
+    for (int32_t id; (id = P->name_ht[h & mask]) >= 0; h++) {
+        P->work++;
+        if (strlen(P->rules[id].name) == n && memcmp(P->rules[id].name, name, n) == 0) return id;
+    }
+    int32_t r = add_rule(P, name, n);
+    if (r >= 0) P->name_ht[h & mask] = r;
+    return r;
+}
+
+/* A generated rule named parent__N. It is not entered by name: a user rule that happens to
+ * be spelled the same stays a different rule. */
 static int32_t gen_rule(parser *P, int32_t parent) {
     char name[160];
     snprintf(name, sizeof name, "%.100s__%d", P->rules[parent].name, P->n_rules);
-    int32_t r = rule_id(P, name, strlen(name));
+    int32_t r = add_rule(P, name, strlen(name));
     if (r >= 0) P->rules[r].defined = 1;
     return r;
 }
 
 /* ---- character sets ---- */
 
-static int32_t add_set(parser *P, const uint32_t *rng, int32_t n, int negate) {
-    gr_set *s = grow(P->sets, &P->cap_sets, P->n_sets + 1, sizeof *s, &P->oom);
-    if (!s) return fail(P, "out of memory");
+static int cmp_range(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts rng's n [lo, hi] pairs and merges overlapping or adjacent ones; returns the count. */
+static int32_t normalize(uint32_t *rng, int32_t n) {
+    if (n <= 1) return n;
+    qsort(rng, (size_t)n, 2 * sizeof *rng, cmp_range);
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (k > 0 && rng[2 * i] <= rng[2 * k - 1] + 1) {
+            if (rng[2 * i + 1] > rng[2 * k - 1]) rng[2 * k - 1] = rng[2 * i + 1];
+            continue;
+        }
+        rng[2 * k] = rng[2 * i];
+        rng[2 * k + 1] = rng[2 * i + 1];
+        k++;
+    }
+    return k;
+}
+
+static uint32_t set_hash(const uint32_t *rng, int32_t n, int negate) {
+    return (uint32_t)hash_bytes(0xCBF29CE484222325ull ^ (uint64_t)negate, rng,
+                                sizeof *rng * 2 * (size_t)n);
+}
+
+static int set_equal(const parser *P, int32_t id, const uint32_t *rng, int32_t n, int negate) {
+    const gr_set *x = &P->sets[id];
+    return x->n == n && x->negate == negate &&
+           !memcmp(P->ranges + 2 * x->first, rng, sizeof *rng * 2 * (size_t)n);
+}
+
+static int set_rehash(parser *P, uint32_t cap) {
+    int32_t *ht = malloc(sizeof *ht * cap);
+    if (!ht) return oom(P);
+    memset(ht, 0xFF, sizeof *ht * cap);
+    for (int32_t i = 0; i < P->n_sets; i++) {
+        const gr_set *x = &P->sets[i];
+        uint32_t h = set_hash(P->ranges + 2 * x->first, x->n, x->negate);
+        while (ht[h & (cap - 1)] >= 0)
+            h++, P->work++;
+        ht[h & (cap - 1)] = i;
+    }
+    free(P->set_ht);
+    P->set_ht = ht;
+    P->set_cap = cap;
+    return 0;
+}
+
+/* The index of the set of rng's n ranges (normalized in place), negated or not: an equal
+ * set made before, or a new one. */
+static int32_t add_set(parser *P, uint32_t *rng, int32_t n, int negate) {
+    n = normalize(rng, n);
+    P->work += (uint64_t)n + 1;
+    if ((uint64_t)P->n_sets * 2 >= P->set_cap &&
+        set_rehash(P, P->set_cap ? P->set_cap * 2 : 64) < 0)
+        return -1;
+    uint32_t mask = P->set_cap - 1, h = set_hash(rng, n, negate);
+    for (int32_t id; (id = P->set_ht[h & mask]) >= 0; h++, P->work++)
+        if (set_equal(P, id, rng, n, negate)) return id;
+    gr_set *s = grow(P->sets, &P->cap_sets, (int64_t)P->n_sets + 1, sizeof *s, &P->oom);
+    if (!s) return oom(P);
     P->sets = s;
-    uint32_t *r = grow(P->ranges, &P->cap_ranges, 2 * (P->n_ranges + n) + 2, sizeof *r, &P->oom);
-    if (!r) return fail(P, "out of memory");
+    uint32_t *r =
+        grow(P->ranges, &P->cap_ranges, 2 * ((int64_t)P->n_ranges + n) + 2, sizeof *r, &P->oom);
+    if (!r) return oom(P);
     P->ranges = r;
     gr_set *x = &P->sets[P->n_sets];
     memset(x, 0, sizeof *x);
@@ -137,12 +292,13 @@ static int32_t add_set(parser *P, const uint32_t *rng, int32_t n, int negate) {
     x->negate = negate;
     if (n) memcpy(P->ranges + 2 * P->n_ranges, rng, sizeof(uint32_t) * 2 * (size_t)n);
     P->n_ranges += n;
-    for (uint32_t c = 0; c < 128; c++) {
-        int in = 0;
-        for (int32_t i = 0; i < n; i++)
-            in |= c >= rng[2 * i] && c <= rng[2 * i + 1];
-        if (in ^ negate) x->ascii[c >> 5] |= 1u << (c & 31);
-    }
+    for (int32_t i = 0; i < n && rng[2 * i] < 128; i++)
+        for (uint32_t c = rng[2 * i]; c <= rng[2 * i + 1] && c < 128; c++)
+            x->ascii[c >> 5] |= 1u << (c & 31);
+    if (negate)
+        for (int w = 0; w < 4; w++)
+            x->ascii[w] = ~x->ascii[w];
+    P->set_ht[h & mask] = P->n_sets;
     return P->n_sets++;
 }
 
@@ -195,9 +351,17 @@ static int read_char(parser *P, uint32_t *cp) {
     }
 }
 
+/* Does the set hold a character UTF-8 can encode (a scalar value, not a surrogate)? */
+static int set_matchable(const parser *P, int32_t id) {
+    cpulm_grammar g = {.ranges = P->ranges};
+    const gr_set *s = &P->sets[id];
+    return cpulm_gr_set_meets(&g, s, 0, 0xD7FF) || cpulm_gr_set_meets(&g, s, 0xE000, 0x10FFFF);
+}
+
 /* [...] after the '[' : returns the set index. */
 static int32_t parse_class(parser *P) {
     int negate = 0;
+    const char *open = P->p - 1;
     if (P->p < P->end && *P->p == '^') negate = 1, P->p++;
     uint32_t rng[512];
     int32_t n = 0;
@@ -210,14 +374,19 @@ static int32_t parse_class(parser *P) {
             if (read_char(P, &hi) < 0) return -1;
             if (hi < lo) return fail(P, "character range is reversed");
         }
-        if (n >= 256) return fail(P, "character class too long");
+        if (n >= 256) return fail(P, "character class too long (limit 256 ranges)");
         rng[2 * n] = lo;
         rng[2 * n + 1] = hi;
         n++;
     }
     if (P->p >= P->end) return fail(P, "unterminated character class");
     P->p++;
-    return add_set(P, rng, n, negate);
+    int32_t id = add_set(P, rng, n, negate);
+    if (id >= 0 && !set_matchable(P, id)) {
+        P->p = open;
+        return fail(P, "character class matches no character");
+    }
+    return id;
 }
 
 /* ---- whitespace, names ---- */
@@ -263,8 +432,18 @@ static int single_elem(parser *P, int32_t rule, ivec **a, int32_t start, gr_elem
     return 0;
 }
 
-/* Appends X{min,max} (max < 0: unbounded) for the term a[start..n). */
+/* Appends X{min,max} (max < 0: unbounded) for the term a[start..n). X is made one element
+ * (a reference when it is longer), so the copies share it: the result grows with min + max,
+ * never with the size of X, and the rules and elements it needs are counted first. */
 static int repeat(parser *P, int32_t rule, ivec **a, int32_t start, int32_t min, int32_t max) {
+    int32_t n_opt = max == min ? 0 : max < 0 ? 1 : max - min;
+    if ((int64_t)P->n_rules + n_opt + 1 > P->lim->max_rules)
+        return failc(P, CPULM_ERR_LIMIT,
+                     "more than %d rules after expanding repetitions (limit %d)", P->lim->max_rules,
+                     P->lim->max_rules);
+    /* each optional copy is R ::= X R | "" : 4 elements with the two alternative ends */
+    if (P->n_elems + min + 4 * (int64_t)n_opt + 2 > P->lim->max_elems)
+        return reserve_elems(P, min + 4 * (int64_t)n_opt + 2);
     ptrdiff_t ai = *a - P->rules[rule].alts;
     gr_elem x;
     if (single_elem(P, rule, a, start, &x) < 0) return -1;
@@ -272,7 +451,7 @@ static int repeat(parser *P, int32_t rule, ivec **a, int32_t start, int32_t min,
         if (push_elem(P, *a, x.kind, x.arg) < 0) return -1;
     if (max == min) return 0;
     /* optional tail: R ::= X R | ""  (unbounded), or a chain of max - min optionals */
-    int32_t n_opt = max < 0 ? 1 : max - min, first = -1, prev = -1;
+    int32_t first = -1, prev = -1;
     for (int32_t k = 0; k < n_opt; k++) {
         int32_t r = gen_rule(P, rule);
         if (r < 0) return -1;
@@ -291,9 +470,12 @@ static int repeat(parser *P, int32_t rule, ivec **a, int32_t start, int32_t min,
 static int read_int(parser *P, int32_t *out) {
     if (P->p >= P->end || !isdigit((unsigned char)*P->p)) return 0;
     long v = 0;
-    while (P->p < P->end && isdigit((unsigned char)*P->p) && v <= MAX_REPEAT)
+    while (P->p < P->end && isdigit((unsigned char)*P->p) && v <= P->lim->max_repeat)
         v = v * 10 + (*P->p++ - '0');
-    if (v > MAX_REPEAT) return fail(P, "repetition count too large"), -1;
+    if (v > P->lim->max_repeat)
+        return failc(P, CPULM_ERR_LIMIT, "repetition count too large (limit %d)",
+                     P->lim->max_repeat),
+               -1;
     *out = (int32_t)v;
     return 1;
 }
@@ -322,19 +504,25 @@ static int parse_braces(parser *P, int32_t *min, int32_t *max) {
     return 0;
 }
 
-/* ---- sequences and alternatives ---- */
+/* ---- sequences and alternatives ----
+ * Each term reports its weight: the product of the bounds of the repetitions it nests
+ * ((X{0,100}){0,100} is 10,000). Copies share their body, so the grammar stays small, but a
+ * matcher following such a term keeps a parse stack per way of splitting the text among the
+ * nested copies; the product is capped (max_rep_product) so that is refused here. */
 
-static int parse_alternates(parser *P, int32_t rule, int nested);
+static int parse_alternates(parser *P, int32_t rule, int nested, int64_t *w);
 
 /* One term appended to alternative a (of rule). */
-static int parse_term(parser *P, int32_t rule, ivec **a) {
+static int parse_term(parser *P, int32_t rule, ivec **a, int64_t *w) {
     ptrdiff_t ai = *a - P->rules[rule].alts;
     char c = *P->p;
+    *w = 1;
     if (c == '"') {
         P->p++;
         while (P->p < P->end && *P->p != '"') {
             uint32_t cp, rng[2];
             if (read_char(P, &cp) < 0) return -1;
+            if (cp >= 0xD800 && cp <= 0xDFFF) return fail(P, "a surrogate code point");
             rng[0] = rng[1] = cp;
             int32_t s = add_set(P, rng, 1, 0);
             if (s < 0 || push_elem(P, *a, GR_SET, s) < 0) return -1;
@@ -350,14 +538,17 @@ static int parse_term(parser *P, int32_t rule, ivec **a) {
     }
     if (c == '.') {
         P->p++;
-        int32_t s = add_set(P, NULL, 0, 1);
+        uint32_t none[2] = {0, 0};
+        int32_t s = add_set(P, none, 0, 1);
         return s < 0 ? -1 : push_elem(P, *a, GR_SET, s);
     }
     if (c == '(') {
-        if (++P->depth > MAX_DEPTH) return fail(P, "groups nested too deeply");
+        if (++P->depth > P->lim->max_nesting)
+            return failc(P, CPULM_ERR_LIMIT, "groups nested too deeply (limit %d)",
+                         P->lim->max_nesting);
         P->p++;
         int32_t r = gen_rule(P, rule);
-        if (r < 0 || parse_alternates(P, r, 1) < 0) return -1;
+        if (r < 0 || parse_alternates(P, r, 1, w) < 0) return -1;
         skip_space(P, 1);
         if (P->p >= P->end || *P->p != ')') return fail(P, "expected ')'");
         P->p++;
@@ -376,7 +567,7 @@ static int parse_term(parser *P, int32_t rule, ivec **a) {
     return fail(P, "expected a literal, [class], rule name or '('");
 }
 
-static int parse_postfix(parser *P, int32_t rule, ivec **a, int32_t start) {
+static int parse_postfix(parser *P, int32_t rule, ivec **a, int32_t start, int64_t *w) {
     while (P->p < P->end) {
         char c = *P->p;
         int32_t min, max;
@@ -393,12 +584,18 @@ static int parse_postfix(parser *P, int32_t rule, ivec **a, int32_t start) {
         } else
             return 0;
         P->p++;
+        int32_t f = max < 0 ? min : max; /* an unbounded tail is one self-recursive rule */
+        *w *= f > 1 ? f : 1;
+        if (*w > P->lim->max_rep_product)
+            return failc(P, CPULM_ERR_LIMIT,
+                         "nested repetitions multiply to more than %d copies (limit %d)",
+                         P->lim->max_rep_product, P->lim->max_rep_product);
         if (repeat(P, rule, a, start, min, max) < 0) return -1; /* a[start..) is the result */
     }
     return 0;
 }
 
-static int parse_sequence(parser *P, int32_t rule, int nested) {
+static int parse_sequence(parser *P, int32_t rule, int nested, int64_t *w) {
     ivec *a = new_alt(P, rule);
     if (!a) return -1;
     for (;;) {
@@ -407,9 +604,11 @@ static int parse_sequence(parser *P, int32_t rule, int nested) {
         char c = *P->p;
         if (c == '|' || c == ')' || c == '\n' || c == '\r') return 0;
         int32_t start = a->n;
-        if (parse_term(P, rule, &a) < 0) return -1;
+        int64_t tw = 1;
+        if (parse_term(P, rule, &a, &tw) < 0) return -1;
         if (a->n == start) continue; /* "" adds nothing; a postfix on it is meaningless */
-        if (parse_postfix(P, rule, &a, start) < 0) return -1;
+        if (parse_postfix(P, rule, &a, start, &tw) < 0) return -1;
+        if (tw > *w) *w = tw;
     }
 }
 
@@ -422,9 +621,11 @@ static int continues_with_bar(parser *P) {
     return 0;
 }
 
-static int parse_alternates(parser *P, int32_t rule, int nested) {
+/* *w: the largest weight of a term in any alternative. */
+static int parse_alternates(parser *P, int32_t rule, int nested, int64_t *w) {
+    *w = 1;
     for (;;) {
-        if (parse_sequence(P, rule, nested) < 0) return -1;
+        if (parse_sequence(P, rule, nested, w) < 0) return -1;
         skip_space(P, nested);
         if (P->p < P->end && *P->p == '|') {
             P->p++;
@@ -453,7 +654,8 @@ static int parse_rule(parser *P) {
     if (P->rules[r].defined) return fail(P, "rule defined twice");
     P->rules[r].defined = 1;
     skip_space(P, 1);
-    if (parse_alternates(P, r, 0) < 0) return -1;
+    int64_t w;
+    if (parse_alternates(P, r, 0, &w) < 0) return -1;
     skip_space(P, 0);
     if (P->p < P->end && *P->p != '\n' && *P->p != '\r') return fail(P, "expected end of line");
     return 0;
@@ -461,65 +663,24 @@ static int parse_rule(parser *P) {
 
 /* ---- checks ---- */
 
-/* nullable[r]: rule r can match the empty string (fixpoint over all rules). */
-static void compute_nullable(const parser *P, uint8_t *nullable) {
-    memset(nullable, 0, (size_t)P->n_rules);
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int32_t r = 0; r < P->n_rules; r++) {
-            if (nullable[r]) continue;
-            for (int32_t k = 0; k < P->rules[r].n_alts && !nullable[r]; k++) {
-                const ivec *a = &P->rules[r].alts[k];
-                int all = 1;
-                for (int32_t i = 0; i < a->n && all; i++)
-                    all = a->v[i].kind == GR_REF && nullable[a->v[i].arg];
-                if (all) nullable[r] = 1, changed = 1;
-            }
+static int check_defined(parser *P) {
+    for (int32_t r = 0; r < P->n_rules; r++)
+        if (!P->rules[r].defined) {
+            P->p = P->end;
+            return failc(P, CPULM_ERR_FORMAT, "rule '%.100s' is used but not defined",
+                         P->rules[r].name);
         }
-    }
-}
-
-/* DFS over "r can start with rule x" edges; state 1 = on the path, 2 = done. */
-static int left_rec(const parser *P, const uint8_t *nullable, uint8_t *state, int32_t r) {
-    if (state[r] == 1) return 1;
-    if (state[r] == 2) return 0;
-    state[r] = 1;
-    for (int32_t k = 0; k < P->rules[r].n_alts; k++) {
-        const ivec *a = &P->rules[r].alts[k];
-        for (int32_t i = 0; i < a->n; i++) {
-            if (a->v[i].kind != GR_REF) break;
-            if (left_rec(P, nullable, state, a->v[i].arg)) return 1;
-            if (!nullable[a->v[i].arg]) break;
-        }
-    }
-    state[r] = 2;
     return 0;
 }
 
-static int check_rules(parser *P) {
-    for (int32_t r = 0; r < P->n_rules; r++)
-        if (!P->rules[r].defined) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "rule '%.100s' is used but not defined", P->rules[r].name);
-            P->p = P->end;
-            return fail(P, msg);
-        }
-    uint8_t *nullable = malloc((size_t)P->n_rules), *state = calloc((size_t)P->n_rules, 1);
-    int bad = 0, rc = 0;
-    if (!nullable || !state) rc = fail(P, "out of memory");
-    if (!rc) compute_nullable(P, nullable);
-    for (int32_t r = 0; !rc && r < P->n_rules && !bad; r++) {
-        bad = left_rec(P, nullable, state, r);
-        if (bad) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "rule '%.100s' is left-recursive", P->rules[r].name);
-            P->p = P->end;
-            rc = fail(P, msg);
-        }
-    }
-    free(nullable);
-    free(state);
-    return rc;
+/* The user rule named name, or -1. */
+static int32_t find_rule(parser *P, const char *name) {
+    size_t n = strlen(name);
+    if (!P->name_cap) return -1;
+    uint32_t mask = P->name_cap - 1, h = (uint32_t)name_hash(P, name, n);
+    for (int32_t id; (id = P->name_ht[h & mask]) >= 0; h++)
+        if (!strcmp(P->rules[id].name, name)) return id;
+    return -1;
 }
 
 /* ---- output ---- */
@@ -527,21 +688,24 @@ static int check_rules(parser *P) {
 static cpulm_grammar *flatten(parser *P, int32_t root) {
     cpulm_grammar *g = calloc(1, sizeof *g);
     if (!g) return NULL;
+    atomic_init(&g->refs, 1);
     int32_t n_alt = 0, n_el = 0;
     for (int32_t r = 0; r < P->n_rules; r++)
         for (int32_t k = 0; k < P->rules[r].n_alts; k++)
             n_alt++, n_el += P->rules[r].alts[k].n + 1;
-    g->rules = calloc((size_t)P->n_rules, sizeof *g->rules);
-    g->alt_start = malloc(sizeof(int32_t) * (size_t)(n_alt + 1));
-    g->elems = malloc(sizeof(gr_elem) * (size_t)(n_el + 1));
+    g->rules = calloc((size_t)P->n_rules + 1, sizeof *g->rules);
+    g->alt_start = malloc(sizeof(int32_t) * ((size_t)n_alt + 1));
+    g->elems = malloc(sizeof(gr_elem) * ((size_t)n_el + 1));
     g->n_rules = P->n_rules;
     if (!g->rules || !g->alt_start || !g->elems) {
         cpulm_grammar_free(g);
         return NULL;
     }
+    size_t names = 0;
     for (int32_t r = 0; r < P->n_rules; r++) {
         gr_rule *gr = &g->rules[r];
         gr->name = P->rules[r].name;
+        names += strlen(gr->name) + 1;
         P->rules[r].name = NULL;
         gr->first_alt = g->n_alt;
         gr->n_alts = P->rules[r].n_alts;
@@ -560,10 +724,9 @@ static cpulm_grammar *flatten(parser *P, int32_t root) {
     P->sets = NULL;
     P->ranges = NULL;
     g->root = root;
-    if (cpulm_gr_compute_rest(g) < 0) {
-        cpulm_grammar_free(g);
-        return NULL;
-    }
+    g->bytes = sizeof *g + names + sizeof *g->rules * (size_t)g->n_rules +
+               sizeof(int32_t) * (size_t)(n_alt + 1) + (sizeof(gr_elem) + 4) * (size_t)(n_el + 1) +
+               sizeof *g->sets * (size_t)g->n_sets + 8 * (size_t)g->n_ranges;
     return g;
 }
 
@@ -575,47 +738,80 @@ static void parser_release(parser *P) {
         free(P->rules[r].name);
     }
     free(P->rules);
+    free(P->name_ht);
     free(P->sets);
+    free(P->set_ht);
     free(P->ranges);
+}
+
+cpulm_grammar_limits cpulm_grammar_default_limits(void) {
+    return (cpulm_grammar_limits){.max_bytes = 4u << 20,
+                                  .max_rules = 65536,
+                                  .max_elems = 1 << 21,
+                                  .max_alts = 2048,
+                                  .max_repeat = 4096,
+                                  .max_rep_product = 65536,
+                                  .max_nesting = 256,
+                                  .max_chain = 4096};
+}
+
+/* Parses every rule and checks that the used ones are defined; the root's index or -1. */
+static int32_t parse_all(parser *P, const char *root) {
+    for (;;) {
+        skip_space(P, 1);
+        if (P->p >= P->end || P->failed) break;
+        if (parse_rule(P) < 0) break;
+    }
+    if (P->failed) return -1;
+    int32_t r = find_rule(P, root);
+    if (r < 0) return failc(P, CPULM_ERR_FORMAT, "no rule named '%.100s'", root);
+    return check_defined(P) < 0 ? -1 : r;
+}
+
+cpulm_status cpulm_grammar_parse_ex(const char *text, size_t len, const char *root,
+                                    const cpulm_grammar_limits *lim, cpulm_grammar **out,
+                                    uint64_t *work, cpulm_error *err) {
+    *out = NULL;
+    if (work) *work = 0;
+    cpulm_grammar_limits dl = cpulm_grammar_default_limits();
+    if (!lim) lim = &dl;
+    if (len > lim->max_bytes)
+        return cpulm_errf(err, CPULM_ERR_LIMIT, "grammar: %zu bytes, more than the limit of %zu",
+                          len, lim->max_bytes);
+    parser P = {.s = text, .end = text + len, .p = text, .err = err, .lim = lim};
+    P.seed = hash_bytes((uint64_t)time(NULL), &P.s, sizeof P.s) ^ (uint64_t)(uintptr_t)&P;
+    int32_t r = parse_all(&P, root ? root : "root");
+    cpulm_grammar *g = r >= 0 ? flatten(&P, r) : NULL;
+    if (r >= 0 && !g) oom(&P);
+    uint64_t wk = P.work;
+    int oomed = P.oom;
+    parser_release(&P);
+    cpulm_status st = P.failed ? (oomed ? CPULM_ERR_NOMEM : P.code) : CPULM_OK;
+    if (st == CPULM_OK) st = cpulm_gr_check(g, lim->max_chain, &wk, err);
+    if (st == CPULM_OK && cpulm_gr_compute_rest(g, &wk) < 0)
+        st = cpulm_errf(err, CPULM_ERR_NOMEM, "grammar: out of memory");
+    if (st == CPULM_OK) st = cpulm_gr_preflight(g, &wk, err);
+    if (work) *work = wk;
+    if (st != CPULM_OK) {
+        cpulm_grammar_free(g);
+        return st;
+    }
+    *out = g;
+    return CPULM_OK;
 }
 
 cpulm_status cpulm_grammar_parse(const char *text, size_t len, const char *root,
                                  cpulm_grammar **out, cpulm_error *err) {
-    *out = NULL;
-    parser P = {.s = text, .end = text + len, .p = text, .err = err};
-    if (!root) root = "root";
-    for (;;) {
-        skip_space(&P, 1);
-        if (P.p >= P.end || P.failed) break;
-        if (parse_rule(&P) < 0) break;
-    }
-    int32_t r = -1;
-    if (!P.failed) {
-        for (int32_t i = 0; i < P.n_rules && r < 0; i++)
-            if (!strcmp(P.rules[i].name, root)) r = i;
-        if (r < 0) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "no rule named '%.100s'", root);
-            fail(&P, msg);
-        }
-    }
-    if (!P.failed) check_rules(&P);
-    if (!P.failed) {
-        *out = flatten(&P, r);
-        if (!*out) {
-            P.failed = 1;
-            cpulm_errf(err, CPULM_ERR_NOMEM, "grammar: out of memory");
-        }
-    }
-    int oom = P.oom;
-    int failed = P.failed;
-    parser_release(&P);
-    if (failed) return oom ? CPULM_ERR_NOMEM : CPULM_ERR_FORMAT;
-    return CPULM_OK;
+    return cpulm_grammar_parse_ex(text, len, root, NULL, out, NULL, err);
+}
+
+cpulm_grammar *cpulm_grammar_ref(cpulm_grammar *g) {
+    if (g) atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    return g;
 }
 
 void cpulm_grammar_free(cpulm_grammar *g) {
-    if (!g) return;
+    if (!g || atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1) return;
     for (int32_t r = 0; g->rules && r < g->n_rules; r++)
         free(g->rules[r].name);
     free(g->rules);
@@ -631,25 +827,17 @@ int32_t cpulm_grammar_n_rules(const cpulm_grammar *g) {
     return g->n_rules;
 }
 
+size_t cpulm_grammar_bytes(const cpulm_grammar *g) {
+    return g->bytes;
+}
+
+/* Ranges are sorted, disjoint and not adjacent: a negated set misses some c in [lo, hi]
+ * unless one range covers all of [lo, hi]. */
 int cpulm_gr_set_meets(const cpulm_grammar *g, const gr_set *s, uint32_t lo, uint32_t hi) {
-    if (!s->negate) {
-        for (int32_t i = 0; i < s->n; i++)
-            if (g->ranges[2 * (s->first + i)] <= hi && g->ranges[2 * (s->first + i) + 1] >= lo)
-                return 1;
-        return 0;
+    const uint32_t *r = g->ranges + 2 * s->first;
+    for (int32_t i = 0; i < s->n; i++) {
+        if (!s->negate && r[2 * i] <= hi && r[2 * i + 1] >= lo) return 1;
+        if (s->negate && r[2 * i] <= lo && r[2 * i + 1] >= hi) return 0;
     }
-    /* negated: some c in [lo, hi] outside every range. Walk c upward past covering ranges. */
-    uint32_t c = lo;
-    for (int moved = 1; moved && c <= hi;) {
-        moved = 0;
-        for (int32_t i = 0; i < s->n; i++) {
-            uint32_t a = g->ranges[2 * (s->first + i)], b = g->ranges[2 * (s->first + i) + 1];
-            if (c >= a && c <= b) {
-                if (b == 0xFFFFFFFFu) return 0;
-                c = b + 1;
-                moved = 1;
-            }
-        }
-    }
-    return c <= hi;
+    return s->negate;
 }

@@ -22,7 +22,8 @@
  * before max_tokens cuts it (cpulm_grammar_matcher_set_budget).
  *
  * Thread-safety: cpulm_grammar and cpulm_grammar_vocab are immutable after creation and may
- * be shared; a cpulm_grammar_matcher is used by one thread at a time.
+ * be shared (a grammar is reference counted: the cache hands out references); a
+ * cpulm_grammar_matcher is used by one thread at a time.
  */
 #ifndef CPULM_GRAMMAR_GRAMMAR_H
 #define CPULM_GRAMMAR_GRAMMAR_H
@@ -38,12 +39,70 @@ typedef struct cpulm_grammar cpulm_grammar;
 typedef struct cpulm_grammar_vocab cpulm_grammar_vocab;
 typedef struct cpulm_grammar_matcher cpulm_grammar_matcher;
 
+/* Size and complexity limits of one compilation. Each is checked before the work it guards
+ * (a repetition's copies are counted before they are made), so a refused grammar costs
+ * about as much as reading it, and compilation is linear in the text plus what the limits
+ * allow (rule names are hashed; nullability, left recursion, chain depth and shortest
+ * completions are worklist passes). Going over one is CPULM_ERR_LIMIT with a message naming
+ * the limit (a client error: the server answers 400). */
+typedef struct cpulm_grammar_limits {
+    size_t max_bytes;        /* grammar text (4 MiB) */
+    int32_t max_rules;       /* rules, those made for groups and repetitions included (65536) */
+    int32_t max_elems;       /* elements after repetitions are expanded (1 << 21) */
+    int32_t max_alts;        /* alternatives of one rule (2048) */
+    int32_t max_repeat;      /* m and n of {m,n} (4096) */
+    int32_t max_rep_product; /* nested bounded repetitions: product of their bounds (65536) */
+    int32_t max_nesting;     /* nested groups ( ) (256) */
+    int32_t max_chain;       /* rules deep a derivation's first symbol may be (4096) */
+} cpulm_grammar_limits;
+cpulm_grammar_limits cpulm_grammar_default_limits(void);
+
 /* Compiles GBNF text; root names the start rule (NULL: "root"). *out owned
- * (cpulm_grammar_free). CPULM_ERR_FORMAT with "grammar: line L col C: ..." in err. */
+ * (cpulm_grammar_free). CPULM_ERR_FORMAT with "grammar: line L col C: ..." in err for
+ * syntax errors and grammars that cannot be matched (left recursion, an empty character
+ * class), CPULM_ERR_LIMIT for a limit (also: more than 2048 parse stacks at the start),
+ * CPULM_ERR_NOMEM only for a failed allocation. */
 cpulm_status cpulm_grammar_parse(const char *text, size_t len, const char *root,
                                  cpulm_grammar **out, cpulm_error *err);
-void cpulm_grammar_free(cpulm_grammar *g); /* NULL is a no-op */
+/* Same with explicit limits (NULL: the defaults); *work (if non-NULL) gets the work units
+ * spent (hash probes, elements made and visited: a deterministic measure of the cost, which
+ * the fuzz target bounds by the size of the input and of the result). */
+cpulm_status cpulm_grammar_parse_ex(const char *text, size_t len, const char *root,
+                                    const cpulm_grammar_limits *lim, cpulm_grammar **out,
+                                    uint64_t *work, cpulm_error *err);
+/* A compiled grammar is immutable and reference counted (atomically): _ref adds a reference
+ * and returns g; _free drops one and frees the grammar with the last. NULL is a no-op. */
+cpulm_grammar *cpulm_grammar_ref(cpulm_grammar *g);
+void cpulm_grammar_free(cpulm_grammar *g);
 int32_t cpulm_grammar_n_rules(const cpulm_grammar *g);
+/* Bytes the compiled grammar holds (the cache's accounting). */
+size_t cpulm_grammar_bytes(const cpulm_grammar *g);
+
+/* ---- compiled-grammar cache (cache.c) ----
+ * Agents send the same schema (so the same GBNF text) with every call; the cache compiles
+ * each text once. Keyed by the text and the root name (hash, then a full compare), bounded
+ * in entries and bytes (text plus compiled grammar), least recently used evicted first.
+ * Thread-safe: one mutex guards the table, compilation runs outside it (two threads missing
+ * on the same text both compile; the first insert wins). Entries are refcounted grammars,
+ * so what a caller got stays valid after eviction until it calls cpulm_grammar_free.
+ * Failures are not cached (a refused grammar is refused again, fast). */
+typedef struct cpulm_grammar_cache cpulm_grammar_cache;
+typedef struct cpulm_grammar_cache_stats {
+    uint64_t hits, misses, evictions;
+    int32_t entries;
+    size_t bytes;
+} cpulm_grammar_cache_stats;
+/* max_entries <= 0 or max_bytes == 0: a cache that keeps nothing. NULL on OOM. */
+cpulm_grammar_cache *cpulm_grammar_cache_new(int32_t max_entries, size_t max_bytes);
+void cpulm_grammar_cache_free(cpulm_grammar_cache *c); /* grammars handed out stay valid */
+/* The grammar of text (compiled, or the cached one): *out is one reference of the caller's
+ * (cpulm_grammar_free). Errors as cpulm_grammar_parse. */
+cpulm_status cpulm_grammar_cache_get(cpulm_grammar_cache *c, const char *text, size_t len,
+                                     const char *root, cpulm_grammar **out, cpulm_error *err);
+void cpulm_grammar_cache_stats_get(cpulm_grammar_cache *c, cpulm_grammar_cache_stats *out);
+/* The process-wide cache the server uses (64 entries, 64 MiB), created on first use;
+ * NULL if that allocation failed (callers then compile directly). */
+cpulm_grammar_cache *cpulm_grammar_cache_shared(void);
 
 /* The token trie of a model's vocabulary (token pieces as bytes; control tokens have no
  * bytes and are never allowed, except end-of-generation tokens at a complete grammar).
@@ -79,7 +138,7 @@ void cpulm_grammar_matcher_set_budget(cpulm_grammar_matcher *m, int32_t n_tokens
 int32_t cpulm_grammar_distance(const cpulm_grammar_matcher *m);
 
 /* Feeds bytes. CPULM_ERR_INVALID_ARG (state unchanged) when they cannot continue the
- * grammar; CPULM_ERR_TOO_SMALL when the grammar is too ambiguous (stack limit). */
+ * grammar; CPULM_ERR_TOO_SMALL when the grammar is too ambiguous (stack or work limit). */
 cpulm_status cpulm_grammar_accept_bytes(cpulm_grammar_matcher *m, const char *s, size_t n);
 /* Feeds one token (its piece; an end-of-generation token only at a complete grammar). */
 cpulm_status cpulm_grammar_accept_token(cpulm_grammar_matcher *m, cpulm_token t);
@@ -89,12 +148,20 @@ int cpulm_grammar_complete(const cpulm_grammar_matcher *m);
 int cpulm_grammar_must_end(const cpulm_grammar_matcher *m);
 
 /* Bit t of allow[(n_vocab + 31) / 32] is set iff token t may come next. Borrowed pointer,
- * valid until the next call on m; NULL on OOM or a too-ambiguous grammar. */
+ * valid until the next call on m; NULL on OOM or a too-ambiguous grammar.
+ * Bounded work: one call (mask, accept_bytes/token, matcher_new) may spend at most
+ * CPULM_GRAMMAR_MAX_WORK units (a stack node made or visited, a trie node walked: about
+ * 10-50 ns each; ~330,000 for a JSON-schema mask over a 150k vocabulary) and no state may
+ * hold more than 2048 parse stacks; past either the
+ * matcher fails for good (NULL / CPULM_ERR_TOO_SMALL), so a hostile grammar costs the
+ * thread that runs it a bounded time per token instead of seconds. */
+#define CPULM_GRAMMAR_MAX_WORK (1 << 23)
 const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m);
 
 typedef struct cpulm_grammar_stats {
     uint64_t masks, mask_cache_hits, trie_steps, dfa_states, stack_nodes;
     uint64_t budget_masks; /* masks restricted by the token budget */
+    uint64_t max_work;     /* most work units one call took (CPULM_GRAMMAR_MAX_WORK) */
 } cpulm_grammar_stats;
 void cpulm_grammar_matcher_stats(const cpulm_grammar_matcher *m, cpulm_grammar_stats *out);
 

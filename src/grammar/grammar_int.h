@@ -7,6 +7,7 @@
 #ifndef CPULM_GRAMMAR_INT_H
 #define CPULM_GRAMMAR_INT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "grammar/grammar.h"
@@ -42,12 +43,27 @@ struct cpulm_grammar {
     int32_t n_alt;
     int32_t root;
     int32_t *rest; /* [n_elems]: fewest bytes from element i to its alternative's end */
+    size_t bytes;  /* heap bytes of all the above */
+    atomic_int refs;
 };
 
 #define GR_INF (1 << 29) /* "no finite completion" in byte counts (sums stay below INT32_MAX) */
 
-/* Fills g->rest (budget.c); -1 on OOM. */
-int cpulm_gr_compute_rest(cpulm_grammar *g);
+/* Fills g->rest (budget.c); -1 on OOM. Adds its work units to *work. */
+int cpulm_gr_compute_rest(cpulm_grammar *g, uint64_t *work);
+
+/* Rejects left recursion (CPULM_ERR_FORMAT) and derivation chains deeper than max_chain
+ * rules (CPULM_ERR_LIMIT) in linear time (check.c). Adds its work units to *work. */
+cpulm_status cpulm_gr_check(const cpulm_grammar *g, int32_t max_chain, uint64_t *work,
+                            cpulm_error *err);
+
+/* Builds the start state of a matcher (match.c): CPULM_ERR_LIMIT if it alone needs more
+ * parse stacks or work than a matcher may use. Adds its work units to *work. */
+cpulm_status cpulm_gr_preflight(const cpulm_grammar *g, uint64_t *work, cpulm_error *err);
+
+/* The alternative index of each element's rule: for a in [0, n_alt), rule_of_alt[a]. Owned
+ * array of g->n_alt entries, NULL on OOM (check.c). */
+int32_t *cpulm_gr_rule_of_alt(const cpulm_grammar *g);
 
 /* The vocabulary trie, in preorder: node i's subtree is [i, end); node 0 is the root
  * (depth 0, no byte). Tokens are sorted by their bytes, so the tokens whose piece ends at
@@ -72,12 +88,20 @@ struct cpulm_grammar_vocab {
     uint8_t *eog; /* [n_vocab] */
 };
 
-/* Does set s contain code point c? */
+/* Does set s contain code point c? A set's ranges are sorted, disjoint and not adjacent
+ * (gbnf.c normalizes them), so a binary search finds the only range that may hold c. */
 static inline int gr_set_has(const cpulm_grammar *g, const gr_set *s, uint32_t c) {
     if (c < 128) return (s->ascii[c >> 5] >> (c & 31)) & 1;
-    int in = 0;
-    for (int32_t i = 0; i < s->n && !in; i++)
-        in = c >= g->ranges[2 * (s->first + i)] && c <= g->ranges[2 * (s->first + i) + 1];
+    const uint32_t *r = g->ranges + 2 * s->first;
+    int32_t lo = 0, hi = s->n; /* first range with r.hi >= c */
+    while (lo < hi) {
+        int32_t mid = (lo + hi) / 2;
+        if (r[2 * mid + 1] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int in = lo < s->n && r[2 * lo] <= c;
     return in ^ s->negate;
 }
 

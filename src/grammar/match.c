@@ -7,7 +7,12 @@
  * partially decoded UTF-8 character; its 256-entry transition row is filled on demand.
  * Expansion follows references; a reference that ends its alternative is a tail call (the
  * continuation is not pushed), so right recursion such as `R ::= X R | ""` runs in constant
- * stack. Left recursion is rejected by the parser, so expansion terminates.
+ * stack. Left recursion is rejected by the parser, so expansion terminates. Expansion is a
+ * worklist over stack nodes, and a node already expanded for the state being built is not
+ * expanded again (its result is in already): `x ::= "" | ""` used 40 times in a row would
+ * otherwise be followed along 2^40 paths. Every call into the matcher counts its work
+ * (nodes made and visited, stacks stepped, trie nodes walked) and fails past
+ * CPULM_GRAMMAR_MAX_WORK, so no grammar makes one token's mask take seconds.
  *
  * The mask walks the vocabulary trie in preorder with one DFA transition per trie node and
  * skips a dead node's whole subtree; masks are cached per DFA state (bounded memory).
@@ -24,6 +29,9 @@
     (16u << 20) /* per matcher (per generating sequence): ~1000 masks at 128k */
 #define UNKNOWN (-2)
 #define DEAD    (-1)
+
+/* Why a matcher failed (m->overflow; sticky: the matcher is then unusable). */
+enum { OVF_NONE, OVF_STACKS, OVF_WORK, OVF_SIZE, OVF_MEM };
 
 typedef struct gnode {
     int32_t pos, parent;
@@ -60,6 +68,9 @@ struct cpulm_grammar_matcher {
     int32_t n_tmp, cap_tmp;
     uint32_t *seen; /* [cap_nodes] stamps for dedup during expansion */
     uint32_t epoch;
+    int32_t *todo; /* expansion worklist */
+    int32_t cap_todo;
+    uint64_t work; /* units spent by the current call (reset at each entry point) */
     int overflow;
     int32_t *walk;      /* [max_depth + 1] DFA state per trie depth */
     int32_t **rows;     /* [max_depth + 1] its transition row */
@@ -95,16 +106,17 @@ static int rehash_nodes(cpulm_grammar_matcher *m, uint32_t cap) {
 
 /* The id of stack (pos on top of parent); -1 on OOM or overflow. */
 static int32_t intern_node(cpulm_grammar_matcher *m, int32_t pos, int32_t parent) {
+    if (++m->work > CPULM_GRAMMAR_MAX_WORK) return m->overflow = OVF_WORK, -1;
     uint32_t mask = m->node_ht_cap - 1, h = hash2((uint32_t)pos, (uint32_t)parent) & mask;
     for (int32_t id; (id = m->node_ht[h]) >= 0; h = (h + 1) & mask)
         if (m->nodes[id].pos == pos && m->nodes[id].parent == parent) return id;
-    if (m->n_nodes >= MAX_NODES) return m->overflow = 1, -1;
+    if (m->n_nodes >= MAX_NODES) return m->overflow = OVF_SIZE, -1;
     if (m->n_nodes == m->cap_nodes) {
         int32_t cap = m->cap_nodes * 2;
         gnode *nn = realloc(m->nodes, sizeof *nn * (size_t)cap);
         uint32_t *ns = nn ? realloc(m->seen, sizeof *ns * (size_t)cap) : NULL;
         if (nn) m->nodes = nn;
-        if (!ns) return m->overflow = 1, -1;
+        if (!ns) return m->overflow = OVF_MEM, -1;
         memset(ns + m->cap_nodes, 0, sizeof *ns * (size_t)(cap - m->cap_nodes));
         m->seen = ns;
         m->cap_nodes = cap;
@@ -114,24 +126,23 @@ static int32_t intern_node(cpulm_grammar_matcher *m, int32_t pos, int32_t parent
     m->nodes[id] = (gnode){pos, parent, d >= GR_INF - up ? GR_INF : d + up};
     m->node_ht[h] = id;
     if ((uint32_t)m->n_nodes * 2 > m->node_ht_cap && rehash_nodes(m, m->node_ht_cap * 2) < 0)
-        return m->overflow = 1, -1;
+        return m->overflow = OVF_MEM, -1;
     return id;
 }
 
 /* ---- expansion ---- */
 
-static void tmp_push(cpulm_grammar_matcher *m, int32_t id) {
-    if (m->seen[id] == m->epoch) return;
-    m->seen[id] = m->epoch;
+/* Appends id to tmp (the caller has checked it is new for this state). */
+static void tmp_add(cpulm_grammar_matcher *m, int32_t id) {
     if (m->n_tmp >= MAX_STACKS) {
-        m->overflow = 1;
+        m->overflow = OVF_STACKS;
         return;
     }
     if (m->n_tmp == m->cap_tmp) {
         int32_t cap = m->cap_tmp * 2;
         int32_t *t = realloc(m->tmp, sizeof *t * (size_t)cap);
         if (!t) {
-            m->overflow = 1;
+            m->overflow = OVF_MEM;
             return;
         }
         m->tmp = t;
@@ -140,27 +151,49 @@ static void tmp_push(cpulm_grammar_matcher *m, int32_t id) {
     m->tmp[m->n_tmp++] = id;
 }
 
-/* Adds to tmp every stack reachable from node id whose top is a set (or NIL). */
-static void expand(cpulm_grammar_matcher *m, int32_t id, int depth) {
-    if (m->overflow || depth > 4096) {
-        m->overflow = 1;
-        return;
+static void tmp_push(cpulm_grammar_matcher *m, int32_t id) {
+    if (m->seen[id] == m->epoch) return;
+    m->seen[id] = m->epoch;
+    tmp_add(m, id);
+}
+
+static int todo_push(cpulm_grammar_matcher *m, int32_t *n, int32_t id) {
+    if (*n == m->cap_todo) {
+        int32_t cap = m->cap_todo ? m->cap_todo * 2 : 256;
+        int32_t *t = realloc(m->todo, sizeof *t * (size_t)cap);
+        if (!t) return m->overflow = OVF_MEM, -1;
+        m->todo = t;
+        m->cap_todo = cap;
     }
-    while (id != 0 && m->g->elems[m->nodes[id].pos].kind == GR_END)
-        id = m->nodes[id].parent;
-    if (id == 0 || m->g->elems[m->nodes[id].pos].kind == GR_SET) {
-        tmp_push(m, id);
-        return;
-    }
-    const gnode nd = m->nodes[id];
-    const gr_rule *r = &m->g->rules[m->g->elems[nd.pos].arg];
-    int32_t cont =
-        m->g->elems[nd.pos + 1].kind == GR_END ? nd.parent : intern_node(m, nd.pos + 1, nd.parent);
-    if (cont < 0) return;
-    for (int32_t k = 0; k < r->n_alts; k++) {
-        int32_t top = intern_node(m, m->g->alt_start[r->first_alt + k], cont);
-        if (top < 0) return;
-        expand(m, top, depth + 1);
+    m->todo[(*n)++] = id;
+    return 0;
+}
+
+/* Adds to tmp every stack reachable from node id whose top is a set (or NIL). seen[] marks
+ * the nodes handled since tmp_begin: tops and references alike, each at most once. */
+static void expand(cpulm_grammar_matcher *m, int32_t id0) {
+    int32_t n = 0;
+    if (todo_push(m, &n, id0) < 0) return;
+    while (n > 0 && !m->overflow) {
+        int32_t id = m->todo[--n];
+        while (id != 0 && m->g->elems[m->nodes[id].pos].kind == GR_END)
+            id = m->nodes[id].parent;
+        if (m->seen[id] == m->epoch) continue;
+        m->seen[id] = m->epoch;
+        if (id == 0 || m->g->elems[m->nodes[id].pos].kind == GR_SET) {
+            tmp_add(m, id);
+            continue;
+        }
+        const gnode nd = m->nodes[id];
+        const gr_rule *r = &m->g->rules[m->g->elems[nd.pos].arg];
+        int32_t cont = m->g->elems[nd.pos + 1].kind == GR_END
+                           ? nd.parent
+                           : intern_node(m, nd.pos + 1, nd.parent);
+        if (cont < 0) return;
+        for (int32_t k = r->n_alts - 1; k >= 0; k--) {
+            int32_t top = intern_node(m, m->g->alt_start[r->first_alt + k], cont);
+            if (top < 0 || todo_push(m, &n, top) < 0) return;
+        }
     }
 }
 
@@ -227,6 +260,7 @@ static int32_t tmp_dist(const cpulm_grammar_matcher *m, int32_t rem) {
 static int32_t intern_state(cpulm_grammar_matcher *m, uint32_t partial, int32_t rem) {
     if (m->overflow) return DEAD;
     if (m->n_tmp == 0) return DEAD;
+    m->work += 4 * (uint64_t)m->n_tmp; /* sort, hash, compare */
     qsort(m->tmp, (size_t)m->n_tmp, sizeof(int32_t), cmp_i32);
     uint32_t mask = m->state_ht_cap - 1, h = state_hash(m->tmp, m->n_tmp, partial, rem) & mask;
     for (int32_t id; (id = m->state_ht[h]) >= 0; h = (h + 1) & mask) {
@@ -236,10 +270,10 @@ static int32_t intern_state(cpulm_grammar_matcher *m, uint32_t partial, int32_t 
             return id;
     }
     if (m->n_states >= MAX_STATES || grow_items(m, m->n_items + m->n_tmp) < 0)
-        return m->overflow = 1, DEAD;
+        return m->overflow = OVF_SIZE, DEAD;
     if (m->n_states == m->cap_states) {
         dstate *ns = realloc(m->states, sizeof *ns * (size_t)m->cap_states * 2);
-        if (!ns) return m->overflow = 1, DEAD;
+        if (!ns) return m->overflow = OVF_MEM, DEAD;
         m->states = ns;
         m->cap_states *= 2;
     }
@@ -258,7 +292,7 @@ static int32_t intern_state(cpulm_grammar_matcher *m, uint32_t partial, int32_t 
     m->state_ht[h] = id;
     m->st.dfa_states = (uint64_t)m->n_states;
     if ((uint32_t)m->n_states * 2 > m->state_ht_cap && rehash_states(m, m->state_ht_cap * 2) < 0)
-        return m->overflow = 1, DEAD;
+        return m->overflow = OVF_MEM, DEAD;
     return id;
 }
 
@@ -275,6 +309,7 @@ static int32_t step_char(cpulm_grammar_matcher *m, int32_t s, uint32_t cp) {
     tmp_begin(m);
     const dstate *d = &m->states[s];
     int32_t first = d->first, n = d->n;
+    m->work += (uint64_t)n;
     for (int32_t i = 0; i < n; i++) {
         int32_t id = m->items[first + i];
         if (id == 0) continue;
@@ -282,7 +317,7 @@ static int32_t step_char(cpulm_grammar_matcher *m, int32_t s, uint32_t cp) {
         if (!gr_set_has(m->g, &m->g->sets[m->g->elems[nd.pos].arg], cp)) continue;
         int32_t next = intern_node(m, nd.pos + 1, nd.parent);
         if (next < 0) return DEAD;
-        expand(m, next, 0);
+        expand(m, next);
     }
     return intern_state(m, 0, 0);
 }
@@ -309,12 +344,13 @@ static int32_t step_all(cpulm_grammar_matcher *m, int32_t s) {
     tmp_begin(m);
     const dstate *d = &m->states[s];
     int32_t first = d->first, n = d->n;
+    m->work += (uint64_t)n;
     for (int32_t i = 0; i < n; i++) {
         int32_t id = m->items[first + i];
         if (id == 0) continue;
         int32_t next = intern_node(m, m->nodes[id].pos + 1, m->nodes[id].parent);
         if (next < 0) return DEAD;
-        expand(m, next, 0);
+        expand(m, next);
     }
     return intern_state(m, 0, 0);
 }
@@ -336,6 +372,7 @@ static int32_t step_partial(cpulm_grammar_matcher *m, int32_t s, uint32_t partia
     int all_cover = exact;
     tmp_begin(m);
     const dstate *d = &m->states[s];
+    m->work += (uint64_t)d->n;
     for (int32_t i = 0; i < d->n; i++) {
         int32_t id = m->items[d->first + i];
         if (id == 0) continue;
@@ -380,6 +417,7 @@ static int32_t compute_trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
 /* The transition row of state s, allocated (all UNKNOWN) on first use; NULL on OOM. */
 static int32_t *row_of(cpulm_grammar_matcher *m, int32_t s) {
     int32_t *row = m->states[s].trans;
+    if (!row) m->work += 64; /* a new row: 1 KiB to allocate and fill */
     if (!row && (row = malloc(256 * sizeof *row))) {
         for (int i = 0; i < 256; i++)
             row[i] = UNKNOWN;
@@ -390,15 +428,14 @@ static int32_t *row_of(cpulm_grammar_matcher *m, int32_t s) {
 
 static inline int32_t trans(cpulm_grammar_matcher *m, int32_t s, uint8_t b) {
     int32_t *row = row_of(m, s);
-    if (!row) return m->overflow = 1, DEAD;
+    if (!row) return m->overflow = OVF_MEM, DEAD;
     if (row[b] == UNKNOWN) row[b] = compute_trans(m, s, b); /* the row never moves */
     return row[b];
 }
 
 /* ---- lifecycle ---- */
 
-cpulm_grammar_matcher *cpulm_grammar_matcher_new(const cpulm_grammar *g,
-                                                 const cpulm_grammar_vocab *v) {
+static cpulm_grammar_matcher *matcher_alloc(const cpulm_grammar *g, const cpulm_grammar_vocab *v) {
     cpulm_grammar_matcher *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     m->g = g;
@@ -421,19 +458,59 @@ cpulm_grammar_matcher *cpulm_grammar_matcher_new(const cpulm_grammar *g,
     }
     m->nodes[0] = (gnode){-1, -1, 0}; /* NIL */
     m->n_nodes = 1;
-    /* start: the root's alternatives on an empty stack */
+    return m;
+}
+
+/* The start state: the root's alternatives on an empty stack. 0, or -1 with m->overflow. */
+static int start_state(cpulm_grammar_matcher *m) {
+    const cpulm_grammar *g = m->g;
+    m->work = 0;
     tmp_begin(m);
     const gr_rule *r = &g->rules[g->root];
-    for (int32_t k = 0; k < r->n_alts; k++) {
+    for (int32_t k = 0; k < r->n_alts && !m->overflow; k++) {
         int32_t top = intern_node(m, g->alt_start[r->first_alt + k], 0);
-        if (top >= 0) expand(m, top, 0);
+        if (top >= 0) expand(m, top);
     }
     m->start = m->cur = intern_state(m, 0, 0);
-    if (m->start < 0) {
+    if (m->start < 0 && !m->overflow) m->overflow = OVF_SIZE; /* no stack at all */
+    return m->start < 0 ? -1 : 0;
+}
+
+cpulm_grammar_matcher *cpulm_grammar_matcher_new(const cpulm_grammar *g,
+                                                 const cpulm_grammar_vocab *v) {
+    cpulm_grammar_matcher *m = matcher_alloc(g, v);
+    if (m && start_state(m) < 0) {
         cpulm_grammar_matcher_free(m);
         return NULL;
     }
     return m;
+}
+
+cpulm_status cpulm_gr_preflight(const cpulm_grammar *g, uint64_t *work, cpulm_error *err) {
+    cpulm_grammar_matcher *m = matcher_alloc(g, NULL);
+    if (!m) return cpulm_errf(err, CPULM_ERR_NOMEM, "grammar: out of memory");
+    start_state(m);
+    int why = m->overflow;
+    *work += m->work;
+    cpulm_grammar_matcher_free(m);
+    switch (why) {
+    case OVF_NONE: return CPULM_OK;
+    case OVF_STACKS:
+        return cpulm_errf(err, CPULM_ERR_LIMIT,
+                          "grammar: more than %d parse stacks at its start (limit %d: too many "
+                          "alternatives can begin the output)",
+                          MAX_STACKS, MAX_STACKS);
+    case OVF_WORK:
+        return cpulm_errf(err, CPULM_ERR_LIMIT,
+                          "grammar: its start takes more than %d steps to expand (limit %d)",
+                          CPULM_GRAMMAR_MAX_WORK, CPULM_GRAMMAR_MAX_WORK);
+    case OVF_SIZE:
+        return cpulm_errf(err, CPULM_ERR_LIMIT,
+                          "grammar: its start needs more than %d parse "
+                          "stack nodes (limit %d)",
+                          MAX_NODES, MAX_NODES);
+    default: return cpulm_errf(err, CPULM_ERR_NOMEM, "grammar: out of memory");
+    }
 }
 
 void cpulm_grammar_matcher_free(cpulm_grammar_matcher *m) {
@@ -449,6 +526,7 @@ void cpulm_grammar_matcher_free(cpulm_grammar_matcher *m) {
     free(m->state_ht);
     free(m->items);
     free(m->tmp);
+    free(m->todo);
     free(m->walk);
     free(m->rows);
     free(m->mask_out);
@@ -474,8 +552,10 @@ int32_t cpulm_grammar_distance(const cpulm_grammar_matcher *m) {
 
 static cpulm_status feed(cpulm_grammar_matcher *m, const char *s, size_t n, int32_t *out) {
     int32_t st = m->cur;
+    m->work = 0;
     for (size_t i = 0; i < n; i++) {
         st = trans(m, st, (uint8_t)s[i]);
+        if (m->work > m->st.max_work) m->st.max_work = m->work;
         if (st < 0) return m->overflow ? CPULM_ERR_TOO_SMALL : CPULM_ERR_INVALID_ARG;
     }
     *out = st;
@@ -535,7 +615,7 @@ static void walk_trie(cpulm_grammar_matcher *m, int32_t s0, uint32_t *bits, int3
     wd->max = -1;
     wd->min = GR_INF;
     if (!(rows[0] = row_of(m, s0))) {
-        m->overflow = 1;
+        m->overflow = OVF_MEM;
         return;
     }
     uint64_t steps = 0;
@@ -547,13 +627,15 @@ static void walk_trie(cpulm_grammar_matcher *m, int32_t s0, uint32_t *bits, int3
             rows[x.depth - 1][x.byte] = s;
         }
         steps++;
+        if (++m->work > CPULM_GRAMMAR_MAX_WORK && !m->overflow) m->overflow = OVF_WORK;
+        if (m->overflow) return;
         if (s < 0) {
             i = x.end;
             continue;
         }
         m->walk[x.depth] = s;
         if (!(rows[x.depth] = row_of(m, s))) {
-            m->overflow = 1;
+            m->overflow = OVF_MEM;
             return;
         }
         if (x.tok_n > 0) {
@@ -634,15 +716,19 @@ static const uint32_t *limited_mask(cpulm_grammar_matcher *m, int32_t s, int32_t
 const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m) {
     if (!m->v) return NULL;
     m->st.masks++;
+    m->work = 0;
     int32_t s = m->cur;
     const uint32_t *full = full_mask(m, s);
+    if (m->work > m->st.max_work) m->st.max_work = m->work;
     if (!full || m->budget == 0) return full;
     /* After this token, left - 1 samples remain, and the last of them may have to be the
      * end token: the bytes still needed (each a token at worst) must fit in left - 2. */
     int32_t limit = m->budget - m->used - 2;
     if (m->states[s].maxd <= limit || m->states[s].dist >= GR_INF) return full;
     m->st.budget_masks++;
-    return limited_mask(m, s, limit, full);
+    const uint32_t *lim = limited_mask(m, s, limit, full);
+    if (m->work > m->st.max_work) m->st.max_work = m->work;
+    return lim;
 }
 
 void cpulm_grammar_matcher_stats(const cpulm_grammar_matcher *m, cpulm_grammar_stats *out) {

@@ -86,7 +86,8 @@ static int emit_class(rx *R, const cls *c, int negate) {
         return 0;
     }
     int has_q = 0, has_bs = 0, n_out = 0;
-    cpulm_buf_puts(R->out, "( [");
+    cpulm_buf cl;
+    cpulm_buf_init(&cl, 0);
     for (int i = 0; i < c->n; i++) {
         uint32_t lo = c->r[2 * i], hi = c->r[2 * i + 1];
         has_q |= lo <= '"' && hi >= '"';
@@ -96,16 +97,22 @@ static int emit_class(rx *R, const cls *c, int negate) {
         for (int k = 0; k < 3; k++) {
             uint32_t a = lo > cuts[k][0] ? lo : cuts[k][0], z = hi < cuts[k][1] ? hi : cuts[k][1];
             if (a > z) continue;
-            put_cp_class(R->out, a);
-            cpulm_buf_putc(R->out, '-');
-            put_cp_class(R->out, z);
+            put_cp_class(&cl, a);
+            cpulm_buf_putc(&cl, '-');
+            put_cp_class(&cl, z);
             n_out++;
         }
     }
-    if (!n_out) cpulm_buf_puts(R->out, "^\\x00-\\U0010FFFF"); /* matches nothing */
-    cpulm_buf_puts(R->out, "]");
-    if (has_q) cpulm_buf_puts(R->out, " | \"\\\\\\\"\"");
-    if (has_bs) cpulm_buf_puts(R->out, " | \"\\\\\\\\\"");
+    /* an empty GBNF class is an error: write only the parts that match something */
+    if (!n_out && !has_q && !has_bs) {
+        cpulm_buf_release(&cl);
+        return rx_fail(R, "character class matches no character a JSON string holds unescaped");
+    }
+    cpulm_buf_puts(R->out, "( ");
+    if (n_out) cpulm_buf_printf(R->out, "[%s]", cl.data);
+    cpulm_buf_release(&cl);
+    if (has_q) cpulm_buf_printf(R->out, "%s\"\\\\\\\"\"", n_out ? " | " : "");
+    if (has_bs) cpulm_buf_printf(R->out, "%s\"\\\\\\\\\"", n_out || has_q ? " | " : "");
     cpulm_buf_puts(R->out, " )");
     return 0;
 }

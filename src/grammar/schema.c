@@ -19,6 +19,10 @@
 #define MAX_REFS   256
 #define MAX_DEPTH  64
 #define NUM_DIGITS 15 /* integer digits generated for unbounded numbers */
+/* Steps the oneOf disjointness checks and the required-property lookups may take: they
+ * compare pairs (branches, enum values, properties), so a hostile schema could make them
+ * quadratic or, through $refs, exponential. Past this the schema is refused (LIMIT). */
+#define MAX_WORK (1 << 22)
 
 typedef struct sc {
     cpulm_buf *out;
@@ -30,6 +34,7 @@ typedef struct sc {
     const char *ref_name[MAX_REFS];
     int ref_rule[MAX_REFS];
     int n_refs;
+    uint64_t work; /* see MAX_WORK */
 } sc;
 
 /* ---- shared base rules ---- */
@@ -552,6 +557,12 @@ static int gen_object(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
     prop *ps = calloc(np + nr + 1, sizeof *ps);
     if (!ps) return sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
     int n = 0;
+    c->work += (uint64_t)(np + 1) * (nr + 1); /* is_required / json_get scans */
+    if (c->work > MAX_WORK)
+        return sc_fail(c, CPULM_ERR_LIMIT, path,
+                       "%zu properties and %zu required names: more than %d steps to match "
+                       "(limit %d)",
+                       np, nr, MAX_WORK, MAX_WORK);
     for (size_t i = 0; i < np; i++) {
         const cpulm_json *p = &props->u.list.items[i];
         ps[n++] = (prop){p->key, p->key_len, p, is_required(req, p->key)};
@@ -676,7 +687,9 @@ static const cpulm_json *deref(const sc *c, const cpulm_json *s) {
 }
 
 /* The kinds of values s can validate (a superset: each keyword narrows it). */
-static int val_kinds(const sc *c, const cpulm_json *s, int depth) {
+static int val_kinds(sc *c, const cpulm_json *s, int depth) {
+    c->work += 1 + cpulm_json_len(cpulm_json_get(s, "enum"));
+    if (c->work > MAX_WORK) return K_ALL;              /* check_one_of then refuses the schema */
     if (depth > 8 || !(s = deref(c, s))) return K_ALL; /* bounded: recursive schemas */
     if (s->type == CPULM_JSON_BOOL) return s->u.boolean ? K_ALL : 0;
     if (s->type != CPULM_JSON_OBJECT) return K_ALL;
@@ -752,7 +765,7 @@ static int ranges_disjoint(const cpulm_json *a, const cpulm_json *b) {
            (rb[1] == ra[0] && (eb[1] || ea[0]));
 }
 
-static int disjoint(const sc *c, const cpulm_json *a, const cpulm_json *b, int depth);
+static int disjoint(sc *c, const cpulm_json *a, const cpulm_json *b, int depth);
 
 /* Objects valid under a all lack a property every object valid under b has. */
 static int forbids_required(const cpulm_json *a, const cpulm_json *b) {
@@ -768,7 +781,7 @@ static int forbids_required(const cpulm_json *a, const cpulm_json *b) {
 
 /* Objects: a property required by both with disjoint value schemas, or a required one
  * that the other forbids. */
-static int objects_disjoint(const sc *c, const cpulm_json *a, const cpulm_json *b, int depth) {
+static int objects_disjoint(sc *c, const cpulm_json *a, const cpulm_json *b, int depth) {
     if (forbids_required(a, b) || forbids_required(b, a)) return 1;
     const cpulm_json *req = cpulm_json_get(a, "required");
     for (size_t i = 0; i < cpulm_json_len(req); i++) {
@@ -783,8 +796,8 @@ static int objects_disjoint(const sc *c, const cpulm_json *a, const cpulm_json *
 }
 
 /* No value validates under both a and b (conservative: 0 when unsure). */
-static int disjoint(const sc *c, const cpulm_json *a, const cpulm_json *b, int depth) {
-    if (depth > 8) return 0;
+static int disjoint(sc *c, const cpulm_json *a, const cpulm_json *b, int depth) {
+    if (depth > 8 || ++c->work > MAX_WORK) return 0;
     int common = val_kinds(c, a, depth) & val_kinds(c, b, depth);
     if (common == 0) return 1;
     if (!(a = deref(c, a)) || !(b = deref(c, b)) || a->type != CPULM_JSON_OBJECT ||
@@ -792,7 +805,8 @@ static int disjoint(const sc *c, const cpulm_json *a, const cpulm_json *b, int d
         return 0;
     size_t na = 0, nb = 0;
     const cpulm_json *la = literals(a, &na), *lb = literals(b, &nb);
-    if (la && lb && literals_disjoint(la, na, lb, nb)) return 1;
+    c->work += (uint64_t)na * nb;
+    if (la && lb && c->work <= MAX_WORK && literals_disjoint(la, na, lb, nb)) return 1;
     if (common == K_OBJ) return objects_disjoint(c, a, b, depth);
     if ((common & ~(K_INT | K_FRAC)) == 0) return ranges_disjoint(a, b);
     return 0;
@@ -801,13 +815,20 @@ static int disjoint(const sc *c, const cpulm_json *a, const cpulm_json *b, int d
 static int check_one_of(sc *c, const cpulm_json *list, const char *path) {
     if (list->type != CPULM_JSON_ARRAY) return 0; /* gen_alts reports it */
     for (size_t i = 0; i < list->u.list.n; i++)
-        for (size_t j = i + 1; j < list->u.list.n; j++)
-            if (!disjoint(c, &list->u.list.items[i], &list->u.list.items[j], 0))
+        for (size_t j = i + 1; j < list->u.list.n; j++) {
+            int d = disjoint(c, &list->u.list.items[i], &list->u.list.items[j], 0);
+            if (c->work > MAX_WORK)
+                return sc_fail(c, CPULM_ERR_LIMIT, path,
+                               "'oneOf' takes more than %d steps to check (limit %d: fewer "
+                               "branches, or anyOf)",
+                               MAX_WORK, MAX_WORK);
+            if (!d)
                 return sc_fail(c, CPULM_ERR_UNSUPPORTED, path,
                                "'oneOf' branches %zu and %zu may match the same value (use "
                                "anyOf, or tell them apart by type, a required const/enum "
                                "property or disjoint number ranges)",
                                i, j);
+        }
     return 0;
 }
 

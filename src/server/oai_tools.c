@@ -148,8 +148,11 @@ int cpulm_oai_parse_structured(const cpulm_json *root, cpulm_oai_request *r, cpu
             return -cpulm_oai_error_set(e, 400, "grammar", "'grammar' must be a string (GBNF)");
         cpulm_grammar *g = NULL;
         cpulm_error err = {0};
-        if (cpulm_grammar_parse(gr->u.str.s, gr->u.str.len, NULL, &g, &err) != CPULM_OK)
-            return -cpulm_oai_error_set(e, 400, "grammar", "%s", err.msg);
+        cpulm_status st = cpulm_grammar_cache_get(cpulm_grammar_cache_shared(), gr->u.str.s,
+                                                  gr->u.str.len, NULL, &g, &err);
+        if (st != CPULM_OK)
+            return -cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "grammar", "%s",
+                                        err.msg);
         cpulm_grammar_free(g);
         r->grammar = malloc(gr->u.str.len + 1);
         if (!r->grammar) return -cpulm_oai_error_set(e, 500, NULL, "out of memory");

@@ -205,7 +205,10 @@ static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpu
     const char *g = text ? text : q->grammar;
     if (!g) return 0;
     cpulm_error err = {0};
-    cpulm_status st = cpulm_grammar_parse(g, strlen(g), NULL, &r->grammar, &err);
+    /* cached by text: an agent sending the same schema every call compiles it once; a
+     * limit (CPULM_ERR_LIMIT) or syntax error is the client's: 400 */
+    cpulm_status st = cpulm_grammar_cache_get(cpulm_grammar_cache_shared(), g, strlen(g), NULL,
+                                              &r->grammar, &err);
     free(text);
     if (st != CPULM_OK)
         return -cpulm_oai_error_set(
