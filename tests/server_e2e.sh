@@ -4,7 +4,8 @@
 # and their status codes, keep-alive, malformed HTTP, a long prompt not stalling running
 # streams, client disconnects, the RAM prompt cache across slots, KV memory following the
 # tokens cached, queue limits (429) and the SIGTERM drain, /v1/embeddings (vectors equal
-# `cpulm embed --json`, base64, errors),
+# `cpulm embed --json`, base64, errors), no request holding up the others (a 2,048-input
+# embedding next to a short completion, /health, a disconnect and SIGTERM: issue 25),
 # and Qwen3-style <think> splitting into reasoning_content on tiny-qwen3.
 # Then the official `openai` npm package drives a server (openai_client_test.mjs), with
 # ajv + ajv-formats validating structured outputs and tool arguments: they are installed
