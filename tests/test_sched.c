@@ -1323,7 +1323,7 @@ TEST(sched_embed_equals_one_call) {
 }
 
 /* A cancel stops an embedding request at its next batch (it comes back CANCELLED, with
- * inputs left); cpulm_sched_stop returns within its bound while one runs, and freeing the
+ * inputs left), and so does its timeout; cpulm_sched_stop returns within its bound while one runs, and freeing the
  * scheduler hands the one inside to its destroy callback. */
 TEST(sched_embed_cancel_and_stop) {
     cpulm_model *m = load_model();
@@ -1364,6 +1364,11 @@ TEST(sched_embed_cancel_and_stop) {
         fprintf(stderr, "  the cancel took %.3f s\n", dt);
         t->n_fail++;
     }
+    a.se.timeout_s = 0.2; /* the request's limit runs out at a batch boundary */
+    CHECK_EQ_INT(t, cpulm_sched_embed_submit(s, &a.se), CPULM_SCHED_ACCEPTED);
+    back = wait_embed(s, 1, 60, NULL, 0, &seq);
+    REQUIRE(t, back == &a.se);
+    CHECK(t, back->timed_out && back->status == CPULM_ERR_CANCELLED && back->n_done < n);
     CHECK_EQ_INT(t, cpulm_sched_embed_submit(s, &b.se), CPULM_SCHED_ACCEPTED);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     CHECK_EQ_INT(t, cpulm_sched_stop(s, 5.0), 1);

@@ -262,6 +262,7 @@ static int embed_parse(embed_job *j, cpulm_oai_error *e) {
 /* Stage 3 (a request worker): the scheduler embedded the inputs, or could not. */
 static int embed_write(embed_job *j, cpulm_oai_error *e) {
     cpulm_status st = j->se.status;
+    if (j->se.timed_out) return cpulm_oai_error_set(e, 504, NULL, "request timed out");
     if (st == CPULM_ERR_CANCELLED)
         return cpulm_oai_error_set(e, 503, NULL, "the request was cancelled");
     if (st != CPULM_OK)
@@ -345,7 +346,8 @@ cpulm_sched_embed *cpulm_embed_job_ready(cpulm_prep_job *base) {
                                 .tok = (const cpulm_token *const *)j->in.tok,
                                 .n_tok = j->in.n_tok,
                                 .out = j->vec,
-                                .destroy = embed_sched_destroy};
+                                .destroy = embed_sched_destroy,
+                                .timeout_s = j->s->p.timeout_s};
     return &j->se;
 }
 

@@ -848,8 +848,10 @@ static void step(cpulm_sched *s) {
  * requests), packed as cpulm_ctx_embed packs them, so vectors equal a one-call embed. The
  * batch's size comes from the time it may take: CPULM_SCHED_EMBED_BATCH_S when nothing
  * else runs (a cancel or a new request waits at most that), a long step's target while
- * generation runs or waits (so streams keep their gaps up to one long step), in tokens by
- * the measured cost per token; always at least one input. */
+ * generation runs or waits (so streams keep their gaps up to one long step); but at least
+ * 4 fixed costs of a step (reading the weights), so a large model's batches still amortize
+ * them. In tokens by the step model's fixed part and the measured cost per embedded token;
+ * always at least one input. */
 
 #define CPULM_SCHED_EMBED_BATCH_S 0.05
 
@@ -886,8 +888,10 @@ static int32_t emb_take(const cpulm_sched *s, const cpulm_sched_embed *e, int64_
     int live = s->n_active > 0 || s->wait_head != NULL;
     double T = target_step(s), budget = CPULM_SCHED_EMBED_BATCH_S;
     if (live && T > 0 && CPULM_SCHED_LONG_STEP * T < budget) budget = CPULM_SCHED_LONG_STEP * T;
+    if (budget < 4 * s->est.fixed) budget = 4 * s->est.fixed;
     int32_t n_batch = cpulm_ctx_n_ctx(s->p.embd_ctx), n_seq = cpulm_ctx_n_seq_max(s->p.embd_ctx);
-    double fit = budget / (s->emb_pre > 1e-9 ? s->emb_pre : 1e-9);
+    double room = budget - s->est.fixed;
+    double fit = room > 0 ? room / (s->emb_pre > 1e-9 ? s->emb_pre : 1e-9) : 0;
     int64_t max_tok = fit < (double)n_batch ? (int64_t)fit : n_batch;
     int32_t k = 0;
     *tokens = 0;
@@ -904,6 +908,12 @@ static int32_t emb_take(const cpulm_sched *s, const cpulm_sched_embed *e, int64_
 static void embed_step(cpulm_sched *s) {
     cpulm_sched_embed *e = s->emb_head;
     if (!e) return;
+    if (e->deadline > 0 && now_s() > e->deadline) {
+        emb_unlink(s, e);
+        e->timed_out = 1;
+        emb_return(s, e, CPULM_ERR_CANCELLED);
+        return;
+    }
     int64_t tokens;
     int32_t k = emb_take(s, e, &tokens);
     size_t E = (size_t)cpulm_ctx_n_embd(s->p.embd_ctx);
@@ -911,7 +921,10 @@ static void embed_step(cpulm_sched *s) {
     cpulm_status st = cpulm_ctx_embed(s->p.embd_ctx, e->tok + e->n_done, e->n_tok + e->n_done, k,
                                       e->out + (size_t)e->n_done * E);
     double dt = now_s() - t0;
-    if (st == CPULM_OK && tokens > 0) s->emb_pre = 0.8 * s->emb_pre + 0.2 * (dt / (double)tokens);
+    if (st == CPULM_OK && tokens > 0) { /* the cost per token beyond the fixed part */
+        double c = (dt - s->est.fixed) / (double)tokens;
+        s->emb_pre = 0.8 * s->emb_pre + 0.2 * (c > 1e-7 ? c : 1e-7);
+    }
     atomic_fetch_add(&s->st_emb_batches, 1);
     emb_unlink(s, e);
     if (st != CPULM_OK) {
@@ -1360,6 +1373,8 @@ cpulm_sched_submit_result cpulm_sched_embed_submit(cpulm_sched *s, cpulm_sched_e
         e->next = NULL;
         e->n_done = 0;
         e->status = CPULM_OK;
+        e->timed_out = 0;
+        e->deadline = e->timeout_s > 0 ? now_s() + e->timeout_s : 0;
         e->ev = ev;
         if (s->emb_in_tail)
             s->emb_in_tail->next = e;

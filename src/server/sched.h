@@ -133,10 +133,13 @@ typedef struct cpulm_sched_embed {
     float *out;                                   /* [n * n_embd] */
     void (*destroy)(struct cpulm_sched_embed *e); /* frees it (and its owner) when the
                                                    * scheduler is freed with it inside */
+    double timeout_s; /* limit from submission; <= 0: none. Past it: CANCELLED, timed_out */
     /* ---- the scheduler's ---- */
     struct cpulm_sched_embed *next;
     int32_t n_done;               /* inputs embedded so far */
     cpulm_status status;          /* when handed back: OK, CPULM_ERR_CANCELLED or the embed error */
+    int timed_out;                /* CANCELLED because timeout_s ran out */
+    double deadline;              /* monotonic seconds, from timeout_s; 0: none */
     struct cpulm_sched_event *ev; /* its EMBED event, allocated at submission (never lost) */
 } cpulm_sched_embed;
 
