@@ -1323,8 +1323,8 @@ TEST(sched_embed_equals_one_call) {
 }
 
 /* A cancel stops an embedding request at its next batch (it comes back CANCELLED, with
- * inputs left), and so does its timeout; cpulm_sched_stop returns within its bound while one runs, and freeing the
- * scheduler hands the one inside to its destroy callback. */
+ * inputs left), and so does its timeout; cpulm_sched_stop returns within its bound while one runs,
+ * and freeing the scheduler hands the one inside to its destroy callback. */
 TEST(sched_embed_cancel_and_stop) {
     cpulm_model *m = load_model();
     if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
