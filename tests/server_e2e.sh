@@ -446,7 +446,7 @@ kill -TERM "$SPID"; wait "$SPID"
 # steps, so meanwhile a short completion gets its first token within 1 s of its time alone
 # and /health answers within 100 ms; a client that disconnects has its embedding stopped at
 # the next batch; SIGTERM with --grace 2 exits within 4 s whatever is in flight ----
-start_server iso -np 2 -c 512 -t 1 --embeddings --pooling mean --grace 2
+start_server iso -np 2 -c 512 -t 1 --embeddings --pooling mean --grace 2 --max-body 16000000
 check iso_ready $?
 URL=http://127.0.0.1:$PORT
 jq -n '{input: [range(2048) | "\(.) " + ("Once upon a time there was a little girl named Lily. " * 9)]}' >"$TMP/iso_big.json"
@@ -487,6 +487,23 @@ check iso_disconnect_stops_embedding $? "(gauge 0 after ${stopped}s; inputs $n1 
 after=$(iso_ttft)
 iso_le "$after" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')"
 check iso_ttft_after_disconnect $? "(alone ${alone}s, after ${after}s)"
+# an 8 MB prompt (seconds of tokenizing) on a heavy-lane worker: a short completion passes
+# it, and when its client disconnects the tokenizer stops within 0.3 s (the worker is free)
+jq -n '{prompt: ("Once upon a time there was a little girl named Lily. " * 150000), max_tokens: 1}' >"$TMP/iso_huge.json"
+curl -s -o /dev/null --max-time 60 $URL/v1/completions -d @"$TMP/iso_huge.json" &
+HP=$!
+for _ in $(seq 100); do [ "$(iso_m cpulm_prep_running)" = 1 ] && break; sleep 0.02; done
+sleep 0.1
+mid=$(iso_ttft)
+iso_le "$mid" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')"
+check iso_ttft_while_huge_prompt $? "(alone ${alone}s, during ${mid}s)"
+[ "$(iso_m cpulm_prep_running)" = 1 ]; check iso_huge_prompt_still_tokenizing $?
+kill "$HP" 2>/dev/null; wait "$HP" 2>/dev/null
+t0=$(date +%s.%N)
+for _ in $(seq 300); do [ "$(iso_m cpulm_prep_running)" = 0 ] && break; sleep 0.005; done
+freed=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+iso_le "$freed" 0.3 && [ "$(iso_m cpulm_prep_running)" = 0 ]
+check iso_disconnect_stops_tokenizing $? "(worker free after ${freed}s)"
 # SIGTERM with --grace 2 while the big request is being tokenized, then embedded: a short
 # completion sent while it is tokenized is not queued behind it; the embedding client gets a
 # 503 when the grace period ends; the process exits within grace + 2 s
@@ -502,7 +519,7 @@ took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 wait "$EB"
 [ "$rc" = 0 ] && iso_le "$took" 4.0 && [ "$(cat "$TMP/iso_big.code")" = 503 ]
 check iso_sigterm_exits_within_grace $? "(rc $rc, exit after ${took}s, embedding client $(cat "$TMP/iso_big.code"))"
-echo "isolation: first token alone ${alone}s, during a 2,048-input embedding ${during}s, while it is tokenized ${early}s; /health ${h}s; embedding stopped ${stopped}s after the disconnect; exit ${took}s after SIGTERM (--grace 2)"
+echo "isolation: first token alone ${alone}s, during a 2,048-input embedding ${during}s, while it is tokenized ${early}s, while an 8 MB prompt is tokenized ${mid}s; /health ${h}s; embedding stopped ${stopped}s and tokenizing ${freed}s after the disconnect; exit ${took}s after SIGTERM (--grace 2)"
 
 # ---- Qwen3-style reasoning: a template that opens <think> (unless enable_thinking is false)
 # on tiny-qwen3 (random weights, so the reply never closes the block): the whole reply is

@@ -66,15 +66,21 @@ static void inputs_free(embd_inputs *in) {
 }
 
 /* Input i as tokens: a string (tokenized with BOS, as `cpulm embed`) or an array of ids. */
-static int input_tokens(const cpulm_server *s, const cpulm_json *v, int32_t i, embd_inputs *in,
+static int input_tokens(embed_job *j, const cpulm_json *v, int32_t i, embd_inputs *in,
                         cpulm_oai_error *e) {
+    const cpulm_server *s = j->s;
     const cpulm_model *m = s->model;
     if (v->type == CPULM_JSON_STRING) {
         if (!v->u.str.len) return -cpulm_oai_error_set(e, 400, "input", "input %d is empty", i);
         int32_t cap = (int32_t)v->u.str.len + 16, n = 0;
         if (!(in->tok[i] = malloc(sizeof(cpulm_token) * (size_t)cap)))
             return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
-        cpulm_status st = cpulm_tokenize(m, v->u.str.s, v->u.str.len, 1, 0, in->tok[i], cap, &n);
+        cpulm_status st = cpulm_tokenize_cancellable(m, v->u.str.s, v->u.str.len, 1, 0, in->tok[i],
+                                                     cap, &n, cpulm_prep_stopped_cb, &j->base);
+        if (st == CPULM_ERR_CANCELLED) /* sent only when out of time */
+            return -cpulm_oai_error_set(e, 504, NULL,
+                                        "the request took longer than %.0f s to prepare",
+                                        CPULM_SERVER_PREP_LIMIT_S);
         if (st != CPULM_OK)
             return -cpulm_oai_error_set(e, 400, "input", "input %d: cannot tokenize: %s", i,
                                         cpulm_status_str(st));
@@ -133,7 +139,7 @@ static int read_inputs(embed_job *j, const cpulm_json *input, embd_inputs *in, c
             return -cpulm_oai_error_set(e, 504, NULL,
                                         "the request took longer than %.0f s to prepare",
                                         CPULM_SERVER_PREP_LIMIT_S);
-        if (input_tokens(j->s, v, (int32_t)i, in, e) < 0) return -1;
+        if (input_tokens(j, v, (int32_t)i, in, e) < 0) return -1;
     }
     return 0;
 }

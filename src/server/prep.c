@@ -254,6 +254,10 @@ int cpulm_prep_stopped(cpulm_prep_job *j) {
     return j->deadline > 0 && now_s() > j->deadline;
 }
 
+int cpulm_prep_stopped_cb(void *job) {
+    return cpulm_prep_stopped(job);
+}
+
 int cpulm_prep_event_fd(const cpulm_prep *p) {
     return p->efd;
 }

@@ -64,6 +64,8 @@ void cpulm_prep_cancel_all(cpulm_prep *p);
 /* On the worker: whether j should stop now (cancelled, or past its deadline). Cheap: call it
  * between pieces of work of a few milliseconds. */
 int cpulm_prep_stopped(cpulm_prep_job *j);
+/* cpulm_prep_stopped as a callback (job: the cpulm_prep_job), for cpulm_tokenize_cancellable. */
+int cpulm_prep_stopped_cb(void *job);
 /* Readable when finished jobs are waiting (cpulm_prep_drain re-arms it). */
 int cpulm_prep_event_fd(const cpulm_prep *p);
 /* Takes the finished jobs (run, or cancelled before they ran), oldest first; the caller

@@ -207,10 +207,15 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
     }
     int32_t cap = (int32_t)text.len + 8, n = 0;
     r->prompt = malloc(sizeof(cpulm_token) * (size_t)cap);
-    cpulm_status st = r->prompt ? cpulm_tokenize(s->model, text.data, text.len, info.add_bos,
-                                                 info.parse_special, r->prompt, cap, &n)
-                                : CPULM_ERR_NOMEM;
+    cpulm_status st = r->prompt
+                          ? cpulm_tokenize_cancellable(s->model, text.data, text.len, info.add_bos,
+                                                       info.parse_special, r->prompt, cap, &n,
+                                                       cpulm_prep_stopped_cb, job)
+                          : CPULM_ERR_NOMEM;
     cpulm_buf_release(&text);
+    if (st == CPULM_ERR_CANCELLED) /* the job stopped (sent only when out of time) */
+        return -cpulm_oai_error_set(e, 504, NULL, "the request took longer than %.0f s to prepare",
+                                    CPULM_SERVER_PREP_LIMIT_S);
     if (st != CPULM_OK)
         return -cpulm_oai_error_set(e, 400, NULL, "cannot tokenize the prompt: %s",
                                     cpulm_status_str(st));
