@@ -4,7 +4,8 @@
 # and their status codes, keep-alive, malformed HTTP, a long prompt not stalling running
 # streams, client disconnects, the RAM prompt cache across slots, KV memory following the
 # tokens cached, queue limits (429) and the SIGTERM drain, /v1/embeddings (vectors equal
-# `cpulm embed --json`, base64, errors),
+# `cpulm embed --json`, base64, errors), no request holding up the others (a 2,048-input
+# embedding next to a short completion, /health, a disconnect and SIGTERM: issue 25),
 # and Qwen3-style <think> splitting into reasoning_content on tiny-qwen3.
 # Then the official `openai` npm package drives a server (openai_client_test.mjs), with
 # ajv + ajv-formats validating structured outputs and tool arguments: they are installed
@@ -465,6 +466,86 @@ code=$(curl -s -o "$TMP/emb_none" -w '%{http_code}' $URL/v1/embeddings -d '{"inp
 code=$(curl -s -o "$TMP/emb_off" -w '%{http_code}' $URL/v1/completions -d '{"prompt":"a","max_tokens":2}')
 [ "$code" = 200 ]; check emb_server_still_generates $?
 kill -TERM "$SPID"; wait "$SPID"
+
+# ---- no request holds up the others (issue 25): a 2,048-input, ~1 MB embedding request is
+# tokenized on a heavy-lane request worker and embedded in batches between the scheduler's
+# steps, so meanwhile a short completion gets its first token within 1 s of its time alone
+# and /health answers within 100 ms; a client that disconnects has its embedding stopped at
+# the next batch; SIGTERM with --grace 2 exits within 4 s whatever is in flight ----
+start_server iso -np 2 -c 512 -t 1 --embeddings --pooling mean --grace 2 --max-body 16000000
+check iso_ready $?
+URL=http://127.0.0.1:$PORT
+jq -n '{input: [range(2048) | "\(.) " + ("Once upon a time there was a little girl named Lily. " * 9)]}' >"$TMP/iso_big.json"
+iso_m() { curl -s $URL/metrics | sed -n "s/^$1 \([0-9][0-9.e+]*\)$/\1/p"; }
+iso_ttft() { # seconds to the first streamed token of a short completion (99: none in 10 s)
+  local t
+  t=$(curl -sN -o /dev/null -w '%{time_starttransfer}' --max-time 10 $URL/v1/completions \
+    -d '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"stream":true}') || t=99
+  echo "$t"
+}
+iso_le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; } # a <= b (floats)
+iso_big() { # starts the big embedding request in the background: EB its curl
+  curl -s -o "$TMP/iso_big.out" -w '%{http_code}' --max-time 120 $URL/v1/embeddings -d @"$TMP/iso_big.json" >"$TMP/iso_big.code" &
+  EB=$!
+}
+iso_embedding() { # waits (at most 5 s) until the scheduler embeds; a server without the metric times out
+  for _ in $(seq 100); do [ "$(iso_m cpulm_embed_requests_running)" = 1 ] && return 0; sleep 0.05; done
+  return 1
+}
+alone=$( (iso_ttft; iso_ttft; iso_ttft) | sort -n | head -n 1)
+iso_big
+iso_embedding; check iso_embedding_in_scheduler $?
+during=$(iso_ttft)
+iso_le "$during" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')"
+check iso_ttft_during_embedding $? "(alone ${alone}s, during ${during}s)"
+h=$(curl -s -o /dev/null -w '%{time_total}' $URL/health)
+iso_le "$h" 0.1; check iso_health_during_embedding $? "(${h}s)"
+[ "$(iso_m cpulm_embed_requests_running)" = 1 ]; check iso_embedding_still_running $?
+# disconnect: the scheduler drops the request at its next batch (the gauge falls to 0 and the
+# inputs counter stops), and the next request is served at once
+kill "$EB" 2>/dev/null; wait "$EB" 2>/dev/null
+t0=$(date +%s.%N)
+for _ in $(seq 300); do [ "$(iso_m cpulm_embed_requests_running)" = 0 ] && break; sleep 0.005; done
+stopped=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+n1=$(iso_m cpulm_embed_inputs_total); sleep 0.3; n2=$(iso_m cpulm_embed_inputs_total)
+iso_le "$stopped" 0.3 && [ -n "$n1" ] && [ "$n1" = "$n2" ] && [ "$n1" -lt 2048 ]
+check iso_disconnect_stops_embedding $? "(gauge 0 after ${stopped}s; inputs $n1 then $n2)"
+after=$(iso_ttft)
+iso_le "$after" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')"
+check iso_ttft_after_disconnect $? "(alone ${alone}s, after ${after}s)"
+# an 8 MB prompt (seconds of tokenizing) on a heavy-lane worker: a short completion passes
+# it, and when its client disconnects the tokenizer stops within 0.3 s (the worker is free)
+jq -n '{prompt: ("Once upon a time there was a little girl named Lily. " * 150000), max_tokens: 1}' >"$TMP/iso_huge.json"
+curl -s -o /dev/null --max-time 60 $URL/v1/completions -d @"$TMP/iso_huge.json" &
+HP=$!
+for _ in $(seq 100); do [ "$(iso_m cpulm_prep_running)" = 1 ] && break; sleep 0.02; done
+sleep 0.1
+mid=$(iso_ttft)
+iso_le "$mid" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')"
+check iso_ttft_while_huge_prompt $? "(alone ${alone}s, during ${mid}s)"
+[ "$(iso_m cpulm_prep_running)" = 1 ]; check iso_huge_prompt_still_tokenizing $?
+kill "$HP" 2>/dev/null; wait "$HP" 2>/dev/null
+t0=$(date +%s.%N)
+for _ in $(seq 300); do [ "$(iso_m cpulm_prep_running)" = 0 ] && break; sleep 0.005; done
+freed=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+iso_le "$freed" 0.3 && [ "$(iso_m cpulm_prep_running)" = 0 ]
+check iso_disconnect_stops_tokenizing $? "(worker free after ${freed}s)"
+# SIGTERM with --grace 2 while the big request is being tokenized, then embedded: a short
+# completion sent while it is tokenized is not queued behind it; the embedding client gets a
+# 503 when the grace period ends; the process exits within grace + 2 s
+iso_big
+sleep 0.1
+early=$(iso_ttft)
+iso_le "$early" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')"
+check iso_ttft_while_tokenizing $? "(alone ${alone}s, during ${early}s)"
+iso_embedding; check iso_embedding_in_scheduler_at_sigterm $?
+t0=$(date +%s.%N)
+kill -TERM "$SPID"; wait "$SPID"; rc=$?
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+wait "$EB"
+[ "$rc" = 0 ] && iso_le "$took" 4.0 && [ "$(cat "$TMP/iso_big.code")" = 503 ]
+check iso_sigterm_exits_within_grace $? "(rc $rc, exit after ${took}s, embedding client $(cat "$TMP/iso_big.code"))"
+echo "isolation: first token alone ${alone}s, during a 2,048-input embedding ${during}s, while it is tokenized ${early}s, while an 8 MB prompt is tokenized ${mid}s; /health ${h}s; embedding stopped ${stopped}s and tokenizing ${freed}s after the disconnect; exit ${took}s after SIGTERM (--grace 2)"
 
 # ---- Qwen3-style reasoning: a template that opens <think> (unless enable_thinking is false)
 # on tiny-qwen3 (random weights, so the reply never closes the block): the whole reply is

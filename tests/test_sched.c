@@ -109,6 +109,7 @@ static void absorb(cpulm_sched_event *e, result *res, int n, int64_t *global_seq
                 r->done = 1;
                 r->error_status = e->error_status;
                 break;
+            case CPULM_SCHED_EV_EMBED: break; /* not submitted by these tests */
             }
         }
         free(e);
@@ -1186,5 +1187,203 @@ TEST(sched_prefill_every_other_step) {
     for (int i = 0; i < 5; i++)
         result_release(&res[i]);
     cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+/* ---- embedding requests (cpulm_sched_embed_submit) ---- */
+
+static cpulm_ctx *embd_ctx_new(const cpulm_model *m) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = 256;
+    cp.n_batch = 256;
+    cp.n_seq_max = 16;
+    cp.n_outputs_max = 256;
+    cp.n_threads = 1;
+    cp.embeddings = CPULM_EMBD_ONLY;
+    cp.pooling = CPULM_POOLING_MEAN;
+    return cpulm_ctx_new(m, &cp, NULL);
+}
+
+typedef struct embd_case {
+    cpulm_sched_embed se;
+    cpulm_token **tok;
+    int32_t *n_tok;
+    int n_destroyed; /* destroy callbacks seen */
+} embd_case;
+
+/* n synthetic inputs; input i has 1 + (i * 37) % max_len tokens. */
+static void embd_case_init(embd_case *c, const cpulm_model *m, uint64_t id, int32_t n,
+                           int32_t max_len, float *out) {
+    memset(c, 0, sizeof *c);
+    c->tok = calloc((size_t)n, sizeof *c->tok);
+    c->n_tok = calloc((size_t)n, sizeof *c->n_tok);
+    for (int32_t i = 0; i < n; i++) {
+        c->n_tok[i] = 1 + (i * 37) % max_len;
+        c->tok[i] = malloc(sizeof(cpulm_token) * (size_t)c->n_tok[i]);
+        for (int32_t j = 0; j < c->n_tok[i]; j++)
+            c->tok[i][j] = j == 0 ? 1 : 2 + (i * 7 + j * 13) % (cpulm_vocab_n(m) - 2);
+    }
+    c->se = (cpulm_sched_embed){
+        .id = id, .n = n, .tok = (const cpulm_token *const *)c->tok, .n_tok = c->n_tok, .out = out};
+}
+
+static void embd_case_release(embd_case *c) {
+    for (int32_t i = 0; i < c->se.n; i++)
+        free(c->tok[i]);
+    free(c->tok);
+    free(c->n_tok);
+}
+
+static void embd_case_destroyed(cpulm_sched_embed *se) {
+    ((embd_case *)se)->n_destroyed++; /* se is the first member */
+}
+
+/* Drains events until the EMBED event of id comes (at most timeout_s); other events go to
+ * res[0..n) as absorb routes them. Returns the request handed back, or NULL. */
+static cpulm_sched_embed *wait_embed(cpulm_sched *s, uint64_t id, double timeout_s, result *res,
+                                     int n, int64_t *seq) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cpulm_sched_embed *got = NULL;
+    for (;;) {
+        cpulm_sched_event *e = cpulm_sched_drain(s), *keep = NULL, **tail = &keep;
+        while (e) {
+            cpulm_sched_event *next = e->next;
+            if (e->kind == CPULM_SCHED_EV_EMBED && e->id == id) {
+                got = e->embed;
+                free(e);
+            } else {
+                e->next = NULL;
+                *tail = e;
+                tail = &e->next;
+            }
+            e = next;
+        }
+        absorb(keep, res, n, seq, 0);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (got || dt > timeout_s) return got;
+        cpulm_sched_wait(s, 5);
+    }
+}
+
+/* An embedding request runs in batches between decode steps, next to a generating stream:
+ * its vectors are bit-identical to one cpulm_ctx_embed call over all inputs, and the stream
+ * completes as it would alone. */
+TEST(sched_embed_equals_one_call) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_ctx *ec = embd_ctx_new(m), *ref = embd_ctx_new(m);
+    REQUIRE(t, ec && ref);
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.n_parallel = 2;
+    p.n_ctx = 256;
+    p.n_threads = 1;
+    p.embd_ctx = ec;
+    cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
+    REQUIRE(t, s);
+    const int32_t n = 60, E = cpulm_ctx_n_embd(ec);
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)E);
+    float *want = malloc(sizeof(float) * (size_t)n * (size_t)E);
+    embd_case c;
+    embd_case_init(&c, m, 7, n, 200, out);
+    result res[1];
+    result_init(&res[0]);
+    int64_t seq = 0;
+    cpulm_sched_req *r = make_req(m, 0, prompts[0], 40);
+    r->ignore_eos = 1;
+    CHECK_EQ_INT(t, cpulm_sched_submit(s, r), CPULM_SCHED_ACCEPTED);
+    CHECK_EQ_INT(t, cpulm_sched_embed_submit(s, &c.se), CPULM_SCHED_ACCEPTED);
+    cpulm_sched_embed *back = wait_embed(s, 7, 300, res, 1, &seq);
+    REQUIRE(t, back == &c.se);
+    CHECK_EQ_INT(t, back->status, CPULM_OK);
+    CHECK_EQ_INT(t, back->n_done, n);
+    CHECK(t, wait_all(s, res, 1, &seq, 0));
+    CHECK_EQ_INT(t, res[0].n_completion, 40);
+    REQUIRE(t,
+            cpulm_ctx_embed(ref, (const cpulm_token *const *)c.tok, c.n_tok, n, want) == CPULM_OK);
+    CHECK(t, memcmp(out, want, sizeof(float) * (size_t)n * (size_t)E) == 0);
+    cpulm_sched_stats st;
+    cpulm_sched_get_stats(s, &st);
+    CHECK_EQ_INT(t, st.n_embed, 0);
+    CHECK_EQ_INT(t, st.n_embed_inputs, n);
+    CHECK(t, st.n_embed_batches >= 1 && st.n_embed_batches <= (uint64_t)n);
+    /* malformed requests are refused without being queued */
+    cpulm_sched_embed bad = c.se;
+    bad.n = 0;
+    CHECK_EQ_INT(t, cpulm_sched_embed_submit(s, &bad), CPULM_SCHED_INVALID);
+    result_release(&res[0]);
+    cpulm_sched_free(s);
+    embd_case_release(&c);
+    free(out);
+    free(want);
+    cpulm_ctx_free(ec);
+    cpulm_ctx_free(ref);
+    cpulm_model_free(m);
+}
+
+/* A cancel stops an embedding request at its next batch (it comes back CANCELLED, with
+ * inputs left), and so does its timeout; cpulm_sched_stop returns within its bound while one runs,
+ * and freeing the scheduler hands the one inside to its destroy callback. */
+TEST(sched_embed_cancel_and_stop) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_ctx *ec = embd_ctx_new(m);
+    REQUIRE(t, ec);
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.n_parallel = 1;
+    p.n_ctx = 256;
+    p.n_threads = 1;
+    p.embd_ctx = ec;
+    cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
+    REQUIRE(t, s);
+    const int32_t n = 2048, E = cpulm_ctx_n_embd(ec);
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)E);
+    embd_case a, b;
+    embd_case_init(&a, m, 1, n, 250, out);
+    embd_case_init(&b, m, 2, n, 250, out);
+    b.se.destroy = embd_case_destroyed;
+    int64_t seq = 0;
+    CHECK_EQ_INT(t, cpulm_sched_embed_submit(s, &a.se), CPULM_SCHED_ACCEPTED);
+    cpulm_sched_stats st = {0};
+    for (int i = 0; i < 6000 && st.n_embed_inputs == 0; i++) {
+        cpulm_sched_get_stats(s, &st);
+        usleep(1000);
+    }
+    REQUIRE(t, st.n_embed_inputs > 0);
+    cpulm_sched_cancel(s, 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cpulm_sched_embed *back = wait_embed(s, 1, 60, NULL, 0, &seq);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    REQUIRE(t, back == &a.se);
+    CHECK_EQ_INT(t, back->status, CPULM_ERR_CANCELLED);
+    CHECK(t, back->n_done < n);
+    if (dt > 0.5) { /* one batch aims at 50 ms */
+        fprintf(stderr, "  the cancel took %.3f s\n", dt);
+        t->n_fail++;
+    }
+    a.se.timeout_s = 0.2; /* the request's limit runs out at a batch boundary */
+    CHECK_EQ_INT(t, cpulm_sched_embed_submit(s, &a.se), CPULM_SCHED_ACCEPTED);
+    back = wait_embed(s, 1, 60, NULL, 0, &seq);
+    REQUIRE(t, back == &a.se);
+    CHECK(t, back->timed_out && back->status == CPULM_ERR_CANCELLED && back->n_done < n);
+    CHECK_EQ_INT(t, cpulm_sched_embed_submit(s, &b.se), CPULM_SCHED_ACCEPTED);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ_INT(t, cpulm_sched_stop(s, 5.0), 1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (dt > 0.5) {
+        fprintf(stderr, "  stopping took %.3f s\n", dt);
+        t->n_fail++;
+    }
+    CHECK_EQ_INT(t, cpulm_sched_embed_submit(s, &a.se), CPULM_SCHED_STOPPING);
+    cpulm_sched_free(s);
+    CHECK_EQ_INT(t, b.n_destroyed, 1);
+    embd_case_release(&a);
+    embd_case_release(&b);
+    free(out);
+    cpulm_ctx_free(ec);
     cpulm_model_free(m);
 }

@@ -975,3 +975,52 @@ TEST(tok_roundtrip) {
     free(mixed);
     free(text);
 }
+
+/* ---- stopping a long tokenization (cpulm_vocab_tokenize_stop) ---- */
+
+typedef struct stop_count {
+    int calls, stop_at; /* stop on call stop_at (0: never) */
+} stop_count;
+
+static int count_stop(void *user) {
+    stop_count *c = user;
+    return ++c->calls == c->stop_at;
+}
+
+/* A stop that never fires leaves the ids as they are; one that fires ends the call with
+ * CPULM_ERR_CANCELLED at once; and it is asked often (every 4096 steps) on a long text. */
+static void check_stop(test_ctx *t, const cpulm_vocab *v, const char *text, size_t n) {
+    int32_t cap = (int32_t)n + 16, n_plain = 0, n_stop = 0;
+    cpulm_token *a = malloc(sizeof(cpulm_token) * (size_t)cap);
+    cpulm_token *b = malloc(sizeof(cpulm_token) * (size_t)cap);
+    CHECK_EQ_INT(t, cpulm_vocab_tokenize(v, text, n, 1, 0, a, cap, &n_plain), CPULM_OK);
+    stop_count never = {0, 0};
+    cpulm_vocab_stop s1 = {count_stop, &never, 0};
+    CHECK_EQ_INT(t, cpulm_vocab_tokenize_stop(v, text, n, 1, 0, b, cap, &n_stop, &s1), CPULM_OK);
+    CHECK_EQ_INT(t, n_stop, n_plain);
+    CHECK(t, n_plain > 0 && memcmp(a, b, sizeof(cpulm_token) * (size_t)n_plain) == 0);
+    CHECK(t, never.calls >= 10); /* asked all along, not only at the end */
+    stop_count third = {0, 3};
+    cpulm_vocab_stop s2 = {count_stop, &third, 0};
+    CHECK_EQ_INT(t, cpulm_vocab_tokenize_stop(v, text, n, 1, 0, b, cap, &n_stop, &s2),
+                 CPULM_ERR_CANCELLED);
+    CHECK_EQ_INT(t, third.calls, 3);
+    free(a);
+    free(b);
+}
+
+TEST(tok_stop_long_text) {
+    const char *p = test_shared_path("testdata/text/tinystories_valid_head.txt");
+    size_t n = 0;
+    char *text = p ? test_read_file(p, &n) : NULL;
+    if (!text) SKIP(t, "tinystories text missing");
+    n = n < 200000 ? n : 200000;
+    cpulm_vocab *spm = gguf_vocab(t, "models/stories260K.gguf");
+    cpulm_vocab *l3 = llama3_vocab();
+    if (spm) check_stop(t, spm, text, n);
+    if (l3) check_stop(t, l3, text, n);
+    CHECK(t, spm || l3);
+    cpulm_vocab_free(spm);
+    cpulm_vocab_free(l3);
+    free(text);
+}

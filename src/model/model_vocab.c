@@ -32,6 +32,15 @@ cpulm_status cpulm_tokenize(const cpulm_model *m, const char *text, size_t len, 
     return cpulm_vocab_tokenize(m->vocab, text, len, add_special, parse_special, out, cap, n_out);
 }
 
+cpulm_status cpulm_tokenize_cancellable(const cpulm_model *m, const char *text, size_t len,
+                                        int add_special, int parse_special, cpulm_token *out,
+                                        int32_t cap, int32_t *n_out, int (*stop)(void *user),
+                                        void *user) {
+    cpulm_vocab_stop vs = {stop, user, 0};
+    return cpulm_vocab_tokenize_stop(m->vocab, text, len, add_special, parse_special, out, cap,
+                                     n_out, stop ? &vs : NULL);
+}
+
 cpulm_status cpulm_token_to_piece(const cpulm_model *m, cpulm_token t, int special, char *buf,
                                   int32_t cap, int32_t *n_out) {
     return cpulm_vocab_piece(m->vocab, t, special, buf, cap, n_out);

@@ -1,13 +1,14 @@
 /* embed.c: POST /v1/embeddings (`cpulm serve --embeddings`).
  *
- * Embeddings run on the request worker (prep.h), not in the scheduler's steps: the server
- * keeps a second, embeddings-only context of the same model (made by the loader thread,
- * used only by the worker, which runs one job at a time), and a job parses the body,
- * tokenizes the inputs, embeds them in packed batches (cpulm_ctx_embed), L2-normalizes
- * and writes the whole response. This is the simple path: the I/O thread never waits for
- * it, but an embedding request delays the tokenization of generation requests queued
- * behind it and shares the CPU with the scheduler's decode threads while it runs.
+ * The server keeps a second, embeddings-only context of the same model (made by the loader
+ * thread, used only by the scheduler thread). A request goes through three stages, each
+ * where it cannot hold up anyone else: a request worker (prep.h) parses the body and
+ * tokenizes the inputs (checking for cancellation between inputs); the scheduler embeds
+ * them in batches of whole inputs interleaved with its decode steps (cpulm_sched_embed, a
+ * cancel stops it at the next batch); a request worker again L2-normalizes the vectors and
+ * writes the response, which the I/O thread then sends.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +19,26 @@
 
 #define EMBD_MAX_INPUTS 2048 /* OpenAI's limit on the inputs of one request */
 
+#define EMBD_HEAVY_FLOATS (1 << 16) /* a response this large is written in the heavy lane */
+
+typedef struct embd_inputs {
+    cpulm_token **tok;
+    int32_t *n_tok;
+    int32_t n;
+} embd_inputs;
+
 typedef struct embed_job {
     cpulm_prep_job base;
-    const cpulm_server *s; /* read-only fields only, and embd_ctx (this worker's alone) */
-    char *body;
+    const cpulm_server *s; /* read-only fields only (fixed once the model is loaded) */
+    char *body;            /* the request (copied); freed once parsed */
     size_t n_body;
-    int status;    /* HTTP status of out */
-    cpulm_buf out; /* the response body, or an OpenAI error */
+    int base64;
+    embd_inputs in;
+    float *vec; /* [in.n * E]: the scheduler's output */
+    int32_t E;
+    cpulm_sched_embed se; /* the request as the scheduler sees it */
+    int status;           /* 0: ready to embed; else the HTTP status of out */
+    cpulm_buf out;        /* the response body, or an OpenAI error */
 } embed_job;
 
 cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err) {
@@ -44,12 +58,6 @@ cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err) {
 
 /* ---- request ---- */
 
-typedef struct embd_inputs {
-    cpulm_token **tok;
-    int32_t *n_tok;
-    int32_t n;
-} embd_inputs;
-
 static void inputs_free(embd_inputs *in) {
     for (int32_t i = 0; in->tok && i < in->n; i++)
         free(in->tok[i]);
@@ -58,15 +66,21 @@ static void inputs_free(embd_inputs *in) {
 }
 
 /* Input i as tokens: a string (tokenized with BOS, as `cpulm embed`) or an array of ids. */
-static int input_tokens(const cpulm_server *s, const cpulm_json *v, int32_t i, embd_inputs *in,
+static int input_tokens(embed_job *j, const cpulm_json *v, int32_t i, embd_inputs *in,
                         cpulm_oai_error *e) {
+    const cpulm_server *s = j->s;
     const cpulm_model *m = s->model;
     if (v->type == CPULM_JSON_STRING) {
         if (!v->u.str.len) return -cpulm_oai_error_set(e, 400, "input", "input %d is empty", i);
         int32_t cap = (int32_t)v->u.str.len + 16, n = 0;
         if (!(in->tok[i] = malloc(sizeof(cpulm_token) * (size_t)cap)))
             return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
-        cpulm_status st = cpulm_tokenize(m, v->u.str.s, v->u.str.len, 1, 0, in->tok[i], cap, &n);
+        cpulm_status st = cpulm_tokenize_cancellable(m, v->u.str.s, v->u.str.len, 1, 0, in->tok[i],
+                                                     cap, &n, cpulm_prep_stopped_cb, &j->base);
+        if (st == CPULM_ERR_CANCELLED) /* sent only when out of time */
+            return -cpulm_oai_error_set(e, 504, NULL,
+                                        "the request took longer than %.0f s to prepare",
+                                        CPULM_SERVER_PREP_LIMIT_S);
         if (st != CPULM_OK)
             return -cpulm_oai_error_set(e, 400, "input", "input %d: cannot tokenize: %s", i,
                                         cpulm_status_str(st));
@@ -100,8 +114,7 @@ static int is_token_array(const cpulm_json *v) {
 }
 
 /* `input`: a string, an array of strings, an array of token ids, or an array of such arrays. */
-static int read_inputs(const cpulm_server *s, const cpulm_json *input, embd_inputs *in,
-                       cpulm_oai_error *e) {
+static int read_inputs(embed_job *j, const cpulm_json *input, embd_inputs *in, cpulm_oai_error *e) {
     if (!input || (input->type != CPULM_JSON_STRING && input->type != CPULM_JSON_ARRAY))
         return -cpulm_oai_error_set(e, 400, "input",
                                     "'input' must be a string, an array of "
@@ -122,7 +135,11 @@ static int read_inputs(const cpulm_server *s, const cpulm_json *input, embd_inpu
                                         "input %zu must be a string or an "
                                         "array of token ids",
                                         i);
-        if (input_tokens(s, v, (int32_t)i, in, e) < 0) return -1;
+        if (cpulm_prep_stopped(&j->base)) /* cancelled, or out of time (then e is sent) */
+            return -cpulm_oai_error_set(e, 504, NULL,
+                                        "the request took longer than %.0f s to prepare",
+                                        CPULM_SERVER_PREP_LIMIT_S);
+        if (input_tokens(j, v, (int32_t)i, in, e) < 0) return -1;
     }
     return 0;
 }
@@ -152,8 +169,10 @@ static void write_base64(cpulm_buf *o, const float *v, int32_t n) {
     cpulm_buf_putc(o, '"');
 }
 
-static void write_response(const cpulm_server *s, const float *vec, int32_t n, int32_t E,
-                           int base64, int64_t n_tokens, cpulm_buf *o) {
+/* Returns 0, or -1 when the job was cancelled midway (o is then incomplete). */
+static int write_response(embed_job *j, const float *vec, int32_t n, int32_t E, int base64,
+                          int64_t n_tokens, cpulm_buf *o) {
+    const cpulm_server *s = j->s;
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, o, 0, 0);
     cpulm_json_obj_begin(&w);
@@ -163,6 +182,7 @@ static void write_response(const cpulm_server *s, const float *vec, int32_t n, i
     cpulm_json_arr_begin(&w);
     char num[32];
     for (int32_t i = 0; i < n; i++) {
+        if (i % 64 == 63 && cpulm_prep_stopped(&j->base)) return -1;
         const float *v = vec + (size_t)i * (size_t)E;
         cpulm_json_obj_begin(&w);
         cpulm_json_key(&w, "object");
@@ -178,8 +198,8 @@ static void write_response(const cpulm_server *s, const float *vec, int32_t n, i
             cpulm_buf_release(&t);
         } else { /* %.9g: every float32 round-trips */
             cpulm_json_arr_begin(&w);
-            for (int32_t j = 0; j < E; j++) {
-                int k = snprintf(num, sizeof num, "%.9g", (double)v[j]);
+            for (int32_t d = 0; d < E; d++) {
+                int k = snprintf(num, sizeof num, "%.9g", (double)v[d]);
                 cpulm_json_write_raw(&w, num, (size_t)k);
             }
             cpulm_json_arr_end(&w);
@@ -197,6 +217,7 @@ static void write_response(const cpulm_server *s, const float *vec, int32_t n, i
     cpulm_json_write_int(&w, n_tokens);
     cpulm_json_obj_end(&w);
     cpulm_json_obj_end(&w);
+    return 0;
 }
 
 /* encoding_format: "float" (default) or "base64". Returns 0/1, or -1 with e set. */
@@ -211,71 +232,77 @@ static int read_format(const cpulm_json *root, cpulm_oai_error *e) {
                                 "or \"base64\"");
 }
 
-/* Parses, embeds and writes; returns the HTTP status (the body in o). */
-static int embed_body(const cpulm_server *s, const char *body, size_t n_body, cpulm_buf *o,
-                      cpulm_oai_error *e) {
+/* Stage 1 (a request worker): parses the body and tokenizes the inputs into j. Returns 0
+ * when they are ready to embed, else the HTTP status (e set). */
+static int embed_parse(embed_job *j, cpulm_oai_error *e) {
+    const cpulm_server *s = j->s;
+    if (cpulm_ctx_pooling(s->embd_ctx) == CPULM_POOLING_NONE)
+        return cpulm_oai_error_set(e, 400, NULL,
+                                   "the server's pooling is none: per-token embeddings are not "
+                                   "served (start it with --pooling mean|last|cls)");
     cpulm_json_limits lim = cpulm_json_default_limits();
     lim.max_bytes = s->p.max_body;
     lim.max_depth = 64;
     cpulm_json_doc *doc = NULL;
     cpulm_error jerr;
-    if (cpulm_json_parse(body, n_body, &lim, &doc, NULL, &jerr) != CPULM_OK)
+    if (cpulm_json_parse(j->body, j->n_body, &lim, &doc, NULL, &jerr) != CPULM_OK)
         return cpulm_oai_error_set(e, 400, NULL, "invalid JSON body: %s", jerr.msg);
     const cpulm_json *root = cpulm_json_root(doc);
-    embd_inputs in = {0};
-    float *vec = NULL;
-    int base64 = 0, status = 200;
-    const int32_t E = cpulm_ctx_n_embd(s->embd_ctx);
+    const cpulm_json *dim =
+        root->type == CPULM_JSON_OBJECT ? cpulm_json_get(root, "dimensions") : NULL;
+    int status = 0;
+    j->E = cpulm_ctx_n_embd(s->embd_ctx);
     if (root->type != CPULM_JSON_OBJECT)
         status = cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
-    else if ((base64 = read_format(root, e)) < 0 ||
-             read_inputs(s, cpulm_json_get(root, "input"), &in, e) < 0)
+    else if ((j->base64 = read_format(root, e)) < 0 ||
+             read_inputs(j, cpulm_json_get(root, "input"), &j->in, e) < 0)
         status = e->status;
-    else if (cpulm_json_get(root, "dimensions") &&
-             cpulm_json_get(root, "dimensions")->type != CPULM_JSON_NULL)
+    else if (dim && dim->type != CPULM_JSON_NULL)
         status = cpulm_oai_error_set(e, 400, "dimensions", "'dimensions' is not supported");
-    else if (!(vec = malloc(sizeof(float) * (size_t)E * (size_t)in.n)))
+    else if (!(j->vec = malloc(sizeof(float) * (size_t)j->E * (size_t)j->in.n)))
         status = cpulm_oai_error_set(e, 500, NULL, "out of memory");
-    if (status == 200) {
-        cpulm_status st =
-            cpulm_ctx_embed(s->embd_ctx, (const cpulm_token *const *)in.tok, in.n_tok, in.n, vec);
-        if (st != CPULM_OK) {
-            status = cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "input",
-                                         "cannot embed the input: %s", cpulm_status_str(st));
-        } else {
-            int64_t n_tokens = 0;
-            for (int32_t i = 0; i < in.n; i++) {
-                cpulm_embd_normalize(vec + (size_t)i * (size_t)E, E);
-                n_tokens += in.n_tok[i];
-            }
-            write_response(s, vec, in.n, E, base64, n_tokens, o);
-            if (cpulm_buf_status(o) != CPULM_OK)
-                status = cpulm_oai_error_set(e, 500, NULL, "out of memory");
-        }
-    }
-    free(vec);
-    inputs_free(&in);
     cpulm_json_free(doc);
     return status;
 }
 
+/* Stage 3 (a request worker): the scheduler embedded the inputs, or could not. */
+static int embed_write(embed_job *j, cpulm_oai_error *e) {
+    cpulm_status st = j->se.status;
+    if (j->se.timed_out) return cpulm_oai_error_set(e, 504, NULL, "request timed out");
+    if (st == CPULM_ERR_CANCELLED)
+        return cpulm_oai_error_set(e, 503, NULL, "the request was cancelled");
+    if (st != CPULM_OK)
+        return cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "input",
+                                   "cannot embed the input: %s", cpulm_status_str(st));
+    int64_t n_tokens = 0;
+    for (int32_t i = 0; i < j->in.n; i++) {
+        cpulm_embd_normalize(j->vec + (size_t)i * (size_t)j->E, j->E);
+        n_tokens += j->in.n_tok[i];
+    }
+    if (write_response(j, j->vec, j->in.n, j->E, j->base64, n_tokens, &j->out) < 0)
+        return cpulm_oai_error_set(e, 503, NULL, "the request was cancelled");
+    if (cpulm_buf_status(&j->out) != CPULM_OK)
+        return cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    return 200;
+}
+
 /* ---- the job ---- */
 
-static void embed_run(cpulm_prep_job *base) {
+static void embed_finish(cpulm_prep_job *base) {
     embed_job *j = (embed_job *)base;
     cpulm_oai_error e;
-    if (cpulm_ctx_pooling(j->s->embd_ctx) == CPULM_POOLING_NONE) {
-        j->status = cpulm_oai_error_set(&e, 400, NULL,
-                                        "the server's pooling is none: per-token "
-                                        "embeddings are not served (start it with "
-                                        "--pooling mean|last|cls)");
-    } else {
-        j->status = embed_body(j->s, j->body, j->n_body, &j->out, &e);
-    }
+    j->status = embed_write(j, &e);
     if (j->status != 200) {
         cpulm_buf_reset(&j->out);
         cpulm_oai_write_error(&j->out, &e);
     }
+}
+
+static void embed_run(cpulm_prep_job *base) {
+    embed_job *j = (embed_job *)base;
+    cpulm_oai_error e;
+    j->status = embed_parse(j, &e);
+    if (j->status != 0) cpulm_oai_write_error(&j->out, &e);
     free(j->body);
     j->body = NULL;
 }
@@ -283,8 +310,14 @@ static void embed_run(cpulm_prep_job *base) {
 static void embed_destroy(cpulm_prep_job *base) {
     embed_job *j = (embed_job *)base;
     free(j->body);
+    inputs_free(&j->in);
+    free(j->vec);
     cpulm_buf_release(&j->out);
     free(j);
+}
+
+static void embed_sched_destroy(cpulm_sched_embed *se) {
+    embed_destroy((cpulm_prep_job *)((char *)se - offsetof(embed_job, se)));
 }
 
 cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, size_t n,
@@ -299,6 +332,7 @@ cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, siz
     j->base.id = id;
     j->base.run = embed_run;
     j->base.destroy = embed_destroy;
+    j->base.heavy = n > CPULM_SERVER_LIGHT_BODY;
     j->s = s;
     j->body = copy;
     j->n_body = n;
@@ -307,7 +341,27 @@ cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, siz
 }
 
 int cpulm_embed_job_is(const cpulm_prep_job *j) {
-    return j->run == embed_run;
+    return j->run == embed_run || j->run == embed_finish;
+}
+
+cpulm_sched_embed *cpulm_embed_job_ready(cpulm_prep_job *base) {
+    embed_job *j = (embed_job *)base;
+    if (j->base.run != embed_run || j->status != 0) return NULL;
+    j->se = (cpulm_sched_embed){.id = j->base.id,
+                                .n = j->in.n,
+                                .tok = (const cpulm_token *const *)j->in.tok,
+                                .n_tok = j->in.n_tok,
+                                .out = j->vec,
+                                .destroy = embed_sched_destroy,
+                                .timeout_s = j->s->p.timeout_s};
+    return &j->se;
+}
+
+cpulm_prep_job *cpulm_embed_job_embedded(cpulm_sched_embed *se) {
+    embed_job *j = (embed_job *)((char *)se - offsetof(embed_job, se));
+    j->base.run = embed_finish;
+    j->base.heavy = (int64_t)j->in.n * j->E > EMBD_HEAVY_FLOATS;
+    return &j->base;
 }
 
 int cpulm_embed_job_result(const cpulm_prep_job *base, const char **body, size_t *n) {

@@ -243,6 +243,37 @@ static void render_gauges(cpulm_buf *o, const char *ml, const cpulm_metrics_gaug
                (double)g->n_long_steps);
 }
 
+/* The request workers (prep.h) and the embedding requests the scheduler runs. */
+static void render_work(cpulm_buf *o, const cpulm_metrics_gauges *g) {
+    const struct {
+        const char *name, *type, *help;
+        double v;
+    } w[] = {
+        {"cpulm_prep_workers", "gauge", "Request-preparation worker threads.",
+         (double)g->prep_workers},
+        {"cpulm_prep_queue_light", "gauge", "Light requests waiting for a preparation worker.",
+         (double)g->prep_light},
+        {"cpulm_prep_queue_heavy", "gauge",
+         "Heavy requests (large bodies, grammars) waiting for a preparation worker.",
+         (double)g->prep_heavy},
+        {"cpulm_prep_running", "gauge", "Requests being prepared (parsed, tokenized, written).",
+         (double)g->prep_running},
+        {"cpulm_prep_cancelled_total", "counter",
+         "Preparation jobs cancelled (client gone, shutdown).", (double)g->prep_cancelled},
+        {"cpulm_embed_requests_running", "gauge",
+         "Embedding requests queued or being embedded by the scheduler.",
+         (double)g->embed_requests},
+        {"cpulm_embed_batches_total", "counter", "Embedding batches decoded.",
+         (double)g->embed_batches},
+        {"cpulm_embed_inputs_total", "counter", "Embedding inputs embedded.",
+         (double)g->embed_inputs},
+        {"cpulm_embed_tokens_total", "counter", "Tokens of the embedding inputs embedded.",
+         (double)g->embed_tokens},
+    };
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        render_one(o, w[i].name, w[i].type, w[i].help, "", w[i].v);
+}
+
 /* vLLM's cache_config_info: a constant 1 whose labels describe the KV cache, which the
  * endpoint picker reads for the block size. GPU blocks are the slots' KV cells in blocks,
  * CPU blocks the RAM prompt cache's capacity (vLLM's CPU offload is the closest kin). */
@@ -302,6 +333,7 @@ void cpulm_metrics_render(cpulm_metrics *m, const cpulm_metrics_gauges *g, cpulm
     memcpy(snap.status, m->status, sizeof snap.status);
     pthread_mutex_unlock(&m->mu);
     render_gauges(out, m->label, g);
+    render_work(out, g);
     render_cache_info(out, m->label, g);
     render_counters(out, m->label, snap.counter);
     for (int i = 0; i < CPULM_METRIC_HIST_COUNT; i++) {

@@ -49,6 +49,12 @@ typedef struct cpulm_metrics_gauges {
     double step_target_s, step_token_s;     /* scheduler: target step time, per prompt token */
     double step_fixed_s, step_gen_s;        /* scheduler: fixed cost, per generating sequence */
     uint64_t n_steps, n_long_steps;         /* scheduler: decode steps so far, long ones */
+    int32_t prep_workers;                   /* request workers (threads) */
+    int32_t prep_light, prep_heavy;         /* jobs waiting for a worker, per lane */
+    int32_t prep_running;                   /* jobs being run */
+    uint64_t prep_cancelled;                /* jobs cancelled so far */
+    int32_t embed_requests;                 /* embedding requests in the scheduler */
+    uint64_t embed_batches, embed_inputs, embed_tokens; /* embedding work done so far */
 } cpulm_metrics_gauges;
 
 /* model_name labels the vLLM-named series (copied). Returns owned; NULL on OOM. */

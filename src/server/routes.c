@@ -123,6 +123,19 @@ static void get_gauges(const cpulm_server *s, cpulm_metrics_gauges *g) {
     g->step_fixed_s = st.est_fixed_ms * 1e-3;
     g->n_steps = st.n_steps;
     g->n_long_steps = st.n_long_steps;
+    g->embed_requests = st.n_embed;
+    g->embed_batches = st.n_embed_batches;
+    g->embed_inputs = st.n_embed_inputs;
+    g->embed_tokens = st.n_embed_tokens;
+    if (s->prep) {
+        cpulm_prep_stats ps;
+        cpulm_prep_get_stats(s->prep, &ps);
+        g->prep_workers = ps.n_workers;
+        g->prep_light = ps.n_light;
+        g->prep_heavy = ps.n_heavy;
+        g->prep_running = ps.n_running;
+        g->prep_cancelled = ps.n_cancelled;
+    }
 }
 
 static void handle_metrics(cpulm_server *s, cpulm_conn *c) {
@@ -147,8 +160,17 @@ static void handle_models(cpulm_server *s, cpulm_conn *c) {
 
 /* Prompt tokens for the request. Runs on the request worker (prep.h): it reads only what
  * is fixed once the model is loaded. Returns 0, or -1 with e set. */
+/* The job must stop (cancelled or out of time): -1 with e set (sent only in the latter
+ * case: a cancelled job's client is gone). */
+static int stopped(cpulm_prep_job *job, cpulm_oai_error *e) {
+    if (!cpulm_prep_stopped(job)) return 0;
+    return -cpulm_oai_error_set(e, 504, NULL, "the request took longer than %.0f s to prepare",
+                                CPULM_SERVER_PREP_LIMIT_S);
+}
+
 static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
-                        const char **extra_stop, int *think, cpulm_oai_error *e) {
+                        const char **extra_stop, int *think, cpulm_prep_job *job,
+                        cpulm_oai_error *e) {
     *extra_stop = "";
     *think = 0;
     if (q->prompt_tokens) {
@@ -180,12 +202,21 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
     } else {
         cpulm_buf_append(&text, q->prompt, q->prompt_len);
     }
+    if (stopped(job, e) < 0) {
+        cpulm_buf_release(&text);
+        return -1;
+    }
     int32_t cap = (int32_t)text.len + 8, n = 0;
     r->prompt = malloc(sizeof(cpulm_token) * (size_t)cap);
-    cpulm_status st = r->prompt ? cpulm_tokenize(s->model, text.data, text.len, info.add_bos,
-                                                 info.parse_special, r->prompt, cap, &n)
-                                : CPULM_ERR_NOMEM;
+    cpulm_status st = r->prompt
+                          ? cpulm_tokenize_cancellable(s->model, text.data, text.len, info.add_bos,
+                                                       info.parse_special, r->prompt, cap, &n,
+                                                       cpulm_prep_stopped_cb, job)
+                          : CPULM_ERR_NOMEM;
     cpulm_buf_release(&text);
+    if (st == CPULM_ERR_CANCELLED) /* the job stopped (sent only when out of time) */
+        return -cpulm_oai_error_set(e, 504, NULL, "the request took longer than %.0f s to prepare",
+                                    CPULM_SERVER_PREP_LIMIT_S);
     if (st != CPULM_OK)
         return -cpulm_oai_error_set(e, 400, NULL, "cannot tokenize the prompt: %s",
                                     cpulm_status_str(st));
@@ -220,18 +251,18 @@ static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpu
 /* Translates the parsed request into a scheduler request (on the request worker).
  * Returns NULL with e set. */
 static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_request *q, int *think,
-                                     cpulm_oai_error *e) {
+                                     cpulm_prep_job *job, cpulm_oai_error *e) {
     cpulm_sched_req *r = cpulm_sched_req_new();
     if (!r) {
         cpulm_oai_error_set(e, 500, NULL, "out of memory");
         return NULL;
     }
     const char *extra_stop;
-    if (build_prompt(s, q, r, &extra_stop, think, e) < 0) {
+    if (build_prompt(s, q, r, &extra_stop, think, job, e) < 0) {
         cpulm_sched_req_free(r);
         return NULL;
     }
-    if (attach_grammar(s, q, r, e) < 0) {
+    if (stopped(job, e) < 0 || attach_grammar(s, q, r, e) < 0) {
         cpulm_sched_req_free(r);
         return NULL;
     }
@@ -325,7 +356,9 @@ static void gen_destroy(cpulm_prep_job *base) {
     free(j);
 }
 
-/* On the worker: JSON, validation, chat template and tokenization. */
+/* On the worker: JSON, validation, chat template and tokenization. A cancelled job stops
+ * between these steps (its client is gone: nothing is answered); one out of time answers
+ * 504. */
 static void gen_run(cpulm_prep_job *base) {
     gen_job *j = (gen_job *)base;
     j->parsed =
@@ -333,11 +366,31 @@ static void gen_run(cpulm_prep_job *base) {
     free(j->body);
     j->body = NULL;
     if (!j->parsed) return;
+    if (stopped(base, &j->e) < 0) return;
     if (j->q.n > j->s->p.n_parallel)
         cpulm_oai_error_set(&j->e, 400, "n", "'n' must be at most %d on this server",
                             j->s->p.n_parallel);
     else
-        j->r = to_sched_req(j->s, &j->q, &j->think, &j->e);
+        j->r = to_sched_req(j->s, &j->q, &j->think, base, &j->e);
+}
+
+/* Hands j to the request workers for c's request (c is busy until it comes back). */
+static void push_job(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *j) {
+    j->deadline = cpulm_server_now() + CPULM_SERVER_PREP_LIMIT_S;
+    c->req_id = j->id;
+    cpulm_prep_push(s->prep, j);
+}
+
+/* Whether preparing this body may take long: a large body, or fields that compile a
+ * grammar (the heavy lane, see prep.h). A cheap scan: a false positive only changes the
+ * lane. */
+static int heavy_body(const char *b, size_t n) {
+    static const char *const keys[] = {"\"grammar\"", "json_schema", "\"tool_choice\"",
+                                       "\"response_format\""};
+    if (n > CPULM_SERVER_LIGHT_BODY) return 1;
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        if (memmem(b, n, keys[k], strlen(keys[k]))) return 1;
+    return 0;
 }
 
 static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind) {
@@ -361,15 +414,16 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
     j->base.id = (++s->next_serial << 16) | (uint64_t)c->index;
     j->base.run = gen_run;
     j->base.destroy = gen_destroy;
+    j->base.heavy = heavy_body(c->body, c->body_len);
     j->s = s;
     j->kind = kind;
     j->body = body;
     j->n_body = c->body_len;
-    c->req_id = j->base.id; /* busy until cpulm_routes_prepared */
-    cpulm_prep_push(s->prep, &j->base);
+    push_job(s, c, &j->base); /* busy until cpulm_routes_prepared */
 }
 
-/* POST /v1/embeddings: the whole request runs on the request worker (embed.c). */
+/* POST /v1/embeddings: a request worker tokenizes, the scheduler embeds, a worker writes
+ * the response (embed.c). */
 static void handle_embeddings(cpulm_server *s, cpulm_conn *c) {
     cpulm_oai_error e;
     if (!s->p.embeddings) {
@@ -393,21 +447,40 @@ static void handle_embeddings(cpulm_server *s, cpulm_conn *c) {
         respond_error(s, c, &e, NULL);
         return;
     }
-    c->req_id = id; /* busy until cpulm_routes_prepared */
-    cpulm_prep_push(s->prep, j);
+    push_job(s, c, j); /* busy until its response is written */
+}
+
+/* An embedding job back from a worker: its inputs go to the scheduler, or its response
+ * (or error) to the client. Returns 1 when the scheduler took it. */
+static int embed_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *j) {
+    cpulm_sched_embed *se = cpulm_embed_job_ready(j);
+    if (se) {
+        cpulm_sched_submit_result res = cpulm_sched_embed_submit(s->sched, se);
+        if (res == CPULM_SCHED_ACCEPTED) return 1;
+        cpulm_oai_error e;
+        if (res == CPULM_SCHED_QUEUE_FULL)
+            cpulm_oai_error_set(&e, 429, NULL, "the server is busy: %d embedding requests wait",
+                                s->p.max_queue);
+        else if (res == CPULM_SCHED_STOPPING)
+            cpulm_oai_error_set(&e, 503, NULL, "the server is shutting down");
+        else
+            cpulm_oai_error_set(&e, 400, "input", "invalid input");
+        c->req_id = 0;
+        respond_error(s, c, &e, e.status == 400 ? NULL : "Retry-After: 1\r\n");
+        return 0;
+    }
+    const char *body;
+    size_t n;
+    int status = cpulm_embed_job_result(j, &body, &n);
+    c->req_id = 0;
+    respond(s, c, status, "application/json", body, n, NULL);
+    return 0;
 }
 
 /* Hands r to the scheduler. A stream sends its header only with its first event (the
  * request is running then), so a request still queued at shutdown can get a plain 503. */
-void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *base) {
-    if (cpulm_embed_job_is(base)) {
-        const char *body;
-        size_t n;
-        int status = cpulm_embed_job_result(base, &body, &n);
-        c->req_id = 0;
-        respond(s, c, status, "application/json", body, n, NULL);
-        return;
-    }
+int cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *base) {
+    if (cpulm_embed_job_is(base)) return embed_prepared(s, c, base);
     gen_job *j = (gen_job *)base;
     route *rt = NULL;
     cpulm_sched_submit_result res = CPULM_SCHED_INVALID;
@@ -419,13 +492,14 @@ void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *base)
         if (res == CPULM_SCHED_ACCEPTED) {
             j->r = NULL; /* the scheduler's now */
             c->route = rt;
-            return;
+            return 0;
         }
         submit_error(res, j->r, s, j->kind, &j->e);
     }
     route_free(rt);
     c->req_id = 0;
     respond_error(s, c, &j->e, j->e.status == 429 ? "Retry-After: 1\r\n" : NULL);
+    return 0;
 }
 
 /* ---- scheduler events ---- */
@@ -612,6 +686,10 @@ static void whole_event(cpulm_server *s, cpulm_conn *c, route *rt, const cpulm_s
 }
 
 void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event *e) {
+    if (e->kind == CPULM_SCHED_EV_EMBED) { /* embedded: a worker writes the response */
+        push_job(s, c, cpulm_embed_job_embedded(e->embed));
+        return;
+    }
     route *rt = c->route;
     if (!rt) return;
     if (rt->stream && !c->sse && e->kind == CPULM_SCHED_EV_ERROR)
@@ -635,7 +713,8 @@ void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event 
 void cpulm_routes_expire(cpulm_server *s, cpulm_conn *c) {
     route *rt = c->route;
     if (!c->req_id) return;
-    if (c->req_id && s->sched) cpulm_sched_cancel(s->sched, c->req_id);
+    if (s->sched) cpulm_sched_cancel(s->sched, c->req_id);
+    if (s->prep) cpulm_prep_cancel(s->prep, c->req_id);
     cpulm_oai_error err;
     cpulm_oai_error_set(&err, 503, NULL, "the server is shutting down: the grace period ended");
     c->keep_alive = 0;
@@ -664,6 +743,7 @@ void cpulm_routes_expire(cpulm_server *s, cpulm_conn *c) {
 
 void cpulm_routes_abort(cpulm_server *s, cpulm_conn *c) {
     if (c->req_id && s->sched) cpulm_sched_cancel(s->sched, c->req_id);
+    if (c->req_id && s->prep) cpulm_prep_cancel(s->prep, c->req_id);
     c->req_id = 0;
     route_free(c->route);
     c->route = NULL;

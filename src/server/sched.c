@@ -81,6 +81,9 @@ struct cpulm_sched {
     int32_t n_queued; /* submitted, not yet admitted to slots */
     uint64_t n_submitted;
     int stop, closed;
+    int exited;                                   /* the thread left its loop (exit_cv) */
+    pthread_cond_t exit_cv;                       /* cpulm_sched_stop waits on it */
+    cpulm_sched_embed *emb_in_head, *emb_in_tail; /* submitted embedding requests */
 
     /* ---- scheduler thread state ---- */
     slot *slots; /* [n_parallel] */
@@ -99,6 +102,8 @@ struct cpulm_sched {
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
     cpulm_sched_model est;                    /* step time model (seconds), see cpulm_sched_model */
     double long_credit; /* stream tokens a long step may still delay (cpulm_sched_long_step) */
+    cpulm_sched_embed *emb_head, *emb_tail; /* embedding requests, served round-robin */
+    double emb_pre;                         /* seconds per token of an embedding batch */
 
     /* ---- event queue, guarded by ev_mu ---- */
     pthread_mutex_t ev_mu;
@@ -113,6 +118,8 @@ struct cpulm_sched {
     atomic_llong st_pc_blocks, st_pc_bytes;
     atomic_ullong st_prefill; /* prompt tokens evaluated */
     _Atomic double st_target, st_fixed, st_gen, st_pre;
+    atomic_int st_emb; /* embedding requests submitted and not yet handed back */
+    atomic_ullong st_emb_batches, st_emb_inputs, st_emb_tokens;
 
     pthread_t thread;
     int thread_started;
@@ -835,9 +842,123 @@ static void step(cpulm_sched *s) {
     }
 }
 
+/* ---- embedding requests ----
+ * They run on the embeddings context (params.embd_ctx) between decode steps: each loop
+ * iteration embeds at most one batch of whole inputs of one request (round-robin over the
+ * requests), packed as cpulm_ctx_embed packs them, so vectors equal a one-call embed. The
+ * batch's size comes from the time it may take: CPULM_SCHED_EMBED_BATCH_S when nothing
+ * else runs (a cancel or a new request waits at most that), a long step's target while
+ * generation runs or waits (so streams keep their gaps up to one long step); but at least
+ * 4 fixed costs of a step (reading the weights), so a large model's batches still amortize
+ * them. In tokens by the step model's fixed part and the measured cost per embedded token;
+ * always at least one input. */
+
+#define CPULM_SCHED_EMBED_BATCH_S 0.05
+
+/* Queues e's event (allocated at submission) and hands e back. */
+static void emb_return(cpulm_sched *s, cpulm_sched_embed *e, cpulm_status st) {
+    cpulm_sched_event *ev = e->ev;
+    e->ev = NULL;
+    e->next = NULL;
+    e->status = st;
+    ev->kind = CPULM_SCHED_EV_EMBED;
+    ev->id = e->id;
+    ev->embed = e;
+    if (s->pend_tail)
+        s->pend_tail->next = ev;
+    else
+        s->pend_head = ev;
+    s->pend_tail = ev;
+    atomic_fetch_sub(&s->st_emb, 1);
+}
+
+/* Unlinks e from the scheduler's list. */
+static void emb_unlink(cpulm_sched *s, cpulm_sched_embed *e) {
+    for (cpulm_sched_embed **pp = &s->emb_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
+        if (*pp == e) {
+            *pp = e->next;
+            if (s->emb_tail == e) s->emb_tail = prev;
+            e->next = NULL;
+            return;
+        }
+}
+
+/* How many of e's next inputs the coming batch takes (>= 1); their tokens in *tokens. */
+static int32_t emb_take(const cpulm_sched *s, const cpulm_sched_embed *e, int64_t *tokens) {
+    int live = s->n_active > 0 || s->wait_head != NULL;
+    double T = target_step(s), budget = CPULM_SCHED_EMBED_BATCH_S;
+    if (live && T > 0 && CPULM_SCHED_LONG_STEP * T < budget) budget = CPULM_SCHED_LONG_STEP * T;
+    if (budget < 4 * s->est.fixed) budget = 4 * s->est.fixed;
+    int32_t n_batch = cpulm_ctx_n_ctx(s->p.embd_ctx), n_seq = cpulm_ctx_n_seq_max(s->p.embd_ctx);
+    double room = budget - s->est.fixed;
+    double fit = room > 0 ? room / (s->emb_pre > 1e-9 ? s->emb_pre : 1e-9) : 0;
+    int64_t max_tok = fit < (double)n_batch ? (int64_t)fit : n_batch;
+    int32_t k = 0;
+    *tokens = 0;
+    while (e->n_done + k < e->n && k < n_seq) {
+        int32_t t = e->n_tok[e->n_done + k];
+        if (k > 0 && *tokens + t > max_tok) break;
+        *tokens += t;
+        k++;
+    }
+    return k;
+}
+
+/* One batch of the first request in line, which then goes to the back of the line. */
+static void embed_step(cpulm_sched *s) {
+    cpulm_sched_embed *e = s->emb_head;
+    if (!e) return;
+    if (e->deadline > 0 && now_s() > e->deadline) {
+        emb_unlink(s, e);
+        e->timed_out = 1;
+        emb_return(s, e, CPULM_ERR_CANCELLED);
+        return;
+    }
+    int64_t tokens;
+    int32_t k = emb_take(s, e, &tokens);
+    size_t E = (size_t)cpulm_ctx_n_embd(s->p.embd_ctx);
+    double t0 = now_s();
+    cpulm_status st = cpulm_ctx_embed(s->p.embd_ctx, e->tok + e->n_done, e->n_tok + e->n_done, k,
+                                      e->out + (size_t)e->n_done * E);
+    double dt = now_s() - t0;
+    if (st == CPULM_OK && tokens > 0) { /* the cost per token beyond the fixed part */
+        double c = (dt - s->est.fixed) / (double)tokens;
+        s->emb_pre = 0.8 * s->emb_pre + 0.2 * (c > 1e-7 ? c : 1e-7);
+    }
+    atomic_fetch_add(&s->st_emb_batches, 1);
+    emb_unlink(s, e);
+    if (st != CPULM_OK) {
+        emb_return(s, e, st);
+        return;
+    }
+    e->n_done += k;
+    atomic_fetch_add(&s->st_emb_inputs, (unsigned long long)k);
+    atomic_fetch_add(&s->st_emb_tokens, (unsigned long long)tokens);
+    if (e->n_done == e->n) {
+        emb_return(s, e, CPULM_OK);
+        return;
+    }
+    if (s->emb_tail) /* round-robin: the next request's batch comes first */
+        s->emb_tail->next = e;
+    else
+        s->emb_head = e;
+    s->emb_tail = e;
+}
+
+static int emb_cancel(cpulm_sched *s, uint64_t id) {
+    for (cpulm_sched_embed *e = s->emb_head; e; e = e->next)
+        if (e->id == id) {
+            emb_unlink(s, e);
+            emb_return(s, e, CPULM_ERR_CANCELLED);
+            return 1;
+        }
+    return 0;
+}
+
 /* ---- inputs: submissions, cancellations, deadlines ---- */
 
 static void cancel_one(cpulm_sched *s, uint64_t id) {
+    if (emb_cancel(s, id)) return;
     for (sreq **pp = &s->wait_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
         if ((*pp)->r->id != id) continue;
         sreq *q = *pp;
@@ -861,7 +982,8 @@ static void cancel_one(cpulm_sched *s, uint64_t id) {
  * Returns 0 when the scheduler must stop. */
 static int take_inputs(cpulm_sched *s) {
     pthread_mutex_lock(&s->mu);
-    while (!s->stop && !s->in_head && !s->n_cancels && !s->n_active && !s->wait_head)
+    while (!s->stop && !s->in_head && !s->n_cancels && !s->n_active && !s->wait_head &&
+           !s->emb_in_head && !s->emb_head)
         pthread_cond_wait(&s->cv, &s->mu);
     if (s->stop) {
         pthread_mutex_unlock(&s->mu);
@@ -878,6 +1000,14 @@ static int take_inputs(cpulm_sched *s) {
         if (!q->next) s->wait_tail = q;
     }
     s->in_tail = NULL;
+    if (s->emb_in_head) { /* behind the embedding requests already in line */
+        if (s->emb_tail)
+            s->emb_tail->next = s->emb_in_head;
+        else
+            s->emb_head = s->emb_in_head;
+        s->emb_tail = s->emb_in_tail;
+        s->emb_in_head = s->emb_in_tail = NULL;
+    }
     for (int32_t i = 0; i < s->n_cancels; i++)
         cancel_one(s, s->cancels[i]);
     s->n_cancels = 0;
@@ -982,15 +1112,22 @@ static void *sched_main(void *arg) {
      * does not stall the running streams (~1 s for a 128k vocabulary; retried lazily) */
     s->gvocab = cpulm_grammar_vocab_new(s->model);
     atomic_store(&s->ready, 1);
+    s->emb_pre = s->est.pre; /* the embeddings context's cost per token, until measured */
     while (take_inputs(s)) {
         expire(s);
         admit(s);
         step(s);
         publish(s);
+        embed_step(s); /* at most one embedding batch between two decode steps */
+        publish(s);
         free_dead(s);
         trim_idle(s);
         update_stats(s);
     }
+    pthread_mutex_lock(&s->mu);
+    s->exited = 1;
+    pthread_cond_broadcast(&s->exit_cv);
+    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
@@ -1059,6 +1196,7 @@ cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, 
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->exit_cv, NULL);
     pthread_mutex_init(&s->ev_mu, NULL);
     pthread_cond_init(&s->ev_cv, NULL);
     if (s->efd < 0) {
@@ -1086,6 +1224,48 @@ static void free_list(sreq *q) {
     }
 }
 
+static void emb_destroy(cpulm_sched_embed *e) {
+    free(e->ev);
+    e->ev = NULL;
+    if (e->destroy) e->destroy(e);
+}
+
+static void emb_free_list(cpulm_sched_embed *e) {
+    while (e) {
+        cpulm_sched_embed *n = e->next;
+        emb_destroy(e);
+        e = n;
+    }
+}
+
+/* Frees queued events; an EMBED event's request goes with it (nobody will receive it). */
+static void free_events(cpulm_sched_event *e) {
+    while (e) {
+        cpulm_sched_event *n = e->next;
+        if (e->kind == CPULM_SCHED_EV_EMBED && e->embed) emb_destroy(e->embed);
+        free(e);
+        e = n;
+    }
+}
+
+int cpulm_sched_stop(cpulm_sched *s, double timeout_s) {
+    if (!s || !s->thread_started) return 1;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    double t = timeout_s > 0 ? timeout_s : 0;
+    dl.tv_sec += (time_t)t;
+    dl.tv_nsec += (long)((t - (double)(time_t)t) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    while (!s->exited)
+        if (pthread_cond_timedwait(&s->exit_cv, &s->mu, &dl) == ETIMEDOUT) break;
+    int done = s->exited;
+    pthread_mutex_unlock(&s->mu);
+    return done;
+}
+
 void cpulm_sched_free(cpulm_sched *s) {
     if (!s) return;
     if (s->thread_started) {
@@ -1104,10 +1284,10 @@ void cpulm_sched_free(cpulm_sched *s) {
     free_dead(s);
     free_list(s->in_head);
     free_list(s->wait_head);
-    for (cpulm_sched_event *e = cpulm_sched_drain(s), *n; e; e = n)
-        n = e->next, free(e);
-    for (cpulm_sched_event *e = s->pend_head, *n; e; e = n)
-        n = e->next, free(e);
+    emb_free_list(s->emb_in_head);
+    emb_free_list(s->emb_head);
+    free_events(cpulm_sched_drain(s));
+    free_events(s->pend_head);
     free(s->slots);
     free(s->b_tok);
     free(s->b_seq);
@@ -1121,6 +1301,7 @@ void cpulm_sched_free(cpulm_sched *s) {
     if (s->efd >= 0) close(s->efd);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->exit_cv);
     pthread_mutex_destroy(&s->ev_mu);
     pthread_cond_destroy(&s->ev_cv);
     free(s);
@@ -1174,6 +1355,40 @@ cpulm_sched_submit_result cpulm_sched_submit(cpulm_sched *s, cpulm_sched_req *r)
     return v;
 }
 
+cpulm_sched_submit_result cpulm_sched_embed_submit(cpulm_sched *s, cpulm_sched_embed *e) {
+    if (!s->p.embd_ctx || !e || e->n < 1 || !e->tok || !e->n_tok || !e->out)
+        return CPULM_SCHED_INVALID;
+    for (int32_t i = 0; i < e->n; i++)
+        if (!e->tok[i] || e->n_tok[i] < 1 || e->n_tok[i] > cpulm_ctx_n_ctx(s->p.embd_ctx))
+            return CPULM_SCHED_INVALID;
+    cpulm_sched_event *ev = calloc(1, sizeof *ev + 1);
+    if (!ev) return CPULM_SCHED_QUEUE_FULL; /* out of memory: the client may retry */
+    cpulm_sched_submit_result v = CPULM_SCHED_ACCEPTED;
+    pthread_mutex_lock(&s->mu);
+    if (s->closed || s->stop)
+        v = CPULM_SCHED_STOPPING;
+    else if (atomic_load(&s->st_emb) >= s->p.max_queue)
+        v = CPULM_SCHED_QUEUE_FULL;
+    if (v == CPULM_SCHED_ACCEPTED) {
+        e->next = NULL;
+        e->n_done = 0;
+        e->status = CPULM_OK;
+        e->timed_out = 0;
+        e->deadline = e->timeout_s > 0 ? now_s() + e->timeout_s : 0;
+        e->ev = ev;
+        if (s->emb_in_tail)
+            s->emb_in_tail->next = e;
+        else
+            s->emb_in_head = e;
+        s->emb_in_tail = e;
+        atomic_fetch_add(&s->st_emb, 1);
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (v != CPULM_SCHED_ACCEPTED) free(ev);
+    return v;
+}
+
 void cpulm_sched_cancel(cpulm_sched *s, uint64_t id) {
     pthread_mutex_lock(&s->mu);
     if (s->n_cancels == s->cap_cancels) {
@@ -1220,6 +1435,10 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->cache_max_bytes = (int64_t)s->p.cache_ram_mib << 20;
     out->cache_block_tokens = s->pc ? CPULM_SCHED_CACHE_BLOCK : 0;
     out->cache_blocks_max = s->pc ? cpulm_pcache_capacity(s->pc) : 0;
+    out->n_embed = atomic_load(&s->st_emb);
+    out->n_embed_batches = atomic_load(&s->st_emb_batches);
+    out->n_embed_inputs = atomic_load(&s->st_emb_inputs);
+    out->n_embed_tokens = atomic_load(&s->st_emb_tokens);
 }
 
 uint64_t cpulm_sched_kv_resident_bytes(cpulm_sched *s) {

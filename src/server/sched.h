@@ -85,6 +85,9 @@ typedef struct cpulm_sched_params {
     cpulm_kv_type kv_type;  /* KV cache type; default f16 */
     int no_pin;             /* cpulm_ctx_params.no_pin */
     cpulm_metrics *metrics; /* borrowed, may be NULL; must outlive the scheduler */
+    cpulm_ctx *embd_ctx;    /* borrowed, may be NULL: the pooled embeddings-only context that
+                             * embedding requests run on (cpulm_sched_embed_submit); used by
+                             * the scheduler thread only; must outlive the scheduler */
 } cpulm_sched_params;
 
 cpulm_sched_params cpulm_sched_default_params(void);
@@ -116,6 +119,30 @@ void cpulm_sched_req_free(cpulm_sched_req *r); /* NULL is a no-op */
 /* Adds a stop string (copied). CPULM_ERR_INVALID_ARG when empty or too many. */
 cpulm_status cpulm_sched_req_add_stop(cpulm_sched_req *r, const char *s, size_t n);
 
+/* One embedding request: n inputs (token arrays) whose pooled raw vectors the scheduler
+ * writes to out. It runs as batches of whole inputs, one batch between two decode steps
+ * (see sched.c: embed_step), so generation keeps going while a large request is embedded,
+ * and a cancel stops it at the next batch. The caller fills the first block and owns the
+ * memory; between a successful cpulm_sched_embed_submit and the CPULM_SCHED_EV_EMBED event
+ * that hands it back (finished, failed or cancelled) only the scheduler touches it. */
+typedef struct cpulm_sched_embed {
+    uint64_t id;                                  /* caller's id (cancels and the event carry it) */
+    int32_t n;                                    /* inputs, >= 1 */
+    const cpulm_token *const *tok;                /* [n]: each input's tokens */
+    const int32_t *n_tok;                         /* [n]: each >= 1 and <= the context's n_ctx */
+    float *out;                                   /* [n * n_embd] */
+    void (*destroy)(struct cpulm_sched_embed *e); /* frees it (and its owner) when the
+                                                   * scheduler is freed with it inside */
+    double timeout_s; /* limit from submission; <= 0: none. Past it: CANCELLED, timed_out */
+    /* ---- the scheduler's ---- */
+    struct cpulm_sched_embed *next;
+    int32_t n_done;               /* inputs embedded so far */
+    cpulm_status status;          /* when handed back: OK, CPULM_ERR_CANCELLED or the embed error */
+    int timed_out;                /* CANCELLED because timeout_s ran out */
+    double deadline;              /* monotonic seconds, from timeout_s; 0: none */
+    struct cpulm_sched_event *ev; /* its EMBED event, allocated at submission (never lost) */
+} cpulm_sched_embed;
+
 typedef enum cpulm_sched_submit_result {
     CPULM_SCHED_ACCEPTED = 0,
     CPULM_SCHED_QUEUE_FULL, /* answer 429 */
@@ -129,6 +156,8 @@ typedef enum cpulm_sched_ev_kind {
     CPULM_SCHED_EV_FINISH, /* a choice ended; finish says why */
     CPULM_SCHED_EV_DONE,   /* the whole request ended; usage counts set. Last event. */
     CPULM_SCHED_EV_ERROR,  /* the request failed (timeout, decode error, grammar). Last event. */
+    CPULM_SCHED_EV_EMBED,  /* an embedding request comes back (embed; its status says how);
+                            * the only event of one, sent even after a cancel */
 } cpulm_sched_ev_kind;
 
 typedef enum cpulm_sched_finish {
@@ -159,6 +188,7 @@ typedef struct cpulm_sched_event {
     int32_t n_prompt, n_cached, n_completion; /* DONE: usage (completion summed over choices) */
     int error_status;                         /* ERROR: HTTP status to report (500, 504) */
     const char *error;                        /* ERROR: static message */
+    cpulm_sched_embed *embed;                 /* EMBED: the request, the receiver's again */
     int has_lp;                               /* TEXT: lp is set */
     cpulm_sched_lp lp;
     size_t n_text; /* TEXT: UTF-8 bytes in text[] */
@@ -172,11 +202,21 @@ cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, 
 /* Stops the thread (requests in flight are dropped without events) and frees everything.
  * NULL is a no-op. */
 void cpulm_sched_free(cpulm_sched *s);
+/* Asks the thread to stop after its current step and waits for it at most timeout_s.
+ * Returns 1 when it stopped (cpulm_sched_free then returns at once), 0 when it is still
+ * inside a step: the caller must then neither free the scheduler nor the model (process
+ * exit ends it). For a bounded shutdown. */
+int cpulm_sched_stop(cpulm_sched *s, double timeout_s);
 
 /* Queues r. On CPULM_SCHED_ACCEPTED the scheduler owns r; otherwise the caller still does. */
 cpulm_sched_submit_result cpulm_sched_submit(cpulm_sched *s, cpulm_sched_req *r);
+/* Queues an embedding request (see cpulm_sched_embed). CPULM_SCHED_INVALID when the
+ * scheduler has no embeddings context or e is malformed; QUEUE_FULL when max_queue
+ * requests (generation and embedding) already wait; STOPPING after close. */
+cpulm_sched_submit_result cpulm_sched_embed_submit(cpulm_sched *s, cpulm_sched_embed *e);
 /* Drops the request with this id (waiting or running) as soon as the scheduler sees it;
- * no further events are guaranteed after the call, but some may already be queued. */
+ * no further events are guaranteed after the call, but some may already be queued (an
+ * embedding request still comes back in its EMBED event, status CPULM_ERR_CANCELLED). */
 void cpulm_sched_cancel(cpulm_sched *s, uint64_t id);
 /* Refuses new submissions from now on (CPULM_SCHED_STOPPING); running work continues. */
 void cpulm_sched_close(cpulm_sched *s);
@@ -212,6 +252,10 @@ typedef struct cpulm_sched_stats {
     int64_t cache_blocks, cache_blocks_max; /* prompt cache: blocks held / that fit its limit */
     int64_t cache_bytes, cache_max_bytes;   /* prompt cache: memory held / its limit */
     int32_t cache_block_tokens; /* tokens per prompt-cache block; 0 when the cache is off */
+    int32_t n_embed;            /* embedding requests queued or being embedded */
+    uint64_t n_embed_batches;   /* embedding batches (decodes of the embeddings context) */
+    uint64_t n_embed_inputs;    /* inputs embedded so far */
+    uint64_t n_embed_tokens;    /* their tokens */
 } cpulm_sched_stats;
 
 void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out);

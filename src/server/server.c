@@ -282,13 +282,16 @@ static void on_sched(cpulm_loop_handler *h, int events) {
         if (c && c->req_id == e->id) {
             cpulm_routes_event(s, c, e);
             if (s->conns[e->id & 0xFFFF] == c) process_requests(s, c); /* pipelined */
+        } else if (e->kind == CPULM_SCHED_EV_EMBED) { /* its client left: drop the request */
+            e->embed->destroy(e->embed);
         }
         free(e);
         e = next;
     }
 }
 
-/* Prompts back from the tokenizer worker: submit those whose connection still waits. */
+/* Jobs back from the request workers: go on with those whose connection still waits; the
+ * others (cancelled: their client left) are dropped. */
 static void on_prep(cpulm_loop_handler *h, int events) {
     cpulm_server *s = (cpulm_server *)((char *)h - offsetof(cpulm_server, h_prep));
     (void)events;
@@ -296,11 +299,12 @@ static void on_prep(cpulm_loop_handler *h, int events) {
     while (j) {
         cpulm_prep_job *next = j->next;
         cpulm_conn *c = s->conns[j->id & 0xFFFF];
-        if (c && c->req_id == j->id) {
-            cpulm_routes_prepared(s, c, j);
+        int kept = 0;
+        if (c && c->req_id == j->id && !atomic_load(&j->cancel)) {
+            kept = cpulm_routes_prepared(s, c, j);
             if (s->conns[j->id & 0xFFFF] == c) process_requests(s, c); /* pipelined */
         }
-        j->destroy(j);
+        if (!kept) j->destroy(j);
         j = next;
     }
 }
@@ -342,7 +346,9 @@ static void *loader_main(void *arg) {
         sp.kv_type = s->p.kv_type;
         sp.no_pin = s->p.no_pin;
         sp.metrics = s->metrics;
-        if (!s->p.embeddings || cpulm_embed_open(s, &s->load_err) == CPULM_OK)
+        if (s->p.embeddings && cpulm_embed_open(s, &s->load_err) == CPULM_OK)
+            sp.embd_ctx = s->embd_ctx;
+        if (!s->p.embeddings || s->embd_ctx)
             s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);
     }
     uint64_t one = 1;
@@ -367,7 +373,7 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
     cpulm_sched_stats st;
     cpulm_sched_get_stats(s->sched, &st);
     s->p.n_ctx = st.n_ctx;
-    s->prep = cpulm_prep_new(&s->load_err);
+    s->prep = cpulm_prep_new(0, &s->load_err);
     if (!s->prep ||
         cpulm_loop_add(s->loop, cpulm_prep_event_fd(s->prep), CPULM_LOOP_READ, &s->h_prep) !=
             CPULM_OK ||
@@ -427,6 +433,7 @@ static void expire(cpulm_server *s, double now) {
         cpulm_conn *c = s->conns[i];
         if (c && c->req_id) cpulm_routes_expire(s, c);
     }
+    if (s->prep) cpulm_prep_cancel_all(s->prep); /* whatever is left stops at its next check */
     cpulm_logf(CPULM_LOG_INFO, "grace period over: open requests ended with 503 or a stream error");
 }
 
@@ -630,7 +637,15 @@ void cpulm_server_free(cpulm_server *s) {
     for (int32_t i = 0; s->conns && i < s->p.max_conns; i++)
         if (s->conns[i]) conn_close(s, s->conns[i]);
     free_dead(s);
-    cpulm_prep_free(s->prep);
+    /* bounded: every job and request is cancelled; a worker or the scheduler still inside
+     * an uninterruptible piece of work after the wait keeps the model and this server (it
+     * reads both): they are left to process exit instead of freed under it */
+    if (!cpulm_prep_free(s->prep, CPULM_SERVER_STOP_WAIT_S) ||
+        !cpulm_sched_stop(s->sched, CPULM_SERVER_STOP_WAIT_S)) {
+        cpulm_logf(CPULM_LOG_WARN, "a worker did not stop within %.0f s: exiting without it",
+                   CPULM_SERVER_STOP_WAIT_S);
+        return;
+    }
     cpulm_sched_free(s->sched);  /* after the connections: their cancels need it */
     cpulm_ctx_free(s->embd_ctx); /* after the request worker stopped */
     cpulm_model_free(s->model);

@@ -17,6 +17,16 @@
 #include "server/server.h"
 
 #define CPULM_SERVER_MAX_CONNS 65535 /* request ids carry the connection index in 16 bits */
+/* Preparing one request (parsing, templates, tokenizing, grammars) may take at most this
+ * long on a request worker; past it the request fails with 504 (checked between pieces of
+ * work, see prep.h). */
+#define CPULM_SERVER_PREP_LIMIT_S 30.0
+/* Bodies larger than this (and requests that may compile a grammar) are prepared in the
+ * request workers' heavy lane. */
+#define CPULM_SERVER_LIGHT_BODY (64u << 10)
+/* Shutdown: how long the server waits for a worker or the scheduler to leave what it is
+ * doing once cancelled, before it exits without them. */
+#define CPULM_SERVER_STOP_WAIT_S 1.0
 
 struct cpulm_server {
     cpulm_server_params p;
@@ -45,11 +55,11 @@ struct cpulm_server {
     cpulm_sched *sched_loaded;
     char *chat_tmpl;                 /* tokenizer.chat_template or NULL (owned) */
     const char *bos_text, *eos_text; /* borrowed from the model; NULL if none */
-    cpulm_ctx *embd_ctx;             /* --embeddings: used by the request worker only */
+    cpulm_ctx *embd_ctx;             /* --embeddings: used by the scheduler thread only */
     cpulm_error load_err;
     /* I/O thread's view: set once loaded_efd fired */
     cpulm_sched *sched;
-    cpulm_prep *prep; /* the tokenizer worker, started with the scheduler */
+    cpulm_prep *prep; /* the request workers, started with the scheduler */
     cpulm_loop_handler h_prep;
     int load_failed;
 
@@ -68,14 +78,22 @@ void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c);      /* c holds a comp
 void cpulm_routes_bad_request(cpulm_server *s, cpulm_conn *c); /* framing error: answer, close */
 void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event *e);
 void cpulm_routes_abort(cpulm_server *s, cpulm_conn *c); /* c is closing: cancel its work */
-/* c's request came back from the request worker (parsed, tokenized): submit it to the
- * scheduler, or answer the error. job stays the caller's. */
-void cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *job);
-/* embed.c: POST /v1/embeddings, run on the request worker (see embed.c). */
+/* c's request came back from a request worker (parsed, tokenized; or an embedding
+ * response written): submit it to the scheduler, or answer. Returns 1 when the job went on
+ * (to the scheduler or a worker again: no longer the caller's), 0 when the caller destroys
+ * it. */
+int cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *job);
+/* embed.c: POST /v1/embeddings: tokenized on a request worker, embedded by the scheduler,
+ * written on a request worker (see embed.c). */
 cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err); /* loader: s->embd_ctx */
 /* A job embedding body[0..n) (copied); NULL when out of memory. */
 cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, size_t n, uint64_t id);
 int cpulm_embed_job_is(const cpulm_prep_job *j);
+/* After its first stage: the job's inputs as a scheduler request, or NULL when the stage
+ * ended in an error response (cpulm_embed_job_result). */
+cpulm_sched_embed *cpulm_embed_job_ready(cpulm_prep_job *j);
+/* The scheduler handed se back: its job, set to write the response on a worker. */
+cpulm_prep_job *cpulm_embed_job_embedded(cpulm_sched_embed *se);
 /* A finished job's HTTP status and JSON body (borrowed from the job). */
 int cpulm_embed_job_result(const cpulm_prep_job *j, const char **body, size_t *n);
 /* The grace period ended: end c's request now (an error event, [DONE] and the final chunk

@@ -145,9 +145,10 @@ static cpulm_status encode_word(const cpulm_vocab *v, bpe_scratch *s, const uint
 }
 
 static cpulm_status encode_words(const cpulm_vocab *v, bpe_scratch *s, size_t n_cps,
-                                 const tok_ivec *lens, tok_ivec *out) {
+                                 const tok_ivec *lens, tok_ivec *out, cpulm_vocab_stop *stop) {
     size_t at = 0;
     for (size_t k = 0; k < lens->n; k++) {
+        if (cpulm_vocab_should_stop(stop)) return CPULM_ERR_CANCELLED;
         size_t n = (size_t)lens->v[k];
         int32_t n_sym;
         uint32_t n_word;
@@ -162,7 +163,8 @@ static cpulm_status encode_words(const cpulm_vocab *v, bpe_scratch *s, size_t n_
     return CPULM_OK;
 }
 
-cpulm_status tok_bpe_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out) {
+cpulm_status tok_bpe_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out,
+                            cpulm_vocab_stop *stop) {
     bpe_scratch s = {0};
     tok_ivec lens = {0};
     size_t n_cps = 0;
@@ -172,7 +174,7 @@ cpulm_status tok_bpe_encode(const cpulm_vocab *v, const char *text, size_t n, to
     for (size_t i = 0; i < n;)
         s.cps[n_cps++] = cpulm_utf8_decode(text, n, &i);
     st = tok_pretok_split(v->pre, s.cps, n_cps, &lens);
-    if (st == CPULM_OK) st = encode_words(v, &s, n_cps, &lens, out);
+    if (st == CPULM_OK) st = encode_words(v, &s, n_cps, &lens, out, stop);
     tok_ivec_free(&lens);
     free(s.cps);
     free(s.word);

@@ -83,7 +83,8 @@ static cpulm_status emit(const cpulm_vocab *v, const char *text, const sym *y, t
     return CPULM_OK;
 }
 
-cpulm_status tok_spm_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out) {
+cpulm_status tok_spm_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out,
+                            cpulm_vocab_stop *stop) {
     if (n == 0) return CPULM_OK;
     if (n > INT32_MAX) return CPULM_ERR_INVALID_ARG;
     sym *syms = malloc(n * sizeof *syms);
@@ -92,14 +93,23 @@ cpulm_status tok_spm_encode(const cpulm_vocab *v, const char *text, size_t n, to
     if (!syms) return CPULM_ERR_NOMEM;
     int32_t n_sym = 0;
     for (size_t at = 0; at < n; n_sym++) {
+        if (cpulm_vocab_should_stop(stop)) {
+            free(syms);
+            return CPULM_ERR_CANCELLED;
+        }
         size_t len = (size_t)cpulm_utf8_lead_len((unsigned char)text[at]);
         if (len > n - at) len = n - at;
         syms[n_sym] = (sym){n_sym - 1, at + len == n ? -1 : n_sym + 1, (uint32_t)at, (uint32_t)len};
         at += len;
     }
     for (int32_t i = 1; i < n_sym && st == CPULM_OK; i++)
-        st = try_pair(v, text, syms, &h, i - 1, i);
+        st = cpulm_vocab_should_stop(stop) ? CPULM_ERR_CANCELLED
+                                           : try_pair(v, text, syms, &h, i - 1, i);
     while (h.n && st == CPULM_OK) {
+        if (cpulm_vocab_should_stop(stop)) {
+            st = CPULM_ERR_CANCELLED;
+            break;
+        }
         cand c = heap_pop(&h);
         sym *l = &syms[c.left], *r = &syms[c.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != c.size) continue; /* stale */

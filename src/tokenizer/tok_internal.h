@@ -96,8 +96,11 @@ int32_t tok_find(const cpulm_vocab *v, const char *s, size_t n); /* -1 if absent
 const tok_merge *tok_find_merge(const cpulm_vocab *v, int32_t left, int32_t right);
 
 /* ---- tokenizers: append ids for one raw-text fragment ---- */
-cpulm_status tok_spm_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out);
-cpulm_status tok_bpe_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out);
+/* stop may be NULL; CPULM_ERR_CANCELLED when it says so (see cpulm_vocab_stop). */
+cpulm_status tok_spm_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out,
+                            cpulm_vocab_stop *stop);
+cpulm_status tok_bpe_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out,
+                            cpulm_vocab_stop *stop);
 /* Splits cps[0..n) into pre-tokens; appends their lengths (in codepoints) to lens. */
 cpulm_status tok_pretok_split(tok_pre pre, const uint32_t *cps, size_t n, tok_ivec *lens);
 

@@ -70,8 +70,9 @@ static cpulm_status accept(const cpulm_vocab *v, partition *p, const char *text,
 }
 
 static cpulm_status find_specials(const cpulm_vocab *v, partition *p, const char *text, size_t n,
-                                  int parse_special) {
+                                  int parse_special, cpulm_vocab_stop *stop) {
     for (int32_t k = 0; k < v->n_specials; k++) {
+        if (cpulm_vocab_should_stop(stop)) return CPULM_ERR_CANCELLED;
         int32_t id = v->specials[k];
         uint8_t t = v->ttype[id];
         if (!parse_special && (t == CPULM_TOKEN_CONTROL || t == CPULM_TOKEN_UNKNOWN)) continue;
@@ -101,8 +102,8 @@ static int cmp_hit(const void *a, const void *b) {
 /* Tokenizes one raw fragment. prev_special: the previous fragment was a token (or this is
  * the first fragment), which is when SPM adds its dummy-prefix space. */
 static cpulm_status encode_raw(const cpulm_vocab *v, const char *s, size_t n, int prev_special,
-                               tok_ivec *out) {
-    if (v->type == CPULM_VOCAB_BPE) return tok_bpe_encode(v, s, n, out);
+                               tok_ivec *out, cpulm_vocab_stop *stop) {
+    if (v->type == CPULM_VOCAB_BPE) return tok_bpe_encode(v, s, n, out, stop);
     size_t extra = v->add_space_prefix && prev_special;
     size_t spaces = extra;
     for (size_t i = 0; i < n; i++)
@@ -119,16 +120,17 @@ static cpulm_status encode_raw(const cpulm_vocab *v, const char *s, size_t n, in
             buf[k++] = c;
         }
     }
-    cpulm_status st = tok_spm_encode(v, buf, k, out);
+    cpulm_status st = tok_spm_encode(v, buf, k, out, stop);
     free(buf);
     return st;
 }
 
 static cpulm_status encode_fragments(const cpulm_vocab *v, const partition *p, const char *text,
-                                     size_t n, tok_ivec *out) {
+                                     size_t n, tok_ivec *out, cpulm_vocab_stop *stop) {
     size_t h = 0, i = 0;
     int prev_special = 1;
     while (i < n) {
+        if (cpulm_vocab_should_stop(stop)) return CPULM_ERR_CANCELLED;
         if (p->used[i] == STRIPPED) {
             i++;
         } else if (p->used[i] == TAKEN) {
@@ -140,7 +142,7 @@ static cpulm_status encode_fragments(const cpulm_vocab *v, const partition *p, c
             size_t j = i;
             while (j < n && p->used[j] == FREE)
                 j++;
-            cpulm_status st = encode_raw(v, text + i, j - i, prev_special, out);
+            cpulm_status st = encode_raw(v, text + i, j - i, prev_special, out, stop);
             if (st != CPULM_OK) return st;
             prev_special = 0;
             i = j;
@@ -150,7 +152,7 @@ static cpulm_status encode_fragments(const cpulm_vocab *v, const partition *p, c
 }
 
 static cpulm_status tokenize_all(const cpulm_vocab *v, const char *text, size_t n,
-                                 int parse_special, tok_ivec *out) {
+                                 int parse_special, tok_ivec *out, cpulm_vocab_stop *stop) {
     if (n == 0) return CPULM_OK;
     partition *p = calloc(1, sizeof *p);
     if (!p) return CPULM_ERR_NOMEM;
@@ -163,11 +165,11 @@ static cpulm_status tokenize_all(const cpulm_vocab *v, const char *text, size_t 
             unsigned k = i ? (unsigned)u[i - 1] << 8 | u[i] : 0;
             if (i) p->pairs[k >> 3] |= (uint8_t)(1u << (k & 7));
         }
-        st = find_specials(v, p, text, n, parse_special);
+        st = find_specials(v, p, text, n, parse_special, stop);
     }
     if (st == CPULM_OK) {
         if (p->n_hits) qsort(p->hits, p->n_hits, sizeof *p->hits, cmp_hit);
-        st = encode_fragments(v, p, text, n, out);
+        st = encode_fragments(v, p, text, n, out, stop);
     }
     free(p->used);
     free(p->hits);
@@ -178,12 +180,19 @@ static cpulm_status tokenize_all(const cpulm_vocab *v, const char *text, size_t 
 cpulm_status cpulm_vocab_tokenize(const cpulm_vocab *v, const char *text, size_t len,
                                   int add_special, int parse_special, cpulm_token *out, int32_t cap,
                                   int32_t *n_out) {
+    return cpulm_vocab_tokenize_stop(v, text, len, add_special, parse_special, out, cap, n_out,
+                                     NULL);
+}
+
+cpulm_status cpulm_vocab_tokenize_stop(const cpulm_vocab *v, const char *text, size_t len,
+                                       int add_special, int parse_special, cpulm_token *out,
+                                       int32_t cap, int32_t *n_out, cpulm_vocab_stop *stop) {
     tok_ivec ids = {0};
     cpulm_status st = CPULM_OK;
     *n_out = 0;
     if (!text && len) return CPULM_ERR_INVALID_ARG;
     if (add_special && v->add_bos && v->bos >= 0) st = tok_ivec_push(&ids, v->bos);
-    if (st == CPULM_OK) st = tokenize_all(v, text, len, parse_special, &ids);
+    if (st == CPULM_OK) st = tokenize_all(v, text, len, parse_special, &ids, stop);
     if (st == CPULM_OK && add_special && v->add_eos && v->eos >= 0)
         st = tok_ivec_push(&ids, v->eos);
     if (st == CPULM_OK && ids.n > INT32_MAX) st = CPULM_ERR_INVALID_ARG;

@@ -98,6 +98,24 @@ cpulm_status cpulm_vocab_tokenize(const cpulm_vocab *v, const char *text, size_t
                                   int add_special, int parse_special, cpulm_token *out, int32_t cap,
                                   int32_t *n_out);
 
+/* A way to stop a long tokenization: the loops call cpulm_vocab_should_stop at each step,
+ * which asks fn(user) every 4096 of them. */
+typedef struct cpulm_vocab_stop {
+    int (*fn)(void *user);
+    void *user;
+    uint32_t tick;
+} cpulm_vocab_stop;
+
+static inline int cpulm_vocab_should_stop(cpulm_vocab_stop *s) {
+    return s && (++s->tick & 4095u) == 0 && s->fn(s->user);
+}
+
+/* cpulm_vocab_tokenize that returns CPULM_ERR_CANCELLED once stop says so (stop may be
+ * NULL). */
+cpulm_status cpulm_vocab_tokenize_stop(const cpulm_vocab *v, const char *text, size_t len,
+                                       int add_special, int parse_special, cpulm_token *out,
+                                       int32_t cap, int32_t *n_out, cpulm_vocab_stop *stop);
+
 /* The bytes token t stands for (see cpulm_token_to_piece in cpulm.h). Control and unknown
  * tokens give "" unless special != 0. CPULM_ERR_TOO_SMALL sets *n_out to the size needed;
  * CPULM_ERR_INVALID_ARG for an out-of-range id. */
