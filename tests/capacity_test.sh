@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# capacity_test.sh: `cpulm loadtest` end to end against `cpulm serve` on stories260K, small
+# and bounded (a few seconds): a workload file, closed- and open-loop levels, the SLO search
+# (one that finds a load, one that cannot), failures counted and refused (429s from a
+# one-slot server with a one-request queue), cost from a price, and usage errors.
+# Usage: capacity_test.sh path/to/cpulm
+set -u
+CPULM=$1
+SHARED=${CPULM_SHARED:-../shared}
+MODEL=$SHARED/models/stories260K.gguf
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+pass=0
+fail=0
+check() { # name, condition result (0 = ok), detail
+  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
+}
+if [ ! -f "$MODEL" ]; then echo "skip: $MODEL missing"; exit 0; fi
+command -v jq >/dev/null || { echo "skip: jq missing"; exit 0; }
+
+start_server() { # args...; prints the port
+  "$CPULM" serve -m "$MODEL" --port 0 -c 512 -t 1 "$@" >"$TMP/s$#.out" 2>"$TMP/s$#.err" &
+  PIDS+=($!)
+  local port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/s$#.out")
+    [ -n "$port" ] && break
+    sleep 0.05
+  done
+  echo "$port"
+}
+PORT=$(start_server)
+BUSY=$(start_server -np 1 --max-queue 1)
+[ -n "$PORT" ] && [ -n "$BUSY" ]; check servers_started $?
+URL=http://127.0.0.1:$PORT
+
+cat >"$TMP/small.json" <<'EOF'
+{"name": "small", "prompt_tokens": {"dist": "uniform", "min": 20, "max": 40},
+ "output_tokens": {"dist": "normal", "mean": 12, "stddev": 3, "min": 4, "max": 20},
+ "shared_prefix_tokens": 10, "arrival": {"process": "constant"}}
+EOF
+
+# closed loop from a workload: every request ok, the server's token counts, all metrics
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 1,3 --requests 6 \
+  -o json >"$TMP/c.json" 2>"$TMP/c.err"
+check closed_rc $? "$(cat "$TMP/c.err")"
+jq -e '.workload == "small" and (.levels | length) == 2 and all(.levels[]; .ok == 6 and .errors == 0
+       and .ttft_ms.p99 >= .ttft_ms.p50 and .itl_ms.p50 >= 0 and .tpot_ms.p50 > 0
+       and .latency_ms.p99 >= .ttft_ms.p99 and .mean_prompt_tokens >= 20
+       and .mean_output_tokens >= 4 and .mean_output_tokens <= 20 and .input_tokens_per_s > 0
+       and .goodput_requests_per_s == .requests_per_s)' "$TMP/c.json" >/dev/null
+check closed_report $? "$(head -c 600 "$TMP/c.json")"
+
+# open loop: constant arrivals at 20 req/s (the workload's process), 8 requests: ~0.35 s
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --rate 20 --requests 8 -o json \
+  >"$TMP/r.json" 2>"$TMP/r.err"
+check open_rc $? "$(cat "$TMP/r.err")"
+jq -e '.levels[0].rate == 20 and .levels[0].arrivals == "constant" and .levels[0].ok == 8
+       and .levels[0].wall_s >= 0.34' "$TMP/r.json" >/dev/null
+check open_report $? "$(head -c 400 "$TMP/r.json")"
+
+# SLO search over concurrency with a generous objective: a best load, instances, cost
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --slo ttft_p99=30s,itl_p99=10s \
+  --search-max 4 --requests 4 --users 10 --price-hour 3.6 >"$TMP/slo.md" 2>"$TMP/slo.err"
+check slo_rc $? "$(cat "$TMP/slo.err")"
+grep -q '^highest concurrency meeting it: \*\*4 users\*\*' "$TMP/slo.md"; check slo_best $?
+grep -q '^instances needed for 10 concurrent users: 3 (4 users each)$' "$TMP/slo.md"
+check slo_instances $?
+grep -q '^cost on the given machine at 3.6000 USD/hour' "$TMP/slo.md"; check slo_cost $?
+grep -q '| \$/1M input | \$/1M output |' "$TMP/slo.md"; check slo_cost_columns $?
+# an objective nothing can meet: exit 1, said so
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --slo ttft_p50=1ms,itl_p99=1ms \
+  --search-max 2 --search-steps 0 --requests 3 -o json >"$TMP/none.json" 2>/dev/null
+rc=$?
+[ $rc -eq 1 ] && jq -e '.slo.best == null and all(.levels[]; .slo_met == false)' \
+  "$TMP/none.json" >/dev/null
+check slo_unmet_exit1 $? "rc $rc"
+
+# failures: a one-slot server with a one-request queue answers 429 to most of 12 clients
+"$CPULM" loadtest --url "http://127.0.0.1:$BUSY" --concurrency 12 --requests 24 --max-tokens 32 \
+  >"$TMP/f.md" 2>"$TMP/f.err"
+rc=$?
+[ $rc -eq 1 ]; check failures_exit1 $? "rc $rc"
+grep -Eq '^\|   12 \| +[0-9]+ \| +[1-9][0-9]* \|' "$TMP/f.md"; check failures_counted $?
+grep -q 'requests FAILED (rejected (429/503) x' "$TMP/f.md"; check failures_explained $?
+grep -q 'requests failed (see the table); exit 1' "$TMP/f.err"; check failures_stderr $?
+nfail=$(sed -n 's/^|   12 | *\([0-9]*\) | *\([0-9]*\) |.*/\2/p' "$TMP/f.md")
+if [ "${nfail:-0}" -gt 12 ]; then # mostly failed: no percentile table
+  grep -q 'FAILED: .* no percentiles' "$TMP/f.md"; check mostly_failed_no_pcts $?
+else
+  grep -q '(ok only)' "$TMP/f.md"; check failed_pcts_labelled $?
+fi
+"$CPULM" loadtest --url "http://127.0.0.1:$BUSY" --concurrency 12 --requests 24 --max-tokens 32 \
+  --allow-failures -o json >"$TMP/f.json" 2>/dev/null
+rc=$?
+[ $rc -eq 0 ] && jq -e '.levels[0].errors > 0 and .levels[0].failures.rejected == .levels[0].errors
+  and .levels[0].ok + .levels[0].errors == 24' "$TMP/f.json" >/dev/null
+check allow_failures $? "rc $rc $(head -c 300 "$TMP/f.json")"
+
+# usage errors: exit 2 with a reason
+"$CPULM" loadtest --url "$URL" --slo ttft=2s 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "bad objective" "$TMP/e"
+check bad_slo $?
+"$CPULM" loadtest --url "$URL" --workload nosuch 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "no workload 'nosuch'" "$TMP/e"
+check unknown_workload $?
+"$CPULM" loadtest --url "$URL" --workload rag --prompt-len 5 2>/dev/null; check workload_and_len_exclusive $(($? != 2))
+"$CPULM" loadtest --url "$URL" --rate 0 2>/dev/null; check bad_rate $(($? != 2))
+"$CPULM" loadtest --url "$URL" --instance nosuch.large 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "not in" "$TMP/e"
+check unknown_instance $?
+
+echo "capacity: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,270 @@
+/* test_capacity.c: the capacity-planning arithmetic of `cpulm loadtest`: workload files and
+ * the requests drawn from them (lengths, shared prefixes, growing sessions, prompt text),
+ * percentiles, objectives and goodput, the load search, arrival schedules and cost. The
+ * end-to-end runs against a server are in tests/capacity_test.sh. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loadtest_stats.h"
+#include "test.h"
+#include "workload.h"
+
+static int parse_wl(const char *json, workload *w, char *err) {
+    return workload_parse(json, strlen(json), w, err, 256);
+}
+
+TEST(capacity_workload_parse) {
+    workload w;
+    char err[256];
+    REQUIRE(t, parse_wl("{\"name\":\"x\",\"prompt_tokens\":100,\"output_tokens\":{\"dist\":"
+                        "\"uniform\",\"min\":5,\"max\":9},\"shared_prefix_tokens\":20,"
+                        "\"arrival\":{\"process\":\"constant\",\"rate\":2.5},\"api\":\"chat\"}",
+                        &w, err) == 0);
+    CHECK(t, !strcmp(w.name, "x") && w.prompt.kind == WL_FIXED && w.prompt.a == 100);
+    CHECK(t, w.output.kind == WL_UNIFORM && w.output.min == 5 && w.output.max == 9);
+    CHECK(t, w.prefix_tokens == 20 && w.prefix_fraction == 1.0 && w.turns == 1);
+    CHECK(t, w.arrival == WL_ARRIVE_CONSTANT && w.rate == 2.5 && w.chat);
+    const char *bad[] = {
+        "[]",
+        "{\"output_tokens\":5}",                                       /* no prompt */
+        "{\"prompt_tokens\":0,\"output_tokens\":5}",                   /* < 1 */
+        "{\"prompt_tokens\":{\"dist\":\"zipf\"},\"output_tokens\":5}", /* unknown dist */
+        "{\"prompt_tokens\":{\"dist\":\"normal\",\"mean\":10},\"output_tokens\":5}", /* stddev */
+        "{\"prompt_tokens\":{\"dist\":\"uniform\",\"min\":9,\"max\":5},\"output_tokens\":5}",
+        "{\"prompt_tokens\":5,\"output_tokens\":5,\"shared_prefix_fraction\":1.5}",
+        "{\"prompt_tokens\":5,\"output_tokens\":5,\"arrival\":{\"process\":\"burst\"}}",
+        "{\"prompt_tokens\":5,\"output_tokens\":5,\"api\":\"embeddings\"}",
+        "{\"prompt_tokens\":5,\"output_tokens\":5,\"turns\":0}",
+        "{\"prompt_tokens\":5,"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        CHECK(t, parse_wl(bad[i], &w, err) == -1 && err[0]);
+    }
+    parse_wl("{\"prompt_tokens\":{\"dist\":\"normal\",\"mean\":10},\"output_tokens\":5}", &w, err);
+    CHECK(t, strstr(err, "prompt_tokens") != NULL); /* the message names the field */
+}
+
+static void load_profile(test_ctx *t, const char *name, workload *w) {
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/%s.json", CPULM_WORKLOADS_DIR, name);
+    int rc = workload_load(path, w, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    REQUIRE(t, rc == 0);
+    CHECK(t, !strcmp(w->name, name));
+}
+
+/* The shipped profiles: rag is ~3k prompt / 250 output with a 500-token shared prefix. */
+TEST(capacity_workload_profiles) {
+    workload w;
+    const char *names[] = {"chat", "rag", "agent", "summarize"};
+    for (int i = 0; i < 4; i++)
+        load_profile(t, names[i], &w);
+    load_profile(t, "rag", &w);
+    double p, o, x;
+    workload_means(&w, 4000, &p, &o, &x);
+    CHECK(t, fabs(p - 3000) < 60 && fabs(o - 250) < 8 && x == 500);
+    for (int i = 0; i < 1000; i++) {
+        wl_request r;
+        workload_request(&w, i, &r);
+        CHECK(t, r.prompt_tokens >= 1500 && r.prompt_tokens <= 4500);
+        CHECK(t, r.output_tokens >= 100 && r.output_tokens <= 400 && r.prefix_tokens == 500);
+        if (t->n_fail) break;
+    }
+}
+
+TEST(capacity_workload_lognormal_mean) {
+    workload w;
+    char err[256];
+    REQUIRE(t, parse_wl("{\"prompt_tokens\":{\"dist\":\"lognormal\",\"mean\":800,\"stddev\":600,"
+                        "\"max\":1000000},\"output_tokens\":{\"dist\":\"normal\",\"mean\":50,"
+                        "\"stddev\":0}}",
+                        &w, err) == 0);
+    double p, o, x;
+    workload_means(&w, 20000, &p, &o, &x);
+    CHECK(t, fabs(p - 800) < 30 && o == 50 && x == 0);
+}
+
+static int words(const char *s) {
+    int n = 0;
+    for (const char *p = s; *p; p++)
+        n += *p == ' ';
+    return *s ? n + 1 : 0;
+}
+
+/* Text: prompt_tokens words; the prefix is the same for all; a session's later turn extends
+ * the earlier turn's text; other sessions differ right after the prefix. */
+TEST(capacity_workload_text_and_sessions) {
+    workload w;
+    char err[256];
+    REQUIRE(t, parse_wl("{\"prompt_tokens\":{\"dist\":\"uniform\",\"min\":40,\"max\":80},"
+                        "\"output_tokens\":8,\"shared_prefix_tokens\":30,\"turns\":3,"
+                        "\"turn_growth_tokens\":25}",
+                        &w, err) == 0);
+    wl_request r[4];
+    cpulm_buf b[4];
+    for (int i = 0; i < 4; i++) {
+        workload_request(&w, i, &r[i]);
+        cpulm_buf_init(&b[i], 0);
+        workload_prompt_text(&w, &r[i], &b[i]);
+        CHECK_EQ_INT(t, words(b[i].data), r[i].prompt_tokens);
+    }
+    CHECK(t, r[1].prompt_tokens == r[0].prompt_tokens + 25 && r[2].turn == 2 && r[3].turn == 0);
+    CHECK(t, strncmp(b[1].data, b[0].data, b[0].len) == 0); /* turn 1 extends turn 0 */
+    CHECK(t, strncmp(b[2].data, b[1].data, b[1].len) == 0);
+    /* session 2 (request 3) shares the 30-word prefix, then differs */
+    size_t same = 0;
+    while (b[3].data[same] && b[3].data[same] == b[0].data[same])
+        same++;
+    int shared_words = 0;
+    for (size_t k = 0; k < same; k++)
+        shared_words += b[0].data[k] == ' ';
+    CHECK(t, shared_words >= 30 && shared_words < 36);
+    workload_request(&w, 0, &r[0]); /* deterministic */
+    cpulm_buf again;
+    cpulm_buf_init(&again, 0);
+    workload_prompt_text(&w, &r[0], &again);
+    CHECK(t, again.len == b[0].len && !memcmp(again.data, b[0].data, again.len));
+    cpulm_buf_release(&again);
+    for (int i = 0; i < 4; i++)
+        cpulm_buf_release(&b[i]);
+}
+
+TEST(capacity_percentiles) {
+    lt_samples s = {0};
+    CHECK(t, lt_pct(&s, 50) == -1);
+    for (int i = 100; i >= 1; i--)
+        lt_samples_push(&s, i);
+    lt_samples_sort(&s);
+    CHECK(t, lt_pct(&s, 50) == 50 && lt_pct(&s, 90) == 90 && lt_pct(&s, 99) == 99);
+    CHECK(t, lt_pct(&s, 100) == 100 && lt_pct(&s, 0.5) == 1);
+    lt_samples_release(&s);
+    lt_samples_push(&s, 7);
+    CHECK(t, lt_pct(&s, 99) == 7);
+    lt_samples_release(&s);
+}
+
+TEST(capacity_slo_parse) {
+    lt_slo o;
+    char err[256];
+    REQUIRE(t, lt_slo_parse("ttft_p99=2s,itl_p99=200ms,e2e_p90=30", &o, err, sizeof err) == 0);
+    CHECK(t, o.n == 3 && o.metric[0] == LT_M_TTFT && o.pct[0] == 99 && o.limit_s[0] == 2);
+    CHECK(t, o.metric[1] == LT_M_ITL && fabs(o.limit_s[1] - 0.2) < 1e-12);
+    CHECK(t, o.metric[2] == LT_M_E2E && o.pct[2] == 90 && o.limit_s[2] == 30);
+    REQUIRE(t, lt_slo_parse("tpot_p99.9=50ms", &o, err, sizeof err) == 0);
+    CHECK(t, o.metric[0] == LT_M_TPOT && o.pct[0] == 99.9);
+    const char *bad[] = {"",
+                         "ttft=2s",
+                         "ttft_p99=2h",
+                         "ttft_p0=2s",
+                         "ttft_p101=1",
+                         "lat_p99=1s",
+                         "ttft_p99=-1s",
+                         "ttft_p99=1s,ttft_p50=1s",
+                         "ttft_p99"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(t, lt_slo_parse(bad[i], &o, err, sizeof err) == -1);
+}
+
+static void add_req(lt_stats *s, const lt_slo *slo, double ttft, double gap, int n_tok) {
+    double ev[64];
+    for (int k = 0; k < n_tok; k++)
+        ev[k] = ttft + k * gap;
+    lt_req r = {.ok = 1,
+                .ttft = ttft,
+                .e2e = ev[n_tok - 1],
+                .events = ev,
+                .n_events = n_tok,
+                .prompt_tokens = 100,
+                .output_tokens = n_tok};
+    lt_stats_add(s, &r, slo);
+}
+
+/* ITL from the gaps, TPOT per request, goodput per request, failures always a miss. */
+TEST(capacity_stats_and_slo) {
+    lt_slo slo;
+    char err[256], why[128];
+    REQUIRE(t, lt_slo_parse("ttft_p99=1s,itl_p99=100ms", &slo, err, sizeof err) == 0);
+    lt_stats s = {0};
+    for (int i = 0; i < 9; i++)
+        add_req(&s, &slo, 0.5, 0.05, 11);
+    add_req(&s, &slo, 2.0, 0.05, 11); /* too slow to the first token: not good */
+    s.wall = 10;
+    lt_stats_finish(&s);
+    CHECK(t, s.n_ok == 10 && s.n_good == 9 && s.in_tokens == 1000 && s.out_tokens == 110);
+    CHECK(t, s.itl.n == 100 && fabs(lt_pct(&s.itl, 99) - 0.05) < 1e-9);
+    CHECK(t, s.tpot.n == 10 && fabs(lt_pct(&s.tpot, 50) - 0.05) < 1e-9);
+    CHECK(t, !lt_slo_met(&slo, &s, why, sizeof why) && strstr(why, "ttft p99"));
+    lt_slo loose;
+    REQUIRE(t, lt_slo_parse("ttft_p90=1s,itl_p99=100ms", &loose, err, sizeof err) == 0);
+    CHECK(t, lt_slo_met(&loose, &s, why, sizeof why));
+    lt_req f = {.ok = 0, .fail = LT_FAIL_REJECTED};
+    lt_stats_add(&s, &f, &slo);
+    CHECK(t, s.n_fail == 1 && s.fails[LT_FAIL_REJECTED] == 1 && !lt_stats_mostly_failed(&s));
+    CHECK(t, !lt_slo_met(&loose, &s, why, sizeof why) && strstr(why, "failed"));
+    for (int i = 0; i < 10; i++)
+        lt_stats_add(&s, &f, &slo);
+    CHECK(t, lt_stats_mostly_failed(&s));
+    lt_stats_release(&s);
+}
+
+/* Against a server whose capacity is 13 clients: 1, 2, 4, 8, 16 (miss), 12, 14 (miss), 13. */
+TEST(capacity_search_bisects) {
+    lt_search s;
+    lt_search_init(&s, 1, 256, 3, 1);
+    double tried[16], best = 0;
+    int n = 0;
+    for (double x; (x = lt_search_next(&s)) > 0 && n < 16;) {
+        tried[n++] = x;
+        lt_search_report(&s, x, x <= 13);
+        if (x <= 13 && x > best) best = x;
+    }
+    const double want[] = {1, 2, 4, 8, 16, 12, 14, 13};
+    CHECK_EQ_INT(t, n, 8);
+    for (int i = 0; i < n && i < 8; i++)
+        CHECK(t, tried[i] == want[i]);
+    CHECK(t, best == 13);
+    /* the first load already misses: bisect below it; a capacity above max stops at max */
+    lt_search_init(&s, 4, 256, 2, 1);
+    n = 0;
+    for (double x; (x = lt_search_next(&s)) > 0 && n < 16;) {
+        tried[n++] = x;
+        lt_search_report(&s, x, 0);
+    }
+    CHECK(t, n == 3 && tried[1] == 2 && tried[2] == 1);
+    lt_search_init(&s, 1, 10, 3, 0);
+    n = 0;
+    for (double x; (x = lt_search_next(&s)) > 0 && n < 16;) {
+        tried[n++] = x;
+        lt_search_report(&s, x, 1);
+    }
+    CHECK(t, n == 5 && tried[4] == 10);
+}
+
+TEST(capacity_arrivals) {
+    enum { N = 5000 };
+    double *a = malloc(sizeof(double) * N);
+    REQUIRE(t, a != NULL);
+    lt_arrivals(a, N, 4, 0, 1);
+    CHECK(t, a[0] == 0 && fabs(a[N - 1] - (N - 1) / 4.0) < 1e-6);
+    lt_arrivals(a, N, 4, 1, 1);
+    double mean = a[N - 1] / (N - 1), var = 0;
+    for (int i = 1; i < N; i++)
+        var += (a[i] - a[i - 1] - 0.25) * (a[i] - a[i - 1] - 0.25);
+    var /= N - 1;
+    CHECK(t, fabs(mean - 0.25) < 0.0125); /* exponential gaps: mean = sd = 1/rate */
+    CHECK(t, fabs(sqrt(var) - 0.25) < 0.025);
+    free(a);
+}
+
+TEST(capacity_cost) {
+    lt_cost c;
+    lt_cost_of(3.6, 1000, 100, 1, 0.5, &c); /* 0.001 USD a second */
+    CHECK(t, fabs(c.usd_per_m_input - 0.5) < 1e-9 && fabs(c.usd_per_m_output - 5) < 1e-9);
+    CHECK(t, fabs(c.usd_per_m_blended - 1000.0 / 1100) < 1e-9);
+    CHECK(t, fabs(c.usd_per_k_requests - 1) < 1e-9);
+    CHECK_EQ_INT(t, lt_instances_needed(100, 4), 25);
+    CHECK_EQ_INT(t, lt_instances_needed(100, 3), 34);
+    CHECK_EQ_INT(t, lt_instances_needed(8, 4), 2);
+    CHECK_EQ_INT(t, lt_instances_needed(8, 0), 0);
+}
