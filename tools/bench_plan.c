@@ -172,11 +172,21 @@ static void header_field(const char *line, const char *key, char *dst, size_t ca
 }
 
 static int parse_row(char *line, plan_instance *in) {
-    char *save = NULL, *f[6];
+    char *save = NULL, *f[9];
     int n = 0;
-    for (char *t = strtok_r(line, " \t\r", &save); t && n < 6; t = strtok_r(NULL, " \t\r", &save))
+    for (char *t = strtok_r(line, " \t\r", &save); t && n < 9; t = strtok_r(NULL, " \t\r", &save))
         f[n++] = t;
-    if (n != 5 || strlen(f[0]) >= sizeof in->name || strlen(f[3]) >= sizeof in->arch) return -1;
+    if ((n != 5 && n != 8) || strlen(f[0]) >= sizeof in->name || strlen(f[3]) >= sizeof in->arch)
+        return -1;
+    memset(in, 0, sizeof *in);
+    if (n == 8) {
+        if (strlen(f[5]) >= sizeof in->gpu || strlen(f[6]) >= sizeof in->date ||
+            strlen(f[7]) >= sizeof in->source)
+            return -1;
+        snprintf(in->gpu, sizeof in->gpu, "%s", strcmp(f[5], "-") ? f[5] : "");
+        snprintf(in->date, sizeof in->date, "%s", f[6]);
+        snprintf(in->source, sizeof in->source, "%s", f[7]);
+    }
     char *e1, *e2, *e3;
     errno = 0;
     long vcpu = strtol(f[1], &e1, 10);
@@ -214,7 +224,8 @@ int plan_prices_parse(const char *text, plan_prices *out, char *err, size_t cap)
         out->v = nv;
         if (parse_row(line, &out->v[out->n])) {
             snprintf(err, cap,
-                     "line %d: want 'instance vcpu memory_gib arch usd_per_hour', got '%s'",
+                     "line %d: want 'instance vcpu memory_gib arch usd_per_hour [gpu date "
+                     "source]', got '%s'",
                      line_no, line);
             plan_prices_release(out);
             return -1;
@@ -305,7 +316,7 @@ int plan_fitting(const plan_prices *p, uint64_t need_bytes, int one_per_family, 
     int *all = malloc(sizeof(int) * (size_t)(p->n ? p->n : 1)), n = 0, k = 0;
     if (!all) return 0;
     for (int i = 0; i < p->n; i++)
-        if (plan_usable_bytes(&p->v[i]) >= need_bytes) all[n++] = i;
+        if (!p->v[i].gpu[0] && plan_usable_bytes(&p->v[i]) >= need_bytes) all[n++] = i;
     sort_prices = p;
     qsort(all, (size_t)n, sizeof(int), cmp_instance);
     for (int i = 0; i < n && k < cap; i++) {

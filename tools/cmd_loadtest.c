@@ -261,7 +261,7 @@ typedef struct lt_run {
     int n_rows, md, searching;
     int64_t next_index; /* each level's requests are new ones: no cache carries over */
     double usd_hour;
-    char machine[64];
+    char machine[1024]; /* what the price is of, and where it came from */
 } lt_run;
 
 static lt_row *run_one(lt_run *R, int open, double load) {
@@ -341,7 +341,10 @@ static int load_price(lt_run *R) {
     const plan_instance *in = plan_prices_find(&p, o->instance);
     if (in) {
         R->usd_hour = in->usd_hour;
-        snprintf(R->machine, sizeof R->machine, "%.40s", in->name);
+        snprintf(R->machine, sizeof R->machine,
+                 "%s%s%s (list price as of %s, source %.60s in %.256s)", in->name,
+                 in->gpu[0] ? ", GPU " : "", in->gpu, in->date[0] ? in->date : "?",
+                 in->source[0] ? in->source : p.source, path);
     } else {
         fprintf(stderr, "cpulm loadtest: instance '%s' is not in %s\n", o->instance, path);
     }
