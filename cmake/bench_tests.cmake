@@ -4,11 +4,13 @@
 # tests/bench_test.sh drives the built command end to end on the small shared models.
 target_sources(cpulm-tests PRIVATE tools/bench_sweep.c tools/bench_stats.c tools/bench_plan.c
                tools/svg.c tools/bench_out.c tools/bench_compare.c tools/bench_roof.c
-               tools/workload.c tools/loadtest_stats.c)
+               tools/workload.c tools/loadtest_stats.c tools/perf_model.c)
 target_include_directories(cpulm-tests PRIVATE tools)
 target_compile_definitions(cpulm-tests PRIVATE
                            CPULM_PRICES_TSV="${CMAKE_SOURCE_DIR}/data/prices.tsv"
-                           CPULM_WORKLOADS_DIR="${CMAKE_SOURCE_DIR}/data/workloads")
+                           CPULM_WORKLOADS_DIR="${CMAKE_SOURCE_DIR}/data/workloads"
+                           CPULM_INSTANCES_TSV="${CMAKE_SOURCE_DIR}/data/instances.tsv"
+                           CPULM_FIXTURES_DIR="${CMAKE_SOURCE_DIR}/tests/fixtures")
 if(NOT CMAKE_CROSSCOMPILING)
   add_test(NAME bench_cli COMMAND ${CMAKE_SOURCE_DIR}/tests/bench_test.sh $<TARGET_FILE:cpulm-cli>)
   set_tests_properties(bench_cli PROPERTIES TIMEOUT 300 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")

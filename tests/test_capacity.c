@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "loadtest_stats.h"
+#include "perf_model.h"
 #include "test.h"
 #include "workload.h"
 
@@ -267,4 +268,119 @@ TEST(capacity_cost) {
     CHECK_EQ_INT(t, lt_instances_needed(100, 3), 34);
     CHECK_EQ_INT(t, lt_instances_needed(8, 4), 2);
     CHECK_EQ_INT(t, lt_instances_needed(8, 0), 0);
+}
+
+/* ---- the performance model ---- */
+
+TEST(capacity_model_arithmetic) {
+    pm_measure m = {.at = {.bw_gbs = 50, .int8_gops = 1000},
+                    .tg = 40,
+                    .pp = 200,
+                    .bytes_per_token = 1e9,
+                    .ops_per_token = 2.5e9};
+    pm_eff e;
+    pm_efficiency(&m, &e);
+    CHECK_NEAR(t, e.tg, 0.8, 1e-12); /* 40 t/s x 1 GB = 40 of 50 GB/s */
+    CHECK_NEAR(t, e.pp, 0.5, 1e-12); /* 200 x 2.5 Gop = 500 of 1000 Gop/s */
+    pm_ceiling c = {.bw_gbs = 100, .int8_gops = 4000};
+    CHECK_NEAR(t, pm_tg(&e, &c, 2e9), 40, 1e-9); /* 0.8 x 100 GB/s / 2 GB */
+    CHECK_NEAR(t, pm_pp(&e, &c, 5e9), 400, 1e-9);
+    /* 8x the bytes and flops: 1/8 the speed, whatever the ceilings */
+    CHECK_NEAR(t, pm_tg(&e, &c, 8e9) / pm_tg(&e, &c, 1e9), 1.0 / 8, 1e-12);
+    CHECK_NEAR(t, pm_pp(&e, &c, 20e9) / pm_pp(&e, &c, 2.5e9), 1.0 / 8, 1e-12);
+    pm_family f = {.family = "x9",
+                   .cores_per_vcpu = 0.5,
+                   .socket_cores = 48,
+                   .socket_bw_gbs = 307.2,
+                   .int8_ops_per_cycle = 256,
+                   .ghz = 3.2};
+    pm_family_ceiling(&f, 16, 0.8, 0.5, &c); /* 8 cores of 48 */
+    CHECK_NEAR(t, c.bw_gbs, 307.2 * 8 / 48 * 0.8, 1e-9);
+    CHECK_NEAR(t, c.int8_gops, 8 * 256 * 3.2 * 0.5, 1e-9);
+    /* serving: weights 1 GB at 0.8 x 100 GB/s = 12.5 ms a step; compute per token 2.5 Gop
+     * at 0.5 x 4000 = 1.25 ms; KV 1 MB per context token */
+    c = (pm_ceiling){.bw_gbs = 100, .int8_gops = 4000};
+    pm_model_cost mc = {.weight_bytes = 1e9,
+                        .kv_bytes_per_ctx_token = 1e3,
+                        .ops_per_token = 2.5e9,
+                        .ops_per_prompt_token = 2.5e9};
+    pm_serving s;
+    pm_serve(&e, &c, &mc, 1000, 100, 4, &s);
+    double kv = 4 * 1050 * 1e3 / 80e9, step = 0.0125 + kv;
+    CHECK_NEAR(t, s.step_s, step, 1e-12);
+    CHECK_NEAR(t, s.ttft_s, 1000 / 800.0, 1e-12); /* 0.5 x 4000 Gop/s / 2.5 Gop */
+    CHECK_NEAR(t, s.requests_per_s, 1 / (1.25 + 100 * step / 4), 1e-9);
+    CHECK_NEAR(t, s.out_tok_s, s.requests_per_s * 100, 1e-9);
+    CHECK_NEAR(t, s.prefill_share, 1.25 / (1.25 + 100 * step / 4), 1e-12);
+    /* batch 16: compute 16 x 1.25 ms = 20 ms > 12.5 ms: compute-bound steps */
+    pm_serve(&e, &c, &mc, 1000, 100, 16, &s);
+    CHECK_NEAR(t, s.step_s, 0.02 + 16 * 1050 * 1e3 / 80e9, 1e-12);
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 100, 0.0126, 64), 7); /* KV: 13 us a sequence */
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 100, 0.0124, 64), 0);
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 100, 1.0, 64), 64);
+}
+
+static int fixture(test_ctx *t, const char *key, pm_measure *m) {
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/perf_model.json", CPULM_FIXTURES_DIR);
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cpulm_json_doc *d = NULL;
+    if (cpulm_json_parse(buf, n, NULL, &d, NULL, NULL) != CPULM_OK) return -1;
+    int rc = pm_measure_from_json(cpulm_json_get(cpulm_json_root(d), key), m, err, sizeof err);
+    if (rc) fprintf(stderr, "%s: %s\n", key, err);
+    cpulm_json_free(d);
+    CHECK(t, rc == 0);
+    return rc;
+}
+
+static int within(double est, double measured, double tol) {
+    return est > measured * (1 - tol) && est < measured * (1 + tol);
+}
+
+/* Calibrated on 1 thread, the model predicts 2 threads; from a 1B shape, an 8B shape (each
+ * with the ceilings measured next to it), within 25% of the recorded measurements. */
+TEST(capacity_model_predicts_recorded) {
+    pm_measure one, two, big;
+    REQUIRE(t, fixture(t, "one_thread_1b", &one) == 0 && fixture(t, "two_threads_1b", &two) == 0 &&
+                   fixture(t, "two_threads_8b", &big) == 0);
+    pm_eff e;
+    pm_efficiency(&one, &e);
+    CHECK(t, within(pm_tg(&e, &two.at, two.bytes_per_token), two.tg, 0.25));
+    CHECK(t, within(pm_pp(&e, &two.at, two.ops_per_token), two.pp, 0.25));
+    pm_efficiency(&two, &e);
+    CHECK(t, within(pm_tg(&e, &big.at, big.bytes_per_token), big.tg, 0.25));
+    CHECK(t, within(pm_pp(&e, &big.at, big.ops_per_token), big.pp, 0.25));
+    pm_measure bad = two;
+    bad.tg = 0;
+    cpulm_json_doc *d = NULL;
+    REQUIRE(t, cpulm_json_parse("{\"read_gbs\":1}", 14, NULL, &d, NULL, NULL) == CPULM_OK);
+    char err[128];
+    CHECK(t, pm_measure_from_json(cpulm_json_root(d), &bad, err, sizeof err) == -1 &&
+                 strstr(err, "int8_gops"));
+    cpulm_json_free(d);
+}
+
+TEST(capacity_instance_table) {
+    pm_table tb;
+    char err[512];
+    REQUIRE(t, pm_table_load(CPULM_INSTANCES_TSV, &tb, err, sizeof err) == 0);
+    const char *want[] = {"c6g.large",   "c7g.4xlarge", "m7g.xlarge", "c8g.4xlarge",
+                          "r8g.2xlarge", "c7i.8xlarge", "m7i.large",  "c7a.4xlarge"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const pm_family *f = pm_table_find(&tb, want[i]);
+        CHECK(t, f != NULL);
+        if (f) CHECK(t, f->date[0] && f->source[0] && f->socket_bw_gbs > 100 && f->ghz > 2);
+    }
+    CHECK(t, pm_table_find(&tb, "g6.xlarge") == NULL && pm_table_find(&tb, "c7") == NULL);
+    pm_table_release(&tb);
+    CHECK(t, pm_table_parse("c1\tx\t1\t8\t100\t64\t2.5\t2026\tsrc\n", &tb, err, sizeof err) == 0 &&
+                 tb.n == 1);
+    pm_table_release(&tb);
+    CHECK(t, pm_table_parse("c1\tx\t2\t8\t100\t64\t2.5\t2026\tsrc\n", &tb, err, sizeof err) == -1 &&
+                 strstr(err, "line 1"));
+    CHECK(t, pm_table_parse("c1\tx\t1\t8\t100\t64\n", &tb, err, sizeof err) == -1);
 }
