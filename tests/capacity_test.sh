@@ -113,5 +113,21 @@ check unknown_workload $?
 "$CPULM" loadtest --url "$URL" --instance nosuch.large 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "not in" "$TMP/e"
 check unknown_instance $?
 
+# plan --workload: estimates for instances not at hand, every row labelled
+"$CPULM" plan --shape 1b --type q4_0 --workload rag --instance c8g.4xlarge --users 50 >"$TMP/p.md" 2>"$TMP/p.err"
+check plan_estimate_rc $? "$(cat "$TMP/p.err")"
+grep -q '^ESTIMATED serving (performance model, not a measurement): workload rag' "$TMP/p.md"
+check plan_estimate_header $?
+grep -Eq '^\| c8g\.4xlarge \| 16 \| 0\.6381 \| .* \| estimated \|$' "$TMP/p.md"; check plan_estimate_row $?
+grep -Eq '^c8g\.4xlarge: [0-9]+ instance\(s\) for 50 concurrent users \(estimated\)$' "$TMP/p.md"
+check plan_estimate_instances $?
+"$CPULM" plan --shape 1b --type q4_0 --workload rag >"$TMP/pa.md" 2>/dev/null
+rows=$(grep -c '^| [cmr][0-9][a-z]*\.[0-9]*xlarge |' "$TMP/pa.md")
+est=$(grep -c '| estimated |$' "$TMP/pa.md")
+[ "$rows" -ge 8 ] && [ "$rows" -eq "$est" ]; check plan_estimate_all_labelled $? "rows $rows estimated $est"
+"$CPULM" plan --shape 1b --workload rag --instance g6.xlarge >/dev/null 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "no instance family for 'g6.xlarge'" "$TMP/e"
+check plan_estimate_gpu_refused $?
+"$CPULM" plan --shape 1b --workload nosuch >/dev/null 2>&1; check plan_estimate_bad_workload $(($? != 2))
+
 echo "capacity: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

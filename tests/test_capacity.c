@@ -305,19 +305,24 @@ TEST(capacity_model_arithmetic) {
                         .ops_per_token = 2.5e9,
                         .ops_per_prompt_token = 2.5e9};
     pm_serving s;
-    pm_serve(&e, &c, &mc, 1000, 100, 4, &s);
-    double kv = 4 * 1050 * 1e3 / 80e9, step = 0.0125 + kv;
+    pm_serve(&e, &c, &mc, 1200, 200, 100, 4, &s); /* 200 tokens cached */
+    double kv = 4 * 1250 * 1e3 / 80e9, step = 0.0125 + kv, prefill = 1000 / 800.0;
     CHECK_NEAR(t, s.step_s, step, 1e-12);
-    CHECK_NEAR(t, s.ttft_s, 1000 / 800.0, 1e-12); /* 0.5 x 4000 Gop/s / 2.5 Gop */
-    CHECK_NEAR(t, s.requests_per_s, 1 / (1.25 + 100 * step / 4), 1e-9);
+    CHECK_NEAR(t, s.ttft_s, prefill + step, 1e-12); /* 0.5 x 4000 Gop/s / 2.5 Gop */
+    CHECK_NEAR(t, s.requests_per_s, 1 / (prefill + 100 * step / 4), 1e-9);
     CHECK_NEAR(t, s.out_tok_s, s.requests_per_s * 100, 1e-9);
-    CHECK_NEAR(t, s.prefill_share, 1.25 / (1.25 + 100 * step / 4), 1e-12);
+    CHECK_NEAR(t, s.prefill_share, prefill / (prefill + 100 * step / 4), 1e-12);
+    CHECK_NEAR(t, s.itl_s, step + 4 * prefill / 100, 1e-12); /* prefills interrupt the steps */
+    /* Little's law: users = rate x time in the system (decode: output x itl) */
+    CHECK_NEAR(t, s.requests_per_s * 100 * s.itl_s, 4, 1e-9);
     /* batch 16: compute 16 x 1.25 ms = 20 ms > 12.5 ms: compute-bound steps */
-    pm_serve(&e, &c, &mc, 1000, 100, 16, &s);
+    pm_serve(&e, &c, &mc, 1000, 0, 100, 16, &s);
     CHECK_NEAR(t, s.step_s, 0.02 + 16 * 1050 * 1e3 / 80e9, 1e-12);
-    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 100, 0.0126, 64), 7); /* KV: 13 us a sequence */
-    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 100, 0.0124, 64), 0);
-    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 100, 1.0, 64), 64);
+    /* users' gap: step(b) + b x 1.25 s / 100: 1 user 0.02501 s, 2 users 0.0375 s */
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 0, 100, 0.026, 64), 1);
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 0, 100, 0.038, 64), 2);
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 0, 100, 0.024, 64), 0);
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 1000, 100, 1.0, 64), 64); /* all cached */
 }
 
 static int fixture(test_ctx *t, const char *key, pm_measure *m) {

@@ -236,27 +236,32 @@ int plan_prices_parse(const char *text, plan_prices *out, char *err, size_t cap)
 }
 
 /* --prices, $CPULM_PRICES, then data/prices.tsv next to the build or install tree, then ./ */
-int plan_prices_locate(const char *flag, char *out, size_t cap) {
-    const char *env = getenv("CPULM_PRICES");
+int plan_data_locate(const char *file, const char *flag, const char *env_name, char *out,
+                     size_t cap) {
+    const char *env = env_name ? getenv(env_name) : NULL;
     if (flag || (env && *env)) {
         snprintf(out, cap, "%s", flag ? flag : env);
         return 0;
     }
     char exe[2048];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    const char *rel[] = {"../data/prices.tsv", "../share/cpulm/prices.tsv"};
+    const char *rel[] = {"../data/", "../share/cpulm/"};
     if (n > 0) {
         exe[n] = 0;
         char *dir = dirname(exe);
         for (int i = 0; i < 2; i++) {
             char path[4096], real[PATH_MAX];
-            snprintf(path, sizeof path, "%s/%s", dir, rel[i]);
+            snprintf(path, sizeof path, "%s/%s%s", dir, rel[i], file);
             snprintf(out, cap, "%s", realpath(path, real) ? real : path);
             if (access(out, R_OK) == 0) return 0;
         }
     }
-    snprintf(out, cap, "data/prices.tsv");
+    snprintf(out, cap, "data/%s", file);
     return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+int plan_prices_locate(const char *flag, char *out, size_t cap) {
+    return plan_data_locate("prices.tsv", flag, "CPULM_PRICES", out, cap);
 }
 
 int plan_prices_load(const char *path, plan_prices *out, char *err, size_t cap) {

@@ -89,6 +89,10 @@ int plan_prices_parse(const char *text, plan_prices *out, char *err, size_t cap)
  * the build tree (../data next to the executable), ../share/cpulm/prices.tsv, ./data.
  * Writes the path to out; returns 0, or -1 when no candidate exists (out: the last tried). */
 int plan_prices_locate(const char *flag, char *out, size_t cap);
+/* The same search for any file of data/ (instances.tsv, calibration.json): flag, else
+ * $env_name (may be NULL), else next to the executable's tree, else ./data/FILE. */
+int plan_data_locate(const char *file, const char *flag, const char *env_name, char *out,
+                     size_t cap);
 /* Reads and parses a file. */
 int plan_prices_load(const char *path, plan_prices *out, char *err, size_t cap);
 void plan_prices_release(plan_prices *p);

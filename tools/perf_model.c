@@ -140,30 +140,33 @@ static double step_time(const pm_eff *e, const pm_ceiling *c, const pm_model_cos
 }
 
 void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double prompt_tokens,
-              double output_tokens, int batch, pm_serving *out) {
+              double cached_tokens, double output_tokens, int batch, pm_serving *out) {
     memset(out, 0, sizeof *out);
     if (batch < 1) batch = 1;
     double ctx = prompt_tokens + output_tokens / 2; /* mean context while decoding */
     out->step_s = step_time(e, c, mc, ctx, batch);
-    out->itl_s = out->step_s;
     double pp = pm_pp(e, c, mc->ops_per_token);
     double pp_tok = pp > 0 ? pp * mc->ops_per_token / mc->ops_per_prompt_token : 0;
-    out->ttft_s = pp_tok > 0 ? prompt_tokens / pp_tok : 0;
-    double per_request = out->ttft_s + output_tokens * out->step_s / batch;
-    if (per_request <= 0) return;
+    double fresh = prompt_tokens > cached_tokens ? prompt_tokens - cached_tokens : 0;
+    double prefill = pp_tok > 0 ? fresh / pp_tok : 0;
+    double per_request = prefill + output_tokens * out->step_s / batch;
+    if (per_request <= 0 || output_tokens <= 0) return;
+    out->ttft_s = prefill + out->step_s;
+    out->itl_s = out->step_s + batch * prefill / output_tokens;
     out->requests_per_s = 1.0 / per_request;
     out->in_tok_s = out->requests_per_s * prompt_tokens;
     out->out_tok_s = out->requests_per_s * output_tokens;
-    out->prefill_share = out->ttft_s / per_request;
+    out->prefill_share = prefill / per_request;
 }
 
 int pm_max_batch(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
-                 double prompt_tokens, double output_tokens, double itl_s, int max_batch) {
-    double ctx = prompt_tokens + output_tokens / 2;
+                 double prompt_tokens, double cached_tokens, double output_tokens, double itl_s,
+                 int max_batch) {
     int best = 0;
-    for (int b = 1; b <= max_batch; b++) {
-        double s = step_time(e, c, mc, ctx, b);
-        if (s <= 0 || s > itl_s) break;
+    for (int b = 1; b <= max_batch; b++) { /* the users' gap grows with the batch */
+        pm_serving s;
+        pm_serve(e, c, mc, prompt_tokens, cached_tokens, output_tokens, b, &s);
+        if (s.itl_s <= 0 || s.itl_s > itl_s) break;
         best = b;
     }
     return best;

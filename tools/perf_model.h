@@ -69,15 +69,19 @@ const pm_family *pm_table_find(const pm_table *t, const char *instance);
 void pm_family_ceiling(const pm_family *f, int vcpu, double bw_fraction, double peak_fraction,
                        pm_ceiling *out);
 
-/* Serving estimate for a workload of prompt_tokens in / output_tokens out per request:
- * decode steps of `batch` sequences take max(weights streamed once, batch x per-token
- * compute) + the batch's KV reads; a request costs its prefill plus its share of its
- * decode steps. */
+/* Serving estimate for a workload of prompt_tokens in / output_tokens out per request, with
+ * `batch` sequences decoding at once in steady state: a decode step takes max(weights
+ * streamed once, batch x per-token compute) + the batch's KV reads; each request costs the
+ * prefill of its prompt tokens not in the server's prompt cache (cached_tokens: a prefix
+ * shared with earlier requests) plus its share of its decode steps, so the machine carries
+ * 1 / (ttft + output x step / batch) requests/s. Prefills of arriving requests interrupt the
+ * decoding ones: per step, batch / output requests arrive, so a user sees a token every
+ * step + batch x ttft / output seconds. */
 typedef struct pm_serving {
     double step_s;         /* one decode step of the batch */
-    double itl_s;          /* = step_s: every sequence gets one token per step */
-    double ttft_s;         /* prefill of one prompt, no queue */
-    double requests_per_s; /* at full use of the machine */
+    double itl_s;          /* what a decoding user sees between tokens */
+    double ttft_s;         /* its prefill (+ the step it waits for) */
+    double requests_per_s; /* that keep `batch` sequences decoding */
     double in_tok_s, out_tok_s;
     double prefill_share; /* of machine time */
 } pm_serving;
@@ -90,7 +94,7 @@ typedef struct pm_model_cost {
 } pm_model_cost;
 
 void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double prompt_tokens,
-              double output_tokens, int batch, pm_serving *out);
+              double cached_tokens, double output_tokens, int batch, pm_serving *out);
 
 /* Reads a measurement: {"read_gbs", "int8_gops", "tg_tps", "pp_tps", "bytes_per_token",
  * "ops_per_token"} (what `cpulm roofline -m MODEL -t N` prints). Returns 0, or -1 naming
@@ -98,8 +102,9 @@ void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, dou
 struct cpulm_json;
 int pm_measure_from_json(const struct cpulm_json *o, pm_measure *m, char *err, size_t cap);
 
-/* Largest batch (1..max_batch) whose decode step stays within itl_s; 0 if none. */
+/* Largest batch (1..max_batch) whose users see tokens within itl_s; 0 if none. */
 int pm_max_batch(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
-                 double prompt_tokens, double output_tokens, double itl_s, int max_batch);
+                 double prompt_tokens, double cached_tokens, double output_tokens, double itl_s,
+                 int max_batch);
 
 #endif

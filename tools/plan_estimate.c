@@ -1,0 +1,250 @@
+/* plan_estimate.c: `cpulm plan --workload` (see plan_estimate.h). */
+#define _GNU_SOURCE
+#include "plan_estimate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "loadtest_stats.h"
+#include "workload.h"
+
+typedef struct est_ctx {
+    const plan_est_opts *o;
+    const plan_shape *s;
+    uint64_t wbytes;
+    const pm_model_cost *mc;
+    workload w;
+    double prompt, output, prefix;
+    int32_t slot_ctx; /* tokens each served sequence holds: the longest request */
+    pm_eff eff;
+    char calib[1024], inst_path[4096];
+    pm_table tb;
+    double ttft_limit, itl_limit;
+    char slo[256];
+} est_ctx;
+
+void plan_model_cost_of_shape(const plan_shape *s, const plan_weights *w, pm_model_cost *out) {
+    double embd = (double)s->n_vocab * s->n_embd, params = (double)w->n_params;
+    double per_param = params > 0 ? (double)w->bytes / params : 0;
+    /* untied: the token embedding is looked up (one row), not streamed or multiplied */
+    double matmul = s->tied ? params : params - embd;
+    out->weight_bytes = s->tied ? (double)w->bytes : (double)w->bytes - embd * per_param;
+    out->ops_per_token = 2 * matmul;
+    out->ops_per_prompt_token = 2 * (matmul - embd); /* the output matrix: last token only */
+    out->kv_bytes_per_ctx_token = (double)plan_kv_bytes_per_token(s, CPULM_KV_F16);
+}
+
+static int read_calibration(est_ctx *x) {
+    char path[4096], err[256];
+    if (plan_data_locate("calibration.json", x->o->calibration, NULL, path, sizeof path)) {
+        fprintf(stderr, "cpulm plan: no calibration file (--calibration FILE)\n");
+        return 2;
+    }
+    size_t n = 0;
+    char *text = cli_read_file(path, &n);
+    cpulm_json_doc *d = NULL;
+    int rc = 2;
+    pm_measure m;
+    if (!text || cpulm_json_parse(text, n, NULL, &d, NULL, NULL) != CPULM_OK)
+        fprintf(stderr, "cpulm plan: %s: not readable JSON\n", path);
+    else if (pm_measure_from_json(cpulm_json_root(d), &m, err, sizeof err))
+        fprintf(stderr, "cpulm plan: %s: %s\n", path, err);
+    else {
+        const cpulm_json *r = cpulm_json_root(d);
+        const char *mach = cpulm_json_str(cpulm_json_get(r, "machine"));
+        const char *date = cpulm_json_str(cpulm_json_get(r, "date"));
+        pm_efficiency(&m, &x->eff);
+        snprintf(x->calib, sizeof x->calib,
+                 "%.512s (%.200s, %.40s): generation at %.1f%% of its read bandwidth, prompts at "
+                 "%.1f%% of "
+                 "its int8 peak",
+                 path, mach ? mach : "machine not named", date ? date : "undated", x->eff.tg * 100,
+                 x->eff.pp * 100);
+        rc = x->eff.tg > 0 && x->eff.pp > 0 ? 0 : 2;
+    }
+    cpulm_json_free(d);
+    free(text);
+    return rc;
+}
+
+/* The objective: ttft and itl (or tpot) limits; percentiles are not modelled (no queue). */
+static int read_slo(est_ctx *x) {
+    lt_slo slo;
+    char err[256];
+    const char *spec = x->o->slo ? x->o->slo : "ttft_p99=2s,itl_p99=200ms";
+    if (lt_slo_parse(spec, &slo, err, sizeof err)) {
+        fprintf(stderr, "cpulm plan: --slo: %s\n", err);
+        return 2;
+    }
+    x->ttft_limit = x->itl_limit = 1e9;
+    for (int i = 0; i < slo.n; i++) {
+        if (slo.metric[i] == LT_M_TTFT) x->ttft_limit = slo.limit_s[i];
+        if (slo.metric[i] == LT_M_ITL || slo.metric[i] == LT_M_TPOT)
+            x->itl_limit = slo.limit_s[i] < x->itl_limit ? slo.limit_s[i] : x->itl_limit;
+    }
+    lt_slo_describe(&slo, x->slo, sizeof x->slo);
+    return 0;
+}
+
+static int load_inputs(est_ctx *x) {
+    char err[512];
+    if (workload_load(x->o->workload, &x->w, err, sizeof err)) {
+        fprintf(stderr, "cpulm plan: %s\n", err);
+        return 2;
+    }
+    workload_means(&x->w, 4000, &x->prompt, &x->output, &x->prefix);
+    int64_t slot =
+        (int64_t)x->w.prompt.max + (int64_t)(x->w.turns - 1) * x->w.turn_growth + x->w.output.max;
+    x->slot_ctx = (int32_t)(slot > (1 << 24) ? 1 << 24 : slot);
+    if (plan_data_locate("instances.tsv", x->o->instances, NULL, x->inst_path,
+                         sizeof x->inst_path) ||
+        pm_table_load(x->inst_path, &x->tb, err, sizeof err)) {
+        fprintf(stderr, "cpulm plan: %s\n",
+                x->o->instances ? err : "no instance table (data/instances.tsv, --instances)");
+        return 2;
+    }
+    int rc = read_calibration(x);
+    return rc ? rc : read_slo(x);
+}
+
+/* Most sequences of slot_ctx tokens the instance's memory holds (0: not even one). */
+static int memory_batch(const est_ctx *x, const plan_instance *in) {
+    uint64_t usable = plan_usable_bytes(in);
+    int lo = 0, hi = x->o->max_batch;
+    while (lo < hi) { /* memory grows with the batch: bisect */
+        int mid = (lo + hi + 1) / 2;
+        plan_memory m;
+        plan_memory_of(x->s, x->wbytes, x->slot_ctx, mid, CPULM_KV_F16, 512, in->vcpu, &m);
+        if (m.total <= usable)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+static void print_row(const est_ctx *x, const plan_instance *in, const pm_family *f, int *users,
+                      double *req_s) {
+    *users = 0;
+    *req_s = 0;
+    const plan_est_opts *o = x->o;
+    pm_ceiling c;
+    pm_family_ceiling(f, in->vcpu, o->bw_fraction, o->peak_fraction, &c);
+    double tg = pm_tg(&x->eff, &c, x->mc->weight_bytes);
+    double pp = pm_pp(&x->eff, &c, x->mc->ops_per_prompt_token);
+    int b_itl = pm_max_batch(&x->eff, &c, x->mc, x->prompt, x->prefix, x->output, x->itl_limit,
+                             o->max_batch);
+    int b_mem = memory_batch(x, in), b = b_itl < b_mem ? b_itl : b_mem;
+    pm_serving sv;
+    pm_serve(&x->eff, &c, x->mc, x->prompt, x->prefix, x->output, 1, &sv);
+    const char *why = !b_mem                      ? "model does not fit"
+                      : sv.ttft_s > x->ttft_limit ? "TTFT limit missed"
+                      : !b_itl                    ? "inter-token limit missed"
+                                                  : NULL;
+    for (; !why && b > 1; b--) { /* a bigger batch lengthens the step a new prompt waits for */
+        pm_serve(&x->eff, &c, x->mc, x->prompt, x->prefix, x->output, b, &sv);
+        if (sv.ttft_s <= x->ttft_limit) break;
+    }
+    printf("| %s | %d | %.4f | %.1f | %.0f | %.0f | %.2f s |", in->name, in->vcpu, in->usd_hour,
+           c.bw_gbs, tg, pp, sv.ttft_s);
+    if (why) {
+        printf(" 0 (%s) | - | - | - | - | estimated |\n", why);
+        return;
+    }
+    /* headroom: the steady state at b users is the edge; run at o->utilization of it */
+    int u = (int)(b * o->utilization);
+    double rate = sv.requests_per_s * o->utilization;
+    lt_cost cost;
+    lt_cost_of(in->usd_hour, rate * x->prompt, rate * x->output, rate, sv.prefill_share, &cost);
+    printf(" %d%s | %.2f | %.4f | %.4f | %.4f | estimated |\n", u > 0 ? u : 1,
+           b == b_mem ? " (memory)" : "", rate, cost.usd_per_m_input, cost.usd_per_m_output,
+           cost.usd_per_k_requests);
+    *users = u > 0 ? u : 1;
+    *req_s = rate;
+}
+
+static void print_needed(const plan_est_opts *o, const char *name, int users, double req_s) {
+    if (o->users > 0 && users > 0)
+        printf("%s: %d instance(s) for %g concurrent users (estimated)\n", name,
+               lt_instances_needed(o->users, users), o->users);
+    if (o->target_rate > 0 && req_s > 0)
+        printf("%s: %d instance(s) for %g req/s (estimated)\n", name,
+               lt_instances_needed(o->target_rate, req_s), o->target_rate);
+}
+
+/* The instance per family: the smallest CPU row with at least o->vcpu vCPUs (or the largest
+ * there is). */
+static const plan_instance *family_pick(const est_ctx *x, const plan_prices *p, const char *fam) {
+    const plan_instance *best = NULL, *largest = NULL;
+    size_t n = strlen(fam);
+    for (int i = 0; i < p->n; i++) {
+        const plan_instance *in = &p->v[i];
+        if (in->gpu[0] || strncmp(in->name, fam, n) || in->name[n] != '.') continue;
+        if (!largest || in->vcpu > largest->vcpu) largest = in;
+        if (in->vcpu >= x->o->vcpu && (!best || in->vcpu < best->vcpu)) best = in;
+    }
+    return best ? best : largest;
+}
+
+static void print_head(const est_ctx *x) {
+    char desc[512];
+    workload_describe(&x->w, desc, sizeof desc);
+    printf("ESTIMATED serving (performance model, not a measurement): %s; means %.0f prompt / "
+           "%.0f output tokens, %.0f of the prompt a prefix the server's prompt cache holds; each "
+           "served sequence holds %d tokens\n\n",
+           desc, x->prompt, x->output, x->prefix, x->slot_ctx);
+    printf("- objective: %s (TTFT without queueing; users = sequences decoded together whose "
+           "step stays within the inter-token limit, and that memory holds)\n",
+           x->slo);
+    printf("- efficiencies from %s\n", x->calib);
+    printf("- ceilings from %s: theoretical bandwidth (fair share of the socket) x %.2f, int8 "
+           "peak x %.2f; users and req/s at %.0f%% of the most the objective allows (headroom for "
+           "bursts); cost splits the hour by prefill share\n\n",
+           x->inst_path, x->o->bw_fraction, x->o->peak_fraction, x->o->utilization * 100);
+    printf("| instance | vCPU | USD/hour | read GB/s | tg t/s (1 user) | pp t/s | TTFT | users "
+           "within SLO | req/s | $/1M input | $/1M output | $/1k requests | basis |\n"
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+           "--- |\n");
+}
+
+int plan_estimate(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
+                  const pm_model_cost *mc, const plan_prices *prices) {
+    est_ctx *x = calloc(1, sizeof *x);
+    if (!x) return 1;
+    *x = (est_ctx){.o = o, .s = s, .wbytes = wbytes, .mc = mc};
+    int rc = load_inputs(x);
+    const plan_instance *rows[64];
+    const pm_family *fams[64];
+    int n = 0;
+    if (!rc && o->instance) {
+        rows[0] = plan_prices_find(prices, o->instance);
+        fams[0] = pm_table_find(&x->tb, o->instance);
+        if (!rows[0] || !fams[0]) {
+            fprintf(stderr, "cpulm plan: no %s for '%s' (%s)\n",
+                    rows[0] ? "instance family" : "price", o->instance,
+                    rows[0] ? x->inst_path : "the price table");
+            rc = 2;
+        }
+        n = 1;
+    }
+    for (int i = 0; !rc && !o->instance && i < x->tb.n && n < 64; i++)
+        if ((rows[n] = family_pick(x, prices, x->tb.v[i].family))) fams[n++] = &x->tb.v[i];
+    int users[64];
+    double req_s[64];
+    if (!rc) print_head(x);
+    for (int i = 0; !rc && i < n; i++)
+        print_row(x, rows[i], fams[i], &users[i], &req_s[i]);
+    if (!rc && (o->users > 0 || o->target_rate > 0)) printf("\n");
+    for (int i = 0; !rc && i < n; i++)
+        print_needed(o, rows[i]->name, users[i], req_s[i]);
+    if (!rc)
+        printf("\nEstimates carry the model's error (checked against recorded measurements: "
+               "within 25%% across thread counts and model sizes on one machine; across CPU "
+               "families it is unverified until measured there: run `cpulm loadtest` on the "
+               "instance)\n");
+    pm_table_release(&x->tb);
+    free(x);
+    return rc;
+}

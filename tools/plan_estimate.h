@@ -1,0 +1,29 @@
+/* plan_estimate.h: `cpulm plan --workload W`: for instances not at hand, the estimated
+ * generation and prompt speed, time to first token, concurrent users within a latency
+ * objective, requests/s, and cost per 1M input / output tokens and per 1k requests, from the
+ * performance model (perf_model.h), the instance table (data/instances.tsv), a calibration
+ * (data/calibration.json or --calibration) and the price table. Every figure it prints is
+ * labelled "estimated". */
+#ifndef CPULM_TOOLS_PLAN_ESTIMATE_H
+#define CPULM_TOOLS_PLAN_ESTIMATE_H
+
+#include "bench_plan.h"
+#include "perf_model.h"
+
+typedef struct plan_est_opts {
+    const char *workload, *instance, *calibration, *instances, *slo;
+    double bw_fraction, peak_fraction, utilization;
+    int vcpu;      /* instance size per family when no --instance (default 16) */
+    int max_batch; /* most sequences served at once (default 256) */
+    double users, target_rate;
+} plan_est_opts;
+
+/* Prints the estimate. mc: the model's per-token costs; s, wbytes: for memory. Returns 0,
+ * EXIT_USAGE (2) for a bad workload/objective/table (message printed), 1 otherwise. */
+int plan_estimate(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
+                  const pm_model_cost *mc, const plan_prices *prices);
+
+/* Per-token costs of a shape without a file (weights from plan_weights_of). */
+void plan_model_cost_of_shape(const plan_shape *s, const plan_weights *w, pm_model_cost *out);
+
+#endif
