@@ -103,6 +103,24 @@ rc=$?
   and .levels[0].ok + .levels[0].errors == 24' "$TMP/f.json" >/dev/null
 check allow_failures $? "rc $rc $(head -c 300 "$TMP/f.json")"
 
+# compare: loadtest and bench results side by side, and the cost-vs-latency chart
+mkdir -p "$TMP/cmp"
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 2 --requests 4 \
+  --instance c8g.4xlarge -o json >"$TMP/cmp/c8g.json" 2>/dev/null
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 1 --requests 4 \
+  --instance g6.xlarge -o json >"$TMP/cmp/g6.json" 2>/dev/null
+"$CPULM" bench -m "$MODEL" -p 16 -n 4 -r 1 -t 1 -o json >"$TMP/cmp/bench.json" 2>/dev/null
+"$CPULM" compare "$TMP/cmp" --svg "$TMP/cmp.svg" >"$TMP/cmp.md" 2>"$TMP/cmp.err"
+check compare_rc $? "$(cat "$TMP/cmp.err")"
+grep -Eq '^\| .*/c8g\.json \| c8g\.4xlarge \| small \| 2 users \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| - \| - \| measured \(loadtest\)' "$TMP/cmp.md"
+check compare_loadtest_row $? "$(cat "$TMP/cmp.md")"
+grep -Eq '^\| .*/g6\.json \| g6\.xlarge \|' "$TMP/cmp.md"; check compare_gpu_row $?
+grep -Eq '^\| .*/bench\.json \| .* \| [0-9.]+ \| [0-9.]+ \| measured \(bench\)' "$TMP/cmp.md"; check compare_bench_row $?
+python3 -c "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert len(d.getElementsByTagName('circle')) == 2" "$TMP/cmp.svg"
+check compare_svg_two_points $?
+echo '{"x": 1}' >"$TMP/other.json"
+"$CPULM" compare "$TMP/other.json" >/dev/null 2>&1; check compare_unknown_format $(($? != 1))
+
 # usage errors: exit 2 with a reason
 "$CPULM" loadtest --url "$URL" --slo ttft=2s 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "bad objective" "$TMP/e"
 check bad_slo $?

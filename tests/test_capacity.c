@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compare.h"
 #include "loadtest_stats.h"
 #include "perf_model.h"
 #include "test.h"
@@ -388,4 +389,54 @@ TEST(capacity_instance_table) {
     CHECK(t, pm_table_parse("c1\tx\t2\t8\t100\t64\t2.5\t2026\tsrc\n", &tb, err, sizeof err) == -1 &&
                  strstr(err, "line 1"));
     CHECK(t, pm_table_parse("c1\tx\t1\t8\t100\t64\n", &tb, err, sizeof err) == -1);
+}
+
+/* ---- compare ---- */
+
+static int entry(const char *json, cmp_entry *e) {
+    char err[160];
+    return cmp_entry_parse(json, strlen(json), "f.json", e, err, sizeof err);
+}
+
+TEST(capacity_compare_formats) {
+    cmp_entry e;
+    /* loadtest with an SLO search: its best load */
+    REQUIRE(t,
+            entry("{\"machine\":\"c8g.4xlarge (list price as of 2025-01)\",\"workload\":\"rag\","
+                  "\"levels\":[{\"concurrency\":1,\"ok\":4,\"errors\":0}],\"slo\":{\"objective\":"
+                  "\"ttft p99 <= 2 s\",\"best\":{\"concurrency\":6,\"ok\":12,\"errors\":0,"
+                  "\"requests_per_s\":1.5,\"ttft_ms\":{\"p50\":1,\"p90\":2,\"p99\":1800},"
+                  "\"itl_ms\":{\"p99\":150},\"cost\":{\"usd_per_m_input_tokens\":0.1,"
+                  "\"usd_per_m_output_tokens\":0.9,\"usd_per_k_requests\":0.2}}}}",
+                  &e) == 0);
+    CHECK(t, !strcmp(e.machine, "c8g.4xlarge") && !strcmp(e.workload, "rag") && e.slo_met);
+    CHECK(t, !e.open && e.load == 6 && e.req_s == 1.5 && e.ttft_p99_ms == 1800);
+    CHECK(t, e.itl_p99_ms == 150 && e.usd_m_in == 0.1 && e.usd_m_out == 0.9 && e.usd_k_req == 0.2);
+    CHECK(t, isnan(e.pp) && !strcmp(e.kind, "loadtest"));
+    /* without an objective: the highest level without failures */
+    REQUIRE(t, entry("{\"levels\":[{\"rate\":1,\"ok\":5,\"errors\":0,\"requests_per_s\":1},"
+                     "{\"rate\":2,\"ok\":5,\"errors\":0,\"requests_per_s\":2},"
+                     "{\"rate\":4,\"ok\":2,\"errors\":3,\"requests_per_s\":0.5}]}",
+                     &e) == 0);
+    CHECK(t, e.open && e.load == 2 && e.req_s == 2 && isnan(e.usd_k_req) && !e.slo_met);
+    /* a search that found nothing says so */
+    REQUIRE(
+        t, entry("{\"levels\":[{\"concurrency\":1,\"ok\":1,\"errors\":1}],\"slo\":{\"best\":null}}",
+                 &e) == 0);
+    CHECK(t, strstr(e.note, "no load met") != NULL);
+    /* llama-bench: the most threads' pp and tg */
+    REQUIRE(
+        t,
+        entry("[{\"n_prompt\":512,\"n_gen\":0,\"n_threads\":1,\"avg_ts\":100,\"cpu_info\":\"X\"},"
+              "{\"n_prompt\":512,\"n_gen\":0,\"n_threads\":2,\"avg_ts\":190},"
+              "{\"n_prompt\":0,\"n_gen\":128,\"n_threads\":2,\"avg_ts\":30}]",
+              &e) == 0);
+    CHECK(t, e.pp == 190 && e.tg == 30 && !strcmp(e.machine, "X") && !strcmp(e.kind, "bench"));
+    /* vLLM benchmark_serving */
+    REQUIRE(t, entry("{\"backend\":\"vllm\",\"request_throughput\":3.5,\"p99_ttft_ms\":900,"
+                     "\"p99_itl_ms\":40,\"max_concurrency\":50}",
+                     &e) == 0);
+    CHECK(t,
+          e.req_s == 3.5 && e.ttft_p99_ms == 900 && e.itl_p99_ms == 40 && e.load == 50 && !e.open);
+    CHECK(t, entry("{\"x\":1}", &e) == -1 && entry("[", &e) == -1 && entry("[]", &e) == -1);
 }
