@@ -28,6 +28,8 @@ SKIPS = [
     (re.compile(r"\bloadtest\b.*--workload (chat|rag|agent|summarize)\b"), "the profile's "
      "prompts (thousands of tokens) outgrow the doc test's model (stories260K, 512-token "
      "context); tests/capacity_test.sh runs loadtest with a small workload file"),
+    (re.compile(r"\bcompare\b.*\bg6\.xlarge\.json"), "reads the results of the loadtest runs "
+     "skipped above; tests/capacity_test.sh runs compare on loadtest and bench results"),
     (re.compile(r"https?://(GPU-HOST|127\.0\.0\.1:8081)"), "a GPU server or llama-server started "
      "by hand"),
     (re.compile(r"\bvalgrind\b"), "instruction counting under callgrind takes minutes; the same "

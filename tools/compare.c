@@ -16,7 +16,7 @@ static double p99(const cpulm_json *o, const char *k) {
     return num(cpulm_json_get(o, k), "p99");
 }
 
-static void init(cmp_entry *e, const char *source) {
+void cmp_entry_init(cmp_entry *e, const char *source) {
     memset(e, 0, sizeof *e);
     snprintf(e->source, sizeof e->source, "%s", source);
     snprintf(e->basis, sizeof e->basis, "measured");
@@ -108,7 +108,7 @@ static int from_vllm(const cpulm_json *root, cmp_entry *e) {
 
 int cmp_entry_parse(const char *text, size_t n, const char *source, cmp_entry *e, char *err,
                     size_t cap) {
-    init(e, source);
+    cmp_entry_init(e, source);
     cpulm_json_doc *d = NULL;
     if (cpulm_json_parse(text, n, NULL, &d, NULL, NULL) != CPULM_OK) {
         snprintf(err, cap, "not JSON");

@@ -22,6 +22,9 @@ typedef struct cmp_entry {
     char note[96];
 } cmp_entry;
 
+/* Empty entry: numbers NaN (unknown), basis "measured". */
+void cmp_entry_init(cmp_entry *e, const char *source);
+
 /* Reads one document. Returns 0, or -1 with the reason in err (not a known format). */
 int cmp_entry_parse(const char *text, size_t n, const char *source, cmp_entry *e, char *err,
                     size_t cap);

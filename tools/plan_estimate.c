@@ -125,44 +125,56 @@ static int memory_batch(const est_ctx *x, const plan_instance *in) {
     return lo;
 }
 
-static void print_row(const est_ctx *x, const plan_instance *in, const pm_family *f, int *users,
-                      double *req_s) {
-    *users = 0;
-    *req_s = 0;
+static void compute_row(const est_ctx *x, const plan_instance *in, const pm_family *f,
+                        plan_est_row *r) {
     const plan_est_opts *o = x->o;
+    memset(r, 0, sizeof *r);
+    snprintf(r->instance, sizeof r->instance, "%s", in->name);
+    r->vcpu = in->vcpu;
+    r->usd_hour = in->usd_hour;
     pm_ceiling c;
     pm_family_ceiling(f, in->vcpu, o->bw_fraction, o->peak_fraction, &c);
-    double tg = pm_tg(&x->eff, &c, x->mc->weight_bytes);
-    double pp = pm_pp(&x->eff, &c, x->mc->ops_per_prompt_token);
+    r->bw_gbs = c.bw_gbs;
+    r->tg = pm_tg(&x->eff, &c, x->mc->weight_bytes);
+    r->pp = pm_pp(&x->eff, &c, x->mc->ops_per_prompt_token);
     int b_itl = pm_max_batch(&x->eff, &c, x->mc, x->prompt, x->prefix, x->output, x->itl_limit,
                              o->max_batch);
     int b_mem = memory_batch(x, in), b = b_itl < b_mem ? b_itl : b_mem;
     pm_serving sv;
     pm_serve(&x->eff, &c, x->mc, x->prompt, x->prefix, x->output, 1, &sv);
-    const char *why = !b_mem                      ? "model does not fit"
-                      : sv.ttft_s > x->ttft_limit ? "TTFT limit missed"
-                      : !b_itl                    ? "inter-token limit missed"
-                                                  : NULL;
-    for (; !why && b > 1; b--) { /* a bigger batch lengthens the step a new prompt waits for */
+    r->why = !b_mem                      ? "model does not fit"
+             : sv.ttft_s > x->ttft_limit ? "TTFT limit missed"
+             : !b_itl                    ? "inter-token limit missed"
+                                         : NULL;
+    for (; !r->why && b > 1; b--) { /* a bigger batch lengthens the step a new prompt waits for */
         pm_serve(&x->eff, &c, x->mc, x->prompt, x->prefix, x->output, b, &sv);
         if (sv.ttft_s <= x->ttft_limit) break;
     }
-    printf("| %s | %d | %.4f | %.1f | %.0f | %.0f | %.2f s |", in->name, in->vcpu, in->usd_hour,
-           c.bw_gbs, tg, pp, sv.ttft_s);
-    if (why) {
-        printf(" 0 (%s) | - | - | - | - | estimated |\n", why);
-        return;
-    }
+    r->ttft_s = sv.ttft_s;
+    r->itl_s = sv.itl_s;
+    if (r->why) return;
     /* headroom: the steady state at b users is the edge; run at o->utilization of it */
     int u = (int)(b * o->utilization);
-    double rate = sv.requests_per_s * o->utilization;
+    r->users = u > 0 ? u : 1;
+    r->memory_bound = b == b_mem;
+    r->req_s = sv.requests_per_s * o->utilization;
     lt_cost cost;
-    lt_cost_of(in->usd_hour, rate * x->prompt, rate * x->output, rate, sv.prefill_share, &cost);
-    printf(" %d%s | %.2f | %.4f | %.4f | %.4f | estimated |\n", u > 0 ? u : 1,
-           b == b_mem ? " (memory)" : "", rate, cost.usd_per_m_input, cost.usd_per_m_output,
-           cost.usd_per_k_requests);
-    *users = u > 0 ? u : 1;
-    *req_s = rate;
+    lt_cost_of(in->usd_hour, r->req_s * x->prompt, r->req_s * x->output, r->req_s, sv.prefill_share,
+               &cost);
+    r->usd_m_in = cost.usd_per_m_input;
+    r->usd_m_out = cost.usd_per_m_output;
+    r->usd_k_req = cost.usd_per_k_requests;
+}
+
+static void print_row(const plan_est_row *r) {
+    printf("| %s | %d | %.4f | %.1f | %.0f | %.0f | %.2f s |", r->instance, r->vcpu, r->usd_hour,
+           r->bw_gbs, r->tg, r->pp, r->ttft_s);
+    if (r->why)
+        printf(" 0 (%s) | - | - | - | - | estimated |\n", r->why);
+    else
+        printf(" %d%s | %.2f | %.4f | %.4f | %.4f | estimated |\n", r->users,
+               r->memory_bound ? " (memory)" : "", r->req_s, r->usd_m_in, r->usd_m_out,
+               r->usd_k_req);
 }
 
 static void print_needed(const plan_est_opts *o, const char *name, int users, double req_s) {
@@ -209,36 +221,60 @@ static void print_head(const est_ctx *x) {
            "--- |\n");
 }
 
+/* The instances to estimate: --instance, else one per family. Returns n, or -2 (message
+ * printed). */
+static int collect(est_ctx *x, const plan_prices *prices, plan_est_row *rows, int cap) {
+    const plan_est_opts *o = x->o;
+    if (o->instance) {
+        const plan_instance *in = plan_prices_find(prices, o->instance);
+        const pm_family *f = pm_table_find(&x->tb, o->instance);
+        if (!in || !f) {
+            fprintf(stderr, "cpulm: no %s for '%s' (%s)\n", in ? "instance family" : "price",
+                    o->instance, in ? x->inst_path : "the price table");
+            return -2;
+        }
+        compute_row(x, in, f, &rows[0]);
+        return 1;
+    }
+    int n = 0;
+    for (int i = 0; i < x->tb.n && n < cap; i++) {
+        const plan_instance *in = family_pick(x, prices, x->tb.v[i].family);
+        if (in) compute_row(x, in, &x->tb.v[i], &rows[n++]);
+    }
+    return n;
+}
+
+int plan_estimate_rows(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
+                       const pm_model_cost *mc, const plan_prices *prices, plan_est_row *rows,
+                       int cap, char *workload_name, size_t name_cap) {
+    est_ctx *x = calloc(1, sizeof *x);
+    if (!x) return -1;
+    *x = (est_ctx){.o = o, .s = s, .wbytes = wbytes, .mc = mc};
+    int rc = load_inputs(x), n = rc ? -rc : collect(x, prices, rows, cap);
+    snprintf(workload_name, name_cap, "%s", x->w.name);
+    pm_table_release(&x->tb);
+    free(x);
+    return n;
+}
+
 int plan_estimate(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
                   const pm_model_cost *mc, const plan_prices *prices) {
     est_ctx *x = calloc(1, sizeof *x);
-    if (!x) return 1;
-    *x = (est_ctx){.o = o, .s = s, .wbytes = wbytes, .mc = mc};
-    int rc = load_inputs(x);
-    const plan_instance *rows[64];
-    const pm_family *fams[64];
-    int n = 0;
-    if (!rc && o->instance) {
-        rows[0] = plan_prices_find(prices, o->instance);
-        fams[0] = pm_table_find(&x->tb, o->instance);
-        if (!rows[0] || !fams[0]) {
-            fprintf(stderr, "cpulm plan: no %s for '%s' (%s)\n",
-                    rows[0] ? "instance family" : "price", o->instance,
-                    rows[0] ? x->inst_path : "the price table");
-            rc = 2;
-        }
-        n = 1;
+    plan_est_row *rows = calloc(64, sizeof *rows);
+    if (!x || !rows) {
+        free(x);
+        free(rows);
+        return 1;
     }
-    for (int i = 0; !rc && !o->instance && i < x->tb.n && n < 64; i++)
-        if ((rows[n] = family_pick(x, prices, x->tb.v[i].family))) fams[n++] = &x->tb.v[i];
-    int users[64];
-    double req_s[64];
+    *x = (est_ctx){.o = o, .s = s, .wbytes = wbytes, .mc = mc};
+    int rc = load_inputs(x), n = rc ? 0 : collect(x, prices, rows, 64);
+    if (n < 0) rc = -n;
     if (!rc) print_head(x);
     for (int i = 0; !rc && i < n; i++)
-        print_row(x, rows[i], fams[i], &users[i], &req_s[i]);
+        print_row(&rows[i]);
     if (!rc && (o->users > 0 || o->target_rate > 0)) printf("\n");
     for (int i = 0; !rc && i < n; i++)
-        print_needed(o, rows[i]->name, users[i], req_s[i]);
+        print_needed(o, rows[i].instance, rows[i].users, rows[i].req_s);
     if (!rc)
         printf("\nEstimates carry the model's error (checked against recorded measurements: "
                "within 25%% across thread counts and model sizes on one machine; across CPU "
@@ -246,5 +282,6 @@ int plan_estimate(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
                "instance)\n");
     pm_table_release(&x->tb);
     free(x);
+    free(rows);
     return rc;
 }

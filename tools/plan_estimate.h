@@ -23,6 +23,22 @@ typedef struct plan_est_opts {
 int plan_estimate(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
                   const pm_model_cost *mc, const plan_prices *prices);
 
+/* One estimated instance. */
+typedef struct plan_est_row {
+    char instance[40];
+    int vcpu;
+    double usd_hour, bw_gbs, tg, pp, ttft_s, itl_s;
+    int users, memory_bound; /* users within the objective (0: missed, why says how) */
+    double req_s, usd_m_in, usd_m_out, usd_k_req;
+    const char *why; /* NULL when the objective is met; static text */
+} plan_est_row;
+
+/* The rows plan_estimate prints, without printing (for `cpulm compare`). Returns how many,
+ * or -(exit code) after a message. workload_name: the workload's name. */
+int plan_estimate_rows(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
+                       const pm_model_cost *mc, const plan_prices *prices, plan_est_row *rows,
+                       int cap, char *workload_name, size_t name_cap);
+
 /* Per-token costs of a shape without a file (weights from plan_weights_of). */
 void plan_model_cost_of_shape(const plan_shape *s, const plan_weights *w, pm_model_cost *out);
 
