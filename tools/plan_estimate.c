@@ -105,7 +105,16 @@ static int load_inputs(est_ctx *x) {
                 x->o->instances ? err : "no instance table (data/instances.tsv, --instances)");
         return 2;
     }
-    int rc = read_calibration(x);
+    int rc = 0;
+    if (x->o->eff) {
+        x->eff = *x->o->eff;
+        snprintf(x->calib, sizeof x->calib,
+                 "%.700s: generation at %.1f%% of the read bandwidth, "
+                 "prompts at %.1f%% of the int8 peak",
+                 x->o->eff_desc ? x->o->eff_desc : "given", x->eff.tg * 100, x->eff.pp * 100);
+    } else {
+        rc = read_calibration(x);
+    }
     return rc ? rc : read_slo(x);
 }
 
@@ -247,11 +256,29 @@ static int collect(est_ctx *x, const plan_prices *prices, plan_est_row *rows, in
 int plan_estimate_rows(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
                        const pm_model_cost *mc, const plan_prices *prices, plan_est_row *rows,
                        int cap, char *workload_name, size_t name_cap) {
+    return plan_estimate_rows_desc(o, s, wbytes, mc, prices, rows, cap, workload_name, name_cap,
+                                   NULL, 0);
+}
+
+int plan_estimate_rows_desc(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
+                            const pm_model_cost *mc, const plan_prices *prices, plan_est_row *rows,
+                            int cap, char *workload_name, size_t name_cap, char *desc,
+                            size_t desc_cap) {
     est_ctx *x = calloc(1, sizeof *x);
     if (!x) return -1;
     *x = (est_ctx){.o = o, .s = s, .wbytes = wbytes, .mc = mc};
     int rc = load_inputs(x), n = rc ? -rc : collect(x, prices, rows, cap);
     snprintf(workload_name, name_cap, "%s", x->w.name);
+    if (desc && !rc) {
+        char wl[512];
+        workload_describe(&x->w, wl, sizeof wl);
+        snprintf(desc, desc_cap,
+                 "%s. Objective %s (TTFT without queueing). Efficiencies: %s. Ceilings: %s "
+                 "(theoretical bandwidth, fair share of the socket, x %.2f; int8 peak x %.2f); "
+                 "users and req/s at %.0f%% of what the objective allows",
+                 wl, x->slo, x->calib, x->inst_path, o->bw_fraction, o->peak_fraction,
+                 o->utilization * 100);
+    }
     pm_table_release(&x->tb);
     free(x);
     return n;

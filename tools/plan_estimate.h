@@ -16,6 +16,8 @@ typedef struct plan_est_opts {
     int vcpu;      /* instance size per family when no --instance (default 16) */
     int max_batch; /* most sequences served at once (default 256) */
     double users, target_rate;
+    const pm_eff *eff;    /* efficiencies measured by the caller (report); NULL: calibration */
+    const char *eff_desc; /* where eff came from */
 } plan_est_opts;
 
 /* Prints the estimate. mc: the model's per-token costs; s, wbytes: for memory. Returns 0,
@@ -38,6 +40,13 @@ typedef struct plan_est_row {
 int plan_estimate_rows(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
                        const pm_model_cost *mc, const plan_prices *prices, plan_est_row *rows,
                        int cap, char *workload_name, size_t name_cap);
+
+/* The same, and a one-paragraph description of the basis (workload, objective,
+ * efficiencies, ceilings) in desc. */
+int plan_estimate_rows_desc(const plan_est_opts *o, const plan_shape *s, uint64_t wbytes,
+                            const pm_model_cost *mc, const plan_prices *prices, plan_est_row *rows,
+                            int cap, char *workload_name, size_t name_cap, char *desc,
+                            size_t desc_cap);
 
 /* Per-token costs of a shape without a file (weights from plan_weights_of). */
 void plan_model_cost_of_shape(const plan_shape *s, const plan_weights *w, pm_model_cost *out);
