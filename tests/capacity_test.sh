@@ -65,6 +65,14 @@ jq -e '.levels[0].rate == 20 and .levels[0].arrivals == "constant" and .levels[0
        and .levels[0].wall_s >= 0.34' "$TMP/r.json" >/dev/null
 check open_report $? "$(head -c 400 "$TMP/r.json")"
 
+# a workload with an arrival rate runs open loop at it when no load is given
+sed 's/"process": "constant"}/"process": "constant", "rate": 25}/' "$TMP/small.json" >"$TMP/rated.json"
+"$CPULM" loadtest --url "$URL" --workload "$TMP/rated.json" --requests 5 -o json >"$TMP/wr.json" 2>/dev/null
+check workload_rate_rc $?
+jq -e '(.levels | length) == 1 and .levels[0].rate == 25 and .levels[0].arrivals == "constant"' \
+  "$TMP/wr.json" >/dev/null
+check workload_rate_used $? "$(head -c 300 "$TMP/wr.json")"
+
 # SLO search over concurrency with a generous objective: a best load, instances, cost
 "$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --slo ttft_p99=30s,itl_p99=10s \
   --search-max 4 --requests 4 --users 10 --price-hour 3.6 >"$TMP/slo.md" 2>"$TMP/slo.err"

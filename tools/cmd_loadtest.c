@@ -27,6 +27,7 @@ typedef struct lt_opts {
     double rates[MAX_ROWS];
     int n_conc, n_rates, n_requests, prompt_len, max_tokens, stream, chat, progress;
     int poisson, arrivals_given, allow_failures, search_steps, max_inflight, fixed_given;
+    int conc_given;
     float timeout_s, max_time_s, wait_s, search_max, price_hour, users, target_rate;
     lt_slo slo;
 } lt_opts;
@@ -102,7 +103,7 @@ static int parse_value_flag(cli *c, lt_opts *o, const char **conc, const char **
     else if (cli_flag(c, "--workload", NULL))
         str = &o->workload;
     else if (cli_flag(c, "--concurrency", NULL))
-        str = conc;
+        str = conc, o->conc_given = 1;
     else if (cli_flag(c, "--rate", NULL))
         str = rates;
     else if (cli_flag(c, "--arrivals", NULL))
@@ -497,6 +498,10 @@ static int setup_workload(lt_run *R) {
     }
     if (R->w.chat) o->chat = 1;
     if (!o->arrivals_given && o->workload) o->poisson = R->w.arrival == WL_ARRIVE_POISSON;
+    if (!o->n_rates && !o->conc_given && R->w.rate > 0) { /* the workload's own arrival rate */
+        o->rates[0] = R->w.rate;
+        o->n_rates = 1;
+    }
     return 0;
 }
 
