@@ -24,19 +24,25 @@ check() { # name, condition result (0 = ok), detail
 if [ ! -f "$MODEL" ]; then echo "skip: $MODEL missing"; exit 0; fi
 command -v jq >/dev/null || { echo "skip: jq missing"; exit 0; }
 
-start_server() { # args...; prints the port
-  "$CPULM" serve -m "$MODEL" --port 0 -c 512 -t 1 "$@" >"$TMP/s$#.out" 2>"$TMP/s$#.err" &
+start_server() { # name, args...: starts a server in the background; its port goes to $TMP/NAME.port
+  local name=$1
+  shift
+  "$CPULM" serve -m "$MODEL" --port 0 -c 512 -t 1 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   PIDS+=($!)
+}
+port_of() { # name: waits (5 s at most) for the server's port
   local port=""
   for _ in $(seq 100); do
-    port=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/s$#.out")
+    port=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$1.out")
     [ -n "$port" ] && break
     sleep 0.05
   done
   echo "$port"
 }
-PORT=$(start_server)
-BUSY=$(start_server -np 1 --max-queue 1)
+start_server main
+start_server busy -np 1 --max-queue 1
+PORT=$(port_of main)
+BUSY=$(port_of busy)
 [ -n "$PORT" ] && [ -n "$BUSY" ]; check servers_started $?
 URL=http://127.0.0.1:$PORT
 
