@@ -71,6 +71,15 @@ jq -e '.levels[0].rate == 20 and .levels[0].arrivals == "constant" and .levels[0
        and .levels[0].wall_s >= 0.34' "$TMP/r.json" >/dev/null
 check open_report $? "$(head -c 400 "$TMP/r.json")"
 
+# warm-up requests reach the server but are not counted
+finished() { curl -s "$URL/metrics" | awk '/^cpulm_requests_finished_total/ { n += $2 } END { print n + 0 }'; }
+before=$(finished)
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 1 --requests 3 --warmup 2 \
+  -o json >"$TMP/w.json" 2>/dev/null
+after=$(finished)
+jq -e '.levels[0].ok == 3' "$TMP/w.json" >/dev/null && [ $((after - before)) -eq 5 ]
+check warmup_not_counted $? "finished $before -> $after"
+
 # a workload with an arrival rate runs open loop at it when no load is given
 sed 's/"process": "constant"}/"process": "constant", "rate": 25}/' "$TMP/small.json" >"$TMP/rated.json"
 "$CPULM" loadtest --url "$URL" --workload "$TMP/rated.json" --requests 5 -o json >"$TMP/wr.json" 2>/dev/null

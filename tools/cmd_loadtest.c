@@ -27,7 +27,7 @@ typedef struct lt_opts {
     double rates[MAX_ROWS];
     int n_conc, n_rates, n_requests, prompt_len, max_tokens, stream, chat, progress;
     int poisson, arrivals_given, allow_failures, search_steps, max_inflight, fixed_given;
-    int conc_given;
+    int conc_given, warmup;
     float timeout_s, max_time_s, wait_s, search_max, price_hour, users, target_rate;
     lt_slo slo;
 } lt_opts;
@@ -48,6 +48,8 @@ static void lt_usage(FILE *f) {
             "                        workload's, else poisson)\n"
             "  --max-inflight N      open loop: most requests in flight (default 256)\n"
             "  --requests N          requests per level (default 20)\n"
+            "  --warmup N            requests sent (and not counted) before the first level\n"
+            "                        (default 1; 0: none)\n"
             "  --slo SPEC            objective, e.g. ttft_p99=2s,itl_p99=200ms[,e2e_p99=30s]\n"
             "                        (metrics ttft, itl, tpot, e2e; any pNN): search for the\n"
             "                        highest concurrency (or rate, with --rate START) meeting it\n"
@@ -126,6 +128,8 @@ static int parse_value_flag(cli *c, lt_opts *o, const char **conc, const char **
         ok = cli_int(c, 1, 1 << 20, &o->prompt_len), o->fixed_given = 1;
     else if (cli_flag(c, "--max-tokens", NULL))
         ok = cli_int(c, 1, 1 << 20, &o->max_tokens), o->fixed_given = 1;
+    else if (cli_flag(c, "--warmup", NULL))
+        ok = cli_int(c, 0, 1000, &o->warmup);
     else if (cli_flag(c, "--max-inflight", NULL))
         ok = cli_int(c, 1, 1024, &o->max_inflight);
     else if (cli_flag(c, "--search-steps", NULL))
@@ -448,9 +452,35 @@ static void md_head(const lt_run *R) {
     lt_md_header(o->slo_spec != NULL);
 }
 
+/* Requests before the first level, not counted: a server's first requests pay for lazy
+ * set-up (llama-server's first one is several times slower). */
+static void warm_up(lt_run *R) {
+    const lt_opts *o = R->o;
+    if (!o->warmup) return;
+    lt_level_spec sp = {.w = &R->w,
+                        .u = &R->u,
+                        .api_key = o->api_key,
+                        .stream = o->stream,
+                        .chat = o->chat,
+                        .timeout_s = o->timeout_s,
+                        .max_time_s = o->max_time_s,
+                        .n_requests = o->warmup,
+                        .first_index = (int64_t)1 << 40,
+                        .conc = 1,
+                        .prog = &R->prog,
+                        .label = "warm-up"};
+    lt_level_out out;
+    if (lt_run_level(&sp, &out) == 0 && out.st.n_fail)
+        fprintf(stderr, "cpulm loadtest: warm-up: %d of %d requests failed (%s)\n", out.st.n_fail,
+                o->warmup, out.first_error);
+    cli_progress_clear(&R->prog);
+    lt_stats_release(&out.st);
+}
+
 static int run_all(lt_run *R) {
     lt_opts *o = R->o;
     lt_row *best = NULL;
+    warm_up(R);
     if (R->md) md_head(R);
     if (o->slo_spec) {
         best = search(R);
@@ -517,7 +547,8 @@ int cmd_loadtest(int argc, char **argv) {
                  .max_time_s = 600,
                  .wait_s = 120,
                  .search_steps = 3,
-                 .max_inflight = 256};
+                 .max_inflight = 256,
+                 .warmup = 1};
     o.api_key = getenv("CPULM_API_KEY");
     int rc = parse_lt(argc, argv, &o);
     if (rc) {
