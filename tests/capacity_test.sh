@@ -126,6 +126,13 @@ rc=$?
   and .levels[0].ok + .levels[0].errors == 24' "$TMP/f.json" >/dev/null
 check allow_failures $? "rc $rc $(head -c 300 "$TMP/f.json")"
 
+# plan --check: the model calibrated on one roofline run predicts another
+"$CPULM" roofline -t 1 -m "$MODEL" -o json --time 0.02 --buffer-mib 16 -r 1 >"$TMP/r1.json" 2>/dev/null
+"$CPULM" plan --calibration "$TMP/r1.json" --check "$TMP/r1.json" >"$TMP/chk.md" 2>"$TMP/chk.err"
+check plan_check_rc $? "$(cat "$TMP/chk.err")"
+grep -Eq '^\| generation \| [0-9.]+ \| [0-9.]+ \| \+?-?0\.0%' "$TMP/chk.md"; check plan_check_self_exact $? "$(cat "$TMP/chk.md")"
+"$CPULM" plan --check "$TMP/r1.json" >/dev/null 2>&1; check plan_check_needs_calibration $(($? != 2))
+
 # compare: loadtest and bench results side by side, and the cost-vs-latency chart
 mkdir -p "$TMP/cmp"
 "$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 2 --requests 4 \

@@ -370,6 +370,30 @@ TEST(capacity_model_predicts_recorded) {
     cpulm_json_free(d);
 }
 
+/* `cpulm roofline -m MODEL -o json` output is a calibration too: its last row. */
+TEST(capacity_model_reads_roofline_json) {
+    const char *j = "{\"bytes_per_token\":695370000,\"rows\":[{\"n_threads\":1,"
+                    "\"read_bytes_per_s\":1e9,\"int8_ops_per_s\":1e9,\"tg_ts\":1,\"pp_ts\":1,"
+                    "\"pp_int8_fraction\":0.5},{\"n_threads\":2,\"read_bytes_per_s\":47.77e9,"
+                    "\"int8_ops_per_s\":1215e9,\"tg_ts\":61.59,\"pp_ts\":428.94,"
+                    "\"pp_int8_fraction\":0.8725}]}";
+    cpulm_json_doc *d = NULL;
+    REQUIRE(t, cpulm_json_parse(j, strlen(j), NULL, &d, NULL, NULL) == CPULM_OK);
+    pm_measure m;
+    char err[160];
+    REQUIRE(t, pm_measure_from_json(cpulm_json_root(d), &m, err, sizeof err) == 0);
+    CHECK_NEAR(t, m.at.bw_gbs, 47.77, 1e-9);
+    CHECK_NEAR(t, m.at.int8_gops, 1215, 1e-9);
+    CHECK(t, m.tg == 61.59 && m.pp == 428.94 && m.bytes_per_token == 695370000);
+    CHECK_NEAR(t, m.ops_per_token, 0.8725 * 1215e9 / 428.94, 1);
+    cpulm_json_free(d);
+    const char *no_model = "{\"rows\":[{\"read_bytes_per_s\":1e9,\"int8_ops_per_s\":1e9}]}";
+    REQUIRE(t, cpulm_json_parse(no_model, strlen(no_model), NULL, &d, NULL, NULL) == CPULM_OK);
+    CHECK(t, pm_measure_from_json(cpulm_json_root(d), &m, err, sizeof err) == -1 &&
+                 strstr(err, "-m MODEL"));
+    cpulm_json_free(d);
+}
+
 TEST(capacity_instance_table) {
     pm_table tb;
     char err[512];

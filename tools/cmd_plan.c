@@ -20,6 +20,7 @@ typedef struct plan_opts {
     float price, tps, tps_batched;
     bench_list kv;
     plan_est_opts est; /* --workload and the estimate's options */
+    const char *check; /* --check FILE */
 } plan_opts;
 
 static void plan_usage(FILE *f) {
@@ -61,7 +62,11 @@ static void plan_usage(FILE *f) {
         "  --bw-fraction X      share of theoretical bandwidth a machine sustains (0.8)\n"
         "  --peak-fraction X    share of the int8 instruction peak the kernels reach (0.8)\n"
         "  --utilization X      load the req/s and cost assume, of full load (0.8)\n"
-        "  --max-batch N        most sequences served at once (default 256)\n" CLI_COMPAT_HELP);
+        "  --max-batch N        most sequences served at once (default 256)\n"
+        "  --calibration A --check B  the model calibrated on A (a calibration file or\n"
+        "                       `cpulm roofline -m MODEL -o json`) predicts B's speeds; prints\n"
+        "                       predicted, measured and the error (no model "
+        "needed)\n" CLI_COMPAT_HELP);
 }
 
 static int float_flag(cli *c, double lo, double hi, double *out) {
@@ -129,6 +134,8 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
             ok = cli_float(&c, 1e-6, 1e9, &o->tps);
         else if (cli_flag(&c, "--tps-batched", NULL))
             ok = cli_float(&c, 1e-6, 1e9, &o->tps_batched);
+        else if (cli_flag(&c, "--check", NULL))
+            ok = (o->check = cli_value(&c)) != NULL;
         else if ((est = parse_est_flag(&c, &o->est)) != 0)
             ok = est > 0;
         else if (cli_flag(&c, "--bench", NULL))
@@ -157,6 +164,7 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
         o->type_lc[i] = 0;
         o->type = o->type_lc;
     }
+    if (o->check) return 0; /* no model needed */
     if (!o->model == !o->shape) {
         fprintf(stderr, "cpulm plan: give -m MODEL or --shape NAME (one of them)\n");
         return EXIT_USAGE;
@@ -404,6 +412,13 @@ static int estimate(plan_opts *o, const cpulm_model *m, const plan_shape *s, uin
 int cmd_plan(int argc, char **argv) {
     plan_opts o;
     int rc = parse_plan(argc, argv, &o);
+    if (rc == 0 && o.check) {
+        if (!o.est.calibration) {
+            fprintf(stderr, "cpulm plan: --check needs --calibration FILE\n");
+            return EXIT_USAGE;
+        }
+        return plan_check(o.est.calibration, o.check);
+    }
     if (rc >= 0) return rc;
     cpulm_model *m = NULL;
     plan_shape s;

@@ -172,7 +172,29 @@ int pm_max_batch(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
     return best;
 }
 
+/* `cpulm roofline -m MODEL -o json`: its last row (the most threads given). */
+static int from_roofline(const struct cpulm_json *o, pm_measure *m, char *err, size_t cap) {
+    const cpulm_json *rows = cpulm_json_get(o, "rows");
+    size_t n = cpulm_json_len(rows);
+    const cpulm_json *r = n ? cpulm_json_at(rows, n - 1) : NULL;
+    double bw = cpulm_json_num(cpulm_json_get(r, "read_bytes_per_s"), -1);
+    double peak = cpulm_json_num(cpulm_json_get(r, "int8_ops_per_s"), -1);
+    double frac = cpulm_json_num(cpulm_json_get(r, "pp_int8_fraction"), -1);
+    m->tg = cpulm_json_num(cpulm_json_get(r, "tg_ts"), -1);
+    m->pp = cpulm_json_num(cpulm_json_get(r, "pp_ts"), -1);
+    m->bytes_per_token = cpulm_json_num(cpulm_json_get(o, "bytes_per_token"), -1);
+    if (!(bw > 0 && peak > 0 && frac > 0 && m->tg > 0 && m->pp > 0 && m->bytes_per_token > 0)) {
+        snprintf(err, cap, "a roofline result needs -m MODEL (rows with tg_ts and pp_ts)");
+        return -1;
+    }
+    m->at.bw_gbs = bw / 1e9;
+    m->at.int8_gops = peak / 1e9;
+    m->ops_per_token = frac * peak / m->pp; /* what the roofline counted per prompt token */
+    return 0;
+}
+
 int pm_measure_from_json(const struct cpulm_json *o, pm_measure *m, char *err, size_t cap) {
+    if (cpulm_json_get(o, "rows")) return from_roofline(o, m, err, cap);
     static const char *keys[] = {"read_gbs", "int8_gops",       "tg_tps",
                                  "pp_tps",   "bytes_per_token", "ops_per_token"};
     double *dst[] = {&m->at.bw_gbs, &m->at.int8_gops,    &m->tg,

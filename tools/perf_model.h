@@ -97,8 +97,8 @@ void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, dou
               double cached_tokens, double output_tokens, int batch, pm_serving *out);
 
 /* Reads a measurement: {"read_gbs", "int8_gops", "tg_tps", "pp_tps", "bytes_per_token",
- * "ops_per_token"} (what `cpulm roofline -m MODEL -t N` prints). Returns 0, or -1 naming
- * the missing field in err. */
+ * "ops_per_token"} (data/calibration.json), or `cpulm roofline -m MODEL -o json` output
+ * itself (its last row: the most threads). Returns 0, or -1 with the reason in err. */
 struct cpulm_json;
 int pm_measure_from_json(const struct cpulm_json *o, pm_measure *m, char *err, size_t cap);
 

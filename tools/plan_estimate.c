@@ -36,37 +36,68 @@ void plan_model_cost_of_shape(const plan_shape *s, const plan_weights *w, pm_mod
     out->kv_bytes_per_ctx_token = (double)plan_kv_bytes_per_token(s, CPULM_KV_F16);
 }
 
-static int read_calibration(est_ctx *x) {
-    char path[4096], err[256];
-    if (plan_data_locate("calibration.json", x->o->calibration, NULL, path, sizeof path)) {
-        fprintf(stderr, "cpulm plan: no calibration file (--calibration FILE)\n");
-        return 2;
-    }
+int plan_read_measure(const char *path, pm_measure *m, char *desc, size_t cap) {
     size_t n = 0;
-    char *text = cli_read_file(path, &n);
+    char *text = cli_read_file(path, &n), err[256];
     cpulm_json_doc *d = NULL;
-    int rc = 2;
-    pm_measure m;
+    int rc = -1;
     if (!text || cpulm_json_parse(text, n, NULL, &d, NULL, NULL) != CPULM_OK)
-        fprintf(stderr, "cpulm plan: %s: not readable JSON\n", path);
-    else if (pm_measure_from_json(cpulm_json_root(d), &m, err, sizeof err))
-        fprintf(stderr, "cpulm plan: %s: %s\n", path, err);
+        snprintf(desc, cap, "%.3000s: not readable JSON", path);
+    else if (pm_measure_from_json(cpulm_json_root(d), m, err, sizeof err))
+        snprintf(desc, cap, "%.3000s: %s", path, err);
     else {
         const cpulm_json *r = cpulm_json_root(d);
         const char *mach = cpulm_json_str(cpulm_json_get(r, "machine"));
         const char *date = cpulm_json_str(cpulm_json_get(r, "date"));
-        pm_efficiency(&m, &x->eff);
-        snprintf(x->calib, sizeof x->calib,
-                 "%.512s (%.200s, %.40s): generation at %.1f%% of its read bandwidth, prompts at "
-                 "%.1f%% of "
-                 "its int8 peak",
-                 path, mach ? mach : "machine not named", date ? date : "undated", x->eff.tg * 100,
-                 x->eff.pp * 100);
-        rc = x->eff.tg > 0 && x->eff.pp > 0 ? 0 : 2;
+        if (!mach) mach = cpulm_json_str(cpulm_json_get(r, "cpu_info")); /* roofline output */
+        snprintf(desc, cap, "%.3000s (%.200s, %.40s)", path, mach ? mach : "machine not named",
+                 date ? date : "undated");
+        rc = 0;
     }
     cpulm_json_free(d);
     free(text);
     return rc;
+}
+
+static int read_calibration(est_ctx *x) {
+    char path[4096], desc[4096];
+    if (plan_data_locate("calibration.json", x->o->calibration, NULL, path, sizeof path)) {
+        fprintf(stderr, "cpulm: no calibration file (--calibration FILE)\n");
+        return 2;
+    }
+    pm_measure m;
+    if (plan_read_measure(path, &m, desc, sizeof desc)) {
+        fprintf(stderr, "cpulm: %s\n", desc);
+        return 2;
+    }
+    pm_efficiency(&m, &x->eff);
+    snprintf(x->calib, sizeof x->calib,
+             "%.700s: generation at %.1f%% of its read bandwidth, prompts at %.1f%% of its int8 "
+             "peak",
+             desc, x->eff.tg * 100, x->eff.pp * 100);
+    return x->eff.tg > 0 && x->eff.pp > 0 ? 0 : 2;
+}
+
+int plan_check(const char *calibration, const char *measured) {
+    pm_measure a, b;
+    char da[4096], db[4096];
+    int bad_a = plan_read_measure(calibration, &a, da, sizeof da);
+    if (bad_a || plan_read_measure(measured, &b, db, sizeof db)) {
+        fprintf(stderr, "cpulm plan: %s\n", bad_a ? da : db);
+        return 2;
+    }
+    pm_eff e;
+    pm_efficiency(&a, &e);
+    double tg = pm_tg(&e, &b.at, b.bytes_per_token), pp = pm_pp(&e, &b.at, b.ops_per_token);
+    printf("model check: efficiencies of %s (generation %.1f%% of %.2f GB/s, prompts %.1f%% of "
+           "%.1f Gop/s) applied to the ceilings and model of %s (%.2f GB/s, %.1f Gop/s; %.3g "
+           "bytes and %.3g int8 ops per token)\n\n",
+           da, e.tg * 100, a.at.bw_gbs, e.pp * 100, a.at.int8_gops, db, b.at.bw_gbs, b.at.int8_gops,
+           b.bytes_per_token, b.ops_per_token);
+    printf("| | measured t/s | predicted t/s | error |\n| --- | ---: | ---: | ---: |\n");
+    printf("| generation | %.2f | %.2f | %+.1f%% |\n", b.tg, tg, (tg / b.tg - 1) * 100);
+    printf("| prompt | %.2f | %.2f | %+.1f%% |\n", b.pp, pp, (pp / b.pp - 1) * 100);
+    return 0;
 }
 
 /* The objective: ttft and itl (or tpot) limits; percentiles are not modelled (no queue). */

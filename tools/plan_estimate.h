@@ -48,6 +48,14 @@ int plan_estimate_rows_desc(const plan_est_opts *o, const plan_shape *s, uint64_
                             int cap, char *workload_name, size_t name_cap, char *desc,
                             size_t desc_cap);
 
+/* Reads a measurement file (pm_measure_from_json's formats); desc: "PATH (machine, date)"
+ * or the error. Returns 0 or -1. */
+int plan_read_measure(const char *path, pm_measure *m, char *desc, size_t cap);
+
+/* `cpulm plan --calibration A --check B`: the model calibrated on A predicts B's generation
+ * and prompt speed from B's ceilings and model; prints both with the error. Returns 0 or 2. */
+int plan_check(const char *calibration, const char *measured);
+
 /* Per-token costs of a shape without a file (weights from plan_weights_of). */
 void plan_model_cost_of_shape(const plan_shape *s, const plan_weights *w, pm_model_cost *out);
 
