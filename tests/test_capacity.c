@@ -462,5 +462,16 @@ TEST(capacity_compare_formats) {
                      &e) == 0);
     CHECK(t,
           e.req_s == 3.5 && e.ttft_p99_ms == 900 && e.itl_p99_ms == 40 && e.load == 50 && !e.open);
+    /* GuideLLM: the benchmark with the highest request rate */
+    REQUIRE(t, entry("{\"benchmarks\":[{\"metrics\":{\"requests_per_second\":{\"successful\":"
+                     "{\"mean\":1.5}},\"time_to_first_token_ms\":{\"successful\":{\"percentiles\":"
+                     "{\"p99\":300}}}}},{\"metrics\":{\"requests_per_second\":{\"successful\":"
+                     "{\"mean\":4}},\"time_to_first_token_ms\":{\"successful\":{\"percentiles\":"
+                     "{\"p99\":1200}}},\"inter_token_latency_ms\":{\"successful\":{\"percentiles\":"
+                     "{\"p99\":80}}},\"request_totals\":{\"errored\":2}}}]}",
+                     &e) == 0);
+    CHECK(t, e.req_s == 4 && e.ttft_p99_ms == 1200 && e.itl_p99_ms == 80 &&
+                 !strcmp(e.kind, "guidellm"));
+    CHECK(t, strstr(e.note, "benchmark 2 of 2") && strstr(e.note, "errored"));
     CHECK(t, entry("{\"x\":1}", &e) == -1 && entry("[", &e) == -1 && entry("[]", &e) == -1);
 }

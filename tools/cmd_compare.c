@@ -19,7 +19,7 @@
 static void cmp_usage(FILE *f) {
     fprintf(f, "usage: cpulm compare [--svg FILE] [estimate options] FILE|DIR...\n"
                "  FILE   `cpulm loadtest -o json`, `cpulm bench -o json` or llama-bench JSON,\n"
-               "         vLLM benchmark_serving --save-result JSON\n"
+               "         vLLM benchmark_serving --save-result JSON, GuideLLM's JSON report\n"
                "  DIR    every *.json in it (a `cpulm report` directory, a folder of results)\n"
                "  --svg FILE  cost per 1k requests vs TTFT p99, one point per result with both\n"
                "estimated rows next to the measured ones (as `cpulm plan --workload`):\n"

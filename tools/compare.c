@@ -106,6 +106,33 @@ static int from_vllm(const cpulm_json *root, cmp_entry *e) {
     return isnan(e->req_s) ? -1 : 0;
 }
 
+/* GuideLLM: {"benchmarks": [{"metrics": {METRIC: {"successful": {"mean", "percentiles":
+ * {"p99"}}}}}]}; one row per file: its benchmark with the highest request rate. */
+static double succ(const cpulm_json *metrics, const char *k, const char *stat) {
+    const cpulm_json *s = cpulm_json_get(cpulm_json_get(metrics, k), "successful");
+    return strcmp(stat, "p99") ? num(s, stat) : p99(s, "percentiles");
+}
+
+static int from_guidellm(const cpulm_json *root, cmp_entry *e) {
+    snprintf(e->kind, sizeof e->kind, "guidellm");
+    const cpulm_json *all = cpulm_json_get(root, "benchmarks"), *best = NULL;
+    size_t n = cpulm_json_len(all), pick = 0;
+    for (size_t i = 0; i < n; i++) {
+        const cpulm_json *m = cpulm_json_get(cpulm_json_at(all, i), "metrics");
+        double r = succ(m, "requests_per_second", "mean");
+        if (!isnan(r) && (!best || r > e->req_s)) best = m, e->req_s = r, pick = i;
+    }
+    if (!best) return -1;
+    e->ttft_p99_ms = succ(best, "time_to_first_token_ms", "p99");
+    e->itl_p99_ms = succ(best, "inter_token_latency_ms", "p99");
+    const cpulm_json *err = cpulm_json_get(cpulm_json_get(best, "request_totals"), "errored");
+    double failed =
+        err && err->type == CPULM_JSON_OBJECT ? num(err, "count") : cpulm_json_num(err, NAN);
+    snprintf(e->note, sizeof e->note, "benchmark %zu of %zu (highest req/s)%s", pick + 1, n,
+             failed > 0 ? ", with errored requests" : "");
+    return 0;
+}
+
 int cmp_entry_parse(const char *text, size_t n, const char *source, cmp_entry *e, char *err,
                     size_t cap) {
     cmp_entry_init(e, source);
@@ -122,8 +149,11 @@ int cmp_entry_parse(const char *text, size_t n, const char *source, cmp_entry *e
         rc = from_loadtest(r, e);
     else if (cpulm_json_get(r, "request_throughput"))
         rc = from_vllm(r, e);
+    else if (cpulm_json_get(r, "benchmarks"))
+        rc = from_guidellm(r, e);
     cpulm_json_free(d);
     if (rc)
-        snprintf(err, cap, "not a loadtest, bench/llama-bench or vLLM benchmark_serving result");
+        snprintf(err, cap,
+                 "not a loadtest, bench/llama-bench, vLLM benchmark_serving or GuideLLM result");
     return rc;
 }

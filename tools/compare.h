@@ -1,7 +1,7 @@
 /* compare.h: the rows of `cpulm compare`: one per result file, read from `cpulm loadtest
  * -o json` (the SLO search's best load, or its highest clean level), `cpulm bench -o json` /
- * llama-bench's JSON (prompt and generation speed) and GuideLLM / vLLM benchmark_serving
- * result JSON (request throughput, TTFT and ITL percentiles). Pure: parses text. */
+ * llama-bench's JSON (prompt and generation speed), vLLM benchmark_serving result JSON and
+ * GuideLLM's benchmarks JSON (request throughput, TTFT and ITL p99). Pure: parses text. */
 #ifndef CPULM_TOOLS_COMPARE_H
 #define CPULM_TOOLS_COMPARE_H
 
