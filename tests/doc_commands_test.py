@@ -12,6 +12,8 @@ Skipped, and why (SKIPS below; the test prints each skip):
   - commands under valgrind (minutes each; the same commands run without it);
   - commands that download from the internet (cpulm pull of a Hugging Face file);
   - the build line (`./scripts/deps.sh && cmake ...`): this test runs inside a build;
+  - loadtest with a shipped workload profile (prompts longer than the test model's context)
+    and loadtest against a server started by hand (a GPU host, llama-server);
   - docker, kubectl, curl and other non-cpulm lines are not collected at all.
 Usage: doc_commands_test.py SOURCE_DIR path/to/cpulm
 """
@@ -23,6 +25,13 @@ SKIPS = [
     (re.compile(r"scripts/deps\.sh"), "the build line; the test runs inside a build"),
     (re.compile(r"moe-llama"), "compares with llama.cpp's own output, made by a "
      "llama.cpp binary"),
+    (re.compile(r"\bloadtest\b.*--workload (chat|rag|agent|summarize)\b"), "the profile's "
+     "prompts (thousands of tokens) outgrow the doc test's model (stories260K, 512-token "
+     "context); tests/capacity_test.sh runs loadtest with a small workload file"),
+    (re.compile(r"\bcompare\b.*\bg6\.xlarge\.json"), "reads the results of the loadtest runs "
+     "skipped above; tests/capacity_test.sh runs compare on loadtest and bench results"),
+    (re.compile(r"https?://(GPU-HOST|127\.0\.0\.1:8081)"), "a GPU server or llama-server started "
+     "by hand"),
     (re.compile(r"\bvalgrind\b"), "instruction counting under callgrind takes minutes; the same "
      "command runs without valgrind elsewhere in the docs"),
 ]

@@ -284,14 +284,22 @@ static const char *price_text = "# test prices\n"
                                 "a1.big   8   16  arm64   0.20\n"
                                 "\n"
                                 "b2.small\t2\t8\tx86_64\t0.08\n"
-                                "b2.big\t4\t32\tx86_64\t0.30\r\n";
+                                "b2.big\t4\t32\tx86_64\t0.30\r\n"
+                                "g1.big\t4\t16\tx86_64\t0.01\tL4-24GB\t2026-06\tsrc1\n"
+                                "c9.big\t4\t64\tarm64\t0.50\t-\t2026-01\tsrc2\n";
 
 TEST(bench_plan_prices_parse) {
     plan_prices p;
     char err[256];
     REQUIRE(t, plan_prices_parse(price_text, &p, err, sizeof err) == 0);
-    CHECK_EQ_INT(t, p.n, 4);
+    CHECK_EQ_INT(t, p.n, 6);
     CHECK(t, !strcmp(p.date, "2025-01-15") && !strcmp(p.source, "hand-made for the test"));
+    const plan_instance *g = plan_prices_find(&p, "g1.big"), *c9 = plan_prices_find(&p, "c9.big");
+    REQUIRE(t, g && c9);
+    CHECK(t,
+          !strcmp(g->gpu, "L4-24GB") && !strcmp(g->date, "2026-06") && !strcmp(g->source, "src1"));
+    CHECK(t,
+          !c9->gpu[0] && !strcmp(c9->date, "2026-01") && !plan_prices_find(&p, "a1.big")->date[0]);
     const plan_instance *b = plan_prices_find(&p, "a1.big");
     REQUIRE(t, b != NULL);
     CHECK(t, b->vcpu == 8 && b->mem_gib == 16 && !strcmp(b->arch, "arm64") && b->usd_hour == 0.20);
@@ -303,6 +311,7 @@ TEST(bench_plan_prices_parse) {
     CHECK(t, plan_prices_parse("# c\nx1.a 2 4 arm64 -1\n", &p, err, sizeof err) == -1 &&
                  strstr(err, "line 2"));
     CHECK(t, plan_prices_parse("x1.a two 4 arm64 0.1\n", &p, err, sizeof err) == -1);
+    CHECK(t, plan_prices_parse("x1.a 2 4 arm64 0.1 L4 2026\n", &p, err, sizeof err) == -1);
 }
 
 TEST(bench_plan_shipped_prices) {
@@ -311,12 +320,14 @@ TEST(bench_plan_shipped_prices) {
     REQUIRE(t, plan_prices_load(CPULM_PRICES_TSV, &p, err, sizeof err) == 0);
     CHECK(t, p.n >= 40);
     CHECK(t, p.date[0] && p.source[0]);
-    const char *want[] = {"c7g.xlarge",  "m7g.2xlarge", "r7g.large", "c8g.4xlarge",
-                          "c7i.2xlarge", "m7i.xlarge",  "c7a.xlarge"};
+    const char *want[] = {"c7g.xlarge", "m7g.2xlarge", "r7g.large", "c8g.4xlarge", "c7i.2xlarge",
+                          "m7i.xlarge", "c7a.xlarge",  "g5.xlarge", "g6.xlarge",   "g6e.xlarge"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const plan_instance *in = plan_prices_find(&p, want[i]);
         CHECK(t, in != NULL);
         if (in) CHECK(t, in->usd_hour > 0.01 && in->usd_hour < 20 && in->vcpu >= 1);
+        if (in) CHECK(t, in->date[0] && in->source[0]); /* every row dated and sourced */
+        if (in) CHECK(t, !in->gpu[0] == (want[i][0] != 'g'));
     }
     plan_prices_release(&p);
 }
@@ -331,11 +342,12 @@ TEST(bench_plan_fitting) {
     int idx[4];
     uint64_t three_gib = 3ull << 30;
     int n = plan_fitting(&p, three_gib, 0, idx, 4);
-    REQUIRE(t, n == 3);
+    REQUIRE(t, n == 4); /* g1.big (0.01) would hold it, but it is a GPU instance */
     CHECK(t, !strcmp(p.v[idx[0]].name, "b2.small")); /* 0.08: cheapest that holds 3 GiB */
+    CHECK(t, !strcmp(p.v[idx[3]].name, "c9.big"));
     CHECK(t, !strcmp(p.v[idx[1]].name, "a1.big"));
     CHECK(t, !strcmp(p.v[idx[2]].name, "b2.big"));
-    CHECK_EQ_INT(t, plan_fitting(&p, 1ull << 30, 1, idx, 4), 2); /* one per family */
+    CHECK_EQ_INT(t, plan_fitting(&p, 1ull << 30, 1, idx, 4), 3); /* one per family */
     CHECK(t, !strcmp(p.v[idx[0]].name, "a1.small") && !strcmp(p.v[idx[1]].name, "b2.small"));
     CHECK_EQ_INT(t, plan_fitting(&p, 100ull << 30, 0, idx, 4), 0);
     plan_prices_release(&p);

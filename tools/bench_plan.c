@@ -172,11 +172,21 @@ static void header_field(const char *line, const char *key, char *dst, size_t ca
 }
 
 static int parse_row(char *line, plan_instance *in) {
-    char *save = NULL, *f[6];
+    char *save = NULL, *f[9];
     int n = 0;
-    for (char *t = strtok_r(line, " \t\r", &save); t && n < 6; t = strtok_r(NULL, " \t\r", &save))
+    for (char *t = strtok_r(line, " \t\r", &save); t && n < 9; t = strtok_r(NULL, " \t\r", &save))
         f[n++] = t;
-    if (n != 5 || strlen(f[0]) >= sizeof in->name || strlen(f[3]) >= sizeof in->arch) return -1;
+    if ((n != 5 && n != 8) || strlen(f[0]) >= sizeof in->name || strlen(f[3]) >= sizeof in->arch)
+        return -1;
+    memset(in, 0, sizeof *in);
+    if (n == 8) {
+        if (strlen(f[5]) >= sizeof in->gpu || strlen(f[6]) >= sizeof in->date ||
+            strlen(f[7]) >= sizeof in->source)
+            return -1;
+        snprintf(in->gpu, sizeof in->gpu, "%s", strcmp(f[5], "-") ? f[5] : "");
+        snprintf(in->date, sizeof in->date, "%s", f[6]);
+        snprintf(in->source, sizeof in->source, "%s", f[7]);
+    }
     char *e1, *e2, *e3;
     errno = 0;
     long vcpu = strtol(f[1], &e1, 10);
@@ -214,7 +224,8 @@ int plan_prices_parse(const char *text, plan_prices *out, char *err, size_t cap)
         out->v = nv;
         if (parse_row(line, &out->v[out->n])) {
             snprintf(err, cap,
-                     "line %d: want 'instance vcpu memory_gib arch usd_per_hour', got '%s'",
+                     "line %d: want 'instance vcpu memory_gib arch usd_per_hour [gpu date "
+                     "source]', got '%s'",
                      line_no, line);
             plan_prices_release(out);
             return -1;
@@ -225,27 +236,32 @@ int plan_prices_parse(const char *text, plan_prices *out, char *err, size_t cap)
 }
 
 /* --prices, $CPULM_PRICES, then data/prices.tsv next to the build or install tree, then ./ */
-int plan_prices_locate(const char *flag, char *out, size_t cap) {
-    const char *env = getenv("CPULM_PRICES");
+int plan_data_locate(const char *file, const char *flag, const char *env_name, char *out,
+                     size_t cap) {
+    const char *env = env_name ? getenv(env_name) : NULL;
     if (flag || (env && *env)) {
         snprintf(out, cap, "%s", flag ? flag : env);
         return 0;
     }
     char exe[2048];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    const char *rel[] = {"../data/prices.tsv", "../share/cpulm/prices.tsv"};
+    const char *rel[] = {"../data/", "../share/cpulm/"};
     if (n > 0) {
         exe[n] = 0;
         char *dir = dirname(exe);
         for (int i = 0; i < 2; i++) {
             char path[4096], real[PATH_MAX];
-            snprintf(path, sizeof path, "%s/%s", dir, rel[i]);
+            snprintf(path, sizeof path, "%s/%s%s", dir, rel[i], file);
             snprintf(out, cap, "%s", realpath(path, real) ? real : path);
             if (access(out, R_OK) == 0) return 0;
         }
     }
-    snprintf(out, cap, "data/prices.tsv");
+    snprintf(out, cap, "data/%s", file);
     return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+int plan_prices_locate(const char *flag, char *out, size_t cap) {
+    return plan_data_locate("prices.tsv", flag, "CPULM_PRICES", out, cap);
 }
 
 int plan_prices_load(const char *path, plan_prices *out, char *err, size_t cap) {
@@ -305,7 +321,7 @@ int plan_fitting(const plan_prices *p, uint64_t need_bytes, int one_per_family, 
     int *all = malloc(sizeof(int) * (size_t)(p->n ? p->n : 1)), n = 0, k = 0;
     if (!all) return 0;
     for (int i = 0; i < p->n; i++)
-        if (plan_usable_bytes(&p->v[i]) >= need_bytes) all[n++] = i;
+        if (!p->v[i].gpu[0] && plan_usable_bytes(&p->v[i]) >= need_bytes) all[n++] = i;
     sort_prices = p;
     qsort(all, (size_t)n, sizeof(int), cmp_instance);
     for (int i = 0; i < n && k < cap; i++) {

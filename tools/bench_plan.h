@@ -68,6 +68,9 @@ typedef struct plan_instance {
     double mem_gib;
     char arch[16];
     double usd_hour;
+    char gpu[32];    /* accelerator ("L4-24GB"), "" for a CPU-only instance */
+    char date[16];   /* of the price, "" when the row has none */
+    char source[64]; /* key of the "# source KEY: URL" comment it came from */
 } plan_instance;
 
 typedef struct plan_prices {
@@ -78,13 +81,18 @@ typedef struct plan_prices {
 } plan_prices;
 
 /* Parses the TSV table: '#' comment lines (the "# date:" and "# source:" ones are kept), an
- * optional header row starting with "instance", then rows "name vcpu mem_gib arch usd_hour"
- * separated by tabs or spaces. Returns 0, or -1 with "line N: ..." in err. */
+ * optional header row starting with "instance", then rows "name vcpu mem_gib arch usd_hour
+ * [gpu date source]" separated by tabs or spaces (gpu "-": none). Returns 0, or -1 with "line N:
+ * ..." in err. */
 int plan_prices_parse(const char *text, plan_prices *out, char *err, size_t cap);
 /* Finds the table: flag (--prices) if given, else $CPULM_PRICES, else data/prices.tsv of
  * the build tree (../data next to the executable), ../share/cpulm/prices.tsv, ./data.
  * Writes the path to out; returns 0, or -1 when no candidate exists (out: the last tried). */
 int plan_prices_locate(const char *flag, char *out, size_t cap);
+/* The same search for any file of data/ (instances.tsv, calibration.json): flag, else
+ * $env_name (may be NULL), else next to the executable's tree, else ./data/FILE. */
+int plan_data_locate(const char *file, const char *flag, const char *env_name, char *out,
+                     size_t cap);
 /* Reads and parses a file. */
 int plan_prices_load(const char *path, plan_prices *out, char *err, size_t cap);
 void plan_prices_release(plan_prices *p);
@@ -93,7 +101,8 @@ const plan_instance *plan_prices_find(const plan_prices *p, const char *name);
 /* Memory of an instance a model may use: 90% of it, minus 1 GiB left to the OS. */
 uint64_t plan_usable_bytes(const plan_instance *in);
 
-/* Indices of the instances whose usable memory holds need_bytes, cheapest first (ties:
+/* Indices of the CPU-only instances (GPU rows are skipped: cpulm runs on the CPU) whose
+ * usable memory holds need_bytes, cheapest first (ties:
  * less memory, then name), at most one per family (the name before '.') when
  * one_per_family. Returns how many were written to idx (at most cap). */
 int plan_fitting(const plan_prices *p, uint64_t need_bytes, int one_per_family, int *idx, int cap);

@@ -530,47 +530,96 @@ static void write_memory(doc *d, const study *s) {
 static void write_cost(doc *d, const study *s) {
     doc_heading(d, 2, "Cost");
     write_memory(d, s);
-    int idx[8], n = s->prices.n ? plan_fitting(&s->prices, s->mem.total, 1, idx, 6) : 0;
-    if (!n || !(s->tg_single > 0)) {
-        doc_para(d, "No price table was found (or nothing fits / nothing was measured), so no "
-                    "cost is shown; `cpulm report --prices FILE` names one.");
+    doc_para(d, "Cost per instance, per 1M input and output tokens and per 1,000 requests of a "
+                "workload, is in the first section (*Which instance*), estimated with the "
+                "performance model; `cpulm loadtest --instance NAME` measures it on a running "
+                "server.");
+}
+
+/* ---- the first section: which instance ---- */
+
+static void answer_row(doc *d, const plan_est_row *r) {
+    char c[11][48];
+    snprintf(c[0], sizeof c[0], "%d", r->vcpu);
+    num(c[1], sizeof c[1], r->usd_hour, 4, 0);
+    num(c[2], sizeof c[2], r->tg, 0, 0);
+    num(c[3], sizeof c[3], r->pp, 0, 0);
+    num(c[4], sizeof c[4], r->ttft_s, 2, 0);
+    if (r->why)
+        snprintf(c[5], sizeof c[5], "0 (%s)", r->why);
+    else
+        snprintf(c[5], sizeof c[5], "%d", r->users);
+    for (int k = 6; k < 10; k++)
+        snprintf(c[k], sizeof c[k], "-");
+    if (!r->why) {
+        num(c[6], sizeof c[6], r->req_s, 2, 0);
+        num(c[7], sizeof c[7], r->usd_m_in, 4, 0);
+        num(c[8], sizeof c[8], r->usd_m_out, 4, 0);
+        num(c[9], sizeof c[9], r->usd_k_req, 4, 0);
+    }
+    const char *row[] = {r->instance, c[0], c[1], c[2], c[3], c[4],
+                         c[5],        c[6], c[7], c[8], c[9], "estimated"};
+    doc_row(d, 12, row, 0);
+}
+
+static int by_cost(const void *a, const void *b) {
+    const plan_est_row *x = *(const plan_est_row *const *)a, *y = *(const plan_est_row *const *)b;
+    return (x->usd_k_req > y->usd_k_req) - (x->usd_k_req < y->usd_k_req);
+}
+
+/* Cost per 1k requests against TTFT for the cheapest instances meeting the objective. */
+static void answer_chart(doc *d, const study *s) {
+    const plan_est_row *met[32];
+    int n = 0;
+    for (int i = 0; i < s->n_est; i++)
+        if (!s->est[i].why) met[n++] = &s->est[i];
+    if (!n) return;
+    qsort(met, (size_t)n, sizeof *met, by_cost);
+    if (n > 5) n = 5; /* the legend's room */
+    svg_series ser[5];
+    double xs[5], ys[5];
+    char names[5][64];
+    for (int i = 0; i < n; i++) {
+        xs[i] = met[i]->ttft_s;
+        ys[i] = met[i]->usd_k_req;
+        snprintf(names[i], sizeof names[i], "%.40s (est.)", met[i]->instance);
+        ser[i] = (svg_series){names[i], &xs[i], &ys[i], 1};
+    }
+    svg_chart c = {.title = "Cost vs latency, estimated",
+                   .x_label = "TTFT (s, without queueing)",
+                   .y_label = "USD per 1,000 requests",
+                   .series = ser,
+                   .n_series = n,
+                   .note = "estimated (performance model); the cheapest instances meeting the "
+                           "objective"};
+    doc_chart(d, "cost", &c, 0);
+}
+
+static void write_answer(doc *d, const study *s) {
+    char h[160];
+    snprintf(h, sizeof h, "Which instance: workload %s",
+             s->est_workload[0] ? s->est_workload : "-");
+    doc_heading(d, 2, h);
+    if (!s->n_est) {
+        doc_para(d, "%s.", s->est_desc);
         return;
     }
-    doc_para(
-        d,
-        "Cost per 1M generated tokens on the cheapest instance of each family that holds "
-        "that memory (prices: %s, dated %s, editable), assuming the instance generates "
-        "as fast as this machine did: single stream %.2f tokens/s (threads: %d), batched "
-        "%.2f tokens/s (parallel sequences: %d). Billed per hour, running flat out; prompt tokens "
-        "not counted. EXTRAPOLATED: these speeds were measured here (%s, %d threads), "
-        "not on the instances, whose CPU and vCPU count differ: measure there "
-        "(`cpulm plan --bench`) before relying on a figure.",
-        s->prices_path, s->prices.date[0] ? s->prices.date : "-", s->tg_single,
-        s->tg_single_threads, s->tg_batched, s->tg_batched_npl, s->env.cpu, s->tg_single_threads);
-    double single[8], batched[8];
-    const char *cats[8];
-    char a[32], b[32], c2[32];
-    const char *hdr[] = {"instance", "USD/hour", "$ per 1M tokens (single)",
-                         "$ per 1M tokens (batched)"};
-    doc_row(d, 4, hdr, 1);
-    for (int i = 0; i < n; i++) {
-        const plan_instance *in = &s->prices.v[idx[i]];
-        cats[i] = in->name;
-        single[i] = plan_usd_per_mtok(in->usd_hour, s->tg_single);
-        batched[i] = plan_usd_per_mtok(in->usd_hour, s->tg_batched);
-        num(a, sizeof a, in->usd_hour, 4, 0);
-        num(b, sizeof b, single[i], 4, 0);
-        num(c2, sizeof c2, batched[i], 4, 0);
-        const char *row[] = {in->name, a, b, c2};
-        doc_row(d, 4, row, 0);
-    }
+    doc_para(d,
+             "ESTIMATED for instances not at hand, from this model's per-token work and the "
+             "performance model (docs/BENCHMARKING.md, *Estimates for machines not at hand*): "
+             "%s. Measured on this machine: generation %.2f tokens/s (single stream, %d "
+             "thread(s)), see the sections below. To measure an instance, run `cpulm serve` "
+             "there and `cpulm loadtest --workload %s --slo ... --instance NAME`; `cpulm "
+             "compare` puts the results next to these estimates.",
+             s->est_desc, s->tg_single, s->tg_single_threads, s->est_workload);
+    const char *hdr[] = {"instance",   "vCPU",        "USD/hour",         "tg t/s (1 user)",
+                         "pp t/s",     "TTFT s",      "users within SLO", "req/s",
+                         "$/1M input", "$/1M output", "$/1k requests",    "basis"};
+    doc_row(d, 12, hdr, 1);
+    for (int i = 0; i < s->n_est; i++)
+        answer_row(d, &s->est[i]);
     doc_table_end(d);
-    svg_series ser[2] = {{"single stream", NULL, single, n}, {"batched", NULL, batched, n}};
-    static const chart_text t = {
-        "cost", "Cost per 1M generated tokens (extrapolated from this machine)",
-        "instance (cheapest that fits)", "USD per 1M tokens",
-        "extrapolated: this machine's measured speed assumed on every instance"};
-    bar_chart(d, &t, ser, 2, cats, n, NULL);
+    answer_chart(d, s);
 }
 
 /* ---- raw data ---- */
@@ -638,6 +687,7 @@ int study_write(const study *s, const char *dir) {
     cpulm_buf_init(&d.html, 0);
     cpulm_buf_puts(&d.html, html_head);
     write_header(&d, s);
+    write_answer(&d, s);
     write_threads(&d, s);
     write_pp_len(&d, s);
     write_parallel(&d, s);

@@ -6,6 +6,7 @@
 
 #include "bench.h"
 #include "bench_plan.h"
+#include "plan_estimate.h"
 
 /* STUDY_DEPTH holds pairs: pp then tg at each depth, in order of depth. */
 enum { STUDY_THREADS, STUDY_PP_LEN, STUDY_PARALLEL, STUDY_TTFT, STUDY_DEPTH, STUDY_N_SECTIONS };
@@ -32,6 +33,11 @@ typedef struct study {
     char prices_path[512];
     double tg_single, tg_batched; /* tokens/s used for the cost: best of the sweeps */
     int tg_single_threads, tg_batched_npl;
+    /* the first section: estimated serving of a workload per instance family */
+    plan_est_row est[32];
+    int n_est; /* 0: no estimate (est_desc says why) */
+    char est_workload[64];
+    char est_desc[2048];
 } study;
 
 /* Writes every output file into dir (which must exist). Returns 0, or -1 with a message

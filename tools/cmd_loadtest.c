@@ -1,61 +1,70 @@
-/* cmd_loadtest.c: `cpulm loadtest`: a closed-loop load generator for OpenAI-compatible
- * servers. For each concurrency level C, C worker threads each send a request, wait for
- * the whole answer, and send the next, until the level's request count is done. Reports
- * per level: TTFT (streaming only), end-to-end latency and inter-token latency
- * percentiles, aggregate output tokens/s, requests/s and errors, as a Markdown table or
- * JSON. Bounded: at most 1024 workers, 1,000,000 requests per level, a per-request timeout
- * and a per-level time limit; only the given URL is contacted. */
+/* cmd_loadtest.c: `cpulm loadtest`: a load generator for OpenAI-compatible servers (cpulm
+ * serve, llama-server, vLLM, ...). Requests come from a workload (data/workloads/NAME.json or
+ * --prompt-len/--max-tokens); loads are closed-loop concurrency levels or open-loop
+ * arrival rates (constant or Poisson); with --slo it searches for the highest load meeting
+ * the objective. Per level: TTFT, inter-token latency, time per output token and
+ * end-to-end percentiles over the successful requests, input/output tokens/s, requests/s,
+ * goodput, and every failed request counted by kind. With a price (--price-hour or
+ * --instance), cost per 1M input/output tokens and per 1k requests, and instances needed.
+ * The level runner is loadtest_run.c, the arithmetic loadtest_stats.c, the tables
+ * loadtest_print.c. */
 #define _GNU_SOURCE
-#include <pthread.h>
-#include <unistd.h>
-#include <stdatomic.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "tools_api.h"
+#include "bench_plan.h"
 #include "commands.h"
 #include "common.h"
-#include "loadtest.h"
-#include "progress.h"
+#include "loadtest_print.h"
+
+#define MAX_ROWS 64
 
 typedef struct lt_opts {
-    const char *url, *api_key, *format;
+    const char *url, *api_key, *format, *workload, *slo_spec, *instance, *prices;
     int32_t *conc;
-    int n_conc, n_requests, prompt_len, max_tokens, stream, chat, progress;
-    float timeout_s, max_time_s, wait_s;
+    double rates[MAX_ROWS];
+    int n_conc, n_rates, n_requests, prompt_len, max_tokens, stream, chat, progress;
+    int poisson, arrivals_given, allow_failures, search_steps, max_inflight, fixed_given;
+    int conc_given, warmup;
+    float timeout_s, max_time_s, wait_s, search_max, price_hour, users, target_rate;
+    lt_slo slo;
 } lt_opts;
-
-typedef struct samples {
-    double *v;
-    size_t n, cap;
-} samples;
-
-typedef struct level {
-    const lt_opts *o;
-    const lt_url *u;
-    atomic_int next;
-    double deadline;
-    pthread_mutex_t mu;
-    samples ttft, e2e, itl;
-    int n_ok, n_err;
-    int64_t out_tokens, prompt_tokens;
-    char first_error[160];
-    double wall;
-    int32_t conc;
-    cli_progress *prog;
-} level;
 
 static void lt_usage(FILE *f) {
     fprintf(f,
             "usage: cpulm loadtest [options]\n"
             "  --url URL             server base URL (default http://127.0.0.1:8080)\n"
-            "  --concurrency LIST    concurrent clients per level, e.g. 1,10,50,100 (default 1,4)\n"
+            "  --workload W          requests drawn from a workload: chat, rag, agent,\n"
+            "                        summarize (data/workloads) or a JSON file\n"
+            "  --prompt-len L        without --workload: prompts of L words, about one token\n"
+            "                        each (default 32)\n"
+            "  --max-tokens M        without --workload: M output tokens (default 64)\n"
+            "                        (requests are sent with ignore_eos: each generates its M)\n"
+            "  --concurrency LIST    closed loop: concurrent clients per level (default 1,4)\n"
+            "  --rate LIST           open loop: requests/s per level, e.g. 0.5,1,2\n"
+            "  --arrivals poisson|constant  open-loop arrival process (default: the\n"
+            "                        workload's, else poisson)\n"
+            "  --max-inflight N      open loop: most requests in flight (default 256)\n"
             "  --requests N          requests per level (default 20)\n"
-            "  --prompt-len L        prompt length in words, about one token each (default 32)\n"
-            "  --max-tokens M        tokens to generate per request (default 64; sent with\n"
-            "                        ignore_eos so every request generates M)\n"
-            "  --stream              stream (SSE): measures TTFT and inter-token latency\n"
-            "  --chat                use /v1/chat/completions (default /v1/completions)\n"
+            "  --warmup N            requests sent (and not counted) before the first level\n"
+            "                        (default 1; 0: none)\n"
+            "  --slo SPEC            objective, e.g. ttft_p99=2s,itl_p99=200ms[,e2e_p99=30s]\n"
+            "                        (metrics ttft, itl, tpot, e2e; any pNN): search for the\n"
+            "                        highest concurrency (or rate, with --rate START) meeting it\n"
+            "  --search-max X        highest load the search tries (default 256 clients or\n"
+            "                        100 req/s)\n"
+            "  --search-steps N      bisection steps after the first miss (default 3)\n"
+            "  --allow-failures      exit 0 even when requests failed\n"
+            "  --price-hour USD      cost the measured loads at this hourly price\n"
+            "  --instance NAME       take the price from the price table (data/prices.tsv)\n"
+            "  --prices FILE         another price table\n"
+            "  --users N             instances needed for N concurrent users (with --slo)\n"
+            "  --target-rate R       instances needed for R requests/s (with --slo)\n"
+            "  --no-stream           one JSON answer per request (no TTFT/ITL); default streams\n"
+            "  --chat                use /v1/chat/completions (default: the workload's API,\n"
+            "                        else /v1/completions)\n"
             "  -o, --output md|json  report format (default md)\n"
             "  --api-key KEY         bearer token (default $CPULM_API_KEY)\n"
             "  --timeout S           per-request limit (default 300)\n"
@@ -64,261 +73,142 @@ static void lt_usage(FILE *f) {
             "                        (GET /ready, or /health where there is no /ready;\n"
             "                        0: start at once; default 120)\n"
             "  --progress, --no-progress  live line on stderr: requests done per level\n"
-            "                        (default: when stderr is a terminal)\n");
+            "                        (default: when stderr is a terminal)\n"
+            "Exit status: 0, or 1 when a request failed (unless --allow-failures), a level had\n"
+            "no success, or the --slo search found no load meeting the objective.\n");
 }
 
-static int parse_lt(int argc, char **argv, lt_opts *o) {
-    cli c = {.cmd = "loadtest", .argc = argc, .argv = argv};
-    const char *conc = "1,4";
-    for (c.i = 1; c.i < argc; c.i++) {
-        if (cli_flag(&c, "-h", "--help")) {
-            lt_usage(stdout);
-            exit(0);
-        } else if (cli_flag(&c, "--url", NULL)) {
-            if (!(o->url = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--concurrency", NULL)) {
-            if (!(conc = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--requests", NULL)) {
-            if (!cli_int(&c, 1, 1000000, &o->n_requests)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--prompt-len", NULL)) {
-            if (!cli_int(&c, 1, 1 << 20, &o->prompt_len)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--max-tokens", NULL)) {
-            if (!cli_int(&c, 1, 1 << 20, &o->max_tokens)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--stream", NULL)) {
-            o->stream = 1;
-        } else if (cli_flag(&c, "--chat", NULL)) {
-            o->chat = 1;
-        } else if (cli_flag(&c, "-o", "--output")) {
-            if (!(o->format = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--api-key", NULL)) {
-            if (!(o->api_key = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--timeout", NULL)) {
-            if (!cli_float(&c, 0.1, 86400, &o->timeout_s)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--max-time", NULL)) {
-            if (!cli_float(&c, 0.1, 86400, &o->max_time_s)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--wait", NULL)) {
-            if (!cli_float(&c, 0, 86400, &o->wait_s)) return EXIT_USAGE;
-        } else if (cli_progress_flag(&c, &o->progress)) {
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
-        }
+static int parse_rates(const char *s, lt_opts *o) {
+    o->n_rates = 0;
+    while (*s) {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || !(v > 0 && v <= 1e6) || o->n_rates == MAX_ROWS) return -1;
+        o->rates[o->n_rates++] = v;
+        s = end + (*end == ',');
+        if (*end && *end != ',') return -1;
     }
+    return o->n_rates ? 0 : -1;
+}
+
+static int bad_value(const char *v, const char *flag, const char *want) {
+    fprintf(stderr, "cpulm loadtest: bad value '%s' for %s (%s)\n", v, flag, want);
+    return EXIT_USAGE;
+}
+
+/* One flag; returns 1 when consumed, 0 when not ours, -1 on a bad value (message printed). */
+static int parse_value_flag(cli *c, lt_opts *o, const char **conc, const char **rates,
+                            const char **arrivals) {
+    const char **str = NULL;
+    if (cli_flag(c, "--url", NULL))
+        str = &o->url;
+    else if (cli_flag(c, "--workload", NULL))
+        str = &o->workload;
+    else if (cli_flag(c, "--concurrency", NULL))
+        str = conc, o->conc_given = 1;
+    else if (cli_flag(c, "--rate", NULL))
+        str = rates;
+    else if (cli_flag(c, "--arrivals", NULL))
+        str = arrivals;
+    else if (cli_flag(c, "--slo", NULL))
+        str = &o->slo_spec;
+    else if (cli_flag(c, "-o", "--output"))
+        str = &o->format;
+    else if (cli_flag(c, "--api-key", NULL))
+        str = &o->api_key;
+    else if (cli_flag(c, "--instance", NULL))
+        str = &o->instance;
+    else if (cli_flag(c, "--prices", NULL))
+        str = &o->prices;
+    if (str) return (*str = cli_value(c)) ? 1 : -1;
+    int ok = 1;
+    if (cli_flag(c, "--requests", NULL))
+        ok = cli_int(c, 1, 1000000, &o->n_requests);
+    else if (cli_flag(c, "--prompt-len", NULL))
+        ok = cli_int(c, 1, 1 << 20, &o->prompt_len), o->fixed_given = 1;
+    else if (cli_flag(c, "--max-tokens", NULL))
+        ok = cli_int(c, 1, 1 << 20, &o->max_tokens), o->fixed_given = 1;
+    else if (cli_flag(c, "--warmup", NULL))
+        ok = cli_int(c, 0, 1000, &o->warmup);
+    else if (cli_flag(c, "--max-inflight", NULL))
+        ok = cli_int(c, 1, 1024, &o->max_inflight);
+    else if (cli_flag(c, "--search-steps", NULL))
+        ok = cli_int(c, 0, 20, &o->search_steps);
+    else if (cli_flag(c, "--search-max", NULL))
+        ok = cli_float(c, 1e-3, 1e6, &o->search_max);
+    else if (cli_flag(c, "--price-hour", NULL))
+        ok = cli_float(c, 1e-6, 1e6, &o->price_hour);
+    else if (cli_flag(c, "--users", NULL))
+        ok = cli_float(c, 1, 1e9, &o->users);
+    else if (cli_flag(c, "--target-rate", NULL))
+        ok = cli_float(c, 1e-6, 1e9, &o->target_rate);
+    else if (cli_flag(c, "--timeout", NULL))
+        ok = cli_float(c, 0.1, 86400, &o->timeout_s);
+    else if (cli_flag(c, "--max-time", NULL))
+        ok = cli_float(c, 0.1, 86400, &o->max_time_s);
+    else if (cli_flag(c, "--wait", NULL))
+        ok = cli_float(c, 0, 86400, &o->wait_s);
+    else
+        return 0;
+    return ok ? 1 : -1;
+}
+
+/* The lists and names given as text, checked once every flag is read. */
+static int check_opts(lt_opts *o, const char *conc, const char *rates, const char *arrivals) {
     o->n_conc = cli_int_list(conc, &o->conc);
     for (int i = 0; i < o->n_conc; i++)
         if (o->conc[i] < 1 || o->conc[i] > 1024) o->n_conc = -1;
-    if (o->n_conc <= 0) {
-        fprintf(stderr, "cpulm loadtest: bad value '%s' for --concurrency (1..1024 each)\n", conc);
+    if (o->n_conc <= 0 || o->n_conc > MAX_ROWS)
+        return bad_value(conc, "--concurrency", "1..1024 each, at most 64 levels");
+    if (rates && parse_rates(rates, o))
+        return bad_value(rates, "--rate", "requests/s > 0 each, at most 64 levels");
+    if (arrivals && strcmp(arrivals, "poisson") && strcmp(arrivals, "constant"))
+        return bad_value(arrivals, "--arrivals", "poisson or constant");
+    o->arrivals_given = arrivals != NULL;
+    o->poisson = !arrivals || !strcmp(arrivals, "poisson");
+    if (strcmp(o->format, "md") != 0 && strcmp(o->format, "json") != 0)
+        return bad_value(o->format, "-o", "md or json");
+    char err[256];
+    if (o->slo_spec && lt_slo_parse(o->slo_spec, &o->slo, err, sizeof err)) {
+        fprintf(stderr, "cpulm loadtest: --slo: %s\n", err);
         return EXIT_USAGE;
     }
-    if (strcmp(o->format, "md") != 0 && strcmp(o->format, "json") != 0) {
-        fprintf(stderr, "cpulm loadtest: bad value '%s' for -o (md or json)\n", o->format);
+    if (o->workload && o->fixed_given) {
+        fprintf(stderr, "cpulm loadtest: --prompt-len/--max-tokens and --workload exclude each "
+                        "other (the workload gives the lengths)\n");
+        return EXIT_USAGE;
+    }
+    if (o->instance && o->price_hour > 0) {
+        fprintf(stderr, "cpulm loadtest: give --price-hour or --instance, not both\n");
         return EXIT_USAGE;
     }
     return 0;
 }
 
-/* ---- requests ---- */
-
-/* A prompt of about prompt_len tokens; request i starts differently so the server's
- * prefix cache does not turn the test into a cache benchmark. */
-static void make_body(const lt_opts *o, int i, cpulm_buf *b) {
-    static const char *words[] = {"the", "little", "cat", "sat", "on",  "a",    "warm", "mat",
-                                  "and", "looked", "at",  "big", "red", "ball", "in",   "sun"};
-    cpulm_buf text;
-    cpulm_buf_init(&text, 0);
-    cpulm_buf_printf(&text, "%d", i);
-    for (int k = 1; k < o->prompt_len; k++)
-        cpulm_buf_printf(&text, " %s", words[(k * 7 + i) % 16]);
-    cpulm_json_writer w;
-    cpulm_json_writer_init(&w, b, 0, 0);
-    cpulm_json_obj_begin(&w);
-    if (o->chat) {
-        cpulm_json_key(&w, "messages");
-        cpulm_json_arr_begin(&w);
-        cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "role");
-        cpulm_json_write_str(&w, "user");
-        cpulm_json_key(&w, "content");
-        cpulm_json_write_strn(&w, text.data, text.len);
-        cpulm_json_obj_end(&w);
-        cpulm_json_arr_end(&w);
-    } else {
-        cpulm_json_key(&w, "prompt");
-        cpulm_json_write_strn(&w, text.data, text.len);
+static int parse_lt(int argc, char **argv, lt_opts *o) {
+    cli c = {.cmd = "loadtest", .argc = argc, .argv = argv};
+    const char *conc = "1,4", *rates = NULL, *arrivals = NULL;
+    for (c.i = 1; c.i < argc; c.i++) {
+        int r;
+        if (cli_flag(&c, "-h", "--help")) {
+            lt_usage(stdout);
+            exit(0);
+        } else if ((r = parse_value_flag(&c, o, &conc, &rates, &arrivals)) != 0) {
+            if (r < 0) return EXIT_USAGE;
+        } else if (cli_flag(&c, "--stream", NULL)) {
+            o->stream = 1;
+        } else if (cli_flag(&c, "--no-stream", NULL)) {
+            o->stream = 0;
+        } else if (cli_flag(&c, "--chat", NULL)) {
+            o->chat = 1;
+        } else if (cli_flag(&c, "--allow-failures", NULL)) {
+            o->allow_failures = 1;
+        } else if (cli_progress_flag(&c, &o->progress)) {
+        } else if (cli_rest(&c)) {
+            return EXIT_USAGE;
+        }
     }
-    cpulm_json_key(&w, "max_tokens");
-    cpulm_json_write_int(&w, o->max_tokens);
-    cpulm_json_key(&w, "ignore_eos");
-    cpulm_json_write_bool(&w, 1);
-    cpulm_json_key(&w, "stream");
-    cpulm_json_write_bool(&w, o->stream);
-    if (o->stream) {
-        cpulm_json_key(&w, "stream_options");
-        cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "include_usage");
-        cpulm_json_write_bool(&w, 1);
-        cpulm_json_obj_end(&w);
-    }
-    cpulm_json_obj_end(&w);
-    cpulm_buf_release(&text);
-}
-
-static void push(samples *s, double v) {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 256;
-        double *p = realloc(s->v, sizeof *p * cap);
-        if (!p) return;
-        s->v = p;
-        s->cap = cap;
-    }
-    s->v[s->n++] = v;
-}
-
-static void record(level *lv, const lt_result *r) {
-    pthread_mutex_lock(&lv->mu);
-    if (r->status == 200 && !r->error[0]) {
-        lv->n_ok++;
-        push(&lv->e2e, r->t_total);
-        if (r->t_first >= 0) push(&lv->ttft, r->t_first);
-        for (int32_t k = 1; k < r->n_events; k++)
-            push(&lv->itl, r->t_events[k] - r->t_events[k - 1]);
-        lv->out_tokens += r->completion_tokens >= 0 ? r->completion_tokens : r->n_events;
-        if (r->prompt_tokens > 0) lv->prompt_tokens += r->prompt_tokens;
-    } else {
-        lv->n_err++;
-        if (!lv->first_error[0])
-            snprintf(lv->first_error, sizeof lv->first_error, "HTTP %d %s", r->status, r->error);
-    }
-    int done = lv->n_ok + lv->n_err;
-    cli_progress_update(lv->prog, done == lv->o->n_requests,
-                        "cpulm loadtest: concurrency %d: %d/%d requests, %d errors", lv->conc, done,
-                        lv->o->n_requests, lv->n_err);
-    pthread_mutex_unlock(&lv->mu);
-}
-
-static void *worker(void *arg) {
-    level *lv = arg;
-    const lt_opts *o = lv->o;
-    lt_conn c;
-    lt_conn_init(&c);
-    cpulm_buf body;
-    cpulm_buf_init(&body, 0);
-    const char *path = o->chat ? "/v1/chat/completions" : "/v1/completions";
-    for (;;) {
-        int i = atomic_fetch_add(&lv->next, 1);
-        if (i >= o->n_requests || lt_now() > lv->deadline) break;
-        cpulm_buf_reset(&body);
-        make_body(o, i, &body);
-        lt_result r;
-        lt_post(&c, lv->u, path, body.data, body.len, o->api_key, o->stream, o->timeout_s, &r);
-        record(lv, &r);
-        lt_result_release(&r);
-    }
-    cpulm_buf_release(&body);
-    free(c.buf);
-    lt_conn_close(&c);
-    return NULL;
-}
-
-static int run_level(level *lv, int32_t conc) {
-    pthread_t *th = calloc((size_t)conc, sizeof *th);
-    if (!th) return -1;
-    double t0 = lt_now();
-    lv->deadline = t0 + lv->o->max_time_s;
-    int32_t n = 0;
-    for (; n < conc; n++)
-        if (pthread_create(&th[n], NULL, worker, lv) != 0) break;
-    for (int32_t i = 0; i < n; i++)
-        pthread_join(th[i], NULL);
-    lv->wall = lt_now() - t0;
-    free(th);
-    return n == conc ? 0 : -1;
-}
-
-/* ---- report ---- */
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void sort_samples(samples *s) {
-    if (s->n) qsort(s->v, s->n, sizeof(double), cmp_double); /* qsort(NULL, 0) is UB */
-}
-
-/* Nearest-rank percentile in milliseconds; -1 when there are no samples. */
-static double pct_ms(samples *s, double p) {
-    if (s->n == 0) return -1;
-    size_t k = (size_t)(p / 100.0 * (double)s->n + 0.999999);
-    if (k < 1) k = 1;
-    if (k > s->n) k = s->n;
-    return s->v[k - 1] * 1000.0;
-}
-
-static void fmt_ms(char *out, size_t cap, samples *s) {
-    if (!s->n)
-        snprintf(out, cap, "-");
-    else
-        snprintf(out, cap, "%.1f / %.1f / %.1f", pct_ms(s, 50), pct_ms(s, 90), pct_ms(s, 99));
-}
-
-static void print_md_row(level *lv, int32_t conc) {
-    char ttft[64], e2e[64], itl[64];
-    fmt_ms(ttft, sizeof ttft, &lv->ttft);
-    fmt_ms(e2e, sizeof e2e, &lv->e2e);
-    fmt_ms(itl, sizeof itl, &lv->itl);
-    printf("| %4d | %5d | %5d | %s | %s | %s | %8.1f | %6.2f |\n", conc, lv->n_ok, lv->n_err, ttft,
-           e2e, itl, (double)lv->out_tokens / lv->wall, lv->n_ok / lv->wall);
-}
-
-static void json_pcts(cpulm_json_writer *w, const char *key, samples *s) {
-    cpulm_json_key(w, key);
-    if (!s->n) {
-        cpulm_json_write_null(w);
-        return;
-    }
-    cpulm_json_obj_begin(w);
-    const double ps[3] = {50, 90, 99};
-    const char *names[3] = {"p50", "p90", "p99"};
-    for (int i = 0; i < 3; i++) {
-        cpulm_json_key(w, names[i]);
-        cpulm_json_write_double(w, pct_ms(s, ps[i]));
-    }
-    cpulm_json_obj_end(w);
-}
-
-static void json_level(cpulm_json_writer *w, level *lv, int32_t conc) {
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "concurrency");
-    cpulm_json_write_int(w, conc);
-    cpulm_json_key(w, "ok");
-    cpulm_json_write_int(w, lv->n_ok);
-    cpulm_json_key(w, "errors");
-    cpulm_json_write_int(w, lv->n_err);
-    json_pcts(w, "ttft_ms", &lv->ttft);
-    json_pcts(w, "latency_ms", &lv->e2e);
-    json_pcts(w, "itl_ms", &lv->itl);
-    cpulm_json_key(w, "output_tokens_per_s");
-    cpulm_json_write_double(w, (double)lv->out_tokens / lv->wall);
-    cpulm_json_key(w, "requests_per_s");
-    cpulm_json_write_double(w, lv->n_ok / lv->wall);
-    cpulm_json_key(w, "mean_prompt_tokens");
-    cpulm_json_write_double(w, lv->n_ok ? (double)lv->prompt_tokens / lv->n_ok : 0);
-    cpulm_json_key(w, "wall_s");
-    cpulm_json_write_double(w, lv->wall);
-    cpulm_json_key(w, "first_error");
-    if (lv->first_error[0])
-        cpulm_json_write_str(w, lv->first_error);
-    else
-        cpulm_json_write_null(w);
-    cpulm_json_obj_end(w);
-}
-
-static void level_release(level *lv) {
-    free(lv->ttft.v);
-    free(lv->e2e.v);
-    free(lv->itl.v);
-    pthread_mutex_destroy(&lv->mu);
+    return check_opts(o, conc, rates, arrivals);
 }
 
 /* ---- readiness ---- */
@@ -365,6 +255,286 @@ static int wait_ready(const lt_opts *o, const lt_url *u, cli_progress *prog) {
     return ready ? 0 : -1;
 }
 
+/* ---- running ---- */
+
+typedef struct lt_run {
+    lt_opts *o;
+    workload w;
+    lt_url u;
+    cli_progress prog;
+    lt_row rows[MAX_ROWS];
+    int n_rows, md, searching;
+    int64_t next_index; /* each level's requests are new ones: no cache carries over */
+    double usd_hour;
+    char machine[1024]; /* what the price is of, and where it came from */
+} lt_run;
+
+static lt_row *run_one(lt_run *R, int open, double load) {
+    const lt_opts *o = R->o;
+    if (R->n_rows == MAX_ROWS) return NULL;
+    lt_row *row = &R->rows[R->n_rows++];
+    memset(row, 0, sizeof *row);
+    *row = (lt_row){.open = open, .load = load, .poisson = o->poisson};
+    int n = o->n_requests;
+    if (!open && R->searching && n < 2 * (int)load) n = 2 * (int)load; /* every client twice */
+    char label[64];
+    snprintf(label, sizeof label, open ? "rate %g req/s" : "concurrency %.0f", load);
+    lt_level_spec sp = {.w = &R->w,
+                        .u = &R->u,
+                        .api_key = o->api_key,
+                        .slo = o->slo_spec ? &o->slo : NULL,
+                        .stream = o->stream,
+                        .chat = o->chat,
+                        .timeout_s = o->timeout_s,
+                        .max_time_s = o->max_time_s,
+                        .n_requests = n,
+                        .first_index = R->next_index,
+                        .open = open,
+                        .rate = load,
+                        .poisson = o->poisson,
+                        .conc = open ? o->max_inflight : (int)load,
+                        .prog = &R->prog,
+                        .label = label};
+    cli_progress_update(&R->prog, 1, "cpulm loadtest: %s: 0/%d requests", label, n);
+    if (lt_run_level(&sp, &row->out) != 0)
+        fprintf(stderr, "cpulm loadtest: could not start all client threads\n");
+    cli_progress_clear(&R->prog); /* before the row goes to stdout on the same terminal */
+    R->next_index += n;
+    if (o->slo_spec) {
+        row->slo_checked = 1;
+        row->slo_met = lt_slo_met(&o->slo, &row->out.st, row->slo_why, sizeof row->slo_why);
+    }
+    if (R->md) lt_md_row(row, o->slo_spec != NULL);
+    fflush(stdout);
+    return row;
+}
+
+/* Grows the load until the objective breaks, then bisects; returns the best row or NULL. */
+static lt_row *search(lt_run *R) {
+    const lt_opts *o = R->o;
+    int open = o->n_rates > 0;
+    double max = o->search_max > 0 ? o->search_max : open ? 100 : 256;
+    lt_search s;
+    lt_search_init(&s, open ? o->rates[0] : o->conc[0], max, o->search_steps, !open);
+    lt_row *best = NULL;
+    R->searching = 1;
+    for (double x; (x = lt_search_next(&s)) > 0;) {
+        lt_row *r = run_one(R, open, x);
+        if (!r) break;
+        lt_search_report(&s, x, r->slo_met);
+        if (r->slo_met && (!best || x > best->load)) best = r;
+    }
+    return best;
+}
+
+static int load_price(lt_run *R) {
+    const lt_opts *o = R->o;
+    if (o->price_hour > 0) {
+        R->usd_hour = o->price_hour;
+        snprintf(R->machine, sizeof R->machine, "the given machine");
+        return 0;
+    }
+    if (!o->instance) return 0;
+    char path[4096], err[512];
+    plan_prices p = {0};
+    if (plan_prices_locate(o->prices, path, sizeof path) ||
+        plan_prices_load(path, &p, err, sizeof err)) {
+        fprintf(stderr, "cpulm loadtest: %s\n",
+                o->prices ? err : "no price table found (--prices FILE)");
+        return EXIT_USAGE;
+    }
+    const plan_instance *in = plan_prices_find(&p, o->instance);
+    if (in) {
+        R->usd_hour = in->usd_hour;
+        snprintf(R->machine, sizeof R->machine,
+                 "%s%s%s (list price as of %s, source %.60s in %.256s)", in->name,
+                 in->gpu[0] ? ", GPU " : "", in->gpu, in->date[0] ? in->date : "?",
+                 in->source[0] ? in->source : p.source, path);
+    } else {
+        fprintf(stderr, "cpulm loadtest: instance '%s' is not in %s\n", o->instance, path);
+    }
+    plan_prices_release(&p);
+    return in ? 0 : EXIT_USAGE;
+}
+
+/* ---- summary ---- */
+
+static void md_search_summary(const lt_run *R, const lt_row *best) {
+    const lt_opts *o = R->o;
+    char slo[256], load[32];
+    lt_slo_describe(&o->slo, slo, sizeof slo);
+    int open = o->n_rates > 0;
+    printf("\nobjective %s over the successful requests, no request failed; each load ran "
+           "%d+ requests (rerun to see the noise):\n",
+           slo, o->n_requests);
+    if (!best) {
+        printf("NO load tried met it (lowest tried: %g: %s)\n", R->rows[0].load,
+               R->rows[0].slo_why);
+        return;
+    }
+    lt_label(best, load, sizeof load);
+    const lt_stats *s = &best->out.st;
+    printf("highest %s meeting it: **%g%s** (%.2f req/s, goodput %.2f req/s, %.1f input t/s, "
+           "%.1f output t/s, TTFT p99 %.1f ms)\n",
+           open ? "rate" : "concurrency", best->load, open ? " req/s" : " users", s->n_ok / s->wall,
+           s->n_good / s->wall, (double)s->in_tokens / s->wall, (double)s->out_tokens / s->wall,
+           lt_pct(&s->ttft, 99) * 1000);
+    double req_s = s->n_ok / s->wall;
+    if (o->users > 0 && !open)
+        printf("instances needed for %g concurrent users: %d (%g users each)\n", (double)o->users,
+               lt_instances_needed(o->users, best->load), best->load);
+    if (o->target_rate > 0)
+        printf("instances needed for %g req/s: %d (%.2f req/s each)\n", (double)o->target_rate,
+               lt_instances_needed(o->target_rate, req_s), req_s);
+}
+
+static void json_doc(lt_run *R, const lt_row *best) {
+    const lt_opts *o = R->o;
+    cpulm_buf js;
+    cpulm_buf_init(&js, 0);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &js, 0, 2);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "url");
+    cpulm_json_write_str(&w, o->url);
+    char desc[512];
+    workload_describe(&R->w, desc, sizeof desc);
+    cpulm_json_key(&w, "workload");
+    cpulm_json_write_str(&w, R->w.name);
+    cpulm_json_key(&w, "workload_description");
+    cpulm_json_write_str(&w, desc);
+    cpulm_json_key(&w, "stream");
+    cpulm_json_write_bool(&w, o->stream);
+    if (R->usd_hour > 0) {
+        cpulm_json_key(&w, "machine");
+        cpulm_json_write_str(&w, R->machine);
+    }
+    cpulm_json_key(&w, "levels");
+    cpulm_json_arr_begin(&w);
+    for (int i = 0; i < R->n_rows; i++)
+        lt_json_row(&w, &R->rows[i], R->usd_hour);
+    cpulm_json_arr_end(&w);
+    if (o->slo_spec) {
+        lt_slo_describe(&o->slo, desc, sizeof desc);
+        cpulm_json_key(&w, "slo");
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "objective");
+        cpulm_json_write_str(&w, desc);
+        cpulm_json_key(&w, "axis");
+        cpulm_json_write_str(&w, o->n_rates ? "rate" : "concurrency");
+        cpulm_json_key(&w, "best");
+        if (best)
+            lt_json_row(&w, best, R->usd_hour);
+        else
+            cpulm_json_write_null(&w);
+        if (best && o->users > 0 && !o->n_rates) {
+            cpulm_json_key(&w, "instances_for_users");
+            cpulm_json_write_int(&w, lt_instances_needed(o->users, best->load));
+        }
+        if (best && o->target_rate > 0) {
+            cpulm_json_key(&w, "instances_for_rate");
+            cpulm_json_write_int(
+                &w, lt_instances_needed(o->target_rate, best->out.st.n_ok / best->out.st.wall));
+        }
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_obj_end(&w);
+    printf("%s\n", js.data);
+    cpulm_buf_release(&js);
+}
+
+static void md_head(const lt_run *R) {
+    const lt_opts *o = R->o;
+    char desc[512];
+    workload_describe(&R->w, desc, sizeof desc);
+    printf("%s %s, %s, %d requests per level%s\n\n", o->url, o->chat ? "chat" : "completions", desc,
+           o->n_requests, o->stream ? ", streaming" : ", not streaming (no TTFT/ITL)");
+    lt_md_header(o->slo_spec != NULL);
+}
+
+/* Requests before the first level, not counted: a server's first requests pay for lazy
+ * set-up (llama-server's first one is several times slower). */
+static void warm_up(lt_run *R) {
+    const lt_opts *o = R->o;
+    if (!o->warmup) return;
+    lt_level_spec sp = {.w = &R->w,
+                        .u = &R->u,
+                        .api_key = o->api_key,
+                        .stream = o->stream,
+                        .chat = o->chat,
+                        .timeout_s = o->timeout_s,
+                        .max_time_s = o->max_time_s,
+                        .n_requests = o->warmup,
+                        .first_index = (int64_t)1 << 40,
+                        .conc = 1,
+                        .prog = &R->prog,
+                        .label = "warm-up"};
+    lt_level_out out;
+    if (lt_run_level(&sp, &out) == 0 && out.st.n_fail)
+        fprintf(stderr, "cpulm loadtest: warm-up: %d of %d requests failed (%s)\n", out.st.n_fail,
+                o->warmup, out.first_error);
+    cli_progress_clear(&R->prog);
+    lt_stats_release(&out.st);
+}
+
+static int run_all(lt_run *R) {
+    lt_opts *o = R->o;
+    lt_row *best = NULL;
+    warm_up(R);
+    if (R->md) md_head(R);
+    if (o->slo_spec) {
+        best = search(R);
+    } else {
+        for (int i = 0; o->n_rates == 0 && i < o->n_conc; i++)
+            run_one(R, 0, o->conc[i]);
+        for (int i = 0; i < o->n_rates; i++)
+            run_one(R, 1, o->rates[i]);
+    }
+    int any_fail = 0, empty = 0;
+    for (int i = 0; i < R->n_rows; i++) {
+        any_fail |= R->rows[i].out.st.n_fail > 0;
+        empty |= R->rows[i].out.st.n_ok == 0;
+        if (R->rows[i].out.first_error[0])
+            fprintf(stderr, "cpulm loadtest: %s %g: %d failed, first error: %s\n",
+                    R->rows[i].open ? "rate" : "concurrency", R->rows[i].load,
+                    R->rows[i].out.st.n_fail, R->rows[i].out.first_error);
+    }
+    if (R->md) {
+        lt_md_failures(R->rows, R->n_rows);
+        if (o->slo_spec) md_search_summary(R, best);
+        const lt_row *costed[MAX_ROWS];
+        int n = 0;
+        for (int i = 0; i < R->n_rows; i++)
+            if (!o->slo_spec || &R->rows[i] == best) costed[n++] = &R->rows[i];
+        if (R->usd_hour > 0 && n) lt_md_cost(costed, n, R->usd_hour, R->machine);
+    } else {
+        json_doc(R, best);
+    }
+    if (o->slo_spec) return best ? 0 : 1;
+    if (any_fail && !o->allow_failures)
+        fprintf(stderr, "cpulm loadtest: requests failed (see the table); exit 1 "
+                        "(--allow-failures to accept them)\n");
+    return empty || (any_fail && !o->allow_failures) ? 1 : 0;
+}
+
+static int setup_workload(lt_run *R) {
+    lt_opts *o = R->o;
+    char err[512];
+    if (!o->workload) {
+        workload_fixed(&R->w, o->prompt_len, o->max_tokens);
+    } else if (workload_load(o->workload, &R->w, err, sizeof err)) {
+        fprintf(stderr, "cpulm loadtest: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (R->w.chat) o->chat = 1;
+    if (!o->arrivals_given && o->workload) o->poisson = R->w.arrival == WL_ARRIVE_POISSON;
+    if (!o->n_rates && !o->conc_given && R->w.rate > 0) { /* the workload's own arrival rate */
+        o->rates[0] = R->w.rate;
+        o->n_rates = 1;
+    }
+    return 0;
+}
+
 int cmd_loadtest(int argc, char **argv) {
     lt_opts o = {.url = "http://127.0.0.1:8080",
                  .format = "md",
@@ -372,78 +542,37 @@ int cmd_loadtest(int argc, char **argv) {
                  .n_requests = 20,
                  .prompt_len = 32,
                  .max_tokens = 64,
+                 .stream = 1,
                  .timeout_s = 300,
                  .max_time_s = 600,
-                 .wait_s = 120};
+                 .wait_s = 120,
+                 .search_steps = 3,
+                 .max_inflight = 256,
+                 .warmup = 1};
     o.api_key = getenv("CPULM_API_KEY");
     int rc = parse_lt(argc, argv, &o);
-    if (rc) return rc;
-    lt_url u;
+    if (rc) {
+        free(o.conc);
+        return rc;
+    }
+    lt_run *R = calloc(1, sizeof *R);
+    if (!R) return 1;
+    R->o = &o;
+    R->md = strcmp(o.format, "md") == 0;
     char why[256];
-    if (lt_url_parse(o.url, &u, why, sizeof why) != 0) {
+    if (lt_url_parse(o.url, &R->u, why, sizeof why) != 0) {
         fprintf(stderr, "cpulm loadtest: %s\n", why);
-        free(o.conc);
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
     }
-    int md = strcmp(o.format, "md") == 0, failed = 0;
-    cli_progress prog;
-    cli_progress_init(&prog, o.progress);
-    if (wait_ready(&o, &u, &prog) != 0) {
-        cli_progress_end(&prog);
-        free(o.conc);
-        return 1;
-    }
-    cpulm_buf js;
-    cpulm_buf_init(&js, 0);
-    cpulm_json_writer w;
-    cpulm_json_writer_init(&w, &js, 0, 2);
-    if (md) {
-        printf("%s %s, %d requests per level, prompt ~%d tokens, %d output tokens%s\n\n", o.url,
-               o.chat ? "chat" : "completions", o.n_requests, o.prompt_len, o.max_tokens,
-               o.stream ? ", streaming" : "");
-        printf("| conc | ok | errors | TTFT p50/p90/p99 ms | latency p50/p90/p99 ms | "
-               "inter-token p50/p90/p99 ms | output t/s | req/s |\n");
-        printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    } else {
-        cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "url");
-        cpulm_json_write_str(&w, o.url);
-        cpulm_json_key(&w, "levels");
-        cpulm_json_arr_begin(&w);
-    }
-    for (int i = 0; i < o.n_conc; i++) {
-        level lv;
-        memset(&lv, 0, sizeof lv);
-        lv.o = &o;
-        lv.u = &u;
-        lv.conc = o.conc[i];
-        lv.prog = &prog;
-        pthread_mutex_init(&lv.mu, NULL);
-        cli_progress_update(&prog, 1, "cpulm loadtest: concurrency %d: 0/%d requests", lv.conc,
-                            o.n_requests);
-        int started = run_level(&lv, o.conc[i]) == 0;
-        cli_progress_clear(&prog); /* before the row goes to stdout on the same terminal */
-        if (!started) fprintf(stderr, "cpulm loadtest: could not start all workers\n");
-        sort_samples(&lv.ttft);
-        sort_samples(&lv.e2e);
-        sort_samples(&lv.itl);
-        if (md)
-            print_md_row(&lv, o.conc[i]);
-        else
-            json_level(&w, &lv, o.conc[i]);
-        if (lv.first_error[0])
-            fprintf(stderr, "concurrency %d: first error: %s\n", o.conc[i], lv.first_error);
-        failed |= lv.n_ok == 0;
-        fflush(stdout);
-        level_release(&lv);
-    }
-    if (!md) {
-        cpulm_json_arr_end(&w);
-        cpulm_json_obj_end(&w);
-        printf("%s\n", js.data);
-    }
-    cli_progress_end(&prog);
-    cpulm_buf_release(&js);
+    if (!rc) rc = setup_workload(R);
+    if (!rc) rc = load_price(R);
+    cli_progress_init(&R->prog, o.progress);
+    if (!rc && wait_ready(&o, &R->u, &R->prog) != 0) rc = 1;
+    if (!rc) rc = run_all(R);
+    cli_progress_end(&R->prog);
+    for (int i = 0; i < R->n_rows; i++)
+        lt_stats_release(&R->rows[i].out.st);
+    free(R);
     free(o.conc);
-    return failed ? 1 : 0;
+    return rc;
 }

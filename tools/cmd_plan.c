@@ -9,6 +9,7 @@
 
 #include "bench.h"
 #include "bench_plan.h"
+#include "plan_estimate.h"
 #include "commands.h"
 #include "common.h"
 
@@ -18,6 +19,8 @@ typedef struct plan_opts {
     int n_ctx, n_par, n_batch, n_threads, bench;
     float price, tps, tps_batched;
     bench_list kv;
+    plan_est_opts est; /* --workload and the estimate's options */
+    const char *check; /* --check FILE */
 } plan_opts;
 
 static void plan_usage(FILE *f) {
@@ -45,14 +48,66 @@ static void plan_usage(FILE *f) {
         "  --family F           only instances of that family (c7g, m7i, ...: the name before\n"
         "                       the dot; a comma list works)\n"
         "--instance alone shows whether the deployment fits that instance; with --tps, --bench\n"
-        "or --price it also costs tokens on it.\n" CLI_COMPAT_HELP);
+        "or --price it also costs tokens on it.\n"
+        "Estimates for a workload (performance model; every figure labelled estimated):\n"
+        "  --workload W         chat, rag, agent, summarize or a JSON file: estimated users\n"
+        "                       within the objective, req/s, $/1M input and output tokens,\n"
+        "                       $/1k requests, per instance family (or for --instance)\n"
+        "  --slo SPEC           objective (default ttft_p99=2s,itl_p99=200ms)\n"
+        "  --vcpu N             instance size per family without --instance (default 16)\n"
+        "  --users N, --target-rate R  instances needed for N users or R req/s\n"
+        "  --calibration FILE   efficiencies measured on a machine (default\n"
+        "                       data/calibration.json)\n"
+        "  --instances FILE     instance families (default data/instances.tsv)\n"
+        "  --bw-fraction X      share of theoretical bandwidth a machine sustains (0.8)\n"
+        "  --peak-fraction X    share of the int8 instruction peak the kernels reach (0.8)\n"
+        "  --utilization X      load the req/s and cost assume, of full load (0.8)\n"
+        "  --max-batch N        most sequences served at once (default 256)\n"
+        "  --calibration A --check B  the model calibrated on A (a calibration file or\n"
+        "                       `cpulm roofline -m MODEL -o json`) predicts B's speeds; prints\n"
+        "                       predicted, measured and the error (no model "
+        "needed)\n" CLI_COMPAT_HELP);
+}
+
+static int float_flag(cli *c, double lo, double hi, double *out) {
+    float v;
+    if (!cli_float(c, lo, hi, &v)) return -1;
+    *out = v;
+    return 1;
+}
+
+/* The estimate's flags: 1 consumed, 0 not one of them, -1 bad value. */
+static int parse_est_flag(cli *c, plan_est_opts *e) {
+    const char **str = NULL;
+    if (cli_flag(c, "--workload", NULL))
+        str = &e->workload;
+    else if (cli_flag(c, "--slo", NULL))
+        str = &e->slo;
+    else if (cli_flag(c, "--calibration", NULL))
+        str = &e->calibration;
+    else if (cli_flag(c, "--instances", NULL))
+        str = &e->instances;
+    if (str) return (*str = cli_value(c)) ? 1 : -1;
+    if (cli_flag(c, "--vcpu", NULL)) return cli_int(c, 1, 4096, &e->vcpu) ? 1 : -1;
+    if (cli_flag(c, "--max-batch", NULL)) return cli_int(c, 1, 4096, &e->max_batch) ? 1 : -1;
+    if (cli_flag(c, "--users", NULL)) return float_flag(c, 1, 1e9, &e->users);
+    if (cli_flag(c, "--target-rate", NULL)) return float_flag(c, 1e-6, 1e9, &e->target_rate);
+    if (cli_flag(c, "--bw-fraction", NULL)) return float_flag(c, 0.01, 1, &e->bw_fraction);
+    if (cli_flag(c, "--peak-fraction", NULL)) return float_flag(c, 0.01, 1, &e->peak_fraction);
+    if (cli_flag(c, "--utilization", NULL)) return float_flag(c, 0.01, 1, &e->utilization);
+    return 0;
 }
 
 static int parse_plan(int argc, char **argv, plan_opts *o) {
     cli c = {.cmd = "plan", .argc = argc, .argv = argv};
     *o = (plan_opts){.type = "q4_0", .n_ctx = 4096, .n_par = 1, .n_batch = 512, .n_threads = 16};
+    o->est = (plan_est_opts){.bw_fraction = PM_DEFAULT_BW_FRACTION,
+                             .peak_fraction = PM_DEFAULT_PEAK_FRACTION,
+                             .utilization = 0.8,
+                             .vcpu = 16,
+                             .max_batch = 256};
     for (c.i = 1; c.i < argc; c.i++) {
-        int ok = 1;
+        int ok = 1, est;
         char err[128];
         if (cli_flag(&c, "-h", "--help")) {
             plan_usage(stdout);
@@ -79,6 +134,10 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
             ok = cli_float(&c, 1e-6, 1e9, &o->tps);
         else if (cli_flag(&c, "--tps-batched", NULL))
             ok = cli_float(&c, 1e-6, 1e9, &o->tps_batched);
+        else if (cli_flag(&c, "--check", NULL))
+            ok = (o->check = cli_value(&c)) != NULL;
+        else if ((est = parse_est_flag(&c, &o->est)) != 0)
+            ok = est > 0;
         else if (cli_flag(&c, "--bench", NULL))
             o->bench = 1;
         else if (cli_flag(&c, "--prices", NULL))
@@ -105,6 +164,7 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
         o->type_lc[i] = 0;
         o->type = o->type_lc;
     }
+    if (o->check) return 0; /* no model needed */
     if (!o->model == !o->shape) {
         fprintf(stderr, "cpulm plan: give -m MODEL or --shape NAME (one of them)\n");
         return EXIT_USAGE;
@@ -330,9 +390,35 @@ static int resolve_model(const plan_opts *o, cpulm_model **m, plan_shape *s, uin
     return 0;
 }
 
+/* --workload: the estimated serving table instead of the fitting and cost tables. */
+static int estimate(plan_opts *o, const cpulm_model *m, const plan_shape *s, uint64_t wbytes,
+                    const plan_prices *p) {
+    pm_model_cost mc;
+    if (m) {
+        int64_t matmul = bench_matmul_params(m), out = bench_output_params(m);
+        mc.weight_bytes = (double)bench_bytes_per_token(m);
+        mc.ops_per_token = 2.0 * (double)matmul;
+        mc.ops_per_prompt_token = 2.0 * (double)(matmul - out);
+        mc.kv_bytes_per_ctx_token = (double)plan_kv_bytes_per_token(s, CPULM_KV_F16);
+    } else {
+        plan_weights w;
+        plan_weights_of(s, o->type, &w);
+        plan_model_cost_of_shape(s, &w, &mc);
+    }
+    o->est.instance = o->instance;
+    return plan_estimate(&o->est, s, wbytes, &mc, p);
+}
+
 int cmd_plan(int argc, char **argv) {
     plan_opts o;
     int rc = parse_plan(argc, argv, &o);
+    if (rc == 0 && o.check) {
+        if (!o.est.calibration) {
+            fprintf(stderr, "cpulm plan: --check needs --calibration FILE\n");
+            return EXIT_USAGE;
+        }
+        return plan_check(o.est.calibration, o.check);
+    }
     if (rc >= 0) return rc;
     cpulm_model *m = NULL;
     plan_shape s;
@@ -361,6 +447,12 @@ int cmd_plan(int argc, char **argv) {
                    s.n_vocab, s.tied ? ", tied embeddings" : "");
         uint64_t need = print_memory(&o, &s, wbytes, wnote, kv);
         if (have_prices && o.instance) print_instance_fit(&o, &p, need);
+        if (o.est.workload) {
+            rc = estimate(&o, m, &s, wbytes, &p);
+            plan_prices_release(&p);
+            cpulm_model_free(m);
+            return rc;
+        }
         if (have_prices && (o.arch || o.family)) filter_prices(&o, &p);
         if (have_prices) print_instances(&p, path, need);
         float tps = o.tps, tpsb = o.tps_batched;

@@ -17,7 +17,8 @@
 #include "common.h"
 
 typedef struct report_opts {
-    const char *model, *dir, *prices;
+    const char *model, *dir, *prices, *workload, *slo;
+    int vcpu;
     int quick, reps, n_ctx;
     bench_list threads, depths; /* depths: --depths, else the plan's list */
 } report_opts;
@@ -42,7 +43,10 @@ static void report_usage(FILE *f) {
             "  -c N               context per sequence for the memory/cost section (default 4096)\n"
             "  --depths LIST      KV depths of the speed-vs-depth section (default 0,1024,4096,\n"
             "                     16384,32768; quick 0,1024,4096)\n"
-            "  --prices FILE      instance price table (default data/prices.tsv)\n");
+            "  --prices FILE      instance price table (default data/prices.tsv)\n"
+            "  --workload W       the workload of the first section's estimates (default rag)\n"
+            "  --slo SPEC         its objective (default ttft_p99=2s,itl_p99=200ms)\n"
+            "  --vcpu N           instance size per family in it (default 16)\n");
 }
 
 /* The value of the current flag parsed as a list of values in [lo, hi] into l. */
@@ -57,7 +61,7 @@ static int list_opt(cli *c, int32_t lo, int32_t hi, bench_list *l) {
 
 static int parse_report(int argc, char **argv, report_opts *o) {
     cli c = {.cmd = "report", .argc = argc, .argv = argv};
-    *o = (report_opts){.n_ctx = 4096};
+    *o = (report_opts){.n_ctx = 4096, .workload = "rag", .vcpu = 16};
     for (c.i = 1; c.i < argc; c.i++) {
         int ok = 1;
         if (cli_flag(&c, "-h", "--help")) {
@@ -77,6 +81,12 @@ static int parse_report(int argc, char **argv, report_opts *o) {
             ok = list_opt(&c, 0, 1 << 24, &o->depths);
         else if (cli_flag(&c, "--prices", NULL))
             ok = (o->prices = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--workload", NULL))
+            ok = (o->workload = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--slo", NULL))
+            ok = (o->slo = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--vcpu", NULL))
+            ok = cli_int(&c, 1, 4096, &o->vcpu);
         else if (cli_flag(&c, "-t", "--threads"))
             ok = list_opt(&c, 1, 512, &o->threads);
         else if (cli_rest(&c))
@@ -291,6 +301,47 @@ static void size_and_price(study *s, const report_opts *o, const cpulm_model *m)
     }
 }
 
+/* The first section: the workload's serving estimated per instance family, with the
+ * efficiencies this study measured (the roofline row with the most threads), unless the
+ * model ran from the caches (a share above 100% says nothing about memory), then with the
+ * shipped calibration. */
+static void estimate(study *s, const report_opts *o, const cpulm_model *m) {
+    const bench_roof *r = s->n_roof ? &s->roof[s->n_roof - 1] : NULL;
+    pm_eff eff = {0};
+    char basis[512];
+    plan_est_opts eo = {.workload = o->workload,
+                        .slo = o->slo,
+                        .bw_fraction = PM_DEFAULT_BW_FRACTION,
+                        .peak_fraction = PM_DEFAULT_PEAK_FRACTION,
+                        .utilization = 0.8,
+                        .vcpu = o->vcpu,
+                        .max_batch = 256,
+                        .instances = NULL};
+    if (r && r->tg_frac > 0 && r->tg_frac <= 1 && r->pp_frac > 0 && r->pp_frac <= 1) {
+        eff = (pm_eff){.tg = r->tg_frac, .pp = r->pp_frac};
+        snprintf(basis, sizeof basis, "measured in this study (%s, %d threads, roofline section)",
+                 s->env.cpu, r->n_threads);
+        eo.eff = &eff;
+        eo.eff_desc = basis;
+    }
+    int64_t out = bench_output_params(m);
+    pm_model_cost mc = {.weight_bytes = (double)s->bytes_per_token,
+                        .ops_per_token = 2.0 * (double)s->matmul_params,
+                        .ops_per_prompt_token = 2.0 * (double)(s->matmul_params - out),
+                        .kv_bytes_per_ctx_token =
+                            (double)plan_kv_bytes_per_token(&s->shape, CPULM_KV_F16)};
+    int n = s->prices.n
+                ? plan_estimate_rows_desc(&eo, &s->shape, s->info.weight_bytes, &mc, &s->prices,
+                                          s->est, 32, s->est_workload, sizeof s->est_workload,
+                                          s->est_desc, sizeof s->est_desc)
+                : -1;
+    s->n_est = n > 0 ? n : 0;
+    if (n <= 0)
+        snprintf(s->est_desc, sizeof s->est_desc, "no estimate: %s (see the messages of the run)",
+                 s->prices.n ? "the workload, objective or instance table could not be read"
+                             : "no price table");
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -321,6 +372,7 @@ int cmd_report(int argc, char **argv) {
     rc = run_sections(&rs, &o, &p) || run_roofline(&s, &p, m) ? 1 : 0;
     if (!rc) {
         size_and_price(&s, &o, m);
+        estimate(&s, &o, m);
         s.seconds = now_s() - t0;
         rc = study_write(&s, o.dir) ? 1 : 0;
         if (!rc)

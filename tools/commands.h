@@ -20,5 +20,6 @@ int cmd_synth(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_loadtest(int argc, char **argv);
 int cmd_grammar_bench(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 #endif

@@ -29,7 +29,8 @@ static const struct {
     {"report", cmd_report, "run the standard study; write report.md/.html with charts"},
     {"synth", cmd_synth, "write a synthetic model of a real model's shape (benchmarks)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching"},
-    {"loadtest", cmd_loadtest, "closed-loop load generator for an OpenAI-compatible server"},
+    {"loadtest", cmd_loadtest, "load an OpenAI-compatible server: latency, failures, SLO, cost"},
+    {"compare", cmd_compare, "results of several machines/engines side by side (+ cost chart)"},
     {"grammar-bench", cmd_grammar_bench, "per-token cost of grammar masks (constrained output)"},
 };
 

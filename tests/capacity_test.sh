@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# capacity_test.sh: `cpulm loadtest` end to end against `cpulm serve` on stories260K, small
+# and bounded (a few seconds): a workload file, closed- and open-loop levels, the SLO search
+# (one that finds a load, one that cannot), failures counted and refused (429s from a
+# one-slot server with a one-request queue), cost from a price, and usage errors.
+# Usage: capacity_test.sh path/to/cpulm
+set -u
+CPULM=$1
+SHARED=${CPULM_SHARED:-../shared}
+MODEL=$SHARED/models/stories260K.gguf
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+pass=0
+fail=0
+check() { # name, condition result (0 = ok), detail
+  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
+}
+if [ ! -f "$MODEL" ]; then echo "skip: $MODEL missing"; exit 0; fi
+command -v jq >/dev/null || { echo "skip: jq missing"; exit 0; }
+
+start_server() { # name, args...: starts a server in the background; its port goes to $TMP/NAME.port
+  local name=$1
+  shift
+  "$CPULM" serve -m "$MODEL" --port 0 -c 512 -t 1 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  PIDS+=($!)
+}
+port_of() { # name: waits (5 s at most) for the server's port
+  local port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$1.out")
+    [ -n "$port" ] && break
+    sleep 0.05
+  done
+  echo "$port"
+}
+start_server main
+start_server busy -np 1 --max-queue 1
+PORT=$(port_of main)
+BUSY=$(port_of busy)
+[ -n "$PORT" ] && [ -n "$BUSY" ]; check servers_started $?
+URL=http://127.0.0.1:$PORT
+
+cat >"$TMP/small.json" <<'EOF'
+{"name": "small", "prompt_tokens": {"dist": "uniform", "min": 20, "max": 40},
+ "output_tokens": {"dist": "normal", "mean": 12, "stddev": 3, "min": 4, "max": 20},
+ "shared_prefix_tokens": 10, "arrival": {"process": "constant"}}
+EOF
+
+# closed loop from a workload: every request ok, the server's token counts, all metrics
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 1,3 --requests 6 \
+  -o json >"$TMP/c.json" 2>"$TMP/c.err"
+check closed_rc $? "$(cat "$TMP/c.err")"
+jq -e '.workload == "small" and (.levels | length) == 2 and all(.levels[]; .ok == 6 and .errors == 0
+       and .ttft_ms.p99 >= .ttft_ms.p50 and .itl_ms.p50 >= 0 and .tpot_ms.p50 > 0
+       and .latency_ms.p99 >= .ttft_ms.p99 and .mean_prompt_tokens >= 20
+       and .mean_output_tokens >= 4 and .mean_output_tokens <= 20 and .input_tokens_per_s > 0
+       and .goodput_requests_per_s == .requests_per_s)' "$TMP/c.json" >/dev/null
+check closed_report $? "$(head -c 600 "$TMP/c.json")"
+
+# open loop: constant arrivals at 20 req/s (the workload's process), 8 requests: ~0.35 s
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --rate 20 --requests 8 -o json \
+  >"$TMP/r.json" 2>"$TMP/r.err"
+check open_rc $? "$(cat "$TMP/r.err")"
+jq -e '.levels[0].rate == 20 and .levels[0].arrivals == "constant" and .levels[0].ok == 8
+       and .levels[0].wall_s >= 0.34' "$TMP/r.json" >/dev/null
+check open_report $? "$(head -c 400 "$TMP/r.json")"
+
+# warm-up requests reach the server but are not counted
+finished() { curl -s "$URL/metrics" | awk '/^cpulm_requests_finished_total/ { n += $2 } END { print n + 0 }'; }
+before=$(finished)
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 1 --requests 3 --warmup 2 \
+  -o json >"$TMP/w.json" 2>/dev/null
+after=$(finished)
+jq -e '.levels[0].ok == 3' "$TMP/w.json" >/dev/null && [ $((after - before)) -eq 5 ]
+check warmup_not_counted $? "finished $before -> $after"
+
+# a workload with an arrival rate runs open loop at it when no load is given
+sed 's/"process": "constant"}/"process": "constant", "rate": 25}/' "$TMP/small.json" >"$TMP/rated.json"
+"$CPULM" loadtest --url "$URL" --workload "$TMP/rated.json" --requests 5 -o json >"$TMP/wr.json" 2>/dev/null
+check workload_rate_rc $?
+jq -e '(.levels | length) == 1 and .levels[0].rate == 25 and .levels[0].arrivals == "constant"' \
+  "$TMP/wr.json" >/dev/null
+check workload_rate_used $? "$(head -c 300 "$TMP/wr.json")"
+
+# SLO search over concurrency with a generous objective: a best load, instances, cost
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --slo ttft_p99=30s,itl_p99=10s \
+  --search-max 4 --requests 4 --users 10 --price-hour 3.6 >"$TMP/slo.md" 2>"$TMP/slo.err"
+check slo_rc $? "$(cat "$TMP/slo.err")"
+grep -q '^highest concurrency meeting it: \*\*4 users\*\*' "$TMP/slo.md"; check slo_best $?
+grep -q '^instances needed for 10 concurrent users: 3 (4 users each)$' "$TMP/slo.md"
+check slo_instances $?
+grep -q '^cost on the given machine at 3.6000 USD/hour' "$TMP/slo.md"; check slo_cost $?
+grep -q '| \$/1M input | \$/1M output |' "$TMP/slo.md"; check slo_cost_columns $?
+# an objective nothing can meet: exit 1, said so
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --slo ttft_p50=1ms,itl_p99=1ms \
+  --search-max 2 --search-steps 0 --requests 3 -o json >"$TMP/none.json" 2>/dev/null
+rc=$?
+[ $rc -eq 1 ] && jq -e '.slo.best == null and all(.levels[]; .slo_met == false)' \
+  "$TMP/none.json" >/dev/null
+check slo_unmet_exit1 $? "rc $rc"
+
+# failures: a one-slot server with a one-request queue answers 429 to most of 12 clients
+"$CPULM" loadtest --url "http://127.0.0.1:$BUSY" --concurrency 12 --requests 24 --max-tokens 32 \
+  >"$TMP/f.md" 2>"$TMP/f.err"
+rc=$?
+[ $rc -eq 1 ]; check failures_exit1 $? "rc $rc"
+grep -Eq '^\|   12 \| +[0-9]+ \| +[1-9][0-9]* \|' "$TMP/f.md"; check failures_counted $?
+grep -q 'requests FAILED (rejected (429/503) x' "$TMP/f.md"; check failures_explained $?
+grep -q 'requests failed (see the table); exit 1' "$TMP/f.err"; check failures_stderr $?
+nfail=$(sed -n 's/^|   12 | *\([0-9]*\) | *\([0-9]*\) |.*/\2/p' "$TMP/f.md")
+if [ "${nfail:-0}" -gt 12 ]; then # mostly failed: no percentile table
+  grep -q 'FAILED: .* no percentiles' "$TMP/f.md"; check mostly_failed_no_pcts $?
+else
+  grep -q '(ok only)' "$TMP/f.md"; check failed_pcts_labelled $?
+fi
+"$CPULM" loadtest --url "http://127.0.0.1:$BUSY" --concurrency 12 --requests 24 --max-tokens 32 \
+  --allow-failures -o json >"$TMP/f.json" 2>/dev/null
+rc=$?
+[ $rc -eq 0 ] && jq -e '.levels[0].errors > 0 and .levels[0].failures.rejected == .levels[0].errors
+  and .levels[0].ok + .levels[0].errors == 24' "$TMP/f.json" >/dev/null
+check allow_failures $? "rc $rc $(head -c 300 "$TMP/f.json")"
+
+# plan --check: the model calibrated on one roofline run predicts another
+"$CPULM" roofline -t 1 -m "$MODEL" -o json --time 0.02 --buffer-mib 16 -r 1 >"$TMP/r1.json" 2>/dev/null
+"$CPULM" plan --calibration "$TMP/r1.json" --check "$TMP/r1.json" >"$TMP/chk.md" 2>"$TMP/chk.err"
+check plan_check_rc $? "$(cat "$TMP/chk.err")"
+grep -Eq '^\| generation \| [0-9.]+ \| [0-9.]+ \| \+?-?0\.0%' "$TMP/chk.md"; check plan_check_self_exact $? "$(cat "$TMP/chk.md")"
+"$CPULM" plan --check "$TMP/r1.json" >/dev/null 2>&1; check plan_check_needs_calibration $(($? != 2))
+
+# compare: loadtest and bench results side by side, and the cost-vs-latency chart
+mkdir -p "$TMP/cmp"
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 2 --requests 4 \
+  --instance c8g.4xlarge -o json >"$TMP/cmp/c8g.json" 2>/dev/null
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 1 --requests 4 \
+  --instance g6.xlarge -o json >"$TMP/cmp/g6.json" 2>/dev/null
+"$CPULM" bench -m "$MODEL" -p 16 -n 4 -r 1 -t 1 -o json >"$TMP/cmp/bench.json" 2>/dev/null
+"$CPULM" compare "$TMP/cmp" --svg "$TMP/cmp.svg" >"$TMP/cmp.md" 2>"$TMP/cmp.err"
+check compare_rc $? "$(cat "$TMP/cmp.err")"
+grep -Eq '^\| .*/c8g\.json \| c8g\.4xlarge \| small \| 2 users \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| - \| - \| measured \(loadtest\)' "$TMP/cmp.md"
+check compare_loadtest_row $? "$(cat "$TMP/cmp.md")"
+grep -Eq '^\| .*/g6\.json \| g6\.xlarge \|' "$TMP/cmp.md"; check compare_gpu_row $?
+grep -Eq '^\| .*/bench\.json \| .* \| [0-9.]+ \| [0-9.]+ \| measured \(bench\)' "$TMP/cmp.md"; check compare_bench_row $?
+python3 -c "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert len(d.getElementsByTagName('circle')) == 2" "$TMP/cmp.svg"
+check compare_svg_two_points $?
+echo '{"x": 1}' >"$TMP/other.json"
+"$CPULM" compare "$TMP/other.json" >/dev/null 2>&1; check compare_unknown_format $(($? != 1))
+
+# usage errors: exit 2 with a reason
+"$CPULM" loadtest --url "$URL" --slo ttft=2s 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "bad objective" "$TMP/e"
+check bad_slo $?
+"$CPULM" loadtest --url "$URL" --workload nosuch 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "no workload 'nosuch'" "$TMP/e"
+check unknown_workload $?
+"$CPULM" loadtest --url "$URL" --workload rag --prompt-len 5 2>/dev/null; check workload_and_len_exclusive $(($? != 2))
+"$CPULM" loadtest --url "$URL" --rate 0 2>/dev/null; check bad_rate $(($? != 2))
+"$CPULM" loadtest --url "$URL" --instance nosuch.large 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "not in" "$TMP/e"
+check unknown_instance $?
+
+# plan --workload: estimates for instances not at hand, every row labelled
+"$CPULM" plan --shape 1b --type q4_0 --workload rag --instance c8g.4xlarge --users 50 >"$TMP/p.md" 2>"$TMP/p.err"
+check plan_estimate_rc $? "$(cat "$TMP/p.err")"
+grep -q '^ESTIMATED serving (performance model, not a measurement): workload rag' "$TMP/p.md"
+check plan_estimate_header $?
+grep -Eq '^\| c8g\.4xlarge \| 16 \| 0\.6381 \| .* \| estimated \|$' "$TMP/p.md"; check plan_estimate_row $?
+grep -Eq '^c8g\.4xlarge: [0-9]+ instance\(s\) for 50 concurrent users \(estimated\)$' "$TMP/p.md"
+check plan_estimate_instances $?
+"$CPULM" plan --shape 1b --type q4_0 --workload rag >"$TMP/pa.md" 2>/dev/null
+rows=$(grep -c '^| [cmr][0-9][a-z]*\.[0-9]*xlarge |' "$TMP/pa.md")
+est=$(grep -c '| estimated |$' "$TMP/pa.md")
+[ "$rows" -ge 8 ] && [ "$rows" -eq "$est" ]; check plan_estimate_all_labelled $? "rows $rows estimated $est"
+"$CPULM" plan --shape 1b --workload rag --instance g6.xlarge >/dev/null 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "no instance family for 'g6.xlarge'" "$TMP/e"
+check plan_estimate_gpu_refused $?
+"$CPULM" plan --shape 1b --workload nosuch >/dev/null 2>&1; check plan_estimate_bad_workload $(($? != 2))
+
+echo "capacity: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,477 @@
+/* test_capacity.c: the capacity-planning arithmetic of `cpulm loadtest`: workload files and
+ * the requests drawn from them (lengths, shared prefixes, growing sessions, prompt text),
+ * percentiles, objectives and goodput, the load search, arrival schedules and cost. The
+ * end-to-end runs against a server are in tests/capacity_test.sh. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare.h"
+#include "loadtest_stats.h"
+#include "perf_model.h"
+#include "test.h"
+#include "workload.h"
+
+static int parse_wl(const char *json, workload *w, char *err) {
+    return workload_parse(json, strlen(json), w, err, 256);
+}
+
+TEST(capacity_workload_parse) {
+    workload w;
+    char err[256];
+    REQUIRE(t, parse_wl("{\"name\":\"x\",\"prompt_tokens\":100,\"output_tokens\":{\"dist\":"
+                        "\"uniform\",\"min\":5,\"max\":9},\"shared_prefix_tokens\":20,"
+                        "\"arrival\":{\"process\":\"constant\",\"rate\":2.5},\"api\":\"chat\"}",
+                        &w, err) == 0);
+    CHECK(t, !strcmp(w.name, "x") && w.prompt.kind == WL_FIXED && w.prompt.a == 100);
+    CHECK(t, w.output.kind == WL_UNIFORM && w.output.min == 5 && w.output.max == 9);
+    CHECK(t, w.prefix_tokens == 20 && w.prefix_fraction == 1.0 && w.turns == 1);
+    CHECK(t, w.arrival == WL_ARRIVE_CONSTANT && w.rate == 2.5 && w.chat);
+    const char *bad[] = {
+        "[]",
+        "{\"output_tokens\":5}",                                       /* no prompt */
+        "{\"prompt_tokens\":0,\"output_tokens\":5}",                   /* < 1 */
+        "{\"prompt_tokens\":{\"dist\":\"zipf\"},\"output_tokens\":5}", /* unknown dist */
+        "{\"prompt_tokens\":{\"dist\":\"normal\",\"mean\":10},\"output_tokens\":5}", /* stddev */
+        "{\"prompt_tokens\":{\"dist\":\"uniform\",\"min\":9,\"max\":5},\"output_tokens\":5}",
+        "{\"prompt_tokens\":5,\"output_tokens\":5,\"shared_prefix_fraction\":1.5}",
+        "{\"prompt_tokens\":5,\"output_tokens\":5,\"arrival\":{\"process\":\"burst\"}}",
+        "{\"prompt_tokens\":5,\"output_tokens\":5,\"api\":\"embeddings\"}",
+        "{\"prompt_tokens\":5,\"output_tokens\":5,\"turns\":0}",
+        "{\"prompt_tokens\":5,"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        CHECK(t, parse_wl(bad[i], &w, err) == -1 && err[0]);
+    }
+    parse_wl("{\"prompt_tokens\":{\"dist\":\"normal\",\"mean\":10},\"output_tokens\":5}", &w, err);
+    CHECK(t, strstr(err, "prompt_tokens") != NULL); /* the message names the field */
+}
+
+static void load_profile(test_ctx *t, const char *name, workload *w) {
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/%s.json", CPULM_WORKLOADS_DIR, name);
+    int rc = workload_load(path, w, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    REQUIRE(t, rc == 0);
+    CHECK(t, !strcmp(w->name, name));
+}
+
+/* The shipped profiles: rag is ~3k prompt / 250 output with a 500-token shared prefix. */
+TEST(capacity_workload_profiles) {
+    workload w;
+    const char *names[] = {"chat", "rag", "agent", "summarize"};
+    for (int i = 0; i < 4; i++)
+        load_profile(t, names[i], &w);
+    load_profile(t, "rag", &w);
+    double p, o, x;
+    workload_means(&w, 4000, &p, &o, &x);
+    CHECK(t, fabs(p - 3000) < 60 && fabs(o - 250) < 8 && x == 500);
+    for (int i = 0; i < 1000; i++) {
+        wl_request r;
+        workload_request(&w, i, &r);
+        CHECK(t, r.prompt_tokens >= 1500 && r.prompt_tokens <= 4500);
+        CHECK(t, r.output_tokens >= 100 && r.output_tokens <= 400 && r.prefix_tokens == 500);
+        if (t->n_fail) break;
+    }
+}
+
+TEST(capacity_workload_lognormal_mean) {
+    workload w;
+    char err[256];
+    REQUIRE(t, parse_wl("{\"prompt_tokens\":{\"dist\":\"lognormal\",\"mean\":800,\"stddev\":600,"
+                        "\"max\":1000000},\"output_tokens\":{\"dist\":\"normal\",\"mean\":50,"
+                        "\"stddev\":0}}",
+                        &w, err) == 0);
+    double p, o, x;
+    workload_means(&w, 20000, &p, &o, &x);
+    CHECK(t, fabs(p - 800) < 30 && o == 50 && x == 0);
+}
+
+static int words(const char *s) {
+    int n = 0;
+    for (const char *p = s; *p; p++)
+        n += *p == ' ';
+    return *s ? n + 1 : 0;
+}
+
+/* Text: prompt_tokens words; the prefix is the same for all; a session's later turn extends
+ * the earlier turn's text; other sessions differ right after the prefix. */
+TEST(capacity_workload_text_and_sessions) {
+    workload w;
+    char err[256];
+    REQUIRE(t, parse_wl("{\"prompt_tokens\":{\"dist\":\"uniform\",\"min\":40,\"max\":80},"
+                        "\"output_tokens\":8,\"shared_prefix_tokens\":30,\"turns\":3,"
+                        "\"turn_growth_tokens\":25}",
+                        &w, err) == 0);
+    wl_request r[4];
+    cpulm_buf b[4];
+    for (int i = 0; i < 4; i++) {
+        workload_request(&w, i, &r[i]);
+        cpulm_buf_init(&b[i], 0);
+        workload_prompt_text(&w, &r[i], &b[i]);
+        CHECK_EQ_INT(t, words(b[i].data), r[i].prompt_tokens);
+    }
+    CHECK(t, r[1].prompt_tokens == r[0].prompt_tokens + 25 && r[2].turn == 2 && r[3].turn == 0);
+    CHECK(t, strncmp(b[1].data, b[0].data, b[0].len) == 0); /* turn 1 extends turn 0 */
+    CHECK(t, strncmp(b[2].data, b[1].data, b[1].len) == 0);
+    /* session 2 (request 3) shares the 30-word prefix, then differs */
+    size_t same = 0;
+    while (b[3].data[same] && b[3].data[same] == b[0].data[same])
+        same++;
+    int shared_words = 0;
+    for (size_t k = 0; k < same; k++)
+        shared_words += b[0].data[k] == ' ';
+    CHECK(t, shared_words >= 30 && shared_words < 36);
+    workload_request(&w, 0, &r[0]); /* deterministic */
+    cpulm_buf again;
+    cpulm_buf_init(&again, 0);
+    workload_prompt_text(&w, &r[0], &again);
+    CHECK(t, again.len == b[0].len && !memcmp(again.data, b[0].data, again.len));
+    cpulm_buf_release(&again);
+    for (int i = 0; i < 4; i++)
+        cpulm_buf_release(&b[i]);
+}
+
+TEST(capacity_percentiles) {
+    lt_samples s = {0};
+    CHECK(t, lt_pct(&s, 50) == -1);
+    for (int i = 100; i >= 1; i--)
+        lt_samples_push(&s, i);
+    lt_samples_sort(&s);
+    CHECK(t, lt_pct(&s, 50) == 50 && lt_pct(&s, 90) == 90 && lt_pct(&s, 99) == 99);
+    CHECK(t, lt_pct(&s, 100) == 100 && lt_pct(&s, 0.5) == 1);
+    lt_samples_release(&s);
+    lt_samples_push(&s, 7);
+    CHECK(t, lt_pct(&s, 99) == 7);
+    lt_samples_release(&s);
+}
+
+TEST(capacity_slo_parse) {
+    lt_slo o;
+    char err[256];
+    REQUIRE(t, lt_slo_parse("ttft_p99=2s,itl_p99=200ms,e2e_p90=30", &o, err, sizeof err) == 0);
+    CHECK(t, o.n == 3 && o.metric[0] == LT_M_TTFT && o.pct[0] == 99 && o.limit_s[0] == 2);
+    CHECK(t, o.metric[1] == LT_M_ITL && fabs(o.limit_s[1] - 0.2) < 1e-12);
+    CHECK(t, o.metric[2] == LT_M_E2E && o.pct[2] == 90 && o.limit_s[2] == 30);
+    REQUIRE(t, lt_slo_parse("tpot_p99.9=50ms", &o, err, sizeof err) == 0);
+    CHECK(t, o.metric[0] == LT_M_TPOT && o.pct[0] == 99.9);
+    const char *bad[] = {"",
+                         "ttft=2s",
+                         "ttft_p99=2h",
+                         "ttft_p0=2s",
+                         "ttft_p101=1",
+                         "lat_p99=1s",
+                         "ttft_p99=-1s",
+                         "ttft_p99=1s,ttft_p50=1s",
+                         "ttft_p99"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(t, lt_slo_parse(bad[i], &o, err, sizeof err) == -1);
+}
+
+static void add_req(lt_stats *s, const lt_slo *slo, double ttft, double gap, int n_tok) {
+    double ev[64];
+    for (int k = 0; k < n_tok; k++)
+        ev[k] = ttft + k * gap;
+    lt_req r = {.ok = 1,
+                .ttft = ttft,
+                .e2e = ev[n_tok - 1],
+                .events = ev,
+                .n_events = n_tok,
+                .prompt_tokens = 100,
+                .output_tokens = n_tok};
+    lt_stats_add(s, &r, slo);
+}
+
+/* ITL from the gaps, TPOT per request, goodput per request, failures always a miss. */
+TEST(capacity_stats_and_slo) {
+    lt_slo slo;
+    char err[256], why[128];
+    REQUIRE(t, lt_slo_parse("ttft_p99=1s,itl_p99=100ms", &slo, err, sizeof err) == 0);
+    lt_stats s = {0};
+    for (int i = 0; i < 9; i++)
+        add_req(&s, &slo, 0.5, 0.05, 11);
+    add_req(&s, &slo, 2.0, 0.05, 11); /* too slow to the first token: not good */
+    s.wall = 10;
+    lt_stats_finish(&s);
+    CHECK(t, s.n_ok == 10 && s.n_good == 9 && s.in_tokens == 1000 && s.out_tokens == 110);
+    CHECK(t, s.itl.n == 100 && fabs(lt_pct(&s.itl, 99) - 0.05) < 1e-9);
+    CHECK(t, s.tpot.n == 10 && fabs(lt_pct(&s.tpot, 50) - 0.05) < 1e-9);
+    CHECK(t, !lt_slo_met(&slo, &s, why, sizeof why) && strstr(why, "ttft p99"));
+    lt_slo loose;
+    REQUIRE(t, lt_slo_parse("ttft_p90=1s,itl_p99=100ms", &loose, err, sizeof err) == 0);
+    CHECK(t, lt_slo_met(&loose, &s, why, sizeof why));
+    lt_req f = {.ok = 0, .fail = LT_FAIL_REJECTED};
+    lt_stats_add(&s, &f, &slo);
+    CHECK(t, s.n_fail == 1 && s.fails[LT_FAIL_REJECTED] == 1 && !lt_stats_mostly_failed(&s));
+    CHECK(t, !lt_slo_met(&loose, &s, why, sizeof why) && strstr(why, "failed"));
+    for (int i = 0; i < 10; i++)
+        lt_stats_add(&s, &f, &slo);
+    CHECK(t, lt_stats_mostly_failed(&s));
+    lt_stats_release(&s);
+}
+
+/* Against a server whose capacity is 13 clients: 1, 2, 4, 8, 16 (miss), 12, 14 (miss), 13. */
+TEST(capacity_search_bisects) {
+    lt_search s;
+    lt_search_init(&s, 1, 256, 3, 1);
+    double tried[16], best = 0;
+    int n = 0;
+    for (double x; (x = lt_search_next(&s)) > 0 && n < 16;) {
+        tried[n++] = x;
+        lt_search_report(&s, x, x <= 13);
+        if (x <= 13 && x > best) best = x;
+    }
+    const double want[] = {1, 2, 4, 8, 16, 12, 14, 13};
+    CHECK_EQ_INT(t, n, 8);
+    for (int i = 0; i < n && i < 8; i++)
+        CHECK(t, tried[i] == want[i]);
+    CHECK(t, best == 13);
+    /* the first load already misses: bisect below it; a capacity above max stops at max */
+    lt_search_init(&s, 4, 256, 2, 1);
+    n = 0;
+    for (double x; (x = lt_search_next(&s)) > 0 && n < 16;) {
+        tried[n++] = x;
+        lt_search_report(&s, x, 0);
+    }
+    CHECK(t, n == 3 && tried[1] == 2 && tried[2] == 1);
+    lt_search_init(&s, 1, 10, 3, 0);
+    n = 0;
+    for (double x; (x = lt_search_next(&s)) > 0 && n < 16;) {
+        tried[n++] = x;
+        lt_search_report(&s, x, 1);
+    }
+    CHECK(t, n == 5 && tried[4] == 10);
+}
+
+TEST(capacity_arrivals) {
+    enum { N = 5000 };
+    double *a = malloc(sizeof(double) * N);
+    REQUIRE(t, a != NULL);
+    lt_arrivals(a, N, 4, 0, 1);
+    CHECK(t, a[0] == 0 && fabs(a[N - 1] - (N - 1) / 4.0) < 1e-6);
+    lt_arrivals(a, N, 4, 1, 1);
+    double mean = a[N - 1] / (N - 1), var = 0;
+    for (int i = 1; i < N; i++)
+        var += (a[i] - a[i - 1] - 0.25) * (a[i] - a[i - 1] - 0.25);
+    var /= N - 1;
+    CHECK(t, fabs(mean - 0.25) < 0.0125); /* exponential gaps: mean = sd = 1/rate */
+    CHECK(t, fabs(sqrt(var) - 0.25) < 0.025);
+    free(a);
+}
+
+TEST(capacity_cost) {
+    lt_cost c;
+    lt_cost_of(3.6, 1000, 100, 1, 0.5, &c); /* 0.001 USD a second */
+    CHECK(t, fabs(c.usd_per_m_input - 0.5) < 1e-9 && fabs(c.usd_per_m_output - 5) < 1e-9);
+    CHECK(t, fabs(c.usd_per_m_blended - 1000.0 / 1100) < 1e-9);
+    CHECK(t, fabs(c.usd_per_k_requests - 1) < 1e-9);
+    CHECK_EQ_INT(t, lt_instances_needed(100, 4), 25);
+    CHECK_EQ_INT(t, lt_instances_needed(100, 3), 34);
+    CHECK_EQ_INT(t, lt_instances_needed(8, 4), 2);
+    CHECK_EQ_INT(t, lt_instances_needed(8, 0), 0);
+}
+
+/* ---- the performance model ---- */
+
+TEST(capacity_model_arithmetic) {
+    pm_measure m = {.at = {.bw_gbs = 50, .int8_gops = 1000},
+                    .tg = 40,
+                    .pp = 200,
+                    .bytes_per_token = 1e9,
+                    .ops_per_token = 2.5e9};
+    pm_eff e;
+    pm_efficiency(&m, &e);
+    CHECK_NEAR(t, e.tg, 0.8, 1e-12); /* 40 t/s x 1 GB = 40 of 50 GB/s */
+    CHECK_NEAR(t, e.pp, 0.5, 1e-12); /* 200 x 2.5 Gop = 500 of 1000 Gop/s */
+    pm_ceiling c = {.bw_gbs = 100, .int8_gops = 4000};
+    CHECK_NEAR(t, pm_tg(&e, &c, 2e9), 40, 1e-9); /* 0.8 x 100 GB/s / 2 GB */
+    CHECK_NEAR(t, pm_pp(&e, &c, 5e9), 400, 1e-9);
+    /* 8x the bytes and flops: 1/8 the speed, whatever the ceilings */
+    CHECK_NEAR(t, pm_tg(&e, &c, 8e9) / pm_tg(&e, &c, 1e9), 1.0 / 8, 1e-12);
+    CHECK_NEAR(t, pm_pp(&e, &c, 20e9) / pm_pp(&e, &c, 2.5e9), 1.0 / 8, 1e-12);
+    pm_family f = {.family = "x9",
+                   .cores_per_vcpu = 0.5,
+                   .socket_cores = 48,
+                   .socket_bw_gbs = 307.2,
+                   .int8_ops_per_cycle = 256,
+                   .ghz = 3.2};
+    pm_family_ceiling(&f, 16, 0.8, 0.5, &c); /* 8 cores of 48 */
+    CHECK_NEAR(t, c.bw_gbs, 307.2 * 8 / 48 * 0.8, 1e-9);
+    CHECK_NEAR(t, c.int8_gops, 8 * 256 * 3.2 * 0.5, 1e-9);
+    /* serving: weights 1 GB at 0.8 x 100 GB/s = 12.5 ms a step; compute per token 2.5 Gop
+     * at 0.5 x 4000 = 1.25 ms; KV 1 MB per context token */
+    c = (pm_ceiling){.bw_gbs = 100, .int8_gops = 4000};
+    pm_model_cost mc = {.weight_bytes = 1e9,
+                        .kv_bytes_per_ctx_token = 1e3,
+                        .ops_per_token = 2.5e9,
+                        .ops_per_prompt_token = 2.5e9};
+    pm_serving s;
+    pm_serve(&e, &c, &mc, 1200, 200, 100, 4, &s); /* 200 tokens cached */
+    double kv = 4 * 1250 * 1e3 / 80e9, step = 0.0125 + kv, prefill = 1000 / 800.0;
+    CHECK_NEAR(t, s.step_s, step, 1e-12);
+    CHECK_NEAR(t, s.ttft_s, prefill + step, 1e-12); /* 0.5 x 4000 Gop/s / 2.5 Gop */
+    CHECK_NEAR(t, s.requests_per_s, 1 / (prefill + 100 * step / 4), 1e-9);
+    CHECK_NEAR(t, s.out_tok_s, s.requests_per_s * 100, 1e-9);
+    CHECK_NEAR(t, s.prefill_share, prefill / (prefill + 100 * step / 4), 1e-12);
+    CHECK_NEAR(t, s.itl_s, step + 4 * prefill / 100, 1e-12); /* prefills interrupt the steps */
+    /* Little's law: users = rate x time in the system (decode: output x itl) */
+    CHECK_NEAR(t, s.requests_per_s * 100 * s.itl_s, 4, 1e-9);
+    /* batch 16: compute 16 x 1.25 ms = 20 ms > 12.5 ms: compute-bound steps */
+    pm_serve(&e, &c, &mc, 1000, 0, 100, 16, &s);
+    CHECK_NEAR(t, s.step_s, 0.02 + 16 * 1050 * 1e3 / 80e9, 1e-12);
+    /* users' gap: step(b) + b x 1.25 s / 100: 1 user 0.02501 s, 2 users 0.0375 s */
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 0, 100, 0.026, 64), 1);
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 0, 100, 0.038, 64), 2);
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 0, 100, 0.024, 64), 0);
+    CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 1000, 100, 1.0, 64), 64); /* all cached */
+}
+
+static int fixture(test_ctx *t, const char *key, pm_measure *m) {
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/perf_model.json", CPULM_FIXTURES_DIR);
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cpulm_json_doc *d = NULL;
+    if (cpulm_json_parse(buf, n, NULL, &d, NULL, NULL) != CPULM_OK) return -1;
+    int rc = pm_measure_from_json(cpulm_json_get(cpulm_json_root(d), key), m, err, sizeof err);
+    if (rc) fprintf(stderr, "%s: %s\n", key, err);
+    cpulm_json_free(d);
+    CHECK(t, rc == 0);
+    return rc;
+}
+
+static int within(double est, double measured, double tol) {
+    return est > measured * (1 - tol) && est < measured * (1 + tol);
+}
+
+/* Calibrated on 1 thread, the model predicts 2 threads; from a 1B shape, an 8B shape (each
+ * with the ceilings measured next to it), within 25% of the recorded measurements. */
+TEST(capacity_model_predicts_recorded) {
+    pm_measure one, two, big;
+    REQUIRE(t, fixture(t, "one_thread_1b", &one) == 0 && fixture(t, "two_threads_1b", &two) == 0 &&
+                   fixture(t, "two_threads_8b", &big) == 0);
+    pm_eff e;
+    pm_efficiency(&one, &e);
+    CHECK(t, within(pm_tg(&e, &two.at, two.bytes_per_token), two.tg, 0.25));
+    CHECK(t, within(pm_pp(&e, &two.at, two.ops_per_token), two.pp, 0.25));
+    pm_efficiency(&two, &e);
+    CHECK(t, within(pm_tg(&e, &big.at, big.bytes_per_token), big.tg, 0.25));
+    CHECK(t, within(pm_pp(&e, &big.at, big.ops_per_token), big.pp, 0.25));
+    pm_measure bad = two;
+    bad.tg = 0;
+    cpulm_json_doc *d = NULL;
+    REQUIRE(t, cpulm_json_parse("{\"read_gbs\":1}", 14, NULL, &d, NULL, NULL) == CPULM_OK);
+    char err[128];
+    CHECK(t, pm_measure_from_json(cpulm_json_root(d), &bad, err, sizeof err) == -1 &&
+                 strstr(err, "int8_gops"));
+    cpulm_json_free(d);
+}
+
+/* `cpulm roofline -m MODEL -o json` output is a calibration too: its last row. */
+TEST(capacity_model_reads_roofline_json) {
+    const char *j = "{\"bytes_per_token\":695370000,\"rows\":[{\"n_threads\":1,"
+                    "\"read_bytes_per_s\":1e9,\"int8_ops_per_s\":1e9,\"tg_ts\":1,\"pp_ts\":1,"
+                    "\"pp_int8_fraction\":0.5},{\"n_threads\":2,\"read_bytes_per_s\":47.77e9,"
+                    "\"int8_ops_per_s\":1215e9,\"tg_ts\":61.59,\"pp_ts\":428.94,"
+                    "\"pp_int8_fraction\":0.8725}]}";
+    cpulm_json_doc *d = NULL;
+    REQUIRE(t, cpulm_json_parse(j, strlen(j), NULL, &d, NULL, NULL) == CPULM_OK);
+    pm_measure m;
+    char err[160];
+    REQUIRE(t, pm_measure_from_json(cpulm_json_root(d), &m, err, sizeof err) == 0);
+    CHECK_NEAR(t, m.at.bw_gbs, 47.77, 1e-9);
+    CHECK_NEAR(t, m.at.int8_gops, 1215, 1e-9);
+    CHECK(t, m.tg == 61.59 && m.pp == 428.94 && m.bytes_per_token == 695370000);
+    CHECK_NEAR(t, m.ops_per_token, 0.8725 * 1215e9 / 428.94, 1);
+    cpulm_json_free(d);
+    const char *no_model = "{\"rows\":[{\"read_bytes_per_s\":1e9,\"int8_ops_per_s\":1e9}]}";
+    REQUIRE(t, cpulm_json_parse(no_model, strlen(no_model), NULL, &d, NULL, NULL) == CPULM_OK);
+    CHECK(t, pm_measure_from_json(cpulm_json_root(d), &m, err, sizeof err) == -1 &&
+                 strstr(err, "-m MODEL"));
+    cpulm_json_free(d);
+}
+
+TEST(capacity_instance_table) {
+    pm_table tb;
+    char err[512];
+    REQUIRE(t, pm_table_load(CPULM_INSTANCES_TSV, &tb, err, sizeof err) == 0);
+    const char *want[] = {"c6g.large",   "c7g.4xlarge", "m7g.xlarge", "c8g.4xlarge",
+                          "r8g.2xlarge", "c7i.8xlarge", "m7i.large",  "c7a.4xlarge"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const pm_family *f = pm_table_find(&tb, want[i]);
+        CHECK(t, f != NULL);
+        if (f) CHECK(t, f->date[0] && f->source[0] && f->socket_bw_gbs > 100 && f->ghz > 2);
+    }
+    CHECK(t, pm_table_find(&tb, "g6.xlarge") == NULL && pm_table_find(&tb, "c7") == NULL);
+    pm_table_release(&tb);
+    CHECK(t, pm_table_parse("c1\tx\t1\t8\t100\t64\t2.5\t2026\tsrc\n", &tb, err, sizeof err) == 0 &&
+                 tb.n == 1);
+    pm_table_release(&tb);
+    CHECK(t, pm_table_parse("c1\tx\t2\t8\t100\t64\t2.5\t2026\tsrc\n", &tb, err, sizeof err) == -1 &&
+                 strstr(err, "line 1"));
+    CHECK(t, pm_table_parse("c1\tx\t1\t8\t100\t64\n", &tb, err, sizeof err) == -1);
+}
+
+/* ---- compare ---- */
+
+static int entry(const char *json, cmp_entry *e) {
+    char err[160];
+    return cmp_entry_parse(json, strlen(json), "f.json", e, err, sizeof err);
+}
+
+TEST(capacity_compare_formats) {
+    cmp_entry e;
+    /* loadtest with an SLO search: its best load */
+    REQUIRE(t,
+            entry("{\"machine\":\"c8g.4xlarge (list price as of 2025-01)\",\"workload\":\"rag\","
+                  "\"levels\":[{\"concurrency\":1,\"ok\":4,\"errors\":0}],\"slo\":{\"objective\":"
+                  "\"ttft p99 <= 2 s\",\"best\":{\"concurrency\":6,\"ok\":12,\"errors\":0,"
+                  "\"requests_per_s\":1.5,\"ttft_ms\":{\"p50\":1,\"p90\":2,\"p99\":1800},"
+                  "\"itl_ms\":{\"p99\":150},\"cost\":{\"usd_per_m_input_tokens\":0.1,"
+                  "\"usd_per_m_output_tokens\":0.9,\"usd_per_k_requests\":0.2}}}}",
+                  &e) == 0);
+    CHECK(t, !strcmp(e.machine, "c8g.4xlarge") && !strcmp(e.workload, "rag") && e.slo_met);
+    CHECK(t, !e.open && e.load == 6 && e.req_s == 1.5 && e.ttft_p99_ms == 1800);
+    CHECK(t, e.itl_p99_ms == 150 && e.usd_m_in == 0.1 && e.usd_m_out == 0.9 && e.usd_k_req == 0.2);
+    CHECK(t, isnan(e.pp) && !strcmp(e.kind, "loadtest"));
+    /* without an objective: the highest level without failures */
+    REQUIRE(t, entry("{\"levels\":[{\"rate\":1,\"ok\":5,\"errors\":0,\"requests_per_s\":1},"
+                     "{\"rate\":2,\"ok\":5,\"errors\":0,\"requests_per_s\":2},"
+                     "{\"rate\":4,\"ok\":2,\"errors\":3,\"requests_per_s\":0.5}]}",
+                     &e) == 0);
+    CHECK(t, e.open && e.load == 2 && e.req_s == 2 && isnan(e.usd_k_req) && !e.slo_met);
+    /* a search that found nothing says so */
+    REQUIRE(
+        t, entry("{\"levels\":[{\"concurrency\":1,\"ok\":1,\"errors\":1}],\"slo\":{\"best\":null}}",
+                 &e) == 0);
+    CHECK(t, strstr(e.note, "no load met") != NULL);
+    /* llama-bench: the most threads' pp and tg */
+    REQUIRE(
+        t,
+        entry("[{\"n_prompt\":512,\"n_gen\":0,\"n_threads\":1,\"avg_ts\":100,\"cpu_info\":\"X\"},"
+              "{\"n_prompt\":512,\"n_gen\":0,\"n_threads\":2,\"avg_ts\":190},"
+              "{\"n_prompt\":0,\"n_gen\":128,\"n_threads\":2,\"avg_ts\":30}]",
+              &e) == 0);
+    CHECK(t, e.pp == 190 && e.tg == 30 && !strcmp(e.machine, "X") && !strcmp(e.kind, "bench"));
+    /* vLLM benchmark_serving */
+    REQUIRE(t, entry("{\"backend\":\"vllm\",\"request_throughput\":3.5,\"p99_ttft_ms\":900,"
+                     "\"p99_itl_ms\":40,\"max_concurrency\":50}",
+                     &e) == 0);
+    CHECK(t,
+          e.req_s == 3.5 && e.ttft_p99_ms == 900 && e.itl_p99_ms == 40 && e.load == 50 && !e.open);
+    /* GuideLLM: the benchmark with the highest request rate */
+    REQUIRE(t, entry("{\"benchmarks\":[{\"metrics\":{\"requests_per_second\":{\"successful\":"
+                     "{\"mean\":1.5}},\"time_to_first_token_ms\":{\"successful\":{\"percentiles\":"
+                     "{\"p99\":300}}}}},{\"metrics\":{\"requests_per_second\":{\"successful\":"
+                     "{\"mean\":4}},\"time_to_first_token_ms\":{\"successful\":{\"percentiles\":"
+                     "{\"p99\":1200}}},\"inter_token_latency_ms\":{\"successful\":{\"percentiles\":"
+                     "{\"p99\":80}}},\"request_totals\":{\"errored\":2}}}]}",
+                     &e) == 0);
+    CHECK(t, e.req_s == 4 && e.ttft_p99_ms == 1200 && e.itl_p99_ms == 80 &&
+                 !strcmp(e.kind, "guidellm"));
+    CHECK(t, strstr(e.note, "benchmark 2 of 2") && strstr(e.note, "errored"));
+    CHECK(t, entry("{\"x\":1}", &e) == -1 && entry("[", &e) == -1 && entry("[]", &e) == -1);
+}

@@ -1,0 +1,202 @@
+/* loadtest_print.c: `cpulm loadtest` tables and JSON (see loadtest_print.h). */
+#include "loadtest_print.h"
+
+#include <string.h>
+
+void lt_label(const lt_row *r, char *out, size_t cap) {
+    if (r->open)
+        snprintf(out, cap, "r=%.3g/s", r->load);
+    else
+        snprintf(out, cap, "%4d", (int)r->load);
+}
+
+static void pcts(char *out, size_t cap, const lt_samples *s) {
+    if (!s->n)
+        snprintf(out, cap, "-");
+    else
+        snprintf(out, cap, "%.1f / %.1f / %.1f", lt_pct(s, 50) * 1000, lt_pct(s, 90) * 1000,
+                 lt_pct(s, 99) * 1000);
+}
+
+void lt_md_header(int has_slo) {
+    printf("| load | ok | failed | TTFT p50/p90/p99 ms | ITL p50/p90/p99 ms | TPOT p50/p90/p99 ms "
+           "| E2E p50/p90/p99 ms | input t/s | output t/s | req/s | goodput req/s |%s\n",
+           has_slo ? " SLO |" : "");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", has_slo ? "---|" : "");
+}
+
+void lt_md_row(const lt_row *r, int has_slo) {
+    const lt_stats *s = &r->out.st;
+    char load[32];
+    lt_label(r, load, sizeof load);
+    printf("| %s | %5d | %5d |", load, s->n_ok, s->n_fail);
+    if (lt_stats_mostly_failed(s)) {
+        printf(" FAILED: %d of %d requests failed, no percentiles | - | - | - |", s->n_fail,
+               s->n_fail + s->n_ok);
+    } else {
+        char a[64], b[64], c[64], d[64];
+        pcts(a, sizeof a, &s->ttft);
+        pcts(b, sizeof b, &s->itl);
+        pcts(c, sizeof c, &s->tpot);
+        pcts(d, sizeof d, &s->e2e);
+        printf(" %s%s | %s | %s | %s |", s->n_fail ? "(ok only) " : "", a, b, c, d);
+    }
+    printf(" %.1f | %.1f | %.2f | %.2f |", (double)s->in_tokens / s->wall,
+           (double)s->out_tokens / s->wall, s->n_ok / s->wall, s->n_good / s->wall);
+    if (has_slo) printf(" %s |", r->slo_checked ? (r->slo_met ? "met" : r->slo_why) : "-");
+    printf("\n");
+}
+
+void lt_md_failures(const lt_row *rows, int n) {
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        const lt_stats *s = &rows[i].out.st;
+        char load[32];
+        lt_label(&rows[i], load, sizeof load);
+        if (rows[i].out.late && !any++) printf("\n");
+        if (rows[i].out.late)
+            printf("\n%s: %d requests left the client more than 50 ms late (all connections "
+                   "busy); their wait is in their latencies",
+                   load, rows[i].out.late);
+        if (!s->n_fail) continue;
+        if (!any++) printf("\n");
+        printf("\n%s: %d of %d requests FAILED (", load, s->n_fail, s->n_fail + s->n_ok);
+        for (int k = 0, m = 0; k < LT_FAIL_N; k++)
+            if (s->fails[k])
+                printf("%s%s x%d", m++ ? ", " : "", lt_fail_name((lt_fail)k), s->fails[k]);
+        printf("; first: %s): %s", rows[i].out.first_error,
+               lt_stats_mostly_failed(s) ? "most requests failed, no percentiles computed"
+                                         : "its percentiles cover the successful requests only");
+    }
+    if (any) printf("\n");
+}
+
+static void cost_of(const lt_row *r, double usd_hour, lt_cost *c);
+
+static void json_pcts(cpulm_json_writer *w, const char *key, const lt_samples *s, int show) {
+    cpulm_json_key(w, key);
+    if (!s->n || !show) {
+        cpulm_json_write_null(w);
+        return;
+    }
+    cpulm_json_obj_begin(w);
+    const double ps[3] = {50, 90, 99};
+    const char *names[3] = {"p50", "p90", "p99"};
+    for (int i = 0; i < 3; i++) {
+        cpulm_json_key(w, names[i]);
+        cpulm_json_write_double(w, lt_pct(s, ps[i]) * 1000);
+    }
+    cpulm_json_obj_end(w);
+}
+
+static void json_num(cpulm_json_writer *w, const char *k, double v) {
+    cpulm_json_key(w, k);
+    cpulm_json_write_double(w, v);
+}
+
+static void json_failures(cpulm_json_writer *w, const lt_stats *s) {
+    static const char *keys[] = {"rejected", "http_error", "timeout", "broken"};
+    cpulm_json_key(w, "failures");
+    cpulm_json_obj_begin(w);
+    for (int k = 0; k < LT_FAIL_N; k++) {
+        cpulm_json_key(w, keys[k]);
+        cpulm_json_write_int(w, s->fails[k]);
+    }
+    cpulm_json_obj_end(w);
+}
+
+void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
+    const lt_stats *s = &r->out.st;
+    int show = !lt_stats_mostly_failed(s);
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, r->open ? "rate" : "concurrency");
+    if (r->open)
+        cpulm_json_write_double(w, r->load);
+    else
+        cpulm_json_write_int(w, (int64_t)r->load);
+    if (r->open) {
+        cpulm_json_key(w, "arrivals");
+        cpulm_json_write_str(w, r->poisson ? "poisson" : "constant");
+    }
+    cpulm_json_key(w, "ok");
+    cpulm_json_write_int(w, s->n_ok);
+    cpulm_json_key(w, "errors");
+    cpulm_json_write_int(w, s->n_fail);
+    json_failures(w, s);
+    cpulm_json_key(w, "mostly_failed");
+    cpulm_json_write_bool(w, !show);
+    json_pcts(w, "ttft_ms", &s->ttft, show);
+    json_pcts(w, "itl_ms", &s->itl, show);
+    json_pcts(w, "tpot_ms", &s->tpot, show);
+    json_pcts(w, "latency_ms", &s->e2e, show);
+    json_num(w, "input_tokens_per_s", (double)s->in_tokens / s->wall);
+    json_num(w, "output_tokens_per_s", (double)s->out_tokens / s->wall);
+    json_num(w, "requests_per_s", s->n_ok / s->wall);
+    json_num(w, "goodput_requests_per_s", s->n_good / s->wall);
+    json_num(w, "mean_prompt_tokens", s->n_ok ? (double)s->in_tokens / s->n_ok : 0);
+    json_num(w, "target_prompt_tokens", r->out.target_prompt);
+    json_num(w, "mean_output_tokens", s->n_ok ? (double)s->out_tokens / s->n_ok : 0);
+    json_num(w, "prefill_share", lt_prefill_share(s));
+    json_num(w, "wall_s", s->wall);
+    cpulm_json_key(w, "late_sends");
+    cpulm_json_write_int(w, r->out.late);
+    cpulm_json_key(w, "first_error");
+    if (r->out.first_error[0])
+        cpulm_json_write_str(w, r->out.first_error);
+    else
+        cpulm_json_write_null(w);
+    if (r->slo_checked) {
+        cpulm_json_key(w, "slo_met");
+        cpulm_json_write_bool(w, r->slo_met);
+        cpulm_json_key(w, "slo_verdict");
+        cpulm_json_write_str(w, r->slo_met ? "met" : r->slo_why);
+    }
+    if (usd_hour > 0 && show && s->n_ok) {
+        cpulm_json_key(w, "cost");
+        lt_json_cost(w, r, usd_hour);
+    }
+    cpulm_json_obj_end(w);
+}
+
+double lt_prefill_share(const lt_stats *s) {
+    return s->sum_e2e > 0 ? s->sum_ttft / s->sum_e2e : 0;
+}
+
+static void cost_of(const lt_row *r, double usd_hour, lt_cost *c) {
+    const lt_stats *s = &r->out.st;
+    lt_cost_of(usd_hour, (double)s->in_tokens / s->wall, (double)s->out_tokens / s->wall,
+               s->n_ok / s->wall, lt_prefill_share(s), c);
+}
+
+void lt_md_cost(const lt_row *const *rows, int n, double usd_hour, const char *machine) {
+    printf("\ncost on %s at %.4f USD/hour, measured load (the hour's price split between input "
+           "and output tokens by the share of request time before the first token):\n\n",
+           machine, usd_hour);
+    printf("| load | req/s | input t/s | output t/s | prefill share | $/1M input | $/1M output "
+           "| $/1M tokens (blended) | $/1k requests |\n|---:|---:|---:|---:|---:|---:|---:|---:|"
+           "---:|\n");
+    for (int i = 0; i < n; i++) {
+        const lt_stats *s = &rows[i]->out.st;
+        if (lt_stats_mostly_failed(s) || !s->n_ok) continue;
+        lt_cost c;
+        cost_of(rows[i], usd_hour, &c);
+        char load[32];
+        lt_label(rows[i], load, sizeof load);
+        printf("| %s | %.2f | %.1f | %.1f | %.0f%% | %.4f | %.4f | %.4f | %.4f |\n", load,
+               s->n_ok / s->wall, (double)s->in_tokens / s->wall, (double)s->out_tokens / s->wall,
+               lt_prefill_share(s) * 100, c.usd_per_m_input, c.usd_per_m_output,
+               c.usd_per_m_blended, c.usd_per_k_requests);
+    }
+}
+
+void lt_json_cost(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
+    lt_cost c;
+    cost_of(r, usd_hour, &c);
+    cpulm_json_obj_begin(w);
+    json_num(w, "usd_per_hour", usd_hour);
+    json_num(w, "usd_per_m_input_tokens", c.usd_per_m_input);
+    json_num(w, "usd_per_m_output_tokens", c.usd_per_m_output);
+    json_num(w, "usd_per_m_tokens_blended", c.usd_per_m_blended);
+    json_num(w, "usd_per_k_requests", c.usd_per_k_requests);
+    cpulm_json_obj_end(w);
+}

@@ -1,0 +1,274 @@
+/* loadtest_stats.c: percentiles, objectives, the load search, arrivals and cost for
+ * `cpulm loadtest` (see loadtest_stats.h). */
+#include "loadtest_stats.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void lt_samples_push(lt_samples *s, double v) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        double *p = realloc(s->v, sizeof *p * cap);
+        if (!p) return;
+        s->v = p;
+        s->cap = cap;
+    }
+    s->v[s->n++] = v;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void lt_samples_sort(lt_samples *s) {
+    if (s->n) qsort(s->v, s->n, sizeof(double), cmp_double); /* qsort(NULL, 0) is UB */
+}
+
+double lt_pct(const lt_samples *s, double p) {
+    if (s->n == 0) return -1;
+    double rank = ceil(p / 100.0 * (double)s->n - 1e-9);
+    size_t k = rank < 1 ? 1 : (size_t)rank;
+    if (k > s->n) k = s->n;
+    return s->v[k - 1];
+}
+
+void lt_samples_release(lt_samples *s) {
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+const char *lt_fail_name(lt_fail f) {
+    static const char *n[] = {"rejected (429/503)", "other HTTP error", "timed out",
+                              "connection/stream broken"};
+    return f < LT_FAIL_N ? n[f] : "?";
+}
+
+/* ---- objectives ---- */
+
+static const char *const METRIC[] = {"ttft", "itl", "tpot", "e2e"};
+
+/* "2s", "200ms", "1.5" (seconds). */
+static int parse_duration(const char *s, size_t n, double *out) {
+    char buf[32];
+    if (n == 0 || n >= sizeof buf) return -1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    char *end;
+    double v = strtod(buf, &end);
+    if (end == buf || !(v > 0) || v > 1e6) return -1;
+    if (!strcmp(end, "ms"))
+        v /= 1000;
+    else if (*end && strcmp(end, "s"))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* One "metric_pNN=DURATION" item. */
+static int parse_item(const char *p, size_t n, lt_slo *o, char *err, size_t cap) {
+    const char *eq = memchr(p, '=', n), *u = memchr(p, '_', n);
+    int m = -1;
+    for (int i = 0; u && i < LT_M_N; i++)
+        if ((size_t)(u - p) == strlen(METRIC[i]) && !strncmp(p, METRIC[i], (size_t)(u - p))) m = i;
+    char *end = NULL;
+    double pct = u && u[1] == 'p' ? strtod(u + 2, &end) : -1;
+    double lim = 0;
+    if (!eq || m < 0 || end != eq || !(pct > 0 && pct <= 100) ||
+        parse_duration(eq + 1, n - (size_t)(eq + 1 - p), &lim)) {
+        snprintf(err, cap,
+                 "bad objective '%.*s' (want METRIC_pNN=DURATION, METRIC one of ttft, itl, "
+                 "tpot, e2e; e.g. ttft_p99=2s,itl_p99=200ms)",
+                 (int)n, p);
+        return -1;
+    }
+    for (int i = 0; i < o->n; i++)
+        if (o->metric[i] == (lt_metric)m) {
+            snprintf(err, cap, "objective on %s given twice", METRIC[m]);
+            return -1;
+        }
+    o->metric[o->n] = (lt_metric)m;
+    o->pct[o->n] = pct;
+    o->limit_s[o->n++] = lim;
+    return 0;
+}
+
+int lt_slo_parse(const char *s, lt_slo *o, char *err, size_t cap) {
+    memset(o, 0, sizeof *o);
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        if (o->n == LT_M_N) {
+            snprintf(err, cap, "at most one objective per metric (ttft, itl, tpot, e2e)");
+            return -1;
+        }
+        if (parse_item(s, n, o, err, cap)) return -1;
+        s += n + (s[n] == ',');
+    }
+    if (!o->n) snprintf(err, cap, "empty objective");
+    return o->n ? 0 : -1;
+}
+
+void lt_slo_describe(const lt_slo *o, char *out, size_t cap) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; i < o->n && k < cap; i++) {
+        double v = o->limit_s[i];
+        int r = snprintf(out + k, cap - k, "%s%s p%g <= %g %s", i ? ", " : "", METRIC[o->metric[i]],
+                         o->pct[i], v < 1 ? v * 1000 : v, v < 1 ? "ms" : "s");
+        if (r < 0) break;
+        k += (size_t)r;
+    }
+}
+
+/* ---- per-run statistics ---- */
+
+static int within(const lt_slo *slo, lt_metric m, double v) {
+    for (int i = 0; slo && i < slo->n; i++)
+        if (slo->metric[i] == m && v > slo->limit_s[i]) return 0;
+    return 1;
+}
+
+void lt_stats_add(lt_stats *s, const lt_req *r, const lt_slo *slo) {
+    if (!r->ok) {
+        s->n_fail++;
+        s->fails[r->fail < LT_FAIL_N ? r->fail : LT_FAIL_BROKEN]++;
+        return;
+    }
+    s->n_ok++;
+    lt_samples_push(&s->e2e, r->e2e);
+    int32_t out = r->output_tokens >= 0 ? r->output_tokens : r->n_events;
+    double tpot = -1;
+    if (r->ttft >= 0) {
+        lt_samples_push(&s->ttft, r->ttft);
+        s->sum_ttft += r->ttft;
+        if (out > 1) {
+            tpot = (r->e2e - r->ttft) / (out - 1);
+            lt_samples_push(&s->tpot, tpot);
+        }
+    }
+    s->sum_e2e += r->e2e;
+    for (int32_t k = 1; k < r->n_events; k++)
+        lt_samples_push(&s->itl, r->events[k] - r->events[k - 1]);
+    s->out_tokens += out;
+    if (r->prompt_tokens > 0) s->in_tokens += r->prompt_tokens;
+    /* per request, the inter-token limit applies to the request's mean gap (its TPOT) */
+    if (within(slo, LT_M_TTFT, r->ttft) && within(slo, LT_M_E2E, r->e2e) &&
+        within(slo, LT_M_ITL, tpot) && within(slo, LT_M_TPOT, tpot))
+        s->n_good++;
+}
+
+void lt_stats_finish(lt_stats *s) {
+    lt_samples_sort(&s->ttft);
+    lt_samples_sort(&s->itl);
+    lt_samples_sort(&s->tpot);
+    lt_samples_sort(&s->e2e);
+}
+
+void lt_stats_release(lt_stats *s) {
+    lt_samples_release(&s->ttft);
+    lt_samples_release(&s->itl);
+    lt_samples_release(&s->tpot);
+    lt_samples_release(&s->e2e);
+}
+
+const lt_samples *lt_stats_metric(const lt_stats *s, lt_metric m) {
+    return m == LT_M_TTFT   ? &s->ttft
+           : m == LT_M_ITL  ? &s->itl
+           : m == LT_M_TPOT ? &s->tpot
+                            : &s->e2e;
+}
+
+int lt_stats_mostly_failed(const lt_stats *s) {
+    return s->n_fail > s->n_ok;
+}
+
+int lt_slo_met(const lt_slo *o, const lt_stats *s, char *why, size_t cap) {
+    if (s->n_fail || !s->n_ok) {
+        snprintf(why, cap, "%d of %d requests failed", s->n_fail, s->n_fail + s->n_ok);
+        return 0;
+    }
+    for (int i = 0; i < o->n; i++) {
+        double v = lt_pct(lt_stats_metric(s, o->metric[i]), o->pct[i]);
+        if (v < 0) {
+            snprintf(why, cap, "no %s samples (streaming off?)", METRIC[o->metric[i]]);
+            return 0;
+        }
+        if (v > o->limit_s[i]) {
+            snprintf(why, cap, "%s p%g %.1f ms > %.1f ms", METRIC[o->metric[i]], o->pct[i],
+                     v * 1000, o->limit_s[i] * 1000);
+            return 0;
+        }
+    }
+    snprintf(why, cap, "met");
+    return 1;
+}
+
+/* ---- the search ---- */
+
+void lt_search_init(lt_search *s, double start, double max, int steps, int integer) {
+    *s = (lt_search){.next = start, .max = max, .steps = steps, .integer = integer};
+}
+
+double lt_search_next(lt_search *s) {
+    return s->done ? 0 : s->next;
+}
+
+void lt_search_report(lt_search *s, double load, int met) {
+    if (met && load > s->lo) s->lo = load;
+    if (!met && (s->hi == 0 || load < s->hi)) s->hi = load;
+    if (s->hi == 0) { /* growing */
+        if (load >= s->max) {
+            s->done = 1;
+            return;
+        }
+        s->next = load * 2 > s->max ? s->max : load * 2;
+        return;
+    }
+    if (s->steps-- <= 0) {
+        s->done = 1;
+        return;
+    }
+    double mid = (s->lo + s->hi) / 2; /* lo 0: below the first load tried */
+    if (s->integer) mid = floor(mid);
+    /* nothing between them (whole numbers, or a rate within 2% of the bounds) */
+    if (mid <= s->lo || mid >= s->hi || (!s->integer && s->hi - s->lo < 0.02 * s->hi) ||
+        (s->integer && mid < 1))
+        s->done = 1;
+    else
+        s->next = mid;
+}
+
+/* ---- arrivals and cost ---- */
+
+void lt_arrivals(double *t, int n, double rate, int poisson, uint64_t seed) {
+    double at = 0;
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int i = 0; i < n; i++) {
+        t[i] = at;
+        if (poisson) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+            double u = ((double)(x >> 11) + 0.5) / 9007199254740992.0;
+            at += -log(u) / rate;
+        } else {
+            at += 1.0 / rate;
+        }
+    }
+}
+
+void lt_cost_of(double usd_hour, double in_tok_s, double out_tok_s, double req_s,
+                double prefill_share, lt_cost *out) {
+    double usd_s = usd_hour / 3600.0;
+    if (prefill_share < 0) prefill_share = 0;
+    if (prefill_share > 1) prefill_share = 1;
+    out->usd_per_m_input = in_tok_s > 0 ? usd_s * prefill_share / in_tok_s * 1e6 : 0;
+    out->usd_per_m_output = out_tok_s > 0 ? usd_s * (1 - prefill_share) / out_tok_s * 1e6 : 0;
+    out->usd_per_m_blended = in_tok_s + out_tok_s > 0 ? usd_s / (in_tok_s + out_tok_s) * 1e6 : 0;
+    out->usd_per_k_requests = req_s > 0 ? usd_s / req_s * 1000 : 0;
+}
+
+int lt_instances_needed(double demand, double capacity) {
+    if (capacity <= 0) return 0;
+    return (int)ceil(demand / capacity - 1e-9);
+}

@@ -1,0 +1,110 @@
+/* perf_model.h: estimates for machines not at hand (docs/BENCHMARKING.md, "Estimates").
+ * Generation streams every weight once per token, so its speed is a share of the memory
+ * bandwidth; prompt processing is int8 GEMM work, so its speed is a share of the int8
+ * peak. The shares (efficiencies) are measured on a machine where cpulm ran, against that
+ * machine's own roofline (`cpulm roofline`), and carried to the target, whose ceilings come
+ * from data/instances.tsv (memory channels x transfer rate, cores x int8 ops per cycle x
+ * clock: theoretical figures, derated by documented fractions). Serving capacity for a
+ * workload follows from the prompt/generation mix. Pure arithmetic, plus the table parser. */
+#ifndef CPULM_TOOLS_PERF_MODEL_H
+#define CPULM_TOOLS_PERF_MODEL_H
+
+#include <stddef.h>
+
+/* A machine's ceilings for the threads used: read bandwidth GB/s, int8 peak Gop/s. */
+typedef struct pm_ceiling {
+    double bw_gbs, int8_gops;
+} pm_ceiling;
+
+/* A measurement: single-stream generation and prompt t/s of a model, with the model's
+ * bytes streamed per generated token and int8 ops per prompt token, and the ceilings
+ * measured next to it. */
+typedef struct pm_measure {
+    pm_ceiling at;
+    double tg, pp;
+    double bytes_per_token, ops_per_token;
+} pm_measure;
+
+typedef struct pm_eff {
+    double tg, pp; /* share of bandwidth / of the int8 peak the measurement reached */
+} pm_eff;
+
+void pm_efficiency(const pm_measure *m, pm_eff *out);
+/* Generation and prompt speed of a model (bytes/ops per token) on ceilings c. */
+double pm_tg(const pm_eff *e, const pm_ceiling *c, double bytes_per_token);
+double pm_pp(const pm_eff *e, const pm_ceiling *c, double ops_per_token);
+
+/* One instance family of data/instances.tsv. */
+typedef struct pm_family {
+    char family[16]; /* "c8g" */
+    char cpu[48];    /* "Graviton4 (Neoverse V2)" */
+    double cores_per_vcpu;
+    int socket_cores;
+    double socket_bw_gbs;      /* channels x MT/s x 8 bytes */
+    double int8_ops_per_cycle; /* per core, of the instructions cpulm's kernels use there */
+    double ghz;
+    char date[16], source[64];
+} pm_family;
+
+typedef struct pm_table {
+    pm_family *v;
+    int n;
+} pm_table;
+
+int pm_table_parse(const char *text, pm_table *out, char *err, size_t cap);
+int pm_table_load(const char *path, pm_table *out, char *err, size_t cap);
+void pm_table_release(pm_table *t);
+/* The family of an instance name ("c8g.4xlarge" -> c8g); NULL if not in the table. */
+const pm_family *pm_table_find(const pm_table *t, const char *instance);
+
+/* Theoretical fractions a machine sustains: bandwidth (a STREAM-like read reaches about
+ * this share of channels x transfer rate) and the int8 kernels' share of the instruction
+ * peak. Documented defaults; `cpulm plan --bw-fraction/--peak-fraction` change them. */
+#define PM_DEFAULT_BW_FRACTION   0.8
+#define PM_DEFAULT_PEAK_FRACTION 0.8
+
+/* Ceilings of vcpu vCPUs of the family: the cores' fair share of the socket's bandwidth
+ * (a small instance on a quiet host may get more), and cores x ops/cycle x clock, each
+ * times its fraction. */
+void pm_family_ceiling(const pm_family *f, int vcpu, double bw_fraction, double peak_fraction,
+                       pm_ceiling *out);
+
+/* Serving estimate for a workload of prompt_tokens in / output_tokens out per request, with
+ * `batch` sequences decoding at once in steady state: a decode step takes max(weights
+ * streamed once, batch x per-token compute) + the batch's KV reads; each request costs the
+ * prefill of its prompt tokens not in the server's prompt cache (cached_tokens: a prefix
+ * shared with earlier requests) plus its share of its decode steps, so the machine carries
+ * 1 / (ttft + output x step / batch) requests/s. Prefills of arriving requests interrupt the
+ * decoding ones: per step, batch / output requests arrive, so a user sees a token every
+ * step + batch x ttft / output seconds. */
+typedef struct pm_serving {
+    double step_s;         /* one decode step of the batch */
+    double itl_s;          /* what a decoding user sees between tokens */
+    double ttft_s;         /* its prefill (+ the step it waits for) */
+    double requests_per_s; /* that keep `batch` sequences decoding */
+    double in_tok_s, out_tok_s;
+    double prefill_share; /* of machine time */
+} pm_serving;
+
+typedef struct pm_model_cost {
+    double weight_bytes;           /* streamed once per decode step */
+    double kv_bytes_per_ctx_token; /* read per sequence per step, per token of its context */
+    double ops_per_token;          /* int8 ops of one generated token through the weights */
+    double ops_per_prompt_token;   /* of one prompt token (the output matrix runs once) */
+} pm_model_cost;
+
+void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double prompt_tokens,
+              double cached_tokens, double output_tokens, int batch, pm_serving *out);
+
+/* Reads a measurement: {"read_gbs", "int8_gops", "tg_tps", "pp_tps", "bytes_per_token",
+ * "ops_per_token"} (data/calibration.json), or `cpulm roofline -m MODEL -o json` output
+ * itself (its last row: the most threads). Returns 0, or -1 with the reason in err. */
+struct cpulm_json;
+int pm_measure_from_json(const struct cpulm_json *o, pm_measure *m, char *err, size_t cap);
+
+/* Largest batch (1..max_batch) whose users see tokens within itl_s; 0 if none. */
+int pm_max_batch(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
+                 double prompt_tokens, double cached_tokens, double output_tokens, double itl_s,
+                 int max_batch);
+
+#endif
