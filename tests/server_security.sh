@@ -280,9 +280,12 @@ fi
 
 # ---- connections waiting for their bodies (issue #25 row 1) ----
 if want bodyflood; then
+  if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt 3000 ]; then
+    ulimit -n 3000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+  fi
   if ! command -v python3 >/dev/null; then
     echo "skip bodyflood: python3 is not installed"
-  elif ! ulimit -n 3000 2>/dev/null && [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt 3000 ]; then
+  elif [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt 3000 ]; then
     echo "skip bodyflood: cannot raise the descriptor limit to 3000 ($(ulimit -n))"
   else
     FLOOD=$(dirname "$0")/body_flood.py

@@ -676,3 +676,35 @@ TEST(http_evict_is_fair) {
         }
     cpulm_evict_free(e);
 }
+
+/* Found by fuzz_http (split delivery): the status of an over-limit head depended on how
+ * many bytes came at once. 3,000 bytes without a line end were 431 when they came together
+ * and 414 when the first 1,025 came first; a first line of 1,100 bytes was 414 alone and
+ * 431 with more than 2,048 bytes of head behind it. The first line's limit now comes first:
+ * every prefix that shows it broken answers like the whole. */
+TEST(http_over_limit_status_independent_of_split) {
+    cpulm_http_limits lim = cpulm_http_default_limits();
+    lim.max_head = 2048;
+    lim.max_line = 1024;
+    char buf[4096];
+    memset(buf, 'A', sizeof buf);
+    cpulm_http_msg m;
+    static const size_t lens[] = {1025, 1500, 2048, 2049, 3000, 4096};
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        CHECK_EQ_INT(t, cpulm_http_parse_request(buf, lens[k], 0, &lim, &m), CPULM_HTTP_ERROR);
+        CHECK_EQ_INT(t, m.error_status, 414);
+    }
+    /* a 1,100-byte request line, then a LF and more than max_head of header bytes */
+    memcpy(buf, "GET /", 5);
+    memcpy(buf + 1100, "\nX: ", 4);
+    for (size_t len = 1101; len <= sizeof buf; len += 499) {
+        CHECK_EQ_INT(t, cpulm_http_parse_request(buf, len, 0, &lim, &m), CPULM_HTTP_ERROR);
+        CHECK_EQ_INT(t, m.error_status, 414);
+    }
+    /* a short first line: a head past max_head is 431 however it arrives */
+    memcpy(buf, "GET / HTTP/1.1\r\n", 16);
+    for (size_t len = 2049; len <= sizeof buf; len += 500) {
+        CHECK_EQ_INT(t, cpulm_http_parse_request(buf, len, 0, &lim, &m), CPULM_HTTP_ERROR);
+        CHECK_EQ_INT(t, m.error_status, 431);
+    }
+}

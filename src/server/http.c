@@ -266,6 +266,14 @@ static long interpret_fields(cpulm_http_msg *m, const cpulm_http_limits *lim, in
 
 /* ---- driver shared by requests and responses ---- */
 
+/* Length of the first line (so far) without its CR LF; stops at the first LF. */
+static size_t first_line_len(const char *buf, size_t start, size_t len) {
+    const char *lf = memchr(buf + start, '\n', len - start);
+    size_t n = lf ? (size_t)(lf - buf) - start : len - start;
+    if (n > 0 && buf[start + n - 1] == '\r') n--;
+    return n;
+}
+
 static long parse_head(const char *buf, size_t len, size_t prev_len, const cpulm_http_limits *lim,
                        cpulm_http_msg *m, int is_request) {
     cpulm_http_limits dl = cpulm_http_default_limits();
@@ -278,11 +286,13 @@ static long parse_head(const char *buf, size_t len, size_t prev_len, const cpulm
     size_t start = skip_leading_crlf(buf, len);
     size_t from = prev_len > 2 ? prev_len - 2 : 0;
     if (from < start) from = start;
+    /* the first line's limit first: any prefix that shows it too long must give the same
+     * answer as the whole head (414, not 431 because more bytes came at once) */
+    if (first_line_len(buf, start, len) > lim->max_line)
+        return fail(m, is_request ? 414 : 502, "first line too long");
     size_t end = find_head_end(buf, len, from);
     if (end == 0) {
         if (len > lim->max_head) return fail(m, 431, "request head too large");
-        if (len - start > lim->max_line && !memchr(buf + start, '\n', len - start))
-            return fail(m, is_request ? 414 : 502, "first line too long");
         return CPULM_HTTP_INCOMPLETE;
     }
     if (end > lim->max_head) return fail(m, 431, "request head too large");
