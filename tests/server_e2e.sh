@@ -497,6 +497,8 @@ sleep 0.1
 mid=$(iso_ttft)
 iso_le "$mid" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')"
 check iso_ttft_while_huge_prompt $? "(alone ${alone}s, during ${mid}s)"
+h2=$(curl -s -o /dev/null -w '%{time_total}' $URL/health)
+iso_le "$h2" 0.1; check iso_health_while_huge_prompt $? "(${h2}s)"
 [ "$(iso_m cpulm_prep_running)" = 1 ]; check iso_huge_prompt_still_tokenizing $?
 kill "$HP" 2>/dev/null; wait "$HP" 2>/dev/null
 t0=$(date +%s.%N)
@@ -519,7 +521,7 @@ took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 wait "$EB"
 [ "$rc" = 0 ] && iso_le "$took" 4.0 && [ "$(cat "$TMP/iso_big.code")" = 503 ]
 check iso_sigterm_exits_within_grace $? "(rc $rc, exit after ${took}s, embedding client $(cat "$TMP/iso_big.code"))"
-echo "isolation: first token alone ${alone}s, during a 2,048-input embedding ${during}s, while it is tokenized ${early}s, while an 8 MB prompt is tokenized ${mid}s; /health ${h}s; embedding stopped ${stopped}s and tokenizing ${freed}s after the disconnect; exit ${took}s after SIGTERM (--grace 2)"
+echo "isolation: first token alone ${alone}s, during a 2,048-input embedding ${during}s, while it is tokenized ${early}s, while an 8 MB prompt is tokenized ${mid}s; /health ${h}s and ${h2}s; embedding stopped ${stopped}s and tokenizing ${freed}s after the disconnect; exit ${took}s after SIGTERM (--grace 2)"
 
 # ---- Qwen3-style reasoning: a template that opens <think> (unless enable_thinking is false)
 # on tiny-qwen3 (random weights, so the reply never closes the block): the whole reply is
