@@ -157,8 +157,6 @@ static void handle_models(cpulm_server *s, cpulm_conn *c) {
 
 /* ---- generation requests ---- */
 
-/* Prompt tokens for the request. Runs on the request worker (prep.h): it reads only what
- * is fixed once the model is loaded. Returns 0, or -1 with e set. */
 /* The job must stop (cancelled or out of time): -1 with e set (sent only in the latter
  * case: a cancelled job's client is gone). */
 static int stopped(cpulm_prep_job *job, cpulm_oai_error *e) {
@@ -167,6 +165,9 @@ static int stopped(cpulm_prep_job *job, cpulm_oai_error *e) {
                                 CPULM_SERVER_PREP_LIMIT_S);
 }
 
+/* Prompt tokens for the request. Runs on a request worker (prep.h): it reads only what is
+ * fixed once the model is loaded, and stops early when the job does (tokenizing polls it).
+ * Returns 0, or -1 with e set. */
 static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
                         const char **extra_stop, int *think, cpulm_prep_job *job,
                         cpulm_oai_error *e) {
