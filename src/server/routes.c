@@ -2,9 +2,11 @@
  * (embed.c), /v1/models,
  * /health, /ready, /metrics; authentication; and turning scheduler events into JSON
  * responses or SSE chunks. Runs on the I/O thread and never waits for the model or for
- * work proportional to a body: a generation request goes to the request worker (gen_run:
- * JSON, chat template, tokenization), then to the scheduler, and is answered from its
- * events.
+ * work proportional to a body: a generation request goes to a request worker (gen_run:
+ * JSON, chat template, tokenization, grammar; prep.h), then to the scheduler, and is
+ * answered from its events; an embedding request goes worker, scheduler, worker (embed.c).
+ * A request is in exactly one of those places at a time (c->req_id names it there), so a
+ * disconnect or the end of the grace period cancels it wherever it is.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
