@@ -450,6 +450,8 @@ start_server iso -np 2 -c 512 -t 1 --embeddings --pooling mean --grace 2 --max-b
 check iso_ready $?
 URL=http://127.0.0.1:$PORT
 jq -n '{input: [range(2048) | "\(.) Once upon a time there was a little girl named Lily. She liked to play."]}' >"$TMP/iso_big.json"
+# for the SIGTERM: 3x the tokens, so it is still running when the grace period ends
+jq -n '{input: [range(2048) | "\(.) " + ("Once upon a time there was a little girl named Lily. She liked to play. " * 3)]}' >"$TMP/iso_long.json"
 iso_m() { curl -s $URL/metrics | sed -n "s/^$1 \([0-9][0-9.e+]*\)$/\1/p"; }
 iso_ttft() { # seconds to the first streamed token of a short completion (99: none in 10 s)
   local t
@@ -458,8 +460,12 @@ iso_ttft() { # seconds to the first streamed token of a short completion (99: no
   echo "$t"
 }
 iso_le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; } # a <= b (floats)
-iso_big() { # starts the big embedding request in the background: EB its curl
-  curl -s -o "$TMP/iso_big.out" -w '%{http_code}' --max-time 120 $URL/v1/embeddings -d @"$TMP/iso_big.json" >"$TMP/iso_big.code" &
+iso_health() { # the median of 3 /health times (one sample is at the mercy of the OS scheduler)
+  for _ in 1 2 3; do curl -s -o /dev/null -w '%{time_total}\n' --max-time 10 $URL/health || echo 99; done |
+    sort -n | sed -n 2p
+}
+iso_big() { # starts the big embedding request (file $1) in the background: EB its curl
+  curl -s -o "$TMP/iso_big.out" -w '%{http_code}' --max-time 120 $URL/v1/embeddings -d @"$1" >"$TMP/iso_big.code" &
   EB=$!
 }
 iso_embedding() { # waits (at most 3 s) until the scheduler embeds; a server without the metric times out
@@ -467,12 +473,12 @@ iso_embedding() { # waits (at most 3 s) until the scheduler embeds; a server wit
   return 1
 }
 alone=$( (iso_ttft; iso_ttft; iso_ttft) | sort -n | head -n 1)
-iso_big
+iso_big "$TMP/iso_big.json"
 iso_embedding; check iso_embedding_in_scheduler $?
 during=$(iso_ttft)
 iso_le "$during" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')"
 check iso_ttft_during_embedding $? "(alone ${alone}s, during ${during}s)"
-h=$(curl -s -o /dev/null -w '%{time_total}' $URL/health)
+h=$(iso_health)
 iso_le "$h" 0.1; check iso_health_during_embedding $? "(${h}s)"
 [ "$(iso_m cpulm_embed_requests_running)" = 1 ]; check iso_embedding_still_running $?
 # disconnect: the scheduler drops the request at its next batch (the gauge falls to 0 and the
@@ -497,7 +503,7 @@ sleep 1 # past parsing the JSON (not interruptible; ~1 s under the sanitizers), 
 mid=$(iso_ttft)
 iso_le "$mid" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')"
 check iso_ttft_while_huge_prompt $? "(alone ${alone}s, during ${mid}s)"
-h2=$(curl -s -o /dev/null -w '%{time_total}' $URL/health)
+h2=$(iso_health)
 iso_le "$h2" 0.1; check iso_health_while_huge_prompt $? "(${h2}s)"
 [ "$(iso_m cpulm_prep_running)" = 1 ]; check iso_huge_prompt_still_tokenizing $?
 kill "$HP" 2>/dev/null; wait "$HP" 2>/dev/null
@@ -509,7 +515,7 @@ check iso_disconnect_stops_tokenizing $? "(worker free after ${freed}s)"
 # SIGTERM with --grace 2 while the big request is being tokenized, then embedded: a short
 # completion sent while it is tokenized is not queued behind it; the embedding client gets a
 # 503 when the grace period ends; the process exits within grace + 2 s
-iso_big
+iso_big "$TMP/iso_long.json"
 sleep 0.1
 early=$(iso_ttft)
 iso_le "$early" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')"
