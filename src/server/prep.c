@@ -105,7 +105,7 @@ static void *worker_main(void *arg) {
     cpulm_prep *p = w->p;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        int heavy;
+        int heavy = 0;
         cpulm_prep_job *j = NULL;
         while (!p->stop && !(j = next_job(p, w, &heavy)))
             pthread_cond_wait(&p->cv, &p->mu);
