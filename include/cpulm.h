@@ -175,8 +175,8 @@ CPULM_API const char *cpulm_token_text(const cpulm_model *m, cpulm_token t); /* 
 CPULM_API cpulm_status cpulm_tokenize(const cpulm_model *m, const char *text, size_t len,
                                       int add_special, int parse_special, cpulm_token *out,
                                       int32_t cap, int32_t *n_out);
-/* cpulm_tokenize that can be stopped: it calls stop(user) every few thousand steps of work
- * (a few hundred microseconds) and returns CPULM_ERR_CANCELLED once that returns nonzero.
+/* cpulm_tokenize that can be stopped: it calls stop(user) every thousand steps of work
+ * (about a hundred microseconds) and returns CPULM_ERR_CANCELLED once that returns nonzero.
  * stop may be NULL. For long texts on a server (a request whose client left). */
 CPULM_API cpulm_status cpulm_tokenize_cancellable(const cpulm_model *m, const char *text,
                                                   size_t len, int add_special, int parse_special,

@@ -138,3 +138,23 @@ TEST(prep_bounded_stop) {
     CHECK(t, dt >= 0.15 && dt < 0.9);
     CHECK_EQ_INT(t, cpulm_prep_free(p, 30.0), 1);
 }
+
+/* Light jobs keep both workers busy: a heavy job still runs on the second one as soon as it
+ * is free, not after every light job queued before it. */
+TEST(prep_heavy_jobs_not_starved) {
+    cpulm_prep *p = cpulm_prep_new(2, NULL);
+    REQUIRE(t, p);
+    spin_job l[6], h;
+    for (int i = 0; i < 6; i++) {
+        spin_init(&l[i], (uint64_t)(1 + i), 0, 0.2);
+        cpulm_prep_push(p, &l[i].base);
+    }
+    spin_init(&h, 100, 1, 0.0);
+    cpulm_prep_push(p, &h.base);
+    CHECK_EQ_INT(t, collect(p, 7, 30.0), 7);
+    int after = 0; /* light jobs that came back before the heavy one */
+    for (int i = 0; i < 6; i++)
+        after += l[i].t_done < h.t_done;
+    CHECK(t, after <= 2);
+    CHECK_EQ_INT(t, cpulm_prep_free(p, 5.0), 1);
+}

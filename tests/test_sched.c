@@ -1387,3 +1387,62 @@ TEST(sched_embed_cancel_and_stop) {
     cpulm_ctx_free(ec);
     cpulm_model_free(m);
 }
+
+/* Beside generating streams an embedding batch spends long-step credit: it delays at most
+ * about 1 in prefill_every (3) of the tokens the streams receive, so the streams' median
+ * gap stays a short step, and the embedding still progresses while they run. */
+TEST(sched_embed_yields_to_streams) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_ctx *ec = embd_ctx_new(m);
+    REQUIRE(t, ec);
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.n_parallel = 4;
+    p.n_ctx = 256;
+    p.n_threads = 1;
+    p.embd_ctx = ec;
+    cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
+    REQUIRE(t, s);
+    const int32_t n = 2048, E = cpulm_ctx_n_embd(ec), n_tok = 90;
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)E);
+    embd_case c;
+    embd_case_init(&c, m, 9, n, 100, out);
+    result res[5];
+    int64_t seq = 0;
+    for (int i = 0; i < 5; i++)
+        result_init(&res[i]);
+    start_streams(m, s, res, &seq, n_tok);
+    cpulm_sched_stats st0, st;
+    cpulm_sched_get_stats(s, &st0);
+    CHECK_EQ_INT(t, cpulm_sched_embed_submit(s, &c.se), CPULM_SCHED_ACCEPTED);
+    cpulm_sched_embed *back = NULL;
+    for (int iter = 0; iter < 36000; iter++) { /* until the streams are done */
+        if (!back) back = wait_embed(s, 9, 0, res, 5, &seq);
+        int all = 1;
+        for (int i = 0; i < 4; i++)
+            all &= res[i].done;
+        if (all) break;
+        cpulm_sched_wait(s, 10);
+    }
+    cpulm_sched_get_stats(s, &st);
+    uint64_t batches = st.n_embed_batches, steps = st.n_steps - st0.n_steps;
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ_INT(t, res[i].n_completion, n_tok);
+    CHECK(t, !back);        /* 2,048 inputs outlast the streams */
+    CHECK(t, batches >= 1); /* the embedding progressed meanwhile */
+    if (batches > steps / 3 + 2) {
+        fprintf(stderr, "  %llu embedding batches beside %llu steps of streams\n",
+                (unsigned long long)batches, (unsigned long long)steps);
+        t->n_fail++;
+    }
+    cpulm_sched_cancel(s, 9);
+    if (!back) back = wait_embed(s, 9, 60, res, 5, &seq);
+    CHECK(t, back == &c.se);
+    for (int i = 0; i < 5; i++)
+        result_release(&res[i]);
+    cpulm_sched_free(s);
+    embd_case_release(&c);
+    free(out);
+    cpulm_ctx_free(ec);
+    cpulm_model_free(m);
+}

@@ -988,7 +988,7 @@ static int count_stop(void *user) {
 }
 
 /* A stop that never fires leaves the ids as they are; one that fires ends the call with
- * CPULM_ERR_CANCELLED at once; and it is asked often (every 4096 steps) on a long text. */
+ * CPULM_ERR_CANCELLED at once; and it is asked often (every 1024 steps) on a long text. */
 static void check_stop(test_ctx *t, const cpulm_vocab *v, const char *text, size_t n) {
     int32_t cap = (int32_t)n + 16, n_plain = 0, n_stop = 0;
     cpulm_token *a = malloc(sizeof(cpulm_token) * (size_t)cap);

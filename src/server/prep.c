@@ -35,7 +35,7 @@ struct cpulm_prep {
     fifo light, heavy, done;
     worker w[CPULM_PREP_MAX_WORKERS];
     int32_t n_workers, n_started, n_exited;
-    int32_t n_running, n_run_heavy, max_heavy;
+    int32_t n_running, n_run_heavy;
     uint64_t n_done, n_cancelled;
     int stop;
     int efd;
@@ -89,13 +89,15 @@ static void finished(cpulm_prep *p, cpulm_prep_job *j) {
     (void)w; /* EAGAIN only when the counter is saturated, i.e. already readable */
 }
 
-/* mu held: the next job this worker may run. Light first: a heavy job only while another
- * worker stays free for light ones. */
-static cpulm_prep_job *next_job(cpulm_prep *p, int *heavy) {
-    cpulm_prep_job *j = fifo_pop(&p->light);
+/* mu held: the next job worker w may run. Worker 0 runs light jobs only, so one is always
+ * there for them; the others take heavy jobs first (so a stream of light ones cannot starve
+ * them), then light ones. */
+static cpulm_prep_job *next_job(cpulm_prep *p, const worker *w, int *heavy) {
     *heavy = 0;
-    if (!j && p->n_run_heavy < p->max_heavy && (j = fifo_pop(&p->heavy))) *heavy = 1;
-    return j;
+    if (w == &p->w[0]) return fifo_pop(&p->light);
+    cpulm_prep_job *j = fifo_pop(&p->heavy);
+    if (j) *heavy = 1;
+    return j ? j : fifo_pop(&p->light);
 }
 
 static void *worker_main(void *arg) {
@@ -103,9 +105,9 @@ static void *worker_main(void *arg) {
     cpulm_prep *p = w->p;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        int heavy;
+        int heavy = 0;
         cpulm_prep_job *j = NULL;
-        while (!p->stop && !(j = next_job(p, &heavy)))
+        while (!p->stop && !(j = next_job(p, w, &heavy)))
             pthread_cond_wait(&p->cv, &p->mu);
         if (!j) break;
         w->job = j;
@@ -119,7 +121,6 @@ static void *worker_main(void *arg) {
         p->n_run_heavy -= heavy;
         p->n_done++;
         finished(p, j);
-        if (heavy) pthread_cond_broadcast(&p->cv); /* a heavy job may start now */
     }
     p->n_exited++;
     pthread_cond_broadcast(&p->exit_cv);
@@ -140,8 +141,8 @@ cpulm_prep *cpulm_prep_new(int32_t n_workers, cpulm_error *err) {
     }
     if (n_workers <= 0) n_workers = default_workers();
     if (n_workers > CPULM_PREP_MAX_WORKERS) n_workers = CPULM_PREP_MAX_WORKERS;
+    if (n_workers < 2) n_workers = 2; /* one for light jobs, at least one for heavy ones */
     p->n_workers = n_workers;
-    p->max_heavy = n_workers > 1 ? n_workers - 1 : 1;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     pthread_cond_init(&p->exit_cv, NULL);

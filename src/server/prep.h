@@ -4,9 +4,10 @@
  * prompt takes seconds to tokenize) never delays other connections, /health included.
  *
  * A small pool of threads (sized from the cores) runs the jobs. Jobs come in two lanes: a
- * heavy one (large bodies, grammars: what may take long) and a light one. Heavy jobs may
- * occupy all workers but one, and a free worker takes light jobs first, so a cheap request
- * never waits behind an expensive one, only behind other cheap ones.
+ * heavy one (large bodies, grammars: what may take long) and a light one. The first worker
+ * runs light jobs only; the others take heavy jobs first, then light ones. So a cheap
+ * request never waits behind an expensive one, only behind other cheap ones, and a stream
+ * of cheap requests cannot starve the expensive ones.
  *
  * The I/O thread pushes a job; a worker runs it and queues it as finished, announced on an
  * eventfd (as the scheduler does); the I/O thread drains finished jobs and goes on with
@@ -47,8 +48,8 @@ typedef struct cpulm_prep_stats {
     uint64_t n_cancelled;           /* jobs cancelled so far (queued or running) */
 } cpulm_prep_stats;
 
-/* Starts n_workers threads (0: from the cores, 2..CPULM_PREP_MAX_WORKERS). NULL with err on
- * failure. */
+/* Starts n_workers threads (0: from the cores; always 2..CPULM_PREP_MAX_WORKERS). NULL with
+ * err on failure. */
 cpulm_prep *cpulm_prep_new(int32_t n_workers, cpulm_error *err);
 /* Cancels every job, waits up to timeout_s for the workers to return, then frees all when
  * they did and returns 1. When one is still inside an uninterruptible piece of work, frees

@@ -2,9 +2,11 @@
  * (embed.c), /v1/models,
  * /health, /ready, /metrics; authentication; and turning scheduler events into JSON
  * responses or SSE chunks. Runs on the I/O thread and never waits for the model or for
- * work proportional to a body: a generation request goes to the request worker (gen_run:
- * JSON, chat template, tokenization), then to the scheduler, and is answered from its
- * events.
+ * work proportional to a body: a generation request goes to a request worker (gen_run:
+ * JSON, chat template, tokenization, grammar; prep.h), then to the scheduler, and is
+ * answered from its events; an embedding request goes worker, scheduler, worker (embed.c).
+ * A request is in exactly one of those places at a time (c->req_id names it there), so a
+ * disconnect or the end of the grace period cancels it wherever it is.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -158,8 +160,6 @@ static void handle_models(cpulm_server *s, cpulm_conn *c) {
 
 /* ---- generation requests ---- */
 
-/* Prompt tokens for the request. Runs on the request worker (prep.h): it reads only what
- * is fixed once the model is loaded. Returns 0, or -1 with e set. */
 /* The job must stop (cancelled or out of time): -1 with e set (sent only in the latter
  * case: a cancelled job's client is gone). */
 static int stopped(cpulm_prep_job *job, cpulm_oai_error *e) {
@@ -168,6 +168,9 @@ static int stopped(cpulm_prep_job *job, cpulm_oai_error *e) {
                                 CPULM_SERVER_PREP_LIMIT_S);
 }
 
+/* Prompt tokens for the request. Runs on a request worker (prep.h): it reads only what is
+ * fixed once the model is loaded, and stops early when the job does (tokenizing polls it).
+ * Returns 0, or -1 with e set. */
 static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
                         const char **extra_stop, int *think, cpulm_prep_job *job,
                         cpulm_oai_error *e) {

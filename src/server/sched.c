@@ -851,7 +851,8 @@ static void step(cpulm_sched *s) {
  * generation runs or waits (so streams keep their gaps up to one long step); but at least
  * 4 fixed costs of a step (reading the weights), so a large model's batches still amortize
  * them. In tokens by the step model's fixed part and the measured cost per embedded token;
- * always at least one input. */
+ * always at least one input. Beside generating streams a batch runs only when the long-step
+ * credit allows (emb_may_run). */
 
 #define CPULM_SCHED_EMBED_BATCH_S 0.05
 
@@ -904,10 +905,24 @@ static int32_t emb_take(const cpulm_sched *s, const cpulm_sched_embed *e, int64_
     return k;
 }
 
+/* Whether an embedding batch may run now. Beside generating streams it delays their next
+ * token like a long step, so it spends the same credit (cpulm_sched_long_step: the steps
+ * earn it): at most about 1 in prefill_every of the tokens streams receive wait for a long
+ * step or an embedding batch, and the median gap stays a short step. */
+static int emb_may_run(cpulm_sched *s) {
+    int32_t g = 0;
+    for (int32_t i = 0; i < s->p.n_parallel; i++)
+        g += s->slots[i].state == SLOT_GEN;
+    if (g == 0 || target_step(s) <= 0) return 1;
+    if (s->long_credit < g - 1e-9) return 0;
+    s->long_credit -= g;
+    return 1;
+}
+
 /* One batch of the first request in line, which then goes to the back of the line. */
 static void embed_step(cpulm_sched *s) {
     cpulm_sched_embed *e = s->emb_head;
-    if (!e) return;
+    if (!e || !emb_may_run(s)) return;
     if (e->deadline > 0 && now_s() > e->deadline) {
         emb_unlink(s, e);
         e->timed_out = 1;

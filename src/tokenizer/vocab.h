@@ -99,7 +99,7 @@ cpulm_status cpulm_vocab_tokenize(const cpulm_vocab *v, const char *text, size_t
                                   int32_t *n_out);
 
 /* A way to stop a long tokenization: the loops call cpulm_vocab_should_stop at each step,
- * which asks fn(user) every 4096 of them. */
+ * which asks fn(user) every 1024 of them. */
 typedef struct cpulm_vocab_stop {
     int (*fn)(void *user);
     void *user;
@@ -107,7 +107,7 @@ typedef struct cpulm_vocab_stop {
 } cpulm_vocab_stop;
 
 static inline int cpulm_vocab_should_stop(cpulm_vocab_stop *s) {
-    return s && (++s->tick & 4095u) == 0 && s->fn(s->user);
+    return s && (++s->tick & 1023u) == 0 && s->fn(s->user);
 }
 
 /* cpulm_vocab_tokenize that returns CPULM_ERR_CANCELLED once stop says so (stop may be
