@@ -170,6 +170,35 @@ jq -e '.choices[0].finish_reason == "tool_calls" and .choices[0].message.tool_ca
   "$TMP/tc" >/dev/null
 check tool_call_required $? "$(head -c 300 "$TMP/tc")"
 
+# ---- logit_bias, NUL stop strings, llama-server aliases, unimplemented fields refused ----
+# stories260K: greedy "Once upon a time" goes on with "," (id 432); id 3 is the byte <0x00>.
+post /v1/completions '{"prompt":"Once upon a time","max_tokens":3,"temperature":0,"logit_bias":{"432":-100}}' >"$TMP/lb1"
+jq -e '(.choices[0].text | startswith(",") | not) and .usage.completion_tokens == 3' "$TMP/lb1" >/dev/null
+check logit_bias_bans $? "$(head -c 300 "$TMP/lb1")"
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"logit_bias":[[3,100]],"seed":1}' >"$TMP/lb2"
+jq -e '.choices[0].message.content == "\u0000\u0000\u0000\u0000"' "$TMP/lb2" >/dev/null
+check logit_bias_forces $? "$(head -c 300 "$TMP/lb2")"
+post /v1/completions '{"prompt":"Once upon a time","max_tokens":4,"logit_bias":{"3":100},"stop":["\u0000"]}' >"$TMP/nul"
+jq -e '.choices[0].text == "" and .choices[0].finish_reason == "stop"' "$TMP/nul" >/dev/null
+check nul_stop_string $? "$(head -c 300 "$TMP/nul")"
+curl -sN -H "$AUTH" $URL/v1/completions -d '{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"stream":true,
+  "logit_bias":[[432,false]],"stop":["x\u0000"," \u0000"]}' >"$TMP/nul_s"
+grep '^data: {' "$TMP/nul_s" | sed 's/^data: //' | jq -s -e '(map(.choices[0].text // "") | add | startswith(",") | not)
+  and (map(.choices[0].finish_reason) | last) == "length"' >/dev/null
+check logit_bias_stream $? "$(head -c 300 "$TMP/nul_s")"
+post /v1/completions '{"prompt":"Once upon a time","n_predict":4,"temperature":0}' >"$TMP/np"
+jq -e '.usage.completion_tokens == 4 and .choices[0].finish_reason == "length"' "$TMP/np" >/dev/null
+check n_predict_alias $? "$(head -c 300 "$TMP/np")"
+post /v1/completions '{"prompt":"Once upon a time","max_tokens":4,"typical_p":0.5,"seed":3,"mirostat":0,"user":"u"}' >"$TMP/typ"
+jq -e '.usage.completion_tokens == 4' "$TMP/typ" >/dev/null; check typical_p_accepted $?
+for f in '"logit_bias":{"512":1}' '"logit_bias":{"7":"x"}' '"mirostat":2' '"best_of":3' '"dry_multiplier":0.8' \
+         '"suffix":"The end."' '"n_probs":2' '"grammar_lazy":true'; do
+  name=$(printf '%s' "$f" | sed 's/^"\([a-z_]*\)".*/\1/')
+  status 400 -H "$AUTH" $URL/v1/completions -d "{\"prompt\":\"x\",\"max_tokens\":2,$f}" &&
+    jq -e --arg p "$name" '.error.param == $p' "$TMP/err" >/dev/null
+  check "refused $f" $? "$(head -c 200 "$TMP/err")"
+done
+
 # ---- keep-alive: several requests on one connection; a 400 keeps it open ----
 curl -sv -o /dev/null -H "$AUTH" $URL/health --next -o /dev/null -H "$AUTH" $URL/v1/models \
   --next -o /dev/null -H "$AUTH" -d '{bad' $URL/v1/completions --next -o /dev/null $URL/health 2>"$TMP/ka"

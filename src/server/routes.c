@@ -175,7 +175,7 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
             return -1;
         }
         *extra_stop = info.extra_stop;
-        *think = info.think ? 1 + info.think_open : 0;
+        *think = info.think && !q->reasoning_none ? 1 + info.think_open : 0;
     } else {
         cpulm_buf_append(&text, q->prompt, q->prompt_len);
     }
@@ -227,19 +227,23 @@ static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_requ
         cpulm_sched_req_free(r);
         return NULL;
     }
-    if (attach_grammar(s, q, r, e) < 0) {
+    if (attach_grammar(s, q, r, e) < 0 ||
+        cpulm_oai_resolve_bias(q, s->model, &r->bias, &r->sp.n_logit_bias, e) < 0) {
         cpulm_sched_req_free(r);
         return NULL;
     }
     r->n_choices = q->n;
     r->max_tokens = q->max_tokens;
+    int32_t n_bias = r->sp.n_logit_bias;
     r->sp = q->sp;
+    r->sp.logit_bias = r->bias;
+    r->sp.n_logit_bias = n_bias;
     r->logprobs = q->logprobs;
     r->priority = q->priority;
     r->ignore_eos = q->ignore_eos;
     r->timeout_s = s->p.timeout_s;
     for (int32_t i = 0; i < q->n_stop; i++)
-        cpulm_sched_req_add_stop(r, q->stop[i], strlen(q->stop[i]));
+        cpulm_sched_req_add_stop(r, q->stop[i], q->stop_len[i]);
     if (*extra_stop) cpulm_sched_req_add_stop(r, extra_stop, strlen(extra_stop));
     return r;
 }

@@ -152,6 +152,7 @@ void cpulm_sched_req_free(cpulm_sched_req *r) {
     for (int32_t i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     free(r->prompt);
+    free(r->bias);
     cpulm_grammar_free(r->grammar);
     free(r);
 }
@@ -162,6 +163,7 @@ cpulm_status cpulm_sched_req_add_stop(cpulm_sched_req *r, const char *s, size_t 
     if (!c) return CPULM_ERR_NOMEM;
     memcpy(c, s, n);
     c[n] = 0;
+    r->stop_len[r->n_stop] = n;
     r->stop[r->n_stop++] = c;
     return CPULM_OK;
 }
@@ -176,11 +178,11 @@ static void sreq_free(sreq *q) {
 /* ---- stop strings ---- */
 
 size_t cpulm_sched_stop_scan(const char *text, size_t len, size_t emitted, char *const *stop,
-                             int32_t n_stop, int *matched) {
+                             const size_t *stop_len, int32_t n_stop, int *matched) {
     *matched = 0;
     size_t best = len, max_len = 0;
     for (int32_t i = 0; i < n_stop; i++) {
-        size_t sl = strlen(stop[i]);
+        size_t sl = stop_len[i];
         if (sl > max_len) max_len = sl;
         if (sl == 0 || len - emitted < sl) continue;
         const char *hit = memmem(text + emitted, len - emitted, stop[i], sl);
@@ -194,7 +196,7 @@ size_t cpulm_sched_stop_scan(const char *text, size_t len, size_t emitted, char 
     size_t k0 = len - emitted > max_len ? len - max_len + 1 : emitted;
     for (size_t k = k0; k < len; k++)
         for (int32_t i = 0; i < n_stop; i++) {
-            size_t sl = strlen(stop[i]);
+            size_t sl = stop_len[i];
             if (len - k < sl && memcmp(text + k, stop[i], len - k) == 0) return k;
         }
     return len;
@@ -480,8 +482,8 @@ static void on_logits(cpulm_sched *s, slot *x, const float *logits) {
     int done = x->gm && cpulm_grammar_must_end(x->gm); /* nothing can follow: a stop */
     if (at_limit || done) flush_detok(x);
     int matched;
-    size_t upto = cpulm_sched_stop_scan(x->text.data, x->text.len, x->n_emitted, r->stop, r->n_stop,
-                                        &matched);
+    size_t upto = cpulm_sched_stop_scan(x->text.data, x->text.len, x->n_emitted, r->stop,
+                                        r->stop_len, r->n_stop, &matched);
     if (matched || at_limit || done) {
         emit_text(s, x, matched ? upto : x->text.len, lpp);
         finish_choice(s, x, matched || done ? CPULM_FINISH_STOP : CPULM_FINISH_LENGTH);
