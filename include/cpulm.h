@@ -380,9 +380,9 @@ typedef struct cpulm_sampler_params {
     float frequency_penalty; /* 0 = off */
     uint64_t seed;           /* same seed, same draws */
     float typical_p;         /* 1.0; locally typical sampling; >= 1 or <= 0: off */
-    const cpulm_logit_bias *logit_bias; /* NULL; borrowed: cpulm_sampler_new copies it.
-                                         * Ids outside the vocabulary are ignored; biases
-                                         * of the same token add up */
+    /* logit_bias[0..n_logit_bias): NULL; borrowed: cpulm_sampler_new copies it. Ids outside
+     * the vocabulary are ignored; biases of the same token add up */
+    const cpulm_logit_bias *logit_bias;
     int32_t n_logit_bias;
 } cpulm_sampler_params;
 

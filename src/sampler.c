@@ -364,8 +364,8 @@ static void cut_typical(cpulm_sampler *s) {
      * p carries the logit meanwhile */
     for (int32_t i = 0; i < s->n_kept; i++) {
         double lp = (double)s->kept[i].logit - max - lsum;
-        s->heap[i] = (cand){.id = s->kept[i].id, .logit = (float)-fabs(-lp - ent),
-                            .p = s->kept[i].logit};
+        s->heap[i] =
+            (cand){.id = s->kept[i].id, .logit = (float)-fabs(-lp - ent), .p = s->kept[i].logit};
     }
     int32_t n = s->n_heap = s->n_kept, m = 0;
     for (int32_t i = n / 2 - 1; i >= 0; i--)
@@ -498,8 +498,8 @@ static cpulm_token draw(cpulm_sampler *s) {
 
 static int no_cuts(const cpulm_sampler *s) {
     const cpulm_sampler_params *p = &s->p;
-    return !(p->top_k > 0 && p->top_k < s->n_vocab) && !(p->top_p < 1.0f) &&
-           !(p->min_p > 0.0f) && !typical_on(p);
+    return !(p->top_k > 0 && p->top_k < s->n_vocab) && !(p->top_p < 1.0f) && !(p->min_p > 0.0f) &&
+           !typical_on(p);
 }
 
 /* Fills all_p with the distribution at temperature temp: the kernels' softmax (SIMD) of

@@ -586,8 +586,10 @@ TEST(oai_refuses_unimplemented_fields) {
              ok);
     cpulm_oai_request r;
     if (parse_ok(t, CPULM_OAI_CHAT, body, &r)) cpulm_oai_request_release(&r);
-    if (parse_ok(t, CPULM_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
-                                    "\"n\":2,\"best_of\":2}", &r))
+    if (parse_ok(t, CPULM_OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                 "\"n\":2,\"best_of\":2}",
+                 &r))
         cpulm_oai_request_release(&r);
 }
 

@@ -490,8 +490,7 @@ TEST(sampler_logit_bias_moves_bans_and_is_copied) {
     REQUIRE(t, s);
     lb[1].bias = lb[2].bias = -1000.0f; /* copied at _new: no effect now */
     CHECK_EQ_INT(t, cpulm_sampler_sample(s, logits), 1);
-    CHECK_NEAR(t, cpulm_sampler_last_prob(s, 1), exp(5.0) / (exp(5.0) + exp(1.0) + exp(0.0)),
-               1e-5);
+    CHECK_NEAR(t, cpulm_sampler_last_prob(s, 1), exp(5.0) / (exp(5.0) + exp(1.0) + exp(0.0)), 1e-5);
     uint32_t allow[1] = {(1u << 0) | (1u << 3)}; /* the mask beats a +bias */
     CHECK(t, cpulm_sampler_sample_masked(s, logits, allow) == 0);
     cpulm_sampler_free(s);

@@ -117,18 +117,22 @@ static int is_neutral(const struct unsupported *u, const cpulm_json *v) {
 }
 
 static int refuse_unsupported(const cpulm_json *root, cpulm_oai_error *e) {
-    static const char *const what[] = {
-        [N_ABSENT] = "", [N_FALSE] = " (only false)", [N_TRUE] = " (only true)",
-        [N_EMPTY] = " (only empty)", [N_EQ] = "", [N_LE] = "", [N_TEXT_ONLY] = " (only [\"text\"])",
-        [N_NONE_AUTO] = " (only \"none\" or \"auto\")"};
+    static const char *const what[] = {[N_ABSENT] = "",
+                                       [N_FALSE] = " (only false)",
+                                       [N_TRUE] = " (only true)",
+                                       [N_EMPTY] = " (only empty)",
+                                       [N_EQ] = "",
+                                       [N_LE] = "",
+                                       [N_TEXT_ONLY] = " (only [\"text\"])",
+                                       [N_NONE_AUTO] = " (only \"none\" or \"auto\")"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         const struct unsupported *u = &unsupported[i];
         const cpulm_json *v = field(root, u->name);
         if (!v || is_neutral(u, v)) continue;
         if (u->ok == N_EQ || u->ok == N_LE)
             return -cpulm_oai_error_set(e, 400, u->name,
-                                        "'%s' is not supported by this server (only %s%g)",
-                                        u->name, u->ok == N_LE ? "values <= " : "", u->num);
+                                        "'%s' is not supported by this server (only %s%g)", u->name,
+                                        u->ok == N_LE ? "values <= " : "", u->num);
         return -cpulm_oai_error_set(e, 400, u->name, "'%s' is not supported by this server%s",
                                     u->name, what[u->ok]);
     }
@@ -276,8 +280,7 @@ int cpulm_oai_parse_fields(const cpulm_json *root, cpulm_oai_request *r, cpulm_o
 }
 
 /* Room for k more entries. */
-static int reserve(cpulm_logit_bias **out, int32_t n, int32_t k, int32_t *cap,
-                   cpulm_oai_error *e) {
+static int reserve(cpulm_logit_bias **out, int32_t n, int32_t k, int32_t *cap, cpulm_oai_error *e) {
     if (n + k <= *cap) return 0;
     int32_t c = (n + k) * 2;
     cpulm_logit_bias *p = realloc(*out, sizeof *p * (size_t)c);
@@ -303,8 +306,8 @@ static int bias_text(const cpulm_model *m, const bias_entry *b, float v, cpulm_l
     return rc;
 }
 
-int cpulm_oai_resolve_bias(const cpulm_oai_request *q, const cpulm_model *m,
-                           cpulm_logit_bias **out, int32_t *n, cpulm_oai_error *e) {
+int cpulm_oai_resolve_bias(const cpulm_oai_request *q, const cpulm_model *m, cpulm_logit_bias **out,
+                           int32_t *n, cpulm_oai_error *e) {
     *out = NULL;
     *n = 0;
     const cpulm_json *lb = q->logit_bias;
