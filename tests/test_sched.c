@@ -69,6 +69,7 @@ static cpulm_model *load_model(void) {
 typedef struct result {
     cpulm_buf text[MAXC];
     int finish[MAXC];
+    int stop_word[MAXC];
     int n_lp_events, lp_ok;
     int done, error_status;
     int32_t n_prompt, n_cached, n_completion;
@@ -115,7 +116,10 @@ static void absorb(cpulm_sched_event *e, result *res, int n, int64_t *global_seq
                 (*global_seq)++;
                 if (e->has_lp) check_lp(r, &e->lp, n_top);
                 break;
-            case CPULM_SCHED_EV_FINISH: r->finish[e->choice] = (int)e->finish; break;
+            case CPULM_SCHED_EV_FINISH:
+                r->finish[e->choice] = (int)e->finish;
+                r->stop_word[e->choice] = e->stop_word;
+                break;
             case CPULM_SCHED_EV_DONE:
                 r->done = 1;
                 r->n_prompt = e->n_prompt;
@@ -383,6 +387,8 @@ TEST(sched_logit_bias_and_nul_stop) {
     CHECK_EQ_INT(t, res[0].finish[0], CPULM_FINISH_LENGTH);
     CHECK_EQ_INT(t, res[1].text[0].len, 0);
     CHECK_EQ_INT(t, res[1].finish[0], CPULM_FINISH_STOP);
+    CHECK_EQ_INT(t, res[0].stop_word[0], 0);
+    CHECK_EQ_INT(t, res[1].stop_word[0], 2); /* the second stop string, "\0", ended it */
     for (int k = 0; k < 2; k++)
         result_release(&res[k]);
     cpulm_sched_free(s);

@@ -56,6 +56,7 @@ typedef struct slot {
     cpulm_detok dt;
     cpulm_buf text; /* generated text so far; [0..n_emitted) was published */
     size_t n_emitted;
+    int32_t stop_hit; /* 1 + the stop string that ended the choice, else 0 */
     cpulm_token last; /* sampled, not yet decoded */
     int32_t n_gen;
     int32_t out_row;    /* logits row in the current step, -1 if none */
@@ -370,6 +371,7 @@ static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
     cache_slot(s, x);
     cpulm_sched_event *e = ev_new(s, CPULM_SCHED_EV_FINISH, q, x->choice, NULL, 0);
     if (e) e->finish = why;
+    if (e) e->stop_word = x->stop_hit;
     cpulm_metrics_add(
         s->p.metrics,
         why == CPULM_FINISH_STOP ? CPULM_METRIC_FINISH_STOP : CPULM_METRIC_FINISH_LENGTH, 1);
@@ -485,6 +487,10 @@ static void on_logits(cpulm_sched *s, slot *x, const float *logits) {
     size_t upto = cpulm_sched_stop_scan(x->text.data, x->text.len, x->n_emitted, r->stop,
                                         r->stop_len, r->n_stop, &matched);
     if (matched || at_limit || done) {
+        for (int32_t i = 0; matched && !x->stop_hit && i < r->n_stop; i++)
+            if (x->text.len - upto >= r->stop_len[i] &&
+                memcmp(x->text.data + upto, r->stop[i], r->stop_len[i]) == 0)
+                x->stop_hit = i + 1; /* which one, for llama-server's stopping_word */
         emit_text(s, x, matched ? upto : x->text.len, lpp);
         finish_choice(s, x, matched || done ? CPULM_FINISH_STOP : CPULM_FINISH_LENGTH);
         return;
@@ -550,6 +556,7 @@ static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int stat
     cpulm_detok_init(&x->dt, s->model, q->r->special);
     cpulm_buf_reset(&x->text);
     x->n_emitted = 0;
+    x->stop_hit = 0;
     x->n_gen = 0;
     x->t_last = 0;
     q->slots[choice] = (int32_t)(x - s->slots);

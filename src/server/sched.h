@@ -101,7 +101,8 @@ typedef struct cpulm_sched_req {
     cpulm_logit_bias *bias;           /* owned or NULL: sp.logit_bias's entries */
     char *stop[CPULM_SCHED_MAX_STOP]; /* owned byte strings (NUL bytes allowed: JSON's
                                        * "\u0000"), each followed by a NUL */
-    size_t stop_len[CPULM_SCHED_MAX_STOP]; /* their lengths, > 0 */
+    /* the stop strings' lengths, > 0 */
+    size_t stop_len[CPULM_SCHED_MAX_STOP];
     int32_t n_stop;
     int32_t logprobs;              /* -1: off; else 0..CPULM_SCHED_MAX_TOP alternatives per token */
     int ignore_eos;                /* keep generating past end-of-generation tokens */
@@ -160,7 +161,10 @@ typedef struct cpulm_sched_event {
     uint64_t id;
     cpulm_sched_ev_kind kind;
     int32_t choice;
-    cpulm_sched_finish finish;                /* FINISH */
+    /* FINISH: why, and 1 + the index in the request's stop[] of the stop string that
+     * ended the choice (0 when none did) */
+    cpulm_sched_finish finish;
+    int32_t stop_word;
     int32_t n_prompt, n_cached, n_completion; /* DONE: usage (completion summed over choices) */
     int error_status;                         /* ERROR: HTTP status to report (500, 504) */
     const char *error;                        /* ERROR: static message */
