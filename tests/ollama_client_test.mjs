@@ -15,6 +15,7 @@ const { Ollama } = await import(pathToFileURL(require.resolve('ollama')).href);
 const Ajv2020 = require('ajv/dist/2020').default;
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 
+const embedOnly = process.argv[5] === 'embed'; // a server with --embeddings: /api/embed only
 const headers = { Authorization: `Bearer ${apiKey}` };
 const ollama = new Ollama({ host: baseURL, headers });
 const model = 'stories260K';
@@ -44,6 +45,22 @@ async function openaiText(prompt, max_tokens) {
     body: JSON.stringify({ prompt, max_tokens, temperature: 0 }),
   });
   return (await r.json()).choices[0].text;
+}
+
+if (embedOnly) {
+  await test('embed', async () => {
+    const r = await ollama.embed({ model, input: ['Once upon a time', 'The cat'] });
+    assert.equal(r.embeddings.length, 2);
+    for (const v of r.embeddings) {
+      assert.ok(v.length > 0);
+      assert.ok(Math.abs(v.reduce((a, x) => a + x * x, 0) - 1) < 1e-4); // L2-normalized
+    }
+    const one = await ollama.embed({ model, input: 'The cat' });
+    assert.deepEqual(one.embeddings[0], r.embeddings[1]);
+    assert.ok(one.prompt_eval_count > 0);
+  });
+  console.log(`ollama_client: ${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
 }
 
 await test('list', async () => {

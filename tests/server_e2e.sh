@@ -519,6 +519,19 @@ for bad in '{"input":5}' '{"input":""}' '{"input":[]}' '{"input":["a",""]}' '{"i
 done
 [ "$(curl -s -o /dev/null -w '%{http_code}' $URL/v1/embeddings -d '{"input":"a"}')" = 401 ]
 check emb_needs_key $?
+# Ollama's /api/embed: the same vectors in its shape
+curl -s -H "$AUTH" $URL/api/embed -d '{"model":"x","input":["Once upon a time","The cat"]}' >"$TMP/oemb.json"
+jq -e --slurpfile v1 "$TMP/emb.json" '.model == "stories260K" and (.embeddings | length) == 2 and
+    .embeddings == [$v1[0].data[].embedding] and .prompt_eval_count == $v1[0].usage.prompt_tokens' "$TMP/oemb.json" >/dev/null
+check ollama_embed $? "$(head -c 200 "$TMP/oemb.json")"
+curl -s -H "$AUTH" $URL/api/embed -d '{"model":"x","input":""}' >"$TMP/oemb_bad.json"
+jq -e '.error | type == "string"' "$TMP/oemb_bad.json" >/dev/null; check ollama_embed_error $?
+if [ -d "${NPM_DIR:-}/node_modules/ollama" ] && command -v node >/dev/null; then
+  timeout 120 node "$HERE/ollama_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" embed >"$TMP/ollama_emb.out" 2>&1
+  rc=$?
+  tail -n 20 "$TMP/ollama_emb.out"
+  check ollama_client_embed $rc
+fi
 if [ -d "${NPM_DIR:-}/node_modules/openai" ] && command -v node >/dev/null; then
   timeout 120 node "$HERE/openai_embed_test.mjs" "$URL" "$KEY" "$NPM_DIR" "$TMP/emb_cli.json" >"$TMP/node_emb.out" 2>&1
   rc=$?
@@ -533,6 +546,8 @@ check embnone_ready $?
 URL=http://127.0.0.1:$PORT
 code=$(curl -s -o "$TMP/emb_none" -w '%{http_code}' $URL/v1/embeddings -d '{"input":"a"}')
 [ "$code" = 400 ] && grep -q 'pooling is none' "$TMP/emb_none"; check emb_pooling_none_400 $? "$code"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" $URL/api/embed -d '{"input":"a"}')" = 400 ]
+check ollama_embed_pooling_none_400 $?
 code=$(curl -s -o "$TMP/emb_off" -w '%{http_code}' $URL/v1/completions -d '{"prompt":"a","max_tokens":2}')
 [ "$code" = 200 ]; check emb_server_still_generates $?
 kill -TERM "$SPID"; wait "$SPID"

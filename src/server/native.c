@@ -344,7 +344,7 @@ void cpulm_api_event(cpulm_server *s, cpulm_conn *c, void *p, const cpulm_sched_
 
 /* ---- jobs on the request worker: tokenize, detokenize, apply-template, Ollama's show ---- */
 
-enum { J_TOKENIZE, J_DETOKENIZE, J_APPLY_TEMPLATE, J_OLLAMA_SHOW };
+enum { J_TOKENIZE, J_DETOKENIZE, J_APPLY_TEMPLATE, J_OLLAMA_SHOW, J_OLLAMA_EMBED };
 
 typedef struct native_job {
     cpulm_prep_job base;
@@ -498,9 +498,10 @@ static void native_run(cpulm_prep_job *base) {
         j->status = job_error(j, 400, NULL, "the body must be a JSON object");
     } else {
         const cpulm_json *req = cpulm_json_root(doc);
-        j->status = j->what == J_TOKENIZE     ? run_tokenize(j, req)
-                    : j->what == J_DETOKENIZE ? run_detokenize(j, req)
-                                              : cpulm_ollama_show(j->s, req, &j->out);
+        j->status = j->what == J_TOKENIZE       ? run_tokenize(j, req)
+                    : j->what == J_DETOKENIZE   ? run_detokenize(j, req)
+                    : j->what == J_OLLAMA_EMBED ? cpulm_ollama_embed(j->s, req, &j->out)
+                                                : cpulm_ollama_show(j->s, req, &j->out);
     }
     cpulm_json_free(doc);
     free(j->body);
@@ -583,6 +584,16 @@ static void h_apply_template(cpulm_server *s, cpulm_conn *c) {
 }
 static void h_ollama_show(cpulm_server *s, cpulm_conn *c) {
     push_job(s, c, J_OLLAMA_SHOW);
+}
+static void h_ollama_embed(cpulm_server *s, cpulm_conn *c) {
+    if (s->p.embeddings) {
+        push_job(s, c, J_OLLAMA_EMBED);
+        return;
+    }
+    cpulm_oai_error e;
+    cpulm_oai_error_set(&e, 501, NULL,
+                        "this server does not serve embeddings: start it with --embeddings");
+    respond_error(s, c, &e, NULL);
 }
 
 /* GET /v1/health: llama-server's alias of /health (liveness here too). */
@@ -699,7 +710,7 @@ static const struct native_route {
     {"/api/ps", "GET", 1, CPULM_API_OLLAMA, 0, cpulm_ollama_ps},
     {"/api/show", "POST", 1, CPULM_API_OLLAMA, 0, h_ollama_show},
     {"/api/version", "GET", 0, CPULM_API_OLLAMA, 0, cpulm_ollama_version},
-    {"/api/embed", "POST", 1, CPULM_API_OLLAMA, 0, cpulm_ollama_embed},
+    {"/api/embed", "POST", 1, CPULM_API_OLLAMA, 0, h_ollama_embed},
 };
 
 static int matches(const struct native_route *r, const cpulm_http_str *p) {

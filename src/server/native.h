@@ -31,9 +31,10 @@ void cpulm_api_rfc3339(char out[40]);
 void cpulm_ollama_tags(cpulm_server *s, cpulm_conn *c);    /* GET /api/tags */
 void cpulm_ollama_ps(cpulm_server *s, cpulm_conn *c);      /* GET /api/ps */
 void cpulm_ollama_version(cpulm_server *s, cpulm_conn *c); /* GET /api/version */
-void cpulm_ollama_embed(cpulm_server *s, cpulm_conn *c);   /* POST /api/embed */
 /* POST /api/show, on the request worker: the JSON answer into out; returns the status. */
 int cpulm_ollama_show(const cpulm_server *s, const cpulm_json *req, cpulm_buf *out);
+/* POST /api/embed, on the request worker (with --embeddings): same contract. */
+int cpulm_ollama_embed(const cpulm_server *s, const cpulm_json *req, cpulm_buf *out);
 /* A body of /api/generate or /api/chat rewritten in the OpenAI shape cpulm_oai_parse
  * reads (kind set accordingly); returns 0, or -1 with e set. */
 int cpulm_ollama_rewrite(int flavor, const cpulm_json *root, cpulm_buf *out, cpulm_oai_kind *kind,

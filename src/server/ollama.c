@@ -563,14 +563,85 @@ int cpulm_ollama_show(const cpulm_server *s, const cpulm_json *req, cpulm_buf *o
     return 200;
 }
 
-void cpulm_ollama_embed(cpulm_server *s, cpulm_conn *c) {
+/* ---- /api/embed ---- */
+
+/* The message of an OpenAI error body (embed.c's answers), or a generic one. */
+static int embed_error(int status, const char *body, size_t n, cpulm_buf *out) {
+    cpulm_json_doc *d = NULL;
+    const char *msg = NULL;
+    if (cpulm_json_parse(body, n, NULL, &d, NULL, NULL) == CPULM_OK)
+        msg = cpulm_json_str(cpulm_json_get(cpulm_json_get(cpulm_json_root(d), "error"),
+                                            "message"));
     cpulm_oai_error e;
-    cpulm_oai_error_set(&e, 501, NULL, "/api/embed is not implemented yet");
-    cpulm_buf b;
-    cpulm_buf_init(&b, 0);
-    cpulm_api_write_error(CPULM_API_OLLAMA, &b, &e);
-    cpulm_conn_respond(c, e.status, "application/json", b.data, b.len, NULL);
-    cpulm_buf_release(&b);
-    c->done = 1;
-    cpulm_server_output(s, c);
+    cpulm_oai_error_set(&e, status, NULL, "%s", msg ? msg : "embedding failed");
+    cpulm_json_free(d);
+    cpulm_api_write_error(CPULM_API_OLLAMA, out, &e);
+    return status;
+}
+
+/* embed.c's answer {"data": [{"embedding"}], "usage"} in Ollama's shape. */
+static void embed_answer(const cpulm_server *s, const cpulm_json *res, double t0,
+                         cpulm_buf *out) {
+    const cpulm_json *data = cpulm_json_get(res, "data");
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "model");
+    cpulm_json_write_str(&w, s->alias);
+    cpulm_json_key(&w, "embeddings");
+    cpulm_json_arr_begin(&w);
+    for (size_t i = 0; i < cpulm_json_len(data); i++)
+        cpulm_json_write_value(&w, cpulm_json_get(cpulm_json_at(data, i), "embedding"));
+    cpulm_json_arr_end(&w);
+    cpulm_json_key(&w, "total_duration");
+    cpulm_json_write_int(&w, (int64_t)((cpulm_server_now() - t0) * 1e9));
+    cpulm_json_key(&w, "load_duration");
+    cpulm_json_write_int(&w, 0);
+    cpulm_json_key(&w, "prompt_eval_count");
+    cpulm_json_write_int(
+        &w, (int64_t)cpulm_json_num(cpulm_json_get(cpulm_json_get(res, "usage"), "prompt_tokens"),
+                                    0));
+    cpulm_json_obj_end(&w);
+}
+
+/* {"input": text or [texts]} through the embeddings path of /v1/embeddings (embed.c's job,
+ * run here: this already is the request worker), answered in Ollama's shape. Inputs longer
+ * than the context are a 400 whatever "truncate" says (cpulm does not cut inputs). */
+int cpulm_ollama_embed(const cpulm_server *s, const cpulm_json *req, cpulm_buf *out) {
+    double t0 = cpulm_server_now();
+    const cpulm_json *input = field(req, "input");
+    if (!input || !(input->type == CPULM_JSON_STRING || input->type == CPULM_JSON_ARRAY)) {
+        cpulm_oai_error e;
+        cpulm_oai_error_set(&e, 400, "input", "'input' must be a string or an array of strings");
+        cpulm_api_write_error(CPULM_API_OLLAMA, out, &e);
+        return 400;
+    }
+    cpulm_buf body;
+    cpulm_buf_init(&body, 0);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &body, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "input");
+    cpulm_json_write_value(&w, input);
+    if (field(req, "dimensions")) {
+        cpulm_json_key(&w, "dimensions");
+        cpulm_json_write_value(&w, field(req, "dimensions"));
+    }
+    cpulm_json_obj_end(&w);
+    cpulm_prep_job *j = cpulm_embed_job_new(s, body.data, body.len, 0);
+    cpulm_buf_release(&body);
+    if (!j) return embed_error(500, "", 0, out);
+    j->run(j);
+    const char *res;
+    size_t n;
+    int status = cpulm_embed_job_result(j, &res, &n);
+    cpulm_json_doc *d = NULL;
+    cpulm_json_limits lim = {.max_bytes = n + 1, .max_depth = 8}; /* 2048 long vectors */
+    if (status == 200 && cpulm_json_parse(res, n, &lim, &d, NULL, NULL) == CPULM_OK)
+        embed_answer(s, cpulm_json_root(d), t0, out);
+    else
+        status = embed_error(status == 200 ? 500 : status, res, n, out);
+    cpulm_json_free(d);
+    j->destroy(j);
+    return status;
 }
