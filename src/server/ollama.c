@@ -570,8 +570,8 @@ static int embed_error(int status, const char *body, size_t n, cpulm_buf *out) {
     cpulm_json_doc *d = NULL;
     const char *msg = NULL;
     if (cpulm_json_parse(body, n, NULL, &d, NULL, NULL) == CPULM_OK)
-        msg = cpulm_json_str(cpulm_json_get(cpulm_json_get(cpulm_json_root(d), "error"),
-                                            "message"));
+        msg =
+            cpulm_json_str(cpulm_json_get(cpulm_json_get(cpulm_json_root(d), "error"), "message"));
     cpulm_oai_error e;
     cpulm_oai_error_set(&e, status, NULL, "%s", msg ? msg : "embedding failed");
     cpulm_json_free(d);
@@ -580,8 +580,7 @@ static int embed_error(int status, const char *body, size_t n, cpulm_buf *out) {
 }
 
 /* embed.c's answer {"data": [{"embedding"}], "usage"} in Ollama's shape. */
-static void embed_answer(const cpulm_server *s, const cpulm_json *res, double t0,
-                         cpulm_buf *out) {
+static void embed_answer(const cpulm_server *s, const cpulm_json *res, double t0, cpulm_buf *out) {
     const cpulm_json *data = cpulm_json_get(res, "data");
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, out, 0, 0);
@@ -598,9 +597,8 @@ static void embed_answer(const cpulm_server *s, const cpulm_json *res, double t0
     cpulm_json_key(&w, "load_duration");
     cpulm_json_write_int(&w, 0);
     cpulm_json_key(&w, "prompt_eval_count");
-    cpulm_json_write_int(
-        &w, (int64_t)cpulm_json_num(cpulm_json_get(cpulm_json_get(res, "usage"), "prompt_tokens"),
-                                    0));
+    cpulm_json_write_int(&w, (int64_t)cpulm_json_num(
+                                 cpulm_json_get(cpulm_json_get(res, "usage"), "prompt_tokens"), 0));
     cpulm_json_obj_end(&w);
 }
 
