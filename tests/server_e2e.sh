@@ -260,6 +260,10 @@ http_status 400 -H "$AUTH" $URL/api/chat -d '{"model":"m","messages":[{"role":"u
 check ollama_refuses_tfs_z $?
 curl -s -H "$AUTH" $URL/api/chat -d '{"model":"m","messages":[{"role":"user","content":"x"}],"format":"yaml"}' | jq -e '.error | type == "string"' >/dev/null
 check ollama_error_shape $?
+post /api/generate '{"model":"m"}' | jq -e '.done == true and .done_reason == "load" and .response == ""' >/dev/null
+check ollama_load_request $?
+post /api/chat '{"model":"m","messages":[],"keep_alive":0}' | jq -e '.done_reason == "unload" and .message.content == ""' >/dev/null
+check ollama_unload_request $?
 
 # ---- keep-alive: several requests on one connection; a 400 keeps it open ----
 curl -sv -o /dev/null -H "$AUTH" $URL/health --next -o /dev/null -H "$AUTH" $URL/v1/models \

@@ -60,6 +60,10 @@ void cpulm_api_write_error(int api, cpulm_buf *out, const cpulm_oai_error *e) {
         cpulm_oai_write_error(out, e);
         return;
     }
+    if (api == CPULM_API_OLLAMA && e->status == 200) { /* not an error: a load request */
+        cpulm_ollama_write_load(out, e);
+        return;
+    }
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_obj_begin(&w);
     cpulm_json_key(&w, "error");

@@ -39,6 +39,9 @@ int cpulm_ollama_embed(const cpulm_server *s, const cpulm_json *req, cpulm_buf *
  * reads (kind set accordingly); returns 0, or -1 with e set. */
 int cpulm_ollama_rewrite(int flavor, const cpulm_json *root, cpulm_buf *out, cpulm_oai_kind *kind,
                          cpulm_oai_error *e);
+/* Ollama's answer to a request that only loads the model: the rewrite fails with status 200
+ * and e->code "load" or "unload" (e->param: "chat" or "generate", e->message: the model). */
+void cpulm_ollama_write_load(cpulm_buf *out, const cpulm_oai_error *e);
 void cpulm_ollama_event(cpulm_server *s, cpulm_conn *c, cpulm_api_state *st,
                         const cpulm_sched_event *e);
 

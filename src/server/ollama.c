@@ -163,8 +163,55 @@ static int write_generate(cpulm_json_writer *w, const cpulm_json *root, cpulm_oa
     return 0;
 }
 
+/* An empty prompt (generate) or no messages (chat) asks Ollama to load the model (or, with
+ * keep_alive 0, to unload it): answered at once, without generating (see
+ * cpulm_api_write_error's status 200). Returns 1 when root is such a request. */
+static int load_request(int flavor, const cpulm_json *root, cpulm_oai_error *e) {
+    const cpulm_json *p = field(root, "prompt"), *m = field(root, "messages");
+    int empty = flavor == CPULM_GEN_OLLAMA_GENERATE
+                    ? !p || (p->type == CPULM_JSON_STRING && p->u.str.len == 0)
+                    : !m || (m->type == CPULM_JSON_ARRAY && m->u.list.n == 0);
+    if (!empty) return 0;
+    const cpulm_json *ka = field(root, "keep_alive");
+    const char *kas = cpulm_json_str(ka);
+    int unload = (ka && ka->type == CPULM_JSON_NUMBER && ka->u.num.f == 0) ||
+                 (kas && (strcmp(kas, "0") == 0 || strcmp(kas, "0s") == 0));
+    const char *model = cpulm_json_str(field(root, "model"));
+    cpulm_oai_error_set(e, 200, flavor == CPULM_GEN_OLLAMA_CHAT ? "chat" : "generate", "%.200s",
+                        model ? model : "");
+    e->code = unload ? "unload" : "load";
+    return 1;
+}
+
+/* The answer to a load request (e from load_request). */
+void cpulm_ollama_write_load(cpulm_buf *out, const cpulm_oai_error *e) {
+    char now[40];
+    cpulm_api_rfc3339(now);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "model");
+    cpulm_json_write_str(&w, e->message);
+    cpulm_json_key(&w, "created_at");
+    cpulm_json_write_str(&w, now);
+    if (strcmp(e->param, "chat") == 0) {
+        cpulm_json_key(&w, "message");
+        const char *msg = "{\"role\":\"assistant\",\"content\":\"\"}";
+        cpulm_json_write_raw(&w, msg, strlen(msg));
+    } else {
+        cpulm_json_key(&w, "response");
+        cpulm_json_write_str(&w, "");
+    }
+    cpulm_json_key(&w, "done");
+    cpulm_json_write_bool(&w, 1);
+    cpulm_json_key(&w, "done_reason");
+    cpulm_json_write_str(&w, e->code);
+    cpulm_json_obj_end(&w);
+}
+
 int cpulm_ollama_rewrite(int flavor, const cpulm_json *root, cpulm_buf *out, cpulm_oai_kind *kind,
                          cpulm_oai_error *e) {
+    if (load_request(flavor, root, e)) return -1;
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_obj_begin(&w);
