@@ -3,6 +3,7 @@
  * shapes (cpulm_api_write_error), without a server (src/server/native.c, ollama.c). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -159,4 +160,105 @@ TEST(native_error_shapes) {
     char ts[40];
     cpulm_api_rfc3339(ts);
     CHECK(t, strlen(ts) == 30 && ts[4] == '-' && ts[10] == 'T' && ts[19] == '.' && ts[29] == 'Z');
+}
+
+/* ---- answers: scheduler events through cpulm_ollama_event into a connection's buffer ---- */
+
+static cpulm_sched_event *ev(cpulm_sched_ev_kind kind, const char *text) {
+    size_t n = text ? strlen(text) : 0;
+    cpulm_sched_event *e = calloc(1, sizeof *e + n + 1);
+    e->kind = kind;
+    e->n_text = n;
+    if (n) memcpy(e->text, text, n);
+    e->n_prompt = 7;
+    e->n_completion = 3;
+    return e;
+}
+
+/* Feeds texts then FINISH (stop) and DONE to a fresh state of flavor; returns the body
+ * written to the connection (after the head), caller frees. */
+static char *run_events(int flavor, int stream, int tools, int think, const char *const *texts,
+                        int n_texts) {
+    static cpulm_server s; /* only the alias is read */
+    s.alias = "m";
+    cpulm_oai_request q;
+    memset(&q, 0, sizeof q);
+    q.kind = CPULM_OAI_CHAT;
+    q.n = 1;
+    q.stream = stream;
+    q.tool_choice = tools ? CPULM_OAI_TOOLS_AUTO : CPULM_OAI_TOOLS_OFF;
+    cpulm_sched_req r = {.n_prompt = 7};
+    cpulm_api_state *st = cpulm_api_state_new(flavor, &s, &q, &r, think);
+    cpulm_conn c;
+    memset(&c, 0, sizeof c);
+    c.keep_alive = 1; /* HTTP/1.0 (version_minor 0): a stream is not chunked, easy to read */
+    cpulm_buf_init(&c.wbuf, 0);
+    for (int i = 0; i <= n_texts + 1; i++) {
+        cpulm_sched_event *e = i < n_texts    ? ev(CPULM_SCHED_EV_TEXT, texts[i])
+                               : i == n_texts ? ev(CPULM_SCHED_EV_FINISH, NULL)
+                                              : ev(CPULM_SCHED_EV_DONE, NULL);
+        cpulm_api_event(&s, &c, st, e);
+        free(e);
+    }
+    cpulm_api_state_free(st);
+    const char *body = c.wbuf.data ? strstr(c.wbuf.data, "\r\n\r\n") : NULL;
+    body = body ? body + 4 : "";
+    char *out = malloc(strlen(body) + 1);
+    memcpy(out, body, strlen(body) + 1);
+    cpulm_buf_release(&c.wbuf);
+    return out;
+}
+
+/* Ollama's chat: a Hermes-style call in the reply comes back as message.tool_calls with the
+ * arguments as an object and nothing of it in content, streamed (held to the end) or not;
+ * <think> text goes to message.thinking. */
+TEST(native_ollama_tool_calls_and_thinking) {
+    const char *call[] = {"Sure.", "<tool_call>\n{\"name\": \"add\", \"arguments\": ",
+                          "{\"a\": 1, \"b\": 2}}\n</tool_call>"};
+    for (int stream = 0; stream < 2; stream++) {
+        char *out = run_events(CPULM_GEN_OLLAMA_CHAT, stream, 1, 0, call, 3);
+        /* the last line with a message holding tool_calls */
+        char *line = strstr(out, "\"tool_calls\"");
+        REQUIRE(t, line);
+        while (line > out && line[-1] != '\n')
+            line--;
+        char *end = strchr(line, '\n');
+        cpulm_json_doc *d = NULL;
+        REQUIRE(t, cpulm_json_parse(line, end ? (size_t)(end - line) : strlen(line), NULL, &d, NULL,
+                                    NULL) == CPULM_OK);
+        const cpulm_json *msg = cpulm_json_get(cpulm_json_root(d), "message");
+        const cpulm_json *fn =
+            cpulm_json_get(cpulm_json_at(cpulm_json_get(msg, "tool_calls"), 0), "function");
+        CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(fn, "name")), "add") == 0);
+        CHECK(t, cpulm_json_num(cpulm_json_get(cpulm_json_get(fn, "arguments"), "b"), 0) == 2);
+        CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(msg, "content")), "Sure.") == 0);
+        CHECK(t, strstr(out, "tool_call>") == NULL); /* the markup never reaches the client */
+        cpulm_json_free(d);
+        free(out);
+    }
+    const char *th[] = {"<think>", "let me see", "</think>", "Hello"};
+    char *out = run_events(CPULM_GEN_OLLAMA_CHAT, 0, 0, 1, th, 4);
+    cpulm_json_doc *d = NULL;
+    REQUIRE(t, cpulm_json_parse(out, strlen(out), NULL, &d, NULL, NULL) == CPULM_OK);
+    const cpulm_json *msg = cpulm_json_get(cpulm_json_root(d), "message");
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(msg, "content")), "Hello") == 0);
+    CHECK(t, strcmp(cpulm_json_str(cpulm_json_get(msg, "thinking")), "let me see") == 0);
+    CHECK(t, cpulm_json_num(cpulm_json_get(cpulm_json_root(d), "eval_count"), 0) == 3);
+    cpulm_json_free(d);
+    free(out);
+    /* generate, streamed: NDJSON lines, done false then true; the pieces join to the reply */
+    const char *g[] = {"Once", " upon"};
+    out = run_events(CPULM_GEN_OLLAMA_GENERATE, 1, 0, 0, g, 2);
+    int lines = 0;
+    char joined[64] = "";
+    for (char *p = out, *nl; (nl = strchr(p, '\n')); p = nl + 1, lines++) {
+        REQUIRE(t, cpulm_json_parse(p, (size_t)(nl - p), NULL, &d, NULL, NULL) == CPULM_OK);
+        const cpulm_json *root = cpulm_json_root(d);
+        strncat(joined, cpulm_json_str(cpulm_json_get(root, "response")), 20);
+        CHECK_EQ_INT(t, cpulm_json_bool(cpulm_json_get(root, "done"), -1), lines == 2);
+        cpulm_json_free(d);
+    }
+    CHECK_EQ_INT(t, lines, 3);
+    CHECK(t, strcmp(joined, "Once upon") == 0);
+    free(out);
 }
