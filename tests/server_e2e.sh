@@ -11,8 +11,8 @@
 # ajv + ajv-formats validating structured outputs and tool arguments: they are installed
 # with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the registry
 # that part is skipped with the reason printed. openai_embed_test.mjs drives
-# embeddings.create the same way, and the `ollama` package Ollama's API
-# (ollama_client_test.mjs).
+# embeddings.create the same way, and the `ollama` package and LangChain's ChatOllama
+# (@langchain/ollama) Ollama's API (ollama_client_test.mjs, langchain_ollama_test.mjs).
 # Usage: server_e2e.sh path/to/cpulm. Servers bind 127.0.0.1 on a free port; the script
 # kills only the PIDs it started; every wait loop is bounded.
 set -u
@@ -356,9 +356,10 @@ else
   mkdir -p "$NPM_DIR"
   # the client, and a JSON-schema validator (ajv + formats) for the structured outputs
   if [ ! -d "$NPM_DIR/node_modules/openai" ] || [ ! -d "$NPM_DIR/node_modules/ajv-formats" ] ||
-     [ ! -d "$NPM_DIR/node_modules/ollama" ]; then
+     [ ! -d "$NPM_DIR/node_modules/ollama" ] || [ ! -d "$NPM_DIR/node_modules/@langchain/ollama" ]; then
     (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json
-     timeout 240 npm install --no-audit --no-fund openai ollama ajv ajv-formats >"$TMP/npm.log" 2>&1)
+     timeout 240 npm install --no-audit --no-fund openai ollama @langchain/ollama @langchain/core \
+       ajv ajv-formats >"$TMP/npm.log" 2>&1)
   fi
   if [ -d "$NPM_DIR/node_modules/openai" ] && [ -d "$NPM_DIR/node_modules/ajv-formats" ]; then
     timeout 240 node "$HERE/openai_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/node.out" 2>&1
@@ -371,6 +372,11 @@ else
     grep -v '^ollama_client:' "$TMP/ollama.out" | head -n 40
     tail -n 1 "$TMP/ollama.out"
     check ollama_client $rc
+    timeout 240 node "$HERE/langchain_ollama_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/lc.out" 2>&1
+    rc=$?
+    grep -v '^langchain_ollama:' "$TMP/lc.out" | head -n 40
+    tail -n 1 "$TMP/lc.out"
+    check langchain_ollama $rc
   else
     echo "skip openai client: npm install failed: $(tail -n 3 "$TMP/npm.log")"
   fi
