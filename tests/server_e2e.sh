@@ -262,6 +262,9 @@ curl -s -H "$AUTH" $URL/api/chat -d '{"model":"m","messages":[{"role":"user","co
 check ollama_error_shape $?
 post /api/generate '{"model":"m"}' | jq -e '.done == true and .done_reason == "load" and .response == ""' >/dev/null
 check ollama_load_request $?
+post /api/chat '{"model":"llama3.2:latest","messages":[{"role":"user","content":"x"}],"stream":false,"options":{"num_predict":1}}' |
+  jq -e '.model == "llama3.2:latest"' >/dev/null
+check ollama_echoes_model $?
 post /api/chat '{"model":"m","messages":[],"keep_alive":0}' | jq -e '.done_reason == "unload" and .message.content == ""' >/dev/null
 check ollama_unload_request $?
 
@@ -531,7 +534,7 @@ done
 check emb_needs_key $?
 # Ollama's /api/embed: the same vectors in its shape
 curl -s -H "$AUTH" $URL/api/embed -d '{"model":"x","input":["Once upon a time","The cat"]}' >"$TMP/oemb.json"
-jq -e --slurpfile v1 "$TMP/emb.json" '.model == "stories260K" and (.embeddings | length) == 2 and
+jq -e --slurpfile v1 "$TMP/emb.json" '.model == "x" and (.embeddings | length) == 2 and
     .embeddings == [$v1[0].data[].embedding] and .prompt_eval_count == $v1[0].usage.prompt_tokens' "$TMP/oemb.json" >/dev/null
 check ollama_embed $? "$(head -c 200 "$TMP/oemb.json")"
 curl -s -H "$AUTH" $URL/api/embed -d '{"model":"x","input":""}' >"$TMP/oemb_bad.json"

@@ -176,6 +176,7 @@ void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_req
     if (think) cpulm_chat_think_init(&st->think, think == 2);
     st->tools = q->kind == CPULM_OAI_CHAT && q->tool_choice != CPULM_OAI_TOOLS_OFF;
     st->forced = q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED;
+    snprintf(st->model, sizeof st->model, "%s", q->model ? q->model : "");
     for (int32_t i = 0; i < q->n_stop; i++) {
         size_t len = q->stop_len[i];
         cpulm_buf_append(&st->stops, (const char *)&len, sizeof len);

@@ -22,6 +22,7 @@ typedef struct cpulm_api_state {
     int finish;        /* -1, or cpulm_sched_finish of the (only) choice */
     int32_t stop_word; /* the FINISH event's */
     cpulm_buf stops;   /* the request's stop strings, each as a size_t length then bytes */
+    char model[128];   /* the model the request named (Ollama echoes it), or "" */
 } cpulm_api_state;
 
 /* "2024-07-22T20:47:51.147561000Z" (RFC 3339, UTC, nanoseconds; Ollama's created_at). */

@@ -235,6 +235,11 @@ int cpulm_ollama_rewrite(int flavor, const cpulm_json *root, cpulm_buf *out, cpu
         cpulm_json_write_bool(&w, think->type == CPULM_JSON_BOOL ? think->u.boolean : 1);
         cpulm_json_obj_end(&w);
     }
+    const cpulm_json *model = field(root, "model");
+    if (model) {
+        cpulm_json_key(&w, "model");
+        cpulm_json_write_value(&w, model);
+    }
     const cpulm_json *stream = field(root, "stream");
     cpulm_json_key(&w, "stream");
     if (stream)
@@ -251,8 +256,8 @@ static void write_head(cpulm_json_writer *w, const cpulm_api_state *st) {
     char now[40];
     cpulm_api_rfc3339(now);
     cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "model");
-    cpulm_json_write_str(w, st->s->alias);
+    cpulm_json_key(w, "model"); /* the name asked for, as Ollama answers */
+    cpulm_json_write_str(w, st->model[0] ? st->model : st->s->alias);
     cpulm_json_key(w, "created_at");
     cpulm_json_write_str(w, now);
 }
@@ -627,13 +632,13 @@ static int embed_error(int status, const char *body, size_t n, cpulm_buf *out) {
 }
 
 /* embed.c's answer {"data": [{"embedding"}], "usage"} in Ollama's shape. */
-static void embed_answer(const cpulm_server *s, const cpulm_json *res, double t0, cpulm_buf *out) {
+static void embed_answer(const char *model, const cpulm_json *res, double t0, cpulm_buf *out) {
     const cpulm_json *data = cpulm_json_get(res, "data");
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "model");
-    cpulm_json_write_str(&w, s->alias);
+    cpulm_json_key(&w, "model"); /* the name asked for, as Ollama answers */
+    cpulm_json_write_str(&w, model);
     cpulm_json_key(&w, "embeddings");
     cpulm_json_arr_begin(&w);
     for (size_t i = 0; i < cpulm_json_len(data); i++)
@@ -683,7 +688,9 @@ int cpulm_ollama_embed(const cpulm_server *s, const cpulm_json *req, cpulm_buf *
     cpulm_json_doc *d = NULL;
     cpulm_json_limits lim = {.max_bytes = n + 1, .max_depth = 8}; /* 2048 long vectors */
     if (status == 200 && cpulm_json_parse(res, n, &lim, &d, NULL, NULL) == CPULM_OK)
-        embed_answer(s, cpulm_json_root(d), t0, out);
+        embed_answer(cpulm_json_str(field(req, "model")) ? cpulm_json_str(field(req, "model"))
+                                                         : s->alias,
+                     cpulm_json_root(d), t0, out);
     else
         status = embed_error(status == 200 ? 500 : status, res, n, out);
     cpulm_json_free(d);
