@@ -367,8 +367,15 @@ CPULM_API cpulm_status cpulm_model_memory(const cpulm_model *m, const cpulm_ctx_
                                           cpulm_memory *out);
 
 /* ---- sampling ----
- * Fixed pipeline: penalties -> top-k -> top-p -> min-p -> temperature -> draw.
- * temp <= 0 means greedy (argmax of the penalised logits). */
+ * Fixed pipeline: logit bias -> penalties -> top-k -> typical -> top-p -> min-p ->
+ * temperature -> draw. temp <= 0 means greedy (argmax of the biased, penalised logits). */
+
+/* One logit_bias entry: bias is added to token's logit before anything else (-INFINITY:
+ * never drawn). */
+typedef struct cpulm_logit_bias {
+    cpulm_token token;
+    float bias;
+} cpulm_logit_bias;
 
 typedef struct cpulm_sampler_params {
     float temp;              /* 0.8; <= 0: greedy */
@@ -380,6 +387,11 @@ typedef struct cpulm_sampler_params {
     float presence_penalty;  /* 0 = off (OpenAI semantics) */
     float frequency_penalty; /* 0 = off */
     uint64_t seed;           /* same seed, same draws */
+    float typical_p;         /* 1.0; locally typical sampling; >= 1 or <= 0: off */
+    /* logit_bias[0..n_logit_bias): NULL; borrowed: cpulm_sampler_new copies it. Ids outside
+     * the vocabulary are ignored; biases of the same token add up */
+    const cpulm_logit_bias *logit_bias;
+    int32_t n_logit_bias;
 } cpulm_sampler_params;
 
 CPULM_API cpulm_sampler_params cpulm_sampler_default_params(void);

@@ -1,6 +1,7 @@
 /* sampler.c: turns a logits row into one token id through a fixed pipeline
- *   penalties -> top-k -> top-p -> min-p -> temperature -> seeded draw
- * (temp <= 0: greedy argmax of the penalised logits, ties to the lowest id).
+ *   logit bias -> penalties -> top-k -> typical -> top-p -> min-p -> temperature -> draw
+ * (temp <= 0: greedy argmax of the penalised logits, ties to the lowest id). The order is
+ * llama.cpp's (its bias sampler comes first, typical between top-k and top-p).
  *
  * One sampler per sequence: it owns the RNG and the penalty history. Every buffer is
  * allocated in cpulm_sampler_new; sample() and accept() never allocate. The library's
@@ -47,6 +48,11 @@ struct cpulm_sampler {
     cpulm_token *ring; /* [repeat_last_n] or NULL */
     int32_t ring_len, ring_head;
 
+    /* logit bias: bias[id] is added to logits[id] for the n_bias distinct ids in bias_ids */
+    float *bias;       /* [n_vocab] or NULL */
+    int32_t *bias_ids; /* [n_bias] */
+    int32_t n_bias;
+
     cand *heap; /* [n_vocab] max-heap of candidates not yet popped */
     cand *kept; /* [n_vocab] popped candidates, in descending order */
     int32_t n_heap, n_kept;
@@ -81,6 +87,7 @@ cpulm_sampler_params cpulm_sampler_default_params(void) {
     p.presence_penalty = 0.0f;
     p.frequency_penalty = 0.0f;
     p.seed = SEED_FROM_CLOCK;
+    p.typical_p = 1.0f;
     return p;
 }
 
@@ -131,6 +138,30 @@ static uint64_t clock_seed(const void *salt) {
 
 /* ---- lifecycle ---- */
 
+/* Copies p's logit_bias into a dense row (duplicates add up; -inf stays -inf) and the list
+ * of distinct ids, so sample() touches only the biased tokens. counts[] (still zero) marks
+ * the ids already listed and is cleared again. Returns -1 on OOM. */
+static int copy_bias(cpulm_sampler *s, const cpulm_logit_bias *lb, int32_t n) {
+    s->p.logit_bias = NULL; /* borrowed: never kept */
+    s->p.n_logit_bias = 0;
+    if (!lb || n <= 0) return 0;
+    s->bias = calloc((size_t)s->n_vocab, sizeof *s->bias);
+    s->bias_ids = malloc((size_t)n * sizeof *s->bias_ids);
+    if (!s->bias || !s->bias_ids) return -1;
+    for (int32_t i = 0; i < n; i++) {
+        cpulm_token t = lb[i].token;
+        float b = lb[i].bias;
+        if (t < 0 || t >= s->n_vocab || b != b) continue;
+        float *d = &s->bias[t];
+        *d = *d == -INFINITY || b == -INFINITY ? -INFINITY : *d + b;
+        if (!s->counts[t]) s->bias_ids[s->n_bias++] = t;
+        s->counts[t] = 1;
+    }
+    for (int32_t i = 0; i < s->n_bias; i++)
+        s->counts[s->bias_ids[i]] = 0;
+    return 0;
+}
+
 cpulm_sampler *cpulm_sampler_new(const cpulm_sampler_params *p, int32_t n_vocab) {
     if (n_vocab <= 0) return NULL;
     cpulm_sampler *s = calloc(1, sizeof *s);
@@ -152,6 +183,7 @@ cpulm_sampler *cpulm_sampler_new(const cpulm_sampler_params *p, int32_t n_vocab)
     if (!s->counts || !s->heap || !s->kept || !s->pen || !s->slot || !s->stamp || !s->all_pre ||
         !s->all_p || (s->p.repeat_last_n > 0 && !s->ring))
         goto fail;
+    if (copy_bias(s, s->p.logit_bias, s->p.n_logit_bias) < 0) goto fail;
     s->seed = s->p.seed == SEED_FROM_CLOCK ? clock_seed(s) : s->p.seed;
     rng_seed(s->rng, s->seed);
     return s;
@@ -171,6 +203,8 @@ void cpulm_sampler_free(cpulm_sampler *s) {
     free(s->stamp);
     free(s->all_pre);
     free(s->all_p);
+    free(s->bias);
+    free(s->bias_ids);
     free(s);
 }
 
@@ -208,26 +242,34 @@ static int penalties_active(const cpulm_sampler_params *p) {
 
 /* llama.cpp's rule for the repeat penalty (dividing a negative logit would raise it), then
  * OpenAI's: logit -= count * frequency + (count > 0) * presence. NaN becomes -inf. */
-static void apply_penalties(const cpulm_sampler *s, const float *logits, const uint32_t *allow) {
+static float penalise(const cpulm_sampler *s, float l, int32_t c) {
     const cpulm_sampler_params *p = &s->p;
-    int active = penalties_active(p);
+    if (c > 0) {
+        l = l <= 0.0f ? l * p->repeat_penalty : l / p->repeat_penalty;
+        l -= (float)c * p->frequency_penalty + p->presence_penalty;
+    }
+    return isnan(l) ? -INFINITY : l;
+}
+
+/* pen[] = the logits, biased then penalised, with masked tokens at -inf. The bias goes
+ * before the penalties, as llama.cpp chains them; only the biased ids are redone. */
+static void apply_penalties(const cpulm_sampler *s, const float *logits, const uint32_t *allow) {
+    int active = penalties_active(&s->p);
     if (!active && !allow) { /* the common case, in a loop the compiler vectorizes */
         for (int32_t i = 0; i < s->n_vocab; i++)
             s->pen[i] = logits[i] == logits[i] ? logits[i] : -INFINITY;
-        return;
+    } else {
+        for (int32_t i = 0; i < s->n_vocab; i++) {
+            if (allow && !((allow[i >> 5] >> (i & 31)) & 1)) /* masked out by a grammar */
+                s->pen[i] = -INFINITY;
+            else
+                s->pen[i] = penalise(s, logits[i], active ? s->counts[i] : 0);
+        }
     }
-    for (int32_t i = 0; i < s->n_vocab; i++) {
-        float l = logits[i];
-        if (allow && !((allow[i >> 5] >> (i & 31)) & 1)) { /* masked out by a grammar */
-            s->pen[i] = -INFINITY;
-            continue;
-        }
-        int32_t c = active ? s->counts[i] : 0;
-        if (c > 0) {
-            l = l <= 0.0f ? l * p->repeat_penalty : l / p->repeat_penalty;
-            l -= (float)c * p->frequency_penalty + p->presence_penalty;
-        }
-        s->pen[i] = isnan(l) ? -INFINITY : l;
+    for (int32_t k = 0; k < s->n_bias; k++) {
+        int32_t i = s->bias_ids[k];
+        if (allow && !((allow[i >> 5] >> (i & 31)) & 1)) continue;
+        s->pen[i] = penalise(s, logits[i] + s->bias[i], active ? s->counts[i] : 0);
     }
 }
 
@@ -290,15 +332,64 @@ static double softmax_sum(const cpulm_sampler *s, double max, int include_heap) 
     return sum;
 }
 
-/* top-k then top-p: keep the k best; of those, the shortest prefix whose probability
- * (softmax over the k) reaches top_p, as llama.cpp counts it (the crossing token stays).
- * Precondition: the heap is non-empty and nothing has been popped yet. */
-static void cut_top_k_top_p(cpulm_sampler *s) {
+/* top-k: keep the k best. Precondition: the heap is non-empty, nothing popped yet. */
+static void cut_top_k(cpulm_sampler *s) {
     if (s->p.top_k > 0 && s->p.top_k < s->n_heap) {
         while (s->n_kept < s->p.top_k)
             pop_one(s);
         s->n_heap = 0; /* the rest is cut */
     }
+}
+
+static int typical_on(const cpulm_sampler_params *p) {
+    return p->typical_p > 0.0f && p->typical_p < 1.0f;
+}
+
+/* Locally typical sampling (Meister et al. 2022, as llama.cpp does it): with p the softmax
+ * of the candidates (temperature 1) and H its entropy, keep the tokens whose surprise
+ * -log p is closest to H, in that order, until their probability reaches typical_p (the
+ * crossing token stays). Needs every candidate, so it sorts them all (only when on). The
+ * kept set is then put back in logit order for the later cuts. */
+static void cut_typical(cpulm_sampler *s) {
+    if (!typical_on(&s->p)) return;
+    while (s->n_heap > 0)
+        pop_one(s);
+    double max = s->kept[0].logit, sum = softmax_sum(s, max, 0), ent = 0.0;
+    double lsum = log(sum);
+    for (int32_t i = 0; i < s->n_kept; i++) {
+        double lp = (double)s->kept[i].logit - max - lsum;
+        ent -= exp(lp) * lp;
+    }
+    /* heap by closeness to H: the key is -|-log p - H| (the heap pops the largest first);
+     * p carries the logit meanwhile */
+    for (int32_t i = 0; i < s->n_kept; i++) {
+        double lp = (double)s->kept[i].logit - max - lsum;
+        s->heap[i] =
+            (cand){.id = s->kept[i].id, .logit = (float)-fabs(-lp - ent), .p = s->kept[i].logit};
+    }
+    int32_t n = s->n_heap = s->n_kept, m = 0;
+    for (int32_t i = n / 2 - 1; i >= 0; i--)
+        sift_down(s->heap, n, i);
+    double cum = 0.0;
+    s->n_kept = 0;
+    while (s->n_heap > 0 && !(cum > s->p.typical_p)) { /* kept[] is free: all in the heap */
+        pop_one(s);
+        cum += exp((double)s->kept[m].p - max) / sum;
+        m++;
+    }
+    for (int32_t i = 0; i < m; i++) /* back to logit order: a heap of the kept ones */
+        s->heap[i] = (cand){.id = s->kept[i].id, .logit = s->kept[i].p, .p = 0.0f};
+    s->n_heap = m;
+    s->n_kept = 0;
+    for (int32_t i = m / 2 - 1; i >= 0; i--)
+        sift_down(s->heap, m, i);
+    while (s->n_heap > 0)
+        pop_one(s);
+}
+
+/* top-p: of the candidates left, the shortest prefix whose probability (softmax over
+ * them) reaches top_p, as llama.cpp counts it (the crossing token stays). */
+static void cut_top_p(cpulm_sampler *s) {
     if (!(s->p.top_p < 1.0f)) return;
     if (s->n_kept == 0) pop_one(s);
     double max = s->kept[0].logit;
@@ -407,7 +498,8 @@ static cpulm_token draw(cpulm_sampler *s) {
 
 static int no_cuts(const cpulm_sampler *s) {
     const cpulm_sampler_params *p = &s->p;
-    return !(p->top_k > 0 && p->top_k < s->n_vocab) && !(p->top_p < 1.0f) && !(p->min_p > 0.0f);
+    return !(p->top_k > 0 && p->top_k < s->n_vocab) && !(p->top_p < 1.0f) && !(p->min_p > 0.0f) &&
+           !typical_on(p);
 }
 
 /* Fills all_p with the distribution at temperature temp: the kernels' softmax (SIMD) of
@@ -516,7 +608,9 @@ cpulm_token cpulm_sampler_sample_masked(cpulm_sampler *s, const float *logits,
     }
     build_heap(s);
     if (s->n_heap == 0) return allow ? first_allowed(s, allow) : 0; /* documented fallback */
-    cut_top_k_top_p(s);
+    cut_top_k(s);
+    cut_typical(s);
+    cut_top_p(s);
     cut_min_p(s);
     return draw(s);
 }

@@ -7,11 +7,13 @@
 # `cpulm embed --json`, base64, errors), no request holding up the others (a 2,048-input
 # embedding next to a short completion, /health, a disconnect and SIGTERM: issue 25),
 # and Qwen3-style <think> splitting into reasoning_content on tiny-qwen3.
+# llama-server's native routes (/completion, /tokenize, ...) and Ollama's (/api/...) with curl.
 # Then the official `openai` npm package drives a server (openai_client_test.mjs), with
 # ajv + ajv-formats validating structured outputs and tool arguments: they are installed
 # with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the registry
 # that part is skipped with the reason printed. openai_embed_test.mjs drives
-# embeddings.create the same way.
+# embeddings.create the same way, and the `ollama` package and LangChain's ChatOllama
+# (@langchain/ollama) Ollama's API (ollama_client_test.mjs, langchain_ollama_test.mjs).
 # Usage: server_e2e.sh path/to/cpulm. Servers bind 127.0.0.1 on a free port; the script
 # kills only the PIDs it started; every wait loop is bounded.
 set -u
@@ -197,6 +199,102 @@ jq -e '.choices[0].finish_reason == "tool_calls" and .choices[0].message.tool_ca
   "$TMP/tc" >/dev/null
 check tool_call_required $? "$(head -c 300 "$TMP/tc")"
 
+# ---- logit_bias, NUL stop strings, llama-server aliases, unimplemented fields refused ----
+# stories260K: greedy "Once upon a time" goes on with "," (id 432); id 3 is the byte <0x00>.
+post /v1/completions '{"prompt":"Once upon a time","max_tokens":3,"temperature":0,"logit_bias":{"432":-100}}' >"$TMP/lb1"
+jq -e '(.choices[0].text | startswith(",") | not) and .usage.completion_tokens == 3' "$TMP/lb1" >/dev/null
+check logit_bias_bans $? "$(head -c 300 "$TMP/lb1")"
+post /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"logit_bias":[[3,100]],"seed":1}' >"$TMP/lb2"
+jq -e '.choices[0].message.content == "\u0000\u0000\u0000\u0000"' "$TMP/lb2" >/dev/null
+check logit_bias_forces $? "$(head -c 300 "$TMP/lb2")"
+post /v1/completions '{"prompt":"Once upon a time","max_tokens":4,"logit_bias":{"3":100},"stop":["\u0000"]}' >"$TMP/nul"
+jq -e '.choices[0].text == "" and .choices[0].finish_reason == "stop"' "$TMP/nul" >/dev/null
+check nul_stop_string $? "$(head -c 300 "$TMP/nul")"
+curl -sN -H "$AUTH" $URL/v1/completions -d '{"prompt":"Once upon a time","max_tokens":6,"temperature":0,"stream":true,
+  "logit_bias":[[432,false]],"stop":["x\u0000"," \u0000"]}' >"$TMP/nul_s"
+grep '^data: {' "$TMP/nul_s" | sed 's/^data: //' | jq -s -e '(map(.choices[0].text // "") | add | startswith(",") | not)
+  and (map(.choices[0].finish_reason) | last) == "length"' >/dev/null
+check logit_bias_stream $? "$(head -c 300 "$TMP/nul_s")"
+post /v1/completions '{"prompt":"Once upon a time","n_predict":4,"temperature":0}' >"$TMP/np"
+jq -e '.usage.completion_tokens == 4 and .choices[0].finish_reason == "length"' "$TMP/np" >/dev/null
+check n_predict_alias $? "$(head -c 300 "$TMP/np")"
+post /v1/completions '{"prompt":"Once upon a time","max_tokens":4,"typical_p":0.5,"seed":3,"mirostat":0,"user":"u"}' >"$TMP/typ"
+jq -e '.usage.completion_tokens == 4' "$TMP/typ" >/dev/null; check typical_p_accepted $?
+for f in '"logit_bias":{"512":1}' '"logit_bias":{"7":"x"}' '"mirostat":2' '"best_of":3' '"dry_multiplier":0.8' \
+         '"suffix":"The end."' '"n_probs":2' '"grammar_lazy":true'; do
+  name=$(printf '%s' "$f" | sed 's/^"\([a-z_]*\)".*/\1/')
+  status 400 -H "$AUTH" $URL/v1/completions -d "{\"prompt\":\"x\",\"max_tokens\":2,$f}" &&
+    jq -e --arg p "$name" '.error.param == $p' "$TMP/err" >/dev/null
+  check "refused $f" $? "$(head -c 200 "$TMP/err")"
+done
+
+# ---- llama-server's native API: /completion (whole and SSE), /tokenize, /detokenize, /props,
+# /apply-template, the OpenAI routes without /v1, GET /v1/models/{id} ----
+post /completion '{"prompt":"Once upon a time","n_predict":24,"temperature":0}' >"$TMP/lc"
+jq -e --arg t "$(jq -j '.choices[0].text' "$TMP/c1")" '.content == $t and .stop == true and .tokens_predicted == 24
+  and .tokens_evaluated == 5 and .stop_type == "limit" and .model == "stories260K" and (.timings.predicted_n == 24)' "$TMP/lc" >/dev/null
+check llama_completion $? "$(head -c 300 "$TMP/lc")"
+curl -sN -H "$AUTH" $URL/completion -d '{"prompt":"Once upon a time","n_predict":40,"temperature":0,"stream":true,"stop":["Lily"]}' >"$TMP/lcs"
+grep '^data: ' "$TMP/lcs" | sed 's/^data: //' | jq -s -e '(.[:-1] | all(.stop == false)) and (.[-1].stop == true)
+  and .[-1].stop_type == "word" and .[-1].stopping_word == "Lily" and (map(.content) | add | endswith("named "))' >/dev/null
+check llama_completion_stream $? "$(head -c 300 "$TMP/lcs")"
+! grep -q '\[DONE\]' "$TMP/lcs"; check llama_stream_no_done_marker $?
+post /completion '{"prompt":[1,403,407],"n_predict":2,"temperature":0}' | jq -e '.tokens_evaluated == 3' >/dev/null
+check llama_completion_token_prompt $?
+post /completion '{"prompt":"Once","n_predict":30,"temperature":0}' | jq -e '.stop_type == "eos" or .stop_type == "limit"' >/dev/null
+check llama_completion_stop_type $?
+post /tokenize '{"content":"Once upon","add_special":true}' | jq -e '.tokens == [1,403,407]' >/dev/null; check llama_tokenize $?
+post /tokenize '{"content":"Once upon","with_pieces":true}' | jq -e '.tokens == [{"id":403,"piece":" Once"},{"id":407,"piece":" upon"}]' >/dev/null
+check llama_tokenize_pieces $?
+post /tokenize '{"content":"á","with_pieces":true}' | jq -e '.tokens[-2:] == [{"id":198,"piece":[195]},{"id":164,"piece":[161]}]' >/dev/null
+check llama_tokenize_byte_pieces $?
+post /detokenize '{"tokens":[403,407]}' | jq -e '.content == " Once upon"' >/dev/null; check llama_detokenize $?
+http_status() { # expected, curl args...: only the status (llama-server's and Ollama's error shapes)
+  local want=$1; shift
+  [ "$(curl -s -o "$TMP/err" -w '%{http_code}' "$@")" = "$want" ]
+}
+http_status 400 -H "$AUTH" $URL/detokenize -d '{"tokens":[100000]}'; check llama_detokenize_bad_id $?
+jq -e '.error.code == 400 and .error.type == "invalid_request_error"' "$TMP/err" >/dev/null; check llama_error_shape $?
+post /apply-template '{"messages":[{"role":"user","content":"Hi"}]}' | jq -e '.prompt == "User: Hi\nAssistant:"' >/dev/null
+check llama_apply_template $?
+curl -s -H "$AUTH" $URL/props | jq -e '.total_slots == 8 and .default_generation_settings.n_ctx == 2100
+  and .model_alias == "stories260K" and (.chat_template | type) == "string"' >/dev/null
+check llama_props $?
+post /chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2}' | jq -e '.object == "chat.completion"' >/dev/null
+check chat_without_v1 $?
+post /completions '{"prompt":"Hi","max_tokens":2}' | jq -e '.object == "text_completion"' >/dev/null
+check completions_without_v1 $?
+curl -s -H "$AUTH" $URL/v1/models/stories260K | jq -e '.id == "stories260K" and .object == "model"' >/dev/null
+check model_by_id $?
+status 404 -H "$AUTH" $URL/v1/models/gpt-4; check model_by_id_404 $?
+http_status 401 $URL/completion -d '{"prompt":"x"}'; check llama_needs_key $?
+http_status 405 -H "$AUTH" $URL/completion; check llama_405 $?
+[ "$(curl -s $URL/v1/health)" = '{"status":"ok"}' ]; check v1_health $?
+# ---- Ollama's API with curl (the ollama npm client below goes further) ----
+post /api/chat '{"model":"stories260K","messages":[{"role":"user","content":"Hi"}],"options":{"num_predict":4,"temperature":0}}' >"$TMP/oc"
+head -n -1 "$TMP/oc" | jq -s -e 'length >= 1 and all(.done == false and .message.role == "assistant")' >/dev/null &&
+  tail -n 1 "$TMP/oc" | jq -e '.done == true and .eval_count == 4 and .done_reason == "length" and .prompt_eval_count > 0' >/dev/null
+check ollama_chat_ndjson $? "$(head -c 300 "$TMP/oc")"
+curl -s -D - -o /dev/null -H "$AUTH" $URL/api/generate -d '{"model":"m","prompt":"Hi","options":{"num_predict":1}}' | grep -qi '^content-type: application/x-ndjson'
+check ollama_ndjson_type $?
+post /api/generate '{"model":"m","prompt":"Once upon a time","raw":true,"stream":false,"options":{"num_predict":24,"temperature":0}}' |
+  jq -e --arg t "$(jq -j '.choices[0].text' "$TMP/c1")" '.response == $t and .done == true' >/dev/null
+check ollama_generate_equals_openai $?
+curl -s -H "$AUTH" $URL/api/tags | jq -e '.models[0].name == "stories260K" and .models[0].details.format == "gguf"' >/dev/null
+check ollama_tags $?
+http_status 400 -H "$AUTH" $URL/api/chat -d '{"model":"m","messages":[{"role":"user","content":"x"}],"options":{"tfs_z":0.5}}' &&
+  jq -e '.error | contains("tfs_z")' "$TMP/err" >/dev/null
+check ollama_refuses_tfs_z $?
+curl -s -H "$AUTH" $URL/api/chat -d '{"model":"m","messages":[{"role":"user","content":"x"}],"format":"yaml"}' | jq -e '.error | type == "string"' >/dev/null
+check ollama_error_shape $?
+post /api/generate '{"model":"m"}' | jq -e '.done == true and .done_reason == "load" and .response == ""' >/dev/null
+check ollama_load_request $?
+post /api/chat '{"model":"llama3.2:latest","messages":[{"role":"user","content":"x"}],"stream":false,"options":{"num_predict":1}}' |
+  jq -e '.model == "llama3.2:latest"' >/dev/null
+check ollama_echoes_model $?
+post /api/chat '{"model":"m","messages":[],"keep_alive":0}' | jq -e '.done_reason == "unload" and .message.content == ""' >/dev/null
+check ollama_unload_request $?
+
 # ---- keep-alive: several requests on one connection; a 400 keeps it open ----
 curl -sv -o /dev/null -H "$AUTH" $URL/health --next -o /dev/null -H "$AUTH" $URL/v1/models \
   --next -o /dev/null -H "$AUTH" -d '{bad' $URL/v1/completions --next -o /dev/null $URL/health 2>"$TMP/ka"
@@ -287,9 +385,11 @@ elif [ ! -d "$NPM_DIR/node_modules/ajv-formats" ] && ! timeout 20 npm view opena
 else
   mkdir -p "$NPM_DIR"
   # the client, and a JSON-schema validator (ajv + formats) for the structured outputs
-  if [ ! -d "$NPM_DIR/node_modules/openai" ] || [ ! -d "$NPM_DIR/node_modules/ajv-formats" ]; then
+  if [ ! -d "$NPM_DIR/node_modules/openai" ] || [ ! -d "$NPM_DIR/node_modules/ajv-formats" ] ||
+     [ ! -d "$NPM_DIR/node_modules/ollama" ] || [ ! -d "$NPM_DIR/node_modules/@langchain/ollama" ]; then
     (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json
-     timeout 240 npm install --no-audit --no-fund openai ajv ajv-formats >"$TMP/npm.log" 2>&1)
+     timeout 240 npm install --no-audit --no-fund openai ollama @langchain/ollama @langchain/core \
+       ajv ajv-formats >"$TMP/npm.log" 2>&1)
   fi
   if [ -d "$NPM_DIR/node_modules/openai" ] && [ -d "$NPM_DIR/node_modules/ajv-formats" ]; then
     timeout 240 node "$HERE/openai_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/node.out" 2>&1
@@ -297,6 +397,16 @@ else
     grep -v '^openai_client:' "$TMP/node.out" | head -n 40
     tail -n 1 "$TMP/node.out"
     check openai_client $rc
+    timeout 240 node "$HERE/ollama_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/ollama.out" 2>&1
+    rc=$?
+    grep -v '^ollama_client:' "$TMP/ollama.out" | head -n 40
+    tail -n 1 "$TMP/ollama.out"
+    check ollama_client $rc
+    timeout 240 node "$HERE/langchain_ollama_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/lc.out" 2>&1
+    rc=$?
+    grep -v '^langchain_ollama:' "$TMP/lc.out" | head -n 40
+    tail -n 1 "$TMP/lc.out"
+    check langchain_ollama $rc
   else
     echo "skip openai client: npm install failed: $(tail -n 3 "$TMP/npm.log")"
   fi
@@ -449,6 +559,19 @@ for bad in '{"input":5}' '{"input":""}' '{"input":[]}' '{"input":["a",""]}' '{"i
 done
 [ "$(curl -s -o /dev/null -w '%{http_code}' $URL/v1/embeddings -d '{"input":"a"}')" = 401 ]
 check emb_needs_key $?
+# Ollama's /api/embed: the same vectors in its shape
+curl -s -H "$AUTH" $URL/api/embed -d '{"model":"x","input":["Once upon a time","The cat"]}' >"$TMP/oemb.json"
+jq -e --slurpfile v1 "$TMP/emb.json" '.model == "x" and (.embeddings | length) == 2 and
+    .embeddings == [$v1[0].data[].embedding] and .prompt_eval_count == $v1[0].usage.prompt_tokens' "$TMP/oemb.json" >/dev/null
+check ollama_embed $? "$(head -c 200 "$TMP/oemb.json")"
+curl -s -H "$AUTH" $URL/api/embed -d '{"model":"x","input":""}' >"$TMP/oemb_bad.json"
+jq -e '.error | type == "string"' "$TMP/oemb_bad.json" >/dev/null; check ollama_embed_error $?
+if [ -d "${NPM_DIR:-}/node_modules/ollama" ] && command -v node >/dev/null; then
+  timeout 120 node "$HERE/ollama_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" embed >"$TMP/ollama_emb.out" 2>&1
+  rc=$?
+  tail -n 20 "$TMP/ollama_emb.out"
+  check ollama_client_embed $rc
+fi
 if [ -d "${NPM_DIR:-}/node_modules/openai" ] && command -v node >/dev/null; then
   timeout 120 node "$HERE/openai_embed_test.mjs" "$URL" "$KEY" "$NPM_DIR" "$TMP/emb_cli.json" >"$TMP/node_emb.out" 2>&1
   rc=$?
@@ -463,6 +586,8 @@ check embnone_ready $?
 URL=http://127.0.0.1:$PORT
 code=$(curl -s -o "$TMP/emb_none" -w '%{http_code}' $URL/v1/embeddings -d '{"input":"a"}')
 [ "$code" = 400 ] && grep -q 'pooling is none' "$TMP/emb_none"; check emb_pooling_none_400 $? "$code"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "$AUTH" $URL/api/embed -d '{"input":"a"}')" = 400 ]
+check ollama_embed_pooling_none_400 $?
 code=$(curl -s -o "$TMP/emb_off" -w '%{http_code}' $URL/v1/completions -d '{"prompt":"a","max_tokens":2}')
 [ "$code" = 200 ]; check emb_server_still_generates $?
 kill -TERM "$SPID"; wait "$SPID"

@@ -1,6 +1,8 @@
 /* test_oai.c: OpenAI request validation and response shapes (src/server/oai.c).
  * Responses are parsed back with the JSON reader and checked field by field. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -514,4 +516,179 @@ TEST(oai_think_feed_splits_reasoning) {
     cpulm_buf_release(&in);
     cpulm_buf_release(&txt);
     cpulm_buf_release(&rsn);
+}
+
+/* ---- fields beyond OpenAI's core (oai_fields.c) ---- */
+
+static int parse_ok(test_ctx *t, cpulm_oai_kind k, const char *body, cpulm_oai_request *r) {
+    cpulm_oai_error e;
+    if (parse_kind(k, body, r, &e) == CPULM_OK) return 1;
+    fprintf(stderr, "  body %s: refused: %s\n", body, e.message);
+    t->n_fail++;
+    return 0;
+}
+
+/* Every field of OpenAI's, llama-server's or vLLM's API that would change the output and
+ * is not implemented is a 400 naming it; at its neutral value it is accepted, as are
+ * fields that do not change the output. */
+TEST(oai_refuses_unimplemented_fields) {
+    const char *refused[][2] = {
+        {"\"mirostat\":2", "mirostat"},
+        {"\"tfs_z\":0.9", "tfs_z"},
+        {"\"dry_multiplier\":0.8", "dry_multiplier"},
+        {"\"xtc_probability\":0.5", "xtc_probability"},
+        {"\"top_n_sigma\":1.5", "top_n_sigma"},
+        {"\"dynatemp_range\":0.5", "dynatemp_range"},
+        {"\"n_probs\":3", "n_probs"},
+        {"\"min_keep\":5", "min_keep"},
+        {"\"grammar_lazy\":true", "grammar_lazy"},
+        {"\"grammar_triggers\":[{\"type\":0,\"value\":\"x\"}]", "grammar_triggers"},
+        {"\"samplers\":[\"top_k\"]", "samplers"},
+        {"\"suffix\":\"end\"", "suffix"},
+        {"\"best_of\":3", "best_of"},
+        {"\"best_of\":\"3\"", "best_of"},
+        {"\"functions\":[{\"name\":\"f\"}]", "functions"},
+        {"\"function_call\":{\"name\":\"f\"}", "function_call"},
+        {"\"modalities\":[\"text\",\"audio\"]", "modalities"},
+        {"\"audio\":{\"voice\":\"x\"}", "audio"},
+        {"\"reasoning_effort\":\"low\"", "reasoning_effort"},
+        {"\"use_beam_search\":true", "use_beam_search"},
+        {"\"stop_token_ids\":[2]", "stop_token_ids"},
+        {"\"min_tokens\":4", "min_tokens"},
+        {"\"repetition_penalty\":1.2", "repetition_penalty"},
+        {"\"guided_json\":{}", "guided_json"},
+        {"\"skip_special_tokens\":false", "skip_special_tokens"},
+        {"\"add_generation_prompt\":false", "add_generation_prompt"},
+        {"\"n_predict\":0", "n_predict"},
+        {"\"n_predict\":1.5", "n_predict"},
+        {"\"n_keep\":\"all\"", "n_keep"},
+        {"\"repeat_last_n\":-2", "repeat_last_n"},
+        {"\"typical_p\":1.5", "typical_p"},
+        {"\"reasoning_format\":\"deepseek-legacy\"", "reasoning_format"},
+    };
+    const char *ok = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    char body[512];
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(body, sizeof body, "{%s,%s}", ok, refused[i][0]);
+        expect_400(t, CPULM_OAI_CHAT, body, refused[i][1]);
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",%s}", refused[i][0]);
+        expect_400(t, CPULM_OAI_COMPLETION, body, refused[i][1]);
+    }
+    /* neutral values (llama-server's web UI sends these) and fields that change nothing */
+    snprintf(body, sizeof body,
+             "{%s,\"mirostat\":0,\"mirostat_tau\":5,\"tfs_z\":1,\"dry_multiplier\":0,"
+             "\"dry_base\":1.75,\"xtc_probability\":0,\"top_n_sigma\":-1,\"dynatemp_range\":0,"
+             "\"n_probs\":0,\"min_keep\":0,\"grammar_lazy\":false,\"samplers\":null,"
+             "\"suffix\":\"\",\"best_of\":1,\"modalities\":[\"text\"],\"function_call\":\"auto\","
+             "\"skip_special_tokens\":true,\"user\":\"u\",\"metadata\":{\"a\":\"b\"},"
+             "\"store\":false,\"service_tier\":\"auto\",\"parallel_tool_calls\":true,"
+             "\"cache_prompt\":true,\"id_slot\":-1,\"prediction\":null,\"n_keep\":-1}",
+             ok);
+    cpulm_oai_request r;
+    if (parse_ok(t, CPULM_OAI_CHAT, body, &r)) cpulm_oai_request_release(&r);
+    if (parse_ok(t, CPULM_OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                 "\"n\":2,\"best_of\":2}",
+                 &r))
+        cpulm_oai_request_release(&r);
+}
+
+/* llama-server's names: n_predict is max_tokens (and beats it; max_completion_tokens beats
+ * both), repeat_last_n the penalty window, typical_p the sampler stage, reasoning_format
+ * "none" keeps <think> text in content; a "\u0000" stop string keeps its length. */
+TEST(oai_llama_server_aliases) {
+    cpulm_oai_request r;
+    if (parse_ok(t, CPULM_OAI_COMPLETION,
+                 "{\"prompt\":\"x\",\"max_tokens\":9,\"n_predict\":4,\"repeat_last_n\":16,"
+                 "\"typical_p\":0.5,\"stop\":[\"\\u0000\",\"a\\u0000b\"]}",
+                 &r)) {
+        CHECK_EQ_INT(t, r.max_tokens, 4);
+        CHECK_EQ_INT(t, r.sp.repeat_last_n, 16);
+        CHECK_NEAR(t, r.sp.typical_p, 0.5, 1e-7);
+        CHECK_EQ_INT(t, r.n_stop, 2);
+        CHECK(t, r.stop_len[0] == 1 && r.stop[0][0] == 0);
+        CHECK(t, r.stop_len[1] == 3 && memcmp(r.stop[1], "a\0b", 3) == 0);
+        CHECK_EQ_INT(t, r.reasoning_none, 0);
+        cpulm_oai_request_release(&r);
+    }
+    if (parse_ok(t, CPULM_OAI_COMPLETION,
+                 "{\"prompt\":\"x\",\"max_completion_tokens\":9,\"n_predict\":-1}", &r)) {
+        CHECK_EQ_INT(t, r.max_tokens, 9);
+        cpulm_oai_request_release(&r);
+    }
+    if (parse_ok(t, CPULM_OAI_COMPLETION, "{\"prompt\":\"x\",\"n_predict\":-1}", &r)) {
+        CHECK_EQ_INT(t, r.max_tokens, -1);
+        cpulm_oai_request_release(&r);
+    }
+    if (parse_ok(t, CPULM_OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                 "\"reasoning_format\":\"none\"}",
+                 &r)) {
+        CHECK_EQ_INT(t, r.reasoning_none, 1);
+        cpulm_oai_request_release(&r);
+    }
+}
+
+/* logit_bias: OpenAI's {"id": bias} object, llama-server's [[id or text, bias]] pairs and
+ * its false (a ban); shapes and values checked at parse, ids against the vocabulary when
+ * resolved (400 naming logit_bias), texts tokenized (each token biased). */
+TEST(oai_logit_bias_forms) {
+    const char *bad[] = {
+        "\"logit_bias\":5",
+        "\"logit_bias\":{\"12\":101}",
+        "\"logit_bias\":{\"12\":true}",
+        "\"logit_bias\":{\"12\":\"-5\"}",
+        "\"logit_bias\":[[12]]",
+        "\"logit_bias\":[12,5]",
+        "\"logit_bias\":[[1.5,5]]",
+        "\"logit_bias\":[[12,-100.5]]",
+    };
+    char body[256];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",%s}", bad[i]);
+        expect_400(t, CPULM_OAI_COMPLETION, body, "logit_bias");
+    }
+    const char *path = test_shared_path("models/stories260K.gguf");
+    cpulm_model *m = path ? cpulm_model_load(path, NULL, NULL) : NULL;
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_oai_request r;
+    cpulm_oai_error e;
+    cpulm_logit_bias *lb = NULL;
+    int32_t n = 0;
+    if (parse_ok(t, CPULM_OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                 "\"logit_bias\":{\"5\":-100,\"300\":12.5,\"7\":false}}",
+                 &r)) {
+        REQUIRE(t, cpulm_oai_resolve_bias(&r, m, &lb, &n, &e) == 0);
+        CHECK_EQ_INT(t, n, 3);
+        CHECK(t, n == 3 && lb[0].token == 5 && lb[0].bias == -100.0f);
+        CHECK(t, n == 3 && lb[1].token == 300 && lb[1].bias == 12.5f);
+        CHECK(t, n == 3 && lb[2].token == 7 && lb[2].bias == -INFINITY);
+        free(lb);
+        cpulm_oai_request_release(&r);
+    }
+    int32_t want = 0;
+    cpulm_token tok[16];
+    REQUIRE(t, cpulm_tokenize(m, "Once upon", 9, 0, 0, tok, 16, &want) == CPULM_OK && want > 1);
+    if (parse_ok(t, CPULM_OAI_COMPLETION,
+                 "{\"prompt\":\"x\",\"logit_bias\":[[\"Once upon\",false],[9,2]]}", &r)) {
+        REQUIRE(t, cpulm_oai_resolve_bias(&r, m, &lb, &n, &e) == 0);
+        CHECK_EQ_INT(t, n, want + 1);
+        for (int32_t i = 0; i < want && i < n; i++)
+            CHECK(t, lb[i].token == tok[i] && lb[i].bias == -INFINITY);
+        CHECK(t, n == want + 1 && lb[want].token == 9 && lb[want].bias == 2.0f);
+        free(lb);
+        cpulm_oai_request_release(&r);
+    }
+    const char *out_of_vocab[] = {"{\"prompt\":\"x\",\"logit_bias\":{\"512\":1}}",
+                                  "{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}",
+                                  "{\"prompt\":\"x\",\"logit_bias\":[[99999999999999999,1]]}",
+                                  "{\"prompt\":\"x\",\"logit_bias\":{\"99999999999999999999\":1}}"};
+    for (size_t i = 0; i < 4; i++) {
+        if (!parse_ok(t, CPULM_OAI_COMPLETION, out_of_vocab[i], &r)) continue;
+        CHECK(t, cpulm_oai_resolve_bias(&r, m, &lb, &n, &e) < 0);
+        CHECK(t, e.status == 400 && strcmp(e.param, "logit_bias") == 0 && !lb && n == 0);
+        cpulm_oai_request_release(&r);
+    }
+    cpulm_model_free(m);
 }

@@ -28,6 +28,8 @@ TEST(sampler_default_params_match_llama_cpp) {
     CHECK_NEAR(t, p.presence_penalty, 0.0, 0);
     CHECK_NEAR(t, p.frequency_penalty, 0.0, 0);
     CHECK(t, p.seed == 0xFFFFFFFFu); /* drawn from the clock at _new */
+    CHECK_NEAR(t, p.typical_p, 1.0, 0);
+    CHECK(t, p.logit_bias == NULL && p.n_logit_bias == 0);
 }
 
 TEST(sampler_new_rejects_empty_vocab) {
@@ -466,4 +468,119 @@ TEST(sampler_no_cuts_draws_across_blocks) {
     CHECK_NEAR(t, cpulm_sampler_last_prob(s, 2050), 0.5, 1e-6);
     CHECK_NEAR(t, cpulm_sampler_last_prob(s, heavy[0]), 0.0, 0);
     cpulm_sampler_free(s);
+}
+
+/* logit_bias is added to the logit before everything else: it moves the greedy pick, a
+ * -inf bias (llama-server's false) bans a token at any temperature, biases of the same id
+ * add up, ids outside the vocabulary are ignored, a grammar mask still wins, and the
+ * params' array is copied (the caller may free it at once). */
+TEST(sampler_logit_bias_moves_bans_and_is_copied) {
+    const float logits[4] = {1.0f, 2.0f, 3.0f, 0.0f};
+    cpulm_sampler_params p = plain();
+    p.temp = 0.0f;
+    cpulm_logit_bias lb[4] = {{2, -100.0f}, {1, 1.5f}, {1, 1.5f}, {99, 50.0f}};
+    p.logit_bias = lb;
+    p.n_logit_bias = 1;
+    cpulm_sampler *s = cpulm_sampler_new(&p, 4);
+    REQUIRE(t, s);
+    CHECK_EQ_INT(t, cpulm_sampler_sample(s, logits), 1); /* 3 - 100 is below 2 */
+    cpulm_sampler_free(s);
+    p.n_logit_bias = 4; /* 2 - 100, 2 + 1.5 + 1.5 = 5 above 3; 99 ignored */
+    s = cpulm_sampler_new(&p, 4);
+    REQUIRE(t, s);
+    lb[1].bias = lb[2].bias = -1000.0f; /* copied at _new: no effect now */
+    CHECK_EQ_INT(t, cpulm_sampler_sample(s, logits), 1);
+    CHECK_NEAR(t, cpulm_sampler_last_prob(s, 1), exp(5.0) / (exp(5.0) + exp(1.0) + exp(0.0)), 1e-5);
+    uint32_t allow[1] = {(1u << 0) | (1u << 3)}; /* the mask beats a +bias */
+    CHECK(t, cpulm_sampler_sample_masked(s, logits, allow) == 0);
+    cpulm_sampler_free(s);
+
+    cpulm_logit_bias force = {3, 100.0f}, ban[2] = {{2, -INFINITY}, {0, -INFINITY}};
+    p = plain(); /* temperature 1, no cuts (draw_all) and with top-k (the heap path) */
+    for (int mode = 0; mode < 2; mode++) {
+        p.top_k = mode ? 3 : 0;
+        p.logit_bias = &force;
+        p.n_logit_bias = 1;
+        s = cpulm_sampler_new(&p, 4);
+        REQUIRE(t, s);
+        for (int i = 0; i < 50; i++)
+            CHECK_EQ_INT(t, cpulm_sampler_sample(s, logits), 3);
+        cpulm_sampler_free(s);
+        p.logit_bias = ban;
+        p.n_logit_bias = 2;
+        s = cpulm_sampler_new(&p, 4);
+        REQUIRE(t, s);
+        int seen1 = 0;
+        for (int i = 0; i < 200; i++) {
+            cpulm_token tok = cpulm_sampler_sample(s, logits);
+            CHECK(t, tok == 1 || tok == 3);
+            seen1 += tok == 1;
+        }
+        CHECK(t, seen1 > 100); /* p(1) = e^2 / (e^2 + 1) = 0.88 */
+        CHECK(t, cpulm_sampler_last_prob(s, 2) == 0.0f);
+        cpulm_sampler_free(s);
+    }
+}
+
+/* The bias goes before the repeat penalty (llama.cpp's order): a seen token with logit 1
+ * and bias +3 becomes (1 + 3) / 2 = 2 under repeat_penalty 2, not 1 / 2 + 3. */
+TEST(sampler_logit_bias_before_penalties) {
+    const float logits[3] = {1.0f, 2.1f, 0.0f};
+    cpulm_logit_bias lb = {0, 3.0f};
+    cpulm_sampler_params p = plain();
+    p.temp = 0.0f;
+    p.repeat_penalty = 2.0f;
+    p.repeat_last_n = -1;
+    p.logit_bias = &lb;
+    p.n_logit_bias = 1;
+    cpulm_sampler *s = cpulm_sampler_new(&p, 3);
+    REQUIRE(t, s);
+    cpulm_sampler_accept(s, 0);
+    CHECK_EQ_INT(t, cpulm_sampler_sample(s, logits), 1); /* 2 < 2.1 (3.5 would win) */
+    double z = exp(2.0) + exp(2.1) + exp(0.0);
+    CHECK_NEAR(t, cpulm_sampler_last_prob(s, 0), exp(2.0) / z, 1e-5);
+    cpulm_sampler_free(s);
+}
+
+/* Locally typical sampling: p = {0.6, 0.2, 20 x 0.01}, entropy H = 1.549; surprises
+ * -log p are 0.51, 1.61 and 4.61, so token 1 is the most typical, then 0, then the rest.
+ * typical_p 0.15 keeps token 1 alone (greedy would say 0); 0.7 keeps {1, 0} (0.2 + 0.6
+ * crosses it), drawn 0.25 / 0.75. typical_p 1 (and 0) is off. */
+TEST(sampler_typical_keeps_closest_to_entropy) {
+    enum { V = 22 };
+    float l[V];
+    l[0] = (float)log(0.6);
+    l[1] = (float)log(0.2);
+    for (int i = 2; i < V; i++)
+        l[i] = (float)log(0.01);
+    cpulm_sampler_params p = plain();
+    p.typical_p = 0.15f;
+    cpulm_sampler *s = cpulm_sampler_new(&p, V);
+    REQUIRE(t, s);
+    for (int i = 0; i < 20; i++)
+        CHECK_EQ_INT(t, cpulm_sampler_sample(s, l), 1);
+    CHECK_NEAR(t, cpulm_sampler_last_prob(s, 1), 1.0, 1e-6);
+    cpulm_sampler_free(s);
+    p.typical_p = 0.7f;
+    p.top_k = 10; /* the entropy is over what top-k kept: still 1 then 0 here */
+    s = cpulm_sampler_new(&p, V);
+    REQUIRE(t, s);
+    int n1 = 0;
+    for (int i = 0; i < 2000; i++) {
+        cpulm_token tok = cpulm_sampler_sample(s, l);
+        CHECK(t, tok == 0 || tok == 1);
+        n1 += tok == 1;
+    }
+    CHECK_NEAR(t, n1 / 2000.0, 0.25, 0.05);
+    CHECK_NEAR(t, cpulm_sampler_last_prob(s, 1), 0.25, 1e-5);
+    cpulm_sampler_free(s);
+    for (int k = 0; k < 2; k++) {
+        p = plain();
+        p.typical_p = k ? 0.0f : 1.0f;
+        s = cpulm_sampler_new(&p, V);
+        REQUIRE(t, s);
+        cpulm_sampler_sample(s, l);
+        CHECK_NEAR(t, cpulm_sampler_last_prob(s, 5), 0.01, 1e-5);
+        cpulm_sampler_free(s);
+    }
 }

@@ -16,28 +16,45 @@
 
 TEST(sched_stop_scan_holds_back_prefixes) {
     char *stops[] = {"END", "\n\n"};
+    const size_t sl[] = {3, 2};
     int m;
     const char *t1 = "hello E";
-    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t1, strlen(t1), 0, stops, 2, &m), 6);
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t1, strlen(t1), 0, stops, sl, 2, &m), 6);
     CHECK_EQ_INT(t, m, 0);
     const char *t2 = "hello EN";
-    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t2, strlen(t2), 6, stops, 2, &m), 6);
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t2, strlen(t2), 6, stops, sl, 2, &m), 6);
     const char *t3 = "hello ENDING";
-    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t3, strlen(t3), 6, stops, 2, &m), 6);
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t3, strlen(t3), 6, stops, sl, 2, &m), 6);
     CHECK_EQ_INT(t, m, 1);
     const char *t4 = "a\nb\n";
-    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t4, strlen(t4), 0, stops, 2, &m), 3);
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t4, strlen(t4), 0, stops, sl, 2, &m), 3);
     CHECK_EQ_INT(t, m, 0);
     const char *t5 = "a\nb\n\nc END";
-    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t5, strlen(t5), 3, stops, 2, &m), 3);
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t5, strlen(t5), 3, stops, sl, 2, &m), 3);
     CHECK_EQ_INT(t, m, 1);
     const char *t6 = "no stop here";
-    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t6, strlen(t6), 2, stops, 2, &m), strlen(t6));
-    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t6, strlen(t6), 2, stops, 0, &m), strlen(t6));
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t6, strlen(t6), 2, stops, sl, 2, &m), strlen(t6));
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t6, strlen(t6), 2, stops, sl, 0, &m), strlen(t6));
     char *ov[] = {"abab"};
+    const size_t ovl[] = {4};
     const char *t7 = "xxabxaba";
-    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t7, strlen(t7), 0, ov, 1, &m), 5);
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan(t7, strlen(t7), 0, ov, ovl, 1, &m), 5);
     CHECK_EQ_INT(t, m, 0);
+}
+
+/* Stop strings are byte strings with a length: a NUL byte ("\u0000" in JSON) is matched,
+ * and held back as a prefix, like any other byte. */
+TEST(sched_stop_scan_matches_nul_bytes) {
+    char nul[] = "\0", anb[] = "a\0b";
+    char *stops[] = {anb, nul};
+    const size_t sl[] = {3, 1};
+    int m;
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan("xa\0", 3, 0, stops, sl, 1, &m), 1); /* held */
+    CHECK_EQ_INT(t, m, 0);
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan("xa\0b!", 5, 0, stops, sl, 1, &m), 1);
+    CHECK_EQ_INT(t, m, 1);
+    CHECK_EQ_INT(t, cpulm_sched_stop_scan("hello\0world", 11, 2, stops + 1, sl + 1, 1, &m), 5);
+    CHECK_EQ_INT(t, m, 1);
 }
 
 /* ---- fixtures ---- */
@@ -52,6 +69,7 @@ static cpulm_model *load_model(void) {
 typedef struct result {
     cpulm_buf text[MAXC];
     int finish[MAXC];
+    int stop_word[MAXC];
     int n_lp_events, lp_ok;
     int done, error_status;
     int32_t n_prompt, n_cached, n_completion;
@@ -98,7 +116,10 @@ static void absorb(cpulm_sched_event *e, result *res, int n, int64_t *global_seq
                 (*global_seq)++;
                 if (e->has_lp) check_lp(r, &e->lp, n_top);
                 break;
-            case CPULM_SCHED_EV_FINISH: r->finish[e->choice] = (int)e->finish; break;
+            case CPULM_SCHED_EV_FINISH:
+                r->finish[e->choice] = (int)e->finish;
+                r->stop_word[e->choice] = e->stop_word;
+                break;
             case CPULM_SCHED_EV_DONE:
                 r->done = 1;
                 r->n_prompt = e->n_prompt;
@@ -322,6 +343,55 @@ TEST(sched_stop_strings_across_tokens) {
     CHECK(t, strstr(res[0].text[0].data, "ed Li") == NULL);
     cpulm_buf_release(&ref);
     result_release(&res[0]);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+/* The token whose piece is the single byte 0 (<0x00>), or -1. */
+static cpulm_token nul_token(const cpulm_model *m) {
+    for (cpulm_token i = 0; i < cpulm_vocab_n(m); i++) {
+        char b[8];
+        int32_t n = 0;
+        if (cpulm_token_to_piece(m, i, 0, b, sizeof b, &n) == CPULM_OK && n == 1 && b[0] == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* A request's logit_bias (owned by the request, copied into each choice's sampler) forces
+ * the <0x00> token; a stop string holding that NUL byte ends the reply before it. Without
+ * the stop the reply is NUL bytes up to max_tokens. */
+TEST(sched_logit_bias_and_nul_stop) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_token z = nul_token(m);
+    REQUIRE(t, z >= 0);
+    cpulm_sched *s = new_sched(m, 2, 256, 64, 8, NULL);
+    REQUIRE(t, s);
+    result res[2];
+    int64_t seq = 0;
+    for (int k = 0; k < 2; k++) {
+        result_init(&res[k]);
+        cpulm_sched_req *r = make_req(m, (uint64_t)k, "Once upon a time", 6);
+        r->bias = malloc(sizeof *r->bias);
+        REQUIRE(t, r->bias);
+        r->bias[0] = (cpulm_logit_bias){z, 100.0f};
+        r->sp.logit_bias = r->bias;
+        r->sp.n_logit_bias = 1;
+        if (k == 1) cpulm_sched_req_add_stop(r, "x\0", 2);
+        if (k == 1) cpulm_sched_req_add_stop(r, "\0", 1);
+        CHECK_EQ_INT(t, cpulm_sched_submit(s, r), CPULM_SCHED_ACCEPTED);
+    }
+    CHECK(t, wait_all(s, res, 2, &seq, 0));
+    CHECK_EQ_INT(t, res[0].text[0].len, 6);
+    CHECK(t, res[0].text[0].len == 6 && memcmp(res[0].text[0].data, "\0\0\0\0\0\0", 6) == 0);
+    CHECK_EQ_INT(t, res[0].finish[0], CPULM_FINISH_LENGTH);
+    CHECK_EQ_INT(t, res[1].text[0].len, 0);
+    CHECK_EQ_INT(t, res[1].finish[0], CPULM_FINISH_STOP);
+    CHECK_EQ_INT(t, res[0].stop_word[0], 0);
+    CHECK_EQ_INT(t, res[1].stop_word[0], 2); /* the second stop string, "\0", ended it */
+    for (int k = 0; k < 2; k++)
+        result_release(&res[k]);
     cpulm_sched_free(s);
     cpulm_model_free(m);
 }

@@ -235,16 +235,20 @@ void cpulm_conn_respond(cpulm_conn *c, int status, const char *content_type, con
     cpulm_buf_append(&c->wbuf, body, n);
 }
 
-void cpulm_conn_sse_begin(cpulm_conn *c) {
+void cpulm_conn_stream_begin(cpulm_conn *c, const char *content_type) {
     c->status = 200;
     c->sse = 1;
     c->sse_chunked = c->msg.version_minor >= 1;
     if (!c->sse_chunked) c->keep_alive = 0; /* HTTP/1.0: the stream ends with the connection */
     cpulm_buf_printf(&c->wbuf,
-                     "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     "HTTP/1.1 200 OK\r\nContent-Type: %s\r\n"
                      "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: %s\r\n%s\r\n",
-                     c->keep_alive ? "keep-alive" : "close",
+                     content_type, c->keep_alive ? "keep-alive" : "close",
                      c->sse_chunked ? "Transfer-Encoding: chunked\r\n" : "");
+}
+
+void cpulm_conn_sse_begin(cpulm_conn *c) {
+    cpulm_conn_stream_begin(c, "text/event-stream");
 }
 
 void cpulm_conn_sse_frame(cpulm_conn *c, const char *data, size_t n) {

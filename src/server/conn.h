@@ -93,6 +93,7 @@ typedef struct cpulm_conn {
     double t_request;   /* when the current request's first byte arrived */
     uint64_t req_id;    /* scheduler request in flight; 0 when none */
     void *route;        /* routes.c's per-request state; owned there */
+    int api;            /* CPULM_API_*: whose error shapes the current request gets */
     void *owner;        /* the server (borrowed), for the loop callback */
 } cpulm_conn;
 
@@ -124,6 +125,8 @@ void cpulm_conn_respond(cpulm_conn *c, int status, const char *content_type, con
                         size_t n, const char *extra_headers);
 
 /* Streaming: 200 with text/event-stream; frames go out as they are given. */
+void cpulm_conn_stream_begin(cpulm_conn *c, const char *content_type); /* any streamed type
+                                                                        * (Ollama's NDJSON) */
 void cpulm_conn_sse_begin(cpulm_conn *c);
 void cpulm_conn_sse_frame(cpulm_conn *c, const char *data, size_t n);
 void cpulm_conn_sse_end(cpulm_conn *c);

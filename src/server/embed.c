@@ -8,6 +8,7 @@
  * cancel stops it at the next batch); a request worker again L2-normalizes the vectors and
  * writes the response, which the I/O thread then sends.
  */
+#define _GNU_SOURCE /* strdup */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,9 @@ typedef struct embed_job {
     char *body;            /* the request (copied); freed once parsed */
     size_t n_body;
     int base64;
+    int api;        /* CPULM_API_OPENAI or CPULM_API_OLLAMA: the answer's shape */
+    char *model;    /* Ollama: the model name the request gave (echoed); owned, or NULL */
+    double t0;      /* arrival, for Ollama's total_duration */
     embd_inputs in;
     float *vec; /* [in.n * E]: the scheduler's output */
     int32_t E;
@@ -169,10 +173,48 @@ static void write_base64(cpulm_buf *o, const float *v, int32_t n) {
     cpulm_buf_putc(o, '"');
 }
 
+/* One vector as a JSON array (%.9g: every float32 round-trips). */
+static void write_vector(cpulm_json_writer *w, const float *v, int32_t E) {
+    char num[32];
+    cpulm_json_arr_begin(w);
+    for (int32_t d = 0; d < E; d++) {
+        int k = snprintf(num, sizeof num, "%.9g", (double)v[d]);
+        cpulm_json_write_raw(w, num, (size_t)k);
+    }
+    cpulm_json_arr_end(w);
+}
+
+/* Ollama's /api/embed answer: {"model", "embeddings": [[...]], durations, counts}.
+ * Returns 0, or -1 when the job was cancelled midway. */
+static int write_ollama(embed_job *j, const float *vec, int32_t n, int32_t E, int64_t n_tokens,
+                        cpulm_buf *o) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, o, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "model"); /* the name asked for, as Ollama answers */
+    cpulm_json_write_str(&w, j->model ? j->model : j->s->alias);
+    cpulm_json_key(&w, "embeddings");
+    cpulm_json_arr_begin(&w);
+    for (int32_t i = 0; i < n; i++) {
+        if (i % 64 == 63 && cpulm_prep_stopped(&j->base)) return -1;
+        write_vector(&w, vec + (size_t)i * (size_t)E, E);
+    }
+    cpulm_json_arr_end(&w);
+    cpulm_json_key(&w, "total_duration");
+    cpulm_json_write_int(&w, (int64_t)((cpulm_server_now() - j->t0) * 1e9));
+    cpulm_json_key(&w, "load_duration");
+    cpulm_json_write_int(&w, 0);
+    cpulm_json_key(&w, "prompt_eval_count");
+    cpulm_json_write_int(&w, n_tokens);
+    cpulm_json_obj_end(&w);
+    return 0;
+}
+
 /* Returns 0, or -1 when the job was cancelled midway (o is then incomplete). */
 static int write_response(embed_job *j, const float *vec, int32_t n, int32_t E, int base64,
                           int64_t n_tokens, cpulm_buf *o) {
     const cpulm_server *s = j->s;
+    if (j->api == CPULM_API_OLLAMA) return write_ollama(j, vec, n, E, n_tokens, o);
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, o, 0, 0);
     cpulm_json_obj_begin(&w);
@@ -180,7 +222,6 @@ static int write_response(embed_job *j, const float *vec, int32_t n, int32_t E, 
     cpulm_json_write_str(&w, "list");
     cpulm_json_key(&w, "data");
     cpulm_json_arr_begin(&w);
-    char num[32];
     for (int32_t i = 0; i < n; i++) {
         if (i % 64 == 63 && cpulm_prep_stopped(&j->base)) return -1;
         const float *v = vec + (size_t)i * (size_t)E;
@@ -196,13 +237,8 @@ static int write_response(embed_job *j, const float *vec, int32_t n, int32_t E, 
             write_base64(&t, v, E);
             cpulm_json_write_raw(&w, t.data, t.len);
             cpulm_buf_release(&t);
-        } else { /* %.9g: every float32 round-trips */
-            cpulm_json_arr_begin(&w);
-            for (int32_t d = 0; d < E; d++) {
-                int k = snprintf(num, sizeof num, "%.9g", (double)v[d]);
-                cpulm_json_write_raw(&w, num, (size_t)k);
-            }
-            cpulm_json_arr_end(&w);
+        } else {
+            write_vector(&w, v, E);
         }
         cpulm_json_obj_end(&w);
     }
@@ -232,6 +268,15 @@ static int read_format(const cpulm_json *root, cpulm_oai_error *e) {
                                 "or \"base64\"");
 }
 
+/* Ollama: the "model" the request names, echoed in the answer. Returns 0, or -1 with e set
+ * when out of memory. */
+static int keep_model(embed_job *j, const cpulm_json *root, cpulm_oai_error *e) {
+    const char *m = cpulm_json_str(cpulm_json_get(root, "model"));
+    if (!m) return 0;
+    if (!(j->model = strdup(m))) return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    return 0;
+}
+
 /* Stage 1 (a request worker): parses the body and tokenizes the inputs into j. Returns 0
  * when they are ready to embed, else the HTTP status (e set). */
 static int embed_parse(embed_job *j, cpulm_oai_error *e) {
@@ -254,7 +299,8 @@ static int embed_parse(embed_job *j, cpulm_oai_error *e) {
     j->E = cpulm_ctx_n_embd(s->embd_ctx);
     if (root->type != CPULM_JSON_OBJECT)
         status = cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
-    else if ((j->base64 = read_format(root, e)) < 0 ||
+    else if ((j->api == CPULM_API_OLLAMA && keep_model(j, root, e) < 0) ||
+             (j->api != CPULM_API_OLLAMA && (j->base64 = read_format(root, e)) < 0) ||
              read_inputs(j, cpulm_json_get(root, "input"), &j->in, e) < 0)
         status = e->status;
     else if (dim && dim->type != CPULM_JSON_NULL)
@@ -294,7 +340,7 @@ static void embed_finish(cpulm_prep_job *base) {
     j->status = embed_write(j, &e);
     if (j->status != 200) {
         cpulm_buf_reset(&j->out);
-        cpulm_oai_write_error(&j->out, &e);
+        cpulm_api_write_error(j->api, &j->out, &e);
     }
 }
 
@@ -302,7 +348,7 @@ static void embed_run(cpulm_prep_job *base) {
     embed_job *j = (embed_job *)base;
     cpulm_oai_error e;
     j->status = embed_parse(j, &e);
-    if (j->status != 0) cpulm_oai_write_error(&j->out, &e);
+    if (j->status != 0) cpulm_api_write_error(j->api, &j->out, &e);
     free(j->body);
     j->body = NULL;
 }
@@ -310,6 +356,7 @@ static void embed_run(cpulm_prep_job *base) {
 static void embed_destroy(cpulm_prep_job *base) {
     embed_job *j = (embed_job *)base;
     free(j->body);
+    free(j->model);
     inputs_free(&j->in);
     free(j->vec);
     cpulm_buf_release(&j->out);
@@ -321,7 +368,7 @@ static void embed_sched_destroy(cpulm_sched_embed *se) {
 }
 
 cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, size_t n,
-                                    uint64_t id) {
+                                    uint64_t id, int api) {
     embed_job *j = calloc(1, sizeof *j);
     char *copy = j ? malloc(n ? n : 1) : NULL;
     if (!copy) {
@@ -334,6 +381,8 @@ cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, siz
     j->base.destroy = embed_destroy;
     j->base.heavy = n > CPULM_SERVER_LIGHT_BODY;
     j->s = s;
+    j->api = api;
+    j->t0 = cpulm_server_now();
     j->body = copy;
     j->n_body = n;
     cpulm_buf_init(&j->out, 0);

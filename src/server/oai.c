@@ -1,9 +1,10 @@
 /* oai.c: OpenAI request validation and response writing (see oai.h).
  *
  * Sampling defaults follow OpenAI, not the CLI: temperature 1, top_p 1, no top-k/min-p,
- * presence/frequency penalties over the generated tokens only. Unknown request fields are
- * ignored (clients send many, e.g. "user"); known fields with a wrong type or range are
- * rejected with the parameter named, as OpenAI does.
+ * presence/frequency penalties over the generated tokens only. Fields that do not change
+ * the output are ignored (clients send many, e.g. "user"); known fields with a wrong type
+ * or range are rejected with the parameter named, as OpenAI does, and so are fields of
+ * OpenAI's, llama-server's and vLLM's APIs that cpulm does not implement (oai_fields.c).
  */
 #include "server/oai.h"
 
@@ -81,7 +82,10 @@ static int read_stop(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_err
     const cpulm_json *v = field(root, "stop");
     if (!v) return 0;
     if (v->type == CPULM_JSON_STRING) {
-        if (v->u.str.len) r->stop[r->n_stop++] = v->u.str.s;
+        if (v->u.str.len) {
+            r->stop_len[r->n_stop] = v->u.str.len;
+            r->stop[r->n_stop++] = v->u.str.s;
+        }
         return 0;
     }
     if (v->type != CPULM_JSON_ARRAY || v->u.list.n > CPULM_OAI_MAX_STOP)
@@ -93,7 +97,9 @@ static int read_stop(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_err
         const cpulm_json *s = &v->u.list.items[i];
         if (s->type != CPULM_JSON_STRING)
             return -cpulm_oai_error_set(e, 400, "stop", "'stop' items must be strings");
-        if (s->u.str.len) r->stop[r->n_stop++] = s->u.str.s;
+        if (!s->u.str.len) continue;
+        r->stop_len[r->n_stop] = s->u.str.len;
+        r->stop[r->n_stop++] = s->u.str.s;
     }
     return 0;
 }
@@ -305,6 +311,7 @@ cpulm_status cpulm_oai_parse(cpulm_oai_kind kind, const char *body, size_t len, 
     if (!bad) bad = read_stop(root, r, e) < 0;
     if (!bad) bad = cpulm_oai_parse_structured(root, r, e) < 0;
     if (!bad && kind == CPULM_OAI_CHAT) bad = parse_template_kwargs(root, r, e) < 0;
+    if (!bad) bad = cpulm_oai_parse_fields(root, r, e) < 0;
     if (bad) {
         cpulm_oai_request_release(r);
         return CPULM_ERR_INVALID_ARG;

@@ -41,8 +41,9 @@ typedef struct cpulm_oai_request {
     int stream, include_usage;
     int32_t max_tokens; /* -1 when absent */
     int32_t n;
-    cpulm_sampler_params sp; /* temperature, top_p, penalties, seed (+ extensions) */
-    const char *stop[CPULM_OAI_MAX_STOP];
+    cpulm_sampler_params sp;              /* temperature, top_p, penalties, seed (+ extensions) */
+    const char *stop[CPULM_OAI_MAX_STOP]; /* may hold NUL ("\u0000"): see stop_len */
+    size_t stop_len[CPULM_OAI_MAX_STOP];
     int32_t n_stop;
     int32_t logprobs;        /* -1 off; else alternatives per token (top_logprobs) */
     int ignore_eos;          /* extension: "ignore_eos": true */
@@ -53,6 +54,10 @@ typedef struct cpulm_oai_request {
     int parallel_tool_calls; /* default 1 */
     int32_t priority;        /* extension (vLLM's): lower is served sooner; default 0 */
     int enable_thinking;     /* chat_template_kwargs.enable_thinking; default 1 */
+    int reasoning_none;      /* reasoning_format "none": <think> text stays in content */
+    /* logit_bias as sent (shape checked), or NULL; its ids are resolved by
+     * cpulm_oai_resolve_bias (they need the vocabulary) */
+    const cpulm_json *logit_bias;
 } cpulm_oai_request;
 
 /* Parses body[0..len) as a request of the given kind. JSON nesting is limited to 64 and the
@@ -62,6 +67,19 @@ typedef struct cpulm_oai_request {
 cpulm_status cpulm_oai_parse(cpulm_oai_kind kind, const char *body, size_t len, size_t max_body,
                              cpulm_oai_request *out, cpulm_oai_error *e);
 void cpulm_oai_request_release(cpulm_oai_request *r);
+
+/* ---- fields beyond OpenAI's core (oai_fields.c) ----
+ * llama-server's and vLLM's names for what cpulm implements (n_predict, n_keep,
+ * repeat_last_n, typical_p, reasoning_format, logit_bias in every form), and a 400 naming
+ * any field of those APIs that would change the output but is not implemented
+ * (mirostat, dry_*, best_of > n, ...), unless it holds its neutral value. Called by
+ * cpulm_oai_parse. Returns 0, or -1 with e set. */
+int cpulm_oai_parse_fields(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e);
+/* q's logit_bias as sampler entries for model m: token ids must be in the vocabulary (else
+ * 400 naming logit_bias); string keys (llama-server's form) bias each token of the text.
+ * *out: owned (malloc'd) or NULL when there is none. Returns 0, or -1 with e set. */
+int cpulm_oai_resolve_bias(const cpulm_oai_request *q, const cpulm_model *m, cpulm_logit_bias **out,
+                           int32_t *n, cpulm_oai_error *e);
 
 /* Fills e; message is printf-formatted. Returns e->status. */
 int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...)

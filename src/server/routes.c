@@ -1,12 +1,15 @@
 /* routes.c: the HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/embeddings
  * (embed.c), /v1/models,
  * /health, /ready, /metrics; authentication; and turning scheduler events into JSON
- * responses or SSE chunks. Runs on the I/O thread and never waits for the model or for
- * work proportional to a body: a generation request goes to a request worker (gen_run:
- * JSON, chat template, tokenization, grammar; prep.h), then to the scheduler, and is
- * answered from its events; an embedding request goes worker, scheduler, worker (embed.c).
- * A request is in exactly one of those places at a time (c->req_id names it there), so a
- * disconnect or the end of the grace period cancels it wherever it is.
+ * responses or SSE chunks. llama-server's and Ollama's routes (native.c, ollama.c) are
+ * looked up when none of these matches, and share the generation and embedding paths below
+ * (their requests are parsed, and their answers written, by those files). Runs on the I/O
+ * thread and never waits for the model or for work proportional to a body: a generation
+ * request goes to a request worker (gen_run: JSON, chat template, tokenization, grammar;
+ * prep.h), then to the scheduler, and is answered from its events; an embedding request goes
+ * worker, scheduler, worker (embed.c). A request is in exactly one of those places at a time
+ * (c->req_id names it there), so a disconnect or the end of the grace period cancels it
+ * wherever it is.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -31,6 +34,8 @@ typedef struct route {
     int64_t *offset;           /* [n]: stream: bytes sent per choice (completion logprobs) */
     struct tool_stream *ts;    /* [n]: stream with tools: what was sent of each choice */
     cpulm_chat_think *think;   /* [n] or NULL: <think> splitting (reasoning_content) */
+    void *api;                 /* llama-server's or Ollama's answer state (native.c), or
+                                * NULL: OpenAI's shapes, written here */
 } route;
 
 /* Streaming a reply that may hold tool calls: content goes out up to where a call may
@@ -50,6 +55,7 @@ static void route_free(route *r) {
     free(r->offset);
     free(r->ts);
     free(r->think);
+    cpulm_api_state_free(r->api);
     free(r);
 }
 
@@ -70,7 +76,7 @@ static void respond_error(cpulm_server *s, cpulm_conn *c, const cpulm_oai_error 
                           const char *extra) {
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
-    cpulm_oai_write_error(&b, e);
+    cpulm_api_write_error(c->api, &b, e); /* the shape of the API the client speaks */
     respond(s, c, e->status, "application/json", b.data, b.len, extra);
     cpulm_buf_release(&b);
 }
@@ -84,13 +90,14 @@ void cpulm_routes_bad_request(cpulm_server *s, cpulm_conn *c) {
     cpulm_oai_error_set(&e, c->bad_status, NULL, "%s",
                         c->bad_reason ? c->bad_reason : "bad request");
     c->keep_alive = 0; /* the byte stream can no longer be trusted */
+    c->api = CPULM_API_OPENAI;
     /* 503: the body budget is full for now (conn.h) */
     respond_error(s, c, &e, c->bad_status == 503 ? "Retry-After: 1\r\n" : NULL);
 }
 
 /* ---- probes, metrics, models ---- */
 
-static int is_ready(const cpulm_server *s) {
+int cpulm_routes_ready(const cpulm_server *s) {
     if (!s->sched || s->draining) return 0;
     cpulm_sched_stats st;
     cpulm_sched_get_stats(s->sched, &st);
@@ -201,7 +208,7 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
             return -1;
         }
         *extra_stop = info.extra_stop;
-        *think = info.think ? 1 + info.think_open : 0;
+        *think = info.think && !q->reasoning_none ? 1 + info.think_open : 0;
     } else {
         cpulm_buf_append(&text, q->prompt, q->prompt_len);
     }
@@ -265,19 +272,23 @@ static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_requ
         cpulm_sched_req_free(r);
         return NULL;
     }
-    if (stopped(job, e) < 0 || attach_grammar(s, q, r, e) < 0) {
+    if (stopped(job, e) < 0 || attach_grammar(s, q, r, e) < 0 ||
+        cpulm_oai_resolve_bias(q, s->model, &r->bias, &r->sp.n_logit_bias, e) < 0) {
         cpulm_sched_req_free(r);
         return NULL;
     }
     r->n_choices = q->n;
     r->max_tokens = q->max_tokens;
+    int32_t n_bias = r->sp.n_logit_bias;
     r->sp = q->sp;
+    r->sp.logit_bias = r->bias;
+    r->sp.n_logit_bias = n_bias;
     r->logprobs = q->logprobs;
     r->priority = q->priority;
     r->ignore_eos = q->ignore_eos;
     r->timeout_s = s->p.timeout_s;
     for (int32_t i = 0; i < q->n_stop; i++)
-        cpulm_sched_req_add_stop(r, q->stop[i], strlen(q->stop[i]));
+        cpulm_sched_req_add_stop(r, q->stop[i], q->stop_len[i]);
     if (*extra_stop) cpulm_sched_req_add_stop(r, extra_stop, strlen(extra_stop));
     return r;
 }
@@ -342,6 +353,7 @@ typedef struct gen_job {
     cpulm_prep_job base;
     const cpulm_server *s; /* read-only fields only (fixed once the model is loaded) */
     cpulm_oai_kind kind;
+    int flavor; /* CPULM_GEN_*: the API whose request and answer shapes apply */
     char *body; /* a copy: the connection may close while the worker runs */
     size_t n_body;
     cpulm_oai_request q;
@@ -365,7 +377,9 @@ static void gen_destroy(cpulm_prep_job *base) {
 static void gen_run(cpulm_prep_job *base) {
     gen_job *j = (gen_job *)base;
     j->parsed =
-        cpulm_oai_parse(j->kind, j->body, j->n_body, j->s->p.max_body, &j->q, &j->e) == CPULM_OK;
+        (j->flavor ? cpulm_api_parse(j->flavor, j->body, j->n_body, j->s->p.max_body, &j->q, &j->e)
+                   : cpulm_oai_parse(j->kind, j->body, j->n_body, j->s->p.max_body, &j->q,
+                                     &j->e)) == CPULM_OK;
     free(j->body);
     j->body = NULL;
     if (!j->parsed) return;
@@ -377,8 +391,7 @@ static void gen_run(cpulm_prep_job *base) {
         j->r = to_sched_req(j->s, &j->q, &j->think, base, &j->e);
 }
 
-/* Hands j to the request workers for c's request (c is busy until it comes back). */
-static void push_job(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *j) {
+void cpulm_routes_push_job(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *j) {
     j->deadline = cpulm_server_now() + CPULM_SERVER_PREP_LIMIT_S;
     c->req_id = j->id;
     cpulm_prep_push(s->prep, j);
@@ -396,9 +409,9 @@ static int heavy_body(const char *b, size_t n) {
     return 0;
 }
 
-static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind) {
+void cpulm_routes_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind, int flavor) {
     cpulm_oai_error e;
-    if (!is_ready(s)) {
+    if (!cpulm_routes_ready(s)) {
         cpulm_oai_error_set(&e, 503, NULL,
                             s->draining ? "the server is shutting down"
                                         : "the model is still loading");
@@ -420,14 +433,15 @@ static void handle_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind)
     j->base.heavy = heavy_body(c->body, c->body_len);
     j->s = s;
     j->kind = kind;
+    j->flavor = flavor;
     j->body = body;
     j->n_body = c->body_len;
-    push_job(s, c, &j->base); /* busy until cpulm_routes_prepared */
+    cpulm_routes_push_job(s, c, &j->base); /* busy until cpulm_routes_prepared */
 }
 
 /* POST /v1/embeddings: a request worker tokenizes, the scheduler embeds, a worker writes
  * the response (embed.c). */
-static void handle_embeddings(cpulm_server *s, cpulm_conn *c) {
+void cpulm_routes_embeddings(cpulm_server *s, cpulm_conn *c, int api) {
     cpulm_oai_error e;
     if (!s->p.embeddings) {
         cpulm_oai_error_set(&e, 501, NULL,
@@ -436,7 +450,7 @@ static void handle_embeddings(cpulm_server *s, cpulm_conn *c) {
         respond_error(s, c, &e, NULL);
         return;
     }
-    if (!is_ready(s)) {
+    if (!cpulm_routes_ready(s)) {
         cpulm_oai_error_set(&e, 503, NULL,
                             s->draining ? "the server is shutting down"
                                         : "the model is still loading");
@@ -444,13 +458,13 @@ static void handle_embeddings(cpulm_server *s, cpulm_conn *c) {
         return;
     }
     uint64_t id = (++s->next_serial << 16) | (uint64_t)c->index;
-    cpulm_prep_job *j = cpulm_embed_job_new(s, c->body, c->body_len, id);
+    cpulm_prep_job *j = cpulm_embed_job_new(s, c->body, c->body_len, id, api);
     if (!j) {
         cpulm_oai_error_set(&e, 500, NULL, "out of memory");
         respond_error(s, c, &e, NULL);
         return;
     }
-    push_job(s, c, j); /* busy until its response is written */
+    cpulm_routes_push_job(s, c, j); /* busy until its response is written */
 }
 
 /* An embedding job back from a worker: its inputs go to the scheduler, or its response
@@ -484,10 +498,20 @@ static int embed_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *j) {
  * request is running then), so a request still queued at shutdown can get a plain 503. */
 int cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *base) {
     if (cpulm_embed_job_is(base)) return embed_prepared(s, c, base);
+    if (cpulm_native_job_is(base)) { /* /tokenize, /detokenize, /apply-template, /api/show */
+        const char *body;
+        size_t n;
+        int status = cpulm_native_job_result(base, &body, &n);
+        c->req_id = 0;
+        respond(s, c, status, "application/json", body, n, NULL);
+        return 0;
+    }
     gen_job *j = (gen_job *)base;
     route *rt = NULL;
     cpulm_sched_submit_result res = CPULM_SCHED_INVALID;
-    if (j->r && !(rt = route_new(s, &j->q, j->think, j->base.id >> 16))) {
+    if (j->r &&
+        (!(rt = route_new(s, &j->q, j->think, j->base.id >> 16)) ||
+         (j->flavor && !(rt->api = cpulm_api_state_new(j->flavor, s, &j->q, j->r, j->think))))) {
         cpulm_oai_error_set(&j->e, 500, NULL, "out of memory");
     } else if (j->r) {
         j->r->id = j->base.id;
@@ -690,21 +714,23 @@ static void whole_event(cpulm_server *s, cpulm_conn *c, route *rt, const cpulm_s
 
 void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event *e) {
     if (e->kind == CPULM_SCHED_EV_EMBED) { /* embedded: a worker writes the response */
-        push_job(s, c, cpulm_embed_job_embedded(e->embed));
+        cpulm_routes_push_job(s, c, cpulm_embed_job_embedded(e->embed));
         return;
     }
     route *rt = c->route;
     if (!rt) return;
-    if (rt->stream && !c->sse && e->kind == CPULM_SCHED_EV_ERROR)
+    if (rt->api) /* llama-server's or Ollama's shapes (it ends its stream itself) */
+        cpulm_api_event(s, c, rt->api, e);
+    else if (rt->stream && !c->sse && e->kind == CPULM_SCHED_EV_ERROR)
         rt->stream = 0; /* no header yet */
     else if (rt->stream && !c->sse)
         cpulm_conn_sse_begin(c);
-    if (rt->stream)
+    if (!rt->api && rt->stream)
         stream_event(c, rt, e);
-    else
+    else if (!rt->api)
         whole_event(s, c, rt, e);
     if (e->kind == CPULM_SCHED_EV_DONE || e->kind == CPULM_SCHED_EV_ERROR) {
-        if (rt->stream) cpulm_conn_sse_end(c);
+        if (rt->stream && !rt->api) cpulm_conn_sse_end(c);
         route_free(rt);
         c->route = NULL;
         c->req_id = 0;
@@ -724,8 +750,12 @@ void cpulm_routes_expire(cpulm_server *s, cpulm_conn *c) {
     if (c->sse) { /* an error event, [DONE], then the final chunk */
         cpulm_buf b;
         cpulm_buf_init(&b, 0);
-        cpulm_oai_write_stream_error(&b, &err);
-        cpulm_buf_puts(&b, "data: [DONE]\n\n");
+        if (c->api) {
+            cpulm_api_write_stream_error(c->api, &b, &err);
+        } else {
+            cpulm_oai_write_stream_error(&b, &err);
+            cpulm_buf_puts(&b, "data: [DONE]\n\n");
+        }
         cpulm_conn_sse_frame(c, b.data, b.len);
         cpulm_buf_release(&b);
         cpulm_conn_sse_end(c);
@@ -733,7 +763,7 @@ void cpulm_routes_expire(cpulm_server *s, cpulm_conn *c) {
     } else { /* queued, tokenizing or not streamed: nothing was sent yet */
         cpulm_buf b;
         cpulm_buf_init(&b, 0);
-        cpulm_oai_write_error(&b, &err);
+        cpulm_api_write_error(c->api, &b, &err);
         cpulm_conn_respond(c, 503, "application/json", b.data, b.len, "Retry-After: 1\r\n");
         cpulm_buf_release(&b);
         c->done = 1;
@@ -755,7 +785,7 @@ void cpulm_routes_abort(cpulm_server *s, cpulm_conn *c) {
 /* ---- dispatch ---- */
 
 /* Constant-time comparison of the bearer token with the key. */
-static int authorized(const cpulm_server *s, const cpulm_http_msg *m) {
+int cpulm_routes_authorized(const cpulm_server *s, const cpulm_http_msg *m) {
     if (!s->p.api_key || !*s->p.api_key) return 1;
     const cpulm_http_str *h = cpulm_http_header_get(m, "authorization");
     if (!h || h->n < 7 || strncasecmp(h->p, "Bearer ", 7) != 0) return 0;
@@ -801,6 +831,8 @@ void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c) {
     while (r < R_COUNT && !path_is(&m->path, table[r].path))
         r++;
     cpulm_oai_error e;
+    c->api = CPULM_API_OPENAI;
+    if (r == R_COUNT && cpulm_native_handle(s, c)) return; /* llama-server's and Ollama's */
     if (r == R_COUNT) {
         cpulm_oai_error_set(&e, 404, NULL, "no route for %.*s %.*s", (int)m->method.n, m->method.p,
                             (int)(m->path.n > 200 ? 200 : m->path.n), m->path.p);
@@ -815,7 +847,7 @@ void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c) {
         respond_error(s, c, &e, allow);
         return;
     }
-    if (table[r].auth && !authorized(s, m)) {
+    if (table[r].auth && !cpulm_routes_authorized(s, m)) {
         cpulm_oai_error_set(&e, 401, NULL,
                             "missing or invalid API key (Authorization: Bearer ...)");
         respond_error(s, c, &e, "WWW-Authenticate: Bearer\r\n");
@@ -824,7 +856,7 @@ void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c) {
     switch ((route_id)r) {
     case R_HEALTH: respond_json(s, c, 200, "{\"status\":\"ok\"}"); break;
     case R_READY:
-        if (is_ready(s))
+        if (cpulm_routes_ready(s))
             respond_json(s, c, 200, "{\"status\":\"ready\"}");
         else
             respond_json(s, c, 503,
@@ -832,9 +864,9 @@ void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c) {
         break;
     case R_METRICS: handle_metrics(s, c); break;
     case R_MODELS: handle_models(s, c); break;
-    case R_CHAT: handle_generate(s, c, CPULM_OAI_CHAT); break;
-    case R_COMPLETIONS: handle_generate(s, c, CPULM_OAI_COMPLETION); break;
-    case R_EMBEDDINGS: handle_embeddings(s, c); break;
+    case R_CHAT: cpulm_routes_generate(s, c, CPULM_OAI_CHAT, CPULM_GEN_OPENAI); break;
+    case R_COMPLETIONS: cpulm_routes_generate(s, c, CPULM_OAI_COMPLETION, CPULM_GEN_OPENAI); break;
+    case R_EMBEDDINGS: cpulm_routes_embeddings(s, c, CPULM_API_OPENAI); break;
     case R_COUNT: break;
     }
 }

@@ -56,6 +56,7 @@ typedef struct slot {
     cpulm_detok dt;
     cpulm_buf text; /* generated text so far; [0..n_emitted) was published */
     size_t n_emitted;
+    int32_t stop_hit; /* 1 + the stop string that ended the choice, else 0 */
     cpulm_token last; /* sampled, not yet decoded */
     int32_t n_gen;
     int32_t out_row;    /* logits row in the current step, -1 if none */
@@ -159,6 +160,7 @@ void cpulm_sched_req_free(cpulm_sched_req *r) {
     for (int32_t i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     free(r->prompt);
+    free(r->bias);
     cpulm_grammar_free(r->grammar);
     free(r);
 }
@@ -169,6 +171,7 @@ cpulm_status cpulm_sched_req_add_stop(cpulm_sched_req *r, const char *s, size_t 
     if (!c) return CPULM_ERR_NOMEM;
     memcpy(c, s, n);
     c[n] = 0;
+    r->stop_len[r->n_stop] = n;
     r->stop[r->n_stop++] = c;
     return CPULM_OK;
 }
@@ -183,11 +186,11 @@ static void sreq_free(sreq *q) {
 /* ---- stop strings ---- */
 
 size_t cpulm_sched_stop_scan(const char *text, size_t len, size_t emitted, char *const *stop,
-                             int32_t n_stop, int *matched) {
+                             const size_t *stop_len, int32_t n_stop, int *matched) {
     *matched = 0;
     size_t best = len, max_len = 0;
     for (int32_t i = 0; i < n_stop; i++) {
-        size_t sl = strlen(stop[i]);
+        size_t sl = stop_len[i];
         if (sl > max_len) max_len = sl;
         if (sl == 0 || len - emitted < sl) continue;
         const char *hit = memmem(text + emitted, len - emitted, stop[i], sl);
@@ -201,7 +204,7 @@ size_t cpulm_sched_stop_scan(const char *text, size_t len, size_t emitted, char 
     size_t k0 = len - emitted > max_len ? len - max_len + 1 : emitted;
     for (size_t k = k0; k < len; k++)
         for (int32_t i = 0; i < n_stop; i++) {
-            size_t sl = strlen(stop[i]);
+            size_t sl = stop_len[i];
             if (len - k < sl && memcmp(text + k, stop[i], len - k) == 0) return k;
         }
     return len;
@@ -375,6 +378,7 @@ static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
     cache_slot(s, x);
     cpulm_sched_event *e = ev_new(s, CPULM_SCHED_EV_FINISH, q, x->choice, NULL, 0);
     if (e) e->finish = why;
+    if (e) e->stop_word = x->stop_hit;
     cpulm_metrics_add(
         s->p.metrics,
         why == CPULM_FINISH_STOP ? CPULM_METRIC_FINISH_STOP : CPULM_METRIC_FINISH_LENGTH, 1);
@@ -487,9 +491,13 @@ static void on_logits(cpulm_sched *s, slot *x, const float *logits) {
     int done = x->gm && cpulm_grammar_must_end(x->gm); /* nothing can follow: a stop */
     if (at_limit || done) flush_detok(x);
     int matched;
-    size_t upto = cpulm_sched_stop_scan(x->text.data, x->text.len, x->n_emitted, r->stop, r->n_stop,
-                                        &matched);
+    size_t upto = cpulm_sched_stop_scan(x->text.data, x->text.len, x->n_emitted, r->stop,
+                                        r->stop_len, r->n_stop, &matched);
     if (matched || at_limit || done) {
+        for (int32_t i = 0; matched && !x->stop_hit && i < r->n_stop; i++)
+            if (x->text.len - upto >= r->stop_len[i] &&
+                memcmp(x->text.data + upto, r->stop[i], r->stop_len[i]) == 0)
+                x->stop_hit = i + 1; /* which one, for llama-server's stopping_word */
         emit_text(s, x, matched ? upto : x->text.len, lpp);
         finish_choice(s, x, matched || done ? CPULM_FINISH_STOP : CPULM_FINISH_LENGTH);
         return;
@@ -555,6 +563,7 @@ static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int stat
     cpulm_detok_init(&x->dt, s->model, q->r->special);
     cpulm_buf_reset(&x->text);
     x->n_emitted = 0;
+    x->stop_hit = 0;
     x->n_gen = 0;
     x->t_last = 0;
     q->slots[choice] = (int32_t)(x - s->slots);

@@ -99,8 +99,13 @@ typedef struct cpulm_sched_req {
     int32_t n_prompt;
     int32_t n_choices;                /* 1..n_parallel */
     int32_t max_tokens;               /* > 0; -1: until an end token or the context is full */
-    cpulm_sampler_params sp;          /* choice i samples with seed sp.seed + i */
-    char *stop[CPULM_SCHED_MAX_STOP]; /* owned, NUL-terminated, non-empty */
+    cpulm_sampler_params sp;          /* choice i samples with seed sp.seed + i; its
+                                       * logit_bias points at bias (below) */
+    cpulm_logit_bias *bias;           /* owned or NULL: sp.logit_bias's entries */
+    char *stop[CPULM_SCHED_MAX_STOP]; /* owned byte strings (NUL bytes allowed: JSON's
+                                       * "\u0000"), each followed by a NUL */
+    /* the stop strings' lengths, > 0 */
+    size_t stop_len[CPULM_SCHED_MAX_STOP];
     int32_t n_stop;
     int32_t logprobs;              /* -1: off; else 0..CPULM_SCHED_MAX_TOP alternatives per token */
     int ignore_eos;                /* keep generating past end-of-generation tokens */
@@ -116,7 +121,8 @@ typedef struct cpulm_sched_req {
  * Defaults: 1 choice, max_tokens -1, greedy-free default sampler params, logprobs -1. */
 cpulm_sched_req *cpulm_sched_req_new(void);
 void cpulm_sched_req_free(cpulm_sched_req *r); /* NULL is a no-op */
-/* Adds a stop string (copied). CPULM_ERR_INVALID_ARG when empty or too many. */
+/* Adds a stop string s[0..n) (copied; may contain NUL bytes). CPULM_ERR_INVALID_ARG when
+ * empty or too many. */
 cpulm_status cpulm_sched_req_add_stop(cpulm_sched_req *r, const char *s, size_t n);
 
 /* One embedding request: n inputs (token arrays) whose pooled raw vectors the scheduler
@@ -184,7 +190,10 @@ typedef struct cpulm_sched_event {
     uint64_t id;
     cpulm_sched_ev_kind kind;
     int32_t choice;
-    cpulm_sched_finish finish;                /* FINISH */
+    /* FINISH: why, and 1 + the index in the request's stop[] of the stop string that
+     * ended the choice (0 when none did) */
+    cpulm_sched_finish finish;
+    int32_t stop_word;
     int32_t n_prompt, n_cached, n_completion; /* DONE: usage (completion summed over choices) */
     int error_status;                         /* ERROR: HTTP status to report (500, 504) */
     const char *error;                        /* ERROR: static message */
@@ -292,11 +301,12 @@ int cpulm_sched_long_step(double *credit, int32_t n_gen, int want, int32_t every
 void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pre, double dt);
 
 /* ---- stop strings (exposed for tests) ----
- * text[0..len) is a choice's generated text, of which [0..emitted) was already sent.
+ * text[0..len) is a choice's generated text, of which [0..emitted) was already sent;
+ * stop[i] has stop_len[i] bytes (byte strings: a NUL byte is matched like any other).
  * Returns how far output may now go: the start of the earliest stop string found in
  * text[emitted..) (then *matched = 1), else the start of the longest tail that is a
  * proper prefix of some stop string (it must be held back), else len. */
 size_t cpulm_sched_stop_scan(const char *text, size_t len, size_t emitted, char *const *stop,
-                             int32_t n_stop, int *matched);
+                             const size_t *stop_len, int32_t n_stop, int *matched);
 
 #endif

@@ -12,6 +12,7 @@
 #include "server/http.h"
 #include "server/loop.h"
 #include "server/metrics.h"
+#include "server/oai.h"
 #include "server/prep.h"
 #include "server/sched.h"
 #include "server/server.h"
@@ -73,7 +74,28 @@ double cpulm_server_now(void);
  * next request (keep-alive) or closes. May close c: do not use c after this returns < 0. */
 int cpulm_server_output(cpulm_server *s, cpulm_conn *c);
 
+/* Whose API a request speaks: the shapes of its answers and errors (conn.api). */
+enum { CPULM_API_OPENAI = 0, CPULM_API_LLAMA = 1, CPULM_API_OLLAMA = 2 };
+/* Generation flavors: the request and answer shapes of a generation request. */
+enum {
+    CPULM_GEN_OPENAI = 0,          /* /v1/chat/completions, /v1/completions */
+    CPULM_GEN_LLAMA = 1,           /* llama-server's POST /completion */
+    CPULM_GEN_OLLAMA_GENERATE = 2, /* Ollama's POST /api/generate */
+    CPULM_GEN_OLLAMA_CHAT = 3,     /* Ollama's POST /api/chat */
+};
+
 /* routes.c */
+int cpulm_routes_ready(const cpulm_server *s); /* loaded, warmed up, not draining */
+int cpulm_routes_authorized(const cpulm_server *s, const cpulm_http_msg *m);
+/* A generation request (body in c) of the given kind and flavor (CPULM_GEN_*): on to the
+ * request worker, then the scheduler; answered from the scheduler's events. */
+void cpulm_routes_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind, int flavor);
+/* An embedding request (body in c), answered in the shape of api (CPULM_API_*): a request
+ * worker tokenizes, the scheduler embeds, a worker writes the answer (embed.c). */
+void cpulm_routes_embeddings(cpulm_server *s, cpulm_conn *c, int api);
+/* Hands j to the request workers for c's request, with the preparation deadline (c is busy
+ * until it comes back through cpulm_routes_prepared). */
+void cpulm_routes_push_job(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *j);
 void cpulm_routes_handle(cpulm_server *s, cpulm_conn *c);      /* c holds a complete request */
 void cpulm_routes_bad_request(cpulm_server *s, cpulm_conn *c); /* framing error: answer, close */
 void cpulm_routes_event(cpulm_server *s, cpulm_conn *c, const cpulm_sched_event *e);
@@ -86,8 +108,10 @@ int cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *job);
 /* embed.c: POST /v1/embeddings: tokenized on a request worker, embedded by the scheduler,
  * written on a request worker (see embed.c). */
 cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err); /* loader: s->embd_ctx */
-/* A job embedding body[0..n) (copied); NULL when out of memory. */
-cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, size_t n, uint64_t id);
+/* A job embedding body[0..n) (copied), answered in the shape of api (CPULM_API_OPENAI's
+ * /v1/embeddings or CPULM_API_OLLAMA's /api/embed); NULL when out of memory. */
+cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, size_t n, uint64_t id,
+                                    int api);
 int cpulm_embed_job_is(const cpulm_prep_job *j);
 /* After its first stage: the job's inputs as a scheduler request, or NULL when the stage
  * ended in an error response (cpulm_embed_job_result). */
@@ -99,5 +123,32 @@ int cpulm_embed_job_result(const cpulm_prep_job *j, const char **body, size_t *n
 /* The grace period ended: end c's request now (an error event, [DONE] and the final chunk
  * for a stream that started; a 503 for anything that sent nothing yet). */
 void cpulm_routes_expire(cpulm_server *s, cpulm_conn *c);
+
+/* ---- native.c and ollama.c: llama-server's and Ollama's APIs ---- */
+
+/* c's request matched none of routes.c's paths: answers it (or queues its work) if it is
+ * one of llama-server's or Ollama's routes and returns 1; else 0 (routes.c answers 404). */
+int cpulm_native_handle(cpulm_server *s, cpulm_conn *c);
+/* Work of a native route run on the request worker (tokenize, detokenize, apply-template,
+ * Ollama's show): whether j is one, and its HTTP status and JSON body (borrowed). */
+int cpulm_native_job_is(const cpulm_prep_job *j);
+int cpulm_native_job_result(const cpulm_prep_job *j, const char **body, size_t *n);
+/* Errors in api's shape (CPULM_API_*): OpenAI's and llama-server's {"error": {...}},
+ * Ollama's {"error": "message"}; and inside a stream that already started. */
+void cpulm_api_write_error(int api, cpulm_buf *out, const cpulm_oai_error *e);
+void cpulm_api_write_stream_error(int api, cpulm_buf *out, const cpulm_oai_error *e);
+/* A generation body of flavor (CPULM_GEN_*, not OPENAI) into q, with that API's defaults
+ * and field names; as cpulm_oai_parse otherwise. */
+cpulm_status cpulm_api_parse(int flavor, const char *body, size_t n, size_t max_body,
+                             cpulm_oai_request *q, cpulm_oai_error *e);
+/* The answer state of an accepted request of that flavor (r: its scheduler request, read
+ * for the prompt length; think as routes.c's route_new). NULL when out of memory. */
+void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_request *q,
+                          const cpulm_sched_req *r, int think);
+void cpulm_api_state_free(void *st); /* NULL is a no-op */
+/* One scheduler event of such a request, written to c in the flavor's shape (a stream's
+ * header with the first event; the end of the stream or the whole answer with DONE or
+ * ERROR). routes.c then ends the request. */
+void cpulm_api_event(cpulm_server *s, cpulm_conn *c, void *st, const cpulm_sched_event *e);
 
 #endif

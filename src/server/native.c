@@ -1,0 +1,743 @@
+/* native.c: llama-server's native API beside the OpenAI one, and the route table of every
+ * path that is neither OpenAI's nor a probe (Ollama's /api/... handlers are in ollama.c).
+ *
+ * Routes: POST /completion (llama-server's shapes: SSE `data: {"content", "stop": false}`
+ * events, then one with `"stop": true` and the statistics), /tokenize, /detokenize,
+ * /apply-template, GET /props, /v1/health, /models and /v1/models/{id}, and the OpenAI
+ * routes without /v1 (/chat/completions, /completions), as llama-server serves them.
+ *
+ * A /completion request is the legacy-completions request with llama-server's defaults
+ * (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_last_n 64) added for the
+ * fields it lacks, then parsed by cpulm_oai_parse: one validator, the same 400s naming
+ * fields. Work proportional to a body (tokenizing, rendering a chat) runs on the request
+ * worker as a native job, never on the I/O thread.
+ */
+#define _GNU_SOURCE
+#include "server/native.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpulm.h"
+
+/* ---- small shared pieces ---- */
+
+void cpulm_api_rfc3339(char out[40]) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char day[24];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, 40, "%s.%09ldZ", day, (long)ts.tv_nsec);
+}
+
+static void finish(cpulm_server *s, cpulm_conn *c) {
+    c->done = 1;
+    cpulm_server_output(s, c);
+}
+
+static void respond_json(cpulm_server *s, cpulm_conn *c, int status, const cpulm_buf *b) {
+    cpulm_conn_respond(c, status, "application/json", b->data, b->len, NULL);
+    finish(s, c);
+}
+
+static void respond_error(cpulm_server *s, cpulm_conn *c, const cpulm_oai_error *e,
+                          const char *extra) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_api_write_error(c->api, &b, e);
+    cpulm_conn_respond(c, e->status, "application/json", b.data, b.len, extra);
+    cpulm_buf_release(&b);
+    finish(s, c);
+}
+
+void cpulm_api_write_error(int api, cpulm_buf *out, const cpulm_oai_error *e) {
+    cpulm_json_writer w;
+    if (api == CPULM_API_OPENAI) {
+        cpulm_oai_write_error(out, e);
+        return;
+    }
+    if (api == CPULM_API_OLLAMA && e->status == 200) { /* not an error: a load request */
+        cpulm_ollama_write_load(out, e);
+        return;
+    }
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "error");
+    if (api == CPULM_API_OLLAMA) { /* {"error": "message"} */
+        cpulm_json_write_str(&w, e->message);
+    } else { /* llama-server: {"error": {"code", "message", "type"}} */
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "code");
+        cpulm_json_write_int(&w, e->status);
+        cpulm_json_key(&w, "message");
+        cpulm_json_write_str(&w, e->message);
+        cpulm_json_key(&w, "type");
+        cpulm_json_write_str(&w, e->status == 503   ? "unavailable_error"
+                                 : e->status == 404 ? "not_found_error"
+                                 : e->status >= 500 ? "server_error"
+                                                    : "invalid_request_error");
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_obj_end(&w);
+}
+
+void cpulm_api_write_stream_error(int api, cpulm_buf *out, const cpulm_oai_error *e) {
+    if (api == CPULM_API_OLLAMA) { /* one more NDJSON line */
+        cpulm_api_write_error(api, out, e);
+        cpulm_buf_putc(out, '\n');
+        return;
+    }
+    cpulm_buf_puts(out, "data: ");
+    cpulm_api_write_error(api, out, e);
+    cpulm_buf_puts(out, "\n\n");
+}
+
+/* ---- /completion: the request ---- */
+
+/* root with llama-server's defaults for the sampling fields it lacks. */
+static void rewrite_completion(const cpulm_json *root, cpulm_buf *out) {
+    static const struct {
+        const char *key;
+        double v;
+    } defaults[] = {{"temperature", 0.8},
+                    {"top_k", 40},
+                    {"top_p", 0.95},
+                    {"min_p", 0.05},
+                    {"repeat_last_n", 64}};
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    for (size_t i = 0; i < root->u.list.n; i++) {
+        const cpulm_json *m = &root->u.list.items[i];
+        cpulm_json_keyn(&w, m->key, m->key_len);
+        cpulm_json_write_value(&w, m);
+    }
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
+        if (cpulm_json_get(root, defaults[i].key)) continue;
+        cpulm_json_key(&w, defaults[i].key);
+        cpulm_json_write_double(&w, defaults[i].v);
+    }
+    cpulm_json_obj_end(&w);
+}
+
+cpulm_status cpulm_api_parse(int flavor, const char *body, size_t n, size_t max_body,
+                             cpulm_oai_request *q, cpulm_oai_error *e) {
+    cpulm_json_limits lim = cpulm_json_default_limits();
+    lim.max_bytes = max_body;
+    lim.max_depth = 64;
+    cpulm_json_doc *doc = NULL;
+    cpulm_error jerr;
+    memset(q, 0, sizeof *q);
+    if (cpulm_json_parse(body, n, &lim, &doc, NULL, &jerr) != CPULM_OK) {
+        cpulm_oai_error_set(e, 400, NULL, "invalid JSON body: %s", jerr.msg);
+        return CPULM_ERR_FORMAT;
+    }
+    const cpulm_json *root = cpulm_json_root(doc);
+    cpulm_buf b;
+    cpulm_buf_init(&b, n + 256);
+    cpulm_oai_kind kind = CPULM_OAI_COMPLETION;
+    int bad = root->type != CPULM_JSON_OBJECT;
+    if (bad) cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
+    if (!bad && flavor == CPULM_GEN_LLAMA) rewrite_completion(root, &b);
+    if (!bad && flavor != CPULM_GEN_LLAMA)
+        bad = cpulm_ollama_rewrite(flavor, root, &b, &kind, e) < 0;
+    cpulm_json_free(doc);
+    cpulm_status st = CPULM_ERR_INVALID_ARG;
+    if (!bad) st = cpulm_oai_parse(kind, b.data, b.len, max_body * 2 + 4096, q, e);
+    cpulm_buf_release(&b);
+    if (st == CPULM_OK && q->n != 1) {
+        cpulm_oai_error_set(e, 400, "n", "this endpoint gives one completion per request");
+        cpulm_oai_request_release(q);
+        st = CPULM_ERR_INVALID_ARG;
+    }
+    return st;
+}
+
+/* ---- answer state ---- */
+
+void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_request *q,
+                          const cpulm_sched_req *r, int think) {
+    cpulm_api_state *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->flavor = flavor;
+    st->s = s;
+    st->stream = q->stream;
+    st->n_prompt = r->n_prompt;
+    st->t_start = cpulm_server_now();
+    st->finish = -1;
+    cpulm_buf_init(&st->text, 0);
+    cpulm_buf_init(&st->reasoning, 0);
+    cpulm_buf_init(&st->stops, 0);
+    st->split_think = think != 0;
+    if (think) cpulm_chat_think_init(&st->think, think == 2);
+    st->tools = q->kind == CPULM_OAI_CHAT && q->tool_choice != CPULM_OAI_TOOLS_OFF;
+    st->forced = q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED;
+    snprintf(st->model, sizeof st->model, "%s", q->model ? q->model : "");
+    for (int32_t i = 0; i < q->n_stop; i++) {
+        size_t len = q->stop_len[i];
+        cpulm_buf_append(&st->stops, (const char *)&len, sizeof len);
+        cpulm_buf_append(&st->stops, q->stop[i], len);
+    }
+    return st;
+}
+
+void cpulm_api_state_free(void *p) {
+    cpulm_api_state *st = p;
+    if (!st) return;
+    cpulm_buf_release(&st->text);
+    cpulm_buf_release(&st->reasoning);
+    cpulm_buf_release(&st->stops);
+    free(st);
+}
+
+/* Stop string k (1-based, as events count them) of the request; "" when none. */
+static const char *stop_string(const cpulm_api_state *st, int32_t k, size_t *n) {
+    size_t off = 0;
+    *n = 0;
+    for (int32_t i = 1; k > 0 && off + sizeof(size_t) <= st->stops.len; i++) {
+        size_t len;
+        memcpy(&len, st->stops.data + off, sizeof len);
+        off += sizeof len;
+        if (i == k) {
+            *n = len;
+            return st->stops.data + off;
+        }
+        off += len;
+    }
+    return "";
+}
+
+/* ---- /completion: the answer ---- */
+
+static void write_timings(cpulm_json_writer *w, const cpulm_api_state *st,
+                          const cpulm_sched_event *e, double now) {
+    double t_first = st->t_first > 0 ? st->t_first : now;
+    double prompt_ms = (t_first - st->t_start) * 1e3, pred_ms = (now - t_first) * 1e3;
+    int32_t n_eval = e->n_prompt - e->n_cached;
+    cpulm_json_key(w, "timings");
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "cache_n");
+    cpulm_json_write_int(w, e->n_cached);
+    cpulm_json_key(w, "prompt_n");
+    cpulm_json_write_int(w, n_eval);
+    cpulm_json_key(w, "prompt_ms");
+    cpulm_json_write_double(w, prompt_ms);
+    cpulm_json_key(w, "prompt_per_token_ms");
+    cpulm_json_write_double(w, n_eval > 0 ? prompt_ms / n_eval : 0.0);
+    cpulm_json_key(w, "prompt_per_second");
+    cpulm_json_write_double(w, prompt_ms > 0 ? n_eval * 1e3 / prompt_ms : 0.0);
+    cpulm_json_key(w, "predicted_n");
+    cpulm_json_write_int(w, e->n_completion);
+    cpulm_json_key(w, "predicted_ms");
+    cpulm_json_write_double(w, pred_ms);
+    cpulm_json_key(w, "predicted_per_token_ms");
+    cpulm_json_write_double(w, e->n_completion > 0 ? pred_ms / e->n_completion : 0.0);
+    cpulm_json_key(w, "predicted_per_second");
+    cpulm_json_write_double(w, pred_ms > 0 ? e->n_completion * 1e3 / pred_ms : 0.0);
+    cpulm_json_obj_end(w);
+}
+
+/* The last object of a /completion answer (whole, or the stream's final event). */
+static void write_final(cpulm_buf *out, const cpulm_api_state *st, const cpulm_sched_event *e,
+                        const char *content, size_t n) {
+    size_t n_word;
+    const char *word = stop_string(st, st->stop_word, &n_word);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "index");
+    cpulm_json_write_int(&w, 0);
+    cpulm_json_key(&w, "content");
+    cpulm_json_write_strn(&w, content, n);
+    cpulm_json_key(&w, "tokens");
+    cpulm_json_arr_begin(&w);
+    cpulm_json_arr_end(&w);
+    cpulm_json_key(&w, "id_slot");
+    cpulm_json_write_int(&w, -1);
+    cpulm_json_key(&w, "stop");
+    cpulm_json_write_bool(&w, 1);
+    cpulm_json_key(&w, "model");
+    cpulm_json_write_str(&w, st->s->alias);
+    cpulm_json_key(&w, "tokens_predicted");
+    cpulm_json_write_int(&w, e->n_completion);
+    cpulm_json_key(&w, "tokens_evaluated");
+    cpulm_json_write_int(&w, e->n_prompt);
+    cpulm_json_key(&w, "tokens_cached");
+    cpulm_json_write_int(&w, e->n_cached);
+    cpulm_json_key(&w, "truncated");
+    cpulm_json_write_bool(&w, 0);
+    cpulm_json_key(&w, "stop_type");
+    cpulm_json_write_str(&w, st->finish == CPULM_FINISH_LENGTH ? "limit"
+                             : st->stop_word                   ? "word"
+                                                               : "eos");
+    cpulm_json_key(&w, "stopping_word");
+    cpulm_json_write_strn(&w, word, n_word);
+    write_timings(&w, st, e, cpulm_server_now());
+    cpulm_json_obj_end(&w);
+}
+
+static void llama_event(cpulm_server *s, cpulm_conn *c, cpulm_api_state *st,
+                        const cpulm_sched_event *e) {
+    (void)s;
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    if (st->stream && !c->sse && e->kind != CPULM_SCHED_EV_ERROR) cpulm_conn_sse_begin(c);
+    if (e->kind == CPULM_SCHED_EV_TEXT && e->n_text) {
+        if (st->t_first == 0) st->t_first = cpulm_server_now();
+        if (!st->stream) {
+            cpulm_buf_append(&st->text, e->text, e->n_text);
+        } else {
+            cpulm_json_writer w;
+            cpulm_buf_puts(&b, "data: ");
+            cpulm_json_writer_init(&w, &b, 0, 0);
+            cpulm_json_obj_begin(&w);
+            cpulm_json_key(&w, "index");
+            cpulm_json_write_int(&w, 0);
+            cpulm_json_key(&w, "content");
+            cpulm_json_write_strn(&w, e->text, e->n_text);
+            cpulm_json_key(&w, "tokens");
+            cpulm_json_arr_begin(&w);
+            cpulm_json_arr_end(&w);
+            cpulm_json_key(&w, "stop");
+            cpulm_json_write_bool(&w, 0);
+            cpulm_json_key(&w, "id_slot");
+            cpulm_json_write_int(&w, -1);
+            cpulm_json_key(&w, "tokens_evaluated");
+            cpulm_json_write_int(&w, st->n_prompt);
+            cpulm_json_obj_end(&w);
+            cpulm_buf_puts(&b, "\n\n");
+        }
+    } else if (e->kind == CPULM_SCHED_EV_FINISH) {
+        st->finish = (int)e->finish;
+        st->stop_word = e->stop_word;
+    } else if (e->kind == CPULM_SCHED_EV_DONE && st->stream) {
+        cpulm_buf_puts(&b, "data: ");
+        write_final(&b, st, e, "", 0);
+        cpulm_buf_puts(&b, "\n\n");
+    } else if (e->kind == CPULM_SCHED_EV_DONE) {
+        write_final(&b, st, e, st->text.data ? st->text.data : "", st->text.len);
+        cpulm_conn_respond(c, 200, "application/json", b.data, b.len, NULL);
+        b.len = 0;
+    } else if (e->kind == CPULM_SCHED_EV_ERROR) {
+        cpulm_oai_error err;
+        cpulm_oai_error_set(&err, e->error_status, NULL, "%s", e->error);
+        if (c->sse) {
+            cpulm_api_write_stream_error(CPULM_API_LLAMA, &b, &err);
+        } else {
+            cpulm_api_write_error(CPULM_API_LLAMA, &b, &err);
+            cpulm_conn_respond(c, err.status, "application/json", b.data, b.len, NULL);
+            b.len = 0;
+        }
+    }
+    if (c->sse && b.len) cpulm_conn_sse_frame(c, b.data, b.len);
+    if (c->sse && (e->kind == CPULM_SCHED_EV_DONE || e->kind == CPULM_SCHED_EV_ERROR))
+        cpulm_conn_sse_end(c);
+    cpulm_buf_release(&b);
+}
+
+void cpulm_api_event(cpulm_server *s, cpulm_conn *c, void *p, const cpulm_sched_event *e) {
+    cpulm_api_state *st = p;
+    if (st->flavor == CPULM_GEN_LLAMA)
+        llama_event(s, c, st, e);
+    else
+        cpulm_ollama_event(s, c, st, e);
+}
+
+/* ---- jobs on the request worker: tokenize, detokenize, apply-template, Ollama's show ---- */
+
+enum { J_TOKENIZE, J_DETOKENIZE, J_APPLY_TEMPLATE, J_OLLAMA_SHOW };
+
+typedef struct native_job {
+    cpulm_prep_job base;
+    const cpulm_server *s; /* read-only fields (fixed once the model is loaded) */
+    int what, api;
+    char *body;
+    size_t n_body;
+    int status;
+    cpulm_buf out;
+} native_job;
+
+static int job_error(native_job *j, int status, const char *param, const char *msg) {
+    cpulm_oai_error e;
+    cpulm_oai_error_set(&e, status, param, "%s", msg);
+    cpulm_buf_reset(&j->out);
+    cpulm_api_write_error(j->api, &j->out, &e);
+    return status;
+}
+
+/* {"id", "piece"}: the piece as a string when it is valid UTF-8, else its bytes. */
+static void write_piece(cpulm_json_writer *w, const cpulm_model *m, cpulm_token t) {
+    char buf[256];
+    int32_t n = 0;
+    if (cpulm_token_to_piece(m, t, 1, buf, sizeof buf, &n) != CPULM_OK) n = 0;
+    int valid = 1;
+    for (int32_t i = 0; i < n && valid;) {
+        uint32_t cp;
+        int k = cpulm_json_utf8_next((const unsigned char *)buf + i, (size_t)(n - i), &cp);
+        if (k <= 0) valid = 0;
+        i += k > 0 ? k : 1;
+    }
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "id");
+    cpulm_json_write_int(w, t);
+    cpulm_json_key(w, "piece");
+    if (valid) {
+        cpulm_json_write_strn(w, buf, (size_t)n);
+    } else {
+        cpulm_json_arr_begin(w);
+        for (int32_t i = 0; i < n; i++)
+            cpulm_json_write_int(w, (unsigned char)buf[i]);
+        cpulm_json_arr_end(w);
+    }
+    cpulm_json_obj_end(w);
+}
+
+/* POST /tokenize {content, add_special (false), parse_special (true), with_pieces (false)}. */
+static int run_tokenize(native_job *j, const cpulm_json *req) {
+    const cpulm_json *content = cpulm_json_get(req, "content");
+    if (!content || content->type != CPULM_JSON_STRING)
+        return job_error(j, 400, "content", "'content' must be a string");
+    int add = cpulm_json_bool(cpulm_json_get(req, "add_special"), 0);
+    int special = cpulm_json_bool(cpulm_json_get(req, "parse_special"), 1);
+    int pieces = cpulm_json_bool(cpulm_json_get(req, "with_pieces"), 0);
+    int32_t cap = (int32_t)content->u.str.len + 8, n = 0;
+    cpulm_token *tok = malloc(sizeof *tok * (size_t)cap);
+    if (!tok || cpulm_tokenize(j->s->model, content->u.str.s, content->u.str.len, add, special, tok,
+                               cap, &n) != CPULM_OK) {
+        free(tok);
+        return job_error(j, 400, "content", "cannot tokenize 'content'");
+    }
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &j->out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "tokens");
+    cpulm_json_arr_begin(&w);
+    for (int32_t i = 0; i < n; i++) {
+        if (pieces)
+            write_piece(&w, j->s->model, tok[i]);
+        else
+            cpulm_json_write_int(&w, tok[i]);
+    }
+    cpulm_json_arr_end(&w);
+    cpulm_json_obj_end(&w);
+    free(tok);
+    return 200;
+}
+
+/* POST /detokenize {tokens: [ids]} -> {"content"}: the pieces' bytes as the streaming
+ * detokenizer joins them (control tokens as their text, as llama-server shows them). */
+static int run_detokenize(native_job *j, const cpulm_json *req) {
+    const cpulm_json *tokens = cpulm_json_get(req, "tokens");
+    if (!tokens || tokens->type != CPULM_JSON_ARRAY)
+        return job_error(j, 400, "tokens", "'tokens' must be an array of token ids");
+    int32_t n_vocab = cpulm_vocab_n(j->s->model);
+    cpulm_buf text;
+    cpulm_buf_init(&text, 0);
+    cpulm_detok dt;
+    cpulm_detok_init(&dt, j->s->model, 1);
+    char piece[512];
+    for (size_t i = 0; i < tokens->u.list.n; i++) {
+        const cpulm_json *t = &tokens->u.list.items[i];
+        if (t->type != CPULM_JSON_NUMBER || !t->is_int || t->u.num.i < 0 || t->u.num.i >= n_vocab) {
+            cpulm_buf_release(&text);
+            return job_error(j, 400, "tokens", "'tokens' holds an id outside the vocabulary");
+        }
+        int32_t k = cpulm_detok_push(&dt, (cpulm_token)t->u.num.i, piece, sizeof piece);
+        if (k > 0) cpulm_buf_append(&text, piece, (size_t)k);
+    }
+    int32_t k = cpulm_detok_flush(&dt, piece, sizeof piece);
+    if (k > 0) cpulm_buf_append(&text, piece, (size_t)k);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &j->out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "content");
+    cpulm_json_write_strn(&w, text.data ? text.data : "", text.len);
+    cpulm_json_obj_end(&w);
+    cpulm_buf_release(&text);
+    return 200;
+}
+
+/* POST /apply-template {messages} -> {"prompt"}: the chat as the server would render it. */
+static int run_apply_template(native_job *j, const char *body, size_t n) {
+    cpulm_oai_request q;
+    cpulm_oai_error e;
+    if (cpulm_oai_parse(CPULM_OAI_CHAT, body, n, j->s->p.max_body, &q, &e) != CPULM_OK)
+        return job_error(j, e.status, e.param[0] ? e.param : NULL, e.message);
+    cpulm_buf text;
+    cpulm_buf_init(&text, 0);
+    cpulm_oai_chat_prompt info;
+    const cpulm_json *tools = q.tool_choice != CPULM_OAI_TOOLS_OFF ? q.tools : NULL;
+    cpulm_status st =
+        cpulm_oai_render_chat_full(j->s->chat_tmpl, j->s->bos_text, j->s->eos_text, q.messages,
+                                   tools, q.enable_thinking, &text, &info, &e);
+    cpulm_oai_request_release(&q);
+    if (st != CPULM_OK) {
+        cpulm_buf_release(&text);
+        return job_error(j, e.status, "messages", e.message);
+    }
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &j->out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "prompt");
+    cpulm_json_write_strn(&w, text.data ? text.data : "", text.len);
+    cpulm_json_obj_end(&w);
+    cpulm_buf_release(&text);
+    return 200;
+}
+
+static void native_run(cpulm_prep_job *base) {
+    native_job *j = (native_job *)base;
+    cpulm_json_limits lim = cpulm_json_default_limits();
+    lim.max_bytes = j->s->p.max_body;
+    lim.max_depth = 64;
+    cpulm_json_doc *doc = NULL;
+    cpulm_error jerr;
+    if (j->what == J_APPLY_TEMPLATE) {
+        j->status = run_apply_template(j, j->body, j->n_body);
+    } else if (cpulm_json_parse(j->body, j->n_body, &lim, &doc, NULL, &jerr) != CPULM_OK ||
+               cpulm_json_root(doc)->type != CPULM_JSON_OBJECT) {
+        j->status = job_error(j, 400, NULL, "the body must be a JSON object");
+    } else {
+        const cpulm_json *req = cpulm_json_root(doc);
+        j->status = j->what == J_TOKENIZE       ? run_tokenize(j, req)
+                    : j->what == J_DETOKENIZE   ? run_detokenize(j, req)
+                                                : cpulm_ollama_show(j->s, req, &j->out);
+    }
+    cpulm_json_free(doc);
+    free(j->body);
+    j->body = NULL;
+}
+
+static void native_destroy(cpulm_prep_job *base) {
+    native_job *j = (native_job *)base;
+    free(j->body);
+    cpulm_buf_release(&j->out);
+    free(j);
+}
+
+int cpulm_native_job_is(const cpulm_prep_job *j) {
+    return j->run == native_run;
+}
+
+int cpulm_native_job_result(const cpulm_prep_job *base, const char **body, size_t *n) {
+    const native_job *j = (const native_job *)base;
+    *body = j->out.data ? j->out.data : "";
+    *n = j->out.len;
+    return j->status;
+}
+
+static void push_job(cpulm_server *s, cpulm_conn *c, int what) {
+    cpulm_oai_error e;
+    if (!cpulm_routes_ready(s)) {
+        cpulm_oai_error_set(&e, 503, NULL,
+                            s->draining ? "the server is shutting down" : "Loading model");
+        respond_error(s, c, &e, "Retry-After: 1\r\n");
+        return;
+    }
+    native_job *j = calloc(1, sizeof *j);
+    char *body = j ? malloc(c->body_len ? c->body_len : 1) : NULL;
+    if (!body) {
+        free(j);
+        cpulm_oai_error_set(&e, 500, NULL, "out of memory");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    memcpy(body, c->body, c->body_len);
+    j->base.id = (++s->next_serial << 16) | (uint64_t)c->index;
+    j->base.run = native_run;
+    j->base.destroy = native_destroy;
+    j->s = s;
+    j->what = what;
+    j->api = c->api;
+    j->body = body;
+    j->n_body = c->body_len;
+    j->base.heavy = c->body_len > CPULM_SERVER_LIGHT_BODY;
+    cpulm_buf_init(&j->out, 0);
+    cpulm_routes_push_job(s, c, &j->base);
+}
+
+/* ---- the handlers ---- */
+
+static void h_completion(cpulm_server *s, cpulm_conn *c) {
+    cpulm_routes_generate(s, c, CPULM_OAI_COMPLETION, CPULM_GEN_LLAMA);
+}
+static void h_completions(cpulm_server *s, cpulm_conn *c) {
+    cpulm_routes_generate(s, c, CPULM_OAI_COMPLETION, CPULM_GEN_OPENAI);
+}
+static void h_chat(cpulm_server *s, cpulm_conn *c) {
+    cpulm_routes_generate(s, c, CPULM_OAI_CHAT, CPULM_GEN_OPENAI);
+}
+static void h_ollama_generate(cpulm_server *s, cpulm_conn *c) {
+    cpulm_routes_generate(s, c, CPULM_OAI_CHAT, CPULM_GEN_OLLAMA_GENERATE);
+}
+static void h_ollama_chat(cpulm_server *s, cpulm_conn *c) {
+    cpulm_routes_generate(s, c, CPULM_OAI_CHAT, CPULM_GEN_OLLAMA_CHAT);
+}
+static void h_tokenize(cpulm_server *s, cpulm_conn *c) {
+    push_job(s, c, J_TOKENIZE);
+}
+static void h_detokenize(cpulm_server *s, cpulm_conn *c) {
+    push_job(s, c, J_DETOKENIZE);
+}
+static void h_apply_template(cpulm_server *s, cpulm_conn *c) {
+    push_job(s, c, J_APPLY_TEMPLATE);
+}
+static void h_ollama_show(cpulm_server *s, cpulm_conn *c) {
+    push_job(s, c, J_OLLAMA_SHOW);
+}
+/* POST /api/embed: the /v1/embeddings path (embed.c through the scheduler), Ollama's shape. */
+static void h_ollama_embed(cpulm_server *s, cpulm_conn *c) {
+    cpulm_routes_embeddings(s, c, CPULM_API_OLLAMA);
+}
+
+/* GET /v1/health: llama-server's alias of /health (liveness here too). */
+static void h_health(cpulm_server *s, cpulm_conn *c) {
+    cpulm_conn_respond(c, 200, "application/json", "{\"status\":\"ok\"}", 15, NULL);
+    finish(s, c);
+}
+
+/* GET /models and GET /v1/models/{id} (the served model, or 404). */
+static void h_models(cpulm_server *s, cpulm_conn *c) {
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_oai_write_models(&b, s->alias, s->created);
+    respond_json(s, c, 200, &b);
+    cpulm_buf_release(&b);
+}
+
+static void h_model(cpulm_server *s, cpulm_conn *c) {
+    const cpulm_http_str *p = &c->msg.path;
+    size_t pre = strlen("/v1/models/");
+    if (p->n - pre != strlen(s->alias) || memcmp(p->p + pre, s->alias, p->n - pre) != 0) {
+        cpulm_oai_error e;
+        cpulm_oai_error_set(&e, 404, "model", "the model '%.*s' does not exist",
+                            (int)(p->n - pre > 200 ? 200 : p->n - pre), p->p + pre);
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &b, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "id");
+    cpulm_json_write_str(&w, s->alias);
+    cpulm_json_key(&w, "object");
+    cpulm_json_write_str(&w, "model");
+    cpulm_json_key(&w, "created");
+    cpulm_json_write_int(&w, s->created);
+    cpulm_json_key(&w, "owned_by");
+    cpulm_json_write_str(&w, "cpulm");
+    cpulm_json_obj_end(&w);
+    respond_json(s, c, 200, &b);
+    cpulm_buf_release(&b);
+}
+
+/* /completion's defaults, in llama-server's /props shape (the samplers cpulm runs, in
+ * its order) */
+static const char PROPS_PARAMS[] =
+    "{\"n_predict\":-1,\"seed\":4294967295,\"temperature\":0.8,\"top_k\":40,\"top_p\":0.95,"
+    "\"min_p\":0.05,\"typical_p\":1.0,\"repeat_last_n\":64,\"repeat_penalty\":1.0,"
+    "\"presence_penalty\":0.0,\"frequency_penalty\":0.0,\"mirostat\":0,\"stop\":[],"
+    "\"n_keep\":0,\"ignore_eos\":false,\"stream\":false,\"n_probs\":0,\"min_keep\":0,"
+    "\"samplers\":[\"penalties\",\"top_k\",\"typ_p\",\"top_p\",\"min_p\",\"temperature\"]}";
+
+/* GET /props: what llama-server's clients read (slots, context, defaults, template). */
+static void h_props(cpulm_server *s, cpulm_conn *c) {
+    cpulm_sched_stats st = {0};
+    if (s->sched) cpulm_sched_get_stats(s->sched, &st);
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &b, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "default_generation_settings");
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, "n_ctx");
+    cpulm_json_write_int(&w, st.n_ctx);
+    cpulm_json_key(&w, "params");
+    cpulm_json_write_raw(&w, PROPS_PARAMS, strlen(PROPS_PARAMS));
+    cpulm_json_obj_end(&w);
+    cpulm_json_key(&w, "total_slots");
+    cpulm_json_write_int(&w, s->p.n_parallel);
+    cpulm_json_key(&w, "model_alias");
+    cpulm_json_write_str(&w, s->alias);
+    cpulm_json_key(&w, "model_path");
+    cpulm_json_write_str(&w, s->p.model_path ? s->p.model_path : "");
+    cpulm_json_key(&w, "chat_template");
+    cpulm_json_write_str(&w, s->chat_tmpl ? s->chat_tmpl : "");
+    cpulm_json_key(&w, "modalities");
+    cpulm_json_write_raw(&w, "{\"vision\":false,\"audio\":false}", 30);
+    cpulm_json_key(&w, "bos_token");
+    cpulm_json_write_str(&w, s->bos_text ? s->bos_text : "");
+    cpulm_json_key(&w, "eos_token");
+    cpulm_json_write_str(&w, s->eos_text ? s->eos_text : "");
+    cpulm_json_key(&w, "build_info");
+    cpulm_json_write_str(&w, cpulm_version());
+    cpulm_json_key(&w, "is_sleeping");
+    cpulm_json_write_bool(&w, 0);
+    cpulm_json_obj_end(&w);
+    respond_json(s, c, 200, &b);
+    cpulm_buf_release(&b);
+}
+
+/* ---- the table ---- */
+
+static const struct native_route {
+    const char *path, *method;
+    int auth, api, prefix;
+    void (*fn)(cpulm_server *s, cpulm_conn *c);
+} routes[] = {
+    {"/completion", "POST", 1, CPULM_API_LLAMA, 0, h_completion},
+    {"/completions", "POST", 1, CPULM_API_OPENAI, 0, h_completions},
+    {"/chat/completions", "POST", 1, CPULM_API_OPENAI, 0, h_chat},
+    {"/tokenize", "POST", 1, CPULM_API_LLAMA, 0, h_tokenize},
+    {"/detokenize", "POST", 1, CPULM_API_LLAMA, 0, h_detokenize},
+    {"/apply-template", "POST", 1, CPULM_API_LLAMA, 0, h_apply_template},
+    {"/props", "GET", 1, CPULM_API_LLAMA, 0, h_props},
+    {"/v1/health", "GET", 0, CPULM_API_LLAMA, 0, h_health},
+    {"/models", "GET", 1, CPULM_API_OPENAI, 0, h_models},
+    {"/v1/models/", "GET", 1, CPULM_API_OPENAI, 1, h_model},
+    {"/api/generate", "POST", 1, CPULM_API_OLLAMA, 0, h_ollama_generate},
+    {"/api/chat", "POST", 1, CPULM_API_OLLAMA, 0, h_ollama_chat},
+    {"/api/tags", "GET", 1, CPULM_API_OLLAMA, 0, cpulm_ollama_tags},
+    {"/api/ps", "GET", 1, CPULM_API_OLLAMA, 0, cpulm_ollama_ps},
+    {"/api/show", "POST", 1, CPULM_API_OLLAMA, 0, h_ollama_show},
+    {"/api/version", "GET", 0, CPULM_API_OLLAMA, 0, cpulm_ollama_version},
+    {"/api/embed", "POST", 1, CPULM_API_OLLAMA, 0, h_ollama_embed},
+};
+
+static int matches(const struct native_route *r, const cpulm_http_str *p) {
+    size_t n = strlen(r->path);
+    if (r->prefix) return p->n > n && memcmp(p->p, r->path, n) == 0;
+    return p->n == n && memcmp(p->p, r->path, n) == 0;
+}
+
+int cpulm_native_handle(cpulm_server *s, cpulm_conn *c) {
+    const cpulm_http_msg *m = &c->msg;
+    const struct native_route *r = NULL;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !r; i++)
+        if (matches(&routes[i], &m->path)) r = &routes[i];
+    if (!r) return 0;
+    c->api = r->api;
+    cpulm_oai_error e;
+    if (m->method.n != strlen(r->method) || memcmp(m->method.p, r->method, m->method.n) != 0) {
+        char allow[64];
+        snprintf(allow, sizeof allow, "Allow: %s\r\n", r->method);
+        cpulm_oai_error_set(&e, 405, NULL, "%s requires %s", r->path, r->method);
+        respond_error(s, c, &e, allow);
+        return 1;
+    }
+    if (r->auth && !cpulm_routes_authorized(s, m)) {
+        cpulm_oai_error_set(&e, 401, NULL,
+                            "missing or invalid API key (Authorization: Bearer ...)");
+        respond_error(s, c, &e, "WWW-Authenticate: Bearer\r\n");
+        return 1;
+    }
+    r->fn(s, c);
+    return 1;
+}
