@@ -66,5 +66,29 @@ check vocab_mismatch $? "rc=$rc $(cat "$TMP/err")"
 "$CPULM" run -m "$STORIES" --spec ngram -md "$STORIES" -n 2 >/dev/null 2>&1
 [ $? -eq 2 ]; check ngram_and_draft $?
 
+# bench: sg rows, plain and speculative, with the speculation's figures
+"$CPULM" bench -m "$STORIES" -md "$STORIES" --spec-fixed --draft-max 4 -n 16,21 -r 1 -t 1 -o json \
+  >"$TMP/b.json" 2>"$TMP/err"
+check bench_spec_rc $? "$(cat "$TMP/err")"
+python3 - "$TMP/b.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [r["test"] for r in rows] == ["sg16 none", "sg16 draft", "sg21 none", "sg21 draft"], rows
+for r in rows:
+    assert r["kind"] == "sg" and r["n_gen"] in (16, 21) and r["avg_ts"] > 0, r
+    if r["spec_type"] == "none":
+        assert r["spec_drafted"] == 0 and r["spec_tokens_per_pass"] == 1, r
+    else:  # the model drafting for itself: every draft accepted, 5 tokens per verification
+        assert r["spec_acceptance"] == 1 and r["spec_drafted"] > 0, r
+        assert r["spec_target_passes"] == 1 + (r["n_gen"] - 1 + 4) // 5, r
+PY
+check bench_spec_json $?
+"$CPULM" bench -m "$STORIES" --spec ngram --spec-prompt "a b a b a b a b" -n 8 -r 1 -t 1 >"$TMP/b.md" 2>&1
+grep -q "| sg8 ngram |" "$TMP/b.md" && grep -q "tokens/pass" "$TMP/b.md"
+check bench_spec_md $? "$(cat "$TMP/b.md")"
+"$CPULM" bench -m "$STORIES" --spec ngram -n 8 -r 1 -t 1 -o csv >"$TMP/b.csv" 2>&1
+head -1 "$TMP/b.csv" | grep -q "spec_type,spec_acceptance,spec_tokens_per_pass" && grep -q ',ngram,' "$TMP/b.csv"
+check bench_spec_csv $? "$(cat "$TMP/b.csv")"
+
 echo "spec_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

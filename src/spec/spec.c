@@ -178,12 +178,6 @@ static cpulm_status hist_push(cpulm_spec *s, const cpulm_token *t, int32_t n) {
     return CPULM_OK;
 }
 
-cpulm_status cpulm_spec_begin(cpulm_spec *s, const cpulm_token *toks, int32_t n) {
-    s->n_hist = 0;
-    if (s->dctx) cpulm_ctx_seq_rm(s->dctx, 0, 0);
-    return hist_push(s, toks, n);
-}
-
 void cpulm_spec_stats_get(const cpulm_spec *s, cpulm_spec_stats *out) {
     *out = s->st;
     out->draft_len = s->last_len;
@@ -248,6 +242,14 @@ static cpulm_status draft_catch_up(cpulm_spec *s) {
         s->st.draft_evals++;
     }
     return CPULM_OK;
+}
+
+cpulm_status cpulm_spec_begin(cpulm_spec *s, const cpulm_token *toks, int32_t n) {
+    s->n_hist = 0;
+    cpulm_status st = hist_push(s, toks, n);
+    if (st != CPULM_OK || !s->dctx) return st;
+    cpulm_ctx_seq_rm(s->dctx, 0, 0);
+    return draft_catch_up(s); /* the draft's prompt pass belongs to the prompt's time */
 }
 
 /* Up to kmax tokens from the draft model into s->draft; sampled (q kept) when sample. */
