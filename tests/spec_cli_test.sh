@@ -2,7 +2,8 @@
 # spec_cli_test.sh: `cpulm run` with speculation prints exactly what it prints without:
 # greedy output across the shared models and prompts with --spec ngram, with the model
 # drafting for itself, and with a draft quantized here by `cpulm quantize` (F16 -> Q4_0);
-# sampled output (same seed) with n-gram drafts and under a JSON schema; the statistics on
+# sampled output (same seed) with n-gram drafts and under a JSON schema; `cpulm chat` over
+# three turns (the draft model keeps its cache across turns); the statistics on
 # stderr; usage errors (exit 2) for a draft of another vocabulary and --spec draft without
 # -md. Usage: spec_cli_test.sh path/to/cpulm
 set -u
@@ -51,6 +52,18 @@ done
 SCHEMA='{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}'
 same schema_ngram "$STORIES" "Tom" "--spec ngram --spec-fixed" --seed 7 --json-schema "$SCHEMA"
 same schema_draft "$STORIES" "Tom" "-md $STORIES --spec-fixed" --seed 7 --json-schema "$SCHEMA"
+
+# chat: three turns (and with -c 64, turns dropped as the context fills), same replies
+printf 'Once upon a time\nTell me more\nAnd then?\n' >"$TMP/turns"
+for c in 256 64; do
+  "$CPULM" chat -m "$STORIES" -n 40 --temp 0 -t 1 -c $c <"$TMP/turns" >"$TMP/ca" 2>/dev/null
+  for spec in "--spec ngram --spec-fixed --spec-ngram-min 1" "-md $STORIES --draft-max 4"; do
+    # shellcheck disable=SC2086
+    "$CPULM" chat -m "$STORIES" -n 40 --temp 0 -t 1 -c $c $spec <"$TMP/turns" >"$TMP/cb" 2>/dev/null
+    cmp -s "$TMP/ca" "$TMP/cb"
+    check "chat_c${c}_${spec%% *}" $? "$(head -c 200 "$TMP/ca") /// $(head -c 200 "$TMP/cb")"
+  done
+done
 
 # the model drafting for itself greedily is always accepted: 5 drafts + 1 per pass
 "$CPULM" run -m "$STORIES" -p "Once upon a time" -n 61 -t 1 --temp 0 --ignore-eos -md "$STORIES" \

@@ -230,7 +230,7 @@ static cpulm_token argmax_p(const float *l, int32_t n, float p_min) {
  * batches; its logits then predict the first draft token. */
 static cpulm_status draft_catch_up(cpulm_spec *s) {
     int32_t have = cpulm_ctx_seq_len(s->dctx, 0);
-    if (have > s->n_hist - 1) { /* a shorter history than cached (begin without reset) */
+    if (have > s->n_hist) { /* never: begin and step keep it within the history */
         cpulm_ctx_seq_rm(s->dctx, 0, 0);
         have = 0;
     }
@@ -245,10 +245,16 @@ static cpulm_status draft_catch_up(cpulm_spec *s) {
 }
 
 cpulm_status cpulm_spec_begin(cpulm_spec *s, const cpulm_token *toks, int32_t n) {
+    int32_t keep = 0; /* the draft cache holds hist[0..have): keep what toks shares (chat) */
+    if (s->dctx) {
+        int32_t have = cpulm_ctx_seq_len(s->dctx, 0);
+        while (keep < have && keep < s->n_hist && keep < n && s->hist[keep] == toks[keep])
+            keep++;
+        cpulm_ctx_seq_rm(s->dctx, 0, keep);
+    }
     s->n_hist = 0;
     cpulm_status st = hist_push(s, toks, n);
     if (st != CPULM_OK || !s->dctx) return st;
-    cpulm_ctx_seq_rm(s->dctx, 0, 0);
     return draft_catch_up(s); /* the draft's prompt pass belongs to the prompt's time */
 }
 

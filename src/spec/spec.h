@@ -73,8 +73,9 @@ cpulm_spec *cpulm_spec_new(const cpulm_spec_params *p, const cpulm_model *target
 void cpulm_spec_free(cpulm_spec *s); /* NULL is a no-op */
 
 /* Starts a sequence whose target KV cache holds toks[0..n) (the prompt): the draft model
- * evaluates them now (its cache cleared first). The statistics keep adding up. Errors of
- * the draft's decode pass through (CPULM_ERR_KV_FULL: its context is too small). */
+ * evaluates them now, keeping the part of its cache that toks shares with the previous
+ * history (a chat's earlier turns). The statistics keep adding up. Errors of the draft's
+ * decode pass through (CPULM_ERR_KV_FULL: its context is too small). */
 cpulm_status cpulm_spec_begin(cpulm_spec *s, const cpulm_token *toks, int32_t n);
 
 /* One target pass on sequence seq of ctx. pending: the last emitted token, not yet in the
