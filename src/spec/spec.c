@@ -10,7 +10,6 @@
 #include "base/status.h"
 #include "spec/spec.h"
 
-#define VERIFY_COST 0.1   /* a verified draft token's cost, in plain decodes (see docs) */
 #define PROBE_EVERY 16    /* backed off: one draft of 1 token every this many passes */
 #define DECAY       0.875 /* weight of the acceptance history per verified pass */
 
@@ -42,6 +41,7 @@ cpulm_spec_params cpulm_spec_default_params(void) {
     p.ngram_max = 3;
     p.ngram_min = 2;
     p.adaptive = 1;
+    p.verify_cost = 0.2f;
     p.draft_ctx = cpulm_ctx_default_params();
     p.draft_sp = cpulm_sampler_default_params();
     return p;
@@ -119,7 +119,7 @@ static cpulm_status draft_setup(cpulm_spec *s, const cpulm_model *target, cpulm_
 cpulm_spec *cpulm_spec_new(const cpulm_spec_params *p, const cpulm_model *target,
                            cpulm_error *err) {
     if (p->draft_max < 1 || p->draft_max > 256 || p->draft_min < 0 || p->ngram_min < 1 ||
-        p->ngram_max < p->ngram_min) {
+        p->ngram_max < p->ngram_min || !(p->verify_cost >= 0.0f)) {
         cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                    "draft lengths must be 0 <= min, 1 <= max <= 256, n-gram sizes 1 <= min <= "
                    "max");
@@ -129,7 +129,7 @@ cpulm_spec *cpulm_spec_new(const cpulm_spec_params *p, const cpulm_model *target
     if (!s) return NULL;
     s->p = *p;
     s->n_vocab = cpulm_vocab_n(target);
-    s->cost = VERIFY_COST;
+    s->cost = p->verify_cost;
     s->succ = 1.0, s->tried = 2.0; /* a prior of one half, soon forgotten */
     size_t k = (size_t)p->draft_max + 1;
     s->draft = malloc(k * sizeof *s->draft);

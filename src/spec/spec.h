@@ -34,6 +34,8 @@ typedef struct cpulm_spec_params {
     int32_t ngram_min; /* ... down to this one (2) */
     int adaptive;      /* 1 (default): the draft length follows the acceptance rate */
     float p_min;       /* greedy draft model: stop drafting below this probability (0: off) */
+    float verify_cost; /* one more token in the verification decode, in plain decodes (0.2;
+                        * the adaptive length's cost model, docs/TOOLS.md) */
     const cpulm_model *draft_model; /* CPULM_SPEC_DRAFT: borrowed, must outlive the spec */
     cpulm_ctx_params draft_ctx;     /* the draft model's context (n_ctx, threads) */
     cpulm_sampler_params draft_sp;  /* its sampling when the target samples (penalties
