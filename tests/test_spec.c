@@ -440,3 +440,51 @@ TEST(spec_sampler_dist_is_the_draw_distribution) {
         cpulm_sampler_free(b);
     }
 }
+
+/* Near the end of the context the draft is cut to the room left, and a step with no room
+ * for the pending token is CPULM_ERR_KV_FULL with the cache untouched: the tokens up to
+ * the full context are plain decoding's. */
+TEST(spec_step_respects_context_end) {
+    cpulm_model *m = load("models/stories260K.gguf");
+    if (!m) SKIP(t, "shared models not found");
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = 40;
+    cp.n_threads = 1;
+    cp.n_outputs_max = 17;
+    cp.no_pin = 1;
+    cpulm_ctx *ctx = cpulm_ctx_new(m, &cp, NULL);
+    cpulm_spec_params sp = cpulm_spec_default_params();
+    sp.kind = CPULM_SPEC_NGRAM;
+    sp.ngram_min = 1;
+    sp.adaptive = 0;
+    cpulm_spec *s = cpulm_spec_new(&sp, m, NULL);
+    cpulm_sampler_params spp = cpulm_sampler_default_params();
+    spp.temp = 0.0f;
+    picker pk = {cpulm_sampler_new(&spp, cpulm_vocab_n(m))};
+    REQUIRE(t, ctx && s && pk.smp);
+    cpulm_token toks[40], a[40], b[64];
+    int32_t n = tokenize(m, "The cat sat. The cat sat. The cat", toks, 40);
+    REQUIRE(t, n > 0 && n < 30);
+    int32_t room = 40 - n; /* plain decoding emits this many before the context is full */
+    REQUIRE(t, plain(ctx, toks, n, &pk, a, room));
+    REQUIRE(t, eval_prompt(ctx, toks, n) && cpulm_spec_begin(s, toks, n) == CPULM_OK);
+    cpulm_spec_pick pick = {.fn = pick_fn, .user = &pk};
+    cpulm_sampler_reset(pk.smp);
+    int32_t got = 0, k = 0;
+    b[got++] = pick_fn(&pk, cpulm_ctx_logits(ctx, 0));
+    cpulm_status st = CPULM_OK;
+    while (got < 60 &&
+           (st = cpulm_spec_step(s, ctx, 0, b[got - 1], &pick, b + got, &k)) == CPULM_OK)
+        got += k;
+    CHECK_EQ_INT(t, st, CPULM_ERR_KV_FULL);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_len(ctx, 0), 40);
+    CHECK(t, got == room + 1); /* the last one was drawn but has no room to be decoded */
+    CHECK(t, !memcmp(a, b, (size_t)room * sizeof *a));
+    cpulm_spec_stats stats;
+    cpulm_spec_stats_get(s, &stats);
+    CHECK(t, stats.accepted > 0);
+    cpulm_sampler_free(pk.smp);
+    cpulm_spec_free(s);
+    cpulm_ctx_free(ctx);
+    cpulm_model_free(m);
+}

@@ -360,8 +360,10 @@ cpulm_status cpulm_spec_step(cpulm_spec *s, cpulm_ctx *ctx, int32_t seq, cpulm_t
     for (int32_t i = 0; i <= k; i++)
         seqs[i] = seq;
     cpulm_batch b = {.n = k + 1, .token = s->tok, .seq = seqs, .want_logits = s->want};
-    if ((st = cpulm_ctx_decode(ctx, &b)) != CPULM_OK) {
+    if ((st = cpulm_ctx_decode(ctx, &b)) != CPULM_OK) { /* the target cache is unchanged */
         s->n_hist--;
+        if (s->dctx && cpulm_ctx_seq_len(s->dctx, 0) > s->n_hist)
+            cpulm_ctx_seq_rm(s->dctx, 0, s->n_hist);
         return st;
     }
     int32_t n_acc;
