@@ -412,6 +412,14 @@ CPULM_API void cpulm_sampler_reset(cpulm_sampler *s);
 /* Probability of token t in the distribution of the last sample() call (after the
  * pipeline; 0 if it was cut). For logprobs reporting. */
 CPULM_API float cpulm_sampler_last_prob(const cpulm_sampler *s, cpulm_token t);
+/* For speculative decoding (src/spec/): the distribution sample_masked(s, logits, allow)
+ * would draw from, into probs[n_vocab] (sums to 1; cut and masked tokens get 0; greedy: 1 on
+ * the token it would pick). Draws nothing and leaves the RNG alone. last_prob() then
+ * describes this distribution, as after a sample (greedy: the softmax, as always). */
+CPULM_API void cpulm_sampler_dist(cpulm_sampler *s, const float *logits, const uint32_t *allow,
+                                  float *probs);
+/* One uniform number in [0, 1) from the sampler's RNG (the stream its draws use). */
+CPULM_API double cpulm_sampler_uniform(cpulm_sampler *s);
 
 /* ---- chat templates ----
  * Chat templates are Jinja (tokenizer.chat_template), rendered as Hugging Face does

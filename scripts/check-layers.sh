@@ -32,6 +32,7 @@ function module_of(p) {
     if (p ~ /^src\/sampler\.[ch]$/) return "sampler"
     if (p ~ /^src\/chat\//) return "chat"
     if (p ~ /^src\/grammar\//) return "grammar"
+    if (p ~ /^src\/spec\//) return "spec"
     if (p == "src/server/server.h") return "server_api"
     if (p ~ /^src\/server\//) return "server"
     if (p == "src/tools_api.h") return "tools_api"
@@ -72,6 +73,7 @@ BEGIN {
     allow["sampler"] = "base quant kernels"
     allow["chat"] = "base"
     allow["grammar"] = "base"
+    allow["spec"] = "base"
     allow["tokenizer"] = "base gguf quant"
     allow["kv"] = "base quant"
     allow["model"] = "base gguf quant kernels threads tokenizer"
@@ -83,7 +85,7 @@ BEGIN {
     allow["synth"] = "base gguf quant qplan model"
     allow["server"] = "base grammar server_api"
     allow["server_api"] = "base server"
-    allow["tools_api"] = "base gguf quant kernels threads model memory qplan synth server grammar"
+    allow["tools_api"] = "base gguf quant kernels threads model memory qplan synth server grammar spec"
     allow["tools"] = "tools_api server_api"
     bad = 0
 }

@@ -625,3 +625,69 @@ float cpulm_sampler_last_prob(const cpulm_sampler *s, cpulm_token t) {
     if (s->n_kept == 0 || s->stamp[t] != s->epoch) return 0.0f;
     return s->kept[s->slot[t]].p;
 }
+
+/* ---- the distribution itself, for speculative decoding ---- */
+
+/* One point mass (the documented fallbacks and greedy). */
+static void dist_point(const cpulm_sampler *s, cpulm_token t, float *probs) {
+    memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
+    probs[t] = 1.0f;
+}
+
+/* draw()'s weights over the kept set (and what is left in the heap), normalized. */
+static void dist_kept(cpulm_sampler *s, float *probs) {
+    while (s->n_heap > 0)
+        s->kept[s->n_kept++] = s->heap[--s->n_heap];
+    double inv_t = 1.0 / (double)s->p.temp, max = -INFINITY, sum = 0.0;
+    for (int32_t i = 0; i < s->n_kept; i++)
+        if (s->kept[i].logit > max) max = s->kept[i].logit;
+    for (int32_t i = 0; i < s->n_kept; i++)
+        sum += exp(((double)s->kept[i].logit - max) * inv_t);
+    memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
+    for (int32_t i = 0; i < s->n_kept; i++) {
+        double w = exp(((double)s->kept[i].logit - max) * inv_t);
+        s->kept[i].p = (float)(w / sum);
+        probs[s->kept[i].id] = s->kept[i].p;
+    }
+    index_kept(s);
+}
+
+void cpulm_sampler_dist(cpulm_sampler *s, const float *logits, const uint32_t *allow,
+                        float *probs) {
+    apply_penalties(s, logits, allow);
+    s->last_all = 0;
+    if (!(s->p.temp > 0.0f)) {
+        cpulm_token t = sample_greedy(s);
+        if (allow && !((allow[t >> 5] >> (t & 31)) & 1)) t = first_allowed(s, allow);
+        dist_point(s, t, probs);
+        return;
+    }
+    s->last_greedy = 0;
+    if (no_cuts(s)) {
+        s->n_kept = 0;
+        if (!all_probs(s)) {
+            dist_point(s, allow ? first_allowed(s, allow) : 0, probs);
+            return;
+        }
+        double sum = 0.0;
+        for (int32_t i = 0; i < s->n_vocab; i++)
+            sum += s->all_p[i];
+        s->all_sum = sum;
+        s->last_all = 1;
+        for (int32_t i = 0; i < s->n_vocab; i++)
+            probs[i] = (float)(s->all_p[i] / sum);
+        return;
+    }
+    build_heap(s);
+    if (s->n_heap == 0) {
+        dist_point(s, allow ? first_allowed(s, allow) : 0, probs);
+        return;
+    }
+    cut_top_k_top_p(s);
+    cut_min_p(s);
+    dist_kept(s, probs);
+}
+
+double cpulm_sampler_uniform(cpulm_sampler *s) {
+    return rng_uniform(s->rng);
+}

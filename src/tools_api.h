@@ -10,7 +10,8 @@
  *   - kernels, repacking and topology, for `roofline`'s machine ceilings (peak GEMM,
  *     bandwidth), which measure the kernels themselves;
  *   - grammars (GBNF, JSON schema) and their token masks, for `run --grammar/--json-schema`
- *     and `grammar-bench`. */
+ *     and `grammar-bench`;
+ *   - speculative decoding (drafters, verification), for `run` and `bench` --spec / -md. */
 #ifndef CPULM_TOOLS_API_H
 #define CPULM_TOOLS_API_H
 
@@ -30,6 +31,7 @@
 #include "quant.h"
 #include "quantize_plan.h"
 #include "server/http.h"
+#include "spec/spec.h"
 #include "synth.h"
 #include "threads/topo.h"
 

@@ -72,6 +72,9 @@ runs llama-cli -m "$M"
 runs llama-cli -m "$M" -p "I believe the meaning of life is" -n 128
 head -c 32 "$TMP/out" | grep -q "^I believe the meaning of life is"; check cli_prompt_echoed $?
 runs llama-cli -m "$M" -p "I believe the meaning of life is" -n 128 -no-cnv
+# speculative decoding (llama.cpp's docs/speculative.md flag names)
+runs llama-cli -m "$M" -md "$M" --draft-max 8 --draft-min 1 -p "I believe" -n 16
+runs llama-cli -m "$M" --spec-type ngram-simple --draft 16 -p "I believe" -n 16
 runs llama-cli -m "$M" -n 256 --grammar-file grammars/json.gbnf -p 'Request: schedule a call at 8pm; Command:'
 sed 's/^Request: schedule a call at 8pm; Command://' "$TMP/out" | grep -q '^{'; check cli_grammar_json $?
 INPUT=$'hi, who are you?\n'

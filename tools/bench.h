@@ -42,6 +42,8 @@ typedef enum bench_kind {
     BENCH_PG,   /* n_prompt prompt tokens, then n_gen generated tokens (llama-bench pg) */
     BENCH_PAR,  /* n_parallel sequences: their prompts, then n_gen steps decoding them all */
     BENCH_TTFT, /* time from an empty context to the first sampled token of an n_prompt prompt */
+    BENCH_SPEC, /* sg: n_gen tokens generated greedily after a text prompt (--spec-prompt) of
+                 * n_prompt tokens, with speculation spec_kind (none: the plain baseline) */
 } bench_kind;
 
 typedef struct bench_test {
@@ -55,6 +57,7 @@ typedef struct bench_test {
     cpulm_kv_type type_k;    /* KV cache type (K and V alike) */
     int32_t n_depth;         /* tokens already in every sequence's cache when the test
                               * starts (llama-bench -d): filled untimed, kept across reps */
+    int32_t spec_kind;       /* BENCH_SPEC: a cpulm_spec_kind */
 } bench_test;
 
 /* The sweep axes. Every combination of the config axes (type_k x n_batch x n_ubatch x
@@ -65,7 +68,10 @@ typedef struct bench_params {
     bench_list npl, npp, ntg;     /* parallel tests: every npl x npp x ntg */
     bench_list ttft;              /* prompt lengths of the TTFT curve */
     bench_list threads, threads_batch, n_batch, n_ubatch, type_k;
-    bench_list n_depth; /* -d: cache depth before each test (default {0}) */
+    bench_list n_depth;      /* -d: cache depth before each test (default {0}) */
+    int32_t spec_kind;       /* --spec / -md: the n_gen lengths run as sg tests, each once plain
+                              * (none) and once with this kind, instead of tg tests */
+    int32_t spec_prompt_len; /* tokens of the sg tests' prompt */
 } bench_params;
 
 /* Fills empty config axes with defaults (threads {0}, n_batch {2048}, n_ubatch {512},
@@ -109,6 +115,8 @@ typedef struct bench_result {
     char test_time[32]; /* ISO 8601 UTC, when the test started */
     int32_t n_ctx;      /* tokens the test's context holds */
     uint64_t ctx_bytes; /* what that context allocated (KV cache and scratch) */
+    /* BENCH_SPEC, from the last repetition (greedy: every repetition is the same) */
+    int64_t spec_passes, spec_drafted, spec_accepted, spec_emitted;
 } bench_result;
 
 /* Progress reporting: called before each repetition (rep = -1 for the warm-up). */
@@ -120,6 +128,11 @@ typedef struct bench_runner {
     bench_progress_fn progress; /* may be NULL */
     void *progress_user;
     int attn_fast; /* --attn fast: tiled attention on F16 caches (ctx param) */
+    /* BENCH_SPEC: the prompt, and the speculation (lengths, draft model; kind and threads
+     * come from the test) */
+    const cpulm_token *spec_prompt;
+    int32_t n_spec_prompt;
+    const struct cpulm_spec_params *spec;
 } bench_runner;
 
 /* Runs t: one warm-up, then reps (1..BENCH_MAX_REPS) timed repetitions on a fresh context

@@ -108,8 +108,30 @@ int bench_fmt_parse(const char *s, bench_fmt *fmt) {
 }
 
 static const char *kind_name(bench_kind k) {
-    static const char *names[] = {"pp", "tg", "pg", "parallel", "ttft"};
+    static const char *names[] = {"pp", "tg", "pg", "parallel", "ttft", "sg"};
     return names[k];
+}
+
+/* sg rows: the speculation's figures (of the last repetition; greedy makes them all the
+ * same). acceptance: accepted / drafted; per pass: tokens emitted per target decode. */
+static double spec_acceptance(const bench_result *r) {
+    return r->spec_drafted ? (double)r->spec_accepted / (double)r->spec_drafted : 0.0;
+}
+
+static double spec_per_pass(const bench_result *r) {
+    return r->spec_passes ? (double)r->spec_emitted / (double)r->spec_passes : 0.0;
+}
+
+/* The plain (none) row of the same configuration and length as sg row r, or NULL. */
+static const bench_result *spec_baseline(const bench_result *all, int n, const bench_result *r) {
+    for (int i = 0; i < n; i++) {
+        const bench_test *a = &all[i].t, *b = &r->t;
+        if (a->kind == BENCH_SPEC && a->spec_kind == 0 && a->n_gen == b->n_gen &&
+            a->n_threads == b->n_threads && a->type_k == b->type_k && a->n_batch == b->n_batch &&
+            a->n_ubatch == b->n_ubatch && a->n_threads_batch == b->n_threads_batch)
+            return &all[i];
+    }
+    return NULL;
 }
 
 /* ---- JSON ---- */
@@ -201,6 +223,14 @@ static void json_row(cpulm_json_writer *w, const bench_env *e, const bench_resul
         json_kv_num(w, "tg_avg_ts_per_seq", s.tg_seq.mean);
         json_kv_num(w, "tg_stddev_ts_per_seq", s.tg_seq.stddev);
     }
+    if (t->kind == BENCH_SPEC) {
+        json_kv_str(w, "spec_type", cpulm_spec_kind_name((cpulm_spec_kind)t->spec_kind));
+        json_kv_int(w, "spec_target_passes", r->spec_passes);
+        json_kv_int(w, "spec_drafted", r->spec_drafted);
+        json_kv_int(w, "spec_accepted", r->spec_accepted);
+        json_kv_num(w, "spec_acceptance", spec_acceptance(r));
+        json_kv_num(w, "spec_tokens_per_pass", spec_per_pass(r));
+    }
     if (t->kind == BENCH_TTFT) {
         json_kv_num(w, "ttft_ms_mean", s.ns.mean * 1e-6);
         json_kv_num(w, "ttft_ms_stddev", s.ns.stddev * 1e-6);
@@ -251,7 +281,8 @@ static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n)
                "model_n_params,n_batch,n_ubatch,n_threads,n_threads_batch,type_k,type_v,"
                "n_prompt,n_gen,n_depth,n_parallel,test,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts,"
                "pp_avg_ts,tg_avg_ts,tg_avg_ts_per_seq,ttft_ms_p50,ttft_ms_p99,kernel_level,"
-               "cpulm_version,samples_ns,samples_ts\n");
+               "cpulm_version,samples_ns,samples_ts,spec_type,spec_acceptance,"
+               "spec_tokens_per_pass\n");
     for (int i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         bench_summary s;
@@ -286,7 +317,11 @@ static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n)
         fputs("\",\"", f);
         for (int k = 0; k < x->n_reps; k++)
             fprintf(f, "%s%.6f", k ? " " : "", x->ts[k]);
-        fputs("\"\n", f);
+        if (x->t.kind == BENCH_SPEC)
+            fprintf(f, "\",%s,%.6f,%.6f\n", cpulm_spec_kind_name((cpulm_spec_kind)x->t.spec_kind),
+                    spec_acceptance(x), spec_per_pass(x));
+        else
+            fputs("\",,,\n", f);
     }
 }
 
@@ -355,8 +390,32 @@ static void threads_str(const bench_result *r, char *buf, size_t cap) {
 static int count_kind(const bench_result *r, int n, int par, int ttft) {
     int k = 0;
     for (int i = 0; i < n; i++)
-        k += (r[i].t.kind == BENCH_PAR) == par && (r[i].t.kind == BENCH_TTFT) == ttft;
+        k += (r[i].t.kind == BENCH_PAR) == par && (r[i].t.kind == BENCH_TTFT) == ttft &&
+             r[i].t.kind != BENCH_SPEC;
     return k;
+}
+
+static void md_spec(FILE *f, const bench_result *r, int n) {
+    char th[32], name[64], speed[32];
+    fprintf(f, "| threads | type_k | prompt | test | t/s | vs none | drafted | accepted | "
+               "tokens/pass |\n| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int i = 0; i < n; i++) {
+        if (r[i].t.kind != BENCH_SPEC) continue;
+        bench_summary s, sb;
+        bench_summarize(&r[i], &s);
+        threads_str(&r[i], th, sizeof th);
+        bench_test_name(&r[i].t, name, sizeof name);
+        const bench_result *base = spec_baseline(r, n, &r[i]);
+        snprintf(speed, sizeof speed, "-");
+        if (base) {
+            bench_summarize(base, &sb);
+            if (sb.ts.mean > 0) snprintf(speed, sizeof speed, "%.2fx", s.ts.mean / sb.ts.mean);
+        }
+        fprintf(f, "| %s | %s | %d | %s | %.2f ± %.2f | %s | %lld | %lld (%.1f%%) | %.2f |\n", th,
+                bench_kv_name(r[i].t.type_k), r[i].t.n_prompt, name, s.ts.mean, s.ts.stddev, speed,
+                (long long)r[i].spec_drafted, (long long)r[i].spec_accepted,
+                100.0 * spec_acceptance(&r[i]), spec_per_pass(&r[i]));
+    }
 }
 
 static void md_basic(FILE *f, const bench_env *e, const bench_result *r, int n) {
@@ -365,7 +424,8 @@ static void md_basic(FILE *f, const bench_env *e, const bench_result *r, int n) 
     fprintf(f, "| model | size | params | kernels | threads | n_batch | n_ubatch | type_k | test "
                "| t/s |\n| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: |\n");
     for (int i = 0; i < n; i++) {
-        if (r[i].t.kind == BENCH_PAR || r[i].t.kind == BENCH_TTFT) continue;
+        if (r[i].t.kind == BENCH_PAR || r[i].t.kind == BENCH_TTFT || r[i].t.kind == BENCH_SPEC)
+            continue;
         bench_summary s;
         bench_summarize(&r[i], &s);
         threads_str(&r[i], th, sizeof th);
@@ -429,6 +489,17 @@ static void write_md(FILE *f, const bench_env *e, const bench_result *r, int n) 
         fprintf(f, "time to first token (%s): prompt from an empty context, then a greedy pick\n\n",
                 e->model_type);
         md_ttft(f, r, n);
+    }
+    int n_spec = 0;
+    for (int i = 0; i < n; i++)
+        n_spec += r[i].t.kind == BENCH_SPEC;
+    if (n_spec) {
+        if (sections++) fputc('\n', f);
+        fprintf(f,
+                "speculative generation (%s): greedy tokens after a text prompt, none = plain "
+                "decoding; accepted of drafted, tokens per target pass\n\n",
+                e->model_type);
+        md_spec(f, r, n);
     }
 }
 

@@ -14,6 +14,7 @@
 
 #include "bench.h"
 #include "common.h"
+#include "tools_api.h"
 
 static double now_ns(void) {
     struct timespec ts;
@@ -38,6 +39,8 @@ typedef struct run_state {
     int32_t *seq;
     int8_t *want;
     cpulm_sampler *smp; /* greedy: the TTFT test's first token */
+    cpulm_spec *spec;   /* BENCH_SPEC */
+    const bench_runner *br;
     char *err;
     size_t cap;
 } run_state;
@@ -127,9 +130,65 @@ static int decode_ttft(run_state *s) {
     return first >= 0 ? 0 : -1;
 }
 
+static cpulm_token greedy_pick(void *user, const float *logits) {
+    cpulm_sampler *smp = user;
+    cpulm_token t = cpulm_sampler_sample(smp, logits);
+    cpulm_sampler_accept(smp, t);
+    return t;
+}
+
+/* BENCH_SPEC, untimed part: the text prompt into sequence 0 and the speculator. */
+static int spec_prompt(run_state *s) {
+    const bench_runner *br = s->br;
+    for (int32_t i = 0; i < br->n_spec_prompt; i += s->n_ub) {
+        int32_t k = br->n_spec_prompt - i < s->n_ub ? br->n_spec_prompt - i : s->n_ub;
+        cpulm_batch b = {.n = k, .token = br->spec_prompt + i};
+        cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
+        if (st != CPULM_OK) return fail_decode(s, st);
+    }
+    cpulm_sampler_reset(s->smp);
+    cpulm_status st = cpulm_spec_begin(s->spec, br->spec_prompt, br->n_spec_prompt);
+    return st == CPULM_OK ? 0 : fail_decode(s, st);
+}
+
+/* BENCH_SPEC, timed part: n_gen greedy tokens, as many per target pass as are accepted. */
+static int spec_generate(run_state *s) {
+    cpulm_spec_pick pick = {.fn = greedy_pick, .user = s->smp};
+    cpulm_token out[257];
+    out[0] = greedy_pick(s->smp, cpulm_ctx_logits(s->ctx, 0));
+    int32_t got = 1, n = 1;
+    while (got < s->t->n_gen) {
+        cpulm_status st = cpulm_spec_step(s->spec, s->ctx, 0, out[n - 1], &pick, out, &n);
+        if (st != CPULM_OK) return fail_decode(s, st);
+        got += n;
+    }
+    return 0;
+}
+
+/* One repetition of an sg test: the statistics are this repetition's. */
+static int run_rep_spec(run_state *s, bench_result *r, int i) {
+    clear_kv(s);
+    if (spec_prompt(s)) return -1;
+    cpulm_spec_stats a, b;
+    cpulm_spec_stats_get(s->spec, &a);
+    double t0 = now_ns();
+    int rc = spec_generate(s);
+    double t2 = now_ns();
+    if (rc) return -1;
+    cpulm_spec_stats_get(s->spec, &b);
+    r->spec_passes = b.passes - a.passes + 1; /* + the prompt's pass, which gave token 0 */
+    r->spec_drafted = b.drafted - a.drafted;
+    r->spec_accepted = b.accepted - a.accepted;
+    r->spec_emitted = b.emitted - a.emitted + 1;
+    r->ns[i] = r->pp_ns[i] = t2 - t0;
+    r->ts[i] = (double)s->t->n_gen / ((t2 - t0) * 1e-9);
+    return 0;
+}
+
 /* One timed repetition of the test into slot i of r. */
 static int run_rep(run_state *s, bench_result *r, int i) {
     const bench_test *t = s->t;
+    if (t->kind == BENCH_SPEC) return run_rep_spec(s, r, i);
     clear_kv(s);
     double t0 = now_ns(), t1 = t0;
     int rc = 0;
@@ -138,6 +197,7 @@ static int run_rep(run_state *s, bench_result *r, int i) {
     case BENCH_TG: rc = decode_gen(s, t->n_gen); break;
     case BENCH_PG: rc = decode_prompt(s, t->n_prompt) || decode_gen(s, t->n_gen); break;
     case BENCH_TTFT: rc = decode_ttft(s); break;
+    case BENCH_SPEC: break; /* run_rep_spec */
     case BENCH_PAR:
         rc = decode_par_prompts(s);
         t1 = now_ns();
@@ -166,6 +226,12 @@ static cpulm_ctx *make_ctx(const bench_runner *br, const bench_test *t, char *er
     cp.kv_type = t->type_k;
     cp.attn_fast = br->attn_fast;
     cp.n_outputs_max = t->n_parallel;
+    if (t->kind == BENCH_SPEC) { /* a verification decodes draft_max + 1 tokens, all rows */
+        int32_t k = br->spec->draft_max + 1;
+        cp.n_ctx += k;
+        cp.n_outputs_max = k;
+        if (cp.n_batch < k) cp.n_batch = k;
+    }
     cpulm_error e = {0};
     cpulm_ctx *ctx = cpulm_ctx_new(br->m, &cp, &e);
     if (!ctx) snprintf(err, cap, "%s", e.msg);
@@ -202,7 +268,24 @@ static int valid_test(const bench_test *t, int reps, char *err, size_t cap) {
         snprintf(err, cap, "invalid test (repetitions 1..%d, lengths >= 1)", BENCH_MAX_REPS);
         return -1;
     }
+    if (t->kind == BENCH_SPEC && (t->n_depth || t->n_prompt < 1)) {
+        snprintf(err, cap, "an sg test needs a text prompt and no -d (its prompt is the depth)");
+        return -1;
+    }
     return 0;
+}
+
+/* The speculator of an sg test: the runner's parameters with the test's kind, the draft
+ * model's context as large as the target's and with the test's threads. */
+static int spec_open(run_state *s, const bench_test *t) {
+    cpulm_spec_params p = *s->br->spec;
+    p.kind = (cpulm_spec_kind)t->spec_kind;
+    p.draft_ctx.n_ctx = cpulm_ctx_n_ctx(s->ctx);
+    p.draft_ctx.n_threads = t->n_threads;
+    p.draft_ctx.n_threads_batch = t->n_threads_batch;
+    cpulm_error e = {0};
+    if (!(s->spec = cpulm_spec_new(&p, s->br->m, &e))) snprintf(s->err, s->cap, "%s", e.msg);
+    return s->spec ? 0 : -1;
 }
 
 /* The scratch, sampler and context of a run sized for test t (which s->t points to). */
@@ -212,6 +295,7 @@ static int state_open(run_state *s, const bench_runner *br, const bench_test *t,
                      .n_vocab = cpulm_vocab_n(br->m),
                      .n_ub = ubatch_of(t),
                      .rng = br->seed ? br->seed : 0x9E3779B97F4A7C15ULL,
+                     .br = br,
                      .err = err,
                      .cap = cap};
     size_t nb = (size_t)(s->n_ub > t->n_parallel ? s->n_ub : t->n_parallel);
@@ -225,10 +309,12 @@ static int state_open(run_state *s, const bench_runner *br, const bench_test *t,
         snprintf(err, cap, "out of memory");
         return -1;
     }
-    return (s->ctx = make_ctx(br, t, err, cap)) ? 0 : -1;
+    if (!(s->ctx = make_ctx(br, t, err, cap))) return -1;
+    return t->kind == BENCH_SPEC ? spec_open(s, t) : 0;
 }
 
 static void state_close(run_state *s) {
+    cpulm_spec_free(s->spec);
     cpulm_ctx_free(s->ctx);
     cpulm_sampler_free(s->smp);
     free(s->tok);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "tools_api.h"
 
 static int push(bench_list *out, int32_t v, char *err, size_t cap) {
     if (out->n >= BENCH_MAX_LIST) {
@@ -113,7 +114,9 @@ static void set_default(bench_list *l, int32_t v) {
 
 void bench_params_defaults(bench_params *p) {
     int any = p->n_prompt.n || p->n_gen.n || p->pg_prompt.n || p->npl.n || p->ttft.n;
-    if (!any) { /* llama-bench's default tests */
+    if (!any && p->spec_kind) /* --spec alone: the sg tests of 128 tokens */
+        set_default(&p->n_gen, 128);
+    if (!any && !p->spec_kind) { /* llama-bench's default tests */
         set_default(&p->n_prompt, 512);
         set_default(&p->n_gen, 128);
     }
@@ -150,8 +153,18 @@ static void emit(emitter *e, const bench_test *base, bench_kind kind, int32_t np
 static void emit_tests(emitter *e, const bench_params *p, const bench_test *base) {
     for (int i = 0; i < p->n_prompt.n; i++)
         if (p->n_prompt.v[i]) emit(e, base, BENCH_PP, p->n_prompt.v[i], 0, 1);
-    for (int i = 0; i < p->n_gen.n; i++)
-        if (p->n_gen.v[i]) emit(e, base, BENCH_TG, 0, p->n_gen.v[i], 1);
+    for (int i = 0; i < p->n_gen.n; i++) {
+        if (!p->n_gen.v[i]) continue;
+        if (!p->spec_kind) {
+            emit(e, base, BENCH_TG, 0, p->n_gen.v[i], 1);
+            continue;
+        }
+        for (int32_t k = 0; k < 2; k++) { /* the plain baseline, then the speculation */
+            bench_test sb = *base;
+            sb.spec_kind = k ? p->spec_kind : 0;
+            emit(e, &sb, BENCH_SPEC, p->spec_prompt_len, p->n_gen.v[i], 1);
+        }
+    }
     for (int i = 0; i < p->pg_prompt.n && i < p->pg_gen.n; i++)
         emit(e, base, BENCH_PG, p->pg_prompt.v[i], p->pg_gen.v[i], 1);
     for (int i = 0; i < p->npl.n; i++)
@@ -199,6 +212,10 @@ void bench_test_name(const bench_test *t, char *buf, size_t cap) {
         snprintf(buf, cap, "npl%d pp%d+tg%d", t->n_parallel, t->n_prompt, t->n_gen);
         break;
     case BENCH_TTFT: snprintf(buf, cap, "ttft%d", t->n_prompt); break;
+    case BENCH_SPEC:
+        snprintf(buf, cap, "sg%d %s", t->n_gen,
+                 cpulm_spec_kind_name((cpulm_spec_kind)t->spec_kind));
+        break;
     }
     size_t len = strlen(buf);
     if (t->n_depth > 0 && len < cap) snprintf(buf + len, cap - len, " @ d%d", t->n_depth);
@@ -208,7 +225,8 @@ int64_t bench_test_tokens(const bench_test *t) {
     switch (t->kind) {
     case BENCH_PP:
     case BENCH_TTFT: return t->n_prompt;
-    case BENCH_TG: return t->n_gen;
+    case BENCH_TG:
+    case BENCH_SPEC: return t->n_gen;
     case BENCH_PG: return (int64_t)t->n_prompt + t->n_gen;
     case BENCH_PAR: return (int64_t)t->n_parallel * (t->n_prompt + t->n_gen);
     }

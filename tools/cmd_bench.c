@@ -10,6 +10,7 @@
 #include "bench.h"
 #include "commands.h"
 #include "common.h"
+#include "spec_cli.h"
 
 static void bench_usage(FILE *f) {
     fprintf(
@@ -43,6 +44,12 @@ static void bench_usage(FILE *f) {
         "  --seed N             seed of the random prompt tokens (default fixed)\n"
         "  --progress, --no-progress  live progress line on stderr (default: when a tty)\n"
         "  --compare A.json B.json    side-by-side table of two JSON outputs with B/A ratios\n"
+        "  --spec ngram|draft, -md FILE  speculative generation: each -n length runs as an sg\n"
+        "                       test, greedy tokens after a text prompt, once plain (none) and\n"
+        "                       once speculating, instead of a tg test (default -n 128); the\n"
+        "                       draft flags of `cpulm run --help` apply (--draft-max, ...)\n"
+        "  --spec-prompt TEXT, --spec-prompt-file FILE  the sg tests' prompt (default: a\n"
+        "                       short story opening)\n"
         "Giving any of -p/-n/-pg/-npl/--ttft runs only the tests asked for.\n"
         "Results are mean ± sample stddev over the repetitions; model load is not "
         "timed.\n" CLI_COMPAT_HELP);
@@ -55,6 +62,8 @@ typedef struct bench_opts {
     bench_fmt fmt;
     long long seed;
     int attn_fast;
+    cli_spec spec;
+    const char *spec_prompt, *spec_prompt_file;
 } bench_opts;
 
 /* The value of the current flag parsed as a list into l. */
@@ -157,9 +166,12 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     cli c = {.cmd = "bench", .argc = argc, .argv = argv};
     o->reps = 5;
     o->progress = -1;
+    cli_spec_init(&o->spec);
     for (c.i = 1; c.i < argc; c.i++) {
-        int ok = 1;
-        if (cli_flag(&c, "-h", "--help")) {
+        int ok = 1, sf = cli_spec_flag(&c, &o->spec);
+        if (sf) {
+            ok = sf > 0;
+        } else if (cli_flag(&c, "-h", "--help")) {
             bench_usage(stdout);
             return 0;
         } else if (axis_flag(&c, &o->p, &ok)) {
@@ -186,12 +198,16 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
             ok = cli_attn_flag(&c, &o->attn_fast);
         } else if (cli_flag(&c, "--compare", NULL)) {
             ok = (o->cmp_a = cli_value(&c)) && (o->cmp_b = cli_value(&c));
+        } else if (cli_flag(&c, "--spec-prompt", NULL)) {
+            ok = (o->spec_prompt = cli_value(&c)) != NULL;
+        } else if (cli_flag(&c, "--spec-prompt-file", NULL)) {
+            ok = (o->spec_prompt_file = cli_value(&c)) != NULL;
         } else {
             if (cli_rest(&c)) return EXIT_USAGE;
         }
         if (!ok) return EXIT_USAGE;
     }
-    return -1;
+    return cli_spec_check(&c, &o->spec) ? EXIT_USAGE : -1;
 }
 
 typedef struct progress_state {
@@ -212,15 +228,48 @@ static void show_progress(void *user, const bench_test *t, int rep, int n_reps) 
     fflush(stderr);
 }
 
+/* The sg tests' inputs: the prompt's tokens and the speculation parameters, with the draft
+ * model loaded (and its vocabulary checked) into *dm. Returns 0 or an exit code. */
+static int spec_setup(bench_opts *o, const cpulm_model *m, cpulm_model **dm, cpulm_token **toks,
+                      int32_t *n) {
+    static const char dflt[] = "Once upon a time, there was a little girl named Lily. She loved "
+                               "to play outside in the park with her friends.";
+    *dm = NULL;
+    *toks = NULL;
+    if (o->spec.p.kind == CPULM_SPEC_NONE) return 0;
+    char *text = o->spec_prompt_file ? cli_read_file(o->spec_prompt_file, NULL) : NULL;
+    if (o->spec_prompt_file && !text) return EXIT_USAGE;
+    if (text) cli_chomp(text);
+    const char *p = text ? text : o->spec_prompt ? o->spec_prompt : dflt;
+    *n = cli_tokenize(m, p, strlen(p), 1, 0, toks);
+    free(text);
+    if (*n < 1) {
+        fprintf(stderr, "cpulm bench: the sg prompt gives no tokens\n");
+        return EXIT_USAGE;
+    }
+    cpulm_ctx_params cp = cli_ctx_default_params();
+    cpulm_sampler_params sp = cpulm_sampler_default_params();
+    cpulm_spec *s = NULL;
+    int rc = cli_spec_open("bench", &o->spec, m, &cp, &sp, dm, &s);
+    cpulm_spec_free(s); /* each sg test makes its own; this checked the draft model */
+    o->spec.p.draft_model = *dm;
+    o->spec.p.draft_ctx = cli_ctx_default_params();
+    o->p.spec_prompt_len = *n;
+    return rc;
+}
+
 static int run_all(const bench_opts *o, const cpulm_model *m, bench_result *res, int n,
-                   const bench_test *tests, int *n_done) {
+                   const bench_test *tests, int *n_done, const cpulm_token *sg, int32_t n_sg) {
     progress_state ps = {0, n};
     int show = o->progress >= 0 ? o->progress : isatty(2);
     bench_runner br = {.m = m,
                        .seed = (uint64_t)o->seed,
                        .progress = show ? show_progress : NULL,
                        .progress_user = &ps,
-                       .attn_fast = o->attn_fast};
+                       .attn_fast = o->attn_fast,
+                       .spec_prompt = sg,
+                       .n_spec_prompt = n_sg,
+                       .spec = &o->spec.p};
     char err[256];
     for (ps.i = 0; ps.i < n; ps.i++) {
         if (bench_run_test(&br, &tests[ps.i], o->reps, &res[ps.i], err, sizeof err)) {
@@ -241,6 +290,8 @@ int cmd_bench(int argc, char **argv) {
     int rc = parse_bench(argc, argv, &o);
     if (rc >= 0) return rc;
     if (o.cmp_a) return bench_compare(stdout, o.cmp_a, o.cmp_b) ? 1 : 0;
+    o.p.spec_kind = o.spec.p.kind;
+    o.p.spec_prompt_len = 1; /* counted now, the real length once the model tokenizes it */
     bench_params_defaults(&o.p);
     int n = bench_expand(&o.p, NULL, 0);
     if (n == 0) {
@@ -261,15 +312,21 @@ int cmd_bench(int argc, char **argv) {
         free(res);
         return tests && res ? cli_load_failed_rc(path) : 1;
     }
+    cpulm_model *dm = NULL;
+    cpulm_token *sg = NULL;
+    int32_t n_sg = 0;
+    rc = spec_setup(&o, m, &dm, &sg, &n_sg);
     bench_expand(&o.p, tests, n);
     int done = 0;
-    rc = run_all(&o, m, res, n, tests, &done);
+    if (!rc) rc = run_all(&o, m, res, n, tests, &done, sg, n_sg);
     bench_env env;
     bench_env_fill(&env, m, path);
     if (done > 0 && bench_write(stdout, o.fmt, &env, res, done)) {
         fprintf(stderr, "cpulm bench: writing the results failed\n");
         rc = 1;
     }
+    cpulm_model_free(dm);
+    free(sg);
     cpulm_model_free(m);
     free(tests);
     free(res);

@@ -24,6 +24,7 @@
 #include "chat_input.h"
 #include "commands.h"
 #include "common.h"
+#include "spec_cli.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -38,6 +39,7 @@ typedef struct chat_opts {
     cpulm_kv_type kv;
     int kv_given;
     cpulm_sampler_params sp;
+    cli_spec spec; /* --spec ngram, -md, ... */
 } chat_opts;
 
 typedef struct chat_msg {
@@ -53,6 +55,8 @@ typedef struct chat_state {
     int n_msgs, cap_msgs;
     cpulm_token *cached; /* tokens in the KV cache of sequence 0 */
     int32_t n_cached;
+    cpulm_spec *spec; /* speculation, when asked for */
+    cpulm_model *draft;
 } chat_state;
 
 static void chat_usage(FILE *f) {
@@ -74,7 +78,7 @@ static void chat_usage(FILE *f) {
             "  -ctk, -ctv TYPE            KV cache type: f16 (default), q8_0, q4_0, f32 (K and\n"
             "                             V alike; q8_0 halves the cache, so more turns fit)\n"
             "  --numa MODE                distribute, isolate or numactl (see run "
-            "--help)\n" CLI_SAMPLER_HELP
+            "--help)\n" CLI_SAMPLER_HELP CLI_SPEC_HELP
             "Type a message and press Enter. A line ending in \\ continues the message; lines\n"
             "between two \"\"\" lines are one message; lines pasted together are one message.\n"
             "Commands: /help, /exit, /clear, /save FILE, /load FILE. Ctrl-C stops a reply;\n"
@@ -86,8 +90,10 @@ static int parse_chat(int argc, char **argv, chat_opts *o) {
     cli c = {.cmd = "chat", .argc = argc, .argv = argv};
     o->sp = cpulm_sampler_default_params();
     o->n_predict = 1024;
+    cli_spec_init(&o->spec);
     for (c.i = 1; c.i < argc; c.i++) {
         int sf = cli_sampler_flag(&c, &o->sp);
+        if (sf == 0) sf = cli_spec_flag(&c, &o->spec);
         if (sf < 0) return EXIT_USAGE;
         if (sf > 0) continue;
         if (cli_flag(&c, "-h", "--help")) {
@@ -131,7 +137,7 @@ static int parse_chat(int argc, char **argv, chat_opts *o) {
         fprintf(stderr, "cpulm chat: give the system message with -sys/-p or -f, not both\n");
         return EXIT_USAGE;
     }
-    return 0;
+    return cli_spec_check(&c, &o->spec);
 }
 
 /* ---- the conversation ---- */
@@ -326,6 +332,53 @@ static int ends_with_think(const char *prompt) {
     return n >= 7 && memcmp(prompt + n - 7, "<think>", 7) == 0;
 }
 
+static cpulm_token chat_pick(void *user, const float *logits) {
+    cpulm_sampler *smp = user;
+    cpulm_token t = cpulm_sampler_sample(smp, logits);
+    cpulm_sampler_accept(smp, t);
+    return t;
+}
+
+/* Streams out[0..n) as reply() does; returns 1 when the reply ends (end token, -n). */
+static int chat_emit(chat_state *st, const chat_opts *o, const cpulm_token *out, int32_t n,
+                     cpulm_detok *dt, cpulm_chat_think *think, cpulm_buf *text, int32_t *left) {
+    char buf[1024];
+    for (int32_t i = 0; i < n; i++) {
+        if (cpulm_token_is_eog(st->m, out[i])) return 1;
+        int32_t w = cpulm_detok_push(dt, out[i], buf, sizeof buf);
+        if (w > 0) {
+            cpulm_buf_append(text, buf, (size_t)w);
+            emit(o, think, buf, w);
+        }
+        if (--*left == 0) return 1;
+    }
+    return 0;
+}
+
+/* reply() with speculation (--spec, -md): the same tokens, several per target pass. What
+ * each step leaves in the KV cache (the pending token and the accepted drafts) is recorded
+ * in st->cached, so the next turn reuses it as reply() would. Returns 1 when the context
+ * filled up. */
+static int reply_spec(chat_state *st, const chat_opts *o, cpulm_detok *dt, cpulm_chat_think *think,
+                      cpulm_buf *text) {
+    int32_t room = cpulm_ctx_n_ctx(st->ctx) - cpulm_ctx_seq_len(st->ctx, 0);
+    int32_t left = o->n_predict >= 0 && o->n_predict < room ? o->n_predict : room;
+    int full = o->n_predict < 0 || o->n_predict > room; /* reply() would say "context full" */
+    cpulm_spec_pick pick = {.fn = chat_pick, .user = st->smp, .smp = st->smp};
+    cpulm_token out[257];
+    int32_t n = 0;
+    if (left > 0 && !interrupted) out[n++] = chat_pick(st->smp, cpulm_ctx_logits(st->ctx, 0));
+    while (n > 0 && !interrupted && !chat_emit(st, o, out, n, dt, think, text, &left)) {
+        cpulm_token pending = out[n - 1];
+        cpulm_status rc = cpulm_spec_step(st->spec, st->ctx, 0, pending, &pick, out, &n);
+        if (rc != CPULM_OK) return rc == CPULM_ERR_KV_FULL;
+        cache_push(st, pending);
+        for (int32_t i = 0; i + 1 < n; i++)
+            cache_push(st, out[i]);
+    }
+    return full && left == 0 && !interrupted;
+}
+
 /* Generates one reply, streaming it; appends its text to *text. */
 static void reply(chat_state *st, const chat_opts *o, const char *prompt, cpulm_buf *text) {
     cpulm_detok dt;
@@ -333,8 +386,8 @@ static void reply(chat_state *st, const chat_opts *o, const char *prompt, cpulm_
     cpulm_chat_think think;
     cpulm_chat_think_init(&think, ends_with_think(prompt));
     char buf[1024];
-    int full = 0;
-    for (int i = 0; (o->n_predict < 0 || i < o->n_predict) && !interrupted; i++) {
+    int full = st->spec ? reply_spec(st, o, &dt, &think, text) : 0;
+    for (int i = 0; !st->spec && (o->n_predict < 0 || i < o->n_predict) && !interrupted; i++) {
         if (cpulm_ctx_seq_len(st->ctx, 0) >= cpulm_ctx_n_ctx(st->ctx)) {
             full = 1;
             break;
@@ -372,8 +425,9 @@ static int turn(chat_state *st, const chat_opts *o, const char *text, size_t len
     int32_t n;
     int fit = fit_prompt(st, o, &prompt, &toks, &n);
     if (fit <= 0) return fit == 0; /* too long a message: said so, the chat goes on */
-    if (!feed_prompt(st, toks, n)) {
-        free(toks);
+    if (!feed_prompt(st, toks, n) ||
+        (st->spec && cpulm_spec_begin(st->spec, st->cached, st->n_cached) != CPULM_OK)) {
+        if (st->cached != toks) free(toks);
         free(prompt);
         return 0;
     }
@@ -543,13 +597,17 @@ int cmd_chat(int argc, char **argv) {
     cp.n_threads = o.n_threads;
     cp.n_threads_batch = o.n_threads_batch;
     cp.kv_type = o.kv;
+    if (o.spec.p.kind != CPULM_SPEC_NONE) cp.n_outputs_max = o.spec.p.draft_max + 1;
     cpulm_error err = {0};
     rc = 1;
     if (!cli_chat_template(m, o.tmpl_override, &st.tmpl, &owned))
         rc = EXIT_USAGE;
     else if (!(st.ctx = cpulm_ctx_new(m, &cp, &err)))
         fprintf(stderr, "cpulm chat: %s\n", err.msg);
-    else if ((st.smp = cpulm_sampler_new(&o.sp, cpulm_vocab_n(m)))) {
+    else if ((cp.n_ctx = cpulm_ctx_n_ctx(st.ctx)) &&
+             (rc = cli_spec_open("chat", &o.spec, m, &cp, &o.sp, &st.draft, &st.spec)) != 0)
+        ;
+    else if ((rc = 1) && (st.smp = cpulm_sampler_new(&o.sp, cpulm_vocab_n(m)))) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt ends the read */
@@ -560,6 +618,8 @@ int cmd_chat(int argc, char **argv) {
     drop_msgs(&st, 0, st.n_msgs);
     free(st.msgs);
     cpulm_sampler_free(st.smp);
+    cpulm_spec_free(st.spec);
+    cpulm_model_free(st.draft);
     cpulm_ctx_free(st.ctx);
     free(st.cached);
     free(owned);

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "spec_cli.h"
 #include "tools_api.h"
 
 typedef struct run_opts {
@@ -20,37 +21,38 @@ typedef struct run_opts {
     cpulm_sampler_params sp;
     const char *words[64]; /* the prompt given as arguments (llama-run, llama-simple) */
     int n_words;
+    cli_spec spec; /* --spec, -md, --draft-max, ... */
 } run_opts;
 
 static void run_usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: cpulm run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
-        "       cpulm run MODEL.gguf [PROMPT] [options]      (llama-run's order)\n"
-        "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
-        "  -p, --prompt TEXT     prompt (default: empty, generation starts from BOS)\n"
-        "  -f, --file FILE       read the prompt from a file (its final newline dropped,\n"
-        "                        as llama.cpp does)\n"
-        "  -e, --escape          process \\n \\t \\\\ \\\" \\' escapes in -p\n"
-        "  --no-display-prompt   print only the generated text, not the prompt\n"
-        "  -cnv, -i              conversation mode: the same as `cpulm chat` (-p is then\n"
-        "                        the system message)\n"
-        "  -n, --n-predict N     tokens to generate (default 256; -1 = until end or full)\n"
-        "  -t, --threads N       threads for generation (default: physical cores)\n"
-        "  -tb, --threads-batch N  threads for the prompt (default: -t)\n"
-        "  -c, --ctx-size N      context length (default: model's, at most 4096)\n"
-        "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V "
-        "alike)\n" CLI_ATTN_HELP
-        "  -b, --batch-size N    prompt tokens per decode call (default 512)\n"
-        "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
-        "                        interleaved; isolate: cores and memory of the starting node;\n"
-        "                        numactl: the CPUs numactl/taskset allowed "
-        "(docs/PERFORMANCE.md)\n" CLI_SAMPLER_HELP
-        "  --ignore-eos          keep generating past end-of-generation tokens\n"
-        "  --grammar GBNF        constrain the output to a GBNF grammar (llama.cpp syntax)\n"
-        "  --grammar-file FILE   the same, read from a file\n"
-        "  --json-schema SCHEMA  constrain the output to JSON valid under a JSON schema\n"
-        "                        (docs/SERVER.md lists the supported keywords)\n" CLI_COMPAT_HELP);
+    fprintf(f,
+            "usage: cpulm run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
+            "       cpulm run MODEL.gguf [PROMPT] [options]      (llama-run's order)\n"
+            "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
+            "  -p, --prompt TEXT     prompt (default: empty, generation starts from BOS)\n"
+            "  -f, --file FILE       read the prompt from a file (its final newline dropped,\n"
+            "                        as llama.cpp does)\n"
+            "  -e, --escape          process \\n \\t \\\\ \\\" \\' escapes in -p\n"
+            "  --no-display-prompt   print only the generated text, not the prompt\n"
+            "  -cnv, -i              conversation mode: the same as `cpulm chat` (-p is then\n"
+            "                        the system message)\n"
+            "  -n, --n-predict N     tokens to generate (default 256; -1 = until end or full)\n"
+            "  -t, --threads N       threads for generation (default: physical cores)\n"
+            "  -tb, --threads-batch N  threads for the prompt (default: -t)\n"
+            "  -c, --ctx-size N      context length (default: model's, at most 4096)\n"
+            "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V "
+            "alike)\n" CLI_ATTN_HELP
+            "  -b, --batch-size N    prompt tokens per decode call (default 512)\n"
+            "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
+            "                        interleaved; isolate: cores and memory of the starting node;\n"
+            "                        numactl: the CPUs numactl/taskset allowed "
+            "(docs/PERFORMANCE.md)\n" CLI_SAMPLER_HELP
+            "  --ignore-eos          keep generating past end-of-generation tokens\n"
+            "  --grammar GBNF        constrain the output to a GBNF grammar (llama.cpp syntax)\n"
+            "  --grammar-file FILE   the same, read from a file\n"
+            "  --json-schema SCHEMA  constrain the output to JSON valid under a JSON schema\n"
+            "                        (docs/SERVER.md lists the supported keywords)\n" CLI_SPEC_HELP
+                CLI_COMPAT_HELP);
 }
 
 /* llama-run's `MODEL [PROMPT...]` and llama-simple's `-m MODEL PROMPT`: an argument that is
@@ -96,8 +98,10 @@ static int parse_run(int argc, char **argv, run_opts *o) {
     cli c = {.cmd = "run", .argc = argc, .argv = argv};
     o->sp = cpulm_sampler_default_params();
     o->n_predict = 256;
+    cli_spec_init(&o->spec);
     for (c.i = 1; c.i < argc; c.i++) {
         int sf = cli_sampler_flag(&c, &o->sp);
+        if (sf == 0) sf = cli_spec_flag(&c, &o->spec);
         if (sf < 0) return EXIT_USAGE;
         if (sf > 0) continue;
         if (cli_flag(&c, "-h", "--help")) {
@@ -154,7 +158,7 @@ static int parse_run(int argc, char **argv, run_opts *o) {
         fprintf(stderr, "cpulm run: give one of --grammar, --grammar-file, --json-schema\n");
         return EXIT_USAGE;
     }
-    return 0;
+    return cli_spec_check(&c, &o->spec);
 }
 
 /* Feeds toks[0..n) into sequence 0 in batches of n_batch; logits of the last one remain. */
@@ -266,6 +270,107 @@ static int generate(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpu
     return 0;
 }
 
+/* The caller's side of speculation (src/spec/spec.h): draws each token exactly as
+ * generate() does (grammar mask, sampler, grammar state) and refuses to go on (-1, which no
+ * draft equals) once the output has ended, so verification stops there too. */
+typedef struct run_pick {
+    cpulm_sampler *smp;
+    cpulm_grammar_matcher *gm;
+    const cpulm_model *m;
+    int ignore_eos, done, failed;
+} run_pick;
+
+static cpulm_token run_pick_fn(void *user, const float *logits) {
+    run_pick *r = user;
+    if (r->done) return -1;
+    const uint32_t *allow = r->gm ? cpulm_grammar_mask(r->gm) : NULL;
+    if (r->gm && !allow) {
+        fprintf(stderr, "cpulm run: the grammar is too complex to follow\n");
+        r->done = r->failed = 1;
+        return -1;
+    }
+    cpulm_token t = cpulm_sampler_sample_masked(r->smp, logits, allow);
+    cpulm_sampler_accept(r->smp, t);
+    if ((!r->ignore_eos || r->gm) && cpulm_token_is_eog(r->m, t)) {
+        r->done = 1;
+        return t;
+    }
+    if (r->gm && cpulm_grammar_accept_token(r->gm, t) != CPULM_OK) {
+        r->done = r->failed = 1;
+        return -1;
+    }
+    if (r->gm && cpulm_grammar_must_end(r->gm)) r->done = 1;
+    return t;
+}
+
+/* Prints out[0..n) as generate() would and counts them; returns 1 when the output ends. */
+static int run_emit(const cpulm_token *out, int32_t n, const run_opts *o, const cpulm_model *m,
+                    int has_gm, cpulm_detok *dt, int32_t max_gen, int32_t *n_gen) {
+    char buf[1024];
+    for (int32_t i = 0; i < n; i++) {
+        if (out[i] < 0 || ((!o->ignore_eos || has_gm) && cpulm_token_is_eog(m, out[i]))) return 1;
+        int32_t w = cpulm_detok_push(dt, out[i], buf, sizeof buf);
+        if (w > 0) fwrite(buf, 1, (size_t)w, stdout);
+        if (++*n_gen >= max_gen) return 1;
+    }
+    fflush(stdout);
+    return 0;
+}
+
+/* generate() with speculation: the same tokens, several per target pass (--spec, -md). */
+static int generate_spec(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o,
+                         cpulm_sampler *smp, cpulm_grammar_matcher *gm, cpulm_spec *spec,
+                         int32_t *n_gen) {
+    int32_t n_ctx = cpulm_ctx_n_ctx(ctx), n_prompt = cpulm_ctx_seq_len(ctx, 0);
+    int32_t max_gen = n_ctx - n_prompt; /* what generate() emits before the context is full */
+    if (o->n_predict >= 0 && o->n_predict < max_gen) max_gen = o->n_predict;
+    if (gm) cpulm_grammar_matcher_set_budget(gm, max_gen > 0 ? max_gen : 1);
+    cpulm_detok dt;
+    cpulm_detok_init(&dt, m, 0);
+    run_pick r = {.smp = smp, .gm = gm, .m = m, .ignore_eos = o->ignore_eos};
+    cpulm_spec_pick pick = {.fn = run_pick_fn, .user = &r, .smp = gm ? NULL : smp};
+    cpulm_token out[257];
+    int32_t n = 0;
+    *n_gen = 0;
+    if (max_gen > 0) out[n++] = run_pick_fn(&r, cpulm_ctx_logits(ctx, 0));
+    while (n > 0 && !run_emit(out, n, o, m, gm != NULL, &dt, max_gen, n_gen) && !r.done) {
+        if (cpulm_spec_step(spec, ctx, 0, out[n - 1], &pick, out, &n) != CPULM_OK) break;
+    }
+    if (r.failed) return 1;
+    char buf[1024];
+    int32_t w = cpulm_detok_flush(&dt, buf, sizeof buf);
+    if (w > 0) fwrite(buf, 1, (size_t)w, stdout);
+    fputc('\n', stdout);
+    return 0;
+}
+
+/* Evaluates the prompt, generates (speculating when spec is set), then prints the timings
+ * and the speculation statistics to stderr. Returns the exit code. */
+static int run_all(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpulm_sampler *smp,
+                   cpulm_grammar_matcher *gm, cpulm_spec *spec, const cpulm_token *toks, int32_t n,
+                   int32_t n_batch, double load_ms) {
+    for (int32_t i = 0; i < n; i++)
+        cpulm_sampler_accept(smp, toks[i]);
+    double t0 = cli_now_ms();
+    int rc = eval_prompt(ctx, toks, n, n_batch);
+    double t1 = cli_now_ms();
+    int32_t n_gen = 0;
+    if (!rc && spec && cpulm_spec_begin(spec, toks, n) != CPULM_OK) rc = 1;
+    if (!rc)
+        rc = spec ? generate_spec(ctx, m, o, smp, gm, spec, &n_gen)
+                  : generate(ctx, m, o, smp, gm, &n_gen);
+    double t2 = cli_now_ms();
+    char extra[160] = "";
+    if (spec) cli_spec_summary(spec, &o->spec, extra, sizeof extra);
+    fprintf(stderr,
+            "\nload: %.1f ms | prompt: %d tokens, %.2f ms, %.2f t/s | generation: %d "
+            "tokens, %.2f ms, %.2f t/s | threads %d, kernels %s%s\n",
+            load_ms, n, t1 - t0, n / ((t1 - t0) / 1e3), n_gen, t2 - t1,
+            n_gen > 0 ? n_gen / ((t2 - t1) / 1e3) : 0.0, cpulm_ctx_threads(ctx),
+            cpulm_kernel_level(), extra);
+    return rc;
+}
+
 /* Replaces llama.cpp's escapes in place: \n \t \r \\ \" \'; others stay as written. */
 static void unescape(char *s) {
     char *w = s;
@@ -336,9 +441,16 @@ int cmd_run(int argc, char **argv) {
     cp.kv_type = o.kv;
     cp.attn_fast = o.attn_fast;
     if (o.n_batch) cp.n_batch = o.n_batch;
+    if (o.spec.p.kind != CPULM_SPEC_NONE) { /* one decode verifies draft_max + 1 rows */
+        if (o.spec.p.draft_max >= cp.n_batch) o.spec.p.draft_max = cp.n_batch - 1;
+        if (o.spec.p.draft_max < 1) o.spec.p.kind = CPULM_SPEC_NONE;
+        cp.n_outputs_max = o.spec.p.draft_max + 1;
+    }
     cpulm_error err = {0};
     cpulm_ctx *ctx = n > 0 ? cpulm_ctx_new(m, &cp, &err) : NULL;
     cpulm_sampler *smp = cpulm_sampler_new(&o.sp, cpulm_vocab_n(m));
+    cpulm_model *dm = NULL;
+    cpulm_spec *spec = NULL;
     rc = 1;
     if (n == 0)
         fprintf(stderr, "cpulm run: empty prompt and the model has no BOS token\n");
@@ -348,23 +460,14 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "cpulm run: prompt of %d tokens does not fit the context of %d\n", n,
                 cpulm_ctx_n_ctx(ctx));
     else if (smp) {
-        if (!o.no_display_prompt) fputs(prompt, stdout);
+        cp.n_ctx = cpulm_ctx_n_ctx(ctx); /* the draft model's context matches it */
+        rc = cli_spec_open("run", &o.spec, m, &cp, &o.sp, &dm, &spec);
+        if (!rc && !o.no_display_prompt) fputs(prompt, stdout);
         fflush(stdout);
-        for (int32_t i = 0; i < n; i++)
-            cpulm_sampler_accept(smp, toks[i]);
-        double t0 = cli_now_ms();
-        rc = eval_prompt(ctx, toks, n, cp.n_batch);
-        double t1 = cli_now_ms();
-        int32_t n_gen = 0;
-        if (!rc) rc = generate(ctx, m, &o, smp, gm, &n_gen);
-        double t2 = cli_now_ms();
-        fprintf(stderr,
-                "\nload: %.1f ms | prompt: %d tokens, %.2f ms, %.2f t/s | generation: %d "
-                "tokens, %.2f ms, %.2f t/s | threads %d, kernels %s\n",
-                load_ms, n, t1 - t0, n / ((t1 - t0) / 1e3), n_gen, t2 - t1,
-                n_gen > 0 ? n_gen / ((t2 - t1) / 1e3) : 0.0, cpulm_ctx_threads(ctx),
-                cpulm_kernel_level());
+        if (!rc) rc = run_all(ctx, m, &o, smp, gm, spec, toks, n, cp.n_batch, load_ms);
     }
+    cpulm_spec_free(spec);
+    cpulm_model_free(dm);
     cpulm_sampler_free(smp);
     cpulm_grammar_matcher_free(gm);
     cpulm_grammar_vocab_free(gv);

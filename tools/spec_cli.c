@@ -1,0 +1,101 @@
+/* spec_cli.c: the speculative decoding flags and setup shared by `run` and `bench`. */
+#include <string.h>
+
+#include "spec_cli.h"
+
+void cli_spec_init(cli_spec *o) {
+    memset(o, 0, sizeof *o);
+    o->p = cpulm_spec_default_params();
+}
+
+static int spec_kind(cli *c, cli_spec *o) {
+    const char *v = cli_value(c);
+    if (!v) return -1;
+    if (cpulm_spec_kind_parse(v, &o->p.kind) != CPULM_OK) {
+        fprintf(stderr, "cpulm %s: --spec takes ngram, draft or none, not '%s'\n", c->cmd, v);
+        return -1;
+    }
+    o->kind_given = 1;
+    return 1;
+}
+
+int cli_spec_flag(cli *c, cli_spec *o) {
+    cpulm_spec_params *p = &o->p;
+    if (cli_flag(c, "--spec", "--spec-type")) return spec_kind(c, o);
+    if (cli_flag(c, "-md", "--model-draft")) return (o->draft_path = cli_value(c)) ? 1 : -1;
+    if (cli_flag(c, "--draft-max", "--draft") || cli_flag(c, "--draft-n", "--spec-draft-n-max"))
+        return cli_int(c, 1, 256, &p->draft_max) ? 1 : -1;
+    if (cli_flag(c, "--draft-min", "--spec-draft-n-min"))
+        return cli_int(c, 0, 256, &p->draft_min) ? 1 : -1;
+    if (cli_flag(c, "--draft-p-min", NULL)) return cli_float(c, 0, 1, &p->p_min) ? 1 : -1;
+    if (cli_flag(c, "--spec-ngram-size-n", "--spec-ngram-simple-size-n"))
+        return cli_int(c, 1, 64, &p->ngram_max) ? 1 : -1;
+    if (cli_flag(c, "--spec-ngram-min", NULL)) return cli_int(c, 1, 64, &p->ngram_min) ? 1 : -1;
+    if (cli_flag(c, "--spec-fixed", NULL)) {
+        p->adaptive = 0;
+        return 1;
+    }
+    if (cli_flag(c, "-td", "--threads-draft"))
+        return cli_int(c, 1, 512, &o->n_threads_draft) ? 1 : -1;
+    return 0;
+}
+
+int cli_spec_check(cli *c, cli_spec *o) {
+    cpulm_spec_params *p = &o->p;
+    if (o->draft_path && !o->kind_given) p->kind = CPULM_SPEC_DRAFT;
+    if (p->kind == CPULM_SPEC_DRAFT && !o->draft_path) {
+        fprintf(stderr, "cpulm %s: --spec draft needs a draft model: -md FILE\n", c->cmd);
+        return EXIT_USAGE;
+    }
+    if (o->draft_path && p->kind != CPULM_SPEC_DRAFT) {
+        fprintf(stderr, "cpulm %s: -md gives a draft model; it does not combine with --spec %s\n",
+                c->cmd, cpulm_spec_kind_name(p->kind));
+        return EXIT_USAGE;
+    }
+    if (p->ngram_min > p->ngram_max) p->ngram_min = p->ngram_max;
+    if (p->draft_min > p->draft_max) {
+        fprintf(stderr, "cpulm %s: --draft-min %d is above --draft-max %d\n", c->cmd, p->draft_min,
+                p->draft_max);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+int cli_spec_open(const char *cmd, cli_spec *o, const cpulm_model *m, const cpulm_ctx_params *cp,
+                  const cpulm_sampler_params *sp, cpulm_model **dm, cpulm_spec **s) {
+    *dm = NULL;
+    *s = NULL;
+    if (o->p.kind == CPULM_SPEC_NONE) return 0;
+    cpulm_spec_params p = o->p;
+    if (p.kind == CPULM_SPEC_DRAFT) {
+        if (!(*dm = cli_load_model(o->draft_path, 0, NULL)))
+            return cli_load_failed_rc(o->draft_path);
+        p.draft_model = *dm;
+        p.draft_ctx = cli_ctx_default_params();
+        p.draft_ctx.n_ctx = cp->n_ctx;
+        p.draft_ctx.n_threads = o->n_threads_draft ? o->n_threads_draft : cp->n_threads;
+        p.draft_ctx.n_threads_batch = cp->n_threads_batch;
+        p.draft_sp = *sp;
+        if (sp->seed != 0xFFFFFFFFu) /* its own stream, fixed by the seed; else the clock's */
+            p.draft_sp.seed = sp->seed ^ 0x5bd1e995u;
+    }
+    cpulm_error err = {0};
+    if (!(*s = cpulm_spec_new(&p, m, &err))) {
+        fprintf(stderr, "cpulm %s: %s%s%s\n", cmd, p.kind == CPULM_SPEC_DRAFT ? o->draft_path : "",
+                p.kind == CPULM_SPEC_DRAFT ? ": " : "", err.msg);
+        cpulm_model_free(*dm);
+        *dm = NULL;
+        return err.code == CPULM_ERR_INVALID_ARG ? EXIT_USAGE : 1;
+    }
+    return 0;
+}
+
+void cli_spec_summary(const cpulm_spec *s, const cli_spec *o, char *buf, size_t cap) {
+    cpulm_spec_stats st;
+    cpulm_spec_stats_get(s, &st);
+    snprintf(buf, cap,
+             " | spec %s: drafted %lld, accepted %lld (%.1f%%), %.2f tokens per target pass",
+             cpulm_spec_kind_name(o->p.kind), (long long)st.drafted, (long long)st.accepted,
+             st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0,
+             st.passes ? (double)st.emitted / (double)st.passes : 0.0);
+}

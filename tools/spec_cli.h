@@ -1,0 +1,47 @@
+/* spec_cli.h: the speculative decoding flags `run` and `bench` share (llama.cpp's names and
+ * aliases), and opening a speculator from them. */
+#ifndef CPULM_TOOLS_SPEC_CLI_H
+#define CPULM_TOOLS_SPEC_CLI_H
+
+#include <stddef.h>
+
+#include "common.h"
+#include "tools_api.h"
+
+typedef struct cli_spec {
+    cpulm_spec_params p;    /* kind NONE unless --spec or -md */
+    const char *draft_path; /* -md */
+    int n_threads_draft;    /* -td; 0: the target's */
+    int kind_given;
+} cli_spec;
+
+void cli_spec_init(cli_spec *o);
+/* 1 = consumed, 0 = not a speculation flag, -1 = bad value (message printed). */
+int cli_spec_flag(cli *c, cli_spec *o);
+/* After parsing: the kind implied by -md, contradictions refused. 0 or EXIT_USAGE. */
+int cli_spec_check(cli *c, cli_spec *o);
+/* Loads the draft model (if any) and makes the speculator for target m, whose context has
+ * the parameters cp (the draft's context copies n_ctx and threads). *s NULL when the kind is
+ * none. Returns 0, or an exit code after printing why. */
+int cli_spec_open(const char *cmd, cli_spec *o, const cpulm_model *m, const cpulm_ctx_params *cp,
+                  const cpulm_sampler_params *sp, cpulm_model **dm, cpulm_spec **s);
+/* " | spec ngram: drafted D, accepted A (x%), T tokens per target pass" into buf. */
+void cli_spec_summary(const cpulm_spec *s, const cli_spec *o, char *buf, size_t cap);
+
+#define CLI_SPEC_HELP                                                                        \
+    "  --spec ngram|draft    speculative decoding: ngram = prompt lookup (drafts copied\n"   \
+    "                        from earlier in the prompt and output); draft = -md's model\n"  \
+    "                        (--spec-type and llama.cpp's ngram-simple are aliases)\n"       \
+    "  -md, --model-draft FILE  draft model (same vocabulary as -m); implies --spec draft\n" \
+    "  --draft-max N         most tokens drafted per target pass (default 16; --draft,\n"    \
+    "                        --draft-n, --spec-draft-n-max)\n"                               \
+    "  --draft-min N         verify no shorter draft (default 0; --spec-draft-n-min)\n"      \
+    "  --draft-p-min P       greedy draft model: stop drafting below this probability\n"     \
+    "                        (default 0 = off)\n"                                            \
+    "  --spec-ngram-size-n N longest n-gram looked up (default 3); --spec-ngram-min N the\n" \
+    "                        shortest (default 2)\n"                                         \
+    "  --spec-fixed          always draft --draft-max tokens (default: the length follows\n" \
+    "                        the acceptance rate, none when drafts do not pay)\n"            \
+    "  -td, --threads-draft N  draft model threads (default: -t)\n"
+
+#endif
