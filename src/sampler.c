@@ -433,6 +433,14 @@ static void cut_min_p(cpulm_sampler *s) {
 /* ---- sampling ---- */
 
 /* Nothing allowed has a finite logit: the lowest allowed id (0 if none at all). */
+/* The cuts of the chain, in order, over the heap (sampling and cpulm_sampler_dist alike). */
+static void cut_all(cpulm_sampler *s) {
+    cut_top_k(s);
+    cut_typical(s);
+    cut_top_p(s);
+    cut_min_p(s);
+}
+
 static cpulm_token first_allowed(const cpulm_sampler *s, const uint32_t *allow) {
     for (int32_t i = 0; i < s->n_vocab; i++)
         if ((allow[i >> 5] >> (i & 31)) & 1) return i;
@@ -608,10 +616,7 @@ cpulm_token cpulm_sampler_sample_masked(cpulm_sampler *s, const float *logits,
     }
     build_heap(s);
     if (s->n_heap == 0) return allow ? first_allowed(s, allow) : 0; /* documented fallback */
-    cut_top_k(s);
-    cut_typical(s);
-    cut_top_p(s);
-    cut_min_p(s);
+    cut_all(s);
     return draw(s);
 }
 
@@ -683,8 +688,7 @@ void cpulm_sampler_dist(cpulm_sampler *s, const float *logits, const uint32_t *a
         dist_point(s, allow ? first_allowed(s, allow) : 0, probs);
         return;
     }
-    cut_top_k_top_p(s);
-    cut_min_p(s);
+    cut_all(s);
     dist_kept(s, probs);
 }
 

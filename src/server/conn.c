@@ -106,12 +106,28 @@ static void received(cpulm_conn *c, size_t n, double now) {
     c->t_active = now;
 }
 
+/* With no room to read into (a request that filled its buffer exactly is being answered),
+ * whether the peer is gone: -1 at EOF or on an error, else 0 (nothing read). Without this a
+ * client that disconnects while its request is prepared would go unnoticed until the
+ * answer, and its work would not be cancelled. */
+static long peek_eof(int fd) {
+    char b;
+    for (;;) {
+        ssize_t n = recv(fd, &b, 1, MSG_PEEK);
+        if (n > 0) return 0; /* pipelined bytes: read once there is room */
+        if (n == 0) return -1;
+        if (errno == EINTR) continue;
+        return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+    }
+}
+
 long cpulm_conn_fill(cpulm_conn *c, double now) {
     long total = 0;
     for (;;) {
         /* a fast sender must not hold the I/O thread: the (level-triggered) loop calls
          * again after the other ready connections had their turn */
-        if (total >= FILL_BUDGET || make_room(c) != 0) return total;
+        if (total >= FILL_BUDGET) return total;
+        if (make_room(c) != 0) return total ? total : peek_eof(c->fd);
         ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
         if (n > 0) {
             received(c, (size_t)n, now);
