@@ -12,7 +12,9 @@ Skipped, and why (SKIPS below; the test prints each skip):
   - commands under valgrind (minutes each; the same commands run without it);
   - commands that download from the internet (cpulm pull of a Hugging Face file);
   - the build line (`./scripts/deps.sh && cmake ...`): this test runs inside a build;
-  - docker, kubectl, curl and other non-cpulm lines are not collected at all.
+  - docker, kubectl, curl and other non-cpulm lines are not collected at all;
+  - docs/perf-log/ is not collected: a dated record of past sittings, whose commands name
+    the flags and scripts of their day (docs/PERFORMANCE.md, the manual, is collected).
 Usage: doc_commands_test.py SOURCE_DIR path/to/cpulm
 """
 import os, re, shlex, signal, subprocess, sys, tempfile, time, urllib.error, urllib.request
