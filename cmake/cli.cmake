@@ -36,3 +36,4 @@ install(FILES data/prices.tsv DESTINATION ${CMAKE_INSTALL_DATADIR}/cpulm)
 install(FILES README.md docs/ARCHITECTURE.md docs/BENCHMARKING.md docs/CORRECTNESS.md
               docs/PERFORMANCE.md docs/SERVER.md docs/TOOLS.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY docs/perf-log DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""arm-mca-generic-attnq.py: the baseline of docs/PERFORMANCE.md's "Quantized KV cache on
-ARM (llvm-mca)": the dynamic instruction trace of one key x 4 query rows of the generic
+"""arm-mca-generic-attnq.py: the baseline of docs/PERFORMANCE.md's ARM
+quantized-KV figures (docs/perf-log/2026-12-01-arm-llvm-mca-quantized-kv.md): the dynamic
+instruction trace of one key x 4 query rows of the generic
 attn_qscores or attn_qpv (Q8_0 cache, head size 64) in gcc 12's aarch64 -O2 assembly of
 src/kernels/generic/attn_q.c, for llvm-mca (which models a straight instruction stream,
 not control flow): each loop body repeated by its trip count, the calls to block_quants

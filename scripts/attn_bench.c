@@ -1,5 +1,5 @@
 /* attn_bench.c: one layer's generation attention at depth, alone, for docs/PERFORMANCE.md
- * ("Long contexts"). Not part of the build:
+ * ("Generation at depth"). Not part of the build:
  *
  *   cc -O2 -Iinclude -Isrc scripts/attn_bench.c build/libcpulm.a -lpthread -lm -o /tmp/ab
  *   /tmp/ab MODEL DEPTH ATTN REPS [NTH [KV [PAR]]]

@@ -1,5 +1,6 @@
 /* attnx_bench.c: the exact path's three prompt-attention ops alone (kernels.h attn_xscores,
- * attn_xweights, attn_xpv), for docs/PERFORMANCE.md ("Long contexts"). Not part of the build:
+ * attn_xweights, attn_xpv), for docs/perf-log/ (e.g.
+ * 2026-12-01-zen3-exact-prompt-ops.md). Not part of the build:
  *
  *   cc -O2 -Iinclude -Isrc scripts/attnx_bench.c build/libcpulm.a -lpthread -lm -o /tmp/xb
  *   /tmp/xb [REPS]

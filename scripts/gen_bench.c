@@ -1,5 +1,5 @@
 /* gen_bench.c: whole-model generation at depth without a prompt fill, for docs/PERFORMANCE.md
- * ("Long contexts"). Not part of the build:
+ * ("Generation at depth"). Not part of the build:
  *
  *   cc -O2 -Iinclude -Isrc scripts/gen_bench.c build/libcpulm.a -lpthread -lm -o /tmp/gb
  *   /tmp/gb MODEL DEPTH NTH NTOK [KV [REPS]]

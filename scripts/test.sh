@@ -2,7 +2,9 @@
 # Builds and runs every cpulm test: native Release with gcc and with clang (warnings as
 # errors), ASan+UBSan, and the
 # aarch64 cross build under qemu-aarch64. Prints each stage's ctest summary and a closing
-# "N passed, M failed" line over all stages.
+# "N passed, M failed, K skipped" line over all stages. A skipped test (exit 77: a model, tool
+# or CPU feature it needs is missing) counts as skipped, never as passed; ctest's own
+# "100% tests passed" counts it as passed, so the skips are taken from its "did not run" list.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh || exit 1
@@ -10,6 +12,7 @@ export CPULM_SHARED="${CPULM_SHARED:-$(cd .. && pwd)/shared}"
 jobs=$(nproc)
 total_pass=0
 total_fail=0
+total_skip=0
 
 # Whole-program shell tests (servers, terminals, every documented command, every flag) run
 # natively; the clang stage is for its warnings and the libFuzzer targets, the sanitizer stage
@@ -21,7 +24,8 @@ E2E_ALL='^(server_e2e|server_security|flag_fuzz|migrate|doc_commands|chat_cli|cl
 stage() { # name, ctest exclusion regex (or ""), cmake args...
   local name=$1 exclude=$2; shift 2
   echo "=== stage $name"
-  if ! cmake -S . -B "build-ci-$name" -DCPULM_WERROR=ON "$@" >"build-ci-$name.log" 2>&1 ||
+  if ! cmake -S . -B "build-ci-$name" -DCPULM_WERROR=ON -DCPULM_SHARED="$CPULM_SHARED" "$@" \
+       >"build-ci-$name.log" 2>&1 ||
      ! cmake --build "build-ci-$name" -j"$jobs" >>"build-ci-$name.log" 2>&1; then
     tail -n 40 "build-ci-$name.log"
     echo "stage $name: build failed"
@@ -32,7 +36,7 @@ stage() { # name, ctest exclusion regex (or ""), cmake args...
   out=$(ctest --test-dir "build-ci-$name" -j"$jobs" --output-on-failure ${exclude:+-E "$exclude"} 2>&1)
   echo "$out" | grep -vE '^\s*(Start|[0-9]+/[0-9]+ Test)' | tail -n 60
   # the output of each failed test (the summary above cuts it off): its last 80 lines
-  echo "$out" | awk '/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: .*\*\*\*/ { show = 1; n = 0; print; next }
+  echo "$out" | awk '/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: .*\*\*\*/ && !/\*\*\*Skipped/ { show = 1; n = 0; print; next }
                      /^ *(Start +[0-9]+:|[0-9]+\/[0-9]+ Test +#)/ { show = 0 }
                      show { buf[n++ % 80] = $0 }
                      !show && n { for (i = (n > 80 ? n - 80 : 0); i < n; i++) print buf[i % 80]; n = 0 }
@@ -42,8 +46,12 @@ stage() { # name, ctest exclusion regex (or ""), cmake args...
   f=$(echo "$out" | grep -oE 'tests failed out of [0-9]+' | head -1 | grep -oE '[0-9]+$' || true)
   local failed_n
   failed_n=$(echo "$out" | grep -oE '[0-9]+ tests failed' | head -1 | grep -oE '^[0-9]+' || echo 0)
-  [ -n "$f" ] && total_pass=$((total_pass + f - failed_n)) || total_pass=$((total_pass + ${p:-0}))
+  local skipped_n
+  skipped_n=$(echo "$out" | grep -cE '^\s*[0-9]+ - .* \(Skipped\)$' || true)
+  [ -n "$f" ] && total_pass=$((total_pass + f - failed_n - skipped_n)) ||
+    total_pass=$((total_pass + ${p:-0} - skipped_n))
   total_fail=$((total_fail + failed_n))
+  total_skip=$((total_skip + skipped_n))
 }
 
 echo "=== stage format"
@@ -59,6 +67,9 @@ stage asan "$E2E_CLI" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
   -DCPULM_SANITIZE=address,undefined -DCPULM_EMU512=OFF
 if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then
   stage arm64 "" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+else
+  echo "=== stage arm64: skipped (qemu-aarch64 or aarch64-linux-gnu-gcc not installed)"
+  total_skip=$((total_skip + 1))
 fi
-echo "$total_pass passed, $total_fail failed"
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

@@ -20,8 +20,8 @@ pass=0
 fail=0
 check() { if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi; }
 
-if ! command -v nginx >/dev/null; then echo "skip: nginx not installed"; echo "0 passed, 0 failed"; exit 0; fi
-[ -f "$MODEL" ] || { echo "skip: $MODEL not found"; echo "0 passed, 0 failed"; exit 0; }
+if ! command -v nginx >/dev/null; then echo "skip: nginx not installed"; exit 77; fi
+[ -f "$MODEL" ] || { echo "skip: $MODEL not found"; exit 77; }
 
 start_replica() { # name -> sets PORT
   "$CPULM" serve -m "$MODEL" --port 0 -np 2 -t 1 >"$TMP/$1.out" 2>"$TMP/$1.err" &

@@ -14,7 +14,9 @@ Skipped, and why (SKIPS below; the test prints each skip):
   - the build line (`./scripts/deps.sh && cmake ...`): this test runs inside a build;
   - loadtest with a shipped workload profile (prompts longer than the test model's context)
     and loadtest against a server started by hand (a GPU host, llama-server);
-  - docker, kubectl, curl and other non-cpulm lines are not collected at all.
+  - docker, kubectl, curl and other non-cpulm lines are not collected at all;
+  - docs/perf-log/ is not collected: a dated record of past sittings, whose commands name
+    the flags and scripts of their day (docs/PERFORMANCE.md, the manual, is collected).
 Usage: doc_commands_test.py SOURCE_DIR path/to/cpulm
 """
 import os, re, shlex, signal, subprocess, sys, tempfile, time, urllib.error, urllib.request

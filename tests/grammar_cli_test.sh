@@ -8,8 +8,8 @@ set -u
 CPULM=$1
 SHARED=${CPULM_SHARED:-../shared}
 MODEL=$SHARED/models/stories260K.gguf
-if [ ! -f "$MODEL" ]; then echo "skip: $MODEL not found (set CPULM_SHARED)"; exit 0; fi
-if ! command -v jq >/dev/null; then echo "skip: jq is not installed"; exit 0; fi
+if [ ! -f "$MODEL" ]; then echo "skip: $MODEL not found (set CPULM_SHARED)"; exit 77; fi
+if ! command -v jq >/dev/null; then echo "skip: jq is not installed"; exit 77; fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 pass=0

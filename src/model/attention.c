@@ -192,7 +192,7 @@ static void prefetch_span(const uint8_t *p, size_t n) {
  * 30% of the conversion on that load). Also prefetches the same slices of the n_next rows
  * after the tile (the next tile's), so that they arrive while this tile is computed: across
  * 4 KiB pages the hardware prefetchers stop (~40% of generation time at depth 4096 without
- * the hint, docs/PERFORMANCE.md "Long contexts"). */
+ * the hint, docs/perf-log/2026-12-01-zen5-depth4096-profile.md). */
 static const float *load_tile(const cpulm_ctx *c, const uint8_t *row0, int g0, int ng, int n,
                               int n_next, float *buf, int64_t *ld) {
     const cpulm_kv *kv = &c->kv;
@@ -292,7 +292,8 @@ static void qchunk_tiles(const cpulm_ctx *c, att_ws *w, int il, int32_t seq, int
     /* no hints here: the attn_q* ops hint the rows read next (the next tile of the same
      * head, or nx's) a few lines per key while they compute; hints of whole tiles from here
      * came in bursts that stalled on the miss buffers (one layer at depth 4096 1.2 ms with
-     * them, 1.04 ms with the ops' own, docs/PERFORMANCE.md) */
+     * them, 1.04 ms with the ops' own,
+     * docs/perf-log/2026-12-01-zen3-quantized-in-place.md) */
     for (int32_t j = j0; j < jend; j += TILE) {
         const int n = jend - j < TILE ? jend - j : TILE;
         const uint8_t *k = cpulm_kv_k(&c->kv, il, seq, j) + off;

@@ -44,8 +44,9 @@ ARM_INLINE float32x4_t reduce16x4(const float32x4_t *a0, const float32x4_t *a1,
  * of 16 elements the R query and K key vectors are loaded once each and feed R * K fmas.
  * Row pairs take 2 x 2 (16 accumulators): 2 x 3 (24 accumulators, 20 loads per 24 FMLA
  * instead of 16 per 16) spilled 2 registers per iteration with gcc 12. No arm-perf.sh
- * markers here: they changed this function's code by 3.5% (docs/PERFORMANCE.md has the
- * one-off llvm-mca figures of the loop). */
+ * markers here: they changed this function's code by 3.5%
+ * (docs/perf-log/2026-11-30-avx2-arm-attn-twins.md has the one-off llvm-mca figures of the loop).
+ */
 ARM_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
                              float scale, float *s, int64_t lds, const int R, const int K) {
     float32x4_t acc[6][4];

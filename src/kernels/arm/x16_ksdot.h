@@ -2,7 +2,7 @@
  * layout (kernels.h), SDOT by element as in x16_sdot.h: a 16-byte slice of a quant chunk
  * is 4 quants of 4 rows (a quad), so one SDOT advances 4 rows x 1 token by 4 elements.
  * Included only by dotprod.c after arm.h (i8mm and sve inherit the entries; SMMLA would
- * need the 8-byte row pairing, see docs/PERFORMANCE.md).
+ * need the 8-byte row pairing, see docs/perf-log/2026-11-30-arm-llvm-mca.md).
  *
  * The generic contract rounds once per super-block (fma(d dy, float(sumi), acc)), so the
  * whole super-block stays in the integer domain: sumi = sum_j sc_j dot_j, exact in int32
@@ -30,7 +30,8 @@
  * and SCVTF #2 (one rounding of sumi4 / 4, exact) gives float(sumi) bit for bit.
  * llvm-mca-22 (scripts/arm-perf.sh, gcc 12 -O2), 8-token tile: Q4_K 61.9% of the SDOT peak
  * on V1/V2 and 56.2% on N1, Q5_K 55.4% / 51.4%, Q6_K 60.6% / 52.7% (vector-bound; where the
- * other micro-ops go: docs/PERFORMANCE.md). Clang needs ARM_ORDER to bound its load hoisting.
+ * other micro-ops go: docs/perf-log/2026-11-30-arm-llvm-mca.md). Clang needs ARM_ORDER to bound its
+ * load hoisting.
  */
 #ifndef CPULM_KERNELS_ARM_X16_KSDOT_H
 #define CPULM_KERNELS_ARM_X16_KSDOT_H

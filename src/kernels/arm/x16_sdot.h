@@ -1,8 +1,8 @@
 /* x16_sdot.h: the SDOT-by-element GEMM over repacked 16-row groups (gemm_x16 for Q4_0 and
  * Q8_0): dotprod.c's gemm_x16, and i8mm.c's one-token case (decode), where pairing the
  * token with itself for SMMLA would waste half the multiplies (llvm-mca: 1.8x the cycles
- * per weight byte on Neoverse V1/V2, see docs/PERFORMANCE.md). Included only by files built
- * with +dotprod, after arm.h with ARM_MCA_LEVEL set (the arm-perf.sh marker names);
+ * per weight byte on Neoverse V1/V2, see docs/perf-log/2026-11-30-arm-llvm-mca.md). Included only
+ * by files built with +dotprod, after arm.h with ARM_MCA_LEVEL set (the arm-perf.sh marker names);
  * everything is static inline (see arm.h).
  *
  * SDOT by element: acc lane r += dot(4 quants of row r, 4 activation bytes picked by lane
@@ -23,7 +23,7 @@
  * micro-ops, 64 of them SDOT) and 28 on V1/V2, i.e. 56% and 57% of the SDOT peak; Q8_0
  * 57% and 65%. The dotprod level runs on N1-class cores only (V1/V2 take i8mm / sve), so
  * its choices are N1's. Why a wider tile (16 rows x 4 tokens) does not reach N1's 70%:
- * docs/PERFORMANCE.md, "ARM (Graviton)".
+ * docs/perf-log/2026-12-01-arm-llvm-mca-n1-dotprod.md.
  * The step with the FMA of i8mm.c (f = fma(M + isum, dx, -(M * dx)), chain starts and
  * -M dx pre-broadcast per call) was measured here too: V1 Q8_0 68% but N1 43% (the
  * staging's stores and extra loads cost more micro-ops than they save on a 3-wide core).
