@@ -131,6 +131,11 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
     }
     cpulm_ctx_params p = params ? *params : cpulm_ctx_default_params();
     if (resolve_params(m, &p, err) != CPULM_OK) return NULL;
+    if (m->arch->hybrid) {
+        cpulm_errf(err, CPULM_ERR_UNSUPPORTED, "context: %s models cannot run yet",
+                   m->arch->name);
+        return NULL;
+    }
     /* aligned: the work counter sits on its own cache line */
     cpulm_ctx *c = aligned_alloc(64, (sizeof *c + 63) / 64 * 64);
     if (!c) {
