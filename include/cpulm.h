@@ -327,7 +327,8 @@ CPULM_API cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *ctx, int32_t seq, int3
                                                const void *src);
 CPULM_API void cpulm_ctx_set_threads(cpulm_ctx *ctx, int32_t n_threads, int32_t n_threads_batch);
 CPULM_API int32_t cpulm_ctx_threads(const cpulm_ctx *ctx);
-/* Bytes the context allocates: KV cache and scratch (cpulm_memory's kv + scratch). The KV
+/* Bytes the context allocates: KV cache, scratch and recurrent state (cpulm_memory's kv +
+ * scratch + state). The KV
  * cache is reserved address space: its pages take RAM as positions are written and are
  * given back when sequences shrink (seq_rm, seq_cp, seq_state_set), so the RAM it uses
  * follows the positions held, not n_seq_max x n_ctx. */
@@ -349,7 +350,10 @@ typedef struct cpulm_memory {
                             * RAM is what the positions held take) */
     uint64_t kv_per_token; /* one token of one sequence */
     uint64_t scratch;      /* activations, attention scores, logits */
-    uint64_t total;        /* weights + kv + scratch */
+    uint64_t state;        /* hybrid models: the recurrent layers' state of all n_seq_max
+                            * sequences (a fixed size per sequence, whatever its length);
+                            * 0 for other models */
+    uint64_t total;        /* weights + kv + scratch + state */
 } cpulm_memory;
 
 /* What cpulm_ctx_new(m, p) would allocate, plus the weights; p NULL = defaults, resolved

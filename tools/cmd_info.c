@@ -73,7 +73,7 @@ static void print_memory(const cpulm_model *m, int32_t n_ctx, int32_t n_par) {
         printf("  ctx %7d x %d seq: %s\n", n_ctx, n_par, cpulm_status_str(s));
         return;
     }
-    char w[32], kv[32], kv8[32], sc[32], tot[32];
+    char w[32], kv[32], kv8[32], sc[32], tot[32], st[64] = "";
     human(w, sizeof w, (double)m16.weights);
     human(kv, sizeof kv, (double)m16.kv);
     if (m8.kv_per_token)
@@ -82,8 +82,13 @@ static void print_memory(const cpulm_model *m, int32_t n_ctx, int32_t n_par) {
         snprintf(kv8, sizeof kv8, "n/a for"); /* KV rows not a multiple of q8_0's 32 */
     human(sc, sizeof sc, (double)m16.scratch);
     human(tot, sizeof tot, (double)m16.total);
-    printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0) + scratch %s = %s\n", n_ctx,
-           n_par, w, kv, kv8, sc, tot);
+    if (m16.state) { /* hybrid models: the recurrent layers' fixed-size state */
+        char b[32];
+        human(b, sizeof b, (double)m16.state);
+        snprintf(st, sizeof st, " + recurrent state %s", b);
+    }
+    printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0)%s + scratch %s = %s\n",
+           n_ctx, n_par, w, kv, kv8, st, sc, tot);
 }
 
 /* Prints one of the library's describe texts (kernel table, threads and NUMA). */
