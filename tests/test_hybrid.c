@@ -262,6 +262,79 @@ TEST(hybrid_delta_step_matches_float64) {
     }
 }
 
+/* The chunked form (prompts) against the token-by-token form and float64 over 3000
+ * tokens: in chunks of 64 (the last one partial) and in chunks of random sizes 1..64,
+ * head sizes 32 and 128; outputs and the final state. */
+TEST(hybrid_chunked_matches_steps_and_float64) {
+    const int64_t sizes[2] = {32, 128}, T = 3000;
+    for (int si = 0; si < 2; si++) {
+        const int64_t n = sizes[si], C = CPULM_DNET_CHUNK;
+        float *in = malloc(sizeof(float) * (size_t)(T * (3 * n + 2)));
+        float *Ss = calloc((size_t)(n * n), sizeof(float)), *Sc[2];
+        double *S64 = calloc((size_t)(n * n), sizeof(double)), *o64 = malloc(sizeof(double) * n);
+        float *os = malloc(sizeof(float) * n), *d = malloc(sizeof(float) * n);
+        float *oc = malloc(sizeof(float) * (size_t)(C * n));
+        float *ws = malloc(sizeof(float) * (size_t)cpulm_dnet_chunk_ws_floats(n));
+        Sc[0] = calloc((size_t)(n * n), sizeof(float));
+        Sc[1] = calloc((size_t)(n * n), sizeof(float));
+        REQUIRE(t, in && Ss && S64 && o64 && os && d && oc && ws && Sc[0] && Sc[1]);
+        float *q = in, *k = q + T * n, *v = k + T * n, *beta = v + T * n, *g = beta + T;
+        uint64_t rs = 777 + (uint64_t)n;
+        for (int64_t i = 0; i < T; i++) {
+            unit_vector(q + i * n, n, &rs);
+            unit_vector(k + i * n, n, &rs);
+            for (int64_t j = 0; j < n; j++)
+                v[i * n + j] = (float)(uniform(&rs) * 2 - 1);
+            beta[i] = (float)uniform(&rs);
+            g[i] = (float)(-0.2 * uniform(&rs) * uniform(&rs));
+        }
+        double worst_step = 0, worst_64[2] = {0, 0}, worst_state = 0;
+        for (int mode = 0; mode < 2; mode++) {
+            int64_t t0 = 0;
+            while (t0 < T) {
+                int64_t len = mode == 0 ? C : 1 + (int64_t)(uniform(&rs) * C);
+                if (len > C) len = C;
+                if (t0 + len > T) len = T - t0;
+                cpulm_dnet_chunk(len, n, Sc[mode], q + t0 * n, k + t0 * n, v + t0 * n, beta + t0,
+                                 g + t0, oc, ws);
+                for (int64_t i = t0; i < t0 + len; i++) {
+                    if (mode == 0) {
+                        cpulm_dnet_step(n, Ss, q + i * n, k + i * n, v + i * n, beta[i], g[i], os,
+                                        d);
+                        step64(n, S64, q + i * n, k + i * n, v + i * n, beta[i], g[i], o64);
+                    }
+                    for (int64_t j = 0; j < n && mode == 0; j++) {
+                        worst_step = fmax(worst_step, fabs(oc[(i - t0) * n + j] - os[j]));
+                        worst_64[0] = fmax(worst_64[0], fabs(oc[(i - t0) * n + j] - o64[j]));
+                    }
+                }
+                t0 += len;
+            }
+        }
+        /* mode 1 (random chunks) against float64: replay the oracle's final state */
+        for (int64_t i = 0; i < n * n; i++) {
+            worst_state = fmax(worst_state, fabs(Sc[0][i] - S64[i]));
+            worst_64[1] = fmax(worst_64[1], fabs(Sc[1][i] - S64[i]));
+        }
+        fprintf(stderr,
+                "  head size %lld: chunks of 64 vs steps %.2e, vs float64 %.2e; final state "
+                "chunks of 64 %.2e, random chunks %.2e\n",
+                (long long)n, worst_step, worst_64[0], worst_state, worst_64[1]);
+        CHECK(t, worst_step < 1e-5 && worst_64[0] < 1e-5);
+        CHECK(t, worst_state < 1e-5 && worst_64[1] < 1e-5);
+        free(in);
+        free(Ss);
+        free(Sc[0]);
+        free(Sc[1]);
+        free(S64);
+        free(o64);
+        free(os);
+        free(d);
+        free(oc);
+        free(ws);
+    }
+}
+
 /* ---- batches and sequence operations ---- */
 
 /* 4 sequences of different lengths decoded together (interleaved tokens, then one token

@@ -55,6 +55,12 @@ int64_t cpulm_dnet_state_floats(const cpulm_hparams *hp) {
     return (int64_t)hp->ssm_heads * hp->ssm_state * hp->ssm_state;
 }
 
+/* Per thread: the step's d, or a chunk's gathered q, k, v, o rows, beta, g and the chunk
+ * workspace. */
+static int64_t thread_floats(int64_t d) {
+    return 4 * CPULM_DNET_CHUNK * d + 2 * CPULM_DNET_CHUNK + cpulm_dnet_chunk_ws_floats(d);
+}
+
 /* Floats of every buffer, in the order they are carved out of one block. */
 static void sizes(const cpulm_hparams *hp, int64_t B, int32_t nth, int64_t f[6]) {
     f[0] = B * channels(hp);
@@ -62,7 +68,7 @@ static void sizes(const cpulm_hparams *hp, int64_t B, int32_t nth, int64_t f[6])
     f[2] = B * 2 * hp->ssm_heads;
     f[3] = B * hp->ssm_inner;
     f[4] = hp->n_layer_attn ? B * 2 * (int64_t)hp->n_head * hp->head_dim : 0;
-    f[5] = (int64_t)nth * ((hp->ssm_state + 15) / 16 * 16);
+    f[5] = (int64_t)nth * ((thread_floats(hp->ssm_state) + 15) / 16 * 16);
 }
 
 uint64_t cpulm_dnet_scratch_bytes(const cpulm_hparams *hp, int64_t n_batch, int32_t n_threads) {
@@ -225,21 +231,116 @@ void cpulm_dnet_step(int64_t n, float *S, const float *q, const float *k, const 
         o[r] = dot(n, S + r * n, q) * scale;
 }
 
-/* One value head h of batch sequence g, token by token. */
-static void delta_item(cpulm_ctx *c, const cpulm_layer *ly, int32_t g, int64_t h, float *d) {
+/* The chunked form over n <= CPULM_DNET_CHUNK tokens (rows of q, k, v contiguous, d
+ * floats each). With G_t = exp(cumulative g up to t) and S0 the state before the chunk,
+ * the delta rule unrolls to
+ *   D = solve((I + A), B), A[t][j] = beta_t (k_t . k_j) G_t / G_j (j < t),
+ *                          b_t = beta_t (v_t - G_t S0 k_t)
+ *   o_t = (G_t S0 q_t + sum_{j <= t} (G_t / G_j) (k_j . q_t) d_j) / sqrt(d)
+ *   S = G_n S0 + sum_j (G_n / G_j) d_j k_j^T
+ * so the state is read three times per chunk instead of per token and the rest are
+ * products of [n][d] blocks. ws: cpulm_dnet_chunk_ws_floats(d) floats. */
+void cpulm_dnet_chunk(int64_t n, int64_t d, float *S, const float *q, const float *k,
+                      const float *v, const float *beta, const float *g, float *o, float *ws) {
+    float *lg = ws, *D = ws + CPULM_DNET_CHUNK, *M = D + CPULM_DNET_CHUNK * d;
+    float cum = 0.0f;
+    for (int64_t t = 0; t < n; t++)
+        lg[t] = cum += g[t];
+    const float scale = 1.0f / sqrtf((float)d);
+    /* B = beta (v - G S0 k), and the q-side inter-chunk part of o */
+    for (int64_t t = 0; t < n; t++) {
+        const float gt = expf(lg[t]);
+        for (int64_t r = 0; r < d; r++) {
+            D[t * d + r] = (v[t * d + r] - gt * dot(d, S + r * d, k + t * d)) * beta[t];
+            o[t * d + r] = gt * dot(d, S + r * d, q + t * d);
+        }
+    }
+    /* forward substitution through (I + A), rows in order */
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < t; j++) {
+            const float a = beta[t] * dot(d, k + t * d, k + j * d) * expf(lg[t] - lg[j]);
+            for (int64_t r = 0; r < d; r++)
+                D[t * d + r] -= a * D[j * d + r];
+        }
+    /* intra-chunk attention: o_t += sum_{j <= t} (G_t / G_j)(k_j . q_t) d_j */
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t j = 0; j <= t; j++)
+            M[j] = dot(d, k + j * d, q + t * d) * expf(lg[t] - lg[j]);
+        for (int64_t r = 0; r < d; r++) {
+            float acc = o[t * d + r];
+            for (int64_t j = 0; j <= t; j++)
+                acc = fmaf(M[j], D[j * d + r], acc);
+            o[t * d + r] = acc * scale;
+        }
+    }
+    /* S = G_n S0 + sum_j (G_n / G_j) d_j k_j^T */
+    const float gn = expf(lg[n - 1]);
+    for (int64_t j = 0; j < n; j++)
+        M[j] = expf(lg[n - 1] - lg[j]);
+    for (int64_t r = 0; r < d; r++) {
+        float *row = S + r * d;
+        for (int64_t i = 0; i < d; i++)
+            row[i] *= gn;
+        for (int64_t j = 0; j < n; j++) {
+            const float c = M[j] * D[j * d + r];
+            for (int64_t i = 0; i < d; i++)
+                row[i] = fmaf(c, k[j * d + i], row[i]);
+        }
+    }
+}
+
+int64_t cpulm_dnet_chunk_ws_floats(int64_t d) {
+    return CPULM_DNET_CHUNK + CPULM_DNET_CHUNK * d + CPULM_DNET_CHUNK;
+}
+
+/* Tokens [j0, j1) of a batch sequence (in by_seq order), value head h, as one chunk:
+ * rows gathered, the chunked form, outputs scattered. */
+static void delta_chunk(cpulm_ctx *c, int64_t h, float *S, int32_t j0, int32_t j1, float *w) {
+    const cpulm_hparams *hp = &c->m->hp;
+    const cpulm_dnet_scratch *s = c->dnet;
+    const int64_t CH = channels(hp), d = hp->ssm_state, Hk = hp->ssm_groups, Hv = hp->ssm_heads;
+    const int64_t C = CPULM_DNET_CHUNK;
+    float *q = w, *k = q + C * d, *v = k + C * d, *o = v + C * d, *beta = o + C * d;
+    float *gg = beta + C, *ws = gg + C;
+    for (int32_t j = j0; j < j1; j++) {
+        const int64_t t = s->by_seq[j], r = j - j0;
+        const float *x = s->qkv + t * CH;
+        memcpy(q + r * d, x + (h % Hk) * d, sizeof(float) * (size_t)d);
+        memcpy(k + r * d, x + (Hk + h % Hk) * d, sizeof(float) * (size_t)d);
+        memcpy(v + r * d, x + (2 * Hk + h) * d, sizeof(float) * (size_t)d);
+        beta[r] = s->ba[t * 2 * Hv + h];
+        gg[r] = s->ba[t * 2 * Hv + Hv + h];
+    }
+    cpulm_dnet_chunk(j1 - j0, d, S, q, k, v, beta, gg, o, ws);
+    for (int32_t j = j0; j < j1; j++)
+        memcpy(s->o + (int64_t)s->by_seq[j] * hp->ssm_inner + h * d, o + (int64_t)(j - j0) * d,
+               sizeof(float) * (size_t)d);
+}
+
+/* One value head h of batch sequence g: a run of at least CHUNK_MIN tokens (a prompt) in
+ * chunks of CPULM_DNET_CHUNK, shorter ones (generation) token by token. Which form runs
+ * depends only on the sequence's tokens in this batch. */
+#define CHUNK_MIN 16
+static void delta_item(cpulm_ctx *c, const cpulm_layer *ly, int32_t g, int64_t h, float *w) {
     const cpulm_hparams *hp = &c->m->hp;
     const cpulm_dnet_scratch *s = c->dnet;
     const int64_t CH = channels(hp), Sk = hp->ssm_state, Sv = Sk, Hk = hp->ssm_groups;
     const int64_t Hv = hp->ssm_heads;
     float *S = cpulm_ssm_state(&c->ssm, ly->slot, s->seq_id[g]) + h * Sv * Sk;
     if (c->pos[s->by_seq[s->seq_off[g]]] == 0) memset(S, 0, sizeof(float) * (size_t)(Sv * Sk));
-    for (int32_t j = s->seq_off[g]; j < s->seq_off[g + 1]; j++) {
+    const int32_t j0 = s->seq_off[g], j1 = s->seq_off[g + 1];
+    if (j1 - j0 >= CHUNK_MIN) {
+        for (int32_t j = j0; j < j1; j += CPULM_DNET_CHUNK)
+            delta_chunk(c, h, S, j, j1 - j < CPULM_DNET_CHUNK ? j1 : j + CPULM_DNET_CHUNK, w);
+        return;
+    }
+    for (int32_t j = j0; j < j1; j++) {
         const int64_t t = s->by_seq[j];
         const float *q = s->qkv + t * CH + (h % Hk) * Sk;
         const float *k = q + Hk * Sk;
         const float *v = s->qkv + t * CH + 2 * Hk * Sk + h * Sv;
         cpulm_dnet_step(Sk, S, q, k, v, s->ba[t * 2 * Hv + h], s->ba[t * 2 * Hv + Hv + h],
-                        s->o + t * hp->ssm_inner + h * Sv, d);
+                        s->o + t * hp->ssm_inner + h * Sv, w);
     }
 }
 

@@ -31,4 +31,13 @@ int64_t cpulm_dnet_state_floats(const cpulm_hparams *hp);
 void cpulm_dnet_step(int64_t n, float *S, const float *q, const float *k, const float *v,
                      float beta, float g, float *o, float *d);
 
+/* The chunked form of the same recurrence over n <= CPULM_DNET_CHUNK tokens: q, k, v are
+ * [n][n_head_size] rows, beta and g [n], o [n][head size] out; the state goes from before
+ * the first token to after the last. Equal to n steps up to rounding (tested against
+ * them and a float64 oracle). ws: cpulm_dnet_chunk_ws_floats(head size) floats. */
+#define CPULM_DNET_CHUNK 64
+void cpulm_dnet_chunk(int64_t n, int64_t d, float *S, const float *q, const float *k,
+                      const float *v, const float *beta, const float *g, float *o, float *ws);
+int64_t cpulm_dnet_chunk_ws_floats(int64_t d);
+
 #endif
