@@ -14,7 +14,7 @@ void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d) {
     d->att_dim = d->q_dim;
     d->k_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     d->v_dim = d->k_dim;
-    d->n_ff = hp->n_ff;
+    d->n_ff = hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp; /* g, u: dense or shared */
     d->head_dim = hp->head_dim;
     d->n_vocab = hp->n_vocab;
     d->n_layer = hp->n_layer;

@@ -50,6 +50,8 @@ static const cpulm_shape_preset shapes[] = {
      32768, 1e6f, 0, "llama", 0, 8, 2, 14336, {0}},
     {"qwen35-9b", "Qwen3.5 9B (hybrid)", "synth Qwen3.5-9B", 32, 4096, 12288, 16, 4, 248320,
      262144, 1e7f, 0, "qwen35", 256, 0, 0, 0, {64, 4, 4096, 128, 16, 32, 4, 0}},
+    {"qwen35-35b-a3b", "Qwen3.5 35B-A3B (hybrid MoE)", "synth Qwen3.5-35B-A3B", 40, 2048, 512, 16, 2,
+     248320, 262144, 1e7f, 0, "qwen35moe", 256, 256, 8, 512, {64, 4, 4096, 128, 16, 32, 4, 512}},
     {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1, "llama", 0,
      0, 0, 0, {0}},
     {"tiny-moe", "tiny MoE test model", "synth tiny MoE", 2, 256, 512, 4, 2, 512, 512, 1e6f, 1,
@@ -58,6 +60,8 @@ static const cpulm_shape_preset shapes[] = {
      * half of each head rotated */
     {"tiny-qwen35", "tiny hybrid test model", "synth tiny qwen35", 4, 256, 512, 4, 2, 512, 4096,
      1e7f, 1, "qwen35", 64, 0, 0, 0, {32, 4, 128, 32, 2, 4, 4, 0}},
+    {"tiny-qwen35moe", "tiny hybrid MoE test model", "synth tiny qwen35moe", 4, 256, 256, 4, 2, 512,
+     4096, 1e7f, 1, "qwen35moe", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192}},
     {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512, 10000.0f,
      1, "llama", 0, 0, 0, 0, {0}},
 };
@@ -164,9 +168,10 @@ static cpulm_status check_hybrid(const cpulm_synth_params *p, const cpulm_arch_d
     if (n_rot % 2 || n_rot > synth_head_dim(p))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rotated dims %d: need even, <= head_dim",
                           n_rot);
-    if (p->ssm.inner % blk)
-        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "inner size %d not a multiple of %d",
-                          p->ssm.inner, blk);
+    if (p->ssm.inner % blk || p->ssm.n_ff_shexp % blk)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "inner size %d and shared expert ff %d must be multiples of %d",
+                          p->ssm.inner, p->ssm.n_ff_shexp, blk);
     return CPULM_OK;
 }
 
@@ -240,6 +245,9 @@ static void init_of(stensor *t, const char *name) {
     } else if (strstr(name, "ssm_dt.bias")) {
         t->mean = 0.0f;
         t->std = 0.5f;
+    } else if (strstr(name, "gate_inp_shexp")) { /* a gate: sigmoid(w . x) near 1/2 */
+        t->mean = 0.0f;
+        t->std = 0.05f;
     } else if (strstr(name, "ssm_conv1d")) {
         t->mean = 0.0f;
         t->std = 0.5f;

@@ -161,10 +161,11 @@ static double tolerance_of(const char *type) {
 }
 
 /* tiny-qwen35 (3 Gated DeltaNet layers, 1 gated attention layer, 2 key heads for 4 value
- * heads, half of each head rotated) in F32, F16, BF16: 255 positions after 256, so the
+ * heads, half of each head rotated) in F32, F16, BF16, and tiny-qwen35moe (the same with 8
+ * experts, 2 used, and a shared expert) in F32: 255 positions after 256, so the
  * recurrence runs over 510 tokens; decoded as one prompt and in batches of 7 tokens (the
  * state carried between decodes). */
-TEST(hybrid_ref_tiny_qwen35_float_types) {
+TEST(hybrid_ref_tiny_float_types) {
     cpulm_json_doc *d = load_ref();
     REQUIRE(t, d);
     const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
@@ -339,8 +340,8 @@ TEST(hybrid_chunked_matches_steps_and_float64) {
 
 /* 4 sequences of different lengths decoded together (interleaved tokens, then one token
  * each per step) give each sequence's logits bit for bit as it alone. */
-TEST(hybrid_batch_of_4_equals_each_alone) {
-    cpulm_model *m = synth_model("tiny-qwen35", "f32", 0);
+static void check_batch_of_4(test_ctx *t, const char *shape) {
+    cpulm_model *m = synth_model(shape, "q8_0", 0);
     REQUIRE(t, m);
     const int32_t V = cpulm_vocab_n(m), lens[4] = {37, 50, 23, 64}, gen = 5;
     float *alone[4];
@@ -389,6 +390,11 @@ TEST(hybrid_batch_of_4_equals_each_alone) {
         free(alone[s]);
     cpulm_ctx_free(c);
     cpulm_model_free(m);
+}
+
+TEST(hybrid_batch_of_4_equals_each_alone) {
+    check_batch_of_4(t, "tiny-qwen35");
+    check_batch_of_4(t, "tiny-qwen35moe");
 }
 
 /* The recurrent state belongs to a sequence's whole length: removing a tail or copying a

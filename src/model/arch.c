@@ -90,10 +90,21 @@ const cpulm_tensor_desc cpulm_arch_global_tensors[] = {
         "ssm_alpha.weight", L(ssm_alpha), MAT, ALW, 0, DL(EMBD, SSM_HEADS, 1, REC)    \
     }
 
+/* the shared expert of qwen35moe / qwen3next: a dense SwiGLU FFN beside the routed experts,
+ * its output scaled by sigmoid(ffn_gate_inp_shexp . x) */
+#define FFN_SHEXP                                                                               \
+    {"ffn_gate_inp_shexp.weight", L(gate_inp_shexp), VEC, CPULM_WHEN_MOE, 0, D(EMBD, 1, 1)},    \
+        {"ffn_gate_shexp.weight", L(gate_shexp), MAT, CPULM_WHEN_MOE, 0, D(EMBD, FF_SHEXP, 1)}, \
+        {"ffn_up_shexp.weight", L(up_shexp), MAT, CPULM_WHEN_MOE, 0, D(EMBD, FF_SHEXP, 1)}, {   \
+        "ffn_down_shexp.weight", L(down_shexp), MAT, CPULM_WHEN_MOE, 0, D(FF_SHEXP, EMBD, 1)    \
+    }
+
 static const cpulm_tensor_desc llama_tensors[] = {ATTN, FFN_NORM, FFN_DENSE, FFN_MOE, END};
 static const cpulm_tensor_desc qwen2_tensors[] = {ATTN, QKV_BIAS, FFN_NORM, FFN_DENSE, END};
 static const cpulm_tensor_desc qwen3_tensors[] = {ATTN, QK_NORM, FFN_NORM, FFN_DENSE, END};
 static const cpulm_tensor_desc qwen3moe_tensors[] = {ATTN, QK_NORM, FFN_NORM, FFN_MOE, END};
+static const cpulm_tensor_desc qwen35moe_tensors[] = {
+    HYBRID_NORMS, GATED_ATTN, DELTANET_SPLIT, DELTANET_COMMON, FFN_MOE, FFN_SHEXP, END};
 static const cpulm_tensor_desc qwen35_tensors[] = {HYBRID_NORMS,    GATED_ATTN, DELTANET_SPLIT,
                                                    DELTANET_COMMON, FFN_DENSE,  END};
 
@@ -136,6 +147,16 @@ static const cpulm_arch_desc archs[] = {
      .mrope = true,
      .imrope = true,
      .layer_tensors = qwen35_tensors},
+    {.name = "qwen35moe",
+     .rope = CPULM_ROPE_NEOX,
+     .ffn = CPULM_FFN_MOE_ONLY,
+     .moe_norm_weights = true,
+     .default_rope_base = 10000000.0f,
+     .default_norm_eps = 1e-6f,
+     .hybrid = true,
+     .mrope = true,
+     .imrope = true,
+     .layer_tensors = qwen35moe_tensors},
 };
 
 int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim) {
@@ -178,5 +199,5 @@ const cpulm_arch_desc *cpulm_arch_find(const char *name, unsigned long len) {
 }
 
 const char *cpulm_arch_supported(void) {
-    return "llama (dense and Mixtral-style MoE), qwen2, qwen3, qwen3moe, qwen35";
+    return "llama (dense and Mixtral-style MoE), qwen2, qwen3, qwen3moe, qwen35, qwen35moe";
 }

@@ -173,7 +173,29 @@ void cpulm_fwd_qk_rope_store(cpulm_ctx *c, const cpulm_layer *ly, int kv_il, int
 
 /* ---- one layer ---- */
 
-/* The FFN half of a layer: xn = norm(x), x += FFN(xn) (dense or MoE). */
+/* The shared expert (qwen35moe): x += sigmoid(gate_inp_shexp . xn) * SwiGLU FFN(xn), the
+ * scalar gate applied to the down projection's input (the projection is linear). */
+static void shared_expert(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
+    const cpulm_hparams *hp = &c->m->hp;
+    const int64_t T = c->n_tok, E = hp->n_embd, F = hp->n_ff_shexp;
+    mm_job gu[2] = {{&ly->gate_shexp, c->g, F, NULL, 0}, {&ly->up_shexp, c->u, F, NULL, 0}};
+    mm_group(c, c->xn, E, T, gu, 2, ith, nth);
+    cpulm_pool_barrier(c->pool);
+    for (int64_t t = ith; t < T; t += nth) {
+        float *g = c->g + t * F;
+        c->k->swiglu(F, g, g, c->u + t * F);
+        const float s = 1.0f / (1.0f + expf(-c->k->dot_f32(E, c->xn + t * E, ly->gate_inp_shexp)));
+        for (int64_t i = 0; i < F; i++)
+            g[i] *= s;
+    }
+    cpulm_pool_barrier(c->pool);
+    mm_job down = {&ly->down_shexp, c->x, E, NULL, 1};
+    mm_group(c, c->g, F, T, &down, 1, ith, nth);
+    cpulm_pool_barrier(c->pool);
+}
+
+/* The FFN half of a layer: xn = norm(x), x += FFN(xn) (dense or MoE, plus a shared
+ * expert). */
 static void ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
     const cpulm_hparams *hp = &c->m->hp;
     const cpulm_kernels *k = c->k;
@@ -181,6 +203,7 @@ static void ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
     for (int64_t t = ith; t < T; t += nth)
         k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->ffn_norm, hp->norm_eps);
     cpulm_pool_barrier(c->pool);
+    if (ly->up_shexp.data) shared_expert(c, ly, ith, nth); /* reads xn, as the experts do */
     if (ly->gate_exps.data) {
         cpulm_moe_ffn(c, ly, ith, nth);
         return;

@@ -100,6 +100,9 @@ static cpulm_status read_experts(loader *L) {
     if ((s = get_int(L, "expert_used_count", -1, 1, hp->n_expert, &hp->n_expert_used)) ||
         (s = get_int(L, "expert_feed_forward_length", hp->n_ff, 1, 1 << 20, &hp->n_ff_exp)))
         return s;
+    if (a->hybrid && (s = get_int(L, "expert_shared_feed_forward_length", hp->n_ff, 1, 1 << 20,
+                                  &hp->n_ff_shexp)))
+        return s;
     bool norm = a->moe_norm_weights;
     s = cpulm_gguf_get_bool(&L->m->gguf, akey(L, "expert_weights_norm"), &norm, L->err);
     if (s != CPULM_OK && s != CPULM_ERR_NOT_FOUND) return s;
@@ -184,11 +187,14 @@ cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp) {
 static cpulm_status read_hparams(loader *L) {
     cpulm_hparams *hp = &L->m->hp;
     const int64_t big = 1 << 20;
+    /* a MoE-only file may have no dense FFN width: its experts have their own key */
+    const bool moe_only = L->m->arch->ffn == CPULM_FFN_MOE_ONLY;
     cpulm_status s;
     if ((s = get_int(L, "context_length", 2048, 1, 1 << 24, &hp->n_ctx_train)) ||
         (s = get_int(L, "embedding_length", -1, 1, big, &hp->n_embd)) ||
         (s = get_int(L, "block_count", -1, 1, 4096, &hp->n_layer)) ||
-        (s = get_int(L, "feed_forward_length", -1, 1, big, &hp->n_ff)) ||
+        (s = get_int(L, "feed_forward_length", moe_only ? 0 : -1, moe_only ? 0 : 1, big,
+                     &hp->n_ff)) ||
         (s = get_int(L, "attention.head_count", -1, 1, 4096, &hp->n_head)) ||
         (s = get_int(L, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv)))
         return s;

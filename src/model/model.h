@@ -54,6 +54,11 @@ typedef struct cpulm_layer {
     cpulm_tensor gate_exps; /* [n_embd] -> [n_ff_exp], x n_expert */
     cpulm_tensor up_exps;   /* [n_embd] -> [n_ff_exp], x n_expert */
     cpulm_tensor down_exps; /* [n_ff_exp] -> [n_embd], x n_expert */
+    /* shared expert (qwen35moe): a dense FFN of n_ff_shexp added to the routed experts' sum,
+     * scaled by sigmoid(gate_inp_shexp . xn) */
+    const float *gate_inp_shexp;       /* [n_embd] */
+    cpulm_tensor gate_shexp, up_shexp; /* [n_embd] -> [n_ff_shexp] */
+    cpulm_tensor down_shexp;           /* [n_ff_shexp] -> [n_embd] */
     /* hybrid models: a recurrent (Gated DeltaNet) layer has these instead of wq..wo; its
      * slot is its index among the recurrent layers (its state), a full-attention layer's
      * its index among those (its KV cache layer) */
