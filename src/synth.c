@@ -52,6 +52,8 @@ static const cpulm_shape_preset shapes[] = {
      262144, 1e7f, 0, "qwen35", 256, 0, 0, 0, {64, 4, 4096, 128, 16, 32, 4, 0}},
     {"qwen35-35b-a3b", "Qwen3.5 35B-A3B (hybrid MoE)", "synth Qwen3.5-35B-A3B", 40, 2048, 512, 16, 2,
      248320, 262144, 1e7f, 0, "qwen35moe", 256, 256, 8, 512, {64, 4, 4096, 128, 16, 32, 4, 512}},
+    {"qwen3next-80b-a3b", "Qwen3-Next 80B-A3B (hybrid MoE)", "synth Qwen3-Next-80B-A3B", 48, 2048, 512, 16, 2,
+     151936, 262144, 1e7f, 0, "qwen3next", 256, 512, 10, 512, {64, 4, 4096, 128, 16, 32, 4, 512}},
     {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1, "llama", 0,
      0, 0, 0, {0}},
     {"tiny-moe", "tiny MoE test model", "synth tiny MoE", 2, 256, 512, 4, 2, 512, 512, 1e6f, 1,
@@ -62,6 +64,8 @@ static const cpulm_shape_preset shapes[] = {
      1e7f, 1, "qwen35", 64, 0, 0, 0, {32, 4, 128, 32, 2, 4, 4, 0}},
     {"tiny-qwen35moe", "tiny hybrid MoE test model", "synth tiny qwen35moe", 4, 256, 256, 4, 2, 512,
      4096, 1e7f, 1, "qwen35moe", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192}},
+    {"tiny-qwen3next", "tiny qwen3next test model", "synth tiny qwen3next", 4, 256, 256, 4, 2, 512,
+     4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192}},
     {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512, 10000.0f,
      1, "llama", 0, 0, 0, 0, {0}},
 };
@@ -126,7 +130,8 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
     hp->ssm_heads = p->ssm.heads;
     hp->full_attn_interval = p->ssm.interval;
     hp->n_ff_shexp = p->ssm.n_ff_shexp;
-    if (p->ssm.heads) { /* what the loader reads from rope.dimension_sections */
+    const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
+    if (a && a->mrope) { /* what the loader reads from rope.dimension_sections */
         int32_t half = hp->n_rot / 2, third = (half + 2) / 3;
         hp->rope_sections[0] = hp->rope_sections[1] = third;
         hp->rope_sections[2] = half - 2 * third;
@@ -559,9 +564,9 @@ static cpulm_status set_hybrid(cpulm_gguf_writer *w, const cpulm_synth_params *p
         (st = set_u32(w, p, "ssm.state_size", p->ssm.state)) ||
         (st = set_u32(w, p, "ssm.group_count", p->ssm.groups)) ||
         (st = set_u32(w, p, "ssm.time_step_rank", p->ssm.heads)) ||
-        (st = set_u32(w, p, "full_attention_interval", p->ssm.interval)) ||
-        (st = cpulm_gguf_writer_set_arr(w, k, CPULM_GGUF_I32, sec, 4)))
+        (st = set_u32(w, p, "full_attention_interval", p->ssm.interval)))
         return st;
+    if (a->mrope && (st = cpulm_gguf_writer_set_arr(w, k, CPULM_GGUF_I32, sec, 4))) return st;
     if (p->ssm.n_ff_shexp > 0 &&
         (st = set_u32(w, p, "expert_shared_feed_forward_length", p->ssm.n_ff_shexp)))
         return st;

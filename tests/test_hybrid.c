@@ -161,8 +161,10 @@ static double tolerance_of(const char *type) {
 }
 
 /* tiny-qwen35 (3 Gated DeltaNet layers, 1 gated attention layer, 2 key heads for 4 value
- * heads, half of each head rotated) in F32, F16, BF16, and tiny-qwen35moe (the same with 8
- * experts, 2 used, and a shared expert) in F32: 255 positions after 256, so the
+ * heads, half of each head rotated) in F32, F16, BF16, tiny-qwen35moe (the same with 8
+ * experts, 2 used, and a shared expert) and tiny-qwen3next (its predecessor: plain NEOX rope,
+ * joint beta/alpha projection, key heads repeated in place) in F32: 255 positions after
+ * 256, so the
  * recurrence runs over 510 tokens; decoded as one prompt and in batches of 7 tokens (the
  * state carried between decodes). */
 TEST(hybrid_ref_tiny_float_types) {
@@ -395,6 +397,7 @@ static void check_batch_of_4(test_ctx *t, const char *shape) {
 TEST(hybrid_batch_of_4_equals_each_alone) {
     check_batch_of_4(t, "tiny-qwen35");
     check_batch_of_4(t, "tiny-qwen35moe");
+    check_batch_of_4(t, "tiny-qwen3next");
 }
 
 /* The recurrent state belongs to a sequence's whole length: removing a tail or copying a

@@ -99,12 +99,22 @@ const cpulm_tensor_desc cpulm_arch_global_tensors[] = {
         "ffn_down_shexp.weight", L(down_shexp), MAT, CPULM_WHEN_MOE, 0, D(FF_SHEXP, EMBD, 1)    \
     }
 
+/* qwen3next: beta and alpha from one projection, grouped by key head: per key head, its
+ * value heads' beta, then their alpha */
+#define DELTANET_BA                                                                 \
+    {"attn_qkv.weight", L(ssm_qkv), MAT, ALW, 0, DL(EMBD, SSM_CH, 1, REC)},         \
+        {"attn_gate.weight", L(ssm_z), MAT, ALW, 0, DL(EMBD, SSM_INNER, 1, REC)}, { \
+        "ssm_ba.weight", L(ssm_ba), MAT, ALW, 0, DL(EMBD, SSM_HEADS2, 1, REC)       \
+    }
+
 static const cpulm_tensor_desc llama_tensors[] = {ATTN, FFN_NORM, FFN_DENSE, FFN_MOE, END};
 static const cpulm_tensor_desc qwen2_tensors[] = {ATTN, QKV_BIAS, FFN_NORM, FFN_DENSE, END};
 static const cpulm_tensor_desc qwen3_tensors[] = {ATTN, QK_NORM, FFN_NORM, FFN_DENSE, END};
 static const cpulm_tensor_desc qwen3moe_tensors[] = {ATTN, QK_NORM, FFN_NORM, FFN_MOE, END};
 static const cpulm_tensor_desc qwen35moe_tensors[] = {
     HYBRID_NORMS, GATED_ATTN, DELTANET_SPLIT, DELTANET_COMMON, FFN_MOE, FFN_SHEXP, END};
+static const cpulm_tensor_desc qwen3next_tensors[] = {
+    HYBRID_NORMS, GATED_ATTN, DELTANET_BA, DELTANET_COMMON, FFN_MOE, FFN_SHEXP, END};
 static const cpulm_tensor_desc qwen35_tensors[] = {HYBRID_NORMS,    GATED_ATTN, DELTANET_SPLIT,
                                                    DELTANET_COMMON, FFN_DENSE,  END};
 
@@ -157,6 +167,15 @@ static const cpulm_arch_desc archs[] = {
      .mrope = true,
      .imrope = true,
      .layer_tensors = qwen35moe_tensors},
+    {.name = "qwen3next",
+     .rope = CPULM_ROPE_NEOX,
+     .ffn = CPULM_FFN_MOE_ONLY,
+     .moe_norm_weights = true,
+     .default_rope_base = 10000000.0f,
+     .default_norm_eps = 1e-6f,
+     .hybrid = true,
+     .dnet_head_div = true,
+     .layer_tensors = qwen3next_tensors},
 };
 
 int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim) {
@@ -199,5 +218,6 @@ const cpulm_arch_desc *cpulm_arch_find(const char *name, unsigned long len) {
 }
 
 const char *cpulm_arch_supported(void) {
-    return "llama (dense and Mixtral-style MoE), qwen2, qwen3, qwen3moe, qwen35, qwen35moe";
+    return "llama (dense and Mixtral-style MoE), qwen2, qwen3, qwen3moe, qwen35, qwen35moe, "
+           "qwen3next";
 }

@@ -90,6 +90,8 @@ typedef struct cpulm_arch_desc {
     bool mrope;              /* <arch>.rope.dimension_sections present (multi-section rope; text
                                 positions make it a plain NEOX rope over the sections' pairs) */
     bool imrope;             /* the sections interleave (qwen35) rather than follow each other */
+    bool dnet_head_div;      /* Gated DeltaNet value head h reads key head h / (value heads per key
+                                head) (qwen3next); otherwise h mod key heads (qwen35) */
     const cpulm_tensor_desc *layer_tensors; /* terminated by a NULL name */
 } cpulm_arch_desc;
 

@@ -137,6 +137,13 @@ void cpulm_dnet_plan(cpulm_ctx *c) {
     s->n_groups = n;
 }
 
+/* The key head value head h reads: h mod key heads (qwen35), or h / (value heads per key
+ * head) when the reference repeats each key head in place (qwen3next). */
+static int64_t key_head(const cpulm_ctx *c, int64_t h) {
+    const cpulm_hparams *hp = &c->m->hp;
+    return c->m->arch->dnet_head_div ? h / (hp->ssm_heads / hp->ssm_groups) : h % hp->ssm_groups;
+}
+
 /* ---- the causal convolution ---- */
 
 /* Channels [c0, c1) of every batch sequence: out = sum over taps of w * input (tap 0 the
@@ -202,6 +209,15 @@ static void prepare_token(cpulm_ctx *c, const cpulm_layer *ly, int64_t t) {
     for (int64_t h = 0; h < 2 * hp->ssm_groups; h++) /* q heads, then k heads */
         l2_norm(Sk, x + h * Sk, hp->norm_eps);
     float *ba = s->ba + t * 2 * Hv;
+    if (ly->ssm_ba.data) { /* grouped by key head: [beta x R, alpha x R] per group */
+        const int64_t R = Hv / hp->ssm_groups;
+        float tmp[2 * 4096];
+        memcpy(tmp, ba, sizeof(float) * (size_t)(2 * Hv));
+        for (int64_t h = 0; h < Hv; h++) {
+            ba[h] = tmp[(h / R) * 2 * R + h % R];
+            ba[Hv + h] = tmp[(h / R) * 2 * R + R + h % R];
+        }
+    }
     for (int64_t h = 0; h < Hv; h++) {
         ba[h] = sigmoidf(ba[h]);
         ba[Hv + h] = softplusf(ba[Hv + h] + ly->ssm_dt[h]) * ly->ssm_a[h];
@@ -305,8 +321,8 @@ static void delta_chunk(cpulm_ctx *c, int64_t h, float *S, int32_t j0, int32_t j
     for (int32_t j = j0; j < j1; j++) {
         const int64_t t = s->by_seq[j], r = j - j0;
         const float *x = s->qkv + t * CH;
-        memcpy(q + r * d, x + (h % Hk) * d, sizeof(float) * (size_t)d);
-        memcpy(k + r * d, x + (Hk + h % Hk) * d, sizeof(float) * (size_t)d);
+        memcpy(q + r * d, x + key_head(c, h) * d, sizeof(float) * (size_t)d);
+        memcpy(k + r * d, x + (Hk + key_head(c, h)) * d, sizeof(float) * (size_t)d);
         memcpy(v + r * d, x + (2 * Hk + h) * d, sizeof(float) * (size_t)d);
         beta[r] = s->ba[t * 2 * Hv + h];
         gg[r] = s->ba[t * 2 * Hv + Hv + h];
@@ -336,7 +352,7 @@ static void delta_item(cpulm_ctx *c, const cpulm_layer *ly, int32_t g, int64_t h
     }
     for (int32_t j = j0; j < j1; j++) {
         const int64_t t = s->by_seq[j];
-        const float *q = s->qkv + t * CH + (h % Hk) * Sk;
+        const float *q = s->qkv + t * CH + key_head(c, h) * Sk;
         const float *k = q + Hk * Sk;
         const float *v = s->qkv + t * CH + 2 * Hk * Sk + h * Sv;
         cpulm_dnet_step(Sk, S, q, k, v, s->ba[t * 2 * Hv + h], s->ba[t * 2 * Hv + Hv + h],
@@ -365,7 +381,8 @@ void cpulm_dnet_layer(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
                     {&ly->ssm_z, s->z, hp->ssm_inner, NULL, 0},
                     {&ly->ssm_beta, s->ba, 2 * Hv, NULL, 0},
                     {&ly->ssm_alpha, s->ba + Hv, 2 * Hv, NULL, 0}};
-    cpulm_fwd_mm_group(c, c->xn, E, T, in, 4, ith, nth);
+    if (ly->ssm_ba.data) in[2] = (mm_job){&ly->ssm_ba, s->ba, 2 * Hv, NULL, 0};
+    cpulm_fwd_mm_group(c, c->xn, E, T, in, ly->ssm_ba.data ? 3 : 4, ith, nth);
     cpulm_pool_barrier(c->pool);
     const uint64_t n_blk = (uint64_t)((CH + CONV_BLOCK - 1) / CONV_BLOCK);
     uint64_t first = cpulm_fwd_job_begin(c, ith, n_blk), item;

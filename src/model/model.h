@@ -67,6 +67,8 @@ typedef struct cpulm_layer {
     cpulm_tensor ssm_z;     /* [n_embd] -> [inner]: the output gate */
     cpulm_tensor ssm_beta;  /* [n_embd] -> [value heads] */
     cpulm_tensor ssm_alpha; /* [n_embd] -> [value heads] */
+    cpulm_tensor ssm_ba;    /* qwen3next: [n_embd] -> [2 value heads], beta and alpha grouped
+                               by key head (instead of ssm_beta, ssm_alpha) */
     cpulm_tensor ssm_out;   /* [inner] -> [n_embd] */
     const float *ssm_conv;  /* [conv channels][taps], tap 0 the oldest input */
     const float *ssm_dt;    /* [value heads] bias of alpha */
