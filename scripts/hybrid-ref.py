@@ -29,6 +29,7 @@ CASES = [
     ("tiny-qwen35-bf16", "tiny-qwen35", "bf16", 0),
     ("tiny-qwen35moe-f32", "tiny-qwen35moe", "f32", 0),
     ("tiny-qwen3next-f32", "tiny-qwen3next", "f32", 0),
+    ("tiny-qwen3next-ssm-in-f32", "tiny-qwen3next-ssm-in", "f32", 0),
 ]
 
 

@@ -49,11 +49,11 @@ static const cpulm_shape_preset shapes[] = {
     {"mixtral-8x7b", "Mixtral 8x7B (MoE)", "synth Mixtral-8x7B", 32, 4096, 14336, 32, 8, 32000,
      32768, 1e6f, 0, "llama", 0, 8, 2, 14336, {0}},
     {"qwen35-9b", "Qwen3.5 9B (hybrid)", "synth Qwen3.5-9B", 32, 4096, 12288, 16, 4, 248320,
-     262144, 1e7f, 0, "qwen35", 256, 0, 0, 0, {64, 4, 4096, 128, 16, 32, 4, 0}},
+     262144, 1e7f, 0, "qwen35", 256, 0, 0, 0, {64, 4, 4096, 128, 16, 32, 4, 0, 0}},
     {"qwen35-35b-a3b", "Qwen3.5 35B-A3B (hybrid MoE)", "synth Qwen3.5-35B-A3B", 40, 2048, 512, 16, 2,
-     248320, 262144, 1e7f, 0, "qwen35moe", 256, 256, 8, 512, {64, 4, 4096, 128, 16, 32, 4, 512}},
+     248320, 262144, 1e7f, 0, "qwen35moe", 256, 256, 8, 512, {64, 4, 4096, 128, 16, 32, 4, 512, 0}},
     {"qwen3next-80b-a3b", "Qwen3-Next 80B-A3B (hybrid MoE)", "synth Qwen3-Next-80B-A3B", 48, 2048, 512, 16, 2,
-     151936, 262144, 1e7f, 0, "qwen3next", 256, 512, 10, 512, {64, 4, 4096, 128, 16, 32, 4, 512}},
+     151936, 262144, 1e7f, 0, "qwen3next", 256, 512, 10, 512, {64, 4, 4096, 128, 16, 32, 4, 512, 0}},
     {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1, "llama", 0,
      0, 0, 0, {0}},
     {"tiny-moe", "tiny MoE test model", "synth tiny MoE", 2, 256, 512, 4, 2, 512, 512, 1e6f, 1,
@@ -61,11 +61,15 @@ static const cpulm_shape_preset shapes[] = {
     /* 4 layers: 3 Gated DeltaNet, 1 full attention; 2 key heads shared by 4 value heads;
      * half of each head rotated */
     {"tiny-qwen35", "tiny hybrid test model", "synth tiny qwen35", 4, 256, 512, 4, 2, 512, 4096,
-     1e7f, 1, "qwen35", 64, 0, 0, 0, {32, 4, 128, 32, 2, 4, 4, 0}},
+     1e7f, 1, "qwen35", 64, 0, 0, 0, {32, 4, 128, 32, 2, 4, 4, 0, 0}},
     {"tiny-qwen35moe", "tiny hybrid MoE test model", "synth tiny qwen35moe", 4, 256, 256, 4, 2, 512,
-     4096, 1e7f, 1, "qwen35moe", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192}},
+     4096, 1e7f, 1, "qwen35moe", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 0}},
     {"tiny-qwen3next", "tiny qwen3next test model", "synth tiny qwen3next", 4, 256, 256, 4, 2, 512,
-     4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192}},
+     4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 0}},
+    {"tiny-qwen3next-ssm-in", "tiny qwen3next, older converter's layout", "synth tiny qwen3next", 4,
+     256, 256, 4, 2, 512, 4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 1}},
+    {"tiny-qwen3next-ssm-in", "tiny qwen3next, older converter's layout", "synth tiny qwen3next", 4,
+     256, 256, 4, 2, 512, 4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 1}},
     {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512, 10000.0f,
      1, "llama", 0, 0, 0, 0, {0}},
 };
@@ -277,6 +281,14 @@ static cpulm_arch_dims synth_dims(const cpulm_synth_params *p) {
                              .n_expert = p->n_expert};
 }
 
+/* Which of qwen3next's alternative (optional) input projections the file gets. */
+static int dnet_input(const cpulm_synth_params *p, const char *name) {
+    if (!strcmp(name, "ssm_in.weight")) return p->ssm.joint_in;
+    if (!strcmp(name, "attn_qkv.weight") || !strcmp(name, "attn_gate.weight"))
+        return !p->ssm.joint_in;
+    return 0;
+}
+
 /* Appends the present, non-optional tensors of list (output.weight unless tied). */
 static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, const char *prefix,
                     stensor *t, int n, bool recurrent) {
@@ -284,7 +296,7 @@ static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, 
     for (const cpulm_tensor_desc *td = list; td->name; td++) {
         int is_output = strcmp(td->name, "output.weight") == 0;
         if (!cpulm_arch_tensor_present(td, d.n_expert, recurrent)) continue;
-        if (td->optional && !(is_output && !p->tied)) continue;
+        if (td->optional && !(is_output && !p->tied) && !dnet_input(p, td->name)) continue;
         snprintf(t[n].name, sizeof t[n].name, "%s%s", prefix, td->name);
         t[n].kind = td->kind == CPULM_TK_MATRIX ? K_MATRIX : K_NORM;
         /* MoE routers stay F32 in real files (llama.cpp's quantizer never quantizes them) */

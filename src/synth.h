@@ -19,9 +19,10 @@
 
 /* The sizes of a hybrid (Gated DeltaNet) shape, all 0 for other architectures: rotated
  * dims (0: head_dim), conv taps, inner size, state size, key heads, value heads,
- * full-attention interval, shared expert width. */
+ * full-attention interval, shared expert width, and the file layout variant. */
 typedef struct cpulm_ssm_shape {
     int32_t n_rot, conv, inner, state, groups, heads, interval, n_ff_shexp;
+    int32_t joint_in; /* qwen3next: write the older joint ssm_in, not attn_qkv + attn_gate */
 } cpulm_ssm_shape;
 
 /* A named model shape: the one table of shapes, used by `cpulm synth` to write a file of

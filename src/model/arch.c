@@ -100,11 +100,14 @@ const cpulm_tensor_desc cpulm_arch_global_tensors[] = {
     }
 
 /* qwen3next: beta and alpha from one projection, grouped by key head: per key head, its
- * value heads' beta, then their alpha */
-#define DELTANET_BA                                                                 \
-    {"attn_qkv.weight", L(ssm_qkv), MAT, ALW, 0, DL(EMBD, SSM_CH, 1, REC)},         \
-        {"attn_gate.weight", L(ssm_z), MAT, ALW, 0, DL(EMBD, SSM_INNER, 1, REC)}, { \
-        "ssm_ba.weight", L(ssm_ba), MAT, ALW, 0, DL(EMBD, SSM_HEADS2, 1, REC)       \
+ * value heads' beta, then their alpha. Files of the older converter have one joint input
+ * projection (ssm_in: q, k, v, z interleaved per key head) instead of attn_qkv + attn_gate:
+ * either pair is accepted (model.c checks one is there). */
+#define DELTANET_BA                                                               \
+    {"attn_qkv.weight", L(ssm_qkv), MAT, ALW, 1, DL(EMBD, SSM_CH, 1, REC)},       \
+        {"attn_gate.weight", L(ssm_z), MAT, ALW, 1, DL(EMBD, SSM_INNER, 1, REC)}, \
+        {"ssm_in.weight", L(ssm_in), MAT, ALW, 1, DL(EMBD, SSM_QKVZ, 1, REC)}, {  \
+        "ssm_ba.weight", L(ssm_ba), MAT, ALW, 0, DL(EMBD, SSM_HEADS2, 1, REC)     \
     }
 
 static const cpulm_tensor_desc llama_tensors[] = {ATTN, FFN_NORM, FFN_DENSE, FFN_MOE, END};

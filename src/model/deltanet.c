@@ -33,7 +33,9 @@ struct cpulm_dnet_scratch {
     float *ba;        /* [n_batch][2 H_v]: beta, then alpha; replaced by sigmoid(beta) and g */
     float *o;         /* [n_batch][inner]: the delta rule's output, then normed and gated */
     float *qg;        /* [n_batch][2 n_head head_dim]: gated attention's query and gate */
-    float *tmp;       /* [n_threads][S_v]: per-thread delta */
+    float *tmp;       /* [n_threads][thread_floats]: per-thread delta rule scratch */
+    float *in;        /* [n_batch][channels + inner]: the joint projection of older qwen3next
+                         files (ssm_in), before it is split into qkv and z */
     int32_t *by_seq;  /* [n_batch]: batch indices grouped by sequence, in batch order */
     int32_t *seq_off; /* [n_batch + 1]: where each batch sequence's indices start */
     int32_t *seq_id;  /* [n_batch]: the sequence of each group */
@@ -62,20 +64,21 @@ static int64_t thread_floats(int64_t d) {
 }
 
 /* Floats of every buffer, in the order they are carved out of one block. */
-static void sizes(const cpulm_hparams *hp, int64_t B, int32_t nth, int64_t f[6]) {
+static void sizes(const cpulm_hparams *hp, int64_t B, int32_t nth, int64_t f[7]) {
     f[0] = B * channels(hp);
     f[1] = B * hp->ssm_inner;
     f[2] = B * 2 * hp->ssm_heads;
     f[3] = B * hp->ssm_inner;
     f[4] = hp->n_layer_attn ? B * 2 * (int64_t)hp->n_head * hp->head_dim : 0;
     f[5] = (int64_t)nth * ((thread_floats(hp->ssm_state) + 15) / 16 * 16);
+    f[6] = hp->ssm_joint_in ? B * (channels(hp) + hp->ssm_inner) : 0;
 }
 
 uint64_t cpulm_dnet_scratch_bytes(const cpulm_hparams *hp, int64_t n_batch, int32_t n_threads) {
     if (hp->ssm_heads == 0) return 0;
-    int64_t f[6], n = 0;
+    int64_t f[7], n = 0;
     sizes(hp, n_batch, n_threads, f);
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         n += f[i];
     return sizeof(cpulm_dnet_scratch) + sizeof(float) * (uint64_t)n +
            sizeof(int32_t) * (3 * (uint64_t)n_batch + 1);
@@ -85,9 +88,9 @@ cpulm_status cpulm_dnet_scratch_new(cpulm_dnet_scratch **out, const cpulm_hparam
                                     int64_t n_batch, int32_t n_threads, cpulm_error *err) {
     *out = NULL;
     if (hp->ssm_heads == 0) return CPULM_OK;
-    int64_t f[6], n = 0;
+    int64_t f[7], n = 0;
     sizes(hp, n_batch, n_threads, f);
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         n += f[i];
     cpulm_dnet_scratch *s = calloc(1, sizeof *s);
     float *block = s ? malloc(sizeof(float) * (size_t)n) : NULL;
@@ -97,8 +100,8 @@ cpulm_status cpulm_dnet_scratch_new(cpulm_dnet_scratch **out, const cpulm_hparam
         free(s);
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for recurrent scratch");
     }
-    float **bufs[6] = {&s->qkv, &s->z, &s->ba, &s->o, &s->qg, &s->tmp};
-    for (int i = 0; i < 6; i++) {
+    float **bufs[7] = {&s->qkv, &s->z, &s->ba, &s->o, &s->qg, &s->tmp, &s->in};
+    for (int i = 0; i < 7; i++) {
         *bufs[i] = block;
         block += f[i];
     }
@@ -180,6 +183,24 @@ static void conv_block(cpulm_ctx *c, const cpulm_layer *ly, int64_t c0, int64_t 
 }
 
 /* ---- per-token element-wise steps ---- */
+
+/* Older qwen3next files: token t's joint projection (per key head: q, k, then its R value
+ * heads' v and z) split into the conv input (all q, all k, all v) and z. */
+static void split_joint(cpulm_ctx *c, int64_t t) {
+    const cpulm_hparams *hp = &c->m->hp;
+    const cpulm_dnet_scratch *s = c->dnet;
+    const int64_t CH = channels(hp), I = hp->ssm_inner, Sk = hp->ssm_state, Hk = hp->ssm_groups;
+    const int64_t RV = I / Hk, G = 2 * Sk + 2 * RV; /* one key head's values */
+    const float *in = s->in + t * (CH + I);
+    float *qkv = s->qkv + t * CH, *z = s->z + t * I;
+    for (int64_t g = 0; g < Hk; g++) {
+        const float *x = in + g * G;
+        memcpy(qkv + g * Sk, x, sizeof(float) * (size_t)Sk);
+        memcpy(qkv + (Hk + g) * Sk, x + Sk, sizeof(float) * (size_t)Sk);
+        memcpy(qkv + 2 * Hk * Sk + g * RV, x + 2 * Sk, sizeof(float) * (size_t)RV);
+        memcpy(z + g * RV, x + 2 * Sk + RV, sizeof(float) * (size_t)RV);
+    }
+}
 
 static float sigmoidf(float x) {
     return 1.0f / (1.0f + expf(-x));
@@ -381,9 +402,23 @@ void cpulm_dnet_layer(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
                     {&ly->ssm_z, s->z, hp->ssm_inner, NULL, 0},
                     {&ly->ssm_beta, s->ba, 2 * Hv, NULL, 0},
                     {&ly->ssm_alpha, s->ba + Hv, 2 * Hv, NULL, 0}};
-    if (ly->ssm_ba.data) in[2] = (mm_job){&ly->ssm_ba, s->ba, 2 * Hv, NULL, 0};
-    cpulm_fwd_mm_group(c, c->xn, E, T, in, ly->ssm_ba.data ? 3 : 4, ith, nth);
+    int n_in = 4;
+    if (ly->ssm_ba.data) {
+        in[2] = (mm_job){&ly->ssm_ba, s->ba, 2 * Hv, NULL, 0};
+        n_in = 3;
+    }
+    if (ly->ssm_in.data) { /* the joint projection, split below */
+        in[0] = (mm_job){&ly->ssm_in, s->in, CH + hp->ssm_inner, NULL, 0};
+        in[1] = in[2];
+        n_in = 2;
+    }
+    cpulm_fwd_mm_group(c, c->xn, E, T, in, n_in, ith, nth);
     cpulm_pool_barrier(c->pool);
+    if (ly->ssm_in.data) {
+        for (int64_t t = ith; t < T; t += nth)
+            split_joint(c, t);
+        cpulm_pool_barrier(c->pool);
+    }
     const uint64_t n_blk = (uint64_t)((CH + CONV_BLOCK - 1) / CONV_BLOCK);
     uint64_t first = cpulm_fwd_job_begin(c, ith, n_blk), item;
     while (cpulm_fwd_claim(c, first + n_blk, &item)) {

@@ -357,6 +357,12 @@ static cpulm_status bind_tensors(loader *L) {
         ly->slot = ly->recurrent ? n_recr++ : n_attn++;
         if ((s = bind_list(L, m->arch->layer_tensors, prefix, ly, ly->recurrent)) != CPULM_OK)
             return s;
+        if (ly->recurrent && !ly->ssm_in.data && !(ly->ssm_qkv.data && ly->ssm_z.data))
+            return cpulm_errf(L->err, CPULM_ERR_FORMAT,
+                              "missing tensor '%sattn_qkv.weight' (or '%sattn_gate.weight', or "
+                              "the older '%sssm_in.weight')",
+                              prefix, prefix, prefix);
+        if (ly->ssm_in.data) m->hp.ssm_joint_in = 1;
     }
     return CPULM_OK;
 }

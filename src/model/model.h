@@ -67,6 +67,9 @@ typedef struct cpulm_layer {
     cpulm_tensor ssm_z;     /* [n_embd] -> [inner]: the output gate */
     cpulm_tensor ssm_beta;  /* [n_embd] -> [value heads] */
     cpulm_tensor ssm_alpha; /* [n_embd] -> [value heads] */
+    cpulm_tensor ssm_in;    /* qwen3next, older files: [n_embd] -> [conv channels + inner],
+                               per key head q, k, its value heads' v, their z (instead of
+                               ssm_qkv, ssm_z) */
     cpulm_tensor ssm_ba;    /* qwen3next: [n_embd] -> [2 value heads], beta and alpha grouped
                                by key head (instead of ssm_beta, ssm_alpha) */
     cpulm_tensor ssm_out;   /* [inner] -> [n_embd] */
@@ -90,6 +93,7 @@ typedef struct cpulm_hparams {
     int32_t ssm_conv, ssm_inner, ssm_state, ssm_groups, ssm_heads;
     int32_t full_attn_interval, n_layer_attn, n_layer_recr;
     int32_t n_ff_shexp;       /* shared expert width (0: none) */
+    int32_t ssm_joint_in;     /* the recurrent layers have ssm_in (qwen3next's older layout) */
     int32_t rope_sections[4]; /* rope.dimension_sections (pairs per section), or zeros */
 } cpulm_hparams;
 
