@@ -180,8 +180,12 @@ int cmd_info(int argc, char **argv) {
         printf("active:        %lld parameters (%.3f B) and %s of %s weights read per token\n",
                (long long)in.n_params_active, (double)in.n_params_active / 1e9, ab, wb);
     }
-    printf("vocab:         %d\ncontext:       %d (trained)\nembedding:     %d\nlayers:        %d\n",
+    printf("vocab:         %d\ncontext:       %d (trained)\nembedding:     %d\nlayers:        %d",
            in.n_vocab, in.n_ctx_train, in.n_embd, in.n_layer);
+    if (in.n_layer_recurrent > 0) /* hybrid: the recurrent layers keep a fixed-size state */
+        printf(" (%d Gated DeltaNet, %d full attention)", in.n_layer_recurrent,
+               in.n_layer - in.n_layer_recurrent);
+    printf("\n");
     printf("heads:         %d (kv %d, head dim %d)\nffn:           %d\nrope:          %d dims, "
            "base %g\nrms eps:       %g\n",
            in.n_head, in.n_head_kv, in.head_dim, in.n_ff, in.n_rot, in.rope_freq_base, in.norm_eps);
