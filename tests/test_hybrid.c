@@ -233,8 +233,9 @@ static void step64(int64_t n, double *S, const float *q, const float *k, const f
  * 1 (some heads remember thousands of tokens): every output within 2e-4 of float64's. */
 TEST(hybrid_delta_step_matches_float64) {
     const int64_t sizes[2] = {32, 128};
-    for (int si = 0; si < 2; si++) {
-        const int64_t n = sizes[si], T = 4096;
+    for (int si = 0; si < 4; si++) { /* the generic kernels, then this CPU's */
+        const cpulm_kernels *kt = si < 2 ? &cpulm_kernels_generic : cpulm_kernels_get();
+        const int64_t n = sizes[si % 2], T = 4096;
         float *S = calloc((size_t)(n * n), sizeof(float)), *q = malloc(sizeof(float) * n * 3);
         double *S64 = calloc((size_t)(n * n), sizeof(double)), *o64 = malloc(sizeof(double) * n);
         float *o = malloc(sizeof(float) * n), *d = malloc(sizeof(float) * n);
@@ -248,13 +249,13 @@ TEST(hybrid_delta_step_matches_float64) {
             for (int64_t i = 0; i < n; i++)
                 v[i] = (float)(uniform(&rs) * 2 - 1);
             float beta = (float)uniform(&rs), g = (float)(-0.2 * uniform(&rs) * uniform(&rs));
-            cpulm_dnet_step(n, S, q, k, v, beta, g, o, d);
+            cpulm_dnet_step(kt, n, S, q, k, v, beta, g, o, d);
             step64(n, S64, q, k, v, beta, g, o64);
             for (int64_t i = 0; i < n; i++)
                 worst = fmax(worst, fabs(o[i] - o64[i]));
         }
-        fprintf(stderr, "  head size %lld: worst |diff| over %lld tokens %.2e\n", (long long)n,
-                (long long)T, worst);
+        fprintf(stderr, "  %s, head size %lld: worst |diff| over %lld tokens %.2e\n", kt->name,
+                (long long)n, (long long)T, worst);
         CHECK(t, worst < 2e-4);
         free(S);
         free(q);
@@ -270,8 +271,9 @@ TEST(hybrid_delta_step_matches_float64) {
  * head sizes 32 and 128; outputs and the final state. */
 TEST(hybrid_chunked_matches_steps_and_float64) {
     const int64_t sizes[2] = {32, 128}, T = 3000;
-    for (int si = 0; si < 2; si++) {
-        const int64_t n = sizes[si], C = CPULM_DNET_CHUNK;
+    for (int si = 0; si < 4; si++) { /* the generic kernels, then this CPU's */
+        const cpulm_kernels *kt = si < 2 ? &cpulm_kernels_generic : cpulm_kernels_get();
+        const int64_t n = sizes[si % 2], C = CPULM_DNET_CHUNK;
         float *in = malloc(sizeof(float) * (size_t)(T * (3 * n + 2)));
         float *Ss = calloc((size_t)(n * n), sizeof(float)), *Sc[2];
         double *S64 = calloc((size_t)(n * n), sizeof(double)), *o64 = malloc(sizeof(double) * n);
@@ -298,12 +300,12 @@ TEST(hybrid_chunked_matches_steps_and_float64) {
                 int64_t len = mode == 0 ? C : 1 + (int64_t)(uniform(&rs) * C);
                 if (len > C) len = C;
                 if (t0 + len > T) len = T - t0;
-                cpulm_dnet_chunk(len, n, Sc[mode], q + t0 * n, k + t0 * n, v + t0 * n, beta + t0,
-                                 g + t0, oc, ws);
+                cpulm_dnet_chunk(kt, len, n, Sc[mode], q + t0 * n, k + t0 * n, v + t0 * n,
+                                 beta + t0, g + t0, oc, ws);
                 for (int64_t i = t0; i < t0 + len; i++) {
                     if (mode == 0) {
-                        cpulm_dnet_step(n, Ss, q + i * n, k + i * n, v + i * n, beta[i], g[i], os,
-                                        d);
+                        cpulm_dnet_step(kt, n, Ss, q + i * n, k + i * n, v + i * n, beta[i], g[i],
+                                        os, d);
                         step64(n, S64, q + i * n, k + i * n, v + i * n, beta[i], g[i], o64);
                     }
                     for (int64_t j = 0; j < n && mode == 0; j++) {
@@ -320,9 +322,9 @@ TEST(hybrid_chunked_matches_steps_and_float64) {
             worst_64[1] = fmax(worst_64[1], fabs(Sc[1][i] - S64[i]));
         }
         fprintf(stderr,
-                "  head size %lld: chunks of 64 vs steps %.2e, vs float64 %.2e; final state "
+                "  %s, head size %lld: chunks of 64 vs steps %.2e, vs float64 %.2e; final state "
                 "chunks of 64 %.2e, random chunks %.2e\n",
-                (long long)n, worst_step, worst_64[0], worst_state, worst_64[1]);
+                kt->name, (long long)n, worst_step, worst_64[0], worst_state, worst_64[1]);
         CHECK(t, worst_step < 1e-5 && worst_64[0] < 1e-5);
         CHECK(t, worst_state < 1e-5 && worst_64[1] < 1e-5);
         free(in);

@@ -247,25 +247,17 @@ static void prepare_token(cpulm_ctx *c, const cpulm_layer *ly, int64_t t) {
 
 /* ---- the delta rule ---- */
 
-static float dot(int64_t n, const float *x, const float *y) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        sum += (double)x[i] * (double)y[i];
-    return (float)sum;
-}
-
-void cpulm_dnet_step(int64_t n, float *S, const float *q, const float *k, const float *v,
-                     float beta, float g, float *o, float *d) {
+void cpulm_dnet_step(const cpulm_kernels *kt, int64_t n, float *S, const float *q, const float *k,
+                     const float *v, float beta, float g, float *o, float *d) {
     const float decay = expf(g), scale = 1.0f / sqrtf((float)n);
     for (int64_t i = 0; i < n * n; i++)
         S[i] *= decay;
     for (int64_t r = 0; r < n; r++)
-        d[r] = (v[r] - dot(n, S + r * n, k)) * beta;
+        d[r] = (v[r] - kt->dot_f32(n, S + r * n, k)) * beta;
     for (int64_t r = 0; r < n; r++)
-        for (int64_t i = 0; i < n; i++)
-            S[r * n + i] = fmaf(d[r], k[i], S[r * n + i]);
+        kt->axpy(n, S + r * n, d[r], k);
     for (int64_t r = 0; r < n; r++)
-        o[r] = dot(n, S + r * n, q) * scale;
+        o[r] = kt->dot_f32(n, S + r * n, q) * scale;
 }
 
 /* The chunked form over n <= CPULM_DNET_CHUNK tokens (rows of q, k, v contiguous, d
@@ -276,41 +268,39 @@ void cpulm_dnet_step(int64_t n, float *S, const float *q, const float *k, const 
  *   o_t = (G_t S0 q_t + sum_{j <= t} (G_t / G_j) (k_j . q_t) d_j) / sqrt(d)
  *   S = G_n S0 + sum_j (G_n / G_j) d_j k_j^T
  * so the state is read three times per chunk instead of per token and the rest are
- * products of [n][d] blocks. ws: cpulm_dnet_chunk_ws_floats(d) floats. */
-void cpulm_dnet_chunk(int64_t n, int64_t d, float *S, const float *q, const float *k,
-                      const float *v, const float *beta, const float *g, float *o, float *ws) {
+ * products of [n][d] blocks, done as row dots and row updates (the kernel table's dot_f32
+ * and axpy). ws: cpulm_dnet_chunk_ws_floats(d) floats. */
+void cpulm_dnet_chunk(const cpulm_kernels *kt, int64_t n, int64_t d, float *S, const float *q,
+                      const float *k, const float *v, const float *beta, const float *g, float *o,
+                      float *ws) {
     float *lg = ws, *D = ws + CPULM_DNET_CHUNK, *M = D + CPULM_DNET_CHUNK * d;
     float cum = 0.0f;
     for (int64_t t = 0; t < n; t++)
         lg[t] = cum += g[t];
     const float scale = 1.0f / sqrtf((float)d);
-    /* B = beta (v - G S0 k), and the q-side inter-chunk part of o */
+    /* B = beta (v - G S0 k), and the inter-chunk part of o: G S0 q */
     for (int64_t t = 0; t < n; t++) {
         const float gt = expf(lg[t]);
         for (int64_t r = 0; r < d; r++) {
-            D[t * d + r] = (v[t * d + r] - gt * dot(d, S + r * d, k + t * d)) * beta[t];
-            o[t * d + r] = gt * dot(d, S + r * d, q + t * d);
+            D[t * d + r] = (v[t * d + r] - gt * kt->dot_f32(d, S + r * d, k + t * d)) * beta[t];
+            o[t * d + r] = gt * kt->dot_f32(d, S + r * d, q + t * d);
         }
     }
     /* forward substitution through (I + A), rows in order */
     for (int64_t t = 0; t < n; t++)
         for (int64_t j = 0; j < t; j++) {
-            const float a = beta[t] * dot(d, k + t * d, k + j * d) * expf(lg[t] - lg[j]);
-            for (int64_t r = 0; r < d; r++)
-                D[t * d + r] -= a * D[j * d + r];
+            const float a = beta[t] * kt->dot_f32(d, k + t * d, k + j * d) * expf(lg[t] - lg[j]);
+            kt->axpy(d, D + t * d, -a, D + j * d);
         }
     /* intra-chunk attention: o_t += sum_{j <= t} (G_t / G_j)(k_j . q_t) d_j */
     for (int64_t t = 0; t < n; t++) {
         for (int64_t j = 0; j <= t; j++)
-            M[j] = dot(d, k + j * d, q + t * d) * expf(lg[t] - lg[j]);
-        for (int64_t r = 0; r < d; r++) {
-            float acc = o[t * d + r];
-            for (int64_t j = 0; j <= t; j++)
-                acc = fmaf(M[j], D[j * d + r], acc);
-            o[t * d + r] = acc * scale;
-        }
+            kt->axpy(d, o + t * d, kt->dot_f32(d, k + j * d, q + t * d) * expf(lg[t] - lg[j]),
+                     D + j * d);
+        for (int64_t r = 0; r < d; r++)
+            o[t * d + r] *= scale;
     }
-    /* S = G_n S0 + sum_j (G_n / G_j) d_j k_j^T */
+    /* S = G_n S0 + sum_j (G_n / G_j) d_j k_j^T, row by row */
     const float gn = expf(lg[n - 1]);
     for (int64_t j = 0; j < n; j++)
         M[j] = expf(lg[n - 1] - lg[j]);
@@ -318,11 +308,8 @@ void cpulm_dnet_chunk(int64_t n, int64_t d, float *S, const float *q, const floa
         float *row = S + r * d;
         for (int64_t i = 0; i < d; i++)
             row[i] *= gn;
-        for (int64_t j = 0; j < n; j++) {
-            const float c = M[j] * D[j * d + r];
-            for (int64_t i = 0; i < d; i++)
-                row[i] = fmaf(c, k[j * d + i], row[i]);
-        }
+        for (int64_t j = 0; j < n; j++)
+            kt->axpy(d, row, M[j] * D[j * d + r], k + j * d);
     }
 }
 
@@ -348,7 +335,7 @@ static void delta_chunk(cpulm_ctx *c, int64_t h, float *S, int32_t j0, int32_t j
         beta[r] = s->ba[t * 2 * Hv + h];
         gg[r] = s->ba[t * 2 * Hv + Hv + h];
     }
-    cpulm_dnet_chunk(j1 - j0, d, S, q, k, v, beta, gg, o, ws);
+    cpulm_dnet_chunk(c->k, j1 - j0, d, S, q, k, v, beta, gg, o, ws);
     for (int32_t j = j0; j < j1; j++)
         memcpy(s->o + (int64_t)s->by_seq[j] * hp->ssm_inner + h * d, o + (int64_t)(j - j0) * d,
                sizeof(float) * (size_t)d);
@@ -376,7 +363,7 @@ static void delta_item(cpulm_ctx *c, const cpulm_layer *ly, int32_t g, int64_t h
         const float *q = s->qkv + t * CH + key_head(c, h) * Sk;
         const float *k = q + Hk * Sk;
         const float *v = s->qkv + t * CH + 2 * Hk * Sk + h * Sv;
-        cpulm_dnet_step(Sk, S, q, k, v, s->ba[t * 2 * Hv + h], s->ba[t * 2 * Hv + Hv + h],
+        cpulm_dnet_step(c->k, Sk, S, q, k, v, s->ba[t * 2 * Hv + h], s->ba[t * 2 * Hv + Hv + h],
                         s->o + t * hp->ssm_inner + h * Sv, w);
     }
 }
