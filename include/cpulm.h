@@ -132,9 +132,10 @@ typedef struct cpulm_model_info {
     /* mixture of experts (0 for dense models): a token runs n_expert_used of n_expert FFNs of
      * n_ff_exp, so it reads only part of the weights */
     int32_t n_expert, n_expert_used, n_ff_exp;
-    int64_t n_params_active; /* parameters one token computes with (used experts only) */
-    uint64_t active_bytes;   /* weight bytes one generated token reads: every matrix but the
-                                experts it does not use and an untied token_embd (one row) */
+    int32_t n_layer_recurrent; /* hybrid models: Gated DeltaNet layers among n_layer (0 else) */
+    int64_t n_params_active;   /* parameters one token computes with (used experts only) */
+    uint64_t active_bytes;     /* weight bytes one generated token reads: every matrix but the
+                                  experts it does not use and an untied token_embd (one row) */
 } cpulm_model_info;
 
 CPULM_API void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *out);
@@ -318,13 +319,17 @@ CPULM_API void cpulm_embd_normalize(float *v, int32_t n);
 CPULM_API int32_t cpulm_ctx_n_ctx(const cpulm_ctx *ctx);
 CPULM_API int32_t cpulm_ctx_n_seq_max(const cpulm_ctx *ctx);
 CPULM_API int32_t cpulm_ctx_seq_len(const cpulm_ctx *ctx, int32_t seq); /* next position */
-/* Drops positions >= p0 of seq (p0 = 0 clears it); their memory goes back to the OS. */
+/* Drops positions >= p0 of seq (p0 = 0 clears it); their memory goes back to the OS.
+ * Hybrid models (qwen35, qwen35moe, qwen3next): the recurrent state belongs to the whole
+ * sequence, so 0 < p0 < length gives CPULM_ERR_UNSUPPORTED and changes nothing. */
 CPULM_API cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *ctx, int32_t seq, int32_t p0);
-/* Copies the first n positions of src into dst (dst is cleared first). */
+/* Copies the first n positions of src into dst (dst is cleared first). Hybrid models: only
+ * n = 0 or n = src's length (the state is copied too); else CPULM_ERR_UNSUPPORTED. */
 CPULM_API cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *ctx, int32_t src, int32_t dst, int32_t n);
 /* Saving and restoring KV state (the server's RAM prompt cache). A state blob holds the
  * keys and values of n consecutive positions of one sequence in every layer, in an opaque
- * layout that only this context's cache type reads back. */
+ * layout that only this context's cache type reads back. Not for hybrid models yet: 0
+ * bytes, and get/set give CPULM_ERR_UNSUPPORTED. */
 CPULM_API uint64_t cpulm_ctx_seq_state_bytes(const cpulm_ctx *ctx, int32_t n);
 /* Copies positions [p0, p0 + n) of seq into dst (cpulm_ctx_seq_state_bytes(ctx, n) bytes). */
 CPULM_API cpulm_status cpulm_ctx_seq_state_get(const cpulm_ctx *ctx, int32_t seq, int32_t p0,
@@ -335,7 +340,8 @@ CPULM_API cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *ctx, int32_t seq, int3
                                                const void *src);
 CPULM_API void cpulm_ctx_set_threads(cpulm_ctx *ctx, int32_t n_threads, int32_t n_threads_batch);
 CPULM_API int32_t cpulm_ctx_threads(const cpulm_ctx *ctx);
-/* Bytes the context allocates: KV cache and scratch (cpulm_memory's kv + scratch). The KV
+/* Bytes the context allocates: KV cache, scratch and recurrent state (cpulm_memory's kv +
+ * scratch + state). The KV
  * cache is reserved address space: its pages take RAM as positions are written and are
  * given back when sequences shrink (seq_rm, seq_cp, seq_state_set), so the RAM it uses
  * follows the positions held, not n_seq_max x n_ctx. */
@@ -357,7 +363,10 @@ typedef struct cpulm_memory {
                             * RAM is what the positions held take) */
     uint64_t kv_per_token; /* one token of one sequence */
     uint64_t scratch;      /* activations, attention scores, logits */
-    uint64_t total;        /* weights + kv + scratch */
+    uint64_t state;        /* hybrid models: the recurrent layers' state of all n_seq_max
+                            * sequences (a fixed size per sequence, whatever its length);
+                            * 0 for other models */
+    uint64_t total;        /* weights + kv + scratch + state */
 } cpulm_memory;
 
 /* What cpulm_ctx_new(m, p) would allocate, plus the weights; p NULL = defaults, resolved

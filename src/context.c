@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "memory.h"
 #include "model/attention.h"
+#include "model/deltanet.h"
 #include "model/forward.h"
 #include "model/moe.h"
 #include "threads/numa.h"
@@ -30,6 +31,8 @@ cpulm_ctx_params cpulm_ctx_default_params(void) {
 }
 
 _Static_assert(sizeof(struct cpulm_work_base) == CPULM_MEM_WORK_SLOT, "memory.h's work slot");
+
+static int32_t pool_size(const cpulm_ctx_params *p);
 
 /* Every buffer at the size memory.c gives, so estimates are what a context allocates. */
 static cpulm_status alloc_scratch(cpulm_ctx *c, const cpulm_mem_scratch *s, cpulm_error *err) {
@@ -63,8 +66,11 @@ static cpulm_status alloc_scratch(cpulm_ctx *c, const cpulm_mem_scratch *s, cpul
         c->embd_last = c->embd_first + c->p.n_seq_max;
         c->embd_count = c->embd_last + c->p.n_seq_max;
     }
-    /* sized as cpulm_mem_scratch_of's moe field */
-    return cpulm_moe_scratch_new(&c->moe, &c->m->hp, (int64_t)c->p.n_batch, err);
+    /* sized as cpulm_mem_scratch_of's moe and dnet fields */
+    cpulm_status st = cpulm_moe_scratch_new(&c->moe, &c->m->hp, (int64_t)c->p.n_batch, err);
+    if (st != CPULM_OK) return st;
+    return cpulm_dnet_scratch_new(&c->dnet, &c->m->hp, (int64_t)c->p.n_batch, pool_size(&c->p),
+                                  err);
 }
 
 static int32_t pool_size(const cpulm_ctx_params *p) {
@@ -161,8 +167,10 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
                    p.kv_type == CPULM_KV_Q8_0 ? "q8_0" : "q4_0", m->hp.head_dim);
         goto fail;
     }
-    if (cpulm_kv_init(&c->kv, d.n_layer, p.n_seq_max, p.n_ctx, (int32_t)d.k_dim, p.kv_type, err) !=
-        CPULM_OK)
+    if (cpulm_kv_init(&c->kv, d.n_layer_kv, p.n_seq_max, p.n_ctx, (int32_t)d.k_dim, p.kv_type,
+                      err) != CPULM_OK ||
+        cpulm_ssm_init(&c->ssm, m->hp.n_layer_recr, p.n_seq_max, cpulm_dnet_conv_floats(&m->hp),
+                       cpulm_dnet_state_floats(&m->hp), err) != CPULM_OK)
         goto fail;
     if (alloc_scratch(c, &s, err) != CPULM_OK || cpulm_attn_init(c, err) != CPULM_OK) goto fail;
     c->theta_scale = powf(m->hp.rope_base, -2.0f / (float)m->hp.n_rot);
@@ -177,7 +185,9 @@ void cpulm_ctx_free(cpulm_ctx *c) {
     cpulm_pool_free(c->pool);
     cpulm_attn_free(c);
     cpulm_kv_release(&c->kv);
+    cpulm_ssm_release(&c->ssm);
     cpulm_moe_scratch_free(c->moe);
+    cpulm_dnet_scratch_free(c->dnet);
     void *bufs[] = {c->x,   c->xn,      c->q,      c->kc,     c->vc,         c->att,
                     c->g,   c->u,       c->actq,   c->scores, c->tok,        c->pos,
                     c->seq, c->out_idx, c->logits, c->embd,   c->embd_first, c->work_base};
@@ -359,8 +369,15 @@ int32_t cpulm_ctx_seq_len(const cpulm_ctx *c, int32_t seq) {
     return c->kv.len[seq];
 }
 
+/* A hybrid model's recurrent state belongs to a sequence's whole length: it can be
+ * dropped (length 0: the next decode starts from zeros) or kept, not cut shorter. */
+static int hybrid_cut(const cpulm_ctx *c, int32_t seq, int32_t n) {
+    return c->ssm.n_layer > 0 && n > 0 && n < c->kv.len[seq];
+}
+
 cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *c, int32_t seq, int32_t p0) {
     if (seq < 0 || seq >= c->kv.n_seq || p0 < 0) return CPULM_ERR_INVALID_ARG;
+    if (hybrid_cut(c, seq, p0)) return CPULM_ERR_UNSUPPORTED;
     cpulm_kv_seq_trim(&c->kv, seq, p0); /* and its pages go back to the OS */
     return CPULM_OK;
 }
@@ -369,7 +386,9 @@ cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *c, int32_t src, int32_t dst, int32_t n)
     if (src < 0 || src >= c->kv.n_seq || dst < 0 || dst >= c->kv.n_seq || n < 0 ||
         n > c->kv.len[src])
         return CPULM_ERR_INVALID_ARG;
+    if (hybrid_cut(c, src, n)) return CPULM_ERR_UNSUPPORTED;
     cpulm_kv_seq_cp(&c->kv, src, dst, n);
+    if (n > 0) cpulm_ssm_seq_cp(&c->ssm, src, dst);
     return CPULM_OK;
 }
 
@@ -381,14 +400,17 @@ uint64_t cpulm_ctx_kv_shared_bytes(const cpulm_ctx *c) {
     return cpulm_kv_shared_bytes(&c->kv);
 }
 
+/* Hybrid models: no state blobs yet (a blob of positions cannot carry the recurrent state
+ * of a prefix); 0 bytes, and get/set refuse. */
 uint64_t cpulm_ctx_seq_state_bytes(const cpulm_ctx *c, int32_t n) {
-    return n < 0 ? 0 : (uint64_t)cpulm_kv_state_bytes(&c->kv, n);
+    return n < 0 || c->ssm.n_layer > 0 ? 0 : (uint64_t)cpulm_kv_state_bytes(&c->kv, n);
 }
 
 cpulm_status cpulm_ctx_seq_state_get(const cpulm_ctx *c, int32_t seq, int32_t p0, int32_t n,
                                      void *dst) {
     if (seq < 0 || seq >= c->kv.n_seq || p0 < 0 || n < 0 || p0 + n > c->kv.len[seq] || !dst)
         return CPULM_ERR_INVALID_ARG;
+    if (c->ssm.n_layer > 0) return CPULM_ERR_UNSUPPORTED;
     cpulm_kv_seq_get(&c->kv, seq, p0, n, dst);
     return CPULM_OK;
 }
@@ -398,6 +420,7 @@ cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *c, int32_t seq, int32_t p0, int3
     if (seq < 0 || seq >= c->kv.n_seq || p0 < 0 || n < 0 || p0 > c->kv.len[seq] ||
         n > c->p.n_ctx - p0 || !src)
         return CPULM_ERR_INVALID_ARG;
+    if (c->ssm.n_layer > 0) return CPULM_ERR_UNSUPPORTED;
     cpulm_kv_seq_set(&c->kv, seq, p0, n, src);
     return CPULM_OK;
 }
@@ -417,7 +440,7 @@ uint64_t cpulm_ctx_memory_bytes(const cpulm_ctx *c) {
     mc.n_threads = cpulm_pool_size(c->pool); /* set_threads may since have lowered p's */
     cpulm_memory need;
     cpulm_mem_need(&c->m->hp, 0, &mc, &need);
-    return need.kv + need.scratch;
+    return need.kv + need.scratch + need.state;
 }
 
 /* The weights a loaded model keeps: its tensor data (a repacked copy has the same size). */

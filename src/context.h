@@ -9,6 +9,7 @@
 
 #include "kernels/kernels.h"
 #include "kv_cache.h"
+#include "ssm_state.h"
 #include "model/model.h"
 #include "threads/pool.h"
 
@@ -17,7 +18,8 @@ struct cpulm_ctx {
     cpulm_ctx_params p;
     const cpulm_kernels *k;
     cpulm_pool *pool;
-    cpulm_kv kv;
+    cpulm_kv kv;   /* the full-attention layers' keys and values */
+    cpulm_ssm ssm; /* hybrid models: the recurrent layers' state per sequence */
     int32_t n_outputs_max;
 
     /* activations, [n_batch][dim] row-major */
@@ -33,9 +35,10 @@ struct cpulm_ctx {
     size_t actq_stride;
     float *scores; /* per thread [n_ctx] attention scores + [head_dim] scratch */
     size_t scores_stride;
-    float theta_scale;             /* rope: base^(-2 / n_rot) */
-    struct cpulm_attn *attn;       /* attention scratch and batch plan (model/attention.c) */
-    struct cpulm_moe_scratch *moe; /* mixture-of-experts FFN scratch (model/moe.c), or NULL */
+    float theta_scale;               /* rope: base^(-2 / n_rot) */
+    struct cpulm_attn *attn;         /* attention scratch and batch plan (model/attention.c) */
+    struct cpulm_moe_scratch *moe;   /* mixture-of-experts FFN scratch (model/moe.c), or NULL */
+    struct cpulm_dnet_scratch *dnet; /* hybrid models' layers (model/deltanet.c), or NULL */
 
     /* the batch being decoded, filled by decode before the forward pass */
     int32_t n_tok;

@@ -1,7 +1,9 @@
 /* memory.c: weights + KV + scratch bytes of a model and context (see memory.h). */
 #include "memory.h"
 
+#include "model/deltanet.h"
 #include "model/moe.h"
+#include "ssm_state.h"
 
 #include "kv_cache.h"
 #include "model/attention_size.h"
@@ -12,11 +14,13 @@ void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d) {
     d->att_dim = d->q_dim;
     d->k_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     d->v_dim = d->k_dim;
-    d->n_ff = hp->n_ff;
+    d->n_ff = hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp; /* g, u: dense or shared */
     d->head_dim = hp->head_dim;
     d->n_vocab = hp->n_vocab;
     d->n_layer = hp->n_layer;
+    d->n_layer_kv = !hp->ssm_heads ? hp->n_layer : hp->n_layer_attn > 0 ? hp->n_layer_attn : 1;
     int64_t w = d->n_embd;
+    if (hp->ssm_inner > w) w = hp->ssm_inner; /* the recurrent layers' output projection */
     if (d->q_dim > w) w = d->q_dim;
     if (d->att_dim > w) w = d->att_dim;
     if (d->n_ff > w) w = d->n_ff;
@@ -54,12 +58,18 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c, cpulm
     s->embd_seq = pooled ? 3 * i * (size_t)c->n_seq_max : 0;
     s->work_base = CPULM_MEM_WORK_SLOT * (size_t)c->n_threads;
     s->moe = (size_t)cpulm_moe_scratch_bytes(hp, (int64_t)B);
+    s->dnet = (size_t)cpulm_dnet_scratch_bytes(hp, (int64_t)B, c->n_threads);
+}
+
+uint64_t cpulm_mem_state_bytes(const cpulm_hparams *hp, int32_t n_seq) {
+    return cpulm_ssm_bytes_for(hp->n_layer_recr, n_seq, cpulm_dnet_conv_floats(hp),
+                               cpulm_dnet_state_floats(hp));
 }
 
 uint64_t cpulm_mem_scratch_total(const cpulm_mem_scratch *s) {
     return (uint64_t)s->x + s->xn + s->q + s->kc + s->vc + s->att + s->g + s->u + s->actq +
            s->scores + s->attn + s->tok + s->pos + s->seq + s->out_idx + s->logits + s->embd +
-           s->embd_seq + s->work_base + s->moe;
+           s->embd_seq + s->work_base + s->moe + s->dnet;
 }
 
 /* 0 when the KV rows cannot be stored in that type (q8_0 needs rows of a multiple of 32; the
@@ -70,7 +80,7 @@ uint64_t cpulm_mem_kv_bytes(const cpulm_hparams *hp, int32_t n_ctx, cpulm_kv_typ
     cpulm_mem_dims_of(hp, &d);
     const cpulm_dtype_traits *tr = cpulm_dtype_traits_get((uint32_t)cpulm_kv_dtype(t));
     if (!tr || n_ctx < 0 || d.k_dim <= 0 || d.k_dim % tr->block != 0) return 0;
-    return cpulm_kv_bytes_for(d.n_layer, n_ctx, (int32_t)d.k_dim, t);
+    return cpulm_kv_bytes_for(d.n_layer_kv, n_ctx, (int32_t)d.k_dim, t);
 }
 
 void cpulm_mem_need(const cpulm_hparams *hp, uint64_t weight_bytes, const cpulm_mem_ctx *c,
@@ -84,11 +94,12 @@ void cpulm_mem_need(const cpulm_hparams *hp, uint64_t weight_bytes, const cpulm_
     if (cpulm_mem_kv_bytes(hp, c->n_ctx, c->kv_type) > 0) {
         cpulm_mem_dims d;
         cpulm_mem_dims_of(hp, &d);
-        out->kv = cpulm_kv_reserved_bytes(d.n_layer, c->n_seq_max, c->n_ctx, (int32_t)d.k_dim,
+        out->kv = cpulm_kv_reserved_bytes(d.n_layer_kv, c->n_seq_max, c->n_ctx, (int32_t)d.k_dim,
                                           c->kv_type);
     }
     out->scratch = cpulm_mem_scratch_total(&s);
-    out->total = out->weights + out->kv + out->scratch;
+    out->state = cpulm_mem_state_bytes(hp, c->n_seq_max);
+    out->total = out->weights + out->kv + out->scratch + out->state;
 }
 
 uint64_t cpulm_model_kv_bytes(const cpulm_model *m, int32_t n_ctx, cpulm_kv_type t) {

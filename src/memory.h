@@ -38,6 +38,8 @@ typedef struct cpulm_mem_dims {
     int64_t widest;   /* the widest input of any matmul: max(n_embd, q_dim, att_dim, n_ff) */
     int64_t n_vocab;
     int32_t n_layer;
+    int32_t n_layer_kv; /* layers with a KV cache: the full-attention ones of a hybrid model
+                           (at least 1: the cache also keeps the sequence lengths) */
 } cpulm_mem_dims;
 
 void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d);
@@ -68,6 +70,7 @@ typedef struct cpulm_mem_scratch {
     size_t embd_seq;  /* pooled: int32 [3][n_seq_max]: each sequence's first, last, count */
     size_t work_base; /* one 64-byte line per thread */
     size_t moe;       /* mixture-of-experts FFN (model/moe.c), 0 if dense */
+    size_t dnet;      /* hybrid models' layers (model/deltanet.c), 0 otherwise */
 } cpulm_mem_scratch;
 
 /* Bytes per thread of the work-sharing slots (context.h's struct cpulm_work_base). */
@@ -75,6 +78,9 @@ typedef struct cpulm_mem_scratch {
 
 void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c, cpulm_mem_scratch *s);
 uint64_t cpulm_mem_scratch_total(const cpulm_mem_scratch *s);
+
+/* Recurrent state bytes of n_seq sequences (ssm_state.c's rule; 0 unless hybrid). */
+uint64_t cpulm_mem_state_bytes(const cpulm_hparams *hp, int32_t n_seq);
 
 /* KV cache bytes of one sequence of n_ctx tokens (kv_cache.c's rule). */
 uint64_t cpulm_mem_kv_bytes(const cpulm_hparams *hp, int32_t n_ctx, cpulm_kv_type t);

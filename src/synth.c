@@ -23,36 +23,57 @@
 
 /* ---- shapes: the one table of model shapes (synth and `cpulm plan` share it) ---- */
 
+/* clang-format off */
 static const cpulm_shape_preset shapes[] = {
     /* name, desc, label, layers, embd, ff, heads, kv heads, vocab, ctx, rope base, tied,
-     * arch, head_dim (0: embd / heads), experts, used, expert ff */
+     * arch, head_dim (0: embd / heads), experts, used, expert ff,
+     * hybrid sizes (cpulm_ssm_shape) */
     {"1b", "Llama 3.2 1B", "synth Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 131072, 500000.0f,
-     1, "llama", 0, 0, 0, 0},
+     1, "llama", 0, 0, 0, 0, {0}},
     {"3b", "Llama 3.2 3B", "synth Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 131072, 500000.0f,
-     1, "llama", 0, 0, 0, 0},
+     1, "llama", 0, 0, 0, 0, {0}},
     {"8b", "Llama 3.1 8B", "synth Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f, 0,
-     "llama", 0, 0, 0, 0},
+     "llama", 0, 0, 0, 0, {0}},
     {"70b", "Llama 3.1 70B", "synth Llama-3-70B", 80, 8192, 28672, 64, 8, 128256, 8192, 500000.0f,
-     0, "llama", 0, 0, 0, 0},
+     0, "llama", 0, 0, 0, 0, {0}},
     {"qwen3-0.6b", "Qwen3 0.6B", "synth Qwen3-0.6B", 28, 1024, 3072, 16, 8, 151936, 40960, 1e6f, 1,
-     "qwen3", 128, 0, 0, 0},
+     "qwen3", 128, 0, 0, 0, {0}},
     {"qwen3-1.7b", "Qwen3 1.7B", "synth Qwen3-1.7B", 28, 2048, 6144, 16, 8, 151936, 40960, 1e6f, 1,
-     "qwen3", 128, 0, 0, 0},
+     "qwen3", 128, 0, 0, 0, {0}},
     {"qwen3-4b", "Qwen3 4B", "synth Qwen3-4B", 36, 2560, 9728, 32, 8, 151936, 40960, 1e6f, 1,
-     "qwen3", 128, 0, 0, 0},
+     "qwen3", 128, 0, 0, 0, {0}},
     {"qwen3-8b", "Qwen3 8B", "synth Qwen3-8B", 36, 4096, 12288, 32, 8, 151936, 40960, 1e6f, 0,
-     "qwen3", 128, 0, 0, 0},
+     "qwen3", 128, 0, 0, 0, {0}},
     {"qwen3-30b-a3b", "Qwen3 30B-A3B (MoE)", "synth Qwen3-30B-A3B", 48, 2048, 6144, 32, 4, 151936,
-     40960, 1e6f, 1, "qwen3moe", 128, 128, 8, 768},
+     40960, 1e6f, 1, "qwen3moe", 128, 128, 8, 768, {0}},
     {"mixtral-8x7b", "Mixtral 8x7B (MoE)", "synth Mixtral-8x7B", 32, 4096, 14336, 32, 8, 32000,
-     32768, 1e6f, 0, "llama", 0, 8, 2, 14336},
+     32768, 1e6f, 0, "llama", 0, 8, 2, 14336, {0}},
+    {"qwen35-9b", "Qwen3.5 9B (hybrid)", "synth Qwen3.5-9B", 32, 4096, 12288, 16, 4, 248320,
+     262144, 1e7f, 0, "qwen35", 256, 0, 0, 0, {64, 4, 4096, 128, 16, 32, 4, 0, 0}},
+    {"qwen35-35b-a3b", "Qwen3.5 35B-A3B (hybrid MoE)", "synth Qwen3.5-35B-A3B", 40, 2048, 512, 16, 2,
+     248320, 262144, 1e7f, 0, "qwen35moe", 256, 256, 8, 512, {64, 4, 4096, 128, 16, 32, 4, 512, 0}},
+    {"qwen3next-80b-a3b", "Qwen3-Next 80B-A3B (hybrid MoE)", "synth Qwen3-Next-80B-A3B", 48, 2048, 512, 16, 2,
+     151936, 262144, 1e7f, 0, "qwen3next", 256, 512, 10, 512, {64, 4, 4096, 128, 16, 32, 4, 512, 0}},
     {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1, "llama", 0,
-     0, 0, 0},
+     0, 0, 0, {0}},
     {"tiny-moe", "tiny MoE test model", "synth tiny MoE", 2, 256, 512, 4, 2, 512, 512, 1e6f, 1,
-     "qwen3moe", 64, 8, 2, 128},
+     "qwen3moe", 64, 8, 2, 128, {0}},
+    /* 4 layers: 3 Gated DeltaNet, 1 full attention; 2 key heads shared by 4 value heads;
+     * half of each head rotated */
+    {"tiny-qwen35", "tiny hybrid test model", "synth tiny qwen35", 4, 256, 512, 4, 2, 512, 4096,
+     1e7f, 1, "qwen35", 64, 0, 0, 0, {32, 4, 128, 32, 2, 4, 4, 0, 0}},
+    {"tiny-qwen35moe", "tiny hybrid MoE test model", "synth tiny qwen35moe", 4, 256, 256, 4, 2, 512,
+     4096, 1e7f, 1, "qwen35moe", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 0}},
+    {"tiny-qwen3next", "tiny qwen3next test model", "synth tiny qwen3next", 4, 256, 256, 4, 2, 512,
+     4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 0}},
+    {"tiny-qwen3next-ssm-in", "tiny qwen3next, older converter's layout", "synth tiny qwen3next", 4,
+     256, 256, 4, 2, 512, 4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 1}},
+    {"tiny-qwen3next-ssm-in", "tiny qwen3next, older converter's layout", "synth tiny qwen3next", 4,
+     256, 256, 4, 2, 512, 4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 1}},
     {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512, 10000.0f,
-     1, "llama", 0, 0, 0, 0},
+     1, "llama", 0, 0, 0, 0, {0}},
 };
+/* clang-format on */
 
 const cpulm_shape_preset *cpulm_shape_preset_at(int i) {
     return i >= 0 && i < (int)(sizeof shapes / sizeof shapes[0]) ? &shapes[i] : NULL;
@@ -85,7 +106,9 @@ cpulm_status cpulm_synth_shape(const char *name, cpulm_synth_params *p) {
                               .head_dim = s->head_dim,
                               .n_expert = s->n_expert,
                               .n_expert_used = s->n_expert_used,
-                              .n_ff_exp = s->n_ff_exp};
+                              .n_ff_exp = s->n_ff_exp,
+                              .ssm = s->ssm};
+    if (p->ssm.heads) p->norm_eps = 1e-6f;
     return CPULM_OK;
 }
 
@@ -103,7 +126,29 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
     hp->n_expert_used = p->n_expert_used;
     hp->n_ff_exp = p->n_ff_exp;
     hp->moe_norm_weights = p->n_expert > 0;
-    hp->n_rot = hp->head_dim;
+    hp->n_rot = p->ssm.n_rot > 0 ? p->ssm.n_rot : hp->head_dim;
+    hp->ssm_conv = p->ssm.conv;
+    hp->ssm_inner = p->ssm.inner;
+    hp->ssm_state = p->ssm.state;
+    hp->ssm_groups = p->ssm.groups;
+    hp->ssm_heads = p->ssm.heads;
+    hp->full_attn_interval = p->ssm.interval;
+    hp->n_ff_shexp = p->ssm.n_ff_shexp;
+    const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
+    if (a && a->mrope) { /* what the loader reads from rope.dimension_sections */
+        int32_t half = hp->n_rot / 2, third = (half + 2) / 3;
+        hp->rope_sections[0] = hp->rope_sections[1] = third;
+        hp->rope_sections[2] = half - 2 * third;
+    }
+    hp->n_layer_attn = p->n_layer;
+    if (p->ssm.heads) {
+        hp->n_layer_attn = hp->n_layer_recr = 0;
+        for (int32_t il = 0; il < p->n_layer; il++)
+            if (cpulm_arch_layer_recurrent(il, p->ssm.interval))
+                hp->n_layer_recr++;
+            else
+                hp->n_layer_attn++;
+    }
     hp->rope_base = p->rope_base;
     hp->rope_freq_scale = 1.0f;
     hp->norm_eps = p->norm_eps;
@@ -111,6 +156,32 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
 
 static int32_t synth_head_dim(const cpulm_synth_params *p) {
     return p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
+}
+
+static int32_t synth_n_rot(const cpulm_synth_params *p) {
+    return p->ssm.n_rot > 0 ? p->ssm.n_rot : synth_head_dim(p);
+}
+
+/* The Gated DeltaNet sizes of a hybrid architecture (value head size = state size). */
+static cpulm_status check_hybrid(const cpulm_synth_params *p, const cpulm_arch_desc *a, int32_t blk,
+                                 cpulm_error *err) {
+    if (!a->hybrid) return CPULM_OK;
+    if (p->ssm.conv < 1 || p->ssm.conv > 64 || p->ssm.state < 1 || p->ssm.groups < 1 ||
+        p->ssm.heads < 1 || p->ssm.heads % p->ssm.groups ||
+        p->ssm.inner != p->ssm.heads * p->ssm.state || p->ssm.interval < 1)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "%s needs conv taps 1-64, value heads a multiple of key heads, inner "
+                          "size = value heads x state size and an attention interval >= 1",
+                          p->arch);
+    int32_t n_rot = synth_n_rot(p);
+    if (n_rot % 2 || n_rot > synth_head_dim(p))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rotated dims %d: need even, <= head_dim",
+                          n_rot);
+    if (p->ssm.inner % blk || p->ssm.n_ff_shexp % blk)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "inner size %d and shared expert ff %d must be multiples of %d",
+                          p->ssm.inner, p->ssm.n_ff_shexp, blk);
+    return CPULM_OK;
 }
 
 static int weight_type_ok(cpulm_dtype t) {
@@ -156,7 +227,7 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
                           p->n_embd, p->n_ff, p->n_ff_exp, cpulm_dtype_name(p->type), blk);
     if (p->rope_base <= 0 || p->norm_eps <= 0)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rope base and norm eps must be positive");
-    return CPULM_OK;
+    return check_hybrid(p, a, blk, err);
 }
 
 /* ---- the tensor list: the architecture's descriptor (model/arch.h) ---- */
@@ -168,7 +239,29 @@ typedef struct stensor {
     int kind;
     int n_dims;
     int64_t ne[3]; /* ne[0] = row length; ne[2] experts (1 for 2-D) */
+    float mean, std;
 } stensor;
+
+/* Gaussian parameters of a tensor's values. Gated DeltaNet tensors need their own: the
+ * decay rates (ssm_a) must be negative (a positive one grows the state without bound) and
+ * small, so the state remembers tens of tokens and long prompts test the recurrence. */
+static void init_of(stensor *t, const char *name) {
+    t->mean = t->kind == K_NORM ? 1.0f : 0.0f;
+    t->std = t->kind == K_NORM ? 0.05f : WEIGHT_STD;
+    if (strstr(name, "ssm_a") && !strstr(name, "ssm_alpha")) {
+        t->mean = -0.06f;
+        t->std = 0.015f;
+    } else if (strstr(name, "ssm_dt.bias")) {
+        t->mean = 0.0f;
+        t->std = 0.5f;
+    } else if (strstr(name, "gate_inp_shexp")) { /* a gate: sigmoid(w . x) near 1/2 */
+        t->mean = 0.0f;
+        t->std = 0.05f;
+    } else if (strstr(name, "ssm_conv1d")) {
+        t->mean = 0.0f;
+        t->std = 0.5f;
+    }
+}
 
 static cpulm_arch_dims synth_dims(const cpulm_synth_params *p) {
     return (cpulm_arch_dims){.n_embd = p->n_embd,
@@ -176,24 +269,39 @@ static cpulm_arch_dims synth_dims(const cpulm_synth_params *p) {
                              .n_head = p->n_head,
                              .n_head_kv = p->n_head_kv,
                              .head_dim = synth_head_dim(p),
-                             .n_rot = synth_head_dim(p),
+                             .n_rot = synth_n_rot(p),
+                             .ssm_conv = p->ssm.conv,
+                             .ssm_inner = p->ssm.inner,
+                             .ssm_state = p->ssm.state,
+                             .ssm_groups = p->ssm.groups,
+                             .ssm_heads = p->ssm.heads,
+                             .n_ff_shexp = p->ssm.n_ff_shexp,
                              .n_ff = p->n_ff,
                              .n_ff_exp = p->n_ff_exp,
                              .n_expert = p->n_expert};
 }
 
+/* Which of qwen3next's alternative (optional) input projections the file gets. */
+static int dnet_input(const cpulm_synth_params *p, const char *name) {
+    if (!strcmp(name, "ssm_in.weight")) return p->ssm.joint_in;
+    if (!strcmp(name, "attn_qkv.weight") || !strcmp(name, "attn_gate.weight"))
+        return !p->ssm.joint_in;
+    return 0;
+}
+
 /* Appends the present, non-optional tensors of list (output.weight unless tied). */
 static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, const char *prefix,
-                    stensor *t, int n) {
+                    stensor *t, int n, bool recurrent) {
     const cpulm_arch_dims d = synth_dims(p);
     for (const cpulm_tensor_desc *td = list; td->name; td++) {
         int is_output = strcmp(td->name, "output.weight") == 0;
-        if (!cpulm_arch_tensor_present(td, d.n_expert)) continue;
-        if (td->optional && !(is_output && !p->tied)) continue;
+        if (!cpulm_arch_tensor_present(td, d.n_expert, recurrent)) continue;
+        if (td->optional && !(is_output && !p->tied) && !dnet_input(p, td->name)) continue;
         snprintf(t[n].name, sizeof t[n].name, "%s%s", prefix, td->name);
-        t[n].kind = td->kind == CPULM_TK_VECTOR ? K_NORM : K_MATRIX;
+        t[n].kind = td->kind == CPULM_TK_MATRIX ? K_MATRIX : K_NORM;
         /* MoE routers stay F32 in real files (llama.cpp's quantizer never quantizes them) */
         if (td->dims[1] == CPULM_DIM_EXPERTS) t[n].kind = K_ROUTER;
+        init_of(&t[n], td->name);
         t[n].n_dims = 1;
         for (int i = 0; i < 3; i++) {
             t[n].ne[i] = cpulm_arch_dim(&d, (cpulm_dim)td->dims[i]);
@@ -211,11 +319,12 @@ static int max_tensors(const cpulm_synth_params *p) {
 /* Fills t (capacity max_tensors) in file order; returns the count. */
 static int tensor_list(const cpulm_synth_params *p, stensor *t) {
     const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
-    int n = add_list(p, cpulm_arch_global_tensors, "", t, 0);
+    int n = add_list(p, cpulm_arch_global_tensors, "", t, 0, false);
     char prefix[32];
     for (int il = 0; il < p->n_layer; il++) {
         snprintf(prefix, sizeof prefix, "blk.%d.", il);
-        n = add_list(p, a->layer_tensors, prefix, t, n);
+        bool recr = a->hybrid && cpulm_arch_layer_recurrent(il, p->ssm.interval);
+        n = add_list(p, a->layer_tensors, prefix, t, n, recr);
     }
     return n;
 }
@@ -322,10 +431,7 @@ static void *fill_rows(void *arg) {
     for (int64_t r = r0; r < r1; r++) {
         uint64_t s = base ^ (uint64_t)r;
         splitmix(&s); /* decorrelate neighbouring rows */
-        if (t->kind == K_NORM)
-            gaussian_row(row, t->ne[0], s, 1.0f, 0.05f);
-        else
-            gaussian_row(row, t->ne[0], s, 0.0f, WEIGHT_STD);
+        gaussian_row(row, t->ne[0], s, t->mean, t->std);
         cpulm_quantize_row_ref(type, row, j->dst + (size_t)r * rb, t->ne[0]);
     }
     free(row);
@@ -455,6 +561,30 @@ static cpulm_status set_f32(cpulm_gguf_writer *w, const cpulm_synth_params *p, c
     return cpulm_gguf_writer_set_f32(w, k, v);
 }
 
+/* The Gated DeltaNet keys, and the rope sections: the rotated pairs split in three text
+ * sections as the real files do (the fourth, never used by text, empty). */
+static cpulm_status set_hybrid(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
+    const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
+    cpulm_status st;
+    if (!a->hybrid) return CPULM_OK;
+    int32_t half = synth_n_rot(p) / 2, third = (half + 2) / 3;
+    int32_t sec[4] = {third, third, half - 2 * third, 0};
+    char k[128];
+    snprintf(k, sizeof k, "%s.rope.dimension_sections", p->arch);
+    if ((st = set_u32(w, p, "ssm.conv_kernel", p->ssm.conv)) ||
+        (st = set_u32(w, p, "ssm.inner_size", p->ssm.inner)) ||
+        (st = set_u32(w, p, "ssm.state_size", p->ssm.state)) ||
+        (st = set_u32(w, p, "ssm.group_count", p->ssm.groups)) ||
+        (st = set_u32(w, p, "ssm.time_step_rank", p->ssm.heads)) ||
+        (st = set_u32(w, p, "full_attention_interval", p->ssm.interval)))
+        return st;
+    if (a->mrope && (st = cpulm_gguf_writer_set_arr(w, k, CPULM_GGUF_I32, sec, 4))) return st;
+    if (p->ssm.n_ff_shexp > 0 &&
+        (st = set_u32(w, p, "expert_shared_feed_forward_length", p->ssm.n_ff_shexp)))
+        return st;
+    return CPULM_OK;
+}
+
 static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
     cpulm_status st;
     int32_t hd = synth_head_dim(p);
@@ -466,7 +596,7 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         (st = set_u32(w, p, "feed_forward_length", p->n_ff)) ||
         (st = set_u32(w, p, "attention.head_count", p->n_head)) ||
         (st = set_u32(w, p, "attention.head_count_kv", p->n_head_kv)) ||
-        (st = set_u32(w, p, "rope.dimension_count", hd)) ||
+        (st = set_u32(w, p, "rope.dimension_count", synth_n_rot(p))) ||
         (st = set_f32(w, p, "rope.freq_base", p->rope_base)) ||
         (st = set_f32(w, p, "attention.layer_norm_rms_epsilon", p->norm_eps)) ||
         (st = set_u32(w, p, "vocab_size", p->n_vocab)))
@@ -480,7 +610,7 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         return st;
     if (p->alignment && (st = cpulm_gguf_writer_set_u32(w, "general.alignment", p->alignment)))
         return st; /* small alignments make misaligned files for the loader's tests */
-    return CPULM_OK;
+    return set_hybrid(w, p);
 }
 
 cpulm_status cpulm_synth_write(const char *path, const cpulm_synth_params *p, cpulm_error *err) {

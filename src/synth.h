@@ -17,6 +17,14 @@
 #include "quant.h"
 #include "quantize_plan.h"
 
+/* The sizes of a hybrid (Gated DeltaNet) shape, all 0 for other architectures: rotated
+ * dims (0: head_dim), conv taps, inner size, state size, key heads, value heads,
+ * full-attention interval, shared expert width, and the file layout variant. */
+typedef struct cpulm_ssm_shape {
+    int32_t n_rot, conv, inner, state, groups, heads, interval, n_ff_shexp;
+    int32_t joint_in; /* qwen3next: write the older joint ssm_in, not attn_qkv + attn_gate */
+} cpulm_ssm_shape;
+
 /* A named model shape: the one table of shapes, used by `cpulm synth` to write a file of
  * that shape and by `cpulm plan` to size a model that is not on disk. */
 typedef struct cpulm_shape_preset {
@@ -29,11 +37,12 @@ typedef struct cpulm_shape_preset {
     const char *arch; /* general.architecture (model/arch.h) */
     int32_t head_dim; /* 0: n_embd / n_head */
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
+    cpulm_ssm_shape ssm;                       /* hybrid architectures (qwen35) */
 } cpulm_shape_preset;
 
 /* NULL when unknown / past the end. "1b", "3b", "8b", "70b" (Llama), "qwen3-0.6b",
- * "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-30b-a3b" (MoE), "mixtral-8x7b", "tiny",
- * "tiny-moe", "custom". */
+ * "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-30b-a3b" (MoE), "mixtral-8x7b",
+ * "qwen35-9b" (hybrid), "tiny", "tiny-moe", "tiny-qwen35", "custom". */
 const cpulm_shape_preset *cpulm_shape_preset_find(const char *name);
 const cpulm_shape_preset *cpulm_shape_preset_at(int i);
 
@@ -48,7 +57,8 @@ typedef struct cpulm_synth_params {
     const char *arch; /* general.architecture: llama, qwen2, qwen3, qwen3moe (model/arch.h) */
     int32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
-    uint32_t alignment; /* general.alignment; 0: not written (the GGUF default, 32) */
+    uint32_t alignment;  /* general.alignment; 0: not written (the GGUF default, 32) */
+    cpulm_ssm_shape ssm; /* hybrid architectures (qwen35) */
     /* Called after each tensor's data is written, with tensors and weight bytes done so far
      * and in all (a large shape takes a minute: the CLI shows a progress line). NULL: none. */
     void (*progress)(void *user, int32_t done, int32_t total, uint64_t bytes_done,

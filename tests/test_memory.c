@@ -57,13 +57,13 @@ static int check_model(test_ctx *t, const cpulm_model *m, const char *label) {
         test_alloc_count_end();
         if (!c) continue; /* e.g. a q8_0 cache on a KV row that is not a multiple of 32 */
         made++;
-        const unsigned long long want = est.kv + est.scratch;
+        const unsigned long long want = est.kv + est.scratch + est.state;
         if (got < want || got - want > SLACK)
             fprintf(stderr, "  %s case %zu: allocated %llu, estimated %llu\n", label, i, got, want);
         CHECK(t, got >= want && got - want <= SLACK);
         CHECK_EQ_INT(t, cpulm_ctx_memory_bytes(c), want);
         CHECK_EQ_INT(t, est.weights, in.weight_bytes);
-        CHECK_EQ_INT(t, est.total, est.weights + est.kv + est.scratch);
+        CHECK_EQ_INT(t, est.total, est.weights + est.kv + est.scratch + est.state);
         CHECK_EQ_INT(t, est.kv_per_token, cpulm_model_kv_bytes(m, 1, k->kv));
         cpulm_ctx_free(c);
     }
@@ -122,6 +122,32 @@ TEST(memory_estimate_matches_allocation_synth) {
         cpulm_model_free(m);
         remove(path);
     }
+}
+
+/* A hybrid model (qwen35): the KV cache of its full-attention layers only, the recurrent
+ * state (a fixed size per sequence) and the Gated DeltaNet scratch are what a context
+ * allocates. */
+TEST(memory_estimate_matches_allocation_hybrid) {
+    cpulm_synth_params sp;
+    REQUIRE(t, cpulm_synth_shape("tiny-qwen35", &sp) == CPULM_OK);
+    sp.type = CPULM_DTYPE_Q8_0;
+    char path[512];
+    snprintf(path, sizeof path, "%s/memory-hybrid.gguf", test_tmp_dir());
+    REQUIRE(t, cpulm_synth_write(path, &sp, NULL) == CPULM_OK);
+    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    REQUIRE(t, m != NULL);
+    CHECK_EQ_INT(t, check_model(t, m, path), (int)(sizeof cases / sizeof cases[0]));
+    cpulm_ctx_params p = cpulm_ctx_default_params();
+    p.n_ctx = 256;
+    p.n_seq_max = 3;
+    cpulm_memory est;
+    REQUIRE(t, cpulm_model_memory(m, &p, &est) == CPULM_OK);
+    /* 3 recurrent layers x 3 sequences x (3 conv inputs of 256 channels + 4 heads of 32x32) */
+    CHECK_EQ_INT(t, est.state, 4ull * 3 * 3 * (3 * 256 + 4 * 32 * 32));
+    /* one full-attention layer: K and V rows of 2 x 64 f16 per token */
+    CHECK_EQ_INT(t, est.kv_per_token, 2ull * 2 * 64 * 2);
+    cpulm_model_free(m);
+    remove(path);
 }
 
 TEST(memory_scratch_by_hand) {

@@ -269,3 +269,63 @@ TEST(synth_misaligned_weights_rejected_at_load) {
         cpulm_model_free(m);
     }
 }
+
+/* Shape of tensor `name` in g, or all -1 when absent. */
+static void tensor_shape(const cpulm_gguf *g, const char *name, int64_t ne[2]) {
+    int64_t i = cpulm_gguf_find_tensor(g, name);
+    ne[0] = i < 0 ? -1 : g->tensors[i].ne[0];
+    ne[1] = i < 0 ? -1 : g->tensors[i].ne[1];
+}
+
+/* qwen35 (hybrid): every full_attention_interval-th layer has the gated attention (query and
+ * gate projected together), the others the Gated DeltaNet tensors with llama.cpp's names and
+ * shapes; the metadata has the ssm keys and the rope sections. */
+TEST(synth_qwen35_hybrid_layout) {
+    cpulm_synth_params p;
+    REQUIRE(t, cpulm_synth_shape("qwen35-9b", &p) == CPULM_OK);
+    CHECK(t, p.n_embd == 4096 && p.n_layer == 32 && p.head_dim == 256 && p.ssm.n_rot == 64 &&
+                 p.ssm.inner == 4096 && p.ssm.state == 128 && p.ssm.groups == 16 &&
+                 p.ssm.heads == 32 && p.ssm.interval == 4 && !strcmp(p.arch, "qwen35"));
+    REQUIRE(t, cpulm_synth_shape("tiny-qwen35", &p) == CPULM_OK);
+    p.type = CPULM_DTYPE_Q8_0;
+    const char *path = tmp_path("synth_qwen35.gguf");
+    cpulm_error err = {0};
+    REQUIRE(t, cpulm_synth_write(path, &p, &err) == CPULM_OK);
+    size_t n = 0;
+    char *buf = test_read_file(path, &n);
+    cpulm_gguf g;
+    REQUIRE(t, buf && cpulm_gguf_parse(&g, buf, n, NULL) == CPULM_OK);
+    int64_t ne[2];
+    const int64_t ch = 2 * 2 * 32 + 128; /* q, k of 2 key heads of 32, then v (inner 128) */
+    tensor_shape(&g, "blk.0.ssm_conv1d.weight", ne);
+    CHECK(t, ne[0] == 4 && ne[1] == ch);
+    tensor_shape(&g, "blk.0.attn_qkv.weight", ne);
+    CHECK(t, ne[0] == 256 && ne[1] == ch);
+    tensor_shape(&g, "blk.2.ssm_alpha.weight", ne);
+    CHECK(t, ne[0] == 256 && ne[1] == 4);
+    tensor_shape(&g, "blk.2.ssm_a", ne);
+    CHECK(t, ne[0] == 4);
+    tensor_shape(&g, "blk.0.attn_q.weight", ne);
+    CHECK(t, ne[0] == -1);
+    tensor_shape(&g, "blk.3.attn_q.weight", ne); /* 4 heads of 64: query and gate */
+    CHECK(t, ne[0] == 256 && ne[1] == 512);
+    tensor_shape(&g, "blk.3.ssm_out.weight", ne);
+    CHECK(t, ne[0] == -1);
+    tensor_shape(&g, "blk.3.post_attention_norm.weight", ne);
+    CHECK(t, ne[0] == 256);
+    int64_t v = 0;
+    CHECK(t, cpulm_gguf_get_i64(&g, "qwen35.ssm.group_count", &v, NULL) == CPULM_OK && v == 2);
+    CHECK(t,
+          cpulm_gguf_get_i64(&g, "qwen35.rope.dimension_count", &v, NULL) == CPULM_OK && v == 32);
+    cpulm_gguf_arr a;
+    CHECK(t,
+          cpulm_gguf_get_arr(&g, "qwen35.rope.dimension_sections", CPULM_GGUF_I32, &a, NULL) ==
+                  CPULM_OK &&
+              a.n == 4 &&
+              cpulm_gguf_arr_i64(&a, 0) + cpulm_gguf_arr_i64(&a, 1) + cpulm_gguf_arr_i64(&a, 2) ==
+                  16);
+    cpulm_gguf_release(&g);
+    free(buf);
+    p.ssm.inner = 96; /* != value heads x state size */
+    CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
+}

@@ -73,7 +73,7 @@ static void print_memory(const cpulm_model *m, int32_t n_ctx, int32_t n_par) {
         printf("  ctx %7d x %d seq: %s\n", n_ctx, n_par, cpulm_status_str(s));
         return;
     }
-    char w[32], kv[32], kv8[32], sc[32], tot[32];
+    char w[32], kv[32], kv8[32], sc[32], tot[32], st[64] = "";
     human(w, sizeof w, (double)m16.weights);
     human(kv, sizeof kv, (double)m16.kv);
     if (m8.kv_per_token)
@@ -82,8 +82,13 @@ static void print_memory(const cpulm_model *m, int32_t n_ctx, int32_t n_par) {
         snprintf(kv8, sizeof kv8, "n/a for"); /* KV rows not a multiple of q8_0's 32 */
     human(sc, sizeof sc, (double)m16.scratch);
     human(tot, sizeof tot, (double)m16.total);
-    printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0) + scratch %s = %s\n", n_ctx,
-           n_par, w, kv, kv8, sc, tot);
+    if (m16.state) { /* hybrid models: the recurrent layers' fixed-size state */
+        char b[32];
+        human(b, sizeof b, (double)m16.state);
+        snprintf(st, sizeof st, " + recurrent state %s", b);
+    }
+    printf("  ctx %7d x %d seq: weights %s + KV cache %s (f16; %s q8_0)%s + scratch %s = %s\n",
+           n_ctx, n_par, w, kv, kv8, st, sc, tot);
 }
 
 /* Prints one of the library's describe texts (kernel table, threads and NUMA). */
@@ -175,8 +180,12 @@ int cmd_info(int argc, char **argv) {
         printf("active:        %lld parameters (%.3f B) and %s of %s weights read per token\n",
                (long long)in.n_params_active, (double)in.n_params_active / 1e9, ab, wb);
     }
-    printf("vocab:         %d\ncontext:       %d (trained)\nembedding:     %d\nlayers:        %d\n",
+    printf("vocab:         %d\ncontext:       %d (trained)\nembedding:     %d\nlayers:        %d",
            in.n_vocab, in.n_ctx_train, in.n_embd, in.n_layer);
+    if (in.n_layer_recurrent > 0) /* hybrid: the recurrent layers keep a fixed-size state */
+        printf(" (%d Gated DeltaNet, %d full attention)", in.n_layer_recurrent,
+               in.n_layer - in.n_layer_recurrent);
+    printf("\n");
     printf("heads:         %d (kv %d, head dim %d)\nffn:           %d\nrope:          %d dims, "
            "base %g\nrms eps:       %g\n",
            in.n_head, in.n_head_kv, in.head_dim, in.n_ff, in.n_rot, in.rope_freq_base, in.norm_eps);

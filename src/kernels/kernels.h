@@ -131,6 +131,8 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
     X(AXPY, axpy, void, (int64_t n, float *y, float a, const float *x), F32)                      \
     /* sum(x[i] * y[i]) over f32 */                                                               \
     X(DOT_F32, dot_f32, float, (int64_t n, const float *x, const float *y), F32)                  \
+    /* y[i] = silu(x[i]), canonical as swiglu (Gated DeltaNet's conv output and gate) */          \
+    X(SILU, silu, void, (int64_t n, float *y, const float *x), F32)                               \
     /* One query over n >= 1 keys of an F16 cache, with the reference's F16 attention             \
      * numerics: scores s_j = dot(k_j, q16) * scale (q16 is the query rounded to f16), online     \
      * softmax, and the weighted sum of V accumulated in f16 (rounded after every key, as         \

@@ -6,19 +6,24 @@
 
 #include "model.h"
 
-#define L(f) (uint16_t) offsetof(cpulm_layer, f)
-#define M(f) (uint16_t) offsetof(struct cpulm_model, f)
-#define VEC  CPULM_TK_VECTOR
-#define MAT  CPULM_TK_MATRIX
-#define D(a, b, c) \
-    { CPULM_DIM_##a, CPULM_DIM_##b, CPULM_DIM_##c }
+#define L(f)       (uint16_t) offsetof(cpulm_layer, f)
+#define M(f)       (uint16_t) offsetof(struct cpulm_model, f)
+#define VEC        CPULM_TK_VECTOR
+#define MAT        CPULM_TK_MATRIX
+#define F32A       CPULM_TK_F32
+#define ALW        CPULM_WHEN_ALWAYS
+#define ATT        CPULM_LAYERS_ATTN
+#define REC        CPULM_LAYERS_RECR
+#define D(a, b, c) {CPULM_DIM_##a, CPULM_DIM_##b, CPULM_DIM_##c}, CPULM_LAYERS_ALL
+/* a tensor of only one kind of layer (hybrid models) */
+#define DL(a, b, c, k) {CPULM_DIM_##a, CPULM_DIM_##b, CPULM_DIM_##c}, k
 
 const cpulm_tensor_desc cpulm_arch_global_tensors[] = {
     {"token_embd.weight", M(tok_embd), MAT, CPULM_WHEN_ALWAYS, 0, D(EMBD, VOCAB, 1)},
     {"output_norm.weight", M(output_norm), VEC, CPULM_WHEN_ALWAYS, 0, D(EMBD, 1, 1)},
     {"output.weight", M(output), MAT, CPULM_WHEN_ALWAYS, 1, D(EMBD, VOCAB, 1)}, /* tied if absent */
     {"rope_freqs.weight", M(rope_freqs), VEC, CPULM_WHEN_ALWAYS, 1, D(ROT_HALF, 1, 1)},
-    {NULL, 0, 0, 0, 0, {0}},
+    {NULL, 0, 0, 0, 0, {0}, 0},
 };
 
 /* The pieces layers are made of; an architecture's list is their concatenation. */
@@ -51,17 +56,70 @@ const cpulm_tensor_desc cpulm_arch_global_tensors[] = {
         {"ffn_up_exps.weight", L(up_exps), MAT, CPULM_WHEN_MOE, 0, D(EMBD, FF_EXP, EXPERTS)}, {   \
         "ffn_down_exps.weight", L(down_exps), MAT, CPULM_WHEN_MOE, 0, D(FF_EXP, EMBD, EXPERTS)    \
     }
-#define END                 \
-    {                       \
-        NULL, 0, 0, 0, 0, { \
-            0               \
-        }                   \
+#define END \
+    { NULL, 0, 0, 0, 0, {0}, 0 }
+
+/* Hybrid models (qwen35 family): a pre-attention and a post-attention norm in every layer
+ * (the latter is the FFN's input norm); the full-attention layers project the query and
+ * its output gate together (per head: head_dim query values, then head_dim gate values);
+ * the recurrent layers carry the Gated DeltaNet tensors. */
+#define HYBRID_NORMS                                                          \
+    {"attn_norm.weight", L(attn_norm), VEC, ALW, 0, D(EMBD, 1, 1)}, {         \
+        "post_attention_norm.weight", L(ffn_norm), VEC, ALW, 0, D(EMBD, 1, 1) \
+    }
+#define GATED_ATTN                                                             \
+    {"attn_q.weight", L(wq), MAT, ALW, 0, DL(EMBD, Q2, 1, ATT)},               \
+        {"attn_k.weight", L(wk), MAT, ALW, 0, DL(EMBD, KV, 1, ATT)},           \
+        {"attn_v.weight", L(wv), MAT, ALW, 0, DL(EMBD, KV, 1, ATT)},           \
+        {"attn_output.weight", L(wo), MAT, ALW, 0, DL(Q, EMBD, 1, ATT)},       \
+        {"attn_q_norm.weight", L(q_norm), VEC, ALW, 0, DL(HEAD, 1, 1, ATT)}, { \
+        "attn_k_norm.weight", L(k_norm), VEC, ALW, 0, DL(HEAD, 1, 1, ATT)      \
+    }
+#define DELTANET_COMMON                                                             \
+    {"ssm_conv1d.weight", L(ssm_conv), F32A, ALW, 0, DL(SSM_CONV, SSM_CH, 1, REC)}, \
+        {"ssm_dt.bias", L(ssm_dt), VEC, ALW, 0, DL(SSM_HEADS, 1, 1, REC)},          \
+        {"ssm_a", L(ssm_a), VEC, ALW, 0, DL(SSM_HEADS, 1, 1, REC)},                 \
+        {"ssm_norm.weight", L(ssm_norm), VEC, ALW, 0, DL(SSM_VHEAD, 1, 1, REC)}, {  \
+        "ssm_out.weight", L(ssm_out), MAT, ALW, 0, DL(SSM_INNER, EMBD, 1, REC)      \
+    }
+/* qwen35: separate q/k/v and z projections, separate beta and alpha */
+#define DELTANET_SPLIT                                                                \
+    {"attn_qkv.weight", L(ssm_qkv), MAT, ALW, 0, DL(EMBD, SSM_CH, 1, REC)},           \
+        {"attn_gate.weight", L(ssm_z), MAT, ALW, 0, DL(EMBD, SSM_INNER, 1, REC)},     \
+        {"ssm_beta.weight", L(ssm_beta), MAT, ALW, 0, DL(EMBD, SSM_HEADS, 1, REC)}, { \
+        "ssm_alpha.weight", L(ssm_alpha), MAT, ALW, 0, DL(EMBD, SSM_HEADS, 1, REC)    \
+    }
+
+/* the shared expert of qwen35moe / qwen3next: a dense SwiGLU FFN beside the routed experts,
+ * its output scaled by sigmoid(ffn_gate_inp_shexp . x) */
+#define FFN_SHEXP                                                                               \
+    {"ffn_gate_inp_shexp.weight", L(gate_inp_shexp), VEC, CPULM_WHEN_MOE, 0, D(EMBD, 1, 1)},    \
+        {"ffn_gate_shexp.weight", L(gate_shexp), MAT, CPULM_WHEN_MOE, 0, D(EMBD, FF_SHEXP, 1)}, \
+        {"ffn_up_shexp.weight", L(up_shexp), MAT, CPULM_WHEN_MOE, 0, D(EMBD, FF_SHEXP, 1)}, {   \
+        "ffn_down_shexp.weight", L(down_shexp), MAT, CPULM_WHEN_MOE, 0, D(FF_SHEXP, EMBD, 1)    \
+    }
+
+/* qwen3next: beta and alpha from one projection, grouped by key head: per key head, its
+ * value heads' beta, then their alpha. Files of the older converter have one joint input
+ * projection (ssm_in: q, k, v, z interleaved per key head) instead of attn_qkv + attn_gate:
+ * either pair is accepted (model.c checks one is there). */
+#define DELTANET_BA                                                               \
+    {"attn_qkv.weight", L(ssm_qkv), MAT, ALW, 1, DL(EMBD, SSM_CH, 1, REC)},       \
+        {"attn_gate.weight", L(ssm_z), MAT, ALW, 1, DL(EMBD, SSM_INNER, 1, REC)}, \
+        {"ssm_in.weight", L(ssm_in), MAT, ALW, 1, DL(EMBD, SSM_QKVZ, 1, REC)}, {  \
+        "ssm_ba.weight", L(ssm_ba), MAT, ALW, 0, DL(EMBD, SSM_HEADS2, 1, REC)     \
     }
 
 static const cpulm_tensor_desc llama_tensors[] = {ATTN, FFN_NORM, FFN_DENSE, FFN_MOE, END};
 static const cpulm_tensor_desc qwen2_tensors[] = {ATTN, QKV_BIAS, FFN_NORM, FFN_DENSE, END};
 static const cpulm_tensor_desc qwen3_tensors[] = {ATTN, QK_NORM, FFN_NORM, FFN_DENSE, END};
 static const cpulm_tensor_desc qwen3moe_tensors[] = {ATTN, QK_NORM, FFN_NORM, FFN_MOE, END};
+static const cpulm_tensor_desc qwen35moe_tensors[] = {
+    HYBRID_NORMS, GATED_ATTN, DELTANET_SPLIT, DELTANET_COMMON, FFN_MOE, FFN_SHEXP, END};
+static const cpulm_tensor_desc qwen3next_tensors[] = {
+    HYBRID_NORMS, GATED_ATTN, DELTANET_BA, DELTANET_COMMON, FFN_MOE, FFN_SHEXP, END};
+static const cpulm_tensor_desc qwen35_tensors[] = {HYBRID_NORMS,    GATED_ATTN, DELTANET_SPLIT,
+                                                   DELTANET_COMMON, FFN_DENSE,  END};
 
 static const cpulm_arch_desc archs[] = {
     {.name = "llama",
@@ -93,6 +151,34 @@ static const cpulm_arch_desc archs[] = {
      .default_rope_base = 1000000.0f,
      .default_norm_eps = 1e-6f,
      .layer_tensors = qwen3moe_tensors},
+    {.name = "qwen35",
+     .rope = CPULM_ROPE_NEOX,
+     .ffn = CPULM_FFN_DENSE_ONLY,
+     .default_rope_base = 10000000.0f,
+     .default_norm_eps = 1e-6f,
+     .hybrid = true,
+     .mrope = true,
+     .imrope = true,
+     .layer_tensors = qwen35_tensors},
+    {.name = "qwen35moe",
+     .rope = CPULM_ROPE_NEOX,
+     .ffn = CPULM_FFN_MOE_ONLY,
+     .moe_norm_weights = true,
+     .default_rope_base = 10000000.0f,
+     .default_norm_eps = 1e-6f,
+     .hybrid = true,
+     .mrope = true,
+     .imrope = true,
+     .layer_tensors = qwen35moe_tensors},
+    {.name = "qwen3next",
+     .rope = CPULM_ROPE_NEOX,
+     .ffn = CPULM_FFN_MOE_ONLY,
+     .moe_norm_weights = true,
+     .default_rope_base = 10000000.0f,
+     .default_norm_eps = 1e-6f,
+     .hybrid = true,
+     .dnet_head_div = true,
+     .layer_tensors = qwen3next_tensors},
 };
 
 int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim) {
@@ -107,11 +193,22 @@ int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim) {
     case CPULM_DIM_FF: return d->n_ff;
     case CPULM_DIM_FF_EXP: return d->n_ff_exp;
     case CPULM_DIM_EXPERTS: return d->n_expert;
+    case CPULM_DIM_Q2: return 2 * d->n_head * d->head_dim;
+    case CPULM_DIM_SSM_CONV: return d->ssm_conv;
+    case CPULM_DIM_SSM_CH: return 2 * d->ssm_groups * d->ssm_state + d->ssm_inner;
+    case CPULM_DIM_SSM_INNER: return d->ssm_inner;
+    case CPULM_DIM_SSM_HEADS: return d->ssm_heads;
+    case CPULM_DIM_SSM_HEADS2: return 2 * d->ssm_heads;
+    case CPULM_DIM_SSM_VHEAD: return d->ssm_heads ? d->ssm_inner / d->ssm_heads : 0;
+    case CPULM_DIM_SSM_QKVZ: return 2 * d->ssm_groups * d->ssm_state + 2 * d->ssm_inner;
+    case CPULM_DIM_FF_SHEXP: return d->n_ff_shexp;
     }
     return 1;
 }
 
-bool cpulm_arch_tensor_present(const cpulm_tensor_desc *t, int64_t n_expert) {
+bool cpulm_arch_tensor_present(const cpulm_tensor_desc *t, int64_t n_expert, bool recurrent) {
+    if (t->layers == CPULM_LAYERS_ATTN && recurrent) return false;
+    if (t->layers == CPULM_LAYERS_RECR && !recurrent) return false;
     if (t->when == CPULM_WHEN_DENSE) return n_expert == 0;
     if (t->when == CPULM_WHEN_MOE) return n_expert > 0;
     return true;
@@ -124,5 +221,6 @@ const cpulm_arch_desc *cpulm_arch_find(const char *name, unsigned long len) {
 }
 
 const char *cpulm_arch_supported(void) {
-    return "llama (dense and Mixtral-style MoE), qwen2, qwen3, qwen3moe";
+    return "llama (dense and Mixtral-style MoE), qwen2, qwen3, qwen3moe, qwen35, qwen35moe, "
+           "qwen3next";
 }

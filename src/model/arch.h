@@ -27,15 +27,36 @@ typedef enum cpulm_dim {
     CPULM_DIM_FF,       /* n_ff of a dense FFN */
     CPULM_DIM_FF_EXP,   /* n_ff of one expert */
     CPULM_DIM_EXPERTS,  /* n_expert */
+    /* hybrid (Gated DeltaNet) models: */
+    CPULM_DIM_Q2,         /* 2 * n_head * head_dim: gated attention's query and gate */
+    CPULM_DIM_SSM_CONV,   /* ssm.conv_kernel: taps of the causal convolution */
+    CPULM_DIM_SSM_CH,     /* conv channels: 2 * key heads * state size + inner size */
+    CPULM_DIM_SSM_INNER,  /* ssm.inner_size: value heads * value head size */
+    CPULM_DIM_SSM_HEADS,  /* ssm.time_step_rank: value heads */
+    CPULM_DIM_SSM_HEADS2, /* 2 * value heads (qwen3next's joint beta/alpha projection) */
+    CPULM_DIM_SSM_VHEAD,  /* inner size / value heads */
+    CPULM_DIM_SSM_QKVZ,   /* conv channels + inner size (qwen3next's joint input projection) */
+    CPULM_DIM_FF_SHEXP,   /* n_ff of the shared expert */
 } cpulm_dim;
 
 /* When a layer tensor exists: always, or only for dense / mixture-of-experts FFNs (one
  * architecture such as llama has files of both kinds; expert_count decides). */
 typedef enum cpulm_when { CPULM_WHEN_ALWAYS = 0, CPULM_WHEN_DENSE, CPULM_WHEN_MOE } cpulm_when;
 
+/* Which layers of a hybrid model hold a tensor: every layer, only the full-attention ones,
+ * or only the recurrent (Gated DeltaNet) ones. Non-hybrid models have only full-attention
+ * layers. */
+typedef enum cpulm_layer_kind {
+    CPULM_LAYERS_ALL = 0,
+    CPULM_LAYERS_ATTN,
+    CPULM_LAYERS_RECR,
+} cpulm_layer_kind;
+
 typedef enum cpulm_tensor_kind {
     CPULM_TK_VECTOR, /* 1-D norm weight or bias, bound as const float * (converted to F32) */
     CPULM_TK_MATRIX, /* 2-D or 3-D (per-expert) weight, bound as cpulm_tensor */
+    CPULM_TK_F32,    /* small 2-D array read element-wise (a convolution kernel), bound as
+                        const float * like a vector (converted to F32) */
 } cpulm_tensor_kind;
 
 typedef struct cpulm_tensor_desc {
@@ -45,6 +66,7 @@ typedef struct cpulm_tensor_desc {
     uint8_t when;     /* cpulm_when */
     uint8_t optional;
     uint8_t dims[3]; /* cpulm_dim, ne[0] first (ne[0] = row length) */
+    uint8_t layers;  /* cpulm_layer_kind */
 } cpulm_tensor_desc;
 
 typedef enum cpulm_ffn_style {
@@ -63,6 +85,13 @@ typedef struct cpulm_arch_desc {
                                 <arch>.expert_weights_norm says otherwise */
     float default_rope_base; /* when <arch>.rope.freq_base is absent */
     float default_norm_eps;  /* when <arch>.attention.layer_norm_rms_epsilon is absent */
+    bool hybrid;             /* Gated DeltaNet layers with a full (gated) attention layer every
+                                <arch>.full_attention_interval layers (qwen35, qwen35moe, qwen3next) */
+    bool mrope;              /* <arch>.rope.dimension_sections present (multi-section rope; text
+                                positions make it a plain NEOX rope over the sections' pairs) */
+    bool imrope;             /* the sections interleave (qwen35) rather than follow each other */
+    bool dnet_head_div;      /* Gated DeltaNet value head h reads key head h / (value heads per key
+                                head) (qwen3next); otherwise h mod key heads (qwen35) */
     const cpulm_tensor_desc *layer_tensors; /* terminated by a NULL name */
 } cpulm_arch_desc;
 
@@ -74,12 +103,22 @@ extern const cpulm_tensor_desc cpulm_arch_global_tensors[];
  * synth). */
 typedef struct cpulm_arch_dims {
     int64_t n_embd, n_vocab, n_head, n_head_kv, head_dim, n_rot, n_ff, n_ff_exp, n_expert;
+    /* hybrid models (0 otherwise): conv taps, inner size, state (key head) size, key heads
+     * (group count), value heads (time-step rank); shared expert width */
+    int64_t ssm_conv, ssm_inner, ssm_state, ssm_groups, ssm_heads, n_ff_shexp;
 } cpulm_arch_dims;
 
 int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim);
 
-/* Does tensor t exist in a layer of a model with n_expert experts (0: dense)? */
-bool cpulm_arch_tensor_present(const cpulm_tensor_desc *t, int64_t n_expert);
+/* Does tensor t exist in a layer of a model with n_expert experts (0: dense), that layer
+ * being recurrent (a Gated DeltaNet layer of a hybrid model) or not? */
+bool cpulm_arch_tensor_present(const cpulm_tensor_desc *t, int64_t n_expert, bool recurrent);
+
+/* Is layer il of a hybrid model recurrent, with a full-attention layer every `interval`
+ * layers (the interval-th, 2 x interval-th, ...: llama.cpp's rule)? */
+static inline bool cpulm_arch_layer_recurrent(int32_t il, int32_t interval) {
+    return interval > 0 && (il + 1) % interval != 0;
+}
 
 /* NULL when the architecture is not supported. */
 const cpulm_arch_desc *cpulm_arch_find(const char *name, unsigned long len);

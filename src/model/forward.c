@@ -123,7 +123,21 @@ static void qk_norm(cpulm_ctx *c, const cpulm_layer *ly, int64_t t) {
         c->k->rms_norm(d, k + h * d, k + h * d, ly->k_norm, hp->norm_eps);
 }
 
-/* Rope on q and k of token t, then its k and v go into the cache. */
+/* Does rope pair i rotate with the token's position? Always, except in multi-section
+ * (mrope) models, where text positions are equal in the first three sections and 0 in
+ * the fourth: a pair rotates iff one of the first three covers it. Sections repeat over
+ * the pairs with period sum(sections); interleaved (imrope) sections take every third
+ * pair. */
+static int rope_pair_rotates(const cpulm_model *m, int i) {
+    const int32_t *s = m->hp.rope_sections;
+    const int32_t sum = s[0] + s[1] + s[2] + s[3];
+    if (!m->arch->mrope || sum == 0) return 1;
+    const int sec = i % sum;
+    if (m->arch->imrope) return sec < 3 * s[sec % 3];
+    return sec < s[0] + s[1] + s[2];
+}
+
+/* Rope on q and k of token t, then its k and v go into the cache's layer il. */
 static void rope_and_store(cpulm_ctx *c, int il, int64_t t, float *tmp) {
     const cpulm_hparams *hp = &c->m->hp;
     int half = hp->n_rot / 2;
@@ -136,6 +150,10 @@ static void rope_and_store(cpulm_ctx *c, int il, int64_t t, float *tmp) {
         float th = c->m->hp.rope_freq_scale * (theta / ff);
         cs[i] = cosf(th);
         sn[i] = sinf(th);
+        if (!rope_pair_rotates(c->m, i)) { /* position 0: the identity */
+            cs[i] = 1.0f;
+            sn[i] = 0.0f;
+        }
         theta *= c->theta_scale;
     }
     int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = c->kv.kv_dim;
@@ -147,16 +165,87 @@ static void rope_and_store(cpulm_ctx *c, int il, int64_t t, float *tmp) {
     store(v, cpulm_kv_v(&c->kv, il, c->seq[t], c->pos[t]), kvd);
 }
 
+void cpulm_fwd_qk_rope_store(cpulm_ctx *c, const cpulm_layer *ly, int kv_il, int64_t t,
+                             float *tmp) {
+    if (ly->q_norm) qk_norm(c, ly, t);
+    rope_and_store(c, kv_il, t, tmp);
+}
+
 /* ---- one layer ---- */
+
+/* The shared expert (qwen35moe): x += sigmoid(gate_inp_shexp . xn) * SwiGLU FFN(xn), the
+ * scalar gate applied to the down projection's input (the projection is linear). */
+static void shared_expert(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
+    const cpulm_hparams *hp = &c->m->hp;
+    const int64_t T = c->n_tok, E = hp->n_embd, F = hp->n_ff_shexp;
+    mm_job gu[2] = {{&ly->gate_shexp, c->g, F, NULL, 0}, {&ly->up_shexp, c->u, F, NULL, 0}};
+    mm_group(c, c->xn, E, T, gu, 2, ith, nth);
+    cpulm_pool_barrier(c->pool);
+    for (int64_t t = ith; t < T; t += nth) {
+        float *g = c->g + t * F;
+        c->k->swiglu(F, g, g, c->u + t * F);
+        const float s = 1.0f / (1.0f + expf(-c->k->dot_f32(E, c->xn + t * E, ly->gate_inp_shexp)));
+        for (int64_t i = 0; i < F; i++)
+            g[i] *= s;
+    }
+    cpulm_pool_barrier(c->pool);
+    mm_job down = {&ly->down_shexp, c->x, E, NULL, 1};
+    mm_group(c, c->g, F, T, &down, 1, ith, nth);
+    cpulm_pool_barrier(c->pool);
+}
+
+/* The FFN half of a layer: xn = norm(x), x += FFN(xn) (dense or MoE, plus a shared
+ * expert). */
+static void ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
+    const cpulm_hparams *hp = &c->m->hp;
+    const cpulm_kernels *k = c->k;
+    int64_t T = c->n_tok, E = hp->n_embd, F = hp->n_ff;
+    for (int64_t t = ith; t < T; t += nth)
+        k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->ffn_norm, hp->norm_eps);
+    cpulm_pool_barrier(c->pool);
+    if (ly->up_shexp.data) shared_expert(c, ly, ith, nth); /* reads xn, as the experts do */
+    if (ly->gate_exps.data) {
+        cpulm_moe_ffn(c, ly, ith, nth);
+        return;
+    }
+    mm_job gu[2] = {{&ly->w_gate, c->g, F, NULL, 0}, {&ly->w_up, c->u, F, NULL, 0}};
+    mm_group(c, c->xn, E, T, gu, 2, ith, nth);
+    cpulm_pool_barrier(c->pool);
+    for (int64_t t = ith; t < T; t += nth)
+        k->swiglu(F, c->g + t * F, c->g + t * F, c->u + t * F);
+    cpulm_pool_barrier(c->pool);
+    mm_job down = {&ly->w_down, c->x, E, NULL, 1};
+    mm_group(c, c->g, F, T, &down, 1, ith, nth);
+    cpulm_pool_barrier(c->pool);
+}
+
+/* A hybrid model's layer: x += (Gated DeltaNet or gated attention)(norm(x)), then the FFN
+ * with the post-attention norm (bound as ffn_norm). */
+static void hybrid_layer(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
+    const cpulm_hparams *hp = &c->m->hp;
+    int64_t T = c->n_tok, E = hp->n_embd;
+    for (int64_t t = ith; t < T; t += nth)
+        c->k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->attn_norm, hp->norm_eps);
+    cpulm_pool_barrier(c->pool);
+    if (ly->recurrent)
+        cpulm_dnet_layer(c, ly, ith, nth);
+    else
+        cpulm_dnet_attn_layer(c, ly, ith, nth);
+    ffn(c, ly, ith, nth);
+}
 
 static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     const cpulm_model *m = c->m;
     const cpulm_hparams *hp = &m->hp;
     const cpulm_layer *ly = &m->layers[il];
     const cpulm_kernels *k = c->k;
-    int64_t T = c->n_tok, E = hp->n_embd, F = hp->n_ff;
+    int64_t T = c->n_tok, E = hp->n_embd;
     int64_t QD = (int64_t)hp->n_head * hp->head_dim, KVD = c->kv.kv_dim;
     float *tmp = c->scores + (size_t)ith * c->scores_stride; /* rope angles */
+    if (m->arch->hybrid) {
+        hybrid_layer(c, ly, ith, nth);
+        return;
+    }
 
     for (int64_t t = ith; t < T; t += nth)
         k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->attn_norm, hp->norm_eps);
@@ -176,23 +265,7 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     mm_job o = {&ly->wo, c->x, E, NULL, 1};
     mm_group(c, c->att, QD, T, &o, 1, ith, nth);
     cpulm_pool_barrier(c->pool);
-
-    for (int64_t t = ith; t < T; t += nth)
-        k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->ffn_norm, hp->norm_eps);
-    cpulm_pool_barrier(c->pool);
-    if (ly->gate_exps.data) {
-        cpulm_moe_ffn(c, ly, ith, nth);
-        return;
-    }
-    mm_job gu[2] = {{&ly->w_gate, c->g, F, NULL, 0}, {&ly->w_up, c->u, F, NULL, 0}};
-    mm_group(c, c->xn, E, T, gu, 2, ith, nth);
-    cpulm_pool_barrier(c->pool);
-    for (int64_t t = ith; t < T; t += nth)
-        k->swiglu(F, c->g + t * F, c->g + t * F, c->u + t * F);
-    cpulm_pool_barrier(c->pool);
-    mm_job down = {&ly->w_down, c->x, E, NULL, 1};
-    mm_group(c, c->g, F, T, &down, 1, ith, nth);
-    cpulm_pool_barrier(c->pool);
+    ffn(c, ly, ith, nth);
 }
 
 /* ---- embeddings ---- */
@@ -273,5 +346,6 @@ void cpulm_forward(cpulm_ctx *c) {
     int cap = cpulm_pool_size(c->pool);
     c->work_start = atomic_load_explicit(&c->work_ctr, memory_order_relaxed);
     cpulm_attn_plan(c);
+    cpulm_dnet_plan(c);
     cpulm_pool_run(c->pool, fwd_worker, c, nth < cap ? nth : cap);
 }

@@ -22,6 +22,18 @@ uint64_t cpulm_fwd_job_begin(cpulm_ctx *c, int ith, uint64_t n);
 void cpulm_fwd_mm_group(cpulm_ctx *c, const float *x, int64_t ldx, int64_t n_rows,
                         const mm_job *jobs, int n_jobs, int ith, int nth);
 
+/* Token t of a full-attention layer: per-head q/k norms (when the layer has them), rope,
+ * and its k and v stored in the cache's layer kv_il. tmp: n_rot floats. */
+void cpulm_fwd_qk_rope_store(cpulm_ctx *c, const cpulm_layer *ly, int kv_il, int64_t t, float *tmp);
+
+/* deltanet.c: the layers of hybrid models. Called by every thread with xn = the normed
+ * input complete; return with x += the layer's output (end on a barrier). */
+void cpulm_dnet_layer(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth);
+void cpulm_dnet_attn_layer(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth);
+/* Groups the batch by sequence for the recurrent layers; single-threaded, before the pass
+ * (a no-op for other models). */
+void cpulm_dnet_plan(cpulm_ctx *c);
+
 /* moe.c: the mixture-of-experts FFN of layer ly: c->x += MoE(c->xn). Called by every thread
  * with xn complete; returns with x complete (ends on a barrier). */
 void cpulm_moe_ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth);

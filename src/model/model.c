@@ -100,6 +100,9 @@ static cpulm_status read_experts(loader *L) {
     if ((s = get_int(L, "expert_used_count", -1, 1, hp->n_expert, &hp->n_expert_used)) ||
         (s = get_int(L, "expert_feed_forward_length", hp->n_ff, 1, 1 << 20, &hp->n_ff_exp)))
         return s;
+    if (a->hybrid && (s = get_int(L, "expert_shared_feed_forward_length", hp->n_ff, 1, 1 << 20,
+                                  &hp->n_ff_shexp)))
+        return s;
     bool norm = a->moe_norm_weights;
     s = cpulm_gguf_get_bool(&L->m->gguf, akey(L, "expert_weights_norm"), &norm, L->err);
     if (s != CPULM_OK && s != CPULM_ERR_NOT_FOUND) return s;
@@ -107,8 +110,70 @@ static cpulm_status read_experts(loader *L) {
     return CPULM_OK;
 }
 
+/* rope.dimension_sections: up to 4 integers, the pairs each position section rotates.
+ * Text positions are equal in every section except the fourth (always 0 for text), so
+ * a pair rotates with the position iff a text section covers it (forward.c's rope). */
+static cpulm_status read_rope_sections(loader *L) {
+    cpulm_hparams *hp = &L->m->hp;
+    const cpulm_gguf_kv *kv = cpulm_gguf_find(&L->m->gguf, akey(L, "rope.dimension_sections"));
+    if (!kv) return cpulm_errf(L->err, CPULM_ERR_FORMAT, "missing key '%s'", L->key);
+    if (kv->type != CPULM_GGUF_ARRAY || kv->v.arr.n < 1 || kv->v.arr.n > 4 ||
+        cpulm_gguf_type_size(kv->v.arr.type) == 0 || kv->v.arr.type == CPULM_GGUF_F32 ||
+        kv->v.arr.type == CPULM_GGUF_F64)
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "key '%s' is not an array of 1-4 integers",
+                          L->key);
+    int64_t sum = 0;
+    for (uint64_t i = 0; i < kv->v.arr.n; i++) {
+        int64_t v = cpulm_gguf_arr_i64(&kv->v.arr, i);
+        if (v < 0 || v > 4096)
+            return cpulm_errf(L->err, CPULM_ERR_FORMAT, "key '%s' has a bad section size", L->key);
+        hp->rope_sections[i] = (int32_t)v;
+        sum += v;
+    }
+    if (sum == 0) return cpulm_errf(L->err, CPULM_ERR_FORMAT, "key '%s' has no pairs", L->key);
+    return CPULM_OK;
+}
+
+/* Gated DeltaNet sizes and the layer pattern of a hybrid model. Files may append NextN
+ * (multi-token prediction) layers after the main stack (nextn_predict_layers): they are
+ * not run, and their tensors are not bound (the speculative decoding issue may use them). */
+static cpulm_status read_hybrid(loader *L) {
+    cpulm_hparams *hp = &L->m->hp;
+    const int64_t big = 1 << 20;
+    int32_t nextn = 0;
+    cpulm_status s;
+    if ((s = get_int(L, "ssm.conv_kernel", -1, 1, 64, &hp->ssm_conv)) ||
+        (s = get_int(L, "ssm.inner_size", -1, 1, big, &hp->ssm_inner)) ||
+        (s = get_int(L, "ssm.state_size", -1, 1, 4096, &hp->ssm_state)) ||
+        (s = get_int(L, "ssm.group_count", -1, 1, 4096, &hp->ssm_groups)) ||
+        (s = get_int(L, "ssm.time_step_rank", -1, 1, 4096, &hp->ssm_heads)) ||
+        (s = get_int(L, "full_attention_interval", 4, 1, 4096, &hp->full_attn_interval)) ||
+        (s = get_int(L, "nextn_predict_layers", 0, 0, hp->n_layer - 1, &nextn)))
+        return s;
+    if (hp->ssm_heads % hp->ssm_groups || hp->ssm_inner % hp->ssm_heads ||
+        hp->ssm_inner / hp->ssm_heads != hp->ssm_state)
+        return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED,
+                          "Gated DeltaNet sizes not supported: inner %d, state %d, %d key heads, "
+                          "%d value heads (need value heads a multiple of key heads and value "
+                          "head size = state size)",
+                          hp->ssm_inner, hp->ssm_state, hp->ssm_groups, hp->ssm_heads);
+    hp->n_layer -= nextn;
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        if (cpulm_arch_layer_recurrent(il, hp->full_attn_interval))
+            hp->n_layer_recr++;
+        else
+            hp->n_layer_attn++;
+    return CPULM_OK;
+}
+
 cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp) {
-    return (cpulm_arch_dims){.n_embd = hp->n_embd,
+    return (cpulm_arch_dims){.ssm_conv = hp->ssm_conv,
+                             .ssm_inner = hp->ssm_inner,
+                             .ssm_state = hp->ssm_state,
+                             .ssm_groups = hp->ssm_groups,
+                             .ssm_heads = hp->ssm_heads,
+                             .n_ff_shexp = hp->n_ff_shexp,
+                             .n_embd = hp->n_embd,
                              .n_vocab = hp->n_vocab,
                              .n_head = hp->n_head,
                              .n_head_kv = hp->n_head_kv,
@@ -122,11 +187,14 @@ cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp) {
 static cpulm_status read_hparams(loader *L) {
     cpulm_hparams *hp = &L->m->hp;
     const int64_t big = 1 << 20;
+    /* a MoE-only file may have no dense FFN width: its experts have their own key */
+    const bool moe_only = L->m->arch->ffn == CPULM_FFN_MOE_ONLY;
     cpulm_status s;
     if ((s = get_int(L, "context_length", 2048, 1, 1 << 24, &hp->n_ctx_train)) ||
         (s = get_int(L, "embedding_length", -1, 1, big, &hp->n_embd)) ||
         (s = get_int(L, "block_count", -1, 1, 4096, &hp->n_layer)) ||
-        (s = get_int(L, "feed_forward_length", -1, 1, big, &hp->n_ff)) ||
+        (s = get_int(L, "feed_forward_length", moe_only ? 0 : -1, moe_only ? 0 : 1, big,
+                     &hp->n_ff)) ||
         (s = get_int(L, "attention.head_count", -1, 1, 4096, &hp->n_head)) ||
         (s = get_int(L, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv)))
         return s;
@@ -156,6 +224,12 @@ static cpulm_status read_hparams(loader *L) {
                      &hp->pooling)))
         return s;
     if ((s = read_rope_scaling(L)) != CPULM_OK) return s;
+    if (L->m->arch->mrope && (s = read_rope_sections(L)) != CPULM_OK) return s;
+    hp->n_layer_attn = hp->n_layer;
+    if (L->m->arch->hybrid) {
+        hp->n_layer_attn = 0;
+        if ((s = read_hybrid(L)) != CPULM_OK) return s;
+    }
     return read_experts(L);
 }
 
@@ -210,8 +284,9 @@ static cpulm_status bind_matrix(loader *L, const char *name, const int64_t ne[3]
     return CPULM_OK;
 }
 
-/* Binds a 1-D F32 vector of n elements; other types are converted into an owned copy. */
-static cpulm_status bind_vector(loader *L, const char *name, int64_t n, int optional,
+/* Binds a 1-D F32 vector (or a small 2-D array, ne[0] x ne[1]) read element-wise; other
+ * types are converted into an owned copy. */
+static cpulm_status bind_vector(loader *L, const char *name, const int64_t ne[3], int optional,
                                 const float **out) {
     const cpulm_gguf_tensor *t = find_tensor(L, name);
     *out = NULL;
@@ -219,10 +294,12 @@ static cpulm_status bind_vector(loader *L, const char *name, int64_t n, int opti
         if (optional) return CPULM_OK;
         return cpulm_errf(L->err, CPULM_ERR_FORMAT, "missing tensor '%s'", name);
     }
-    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "tensor '%s' has %lld elements, expected %lld",
-                          name, (long long)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]),
-                          (long long)n);
+    const int64_t n = ne[0] * ne[1];
+    if (t->ne[0] != ne[0] || t->ne[1] != ne[1] || t->ne[2] != 1 || t->ne[3] != 1)
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT,
+                          "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                          name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                          (long long)t->ne[3], (long long)ne[0], (long long)ne[1]);
     if (t->type == CPULM_DTYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
         *out = t->data;
         return CPULM_OK;
@@ -245,18 +322,18 @@ static cpulm_status bind_vector(loader *L, const char *name, int64_t n, int opti
 /* Binds every tensor of a descriptor list present for this model into the struct at base
  * (a cpulm_layer, or the model for the global list); prefix is "blk.<i>." or "". */
 static cpulm_status bind_list(loader *L, const cpulm_tensor_desc *list, const char *prefix,
-                              void *base) {
+                              void *base, bool recurrent) {
     const cpulm_arch_dims d = cpulm_model_dims(&L->m->hp);
     char name[160];
     for (const cpulm_tensor_desc *t = list; t->name; t++) {
-        if (!cpulm_arch_tensor_present(t, d.n_expert)) continue;
+        if (!cpulm_arch_tensor_present(t, d.n_expert, recurrent)) continue;
         snprintf(name, sizeof name, "%s%s", prefix, t->name);
         int64_t ne[3];
         for (int i = 0; i < 3; i++)
             ne[i] = cpulm_arch_dim(&d, (cpulm_dim)t->dims[i]);
         void *field = (char *)base + t->field;
-        cpulm_status s = t->kind == CPULM_TK_VECTOR
-                             ? bind_vector(L, name, ne[0], t->optional, (const float **)field)
+        cpulm_status s = t->kind != CPULM_TK_MATRIX
+                             ? bind_vector(L, name, ne, t->optional, (const float **)field)
                              : bind_matrix(L, name, ne, t->optional, (cpulm_tensor *)field);
         if (s != CPULM_OK) return s;
     }
@@ -267,15 +344,25 @@ static cpulm_status bind_tensors(loader *L) {
     cpulm_model *m = L->m;
     const cpulm_hparams *hp = &m->hp;
     cpulm_status s;
-    if ((s = bind_list(L, cpulm_arch_global_tensors, "", m)) != CPULM_OK) return s;
+    if ((s = bind_list(L, cpulm_arch_global_tensors, "", m, false)) != CPULM_OK) return s;
     if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
+    int32_t n_recr = 0, n_attn = 0;
     for (int il = 0; il < hp->n_layer; il++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "blk.%d.", il);
-        if ((s = bind_list(L, m->arch->layer_tensors, prefix, &m->layers[il])) != CPULM_OK)
+        cpulm_layer *ly = &m->layers[il];
+        ly->recurrent = m->arch->hybrid && cpulm_arch_layer_recurrent(il, hp->full_attn_interval);
+        ly->slot = ly->recurrent ? n_recr++ : n_attn++;
+        if ((s = bind_list(L, m->arch->layer_tensors, prefix, ly, ly->recurrent)) != CPULM_OK)
             return s;
+        if (ly->recurrent && !ly->ssm_in.data && !(ly->ssm_qkv.data && ly->ssm_z.data))
+            return cpulm_errf(L->err, CPULM_ERR_FORMAT,
+                              "missing tensor '%sattn_qkv.weight' (or '%sattn_gate.weight', or "
+                              "the older '%sssm_in.weight')",
+                              prefix, prefix, prefix);
+        if (ly->ssm_in.data) m->hp.ssm_joint_in = 1;
     }
     return CPULM_OK;
 }

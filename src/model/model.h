@@ -54,6 +54,29 @@ typedef struct cpulm_layer {
     cpulm_tensor gate_exps; /* [n_embd] -> [n_ff_exp], x n_expert */
     cpulm_tensor up_exps;   /* [n_embd] -> [n_ff_exp], x n_expert */
     cpulm_tensor down_exps; /* [n_ff_exp] -> [n_embd], x n_expert */
+    /* shared expert (qwen35moe): a dense FFN of n_ff_shexp added to the routed experts' sum,
+     * scaled by sigmoid(gate_inp_shexp . xn) */
+    const float *gate_inp_shexp;       /* [n_embd] */
+    cpulm_tensor gate_shexp, up_shexp; /* [n_embd] -> [n_ff_shexp] */
+    cpulm_tensor down_shexp;           /* [n_ff_shexp] -> [n_embd] */
+    /* hybrid models: a recurrent (Gated DeltaNet) layer has these instead of wq..wo; its
+     * slot is its index among the recurrent layers (its state), a full-attention layer's
+     * its index among those (its KV cache layer) */
+    int32_t recurrent, slot;
+    cpulm_tensor ssm_qkv;   /* [n_embd] -> [conv channels]: q, k (key heads) then v */
+    cpulm_tensor ssm_z;     /* [n_embd] -> [inner]: the output gate */
+    cpulm_tensor ssm_beta;  /* [n_embd] -> [value heads] */
+    cpulm_tensor ssm_alpha; /* [n_embd] -> [value heads] */
+    cpulm_tensor ssm_in;    /* qwen3next, older files: [n_embd] -> [conv channels + inner],
+                               per key head q, k, its value heads' v, their z (instead of
+                               ssm_qkv, ssm_z) */
+    cpulm_tensor ssm_ba;    /* qwen3next: [n_embd] -> [2 value heads], beta and alpha grouped
+                               by key head (instead of ssm_beta, ssm_alpha) */
+    cpulm_tensor ssm_out;   /* [inner] -> [n_embd] */
+    const float *ssm_conv;  /* [conv channels][taps], tap 0 the oldest input */
+    const float *ssm_dt;    /* [value heads] bias of alpha */
+    const float *ssm_a;     /* [value heads] decay rate (negative) */
+    const float *ssm_norm;  /* [value head size] gated RMS norm of the output */
 } cpulm_layer;
 
 typedef struct cpulm_hparams {
@@ -64,6 +87,14 @@ typedef struct cpulm_hparams {
     int32_t pooling; /* <arch>.pooling_type (cpulm_pooling); NONE when absent */
     int32_t n_expert, n_expert_used, n_ff_exp; /* 0, 0, 0 for dense models */
     int moe_norm_weights; /* renormalize the chosen experts' router weights to sum 1 */
+    /* hybrid models (0 otherwise): Gated DeltaNet sizes (ssm.conv_kernel, inner_size,
+     * state_size = key head size, group_count = key heads, time_step_rank = value heads),
+     * the full-attention interval, and how many layers of each kind */
+    int32_t ssm_conv, ssm_inner, ssm_state, ssm_groups, ssm_heads;
+    int32_t full_attn_interval, n_layer_attn, n_layer_recr;
+    int32_t n_ff_shexp;       /* shared expert width (0: none) */
+    int32_t ssm_joint_in;     /* the recurrent layers have ssm_in (qwen3next's older layout) */
+    int32_t rope_sections[4]; /* rope.dimension_sections (pairs per section), or zeros */
 } cpulm_hparams;
 
 /* The shape-rule numbers of a loaded model (arch.h). */

@@ -276,9 +276,11 @@ cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_er
     }
     for (int il = 0; il < m->hp.n_layer; il++) {
         cpulm_layer *ly = &m->layers[il];
-        cpulm_tensor *w[] = {&ly->wq,        &ly->wk,      &ly->wv,       &ly->wo,
-                             &ly->w_gate,    &ly->w_up,    &ly->w_down,   &ly->gate_inp,
-                             &ly->gate_exps, &ly->up_exps, &ly->down_exps};
+        cpulm_tensor *w[] = {&ly->wq,         &ly->wk,      &ly->wv,         &ly->wo,
+                             &ly->w_gate,     &ly->w_up,    &ly->w_down,     &ly->gate_inp,
+                             &ly->gate_exps,  &ly->up_exps, &ly->down_exps,  &ly->ssm_qkv,
+                             &ly->ssm_z,      &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
+                             &ly->down_shexp, &ly->ssm_in};
         for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
             if (cpulm_repack_supported(k, w[i]) && (s = repack_one(m, w[i], nth, err)) != CPULM_OK)
                 return s;

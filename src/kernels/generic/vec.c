@@ -38,6 +38,15 @@ void cpulm_generic_swiglu(int64_t n, float *y, const float *g, const float *u) {
         y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* silu(x), the same arithmetic as swiglu with u = 1 */
+void cpulm_generic_silu(int64_t n, float *y, const float *x) {
+    int64_t nv = n & ~(int64_t)15, i = 0;
+    for (; i < nv; i++)
+        y[i] = x[i] / (1.0f + cpulm_generic_vexpf(-x[i]));
+    for (; i < n; i++)
+        y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
 void cpulm_generic_softmax(int64_t n, float *x) {
     float max = x[0];
     for (int64_t i = 1; i < n; i++)

@@ -1,0 +1,47 @@
+/* ssm_state.h: the recurrent state of the Gated DeltaNet layers of hybrid models, per
+ * sequence, beside the KV cache of their full-attention layers (kv_cache.h).
+ *
+ * A recurrent layer keeps, per sequence, a fixed amount of state whatever the length:
+ * the last (taps - 1) inputs of its causal convolution ([taps - 1][channels] floats,
+ * oldest first) and one [value head size][key head size] matrix per value head (row j
+ * holds what the state returns for value element j; the delta rule reads and writes it
+ * row by row). The state after position p - 1 is what position p starts from, so a
+ * sequence's state always belongs to its whole length (kv.len): it can be cleared or
+ * copied whole, not cut at an earlier position. Plain memory (calloc'd, so pages take
+ * RAM when first written). */
+#ifndef CPULM_SSM_STATE_H
+#define CPULM_SSM_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpulm.h"
+
+typedef struct cpulm_ssm {
+    int32_t n_layer, n_seq; /* recurrent layers, sequences */
+    int64_t conv_floats;    /* per (layer, sequence): (taps - 1) * channels */
+    int64_t state_floats;   /* per (layer, sequence): value heads * value head * key head */
+    float *conv, *state;    /* [n_layer][n_seq][...], owned */
+} cpulm_ssm;
+
+/* Bytes cpulm_ssm_init allocates. */
+uint64_t cpulm_ssm_bytes_for(int32_t n_layer, int32_t n_seq, int64_t conv_floats,
+                             int64_t state_floats);
+/* n_layer 0 (no recurrent layer) allocates nothing. */
+cpulm_status cpulm_ssm_init(cpulm_ssm *s, int32_t n_layer, int32_t n_seq, int64_t conv_floats,
+                            int64_t state_floats, cpulm_error *err);
+void cpulm_ssm_release(cpulm_ssm *s);
+
+static inline float *cpulm_ssm_conv(const cpulm_ssm *s, int32_t il, int32_t seq) {
+    return s->conv + ((size_t)il * (size_t)s->n_seq + (size_t)seq) * (size_t)s->conv_floats;
+}
+static inline float *cpulm_ssm_state(const cpulm_ssm *s, int32_t il, int32_t seq) {
+    return s->state + ((size_t)il * (size_t)s->n_seq + (size_t)seq) * (size_t)s->state_floats;
+}
+
+/* The state of an empty sequence: zeros. */
+void cpulm_ssm_seq_clear(cpulm_ssm *s, int32_t seq);
+/* dst's state becomes a copy of src's (every layer). */
+void cpulm_ssm_seq_cp(cpulm_ssm *s, int32_t src, int32_t dst);
+
+#endif

@@ -1,0 +1,488 @@
+/* test_hybrid.c: hybrid (Gated DeltaNet + gated attention) models: the qwen35 family.
+ * Logits of synthetic files against llama.cpp's (tests/data/hybrid-ref.json, made by
+ * scripts/hybrid-ref.py with the shared llama-perplexity), the delta rule against a float64
+ * oracle, batches of several sequences against each alone, and the sequence operations a
+ * recurrent state allows. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "cpulm.h"
+#include "model/deltanet.h"
+#include "synth.h"
+#include "test.h"
+
+#ifndef CPULM_SOURCE_DIR
+#define CPULM_SOURCE_DIR "."
+#endif
+
+static const char *tmp_path(const char *name) {
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s/%s", test_tmp_dir(), name);
+    return buf;
+}
+
+static cpulm_dtype type_of(const char *s) {
+    if (!strcmp(s, "f16")) return CPULM_DTYPE_F16;
+    if (!strcmp(s, "bf16")) return CPULM_DTYPE_BF16;
+    if (!strcmp(s, "q8_0")) return CPULM_DTYPE_Q8_0;
+    if (!strcmp(s, "q4_0")) return CPULM_DTYPE_Q4_0;
+    return CPULM_DTYPE_F32;
+}
+
+/* Writes (once per name) the synthetic model of a shape, type and layer cut. */
+static cpulm_model *synth_model(const char *shape, const char *type, int layers) {
+    cpulm_synth_params p;
+    if (cpulm_synth_shape(shape, &p) != CPULM_OK) return NULL;
+    p.type = type_of(type);
+    if (layers > 0) p.n_layer = layers;
+    char name[128];
+    snprintf(name, sizeof name, "%s-%s-%d.gguf", shape, type, layers);
+    const char *path = tmp_path(name);
+    cpulm_error err = {0};
+    FILE *f = fopen(path, "rb");
+    if (f)
+        fclose(f);
+    else if (cpulm_synth_write(path, &p, &err) != CPULM_OK) {
+        fprintf(stderr, "  synth %s: %s\n", name, err.msg);
+        return NULL;
+    }
+    cpulm_model *m = cpulm_model_load(path, NULL, &err);
+    if (!m) fprintf(stderr, "  load %s: %s\n", name, err.msg);
+    return m;
+}
+
+static cpulm_ctx *new_ctx(const cpulm_model *m, int n_ctx, int n_batch, int n_seq, int nth) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
+    cp.n_outputs_max = n_batch;
+    cp.n_seq_max = n_seq;
+    cp.n_threads = nth;
+    return cpulm_ctx_new(m, &cp, NULL);
+}
+
+/* Logits of every position of toks[0..n) decoded in batches of `step` (caller frees). */
+static float *all_logits(cpulm_ctx *ctx, const int32_t *toks, int32_t n, int32_t step, int32_t V) {
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)V);
+    int8_t *want = malloc((size_t)step);
+    if (!out || !want) goto fail;
+    memset(want, 1, (size_t)step);
+    for (int32_t i = 0; i < n; i += step) {
+        int32_t k = n - i < step ? n - i : step;
+        cpulm_batch b = {.n = k, .token = toks + i, .want_logits = want};
+        if (cpulm_ctx_decode(ctx, &b) != CPULM_OK) goto fail;
+        for (int32_t j = 0; j < k; j++)
+            memcpy(out + (size_t)(i + j) * V, cpulm_ctx_logits(ctx, j), sizeof(float) * (size_t)V);
+    }
+    free(want);
+    return out;
+fail:
+    free(want);
+    free(out);
+    return NULL;
+}
+
+static void log_softmax(const float *l, int32_t V, double *out) {
+    double mx = l[0], sum = 0;
+    for (int32_t i = 1; i < V; i++)
+        mx = l[i] > mx ? l[i] : mx;
+    for (int32_t i = 0; i < V; i++)
+        sum += exp(l[i] - mx);
+    for (int32_t i = 0; i < V; i++)
+        out[i] = l[i] - mx - log(sum);
+}
+
+static cpulm_json_doc *load_ref(void) {
+    size_t n = 0;
+    char *text = test_read_file(CPULM_SOURCE_DIR "/tests/data/hybrid-ref.json", &n);
+    cpulm_json_doc *d = NULL;
+    if (text) cpulm_json_parse(text, n, NULL, &d, NULL, NULL);
+    free(text);
+    return d;
+}
+
+/* One case: the chunk's logits (first token BOS, as llama-perplexity does) in batches of
+ * `step`; every listed log-probability within tol; perplexity within 0.5%. Worst diff
+ * out. */
+static int check_case(const cpulm_json *c, double tol, int32_t step, double *worst_out) {
+    const char *name = cpulm_json_str(cpulm_json_get(c, "name"));
+    cpulm_model *m = synth_model(cpulm_json_str(cpulm_json_get(c, "shape")),
+                                 cpulm_json_str(cpulm_json_get(c, "type")),
+                                 (int)cpulm_json_num(cpulm_json_get(c, "layers"), 0));
+    if (!m) return 1;
+    const cpulm_json *jt = cpulm_json_get(c, "tokens"), *rows = cpulm_json_get(c, "logprobs_topk");
+    const int32_t n = (int32_t)cpulm_json_len(jt), V = cpulm_vocab_n(m);
+    const int32_t first = (int32_t)cpulm_json_num(cpulm_json_get(c, "first"), 0);
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)n);
+    for (int32_t i = 0; i < n; i++)
+        toks[i] = (int32_t)cpulm_json_num(cpulm_json_at(jt, (size_t)i), 0);
+    toks[0] = cpulm_token_bos(m);
+    cpulm_ctx *ctx = new_ctx(m, n, 512, 1, 2);
+    float *lg = ctx ? all_logits(ctx, toks, n, step, V) : NULL;
+    double *lp = malloc(sizeof(double) * (size_t)V), worst = 0, nll = 0;
+    int fails = lg ? 0 : 1;
+    for (int32_t j = first; lg && j < n - 1; j++) {
+        log_softmax(lg + (size_t)j * V, V, lp);
+        nll -= lp[toks[j + 1]];
+        const cpulm_json *row = cpulm_json_at(rows, (size_t)(j - first));
+        for (size_t r = 0; r < cpulm_json_len(row); r++) {
+            int32_t id = (int32_t)cpulm_json_num(cpulm_json_at(cpulm_json_at(row, r), 0), -1);
+            double ref = cpulm_json_num(cpulm_json_at(cpulm_json_at(row, r), 1), 0);
+            double d = id >= 0 && id < V ? fabs(lp[id] - ref) : 1e9;
+            worst = d > worst ? d : worst;
+            fails += !(d <= tol);
+        }
+    }
+    double ppl = exp(nll / (n - 1 - first)), ref_ppl = cpulm_json_num(cpulm_json_get(c, "ppl"), 0);
+    if (lg && !(fabs(ppl - ref_ppl) <= 0.005 * ref_ppl)) fails++;
+    if (fails)
+        fprintf(stderr,
+                "  %s: %d failures, worst |diff| %.5f (tol %.4f), ppl %.4f (llama.cpp %.4f)\n",
+                name, fails, worst, tol, ppl, ref_ppl);
+    *worst_out = worst;
+    free(lp);
+    free(lg);
+    free(toks);
+    cpulm_ctx_free(ctx);
+    cpulm_model_free(m);
+    return fails;
+}
+
+/* The stored log-probabilities are exact to ~1.3e-4 (16-bit steps over 16 nats); the
+ * tolerances are the llama.cpp reference cases' for the weight type (docs/CORRECTNESS.md)
+ * plus that step. */
+static double tolerance_of(const char *type) {
+    if (!strcmp(type, "f16")) return 0.010 + 2e-4;
+    if (!strcmp(type, "bf16")) return 0.040 + 2e-4;
+    return 0.002 + 2e-4;
+}
+
+/* tiny-qwen35 (3 Gated DeltaNet layers, 1 gated attention layer, 2 key heads for 4 value
+ * heads, half of each head rotated) in F32, F16, BF16, tiny-qwen35moe (the same with 8
+ * experts, 2 used, and a shared expert) and tiny-qwen3next (its predecessor: plain NEOX rope,
+ * joint beta/alpha projection, key heads repeated in place) in F32: 255 positions after
+ * 256, so the
+ * recurrence runs over 510 tokens; decoded as one prompt and in batches of 7 tokens (the
+ * state carried between decodes). */
+TEST(hybrid_ref_tiny_float_types) {
+    cpulm_json_doc *d = load_ref();
+    REQUIRE(t, d);
+    const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
+    REQUIRE(t, cpulm_json_len(cases) >= 3);
+    for (size_t i = 0; i < cpulm_json_len(cases); i++) {
+        const cpulm_json *c = cpulm_json_at(cases, i);
+        const char *type = cpulm_json_str(cpulm_json_get(c, "type"));
+        double w1 = 0, w2 = 0;
+        CHECK_EQ_INT(t, check_case(c, tolerance_of(type), 512, &w1), 0);
+        CHECK_EQ_INT(t, check_case(c, tolerance_of(type), 7, &w2), 0);
+        fprintf(stderr, "  %s: worst |diff| %.5f (prompt), %.5f (batches of 7)\n",
+                cpulm_json_str(cpulm_json_get(c, "name")), w1, w2);
+    }
+    cpulm_json_free(d);
+}
+
+/* ---- the delta rule against float64 ---- */
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static double uniform(uint64_t *s) {
+    return (double)(rng_next(s) >> 11) / 9007199254740992.0;
+}
+
+static void unit_vector(float *x, int64_t n, uint64_t *s) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = (float)(uniform(s) * 2 - 1);
+        sum += (double)x[i] * x[i];
+    }
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(x[i] / sqrt(sum));
+}
+
+/* The recurrence in double precision, on the same float inputs. */
+static void step64(int64_t n, double *S, const float *q, const float *k, const float *v, float beta,
+                   float g, double *o) {
+    const double decay = exp((double)g);
+    for (int64_t i = 0; i < n * n; i++)
+        S[i] *= decay;
+    for (int64_t r = 0; r < n; r++) {
+        double sk = 0;
+        for (int64_t i = 0; i < n; i++)
+            sk += S[r * n + i] * k[i];
+        const double d = (v[r] - sk) * beta;
+        for (int64_t i = 0; i < n; i++)
+            S[r * n + i] += d * k[i];
+    }
+    for (int64_t r = 0; r < n; r++) {
+        double sq = 0;
+        for (int64_t i = 0; i < n; i++)
+            sq += S[r * n + i] * q[i];
+        o[r] = sq / sqrt((double)n);
+    }
+}
+
+/* 4096 tokens of random unit q and k, v in [-1, 1], beta in (0, 1), decays between 0.82 and
+ * 1 (some heads remember thousands of tokens): every output within 2e-4 of float64's. */
+TEST(hybrid_delta_step_matches_float64) {
+    const int64_t sizes[2] = {32, 128};
+    for (int si = 0; si < 4; si++) { /* the generic kernels, then this CPU's */
+        const cpulm_kernels *kt = si < 2 ? &cpulm_kernels_generic : cpulm_kernels_get();
+        const int64_t n = sizes[si % 2], T = 4096;
+        float *S = calloc((size_t)(n * n), sizeof(float)), *q = malloc(sizeof(float) * n * 3);
+        double *S64 = calloc((size_t)(n * n), sizeof(double)), *o64 = malloc(sizeof(double) * n);
+        float *o = malloc(sizeof(float) * n), *d = malloc(sizeof(float) * n);
+        REQUIRE(t, S && q && S64 && o64 && o && d);
+        float *k = q + n, *v = q + 2 * n;
+        uint64_t rs = 12345 + (uint64_t)n;
+        double worst = 0;
+        for (int64_t tk = 0; tk < T; tk++) {
+            unit_vector(q, n, &rs);
+            unit_vector(k, n, &rs);
+            for (int64_t i = 0; i < n; i++)
+                v[i] = (float)(uniform(&rs) * 2 - 1);
+            float beta = (float)uniform(&rs), g = (float)(-0.2 * uniform(&rs) * uniform(&rs));
+            cpulm_dnet_step(kt, n, S, q, k, v, beta, g, o, d);
+            step64(n, S64, q, k, v, beta, g, o64);
+            for (int64_t i = 0; i < n; i++)
+                worst = fmax(worst, fabs(o[i] - o64[i]));
+        }
+        fprintf(stderr, "  %s, head size %lld: worst |diff| over %lld tokens %.2e\n", kt->name,
+                (long long)n, (long long)T, worst);
+        CHECK(t, worst < 2e-4);
+        free(S);
+        free(q);
+        free(S64);
+        free(o64);
+        free(o);
+        free(d);
+    }
+}
+
+/* The chunked form (prompts) against the token-by-token form and float64 over 3000
+ * tokens: in chunks of 64 (the last one partial) and in chunks of random sizes 1..64,
+ * head sizes 32 and 128; outputs and the final state. */
+TEST(hybrid_chunked_matches_steps_and_float64) {
+    const int64_t sizes[2] = {32, 128}, T = 3000;
+    for (int si = 0; si < 4; si++) { /* the generic kernels, then this CPU's */
+        const cpulm_kernels *kt = si < 2 ? &cpulm_kernels_generic : cpulm_kernels_get();
+        const int64_t n = sizes[si % 2], C = CPULM_DNET_CHUNK;
+        float *in = malloc(sizeof(float) * (size_t)(T * (3 * n + 2)));
+        float *Ss = calloc((size_t)(n * n), sizeof(float)), *Sc[2];
+        double *S64 = calloc((size_t)(n * n), sizeof(double)), *o64 = malloc(sizeof(double) * n);
+        float *os = malloc(sizeof(float) * n), *d = malloc(sizeof(float) * n);
+        float *oc = malloc(sizeof(float) * (size_t)(C * n));
+        float *ws = malloc(sizeof(float) * (size_t)cpulm_dnet_chunk_ws_floats(n));
+        Sc[0] = calloc((size_t)(n * n), sizeof(float));
+        Sc[1] = calloc((size_t)(n * n), sizeof(float));
+        REQUIRE(t, in && Ss && S64 && o64 && os && d && oc && ws && Sc[0] && Sc[1]);
+        float *q = in, *k = q + T * n, *v = k + T * n, *beta = v + T * n, *g = beta + T;
+        uint64_t rs = 777 + (uint64_t)n;
+        for (int64_t i = 0; i < T; i++) {
+            unit_vector(q + i * n, n, &rs);
+            unit_vector(k + i * n, n, &rs);
+            for (int64_t j = 0; j < n; j++)
+                v[i * n + j] = (float)(uniform(&rs) * 2 - 1);
+            beta[i] = (float)uniform(&rs);
+            g[i] = (float)(-0.2 * uniform(&rs) * uniform(&rs));
+        }
+        double worst_step = 0, worst_64[2] = {0, 0}, worst_state = 0;
+        for (int mode = 0; mode < 2; mode++) {
+            int64_t t0 = 0;
+            while (t0 < T) {
+                int64_t len = mode == 0 ? C : 1 + (int64_t)(uniform(&rs) * C);
+                if (len > C) len = C;
+                if (t0 + len > T) len = T - t0;
+                cpulm_dnet_chunk(kt, len, n, Sc[mode], q + t0 * n, k + t0 * n, v + t0 * n,
+                                 beta + t0, g + t0, oc, ws);
+                for (int64_t i = t0; i < t0 + len; i++) {
+                    if (mode == 0) {
+                        cpulm_dnet_step(kt, n, Ss, q + i * n, k + i * n, v + i * n, beta[i], g[i],
+                                        os, d);
+                        step64(n, S64, q + i * n, k + i * n, v + i * n, beta[i], g[i], o64);
+                    }
+                    for (int64_t j = 0; j < n && mode == 0; j++) {
+                        worst_step = fmax(worst_step, fabs(oc[(i - t0) * n + j] - os[j]));
+                        worst_64[0] = fmax(worst_64[0], fabs(oc[(i - t0) * n + j] - o64[j]));
+                    }
+                }
+                t0 += len;
+            }
+        }
+        /* mode 1 (random chunks) against float64: replay the oracle's final state */
+        for (int64_t i = 0; i < n * n; i++) {
+            worst_state = fmax(worst_state, fabs(Sc[0][i] - S64[i]));
+            worst_64[1] = fmax(worst_64[1], fabs(Sc[1][i] - S64[i]));
+        }
+        fprintf(stderr,
+                "  %s, head size %lld: chunks of 64 vs steps %.2e, vs float64 %.2e; final state "
+                "chunks of 64 %.2e, random chunks %.2e\n",
+                kt->name, (long long)n, worst_step, worst_64[0], worst_state, worst_64[1]);
+        CHECK(t, worst_step < 1e-5 && worst_64[0] < 1e-5);
+        CHECK(t, worst_state < 1e-5 && worst_64[1] < 1e-5);
+        free(in);
+        free(Ss);
+        free(Sc[0]);
+        free(Sc[1]);
+        free(S64);
+        free(o64);
+        free(os);
+        free(d);
+        free(oc);
+        free(ws);
+    }
+}
+
+/* ---- batches and sequence operations ---- */
+
+/* 4 sequences of different lengths decoded together (interleaved tokens, then one token
+ * each per step) give each sequence's logits bit for bit as it alone. */
+static void check_batch_of_4(test_ctx *t, const char *shape) {
+    cpulm_model *m = synth_model(shape, "q8_0", 0);
+    REQUIRE(t, m);
+    const int32_t V = cpulm_vocab_n(m), lens[4] = {37, 50, 23, 64}, gen = 5;
+    float *alone[4];
+    int32_t toks[4][80];
+    for (int s = 0; s < 4; s++) {
+        for (int32_t i = 0; i < lens[s] + gen; i++)
+            toks[s][i] = i == 0 ? 1 : 3 + (int32_t)((s * 131 + i * 37) % 500);
+        cpulm_ctx *c1 = new_ctx(m, 128, 64, 1, 2);
+        REQUIRE(t, c1);
+        alone[s] = all_logits(c1, toks[s], lens[s] + gen, lens[s], V);
+        REQUIRE(t, alone[s]);
+        cpulm_ctx_free(c1);
+    }
+    cpulm_ctx *c = new_ctx(m, 128, 256, 4, 2);
+    REQUIRE(t, c);
+    int32_t bt[256], bs[256], at[4][80], n = 0;
+    int8_t want[256];
+    for (int32_t i = 0; i < 64; i++) /* prompts interleaved token by token */
+        for (int s = 0; s < 4; s++)
+            if (i < lens[s]) {
+                bt[n] = toks[s][i];
+                bs[n] = s;
+                want[n] = 1;
+                at[s][i] = n++;
+            }
+    cpulm_batch b = {.n = n, .token = bt, .seq = bs, .want_logits = want};
+    REQUIRE(t, cpulm_ctx_decode(c, &b) == CPULM_OK);
+    int diff = 0;
+    for (int s = 0; s < 4; s++)
+        for (int32_t i = 0; i < lens[s]; i++)
+            diff += memcmp(cpulm_ctx_logits(c, at[s][i]), alone[s] + (size_t)i * V,
+                           sizeof(float) * (size_t)V) != 0;
+    for (int32_t g = 0; g < gen; g++) { /* then one token per sequence per decode */
+        for (int s = 0; s < 4; s++) {
+            bt[s] = toks[s][lens[s] + g];
+            bs[s] = s;
+        }
+        cpulm_batch b1 = {.n = 4, .token = bt, .seq = bs, .want_logits = want};
+        REQUIRE(t, cpulm_ctx_decode(c, &b1) == CPULM_OK);
+        for (int s = 0; s < 4; s++)
+            diff += memcmp(cpulm_ctx_logits(c, s), alone[s] + (size_t)(lens[s] + g) * V,
+                           sizeof(float) * (size_t)V) != 0;
+    }
+    CHECK_EQ_INT(t, diff, 0);
+    for (int s = 0; s < 4; s++)
+        free(alone[s]);
+    cpulm_ctx_free(c);
+    cpulm_model_free(m);
+}
+
+TEST(hybrid_batch_of_4_equals_each_alone) {
+    check_batch_of_4(t, "tiny-qwen35");
+    check_batch_of_4(t, "tiny-qwen35moe");
+    check_batch_of_4(t, "tiny-qwen3next");
+}
+
+/* The recurrent state belongs to a sequence's whole length: removing a tail or copying a
+ * prefix shorter than the source is refused (the cache unchanged); clearing and whole
+ * copies work, and a copy continues exactly like its source. */
+TEST(hybrid_sequence_operations) {
+    cpulm_model *m = synth_model("tiny-qwen35", "f32", 0);
+    REQUIRE(t, m);
+    const int32_t V = cpulm_vocab_n(m);
+    cpulm_ctx *c = new_ctx(m, 64, 64, 2, 1);
+    REQUIRE(t, c);
+    int32_t toks[20];
+    for (int i = 0; i < 20; i++)
+        toks[i] = i == 0 ? 1 : 100 + i;
+    cpulm_batch b = {.n = 16, .token = toks};
+    REQUIRE(t, cpulm_ctx_decode(c, &b) == CPULM_OK);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_rm(c, 0, 8), CPULM_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_len(c, 0), 16);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_cp(c, 0, 1, 8), CPULM_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_cp(c, 0, 1, 16), CPULM_OK);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_state_bytes(c, 16), 0);
+    int32_t seq1 = 1;
+    cpulm_batch b0 = {.n = 1, .token = &toks[16]};
+    cpulm_batch b1 = {.n = 1, .token = &toks[16], .seq = &seq1};
+    REQUIRE(t, cpulm_ctx_decode(c, &b0) == CPULM_OK);
+    float *l0 = malloc(sizeof(float) * (size_t)V);
+    memcpy(l0, cpulm_ctx_logits(c, 0), sizeof(float) * (size_t)V);
+    REQUIRE(t, cpulm_ctx_decode(c, &b1) == CPULM_OK);
+    CHECK(t, memcmp(l0, cpulm_ctx_logits(c, 0), sizeof(float) * (size_t)V) == 0);
+    /* cleared, the sequence starts again from zeros: the first prompt's logits again */
+    CHECK_EQ_INT(t, cpulm_ctx_seq_rm(c, 0, 0), CPULM_OK);
+    cpulm_batch bp = {.n = 16, .token = toks};
+    REQUIRE(t, cpulm_ctx_decode(c, &bp) == CPULM_OK);
+    REQUIRE(t, cpulm_ctx_decode(c, &b0) == CPULM_OK);
+    CHECK(t, memcmp(l0, cpulm_ctx_logits(c, 0), sizeof(float) * (size_t)V) == 0);
+    free(l0);
+    cpulm_ctx_free(c);
+    cpulm_model_free(m);
+}
+
+/* 700 tokens decoded as one prompt (the recurrence in chunks, block attention) and as a
+ * 560-token prompt then 140 single tokens (token by token, attention split over the
+ * cache), F32 weights: the same logits up to rounding; and each way bit for bit the same on
+ * 1 and 2 threads. */
+TEST(hybrid_generation_equals_prompt_and_threads) {
+    cpulm_model *m = synth_model("tiny-qwen35", "f32", 0);
+    REQUIRE(t, m);
+    const int32_t V = cpulm_vocab_n(m), n = 700, n_prompt = 560;
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)n);
+    REQUIRE(t, toks);
+    for (int32_t i = 0; i < n; i++)
+        toks[i] = i == 0 ? 1 : 3 + (int32_t)((i * 7919) % 509);
+    float *lg[2][2]; /* [threads - 1][prompt, generation] */
+    for (int nth = 1; nth <= 2; nth++) {
+        cpulm_ctx *c = new_ctx(m, 1024, n, 1, nth);
+        REQUIRE(t, c);
+        lg[nth - 1][0] = all_logits(c, toks, n, n, V);
+        cpulm_ctx_free(c);
+        c = new_ctx(m, 1024, n, 1, nth);
+        REQUIRE(t, c);
+        float *a = all_logits(c, toks, n_prompt, n_prompt, V);
+        float *b = all_logits(c, toks + n_prompt, n - n_prompt, 1, V);
+        lg[nth - 1][1] = malloc(sizeof(float) * (size_t)n * (size_t)V);
+        REQUIRE(t, a && b && lg[nth - 1][0] && lg[nth - 1][1]);
+        memcpy(lg[nth - 1][1], a, sizeof(float) * (size_t)n_prompt * (size_t)V);
+        memcpy(lg[nth - 1][1] + (size_t)n_prompt * V, b,
+               sizeof(float) * (size_t)(n - n_prompt) * (size_t)V);
+        free(a);
+        free(b);
+        cpulm_ctx_free(c);
+    }
+    const size_t bytes = sizeof(float) * (size_t)n * (size_t)V;
+    CHECK(t, memcmp(lg[0][0], lg[1][0], bytes) == 0);
+    CHECK(t, memcmp(lg[0][1], lg[1][1], bytes) == 0);
+    double worst = 0;
+    for (size_t i = (size_t)n_prompt * V; i < (size_t)n * V; i++)
+        worst = fmax(worst, fabs(lg[0][0][i] - lg[0][1][i]));
+    fprintf(stderr, "  prompt vs generation: worst |diff| %.2e\n", worst);
+    CHECK(t, worst < 5e-4);
+    for (int i = 0; i < 2; i++) {
+        free(lg[i][0]);
+        free(lg[i][1]);
+    }
+    free(toks);
+    cpulm_model_free(m);
+}
