@@ -158,6 +158,11 @@ int cpulm_grammar_must_end(const cpulm_grammar_matcher *m);
 #define CPULM_GRAMMAR_MAX_WORK (1 << 23)
 const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m);
 
+/* Why the matcher failed (a NULL mask, CPULM_ERR_TOO_SMALL), as a static message naming the
+ * limit, or NULL if it has not. *client = 1 when the grammar is at fault (too ambiguous: a
+ * client error), 0 for a failed allocation. */
+const char *cpulm_grammar_matcher_failure(const cpulm_grammar_matcher *m, int *client);
+
 typedef struct cpulm_grammar_stats {
     uint64_t masks, mask_cache_hits, trie_steps, dfa_states, stack_nodes;
     uint64_t budget_masks; /* masks restricted by the token budget */
