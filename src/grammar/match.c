@@ -731,7 +731,9 @@ const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m) {
     return lim;
 }
 
-_Static_assert(MAX_STACKS == 2048 && CPULM_GRAMMAR_MAX_WORK == 8388608, "the messages below");
+_Static_assert(MAX_STACKS == 2048, "the messages below");
+#define STR2(x) #x
+#define STR(x)  STR2(x)
 
 const char *cpulm_grammar_matcher_failure(const cpulm_grammar_matcher *m, int *client) {
     *client = m->overflow != OVF_MEM;
@@ -741,8 +743,8 @@ const char *cpulm_grammar_matcher_failure(const cpulm_grammar_matcher *m, int *c
         return "grammar: too ambiguous to follow: more than 2048 parse stacks at one point of "
                "the output (limit 2048)";
     case OVF_WORK:
-        return "grammar: too ambiguous to follow: more than 8388608 steps for one token "
-               "(limit 8388608)";
+        return "grammar: too ambiguous to follow: more than " STR(
+            CPULM_GRAMMAR_MAX_WORK) " steps for one token (limit " STR(CPULM_GRAMMAR_MAX_WORK) ")";
     case OVF_SIZE:
         return "grammar: too large to follow: more parse-stack nodes or states than a matcher "
                "may hold (limits 4194304 and 262144)";
