@@ -191,6 +191,14 @@ status 400 -H "$AUTH" $URL/v1/chat/completions -d '{"messages":[{"role":"user","
 check err_schema_nested_repeat $?
 jq -e '.error.message | contains("nested repetitions") and contains("(limit 65536)")' "$TMP/err" >/dev/null
 check err_schema_nested_named $? "$(head -c 200 "$TMP/err")"
+# product under the limit, but ambiguous past what a matcher follows: still a fast 400 (was 500)
+pat="^$(printf '(a{0,100}){0,100}%.0s' $(seq 45))\$"
+t0=$(now_ms)
+status 400 -H "$AUTH" $URL/v1/chat/completions -d "$(jq -n --arg p "$pat" '{messages:[{role:"user",content:"x"}],
+  max_tokens:50,response_format:{type:"json_schema",json_schema:{name:"p",schema:{type:"string",pattern:$p}}}}')"; r=$?
+ms=$(( $(now_ms) - t0 ))
+[ $r = 0 ] && [ $ms -lt 3000 ] && jq -e '.error.message | contains("too ambiguous") and contains("(limit")' "$TMP/err" >/dev/null
+check err_grammar_too_ambiguous $? "(${ms} ms) $(head -c 200 "$TMP/err")"
 post /v1/chat/completions '{"messages":[{"role":"user","content":"Add 2 and 3"}],"max_tokens":100,"temperature":0.9,"seed":1,
   "tools":[{"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer"},
   "b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}}}],"tool_choice":"required","parallel_tool_calls":false}' >"$TMP/tc"

@@ -546,6 +546,9 @@ TEST(grammar_matcher_work_is_bounded) {
     }
     CHECK(t, st == CPULM_OK || st == CPULM_ERR_TOO_SMALL);
     CHECK(t, worst < 1.0);
+    int client = 0;
+    const char *why = cpulm_grammar_matcher_failure(m, &client);
+    CHECK(t, st == CPULM_OK ? why == NULL : why && client && strstr(why, "(limit"));
     cpulm_grammar_matcher_free(m);
     cpulm_grammar_free(g);
     cpulm_buf_release(&b);

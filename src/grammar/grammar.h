@@ -155,8 +155,15 @@ int cpulm_grammar_must_end(const cpulm_grammar_matcher *m);
  * hold more than 2048 parse stacks; past either the
  * matcher fails for good (NULL / CPULM_ERR_TOO_SMALL), so a hostile grammar costs the
  * thread that runs it a bounded time per token instead of seconds. */
-#define CPULM_GRAMMAR_MAX_WORK (1 << 23)
+#if !defined(CPULM_GRAMMAR_MAX_WORK)   /* the fuzz target lowers it: more executions */
+#define CPULM_GRAMMAR_MAX_WORK 8388608 /* 2^23 */
+#endif
 const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m);
+
+/* Why the matcher failed (a NULL mask, CPULM_ERR_TOO_SMALL), as a static message naming the
+ * limit, or NULL if it has not. *client = 1 when the grammar is at fault (too ambiguous: a
+ * client error), 0 for a failed allocation. */
+const char *cpulm_grammar_matcher_failure(const cpulm_grammar_matcher *m, int *client);
 
 typedef struct cpulm_grammar_stats {
     uint64_t masks, mask_cache_hits, trie_steps, dfa_states, stack_nodes;

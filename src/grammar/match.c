@@ -731,6 +731,27 @@ const uint32_t *cpulm_grammar_mask(cpulm_grammar_matcher *m) {
     return lim;
 }
 
+_Static_assert(MAX_STACKS == 2048, "the messages below");
+#define STR2(x) #x
+#define STR(x)  STR2(x)
+
+const char *cpulm_grammar_matcher_failure(const cpulm_grammar_matcher *m, int *client) {
+    *client = m->overflow != OVF_MEM;
+    switch (m->overflow) {
+    case OVF_NONE: return NULL;
+    case OVF_STACKS:
+        return "grammar: too ambiguous to follow: more than 2048 parse stacks at one point of "
+               "the output (limit 2048)";
+    case OVF_WORK:
+        return "grammar: too ambiguous to follow: more than " STR(
+            CPULM_GRAMMAR_MAX_WORK) " steps for one token (limit " STR(CPULM_GRAMMAR_MAX_WORK) ")";
+    case OVF_SIZE:
+        return "grammar: too large to follow: more parse-stack nodes or states than a matcher "
+               "may hold (limits 4194304 and 262144)";
+    default: return "out of memory";
+    }
+}
+
 void cpulm_grammar_matcher_stats(const cpulm_grammar_matcher *m, cpulm_grammar_stats *out) {
     *out = m->st;
     out->dfa_states = (uint64_t)m->n_states;

@@ -459,8 +459,10 @@ static void on_logits(cpulm_sched *s, slot *x, const float *logits) {
     sreq *q = x->q;
     const cpulm_sched_req *r = q->r;
     const uint32_t *allow = x->gm ? cpulm_grammar_mask(x->gm) : NULL;
-    if (x->gm && !allow) {
-        request_fail(s, q, 500, "the grammar is too complex to follow");
+    if (x->gm && !allow) { /* a grammar too ambiguous to follow is the client's: 400 */
+        int client = 0;
+        const char *why = cpulm_grammar_matcher_failure(x->gm, &client);
+        request_fail(s, q, client ? 400 : 500, why ? why : "out of memory");
         return;
     }
     cpulm_token t = cpulm_sampler_sample_masked(x->smp, logits, allow);
