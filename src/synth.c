@@ -116,7 +116,7 @@ static int32_t synth_head_dim(const cpulm_synth_params *p) {
 static int weight_type_ok(cpulm_dtype t) {
     return t == CPULM_DTYPE_F32 || t == CPULM_DTYPE_F16 || t == CPULM_DTYPE_BF16 ||
            t == CPULM_DTYPE_Q4_0 || t == CPULM_DTYPE_Q8_0 || t == CPULM_DTYPE_Q4_K ||
-           t == CPULM_DTYPE_Q6_K;
+           t == CPULM_DTYPE_Q6_K || t == CPULM_DTYPE_MXFP4;
 }
 
 cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
@@ -220,8 +220,12 @@ static int tensor_list(const cpulm_synth_params *p, stensor *t) {
     return n;
 }
 
+/* MXFP4 goes where gpt-oss files have it, the FFN (expert) matrices; the other matrices
+ * get Q8_0, as llama.cpp's MXFP4_MOE preset gives them. */
 static cpulm_dtype tensor_type(const cpulm_synth_params *p, const stensor *t) {
-    return t->kind == K_MATRIX ? p->type : CPULM_DTYPE_F32;
+    if (t->kind != K_MATRIX) return CPULM_DTYPE_F32;
+    if (p->type == CPULM_DTYPE_MXFP4 && !strstr(t->name, "ffn_")) return CPULM_DTYPE_Q8_0;
+    return p->type;
 }
 
 uint64_t cpulm_synth_weight_bytes(const cpulm_synth_params *p) {
