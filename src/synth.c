@@ -105,7 +105,7 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
     hp->moe_norm_weights = p->n_expert > 0;
     hp->n_rot = hp->head_dim;
     hp->rope_base = p->rope_base;
-    hp->rope_freq_scale = 1.0f;
+    hp->rope = (cpulm_rope_scaling){.freq_scale = 1.0f, .mscale = 1.0f};
     hp->norm_eps = p->norm_eps;
 }
 
@@ -156,6 +156,9 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
                           p->n_embd, p->n_ff, p->n_ff_exp, cpulm_dtype_name(p->type), blk);
     if (p->rope_base <= 0 || p->norm_eps <= 0)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rope base and norm eps must be positive");
+    if (p->yarn_factor != 0 && !(p->yarn_factor >= 1 && p->yarn_factor <= 1000))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "yarn factor %g: need 1 .. 1000",
+                          p->yarn_factor);
     return CPULM_OK;
 }
 
@@ -484,6 +487,15 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         return st;
     if (p->alignment && (st = cpulm_gguf_writer_set_u32(w, "general.alignment", p->alignment)))
         return st; /* small alignments make misaligned files for the loader's tests */
+    if (p->yarn_factor > 0) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);
+        if ((st = cpulm_gguf_writer_set_str(w, key, "yarn")) ||
+            (st = set_f32(w, p, "rope.scaling.factor", p->yarn_factor)) ||
+            (st = set_u32(w, p, "rope.scaling.original_context_length",
+                          p->yarn_orig_ctx ? p->yarn_orig_ctx : p->n_ctx)))
+            return st;
+    }
     return CPULM_OK;
 }
 

@@ -173,6 +173,34 @@ TEST(synth_mxfp4_ffn_and_experts) {
     }
 }
 
+/* --yarn: the rope.scaling keys load (YaRN was refused before) and change the logits of
+ * positions past the original context (40 tokens, original context 32). */
+TEST(synth_yarn_keys_load) {
+    cpulm_synth_params p = tiny(CPULM_DTYPE_F32);
+    char plain[512];
+    snprintf(plain, sizeof plain, "%s", tmp_path("synth_noyarn.gguf"));
+    REQUIRE(t, cpulm_synth_write(plain, &p, NULL) == CPULM_OK);
+    p.yarn_factor = 8;
+    p.yarn_orig_ctx = 32;
+    char path[512];
+    snprintf(path, sizeof path, "%s", tmp_path("synth_yarn.gguf"));
+    cpulm_error err = {0};
+    REQUIRE(t, cpulm_synth_write(path, &p, &err) == CPULM_OK);
+    const int32_t V = p.n_vocab;
+    float *a = malloc(sizeof(float) * 2 * (size_t)V), *b = malloc(sizeof(float) * 2 * (size_t)V);
+    REQUIRE(t, a && b);
+    CHECK(t, logits_of(path, 0, a, V) && logits_of(plain, 0, b, V));
+    double diff = 0;
+    for (int32_t k = 0; k < 2 * V; k++)
+        diff = fmax(diff, fabs((double)a[k] - b[k]));
+    if (!(diff > 1e-4)) fprintf(stderr, "  yarn vs plain: %g\n", diff);
+    CHECK(t, diff > 1e-4);
+    free(a);
+    free(b);
+    p.yarn_factor = 0.5f; /* a factor below 1 is refused */
+    CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
+}
+
 static char *read_all(const char *path, size_t *n) {
     return test_read_file(path, n);
 }
