@@ -1,6 +1,7 @@
 /* quant.c: element-type traits (block sizes, names, which types cpulm computes with) and
  * the scalar reference quantize / dequantize routines for the float types and the 32-wide
- * "legacy" block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1). K-quants live in quant_k.c.
+ * "legacy" block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1) and MXFP4. K-quants live in
+ * quant_k.c.
  *
  * Bit-compatibility with llama.cpp matters here: weights quantized by llama.cpp must
  * dequantize exactly, and re-quantizing the same F32 data must reproduce its bytes. That
@@ -61,6 +62,7 @@ static const cpulm_dtype_traits traits[CPULM_DTYPE_COUNT] = {
     T(BF16, "BF16", 1, 2, false, true, BF16),
     T(TQ1_0, "TQ1_0", 256, 54, true, false, Q8_K),
     T(TQ2_0, "TQ2_0", 256, 66, true, false, Q8_K),
+    T(MXFP4, "MXFP4", 32, 17, true, true, Q8_0),
 };
 #undef T
 
@@ -350,6 +352,51 @@ void cpulm_dequantize_row_q8_1_ref(const void *vx, float *y, int64_t n) {
     }
 }
 
+/* ---- MXFP4: x = values2[code] * 2^(e - 128), codes E2M1 (quant.h) ---- */
+
+const int8_t cpulm_mxfp4_values2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* The code whose value times d is nearest x; the first one on ties (so 0, not -0). */
+static uint8_t mxfp4_nearest(float x, float d) {
+    int best = 0;
+    float best_err = fabsf((float)cpulm_mxfp4_values2[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        const float err = fabsf((float)cpulm_mxfp4_values2[i] * d - x);
+        if (err < best_err) best = i, best_err = err;
+    }
+    return (uint8_t)best;
+}
+
+/* llama.cpp's rule: e = floor(log2(amax)) - 2 + 127, so amax lands in [4, 8) times the
+ * unhalved scale, i.e. in the top of E2M1's range (values above 6 clip to 6). Blocks whose
+ * amax is below 2^-125 would need a negative exponent (the reference's conversion is then
+ * undefined); they get e = 0 here. */
+void cpulm_quantize_row_mxfp4_ref(const float *x, void *vy, int64_t n) {
+    cpulm_block_mxfp4 *y = vy;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+        float ef = amax > 0.0f ? floorf(log2f(amax)) - 2 + 127 : 0.0f;
+        ef = ef < 0.0f ? 0.0f : ef > 255.0f ? 255.0f : ef;
+        y[i].e = (uint8_t)ef;
+        const float d = cpulm_e8m0_half(y[i].e);
+        for (int j = 0; j < 16; j++)
+            y[i].qs[j] = (uint8_t)(mxfp4_nearest(x[j], d) | mxfp4_nearest(x[j + 16], d) << 4);
+    }
+}
+
+void cpulm_dequantize_row_mxfp4_ref(const void *vx, float *y, int64_t n) {
+    const cpulm_block_mxfp4 *x = vx;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = cpulm_e8m0_half(x[i].e);
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)cpulm_mxfp4_values2[x[i].qs[j] & 0xF] * d;
+            y[j + 16] = (float)cpulm_mxfp4_values2[x[i].qs[j] >> 4] * d;
+        }
+    }
+}
+
 /* ---- dispatch by type ---- */
 
 static cpulm_quantize_fn quantize_fn(cpulm_dtype t) {
@@ -367,6 +414,7 @@ static cpulm_quantize_fn quantize_fn(cpulm_dtype t) {
     case CPULM_DTYPE_Q4_K: return cpulm_quantize_row_q4_K_ref;
     case CPULM_DTYPE_Q5_K: return cpulm_quantize_row_q5_K_ref;
     case CPULM_DTYPE_Q6_K: return cpulm_quantize_row_q6_K_ref;
+    case CPULM_DTYPE_MXFP4: return cpulm_quantize_row_mxfp4_ref;
     default: return NULL;
     }
 }
@@ -388,6 +436,7 @@ static cpulm_dequantize_fn dequantize_fn(cpulm_dtype t) {
     case CPULM_DTYPE_Q4_K: return cpulm_dequantize_row_q4_K_ref;
     case CPULM_DTYPE_Q5_K: return cpulm_dequantize_row_q5_K_ref;
     case CPULM_DTYPE_Q6_K: return cpulm_dequantize_row_q6_K_ref;
+    case CPULM_DTYPE_MXFP4: return cpulm_dequantize_row_mxfp4_ref;
     default: return NULL;
     }
 }

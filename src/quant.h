@@ -45,6 +45,7 @@ typedef enum cpulm_dtype {
     CPULM_DTYPE_BF16 = 30,
     CPULM_DTYPE_TQ1_0 = 34,
     CPULM_DTYPE_TQ2_0 = 35,
+    CPULM_DTYPE_MXFP4 = 39,
     CPULM_DTYPE_COUNT = 40
 } cpulm_dtype;
 
@@ -123,6 +124,29 @@ typedef struct {
     uint16_t d;
 } cpulm_block_q3_K;
 
+/* MXFP4 (OCP microscaling FP4, gpt-oss experts): 32 E2M1 values sharing one E8M0 scale.
+ * x[i] = cpulm_mxfp4_values2[qs[i] & 15] * cpulm_e8m0_half(e) and x[i+16] likewise with
+ * qs[i] >> 4, as ggml stores it: the E2M1 values are kept doubled (small integers, so the
+ * int8 dot products are exact) and the scale halved, 2^(e - 128). */
+typedef struct {
+    uint8_t e;      /* E8M0 exponent, bias 127 */
+    uint8_t qs[16]; /* E2M1 codes: sign bit 3, then 2 exponent bits and 1 mantissa bit */
+} cpulm_block_mxfp4;
+
+/* The 16 E2M1 values times 2: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, doubled. */
+extern const int8_t cpulm_mxfp4_values2[16];
+
+/* 2^(e - 128), the E8M0 scale halved (exact: e = 0 and 1 give the subnormals 2^-128 and
+ * 2^-127), built from its bits. */
+static inline float cpulm_e8m0_half(uint8_t e) {
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    v.u = e >= 2 ? (uint32_t)(e - 1) << 23 : 0x00200000u << e;
+    return v.f;
+}
+
 typedef struct cpulm_dtype_traits {
     const char *name;  /* "Q4_0", as llama.cpp prints it */
     int32_t block;     /* elements per block */
@@ -151,7 +175,7 @@ bool cpulm_dequantize_supported(cpulm_dtype t);
 /* Per-type reference routines (same contract as above; signatures match the kernel
  * table's from_float / to_float so the generic table can point at them directly).
  * Quantizers are bit-compatible with llama.cpp's reference quantizers for F16, BF16, Q8_0,
- * Q8_1, Q4_0, Q4_1, Q5_0, Q5_1, Q8_K; the K-quant weight quantizers use the same
+ * Q8_1, Q4_0, Q4_1, Q5_0, Q5_1, Q8_K, MXFP4; the K-quant weight quantizers use the same
  * weighted least-squares scale search with the same arithmetic, and reproduce llama.cpp's
  * Q4_K / Q6_K files byte for byte on the test data (no importance matrix). */
 typedef void (*cpulm_quantize_fn)(const float *x, void *y, int64_t n);
@@ -170,6 +194,7 @@ void cpulm_quantize_row_q8_K_ref(const float *x, void *y, int64_t n);
 void cpulm_quantize_row_q4_K_ref(const float *x, void *y, int64_t n);
 void cpulm_quantize_row_q5_K_ref(const float *x, void *y, int64_t n);
 void cpulm_quantize_row_q6_K_ref(const float *x, void *y, int64_t n);
+void cpulm_quantize_row_mxfp4_ref(const float *x, void *y, int64_t n);
 
 void cpulm_dequantize_row_f32_ref(const void *x, float *y, int64_t n);
 void cpulm_dequantize_row_f16_ref(const void *x, float *y, int64_t n);
@@ -186,6 +211,7 @@ void cpulm_dequantize_row_q3_K_ref(const void *x, float *y, int64_t n);
 void cpulm_dequantize_row_q4_K_ref(const void *x, float *y, int64_t n);
 void cpulm_dequantize_row_q5_K_ref(const void *x, float *y, int64_t n);
 void cpulm_dequantize_row_q6_K_ref(const void *x, float *y, int64_t n);
+void cpulm_dequantize_row_mxfp4_ref(const void *x, float *y, int64_t n);
 
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block's scales[12]. */
 static inline void cpulm_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {

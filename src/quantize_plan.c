@@ -25,6 +25,7 @@ enum {
     FT_Q5_K_M = 17,
     FT_Q6_K = 18,
     FT_BF16 = 32,
+    FT_MXFP4_MOE = 38,
 };
 
 /* Q2_K / Q3_K / IQ presets are absent: there is no reference quantizer for them here. */
@@ -41,6 +42,8 @@ static const cpulm_qplan_preset presets[] = {
     {"Q5_K_S", FT_Q5_K_S, CPULM_DTYPE_Q5_K, "Q5_K"},
     {"Q5_K_M", FT_Q5_K_M, CPULM_DTYPE_Q5_K, "Q5_K, half of attn_v/ffn_down in Q6_K"},
     {"Q6_K", FT_Q6_K, CPULM_DTYPE_Q6_K, "6.6 bits/weight"},
+    {"MXFP4_MOE", FT_MXFP4_MOE, CPULM_DTYPE_MXFP4,
+     "MXFP4 experts (3-D expert tensors), Q8_0 everything else (gpt-oss style)"},
     {"F16", FT_F16, CPULM_DTYPE_F16, "16-bit float"},
     {"BF16", FT_BF16, CPULM_DTYPE_BF16, "bfloat16"},
     {"F32", FT_ALL_F32, CPULM_DTYPE_F32, "32-bit float (no quantization)"},
@@ -169,6 +172,7 @@ static cpulm_status layer_info(const qstate *q, int32_t counter, const char *nam
 
 static cpulm_dtype output_rule(const qstate *q, const cpulm_qplan_tensor *t, cpulm_dtype ty) {
     if (q->p->output_type >= 0) return (cpulm_dtype)q->p->output_type;
+    if (q->ft == FT_MXFP4_MOE) return CPULM_DTYPE_Q8_0;
     const cpulm_dtype_traits *tr = cpulm_dtype_traits_get(ty);
     if (q->falcon || t->ne[0] % tr->block != 0) return CPULM_DTYPE_Q8_0;
     return ty == CPULM_DTYPE_Q8_0 ? ty : CPULM_DTYPE_Q6_K;
@@ -224,6 +228,8 @@ static cpulm_status rule_type(qstate *q, const cpulm_qplan_tensor *t, cpulm_dtyp
     cpulm_status st = CPULM_OK;
     if (!strcmp(name, "output.weight") || (!q->has_output && !strcmp(name, "token_embd.weight"))) {
         *ty = output_rule(q, t, *ty);
+    } else if (q->ft == FT_MXFP4_MOE) { /* expert stacks MXFP4, every other matrix Q8_0 */
+        *ty = t->n_dims >= 3 && t->ne[2] > 1 ? CPULM_DTYPE_MXFP4 : CPULM_DTYPE_Q8_0;
     } else if (!strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight")) {
         if (q->p->token_embd_type >= 0) *ty = (cpulm_dtype)q->p->token_embd_type;
     } else if (has(name, "attn_v.weight")) {

@@ -13,6 +13,8 @@
  *   - Q4_K_M / Q5_K_M give Q6_K to attn_v and ffn_down in the layers use_more_bits() picks
  *     (first and last eighth, and every third layer between), Q4_K_S gives Q5_K to the first
  *     four attn_v and the first eighth of ffn_down; attn_qkv gets one step more in K_M;
+ *   - MXFP4_MOE: expert stacks (3-D, more than one expert) get MXFP4, every other converted
+ *     tensor Q8_0 (output.weight included);
  *   - a row length that is not a multiple of the chosen block falls back
  *     Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16 if that still does not fit;
  *   - tensors are written in llama.cpp's loader order: non-layer tensors first, then by

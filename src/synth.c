@@ -150,7 +150,7 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
                 hp->n_layer_attn++;
     }
     hp->rope_base = p->rope_base;
-    hp->rope_freq_scale = 1.0f;
+    hp->rope = (cpulm_rope_scaling){.freq_scale = 1.0f, .mscale = 1.0f};
     hp->norm_eps = p->norm_eps;
 }
 
@@ -187,7 +187,7 @@ static cpulm_status check_hybrid(const cpulm_synth_params *p, const cpulm_arch_d
 static int weight_type_ok(cpulm_dtype t) {
     return t == CPULM_DTYPE_F32 || t == CPULM_DTYPE_F16 || t == CPULM_DTYPE_BF16 ||
            t == CPULM_DTYPE_Q4_0 || t == CPULM_DTYPE_Q8_0 || t == CPULM_DTYPE_Q4_K ||
-           t == CPULM_DTYPE_Q6_K;
+           t == CPULM_DTYPE_Q6_K || t == CPULM_DTYPE_MXFP4;
 }
 
 cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
@@ -227,6 +227,9 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
                           p->n_embd, p->n_ff, p->n_ff_exp, cpulm_dtype_name(p->type), blk);
     if (p->rope_base <= 0 || p->norm_eps <= 0)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rope base and norm eps must be positive");
+    if (p->yarn_factor != 0 && !(p->yarn_factor >= 1 && p->yarn_factor <= 1000))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "yarn factor %g: need 1 .. 1000",
+                          p->yarn_factor);
     return check_hybrid(p, a, blk, err);
 }
 
@@ -329,8 +332,12 @@ static int tensor_list(const cpulm_synth_params *p, stensor *t) {
     return n;
 }
 
+/* MXFP4 goes where gpt-oss files have it, the FFN (expert) matrices; the other matrices
+ * get Q8_0, as llama.cpp's MXFP4_MOE preset gives them. */
 static cpulm_dtype tensor_type(const cpulm_synth_params *p, const stensor *t) {
-    return t->kind == K_MATRIX ? p->type : CPULM_DTYPE_F32;
+    if (t->kind != K_MATRIX) return CPULM_DTYPE_F32;
+    if (p->type == CPULM_DTYPE_MXFP4 && !strstr(t->name, "ffn_")) return CPULM_DTYPE_Q8_0;
+    return p->type;
 }
 
 uint64_t cpulm_synth_weight_bytes(const cpulm_synth_params *p) {
@@ -610,6 +617,15 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         return st;
     if (p->alignment && (st = cpulm_gguf_writer_set_u32(w, "general.alignment", p->alignment)))
         return st; /* small alignments make misaligned files for the loader's tests */
+    if (p->yarn_factor > 0) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);
+        if ((st = cpulm_gguf_writer_set_str(w, key, "yarn")) ||
+            (st = set_f32(w, p, "rope.scaling.factor", p->yarn_factor)) ||
+            (st = set_u32(w, p, "rope.scaling.original_context_length",
+                          p->yarn_orig_ctx ? p->yarn_orig_ctx : p->n_ctx)))
+            return st;
+    }
     return set_hybrid(w, p);
 }
 

@@ -59,6 +59,10 @@ typedef struct cpulm_synth_params {
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
     uint32_t alignment;  /* general.alignment; 0: not written (the GGUF default, 32) */
     cpulm_ssm_shape ssm; /* hybrid architectures (qwen35) */
+    /* YaRN rope scaling (rope.scaling.type "yarn", .factor, .original_context_length):
+     * yarn_factor 0 writes no scaling keys; yarn_orig_ctx 0 means n_ctx */
+    float yarn_factor;
+    int32_t yarn_orig_ctx;
     /* Called after each tensor's data is written, with tensors and weight bytes done so far
      * and in all (a large shape takes a minute: the CLI shows a progress line). NULL: none. */
     void (*progress)(void *user, int32_t done, int32_t total, uint64_t bytes_done,

@@ -44,11 +44,13 @@ static void fill_field(uint8_t *blk, size_t off, size_t sz, const uint8_t *vals,
 /* Quants (and K-quant sub-block scales) at the ends of their ranges. */
 static void extremize(cpulm_dtype type, uint8_t *blk, uint64_t *seed) {
     static const uint8_t q4[] = {0x0F, 0xF0, 0x00, 0xFF}, q8[] = {0x7F, 0x80}, ff[] = {0xFF},
-                         bits[] = {0x00, 0xFF, 0x55, 0xAA}, s6[] = {0x7F, 0x80};
+                         bits[] = {0x00, 0xFF, 0x55, 0xAA}, s6[] = {0x7F, 0x80},
+                         mx[] = {0x77, 0xFF, 0x7F, 0xF7};
     switch (type) {
     case CPULM_DTYPE_Q4_0: fill_field(blk, 2, 16, q4, 2, seed); break;
     case CPULM_DTYPE_Q8_0: fill_field(blk, 2, 32, q8, 2, seed); break;
-    case CPULM_DTYPE_Q4_K: /* every scale and min 63 */
+    case CPULM_DTYPE_MXFP4: fill_field(blk, 1, 16, mx, 4, seed); break; /* +-6 (12 doubled) */
+    case CPULM_DTYPE_Q4_K:                                              /* every scale and min 63 */
         fill_field(blk, 4, 12, ff, 1, seed);
         fill_field(blk, 16, 128, q4, 4, seed);
         break;
@@ -66,10 +68,12 @@ static void extremize(cpulm_dtype type, uint8_t *blk, uint64_t *seed) {
     }
 }
 
-/* Q4_0 / Q8_0 quants all at the end of largest magnitude (nibble 15, -128): with activations
- * all at 127, every int16 partial sum of the x86 kernels is as large as it gets. */
+/* Q4_0 / Q8_0 / MXFP4 quants all at the end of largest magnitude (nibble 15, -128, +6):
+ * with activations all at 127, every int16 partial sum of the x86 kernels is as large as it
+ * gets. */
 static void max_quants(cpulm_dtype type, uint8_t *blk, uint64_t *seed) {
-    static const uint8_t q4[] = {0xFF}, q8[] = {0x80};
+    static const uint8_t q4[] = {0xFF}, q8[] = {0x80}, mx[] = {0x77};
+    if (type == CPULM_DTYPE_MXFP4) fill_field(blk, 1, 16, mx, 1, seed); /* all +12: u = 24 */
     if (type == CPULM_DTYPE_Q4_0) fill_field(blk, 2, 16, q4, 1, seed);
     if (type == CPULM_DTYPE_Q8_0) fill_field(blk, 2, 32, q8, 1, seed);
 }
@@ -100,7 +104,12 @@ static void bsum_extremes(float *f, int64_t n, uint64_t *seed) {
  * if no scale falls out of fp32's normal range on the way. */
 static void scale_ends(cpulm_dtype type, uint8_t *blk, uint64_t *seed) {
     static const uint16_t ends[] = {0x0001, 0x03FF, 0x0400, 0x7BFF, 0x8001, 0xFBFF, 0x0000, 0x3C00};
-    if (type != CPULM_DTYPE_Q4_0 && type != CPULM_DTYPE_Q8_0) return;
+    if (type != CPULM_DTYPE_Q4_0 && type != CPULM_DTYPE_Q8_0 && type != CPULM_DTYPE_MXFP4) return;
+    static const uint8_t e8[] = {0, 1, 2, 3, 127, 128, 200, 1};
+    if (type == CPULM_DTYPE_MXFP4) { /* the subnormal scales 2^-128, 2^-127 included */
+        blk[0] = e8[rng(seed) % 8];
+        return;
+    }
     const uint16_t h = ends[rng(seed) % 8];
     memcpy(blk, &h, 2); /* d is the block's first field (little-endian fp16) */
 }
@@ -220,11 +229,11 @@ static void check_gemm(test_ctx *t, const pack_case *c) {
 }
 
 TEST(kern_pack_gemm_all_levels) {
-    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0};
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_MXFP4};
     static const int64_t nblocks[] = {1, 37, 100};
     static const int64_t nts[] = {1, 3, 4, 9};
     uint64_t seed = 7;
-    for (int ti = 0; ti < 2; ti++)
+    for (int ti = 0; ti < 3; ti++)
         for (int bi = 0; bi < 3; bi++)
             for (int ni = 0; ni < 4; ni++) {
                 pack_case c;
@@ -251,8 +260,8 @@ TEST(kern_pack_gemm_k_all_levels) {
 
 TEST(kern_pack_gemm_extreme_quants) {
     static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q4_K,
-                                        CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
-    for (int ti = 0; ti < 5; ti++) {
+                                        CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K, CPULM_DTYPE_MXFP4};
+    for (int ti = 0; ti < 6; ti++) {
         pack_case c;
         const int64_t n = is_k_quant(types[ti]) ? 5 * 256 : 37 * 32;
         REQUIRE(t, make_case(&c, types[ti], n, 16, 9, 99 + (uint64_t)ti, 1));
@@ -275,11 +284,12 @@ TEST(kern_pack_gemm_k_bsum_extremes) {
     }
 }
 
-/* Q4_0 / Q8_0 weight scales at the ends of fp16 (scale_ends), every level against generic
- * and each token bit for bit against itself alone (the 8-token tile against decode). */
+/* Q4_0 / Q8_0 weight scales at the ends of fp16, MXFP4's subnormal and large ones (scale_ends),
+ * every level against generic and each token bit for bit against itself alone (the 8-token tile
+ * against decode). */
 TEST(kern_pack_gemm_scale_ends) {
-    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0};
-    for (int ti = 0; ti < 2; ti++) {
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_MXFP4};
+    for (int ti = 0; ti < 3; ti++) {
         pack_case c;
         REQUIRE(t, make_case(&c, types[ti], 37 * 32, 32, 9, 61 + (uint64_t)ti, 4));
         check_gemm(t, &c);
@@ -292,10 +302,12 @@ TEST(kern_pack_gemm_scale_ends) {
  * plus a tail, must give each token the same result as alone. */
 TEST(kern_pack_gemm_token_counts) {
     uint64_t seed = 11;
-    for (int ti = 0; ti < 2; ti++)
+    for (int ti = 0; ti < 3; ti++)
         for (int64_t nt = 1; nt <= 67; nt++) {
             pack_case c;
-            const cpulm_dtype type = ti ? CPULM_DTYPE_Q8_0 : CPULM_DTYPE_Q4_0;
+            const cpulm_dtype type = ti == 2 ? CPULM_DTYPE_MXFP4
+                                     : ti    ? CPULM_DTYPE_Q8_0
+                                             : CPULM_DTYPE_Q4_0;
             REQUIRE(t, make_case(&c, type, 3 * 32, 32, nt, seed++, nt % 5 == 0));
             check_gemm(t, &c);
             free_case(&c);
@@ -306,10 +318,12 @@ TEST(kern_pack_gemm_token_counts) {
  * 16 * 15 * 127 = 30480 per lane) at every token count a level tiles differently. */
 TEST(kern_pack_gemm_int16_bounds) {
     static const int64_t nts[] = {1, 2, 3, 4, 5};
-    for (int ti = 0; ti < 2; ti++)
+    for (int ti = 0; ti < 3; ti++)
         for (int ni = 0; ni < 5; ni++) {
             pack_case c;
-            const cpulm_dtype type = ti ? CPULM_DTYPE_Q8_0 : CPULM_DTYPE_Q4_0;
+            const cpulm_dtype type = ti == 2 ? CPULM_DTYPE_MXFP4
+                                     : ti    ? CPULM_DTYPE_Q8_0
+                                             : CPULM_DTYPE_Q4_0;
             REQUIRE(t, make_case(&c, type, 37 * 32, 32, nts[ni], 5 + (uint64_t)ni, 3));
             check_gemm(t, &c);
             free_case(&c);
@@ -318,8 +332,8 @@ TEST(kern_pack_gemm_int16_bounds) {
 
 TEST(kern_pack_repack_roundtrip) {
     static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q4_K,
-                                        CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
-    for (int ti = 0; ti < 5; ti++) {
+                                        CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K, CPULM_DTYPE_MXFP4};
+    for (int ti = 0; ti < 6; ti++) {
         const cpulm_dtype type = types[ti];
         pack_case c;
         /* more blocks than get_row rebuilds per step */
@@ -346,7 +360,7 @@ TEST(kern_pack_repack_roundtrip) {
 }
 
 /* The packed layout written out from its rule (kernels.h), one byte at a time: per 16-row
- * group and block, each field as the 16 rows' copies, 2-byte fields side by side, longer
+ * group and block, each field as the 16 rows' copies, 1- and 2-byte fields side by side, longer
  * ones as 64-byte chunks of 4-byte lanes. */
 static void repack_oracle(cpulm_dtype type, const uint8_t *src, uint8_t *dst, int64_t n,
                           int64_t rows) {
@@ -354,6 +368,7 @@ static void repack_oracle(cpulm_dtype type, const uint8_t *src, uint8_t *dst, in
     switch (type) {
     case CPULM_DTYPE_Q4_0: nf = 2, sz[0] = 2, sz[1] = 16; break;
     case CPULM_DTYPE_Q8_0: nf = 2, sz[0] = 2, sz[1] = 32; break;
+    case CPULM_DTYPE_MXFP4: nf = 2, sz[0] = 1, sz[1] = 16; break;
     case CPULM_DTYPE_Q4_K: nf = 4, sz[0] = 2, sz[1] = 2, sz[2] = 12, sz[3] = 128; break;
     case CPULM_DTYPE_Q5_K: nf = 5, sz[0] = 2, sz[1] = 2, sz[2] = 12, sz[3] = 32, sz[4] = 128; break;
     case CPULM_DTYPE_Q6_K: nf = 4, sz[0] = 128, sz[1] = 64, sz[2] = 16, sz[3] = 2; break;
@@ -366,11 +381,11 @@ static void repack_oracle(cpulm_dtype type, const uint8_t *src, uint8_t *dst, in
     for (int64_t g = 0; g < rows / 16; g++)
         for (int64_t b = 0; b < nb; b++)
             for (int f = 0, off = 0; f < nf; off += sz[f++])
-                for (int c = 0; c < (sz[f] == 2 ? 1 : sz[f] / 4); c++)
+                for (int c = 0; c < (sz[f] <= 2 ? 1 : sz[f] / 4); c++)
                     for (int r = 0; r < 16; r++)
-                        for (int i = 0; i < (sz[f] == 2 ? 2 : 4); i++)
+                        for (int i = 0; i < (sz[f] <= 2 ? sz[f] : 4); i++)
                             dst[o++] = src[(size_t)(g * 16 + r) * rb + (size_t)b * bb +
-                                           (size_t)off + (size_t)(sz[f] == 2 ? i : 4 * c + i)];
+                                           (size_t)off + (size_t)(sz[f] <= 2 ? i : 4 * c + i)];
 }
 
 #if defined(__aarch64__)
@@ -433,9 +448,9 @@ static uint8_t k5_arm_byte(const uint8_t *blk, int ch, int i) {
  * packed type and thread count (splits that do not divide the groups evenly included). */
 TEST(kern_pack_repack_bytes) {
     static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q4_K,
-                                        CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
+                                        CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K, CPULM_DTYPE_MXFP4};
     uint64_t seed = 77;
-    for (int ti = 0; ti < 5; ti++) {
+    for (int ti = 0; ti < 6; ti++) {
         const cpulm_dtype type = types[ti];
         const int64_t n = is_k_quant(type) ? 2 * 256 : 3 * 32, rows = 16 * 203;
         const size_t bytes = cpulm_dtype_row_bytes(type, n) * (size_t)rows;

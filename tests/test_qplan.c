@@ -310,6 +310,39 @@ TEST(qplan_70b_attn_v) {
     CHECK_EQ_INT(t, count_type(&S, E, "attn_v.weight", CPULM_DTYPE_Q5_K), 0);
 }
 
+/* llama-quantize's MXFP4_MOE: expert stacks (3-D, > 1 expert) MXFP4, every other converted
+ * matrix Q8_0 (output.weight and token_embd.weight too), norms and the router unchanged. */
+TEST(qplan_mxfp4_moe) {
+    make_llama(&S, 2, 256, 512, true);
+    S.m.n_expert = 4;
+    static const char *ex[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    char nm[64];
+    for (int l = 0; l < 2; l++) {
+        for (int k = 0; k < 3; k++) {
+            snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, ex[k]);
+            add(&S, nm, 3, 256, 512);
+            S.t[S.n - 1].ne[2] = 4;
+        }
+        snprintf(nm, sizeof nm, "blk.%d.ffn_gate_inp.weight", l);
+        add(&S, nm, 2, 256, 4);
+    }
+    snprintf(nm, sizeof nm, "blk.0.ffn_one_exps.weight"); /* a stack of one expert: Q8_0 */
+    add(&S, nm, 3, 256, 512);
+    REQUIRE(t, plan(&S, "MXFP4_MOE", E, NULL) == CPULM_OK);
+    CHECK_EQ_INT(t, count_type(&S, E, "_exps.weight", CPULM_DTYPE_MXFP4), 6);
+    CHECK_EQ_INT(t, find(&S, E, "blk.0.ffn_one_exps.weight")->type, CPULM_DTYPE_Q8_0);
+    CHECK_EQ_INT(t, find(&S, E, "output.weight")->type, CPULM_DTYPE_Q8_0);
+    CHECK_EQ_INT(t, find(&S, E, "token_embd.weight")->type, CPULM_DTYPE_Q8_0);
+    CHECK_EQ_INT(t, find(&S, E, "blk.1.attn_v.weight")->type, CPULM_DTYPE_Q8_0);
+    CHECK_EQ_INT(t, find(&S, E, "blk.1.ffn_down.weight")->type, CPULM_DTYPE_Q8_0);
+    CHECK_EQ_INT(t, find(&S, E, "blk.1.ffn_gate_inp.weight")->type, CPULM_DTYPE_F32);
+    CHECK_EQ_INT(t, find(&S, E, "blk.1.attn_norm.weight")->type, CPULM_DTYPE_F32);
+    const cpulm_qplan_preset *pr = cpulm_qplan_preset_find("mxfp4_moe");
+    REQUIRE(t, pr != NULL);
+    CHECK_EQ_INT(t, pr->ftype, 38);
+    CHECK(t, cpulm_qplan_preset_find("38") == pr);
+}
+
 TEST(qplan_presets) {
     CHECK(t, cpulm_qplan_preset_find("q4_k_m") == cpulm_qplan_preset_find("Q4_K_M"));
     CHECK(t, cpulm_qplan_preset_find("Q4_K") == cpulm_qplan_preset_find("Q4_K_M"));

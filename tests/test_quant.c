@@ -153,7 +153,7 @@ TEST(quant_traits_block_sizes) {
         {23, 256, 136, "IQ4_XS"}, {24, 1, 1, "I8"},         {25, 1, 2, "I16"},
         {26, 1, 4, "I32"},        {27, 1, 8, "I64"},        {28, 1, 8, "F64"},
         {29, 256, 56, "IQ1_M"},   {30, 1, 2, "BF16"},       {34, 256, 54, "TQ1_0"},
-        {35, 256, 66, "TQ2_0"},
+        {35, 256, 66, "TQ2_0"},   {39, 32, 17, "MXFP4"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const cpulm_dtype_traits *tr = cpulm_dtype_traits_get((uint32_t)want[i].id);
@@ -179,7 +179,7 @@ TEST(quant_traits_computable_and_vec_dot_type) {
         {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0}, {CPULM_DTYPE_Q5_0, CPULM_DTYPE_Q8_0},
         {CPULM_DTYPE_Q4_1, CPULM_DTYPE_Q8_1}, {CPULM_DTYPE_Q5_1, CPULM_DTYPE_Q8_1},
         {CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q8_K}, {CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q8_K},
-        {CPULM_DTYPE_Q6_K, CPULM_DTYPE_Q8_K},
+        {CPULM_DTYPE_Q6_K, CPULM_DTYPE_Q8_K}, {CPULM_DTYPE_MXFP4, CPULM_DTYPE_Q8_0},
     };
     int n_computable = 0;
     for (uint32_t id = 0; id < CPULM_DTYPE_COUNT; id++) {
@@ -210,6 +210,82 @@ TEST(quant_dtype_names_and_row_bytes) {
     CHECK_EQ_INT(t, cpulm_dtype_row_bytes(CPULM_DTYPE_Q6_K, 4096), 4096 / 256 * 210);
     CHECK_EQ_INT(t, cpulm_dtype_row_bytes(CPULM_DTYPE_F16, 7), 14);
     CHECK_EQ_INT(t, cpulm_dtype_row_bytes(CPULM_DTYPE_F32, 0), 0);
+}
+
+/* ---- MXFP4 (ggml's layout: e, then 16 bytes of E2M1 codes, element j low nibble of
+ * qs[j], j + 16 high nibble; x = E2M1 value * 2^(e - 127)) ---- */
+
+/* Blocks decoded by hand from the OCP E2M1 table (0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 the
+ * sign) and the E8M0 scale 2^(e - 127), not from the code under test's doubled table. */
+TEST(quant_mxfp4_dequantize_hand_blocks) {
+    static const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    static const uint8_t es[] = {127, 130, 0, 1, 2, 100, 252}; /* 254: 6 * 2^127 overflows */
+    cpulm_block_mxfp4 b;
+    for (size_t k = 0; k < sizeof es; k++) {
+        b.e = es[k];
+        for (int j = 0; j < 16; j++) /* low nibble j, high nibble 15 - j: every code twice */
+            b.qs[j] = (uint8_t)(j | (15 - j) << 4);
+        float y[32];
+        cpulm_dequantize_row_ref(CPULM_DTYPE_MXFP4, &b, y, 32);
+        const double scale = ldexp(1.0, (int)es[k] - 127);
+        for (int j = 0; j < 32; j++) {
+            const int code = j < 16 ? j : 15 - (j - 16);
+            const double want = (code & 8 ? -1.0 : 1.0) * e2m1[code & 7] * scale;
+            if ((double)y[j] != want)
+                fprintf(stderr, "  e=%d element %d: %g, want %g\n", es[k], j, y[j], want);
+            CHECK(t, (double)y[j] == want);
+        }
+    }
+    /* e = 130, codes 1 and 7: 0.5 * 8 = 4 and 6 * 8 = 48 */
+    memset(&b, 0, sizeof b);
+    b.e = 130;
+    b.qs[0] = 0x71;
+    b.qs[1] = 0x9F; /* -0.5 * 8 and -6 * 8 */
+    float y[32];
+    cpulm_dequantize_row_mxfp4_ref(&b, y, 32);
+    CHECK(t, y[0] == 4.0f && y[16] == 48.0f && y[1] == -48.0f && y[17] == -4.0f && y[2] == 0.0f);
+    CHECK_EQ_INT(t, sizeof(cpulm_block_mxfp4), 17);
+}
+
+/* llama.cpp's quantizer rule: e = floor(log2(amax)) - 2 + 127, each value to the nearest
+ * E2M1 multiple of 2^(e - 127), the lower code on ties, values past 6 clipped to 6. */
+TEST(quant_mxfp4_quantize_rule) {
+    float x[32] = {6.0f, 3.0f, -0.5f, 0.25f, 0.75f, -5.0f, 1.25f, -0.2f};
+    for (int j = 8; j < 32; j++)
+        x[j] = (float)(j % 7) * 0.5f - 1.5f; /* on the grid: -1.5 .. 1.5 */
+    cpulm_block_mxfp4 b;
+    cpulm_quantize_row_ref(CPULM_DTYPE_MXFP4, x, &b, 32);
+    CHECK_EQ_INT(t, b.e, 127); /* amax 6: floor(log2 6) = 2 */
+    const int lo[8] = {b.qs[0] & 15, b.qs[1] & 15, b.qs[2] & 15, b.qs[3] & 15,
+                       b.qs[4] & 15, b.qs[5] & 15, b.qs[6] & 15, b.qs[7] & 15};
+    CHECK_EQ_INT(t, lo[0], 7);  /* 6 */
+    CHECK_EQ_INT(t, lo[1], 5);  /* 3 */
+    CHECK_EQ_INT(t, lo[2], 9);  /* -0.5 */
+    CHECK_EQ_INT(t, lo[3], 0);  /* 0.25: tie between 0 and 0.5, the first code */
+    CHECK_EQ_INT(t, lo[4], 1);  /* 0.75: tie between 0.5 and 1 */
+    CHECK_EQ_INT(t, lo[5], 14); /* -5: tie between -4 (14) and -6 (15) */
+    CHECK_EQ_INT(t, lo[6], 2);  /* 1.25: tie between 1 and 1.5 */
+    CHECK_EQ_INT(t, lo[7], 0);  /* -0.2: nearest 0, code 0 before -0 (8) */
+    float y[32];
+    cpulm_dequantize_row_ref(CPULM_DTYPE_MXFP4, &b, y, 32);
+    for (int j = 8; j < 32; j++)
+        CHECK(t, y[j] == x[j]);
+    /* amax 7 (> 6 times the scale): clipped; amax 0.3: e = floor(log2 0.3) - 2 + 127 = 123 */
+    float z[32] = {7.0f, -7.0f};
+    cpulm_quantize_row_ref(CPULM_DTYPE_MXFP4, z, &b, 32);
+    CHECK_EQ_INT(t, b.e, 127);
+    CHECK_EQ_INT(t, b.qs[0] & 15, 7);
+    CHECK_EQ_INT(t, b.qs[1] & 15, 15);
+    memset(z, 0, sizeof z);
+    z[31] = 0.3f;
+    cpulm_quantize_row_ref(CPULM_DTYPE_MXFP4, z, &b, 32);
+    CHECK_EQ_INT(t, b.e, 123); /* scale 2^-4: 0.3 / 0.0625 = 4.8, nearest E2M1 4 (code 6) */
+    CHECK_EQ_INT(t, b.qs[15] >> 4, 6);
+    memset(z, 0, sizeof z); /* all zero: e = 0, codes 0 */
+    cpulm_quantize_row_ref(CPULM_DTYPE_MXFP4, z, &b, 32);
+    CHECK_EQ_INT(t, b.e, 0);
+    for (int j = 0; j < 16; j++)
+        CHECK_EQ_INT(t, b.qs[j], 0);
 }
 
 /* ---- fp16 / bf16 ---- */

@@ -17,7 +17,8 @@ static void synth_usage(FILE *f) {
         "                   qwen35-9b (hybrid: Gated DeltaNet + gated attention), tiny,\n"
         "                   tiny-moe, tiny-qwen35, or custom (tiny's numbers; override with the\n"
         "                   flags)\n"
-        "  --type TYPE      q4_0 (default), q8_0, f16, bf16, f32, q4_k, q6_k\n"
+        "  --type TYPE      q4_0 (default), q8_0, f16, bf16, f32, q4_k, q6_k, mxfp4 (FFN and\n"
+        "                   expert matrices; Q8_0 for the others)\n"
         "  -o FILE          output GGUF\n"
         "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
         "                   override the shape's numbers (--layers N cuts a big shape for\n"
@@ -25,6 +26,9 @@ static void synth_usage(FILE *f) {
         "  --arch NAME --head-dim N --experts N --experts-used N --expert-ff N\n"
         "                   architecture (llama, qwen2, qwen3, qwen3moe, qwen35), head size, "
         "experts\n"
+        "  --yarn FACTOR --yarn-orig-ctx N\n"
+        "                   YaRN rope scaling keys (rope.scaling.type yarn, factor, original\n"
+        "                   context length N, default --ctx)\n"
         "  --untied         write a separate output.weight (default: the shape's)\n"
         "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
         "  -t, --threads N  generation threads (default 2)\n"
@@ -36,7 +40,8 @@ typedef struct synth_opts {
     const char *shape, *type, *out;
     int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, threads, progress;
     const char *arch;
-    int head_dim, experts, experts_used, expert_ff;
+    int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx;
+    float yarn;
     long long seed;
 } synth_opts;
 
@@ -83,6 +88,10 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
             ok = parse_size(&c, &o->experts_used);
         else if (cli_flag(&c, "--expert-ff", NULL))
             ok = parse_size(&c, &o->expert_ff);
+        else if (cli_flag(&c, "--yarn", NULL))
+            ok = cli_float(&c, 1.0, 1000.0, &o->yarn);
+        else if (cli_flag(&c, "--yarn-orig-ctx", NULL))
+            ok = parse_size(&c, &o->yarn_orig_ctx);
         else if (cli_flag(&c, "--seed", NULL))
             ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
         else if (cli_flag(&c, "-t", "--threads"))
@@ -127,6 +136,8 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->experts) p->n_expert = o->experts;
     if (o->experts_used) p->n_expert_used = o->experts_used;
     if (o->expert_ff) p->n_ff_exp = o->expert_ff;
+    p->yarn_factor = o->yarn;
+    p->yarn_orig_ctx = o->yarn_orig_ctx;
     p->seed = (uint64_t)o->seed;
     p->n_threads = o->threads;
     cpulm_error err = {0};

@@ -36,11 +36,12 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
  * of the 16 rows. Groups are contiguous; within a group, blocks (32 elements for Q4_0/Q8_0,
  * 256-element super-blocks for the K-quants) follow in order, and each block holds the 16
  * rows' copies of the block's fields, field by field in the block struct's order: a 2-byte
- * field (a fp16 scale) as 16 values in row order; a field of 4k bytes as k chunks of 64
- * bytes whose 4-byte lane r holds bytes 4c..4c+3 of the field of row r (chunk c). So:
- *   Q4_0: d[16], qs 4 chunks (chunk t, lane r = qs[4t..4t+3] of row r: low nibbles are
+ * field (a fp16 scale) or 1-byte field (an E8M0 exponent) as 16 values in row order; a field of 4k
+ * bytes as k chunks of 64 bytes whose 4-byte lane r holds bytes 4c..4c+3 of the field of row r
+ * (chunk c). So: Q4_0: d[16], qs 4 chunks (chunk t, lane r = qs[4t..4t+3] of row r: low nibbles are
  *         elements 4t..4t+3, high nibbles 16+4t..16+4t+3); 288 bytes.
  *   Q8_0: d[16], qs 8 chunks; 544 bytes.
+ *   MXFP4: e[16], qs 4 chunks as Q4_0's (codes, not nibble - 8); 272 bytes.
  *   Q4_K: d[16], dmin[16], scales 3 chunks, qs 32 chunks; 2304 bytes.
  *   Q5_K: d[16], dmin[16], scales 3 chunks, qh 8 chunks, qs 32 chunks; 2816 bytes. In
  *         aarch64 builds the 40 chunks of qh and qs hold the quants in the layout of
@@ -96,6 +97,7 @@ static inline uint64_t cpulm_pack_actk_row_bytes(int64_t n) {
  * element is computed with the same arithmetic whatever nt is, so batching never changes a
  * result. Float steps, per block (super-block) b in order, acc starting at 0:
  *   Q4_0, Q8_0: acc += dw * (dx * float(isum))   (isum: the block's exact int dot)
+ *   MXFP4:      the same, dw = 2^(e - 128) and isum over the doubled E2M1 values
  *   Q4_K, Q5_K: acc = fma(d * dy, float(sumi), acc); acc = fma(-(dmin * dy), float(summ), acc)
  *   Q6_K:       acc = fma(d * dy, float(sumi), acc)
  * with sumi, summ the super-block's exact int sums (those of the generic vec_dot); fma is
@@ -106,11 +108,11 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
 /* ---- the op list: the one place an op is named ----
  * Per-type ops, X(ID, name, fn type): an array indexed by cpulm_dtype (weight type for
  * vec_dot and gemm_x16, target type for from_float, source type for to_float). */
-#define CPULM_KERNEL_TYPED_OPS(X)                                                  \
-    X(VEC_DOT, vec_dot, cpulm_vec_dot_fn)                                          \
-    X(FROM_FLOAT, from_float, cpulm_from_float_fn)                                 \
-    X(TO_FLOAT, to_float, cpulm_to_float_fn)                                       \
-    /* repacked-weight GEMM (see CPULM_PACK_ROWS): Q4_0, Q8_0, Q4_K, Q5_K, Q6_K */ \
+#define CPULM_KERNEL_TYPED_OPS(X)                                                         \
+    X(VEC_DOT, vec_dot, cpulm_vec_dot_fn)                                                 \
+    X(FROM_FLOAT, from_float, cpulm_from_float_fn)                                        \
+    X(TO_FLOAT, to_float, cpulm_to_float_fn)                                              \
+    /* repacked-weight GEMM (see CPULM_PACK_ROWS): Q4_0, Q8_0, MXFP4, Q4_K, Q5_K, Q6_K */ \
     X(GEMM_X16, gemm_x16, cpulm_gemm_fn)
 
 /* Plain ops, X(ID, name, return type, (parameters), describe group): the table field, its

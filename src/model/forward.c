@@ -142,20 +142,14 @@ static void rope_and_store(cpulm_ctx *c, int il, int64_t t, float *tmp) {
     const cpulm_hparams *hp = &c->m->hp;
     int half = hp->n_rot / 2;
     float *cs = tmp, *sn = tmp + half;
-    /* theta_i = freq_scale * (pos * theta_scale^i) / freq_factor_i, with the power as a
-     * running float product in the reference's order, so the angles round the same way */
-    float theta = (float)c->pos[t];
-    for (int i = 0; i < half; i++) {
-        float ff = c->m->rope_freqs ? c->m->rope_freqs[i] : 1.0f;
-        float th = c->m->hp.rope_freq_scale * (theta / ff);
-        cs[i] = cosf(th);
-        sn[i] = sinf(th);
+    /* the angles of pos (rope.h: scaling none, linear or YaRN) */
+    cpulm_rope_angles(&hp->rope, hp->n_rot, c->theta_scale, c->m->rope_freqs, (float)c->pos[t], cs,
+                      sn);
+    for (int i = 0; i < half; i++)
         if (!rope_pair_rotates(c->m, i)) { /* position 0: the identity */
             cs[i] = 1.0f;
             sn[i] = 0.0f;
         }
-        theta *= c->theta_scale;
-    }
     int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = c->kv.kv_dim;
     float *q = c->q + t * qd, *k = c->kc + t * kvd, *v = c->vc + t * kvd;
     rope_heads(q, hp->n_head, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);

@@ -65,21 +65,9 @@ static cpulm_status get_float(loader *L, const char *suffix, double def, float *
 }
 
 static cpulm_status read_rope_scaling(loader *L) {
-    cpulm_hparams *hp = &L->m->hp;
-    hp->rope_freq_scale = 1.0f;
-    cpulm_str type;
-    cpulm_status s = cpulm_gguf_get_str(&L->m->gguf, akey(L, "rope.scaling.type"), &type, L->err);
-    if (s == CPULM_ERR_NOT_FOUND || (s == CPULM_OK && cpulm_str_eq(type, "none"))) return CPULM_OK;
-    if (s != CPULM_OK) return s;
-    if (!cpulm_str_eq(type, "linear"))
-        return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED, "rope scaling type '%.*s' not supported",
-                          (int)type.len, type.ptr);
-    float factor = 1.0f;
-    if ((s = get_float(L, "rope.scaling.factor", 1.0, &factor)) != CPULM_OK) return s;
-    if (!(factor >= 1e-3f && factor <= 1e3f))
-        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "rope scaling factor %g out of range", factor);
-    hp->rope_freq_scale = 1.0f / factor;
-    return CPULM_OK;
+    const cpulm_hparams *hp = &L->m->hp;
+    return cpulm_rope_scaling_read(&L->m->gguf, L->m->arch->name, hp->n_rot, hp->rope_base,
+                                   hp->n_ctx_train, &L->m->hp.rope, L->err);
 }
 
 /* Mixture-of-experts keys: expert_count (required for MoE-only architectures, ignored by

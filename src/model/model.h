@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "rope.h"
 #include "../base/mmap.h"
 #include "../gguf.h"
 #include "../quant.h"
@@ -82,7 +83,7 @@ typedef struct cpulm_layer {
 typedef struct cpulm_hparams {
     int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
     float rope_base;
-    float rope_freq_scale; /* 1 / linear scaling factor */
+    cpulm_rope_scaling rope; /* <arch>.rope.scaling.* (rope.h) */
     float norm_eps;
     int32_t pooling; /* <arch>.pooling_type (cpulm_pooling); NONE when absent */
     int32_t n_expert, n_expert_used, n_ff_exp; /* 0, 0, 0 for dense models */

@@ -1,6 +1,6 @@
 /* repack.c: 16-row interleaved weight layout for the gemm_x16 kernels (see repack.h).
  * One rule serves every type (kernels.h): per block, the block struct's fields in order,
- * each as the 16 rows' copies, 2-byte fields side by side, longer ones in 64-byte chunks of
+ * each as the 16 rows' copies, 1- and 2-byte fields side by side, longer ones in 64-byte chunks of
  * 4-byte lanes. A type is described by its fields' byte sizes. */
 #include "repack.h"
 
@@ -26,12 +26,13 @@
 
 typedef struct block_fields {
     int n;                   /* fields; 0: the type has no packed layout */
-    uint16_t sz[MAX_FIELDS]; /* byte sizes in struct order: 2, or a multiple of 4 */
+    uint16_t sz[MAX_FIELDS]; /* byte sizes in struct order: 1, 2, or a multiple of 4 */
 } block_fields;
 
 static block_fields fields_of(cpulm_dtype t) {
     switch (t) {
     case CPULM_DTYPE_Q4_0: return (block_fields){2, {2, 16}};
+    case CPULM_DTYPE_MXFP4: return (block_fields){2, {1, 16}};
     case CPULM_DTYPE_Q8_0: return (block_fields){2, {2, 32}};
     case CPULM_DTYPE_Q4_K: return (block_fields){4, {2, 2, 12, 128}};
     case CPULM_DTYPE_Q5_K: return (block_fields){5, {2, 2, 12, 32, 128}};
@@ -50,8 +51,8 @@ static void unpack_block(const block_fields *f, const uint8_t *g, uint8_t *blk, 
     size_t off = 0;
     for (int i = 0; i < f->n; off += f->sz[i++]) {
         const uint8_t *src = g + (size_t)R * off;
-        if (f->sz[i] == 2)
-            memcpy(blk + off, src + 2 * r, 2);
+        if (f->sz[i] <= 2)
+            memcpy(blk + off, src + f->sz[i] * r, f->sz[i]);
         else
             for (size_t c = 0; c < f->sz[i] / 4u; c++)
                 memcpy(blk + off + 4 * c, src + c * 64 + r * 4, 4);
@@ -70,8 +71,8 @@ static size_t block_bytes(const block_fields *f) {
 /* Row r's copy of one field (sz bytes at in) into its lanes at o. sz is a constant at every
  * call, so this unrolls into plain 2- or 4-byte loads and stores at constant offsets. */
 INLINE void put_field(uint8_t *o, const uint8_t *in, size_t r, const size_t sz) {
-    if (sz == 2) {
-        memcpy(o + 2 * r, in, 2);
+    if (sz <= 2) {
+        memcpy(o + sz * r, in, sz);
         return;
     }
     _Pragma("GCC unroll 32") for (size_t c = 0; c < sz / 4; c++)
@@ -155,6 +156,7 @@ static void pack_range(cpulm_dtype type, const void *src, void *dst, int64_t n_i
     const int64_t nb = n_in / cpulm_dtype_traits_get(type)->block;
     switch (type) {
     case CPULM_DTYPE_Q4_0: pack_groups(src, dst, rb, nb, g0, g1, 2, 16, 0, 0, 0); break;
+    case CPULM_DTYPE_MXFP4: pack_groups(src, dst, rb, nb, g0, g1, 1, 16, 0, 0, 0); break;
     case CPULM_DTYPE_Q8_0: pack_groups(src, dst, rb, nb, g0, g1, 2, 32, 0, 0, 0); break;
     case CPULM_DTYPE_Q4_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 128, 0); break;
     case CPULM_DTYPE_Q5_K: pack_groups(src, dst, rb, nb, g0, g1, 2, 2, 12, 32, 128);

@@ -143,6 +143,44 @@ ARM_INLINE int32x4_t arm_block_q4_0(const cpulm_block_q4_0 *x, const cpulm_block
     return dot16(p, hi, vld1q_s8(y->qs + 16));
 }
 
+/* MXFP4 codes (16 bytes of nibbles) as their doubled E2M1 values (-12..12): elements
+ * 0..15 (low nibbles) and 16..31 (high), by a table lookup. */
+ARM_INLINE void arm_mxfp4_unpack(const uint8_t *qs, int8x16_t *lo, int8x16_t *hi) {
+    const int8x16_t lut = vld1q_s8(cpulm_mxfp4_values2);
+    const uint8x16_t q = vld1q_u8(qs);
+    *lo = vqtbl1q_s8(lut, vandq_u8(q, vdupq_n_u8(0x0F)));
+    *hi = vqtbl1q_s8(lut, vshrq_n_u8(q, 4));
+}
+
+ARM_INLINE int32x4_t arm_block_mxfp4(const cpulm_block_mxfp4 *x, const cpulm_block_q8_0 *y,
+                                     arm_dot16_fn dot16) {
+    int8x16_t lo, hi;
+    arm_mxfp4_unpack(x->qs, &lo, &hi);
+    int32x4_t p = dot16(vdupq_n_s32(0), lo, vld1q_s8(y->qs));
+    return dot16(p, hi, vld1q_s8(y->qs + 16));
+}
+
+ARM_INLINE void arm_vec_dot_mxfp4(int64_t n, float *s, const void *vx, const void *vy,
+                                  arm_dot16_fn dot16) {
+    const cpulm_block_mxfp4 *x = vx;
+    const cpulm_block_q8_0 *y = vy;
+    const int64_t nb = n / 32;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const int32x4_t p0 = arm_block_mxfp4(&x[i], &y[i], dot16);
+        const int32x4_t p1 = arm_block_mxfp4(&x[i + 1], &y[i + 1], dot16);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), cpulm_e8m0_half(x[i].e) * arm_fp16(y[i].d));
+        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1),
+                           cpulm_e8m0_half(x[i + 1].e) * arm_fp16(y[i + 1].d));
+    }
+    if (i < nb) {
+        const int32x4_t p = arm_block_mxfp4(&x[i], &y[i], dot16);
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p), cpulm_e8m0_half(x[i].e) * arm_fp16(y[i].d));
+    }
+    *s = vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
 /* Two blocks per step into two accumulators: independent FMA chains hide the latency. */
 ARM_INLINE void arm_vec_dot_q8_0(int64_t n, float *s, const void *vx, const void *vy,
                                  arm_dot16_fn dot16) {

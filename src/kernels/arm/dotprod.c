@@ -26,6 +26,10 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *x, const void *y)
     arm_vec_dot_q4_0(n, s, x, y, dot16_sdot);
 }
 
+static void vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *x, const void *y) {
+    arm_vec_dot_mxfp4(n, s, x, y, dot16_sdot);
+}
+
 static void vec_dot_q4_K_q8_K(int64_t n, float *s, const void *x, const void *y) {
     arm_vec_dot_k4(n, s, x, y, 0, dot16_sdot);
 }
@@ -75,6 +79,7 @@ const cpulm_kernels cpulm_kernels_dotprod = {
         {
             [CPULM_DTYPE_Q8_0] = vec_dot_q8_0_q8_0,
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
+            [CPULM_DTYPE_MXFP4] = vec_dot_mxfp4_q8_0,
             [CPULM_DTYPE_Q4_K] = vec_dot_q4_K_q8_K,
             [CPULM_DTYPE_Q5_K] = vec_dot_q5_K_q8_K,
             [CPULM_DTYPE_Q6_K] = vec_dot_q6_K_q8_K,

@@ -27,6 +27,10 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *x, const void *y)
     arm_vec_dot_q4_0(n, s, x, y, arm_dot16_mull);
 }
 
+static void vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *x, const void *y) {
+    arm_vec_dot_mxfp4(n, s, x, y, arm_dot16_mull);
+}
+
 static void vec_dot_q4_K_q8_K(int64_t n, float *s, const void *x, const void *y) {
     arm_vec_dot_k4(n, s, x, y, 0, arm_dot16_mull);
 }
@@ -144,6 +148,69 @@ ARM_NO_PRESCHED static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t l
 ARM_NO_PRESCHED static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                                           const uint8_t *act, uint64_t stride) {
     neon_gemm(n, nt, s, ld, w, act, stride, 1);
+}
+
+/* MXFP4 (layout in kernels.h: e[16], then Q4_0's chunks): the quad's codes looked up as
+ * their doubled E2M1 values (-12..12), then Q4_0's int16 quad dot with no correction
+ * (16 products per row, |sum| <= 16 * 12 * 127 < 2^15), then the same float step with
+ * dw = 2^(e - 128) built from the exponent bits (cpulm_e8m0_half's). */
+ARM_INLINE void neon_mxfp4_quad_codes(const uint8_t *blk, int i, int8x16_t v[8]) {
+    const int8x16_t lut = vld1q_s8(cpulm_mxfp4_values2);
+    const uint8_t *q = blk + 16 + 16 * i;
+    _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {
+        const uint8x16_t u = vld1q_u8(q + 64 * t);
+        v[t] = vqtbl1q_s8(lut, vandq_u8(u, vdupq_n_u8(0x0F)));
+        v[t + 4] = vqtbl1q_s8(lut, vshrq_n_u8(u, 4));
+    }
+}
+
+ARM_INLINE float32x4_t neon_mxfp4_quad_scales(const uint8_t *blk, int i) {
+    uint32_t e4;
+    memcpy(&e4, blk + 4 * i, 4);
+    const uint32x4_t e = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(e4))));
+    const uint32x4_t one = vdupq_n_u32(1);
+    const uint32x4_t norm = vshlq_n_u32(vsubq_u32(e, one), 23);
+    const uint32x4_t sub = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(e));
+    return vreinterpretq_f32_u32(vbslq_u32(vcgtq_u32(e, one), norm, sub));
+}
+
+ARM_INLINE void neon_mxfp4_quad(int64_t n, const uint8_t *w, int quad, const arm_x16_act *a,
+                                float *s, int64_t ld, const int NT) {
+    float32x4_t acc[NEON_TILE];
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) acc[j] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < n / 32; b++) {
+        const uint8_t *g = w + (size_t)b * 272;
+        int8x16_t v[8], wr[2][4];
+        neon_mxfp4_quad_codes(g, quad, v);
+        neon_transpose4(v, wr[0]);
+        neon_transpose4(v + 4, wr[1]);
+        const float32x4_t dw = neon_mxfp4_quad_scales(g, quad);
+        _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
+            const int8x16_t x[2] = {vld1q_s8(a[j].x[b].qs), vld1q_s8(a[j].x[b].qs + 16)};
+            const int32x4_t is = neon_quad_dot((const int8x16_t(*)[4])wr, x, 0, vdupq_n_s32(0));
+            const float32x4_t f = vmulq_n_f32(vcvtq_f32_s32(is), a[j].d[b]);
+            acc[j] = vfmaq_f32(acc[j], dw, f);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++)
+        vst1q_f32(s + (size_t)j * (size_t)ld + 4 * quad, acc[j]);
+}
+
+ARM_INLINE void neon_mxfp4_tile(int64_t n, const uint8_t *w, const uint8_t *act, uint64_t stride,
+                                float *s, int64_t ld, const int NT) {
+    arm_x16_act a[NEON_TILE];
+    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) a[j] =
+        arm_x16_act_row(act + (size_t)j * stride, n, 1);
+    for (int quad = 0; quad < 4; quad++)
+        neon_mxfp4_quad(n, w, quad, a, s, ld, NT);
+}
+
+ARM_NO_PRESCHED static void gemm_mxfp4_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                           const uint8_t *act, uint64_t stride) {
+#define NEON_CALL(j0, NT) \
+    neon_mxfp4_tile(n, w, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT)
+    ARM_X16_TILES(NEON_TILE, NEON_CALL);
+#undef NEON_CALL
 }
 
 /* ---- bf16 and attention-score dots: 16 elements per step in 4 accumulators, then 4-wide,
@@ -465,6 +532,7 @@ const cpulm_kernels cpulm_kernels_neon = {
             [CPULM_DTYPE_BF16] = vec_dot_bf16,
             [CPULM_DTYPE_Q8_0] = vec_dot_q8_0_q8_0,
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
+            [CPULM_DTYPE_MXFP4] = vec_dot_mxfp4_q8_0,
             [CPULM_DTYPE_Q4_K] = vec_dot_q4_K_q8_K,
             [CPULM_DTYPE_Q5_K] = vec_dot_q5_K_q8_K,
             [CPULM_DTYPE_Q6_K] = vec_dot_q6_K_q8_K,
@@ -500,6 +568,7 @@ const cpulm_kernels cpulm_kernels_neon = {
         {
             [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
             [CPULM_DTYPE_Q4_0] = gemm_q4_0_x16,
+            [CPULM_DTYPE_MXFP4] = gemm_mxfp4_x16,
         },
 };
 #endif

@@ -131,6 +131,24 @@ void cpulm_generic_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const 
     *s = sum;
 }
 
+/* MXFP4: the doubled E2M1 values are int8, so the block sum is exact as for Q4_0; the
+ * scale 2^(e - 128) is a power of two. */
+void cpulm_generic_vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const cpulm_block_mxfp4 *x = vx;
+    const cpulm_block_q8_0 *y = vy;
+    float sum = 0.0f;
+    int8_t q[32];
+    for (int64_t i = 0; i < n / 32; i++) {
+        for (int j = 0; j < 16; j++) {
+            q[j] = cpulm_mxfp4_values2[x[i].qs[j] & 0xF];
+            q[j + 16] = cpulm_mxfp4_values2[x[i].qs[j] >> 4];
+        }
+        const int sumi = dot32_i8(q, y[i].qs);
+        sum += (float)sumi * (cpulm_e8m0_half(x[i].e) * cpulm_fp16_to_f32(y[i].d));
+    }
+    *s = sum;
+}
+
 void cpulm_generic_vec_dot_q5_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const cpulm_block_q5_0 *x = vx;
     const cpulm_block_q8_0 *y = vy;

@@ -44,6 +44,20 @@ static void unpack_q8_0(const uint8_t *blk, int8_t w[R][32], float *dw) {
     }
 }
 
+/* MXFP4: e[16] (one byte per row), then the codes in Q4_0's 4 chunks; dw = 2^(e - 128). */
+static void unpack_mxfp4(const uint8_t *blk, int8_t w[R][32], float *dw) {
+    const uint8_t *q = blk + R;
+    for (int r = 0; r < R; r++) {
+        dw[r] = cpulm_e8m0_half(blk[r]);
+        for (int t = 0; t < 4; t++)
+            for (int c = 0; c < 4; c++) {
+                uint8_t v = q[t * 64 + r * 4 + c];
+                w[r][4 * t + c] = cpulm_mxfp4_values2[v & 15];
+                w[r][16 + 4 * t + c] = cpulm_mxfp4_values2[v >> 4];
+            }
+    }
+}
+
 static void gemm_x16(int64_t n, int nt, float *s, int64_t ld, const uint8_t *w, size_t blk_bytes,
                      void (*unpack)(const uint8_t *, int8_t[R][32], float *), const uint8_t *act,
                      uint64_t act_stride) {
@@ -75,4 +89,9 @@ void cpulm_generic_gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const 
 void cpulm_generic_gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                                  const uint8_t *act, uint64_t act_stride) {
     gemm_x16(n, nt, s, ld, w, 2 * R + 32 * R, unpack_q8_0, act, act_stride);
+}
+
+void cpulm_generic_gemm_mxfp4_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                  const uint8_t *act, uint64_t act_stride) {
+    gemm_x16(n, nt, s, ld, w, R + 16 * R, unpack_mxfp4, act, act_stride);
 }

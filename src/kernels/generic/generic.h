@@ -16,6 +16,7 @@ void cpulm_generic_vec_dot_f16(int64_t n, float *s, const void *x, const void *y
 void cpulm_generic_vec_dot_bf16(int64_t n, float *s, const void *x, const void *y);
 void cpulm_generic_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *x, const void *y);
 void cpulm_generic_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *x, const void *y);
+void cpulm_generic_vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *x, const void *y);
 void cpulm_generic_vec_dot_q4_1_q8_1(int64_t n, float *s, const void *x, const void *y);
 void cpulm_generic_vec_dot_q5_0_q8_0(int64_t n, float *s, const void *x, const void *y);
 void cpulm_generic_vec_dot_q5_1_q8_1(int64_t n, float *s, const void *x, const void *y);
@@ -73,6 +74,8 @@ static inline void cpulm_attn_merge_row(float *M, float *L, float mc, float lc, 
 }
 
 /* ---- repacked-weight GEMM (gemm.c), contracts in kernels.h (cpulm_gemm_fn) ---- */
+void cpulm_generic_gemm_mxfp4_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                  const uint8_t *act, uint64_t act_stride);
 void cpulm_generic_gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                                  const uint8_t *act, uint64_t act_stride);
 void cpulm_generic_gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,

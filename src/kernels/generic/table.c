@@ -24,6 +24,7 @@ const cpulm_kernels cpulm_kernels_generic = {
             D(Q4_K) = cpulm_generic_vec_dot_q4_K_q8_K,
             D(Q5_K) = cpulm_generic_vec_dot_q5_K_q8_K,
             D(Q6_K) = cpulm_generic_vec_dot_q6_K_q8_K,
+            D(MXFP4) = cpulm_generic_vec_dot_mxfp4_q8_0,
         },
     .from_float =
         {
@@ -40,6 +41,7 @@ const cpulm_kernels cpulm_kernels_generic = {
             D(Q4_K) = cpulm_quantize_row_q4_K_ref,
             D(Q5_K) = cpulm_quantize_row_q5_K_ref,
             D(Q6_K) = cpulm_quantize_row_q6_K_ref,
+            D(MXFP4) = cpulm_quantize_row_mxfp4_ref,
         },
     .to_float =
         {
@@ -58,6 +60,7 @@ const cpulm_kernels cpulm_kernels_generic = {
             D(Q4_K) = cpulm_dequantize_row_q4_K_ref,
             D(Q5_K) = cpulm_dequantize_row_q5_K_ref,
             D(Q6_K) = cpulm_dequantize_row_q6_K_ref,
+            D(MXFP4) = cpulm_dequantize_row_mxfp4_ref,
         },
 #define GENERIC_OP(ID, name, ret, params, group) .name = cpulm_generic_##name,
     CPULM_KERNEL_OPS(GENERIC_OP)
@@ -69,5 +72,6 @@ const cpulm_kernels cpulm_kernels_generic = {
             D(Q4_K) = cpulm_generic_gemm_q4_K_x16,
             D(Q5_K) = cpulm_generic_gemm_q5_K_x16,
             D(Q6_K) = cpulm_generic_gemm_q6_K_x16,
+            D(MXFP4) = cpulm_generic_gemm_mxfp4_x16,
         },
 };

@@ -68,6 +68,33 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
     *s = x86_hsum_ps256(_mm256_add_ps(acc0, acc1));
 }
 
+/* MXFP4: the codes looked up as signed bytes (-12..12), then Q4_0's signed dot. */
+static void vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const cpulm_block_mxfp4 *x = vx;
+    const cpulm_block_q8_0 *y = vy;
+    const int64_t nb = n / 32;
+    const __m256i lut = x86_mxfp4_lut256(0);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        const __m256i q0 = _mm256_shuffle_epi8(lut, x86_nibbles_32(x[i].qs));
+        const __m256i q1 = _mm256_shuffle_epi8(lut, x86_nibbles_32(x[i + 1].qs));
+        const __m256i p0 = x86_dot_i8_pairs(q0, _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m256i p1 = x86_dot_i8_pairs(q1, _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
+        const float d0 = cpulm_e8m0_half(x[i].e) * x86_fp16(y[i].d);
+        const float d1 = cpulm_e8m0_half(x[i + 1].e) * x86_fp16(y[i + 1].d);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d0), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d1), _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i q = _mm256_shuffle_epi8(lut, x86_nibbles_32(x[i].qs));
+        const __m256i p = x86_dot_i8_pairs(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
+        const float d = cpulm_e8m0_half(x[i].e) * x86_fp16(y[i].d);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc0);
+    }
+    *s = x86_hsum_ps256(_mm256_add_ps(acc0, acc1));
+}
+
 /* ---- K-quants against Q8_K ----
  * The quants are unsigned (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63 before its -32), so maddubs
  * takes them directly; pairs stay below 2 * 63 * 127 < 32768. Sub-block scales are applied
@@ -697,6 +724,87 @@ static inline __attribute__((always_inline)) void gemm_q4_0_16(int64_t n, const 
     }
 }
 
+/* MXFP4, all 16 rows x NT (1..4) tokens, Q4_0's tile with the codes looked up as their
+ * doubled E2M1 values plus 12 (0..24, unsigned for maddubs): a pair reaches 2 * 24 * 127 =
+ * 6096, so int16 lanes sum two chunks (4 maddubs, 24384 < 32768) before each madd, and the
+ * chain starts at -12 * sum(x) = c4 + c4 / 2 (c4 = -8 * sum(x), exact). The float step is
+ * every level's acc = fma(dw, dx * float(isum), acc), dw = 2^(e - 128). */
+static inline __attribute__((always_inline)) void gemm_mxfp4_16(int64_t n, const uint8_t *w,
+                                                                const uint8_t *act, uint64_t stride,
+                                                                float *s, int64_t ld,
+                                                                const int NT) {
+    const int64_t nb = n / 32;
+    const uint64_t xo = cpulm_pack_act_extras_offset(n);
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+    const __m256i lut = x86_mxfp4_lut256(12);
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int j = 0; j < 2 * NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = w + (size_t)b * 272;
+        __m256i is[8];
+        _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+            const float *ex = (const float *)(act + (size_t)j * stride + xo);
+            int32_t c;
+            memcpy(&c, ex + nb + b, 4);
+            is[2 * j] = is[2 * j + 1] = _mm256_set1_epi32(c + c / 2);
+        }
+        _Pragma("GCC unroll 2") for (int t2 = 0; t2 < 4; t2 += 2) {
+            __m256i p[8];
+            _Pragma("GCC unroll 2") for (int t = t2; t < t2 + 2; t++) {
+                const __m256i v0 = _mm256_loadu_si256((const __m256i *)(g + 16 + 64 * t));
+                const __m256i v1 = _mm256_loadu_si256((const __m256i *)(g + 48 + 64 * t));
+                const __m256i l0 = _mm256_shuffle_epi8(lut, _mm256_and_si256(v0, m4));
+                const __m256i l1 = _mm256_shuffle_epi8(lut, _mm256_and_si256(v1, m4));
+                const __m256i h0 =
+                    _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4));
+                const __m256i h1 =
+                    _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4));
+                _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+                    const int8_t *xq = ((const cpulm_block_q8_0 *)(act + (size_t)j * stride))[b].qs;
+                    const __m256i ylo = bcast4_256(xq + 4 * t), yhi = bcast4_256(xq + 16 + 4 * t);
+                    const __m256i d0 = _mm256_add_epi16(_mm256_maddubs_epi16(l0, ylo),
+                                                        _mm256_maddubs_epi16(h0, yhi));
+                    const __m256i d1 = _mm256_add_epi16(_mm256_maddubs_epi16(l1, ylo),
+                                                        _mm256_maddubs_epi16(h1, yhi));
+                    p[2 * j] = chain_256(t == t2 ? d0 : _mm256_add_epi16(p[2 * j], d0));
+                    p[2 * j + 1] = chain_256(t == t2 ? d1 : _mm256_add_epi16(p[2 * j + 1], d1));
+                }
+            }
+            _Pragma("GCC unroll 8") for (int j = 0; j < 2 * NT; j++) is[j] =
+                _mm256_add_epi32(is[j], _mm256_madd_epi16(p[j], ones));
+        }
+        const __m128i e16 = _mm_loadu_si128((const __m128i *)g);
+        const __m256 dw0 = x86_e8m0_half256(_mm256_cvtepu8_epi32(e16));
+        const __m256 dw1 = x86_e8m0_half256(_mm256_cvtepu8_epi32(_mm_srli_si128(e16, 8)));
+        _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+            const float *ex = (const float *)(act + (size_t)j * stride + xo);
+            const __m256 dx = _mm256_set1_ps(ex[b]);
+            acc[2 * j] =
+                _mm256_fmadd_ps(dw0, _mm256_mul_ps(_mm256_cvtepi32_ps(is[2 * j]), dx), acc[2 * j]);
+            acc[2 * j + 1] = _mm256_fmadd_ps(
+                dw1, _mm256_mul_ps(_mm256_cvtepi32_ps(is[2 * j + 1]), dx), acc[2 * j + 1]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {
+        _mm256_storeu_ps(s + (size_t)j * (size_t)ld, acc[2 * j]);
+        _mm256_storeu_ps(s + (size_t)j * (size_t)ld + 8, acc[2 * j + 1]);
+    }
+}
+
+static void gemm_mxfp4_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                           const uint8_t *act, uint64_t stride) {
+    for (int j = 0; j < nt; j += 4) {
+        const uint8_t *a = act + j * stride;
+        float *o = s + j * ld;
+        switch (nt - j >= 4 ? 4 : nt - j) {
+        case 4: gemm_mxfp4_16(n, w, a, stride, o, ld, 4); break;
+        case 3: gemm_mxfp4_16(n, w, a, stride, o, ld, 3); break;
+        case 2: gemm_mxfp4_16(n, w, a, stride, o, ld, 2); break;
+        default: gemm_mxfp4_16(n, w, a, stride, o, ld, 1); break;
+        }
+    }
+}
+
 /* Tiles of up to 4 tokens; a lone token (decode) takes the one-pass GEMVs. */
 static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                           const uint8_t *act, uint64_t stride) {
@@ -1031,6 +1139,7 @@ const cpulm_kernels cpulm_kernels_avx2 = {
             [CPULM_DTYPE_Q4_K] = vec_dot_q4_K_q8_K,
             [CPULM_DTYPE_Q5_K] = vec_dot_q5_K_q8_K,
             [CPULM_DTYPE_Q6_K] = vec_dot_q6_K_q8_K,
+            [CPULM_DTYPE_MXFP4] = vec_dot_mxfp4_q8_0,
         },
     .from_float = {[CPULM_DTYPE_Q8_0] = from_float_q8_0,
                    [CPULM_DTYPE_F16] = from_float_f16,
@@ -1061,6 +1170,7 @@ const cpulm_kernels cpulm_kernels_avx2 = {
                  [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
                  [CPULM_DTYPE_Q4_K] = gemm_q4_K_x16,
                  [CPULM_DTYPE_Q5_K] = gemm_q5_K_x16,
-                 [CPULM_DTYPE_Q6_K] = gemm_q6_K_x16},
+                 [CPULM_DTYPE_Q6_K] = gemm_q6_K_x16,
+                 [CPULM_DTYPE_MXFP4] = gemm_mxfp4_x16},
 };
 #endif

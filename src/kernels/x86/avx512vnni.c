@@ -82,8 +82,9 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
  * bytes broadcast to every lane advances 16 dot products by 4 elements. A block's 8 such
  * vectors are unpacked once and reused for up to 8 tokens, whose 8 independent chains hide
  * the instruction's latency (and blocks overlap, each starting a fresh chain). Weights
- * enter unsigned (Q4_0 nibbles u = q + 8; Q8_0 u = q + 128 by flipping the sign bit); each
- * chain starts from the bias correction (-8 or -128 times sum(x), from the activation
+ * enter unsigned (Q4_0 nibbles u = q + 8; Q8_0 u = q + 128 by flipping the sign bit; MXFP4
+ * u = v + 12, its doubled E2M1 value v by a byte shuffle); each chain starts from the bias
+ * correction (-8, -128 or -12 times sum(x), from the activation
  * row's extras), so it ends at the exact integer dot. Per block and token:
  * acc = fma(dw, dx * float(isum), acc), in block order, the same for every tile size.
  * The constant-count loops carry unroll pragmas: at -O2 GCC keeps them rolled, which puts
@@ -112,30 +113,59 @@ static inline __m512i bcast4(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* NT (1..TILE_T) tokens against one group; q8 selects the weight type. Inlined per NT. */
-static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uint8_t *w, int q8,
+/* MXFP4 codes (Q4_0's chunks) looked up as their doubled E2M1 values plus 12 (0..24,
+ * unsigned); the chain's seed takes off 12 * sum(x). */
+static inline void unpack_mxfp4_x16(const uint8_t *q, __m512i w[8]) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    const __m512i lut = _mm512_broadcast_i32x4(_mm256_castsi256_si128(x86_mxfp4_lut256(12)));
+    _Pragma("GCC unroll 8") for (int t = 0; t < 4; t++) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * t);
+        w[t] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m));
+        w[t + 4] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
+    }
+}
+
+/* The 16 rows' MXFP4 scales 2^(e - 128), two halves of x86_e8m0_half256. */
+static inline __m512 mxfp4_scales_x16(const uint8_t *g) {
+    const __m128i e = _mm_loadu_si128((const __m128i *)g);
+    const __m256 lo = x86_e8m0_half256(_mm256_cvtepu8_epi32(e));
+    const __m256 hi = x86_e8m0_half256(_mm256_cvtepu8_epi32(_mm_srli_si128(e, 8)));
+    return _mm512_castsi512_ps(x86_join_si512(_mm256_castps_si256(lo), _mm256_castps_si256(hi)));
+}
+
+enum { W_Q4_0, W_Q8_0, W_MXFP4 };
+
+/* NT (1..TILE_T) tokens against one group of weight kind wk. Inlined per NT and kind. */
+static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uint8_t *w, int wk,
                                                             const uint8_t *act, uint64_t stride,
                                                             float *s, int64_t ld, const int NT) {
     const int64_t nb = n / 32;
-    const size_t blk = q8 ? 2 * 16 + 32 * 16 : 2 * 16 + 16 * 16;
+    const size_t blk = wk == W_Q8_0 ? 2 * 16 + 32 * 16 : wk == W_Q4_0 ? 2 * 16 + 16 * 16 : 272;
     const uint64_t xo = cpulm_pack_act_extras_offset(n);
-    const int64_t corr = q8 ? 2 * nb : nb; /* offset of c8 or c4 in int32s after d */
+    const int64_t corr = wk == W_Q8_0 ? 2 * nb : nb; /* offset of c8 or c4 in int32s after d */
     __m512 acc[TILE_T];
     _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *g = w + (size_t)b * blk;
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+        __m512 dw;
         __m512i wv[8];
-        if (q8)
-            unpack_q8_x16(g + 32, wv);
-        else
-            unpack_q4_x16(g + 32, wv);
+        if (wk == W_MXFP4) {
+            dw = mxfp4_scales_x16(g);
+            unpack_mxfp4_x16(g + 16, wv);
+        } else {
+            dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+            if (wk == W_Q8_0)
+                unpack_q8_x16(g + 32, wv);
+            else
+                unpack_q4_x16(g + 32, wv);
+        }
         _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
             const uint8_t *row = act + (size_t)j * stride;
             const int8_t *xq = ((const cpulm_block_q8_0 *)row)[b].qs;
             const float *ex = (const float *)(row + xo);
             int32_t c;
             memcpy(&c, ex + corr + b, 4);
+            if (wk == W_MXFP4) c += c / 2; /* -8 * sum(x) -> -12 * sum(x) */
             __m512i is = _mm512_set1_epi32(c);
             _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) is =
                 _mm512_dpbusd_epi32(is, wv[k], bcast4(xq + 4 * k));
@@ -149,7 +179,7 @@ static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uin
 
 static inline __attribute__((always_inline)) void gemm_x16(int64_t n, int nt, float *s, int64_t ld,
                                                            const void *w, const uint8_t *act,
-                                                           uint64_t stride, int q8) {
+                                                           uint64_t stride, int wk) {
     int j = 0;
     /* Few tokens (batched generation of up to 16 sequences): tiles of 4. The weights then
      * stream from memory and 4 chains per block keep up with them; measured on the 1B
@@ -158,31 +188,36 @@ static inline __attribute__((always_inline)) void gemm_x16(int64_t n, int nt, fl
      * arithmetic is the same whatever the tiling. */
     if (nt <= 2 * TILE_T)
         for (; j + 4 <= nt; j += 4)
-            gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, 4);
+            gemm_tile(n, w, wk, act + j * stride, stride, s + j * ld, ld, 4);
     for (; j + TILE_T <= nt; j += TILE_T)
-        gemm_tile(n, w, q8, act + j * stride, stride, s + j * ld, ld, TILE_T);
+        gemm_tile(n, w, wk, act + j * stride, stride, s + j * ld, ld, TILE_T);
     const uint8_t *a = act + j * stride;
     float *o = s + j * ld;
     switch (nt - j) {
-    case 7: gemm_tile(n, w, q8, a, stride, o, ld, 7); break;
-    case 6: gemm_tile(n, w, q8, a, stride, o, ld, 6); break;
-    case 5: gemm_tile(n, w, q8, a, stride, o, ld, 5); break;
-    case 4: gemm_tile(n, w, q8, a, stride, o, ld, 4); break;
-    case 3: gemm_tile(n, w, q8, a, stride, o, ld, 3); break;
-    case 2: gemm_tile(n, w, q8, a, stride, o, ld, 2); break;
-    case 1: gemm_tile(n, w, q8, a, stride, o, ld, 1); break;
+    case 7: gemm_tile(n, w, wk, a, stride, o, ld, 7); break;
+    case 6: gemm_tile(n, w, wk, a, stride, o, ld, 6); break;
+    case 5: gemm_tile(n, w, wk, a, stride, o, ld, 5); break;
+    case 4: gemm_tile(n, w, wk, a, stride, o, ld, 4); break;
+    case 3: gemm_tile(n, w, wk, a, stride, o, ld, 3); break;
+    case 2: gemm_tile(n, w, wk, a, stride, o, ld, 2); break;
+    case 1: gemm_tile(n, w, wk, a, stride, o, ld, 1); break;
     default: break;
     }
 }
 
 static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                           const uint8_t *act, uint64_t stride) {
-    gemm_x16(n, nt, s, ld, w, act, stride, 0);
+    gemm_x16(n, nt, s, ld, w, act, stride, W_Q4_0);
 }
 
 static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                           const uint8_t *act, uint64_t stride) {
-    gemm_x16(n, nt, s, ld, w, act, stride, 1);
+    gemm_x16(n, nt, s, ld, w, act, stride, W_Q8_0);
+}
+
+static void gemm_mxfp4_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                           const uint8_t *act, uint64_t stride) {
+    gemm_x16(n, nt, s, ld, w, act, stride, W_MXFP4);
 }
 
 /* ---- K-quant GEMM over repacked 16-row groups (layouts, float steps in kernels.h) ----
@@ -417,6 +452,7 @@ const cpulm_kernels cpulm_kernels_avx512vnni = {
             [CPULM_DTYPE_Q4_K] = gemm_q4_K_x16,
             [CPULM_DTYPE_Q5_K] = gemm_q5_K_x16,
             [CPULM_DTYPE_Q6_K] = gemm_q6_K_x16,
+            [CPULM_DTYPE_MXFP4] = gemm_mxfp4_x16,
         },
 };
 #endif

@@ -67,6 +67,29 @@ static inline __m256i x86_dot_i8_pairs(__m256i x, __m256i y) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
+/* MXFP4 codes (0..15, one per byte) -> their doubled E2M1 values (cpulm_mxfp4_values2),
+ * by a byte shuffle; bias 12 adds 12 to every value (0..24, for unsigned-times-signed
+ * dots, the -12 * sum(y) taken off afterwards). */
+static inline __m256i x86_mxfp4_lut256(int bias) {
+    return _mm256_setr_epi8(
+        (char)(0 + bias), (char)(1 + bias), (char)(2 + bias), (char)(3 + bias), (char)(4 + bias),
+        (char)(6 + bias), (char)(8 + bias), (char)(12 + bias), (char)(0 + bias), (char)(-1 + bias),
+        (char)(-2 + bias), (char)(-3 + bias), (char)(-4 + bias), (char)(-6 + bias),
+        (char)(-8 + bias), (char)(-12 + bias), (char)(0 + bias), (char)(1 + bias), (char)(2 + bias),
+        (char)(3 + bias), (char)(4 + bias), (char)(6 + bias), (char)(8 + bias), (char)(12 + bias),
+        (char)(0 + bias), (char)(-1 + bias), (char)(-2 + bias), (char)(-3 + bias),
+        (char)(-4 + bias), (char)(-6 + bias), (char)(-8 + bias), (char)(-12 + bias));
+}
+
+/* 8 E8M0 exponents (zero-extended int32 lanes) -> 2^(e - 128) as floats, from the bits as
+ * cpulm_e8m0_half builds them (e < 2: the subnormals 0x00200000 << e). */
+static inline __m256 x86_e8m0_half256(__m256i e) {
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(sub, norm, _mm256_cmpgt_epi32(e, one)));
+}
+
 /* roundf() semantics (half away from zero), exactly, on 8 floats: truncate, then step
  * away from zero when the dropped fraction is >= 0.5 (v - trunc(v) is exact). */
 static inline __m256 x86_round_away_ps256(__m256 v) {
