@@ -16,7 +16,9 @@
 
 #include "cpulm.h"
 #include "base/fp16.h"
+#include "context.h"
 #include "kernels/kernels.h"
+#include "model/attention.h"
 #include "levels.h"
 #include "synth.h"
 #include "test.h"
@@ -1174,5 +1176,155 @@ TEST(attn_split_folds_chunks_in_chunk_order) {
     REQUIRE(t, m != NULL);
     const cpulm_kv_type kvs[] = {CPULM_KV_F16, CPULM_KV_Q8_0};
     split_equals_block(t, m, 780, kvs, 2);
+    cpulm_model_free(m);
+}
+
+/* ---- driver options: sliding window and attention sinks ---- */
+
+/* A float64 softmax attention of row (token t, head h) of c's last batch in layer il over
+ * the cache's keys max(0, pos - window + 1)..pos (dequantized as stored), with o's sink of
+ * head h as a key of value 0; worst |diff| against c->att, relative to the largest |v|.
+ * q16: the query rounded to f16 first (the exact numerics'). */
+static double opts_row_err(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int32_t t, int h,
+                           int q16, double *sc, float *kr, float *vr) {
+    const int d = c->m->hp.head_dim, nh = c->m->hp.n_head, g = h / (nh / c->m->hp.n_head_kv);
+    const size_t off = cpulm_dtype_row_bytes(c->kv.dtype, d) * (size_t)g;
+    const int32_t pos = c->pos[t], lo = o->window > 0 && pos >= o->window ? pos - o->window + 1 : 0;
+    const float *q = c->q + ((size_t)t * nh + h) * d;
+    cpulm_to_float_fn cvt = cpulm_kernels_generic.to_float[c->kv.dtype];
+    double M = o->sinks ? o->sinks[h] : -INFINITY, den = 0, out[256] = {0}, vmax = 0;
+    for (int32_t j = lo; j <= pos; j++) {
+        cvt(cpulm_kv_k(&c->kv, il, c->seq[t], j) + off, kr, d);
+        double s = 0;
+        for (int e = 0; e < d; e++)
+            s += (q16 ? h16(q[e]) : (double)q[e]) * kr[e];
+        sc[j - lo] = s / sqrt((double)d);
+        M = sc[j - lo] > M ? sc[j - lo] : M;
+    }
+    for (int32_t j = lo; j <= pos; j++) {
+        cvt(cpulm_kv_v(&c->kv, il, c->seq[t], j) + off, vr, d);
+        const double p = exp(sc[j - lo] - M);
+        den += p;
+        for (int e = 0; e < d; e++) {
+            out[e] += p * vr[e];
+            vmax = fabs(vr[e]) > vmax ? fabs(vr[e]) : vmax;
+        }
+    }
+    if (o->sinks) den += exp(o->sinks[h] - M);
+    double err = 0;
+    const float *att = c->att + ((size_t)t * nh + h) * d;
+    for (int e = 0; e < d; e++)
+        err = fmax(err, fabs(att[e] - out[e] / den));
+    return err / vmax;
+}
+
+/* Runs the driver with o on layer il of c's last batch (one thread doing the items of nth)
+ * and returns the worst relative error of its rows against opts_row_err. */
+static double opts_run_err(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int nth, int q16) {
+    const uint64_t base = atomic_load(&c->work_ctr); /* a job of its own, as a pass */
+    c->work_base[0].v = base;
+    cpulm_attn_run(c, il, o, 0, nth);
+    double *sc = malloc(sizeof(double) * (size_t)c->kv.n_ctx), err = 0;
+    float *kr = malloc(sizeof(float) * 2 * 256);
+    for (int32_t t = 0; sc && kr && t < c->n_tok; t++)
+        for (int h = 0; h < c->m->hp.n_head; h++)
+            err = fmax(err, opts_row_err(c, il, o, t, h, q16, sc, kr, kr + 256));
+    free(sc);
+    free(kr);
+    return err;
+}
+
+/* c with n tokens of sequence 0 decoded in batches of the sizes in `batches` (0-ended). */
+static cpulm_ctx *opts_ctx(const cpulm_model *m, cpulm_kv_type kv, int attn, const int *batches) {
+    ctx_attn = attn;
+    cpulm_ctx *c = ctx_of(m, 1024, 1, kv);
+    ctx_attn = 1;
+    int32_t toks[512];
+    for (int p = 0; c && *batches; batches++) {
+        for (int i = 0; i < *batches; i++)
+            toks[i] = ((p + i) * 7919 + 13) % cpulm_vocab_n(m);
+        cpulm_batch b = {.n = *batches, .token = toks};
+        if (cpulm_ctx_decode(c, &b) != CPULM_OK) return cpulm_ctx_free(c), NULL;
+        p += *batches;
+    }
+    return c;
+}
+
+static const float opts_sinks[8] = {-30.0f, -2.0f, -0.5f, 0.0f, 0.5f, 2.0f, 4.0f, 30.0f};
+static const cpulm_attn_opts opts_cases[] = {{0, opts_sinks}, {1, NULL},         {100, opts_sinks},
+                                             {300, NULL},     {300, opts_sinks}, {5000, NULL}};
+#define N_OPTS (int)(sizeof opts_cases / sizeof opts_cases[0])
+
+/* Sliding windows (1 key; 100; 300, across a chunk boundary; more than the context) and
+ * attention sinks (per head, from far below to far above the scores) are parameters of the
+ * driver: for every cache type and numerics, prompt blocks (the last 41 of 321 tokens) and
+ * generation (token 320 alone: split items, exact items of several KV heads) match a float64
+ * softmax attention over the window with the sink in the denominator, and token 320's row is
+ * the same bits both ways (and with its items planned for 1 or 3 threads). */
+TEST(attn_window_and_sinks_match_float64) {
+    cpulm_model *m = synth_model("attn-opts.gguf", 1, 512, 256, 8, 2, 1024, CPULM_DTYPE_Q8_0);
+    REQUIRE(t, m != NULL);
+    static const struct {
+        cpulm_kv_type kv;
+        int attn;
+        double tol;
+        const char *name;
+    } cfg[] = {{CPULM_KV_F32, 1, 1e-6, "f32"},
+               {CPULM_KV_F16, 1, 1e-6, "f16 tiled"},
+               {CPULM_KV_Q8_0, 1, 5e-6, "q8_0"},
+               {CPULM_KV_Q4_0, 1, 5e-6, "q4_0"},
+               {CPULM_KV_F16, 0, 2e-3, "f16 exact"}}; /* f16 accumulation */
+    const int prompt[] = {280, 41, 0}, gen[] = {280, 40, 1, 0};
+    const size_t row = sizeof(float) * 8 * 64;
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        cpulm_ctx *a = opts_ctx(m, cfg[i].kv, cfg[i].attn, prompt);
+        cpulm_ctx *b = opts_ctx(m, cfg[i].kv, cfg[i].attn, gen);
+        REQUIRE(t, a && b);
+        for (int k = 0; k < N_OPTS; k++) {
+            const cpulm_attn_opts *o = &opts_cases[k];
+            const double ea = opts_run_err(a, 0, o, 1, cfg[i].attn == 0);
+            double eb = 0;
+            int same = 1;
+            for (int nth = 1; nth <= 3; nth += 2) {
+                eb = fmax(eb, opts_run_err(b, 0, o, nth, cfg[i].attn == 0));
+                same &= memcmp(a->att + 40 * 8 * 64, b->att, row) == 0;
+            }
+            if (ea > cfg[i].tol || eb > cfg[i].tol || !same)
+                fprintf(stderr, "  %s window %d sinks %d: prompt %.3g, generation %.3g%s\n",
+                        cfg[i].name, o->window, o->sinks != NULL, ea, eb,
+                        same ? "" : ", token 320 differs");
+            CHECK(t, ea <= cfg[i].tol && eb <= cfg[i].tol && same);
+        }
+        cpulm_ctx_free(a);
+        cpulm_ctx_free(b);
+    }
+    cpulm_model_free(m);
+}
+
+/* The exact numerics with a window give the bits of attn_f16 over the window's keys (the
+ * walk, attn_fast = -1, which slices the cache): prompt blocks and generation. */
+TEST(attn_exact_window_equals_the_walk) {
+    cpulm_model *m = synth_model("attn-opts-walk.gguf", 1, 512, 256, 8, 2, 1024, CPULM_DTYPE_Q8_0);
+    REQUIRE(t, m != NULL);
+    const int prompt[] = {280, 41, 0}, gen[] = {280, 40, 1, 0};
+    const int *runs[2] = {prompt, gen};
+    for (int r = 0; r < 2; r++) {
+        cpulm_ctx *x = opts_ctx(m, CPULM_KV_F16, 0, runs[r]),
+                  *w = opts_ctx(m, CPULM_KV_F16, -1, runs[r]);
+        REQUIRE(t, x && w);
+        const size_t bytes = sizeof(float) * (size_t)x->n_tok * 8 * 64;
+        for (int k = 0; k < N_OPTS; k++) {
+            if (opts_cases[k].sinks) continue; /* the walk has none */
+            opts_run_err(x, 0, &opts_cases[k], 2, 1);
+            opts_run_err(w, 0, &opts_cases[k], 2, 1);
+            const int same = memcmp(x->att, w->att, bytes) == 0;
+            if (!same)
+                fprintf(stderr, "  %s, window %d: differs from the walk\n",
+                        r ? "generation" : "prompt", opts_cases[k].window);
+            CHECK(t, same);
+        }
+        cpulm_ctx_free(x);
+        cpulm_ctx_free(w);
+    }
     cpulm_model_free(m);
 }
