@@ -291,6 +291,7 @@ typedef struct att_state {
 static int tile_rows(const att_run *r, const int32_t *qpos, int *i0, int i1, const att_tile *t) {
     while (*i0 < i1 && qpos[*i0] < t->j)
         (*i0)++;
+    if (r->window <= 0) return i1;
     int e = *i0;
     while (e < i1 && key_lo(r, qpos[e]) < t->j + t->n)
         e++;
@@ -304,14 +305,15 @@ static int row_keys(const att_run *r, const att_tile *t, int32_t pos, int *lo) {
     return pos - t->j + 1 < t->n ? (int)(pos - t->j + 1) : t->n;
 }
 
-/* A chunked numerics' softmax update of one row (s: its tile scores); the keys before its
+/* A chunked numerics' softmax update sm of one row (s: its tile scores); the keys before its
  * window get weight 0. Returns the rescale of the row's previous output. */
-static float row_softmax(const att_run *r, const att_tile *t, int32_t pos, float *s, float *M,
-                         float *L) {
+typedef float (*att_softmax_fn)(int n, int lim, float *s, float *M, float *L);
+static inline float row_softmax(const att_run *r, const att_tile *t, att_softmax_fn sm, int32_t pos,
+                                float *s, float *M, float *L) {
     int lo;
     const int lim = row_keys(r, t, pos, &lo);
-    const float a = (r->num == NUM_QUANT ? r->k->attn_softmaxz : r->k->attn_softmax_row)(
-        t->n - lo, lim - lo, s + lo, M, L);
+    if (lo == 0) return sm(t->n, lim, s, M, L);
+    const float a = sm(t->n - lo, lim - lo, s + lo, M, L);
     memset(s, 0, sizeof(float) * (size_t)lo);
     return a;
 }
@@ -327,7 +329,8 @@ static void tiled_tile(const att_run *r, att_ws *w, const att_tile *t, int h, in
     r->k->attn_scores(d, r1 - r0, t->n, w->q + r0 * d, d, kt, t->ld, r->scale, w->s + r0 * TILE,
                       TILE);
     for (int i = r0; i < r1; i++)
-        w->a[i] = row_softmax(r, t, w->qpos[i], w->s + i * TILE, &st.M[i - i0], &st.L[i - i0]);
+        w->a[i] = row_softmax(r, t, r->k->attn_softmax_row, w->qpos[i], w->s + i * TILE,
+                              &st.M[i - i0], &st.L[i - i0]);
     r->k->attn_pv(d, r1 - r0, t->n, w->s + r0 * TILE, TILE, vt, t->ld, w->a + r0,
                   st.O + (r0 - i0) * d, d);
 }
@@ -347,7 +350,8 @@ static void quant_tile(const att_run *r, att_ws *w, const att_tile *t, int h, in
     r->k->attn_qscores(d, ty, r1 - r0, t->n, w->q16 + r0 * d, d, w->qsc + r0, t->k + hs, ld,
                        w->s + r0 * TILE, TILE, t->nk ? t->nk + hs : NULL);
     for (int i = r0; i < r1; i++)
-        w->a[i] = row_softmax(r, t, w->qpos[i], w->s + i * TILE, &st.M[i - i0], &st.L[i - i0]);
+        w->a[i] = row_softmax(r, t, r->k->attn_softmaxz, w->qpos[i], w->s + i * TILE, &st.M[i - i0],
+                              &st.L[i - i0]);
     r->k->attn_qpv(d, ty, r1 - r0, t->n, w->s + r0 * TILE, TILE, t->v + hs, ld, w->a + r0,
                    st.O + (r0 - i0) * d, d, t->nv ? t->nv + hs : NULL);
 }
