@@ -188,9 +188,9 @@ TEST(attn_softmax_row_bit_identical_on_wide_ranges) {
                 }
 }
 
-/* The tiles of a q8_0 / q4_0 cache reach the attention steps through to_float: every level
- * gives the reference dequantizer's bits (so a cache type's results do not depend on the
- * level), for every quant value and scales from subnormal halves to inf and NaN. */
+/* to_float of q8_0 / q4_0 rows (once the tiles of such caches, now the embedding lookup's):
+ * every level gives the reference dequantizer's bits, for every quant value and scales from
+ * subnormal halves to inf and NaN. */
 TEST(attn_kv_tile_to_float_bit_identical_at_every_level) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
