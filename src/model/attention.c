@@ -1,47 +1,32 @@
 /* attention.c: the attention driver: every query row of a batch over the KV cache, whatever
- * the cache type or numerics, flash-attention style.
+ * the cache type or numerics, flash-attention style (docs/ARCHITECTURE.md "Attention").
  *
- * The driver owns everything that is not arithmetic: the causal mask, the sliding window
- * (cpulm_attn_opts.window), the attention sinks (cpulm_attn_opts.sinks), the score scale,
- * GQA grouping and the split of the work over the threads. The arithmetic is three tile
- * ops per numerics, taken from the kernel table (kernels.h): score tile, softmax update,
- * value tile, applied to one tile of keys for a run of query rows. Three numerics exist:
- *
- *   exact  (F16 cache, default): attn_xscores, attn_xweights, attn_xpv: attn_f16's
- *          key-by-key recurrence (f16 accumulation, libm expf), bit for bit;
- *   tiled  (F32 / BF16 caches, F16 with attn_fast): attn_scores, attn_softmax_row, attn_pv
- *          on f32 tiles, keys in chunks whose partials attn_merge folds in order;
- *   quant  (Q8_0 / Q4_0 caches): attn_qscores, attn_softmaxz, attn_qpv on the cache rows
- *          in place, the queries quantized to int16 once per item (attn_qquant); chunks as
- *          tiled.
- *
- * A tile reader per cache type makes a tile: the rows in place (F32; Q8_0 / Q4_0, whose ops
- * read the quants), or converted to f32 by to_float (F16, BF16).
+ * The driver owns what is not arithmetic: the causal mask, the sliding window and the sinks
+ * (cpulm_attn_opts), the score scale, GQA grouping and the split over the threads. The
+ * arithmetic is a numerics' three tile ops from the kernel table (kernels.h): score tile,
+ * softmax update, value tile, each on one tile of keys for a run of query rows:
+ *   exact  (F16 cache, default): attn_x*, attn_f16's recurrence (f16 accumulation) bit for bit;
+ *   tiled  (F32, F16 with attn_fast): attn_scores / softmax_row / pv on f32 tiles;
+ *   quant  (Q8_0, Q4_0): attn_qscores / softmaxz / qpv on the cache rows in place.
+ * A tile reader per cache type makes the tile (read_tile).
  *
  * A work item is a block of query rows that share keys: up to CPULM_ATT_ROWS rows made of
- * consecutive tokens of one sequence x the query heads of one KV head (GQA group), so every
- * tile read serves all rows of the block; a one-token block may take several KV heads (their
- * adjacent slices of each cache row, so each page of the cache is walked once per item, not
- * once per head: at depth 32k the page walks of reading 1/n_kv of every row doubled the
- * time). Keys are walked in tiles of CPULM_ATTN_TILE positions aligned at 0; the chunked
- * numerics group them in chunks of CPULM_ATTN_CHUNK (aligned at 0) and fold the chunk
- * partials in chunk order. A row skips tiles past its position and before its window, and
- * masks the rest of its diagonal tile and of the tile its window starts in (the softmax
- * update runs on the row's keys only, the masked weights are 0).
+ * consecutive tokens of one sequence x the query heads of one KV head, so each tile read serves
+ * every row; a one-token block may take several KV heads (their adjacent slices of each cache
+ * row: each page of the cache is then walked once per item, not once per head; at depth 32k
+ * the page walks of reading 1/n_kv of every row doubled the time). Keys go in tiles of
+ * CPULM_ATTN_TILE aligned at 0; tiled and quant group them in chunks of CPULM_ATTN_CHUNK whose
+ * partials attn_merge folds in chunk order. A row skips tiles past its position or before its
+ * window; the softmax update runs on the keys the row sees, the others get weight 0.
  *
- * Generation with the chunked numerics (every block a single token, few of them) splits the
- * chunks over the threads instead (flash-decoding): each item writes its chunk's partial, and
- * the thread that finishes a (token, group)'s last chunk folds them in order (a counter per
- * pair, so no barrier: under load a barrier costs more than the fold). The exact recurrence
- * cannot be split over keys: there a generation item is a token x several KV heads.
+ * Generation on the chunked numerics (one-token blocks, few of them) splits the chunks over the
+ * threads (flash-decoding): each item writes its chunk's partial, and the thread that finishes
+ * a (token, group)'s last chunk folds them in order (a counter per pair, no barrier: under load
+ * a barrier costs more than the fold). The exact recurrence cannot be split over keys.
  *
- * Every step's arithmetic is per row and per key in a fixed order (kernels.h), and tile and
- * chunk boundaries are fixed positions, so a token's result is the same bits whichever item,
- * batch, thread count or head grouping computed it.
- *
- * Tile reads prefetch the next tile's rows (read_tile; on quantized caches the attn_q* ops
- * themselves, told which rows: a split item's last tile hints the first rows of the item its
- * thread claimed next, not the next chunk, which another thread may be doing).
+ * Each step's arithmetic is per row and per key in a fixed order, and tiles and chunks sit at
+ * fixed positions, so a token's result is the same bits whichever item, batch, thread count
+ * or head grouping computed it.
  */
 #include "attention.h"
 
@@ -318,42 +303,33 @@ static inline float row_softmax(const att_run *r, const att_tile *t, att_softmax
     return a;
 }
 
-/* Tiled numerics, rows [i0, i1) of head h (st: row i0's state). */
-static void tiled_tile(const att_run *r, att_ws *w, const att_tile *t, int h, int i0, int i1,
-                       att_state st) {
+/* Chunked numerics, rows [i0, i1) of head h (st: row i0's state): tiled (f32 tiles) or quant
+ * (the cache rows in place against the item's int16 queries: no f32 copy of the tile, which
+ * on AVX2 was ~27% of the split path and its stores and reloads as much again). */
+static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int h, int i0, int i1,
+                         att_state st) {
     const int64_t d = r->d;
-    int r0 = i0;
-    const int r1 = tile_rows(r, w->qpos, &r0, i1, t);
-    if (r0 == r1) return;
-    const float *kt = (const float *)(t->k + h * t->hs), *vt = (const float *)(t->v + h * t->hs);
-    r->k->attn_scores(d, r1 - r0, t->n, w->q + r0 * d, d, kt, t->ld, r->scale, w->s + r0 * TILE,
-                      TILE);
-    for (int i = r0; i < r1; i++)
-        w->a[i] = row_softmax(r, t, r->k->attn_softmax_row, w->qpos[i], w->s + i * TILE,
-                              &st.M[i - i0], &st.L[i - i0]);
-    r->k->attn_pv(d, r1 - r0, t->n, w->s + r0 * TILE, TILE, vt, t->ld, w->a + r0,
-                  st.O + (r0 - i0) * d, d);
-}
-
-/* Quantized numerics: the tiled step by the attn_q* ops on the cache rows in place, against
- * the item's int16 queries (no f32 copy of the tile: on AVX2 the conversion was ~27% of the
- * split path and its stores and reloads as much again). */
-static void quant_tile(const att_run *r, att_ws *w, const att_tile *t, int h, int i0, int i1,
-                       att_state st) {
-    const int64_t d = r->d;
-    const cpulm_dtype ty = r->c->kv.dtype;
-    int r0 = i0;
-    const int r1 = tile_rows(r, w->qpos, &r0, i1, t);
-    if (r0 == r1) return;
+    const int quant = r->num == NUM_QUANT;
     const size_t hs = (size_t)h * t->hs;
-    const uint64_t ld = (uint64_t)t->ld;
-    r->k->attn_qscores(d, ty, r1 - r0, t->n, w->q16 + r0 * d, d, w->qsc + r0, t->k + hs, ld,
-                       w->s + r0 * TILE, TILE, t->nk ? t->nk + hs : NULL);
+    int r0 = i0;
+    const int r1 = tile_rows(r, w->qpos, &r0, i1, t);
+    if (r0 == r1) return;
+    float *s = w->s + r0 * TILE, *o = st.O + (r0 - i0) * d;
+    if (quant)
+        r->k->attn_qscores(d, r->c->kv.dtype, r1 - r0, t->n, w->q16 + r0 * d, d, w->qsc + r0,
+                           t->k + hs, (uint64_t)t->ld, s, TILE, t->nk ? t->nk + hs : NULL);
+    else
+        r->k->attn_scores(d, r1 - r0, t->n, w->q + r0 * d, d, (const float *)(t->k + hs), t->ld,
+                          r->scale, s, TILE);
+    const att_softmax_fn sm = quant ? r->k->attn_softmaxz : r->k->attn_softmax_row;
     for (int i = r0; i < r1; i++)
-        w->a[i] = row_softmax(r, t, r->k->attn_softmaxz, w->qpos[i], w->s + i * TILE, &st.M[i - i0],
-                              &st.L[i - i0]);
-    r->k->attn_qpv(d, ty, r1 - r0, t->n, w->s + r0 * TILE, TILE, t->v + hs, ld, w->a + r0,
-                   st.O + (r0 - i0) * d, d, t->nv ? t->nv + hs : NULL);
+        w->a[i] = row_softmax(r, t, sm, w->qpos[i], w->s + i * TILE, &st.M[i - i0], &st.L[i - i0]);
+    if (quant)
+        r->k->attn_qpv(d, r->c->kv.dtype, r1 - r0, t->n, s, TILE, t->v + hs, (uint64_t)t->ld,
+                       w->a + r0, o, d, t->nv ? t->nv + hs : NULL);
+    else
+        r->k->attn_pv(d, r1 - r0, t->n, s, TILE, (const float *)(t->v + hs), t->ld, w->a + r0, o,
+                      d);
 }
 
 /* Exact numerics: attn_f16's per-row recurrence over the row's keys of the tile. Rows of one
@@ -384,7 +360,7 @@ static void exact_tile(const att_run *r, att_ws *w, const att_tile *t, int h, in
 typedef void (*att_tile_fn)(const att_run *r, att_ws *w, const att_tile *t, int h, int i0, int i1,
                             att_state st);
 static const att_tile_fn tile_step[] = {
-    [NUM_EXACT] = exact_tile, [NUM_TILED] = tiled_tile, [NUM_QUANT] = quant_tile};
+    [NUM_EXACT] = exact_tile, [NUM_TILED] = chunked_tile, [NUM_QUANT] = chunked_tile};
 
 /* ---- items ---- */
 
