@@ -16,7 +16,9 @@
 
 #include "cpulm.h"
 #include "base/fp16.h"
+#include "context.h"
 #include "kernels/kernels.h"
+#include "model/attention.h"
 #include "levels.h"
 #include "synth.h"
 #include "test.h"
@@ -186,9 +188,9 @@ TEST(attn_softmax_row_bit_identical_on_wide_ranges) {
                 }
 }
 
-/* The tiles of a q8_0 / q4_0 cache reach the attention steps through to_float: every level
- * gives the reference dequantizer's bits (so a cache type's results do not depend on the
- * level), for every quant value and scales from subnormal halves to inf and NaN. */
+/* to_float of q8_0 / q4_0 rows (once the tiles of such caches, now the embedding lookup's):
+ * every level gives the reference dequantizer's bits, for every quant value and scales from
+ * subnormal halves to inf and NaN. */
 TEST(attn_kv_tile_to_float_bit_identical_at_every_level) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
@@ -1174,5 +1176,183 @@ TEST(attn_split_folds_chunks_in_chunk_order) {
     REQUIRE(t, m != NULL);
     const cpulm_kv_type kvs[] = {CPULM_KV_F16, CPULM_KV_Q8_0};
     split_equals_block(t, m, 780, kvs, 2);
+    cpulm_model_free(m);
+}
+
+/* ---- driver options: sliding window and attention sinks ---- */
+
+/* A float64 softmax attention of row (token t, head h) of c's last batch in layer il over
+ * the cache's keys max(0, pos - window + 1)..pos (dequantized as stored), with o's sink of
+ * head h as a key of value 0; worst |diff| against c->att, relative to the largest |v|.
+ * q16: the query rounded to f16 first (the exact numerics'). */
+static double opts_row_err(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int32_t t, int h,
+                           int q16, double *sc, float *kr, float *vr) {
+    const int d = c->m->hp.head_dim, nh = c->m->hp.n_head, g = h / (nh / c->m->hp.n_head_kv);
+    const size_t off = cpulm_dtype_row_bytes(c->kv.dtype, d) * (size_t)g;
+    const int32_t pos = c->pos[t], lo = o->window > 0 && pos >= o->window ? pos - o->window + 1 : 0;
+    const float *q = c->q + ((size_t)t * nh + h) * d;
+    cpulm_to_float_fn cvt = cpulm_kernels_generic.to_float[c->kv.dtype];
+    double M = o->sinks ? o->sinks[h] : -INFINITY, den = 0, out[256] = {0}, vmax = 0;
+    for (int32_t j = lo; j <= pos; j++) {
+        cvt(cpulm_kv_k(&c->kv, il, c->seq[t], j) + off, kr, d);
+        double s = 0;
+        for (int e = 0; e < d; e++)
+            s += (q16 ? h16(q[e]) : (double)q[e]) * kr[e];
+        sc[j - lo] = s / sqrt((double)d);
+        M = sc[j - lo] > M ? sc[j - lo] : M;
+    }
+    for (int32_t j = lo; j <= pos; j++) {
+        cvt(cpulm_kv_v(&c->kv, il, c->seq[t], j) + off, vr, d);
+        const double p = exp(sc[j - lo] - M);
+        den += p;
+        for (int e = 0; e < d; e++) {
+            out[e] += p * vr[e];
+            vmax = fabs(vr[e]) > vmax ? fabs(vr[e]) : vmax;
+        }
+    }
+    if (o->sinks) den += exp(o->sinks[h] - M);
+    double err = 0;
+    const float *att = c->att + ((size_t)t * nh + h) * d;
+    for (int e = 0; e < d; e++)
+        err = fmax(err, fabs(att[e] - out[e] / den));
+    return err / vmax;
+}
+
+/* Runs the driver with o on layer il of c's last batch (one thread doing the items of nth);
+ * opts_run_err also returns the worst relative error of its rows against opts_row_err. */
+static void opts_run(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int nth) {
+    const uint64_t base = atomic_load(&c->work_ctr); /* a job of its own, as a pass */
+    c->work_base[0].v = base;
+    cpulm_attn_run(c, il, o, 0, nth);
+}
+
+static double opts_run_err(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int nth, int q16) {
+    opts_run(c, il, o, nth);
+    double *sc = malloc(sizeof(double) * (size_t)c->kv.n_ctx), err = 0;
+    float *kr = malloc(sizeof(float) * 2 * 256);
+    for (int32_t t = 0; sc && kr && t < c->n_tok; t++)
+        for (int h = 0; h < c->m->hp.n_head; h++)
+            err = fmax(err, opts_row_err(c, il, o, t, h, q16, sc, kr, kr + 256));
+    free(sc);
+    free(kr);
+    return err;
+}
+
+/* c with tokens of sequence 0 decoded in batches of the sizes in `batches` (0-ended). */
+static cpulm_ctx *opts_ctx(const cpulm_model *m, cpulm_kv_type kv, int attn, const int *batches) {
+    ctx_attn = attn;
+    cpulm_ctx *c = ctx_of(m, 1024, 1, kv);
+    ctx_attn = 1;
+    int32_t toks[512];
+    for (int p = 0; c && *batches; batches++) {
+        for (int i = 0; i < *batches; i++)
+            toks[i] = ((p + i) * 7919 + 13) % cpulm_vocab_n(m);
+        cpulm_batch b = {.n = *batches, .token = toks};
+        if (cpulm_ctx_decode(c, &b) != CPULM_OK) return cpulm_ctx_free(c), NULL;
+        p += *batches;
+    }
+    return c;
+}
+
+/* Drops c's last token and decodes it again alone (generation: the same K, V and query). */
+static int opts_regen_last(cpulm_ctx *c) {
+    const int32_t p = cpulm_ctx_seq_len(c, 0) - 1;
+    const cpulm_token tok = (p * 7919 + 13) % cpulm_vocab_n(c->m);
+    cpulm_batch b = {.n = 1, .token = &tok};
+    return cpulm_ctx_seq_rm(c, 0, p) == CPULM_OK && cpulm_ctx_decode(c, &b) == CPULM_OK;
+}
+
+static const float opts_sinks[8] = {-30.0f, -2.0f, -0.5f, 0.0f, 0.5f, 2.0f, 4.0f, 30.0f};
+/* under qemu (CI) the even cases only: a sink per head, a window of 100, one of 1 */
+static const cpulm_attn_opts opts_cases[] = {{0, opts_sinks}, {300, NULL}, {100, opts_sinks},
+                                             {5000, NULL},    {1, NULL},   {300, opts_sinks}};
+#define N_OPTS    (int)(sizeof opts_cases / sizeof opts_cases[0])
+#define OPTS_STEP (test_emulated() ? 2 : 1)
+#define OPTS_NTH  (test_emulated() ? 1 : 3)
+/* the batches: a prompt ending in a block of OPTS_TAIL tokens past a chunk boundary, and the
+ * same tokens with the last one alone (generation) */
+#define OPTS_HEAD (test_emulated() ? 256 : 280)
+#define OPTS_TAIL (test_emulated() ? 9 : 41)
+
+static cpulm_model *opts_model(const char *name) {
+    return synth_model(name, 1, 256, 128, 4, 2, 1024, CPULM_DTYPE_Q8_0); /* GQA 2, d 64 */
+}
+
+/* Sliding windows (1 key; 100; 300, across a chunk boundary; more than the context) and
+ * attention sinks (per head, from far below to far above the scores) are parameters of the
+ * driver: for every cache type and numerics, prompt blocks (the last OPTS_TAIL tokens) and
+ * generation (the last token alone: split items, exact items of several KV heads) match a
+ * float64 softmax attention over the window with the sink in the denominator, and the last
+ * token's row is the same bits both ways (and with its items planned for 1 or 3 threads). */
+TEST(attn_window_and_sinks_match_float64) {
+    cpulm_model *m = opts_model("attn-opts.gguf");
+    REQUIRE(t, m != NULL);
+    static const struct {
+        cpulm_kv_type kv;
+        int attn;
+        double tol;
+        const char *name;
+    } cfg[] = {{CPULM_KV_F32, 1, 1e-6, "f32"},
+               {CPULM_KV_F16, 1, 1e-6, "f16 tiled"},
+               {CPULM_KV_Q8_0, 1, 5e-6, "q8_0"},
+               {CPULM_KV_Q4_0, 1, 5e-6, "q4_0"},
+               {CPULM_KV_F16, 0, 2e-3, "f16 exact"}}; /* f16 accumulation */
+    const int prompt[] = {OPTS_HEAD, OPTS_TAIL, 0};
+    const size_t qd = (size_t)m->hp.n_head * (size_t)m->hp.head_dim;
+    float *last = malloc(sizeof(float) * qd * N_OPTS);
+    REQUIRE(t, last != NULL);
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        cpulm_ctx *c = opts_ctx(m, cfg[i].kv, cfg[i].attn, prompt);
+        REQUIRE(t, c != NULL);
+        double err[N_OPTS] = {0};
+        for (int k = 0; k < N_OPTS; k += OPTS_STEP) { /* prompt blocks */
+            err[k] = opts_run_err(c, 0, &opts_cases[k], 1, cfg[i].attn == 0);
+            memcpy(last + k * qd, c->att + (OPTS_TAIL - 1) * qd, sizeof(float) * qd);
+        }
+        CHECK(t, opts_regen_last(c));
+        for (int k = 0; k < N_OPTS; k += OPTS_STEP) { /* the last token alone */
+            const cpulm_attn_opts *o = &opts_cases[k];
+            double eg = 0;
+            int same = 1;
+            for (int nth = 1; nth <= OPTS_NTH; nth += 2) {
+                eg = fmax(eg, opts_run_err(c, 0, o, nth, cfg[i].attn == 0));
+                same &= memcmp(last + k * qd, c->att, sizeof(float) * qd) == 0;
+            }
+            if (err[k] > cfg[i].tol || eg > cfg[i].tol || !same)
+                fprintf(stderr, "  %s window %d sinks %d: prompt %.3g, generation %.3g%s\n",
+                        cfg[i].name, o->window, o->sinks != NULL, err[k], eg,
+                        same ? "" : ", the last token differs");
+            CHECK(t, err[k] <= cfg[i].tol && eg <= cfg[i].tol && same);
+        }
+        cpulm_ctx_free(c);
+    }
+    free(last);
+    cpulm_model_free(m);
+}
+
+/* The exact numerics with a window give the bits of attn_f16 over the window's keys (the
+ * walk, attn_fast = -1, which slices the cache): prompt blocks and generation. */
+TEST(attn_exact_window_equals_the_walk) {
+    cpulm_model *m = opts_model("attn-opts-walk.gguf");
+    REQUIRE(t, m != NULL);
+    const int prompt[] = {OPTS_HEAD, OPTS_TAIL, 0};
+    cpulm_ctx *x = opts_ctx(m, CPULM_KV_F16, 0, prompt), *w = opts_ctx(m, CPULM_KV_F16, -1, prompt);
+    REQUIRE(t, x && w);
+    for (int r = 0; r < 2; r++) {
+        if (r) CHECK(t, opts_regen_last(x) && opts_regen_last(w));
+        const size_t bytes = sizeof(float) * (size_t)x->n_tok * m->hp.n_head * m->hp.head_dim;
+        for (int k = 0; k < N_OPTS; k++) {
+            if (opts_cases[k].sinks) continue; /* the walk has none */
+            opts_run(x, 0, &opts_cases[k], 2);
+            opts_run(w, 0, &opts_cases[k], 2);
+            const int same = memcmp(x->att, w->att, bytes) == 0;
+            if (!same)
+                fprintf(stderr, "  %s, window %d: differs from the walk\n",
+                        r ? "generation" : "prompt", opts_cases[k].window);
+            CHECK(t, same);
+        }
+    }
+    cpulm_ctx_free(x);
+    cpulm_ctx_free(w);
     cpulm_model_free(m);
 }

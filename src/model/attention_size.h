@@ -44,8 +44,7 @@ static inline int cpulm_attn_split_max(int32_t n_seq_max, int32_t n_batch) {
 }
 
 /* Bytes: per-thread tiles, split partials [split_max][n_head][chunks][d + 2], the block
- * plan [n_batch + 1], the split item ends [CPULM_ATT_SPLIT_MAX] and chunk counters
- * [CPULM_ATT_SPLIT_MAX][n_head_kv]. */
+ * plan [n_batch + 1] and chunk counters [CPULM_ATT_SPLIT_MAX][n_head_kv]. */
 static inline uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t n_ctx,
                                                 int32_t n_seq_max, int32_t n_batch, int n_threads) {
     int gq = cpulm_attn_group_size(hp), rows = gq * cpulm_attn_tokens_per_block(gq);
@@ -55,7 +54,7 @@ static inline uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t
     return 4 * ((uint64_t)n_threads *
                     cpulm_attn_ws_floats(rows, hp->head_dim, cpulm_attn_tile_heads(hp)) +
                 part) +
-           4 * (uint64_t)(n_batch + 1) + 8 * CPULM_ATT_SPLIT_MAX +
+           4 * (uint64_t)(n_batch + 1) +
            4 * (uint64_t)CPULM_ATT_SPLIT_MAX * (uint64_t)hp->n_head_kv;
 }
 

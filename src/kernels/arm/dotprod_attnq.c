@@ -14,7 +14,7 @@
 #define ARM_MCA_LEVEL "dotprod"
 #include "arm.h"
 #include "kernels/generic/generic.h"
-#include "neon_attnq.h"
+#include "neon_attn.h"
 #include "neon_unroll.h"
 #include "quant.h"
 

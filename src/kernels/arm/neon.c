@@ -14,8 +14,6 @@
 #if defined(__aarch64__)
 #include "arm.h"
 #include "neon_attn.h"
-#include "neon_attnx.h"
-#include "neon_attnq.h"
 
 /* ---- quantized dots ---- */
 

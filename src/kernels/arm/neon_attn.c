@@ -2,7 +2,7 @@
  * tiled attn_* steps), built with the neon flags (-march=armv8-a) and reached through
  * cpulm_kernels_neon (neon.c's table); dotprod, i8mm and sve inherit them.
  *
- * Bit-identical to the generic ones (generic/attn.c, generic/attn_tile.c). The canonical
+ * Bit-identical to the generic ones (generic/attn.c). The canonical
  * F32 dot of a score has 16 lanes: four 4-lane accumulators (quarters), fused multiply-adds
  * (vfmaq_f32 = fmaf) in the same order, and the same reduce16 tree, done for four dots at
  * once (reduce16x4). Softmax takes the canonical polynomial exp (arm_canon_vexp) and the
@@ -12,6 +12,7 @@
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "neon"
+#include "kernels/blocks.h"
 #include "neon_attn.h"
 
 #include "arm.h"
@@ -174,24 +175,9 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
 #define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
 static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
                     int64_t ldv, const float *a, float *o, int64_t ldo) {
-    switch (rows * 8 + vecs) {
-    case 4 * 8 + 4: PV_CASE(4, 4); break;
-    case 4 * 8 + 3: PV_CASE(4, 3); break;
-    case 4 * 8 + 2: PV_CASE(4, 2); break;
-    case 4 * 8 + 1: PV_CASE(4, 1); break;
-    case 3 * 8 + 4: PV_CASE(3, 4); break;
-    case 3 * 8 + 3: PV_CASE(3, 3); break;
-    case 3 * 8 + 2: PV_CASE(3, 2); break;
-    case 3 * 8 + 1: PV_CASE(3, 1); break;
-    case 2 * 8 + 4: PV_CASE(2, 4); break;
-    case 2 * 8 + 3: PV_CASE(2, 3); break;
-    case 2 * 8 + 2: PV_CASE(2, 2); break;
-    case 2 * 8 + 1: PV_CASE(2, 1); break;
-    case 1 * 8 + 4: PV_CASE(1, 4); break;
-    case 1 * 8 + 3: PV_CASE(1, 3); break;
-    case 1 * 8 + 2: PV_CASE(1, 2); break;
-    default: PV_CASE(1, 1); break;
-    }
+    CPULM_BLOCKS_SWITCH(rows, vecs,
+                        CPULM_BLOCKS_UPTO4(4, PV_CASE) CPULM_BLOCKS_UPTO4(3, PV_CASE)
+                            CPULM_BLOCKS_UPTO4(2, PV_CASE) CPULM_BLOCKS_UPTO4(1, PV_CASE))
 }
 #undef PV_CASE
 

@@ -13,7 +13,7 @@
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "neon"
-#include "neon_attnq.h"
+#include "neon_attn.h"
 
 #include "arm.h"
 #include "kernels/generic/generic.h"

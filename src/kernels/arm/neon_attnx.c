@@ -2,7 +2,7 @@
  * built with the neon flags (-march=armv8-a) and reached through cpulm_kernels_neon (neon.c's
  * table); dotprod, i8mm and sve inherit them.
  *
- * Bit-identical to generic/attn_exact.c:
+ * Bit-identical to generic/attn.c (attn_x*):
  * - xscores puts query rows in the lanes of float64x2 vectors (two rows per vector), one key
  *   element per fused multiply-add: each (row, key) lane adds its exact products in c order,
  *   as the generic double sum does (fma of an exact product = one rounded addition).
@@ -13,7 +13,8 @@
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "neon"
-#include "neon_attnx.h"
+#include "kernels/blocks.h"
+#include "neon_attn.h"
 
 #include "arm.h"
 #include "kernels/generic/generic.h"
@@ -249,24 +250,9 @@ ARM_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw, 
 #define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, R, V)
 static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
                      const float *v, int64_t ldv, float *acc, int64_t lda) {
-    switch (rows * 8 + vecs) {
-    case 4 * 8 + 4: XPV_CASE(4, 4); break;
-    case 4 * 8 + 3: XPV_CASE(4, 3); break;
-    case 4 * 8 + 2: XPV_CASE(4, 2); break;
-    case 4 * 8 + 1: XPV_CASE(4, 1); break;
-    case 3 * 8 + 4: XPV_CASE(3, 4); break;
-    case 3 * 8 + 3: XPV_CASE(3, 3); break;
-    case 3 * 8 + 2: XPV_CASE(3, 2); break;
-    case 3 * 8 + 1: XPV_CASE(3, 1); break;
-    case 2 * 8 + 4: XPV_CASE(2, 4); break;
-    case 2 * 8 + 3: XPV_CASE(2, 3); break;
-    case 2 * 8 + 2: XPV_CASE(2, 2); break;
-    case 2 * 8 + 1: XPV_CASE(2, 1); break;
-    case 1 * 8 + 4: XPV_CASE(1, 4); break;
-    case 1 * 8 + 3: XPV_CASE(1, 3); break;
-    case 1 * 8 + 2: XPV_CASE(1, 2); break;
-    default: XPV_CASE(1, 1); break;
-    }
+    CPULM_BLOCKS_SWITCH(rows, vecs,
+                        CPULM_BLOCKS_UPTO4(4, XPV_CASE) CPULM_BLOCKS_UPTO4(3, XPV_CASE)
+                            CPULM_BLOCKS_UPTO4(2, XPV_CASE) CPULM_BLOCKS_UPTO4(1, XPV_CASE))
 }
 #undef XPV_CASE
 

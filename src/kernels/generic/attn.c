@@ -1,6 +1,14 @@
-/* attn.c: portable attention of one query over an F16 cache (contract in kernels.h): the
- * scalar definition the SIMD levels reproduce. The accumulator lives in a small stack
- * buffer in chunks of ATT_CHUNK dims, so any head size works without allocation. */
+/* attn.c: the portable attention tile ops (contracts in kernels.h), the scalar definitions
+ * every SIMD level reproduces bit for bit:
+ * - attn_f16: one query over an F16 cache with the reference's numerics (f16 accumulator),
+ *   the oracle of the exact numerics; the accumulator lives in a small stack buffer in
+ *   slices of ATT_MAX_D dims, so any head size works without allocation;
+ * - attn_x*: the same recurrence split into tiles: a row's scores, then its key-by-key
+ *   softmax weights, then the f16 accumulation of V, so a tile of keys serves many rows;
+ * - attn_scores / softmax_row / pv / merge: the tiled f32 numerics. Every step is per row
+ *   (and per element), so a row's result never depends on how many rows or keys share a
+ *   call.
+ * The Q8_0 / Q4_0 ops are in attn_q.c. */
 #include <math.h>
 #include <string.h>
 
@@ -45,4 +53,103 @@ void cpulm_generic_attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uin
     for (int64_t d0 = 0; d0 < d; d0 += ATT_MAX_D)
         attn_slice(d, d0, d - d0 < ATT_MAX_D ? d - d0 : ATT_MAX_D, n, q16, k, v, stride, scale,
                    out);
+}
+
+/* ---- the exact numerics (attn_x*) ---- */
+
+void cpulm_generic_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt,
+                                const float *k, int64_t ldk, float scale, float *s, int64_t lds) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            const float *kj = k + (int64_t)j * ldk;
+            /* double products of floats are exact: for f16 values they equal the f32
+             * products vec_dot_f16 adds, so the sum is the same, in the same order */
+            double sum = 0.0;
+            for (int64_t c = 0; c < d; c++)
+                sum += qt[c * ldqt + i] * (double)kj[c];
+            s[(int64_t)i * lds + j] = (float)sum * scale;
+        }
+}
+
+void cpulm_generic_attn_xweights(int n, float *s, float *ms, float *M) {
+    float m = *M;
+    for (int j = 0; j < n; j++) {
+        const float x = s[j];
+        if (x > m) {
+            ms[j] = expf(m - x);
+            s[j] = 1.0f;
+            m = x;
+        } else {
+            ms[j] = 1.0f;
+            s[j] = expf(x - m);
+        }
+    }
+    *M = m;
+}
+
+static inline float round_f16(float x) {
+    return cpulm_fp16_to_f32(cpulm_f32_to_fp16(x));
+}
+
+/* Skipping the scale when ms == 1 is attn_f16's arithmetic: it scales only when the max
+ * moves, and a move by so little that expf rounds to 1 multiplies f16 values by 1. */
+void cpulm_generic_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
+                            const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    for (int i = 0; i < m; i++) {
+        float *a = acc + (int64_t)i * lda;
+        for (int j = 0; j < n; j++) {
+            const float mij = ms[(int64_t)i * ldw + j], vij = vs[(int64_t)i * ldw + j];
+            const float *vj = v + (int64_t)j * ldv;
+            if (mij != 1.0f)
+                for (int64_t c = 0; c < d; c++)
+                    a[c] = round_f16(a[c] * mij);
+            for (int64_t c = 0; c < d; c++)
+                a[c] = round_f16(fmaf(vj[c], vij, a[c]));
+            S[i] = fmaf(S[i], mij, vij);
+        }
+    }
+}
+
+/* ---- the tiled f32 numerics ---- */
+
+void cpulm_generic_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
+                               int64_t ldk, float scale, float *s, int64_t lds) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float x;
+            cpulm_generic_vec_dot_f32(d, &x, q + (int64_t)i * ldq, k + (int64_t)j * ldk);
+            s[(int64_t)i * lds + j] = x * scale;
+        }
+}
+
+float cpulm_generic_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
+    return cpulm_generic_softmax_with(n, lim, s, M, L, cpulm_generic_vexpf);
+}
+
+void cpulm_generic_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
+                           int64_t ldv, const float *a, float *o, int64_t ldo) {
+    for (int i = 0; i < m; i++) {
+        float *oi = o + (int64_t)i * ldo;
+        for (int64_t c = 0; c < d; c++)
+            oi[c] *= a[i];
+        for (int j = 0; j < n; j++) {
+            const float pij = p[(int64_t)i * ldp + j];
+            const float *vj = v + (int64_t)j * ldv;
+            for (int64_t c = 0; c < d; c++)
+                oi[c] = fmaf(pij, vj[c], oi[c]);
+        }
+    }
+}
+
+void cpulm_generic_attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
+                              int64_t ldoc, float *M, float *L, float *o, int64_t ldo) {
+    for (int i = 0; i < m; i++) {
+        if (mc[i] == -INFINITY) continue;
+        float a, b;
+        cpulm_attn_merge_row(&M[i], &L[i], mc[i], lc[i], &a, &b);
+        float *oi = o + (int64_t)i * ldo;
+        const float *ci = oc + (int64_t)i * ldoc;
+        for (int64_t c = 0; c < d; c++)
+            oi[c] = fmaf(ci[c], b, oi[c] * a);
+    }
 }

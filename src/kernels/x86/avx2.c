@@ -13,7 +13,7 @@
 
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
-#include "avx2_attn.h"
+#include "x86_attn.h"
 #include "x86.h"
 
 /* ---- quantized dots ---- */

@@ -2,14 +2,15 @@
  * with the avx2 flags and reached only through cpulm_kernels_avx2 (avx2.c's table; the
  * avx512 levels override scores, softmax and P.V and inherit the merge from here).
  *
- * Bit-identical to generic/attn_tile.c. The canonical F32 dot of a score has 16 lanes: here
+ * Bit-identical to generic/attn.c. The canonical F32 dot of a score has 16 lanes: here
  * two 8-lane accumulators (lanes 0-7 and 8-15), fused multiply-adds in the same order, and
  * the same reduce16 tree, done for four dots at once (reduce16x4). Softmax takes the
  * canonical polynomial exp (x86_canon_vexp256) and the same 16 lane sums; P.V and the merge
  * are per element fmas in key order, so any register blocking gives the same bits.
  */
 #if defined(__x86_64__)
-#include "avx2_attn.h"
+#include "kernels/blocks.h"
+#include "x86_attn.h"
 #include "avx2_softmax.h"
 
 #include "kernels/generic/generic.h"
@@ -166,20 +167,7 @@ AVX2_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, in
 #define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
 static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
                     int64_t ldv, const float *a, float *o, int64_t ldo) {
-    switch (rows * 16 + vecs) {
-    case 2 * 16 + 4: PV_CASE(2, 4); break;
-    case 2 * 16 + 3: PV_CASE(2, 3); break;
-    case 2 * 16 + 2: PV_CASE(2, 2); break;
-    case 2 * 16 + 1: PV_CASE(2, 1); break;
-    case 1 * 16 + 8: PV_CASE(1, 8); break;
-    case 1 * 16 + 7: PV_CASE(1, 7); break;
-    case 1 * 16 + 6: PV_CASE(1, 6); break;
-    case 1 * 16 + 5: PV_CASE(1, 5); break;
-    case 1 * 16 + 4: PV_CASE(1, 4); break;
-    case 1 * 16 + 3: PV_CASE(1, 3); break;
-    case 1 * 16 + 2: PV_CASE(1, 2); break;
-    default: PV_CASE(1, 1); break;
-    }
+    CPULM_BLOCKS_SWITCH(rows, vecs, CPULM_BLOCKS_UPTO4(2, PV_CASE) CPULM_BLOCKS_UPTO8(1, PV_CASE))
 }
 #undef PV_CASE
 
@@ -199,12 +187,11 @@ void cpulm_avx2_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, co
     }
 }
 
-/* ---- K/V tiles of quantized caches (to_float of Q8_0 and Q4_0) ----
- * The tiled path converts every K/V tile of a q8_0 / q4_0 cache to f32 (attention.c,
- * load_tile); the reference dequantizers took a scalar convert and multiply per element,
- * 3x the time of scores, softmax and P.V together at depth 4096. Each element is the
- * reference's (float)q * d: the int -> float conversion is exact and the product is one
- * rounding, so the vector lanes give the same bits. */
+/* ---- to_float of Q8_0 and Q4_0 ----
+ * Written when the tiled path converted every K/V tile of a q8_0 / q4_0 cache to f32 (the
+ * attn_q* ops now read those rows in place; the embedding lookup still converts rows). Each
+ * element is the reference's (float)q * d: the int -> float conversion is exact and the
+ * product is one rounding, so the vector lanes give the same bits. */
 
 /* The low 8 int8 of q as f32 lanes, times d. */
 AVX2_INLINE __m256 q8x8_scaled(__m128i q, __m256 d) {

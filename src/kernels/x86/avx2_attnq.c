@@ -13,12 +13,11 @@
 #if defined(__x86_64__)
 #include <math.h>
 
-#include "avx2_attn.h"
+#include "x86_attn.h"
 #include "avx2_softmax.h"
 #include "kernels/generic/generic.h"
 #include "quant.h"
 #include "x86.h"
-#include "x86_attnq.h"
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
 

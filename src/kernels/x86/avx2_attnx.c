@@ -2,7 +2,7 @@
  * built with the avx2 flags (AVX2, FMA, F16C) and reached through cpulm_kernels_avx2 (avx2.c's
  * table); the avx512 levels call them for the head sizes their 512-bit versions do not take.
  *
- * Bit-identical to generic/attn_exact.c:
+ * Bit-identical to generic/attn.c (attn_x*):
  * - xscores puts query rows in the lanes of __m256d vectors (four rows per vector), each key
  *   element broadcast (keys converted to doubles once per call): every (row, key) lane adds its
  * exact products in c order, as the generic double sum does (fma of an exact product = one rounded
@@ -17,7 +17,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "avx2_attn.h"
+#include "kernels/blocks.h"
+#include "x86_attn.h"
 #include "kernels/generic/generic.h"
 #include "x86.h"
 
@@ -307,22 +308,9 @@ AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw,
         xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, 0)
 static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
                      const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
-    switch (rows * 8 + vecs) {
-    case 4 * 8 + 3: XPV_CASE(4, 3); break;
-    case 4 * 8 + 2: XPV_CASE(4, 2); break;
-    case 4 * 8 + 1: XPV_CASE(4, 1); break;
-    case 3 * 8 + 3: XPV_CASE(3, 3); break;
-    case 3 * 8 + 2: XPV_CASE(3, 2); break;
-    case 3 * 8 + 1: XPV_CASE(3, 1); break;
-    case 2 * 8 + 4: XPV_CASE(2, 4); break;
-    case 2 * 8 + 3: XPV_CASE(2, 3); break;
-    case 2 * 8 + 2: XPV_CASE(2, 2); break;
-    case 2 * 8 + 1: XPV_CASE(2, 1); break;
-    case 1 * 8 + 4: XPV_CASE(1, 4); break;
-    case 1 * 8 + 3: XPV_CASE(1, 3); break;
-    case 1 * 8 + 2: XPV_CASE(1, 2); break;
-    default: XPV_CASE(1, 1); break;
-    }
+    CPULM_BLOCKS_SWITCH(rows, vecs,
+                        CPULM_BLOCKS_UPTO3(4, XPV_CASE) CPULM_BLOCKS_UPTO3(3, XPV_CASE)
+                            CPULM_BLOCKS_UPTO4(2, XPV_CASE) CPULM_BLOCKS_UPTO4(1, XPV_CASE))
 }
 #undef XPV_CASE
 

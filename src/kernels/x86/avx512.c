@@ -8,8 +8,8 @@
  * use masked loads for tails, so there is no scalar remainder.
  */
 #if defined(__x86_64__)
-#include "avx2_attn.h"
-#include "avx512_attn.h"
+#include "kernels/blocks.h"
+#include "x86_attn.h"
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
 #include "x86.h"
@@ -480,25 +480,13 @@ static inline __attribute__((always_inline)) void pv_block(int n, const float *p
 }
 
 #define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
-#define PV_ROWS(R)                 \
-    switch (vecs) {                \
-    case 4: PV_CASE(R, 4); break;  \
-    case 3: PV_CASE(R, 3); break;  \
-    case 2: PV_CASE(R, 2); break;  \
-    default: PV_CASE(R, 1); break; \
-    }
 static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
                     int64_t ldv, const float *a, float *o, int64_t ldo) {
-    switch (rows) {
-    case 6: PV_ROWS(6); break;
-    case 5: PV_ROWS(5); break;
-    case 4: PV_ROWS(4); break;
-    case 3: PV_ROWS(3); break;
-    case 2: PV_ROWS(2); break;
-    default: PV_ROWS(1); break;
-    }
+    CPULM_BLOCKS_SWITCH(rows, vecs,
+                        CPULM_BLOCKS_UPTO4(6, PV_CASE) CPULM_BLOCKS_UPTO4(5, PV_CASE)
+                            CPULM_BLOCKS_UPTO4(4, PV_CASE) CPULM_BLOCKS_UPTO4(3, PV_CASE)
+                                CPULM_BLOCKS_UPTO4(2, PV_CASE) CPULM_BLOCKS_UPTO4(1, PV_CASE))
 }
-#undef PV_ROWS
 #undef PV_CASE
 
 static void attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
@@ -746,24 +734,9 @@ static inline __attribute__((always_inline)) void xpv_block(int n, const float *
 #define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, R, V)
 static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
                      const float *v, int64_t ldv, float *acc, int64_t lda) {
-    switch (rows * 8 + vecs) {
-    case 4 * 8 + 4: XPV_CASE(4, 4); break;
-    case 4 * 8 + 3: XPV_CASE(4, 3); break;
-    case 4 * 8 + 2: XPV_CASE(4, 2); break;
-    case 4 * 8 + 1: XPV_CASE(4, 1); break;
-    case 3 * 8 + 4: XPV_CASE(3, 4); break;
-    case 3 * 8 + 3: XPV_CASE(3, 3); break;
-    case 3 * 8 + 2: XPV_CASE(3, 2); break;
-    case 3 * 8 + 1: XPV_CASE(3, 1); break;
-    case 2 * 8 + 4: XPV_CASE(2, 4); break;
-    case 2 * 8 + 3: XPV_CASE(2, 3); break;
-    case 2 * 8 + 2: XPV_CASE(2, 2); break;
-    case 2 * 8 + 1: XPV_CASE(2, 1); break;
-    case 1 * 8 + 4: XPV_CASE(1, 4); break;
-    case 1 * 8 + 3: XPV_CASE(1, 3); break;
-    case 1 * 8 + 2: XPV_CASE(1, 2); break;
-    default: XPV_CASE(1, 1); break;
-    }
+    CPULM_BLOCKS_SWITCH(rows, vecs,
+                        CPULM_BLOCKS_UPTO4(4, XPV_CASE) CPULM_BLOCKS_UPTO4(3, XPV_CASE)
+                            CPULM_BLOCKS_UPTO4(2, XPV_CASE) CPULM_BLOCKS_UPTO4(1, XPV_CASE))
 }
 #undef XPV_CASE
 

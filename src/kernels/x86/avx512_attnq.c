@@ -17,10 +17,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "avx512_attn.h"
+#include "x86_attn.h"
 #include "kernels/generic/generic.h"
 #include "quant.h"
-#include "x86_attnq.h"
 
 #define A512_INLINE static inline __attribute__((always_inline))
 #define KT          X86Q_KT
