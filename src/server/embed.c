@@ -34,9 +34,9 @@ typedef struct embed_job {
     char *body;            /* the request (copied); freed once parsed */
     size_t n_body;
     int base64;
-    int api;        /* CPULM_API_OPENAI or CPULM_API_OLLAMA: the answer's shape */
-    char *model;    /* Ollama: the model name the request gave (echoed); owned, or NULL */
-    double t0;      /* arrival, for Ollama's total_duration */
+    int api;     /* CPULM_API_OPENAI or CPULM_API_OLLAMA: the answer's shape */
+    char *model; /* Ollama: the model name the request gave (echoed); owned, or NULL */
+    double t0;   /* arrival, for Ollama's total_duration */
     embd_inputs in;
     float *vec; /* [in.n * E]: the scheduler's output */
     int32_t E;
@@ -367,8 +367,8 @@ static void embed_sched_destroy(cpulm_sched_embed *se) {
     embed_destroy((cpulm_prep_job *)((char *)se - offsetof(embed_job, se)));
 }
 
-cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, size_t n,
-                                    uint64_t id, int api) {
+cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, size_t n, uint64_t id,
+                                    int api) {
     embed_job *j = calloc(1, sizeof *j);
     char *copy = j ? malloc(n ? n : 1) : NULL;
     if (!copy) {

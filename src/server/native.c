@@ -503,9 +503,9 @@ static void native_run(cpulm_prep_job *base) {
         j->status = job_error(j, 400, NULL, "the body must be a JSON object");
     } else {
         const cpulm_json *req = cpulm_json_root(doc);
-        j->status = j->what == J_TOKENIZE       ? run_tokenize(j, req)
-                    : j->what == J_DETOKENIZE   ? run_detokenize(j, req)
-                                                : cpulm_ollama_show(j->s, req, &j->out);
+        j->status = j->what == J_TOKENIZE     ? run_tokenize(j, req)
+                    : j->what == J_DETOKENIZE ? run_detokenize(j, req)
+                                              : cpulm_ollama_show(j->s, req, &j->out);
     }
     cpulm_json_free(doc);
     free(j->body);

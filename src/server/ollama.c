@@ -614,4 +614,3 @@ int cpulm_ollama_show(const cpulm_server *s, const cpulm_json *req, cpulm_buf *o
     cpulm_json_obj_end(&w);
     return 200;
 }
-

@@ -15,8 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "threads/topo.h"
-
 typedef struct fifo {
     cpulm_prep_job *head, *tail;
     int32_t n;
@@ -128,8 +126,9 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static int32_t default_workers(void) {
-    int n = cpulm_topo_default_threads();
+/* n asked for (the server passes its decode threads: the physical cores by default), kept
+ * within 2 (one light, one heavy lane) and CPULM_PREP_MAX_WORKERS. */
+static int32_t clamp_workers(int32_t n) {
     return n < 2 ? 2 : n > CPULM_PREP_MAX_WORKERS ? CPULM_PREP_MAX_WORKERS : n;
 }
 
@@ -139,10 +138,7 @@ cpulm_prep *cpulm_prep_new(int32_t n_workers, cpulm_error *err) {
         cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    if (n_workers <= 0) n_workers = default_workers();
-    if (n_workers > CPULM_PREP_MAX_WORKERS) n_workers = CPULM_PREP_MAX_WORKERS;
-    if (n_workers < 2) n_workers = 2; /* one for light jobs, at least one for heavy ones */
-    p->n_workers = n_workers;
+    p->n_workers = clamp_workers(n_workers); /* one light, at least one heavy */
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     pthread_cond_init(&p->exit_cv, NULL);

@@ -48,8 +48,8 @@ typedef struct cpulm_prep_stats {
     uint64_t n_cancelled;           /* jobs cancelled so far (queued or running) */
 } cpulm_prep_stats;
 
-/* Starts n_workers threads (0: from the cores; always 2..CPULM_PREP_MAX_WORKERS). NULL with
- * err on failure. */
+/* Starts n_workers threads, kept within 2..CPULM_PREP_MAX_WORKERS (the server passes its
+ * decode threads). NULL with err on failure. */
 cpulm_prep *cpulm_prep_new(int32_t n_workers, cpulm_error *err);
 /* Cancels every job, waits up to timeout_s for the workers to return, then frees all when
  * they did and returns 1. When one is still inside an uninterruptible piece of work, frees

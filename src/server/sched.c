@@ -1441,6 +1441,7 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->kv_used = atomic_load(&s->st_kv_used);
     out->n_parallel = s->p.n_parallel;
     out->n_ctx = s->n_ctx;
+    out->n_threads = cpulm_ctx_threads(s->ctx); /* fixed once the context exists */
     out->kv_total = (int64_t)s->p.n_parallel * s->n_ctx;
     out->kv_cached = atomic_load(&s->st_kv_cached);
     out->kv_token_bytes = s->kv_token_bytes;

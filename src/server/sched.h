@@ -250,6 +250,7 @@ typedef struct cpulm_sched_stats {
     int64_t kv_budget;          /* kv_budget (0: none) */
     int64_t kv_budget_used;     /* KV tokens the running requests reserve against it */
     int32_t n_parallel, n_ctx;
+    int32_t n_threads;         /* the context's decode threads (physical cores by default) */
     uint64_t n_steps;          /* decode calls so far */
     uint64_t n_long_steps;     /* of which long steps (see max_step_ms) */
     uint64_t max_step_tokens;  /* largest batch so far */

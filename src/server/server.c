@@ -373,7 +373,7 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
     cpulm_sched_stats st;
     cpulm_sched_get_stats(s->sched, &st);
     s->p.n_ctx = st.n_ctx;
-    s->prep = cpulm_prep_new(0, &s->load_err);
+    s->prep = cpulm_prep_new(st.n_threads, &s->load_err); /* a worker per decode thread */
     if (!s->prep ||
         cpulm_loop_add(s->loop, cpulm_prep_event_fd(s->prep), CPULM_LOOP_READ, &s->h_prep) !=
             CPULM_OK ||
