@@ -74,6 +74,8 @@ grep -q "prompt cache off" "$TMP/main.err"
 check cache_off_notice $? "$(cat "$TMP/main.err")"
 limit=$(curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^cpulm_prompt_cache_limit_bytes \([0-9.e+]*\)$/\1/p')
 check cache_limit_metric "$([ "$limit" = 0 ]; echo $?)" "limit=$limit"
+reserved=$(curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^cpulm_kv_bytes_reserved \([0-9.e+]*\)$/\1/p')
+check kv_reserved_metric "$(awk -v r="${reserved:-0}" 'BEGIN { exit !(r > 0) }'; echo $?)" "reserved=$reserved"
 
 same_as_ref() { # name, index, file
   cmp -s "$TMP/ref$2" "$3"
@@ -125,7 +127,8 @@ complete "$P2" | jq -r '.choices[0].text' >"$TMP/growref"
 stop_server
 cmp -s "$TMP/grow" "$TMP/growref"
 check grow_same $? "got '$(cat "$TMP/grow")' want '$(cat "$TMP/growref")'"
-echo "grown conversation: $(jq -c '.usage' "$TMP/grow.json")"
+cached=$(jq -r '.usage.prompt_tokens_details.cached_tokens // 0' "$TMP/grow.json")
+check grow_reuses_whole_sequence "$([ "$cached" -gt 0 ]; echo $?)" "$(jq -c '.usage' "$TMP/grow.json")"
 
 # free slots trimmed to 8 tokens in all: a trim clears a hybrid sequence whole
 start_server idle -np 2 --kv-idle 8 || exit 1

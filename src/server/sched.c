@@ -1212,6 +1212,9 @@ static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
     s->n_ctx = cpulm_ctx_n_ctx(s->ctx);
     s->n_batch = cp.n_batch;
     s->kv_token_bytes = cpulm_ctx_seq_state_bytes(s->ctx, 1);
+    cpulm_memory mem; /* no state blobs for hybrid models: their KV rows from the sizing */
+    if (s->kv_token_bytes == 0 && cpulm_model_memory(s->model, &cp, &mem) == CPULM_OK)
+        s->kv_token_bytes = mem.kv_per_token;
     cpulm_model_info mi;
     cpulm_model_get_info(s->model, &mi);
     s->whole_only = mi.n_layer_recurrent > 0;
