@@ -819,6 +819,7 @@ TEST(sched_hybrid_whole_state_or_nothing) {
     /* {n, salt, max_tokens, n_choices, cached tokens expected} */
     static const int32_t steps[][5] = {
         {40, 1, 1, 1, 0},  /* the slot holds the 40 prompt tokens */
+        {20, 3, 1, 1, 0},  /* unrelated: takes the empty slot, not the one holding 40 */
         {50, 1, 6, 1, 40}, /* extends them: the whole sequence reused */
         {50, 1, 6, 1, 0},  /* a repeat: 49 of its 55 tokens would be a cut */
         {30, 1, 6, 1, 0},  /* shorter */

@@ -628,7 +628,9 @@ static void assign(cpulm_sched *s, sreq *q) {
         slot *x = &s->slots[i];
         if (x->state != SLOT_FREE) continue;
         int32_t l = usable_prefix(s, x, r->prompt, n_match);
-        if (l > best_lcp) best_lcp = l, best = i;
+        /* hybrid: a slot that gives nothing loses its whole sequence, so the shortest goes */
+        if (l > best_lcp || (s->whole_only && l == best_lcp && x->n_cache < s->slots[best].n_cache))
+            best_lcp = l, best = i;
     }
     slot *x0 = &s->slots[best];
     int32_t have = seq_cut(s, best, best_lcp < last ? best_lcp : last);
