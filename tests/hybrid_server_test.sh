@@ -5,6 +5,7 @@
 # each equal byte for byte to the same request on a fresh server; a conversation that grows
 # (reuses the previous sequence whole); a server that trims idle slots (--kv-idle); the
 # default --cache-ram starts (the prompt cache is turned off, limit 0 in /metrics).
+# HYBRID_SHAPE picks another synth shape (tiny-qwen35moe, tiny-qwen3next; they pass too).
 # Usage: hybrid_server_test.sh path/to/cpulm. Servers bind 127.0.0.1 on a free port; the
 # script kills only the PIDs it started; every wait loop is bounded.
 set -u
@@ -26,7 +27,7 @@ check() { # name, condition result (0 = ok), detail
   if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
 }
 MODEL=$TMP/hybrid.gguf
-"$CPULM" synth --shape tiny-qwen35 --type f32 -o "$MODEL" >/dev/null 2>&1
+"$CPULM" synth --shape "${HYBRID_SHAPE:-tiny-qwen35}" --type f32 -o "$MODEL" >/dev/null 2>&1
 check synth $?
 
 # start_server NAME ARGS...: sets PORT and SPID; waits (bounded) for /ready.
@@ -37,7 +38,7 @@ start_server() {
   PIDS+=("$SPID")
   PORT=
   for _ in $(seq 100); do
-    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out")
+    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out") 2>/dev/null
     [ -n "$PORT" ] && break
     kill -0 "$SPID" 2>/dev/null || break
     sleep 0.05
