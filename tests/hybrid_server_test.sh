@@ -38,7 +38,7 @@ start_server() {
   PIDS+=("$SPID")
   PORT=
   for _ in $(seq 100); do
-    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out") 2>/dev/null
+    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out" 2>/dev/null)
     [ -n "$PORT" ] && break
     kill -0 "$SPID" 2>/dev/null || break
     sleep 0.05
