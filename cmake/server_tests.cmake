@@ -15,3 +15,10 @@ if(NOT CMAKE_CROSSCOMPILING)
   set_tests_properties(server_security PROPERTIES TIMEOUT 600 LABELS server
                        ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
 endif()
+# `cpulm serve` with a hybrid model (tests/hybrid_server_test.sh, a synthetic tiny-qwen35
+# file made by the script): prefix reuse, concurrency, streaming and n = 2 equal to fresh
+# servers; the prompt cache turned off; idle trimming clearing whole sequences.
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME hybrid_server COMMAND ${CMAKE_SOURCE_DIR}/tests/hybrid_server_test.sh $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(hybrid_server PROPERTIES TIMEOUT 300 LABELS server SKIP_RETURN_CODE 77)
+endif()

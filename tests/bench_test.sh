@@ -56,6 +56,12 @@ grep -q "| KV cache per token | 128.00 KiB (f16), 68.00 KiB (q8_0)" "$TMP/out"; 
 grep -q "| weights | 4.33 GiB |" "$TMP/out"; check plan_8b_weights $?
 grep -q "| KV cache total | 4.00 GiB (f16)" "$TMP/out"; check plan_8b_kv_total $?
 grep -q "r7g.large" "$TMP/out"; check plan_8b_instances $?
+# a hybrid shape: the KV cache of its 8 attention layers, the state of its 24 recurrent ones
+expect_rc plan_hybrid 0 "$CPULM" plan --shape qwen35-9b --type q4_0 -c 4096 --parallel 2
+grep -q "| KV cache per token | 32.00 KiB (f16), 17.00 KiB (q8_0) | 2 (K, V) x 8 full-attention layers" "$TMP/out"
+check plan_hybrid_kv $?
+grep -q "| recurrent state | 100.50 MiB | 24 Gated DeltaNet layers x 2 sequences" "$TMP/out"
+check plan_hybrid_state $?
 expect_rc plan_cost 0 "$CPULM" plan --shape 8b --type q4_k_m --instance c7g.2xlarge --tps 10 --tps-batched 25
 grep -q "| c7g.2xlarge | 0.2900 | 10.00 | 8.0556 | 124138 | 25.00 | 3.2222 | 310345 |" "$TMP/out"
 check plan_cost_row $?

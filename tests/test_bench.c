@@ -10,6 +10,7 @@
 #include "bench.h"
 #include "bench_plan.h"
 #include "svg.h"
+#include "synth.h"
 #include "test.h"
 
 static int list_is(const bench_list *l, const int32_t *v, int n) {
@@ -274,6 +275,38 @@ TEST(bench_plan_compute_and_memory) {
     CHECK_EQ_INT(t, m.total, m.weights + m.kv_total + m.compute + m.overhead);
     /* + the split-attention partials of 3 more sequences (4 heads x 1 chunk x 66 floats) */
     CHECK_EQ_INT(t, m.compute, plan_compute_bytes(&tiny, 512, 256, 4, 2) + 4 * 3 * 4 * 66);
+}
+
+/* A hybrid shape (qwen35-9b: 32 layers, every 4th full attention): the KV cache counts the
+ * 8 attention layers, the recurrent state of the 24 Gated DeltaNet layers is counted per
+ * sequence and in the total, and the weights are the preset's tensors (as synth writes them). */
+TEST(bench_plan_hybrid_kv_and_state) {
+    const plan_shape *s = plan_shape_find("qwen35-9b");
+    REQUIRE(t, s);
+    CHECK_EQ_INT(t, plan_kv_layers(s), 8);
+    CHECK_EQ_INT(t, plan_kv_bytes_per_token(s, CPULM_KV_F16), 2 * 8 * 4 * 256 * 2);
+    plan_memory m;
+    plan_memory_of(s, 1000000, 4096, 2, CPULM_KV_F16, 512, 2, &m);
+    /* per layer and sequence: 32 value heads x 128 x 128 floats of delta-rule state, and the
+     * last 3 inputs of the convolution over 4096 + 2 x 16 x 128 channels */
+    const uint64_t per_layer = 32 * 128 * 128 * 4 + 3 * (4096 + 2 * 16 * 128) * 4;
+    CHECK_EQ_INT(t, m.state, 2 * 24 * per_layer);
+    CHECK_EQ_INT(t, m.total, m.weights + m.kv_total + m.compute + m.state + m.overhead);
+    plan_weights w;
+    REQUIRE(t, plan_weights_of(s, "q4_0", &w) == 0);
+    cpulm_synth_params sp;
+    REQUIRE(t, cpulm_synth_shape("qwen35-9b", &sp) == CPULM_OK);
+    uint64_t bytes = 0;
+    int64_t n_params = 0;
+    REQUIRE(t, cpulm_synth_quantized_size(&sp, cpulm_qplan_preset_find("q4_0"), &bytes, &n_params,
+                                          NULL) == CPULM_OK);
+    CHECK_EQ_INT(t, w.bytes, bytes);
+    CHECK_EQ_INT(t, w.n_params, n_params);
+    const plan_shape *d = plan_shape_find("8b"); /* dense: every layer, no state */
+    REQUIRE(t, d);
+    CHECK_EQ_INT(t, plan_kv_layers(d), 32);
+    plan_memory_of(d, 1000000, 4096, 2, CPULM_KV_F16, 512, 2, &m);
+    CHECK_EQ_INT(t, m.state, 0);
 }
 
 static const char *price_text = "# test prices\n"

@@ -10,6 +10,7 @@
 
 #include "base/buf.h"
 #include "server/sched.h"
+#include "synth.h"
 #include "test.h"
 
 /* ---- stop-string scanning (pure) ---- */
@@ -757,6 +758,89 @@ TEST(sched_prompt_cache_off) {
     CHECK_EQ_INT(t, st.cache_blocks, 0);
     CHECK_EQ_INT(t, st.cache_block_tokens, 0);
     result_release(&r);
+    cpulm_sched_free(s);
+    cpulm_model_free(m);
+}
+
+/* ---- hybrid models: recurrent state kept whole or cleared ---- */
+
+/* tiny-qwen35 (Gated DeltaNet layers), written once into the test's temp dir. */
+static cpulm_model *load_hybrid(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/sched-tiny-qwen35.gguf", test_tmp_dir());
+    cpulm_synth_params sp;
+    if (cpulm_synth_shape("tiny-qwen35", &sp) != CPULM_OK) return NULL;
+    sp.type = CPULM_DTYPE_F32;
+    FILE *f = fopen(path, "rb");
+    if (f)
+        fclose(f);
+    else if (cpulm_synth_write(path, &sp, NULL) != CPULM_OK)
+        return NULL;
+    return cpulm_model_load(path, NULL, NULL);
+}
+
+static cpulm_sched *new_hybrid_sched(const cpulm_model *m, int32_t n_parallel) {
+    cpulm_sched_params p = cpulm_sched_default_params(); /* the default --cache-ram */
+    p.n_parallel = n_parallel;
+    p.n_ctx = 256;
+    p.n_chunk = 16; /* prompts span several steps */
+    p.n_threads = 1;
+    return cpulm_sched_new(m, &p, NULL);
+}
+
+static int same_text(const result *a, int ca, const result *b, int cb) {
+    return a->text[ca].len == b->text[cb].len &&
+           memcmp(a->text[ca].data, b->text[cb].data, a->text[ca].len) == 0;
+}
+
+/* Request (n tokens of salt, max_tokens, n_choices) on a fresh one-slot scheduler. */
+static void hybrid_fresh(const cpulm_model *m, int32_t n, int salt, int32_t max_tokens,
+                         result *out) {
+    cpulm_sched *s = new_hybrid_sched(m, 1);
+    result_init(out);
+    if (!s) return;
+    run_alone(s, synth_req(0, n, salt, max_tokens), out);
+    cpulm_sched_free(s);
+}
+
+/* A hybrid model's state cannot be cut partway: the scheduler starts with the default
+ * prompt cache (turned off), reuses a slot's whole sequence when the prompt extends it, and
+ * evaluates the whole prompt when only part of a sequence matches (a repeat, a shorter
+ * prompt, a branch); every text equals the request on a fresh scheduler, n = 2 too. */
+TEST(sched_hybrid_whole_state_or_nothing) {
+    cpulm_model *m = load_hybrid();
+    REQUIRE(t, m);
+    cpulm_sched *s = new_hybrid_sched(m, 2);
+    REQUIRE(t, s);
+    cpulm_sched_stats st;
+    cpulm_sched_get_stats(s, &st);
+    CHECK_EQ_INT(t, st.cache_max_bytes, 0);
+    CHECK_EQ_INT(t, st.cache_block_tokens, 0);
+    /* {n, salt, max_tokens, n_choices, cached tokens expected} */
+    static const int32_t steps[][5] = {
+        {40, 1, 1, 1, 0},  /* the slot holds the 40 prompt tokens */
+        {20, 3, 1, 1, 0},  /* unrelated: takes the empty slot, not the one holding 40 */
+        {50, 1, 6, 1, 40}, /* extends them: the whole sequence reused */
+        {50, 1, 6, 1, 0},  /* a repeat: 49 of its 55 tokens would be a cut */
+        {30, 1, 6, 1, 0},  /* shorter */
+        {45, 1, 5, 2, 0},  /* branches after 30 tokens; two choices copy the prompt state */
+        {30, 2, 4, 1, 0},  /* unrelated */
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        const int32_t *k = steps[i];
+        result got, want;
+        cpulm_sched_req *r = synth_req(0, k[0], k[1], k[2]);
+        r->n_choices = k[3];
+        run_alone(s, r, &got);
+        CHECK(t, got.done && got.error_status == 0);
+        CHECK_EQ_INT(t, got.n_cached, k[4]);
+        hybrid_fresh(m, k[0], k[1], k[2], &want);
+        CHECK(t, want.done && want.text[0].len > 0);
+        for (int c = 0; c < k[3]; c++)
+            CHECK(t, same_text(&got, c, &want, 0));
+        result_release(&got);
+        result_release(&want);
+    }
     cpulm_sched_free(s);
     cpulm_model_free(m);
 }

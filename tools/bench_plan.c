@@ -102,6 +102,15 @@ int plan_weights_of(const plan_shape *s, const char *type, plan_weights *out) {
     sp.n_expert = s->hp.n_expert;
     sp.n_expert_used = s->hp.n_expert_used;
     sp.n_ff_exp = s->hp.n_ff_exp;
+    const cpulm_hparams *hp = &s->hp; /* hybrid: the recurrent layers' sizes, else zeros */
+    sp.ssm = (cpulm_ssm_shape){.n_rot = hp->ssm_heads && hp->n_rot != hp->head_dim ? hp->n_rot : 0,
+                               .conv = hp->ssm_conv,
+                               .inner = hp->ssm_inner,
+                               .state = hp->ssm_state,
+                               .groups = hp->ssm_groups,
+                               .heads = hp->ssm_heads,
+                               .interval = hp->full_attn_interval,
+                               .n_ff_shexp = hp->n_ff_shexp};
     memset(out, 0, sizeof *out);
     return cpulm_synth_quantized_size(&sp, preset, &out->bytes, &out->n_params, NULL) ? -1 : 0;
 }
@@ -121,6 +130,10 @@ const char *plan_type_names(void) {
 
 uint64_t plan_kv_bytes_per_token(const plan_shape *s, cpulm_kv_type t) {
     return cpulm_mem_kv_bytes(&s->hp, 1, t);
+}
+
+int32_t plan_kv_layers(const plan_shape *s) {
+    return s->hp.ssm_heads ? s->hp.n_layer_attn : s->hp.n_layer;
 }
 
 static cpulm_mem_ctx mem_ctx(int32_t n_batch, int32_t n_ctx, int32_t n_seq, int32_t n_outputs,
@@ -157,6 +170,7 @@ void plan_memory_of(const plan_shape *s, uint64_t weight_bytes, int32_t n_ctx, i
     out->kv_per_token = m.kv_per_token;
     out->kv_total = m.kv;
     out->compute = m.scratch;
+    out->state = m.state;
     out->overhead = plan_overhead_bytes(weight_bytes);
     out->total = m.total + out->overhead;
 }

@@ -42,6 +42,9 @@ const char *plan_type_names(void); /* "Q4_0, Q4_1, ..." */
 
 /* KV cache bytes per token of one sequence: 2 (K and V) x layers x kv heads x head dim. */
 uint64_t plan_kv_bytes_per_token(const plan_shape *s, cpulm_kv_type t);
+/* The layers with a KV cache: all, or a hybrid model's full-attention layers (its Gated
+ * DeltaNet layers keep a recurrent state of fixed size instead). */
+int32_t plan_kv_layers(const plan_shape *s);
 
 /* Scratch cpulm_ctx_new allocates (memory.c): activations for n_batch tokens, the quantized
  * copy of one batch of activations, attention scores per thread, logits for n_outputs rows. */
@@ -54,6 +57,7 @@ uint64_t plan_overhead_bytes(uint64_t weight_bytes);
 
 typedef struct plan_memory {
     uint64_t weights, kv_per_token, kv_total, compute, overhead, total;
+    uint64_t state; /* hybrid models: the recurrent state of all sequences (in total) */
 } plan_memory;
 
 /* Everything needed to serve n_parallel sequences of n_ctx tokens each. */

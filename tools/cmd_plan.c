@@ -214,14 +214,21 @@ static uint64_t print_memory(const plan_opts *o, const plan_shape *s, uint64_t w
     printf("| weights | %s | %s; mapped read-only, shared by all sequences |\n", a, wnote);
     human((double)f16_tok, a, sizeof a);
     human((double)m8.kv_per_token, b, sizeof b);
-    printf("| KV cache per token | %s (f16), %s (q8_0) | 2 (K, V) x %d layers x %d KV heads x %d "
-           "dims x 2 bytes (q8_0: 34 bytes per 32 values) |\n",
-           a, b, s->n_layer, s->n_head_kv, s->head_dim);
+    const int32_t n_kv = plan_kv_layers(s), n_recr = s->n_layer - n_kv;
+    printf("| KV cache per token | %s (f16), %s (q8_0) | 2 (K, V) x %d %slayers x %d KV heads x "
+           "%d dims x 2 bytes (q8_0: 34 bytes per 32 values) |\n",
+           a, b, n_kv, n_recr > 0 ? "full-attention " : "", s->n_head_kv, s->head_dim);
     human((double)(f16_tok * (uint64_t)o->n_ctx * (uint64_t)o->n_par), a, sizeof a);
     human((double)m8.kv_total, b, sizeof b);
     printf("| KV cache total | %s (f16), %s (q8_0) | %d tokens x %d sequences, every cell "
            "allocated |\n",
            a, b, o->n_ctx, o->n_par);
+    if (m.state > 0) {
+        human((double)m.state, a, sizeof a);
+        printf("| recurrent state | %s | %d Gated DeltaNet layers x %d sequences: convolution and "
+               "delta-rule state, a fixed size per sequence whatever its length |\n",
+               a, n_recr, o->n_par);
+    }
     human((double)m.compute, a, sizeof a);
     printf("| compute buffers | %s | activations for a batch of %d tokens, attention scores for "
            "%d threads, logits for %d rows (as cpulm_ctx_new allocates) |\n",

@@ -72,6 +72,7 @@ struct cpulm_sched {
     int32_t n_vocab, n_ctx, n_batch;
     int64_t kv_idle;         /* tokens free slots may keep in all; -1: no limit */
     uint64_t kv_token_bytes; /* KV bytes of one token (all layers, K and V) */
+    int whole_only; /* hybrid model: a sequence's recurrent state is kept whole or cleared */
 
     /* ---- guarded by mu ---- */
     pthread_mutex_t mu;
@@ -349,6 +350,15 @@ static int32_t restore_cached(cpulm_sched *s, int32_t seq, const cpulm_token *pr
     return got;
 }
 
+/* Cuts sequence seq to its first n tokens. A hybrid model's recurrent state cannot be cut
+ * partway (the context refuses): then the whole sequence is cleared and its tokens are
+ * evaluated again, which is slower but right. Returns the length the sequence now has. */
+static int32_t seq_cut(cpulm_sched *s, int32_t seq, int32_t n) {
+    if (cpulm_ctx_seq_rm(s->ctx, seq, n) == CPULM_OK) return n;
+    cpulm_ctx_seq_rm(s->ctx, seq, 0); /* clearing is always allowed */
+    return 0;
+}
+
 /* Free slots keep their KV for prefix reuse, kv_idle tokens in all: beyond that, the least
  * recently freed slot gives up its tail first (its prefix is what a later prompt may share;
  * with the prompt cache on, its whole blocks are in RAM there anyway). */
@@ -367,9 +377,9 @@ static void trim_idle(cpulm_sched *s) {
         }
         slot *x = &s->slots[old];
         int64_t cut = held - s->kv_idle < x->n_cache ? held - s->kv_idle : x->n_cache;
-        x->n_cache -= (int32_t)cut;
-        held -= cut;
-        cpulm_ctx_seq_rm(s->ctx, old, x->n_cache);
+        int32_t now = seq_cut(s, old, x->n_cache - (int32_t)cut);
+        held -= x->n_cache - now;
+        x->n_cache = now;
     }
 }
 
@@ -541,6 +551,15 @@ static int32_t common_prefix(const cpulm_token *a, int32_t na, const cpulm_token
     return i;
 }
 
+/* The tokens of prompt[0..n) that slot x's sequence can give without evaluating them. With
+ * a hybrid model the recurrent state stands for all of its n_cache tokens, so only a
+ * prefix that covers the whole sequence (a conversation that grows) counts. */
+static int32_t usable_prefix(const cpulm_sched *s, const slot *x, const cpulm_token *prompt,
+                             int32_t n) {
+    int32_t l = common_prefix(x->cache, x->n_cache, prompt, n);
+    return s->whole_only && l < x->n_cache ? 0 : l;
+}
+
 static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int state) {
     cpulm_sampler_params sp = q->r->sp;
     if (sp.seed != SEED_FROM_CLOCK) sp.seed += (uint64_t)choice; /* else each draws its own */
@@ -590,7 +609,7 @@ static int32_t share_from_slot(cpulm_sched *s, int32_t dst, const cpulm_token *p
     for (int32_t i = 0; i < s->p.n_parallel; i++) {
         const slot *y = &s->slots[i];
         if (i == dst) continue;
-        int32_t l = common_prefix(y->cache, y->n_cache, prompt, n);
+        int32_t l = usable_prefix(s, y, prompt, n);
         if (l > best) best = l, src = i;
     }
     if (src < 0 || cpulm_ctx_seq_cp(s->ctx, src, dst, best) != CPULM_OK) return have;
@@ -605,21 +624,22 @@ static int32_t share_from_slot(cpulm_sched *s, int32_t dst, const cpulm_token *p
 static void assign(cpulm_sched *s, sreq *q) {
     const cpulm_sched_req *r = q->r;
     int32_t best = -1, best_lcp = -1;
+    int32_t last = r->n_prompt - 1; /* the last prompt token is evaluated: its logits are needed */
+    int32_t n_match = s->whole_only ? last : r->n_prompt;
     for (int32_t i = 0; i < s->p.n_parallel; i++) {
         slot *x = &s->slots[i];
         if (x->state != SLOT_FREE) continue;
-        int32_t l = common_prefix(x->cache, x->n_cache, r->prompt, r->n_prompt);
-        if (l > best_lcp) best_lcp = l, best = i;
+        int32_t l = usable_prefix(s, x, r->prompt, n_match);
+        /* hybrid: a slot that gives nothing loses its whole sequence, so the shortest goes */
+        if (l > best_lcp || (s->whole_only && l == best_lcp && x->n_cache < s->slots[best].n_cache))
+            best_lcp = l, best = i;
     }
     slot *x0 = &s->slots[best];
-    int32_t last = r->n_prompt - 1; /* the last prompt token is evaluated: its logits are needed */
-    int32_t have = best_lcp < last ? best_lcp : last;
-    cpulm_ctx_seq_rm(s->ctx, best, have);
+    int32_t have = seq_cut(s, best, best_lcp < last ? best_lcp : last);
     x0->n_cache = have;
     have = share_from_slot(s, best, r->prompt, last, have);
     int32_t reuse = restore_cached(s, best, r->prompt, r->n_prompt, have);
-    if (reuse > last) reuse = last;
-    cpulm_ctx_seq_rm(s->ctx, best, reuse);
+    reuse = seq_cut(s, best, reuse < last ? reuse : last);
     if (reuse > have)
         memcpy(x0->cache + have, r->prompt + have, sizeof(cpulm_token) * (size_t)(reuse - have));
     x0->n_cache = reuse;
@@ -1196,6 +1216,19 @@ static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
     s->n_ctx = cpulm_ctx_n_ctx(s->ctx);
     s->n_batch = cp.n_batch;
     s->kv_token_bytes = cpulm_ctx_seq_state_bytes(s->ctx, 1);
+    cpulm_memory mem; /* no state blobs for hybrid models: their KV rows from the sizing */
+    if (s->kv_token_bytes == 0 && cpulm_model_memory(s->model, &cp, &mem) == CPULM_OK)
+        s->kv_token_bytes = mem.kv_per_token;
+    cpulm_model_info mi;
+    cpulm_model_get_info(s->model, &mi);
+    s->whole_only = mi.n_layer_recurrent > 0;
+    if (s->p.cache_ram_mib > 0 &&
+        (s->whole_only || cpulm_ctx_seq_state_bytes(s->ctx, CPULM_SCHED_CACHE_BLOCK) == 0)) {
+        /* blocks of positions cannot carry a recurrent state: no prompt cache to fill */
+        cpulm_logf(CPULM_LOG_INFO, "prompt cache off: this model's recurrent state cannot be "
+                                   "saved in blocks (--cache-ram ignored)");
+        s->p.cache_ram_mib = 0;
+    }
     /* auto: one context's worth while the prompt cache also holds finished sequences'
      * blocks; without it, free slots are the only prefix reuse, so they keep everything */
     s->kv_idle = s->p.kv_idle != CPULM_SCHED_KV_IDLE_AUTO ? s->p.kv_idle

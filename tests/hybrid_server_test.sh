@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# hybrid_server_test.sh: `cpulm serve` with a hybrid model (a tiny synthetic qwen35 file:
+# Gated DeltaNet layers whose recurrent state cannot be cut partway). Greedy completions of
+# prompts sharing prefixes, sent one after another, 8 at once, streamed and with n = 2,
+# each equal byte for byte to the same request on a fresh server; a conversation that grows
+# (reuses the previous sequence whole); a server that trims idle slots (--kv-idle); the
+# default --cache-ram starts (the prompt cache is turned off, limit 0 in /metrics).
+# HYBRID_SHAPE picks another synth shape (tiny-qwen35moe, tiny-qwen3next; they pass too).
+# Usage: hybrid_server_test.sh path/to/cpulm. Servers bind 127.0.0.1 on a free port; the
+# script kills only the PIDs it started; every wait loop is bounded.
+set -u
+CPULM=$1
+for tool in curl jq; do
+  if ! command -v $tool >/dev/null; then echo "skip: $tool is not installed"; exit 77; fi
+done
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+pass=0
+fail=0
+check() { # name, condition result (0 = ok), detail
+  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
+}
+MODEL=$TMP/hybrid.gguf
+"$CPULM" synth --shape "${HYBRID_SHAPE:-tiny-qwen35}" --type f32 -o "$MODEL" >/dev/null 2>&1
+check synth $?
+
+# start_server NAME ARGS...: sets PORT and SPID; waits (bounded) for /ready.
+start_server() {
+  local name=$1; shift
+  "$CPULM" serve -m "$MODEL" --port 0 -t 1 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  SPID=$!
+  PIDS+=("$SPID")
+  PORT=
+  for _ in $(seq 100); do
+    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out" 2>/dev/null)
+    [ -n "$PORT" ] && break
+    kill -0 "$SPID" 2>/dev/null || break
+    sleep 0.05
+  done
+  for _ in $(seq 200); do
+    [ -n "$PORT" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ready")" = 200 ] && return 0
+    sleep 0.05
+  done
+  echo "server $name did not become ready: $(cat "$TMP/$name.err")"
+  return 1
+}
+stop_server() { kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; }
+body() { jq -cn --arg p "$1" --argjson n "${2:-24}" '{prompt:$p,max_tokens:$n,temperature:0}'; }
+complete() { # prompt [max_tokens] -> the whole response on stdout
+  curl -s --max-time 60 "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' -d "$(body "$1" "${2:-24}")"
+}
+
+BASE="Once upon a time there was a little dog who"
+PROMPTS=("$BASE liked to run" "$BASE liked to swim in the lake" "$BASE" "$BASE liked to run and jump"
+         "The cat sat on the mat" "$BASE liked to run" "The cat sat on the mat and slept" "x")
+
+# references: every prompt on a fresh one-slot server without any cache
+for i in "${!PROMPTS[@]}"; do
+  start_server "ref$i" -np 1 --cache-ram 0 || exit 1
+  complete "${PROMPTS[$i]}" | jq -r '.choices[0].text' >"$TMP/ref$i"
+  check "ref${i}_nonempty" "$([ -s "$TMP/ref$i" ]; echo $?)"
+  stop_server
+done
+
+# the default --cache-ram: starts, says the prompt cache is off, serves
+start_server main -np 4 || { echo "FAIL main_start"; exit 1; }
+check main_starts 0
+grep -q "prompt cache off" "$TMP/main.err"
+check cache_off_notice $? "$(cat "$TMP/main.err")"
+limit=$(curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^cpulm_prompt_cache_limit_bytes \([0-9.e+]*\)$/\1/p')
+check cache_limit_metric "$([ "$limit" = 0 ]; echo $?)" "limit=$limit"
+reserved=$(curl -s "http://127.0.0.1:$PORT/metrics" | sed -n 's/^cpulm_kv_bytes_reserved \([0-9.e+]*\)$/\1/p')
+check kv_reserved_metric "$(awk -v r="${reserved:-0}" 'BEGIN { exit !(r > 0) }'; echo $?)" "reserved=$reserved"
+
+same_as_ref() { # name, index, file
+  cmp -s "$TMP/ref$2" "$3"
+  check "$1" $? "got '$(head -c 200 "$3")' want '$(head -c 200 "$TMP/ref$2")'"
+}
+for round in 1 2; do # the second round finds every prefix in some slot
+  for i in "${!PROMPTS[@]}"; do
+    complete "${PROMPTS[$i]}" >"$TMP/seq.json"
+    jq -r '.choices[0].text' "$TMP/seq.json" >"$TMP/seq$i"
+    same_as_ref "sequential_${round}_$i" "$i" "$TMP/seq$i"
+  done
+done
+for i in "${!PROMPTS[@]}"; do # 8 at once on 4 slots
+  complete "${PROMPTS[$i]}" >"$TMP/conc$i.json" &
+done
+wait_bounded() { for _ in $(seq 600); do [ -z "$(jobs -rp | grep -v -F -x -f <(printf '%s\n' "${PIDS[@]}"))" ] && return; sleep 0.1; done; }
+wait_bounded
+for i in "${!PROMPTS[@]}"; do
+  jq -r '.choices[0].text' "$TMP/conc$i.json" >"$TMP/conc$i"
+  same_as_ref "concurrent_$i" "$i" "$TMP/conc$i"
+done
+
+# streaming: the deltas join into the same text
+i=1
+curl -s -N --max-time 60 "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+  -d "$(jq -cn --arg p "${PROMPTS[$i]}" '{prompt:$p,max_tokens:24,temperature:0,stream:true}')" \
+  | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' | jq -j '.choices[0].text // ""' >"$TMP/stream"
+echo >>"$TMP/stream"
+same_as_ref stream "$i" "$TMP/stream"
+
+# n = 2: both choices copy the prompt's whole state and equal the reference
+complete_n() { curl -s --max-time 60 "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+  -d "$(jq -cn --arg p "$1" '{prompt:$p,max_tokens:24,temperature:0,n:2}')"; }
+complete_n "${PROMPTS[3]}" >"$TMP/n2.json"
+for c in 0 1; do
+  jq -r ".choices[] | select(.index == $c) | .text" "$TMP/n2.json" >"$TMP/n2_$c"
+  same_as_ref "n2_choice$c" 3 "$TMP/n2_$c"
+done
+
+# a conversation that grows: the next prompt is the previous prompt and its answer and more
+P1="The little bird sang a song"
+A1=$(complete "$P1" 16 | jq -r '.choices[0].text')
+P2="$P1$A1 and then"
+complete "$P2" >"$TMP/grow.json"
+jq -r '.choices[0].text' "$TMP/grow.json" >"$TMP/grow"
+stop_server
+start_server growref -np 1 --cache-ram 0 || exit 1
+complete "$P2" | jq -r '.choices[0].text' >"$TMP/growref"
+stop_server
+cmp -s "$TMP/grow" "$TMP/growref"
+check grow_same $? "got '$(cat "$TMP/grow")' want '$(cat "$TMP/growref")'"
+cached=$(jq -r '.usage.prompt_tokens_details.cached_tokens // 0' "$TMP/grow.json")
+check grow_reuses_whole_sequence "$([ "$cached" -gt 0 ]; echo $?)" "$(jq -c '.usage' "$TMP/grow.json")"
+
+# free slots trimmed to 8 tokens in all: a trim clears a hybrid sequence whole
+start_server idle -np 2 --kv-idle 8 || exit 1
+for i in "${!PROMPTS[@]}"; do
+  complete "${PROMPTS[$i]}" | jq -r '.choices[0].text' >"$TMP/idle$i"
+  same_as_ref "kv_idle_$i" "$i" "$TMP/idle$i"
+done
+stop_server
+
+echo "hybrid_server: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
