@@ -101,6 +101,21 @@ TEST(prep_light_jobs_pass_heavy_ones) {
     CHECK_EQ_INT(t, cpulm_prep_free(p, 5.0), 1);
 }
 
+/* One worker asked for (a server with -t 1) still starts both lanes: a heavy job runs. */
+TEST(prep_one_worker_asked_starts_both_lanes) {
+    cpulm_prep *p = cpulm_prep_new(1, NULL);
+    REQUIRE(t, p);
+    cpulm_prep_stats st;
+    cpulm_prep_get_stats(p, &st);
+    CHECK_EQ_INT(t, st.n_workers, 2);
+    spin_job h;
+    spin_init(&h, 30, 1, 0.0);
+    cpulm_prep_push(p, &h.base);
+    CHECK_EQ_INT(t, collect(p, 1, 10.0), 1);
+    CHECK(t, atomic_load(&h.ran) == 1);
+    CHECK_EQ_INT(t, cpulm_prep_free(p, 5.0), 1);
+}
+
 TEST(prep_deadline_and_cancel_all) {
     cpulm_prep *p = cpulm_prep_new(2, NULL);
     REQUIRE(t, p);

@@ -143,12 +143,12 @@ cpulm_prep *cpulm_prep_new(int32_t n_workers, cpulm_error *err) {
     pthread_cond_init(&p->cv, NULL);
     pthread_cond_init(&p->exit_cv, NULL);
     p->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    for (int32_t i = 0; p->efd >= 0 && i < n_workers; i++) {
+    for (int32_t i = 0; p->efd >= 0 && i < p->n_workers; i++) {
         p->w[i].p = p;
         if (pthread_create(&p->w[i].thread, NULL, worker_main, &p->w[i]) != 0) break;
         p->n_started++;
     }
-    if (p->n_started < n_workers) {
+    if (p->n_started < p->n_workers) {
         cpulm_errf(err, CPULM_ERR_IO, "cannot start the request workers");
         cpulm_prep_free(p, 60.0);
         return NULL;
