@@ -573,6 +573,15 @@ TEST(schema_costly_patterns_bounded) {
                  CPULM_ERR_UNSUPPORTED);
     CHECK_EQ_INT(t, schema_compile(t, "{\"type\":\"string\",\"pattern\":\"^[\\u0022]+$\"}", &e),
                  CPULM_OK);
+    /* a negated class of 255 ranges: with the three JSON-unsafe ranges it would pass the
+     * GBNF limit of 256, so the pattern is refused, not turned into GBNF that fails */
+    cpulm_buf_reset(&s);
+    cpulm_buf_puts(&s, "{\"type\":\"string\",\"pattern\":\"^[^");
+    for (int i = 0; i < 255; i++)
+        cpulm_buf_printf(&s, "\\u%04X", 0x100 + 2 * i);
+    cpulm_buf_puts(&s, "]$\"}");
+    CHECK_EQ_INT(t, schema_compile(t, s.data, &e), CPULM_ERR_UNSUPPORTED);
+    CHECK(t, strstr(e.msg, "character class too large"));
     /* oneOf over many enum branches: pairwise checks bounded */
     cpulm_buf_reset(&s);
     cpulm_buf_puts(&s, "{\"oneOf\":[");

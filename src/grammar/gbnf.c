@@ -374,7 +374,8 @@ static int32_t parse_class(parser *P) {
             if (read_char(P, &hi) < 0) return -1;
             if (hi < lo) return fail(P, "character range is reversed");
         }
-        if (n >= 256) return fail(P, "character class too long (limit 256 ranges)");
+        if (n >= 256)
+            return failc(P, CPULM_ERR_LIMIT, "character class too long (limit 256 ranges)");
         rng[2 * n] = lo;
         rng[2 * n + 1] = hi;
         n++;

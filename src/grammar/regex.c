@@ -8,8 +8,9 @@
 
 #include "grammar/grammar.h"
 
-#define MAX_RANGES 256
-#define SAFE_NOT   "\"\\\\\\x00-\\x1F" /* inside [^...]: what raw JSON string text cannot hold */
+#define MAX_RANGES      256
+#define GBNF_MAX_RANGES 256                 /* what the GBNF parser takes in one class */
+#define SAFE_NOT        "\"\\\\\\x00-\\x1F" /* inside [^...]: what raw JSON string text cannot hold */
 
 typedef struct rx {
     const char *s, *end, *p;
@@ -75,7 +76,8 @@ static int cls_add_shorthand(rx *R, cls *c, char k) {
 
 /* Writes a positive class minus what raw JSON text cannot hold, plus escaped forms. */
 static int emit_class(rx *R, const cls *c, int negate) {
-    if (negate) {
+    if (negate) { /* the three SAFE_NOT ranges join the class: GBNF takes 256 in all */
+        if (c->n + 3 > GBNF_MAX_RANGES) return rx_fail(R, "character class too large");
         cpulm_buf_puts(R->out, "[^");
         for (int i = 0; i < c->n; i++) {
             put_cp_class(R->out, c->r[2 * i]);
@@ -102,6 +104,10 @@ static int emit_class(rx *R, const cls *c, int negate) {
             put_cp_class(&cl, z);
             n_out++;
         }
+    }
+    if (n_out > GBNF_MAX_RANGES) { /* splitting around '"' and '\\' made too many */
+        cpulm_buf_release(&cl);
+        return rx_fail(R, "character class too large");
     }
     /* an empty GBNF class is an error: write only the parts that match something */
     if (!n_out && !has_q && !has_bs) {
