@@ -13,6 +13,7 @@ typedef struct test_ctx {
     const char *name;
     int n_fail;              /* failed checks in this test */
     const char *skip_reason; /* a skip is reported, never counted as a pass */
+    int not_applicable;      /* the skip is this platform's, not a missing resource */
 } test_ctx;
 
 #define TEST(name)                 \
@@ -59,6 +60,17 @@ typedef struct test_ctx {
 #define SKIP(t, why)              \
     do {                          \
         (t)->skip_reason = (why); \
+        return;                   \
+    } while (0)
+
+/* A test that cannot apply to this build or CPU (an aarch64-only kernel on x86, a CPU
+ * feature it lacks, an opt-in check not asked for): reported like a skip, but it does not
+ * make its group skipped when other tests of the group ran (main.c). A missing model or
+ * tool is a SKIP. */
+#define NOT_APPLICABLE(t, why)    \
+    do {                          \
+        (t)->skip_reason = (why); \
+        (t)->not_applicable = 1;  \
         return;                   \
     } while (0)
 

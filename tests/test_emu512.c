@@ -40,7 +40,7 @@ TEST(emu512_levels_checked) {
         printf(" %s", lv[i]->name);
     printf("\n");
 #else
-    SKIP(t, "x86 only");
+    NOT_APPLICABLE(t, "x86 only");
 #endif
 }
 
@@ -56,25 +56,26 @@ TEST(emu512_levels_merged_over_base) {
         if (strcmp(lv[i]->name, "avx512(emu)") == 0) e512 = lv[i];
         if (strcmp(lv[i]->name, "avx512vnni(emu)") == 0) evnni = lv[i];
     }
-    if (!e512 || !evnni) SKIP(t, "no emulated levels on this CPU (native AVX-512 or no AVX2)");
+    if (!e512 || !evnni)
+        NOT_APPLICABLE(t, "no emulated levels on this CPU (native AVX-512 or no AVX2)");
     REQUIRE(t, avx2 != NULL);
     CHECK(t, e512->vec_dot[CPULM_DTYPE_F32] != avx2->vec_dot[CPULM_DTYPE_F32]);
     CHECK(t, e512->from_float[CPULM_DTYPE_Q8_0] == avx2->from_float[CPULM_DTYPE_Q8_0]);
     CHECK(t, evnni->attn_scores == e512->attn_scores);
     CHECK(t, evnni->gemm_x16[CPULM_DTYPE_Q4_K] != e512->gemm_x16[CPULM_DTYPE_Q4_K]);
 #else
-    SKIP(t, "built without the emulated avx512 levels");
+    NOT_APPLICABLE(t, "built without the emulated avx512 levels");
 #endif
 }
 
 TEST(emu512_shims_match_scalar) {
 #if defined(CPULM_TEST_EMU512)
-    if (!has_level("avx2")) SKIP(t, "the emulation needs AVX2");
+    if (!has_level("avx2")) NOT_APPLICABLE(t, "the emulation needs AVX2");
     char msg[128];
     const int fails = cpulm_emu512_shim_check(msg, sizeof msg);
     if (fails) fprintf(stderr, "  %d shim checks failed, first: %s\n", fails, msg);
     CHECK_EQ_INT(t, fails, 0);
 #else
-    SKIP(t, "built without the emulated avx512 levels");
+    NOT_APPLICABLE(t, "built without the emulated avx512 levels");
 #endif
 }

@@ -128,7 +128,7 @@ TEST(kern_levels_merged_and_complete) {
  * aarch64 they also say the SVE vector length (bytes) qemu must have given us. */
 TEST(kern_expected_level) {
     const char *want = getenv("CPULM_EXPECT_LEVEL");
-    if (!want || !*want) SKIP(t, "CPULM_EXPECT_LEVEL not set");
+    if (!want || !*want) NOT_APPLICABLE(t, "CPULM_EXPECT_LEVEL not set");
     if (strcmp(cpulm_kernel_level(), want) != 0)
         fprintf(stderr, "  chose %s, expected %s (cpu: %s)\n", cpulm_kernel_level(), want,
                 cpulm_cpu_features());
@@ -515,13 +515,13 @@ static void check_tile(test_ctx *t, cpulm_dtype w, cpulm_vec_dot_2x2_fn fn, int6
 /* (the test list is generated from every TEST line, so the test exists on every arch) */
 TEST(kern_arm_i8mm_tiles_2x2) {
 #if defined(__aarch64__)
-    if (!have_level("i8mm")) SKIP(t, "this CPU has no i8mm");
+    if (!have_level("i8mm")) NOT_APPLICABLE(t, "this CPU has no i8mm");
     for (int64_t nb = 1; nb <= 37; nb += 36) {
         check_tile(t, CPULM_DTYPE_Q8_0, cpulm_i8mm_vec_dot_2x2_q8_0_q8_0, nb * 32);
         check_tile(t, CPULM_DTYPE_Q4_0, cpulm_i8mm_vec_dot_2x2_q4_0_q8_0, nb * 32);
     }
 #else
-    SKIP(t, "aarch64 only");
+    NOT_APPLICABLE(t, "aarch64 only");
 #endif
 }
 
