@@ -81,8 +81,13 @@ TEST(prep_light_jobs_pass_heavy_ones) {
     cpulm_prep_push(p, &l.base);
     CHECK_EQ_INT(t, collect(p, 1, 10.0), 1);
     CHECK(t, l.t_done > 0 && l.t_done - t0 < 1.0); /* not after 30 s of heavy work */
+    /* the heavy worker takes its first job in its own time (the light one may be done
+     * before it woke, under the sanitizers): wait for it, bounded */
     cpulm_prep_stats st;
-    cpulm_prep_get_stats(p, &st);
+    double until = now_s() + 10.0;
+    do {
+        cpulm_prep_get_stats(p, &st);
+    } while (st.n_run_heavy < 1 && now_s() < until && usleep(1000) == 0);
     CHECK_EQ_INT(t, st.n_workers, 2);
     CHECK_EQ_INT(t, st.n_run_heavy, 1); /* one worker stays free for light jobs */
     CHECK_EQ_INT(t, st.n_heavy, 2);
