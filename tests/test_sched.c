@@ -808,6 +808,9 @@ static void hybrid_fresh(const cpulm_model *m, int32_t n, int salt, int32_t max_
  * evaluates the whole prompt when only part of a sequence matches (a repeat, a shorter
  * prompt, a branch); every text equals the request on a fresh scheduler, n = 2 too. */
 TEST(sched_hybrid_whole_state_or_nothing) {
+    /* 14 schedulers with their calibration on the generic recurrence: minutes under qemu,
+     * past run_alone's 20 s per request; the scheduler logic is plain C, checked natively */
+    if (test_emulated()) NOT_APPLICABLE(t, "too slow under emulation (run natively)");
     cpulm_model *m = load_hybrid();
     REQUIRE(t, m);
     cpulm_sched *s = new_hybrid_sched(m, 2);
