@@ -21,8 +21,8 @@ fail=0
 check() { # name, condition result (0 = ok), detail
   if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
 }
-if [ ! -f "$MODEL" ]; then echo "skip: $MODEL missing"; exit 0; fi
-command -v jq >/dev/null || { echo "skip: jq missing"; exit 0; }
+if [ ! -f "$MODEL" ]; then echo "skip: $MODEL missing"; exit 77; fi
+command -v jq >/dev/null || { echo "skip: jq missing"; exit 77; }
 
 start_server() { # name, args...: starts a server in the background; its port goes to $TMP/NAME.port
   local name=$1

@@ -11,7 +11,7 @@ CPULM=$1
 SHARED=${CPULM_SHARED:-../shared}
 STORIES=$SHARED/models/stories260K.gguf
 TINY=$SHARED/testdata/models/tiny-llama-f16.gguf
-if [ ! -f "$STORIES" ] || [ ! -f "$TINY" ]; then echo "skip: shared models not found (set CPULM_SHARED)"; exit 0; fi
+if [ ! -f "$STORIES" ] || [ ! -f "$TINY" ]; then echo "skip: shared models not found (set CPULM_SHARED)"; exit 77; fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 pass=0
