@@ -157,7 +157,12 @@ static int run_child(const char *isa, char *out, size_t cap) {
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) return 0;
     exe[len] = 0;
-    snprintf(cmd, sizeof cmd, "CPULM_ISA='%s' '%s' kern_report_level", isa, exe);
+#ifdef CPULM_TEST_EMULATOR /* a cross build: /proc/self/exe is the foreign binary */
+    const char *emu = CPULM_TEST_EMULATOR " ";
+#else
+    const char *emu = "";
+#endif
+    snprintf(cmd, sizeof cmd, "CPULM_ISA='%s' %s'%s' kern_report_level", isa, emu, exe);
     FILE *p = popen(cmd, "r");
     if (!p) return 0;
     size_t got = fread(out, 1, cap - 1, p);

@@ -1439,11 +1439,12 @@ TEST(sched_embed_equals_one_call) {
     p.embd_ctx = ec;
     cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
     REQUIRE(t, s);
-    const int32_t n = 60, E = cpulm_ctx_n_embd(ec);
+    /* under qemu one 200-token input takes seconds: fewer, shorter inputs, same batching */
+    const int32_t n = test_emulated() ? 12 : 60, E = cpulm_ctx_n_embd(ec);
     float *out = malloc(sizeof(float) * (size_t)n * (size_t)E);
     float *want = malloc(sizeof(float) * (size_t)n * (size_t)E);
     embd_case c;
-    embd_case_init(&c, m, 7, n, 200, out);
+    embd_case_init(&c, m, 7, n, test_emulated() ? 24 : 200, out);
     result res[1];
     result_init(&res[0]);
     int64_t seq = 0;
@@ -1494,11 +1495,14 @@ TEST(sched_embed_cancel_and_stop) {
     p.embd_ctx = ec;
     cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
     REQUIRE(t, s);
-    const int32_t n = 2048, E = cpulm_ctx_n_embd(ec);
+    const int32_t n = 2048, E = cpulm_ctx_n_embd(ec), len = test_emulated() ? 16 : 250;
+    /* a cancel lands at the next batch boundary: one batch aims at 50 ms, or one input when
+     * a single input takes longer (under qemu, inputs are short so that stays well below) */
+    const double bound = test_emulated() ? 5.0 : 0.5;
     float *out = malloc(sizeof(float) * (size_t)n * (size_t)E);
     embd_case a, b;
-    embd_case_init(&a, m, 1, n, 250, out);
-    embd_case_init(&b, m, 2, n, 250, out);
+    embd_case_init(&a, m, 1, n, len, out);
+    embd_case_init(&b, m, 2, n, len, out);
     b.se.destroy = embd_case_destroyed;
     int64_t seq = 0;
     CHECK_EQ_INT(t, cpulm_sched_embed_submit(s, &a.se), CPULM_SCHED_ACCEPTED);
@@ -1517,7 +1521,7 @@ TEST(sched_embed_cancel_and_stop) {
     REQUIRE(t, back == &a.se);
     CHECK_EQ_INT(t, back->status, CPULM_ERR_CANCELLED);
     CHECK(t, back->n_done < n);
-    if (dt > 0.5) { /* one batch aims at 50 ms */
+    if (dt > bound) {
         fprintf(stderr, "  the cancel took %.3f s\n", dt);
         t->n_fail++;
     }
@@ -1531,7 +1535,7 @@ TEST(sched_embed_cancel_and_stop) {
     CHECK_EQ_INT(t, cpulm_sched_stop(s, 5.0), 1);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    if (dt > 0.5) {
+    if (dt > bound) {
         fprintf(stderr, "  stopping took %.3f s\n", dt);
         t->n_fail++;
     }
