@@ -5,6 +5,7 @@
  * values and against the byte sizes of real quantized files. */
 #define _GNU_SOURCE
 #include "bench_plan.h"
+#include "textfile.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -280,19 +281,8 @@ int plan_prices_locate(const char *flag, char *out, size_t cap) {
 
 int plan_prices_load(const char *path, plan_prices *out, char *err, size_t cap) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, cap, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    char *text = malloc(1 << 20);
-    size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (!text) {
-        snprintf(err, cap, "out of memory");
-        return -1;
-    }
-    text[n] = 0;
+    char *text;
+    if (textfile_read(path, 1 << 20, &text, NULL, err, cap)) return -1;
     char msg[384];
     int rc = plan_prices_parse(text, out, msg, sizeof msg);
     if (rc) snprintf(err, cap, "%s: %s", path, msg);

@@ -1,6 +1,7 @@
 /* perf_model.c: roofline-share estimates for other machines (see perf_model.h). */
 #define _GNU_SOURCE
 #include "perf_model.h"
+#include "textfile.h"
 
 #include "tools_api.h"
 
@@ -88,19 +89,8 @@ int pm_table_parse(const char *text, pm_table *out, char *err, size_t cap) {
 
 int pm_table_load(const char *path, pm_table *out, char *err, size_t cap) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, cap, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    char *text = malloc(1 << 20);
-    size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (!text) {
-        snprintf(err, cap, "out of memory");
-        return -1;
-    }
-    text[n] = 0;
+    char *text;
+    if (textfile_read(path, 1 << 20, &text, NULL, err, cap)) return -1;
     char msg[384];
     int rc = pm_table_parse(text, out, msg, sizeof msg);
     if (rc) snprintf(err, cap, "%s: %s", path, msg);

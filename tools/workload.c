@@ -1,6 +1,7 @@
 /* workload.c: workload files, request sampling and prompt text (see workload.h). */
 #define _GNU_SOURCE
 #include "workload.h"
+#include "textfile.h"
 
 #include <libgen.h>
 #include <limits.h>
@@ -218,15 +219,9 @@ int workload_load(const char *name_or_path, workload *w, char *err, size_t cap) 
                  name_or_path);
         return -1;
     }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, cap, "%s: cannot open", path);
-        return -1;
-    }
-    char *text = malloc(1 << 20);
-    size_t len = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (!text) return bad(err, cap, path, "out of memory");
+    char *text;
+    size_t len;
+    if (textfile_read(path, 1 << 20, &text, &len, err, cap)) return -1;
     char msg[256];
     int rc = workload_parse(text, len, w, msg, sizeof msg);
     free(text);
