@@ -478,17 +478,25 @@ static void index_kept(cpulm_sampler *s) {
     }
 }
 
-/* Temperature, softmax over the kept set, then one uniform draw along the cumulative sum.
- * Weights are exp((l - max) / temp) in double: no overflow however small temp is. */
-static cpulm_token draw(cpulm_sampler *s) {
-    /* still unsorted candidates (no cut asked for an order) take part as they are */
+/* Moves the still unsorted candidates (no cut asked for an order) into the kept set, as they
+ * are, and returns the sum of its weights exp((l - *max) * *inv_t): in double, so there is
+ * no overflow however small temp is. */
+static double kept_weight_sum(cpulm_sampler *s, double *max, double *inv_t) {
     while (s->n_heap > 0)
         s->kept[s->n_kept++] = s->heap[--s->n_heap];
-    double inv_t = 1.0 / (double)s->p.temp, max = -INFINITY, sum = 0.0;
+    double sum = 0.0;
+    *inv_t = 1.0 / (double)s->p.temp;
+    *max = -INFINITY;
     for (int32_t i = 0; i < s->n_kept; i++)
-        if (s->kept[i].logit > max) max = s->kept[i].logit;
+        if (s->kept[i].logit > *max) *max = s->kept[i].logit;
     for (int32_t i = 0; i < s->n_kept; i++)
-        sum += exp(((double)s->kept[i].logit - max) * inv_t);
+        sum += exp(((double)s->kept[i].logit - *max) * *inv_t);
+    return sum;
+}
+
+/* Temperature, softmax over the kept set, then one uniform draw along the cumulative sum. */
+static cpulm_token draw(cpulm_sampler *s) {
+    double max, inv_t, sum = kept_weight_sum(s, &max, &inv_t);
     double u = rng_uniform(s->rng) * sum, cum = 0.0;
     int32_t pick = -1;
     for (int32_t i = 0; i < s->n_kept; i++) {
@@ -641,13 +649,7 @@ static void dist_point(const cpulm_sampler *s, cpulm_token t, float *probs) {
 
 /* draw()'s weights over the kept set (and what is left in the heap), normalized. */
 static void dist_kept(cpulm_sampler *s, float *probs) {
-    while (s->n_heap > 0)
-        s->kept[s->n_kept++] = s->heap[--s->n_heap];
-    double inv_t = 1.0 / (double)s->p.temp, max = -INFINITY, sum = 0.0;
-    for (int32_t i = 0; i < s->n_kept; i++)
-        if (s->kept[i].logit > max) max = s->kept[i].logit;
-    for (int32_t i = 0; i < s->n_kept; i++)
-        sum += exp(((double)s->kept[i].logit - max) * inv_t);
+    double max, inv_t, sum = kept_weight_sum(s, &max, &inv_t);
     memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
     for (int32_t i = 0; i < s->n_kept; i++) {
         double w = exp(((double)s->kept[i].logit - max) * inv_t);
