@@ -3,7 +3,8 @@
  * One scheduler thread owns the context. Each step it builds one batch holding one token
  * for every generating sequence plus prompt chunks of newly admitted requests, calls
  * cpulm_ctx_decode once, then samples, detokenizes, applies stop strings and publishes
- * events.
+ * events. With speculative decoding (params.spec, sched_spec.h) a generating sequence's
+ * draft rides in the same batch, and the sequence may receive several tokens per step.
  * Latency-aware prefill: the step time is modelled as fixed + a cost per generating
  * sequence + a cost per prompt token (cpulm_sched_model: calibrated at start, then tracked
  * from every step). While prompts wait next to generating streams, a step is short or long.
