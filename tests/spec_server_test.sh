@@ -2,7 +2,7 @@
 # spec_server_test.sh: speculative decoding in `cpulm serve` through HTTP on stories260K.
 # Three servers with 8 slots (plain, --spec ngram, -md with the model drafting for itself)
 # get the same 8 concurrent requests: greedy and seeded sampled texts are byte-identical;
-# a stream gives the same text; /metrics carries vLLM's spec_decode counters (absent
+# a stream and a grammar give the same text; /metrics carries vLLM's spec_decode counters (absent
 # without speculation); /completion's timings and the OpenAI responses carry draft_n and
 # draft_n_accepted; "speculative.n_max": 0 opts a request out; usage errors (exit 2) and a
 # draft of another vocabulary (exit 1) are refused clearly.
@@ -100,6 +100,21 @@ for tag in greedy sampled; do
     check "${tag}_${name}_equals_plain" $same
   done
 done
+
+# a grammar (masked sampling, its state advanced token by token) with drafts: same text
+gbnf='root ::= ("Lily " | "the dog " | "ran " | "to the park. ")+'
+for name in plain ngram draft; do
+  port=$(eval echo "\$PORT_$name")
+  jq -n --arg g "$gbnf" --arg p "${PROMPTS[0]}" \
+    '{prompt: $p, max_tokens: 48, temperature: 0, grammar: $g}' |
+    curl -s -m 60 "http://127.0.0.1:$port/v1/completions" -d @- >"$TMP/gram.$name.json"
+  jq -r '.choices[0].text' "$TMP/gram.$name.json" >"$TMP/gram.$name"
+done
+[ -s "$TMP/gram.plain" ] && grep -q "Lily\|the dog\|ran" "$TMP/gram.plain"
+check grammar_plain_ran $? "$(head -c 300 "$TMP/gram.plain.json")"
+cmp -s "$TMP/gram.plain" "$TMP/gram.ngram"; check grammar_ngram_equals_plain $?
+cmp -s "$TMP/gram.plain" "$TMP/gram.draft"; check grammar_draft_equals_plain $?
+jq -e '.timings.draft_n > 0' "$TMP/gram.ngram.json" >/dev/null; check grammar_ngram_drafted $?
 
 # the responses report their drafts (llama-server's timings.draft_n / draft_n_accepted)
 drafted=0

@@ -46,11 +46,19 @@ typedef struct run_opts {
     float temp;
     int32_t req_n_max; /* the requests' speculative.n_max (-1: the server's) */
     const char *stop;
+    int32_t long_prompt; /* > 0: request 0's prompt is the prompts repeated to this many bytes */
 } run_opts;
 
 static cpulm_sched_req *request(const cpulm_model *m, uint64_t id, const run_opts *o) {
     cpulm_sched_req *r = cpulm_sched_req_new();
     const char *p = prompts[id % NREQ];
+    cpulm_buf lp;
+    cpulm_buf_init(&lp, 0);
+    for (int i = 0; id == 0 && (int32_t)lp.len < o->long_prompt; i++) {
+        cpulm_buf_puts(&lp, prompts[i % NREQ]);
+        cpulm_buf_puts(&lp, ". ");
+    }
+    if (lp.len) p = lp.data;
     size_t len = strlen(p);
     r->id = id;
     r->max_tokens = o->max_tokens;
@@ -62,6 +70,7 @@ static cpulm_sched_req *request(const cpulm_model *m, uint64_t id, const run_opt
     if (o->stop) cpulm_sched_req_add_stop(r, o->stop, strlen(o->stop));
     r->prompt = malloc(sizeof(cpulm_token) * (len + 2));
     cpulm_tokenize(m, p, len, 1, 0, r->prompt, (int32_t)len + 2, &r->n_prompt);
+    cpulm_buf_release(&lp);
     return r;
 }
 
@@ -265,6 +274,33 @@ TEST(sched_spec_draft_model_equals_plain) {
     release(out);
     o.temp = 0.8f; /* sampled: greedy drafts, the target's own draws */
     compare(t, m, o, &st, out);
+    release(out);
+    cpulm_model_free(d);
+    cpulm_model_free(m);
+}
+
+/* A prompt longer than the draft context's batch: the draft model catches up over several
+ * steps (at most one batch each, so other streams are not stalled) before that slot
+ * drafts; output unchanged. */
+TEST(sched_spec_draft_model_long_prompt) {
+    cpulm_model *m = load_model(), *d = load_model();
+    if (!m || !d) {
+        cpulm_model_free(m);
+        cpulm_model_free(d);
+        SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    }
+    run_opts o = {.kind = CPULM_SPEC_DRAFT,
+                  .draft = d,
+                  .adaptive = 0,
+                  .draft_max = 4,
+                  .n_ctx = 1024,
+                  .max_tokens = gen_len(),
+                  .req_n_max = -1,
+                  .long_prompt = test_emulated() ? 1200 : 2400};
+    outcome out[NREQ];
+    cpulm_sched_stats st;
+    compare(t, m, o, &st, out);
+    CHECK(t, out[0].n_drafted > 0); /* the long one caught up and drafted */
     release(out);
     cpulm_model_free(d);
     cpulm_model_free(m);

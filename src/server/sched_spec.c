@@ -1,8 +1,9 @@
 /* sched_spec.c: drafting for the scheduler's slots (see sched_spec.h). N-gram drafts come
  * from each slot's own history; a draft model keeps one sequence per slot in its own
- * context, catches every drafting slot up in shared batches, then drafts greedily with one
- * decode per draft position for all slots at once, so its cost per step does not grow with
- * the number of slots. */
+ * context, catches drafting slots up in shared batches (at most one batch of history per
+ * step: a new prompt catches up over several steps, its slot drafting once it has), then
+ * drafts greedily with one decode per draft position for all slots at once, so its cost
+ * per step does not grow with the number of slots. */
 #include "server/sched_spec.h"
 
 #include <math.h>
@@ -166,9 +167,10 @@ static int draft_decode(cpulm_sched_spec *sp, int32_t n) {
     return cpulm_ctx_decode(sp->dctx, &b) == CPULM_OK;
 }
 
-/* Appends hist[n_dtok..upto) of every drafting slot to its draft sequence, in shared
- * batches; with last, only the final token each (upto = n_hist), with a logits row
- * (spec_slot.row). Returns 0 when a decode failed. */
+/* Appends hist[n_dtok..upto) of every drafting slot to its draft sequence: without last,
+ * the history before the final token, one batch of at most d_batch tokens (a new prompt
+ * catches up over several steps instead of stalling this one); with last, the final token
+ * each (upto = n_hist), with a logits row (spec_slot.row). Returns 0 when a decode failed. */
 static int draft_feed(cpulm_sched_spec *sp, const cpulm_sched_spec_in *in, int last) {
     int32_t i = 0, n_out = 0;
     while (i < sp->n_parallel) {
@@ -189,6 +191,7 @@ static int draft_feed(cpulm_sched_spec *sp, const cpulm_sched_spec_in *in, int l
             if (k < take) break; /* the batch is full: this slot goes on in the next one */
         }
         if (n > 0 && !draft_decode(sp, n)) return 0;
+        if (!last) break;
     }
     return 1;
 }
@@ -242,7 +245,10 @@ static void draft_model_all(cpulm_sched_spec *sp, const cpulm_sched_spec_in *in)
     if (!any) return;
     /* the history first (prompts: many tokens, no rows), then the last token of every slot
      * in one batch, so all rows come from the same decode */
-    if (!draft_feed(sp, in, 0) || !draft_feed(sp, in, 1)) {
+    int ok = draft_feed(sp, in, 0);
+    for (int32_t i = 0; i < sp->n_parallel; i++) /* still behind: drafts from a later step */
+        if (sp->slots[i].n_dtok < in[i].n_hist - 1) sp->slots[i].k_want = 0;
+    if (!ok || !draft_feed(sp, in, 1)) {
         for (int32_t i = 0; i < sp->n_parallel; i++) { /* resynchronized next step */
             cpulm_ctx_seq_rm(sp->dctx, i, 0);
             sp->slots[i].n_dtok = 0;
