@@ -5,3 +5,12 @@ if(NOT CMAKE_CROSSCOMPILING)
   add_test(NAME spec_cli COMMAND ${CMAKE_SOURCE_DIR}/tests/spec_cli_test.sh $<TARGET_FILE:cpulm-cli>)
   set_tests_properties(spec_cli PROPERTIES TIMEOUT 300 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
 endif()
+# Speculative decoding in `cpulm serve` (tests/spec_server_test.sh): with 8 concurrent
+# requests, --spec ngram and -md give the plain server's texts byte for byte (greedy and
+# seeded sampling, streamed), the vLLM spec_decode metrics, draft_n / draft_n_accepted in
+# responses, the per-request opt-out, and refused configurations.
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME spec_server COMMAND ${CMAKE_SOURCE_DIR}/tests/spec_server_test.sh $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(spec_server PROPERTIES TIMEOUT 300 LABELS server
+                       ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
+endif()

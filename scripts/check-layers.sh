@@ -83,7 +83,7 @@ BEGIN {
     allow["context"] = "ctx_state forward memory base quant kernels threads kv model"
     allow["qplan"] = "base gguf quant"
     allow["synth"] = "base gguf quant qplan model"
-    allow["server"] = "base grammar server_api"
+    allow["server"] = "base grammar spec server_api"
     allow["server_api"] = "base server"
     allow["tools_api"] = "base gguf quant kernels threads model memory qplan synth server grammar spec"
     allow["tools"] = "tools_api server_api"

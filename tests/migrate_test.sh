@@ -128,7 +128,7 @@ runs llama-bench -m "$M" -p 512 -n 128 -pg 512,128 -fa 1 -mmp 0 -d 0,512
 runs llama-bench -m "$SHARED/testdata/models/tiny-llama-f32.gguf" -ctk q8_0 -ctv q8_0 -p 64 -n 16
 
 # ---- llama-server, llama-perplexity, llama-quantize (their README lines) ----
-fails "-md is not supported: speculative decoding" llama-server -m "$M" -md draft.gguf
+fails "draft.gguf: No such file" llama-server -m "$M" -md draft.gguf
 fails "--lora is not supported" llama-server -m "$M" --lora my_lora.gguf
 runs llama-perplexity -m "$M" -f file.txt -c 128
 grep -q "^Final estimate: PPL = " "$TMP/out"; check perplexity_final $?

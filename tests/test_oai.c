@@ -228,7 +228,7 @@ TEST(oai_writes_chat_response_and_chunks) {
     cpulm_buf_puts(&ch[0].text, "Hi \"there\"");
     ch[0].finish = CPULM_FINISH_STOP;
     ch[1].finish = CPULM_FINISH_LENGTH;
-    cpulm_oai_usage u = {5, 7, 2};
+    cpulm_oai_usage u = {5, 7, 2, 0, 0};
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_oai_write_response(&b, &meta, ch, 2, &u);
@@ -339,7 +339,7 @@ TEST(oai_writes_logprobs_in_both_shapes) {
     cpulm_oai_choice_add_lp(&c, &lp);
     c.finish = 0;
     cpulm_oai_meta meta = {.kind = CPULM_OAI_CHAT, .id = "x", .model = "m", .m = m, .logprobs = 2};
-    cpulm_oai_usage u = {1, 2, 0};
+    cpulm_oai_usage u = {1, 2, 0, 0, 0};
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_oai_write_response(&b, &meta, &c, 1, &u);
@@ -627,6 +627,76 @@ TEST(oai_llama_server_aliases) {
         CHECK_EQ_INT(t, r.reasoning_none, 1);
         cpulm_oai_request_release(&r);
     }
+}
+
+/* llama-server's per-request speculation limits: dotted keys (what it reads) or a
+ * "speculative" object; ranges checked (400 naming speculative); absent: -1. */
+TEST(oai_speculative_fields) {
+    cpulm_oai_request r;
+    if (parse_ok(t, CPULM_OAI_COMPLETION, "{\"prompt\":\"x\"}", &r)) {
+        CHECK_EQ_INT(t, r.spec_n_max, -1);
+        CHECK_EQ_INT(t, r.spec_n_min, -1);
+        CHECK(t, r.spec_p_min < 0);
+        cpulm_oai_request_release(&r);
+    }
+    if (parse_ok(t, CPULM_OAI_COMPLETION,
+                 "{\"prompt\":\"x\",\"speculative.n_max\":0,\"speculative.n_min\":2,"
+                 "\"speculative.p_min\":0.5}",
+                 &r)) {
+        CHECK_EQ_INT(t, r.spec_n_max, 0);
+        CHECK_EQ_INT(t, r.spec_n_min, 2);
+        CHECK_NEAR(t, r.spec_p_min, 0.5, 1e-7);
+        cpulm_oai_request_release(&r);
+    }
+    if (parse_ok(t, CPULM_OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                 "\"speculative\":{\"n_max\":7}}",
+                 &r)) {
+        CHECK_EQ_INT(t, r.spec_n_max, 7);
+        cpulm_oai_request_release(&r);
+    }
+    expect_400(t, CPULM_OAI_COMPLETION, "{\"prompt\":\"x\",\"speculative.n_max\":-1}",
+               "speculative");
+    expect_400(t, CPULM_OAI_COMPLETION, "{\"prompt\":\"x\",\"speculative.n_min\":1.5}",
+               "speculative");
+    expect_400(t, CPULM_OAI_COMPLETION, "{\"prompt\":\"x\",\"speculative.p_min\":2}",
+               "speculative");
+}
+
+/* With drafts verified, the response carries llama-server's timings.draft_n and
+ * draft_n_accepted next to usage; without, no timings object. */
+TEST(oai_response_draft_timings) {
+    cpulm_oai_meta meta = {.kind = CPULM_OAI_COMPLETION,
+                           .id = "cmpl-1",
+                           .created = 1,
+                           .model = "stories",
+                           .logprobs = -1};
+    cpulm_oai_choice ch;
+    cpulm_oai_choice_init(&ch);
+    cpulm_buf_puts(&ch.text, "hi");
+    ch.finish = CPULM_FINISH_LENGTH;
+    for (int with = 0; with < 2; with++) {
+        cpulm_oai_usage u = {3, 9, 0, with ? 12 : 0, with ? 7 : 0};
+        cpulm_buf b;
+        cpulm_buf_init(&b, 0);
+        cpulm_oai_write_response(&b, &meta, &ch, 1, &u);
+        cpulm_json_doc *d = NULL;
+        REQUIRE(t, cpulm_json_parse(b.data, b.len, NULL, &d, NULL, NULL) == CPULM_OK);
+        const cpulm_json *tm = cpulm_json_get(cpulm_json_root(d), "timings");
+        CHECK(t, (tm != NULL) == with);
+        if (with) {
+            CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(tm, "draft_n"), 0), 12);
+            CHECK_EQ_INT(t, cpulm_json_num(cpulm_json_get(tm, "draft_n_accepted"), 0), 7);
+        }
+        CHECK_EQ_INT(t,
+                     cpulm_json_num(cpulm_json_get(cpulm_json_get(cpulm_json_root(d), "usage"),
+                                                   "completion_tokens"),
+                                    0),
+                     9);
+        cpulm_json_free(d);
+        cpulm_buf_release(&b);
+    }
+    cpulm_oai_choice_release(&ch);
 }
 
 /* logit_bias: OpenAI's {"id": bias} object, llama-server's [[id or text, bias]] pairs and

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "common.h"
 #include "server/server.h"
+#include "spec_cli.h"
 
 static void serve_usage(FILE *f) {
     fprintf(
@@ -61,6 +62,8 @@ static void serve_usage(FILE *f) {
         "  --max-body-total BYTES  memory for request bodies being received, all connections\n"
         "                        together (default 64 MiB or 4 x --max-body; 503 past it)\n"
         "  --idle-timeout S      idle keep-alive connections close after S (default 60)\n"
+        "Speculative decoding, per slot inside the batched steps (requests may send\n"
+        "\"speculative.n_max\": 0 to opt out; docs/SERVER.md):\n" CLI_SPEC_HELP
         "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
         "POST /v1/embeddings (with --embeddings), GET /health, GET /ready, GET /metrics.\n"
         "See docs/SERVER.md.\n" CLI_COMPAT_HELP);
@@ -85,15 +88,34 @@ static int check_api_key(const char *key, const char *from) {
     return 0;
 }
 
+/* The speculation flags (shared with run and bench) into the server's parameters. */
+static void spec_to_params(const cli_spec *o, cpulm_server_params *p) {
+    if (o->p.kind == CPULM_SPEC_NONE) return;
+    p->spec = cpulm_spec_kind_name(o->p.kind);
+    p->draft_path = o->draft_path;
+    p->draft_max = o->p.draft_max;
+    p->draft_min = o->p.draft_min;
+    p->draft_p_min = o->p.p_min;
+    p->ngram_min = o->p.ngram_min;
+    p->ngram_max = o->p.ngram_max;
+    p->spec_fixed = !o->p.adaptive;
+    p->n_threads_draft = o->n_threads_draft;
+}
+
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model,
                        const char **tmpl) {
     cli c = {.cmd = "serve", .argc = argc, .argv = argv};
     int kv_given = 0;
     int total = 0;
+    cli_spec spec;
+    cli_spec_init(&spec);
     for (c.i = 1; c.i < argc; c.i++) {
         float f;
-        int v;
-        if (cli_flag(&c, "-h", "--help")) {
+        int v, sf = cli_spec_flag(&c, &spec);
+        if (sf < 0) return EXIT_USAGE;
+        if (sf > 0) {
+            continue;
+        } else if (cli_flag(&c, "-h", "--help")) {
             serve_usage(stdout);
             exit(0);
         } else if (cli_flag(&c, "-m", "--model")) {
@@ -182,6 +204,10 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
+    int rc = cli_spec_check(&c, &spec);
+    if (rc) return rc;
+    if (spec.draft_path && cli_check_file("serve", spec.draft_path)) return EXIT_USAGE;
+    spec_to_params(&spec, p);
     if (p->max_body_total && p->max_body_total < p->max_body) {
         fprintf(stderr, "cpulm serve: --max-body-total %zu is less than --max-body %zu\n",
                 p->max_body_total, p->max_body);

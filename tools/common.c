@@ -458,14 +458,14 @@ static const cli_compat compat[] = {
     {"--mmproj", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
      "multimodal projectors (images, audio) are not supported"},
     {"-md", "--model-draft", ARG_ONE, COMPAT_UNSUPPORTED,
-     "speculative decoding (-md, --spec ngram) is in `cpulm run`, `chat` and `bench`, not "
-     "yet in this command"},
+     "speculative decoding (-md, --spec ngram) is in `cpulm run`, `chat`, `bench` and `serve`, not "
+     "in this command"},
     {"--spec", "--spec-type", ARG_ONE, COMPAT_UNSUPPORTED,
-     "speculative decoding (-md, --spec ngram) is in `cpulm run`, `chat` and `bench`, not "
-     "yet in this command"},
+     "speculative decoding (-md, --spec ngram) is in `cpulm run`, `chat`, `bench` and `serve`, not "
+     "in this command"},
     {"--draft-max", "--draft", ARG_ONE, COMPAT_UNSUPPORTED,
-     "speculative decoding (-md, --spec ngram) is in `cpulm run`, `chat` and `bench`, not "
-     "yet in this command"},
+     "speculative decoding (-md, --spec ngram) is in `cpulm run`, `chat`, `bench` and `serve`, not "
+     "in this command"},
     {"-hf", "--hf-repo", ARG_ONE, COMPAT_UNSUPPORTED,
      "download the model first with `cpulm pull`, then pass -m FILE"},
     {"-mu", "--model-url", ARG_ONE, COMPAT_UNSUPPORTED,

@@ -325,6 +325,26 @@ static void render_counters(cpulm_buf *o, const char *ml, const uint64_t *c) {
            (double)c[CPULM_METRIC_FINISH_ABORT]);
 }
 
+/* vLLM's speculative decoding counters (its names; acceptance rate = accepted / draft
+ * tokens, mean accepted length = 1 + accepted / drafts), rendered when speculation is on. */
+static void render_spec(cpulm_buf *o, const char *ml, const uint64_t *c, int32_t draft_max) {
+    if (draft_max <= 0) return;
+    render_one(o, "vllm:spec_decode_num_drafts_total", "counter",
+               "Drafts verified (one per sequence and step that drafted).", ml,
+               (double)c[CPULM_METRIC_SPEC_DRAFTS]);
+    render_one(o, "vllm:spec_decode_num_draft_tokens_total", "counter", "Draft tokens verified.",
+               ml, (double)c[CPULM_METRIC_SPEC_DRAFT_TOKENS]);
+    render_one(o, "vllm:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.",
+               ml, (double)c[CPULM_METRIC_SPEC_ACCEPTED]);
+    const char *n = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+    head(o, n, "counter", "Draft tokens accepted, by position in the draft.");
+    for (int32_t i = 0; i < draft_max && i < CPULM_METRICS_SPEC_POS; i++) {
+        char pos[32];
+        snprintf(pos, sizeof pos, "position=\"%d\"", i);
+        sample(o, n, ml, pos, (double)c[CPULM_METRIC_SPEC_POS_0 + i]);
+    }
+}
+
 void cpulm_metrics_render(cpulm_metrics *m, const cpulm_metrics_gauges *g, cpulm_buf *out) {
     cpulm_metrics snap;
     pthread_mutex_lock(&m->mu);
@@ -336,6 +356,7 @@ void cpulm_metrics_render(cpulm_metrics *m, const cpulm_metrics_gauges *g, cpulm
     render_work(out, g);
     render_cache_info(out, m->label, g);
     render_counters(out, m->label, snap.counter);
+    render_spec(out, m->label, snap.counter, g->spec_draft_max);
     for (int i = 0; i < CPULM_METRIC_HIST_COUNT; i++) {
         render_hist(out, hist_names[i].vllm, hist_names[i].help, m->label, &snap.h[i]);
         render_hist(out, hist_names[i].cpulm, hist_names[i].help, "", &snap.h[i]);

@@ -23,8 +23,14 @@ typedef enum cpulm_metric_counter {
     CPULM_METRIC_FINISH_STOP,   /* choices finished by EOS or a stop string */
     CPULM_METRIC_FINISH_LENGTH, /* choices finished by max_tokens or the context */
     CPULM_METRIC_FINISH_ABORT,  /* requests cancelled, timed out or failed */
-    CPULM_METRIC_COUNTER_COUNT
+    /* speculative decoding (vLLM's spec_decode names) */
+    CPULM_METRIC_SPEC_DRAFTS,       /* drafts verified (one per slot and step that drafted) */
+    CPULM_METRIC_SPEC_DRAFT_TOKENS, /* tokens in them */
+    CPULM_METRIC_SPEC_ACCEPTED,     /* of those, accepted */
+    CPULM_METRIC_SPEC_POS_0,        /* accepted at draft position 0, 1, ... (the next ones) */
+    CPULM_METRIC_COUNTER_COUNT = CPULM_METRIC_SPEC_POS_0 + 16
 } cpulm_metric_counter;
+#define CPULM_METRICS_SPEC_POS 16 /* draft positions counted one by one */
 
 typedef enum cpulm_metric_hist {
     CPULM_METRIC_TTFT, /* arrival to first token, seconds */
@@ -55,6 +61,7 @@ typedef struct cpulm_metrics_gauges {
     uint64_t prep_cancelled;                /* jobs cancelled so far */
     int32_t embed_requests;                 /* embedding requests in the scheduler */
     uint64_t embed_batches, embed_inputs, embed_tokens; /* embedding work done so far */
+    int32_t spec_draft_max; /* speculative decoding's --draft-max; 0: off (no spec series) */
 } cpulm_metrics_gauges;
 
 /* model_name labels the vLLM-named series (copied). Returns owned; NULL on OOM. */

@@ -238,6 +238,12 @@ static void write_timings(cpulm_json_writer *w, const cpulm_api_state *st,
     cpulm_json_write_double(w, e->n_completion > 0 ? pred_ms / e->n_completion : 0.0);
     cpulm_json_key(w, "predicted_per_second");
     cpulm_json_write_double(w, pred_ms > 0 ? e->n_completion * 1e3 / pred_ms : 0.0);
+    if (e->n_drafted > 0) { /* speculative decoding, as llama-server reports it */
+        cpulm_json_key(w, "draft_n");
+        cpulm_json_write_int(w, e->n_drafted);
+        cpulm_json_key(w, "draft_n_accepted");
+        cpulm_json_write_int(w, e->n_draft_accepted);
+    }
     cpulm_json_obj_end(w);
 }
 

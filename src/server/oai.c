@@ -288,6 +288,8 @@ static void defaults(cpulm_oai_request *r, cpulm_oai_kind kind) {
     r->sp.min_p = 0.0f;
     r->sp.repeat_last_n = -1; /* OpenAI penalties count every generated token */
     r->enable_thinking = 1;
+    r->spec_n_max = r->spec_n_min = -1;
+    r->spec_p_min = -1.0f;
 }
 
 cpulm_status cpulm_oai_parse(cpulm_oai_kind kind, const char *body, size_t len, size_t max_body,
@@ -755,6 +757,14 @@ static void write_usage(cpulm_json_writer *w, const cpulm_oai_usage *u) {
     cpulm_json_key(w, "cached_tokens");
     cpulm_json_write_int(w, u->cached_tokens);
     cpulm_json_obj_end(w);
+    cpulm_json_obj_end(w);
+    if (u->draft_n <= 0) return;
+    cpulm_json_key(w, "timings");
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "draft_n");
+    cpulm_json_write_int(w, u->draft_n);
+    cpulm_json_key(w, "draft_n_accepted");
+    cpulm_json_write_int(w, u->draft_n_accepted);
     cpulm_json_obj_end(w);
 }
 

@@ -58,6 +58,10 @@ typedef struct cpulm_oai_request {
     /* logit_bias as sent (shape checked), or NULL; its ids are resolved by
      * cpulm_oai_resolve_bias (they need the vocabulary) */
     const cpulm_json *logit_bias;
+    /* llama-server's speculative.n_max / n_min / p_min (dotted keys, or members of a
+     * "speculative" object): this request's draft limits; -1 when absent (the server's) */
+    int32_t spec_n_max, spec_n_min;
+    float spec_p_min;
 } cpulm_oai_request;
 
 /* Parses body[0..len) as a request of the given kind. JSON nesting is limited to 64 and the
@@ -156,6 +160,9 @@ typedef struct cpulm_oai_meta {
 
 typedef struct cpulm_oai_usage {
     int32_t prompt_tokens, completion_tokens, cached_tokens;
+    /* speculative decoding: draft tokens verified / accepted; when draft_n > 0 a "timings"
+     * object next to "usage" carries them under llama-server's names */
+    int32_t draft_n, draft_n_accepted;
 } cpulm_oai_usage;
 
 /* The whole non-streaming response body. */

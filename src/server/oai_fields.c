@@ -9,6 +9,7 @@
  * metadata, store, cache_prompt, id_slot, ...) and fields of no known API are ignored.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,6 +192,36 @@ static int parse_aliases(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai
     return 0;
 }
 
+/* llama-server's per-request speculation limits: "speculative.n_max": 0 turns it off for
+ * the request (it takes at most the server's --draft-max), n_min, p_min. Read from the
+ * dotted keys llama-server reads, or from a "speculative" object. */
+static const cpulm_json *spec_field(const cpulm_json *root, const char *name) {
+    char dotted[32];
+    snprintf(dotted, sizeof dotted, "speculative.%s", name);
+    const cpulm_json *v = field(root, dotted), *o = field(root, "speculative");
+    if (!v && o && o->type == CPULM_JSON_OBJECT) v = field(o, name);
+    return v;
+}
+
+static int parse_speculative(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
+    static const char *const names[2] = {"n_max", "n_min"};
+    for (int i = 0; i < 2; i++) {
+        const cpulm_json *v = spec_field(root, names[i]);
+        if (!v) continue;
+        if (v->type != CPULM_JSON_NUMBER || !v->is_int || v->u.num.i < 0 || v->u.num.i > 256)
+            return -cpulm_oai_error_set(e, 400, "speculative",
+                                        "'speculative.%s' must be an integer between 0 and 256",
+                                        names[i]);
+        *(i == 0 ? &r->spec_n_max : &r->spec_n_min) = (int32_t)v->u.num.i;
+    }
+    const cpulm_json *p = spec_field(root, "p_min");
+    if (p && (p->type != CPULM_JSON_NUMBER || !(p->u.num.f >= 0 && p->u.num.f <= 1)))
+        return -cpulm_oai_error_set(e, 400, "speculative",
+                                    "'speculative.p_min' must be a number between 0 and 1");
+    if (p) r->spec_p_min = (float)p->u.num.f;
+    return 0;
+}
+
 /* ---- logit_bias ---- */
 
 /* A bias value: a number in OpenAI's range, or false (llama-server: never this token). */
@@ -275,7 +306,7 @@ int cpulm_oai_parse_fields(const cpulm_json *root, cpulm_oai_request *r, cpulm_o
     if (b && b->u.num.i != r->n)
         return -cpulm_oai_error_set(e, 400, "best_of",
                                     "'best_of' is not supported by this server (only equal to n)");
-    if (parse_aliases(root, r, e) < 0) return -1;
+    if (parse_aliases(root, r, e) < 0 || parse_speculative(root, r, e) < 0) return -1;
     return check_bias(root, r, e);
 }
 

@@ -136,6 +136,7 @@ static void get_gauges(const cpulm_server *s, cpulm_metrics_gauges *g) {
     g->embed_batches = st.n_embed_batches;
     g->embed_inputs = st.n_embed_inputs;
     g->embed_tokens = st.n_embed_tokens;
+    g->spec_draft_max = st.spec_draft_max;
     if (s->prep) {
         cpulm_prep_stats ps;
         cpulm_prep_get_stats(s->prep, &ps);
@@ -286,6 +287,9 @@ static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_requ
     r->logprobs = q->logprobs;
     r->priority = q->priority;
     r->ignore_eos = q->ignore_eos;
+    r->spec_n_max = q->spec_n_max;
+    r->spec_n_min = q->spec_n_min;
+    r->spec_p_min = q->spec_p_min;
     r->timeout_s = s->p.timeout_s;
     for (int32_t i = 0; i < q->n_stop; i++)
         cpulm_sched_req_add_stop(r, q->stop[i], q->stop_len[i]);
@@ -667,7 +671,8 @@ static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
         rt->offset[i] += (int64_t)ntx;
     } else if (e->kind == CPULM_SCHED_EV_DONE) {
         if (rt->meta.include_usage) {
-            cpulm_oai_usage u = {e->n_prompt, e->n_completion, e->n_cached};
+            cpulm_oai_usage u = {e->n_prompt, e->n_completion, e->n_cached, e->n_drafted,
+                                 e->n_draft_accepted};
             cpulm_oai_write_usage_chunk(&b, &rt->meta, &u);
         }
         cpulm_buf_puts(&b, "data: [DONE]\n\n");
@@ -694,7 +699,8 @@ static void whole_event(cpulm_server *s, cpulm_conn *c, route *rt, const cpulm_s
     } else if (e->kind == CPULM_SCHED_EV_FINISH) {
         ch->finish = (int)e->finish;
     } else if (e->kind == CPULM_SCHED_EV_DONE) {
-        cpulm_oai_usage u = {e->n_prompt, e->n_completion, e->n_cached};
+        cpulm_oai_usage u = {e->n_prompt, e->n_completion, e->n_cached, e->n_drafted,
+                             e->n_draft_accepted};
         cpulm_buf b;
         cpulm_buf_init(&b, 0);
         cpulm_oai_write_response(&b, &rt->meta, rt->choices, rt->n, &u);

@@ -29,6 +29,7 @@
 #include "base/buf.h"
 #include "grammar/grammar.h"
 #include "server/pcache.h"
+#include "server/sched_spec.h"
 
 enum { SLOT_FREE, SLOT_PREFILL, SLOT_SIBLING, SLOT_GEN };
 
@@ -42,7 +43,8 @@ typedef struct sreq {
     int32_t *slots; /* [n_choices]: slot of each choice */
     int32_t n_live; /* choices still generating */
     int32_t n_completion, n_cached;
-    int64_t kv_need; /* KV tokens reserved while running (kv_budget) */
+    int32_t n_drafted, n_accepted; /* speculation: draft tokens verified / accepted */
+    int64_t kv_need;               /* KV tokens reserved while running (kv_budget) */
 } sreq;
 
 typedef struct slot {
@@ -61,6 +63,7 @@ typedef struct slot {
     int32_t n_gen;
     int32_t out_row;    /* logits row in the current step, -1 if none */
     int32_t n_in_batch; /* tokens this slot put in the current batch */
+    int32_t n_draft;    /* of those, drafted tokens after `last` (speculation) */
     double t_last;
     uint64_t freed_at; /* when the slot last became free (a release counter) */
 } slot;
@@ -106,6 +109,9 @@ struct cpulm_sched {
     double long_credit; /* stream tokens a long step may still delay (cpulm_sched_long_step) */
     cpulm_sched_embed *emb_head, *emb_tail; /* embedding requests, served round-robin */
     double emb_pre;                         /* seconds per token of an embedding batch */
+    cpulm_sched_spec *spec;                 /* speculative decoding; NULL when off */
+    cpulm_sched_spec_in *spec_in;           /* [n_parallel] */
+    int32_t spec_rows;                      /* most drafted tokens per slot and step (0: off) */
 
     /* ---- event queue, guarded by ev_mu ---- */
     pthread_mutex_t ev_mu;
@@ -143,6 +149,7 @@ cpulm_sched_params cpulm_sched_default_params(void) {
                             .max_queue = 64,
                             .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT,
                             .kv_idle = CPULM_SCHED_KV_IDLE_AUTO};
+    p.spec = cpulm_spec_default_params(); /* kind NONE: off */
     return p;
 }
 
@@ -153,6 +160,8 @@ cpulm_sched_req *cpulm_sched_req_new(void) {
     r->max_tokens = -1;
     r->sp = cpulm_sampler_default_params();
     r->logprobs = -1;
+    r->spec_n_max = r->spec_n_min = -1;
+    r->spec_p_min = -1.0f;
     return r;
 }
 
@@ -399,6 +408,8 @@ static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
         e->n_prompt = q->r->n_prompt;
         e->n_cached = q->n_cached;
         e->n_completion = q->n_completion;
+        e->n_drafted = q->n_drafted;
+        e->n_draft_accepted = q->n_accepted;
     }
     cpulm_metrics_observe(s->p.metrics, CPULM_METRIC_E2E, now_s() - q->t_arrival);
     request_end(s, q);
@@ -588,6 +599,9 @@ static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int stat
     x->n_gen = 0;
     x->t_last = 0;
     q->slots[choice] = (int32_t)(x - s->slots);
+    if (s->spec)
+        cpulm_sched_spec_begin(s->spec, (int32_t)(x - s->slots), q->r->spec_n_max, q->r->spec_n_min,
+                               q->r->spec_p_min);
     return 0;
 }
 
@@ -758,15 +772,15 @@ static double target_step(const cpulm_sched *s) {
  * Short steps fill up to the target without a floor; a long step (its credit allows one,
  * see cpulm_sched_long_step) aims at CPULM_SCHED_LONG_STEP targets with a floor of
  * n_chunk / 16 tokens, so prompts always progress. */
-static int32_t step_budget(cpulm_sched *s, int32_t n_gen, int prompts) {
+static int32_t step_budget(cpulm_sched *s, int32_t n_gen, int32_t n_rows, int prompts) {
     double T = target_step(s);
     if (n_gen == 0 || T <= 0) return s->p.n_chunk;
     if (!cpulm_sched_long_step(&s->long_credit, n_gen, prompts, s->p.prefill_every,
                                s->p.n_parallel))
-        return cpulm_sched_prefill_budget(&s->est, T, n_gen, s->p.n_chunk, 0);
+        return cpulm_sched_prefill_budget(&s->est, T, n_rows, s->p.n_chunk, 0);
     atomic_fetch_add(&s->st_long_steps, 1);
     int32_t floor = s->p.n_chunk / 16 > 0 ? s->p.n_chunk / 16 : 1;
-    return cpulm_sched_prefill_budget(&s->est, CPULM_SCHED_LONG_STEP * T, n_gen, s->p.n_chunk,
+    return cpulm_sched_prefill_budget(&s->est, CPULM_SCHED_LONG_STEP * T, n_rows, s->p.n_chunk,
                                       floor);
 }
 
@@ -783,19 +797,49 @@ static int served_before(const sreq *a, const sreq *b) {
     return a->order < b->order;
 }
 
-/* Fills the batch: one token per generating slot, then prompt chunks within the budget,
- * in priority-then-arrival order. Returns the batch size; sets out_row/n_in_batch of the
- * slots involved. */
+/* Speculation: how many tokens each generating slot may draft this step (room in its
+ * context, tokens left to max_tokens), and the drafts (sched_spec.c). A drafted token costs
+ * about one more generating sequence in the step, so next to n streams it pays when it
+ * brings more than n x gen / (fixed + n x gen) tokens (what the step would give in that
+ * time): that is the adaptive length's cost. */
+static void spec_prepare(cpulm_sched *s) {
+    int32_t n_gen = 0;
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+        slot *x = &s->slots[i];
+        cpulm_sched_spec_in *in = &s->spec_in[i];
+        in->k_cap = 0;
+        if (x->state != SLOT_GEN) continue;
+        n_gen++;
+        x->cache[x->n_cache] = x->last; /* n_cache < n_ctx while generating */
+        in->hist = x->cache;
+        in->n_hist = x->n_cache + 1;
+        in->k_cap = s->n_ctx - in->n_hist;
+        int32_t left = x->q->r->max_tokens > 0 ? x->q->r->max_tokens - x->n_gen - 1 : in->k_cap;
+        if (left < in->k_cap) in->k_cap = left;
+    }
+    double T = s->est.fixed + s->est.gen * n_gen;
+    cpulm_sched_spec_draft_all(s->spec, s->spec_in, T > 0 ? s->est.gen * n_gen / T : 1.0);
+}
+
+/* Fills the batch: one token per generating slot (then its draft, each with a logits row),
+ * then prompt chunks within the budget, in priority-then-arrival order. Returns the batch
+ * size; sets out_row/n_in_batch/n_draft of the slots involved. */
 static int32_t build_batch(cpulm_sched *s, int32_t *n_gen) {
-    int32_t n = 0, n_out = 0, n_pre = 0;
+    int32_t n = 0, n_out = 0, n_pre = 0, n_streams = 0;
+    if (s->spec) spec_prepare(s);
     for (int32_t i = 0; i < s->p.n_parallel; i++) {
         slot *x = &s->slots[i];
         x->out_row = -1;
         x->n_in_batch = 0;
+        x->n_draft = 0;
         if (x->state != SLOT_GEN) continue;
         n = add_tok(s, n, x->last, i, 1);
         x->out_row = n_out++;
-        x->n_in_batch = 1;
+        n_streams++;
+        const cpulm_token *d = s->spec ? cpulm_sched_spec_draft(s->spec, i, &x->n_draft) : NULL;
+        for (int32_t j = 0; j < x->n_draft; j++, n_out++)
+            n = add_tok(s, n, d[j], i, 1);
+        x->n_in_batch = 1 + x->n_draft;
     }
     for (int32_t i = 0; i < s->p.n_parallel; i++) { /* insertion sort: few slots */
         if (s->slots[i].state != SLOT_PREFILL) continue;
@@ -807,7 +851,8 @@ static int32_t build_batch(cpulm_sched *s, int32_t *n_gen) {
         s->tmp_idx[k] = i;
     }
     *n_gen = n;
-    int32_t budget = step_budget(s, n_out, n_pre > 0); /* always: streams earn long credit */
+    /* always: streams earn long credit */
+    int32_t budget = step_budget(s, n_streams, n_out, n_pre > 0);
     if (n_pre == 0) budget = 0;
     for (int32_t p = 0; p < n_pre && budget > 0; p++) {
         int32_t i = s->tmp_idx[p];
@@ -833,6 +878,9 @@ static void commit_batch(cpulm_sched *s) {
         if (x->n_in_batch == 0) continue;
         if (x->state == SLOT_GEN) {
             x->cache[x->n_cache] = x->last;
+            int32_t nd;
+            const cpulm_token *d = x->n_draft ? cpulm_sched_spec_draft(s->spec, i, &nd) : NULL;
+            if (d) memcpy(x->cache + x->n_cache + 1, d, sizeof(cpulm_token) * (size_t)nd);
         } else {
             memcpy(x->cache + x->n_cache, x->q->r->prompt + x->n_cache,
                    sizeof(cpulm_token) * (size_t)x->n_in_batch);
@@ -840,6 +888,28 @@ static void commit_batch(cpulm_sched *s) {
         }
         x->n_cache += x->n_in_batch;
     }
+}
+
+/* Slot x's rows after a decode that carried its pending token and n_draft drafts: tokens
+ * are picked row by row exactly as plain decoding would (on_logits: its sampler, grammar,
+ * stop strings, limits), while each picked token equals the next draft; the first that
+ * differs (or the one after the last draft) ends the step as the new pending token. The
+ * rejected drafts leave the KV sequence. */
+static void verify_slot(cpulm_sched *s, slot *x) {
+    sreq *q = x->q;
+    int32_t i = (int32_t)(x - s->slots), k = x->n_draft;
+    int32_t p0 = x->n_cache - x->n_in_batch; /* the pending token's position */
+    const cpulm_token *d = x->cache + p0 + 1;
+    q->n_drafted += k; /* before any row: the request may end in on_logits */
+    int32_t j = 0;
+    for (;; j++) {
+        if (j > 0) q->n_accepted++;
+        x->n_cache = p0 + 1 + j; /* what plain decoding would have in the cache here */
+        on_logits(s, x, cpulm_ctx_logits(s->ctx, x->out_row + j));
+        if (j == k || x->q != q || x->state != SLOT_GEN || x->last != d[j]) break;
+    }
+    if (j < k) x->n_cache = seq_cut(s, i, p0 + 1 + j); /* never partway-refused: not hybrid */
+    cpulm_sched_spec_learn(s->spec, i, k, j);
 }
 
 static void step(cpulm_sched *s) {
@@ -868,6 +938,8 @@ static void step(cpulm_sched *s) {
         const float *logits = cpulm_ctx_logits(s->ctx, x->out_row);
         if (x->state == SLOT_PREFILL)
             prefill_done(s, x, logits);
+        else if (x->state == SLOT_GEN && x->n_draft > 0)
+            verify_slot(s, x);
         else if (x->state == SLOT_GEN)
             on_logits(s, x, logits);
     }
@@ -1187,6 +1259,8 @@ static cpulm_status alloc_state(cpulm_sched *s) {
     s->b_want = malloc((size_t)s->n_batch);
     s->tmp_idx = malloc(sizeof(int32_t) * (size_t)np);
     if (!s->slots || !s->b_tok || !s->b_seq || !s->b_want || !s->tmp_idx) return CPULM_ERR_NOMEM;
+    if (s->spec_rows > 0 && !(s->spec_in = calloc((size_t)np, sizeof *s->spec_in)))
+        return CPULM_ERR_NOMEM;
     if (s->p.cache_ram_mib > 0) {
         size_t bb = (size_t)cpulm_ctx_seq_state_bytes(s->ctx, CPULM_SCHED_CACHE_BLOCK);
         s->pc = cpulm_pcache_new(CPULM_SCHED_CACHE_BLOCK, bb, (uint64_t)s->p.cache_ram_mib << 20);
@@ -1205,8 +1279,18 @@ static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
     cpulm_ctx_params cp = cpulm_ctx_default_params();
     cp.n_ctx = s->p.n_ctx;
     cp.n_seq_max = s->p.n_parallel;
-    cp.n_batch = s->p.n_chunk + s->p.n_parallel;
-    cp.n_outputs_max = s->p.n_parallel; /* at most one logits row per slot per step */
+    /* one token and one logits row per slot per step, and its draft's when speculating
+     * (not on a hybrid model: its recurrent state cannot drop rejected drafts) */
+    cpulm_model_info mi;
+    cpulm_model_get_info(s->model, &mi);
+    s->spec_rows = s->p.spec.kind != CPULM_SPEC_NONE ? s->p.spec.draft_max : 0;
+    if (s->spec_rows > 0 && mi.n_layer_recurrent > 0) {
+        cpulm_logf(CPULM_LOG_INFO, "speculative decoding off: this model's recurrent state "
+                                   "cannot roll rejected drafts back");
+        s->spec_rows = 0;
+    }
+    cp.n_batch = s->p.n_chunk + s->p.n_parallel * (1 + s->spec_rows);
+    cp.n_outputs_max = s->p.n_parallel * (1 + s->spec_rows);
     cp.n_threads = s->p.n_threads;
     cp.n_threads_batch = s->p.n_threads_batch;
     cp.kv_type = s->p.kv_type;
@@ -1219,8 +1303,6 @@ static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
     cpulm_memory mem; /* no state blobs for hybrid models: their KV rows from the sizing */
     if (s->kv_token_bytes == 0 && cpulm_model_memory(s->model, &cp, &mem) == CPULM_OK)
         s->kv_token_bytes = mem.kv_per_token;
-    cpulm_model_info mi;
-    cpulm_model_get_info(s->model, &mi);
     s->whole_only = mi.n_layer_recurrent > 0;
     if (s->p.cache_ram_mib > 0 &&
         (s->whole_only || cpulm_ctx_seq_state_bytes(s->ctx, CPULM_SCHED_CACHE_BLOCK) == 0)) {
@@ -1234,6 +1316,18 @@ static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
     s->kv_idle = s->p.kv_idle != CPULM_SCHED_KV_IDLE_AUTO ? s->p.kv_idle
                  : s->p.cache_ram_mib > 0                 ? s->n_ctx
                                                           : -1;
+    return CPULM_OK;
+}
+
+/* After make_ctx: the scheduler's state, the speculation's, then its thread. */
+static cpulm_status start(cpulm_sched *s, cpulm_error *err) {
+    if (alloc_state(s) != CPULM_OK)
+        return cpulm_errf(err, CPULM_ERR_NOMEM, "scheduler: out of memory");
+    if (s->spec_rows > 0 && !(s->spec = cpulm_sched_spec_new(&s->p.spec, s->model, s->p.n_parallel,
+                                                             s->n_ctx, s->p.metrics, err)))
+        return err ? err->code : CPULM_ERR_NOMEM; /* a draft of another vocabulary, memory */
+    if (pthread_create(&s->thread, NULL, sched_main, s) != 0)
+        return cpulm_errf(err, CPULM_ERR_NOMEM, "scheduler: cannot start its thread");
     return CPULM_OK;
 }
 
@@ -1260,13 +1354,8 @@ cpulm_sched *cpulm_sched_new(const cpulm_model *m, const cpulm_sched_params *p, 
     pthread_cond_init(&s->ev_cv, NULL);
     if (s->efd < 0) {
         cpulm_errf(err, CPULM_ERR_IO, "scheduler: eventfd: %s", strerror(errno));
-    } else if (make_ctx(s, err) == CPULM_OK) {
-        if (alloc_state(s) != CPULM_OK)
-            cpulm_errf(err, CPULM_ERR_NOMEM, "scheduler: out of memory");
-        else if (pthread_create(&s->thread, NULL, sched_main, s) != 0)
-            cpulm_errf(err, CPULM_ERR_NOMEM, "scheduler: cannot start its thread");
-        else
-            s->thread_started = 1;
+    } else if (make_ctx(s, err) == CPULM_OK && start(s, err) == CPULM_OK) {
+        s->thread_started = 1;
     }
     if (!s->thread_started) {
         cpulm_sched_free(s);
@@ -1356,6 +1445,8 @@ void cpulm_sched_free(cpulm_sched *s) {
     cpulm_pcache_free(s->pc);
     free(s->cancels);
     cpulm_grammar_vocab_free(s->gvocab);
+    cpulm_sched_spec_free(s->spec);
+    free(s->spec_in);
     cpulm_ctx_free(s->ctx);
     if (s->efd >= 0) close(s->efd);
     pthread_mutex_destroy(&s->mu);
@@ -1499,6 +1590,15 @@ void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out) {
     out->n_embed_batches = atomic_load(&s->st_emb_batches);
     out->n_embed_inputs = atomic_load(&s->st_emb_inputs);
     out->n_embed_tokens = atomic_load(&s->st_emb_tokens);
+    if (s->spec) { /* created before the thread, fixed after */
+        cpulm_sched_spec_stats ss;
+        cpulm_sched_spec_get_stats(s->spec, &ss);
+        out->spec_draft_max = s->spec_rows;
+        out->spec_drafts = ss.drafts;
+        out->spec_draft_tokens = ss.draft_tokens;
+        out->spec_accepted = ss.accepted;
+        out->spec_draft_decodes = ss.draft_decodes;
+    }
 }
 
 uint64_t cpulm_sched_kv_resident_bytes(cpulm_sched *s) {

@@ -3,7 +3,8 @@
  * One scheduler thread owns the context. Each step it builds one batch holding one token
  * for every generating sequence plus prompt chunks of newly admitted requests, calls
  * cpulm_ctx_decode once, then samples, detokenizes, applies stop strings and publishes
- * events.
+ * events. With speculative decoding (params.spec, sched_spec.h) a generating sequence's
+ * draft rides in the same batch, and the sequence may receive several tokens per step.
  * Latency-aware prefill: the step time is modelled as fixed + a cost per generating
  * sequence + a cost per prompt token (cpulm_sched_model: calibrated at start, then tracked
  * from every step). While prompts wait next to generating streams, a step is short or long.
@@ -41,6 +42,7 @@
 
 #include "base/status.h"
 #include "server/metrics.h"
+#include "spec/spec.h"
 
 #define CPULM_SCHED_MAX_TOP           20 /* top_logprobs limit (OpenAI's) */
 #define CPULM_SCHED_MAX_STOP          16
@@ -88,6 +90,12 @@ typedef struct cpulm_sched_params {
     cpulm_ctx *embd_ctx;    /* borrowed, may be NULL: the pooled embeddings-only context that
                              * embedding requests run on (cpulm_sched_embed_submit); used by
                              * the scheduler thread only; must outlive the scheduler */
+    cpulm_spec_params spec; /* speculative decoding (sched_spec.h): kind NONE (default) off;
+                             * NGRAM or DRAFT (draft_model borrowed, must outlive the
+                             * scheduler; draft_ctx gives its threads). draft_max, draft_min,
+                             * ngram sizes, p_min, adaptive as in spec.h; verify_cost and
+                             * draft_sp are not used (the cost comes from the step model, drafts
+                             * are greedy) */
 } cpulm_sched_params;
 
 cpulm_sched_params cpulm_sched_default_params(void);
@@ -115,6 +123,10 @@ typedef struct cpulm_sched_req {
     int special;                   /* render control tokens as text (tool-call markers) */
     int32_t priority;              /* lower is served sooner (vLLM's convention); then first come
                                     * first served. Default 0 */
+    /* speculation limits of this request (llama-server's speculative.n_max / n_min /
+     * p_min): n_max 0 turns it off, at most the server's draft_max; < 0: the server's */
+    int32_t spec_n_max, spec_n_min;
+    float spec_p_min;
 } cpulm_sched_req;
 
 /* Returns owned (free with cpulm_sched_req_free unless submitted); NULL on OOM.
@@ -195,6 +207,7 @@ typedef struct cpulm_sched_event {
     cpulm_sched_finish finish;
     int32_t stop_word;
     int32_t n_prompt, n_cached, n_completion; /* DONE: usage (completion summed over choices) */
+    int32_t n_drafted, n_draft_accepted;      /* DONE: draft tokens verified / accepted */
     int error_status;                         /* ERROR: HTTP status to report (500, 504) */
     const char *error;                        /* ERROR: static message */
     cpulm_sched_embed *embed;                 /* EMBED: the request, the receiver's again */
@@ -261,11 +274,16 @@ typedef struct cpulm_sched_stats {
                                                     * prompt token */
     int64_t cache_blocks, cache_blocks_max; /* prompt cache: blocks held / that fit its limit */
     int64_t cache_bytes, cache_max_bytes;   /* prompt cache: memory held / its limit */
-    int32_t cache_block_tokens; /* tokens per prompt-cache block; 0 when the cache is off */
-    int32_t n_embed;            /* embedding requests queued or being embedded */
-    uint64_t n_embed_batches;   /* embedding batches (decodes of the embeddings context) */
-    uint64_t n_embed_inputs;    /* inputs embedded so far */
-    uint64_t n_embed_tokens;    /* their tokens */
+    int32_t cache_block_tokens;  /* tokens per prompt-cache block; 0 when the cache is off */
+    int32_t n_embed;             /* embedding requests queued or being embedded */
+    uint64_t n_embed_batches;    /* embedding batches (decodes of the embeddings context) */
+    uint64_t n_embed_inputs;     /* inputs embedded so far */
+    uint64_t n_embed_tokens;     /* their tokens */
+    int32_t spec_draft_max;      /* speculative decoding: its draft_max; 0: off */
+    uint64_t spec_drafts;        /* drafts verified (a slot's step with drafted tokens) */
+    uint64_t spec_draft_tokens;  /* tokens in them */
+    uint64_t spec_accepted;      /* of those, accepted */
+    uint64_t spec_draft_decodes; /* decodes of the draft model */
 } cpulm_sched_stats;
 
 void cpulm_sched_get_stats(cpulm_sched *s, cpulm_sched_stats *out);

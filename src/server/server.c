@@ -323,6 +323,38 @@ static char *chat_template(const cpulm_model *m) {
     return t;
 }
 
+/* The scheduler's speculation from the flags; loads the draft model (-md). */
+static cpulm_status spec_params(cpulm_server *s, cpulm_spec_params *sp) {
+    const cpulm_server_params *p = &s->p;
+    *sp = cpulm_spec_default_params();
+    if (p->spec && cpulm_spec_kind_parse(p->spec, &sp->kind) != CPULM_OK)
+        return cpulm_errf(&s->load_err, CPULM_ERR_INVALID_ARG,
+                          "--spec takes ngram, draft or none, not '%s'", p->spec);
+    if (p->draft_path && !p->spec) sp->kind = CPULM_SPEC_DRAFT;
+    if ((sp->kind == CPULM_SPEC_DRAFT) != (p->draft_path != NULL))
+        return cpulm_errf(&s->load_err, CPULM_ERR_INVALID_ARG,
+                          "--spec draft and -md FILE go together");
+    if (p->draft_max > 0) sp->draft_max = p->draft_max;
+    sp->draft_min = p->draft_min;
+    sp->p_min = p->draft_p_min;
+    if (p->ngram_max > 0) sp->ngram_max = p->ngram_max;
+    if (p->ngram_min > 0) sp->ngram_min = p->ngram_min;
+    if (sp->ngram_min > sp->ngram_max) sp->ngram_min = sp->ngram_max;
+    sp->adaptive = !p->spec_fixed;
+    if (sp->kind != CPULM_SPEC_NONE)
+        cpulm_logf(CPULM_LOG_INFO, "speculative decoding: %s%s%s, draft-max %d, %s length",
+                   cpulm_spec_kind_name(sp->kind), p->draft_path ? " " : "",
+                   p->draft_path ? p->draft_path : "", sp->draft_max,
+                   sp->adaptive ? "adaptive" : "fixed");
+    if (sp->kind != CPULM_SPEC_DRAFT) return CPULM_OK;
+    s->draft_model = cpulm_model_load(p->draft_path, NULL, &s->load_err);
+    if (!s->draft_model) return s->load_err.code;
+    sp->draft_model = s->draft_model;
+    sp->draft_ctx.n_threads = p->n_threads_draft ? p->n_threads_draft : p->n_threads;
+    sp->draft_ctx.no_pin = p->no_pin;
+    return CPULM_OK;
+}
+
 static void *loader_main(void *arg) {
     cpulm_server *s = arg;
     s->model = cpulm_model_load(s->p.model_path, NULL, &s->load_err);
@@ -348,7 +380,8 @@ static void *loader_main(void *arg) {
         sp.metrics = s->metrics;
         if (s->p.embeddings && cpulm_embed_open(s, &s->load_err) == CPULM_OK)
             sp.embd_ctx = s->embd_ctx;
-        if (!s->p.embeddings || s->embd_ctx)
+        int spec_ok = spec_params(s, &sp.spec) == CPULM_OK;
+        if (spec_ok && (!s->p.embeddings || s->embd_ctx))
             s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);
     }
     uint64_t one = 1;
@@ -649,6 +682,7 @@ void cpulm_server_free(cpulm_server *s) {
     cpulm_sched_free(s->sched);  /* after the connections: their cancels need it */
     cpulm_ctx_free(s->embd_ctx); /* after the request worker stopped */
     cpulm_model_free(s->model);
+    cpulm_model_free(s->draft_model); /* after the scheduler, whose draft context reads it */
     free(s->chat_tmpl);
     if (s->listen_fd >= 0) close(s->listen_fd);
     if (s->sig_fd >= 0) close(s->sig_fd);

@@ -55,6 +55,16 @@ typedef struct cpulm_server_params {
     const char *chat_template; /* Jinja text overriding the model's; NULL: the model's */
     int embeddings;            /* serve POST /v1/embeddings (a second, embeddings-only context) */
     cpulm_pooling pooling;     /* its pooling; UNSPECIFIED: the model's */
+    /* speculative decoding (docs/SERVER.md): spec "ngram", "draft" (needs draft_path) or
+     * NULL / "none" (off); the rest as `cpulm run`'s flags, 0 meaning the default */
+    const char *spec;
+    const char *draft_path;       /* -md: the draft model (same vocabulary) */
+    int32_t draft_max;            /* most tokens drafted per slot and step; 0: 16 */
+    int32_t draft_min;            /* a shorter draft is not verified; default 0 */
+    float draft_p_min;            /* draft model: stop drafting below this probability; 0: off */
+    int32_t ngram_min, ngram_max; /* n-gram sizes looked up; 0: 2 and 3 */
+    int spec_fixed;               /* always draft draft_max (default: adaptive per slot) */
+    int32_t n_threads_draft;      /* draft model threads; 0: n_threads */
 } cpulm_server_params;
 
 cpulm_server_params cpulm_server_default_params(void);

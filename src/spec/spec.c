@@ -10,8 +10,7 @@
 #include "base/status.h"
 #include "spec/spec.h"
 
-#define PROBE_EVERY 16    /* backed off: one draft of 1 token every this many passes */
-#define DECAY       0.875 /* weight of the acceptance history per verified pass */
+#define DECAY 0.875 /* weight of the acceptance history per verified pass */
 
 struct cpulm_spec {
     cpulm_spec_params p;
@@ -24,11 +23,10 @@ struct cpulm_spec {
     cpulm_ctx *dctx;    /* the draft model's context (DRAFT) */
     cpulm_sampler *dsmp;
     int32_t d_batch;
-    float *q;           /* [draft_max][n_vocab] the draft's distributions (sampled drafts) */
-    float *pd;          /* [n_vocab] the target's distribution at a verified row */
-    double cost;        /* one drafted token's cost in plain decodes (verify + draft model) */
-    double succ, tried; /* decayed counts of accepted / verified draft tokens */
-    int32_t since_probe, last_len;
+    float *q;    /* [draft_max][n_vocab] the draft's distributions (sampled drafts) */
+    float *pd;   /* [n_vocab] the target's distribution at a verified row */
+    double cost; /* one drafted token's cost in plain decodes (verify + draft model) */
+    cpulm_spec_adapt ad;
     cpulm_spec_stats st;
 };
 
@@ -75,7 +73,7 @@ int32_t cpulm_spec_best_len(double a, double cost_per_draft, int32_t k_max) {
 }
 
 /* The draft must speak the target's tokens: same size, same text for every id. */
-static cpulm_status check_vocab(const cpulm_model *t, const cpulm_model *d, cpulm_error *err) {
+cpulm_status cpulm_spec_check_vocab(const cpulm_model *t, const cpulm_model *d, cpulm_error *err) {
     int32_t nt = cpulm_vocab_n(t), nd = cpulm_vocab_n(d);
     if (nt != nd)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
@@ -95,7 +93,7 @@ static cpulm_status check_vocab(const cpulm_model *t, const cpulm_model *d, cpul
 static cpulm_status draft_setup(cpulm_spec *s, const cpulm_model *target, cpulm_error *err) {
     const cpulm_spec_params *p = &s->p;
     if (!p->draft_model) return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "no draft model");
-    cpulm_status st = check_vocab(target, p->draft_model, err);
+    cpulm_status st = cpulm_spec_check_vocab(target, p->draft_model, err);
     if (st != CPULM_OK) return st;
     cpulm_ctx_params cp = p->draft_ctx;
     cp.n_seq_max = 1;
@@ -130,7 +128,7 @@ cpulm_spec *cpulm_spec_new(const cpulm_spec_params *p, const cpulm_model *target
     s->p = *p;
     s->n_vocab = cpulm_vocab_n(target);
     s->cost = p->verify_cost;
-    s->succ = 1.0, s->tried = 2.0; /* a prior of one half, soon forgotten */
+    cpulm_spec_adapt_init(&s->ad);
     size_t k = (size_t)p->draft_max + 1;
     s->draft = malloc(k * sizeof *s->draft);
     s->tok = malloc(k * sizeof *s->tok);
@@ -180,22 +178,35 @@ static cpulm_status hist_push(cpulm_spec *s, const cpulm_token *t, int32_t n) {
 
 void cpulm_spec_stats_get(const cpulm_spec *s, cpulm_spec_stats *out) {
     *out = s->st;
-    out->draft_len = s->last_len;
+    out->draft_len = s->ad.last_len;
 }
 
-/* The draft length for this pass (adaptive: best_len of the running acceptance rate; when
- * that is 0, a 1-token probe now and then keeps the rate current). */
-static int32_t next_len(cpulm_spec *s) {
-    if (!s->p.adaptive) return s->p.draft_max;
-    int32_t k = cpulm_spec_best_len(s->succ / s->tried, s->cost, s->p.draft_max);
-    s->last_len = k;
+void cpulm_spec_adapt_init(cpulm_spec_adapt *a) {
+    memset(a, 0, sizeof *a);
+    a->succ = 1.0, a->tried = 2.0; /* a prior of one half, soon forgotten */
+}
+
+int32_t cpulm_spec_adapt_len(cpulm_spec_adapt *a, double cost_per_draft, int32_t k_max) {
+    int32_t k = cpulm_spec_best_len(a->succ / a->tried, cost_per_draft, k_max);
+    a->last_len = k;
     if (k > 0) {
-        s->since_probe = 0;
+        a->since_probe = 0;
         return k;
     }
-    if (++s->since_probe < PROBE_EVERY) return 0;
-    s->since_probe = 0;
+    if (++a->since_probe < CPULM_SPEC_PROBE_EVERY || k_max < 1) return 0;
+    a->since_probe = 0;
     return 1;
+}
+
+void cpulm_spec_adapt_learn(cpulm_spec_adapt *a, int32_t k, int32_t n_acc) {
+    a->succ = a->succ * DECAY + n_acc;
+    a->tried = a->tried * DECAY + (n_acc < k ? n_acc + 1 : k);
+}
+
+/* The draft length for this pass (adaptive: cpulm_spec_adapt_len). */
+static int32_t next_len(cpulm_spec *s) {
+    if (!s->p.adaptive) return s->p.draft_max;
+    return cpulm_spec_adapt_len(&s->ad, s->cost, s->p.draft_max);
 }
 
 /* Index drawn from probs[0..n) by the uniform u in [0, 1) (inverse CDF; rounding slack goes
@@ -332,8 +343,7 @@ static int32_t verify(cpulm_spec *s, cpulm_ctx *ctx, const cpulm_spec_pick *pick
 }
 
 static void learn(cpulm_spec *s, int32_t k, int32_t n_acc) {
-    s->succ = s->succ * DECAY + n_acc;
-    s->tried = s->tried * DECAY + (n_acc < k ? n_acc + 1 : k);
+    cpulm_spec_adapt_learn(&s->ad, k, n_acc);
     s->st.drafted += k;
     s->st.accepted += n_acc;
 }

@@ -73,6 +73,10 @@ typedef struct cpulm_spec cpulm_spec;
  * Returns owned, or NULL with err filled. */
 cpulm_spec *cpulm_spec_new(const cpulm_spec_params *p, const cpulm_model *target, cpulm_error *err);
 void cpulm_spec_free(cpulm_spec *s); /* NULL is a no-op */
+/* The check cpulm_spec_new makes of a draft model: CPULM_OK, or CPULM_ERR_INVALID_ARG with
+ * err naming the first difference. */
+cpulm_status cpulm_spec_check_vocab(const cpulm_model *target, const cpulm_model *draft,
+                                    cpulm_error *err);
 
 /* Starts a sequence whose target KV cache holds toks[0..n) (the prompt): the draft model
  * evaluates them now, keeping the part of its cache that toks shares with the previous
@@ -105,5 +109,21 @@ int32_t cpulm_spec_ngram_draft(const cpulm_token *hist, int32_t n_hist, int32_t 
  * (1 - a^(K+1)) / (1 - a) over the pass's cost 1 + K * cost_per_draft, for acceptance
  * rate a; 0 when no K beats a plain decode. */
 int32_t cpulm_spec_best_len(double a, double cost_per_draft, int32_t k_max);
+
+/* The adaptive draft length of one sequence: a decayed acceptance rate (a prior of one
+ * half, soon forgotten), best_len over it, and while that is 0 (drafts do not pay: backed
+ * off) a 1-token probe every CPULM_SPEC_PROBE_EVERY passes keeps the rate current. The
+ * step above and the server's scheduler (one per slot) share it. */
+#define CPULM_SPEC_PROBE_EVERY 16
+typedef struct cpulm_spec_adapt {
+    double succ, tried; /* decayed counts of accepted / verified draft tokens */
+    int32_t since_probe, last_len;
+} cpulm_spec_adapt;
+
+void cpulm_spec_adapt_init(cpulm_spec_adapt *a);
+/* The draft length for the next pass (0: a plain decode), at most k_max. */
+int32_t cpulm_spec_adapt_len(cpulm_spec_adapt *a, double cost_per_draft, int32_t k_max);
+/* k tokens were drafted and verified, the first n_acc accepted. */
+void cpulm_spec_adapt_learn(cpulm_spec_adapt *a, int32_t k, int32_t n_acc);
 
 #endif

@@ -1,0 +1,398 @@
+/* test_sched_spec.c: speculative decoding inside the scheduler (src/server/sched_spec.c):
+ * with 8 concurrent users, n-gram drafts and a draft model give exactly the output of the
+ * same scheduler without speculation (greedy, and sampled with seeds: drafts are point
+ * masses, so even the draws are the same), limits hold mid-draft, per-request opt-out,
+ * statistics, the adaptive length backing off, and the vLLM-named metrics. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "server/metrics.h"
+#include "server/sched.h"
+#include "test.h"
+
+#define NREQ 8
+#define MAXC 2
+
+static cpulm_model *load_model(void) {
+    const char *path = test_shared_path("models/stories260K.gguf");
+    return path ? cpulm_model_load(path, NULL, NULL) : NULL;
+}
+
+typedef struct outcome {
+    cpulm_buf text[MAXC];
+    int finish[MAXC];
+    int done, error;
+    int32_t n_completion, n_drafted, n_accepted;
+} outcome;
+
+/* Prompts whose stories repeat names and phrases, so the n-gram drafter finds matches. */
+static const char *prompts[NREQ] = {
+    "Once upon a time, there was a little girl named Lily. Lily liked to play. Lily",
+    "The little dog ran to the park. The little dog",
+    "Tom and Sam went to the park. Tom and Sam",
+    "She saw a big red ball. She saw a big red",
+    "One day, a girl named Lily went to the park. One day, a girl named",
+    "The sun was hot. The sun was",
+    "He wanted to play with his toy. He wanted to play with",
+    "There was a cat. The cat was sad. The cat",
+};
+
+typedef struct run_opts {
+    cpulm_spec_kind kind;
+    const cpulm_model *draft;
+    int adaptive;
+    int32_t draft_max, n_ctx, max_tokens, n_choices;
+    float temp;
+    int32_t req_n_max; /* the requests' speculative.n_max (-1: the server's) */
+    const char *stop;
+    int32_t long_prompt; /* > 0: request 0's prompt is the prompts repeated to this many bytes */
+} run_opts;
+
+static cpulm_sched_req *request(const cpulm_model *m, uint64_t id, const run_opts *o) {
+    cpulm_sched_req *r = cpulm_sched_req_new();
+    const char *p = prompts[id % NREQ];
+    cpulm_buf lp;
+    cpulm_buf_init(&lp, 0);
+    for (int i = 0; id == 0 && (int32_t)lp.len < o->long_prompt; i++) {
+        cpulm_buf_puts(&lp, prompts[i % NREQ]);
+        cpulm_buf_puts(&lp, ". ");
+    }
+    if (lp.len) p = lp.data;
+    size_t len = strlen(p);
+    r->id = id;
+    r->max_tokens = o->max_tokens;
+    r->n_choices = o->n_choices > 0 ? o->n_choices : 1;
+    r->ignore_eos = 1;
+    r->sp.temp = o->temp;
+    r->sp.seed = 1234 + id;
+    r->spec_n_max = o->req_n_max;
+    if (o->stop) cpulm_sched_req_add_stop(r, o->stop, strlen(o->stop));
+    r->prompt = malloc(sizeof(cpulm_token) * (len + 2));
+    cpulm_tokenize(m, p, len, 1, 0, r->prompt, (int32_t)len + 2, &r->n_prompt);
+    cpulm_buf_release(&lp);
+    return r;
+}
+
+static void absorb(cpulm_sched_event *e, outcome *out) {
+    while (e) {
+        cpulm_sched_event *next = e->next;
+        outcome *o = e->id < NREQ ? &out[e->id] : NULL;
+        if (o && e->kind == CPULM_SCHED_EV_TEXT)
+            cpulm_buf_append(&o->text[e->choice], e->text, e->n_text);
+        if (o && e->kind == CPULM_SCHED_EV_FINISH) o->finish[e->choice] = (int)e->finish;
+        if (o && e->kind == CPULM_SCHED_EV_DONE) {
+            o->done = 1;
+            o->n_completion = e->n_completion;
+            o->n_drafted = e->n_drafted;
+            o->n_accepted = e->n_draft_accepted;
+        }
+        if (o && e->kind == CPULM_SCHED_EV_ERROR) o->done = o->error = 1;
+        free(e);
+        e = next;
+    }
+}
+
+/* All NREQ requests submitted at once to a scheduler with n_parallel = NREQ; waits (bounded)
+ * for them. Returns the scheduler's statistics in *st; 0 when something did not finish. */
+static int run_all(const cpulm_model *m, const run_opts *o, cpulm_metrics *met, outcome *out,
+                   cpulm_sched_stats *st) {
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.n_parallel = NREQ;
+    p.n_ctx = o->n_ctx;
+    p.n_chunk = 64;
+    p.n_threads = 1;
+    p.max_step_ms = -1;
+    p.metrics = met;
+    p.spec.kind = o->kind;
+    p.spec.draft_model = o->draft;
+    p.spec.draft_ctx.n_threads = 1;
+    p.spec.adaptive = o->adaptive;
+    if (o->draft_max) p.spec.draft_max = o->draft_max;
+    cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
+    if (!s) return 0;
+    memset(out, 0, sizeof *out * NREQ);
+    for (int i = 0; i < NREQ; i++)
+        for (int c = 0; c < MAXC; c++)
+            cpulm_buf_init(&out[i].text[c], 0), out[i].finish[c] = -1;
+    int n_req = o->n_choices > 1 ? NREQ / o->n_choices : NREQ, ok = 1;
+    for (int i = 0; i < n_req; i++)
+        ok &= cpulm_sched_submit(s, request(m, (uint64_t)i, o)) == CPULM_SCHED_ACCEPTED;
+    int all = 0;
+    for (int iter = 0; ok && !all && iter < 30000; iter++) { /* 5 minutes at most */
+        absorb(cpulm_sched_drain(s), out);
+        all = 1;
+        for (int i = 0; i < n_req; i++)
+            all &= out[i].done;
+        if (!all) cpulm_sched_wait(s, 10);
+    }
+    cpulm_sched_get_stats(s, st);
+    cpulm_sched_free(s);
+    return ok && all;
+}
+
+static void release(outcome *out) {
+    for (int i = 0; i < NREQ; i++)
+        for (int c = 0; c < MAXC; c++)
+            cpulm_buf_release(&out[i].text[c]);
+}
+
+/* Every request's every choice: same text and finish reason. */
+static int same_outcomes(const outcome *a, const outcome *b, int n_req, int n_choices) {
+    int same = 1;
+    for (int i = 0; i < n_req; i++)
+        for (int c = 0; c < n_choices; c++) {
+            const cpulm_buf *x = &a[i].text[c], *y = &b[i].text[c];
+            if (x->len != y->len || memcmp(x->data, y->data, x->len) ||
+                a[i].finish[c] != b[i].finish[c] || a[i].error || b[i].error) {
+                fprintf(stderr, "  request %d choice %d differs:\n  plain: %.*s\n  spec:  %.*s\n",
+                        i, c, (int)x->len, x->data, (int)y->len, y->data);
+                same = 0;
+            }
+        }
+    return same;
+}
+
+static int32_t gen_len(void) {
+    return test_emulated() ? 24 : 64;
+}
+
+/* Plain vs speculating with opts o (kind set by the caller); checks they agree, and that
+ * speculation really drafted and accepted. */
+static void compare(test_ctx *t, const cpulm_model *m, run_opts o, cpulm_sched_stats *st_spec,
+                    outcome *spec_out) {
+    outcome plain[NREQ];
+    cpulm_sched_stats st;
+    run_opts po = o;
+    po.kind = CPULM_SPEC_NONE;
+    po.draft = NULL;
+    REQUIRE(t, run_all(m, &po, NULL, plain, &st));
+    CHECK_EQ_INT(t, (int)st.spec_drafts, 0);
+    REQUIRE(t, run_all(m, &o, NULL, spec_out, st_spec));
+    int n_choices = o.n_choices > 1 ? o.n_choices : 1;
+    CHECK(t, same_outcomes(plain, spec_out, NREQ / n_choices, n_choices));
+    CHECK(t, st_spec->spec_drafts > 0);
+    CHECK(t, st_spec->spec_accepted > 0);
+    CHECK(t, st_spec->spec_accepted <= st_spec->spec_draft_tokens);
+    int64_t drafted = 0, accepted = 0;
+    for (int i = 0; i < NREQ / n_choices; i++) {
+        drafted += spec_out[i].n_drafted;
+        accepted += spec_out[i].n_accepted;
+        CHECK(t, spec_out[i].n_accepted <= spec_out[i].n_drafted);
+    }
+    CHECK_EQ_INT(t, (int)drafted, (int)st_spec->spec_draft_tokens);
+    CHECK_EQ_INT(t, (int)accepted, (int)st_spec->spec_accepted);
+    release(plain);
+}
+
+TEST(sched_spec_ngram_greedy_equals_plain) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    run_opts o = {.kind = CPULM_SPEC_NGRAM,
+                  .adaptive = 0,
+                  .draft_max = 6,
+                  .n_ctx = 256,
+                  .max_tokens = gen_len(),
+                  .req_n_max = -1};
+    outcome out[NREQ];
+    cpulm_sched_stats st;
+    compare(t, m, o, &st, out);
+    CHECK_EQ_INT(t, st.spec_draft_max, 6);
+    for (int i = 0; i < NREQ; i++) { /* max_tokens holds although steps emit several */
+        CHECK_EQ_INT(t, out[i].n_completion, gen_len());
+        CHECK_EQ_INT(t, out[i].finish[0], CPULM_FINISH_LENGTH);
+    }
+    release(out);
+    cpulm_model_free(m);
+}
+
+/* Sampling (temperature, seeds) with two choices per request: point-mass drafts keep the
+ * draws themselves, so the text is the same as without speculation. */
+TEST(sched_spec_ngram_sampled_equals_plain) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    run_opts o = {.kind = CPULM_SPEC_NGRAM,
+                  .adaptive = 0,
+                  .draft_max = 4,
+                  .n_ctx = 256,
+                  .max_tokens = gen_len(),
+                  .temp = 0.7f,
+                  .n_choices = 2,
+                  .req_n_max = -1};
+    outcome out[NREQ];
+    cpulm_sched_stats st;
+    compare(t, m, o, &st, out);
+    release(out);
+    cpulm_model_free(m);
+}
+
+/* The context fills up mid-draft (n_ctx 64: drafts are cut to the room left) and a stop
+ * string ends choices on an accepted draft: same as plain. */
+TEST(sched_spec_ngram_limits_mid_draft) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    run_opts o = {.kind = CPULM_SPEC_NGRAM,
+                  .adaptive = 0,
+                  .draft_max = 8,
+                  .n_ctx = 64,
+                  .max_tokens = -1,
+                  .req_n_max = -1};
+    outcome out[NREQ];
+    cpulm_sched_stats st;
+    compare(t, m, o, &st, out);
+    for (int i = 0; i < NREQ; i++)
+        CHECK_EQ_INT(t, out[i].finish[0], CPULM_FINISH_LENGTH);
+    release(out);
+    o.n_ctx = 256;
+    o.max_tokens = gen_len();
+    o.stop = "ed";
+    compare(t, m, o, &st, out);
+    release(out);
+    cpulm_model_free(m);
+}
+
+/* The model drafting for itself: every draft is accepted, output unchanged. */
+TEST(sched_spec_draft_model_equals_plain) {
+    cpulm_model *m = load_model(), *d = load_model();
+    if (!m || !d) {
+        cpulm_model_free(m);
+        cpulm_model_free(d);
+        SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    }
+    run_opts o = {.kind = CPULM_SPEC_DRAFT,
+                  .draft = d,
+                  .adaptive = 0,
+                  .draft_max = 5,
+                  .n_ctx = 256,
+                  .max_tokens = gen_len(),
+                  .req_n_max = -1};
+    outcome out[NREQ];
+    cpulm_sched_stats st;
+    compare(t, m, o, &st, out);
+    CHECK(t, st.spec_draft_decodes > 0);
+    CHECK(t, st.spec_accepted * 10 >= st.spec_draft_tokens * 9); /* its own argmax */
+    release(out);
+    o.temp = 0.8f; /* sampled: greedy drafts, the target's own draws */
+    compare(t, m, o, &st, out);
+    release(out);
+    cpulm_model_free(d);
+    cpulm_model_free(m);
+}
+
+/* A prompt longer than the draft context's batch: the draft model catches up over several
+ * steps (at most one batch each, so other streams are not stalled) before that slot
+ * drafts; output unchanged. */
+TEST(sched_spec_draft_model_long_prompt) {
+    cpulm_model *m = load_model(), *d = load_model();
+    if (!m || !d) {
+        cpulm_model_free(m);
+        cpulm_model_free(d);
+        SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    }
+    run_opts o = {.kind = CPULM_SPEC_DRAFT,
+                  .draft = d,
+                  .adaptive = 0,
+                  .draft_max = 4,
+                  .n_ctx = 1024,
+                  .max_tokens = gen_len(),
+                  .req_n_max = -1,
+                  .long_prompt = test_emulated() ? 1200 : 2400};
+    outcome out[NREQ];
+    cpulm_sched_stats st;
+    compare(t, m, o, &st, out);
+    CHECK(t, out[0].n_drafted > 0); /* the long one caught up and drafted */
+    release(out);
+    cpulm_model_free(d);
+    cpulm_model_free(m);
+}
+
+/* speculative.n_max = 0 turns speculation off for a request. */
+TEST(sched_spec_request_opt_out) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    run_opts o = {.kind = CPULM_SPEC_NGRAM,
+                  .adaptive = 0,
+                  .draft_max = 6,
+                  .n_ctx = 256,
+                  .max_tokens = gen_len(),
+                  .req_n_max = 0};
+    outcome out[NREQ];
+    cpulm_sched_stats st;
+    REQUIRE(t, run_all(m, &o, NULL, out, &st));
+    CHECK_EQ_INT(t, (int)st.spec_drafts, 0);
+    for (int i = 0; i < NREQ; i++) {
+        CHECK_EQ_INT(t, out[i].n_drafted, 0);
+        CHECK_EQ_INT(t, out[i].n_completion, gen_len());
+    }
+    release(out);
+    cpulm_model_free(m);
+}
+
+/* The per-slot adaptive length: all rejections back off to plain decoding with a 1-token
+ * probe every CPULM_SPEC_PROBE_EVERY passes; all acceptances draft the longest. */
+TEST(sched_spec_adaptive_backs_off) {
+    cpulm_spec_adapt a;
+    cpulm_spec_adapt_init(&a);
+    for (int i = 0; i < 40; i++) {
+        int32_t k = cpulm_spec_adapt_len(&a, 0.3, 8);
+        if (k > 0) cpulm_spec_adapt_learn(&a, k, 0);
+    }
+    int probes = 0;
+    for (int i = 0; i < 4 * CPULM_SPEC_PROBE_EVERY; i++) {
+        int32_t k = cpulm_spec_adapt_len(&a, 0.3, 8);
+        CHECK(t, k <= 1);
+        probes += k;
+        if (k > 0) cpulm_spec_adapt_learn(&a, k, 0);
+    }
+    CHECK_EQ_INT(t, probes, 4);
+    cpulm_spec_adapt_init(&a);
+    for (int i = 0; i < 40; i++)
+        cpulm_spec_adapt_learn(&a, 8, 8);
+    CHECK_EQ_INT(t, cpulm_spec_adapt_len(&a, 0.3, 8), 8);
+}
+
+TEST(sched_spec_metrics_use_vllm_names) {
+    cpulm_model *m = load_model();
+    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_metrics *met = cpulm_metrics_new("stories");
+    REQUIRE(t, met);
+    run_opts o = {.kind = CPULM_SPEC_NGRAM,
+                  .adaptive = 0,
+                  .draft_max = 3,
+                  .n_ctx = 256,
+                  .max_tokens = gen_len(),
+                  .req_n_max = -1};
+    outcome out[NREQ];
+    cpulm_sched_stats st;
+    REQUIRE(t, run_all(m, &o, met, out, &st));
+    release(out);
+    CHECK(t, st.spec_accepted > 0);
+    CHECK_EQ_INT(t, (int)cpulm_metrics_counter(met, CPULM_METRIC_SPEC_DRAFTS), (int)st.spec_drafts);
+    CHECK_EQ_INT(t, (int)cpulm_metrics_counter(met, CPULM_METRIC_SPEC_ACCEPTED),
+                 (int)st.spec_accepted);
+    uint64_t per_pos = 0;
+    for (int i = 0; i < 3; i++)
+        per_pos += cpulm_metrics_counter(met, (cpulm_metric_counter)(CPULM_METRIC_SPEC_POS_0 + i));
+    CHECK_EQ_INT(t, (int)per_pos, (int)st.spec_accepted);
+    cpulm_metrics_gauges g = {.ready = 1, .spec_draft_max = 3};
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_metrics_render(met, &g, &b);
+    char want[160];
+    snprintf(want, sizeof want,
+             "vllm:spec_decode_num_accepted_tokens_total{model_name=\"stories\"} %llu\n",
+             (unsigned long long)st.spec_accepted);
+    CHECK(t, strstr(b.data, want) != NULL);
+    CHECK(t, strstr(b.data, "# TYPE vllm:spec_decode_num_drafts_total counter") != NULL);
+    CHECK(t, strstr(b.data, "vllm:spec_decode_num_draft_tokens_total{") != NULL);
+    CHECK(t, strstr(b.data, "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="
+                            "\"stories\",position=\"2\"}") != NULL);
+    CHECK(t, strstr(b.data, "position=\"3\"") == NULL);
+    cpulm_buf_reset(&b);
+    g.spec_draft_max = 0; /* speculation off: no spec series */
+    cpulm_metrics_render(met, &g, &b);
+    CHECK(t, strstr(b.data, "spec_decode") == NULL);
+    cpulm_buf_release(&b);
+    cpulm_metrics_free(met);
+    cpulm_model_free(m);
+}
