@@ -19,7 +19,7 @@ total_skip=0
 # reruns the server end-to-end suites (network input) under ASan+UBSan but not the slow
 # command-line sweeps, so CI stays within its time budget on 2 cores.
 E2E_CLI='^(flag_fuzz|migrate|doc_commands|chat_cli|cli_model|bench_cli|manifests|deploy|install|arm_perf)$'
-E2E_ALL='^(server_e2e|server_security|flag_fuzz|migrate|doc_commands|chat_cli|cli_model|bench_cli|manifests|deploy|install|arm_perf)$'
+E2E_ALL='^(server_e2e|server_security|hybrid_server|spec_server|flag_fuzz|migrate|doc_commands|chat_cli|cli_model|bench_cli|manifests|deploy|install|arm_perf)$'
 
 stage() { # name, ctest exclusion regex (or ""), cmake args...
   local name=$1 exclude=$2; shift 2
@@ -73,7 +73,7 @@ if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/
   # architecture-neutral logic over many model steps (minutes of softfloat there) and run in
   # the native and ASan stages; the ARM kernels, attention, model logits, tokenizers and parsers
   # (char is unsigned on aarch64) all run here.
-  stage arm64 '^(sched|spec)$' -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+  stage arm64 '^(sched|sched_spec|spec)$' -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
 else
   echo "=== stage arm64: skipped (qemu-aarch64 or aarch64-linux-gnu-gcc not installed)"
   total_skip=$((total_skip + 1))
