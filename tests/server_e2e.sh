@@ -13,7 +13,9 @@
 # with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the registry
 # that part is skipped with the reason printed. openai_embed_test.mjs drives
 # embeddings.create the same way, and the `ollama` package and LangChain's ChatOllama
-# (@langchain/ollama) Ollama's API (ollama_client_test.mjs, langchain_ollama_test.mjs).
+# (@langchain/ollama) Ollama's API (ollama_client_test.mjs, langchain_ollama_test.mjs);
+# LangChain's ChatOpenAI / OpenAIEmbeddings (@langchain/openai) and the Vercel `ai` SDK's
+# OpenAI-compatible provider the OpenAI API (langchain_openai_test.mjs, ai_sdk_client_test.mjs).
 # Usage: server_e2e.sh path/to/cpulm. Servers bind 127.0.0.1 on a free port; the script
 # kills only the PIDs it started; every wait loop is bounded.
 set -u
@@ -394,10 +396,11 @@ else
   mkdir -p "$NPM_DIR"
   # the client, and a JSON-schema validator (ajv + formats) for the structured outputs
   if [ ! -d "$NPM_DIR/node_modules/openai" ] || [ ! -d "$NPM_DIR/node_modules/ajv-formats" ] ||
-     [ ! -d "$NPM_DIR/node_modules/ollama" ] || [ ! -d "$NPM_DIR/node_modules/@langchain/ollama" ]; then
+     [ ! -d "$NPM_DIR/node_modules/ollama" ] || [ ! -d "$NPM_DIR/node_modules/@langchain/ollama" ] ||
+     [ ! -d "$NPM_DIR/node_modules/@langchain/openai" ] || [ ! -d "$NPM_DIR/node_modules/@ai-sdk/openai-compatible" ]; then
     (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json
      timeout 240 npm install --no-audit --no-fund openai ollama @langchain/ollama @langchain/core \
-       ajv ajv-formats >"$TMP/npm.log" 2>&1)
+       @langchain/openai ai @ai-sdk/openai-compatible ajv ajv-formats >"$TMP/npm.log" 2>&1)
   fi
   if [ -d "$NPM_DIR/node_modules/openai" ] && [ -d "$NPM_DIR/node_modules/ajv-formats" ]; then
     timeout 240 node "$HERE/openai_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/node.out" 2>&1
@@ -415,6 +418,13 @@ else
     grep -v '^langchain_ollama:' "$TMP/lc.out" | head -n 40
     tail -n 1 "$TMP/lc.out"
     check langchain_ollama $rc
+    for t in langchain_openai ai_sdk_client; do
+      timeout 240 node "$HERE/${t}_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/$t.out" 2>&1
+      rc=$?
+      grep -v "^$t:" "$TMP/$t.out" | head -n 40
+      tail -n 1 "$TMP/$t.out"
+      check "$t" $rc
+    done
   else
     echo "skip openai client: npm install failed: $(tail -n 3 "$TMP/npm.log")"; skipped=1
   fi
@@ -588,6 +598,14 @@ if [ -d "${NPM_DIR:-}/node_modules/openai" ] && command -v node >/dev/null; then
 else
   echo "skip openai embeddings client: the openai package is not installed"; skipped=1
 fi
+for t in langchain_openai ai_sdk_client; do
+  pkg=$([ $t = ai_sdk_client ] && echo @ai-sdk/openai-compatible || echo @langchain/openai)
+  [ -d "${NPM_DIR:-}/node_modules/$pkg" ] && command -v node >/dev/null || continue
+  timeout 120 node "$HERE/${t}_test.mjs" "$URL" "$KEY" "$NPM_DIR" embed >"$TMP/${t}_emb.out" 2>&1
+  rc=$?
+  tail -n 20 "$TMP/${t}_emb.out"
+  check "${t}_embed" $rc
+done
 kill -TERM "$SPID"; wait "$SPID"
 start_server embnone -np 1 -c 256 -t 1 --embeddings --pooling none
 check embnone_ready $?
