@@ -606,8 +606,27 @@ for t in langchain_openai ai_sdk_client; do
   tail -n 20 "$TMP/${t}_emb.out"
   check "${t}_embed" $rc
 done
+# llama-server's /embedding: [{index, embedding: [[...]]}], the same vectors; embd_normalize
+curl -s -H "$AUTH" $URL/embedding -d '{"content":["Once upon a time","The cat"]}' >"$TMP/lemb.json"
+jq -e --slurpfile v1 "$TMP/emb.json" 'length == 2 and .[1].index == 1 and
+    [.[].embedding | (length == 1), .[0]] == [$v1[0].data[].embedding | true, .]' "$TMP/lemb.json" >/dev/null
+check llama_embedding $? "$(head -c 200 "$TMP/lemb.json")"
+curl -s -H "$AUTH" $URL/embeddings -d '{"input":"The cat","embd_normalize":-1}' >"$TMP/lemb_raw.json"
+jq -e --slurpfile v1 "$TMP/emb.json" '(.[0].embedding[0] | (map(. * .) | add | sqrt) as $n | map(. / $n)) as $u |
+    ([$u, $v1[0].data[1].embedding] | transpose | map(.[0] - .[1] | fabs) | max) < 1e-5 and
+    (.[0].embedding[0] | map(. * .) | add) > 1.01' "$TMP/lemb_raw.json" >/dev/null
+check llama_embedding_unnormalized $? "$(head -c 200 "$TMP/lemb_raw.json")"
+for n in 0 1 3; do
+  curl -s -H "$AUTH" $URL/embedding -d "{\"content\":\"The cat\",\"embd_normalize\":$n}" |
+    jq -e --argjson n $n '.[0].embedding[0] | map(fabs) | if $n == 0 then (max | . == 32760)
+      elif $n == 1 then ((add - 1) | fabs) < 1e-5 else ((map(pow(.; 3)) | add) - 1 | fabs) < 1e-4 end' >/dev/null
+  check "llama_embedding_norm_$n" $?
+done
+http_status 400 -H "$AUTH" $URL/embedding -d '{"content":"a","embd_normalize":"x"}' &&
+  jq -e '.error.code == 400 and (.error.message | contains("embd_normalize"))' "$TMP/err" >/dev/null
+check llama_embedding_bad_norm $?
 kill -TERM "$SPID"; wait "$SPID"
-start_server embnone -np 1 -c 256 -t 1 --embeddings --pooling none
+start_server embnone -np 1 -c 256 -t 1 --embeddings --pooling none --no-slots
 check embnone_ready $?
 URL=http://127.0.0.1:$PORT
 code=$(curl -s -o "$TMP/emb_none" -w '%{http_code}' $URL/v1/embeddings -d '{"input":"a"}')
@@ -616,6 +635,28 @@ code=$(curl -s -o "$TMP/emb_none" -w '%{http_code}' $URL/v1/embeddings -d '{"inp
 check ollama_embed_pooling_none_400 $?
 code=$(curl -s -o "$TMP/emb_off" -w '%{http_code}' $URL/v1/completions -d '{"prompt":"a","max_tokens":2}')
 [ "$code" = 200 ]; check emb_server_still_generates $?
+http_status 400 $URL/embedding -d '{"content":"a"}' && grep -q 'pooling is none' "$TMP/err"
+check llama_embedding_pooling_none_400 $?
+http_status 501 $URL/slots; check slots_off_501 $?
+kill -TERM "$SPID"; wait "$SPID"
+# llama-server's GET /slots: one entry per slot; a running request shows; with
+# ?fail_on_no_slot=1 a server whose only slot is busy answers 503
+start_server slots -np 1 -c 2048 -t 1
+check slots_ready $?
+URL=http://127.0.0.1:$PORT
+curl -s $URL/slots | jq -e '. == [{"id":0,"n_ctx":2048,"speculative":false,"is_processing":false}]' >/dev/null
+check slots_idle $?
+http_status 200 "$URL/slots?fail_on_no_slot=1"; check slots_free_200 $?
+curl -s -o /dev/null $URL/v1/completions -d '{"prompt":"Once","max_tokens":2040,"ignore_eos":true}' &
+busy=1
+for _ in $(seq 400); do
+  code=$(curl -s -o "$TMP/slots_busy" -w '%{http_code}' "$URL/slots?fail_on_no_slot=1")
+  [ "$code" = 503 ] && { busy=0; break; }
+  sleep 0.01
+done
+[ $busy = 0 ] && jq -e '.error.code == 503' "$TMP/slots_busy" >/dev/null; check slots_busy_503 $?
+wait $!
+curl -s $URL/slots | jq -e '.[0].is_processing == false' >/dev/null; check slots_idle_again $?
 kill -TERM "$SPID"; wait "$SPID"
 
 # ---- no request holds up the others (issue 25): a 2,048-input (~200 KB, ~50k tokens) embedding request is

@@ -594,6 +594,66 @@ static void h_ollama_embed(cpulm_server *s, cpulm_conn *c) {
     cpulm_routes_embeddings(s, c, CPULM_API_OLLAMA);
 }
 
+/* POST /embedding, /embeddings: llama-server's non-OpenAI embedding shape (embed.c). */
+static void h_embedding(cpulm_server *s, cpulm_conn *c) {
+    cpulm_routes_embeddings(s, c, CPULM_API_LLAMA);
+}
+
+/* A query parameter given as on (k=1 or k=true). */
+static int query_on(const cpulm_http_str *q, const char *k) {
+    size_t n = strlen(k);
+    for (size_t i = 0; i + n < q->n; i++) {
+        if ((i > 0 && q->p[i - 1] != '&') || memcmp(q->p + i, k, n) != 0 || q->p[i + n] != '=')
+            continue;
+        const char *v = q->p + i + n + 1;
+        size_t left = q->n - i - n - 1;
+        return (left >= 1 && v[0] == '1') || (left >= 4 && !memcmp(v, "true", 4));
+    }
+    return 0;
+}
+
+/* GET /slots: llama-server's slot monitor, read only: [{id, n_ctx, speculative,
+ * is_processing}]. The scheduler counts running requests, it does not name their slots:
+ * the first n_running report processing. ?fail_on_no_slot=1 answers 503 when a new request
+ * would wait (every slot taken, or requests already waiting: a request with n choices holds
+ * n slots but counts once). */
+static void h_slots(cpulm_server *s, cpulm_conn *c) {
+    cpulm_oai_error e;
+    if (s->p.no_slots) {
+        cpulm_oai_error_set(&e, 501, NULL, "this server does not serve /slots (--no-slots)");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    cpulm_sched_stats st = {0};
+    if (s->sched) cpulm_sched_get_stats(s->sched, &st);
+    if (query_on(&c->msg.query, "fail_on_no_slot") &&
+        (st.n_running >= s->p.n_parallel || st.n_waiting > 0)) {
+        cpulm_oai_error_set(&e, 503, NULL, "no slot available");
+        respond_error(s, c, &e, "Retry-After: 1\r\n");
+        return;
+    }
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &b, 0, 0);
+    cpulm_json_arr_begin(&w);
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "id");
+        cpulm_json_write_int(&w, i);
+        cpulm_json_key(&w, "n_ctx");
+        cpulm_json_write_int(&w, st.n_ctx);
+        cpulm_json_key(&w, "speculative");
+        cpulm_json_write_bool(&w, 0);
+        cpulm_json_key(&w, "is_processing");
+        cpulm_json_write_bool(&w, i < st.n_running);
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_arr_end(&w);
+    respond_json(s, c, 200, &b);
+    cpulm_buf_release(&b);
+}
+
 /* GET /v1/health: llama-server's alias of /health (liveness here too). */
 static void h_health(cpulm_server *s, cpulm_conn *c) {
     cpulm_conn_respond(c, 200, "application/json", "{\"status\":\"ok\"}", 15, NULL);
@@ -699,6 +759,9 @@ static const struct native_route {
     {"/detokenize", "POST", 1, CPULM_API_LLAMA, 0, h_detokenize},
     {"/apply-template", "POST", 1, CPULM_API_LLAMA, 0, h_apply_template},
     {"/props", "GET", 1, CPULM_API_LLAMA, 0, h_props},
+    {"/slots", "GET", 1, CPULM_API_LLAMA, 0, h_slots},
+    {"/embedding", "POST", 1, CPULM_API_LLAMA, 0, h_embedding},
+    {"/embeddings", "POST", 1, CPULM_API_LLAMA, 0, h_embedding},
     {"/v1/health", "GET", 0, CPULM_API_LLAMA, 0, h_health},
     {"/models", "GET", 1, CPULM_API_OPENAI, 0, h_models},
     {"/v1/models/", "GET", 1, CPULM_API_OPENAI, 1, h_model},

@@ -55,6 +55,7 @@ typedef struct cpulm_server_params {
     const char *chat_template; /* Jinja text overriding the model's; NULL: the model's */
     int embeddings;            /* serve POST /v1/embeddings (a second, embeddings-only context) */
     cpulm_pooling pooling;     /* its pooling; UNSPECIFIED: the model's */
+    int no_slots;              /* GET /slots answers 501 (llama-server's --no-slots) */
 } cpulm_server_params;
 
 cpulm_server_params cpulm_server_default_params(void);
