@@ -639,6 +639,31 @@ http_status 400 $URL/embedding -d '{"content":"a"}' && grep -q 'pooling is none'
 check llama_embedding_pooling_none_400 $?
 http_status 501 $URL/slots; check slots_off_501 $?
 kill -TERM "$SPID"; wait "$SPID"
+# Mistral v11+ tool calls ([TOOL_CALLS]NAME[ARGS]{...}): with such a template a forced call
+# is generated in that form and comes back as tool_calls, whole and streamed (no content)
+cat >"$TMP/mistral_v11.jinja" <<'JINJA'
+{{- bos_token }}{%- for m in messages %}{%- if m.role == 'user' %}[INST]{{ m.content }}[/INST]
+{%- elif m.role == 'assistant' and m.tool_calls is defined %}{%- for c in m.tool_calls %}[TOOL_CALLS]
+{{- c.function.name }}[ARGS]{{ c.function.arguments | tojson }}{%- endfor %}{{ eos_token }}
+{%- elif m.role == 'assistant' %}{{ m.content }}{{ eos_token }}
+{%- elif m.role == 'tool' %}[TOOL_RESULTS]{{ m.content }}[/TOOL_RESULTS]{%- endif %}{%- endfor %}
+JINJA
+start_server mv11 -np 2 -c 512 -t 1 --chat-template "$TMP/mistral_v11.jinja"
+check mv11_ready $?
+URL=http://127.0.0.1:$PORT
+mv11_req='{"messages":[{"role":"user","content":"Weather?"}],"tool_choice":"required","max_tokens":80,
+  "temperature":0.9,"seed":1,"tools":[{"type":"function","function":{"name":"get_weather","parameters":
+  {"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}}}]'
+curl -s $URL/v1/chat/completions -d "$mv11_req}" >"$TMP/mv11.json"
+jq -e '.choices[0].finish_reason == "tool_calls" and .choices[0].message.content == null and
+    .choices[0].message.tool_calls[0].function.name == "get_weather" and
+    (.choices[0].message.tool_calls[0].function.arguments | fromjson | .city | type) == "string"' "$TMP/mv11.json" >/dev/null
+check mistral_v11_forced_call $? "$(head -c 300 "$TMP/mv11.json")"
+curl -sN $URL/v1/chat/completions -d "$mv11_req,\"stream\":true}" | sed -n 's/^data: \({.*\)$/\1/p' |
+  jq -s -e --slurpfile w "$TMP/mv11.json" '([.[].choices[0].delta.content // ""] | add) == "" and
+    ([.[].choices[0].delta.tool_calls[]?.function.arguments] | add) == $w[0].choices[0].message.tool_calls[0].function.arguments' >/dev/null
+check mistral_v11_streamed_call $?
+kill -TERM "$SPID"; wait "$SPID"
 # llama-server's GET /slots: one entry per slot; a running request shows; with
 # ?fail_on_no_slot=1 a server whose only slot is busy answers 503
 start_server slots -np 1 -c 2048 -t 1

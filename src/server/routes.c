@@ -241,7 +241,7 @@ static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpu
     char *text = NULL;
     r->special = q->tool_choice != CPULM_OAI_TOOLS_OFF;
     if (q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED &&
-        cpulm_oai_tool_grammar(q, cpulm_chat_detect(s->chat_tmpl), &text, e) < 0)
+        cpulm_oai_tool_grammar(q, cpulm_oai_tool_family(s->chat_tmpl), &text, e) < 0)
         return -1;
     const char *g = text ? text : q->grammar;
     if (!g) return 0;
@@ -561,7 +561,7 @@ static void stream_calls(cpulm_buf *b, route *rt, int32_t i, const cpulm_oai_sca
             ts->calls_sent = k + 1;
             ts->args_sent[k] = 0;
         }
-        if (call->args_is_string) { /* escaped JSON in a string: whole, once complete */
+        if (call->args_is_string || call->args_py) { /* converted: whole, once complete */
             if (!call->complete || ts->args_sent[k]) continue;
             cpulm_buf_reset(&tmp);
             cpulm_oai_call_args(text, call, &tmp);
