@@ -280,6 +280,12 @@ status 404 -H "$AUTH" $URL/v1/models/gpt-4; check model_by_id_404 $?
 http_status 401 $URL/completion -d '{"prompt":"x"}'; check llama_needs_key $?
 http_status 405 -H "$AUTH" $URL/completion; check llama_405 $?
 [ "$(curl -s $URL/v1/health)" = '{"status":"ok"}' ]; check v1_health $?
+# routes llama-server has and cpulm does not serve yet: a clear 501 in its shape, not a 404
+for path in /infill /rerank /v1/rerank /reranking; do
+  http_status 501 -H "$AUTH" $URL$path -d '{"input_prefix":"a","query":"q","documents":["d"]}' &&
+    jq -e '.error.code == 501 and (.error.message | test("not supported"))' "$TMP/err" >/dev/null
+  check "llama_501 $path" $?
+done
 # ---- Ollama's API with curl (the ollama npm client below goes further) ----
 post /api/chat '{"model":"stories260K","messages":[{"role":"user","content":"Hi"}],"options":{"num_predict":4,"temperature":0}}' >"$TMP/oc"
 head -n -1 "$TMP/oc" | jq -s -e 'length >= 1 and all(.done == false and .message.role == "assistant")' >/dev/null &&

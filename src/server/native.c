@@ -96,6 +96,23 @@ void cpulm_api_write_stream_error(int api, cpulm_buf *out, const cpulm_oai_error
     cpulm_buf_puts(out, "\n\n");
 }
 
+void cpulm_api_event_send(cpulm_conn *c, int api, const cpulm_sched_event *e, cpulm_buf *b) {
+    if (e->kind == CPULM_SCHED_EV_ERROR) {
+        cpulm_oai_error err;
+        cpulm_oai_error_set(&err, e->error_status, NULL, "%s", e->error);
+        if (c->sse) {
+            cpulm_api_write_stream_error(api, b, &err);
+        } else { /* nothing was sent yet: an error response */
+            cpulm_api_write_error(api, b, &err);
+            cpulm_conn_respond(c, err.status, "application/json", b->data, b->len, NULL);
+            b->len = 0;
+        }
+    }
+    if (c->sse && b->len) cpulm_conn_sse_frame(c, b->data, b->len);
+    if (c->sse && (e->kind == CPULM_SCHED_EV_DONE || e->kind == CPULM_SCHED_EV_ERROR))
+        cpulm_conn_sse_end(c);
+}
+
 /* ---- /completion: the request ---- */
 
 /* root with llama-server's defaults for the sampling fields it lacks. */
@@ -322,20 +339,8 @@ static void llama_event(cpulm_server *s, cpulm_conn *c, cpulm_api_state *st,
         write_final(&b, st, e, st->text.data ? st->text.data : "", st->text.len);
         cpulm_conn_respond(c, 200, "application/json", b.data, b.len, NULL);
         b.len = 0;
-    } else if (e->kind == CPULM_SCHED_EV_ERROR) {
-        cpulm_oai_error err;
-        cpulm_oai_error_set(&err, e->error_status, NULL, "%s", e->error);
-        if (c->sse) {
-            cpulm_api_write_stream_error(CPULM_API_LLAMA, &b, &err);
-        } else {
-            cpulm_api_write_error(CPULM_API_LLAMA, &b, &err);
-            cpulm_conn_respond(c, err.status, "application/json", b.data, b.len, NULL);
-            b.len = 0;
-        }
     }
-    if (c->sse && b.len) cpulm_conn_sse_frame(c, b.data, b.len);
-    if (c->sse && (e->kind == CPULM_SCHED_EV_DONE || e->kind == CPULM_SCHED_EV_ERROR))
-        cpulm_conn_sse_end(c);
+    cpulm_api_event_send(c, CPULM_API_LLAMA, e, &b);
     cpulm_buf_release(&b);
 }
 
@@ -367,6 +372,18 @@ static int job_error(native_job *j, int status, const char *param, const char *m
     cpulm_buf_reset(&j->out);
     cpulm_api_write_error(j->api, &j->out, &e);
     return status;
+}
+
+/* The answer {key: text}, with text released. Returns 200. */
+static int job_text(native_job *j, const char *key, cpulm_buf *text) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &j->out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, key);
+    cpulm_json_write_strn(&w, text->data ? text->data : "", text->len);
+    cpulm_json_obj_end(&w);
+    cpulm_buf_release(text);
+    return 200;
 }
 
 /* {"id", "piece"}: the piece as a string when it is valid UTF-8, else its bytes. */
@@ -451,14 +468,7 @@ static int run_detokenize(native_job *j, const cpulm_json *req) {
     }
     int32_t k = cpulm_detok_flush(&dt, piece, sizeof piece);
     if (k > 0) cpulm_buf_append(&text, piece, (size_t)k);
-    cpulm_json_writer w;
-    cpulm_json_writer_init(&w, &j->out, 0, 0);
-    cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "content");
-    cpulm_json_write_strn(&w, text.data ? text.data : "", text.len);
-    cpulm_json_obj_end(&w);
-    cpulm_buf_release(&text);
-    return 200;
+    return job_text(j, "content", &text);
 }
 
 /* POST /apply-template {messages} -> {"prompt"}: the chat as the server would render it. */
@@ -479,14 +489,7 @@ static int run_apply_template(native_job *j, const char *body, size_t n) {
         cpulm_buf_release(&text);
         return job_error(j, e.status, "messages", e.message);
     }
-    cpulm_json_writer w;
-    cpulm_json_writer_init(&w, &j->out, 0, 0);
-    cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "prompt");
-    cpulm_json_write_strn(&w, text.data ? text.data : "", text.len);
-    cpulm_json_obj_end(&w);
-    cpulm_buf_release(&text);
-    return 200;
+    return job_text(j, "prompt", &text);
 }
 
 static void native_run(cpulm_prep_job *base) {
@@ -531,23 +534,9 @@ int cpulm_native_job_result(const cpulm_prep_job *base, const char **body, size_
 }
 
 static void push_job(cpulm_server *s, cpulm_conn *c, int what) {
-    cpulm_oai_error e;
-    if (!cpulm_routes_ready(s)) {
-        cpulm_oai_error_set(&e, 503, NULL,
-                            s->draining ? "the server is shutting down" : "Loading model");
-        respond_error(s, c, &e, "Retry-After: 1\r\n");
-        return;
-    }
-    native_job *j = calloc(1, sizeof *j);
-    char *body = j ? malloc(c->body_len ? c->body_len : 1) : NULL;
-    if (!body) {
-        free(j);
-        cpulm_oai_error_set(&e, 500, NULL, "out of memory");
-        respond_error(s, c, &e, NULL);
-        return;
-    }
-    memcpy(body, c->body, c->body_len);
-    j->base.id = (++s->next_serial << 16) | (uint64_t)c->index;
+    char *body;
+    native_job *j = cpulm_routes_new_job(s, c, sizeof *j, &body);
+    if (!j) return; /* answered */
     j->base.run = native_run;
     j->base.destroy = native_destroy;
     j->s = s;
@@ -652,6 +641,19 @@ static void h_slots(cpulm_server *s, cpulm_conn *c) {
     cpulm_json_arr_end(&w);
     respond_json(s, c, 200, &b);
     cpulm_buf_release(&b);
+}
+
+/* POST /infill, /rerank, /v1/rerank, /reranking: llama-server's routes cpulm does not serve
+ * yet, refused as llama-server refuses them on a server or model without the feature
+ * (501), so a client tells "not available here" from a wrong URL. */
+static void h_not_served(cpulm_server *s, cpulm_conn *c) {
+    cpulm_oai_error e;
+    int infill = c->msg.path.n == strlen("/infill");
+    cpulm_oai_error_set(&e, 501, NULL, "%s",
+                        infill ? "infill is not supported: cpulm does not build fill-in-the-middle "
+                                 "prompts (use /completion with the model's FIM tokens)"
+                               : "reranking is not supported: cpulm has no rank pooling yet");
+    respond_error(s, c, &e, NULL);
 }
 
 /* GET /v1/health: llama-server's alias of /health (liveness here too). */
@@ -762,6 +764,10 @@ static const struct native_route {
     {"/slots", "GET", 1, CPULM_API_LLAMA, 0, h_slots},
     {"/embedding", "POST", 1, CPULM_API_LLAMA, 0, h_embedding},
     {"/embeddings", "POST", 1, CPULM_API_LLAMA, 0, h_embedding},
+    {"/infill", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
+    {"/rerank", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
+    {"/v1/rerank", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
+    {"/reranking", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
     {"/v1/health", "GET", 0, CPULM_API_LLAMA, 0, h_health},
     {"/models", "GET", 1, CPULM_API_OPENAI, 0, h_models},
     {"/v1/models/", "GET", 1, CPULM_API_OPENAI, 1, h_model},

@@ -409,25 +409,33 @@ static int heavy_body(const char *b, size_t n) {
     return 0;
 }
 
-void cpulm_routes_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind, int flavor) {
+void *cpulm_routes_new_job(cpulm_server *s, cpulm_conn *c, size_t size, char **body) {
     cpulm_oai_error e;
-    if (!cpulm_routes_ready(s)) {
+    if (!cpulm_routes_ready(s)) { /* llama-server's words for its own routes */
         cpulm_oai_error_set(&e, 503, NULL,
-                            s->draining ? "the server is shutting down"
-                                        : "the model is still loading");
+                            s->draining                 ? "the server is shutting down"
+                            : c->api == CPULM_API_LLAMA ? "Loading model"
+                                                        : "the model is still loading");
         respond_error(s, c, &e, "Retry-After: 1\r\n");
-        return;
+        return NULL;
     }
-    gen_job *j = calloc(1, sizeof *j);
-    char *body = j ? malloc(c->body_len ? c->body_len : 1) : NULL;
-    if (!body) {
+    cpulm_prep_job *j = calloc(1, size);
+    *body = j ? malloc(c->body_len ? c->body_len : 1) : NULL;
+    if (!*body) {
         free(j);
         cpulm_oai_error_set(&e, 500, NULL, "out of memory");
         respond_error(s, c, &e, NULL);
-        return;
+        return NULL;
     }
-    memcpy(body, c->body, c->body_len);
-    j->base.id = (++s->next_serial << 16) | (uint64_t)c->index;
+    memcpy(*body, c->body, c->body_len);
+    j->id = (++s->next_serial << 16) | (uint64_t)c->index;
+    return j;
+}
+
+void cpulm_routes_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind, int flavor) {
+    char *body;
+    gen_job *j = cpulm_routes_new_job(s, c, sizeof *j, &body);
+    if (!j) return; /* answered */
     j->base.run = gen_run;
     j->base.destroy = gen_destroy;
     j->base.heavy = heavy_body(c->body, c->body_len);
