@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
+import { assertClose, harness, rawEmbeddings } from './client_harness.mjs';
 
 const [baseUrl, apiKey, pkgDir, only] = process.argv.slice(2);
 const require = createRequire(pkgDir + '/package.json');
@@ -21,17 +22,7 @@ const provider = createOpenAICompatible({
   name: 'cpulm', baseURL: baseUrl + '/v1', apiKey, includeUsage: true, supportsStructuredOutputs: true,
 });
 const model = provider.chatModel('stories260K');
-let passed = 0, failed = 0;
-
-async function test(name, fn) {
-  try {
-    await fn();
-    passed++;
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
+const { test, done } = harness('ai_sdk_client');
 
 const common = { model, maxRetries: 0, temperature: 0, maxOutputTokens: 16, seed: 1 };
 const chat = { system: 'Tell a story.', messages: [{ role: 'user', content: 'A cat' }] };
@@ -185,17 +176,8 @@ async function chatTests() {
 
 async function embedTests() {
   const em = provider.textEmbeddingModel('stories260K');
-  const raw = async (input) => {
-    const r = await fetch(baseUrl + '/v1/embeddings', {
-      method: 'POST', headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ input }),
-    });
-    return (await r.json()).data.map((d) => d.embedding);
-  };
-  const close = (a, b) => {
-    assert.equal(a.length, b.length);
-    for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) < 1e-6, `${i}: ${a[i]} vs ${b[i]}`);
-  };
+  const raw = (input) => rawEmbeddings(baseUrl, apiKey, input);
+  const close = assertClose;
   await test('embed', async () => {
     const r = await ai.embed({ model: em, value: 'Once upon a time', maxRetries: 0 });
     close(r.embedding, (await raw(['Once upon a time']))[0]);
@@ -213,5 +195,4 @@ async function embedTests() {
 
 if (only === 'embed') await embedTests();
 else await chatTests();
-console.log(`ai_sdk_client: ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+done();

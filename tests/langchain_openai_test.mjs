@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
+import { assertClose, harness, rawEmbeddings } from './client_harness.mjs';
 
 const [baseUrl, apiKey, pkgDir, only] = process.argv.slice(2);
 const require = createRequire(pkgDir + '/package.json');
@@ -19,17 +20,7 @@ const ajv = new Ajv2020({ strict: false, allErrors: true });
 
 const model = 'stories260K';
 const configuration = { baseURL: baseUrl + '/v1' };
-let passed = 0, failed = 0;
-
-async function test(name, fn) {
-  try {
-    await fn();
-    passed++;
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
+const { test, done } = harness('langchain_openai');
 
 const chatModel = (opts) => new ChatOpenAI({ model, apiKey, configuration, maxRetries: 0, temperature: 0, maxTokens: 16, ...opts });
 
@@ -131,17 +122,8 @@ async function chatTests() {
 }
 
 async function embedTests() {
-  const raw = async (input) => {
-    const r = await fetch(baseUrl + '/v1/embeddings', {
-      method: 'POST', headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ input }),
-    });
-    return (await r.json()).data.map((d) => d.embedding);
-  };
-  const close = (a, b) => {
-    assert.equal(a.length, b.length);
-    for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) < 1e-6, `${i}: ${a[i]} vs ${b[i]}`);
-  };
+  const raw = (input) => rawEmbeddings(baseUrl, apiKey, input);
+  const close = assertClose;
   const emb = new OpenAIEmbeddings({ model, apiKey, configuration, maxRetries: 0, batchSize: 2 });
   await test('embedQuery', async () => {
     close(await emb.embedQuery('Once upon a time'), (await raw(['Once upon a time']))[0]);
@@ -157,5 +139,4 @@ async function embedTests() {
 
 if (only === 'embed') await embedTests();
 else await chatTests();
-console.log(`langchain_openai: ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+done();
