@@ -1,28 +1,39 @@
 // ai_sdk_client_test.mjs: drives `cpulm serve` with the Vercel `ai` SDK through its
-// OpenAI-compatible provider (@ai-sdk/openai-compatible): generateText, streamText (equal
+// OpenAI-compatible provider (@ai-sdk/openai-compatible), or with PROVIDER "openai" through
+// @ai-sdk/openai's chat and embedding models (a baseURL; its default model speaks the
+// Responses API, which cpulm does not serve): generateText, streamText (equal
 // text, usage), a forced tool call with its arguments validated, a tool loop (call, result,
 // answer), structured output (generateObject with a JSON schema, validated with ajv),
 // embed / embedMany (vectors equal /v1/embeddings) and typed errors. Usage:
-//   node ai_sdk_client_test.mjs BASE_URL API_KEY PACKAGE_DIR [embed]
+//   node ai_sdk_client_test.mjs BASE_URL API_KEY PACKAGE_DIR [chat|embed] [compatible|openai]
 // "embed": only the embedding tests (the server runs with --embeddings).
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { assertClose, harness, rawEmbeddings } from './client_harness.mjs';
 
-const [baseUrl, apiKey, pkgDir, only] = process.argv.slice(2);
+const [baseUrl, apiKey, pkgDir, only, flavor = 'compatible'] = process.argv.slice(2);
 const require = createRequire(pkgDir + '/package.json');
 const load = async (name) => import(pathToFileURL(require.resolve(name)).href);
 const ai = await load('ai');
-const { createOpenAICompatible } = await load('@ai-sdk/openai-compatible');
+// the two providers behind one face: chat and embedding models of a base URL and key
+async function makeProvider(key) {
+  if (flavor === 'openai') {
+    const { createOpenAI } = await load('@ai-sdk/openai');
+    const p = createOpenAI({ baseURL: baseUrl + '/v1', apiKey: key });
+    return { chatModel: (m) => p.chat(m), textEmbeddingModel: (m) => p.embedding(m) };
+  }
+  const { createOpenAICompatible } = await load('@ai-sdk/openai-compatible');
+  return createOpenAICompatible({
+    name: 'cpulm', baseURL: baseUrl + '/v1', apiKey: key, includeUsage: true, supportsStructuredOutputs: true,
+  });
+}
 const Ajv2020 = require('ajv/dist/2020').default;
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 
-const provider = createOpenAICompatible({
-  name: 'cpulm', baseURL: baseUrl + '/v1', apiKey, includeUsage: true, supportsStructuredOutputs: true,
-});
+const provider = await makeProvider(apiKey);
 const model = provider.chatModel('stories260K');
-const { test, done } = harness('ai_sdk_client');
+const { test, done } = harness(flavor === 'openai' ? 'ai_sdk_openai' : 'ai_sdk_client');
 
 const common = { model, maxRetries: 0, temperature: 0, maxOutputTokens: 16, seed: 1 };
 const chat = { system: 'Tell a story.', messages: [{ role: 'user', content: 'A cat' }] };
@@ -117,7 +128,8 @@ async function chatTests() {
     assert.equal(r.steps[0].finishReason, 'tool-calls');
     assert.equal(r.steps[0].toolResults[0].output.temp, 21);
     // the second request carried the call and its result back
-    const sent = JSON.parse(r.steps[1].request.body).messages;
+    const body = r.steps[1].request.body;
+    const sent = (typeof body === 'string' ? JSON.parse(body) : body).messages;
     assert.equal(sent[1].tool_calls[0].function.name, 'get_weather');
     assert.equal(sent[2].role, 'tool');
     assert.equal(sent[2].tool_call_id, sent[1].tool_calls[0].id);
@@ -168,7 +180,7 @@ async function chatTests() {
   });
 
   await test('wrong key -> APICallError 401', async () => {
-    const bad = createOpenAICompatible({ name: 'cpulm', baseURL: baseUrl + '/v1', apiKey: 'wrong' });
+    const bad = await makeProvider('wrong');
     await assert.rejects(ai.generateText({ ...common, model: bad.chatModel('stories260K'), prompt: 'x' }),
       (e) => ai.APICallError.isInstance(e) && e.statusCode === 401);
   });

@@ -403,10 +403,11 @@ else
   # the client, and a JSON-schema validator (ajv + formats) for the structured outputs
   if [ ! -d "$NPM_DIR/node_modules/openai" ] || [ ! -d "$NPM_DIR/node_modules/ajv-formats" ] ||
      [ ! -d "$NPM_DIR/node_modules/ollama" ] || [ ! -d "$NPM_DIR/node_modules/@langchain/ollama" ] ||
-     [ ! -d "$NPM_DIR/node_modules/@langchain/openai" ] || [ ! -d "$NPM_DIR/node_modules/@ai-sdk/openai-compatible" ]; then
+     [ ! -d "$NPM_DIR/node_modules/@langchain/openai" ] || [ ! -d "$NPM_DIR/node_modules/@ai-sdk/openai-compatible" ] ||
+     [ ! -d "$NPM_DIR/node_modules/@ai-sdk/openai" ]; then
     (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json
      timeout 240 npm install --no-audit --no-fund openai ollama @langchain/ollama @langchain/core \
-       @langchain/openai ai @ai-sdk/openai-compatible ajv ajv-formats >"$TMP/npm.log" 2>&1)
+       @langchain/openai ai @ai-sdk/openai-compatible @ai-sdk/openai ajv ajv-formats >"$TMP/npm.log" 2>&1)
   fi
   if [ -d "$NPM_DIR/node_modules/openai" ] && [ -d "$NPM_DIR/node_modules/ajv-formats" ]; then
     timeout 240 node "$HERE/openai_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/node.out" 2>&1
@@ -424,10 +425,10 @@ else
     grep -v '^langchain_ollama:' "$TMP/lc.out" | head -n 40
     tail -n 1 "$TMP/lc.out"
     check langchain_ollama $rc
-    for t in langchain_openai ai_sdk_client; do
-      timeout 240 node "$HERE/${t}_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/$t.out" 2>&1
+    for t in langchain_openai ai_sdk_client:compatible ai_sdk_client:openai; do
+      timeout 240 node "$HERE/${t%%:*}_test.mjs" "$URL" "$KEY" "$NPM_DIR" chat ${t#*:} >"$TMP/$t.out" 2>&1
       rc=$?
-      grep -v "^$t:" "$TMP/$t.out" | head -n 40
+      grep -v "^${t%%:*}:\|^ai_sdk_openai:" "$TMP/$t.out" | head -n 40
       tail -n 1 "$TMP/$t.out"
       check "$t" $rc
     done
@@ -604,13 +605,14 @@ if [ -d "${NPM_DIR:-}/node_modules/openai" ] && command -v node >/dev/null; then
 else
   echo "skip openai embeddings client: the openai package is not installed"; skipped=1
 fi
-for t in langchain_openai ai_sdk_client; do
-  pkg=$([ $t = ai_sdk_client ] && echo @ai-sdk/openai-compatible || echo @langchain/openai)
+for t in langchain_openai:@langchain/openai:- ai_sdk_client:@ai-sdk/openai-compatible:compatible \
+         ai_sdk_client:@ai-sdk/openai:openai; do
+  IFS=: read -r name pkg flavor <<<"$t"
   [ -d "${NPM_DIR:-}/node_modules/$pkg" ] && command -v node >/dev/null || continue
-  timeout 120 node "$HERE/${t}_test.mjs" "$URL" "$KEY" "$NPM_DIR" embed >"$TMP/${t}_emb.out" 2>&1
+  timeout 120 node "$HERE/${name}_test.mjs" "$URL" "$KEY" "$NPM_DIR" embed "$flavor" >"$TMP/emb_$flavor.out" 2>&1
   rc=$?
-  tail -n 20 "$TMP/${t}_emb.out"
-  check "${t}_embed" $rc
+  tail -n 20 "$TMP/emb_$flavor.out"
+  check "${name}_${flavor}_embed" $rc
 done
 # llama-server's /embedding: [{index, embedding: [[...]]}], the same vectors; embd_normalize
 curl -s -H "$AUTH" $URL/embedding -d '{"content":["Once upon a time","The cat"]}' >"$TMP/lemb.json"
