@@ -288,6 +288,8 @@ static const rec RECORDED[] = {
     {"<|python_tag|>wolfram_alpha.call(query='x = 2, \\'y\\'', limit=3, exact=True, unit=None)", 1,
      "", "wolfram_alpha",
      "{\"query\": \"x = 2, 'y'\", \"limit\": 3, \"exact\": true, \"unit\": null}"},
+    {"<|python_tag|>brave_search.call(, query=\"a\", ids=[1, 2], opts={\"k\": \"v, w\"})", 1, "",
+     "brave_search", "{\"query\": \"a\", \"ids\": [1, 2], \"opts\": {\"k\": \"v, w\"}}"},
     /* DeepSeek V3 / R1 */
     {"<\xef\xbd\x9ctool\xe2\x96\x81"
      "calls\xe2\x96\x81"

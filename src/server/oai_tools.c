@@ -669,8 +669,8 @@ static void unescape(const char *s, size_t n, cpulm_buf *out) {
     cpulm_buf_release(&q);
 }
 
-/* A Python literal v[0..n) (trimmed) as JSON: a quoted string, True/False/None, a number;
- * anything else as a JSON string of its text. */
+/* A Python literal v[0..n) (trimmed) as JSON: a quoted string, True/False/None, a number
+ * or a list / dict already valid as JSON; anything else as a JSON string of its text. */
 static void py_value(const char *v, size_t n, cpulm_buf *out) {
     while (n && strchr(" \t\n", v[0]))
         v++, n--;
@@ -699,43 +699,46 @@ static void py_value(const char *v, size_t n, cpulm_buf *out) {
             cpulm_buf_puts(out, lits[k][1]);
             return;
         }
-    char num[64];
-    char *end = NULL;
-    if (n && n < sizeof num) {
-        memcpy(num, v, n);
-        num[n] = 0;
-        (void)strtod(num, &end);
-    }
-    if (end && *end == 0 && strspn(num, "+-0123456789.eE") == n)
+    cpulm_json_doc *d = NULL; /* a number, or a list / dict that is JSON as written */
+    if (n && cpulm_json_parse(v, n, NULL, &d, NULL, NULL) == CPULM_OK)
         cpulm_buf_append(out, v, n);
     else
         cpulm_json_write_strn(&w, v, n);
+    cpulm_json_free(d);
 }
 
 /* Python keyword arguments a[0..n) (key=value, ...) as a JSON object. */
 static void py_kwargs(const char *a, size_t n, cpulm_buf *out) {
     cpulm_buf_putc(out, '{');
     size_t i = 0;
-    for (int first = 1; i < n; first = 0) {
+    for (int written = 0; i < n;) {
         size_t key = i;
-        while (i < n && a[i] != '=')
+        while (i < n && a[i] != '=' && a[i] != ',')
             i++;
+        if (i >= n || a[i] == ',') { /* no key=value here */
+            i++;
+            continue;
+        }
         size_t key_end = i++, val = i;
         char quote = 0;
-        for (; i < n && (quote || a[i] != ','); i++) {
+        int depth = 0; /* a comma inside quotes or brackets does not end the value */
+        for (; i < n && (quote || depth || a[i] != ','); i++) {
             if (quote && a[i] == '\\')
                 i++;
             else if (quote && a[i] == quote)
                 quote = 0;
             else if (!quote && (a[i] == '"' || a[i] == '\''))
                 quote = a[i];
+            else if (!quote)
+                depth += (a[i] == '[' || a[i] == '{' || a[i] == '(') -
+                         (a[i] == ']' || a[i] == '}' || a[i] == ')');
         }
         while (key < key_end && strchr(" \t\n", a[key]))
             key++;
         while (key_end > key && strchr(" \t\n", a[key_end - 1]))
             key_end--;
         if (key_end > key && val <= n) {
-            if (!first) cpulm_buf_puts(out, ", ");
+            if (written++) cpulm_buf_puts(out, ", ");
             cpulm_json_quote(out, a + key, key_end - key, 0);
             cpulm_buf_puts(out, ": ");
             py_value(a + val, (i < n ? i : n) - val, out);
