@@ -534,6 +534,11 @@ static cpulm_status set_vocab(cpulm_gguf_writer *w, const cpulm_synth_params *p)
                    : i < SYNTH_N_SPECIAL + SYNTH_N_BYTE ? 6
                                                         : 1;
     }
+    static const char *const fim[3] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"};
+    for (int k = 0; p->fim && k < 3; k++) { /* control tokens, as Qwen's vocabularies have */
+        strs[V - 3 + k] = fim[k];
+        types[V - 3 + k] = 3;
+    }
     if ((st = cpulm_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama")) ||
         (st = cpulm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, (uint64_t)V)) ||
         (st = cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", CPULM_GGUF_F32, scores,

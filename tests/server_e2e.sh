@@ -280,7 +280,8 @@ status 404 -H "$AUTH" $URL/v1/models/gpt-4; check model_by_id_404 $?
 http_status 401 $URL/completion -d '{"prompt":"x"}'; check llama_needs_key $?
 http_status 405 -H "$AUTH" $URL/completion; check llama_405 $?
 [ "$(curl -s $URL/v1/health)" = '{"status":"ok"}' ]; check v1_health $?
-# routes llama-server has and cpulm does not serve yet: a clear 501 in its shape, not a 404
+# routes llama-server has and cpulm does not serve here (/infill: stories260K has no FIM
+# tokens): a clear 501 in its shape, not a 404
 for path in /infill /rerank /v1/rerank /reranking; do
   http_status 501 -H "$AUTH" $URL$path -d '{"input_prefix":"a","query":"q","documents":["d"]}' &&
     jq -e '.error.code == 501 and (.error.message | test("not supported"))' "$TMP/err" >/dev/null
@@ -671,6 +672,35 @@ curl -sN $URL/v1/chat/completions -d "$mv11_req,\"stream\":true}" | sed -n 's/^d
   jq -s -e --slurpfile w "$TMP/mv11.json" '([.[].choices[0].delta.content // ""] | add) == "" and
     ([.[].choices[0].delta.tool_calls[]?.function.arguments] | add) == $w[0].choices[0].message.tool_calls[0].function.arguments' >/dev/null
 check mistral_v11_streamed_call $?
+kill -TERM "$SPID"; wait "$SPID"
+# llama-server's /infill on a model with fill-in-the-middle tokens (a tiny synthetic one whose
+# last three tokens are <|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>): the prompt is
+# [BOS] <PRE> input_prefix prompt <SUF> input_suffix <MID>, each part tokenized alone, so
+# its answer equals /completion's on those token ids
+"$CPULM" synth --shape tiny --type q8_0 --fim -o "$TMP/fim.gguf" >/dev/null 2>&1
+check fim_synth $?
+MODEL_SAVED=$MODEL MODEL=$TMP/fim.gguf
+start_server fim -np 1 -c 256 -t 1
+check fim_ready $?
+MODEL=$MODEL_SAVED
+URL=http://127.0.0.1:$PORT
+fim_ids() { curl -s $URL/tokenize -d "$(jq -n --arg c "$1" '{content: $c, parse_special: false}')" | jq -c '.tokens'; }
+ids=$(jq -n -c --argjson p "$(fim_ids 'The cat')" --argjson m "$(fim_ids ' and')" --argjson s "$(fim_ids 'the dog')" \
+  --argjson bos "$(curl -s $URL/tokenize -d '{"content":"","add_special":true}' | jq -c '.tokens')" \
+  '$bos + [509] + $p + $m + [510] + $s + [511]')
+sampling='"n_predict":10,"temperature":0,"logit_bias":[[511,false],[510,false],[509,false],[2,false]]'
+curl -s $URL/infill -d "{\"input_prefix\":\"The cat\",\"prompt\":\" and\",\"input_suffix\":\"the dog\",$sampling}" >"$TMP/infill.json"
+curl -s $URL/completion -d "{\"prompt\":$ids,$sampling}" >"$TMP/infill_ref.json"
+jq -e --slurpfile r "$TMP/infill_ref.json" --argjson ids "$ids" '.tokens_evaluated == ($ids | length) and
+    .tokens_evaluated == $r[0].tokens_evaluated and .content == $r[0].content and
+    (.content | length) > 0 and .stop_type == "limit"' "$TMP/infill.json" >/dev/null
+check infill_prompt_layout $? "$(head -c 300 "$TMP/infill.json") vs $(head -c 200 "$TMP/infill_ref.json")"
+curl -sN $URL/infill -d "{\"input_prefix\":\"The cat\",\"prompt\":\" and\",\"input_suffix\":\"the dog\",\"stream\":true,$sampling}" |
+  sed -n 's/^data: //p' | jq -s -e --slurpfile w "$TMP/infill.json" '([.[].content] | add) == $w[0].content and .[-1].stop == true' >/dev/null
+check infill_stream $?
+http_status 400 $URL/infill -d '{"input_prefix":"a","input_extra":[{"filename":"a.py","text":"x"}]}' &&
+  grep -q input_extra "$TMP/err"; check infill_extra_400 $?
+http_status 400 $URL/infill -d '{"input_prefix":5}' && grep -q input_prefix "$TMP/err"; check infill_bad_prefix_400 $?
 kill -TERM "$SPID"; wait "$SPID"
 # llama-server's GET /slots: one entry per slot; a running request shows; with
 # ?fail_on_no_slot=1 a server whose only slot is busy answers 503

@@ -115,8 +115,17 @@ void cpulm_api_event_send(cpulm_conn *c, int api, const cpulm_sched_event *e, cp
 
 /* ---- /completion: the request ---- */
 
-/* root with llama-server's defaults for the sampling fields it lacks. */
-static void rewrite_completion(const cpulm_json *root, cpulm_buf *out) {
+/* /infill's own fields, replaced by the prompt it builds. */
+static int infill_field(const cpulm_json *m) {
+    static const char *const keys[] = {"input_prefix", "input_suffix", "input_extra", "prompt"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        if (m->key_len == strlen(keys[k]) && !memcmp(m->key, keys[k], m->key_len)) return 1;
+    return 0;
+}
+
+/* root with llama-server's defaults for the sampling fields it lacks; with prompt (JSON
+ * token ids: /infill's), that prompt instead of /infill's fields. */
+static void rewrite_completion(const cpulm_json *root, const cpulm_buf *prompt, cpulm_buf *out) {
     static const struct {
         const char *key;
         double v;
@@ -130,8 +139,13 @@ static void rewrite_completion(const cpulm_json *root, cpulm_buf *out) {
     cpulm_json_obj_begin(&w);
     for (size_t i = 0; i < root->u.list.n; i++) {
         const cpulm_json *m = &root->u.list.items[i];
+        if (prompt && infill_field(m)) continue;
         cpulm_json_keyn(&w, m->key, m->key_len);
         cpulm_json_write_value(&w, m);
+    }
+    if (prompt) {
+        cpulm_json_key(&w, "prompt");
+        cpulm_json_write_raw(&w, prompt->data, prompt->len);
     }
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
         if (cpulm_json_get(root, defaults[i].key)) continue;
@@ -141,8 +155,8 @@ static void rewrite_completion(const cpulm_json *root, cpulm_buf *out) {
     cpulm_json_obj_end(&w);
 }
 
-cpulm_status cpulm_api_parse(int flavor, const char *body, size_t n, size_t max_body,
-                             cpulm_oai_request *q, cpulm_oai_error *e) {
+cpulm_status cpulm_api_parse(int flavor, const cpulm_model *model, const char *body, size_t n,
+                             size_t max_body, cpulm_oai_request *q, cpulm_oai_error *e) {
     cpulm_json_limits lim = cpulm_json_default_limits();
     lim.max_bytes = max_body;
     lim.max_depth = 64;
@@ -159,9 +173,14 @@ cpulm_status cpulm_api_parse(int flavor, const char *body, size_t n, size_t max_
     cpulm_oai_kind kind = CPULM_OAI_COMPLETION;
     int bad = root->type != CPULM_JSON_OBJECT;
     if (bad) cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
-    if (!bad && flavor == CPULM_GEN_LLAMA) rewrite_completion(root, &b);
-    if (!bad && flavor != CPULM_GEN_LLAMA)
+    cpulm_buf ids;
+    cpulm_buf_init(&ids, 0);
+    if (!bad && flavor == CPULM_GEN_INFILL) bad = cpulm_infill_prompt(model, root, &ids, e) < 0;
+    if (!bad && (flavor == CPULM_GEN_LLAMA || flavor == CPULM_GEN_INFILL))
+        rewrite_completion(root, flavor == CPULM_GEN_INFILL ? &ids : NULL, &b);
+    else if (!bad)
         bad = cpulm_ollama_rewrite(flavor, root, &b, &kind, e) < 0;
+    cpulm_buf_release(&ids);
     cpulm_json_free(doc);
     cpulm_status st = CPULM_ERR_INVALID_ARG;
     if (!bad) st = cpulm_oai_parse(kind, b.data, b.len, max_body * 2 + 4096, q, e);
@@ -180,7 +199,7 @@ void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_req
                           const cpulm_sched_req *r, int think) {
     cpulm_api_state *st = calloc(1, sizeof *st);
     if (!st) return NULL;
-    st->flavor = flavor;
+    st->flavor = flavor == CPULM_GEN_INFILL ? CPULM_GEN_LLAMA : flavor; /* /completion's answer */
     st->s = s;
     st->stream = q->stream;
     st->n_prompt = r->n_prompt;
@@ -643,17 +662,29 @@ static void h_slots(cpulm_server *s, cpulm_conn *c) {
     cpulm_buf_release(&b);
 }
 
-/* POST /infill, /rerank, /v1/rerank, /reranking: llama-server's routes cpulm does not serve
- * yet, refused as llama-server refuses them on a server or model without the feature
- * (501), so a client tells "not available here" from a wrong URL. */
+/* POST /rerank, /v1/rerank, /reranking: llama-server's routes cpulm does not serve yet,
+ * refused as llama-server refuses them on a server without --rerank (501), so a client
+ * tells "not available here" from a wrong URL. */
 static void h_not_served(cpulm_server *s, cpulm_conn *c) {
     cpulm_oai_error e;
-    int infill = c->msg.path.n == strlen("/infill");
-    cpulm_oai_error_set(&e, 501, NULL, "%s",
-                        infill ? "infill is not supported: cpulm does not build fill-in-the-middle "
-                                 "prompts (use /completion with the model's FIM tokens)"
-                               : "reranking is not supported: cpulm has no rank pooling yet");
+    cpulm_oai_error_set(&e, 501, NULL, "reranking is not supported: cpulm has no rank pooling yet");
     respond_error(s, c, &e, NULL);
+}
+
+/* POST /infill: a model with fill-in-the-middle tokens completes the code between
+ * input_prefix and input_suffix (infill.c builds the prompt on the request worker); one
+ * without them gets 501, as from llama-server. */
+static void h_infill(cpulm_server *s, cpulm_conn *c) {
+    cpulm_token fim[3];
+    if (cpulm_routes_ready(s) && !cpulm_infill_tokens(s->model, fim)) {
+        cpulm_oai_error e;
+        cpulm_oai_error_set(&e, 501, NULL,
+                            "infill is not supported by this model: it has no "
+                            "fill-in-the-middle tokens");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    cpulm_routes_generate(s, c, CPULM_OAI_COMPLETION, CPULM_GEN_INFILL);
 }
 
 /* GET /v1/health: llama-server's alias of /health (liveness here too). */
@@ -764,7 +795,7 @@ static const struct native_route {
     {"/slots", "GET", 1, CPULM_API_LLAMA, 0, h_slots},
     {"/embedding", "POST", 1, CPULM_API_LLAMA, 0, h_embedding},
     {"/embeddings", "POST", 1, CPULM_API_LLAMA, 0, h_embedding},
-    {"/infill", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
+    {"/infill", "POST", 1, CPULM_API_LLAMA, 0, h_infill},
     {"/rerank", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
     {"/v1/rerank", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
     {"/reranking", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},

@@ -376,10 +376,10 @@ static void gen_destroy(cpulm_prep_job *base) {
  * 504. */
 static void gen_run(cpulm_prep_job *base) {
     gen_job *j = (gen_job *)base;
-    j->parsed =
-        (j->flavor ? cpulm_api_parse(j->flavor, j->body, j->n_body, j->s->p.max_body, &j->q, &j->e)
-                   : cpulm_oai_parse(j->kind, j->body, j->n_body, j->s->p.max_body, &j->q,
-                                     &j->e)) == CPULM_OK;
+    j->parsed = (j->flavor ? cpulm_api_parse(j->flavor, j->s->model, j->body, j->n_body,
+                                             j->s->p.max_body, &j->q, &j->e)
+                           : cpulm_oai_parse(j->kind, j->body, j->n_body, j->s->p.max_body, &j->q,
+                                             &j->e)) == CPULM_OK;
     free(j->body);
     j->body = NULL;
     if (!j->parsed) return;

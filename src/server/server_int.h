@@ -82,6 +82,7 @@ enum {
     CPULM_GEN_LLAMA = 1,           /* llama-server's POST /completion */
     CPULM_GEN_OLLAMA_GENERATE = 2, /* Ollama's POST /api/generate */
     CPULM_GEN_OLLAMA_CHAT = 3,     /* Ollama's POST /api/chat */
+    CPULM_GEN_INFILL = 4,          /* llama-server's POST /infill (answered as /completion) */
 };
 
 /* routes.c */
@@ -147,9 +148,16 @@ void cpulm_api_write_stream_error(int api, cpulm_buf *out, const cpulm_oai_error
  * stream closed after the last event. */
 void cpulm_api_event_send(cpulm_conn *c, int api, const cpulm_sched_event *e, cpulm_buf *b);
 /* A generation body of flavor (CPULM_GEN_*, not OPENAI) into q, with that API's defaults
- * and field names; as cpulm_oai_parse otherwise. */
-cpulm_status cpulm_api_parse(int flavor, const char *body, size_t n, size_t max_body,
-                             cpulm_oai_request *q, cpulm_oai_error *e);
+ * and field names; as cpulm_oai_parse otherwise (m: for /infill's prompt tokens). */
+cpulm_status cpulm_api_parse(int flavor, const cpulm_model *m, const char *body, size_t n,
+                             size_t max_body, cpulm_oai_request *q, cpulm_oai_error *e);
+/* infill.c: the model's fill-in-the-middle tokens (prefix, suffix, middle): 1 when it has
+ * all three, found by their spellings in the families' vocabularies. */
+int cpulm_infill_tokens(const cpulm_model *m, cpulm_token fim[3]);
+/* /infill's prompt as a JSON array of token ids appended to ids: [BOS] <PRE> input_prefix
+ * prompt <SUF> input_suffix <MID>. Returns 0, or -1 with e set (501 without FIM tokens). */
+int cpulm_infill_prompt(const cpulm_model *m, const cpulm_json *root, cpulm_buf *ids,
+                        cpulm_oai_error *e);
 /* The answer state of an accepted request of that flavor (r: its scheduler request, read
  * for the prompt length; think as routes.c's route_new). NULL when out of memory. */
 void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_request *q,
