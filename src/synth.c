@@ -197,9 +197,10 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
     if (p->n_layer < 1 || p->n_embd < 1 || p->n_ff < 1 || p->n_head < 1 || p->n_head_kv < 1 ||
         p->n_ctx < 1 || p->n_threads < 1)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "every size must be positive");
-    if (p->n_vocab < SYNTH_N_SPECIAL + SYNTH_N_BYTE + 1)
+    int32_t min_vocab = SYNTH_N_SPECIAL + SYNTH_N_BYTE + 1 + (p->fim ? 3 : 0); /* + FIM's */
+    if (p->n_vocab < min_vocab)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "vocab %d too small (at least %d)",
-                          p->n_vocab, SYNTH_N_SPECIAL + SYNTH_N_BYTE + 1);
+                          p->n_vocab, min_vocab);
     const cpulm_arch_desc *a = p->arch ? cpulm_arch_find(p->arch, strlen(p->arch)) : NULL;
     if (!a)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "architecture '%s' not supported",
