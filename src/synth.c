@@ -197,9 +197,10 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
     if (p->n_layer < 1 || p->n_embd < 1 || p->n_ff < 1 || p->n_head < 1 || p->n_head_kv < 1 ||
         p->n_ctx < 1 || p->n_threads < 1)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "every size must be positive");
-    if (p->n_vocab < SYNTH_N_SPECIAL + SYNTH_N_BYTE + 1)
+    int32_t min_vocab = SYNTH_N_SPECIAL + SYNTH_N_BYTE + 1 + (p->fim ? 3 : 0); /* + FIM's */
+    if (p->n_vocab < min_vocab)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "vocab %d too small (at least %d)",
-                          p->n_vocab, SYNTH_N_SPECIAL + SYNTH_N_BYTE + 1);
+                          p->n_vocab, min_vocab);
     const cpulm_arch_desc *a = p->arch ? cpulm_arch_find(p->arch, strlen(p->arch)) : NULL;
     if (!a)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "architecture '%s' not supported",
@@ -533,6 +534,11 @@ static cpulm_status set_vocab(cpulm_gguf_writer *w, const cpulm_synth_params *p)
                    : i < SYNTH_N_SPECIAL                ? 3
                    : i < SYNTH_N_SPECIAL + SYNTH_N_BYTE ? 6
                                                         : 1;
+    }
+    static const char *const fim[3] = {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"};
+    for (int k = 0; p->fim && k < 3; k++) { /* control tokens, as Qwen's vocabularies have */
+        strs[V - 3 + k] = fim[k];
+        types[V - 3 + k] = 3;
     }
     if ((st = cpulm_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama")) ||
         (st = cpulm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, (uint64_t)V)) ||

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
+import { harness } from './client_harness.mjs';
 
 const [baseUrl, apiKey, pkgDir] = process.argv.slice(2);
 const require = createRequire(pkgDir + '/package.json');
@@ -14,17 +15,7 @@ const ajv = new Ajv2020({ strict: false, allErrors: true });
 
 const headers = { Authorization: `Bearer ${apiKey}` };
 const model = 'stories260K';
-let passed = 0, failed = 0;
-
-async function test(name, fn) {
-  try {
-    await fn();
-    passed++;
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
+const { test, done } = harness('langchain_ollama');
 
 const llm = new ChatOllama({ model, baseUrl, headers, temperature: 0, numPredict: 12, seed: 1 });
 const prompt = [['system', 'Tell a story.'], ['human', 'A cat']];
@@ -60,5 +51,4 @@ await test('withStructuredOutput (JSON schema)', async () => {
   assert.ok(validate(v), JSON.stringify(validate.errors) + ' ' + JSON.stringify(v));
 });
 
-console.log(`langchain_ollama: ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+done();

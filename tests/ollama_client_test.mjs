@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
+import { harness } from './client_harness.mjs';
 
 const [baseURL, apiKey, pkgDir] = process.argv.slice(2);
 const require = createRequire(pkgDir + '/package.json');
@@ -19,17 +20,7 @@ const embedOnly = process.argv[5] === 'embed'; // a server with --embeddings: /a
 const headers = { Authorization: `Bearer ${apiKey}` };
 const ollama = new Ollama({ host: baseURL, headers });
 const model = 'stories260K';
-let passed = 0, failed = 0;
-
-async function test(name, fn) {
-  try {
-    await fn();
-    passed++;
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
+const { test, done } = harness('ollama_client');
 
 async function collect(it) {
   const parts = [];
@@ -59,8 +50,7 @@ if (embedOnly) {
     assert.deepEqual(one.embeddings[0], r.embeddings[1]);
     assert.ok(one.prompt_eval_count > 0);
   });
-  console.log(`ollama_client: ${passed} passed, ${failed} failed`);
-  process.exit(failed ? 1 : 0);
+  done();
 }
 
 await test('list', async () => {
@@ -183,5 +173,4 @@ await test('errors are ResponseError with the status', async () => {
                        (e) => e.status_code === 400 && /images/.test(e.error));
 });
 
-console.log(`ollama_client: ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+done();

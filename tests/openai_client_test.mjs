@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
+import { harness } from './client_harness.mjs';
 
 const [baseURL, apiKey, pkgDir] = process.argv.slice(2);
 const require = createRequire(pkgDir + '/package.json');
@@ -19,17 +20,7 @@ const addFormats = require('ajv-formats').default ?? require('ajv-formats');
 const ajv = new Ajv2020({ strict: false, allErrors: true });
 addFormats(ajv);
 const model = 'stories260K';
-let passed = 0, failed = 0;
-
-async function test(name, fn) {
-  try {
-    await fn();
-    passed++;
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
+const { test, done } = harness('openai_client');
 
 async function collect(stream) {
   const chunks = [];
@@ -298,5 +289,4 @@ await test('tool_choice none: plain content', async () => {
   assert.equal(r.choices[0].message.tool_calls, undefined);
 });
 
-console.log(`openai_client: ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+done();

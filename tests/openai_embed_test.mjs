@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
+import { harness } from './client_harness.mjs';
 
 const [baseURL, apiKey, pkgDir, expectedFile] = process.argv.slice(2);
 const require = createRequire(pkgDir + '/package.json');
@@ -15,17 +16,7 @@ const { default: OpenAI } = await import(pathToFileURL(require.resolve('openai')
 const client = new OpenAI({ baseURL: baseURL + '/v1', apiKey, maxRetries: 0, timeout: 60000 });
 const expected = JSON.parse(readFileSync(expectedFile, 'utf8')).data.map((d) => d.embedding);
 const model = 'stories260K';
-let passed = 0, failed = 0;
-
-async function test(name, fn) {
-  try {
-    await fn();
-    passed++;
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
+const { test, done } = harness('openai_embed');
 
 function close(v, want) {
   assert.equal(v.length, want.length);
@@ -64,5 +55,4 @@ await test('bad_input_400', async () => {
   await assert.rejects(client.embeddings.create({ model, input: 5 }), (e) => e instanceof OpenAI.BadRequestError && e.status === 400);
 });
 
-console.log(`openai_embed: ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+done();

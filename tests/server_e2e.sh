@@ -13,7 +13,9 @@
 # with npm into $CPULM_NPM_DIR (default: a temp dir); if npm cannot reach the registry
 # that part is skipped with the reason printed. openai_embed_test.mjs drives
 # embeddings.create the same way, and the `ollama` package and LangChain's ChatOllama
-# (@langchain/ollama) Ollama's API (ollama_client_test.mjs, langchain_ollama_test.mjs).
+# (@langchain/ollama) Ollama's API (ollama_client_test.mjs, langchain_ollama_test.mjs);
+# LangChain's ChatOpenAI / OpenAIEmbeddings (@langchain/openai) and the Vercel `ai` SDK's
+# OpenAI-compatible provider the OpenAI API (langchain_openai_test.mjs, ai_sdk_client_test.mjs).
 # Usage: server_e2e.sh path/to/cpulm. Servers bind 127.0.0.1 on a free port; the script
 # kills only the PIDs it started; every wait loop is bounded.
 set -u
@@ -278,6 +280,13 @@ status 404 -H "$AUTH" $URL/v1/models/gpt-4; check model_by_id_404 $?
 http_status 401 $URL/completion -d '{"prompt":"x"}'; check llama_needs_key $?
 http_status 405 -H "$AUTH" $URL/completion; check llama_405 $?
 [ "$(curl -s $URL/v1/health)" = '{"status":"ok"}' ]; check v1_health $?
+# routes llama-server has and cpulm does not serve here (/infill: stories260K has no FIM
+# tokens): a clear 501 in its shape, not a 404
+for path in /infill /rerank /v1/rerank /reranking; do
+  http_status 501 -H "$AUTH" $URL$path -d '{"input_prefix":"a","query":"q","documents":["d"]}' &&
+    jq -e '.error.code == 501 and (.error.message | test("not supported"))' "$TMP/err" >/dev/null
+  check "llama_501 $path" $?
+done
 # ---- Ollama's API with curl (the ollama npm client below goes further) ----
 post /api/chat '{"model":"stories260K","messages":[{"role":"user","content":"Hi"}],"options":{"num_predict":4,"temperature":0}}' >"$TMP/oc"
 head -n -1 "$TMP/oc" | jq -s -e 'length >= 1 and all(.done == false and .message.role == "assistant")' >/dev/null &&
@@ -394,10 +403,12 @@ else
   mkdir -p "$NPM_DIR"
   # the client, and a JSON-schema validator (ajv + formats) for the structured outputs
   if [ ! -d "$NPM_DIR/node_modules/openai" ] || [ ! -d "$NPM_DIR/node_modules/ajv-formats" ] ||
-     [ ! -d "$NPM_DIR/node_modules/ollama" ] || [ ! -d "$NPM_DIR/node_modules/@langchain/ollama" ]; then
+     [ ! -d "$NPM_DIR/node_modules/ollama" ] || [ ! -d "$NPM_DIR/node_modules/@langchain/ollama" ] ||
+     [ ! -d "$NPM_DIR/node_modules/@langchain/openai" ] || [ ! -d "$NPM_DIR/node_modules/@ai-sdk/openai-compatible" ] ||
+     [ ! -d "$NPM_DIR/node_modules/@ai-sdk/openai" ]; then
     (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json
      timeout 240 npm install --no-audit --no-fund openai ollama @langchain/ollama @langchain/core \
-       ajv ajv-formats >"$TMP/npm.log" 2>&1)
+       @langchain/openai ai @ai-sdk/openai-compatible @ai-sdk/openai ajv ajv-formats >"$TMP/npm.log" 2>&1)
   fi
   if [ -d "$NPM_DIR/node_modules/openai" ] && [ -d "$NPM_DIR/node_modules/ajv-formats" ]; then
     timeout 240 node "$HERE/openai_client_test.mjs" "$URL" "$KEY" "$NPM_DIR" >"$TMP/node.out" 2>&1
@@ -415,6 +426,13 @@ else
     grep -v '^langchain_ollama:' "$TMP/lc.out" | head -n 40
     tail -n 1 "$TMP/lc.out"
     check langchain_ollama $rc
+    for t in langchain_openai ai_sdk_client:compatible ai_sdk_client:openai; do
+      timeout 240 node "$HERE/${t%%:*}_test.mjs" "$URL" "$KEY" "$NPM_DIR" chat ${t#*:} >"$TMP/$t.out" 2>&1
+      rc=$?
+      grep -v "^${t%%:*}:\|^ai_sdk_openai:" "$TMP/$t.out" | head -n 40
+      tail -n 1 "$TMP/$t.out"
+      check "$t" $rc
+    done
   else
     echo "skip openai client: npm install failed: $(tail -n 3 "$TMP/npm.log")"; skipped=1
   fi
@@ -588,8 +606,36 @@ if [ -d "${NPM_DIR:-}/node_modules/openai" ] && command -v node >/dev/null; then
 else
   echo "skip openai embeddings client: the openai package is not installed"; skipped=1
 fi
+for t in langchain_openai:@langchain/openai:- ai_sdk_client:@ai-sdk/openai-compatible:compatible \
+         ai_sdk_client:@ai-sdk/openai:openai; do
+  IFS=: read -r name pkg flavor <<<"$t"
+  [ -d "${NPM_DIR:-}/node_modules/$pkg" ] && command -v node >/dev/null || continue
+  timeout 120 node "$HERE/${name}_test.mjs" "$URL" "$KEY" "$NPM_DIR" embed "$flavor" >"$TMP/emb_$flavor.out" 2>&1
+  rc=$?
+  tail -n 20 "$TMP/emb_$flavor.out"
+  check "${name}_${flavor}_embed" $rc
+done
+# llama-server's /embedding: [{index, embedding: [[...]]}], the same vectors; embd_normalize
+curl -s -H "$AUTH" $URL/embedding -d '{"content":["Once upon a time","The cat"]}' >"$TMP/lemb.json"
+jq -e --slurpfile v1 "$TMP/emb.json" 'length == 2 and .[1].index == 1 and
+    [.[].embedding | (length == 1), .[0]] == [$v1[0].data[].embedding | true, .]' "$TMP/lemb.json" >/dev/null
+check llama_embedding $? "$(head -c 200 "$TMP/lemb.json")"
+curl -s -H "$AUTH" $URL/embeddings -d '{"input":"The cat","embd_normalize":-1}' >"$TMP/lemb_raw.json"
+jq -e --slurpfile v1 "$TMP/emb.json" '(.[0].embedding[0] | (map(. * .) | add | sqrt) as $n | map(. / $n)) as $u |
+    ([$u, $v1[0].data[1].embedding] | transpose | map(.[0] - .[1] | fabs) | max) < 1e-5 and
+    (.[0].embedding[0] | map(. * .) | add) > 1.01' "$TMP/lemb_raw.json" >/dev/null
+check llama_embedding_unnormalized $? "$(head -c 200 "$TMP/lemb_raw.json")"
+for n in 0 1 3; do
+  curl -s -H "$AUTH" $URL/embedding -d "{\"content\":\"The cat\",\"embd_normalize\":$n}" |
+    jq -e --argjson n $n '.[0].embedding[0] | map(fabs) | if $n == 0 then (max | . == 32760)
+      elif $n == 1 then ((add - 1) | fabs) < 1e-5 else ((map(pow(.; 3)) | add) - 1 | fabs) < 1e-4 end' >/dev/null
+  check "llama_embedding_norm_$n" $?
+done
+http_status 400 -H "$AUTH" $URL/embedding -d '{"content":"a","embd_normalize":"x"}' &&
+  jq -e '.error.code == 400 and (.error.message | contains("embd_normalize"))' "$TMP/err" >/dev/null
+check llama_embedding_bad_norm $?
 kill -TERM "$SPID"; wait "$SPID"
-start_server embnone -np 1 -c 256 -t 1 --embeddings --pooling none
+start_server embnone -np 1 -c 256 -t 1 --embeddings --pooling none --no-slots
 check embnone_ready $?
 URL=http://127.0.0.1:$PORT
 code=$(curl -s -o "$TMP/emb_none" -w '%{http_code}' $URL/v1/embeddings -d '{"input":"a"}')
@@ -598,6 +644,82 @@ code=$(curl -s -o "$TMP/emb_none" -w '%{http_code}' $URL/v1/embeddings -d '{"inp
 check ollama_embed_pooling_none_400 $?
 code=$(curl -s -o "$TMP/emb_off" -w '%{http_code}' $URL/v1/completions -d '{"prompt":"a","max_tokens":2}')
 [ "$code" = 200 ]; check emb_server_still_generates $?
+http_status 400 $URL/embedding -d '{"content":"a"}' && grep -q 'pooling is none' "$TMP/err"
+check llama_embedding_pooling_none_400 $?
+http_status 501 $URL/slots; check slots_off_501 $?
+kill -TERM "$SPID"; wait "$SPID"
+# Mistral v11+ tool calls ([TOOL_CALLS]NAME[ARGS]{...}): with such a template a forced call
+# is generated in that form and comes back as tool_calls, whole and streamed (no content)
+cat >"$TMP/mistral_v11.jinja" <<'JINJA'
+{{- bos_token }}{%- for m in messages %}{%- if m.role == 'user' %}[INST]{{ m.content }}[/INST]
+{%- elif m.role == 'assistant' and m.tool_calls is defined %}{%- for c in m.tool_calls %}[TOOL_CALLS]
+{{- c.function.name }}[ARGS]{{ c.function.arguments | tojson }}{%- endfor %}{{ eos_token }}
+{%- elif m.role == 'assistant' %}{{ m.content }}{{ eos_token }}
+{%- elif m.role == 'tool' %}[TOOL_RESULTS]{{ m.content }}[/TOOL_RESULTS]{%- endif %}{%- endfor %}
+JINJA
+start_server mv11 -np 2 -c 512 -t 1 --chat-template "$TMP/mistral_v11.jinja"
+check mv11_ready $?
+URL=http://127.0.0.1:$PORT
+mv11_req='{"messages":[{"role":"user","content":"Weather?"}],"tool_choice":"required","max_tokens":80,
+  "temperature":0.9,"seed":1,"tools":[{"type":"function","function":{"name":"get_weather","parameters":
+  {"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}}}]'
+curl -s $URL/v1/chat/completions -d "$mv11_req}" >"$TMP/mv11.json"
+jq -e '.choices[0].finish_reason == "tool_calls" and .choices[0].message.content == null and
+    .choices[0].message.tool_calls[0].function.name == "get_weather" and
+    (.choices[0].message.tool_calls[0].function.arguments | fromjson | .city | type) == "string"' "$TMP/mv11.json" >/dev/null
+check mistral_v11_forced_call $? "$(head -c 300 "$TMP/mv11.json")"
+curl -sN $URL/v1/chat/completions -d "$mv11_req,\"stream\":true}" | sed -n 's/^data: \({.*\)$/\1/p' |
+  jq -s -e --slurpfile w "$TMP/mv11.json" '([.[].choices[0].delta.content // ""] | add) == "" and
+    ([.[].choices[0].delta.tool_calls[]?.function.arguments] | add) == $w[0].choices[0].message.tool_calls[0].function.arguments' >/dev/null
+check mistral_v11_streamed_call $?
+kill -TERM "$SPID"; wait "$SPID"
+# llama-server's /infill on a model with fill-in-the-middle tokens (a tiny synthetic one whose
+# last three tokens are <|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>): the prompt is
+# [BOS] <PRE> input_prefix prompt <SUF> input_suffix <MID>, each part tokenized alone, so
+# its answer equals /completion's on those token ids
+"$CPULM" synth --shape tiny --type q8_0 --fim -o "$TMP/fim.gguf" >/dev/null 2>&1
+check fim_synth $?
+MODEL_SAVED=$MODEL MODEL=$TMP/fim.gguf
+start_server fim -np 1 -c 256 -t 1
+check fim_ready $?
+MODEL=$MODEL_SAVED
+URL=http://127.0.0.1:$PORT
+fim_ids() { curl -s $URL/tokenize -d "$(jq -n --arg c "$1" '{content: $c, parse_special: false}')" | jq -c '.tokens'; }
+ids=$(jq -n -c --argjson p "$(fim_ids 'The cat')" --argjson m "$(fim_ids ' and')" --argjson s "$(fim_ids 'the dog')" \
+  --argjson bos "$(curl -s $URL/tokenize -d '{"content":"","add_special":true}' | jq -c '.tokens')" \
+  '$bos + [509] + $p + $m + [510] + $s + [511]')
+sampling='"n_predict":10,"temperature":0,"logit_bias":[[511,false],[510,false],[509,false],[2,false]]'
+curl -s $URL/infill -d "{\"input_prefix\":\"The cat\",\"prompt\":\" and\",\"input_suffix\":\"the dog\",$sampling}" >"$TMP/infill.json"
+curl -s $URL/completion -d "{\"prompt\":$ids,$sampling}" >"$TMP/infill_ref.json"
+jq -e --slurpfile r "$TMP/infill_ref.json" --argjson ids "$ids" '.tokens_evaluated == ($ids | length) and
+    .tokens_evaluated == $r[0].tokens_evaluated and .content == $r[0].content and
+    (.content | length) > 0 and .stop_type == "limit"' "$TMP/infill.json" >/dev/null
+check infill_prompt_layout $? "$(head -c 300 "$TMP/infill.json") vs $(head -c 200 "$TMP/infill_ref.json")"
+curl -sN $URL/infill -d "{\"input_prefix\":\"The cat\",\"prompt\":\" and\",\"input_suffix\":\"the dog\",\"stream\":true,$sampling}" |
+  sed -n 's/^data: //p' | jq -s -e --slurpfile w "$TMP/infill.json" '([.[].content] | add) == $w[0].content and .[-1].stop == true' >/dev/null
+check infill_stream $?
+http_status 400 $URL/infill -d '{"input_prefix":"a","input_extra":[{"filename":"a.py","text":"x"}]}' &&
+  grep -q input_extra "$TMP/err"; check infill_extra_400 $?
+http_status 400 $URL/infill -d '{"input_prefix":5}' && grep -q input_prefix "$TMP/err"; check infill_bad_prefix_400 $?
+kill -TERM "$SPID"; wait "$SPID"
+# llama-server's GET /slots: one entry per slot; a running request shows; with
+# ?fail_on_no_slot=1 a server whose only slot is busy answers 503
+start_server slots -np 1 -c 2048 -t 1
+check slots_ready $?
+URL=http://127.0.0.1:$PORT
+curl -s $URL/slots | jq -e '. == [{"id":0,"n_ctx":2048,"speculative":false,"is_processing":false}]' >/dev/null
+check slots_idle $?
+http_status 200 "$URL/slots?fail_on_no_slot=1"; check slots_free_200 $?
+curl -s -o /dev/null $URL/v1/completions -d '{"prompt":"Once","max_tokens":2040,"ignore_eos":true}' &
+busy=1
+for _ in $(seq 400); do
+  code=$(curl -s -o "$TMP/slots_busy" -w '%{http_code}' "$URL/slots?fail_on_no_slot=1")
+  [ "$code" = 503 ] && { busy=0; break; }
+  sleep 0.01
+done
+[ $busy = 0 ] && jq -e '.error.code == 503' "$TMP/slots_busy" >/dev/null; check slots_busy_503 $?
+wait $!
+curl -s $URL/slots | jq -e '.[0].is_processing == false' >/dev/null; check slots_idle_again $?
 kill -TERM "$SPID"; wait "$SPID"
 
 # ---- no request holds up the others (issue 25): a 2,048-input (~200 KB, ~50k tokens) embedding request is

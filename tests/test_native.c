@@ -11,7 +11,7 @@
 #include "test.h"
 
 static cpulm_status parse(int flavor, const char *body, cpulm_oai_request *q, cpulm_oai_error *e) {
-    return cpulm_api_parse(flavor, body, strlen(body), 1 << 20, q, e);
+    return cpulm_api_parse(flavor, NULL, body, strlen(body), 1 << 20, q, e);
 }
 
 /* /completion: llama-server's sampling defaults fill what the body lacks; its own fields

@@ -429,3 +429,16 @@ TEST(synth_qwen35_hybrid_layout) {
     p.ssm.inner = 96; /* != value heads x state size */
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
 }
+
+/* --fim: the last three tokens become FIM control tokens; a vocabulary too small to hold
+ * them beside the byte tokens is refused rather than losing bytes. */
+TEST(synth_fim_tokens) {
+    cpulm_synth_params p;
+    REQUIRE(t, cpulm_synth_shape("tiny", &p) == CPULM_OK);
+    cpulm_error err = {0};
+    p.fim = 1;
+    p.n_vocab = 262;
+    CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
+    p.n_vocab = 263;
+    CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_OK);
+}

@@ -231,6 +231,11 @@ TEST(tools_forced_call_grammars) {
         t, "mistral", "\"required\"",
         "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",
         "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {}}]");
+    grammar_accepts(t, "mistral-v11", named, "[TOOL_CALLS]add[ARGS]{\"a\": 1, \"b\": 2}",
+                    "[TOOL_CALLS][{\"name\": \"add\"");
+    grammar_accepts(t, "mistral-v11", "\"required\"",
+                    "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\"}",
+                    "[TOOL_CALLS]get_weather[ARGS]{}");
     grammar_accepts(
         t, NULL, "\"required\"",
         "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"c\"}}",
@@ -267,6 +272,24 @@ static const rec RECORDED[] = {
      "\"c\"}}, "
      "{\"name\": \"add\", \"arguments\": {\"a\": 5, \"b\": 6}}]",
      2, "", "get_weather", "{\"city\": \"Paris\", \"unit\": \"c\"}", "add", "{\"a\": 5, \"b\": 6}"},
+    /* Mistral tokenizer v11+ (Mistral Small 3.1+, Magistral, Devstral): NAME[ARGS]{...}
+     * after each [TOOL_CALLS]; v13 adds [CALL_ID]ID; content may come first */
+    {"[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\", \"unit\": \"c\"}", 1, "", "get_weather",
+     "{\"city\": \"Paris\", \"unit\": \"c\"}"},
+    {"Checking both.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\"}[TOOL_CALLS]add[ARGS]{\"a\": "
+     "5, \"b\": 6}",
+     2, "Checking both.", "get_weather", "{\"city\": \"Oslo\"}", "add", "{\"a\": 5, \"b\": 6}"},
+    {"[TOOL_CALLS]add[CALL_ID]a1B2c3D4e[ARGS]{\"a\": 1, \"b\": 2}", 1, "", "add",
+     "{\"a\": 1, \"b\": 2}"},
+    {"[TOOL_CALLS]add{\"a\": 1, \"b\": 2}", 1, "", "add", "{\"a\": 1, \"b\": 2}"},
+    /* Llama 3.1+ built-in tools: <|python_tag|>NAME.call(keyword arguments) */
+    {"<|python_tag|>brave_search.call(query=\"weather in Paris, today\")", 1, "", "brave_search",
+     "{\"query\": \"weather in Paris, today\"}"},
+    {"<|python_tag|>wolfram_alpha.call(query='x = 2, \\'y\\'', limit=3, exact=True, unit=None)", 1,
+     "", "wolfram_alpha",
+     "{\"query\": \"x = 2, 'y'\", \"limit\": 3, \"exact\": true, \"unit\": null}"},
+    {"<|python_tag|>brave_search.call(, query=\"a\", ids=[1, 2], opts={\"k\": \"v, w\"})", 1, "",
+     "brave_search", "{\"query\": \"a\", \"ids\": [1, 2], \"opts\": {\"k\": \"v, w\"}}"},
     /* DeepSeek V3 / R1 */
     {"<\xef\xbd\x9ctool\xe2\x96\x81"
      "calls\xe2\x96\x81"
@@ -288,6 +311,9 @@ static const rec RECORDED[] = {
     {"{\"city\": \"Paris\"}", 0, "{\"city\": \"Paris\"}"},
     {"<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1", 0,
      "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1"},
+    {"[TOOL_CALLS]not a call", 0, "[TOOL_CALLS]not a call"},
+    {"[TOOL_CALLS]add[ARGS]{\"a\": 1", 0, "[TOOL_CALLS]add[ARGS]{\"a\": 1"},
+    {"<|python_tag|>print(1)", 0, "<|python_tag|>print(1)"},
 };
 #pragma GCC diagnostic pop
 
@@ -347,4 +373,47 @@ TEST(tools_scan_streams_incrementally) {
     CHECK_EQ_INT(t, sc.content_len, 6);
     cpulm_oai_scan_calls("Hello there", 11, 0, 0, &sc);
     CHECK_EQ_INT(t, sc.content_len, 11);
+}
+
+/* The template decides Mistral's call format: NAME[ARGS]{...} templates are v11+. */
+TEST(tools_family_of_template) {
+    CHECK(t, !strcmp(cpulm_oai_tool_family("[INST]{{ m }}[/INST]"), "mistral"));
+    CHECK(t, !strcmp(cpulm_oai_tool_family("[INST]{{ m }}[/INST][TOOL_CALLS]{{ n }}[ARGS]{{ a }}"),
+                     "mistral-v11"));
+    CHECK(t, !strcmp(cpulm_oai_tool_family("<|im_start|>"), "chatml"));
+    CHECK(t, cpulm_oai_tool_family("plain") == NULL);
+}
+
+/* Streaming the v11+ and built-in forms: a call is announced only with its whole name,
+ * nothing of it is released as content, and the arguments grow to the whole. */
+static void stream_one(test_ctx *t, const char *text, const char *name, size_t content,
+                       int forced) {
+    size_t n = strlen(text), args_sent = 0;
+    for (size_t k = 1; k <= n; k++) {
+        cpulm_oai_scan sc;
+        cpulm_oai_scan_calls(text, k, 0, forced, &sc);
+        CHECK(t, sc.content_len <= content);
+        if (sc.n_calls == 0) continue;
+        CHECK(t, sc.calls[0].name_len == strlen(name) &&
+                     !memcmp(text + sc.calls[0].name_off, name, strlen(name)));
+        CHECK(t, sc.calls[0].args_len >= args_sent);
+        args_sent = sc.calls[0].args_len;
+    }
+    cpulm_oai_scan sc;
+    cpulm_oai_scan_calls(text, n, 1, forced, &sc);
+    CHECK_EQ_INT(t, sc.n_calls, 1);
+    CHECK_EQ_INT(t, sc.content_len, content);
+    CHECK(t, sc.calls[0].complete && sc.calls[0].args_len == args_sent);
+}
+
+TEST(tools_scan_streams_new_formats) {
+    stream_one(t, "Ok.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}", "get_weather", 3, 0);
+    stream_one(t, "[TOOL_CALLS]add[CALL_ID]x9Y8z7W6v[ARGS]{\"a\": 1, \"b\": 2}", "add", 0, 0);
+    stream_one(t, "<|python_tag|>brave_search.call(query=\"a (b)\")", "brave_search", 0, 0);
+    /* forced replies (a grammar writes the marker): its first bytes are never content */
+    stream_one(t, "[TOOL_CALLS]add[ARGS]{\"a\": 1, \"b\": 2}", "add", 0, 1);
+    stream_one(t, "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1}}]", "add", 0, 1);
+    stream_one(t, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+               "add", 0, 1);
+    stream_one(t, "{\"name\": \"add\", \"arguments\": {\"a\": 1}}", "add", 0, 1);
 }

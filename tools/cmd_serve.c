@@ -52,6 +52,7 @@ static void serve_usage(FILE *f) {
         "                        mistral, chatml, deepseek-r1, plain, or a Jinja file)\n"
         "  --embeddings          serve POST /v1/embeddings (a second, embeddings-only context)\n"
         "  --pooling P           its pooling: mean|last|cls (default: the model's)\n"
+        "  --slots, --no-slots   GET /slots, llama-server's slot monitor (default: on)\n"
         "  --timeout S           per-request time limit in seconds (default 600)\n"
         "  --grace S             shutdown grace period in seconds (default 30)\n"
         "  --max-body BYTES      request body limit (default 1048576)\n"
@@ -162,6 +163,8 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (check_api_key(p->api_key, "--api-key")) return EXIT_USAGE;
         } else if (cli_flag(&c, "--embeddings", "--embedding")) {
             p->embeddings = 1;
+        } else if (cli_flag(&c, "--slots", "--no-slots")) {
+            p->no_slots = !strcmp(argv[c.i], "--no-slots");
         } else if (cli_flag(&c, "--pooling", NULL)) {
             const char *pv = cli_value(&c);
             if (!pv) return EXIT_USAGE;

@@ -30,6 +30,8 @@ static void synth_usage(FILE *f) {
         "                   YaRN rope scaling keys (rope.scaling.type yarn, factor, original\n"
         "                   context length N, default --ctx)\n"
         "  --untied         write a separate output.weight (default: the shape's)\n"
+        "  --fim            the last three tokens are <|fim_prefix|>, <|fim_suffix|> and\n"
+        "                   <|fim_middle|> (control tokens: a model for /infill tests)\n"
         "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
         "  -t, --threads N  generation threads (default 2)\n"
         "  --progress, --no-progress  live line on stderr: tensors and MiB written (default:\n"
@@ -38,7 +40,7 @@ static void synth_usage(FILE *f) {
 
 typedef struct synth_opts {
     const char *shape, *type, *out;
-    int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, threads, progress;
+    int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, fim, threads, progress;
     const char *arch;
     int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx;
     float yarn;
@@ -78,6 +80,8 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
             ok = parse_size(&c, &o->ctx);
         else if (cli_flag(&c, "--untied", NULL))
             o->untied = 1;
+        else if (cli_flag(&c, "--fim", NULL))
+            o->fim = 1;
         else if (cli_flag(&c, "--arch", NULL))
             ok = (o->arch = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "--head-dim", NULL))
@@ -131,6 +135,7 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->vocab) p->n_vocab = o->vocab;
     if (o->ctx) p->n_ctx = o->ctx;
     if (o->untied) p->tied = 0;
+    p->fim = o->fim;
     if (o->arch) p->arch = o->arch;
     if (o->head_dim) p->head_dim = o->head_dim;
     if (o->experts) p->n_expert = o->experts;

@@ -9,6 +9,7 @@
  * writes the response, which the I/O thread then sends.
  */
 #define _GNU_SOURCE /* strdup */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,9 @@ typedef struct embed_job {
     char *body;            /* the request (copied); freed once parsed */
     size_t n_body;
     int base64;
-    int api;     /* CPULM_API_OPENAI or CPULM_API_OLLAMA: the answer's shape */
+    int api;     /* CPULM_API_OPENAI, _OLLAMA or _LLAMA (/embedding): the answer's shape */
+    int norm;    /* llama-server's embd_normalize: -1 none, 0 max-abs, 1 taxicab, 2 L2 (the
+                  * default), p > 2 p-norm */
     char *model; /* Ollama: the model name the request gave (echoed); owned, or NULL */
     double t0;   /* arrival, for Ollama's total_duration */
     embd_inputs in;
@@ -210,11 +213,53 @@ static int write_ollama(embed_job *j, const float *vec, int32_t n, int32_t E, in
     return 0;
 }
 
+/* llama-server's /embedding answer: [{"index", "embedding": [[...]]}] (one pooled vector
+ * per input, in the list its pooling-none answer would fill with one per token). */
+static int write_llama(embed_job *j, const float *vec, int32_t n, int32_t E, cpulm_buf *o) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, o, 0, 0);
+    cpulm_json_arr_begin(&w);
+    for (int32_t i = 0; i < n; i++) {
+        if (i % 64 == 63 && cpulm_prep_stopped(&j->base)) return -1;
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "index");
+        cpulm_json_write_int(&w, i);
+        cpulm_json_key(&w, "embedding");
+        cpulm_json_arr_begin(&w);
+        write_vector(&w, vec + (size_t)i * (size_t)E, E);
+        cpulm_json_arr_end(&w);
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_arr_end(&w);
+    return 0;
+}
+
+/* v scaled as embd_normalize asks (see embed_job.norm); a zero vector stays zero. */
+static void normalize(float *v, int32_t n, int norm) {
+    if (norm == 2) {
+        cpulm_embd_normalize(v, n);
+        return;
+    }
+    if (norm < 0) return;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double a = v[i] < 0 ? -v[i] : v[i];
+        if (norm == 0)
+            sum = a > sum ? a : sum;
+        else
+            sum += norm == 1 ? a : pow(a, norm);
+    }
+    double scale = norm == 0 ? sum / 32760.0 : norm == 1 ? sum : pow(sum, 1.0 / norm);
+    for (int32_t i = 0; scale > 0 && i < n; i++)
+        v[i] = (float)(v[i] / scale);
+}
+
 /* Returns 0, or -1 when the job was cancelled midway (o is then incomplete). */
 static int write_response(embed_job *j, const float *vec, int32_t n, int32_t E, int base64,
                           int64_t n_tokens, cpulm_buf *o) {
     const cpulm_server *s = j->s;
     if (j->api == CPULM_API_OLLAMA) return write_ollama(j, vec, n, E, n_tokens, o);
+    if (j->api == CPULM_API_LLAMA) return write_llama(j, vec, n, E, o);
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, o, 0, 0);
     cpulm_json_obj_begin(&w);
@@ -268,6 +313,24 @@ static int read_format(const cpulm_json *root, cpulm_oai_error *e) {
                                 "or \"base64\"");
 }
 
+/* llama-server: embd_normalize, an integer >= -1 (default 2). Returns 0, or -1 with e set. */
+static int read_norm(embed_job *j, const cpulm_json *root, cpulm_oai_error *e) {
+    const cpulm_json *v = cpulm_json_get(root, "embd_normalize");
+    j->norm = 2;
+    if (!v || v->type == CPULM_JSON_NULL) return 0;
+    if (v->type != CPULM_JSON_NUMBER || !v->is_int || v->u.num.i < -1 || v->u.num.i > 64)
+        return -cpulm_oai_error_set(e, 400, "embd_normalize",
+                                    "'embd_normalize' must be an integer from -1 to 64");
+    j->norm = (int)v->u.num.i;
+    return 0;
+}
+
+/* The inputs: OpenAI's and Ollama's "input"; llama-server's "content" (or "input"). */
+static const cpulm_json *input_field(const embed_job *j, const cpulm_json *root) {
+    const cpulm_json *c = j->api == CPULM_API_LLAMA ? cpulm_json_get(root, "content") : NULL;
+    return c ? c : cpulm_json_get(root, "input");
+}
+
 /* Ollama: the "model" the request names, echoed in the answer. Returns 0, or -1 with e set
  * when out of memory. */
 static int keep_model(embed_job *j, const cpulm_json *root, cpulm_oai_error *e) {
@@ -300,8 +363,9 @@ static int embed_parse(embed_job *j, cpulm_oai_error *e) {
     if (root->type != CPULM_JSON_OBJECT)
         status = cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
     else if ((j->api == CPULM_API_OLLAMA && keep_model(j, root, e) < 0) ||
-             (j->api != CPULM_API_OLLAMA && (j->base64 = read_format(root, e)) < 0) ||
-             read_inputs(j, cpulm_json_get(root, "input"), &j->in, e) < 0)
+             (j->api == CPULM_API_OPENAI && (j->base64 = read_format(root, e)) < 0) ||
+             (j->api == CPULM_API_LLAMA && read_norm(j, root, e) < 0) ||
+             read_inputs(j, input_field(j, root), &j->in, e) < 0)
         status = e->status;
     else if (dim && dim->type != CPULM_JSON_NULL)
         status = cpulm_oai_error_set(e, 400, "dimensions", "'dimensions' is not supported");
@@ -322,7 +386,7 @@ static int embed_write(embed_job *j, cpulm_oai_error *e) {
                                    "cannot embed the input: %s", cpulm_status_str(st));
     int64_t n_tokens = 0;
     for (int32_t i = 0; i < j->in.n; i++) {
-        cpulm_embd_normalize(j->vec + (size_t)i * (size_t)j->E, j->E);
+        normalize(j->vec + (size_t)i * (size_t)j->E, j->E, j->api == CPULM_API_LLAMA ? j->norm : 2);
         n_tokens += j->in.n_tok[i];
     }
     if (write_response(j, j->vec, j->in.n, j->E, j->base64, n_tokens, &j->out) < 0)

@@ -96,10 +96,36 @@ void cpulm_api_write_stream_error(int api, cpulm_buf *out, const cpulm_oai_error
     cpulm_buf_puts(out, "\n\n");
 }
 
+void cpulm_api_event_send(cpulm_conn *c, int api, const cpulm_sched_event *e, cpulm_buf *b) {
+    if (e->kind == CPULM_SCHED_EV_ERROR) {
+        cpulm_oai_error err;
+        cpulm_oai_error_set(&err, e->error_status, NULL, "%s", e->error);
+        if (c->sse) {
+            cpulm_api_write_stream_error(api, b, &err);
+        } else { /* nothing was sent yet: an error response */
+            cpulm_api_write_error(api, b, &err);
+            cpulm_conn_respond(c, err.status, "application/json", b->data, b->len, NULL);
+            b->len = 0;
+        }
+    }
+    if (c->sse && b->len) cpulm_conn_sse_frame(c, b->data, b->len);
+    if (c->sse && (e->kind == CPULM_SCHED_EV_DONE || e->kind == CPULM_SCHED_EV_ERROR))
+        cpulm_conn_sse_end(c);
+}
+
 /* ---- /completion: the request ---- */
 
-/* root with llama-server's defaults for the sampling fields it lacks. */
-static void rewrite_completion(const cpulm_json *root, cpulm_buf *out) {
+/* /infill's own fields, replaced by the prompt it builds. */
+static int infill_field(const cpulm_json *m) {
+    static const char *const keys[] = {"input_prefix", "input_suffix", "input_extra", "prompt"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        if (m->key_len == strlen(keys[k]) && !memcmp(m->key, keys[k], m->key_len)) return 1;
+    return 0;
+}
+
+/* root with llama-server's defaults for the sampling fields it lacks; with prompt (JSON
+ * token ids: /infill's), that prompt instead of /infill's fields. */
+static void rewrite_completion(const cpulm_json *root, const cpulm_buf *prompt, cpulm_buf *out) {
     static const struct {
         const char *key;
         double v;
@@ -113,8 +139,13 @@ static void rewrite_completion(const cpulm_json *root, cpulm_buf *out) {
     cpulm_json_obj_begin(&w);
     for (size_t i = 0; i < root->u.list.n; i++) {
         const cpulm_json *m = &root->u.list.items[i];
+        if (prompt && infill_field(m)) continue;
         cpulm_json_keyn(&w, m->key, m->key_len);
         cpulm_json_write_value(&w, m);
+    }
+    if (prompt) {
+        cpulm_json_key(&w, "prompt");
+        cpulm_json_write_raw(&w, prompt->data, prompt->len);
     }
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
         if (cpulm_json_get(root, defaults[i].key)) continue;
@@ -124,8 +155,8 @@ static void rewrite_completion(const cpulm_json *root, cpulm_buf *out) {
     cpulm_json_obj_end(&w);
 }
 
-cpulm_status cpulm_api_parse(int flavor, const char *body, size_t n, size_t max_body,
-                             cpulm_oai_request *q, cpulm_oai_error *e) {
+cpulm_status cpulm_api_parse(int flavor, const cpulm_model *model, const char *body, size_t n,
+                             size_t max_body, cpulm_oai_request *q, cpulm_oai_error *e) {
     cpulm_json_limits lim = cpulm_json_default_limits();
     lim.max_bytes = max_body;
     lim.max_depth = 64;
@@ -142,9 +173,14 @@ cpulm_status cpulm_api_parse(int flavor, const char *body, size_t n, size_t max_
     cpulm_oai_kind kind = CPULM_OAI_COMPLETION;
     int bad = root->type != CPULM_JSON_OBJECT;
     if (bad) cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
-    if (!bad && flavor == CPULM_GEN_LLAMA) rewrite_completion(root, &b);
-    if (!bad && flavor != CPULM_GEN_LLAMA)
+    cpulm_buf ids;
+    cpulm_buf_init(&ids, 0);
+    if (!bad && flavor == CPULM_GEN_INFILL) bad = cpulm_infill_prompt(model, root, &ids, e) < 0;
+    if (!bad && (flavor == CPULM_GEN_LLAMA || flavor == CPULM_GEN_INFILL))
+        rewrite_completion(root, flavor == CPULM_GEN_INFILL ? &ids : NULL, &b);
+    else if (!bad)
         bad = cpulm_ollama_rewrite(flavor, root, &b, &kind, e) < 0;
+    cpulm_buf_release(&ids);
     cpulm_json_free(doc);
     cpulm_status st = CPULM_ERR_INVALID_ARG;
     if (!bad) st = cpulm_oai_parse(kind, b.data, b.len, max_body * 2 + 4096, q, e);
@@ -163,7 +199,7 @@ void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_req
                           const cpulm_sched_req *r, int think) {
     cpulm_api_state *st = calloc(1, sizeof *st);
     if (!st) return NULL;
-    st->flavor = flavor;
+    st->flavor = flavor == CPULM_GEN_INFILL ? CPULM_GEN_LLAMA : flavor; /* /completion's answer */
     st->s = s;
     st->stream = q->stream;
     st->n_prompt = r->n_prompt;
@@ -328,20 +364,8 @@ static void llama_event(cpulm_server *s, cpulm_conn *c, cpulm_api_state *st,
         write_final(&b, st, e, st->text.data ? st->text.data : "", st->text.len);
         cpulm_conn_respond(c, 200, "application/json", b.data, b.len, NULL);
         b.len = 0;
-    } else if (e->kind == CPULM_SCHED_EV_ERROR) {
-        cpulm_oai_error err;
-        cpulm_oai_error_set(&err, e->error_status, NULL, "%s", e->error);
-        if (c->sse) {
-            cpulm_api_write_stream_error(CPULM_API_LLAMA, &b, &err);
-        } else {
-            cpulm_api_write_error(CPULM_API_LLAMA, &b, &err);
-            cpulm_conn_respond(c, err.status, "application/json", b.data, b.len, NULL);
-            b.len = 0;
-        }
     }
-    if (c->sse && b.len) cpulm_conn_sse_frame(c, b.data, b.len);
-    if (c->sse && (e->kind == CPULM_SCHED_EV_DONE || e->kind == CPULM_SCHED_EV_ERROR))
-        cpulm_conn_sse_end(c);
+    cpulm_api_event_send(c, CPULM_API_LLAMA, e, &b);
     cpulm_buf_release(&b);
 }
 
@@ -373,6 +397,18 @@ static int job_error(native_job *j, int status, const char *param, const char *m
     cpulm_buf_reset(&j->out);
     cpulm_api_write_error(j->api, &j->out, &e);
     return status;
+}
+
+/* The answer {key: text}, with text released. Returns 200. */
+static int job_text(native_job *j, const char *key, cpulm_buf *text) {
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &j->out, 0, 0);
+    cpulm_json_obj_begin(&w);
+    cpulm_json_key(&w, key);
+    cpulm_json_write_strn(&w, text->data ? text->data : "", text->len);
+    cpulm_json_obj_end(&w);
+    cpulm_buf_release(text);
+    return 200;
 }
 
 /* {"id", "piece"}: the piece as a string when it is valid UTF-8, else its bytes. */
@@ -457,14 +493,7 @@ static int run_detokenize(native_job *j, const cpulm_json *req) {
     }
     int32_t k = cpulm_detok_flush(&dt, piece, sizeof piece);
     if (k > 0) cpulm_buf_append(&text, piece, (size_t)k);
-    cpulm_json_writer w;
-    cpulm_json_writer_init(&w, &j->out, 0, 0);
-    cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "content");
-    cpulm_json_write_strn(&w, text.data ? text.data : "", text.len);
-    cpulm_json_obj_end(&w);
-    cpulm_buf_release(&text);
-    return 200;
+    return job_text(j, "content", &text);
 }
 
 /* POST /apply-template {messages} -> {"prompt"}: the chat as the server would render it. */
@@ -485,14 +514,7 @@ static int run_apply_template(native_job *j, const char *body, size_t n) {
         cpulm_buf_release(&text);
         return job_error(j, e.status, "messages", e.message);
     }
-    cpulm_json_writer w;
-    cpulm_json_writer_init(&w, &j->out, 0, 0);
-    cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "prompt");
-    cpulm_json_write_strn(&w, text.data ? text.data : "", text.len);
-    cpulm_json_obj_end(&w);
-    cpulm_buf_release(&text);
-    return 200;
+    return job_text(j, "prompt", &text);
 }
 
 static void native_run(cpulm_prep_job *base) {
@@ -537,23 +559,9 @@ int cpulm_native_job_result(const cpulm_prep_job *base, const char **body, size_
 }
 
 static void push_job(cpulm_server *s, cpulm_conn *c, int what) {
-    cpulm_oai_error e;
-    if (!cpulm_routes_ready(s)) {
-        cpulm_oai_error_set(&e, 503, NULL,
-                            s->draining ? "the server is shutting down" : "Loading model");
-        respond_error(s, c, &e, "Retry-After: 1\r\n");
-        return;
-    }
-    native_job *j = calloc(1, sizeof *j);
-    char *body = j ? malloc(c->body_len ? c->body_len : 1) : NULL;
-    if (!body) {
-        free(j);
-        cpulm_oai_error_set(&e, 500, NULL, "out of memory");
-        respond_error(s, c, &e, NULL);
-        return;
-    }
-    memcpy(body, c->body, c->body_len);
-    j->base.id = (++s->next_serial << 16) | (uint64_t)c->index;
+    char *body;
+    native_job *j = cpulm_routes_new_job(s, c, sizeof *j, &body);
+    if (!j) return; /* answered */
     j->base.run = native_run;
     j->base.destroy = native_destroy;
     j->s = s;
@@ -598,6 +606,91 @@ static void h_ollama_show(cpulm_server *s, cpulm_conn *c) {
 /* POST /api/embed: the /v1/embeddings path (embed.c through the scheduler), Ollama's shape. */
 static void h_ollama_embed(cpulm_server *s, cpulm_conn *c) {
     cpulm_routes_embeddings(s, c, CPULM_API_OLLAMA);
+}
+
+/* POST /embedding, /embeddings: llama-server's non-OpenAI embedding shape (embed.c). */
+static void h_embedding(cpulm_server *s, cpulm_conn *c) {
+    cpulm_routes_embeddings(s, c, CPULM_API_LLAMA);
+}
+
+/* A query parameter given as on (k=1 or k=true). */
+static int query_on(const cpulm_http_str *q, const char *k) {
+    size_t n = strlen(k);
+    for (size_t i = 0; i + n < q->n; i++) {
+        if ((i > 0 && q->p[i - 1] != '&') || memcmp(q->p + i, k, n) != 0 || q->p[i + n] != '=')
+            continue;
+        const char *v = q->p + i + n + 1;
+        size_t left = q->n - i - n - 1;
+        return (left >= 1 && v[0] == '1') || (left >= 4 && !memcmp(v, "true", 4));
+    }
+    return 0;
+}
+
+/* GET /slots: llama-server's slot monitor, read only: [{id, n_ctx, speculative,
+ * is_processing}]. The scheduler counts running requests, it does not name their slots:
+ * the first n_running report processing. ?fail_on_no_slot=1 answers 503 when a new request
+ * would wait (every slot taken, or requests already waiting: a request with n choices holds
+ * n slots but counts once). */
+static void h_slots(cpulm_server *s, cpulm_conn *c) {
+    cpulm_oai_error e;
+    if (s->p.no_slots) {
+        cpulm_oai_error_set(&e, 501, NULL, "this server does not serve /slots (--no-slots)");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    cpulm_sched_stats st = {0};
+    if (s->sched) cpulm_sched_get_stats(s->sched, &st);
+    if (query_on(&c->msg.query, "fail_on_no_slot") &&
+        (st.n_running >= s->p.n_parallel || st.n_waiting > 0)) {
+        cpulm_oai_error_set(&e, 503, NULL, "no slot available");
+        respond_error(s, c, &e, "Retry-After: 1\r\n");
+        return;
+    }
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &b, 0, 0);
+    cpulm_json_arr_begin(&w);
+    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "id");
+        cpulm_json_write_int(&w, i);
+        cpulm_json_key(&w, "n_ctx");
+        cpulm_json_write_int(&w, st.n_ctx);
+        cpulm_json_key(&w, "speculative");
+        cpulm_json_write_bool(&w, 0);
+        cpulm_json_key(&w, "is_processing");
+        cpulm_json_write_bool(&w, i < st.n_running);
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_arr_end(&w);
+    respond_json(s, c, 200, &b);
+    cpulm_buf_release(&b);
+}
+
+/* POST /rerank, /v1/rerank, /reranking: llama-server's routes cpulm does not serve yet,
+ * refused as llama-server refuses them on a server without --rerank (501), so a client
+ * tells "not available here" from a wrong URL. */
+static void h_not_served(cpulm_server *s, cpulm_conn *c) {
+    cpulm_oai_error e;
+    cpulm_oai_error_set(&e, 501, NULL, "reranking is not supported: cpulm has no rank pooling yet");
+    respond_error(s, c, &e, NULL);
+}
+
+/* POST /infill: a model with fill-in-the-middle tokens completes the code between
+ * input_prefix and input_suffix (infill.c builds the prompt on the request worker); one
+ * without them gets 501, as from llama-server. */
+static void h_infill(cpulm_server *s, cpulm_conn *c) {
+    cpulm_token fim[3];
+    if (cpulm_routes_ready(s) && !cpulm_infill_tokens(s->model, fim)) {
+        cpulm_oai_error e;
+        cpulm_oai_error_set(&e, 501, NULL,
+                            "infill is not supported by this model: it has no "
+                            "fill-in-the-middle tokens");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    cpulm_routes_generate(s, c, CPULM_OAI_COMPLETION, CPULM_GEN_INFILL);
 }
 
 /* GET /v1/health: llama-server's alias of /health (liveness here too). */
@@ -705,6 +798,13 @@ static const struct native_route {
     {"/detokenize", "POST", 1, CPULM_API_LLAMA, 0, h_detokenize},
     {"/apply-template", "POST", 1, CPULM_API_LLAMA, 0, h_apply_template},
     {"/props", "GET", 1, CPULM_API_LLAMA, 0, h_props},
+    {"/slots", "GET", 1, CPULM_API_LLAMA, 0, h_slots},
+    {"/embedding", "POST", 1, CPULM_API_LLAMA, 0, h_embedding},
+    {"/embeddings", "POST", 1, CPULM_API_LLAMA, 0, h_embedding},
+    {"/infill", "POST", 1, CPULM_API_LLAMA, 0, h_infill},
+    {"/rerank", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
+    {"/v1/rerank", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
+    {"/reranking", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
     {"/v1/health", "GET", 0, CPULM_API_LLAMA, 0, h_health},
     {"/models", "GET", 1, CPULM_API_OPENAI, 0, h_models},
     {"/v1/models/", "GET", 1, CPULM_API_OPENAI, 1, h_model},

@@ -179,7 +179,8 @@ int cpulm_oai_parse_structured(const cpulm_json *root, cpulm_oai_request *r, cpu
 
 /* ---- grammars for forced calls ---- */
 
-/* One alternative of the call rule: {"name": "<name>", "<key>": <arguments>}. */
+/* One alternative of the call rule: {"name": "<name>", "<key>": <arguments>}, or with
+ * args_key NULL Mistral v11's [TOOL_CALLS]<name>[ARGS]<arguments>. */
 static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules, int *next,
                     cpulm_buf *alt, cpulm_oai_error *e) {
     const cpulm_json *params = cpulm_json_get(fn, "parameters");
@@ -195,7 +196,10 @@ static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules
     cpulm_buf_init(&q, 0);
     cpulm_buf_init(&lit, 0);
     cpulm_json_quote(&q, name, strlen(name), 0);
-    cpulm_buf_printf(&lit, "{\"name\": %s, \"%s\": ", q.data, args_key);
+    if (args_key)
+        cpulm_buf_printf(&lit, "{\"name\": %s, \"%s\": ", q.data, args_key);
+    else
+        cpulm_buf_printf(&lit, "[TOOL_CALLS]%s[ARGS]", name);
     cpulm_buf_putc(alt, '"');
     for (size_t i = 0; i < lit.len; i++) { /* as a GBNF literal */
         char ch = lit.data[i];
@@ -203,13 +207,20 @@ static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules
         cpulm_buf_putc(alt, ch);
     }
     cpulm_buf_putc(alt, '"');
+    const char *close = args_key ? " \"}\"" : "";
     if (r >= 0)
-        cpulm_buf_printf(alt, " r%d \"}\"", r);
+        cpulm_buf_printf(alt, " r%d%s", r, close);
     else
-        cpulm_buf_puts(alt, " json-object1 \"}\"");
+        cpulm_buf_printf(alt, " json-object1%s", close);
     cpulm_buf_release(&q);
     cpulm_buf_release(&lit);
     return 0;
+}
+
+const char *cpulm_oai_tool_family(const char *tmpl) {
+    const char *family = cpulm_chat_detect(tmpl);
+    if (family && !strcmp(family, "mistral") && strstr(tmpl, "[ARGS]")) return "mistral-v11";
+    return family;
 }
 
 int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char **out,
@@ -217,7 +228,8 @@ int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char 
     *out = NULL;
     int hermes = family && !strcmp(family, "chatml"), llama3 = family && !strcmp(family, "llama3");
     int mistral = family && !strcmp(family, "mistral");
-    const char *key = llama3 ? "parameters" : "arguments";
+    int v11 = family && !strcmp(family, "mistral-v11"); /* calls one after another */
+    const char *key = llama3 ? "parameters" : v11 ? NULL : "arguments";
     cpulm_buf rules, call;
     cpulm_buf_init(&rules, 0);
     cpulm_buf_init(&call, 0);
@@ -238,7 +250,7 @@ int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char 
     int max =
         q->tool_choice == CPULM_OAI_TOOLS_REQUIRED && q->parallel_tool_calls ? MAX_PARALLEL : 1;
     const char *one = hermes ? "\"<tool_call>\\n\" call \"\\n</tool_call>\"" : "call";
-    const char *sep = mistral ? "\", \"" : "\"\\n\"";
+    const char *sep = mistral ? "\", \"" : v11 ? "" : "\"\\n\"";
     cpulm_buf g;
     cpulm_buf_init(&g, 0);
     cpulm_buf_printf(&g, "root ::= %s%s ( %s %s ){0,%d}%s\n", mistral ? "\"[TOOL_CALLS][\" " : "",
@@ -431,13 +443,110 @@ static int ds_call(cur *c, cpulm_oai_call *call) {
     return P_OK;
 }
 
+/* Characters of a tool name in the marker-delimited forms (no JSON string around it). */
+static int name_char(char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '-' || ch == '.';
+}
+
+/* Mistral v11+ (tokenizer v11 and later: Mistral Small 3.1+, Magistral, Devstral): after
+ * each [TOOL_CALLS], NAME[ARGS]{...}, with an optional [CALL_ID]ID before [ARGS] (v13);
+ * several calls repeat the whole. The name counts only once its end is seen. */
+static int mistral_v11(cur *c, cpulm_oai_scan *out) {
+    for (int k = 0;; k++) {
+        int r;
+        if (k > 0) {
+            skip_ws(c);
+            if (c->i == c->n) return P_OK;
+            if ((r = lit(c, MARKERS[M_MISTRAL]))) return r;
+        }
+        if (out->n_calls >= CPULM_OAI_MAX_CALLS) return P_BAD;
+        cpulm_oai_call *call = &out->calls[out->n_calls];
+        memset(call, 0, sizeof *call);
+        size_t start = c->i;
+        while (c->i < c->n && name_char(c->s[c->i]))
+            c->i++;
+        if (c->i == c->n) return P_MORE;
+        if (c->i == start || (c->s[c->i] != '[' && c->s[c->i] != '{')) return P_BAD;
+        size_t name_end = c->i;
+        r = c->s[c->i] == '[' ? lit(c, "[CALL_ID]") : P_BAD;
+        if (r == P_MORE) return r;
+        if (r == P_OK) {
+            while (c->i < c->n && name_char(c->s[c->i]))
+                c->i++;
+        }
+        /* [ARGS], or nothing where a template drops it: NAME{...} */
+        if (c->i < c->n && c->s[c->i] != '{' && (r = lit(c, "[ARGS]")))
+            return r == P_MORE || c->i == c->n ? P_MORE : r;
+        if (c->i == c->n) return P_MORE;
+        call->name_off = start;
+        call->name_len = name_end - start;
+        out->n_calls++;
+        skip_ws(c);
+        if (c->i < c->n && c->s[c->i] != '{') return P_BAD;
+        call->args_off = c->i;
+        r = jvalue(c);
+        call->args_len = c->i - call->args_off;
+        if (r) return r;
+        call->complete = 1;
+    }
+}
+
+/* Llama 3.1+ built-in tools: <|python_tag|>NAME.call(key="value", ...), e.g.
+ * brave_search.call(query="...") or wolfram_alpha.call(query="..."); the arguments are
+ * Python keyword arguments (cpulm_oai_call_args writes them as a JSON object). */
+static int llama_builtin(cur *c, cpulm_oai_call *call) {
+    memset(call, 0, sizeof *call);
+    size_t start = c->i;
+    while (c->i < c->n && name_char(c->s[c->i]) && c->s[c->i] != '.')
+        c->i++;
+    if (c->i == c->n) return P_MORE;
+    if (c->i == start) return P_BAD;
+    size_t name_end = c->i;
+    int r = lit(c, ".call(");
+    if (r) return r;
+    call->name_off = start;
+    call->name_len = name_end - start;
+    call->args_py = 1;
+    call->args_off = c->i;
+    char quote = 0;
+    for (; c->i < c->n; c->i++) {
+        char ch = c->s[c->i];
+        if (quote && ch == '\\')
+            c->i++;
+        else if (quote && ch == quote)
+            quote = 0;
+        else if (!quote && (ch == '"' || ch == '\''))
+            quote = ch;
+        else if (!quote && ch == ')')
+            break;
+    }
+    if (c->i >= c->n) return P_MORE;
+    call->args_len = c->i - call->args_off;
+    c->i++;
+    call->complete = 1;
+    return P_OK;
+}
+
 /* The calls of one region kind from the cursor; P_OK when the text ends cleanly after
  * complete calls. */
 static int region(cur *c, int kind, cpulm_oai_scan *out) {
     int r = P_OK;
     if (kind == M_MISTRAL) {
         skip_ws(c);
+        if (c->i == c->n) return P_MORE;
+        if (c->s[c->i] != '[') return mistral_v11(c, out); /* v11+: NAME[ARGS]{...} */
         if ((r = lit(c, "["))) return r;
+    }
+    if (kind == M_PYTAG) { /* a built-in tool call rather than JSON */
+        skip_ws(c);
+        if (c->i == c->n) return P_MORE;
+        if (c->s[c->i] != '{') {
+            r = llama_builtin(c, &out->calls[0]);
+            if (out->calls[0].name_len) out->n_calls = 1;
+            skip_ws(c);
+            return r ? r : c->i == c->n ? P_OK : P_BAD;
+        }
     }
     for (int k = 0;; k++) {
         skip_ws(c);
@@ -488,6 +597,12 @@ static size_t find_region(const char *t, size_t n, int forced, int *kind, size_t
     size_t lead = 0;
     while (lead < n && strchr(" \n\t\r", t[lead]))
         lead++;
+    if (forced && *kind < 0) /* a forced reply may still be opening with a marker */
+        for (int m = 0; m < M_COUNT; m++)
+            if (n - lead < strlen(MARKERS[m]) && !memcmp(t + lead, MARKERS[m], n - lead)) {
+                *hold = lead;
+                return n;
+            }
     if ((lead < n && t[lead] == '{' && lead < best) || (forced && *kind < 0)) {
         *kind = M_BARE;
         best = lead;
@@ -554,7 +669,90 @@ static void unescape(const char *s, size_t n, cpulm_buf *out) {
     cpulm_buf_release(&q);
 }
 
+/* A Python literal v[0..n) (trimmed) as JSON: a quoted string, True/False/None, a number
+ * or a list / dict already valid as JSON; anything else as a JSON string of its text. */
+static void py_value(const char *v, size_t n, cpulm_buf *out) {
+    while (n && strchr(" \t\n", v[0]))
+        v++, n--;
+    while (n && strchr(" \t\n", v[n - 1]))
+        n--;
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, out, 0, 0);
+    if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0]) {
+        cpulm_buf str;
+        cpulm_buf_init(&str, 0);
+        for (size_t i = 1; i + 1 < n; i++) {
+            char ch = v[i];
+            if (ch == '\\' && i + 2 < n) {
+                ch = v[++i];
+                ch = ch == 'n' ? '\n' : ch == 't' ? '\t' : ch;
+            }
+            cpulm_buf_putc(&str, ch);
+        }
+        cpulm_json_write_strn(&w, str.data ? str.data : "", str.len);
+        cpulm_buf_release(&str);
+        return;
+    }
+    static const char *const lits[][2] = {{"True", "true"}, {"False", "false"}, {"None", "null"}};
+    for (size_t k = 0; k < 3; k++)
+        if (n == strlen(lits[k][0]) && !memcmp(v, lits[k][0], n)) {
+            cpulm_buf_puts(out, lits[k][1]);
+            return;
+        }
+    cpulm_json_doc *d = NULL; /* a number, or a list / dict that is JSON as written */
+    if (n && cpulm_json_parse(v, n, NULL, &d, NULL, NULL) == CPULM_OK)
+        cpulm_buf_append(out, v, n);
+    else
+        cpulm_json_write_strn(&w, v, n);
+    cpulm_json_free(d);
+}
+
+/* Python keyword arguments a[0..n) (key=value, ...) as a JSON object. */
+static void py_kwargs(const char *a, size_t n, cpulm_buf *out) {
+    cpulm_buf_putc(out, '{');
+    size_t i = 0;
+    for (int written = 0; i < n;) {
+        size_t key = i;
+        while (i < n && a[i] != '=' && a[i] != ',')
+            i++;
+        if (i >= n || a[i] == ',') { /* no key=value here */
+            i++;
+            continue;
+        }
+        size_t key_end = i++, val = i;
+        char quote = 0;
+        int depth = 0; /* a comma inside quotes or brackets does not end the value */
+        for (; i < n && (quote || depth || a[i] != ','); i++) {
+            if (quote && a[i] == '\\')
+                i++;
+            else if (quote && a[i] == quote)
+                quote = 0;
+            else if (!quote && (a[i] == '"' || a[i] == '\''))
+                quote = a[i];
+            else if (!quote)
+                depth += (a[i] == '[' || a[i] == '{' || a[i] == '(') -
+                         (a[i] == ']' || a[i] == '}' || a[i] == ')');
+        }
+        while (key < key_end && strchr(" \t\n", a[key]))
+            key++;
+        while (key_end > key && strchr(" \t\n", a[key_end - 1]))
+            key_end--;
+        if (key_end > key && val <= n) {
+            if (written++) cpulm_buf_puts(out, ", ");
+            cpulm_json_quote(out, a + key, key_end - key, 0);
+            cpulm_buf_puts(out, ": ");
+            py_value(a + val, (i < n ? i : n) - val, out);
+        }
+        i++;
+    }
+    cpulm_buf_putc(out, '}');
+}
+
 void cpulm_oai_call_args(const char *text, const cpulm_oai_call *c, cpulm_buf *out) {
+    if (c->args_py) {
+        py_kwargs(text + c->args_off, c->args_len, out);
+        return;
+    }
     if (c->args_len == 0) {
         cpulm_buf_puts(out, "{}");
         return;

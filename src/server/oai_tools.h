@@ -7,8 +7,10 @@
  * native format, so they always parse and their arguments validate.
  *
  * Output side: a scanner that finds tool calls in generated text in the families' native
- * formats (Hermes/Qwen <tool_call>, Llama 3.x JSON and <|python_tag|>, Mistral
- * [TOOL_CALLS], DeepSeek's tool-call tokens, and a bare {"name", "arguments"} object),
+ * formats (Hermes/Qwen <tool_call>, Llama 3.x JSON and <|python_tag|> with JSON or a
+ * built-in tool's NAME.call(key="value"), Mistral's [TOOL_CALLS] JSON array (before
+ * tokenizer v11) and [TOOL_CALLS]NAME[ARGS]{...} (v11+), DeepSeek's tool-call tokens, and
+ * a bare {"name", "arguments"} object),
  * both on the final text and incrementally while streaming (content before a call is
  * released as soon as it cannot be the start of one; arguments stream as they grow).
  * Pure functions (no I/O): routes.c and the tests use them directly.
@@ -38,8 +40,12 @@ typedef enum cpulm_oai_tool_choice {
 int cpulm_oai_parse_structured(const cpulm_json *root, struct cpulm_oai_request *r,
                                struct cpulm_oai_error *e);
 
+/* The tool-call format of a chat template: cpulm_chat_detect's family, with "mistral"
+ * told apart as "mistral-v11" when the template writes calls as NAME[ARGS]{...}. */
+const char *cpulm_oai_tool_family(const char *tmpl);
+
 /* The grammar for a required or named tool call in the format of the template family
- * (cpulm_chat_detect's name, NULL for others). *out owned. Returns 0 or -1 with e set. */
+ * (cpulm_oai_tool_family's name, NULL for others). *out owned. Returns 0 or -1 with e set. */
 int cpulm_oai_tool_grammar(const struct cpulm_oai_request *r, const char *family, char **out,
                            struct cpulm_oai_error *e);
 
@@ -55,6 +61,8 @@ typedef struct cpulm_oai_call {
     size_t name_off, name_len; /* the name's JSON string contents (escapes left as written) */
     size_t args_off, args_len; /* the arguments' JSON text (an object), as far as known */
     int args_is_string;        /* arguments were written as a JSON string holding JSON */
+    int args_py;               /* arguments are Python keyword arguments (Llama's built-in
+                                * tools: NAME.call(key="value")), written out as JSON */
     int complete;              /* the arguments (and the call) are finished */
 } cpulm_oai_call;
 

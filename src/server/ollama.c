@@ -431,20 +431,8 @@ void cpulm_ollama_event(cpulm_server *s, cpulm_conn *c, cpulm_api_state *st,
             cpulm_conn_respond(c, 200, "application/json", b.data, b.len, NULL);
             b.len = 0;
         }
-    } else if (e->kind == CPULM_SCHED_EV_ERROR) {
-        cpulm_oai_error err;
-        cpulm_oai_error_set(&err, e->error_status, NULL, "%s", e->error);
-        if (c->sse) {
-            cpulm_api_write_stream_error(CPULM_API_OLLAMA, &b, &err);
-        } else {
-            cpulm_api_write_error(CPULM_API_OLLAMA, &b, &err);
-            cpulm_conn_respond(c, err.status, "application/json", b.data, b.len, NULL);
-            b.len = 0;
-        }
     }
-    if (c->sse && b.len) cpulm_conn_sse_frame(c, b.data, b.len);
-    if (c->sse && (e->kind == CPULM_SCHED_EV_DONE || e->kind == CPULM_SCHED_EV_ERROR))
-        cpulm_conn_sse_end(c);
+    cpulm_api_event_send(c, CPULM_API_OLLAMA, e, &b);
     cpulm_buf_release(&b);
 }
 

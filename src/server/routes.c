@@ -242,7 +242,7 @@ static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpu
     char *text = NULL;
     r->special = q->tool_choice != CPULM_OAI_TOOLS_OFF;
     if (q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED &&
-        cpulm_oai_tool_grammar(q, cpulm_chat_detect(s->chat_tmpl), &text, e) < 0)
+        cpulm_oai_tool_grammar(q, cpulm_oai_tool_family(s->chat_tmpl), &text, e) < 0)
         return -1;
     const char *g = text ? text : q->grammar;
     if (!g) return 0;
@@ -380,10 +380,10 @@ static void gen_destroy(cpulm_prep_job *base) {
  * 504. */
 static void gen_run(cpulm_prep_job *base) {
     gen_job *j = (gen_job *)base;
-    j->parsed =
-        (j->flavor ? cpulm_api_parse(j->flavor, j->body, j->n_body, j->s->p.max_body, &j->q, &j->e)
-                   : cpulm_oai_parse(j->kind, j->body, j->n_body, j->s->p.max_body, &j->q,
-                                     &j->e)) == CPULM_OK;
+    j->parsed = (j->flavor ? cpulm_api_parse(j->flavor, j->s->model, j->body, j->n_body,
+                                             j->s->p.max_body, &j->q, &j->e)
+                           : cpulm_oai_parse(j->kind, j->body, j->n_body, j->s->p.max_body, &j->q,
+                                             &j->e)) == CPULM_OK;
     free(j->body);
     j->body = NULL;
     if (!j->parsed) return;
@@ -413,25 +413,33 @@ static int heavy_body(const char *b, size_t n) {
     return 0;
 }
 
-void cpulm_routes_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind, int flavor) {
+void *cpulm_routes_new_job(cpulm_server *s, cpulm_conn *c, size_t size, char **body) {
     cpulm_oai_error e;
-    if (!cpulm_routes_ready(s)) {
+    if (!cpulm_routes_ready(s)) { /* llama-server's words for its own routes */
         cpulm_oai_error_set(&e, 503, NULL,
-                            s->draining ? "the server is shutting down"
-                                        : "the model is still loading");
+                            s->draining                 ? "the server is shutting down"
+                            : c->api == CPULM_API_LLAMA ? "Loading model"
+                                                        : "the model is still loading");
         respond_error(s, c, &e, "Retry-After: 1\r\n");
-        return;
+        return NULL;
     }
-    gen_job *j = calloc(1, sizeof *j);
-    char *body = j ? malloc(c->body_len ? c->body_len : 1) : NULL;
-    if (!body) {
+    cpulm_prep_job *j = calloc(1, size);
+    *body = j ? malloc(c->body_len ? c->body_len : 1) : NULL;
+    if (!*body) {
         free(j);
         cpulm_oai_error_set(&e, 500, NULL, "out of memory");
         respond_error(s, c, &e, NULL);
-        return;
+        return NULL;
     }
-    memcpy(body, c->body, c->body_len);
-    j->base.id = (++s->next_serial << 16) | (uint64_t)c->index;
+    memcpy(*body, c->body, c->body_len);
+    j->id = (++s->next_serial << 16) | (uint64_t)c->index;
+    return j;
+}
+
+void cpulm_routes_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind, int flavor) {
+    char *body;
+    gen_job *j = cpulm_routes_new_job(s, c, sizeof *j, &body);
+    if (!j) return; /* answered */
     j->base.run = gen_run;
     j->base.destroy = gen_destroy;
     j->base.heavy = heavy_body(c->body, c->body_len);
@@ -565,7 +573,7 @@ static void stream_calls(cpulm_buf *b, route *rt, int32_t i, const cpulm_oai_sca
             ts->calls_sent = k + 1;
             ts->args_sent[k] = 0;
         }
-        if (call->args_is_string) { /* escaped JSON in a string: whole, once complete */
+        if (call->args_is_string || call->args_py) { /* converted: whole, once complete */
             if (!call->complete || ts->args_sent[k]) continue;
             cpulm_buf_reset(&tmp);
             cpulm_oai_call_args(text, call, &tmp);

@@ -65,6 +65,7 @@ typedef struct cpulm_server_params {
     int32_t ngram_min, ngram_max; /* n-gram sizes looked up; 0: 2 and 3 */
     int spec_fixed;               /* always draft draft_max (default: adaptive per slot) */
     int32_t n_threads_draft;      /* draft model threads; 0: n_threads */
+    int no_slots;                 /* GET /slots answers 501 (llama-server's --no-slots) */
 } cpulm_server_params;
 
 cpulm_server_params cpulm_server_default_params(void);

@@ -83,6 +83,7 @@ enum {
     CPULM_GEN_LLAMA = 1,           /* llama-server's POST /completion */
     CPULM_GEN_OLLAMA_GENERATE = 2, /* Ollama's POST /api/generate */
     CPULM_GEN_OLLAMA_CHAT = 3,     /* Ollama's POST /api/chat */
+    CPULM_GEN_INFILL = 4,          /* llama-server's POST /infill (answered as /completion) */
 };
 
 /* routes.c */
@@ -94,6 +95,10 @@ void cpulm_routes_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind, 
 /* An embedding request (body in c), answered in the shape of api (CPULM_API_*): a request
  * worker tokenizes, the scheduler embeds, a worker writes the answer (embed.c). */
 void cpulm_routes_embeddings(cpulm_server *s, cpulm_conn *c, int api);
+/* A zeroed job of size bytes (a cpulm_prep_job first) for c's request, its id set, and a
+ * copy of c's body in *body (owned by the caller); NULL once answered (503 while the model
+ * loads or the server drains, 500 out of memory). */
+void *cpulm_routes_new_job(cpulm_server *s, cpulm_conn *c, size_t size, char **body);
 /* Hands j to the request workers for c's request, with the preparation deadline (c is busy
  * until it comes back through cpulm_routes_prepared). */
 void cpulm_routes_push_job(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *j);
@@ -110,7 +115,8 @@ int cpulm_routes_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *job);
  * written on a request worker (see embed.c). */
 cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err); /* loader: s->embd_ctx */
 /* A job embedding body[0..n) (copied), answered in the shape of api (CPULM_API_OPENAI's
- * /v1/embeddings or CPULM_API_OLLAMA's /api/embed); NULL when out of memory. */
+ * /v1/embeddings, CPULM_API_OLLAMA's /api/embed or CPULM_API_LLAMA's /embedding); NULL when
+ * out of memory. */
 cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, size_t n, uint64_t id,
                                     int api);
 int cpulm_embed_job_is(const cpulm_prep_job *j);
@@ -138,10 +144,21 @@ int cpulm_native_job_result(const cpulm_prep_job *j, const char **body, size_t *
  * Ollama's {"error": "message"}; and inside a stream that already started. */
 void cpulm_api_write_error(int api, cpulm_buf *out, const cpulm_oai_error *e);
 void cpulm_api_write_stream_error(int api, cpulm_buf *out, const cpulm_oai_error *e);
+/* The end of handling event e for llama-server's and Ollama's answers: an error event in
+ * api's shape (an error response when nothing was sent yet), b sent as a stream frame, the
+ * stream closed after the last event. */
+void cpulm_api_event_send(cpulm_conn *c, int api, const cpulm_sched_event *e, cpulm_buf *b);
 /* A generation body of flavor (CPULM_GEN_*, not OPENAI) into q, with that API's defaults
- * and field names; as cpulm_oai_parse otherwise. */
-cpulm_status cpulm_api_parse(int flavor, const char *body, size_t n, size_t max_body,
-                             cpulm_oai_request *q, cpulm_oai_error *e);
+ * and field names; as cpulm_oai_parse otherwise (m: for /infill's prompt tokens). */
+cpulm_status cpulm_api_parse(int flavor, const cpulm_model *m, const char *body, size_t n,
+                             size_t max_body, cpulm_oai_request *q, cpulm_oai_error *e);
+/* infill.c: the model's fill-in-the-middle tokens (prefix, suffix, middle): 1 when it has
+ * all three, found by their spellings in the families' vocabularies. */
+int cpulm_infill_tokens(const cpulm_model *m, cpulm_token fim[3]);
+/* /infill's prompt as a JSON array of token ids appended to ids: [BOS] <PRE> input_prefix
+ * prompt <SUF> input_suffix <MID>. Returns 0, or -1 with e set (501 without FIM tokens). */
+int cpulm_infill_prompt(const cpulm_model *m, const cpulm_json *root, cpulm_buf *ids,
+                        cpulm_oai_error *e);
 /* The answer state of an accepted request of that flavor (r: its scheduler request, read
  * for the prompt length; think as routes.c's route_new). NULL when out of memory. */
 void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_request *q,
