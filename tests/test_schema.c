@@ -428,6 +428,12 @@ TEST(schema_keywords_intersect) {
          {"\"a\xC2\xA0"
           "b\""}},
         {"{\"type\":\"string\",\"pattern\":\"^.$\"}", {"\"a\""}, {"\"\xE2\x80\xA8\""}},
+        /* recursion through allOf-wrapped $refs (pydantic writes them) stays a named rule */
+        {"{\"$defs\":{\"N\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+         "\"kids\":{\"type\":\"array\",\"items\":{\"allOf\":[{\"$ref\":\"#/$defs/N\"}],"
+         "\"description\":\"c\"}}},\"required\":[\"v\"]}},\"allOf\":[{\"$ref\":\"#/$defs/N\"}]}",
+         {"{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[{\"v\":3}]}]}"},
+         {"{\"v\":1,\"kids\":[{\"x\":2}]}"}},
         {"{\"$defs\":{\"d\":{\"anyOf\":[{\"type\":\"boolean\"},{\"$ref\":\"#/$defs/d\"}]}},"
          "\"$ref\":\"#/$defs/d\"}",
          {"true"},

@@ -994,8 +994,9 @@ static int gen(sc *c, const cpulm_json *s, const char *path) {
     return gen_p(c, &p, 1, path);
 }
 
-/* Appends in (its allOf items and $ref target expanded, recursively) to out[*n]. */
-static int flatten(sc *c, part in, part *out, int *n, const char *path, int hops) {
+/* Appends in (its allOf items expanded, and with refs its $ref target, recursively) to
+ * out[*n]. */
+static int flatten(sc *c, part in, part *out, int *n, const char *path, int hops, int refs) {
     if (in.s->type == CPULM_JSON_BOOL)
         return in.s->u.boolean ? 0
                                : sc_empty(c, path, "%s", "'allOf': schema false allows nothing");
@@ -1006,12 +1007,12 @@ static int flatten(sc *c, part in, part *out, int *n, const char *path, int hops
     if (*n >= MAX_PARTS)
         return sc_fail(c, CPULM_ERR_LIMIT, path, "'allOf': more than %d schemas must hold together",
                        MAX_PARTS);
-    out[(*n)++] = (part){in.s, in.skip | CPULM_SK_ALLOF | CPULM_SK_REF};
+    out[(*n)++] = (part){in.s, in.skip | CPULM_SK_ALLOF | (refs ? CPULM_SK_REF : 0)};
     if (all && (all->type != CPULM_JSON_ARRAY || all->u.list.n == 0))
         return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'allOf' must be a non-empty array");
     for (size_t i = 0; all && i < all->u.list.n; i++)
-        if (flatten(c, (part){&all->u.list.items[i], 0}, out, n, path, hops) < 0) return -1;
-    if (!ref) return 0;
+        if (flatten(c, (part){&all->u.list.items[i], 0}, out, n, path, hops, refs) < 0) return -1;
+    if (!ref || !refs) return 0;
     const char *r = cpulm_json_str(ref);
     const cpulm_json *target = r ? resolve(c, r) : NULL;
     if (!target)
@@ -1021,7 +1022,7 @@ static int flatten(sc *c, part in, part *out, int *n, const char *path, int hops
         return sc_fail(c, CPULM_ERR_UNSUPPORTED, path,
                        "'$ref' beside other keywords: more than %d references to follow",
                        MAX_INLINE);
-    return flatten(c, (part){target, 0}, out, n, path, hops + 1);
+    return flatten(c, (part){target, 0}, out, n, path, hops + 1, refs);
 }
 
 /* p[i]'s alternatives (anyOf or oneOf), each with every other part: one rule each. */
@@ -1081,27 +1082,33 @@ static int gen_merged(sc *c, const part *p, int n, const char *path, cpulm_buf *
     return gen_body(c, cpulm_json_root(d), 0, path, body);
 }
 
+/* Moves the parts of p[0..n) that still say something to the front; returns their count. */
+static int live_parts(part *p, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (n_constraints(p[i].s, p[i].skip)) p[k++] = p[i];
+    return k;
+}
+
 static int gen_parts(sc *c, const part *in, int n_in, const char *path, cpulm_buf *body) {
-    int live = -1, n_live = 0;
-    for (int i = 0; i < n_in; i++)
-        if (in[i].s->type != CPULM_JSON_OBJECT || n_constraints(in[i].s, in[i].skip))
-            live = i, n_live++;
-    if (n_live == 0) return cpulm_buf_puts(body, "json-value0"), 0;
-    if (n_live == 1 && !needs_parts(in[live].s, in[live].skip)) /* keeps $refs named rules */
-        return gen_body(c, in[live].s, in[live].skip, path, body);
     part p[MAX_PARTS + 1];
     int n = 0;
-    for (int i = 0; i < n_in; i++)
-        if (flatten(c, in[i], p, &n, path, 0) < 0) return -1;
+    for (int i = 0; i < n_in; i++) /* allOf expanded first, $refs kept */
+        if (flatten(c, in[i], p, &n, path, 0, 0) < 0) return -1;
+    n = live_parts(p, n);
+    if (n == 0) return cpulm_buf_puts(body, "json-value0"), 0;
+    if (n == 1 && !needs_parts(p[0].s, p[0].skip)) /* one plain part: a $ref keeps its rule */
+        return gen_body(c, p[0].s, p[0].skip, path, body);
+    n = 0;
+    for (int i = 0; i < n_in; i++) /* then with $ref targets inlined, to merge them */
+        if (flatten(c, in[i], p, &n, path, 0, 1) < 0) return -1;
     for (int i = 0; i < n; i++) {
         if (KW(p[i].s, p[i].skip, "anyOf"))
             return gen_distributed(c, p, n, i, "anyOf", CPULM_SK_ANYOF, path, body);
         if (KW(p[i].s, p[i].skip, "oneOf"))
             return gen_distributed(c, p, n, i, "oneOf", CPULM_SK_ONEOF, path, body);
     }
-    int k = 0; /* parts that still say something */
-    for (int i = 0; i < n; i++)
-        if (n_constraints(p[i].s, p[i].skip)) p[k++] = p[i];
+    int k = live_parts(p, n);
     if (k == 0) return cpulm_buf_puts(body, "json-value0"), 0;
     if (k == 1) return gen_body(c, p[0].s, p[0].skip, path, body);
     return gen_merged(c, p, k, path, body);
