@@ -428,6 +428,12 @@ TEST(schema_keywords_intersect) {
          {"\"a\xC2\xA0"
           "b\""}},
         {"{\"type\":\"string\",\"pattern\":\"^.$\"}", {"\"a\""}, {"\"\xE2\x80\xA8\""}},
+        /* recursion through a $ref beside other keywords: the intersection is one rule */
+        {"{\"$defs\":{\"N\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+         "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/N\"},{\"type\":\"null\"}],\"type\":[\"object\","
+         "\"null\"]}},\"required\":[\"v\",\"next\"]}},\"$ref\":\"#/$defs/N\",\"type\":\"object\"}",
+         {"{\"v\":1,\"next\":{\"v\":2,\"next\":null}}"},
+         {"{\"v\":1,\"next\":{\"v\":2}}", "{\"v\":1,\"next\":3}"}},
         /* recursion through allOf-wrapped $refs (pydantic writes them) stays a named rule */
         {"{\"$defs\":{\"N\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
          "\"kids\":{\"type\":\"array\",\"items\":{\"allOf\":[{\"$ref\":\"#/$defs/N\"}],"

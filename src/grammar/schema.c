@@ -50,6 +50,8 @@ typedef struct sc {
     int empty;             /* the failure means "no value is valid here" (see sc_undo_empty) */
     cpulm_json_doc **docs; /* intersections written out and read back (gen_merged) */
     int n_docs, cap_docs;
+    struct memo *memos; /* intersections generated, by merged text (gen_merged) */
+    int n_memos, cap_memos;
     int nest;   /* compile_rest depth */
     int *n_sub; /* compile_rest calls, over all nesting */
 } sc;
@@ -896,11 +898,24 @@ static int gen_type(sc *c, const cpulm_json *s, const char *t, const char *path,
 
 typedef struct mark {
     size_t out, body;
-    int n_refs;
+    int n_refs, n_memos;
 } mark;
 
+/* One intersection's rule, so recursion through it (a $ref inlined beside other keywords
+ * inside its own target) refers back to the rule instead of inlining forever. */
+typedef struct memo {
+    char *text; /* the merged schema */
+    int rule, nesting, open;
+} memo;
+
+static void drop_memos(sc *c, int from) {
+    for (int i = from; i < c->n_memos; i++)
+        free(c->memos[i].text);
+    c->n_memos = from < c->n_memos ? from : c->n_memos;
+}
+
 static mark sc_mark(const sc *c, const cpulm_buf *body) {
-    return (mark){c->out->len, body->len, c->n_refs};
+    return (mark){c->out->len, body->len, c->n_refs, c->n_memos};
 }
 
 /* After a failure: if it only meant "nothing is valid here", undoes it and returns 1. */
@@ -908,6 +923,7 @@ static int sc_undo_empty(sc *c, mark m, cpulm_buf *body, char *why, size_t cap) 
     if (!c->failed || !c->empty) return 0;
     if (why && c->err) snprintf(why, cap, "%s", c->err->msg);
     c->out->len = m.out, body->len = m.body, c->n_refs = m.n_refs;
+    drop_memos(c, m.n_memos);
     if (c->out->data) c->out->data[m.out] = 0;
     if (body->data) body->data[m.body] = 0;
     c->failed = c->empty = 0;
@@ -1056,21 +1072,37 @@ static int gen_distributed(sc *c, const part *p, int n, int i, const char *key, 
 }
 
 /* The parts merged into one schema (schema_merge.c), read back and generated. */
-static int gen_merged(sc *c, const part *p, int n, const char *path, cpulm_buf *body) {
-    cpulm_buf t;
-    cpulm_buf_init(&t, 0);
-    char msg[256];
-    int rc = cpulm_grammar_schema_merge(p, n, &t, msg, sizeof msg);
-    cpulm_json_doc *d = NULL;
-    cpulm_error e = {0};
-    if (rc == 0 && c->n_docs < MAX_DOCS)
-        rc = cpulm_json_parse(t.data, t.len, NULL, &d, NULL, &e) == CPULM_OK ? 0 : -3;
-    cpulm_buf_release(&t);
-    if (rc == -2) return sc_empty(c, path, "%s", msg);
-    if (rc == -1) return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", msg);
-    if (rc < 0 || c->n_docs >= MAX_DOCS)
-        return sc_fail(c, CPULM_ERR_LIMIT, path, "'allOf': combined schemas too large (%s)",
-                       e.msg[0] ? e.msg : "too many");
+/* The rule already made for the merged schema text t, or -1 (-2: failed). */
+static int find_memo(sc *c, const cpulm_buf *t, const char *path) {
+    for (int i = 0; i < c->n_memos; i++) {
+        if (++c->work > MAX_WORK || strcmp(c->memos[i].text, t->data)) continue;
+        if (c->memos[i].open && c->memos[i].nesting == c->nesting) /* x ::= .. x, unnested */
+            return sc_empty(c, path, "%s",
+                            "'$ref' beside other keywords refers to itself outside any array "
+                            "or object: no value comes from it"),
+                   -2;
+        return c->memos[i].rule;
+    }
+    return -1;
+}
+
+/* Remembers t as rule r (being generated); its index, or -1 (failed). */
+static int add_memo(sc *c, const cpulm_buf *t, int r, const char *path) {
+    if (c->n_memos == c->cap_memos) {
+        int cap = c->cap_memos ? c->cap_memos * 2 : 16;
+        memo *nm = realloc(c->memos, sizeof *nm * (size_t)cap);
+        if (!nm) return sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
+        c->memos = nm, c->cap_memos = cap;
+    }
+    char *text = malloc(t->len + 1);
+    if (!text) return sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
+    memcpy(text, t->data, t->len + 1);
+    c->memos[c->n_memos] = (memo){text, r, c->nesting, 1};
+    return c->n_memos++;
+}
+
+/* Keeps d until the end ($ref names in it are remembered). */
+static int keep_doc(sc *c, cpulm_json_doc *d, const char *path) {
     if (c->n_docs == c->cap_docs) {
         int cap = c->cap_docs ? c->cap_docs * 2 : 16;
         cpulm_json_doc **nd = realloc(c->docs, sizeof *nd * (size_t)cap);
@@ -1078,8 +1110,41 @@ static int gen_merged(sc *c, const part *p, int n, const char *path, cpulm_buf *
             return cpulm_json_free(d), sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
         c->docs = nd, c->cap_docs = cap;
     }
-    c->docs[c->n_docs++] = d; /* kept: $ref names in it are remembered until the end */
-    return gen_body(c, cpulm_json_root(d), 0, path, body);
+    c->docs[c->n_docs++] = d;
+    return 0;
+}
+
+/* The parts merged into one schema (schema_merge.c), read back and generated as a rule
+ * (one per distinct merged schema). */
+static int gen_merged(sc *c, const part *p, int n, const char *path, cpulm_buf *body) {
+    cpulm_buf t;
+    cpulm_buf_init(&t, 0);
+    char msg[256];
+    int rc = cpulm_grammar_schema_merge(p, n, &t, msg, sizeof msg), r = -1, k = -1;
+    cpulm_json_doc *d = NULL;
+    cpulm_error e = {0};
+    if (rc == 0 && (r = find_memo(c, &t, path)) >= 0) cpulm_buf_printf(body, "r%d", r);
+    if (rc == 0 && r == -1 && c->n_docs < MAX_DOCS)
+        rc = cpulm_json_parse(t.data, t.len, NULL, &d, NULL, &e) == CPULM_OK ? 0 : -3;
+    if (rc == 0 && r == -1 && d && keep_doc(c, d, path) == 0)
+        k = add_memo(c, &t, r = new_rule(c), path);
+    cpulm_buf_release(&t);
+    if (rc == -2) return sc_empty(c, path, "%s", msg);
+    if (rc == -1) return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", msg);
+    if (rc < 0 || (r == -1 && !c->failed))
+        return sc_fail(c, CPULM_ERR_LIMIT, path, "'allOf': combined schemas too large (%s)",
+                       e.msg[0] ? e.msg : "too many");
+    if (c->failed || k < 0) return c->failed ? -1 : 0; /* found (k < 0), or failed */
+    cpulm_buf inner;
+    cpulm_buf_init(&inner, 0);
+    rc = gen_body(c, cpulm_json_root(d), 0, path, &inner);
+    if (rc == 0 && !c->failed) {
+        define(c, r, &inner);
+        c->memos[k].open = 0;
+        cpulm_buf_printf(body, "r%d", r);
+    }
+    cpulm_buf_release(&inner);
+    return c->failed ? -1 : 0;
 }
 
 /* Moves the parts of p[0..n) that still say something to the front; returns their count. */
@@ -1143,6 +1208,8 @@ static cpulm_grammar *compile_rest(sc *c, const cpulm_json *s, unsigned skip, co
     for (int i = 0; i < sub.n_docs; i++)
         cpulm_json_free(sub.docs[i]);
     free(sub.docs);
+    drop_memos(&sub, 0);
+    free(sub.memos);
     cpulm_buf_release(&t);
     return g;
 }
@@ -1263,6 +1330,8 @@ int cpulm_grammar_schema_rules(const cpulm_json *schema, cpulm_buf *out, int *ne
     for (int i = 0; i < c.n_docs; i++)
         cpulm_json_free(c.docs[i]);
     free(c.docs);
+    drop_memos(&c, 0);
+    free(c.memos);
     if (r < 0 && err && !err->msg[0]) cpulm_errf(err, CPULM_ERR_UNSUPPORTED, "unsupported schema");
     if (r < 0 && err) err->code = c.code ? c.code : CPULM_ERR_UNSUPPORTED;
     return r;
