@@ -345,12 +345,145 @@ TEST(schema_refuses_unsupported_by_name) {
         {"{\"type\":\"string\",\"pattern\":\"(?=x)\"}", "lookaround"},
         {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "backreference"},
         {"{\"$ref\":\"https://example.com/s.json\"}", "$ref"},
-        {"{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", "'allOf' with more than one"},
+        {"{\"allOf\":[{\"type\":\"string\",\"pattern\":\"^a\"},{\"pattern\":\"b$\"}]}",
+         "two different 'pattern'"},
         {"{\"if\":{},\"then\":{}}", "'if'"},
         {NULL, "'maxProperties_is_not_used'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         cpulm_json_doc *d = jparse(cases[i].schema ? cases[i].schema : SCHEMAS[N_SCHEMAS]);
+        REQUIRE(t, d);
+        cpulm_buf b;
+        cpulm_buf_init(&b, 0);
+        cpulm_error e = {0};
+        cpulm_status st = cpulm_grammar_from_schema(cpulm_json_root(d), &b, &e);
+        if (st == CPULM_OK || !strstr(e.msg, cases[i].what)) {
+            fprintf(stderr, "  case %zu: status %d, '%s' (want '%s')\n", i, st, e.msg,
+                    cases[i].what);
+            t->n_fail++;
+        }
+        cpulm_buf_release(&b);
+        cpulm_json_free(d);
+    }
+}
+
+/* Every keyword of a schema holds together: keywords beside enum/const/$ref/anyOf/oneOf/
+ * allOf, the schemas of allOf, and fractional or exclusive number bounds (issue #29). */
+TEST(schema_keywords_intersect) {
+    static const struct {
+        const char *schema;
+        const char *yes[5], *no[6];
+    } cases[] = {
+        {"{\"enum\":[1,\"a\",\"bb\"],\"type\":\"string\",\"maxLength\":1}",
+         {"\"a\""},
+         {"1", "\"bb\""}},
+        {"{\"allOf\":[{\"type\":\"integer\"}],\"minimum\":3}", {"3", "40"}, {"2", "-5", "3.5"}},
+        {"{\"type\":\"number\",\"minimum\":0.5,\"maximum\":0.7}",
+         {"0.5", "0.6", "0.7", "0.65432", "0.70"},
+         {"0.4", "0.71", "0.7000001", "1", "0", "0.49999"}},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":0.5,\"exclusiveMaximum\":0.7}",
+         {"0.51", "0.69999", "0.5000001"},
+         {"0.5", "0.50", "0.5000", "0.7", "0.70", "0.8"}},
+        {"{\"type\":\"number\",\"minimum\":-2.25,\"maximum\":-1.5}",
+         {"-2.25", "-1.5", "-2", "-1.75", "-2.2"},
+         {"-2.26", "-1.49", "-1", "0", "-3"}},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":-0.5,\"maximum\":0}",
+         {"-0.49", "0", "-0.1"},
+         {"-0.5", "0.1", "-0.50", "1"}},
+        {"{\"type\":\"integer\",\"exclusiveMinimum\":2.5,\"maximum\":7.9}", {"3", "7"}, {"2", "8"}},
+        {"{\"type\":\"number\",\"minimum\":1234567.125,\"exclusiveMaximum\":1234568}",
+         {"1234567.125", "1234567.5", "1234567.99"},
+         {"1234567.12", "1234568", "1234568.0"}},
+        {"{\"$defs\":{\"s\":{\"type\":\"string\"}},\"$ref\":\"#/$defs/s\",\"maxLength\":2}",
+         {"\"ab\""},
+         {"\"abc\"", "1"}},
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}],\"type\":\"string\","
+         "\"minLength\":2}",
+         {"\"ab\""},
+         {"\"a\"", "12"}},
+        {"{\"oneOf\":[{\"type\":\"integer\",\"maximum\":0},{\"type\":\"integer\",\"minimum\":10}],"
+         "\"minimum\":-3,\"maximum\":12}",
+         {"-3", "0", "11", "12"},
+         {"-4", "13", "5"}},
+        {"{\"type\":\"object\",\"required\":[\"x\"],\"additionalProperties\":{\"type\":\"integer\"}"
+         "}",
+         {"{\"x\":1}"},
+         {"{\"x\":\"s\"}", "{}"}},
+        {"{\"const\":\"abc\",\"type\":\"string\",\"minLength\":2}", {"\"abc\""}, {"\"ab\""}},
+        /* maxLength speaks of strings only: 5 stays */
+        {"{\"enum\":[5,\"abc\",\"d\"],\"maxLength\":2}", {"5", "\"d\""}, {"\"abc\""}},
+        {"{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+         "\"required\":[\"a\"]},{\"properties\":{\"a\":{\"minimum\":5},\"b\":{\"type\":\"string\"}}"
+         ","
+         "\"required\":[\"b\"]}]}",
+         {"{\"a\":5,\"b\":\"x\"}"},
+         {"{\"a\":4,\"b\":\"x\"}", "{\"a\":5}", "{\"a\":5.5,\"b\":\"x\"}"}},
+        {"{\"allOf\":[{\"type\":\"array\",\"prefixItems\":[{\"type\":\"number\"}]},"
+         "{\"items\":{\"type\":\"integer\"}}]}",
+         {"[3]"},
+         {"[3.5]"}},
+        /* JavaScript's \s includes U+00A0 and '.' excludes U+2028 */
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\S+$\"}",
+         {"\"ab\""},
+         {"\"a\xC2\xA0"
+          "b\""}},
+        {"{\"type\":\"string\",\"pattern\":\"^.$\"}", {"\"a\""}, {"\"\xE2\x80\xA8\""}},
+        /* recursion through a $ref beside other keywords: the intersection is one rule */
+        {"{\"$defs\":{\"N\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+         "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/N\"},{\"type\":\"null\"}],\"type\":[\"object\","
+         "\"null\"]}},\"required\":[\"v\",\"next\"]}},\"$ref\":\"#/$defs/N\",\"type\":\"object\"}",
+         {"{\"v\":1,\"next\":{\"v\":2,\"next\":null}}"},
+         {"{\"v\":1,\"next\":{\"v\":2}}", "{\"v\":1,\"next\":3}"}},
+        /* recursion through allOf-wrapped $refs (pydantic writes them) stays a named rule */
+        {"{\"$defs\":{\"N\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+         "\"kids\":{\"type\":\"array\",\"items\":{\"allOf\":[{\"$ref\":\"#/$defs/N\"}],"
+         "\"description\":\"c\"}}},\"required\":[\"v\"]}},\"allOf\":[{\"$ref\":\"#/$defs/N\"}]}",
+         {"{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[{\"v\":3}]}]}"},
+         {"{\"v\":1,\"kids\":[{\"x\":2}]}"}},
+        {"{\"$defs\":{\"d\":{\"anyOf\":[{\"type\":\"boolean\"},{\"$ref\":\"#/$defs/d\"}]}},"
+         "\"$ref\":\"#/$defs/d\"}",
+         {"true"},
+         {"1"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cpulm_json_doc *d = jparse(cases[i].schema);
+        REQUIRE(t, d);
+        cpulm_grammar *g = schema_grammar(t, cpulm_json_root(d));
+        for (int k = 0; g && k < 6; k++) {
+            const char *yes = k < 5 ? cases[i].yes[k] : NULL, *no = cases[i].no[k];
+            if ((yes && !gmatch(g, yes)) || (no && gmatch(g, no))) {
+                fprintf(stderr, "  case %zu: '%s' should %s\n", i,
+                        yes && !gmatch(g, yes) ? yes : no,
+                        yes && !gmatch(g, yes) ? "match" : "not match");
+                t->n_fail++;
+            }
+        }
+        if (!g) fprintf(stderr, "  case %zu refused\n", i);
+        cpulm_grammar_free(g);
+        cpulm_json_free(d);
+    }
+}
+
+/* Schemas no value satisfies are refused, naming the keyword (the server's 400). */
+TEST(schema_unsatisfiable_refused_by_name) {
+    static const struct {
+        const char *schema, *what;
+    } cases[] = {
+        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"],"
+         "\"additionalProperties\":false}",
+         "'required' property 'b'"},
+        {"{\"enum\":[\"a\",\"bb\"],\"type\":\"integer\"}", "'enum'"},
+        {"{\"const\":\"abc\",\"maxLength\":2}", "'const'"},
+        {"{\"type\":\"number\",\"minimum\":0.7,\"maximum\":0.5}", "'minimum', 'maximum'"},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":1,\"maximum\":1}", "'exclusiveMinimum'"},
+        {"{\"type\":\"integer\",\"minimum\":0.5,\"maximum\":0.7}", "'minimum', 'maximum'"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "'type'"},
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}],\"type\":\"boolean\"}",
+         "'anyOf'"},
+        {"{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "'maxLength' < 'minLength'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cpulm_json_doc *d = jparse(cases[i].schema);
         REQUIRE(t, d);
         cpulm_buf b;
         cpulm_buf_init(&b, 0);

@@ -176,16 +176,17 @@ void cpulm_grammar_matcher_stats(const cpulm_grammar_matcher *m, cpulm_grammar_s
  * Appends a GBNF grammar (root rule "root") for values valid under the schema. Supported:
  * type (incl. arrays of types, "null"), properties, required, additionalProperties (false,
  * true, or a schema), enum, const, anyOf, oneOf (branches provably disjoint, else
- * CPULM_ERR_UNSUPPORTED), allOf of one schema, $ref to
- * "#", "#/$defs/..", "#/definitions/..", items, prefixItems, minItems, maxItems,
- * minLength, maxLength, pattern (a regex subset), format date, time, date-time, uuid,
- * minimum, maximum, exclusiveMinimum, exclusiveMaximum (integers exactly; numbers: the
- * integer part's sign and bound where the bound is 0), and the annotations title,
- * description, default, examples, $schema, $id, $comment. Anything else (e.g. "not",
- * "if", "patternProperties", "multipleOf", "uniqueItems", other formats) is refused:
- * CPULM_ERR_UNSUPPORTED with err->msg naming the keyword and its JSON path. Whitespace
- * between tokens is bounded (at most one newline and a few spaces), so no output loops
- * on whitespace. Object properties come in the schema's order. */
+ * CPULM_ERR_UNSUPPORTED), allOf, $ref to "#", "#/$defs/..", "#/definitions/..", items,
+ * prefixItems, minItems, maxItems, minLength, maxLength, pattern (a regex subset), format
+ * date, time, date-time, uuid, minimum, maximum, exclusiveMinimum, exclusiveMaximum
+ * (fractional bounds exactly), and the annotations title, description, default, examples,
+ * $schema, $id, $comment. Every keyword of a schema holds together (keywords beside enum,
+ * const, $ref, anyOf and oneOf included; allOf is an intersection). Anything else (e.g.
+ * "not", "if", "patternProperties", "multipleOf", "uniqueItems", other formats) is refused:
+ * CPULM_ERR_UNSUPPORTED with err->msg naming the keyword and its JSON path; so is a schema
+ * no value satisfies (CPULM_ERR_INVALID_ARG, naming the keyword that empties it).
+ * Whitespace between tokens is bounded (at most one newline and a few spaces), so no
+ * output loops on whitespace. Object properties come in the schema's order. */
 cpulm_status cpulm_grammar_from_schema(const cpulm_json *schema, cpulm_buf *out, cpulm_error *err);
 /* Any JSON value (json_object mode; root an object if object_only). */
 void cpulm_grammar_json_any(cpulm_buf *out, int object_only);

@@ -64,8 +64,20 @@ static int cls_add(rx *R, cls *c, uint32_t lo, uint32_t hi) {
     return 0;
 }
 
-/* \d \w \s as ranges (\s narrowed to a space: JSON would escape the others). */
-static int cls_add_shorthand(rx *R, cls *c, char k) {
+/* \d \w \s as ranges. \s is narrowed to a space (JSON would escape the others) where it
+ * allows characters; where it excludes them (\S, [^\s]) it is the whole of what a
+ * JavaScript regex (ajv and most validators) calls white space, so the excluded set is
+ * never smaller than the validator's. */
+static int cls_add_shorthand(rx *R, cls *c, char k, int full) {
+    static const uint32_t JS_SPACE[][2] = {
+        {0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+        {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+    if (k == 's' && full) {
+        int rc = 0;
+        for (size_t i = 0; i < sizeof JS_SPACE / sizeof *JS_SPACE; i++)
+            rc |= cls_add(R, c, JS_SPACE[i][0], JS_SPACE[i][1]);
+        return rc;
+    }
     if (k == 'd') return cls_add(R, c, '0', '9');
     if (k == 'w')
         return cls_add(R, c, '0', '9') | cls_add(R, c, 'a', 'z') | cls_add(R, c, 'A', 'Z') |
@@ -166,7 +178,7 @@ static int parse_class(rx *R) {
         if (k < 0) return -1;
         if (k == 2) {
             if (sh >= 'A' && sh <= 'Z') return rx_fail(R, "negated shorthand inside a class");
-            if (cls_add_shorthand(R, &c, sh) < 0) return -1;
+            if (cls_add_shorthand(R, &c, sh, negate) < 0) return -1;
             continue;
         }
         hi = lo;
@@ -207,9 +219,9 @@ static int parse_atom(rx *R) {
         R->p++;
         return parse_class(R);
     }
-    if (c == '.') {
+    if (c == '.') { /* a JavaScript '.' excludes the line terminators */
         R->p++;
-        cpulm_buf_puts(R->out, "[^" SAFE_NOT "]");
+        cpulm_buf_puts(R->out, "[^\\u2028\\u2029" SAFE_NOT "]");
         return 0;
     }
     if (c == '^' || c == '$') return rx_fail(R, "anchors inside the pattern are not supported");
@@ -222,7 +234,7 @@ static int parse_atom(rx *R) {
     if (k == 1) return emit_cp(R, cp), 0;
     cls cl = {.n = 0};
     char low = (char)(sh | 0x20);
-    if (cls_add_shorthand(R, &cl, low) < 0) return -1;
+    if (cls_add_shorthand(R, &cl, low, sh != low) < 0) return -1;
     return emit_class(R, &cl, sh != low);
 }
 

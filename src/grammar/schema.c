@@ -3,10 +3,17 @@
  * Every generated grammar is sound: whatever it produces validates against the schema
  * (oneOf included: its branches must be provably disjoint, see check_one_of).
  * Where an exact grammar would be large, it is narrower instead (never wider): object
- * properties come in the schema's order and extra properties are not generated; number
- * bounds are tightened to integers; "\s" in a pattern is a space. Keywords outside the
- * subset are refused by name rather than ignored, so a request never gets unconstrained
- * output while believing it is constrained.
+ * properties come in the schema's order and extra properties are not generated; "\s" in
+ * a pattern is a space. Keywords outside the subset are refused by name rather than
+ * ignored, so a request never gets unconstrained output while believing it is constrained.
+ *
+ * All keywords of a schema hold together. A schema with allOf, or with keywords beside
+ * $ref/anyOf/oneOf, is a list of parts (gen_parts): allOf items and $ref targets are
+ * inlined, anyOf/oneOf are distributed (each branch with every other part), and what is
+ * left is merged keyword by keyword into one schema (schema_merge.c). Values of enum/const
+ * are kept only if the grammar of the schema's other keywords accepts them. A part that
+ * allows nothing (an empty range, no common type) is refused by name, or dropped when it
+ * is one branch of several (sc_empty / sc_undo_empty).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -15,6 +22,8 @@
 #include <string.h>
 
 #include "grammar/grammar.h"
+#include "grammar/numrange.h"
+#include "grammar/schema_int.h"
 
 #define MAX_REFS   256
 #define MAX_DEPTH  64
@@ -33,8 +42,18 @@ typedef struct sc {
     int n_rules, depth;
     const char *ref_name[MAX_REFS];
     int ref_rule[MAX_REFS];
+    int ref_nest[MAX_REFS];  /* nesting when the ref's generation began */
+    char ref_open[MAX_REFS]; /* still being generated */
+    int nesting;             /* arrays and objects entered (gen_array, gen_object) */
     int n_refs;
-    uint64_t work; /* see MAX_WORK */
+    uint64_t work;         /* see MAX_WORK */
+    int empty;             /* the failure means "no value is valid here" (see sc_undo_empty) */
+    cpulm_json_doc **docs; /* intersections written out and read back (gen_merged) */
+    int n_docs, cap_docs;
+    struct memo *memos; /* intersections generated, by merged text (gen_merged) */
+    int n_memos, cap_memos;
+    int nest;   /* compile_rest depth */
+    int *n_sub; /* compile_rest calls, over all nesting */
 } sc;
 
 /* ---- shared base rules ---- */
@@ -91,6 +110,21 @@ static int sc_fail(sc *c, cpulm_status code, const char *path, const char *fmt, 
         c->code = code;
     }
     c->failed = 1;
+    return -1;
+}
+
+/* A failure meaning that nothing is valid (an empty range, a required property that may
+ * not appear): a branch of anyOf/oneOf/type that fails so is left out instead. */
+static int sc_empty(sc *c, const char *path, const char *fmt, ...) CPULM_PRINTF(3, 4);
+static int sc_empty(sc *c, const char *path, const char *fmt, ...) {
+    if (c->failed) return -1;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", msg);
+    c->empty = 1;
     return -1;
 }
 
@@ -181,52 +215,14 @@ static int check_keywords(sc *c, const cpulm_json *s, const char *path) {
 }
 
 static int gen(sc *c, const cpulm_json *s, const char *path);
+static const cpulm_json *resolve(const sc *c, const char *ref);
+static int check_one_of(sc *c, const cpulm_json *list, const char *path);
 
 static void subpath(char *out, size_t cap, const char *path, const char *a, const char *b) {
     snprintf(out, cap, "%s/%s%s%s", path, a, b ? "/" : "", b ? b : "");
 }
 
 /* ---- integers ---- */
-
-/* Appends alternatives for the decimal numbers of exactly len(a) digits in [a, b] (same
- * length strings). */
-static void digits_range(cpulm_buf *b, const char *lo, const char *hi, size_t n) {
-    if (n == 0) return;
-    if (n == 1) {
-        cpulm_buf_printf(b, "[%c-%c]", lo[0], hi[0]);
-        return;
-    }
-    if (lo[0] == hi[0]) {
-        cpulm_buf_printf(b, "\"%c\" ", lo[0]);
-        digits_range(b, lo + 1, hi + 1, n - 1);
-        return;
-    }
-    int lo_zero = strspn(lo + 1, "0") == n - 1, hi_nine = strspn(hi + 1, "9") == n - 1;
-    char nines[32], zeros[32];
-    memset(nines, '9', n - 1);
-    memset(zeros, '0', n - 1);
-    cpulm_buf_puts(b, "( ");
-    int any = 0;
-    char a0 = lo[0], b0 = hi[0];
-    if (!lo_zero) {
-        cpulm_buf_printf(b, "\"%c\" ( ", a0);
-        digits_range(b, lo + 1, nines, n - 1);
-        cpulm_buf_puts(b, " )");
-        a0++;
-        any = 1;
-    }
-    char top = hi_nine ? b0 : (char)(b0 - 1);
-    if (a0 <= top) {
-        cpulm_buf_printf(b, "%s[%c-%c] [0-9]{%zu}", any ? " | " : "", a0, top, n - 1);
-        any = 1;
-    }
-    if (!hi_nine) {
-        cpulm_buf_printf(b, "%s\"%c\" ( ", any ? " | " : "", b0);
-        digits_range(b, zeros, hi + 1, n - 1);
-        cpulm_buf_puts(b, " )");
-    }
-    cpulm_buf_puts(b, " )");
-}
 
 /* Alternatives for the integers in [lo, hi] (0 <= lo <= hi), no sign, no leading zeros. */
 static void nonneg_range(cpulm_buf *b, uint64_t lo, uint64_t hi) {
@@ -240,7 +236,7 @@ static void nonneg_range(cpulm_buf *b, uint64_t lo, uint64_t hi) {
         snprintf(sa, sizeof sa, "%llu", (unsigned long long)a);
         snprintf(sz, sizeof sz, "%llu", (unsigned long long)z);
         if (!first) cpulm_buf_puts(b, " | ");
-        digits_range(b, sa, sz, strlen(sa));
+        cpulm_grammar_digits_range(b, sa, sz, strlen(sa));
         first = 0;
         if (z == hi) break;
         lo = z + 1;
@@ -267,12 +263,23 @@ static void int_range(cpulm_buf *b, int64_t lo, int64_t hi) {
     cpulm_buf_puts(b, " )");
 }
 
-/* Reads minimum/maximum (and exclusive forms) as integer bounds: lo = smallest allowed
- * integer, hi = largest. Returns -1 on a bad value, 1 if the range is empty. */
-static int int_bounds(sc *c, const cpulm_json *s, const char *path, int64_t *lo, int64_t *hi) {
-    *lo = INT64_MIN;
-    *hi = INT64_MAX;
+/* The bound keywords s has, quoted, for messages ("'minimum', 'exclusiveMaximum'"). */
+static const char *bound_names(const cpulm_json *s, char *buf, size_t cap) {
     static const char *keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    size_t n = 0;
+    buf[0] = 0;
+    for (int k = 0; k < 4; k++)
+        if (cpulm_json_get(s, keys[k]) && n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%s'%s'", n ? ", " : "", keys[k]);
+    return buf;
+}
+
+/* Reads minimum/maximum and their exclusive forms: the tightest lower bound lo (strict if
+ * *slo) and upper bound hi. Unbounded ends are +-inf. -1 (failed) on a bad value. */
+static int num_bounds(sc *c, const cpulm_json *s, const char *path, double *lo, int *slo,
+                      double *hi, int *shi) {
+    static const char *keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    *lo = -INFINITY, *hi = INFINITY, *slo = *shi = 0;
     for (int k = 0; k < 4; k++) {
         const cpulm_json *v = cpulm_json_get(s, keys[k]);
         if (!v) continue;
@@ -280,14 +287,27 @@ static int int_bounds(sc *c, const cpulm_json *s, const char *path, int64_t *lo,
             return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "'%s' must be a number within 1e15",
                            keys[k]);
         double x = v->u.num.f;
-        int64_t b = k == 0   ? (int64_t)ceil(x)
-                    : k == 1 ? (int64_t)floor(x) + 1
-                    : k == 2 ? (int64_t)floor(x)
-                             : (int64_t)ceil(x) - 1;
-        if (k < 2 && b > *lo) *lo = b;
-        if (k >= 2 && b < *hi) *hi = b;
+        int strict = k & 1;
+        if (k < 2 && (x > *lo || (x == *lo && strict))) *lo = x, *slo = strict;
+        if (k >= 2 && (x < *hi || (x == *hi && strict))) *hi = x, *shi = strict;
     }
-    return *lo > *hi ? sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "empty numeric range") : 0;
+    return 0;
+}
+
+static int empty_range(sc *c, const cpulm_json *s, const char *path, const char *what) {
+    char names[128];
+    return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s: no %s in the range",
+                   bound_names(s, names, sizeof names), what);
+}
+
+/* Integer bounds [lo, hi] from the (maybe fractional, maybe exclusive) ones. */
+static int int_bounds(sc *c, const cpulm_json *s, const char *path, int64_t *lo, int64_t *hi) {
+    double flo, fhi;
+    int slo, shi;
+    if (num_bounds(c, s, path, &flo, &slo, &fhi, &shi) < 0) return -1;
+    *lo = flo == -INFINITY ? INT64_MIN : (int64_t)(slo ? floor(flo) + 1 : ceil(flo));
+    *hi = fhi == INFINITY ? INT64_MAX : (int64_t)(shi ? ceil(fhi) - 1 : floor(fhi));
+    return *lo > *hi ? empty_range(c, s, path, "integer") : 0;
 }
 
 static int has_bounds(const cpulm_json *s) {
@@ -299,35 +319,26 @@ static int gen_integer(sc *c, const cpulm_json *s, const char *path, cpulm_buf *
     if (!has_bounds(s)) return cpulm_buf_puts(body, "json-int"), 0;
     int64_t lo, hi;
     if (int_bounds(c, s, path, &lo, &hi) < 0) return -1;
+    if (lo > 999999999999999LL || hi < -999999999999999LL) /* past what is generated */
+        return empty_range(c, s, path, "integer within 15 digits");
     int_range(body, lo, hi);
     return 0;
 }
 
-/* Numbers within integer-tightened bounds [lo, hi]: an integer part in [lo, hi - 1] with
- * any fraction (for negatives, the magnitude's part in [-hi, -lo - 1]), or exactly an end. */
+/* Numbers within the bounds, fractional and exclusive ones exactly (numrange.c). */
 static int gen_number(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
     if (!has_bounds(s)) return cpulm_buf_puts(body, "json-number"), 0;
-    int64_t lo, hi;
-    if (int_bounds(c, s, path, &lo, &hi) < 0) return -1;
-    const int64_t CAP = 999999999999999LL;
-    if (lo < -CAP) lo = -CAP;
-    if (hi > CAP) hi = CAP;
-    cpulm_buf_puts(body, "( ");
-    int_range(body, lo, hi);                 /* the integers themselves */
-    int64_t a = lo > 0 ? lo : 0, z = hi - 1; /* nonnegative with a fraction: part in [a, z] */
-    if (a <= z) {
-        cpulm_buf_puts(body, " | ");
-        nonneg_range(body, (uint64_t)a, (uint64_t)z);
-        cpulm_buf_puts(body, " \".\" [0-9]{1,15}");
+    double lo, hi;
+    int slo, shi;
+    if (num_bounds(c, s, path, &lo, &slo, &hi, &shi) < 0) return -1;
+    int r = cpulm_grammar_number_range(body, lo, slo, hi, shi);
+    if (r < 0) {
+        char names[128];
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path,
+                       "%s: bounds with more than 24 fraction digits are not supported",
+                       bound_names(s, names, sizeof names));
     }
-    int64_t ma = hi < 0 ? -hi : 1, mz = lo < 0 ? -lo - 1 : -1; /* negative: magnitude part */
-    if (lo < 0 && ma <= mz) {
-        cpulm_buf_puts(body, " | \"-\" ");
-        nonneg_range(body, (uint64_t)ma, (uint64_t)mz);
-        cpulm_buf_puts(body, " \".\" [0-9]{1,15}");
-    }
-    cpulm_buf_puts(body, " )");
-    return 0;
+    return r == 0 ? empty_range(c, s, path, "number") : 0;
 }
 
 /* ---- strings ---- */
@@ -353,11 +364,11 @@ static int gen_string(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
     const cpulm_json *mn = cpulm_json_get(s, "minLength"), *mx = cpulm_json_get(s, "maxLength");
     if ((fmt || pat) && (mn || mx))
         return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
-                       "minLength/maxLength together with "
-                       "pattern or format are not supported");
+                       "'minLength'/'maxLength' together with "
+                       "'pattern' or 'format' are not supported");
     if (fmt && pat)
         return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
-                       "pattern together with format is not supported");
+                       "'pattern' together with 'format' is not supported");
     if (fmt) {
         const char *f = cpulm_json_str(fmt);
         if (!f) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'format' must be a string");
@@ -377,7 +388,8 @@ static int gen_string(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
         cpulm_buf_puts(body, "\"\\\"\" ( ");
         cpulm_error e = {0};
         if (cpulm_grammar_from_regex(p, cpulm_json_len(pat), body, &e) != CPULM_OK)
-            return sc_fail(c, e.code ? e.code : CPULM_ERR_UNSUPPORTED, path, "%s", e.msg);
+            return sc_fail(c, e.code ? e.code : CPULM_ERR_UNSUPPORTED, path, "'pattern': %s",
+                           e.msg);
         cpulm_buf_puts(body, " ) \"\\\"\"");
         return 0;
     }
@@ -385,9 +397,9 @@ static int gen_string(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
     if ((mn && (!mn->is_int || lo < 0 || lo > 4096)) ||
         (mx && (!mx->is_int || hi < 0 || hi > 4096)))
         return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
-                       "minLength/maxLength must be integers in 0..4096");
+                       "'minLength'/'maxLength' must be integers in 0..4096");
     if (mx && hi < lo)
-        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "maxLength < minLength");
+        return sc_empty(c, path, "%s", "'maxLength' < 'minLength': no string is valid");
     if (!mn && !mx) return cpulm_buf_puts(body, "json-string"), 0;
     if (mx)
         cpulm_buf_printf(body, "\"\\\"\" json-char{%d,%d} \"\\\"\"", (int)lo, (int)hi);
@@ -398,7 +410,7 @@ static int gen_string(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
 
 /* ---- arrays ---- */
 
-static int gen_array(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
+static int gen_array_in(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
     const cpulm_json *items = cpulm_json_get(s, "items"),
                      *prefix = cpulm_json_get(s, "prefixItems");
     const cpulm_json *mn = cpulm_json_get(s, "minItems"), *mx = cpulm_json_get(s, "maxItems");
@@ -406,15 +418,15 @@ static int gen_array(sc *c, const cpulm_json *s, const char *path, cpulm_buf *bo
     if ((mn && (!mn->is_int || lo < 0 || lo > 1024)) ||
         (mx && (!mx->is_int || hi < 0 || hi > 1024)))
         return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
-                       "minItems/maxItems must be integers in 0..1024");
-    if (mx && hi < lo) return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "maxItems < minItems");
+                       "'minItems'/'maxItems' must be integers in 0..1024");
+    if (mx && hi < lo) return sc_empty(c, path, "%s", "'maxItems' < 'minItems': no array is valid");
     char sub[512];
     if (prefix) { /* a tuple: exactly the prefix items (valid whatever items says) */
         if (prefix->type != CPULM_JSON_ARRAY || (double)prefix->u.list.n < lo ||
             (mx && (double)prefix->u.list.n > hi))
             return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
-                           "prefixItems must be an array within "
-                           "minItems..maxItems");
+                           "'prefixItems' must be an array of a length within "
+                           "'minItems'..'maxItems'");
         cpulm_buf_puts(body, "\"[\" ws");
         for (size_t i = 0; i < prefix->u.list.n; i++) {
             char idx[24];
@@ -431,7 +443,7 @@ static int gen_array(sc *c, const cpulm_json *s, const char *path, cpulm_buf *bo
     char item[32];
     if (items && items->type == CPULM_JSON_BOOL && !items->u.boolean) {
         if (lo > 0)
-            return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "items false with minItems > 0");
+            return sc_empty(c, path, "%s", "'items' false with 'minItems' > 0: no array is valid");
         return cpulm_buf_puts(body, "\"[\" ws \"]\""), 0;
     }
     if (items && items->type != CPULM_JSON_BOOL) {
@@ -450,6 +462,13 @@ static int gen_array(sc *c, const cpulm_json *s, const char *path, cpulm_buf *bo
         cpulm_buf_printf(body, "{%d,%d}", n_lo > 0 ? n_lo - 1 : 0, n_hi - 1);
     cpulm_buf_printf(body, " ws )%s \"]\"", n_lo == 0 ? "?" : "");
     return 0;
+}
+
+static int gen_array(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
+    c->nesting++;
+    int r = gen_array_in(c, s, path, body);
+    c->nesting--;
+    return r;
 }
 
 /* ---- objects ---- */
@@ -530,7 +549,56 @@ static int gen_props(sc *c, const prop *ps, int n, const char *path, cpulm_buf *
     return 0;
 }
 
-static int gen_object(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
+/* An object without properties or required names: any, none, or a map. */
+static int gen_open_object(sc *c, const cpulm_json *add, const char *path, cpulm_buf *body) {
+    if (add && add->type == CPULM_JSON_BOOL && !add->u.boolean)
+        return cpulm_buf_puts(body, "\"{\" ws \"}\""), 0;
+    if (add && add->type == CPULM_JSON_OBJECT) { /* a map: string keys, values of one schema */
+        char sub[512];
+        subpath(sub, sizeof sub, path, "additionalProperties", NULL);
+        int v = gen(c, add, sub);
+        if (v < 0) return -1;
+        cpulm_buf_printf(body,
+                         "\"{\" ws ( json-string \":\" ws r%d ( \",\" ws json-string \":\" ws "
+                         "r%d )* ws )? \"}\"",
+                         v, v);
+        return 0;
+    }
+    return cpulm_buf_puts(body, "json-object1"), 0;
+}
+
+/* The properties to generate into ps[*n]: those of properties (in order; false ones left
+ * out), then required names properties lacks, valued by additionalProperties. */
+static int collect_props(sc *c, const cpulm_json *props, const cpulm_json *req,
+                         const cpulm_json *add, prop *ps, int *n, const char *path) {
+    for (size_t i = 0; i < cpulm_json_len(props); i++) {
+        const cpulm_json *p = &props->u.list.items[i];
+        if (p->type == CPULM_JSON_BOOL && !p->u.boolean) continue; /* may not appear */
+        ps[(*n)++] = (prop){p->key, p->key_len, p, is_required(req, p->key)};
+    }
+    for (size_t i = 0; i < cpulm_json_len(req); i++) {
+        const cpulm_json *k = cpulm_json_at(req, i);
+        if (!cpulm_json_str(k))
+            return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s",
+                           "'required' items must be strings");
+        const cpulm_json *p = cpulm_json_get(props, k->u.str.s);
+        int dup = 0;
+        for (int j = 0; j < *n && !dup; j++)
+            dup = !strcmp(ps[j].key, k->u.str.s);
+        if (dup) continue;
+        if ((p && p->type == CPULM_JSON_BOOL && !p->u.boolean) ||
+            (!p && add && add->type == CPULM_JSON_BOOL && !add->u.boolean))
+            return sc_empty(c, path,
+                            "'required' property '%.60s' is not allowed (%s false): no object "
+                            "is valid",
+                            k->u.str.s, p ? "its schema is" : "'additionalProperties'");
+        ps[(*n)++] =
+            (prop){k->u.str.s, k->u.str.len, add && add->type == CPULM_JSON_OBJECT ? add : NULL, 1};
+    }
+    return 0;
+}
+
+static int gen_object_in(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
     const cpulm_json *props = cpulm_json_get(s, "properties"), *req = cpulm_json_get(s, "required");
     const cpulm_json *add = cpulm_json_get(s, "additionalProperties");
     if (props && props->type != CPULM_JSON_OBJECT)
@@ -538,78 +606,30 @@ static int gen_object(sc *c, const cpulm_json *s, const char *path, cpulm_buf *b
     if (req && req->type != CPULM_JSON_ARRAY)
         return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'required' must be an array");
     size_t np = cpulm_json_len(props), nr = cpulm_json_len(req);
-    if (np == 0 && nr == 0) {
-        if (add && add->type == CPULM_JSON_BOOL && !add->u.boolean)
-            return cpulm_buf_puts(body, "\"{\" ws \"}\""), 0;
-        if (add && add->type == CPULM_JSON_OBJECT) { /* a map: string keys, values of one schema */
-            char sub[512];
-            subpath(sub, sizeof sub, path, "additionalProperties", NULL);
-            int v = gen(c, add, sub);
-            if (v < 0) return -1;
-            cpulm_buf_printf(body,
-                             "\"{\" ws ( json-string \":\" ws r%d ( \",\" ws json-string \":\" ws "
-                             "r%d )* ws )? \"}\"",
-                             v, v);
-            return 0;
-        }
-        return cpulm_buf_puts(body, "json-object1"), 0;
-    }
+    if (np == 0 && nr == 0) return gen_open_object(c, add, path, body);
+    c->work += (uint64_t)(np + 1) * (nr + 1) * 2; /* is_required / json_get / dedup scans */
+    if (c->work > MAX_WORK)
+        return sc_fail(c, CPULM_ERR_LIMIT, path,
+                       "'properties': %zu properties and %zu required names: more than %d "
+                       "steps to match (limit %d)",
+                       np, nr, MAX_WORK, MAX_WORK);
     prop *ps = calloc(np + nr + 1, sizeof *ps);
     if (!ps) return sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
     int n = 0;
-    c->work += (uint64_t)(np + 1) * (nr + 1); /* is_required / json_get scans */
-    if (c->work > MAX_WORK)
-        return sc_fail(c, CPULM_ERR_LIMIT, path,
-                       "%zu properties and %zu required names: more than %d steps to match "
-                       "(limit %d)",
-                       np, nr, MAX_WORK, MAX_WORK);
-    for (size_t i = 0; i < np; i++) {
-        const cpulm_json *p = &props->u.list.items[i];
-        ps[n++] = (prop){p->key, p->key_len, p, is_required(req, p->key)};
-    }
-    for (size_t i = 0; i < nr; i++) { /* required but not described: any value */
-        const cpulm_json *k = cpulm_json_at(req, i);
-        if (!cpulm_json_str(k))
-            return free(ps), sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s",
-                                     "'required' items must be strings");
-        if (!cpulm_json_get(props, k->u.str.s)) ps[n++] = (prop){k->u.str.s, k->u.str.len, NULL, 1};
-    }
-    int rc = gen_props(c, ps, n, path, body);
+    int rc = collect_props(c, props, req, add, ps, &n, path);
+    if (rc == 0) rc = gen_props(c, ps, n, path, body);
     free(ps);
     return rc;
 }
 
+static int gen_object(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
+    c->nesting++;
+    int r = gen_object_in(c, s, path, body);
+    c->nesting--;
+    return r;
+}
+
 /* ---- combinators, references, dispatch ---- */
-
-static int gen_alts(sc *c, const cpulm_json *list, const char *key, const char *path,
-                    cpulm_buf *body) {
-    if (list->type != CPULM_JSON_ARRAY || list->u.list.n == 0)
-        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "'%s' must be a non-empty array", key);
-    cpulm_buf_puts(body, "( ");
-    for (size_t i = 0; i < list->u.list.n; i++) {
-        char idx[24], sub[512];
-        snprintf(idx, sizeof idx, "%zu", i);
-        subpath(sub, sizeof sub, path, key, idx);
-        int r = gen(c, &list->u.list.items[i], sub);
-        if (r < 0) return -1;
-        cpulm_buf_printf(body, "%sr%d", i ? " | " : "", r);
-    }
-    cpulm_buf_puts(body, " )");
-    return 0;
-}
-
-static int gen_enum(sc *c, const cpulm_json *list, const char *path, cpulm_buf *body) {
-    if (list->type != CPULM_JSON_ARRAY || list->u.list.n == 0)
-        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'enum' must be a non-empty array");
-    cpulm_buf_puts(body, "( ");
-    for (size_t i = 0; i < list->u.list.n; i++) {
-        if (i) cpulm_buf_puts(body, " | ");
-        if (put_json_literal(body, &list->u.list.items[i]) < 0)
-            return sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
-    }
-    cpulm_buf_puts(body, " )");
-    return 0;
-}
 
 /* Resolves "#", "#/$defs/X", "#/definitions/X" (JSON pointer escapes ~0 ~1 in X). */
 static const cpulm_json *resolve(const sc *c, const char *ref) {
@@ -813,7 +833,7 @@ static int disjoint(sc *c, const cpulm_json *a, const cpulm_json *b, int depth) 
 }
 
 static int check_one_of(sc *c, const cpulm_json *list, const char *path) {
-    if (list->type != CPULM_JSON_ARRAY) return 0; /* gen_alts reports it */
+    if (list->type != CPULM_JSON_ARRAY) return 0; /* gen_distributed reports it */
     for (size_t i = 0; i < list->u.list.n; i++)
         for (size_t j = i + 1; j < list->u.list.n; j++) {
             int d = disjoint(c, &list->u.list.items[i], &list->u.list.items[j], 0);
@@ -833,19 +853,27 @@ static int check_one_of(sc *c, const cpulm_json *list, const char *path) {
 }
 
 static int gen_ref(sc *c, const char *ref, const char *path) {
-    for (int i = 0; i < c->n_refs; i++)
-        if (!strcmp(c->ref_name[i], ref)) return c->ref_rule[i];
+    for (int i = 0; i < c->n_refs; i++) {
+        if (strcmp(c->ref_name[i], ref)) continue;
+        if (c->ref_open[i] && c->ref_nest[i] == c->nesting) /* d ::= ... | d: adds nothing */
+            return sc_empty(c, path,
+                            "'$ref' '%.100s' refers to itself outside any array or object: no "
+                            "value comes from it",
+                            ref);
+        return c->ref_rule[i];
+    }
     const cpulm_json *target = resolve(c, ref);
     if (!target)
-        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "unresolvable or unsupported $ref '%s'",
-                       ref);
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path,
+                       "'$ref': unresolvable or unsupported reference '%.100s'", ref);
     if (c->n_refs >= MAX_REFS)
-        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "too many $refs");
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "'$ref': more than %d references", MAX_REFS);
     int r = new_rule(c); /* named before generating, so recursive references find it */
-    c->ref_name[c->n_refs] = ref;
-    c->ref_rule[c->n_refs++] = r;
+    int k = c->n_refs++;
+    c->ref_name[k] = ref, c->ref_rule[k] = r, c->ref_nest[k] = c->nesting, c->ref_open[k] = 1;
     int inner = gen(c, target, ref);
     if (inner < 0) return -1;
+    c->ref_open[k] = 0;
     cpulm_buf_printf(c->out, "r%d ::= r%d\n", r, inner);
     return r;
 }
@@ -859,72 +887,114 @@ static int gen_type(sc *c, const cpulm_json *s, const char *t, const char *path,
     if (!strcmp(t, "null")) return cpulm_buf_puts(body, "json-null"), 0;
     if (!strcmp(t, "object")) return gen_object(c, s, path, body);
     if (!strcmp(t, "array")) return gen_array(c, s, path, body);
-    return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "unknown type '%s'", t);
+    return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "'type': unknown type '%s'", t);
 }
 
-static int gen_body(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
-    if (s->type == CPULM_JSON_BOOL) {
-        if (!s->u.boolean)
-            return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "schema false allows nothing");
-        return cpulm_buf_puts(body, "json-value0"), 0;
-    }
-    if (s->type != CPULM_JSON_OBJECT)
-        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "a schema must be an object");
-    if (check_keywords(c, s, path) < 0) return -1;
-    const cpulm_json *v;
-    char sub[512];
-    if ((v = cpulm_json_get(s, "$ref"))) {
-        if (!cpulm_json_str(v))
-            return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'$ref' must be a string");
-        int r = gen_ref(c, v->u.str.s, path);
-        return r < 0 ? -1 : (cpulm_buf_printf(body, "r%d", r), 0);
-    }
-    if ((v = cpulm_json_get(s, "const"))) return put_json_literal(body, v) < 0 ? -1 : 0;
-    if ((v = cpulm_json_get(s, "enum"))) return gen_enum(c, v, path, body);
-    if ((v = cpulm_json_get(s, "anyOf"))) return gen_alts(c, v, "anyOf", path, body);
-    if ((v = cpulm_json_get(s, "oneOf")))
-        return check_one_of(c, v, path) < 0 ? -1 : gen_alts(c, v, "oneOf", path, body);
-    if ((v = cpulm_json_get(s, "allOf"))) {
-        if (v->type != CPULM_JSON_ARRAY || v->u.list.n != 1)
-            return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
-                           "'allOf' with more than one schema is not supported");
-        subpath(sub, sizeof sub, path, "allOf", "0");
-        int r = gen(c, &v->u.list.items[0], sub);
-        return r < 0 ? -1 : (cpulm_buf_printf(body, "r%d", r), 0);
-    }
-    const cpulm_json *type = cpulm_json_get(s, "type");
-    if (type && type->type == CPULM_JSON_STRING) return gen_type(c, s, type->u.str.s, path, body);
-    if (type && type->type == CPULM_JSON_ARRAY && type->u.list.n > 0) {
-        cpulm_buf_puts(body, "( ");
-        for (size_t i = 0; i < type->u.list.n; i++) {
-            const char *t = cpulm_json_str(&type->u.list.items[i]);
-            if (!t)
-                return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s",
-                               "'type' items must be strings");
-            if (i) cpulm_buf_puts(body, " | ");
-            if (gen_type(c, s, t, path, body) < 0) return -1;
-        }
-        cpulm_buf_puts(body, " )");
-        return 0;
-    }
-    if (type)
-        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'type' must be a string or an array");
-    if (cpulm_json_get(s, "properties") || cpulm_json_get(s, "required") ||
-        cpulm_json_get(s, "additionalProperties"))
-        return gen_object(c, s, path, body);
-    if (cpulm_json_get(s, "items") || cpulm_json_get(s, "prefixItems"))
-        return gen_array(c, s, path, body);
-    return cpulm_buf_puts(body, "json-value0"), 0;
+/* ---- undoing a branch that allows nothing ----
+ * Under anyOf/oneOf or a list of types, a branch may allow no value once the schema's
+ * other keywords apply (anyOf [string, integer] beside "type": "string"). It is left out:
+ * its rules and $refs are undone, and generation goes on. Only if every branch is empty
+ * is the schema refused. */
+
+typedef struct mark {
+    size_t out, body;
+    int n_refs, n_memos;
+} mark;
+
+/* One intersection's rule, so recursion through it (a $ref inlined beside other keywords
+ * inside its own target) refers back to the rule instead of inlining forever. */
+typedef struct memo {
+    char *text; /* the merged schema */
+    int rule, nesting, open;
+} memo;
+
+static void drop_memos(sc *c, int from) {
+    for (int i = from; i < c->n_memos; i++)
+        free(c->memos[i].text);
+    c->n_memos = from < c->n_memos ? from : c->n_memos;
 }
 
-/* Generates a rule for schema s; returns its number or -1. */
-static int gen(sc *c, const cpulm_json *s, const char *path) {
+static mark sc_mark(const sc *c, const cpulm_buf *body) {
+    return (mark){c->out->len, body->len, c->n_refs, c->n_memos};
+}
+
+/* After a failure: if it only meant "nothing is valid here", undoes it and returns 1. */
+static int sc_undo_empty(sc *c, mark m, cpulm_buf *body, char *why, size_t cap) {
+    if (!c->failed || !c->empty) return 0;
+    if (why && c->err) snprintf(why, cap, "%s", c->err->msg);
+    c->out->len = m.out, body->len = m.body, c->n_refs = m.n_refs;
+    drop_memos(c, m.n_memos);
+    if (c->out->data) c->out->data[m.out] = 0;
+    if (body->data) body->data[m.body] = 0;
+    c->failed = c->empty = 0;
+    c->code = CPULM_OK;
+    return 1;
+}
+
+static int gen_types(sc *c, const cpulm_json *s, const cpulm_json *type, const char *path,
+                     cpulm_buf *body) {
+    if (type->type == CPULM_JSON_STRING) return gen_type(c, s, type->u.str.s, path, body);
+    if (type->type != CPULM_JSON_ARRAY || type->u.list.n == 0)
+        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s",
+                       "'type' must be a string or a non-empty array");
+    char why[256] = "";
+    int n = 0;
+    cpulm_buf_puts(body, "( ");
+    for (size_t i = 0; i < type->u.list.n; i++) {
+        const char *t = cpulm_json_str(&type->u.list.items[i]);
+        if (!t)
+            return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'type' items must be strings");
+        mark m = sc_mark(c, body);
+        if (n) cpulm_buf_puts(body, " | ");
+        if (gen_type(c, s, t, path, body) < 0 && !sc_undo_empty(c, m, body, why, sizeof why))
+            return -1;
+        n += body->len > m.body;
+    }
+    cpulm_buf_puts(body, " )");
+    return n ? 0 : sc_empty(c, path, "'type': no listed type allows a value (%s)", why);
+}
+
+/* ---- intersections: allOf, and keywords beside $ref, anyOf, oneOf, enum, const ---- */
+
+#define MAX_PARTS  64   /* schemas in one intersection */
+#define MAX_INLINE 16   /* $refs followed to inline their targets into one */
+#define MAX_SUB    64   /* enum/const value checks (each compiles the other keywords) */
+#define MAX_DOCS   4096 /* intersections written out and read back */
+
+typedef cpulm_grammar_part part;
+
+#define KW(s, skip, k) cpulm_grammar_schema_kw((s), (skip), (k))
+
+/* Keywords of s that constrain values, other than those in skip. */
+static int n_constraints(const cpulm_json *s, unsigned skip) {
+    int n = 0;
+    for (size_t i = 0; s->type == CPULM_JSON_OBJECT && i < s->u.list.n; i++) {
+        const char *k = s->u.list.items[i].key;
+        n += !cpulm_grammar_schema_annotation(k) && KW(s, skip, k) != NULL;
+    }
+    return n;
+}
+
+/* s is not one plain schema: gen_parts must combine its keywords. */
+static int needs_parts(const cpulm_json *s, unsigned skip) {
+    if (s->type != CPULM_JSON_OBJECT) return 0;
+    if (KW(s, skip, "allOf") || KW(s, skip, "anyOf") || KW(s, skip, "oneOf")) return 1;
+    return KW(s, skip, "$ref") && n_constraints(s, skip) > 1;
+}
+
+static int gen_body(sc *c, const cpulm_json *s, unsigned skip, const char *path, cpulm_buf *body);
+static int gen_parts(sc *c, const part *in, int n_in, const char *path, cpulm_buf *body);
+
+/* Generates a rule for the intersection of p[0..n); returns its number or -1. */
+static int gen_p(sc *c, const part *p, int n, const char *path) {
     if (c->failed) return -1;
     if (++c->depth > MAX_DEPTH)
-        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", "schema nested too deeply");
+        return c->depth--, sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s",
+                                   "'properties'/'items'/'$ref': schema nested too deeply");
     cpulm_buf body;
     cpulm_buf_init(&body, 0);
-    int rc = gen_body(c, s, path, &body), r = -1;
+    int rc = n == 1 ? gen_body(c, p->s, p->skip, path, &body) : gen_parts(c, p, n, path, &body);
+    int r = -1;
     if (rc == 0 && !c->failed) {
         r = new_rule(c);
         define(c, r, &body);
@@ -934,11 +1004,334 @@ static int gen(sc *c, const cpulm_json *s, const char *path) {
     return c->failed ? -1 : r;
 }
 
+/* Generates a rule for schema s; returns its number or -1. */
+static int gen(sc *c, const cpulm_json *s, const char *path) {
+    part p = {s, 0};
+    return gen_p(c, &p, 1, path);
+}
+
+/* Appends in (its allOf items expanded, and with refs its $ref target, recursively) to
+ * out[*n]. */
+static int flatten(sc *c, part in, part *out, int *n, const char *path, int hops, int refs) {
+    if (in.s->type == CPULM_JSON_BOOL)
+        return in.s->u.boolean ? 0
+                               : sc_empty(c, path, "%s", "'allOf': schema false allows nothing");
+    if (in.s->type != CPULM_JSON_OBJECT)
+        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "a schema must be an object");
+    if (check_keywords(c, in.s, path) < 0) return -1;
+    const cpulm_json *all = KW(in.s, in.skip, "allOf"), *ref = KW(in.s, in.skip, "$ref");
+    if (*n >= MAX_PARTS)
+        return sc_fail(c, CPULM_ERR_LIMIT, path, "'allOf': more than %d schemas must hold together",
+                       MAX_PARTS);
+    out[(*n)++] = (part){in.s, in.skip | CPULM_SK_ALLOF | (refs ? CPULM_SK_REF : 0)};
+    if (all && (all->type != CPULM_JSON_ARRAY || all->u.list.n == 0))
+        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'allOf' must be a non-empty array");
+    for (size_t i = 0; all && i < all->u.list.n; i++)
+        if (flatten(c, (part){&all->u.list.items[i], 0}, out, n, path, hops, refs) < 0) return -1;
+    if (!ref || !refs) return 0;
+    const char *r = cpulm_json_str(ref);
+    const cpulm_json *target = r ? resolve(c, r) : NULL;
+    if (!target)
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path,
+                       "'$ref': unresolvable or unsupported '%.100s'", r ? r : "(not a string)");
+    if (hops >= MAX_INLINE)
+        return sc_fail(c, CPULM_ERR_UNSUPPORTED, path,
+                       "'$ref' beside other keywords: more than %d references to follow",
+                       MAX_INLINE);
+    return flatten(c, (part){target, 0}, out, n, path, hops + 1, refs);
+}
+
+/* p[i]'s alternatives (anyOf or oneOf), each with every other part: one rule each. */
+static int gen_distributed(sc *c, const part *p, int n, int i, const char *key, unsigned bit,
+                           const char *path, cpulm_buf *body) {
+    const cpulm_json *alts = KW(p[i].s, p[i].skip, key);
+    if (alts->type != CPULM_JSON_ARRAY || alts->u.list.n == 0)
+        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "'%s' must be a non-empty array", key);
+    if (bit == CPULM_SK_ONEOF && check_one_of(c, alts, path) < 0) return -1;
+    c->work += (uint64_t)alts->u.list.n * (uint64_t)n;
+    if (c->work > MAX_WORK)
+        return sc_fail(c, CPULM_ERR_LIMIT, path, "'%s': more than %d steps to combine", key,
+                       MAX_WORK);
+    part q[MAX_PARTS + 1];
+    memcpy(q, p, sizeof *p * (size_t)n);
+    q[i].skip |= bit;
+    char why[256] = "", idx[24], sub[512];
+    int kept = 0;
+    cpulm_buf_puts(body, "( ");
+    for (size_t j = 0; j < alts->u.list.n; j++) {
+        q[n] = (part){&alts->u.list.items[j], 0};
+        snprintf(idx, sizeof idx, "%zu", j);
+        subpath(sub, sizeof sub, path, key, idx);
+        mark m = sc_mark(c, body);
+        int r = gen_p(c, q, n + 1, sub);
+        if (r < 0 && !sc_undo_empty(c, m, body, why, sizeof why)) return -1;
+        if (r >= 0) cpulm_buf_printf(body, "%sr%d", kept++ ? " | " : "", r);
+    }
+    cpulm_buf_puts(body, " )");
+    return kept ? 0 : sc_empty(c, path, "'%s': no branch allows a value (%s)", key, why);
+}
+
+/* The parts merged into one schema (schema_merge.c), read back and generated. */
+/* The rule already made for the merged schema text t, or -1 (-2: failed). */
+static int find_memo(sc *c, const cpulm_buf *t, const char *path) {
+    for (int i = 0; i < c->n_memos; i++) {
+        if (++c->work > MAX_WORK || strcmp(c->memos[i].text, t->data)) continue;
+        if (c->memos[i].open && c->memos[i].nesting == c->nesting) /* x ::= .. x, unnested */
+            return sc_empty(c, path, "%s",
+                            "'$ref' beside other keywords refers to itself outside any array "
+                            "or object: no value comes from it"),
+                   -2;
+        return c->memos[i].rule;
+    }
+    return -1;
+}
+
+/* Remembers t as rule r (being generated); its index, or -1 (failed). */
+static int add_memo(sc *c, const cpulm_buf *t, int r, const char *path) {
+    if (c->n_memos == c->cap_memos) {
+        int cap = c->cap_memos ? c->cap_memos * 2 : 16;
+        memo *nm = realloc(c->memos, sizeof *nm * (size_t)cap);
+        if (!nm) return sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
+        c->memos = nm, c->cap_memos = cap;
+    }
+    char *text = malloc(t->len + 1);
+    if (!text) return sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
+    memcpy(text, t->data, t->len + 1);
+    c->memos[c->n_memos] = (memo){text, r, c->nesting, 1};
+    return c->n_memos++;
+}
+
+/* Keeps d until the end ($ref names in it are remembered). */
+static int keep_doc(sc *c, cpulm_json_doc *d, const char *path) {
+    if (c->n_docs == c->cap_docs) {
+        int cap = c->cap_docs ? c->cap_docs * 2 : 16;
+        cpulm_json_doc **nd = realloc(c->docs, sizeof *nd * (size_t)cap);
+        if (!nd)
+            return cpulm_json_free(d), sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
+        c->docs = nd, c->cap_docs = cap;
+    }
+    c->docs[c->n_docs++] = d;
+    return 0;
+}
+
+/* The parts merged into one schema (schema_merge.c), read back and generated as a rule
+ * (one per distinct merged schema). */
+static int gen_merged(sc *c, const part *p, int n, const char *path, cpulm_buf *body) {
+    cpulm_buf t;
+    cpulm_buf_init(&t, 0);
+    char msg[256];
+    int rc = cpulm_grammar_schema_merge(p, n, &t, msg, sizeof msg), r = -1, k = -1;
+    cpulm_json_doc *d = NULL;
+    cpulm_error e = {0};
+    if (rc == 0 && (r = find_memo(c, &t, path)) >= 0) cpulm_buf_printf(body, "r%d", r);
+    if (rc == 0 && r == -1 && c->n_docs < MAX_DOCS)
+        rc = cpulm_json_parse(t.data, t.len, NULL, &d, NULL, &e) == CPULM_OK ? 0 : -3;
+    if (rc == 0 && r == -1 && d && keep_doc(c, d, path) == 0)
+        k = add_memo(c, &t, r = new_rule(c), path);
+    cpulm_buf_release(&t);
+    if (rc == -2) return sc_empty(c, path, "%s", msg);
+    if (rc == -1) return sc_fail(c, CPULM_ERR_UNSUPPORTED, path, "%s", msg);
+    if (rc < 0 || (r == -1 && !c->failed))
+        return sc_fail(c, CPULM_ERR_LIMIT, path, "'allOf': combined schemas too large (%s)",
+                       e.msg[0] ? e.msg : "too many");
+    if (c->failed || k < 0) return c->failed ? -1 : 0; /* found (k < 0), or failed */
+    cpulm_buf inner;
+    cpulm_buf_init(&inner, 0);
+    rc = gen_body(c, cpulm_json_root(d), 0, path, &inner);
+    if (rc == 0 && !c->failed) {
+        define(c, r, &inner);
+        c->memos[k].open = 0;
+        cpulm_buf_printf(body, "r%d", r);
+    }
+    cpulm_buf_release(&inner);
+    return c->failed ? -1 : 0;
+}
+
+/* Moves the parts of p[0..n) that still say something to the front; returns their count. */
+static int live_parts(part *p, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (n_constraints(p[i].s, p[i].skip)) p[k++] = p[i];
+    return k;
+}
+
+static int gen_parts(sc *c, const part *in, int n_in, const char *path, cpulm_buf *body) {
+    part p[MAX_PARTS + 1];
+    int n = 0;
+    for (int i = 0; i < n_in; i++) /* allOf expanded first, $refs kept */
+        if (flatten(c, in[i], p, &n, path, 0, 0) < 0) return -1;
+    n = live_parts(p, n);
+    if (n == 0) return cpulm_buf_puts(body, "json-value0"), 0;
+    if (n == 1 && !needs_parts(p[0].s, p[0].skip)) /* one plain part: a $ref keeps its rule */
+        return gen_body(c, p[0].s, p[0].skip, path, body);
+    n = 0;
+    for (int i = 0; i < n_in; i++) /* then with $ref targets inlined, to merge them */
+        if (flatten(c, in[i], p, &n, path, 0, 1) < 0) return -1;
+    for (int i = 0; i < n; i++) {
+        if (KW(p[i].s, p[i].skip, "anyOf"))
+            return gen_distributed(c, p, n, i, "anyOf", CPULM_SK_ANYOF, path, body);
+        if (KW(p[i].s, p[i].skip, "oneOf"))
+            return gen_distributed(c, p, n, i, "oneOf", CPULM_SK_ONEOF, path, body);
+    }
+    int k = live_parts(p, n);
+    if (k == 0) return cpulm_buf_puts(body, "json-value0"), 0;
+    if (k == 1) return gen_body(c, p[0].s, p[0].skip, path, body);
+    return gen_merged(c, p, k, path, body);
+}
+
+/* ---- enum and const beside other keywords ---- */
+
+/* The grammar of s without its enum/const (skip), to test the listed values against. */
+static cpulm_grammar *compile_rest(sc *c, const cpulm_json *s, unsigned skip, const char *key,
+                                   const char *path) {
+    if (c->nest >= 2 || ++*c->n_sub > MAX_SUB) {
+        sc_fail(c, CPULM_ERR_LIMIT, path,
+                "'%s' beside other keywords: more than %d such lists, or nested in each other", key,
+                MAX_SUB);
+        return NULL;
+    }
+    cpulm_buf t;
+    cpulm_buf_init(&t, 0);
+    sc sub = {.out = &t, .root = c->root, .err = c->err, .nest = c->nest + 1, .n_sub = c->n_sub};
+    part p = {s, skip};
+    int r = gen_p(&sub, &p, 1, path);
+    cpulm_grammar *g = NULL;
+    if (r >= 0) {
+        cpulm_buf_printf(&t, "root ::= r%d\n", r);
+        cpulm_grammar_json_base(&t);
+        cpulm_error e = {0};
+        if (cpulm_grammar_parse(t.data, t.len, NULL, &g, &e) != CPULM_OK)
+            sc_fail(c, e.code, path, "'%s' beside other keywords: %s", key, e.msg);
+    } else {
+        c->failed = 1, c->code = sub.code, c->empty = sub.empty;
+    }
+    for (int i = 0; i < sub.n_docs; i++)
+        cpulm_json_free(sub.docs[i]);
+    free(sub.docs);
+    drop_memos(&sub, 0);
+    free(sub.memos);
+    cpulm_buf_release(&t);
+    return g;
+}
+
+/* v (compact JSON) is a sentence of g. */
+static int literal_matches(const cpulm_grammar *g, const cpulm_json *v) {
+    cpulm_buf t;
+    cpulm_buf_init(&t, 0);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &t, 0, 0);
+    cpulm_json_write_value(&w, v);
+    cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, NULL);
+    int ok = m && cpulm_json_writer_status(&w) == CPULM_OK &&
+             cpulm_grammar_accept_bytes(m, t.data, t.len) == CPULM_OK && cpulm_grammar_complete(m);
+    cpulm_grammar_matcher_free(m);
+    cpulm_buf_release(&t);
+    return ok;
+}
+
+/* The const/enum values that every other keyword of s allows too (tested on the grammar of
+ * those keywords, which is never wider than they are). */
+static int gen_literals(sc *c, const cpulm_json *s, unsigned skip, const char *path,
+                        cpulm_buf *body) {
+    const cpulm_json *cst = KW(s, skip, "const"), *en = KW(s, skip, "enum");
+    const char *key = cst ? "const" : "enum";
+    if (en && (en->type != CPULM_JSON_ARRAY || en->u.list.n == 0))
+        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'enum' must be a non-empty array");
+    unsigned rest = skip | CPULM_SK_ENUM | CPULM_SK_CONST;
+    cpulm_grammar *g = NULL;
+    if (n_constraints(s, rest) > 0 && !(g = compile_rest(c, s, rest, key, path))) return -1;
+    size_t nv = cst ? 1 : en->u.list.n, kept = 0;
+    c->work += nv * (en ? en->u.list.n : 1);
+    cpulm_buf_puts(body, "( ");
+    for (size_t k = 0; k < nv && c->work <= MAX_WORK; k++) {
+        const cpulm_json *v = cst ? cst : &en->u.list.items[k], *e = NULL;
+        for (size_t j = 0; cst && en && j < en->u.list.n && !e; j++)
+            if (cpulm_grammar_json_eq(&en->u.list.items[j], v)) e = v;
+        if ((cst && en && !e) || (g && !literal_matches(g, v))) continue;
+        if (kept++) cpulm_buf_puts(body, " | ");
+        if (put_json_literal(body, v) < 0)
+            return cpulm_grammar_free(g), sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
+    }
+    cpulm_buf_puts(body, " )");
+    cpulm_grammar_free(g);
+    if (c->work > MAX_WORK)
+        return sc_fail(c, CPULM_ERR_LIMIT, path, "'%s': more than %d steps to check", key,
+                       MAX_WORK);
+    return kept ? 0
+                : sc_empty(c, path,
+                           "'%s': no listed value is valid under the schema's other keywords", key);
+}
+
+/* ---- dispatch ---- */
+
+/* No type given: the type the other keywords speak of (any one is valid), else any. When
+ * testing enum values (compile_rest) it must be exact instead: every type, each with the
+ * keywords that apply to it. */
+static int gen_untyped(sc *c, const cpulm_json *s, const char *path, cpulm_buf *body) {
+    if (c->nest > 0 && n_constraints(s, CPULM_SK_ENUM | CPULM_SK_CONST | CPULM_SK_ANYOF |
+                                            CPULM_SK_ONEOF | CPULM_SK_ALLOF | CPULM_SK_REF)) {
+        static const char *const ALL =
+            "[\"null\",\"boolean\",\"number\",\"string\",\"array\",\"object\"]";
+        cpulm_json_doc *d = NULL;
+        if (cpulm_json_parse(ALL, strlen(ALL), NULL, &d, NULL, NULL) != CPULM_OK)
+            return sc_fail(c, CPULM_ERR_NOMEM, path, "%s", "out of memory");
+        int rc = gen_types(c, s, cpulm_json_root(d), path, body);
+        cpulm_json_free(d);
+        return rc;
+    }
+    static const char *const OBJ[] = {"properties", "required", "additionalProperties"};
+    static const char *const ARR[] = {"items", "prefixItems", "minItems", "maxItems"};
+    static const char *const STR[] = {"minLength", "maxLength", "pattern", "format"};
+    for (int i = 0; i < 3; i++)
+        if (cpulm_json_get(s, OBJ[i])) return gen_object(c, s, path, body);
+    for (int i = 0; i < 4; i++)
+        if (cpulm_json_get(s, ARR[i])) return gen_array(c, s, path, body);
+    for (int i = 0; i < 4; i++)
+        if (cpulm_json_get(s, STR[i])) return gen_string(c, s, path, body);
+    if (has_bounds(s)) return gen_number(c, s, path, body);
+    return cpulm_buf_puts(body, "json-value0"), 0;
+}
+
+static int gen_body(sc *c, const cpulm_json *s, unsigned skip, const char *path, cpulm_buf *body) {
+    if (s->type == CPULM_JSON_BOOL) {
+        if (!s->u.boolean) return sc_empty(c, path, "%s", "schema false allows nothing");
+        return cpulm_buf_puts(body, "json-value0"), 0;
+    }
+    if (s->type != CPULM_JSON_OBJECT)
+        return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "a schema must be an object");
+    if (check_keywords(c, s, path) < 0) return -1;
+    if (KW(s, skip, "const") || KW(s, skip, "enum")) return gen_literals(c, s, skip, path, body);
+    if (needs_parts(s, skip)) {
+        part p = {s, skip};
+        return gen_parts(c, &p, 1, path, body);
+    }
+    const cpulm_json *v = KW(s, skip, "$ref");
+    if (v) {
+        if (!cpulm_json_str(v))
+            return sc_fail(c, CPULM_ERR_INVALID_ARG, path, "%s", "'$ref' must be a string");
+        int r = gen_ref(c, v->u.str.s, path);
+        return r < 0 ? -1 : (cpulm_buf_printf(body, "r%d", r), 0);
+    }
+    const cpulm_json *type = cpulm_json_get(s, "type");
+    return type ? gen_types(c, s, type, path, body) : gen_untyped(c, s, path, body);
+}
+
 int cpulm_grammar_schema_rules(const cpulm_json *schema, cpulm_buf *out, int *next_rule,
                                cpulm_error *err) {
-    sc c = {.out = out, .root = schema, .err = err, .n_rules = *next_rule};
+    cpulm_error local = {0};
+    int n_sub = 0;
+    sc c = {.out = out,
+            .root = schema,
+            .err = err ? err : &local,
+            .n_rules = *next_rule,
+            .n_sub = &n_sub};
     int r = gen(&c, schema, "#");
     *next_rule = c.n_rules;
+    for (int i = 0; i < c.n_docs; i++)
+        cpulm_json_free(c.docs[i]);
+    free(c.docs);
+    drop_memos(&c, 0);
+    free(c.memos);
     if (r < 0 && err && !err->msg[0]) cpulm_errf(err, CPULM_ERR_UNSUPPORTED, "unsupported schema");
     if (r < 0 && err) err->code = c.code ? c.code : CPULM_ERR_UNSUPPORTED;
     return r;
