@@ -115,7 +115,7 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
 #endif
 
 #define MM_PAIRS 4  /* token pairs per tile */
-#define MM_KC    32 /* blocks per interleaved activation chunk: 14 KB of stack */
+#define MM_KC    32 /* blocks per interleaved activation chunk: 18 KB of stack */
 
 typedef struct mm_pair_block {
     int8x16_t x[4]; /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
