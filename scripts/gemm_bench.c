@@ -51,7 +51,8 @@ static void make(mat *m, cpulm_dtype t, int64_t n, int64_t rows, int nt) {
         for (int64_t i = 0; i < n; i++) f[i] = frand();
         cpulm_quantize_row_ref(t, f, m->w + (size_t)r * m->rb, n);
     }
-    cpulm_repack_x16(t, m->w, m->p, n, rows);
+    /* timing only: one packing, in the layout the best level reads */
+    cpulm_repack_x16(t, cpulm_kernels_get()->x16_layout[t], m->w, m->p, n, rows);
     for (int j = 0; j < nt; j++) {
         for (int64_t i = 0; i < n; i++) f[i] = frand();
         cpulm_matmul_quantize_act(&cpulm_kernels_generic, m->vdt, f, m->act + (size_t)j * m->stride, n);

@@ -143,7 +143,7 @@ static int make_case(pack_case *c, cpulm_dtype type, int64_t n, int64_t rows, in
         }
         cpulm_dequantize_row_ref(type, c->w + (size_t)r * rb, wf + r * n, n);
     }
-    cpulm_repack_x16(type, c->w, c->packed, n, rows);
+    cpulm_repack_x16(type, CPULM_X16_STD, c->w, c->packed, n, rows);
     for (int64_t j = 0; j < nt; j++) {
         if (extreme == 2 && c->vdt == CPULM_DTYPE_Q8_K)
             bsum_extremes(f, n, &seed);
@@ -172,12 +172,19 @@ static void free_case(pack_case *c) {
     free(c->abs_sum);
 }
 
-/* Runs gemm over every group of the case into out [nt][rows]. */
-static void run_gemm(cpulm_gemm_fn gemm, const pack_case *c, float *out) {
+/* Runs level k's gemm over every group of the case into out [nt][rows], on the weights
+ * packed in the layout k reads (c->packed when that is the shared one). */
+static void run_gemm(test_ctx *t, const cpulm_kernels *k, const pack_case *c, float *out) {
     const uint64_t rb = cpulm_dtype_row_bytes(c->type, c->n);
+    const int layout = k->x16_layout[c->type];
+    uint8_t *own = layout == CPULM_X16_STD ? NULL : malloc(rb * (size_t)c->rows);
+    REQUIRE(t, layout == CPULM_X16_STD || own);
+    if (own) cpulm_repack_x16(c->type, layout, c->w, own, c->n, c->rows);
+    const uint8_t *w = own ? own : c->packed;
     for (int64_t g = 0; g < c->rows / CPULM_PACK_ROWS; g++)
-        gemm(c->n, (int)c->nt, out + g * CPULM_PACK_ROWS, c->rows,
-             c->packed + (size_t)g * CPULM_PACK_ROWS * rb, c->act + 4, c->stride);
+        k->gemm_x16[c->type](c->n, (int)c->nt, out + g * CPULM_PACK_ROWS, c->rows,
+                             w + (size_t)g * CPULM_PACK_ROWS * rb, c->act + 4, c->stride);
+    free(own);
 }
 
 static int is_k_quant(cpulm_dtype t) {
@@ -194,7 +201,7 @@ static void check_gemm(test_ctx *t, const pack_case *c) {
     float *ref = malloc(sizeof(float) * nout), *got = malloc(sizeof(float) * nout);
     float *one = malloc(sizeof(float) * (size_t)c->rows), *gen = malloc(sizeof(float) * nout);
     REQUIRE(t, ref && got && one && gen);
-    run_gemm(cpulm_kernels_generic.gemm_x16[c->type], c, gen);
+    run_gemm(t, &cpulm_kernels_generic, c, gen);
     const uint64_t rb = cpulm_dtype_row_bytes(c->type, c->n);
     for (int64_t j = 0; j < c->nt; j++)
         for (int64_t r = 0; r < c->rows; r++)
@@ -204,7 +211,7 @@ static void check_gemm(test_ctx *t, const pack_case *c) {
     for (int l = 0; l < nl; l++) {
         for (size_t i = 0; i < nout; i++)
             got[i] = NAN;
-        run_gemm(lv[l]->gemm_x16[c->type], c, got);
+        run_gemm(t, lv[l], c, got);
         int bad = 0;
         for (size_t i = 0; i < nout; i++)
             bad += !(fabs((double)got[i] - ref[i]) <= 1e-5 * c->abs_sum[i] + 1e-30);
@@ -218,7 +225,7 @@ static void check_gemm(test_ctx *t, const pack_case *c) {
         single.nt = 1;
         for (int64_t j = 0; j < c->nt; j++) {
             single.act = c->act + (size_t)j * c->stride;
-            run_gemm(lv[l]->gemm_x16[c->type], &single, one);
+            run_gemm(t, lv[l], &single, one);
             CHECK(t, memcmp(one, got + j * c->rows, sizeof(float) * (size_t)c->rows) == 0);
         }
     }
@@ -339,22 +346,25 @@ TEST(kern_pack_repack_roundtrip) {
         /* more blocks than get_row rebuilds per step */
         const int64_t n = is_k_quant(type) ? 23 * 256 : 245 * 32;
         REQUIRE(t, make_case(&c, type, n, 48, 1, 3, 0));
-        cpulm_tensor packed = {.data = c.packed,
-                               .type = type,
-                               .ne = {n, 48},
-                               .row_bytes = cpulm_dtype_row_bytes(type, n),
-                               .packed = 1};
-        float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
-        REQUIRE(t, a && b);
-        int bad = 0;
-        for (int64_t r = 0; r < 48; r++) {
-            cpulm_dequantize_row_ref(type, c.w + (size_t)r * packed.row_bytes, a, n);
-            cpulm_repack_get_row(&cpulm_kernels_generic, &packed, r, b);
-            bad += memcmp(a, b, sizeof(float) * (size_t)n) != 0;
+        for (int layout = CPULM_X16_STD; layout <= CPULM_X16_PAIRS; layout++) {
+            cpulm_tensor packed = {.data = c.packed,
+                                   .type = type,
+                                   .ne = {n, 48},
+                                   .row_bytes = cpulm_dtype_row_bytes(type, n),
+                                   .packed = 1 + layout};
+            cpulm_repack_x16(type, layout, c.w, c.packed, n, 48);
+            float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+            REQUIRE(t, a && b);
+            int bad = 0;
+            for (int64_t r = 0; r < 48; r++) {
+                cpulm_dequantize_row_ref(type, c.w + (size_t)r * packed.row_bytes, a, n);
+                cpulm_repack_get_row(&cpulm_kernels_generic, &packed, r, b);
+                bad += memcmp(a, b, sizeof(float) * (size_t)n) != 0;
+            }
+            CHECK_EQ_INT(t, bad, 0);
+            free(a);
+            free(b);
         }
-        CHECK_EQ_INT(t, bad, 0);
-        free(a);
-        free(b);
         free_case(&c);
     }
 }
@@ -386,6 +396,29 @@ static void repack_oracle(cpulm_dtype type, const uint8_t *src, uint8_t *dst, in
                         for (int i = 0; i < (sz[f] <= 2 ? sz[f] : 4); i++)
                             dst[o++] = src[(size_t)(g * 16 + r) * rb + (size_t)b * bb +
                                            (size_t)off + (size_t)(sz[f] <= 2 ? i : 4 * c + i)];
+}
+
+/* The CPULM_X16_PAIRS layout of Q4_0 / Q8_0 (qb quant bytes per row) from its rule
+ * (kernels.h), one byte at a time: per group and block the 16 fp16 d in row order, then per
+ * row pair p and 8-byte piece j a 16-byte vector: row 2p's piece j, then row 2p + 1's; Q4_0
+ * bytes XOR 0x88. */
+static void repack_oracle_pairs(cpulm_dtype type, const uint8_t *src, uint8_t *dst, int64_t n,
+                                int64_t rows) {
+    const size_t qb = type == CPULM_DTYPE_Q4_0 ? 16 : 32, bb = 2 + qb, nb = (size_t)n / 32;
+    const uint8_t flip = type == CPULM_DTYPE_Q4_0 ? 0x88 : 0;
+    size_t o = 0;
+    for (int64_t g = 0; g < rows / 16; g++)
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = src + (size_t)(g * 16) * nb * bb + b * bb; /* row 0's */
+            for (size_t r = 0; r < 16; r++)
+                for (size_t i = 0; i < 2; i++)
+                    dst[o++] = blk[r * nb * bb + i];
+            for (size_t p = 0; p < 8; p++)
+                for (size_t j = 0; j < qb / 8; j++)
+                    for (size_t h = 0; h < 2; h++)
+                        for (size_t i = 0; i < 8; i++)
+                            dst[o++] = blk[(2 * p + h) * nb * bb + 2 + 8 * j + i] ^ flip;
+        }
 }
 
 #if defined(__aarch64__)
@@ -465,14 +498,19 @@ TEST(kern_pack_repack_bytes) {
         if (type == CPULM_DTYPE_Q5_K) /* its quants from byte 256, after d, dmin, scales */
             repack_oracle_arm(src, want, n, rows, sizeof(cpulm_block_q5_K), 40, 256, k5_arm_byte);
 #endif
-        memset(got, 0xA5, bytes);
-        cpulm_repack_x16(type, src, got, n, rows);
-        CHECK(t, memcmp(got, want, bytes) == 0);
-        static const int nths[] = {1, 2, 3, 4, 64};
-        for (int k = 0; k < 5; k++) {
-            memset(got, 0x5A, bytes);
-            cpulm_repack_x16_mt(type, src, got, n, rows, nths[k]);
+        for (int layout = CPULM_X16_STD; layout <= CPULM_X16_PAIRS; layout++) {
+            /* PAIRS is a variant of Q4_0 and Q8_0 only: the others pack as STD */
+            if (layout == CPULM_X16_PAIRS && (type == CPULM_DTYPE_Q4_0 || type == CPULM_DTYPE_Q8_0))
+                repack_oracle_pairs(type, src, want, n, rows);
+            memset(got, 0xA5, bytes);
+            cpulm_repack_x16(type, layout, src, got, n, rows);
             CHECK(t, memcmp(got, want, bytes) == 0);
+            static const int nths[] = {1, 2, 3, 4, 64};
+            for (int k = 0; k < 5; k++) {
+                memset(got, 0x5A, bytes);
+                cpulm_repack_x16_mt(type, layout, src, got, n, rows, nths[k]);
+                CHECK(t, memcmp(got, want, bytes) == 0);
+            }
         }
         free(src);
         free(want);
@@ -510,8 +548,9 @@ static void check_driver(test_ctx *t, cpulm_dtype type, int64_t n) {
                                   .bias = bias,
                                   .accumulate = p};
         cpulm_matmul(&cpulm_kernels_generic, &args, 0, 1);
+        cpulm_repack_x16(type, best->x16_layout[type], c.w, c.packed, n, rows);
         args.w = c.packed;
-        args.packed = 1;
+        args.packed = 1 + best->x16_layout[type];
         args.out = b;
         for (int ith = 0; ith < 3; ith++)
             cpulm_matmul(best, &args, ith, 3);
@@ -529,6 +568,35 @@ TEST(kern_pack_matmul_driver) {
     check_driver(t, CPULM_DTYPE_Q4_0, 8 * 32);
     check_driver(t, CPULM_DTYPE_Q4_K, 2 * 256);
     check_driver(t, CPULM_DTYPE_Q6_K, 2 * 256);
+}
+
+/* The packed layout a GEMM reads travels with its gemm_x16 entry when levels merge: a
+ * level that sets the entry brings its layout (STD when it declares none), one that leaves
+ * it NULL keeps its base's; and every real level's entry that is the portable one reads STD. */
+TEST(kern_pack_layout_travels_with_gemm) {
+    const cpulm_dtype q4 = CPULM_DTYPE_Q4_0;
+    cpulm_kernels base = cpulm_kernels_generic, lvl, k;
+    base.gemm_x16[q4] = cpulm_kernels_generic.gemm_x16[CPULM_DTYPE_Q8_0];
+    base.x16_layout[q4] = CPULM_X16_PAIRS;
+    memset(&lvl, 0, sizeof lvl);
+    lvl.name = "test";
+    k = base;
+    cpulm_kernels_overlay(&k, &lvl);
+    CHECK_EQ_INT(t, k.x16_layout[q4], CPULM_X16_PAIRS);
+    lvl.gemm_x16[q4] = cpulm_kernels_generic.gemm_x16[q4];
+    k = base;
+    cpulm_kernels_overlay(&k, &lvl);
+    CHECK_EQ_INT(t, k.x16_layout[q4], CPULM_X16_STD);
+    lvl.x16_layout[q4] = CPULM_X16_PAIRS;
+    k = base;
+    cpulm_kernels_overlay(&k, &lvl);
+    CHECK_EQ_INT(t, k.x16_layout[q4], CPULM_X16_PAIRS);
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = test_kernel_levels(lv, MAX_LEVELS);
+    for (int l = 0; l < nl; l++)
+        for (int ty = 0; ty < CPULM_DTYPE_COUNT; ty++)
+            if (lv[l]->gemm_x16[ty] == cpulm_kernels_generic.gemm_x16[ty])
+                CHECK_EQ_INT(t, lv[l]->x16_layout[ty], CPULM_X16_STD);
 }
 
 /* The Q8_K activation quantizer (the K-quant GEMMs' input) at every level, bit for bit, on

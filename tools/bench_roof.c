@@ -283,7 +283,7 @@ static void gemm_setup(void *arg, int ith, int nth) {
                 x[i] = (float)((i * 5 + r + ith) % 11) * 0.1f - 0.5f;
             j->k->from_float[j->type](x, src + (size_t)r * rb, PEAK_N);
         }
-        cpulm_repack_x16(j->type, src, d->w, PEAK_N, rows);
+        cpulm_repack_x16(j->type, j->k->x16_layout[j->type], src, d->w, PEAK_N, rows);
         for (int t = 0; t < GEMM_TOKENS; t++) {
             for (int i = 0; i < PEAK_N; i++)
                 x[i] = (float)((i * 7 + t) % 13) * 0.1f - 0.6f;

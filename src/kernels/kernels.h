@@ -51,8 +51,21 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
  *         kernels/arm/k6_layout.h instead (repack.c's per-arch hook; every reader agrees).
  * A group takes exactly the bytes of its 16 rows in the original layout.
  * Activations for these kernels are rows of the weight's vec_dot_type followed by
- * per-block extras: cpulm_pack_act_* (Q8_0) and cpulm_pack_actk_* (Q8_K). */
+ * per-block extras: cpulm_pack_act_* (Q8_0) and cpulm_pack_actk_* (Q8_K).
+ *
+ * Layout variants: the layout above is CPULM_X16_STD. A level whose gemm_x16[t] reads
+ * another one says so in x16_layout[t] of its table; the variant travels with the
+ * gemm_x16 entry when levels merge (cpulm_kernels_overlay), the loader packs what the
+ * chosen level reads, and a packed tensor records it (cpulm_tensor.packed = 1 + layout).
+ *   CPULM_X16_PAIRS (Q4_0 and Q8_0; the aarch64 i8mm level: SMMLA multiplies 2 rows x 8
+ *   elements at a time): d[16] as in STD, then per row pair p (rows 2p, 2p + 1) the qs
+ *   fields in 16-byte vectors: vector j (at 32 + 2F p + 16 j, F = the qs field's bytes)
+ *   holds bytes 8j..8j+7 of row 2p's qs, then those of row 2p + 1. Q4_0 bytes are stored
+ *   XOR 0x88 (each nibble q as q ^ 8, i.e. q - 8 as a 4-bit two's complement number).
+ *   Same sizes as STD (288 and 544 bytes per block). */
 #define CPULM_PACK_ROWS 16
+
+enum { CPULM_X16_STD = 0, CPULM_X16_PAIRS = 1 };
 
 /* Tiled attention (attn_* ops): keys per tile and per chunk (a multiple of the tile). */
 #define CPULM_ATTN_TILE  64
@@ -241,6 +254,8 @@ struct cpulm_kernels {
 #define CPULM_KERNEL_TYPED_FIELD(ID, name, fn) fn name[CPULM_DTYPE_COUNT];
     CPULM_KERNEL_TYPED_OPS(CPULM_KERNEL_TYPED_FIELD)
 #undef CPULM_KERNEL_TYPED_FIELD
+    /* The packed layout gemm_x16[t] reads (CPULM_X16_*; 0 = STD): set with the entry */
+    unsigned char x16_layout[CPULM_DTYPE_COUNT];
 #define CPULM_KERNEL_FIELD(ID, name, ret, params, group) ret(*name) params;
     CPULM_KERNEL_OPS(CPULM_KERNEL_FIELD)
 #undef CPULM_KERNEL_FIELD

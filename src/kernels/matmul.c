@@ -1,6 +1,7 @@
 /* matmul.c: threading and tiling of y = W x over the kernel table (see matmul.h). */
 #include "matmul.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "../base/fp16.h"
@@ -75,6 +76,7 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
     const int64_t g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
     const size_t group_bytes = (size_t)a->w_row_bytes * CPULM_PACK_ROWS;
     cpulm_gemm_fn gemm = k->gemm_x16[a->w_type];
+    assert(a->packed == 1 + k->x16_layout[a->w_type]); /* packed for this level's GEMM */
     float tile[TOK_CHUNK * CPULM_PACK_ROWS];
     for (int64_t t0 = 0; t0 < a->n_rows; t0 += TOK_CHUNK) {
         const int nt = (int)(a->n_rows - t0 < TOK_CHUNK ? a->n_rows - t0 : TOK_CHUNK);

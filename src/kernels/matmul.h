@@ -17,7 +17,7 @@ typedef struct cpulm_matmul_args {
     cpulm_dtype w_type;
     uint64_t w_row_bytes;
     int64_t n_in, n_out;
-    int packed;         /* w is in the 16-row group layout (n_out % 16 == 0) */
+    int packed; /* 0, or 1 + the 16-row group layout of w (n_out % 16 == 0): the one k reads */
     const uint8_t *act; /* n_rows activation rows made by cpulm_matmul_quantize_act */
     size_t act_stride;  /* bytes between activation rows */
     int64_t n_rows;

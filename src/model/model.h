@@ -27,7 +27,8 @@ typedef struct cpulm_tensor {
     int64_t ne[3]; /* ne[0] = row length (contiguous), ne[1] = rows, ne[2] = experts (1) */
     uint64_t row_bytes;
     uint64_t expert_bytes; /* row_bytes * ne[1] */
-    int packed;            /* rows repacked into 16-row groups (repack.h); data is model-owned */
+    int packed; /* 0: row-major; else 1 + the CPULM_X16_* layout of its 16-row groups (repack.h,
+                 * kernels.h); the data is then model-owned */
 } cpulm_tensor;
 
 /* Expert e's 2-D matrix of a 3-D tensor (e = 0 of a 2-D one is itself). */

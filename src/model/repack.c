@@ -101,6 +101,41 @@ INLINE void pack_groups(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb,
         }
 }
 
+/* CPULM_X16_PAIRS (kernels.h), Q4_0 / Q8_0: a 2-byte d, then qb quant bytes per row (flip: the
+ * XOR applied to them). d as in the shared layout; the quants in 8-byte pieces, piece j of
+ * row r at 2R + 2 qb (r / 2) + 16 j + 8 (r % 2) of its group block. */
+static size_t pairs_off(size_t qb, size_t r, size_t j) {
+    return 2 * R + 2 * qb * (r / 2) + 16 * j + 8 * (r % 2);
+}
+
+INLINE void pack_pairs(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb, int64_t g0,
+                       int64_t g1, const size_t qb, const uint8_t flip) {
+    for (int64_t g = g0; g < g1; g++)
+        for (size_t r = 0; r < R; r++) {
+            const uint8_t *in = src + ((size_t)g * R + r) * rb;
+            uint8_t *o = dst + (size_t)g * R * rb;
+            for (int64_t b = 0; b < nb; b++, in += 2 + qb, o += R * (2 + qb)) {
+                memcpy(o + 2 * r, in, 2);
+                for (size_t j = 0; j < qb / 8; j++)
+                    for (size_t i = 0; i < 8; i++)
+                        o[pairs_off(qb, r, j) + i] = in[2 + 8 * j + i] ^ flip;
+            }
+        }
+}
+
+/* The inverse for one row: row r's block rebuilt from packed block g. */
+static void unpack_pairs(const uint8_t *g, uint8_t *blk, size_t r, size_t qb, uint8_t flip) {
+    memcpy(blk, g + 2 * r, 2);
+    for (size_t j = 0; j < qb / 8; j++)
+        for (size_t i = 0; i < 8; i++)
+            blk[2 + 8 * j + i] = g[pairs_off(qb, r, j) + i] ^ flip;
+}
+
+/* Does layout l differ from the shared one for type t (else t packs as STD)? */
+static int is_pairs(cpulm_dtype t, int l) {
+    return l == CPULM_X16_PAIRS && (t == CPULM_DTYPE_Q4_0 || t == CPULM_DTYPE_Q8_0);
+}
+
 #if KQ_ARM
 /* A type whose quants the ARM kernels read in their own layout (k5_layout.h, k6_layout.h):
  * its block bytes, where the quants start in a group super-block, and one row's quants put
@@ -150,10 +185,17 @@ INLINE void arm_pack(const uint8_t *src, uint8_t *dst, size_t rb, int64_t nb, in
 #endif
 
 /* One constant-folded copy per type, the fields as fields_of lists them. */
-static void pack_range(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t g0,
-                       int64_t g1) {
+static void pack_range(cpulm_dtype type, int layout, const void *src, void *dst, int64_t n_in,
+                       int64_t g0, int64_t g1) {
     const size_t rb = (size_t)cpulm_dtype_row_bytes(type, n_in);
     const int64_t nb = n_in / cpulm_dtype_traits_get(type)->block;
+    if (is_pairs(type, layout)) {
+        if (type == CPULM_DTYPE_Q4_0)
+            pack_pairs(src, dst, rb, nb, g0, g1, 16, 0x88);
+        else
+            pack_pairs(src, dst, rb, nb, g0, g1, 32, 0);
+        return;
+    }
     switch (type) {
     case CPULM_DTYPE_Q4_0: pack_groups(src, dst, rb, nb, g0, g1, 2, 16, 0, 0, 0); break;
     case CPULM_DTYPE_MXFP4: pack_groups(src, dst, rb, nb, g0, g1, 1, 16, 0, 0, 0); break;
@@ -173,12 +215,14 @@ static void pack_range(cpulm_dtype type, const void *src, void *dst, int64_t n_i
     }
 }
 
-void cpulm_repack_x16(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t n_out) {
-    pack_range(type, src, dst, n_in, 0, n_out / R);
+void cpulm_repack_x16(cpulm_dtype type, int layout, const void *src, void *dst, int64_t n_in,
+                      int64_t n_out) {
+    pack_range(type, layout, src, dst, n_in, 0, n_out / R);
 }
 
 typedef struct pack_job {
     cpulm_dtype type;
+    int layout;
     const void *src;
     void *dst;
     int64_t n_in, g0, g1;
@@ -186,7 +230,7 @@ typedef struct pack_job {
 
 static void *pack_job_run(void *arg) {
     const pack_job *j = arg;
-    pack_range(j->type, j->src, j->dst, j->n_in, j->g0, j->g1);
+    pack_range(j->type, j->layout, j->src, j->dst, j->n_in, j->g0, j->g1);
     return NULL;
 }
 
@@ -194,20 +238,20 @@ static void *pack_job_run(void *arg) {
     64 /* fewer groups per thread than this: a thread costs more than it saves \
         */
 
-void cpulm_repack_x16_mt(cpulm_dtype type, const void *src, void *dst, int64_t n_in, int64_t n_out,
-                         int nth) {
+void cpulm_repack_x16_mt(cpulm_dtype type, int layout, const void *src, void *dst, int64_t n_in,
+                         int64_t n_out, int nth) {
     const int64_t ng = n_out / R;
     if (nth > REPACK_MAX_THREADS) nth = REPACK_MAX_THREADS;
     if (nth > ng / MT_MIN_GROUPS) nth = (int)(ng / MT_MIN_GROUPS);
     if (nth <= 1) {
-        pack_range(type, src, dst, n_in, 0, ng);
+        pack_range(type, layout, src, dst, n_in, 0, ng);
         return;
     }
     pack_job jobs[REPACK_MAX_THREADS];
     pthread_t th[REPACK_MAX_THREADS];
     int started[REPACK_MAX_THREADS] = {0};
     for (int k = 0; k < nth; k++)
-        jobs[k] = (pack_job){type, src, dst, n_in, ng * k / nth, ng * (k + 1) / nth};
+        jobs[k] = (pack_job){type, layout, src, dst, n_in, ng * k / nth, ng * (k + 1) / nth};
     for (int k = 1; k < nth; k++)
         started[k] = pthread_create(&th[k], NULL, pack_job_run, &jobs[k]) == 0;
     pack_job_run(&jobs[0]);
@@ -231,6 +275,7 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
     const int64_t qk = cpulm_dtype_traits_get(t->type)->block, nb = t->ne[0] / qk;
     const int64_t chunk = (int64_t)(BUF / bb);
     const uint8_t *g = (const uint8_t *)t->data + (size_t)(r / R) * R * t->row_bytes;
+    const int pairs = is_pairs(t->type, t->packed - 1);
 #if KQ_ARM
     const arm_layout *arm = arm_layout_of(t->type);
 #endif
@@ -238,6 +283,11 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
         const int64_t n = nb - b0 < chunk ? nb - b0 : chunk;
         for (int64_t b = 0; b < n; b++) {
             const uint8_t *gb = g + (size_t)(b0 + b) * R * bb;
+            if (pairs) {
+                unpack_pairs(gb, buf + (size_t)b * bb, (size_t)(r % R), bb - 2,
+                             t->type == CPULM_DTYPE_Q4_0 ? 0x88 : 0);
+                continue;
+            }
             unpack_block(&f, gb, buf + (size_t)b * bb, (size_t)(r % R));
 #if KQ_ARM
             if (arm) arm->get(gb + arm->off, (int)(r % R), buf + (size_t)b * bb);
@@ -250,7 +300,8 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
 /* Repacks one tensor into a model-owned copy and releases the file pages it came from.
  * A per-expert stack packs as one matrix of ne[1] * ne[2] rows: ne[1] % 16 == 0, so no
  * 16-row group straddles two experts and each expert's slice is its own packed matrix. */
-static cpulm_status repack_one(cpulm_model *m, cpulm_tensor *t, int nth, cpulm_error *err) {
+static cpulm_status repack_one(cpulm_model *m, cpulm_tensor *t, int layout, int nth,
+                               cpulm_error *err) {
     const size_t bytes = (size_t)t->row_bytes * (size_t)t->ne[1] * (size_t)t->ne[2];
     void **list = realloc(m->owned_packed, sizeof *list * (size_t)(m->n_owned_packed + 1));
     if (!list) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
@@ -259,12 +310,12 @@ static cpulm_status repack_one(cpulm_model *m, cpulm_tensor *t, int nth, cpulm_e
     if (!dst) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
     list[m->n_owned_packed++] = dst;
     cpulm_advise_huge(dst, bytes);
-    cpulm_repack_x16_mt(t->type, t->data, dst, t->ne[0], t->ne[1] * t->ne[2], nth);
+    cpulm_repack_x16_mt(t->type, layout, t->data, dst, t->ne[0], t->ne[1] * t->ne[2], nth);
     const uint8_t *src = t->data;
     if (src >= m->map.data && src + bytes <= m->map.data + m->map.size)
         cpulm_mmap_discard(&m->map, (uint64_t)(src - m->map.data), bytes);
     t->data = dst;
-    t->packed = 1;
+    t->packed = 1 + layout;
     return CPULM_OK;
 }
 
@@ -273,7 +324,8 @@ cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_er
     const int nth = cpulm_topo_default_threads();
     const int tied = m->output.data == m->tok_embd.data;
     if (cpulm_repack_supported(k, &m->output)) {
-        if ((s = repack_one(m, &m->output, nth, err)) != CPULM_OK) return s;
+        if ((s = repack_one(m, &m->output, k->x16_layout[m->output.type], nth, err)) != CPULM_OK)
+            return s;
         if (tied) m->tok_embd = m->output;
     }
     for (int il = 0; il < m->hp.n_layer; il++) {
@@ -284,7 +336,8 @@ cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_er
                              &ly->ssm_z,      &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
                              &ly->down_shexp, &ly->ssm_in};
         for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
-            if (cpulm_repack_supported(k, w[i]) && (s = repack_one(m, w[i], nth, err)) != CPULM_OK)
+            if (cpulm_repack_supported(k, w[i]) &&
+                (s = repack_one(m, w[i], k->x16_layout[w[i]->type], nth, err)) != CPULM_OK)
                 return s;
     }
     return CPULM_OK;

@@ -78,70 +78,107 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
     tile_store(s, bs, acc);
 }
 
-/* ---- GEMM over repacked 16-row groups (gemm_x16) ----
- * SMMLA wants 8 consecutive quants of 2 rows per operand; the 16-row layout holds 4
- * consecutive quants of 4 rows per vector, so zipping the 32-bit lanes of the vectors of
- * elements 8m..8m+3 and 8m+4..8m+7 gives rows {0,1} (zip1) and {2,3} (zip2) of a quad:
- * 8 zips per quad and block, shared by every token of the tile. No layout change needed.
- * Activations: two tokens' 8-byte pieces side by side. Zipping them in the block loop
- * would cost 4 shuffles per token pair, quad and block; instead each chunk of MM_KC
- * blocks is interleaved once per tile into a stack buffer (with the pair's scale and
- * bias-correction patterns) and reused by the 4 quads, so the inner loop only loads it.
+/* ---- GEMM over 16-row groups in the CPULM_X16_PAIRS layout (gemm_x16; kernels.h) ----
+ * SMMLA wants 8 consecutive quants of 2 rows per operand. The shared 16-row layout holds 4
+ * quants of 4 rows per vector, which took 8 zips per quad and block to re-pair; this level
+ * has the loader pack its Q4_0 / Q8_0 weights in row pairs instead (x16_layout below), so a
+ * weight operand is one load (Q8_0) or one load and one op per two operands (Q4_0). Q4_0
+ * bytes come XOR 0x88: each nibble read as a 4-bit two's complement number is q - 8, so
+ * x << 4 and x & 0xF0 are the signed operands 16 (q - 8) of the low and high nibbles (as in
+ * dp_q4_quad16) and no chain carries the activations' bias correction.
+ * Activations: two tokens' 8-byte pieces side by side. Each chunk of MM_KC blocks is
+ * interleaved once per tile into a stack buffer (with the pair's scale patterns) and reused
+ * by the 4 quads, so the inner loop only loads it.
  * Result lanes of SMMLA(act pair, row pair): {a r0, a r1, b r0, b r1}. Float step without
  * SCVTF (2 micro-ops on V1/V2, where every other vector op is 1): each chain starts at
- * ARM_MAGIC_BITS plus the bias correction, so it ends holding the float M + isum
- * (M = 1.5 * 2^23, exact while |isum| < 2^22: Q8_0 |isum| <= 32 * 127 * 128 < 2^19,
- * Q4_0 <= 32 * 8 * 128 = 2^15), and f = fma(M + isum, dx, -(M * dx)) is exactly generic's
- * round(dx * float(isum)): dx is an fp16 value (11 significant bits), so -(M * dx) = -3 *
- * 2^22 * dx is exact and the fma's one rounding is that of isum * dx. (isum = 0 gives +0
- * where generic may give -0: the same once added to acc, which is never -0.) Then acc =
- * fma(dw, f, acc) lane by lane, as in generic, whatever the tile.
+ * ARM_MAGIC_BITS, so it ends holding the float M + isum (M = 1.5 * 2^23, exact while |isum| <
+ * 2^22: Q8_0 |isum| <= 32 * 127 * 128 < 2^19, Q4_0's 16 isum <= 16 * 32 * 8 * 128 = 2^19),
+ * and f = fma(M + isum, dx, -(M * dx)) is exactly round(dx * float(isum)) (Q4_0 takes dx / 16
+ * against its 16 isum, exact: dx is 0 or at least 2^-24): dx is an fp16 value (11 significant
+ * bits), so -(M * dx) = -3 * 2^22 * dx is exact and the fma's one rounding is that of isum *
+ * dx. (isum = 0 gives +0 where generic may give -0: the same once added to acc, which is
+ * never -0.) Then acc = fma(dw, f, acc) lane by lane, as in generic, whatever the tile.
  * An odd token count (3 and more) pairs the last token with itself and drops the copy.
- * Per block and quad of an 8-token tile, llvm-mca-22 (scripts/arm-perf.sh, GCC 12 -O2):
- * Q4_0 69 vector micro-ops (32 SMMLA, 8 zips, 8 unpack, 16 FMLA, scales) and 44 loads,
- * 17.4 cycles on V1 (vector-bound) and 20 on V2 (dispatch-bound: 6 wide); the interleave
- * adds 4.5 cycles per token pair and block. With one rounding per block and 4 outputs,
- * the float step alone (2 FMLA per 4 SMMLA) caps a tile at 4 / 6 = 67% of the SMMLA peak.
- * A layout with rows paired at 8-byte granularity would save the 8 weight zips per quad
- * and block (~12% of the vector ops); the shared 16-row layout costs that much, no more. */
+ * The float step bounds the tile: 2 FMLA per 4 SMMLA, 4 / 6 = 67% of the SMMLA peak on
+ * 4 vector pipes. llvm-mca-22 figures per core: docs/PERFORMANCE.md (ARM). */
+
+/* GCC pairs adjacent q-register loads into LDP, 3 micro-ops on V2 (2 LDRs are 2) where
+ * the 6-wide dispatch bounds these loops; its peephole2 pass forms the pairs. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define MM_NO_LDP __attribute__((optimize("no-peephole2")))
+/* and, as ARM_NO_PRESCHED, no scheduling before register allocation (it spilled an
+ * accumulator of the Q4_0 tile) */
+#define MM_GEMM_OPT __attribute__((optimize("no-peephole2", "no-schedule-insns")))
+#else
+#define MM_NO_LDP
+#define MM_GEMM_OPT
+#endif
 
 #define MM_PAIRS 4  /* token pairs per tile */
-#define MM_KC    32 /* blocks per interleaved activation chunk: 12 KB of stack */
+#define MM_KC    32 /* blocks per interleaved activation chunk: 18 KB of stack */
 
 typedef struct mm_pair_block {
     int8x16_t x[4]; /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
     float dx[4];    /* {dx_a, dx_a, dx_b, dx_b} */
-    /* Per row pair rp (two copies, so the compiler loads each where it is consumed instead
-     * of copying one load with a MOV, as SMMLA and FMLA overwrite it):
-     * init: chain starts {i_a, i_a, i_b, i_b}, ARM_MAGIC_BITS + the bias correction (-8 *
-     * sum(x) for Q4_0, 0 for Q8_0); nmdx: {-M dx_a, -M dx_a, -M dx_b, -M dx_b}. */
+    /* Per row pair rp, two copies, so the compiler loads each where it is consumed (SMMLA
+     * and FMLA overwrite it) instead of copying one load with a MOV, which takes a vector
+     * pipe: init: the chain start ARM_MAGIC_BITS; nmdx: {-M dx_a, -M dx_a, -M dx_b, -M dx_b}. */
     int32_t init[2][4];
     float nmdx[2][4];
 } mm_pair_block;
 
 /* Interleaves blocks [b0, b0 + nbc) of tokens a and b (b = a for a lone last token) into
- * out[i * stride_pairs]. Scalar stores for the patterns: no vector shuffles needed. */
+ * out[i * stride_pairs]. Out of line: inside the tile, whose accumulators fill the
+ * registers, GCC spilled its constants. Q8_0 tiles make -M dx in the loop instead (see
+ * mm_quad_chunk), so only Q4_0 stores it. */
 ARM_INLINE void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_t nbc,
-                              mm_pair_block *out, int stride_pairs, int q8) {
+                              mm_pair_block *out, int stride_pairs, const int q8) {
     for (int64_t i = 0; i < nbc; i++) {
         X16_MCA(BEGIN, "stage");
         const int64_t b = b0 + i;
         mm_pair_block *e = out + i * stride_pairs;
         arm_rows_2x8(vld1q_s8(ta.x[b].qs), vld1q_s8(tb.x[b].qs), &e->x[0], &e->x[1]);
         arm_rows_2x8(vld1q_s8(ta.x[b].qs + 16), vld1q_s8(tb.x[b].qs + 16), &e->x[2], &e->x[3]);
-        const float da = ta.d[b], db = tb.d[b];
-        e->dx[0] = e->dx[1] = da;
-        e->dx[2] = e->dx[3] = db;
-        const int32_t ca = ARM_MAGIC_BITS + (q8 ? 0 : ta.corr[b]);
-        const int32_t cb = ARM_MAGIC_BITS + (q8 ? 0 : tb.corr[b]);
-        const float na = -ARM_MAGIC * da, nb = -ARM_MAGIC * db;
-        for (int rp = 0; rp < 2; rp++) {
-            e->init[rp][0] = e->init[rp][1] = ca;
-            e->init[rp][2] = e->init[rp][3] = cb;
-            e->nmdx[rp][0] = e->nmdx[rp][1] = na;
-            e->nmdx[rp][2] = e->nmdx[rp][3] = nb;
+        /* Q4_0: dx / 16 (exact), as the chains hold 16 isum */
+        const float sc = q8 ? 1.0f : 0.0625f;
+        const float32x4_t dx = vcombine_f32(vdup_n_f32(ta.d[b] * sc), vdup_n_f32(tb.d[b] * sc));
+        const float32x4_t nmdx = vmulq_n_f32(dx, -ARM_MAGIC);
+        vst1q_f32(e->dx, dx);
+        if (!q8) {
+            vst1q_f32(e->nmdx[0], nmdx);
+            vst1q_f32(e->nmdx[1], nmdx);
         }
+        vst1q_s32(e->init[0], vdupq_n_s32(ARM_MAGIC_BITS));
+        vst1q_s32(e->init[1], vdupq_n_s32(ARM_MAGIC_BITS));
         X16_MCA(END, "stage");
+    }
+}
+
+__attribute__((noinline)) static void mm_interleave_q4_0(arm_x16_act ta, arm_x16_act tb, int64_t b0,
+                                                         int64_t nbc, mm_pair_block *out) {
+    mm_interleave(ta, tb, b0, nbc, out, MM_PAIRS, 0);
+}
+__attribute__((noinline)) static void mm_interleave_q8_0(arm_x16_act ta, arm_x16_act tb, int64_t b0,
+                                                         int64_t nbc, mm_pair_block *out) {
+    mm_interleave(ta, tb, b0, nbc, out, MM_PAIRS, 1);
+}
+
+/* The 2x8 weight operands of row pairs rp = 0, 1 of quad `quad` of a PAIRS block g:
+ * wo[rp][m] for elements 8m..8m+7. */
+ARM_INLINE void mm_weights(const uint8_t *g, int q8, int quad, int8x16_t wo[2][4]) {
+    if (q8) {
+        const int8_t *q = (const int8_t *)g + 32 + 128 * quad;
+        _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) wo[rp][m] =
+                vld1q_s8(q + 64 * rp + 16 * m);
+        return;
+    }
+    const uint8_t *q = g + 32 + 64 * quad;
+    _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++)
+        _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++) {
+        const uint8x16_t x = vld1q_u8(q + 32 * rp + 16 * j);
+        wo[rp][j] = vreinterpretq_s8_u8(vshlq_n_u8(x, 4));
+        wo[rp][j + 2] = vreinterpretq_s8_u8(vandq_u8(x, vdupq_n_u8(0xF0)));
     }
 }
 
@@ -153,14 +190,8 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
     for (int64_t i = 0; i < nbc; i++) {
         if (P == MM_PAIRS) X16_MCA(BEGIN, "gemm");
         const uint8_t *g = w + (size_t)i * blk_bytes;
-        int8x16_t v[8], wo[2][4];
-        arm_x16_quad(g, q8, quad, v);
-        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
-            const int32x4_t lo = vreinterpretq_s32_s8(v[2 * m]);
-            const int32x4_t hi = vreinterpretq_s32_s8(v[2 * m + 1]);
-            wo[0][m] = vreinterpretq_s8_s32(vzip1q_s32(lo, hi));
-            wo[1][m] = vreinterpretq_s8_s32(vzip2q_s32(lo, hi));
-        }
+        int8x16_t wo[2][4];
+        mm_weights(g, q8, quad, wo);
         const float64x2_t dw = vreinterpretq_f64_f32(arm_x16_quad_scales(g, quad));
         const float32x4_t dwp[2] = {vreinterpretq_f32_f64(vdupq_laneq_f64(dw, 0)),
                                     vreinterpretq_f32_f64(vdupq_laneq_f64(dw, 1))};
@@ -170,8 +201,11 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
                 int32x4_t is = vld1q_s32(e->init[rp]);
                 _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) is =
                     vmmlaq_s32(is, e->x[m], wo[rp][m]);
-                const float32x4_t f =
-                    vfmaq_f32(vld1q_f32(e->nmdx[rp]), vreinterpretq_f32_s32(is), vld1q_f32(e->dx));
+                /* Q8_0 loops are load-bound on V1 (8 weight loads a quad), Q4_0 ones
+                 * vector-bound (the unpacking): -M dx by FMUL or by load */
+                const float32x4_t dx = vld1q_f32(e->dx);
+                const float32x4_t nm = q8 ? vmulq_n_f32(dx, -ARM_MAGIC) : vld1q_f32(e->nmdx[rp]);
+                const float32x4_t f = vfmaq_f32(nm, vreinterpretq_f32_s32(is), dx);
                 acc[rp][p] = vfmaq_f32(acc[rp][p], dwp[rp], f);
             }
         }
@@ -187,7 +221,7 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
     arm_x16_act a[2 * MM_PAIRS];
     _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) a[j] =
-        arm_x16_act_row(act + (size_t)j * stride, n, q8);
+        arm_x16_act_row(act + (size_t)j * stride, n, 1);
     mm_pair_block buf[MM_KC * MM_PAIRS];
     float32x4_t acc[4][2][MM_PAIRS];
     for (int q = 0; q < 4; q++)
@@ -197,8 +231,8 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
     for (int64_t b0 = 0; b0 < nb; b0 += MM_KC) {
         const int64_t nbc = nb - b0 < MM_KC ? nb - b0 : MM_KC;
         for (int p = 0; p < P; p++)
-            mm_interleave(a[2 * p], a[2 * p + 1 < NT ? 2 * p + 1 : 2 * p], b0, nbc, buf + p,
-                          MM_PAIRS, q8);
+            (q8 ? mm_interleave_q8_0 : mm_interleave_q4_0)(
+                a[2 * p], a[2 * p + 1 < NT ? 2 * p + 1 : 2 * p], b0, nbc, buf + p);
         for (int q = 0; q < 4; q++) {
             float32x4_t r[2][MM_PAIRS];
             memcpy(r, acc[q], sizeof r);
@@ -217,10 +251,76 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
         }
 }
 
+/* A vector loaded afresh at each use: SDOT overwrites its accumulator, and a MOV of one
+ * loaded copy takes a vector pipe where a load does not (the empty asm hides that the
+ * address is the same; volatile, so the copies are not merged). */
+ARM_INLINE int32x4_t mm_fresh_load(const void *p) {
+    __asm__ volatile("" : "+r"(p));
+    return vld1q_s32(p);
+}
+
+/* One token (decode) against the group: SDOT (not by element) of a row pair's vector m
+ * with the token's bytes 8m..8m+7 in both halves gives lanes {r0, r0, r1, r1} of partial
+ * sums; a pairwise add of the quad's two row-pair chains gives its 4 rows in order. The
+ * chains start at {M, 0, M, 0} bits, so the sum holds the float M + isum and the step is
+ * dp_quad's (f = (M + isum - M) * dx, acc = fma(dw, f, acc)): the token's results are those
+ * of the tile bit for bit. All 16 rows per block, so the token's block is loaded once. */
+ARM_INLINE void mm_gemv(int64_t n, const uint8_t *w, int q8, const uint8_t *act, float *s) {
+    const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
+    const arm_x16_act a = arm_x16_act_row(act, n, 1);
+    static const int32_t init[4] = {ARM_MAGIC_BITS, 0, ARM_MAGIC_BITS, 0};
+    float32x4_t acc[4];
+    for (int q = 0; q < 4; q++)
+        acc[q] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < n / 32; b++) {
+        X16_MCA(BEGIN, "gemv");
+        const uint8_t *g = w + (size_t)b * blk_bytes;
+        const int64x2_t xl = vreinterpretq_s64_s8(vld1q_s8(a.x[b].qs));
+        const int64x2_t xh = vreinterpretq_s64_s8(vld1q_s8(a.x[b].qs + 16));
+        const int8x16_t x[4] = {vreinterpretq_s8_s64(vdupq_laneq_s64(xl, 0)),
+                                vreinterpretq_s8_s64(vdupq_laneq_s64(xl, 1)),
+                                vreinterpretq_s8_s64(vdupq_laneq_s64(xh, 0)),
+                                vreinterpretq_s8_s64(vdupq_laneq_s64(xh, 1))};
+        const float dx = a.d[b] * (q8 ? 1.0f : 0.0625f); /* Q4_0: 16 isum x dx / 16 */
+        const float16x8_t h0 = vreinterpretq_f16_u8(vld1q_u8(g));
+        const float16x8_t h1 = vreinterpretq_f16_u8(vld1q_u8(g + 16));
+        const float32x4_t dw[4] = {vcvt_f32_f16(vget_low_f16(h0)), vcvt_high_f32_f16(h0),
+                                   vcvt_f32_f16(vget_low_f16(h1)), vcvt_high_f32_f16(h1)};
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+            int8x16_t wo[2][4];
+            mm_weights(g, q8, q, wo);
+            int32x4_t c0 = mm_fresh_load(init), c1 = mm_fresh_load(init);
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+                c0 = vdotq_s32(c0, wo[0][m], x[m]);
+                c1 = vdotq_s32(c1, wo[1][m], x[m]);
+            }
+            const float32x4_t f = vmulq_n_f32(dp_chain_value(vpaddq_s32(c0, c1)), dx);
+            acc[q] = vfmaq_f32(acc[q], dw[q], f);
+            ARM_ORDER(g, acc[q]); /* next quad's weights load after this one's use */
+        }
+        X16_MCA(END, "gemv");
+    }
+    for (int q = 0; q < 4; q++)
+        vst1q_f32(s + 4 * q, acc[q]);
+}
+
+/* Out of line, so the decode loop is scheduled on its own (see dp_gemv_q4_0). */
+MM_GEMM_OPT __attribute__((noinline)) static void mm_gemv_q4_0(int64_t n, const uint8_t *w,
+                                                               const uint8_t *act, float *s) {
+    mm_gemv(n, w, 0, act, s);
+}
+MM_GEMM_OPT __attribute__((noinline)) static void mm_gemv_q8_0(int64_t n, const uint8_t *w,
+                                                               const uint8_t *act, float *s) {
+    mm_gemv(n, w, 1, act, s);
+}
+
 ARM_INLINE void mm_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w, const uint8_t *act,
                         uint64_t stride, int q8) {
-    if (nt == 1) { /* one-token decode: SDOT by element, no self-pairing (x16_sdot.h) */
-        dp_gemv_call(n, w, q8, act, s);
+    if (nt == 1) { /* one-token decode: SDOT, no self-pairing */
+        if (q8)
+            mm_gemv_q8_0(n, w, act, s);
+        else
+            mm_gemv_q4_0(n, w, act, s);
         return;
     }
 #define MM_CALL(j0, NT) mm_tile(n, w, q8, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT)
@@ -228,13 +328,13 @@ ARM_INLINE void mm_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w, 
 #undef MM_CALL
 }
 
-static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                          const uint8_t *act, uint64_t stride) {
+MM_GEMM_OPT static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                      const uint8_t *act, uint64_t stride) {
     mm_gemm(n, nt, s, ld, w, act, stride, 0);
 }
 
-static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                          const uint8_t *act, uint64_t stride) {
+MM_GEMM_OPT static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                                      const uint8_t *act, uint64_t stride) {
     mm_gemm(n, nt, s, ld, w, act, stride, 1);
 }
 
@@ -244,6 +344,11 @@ const cpulm_kernels cpulm_kernels_i8mm = {
         {
             [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
             [CPULM_DTYPE_Q4_0] = gemm_q4_0_x16,
+        },
+    .x16_layout =
+        {
+            [CPULM_DTYPE_Q8_0] = CPULM_X16_PAIRS,
+            [CPULM_DTYPE_Q4_0] = CPULM_X16_PAIRS,
         },
 };
 #endif
