@@ -201,3 +201,214 @@ TEST(gemma_ref_tiny_types) {
     }
     cpulm_json_free(d);
 }
+
+/* ---- the file's keys ---- */
+
+/* Parses a metadata-only GGUF with gemma3.block_count = n_layer and the keys w holds, then
+ * reads the Gemma keys and the layers' windows as the loader does. */
+static cpulm_status read_keys(cpulm_gguf_writer *w, int32_t n_layer, cpulm_hparams *hp,
+                              cpulm_layer *layers) {
+    uint8_t *buf = NULL;
+    uint64_t size = 0;
+    cpulm_gguf g;
+    cpulm_error err = {0};
+    memset(hp, 0, sizeof *hp);
+    hp->n_layer = n_layer;
+    hp->n_embd = 5376;
+    hp->n_head = 32;
+    hp->head_dim = 128;
+    hp->n_rot = 128;
+    cpulm_status s = cpulm_gguf_writer_to_buf(w, &buf, &size);
+    if (s == CPULM_OK) s = cpulm_gguf_parse(&g, buf, size, &err);
+    if (s == CPULM_OK) {
+        s = cpulm_gemma_read_hparams(&g, "gemma3", hp, &err);
+        if (s == CPULM_OK) s = cpulm_gemma_set_windows(&g, "gemma3", hp, layers, &err);
+        cpulm_gguf_release(&g);
+    }
+    free(buf);
+    cpulm_gguf_writer_free(w);
+    return s;
+}
+
+/* Windows by the default period 6, a period key, period 0 (all slide), a per-layer array,
+ * and none without attention.sliding_window; a malformed pattern is refused. */
+TEST(gemma_window_pattern) {
+    cpulm_hparams hp;
+    cpulm_layer ly[12];
+    cpulm_gguf_writer *w = cpulm_gguf_writer_new();
+    cpulm_gguf_writer_set_u32(w, "gemma3.attention.sliding_window", 512);
+    REQUIRE(t, read_keys(w, 12, &hp, ly) == CPULM_OK);
+    CHECK_EQ_INT(t, hp.n_swa, 512);
+    CHECK_EQ_INT(t, hp.n_layer_swa, 10);
+    for (int il = 0; il < 12; il++)
+        CHECK_EQ_INT(t, ly[il].window, il == 5 || il == 11 ? 0 : 512);
+    CHECK_NEAR(t, hp.rope_base_swa, 10000.0, 0);
+    CHECK_NEAR(t, hp.final_softcap, 0.0, 0);
+    CHECK_NEAR(t, hp.attn_scale, 1.0 / sqrt(128.0), 1e-7);
+
+    w = cpulm_gguf_writer_new();
+    cpulm_gguf_writer_set_u32(w, "gemma3.attention.sliding_window", 64);
+    cpulm_gguf_writer_set_u32(w, "gemma3.attention.sliding_window_pattern", 3);
+    cpulm_gguf_writer_set_f32(w, "gemma3.rope.freq_base_swa", 20000.0f);
+    REQUIRE(t, read_keys(w, 7, &hp, ly) == CPULM_OK);
+    CHECK_EQ_INT(t, hp.n_layer_swa, 5);
+    for (int il = 0; il < 7; il++)
+        CHECK_EQ_INT(t, ly[il].window, il % 3 == 2 ? 0 : 64);
+    CHECK_NEAR(t, hp.rope_base_swa, 20000.0, 0);
+
+    w = cpulm_gguf_writer_new();
+    cpulm_gguf_writer_set_u32(w, "gemma3.attention.sliding_window", 64);
+    cpulm_gguf_writer_set_u32(w, "gemma3.attention.sliding_window_pattern", 0);
+    REQUIRE(t, read_keys(w, 4, &hp, ly) == CPULM_OK);
+    CHECK_EQ_INT(t, hp.n_layer_swa, 4);
+
+    const uint8_t flags[5] = {1, 0, 0, 1, 1};
+    w = cpulm_gguf_writer_new();
+    cpulm_gguf_writer_set_u32(w, "gemma3.attention.sliding_window", 16);
+    cpulm_gguf_writer_set_arr(w, "gemma3.attention.sliding_window_pattern", CPULM_GGUF_BOOL, flags,
+                              5);
+    REQUIRE(t, read_keys(w, 5, &hp, ly) == CPULM_OK);
+    for (int il = 0; il < 5; il++)
+        CHECK_EQ_INT(t, ly[il].window, flags[il] ? 16 : 0);
+    w = cpulm_gguf_writer_new();
+    cpulm_gguf_writer_set_u32(w, "gemma3.attention.sliding_window", 16);
+    cpulm_gguf_writer_set_arr(w, "gemma3.attention.sliding_window_pattern", CPULM_GGUF_BOOL, flags,
+                              4);
+    CHECK_EQ_INT(t, read_keys(w, 5, &hp, ly), CPULM_ERR_FORMAT);
+
+    /* no window: every layer global; the 62-layer model's query scale; a soft-cap key */
+    w = cpulm_gguf_writer_new();
+    cpulm_gguf_writer_set_f32(w, "gemma3.final_logit_softcapping", 30.0f);
+    REQUIRE(t, read_keys(w, 62, &hp, ly) == CPULM_OK);
+    CHECK_EQ_INT(t, hp.n_swa, 0);
+    CHECK_EQ_INT(t, hp.n_layer_swa, 0);
+    CHECK_EQ_INT(t, ly[5].window, 0);
+    CHECK_NEAR(t, hp.final_softcap, 30.0, 0);
+    CHECK_NEAR(t, hp.attn_scale, 1.0 / sqrt(168.0), 1e-7);
+}
+
+/* ---- GELU ---- */
+
+/* The reference's f32 GELU reads an f16 table: every result is an f16 value, within f16
+ * rounding (of the input and the output) of the exact tanh form; 0 below -10, x above 10;
+ * geglu is gelu(g) * u. */
+TEST(gemma_gelu_is_the_reference_table) {
+    int bad = 0, not_f16 = 0;
+    for (int i = -24000; i <= 24000; i++) {
+        const float x = (float)i * 4.3e-4f;
+        const double xd = x,
+                     e = 0.5 * xd * (1 + tanh(0.7978845608028654 * xd * (1 + 0.044715 * xd * xd)));
+        const float y = cpulm_gemma_gelu(x);
+        const double tol = 1.2 * fabs(xd) / 2048 + fabs(e) / 1024 + 6e-8;
+        bad += !(fabs(y - e) <= tol);
+        not_f16 += fabsf(x) < 10.0f && cpulm_fp16_to_f32(cpulm_f32_to_fp16(y)) != y;
+    }
+    CHECK_EQ_INT(t, bad, 0);
+    CHECK_EQ_INT(t, not_f16, 0);
+    CHECK(t, cpulm_gemma_gelu(-10.0f) == 0.0f && cpulm_gemma_gelu(-30.0f) == 0.0f);
+    CHECK(t, cpulm_gemma_gelu(10.0f) == 10.0f && cpulm_gemma_gelu(12.345f) == 12.345f);
+    const float g[4] = {-11.0f, 0.5f, 3.0f, 11.0f}, u[4] = {2.0f, 3.0f, -1.0f, 0.5f};
+    float y[4];
+    cpulm_gemma_geglu(4, y, g, u);
+    for (int i = 0; i < 4; i++)
+        CHECK(t, y[i] == cpulm_gemma_gelu(g[i]) * u[i]);
+}
+
+/* ---- batches and generation ---- */
+
+/* Four sequences longer than the window (23..64 tokens, window 32) decoded together, their
+ * prompts interleaved token by token, then 5 single tokens each: every logit bit for bit
+ * the one each sequence gets alone. */
+TEST(gemma_batch_of_4_equals_each_alone) {
+    if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
+    cpulm_synth_params p;
+    REQUIRE(t, cpulm_synth_shape("tiny-gemma3", &p) == CPULM_OK);
+    p.type = CPULM_DTYPE_Q8_0;
+    cpulm_model *m = load_synth(&p, "tiny-gemma3-q8_0-batch.gguf");
+    REQUIRE(t, m);
+    const int32_t V = cpulm_vocab_n(m), lens[4] = {37, 50, 23, 64}, gen = 5;
+    float *alone[4];
+    int32_t toks[4][80];
+    for (int s = 0; s < 4; s++) {
+        for (int32_t i = 0; i < lens[s] + gen; i++)
+            toks[s][i] = i == 0 ? 1 : 3 + (int32_t)((s * 131 + i * 37) % 500);
+        cpulm_ctx *c1 = new_ctx(m, 128, 64, 1, 0);
+        REQUIRE(t, c1);
+        alone[s] = all_logits(c1, toks[s], lens[s] + gen, lens[s], V);
+        REQUIRE(t, alone[s]);
+        cpulm_ctx_free(c1);
+    }
+    cpulm_ctx *c = new_ctx(m, 128, 256, 4, 0);
+    REQUIRE(t, c);
+    int32_t bt[256], bs[256], at[4][80], n = 0;
+    int8_t want[256];
+    for (int32_t i = 0; i < 64; i++)
+        for (int s = 0; s < 4; s++)
+            if (i < lens[s]) {
+                bt[n] = toks[s][i];
+                bs[n] = s;
+                want[n] = 1;
+                at[s][i] = n++;
+            }
+    cpulm_batch b = {.n = n, .token = bt, .seq = bs, .want_logits = want};
+    REQUIRE(t, cpulm_ctx_decode(c, &b) == CPULM_OK);
+    int diff = 0;
+    for (int s = 0; s < 4; s++)
+        for (int32_t i = 0; i < lens[s]; i++)
+            diff += memcmp(cpulm_ctx_logits(c, at[s][i]), alone[s] + (size_t)i * V,
+                           sizeof(float) * (size_t)V) != 0;
+    for (int32_t g = 0; g < gen; g++) {
+        for (int s = 0; s < 4; s++) {
+            bt[s] = toks[s][lens[s] + g];
+            bs[s] = s;
+        }
+        cpulm_batch b1 = {.n = 4, .token = bt, .seq = bs, .want_logits = want};
+        REQUIRE(t, cpulm_ctx_decode(c, &b1) == CPULM_OK);
+        for (int s = 0; s < 4; s++)
+            diff += memcmp(cpulm_ctx_logits(c, s), alone[s] + (size_t)(lens[s] + g) * V,
+                           sizeof(float) * (size_t)V) != 0;
+    }
+    CHECK_EQ_INT(t, diff, 0);
+    for (int s = 0; s < 4; s++)
+        free(alone[s]);
+    cpulm_ctx_free(c);
+    cpulm_model_free(m);
+}
+
+/* 300 tokens (9 windows) as one prompt, and as a 200-token prompt then 100 single tokens
+ * (generation: the window's keys only, split over the cache on the tiled numerics): the
+ * same logits up to rounding, with both numerics. */
+TEST(gemma_generation_equals_prompt) {
+    if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
+    cpulm_synth_params p;
+    REQUIRE(t, cpulm_synth_shape("tiny-gemma3", &p) == CPULM_OK);
+    p.type = CPULM_DTYPE_F32;
+    cpulm_model *m = load_synth(&p, "tiny-gemma3-f32-gen.gguf");
+    REQUIRE(t, m);
+    const int32_t V = cpulm_vocab_n(m), n = 300, n_prompt = 200;
+    int32_t toks[300];
+    for (int32_t i = 0; i < n; i++)
+        toks[i] = i == 0 ? 1 : 3 + (int32_t)((i * 7919) % 509);
+    for (int fast = 0; fast <= 1; fast++) {
+        cpulm_ctx *c = new_ctx(m, 512, n, 1, fast);
+        REQUIRE(t, c);
+        float *whole = all_logits(c, toks, n, n, V);
+        cpulm_ctx_free(c);
+        c = new_ctx(m, 512, n, 1, fast);
+        REQUIRE(t, c);
+        float *a = all_logits(c, toks, n_prompt, n_prompt, V);
+        float *b = all_logits(c, toks + n_prompt, n - n_prompt, 1, V);
+        REQUIRE(t, whole && a && b);
+        double worst = 0;
+        for (size_t i = 0; i < (size_t)(n - n_prompt) * V; i++)
+            worst = fmax(worst, fabs(whole[(size_t)n_prompt * V + i] - b[i]));
+        fprintf(stderr, "  %s numerics: prompt vs generation worst |diff| %.2e\n",
+                fast ? "tiled" : "default", worst);
+        CHECK(t, worst < 5e-4);
+        free(whole);
+        free(a);
+        free(b);
+        cpulm_ctx_free(c);
+    }
+    cpulm_model_free(m);
+}
