@@ -470,7 +470,7 @@ CPULM_API cpulm_status cpulm_chat_render_json(const char *tmpl, const char *mess
                                               const cpulm_chat_params *p, char **out,
                                               cpulm_error *err);
 
-/* Built-in templates by name: "llama3", "llama2", "mistral", "chatml", "deepseek-r1",
+/* Built-in templates by name: "llama3", "llama2", "mistral", "chatml", "deepseek-r1", "gemma",
  * "plain" ("<Role>: content" lines for models without a template). Borrowed, static;
  * NULL if unknown. */
 CPULM_API const char *cpulm_chat_builtin(const char *name);

@@ -412,3 +412,89 @@ TEST(gemma_generation_equals_prompt) {
     }
     cpulm_model_free(m);
 }
+
+/* ---- the chat format ---- */
+
+/* The chat template Gemma 3 instruction-tuned files carry (tokenizer.chat_template), a
+ * fixture: the model's own data, rendered by the interpreter. */
+static const char gemma3_template[] =
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n"
+    "    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    "    {%- set first_user_prefix = \"\" -%}\n"
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate "
+    "user/assistant/user/assistant/...\") }}\n"
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    "        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n"
+    "        {{ message['content'] | trim }}\n"
+    "    {%- elif message['content'] is iterable -%}\n"
+    "        {%- for item in message['content'] -%}\n"
+    "            {%- if item['type'] == 'image' -%}\n"
+    "                {{ '<start_of_image>' }}\n"
+    "            {%- elif item['type'] == 'text' -%}\n"
+    "                {{ item['text'] | trim }}\n"
+    "            {%- endif -%}\n"
+    "        {%- endfor -%}\n"
+    "    {%- else -%}\n"
+    "        {{ raise_exception(\"Invalid content type\") }}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\\n'}}\n"
+    "{%- endif -%}\n";
+
+/* The family's documented format: <bos>, then per turn "<start_of_turn>" + role (the
+ * assistant is "model") + "\n" + trimmed content + "<end_of_turn>\n", the system prompt
+ * and a blank line opening the first user turn, and "<start_of_turn>model\n" to reply.
+ * The file's template, the "gemma" built-in (which a template with <start_of_turn> falls
+ * back to) and the detection agree; roles that do not alternate are an error. */
+TEST(gemma_chat_template) {
+    const cpulm_chat_msg msgs[] = {{"system", "Answer briefly."},
+                                   {"user", " What is 2+2? "},
+                                   {"assistant", "4"},
+                                   {"user", "And 3+3?"}};
+    const char *want = "<bos><start_of_turn>user\nAnswer briefly.\n\nWhat is 2+2?<end_of_turn>\n"
+                       "<start_of_turn>model\n4<end_of_turn>\n"
+                       "<start_of_turn>user\nAnd 3+3?<end_of_turn>\n"
+                       "<start_of_turn>model\n";
+    const char *srcs[2] = {gemma3_template, cpulm_chat_builtin("gemma")};
+    REQUIRE(t, srcs[1]);
+    for (int i = 0; i < 2; i++) {
+        char *out = NULL;
+        cpulm_error err = {0};
+        CHECK_EQ_INT(t, cpulm_chat_render(srcs[i], msgs, 4, 1, "<bos>", "<eos>", &out, &err),
+                     CPULM_OK);
+        CHECK(t, out && !strcmp(out, want));
+        if (out && strcmp(out, want)) fprintf(stderr, "  got: [%s]\n", out);
+        free(out);
+    }
+    CHECK(t, cpulm_chat_detect(gemma3_template) &&
+                 !strcmp(cpulm_chat_detect(gemma3_template), "gemma"));
+    char *out = NULL;
+    cpulm_error err = {0};
+    CHECK_EQ_INT(t, cpulm_chat_render(gemma3_template, msgs + 1, 1, 0, "<bos>", "", &out, &err),
+                 CPULM_OK);
+    CHECK(t, out && !strcmp(out, "<bos><start_of_turn>user\nWhat is 2+2?<end_of_turn>\n"));
+    free(out);
+    out = NULL;
+    CHECK(t,
+          cpulm_chat_render(gemma3_template, msgs + 2, 2, 1, "<bos>", "", &out, &err) != CPULM_OK);
+    free(out);
+}
