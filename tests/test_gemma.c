@@ -498,3 +498,26 @@ TEST(gemma_chat_template) {
           cpulm_chat_render(gemma3_template, msgs + 2, 2, 1, "<bos>", "", &out, &err) != CPULM_OK);
     free(out);
 }
+
+/* A synthesized tiny-gemma3 file loads with its windows (5 of 6 layers), reported by
+ * cpulm_model_get_info; gemma3-4b's shape cut to 12 layers has 10 sliding ones. */
+TEST(gemma_synth_file_info) {
+    cpulm_synth_params p;
+    REQUIRE(t, cpulm_synth_shape("tiny-gemma3", &p) == CPULM_OK);
+    p.type = CPULM_DTYPE_Q8_0;
+    cpulm_model *m = load_synth(&p, "tiny-gemma3-q8_0-batch.gguf");
+    REQUIRE(t, m);
+    cpulm_model_info in;
+    cpulm_model_get_info(m, &in);
+    CHECK(t, !strcmp(in.arch, "gemma3"));
+    CHECK_EQ_INT(t, in.n_swa, 32);
+    CHECK_EQ_INT(t, in.n_layer_swa, 5);
+    CHECK_NEAR(t, in.rope_freq_base_swa, 10000.0, 0);
+    cpulm_model_free(m);
+    REQUIRE(t, cpulm_synth_shape("gemma3-4b", &p) == CPULM_OK);
+    p.n_layer = 12;
+    cpulm_hparams hp;
+    cpulm_synth_hparams(&p, &hp);
+    CHECK_EQ_INT(t, hp.n_swa, 1024);
+    CHECK_EQ_INT(t, hp.n_layer_swa, 10);
+}
