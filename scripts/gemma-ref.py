@@ -33,6 +33,9 @@ CASES = [
     ("tiny-gemma3-period3-f32", "tiny-gemma3", "f32", 0, {"swa_period": 3, "rope_linear": 0}),
     # no sliding window: every layer global at the file's base (llama.cpp's other graph)
     ("tiny-gemma3-global-f32", "tiny-gemma3", "f32", 0, {"swa": 0}),
+    # the final logit soft-cap key (a small cap, so it matters), with and without windows
+    ("tiny-gemma3-softcap-f32", "tiny-gemma3", "f32", 0, {"softcap": 0.5}),
+    ("tiny-gemma3-global-softcap-f32", "tiny-gemma3", "f32", 0, {"swa": 0, "softcap": 0.5}),
 ]
 if os.environ.get("GEMMA_REF_CASES"):  # ad-hoc cases for experiments: a JSON list of the above
     CASES = [tuple(c) for c in json.loads(os.environ["GEMMA_REF_CASES"])]

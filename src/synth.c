@@ -87,14 +87,14 @@ static const struct {
     const char *shape;
     cpulm_swa_shape swa;
 } swa_shapes[] = {
-    {"gemma3-4b", {1024, 0, 8.0f}},
-    {"tiny-gemma3", {32, 0, 8.0f}},
+    {"gemma3-4b", {1024, 0, 8.0f, 0.0f}},
+    {"tiny-gemma3", {32, 0, 8.0f, 0.0f}},
 };
 
 cpulm_swa_shape cpulm_shape_swa(const char *name) {
     for (size_t i = 0; i < sizeof swa_shapes / sizeof swa_shapes[0]; i++)
         if (!strcmp(name, swa_shapes[i].shape)) return swa_shapes[i].swa;
-    return (cpulm_swa_shape){0, 0, 0.0f};
+    return (cpulm_swa_shape){0, 0, 0.0f, 0.0f};
 }
 
 const cpulm_shape_preset *cpulm_shape_preset_at(int i) {
@@ -260,7 +260,8 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "linear rope factor %g: need >= 1 and no YaRN factor",
                           p->swa.rope_linear);
-    if (p->swa.window < 0 || p->swa.period < 0 || (p->swa.window > 0 && !a->gemma))
+    if (p->swa.window < 0 || p->swa.period < 0 || p->swa.softcap < 0 ||
+        ((p->swa.window > 0 || p->swa.softcap > 0) && !a->gemma))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "sliding window %d, period %d: need >= 0, and an architecture with "
                           "sliding windows (gemma3)",
@@ -634,6 +635,8 @@ static cpulm_status set_swa(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
         return st;
     if (p->swa.period > 0 &&
         (st = set_u32(w, p, "attention.sliding_window_pattern", p->swa.period)))
+        return st;
+    if (p->swa.softcap > 0 && (st = set_f32(w, p, "final_logit_softcapping", p->swa.softcap)))
         return st;
     if (p->swa.rope_linear > 0) {
         char key[96];

@@ -32,6 +32,7 @@ typedef struct cpulm_ssm_shape {
 typedef struct cpulm_swa_shape {
     int32_t window, period;
     float rope_linear;
+    float softcap; /* final_logit_softcapping (0: not written) */
 } cpulm_swa_shape;
 
 /* A named model shape: the one table of shapes, used by `cpulm synth` to write a file of

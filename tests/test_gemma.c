@@ -57,9 +57,10 @@ static cpulm_model *case_model(const cpulm_json *c) {
     p.swa.window = (int32_t)cpulm_json_num(cpulm_json_get(c, "swa"), p.swa.window);
     p.swa.period = (int32_t)cpulm_json_num(cpulm_json_get(c, "swa_period"), p.swa.period);
     p.swa.rope_linear = (float)cpulm_json_num(cpulm_json_get(c, "rope_linear"), p.swa.rope_linear);
+    p.swa.softcap = (float)cpulm_json_num(cpulm_json_get(c, "softcap"), p.swa.softcap);
     char name[160];
-    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g.gguf", shape, type, layers, p.swa.window,
-             p.swa.period, (double)p.swa.rope_linear);
+    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g.gguf", shape, type, layers, p.swa.window,
+             p.swa.period, (double)p.swa.rope_linear, (double)p.swa.softcap);
     return load_synth(&p, name);
 }
 
@@ -175,7 +176,8 @@ static int check_case(const cpulm_json *c, int32_t step, int fast, double *worst
 
 /* tiny-gemma3 (5 sliding layers with a window of 32 at rope base 10000, 1 global layer with
  * linear rope scaling 8) in F32, F16, BF16 and Q8_0, then in F32 with the period key 3 (2
- * global layers) and with no window at all: the 255 scored positions of a 512-token chunk,
+ * global layers), with no window at all, and with a final logit soft-cap of 0.5 with and
+ * without windows: the 255 scored positions of a 512-token chunk,
  * with tiled numerics as one prompt and in batches of 7 (windows crossing batch
  * boundaries), and with the default numerics as one prompt. */
 TEST(gemma_ref_tiny_types) {
@@ -255,12 +257,15 @@ TEST(gemma_window_pattern) {
     for (int il = 0; il < 7; il++)
         CHECK_EQ_INT(t, ly[il].window, il % 3 == 2 ? 0 : 64);
     CHECK_NEAR(t, hp.rope_base_swa, 20000.0, 0);
+    CHECK_NEAR(t, hp.final_softcap, 0.0, 0);
 
     w = cpulm_gguf_writer_new();
     cpulm_gguf_writer_set_u32(w, "gemma3.attention.sliding_window", 64);
     cpulm_gguf_writer_set_u32(w, "gemma3.attention.sliding_window_pattern", 0);
+    cpulm_gguf_writer_set_f32(w, "gemma3.final_logit_softcapping", 0.5f);
     REQUIRE(t, read_keys(w, 4, &hp, ly) == CPULM_OK);
     CHECK_EQ_INT(t, hp.n_layer_swa, 4);
+    CHECK_NEAR(t, hp.final_softcap, 0.5, 0);
 
     const uint8_t flags[5] = {1, 0, 0, 1, 1};
     w = cpulm_gguf_writer_new();

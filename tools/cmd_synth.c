@@ -28,10 +28,11 @@ static void synth_usage(FILE *f) {
             "  --yarn FACTOR --yarn-orig-ctx N\n"
             "                   YaRN rope scaling keys (rope.scaling.type yarn, factor, original\n"
             "                   context length N, default --ctx)\n"
-            "  --swa N --swa-period N --rope-linear F\n"
+            "  --swa N --swa-period N --rope-linear F --softcap F\n"
             "                   gemma3: sliding window (0: none), the pattern period written as\n"
             "                   attention.sliding_window_pattern (0: not written, the default 6),\n"
-            "                   linear rope scaling of the global layers (0: none)\n"
+            "                   linear rope scaling of the global layers (0: none), the final\n"
+            "                   logit soft-cap key (0: not written)\n"
             "  --untied         write a separate output.weight (default: the shape's)\n"
             "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
             "  -t, --threads N  generation threads (default 2)\n"
@@ -45,7 +46,7 @@ typedef struct synth_opts {
     const char *arch;
     int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx;
     int swa, swa_period; /* -1: the shape's */
-    float yarn, rope_linear;
+    float yarn, rope_linear, softcap;
     long long seed;
 } synth_opts;
 
@@ -102,6 +103,8 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
             ok = cli_int(&c, 0, 4096, &o->swa_period);
         else if (cli_flag(&c, "--rope-linear", NULL))
             ok = cli_float(&c, 0.0, 1000.0, &o->rope_linear);
+        else if (cli_flag(&c, "--softcap", NULL))
+            ok = cli_float(&c, 0.0, 1000.0, &o->softcap);
         else if (cli_flag(&c, "--seed", NULL))
             ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
         else if (cli_flag(&c, "-t", "--threads"))
@@ -151,6 +154,7 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->swa >= 0) p->swa.window = o->swa;
     if (o->swa_period >= 0) p->swa.period = o->swa_period;
     if (o->rope_linear >= 0) p->swa.rope_linear = o->rope_linear;
+    if (o->softcap > 0) p->swa.softcap = o->softcap;
     p->seed = (uint64_t)o->seed;
     p->n_threads = o->threads;
     cpulm_error err = {0};

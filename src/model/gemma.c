@@ -49,10 +49,11 @@ cpulm_status cpulm_gemma_read_hparams(const cpulm_gguf *g, const char *arch, cpu
         return s;
     if (!(base_swa > 0)) return cpulm_errf(err, CPULM_ERR_FORMAT, "key '%s' must be positive", k);
     hp->rope_base_swa = (float)base_swa;
-    /* only the reference's graph without sliding windows soft-caps the logits */
+    /* the logits are soft-capped only when the file has the key (llama.cpp 9928, with or
+     * without sliding windows) */
     if ((s = opt_f64(g, key_of(k, sizeof k, arch, "final_logit_softcapping"), 0.0, &cap, err)))
         return s;
-    hp->final_softcap = hp->n_swa == 0 && cap > 0 ? (float)cap : 0.0f;
+    hp->final_softcap = cap > 0 ? (float)cap : 0.0f;
     /* gemma_pytorch's query_pre_attn_scalar: n_embd / n_head for the 27B model only */
     const int32_t qpa = hp->n_layer == 62 ? hp->n_embd / hp->n_head : hp->head_dim;
     hp->attn_scale = 1.0f / sqrtf((float)qpa);

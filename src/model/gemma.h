@@ -7,7 +7,8 @@
  * slide) or one boolean per layer; sliding layers rotate with <arch>.rope.freq_base_swa
  * (default 10000) and no rope scaling, global ones with rope.freq_base and the file's
  * scaling. Queries are scaled by 1/sqrt(head_dim), except in the 62-layer (27B) model:
- * 1/sqrt(n_embd / n_head). The converter stores norm weights with Gemma's +1 already added,
+ * 1/sqrt(n_embd / n_head). <arch>.final_logit_softcapping c, when present, caps the logits
+ * (c * tanh(l / c)). The converter stores norm weights with Gemma's +1 already added,
  * so they multiply as every other RMS norm's. */
 #ifndef CPULM_MODEL_GEMMA_H
 #define CPULM_MODEL_GEMMA_H
