@@ -136,6 +136,10 @@ typedef struct cpulm_model_info {
     int64_t n_params_active;   /* parameters one token computes with (used experts only) */
     uint64_t active_bytes;     /* weight bytes one generated token reads: every matrix but the
                                   experts it does not use and an untied token_embd (one row) */
+    /* sliding-window models (gemma3; 0 else): the window, how many layers use it, and their
+     * rope base */
+    int32_t n_swa, n_layer_swa;
+    float rope_freq_base_swa;
 } cpulm_model_info;
 
 CPULM_API void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *out);
@@ -470,7 +474,7 @@ CPULM_API cpulm_status cpulm_chat_render_json(const char *tmpl, const char *mess
                                               const cpulm_chat_params *p, char **out,
                                               cpulm_error *err);
 
-/* Built-in templates by name: "llama3", "llama2", "mistral", "chatml", "deepseek-r1",
+/* Built-in templates by name: "llama3", "llama2", "mistral", "chatml", "deepseek-r1", "gemma",
  * "plain" ("<Role>: content" lines for models without a template). Borrowed, static;
  * NULL if unknown. */
 CPULM_API const char *cpulm_chat_builtin(const char *name);

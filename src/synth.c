@@ -70,10 +70,32 @@ static const cpulm_shape_preset shapes[] = {
      256, 256, 4, 2, 512, 4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 1}},
     {"tiny-qwen3next-ssm-in", "tiny qwen3next, older converter's layout", "synth tiny qwen3next", 4,
      256, 256, 4, 2, 512, 4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 1}},
+    {"gemma3-4b", "Gemma 3 4B", "synth Gemma-3-4B", 34, 2560, 10240, 8, 4, 262144, 131072, 1e6f,
+     1, "gemma3", 256, 0, 0, 0, {0}},
+    /* 6 layers: 5 sliding (a window of 32) and 1 global; the global layer's rope scaled
+     * linearly by 8, the sliding ones unscaled at base 10000 */
+    {"tiny-gemma3", "tiny gemma3 test model", "synth tiny gemma3", 6, 256, 512, 4, 2, 512, 4096,
+     1e6f, 1, "gemma3", 64, 0, 0, 0, {0}},
     {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512, 10000.0f,
      1, "llama", 0, 0, 0, 0, {0}},
 };
 /* clang-format on */
+
+/* The sliding windows of the shapes that have them (cpulm_swa_shape): window, period key,
+ * linear rope factor of the global layers. */
+static const struct {
+    const char *shape;
+    cpulm_swa_shape swa;
+} swa_shapes[] = {
+    {"gemma3-4b", {1024, 0, 8.0f, 0.0f}},
+    {"tiny-gemma3", {32, 0, 8.0f, 0.0f}},
+};
+
+cpulm_swa_shape cpulm_shape_swa(const char *name) {
+    for (size_t i = 0; i < sizeof swa_shapes / sizeof swa_shapes[0]; i++)
+        if (!strcmp(name, swa_shapes[i].shape)) return swa_shapes[i].swa;
+    return (cpulm_swa_shape){0, 0, 0.0f, 0.0f};
+}
 
 const cpulm_shape_preset *cpulm_shape_preset_at(int i) {
     return i >= 0 && i < (int)(sizeof shapes / sizeof shapes[0]) ? &shapes[i] : NULL;
@@ -107,8 +129,9 @@ cpulm_status cpulm_synth_shape(const char *name, cpulm_synth_params *p) {
                               .n_expert = s->n_expert,
                               .n_expert_used = s->n_expert_used,
                               .n_ff_exp = s->n_ff_exp,
-                              .ssm = s->ssm};
-    if (p->ssm.heads) p->norm_eps = 1e-6f;
+                              .ssm = s->ssm,
+                              .swa = cpulm_shape_swa(s->name)};
+    if (p->ssm.heads || !strcmp(s->arch, "gemma3")) p->norm_eps = 1e-6f;
     return CPULM_OK;
 }
 
@@ -151,6 +174,9 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
     }
     hp->rope_base = p->rope_base;
     hp->rope = (cpulm_rope_scaling){.freq_scale = 1.0f, .mscale = 1.0f};
+    hp->n_swa = p->swa.window;
+    for (int32_t il = 0; p->swa.window > 0 && il < p->n_layer; il++) /* gemma.h's rule */
+        hp->n_layer_swa += p->swa.period == 0 ? il % 6 < 5 : il % p->swa.period < p->swa.period - 1;
     hp->norm_eps = p->norm_eps;
 }
 
@@ -231,6 +257,16 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
     if (p->yarn_factor != 0 && !(p->yarn_factor >= 1 && p->yarn_factor <= 1000))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "yarn factor %g: need 1 .. 1000",
                           p->yarn_factor);
+    if (p->swa.rope_linear != 0 && (p->yarn_factor != 0 || !(p->swa.rope_linear >= 1)))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "linear rope factor %g: need >= 1 and no YaRN factor",
+                          p->swa.rope_linear);
+    if (p->swa.window < 0 || p->swa.period < 0 || p->swa.softcap < 0 ||
+        ((p->swa.window > 0 || p->swa.softcap > 0) && !a->gemma))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "sliding window %d, period %d: need >= 0, and an architecture with "
+                          "sliding windows (gemma3)",
+                          p->swa.window, p->swa.period);
     return check_hybrid(p, a, blk, err);
 }
 
@@ -598,6 +634,26 @@ static cpulm_status set_hybrid(cpulm_gguf_writer *w, const cpulm_synth_params *p
     return CPULM_OK;
 }
 
+/* Sliding-window keys (gemma.h), and the linear rope scaling of the global layers. */
+static cpulm_status set_swa(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
+    cpulm_status st;
+    if (p->swa.window > 0 && (st = set_u32(w, p, "attention.sliding_window", p->swa.window)))
+        return st;
+    if (p->swa.period > 0 &&
+        (st = set_u32(w, p, "attention.sliding_window_pattern", p->swa.period)))
+        return st;
+    if (p->swa.softcap > 0 && (st = set_f32(w, p, "final_logit_softcapping", p->swa.softcap)))
+        return st;
+    if (p->swa.rope_linear > 0) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);
+        if ((st = cpulm_gguf_writer_set_str(w, key, "linear")) ||
+            (st = set_f32(w, p, "rope.scaling.factor", p->swa.rope_linear)))
+            return st;
+    }
+    return CPULM_OK;
+}
+
 static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
     cpulm_status st;
     int32_t hd = synth_head_dim(p);
@@ -623,6 +679,7 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         return st;
     if (p->alignment && (st = cpulm_gguf_writer_set_u32(w, "general.alignment", p->alignment)))
         return st; /* small alignments make misaligned files for the loader's tests */
+    if ((st = set_swa(w, p)) != CPULM_OK) return st;
     if (p->yarn_factor > 0) {
         char key[96];
         snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);

@@ -25,6 +25,16 @@ typedef struct cpulm_ssm_shape {
     int32_t joint_in; /* qwen3next: write the older joint ssm_in, not attn_qkv + attn_gate */
 } cpulm_ssm_shape;
 
+/* Sliding windows of a Gemma-style shape, all 0 for other architectures: the window
+ * (attention.sliding_window), the period written as attention.sliding_window_pattern (0:
+ * not written, the architecture's default applies) and a linear rope scaling factor for the
+ * global layers (rope.scaling.type "linear"; 0: none). */
+typedef struct cpulm_swa_shape {
+    int32_t window, period;
+    float rope_linear;
+    float softcap; /* final_logit_softcapping (0: not written) */
+} cpulm_swa_shape;
+
 /* A named model shape: the one table of shapes, used by `cpulm synth` to write a file of
  * that shape and by `cpulm plan` to size a model that is not on disk. */
 typedef struct cpulm_shape_preset {
@@ -40,9 +50,13 @@ typedef struct cpulm_shape_preset {
     cpulm_ssm_shape ssm;                       /* hybrid architectures (qwen35) */
 } cpulm_shape_preset;
 
+/* The sliding windows of a named shape (all 0 for shapes without them). */
+cpulm_swa_shape cpulm_shape_swa(const char *name);
+
 /* NULL when unknown / past the end. "1b", "3b", "8b", "70b" (Llama), "qwen3-0.6b",
  * "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-30b-a3b" (MoE), "mixtral-8x7b",
- * "qwen35-9b" (hybrid), "tiny", "tiny-moe", "tiny-qwen35", "custom". */
+ * "qwen35-9b" (hybrid), "gemma3-4b", "tiny", "tiny-moe", "tiny-qwen35", "tiny-gemma3",
+ * "custom". */
 const cpulm_shape_preset *cpulm_shape_preset_find(const char *name);
 const cpulm_shape_preset *cpulm_shape_preset_at(int i);
 
@@ -59,6 +73,7 @@ typedef struct cpulm_synth_params {
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
     uint32_t alignment;  /* general.alignment; 0: not written (the GGUF default, 32) */
     cpulm_ssm_shape ssm; /* hybrid architectures (qwen35) */
+    cpulm_swa_shape swa; /* sliding windows (gemma3) */
     /* YaRN rope scaling (rope.scaling.type "yarn", .factor, .original_context_length):
      * yarn_factor 0 writes no scaling keys; yarn_orig_ctx 0 means n_ctx */
     float yarn_factor;

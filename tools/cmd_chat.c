@@ -66,7 +66,7 @@ static void chat_usage(FILE *f) {
             "  -sys, --system TEXT        system message (-p TEXT too, as llama-cli -cnv)\n"
             "  -f, --file FILE            system message from a file (final newline dropped)\n"
             "  --chat-template NAME|FILE  override the model's template (llama3, llama2,\n"
-            "                             mistral, chatml, deepseek-r1, plain, or a file)\n"
+            "                             mistral, chatml, deepseek-r1, gemma, plain, or a file)\n"
             "  --hide-think               do not show <think>...</think> reasoning\n"
             "  --no-think                 ask templates that support it not to think\n"
             "  -n, --n-predict N          most tokens per reply (default 1024; -1 = until\n"

@@ -185,6 +185,9 @@ int cmd_info(int argc, char **argv) {
     if (in.n_layer_recurrent > 0) /* hybrid: the recurrent layers keep a fixed-size state */
         printf(" (%d Gated DeltaNet, %d full attention)", in.n_layer_recurrent,
                in.n_layer - in.n_layer_recurrent);
+    if (in.n_layer_swa > 0) /* gemma3: most layers see only the last n_swa positions */
+        printf(" (%d sliding-window of %d positions, rope base %g; %d global)", in.n_layer_swa,
+               in.n_swa, in.rope_freq_base_swa, in.n_layer - in.n_layer_swa);
     printf("\n");
     printf("heads:         %d (kv %d, head dim %d)\nffn:           %d\nrope:          %d dims, "
            "base %g\nrms eps:       %g\n",

@@ -49,7 +49,7 @@ static void serve_usage(FILE *f) {
         "                        (default: $CPULM_API_KEY, else none; an empty key is an error)\n"
         "  --alias NAME          model id in /v1/models (default: file name)\n"
         "  --chat-template NAME|FILE  override the model's chat template (llama3, llama2,\n"
-        "                        mistral, chatml, deepseek-r1, plain, or a Jinja file)\n"
+        "                        mistral, chatml, deepseek-r1, gemma, plain, or a Jinja file)\n"
         "  --embeddings          serve POST /v1/embeddings (a second, embeddings-only context)\n"
         "  --pooling P           its pooling: mean|last|cls (default: the model's)\n"
         "  --slots, --no-slots   GET /slots, llama-server's slot monitor (default: on)\n"

@@ -9,33 +9,37 @@
 #include "tools_api.h"
 
 static void synth_usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: cpulm synth --shape NAME --type TYPE -o FILE [options]\n"
-        "  --shape NAME     1b, 3b, 8b, 70b (Llama-3.x), qwen3-0.6b, qwen3-1.7b, qwen3-4b,\n"
-        "                   qwen3-8b, qwen3-30b-a3b (MoE: 128 experts, 8 used), mixtral-8x7b,\n"
-        "                   qwen35-9b (hybrid: Gated DeltaNet + gated attention), tiny,\n"
-        "                   tiny-moe, tiny-qwen35, or custom (tiny's numbers; override with the\n"
-        "                   flags)\n"
-        "  --type TYPE      q4_0 (default), q8_0, f16, bf16, f32, q4_k, q6_k, mxfp4 (FFN and\n"
-        "                   expert matrices; Q8_0 for the others)\n"
-        "  -o FILE          output GGUF\n"
-        "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
-        "                   override the shape's numbers (--layers N cuts a big shape for\n"
-        "                   benchmarks)\n"
-        "  --arch NAME --head-dim N --experts N --experts-used N --expert-ff N\n"
-        "                   architecture (llama, qwen2, qwen3, qwen3moe, qwen35), head size, "
-        "experts\n"
-        "  --yarn FACTOR --yarn-orig-ctx N\n"
-        "                   YaRN rope scaling keys (rope.scaling.type yarn, factor, original\n"
-        "                   context length N, default --ctx)\n"
-        "  --untied         write a separate output.weight (default: the shape's)\n"
-        "  --fim            the last three tokens are <|fim_prefix|>, <|fim_suffix|> and\n"
-        "                   <|fim_middle|> (control tokens: a model for /infill tests)\n"
-        "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
-        "  -t, --threads N  generation threads (default 2)\n"
-        "  --progress, --no-progress  live line on stderr: tensors and MiB written (default:\n"
-        "                   when stderr is a terminal)\n");
+    fprintf(f,
+            "usage: cpulm synth --shape NAME --type TYPE -o FILE [options]\n"
+            "  --shape NAME     1b, 3b, 8b, 70b (Llama-3.x), qwen3-0.6b, qwen3-1.7b, qwen3-4b,\n"
+            "                   qwen3-8b, qwen3-30b-a3b (MoE: 128 experts, 8 used), mixtral-8x7b,\n"
+            "                   qwen35-9b (hybrid: Gated DeltaNet + gated attention), gemma3-4b,\n"
+            "                   tiny, tiny-moe, tiny-qwen35, tiny-gemma3, or custom (tiny's\n"
+            "                   numbers; override with the flags)\n"
+            "  --type TYPE      q4_0 (default), q8_0, f16, bf16, f32, q4_k, q6_k, mxfp4 (FFN and\n"
+            "                   expert matrices; Q8_0 for the others)\n"
+            "  -o FILE          output GGUF\n"
+            "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
+            "                   override the shape's numbers (--layers N cuts a big shape for\n"
+            "                   benchmarks)\n"
+            "  --arch NAME --head-dim N --experts N --experts-used N --expert-ff N\n"
+            "                   architecture (llama, qwen2, qwen3, qwen3moe, qwen35), head size, "
+            "experts\n"
+            "  --yarn FACTOR --yarn-orig-ctx N\n"
+            "                   YaRN rope scaling keys (rope.scaling.type yarn, factor, original\n"
+            "                   context length N, default --ctx)\n"
+            "  --swa N --swa-period N --rope-linear F --softcap F\n"
+            "                   gemma3: sliding window (0: none), the pattern period written as\n"
+            "                   attention.sliding_window_pattern (0: not written, the default 6),\n"
+            "                   linear rope scaling of the global layers (0: none), the final\n"
+            "                   logit soft-cap key (0: not written)\n"
+            "  --untied         write a separate output.weight (default: the shape's)\n"
+            "  --fim            the last three tokens are <|fim_prefix|>, <|fim_suffix|> and\n"
+            "                   <|fim_middle|> (control tokens: a model for /infill tests)\n"
+            "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
+            "  -t, --threads N  generation threads (default 2)\n"
+            "  --progress, --no-progress  live line on stderr: tensors and MiB written (default:\n"
+            "                   when stderr is a terminal)\n");
 }
 
 typedef struct synth_opts {
@@ -43,7 +47,8 @@ typedef struct synth_opts {
     int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, fim, threads, progress;
     const char *arch;
     int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx;
-    float yarn;
+    int swa, swa_period; /* -1: the shape's */
+    float yarn, rope_linear, softcap;
     long long seed;
 } synth_opts;
 
@@ -96,6 +101,14 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
             ok = cli_float(&c, 1.0, 1000.0, &o->yarn);
         else if (cli_flag(&c, "--yarn-orig-ctx", NULL))
             ok = parse_size(&c, &o->yarn_orig_ctx);
+        else if (cli_flag(&c, "--swa", NULL))
+            ok = cli_int(&c, 0, 1 << 24, &o->swa);
+        else if (cli_flag(&c, "--swa-period", NULL))
+            ok = cli_int(&c, 0, 4096, &o->swa_period);
+        else if (cli_flag(&c, "--rope-linear", NULL))
+            ok = cli_float(&c, 0.0, 1000.0, &o->rope_linear);
+        else if (cli_flag(&c, "--softcap", NULL))
+            ok = cli_float(&c, 0.0, 1000.0, &o->softcap);
         else if (cli_flag(&c, "--seed", NULL))
             ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
         else if (cli_flag(&c, "-t", "--threads"))
@@ -143,6 +156,10 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->expert_ff) p->n_ff_exp = o->expert_ff;
     p->yarn_factor = o->yarn;
     p->yarn_orig_ctx = o->yarn_orig_ctx;
+    if (o->swa >= 0) p->swa.window = o->swa;
+    if (o->swa_period >= 0) p->swa.period = o->swa_period;
+    if (o->rope_linear >= 0) p->swa.rope_linear = o->rope_linear;
+    if (o->softcap > 0) p->swa.softcap = o->softcap;
     p->seed = (uint64_t)o->seed;
     p->n_threads = o->threads;
     cpulm_error err = {0};
@@ -161,7 +178,8 @@ static void show_progress(void *user, int32_t done, int32_t total, uint64_t byte
 }
 
 int cmd_synth(int argc, char **argv) {
-    synth_opts o = {.seed = 1, .threads = 2, .progress = -1};
+    synth_opts o = {
+        .seed = 1, .threads = 2, .progress = -1, .swa = -1, .swa_period = -1, .rope_linear = -1};
     cpulm_synth_params p;
     int rc = parse_synth(argc, argv, &o);
     if (rc || (rc = make_params(&o, &p))) return rc;

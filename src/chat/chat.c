@@ -82,6 +82,21 @@ static const char tmpl_deepseek_r1[] =
     "{%- if add_generation_prompt -%}{{- '<\xef\xbd\x9c"
     "Assistant\xef\xbd\x9c><think>\\n' -}}{%- endif -%}\n";
 
+/* Gemma (2, 3): user and model turns; a system prompt opens the first user turn; content
+ * trimmed, <end_of_turn> after each turn. */
+static const char tmpl_gemma[] =
+    "{{- bos_token -}}\n"
+    "{%- set ns = namespace(sys='') -%}\n"
+    "{%- if messages and messages[0]['role'] == 'system' -%}\n"
+    "{%- set ns.sys = (messages[0]['content'] or '') + '\\n\\n' -%}\n"
+    "{%- set messages = messages[1:] -%}\n"
+    "{%- endif -%}\n"
+    "{%- for m in messages -%}\n"
+    "{{- '<start_of_turn>' + ('model' if m['role'] == 'assistant' else m['role']) + '\\n' + "
+    "(ns.sys if loop.first else '') + (m['content'] or '') | trim + '<end_of_turn>\\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\\n' -}}{%- endif -%}\n";
+
 /* For models without a template (base models): "Role: content" lines, no special tokens. */
 static const char tmpl_plain[] =
     "{%- for m in messages -%}\n"
@@ -94,7 +109,8 @@ static const struct {
     const char *src;
 } builtins[] = {
     {"llama3", tmpl_llama3}, {"llama2", tmpl_llama2},           {"mistral", tmpl_mistral},
-    {"chatml", tmpl_chatml}, {"deepseek-r1", tmpl_deepseek_r1}, {"plain", tmpl_plain},
+    {"chatml", tmpl_chatml}, {"deepseek-r1", tmpl_deepseek_r1}, {"gemma", tmpl_gemma},
+    {"plain", tmpl_plain},
 };
 
 const char *cpulm_chat_builtin(const char *name) {
@@ -114,6 +130,7 @@ const char *cpulm_chat_detect(const char *tmpl) {
         {"<|im_start|>", "chatml"},
         {"<<SYS>>", "llama2"},
         {"[INST]", "mistral"},
+        {"<start_of_turn>", "gemma"},
     };
     for (size_t i = 0; tmpl && i < sizeof marks / sizeof marks[0]; i++)
         if (strstr(tmpl, marks[i].marker)) return marks[i].family;

@@ -110,6 +110,12 @@ const cpulm_tensor_desc cpulm_arch_global_tensors[] = {
         "ssm_ba.weight", L(ssm_ba), MAT, ALW, 0, DL(EMBD, SSM_HEADS2, 1, REC)     \
     }
 
+/* Gemma 3: the attention's and the FFN's outputs are normed before their residual adds */
+#define GEMMA_POST_NORMS                                                             \
+    {"post_attention_norm.weight", L(attn_post_norm), VEC, ALW, 0, D(EMBD, 1, 1)}, { \
+        "post_ffw_norm.weight", L(ffn_post_norm), VEC, ALW, 0, D(EMBD, 1, 1)         \
+    }
+
 static const cpulm_tensor_desc llama_tensors[] = {ATTN, FFN_NORM, FFN_DENSE, FFN_MOE, END};
 static const cpulm_tensor_desc qwen2_tensors[] = {ATTN, QKV_BIAS, FFN_NORM, FFN_DENSE, END};
 static const cpulm_tensor_desc qwen3_tensors[] = {ATTN, QK_NORM, FFN_NORM, FFN_DENSE, END};
@@ -120,6 +126,9 @@ static const cpulm_tensor_desc qwen3next_tensors[] = {
     HYBRID_NORMS, GATED_ATTN, DELTANET_BA, DELTANET_COMMON, FFN_MOE, FFN_SHEXP, END};
 static const cpulm_tensor_desc qwen35_tensors[] = {HYBRID_NORMS,    GATED_ATTN, DELTANET_SPLIT,
                                                    DELTANET_COMMON, FFN_DENSE,  END};
+
+static const cpulm_tensor_desc gemma3_tensors[] = {ATTN,      QK_NORM,          FFN_NORM,
+                                                   FFN_DENSE, GEMMA_POST_NORMS, END};
 
 static const cpulm_arch_desc archs[] = {
     {.name = "llama",
@@ -179,6 +188,14 @@ static const cpulm_arch_desc archs[] = {
      .hybrid = true,
      .dnet_head_div = true,
      .layer_tensors = qwen3next_tensors},
+    {.name = "gemma3",
+     .rope = CPULM_ROPE_NEOX,
+     .qk_norm = true,
+     .ffn = CPULM_FFN_DENSE_ONLY,
+     .default_rope_base = 1000000.0f,
+     .default_norm_eps = 1e-6f,
+     .gemma = true,
+     .layer_tensors = gemma3_tensors},
 };
 
 int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim) {
@@ -222,5 +239,5 @@ const cpulm_arch_desc *cpulm_arch_find(const char *name, unsigned long len) {
 
 const char *cpulm_arch_supported(void) {
     return "llama (dense and Mixtral-style MoE), qwen2, qwen3, qwen3moe, qwen35, qwen35moe, "
-           "qwen3next";
+           "qwen3next, gemma3";
 }

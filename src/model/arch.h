@@ -92,6 +92,9 @@ typedef struct cpulm_arch_desc {
     bool imrope;             /* the sections interleave (qwen35) rather than follow each other */
     bool dnet_head_div;      /* Gated DeltaNet value head h reads key head h / (value heads per key
                                 head) (qwen3next); otherwise h mod key heads (qwen35) */
+    bool gemma;              /* Gemma 3 layers (gemma.c): embeddings scaled by sqrt(n_embd),
+                                post-attention and post-FFN norms, GELU-gated FFN, per-head q/k
+                                norms, sliding-window layers with their own rope base */
     const cpulm_tensor_desc *layer_tensors; /* terminated by a NULL name */
 } cpulm_arch_desc;
 

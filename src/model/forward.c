@@ -137,14 +137,15 @@ static int rope_pair_rotates(const cpulm_model *m, int i) {
     return sec < s[0] + s[1] + s[2];
 }
 
-/* Rope on q and k of token t, then its k and v go into the cache's layer il. */
-static void rope_and_store(cpulm_ctx *c, int il, int64_t t, float *tmp) {
+/* Rope on q and k of token t (the scaling rs and theta_scale = base^(-2/n_rot) of its
+ * layer), then its k and v go into the cache's layer il. */
+static void rope_and_store(cpulm_ctx *c, int il, int64_t t, const cpulm_rope_scaling *rs,
+                           float theta_scale, float *tmp) {
     const cpulm_hparams *hp = &c->m->hp;
     int half = hp->n_rot / 2;
     float *cs = tmp, *sn = tmp + half;
     /* the angles of pos (rope.h: scaling none, linear or YaRN) */
-    cpulm_rope_angles(&hp->rope, hp->n_rot, c->theta_scale, c->m->rope_freqs, (float)c->pos[t], cs,
-                      sn);
+    cpulm_rope_angles(rs, hp->n_rot, theta_scale, c->m->rope_freqs, (float)c->pos[t], cs, sn);
     for (int i = 0; i < half; i++)
         if (!rope_pair_rotates(c->m, i)) { /* position 0: the identity */
             cs[i] = 1.0f;
@@ -162,7 +163,13 @@ static void rope_and_store(cpulm_ctx *c, int il, int64_t t, float *tmp) {
 void cpulm_fwd_qk_rope_store(cpulm_ctx *c, const cpulm_layer *ly, int kv_il, int64_t t,
                              float *tmp) {
     if (ly->q_norm) qk_norm(c, ly, t);
-    rope_and_store(c, kv_il, t, tmp);
+    rope_and_store(c, kv_il, t, &c->m->hp.rope, c->theta_scale, tmp);
+}
+
+void cpulm_fwd_qk_rope_store_at(cpulm_ctx *c, const cpulm_layer *ly, int kv_il, int64_t t,
+                                const cpulm_rope_scaling *rs, float theta_scale, float *tmp) {
+    if (ly->q_norm) qk_norm(c, ly, t);
+    rope_and_store(c, kv_il, t, rs, theta_scale, tmp);
 }
 
 /* ---- one layer ---- */
@@ -240,6 +247,10 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
         hybrid_layer(c, ly, ith, nth);
         return;
     }
+    if (m->arch->gemma) {
+        cpulm_gemma_layer(c, ly, il, ith, nth);
+        return;
+    }
 
     for (int64_t t = ith; t < T; t += nth)
         k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->attn_norm, hp->norm_eps);
@@ -251,7 +262,7 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     cpulm_pool_barrier(c->pool);
     for (int64_t t = ith; t < T; t += nth) {
         if (ly->q_norm) qk_norm(c, ly, t);
-        rope_and_store(c, il, t, tmp);
+        rope_and_store(c, il, t, &hp->rope, c->theta_scale, tmp);
     }
     cpulm_pool_barrier(c->pool);
     cpulm_attn_layer(c, il, ith, nth);
@@ -301,8 +312,10 @@ static void fwd_worker(void *arg, int ith, int nth) {
     const cpulm_model *m = c->m;
     int64_t E = m->hp.n_embd;
     c->work_base[ith].v = c->work_start;
-    for (int64_t t = ith; t < c->n_tok; t += nth)
+    for (int64_t t = ith; t < c->n_tok; t += nth) {
         cpulm_repack_get_row(c->k, &m->tok_embd, c->tok[t], c->x + t * E);
+        if (m->arch->gemma) cpulm_gemma_scale_embd(c, c->x + t * E);
+    }
     cpulm_pool_barrier(c->pool);
     for (int il = 0; il < m->hp.n_layer; il++)
         layer(c, il, ith, nth);
@@ -318,6 +331,11 @@ static void fwd_worker(void *arg, int ith, int nth) {
     if (!c->logits) return; /* embeddings only: skip the output projection */
     mm_job out = {&m->output, c->logits, m->hp.n_vocab, NULL, 0};
     mm_group(c, c->xn, E, c->n_outputs, &out, 1, ith, nth);
+    if (m->hp.final_softcap > 0) {
+        cpulm_pool_barrier(c->pool);
+        for (int64_t o = ith; o < c->n_outputs; o += nth)
+            cpulm_gemma_softcap(m->hp.final_softcap, c->logits + o * m->hp.n_vocab, m->hp.n_vocab);
+    }
 }
 
 /* ---- the helpers other FFN files share (forward_int.h) ---- */

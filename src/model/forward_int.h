@@ -26,6 +26,20 @@ void cpulm_fwd_mm_group(cpulm_ctx *c, const float *x, int64_t ldx, int64_t n_row
  * and its k and v stored in the cache's layer kv_il. tmp: n_rot floats. */
 void cpulm_fwd_qk_rope_store(cpulm_ctx *c, const cpulm_layer *ly, int kv_il, int64_t t, float *tmp);
 
+/* The same with a layer's own rope scaling and theta_scale = base^(-2/n_rot) (Gemma 3's
+ * sliding-window layers rotate with their own base). */
+void cpulm_fwd_qk_rope_store_at(cpulm_ctx *c, const cpulm_layer *ly, int kv_il, int64_t t,
+                                const cpulm_rope_scaling *rs, float theta_scale, float *tmp);
+
+/* gemma.c: a Gemma 3 layer (il): x += post_norm(attention(norm(x))), then
+ * x += post_norm(GELU-gated FFN(norm(x))). Called by every thread with x complete; ends on a
+ * barrier. */
+void cpulm_gemma_layer(cpulm_ctx *c, const cpulm_layer *ly, int il, int ith, int nth);
+/* Gemma's input embedding scale: row *= sqrt(n_embd). */
+void cpulm_gemma_scale_embd(const cpulm_ctx *c, float *row);
+/* logits = cap * tanh(logits / cap), as the reference computes it. */
+void cpulm_gemma_softcap(float cap, float *logits, int64_t n);
+
 /* deltanet.c: the layers of hybrid models. Called by every thread with xn = the normed
  * input complete; return with x += the layer's output (end on a barrier). */
 void cpulm_dnet_layer(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth);

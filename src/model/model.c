@@ -11,6 +11,7 @@
 #include "../base/fp16.h"
 #include "../base/status.h"
 #include "../tokenizer/vocab.h"
+#include "gemma.h"
 #include "repack.h"
 #include "../threads/numa.h"
 
@@ -214,6 +215,9 @@ static cpulm_status read_hparams(loader *L) {
     if ((s = read_rope_scaling(L)) != CPULM_OK) return s;
     if (L->m->arch->mrope && (s = read_rope_sections(L)) != CPULM_OK) return s;
     hp->n_layer_attn = hp->n_layer;
+    if (L->m->arch->gemma &&
+        (s = cpulm_gemma_read_hparams(&L->m->gguf, L->m->arch->name, hp, L->err)) != CPULM_OK)
+        return s;
     if (L->m->arch->hybrid) {
         hp->n_layer_attn = 0;
         if ((s = read_hybrid(L)) != CPULM_OK) return s;
@@ -352,6 +356,8 @@ static cpulm_status bind_tensors(loader *L) {
                               prefix, prefix, prefix);
         if (ly->ssm_in.data) m->hp.ssm_joint_in = 1;
     }
+    if (m->arch->gemma)
+        return cpulm_gemma_set_windows(&m->gguf, m->arch->name, &m->hp, m->layers, L->err);
     return CPULM_OK;
 }
 

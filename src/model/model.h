@@ -48,9 +48,12 @@ typedef struct cpulm_layer {
     const float *bq, *bk, *bv;    /* NULL unless the architecture has qkv biases */
     const float *q_norm, *k_norm; /* [head_dim] per-head RMS norms before rope, or NULL */
     const float *ffn_norm;        /* [n_embd] */
-    cpulm_tensor w_gate;          /* [n_embd] -> [n_ff] */
-    cpulm_tensor w_up;            /* [n_embd] -> [n_ff] */
-    cpulm_tensor w_down;          /* [n_ff] -> [n_embd] */
+    /* Gemma 3: RMS norms of the attention's and the FFN's outputs before the residual adds */
+    const float *attn_post_norm, *ffn_post_norm; /* [n_embd] or NULL */
+    int32_t window;      /* > 0: a sliding-window layer (keys within the last `window` positions) */
+    cpulm_tensor w_gate; /* [n_embd] -> [n_ff] */
+    cpulm_tensor w_up;   /* [n_embd] -> [n_ff] */
+    cpulm_tensor w_down; /* [n_ff] -> [n_embd] */
     /* mixture of experts (n_expert > 0) instead of w_gate/w_up/w_down: */
     cpulm_tensor gate_inp;  /* router [n_embd] -> [n_expert] */
     cpulm_tensor gate_exps; /* [n_embd] -> [n_ff_exp], x n_expert */
@@ -97,6 +100,11 @@ typedef struct cpulm_hparams {
     int32_t n_ff_shexp;       /* shared expert width (0: none) */
     int32_t ssm_joint_in;     /* the recurrent layers have ssm_in (qwen3next's older layout) */
     int32_t rope_sections[4]; /* rope.dimension_sections (pairs per section), or zeros */
+    /* Gemma 3 (gemma.c), 0 otherwise: attention.sliding_window, how many layers use it, the
+     * rope base of those layers (rope.freq_base_swa, unscaled), the query scale, and the
+     * final logit soft-cap (logits = cap * tanh(logits / cap); 0: none) */
+    int32_t n_swa, n_layer_swa;
+    float rope_base_swa, attn_scale, final_softcap;
 } cpulm_hparams;
 
 /* The shape-rule numbers of a loaded model (arch.h). */
