@@ -125,14 +125,6 @@ static inline void unpack_mxfp4_x16(const uint8_t *q, __m512i w[8]) {
     }
 }
 
-/* The 16 rows' MXFP4 scales 2^(e - 128), two halves of x86_e8m0_half256. */
-static inline __m512 mxfp4_scales_x16(const uint8_t *g) {
-    const __m128i e = _mm_loadu_si128((const __m128i *)g);
-    const __m256 lo = x86_e8m0_half256(_mm256_cvtepu8_epi32(e));
-    const __m256 hi = x86_e8m0_half256(_mm256_cvtepu8_epi32(_mm_srli_si128(e, 8)));
-    return _mm512_castsi512_ps(x86_join_si512(_mm256_castps_si256(lo), _mm256_castps_si256(hi)));
-}
-
 enum { W_Q4_0, W_Q8_0, W_MXFP4 };
 
 /* NT (1..TILE_T) tokens against one group of weight kind wk. Inlined per NT and kind. */
@@ -150,7 +142,7 @@ static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uin
         __m512 dw;
         __m512i wv[8];
         if (wk == W_MXFP4) {
-            dw = mxfp4_scales_x16(g);
+            dw = x86_mxfp4_scales_x16(g);
             unpack_mxfp4_x16(g + 16, wv);
         } else {
             dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
