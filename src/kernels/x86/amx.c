@@ -131,36 +131,46 @@ epilogue(const int32_t *c, __m512 dw, const uint8_t *dx, uint64_t stride, __m512
     }
 }
 
-/* 16 tokens (act rows, stride apart) over the panel's blocks; acc carries the running sums. */
-static void tile16(const panel *p, const uint8_t *act, uint64_t stride, uint64_t xo,
-                   __m512 acc[TOK]) {
-    _Alignas(64) int32_t c[2][TOK * 16];
-    int64_t i = 0;
-    for (; i + 1 < p->count; i += 2) {
-        const int64_t b = p->b0 + i;
-        TILE_ZERO(TC0);
+/* The integer sums of panel blocks i and i + 1 (if any) for 16 tokens, into c[0], c[1]. */
+static inline void sums_pair(const panel *p, int64_t i, const uint8_t *act, uint64_t stride,
+                             int32_t c[2][TOK * 16]) {
+    const uint8_t *a = act + (size_t)(p->b0 + i) * sizeof(cpulm_block_q8_0) + 2;
+    TILE_ZERO(TC0);
+    TILE_LOAD(TA0, a, (long)stride);
+    TILE_LOAD(TB0, p->b + (size_t)i * p->step, 64);
+    TILE_DPBSSD(TC0, TA0, TB0);
+    if (i + 1 < p->count) {
         TILE_ZERO(TC1);
-        TILE_LOAD(TA0, act + (size_t)b * sizeof(cpulm_block_q8_0) + 2, (long)stride);
-        TILE_LOAD(TB0, p->b + (size_t)i * p->step, 64);
-        TILE_LOAD(TA1, act + (size_t)(b + 1) * sizeof(cpulm_block_q8_0) + 2, (long)stride);
+        TILE_LOAD(TA1, a + sizeof(cpulm_block_q8_0), (long)stride);
         TILE_LOAD(TB1, p->b + (size_t)(i + 1) * p->step, 64);
-        TILE_DPBSSD(TC0, TA0, TB0);
         TILE_DPBSSD(TC1, TA1, TB1);
-        TILE_STORE(TC0, c[0], 64);
         TILE_STORE(TC1, c[1], 64);
-        epilogue(c[0], _mm512_load_ps(p->dw + 16 * i), act + xo + 4 * (size_t)b, stride, acc);
-        epilogue(c[1], _mm512_load_ps(p->dw + 16 * (i + 1)), act + xo + 4 * (size_t)(b + 1), stride,
-                 acc);
     }
-    if (i < p->count) {
-        const int64_t b = p->b0 + i;
-        TILE_ZERO(TC0);
-        TILE_LOAD(TA0, act + (size_t)b * sizeof(cpulm_block_q8_0) + 2, (long)stride);
-        TILE_LOAD(TB0, p->b + (size_t)i * p->step, 64);
-        TILE_DPBSSD(TC0, TA0, TB0);
-        TILE_STORE(TC0, c[0], 64);
-        epilogue(c[0], _mm512_load_ps(p->dw + 16 * i), act + xo + 4 * (size_t)b, stride, acc);
+    TILE_STORE(TC0, c[0], 64);
+}
+
+/* 16 tokens (act rows, stride apart) over the panel's blocks; the running sums start at 0
+ * (first panel) or from o (rows ld apart) and end there. Software-pipelined: the tiles of
+ * the next pair of blocks are issued before the epilogue of this pair, into the other half
+ * of c, so the tile unit and the vector ports work at once and no epilogue load waits for a
+ * tile store in flight. acc[] stays in registers: every loop over it is unrolled. */
+static void tile16(const panel *p, const uint8_t *act, uint64_t stride, uint64_t xo, float *o,
+                   int64_t ld) {
+    _Alignas(64) int32_t c[2][2][TOK * 16];
+    __m512 acc[TOK];
+    _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++) acc[t] =
+        p->b0 ? _mm512_loadu_ps(o + (size_t)t * (size_t)ld) : _mm512_setzero_ps();
+    sums_pair(p, 0, act, stride, c[0]);
+    for (int64_t i = 0; i < p->count; i += 2) {
+        int32_t(*cur)[TOK * 16] = c[(i >> 1) & 1];
+        if (i + 2 < p->count) sums_pair(p, i + 2, act, stride, c[((i >> 1) + 1) & 1]);
+        const uint8_t *dx = act + xo + 4 * (size_t)(p->b0 + i);
+        epilogue(cur[0], _mm512_load_ps(p->dw + 16 * i), dx, stride, acc);
+        if (i + 1 < p->count)
+            epilogue(cur[1], _mm512_load_ps(p->dw + 16 * (i + 1)), dx + 4, stride, acc);
     }
+    _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++)
+        _mm512_storeu_ps(o + (size_t)t * (size_t)ld, acc[t]);
 }
 
 /* Tokens [0, nt16) (a multiple of 16) against one group: panel by panel, every 16-token tile
@@ -175,15 +185,8 @@ static void gemm_amx(int64_t n, int nt16, float *s, int64_t ld, const uint8_t *w
     for (int64_t b0 = 0; b0 < nb; b0 += PANEL_BLOCKS) {
         panel p;
         stage_panel(w, wk, b0, nb - b0 < PANEL_BLOCKS ? nb - b0 : PANEL_BLOCKS, q, dw, &p);
-        for (int j = 0; j < nt16; j += TOK) {
-            float *o = s + (size_t)j * (size_t)ld;
-            __m512 acc[TOK];
-            for (int t = 0; t < TOK; t++)
-                acc[t] = b0 ? _mm512_loadu_ps(o + (size_t)t * (size_t)ld) : _mm512_setzero_ps();
-            tile16(&p, act + (size_t)j * stride, stride, xo, acc);
-            for (int t = 0; t < TOK; t++)
-                _mm512_storeu_ps(o + (size_t)t * (size_t)ld, acc[t]);
-        }
+        for (int j = 0; j < nt16; j += TOK)
+            tile16(&p, act + (size_t)j * stride, stride, xo, s + (size_t)j * (size_t)ld, ld);
     }
 }
 
