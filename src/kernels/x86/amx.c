@@ -61,7 +61,11 @@ static void configure_tiles(void) {
         c.rows[i] = TOK, c.colsb[i] = 32; /* 16 tokens x one block's 32 quants */
     for (int i = TB0; i <= TB1; i++)
         c.rows[i] = 8, c.colsb[i] = 64; /* 32 quants x 16 rows, 4 per lane */
-    _tile_loadconfig(&c);
+    /* Not _tile_loadconfig: GCC 12's version names only the first 8 bytes as its memory
+     * operand, so the stores of rows[] and colsb[] were optimized away (the tiles then stayed
+     * unconfigured and the first tile instruction raised SIGILL). Here the operand is the
+     * whole 64-byte block. */
+    __asm__ volatile("ldtilecfg %0" : : "m"(c));
     tiles_configured = 1;
 }
 
@@ -199,6 +203,138 @@ static void gemm_x16(int64_t n, int nt, float *s, int64_t ld, const void *w, con
                                                 act + (size_t)nt16 * stride, stride);
 }
 
+/* ---- Q4_K / Q5_K: the same tiles per 32-element sub-block ----
+ * Sub-block j of super-block b: A = 16 tokens' Q8_K quants 32j..32j+31, B = the 16 rows'
+ * quants widened to bytes (0..15, Q5_K 0..31: signed bytes as they are, no bias), C = the
+ * exact sub-block dots. The epilogue is avx512vnni.c's integer and float steps: sumi =
+ * sum_j C_j * sc_j (VPMULLD), summ = the min term by four VPDPWSSDs on the activation
+ * extras, then acc = fma(d * dy, sumi, acc), acc = fnmadd(dmin * dy, summ, acc). Integer
+ * sums are exact in any order, so every element is avx512vnni's (and generic's) bits. */
+
+#define KSB_PANEL 4 /* super-blocks staged per panel: 4 x 8 sub-blocks x 512 B = 16 KB */
+#define Q4K_SB    (16 * 144)
+#define Q5K_SB    (16 * 176)
+
+/* Super-block g's 8 sub-blocks as B tiles (out + 512 j): sub-block j is nibble j & 1 of
+ * qs chunks 8 (j / 2) .. 8 (j / 2) + 7; Q5_K adds bit j of the qh chunks as bit 4. */
+static void widen_k4(const uint8_t *g, int q5, int8_t *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), b4 = _mm512_set1_epi8(0x10);
+    const uint8_t *qs = g + (q5 ? 48 * 16 : 16 * 16);
+    for (int j = 0; j < 8; j++) {
+        const __m128i lo = _mm_cvtsi32_si128(4 * (j & 1));
+        for (int k = 0; k < 8; k++) {
+            const __m512i v = _mm512_loadu_si512(qs + 512 * (j / 2) + 64 * k);
+            __m512i w = _mm512_and_si512(_mm512_srl_epi16(v, lo), m4);
+            if (q5) {
+                const __m512i h = _mm512_loadu_si512(g + 256 + 64 * k);
+                const __m512i hs = j < 4 ? _mm512_sll_epi16(h, _mm_cvtsi32_si128(4 - j))
+                                         : _mm512_srl_epi16(h, _mm_cvtsi32_si128(j - 4));
+                w = _mm512_ternarylogic_epi32(w, hs, b4, 0xF8); /* w | (hs & b4) */
+            }
+            _mm512_store_si512(out + 512 * j + 64 * k, w);
+        }
+    }
+}
+
+/* The 8 sub-block sums of super-block sb (panel-relative) for 16 tokens, into c[0..7]. */
+static inline void sums_k(const int8_t *bq, int64_t b, const uint8_t *act, uint64_t stride,
+                          int32_t c[8][TOK * 16]) {
+    const uint8_t *a = act + (size_t)b * sizeof(cpulm_block_q8_K) + 4;
+    for (int j = 0; j < 8; j += 2) {
+        TILE_ZERO(TC0);
+        TILE_ZERO(TC1);
+        TILE_LOAD(TA0, a + 32 * j, (long)stride);
+        TILE_LOAD(TB0, bq + B_BYTES * j, 64);
+        TILE_LOAD(TA1, a + 32 * (j + 1), (long)stride);
+        TILE_LOAD(TB1, bq + B_BYTES * (j + 1), 64);
+        TILE_DPBSSD(TC0, TA0, TB0);
+        TILE_DPBSSD(TC1, TA1, TB1);
+        TILE_STORE(TC0, c[j], 64);
+        TILE_STORE(TC1, c[j + 1], 64);
+    }
+}
+
+/* Super-block b's float steps for 16 tokens from its 8 stored sub-block sums; the running
+ * sums are in o (rows ld apart; zero before the first super-block). g: the group's
+ * super-block (d, dmin, scales). */
+static void epilogue_k(const int32_t c[8][TOK * 16], const uint8_t *g, int64_t b,
+                       const uint8_t *act, uint64_t stride, uint64_t xo, float *o, int64_t ld) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32)));
+    __m512i sc[2], mn[2], scj[8];
+    x86_k4_scales_x16(g + 64, sc, mn);
+    for (int j = 0; j < 8; j++)
+        scj[j] = _mm512_and_si512(_mm512_srl_epi32(sc[j / 4], _mm_cvtsi32_si128(8 * (j % 4))),
+                                  _mm512_set1_epi32(0xff));
+    const __m512i lo8 = _mm512_set1_epi32(0x00ff00ff);
+    const __m512i mp[4] = {_mm512_and_si512(mn[0], lo8), _mm512_srli_epi16(mn[0], 8),
+                           _mm512_and_si512(mn[1], lo8), _mm512_srli_epi16(mn[1], 8)};
+    for (int t = 0; t < TOK; t++) {
+        const uint8_t *row = act + (size_t)t * stride;
+        __m512i sumi = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) sumi =
+            _mm512_add_epi32(sumi, _mm512_mullo_epi32(_mm512_load_si512(c[j] + 16 * t), scj[j]));
+        const int32_t *ex = (const int32_t *)(row + xo) + b * CPULM_PACK_ACTK_WORDS;
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) summ =
+            _mm512_dpwssd_epi32(summ, mp[q], _mm512_set1_epi32(ex[q]));
+        const __m512 dy = _mm512_set1_ps(((const cpulm_block_q8_K *)row)[b].d);
+        float *ot = o + (size_t)t * (size_t)ld;
+        __m512 acc = b ? _mm512_loadu_ps(ot) : _mm512_setzero_ps();
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sumi), acc);
+        acc = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(summ), acc);
+        _mm512_storeu_ps(ot, acc);
+    }
+}
+
+/* Tokens [0, nt16) against one Q4_K / Q5_K group, panel by panel; within a 16-token tile
+ * the next super-block's tiles are issued before this one's epilogue (as tile16 does). */
+static void gemm_amx_k4(int64_t n, int nt16, float *s, int64_t ld, const uint8_t *w, int q5,
+                        const uint8_t *act, uint64_t stride) {
+    _Alignas(64) int8_t q[KSB_PANEL * 8 * B_BYTES];
+    _Alignas(64) int32_t c[2][8][TOK * 16];
+    const int64_t nsb = n / CPULM_QK_K;
+    const size_t sb = q5 ? Q5K_SB : Q4K_SB;
+    const uint64_t xo = cpulm_pack_actk_extras_offset(n);
+    configure_tiles();
+    for (int64_t b0 = 0; b0 < nsb; b0 += KSB_PANEL) {
+        const int64_t count = nsb - b0 < KSB_PANEL ? nsb - b0 : KSB_PANEL;
+        for (int64_t i = 0; i < count; i++)
+            widen_k4(w + (size_t)(b0 + i) * sb, q5, q + (size_t)i * 8 * B_BYTES);
+        for (int j = 0; j < nt16; j += TOK) {
+            const uint8_t *a = act + (size_t)j * stride;
+            float *o = s + (size_t)j * (size_t)ld;
+            sums_k(q, b0, a, stride, c[0]);
+            for (int64_t i = 0; i < count; i++) {
+                if (i + 1 < count)
+                    sums_k(q + (size_t)(i + 1) * 8 * B_BYTES, b0 + i + 1, a, stride,
+                           c[(i + 1) & 1]);
+                epilogue_k((const int32_t(*)[TOK * 16]) c[i & 1], w + (size_t)(b0 + i) * sb, b0 + i,
+                           a, stride, xo, o, ld);
+            }
+        }
+    }
+}
+
+static void gemm_k4_x16(int64_t n, int nt, float *s, int64_t ld, const void *w, const uint8_t *act,
+                        uint64_t stride, int q5) {
+    const cpulm_dtype type = q5 ? CPULM_DTYPE_Q5_K : CPULM_DTYPE_Q4_K;
+    const int nt16 = nt / TOK * TOK;
+    if (nt16) gemm_amx_k4(n, nt16, s, ld, w, q5, act, stride);
+    if (nt > nt16)
+        cpulm_kernels_avx512vnni.gemm_x16[type](n, nt - nt16, s + (size_t)nt16 * (size_t)ld, ld, w,
+                                                act + (size_t)nt16 * stride, stride);
+}
+
+static void gemm_q4_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    gemm_k4_x16(n, nt, s, ld, w, act, stride, 0);
+}
+
+static void gemm_q5_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    gemm_k4_x16(n, nt, s, ld, w, act, stride, 1);
+}
+
 static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                           const uint8_t *act, uint64_t stride) {
     gemm_x16(n, nt, s, ld, w, act, stride, W_Q4_0, CPULM_DTYPE_Q4_0);
@@ -221,6 +357,8 @@ const cpulm_kernels cpulm_kernels_amx = {
             [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,
             [CPULM_DTYPE_Q4_0] = gemm_q4_0_x16,
             [CPULM_DTYPE_MXFP4] = gemm_mxfp4_x16,
+            [CPULM_DTYPE_Q4_K] = gemm_q4_K_x16,
+            [CPULM_DTYPE_Q5_K] = gemm_q5_K_x16,
         },
 };
 #endif
