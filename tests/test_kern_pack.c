@@ -337,6 +337,65 @@ TEST(kern_pack_gemm_int16_bounds) {
         }
 }
 
+/* The merged level called name among those this CPU runs, or NULL. */
+static const cpulm_kernels *native_level(const char *name) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int n = cpulm_kernels_levels(lv, MAX_LEVELS);
+    for (int i = 0; i < n; i++)
+        if (strcmp(lv[i]->name, name) == 0) return lv[i];
+    return NULL;
+}
+
+/* The amx level's int8 tiles: 16 tokens per tile, panels of 32 blocks (1, 33 and 70 blocks:
+ * one, two and three panels, an odd block count ends on a single-block step) or of 4 K-quant
+ * super-blocks (1, 5, 9; with bsum extremes among the cases), token counts
+ * with and without an avx512vnni tail, random, extreme (+-1 activations, max quants) and
+ * fp16-end scales. Every element must equal avx512vnni's bit for bit (the same per-block
+ * float steps on exact sums), besides check_gemm's generic tolerance and token-alone
+ * identity. Applies where the CPU has AMX-INT8 and the OS grants the tile state (a CPU
+ * with AMX must get the level: a detection that loses it fails here). */
+TEST(kern_pack_gemm_amx) {
+    const char *f = cpulm_cpu_features();
+    if (!strstr(f, " amx-tile") || !strstr(f, " amx-int8"))
+        NOT_APPLICABLE(t, "the CPU has no AMX-TILE / AMX-INT8");
+    if (strstr(f, "(os: no amx state)") || strstr(f, "(os: amx not granted)") ||
+        strstr(f, "(amx: os not supported)"))
+        NOT_APPLICABLE(t, "the OS does not give this process the AMX tile state");
+    const cpulm_kernels *amx = native_level("amx"), *vnni = native_level("avx512vnni");
+    REQUIRE(t, amx && vnni);
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_MXFP4,
+                                        CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K};
+    static const int64_t nblocks[] = {1, 33, 70};
+    static const int64_t nsb[] = {1, 5, 9};
+    static const int64_t nts[] = {16, 21, 64, 67};
+    static const int extremes[] = {0, 1, 3, 4, 2};
+    uint64_t seed = 2026;
+    for (int ti = 0; ti < 5; ti++)
+        for (int bi = 0; bi < 3; bi++)
+            for (int ni = 0; ni < 4; ni++) {
+                pack_case c;
+                const int kq = is_k_quant(types[ti]);
+                const int ex = extremes[(ti + bi + ni) % (kq ? 5 : 4)];
+                const int64_t n = kq ? nsb[bi] * 256 : nblocks[bi] * 32;
+                REQUIRE(t, make_case(&c, types[ti], n, 32, nts[ni], seed++, ex));
+                CHECK(t, amx->gemm_x16[c.type] != vnni->gemm_x16[c.type]);
+                const size_t nout = (size_t)(c.nt * c.rows);
+                float *a = malloc(sizeof(float) * nout), *v = malloc(sizeof(float) * nout);
+                REQUIRE(t, a && v);
+                run_gemm(amx->gemm_x16[c.type], &c, a);
+                run_gemm(vnni->gemm_x16[c.type], &c, v);
+                const int same = memcmp(a, v, sizeof(float) * nout) == 0;
+                if (!same)
+                    fprintf(stderr, "  amx %s n=%lld nt=%lld: differs from avx512vnni\n",
+                            cpulm_dtype_name(c.type), (long long)c.n, (long long)c.nt);
+                CHECK(t, same);
+                check_gemm(t, &c);
+                free(a);
+                free(v);
+                free_case(&c);
+            }
+}
+
 TEST(kern_pack_repack_roundtrip) {
     static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_Q4_K,
                                         CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K, CPULM_DTYPE_MXFP4};

@@ -10,12 +10,14 @@
  * an instruction of a level it has not verified.
  *
  * CPU generations, for orientation: avx2 = Haswell (2013) / Zen 1; avx512 = Skylake-SP;
- * avx512vnni = Cascade Lake / Ice Lake / Zen 4. avx512bf16 (Cooper Lake, Sapphire Rapids,
+ * avx512vnni = Cascade Lake / Ice Lake / Zen 4; amx (int8 tiles for the prompt GEMM) =
+ * Sapphire / Emerald / Granite Rapids. avx512bf16 (Cooper Lake, Sapphire Rapids,
  * Zen 4) and avxvnni (Alder Lake, AVX-512 fused off) are reported as features but have no
  * level: no kernel uses them yet (a level is added with its source file, its line in
  * cmake/kernels.cmake and its row below). arm: dotprod = Cortex-A55/A76,
  * Neoverse N1 (Graviton2); i8mm + sve = Neoverse V1 (Graviton3), V2 (Graviton4).
  */
+#define _GNU_SOURCE /* syscall (the AMX permission request) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define ARCH_X86 1
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #elif defined(__aarch64__)
 #include <sys/auxv.h>
 #define ARCH_ARM 1
@@ -48,6 +54,11 @@
 #define TABLE_AVX512VNNI (&cpulm_kernels_avx512vnni)
 #else
 #define TABLE_AVX512VNNI NULL
+#endif
+#if defined(CPULM_HAVE_AMX)
+#define TABLE_AMX (&cpulm_kernels_amx)
+#else
+#define TABLE_AMX NULL
 #endif
 #if defined(CPULM_HAVE_NEON)
 #define TABLE_NEON (&cpulm_kernels_neon)
@@ -76,6 +87,7 @@ enum {
     F_AVX2 = 1u << 0,   /* with FMA, F16C and OS-enabled YMM state */
     F_AVX512 = 1u << 1, /* F + BW + VL + DQ with OS-enabled ZMM / opmask state */
     F_AVX512VNNI = 1u << 2,
+    F_AMX = 1u << 3, /* AMX-TILE + AMX-INT8, tile state enabled in XCR0 and granted to us */
     F_NEON = 1u << 5,
     F_DOTPROD = 1u << 6,
     F_I8MM = 1u << 7,
@@ -96,6 +108,7 @@ static const level_desc levels[] = {
     {"avx2", TABLE_AVX2, 0, F_AVX2},
     {"avx512", TABLE_AVX512, 1, F_AVX2 | F_AVX512},
     {"avx512vnni", TABLE_AVX512VNNI, 2, F_AVX2 | F_AVX512 | F_AVX512VNNI},
+    {"amx", TABLE_AMX, 3, F_AVX2 | F_AVX512 | F_AVX512VNNI | F_AMX},
 #elif defined(ARCH_ARM)
     {"neon", TABLE_NEON, 0, F_NEON},
     {"dotprod", TABLE_DOTPROD, 1, F_NEON | F_DOTPROD},
@@ -113,6 +126,32 @@ static uint64_t read_xcr0(void) {
     return (uint64_t)hi << 32 | lo;
 }
 
+/* AMX needs three yeses: the core has AMX-TILE and AMX-INT8 (CPUID.(7,0):EDX bits 24, 25), the
+ * OS saves the tile configuration and data (XCR0 bits 17, 18), and, on Linux, this process
+ * was granted the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA =
+ * 18): without the grant the first tile instruction faults (SIGILL). The grant is process-wide
+ * and lasts, so asking once here (before any thread runs a kernel) covers every thread.
+ * Returns 1 when all hold; *why names what failed for the feature line ("" when the core has
+ * no AMX at all). */
+static int amx_usable(unsigned edx7, uint64_t xcr0, const char **why) {
+    *why = "";
+    if (!((edx7 >> 24) & 1) || !((edx7 >> 25) & 1)) return 0;
+    if ((xcr0 & (3ull << 17)) != (3ull << 17)) {
+        *why = " (os: no amx state)";
+        return 0;
+    }
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) != 0) {
+        *why = " (os: amx not granted)";
+        return 0;
+    }
+    return 1;
+#else
+    *why = " (amx: os not supported)";
+    return 0;
+#endif
+}
+
 /* CPUID says what the core implements; XCR0 says whether the OS saves the wider register
  * state on context switches. Without the latter, AVX instructions fault or corrupt state. */
 static unsigned detect_features(char *desc, size_t cap) {
@@ -124,7 +163,7 @@ static unsigned detect_features(char *desc, size_t cap) {
     const uint64_t xcr0 = osxsave ? read_xcr0() : 0;
     const int os_ymm = (xcr0 & 0x6) == 0x6, os_zmm = (xcr0 & 0xe6) == 0xe6;
     __cpuid_count(7, 0, a, b, c, d);
-    const unsigned leaf7_max_sub = a, ebx7 = b, ecx7 = c;
+    const unsigned leaf7_max_sub = a, ebx7 = b, ecx7 = c, edx7 = d;
     unsigned eax71 = 0;
     if (max_leaf >= 7 && leaf7_max_sub >= 1) {
         __cpuid_count(7, 1, a, b, c, d);
@@ -136,10 +175,14 @@ static unsigned detect_features(char *desc, size_t cap) {
     if (avx2 && fma && f16c && os_ymm) f |= F_AVX2;
     if ((f & F_AVX2) && avx512 && os_zmm) f |= F_AVX512;
     if ((f & F_AVX512) && (ecx7 >> 11) & 1) f |= F_AVX512VNNI;
-    snprintf(desc, cap, "x86_64:%s%s%s%s%s%s%s%s%s", avx2 ? " avx2" : "", fma ? " fma" : "",
+    const char *amx_why;
+    if (amx_usable(edx7, xcr0, &amx_why) && (f & F_AVX512VNNI)) f |= F_AMX;
+    snprintf(desc, cap, "x86_64:%s%s%s%s%s%s%s%s%s%s%s%s%s", avx2 ? " avx2" : "", fma ? " fma" : "",
              f16c ? " f16c" : "", os_ymm ? "" : " (os: no ymm)", avx512 ? " avx512f/bw/vl/dq" : "",
              avx512 && !os_zmm ? " (os: no zmm)" : "", (ecx7 >> 11) & 1 ? " avx512vnni" : "",
-             (eax71 >> 5) & 1 ? " avx512bf16" : "", (eax71 >> 4) & 1 ? " avxvnni" : "");
+             (eax71 >> 5) & 1 ? " avx512bf16" : "", (eax71 >> 4) & 1 ? " avxvnni" : "",
+             (edx7 >> 24) & 1 ? " amx-tile" : "", (edx7 >> 25) & 1 ? " amx-int8" : "",
+             (edx7 >> 22) & 1 ? " amx-bf16" : "", amx_why);
     return f;
 }
 #elif defined(ARCH_ARM)

@@ -1,7 +1,7 @@
 /* kernels.h: the cpulm_kernels function table, the only interface between model code and
  * SIMD code.
  *
- * One table per ISA level (generic, avx2, avx512, avx512vnni, neon, dotprod, i8mm, sve).
+ * One table per ISA level (generic, avx2, avx512, avx512vnni, amx, neon, dotprod, i8mm, sve).
  * The table's entries come from one list, CPULM_KERNEL_TYPED_OPS and CPULM_KERNEL_OPS below.
  * The generic table is complete: every entry is non-NULL, written in portable C, and is the
  * oracle the tests compare every other level against. A level's NULL entry inherits from the
@@ -264,7 +264,8 @@ struct cpulm_kernels {
 extern const cpulm_kernels cpulm_kernels_generic;
 /* Per-ISA tables: defined only when the build compiled that level's file (the build sets
  * CPULM_HAVE_<LEVEL>=1); referenced only from dispatch.c. NULL entries inherit. */
-extern const cpulm_kernels cpulm_kernels_avx2, cpulm_kernels_avx512, cpulm_kernels_avx512vnni;
+extern const cpulm_kernels cpulm_kernels_avx2, cpulm_kernels_avx512, cpulm_kernels_avx512vnni,
+    cpulm_kernels_amx;
 extern const cpulm_kernels cpulm_kernels_neon, cpulm_kernels_dotprod, cpulm_kernels_i8mm,
     cpulm_kernels_sve;
 

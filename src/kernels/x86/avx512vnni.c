@@ -125,14 +125,6 @@ static inline void unpack_mxfp4_x16(const uint8_t *q, __m512i w[8]) {
     }
 }
 
-/* The 16 rows' MXFP4 scales 2^(e - 128), two halves of x86_e8m0_half256. */
-static inline __m512 mxfp4_scales_x16(const uint8_t *g) {
-    const __m128i e = _mm_loadu_si128((const __m128i *)g);
-    const __m256 lo = x86_e8m0_half256(_mm256_cvtepu8_epi32(e));
-    const __m256 hi = x86_e8m0_half256(_mm256_cvtepu8_epi32(_mm_srli_si128(e, 8)));
-    return _mm512_castsi512_ps(x86_join_si512(_mm256_castps_si256(lo), _mm256_castps_si256(hi)));
-}
-
 enum { W_Q4_0, W_Q8_0, W_MXFP4 };
 
 /* NT (1..TILE_T) tokens against one group of weight kind wk. Inlined per NT and kind. */
@@ -150,7 +142,7 @@ static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uin
         __m512 dw;
         __m512i wv[8];
         if (wk == W_MXFP4) {
-            dw = mxfp4_scales_x16(g);
+            dw = x86_mxfp4_scales_x16(g);
             unpack_mxfp4_x16(g + 16, wv);
         } else {
             dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
@@ -239,20 +231,6 @@ static inline __m512i splat(uint32_t v) {
     return _mm512_set1_epi32((int)v);
 }
 
-/* The 6-bit scales and mins of 16 rows, from the 3 scales chunks (lane r: scales[4c..4c+3]
- * of row r): lane bytes of sc[0] = scales 0..3, sc[1] = 4..7, likewise mn[]. */
-static inline void k4_scales_x16(const uint8_t *g, __m512i sc[2], __m512i mn[2]) {
-    const __m512i a = _mm512_loadu_si512(g), b = _mm512_loadu_si512(g + 64),
-                  c = _mm512_loadu_si512(g + 128);
-    const __m512i m6 = splat(0x3f3f3f3fu), m4 = splat(0x0f0f0f0fu), hi2 = splat(0x30303030u);
-    sc[0] = _mm512_and_si512(a, m6);
-    mn[0] = _mm512_and_si512(b, m6);
-    sc[1] =
-        _mm512_or_si512(_mm512_and_si512(c, m4), _mm512_and_si512(_mm512_srli_epi32(a, 2), hi2));
-    mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(c, 4), m4),
-                            _mm512_and_si512(_mm512_srli_epi32(b, 2), hi2));
-}
-
 /* Byte i (0..3) of every 32-bit lane, zero- or sign-extended. */
 static inline __m512i lane_byte_u(__m512i v, int i) {
     return _mm512_and_si512(_mm512_srli_epi32(v, 8 * i), splat(0xff));
@@ -298,7 +276,7 @@ static inline __attribute__((always_inline)) void gemm_k4_tile(int64_t n, const 
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32)));
         __m512i sc[2], mn[2], sumi[TILE_K];
-        k4_scales_x16(g + 64, sc, mn);
+        x86_k4_scales_x16(g + 64, sc, mn);
         _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) sumi[t] = _mm512_setzero_si512();
         _Pragma("GCC unroll 8") /* shift counts must be immediates */
             for (int j = 0; j < 8; j++) {

@@ -201,6 +201,30 @@ static inline __m512 x86_two_scales(float a, float b) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
 }
 
+/* The 16 rows' MXFP4 scales 2^(e - 128) (16 E8M0 bytes), two halves of x86_e8m0_half256. */
+static inline __m512 x86_mxfp4_scales_x16(const uint8_t *g) {
+    const __m128i e = _mm_loadu_si128((const __m128i *)g);
+    const __m256 lo = x86_e8m0_half256(_mm256_cvtepu8_epi32(e));
+    const __m256 hi = x86_e8m0_half256(_mm256_cvtepu8_epi32(_mm_srli_si128(e, 8)));
+    return _mm512_castsi512_ps(x86_join_si512(_mm256_castps_si256(lo), _mm256_castps_si256(hi)));
+}
+
+/* The 6-bit scales and mins of 16 rows, from the 3 scales chunks (lane r: scales[4c..4c+3]
+ * of row r): lane bytes of sc[0] = scales 0..3, sc[1] = 4..7, likewise mn[]. */
+static inline void x86_k4_scales_x16(const uint8_t *g, __m512i sc[2], __m512i mn[2]) {
+    const __m512i a = _mm512_loadu_si512(g), b = _mm512_loadu_si512(g + 64),
+                  c = _mm512_loadu_si512(g + 128);
+    const __m512i m6 = _mm512_set1_epi32((int)0x3f3f3f3fu),
+                  m4 = _mm512_set1_epi32((int)0x0f0f0f0fu),
+                  hi2 = _mm512_set1_epi32((int)0x30303030u);
+    sc[0] = _mm512_and_si512(a, m6);
+    mn[0] = _mm512_and_si512(b, m6);
+    sc[1] =
+        _mm512_or_si512(_mm512_and_si512(c, m4), _mm512_and_si512(_mm512_srli_epi32(a, 2), hi2));
+    mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(c, 4), m4),
+                            _mm512_and_si512(_mm512_srli_epi32(b, 2), hi2));
+}
+
 static inline __m512 x86_exp_ps512(__m512 x) {
     const __m512 hi = _mm512_set1_ps(88.0f), lo = _mm512_set1_ps(-87.3f);
     const __m512 xc = _mm512_max_ps(_mm512_min_ps(x, hi), lo);
