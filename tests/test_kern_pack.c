@@ -382,8 +382,8 @@ TEST(kern_pack_gemm_amx) {
                 const size_t nout = (size_t)(c.nt * c.rows);
                 float *a = malloc(sizeof(float) * nout), *v = malloc(sizeof(float) * nout);
                 REQUIRE(t, a && v);
-                run_gemm(amx->gemm_x16[c.type], &c, a);
-                run_gemm(vnni->gemm_x16[c.type], &c, v);
+                run_gemm(t, amx, &c, a);
+                run_gemm(t, vnni, &c, v);
                 const int same = memcmp(a, v, sizeof(float) * nout) == 0;
                 if (!same)
                     fprintf(stderr, "  amx %s n=%lld nt=%lld: differs from avx512vnni\n",
