@@ -10,37 +10,39 @@
 
 static void synth_usage(FILE *f) {
     fprintf(
-        f,
-        "usage: cpulm synth --shape NAME --type TYPE -o FILE [options]\n"
-        "  --shape NAME     1b, 3b, 8b, 70b (Llama-3.x), qwen3-0.6b, qwen3-1.7b, qwen3-4b,\n"
-        "                   qwen3-8b, qwen3-30b-a3b (MoE: 128 experts, 8 used), mixtral-8x7b,\n"
-        "                   qwen35-9b (hybrid: Gated DeltaNet + gated attention), tiny,\n"
-        "                   tiny-moe, tiny-qwen35, or custom (tiny's numbers; override with the\n"
-        "                   flags)\n"
-        "  --type TYPE      q4_0 (default), q8_0, f16, bf16, f32, q4_k, q6_k, mxfp4 (FFN and\n"
-        "                   expert matrices; Q8_0 for the others)\n"
-        "  -o FILE          output GGUF\n"
-        "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
-        "                   override the shape's numbers (--layers N cuts a big shape for\n"
-        "                   benchmarks)\n"
-        "  --arch NAME --head-dim N --experts N --experts-used N --expert-ff N\n"
-        "                   architecture (llama, qwen2, qwen3, qwen3moe, qwen35), head size, "
-        "experts\n"
-        "  --yarn FACTOR --yarn-orig-ctx N\n"
-        "                   YaRN rope scaling keys (rope.scaling.type yarn, factor, original\n"
-        "                   context length N, default --ctx)\n"
-        "  --untied         write a separate output.weight (default: the shape's)\n"
-        "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
-        "  -t, --threads N  generation threads (default 2)\n"
-        "  --progress, --no-progress  live line on stderr: tensors and MiB written (default:\n"
-        "                   when stderr is a terminal)\n");
+        f, "usage: cpulm synth --shape NAME --type TYPE -o FILE [options]\n"
+           "  --shape NAME     1b, 3b, 8b, 70b (Llama-3.x), qwen3-0.6b, qwen3-1.7b, qwen3-4b,\n"
+           "                   qwen3-8b, qwen3-30b-a3b (MoE: 128 experts, 8 used), mixtral-8x7b,\n"
+           "                   qwen35-9b (hybrid: Gated DeltaNet + gated attention), gpt-oss-20b,\n"
+           "                   gpt-oss-120b (sliding windows, sinks, MXFP4 experts), tiny,\n"
+           "                   tiny-moe, tiny-qwen35, tiny-gpt-oss, or custom (tiny's numbers;\n"
+           "                   override with the flags)\n"
+           "  --type TYPE      q4_0 (default; mxfp4 for gpt-oss), q8_0, f16, bf16, f32, q4_k,\n"
+           "                   q6_k, mxfp4 (FFN and expert matrices; Q8_0 for the others)\n"
+           "  -o FILE          output GGUF\n"
+           "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
+           "                   override the shape's numbers (--layers N cuts a big shape for\n"
+           "                   benchmarks)\n"
+           "  --arch NAME --head-dim N --experts N --experts-used N --expert-ff N\n"
+           "                   architecture (llama, qwen2, qwen3, qwen3moe, qwen35, gpt-oss), head "
+           "size, "
+           "experts\n"
+           "  --yarn FACTOR --yarn-orig-ctx N\n"
+           "                   YaRN rope scaling keys (rope.scaling.type yarn, factor, original\n"
+           "                   context length N, default --ctx)\n"
+           "  --window N       sliding window of the sliding layers (gpt-oss)\n"
+           "  --untied         write a separate output.weight (default: the shape's)\n"
+           "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
+           "  -t, --threads N  generation threads (default 2)\n"
+           "  --progress, --no-progress  live line on stderr: tensors and MiB written (default:\n"
+           "                   when stderr is a terminal)\n");
 }
 
 typedef struct synth_opts {
     const char *shape, *type, *out;
     int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, threads, progress;
     const char *arch;
-    int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx;
+    int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx, window;
     float yarn;
     long long seed;
 } synth_opts;
@@ -92,6 +94,8 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
             ok = cli_float(&c, 1.0, 1000.0, &o->yarn);
         else if (cli_flag(&c, "--yarn-orig-ctx", NULL))
             ok = parse_size(&c, &o->yarn_orig_ctx);
+        else if (cli_flag(&c, "--window", NULL))
+            ok = parse_size(&c, &o->window);
         else if (cli_flag(&c, "--seed", NULL))
             ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
         else if (cli_flag(&c, "-t", "--threads"))
@@ -136,8 +140,9 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->experts) p->n_expert = o->experts;
     if (o->experts_used) p->n_expert_used = o->experts_used;
     if (o->expert_ff) p->n_ff_exp = o->expert_ff;
-    p->yarn_factor = o->yarn;
-    p->yarn_orig_ctx = o->yarn_orig_ctx;
+    if (o->yarn) p->yarn_factor = o->yarn; /* else the shape's (gpt-oss has YaRN) */
+    if (o->yarn_orig_ctx) p->yarn_orig_ctx = o->yarn_orig_ctx;
+    if (o->window) p->n_swa = o->window;
     p->seed = (uint64_t)o->seed;
     p->n_threads = o->threads;
     cpulm_error err = {0};

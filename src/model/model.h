@@ -45,6 +45,8 @@ typedef struct cpulm_layer {
     cpulm_tensor wv;              /* [n_embd] -> [n_head_kv * head_dim] */
     cpulm_tensor wo;              /* [n_head * head_dim] -> [n_embd] */
     const float *bq, *bk, *bv;    /* NULL unless the architecture has qkv biases */
+    const float *bo;              /* [n_embd] output projection bias (gpt-oss), or NULL */
+    const float *attn_sinks;      /* [n_head] sink logits (gpt-oss), or NULL */
     const float *q_norm, *k_norm; /* [head_dim] per-head RMS norms before rope, or NULL */
     const float *ffn_norm;        /* [n_embd] */
     cpulm_tensor w_gate;          /* [n_embd] -> [n_ff] */
@@ -55,6 +57,9 @@ typedef struct cpulm_layer {
     cpulm_tensor gate_exps; /* [n_embd] -> [n_ff_exp], x n_expert */
     cpulm_tensor up_exps;   /* [n_embd] -> [n_ff_exp], x n_expert */
     cpulm_tensor down_exps; /* [n_ff_exp] -> [n_embd], x n_expert */
+    /* gpt-oss: router and expert biases, or NULL: [n_expert], [n_expert][n_ff_exp] (gate,
+     * up), [n_expert][n_embd] (down) */
+    const float *gate_inp_b, *gate_exps_b, *up_exps_b, *down_exps_b;
     /* shared expert (qwen35moe): a dense FFN of n_ff_shexp added to the routed experts' sum,
      * scaled by sigmoid(gate_inp_shexp . xn) */
     const float *gate_inp_shexp;       /* [n_embd] */
@@ -96,6 +101,8 @@ typedef struct cpulm_hparams {
     int32_t n_ff_shexp;       /* shared expert width (0: none) */
     int32_t ssm_joint_in;     /* the recurrent layers have ssm_in (qwen3next's older layout) */
     int32_t rope_sections[4]; /* rope.dimension_sections (pairs per section), or zeros */
+    int32_t n_swa;            /* attention.sliding_window of the sliding layers (0: none) */
+    int32_t swa_pattern;      /* the arch's pattern (cpulm_arch_layer_slides), 0: none */
 } cpulm_hparams;
 
 /* The shape-rule numbers of a loaded model (arch.h). */
