@@ -10,7 +10,9 @@
 
 #include "base/json.h"
 #include "cpulm.h"
+#include "gguf.h"
 #include "model/model.h"
+#include "tokenizer/vocab.h"
 #include "synth.h"
 #include "test.h"
 
@@ -175,4 +177,57 @@ TEST(gptoss_loads_window_pattern_and_sinks) {
     CHECK_EQ_INT(t, m->hp.rope.type, CPULM_ROPE_SCALING_YARN);
     CHECK_EQ_INT(t, m->hp.moe_norm_weights, 0);
     cpulm_model_free(m);
+}
+
+/* harmony vocabularies: <|end|> ends a message inside a turn, so it is no end of generation
+ * when <|return|> and <|call|> exist (llama.cpp's rule); elsewhere (Phi-3) it is. */
+static cpulm_vocab *vocab_with(const char *const *extra, int n_extra) {
+    static char bytes[256][8];
+    const char *toks[3 + 256 + 8];
+    int32_t types[3 + 256 + 8];
+    float scores[3 + 256 + 8] = {0};
+    toks[0] = "<unk>", toks[1] = "<s>", toks[2] = "</s>";
+    types[0] = 2, types[1] = types[2] = 3;
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        toks[3 + b] = bytes[b];
+        types[3 + b] = 6;
+    }
+    for (int i = 0; i < n_extra; i++) {
+        toks[259 + i] = extra[i];
+        types[259 + i] = 3;
+    }
+    const uint64_t n = (uint64_t)(259 + n_extra);
+    cpulm_gguf_writer *w = cpulm_gguf_writer_new();
+    cpulm_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    cpulm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, n);
+    cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", CPULM_GGUF_F32, scores, n);
+    cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", CPULM_GGUF_I32, types, n);
+    uint8_t *buf = NULL;
+    uint64_t size = 0;
+    cpulm_gguf g;
+    cpulm_vocab *v = NULL;
+    cpulm_error err = {0};
+    if (cpulm_gguf_writer_to_buf(w, &buf, &size) == CPULM_OK &&
+        cpulm_gguf_parse(&g, buf, size, &err) == CPULM_OK) {
+        cpulm_vocab_load(&v, &g, &err);
+        cpulm_gguf_release(&g);
+    }
+    cpulm_gguf_writer_free(w);
+    free(buf);
+    return v;
+}
+
+TEST(gptoss_harmony_end_is_not_end_of_generation) {
+    const char *harmony[] = {"<|start|>", "<|end|>", "<|return|>", "<|call|>"};
+    cpulm_vocab *v = vocab_with(harmony, 4);
+    REQUIRE(t, v);
+    CHECK(t, !cpulm_vocab_is_eog(v, 260)); /* <|end|> */
+    CHECK(t, cpulm_vocab_is_eog(v, 261) && cpulm_vocab_is_eog(v, 262));
+    cpulm_vocab_free(v);
+    const char *phi3[] = {"<|user|>", "<|end|>"};
+    v = vocab_with(phi3, 2);
+    REQUIRE(t, v);
+    CHECK(t, cpulm_vocab_is_eog(v, 260));
+    cpulm_vocab_free(v);
 }
