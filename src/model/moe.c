@@ -1,12 +1,15 @@
-/* moe.c: the mixture-of-experts FFN (qwen3moe, Mixtral-style llama), as llama.cpp computes it:
+/* moe.c: the mixture-of-experts FFN (qwen3moe, Mixtral-style llama, gpt-oss), as llama.cpp
+ * computes it:
  *   p = softmax(router x); the n_used largest p choose experts (renormalized to sum 1 when
  *   the model says so); y = sum over chosen e, in order of weight, of w_e * down_e(silu(gate_e x) *
- * up_e x). Tokens are grouped by expert: after routing, the batch's (token, slot) pairs are sorted
- * by expert, each expert's activation rows are gathered contiguously, and each chosen expert runs
- * one GEMM over all its tokens (one GEMV row when generating), reading only the experts some token
- * chose. Work items are (expert, slice of output rows), sized by the expert's token count, busiest
- * experts first, and claimed from the shared counter, so uneven expert loads balance over the
- * threads. gate/up items and down items are one job: the thread finishing an expert's last
+ * up_e x). gpt-oss (arch flags): the router and every expert matrix have biases, the n_used
+ * largest logits choose and a softmax over them weights, and the activation is the clamped
+ * SwiGLU (swiglu_oai). Tokens are grouped by expert: after routing, the batch's (token, slot) pairs
+ * are sorted by expert, each expert's activation rows are gathered contiguously, and each chosen
+ * expert runs one GEMM over all its tokens (one GEMV row when generating), reading only the experts
+ * some token chose. Work items are (expert, slice of output rows), sized by the expert's token
+ * count, busiest experts first, and claimed from the shared counter, so uneven expert loads balance
+ * over the threads. gate/up items and down items are one job: the thread finishing an expert's last
  * gate/up slice applies its SwiGLU and marks it ready, and a down item of that expert waits for
  * the mark (not for every expert, as a barrier would). Every (token, slot) row is computed by one
  * item with fixed arithmetic, so results do not depend on the thread count or on which other
