@@ -22,3 +22,11 @@ if(NOT CMAKE_CROSSCOMPILING)
   add_test(NAME hybrid_server COMMAND ${CMAKE_SOURCE_DIR}/tests/hybrid_server_test.sh $<TARGET_FILE:cpulm-cli>)
   set_tests_properties(hybrid_server PROPERTIES TIMEOUT 300 LABELS server SKIP_RETURN_CODE 77)
 endif()
+# `cpulm serve` with a gpt-oss model and the harmony template (tests/gptoss_server_test.sh,
+# a synthetic tiny-gpt-oss file made by the script): reasoning_content and tool_calls,
+# streamed and not, with curl and the official openai npm client.
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME gptoss_server COMMAND ${CMAKE_SOURCE_DIR}/tests/gptoss_server_test.sh $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(gptoss_server PROPERTIES TIMEOUT 300 LABELS server SKIP_RETURN_CODE 77
+                       ENVIRONMENT "CPULM_NPM_DIR=${CMAKE_BINARY_DIR}/npm-openai")
+endif()

@@ -76,6 +76,15 @@ static const cpulm_shape_preset shapes[] = {
      * linearly by 8, the sliding ones unscaled at base 10000 */
     {"tiny-gemma3", "tiny gemma3 test model", "synth tiny gemma3", 6, 256, 512, 4, 2, 512, 4096,
      1e6f, 1, "gemma3", 64, 0, 0, 0, {0}},
+    /* gpt-oss: MXFP4 experts (the default type), Q8_0 attention, F32 router; every other layer
+     * a sliding window and YaRN (shape_extras) */
+    {"gpt-oss-20b", "gpt-oss 20B (MoE, MXFP4 experts)", "synth gpt-oss-20b", 24, 2880, 2880, 64,
+     8, 201088, 131072, 150000.0f, 0, "gpt-oss", 64, 32, 4, 2880, {0}},
+    {"gpt-oss-120b", "gpt-oss 120B (MoE, MXFP4 experts)", "synth gpt-oss-120b", 36, 2880, 2880, 64,
+     8, 201088, 131072, 150000.0f, 0, "gpt-oss", 64, 128, 4, 2880, {0}},
+    /* 4 layers (2 sliding, 2 full), 8 experts, 4 used */
+    {"tiny-gpt-oss", "tiny gpt-oss test model", "synth tiny gpt-oss", 4, 256, 128, 4, 2, 512, 8192,
+     150000.0f, 0, "gpt-oss", 64, 8, 4, 128, {0}},
     {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512, 10000.0f,
      1, "llama", 0, 0, 0, 0, {0}},
 };
@@ -96,6 +105,21 @@ cpulm_swa_shape cpulm_shape_swa(const char *name) {
         if (!strcmp(name, swa_shapes[i].shape)) return swa_shapes[i].swa;
     return (cpulm_swa_shape){0, 0, 0.0f, 0.0f};
 }
+
+/* What only a few shapes have: the sliding window of their sliding layers and YaRN
+ * scaling (factor, original context). gpt-oss: window 128, x32 over 4096 positions; the
+ * tiny one: window 32 and YaRN from 256 positions, so a 512-token prompt spans 16 windows
+ * and twice the original context. */
+static const struct shape_extra {
+    const char *name;
+    int32_t n_swa;
+    float yarn_factor;
+    int32_t yarn_orig_ctx;
+} shape_extras[] = {
+    {"gpt-oss-20b", 128, 32.0f, 4096},
+    {"gpt-oss-120b", 128, 32.0f, 4096},
+    {"tiny-gpt-oss", 32, 32.0f, 256},
+};
 
 const cpulm_shape_preset *cpulm_shape_preset_at(int i) {
     return i >= 0 && i < (int)(sizeof shapes / sizeof shapes[0]) ? &shapes[i] : NULL;
@@ -131,7 +155,14 @@ cpulm_status cpulm_synth_shape(const char *name, cpulm_synth_params *p) {
                               .n_ff_exp = s->n_ff_exp,
                               .ssm = s->ssm,
                               .swa = cpulm_shape_swa(s->name)};
+    for (size_t i = 0; i < sizeof shape_extras / sizeof shape_extras[0]; i++)
+        if (!strcmp(shape_extras[i].name, name)) {
+            p->n_swa = shape_extras[i].n_swa;
+            p->yarn_factor = shape_extras[i].yarn_factor;
+            p->yarn_orig_ctx = shape_extras[i].yarn_orig_ctx;
+        }
     if (p->ssm.heads || !strcmp(s->arch, "gemma3")) p->norm_eps = 1e-6f;
+    if (!strcmp(s->arch, "gpt-oss")) p->type = CPULM_DTYPE_MXFP4; /* as released */
     return CPULM_OK;
 }
 
@@ -177,6 +208,8 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
     hp->n_swa = p->swa.window;
     for (int32_t il = 0; p->swa.window > 0 && il < p->n_layer; il++) /* gemma.h's rule */
         hp->n_layer_swa += p->swa.period == 0 ? il % 6 < 5 : il % p->swa.period < p->swa.period - 1;
+    hp->swa_pattern = a ? a->swa_pattern : 0;
+    if (hp->swa_pattern) hp->n_swa = p->n_swa; /* gemma3's windows: p->swa, above */
     hp->norm_eps = p->norm_eps;
 }
 
@@ -254,6 +287,8 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
                           p->n_embd, p->n_ff, p->n_ff_exp, cpulm_dtype_name(p->type), blk);
     if (p->rope_base <= 0 || p->norm_eps <= 0)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rope base and norm eps must be positive");
+    if (a->swa_pattern && p->n_swa < 1)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "%s needs a sliding window >= 1", p->arch);
     if (p->yarn_factor != 0 && !(p->yarn_factor >= 1 && p->yarn_factor <= 1000))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "yarn factor %g: need 1 .. 1000",
                           p->yarn_factor);
@@ -282,12 +317,33 @@ typedef struct stensor {
     float mean, std;
 } stensor;
 
+/* gpt-oss's biases are centred at 0 (qwen2's keep the norm-like init their seeded files
+ * have). The sinks spread over +-4 so some outweigh a whole window of keys; the experts'
+ * gate and up biases are wide enough that the activation's clamp at 7 is reached (about 2%
+ * of the values), so the reference checks it. */
+static int oai_init(stensor *t, const char *name) {
+    if (strstr(name, "attn_sinks")) {
+        t->mean = 0.0f;
+        t->std = 2.0f;
+    } else if (strstr(name, "_exps.bias") && !strstr(name, "down")) {
+        t->mean = 0.0f;
+        t->std = 3.0f;
+    } else if (strstr(name, ".bias")) {
+        t->mean = 0.0f;
+        t->std = strstr(name, "gate_inp") ? 0.5f : 0.1f;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 /* Gaussian parameters of a tensor's values. Gated DeltaNet tensors need their own: the
  * decay rates (ssm_a) must be negative (a positive one grows the state without bound) and
  * small, so the state remembers tens of tokens and long prompts test the recurrence. */
-static void init_of(stensor *t, const char *name) {
+static void init_of(stensor *t, const char *name, const char *arch) {
     t->mean = t->kind == K_NORM ? 1.0f : 0.0f;
     t->std = t->kind == K_NORM ? 0.05f : WEIGHT_STD;
+    if (!strcmp(arch, "gpt-oss") && oai_init(t, name)) return;
     if (strstr(name, "ssm_a") && !strstr(name, "ssm_alpha")) {
         t->mean = -0.06f;
         t->std = 0.015f;
@@ -341,7 +397,7 @@ static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, 
         t[n].kind = td->kind == CPULM_TK_MATRIX ? K_MATRIX : K_NORM;
         /* MoE routers stay F32 in real files (llama.cpp's quantizer never quantizes them) */
         if (td->dims[1] == CPULM_DIM_EXPERTS) t[n].kind = K_ROUTER;
-        init_of(&t[n], td->name);
+        init_of(&t[n], td->name, p->arch);
         t[n].n_dims = 1;
         for (int i = 0; i < 3; i++) {
             t[n].ne[i] = cpulm_arch_dim(&d, (cpulm_dim)td->dims[i]);
@@ -670,6 +726,8 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         (st = set_f32(w, p, "attention.layer_norm_rms_epsilon", p->norm_eps)) ||
         (st = set_u32(w, p, "vocab_size", p->n_vocab)))
         return st;
+    const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
+    if (a->swa_pattern && (st = set_u32(w, p, "attention.sliding_window", p->n_swa))) return st;
     if (p->head_dim && ((st = set_u32(w, p, "attention.key_length", hd)) ||
                         (st = set_u32(w, p, "attention.value_length", hd))))
         return st;

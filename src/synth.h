@@ -72,6 +72,7 @@ typedef struct cpulm_synth_params {
     int32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
     uint32_t alignment;  /* general.alignment; 0: not written (the GGUF default, 32) */
+    int32_t n_swa;       /* attention.sliding_window (architectures with a window pattern) */
     cpulm_ssm_shape ssm; /* hybrid architectures (qwen35) */
     cpulm_swa_shape swa; /* sliding windows (gemma3) */
     /* YaRN rope scaling (rope.scaling.type "yarn", .factor, .original_context_length):

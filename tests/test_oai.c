@@ -551,7 +551,7 @@ TEST(oai_refuses_unimplemented_fields) {
         {"\"function_call\":{\"name\":\"f\"}", "function_call"},
         {"\"modalities\":[\"text\",\"audio\"]", "modalities"},
         {"\"audio\":{\"voice\":\"x\"}", "audio"},
-        {"\"reasoning_effort\":\"low\"", "reasoning_effort"},
+        {"\"reasoning_effort\":\"max\"", "reasoning_effort"}, /* low/medium/high: accepted */
         {"\"use_beam_search\":true", "use_beam_search"},
         {"\"stop_token_ids\":[2]", "stop_token_ids"},
         {"\"min_tokens\":4", "min_tokens"},

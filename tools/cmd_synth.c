@@ -14,20 +14,22 @@ static void synth_usage(FILE *f) {
             "  --shape NAME     1b, 3b, 8b, 70b (Llama-3.x), qwen3-0.6b, qwen3-1.7b, qwen3-4b,\n"
             "                   qwen3-8b, qwen3-30b-a3b (MoE: 128 experts, 8 used), mixtral-8x7b,\n"
             "                   qwen35-9b (hybrid: Gated DeltaNet + gated attention), gemma3-4b,\n"
-            "                   tiny, tiny-moe, tiny-qwen35, tiny-gemma3, or custom (tiny's\n"
-            "                   numbers; override with the flags)\n"
-            "  --type TYPE      q4_0 (default), q8_0, f16, bf16, f32, q4_k, q6_k, mxfp4 (FFN and\n"
-            "                   expert matrices; Q8_0 for the others)\n"
+            "                   gpt-oss-20b, gpt-oss-120b (sliding windows, sinks, MXFP4\n"
+            "                   experts), tiny, tiny-moe, tiny-qwen35, tiny-gemma3, tiny-gpt-oss,\n"
+            "                   or custom (tiny's numbers; override with the flags)\n"
+            "  --type TYPE      q4_0 (default; mxfp4 for gpt-oss), q8_0, f16, bf16, f32, q4_k,\n"
+            "                   q6_k, mxfp4 (FFN and expert matrices; Q8_0 for the others)\n"
             "  -o FILE          output GGUF\n"
             "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
             "                   override the shape's numbers (--layers N cuts a big shape for\n"
             "                   benchmarks)\n"
             "  --arch NAME --head-dim N --experts N --experts-used N --expert-ff N\n"
-            "                   architecture (llama, qwen2, qwen3, qwen3moe, qwen35), head size, "
-            "experts\n"
+            "                   architecture (llama, qwen2, qwen3, qwen3moe, qwen35, gemma3,\n"
+            "                   gpt-oss), head size, experts\n"
             "  --yarn FACTOR --yarn-orig-ctx N\n"
             "                   YaRN rope scaling keys (rope.scaling.type yarn, factor, original\n"
-            "                   context length N, default --ctx)\n"
+            "                   context length N, default --ctx; gpt-oss shapes have their own)\n"
+            "  --window N       gpt-oss: sliding window of the sliding layers\n"
             "  --swa N --swa-period N --rope-linear F --softcap F\n"
             "                   gemma3: sliding window (0: none), the pattern period written as\n"
             "                   attention.sliding_window_pattern (0: not written, the default 6),\n"
@@ -46,7 +48,7 @@ typedef struct synth_opts {
     const char *shape, *type, *out;
     int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, fim, threads, progress;
     const char *arch;
-    int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx;
+    int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx, window;
     int swa, swa_period; /* -1: the shape's */
     float yarn, rope_linear, softcap;
     long long seed;
@@ -109,6 +111,8 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
             ok = cli_float(&c, 0.0, 1000.0, &o->rope_linear);
         else if (cli_flag(&c, "--softcap", NULL))
             ok = cli_float(&c, 0.0, 1000.0, &o->softcap);
+        else if (cli_flag(&c, "--window", NULL))
+            ok = parse_size(&c, &o->window);
         else if (cli_flag(&c, "--seed", NULL))
             ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
         else if (cli_flag(&c, "-t", "--threads"))
@@ -154,8 +158,9 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->experts) p->n_expert = o->experts;
     if (o->experts_used) p->n_expert_used = o->experts_used;
     if (o->expert_ff) p->n_ff_exp = o->expert_ff;
-    p->yarn_factor = o->yarn;
-    p->yarn_orig_ctx = o->yarn_orig_ctx;
+    if (o->yarn) p->yarn_factor = o->yarn; /* else the shape's (gpt-oss has YaRN) */
+    if (o->yarn_orig_ctx) p->yarn_orig_ctx = o->yarn_orig_ctx;
+    if (o->window) p->n_swa = o->window;
     if (o->swa >= 0) p->swa.window = o->swa;
     if (o->swa_period >= 0) p->swa.period = o->swa_period;
     if (o->rope_linear >= 0) p->swa.rope_linear = o->rope_linear;

@@ -96,6 +96,60 @@ static const char tmpl_gemma[] =
     "(ns.sys if loop.first else '') + (m['content'] or '') | trim + '<end_of_turn>\\n' -}}\n"
     "{%- endfor -%}\n"
     "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\\n' -}}{%- endif -%}\n";
+/* OpenAI harmony (gpt-oss): a system message with the reasoning effort, the system prompt
+ * and tools in a developer message (tools as one line per function with its JSON-schema
+ * parameters, where the model's own template writes TypeScript types), earlier turns' final
+ * answers and tool calls, tool results as messages from functions.NAME, and the generation
+ * prompt <|start|>assistant, after which the model writes a channel. */
+static const char tmpl_harmony[] =
+    "{%- set ns = namespace(dev='', last_call='') -%}\n"
+    "{%- if messages and messages[0]['role'] in ['system', 'developer'] -%}\n"
+    "{%- set ns.dev = messages[0]['content'] or '' -%}\n"
+    "{%- set messages = messages[1:] -%}\n"
+    "{%- endif -%}\n"
+    "{{- '<|start|>system<|message|>You are ChatGPT, a large language model trained by "
+    "OpenAI.\\nKnowledge cutoff: 2024-06\\nCurrent date: ' + strftime_now('%Y-%m-%d') + "
+    "'\\n\\nReasoning: ' + (reasoning_effort if reasoning_effort is defined else 'medium') + "
+    "'\\n\\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+    "message.' -}}\n"
+    "{%- if tools -%}{{- '\\nCalls to these tools must go to the commentary channel: "
+    "\\'functions\\'.' -}}{%- endif -%}\n"
+    "{{- '<|end|>' -}}\n"
+    "{%- if ns.dev or tools -%}\n"
+    "{{- '<|start|>developer<|message|>' -}}\n"
+    "{%- if ns.dev -%}{{- '# Instructions\\n\\n' + ns.dev + '\\n\\n' -}}{%- endif -%}\n"
+    "{%- if tools -%}\n"
+    "{{- '# Tools\\n\\n## functions\\n\\nnamespace functions {\\n\\n' -}}\n"
+    "{%- for t in tools -%}\n"
+    "{%- set f = t['function'] if t['function'] is defined else t -%}\n"
+    "{{- '// ' + (f['description'] or '') + '\\ntype ' + f['name'] + ' = (_: ' + "
+    "(f['parameters'] | tojson) + ') => any;\\n\\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{{- '} // namespace functions' -}}\n"
+    "{%- endif -%}\n"
+    "{{- '<|end|>' -}}\n"
+    "{%- endif -%}\n"
+    "{%- for m in messages -%}\n"
+    "{%- if m['role'] == 'user' -%}\n"
+    "{{- '<|start|>user<|message|>' + (m['content'] or '') + '<|end|>' -}}\n"
+    "{%- elif m['role'] == 'assistant' and m['tool_calls'] -%}\n"
+    "{%- for c in m['tool_calls'] -%}\n"
+    "{%- set f = c['function'] if c['function'] is defined else c -%}\n"
+    "{{- '<|start|>assistant to=functions.' + f['name'] + '<|channel|>commentary "
+    "json<|message|>' + (f['arguments'] if f['arguments'] is string else f['arguments'] | "
+    "tojson) + '<|call|>' -}}\n"
+    "{%- set ns.last_call = f['name'] -%}\n"
+    "{%- endfor -%}\n"
+    "{%- elif m['role'] == 'assistant' -%}\n"
+    "{{- '<|start|>assistant<|channel|>final<|message|>' + (m['content'] or '') + '<|end|>' "
+    "-}}\n"
+    "{%- elif m['role'] == 'tool' -%}\n"
+    "{{- '<|start|>functions.' + (m['name'] if m['name'] is defined and m['name'] else "
+    "ns.last_call) + ' to=assistant<|channel|>commentary<|message|>' + (m['content'] | tojson) "
+    "+ '<|end|>' -}}\n"
+    "{%- endif -%}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- '<|start|>assistant' -}}{%- endif -%}\n";
 
 /* For models without a template (base models): "Role: content" lines, no special tokens. */
 static const char tmpl_plain[] =
@@ -108,9 +162,10 @@ static const struct {
     const char *name;
     const char *src;
 } builtins[] = {
-    {"llama3", tmpl_llama3}, {"llama2", tmpl_llama2},           {"mistral", tmpl_mistral},
-    {"chatml", tmpl_chatml}, {"deepseek-r1", tmpl_deepseek_r1}, {"gemma", tmpl_gemma},
-    {"plain", tmpl_plain},
+    {"llama3", tmpl_llama3},           {"llama2", tmpl_llama2},
+    {"mistral", tmpl_mistral},         {"chatml", tmpl_chatml},
+    {"deepseek-r1", tmpl_deepseek_r1}, {"gemma", tmpl_gemma},
+    {"harmony", tmpl_harmony},         {"plain", tmpl_plain},
 };
 
 const char *cpulm_chat_builtin(const char *name) {
@@ -126,6 +181,7 @@ const char *cpulm_chat_detect(const char *tmpl) {
         const char *marker, *family;
     } marks[] = {
         {"<\xef\xbd\x9cUser\xef\xbd\x9c>", "deepseek-r1"},
+        {"<|channel|>", "harmony"},
         {"<|start_header_id|>", "llama3"},
         {"<|im_start|>", "chatml"},
         {"<<SYS>>", "llama2"},

@@ -115,6 +115,20 @@ const cpulm_tensor_desc cpulm_arch_global_tensors[] = {
     {"post_attention_norm.weight", L(attn_post_norm), VEC, ALW, 0, D(EMBD, 1, 1)}, { \
         "post_ffw_norm.weight", L(ffn_post_norm), VEC, ALW, 0, D(EMBD, 1, 1)         \
     }
+/* gpt-oss: biases on every attention projection and on the router and experts, a learned
+ * sink logit per query head, and a post-attention norm (the FFN's input norm, bound as
+ * ffn_norm). The expert biases are [n_ff_exp or n_embd] x n_expert arrays. */
+#define OAI_ATTN                                                              \
+    {"attn_output.bias", L(bo), VEC, ALW, 0, D(EMBD, 1, 1)},                  \
+        {"attn_sinks.weight", L(attn_sinks), VEC, ALW, 0, D(HEADS, 1, 1)}, {  \
+        "post_attention_norm.weight", L(ffn_norm), VEC, ALW, 0, D(EMBD, 1, 1) \
+    }
+#define OAI_MOE_BIAS                                                                            \
+    {"ffn_gate_inp.bias", L(gate_inp_b), VEC, CPULM_WHEN_MOE, 0, D(EXPERTS, 1, 1)},             \
+        {"ffn_gate_exps.bias", L(gate_exps_b), F32A, CPULM_WHEN_MOE, 0, D(FF_EXP, EXPERTS, 1)}, \
+        {"ffn_up_exps.bias", L(up_exps_b), F32A, CPULM_WHEN_MOE, 0, D(FF_EXP, EXPERTS, 1)}, {   \
+        "ffn_down_exps.bias", L(down_exps_b), F32A, CPULM_WHEN_MOE, 0, D(EMBD, EXPERTS, 1)      \
+    }
 
 static const cpulm_tensor_desc llama_tensors[] = {ATTN, FFN_NORM, FFN_DENSE, FFN_MOE, END};
 static const cpulm_tensor_desc qwen2_tensors[] = {ATTN, QKV_BIAS, FFN_NORM, FFN_DENSE, END};
@@ -124,6 +138,8 @@ static const cpulm_tensor_desc qwen35moe_tensors[] = {
     HYBRID_NORMS, GATED_ATTN, DELTANET_SPLIT, DELTANET_COMMON, FFN_MOE, FFN_SHEXP, END};
 static const cpulm_tensor_desc qwen3next_tensors[] = {
     HYBRID_NORMS, GATED_ATTN, DELTANET_BA, DELTANET_COMMON, FFN_MOE, FFN_SHEXP, END};
+static const cpulm_tensor_desc gptoss_tensors[] = {ATTN,    QKV_BIAS,     OAI_ATTN,
+                                                   FFN_MOE, OAI_MOE_BIAS, END};
 static const cpulm_tensor_desc qwen35_tensors[] = {HYBRID_NORMS,    GATED_ATTN, DELTANET_SPLIT,
                                                    DELTANET_COMMON, FFN_DENSE,  END};
 
@@ -196,6 +212,16 @@ static const cpulm_arch_desc archs[] = {
      .default_norm_eps = 1e-6f,
      .gemma = true,
      .layer_tensors = gemma3_tensors},
+    {.name = "gpt-oss",
+     .rope = CPULM_ROPE_NEOX,
+     .qkv_bias = true,
+     .ffn = CPULM_FFN_MOE_ONLY,
+     .default_rope_base = 10000.0f,
+     .default_norm_eps = 1e-5f,
+     .swa_pattern = 2,
+     .gating = CPULM_GATING_SOFTMAX_WEIGHT,
+     .expert_act = CPULM_ACT_SWIGLU_OAI,
+     .layer_tensors = gptoss_tensors},
 };
 
 int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim) {
@@ -219,6 +245,7 @@ int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim) {
     case CPULM_DIM_SSM_VHEAD: return d->ssm_heads ? d->ssm_inner / d->ssm_heads : 0;
     case CPULM_DIM_SSM_QKVZ: return 2 * d->ssm_groups * d->ssm_state + 2 * d->ssm_inner;
     case CPULM_DIM_FF_SHEXP: return d->n_ff_shexp;
+    case CPULM_DIM_HEADS: return d->n_head;
     }
     return 1;
 }
@@ -239,5 +266,5 @@ const cpulm_arch_desc *cpulm_arch_find(const char *name, unsigned long len) {
 
 const char *cpulm_arch_supported(void) {
     return "llama (dense and Mixtral-style MoE), qwen2, qwen3, qwen3moe, qwen35, qwen35moe, "
-           "qwen3next, gemma3";
+           "qwen3next, gemma3, gpt-oss";
 }

@@ -37,6 +37,7 @@ typedef enum cpulm_dim {
     CPULM_DIM_SSM_VHEAD,  /* inner size / value heads */
     CPULM_DIM_SSM_QKVZ,   /* conv channels + inner size (qwen3next's joint input projection) */
     CPULM_DIM_FF_SHEXP,   /* n_ff of the shared expert */
+    CPULM_DIM_HEADS,      /* n_head (per-head attention sinks) */
 } cpulm_dim;
 
 /* When a layer tensor exists: always, or only for dense / mixture-of-experts FFNs (one
@@ -75,6 +76,14 @@ typedef enum cpulm_ffn_style {
     CPULM_FFN_MOE_ONLY,     /* expert_count required */
 } cpulm_ffn_style;
 
+/* How the router's outputs weight the chosen experts: softmax over all experts, then the top
+ * n_used (qwen3moe, Mixtral); or the top n_used logits, then softmax over those (gpt-oss). */
+typedef enum cpulm_gating { CPULM_GATING_SOFTMAX = 0, CPULM_GATING_SOFTMAX_WEIGHT } cpulm_gating;
+
+/* The experts' gated activation: silu(g) * u, or gpt-oss's clamped variant
+ * min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1). */
+typedef enum cpulm_expert_act { CPULM_ACT_SWIGLU = 0, CPULM_ACT_SWIGLU_OAI } cpulm_expert_act;
+
 typedef struct cpulm_arch_desc {
     const char *name; /* general.architecture value, also the metadata key prefix */
     cpulm_rope_style rope;
@@ -95,6 +104,11 @@ typedef struct cpulm_arch_desc {
     bool gemma;              /* Gemma 3 layers (gemma.c): embeddings scaled by sqrt(n_embd),
                                 post-attention and post-FFN norms, GELU-gated FFN, per-head q/k
                                 norms, sliding-window layers with their own rope base */
+    uint8_t swa_pattern; /* > 0: of every swa_pattern layers, the last has full attention and the
+                            others a sliding window of <arch>.attention.sliding_window keys
+                            (llama.cpp's pattern rule; gpt-oss: 2, layer 0 slides) */
+    uint8_t gating;      /* cpulm_gating */
+    uint8_t expert_act;  /* cpulm_expert_act */
     const cpulm_tensor_desc *layer_tensors; /* terminated by a NULL name */
 } cpulm_arch_desc;
 
@@ -121,6 +135,11 @@ bool cpulm_arch_tensor_present(const cpulm_tensor_desc *t, int64_t n_expert, boo
  * layers (the interval-th, 2 x interval-th, ...: llama.cpp's rule)? */
 static inline bool cpulm_arch_layer_recurrent(int32_t il, int32_t interval) {
     return interval > 0 && (il + 1) % interval != 0;
+}
+
+/* Does layer il of a model with this sliding-window pattern (0: none) slide? */
+static inline bool cpulm_arch_layer_slides(int32_t il, int32_t pattern) {
+    return pattern > 0 && il % pattern < pattern - 1;
 }
 
 /* NULL when the architecture is not supported. */

@@ -265,9 +265,13 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
         rope_and_store(c, il, t, &hp->rope, c->theta_scale, tmp);
     }
     cpulm_pool_barrier(c->pool);
-    cpulm_attn_layer(c, il, ith, nth);
+    /* sliding-window layers (gpt-oss: every other one) and sinks: the model's options */
+    const cpulm_attn_opts ao = {.window =
+                                    cpulm_arch_layer_slides(il, hp->swa_pattern) ? hp->n_swa : 0,
+                                .sinks = ly->attn_sinks};
+    cpulm_attn_run(c, il, &ao, ith, nth);
     cpulm_pool_barrier(c->pool);
-    mm_job o = {&ly->wo, c->x, E, NULL, 1};
+    mm_job o = {&ly->wo, c->x, E, ly->bo, 1};
     mm_group(c, c->att, QD, T, &o, 1, ith, nth);
     cpulm_pool_barrier(c->pool);
     ffn(c, ly, ith, nth);

@@ -214,6 +214,10 @@ static cpulm_status read_hparams(loader *L) {
         return s;
     if ((s = read_rope_scaling(L)) != CPULM_OK) return s;
     if (L->m->arch->mrope && (s = read_rope_sections(L)) != CPULM_OK) return s;
+    hp->swa_pattern = L->m->arch->swa_pattern;
+    if (hp->swa_pattern &&
+        (s = get_int(L, "attention.sliding_window", -1, 1, 1 << 24, &hp->n_swa)) != CPULM_OK)
+        return s;
     hp->n_layer_attn = hp->n_layer;
     if (L->m->arch->gemma &&
         (s = cpulm_gemma_read_hparams(&L->m->gguf, L->m->arch->name, hp, L->err)) != CPULM_OK)

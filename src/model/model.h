@@ -46,6 +46,8 @@ typedef struct cpulm_layer {
     cpulm_tensor wv;              /* [n_embd] -> [n_head_kv * head_dim] */
     cpulm_tensor wo;              /* [n_head * head_dim] -> [n_embd] */
     const float *bq, *bk, *bv;    /* NULL unless the architecture has qkv biases */
+    const float *bo;              /* [n_embd] output projection bias (gpt-oss), or NULL */
+    const float *attn_sinks;      /* [n_head] sink logits (gpt-oss), or NULL */
     const float *q_norm, *k_norm; /* [head_dim] per-head RMS norms before rope, or NULL */
     const float *ffn_norm;        /* [n_embd] */
     /* Gemma 3: RMS norms of the attention's and the FFN's outputs before the residual adds */
@@ -59,6 +61,9 @@ typedef struct cpulm_layer {
     cpulm_tensor gate_exps; /* [n_embd] -> [n_ff_exp], x n_expert */
     cpulm_tensor up_exps;   /* [n_embd] -> [n_ff_exp], x n_expert */
     cpulm_tensor down_exps; /* [n_ff_exp] -> [n_embd], x n_expert */
+    /* gpt-oss: router and expert biases, or NULL: [n_expert], [n_expert][n_ff_exp] (gate,
+     * up), [n_expert][n_embd] (down) */
+    const float *gate_inp_b, *gate_exps_b, *up_exps_b, *down_exps_b;
     /* shared expert (qwen35moe): a dense FFN of n_ff_shexp added to the routed experts' sum,
      * scaled by sigmoid(gate_inp_shexp . xn) */
     const float *gate_inp_shexp;       /* [n_embd] */
@@ -103,8 +108,11 @@ typedef struct cpulm_hparams {
     /* Gemma 3 (gemma.c), 0 otherwise: attention.sliding_window, how many layers use it, the
      * rope base of those layers (rope.freq_base_swa, unscaled), the query scale, and the
      * final logit soft-cap (logits = cap * tanh(logits / cap); 0: none) */
-    int32_t n_swa, n_layer_swa;
+    int32_t n_layer_swa;
     float rope_base_swa, attn_scale, final_softcap;
+    int32_t n_swa;       /* attention.sliding_window of the sliding layers (0: none); gemma3's
+                            is read in gemma.c, the others' by their arch's swa_pattern */
+    int32_t swa_pattern; /* the arch's pattern (cpulm_arch_layer_slides), 0: none */
 } cpulm_hparams;
 
 /* The shape-rule numbers of a loaded model (arch.h). */

@@ -1,19 +1,24 @@
-/* moe.c: the mixture-of-experts FFN (qwen3moe, Mixtral-style llama), as llama.cpp computes it:
+/* moe.c: the mixture-of-experts FFN (qwen3moe, Mixtral-style llama, gpt-oss), as llama.cpp
+ * computes it:
  *   p = softmax(router x); the n_used largest p choose experts (renormalized to sum 1 when
  *   the model says so); y = sum over chosen e, in order of weight, of w_e * down_e(silu(gate_e x) *
- * up_e x). Tokens are grouped by expert: after routing, the batch's (token, slot) pairs are sorted
- * by expert, each expert's activation rows are gathered contiguously, and each chosen expert runs
- * one GEMM over all its tokens (one GEMV row when generating), reading only the experts some token
- * chose. Work items are (expert, slice of output rows), sized by the expert's token count, busiest
- * experts first, and claimed from the shared counter, so uneven expert loads balance over the
- * threads. gate/up items and down items are one job: the thread finishing an expert's last
+ * up_e x). gpt-oss (arch flags): the router and every expert matrix have biases, the n_used
+ * largest logits choose and a softmax over them weights, and the activation is the clamped
+ * SwiGLU (swiglu_oai). Tokens are grouped by expert: after routing, the batch's (token, slot) pairs
+ * are sorted by expert, each expert's activation rows are gathered contiguously, and each chosen
+ * expert runs one GEMM over all its tokens (one GEMV row when generating), reading only the experts
+ * some token chose. Work items are (expert, slice of output rows), sized by the expert's token
+ * count, busiest experts first, and claimed from the shared counter, so uneven expert loads balance
+ * over the threads. gate/up items and down items are one job: the thread finishing an expert's last
  * gate/up slice applies its SwiGLU and marks it ready, and a down item of that expert waits for
  * the mark (not for every expert, as a barrier would). Every (token, slot) row is computed by one
  * item with fixed arithmetic, so results do not depend on the thread count or on which other
  * tokens share the batch. */
 #include "moe.h"
 
+#include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,12 +128,14 @@ void cpulm_moe_scratch_free(cpulm_moe_scratch *s) {
 /* ---- routing ---- */
 
 /* Token t's probabilities, its n_used best experts (ties: the lower id, as a stable sort
- * picks) and their weights. */
+ * picks) and their weights. gpt-oss (CPULM_GATING_SOFTMAX_WEIGHT) picks by the logits and
+ * softmaxes only the chosen ones. */
 static void route_token(const cpulm_ctx *c, cpulm_moe_scratch *s, int64_t t) {
     const cpulm_hparams *hp = &c->m->hp;
     const int X = hp->n_expert, K = hp->n_expert_used;
+    const bool weight_softmax = c->m->arch->gating == CPULM_GATING_SOFTMAX_WEIGHT;
     float *p = s->router + t * X;
-    c->k->softmax(X, p);
+    if (!weight_softmax) c->k->softmax(X, p);
     int32_t *sel = s->sel + t * K;
     float *w = s->wsel + t * K;
     double sum = 0;
@@ -143,6 +150,7 @@ static void route_token(const cpulm_ctx *c, cpulm_moe_scratch *s, int64_t t) {
         w[j] = p[best];
         sum += w[j];
     }
+    if (weight_softmax) c->k->softmax(K, w);
     if (!hp->moe_norm_weights) return;
     /* llama.cpp clamps the sum away from zero before dividing */
     float fs = (float)sum < 6.103515625e-5f ? 6.103515625e-5f : (float)sum;
@@ -270,15 +278,39 @@ static void gather_rows(cpulm_ctx *c, cpulm_moe_scratch *s, cpulm_dtype vdt, int
  * barrier; many are copied by every thread after it. */
 #define GATHER_SERIAL_ROWS 64
 
-/* silu(g) * u of sorted rows [p0, p1) (step apart), converted for down_exps in place of
- * their gathered activations (which only their own expert's gate/up read). */
+/* gpt-oss's gated activation (arch.h, CPULM_ACT_SWIGLU_OAI) with its constants, in
+ * ggml's swiglu_oai arithmetic: g = min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u) + 1). */
+#define OAI_ALPHA 1.702f
+#define OAI_LIMIT 7.0f
+static void swiglu_oai(int64_t n, float *g, const float *u) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = fminf(g[i], OAI_LIMIT);
+        const float y = fminf(fmaxf(u[i], -OAI_LIMIT), OAI_LIMIT);
+        g[i] = x / (1.0f + expf(OAI_ALPHA * -x)) * (y + 1.0f);
+    }
+}
+
+/* The activation of sorted rows [p0, p1) (step apart), after the experts' gate and up
+ * biases if any, converted for down_exps in place of their gathered activations (which
+ * only their own expert's gate/up read). */
 static void swiglu_rows(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int64_t p0,
                         int64_t p1, int64_t step) {
     const int64_t F = c->m->hp.n_ff_exp;
     const cpulm_dtype vdt = vdt_of(&ly->down_exps);
+    const bool oai = c->m->arch->expert_act == CPULM_ACT_SWIGLU_OAI;
     for (int64_t p = p0; p < p1; p += step) {
-        float *g = s->g + p * F;
-        c->k->swiglu(F, g, g, s->u + p * F);
+        float *g = s->g + p * F, *u = s->u + p * F;
+        if (ly->gate_exps_b) {
+            const int64_t e = s->sel[s->order[p]];
+            for (int64_t i = 0; i < F; i++) {
+                g[i] += ly->gate_exps_b[e * F + i];
+                u[i] += ly->up_exps_b[e * F + i];
+            }
+        }
+        if (oai)
+            swiglu_oai(F, g, u);
+        else
+            c->k->swiglu(F, g, g, u);
         cpulm_matmul_quantize_act(c->k, vdt, g, s->act + (size_t)p * s->act_stride, F);
     }
 }
@@ -364,18 +396,42 @@ static void combine_token(cpulm_ctx *c, cpulm_moe_scratch *s, int64_t t, int64_t
     }
 }
 
+/* combine_token with the experts' down biases (gpt-oss): each expert's output is
+ * down x + b, rounded, before its weight multiplies it, as the reference adds the bias. */
+static void combine_token_bias(cpulm_ctx *c, cpulm_moe_scratch *s, const float *b, int64_t t,
+                               int64_t i0, int64_t i1) {
+    const int64_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
+    const int32_t *pos = s->pos + t * K, *sel = s->sel + t * K;
+    const float *wt = s->wsel + t * K;
+    float *x = c->x + t * E;
+    for (int64_t i = i0; i < i1; i++) {
+        float acc = (s->y[(int64_t)pos[0] * E + i] + b[sel[0] * E + i]) * wt[0];
+        for (int64_t j = 1; j < K; j++)
+            acc += (s->y[(int64_t)pos[j] * E + i] + b[sel[j] * E + i]) * wt[j];
+        x[i] += acc;
+    }
+}
+
+static void combine_cols(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int64_t t,
+                         int64_t i0, int64_t i1) {
+    if (ly->down_exps_b)
+        combine_token_bias(c, s, ly->down_exps_b, t, i0, i1);
+    else
+        combine_token(c, s, t, i0, i1);
+}
+
 /* Tokens split over the threads; fewer tokens than threads (generation) split the columns,
  * so no thread combines alone while the others wait. */
-static void combine(cpulm_ctx *c, cpulm_moe_scratch *s, int ith, int nth) {
+static void combine(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *ly, int ith, int nth) {
     const int64_t E = c->m->hp.n_embd;
     if (c->n_tok >= nth) {
         for (int64_t t = ith; t < c->n_tok; t += nth)
-            combine_token(c, s, t, 0, E);
+            combine_cols(c, s, ly, t, 0, E);
     } else {
         const int64_t i0 = E * ith / nth / 16 * 16,
                       i1 = ith == nth - 1 ? E : E * (ith + 1) / nth / 16 * 16;
         for (int64_t t = 0; t < c->n_tok; t++)
-            combine_token(c, s, t, i0, i1);
+            combine_cols(c, s, ly, t, i0, i1);
     }
     cpulm_pool_barrier(c->pool);
 }
@@ -386,7 +442,7 @@ void cpulm_moe_ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
     cpulm_moe_scratch *s = c->moe;
     const int64_t X = c->m->hp.n_expert;
     const int64_t n = (int64_t)c->n_tok * c->m->hp.n_expert_used;
-    mm_job router = {&ly->gate_inp, s->router, X, NULL, 0};
+    mm_job router = {&ly->gate_inp, s->router, X, ly->gate_inp_b, 0};
     cpulm_fwd_mm_group(c, c->xn, c->m->hp.n_embd, c->n_tok, &router, 1, ith, nth);
     if (vdt_of(&ly->gate_inp) != CPULM_DTYPE_F32) /* a quantized router used actq too */
         cpulm_pool_barrier(c->pool);
@@ -407,5 +463,5 @@ void cpulm_moe_ffn(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
         experts_fused(c, s, ly, ith);
     else
         experts_phased(c, s, ly, ith, nth);
-    combine(c, s, ith, nth);
+    combine(c, s, ly, ith, nth);
 }

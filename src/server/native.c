@@ -505,10 +505,8 @@ static int run_apply_template(native_job *j, const char *body, size_t n) {
     cpulm_buf text;
     cpulm_buf_init(&text, 0);
     cpulm_oai_chat_prompt info;
-    const cpulm_json *tools = q.tool_choice != CPULM_OAI_TOOLS_OFF ? q.tools : NULL;
-    cpulm_status st =
-        cpulm_oai_render_chat_full(j->s->chat_tmpl, j->s->bos_text, j->s->eos_text, q.messages,
-                                   tools, q.enable_thinking, &text, &info, &e);
+    cpulm_status st = cpulm_oai_render_chat_req(j->s->chat_tmpl, j->s->bos_text, j->s->eos_text, &q,
+                                                &text, &info, &e);
     cpulm_oai_request_release(&q);
     if (st != CPULM_OK) {
         cpulm_buf_release(&text);

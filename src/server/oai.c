@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cpulm.h"
+#include "server/harmony.h"
 
 int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...) {
     memset(e, 0, sizeof *e);
@@ -411,15 +412,26 @@ static cpulm_status messages_json(const cpulm_json *messages, const cpulm_buf *s
     return cpulm_json_writer_status(&w);
 }
 
-/* {"tools": [...]} for the template's variables. */
-static void tools_extra(const cpulm_json *tools, cpulm_buf *out) {
+/* {"tools": [...], "reasoning_effort": "..."} (those given) for the template's variables. */
+static void extra_vars(const cpulm_json *tools, const char *effort, cpulm_buf *out) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "tools");
-    cpulm_json_write_value(&w, tools);
+    if (tools) {
+        cpulm_json_key(&w, "tools");
+        cpulm_json_write_value(&w, tools);
+    }
+    if (effort && *effort) {
+        cpulm_json_key(&w, "reasoning_effort");
+        cpulm_json_write_str(&w, effort);
+    }
     cpulm_json_obj_end(&w);
 }
+
+static cpulm_status render_chat(const char *tmpl, const char *bos, const char *eos,
+                                const cpulm_json *messages, const cpulm_json *tools,
+                                int enable_thinking, const char *effort, cpulm_buf *out,
+                                cpulm_oai_chat_prompt *info, cpulm_oai_error *e);
 
 cpulm_status cpulm_oai_render_chat(const char *tmpl, const char *bos, const char *eos,
                                    const cpulm_json *messages, cpulm_buf *out,
@@ -438,6 +450,21 @@ cpulm_status cpulm_oai_render_chat_full(const char *tmpl, const char *bos, const
                                         const cpulm_json *messages, const cpulm_json *tools,
                                         int enable_thinking, cpulm_buf *out,
                                         cpulm_oai_chat_prompt *info, cpulm_oai_error *e) {
+    return render_chat(tmpl, bos, eos, messages, tools, enable_thinking, NULL, out, info, e);
+}
+
+cpulm_status cpulm_oai_render_chat_req(const char *tmpl, const char *bos, const char *eos,
+                                       const cpulm_oai_request *q, cpulm_buf *out,
+                                       cpulm_oai_chat_prompt *info, cpulm_oai_error *e) {
+    const cpulm_json *tools = q->tool_choice != CPULM_OAI_TOOLS_OFF ? q->tools : NULL;
+    return render_chat(tmpl, bos, eos, q->messages, tools, q->enable_thinking, q->reasoning_effort,
+                       out, info, e);
+}
+
+static cpulm_status render_chat(const char *tmpl, const char *bos, const char *eos,
+                                const cpulm_json *messages, const cpulm_json *tools,
+                                int enable_thinking, const char *effort, cpulm_buf *out,
+                                cpulm_oai_chat_prompt *info, cpulm_oai_error *e) {
     int plain = !tmpl || !*tmpl;
     info->parse_special = !plain;
     info->extra_stop = plain ? "\nUser:" : "";
@@ -452,10 +479,10 @@ cpulm_status cpulm_oai_render_chat_full(const char *tmpl, const char *bos, const
     p.enable_thinking = enable_thinking;
     info->think = !plain && strstr(tmpl, "<think>") != NULL;
     info->think_open = 0;
-    if (tools && (plain || !strstr(tmpl, "tools")))
-        cpulm_oai_tool_system_msg(tools, &sys);
-    else if (tools) {
-        tools_extra(tools, &extra);
+    const int tools_sys = tools && (plain || !strstr(tmpl, "tools"));
+    if (tools_sys) cpulm_oai_tool_system_msg(tools, &sys);
+    if ((tools && !tools_sys) || (effort && *effort)) {
+        extra_vars(tools_sys ? NULL : tools, effort, &extra);
         p.extra_json = extra.data;
     }
     char *text = NULL;
@@ -476,6 +503,8 @@ cpulm_status cpulm_oai_render_chat_full(const char *tmpl, const char *bos, const
     size_t bl = bos ? strlen(bos) : 0;
     info->add_bos = !(bl && strncmp(text, bos, bl) == 0);
     info->think_open = info->think && cpulm_chat_opens_think(text, strlen(text));
+    info->harmony = !plain && cpulm_harmony_template(tmpl);
+    info->harmony_start = info->harmony ? cpulm_harmony_start(text, strlen(text)) : 0;
     cpulm_buf_puts(out, text);
     free(text);
     if (cpulm_buf_status(out) != CPULM_OK) {

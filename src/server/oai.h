@@ -45,16 +45,18 @@ typedef struct cpulm_oai_request {
     const char *stop[CPULM_OAI_MAX_STOP]; /* may hold NUL ("\u0000"): see stop_len */
     size_t stop_len[CPULM_OAI_MAX_STOP];
     int32_t n_stop;
-    int32_t logprobs;        /* -1 off; else alternatives per token (top_logprobs) */
-    int ignore_eos;          /* extension: "ignore_eos": true */
-    char *grammar;           /* owned GBNF text the output must follow, or NULL */
-    const cpulm_json *tools; /* chat: the tools array, NULL if none */
-    int tool_choice;         /* cpulm_oai_tool_choice */
-    const char *tool_name;   /* CPULM_OAI_TOOLS_NAMED: the function */
-    int parallel_tool_calls; /* default 1 */
-    int32_t priority;        /* extension (vLLM's): lower is served sooner; default 0 */
-    int enable_thinking;     /* chat_template_kwargs.enable_thinking; default 1 */
-    int reasoning_none;      /* reasoning_format "none": <think> text stays in content */
+    int32_t logprobs;         /* -1 off; else alternatives per token (top_logprobs) */
+    int ignore_eos;           /* extension: "ignore_eos": true */
+    char *grammar;            /* owned GBNF text the output must follow, or NULL */
+    const cpulm_json *tools;  /* chat: the tools array, NULL if none */
+    int tool_choice;          /* cpulm_oai_tool_choice */
+    const char *tool_name;    /* CPULM_OAI_TOOLS_NAMED: the function */
+    int parallel_tool_calls;  /* default 1 */
+    int32_t priority;         /* extension (vLLM's): lower is served sooner; default 0 */
+    int enable_thinking;      /* chat_template_kwargs.enable_thinking; default 1 */
+    int reasoning_none;       /* reasoning_format "none": <think> text stays in content */
+    char reasoning_effort[8]; /* "low", "medium", "high", or "" when absent: the template's
+                                 reasoning_effort variable (gpt-oss's system message) */
     /* logit_bias as sent (shape checked), or NULL; its ids are resolved by
      * cpulm_oai_resolve_bias (they need the vocabulary) */
     const cpulm_json *logit_bias;
@@ -104,8 +106,10 @@ void cpulm_oai_write_error(cpulm_buf *out, const cpulm_oai_error *e);
 typedef struct cpulm_oai_chat_prompt {
     int parse_special, add_bos;
     const char *extra_stop;
-    int think;      /* the template writes <think> blocks: split replies (reasoning_content) */
-    int think_open; /* the rendered prompt ends inside an opened <think> block */
+    int think;         /* the template writes <think> blocks: split replies (reasoning_content) */
+    int think_open;    /* the rendered prompt ends inside an opened <think> block */
+    int harmony;       /* the template writes harmony (gpt-oss): split replies by channel */
+    int harmony_start; /* cpulm_harmony_start of the rendered prompt */
 } cpulm_oai_chat_prompt;
 
 cpulm_status cpulm_oai_render_chat(const char *tmpl, const char *bos, const char *eos,
@@ -124,6 +128,12 @@ cpulm_status cpulm_oai_render_chat_full(const char *tmpl, const char *bos, const
                                         const cpulm_json *messages, const cpulm_json *tools,
                                         int enable_thinking, cpulm_buf *out,
                                         cpulm_oai_chat_prompt *info, cpulm_oai_error *e);
+
+/* Same, from a chat request: its messages, its tools unless tool_choice is "none",
+ * enable_thinking and reasoning_effort. */
+cpulm_status cpulm_oai_render_chat_req(const char *tmpl, const char *bos, const char *eos,
+                                       const cpulm_oai_request *q, cpulm_buf *out,
+                                       cpulm_oai_chat_prompt *info, cpulm_oai_error *e);
 
 /* ---- responses ---- */
 

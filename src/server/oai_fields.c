@@ -45,7 +45,6 @@ static const struct unsupported {
     {"function_call", N_NONE_AUTO, 0},
     {"audio", N_ABSENT, 0},
     {"modalities", N_TEXT_ONLY, 0},
-    {"reasoning_effort", N_ABSENT, 0},
     {"verbosity", N_ABSENT, 0},
     {"web_search_options", N_ABSENT, 0},
     /* llama-server */
@@ -179,6 +178,15 @@ static int parse_aliases(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai
             return -cpulm_oai_error_set(e, 400, "typical_p",
                                         "'typical_p' must be a number between 0 and 1");
         r->sp.typical_p = (float)tp->u.num.f;
+    }
+    const cpulm_json *re = field(root, "reasoning_effort");
+    if (re) {
+        const char *s = cpulm_json_str(re);
+        if (!s || !(strcmp(s, "low") == 0 || strcmp(s, "medium") == 0 || strcmp(s, "high") == 0))
+            return -cpulm_oai_error_set(e, 400, "reasoning_effort",
+                                        "'reasoning_effort' must be \"low\", \"medium\" or "
+                                        "\"high\"");
+        snprintf(r->reasoning_effort, sizeof r->reasoning_effort, "%s", s);
     }
     const cpulm_json *rf = field(root, "reasoning_format");
     if (rf) {

@@ -19,8 +19,12 @@
 #include <time.h>
 
 #include "grammar/grammar.h"
+#include "server/harmony.h"
 #include "server/oai.h"
 #include "server/server_int.h"
+
+/* route_new's think code for harmony replies (plus their cpulm_harmony_start) */
+#define THINK_HARMONY 3
 
 /* Per-request state of a generation in flight (conn->route). */
 typedef struct route {
@@ -34,6 +38,7 @@ typedef struct route {
     int64_t *offset;           /* [n]: stream: bytes sent per choice (completion logprobs) */
     struct tool_stream *ts;    /* [n]: stream with tools: what was sent of each choice */
     cpulm_chat_think *think;   /* [n] or NULL: <think> splitting (reasoning_content) */
+    cpulm_harmony *harmony;    /* [n] or NULL: harmony channels (reasoning, content, calls) */
     void *api;                 /* llama-server's or Ollama's answer state (native.c), or
                                 * NULL: OpenAI's shapes, written here */
 } route;
@@ -55,6 +60,9 @@ static void route_free(route *r) {
     free(r->offset);
     free(r->ts);
     free(r->think);
+    for (int32_t i = 0; r->harmony && i < r->n; i++)
+        cpulm_harmony_free(&r->harmony[i]);
+    free(r->harmony);
     cpulm_api_state_free(r->api);
     free(r);
 }
@@ -202,14 +210,14 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
     cpulm_buf_init(&text, s->p.max_body * 4 + 4096);
     cpulm_oai_chat_prompt info = {.parse_special = 0, .add_bos = 1, .extra_stop = ""};
     if (q->kind == CPULM_OAI_CHAT) {
-        const cpulm_json *tools = q->tool_choice != CPULM_OAI_TOOLS_OFF ? q->tools : NULL;
-        if (cpulm_oai_render_chat_full(s->chat_tmpl, s->bos_text, s->eos_text, q->messages, tools,
-                                       q->enable_thinking, &text, &info, e) != CPULM_OK) {
+        if (cpulm_oai_render_chat_req(s->chat_tmpl, s->bos_text, s->eos_text, q, &text, &info, e) !=
+            CPULM_OK) {
             cpulm_buf_release(&text);
             return -1;
         }
         *extra_stop = info.extra_stop;
         *think = info.think && !q->reasoning_none ? 1 + info.think_open : 0;
+        if (info.harmony && !q->reasoning_none) *think = THINK_HARMONY + info.harmony_start;
     } else {
         cpulm_buf_append(&text, q->prompt, q->prompt_len);
     }
@@ -238,9 +246,15 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
 /* The request's grammar (response_format, grammar, json_schema, or a forced tool call in
  * the model family's format), compiled into r. Returns 0, or -1 with e set. */
 static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
-                          cpulm_oai_error *e) {
+                          int harmony, cpulm_oai_error *e) {
     char *text = NULL;
-    r->special = q->tool_choice != CPULM_OAI_TOOLS_OFF;
+    r->special = q->tool_choice != CPULM_OAI_TOOLS_OFF || harmony;
+    /* a forced call would have to be generated as harmony's commentary message, which no
+     * grammar here writes yet */
+    if (harmony && q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED)
+        return -cpulm_oai_error_set(e, 400, "tool_choice",
+                                    "a required or named tool_choice is not supported with "
+                                    "harmony (gpt-oss) templates; use \"auto\"");
     if (q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED &&
         cpulm_oai_tool_grammar(q, cpulm_oai_tool_family(s->chat_tmpl), &text, e) < 0)
         return -1;
@@ -273,7 +287,7 @@ static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_requ
         cpulm_sched_req_free(r);
         return NULL;
     }
-    if (stopped(job, e) < 0 || attach_grammar(s, q, r, e) < 0 ||
+    if (stopped(job, e) < 0 || attach_grammar(s, q, r, *think >= THINK_HARMONY, e) < 0 ||
         cpulm_oai_resolve_bias(q, s->model, &r->bias, &r->sp.n_logit_bias, e) < 0) {
         cpulm_sched_req_free(r);
         return NULL;
@@ -297,7 +311,8 @@ static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_requ
     return r;
 }
 
-/* think: 0 off, 1 split replies, 2 split replies that start inside <think>. */
+/* think: 0 off, 1 split replies, 2 split replies that start inside <think>, THINK_HARMONY +
+ * cpulm_harmony_start: harmony channels. */
 static route *route_new(cpulm_server *s, const cpulm_oai_request *q, int think, uint64_t serial) {
     route *r = calloc(1, sizeof *r);
     if (!r) return NULL;
@@ -308,8 +323,16 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q, int think, 
     r->started = calloc((size_t)q->n, 1);
     r->offset = calloc((size_t)q->n, sizeof *r->offset);
     r->ts = calloc((size_t)q->n, sizeof *r->ts);
+    const int harmony = think >= THINK_HARMONY;
+    if (harmony) {
+        r->harmony = calloc((size_t)q->n, sizeof *r->harmony);
+        for (int32_t i = 0; r->harmony && i < q->n; i++)
+            cpulm_harmony_init_at(&r->harmony[i], think - THINK_HARMONY);
+        think = 0;
+    }
     r->think = think ? calloc((size_t)q->n, sizeof *r->think) : NULL;
-    if (!r->choices || !r->started || !r->offset || !r->ts || (think && !r->think)) {
+    if (!r->choices || !r->started || !r->offset || !r->ts || (think && !r->think) ||
+        (harmony && !r->harmony)) {
         route_free(r);
         return NULL;
     }
@@ -588,15 +611,25 @@ static void stream_calls(cpulm_buf *b, route *rt, int32_t i, const cpulm_oai_sca
     cpulm_buf_release(&tmp);
 }
 
+/* An event's text through the choice's <think> or harmony splitter. */
+static void split_text(route *rt, const cpulm_sched_event *e, cpulm_buf *txt, cpulm_buf *rsn) {
+    const int final = e->kind == CPULM_SCHED_EV_FINISH;
+    if (rt->harmony)
+        cpulm_harmony_feed(&rt->harmony[e->choice], e->text, e->n_text, final, txt, rsn);
+    else
+        cpulm_oai_think_feed(&rt->think[e->choice], e->text, e->n_text, final, txt, rsn);
+}
+
 /* With <think> splitting, the visible part of an event's text goes to txt and the
  * reasoning to rsn, and *tx, *n point into txt; else they stay the event's text. */
 static void split_event(route *rt, const cpulm_sched_event *e, cpulm_buf *txt, cpulm_buf *rsn,
                         const char **tx, size_t *n) {
     *tx = e->text;
     *n = e->n_text;
-    if (!rt->think || (e->kind != CPULM_SCHED_EV_TEXT && e->kind != CPULM_SCHED_EV_FINISH)) return;
-    cpulm_oai_think_feed(&rt->think[e->choice], e->text, e->n_text,
-                         e->kind == CPULM_SCHED_EV_FINISH, txt, rsn);
+    if ((!rt->think && !rt->harmony) ||
+        (e->kind != CPULM_SCHED_EV_TEXT && e->kind != CPULM_SCHED_EV_FINISH))
+        return;
+    split_text(rt, e, txt, rsn);
     *tx = txt->data ? txt->data : "";
     *n = txt->len;
 }
@@ -698,11 +731,11 @@ static void stream_event(cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
 
 static void whole_event(cpulm_server *s, cpulm_conn *c, route *rt, const cpulm_sched_event *e) {
     cpulm_oai_choice *ch = &rt->choices[e->choice];
-    if (rt->think && (e->kind == CPULM_SCHED_EV_TEXT || e->kind == CPULM_SCHED_EV_FINISH))
-        cpulm_oai_think_feed(&rt->think[e->choice], e->text, e->n_text,
-                             e->kind == CPULM_SCHED_EV_FINISH, &ch->text, &ch->reasoning);
+    const int split = rt->think || rt->harmony;
+    if (split && (e->kind == CPULM_SCHED_EV_TEXT || e->kind == CPULM_SCHED_EV_FINISH))
+        split_text(rt, e, &ch->text, &ch->reasoning);
     if (e->kind == CPULM_SCHED_EV_TEXT) {
-        if (!rt->think) cpulm_buf_append(&ch->text, e->text, e->n_text);
+        if (!split) cpulm_buf_append(&ch->text, e->text, e->n_text);
         if (e->has_lp) cpulm_oai_choice_add_lp(ch, &e->lp);
     } else if (e->kind == CPULM_SCHED_EV_FINISH) {
         ch->finish = (int)e->finish;

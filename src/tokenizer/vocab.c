@@ -307,6 +307,14 @@ static cpulm_status build_eog(cpulm_vocab *v) {
     ids[n++] = v->eos;
     ids[n++] = v->eot;
     ids[n++] = v->eom;
+    /* harmony (gpt-oss): <|end|> closes one message of a turn that <|return|> or <|call|>
+     * ends, so it is not an end of generation (llama.cpp's rule: all three present) */
+    const char *end[] = {"<|end|>", NULL}, *ret[] = {"<|return|>", NULL},
+               *call[] = {"<|call|>", NULL};
+    const int32_t end_id = detect(v, end);
+    if (end_id >= 0 && detect(v, ret) >= 0 && detect(v, call) >= 0)
+        for (int i = 0; i < n; i++)
+            if (ids[i] == end_id) ids[i] = -1;
     qsort(ids, (size_t)n, sizeof ids[0], cmp_i32);
     v->eog = malloc((size_t)n * sizeof *v->eog);
     if (!v->eog) return CPULM_ERR_NOMEM;

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# gptoss_server_test.sh: `cpulm serve` with a gpt-oss model (a synthetic tiny-gpt-oss file
+# made here) and the harmony template: curl checks of reasoning_content and tool_calls
+# (non-streamed and streamed), reasoning_effort, a refused forced tool call; then the
+# official openai npm client (gptoss_openai_test.mjs) when npm can install it into
+# $CPULM_NPM_DIR. The model writes harmony's structure under a grammar (it is random).
+# Usage: gptoss_server_test.sh path/to/cpulm. The server binds 127.0.0.1 on a free port;
+# the script kills only the PID it started; every wait is bounded.
+set -u
+CPULM=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
+for tool in curl jq; do
+  if ! command -v $tool >/dev/null; then echo "skip: $tool is not installed"; exit 77; fi
+done
+TMP=$(mktemp -d)
+SPID=
+cleanup() {
+  [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+pass=0
+fail=0
+check() { # name, condition result (0 = ok), detail
+  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
+}
+MODEL=$TMP/gptoss.gguf
+"$CPULM" synth --shape tiny-gpt-oss --type f32 -o "$MODEL" >/dev/null 2>&1
+check synth $?
+"$CPULM" serve -m "$MODEL" --port 0 -t 1 -np 2 --chat-template harmony >"$TMP/out" 2>"$TMP/err" &
+SPID=$!
+PORT=
+for _ in $(seq 100); do
+  PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/out")
+  [ -n "$PORT" ] && break
+  sleep 0.05
+done
+for _ in $(seq 200); do
+  [ -n "$PORT" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ready")" = 200 ] && break
+  sleep 0.05
+done
+URL=http://127.0.0.1:$PORT
+chat() { curl -s --max-time 60 "$URL/v1/chat/completions" -H 'Content-Type: application/json' -d "$1"; }
+
+G='root ::= "<|channel|>analysis<|message|>" [a-z ]{3,12} "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"" [a-z]{2,8} "\"}"'
+BODY=$(jq -cn --arg g "$G" '{messages:[{role:"user",content:"Weather in Paris?"}],grammar:$g,
+  temperature:0,max_tokens:200,reasoning_effort:"high",
+  tools:[{type:"function",function:{name:"get_weather",parameters:{type:"object",
+  properties:{city:{type:"string"}}}}}]}')
+chat "$BODY" >"$TMP/r.json"
+jq -e '.choices[0].finish_reason == "tool_calls" and .choices[0].message.content == null and
+  (.choices[0].message.reasoning_content | test("^[a-z ]{3,12}$")) and
+  .choices[0].message.tool_calls[0].function.name == "get_weather" and
+  (.choices[0].message.tool_calls[0].function.arguments | fromjson | .city | test("^[a-z]{2,8}$"))' \
+  "$TMP/r.json" >/dev/null
+check call_and_reasoning $? "$(head -c 600 "$TMP/r.json")"
+
+# streamed: the reasoning deltas and the call's argument deltas add up to the same
+chat "$(echo "$BODY" | jq -c '.stream = true')" | sed -n 's/^data: //p' | grep -v '^\[DONE\]$' >"$TMP/s.jsonl"
+r1=$(jq -r '.choices[0].message.reasoning_content' "$TMP/r.json")
+r2=$(jq -j '.choices[0].delta.reasoning_content // ""' "$TMP/s.jsonl")
+check stream_reasoning "$([ "$r1" = "$r2" ]; echo $?)" "'$r1' vs '$r2'"
+a1=$(jq -r '.choices[0].message.tool_calls[0].function.arguments' "$TMP/r.json")
+a2=$(jq -j '.choices[0].delta.tool_calls[0].function.arguments // ""' "$TMP/s.jsonl")
+check stream_arguments "$([ "$a1" = "$a2" ]; echo $?)" "'$a1' vs '$a2'"
+c2=$(jq -j '.choices[0].delta.content // ""' "$TMP/s.jsonl")
+check stream_no_content "$([ -z "$c2" ]; echo $?)" "'$c2'"
+
+# a forced call cannot be written in harmony's form yet: 400
+code=$(curl -s -o "$TMP/f.json" -w '%{http_code}' "$URL/v1/chat/completions" \
+  -d "$(echo "$BODY" | jq -c 'del(.grammar) | .tool_choice = "required"')")
+check forced_call_refused "$([ "$code" = 400 ] && jq -e '.error.param == "tool_choice"' "$TMP/f.json" >/dev/null; echo $?)" "$code"
+
+# the official openai client
+NPM_DIR=${CPULM_NPM_DIR:-$TMP/npm}
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "skip openai client: node/npm not installed"
+elif [ ! -d "$NPM_DIR/node_modules/openai" ] && ! timeout 20 npm view openai version >/dev/null 2>&1; then
+  echo "skip openai client: npm cannot reach the registry"
+else
+  mkdir -p "$NPM_DIR"
+  if [ ! -d "$NPM_DIR/node_modules/openai" ]; then
+    (cd "$NPM_DIR" && { [ -f package.json ] || echo '{"private":true}' >package.json; } &&
+     timeout 240 npm install --no-audit --no-fund openai >"$TMP/npm.log" 2>&1)
+  fi
+  if [ -d "$NPM_DIR/node_modules/openai" ]; then
+    timeout 120 node "$HERE/gptoss_openai_test.mjs" "$URL" "$NPM_DIR" >"$TMP/node.out" 2>&1
+    rc=$?
+    cat "$TMP/node.out"
+    check openai_client $rc
+  else
+    echo "skip openai client: npm install failed: $(tail -n 3 "$TMP/npm.log")"
+  fi
+fi
+echo "gptoss_server: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
