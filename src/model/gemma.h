@@ -1,5 +1,5 @@
-/* gemma.h: the Gemma 3 architecture's loading side (gemma.c): its hyperparameters, which
- * layers use the sliding window, and its GELU. The layer itself is in forward_int.h.
+/* gemma.h: the Gemma 3 architecture's loading side (gemma_load.c): its hyperparameters and
+ * which layers use the sliding window; and its GELU (gemma.c, with the layer: forward_int.h).
  *
  * Facts (as llama.cpp reads gemma3 files): <arch>.attention.sliding_window (absent or 0: every
  * layer attends to all keys); <arch>.attention.sliding_window_pattern, an integer period p
