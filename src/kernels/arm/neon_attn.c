@@ -1,5 +1,5 @@
-/* neon_attn.c: the neon level's attention kernels (contracts in kernels.h: attn_f16 and the
- * tiled attn_* steps), built with the neon flags (-march=armv8-a) and reached through
+/* neon_attn.c: the neon level's attention kernels (contracts in kernels.h: the tiled attn_*
+ * steps), built with the neon flags (-march=armv8-a) and reached through
  * cpulm_kernels_neon (neon.c's table); dotprod, i8mm and sve inherit them.
  *
  * Bit-identical to the generic ones (generic/attn.c). The canonical
@@ -7,8 +7,7 @@
  * (vfmaq_f32 = fmaf) in the same order, and the same reduce16 tree, done for four dots at
  * once (reduce16x4). Softmax takes the canonical polynomial exp (arm_canon_vexp) and the
  * same 16 lane sums; P.V and the merge are per element fmas in key order, so any register
- * blocking gives the same bits. attn_f16 rounds its f16 accumulator with FCVTN (round to
- * nearest even under the default FPCR, like cpulm_f32_to_fp16) after every step.
+ * blocking gives the same bits.
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "neon"
@@ -213,83 +212,5 @@ void cpulm_neon_attn_merge(int64_t d, int m, const float *mc, const float *lc, c
         for (; c < d; c++)
             oi[c] = fmaf(ci[c], b, oi[c] * a);
     }
-}
-
-/* ---- attention over an F16 cache, reference numerics (attn_f16) ----
- * The generic algorithm step for step: scores are exact f32 products of the f16 key and
- * query summed in double (order-independent in practice, see generic/dot.c), expf as the
- * generic code calls it, and the f16 accumulator updated 8 halves at a time by
- * f16(f32(acc) * ms) and f16(fma(f32(v), vs, f32(acc))), as scale_f16 / mad_f16 do. */
-
-#define F16_MAX_D 256 /* larger heads (none supported today) take the generic code */
-
-ARM_INLINE float dot_f16_f32(int64_t d, const uint16_t *k, const float *q) {
-    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, s2 = s0, s3 = s0;
-    for (int64_t i = 0; i < d; i += 8) {
-        const float32x4_t p0 = vmulq_f32(arm_load4_f16(k + i), vld1q_f32(q + i));
-        const float32x4_t p1 = vmulq_f32(arm_load4_f16(k + i + 4), vld1q_f32(q + i + 4));
-        s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(p0)));
-        s1 = vaddq_f64(s1, vcvt_high_f64_f32(p0));
-        s2 = vaddq_f64(s2, vcvt_f64_f32(vget_low_f32(p1)));
-        s3 = vaddq_f64(s3, vcvt_high_f64_f32(p1));
-    }
-    return (float)vaddvq_f64(vaddq_f64(vaddq_f64(s0, s1), vaddq_f64(s2, s3)));
-}
-
-/* 8 halves -> f32 (exact), f(lo, hi), -> 8 halves rounded to nearest even */
-ARM_INLINE float16x8_t round8(float32x4_t lo, float32x4_t hi) {
-    return vcvt_high_f16_f32(vcvt_f16_f32(lo), hi);
-}
-
-ARM_INLINE void scale8_f16(int64_t d, uint16_t *acc, float ms) {
-    for (int64_t i = 0; i < d; i += 8) {
-        const float16x8_t y = vreinterpretq_f16_u16(vld1q_u16(acc + i));
-        const float16x8_t r = round8(vmulq_n_f32(vcvt_f32_f16(vget_low_f16(y)), ms),
-                                     vmulq_n_f32(vcvt_high_f32_f16(y), ms));
-        vst1q_u16(acc + i, vreinterpretq_u16_f16(r));
-    }
-}
-
-ARM_INLINE void mad8_f16(int64_t d, uint16_t *acc, const uint16_t *x, float vs) {
-    for (int64_t i = 0; i < d; i += 8) {
-        const float16x8_t y = vreinterpretq_f16_u16(vld1q_u16(acc + i));
-        const float16x8_t v = vreinterpretq_f16_u16(vld1q_u16(x + i));
-        const float16x8_t r =
-            round8(vfmaq_n_f32(vcvt_f32_f16(vget_low_f16(y)), vcvt_f32_f16(vget_low_f16(v)), vs),
-                   vfmaq_n_f32(vcvt_high_f32_f16(y), vcvt_high_f32_f16(v), vs));
-        vst1q_u16(acc + i, vreinterpretq_u16_f16(r));
-    }
-}
-
-void cpulm_neon_attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
-                         const uint8_t *v, uint64_t stride, float scale, float *out) {
-    if (d > F16_MAX_D || d % 8 != 0) {
-        cpulm_generic_attn_f16(d, n, q16, k, v, stride, scale, out);
-        return;
-    }
-    float q[F16_MAX_D];
-    uint16_t acc[F16_MAX_D];
-    for (int64_t i = 0; i < d; i += 4)
-        vst1q_f32(q + i, arm_load4_f16(q16 + i));
-    memset(acc, 0, sizeof(uint16_t) * (size_t)d);
-    float M = -INFINITY, S = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
-        const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
-        const float x = dot_f16_f32(d, kr, q) * scale;
-        float ms = 1.0f, vs = 1.0f;
-        if (x > M) {
-            ms = expf(M - x);
-            M = x;
-            scale8_f16(d, acc, ms);
-        } else {
-            vs = expf(x - M);
-        }
-        mad8_f16(d, acc, vr, vs);
-        S = fmaf(S, ms, vs);
-    }
-    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-    for (int64_t i = 0; i < d; i += 4)
-        vst1q_f32(out + i, vmulq_n_f32(arm_load4_f16(acc + i), inv));
 }
 #endif

@@ -1,4 +1,4 @@
-/* neon_attn.h: the neon level's attention tile ops (neon_attn.c: f32 tiles and attn_f16;
+/* neon_attn.h: the neon level's attention tile ops (neon_attn.c: f32 tiles;
  * neon_attnx.c: the exact numerics; neon_attnq.c: Q8_0 / Q4_0 rows in place), for neon.c's
  * table; the dotprod, i8mm and sve levels inherit them, dotprod overrides attn_qscores
  * (dotprod_attnq.c). Contracts are kernels.h's attn_* ops. Baseline armv8-a code. */
@@ -8,8 +8,6 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
-void cpulm_neon_attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
-                         const uint8_t *v, uint64_t stride, float scale, float *out);
 void cpulm_neon_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
                             int64_t ldk, float scale, float *s, int64_t lds);
 float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L);
