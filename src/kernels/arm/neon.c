@@ -7,9 +7,7 @@
  * bit-identical to the reference: FCVTAS rounds half away from zero exactly like roundf,
  * FCVTNS to nearest-even like the reference's magic-number nearest_int, and FCVTN (f32 ->
  * f16) rounds to nearest-even under the default FPCR, like cpulm_f32_to_fp16. The
- * attention kernels (attn_scores ... attn_merge) are in neon_attn.c, the exact
- * tiled ones (attn_x*) in neon_attnx.c, those on a Q8_0 / Q4_0 cache (attn_q*) in
- * neon_attnq.c.
+ * attention tile ops (attn_scores ... attn_qpv) are in neon_attn.c.
  */
 #if defined(__aarch64__)
 #include "arm.h"

@@ -1,7 +1,7 @@
 /* avx2.c: the avx2 kernel level (Haswell / Zen 1 and later), built with -mavx2 -mfma
  * -mf16c. Reached only through cpulm_kernels_avx2 after dispatch.c verified AVX2, FMA, F16C
  * and OS support of YMM state. Entries left NULL inherit the generic ones. The tiled
- * attention steps (attn_scores ... attn_merge) are in avx2_attn.c.
+ * attention tile ops (attn_scores ... attn_qpv) are in avx2_attn.c.
  *
  * The int8 dots use maddubs (u8 x s8 -> s16 pairs) with the sign trick, then madd to int32:
  * the per-block integer sums are exact, so results differ from generic only in the order
@@ -459,6 +459,43 @@ static void to_float_f16(const void *vx, float *y, int64_t n) {
         _mm256_storeu_ps(y + i, load8_f16(x, i));
     for (; i < n; i++)
         y[i] = x86_fp16(x[i]);
+}
+
+/* to_float of Q8_0 and Q4_0 (embedding rows; attention's tile reader when it converts): each
+ * element is the reference's (float)q * d: the int -> float conversion is exact and the
+ * product is one rounding, so the vector lanes give the same bits. */
+
+/* The low 8 int8 of q as f32 lanes, times d. */
+static inline __m256 q8x8_scaled(__m128i q, __m256 d) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+}
+
+static void to_float_q8_0(const void *vx, float *y, int64_t n) {
+    const cpulm_block_q8_0 *x = vx;
+    for (int64_t i = 0; i < n / CPULM_QK8_0; i++, y += CPULM_QK8_0) {
+        const __m256 d = _mm256_set1_ps(x86_fp16(x[i].d));
+        const __m128i lo = _mm_loadu_si128((const __m128i *)x[i].qs);
+        const __m128i hi = _mm_loadu_si128((const __m128i *)(x[i].qs + 16));
+        _mm256_storeu_ps(y, q8x8_scaled(lo, d));
+        _mm256_storeu_ps(y + 8, q8x8_scaled(_mm_unpackhi_epi64(lo, lo), d));
+        _mm256_storeu_ps(y + 16, q8x8_scaled(hi, d));
+        _mm256_storeu_ps(y + 24, q8x8_scaled(_mm_unpackhi_epi64(hi, hi), d));
+    }
+}
+
+static void to_float_q4_0(const void *vx, float *y, int64_t n) {
+    const cpulm_block_q4_0 *x = vx;
+    const __m128i m4 = _mm_set1_epi8(0x0f), b8 = _mm_set1_epi8(8);
+    for (int64_t i = 0; i < n / CPULM_QK4_0; i++, y += CPULM_QK4_0) {
+        const __m256 d = _mm256_set1_ps(x86_fp16(x[i].d));
+        const __m128i q = _mm_loadu_si128((const __m128i *)x[i].qs);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), b8); /* elements 0..15 */
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), b8);
+        _mm256_storeu_ps(y, q8x8_scaled(lo, d));
+        _mm256_storeu_ps(y + 8, q8x8_scaled(_mm_unpackhi_epi64(lo, lo), d));
+        _mm256_storeu_ps(y + 16, q8x8_scaled(hi, d));
+        _mm256_storeu_ps(y + 24, q8x8_scaled(_mm_unpackhi_epi64(hi, hi), d));
+    }
 }
 
 /* ---- f32 vector ops ---- */
@@ -1052,8 +1089,8 @@ const cpulm_kernels cpulm_kernels_avx2 = {
                    [CPULM_DTYPE_F16] = from_float_f16,
                    [CPULM_DTYPE_Q8_K] = from_float_q8_K},
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16,
-                 [CPULM_DTYPE_Q8_0] = cpulm_avx2_to_float_q8_0,
-                 [CPULM_DTYPE_Q4_0] = cpulm_avx2_to_float_q4_0},
+                 [CPULM_DTYPE_Q8_0] = to_float_q8_0,
+                 [CPULM_DTYPE_Q4_0] = to_float_q4_0},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
     .softmax = softmax,
