@@ -3,14 +3,14 @@
 quantized-KV figures (docs/perf-log/2026-12-01-arm-llvm-mca-quantized-kv.md): the dynamic
 instruction trace of one key x 4 query rows of the generic
 attn_qscores or attn_qpv (Q8_0 cache, head size 64) in gcc 12's aarch64 -O2 assembly of
-src/kernels/generic/attn_q.c, for llvm-mca (which models a straight instruction stream,
-not control flow): each loop body repeated by its trip count, the calls to block_quants
+src/kernels/generic/attn.c (its attn_q* ops), for llvm-mca (which models a straight
+instruction stream, not control flow): each loop body repeated by its trip count, the calls to block_quants
 replaced by the trace of its Q8_0 path. The labels are gcc 12's for this file; the trace is
 checked against the work it must hold (256 sign-extending byte loads, 64 vector multiply-adds)
 and the script fails when the assembly no longer matches.
 
 Usage: aarch64-linux-gnu-gcc -O2 -DNDEBUG -ffp-contract=off -std=c11 -Isrc -S \\
-           src/kernels/generic/attn_q.c -o /tmp/attn_q.s
+           src/kernels/generic/attn.c -o /tmp/attn_q.s
        scripts/arm-mca-generic-attnq.py /tmp/attn_q.s scores > /tmp/gen_scores.s   (or pv)
        llvm-mca-22 -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1 -iterations=20 /tmp/gen_scores.s
 (Total Cycles / 20 = cycles per key x 4 rows.)"""
@@ -49,22 +49,22 @@ def main():
 
     try:
         # block_quants, Q8_0 path: entry test, 32 x the byte loop, the f16 scale (normal)
-        loop = upto(".L3", ".L3")
-        bq = blocks["block_quants"][:2] + blocks[".L15"] + loop * 32
-        bq += upto(".L3", ".L4", len(loop)) + blocks[".L4"]
+        loop = upto(".L25", ".L25")
+        bq = blocks["block_quants"][:2] + blocks[".L36"] + loop * 32
+        bq += upto(".L25", ".L26", len(loop)) + blocks[".L26"]
         t = []
         for _ in range(4):  # rows
             if kind == "scores":
-                t += blocks[".L51"]
+                t += blocks[".L72"]
                 for _ in range(2):  # blocks of 32
-                    t += upto(".L50", "block_quants") + bq + after(".L50", "block_quants")
-                    t += upto(".L49", ".L49") * 4 + after(".L49", ".L49")
-                t += blocks[".L48"]
+                    t += upto(".L71", "block_quants") + bq + after(".L71", "block_quants")
+                    t += upto(".L70", ".L70") * 4 + after(".L70", ".L70")
+                t += blocks[".L69"]
             else:
-                t += blocks[".L86"]
+                t += blocks[".L107"]
                 for _ in range(2):
-                    t += upto(".L85", "block_quants") + bq + after(".L85", "block_quants")
-                    t += upto(".L84", ".L84") * 8 + after(".L84", ".L84")
+                    t += upto(".L106", "block_quants") + bq + after(".L106", "block_quants")
+                    t += upto(".L105", ".L105") * 8 + after(".L105", ".L105")
     except KeyError as e:
         sys.exit("arm-mca-generic-attnq: label %s missing (not gcc 12's code?)" % e)
     ops = [ins.split()[0] for ins in t]

@@ -2,7 +2,7 @@
 # arm-perf.sh: static throughput of the aarch64 kernels' hot loops on the Neoverse N1, V1
 # and V2 scheduling models of llvm-mca-22 (no ARM machine needed; qemu cannot time).
 #
-# Builds src/kernels/arm/{dotprod,i8mm,neon_attn,neon_attnq,dotprod_attnq}.c to assembly with the project's own
+# Builds src/kernels/arm/{dotprod,i8mm,neon_attn,dotprod_attn}.c to assembly with the project's own
 # flags (the -march of cmake/kernels.cmake, -O2 -DNDEBUG -ffp-contract=off) plus
 # -DCPULM_MCA_MARKERS, which turns the ARM_MCA_BEGIN/END markers in the sources into asm
 # comment lines (arm.h). Each marked region is one iteration of a hot loop; a kernel below is a sum of
@@ -118,11 +118,11 @@ code_macs() {
 #   dot_q4_K / dot_q6_K: one row x one token x one 256-element super-block (vec_dot).
 #   attn_pv: 4 keys x 4 rows x 16 dims of P.V (256 MACs, 256 bytes of values); a key x row
 #     at head size 128 is half a unit.
-#   attn_qscores (neon_attnq.c, a Q8_0 / Q4_0 cache read in place): 4 query rows x 2 keys x
+#   attn_qscores (neon_attn.c, a Q8_0 / Q4_0 cache read in place): 4 query rows x 2 keys x
 #     one 32-element block (256 int16 x int8 MACs by SMULL / SMLAL, 68 bytes of Q8_0 keys);
 #     a key at head size 64 is one unit. attn_qpv: 1 key x 4 rows x 16 dims of Q8_0 values
 #     (64 f32 MACs, 16 bytes of quants); a key at head size 64 is 4 units. The dotprod
-#     attn_qscores (dotprod_attnq.c): the same unit as 512 int8 MACs (the int16 query in two
+#     attn_qscores (dotprod_attn.c): the same unit as 512 int8 MACs (the int16 query in two
 #     int8 halves) plus 64 for the keys' sums (aux).
 #   gemm_q4_K / q5_K / q6_K (x16_ksdot.h, which i8mm and sve inherit): 16 rows x 8 tokens x
 #     one super-block = 32768 MACs, 4 quad passes (no staging: the tile reads Q8_K directly).
@@ -145,9 +145,9 @@ kernels=(
   "gemv_q4_0 i8mm sdot 512 288 i8mm_gemv_q4_0*1"
   "gemv_q8_0 i8mm sdot 512 544 i8mm_gemv_q8_0*1"
   "attn_pv neon_attn fmla 256 256 neon_attn_pv*1"
-  "attn_qscores neon_attnq smlal 256 68 neon_attn_qscores*1"
-  "attn_qpv neon_attnq fmla 64 16 neon_attn_qpv*1"
-  "attn_qscores dotprod_attnq sdot 512+64 68 dotprod_attn_qscores*1"
+  "attn_qscores neon_attn smlal 256 68 neon_attn_qscores*1"
+  "attn_qpv neon_attn fmla 64 16 neon_attn_qpv*1"
+  "attn_qscores dotprod_attn sdot 512+64 68 dotprod_attn_qscores*1"
 )
 
 mca_cycles() { # region-file cpu -> cycles per iteration
@@ -162,7 +162,7 @@ status=0
 for comp in $compilers; do
   cc=$(cc_cmd "$comp")
   if ! command -v ${cc%% *} >/dev/null; then echo "arm-perf: ${cc%% *} missing, $comp skipped" >&2; continue; fi
-  for lvl in dotprod i8mm neon_attn neon_attnq dotprod_attnq; do
+  for lvl in dotprod i8mm neon_attn dotprod_attn; do
     src="src/kernels/arm/$lvl.c"
     flags="$base_flags $(march_of "$lvl")"
     # shellcheck disable=SC2086

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # x86-mca-attnq.sh: static throughput of the x86 quantized-KV attention ops (attn_qscores,
-# attn_qpv on a Q8_0 cache; src/kernels/x86/avx2_attnq.c, avx512_attnq.c) on llvm-mca-22's
+# attn_qpv on a Q8_0 cache; src/kernels/x86/avx2_attn.c, avx512_attn.c) on llvm-mca-22's
 # Zen 3, Zen 4 and Sapphire Rapids models: a model, not a measurement, for CPUs this project
 # cannot always run on (the AVX-512 ops on a machine without AVX-512). llvm-mca-22 has no
 # Zen 5 model of its own (-mcpu=znver5 runs the Zen 4 one, 512-bit ops double-pumped).
@@ -43,7 +43,7 @@ cycles() { # region file $1, cpu $2 -> cycles per iteration
 
 printf '%-8s %-15s %18s %18s %12s\n' level cpu "scores cyc/key" "pv cyc/key" "sum"
 for lvl in avx2 avx512; do
-  src="src/kernels/x86/${lvl}_attnq.c"
+  src="src/kernels/x86/${lvl}_attn.c"
   fl=$(flags_of "$src")
   [ -n "$fl" ] || { echo "x86-mca-attnq: no flags for $src in cmake/kernels.cmake" >&2; exit 1; }
   # shellcheck disable=SC2086

@@ -1,5 +1,5 @@
-/* test_kern_pack.c: the repacked-weight GEMM (gemm_x16) and the F16 attention (attn_f16)
- * table entries at every ISA level against the generic table, the 16-row repacking round
+/* test_kern_pack.c: the repacked-weight GEMM (gemm_x16) table entries at every ISA level
+ * against the generic table, the 16-row repacking round
  * trip, batch-size independence of the GEMM, and the matmul driver on packed weights. */
 #include <math.h>
 #include <stdint.h>
@@ -696,53 +696,4 @@ TEST(kern_pack_q8k_edges_all_levels) {
     }
     free(ref);
     free(got);
-}
-
-/* ---- attention ---- */
-
-static void check_attn(test_ctx *t, int64_t d, int64_t n, uint64_t seed) {
-    const uint64_t stride =
-        sizeof(uint16_t) * (size_t)(d * 3 + 2); /* keys of other heads between */
-    uint8_t *k = malloc(stride * (size_t)n), *v = malloc(stride * (size_t)n);
-    uint16_t *q = malloc(sizeof(uint16_t) * (size_t)d);
-    float *ref = malloc(sizeof(float) * (size_t)d), *got = malloc(sizeof(float) * (size_t)d);
-    REQUIRE(t, k && v && q && ref && got);
-    for (int64_t j = 0; j < n; j++)
-        for (int64_t i = 0; i < d; i++) {
-            ((uint16_t *)(k + j * stride))[i] = cpulm_f32_to_fp16(frand(&seed) * 2.0f);
-            ((uint16_t *)(v + j * stride))[i] = cpulm_f32_to_fp16(frand(&seed));
-        }
-    for (int64_t i = 0; i < d; i++)
-        q[i] = cpulm_f32_to_fp16(frand(&seed) * 3.0f);
-    const float scale = 1.0f / sqrtf((float)d);
-    cpulm_kernels_generic.attn_f16(d, n, q, k, v, stride, scale, ref);
-    const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = test_kernel_levels(lv, MAX_LEVELS);
-    for (int l = 0; l < nl; l++) {
-        for (int64_t i = 0; i < d; i++)
-            got[i] = NAN;
-        lv[l]->attn_f16(d, n, q, k, v, stride, scale, got);
-        /* scores may differ in the last bits (summation order), which can move an f16
-         * rounding of the accumulator by one step (2^-11 relative) now and then */
-        int bad = 0;
-        for (int64_t i = 0; i < d; i++)
-            bad += !(fabs((double)got[i] - ref[i]) <= 4e-3);
-        if (bad)
-            fprintf(stderr, "  %s attn d=%lld n=%lld: %d off\n", lv[l]->name, (long long)d,
-                    (long long)n, bad);
-        CHECK_EQ_INT(t, bad, 0);
-    }
-    free(k);
-    free(v);
-    free(q);
-    free(ref);
-    free(got);
-}
-
-TEST(kern_pack_attn_f16_all_levels) {
-    static const int64_t ds[] = {64, 128, 80, 256};
-    static const int64_t ns[] = {1, 2, 17, 300};
-    for (int di = 0; di < 4; di++)
-        for (int ni = 0; ni < 4; ni++)
-            check_attn(t, ds[di], ns[ni], (uint64_t)(di * 10 + ni + 1));
 }

@@ -55,9 +55,9 @@ int cli_kv_flag(cli *c, cpulm_kv_type *out, int *given);
 const char *cli_kv_name(cpulm_kv_type t);
 /* --attn ref|fast: attention of an F16 cache with the reference's numerics (ref, default) or
  * the tiled f32-accumulating path (fast; cpulm_ctx_params.attn_fast). Also accepts walk
- * (attn_fast = -1: the reference numerics by the old per-(token, head) walk, same bits as
- * ref, for A/B benchmarks; not in the help). 1 = ok, 0 = missing or bad value (message
- * printed). */
+ * (attn_fast = -1: the reference numerics by the per-(token, head) walk of the generic
+ * attn_f16, same bits as ref, the oracle; not in the help). 1 = ok, 0 = missing or bad value
+ * (message printed). */
 int cli_attn_flag(cli *c, int *fast);
 #define CLI_ATTN_HELP                                                                         \
     "  --attn ref|fast       F16 KV attention: ref (default) = llama.cpp's numerics (f16\n"   \

@@ -150,17 +150,14 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
     X(SILU, silu, void, (int64_t n, float *y, const float *x), F32)                               \
     /* One query over n >= 1 keys of an F16 cache, with the reference's F16 attention             \
      * numerics: scores s_j = dot(k_j, q16) * scale (q16 is the query rounded to f16), online     \
-     * softmax, and the weighted sum of V accumulated in f16 (rounded after every key, as         \
-     * scale_f16 / mad_f16 do). out[0..d) = that sum / the softmax denominator. Key j's d         \
-     * halves start at k + j * stride bytes, value j's at v + j * stride. */                      \
+     * softmax, and the weighted sum of V accumulated in f16 (rounded after every key:            \
+     * f16(acc * ms), f16(fma(v, vs, acc))). out[0..d) = that sum / the softmax denominator.      \
+     * Key j's d halves start at k + j * stride bytes, value j's at v + j * stride. Generic       \
+     * only: the oracle of the exact numerics (attn_x*) and of the driver's walk. */              \
     X(ATTN_F16, attn_f16, void,                                                                   \
       (int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k, const uint8_t *v,             \
        uint64_t stride, float scale, float *out),                                                 \
       ATTN)                                                                                       \
-    /* y[i] = f16(f32(y[i]) * v) */                                                               \
-    X(SCALE_F16, scale_f16, void, (int64_t n, uint16_t * y, float v), ATTN)                       \
-    /* y[i] = f16(f32(y[i]) + f32(x[i]) * v) */                                                   \
-    X(MAD_F16, mad_f16, void, (int64_t n, uint16_t * y, const uint16_t *x, float v), ATTN)        \
     /* ---- tiled attention (issue #11; driven by src/model/attention.c) ----                     \
      * One query row's attention over keys 0..pos is, at every level and whatever the batch       \
      * or thread count: keys in chunks of CPULM_ATTN_CHUNK (aligned at 0), each chunk in          \

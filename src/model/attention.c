@@ -579,9 +579,9 @@ static void split_item(const att_run *r, att_ws *w, const att_split *sp, uint64_
 
 /* ---- the layer ---- */
 
-/* The walk (attn_fast < 0): one (token t, head h) by attn_f16 itself, each key read once
- * per query head. The exact numerics give the same bits faster; this stays as their oracle in
- * tests and the baseline of A/B benchmarks (`--attn walk`). No sinks (the driver takes the
+/* The walk (attn_fast < 0): one (token t, head h) by attn_f16 itself (generic only), each key
+ * read once per query head. The exact numerics give the same bits far faster; this stays as
+ * their oracle in tests (`--attn walk`). No sinks (the driver takes the
  * exact numerics for a layer with them). */
 static void walk_item(const att_run *r, att_ws *w, int32_t t, int h) {
     const cpulm_ctx *c = r->c;

@@ -5,7 +5,7 @@
  * The quantized dots are the shared bodies of arm.h with SDOT as the int8 primitive: one
  * instruction per 16 byte pairs instead of smull + smull2 + 2 sadalp. The gemm_x16 entries
  * (prompt processing over repacked weights) use SDOT by element, the form the 16-row
- * layout was made for; i8mm and sve inherit them. attn_qscores (dotprod_attnq.c) is SDOT on
+ * layout was made for; i8mm and sve inherit them. attn_qscores (dotprod_attn.c) is SDOT on
  * a split int16 query.
  */
 #if defined(__aarch64__)

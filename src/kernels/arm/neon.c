@@ -7,9 +7,7 @@
  * bit-identical to the reference: FCVTAS rounds half away from zero exactly like roundf,
  * FCVTNS to nearest-even like the reference's magic-number nearest_int, and FCVTN (f32 ->
  * f16) rounds to nearest-even under the default FPCR, like cpulm_f32_to_fp16. The
- * attention kernels (attn_f16, attn_scores ... attn_merge) are in neon_attn.c, the exact
- * tiled ones (attn_x*) in neon_attnx.c, those on a Q8_0 / Q4_0 cache (attn_q*) in
- * neon_attnq.c.
+ * attention tile ops (attn_scores ... attn_qpv) are in neon_attn.c.
  */
 #if defined(__aarch64__)
 #include "arm.h"
@@ -465,26 +463,6 @@ static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
         y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-ARM_INLINE void store4_f16(uint16_t *p, float32x4_t v) {
-    vst1_u16(p, vreinterpret_u16_f16(vcvt_f16_f32(v))); /* FCVTN: nearest-even */
-}
-
-static void canon_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v) {
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        store4_f16(y + i, vfmaq_n_f32(arm_load4_f16(y + i), arm_load4_f16(x + i), v));
-    for (; i < n; i++)
-        y[i] = arm_to_fp16(fmaf(arm_fp16(x[i]), v, arm_fp16(y[i])));
-}
-
-static void canon_scale_f16(int64_t n, uint16_t *y, float v) {
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        store4_f16(y + i, vmulq_n_f32(arm_load4_f16(y + i), v));
-    for (; i < n; i++)
-        y[i] = arm_to_fp16(arm_fp16(y[i]) * v);
-}
-
 /* ---- other f32 vector ops (order free) ---- */
 
 static void softmax(int64_t n, float *x) {
@@ -548,9 +526,6 @@ const cpulm_kernels cpulm_kernels_neon = {
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
-    .scale_f16 = canon_scale_f16,
-    .mad_f16 = canon_mad_f16,
-    .attn_f16 = cpulm_neon_attn_f16,
     .attn_scores = cpulm_neon_attn_scores,
     .attn_softmax_row = cpulm_neon_attn_softmax_row,
     .attn_pv = cpulm_neon_attn_pv,

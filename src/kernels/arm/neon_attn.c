@@ -1,14 +1,28 @@
-/* neon_attn.c: the neon level's attention kernels (contracts in kernels.h: attn_f16 and the
- * tiled attn_* steps), built with the neon flags (-march=armv8-a) and reached through
- * cpulm_kernels_neon (neon.c's table); dotprod, i8mm and sve inherit them.
+/* neon_attn.c: the neon level's attention tile ops (contracts in kernels.h: attn_*, attn_x*,
+ * attn_q*), built with the neon flags (-march=armv8-a) and reached through
+ * cpulm_kernels_neon (neon.c's table); dotprod, i8mm and sve inherit them (dotprod overrides
+ * attn_qscores, dotprod_attn.c). Every op is bit-identical to generic/attn.c:
  *
- * Bit-identical to the generic ones (generic/attn.c). The canonical
- * F32 dot of a score has 16 lanes: four 4-lane accumulators (quarters), fused multiply-adds
- * (vfmaq_f32 = fmaf) in the same order, and the same reduce16 tree, done for four dots at
- * once (reduce16x4). Softmax takes the canonical polynomial exp (arm_canon_vexp) and the
- * same 16 lane sums; P.V and the merge are per element fmas in key order, so any register
- * blocking gives the same bits. attn_f16 rounds its f16 accumulator with FCVTN (round to
- * nearest even under the default FPCR, like cpulm_f32_to_fp16) after every step.
+ * - f32 tiles: the canonical F32 dot of a score has 16 lanes: four 4-lane accumulators
+ *   (quarters), fused multiply-adds (vfmaq_f32 = fmaf) in the same order, and the same
+ *   reduce16 tree, done for four dots at once (reduce16x4). Softmax takes the canonical
+ *   polynomial exp (arm_canon_vexp) and the same 16 lane sums; P.V and the merge are per
+ *   element fmas in key order, so any register blocking gives the same bits.
+ * - the exact numerics (attn_x*): xscores puts query rows in the lanes of float64x2 vectors
+ *   (two rows per vector), one key element per fused multiply-add: each (row, key) lane adds
+ *   its exact products in c order, as the generic double sum does (fma of an exact product =
+ *   one rounded addition). xpv rounds every accumulator through FCVTN / FCVTL (round to
+ *   nearest even under the default FPCR, like cpulm_f32_to_fp16) and uses FMLA, fused like
+ *   fmaf. xweights takes the running max before each key as a prefix max, so every key's
+ *   exponent is known before any expf, and evaluates glibc's aarch64 expf in float64x2 lanes.
+ * - Q8_0 / Q4_0 rows in place (attn_q*): a block's int32 dot is exact in any order (SMULL /
+ *   SMLAL of the int16 query against the quants widened to int16: a product is at most
+ *   32767 * 128 and 32 of them stay below 2^31), so only the per-block float steps have an
+ *   order: the 4 rows of a group share one float32x4 per key (rows in lanes), one SCVTF and
+ *   one FMLA by the key's block scale per block, in block order as the generic loop. P.V: per
+ *   element fmas in key order with the weight p * d of a key and block rounded once
+ *   beforehand, so any register blocking gives the same bits. Softmax: the canonical
+ *   polynomial exp on 4 lanes (arm_canon_vexp) with the lanes below -87 flushed to 0.
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "neon"
@@ -19,6 +33,9 @@
 #include "kernels/generic/generic.h"
 #include "neon_softmax.h"
 #include "neon_unroll.h"
+#include "quant.h"
+
+/* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
 /* ---- scores ---- */
 
@@ -215,81 +232,612 @@ void cpulm_neon_attn_merge(int64_t d, int m, const float *mc, const float *lc, c
     }
 }
 
-/* ---- attention over an F16 cache, reference numerics (attn_f16) ----
- * The generic algorithm step for step: scores are exact f32 products of the f16 key and
- * query summed in double (order-independent in practice, see generic/dot.c), expf as the
- * generic code calls it, and the f16 accumulator updated 8 halves at a time by
- * f16(f32(acc) * ms) and f16(fma(f32(v), vs, f32(acc))), as scale_f16 / mad_f16 do. */
+/* ======== the exact numerics (attn_x*) ======== */
 
-#define F16_MAX_D 256 /* larger heads (none supported today) take the generic code */
+/* Full unrolling of the exact ops' small constant loops (up to 16 trips). */
+#if defined(__clang__)
+#define NEON_XUNROLL _Pragma("unroll")
+#else
+#define NEON_XUNROLL _Pragma("GCC unroll 16")
+#endif
 
-ARM_INLINE float dot_f16_f32(int64_t d, const uint16_t *k, const float *q) {
-    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0, s2 = s0, s3 = s0;
-    for (int64_t i = 0; i < d; i += 8) {
-        const float32x4_t p0 = vmulq_f32(arm_load4_f16(k + i), vld1q_f32(q + i));
-        const float32x4_t p1 = vmulq_f32(arm_load4_f16(k + i + 4), vld1q_f32(q + i + 4));
-        s0 = vaddq_f64(s0, vcvt_f64_f32(vget_low_f32(p0)));
-        s1 = vaddq_f64(s1, vcvt_high_f64_f32(p0));
-        s2 = vaddq_f64(s2, vcvt_f64_f32(vget_low_f32(p1)));
-        s3 = vaddq_f64(s3, vcvt_high_f64_f32(p1));
+/* ---- scores ---- */
+
+/* Rows 2v, 2v + 1 of the block at element c; the odd last row alone (lane 1 = 0: reading
+ * past the block's last row could leave the buffer). */
+ARM_INLINE float64x2_t xq_load(const double *p, int pair) {
+    return pair ? vld1q_f64(p) : vcombine_f64(vld1_f64(p), vdup_n_f64(0.0));
+}
+
+/* `rows` (<= 2 NV) rows x KJ keys into s. Key elements come two at a time (c, c + 1) as
+ * doubles, each lane used by one fused multiply-add per row pair, in c order. */
+ARM_INLINE void xscores_keys(int64_t d, const double *qt, int64_t ldqt, int rows, const float *k,
+                             int64_t ldk, float scale, float *s, int64_t lds, const int NV,
+                             const int KJ) {
+    float64x2_t acc[16];
+    const int pair = rows - 2 * (NV - 1) == 2;
+    NEON_XUNROLL
+    for (int u = 0; u < NV * KJ; u++)
+        acc[u] = vdupq_n_f64(0.0);
+    int64_t c = 0;
+    for (; c + 2 <= d; c += 2) {
+        float64x2_t q0[4], q1[4], kv[8];
+        NEON_XUNROLL
+        for (int v = 0; v < NV; v++) {
+            q0[v] = xq_load(qt + c * ldqt + 2 * v, v < NV - 1 || pair);
+            q1[v] = xq_load(qt + (c + 1) * ldqt + 2 * v, v < NV - 1 || pair);
+        }
+        NEON_XUNROLL
+        for (int kk = 0; kk < KJ; kk++)
+            kv[kk] = vcvt_f64_f32(vld1_f32(k + kk * ldk + c));
+        NEON_XUNROLL
+        for (int v = 0; v < NV; v++) {
+            NEON_XUNROLL
+            for (int kk = 0; kk < KJ; kk++)
+                acc[v * KJ + kk] = vfmaq_laneq_f64(acc[v * KJ + kk], q0[v], kv[kk], 0);
+        }
+        NEON_XUNROLL
+        for (int v = 0; v < NV; v++) {
+            NEON_XUNROLL
+            for (int kk = 0; kk < KJ; kk++)
+                acc[v * KJ + kk] = vfmaq_laneq_f64(acc[v * KJ + kk], q1[v], kv[kk], 1);
+        }
     }
-    return (float)vaddvq_f64(vaddq_f64(vaddq_f64(s0, s1), vaddq_f64(s2, s3)));
-}
-
-/* 8 halves -> f32 (exact), f(lo, hi), -> 8 halves rounded to nearest even */
-ARM_INLINE float16x8_t round8(float32x4_t lo, float32x4_t hi) {
-    return vcvt_high_f16_f32(vcvt_f16_f32(lo), hi);
-}
-
-ARM_INLINE void scale8_f16(int64_t d, uint16_t *acc, float ms) {
-    for (int64_t i = 0; i < d; i += 8) {
-        const float16x8_t y = vreinterpretq_f16_u16(vld1q_u16(acc + i));
-        const float16x8_t r = round8(vmulq_n_f32(vcvt_f32_f16(vget_low_f16(y)), ms),
-                                     vmulq_n_f32(vcvt_high_f32_f16(y), ms));
-        vst1q_u16(acc + i, vreinterpretq_u16_f16(r));
+    if (c < d) { /* odd d: the last element */
+        NEON_XUNROLL
+        for (int v = 0; v < NV; v++) {
+            const float64x2_t q0 = xq_load(qt + c * ldqt + 2 * v, v < NV - 1 || pair);
+            NEON_XUNROLL
+            for (int kk = 0; kk < KJ; kk++)
+                acc[v * KJ + kk] = vfmaq_n_f64(acc[v * KJ + kk], q0, (double)k[kk * ldk + c]);
+        }
+    }
+    NEON_XUNROLL
+    for (int v = 0; v < NV; v++) {
+        NEON_XUNROLL
+        for (int kk = 0; kk < KJ; kk++) {
+            const float32x2_t f = vmul_n_f32(vcvt_f32_f64(acc[v * KJ + kk]), scale);
+            s[2 * v * lds + kk] = vget_lane_f32(f, 0);
+            if (2 * v + 1 < rows) s[(2 * v + 1) * lds + kk] = vget_lane_f32(f, 1);
+        }
     }
 }
 
-ARM_INLINE void mad8_f16(int64_t d, uint16_t *acc, const uint16_t *x, float vs) {
-    for (int64_t i = 0; i < d; i += 8) {
-        const float16x8_t y = vreinterpretq_f16_u16(vld1q_u16(acc + i));
-        const float16x8_t v = vreinterpretq_f16_u16(vld1q_u16(x + i));
-        const float16x8_t r =
-            round8(vfmaq_n_f32(vcvt_f32_f16(vget_low_f16(y)), vcvt_f32_f16(vget_low_f16(v)), vs),
-                   vfmaq_n_f32(vcvt_high_f32_f16(y), vcvt_high_f32_f16(v), vs));
-        vst1q_u16(acc + i, vreinterpretq_u16_f16(r));
+/* Up to 2 NV rows x every key, KJ keys at a time (the last ones one by one). */
+ARM_INLINE void xscores_pass(int64_t d, int rows, const double *qt, int64_t ldqt, int n,
+                             const float *k, int64_t ldk, float scale, float *s, int64_t lds,
+                             const int NV, const int KJ) {
+    int j = 0;
+    for (; j + KJ <= n; j += KJ)
+        xscores_keys(d, qt, ldqt, rows, k + j * ldk, ldk, scale, s + j, lds, NV, KJ);
+    for (; j < n; j++)
+        xscores_keys(d, qt, ldqt, rows, k + j * ldk, ldk, scale, s + j, lds, NV, 1);
+}
+
+void cpulm_neon_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt,
+                             const float *k, int64_t ldk, float scale, float *s, int64_t lds) {
+    for (int i0 = 0; i0 < m; i0 += 8) {
+        const int rows = m - i0 < 8 ? m - i0 : 8;
+        const double *q = qt + i0;
+        float *si = s + (int64_t)i0 * lds;
+        switch ((rows + 1) / 2) { /* >= 8 accumulators: enough in flight for the latency */
+        case 1: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 1, 8); break;
+        case 2: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 2, 4); break;
+        case 3: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 3, 4); break;
+        default: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 4, 4); break;
+        }
     }
 }
 
-void cpulm_neon_attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k,
-                         const uint8_t *v, uint64_t stride, float scale, float *out) {
-    if (d > F16_MAX_D || d % 8 != 0) {
-        cpulm_generic_attn_f16(d, n, q16, k, v, stride, scale, out);
+/* ---- weights ---- */
+
+/* expf of 4 floats, the same bits as glibc's expf (2.27 and later; e_expf.c as the aarch64
+ * libm is built, disassembled: z = x * 32/ln2 rounded, k = round-half-away(z) by FRINTA and
+ * FCVTAS, r = z - k, 2^(k/32) from the table of 2^(i/32) bits less i << 47 (glibc's
+ * __exp2f_data) plus k << 47, y = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * 2^(k/32)
+ * rounded to float; its special cases below). attn_xweights_expf_is_libms compares it
+ * (through attn_xweights) with this process's libm over floats in [-104, 0], the arguments
+ * attention passes; the level uses it only when built against glibc. */
+static const uint64_t xexp_tab[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+
+ARM_INLINE float64x2_t xexp2(float64x2_t xd) {
+    const float64x2_t z = vmulq_f64(xd, vdupq_n_f64(0x1.71547652b82fep+5));
+    const int64x2_t ki = vcvtaq_s64_f64(z);
+    const float64x2_t r = vsubq_f64(z, vrndaq_f64(z));
+    const uint64x2_t ku = vreinterpretq_u64_s64(ki);
+    const uint64x2_t t = {xexp_tab[vgetq_lane_u64(ku, 0) & 31],
+                          xexp_tab[vgetq_lane_u64(ku, 1) & 31]};
+    const float64x2_t sc = vreinterpretq_f64_u64(vaddq_u64(t, vshlq_n_u64(ku, 47)));
+    const float64x2_t p =
+        vfmaq_f64(vdupq_n_f64(0x1.ebfce50fac4f3p-13), vdupq_n_f64(0x1.c6af84b912394p-20), r);
+    const float64x2_t y = vfmaq_f64(vdupq_n_f64(1.0), vdupq_n_f64(0x1.62e42ff0c52d6p-6), r);
+    return vmulq_f64(vfmaq_f64(y, p, vmulq_f64(r, r)), sc);
+}
+
+#if defined(__GLIBC__)
+#define XEXP_EXACT 1
+#else
+#define XEXP_EXACT 0
+#endif
+
+ARM_INLINE float32x4_t xexpf4(float32x4_t x) {
+    if (!XEXP_EXACT) {
+        float a[4];
+        vst1q_f32(a, x);
+        for (int l = 0; l < 4; l++)
+            a[l] = expf(a[l]);
+        return vld1q_f32(a);
+    }
+    float32x4_t f = vcombine_f32(vcvt_f32_f64(xexp2(vcvt_f64_f32(vget_low_f32(x)))),
+                                 vcvt_f32_f64(xexp2(vcvt_high_f64_f32(x))));
+    /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
+     * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
+    f = vbslq_f32(vcltq_f32(x, vdupq_n_f32(-0x1.9d1d9ep6f)), vdupq_n_f32(0x1p-149f), f);
+    f = vbslq_f32(vcltq_f32(x, vdupq_n_f32(-0x1.9fe368p6f)), vdupq_n_f32(0.0f), f);
+    f = vbslq_f32(vcgtq_f32(x, vdupq_n_f32(0x1.62e42ep6f)), vdupq_n_f32(INFINITY), f);
+    return vbslq_f32(vceqq_f32(x, x), f, vaddq_f32(x, x));
+}
+
+/* The running max of "x > M": a later value replaces an earlier one only when greater. */
+ARM_INLINE float32x4_t xkeep_max(float32x4_t earlier, float32x4_t later) {
+    return vbslq_f32(vcgtq_f32(later, earlier), later, earlier);
+}
+
+/* 4 keys at once: the running max before each key is a prefix max, so every key's exponent
+ * is known before any expf. */
+void cpulm_neon_attn_xweights(int n, float *s, float *ms, float *M) {
+    const float32x4_t ninf = vdupq_n_f32(-INFINITY), one = vdupq_n_f32(1.0f);
+    float m = *M;
+    for (int j = 0; j < n; j += 4) {
+        const int cnt = n - j < 4 ? n - j : 4;
+        float xb[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        memcpy(xb, s + j, sizeof(float) * (size_t)cnt);
+        const float32x4_t x = vld1q_f32(xb);
+        /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
+        float32x4_t p = vbslq_f32(vceqq_f32(x, x), x, ninf);
+        p = xkeep_max(vextq_f32(ninf, p, 3), p);
+        p = xkeep_max(vextq_f32(ninf, p, 2), p);
+        const float32x4_t vm = vdupq_n_f32(m);
+        const float32x4_t incl = xkeep_max(vm, p);
+        const float32x4_t prev = vextq_f32(vm, incl, 3);
+        const uint32x4_t up = vcgtq_f32(x, prev);
+        const float32x4_t e = xexpf4(vbslq_f32(up, vsubq_f32(prev, x), vsubq_f32(x, prev)));
+        float wb[4], sb[4];
+        vst1q_f32(wb, vbslq_f32(up, e, one));
+        vst1q_f32(sb, vbslq_f32(up, one, e));
+        memcpy(ms + j, wb, sizeof(float) * (size_t)cnt);
+        memcpy(s + j, sb, sizeof(float) * (size_t)cnt);
+        m = vgetq_lane_f32(incl, 3);
+    }
+    *M = m;
+}
+
+/* ---- P.V ---- */
+
+ARM_INLINE float32x4_t xround_f16(float32x4_t x) {
+    return vcvt_f32_f16(vcvt_f16_f32(x));
+}
+
+/* R rows x V vectors of 4 dims, the f16 accumulators in registers (values exactly f16). */
+ARM_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw, const float *v,
+                          int64_t ldv, float *acc, int64_t lda, const int R, const int V) {
+    float32x4_t a[4][4];
+    NEON_XUNROLL
+    for (int r = 0; r < R; r++) {
+        NEON_XUNROLL
+        for (int c = 0; c < V; c++)
+            a[r][c] = vld1q_f32(acc + r * lda + 4 * c);
+    }
+    for (int j = 0; j < n; j++) {
+        float32x4_t vv[4];
+        NEON_XUNROLL
+        for (int c = 0; c < V; c++)
+            vv[c] = vld1q_f32(v + (int64_t)j * ldv + 4 * c);
+        NEON_XUNROLL
+        for (int r = 0; r < R; r++) {
+            const float mij = ms[r * ldw + j], vij = vs[r * ldw + j];
+            if (mij != 1.0f) {
+                NEON_XUNROLL
+                for (int c = 0; c < V; c++)
+                    a[r][c] = xround_f16(vmulq_n_f32(a[r][c], mij));
+            }
+            NEON_XUNROLL
+            for (int c = 0; c < V; c++)
+                a[r][c] = xround_f16(vfmaq_n_f32(a[r][c], vv[c], vij));
+        }
+    }
+    NEON_XUNROLL
+    for (int r = 0; r < R; r++) {
+        NEON_XUNROLL
+        for (int c = 0; c < V; c++)
+            vst1q_f32(acc + r * lda + 4 * c, a[r][c]);
+    }
+}
+
+#define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, R, V)
+static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
+                     const float *v, int64_t ldv, float *acc, int64_t lda) {
+    CPULM_BLOCKS_SWITCH(rows, vecs,
+                        CPULM_BLOCKS_UPTO4(4, XPV_CASE) CPULM_BLOCKS_UPTO4(3, XPV_CASE)
+                            CPULM_BLOCKS_UPTO4(2, XPV_CASE) CPULM_BLOCKS_UPTO4(1, XPV_CASE))
+}
+#undef XPV_CASE
+
+/* Columns are independent, so blocks of 4 rows x 16 dims (16 accumulators) in any order
+ * give the generic bits; d % 4 != 0 (no such head size in practice) stays generic. */
+void cpulm_neon_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
+                         const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    if (d % 4 != 0) {
+        cpulm_generic_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
         return;
     }
-    float q[F16_MAX_D];
-    uint16_t acc[F16_MAX_D];
-    for (int64_t i = 0; i < d; i += 4)
-        vst1q_f32(q + i, arm_load4_f16(q16 + i));
-    memset(acc, 0, sizeof(uint16_t) * (size_t)d);
-    float M = -INFINITY, S = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
-        const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
-        const float x = dot_f16_f32(d, kr, q) * scale;
-        float ms = 1.0f, vs = 1.0f;
-        if (x > M) {
-            ms = expf(M - x);
-            M = x;
-            scale8_f16(d, acc, ms);
-        } else {
-            vs = expf(x - M);
+    for (int i = 0; i < m; i += 4) {
+        const int rows = m - i < 4 ? m - i : 4;
+        for (int64_t c = 0; c < d; c += 16) {
+            const int vecs = d - c < 16 ? (int)((d - c) / 4) : 4;
+            xpv_rows(rows, vecs, n, ms + (int64_t)i * ldw, vs + (int64_t)i * ldw, ldw, v + c, ldv,
+                     acc + (int64_t)i * lda + c, lda);
         }
-        mad8_f16(d, acc, vr, vs);
-        S = fmaf(S, ms, vs);
     }
-    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-    for (int64_t i = 0; i < d; i += 4)
-        vst1q_f32(out + i, vmulq_n_f32(arm_load4_f16(acc + i), inv));
+    for (int i = 0; i < m; i++) {
+        float si = S[i];
+        for (int j = 0; j < n; j++)
+            si = fmaf(si, ms[(int64_t)i * ldw + j], vs[(int64_t)i * ldw + j]); /* FMADD */
+        S[i] = si;
+    }
+}
+
+/* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
+
+#define KT   64  /* keys per pass of attn_qpv (its weight and scale buffers) */
+#define WDIM 256 /* the largest head size taken here; larger ones go to generic */
+
+/* A hint for the bytes [p, p + n) (no fault, no effect on results): the ops hint the rows
+ * their caller reads next a few lines per key while they compute, not in bursts. */
+ARM_INLINE void hint_row(const uint8_t *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64)
+        __builtin_prefetch(p + o, 0, 3);
+    __builtin_prefetch(p + n - 1, 0, 3);
+}
+
+ARM_INLINE size_t block_bytes(const int Q4) {
+    return Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
+}
+
+/* ---- query rows to int16 ---- */
+
+void cpulm_neon_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
+                            int16_t *q16, float *qs) {
+    if (d % 8 != 0) {
+        cpulm_generic_attn_qquant(d, m, q, ldq, scale, q16, qs);
+        return;
+    }
+    const float32x4_t lim = vdupq_n_f32(32767.0f), nlim = vdupq_n_f32(-32767.0f);
+    for (int i = 0; i < m; i++) {
+        const float *qi = q + (int64_t)i * ldq;
+        float32x4_t vmax = vdupq_n_f32(0.0f);
+        for (int64_t e = 0; e < d; e += 4)
+            vmax = vmaxq_f32(vmax, vabsq_f32(vld1q_f32(qi + e)));
+        const float amax = vmaxvq_f32(vmax), id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        for (int64_t e = 0; e < d; e += 8) {
+            int32x4_t r[2];
+            for (int h = 0; h < 2; h++) {
+                float32x4_t x = vmulq_n_f32(vld1q_f32(qi + e + 4 * h), id);
+                x = vmaxq_f32(vminq_f32(x, lim), nlim);
+                /* x + (x >= 0 ? 0.5 : -0.5), truncated (FCVTZS): the generic rounding */
+                const float32x4_t half = vbslq_f32(vcgeq_f32(x, vdupq_n_f32(0.0f)),
+                                                   vdupq_n_f32(0.5f), vdupq_n_f32(-0.5f));
+                r[h] = vcvtq_s32_f32(vaddq_f32(x, half));
+            }
+            vst1q_s16(q16 + (int64_t)i * d + e, vcombine_s16(vmovn_s32(r[0]), vmovn_s32(r[1])));
+        }
+        qs[i] = amax / 32767.0f * scale;
+    }
+}
+
+/* ---- scores ---- */
+
+/* Block b of a cache row: its 32 quants as four int16 vectors (elements 0-7 ... 24-31). Q4
+ * is a constant at every call (each op is built once per cache type). */
+ARM_INLINE void block_k16(const uint8_t *row, int64_t b, const int Q4, int16x8_t k[4]) {
+    int8x16_t lo, hi;
+    if (Q4) {
+        arm_q4_0_unpack(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2, &lo, &hi);
+    } else {
+        const int8_t *qs = (const int8_t *)(row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2);
+        lo = vld1q_s8(qs);
+        hi = vld1q_s8(qs + 16);
+    }
+    k[0] = vmovl_s8(vget_low_s8(lo));
+    k[1] = vmovl_high_s8(lo);
+    k[2] = vmovl_s8(vget_low_s8(hi));
+    k[3] = vmovl_high_s8(hi);
+}
+
+/* The exact int32 dot of 32 query elements with a key block, in 4 lanes to be added. */
+ARM_INLINE int32x4_t qdot(const int16x8_t qv[4], const int16x8_t k[4]) {
+    int32x4_t a = vmull_s16(vget_low_s16(qv[0]), vget_low_s16(k[0]));
+    a = vmlal_high_s16(a, qv[0], k[0]);
+    NEON_UNROLL
+    for (int t = 1; t < 4; t++) {
+        a = vmlal_s16(a, vget_low_s16(qv[t]), vget_low_s16(k[t]));
+        a = vmlal_high_s16(a, qv[t], k[t]);
+    }
+    return a;
+}
+
+/* The scale of block b of a cache row as f32 (exact). */
+ARM_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
+    uint16_t h;
+    memcpy(&h, row + (size_t)b * block_bytes(Q4), 2);
+    return arm_fp16(h);
+}
+
+/* Scores of 4 rows (qr) x K keys (1 or 2; rows in lanes, one vector per key), times qsv. */
+ARM_INLINE void scores_4xk(int64_t d, const int Q4, const int K, const int16_t *const qrp[4],
+                           float32x4_t qsv, const uint8_t *const krp[2], float32x4_t out[2]) {
+    /* the pointers as locals: read through qrp / krp in the loop, clang reloads them every
+     * block once the mca markers are in (its code then differs by 5%) */
+    const int16_t *const qr[4] = {qrp[0], qrp[1], qrp[2], qrp[3]};
+    const uint8_t *const kr[2] = {krp[0], krp[K - 1]};
+    float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t b = 0; b < d / 32; b++) {
+        if (K == 2 && !Q4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_qscores");
+        int16x8_t k[2][4];
+        NEON_FOR(j, K, 2) block_k16(kr[j], b, Q4, k[j]);
+        int32x4_t is[4][2];
+        NEON_UNROLL
+        for (int r = 0; r < 4; r++) {
+            int16x8_t qv[4];
+            NEON_UNROLL
+            for (int t = 0; t < 4; t++)
+                qv[t] = vld1q_s16(qr[r] + b * 32 + 8 * t);
+            NEON_FOR(j, K, 2) is[r][j] = qdot(qv, k[j]);
+        }
+        NEON_FOR(j, K, 2) {
+            /* [r0 r1 r2 r3]: the lane sums of the 4 rows' partial sums */
+            const int32x4_t x =
+                vpaddq_s32(vpaddq_s32(is[0][j], is[1][j]), vpaddq_s32(is[2][j], is[3][j]));
+            acc[j] = vfmaq_n_f32(acc[j], vcvtq_f32_s32(x), key_d(kr[j], b, Q4));
+        }
+        if (K == 2 && !Q4) ARM_MCA_END(ARM_MCA_LEVEL "_attn_qscores");
+    }
+    NEON_FOR(j, K, 2) out[j] = vmulq_f32(acc[j], qsv);
+}
+
+/* scores_4xk of 2 keys as a function of its own per cache type: its loop then holds only
+ * its own pointers in general registers (inlined into scores_rows, gcc kept two of the row
+ * pointers on the stack, and the mca markers moved its code by 7%). */
+static __attribute__((noinline)) void scores_4x2_q8(int64_t d, const int16_t *const qr[4],
+                                                    float32x4_t qsv, const uint8_t *const kr[2],
+                                                    float32x4_t out[2]) {
+    scores_4xk(d, 0, 2, qr, qsv, kr, out);
+}
+static __attribute__((noinline)) void scores_4x2_q4(int64_t d, const int16_t *const qr[4],
+                                                    float32x4_t qsv, const uint8_t *const kr[2],
+                                                    float32x4_t out[2]) {
+    scores_4xk(d, 1, 2, qr, qsv, kr, out);
+}
+
+/* Rows i.. (rows <= 4 of them) x keys 0..n-1, 2 keys at a time. A short group repeats its
+ * last row; only real rows are stored. The first group hints the rows at next. */
+ARM_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, const int16_t *q16,
+                            int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+                            int64_t lds, const uint8_t *next) {
+    const int16_t *qr[4];
+    float qsr[4];
+    for (int r = 0; r < 4; r++) {
+        const int ri = i + (r < rows ? r : rows - 1);
+        qr[r] = q16 + (int64_t)ri * ldq;
+        qsr[r] = qs[ri];
+    }
+    const float32x4_t qsv = vld1q_f32(qsr);
+    const size_t rb = (size_t)(d / 32) * block_bytes(Q4);
+    const uint8_t *hint = i == 0 ? next : NULL;
+    int j = 0;
+    for (; j + 2 <= n; j += 2) {
+        if (hint) {
+            hint_row(hint + (uint64_t)j * ldk, rb);
+            hint_row(hint + (uint64_t)(j + 1) * ldk, rb);
+        }
+        const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)(j + 1) * ldk};
+        float32x4_t x[2];
+        if (Q4)
+            scores_4x2_q4(d, qr, qsv, kr, x);
+        else
+            scores_4x2_q8(d, qr, qsv, kr, x);
+        /* [a0 b0 a1 b1], [a2 b2 a3 b3]: row r's two scores */
+        const float32x4_t lo = vzip1q_f32(x[0], x[1]), hi = vzip2q_f32(x[0], x[1]);
+        const float32x2_t rr[4] = {vget_low_f32(lo), vget_high_f32(lo), vget_low_f32(hi),
+                                   vget_high_f32(hi)};
+        for (int r = 0; r < rows; r++)
+            vst1_f32(s + (int64_t)(i + r) * lds + j, rr[r]);
+    }
+    if (j < n) {
+        if (hint) hint_row(hint + (uint64_t)j * ldk, rb);
+        const uint8_t *kr[2] = {k + (uint64_t)j * ldk, NULL};
+        float32x4_t x[2];
+        scores_4xk(d, Q4, 1, qr, qsv, kr, x);
+        float t[4];
+        vst1q_f32(t, x[0]);
+        for (int r = 0; r < rows; r++)
+            s[(int64_t)(i + r) * lds + j] = t[r];
+    }
+}
+
+ARM_INLINE void qscores_type(int64_t d, const int Q4, int m, int n, const int16_t *q16, int64_t ldq,
+                             const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
+                             const uint8_t *next) {
+    for (int i = 0; i < m; i += 4)
+        scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, s, lds, next);
+}
+
+void cpulm_neon_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+                             int64_t lds, const uint8_t *next) {
+    if (d % 32 != 0 || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
+        cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
+        return;
+    }
+    if (kt == CPULM_DTYPE_Q4_0)
+        qscores_type(d, 1, m, n, q16, ldq, qs, k, ldk, s, lds, next);
+    else
+        qscores_type(d, 0, m, n, q16, ldq, qs, k, ldk, s, lds, next);
+}
+/* ---- online softmax, underflow flushed ---- */
+
+/* vexpz on 4 lanes: lanes below -87 are 0 (as cpulm_generic_vexpzf tests them), the others
+ * the canonical vexp; their input is clamped at -87 first, so the flushed lanes never take
+ * arm_canon_vexp's ldexpf path (2^n stays a normal float). */
+ARM_INLINE float32x4_t vexpz4(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(-87.0f);
+    const uint32x4_t below = vcltq_f32(x, lo);
+    const float32x4_t e = arm_canon_vexp(vmaxq_f32(x, lo));
+    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(e), below));
+}
+
+float cpulm_neon_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
+    return neon_softmax_with(n, lim, s, M, L, vexpz4, cpulm_generic_vexpzf);
+}
+
+/* ---- P.V ---- */
+
+/* The block scales of n <= KT cache rows as f32, block-major: ds[b * KT + j] (the halves
+ * gathered, then converted 4 at a time). */
+ARM_INLINE void block_scales(int64_t d, const uint8_t *x, uint64_t ld, int n, size_t bs,
+                             float *ds) {
+    uint16_t h[KT];
+    for (int64_t b = 0; b < d / 32; b++) {
+        int j = 0;
+        for (; j < n; j++)
+            memcpy(&h[j], x + (uint64_t)j * ld + (size_t)b * bs, 2);
+        for (; j % 4; j++)
+            h[j] = 0;
+        for (int e = 0; e < j; e += 4)
+            vst1q_f32(ds + b * KT + e, arm_load4_f16(h + e));
+    }
+}
+
+/* 16 values of a key as f32: Q8 (16 int8 at q) or Q4 (the low or, HI, high nibbles of the
+ * 16 bytes at q, minus 8). Every int8 converts exactly. */
+ARM_INLINE void pv_vals(const uint8_t *q, const int Q4, const int HI, float32x4_t v[4]) {
+    int8x16_t x;
+    if (Q4) {
+        const uint8x16_t u = vld1q_u8(q);
+        x = vsubq_s8(vreinterpretq_s8_u8(HI ? vshrq_n_u8(u, 4) : vandq_u8(u, vdupq_n_u8(0x0f))),
+                     vdupq_n_s8(8));
+    } else {
+        x = vld1q_s8((const int8_t *)q);
+    }
+    const int16x8_t lo = vmovl_s8(vget_low_s8(x)), hi = vmovl_high_s8(x);
+    v[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
+    v[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
+    v[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
+    v[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
+}
+
+/* One pass: R rows x 16 dims (column c of orow[r]) over n keys, o = fma(w_rj, v_j, o) in
+ * key order; row r's weights at w[r * KT + j], key j's 16 values at vq + j * ldv. R, Q4,
+ * HI and PF are constants at every call (pv_pass_any), so the key loop has no test; PF
+ * hints the rows pf + j * ldv (pfn bytes) as it goes. */
+ARM_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, const float *w,
+                        float *const orow[4], int64_t c, const uint8_t *pf, size_t pfn, const int R,
+                        const int Q4, const int HI, const int PF) {
+    float32x4_t acc[4][4];
+    NEON_FOR(r, R, 4)
+    NEON_UNROLL for (int t = 0; t < 4; t++) acc[r][t] = vld1q_f32(orow[r] + c + 4 * t);
+    for (int j = 0; j < n; j++) {
+        if (R == 4 && !Q4 && !PF) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_qpv");
+        if (PF) hint_row(pf + (uint64_t)j * ldv, pfn);
+        float32x4_t v[4];
+        pv_vals(vq + (uint64_t)j * ldv, Q4, HI, v);
+        NEON_FOR(r, R, 4) {
+            const float wr = w[r * KT + j];
+            NEON_UNROLL
+            for (int t = 0; t < 4; t++)
+                acc[r][t] = vfmaq_n_f32(acc[r][t], v[t], wr);
+        }
+        if (R == 4 && !Q4 && !PF) ARM_MCA_END(ARM_MCA_LEVEL "_attn_qpv");
+    }
+    NEON_FOR(r, R, 4)
+    NEON_UNROLL for (int t = 0; t < 4; t++) vst1q_f32(orow[r] + c + 4 * t, acc[r][t]);
+}
+
+#define PV_R(R, Q4, HI, PF) pv_pass(n, vq, ldv, w, orow, c, pf, pfn, R, Q4, HI, PF)
+#define PV_RS(Q4, HI, PF)                \
+    switch (R) {                         \
+    case 4: PV_R(4, Q4, HI, PF); break;  \
+    case 3: PV_R(3, Q4, HI, PF); break;  \
+    case 2: PV_R(2, Q4, HI, PF); break;  \
+    default: PV_R(1, Q4, HI, PF); break; \
+    }
+
+/* pv_pass with its constants chosen here, once per pass (mode: 0 Q8, 1 Q4 low nibbles,
+ * 2 Q4 high nibbles). */
+static void pv_pass_any(int R, int mode, int n, const uint8_t *vq, uint64_t ldv, const float *w,
+                        float *const orow[4], int64_t c, const uint8_t *pf, size_t pfn) {
+    if (pf) {
+        if (mode == 0) PV_RS(0, 0, 1) else if (mode == 1) PV_RS(1, 0, 1) else PV_RS(1, 1, 1)
+    } else {
+        if (mode == 0) PV_RS(0, 0, 0) else if (mode == 1) PV_RS(1, 0, 0) else PV_RS(1, 1, 0)
+    }
+}
+#undef PV_RS
+#undef PV_R
+
+void cpulm_neon_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
+                         const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
+                         const uint8_t *next) {
+    if (d % 32 != 0 || d > WDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
+        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
+        return;
+    }
+    const int q4 = vt == CPULM_DTYPE_Q4_0;
+    const size_t bs = block_bytes(q4);
+    for (int i = 0; i < m; i++) { /* o *= a first: the per-key fmas follow */
+        float *oi = o + (int64_t)i * ldo;
+        for (int64_t c = 0; c < d; c += 4)
+            vst1q_f32(oi + c, vmulq_n_f32(vld1q_f32(oi + c), a[i]));
+    }
+    float dv[WDIM / 32 * KT], w[4 * KT];
+    for (int j0 = 0; j0 < n; j0 += KT) {
+        const int nk = n - j0 < KT ? n - j0 : KT;
+        const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
+        block_scales(d, vj0, ldv, nk, bs, dv);
+        for (int64_t b = 0; b < d / 32; b++) {
+            const uint8_t *vb = vj0 + (size_t)b * bs + 2; /* block b's quants in key 0 */
+            const float *db = dv + b * KT;
+            for (int i = 0; i < m; i += 4) {
+                const int R = m - i < 4 ? m - i : 4;
+                float *orow[4];
+                for (int r = 0; r < R; r++) { /* w = p * d: one rounding per key and block */
+                    const float *pr = p + (int64_t)(i + r) * ldp + j0;
+                    int j = 0;
+                    for (; j + 4 <= nk; j += 4)
+                        vst1q_f32(w + r * KT + j, vmulq_f32(vld1q_f32(pr + j), vld1q_f32(db + j)));
+                    for (; j < nk; j++)
+                        w[r * KT + j] = pr[j] * db[j];
+                    orow[r] = o + (int64_t)(i + r) * ldo;
+                }
+                for (int h = 0; h < 2; h++) {
+                    /* the first pass over the keys hints the next rows */
+                    const uint8_t *pf =
+                        next && b == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
+                    const int mode = q4 ? 1 + h : 0;
+                    pv_pass_any(R, mode, nk, vb + (q4 ? 0 : 16 * h), ldv, w, orow, b * 32 + h * 16,
+                                pf, (size_t)(d / 32) * bs);
+                }
+            }
+        }
+    }
 }
 #endif

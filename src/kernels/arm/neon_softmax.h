@@ -1,5 +1,5 @@
-/* neon_softmax.h: the neon online-softmax body shared by attn_softmax_row (neon_attn.c,
- * with vexp) and attn_softmaxz (neon_attnq.c, with vexpz): the generic one
+/* neon_softmax.h: the neon online-softmax body shared by attn_softmax_row (with vexp)
+ * and attn_softmaxz (with vexpz), both in neon_attn.c: the generic one
  * (cpulm_generic_softmax_with) on 4 lanes, the same max, the same exp per score and the
  * same 16 lane sums. Included only by the neon-level files, after arm.h; always_inline
  * with the exp functions as arguments, so each op gets its own copy with them inlined. */

@@ -1,4 +1,4 @@
-/* neon_unroll.h: the full unrolling that neon_attn.c and neon_attnq.c's register-blocked
+/* neon_unroll.h: the full unrolling that neon_attn.c's and dotprod_attn.c's register-blocked
  * loops rely on (aarch64 translation units only). */
 #ifndef CPULM_KERNELS_ARM_NEON_UNROLL_H
 #define CPULM_KERNELS_ARM_NEON_UNROLL_H

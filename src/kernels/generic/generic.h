@@ -31,6 +31,10 @@ CPULM_KERNEL_OPS(CPULM_GENERIC_DECLARE)
 #undef CPULM_GENERIC_DECLARE
 
 /* ---- helpers shared with the ISA levels (vec.c) ---- */
+/* attn_f16's f16 accumulator steps: y[i] = f16(f32(y[i]) * v); y[i] = f16(fma(f32(x[i]), v,
+ * f32(y[i]))). */
+void cpulm_generic_scale_f16(int64_t n, uint16_t *y, float v);
+void cpulm_generic_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v);
 /* Tree sum of 16 lanes in the order of a 512-bit reduction (halves, quarters, pairs). */
 float cpulm_generic_reduce16(const float *a);
 /* exp(x) by the degree-5 polynomial vectorized code uses (about 1.5 ulp). */

@@ -1,7 +1,7 @@
 /* avx2.c: the avx2 kernel level (Haswell / Zen 1 and later), built with -mavx2 -mfma
  * -mf16c. Reached only through cpulm_kernels_avx2 after dispatch.c verified AVX2, FMA, F16C
  * and OS support of YMM state. Entries left NULL inherit the generic ones. The tiled
- * attention steps (attn_scores ... attn_merge) are in avx2_attn.c.
+ * attention tile ops (attn_scores ... attn_qpv) are in avx2_attn.c.
  *
  * The int8 dots use maddubs (u8 x s8 -> s16 pairs) with the sign trick, then madd to int32:
  * the per-block integer sums are exact, so results differ from generic only in the order
@@ -355,32 +355,6 @@ static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
         y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-static void canon_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v) {
-    const __m256 vv = _mm256_set1_ps(v);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 r = _mm256_fmadd_ps(load8_f16(x, i), vv, load8_f16(y, i));
-        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
-    }
-    for (; i < n; i++) {
-        const __m128 r = _mm_set_ss(fmaf(x86_fp16(x[i]), v, x86_fp16(y[i])));
-        y[i] = (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT), 0);
-    }
-}
-
-static void canon_scale_f16(int64_t n, uint16_t *y, float v) {
-    const __m256 vv = _mm256_set1_ps(v);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 r = _mm256_mul_ps(load8_f16(y, i), vv);
-        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
-    }
-    for (; i < n; i++) {
-        const __m128 r = _mm_set_ss(x86_fp16(y[i]) * v);
-        y[i] = (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT), 0);
-    }
-}
-
 /* ---- conversions ---- */
 
 /* Bit-identical to the reference: same amax, same d = amax / 127, same x * id, and roundf
@@ -485,6 +459,43 @@ static void to_float_f16(const void *vx, float *y, int64_t n) {
         _mm256_storeu_ps(y + i, load8_f16(x, i));
     for (; i < n; i++)
         y[i] = x86_fp16(x[i]);
+}
+
+/* to_float of Q8_0 and Q4_0 (embedding rows; attention's tile reader when it converts): each
+ * element is the reference's (float)q * d: the int -> float conversion is exact and the
+ * product is one rounding, so the vector lanes give the same bits. */
+
+/* The low 8 int8 of q as f32 lanes, times d. */
+static inline __m256 q8x8_scaled(__m128i q, __m256 d) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+}
+
+static void to_float_q8_0(const void *vx, float *y, int64_t n) {
+    const cpulm_block_q8_0 *x = vx;
+    for (int64_t i = 0; i < n / CPULM_QK8_0; i++, y += CPULM_QK8_0) {
+        const __m256 d = _mm256_set1_ps(x86_fp16(x[i].d));
+        const __m128i lo = _mm_loadu_si128((const __m128i *)x[i].qs);
+        const __m128i hi = _mm_loadu_si128((const __m128i *)(x[i].qs + 16));
+        _mm256_storeu_ps(y, q8x8_scaled(lo, d));
+        _mm256_storeu_ps(y + 8, q8x8_scaled(_mm_unpackhi_epi64(lo, lo), d));
+        _mm256_storeu_ps(y + 16, q8x8_scaled(hi, d));
+        _mm256_storeu_ps(y + 24, q8x8_scaled(_mm_unpackhi_epi64(hi, hi), d));
+    }
+}
+
+static void to_float_q4_0(const void *vx, float *y, int64_t n) {
+    const cpulm_block_q4_0 *x = vx;
+    const __m128i m4 = _mm_set1_epi8(0x0f), b8 = _mm_set1_epi8(8);
+    for (int64_t i = 0; i < n / CPULM_QK4_0; i++, y += CPULM_QK4_0) {
+        const __m256 d = _mm256_set1_ps(x86_fp16(x[i].d));
+        const __m128i q = _mm_loadu_si128((const __m128i *)x[i].qs);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), b8); /* elements 0..15 */
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), b8);
+        _mm256_storeu_ps(y, q8x8_scaled(lo, d));
+        _mm256_storeu_ps(y + 8, q8x8_scaled(_mm_unpackhi_epi64(lo, lo), d));
+        _mm256_storeu_ps(y + 16, q8x8_scaled(hi, d));
+        _mm256_storeu_ps(y + 24, q8x8_scaled(_mm_unpackhi_epi64(hi, hi), d));
+    }
 }
 
 /* ---- f32 vector ops ---- */
@@ -1060,73 +1071,6 @@ static void gemm_q6_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w
     gemm_k_x16_256(6, n, nt, s, ld, w, act, stride);
 }
 
-/* ---- attention over an F16 cache (numerics in kernels.h: attn_f16) ----
- * As the avx512 version: the f16 accumulator stays in registers as f32 values rounded
- * through cvtps_ph (round to nearest even) after every update with a fused multiply-add, so
- * each step equals scale_f16 / mad_f16; scores are exact f32 products summed in double, as
- * vec_dot_f16. The query (16 ymm at
- * d = 128) is read from an f32 copy on the stack instead of registers. */
-
-static inline __m256 round_f16_256(__m256 v) {
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-
-static inline __m256 load8_h(const uint16_t *p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
-
-static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const uint16_t *q16,
-                                                             const uint8_t *k, const uint8_t *v,
-                                                             uint64_t stride, float scale,
-                                                             float *out, const int D) {
-    float q[128];
-    __m256 acc[16];
-    _Pragma("GCC unroll 16") for (int i = 0; i < D / 8; i++) {
-        _mm256_storeu_ps(q + 8 * i, load8_h(q16 + 8 * i));
-        acc[i] = _mm256_setzero_ps();
-    }
-    float M = -INFINITY, S = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
-        const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
-        __m256d s0 = _mm256_setzero_pd(), s1 = s0;
-        _Pragma("GCC unroll 16") for (int i = 0; i < D / 8; i++) {
-            const __m256 p = _mm256_mul_ps(load8_h(kr + 8 * i), _mm256_loadu_ps(q + 8 * i));
-            s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
-            s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
-        }
-        const __m256d st = _mm256_add_pd(s0, s1);
-        const __m128d sh = _mm_add_pd(_mm256_castpd256_pd128(st), _mm256_extractf128_pd(st, 1));
-        const float x = (float)_mm_cvtsd_f64(_mm_add_sd(sh, _mm_unpackhi_pd(sh, sh))) * scale;
-        float ms = 1.0f, vs = 1.0f;
-        if (x > M) {
-            ms = expf(M - x);
-            M = x;
-            const __m256 vms = _mm256_set1_ps(ms);
-            _Pragma("GCC unroll 16") for (int i = 0; i < D / 8; i++) acc[i] =
-                round_f16_256(_mm256_mul_ps(acc[i], vms));
-        } else {
-            vs = expf(x - M);
-        }
-        const __m256 vvs = _mm256_set1_ps(vs);
-        _Pragma("GCC unroll 16") for (int i = 0; i < D / 8; i++) acc[i] =
-            round_f16_256(_mm256_fmadd_ps(load8_h(vr + 8 * i), vvs, acc[i]));
-        S = fmaf(S, ms, vs);
-    }
-    const __m256 inv = _mm256_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
-    _Pragma("GCC unroll 16") for (int i = 0; i < D / 8; i++)
-        _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], inv));
-}
-
-static void attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k, const uint8_t *v,
-                     uint64_t stride, float scale, float *out) {
-    switch (d) {
-    case 64: attn_f16_d(n, q16, k, v, stride, scale, out, 64); break;
-    case 128: attn_f16_d(n, q16, k, v, stride, scale, out, 128); break;
-    default: cpulm_generic_attn_f16(d, n, q16, k, v, stride, scale, out); break;
-    }
-}
-
 const cpulm_kernels cpulm_kernels_avx2 = {
     .name = "avx2",
     .vec_dot =
@@ -1145,16 +1089,13 @@ const cpulm_kernels cpulm_kernels_avx2 = {
                    [CPULM_DTYPE_F16] = from_float_f16,
                    [CPULM_DTYPE_Q8_K] = from_float_q8_K},
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16,
-                 [CPULM_DTYPE_Q8_0] = cpulm_avx2_to_float_q8_0,
-                 [CPULM_DTYPE_Q4_0] = cpulm_avx2_to_float_q4_0},
+                 [CPULM_DTYPE_Q8_0] = to_float_q8_0,
+                 [CPULM_DTYPE_Q4_0] = to_float_q4_0},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
-    .scale_f16 = canon_scale_f16,
-    .mad_f16 = canon_mad_f16,
-    .attn_f16 = attn_f16,
     .attn_scores = cpulm_avx2_attn_scores,
     .attn_softmax_row = cpulm_avx2_attn_softmax_row,
     .attn_pv = cpulm_avx2_attn_pv,

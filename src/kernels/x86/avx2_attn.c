@@ -1,23 +1,88 @@
-/* avx2_attn.c: the avx2 level's tiled-attention steps (contracts in kernels.h, attn_*), built
- * with the avx2 flags and reached only through cpulm_kernels_avx2 (avx2.c's table; the
- * avx512 levels override scores, softmax and P.V and inherit the merge from here).
+/* avx2_attn.c: the avx2 level's attention tile ops (contracts in kernels.h: attn_*, attn_x*,
+ * attn_q*), built with the avx2 flags (AVX2, FMA, F16C) and reached only through
+ * cpulm_kernels_avx2 (avx2.c's table); the avx512 levels inherit the merge and the attn_q*
+ * softmax and query quantization, and call the attn_x* ops for the head sizes their 512-bit
+ * versions do not take. Every op is bit-identical to generic/attn.c:
  *
- * Bit-identical to generic/attn.c. The canonical F32 dot of a score has 16 lanes: here
- * two 8-lane accumulators (lanes 0-7 and 8-15), fused multiply-adds in the same order, and
- * the same reduce16 tree, done for four dots at once (reduce16x4). Softmax takes the
- * canonical polynomial exp (x86_canon_vexp256) and the same 16 lane sums; P.V and the merge
- * are per element fmas in key order, so any register blocking gives the same bits.
+ * - f32 tiles: the canonical F32 dot of a score has 16 lanes: here two 8-lane accumulators
+ *   (lanes 0-7 and 8-15), fused multiply-adds in the same order, and the same reduce16 tree,
+ *   done for four dots at once (reduce16x4). Softmax takes the canonical polynomial exp
+ *   (x86_canon_vexp256) and the same 16 lane sums; P.V and the merge are per element fmas in
+ *   key order, so any register blocking gives the same bits.
+ * - the exact numerics (attn_x*): xscores puts query rows in the lanes of __m256d vectors
+ *   (four rows per vector), each key element broadcast (keys converted to doubles once per
+ *   call): every (row, key) lane adds its exact products in c order, as the generic double
+ *   sum does (fma of an exact product = one rounded addition). xpv rounds every accumulator
+ *   through VCVTPS2PH (round to nearest even, immediate) and VCVTPH2PS, and uses fused
+ *   multiply-adds like fmaf. xweights takes the running max before each key as a prefix max
+ *   over 8 lanes, so every key's exponent is known before any expf, and evaluates glibc's
+ *   x86_64 FMA expf in __m256d lanes, its table by VGATHERQPD.
+ * - Q8_0 / Q4_0 rows in place (attn_q*): a block's int32 dot is exact whatever the order
+ *   (vpmaddwd of the int16 query against the quants widened to int16, then adds), so only
+ *   the per-block float steps have an order: 4 rows x 2 keys of them share one __m256 (rows
+ *   in lanes), one cvt and one fma per block in block order, as the generic loop. P.V: per
+ *   element fmas in key order with the weight p * d folded per block (precomputed per key and
+ *   block), so any register blocking gives the same bits. Softmax: the canonical polynomial
+ *   exp without its ldexpf lanes (those are flushed to 0 by the contract).
  */
 #if defined(__x86_64__)
-#include "kernels/blocks.h"
-#include "x86_attn.h"
-#include "avx2_softmax.h"
+#include <math.h>
+#include <string.h>
 
+#include "kernels/blocks.h"
 #include "kernels/generic/generic.h"
 #include "quant.h"
 #include "x86.h"
+#include "x86_attn.h"
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
+
+/* ---- the online-softmax step, written once for attn_softmax_row (canonical vexp) and
+ * attn_softmaxz (underflow flushed): the caller passes its 8-lane and scalar exp ---- */
+
+/* s[j..j+8) = exp(s - mx) where j + lane < lim, else 0; returns the stored values */
+typedef __m256 (*avx2_exp8_live_fn)(float *s, int j, int lim, __m256 vm);
+
+/* All ones in the lanes l of 8 with j + l < lim (for the one group of a row that lim cuts). */
+AVX2_INLINE __m256 avx2_live8(int j, int lim) {
+    const __m256i idx =
+        _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(lim), idx));
+}
+
+/* kernels.h's attn_softmax_row contract with exp8 / exp1 as the exponential: the running
+ * max, the 16 lane sums (lane l adds the keys j == l mod 16 in order: lo 0-7, hi 8-15, as
+ * the generic op), *L and *M updated; returns the old sum's scale. Inlined with constant
+ * functions, so no call is left in the loop. */
+AVX2_INLINE float avx2_softmax_with(int n, int lim, float *s, float *M, float *L,
+                                    avx2_exp8_live_fn exp8, float (*exp1)(float)) {
+    const float mx = x86_max_f32(s, lim, *M);
+    int j;
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256 lo = _mm256_setzero_ps(), hi = lo;
+    for (j = 0; j + 16 <= n; j += 16) {
+        lo = _mm256_add_ps(lo, exp8(s, j, lim, vm));
+        hi = _mm256_add_ps(hi, exp8(s, j + 8, lim, vm));
+    }
+    if (j + 8 <= n) {
+        lo = _mm256_add_ps(lo, exp8(s, j, lim, vm));
+        j += 8;
+    }
+    float lanes[16];
+    _mm256_storeu_ps(lanes, lo);
+    _mm256_storeu_ps(lanes + 8, hi);
+    for (; j < n; j++) {
+        s[j] = j < lim ? exp1(s[j] - mx) : 0.0f;
+        lanes[j % 16] += s[j];
+    }
+    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
+    const float a = *M == -INFINITY ? 0.0f : exp1(*M - mx);
+    *L = fmaf(*L, a, cpulm_generic_reduce16(lanes));
+    *M = mx;
+    return a;
+}
+
+/* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
 /* ---- scores ---- */
 
@@ -187,45 +252,6 @@ void cpulm_avx2_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, co
     }
 }
 
-/* ---- to_float of Q8_0 and Q4_0 ----
- * Written when the tiled path converted every K/V tile of a q8_0 / q4_0 cache to f32 (the
- * attn_q* ops now read those rows in place; the embedding lookup still converts rows). Each
- * element is the reference's (float)q * d: the int -> float conversion is exact and the
- * product is one rounding, so the vector lanes give the same bits. */
-
-/* The low 8 int8 of q as f32 lanes, times d. */
-AVX2_INLINE __m256 q8x8_scaled(__m128i q, __m256 d) {
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
-}
-
-void cpulm_avx2_to_float_q8_0(const void *vx, float *y, int64_t n) {
-    const cpulm_block_q8_0 *x = vx;
-    for (int64_t i = 0; i < n / CPULM_QK8_0; i++, y += CPULM_QK8_0) {
-        const __m256 d = _mm256_set1_ps(x86_fp16(x[i].d));
-        const __m128i lo = _mm_loadu_si128((const __m128i *)x[i].qs);
-        const __m128i hi = _mm_loadu_si128((const __m128i *)(x[i].qs + 16));
-        _mm256_storeu_ps(y, q8x8_scaled(lo, d));
-        _mm256_storeu_ps(y + 8, q8x8_scaled(_mm_unpackhi_epi64(lo, lo), d));
-        _mm256_storeu_ps(y + 16, q8x8_scaled(hi, d));
-        _mm256_storeu_ps(y + 24, q8x8_scaled(_mm_unpackhi_epi64(hi, hi), d));
-    }
-}
-
-void cpulm_avx2_to_float_q4_0(const void *vx, float *y, int64_t n) {
-    const cpulm_block_q4_0 *x = vx;
-    const __m128i m4 = _mm_set1_epi8(0x0f), b8 = _mm_set1_epi8(8);
-    for (int64_t i = 0; i < n / CPULM_QK4_0; i++, y += CPULM_QK4_0) {
-        const __m256 d = _mm256_set1_ps(x86_fp16(x[i].d));
-        const __m128i q = _mm_loadu_si128((const __m128i *)x[i].qs);
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), b8); /* elements 0..15 */
-        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), b8);
-        _mm256_storeu_ps(y, q8x8_scaled(lo, d));
-        _mm256_storeu_ps(y + 8, q8x8_scaled(_mm_unpackhi_epi64(lo, lo), d));
-        _mm256_storeu_ps(y + 16, q8x8_scaled(hi, d));
-        _mm256_storeu_ps(y + 24, q8x8_scaled(_mm_unpackhi_epi64(hi, hi), d));
-    }
-}
-
 /* ---- merge of chunk partials ---- */
 
 void cpulm_avx2_attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
@@ -243,6 +269,733 @@ void cpulm_avx2_attn_merge(int64_t d, int m, const float *mc, const float *lc, c
                                                      _mm256_mul_ps(_mm256_loadu_ps(oi + c), va)));
         for (; c < d; c++)
             oi[c] = fmaf(ci[c], b, oi[c] * a);
+    }
+}
+
+/* ======== the exact numerics (attn_x*) ======== */
+
+/* ---- scores ---- */
+
+enum { XKD = 8 * 256 }; /* key elements as doubles: KJ <= 8 keys of d <= 256 */
+
+/* Lane l < rows of a 4-row vector (maskload never touches the lanes left out). */
+AVX2_INLINE __m256i xrows_mask(int rows) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(rows), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+
+/* Rows (NV vectors of 4, the last one masked to the rows left) x KJ keys (kd: [KJ][d]
+ * doubles) into s. The loops unroll fully, so the NV * KJ accumulators live in registers. */
+AVX2_INLINE void xscores_keys(int64_t d, const double *qt, int64_t ldqt, int rows, const double *kd,
+                              float scale, float *s, int64_t lds, const int NV, const int KJ) {
+    __m256d acc[12];
+    const __m256i last = xrows_mask(rows - 4 * (NV - 1));
+    _Pragma("GCC unroll 12") for (int u = 0; u < NV * KJ; u++) acc[u] = _mm256_setzero_pd();
+    const int full = rows == 4 * NV;
+    for (int64_t c = 0; c < d; c++) {
+        __m256d qv[3];
+        _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) {
+            const double *p = qt + c * ldqt + 4 * v;
+            qv[v] = v == NV - 1 && !full ? _mm256_maskload_pd(p, last) : _mm256_loadu_pd(p);
+        }
+        _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) {
+            const __m256d kb = _mm256_broadcast_sd(kd + kk * d + c);
+            _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) acc[v * KJ + kk] =
+                _mm256_fmadd_pd(qv[v], kb, acc[v * KJ + kk]);
+        }
+    }
+    const __m128 vs = _mm_set1_ps(scale);
+    _Pragma("GCC unroll 3") for (int v = 0; v < NV; v++) {
+        _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) {
+            float out[4];
+            _mm_storeu_ps(out, _mm_mul_ps(_mm256_cvtpd_ps(acc[v * KJ + kk]), vs));
+            for (int l = 0; l < 4 && 4 * v + l < rows; l++)
+                s[(4 * v + l) * lds + kk] = out[l];
+        }
+    }
+}
+
+/* K rows (KJ of them, f32) as doubles into kd [KJ][d]. */
+AVX2_INLINE void xscores_kd(int64_t d, const float *k, int64_t ldk, double *kd, const int KJ) {
+    for (int kk = 0; kk < KJ; kk++) {
+        int64_t c = 0;
+        for (; c + 4 <= d; c += 4)
+            _mm256_storeu_pd(kd + kk * d + c, _mm256_cvtps_pd(_mm_loadu_ps(k + kk * ldk + c)));
+        for (; c < d; c++)
+            kd[kk * d + c] = (double)k[kk * ldk + c];
+    }
+}
+
+/* Every row x KJ keys (kd, converted once for all of them): passes of 8 rows x KJ keys
+ * (12 accumulators for KJ = 6: enough in flight for the fma latency), the last rows in one
+ * pass of 4 or 8. */
+AVX2_INLINE void xscores_rows(int64_t d, int m, const double *qt, int64_t ldqt, const double *kd,
+                              float scale, float *s, int64_t lds, const int KJ) {
+    int i0 = 0;
+    for (; i0 + 8 <= m; i0 += 8)
+        xscores_keys(d, qt + i0, ldqt, 8, kd, scale, s + (int64_t)i0 * lds, lds, 2, KJ);
+    if (m - i0 > 4)
+        xscores_keys(d, qt + i0, ldqt, m - i0, kd, scale, s + (int64_t)i0 * lds, lds, 2, KJ);
+    else if (m > i0)
+        xscores_keys(d, qt + i0, ldqt, m - i0, kd, scale, s + (int64_t)i0 * lds, lds, 1, KJ);
+}
+
+/* Keys outer: each group of keys is converted to doubles once for every row (per pass of 8
+ * rows it was ~15% of the prompt's xscores time). Up to 4 rows (generation): 8 keys per
+ * pass, one vector of rows. */
+void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt,
+                             const float *k, int64_t ldk, float scale, float *s, int64_t lds) {
+    if (d > XKD / 8) {
+        cpulm_generic_attn_xscores(d, m, n, qt, ldqt, k, ldk, scale, s, lds);
+        return;
+    }
+    double kd[XKD];
+    int j = 0;
+    if (m <= 4)
+        for (; j + 8 <= n; j += 8) {
+            xscores_kd(d, k + j * ldk, ldk, kd, 8);
+            xscores_keys(d, qt, ldqt, m, kd, scale, s + j, lds, 1, 8);
+        }
+    for (; j + 6 <= n; j += 6) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 6);
+        xscores_rows(d, m, qt, ldqt, kd, scale, s + j, lds, 6);
+    }
+    for (; j + 4 <= n; j += 4) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 4);
+        xscores_rows(d, m, qt, ldqt, kd, scale, s + j, lds, 4);
+    }
+    for (; j < n; j++) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 1);
+        xscores_rows(d, m, qt, ldqt, kd, scale, s + j, lds, 1);
+    }
+}
+
+/* ---- weights ---- */
+
+/* expf of 8 floats, the same bits as glibc's expf (2.28 and later, the x86_64 FMA variant its
+ * ifunc picks on every CPU this level runs on; __expf_fma as Debian's 2.36 libm.so.6 is built,
+ * disassembled): kd = fma(x, 32/ln2, 1.5 * 2^52), r = fms(x, 32/ln2, kd - 1.5 * 2^52),
+ * 2^(k/32) from the table of 2^(i/32) with (k - i)/32 added to the exponent field,
+ * y = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * 2^(k/32) rounded to float; its special cases
+ * below. avx512.c evaluates the same with table permutes; AVX2 has none across 32 doubles, so
+ * a gather. attn_xweights_expf_is_libms compares it (through attn_xweights) with this
+ * process's libm over floats in [-104, 0], the arguments attention passes. */
+/* 2^(i/32) rounded to double, glibc's table; aligned for avx512.c's 512-bit loads. */
+const double cpulm_x86_exp2_tab32[32] __attribute__((aligned(64))) = {
+    0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
+    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
+    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
+    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
+    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f090p+0, 0x1.a5503b23e255dp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
+    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0,
+};
+
+/* The main path of 4 lanes, before the rounding to float. */
+AVX2_INLINE __m256d xexp4(__m128 x) {
+    const __m256d invln2n = _mm256_set1_pd(0x1.71547652b82fep+0 * 32);
+    const __m256d shift = _mm256_set1_pd(0x1.8p52);
+    const __m256d xd = _mm256_cvtps_pd(x);
+    const __m256d kd = _mm256_fmadd_pd(invln2n, xd, shift);
+    const __m256i ki = _mm256_castpd_si256(kd);
+    const __m256d r = _mm256_fmsub_pd(invln2n, xd, _mm256_sub_pd(kd, shift));
+    const __m256i i = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+    const __m256d t = _mm256_i64gather_pd(cpulm_x86_exp2_tab32, i, 8);
+    /* 2^(k/32) = 2^(i/32) * 2^((k - i)/32): add (k - i)/32 to the exponent field */
+    const __m256i e = _mm256_slli_epi64(_mm256_andnot_si256(_mm256_set1_epi64x(31), ki), 47);
+    const __m256d sc = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(t), e));
+    const __m256d z = _mm256_fmadd_pd(r, _mm256_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32),
+                                      _mm256_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32));
+    const __m256d r2 = _mm256_mul_pd(r, r);
+    const __m256d y0 =
+        _mm256_fmadd_pd(r, _mm256_set1_pd(0x1.62e42ff0c52d6p-1 / 32), _mm256_set1_pd(1.0));
+    return _mm256_mul_pd(_mm256_fmadd_pd(z, r2, y0), sc);
+}
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 28))
+#define XEXP_EXACT 1
+#else
+#define XEXP_EXACT 0
+#endif
+
+AVX2_INLINE __m256 xexpf8(__m256 x) {
+    if (!XEXP_EXACT) { /* another libm: its own expf, key by key */
+        float a[8];
+        _mm256_storeu_ps(a, x);
+        for (int l = 0; l < 8; l++)
+            a[l] = expf(a[l]);
+        return _mm256_loadu_ps(a);
+    }
+    const __m128 lo = _mm256_cvtpd_ps(xexp4(_mm256_castps256_ps128(x)));
+    const __m128 hi = _mm256_cvtpd_ps(xexp4(_mm256_extractf128_ps(x, 1)));
+    __m256 f = _mm256_set_m128(hi, lo);
+    /* no lane in a special range (nor NaN): the usual case, one branch */
+    const __m256 sp = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_NGE_UQ),
+                                   _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
+    if (!_mm256_movemask_ps(sp)) return f;
+    /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
+     * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_setzero_ps(),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
+    return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* Lane l takes lane l - k of p (lanes below k take fill): k = 1, 2 or 4. */
+AVX2_INLINE __m256 xlanes_up(__m256 p, const int k, __m256 fill) {
+    const __m256i idx = _mm256_max_epi32(
+        _mm256_sub_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(k)),
+        _mm256_setzero_si256());
+    const __m256 up = _mm256_permutevar8x32_ps(p, idx);
+    return k == 1   ? _mm256_blend_ps(up, fill, 0x01)
+           : k == 2 ? _mm256_blend_ps(up, fill, 0x03)
+                    : _mm256_blend_ps(up, fill, 0x0F);
+}
+
+/* 8 keys x[0..7] (a tail padded with -inf) after the running max m: their weights into
+ * e (the factor of the key's own exponent) and up (keys that move the max); returns the
+ * running max after them. The running max before each key is a prefix max (ties keep the
+ * earlier value, as "x > M" does), so every key's exponent is known before any expf. */
+AVX2_INLINE float xweights8(__m256 x, float m, __m256 *e, __m256 *up) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
+    __m256 p = _mm256_blendv_ps(x, ninf, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    /* max(later, earlier): vmaxps returns the second operand on ties */
+    p = _mm256_max_ps(p, xlanes_up(p, 1, ninf));
+    p = _mm256_max_ps(p, xlanes_up(p, 2, ninf));
+    p = _mm256_max_ps(p, xlanes_up(p, 4, ninf));
+    const __m256 vm = _mm256_set1_ps(m);
+    const __m256 incl = _mm256_max_ps(p, vm);
+    const __m256 prev = xlanes_up(incl, 1, vm);
+    *up = _mm256_cmp_ps(x, prev, _CMP_GT_OQ);
+    *e = xexpf8(_mm256_blendv_ps(_mm256_sub_ps(x, prev), _mm256_sub_ps(prev, x), *up));
+    return _mm_cvtss_f32(_mm_permute_ps(_mm256_extractf128_ps(incl, 1), 0xFF));
+}
+
+/* 8 keys at once; the tail through buffers (VMASKMOVPS stores are microcoded on AMD). */
+void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    float m = *M;
+    __m256 e, up;
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 x = _mm256_loadu_ps(s + j), vm = _mm256_set1_ps(m);
+        /* the usual group: no key above the running max (NaN is not), so it stays m, every
+         * key's weight is expf(x - m) and its factor 1: no prefix max */
+        if (!_mm256_movemask_ps(_mm256_cmp_ps(x, vm, _CMP_GT_OQ))) {
+            _mm256_storeu_ps(ms + j, one);
+            _mm256_storeu_ps(s + j, xexpf8(_mm256_sub_ps(x, vm)));
+            continue;
+        }
+        m = xweights8(x, m, &e, &up);
+        _mm256_storeu_ps(ms + j, _mm256_blendv_ps(one, e, up));
+        _mm256_storeu_ps(s + j, _mm256_blendv_ps(e, one, up));
+    }
+    if (j < n) {
+        float xb[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                       -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        float wb[8], sb[8];
+        memcpy(xb, s + j, sizeof(float) * (size_t)(n - j));
+        m = xweights8(_mm256_loadu_ps(xb), m, &e, &up);
+        _mm256_storeu_ps(wb, _mm256_blendv_ps(one, e, up));
+        _mm256_storeu_ps(sb, _mm256_blendv_ps(e, one, up));
+        memcpy(ms + j, wb, sizeof(float) * (size_t)(n - j));
+        memcpy(s + j, sb, sizeof(float) * (size_t)(n - j));
+    }
+    *M = m;
+}
+
+/* ---- P.V ---- */
+
+AVX2_INLINE __m256 xround_f16(__m256 x) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+/* R rows x V vectors of 8 dims, the f16 accumulators in registers (values exactly f16). */
+AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw, const float *v,
+                           int64_t ldv, float *acc, int64_t lda, float *S, const int R, const int V,
+                           const int WS) {
+    __m256 a[4][4];
+    float sum[4] = {0};
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        if (WS) sum[r] = S[r];
+        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
+            _mm256_loadu_ps(acc + r * lda + 8 * c);
+    }
+    for (int j = 0; j < n; j++) {
+        __m256 vv[4];
+        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) vv[c] =
+            _mm256_loadu_ps(v + (int64_t)j * ldv + 8 * c);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            const float mij = ms[r * ldw + j];
+            if (WS) sum[r] = fmaf(sum[r], mij, vs[r * ldw + j]);
+            if (mij != 1.0f) {
+                const __m256 vm = _mm256_set1_ps(mij);
+                _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
+                    xround_f16(_mm256_mul_ps(a[r][c], vm));
+            }
+            const __m256 vw = _mm256_set1_ps(vs[r * ldw + j]);
+            _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
+                xround_f16(_mm256_fmadd_ps(vv[c], vw, a[r][c]));
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        if (WS) S[r] = sum[r];
+        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++)
+            _mm256_storeu_ps(acc + r * lda + 8 * c, a[r][c]);
+    }
+}
+
+/* rows * vecs <= 12 accumulators: 12 chains of FMA, VCVTPS2PH, VCVTPH2PS (~14 cycles on Zen 3)
+ * in flight; VCVTPS2PH (2 cycles per ymm there) bounds the rest */
+#define XPV_CASE(R, V)                                                   \
+    if (R * V <= 8 && S)                                                 \
+        xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, R *V <= 8); \
+    else                                                                 \
+        xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, 0)
+static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
+                     const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    CPULM_BLOCKS_SWITCH(rows, vecs,
+                        CPULM_BLOCKS_UPTO3(4, XPV_CASE) CPULM_BLOCKS_UPTO3(3, XPV_CASE)
+                            CPULM_BLOCKS_UPTO4(2, XPV_CASE) CPULM_BLOCKS_UPTO4(1, XPV_CASE))
+}
+#undef XPV_CASE
+
+/* Columns are independent, so blocks of rows x dims in any order give the generic bits:
+ * 4 rows x 24 dims, or 2 rows x 32 dims when at most two rows are left. The rows' weight
+ * sums S[i] = fmaf(S[i], ms, vs), a chain of one FMA latency per key, ride in the last block
+ * when it has at most 8 accumulators (registers to spare; d = 64: 4 rows x 16 dims), hidden
+ * in its key step; otherwise four rows' chains side by side after the blocks. d % 8 != 0 (no
+ * such head size in practice) stays generic. */
+void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
+                         const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    if (d % 8 != 0) {
+        cpulm_generic_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
+        return;
+    }
+    for (int i = 0; i < m; i += 4) {
+        const int rows = m - i < 4 ? m - i : 4, maxv = rows <= 2 ? 4 : 3;
+        const float *mi = ms + (int64_t)i * ldw, *vi = vs + (int64_t)i * ldw;
+        int summed = 0;
+        for (int64_t c = 0; c < d; c += 8 * maxv) {
+            const int vecs = d - c < 8 * maxv ? (int)((d - c) / 8) : maxv;
+            const int last = c + 8 * maxv >= d && rows * vecs <= 8;
+            xpv_rows(rows, vecs, n, mi, vi, ldw, v + c, ldv, acc + (int64_t)i * lda + c, lda,
+                     last ? S + i : NULL);
+            summed |= last;
+        }
+        if (summed) continue;
+        if (rows == 4) {
+            float s0 = S[i], s1 = S[i + 1], s2 = S[i + 2], s3 = S[i + 3];
+            for (int j = 0; j < n; j++) {
+                s0 = fmaf(s0, mi[j], vi[j]);
+                s1 = fmaf(s1, mi[ldw + j], vi[ldw + j]);
+                s2 = fmaf(s2, mi[2 * ldw + j], vi[2 * ldw + j]);
+                s3 = fmaf(s3, mi[3 * ldw + j], vi[3 * ldw + j]);
+            }
+            S[i] = s0, S[i + 1] = s1, S[i + 2] = s2, S[i + 3] = s3;
+        } else
+            for (int r = 0; r < rows; r++) {
+                float si = S[i + r];
+                for (int j = 0; j < n; j++)
+                    si = fmaf(si, mi[r * ldw + j], vi[r * ldw + j]);
+                S[i + r] = si;
+            }
+    }
+}
+
+/* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
+
+/* ---- query rows to int16 ---- */
+
+void cpulm_avx2_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
+                            int16_t *q16, float *qs) {
+    if (d % 16 != 0) {
+        cpulm_generic_attn_qquant(d, m, q, ldq, scale, q16, qs);
+        return;
+    }
+    const __m256 sign = _mm256_set1_ps(-0.0f), lim = _mm256_set1_ps(32767.0f);
+    for (int i = 0; i < m; i++) {
+        const float *qi = q + (int64_t)i * ldq;
+        __m256 vmax = _mm256_setzero_ps();
+        for (int64_t e = 0; e < d; e += 8)
+            vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, _mm256_loadu_ps(qi + e)));
+        const float amax = x86_hmax_ps256(vmax), id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        for (int64_t e = 0; e < d; e += 16) {
+            __m256i r[2];
+            for (int h = 0; h < 2; h++) {
+                __m256 x = _mm256_mul_ps(_mm256_loadu_ps(qi + e + 8 * h), vid);
+                x = _mm256_max_ps(_mm256_min_ps(x, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+                /* x + (x >= 0 ? 0.5 : -0.5), truncated: the generic rounding */
+                const __m256 half = _mm256_or_ps(_mm256_and_ps(x, sign), _mm256_set1_ps(0.5f));
+                r[h] = _mm256_cvttps_epi32(_mm256_add_ps(x, half));
+            }
+            const __m256i pk = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xd8);
+            _mm256_storeu_si256((__m256i *)(q16 + (int64_t)i * d + e), pk);
+        }
+        qs[i] = amax / 32767.0f * scale;
+    }
+}
+
+/* ---- scores ---- */
+
+/* Block b of a cache row: the 32 quants as two int16 vectors (elements 0-15, 16-31). Q4 is
+ * a constant at every call: each op is built once per cache type, with no test per block. */
+AVX2_INLINE void block_k16(const uint8_t *row, int64_t b, const int Q4, __m256i *k0, __m256i *k1) {
+    if (!Q4) {
+        const uint8_t *qs = row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2;
+        *k0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)qs));
+        *k1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(qs + 16)));
+        return;
+    }
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i q =
+        _mm_loadu_si128((const __m128i *)(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2));
+    const __m256i b8 = _mm256_set1_epi16(8);
+    *k0 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(q, m4)), b8);
+    *k1 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), m4)), b8);
+}
+
+#define KT X86Q_KT
+
+/* 8 int32 partial sums of a query block row against a key block (exact). */
+AVX2_INLINE __m256i qdot(const int16_t *q, __m256i k0, __m256i k1) {
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)q), k0),
+                            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(q + 16)), k1));
+}
+
+/* a + b of two rows' partial sums, interleaved: [a0+a2 b0+b2 a1+a3 b1+b3] per 128 bits */
+AVX2_INLINE __m256i pair_sum(__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
+
+/* The block sums of 4 rows against one key: [r0..r3 | r0..r3] halves to be added (int
+ * sums are exact in any order; unpacks and adds: vphaddd is 3 uops on Zen 3). */
+AVX2_INLINE __m256i rows4(const int16_t *const qr[4], int64_t c, __m256i k0, __m256i k1) {
+    const __m256i t01 = pair_sum(qdot(qr[0] + c, k0, k1), qdot(qr[1] + c, k0, k1));
+    const __m256i t23 = pair_sum(qdot(qr[2] + c, k0, k1), qdot(qr[3] + c, k0, k1));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
+}
+
+/* Keys a, b: cache rows, or (WIDE) int16 rows of d widened beforehand for blocks of many
+ * query rows, which read each key 1 + m / 4 times. */
+typedef struct kpair {
+    const uint8_t *ra, *rb; /* cache rows, or NULL */
+    const int16_t *wa, *wb; /* widened rows */
+} kpair;
+
+/* Scores of 4 rows x keys a, b: lanes [a: r0..r3 | b: r0..r3], times qs; da, db: the keys'
+ * block scales, KT apart. */
+#define DKA (WIDE ? da[b * KT] : key_d(kp.ra, b, Q4))
+#define DKB (WIDE ? db[b * KT] : key_d(kp.rb, b, Q4))
+AVX2_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
+    const size_t bs = Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
+    uint16_t h;
+    __builtin_memcpy(&h, row + (size_t)b * bs, 2);
+    return x86_fp16(h);
+}
+
+AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int16_t *const qr[4],
+                              __m256 qsv, kpair kp, const float *da, const float *db) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < X86Q_MCA_D(d) / 32; b++) {
+        __m256i a0, a1, b0, b1;
+        if (!WIDE) {
+            block_k16(kp.ra, b, Q4, &a0, &a1);
+            block_k16(kp.rb, b, Q4, &b0, &b1);
+        } else {
+            a0 = _mm256_loadu_si256((const __m256i *)(kp.wa + b * 32));
+            a1 = _mm256_loadu_si256((const __m256i *)(kp.wa + b * 32 + 16));
+            b0 = _mm256_loadu_si256((const __m256i *)(kp.wb + b * 32));
+            b1 = _mm256_loadu_si256((const __m256i *)(kp.wb + b * 32 + 16));
+        }
+        const __m256i ta = rows4(qr, b * 32, a0, a1), tb = rows4(qr, b * 32, b0, b1);
+        const __m256i x = _mm256_add_epi32(_mm256_permute2x128_si256(ta, tb, 0x20),
+                                           _mm256_permute2x128_si256(ta, tb, 0x31));
+        const __m256 dk =
+            _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(DKA)), _mm_set1_ps(DKB), 1);
+        acc = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(x), acc);
+    }
+    return _mm256_mul_ps(acc, qsv);
+}
+#undef DKA
+#undef DKB
+
+#define WDIM X86Q_WDIM
+
+/* Rows i.. (rows <= 4 of them) x keys 0..n-1 (n <= KT): 4 keys at a time, 2 per scores_4x2.
+ * The first rows' pass hints the rows at next (NULL: none). */
+AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int rows, int n,
+                             const int16_t *q16, int64_t ldq, const float *qs, const uint8_t *k,
+                             uint64_t ldk, const int16_t *kw, const float *dk, float *s,
+                             int64_t lds, const uint8_t *next) {
+    const int16_t *qr[4]; /* a short group repeats its last row; only real rows are stored */
+    float qsr[4];
+    for (int r = 0; r < 4; r++) {
+        const int ri = i + (r < rows ? r : rows - 1);
+        qr[r] = q16 + (int64_t)ri * ldq;
+        qsr[r] = qs[ri];
+    }
+    const __m128 q4s = _mm_loadu_ps(qsr);
+    const __m256 qsv = _mm256_insertf128_ps(_mm256_castps128_ps256(q4s), q4s, 1);
+    const size_t rb = (size_t)(d / 32) * (Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0));
+    for (int j = 0; j < n; j += 4) {
+        if (i == 0 && next)
+            for (int t = 0; t < 4; t++)
+                x86q_hint_row(next + (uint64_t)(j + t) * ldk, rb);
+        if (!Q4 && !WIDE) X86Q_MCA_BEGIN("avx2_attn_qscores");
+        int jt[4];
+        for (int t = 0; t < 4; t++)
+            jt[t] = j + t < n ? j + t : n - 1;
+        kpair p0, p1;
+        if (WIDE) {
+            p0 = (kpair){NULL, NULL, kw + jt[0] * d, kw + jt[1] * d};
+            p1 = (kpair){NULL, NULL, kw + jt[2] * d, kw + jt[3] * d};
+        } else {
+            p0 = (kpair){k + (uint64_t)jt[0] * ldk, k + (uint64_t)jt[1] * ldk, NULL, NULL};
+            p1 = (kpair){k + (uint64_t)jt[2] * ldk, k + (uint64_t)jt[3] * ldk, NULL, NULL};
+        }
+        const __m256 x = scores_4x2(d, Q4, WIDE, qr, qsv, p0, dk + jt[0], dk + jt[1]);
+        const __m256 y = scores_4x2(d, Q4, WIDE, qr, qsv, p1, dk + jt[2], dk + jt[3]);
+        /* x = [k0 | k1], y = [k2 | k3], rows in lanes: to rows of 4 keys */
+        const __m256 lo = _mm256_unpacklo_ps(x, y), hi = _mm256_unpackhi_ps(x, y);
+        const __m128 l0 = _mm256_castps256_ps128(lo), l1 = _mm256_extractf128_ps(lo, 1);
+        const __m128 h0 = _mm256_castps256_ps128(hi), h1 = _mm256_extractf128_ps(hi, 1);
+        __m128 row[4] = {_mm_unpacklo_ps(l0, l1), _mm_unpackhi_ps(l0, l1), _mm_unpacklo_ps(h0, h1),
+                         _mm_unpackhi_ps(h0, h1)};
+        for (int r = 0; r < rows; r++) {
+            float *sr = s + (int64_t)(i + r) * lds + j;
+            if (j + 4 <= n) {
+                _mm_storeu_ps(sr, row[r]);
+            } else {
+                float tmp[4];
+                _mm_storeu_ps(tmp, row[r]);
+                for (int t = 0; t < n - j; t++)
+                    sr[t] = tmp[t];
+            }
+        }
+        if (!Q4 && !WIDE) X86Q_MCA_END("avx2_attn_qscores");
+    }
+}
+
+/* attn_qscores on n <= KT keys of one cache type. */
+AVX2_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16,
+                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+                              float *s, int64_t lds, const uint8_t *next) {
+    float dk[WDIM / 32 * KT];
+    int16_t kw[WDIM * KT];
+    const int wide = m > 4;
+    if (wide)
+        x86q_block_scales(d, k, ldk, n, Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0),
+                          dk);
+    if (wide)
+        for (int j = 0; j < n; j++)
+            for (int64_t b = 0; b < d / 32; b++) {
+                __m256i k0, k1;
+                block_k16(k + (uint64_t)j * ldk, b, Q4, &k0, &k1);
+                _mm256_storeu_si256((__m256i *)(kw + j * d + b * 32), k0);
+                _mm256_storeu_si256((__m256i *)(kw + j * d + b * 32 + 16), k1);
+            }
+    for (int i = 0; i < m; i += 4) {
+        const int rows = m - i < 4 ? m - i : 4;
+        if (wide)
+            scores_rows(d, Q4, 1, i, rows, n, q16, ldq, qs, k, ldk, kw, dk, s, lds, next);
+        else
+            scores_rows(d, Q4, 0, i, rows, n, q16, ldq, qs, k, ldk, NULL, dk, s, lds, next);
+    }
+}
+
+void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+                             int64_t lds, const uint8_t *next) {
+    if (d % 32 != 0 || d > WDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
+        cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
+        return;
+    }
+    for (int j = 0; j < n; j += KT) {
+        const int nk = n - j < KT ? n - j : KT;
+        const uint8_t *kj = k + (uint64_t)j * ldk, *nj = next ? next + (uint64_t)j * ldk : NULL;
+        if (kt == CPULM_DTYPE_Q4_0)
+            qscores_tile(d, 1, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
+        else
+            qscores_tile(d, 0, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
+    }
+}
+
+/* ---- online softmax, underflow flushed ---- */
+
+/* vexpz on 8 lanes: the canonical polynomial and one multiply by 2^n; lanes below -87 (n
+ * would leave the normal range) are 0. */
+AVX2_INLINE __m256 vexpz8(__m256 x) {
+    __m256 n;
+    const __m256 p = x86_vexp_parts256(x, &n);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
+}
+
+/* s[j..j+8) = vexpz(s - mx) where j + lane < lim, else 0; returns the stored values. */
+AVX2_INLINE __m256 expz8_live(float *s, int j, int lim, __m256 vm) {
+    __m256 e;
+    if (j + 8 <= lim) {
+        e = vexpz8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    } else if (j >= lim) {
+        e = _mm256_setzero_ps();
+    } else {
+        e = _mm256_and_ps(vexpz8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)), avx2_live8(j, lim));
+    }
+    _mm256_storeu_ps(s + j, e);
+    return e;
+}
+
+float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
+    return avx2_softmax_with(n, lim, s, M, L, expz8_live, cpulm_generic_vexpzf);
+}
+
+/* ---- P.V ---- */
+
+/* Where a P.V pass reads its 16 values per key (VQ8: 16 int8 of a Q8_0 row at vq + j * ldv;
+ * VQ4: the low or high nibbles (by sh) of 16 bytes of a Q4_0 row; VF32: 16 floats at
+ * vf + j * 16, converted beforehand for blocks of many rows). */
+enum { VQ8, VQ4, VF32 };
+
+AVX2_INLINE void pv_vals(const int MODE, const uint8_t *q, __m128i sh, const float *f, __m256 *v0,
+                         __m256 *v1) {
+    if (MODE == VF32) {
+        *v0 = _mm256_loadu_ps(f);
+        *v1 = _mm256_loadu_ps(f + 8);
+    } else if (MODE == VQ8) { /* pmovsxbd straight from memory */
+        *v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
+        *v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8))));
+    } else {
+        __m128i x = _mm_srl_epi16(_mm_loadu_si128((const __m128i *)q), sh);
+        x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+        *v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
+        *v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(x, x)));
+    }
+}
+
+/* One pass: R rows x 16 dims (at column c of orow[r]) over n keys, o = fma(w_rj, v_j, o) in
+ * key order; row r's weights at w[r * KT + j]. R, MODE and PF are constants at every call
+ * (pv_pass_any), so the key loop has no test: PF hints the rows pf + j * ldv (pfn bytes)
+ * as it goes. */
+AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, const float *vf,
+                         const float *w, float *const orow[4], int64_t c, const uint8_t *pf,
+                         size_t pfn, const int R, const int MODE, const int PF) {
+    __m256 acc[4][2];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        acc[r][0] = _mm256_loadu_ps(orow[r] + c);
+        acc[r][1] = _mm256_loadu_ps(orow[r] + c + 8);
+    }
+    for (int j = 0; j < n; j++) {
+        if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_BEGIN("avx2_attn_qpv");
+        if (PF) x86q_hint_row(pf + (uint64_t)j * ldv, pfn);
+        __m256 v0, v1;
+        pv_vals(MODE, vq + (uint64_t)j * ldv, sh, vf + j * 16, &v0, &v1);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            const __m256 wj = _mm256_broadcast_ss(w + r * KT + j);
+            acc[r][0] = _mm256_fmadd_ps(wj, v0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(wj, v1, acc[r][1]);
+        }
+        if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_END("avx2_attn_qpv");
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(orow[r] + c, acc[r][0]);
+        _mm256_storeu_ps(orow[r] + c + 8, acc[r][1]);
+    }
+}
+
+#define PV_R(R, MODE, PF) pv_pass(n, vq, ldv, sh, vf, w, orow, c, pf, pfn, R, MODE, PF)
+#define PV_RS(MODE, PF)                \
+    switch (R) {                       \
+    case 4: PV_R(4, MODE, PF); break;  \
+    case 3: PV_R(3, MODE, PF); break;  \
+    case 2: PV_R(2, MODE, PF); break;  \
+    default: PV_R(1, MODE, PF); break; \
+    }
+
+/* pv_pass with its constants chosen here, once per pass. */
+static void pv_pass_any(int R, int mode, int n, const uint8_t *vq, uint64_t ldv, __m128i sh,
+                        const float *vf, const float *w, float *const orow[4], int64_t c,
+                        const uint8_t *pf, size_t pfn) {
+    if (mode == VF32) {
+        PV_RS(VF32, 0);
+    } else if (pf) {
+        if (mode == VQ8) PV_RS(VQ8, 1) else PV_RS(VQ4, 1)
+    } else {
+        if (mode == VQ8) PV_RS(VQ8, 0) else PV_RS(VQ4, 0)
+    }
+}
+#undef PV_RS
+#undef PV_R
+
+void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
+                         const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
+                         const uint8_t *next) {
+    if (d % 32 != 0 || d > WDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
+        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
+        return;
+    }
+    const int q4 = vt == CPULM_DTYPE_Q4_0;
+    const size_t bs = q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
+    for (int i = 0; i < m; i++) { /* o *= a first: the per-key fmas follow */
+        float *oi = o + (int64_t)i * ldo;
+        const __m256 va = _mm256_set1_ps(a[i]);
+        for (int64_t c = 0; c < d; c += 8)
+            _mm256_storeu_ps(oi + c, _mm256_mul_ps(_mm256_loadu_ps(oi + c), va));
+    }
+    float dv[WDIM / 32 * KT], w[4 * KT], vf[2 * 16 * KT];
+    for (int j0 = 0; j0 < n; j0 += KT) {
+        const int nk = n - j0 < KT ? n - j0 : KT;
+        const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
+        x86q_block_scales(d, vj0, ldv, nk, bs, dv);
+        for (int64_t b = 0; b < d / 32; b++) {
+            const uint8_t *vb = vj0 + (size_t)b * bs + 2; /* block b's quants in key 0 */
+            if (m > 4) /* many rows: the block's quants as f32 once, not once per 4 rows */
+                for (int h = 0; h < 2; h++)
+                    for (int j = 0; j < nk; j++) {
+                        __m256 v0, v1;
+                        if (q4)
+                            pv_vals(VQ4, vb + (uint64_t)j * ldv, _mm_cvtsi32_si128(4 * h), NULL,
+                                    &v0, &v1);
+                        else
+                            pv_vals(VQ8, vb + (uint64_t)j * ldv + 16 * h, _mm_setzero_si128(), NULL,
+                                    &v0, &v1);
+                        _mm256_storeu_ps(vf + h * 16 * KT + j * 16, v0);
+                        _mm256_storeu_ps(vf + h * 16 * KT + j * 16 + 8, v1);
+                    }
+            for (int i = 0; i < m; i += 4) {
+                const int R = m - i < 4 ? m - i : 4;
+                float *orow[4];
+                for (int r = 0; r < R; r++) {
+                    const float *pr = p + (int64_t)(i + r) * ldp + j0;
+                    const float *db = dv + b * KT;
+                    int j = 0;
+                    for (; j + 8 <= nk; j += 8)
+                        _mm256_storeu_ps(w + r * KT + j, _mm256_mul_ps(_mm256_loadu_ps(pr + j),
+                                                                       _mm256_loadu_ps(db + j)));
+                    for (; j < nk; j++)
+                        w[r * KT + j] = pr[j] * db[j];
+                    orow[r] = o + (int64_t)(i + r) * ldo;
+                }
+                for (int h = 0; h < 2; h++) {
+                    const int64_t c = b * 32 + h * 16;
+                    /* the first pass over the keys hints the next rows */
+                    const uint8_t *pf =
+                        next && b == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
+                    const size_t pfn = (size_t)(d / 32) * bs;
+                    const int mode = m > 4 ? VF32 : q4 ? VQ4 : VQ8;
+                    const uint8_t *vq = vb + (q4 ? 0 : 16 * h);
+                    pv_pass_any(R, mode, nk, vq, ldv, _mm_cvtsi32_si128(q4 ? 4 * h : 0),
+                                vf + h * 16 * KT, w, orow, c, pf, pfn);
+                }
+            }
+        }
     }
 }
 #endif

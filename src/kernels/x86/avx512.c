@@ -201,27 +201,6 @@ static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
         y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-static void canon_mad_f16(int64_t n, uint16_t *y, const uint16_t *x, float v) {
-    const __m512 vv = _mm512_set1_ps(v);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
-        const __m512 xv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
-        const __m512 yv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, y + i));
-        const __m256i r = _mm512_cvtps_ph(_mm512_fmadd_ps(xv, vv, yv), _MM_FROUND_TO_NEAREST_INT);
-        _mm256_mask_storeu_epi16(y + i, m, r);
-    }
-}
-
-static void canon_scale_f16(int64_t n, uint16_t *y, float v) {
-    const __m512 vv = _mm512_set1_ps(v);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? 0xFFFF : tail_mask(n - i);
-        const __m512 yv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, y + i));
-        const __m256i r = _mm512_cvtps_ph(_mm512_mul_ps(yv, vv), _MM_FROUND_TO_NEAREST_INT);
-        _mm256_mask_storeu_epi16(y + i, m, r);
-    }
-}
-
 static void softmax(int64_t n, float *x) {
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (int64_t i = 0; i < n; i += 16) {
@@ -250,70 +229,6 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
         const __m512 r =
             _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
         _mm512_mask_storeu_ps(y + i, m, r);
-    }
-}
-
-/* ---- attention over an F16 cache (numerics in kernels.h: attn_f16) ----
- * The f16 accumulator stays in registers as f32 values that are exactly representable in
- * f16: after every update it goes through cvtps_ph (round to nearest even, like the scalar
- * cpulm_f32_to_fp16) and back, so each step equals scale_f16 / mad_f16 bit for bit (fused
- * multiply-add), and scores are exact f32 products summed in double, as vec_dot_f16. */
-
-static inline __m512 round_f16(__m512 v) {
-    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-
-static inline __attribute__((always_inline)) void attn_f16_d(int64_t n, const uint16_t *q16,
-                                                             const uint8_t *k, const uint8_t *v,
-                                                             uint64_t stride, float scale,
-                                                             float *out, const int D) {
-    __m512 q[16], acc[16];
-    _Pragma("GCC unroll 16") for (int i = 0; i < D / 16; i++) {
-        q[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q16 + 16 * i)));
-        acc[i] = _mm512_setzero_ps();
-    }
-    float M = -INFINITY, S = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        const uint16_t *kr = (const uint16_t *)(k + (size_t)j * stride);
-        const uint16_t *vr = (const uint16_t *)(v + (size_t)j * stride);
-        __m512d s0 = _mm512_setzero_pd(), s1 = s0;
-        _Pragma("GCC unroll 16") for (int i = 0; i < D / 16; i++) {
-            const __m512 p = _mm512_mul_ps(
-                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + 16 * i))), q[i]);
-            s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
-            s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(
-                                       _mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
-        }
-        const float x = (float)_mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) * scale;
-        float ms = 1.0f, vs = 1.0f;
-        if (x > M) {
-            ms = expf(M - x);
-            M = x;
-            const __m512 vms = _mm512_set1_ps(ms);
-            _Pragma("GCC unroll 16") for (int i = 0; i < D / 16; i++) acc[i] =
-                round_f16(_mm512_mul_ps(acc[i], vms));
-        } else {
-            vs = expf(x - M);
-        }
-        const __m512 vvs = _mm512_set1_ps(vs);
-        _Pragma("GCC unroll 16") for (int i = 0; i < D / 16; i++) {
-            const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16 * i)));
-            acc[i] = round_f16(_mm512_fmadd_ps(vv, vvs, acc[i]));
-        }
-        S = fmaf(S, ms, vs);
-    }
-    const __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
-    _Pragma("GCC unroll 16") for (int i = 0; i < D / 16; i++)
-        _mm512_storeu_ps(out + 16 * i, _mm512_mul_ps(acc[i], inv));
-}
-
-static void attn_f16(int64_t d, int64_t n, const uint16_t *q16, const uint8_t *k, const uint8_t *v,
-                     uint64_t stride, float scale, float *out) {
-    switch (d) {
-    case 64: attn_f16_d(n, q16, k, v, stride, scale, out, 64); break;
-    case 128: attn_f16_d(n, q16, k, v, stride, scale, out, 128); break;
-    case 256: attn_f16_d(n, q16, k, v, stride, scale, out, 256); break;
-    default: cpulm_generic_attn_f16(d, n, q16, k, v, stride, scale, out); break;
     }
 }
 
@@ -528,6 +443,12 @@ static void attn_merge(int64_t d, int m, const float *mc, const float *lc, const
 }
 
 /* ---- exact tiled attention (numerics in kernels.h: attn_x*) ---- */
+
+/* f32 lanes holding f16 values: rounded to f16 (nearest even, as cpulm_f32_to_fp16) and
+ * back */
+static inline __m512 round_f16(__m512 v) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 
 /* Scores with query rows in the lanes: 8 rows per vector of doubles, each key's elements
  * broadcast, so every (row, key) lane adds its exact products in c order, as the generic
@@ -778,9 +699,6 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
-    .scale_f16 = canon_scale_f16,
-    .mad_f16 = canon_mad_f16,
-    .attn_f16 = attn_f16,
     .attn_scores = attn_scores,
     .attn_softmax_row = attn_softmax_row,
     .attn_pv = attn_pv,

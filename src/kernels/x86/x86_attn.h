@@ -1,5 +1,5 @@
 /* x86_attn.h: the x86 levels' attention tile ops that live outside their level's main file
- * (avx2_attn.c: f32 tiles; avx2_attnx.c: the exact numerics; avx2_attnq.c and avx512_attnq.c:
+ * (avx2_attn.c: f32 tiles, the exact numerics and Q8_0 / Q4_0 rows in place; avx512_attn.c:
  * Q8_0 / Q4_0 rows in place), for avx2.c's and avx512.c's tables, and the steps the attn_q*
  * ops share (static inline, built with each including file's flags: AVX2 + FMA + F16C at
  * least). Contracts are kernels.h's attn_* ops. Reached only through a level's table, after
@@ -17,22 +17,19 @@ void cpulm_avx2_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq
 float cpulm_avx2_attn_softmax_row(int n, int lim, float *s, float *M, float *L);
 void cpulm_avx2_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
                         int64_t ldv, const float *a, float *o, int64_t ldo);
-/* to_float of Q8_0 and Q4_0 rows, same bits as the reference dequantizers */
-void cpulm_avx2_to_float_q8_0(const void *vx, float *y, int64_t n);
-void cpulm_avx2_to_float_q4_0(const void *vx, float *y, int64_t n);
 void cpulm_avx2_attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
                            int64_t ldoc, float *M, float *L, float *o, int64_t ldo);
-/* the exact path's steps (avx2_attnx.c); the avx512 levels call them for the head sizes
+/* the exact path's steps; the avx512 levels call them for the head sizes
  * their own versions leave out */
 void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt,
                              const float *k, int64_t ldk, float scale, float *s, int64_t lds);
 void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M);
 void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
                          const float *v, int64_t ldv, float *acc, int64_t lda, float *S);
-/* 2^(i/32), i = 0..31, as glibc's expf tables it (avx2_attnx.c; 64-byte aligned): the exact
+/* 2^(i/32), i = 0..31, as glibc's expf tables it (avx2_attn.c; 64-byte aligned): the exact
  * expf of the avx2 and avx512 levels */
 extern const double cpulm_x86_exp2_tab32[32];
-/* the steps straight from Q8_0 / Q4_0 cache rows (avx2_attnq.c; kernels.h attn_q*) */
+/* the steps straight from Q8_0 / Q4_0 cache rows (kernels.h attn_q*) */
 void cpulm_avx2_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
                             int16_t *q16, float *qs);
 void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
@@ -42,7 +39,7 @@ float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L);
 void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
                          const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
                          const uint8_t *next);
-/* the avx512 levels' Q8_0 / Q4_0 steps (avx512_attnq.c) */
+/* the avx512 levels' Q8_0 / Q4_0 steps (avx512_attn.c) */
 void cpulm_avx512_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
                                int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
                                float *s, int64_t lds, const uint8_t *next);
@@ -50,7 +47,7 @@ void cpulm_avx512_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float 
                            const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
                            const uint8_t *next);
 
-/* ---- shared by avx2_attnq.c and avx512_attnq.c ---- */
+/* ---- shared by the attn_q* ops of avx2_attn.c and avx512_attn.c ---- */
 /* llvm-mca markers for scripts/x86-mca-attnq.sh (as ARM_MCA_* in arm.h): nothing unless the
  * file is built with -DCPULM_MCA_MARKERS; then asm comment lines around one iteration of a
  * hot loop (an empty volatile asm: no instruction), and X86Q_MCA_D(d) pins the head size to

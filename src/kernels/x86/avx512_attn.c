@@ -1,4 +1,4 @@
-/* avx512_attnq.c: the avx512 level's attention steps straight from Q8_0 / Q4_0 cache rows
+/* avx512_attn.c: the avx512 level's attention steps straight from Q8_0 / Q4_0 cache rows
  * (contracts in kernels.h, attn_q*: scores and P.V; attn_qquant and attn_softmaxz stay the
  * avx2 ones), built with the avx512 flags and reached only through cpulm_kernels_avx512 (the
  * avx512vnni level inherits them).
@@ -9,7 +9,7 @@
  * (4 vpmaddwd for 4 rows), the reduction tree is shared by 4 keys, and P.V is 16 fmas per
  * key with both blocks of a d-64 row in one pass over the keys.
  *
- * Bit-identical to generic/attn_q.c, as the avx2 ops: a block's int32 dot is exact in any
+ * Bit-identical to generic/attn.c (attn_q*), as the avx2 ops: a block's int32 dot is exact in any
  * order; per (row, key) the block steps acc = fma(dk, (float)isum, acc) run in block order
  * from 0 and s = acc * qs; P.V is o *= a, then per element fma(p * dv, (float)quant, o) in
  * key order (registers blocked over rows and dims only, never over keys).

@@ -1,6 +1,6 @@
-/* dotprod_attnq.c: the dotprod level's attn_qscores (contract in kernels.h), built with the
+/* dotprod_attn.c: the dotprod level's attn_qscores (contract in kernels.h), built with the
  * dotprod flags and reached through cpulm_kernels_dotprod (i8mm and sve inherit it); the
- * other attn_q* ops are neon's (neon_attnq.c).
+ * other attn_q* ops are neon's (neon_attn.c).
  *
  * SDOT multiplies int8 by int8, the query is int16: each query row is split once per call
  * into two int8 rows, hi = q >> 8 (its high byte) and lo = (q & 255) - 128, so that
