@@ -69,11 +69,12 @@ CC=clang stage clang "${E2E_ALL%)\$}|$HEAVY)\$" -DCMAKE_BUILD_TYPE=Release -DCPU
 stage asan "$E2E_CLI" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
   -DCPULM_SANITIZE=address,undefined -DCPULM_EMU512=OFF
 if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then
-  # Under qemu every group runs but the scheduler's and speculation's: they check
-  # architecture-neutral logic over many model steps (minutes of softfloat there) and run in
-  # the native and ASan stages; the ARM kernels, attention, model logits, tokenizers and parsers
+  # Under qemu every group runs but the scheduler's, speculation's, the sampler's, the
+  # embedding requests' and the schema compiler's: they check architecture-neutral logic over
+  # many model steps or samples (a minute or more each of softfloat there) and run in the
+  # native and ASan stages; the ARM kernels, attention, model logits, tokenizers and parsers
   # (char is unsigned on aarch64) all run here.
-  stage arm64 '^(sched|sched_spec|spec)$' -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+  stage arm64 '^(sched|sched_spec|spec|sampler|embed|schema)$' -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
 else
   echo "=== stage arm64: skipped (qemu-aarch64 or aarch64-linux-gnu-gcc not installed)"
   total_skip=$((total_skip + 1))
