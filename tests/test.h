@@ -84,6 +84,17 @@ static inline int test_emulated(void) {
 #endif
 }
 
+/* 1 in a sanitizer build (CPULM_SANITIZE: the CI's ASan+UBSan stage, ~5-10x native time):
+ * the longest model-level cases use fewer repetitions of the same code paths there; the
+ * full sizes run in the native stage. */
+static inline int test_sanitized(void) {
+#ifdef CPULM_TEST_SANITIZED
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 /* ---- helpers (tests/util.c) ---- */
 
 /* $CPULM_SHARED, else "../shared" relative to the source tree (set by the build). */

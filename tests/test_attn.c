@@ -587,10 +587,12 @@ static cpulm_ctx *ctx_of(const cpulm_model *m, int n_ctx, int nth, cpulm_kv_type
     return cpulm_ctx_new(m, &cp, NULL);
 }
 
-/* Prompt lengths of the model-level tests: under qemu (CI) shorter, in shorter batches, so
- * that they still cross batches: attention there costs the square of the length. */
-#define TAIL_BATCH     (test_emulated() ? 128 : 512)
-#define TAIL_N(native) (test_emulated() ? 300 : (native))
+/* Prompt lengths of the model-level tests: under qemu and sanitizers (CI) shorter, in
+ * shorter batches, so that they still cross batches: attention there costs the square of the
+ * length. The native stage runs the full lengths. */
+#define SLOW_BUILD     (test_emulated() || test_sanitized())
+#define TAIL_BATCH     (SLOW_BUILD ? 128 : 512)
+#define TAIL_N(native) (SLOW_BUILD ? 300 : (native))
 
 /* logits of the last `tail` tokens: the first n - tail in prompt batches of up to
  * TAIL_BATCH, then one token per decode (the split path). Returns malloc'd [tail][V]. */
@@ -799,8 +801,8 @@ TEST(attn_exact_generation_equals_the_walk_4_kv_heads) {
     const size_t bytes = sizeof(float) * 32 * (size_t)cpulm_vocab_n(m);
     float *walk = gen_logits(m, -1, 1);
     REQUIRE(t, walk != NULL);
-    /* under qemu 1 and 3 threads (one item of 4 KV heads, items of one): 25 s a run there */
-    for (int nth = 1; nth <= 3; nth += test_emulated() ? 2 : 1) {
+    /* under qemu and sanitizers: 1 and 3 threads (one item of 4 KV heads, items of one) */
+    for (int nth = 1; nth <= 3; nth += SLOW_BUILD ? 2 : 1) {
         float *x = gen_logits(m, 0, nth);
         REQUIRE(t, x != NULL);
         int same = memcmp(walk, x, bytes) == 0;
@@ -851,7 +853,7 @@ TEST(attn_split_generation_equals_the_block_path_4_kv_heads) {
     const size_t V = (size_t)cpulm_vocab_n(m), row = sizeof(float) * V;
     float *ref = block_logits(m);
     REQUIRE(t, ref != NULL);
-    for (int nth = 1; nth <= 3; nth += test_emulated() ? 2 : 1) { /* qemu: as above */
+    for (int nth = 1; nth <= 3; nth += SLOW_BUILD ? 2 : 1) { /* qemu: as above */
         float *x = gen_logits(m, 1, nth);
         REQUIRE(t, x != NULL);
         int same = 1;
@@ -1148,7 +1150,7 @@ TEST(attn_quantized_split_equals_block_path_4_kv_heads) {
     cpulm_model *m = heads4_model("attn-qsplit-heads.gguf", 1, 1024);
     REQUIRE(t, m != NULL);
     const cpulm_kv_type kvs[] = {CPULM_KV_Q8_0, CPULM_KV_Q4_0};
-    split_equals_block(t, m, test_emulated() ? 520 : 800, kvs, 2); /* qemu: 3 chunks */
+    split_equals_block(t, m, SLOW_BUILD ? 520 : 800, kvs, 2); /* 3 chunks there */
     cpulm_model_free(m);
 }
 

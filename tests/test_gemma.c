@@ -193,9 +193,12 @@ TEST(gemma_ref_tiny_types) {
     for (size_t i = 0; i < cpulm_json_len(cases); i++) {
         const cpulm_json *c = cpulm_json_at(cases, i);
         double w1 = 0, w2 = 0, w3 = 0;
+        /* sanitizer builds: every case as one prompt, the batches of 7 and the default
+         * numerics on the first case only (the same code paths) */
+        const int all = i == 0 || !test_sanitized();
         CHECK_EQ_INT(t, check_case(c, 512, 1, &w1), 0);
-        CHECK_EQ_INT(t, check_case(c, 7, 1, &w2), 0);
-        CHECK_EQ_INT(t, check_case(c, 512, 0, &w3), 0);
+        if (all) CHECK_EQ_INT(t, check_case(c, 7, 1, &w2), 0);
+        if (all) CHECK_EQ_INT(t, check_case(c, 512, 0, &w3), 0);
         fprintf(stderr,
                 "  %s: worst |diff| %.5f (tiled), %.5f (tiled, batches of 7), %.5f "
                 "(default numerics)\n",
