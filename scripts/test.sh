@@ -22,7 +22,7 @@ E2E_CLI='^(flag_fuzz|migrate|doc_commands|chat_cli|cli_model|bench_cli|manifests
 E2E_ALL='^(server_e2e|server_security|hybrid_server|spec_server|flag_fuzz|migrate|doc_commands|chat_cli|cli_model|bench_cli|manifests|deploy|install|arm_perf)$'
 
 stage() { # name, ctest exclusion regex (or ""), cmake args...
-  local name=$1 exclude=$2; shift 2
+  local name=$1 exclude=$2 t0=$SECONDS; shift 2
   echo "=== stage $name"
   if ! cmake -S . -B "build-ci-$name" -DCPULM_WERROR=ON -DCPULM_SHARED="$CPULM_SHARED" "$@" \
        >"build-ci-$name.log" 2>&1 ||
@@ -52,6 +52,7 @@ stage() { # name, ctest exclusion regex (or ""), cmake args...
     total_pass=$((total_pass + ${p:-0} - skipped_n))
   total_fail=$((total_fail + failed_n))
   total_skip=$((total_skip + skipped_n))
+  echo "stage $name: $((SECONDS - t0)) s (build and tests)"
 }
 
 echo "=== stage format"
@@ -79,5 +80,6 @@ else
   echo "=== stage arm64: skipped (qemu-aarch64 or aarch64-linux-gnu-gcc not installed)"
   total_skip=$((total_skip + 1))
 fi
+echo "all stages: $SECONDS s"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]
