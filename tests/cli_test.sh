@@ -159,6 +159,34 @@ if [ -f "$MODEL" ]; then
   "$CPULM" info -m "$MODEL" >/dev/null 2>"$TMP/err"
   ! grep -q "loading" "$TMP/err"; check load_no_progress_off_tty $?
 fi
+# The option table (tools/options.def): docs/FLAGS.md is generated from it, and every
+# spelling of every row parses in every command that lists it. Parsing alone is checked: an
+# unknown flag after it (--zz-stop) stops the command with exit 2 once the row was read.
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+"$CPULM" help --markdown | cmp -s - "$SRC/docs/FLAGS.md"
+check flags_doc_matches_table $?
+[ $? -eq 0 ] || echo "  docs/FLAGS.md differs: cpulm help --markdown >docs/FLAGS.md"
+# All the rows of a command on one line (tests/flag_fuzz.sh tries each spelling alone), and
+# one refused llama.cpp flag; run's conversation flags hand the line to chat, so alone.
+flags_ok() { # command, args...: exit 2 naming --zz-stop, the flag after them
+  local c=$1; shift
+  "$CPULM" "$c" "$@" --zz-stop </dev/null >/dev/null 2>"$TMP/ferr"
+  [ $? -eq 2 ] && grep -q -- "unknown option '--zz-stop'" "$TMP/ferr" && return 0
+  echo "  $c $*: $(head -c 300 "$TMP/ferr")"; return 1
+}
+for c in $("$CPULM" --help | awk '/^commands:/ {on = 1; next} on && NF {print $1} on && !NF {exit}'); do
+  args=()
+  while IFS=$'\t' read -r kind main flag v1 v2; do
+    [ "$kind" = ok ] || continue
+    if [ "$c" = run ] && [ "$main" = -cnv ]; then flags_ok run "$flag"; check "flags_parse_run_$flag" $?; continue; fi
+    args+=("$flag")
+    [ -n "$v1" ] && args+=("$v1")
+    [ -n "$v2" ] && args+=("$v2")
+  done < <("$CPULM" help --flags "$c")
+  [ ${#args[@]} -gt 10 ] && flags_ok "$c" "${args[@]}"; check "flags_parse_$c" $?
+  "$CPULM" "$c" --lora x </dev/null >/dev/null 2>"$TMP/ferr"
+  [ $? -eq 2 ] && grep -q -- "--lora is not supported" "$TMP/ferr"; check "flags_refused_$c" $?
+done
 echo "$pass passed, $fail failed${skipped:+, model checks skipped}"
 [ "$fail" -eq 0 ] || exit 1
 [ -z "${skipped:-}" ] || exit 77 # ctest lists the test as skipped

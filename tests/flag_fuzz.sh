@@ -7,6 +7,8 @@
 # stopped, or a long measurement) is stopped with SIGTERM and counts as no abort.
 # Not fuzzed here (owned by issue #11, the quantized KV cache): KV-type *values* such as
 # q8_0 on models whose KV rows q8_0 cannot hold; only the values above are tried.
+# Also every spelling of every row of the option table (tools/options.def, `cpulm help
+# --flags CMD`) alone in every command that lists it: parsed, or refused with its reason.
 # Usage: flag_fuzz.sh path/to/cpulm
 set -u
 CPULM=$1
@@ -95,13 +97,32 @@ for m in "$SHARED"/models/*.gguf "$SHARED"/models/llama2c/* "$SHARED/models"; do
   try chat -m "$m" -n 2
 done
 }
+fuzz_table() { # every spelling of every option-table row alone, in every command listing it:
+  # it parses (an unknown flag after it then stops the command) or is refused with a reason
+  local c kind main flag v1 v2 want rc
+  for c in $commands; do
+    while IFS=$'\t' read -r kind main flag v1 v2; do
+      local -a a=("$flag")
+      [ -n "$v1" ] && a+=("$v1")
+      [ -n "$v2" ] && a+=("$v2")
+      echo run >>"$W/runs"
+      "$CPULM" "$c" "${a[@]}" --zz-stop </dev/null >/dev/null 2>"$W/err"
+      rc=$?
+      if [ "$kind" = refused ]; then want="is not supported"; else want="unknown option '--zz-stop'"; fi
+      if [ $rc -ne 2 ] || ! grep -q -- "$want" "$W/err"; then
+        echo "ABORT (table row $main, exit $rc): cpulm $c ${a[*]}"
+        head -c 300 "$W/err"
+      fi
+    done < <("$CPULM" help --flags "$c")
+  done
+}
 # Workers in parallel: most of a run is process start-up and model mapping, not CPU.
 jobs=0
-for cmd in $commands models; do
+for cmd in $commands models table; do
   W=$TMP/w.$cmd
   mkdir -p "$W"
   ( start=$SECONDS
-    if [ "$cmd" = models ]; then fuzz_models; else fuzz_command "$cmd"; fi
+    case $cmd in models) fuzz_models ;; table) fuzz_table ;; *) fuzz_command "$cmd" ;; esac
     echo "$cmd: $((SECONDS - start)) s" >"$W/time" ) >"$W/out" &
   jobs=$((jobs + 1))
   [ $jobs -ge 6 ] && { wait -n; jobs=$((jobs - 1)); }

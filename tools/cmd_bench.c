@@ -10,49 +10,18 @@
 #include "bench.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 #include "spec_cli.h"
 
 static void bench_usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: cpulm bench [-m MODEL] [options]     (every option takes a list: 1,2,4 or 1-16*2)\n"
-        "  -m, --model FILE     GGUF model (default: $CPULM_MODEL or stories260K)\n"
-        "  -p, --n-prompt N     prompt tests: N random tokens evaluated in batches (default 512;\n"
-        "                       0 = none)\n"
-        "  -n, --n-gen N        generation tests: N tokens one at a time (default 128; 0 = none)\n"
-        "  -pg PP,TG            prompt of PP tokens then TG generated tokens (repeatable)\n"
-        "  -d, --n-depth N      tokens already in the cache before each test (llama-bench -d;\n"
-        "                       filled once, untimed; default 0)\n"
-        "  -t, --threads N      threads (default: physical cores)\n"
-        "  -tb, --threads-batch N  threads for prompt batches (default: -t)\n"
-        "  --numa MODE          distribute: threads over every NUMA node's cores, weights\n"
-        "                       interleaved; isolate: cores and memory of the starting node;\n"
-        "                       numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
-        "  -b, --batch-size N   logical batch (default 2048)\n"
-        "  -ub, --ubatch-size N physical batch: tokens per decode call (default 512)\n"
-        "  -ctk, --kv TYPE      KV cache type: f16, q8_0, q4_0, f32 (default f16; -ctv,\n"
-        "                       --cache-type-k/-v are the same: K and V share one type)\n"
-        "  --attn ref|fast      F16 KV attention: ref (default, llama.cpp's numerics) or fast\n"
-        "                       (tiled, f32 accumulation; not shown in the output)\n"
-        "  -npl, -np, --parallel N  parallel sequences decoded together after their prompts\n"
-        "  -npp N               prompt tokens per parallel sequence (default 128)\n"
-        "  -ntg N               tokens generated per parallel sequence (default 32)\n"
-        "  --ttft N             time-to-first-token tests for prompt lengths N\n"
-        "  -r, --repetitions N  timed repetitions after one warm-up (default 5)\n"
-        "  -o, --output FMT     md (default), csv, json, jsonl, sql (llama-bench's formats);\n"
-        "                       --json is -o json\n"
-        "  --seed N             seed of the random prompt tokens (default fixed)\n"
-        "  --progress, --no-progress  live progress line on stderr (default: when a tty)\n"
-        "  --compare A.json B.json    side-by-side table of two JSON outputs with B/A ratios\n"
-        "  --spec ngram|draft, -md FILE  speculative generation: each -n length runs as an sg\n"
-        "                       test, greedy tokens after a text prompt, once plain (none) and\n"
-        "                       once speculating, instead of a tg test (default -n 128); the\n"
-        "                       draft flags of `cpulm run --help` apply (--draft-max, ...)\n"
-        "  --spec-prompt TEXT, --spec-prompt-file FILE  the sg tests' prompt (default: a\n"
-        "                       short story opening)\n"
-        "Giving any of -p/-n/-pg/-npl/--ttft runs only the tests asked for.\n"
-        "Results are mean ± sample stddev over the repetitions; model load is not "
-        "timed.\n" CLI_COMPAT_HELP);
+    fputs("usage: cpulm bench [-m MODEL] [options]     (every option takes a list: 1,2,4 or "
+          "1-16*2)\n",
+          f);
+    cli_help(f, "bench");
+    fputs("Giving any of -p/-n/-pg/-npl/--ttft runs only the tests asked for.\n"
+          "Results are mean ± sample stddev over the repetitions; model load is not "
+          "timed.\n" CLI_COMPAT_HELP,
+          f);
 }
 
 typedef struct bench_opts {
@@ -66,26 +35,22 @@ typedef struct bench_opts {
     const char *spec_prompt, *spec_prompt_file;
 } bench_opts;
 
-/* The value of the current flag parsed as a list into l. */
-static int list_flag(cli *c, int32_t lo, int32_t hi, bench_list *l) {
-    const char *flag = c->argv[c->i], *v = cli_value(c);
+/* The current flag's value (a list) into l, in its row's range (options.def). */
+static int list_flag(const cli_val *v, bench_list *l) {
     char err[128];
-    if (!v) return 0;
-    if (bench_list_parse(v, lo, hi, l, err, sizeof err)) {
-        fprintf(stderr, "cpulm bench: bad value '%s' for %s (%s)\n", v, flag, err);
+    if (bench_list_parse(v->s, (int32_t)v->opt->lo, (int32_t)v->opt->hi, l, err, sizeof err)) {
+        fprintf(stderr, "cpulm bench: bad value '%s' for %s (%s)\n", v->s, v->flag, err);
         return 0;
     }
     return 1;
 }
 
-static int pg_flag(cli *c, bench_params *p) {
+static int pg_flag(const cli_val *v, bench_params *p) {
     bench_list two = {0};
-    const char *v = cli_value(c);
     char err[128];
-    if (!v) return 0;
-    if (bench_list_parse(v, 0, 1 << 20, &two, err, sizeof err) || two.n != 2 ||
+    if (bench_list_parse(v->s, 0, (int32_t)v->opt->hi, &two, err, sizeof err) || two.n != 2 ||
         p->pg_prompt.n >= BENCH_MAX_LIST) {
-        fprintf(stderr, "cpulm bench: bad value '%s' for -pg (want PP,TG)\n", v);
+        fprintf(stderr, "cpulm bench: bad value '%s' for -pg (want PP,TG)\n", v->s);
         return 0;
     }
     p->pg_prompt.v[p->pg_prompt.n++] = two.v[0];
@@ -93,72 +58,76 @@ static int pg_flag(cli *c, bench_params *p) {
     return 1;
 }
 
-/* -ctk and -ctv both set the one KV type (cpulm stores K and V alike); repeats are merged. */
-static int kv_flag(cli *c, bench_list *l) {
-    const char *flag = c->argv[c->i], *v = cli_value(c);
+/* -ctk and -ctv set the one KV type list (cpulm stores K and V alike; the parser refused a
+ * second, different one, so -ctk q8_0 -ctv f16 is an error, not two configurations). */
+static int kv_flag(const cli_val *v, bench_list *l) {
     char err[128];
-    bench_list add = {0};
-    if (!v) return 0;
-    if (bench_kv_list_parse(v, &add, err, sizeof err)) {
-        fprintf(stderr, "cpulm bench: bad value '%s' for %s (%s)\n", v, flag, err);
+    if (bench_kv_list_parse(v->s, l, err, sizeof err)) {
+        fprintf(stderr, "cpulm bench: bad value '%s' for %s (%s)\n", v->s, v->flag, err);
         return 0;
-    }
-    for (int i = 0; i < add.n; i++) {
-        int seen = 0;
-        for (int j = 0; j < l->n; j++)
-            seen |= l->v[j] == add.v[i];
-        if (!seen) l->v[l->n++] = add.v[i];
     }
     return 1;
 }
 
-/* Flags of the sweep axes; returns 1 when argv[i] was one (ok reports parse success). */
-static int axis_flag(cli *c, bench_params *p, int *ok) {
-    const int32_t big = 1 << 20;
-    if (cli_flag(c, "-p", "--n-prompt"))
-        *ok = list_flag(c, 0, big, &p->n_prompt);
-    else if (cli_flag(c, "-n", "--n-gen"))
-        *ok = list_flag(c, 0, big, &p->n_gen);
-    else if (cli_flag(c, "-d", "--n-depth"))
-        *ok = list_flag(c, 0, big, &p->n_depth);
-    else if (cli_flag(c, "-pg", NULL))
-        *ok = pg_flag(c, p);
-    else if (cli_flag(c, "-t", "--threads"))
-        *ok = list_flag(c, 1, 512, &p->threads);
-    else if (cli_flag(c, "-tb", "--threads-batch"))
-        *ok = list_flag(c, 1, 512, &p->threads_batch);
-    else if (cli_flag(c, "-b", "--batch-size"))
-        *ok = list_flag(c, 1, 1 << 16, &p->n_batch);
-    else if (cli_flag(c, "-ub", "--ubatch-size"))
-        *ok = list_flag(c, 1, 1 << 16, &p->n_ubatch);
-    else if (cli_is_kv_flag(c))
-        *ok = kv_flag(c, &p->type_k);
-    else if (cli_parallel_flag(c))
-        *ok = list_flag(c, 1, 4096, &p->npl);
-    else if (cli_flag(c, "-npp", NULL))
-        *ok = list_flag(c, 1, big, &p->npp);
-    else if (cli_flag(c, "-ntg", NULL))
-        *ok = list_flag(c, 1, big, &p->ntg);
-    else if (cli_flag(c, "--ttft", NULL))
-        *ok = list_flag(c, 1, big, &p->ttft);
-    else
-        return 0;
+/* Rows of the sweep axes; returns 1 when id was one (ok reports parse success). */
+static int axis_flag(int id, const cli_val *v, bench_params *p, int *ok) {
+    switch (id) {
+    case OPT_N_PROMPT: *ok = list_flag(v, &p->n_prompt); break;
+    case OPT_N_GEN: *ok = list_flag(v, &p->n_gen); break;
+    case OPT_N_DEPTH: *ok = list_flag(v, &p->n_depth); break;
+    case OPT_PG: *ok = pg_flag(v, p); break;
+    case OPT_THREADS: *ok = list_flag(v, &p->threads); break;
+    case OPT_THREADS_BATCH: *ok = list_flag(v, &p->threads_batch); break;
+    case OPT_BATCH: *ok = list_flag(v, &p->n_batch); break;
+    case OPT_UBATCH: *ok = list_flag(v, &p->n_ubatch); break;
+    case OPT_KV: *ok = kv_flag(v, &p->type_k); break;
+    case OPT_PARALLEL: *ok = list_flag(v, &p->npl); break;
+    case OPT_NPP: *ok = list_flag(v, &p->npp); break;
+    case OPT_NTG: *ok = list_flag(v, &p->ntg); break;
+    case OPT_TTFT: *ok = list_flag(v, &p->ttft); break;
+    default: return 0;
+    }
     return 1;
 }
 
 /* llama-bench runs every -m in turn; cpulm bench measures one model per run (each run's
  * rows carry one model's environment), so a second, different -m is refused with the way
  * to get the same table. */
-static int model_flag(cli *c, const char **model) {
-    const char *v = cli_value(c);
-    if (v && *model && strcmp(v, *model) != 0) {
+static int model_flag(const char *v, const char **model) {
+    if (*model && strcmp(v, *model) != 0) {
         fprintf(stderr,
                 "cpulm bench: one model per run (got -m %s and -m %s): run cpulm bench once per "
                 "model with -o json, then cpulm bench --compare A.json B.json\n",
                 *model, v);
         return 0;
     }
-    return (*model = v) != NULL;
+    *model = v;
+    return 1;
+}
+
+/* One row of the table other than the axes: 1 = ok, 0 = bad value (printed). */
+static int bench_opt(cli *c, int id, const cli_val *v, bench_opts *o) {
+    switch (id) {
+    case OPT_MODEL: return model_flag(v->s, &o->model);
+    case OPT_REPS: o->reps = (int)v->i; break;
+    case OPT_BENCH_OUTPUT: return bench_fmt_parse(v->s, &o->fmt) == 0;
+    case OPT_JSON: o->fmt = BENCH_FMT_JSON; break;
+    case OPT_SEED:
+        if (v->i >= 0) o->seed = v->i;
+        break;
+    case OPT_PROGRESS: o->progress = 1; break;
+    case OPT_NO_PROGRESS: o->progress = 0; break;
+    case OPT_NUMA: break; /* applied by the parser */
+    case OPT_ATTN: o->attn_fast = cli_attn_value(v); break;
+    case OPT_COMPARE: o->cmp_a = v->s, o->cmp_b = v->s2; break;
+    case OPT_SPEC_PROMPT: o->spec_prompt = v->s; break;
+    case OPT_SPEC_PROMPT_FILE: o->spec_prompt_file = v->s; break;
+    default:
+        if (cli_spec_opt(id, v, &o->spec)) break;
+        cli_unhandled(c, v);
+        return 0;
+    }
+    return 1;
 }
 
 /* Returns -1 to go on, else the exit code (0 after --help). */
@@ -168,43 +137,14 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     o->progress = -1;
     cli_spec_init(&o->spec);
     for (c.i = 1; c.i < argc; c.i++) {
-        int ok = 1, sf = cli_spec_flag(&c, &o->spec);
-        if (sf) {
-            ok = sf > 0;
-        } else if (cli_flag(&c, "-h", "--help")) {
+        cli_val v;
+        int ok = 1, id = cli_next(&c, &v);
+        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
+        if (id == OPT_HELP) {
             bench_usage(stdout);
             return 0;
-        } else if (axis_flag(&c, &o->p, &ok)) {
-        } else if (cli_flag(&c, "-m", "--model")) {
-            ok = model_flag(&c, &o->model);
-        } else if (cli_flag(&c, "-r", "--repetitions")) {
-            ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
-        } else if (cli_flag(&c, "-o", "--output")) {
-            const char *v = cli_value(&c);
-            ok = v && bench_fmt_parse(v, &o->fmt) == 0;
-            if (v && !ok)
-                fprintf(stderr,
-                        "cpulm bench: bad value '%s' for -o (want md, csv, json, jsonl or sql)\n",
-                        v);
-        } else if (cli_flag(&c, "--json", NULL)) {
-            o->fmt = BENCH_FMT_JSON;
-        } else if (cli_flag(&c, "--seed", NULL)) {
-            ok = cli_i64(&c, 0, (long long)1 << 62, &o->seed);
-        } else if (cli_flag(&c, "--progress", NULL) || cli_flag(&c, "--no-progress", NULL)) {
-            o->progress = cli_flag(&c, "--progress", NULL);
-        } else if (cli_flag(&c, "--numa", NULL)) {
-            ok = cli_numa_flag(&c);
-        } else if (cli_flag(&c, "--attn", NULL)) {
-            ok = cli_attn_flag(&c, &o->attn_fast);
-        } else if (cli_flag(&c, "--compare", NULL)) {
-            ok = (o->cmp_a = cli_value(&c)) && (o->cmp_b = cli_value(&c));
-        } else if (cli_flag(&c, "--spec-prompt", NULL)) {
-            ok = (o->spec_prompt = cli_value(&c)) != NULL;
-        } else if (cli_flag(&c, "--spec-prompt-file", NULL)) {
-            ok = (o->spec_prompt_file = cli_value(&c)) != NULL;
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
         }
+        if (id >= 0 && !axis_flag(id, &v, &o->p, &ok)) ok = bench_opt(&c, id, &v, o);
         if (!ok) return EXIT_USAGE;
     }
     return cli_spec_check(&c, &o->spec) ? EXIT_USAGE : -1;

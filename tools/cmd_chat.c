@@ -24,6 +24,7 @@
 #include "chat_input.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 #include "spec_cli.h"
 
 static volatile sig_atomic_t interrupted;
@@ -37,7 +38,6 @@ typedef struct chat_opts {
     const char *model, *system, *system_file, *tmpl_override;
     int n_predict, n_threads, n_threads_batch, n_ctx, hide_think, no_think;
     cpulm_kv_type kv;
-    int kv_given;
     cpulm_sampler_params sp;
     cli_spec spec; /* --spec ngram, -md, ... */
 } chat_opts;
@@ -60,30 +60,43 @@ typedef struct chat_state {
 } chat_state;
 
 static void chat_usage(FILE *f) {
-    fprintf(f,
-            "usage: cpulm chat [-m MODEL] [--system TEXT] [options]\n"
-            "  -m, --model FILE           GGUF model (default: $CPULM_MODEL or stories260K)\n"
-            "  -sys, --system TEXT        system message (-p TEXT too, as llama-cli -cnv)\n"
-            "  -f, --file FILE            system message from a file (final newline dropped)\n"
-            "  --chat-template NAME|FILE  override the model's template (llama3, llama2,\n"
-            "                             mistral, chatml, deepseek-r1, gemma, plain, or a file)\n"
-            "  --hide-think               do not show <think>...</think> reasoning\n"
-            "  --no-think                 ask templates that support it not to think\n"
-            "  -n, --n-predict N          most tokens per reply (default 1024; -1 = until\n"
-            "                             the end of the reply or a full context)\n"
-            "  -c, --ctx-size N           context (default: model's, at most 4096); when the\n"
-            "                             conversation outgrows it, the oldest turns are dropped\n"
-            "  -t, --threads N            threads (default: physical cores)\n"
-            "  -tb, --threads-batch N     threads for prompts (default: -t)\n"
-            "  -ctk, -ctv TYPE            KV cache type: f16 (default), q8_0, q4_0, f32 (K and\n"
-            "                             V alike; q8_0 halves the cache, so more turns fit)\n"
-            "  --numa MODE                distribute, isolate or numactl (see run "
-            "--help)\n" CLI_SAMPLER_HELP CLI_SPEC_HELP
-            "Type a message and press Enter. A line ending in \\ continues the message; lines\n"
-            "between two \"\"\" lines are one message; lines pasted together are one message.\n"
-            "Commands: /help, /exit, /clear, /save FILE, /load FILE. Ctrl-C stops a reply;\n"
-            "Ctrl-D or Ctrl-C at the prompt quits. Line editing and history (arrow keys) use\n"
-            "libedit when stdin is a terminal.\n" CLI_COMPAT_HELP);
+    fprintf(f, "usage: cpulm chat [-m MODEL] [--system TEXT] [options]\n");
+    cli_help(f, "chat");
+    fputs("Type a message and press Enter. A line ending in \\ continues the message; lines\n"
+          "between two \"\"\" lines are one message; lines pasted together are one message.\n"
+          "Commands: /help, /exit, /clear, /save FILE, /load FILE. Ctrl-C stops a reply;\n"
+          "Ctrl-D or Ctrl-C at the prompt quits. Line editing and history (arrow keys) use\n"
+          "libedit when stdin is a terminal.\n" CLI_COMPAT_HELP,
+          f);
+}
+
+/* One option of the table (options.def); returns 0 or EXIT_USAGE. */
+static int chat_opt(cli *c, int id, const cli_val *v, chat_opts *o) {
+    switch (id) {
+    case OPT_HELP: chat_usage(stdout); exit(0);
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_SYSTEM:
+    case OPT_PROMPT: o->system = v->s; break;
+    case OPT_FILE: o->system_file = v->s; break;
+    case OPT_CHAT_TEMPLATE: o->tmpl_override = v->s; break;
+    case OPT_HIDE_THINK: o->hide_think = 1; break;
+    case OPT_NO_THINK: o->no_think = 1; break;
+    case OPT_N_PREDICT: o->n_predict = (int)v->i; break;
+    case OPT_CTX: o->n_ctx = (int)v->i; break;
+    case OPT_THREADS: o->n_threads = (int)v->i; break;
+    case OPT_THREADS_BATCH: o->n_threads_batch = (int)v->i; break;
+    case OPT_KV: o->kv = (cpulm_kv_type)v->i; break;
+    case OPT_NUMA: break;         /* applied by the parser */
+    case OPT_CONVERSATION: break; /* `cpulm run -cnv` lands here: chat is that mode */
+    case OPT_ESCAPE:
+    case OPT_NO_ESCAPE:
+    case OPT_NO_DISPLAY_PROMPT:
+    case OPT_IGNORE_EOS: break; /* llama-cli habits with nothing to change in a chat */
+    default:
+        if (cli_sampler_opt(id, v, &o->sp) || cli_spec_opt(id, v, &o->spec)) break;
+        return cli_unhandled(c, v);
+    }
+    return 0;
 }
 
 static int parse_chat(int argc, char **argv, chat_opts *o) {
@@ -92,46 +105,10 @@ static int parse_chat(int argc, char **argv, chat_opts *o) {
     o->n_predict = 1024;
     cli_spec_init(&o->spec);
     for (c.i = 1; c.i < argc; c.i++) {
-        int sf = cli_sampler_flag(&c, &o->sp);
-        if (sf == 0) sf = cli_spec_flag(&c, &o->spec);
-        if (sf < 0) return EXIT_USAGE;
-        if (sf > 0) continue;
-        if (cli_flag(&c, "-h", "--help")) {
-            chat_usage(stdout);
-            exit(0);
-        } else if (cli_flag(&c, "-m", "--model")) {
-            if (!(o->model = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--system", "-sys") || cli_flag(&c, "-p", "--prompt")) {
-            if (!(o->system = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-f", "--file")) {
-            if (!(o->system_file = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--chat-template", NULL)) {
-            if (!(o->tmpl_override = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--hide-think", NULL)) {
-            o->hide_think = 1;
-        } else if (cli_flag(&c, "--no-think", NULL)) {
-            o->no_think = 1;
-        } else if (cli_flag(&c, "-n", "--n-predict")) {
-            if (!cli_int(&c, -1, 1 << 24, &o->n_predict)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-c", "--ctx-size")) {
-            if (!cli_int(&c, 0, 1 << 24, &o->n_ctx)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-t", "--threads")) {
-            if (!cli_int(&c, 1, 512, &o->n_threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-tb", "--threads-batch")) {
-            if (!cli_int(&c, 1, 512, &o->n_threads_batch)) return EXIT_USAGE;
-        } else if (cli_is_kv_flag(&c)) {
-            if (!cli_kv_flag(&c, &o->kv, &o->kv_given)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--numa", NULL)) {
-            if (!cli_numa_flag(&c)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-cnv", "--conversation") || cli_flag(&c, "-i", "--interactive") ||
-                   cli_flag(&c, "-if", "--interactive-first")) {
-            /* `cpulm run -cnv` lands here: chat is the conversation mode */
-        } else if (cli_flag(&c, "-e", "--escape") || cli_flag(&c, "--no-display-prompt", NULL) ||
-                   cli_flag(&c, "--no-escape", NULL) || cli_flag(&c, "--ignore-eos", NULL)) {
-            /* llama-cli habits with nothing to change in a chat */
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
-        }
+        cli_val v;
+        int id = cli_next(&c, &v);
+        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
+        if (id >= 0 && chat_opt(&c, id, &v, o)) return EXIT_USAGE;
     }
     if (o->system && o->system_file) {
         fprintf(stderr, "cpulm chat: give the system message with -sys/-p or -f, not both\n");

@@ -256,9 +256,10 @@ int cmd_compare(int argc, char **argv) {
             return 0;
         } else if (!strcmp(argv[i], "--svg")) {
             if (!(svg = i + 1 < argc ? argv[++i] : NULL)) rc = EXIT_USAGE;
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "cpulm compare: unknown option '%s'\n", argv[i]);
-            rc = EXIT_USAGE;
+        } else if (argv[i][0] == '-') { /* llama.cpp's flags, else "unknown option" */
+            cli c = {.cmd = "compare", .argc = argc, .argv = argv, .i = i};
+            if (cli_rest(&c)) rc = EXIT_USAGE;
+            i = c.i;
         } else {
             inputs++;
             DIR *d = opendir(argv[i]);

@@ -206,7 +206,7 @@ static int parse_embed_args(cli *c, embed_opts *o, const char **model, char **fi
         } else if (cli_flag(c, "-t", "--threads")) {
             if (!cli_int(c, 1, 512, &o->threads)) return EXIT_USAGE;
         } else {
-            return cli_unknown(c);
+            if (cli_rest(c)) return EXIT_USAGE;
         }
     }
     if (o->n_inputs == 0) {

@@ -77,7 +77,7 @@ static int gb_parse(int argc, char **argv, gb_opts *o) {
         } else if (cli_flag(&c, "--json", NULL)) {
             o->json = 1;
         } else {
-            return cli_unknown(&c);
+            if (cli_rest(&c)) return EXIT_USAGE;
         }
     }
     return 0;

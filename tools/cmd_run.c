@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 #include "spec_cli.h"
 #include "tools_api.h"
 
@@ -16,7 +17,6 @@ typedef struct run_opts {
     int n_predict, n_threads, n_threads_batch, n_ctx, n_batch, ignore_eos, verbose, escape,
         no_display_prompt;
     cpulm_kv_type kv;
-    int kv_given;
     int attn_fast;
     cpulm_sampler_params sp;
     const char *words[64]; /* the prompt given as arguments (llama-run, llama-simple) */
@@ -25,34 +25,10 @@ typedef struct run_opts {
 } run_opts;
 
 static void run_usage(FILE *f) {
-    fprintf(f,
-            "usage: cpulm run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
-            "       cpulm run MODEL.gguf [PROMPT] [options]      (llama-run's order)\n"
-            "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
-            "  -p, --prompt TEXT     prompt (default: empty, generation starts from BOS)\n"
-            "  -f, --file FILE       read the prompt from a file (its final newline dropped,\n"
-            "                        as llama.cpp does)\n"
-            "  -e, --escape          process \\n \\t \\\\ \\\" \\' escapes in -p\n"
-            "  --no-display-prompt   print only the generated text, not the prompt\n"
-            "  -cnv, -i              conversation mode: the same as `cpulm chat` (-p is then\n"
-            "                        the system message)\n"
-            "  -n, --n-predict N     tokens to generate (default 256; -1 = until end or full)\n"
-            "  -t, --threads N       threads for generation (default: physical cores)\n"
-            "  -tb, --threads-batch N  threads for the prompt (default: -t)\n"
-            "  -c, --ctx-size N      context length (default: model's, at most 4096)\n"
-            "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V "
-            "alike)\n" CLI_ATTN_HELP
-            "  -b, --batch-size N    prompt tokens per decode call (default 512)\n"
-            "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
-            "                        interleaved; isolate: cores and memory of the starting node;\n"
-            "                        numactl: the CPUs numactl/taskset allowed "
-            "(docs/PERFORMANCE.md)\n" CLI_SAMPLER_HELP
-            "  --ignore-eos          keep generating past end-of-generation tokens\n"
-            "  --grammar GBNF        constrain the output to a GBNF grammar (llama.cpp syntax)\n"
-            "  --grammar-file FILE   the same, read from a file\n"
-            "  --json-schema SCHEMA  constrain the output to JSON valid under a JSON schema\n"
-            "                        (docs/SERVER.md lists the supported keywords)\n" CLI_SPEC_HELP
-                CLI_COMPAT_HELP);
+    fprintf(f, "usage: cpulm run [-m MODEL] [-p PROMPT | -f FILE] [options]\n"
+               "       cpulm run MODEL.gguf [PROMPT] [options]      (llama-run's order)\n");
+    cli_help(f, "run");
+    fputs(CLI_COMPAT_HELP, f);
 }
 
 /* llama-run's `MODEL [PROMPT...]` and llama-simple's `-m MODEL PROMPT`: an argument that is
@@ -94,61 +70,47 @@ static char *join_words(const run_opts *o) {
     return s;
 }
 
+/* One option of the table (options.def); returns 0 or EXIT_USAGE. */
+static int run_opt(cli *c, int id, const cli_val *v, run_opts *o) {
+    switch (id) {
+    case OPT_HELP: run_usage(stdout); exit(0);
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_PROMPT: o->prompt = v->s; break;
+    case OPT_FILE: o->file = v->s; break;
+    case OPT_N_PREDICT: o->n_predict = (int)v->i; break;
+    case OPT_THREADS: o->n_threads = (int)v->i; break;
+    case OPT_THREADS_BATCH: o->n_threads_batch = (int)v->i; break;
+    case OPT_CTX: o->n_ctx = (int)v->i; break;
+    case OPT_BATCH: o->n_batch = (int)v->i; break;
+    case OPT_NUMA: break; /* applied by the parser */
+    case OPT_KV: o->kv = (cpulm_kv_type)v->i; break;
+    case OPT_ATTN: o->attn_fast = cli_attn_value(v); break;
+    case OPT_IGNORE_EOS: o->ignore_eos = 1; break;
+    case OPT_GRAMMAR: o->grammar = v->s; break;
+    case OPT_GRAMMAR_FILE: o->grammar_file = v->s; break;
+    case OPT_JSON_SCHEMA: o->json_schema = v->s; break;
+    case OPT_ESCAPE: o->escape = 1; break;
+    case OPT_NO_ESCAPE: o->escape = 0; break;
+    case OPT_NO_DISPLAY_PROMPT: o->no_display_prompt = 1; break;
+    case OPT_CONVERSATION: break; /* cmd_run hands such lines to chat before parsing */
+    default:
+        if (cli_sampler_opt(id, v, &o->sp) || cli_spec_opt(id, v, &o->spec)) break;
+        return cli_unhandled(c, v);
+    }
+    return 0;
+}
+
 static int parse_run(int argc, char **argv, run_opts *o) {
     cli c = {.cmd = "run", .argc = argc, .argv = argv};
     o->sp = cpulm_sampler_default_params();
     o->n_predict = 256;
     cli_spec_init(&o->spec);
     for (c.i = 1; c.i < argc; c.i++) {
-        int sf = cli_sampler_flag(&c, &o->sp);
-        if (sf == 0) sf = cli_spec_flag(&c, &o->spec);
-        if (sf < 0) return EXIT_USAGE;
-        if (sf > 0) continue;
-        if (cli_flag(&c, "-h", "--help")) {
-            run_usage(stdout);
-            exit(0);
-        } else if (cli_flag(&c, "-m", "--model")) {
-            if (!(o->model = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-p", "--prompt")) {
-            if (!(o->prompt = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-f", "--file")) {
-            if (!(o->file = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-n", "--n-predict")) {
-            if (!cli_int(&c, -1, 1 << 24, &o->n_predict)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-t", "--threads")) {
-            if (!cli_int(&c, 1, 512, &o->n_threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-tb", "--threads-batch")) {
-            if (!cli_int(&c, 1, 512, &o->n_threads_batch)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-c", "--ctx-size")) {
-            if (!cli_int(&c, 0, 1 << 24, &o->n_ctx)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-b", "--batch-size")) {
-            if (!cli_int(&c, 1, 1 << 16, &o->n_batch)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--numa", NULL)) {
-            if (!cli_numa_flag(&c)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-ctk", "--cache-type-k") ||
-                   cli_flag(&c, "-ctv", "--cache-type-v")) {
-            if (!cli_kv_flag(&c, &o->kv, &o->kv_given)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--attn", NULL)) {
-            if (!cli_attn_flag(&c, &o->attn_fast)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--ignore-eos", NULL)) {
-            o->ignore_eos = 1;
-        } else if (cli_flag(&c, "--grammar", NULL)) {
-            if (!(o->grammar = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--grammar-file", NULL)) {
-            if (!(o->grammar_file = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--json-schema", NULL)) {
-            if (!(o->json_schema = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-e", "--escape")) {
-            o->escape = 1;
-        } else if (cli_flag(&c, "--no-escape", NULL)) {
-            o->escape = 0;
-        } else if (cli_flag(&c, "--no-display-prompt", NULL)) {
-            o->no_display_prompt = 1;
-        } else if (c.argv[c.i][0] != '-' || !c.argv[c.i][1]) {
-            if (run_positional(&c, o)) return EXIT_USAGE;
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
-        }
+        cli_val v;
+        int id = cli_next(&c, &v);
+        if (id == CLI_ERR) return EXIT_USAGE;
+        if (id == CLI_POS && run_positional(&c, o)) return EXIT_USAGE;
+        if (id >= 0 && run_opt(&c, id, &v, o)) return EXIT_USAGE;
     }
     if (!!o->prompt + !!o->file + !!o->n_words > 1) {
         fprintf(stderr, "cpulm run: give one prompt: -p, -f or words after the model\n");

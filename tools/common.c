@@ -1,6 +1,7 @@
 /* common.c: flag parsing, default model discovery and small I/O helpers for the CLI. */
 #define _GNU_SOURCE
 #include "common.h"
+#include "options.h"
 #include "progress.h"
 
 #include <errno.h>
@@ -395,110 +396,12 @@ int cli_numa_flag(cli *c) {
     return 1;
 }
 
-/* ---- flags shared by every subcommand (one table) ---- */
-
-enum { COMPAT_NOOP, COMPAT_UNSUPPORTED };
-enum {
-    ARG_NONE,
-    ARG_ONE,
-    ARG_OPT
-}; /* ARG_OPT: takes the next arg only when it is a switch
-      value (on/off/auto/0/1), as -fa does in llama.cpp */
-
-typedef struct cli_compat {
-    const char *a, *b;
-    int arg, kind;
-    const char *why;
-} cli_compat;
-
-static const cli_compat compat[] = {
-    {"-ngl", "--n-gpu-layers", ARG_ONE, COMPAT_NOOP,
-     "cpulm runs on the CPU; there are no GPU layers"},
-    {"--gpu-layers", "--ngl", ARG_ONE, COMPAT_NOOP,
-     "cpulm runs on the CPU; there are no GPU layers"},
-    {"-fa", "--flash-attn", ARG_OPT, COMPAT_NOOP,
-     "cpulm's CPU attention is always fused (online softmax, no score matrix)"},
-    {"-mmp", "--mmap", ARG_OPT, COMPAT_NOOP, "cpulm always maps the weights read-only"},
-    {"--no-mmap", NULL, ARG_NONE, COMPAT_NOOP, "cpulm always maps the weights read-only"},
-    {"--mlock", NULL, ARG_NONE, COMPAT_NOOP, "weights stay mapped; cpulm does not lock them"},
-    {"--no-warmup", NULL, ARG_NONE, COMPAT_NOOP,
-     "run and chat do no warm-up pass; bench's one warm-up repetition is never timed"},
-    {"-sm", "--split-mode", ARG_ONE, COMPAT_NOOP, "one CPU device, nothing to split"},
-    {"-mg", "--main-gpu", ARG_ONE, COMPAT_NOOP, "cpulm runs on the CPU"},
-    {"-ts", "--tensor-split", ARG_ONE, COMPAT_NOOP, "one CPU device, nothing to split"},
-    {"-dev", "--device", ARG_ONE, COMPAT_NOOP, "cpulm runs on the CPU"},
-    {"-nkvo", "--no-kv-offload", ARG_OPT, COMPAT_NOOP, "the KV cache is always in host memory"},
-    {"-nopo", "--no-op-offload", ARG_OPT, COMPAT_NOOP, "cpulm runs on the CPU"},
-    {"--color", "-co", ARG_OPT, COMPAT_NOOP, "cpulm prints no colors"},
-    {"--jinja", NULL, ARG_NONE, COMPAT_NOOP, "cpulm always renders the model's Jinja template"},
-    {"--log-disable", NULL, ARG_NONE, COMPAT_NOOP, "cpulm logs only errors and timings to stderr"},
-    {"--simple-io", NULL, ARG_NONE, COMPAT_NOOP, "cpulm's I/O is always plain"},
-    {"--prio", NULL, ARG_ONE, COMPAT_NOOP, "cpulm does not change thread priorities"},
-    {"--poll", NULL, ARG_ONE, COMPAT_NOOP, "cpulm's workers spin briefly, then sleep"},
-    {"-cb", "--cont-batching", ARG_NONE, COMPAT_NOOP, "cpulm serve always batches continuously"},
-    {"-no-cnv", "--no-conversation", ARG_NONE, COMPAT_NOOP,
-     "only `cpulm chat` (or run -cnv) converses"},
-    {"-ub", "--ubatch-size", ARG_ONE, COMPAT_NOOP, "cpulm sizes its decode batches itself"},
-    {"--no-context-shift", NULL, ARG_NONE, COMPAT_NOOP,
-     "cpulm never shifts the context: run stops when it is full, chat drops whole old turns"},
-    {"--in-prefix", "--in-suffix", ARG_ONE, COMPAT_UNSUPPORTED,
-     "cpulm chat frames turns with the model's chat template (--chat-template NAME|FILE)"},
-    {"--in-prefix-bos", NULL, ARG_NONE, COMPAT_UNSUPPORTED,
-     "cpulm chat frames turns with the model's chat template (--chat-template NAME|FILE)"},
-    {"-r", "--reverse-prompt", ARG_ONE, COMPAT_UNSUPPORTED,
-     "reverse prompts are not implemented (chat ends a turn at the template's end token; "
-     "serve takes \"stop\" strings)"},
-    {"--keep", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
-     "chat keeps the system message and drops whole old turns when the context fills"},
-    {"--prompt-cache", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
-     "prompt caches are not saved to files (cpulm serve caches prompts in RAM)"},
-    {"--mirostat", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
-     "mirostat sampling is not implemented (--temp, --top-k, --top-p, --min-p are)"},
-    {"--lora", NULL, ARG_ONE, COMPAT_UNSUPPORTED, "LoRA adapters are not implemented in cpulm"},
-    {"--mmproj", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
-     "multimodal projectors (images, audio) are not supported"},
-    {"-md", "--model-draft", ARG_ONE, COMPAT_UNSUPPORTED,
-     "speculative decoding (-md, --spec ngram) is in `cpulm run`, `chat`, `bench` and `serve`, not "
-     "in this command"},
-    {"--spec", "--spec-type", ARG_ONE, COMPAT_UNSUPPORTED,
-     "speculative decoding (-md, --spec ngram) is in `cpulm run`, `chat`, `bench` and `serve`, not "
-     "in this command"},
-    {"--draft-max", "--draft", ARG_ONE, COMPAT_UNSUPPORTED,
-     "speculative decoding (-md, --spec ngram) is in `cpulm run`, `chat`, `bench` and `serve`, not "
-     "in this command"},
-    {"-hf", "--hf-repo", ARG_ONE, COMPAT_UNSUPPORTED,
-     "download the model first with `cpulm pull`, then pass -m FILE"},
-    {"-mu", "--model-url", ARG_ONE, COMPAT_UNSUPPORTED,
-     "download the model first with `cpulm pull`, then pass -m FILE"},
-    {"--rope-scaling", NULL, ARG_ONE, COMPAT_UNSUPPORTED,
-     "RoPE scaling overrides are not supported (the model's own settings apply)"},
-    {"--grp-attn-n", "-gan", ARG_ONE, COMPAT_UNSUPPORTED, "self-extend is not implemented"},
-    {"--embedding", "--embeddings", ARG_NONE, COMPAT_UNSUPPORTED,
-     "embeddings come from `cpulm embed` or `cpulm serve --embeddings` (POST /v1/embeddings)"},
-};
-
-static int is_switch_value(const char *v) {
-    static const char *vals[] = {"on", "off", "auto", "0", "1", "true", "false"};
-    for (size_t i = 0; v && i < sizeof vals / sizeof vals[0]; i++)
-        if (!strcmp(v, vals[i])) return 1;
-    return 0;
-}
+/* ---- llama.cpp's flags, from the option table (options.def) ---- */
 
 int cli_rest(cli *c) {
-    for (size_t k = 0; k < sizeof compat / sizeof compat[0]; k++) {
-        const cli_compat *e = &compat[k];
-        if (!cli_flag(c, e->a, e->b)) continue;
-        const char *flag = c->argv[c->i], *v = NULL;
-        if (e->arg == ARG_ONE && !(v = cli_value(c))) return EXIT_USAGE;
-        if (e->arg == ARG_OPT && c->i + 1 < c->argc && is_switch_value(c->argv[c->i + 1]))
-            v = c->argv[++c->i];
-        if (e->kind == COMPAT_UNSUPPORTED) {
-            fprintf(stderr, "cpulm %s: %s is not supported: %s\n", c->cmd, flag, e->why);
-            return EXIT_USAGE;
-        }
-        fprintf(stderr, "cpulm %s: note: ignoring %s%s%s: %s\n", c->cmd, flag, v ? " " : "",
-                v ? v : "", e->why);
-        return 0;
-    }
+    cli_val v;
+    int r = cli_next(c, &v);
+    if (r == CLI_SKIP) return 0;
+    if (r == CLI_ERR) return EXIT_USAGE;
     return cli_unknown(c);
 }

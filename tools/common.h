@@ -15,6 +15,7 @@ typedef struct cli {
     const char *cmd; /* subcommand name for messages */
     int argc, i;
     char **argv;
+    const char *kv_seen; /* the first KV type given (options.c: K and V must agree) */
 } cli;
 
 /* Flag matching: returns 1 when argv[i] is one of the names; value flags take the next arg. */

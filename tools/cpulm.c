@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "common.h"
 #include "cpulm.h"
+#include "options.h"
 #include "tools_api.h"
 
 static const struct {
@@ -68,7 +69,13 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     const char *c = argv[1];
-    if (!strcmp(c, "help") && argc > 2) { /* `cpulm help run` is `cpulm run --help` */
+    if (!strcmp(c, "help") && argc > 2 && !strcmp(argv[2], "--markdown")) {
+        cli_help_markdown(stdout); /* docs/FLAGS.md */
+        return 0;
+    }
+    if (!strcmp(c, "help") && argc > 3 && !strcmp(argv[2], "--flags"))
+        return cli_help_flags(stdout, argv[3]); /* for tests/cli_test.sh */
+    if (!strcmp(c, "help") && argc > 2) {       /* `cpulm help run` is `cpulm run --help` */
         int k = find_command(argv[2]);
         static char help_flag[] = "--help";
         char *args[] = {argv[2], help_flag, NULL};

@@ -1,6 +1,7 @@
 /* spec_cli.c: the speculative decoding flags and setup shared by `run` and `bench`. */
 #include <string.h>
 
+#include "options.h"
 #include "spec_cli.h"
 
 void cli_spec_init(cli_spec *o) {
@@ -38,6 +39,25 @@ int cli_spec_flag(cli *c, cli_spec *o) {
     if (cli_flag(c, "-td", "--threads-draft"))
         return cli_int(c, 1, 512, &o->n_threads_draft) ? 1 : -1;
     return 0;
+}
+
+int cli_spec_opt(int id, const cli_val *v, cli_spec *o) {
+    cpulm_spec_params *p = &o->p;
+    switch (id) {
+    case OPT_SPEC: /* the table checked the name */
+        o->kind_given = cpulm_spec_kind_parse(v->s, &p->kind) == CPULM_OK;
+        break;
+    case OPT_MODEL_DRAFT: o->draft_path = v->s; break;
+    case OPT_DRAFT_MAX: p->draft_max = (int)v->i; break;
+    case OPT_DRAFT_MIN: p->draft_min = (int)v->i; break;
+    case OPT_DRAFT_P_MIN: p->p_min = (float)v->f; break;
+    case OPT_SPEC_NGRAM_MAX: p->ngram_max = (int)v->i; break;
+    case OPT_SPEC_NGRAM_MIN: p->ngram_min = (int)v->i; break;
+    case OPT_SPEC_FIXED: p->adaptive = 0; break;
+    case OPT_THREADS_DRAFT: o->n_threads_draft = (int)v->i; break;
+    default: return 0;
+    }
+    return 1;
 }
 
 int cli_spec_check(cli *c, cli_spec *o) {

@@ -18,6 +18,9 @@ typedef struct cli_spec {
 void cli_spec_init(cli_spec *o);
 /* 1 = consumed, 0 = not a speculation flag, -1 = bad value (message printed). */
 int cli_spec_flag(cli *c, cli_spec *o);
+/* The same from the option table's speculation rows: 1 when id is one of them. */
+struct cli_val;
+int cli_spec_opt(int id, const struct cli_val *v, cli_spec *o);
 /* After parsing: the kind implied by -md, contradictions refused. 0 or EXIT_USAGE. */
 int cli_spec_check(cli *c, cli_spec *o);
 /* Loads the draft model (if any) and makes the speculator for target m, whose context has
