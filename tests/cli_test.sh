@@ -166,6 +166,11 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 "$CPULM" help --markdown | cmp -s - "$SRC/docs/FLAGS.md"
 check flags_doc_matches_table $?
 [ $? -eq 0 ] || echo "  docs/FLAGS.md differs: cpulm help --markdown >docs/FLAGS.md"
+# K and V share one type: -ctk and -ctv that differ are refused (bench used to run both)
+expect_rc bench_kv_differ 2 "$CPULM" bench -ctk q8_0 -ctv f16
+grep -q "K and V share one cache type" "$TMP/err"; check bench_kv_differ_message $?
+expect_rc run_kv_same_ok 2 "$CPULM" run --kv q8_0 -ctv q8_0 --zz-stop
+grep -q "unknown option '--zz-stop'" "$TMP/err"; check run_kv_spelling $?
 # All the rows of a command on one line (tests/flag_fuzz.sh tries each spelling alone), and
 # one refused llama.cpp flag; run's conversation flags hand the line to chat, so alone.
 flags_ok() { # command, args...: exit 2 naming --zz-stop, the flag after them

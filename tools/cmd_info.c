@@ -7,16 +7,12 @@
 
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 static void info_usage(FILE *f) {
-    fprintf(f, "usage: cpulm info [-m MODEL] [-c N] [--parallel N] [--meta] [--cpu [--numa MODE]]\n"
-               "  -c, --ctx-size N   also show memory at N tokens of context\n"
-               "  --parallel N       sequences sharing the weights (KV cache per sequence)\n"
-               "  --meta             list every metadata key\n"
-               "  --cpu              CPU features, kernel level per weight type, default threads\n"
-               "                     and NUMA nodes (no model needed; with -m, model info too)\n"
-               "  --numa MODE        with --cpu, show that mode's placement: distribute,\n"
-               "                     isolate, numactl (implies --cpu)\n");
+    fprintf(f,
+            "usage: cpulm info [-m MODEL] [-c N] [--parallel N] [--meta] [--cpu [--numa MODE]]\n");
+    cli_help(f, "info");
 }
 
 static void human(char *buf, size_t cap, double bytes) {
@@ -126,32 +122,23 @@ int cmd_info(int argc, char **argv) {
     int n_ctx = 0, n_par = 1, meta = 0, cpu = 0;
     cpulm_numa numa = CPULM_NUMA_DEFAULT;
     for (c.i = 1; c.i < argc; c.i++) {
-        if (cli_flag(&c, "-h", "--help")) {
-            info_usage(stdout);
-            return 0;
-        } else if (cli_flag(&c, "-m", "--model")) {
-            if (!(model = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-c", "--ctx-size")) {
-            if (!cli_int(&c, 1, 1 << 24, &n_ctx)) return EXIT_USAGE;
-        } else if (cli_parallel_flag(&c)) {
-            if (!cli_int(&c, 1, 4096, &n_par)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--meta", NULL)) {
-            meta = 1;
-        } else if (cli_flag(&c, "--cpu", NULL)) {
+        cli_val v;
+        int id = cli_next(&c, &v);
+        switch (id) {
+        case CLI_SKIP: break;
+        case CLI_ERR: return EXIT_USAGE;
+        case CLI_POS: return cli_unknown(&c);
+        case OPT_HELP: info_usage(stdout); return 0;
+        case OPT_MODEL: model = v.s; break;
+        case OPT_CTX: n_ctx = (int)v.i; break;
+        case OPT_PARALLEL: n_par = (int)v.i; break;
+        case OPT_META: meta = 1; break;
+        case OPT_CPU: cpu = 1; break;
+        case OPT_NUMA: /* the parser checked the name */
+            cpulm_numa_parse(v.s, &numa);
             cpu = 1;
-        } else if (cli_flag(&c, "--numa", NULL)) {
-            const char *v = cli_value(&c);
-            if (!v) return EXIT_USAGE;
-            if (cpulm_numa_parse(v, &numa) != CPULM_OK) {
-                fprintf(stderr,
-                        "cpulm info: bad value '%s' for --numa (distribute, isolate, "
-                        "numactl)\n",
-                        v);
-                return EXIT_USAGE;
-            }
-            cpu = 1;
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
+            break;
+        default: return cli_unhandled(&c, &v);
         }
     }
     if (cpu) {

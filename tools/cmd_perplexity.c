@@ -15,16 +15,12 @@
 
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 static void ppl_usage(FILE *f) {
-    fprintf(f, "usage: cpulm perplexity [-m MODEL] -f TEXT [options]\n"
-               "  -c, --ctx-size N      tokens per chunk (default 512)\n"
-               "  -b, --batch-size N    tokens per decode; >= 2*N runs chunks in parallel\n"
-               "                        (default: the chunk size)\n"
-               "  --chunks N            score at most N chunks (default: all)\n"
-               "  -t, --threads N       threads (default: physical cores)\n"
-               "  --kv, -ctk TYPE       KV cache type f16|f32|q8_0|q4_0 (default f16, as "
-               "llama.cpp)\n" CLI_COMPAT_HELP);
+    fprintf(f, "usage: cpulm perplexity [-m MODEL] -f TEXT [options]\n");
+    cli_help(f, "perplexity");
+    fputs(CLI_COMPAT_HELP, f);
 }
 
 typedef struct ppl_opts {
@@ -38,39 +34,37 @@ typedef struct ppl_acc { /* running sums over scored tokens */
     long long count;
 } ppl_acc;
 
-static int parse_kv(const char *s, cpulm_kv_type *out) {
-    return cli_kv_type(s, out);
+/* One row of the table: 0 = ok, -1 after --help, else the exit code. */
+static int ppl_opt(cli *c, int id, const cli_val *v, ppl_opts *o) {
+    switch (id) {
+    case OPT_HELP: ppl_usage(stdout); return -1;
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_FILE: o->file = v->s; break;
+    case OPT_CTX:
+        if (v->i < 4) { /* a chunk scores its second half: a few tokens at least */
+            fprintf(stderr, "cpulm perplexity: bad value '%s' for %s (want at least 4)\n", v->s,
+                    v->flag);
+            return EXIT_USAGE;
+        }
+        o->n_ctx = (int)v->i;
+        break;
+    case OPT_BATCH: o->n_batch = (int)v->i; break;
+    case OPT_CHUNKS: o->n_chunks = (int)v->i; break;
+    case OPT_THREADS: o->threads = (int)v->i; break;
+    case OPT_KV: o->kv = (cpulm_kv_type)v->i; break;
+    default: return cli_unhandled(c, v);
+    }
+    return 0;
 }
 
 static int parse_args(int argc, char **argv, ppl_opts *o) {
     cli c = {.cmd = "perplexity", .argc = argc, .argv = argv};
     *o = (ppl_opts){.n_ctx = 512, .n_chunks = -1, .kv = CPULM_KV_F16};
     for (c.i = 1; c.i < argc; c.i++) {
-        const char *v;
-        if (cli_flag(&c, "-h", "--help")) {
-            ppl_usage(stdout);
-            return -1;
-        } else if (cli_flag(&c, "-m", "--model")) {
-            if (!(o->model = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-f", "--file")) {
-            if (!(o->file = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-c", "--ctx-size")) {
-            if (!cli_int(&c, 4, 1 << 20, &o->n_ctx)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-b", "--batch-size")) {
-            if (!cli_int(&c, 1, 1 << 22, &o->n_batch)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--chunks", NULL)) {
-            if (!cli_int(&c, 1, 1 << 30, &o->n_chunks)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-t", "--threads")) {
-            if (!cli_int(&c, 1, 512, &o->threads)) return EXIT_USAGE;
-        } else if (cli_is_kv_flag(&c)) {
-            if (!(v = cli_value(&c))) return EXIT_USAGE;
-            if (!parse_kv(v, &o->kv)) {
-                fprintf(stderr, "cpulm perplexity: bad --kv '%s' (f16, f32, q8_0 or q4_0)\n", v);
-                return EXIT_USAGE;
-            }
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
-        }
+        cli_val v;
+        int id = cli_next(&c, &v), rc;
+        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
+        if (id >= 0 && (rc = ppl_opt(&c, id, &v, o)) != 0) return rc;
     }
     if (!o->file) {
         fprintf(stderr, "cpulm perplexity: give the text with -f FILE\n");

@@ -18,20 +18,15 @@
 #include "tools_api.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 #define QUANT_VERSION 2 /* GGML_QNT_VERSION: the block layouts of quant.h */
 
 static void quantize_usage(FILE *f) {
     fprintf(f, "usage: cpulm quantize [options] IN.gguf OUT.gguf TYPE [NTHREADS]\n"
-               "  NTHREADS                     as in llama-quantize: the same as -t\n"
-               "  -t, --threads N              worker threads (default: online CPUs)\n"
-               "  --pure                       every converted tensor in TYPE, no per-tensor mix\n"
-               "  --leave-output-tensor        keep output.weight as it is\n"
-               "  --output-tensor-type T       type for output.weight (e.g. q8_0)\n"
-               "  --token-embedding-type T     type for token_embd.weight\n"
-               "  --allow-requantize           accept already quantized inputs (loses quality)\n"
-               "  -q, --quiet                  no per-tensor progress\n"
-               "TYPE (llama.cpp's presets; general.file_type is set to the number shown):\n");
+               "  NTHREADS              as in llama-quantize: the same as -t\n");
+    cli_help(f, "quantize");
+    fprintf(f, "TYPE (llama.cpp's presets; general.file_type is set to the number shown):\n");
     for (int i = 0; cpulm_qplan_preset_at(i); i++) {
         const cpulm_qplan_preset *p = cpulm_qplan_preset_at(i);
         fprintf(f, "  %-7s %2u  %s\n", p->name, p->ftype, p->desc);
@@ -58,18 +53,31 @@ static const char *ggml_name(uint32_t type, char buf[16]) {
     return buf;
 }
 
-static int parse_dtype_flag(cli *c, int32_t *out) {
-    const char *flag = c->argv[c->i];
-    const char *v = cli_value(c);
-    if (!v) return 0;
-    int t = cpulm_dtype_from_name(v);
+static int parse_dtype_flag(const cli_val *v, int32_t *out) {
+    int t = cpulm_dtype_from_name(v->s);
     if (t < 0 || !cpulm_quantize_supported((cpulm_dtype)t)) {
         fprintf(stderr, "cpulm quantize: bad value '%s' for %s (want a type such as q8_0, q6_k)\n",
-                v, flag);
+                v->s, v->flag);
         return 0;
     }
     *out = t;
     return 1;
+}
+
+/* One row of the table: 0 = ok, -1 after --help, else the exit code. */
+static int quantize_opt(cli *c, int id, const cli_val *v, qopts *o) {
+    switch (id) {
+    case OPT_HELP: quantize_usage(stdout); return -1;
+    case OPT_THREADS: o->threads = (int)v->i; break;
+    case OPT_PURE: o->plan.pure = true; break;
+    case OPT_LEAVE_OUTPUT: o->plan.keep_output = true; break;
+    case OPT_OUTPUT_TENSOR_TYPE: return parse_dtype_flag(v, &o->plan.output_type) ? 0 : EXIT_USAGE;
+    case OPT_TOKEN_EMBD_TYPE: return parse_dtype_flag(v, &o->plan.token_embd_type) ? 0 : EXIT_USAGE;
+    case OPT_ALLOW_REQUANTIZE: o->allow_requantize = 1; break;
+    case OPT_QUIET: o->quiet = 1; break;
+    default: return cli_unhandled(c, v);
+    }
+    return 0;
 }
 
 static int parse_args(int argc, char **argv, qopts *o) {
@@ -78,26 +86,12 @@ static int parse_args(int argc, char **argv, qopts *o) {
     int n_pos = 0;
     o->plan = cpulm_qplan_default_params(NULL);
     for (c.i = 1; c.i < argc; c.i++) {
-        if (cli_flag(&c, "-h", "--help")) {
-            quantize_usage(stdout);
-            return -1;
-        } else if (cli_flag(&c, "-t", "--threads")) {
-            if (!cli_int(&c, 1, 512, &o->threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--pure", NULL)) {
-            o->plan.pure = true;
-        } else if (cli_flag(&c, "--leave-output-tensor", NULL)) {
-            o->plan.keep_output = true;
-        } else if (cli_flag(&c, "--output-tensor-type", NULL)) {
-            if (!parse_dtype_flag(&c, &o->plan.output_type)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--token-embedding-type", NULL)) {
-            if (!parse_dtype_flag(&c, &o->plan.token_embd_type)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--allow-requantize", NULL)) {
-            o->allow_requantize = 1;
-        } else if (cli_flag(&c, "-q", "--quiet")) {
-            o->quiet = 1;
-        } else if (argv[c.i][0] == '-' && argv[c.i][1]) {
-            if (cli_rest(&c)) return EXIT_USAGE;
-        } else if (n_pos < 3) {
+        cli_val v;
+        int id = cli_next(&c, &v), rc;
+        if (id == CLI_ERR) return EXIT_USAGE;
+        if (id >= 0 && (rc = quantize_opt(&c, id, &v, o)) != 0) return rc;
+        if (id != CLI_POS) continue;
+        if (n_pos < 3) {
             pos[n_pos++] = argv[c.i];
         } else if (n_pos == 3) { /* llama-quantize IN OUT TYPE [NTHREADS] */
             char *end;

@@ -121,9 +121,13 @@ void cli_help_markdown(FILE *f) {
 /* A value the row accepts (for the parse test). */
 static const char *sample(const cli_opt *o, char *buf, size_t cap) {
     switch (o->type) {
-    case CLI_T_INT:
+    case CLI_T_INT: /* 8: a size every integer row takes (perplexity's -c wants >= 4) */
+        snprintf(buf, cap, "%g", o->lo > 8 ? o->lo : o->hi < 8 ? o->hi : 8);
+        break;
     case CLI_T_FLOAT: snprintf(buf, cap, "%g", o->lo > 1 ? o->lo : o->hi < 1 ? o->hi : 1); break;
-    case CLI_T_STR: snprintf(buf, cap, "%s", o->arg && strchr(o->arg, ',') ? "1,1" : "x"); break;
+    case CLI_T_STR: /* text, a file name (opened later) or a type name (quantize) alike */
+        snprintf(buf, cap, "%s", o->arg && strchr(o->arg, ',') ? "1,1" : "q8_0");
+        break;
     case CLI_T_STR2: snprintf(buf, cap, "x\tx"); break;
     case CLI_T_CHOICE: snprintf(buf, cap, "%.*s", (int)strcspn(o->arg, "|"), o->arg); break;
     case CLI_T_KV: snprintf(buf, cap, "f16"); break;
