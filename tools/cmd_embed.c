@@ -8,20 +8,13 @@
 
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 #define MAX_INPUTS 4096
 
 static void embed_usage(FILE *f) {
-    fprintf(f, "usage: cpulm embed [-m MODEL] (-p TEXT ... | -f FILE) [options]\n"
-               "  -p, --prompt TEXT     an input (repeatable)\n"
-               "  -f, --file FILE       inputs, one per non-empty line\n"
-               "  --pooling P           none|mean|cls|last (default: the model's, none if unset)\n"
-               "  --normalize | --raw   L2-normalize vectors (default) or print them raw\n"
-               "  --json                OpenAI-style {\"object\":\"list\",\"data\":[...]} output\n"
-               "  --no-bos              do not add BOS\n"
-               "  -c, --ctx-size N      longest input in tokens (default 2048)\n"
-               "  -b, --batch-size N    tokens per decode (default 512)\n"
-               "  -t N                  threads\n");
+    fprintf(f, "usage: cpulm embed [-m MODEL] (-p TEXT ... | -f FILE) [options]\n");
+    cli_help(f, "embed");
 }
 
 typedef struct embed_opts {
@@ -167,48 +160,45 @@ static int add_lines(embed_opts *o, char *text) {
     return 1;
 }
 
-static int parse_embed_args(cli *c, embed_opts *o, const char **model, char **file_text) {
-    for (c->i = 1; c->i < c->argc; c->i++) {
-        const char *v;
-        if (cli_flag(c, "-h", "--help")) {
-            embed_usage(stdout);
-            return -1;
-        } else if (cli_flag(c, "-m", "--model")) {
-            if (!(*model = cli_value(c))) return EXIT_USAGE;
-        } else if (cli_flag(c, "-p", "--prompt")) {
-            if (!(v = cli_value(c))) return EXIT_USAGE;
-            if (o->n_inputs >= MAX_INPUTS) return EXIT_USAGE;
-            o->inputs[o->n_inputs++] = v;
-        } else if (cli_flag(c, "-f", "--file")) {
-            if (!(v = cli_value(c))) return EXIT_USAGE;
-            free(*file_text);
-            if (!(*file_text = cli_read_file(v, NULL)) || !add_lines(o, *file_text))
-                return EXIT_USAGE;
-        } else if (cli_flag(c, "--pooling", NULL)) {
-            if (!(v = cli_value(c))) return EXIT_USAGE;
-            if (cpulm_pooling_parse(v, &o->pooling) != CPULM_OK ||
-                o->pooling == CPULM_POOLING_RANK) {
-                fprintf(stderr, "cpulm embed: bad --pooling '%s' (none, mean, cls or last)\n", v);
-                return EXIT_USAGE;
-            }
-        } else if (cli_flag(c, "--raw", NULL)) {
-            o->raw = 1;
-        } else if (cli_flag(c, "--normalize", NULL)) {
-            o->raw = 0;
-        } else if (cli_flag(c, "--json", NULL)) {
-            o->json = 1;
-        } else if (cli_flag(c, "--no-bos", NULL)) {
-            o->no_bos = 1;
-        } else if (cli_flag(c, "-c", "--ctx-size")) {
-            if (!cli_int(c, 1, 1 << 24, &o->n_ctx)) return EXIT_USAGE;
-        } else if (cli_flag(c, "-b", "--batch-size")) {
-            if (!cli_int(c, 1, 1 << 16, &o->n_batch)) return EXIT_USAGE;
-        } else if (cli_flag(c, "-t", "--threads")) {
-            if (!cli_int(c, 1, 512, &o->threads)) return EXIT_USAGE;
-        } else {
-            if (cli_rest(c)) return EXIT_USAGE;
-        }
+/* One row of the table: 0 = ok, -1 after --help, else the exit code. */
+static int embed_opt(cli *c, int id, const cli_val *v, embed_opts *o, const char **model,
+                     const char **file) {
+    switch (id) {
+    case OPT_HELP: embed_usage(stdout); return -1;
+    case OPT_MODEL: *model = v->s; break;
+    case OPT_PROMPT:
+        if (o->n_inputs >= MAX_INPUTS) return EXIT_USAGE;
+        o->inputs[o->n_inputs++] = v->s;
+        break;
+    case OPT_FILE: *file = v->s; break; /* read once the flags are parsed */
+    case OPT_POOLING:
+        cpulm_pooling_parse(v->s, &o->pooling); /* the table allows only none|mean|cls|last */
+        break;
+    case OPT_RAW: o->raw = 1; break;
+    case OPT_NORMALIZE: o->raw = 0; break;
+    case OPT_JSON: o->json = 1; break;
+    case OPT_NO_BOS: o->no_bos = 1; break;
+    case OPT_CTX:
+        if (!cli_at_least(c, v, 1)) return EXIT_USAGE;
+        o->n_ctx = (int)v->i;
+        break;
+    case OPT_BATCH: o->n_batch = (int)v->i; break;
+    case OPT_THREADS: o->threads = (int)v->i; break;
+    default: return cli_unhandled(c, v);
     }
+    return 0;
+}
+
+static int parse_embed_args(cli *c, embed_opts *o, const char **model, char **file_text) {
+    const char *file = NULL;
+    for (c->i = 1; c->i < c->argc; c->i++) {
+        cli_val v;
+        int id = cli_next(c, &v), rc;
+        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(c))) return EXIT_USAGE;
+        if (id >= 0 && (rc = embed_opt(c, id, &v, o, model, &file)) != 0) return rc;
+    }
+    if (file && (!(*file_text = cli_read_file(file, NULL)) || !add_lines(o, *file_text)))
+        return EXIT_USAGE;
     if (o->n_inputs == 0) {
         fprintf(stderr, "cpulm embed: give -p TEXT or -f FILE\n");
         return EXIT_USAGE;

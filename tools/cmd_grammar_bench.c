@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 #include "tools_api.h"
 
 typedef struct gb_opts {
@@ -32,19 +33,8 @@ static const char *DEFAULT_SCHEMA =
     "[\"street\",\"zip\"]}},\"required\":[\"name\",\"age\",\"tags\",\"address\"]}";
 
 static void gb_usage(FILE *f) {
-    fprintf(f, "usage: cpulm grammar-bench [-m MODEL] [--vocab-json FILE] [options]\n"
-               "  -m, --model FILE      model: its vocabulary, and generation timing (unless\n"
-               "                        --vocab-json is given)\n"
-               "  --vocab-json FILE     byte-level BPE encoder.json ({token: id}) for the trie,\n"
-               "                        e.g. Llama 3's 128k vocabulary\n"
-               "  --json-schema S       the schema to follow (default: a person record with\n"
-               "                        strings, integers, an array and a nested object)\n"
-               "  --grammar-file F      a GBNF grammar instead\n"
-               "  -n N                  tokens per run (default 128)\n"
-               "  -r N                  runs (default 3)\n"
-               "  -t N                  threads for generation (default: physical cores)\n"
-               "  --seed N              (default 1)\n"
-               "  --json                one JSON object on stdout\n");
+    fprintf(f, "usage: cpulm grammar-bench [-m MODEL] [--vocab-json FILE] [options]\n");
+    cli_help(f, "grammar-bench");
 }
 
 static int gb_parse(int argc, char **argv, gb_opts *o) {
@@ -53,31 +43,28 @@ static int gb_parse(int argc, char **argv, gb_opts *o) {
     o->runs = 3;
     o->seed = 1;
     for (c.i = 1; c.i < argc; c.i++) {
-        int v;
-        if (cli_flag(&c, "-h", "--help")) {
-            gb_usage(stdout);
-            exit(0);
-        } else if (cli_flag(&c, "-m", "--model")) {
-            if (!(o->model = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--vocab-json", NULL)) {
-            if (!(o->vocab_json = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--json-schema", NULL)) {
-            if (!(o->schema = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--grammar-file", NULL)) {
-            if (!(o->grammar_file = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-n", NULL)) {
-            if (!cli_int(&c, 1, 1 << 20, &o->n)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-r", NULL)) {
-            if (!cli_int(&c, 1, 1000, &o->runs)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-t", "--threads")) {
-            if (!cli_int(&c, 1, 512, &o->threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--seed", NULL)) {
-            if (!cli_int(&c, 0, 1 << 30, &v)) return EXIT_USAGE;
-            o->seed = (uint64_t)v;
-        } else if (cli_flag(&c, "--json", NULL)) {
-            o->json = 1;
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
+        cli_val v;
+        int id = cli_next(&c, &v);
+        switch (id) {
+        case CLI_SKIP: break;
+        case CLI_ERR: return EXIT_USAGE;
+        case CLI_POS: return cli_unknown(&c);
+        case OPT_HELP: gb_usage(stdout); exit(0);
+        case OPT_MODEL: o->model = v.s; break;
+        case OPT_VOCAB_JSON: o->vocab_json = v.s; break;
+        case OPT_JSON_SCHEMA: o->schema = v.s; break;
+        case OPT_GRAMMAR_FILE: o->grammar_file = v.s; break;
+        case OPT_N_GEN:
+            if (!cli_at_least(&c, &v, 1)) return EXIT_USAGE;
+            o->n = (int)v.i;
+            break;
+        case OPT_REPS: o->runs = (int)v.i; break;
+        case OPT_THREADS: o->threads = (int)v.i; break;
+        case OPT_SEED:
+            if (v.i >= 0) o->seed = (uint64_t)v.i;
+            break;
+        case OPT_JSON: o->json = 1; break;
+        default: return cli_unhandled(&c, &v);
         }
     }
     return 0;

@@ -6,15 +6,12 @@
 
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 static void logits_usage(FILE *f) {
-    fprintf(f, "usage: cpulm logits [-m MODEL] (-p PROMPT | --tokens 1,2,3) [--top K] [--json]\n"
-               "  --no-bos           do not add BOS to the prompt\n"
-               "  -t N               threads\n"
-               "  --kv, -ctk TYPE  KV cache type f16|f32|q8_0|q4_0 (default f16)\n"
-               "  --attn ref|fast  F16 KV attention: ref (default, llama.cpp's numerics) or fast\n"
-               "                   (tiled, f32 accumulation; logits differ by up to "
-               "~0.01)\n" CLI_COMPAT_HELP);
+    fprintf(f, "usage: cpulm logits [-m MODEL] (-p PROMPT | --tokens 1,2,3) [--top K] [--json]\n");
+    cli_help(f, "logits");
+    fputs(CLI_COMPAT_HELP, f);
 }
 
 /* Indices of the k largest values, descending (ties: lower id first). */
@@ -80,29 +77,23 @@ int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *tokens = NULL, *kv = "f16";
     int k = 10, json = 0, no_bos = 0, threads = 0, attn_fast = 0;
     for (c.i = 1; c.i < argc; c.i++) {
-        if (cli_flag(&c, "-h", "--help")) {
-            logits_usage(stdout);
-            return 0;
-        } else if (cli_flag(&c, "-m", "--model")) {
-            if (!(model = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-p", "--prompt")) {
-            if (!(prompt = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--tokens", NULL)) {
-            if (!(tokens = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--top", "-k")) {
-            if (!cli_int(&c, 1, 256, &k)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-t", "--threads")) {
-            if (!cli_int(&c, 1, 512, &threads)) return EXIT_USAGE;
-        } else if (cli_is_kv_flag(&c)) {
-            if (!(kv = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--attn", NULL)) {
-            if (!cli_attn_flag(&c, &attn_fast)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--json", NULL)) {
-            json = 1;
-        } else if (cli_flag(&c, "--no-bos", NULL)) {
-            no_bos = 1;
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
+        cli_val v;
+        int id = cli_next(&c, &v);
+        switch (id) {
+        case CLI_SKIP: break;
+        case CLI_ERR: return EXIT_USAGE;
+        case CLI_POS: return cli_unknown(&c);
+        case OPT_HELP: logits_usage(stdout); return 0;
+        case OPT_MODEL: model = v.s; break;
+        case OPT_PROMPT: prompt = v.s; break;
+        case OPT_TOKEN_IDS: tokens = v.s; break;
+        case OPT_TOP: k = (int)v.i; break;
+        case OPT_THREADS: threads = (int)v.i; break;
+        case OPT_KV: kv = v.s; break;
+        case OPT_ATTN: attn_fast = cli_attn_value(&v); break;
+        case OPT_JSON: json = 1; break;
+        case OPT_NO_BOS: no_bos = 1; break;
+        default: return cli_unhandled(&c, &v);
         }
     }
     if (!prompt == !tokens) {

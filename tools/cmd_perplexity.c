@@ -41,11 +41,7 @@ static int ppl_opt(cli *c, int id, const cli_val *v, ppl_opts *o) {
     case OPT_MODEL: o->model = v->s; break;
     case OPT_FILE: o->file = v->s; break;
     case OPT_CTX:
-        if (v->i < 4) { /* a chunk scores its second half: a few tokens at least */
-            fprintf(stderr, "cpulm perplexity: bad value '%s' for %s (want at least 4)\n", v->s,
-                    v->flag);
-            return EXIT_USAGE;
-        }
+        if (!cli_at_least(c, v, 4)) return EXIT_USAGE; /* a chunk scores its second half */
         o->n_ctx = (int)v->i;
         break;
     case OPT_BATCH: o->n_batch = (int)v->i; break;

@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 #if defined(CPULM_HAVE_CURL)
 #include <curl/curl.h>
@@ -157,17 +158,10 @@ static int is_sha256_hex(const char *s) {
 /* ---- arguments and paths ---- */
 
 static void pull_usage(FILE *f) {
-    fprintf(f,
-            "usage: cpulm pull OWNER/REPO/FILE [options]     (e.g. ggml-org/models/x.gguf)\n"
-            "       cpulm pull --hash FILE...                print SHA-256 of local files\n"
-            "  --dir DIR        cache directory (default $CPULM_CACHE, else ~/.cache/cpulm)\n"
-            "  --url BASE       server (default $CPULM_HF_ENDPOINT, $HF_ENDPOINT, or\n"
-            "                   https://huggingface.co); fetches BASE/OWNER/REPO/resolve/REV/FILE\n"
-            "  --revision REV   branch, tag or commit (default main)\n"
-            "  --sha256 HEX     expected checksum (else the server's ETag when it is one)\n"
-            "  --force          download again even if the file is in the cache\n"
-            "  -q, --quiet      no progress bar\n"
-            "Sends $HF_TOKEN as a bearer token when set. Prints the file's path on stdout.\n");
+    fprintf(f, "usage: cpulm pull OWNER/REPO/FILE [options]     (e.g. ggml-org/models/x.gguf)\n"
+               "       cpulm pull --hash FILE...                print SHA-256 of local files\n");
+    cli_help(f, "pull");
+    fprintf(f, "Sends $HF_TOKEN as a bearer token when set. Prints the file's path on stdout.\n");
 }
 
 typedef struct pull_opts {
@@ -207,33 +201,36 @@ static int parse_args(int argc, char **argv, pull_opts *o) {
     cli c = {.cmd = "pull", .argc = argc, .argv = argv};
     o->rev = "main";
     for (c.i = 1; c.i < argc; c.i++) {
-        if (cli_flag(&c, "-h", "--help")) {
+        cli_val v;
+        int id = cli_next(&c, &v);
+        if (id == CLI_ERR) return EXIT_USAGE;
+        if (id == OPT_HELP) {
             pull_usage(stdout);
             return -1;
-        } else if (cli_flag(&c, "--dir", NULL)) {
-            if (!(o->dir = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--url", NULL)) {
-            if (!(o->base = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--revision", NULL)) {
-            if (!(o->rev = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--sha256", NULL)) {
-            if (!(o->sha = cli_value(&c))) return EXIT_USAGE;
-            if (!is_sha256_hex(o->sha)) {
-                fprintf(stderr, "cpulm pull: --sha256 wants 64 hex digits, got '%s'\n", o->sha);
-                return EXIT_USAGE;
-            }
-        } else if (cli_flag(&c, "--force", NULL)) {
+        } else if (id == OPT_DIR) {
+            o->dir = v.s;
+        } else if (id == OPT_PULL_URL) {
+            o->base = v.s;
+        } else if (id == OPT_REVISION) {
+            o->rev = v.s;
+        } else if (id == OPT_SHA256) {
+            o->sha = v.s;
+        } else if (id == OPT_FORCE) {
             o->force = 1;
-        } else if (cli_flag(&c, "-q", "--quiet")) {
+        } else if (id == OPT_QUIET) {
             o->quiet = 1;
-        } else if (argv[c.i][0] == '-') {
-            if (cli_rest(&c)) return EXIT_USAGE;
-        } else if (!o->spec) {
+        } else if (id >= 0) {
+            return cli_unhandled(&c, &v);
+        } else if (id == CLI_POS && !o->spec) {
             o->spec = argv[c.i];
-        } else {
+        } else if (id == CLI_POS) {
             fprintf(stderr, "cpulm pull: unexpected argument '%s'\n", argv[c.i]);
             return EXIT_USAGE;
         }
+    }
+    if (o->sha && !is_sha256_hex(o->sha)) {
+        fprintf(stderr, "cpulm pull: --sha256 wants 64 hex digits, got '%s'\n", o->sha);
+        return EXIT_USAGE;
     }
     if (!o->spec || !split_spec(o)) {
         fprintf(stderr,

@@ -10,6 +10,7 @@
 #include "bench.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 typedef struct roof_opts {
     const char *model;
@@ -20,14 +21,8 @@ typedef struct roof_opts {
 
 static void roof_usage(FILE *f) {
     fprintf(f, "usage: cpulm roofline [-t 1,2] [-m MODEL] [options]\n"
-               "  -t, --threads LIST   thread counts (default: 1, 2, 4, ... physical cores)\n"
-               "  -m, --model FILE     also run pp and tg and report the fraction of the ceilings\n"
-               "  -p N                 prompt tokens of the pp test (default 128)\n"
-               "  -n N                 generated tokens of the tg test (default 32)\n"
-               "  -r N                 repetitions of pp and tg (default 3)\n"
-               "  --buffer-mib N       bandwidth buffer (default 256; must exceed the caches)\n"
-               "  --time S             seconds per ceiling measurement (default 0.3)\n"
-               "  -o md|json           output format (default md)\n");
+               "  (-m: also run pp and tg and report the fraction of the ceilings)\n");
+    cli_help(f, "roofline");
 }
 
 static int parse_roof(int argc, char **argv, roof_opts *o) {
@@ -36,34 +31,27 @@ static int parse_roof(int argc, char **argv, roof_opts *o) {
     for (c.i = 1; c.i < argc; c.i++) {
         int ok = 1;
         char err[128];
-        if (cli_flag(&c, "-h", "--help")) {
-            roof_usage(stdout);
-            return 0;
-        } else if (cli_flag(&c, "-t", "--threads")) {
-            const char *v = cli_value(&c);
-            ok = v && !bench_list_parse(v, 1, 512, &o->threads, err, sizeof err);
-            if (v && !ok) fprintf(stderr, "cpulm roofline: bad value '%s' for -t (%s)\n", v, err);
-        } else if (cli_flag(&c, "-m", "--model"))
-            ok = (o->model = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "-p", "--n-prompt"))
-            ok = cli_int(&c, 1, 1 << 16, &o->n_prompt);
-        else if (cli_flag(&c, "-n", "--n-gen"))
-            ok = cli_int(&c, 1, 1 << 16, &o->n_gen);
-        else if (cli_flag(&c, "-r", "--repetitions"))
-            ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
-        else if (cli_flag(&c, "--buffer-mib", NULL))
-            ok = cli_int(&c, 1, 1 << 16, &o->buf_mib);
-        else if (cli_flag(&c, "--time", NULL))
-            ok = cli_float(&c, 0.001, 60, &o->min_s);
-        else if (cli_flag(&c, "-o", "--output")) {
-            const char *v = cli_value(&c);
-            ok = v && (!strcmp(v, "md") || !strcmp(v, "json"));
-            if (ok)
-                o->json = !strcmp(v, "json");
-            else if (v)
-                fprintf(stderr, "cpulm roofline: bad value '%s' for -o (want md or json)\n", v);
-        } else if (cli_rest(&c))
-            return EXIT_USAGE;
+        cli_val v;
+        int id = cli_next(&c, &v);
+        switch (id) {
+        case CLI_SKIP: break;
+        case CLI_ERR: return EXIT_USAGE;
+        case CLI_POS: return cli_unknown(&c);
+        case OPT_HELP: roof_usage(stdout); return 0;
+        case OPT_THREADS: /* a list, in the row's range */
+            ok = !bench_list_parse(v.s, (int32_t)v.opt->lo, (int32_t)v.opt->hi, &o->threads, err,
+                                   sizeof err);
+            if (!ok) fprintf(stderr, "cpulm roofline: bad value '%s' for -t (%s)\n", v.s, err);
+            break;
+        case OPT_MODEL: o->model = v.s; break;
+        case OPT_N_PROMPT: ok = cli_at_least(&c, &v, 1) && (o->n_prompt = (int)v.i); break;
+        case OPT_N_GEN: ok = cli_at_least(&c, &v, 1) && (o->n_gen = (int)v.i); break;
+        case OPT_REPS: o->reps = (int)v.i; break;
+        case OPT_BUFFER_MIB: o->buf_mib = (int)v.i; break;
+        case OPT_TIME: o->min_s = (float)v.f; break;
+        case OPT_ROOF_OUTPUT: o->json = v.i == 1; break;
+        default: return cli_unhandled(&c, &v);
+        }
         if (!ok) return EXIT_USAGE;
     }
     if (!o->threads.n) bench_default_threads(&o->threads);

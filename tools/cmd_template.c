@@ -6,13 +6,12 @@
 #include "chat_common.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 static void template_usage(FILE *f) {
     fprintf(f, "usage: cpulm template (-m MODEL | --file T.jinja | --chat-template NAME|FILE) "
-               "--messages M.json [--no-generation-prompt] [--bos S] [--eos S]\n"
-               "  M.json is an array of {\"role\": ..., \"content\": ...} objects ('-' = stdin).\n"
-               "  --no-think   pass enable_thinking=false to templates that honour it\n"
-               "  --tokens     also print the token ids (needs -m)\n");
+               "--messages M.json [--no-generation-prompt] [--bos S] [--eos S]\n");
+    cli_help(f, "template");
 }
 
 typedef struct tmpl_opts {
@@ -23,27 +22,23 @@ typedef struct tmpl_opts {
 static int parse_tmpl(int argc, char **argv, tmpl_opts *o) {
     cli c = {.cmd = "template", .argc = argc, .argv = argv};
     for (c.i = 1; c.i < argc; c.i++) {
-        if (cli_flag(&c, "-h", "--help")) {
-            template_usage(stdout);
-            exit(0);
-        } else if (cli_flag(&c, "-m", "--model")) {
-            if (!(o->model = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--file", "--chat-template")) {
-            if (!(o->file = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--messages", NULL)) {
-            if (!(o->messages = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--bos", NULL)) {
-            if (!(o->bos = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--eos", NULL)) {
-            if (!(o->eos = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--no-generation-prompt", NULL)) {
-            o->no_gen = 1;
-        } else if (cli_flag(&c, "--no-think", NULL)) {
-            o->no_think = 1;
-        } else if (cli_flag(&c, "--tokens", NULL)) {
-            o->tokens = 1;
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
+        cli_val v;
+        int id = cli_next(&c, &v);
+        switch (id) {
+        case CLI_SKIP: break;
+        case CLI_ERR: return EXIT_USAGE;
+        case CLI_POS: return cli_unknown(&c);
+        case OPT_HELP: template_usage(stdout); exit(0);
+        case OPT_MODEL: o->model = v.s; break;
+        case OPT_TEMPLATE_FILE:
+        case OPT_CHAT_TEMPLATE: o->file = v.s; break;
+        case OPT_MESSAGES: o->messages = v.s; break;
+        case OPT_BOS: o->bos = v.s; break;
+        case OPT_EOS: o->eos = v.s; break;
+        case OPT_NO_GEN_PROMPT: o->no_gen = 1; break;
+        case OPT_NO_THINK: o->no_think = 1; break;
+        case OPT_PRINT_TOKENS: o->tokens = 1; break;
+        default: return cli_unhandled(&c, &v);
         }
     }
     if (!o->messages || (!o->model && !o->file)) {

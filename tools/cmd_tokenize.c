@@ -5,14 +5,12 @@
 
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 static void tok_usage(FILE *f) {
     fprintf(f, "usage: cpulm tokenize [-m MODEL] (-p TEXT | -f FILE) [--no-bos] [--special] "
-               "[--ids | --json]\n"
-               "  --no-bos     do not add BOS\n"
-               "  --special    parse control-token text such as <|eot_id|> into its id\n"
-               "  --ids        print only the ids as [1, 2, 3]\n"
-               "  --json       print {\"tokens\": [...], \"pieces\": [...]}\n");
+               "[--ids | --json]\n");
+    cli_help(f, "tokenize");
 }
 
 static void print_tokens(const cpulm_model *m, const cpulm_token *t, int32_t n, int ids, int json) {
@@ -41,25 +39,21 @@ int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *text = NULL, *file = NULL;
     int no_bos = 0, special = 0, ids = 0, json = 0;
     for (c.i = 1; c.i < argc; c.i++) {
-        if (cli_flag(&c, "-h", "--help")) {
-            tok_usage(stdout);
-            return 0;
-        } else if (cli_flag(&c, "-m", "--model")) {
-            if (!(model = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-p", "--prompt")) {
-            if (!(text = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-f", "--file")) {
-            if (!(file = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--no-bos", NULL)) {
-            no_bos = 1;
-        } else if (cli_flag(&c, "--special", "--parse-special")) {
-            special = 1;
-        } else if (cli_flag(&c, "--ids", NULL)) {
-            ids = 1;
-        } else if (cli_flag(&c, "--json", NULL)) {
-            json = 1;
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
+        cli_val v;
+        int id = cli_next(&c, &v);
+        switch (id) {
+        case CLI_SKIP: break;
+        case CLI_ERR: return EXIT_USAGE;
+        case CLI_POS: return cli_unknown(&c);
+        case OPT_HELP: tok_usage(stdout); return 0;
+        case OPT_MODEL: model = v.s; break;
+        case OPT_PROMPT: text = v.s; break;
+        case OPT_FILE: file = v.s; break;
+        case OPT_NO_BOS: no_bos = 1; break;
+        case OPT_SPECIAL: special = 1; break;
+        case OPT_IDS: ids = 1; break;
+        case OPT_JSON: json = 1; break;
+        default: return cli_unhandled(&c, &v);
         }
     }
     if (!text == !file) {

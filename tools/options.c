@@ -162,6 +162,13 @@ int cli_next(cli *c, cli_val *v) {
     return o->id;
 }
 
+int cli_at_least(cli *c, const cli_val *v, long long lo) {
+    if (v->i >= lo) return 1;
+    fprintf(stderr, "cpulm %s: bad value '%s' for %s (want an integer in [%lld, %lld])\n", c->cmd,
+            v->s, v->flag, lo, (long long)v->opt->hi);
+    return 0;
+}
+
 int cli_unhandled(cli *c, const cli_val *v) {
     fprintf(stderr, "cpulm %s: internal error: option %s is in the table but not handled\n", c->cmd,
             v->flag);

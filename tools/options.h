@@ -94,6 +94,9 @@ int cli_next(cli *c, cli_val *v);
  * by it is a bug in the table or the command; prints it and returns 1. */
 int cli_unhandled(cli *c, const cli_val *v);
 const cli_opt *cli_opt_get(int id);
+/* A command whose use of a shared row needs a higher floor than the row's (roofline's -p):
+ * 1 when v->i >= lo, else 0 after the usual "bad value" message. */
+int cli_at_least(cli *c, const cli_val *v, long long lo);
 /* Command name -> bit (0 when unknown). */
 unsigned cli_cmd_bit(const char *cmd);
 /* The option lines of cmd's --help, from the table. */
