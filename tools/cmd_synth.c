@@ -5,43 +5,13 @@
 
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 #include "progress.h"
 #include "tools_api.h"
 
 static void synth_usage(FILE *f) {
-    fprintf(f,
-            "usage: cpulm synth --shape NAME --type TYPE -o FILE [options]\n"
-            "  --shape NAME     1b, 3b, 8b, 70b (Llama-3.x), qwen3-0.6b, qwen3-1.7b, qwen3-4b,\n"
-            "                   qwen3-8b, qwen3-30b-a3b (MoE: 128 experts, 8 used), mixtral-8x7b,\n"
-            "                   qwen35-9b (hybrid: Gated DeltaNet + gated attention), gemma3-4b,\n"
-            "                   gpt-oss-20b, gpt-oss-120b (sliding windows, sinks, MXFP4\n"
-            "                   experts), tiny, tiny-moe, tiny-qwen35, tiny-gemma3, tiny-gpt-oss,\n"
-            "                   or custom (tiny's numbers; override with the flags)\n"
-            "  --type TYPE      q4_0 (default; mxfp4 for gpt-oss), q8_0, f16, bf16, f32, q4_k,\n"
-            "                   q6_k, mxfp4 (FFN and expert matrices; Q8_0 for the others)\n"
-            "  -o FILE          output GGUF\n"
-            "  --layers N --embd N --ff N --heads N --kv-heads N --vocab N --ctx N\n"
-            "                   override the shape's numbers (--layers N cuts a big shape for\n"
-            "                   benchmarks)\n"
-            "  --arch NAME --head-dim N --experts N --experts-used N --expert-ff N\n"
-            "                   architecture (llama, qwen2, qwen3, qwen3moe, qwen35, gemma3,\n"
-            "                   gpt-oss), head size, experts\n"
-            "  --yarn FACTOR --yarn-orig-ctx N\n"
-            "                   YaRN rope scaling keys (rope.scaling.type yarn, factor, original\n"
-            "                   context length N, default --ctx; gpt-oss shapes have their own)\n"
-            "  --window N       gpt-oss: sliding window of the sliding layers\n"
-            "  --swa N --swa-period N --rope-linear F --softcap F\n"
-            "                   gemma3: sliding window (0: none), the pattern period written as\n"
-            "                   attention.sliding_window_pattern (0: not written, the default 6),\n"
-            "                   linear rope scaling of the global layers (0: none), the final\n"
-            "                   logit soft-cap key (0: not written)\n"
-            "  --untied         write a separate output.weight (default: the shape's)\n"
-            "  --fim            the last three tokens are <|fim_prefix|>, <|fim_suffix|> and\n"
-            "                   <|fim_middle|> (control tokens: a model for /infill tests)\n"
-            "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
-            "  -t, --threads N  generation threads (default 2)\n"
-            "  --progress, --no-progress  live line on stderr: tensors and MiB written (default:\n"
-            "                   when stderr is a terminal)\n");
+    fprintf(f, "usage: cpulm synth --shape NAME --type TYPE -o FILE [options]\n");
+    cli_help(f, "synth");
 }
 
 typedef struct synth_opts {
@@ -54,73 +24,53 @@ typedef struct synth_opts {
     long long seed;
 } synth_opts;
 
-static int parse_size(cli *c, int *out) {
-    return cli_int(c, 1, 1 << 24, out);
+/* One row of the table; 1 = ok. */
+static int synth_opt(cli *c, int id, const cli_val *v, synth_opts *o) {
+    switch (id) {
+    case OPT_HELP: synth_usage(stdout); exit(0);
+    case OPT_SHAPE: o->shape = v->s; break;
+    case OPT_WTYPE: o->type = v->s; break;
+    case OPT_OUT_FILE: o->out = v->s; break;
+    case OPT_LAYERS: o->layers = (int)v->i; break;
+    case OPT_EMBD: o->embd = (int)v->i; break;
+    case OPT_FF: o->ff = (int)v->i; break;
+    case OPT_HEADS: o->heads = (int)v->i; break;
+    case OPT_KV_HEADS: o->kv_heads = (int)v->i; break;
+    case OPT_VOCAB: o->vocab = (int)v->i; break;
+    case OPT_TRAIN_CTX: o->ctx = (int)v->i; break;
+    case OPT_UNTIED: o->untied = 1; break;
+    case OPT_FIM: o->fim = 1; break;
+    case OPT_MODEL_ARCH: o->arch = v->s; break;
+    case OPT_HEAD_DIM: o->head_dim = (int)v->i; break;
+    case OPT_EXPERTS: o->experts = (int)v->i; break;
+    case OPT_EXPERTS_USED: o->experts_used = (int)v->i; break;
+    case OPT_EXPERT_FF: o->expert_ff = (int)v->i; break;
+    case OPT_YARN: o->yarn = (float)v->f; break;
+    case OPT_YARN_ORIG_CTX: o->yarn_orig_ctx = (int)v->i; break;
+    case OPT_SWA: o->swa = (int)v->i; break;
+    case OPT_SWA_PERIOD: o->swa_period = (int)v->i; break;
+    case OPT_ROPE_LINEAR: o->rope_linear = (float)v->f; break;
+    case OPT_SOFTCAP: o->softcap = (float)v->f; break;
+    case OPT_WINDOW: o->window = (int)v->i; break;
+    case OPT_SEED:
+        if (v->i >= 0) o->seed = v->i;
+        break;
+    case OPT_THREADS: o->threads = (int)v->i; break;
+    case OPT_PROGRESS: o->progress = 1; break;
+    case OPT_NO_PROGRESS: o->progress = 0; break;
+    default: cli_unhandled(c, v); return 0;
+    }
+    return 1;
 }
 
 static int parse_synth(int argc, char **argv, synth_opts *o) {
     cli c = {.cmd = "synth", .argc = argc, .argv = argv};
     int ok = 1;
     for (c.i = 1; c.i < argc && ok; c.i++) {
-        if (cli_flag(&c, "-h", "--help")) {
-            synth_usage(stdout);
-            exit(0);
-        } else if (cli_flag(&c, "--shape", NULL))
-            ok = (o->shape = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--type", NULL))
-            ok = (o->type = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "-o", "--output"))
-            ok = (o->out = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--layers", NULL))
-            ok = parse_size(&c, &o->layers);
-        else if (cli_flag(&c, "--embd", NULL))
-            ok = parse_size(&c, &o->embd);
-        else if (cli_flag(&c, "--ff", NULL))
-            ok = parse_size(&c, &o->ff);
-        else if (cli_flag(&c, "--heads", NULL))
-            ok = parse_size(&c, &o->heads);
-        else if (cli_flag(&c, "--kv-heads", NULL))
-            ok = parse_size(&c, &o->kv_heads);
-        else if (cli_flag(&c, "--vocab", NULL))
-            ok = parse_size(&c, &o->vocab);
-        else if (cli_flag(&c, "--ctx", NULL))
-            ok = parse_size(&c, &o->ctx);
-        else if (cli_flag(&c, "--untied", NULL))
-            o->untied = 1;
-        else if (cli_flag(&c, "--fim", NULL))
-            o->fim = 1;
-        else if (cli_flag(&c, "--arch", NULL))
-            ok = (o->arch = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--head-dim", NULL))
-            ok = parse_size(&c, &o->head_dim);
-        else if (cli_flag(&c, "--experts", NULL))
-            ok = parse_size(&c, &o->experts);
-        else if (cli_flag(&c, "--experts-used", NULL))
-            ok = parse_size(&c, &o->experts_used);
-        else if (cli_flag(&c, "--expert-ff", NULL))
-            ok = parse_size(&c, &o->expert_ff);
-        else if (cli_flag(&c, "--yarn", NULL))
-            ok = cli_float(&c, 1.0, 1000.0, &o->yarn);
-        else if (cli_flag(&c, "--yarn-orig-ctx", NULL))
-            ok = parse_size(&c, &o->yarn_orig_ctx);
-        else if (cli_flag(&c, "--swa", NULL))
-            ok = cli_int(&c, 0, 1 << 24, &o->swa);
-        else if (cli_flag(&c, "--swa-period", NULL))
-            ok = cli_int(&c, 0, 4096, &o->swa_period);
-        else if (cli_flag(&c, "--rope-linear", NULL))
-            ok = cli_float(&c, 0.0, 1000.0, &o->rope_linear);
-        else if (cli_flag(&c, "--softcap", NULL))
-            ok = cli_float(&c, 0.0, 1000.0, &o->softcap);
-        else if (cli_flag(&c, "--window", NULL))
-            ok = parse_size(&c, &o->window);
-        else if (cli_flag(&c, "--seed", NULL))
-            ok = cli_i64(&c, 0, 0x7FFFFFFFFFFFFFFFLL, &o->seed);
-        else if (cli_flag(&c, "-t", "--threads"))
-            ok = cli_int(&c, 1, 64, &o->threads);
-        else if (cli_progress_flag(&c, &o->progress))
-            continue;
-        else if (cli_rest(&c))
-            return EXIT_USAGE;
+        cli_val v;
+        int id = cli_next(&c, &v);
+        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
+        if (id >= 0) ok = synth_opt(&c, id, &v, o);
     }
     if (!ok) return EXIT_USAGE;
     if (!o->shape || !o->out) {
