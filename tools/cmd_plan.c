@@ -12,6 +12,7 @@
 #include "plan_estimate.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 typedef struct plan_opts {
     const char *model, *shape, *type, *instance, *prices, *arch, *family;
@@ -24,78 +25,64 @@ typedef struct plan_opts {
 } plan_opts;
 
 static void plan_usage(FILE *f) {
+    fprintf(f, "usage: cpulm plan (-m MODEL | --shape NAME --type TYPE) [options]\n");
+    cli_help(f, "plan");
     fprintf(
-        f,
-        "usage: cpulm plan (-m MODEL | --shape NAME --type TYPE) [options]\n"
-        "  -m, --model FILE     size a GGUF file\n"
-        "  --shape NAME         a model shape without a file: 1b, 3b, 8b, 70b (Llama 3),\n"
-        "                       qwen3-0.6b .. qwen3-8b, qwen3-30b-a3b, mixtral-8x7b (MoE)\n"
-        "  --type TYPE          weights for --shape: a `cpulm quantize` type (q4_0, q4_k_m, q8_0,\n"
-        "                       f16, bf16, ...; default q4_0), sized by the quantizer's rules\n"
-        "  -c, --ctx-size N     tokens per sequence (default 4096)\n"
-        "  --parallel N         sequences served at once, each with its own context (default 1)\n"
-        "  --kv f16|q8_0|f32    KV cache type of the total (default f16; f16 and q8_0 are shown)\n"
-        "  -b N                 batch size the compute buffers are sized for (default 512)\n"
-        "  -t N                 threads the buffers are sized for (default 16)\n"
-        "  --price USD          USD per hour of the machine to cost\n"
-        "  --instance NAME      take the price from the table (e.g. c7g.2xlarge)\n"
-        "  --tps X              single-stream generation tokens/s to cost\n"
-        "  --tps-batched X      aggregate tokens/s with --parallel sequences\n"
-        "  --bench              measure both on this machine with -m (a quick tg + parallel run)\n"
-        "  --prices FILE        price table (default: data/prices.tsv of the cpulm tree,\n"
-        "                       or $CPULM_PRICES)\n"
-        "  --arch A             only instances of that CPU architecture (arm64, x86_64)\n"
-        "  --family F           only instances of that family (c7g, m7i, ...: the name before\n"
-        "                       the dot; a comma list works)\n"
-        "--instance alone shows whether the deployment fits that instance; with --tps, --bench\n"
-        "or --price it also costs tokens on it.\n"
-        "Estimates for a workload (performance model; every figure labelled estimated):\n"
-        "  --workload W         chat, rag, agent, summarize or a JSON file: estimated users\n"
-        "                       within the objective, req/s, $/1M input and output tokens,\n"
-        "                       $/1k requests, per instance family (or for --instance)\n"
-        "  --slo SPEC           objective (default ttft_p99=2s,itl_p99=200ms)\n"
-        "  --vcpu N             instance size per family without --instance (default 16)\n"
-        "  --users N, --target-rate R  instances needed for N users or R req/s\n"
-        "  --calibration FILE   efficiencies measured on a machine (default\n"
-        "                       data/calibration.json)\n"
-        "  --instances FILE     instance families (default data/instances.tsv)\n"
-        "  --bw-fraction X      share of theoretical bandwidth a machine sustains (0.8)\n"
-        "  --peak-fraction X    share of the int8 instruction peak the kernels reach (0.8)\n"
-        "  --utilization X      load the req/s and cost assume, of full load (0.8)\n"
-        "  --max-batch N        most sequences served at once (default 256)\n"
-        "  --calibration A --check B  the model calibrated on A (a calibration file or\n"
-        "                       `cpulm roofline -m MODEL -o json`) predicts B's speeds; prints\n"
-        "                       predicted, measured and the error (no model "
-        "needed)\n" CLI_COMPAT_HELP);
+        f, "--instance alone shows whether the deployment fits that instance; with --tps, --bench\n"
+           "or --price it also costs tokens on it.\n"
+           "Estimates for a workload (performance model; every figure labelled estimated):\n"
+           "see --workload; --calibration A --check B checks the model on two "
+           "machines.\n" CLI_COMPAT_HELP);
 }
 
-static int float_flag(cli *c, double lo, double hi, double *out) {
-    float v;
-    if (!cli_float(c, lo, hi, &v)) return -1;
-    *out = v;
+/* The estimate's rows: 1 when id was one of them. */
+static int est_opt(int id, const cli_val *v, plan_est_opts *e) {
+    switch (id) {
+    case OPT_WORKLOAD: e->workload = v->s; break;
+    case OPT_SLO: e->slo = v->s; break;
+    case OPT_CALIBRATION: e->calibration = v->s; break;
+    case OPT_INSTANCES: e->instances = v->s; break;
+    case OPT_VCPU: e->vcpu = (int)v->i; break;
+    case OPT_MAX_BATCH: e->max_batch = (int)v->i; break;
+    case OPT_USERS: e->users = (float)v->f; break; /* float, as the flags always were read */
+    case OPT_TARGET_RATE: e->target_rate = (float)v->f; break;
+    case OPT_BW_FRACTION: e->bw_fraction = (float)v->f; break;
+    case OPT_PEAK_FRACTION: e->peak_fraction = (float)v->f; break;
+    case OPT_UTILIZATION: e->utilization = (float)v->f; break;
+    default: return 0;
+    }
     return 1;
 }
 
-/* The estimate's flags: 1 consumed, 0 not one of them, -1 bad value. */
-static int parse_est_flag(cli *c, plan_est_opts *e) {
-    const char **str = NULL;
-    if (cli_flag(c, "--workload", NULL))
-        str = &e->workload;
-    else if (cli_flag(c, "--slo", NULL))
-        str = &e->slo;
-    else if (cli_flag(c, "--calibration", NULL))
-        str = &e->calibration;
-    else if (cli_flag(c, "--instances", NULL))
-        str = &e->instances;
-    if (str) return (*str = cli_value(c)) ? 1 : -1;
-    if (cli_flag(c, "--vcpu", NULL)) return cli_int(c, 1, 4096, &e->vcpu) ? 1 : -1;
-    if (cli_flag(c, "--max-batch", NULL)) return cli_int(c, 1, 4096, &e->max_batch) ? 1 : -1;
-    if (cli_flag(c, "--users", NULL)) return float_flag(c, 1, 1e9, &e->users);
-    if (cli_flag(c, "--target-rate", NULL)) return float_flag(c, 1e-6, 1e9, &e->target_rate);
-    if (cli_flag(c, "--bw-fraction", NULL)) return float_flag(c, 0.01, 1, &e->bw_fraction);
-    if (cli_flag(c, "--peak-fraction", NULL)) return float_flag(c, 0.01, 1, &e->peak_fraction);
-    if (cli_flag(c, "--utilization", NULL)) return float_flag(c, 0.01, 1, &e->utilization);
-    return 0;
+/* One row of the table other than the estimate's; 1 = ok. */
+static int plan_opt(cli *c, int id, const cli_val *v, plan_opts *o) {
+    char err[128];
+    switch (id) {
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_SHAPE: o->shape = v->s; break;
+    case OPT_WTYPE: o->type = v->s; break;
+    case OPT_CTX: return cli_at_least(c, v, 1) && (o->n_ctx = (int)v->i) > 0;
+    case OPT_PARALLEL: o->n_par = (int)v->i; break;
+    case OPT_BATCH: o->n_batch = (int)v->i; break;
+    case OPT_THREADS: o->n_threads = (int)v->i; break;
+    case OPT_PRICE: o->price = (float)v->f; break;
+    case OPT_INSTANCE: o->instance = v->s; break;
+    case OPT_TPS: o->tps = (float)v->f; break;
+    case OPT_TPS_BATCHED: o->tps_batched = (float)v->f; break;
+    case OPT_CHECK: o->check = v->s; break;
+    case OPT_PLAN_BENCH: o->bench = 1; break;
+    case OPT_PRICES: o->prices = v->s; break;
+    case OPT_CPU_ARCH: o->arch = v->s; break;
+    case OPT_FAMILY: o->family = v->s; break;
+    case OPT_KV: /* one type (the table checked it) */
+        o->kv.n = 0;
+        return !bench_kv_list_parse(v->s, &o->kv, err, sizeof err);
+    default:
+        if (est_opt(id, v, &o->est)) break;
+        cli_unhandled(c, v);
+        return 0;
+    }
+    return 1;
 }
 
 static int parse_plan(int argc, char **argv, plan_opts *o) {
@@ -107,54 +94,14 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
                              .vcpu = 16,
                              .max_batch = 256};
     for (c.i = 1; c.i < argc; c.i++) {
-        int ok = 1, est;
-        char err[128];
-        if (cli_flag(&c, "-h", "--help")) {
+        cli_val v;
+        int id = cli_next(&c, &v);
+        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
+        if (id == OPT_HELP) {
             plan_usage(stdout);
             return 0;
-        } else if (cli_flag(&c, "-m", "--model"))
-            ok = (o->model = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--shape", NULL))
-            ok = (o->shape = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--type", NULL))
-            ok = (o->type = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "-c", "--ctx-size"))
-            ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
-        else if (cli_parallel_flag(&c))
-            ok = cli_int(&c, 1, 4096, &o->n_par);
-        else if (cli_flag(&c, "-b", "--batch-size"))
-            ok = cli_int(&c, 1, 1 << 16, &o->n_batch);
-        else if (cli_flag(&c, "-t", "--threads"))
-            ok = cli_int(&c, 1, 512, &o->n_threads);
-        else if (cli_flag(&c, "--price", NULL))
-            ok = cli_float(&c, 1e-6, 1e6, &o->price);
-        else if (cli_flag(&c, "--instance", NULL))
-            ok = (o->instance = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--tps", NULL))
-            ok = cli_float(&c, 1e-6, 1e9, &o->tps);
-        else if (cli_flag(&c, "--tps-batched", NULL))
-            ok = cli_float(&c, 1e-6, 1e9, &o->tps_batched);
-        else if (cli_flag(&c, "--check", NULL))
-            ok = (o->check = cli_value(&c)) != NULL;
-        else if ((est = parse_est_flag(&c, &o->est)) != 0)
-            ok = est > 0;
-        else if (cli_flag(&c, "--bench", NULL))
-            o->bench = 1;
-        else if (cli_flag(&c, "--prices", NULL))
-            ok = (o->prices = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--arch", NULL))
-            ok = (o->arch = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--family", NULL))
-            ok = (o->family = cli_value(&c)) != NULL;
-        else if (cli_is_kv_flag(&c)) {
-            const char *v = cli_value(&c);
-            o->kv.n = 0;
-            ok = v && !bench_kv_list_parse(v, &o->kv, err, sizeof err) && o->kv.n == 1;
-            if (v && !ok)
-                fprintf(stderr, "cpulm plan: bad value '%s' for --kv (want f16, q8_0 or f32)\n", v);
-        } else if (cli_rest(&c))
-            return EXIT_USAGE;
-        if (!ok) return EXIT_USAGE;
+        }
+        if (id >= 0 && !plan_opt(&c, id, &v, o)) return EXIT_USAGE;
     }
     if (o->type) { /* quantize's spelling (Q4_K_M) is accepted: the types are case-blind */
         size_t i = 0;
