@@ -15,6 +15,7 @@
 #include "bench_report.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 
 typedef struct report_opts {
     const char *model, *dir, *prices, *workload, *slo;
@@ -33,65 +34,50 @@ typedef struct study_plan {
 } study_plan;
 
 static void report_usage(FILE *f) {
-    fprintf(f,
-            "usage: cpulm report -m MODEL -o DIR [--quick] [options]\n"
-            "  -m, --model FILE   GGUF model to study\n"
-            "  -o, --output DIR   where report.md, report.html, the SVGs and raw data go\n"
-            "  --quick            small sweeps, depths up to 4096, 2 repetitions\n"
-            "  -t, --threads LIST thread counts of the sweep (default 1, 2, 4, ... cores)\n"
-            "  -r N               repetitions (default 3; quick 2)\n"
-            "  -c N               context per sequence for the memory/cost section (default 4096)\n"
-            "  --depths LIST      KV depths of the speed-vs-depth section (default 0,1024,4096,\n"
-            "                     16384,32768; quick 0,1024,4096)\n"
-            "  --prices FILE      instance price table (default data/prices.tsv)\n"
-            "  --workload W       the workload of the first section's estimates (default rag)\n"
-            "  --slo SPEC         its objective (default ttft_p99=2s,itl_p99=200ms)\n"
-            "  --vcpu N           instance size per family in it (default 16)\n");
+    fprintf(f, "usage: cpulm report -m MODEL -o DIR [--quick] [options]\n");
+    cli_help(f, "report");
 }
 
-/* The value of the current flag parsed as a list of values in [lo, hi] into l. */
-static int list_opt(cli *c, int32_t lo, int32_t hi, bench_list *l) {
-    const char *flag = c->argv[c->i], *v = cli_value(c);
+/* The current flag's value (a list) into l, in its row's range (options.def). */
+static int list_opt(const cli_val *v, bench_list *l) {
     char err[128];
-    if (!v) return 0;
-    if (!bench_list_parse(v, lo, hi, l, err, sizeof err)) return 1;
-    fprintf(stderr, "cpulm report: bad value '%s' for %s (%s)\n", v, flag, err);
+    if (!bench_list_parse(v->s, (int32_t)v->opt->lo, (int32_t)v->opt->hi, l, err, sizeof err))
+        return 1;
+    fprintf(stderr, "cpulm report: bad value '%s' for %s (%s)\n", v->s, v->flag, err);
     return 0;
+}
+
+/* One row of the table; 1 = ok. */
+static int report_opt(cli *c, int id, const cli_val *v, report_opts *o) {
+    switch (id) {
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_OUT_FILE: o->dir = v->s; break;
+    case OPT_QUICK: o->quick = 1; break;
+    case OPT_REPS: o->reps = (int)v->i; break;
+    case OPT_CTX: return cli_at_least(c, v, 1) && (o->n_ctx = (int)v->i) > 0;
+    case OPT_DEPTHS: return list_opt(v, &o->depths);
+    case OPT_PRICES: o->prices = v->s; break;
+    case OPT_WORKLOAD: o->workload = v->s; break;
+    case OPT_SLO: o->slo = v->s; break;
+    case OPT_VCPU: o->vcpu = (int)v->i; break;
+    case OPT_THREADS: return list_opt(v, &o->threads);
+    default: cli_unhandled(c, v); return 0;
+    }
+    return 1;
 }
 
 static int parse_report(int argc, char **argv, report_opts *o) {
     cli c = {.cmd = "report", .argc = argc, .argv = argv};
     *o = (report_opts){.n_ctx = 4096, .workload = "rag", .vcpu = 16};
     for (c.i = 1; c.i < argc; c.i++) {
-        int ok = 1;
-        if (cli_flag(&c, "-h", "--help")) {
+        cli_val v;
+        int id = cli_next(&c, &v);
+        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
+        if (id == OPT_HELP) {
             report_usage(stdout);
             return 0;
-        } else if (cli_flag(&c, "-m", "--model"))
-            ok = (o->model = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "-o", "--output"))
-            ok = (o->dir = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--quick", NULL))
-            o->quick = 1;
-        else if (cli_flag(&c, "-r", "--repetitions"))
-            ok = cli_int(&c, 1, BENCH_MAX_REPS, &o->reps);
-        else if (cli_flag(&c, "-c", "--ctx-size"))
-            ok = cli_int(&c, 1, 1 << 24, &o->n_ctx);
-        else if (cli_flag(&c, "--depths", NULL))
-            ok = list_opt(&c, 0, 1 << 24, &o->depths);
-        else if (cli_flag(&c, "--prices", NULL))
-            ok = (o->prices = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--workload", NULL))
-            ok = (o->workload = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--slo", NULL))
-            ok = (o->slo = cli_value(&c)) != NULL;
-        else if (cli_flag(&c, "--vcpu", NULL))
-            ok = cli_int(&c, 1, 4096, &o->vcpu);
-        else if (cli_flag(&c, "-t", "--threads"))
-            ok = list_opt(&c, 1, 512, &o->threads);
-        else if (cli_rest(&c))
-            return EXIT_USAGE;
-        if (!ok) return EXIT_USAGE;
+        }
+        if (id >= 0 && !report_opt(&c, id, &v, o)) return EXIT_USAGE;
     }
     if (!o->dir) {
         fprintf(stderr, "cpulm report: -o DIR is required\n");
