@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 #include "compare.h"
 #include "plan_estimate.h"
 #include "svg.h"
@@ -21,10 +22,9 @@ static void cmp_usage(FILE *f) {
                "  FILE   `cpulm loadtest -o json`, `cpulm bench -o json` or llama-bench JSON,\n"
                "         vLLM benchmark_serving --save-result JSON, GuideLLM's JSON report\n"
                "  DIR    every *.json in it (a `cpulm report` directory, a folder of results)\n"
-               "  --svg FILE  cost per 1k requests vs TTFT p99, one point per result with both\n"
-               "estimated rows next to the measured ones (as `cpulm plan --workload`):\n"
-               "  --workload W --shape S [--type T]  the workload and the model's shape/type\n"
-               "  --slo SPEC, --vcpu N, --instance NAME, --prices FILE  as in `cpulm plan`\n");
+               "estimated rows next to the measured ones (as `cpulm plan --workload`): --workload\n"
+               "W --shape S [--type T]\n");
+    cli_help(f, "compare");
 }
 
 static int name_cmp(const void *a, const void *b) {
@@ -206,69 +206,60 @@ static int add_estimates(const cmp_est *ce, cmp_entry *v, int *n) {
     return k < 0 ? -k : 0;
 }
 
-/* The estimate's flags; 1 consumed (i advanced past a value), 0 not one, -1 missing value. */
-static int est_flag(int argc, char **argv, int *i, cmp_est *ce) {
-    const char *a = argv[*i], **str = NULL;
-    if (!strcmp(a, "--workload"))
-        str = &ce->o.workload;
-    else if (!strcmp(a, "--shape"))
-        str = &ce->shape;
-    else if (!strcmp(a, "--type"))
-        str = &ce->type;
-    else if (!strcmp(a, "--slo"))
-        str = &ce->o.slo;
-    else if (!strcmp(a, "--instance"))
-        str = &ce->o.instance;
-    else if (!strcmp(a, "--prices"))
-        str = &ce->prices;
-    else if (strcmp(a, "--vcpu"))
-        return 0;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "cpulm compare: %s needs a value\n", a);
-        return -1;
+/* The estimate's rows of the table: 1 when id was one of them. */
+static int est_opt(int id, const cli_val *v, cmp_est *ce) {
+    switch (id) {
+    case OPT_WORKLOAD: ce->o.workload = v->s; break;
+    case OPT_SHAPE: ce->shape = v->s; break;
+    case OPT_WTYPE: ce->type = v->s; break;
+    case OPT_SLO: ce->o.slo = v->s; break;
+    case OPT_INSTANCE: ce->o.instance = v->s; break;
+    case OPT_PRICES: ce->prices = v->s; break;
+    case OPT_VCPU: ce->o.vcpu = (int)v->i; break;
+    default: return 0;
     }
-    const char *val = argv[++*i];
-    if (str) {
-        *str = val;
-        return 1;
+    return 1;
+}
+
+/* A positional argument: a result file or a directory of them. */
+static void add_input(const char *path, cmp_entry *v, int *n) {
+    DIR *d = opendir(path);
+    if (d) {
+        closedir(d);
+        add_dir(path, v, n);
+    } else {
+        add_file(path, v, n, 0);
     }
-    ce->o.vcpu = atoi(val);
-    return ce->o.vcpu >= 1 && ce->o.vcpu <= 4096 ? 1 : -1;
 }
 
 int cmd_compare(int argc, char **argv) {
     const char *svg = NULL;
     cmp_entry *v = calloc(MAX_ENTRIES, sizeof *v);
     if (!v) return 1;
-    int n = 0, inputs = 0, rc = 0, r;
+    int n = 0, inputs = 0, rc = 0;
     cmp_est ce = {.o = {.bw_fraction = PM_DEFAULT_BW_FRACTION,
                         .peak_fraction = PM_DEFAULT_PEAK_FRACTION,
                         .utilization = 0.8,
                         .vcpu = 16,
                         .max_batch = 256},
                   .type = "q4_0"};
-    for (int i = 1; i < argc && !rc; i++) {
-        if ((r = est_flag(argc, argv, &i, &ce)) != 0) {
-            if (r < 0) rc = EXIT_USAGE;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+    cli c = {.cmd = "compare", .argc = argc, .argv = argv};
+    for (c.i = 1; c.i < argc && !rc; c.i++) {
+        cli_val o;
+        int id = cli_next(&c, &o);
+        if (id == CLI_ERR) {
+            rc = EXIT_USAGE;
+        } else if (id == OPT_HELP) {
             cmp_usage(stdout);
             free(v);
             return 0;
-        } else if (!strcmp(argv[i], "--svg")) {
-            if (!(svg = i + 1 < argc ? argv[++i] : NULL)) rc = EXIT_USAGE;
-        } else if (argv[i][0] == '-') { /* llama.cpp's flags, else "unknown option" */
-            cli c = {.cmd = "compare", .argc = argc, .argv = argv, .i = i};
-            if (cli_rest(&c)) rc = EXIT_USAGE;
-            i = c.i;
-        } else {
+        } else if (id == OPT_SVG) {
+            svg = o.s;
+        } else if (id == CLI_POS) {
             inputs++;
-            DIR *d = opendir(argv[i]);
-            if (d) {
-                closedir(d);
-                add_dir(argv[i], v, &n);
-            } else {
-                add_file(argv[i], v, &n, 0);
-            }
+            add_input(argv[c.i], v, &n);
+        } else if (id >= 0 && !est_opt(id, &o, &ce)) {
+            rc = cli_unhandled(&c, &o);
         }
     }
     if (!rc && ce.o.workload) rc = add_estimates(&ce, v, &n);
