@@ -17,6 +17,7 @@
 #include "bench_plan.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 #include "loadtest_print.h"
 
 #define MAX_ROWS 64
@@ -33,49 +34,10 @@ typedef struct lt_opts {
 } lt_opts;
 
 static void lt_usage(FILE *f) {
-    fprintf(f,
-            "usage: cpulm loadtest [options]\n"
-            "  --url URL             server base URL (default http://127.0.0.1:8080)\n"
-            "  --workload W          requests drawn from a workload: chat, rag, agent,\n"
-            "                        summarize (data/workloads) or a JSON file\n"
-            "  --prompt-len L        without --workload: prompts of L words, about one token\n"
-            "                        each (default 32)\n"
-            "  --max-tokens M        without --workload: M output tokens (default 64)\n"
-            "                        (requests are sent with ignore_eos: each generates its M)\n"
-            "  --concurrency LIST    closed loop: concurrent clients per level (default 1,4)\n"
-            "  --rate LIST           open loop: requests/s per level, e.g. 0.5,1,2\n"
-            "  --arrivals poisson|constant  open-loop arrival process (default: the\n"
-            "                        workload's, else poisson)\n"
-            "  --max-inflight N      open loop: most requests in flight (default 256)\n"
-            "  --requests N          requests per level (default 20)\n"
-            "  --warmup N            requests sent (and not counted) before the first level\n"
-            "                        (default 1; 0: none)\n"
-            "  --slo SPEC            objective, e.g. ttft_p99=2s,itl_p99=200ms[,e2e_p99=30s]\n"
-            "                        (metrics ttft, itl, tpot, e2e; any pNN): search for the\n"
-            "                        highest concurrency (or rate, with --rate START) meeting it\n"
-            "  --search-max X        highest load the search tries (default 256 clients or\n"
-            "                        100 req/s)\n"
-            "  --search-steps N      bisection steps after the first miss (default 3)\n"
-            "  --allow-failures      exit 0 even when requests failed\n"
-            "  --price-hour USD      cost the measured loads at this hourly price\n"
-            "  --instance NAME       take the price from the price table (data/prices.tsv)\n"
-            "  --prices FILE         another price table\n"
-            "  --users N             instances needed for N concurrent users (with --slo)\n"
-            "  --target-rate R       instances needed for R requests/s (with --slo)\n"
-            "  --no-stream           one JSON answer per request (no TTFT/ITL); default streams\n"
-            "  --chat                use /v1/chat/completions (default: the workload's API,\n"
-            "                        else /v1/completions)\n"
-            "  -o, --output md|json  report format (default md)\n"
-            "  --api-key KEY         bearer token (default $CPULM_API_KEY)\n"
-            "  --timeout S           per-request limit (default 300)\n"
-            "  --max-time S          per-level limit: no new requests after it (default 600)\n"
-            "  --wait S              first wait up to S seconds for the server to be ready\n"
-            "                        (GET /ready, or /health where there is no /ready;\n"
-            "                        0: start at once; default 120)\n"
-            "  --progress, --no-progress  live line on stderr: requests done per level\n"
-            "                        (default: when stderr is a terminal)\n"
-            "Exit status: 0, or 1 when a request failed (unless --allow-failures), a level had\n"
-            "no success, or the --slo search found no load meeting the objective.\n");
+    fprintf(f, "usage: cpulm loadtest [options]\n");
+    cli_help(f, "loadtest");
+    fprintf(f, "Exit status: 0, or 1 when a request failed (unless --allow-failures), a level had\n"
+               "no success, or the --slo search found no load meeting the objective.\n");
 }
 
 static int parse_rates(const char *s, lt_opts *o) {
@@ -97,60 +59,36 @@ static int bad_value(const char *v, const char *flag, const char *want) {
 }
 
 /* One flag; returns 1 when consumed, 0 when not ours, -1 on a bad value (message printed). */
-static int parse_value_flag(cli *c, lt_opts *o, const char **conc, const char **rates,
-                            const char **arrivals) {
-    const char **str = NULL;
-    if (cli_flag(c, "--url", NULL))
-        str = &o->url;
-    else if (cli_flag(c, "--workload", NULL))
-        str = &o->workload;
-    else if (cli_flag(c, "--concurrency", NULL))
-        str = conc, o->conc_given = 1;
-    else if (cli_flag(c, "--rate", NULL))
-        str = rates;
-    else if (cli_flag(c, "--arrivals", NULL))
-        str = arrivals;
-    else if (cli_flag(c, "--slo", NULL))
-        str = &o->slo_spec;
-    else if (cli_flag(c, "-o", "--output"))
-        str = &o->format;
-    else if (cli_flag(c, "--api-key", NULL))
-        str = &o->api_key;
-    else if (cli_flag(c, "--instance", NULL))
-        str = &o->instance;
-    else if (cli_flag(c, "--prices", NULL))
-        str = &o->prices;
-    if (str) return (*str = cli_value(c)) ? 1 : -1;
-    int ok = 1;
-    if (cli_flag(c, "--requests", NULL))
-        ok = cli_int(c, 1, 1000000, &o->n_requests);
-    else if (cli_flag(c, "--prompt-len", NULL))
-        ok = cli_int(c, 1, 1 << 20, &o->prompt_len), o->fixed_given = 1;
-    else if (cli_flag(c, "--max-tokens", NULL))
-        ok = cli_int(c, 1, 1 << 20, &o->max_tokens), o->fixed_given = 1;
-    else if (cli_flag(c, "--warmup", NULL))
-        ok = cli_int(c, 0, 1000, &o->warmup);
-    else if (cli_flag(c, "--max-inflight", NULL))
-        ok = cli_int(c, 1, 1024, &o->max_inflight);
-    else if (cli_flag(c, "--search-steps", NULL))
-        ok = cli_int(c, 0, 20, &o->search_steps);
-    else if (cli_flag(c, "--search-max", NULL))
-        ok = cli_float(c, 1e-3, 1e6, &o->search_max);
-    else if (cli_flag(c, "--price-hour", NULL))
-        ok = cli_float(c, 1e-6, 1e6, &o->price_hour);
-    else if (cli_flag(c, "--users", NULL))
-        ok = cli_float(c, 1, 1e9, &o->users);
-    else if (cli_flag(c, "--target-rate", NULL))
-        ok = cli_float(c, 1e-6, 1e9, &o->target_rate);
-    else if (cli_flag(c, "--timeout", NULL))
-        ok = cli_float(c, 0.1, 86400, &o->timeout_s);
-    else if (cli_flag(c, "--max-time", NULL))
-        ok = cli_float(c, 0.1, 86400, &o->max_time_s);
-    else if (cli_flag(c, "--wait", NULL))
-        ok = cli_float(c, 0, 86400, &o->wait_s);
-    else
-        return 0;
-    return ok ? 1 : -1;
+/* The rows with a value; 1 when id was one of them. */
+static int value_opt(int id, const cli_val *v, lt_opts *o, const char **conc, const char **rates,
+                     const char **arrivals) {
+    switch (id) {
+    case OPT_LT_URL: o->url = v->s; break;
+    case OPT_WORKLOAD: o->workload = v->s; break;
+    case OPT_CONCURRENCY: *conc = v->s, o->conc_given = 1; break;
+    case OPT_RATE: *rates = v->s; break;
+    case OPT_ARRIVALS: *arrivals = v->s; break;
+    case OPT_SLO: o->slo_spec = v->s; break;
+    case OPT_ROOF_OUTPUT: o->format = v->s; break;
+    case OPT_LT_API_KEY: o->api_key = v->s; break;
+    case OPT_INSTANCE: o->instance = v->s; break;
+    case OPT_PRICES: o->prices = v->s; break;
+    case OPT_REQUESTS: o->n_requests = (int)v->i; break;
+    case OPT_PROMPT_LEN: o->prompt_len = (int)v->i, o->fixed_given = 1; break;
+    case OPT_MAX_TOKENS: o->max_tokens = (int)v->i, o->fixed_given = 1; break;
+    case OPT_WARMUP: o->warmup = (int)v->i; break;
+    case OPT_MAX_INFLIGHT: o->max_inflight = (int)v->i; break;
+    case OPT_SEARCH_STEPS: o->search_steps = (int)v->i; break;
+    case OPT_SEARCH_MAX: o->search_max = (float)v->f; break;
+    case OPT_PRICE_HOUR: o->price_hour = (float)v->f; break;
+    case OPT_USERS: o->users = (float)v->f; break;
+    case OPT_TARGET_RATE: o->target_rate = (float)v->f; break;
+    case OPT_TIMEOUT: o->timeout_s = (float)v->f; break;
+    case OPT_MAX_TIME: o->max_time_s = (float)v->f; break;
+    case OPT_WAIT: o->wait_s = (float)v->f; break;
+    default: return 0;
+    }
+    return 1;
 }
 
 /* The lists and names given as text, checked once every flag is read. */
@@ -189,23 +127,21 @@ static int parse_lt(int argc, char **argv, lt_opts *o) {
     cli c = {.cmd = "loadtest", .argc = argc, .argv = argv};
     const char *conc = "1,4", *rates = NULL, *arrivals = NULL;
     for (c.i = 1; c.i < argc; c.i++) {
-        int r;
-        if (cli_flag(&c, "-h", "--help")) {
-            lt_usage(stdout);
-            exit(0);
-        } else if ((r = parse_value_flag(&c, o, &conc, &rates, &arrivals)) != 0) {
-            if (r < 0) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--stream", NULL)) {
-            o->stream = 1;
-        } else if (cli_flag(&c, "--no-stream", NULL)) {
-            o->stream = 0;
-        } else if (cli_flag(&c, "--chat", NULL)) {
-            o->chat = 1;
-        } else if (cli_flag(&c, "--allow-failures", NULL)) {
-            o->allow_failures = 1;
-        } else if (cli_progress_flag(&c, &o->progress)) {
-        } else if (cli_rest(&c)) {
-            return EXIT_USAGE;
+        cli_val v;
+        int id = cli_next(&c, &v);
+        switch (id) {
+        case CLI_SKIP: break;
+        case CLI_ERR: return EXIT_USAGE;
+        case CLI_POS: return cli_unknown(&c);
+        case OPT_HELP: lt_usage(stdout); exit(0);
+        case OPT_STREAM: o->stream = 1; break;
+        case OPT_NO_STREAM: o->stream = 0; break;
+        case OPT_CHAT_API: o->chat = 1; break;
+        case OPT_ALLOW_FAILURES: o->allow_failures = 1; break;
+        case OPT_PROGRESS: o->progress = 1; break;
+        case OPT_NO_PROGRESS: o->progress = 0; break;
+        default:
+            if (!value_opt(id, &v, o, &conc, &rates, &arrivals)) return cli_unhandled(&c, &v);
         }
     }
     return check_opts(o, conc, rates, arrivals);
