@@ -70,7 +70,7 @@ static int value_opt(int id, const cli_val *v, lt_opts *o, const char **conc, co
     case OPT_ARRIVALS: *arrivals = v->s; break;
     case OPT_SLO: o->slo_spec = v->s; break;
     case OPT_ROOF_OUTPUT: o->format = v->s; break;
-    case OPT_LT_API_KEY: o->api_key = v->s; break;
+    case OPT_API_KEY: o->api_key = v->s; break;
     case OPT_INSTANCE: o->instance = v->s; break;
     case OPT_PRICES: o->prices = v->s; break;
     case OPT_REQUESTS: o->n_requests = (int)v->i; break;

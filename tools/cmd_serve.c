@@ -9,65 +9,18 @@
 #include "chat_common.h"
 #include "commands.h"
 #include "common.h"
+#include "options.h"
 #include "server/server.h"
 #include "spec_cli.h"
 
 static void serve_usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: cpulm serve [-m MODEL] [options]\n"
-        "  -m, --model FILE      GGUF model (default: $CPULM_MODEL or stories260K)\n"
-        "  --host ADDR           bind address (default 127.0.0.1; 0.0.0.0 exposes it)\n"
-        "  --port N              TCP port (default 8080; 0 = any free port, printed)\n"
-        "  -np, --parallel N     sequences decoded together (default 4)\n"
-        "  -c, --ctx-size N      context PER SEQUENCE (default: model's, at most 4096).\n"
-        "                        NOTE: llama-server's -c is the total shared by its -np\n"
-        "                        slots; cpulm's is per slot: -c 4096 -np 4 holds 4 x 4096\n"
-        "  --ctx-total N         llama-server's meaning: N tokens in total, N / -np per slot\n"
-        "  -ctk, -ctv TYPE       KV cache type: f16 (default), q8_0, q4_0, f32 (K and V alike)\n"
-        "  --chunk N             most prompt tokens per scheduler step (default 256)\n"
-        "  --max-step-ms MS      target inter-token time (median gap) while prompts are\n"
-        "                        evaluated next to running streams; long steps take 2x it\n"
-        "                        (default: a measured decode step of all slots;\n"
-        "                        -1: off, every step takes --chunk prompt tokens)\n"
-        "  --prefill-every N     long steps delay at most 1 in N of the streams' tokens\n"
-        "                        (default 3; 1: every step long)\n"
-        "  --max-queue N         requests waiting for a slot before 429 (default 64)\n"
-        "  --cache-ram MIB       RAM prompt cache shared by all slots (default 2048; 0 = off)\n"
-        "  --kv-idle N           KV tokens free slots keep for prefix reuse, all together\n"
-        "                        (default: -c with the prompt cache on, all with it off;\n"
-        "                        -1 = all); KV memory is the tokens held, not -np x -c\n"
-        "  --kv-budget N         KV tokens running requests may reserve in all (prompt +\n"
-        "                        max_tokens per choice); the next waits until it fits\n"
-        "                        (default 0: no limit)\n"
-        "  -t, --threads N       decode threads (default: physical cores)\n"
-        "  -tb, --threads-batch N  threads of steps that evaluate prompt tokens (default: -t)\n"
-        "  --numa MODE           distribute: threads over every NUMA node's cores, weights\n"
-        "                        interleaved; isolate: cores and memory of the starting node;\n"
-        "                        numactl: the CPUs numactl/taskset allowed (docs/PERFORMANCE.md)\n"
-        "  --api-key KEY         require Authorization: Bearer KEY on /v1/*\n"
-        "                        (default: $CPULM_API_KEY, else none; an empty key is an error)\n"
-        "  --alias NAME          model id in /v1/models (default: file name)\n"
-        "  --chat-template NAME|FILE  override the model's chat template (llama3, llama2,\n"
-        "                        mistral, chatml, deepseek-r1, gemma, plain, or a Jinja file)\n"
-        "  --embeddings          serve POST /v1/embeddings (a second, embeddings-only context)\n"
-        "  --pooling P           its pooling: mean|last|cls (default: the model's)\n"
-        "  --slots, --no-slots   GET /slots, llama-server's slot monitor (default: on)\n"
-        "  --timeout S           per-request time limit in seconds (default 600)\n"
-        "  --grace S             shutdown grace period in seconds (default 30)\n"
-        "  --max-body BYTES      request body limit (default 1048576)\n"
-        "  --max-conns N         open connections (default 1024)\n"
-        "  --max-conns-per-client N  per client address (default 256; 0 = no limit)\n"
-        "  --head-timeout S      a request head must arrive within S seconds (default 10)\n"
-        "  --body-timeout S      a request body may pause at most S seconds (default 10; 408)\n"
-        "  --max-body-total BYTES  memory for request bodies being received, all connections\n"
-        "                        together (default 64 MiB or 4 x --max-body; 503 past it)\n"
-        "  --idle-timeout S      idle keep-alive connections close after S (default 60)\n"
-        "Speculative decoding, per slot inside the batched steps (requests may send\n"
-        "\"speculative.n_max\": 0 to opt out; docs/SERVER.md):\n" CLI_SPEC_HELP
-        "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
-        "POST /v1/embeddings (with --embeddings), GET /health, GET /ready, GET /metrics.\n"
-        "See docs/SERVER.md.\n" CLI_COMPAT_HELP);
+    fprintf(f, "usage: cpulm serve [-m MODEL] [options]\n");
+    cli_help(f, "serve");
+    fprintf(f, "Speculative decoding, per slot inside the batched steps (requests may send\n"
+               "\"speculative.n_max\": 0 to opt out; docs/SERVER.md): the --spec flags above.\n"
+               "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
+               "POST /v1/embeddings (with --embeddings), GET /health, GET /ready, GET /metrics.\n"
+               "See docs/SERVER.md.\n" CLI_COMPAT_HELP);
 }
 
 /* An empty key would turn authentication off without a word (issue #25): refuse it, and any
@@ -103,109 +56,74 @@ static void spec_to_params(const cli_spec *o, cpulm_server_params *p) {
     p->n_threads_draft = o->n_threads_draft;
 }
 
+/* The HTTP front's rows; 1 when id was one of them. */
+static int http_opt(int id, const cli_val *v, cpulm_server_params *p) {
+    switch (id) {
+    case OPT_HOST: p->host = v->s; break;
+    case OPT_PORT: p->port = (int)v->i; break;
+    case OPT_TIMEOUT: p->timeout_s = (float)v->f; break;
+    case OPT_GRACE: p->grace_s = (float)v->f; break;
+    case OPT_MAX_BODY: p->max_body = (size_t)v->i; break;
+    case OPT_MAX_CONNS: p->max_conns = (int)v->i; break;
+    case OPT_MAX_CONNS_CLIENT: p->max_conns_per_client = (int)v->i; break;
+    case OPT_HEAD_TIMEOUT: p->head_timeout_s = (float)v->f; break;
+    case OPT_BODY_TIMEOUT: p->body_timeout_s = (float)v->f; break;
+    case OPT_MAX_BODY_TOTAL: p->max_body_total = (size_t)v->i; break;
+    case OPT_IDLE_TIMEOUT: p->idle_timeout_s = (float)v->f; break;
+    case OPT_SLOTS: p->no_slots = 0; break;
+    case OPT_NO_SLOTS: p->no_slots = 1; break;
+    case OPT_ALIAS: p->model_alias = v->s; break;
+    default: return 0;
+    }
+    return 1;
+}
+
+/* The engine's and scheduler's rows: 0 = ok, else the exit code. */
+static int serve_opt(cli *c, int id, const cli_val *v, cpulm_server_params *p, const char **model,
+                     const char **tmpl, int *total) {
+    switch (id) {
+    case OPT_HELP: serve_usage(stdout); exit(0);
+    case OPT_MODEL: *model = v->s; break;
+    case OPT_PARALLEL:
+        if (!cli_within(c, v, 1, 256)) return EXIT_USAGE;
+        p->n_parallel = (int)v->i;
+        break;
+    case OPT_CTX: p->n_ctx = (int)v->i; break;
+    case OPT_KV: p->kv_type = (cpulm_kv_type)v->i; break;
+    case OPT_CTX_TOTAL: *total = (int)v->i; break;
+    case OPT_CHUNK: p->n_chunk = (int)v->i; break;
+    case OPT_PREFILL_EVERY: p->prefill_every = (int)v->i; break;
+    case OPT_MAX_QUEUE: p->max_queue = (int)v->i; break;
+    case OPT_MAX_STEP_MS: p->max_step_ms = (float)v->f; break;
+    case OPT_CACHE_RAM: p->cache_ram_mib = (int)v->i; break;
+    case OPT_KV_IDLE: p->kv_idle = (int)v->i; break;
+    case OPT_KV_BUDGET: p->kv_budget = (int)v->i; break;
+    case OPT_THREADS: p->n_threads = (int)v->i; break;
+    case OPT_THREADS_BATCH: p->n_threads_batch = (int)v->i; break;
+    case OPT_NUMA: break; /* applied by the parser */
+    case OPT_API_KEY: p->api_key = v->s; return check_api_key(p->api_key, "--api-key");
+    case OPT_EMBEDDINGS: p->embeddings = 1; break;
+    case OPT_POOLING: cpulm_pooling_parse(v->s, &p->pooling); break; /* the table checked it */
+    case OPT_CHAT_TEMPLATE: *tmpl = v->s; break;
+    default:
+        if (http_opt(id, v, p)) break;
+        return cli_unhandled(c, v);
+    }
+    return 0;
+}
+
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model,
                        const char **tmpl) {
     cli c = {.cmd = "serve", .argc = argc, .argv = argv};
-    int kv_given = 0;
     int total = 0;
     cli_spec spec;
     cli_spec_init(&spec);
     for (c.i = 1; c.i < argc; c.i++) {
-        float f;
-        int v, sf = cli_spec_flag(&c, &spec);
-        if (sf < 0) return EXIT_USAGE;
-        if (sf > 0) {
-            continue;
-        } else if (cli_flag(&c, "-h", "--help")) {
-            serve_usage(stdout);
-            exit(0);
-        } else if (cli_flag(&c, "-m", "--model")) {
-            if (!(*model = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--host", NULL)) {
-            if (!(p->host = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--port", NULL)) {
-            if (!cli_int(&c, 0, 65535, &p->port)) return EXIT_USAGE;
-        } else if (cli_parallel_flag(&c)) {
-            if (!cli_int(&c, 1, 256, &p->n_parallel)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-c", "--ctx-size")) {
-            if (!cli_int(&c, 0, 1 << 24, &p->n_ctx)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-ctk", "--cache-type-k") ||
-                   cli_flag(&c, "-ctv", "--cache-type-v")) {
-            if (!cli_kv_flag(&c, &p->kv_type, &kv_given)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--ctx-total", NULL)) {
-            if (!cli_int(&c, 1, 1 << 24, &total)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--chunk", NULL)) {
-            if (!cli_int(&c, 1, 65536, &p->n_chunk)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--prefill-every", NULL)) {
-            if (!cli_int(&c, 1, 1000, &p->prefill_every)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--max-queue", NULL)) {
-            if (!cli_int(&c, 0, 1 << 20, &p->max_queue)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--max-step-ms", NULL)) {
-            if (!cli_float(&c, -1, 1e6, &f)) return EXIT_USAGE;
-            p->max_step_ms = f;
-        } else if (cli_flag(&c, "--cache-ram", "-cram")) {
-            if (!cli_int(&c, 0, 1 << 24, &v)) return EXIT_USAGE;
-            p->cache_ram_mib = v;
-        } else if (cli_flag(&c, "--kv-idle", NULL)) {
-            if (!cli_int(&c, -1, 1 << 30, &v)) return EXIT_USAGE;
-            p->kv_idle = v;
-        } else if (cli_flag(&c, "--kv-budget", NULL)) {
-            if (!cli_int(&c, 0, 1 << 30, &v)) return EXIT_USAGE;
-            p->kv_budget = v;
-        } else if (cli_flag(&c, "-t", "--threads")) {
-            if (!cli_int(&c, 1, 512, &p->n_threads)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "-tb", "--threads-batch")) {
-            if (!cli_int(&c, 1, 512, &p->n_threads_batch)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--numa", NULL)) {
-            if (!cli_numa_flag(&c)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--api-key", NULL)) {
-            if (!(p->api_key = cli_value(&c))) return EXIT_USAGE;
-            if (check_api_key(p->api_key, "--api-key")) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--embeddings", "--embedding")) {
-            p->embeddings = 1;
-        } else if (cli_flag(&c, "--slots", "--no-slots")) {
-            p->no_slots = !strcmp(argv[c.i], "--no-slots");
-        } else if (cli_flag(&c, "--pooling", NULL)) {
-            const char *pv = cli_value(&c);
-            if (!pv) return EXIT_USAGE;
-            if (cpulm_pooling_parse(pv, &p->pooling) != CPULM_OK ||
-                p->pooling == CPULM_POOLING_RANK) {
-                fprintf(stderr, "cpulm serve: --pooling must be mean, last, cls or none\n");
-                return EXIT_USAGE;
-            }
-        } else if (cli_flag(&c, "--chat-template", NULL)) {
-            if (!(*tmpl = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--alias", NULL)) {
-            if (!(p->model_alias = cli_value(&c))) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--timeout", NULL)) {
-            if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
-            p->timeout_s = f;
-        } else if (cli_flag(&c, "--grace", NULL)) {
-            if (!cli_float(&c, 0, 1e6, &f)) return EXIT_USAGE;
-            p->grace_s = f;
-        } else if (cli_flag(&c, "--max-body", NULL)) {
-            if (!cli_int(&c, 1024, 1 << 30, &v)) return EXIT_USAGE;
-            p->max_body = (size_t)v;
-        } else if (cli_flag(&c, "--max-conns", NULL)) {
-            if (!cli_int(&c, 1, 65535, &p->max_conns)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--max-conns-per-client", NULL)) {
-            if (!cli_int(&c, 0, 65535, &p->max_conns_per_client)) return EXIT_USAGE;
-        } else if (cli_flag(&c, "--head-timeout", NULL)) {
-            if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
-            p->head_timeout_s = f;
-        } else if (cli_flag(&c, "--body-timeout", NULL)) {
-            if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
-            p->body_timeout_s = f;
-        } else if (cli_flag(&c, "--max-body-total", NULL)) {
-            long long b;
-            if (!cli_i64(&c, 1024, 1LL << 40, &b)) return EXIT_USAGE;
-            p->max_body_total = (size_t)b;
-        } else if (cli_flag(&c, "--idle-timeout", NULL)) {
-            if (!cli_float(&c, 0.001, 1e6, &f)) return EXIT_USAGE;
-            p->idle_timeout_s = f;
-        } else {
-            if (cli_rest(&c)) return EXIT_USAGE;
-        }
+        cli_val v;
+        int id = cli_next(&c, &v), rc;
+        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
+        if (id < 0 || cli_spec_opt(id, &v, &spec)) continue;
+        if ((rc = serve_opt(&c, id, &v, p, model, tmpl, &total)) != 0) return rc;
     }
     int rc = cli_spec_check(&c, &spec);
     if (rc) return rc;

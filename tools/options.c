@@ -162,11 +162,15 @@ int cli_next(cli *c, cli_val *v) {
     return o->id;
 }
 
-int cli_at_least(cli *c, const cli_val *v, long long lo) {
-    if (v->i >= lo) return 1;
+int cli_within(cli *c, const cli_val *v, long long lo, long long hi) {
+    if (v->i >= lo && v->i <= hi) return 1;
     fprintf(stderr, "cpulm %s: bad value '%s' for %s (want an integer in [%lld, %lld])\n", c->cmd,
-            v->s, v->flag, lo, (long long)v->opt->hi);
+            v->s, v->flag, lo, hi);
     return 0;
+}
+
+int cli_at_least(cli *c, const cli_val *v, long long lo) {
+    return cli_within(c, v, lo, (long long)v->opt->hi);
 }
 
 int cli_unhandled(cli *c, const cli_val *v) {

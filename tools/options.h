@@ -94,8 +94,10 @@ int cli_next(cli *c, cli_val *v);
  * by it is a bug in the table or the command; prints it and returns 1. */
 int cli_unhandled(cli *c, const cli_val *v);
 const cli_opt *cli_opt_get(int id);
-/* A command whose use of a shared row needs a higher floor than the row's (roofline's -p):
- * 1 when v->i >= lo, else 0 after the usual "bad value" message. */
+/* A command whose use of a shared row needs a narrower range than the row's (roofline's -p,
+ * serve's -np): 1 when v->i is in [lo, hi] (cli_at_least: [lo, the row's hi]), else 0 after
+ * the usual "bad value" message. */
+int cli_within(cli *c, const cli_val *v, long long lo, long long hi);
 int cli_at_least(cli *c, const cli_val *v, long long lo);
 /* Command name -> bit (0 when unknown). */
 unsigned cli_cmd_bit(const char *cmd);
