@@ -1,7 +1,6 @@
 /* common.c: flag parsing, default model discovery and small I/O helpers for the CLI. */
 #define _GNU_SOURCE
 #include "common.h"
-#include "options.h"
 #include "progress.h"
 
 #include <errno.h>
@@ -13,64 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
-int cli_flag(cli *c, const char *a, const char *b) {
-    const char *s = c->argv[c->i];
-    return (a && !strcmp(s, a)) || (b && !strcmp(s, b));
-}
-
 const char *cli_value(cli *c) {
     if (c->i + 1 >= c->argc) {
         fprintf(stderr, "cpulm %s: option '%s' needs a value\n", c->cmd, c->argv[c->i]);
         return NULL;
     }
     return c->argv[++c->i];
-}
-
-int cli_i64(cli *c, long long lo, long long hi, long long *out) {
-    const char *flag = c->argv[c->i];
-    const char *v = cli_value(c);
-    if (!v) return 0;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want an integer in [%lld, %lld])\n",
-                c->cmd, v, flag, lo, hi);
-        return 0;
-    }
-    *out = x;
-    return 1;
-}
-
-int cli_int(cli *c, long lo, long hi, int *out) {
-    long long x;
-    if (!cli_i64(c, lo, hi, &x)) return 0;
-    *out = (int)x;
-    return 1;
-}
-
-int cli_float(cli *c, double lo, double hi, float *out) {
-    const char *flag = c->argv[c->i];
-    const char *v = cli_value(c);
-    if (!v) return 0;
-    char *end;
-    double x = strtod(v, &end);
-    if (end == v || *end || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want a number in [%g, %g])\n", c->cmd, v,
-                flag, lo, hi);
-        return 0;
-    }
-    *out = (float)x;
-    return 1;
-}
-
-int cli_is_kv_flag(cli *c) {
-    return cli_flag(c, "--kv", "-ctk") || cli_flag(c, "-ctv", "--cache-type-k") ||
-           cli_flag(c, "--cache-type-v", "--ctk") || cli_flag(c, "--ctv", NULL);
-}
-
-int cli_parallel_flag(cli *c) {
-    return cli_flag(c, "-np", "-npl") || cli_flag(c, "--parallel", NULL);
 }
 
 int cli_unknown(cli *c) {
@@ -305,28 +252,6 @@ int cli_load_failed_rc(const char *path) {
     return 1;
 }
 
-int cli_sampler_flag(cli *c, cpulm_sampler_params *sp) {
-    long long seed;
-    if (cli_flag(c, "--temp", NULL)) return cli_float(c, 0, 100, &sp->temp) ? 1 : -1;
-    if (cli_flag(c, "--top-k", NULL)) return cli_int(c, 0, 1 << 30, &sp->top_k) ? 1 : -1;
-    if (cli_flag(c, "--top-p", NULL)) return cli_float(c, 0, 1, &sp->top_p) ? 1 : -1;
-    if (cli_flag(c, "--min-p", NULL)) return cli_float(c, 0, 1, &sp->min_p) ? 1 : -1;
-    if (cli_flag(c, "--repeat-penalty", NULL))
-        return cli_float(c, 0, 100, &sp->repeat_penalty) ? 1 : -1;
-    if (cli_flag(c, "--repeat-last-n", NULL))
-        return cli_int(c, -1, 1 << 24, &sp->repeat_last_n) ? 1 : -1;
-    if (cli_flag(c, "--presence-penalty", NULL))
-        return cli_float(c, -2, 2, &sp->presence_penalty) ? 1 : -1;
-    if (cli_flag(c, "--frequency-penalty", NULL))
-        return cli_float(c, -2, 2, &sp->frequency_penalty) ? 1 : -1;
-    if (cli_flag(c, "-s", "--seed")) {
-        if (!cli_i64(c, -1, 0xFFFFFFFFLL, &seed)) return -1;
-        if (seed >= 0) sp->seed = (uint64_t)seed;
-        return 1;
-    }
-    return 0;
-}
-
 int cli_kv_type(const char *s, cpulm_kv_type *out) {
     static const struct {
         const char *name;
@@ -341,67 +266,4 @@ int cli_kv_type(const char *s, cpulm_kv_type *out) {
             return 1;
         }
     return 0;
-}
-
-int cli_kv_flag(cli *c, cpulm_kv_type *out, int *given) {
-    const char *flag = c->argv[c->i], *v = cli_value(c);
-    cpulm_kv_type t;
-    if (!v) return 0;
-    if (!cli_kv_type(v, &t)) {
-        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want f16, q8_0, q4_0 or f32)\n", c->cmd,
-                v, flag);
-        return 0;
-    }
-    if (*given && t != *out) {
-        fprintf(stderr, "cpulm %s: K and V share one cache type in cpulm; got %s and %s\n", c->cmd,
-                cli_kv_name(*out), v);
-        return 0;
-    }
-    *out = t;
-    *given = 1;
-    return 1;
-}
-
-int cli_attn_flag(cli *c, int *fast) {
-    const char *flag = c->argv[c->i], *v = cli_value(c);
-    if (!v) return 0;
-    if (strcmp(v, "ref") != 0 && strcmp(v, "fast") != 0 && strcmp(v, "walk") != 0) {
-        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want ref or fast)\n", c->cmd, v, flag);
-        return 0;
-    }
-    *fast = !strcmp(v, "fast") ? 1 : !strcmp(v, "walk") ? -1 : 0;
-    return 1;
-}
-
-const char *cli_kv_name(cpulm_kv_type t) {
-    switch (t) {
-    case CPULM_KV_F32: return "f32";
-    case CPULM_KV_Q8_0: return "q8_0";
-    case CPULM_KV_Q4_0: return "q4_0";
-    case CPULM_KV_F16: break;
-    }
-    return "f16";
-}
-
-int cli_numa_flag(cli *c) {
-    const char *v = cli_value(c);
-    cpulm_numa mode;
-    if (!v) return 0;
-    if (cpulm_numa_parse(v, &mode) != CPULM_OK) {
-        fprintf(stderr, "cpulm %s: bad value '%s' for --numa (distribute, isolate, numactl)\n",
-                c->cmd, v);
-        return 0;
-    }
-    cpulm_numa_init(mode);
-    return 1;
-}
-
-/* ---- llama.cpp's flags, from the option table (options.def) ---- */
-
-int cli_rest(cli *c) {
-    cli_val v;
-    int r = cli_next(c, &v);
-    if (r == CLI_SKIP) return 0;
-    if (r == CLI_ERR) return EXIT_USAGE;
-    return cli_unknown(c);
 }

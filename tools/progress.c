@@ -47,15 +47,3 @@ void cli_progress_end(cli_progress *p) {
     cli_progress_clear(p);
     pthread_mutex_destroy(&p->mu);
 }
-
-int cli_progress_flag(cli *c, int *mode) {
-    if (cli_flag(c, "--progress", NULL)) {
-        *mode = 1;
-        return 1;
-    }
-    if (cli_flag(c, "--no-progress", NULL)) {
-        *mode = 0;
-        return 1;
-    }
-    return 0;
-}

@@ -30,9 +30,5 @@ void cli_progress_update(cli_progress *p, int force, const char *fmt, ...) CPULM
 void cli_progress_clear(cli_progress *p);
 /* cli_progress_clear, then frees the lock. */
 void cli_progress_end(cli_progress *p);
-/* --progress / --no-progress: sets *mode and returns 1 when argv[i] is one of them. */
-int cli_progress_flag(cli *c, int *mode);
-#define CLI_PROGRESS_HELP \
-    "  --progress, --no-progress  live progress line on stderr (default: when a tty)\n"
 
 #endif

@@ -9,38 +9,6 @@ void cli_spec_init(cli_spec *o) {
     o->p = cpulm_spec_default_params();
 }
 
-static int spec_kind(cli *c, cli_spec *o) {
-    const char *v = cli_value(c);
-    if (!v) return -1;
-    if (cpulm_spec_kind_parse(v, &o->p.kind) != CPULM_OK) {
-        fprintf(stderr, "cpulm %s: --spec takes ngram, draft or none, not '%s'\n", c->cmd, v);
-        return -1;
-    }
-    o->kind_given = 1;
-    return 1;
-}
-
-int cli_spec_flag(cli *c, cli_spec *o) {
-    cpulm_spec_params *p = &o->p;
-    if (cli_flag(c, "--spec", "--spec-type")) return spec_kind(c, o);
-    if (cli_flag(c, "-md", "--model-draft")) return (o->draft_path = cli_value(c)) ? 1 : -1;
-    if (cli_flag(c, "--draft-max", "--draft") || cli_flag(c, "--draft-n", "--spec-draft-n-max"))
-        return cli_int(c, 1, 256, &p->draft_max) ? 1 : -1;
-    if (cli_flag(c, "--draft-min", "--spec-draft-n-min"))
-        return cli_int(c, 0, 256, &p->draft_min) ? 1 : -1;
-    if (cli_flag(c, "--draft-p-min", NULL)) return cli_float(c, 0, 1, &p->p_min) ? 1 : -1;
-    if (cli_flag(c, "--spec-ngram-size-n", "--spec-ngram-simple-size-n"))
-        return cli_int(c, 1, 64, &p->ngram_max) ? 1 : -1;
-    if (cli_flag(c, "--spec-ngram-min", NULL)) return cli_int(c, 1, 64, &p->ngram_min) ? 1 : -1;
-    if (cli_flag(c, "--spec-fixed", NULL)) {
-        p->adaptive = 0;
-        return 1;
-    }
-    if (cli_flag(c, "-td", "--threads-draft"))
-        return cli_int(c, 1, 512, &o->n_threads_draft) ? 1 : -1;
-    return 0;
-}
-
 int cli_spec_opt(int id, const cli_val *v, cli_spec *o) {
     cpulm_spec_params *p = &o->p;
     switch (id) {

@@ -1,5 +1,5 @@
-/* spec_cli.h: the speculative decoding flags `run` and `bench` share (llama.cpp's names and
- * aliases), and opening a speculator from them. */
+/* spec_cli.h: the speculative decoding options run, chat, bench and serve share (their rows,
+ * with llama.cpp's names and aliases, are in options.def), and opening a speculator from them. */
 #ifndef CPULM_TOOLS_SPEC_CLI_H
 #define CPULM_TOOLS_SPEC_CLI_H
 
@@ -16,9 +16,7 @@ typedef struct cli_spec {
 } cli_spec;
 
 void cli_spec_init(cli_spec *o);
-/* 1 = consumed, 0 = not a speculation flag, -1 = bad value (message printed). */
-int cli_spec_flag(cli *c, cli_spec *o);
-/* The same from the option table's speculation rows: 1 when id is one of them. */
+/* The speculation rows of the option table (options.def) into o: 1 when id is one of them. */
 struct cli_val;
 int cli_spec_opt(int id, const struct cli_val *v, cli_spec *o);
 /* After parsing: the kind implied by -md, contradictions refused. 0 or EXIT_USAGE. */
@@ -30,21 +28,5 @@ int cli_spec_open(const char *cmd, cli_spec *o, const cpulm_model *m, const cpul
                   const cpulm_sampler_params *sp, cpulm_model **dm, cpulm_spec **s);
 /* " | spec ngram: drafted D, accepted A (x%), T tokens per target pass" into buf. */
 void cli_spec_summary(const cpulm_spec *s, const cli_spec *o, char *buf, size_t cap);
-
-#define CLI_SPEC_HELP                                                                        \
-    "  --spec ngram|draft    speculative decoding: ngram = prompt lookup (drafts copied\n"   \
-    "                        from earlier in the prompt and output); draft = -md's model\n"  \
-    "                        (--spec-type and llama.cpp's ngram-simple are aliases)\n"       \
-    "  -md, --model-draft FILE  draft model (same vocabulary as -m); implies --spec draft\n" \
-    "  --draft-max N         most tokens drafted per target pass (default 16; --draft,\n"    \
-    "                        --draft-n, --spec-draft-n-max)\n"                               \
-    "  --draft-min N         verify no shorter draft (default 0; --spec-draft-n-min)\n"      \
-    "  --draft-p-min P       greedy draft model: stop drafting below this probability\n"     \
-    "                        (default 0 = off)\n"                                            \
-    "  --spec-ngram-size-n N longest n-gram looked up (default 3); --spec-ngram-min N the\n" \
-    "                        shortest (default 2)\n"                                         \
-    "  --spec-fixed          always draft --draft-max tokens (default: the length follows\n" \
-    "                        the acceptance rate, none when drafts do not pay)\n"            \
-    "  -td, --threads-draft N  draft model threads (default: -t)\n"
 
 #endif
