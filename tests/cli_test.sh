@@ -166,6 +166,13 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 "$CPULM" help --markdown | cmp -s - "$SRC/docs/FLAGS.md"
 check flags_doc_matches_table $?
 [ $? -eq 0 ] || echo "  docs/FLAGS.md differs: cpulm help --markdown >docs/FLAGS.md"
+# docs/SERVER.md's hand-written flag table (with the long explanations): every spelling in its
+# first column is a row of serve in the table (and so parses, above)
+"$CPULM" help --flags serve | cut -f3 | sort -u >"$TMP/serve_flags"
+awk '/^## Flags/ {on = 1; next} on && /^## / {exit} on && /^\| `-/' "$SRC/docs/SERVER.md" |
+  cut -d'|' -f2 | grep -oE '(^|[ `(])-[-a-z0-9]+' | tr -d ' `(' | sort -u >"$TMP/doc_flags"
+[ -s "$TMP/doc_flags" ] && ! comm -23 "$TMP/doc_flags" "$TMP/serve_flags" | grep .
+check server_doc_flags_in_table $?
 # K and V share one type: -ctk and -ctv that differ are refused (bench used to run both)
 expect_rc bench_kv_differ 2 "$CPULM" bench -ctk q8_0 -ctv f16
 grep -q "K and V share one cache type" "$TMP/err"; check bench_kv_differ_message $?
