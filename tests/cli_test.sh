@@ -173,6 +173,14 @@ awk '/^## Flags/ {on = 1; next} on && /^## / {exit} on && /^\| `-/' "$SRC/docs/S
   cut -d'|' -f2 | grep -oE '(^|[ `(])-[-a-z0-9]+' | tr -d ' `(' | sort -u >"$TMP/doc_flags"
 [ -s "$TMP/doc_flags" ] && ! comm -23 "$TMP/doc_flags" "$TMP/serve_flags" | grep .
 check server_doc_flags_in_table $?
+# embed -f twice: both files' lines are inputs (the first file's used to point into freed
+# memory); the same as giving them in one file
+if [ -f "$MODEL" ]; then
+  printf 'Once upon a time\nThe cat\n' >"$TMP/e1"; printf 'A dog\n' >"$TMP/e2"; cat "$TMP/e1" "$TMP/e2" >"$TMP/e12"
+  "$CPULM" embed -m "$MODEL" -f "$TMP/e1" -f "$TMP/e2" --json >"$TMP/e_two" 2>/dev/null
+  "$CPULM" embed -m "$MODEL" -f "$TMP/e12" --json >"$TMP/e_one" 2>/dev/null
+  [ -s "$TMP/e_one" ] && cmp -s "$TMP/e_two" "$TMP/e_one"; check embed_two_files $?
+fi
 # K and V share one type: -ctk and -ctv that differ are refused (bench used to run both)
 expect_rc bench_kv_differ 2 "$CPULM" bench -ctk q8_0 -ctv f16
 grep -q "K and V share one cache type" "$TMP/err"; check bench_kv_differ_message $?

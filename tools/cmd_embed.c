@@ -11,6 +11,7 @@
 #include "options.h"
 
 #define MAX_INPUTS 4096
+#define MAX_FILES  16
 
 static void embed_usage(FILE *f) {
     fprintf(f, "usage: cpulm embed [-m MODEL] (-p TEXT ... | -f FILE) [options]\n");
@@ -20,6 +21,8 @@ static void embed_usage(FILE *f) {
 typedef struct embed_opts {
     const char *inputs[MAX_INPUTS];
     int n_inputs;
+    const char *files[MAX_FILES]; /* -f, read after the flags */
+    int n_files;
     int raw, json, no_bos, n_ctx, n_batch, threads;
     cpulm_pooling pooling;
 } embed_opts;
@@ -160,9 +163,29 @@ static int add_lines(embed_opts *o, char *text) {
     return 1;
 }
 
+/* The -f files' lines as inputs: the texts joined into one buffer (*text, owned by the
+ * caller) that the inputs point into. 0 after printing why on failure. */
+static int read_files(embed_opts *o, char **text) {
+    size_t len = 0, n;
+    for (int i = 0; i < o->n_files; i++) {
+        char *t = cli_read_file(o->files[i], &n), *grown;
+        if (!t) return 0;
+        if (!(grown = realloc(*text, len + n + 2))) {
+            free(t);
+            return 0;
+        }
+        *text = grown;
+        memcpy(*text + len, t, n);
+        len += n;
+        (*text)[len++] = '\n';
+        (*text)[len] = 0;
+        free(t);
+    }
+    return add_lines(o, *text);
+}
+
 /* One row of the table: 0 = ok, -1 after --help, else the exit code. */
-static int embed_opt(cli *c, int id, const cli_val *v, embed_opts *o, const char **model,
-                     const char **file) {
+static int embed_opt(cli *c, int id, const cli_val *v, embed_opts *o, const char **model) {
     switch (id) {
     case OPT_HELP: embed_usage(stdout); return -1;
     case OPT_MODEL: *model = v->s; break;
@@ -170,7 +193,13 @@ static int embed_opt(cli *c, int id, const cli_val *v, embed_opts *o, const char
         if (o->n_inputs >= MAX_INPUTS) return EXIT_USAGE;
         o->inputs[o->n_inputs++] = v->s;
         break;
-    case OPT_FILE: *file = v->s; break; /* read once the flags are parsed */
+    case OPT_FILE: /* read once the flags are parsed (repeatable, as -p) */
+        if (o->n_files == MAX_FILES) {
+            fprintf(stderr, "cpulm embed: more than %d -f files\n", MAX_FILES);
+            return EXIT_USAGE;
+        }
+        o->files[o->n_files++] = v->s;
+        break;
     case OPT_POOLING:
         cpulm_pooling_parse(v->s, &o->pooling); /* the table allows only none|mean|cls|last */
         break;
@@ -190,15 +219,13 @@ static int embed_opt(cli *c, int id, const cli_val *v, embed_opts *o, const char
 }
 
 static int parse_embed_args(cli *c, embed_opts *o, const char **model, char **file_text) {
-    const char *file = NULL;
     for (c->i = 1; c->i < c->argc; c->i++) {
         cli_val v;
         int id = cli_next(c, &v), rc;
         if (id == CLI_ERR || (id == CLI_POS && cli_unknown(c))) return EXIT_USAGE;
-        if (id >= 0 && (rc = embed_opt(c, id, &v, o, model, &file)) != 0) return rc;
+        if (id >= 0 && (rc = embed_opt(c, id, &v, o, model)) != 0) return rc;
     }
-    if (file && (!(*file_text = cli_read_file(file, NULL)) || !add_lines(o, *file_text)))
-        return EXIT_USAGE;
+    if (o->n_files && !read_files(o, file_text)) return EXIT_USAGE;
     if (o->n_inputs == 0) {
         fprintf(stderr, "cpulm embed: give -p TEXT or -f FILE\n");
         return EXIT_USAGE;
