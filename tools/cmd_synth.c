@@ -16,6 +16,7 @@ static void synth_usage(FILE *f) {
             "                   qwen35-9b (hybrid: Gated DeltaNet + gated attention), gemma3-4b,\n"
             "                   gpt-oss-20b, gpt-oss-120b (sliding windows, sinks, MXFP4\n"
             "                   experts), tiny, tiny-moe, tiny-qwen35, tiny-gemma3, tiny-gpt-oss,\n"
+            "                   tiny-bert, tiny-nomic-bert (encoders: embeddings, rerank),\n"
             "                   or custom (tiny's numbers; override with the flags)\n"
             "  --type TYPE      q4_0 (default; mxfp4 for gpt-oss), q8_0, f16, bf16, f32, q4_k,\n"
             "                   q6_k, mxfp4 (FFN and expert matrices; Q8_0 for the others)\n"
@@ -36,6 +37,8 @@ static void synth_usage(FILE *f) {
             "                   linear rope scaling of the global layers (0: none), the final\n"
             "                   logit soft-cap key (0: not written)\n"
             "  --untied         write a separate output.weight (default: the shape's)\n"
+            "  --rerank         encoders (bert): add a reranker's classification head\n"
+            "                   (cls, cls.output) and pooling type rank\n"
             "  --fim            the last three tokens are <|fim_prefix|>, <|fim_suffix|> and\n"
             "                   <|fim_middle|> (control tokens: a model for /infill tests)\n"
             "  --seed N         PRNG seed (default 1); the file depends only on the options\n"
@@ -46,7 +49,7 @@ static void synth_usage(FILE *f) {
 
 typedef struct synth_opts {
     const char *shape, *type, *out;
-    int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, fim, threads, progress;
+    int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, fim, rerank, threads, progress;
     const char *arch;
     int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx, window;
     int swa, swa_period; /* -1: the shape's */
@@ -89,6 +92,8 @@ static int parse_synth(int argc, char **argv, synth_opts *o) {
             o->untied = 1;
         else if (cli_flag(&c, "--fim", NULL))
             o->fim = 1;
+        else if (cli_flag(&c, "--rerank", NULL))
+            o->rerank = 1;
         else if (cli_flag(&c, "--arch", NULL))
             ok = (o->arch = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "--head-dim", NULL))
@@ -153,6 +158,7 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->ctx) p->n_ctx = o->ctx;
     if (o->untied) p->tied = 0;
     p->fim = o->fim;
+    p->rerank = o->rerank;
     if (o->arch) p->arch = o->arch;
     if (o->head_dim) p->head_dim = o->head_dim;
     if (o->experts) p->n_expert = o->experts;
