@@ -51,7 +51,9 @@ static void serve_usage(FILE *f) {
         "  --chat-template NAME|FILE  override the model's chat template (llama3, llama2,\n"
         "                        mistral, chatml, deepseek-r1, gemma, plain, or a Jinja file)\n"
         "  --embeddings          serve POST /v1/embeddings (a second, embeddings-only context)\n"
-        "  --pooling P           its pooling: mean|last|cls (default: the model's)\n"
+        "  --pooling P           its pooling: mean|last|cls|rank (default: the model's)\n"
+        "  --rerank, --reranking serve POST /rerank, /v1/rerank, /reranking: a reranker\n"
+        "                        (an encoder with a classification head, rank pooling)\n"
         "  --slots, --no-slots   GET /slots, llama-server's slot monitor (default: on)\n"
         "  --timeout S           per-request time limit in seconds (default 600)\n"
         "  --grace S             shutdown grace period in seconds (default 30)\n"
@@ -66,7 +68,8 @@ static void serve_usage(FILE *f) {
         "Speculative decoding, per slot inside the batched steps (requests may send\n"
         "\"speculative.n_max\": 0 to opt out; docs/SERVER.md):\n" CLI_SPEC_HELP
         "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
-        "POST /v1/embeddings (with --embeddings), GET /health, GET /ready, GET /metrics.\n"
+        "POST /v1/embeddings (with --embeddings), POST /v1/rerank (with --rerank),\n"
+        "GET /health, GET /ready, GET /metrics.\n"
         "See docs/SERVER.md.\n" CLI_COMPAT_HELP);
 }
 
@@ -163,14 +166,15 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
             if (check_api_key(p->api_key, "--api-key")) return EXIT_USAGE;
         } else if (cli_flag(&c, "--embeddings", "--embedding")) {
             p->embeddings = 1;
+        } else if (cli_flag(&c, "--rerank", "--reranking")) {
+            p->rerank = p->embeddings = 1;
         } else if (cli_flag(&c, "--slots", "--no-slots")) {
             p->no_slots = !strcmp(argv[c.i], "--no-slots");
         } else if (cli_flag(&c, "--pooling", NULL)) {
             const char *pv = cli_value(&c);
             if (!pv) return EXIT_USAGE;
-            if (cpulm_pooling_parse(pv, &p->pooling) != CPULM_OK ||
-                p->pooling == CPULM_POOLING_RANK) {
-                fprintf(stderr, "cpulm serve: --pooling must be mean, last, cls or none\n");
+            if (cpulm_pooling_parse(pv, &p->pooling) != CPULM_OK) {
+                fprintf(stderr, "cpulm serve: --pooling must be mean, last, cls, rank or none\n");
                 return EXIT_USAGE;
             }
         } else if (cli_flag(&c, "--chat-template", NULL)) {
