@@ -19,10 +19,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
 SHARED = os.environ.get("CPULM_SHARED", os.path.join(ROOT, "..", "shared"))
 SERVER = os.path.join(SHARED, "bench", "llama.cpp", "llama-server")
-# llama-server's non-flash attention path: with flash attention (its default, "auto", on for
-# CPUs) it rounds an encoder's keys and values to f16 and accumulates in f16; cpulm's encoder
-# attention is f32 like the non-flash path. (Against the flash path the embeddings still agree
-# to cosine 1.000000 and rerank scores within ~0.005.)
+# llama-server's non-flash attention path, f32 as cpulm's encoder attention; its flash path
+# (the default, "auto", on for CPUs) rounds at f16 level: against it the embeddings still
+# agree to cosine 1.000000 and rerank scores within ~0.005.
 FA = ["-fa", "off"]
 
 # name, synth shape, weight type, pooling (llama-server's --pooling), reranker head
