@@ -46,6 +46,7 @@ TEXTS = [
     "  leading and trailing spaces  \t\n  ",
     "a",
     "THE QUICK BROWN FOX JUMPS OVER THE LAZY DOG",
+    "Caf\u00e9 \u00c9COLE na\u00efve \u0130stanbul \u03a9mega Stra\u00dfe \u00c5ngstr\u00f6m",
     "music, books, food: what do you play, read and eat?",
 ]
 

@@ -128,7 +128,7 @@ static int check_embed_case(const cpulm_json *c, int n_seq, int nth, double *wor
 
 /* tiny-bert (absolute positions, biases, GELU) in F32 with mean pooling and in F16 with
  * CLS; tiny-nomic-bert (fused QKV, rotary, SwiGLU) in F32 with mean and in F16 with last:
- * 12 texts each (punctuation, capitals, uncovered words, padding spaces), packed several
+ * 14 texts each (punctuation, capitals, accents, uncovered words, padding spaces), packed several
  * sequences to a batch and one at a time. */
 TEST(encoder_ref_embeddings) {
     cpulm_json_doc *d = load_ref();

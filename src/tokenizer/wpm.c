@@ -5,22 +5,43 @@
  * converter stores BERT's word-initial pieces; "##" continuation pieces lose their "##"),
  * is covered greedily by the longest vocabulary entry at each position, and a word that
  * cannot be covered becomes one [UNK].
- * Known gap: llama.cpp also applies Unicode NFD and full Unicode lower-casing; here case
- * folding covers ASCII, Latin-1, Greek and Cyrillic, and no NFD is applied, so text with
- * precomposed accented letters (or other scripts' capitals) can split differently. */
+ * Before splitting, each codepoint becomes the first codepoint of its canonical
+ * decomposition (so accents drop, as llama.cpp's NFD step does) and is lower-cased
+ * (wpm_tables.c, generated from Unicode 14 data). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer/wpm_tables.h"
+
+/* The first codepoint of c's canonical decomposition (an accented letter's base letter),
+ * as llama.cpp's NFD step keeps one codepoint per codepoint. */
+static uint32_t wpm_nfd(uint32_t c) {
+    int32_t lo = 0, hi = cpulm_wpm_n_nfd - 1;
+    while (lo <= hi) {
+        const int32_t mid = (lo + hi) / 2;
+        if (c < cpulm_wpm_nfd[mid][0])
+            hi = mid - 1;
+        else if (c > cpulm_wpm_nfd[mid][1])
+            lo = mid + 1;
+        else
+            return cpulm_wpm_nfd[mid][2];
+    }
+    return c;
+}
 
 static uint32_t wpm_lower(uint32_t c) {
-    if (c >= 'A' && c <= 'Z') return c + 32;
-    if (c < 0xC0) return c;
-    if ((c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3AB && c != 0x3A2) ||
-        (c >= 0x410 && c <= 0x42F))
-        return c + 32;
-    if (c >= 0x400 && c <= 0x40F) return c + 80;
+    if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
+    int32_t lo = 0, hi = cpulm_wpm_n_lower - 1;
+    while (lo <= hi) {
+        const int32_t mid = (lo + hi) / 2;
+        if (c == cpulm_wpm_lower[mid][0]) return cpulm_wpm_lower[mid][1];
+        if (c < cpulm_wpm_lower[mid][0])
+            hi = mid - 1;
+        else
+            lo = mid + 1;
+    }
     return c;
 }
 
@@ -62,7 +83,7 @@ cpulm_status tok_wpm_encode(const cpulm_vocab *v, const char *text, size_t n, to
             st = CPULM_ERR_CANCELLED;
             break;
         }
-        const uint32_t cp = cpulm_utf8_decode(text, n, &i);
+        const uint32_t cp = wpm_nfd(cpulm_utf8_decode(text, n, &i));
         const unsigned f = cpulm_unicode_flags(cp);
         const int alone =
             (f & CPULM_UC_PUNCT) || (cp < 0x7F && (f & CPULM_UC_SYMBOL)) || is_cjk(cp);
