@@ -160,6 +160,7 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     p->fim = o->fim;
     p->rerank = o->rerank;
     if (o->arch) p->arch = o->arch;
+    if (o->arch && strstr(o->arch, "bert")) p->norm_eps = 1e-12f; /* BERT's LayerNorm epsilon */
     if (o->head_dim) p->head_dim = o->head_dim;
     if (o->experts) p->n_expert = o->experts;
     if (o->experts_used) p->n_expert_used = o->experts_used;
