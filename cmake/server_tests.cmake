@@ -30,3 +30,20 @@ if(NOT CMAKE_CROSSCOMPILING)
   set_tests_properties(gptoss_server PROPERTIES TIMEOUT 300 LABELS server SKIP_RETURN_CODE 77
                        ENVIRONMENT "CPULM_NPM_DIR=${CMAKE_BINARY_DIR}/npm-openai")
 endif()
+# `cpulm serve` with encoder models (tests/encoder_server_test.py, synthetic tiny-bert and
+# tiny-nomic-bert files made by the script): /v1/embeddings, /embedding, /api/embed and
+# /tokenize against llama-server's references (tests/data/encoder-ref.json); /v1/rerank,
+# /rerank, /reranking with a synthetic reranker on 20 query/document sets (llama-server's
+# order and scores), top_n, return_text, TEI's shape; the refusals.
+if(NOT CMAKE_CROSSCOMPILING AND CPULM_PYTHON3)
+  add_test(NAME encoder_server COMMAND ${CPULM_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/encoder_server_test.py
+           $<TARGET_FILE:cpulm-cli> ${CMAKE_SOURCE_DIR}/tests/data/encoder-ref.json)
+  set_tests_properties(encoder_server PROPERTIES TIMEOUT 120 LABELS server)
+endif()
+# llama-server's documented curl examples (its README: /completion, /v1/chat/completions,
+# /v1/embeddings, /v1/rerank; and the routes cpulm does not serve, refused with JSON errors)
+# sent as written to `cpulm serve` on synthetic models (tests/llama_curl_examples.sh).
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME llama_curl_examples COMMAND ${CMAKE_SOURCE_DIR}/tests/llama_curl_examples.sh $<TARGET_FILE:cpulm-cli>)
+  set_tests_properties(llama_curl_examples PROPERTIES TIMEOUT 120 LABELS server SKIP_RETURN_CODE 77)
+endif()

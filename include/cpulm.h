@@ -173,6 +173,8 @@ CPULM_API cpulm_token cpulm_token_bos(const cpulm_model *m);           /* -1 if 
 CPULM_API cpulm_token cpulm_token_eos(const cpulm_model *m);           /* -1 if none */
 CPULM_API int cpulm_token_is_eog(const cpulm_model *m, cpulm_token t); /* eos, eot, ... */
 CPULM_API int cpulm_vocab_add_bos(const cpulm_model *m); /* tokenizer.ggml.add_bos_token */
+/* Whether the model is an encoder (bert, nomic-bert): embeddings and rank scores only. */
+CPULM_API int cpulm_model_is_encoder(const cpulm_model *m);
 CPULM_API const char *cpulm_token_text(const cpulm_model *m, cpulm_token t); /* raw, borrowed */
 
 /* Text -> token ids. add_special: BOS (and EOS if the vocab asks); parse_special: turn
@@ -187,6 +189,15 @@ CPULM_API cpulm_status cpulm_tokenize_cancellable(const cpulm_model *m, const ch
                                                   size_t len, int add_special, int parse_special,
                                                   cpulm_token *out, int32_t cap, int32_t *n_out,
                                                   int (*stop)(void *user), void *user);
+
+/* The tokens a reranker (a context with CPULM_POOLING_RANK) scores for a query and a
+ * document, as llama-server builds them: the model's tokenizer.chat_template.rerank prompt
+ * with {query} and {document} filled in, or else [BOS] query [EOS] [SEP] document [EOS]
+ * with each special token only where the vocabulary asks for it (a BERT vocabulary:
+ * [CLS] query [SEP] document). CPULM_ERR_TOO_SMALL: *n_out = the count needed. */
+CPULM_API cpulm_status cpulm_rerank_tokens(const cpulm_model *m, const char *query, size_t qlen,
+                                           const char *doc, size_t dlen, cpulm_token *out,
+                                           int32_t cap, int32_t *n_out);
 
 /* The bytes a token stands for (byte tokens decoded, SPM '\xe2\x96\x81' -> ' ').
  * Control tokens give "" unless special != 0. Not NUL-terminated; *n_out = byte count. */
@@ -222,7 +233,7 @@ typedef enum cpulm_pooling {
     CPULM_POOLING_MEAN = 1,         /* mean over the sequence's tokens */
     CPULM_POOLING_CLS = 2,          /* the sequence's first token */
     CPULM_POOLING_LAST = 3, /* the sequence's last token (decoder embedders, Qwen3-Embedding) */
-    CPULM_POOLING_RANK = 4, /* rerankers' classification head: not supported */
+    CPULM_POOLING_RANK = 4, /* a reranker encoder's classification head: the score is element 0 */
 } cpulm_pooling;
 
 typedef enum cpulm_embd_mode {

@@ -93,12 +93,23 @@ static cpulm_status resolve_pooling(const cpulm_model *m, cpulm_ctx_params *p, c
                           (int)p->embeddings);
     if (p->embeddings == CPULM_EMBD_OFF) {
         p->pooling = CPULM_POOLING_NONE;
+        if (m->arch->encoder)
+            return cpulm_errf(err, CPULM_ERR_UNSUPPORTED,
+                              "context: %s is an encoder model: it computes embeddings only "
+                              "(start it with embeddings on)",
+                              m->arch->name);
         return CPULM_OK;
     }
     if (p->pooling == CPULM_POOLING_UNSPECIFIED) p->pooling = (cpulm_pooling)m->hp.pooling;
-    if (p->pooling == CPULM_POOLING_RANK)
-        return cpulm_errf(err, CPULM_ERR_UNSUPPORTED, "context: rank pooling is not supported");
-    if (p->pooling < CPULM_POOLING_NONE || p->pooling > CPULM_POOLING_LAST)
+    if (p->pooling == CPULM_POOLING_RANK && !(m->arch->encoder && (m->cls || m->cls_out)))
+        return cpulm_errf(err, CPULM_ERR_UNSUPPORTED,
+                          "context: rank pooling needs an encoder with a classification head "
+                          "(cls.weight / cls.output.weight)");
+    if (m->arch->encoder && p->embeddings != CPULM_EMBD_ONLY)
+        return cpulm_errf(err, CPULM_ERR_UNSUPPORTED,
+                          "context: %s is an encoder: it computes embeddings only, no logits",
+                          m->arch->name);
+    if (p->pooling < CPULM_POOLING_NONE || p->pooling > CPULM_POOLING_RANK)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: bad pooling %d", (int)p->pooling);
     return CPULM_OK;
 }
@@ -114,6 +125,10 @@ static cpulm_status resolve_params(const cpulm_model *m, cpulm_ctx_params *p, cp
     if (p->n_threads > 512 || p->n_threads_batch > 512 || p->n_seq_max > 4096 ||
         p->n_ctx > (1 << 24))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: parameters out of range");
+    if (m->pos_embd && p->n_ctx > m->hp.n_ctx_train)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "context: %d tokens, but this model has absolute positions for %d",
+                          p->n_ctx, m->hp.n_ctx_train);
     if (p->n_outputs_max <= 0) p->n_outputs_max = p->n_seq_max;
     if (p->n_outputs_max > p->n_batch) p->n_outputs_max = p->n_batch;
     return resolve_pooling(m, p, err);
@@ -223,6 +238,8 @@ static cpulm_status stage_batch(cpulm_ctx *c, const cpulm_batch *b) {
         if (s < 0 || s >= n_seq || t < 0 || t >= n_vocab) return CPULM_ERR_INVALID_ARG;
         if (b->pos && b->pos[i] != next[s]) return CPULM_ERR_INVALID_ARG;
         if (next[s] >= c->p.n_ctx) return CPULM_ERR_KV_FULL;
+        /* an encoder attends within the batch: a sequence must be whole in it */
+        if (c->m->arch->encoder && c->kv.len[s] != 0) return CPULM_ERR_INVALID_ARG;
         c->tok[i] = t;
         c->seq[i] = s;
         c->pos[i] = next[s]++;

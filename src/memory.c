@@ -24,6 +24,7 @@ void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d) {
     if (d->q_dim > w) w = d->q_dim;
     if (d->att_dim > w) w = d->att_dim;
     if (d->n_ff > w) w = d->n_ff;
+    if (hp->encoder && d->q_dim + 2 * d->k_dim > w) w = d->q_dim + 2 * d->k_dim; /* fused qkv */
     d->widest = w;
 }
 
@@ -44,6 +45,10 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c, cpulm
     s->actq_stride = ((size_t)d.widest * 4 + 63) / 64 * 64;
     s->actq = s->actq_stride * B;
     s->scores_stride = ((size_t)d.head_dim + 15) / 16 * 16;
+    if (hp->encoder) { /* encoder.c: a row of scores over the batch, or a rank head's state */
+        const size_t w = B > (size_t)d.n_embd ? B : (size_t)d.n_embd;
+        if (w > s->scores_stride) s->scores_stride = (w + 15) / 16 * 16;
+    }
     s->scores = f * s->scores_stride * (size_t)c->n_threads;
     s->attn =
         (size_t)cpulm_attn_scratch_bytes(hp, c->n_ctx, c->n_seq_max, c->n_batch, c->n_threads);

@@ -20,6 +20,7 @@
 #define SYNTH_N_SPECIAL 3   /* <unk>, <s>, </s> */
 #define SYNTH_N_BYTE    256 /* <0x00> .. <0xFF> */
 #define WEIGHT_STD      0.02f
+#define SYNTH_N_TYPES   2 /* token types of an encoder file (BERT's two sentences) */
 
 /* ---- shapes: the one table of model shapes (synth and `cpulm plan` share it) ---- */
 
@@ -85,6 +86,10 @@ static const cpulm_shape_preset shapes[] = {
     /* 4 layers (2 sliding, 2 full), 8 experts, 4 used */
     {"tiny-gpt-oss", "tiny gpt-oss test model", "synth tiny gpt-oss", 4, 256, 128, 4, 2, 512, 8192,
      150000.0f, 0, "gpt-oss", 64, 8, 4, 128, {0}},
+    {"tiny-bert", "tiny BERT encoder (embeddings)", "synth tiny bert", 2, 128, 256, 4, 4, 512,
+     256, 10000.0f, 0, "bert", 0, 0, 0, 0, {0}},
+    {"tiny-nomic-bert", "tiny nomic-bert encoder (embeddings)", "synth tiny nomic-bert", 2, 128,
+     256, 4, 4, 512, 256, 1000.0f, 0, "nomic-bert", 0, 0, 0, 0, {0}},
     {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512, 10000.0f,
      1, "llama", 0, 0, 0, 0, {0}},
 };
@@ -162,6 +167,7 @@ cpulm_status cpulm_synth_shape(const char *name, cpulm_synth_params *p) {
             p->yarn_orig_ctx = shape_extras[i].yarn_orig_ctx;
         }
     if (p->ssm.heads || !strcmp(s->arch, "gemma3")) p->norm_eps = 1e-6f;
+    if (strstr(s->arch, "bert")) p->norm_eps = 1e-12f;            /* BERT's LayerNorm epsilon */
     if (!strcmp(s->arch, "gpt-oss")) p->type = CPULM_DTYPE_MXFP4; /* as released */
     return CPULM_OK;
 }
@@ -195,6 +201,8 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
         hp->rope_sections[2] = half - 2 * third;
     }
     hp->n_layer_attn = p->n_layer;
+    hp->encoder = a && a->encoder;
+    hp->n_types = hp->encoder ? SYNTH_N_TYPES : 0;
     if (p->ssm.heads) {
         hp->n_layer_attn = hp->n_layer_recr = 0;
         for (int32_t il = 0; il < p->n_layer; il++)
@@ -302,6 +310,9 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
                           "sliding window %d, period %d: need >= 0, and an architecture with "
                           "sliding windows (gemma3)",
                           p->swa.window, p->swa.period);
+    if (p->rerank && strcmp(p->arch, "bert"))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "a classification head (--rerank) needs --arch bert, not %s", p->arch);
     return check_hybrid(p, a, blk, err);
 }
 
@@ -374,15 +385,47 @@ static cpulm_arch_dims synth_dims(const cpulm_synth_params *p) {
                              .n_ff_shexp = p->ssm.n_ff_shexp,
                              .n_ff = p->n_ff,
                              .n_ff_exp = p->n_ff_exp,
-                             .n_expert = p->n_expert};
+                             .n_expert = p->n_expert,
+                             .n_ctx_train = p->n_ctx,
+                             .n_types = SYNTH_N_TYPES};
 }
 
 /* Which of qwen3next's alternative (optional) input projections the file gets. */
 static int dnet_input(const cpulm_synth_params *p, const char *name) {
+    if (!p->ssm.heads) return 0; /* hybrid shapes only */
     if (!strcmp(name, "ssm_in.weight")) return p->ssm.joint_in;
     if (!strcmp(name, "attn_qkv.weight") || !strcmp(name, "attn_gate.weight"))
         return !p->ssm.joint_in;
     return 0;
+}
+
+/* Which optional tensors an encoder file gets: bert's separate projections with every
+ * bias (and the classification head of a reranker), nomic-bert's fused projection. */
+static int enc_optional(const cpulm_synth_params *p, const char *name) {
+    const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
+    if (!a || !a->encoder) return 0;
+    if (!strcmp(name, "token_types.weight")) return 1;
+    if (!strncmp(name, "cls.", 4)) return p->rerank;
+    if (!a->global_tensors || strcmp(a->name, "bert")) return !strcmp(name, "attn_qkv.weight");
+    return strncmp(name, "attn_qkv.", 9) != 0;
+}
+
+/* Encoder tensors' values: biases and the position / type rows centred at 0; the reranker's
+ * head wide enough that documents get clearly different scores. */
+static void enc_init(stensor *t, const char *name) {
+    if (t->kind == K_MATRIX) /* about 1 / sqrt(n_embd): each layer moves every state */
+        t->std = 0.08f;
+    if (strstr(name, ".bias")) {
+        t->mean = 0.0f;
+        t->std = strstr(name, "norm") ? 0.05f : 0.02f;
+    } else if (strstr(name, "position_embd") || strstr(name, "token_types")) {
+        t->mean = 0.0f;
+        t->std = 0.02f;
+    }
+    if (!strncmp(name, "cls", 3)) {
+        t->mean = 0.0f;
+        t->std = strstr(name, "output") ? 0.5f : 0.1f;
+    }
 }
 
 /* Appends the present, non-optional tensors of list (output.weight unless tied). */
@@ -392,12 +435,15 @@ static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, 
     for (const cpulm_tensor_desc *td = list; td->name; td++) {
         int is_output = strcmp(td->name, "output.weight") == 0;
         if (!cpulm_arch_tensor_present(td, d.n_expert, recurrent)) continue;
-        if (td->optional && !(is_output && !p->tied) && !dnet_input(p, td->name)) continue;
+        if (td->optional && !(is_output && !p->tied) && !dnet_input(p, td->name) &&
+            !enc_optional(p, td->name))
+            continue;
         snprintf(t[n].name, sizeof t[n].name, "%s%s", prefix, td->name);
         t[n].kind = td->kind == CPULM_TK_MATRIX ? K_MATRIX : K_NORM;
         /* MoE routers stay F32 in real files (llama.cpp's quantizer never quantizes them) */
         if (td->dims[1] == CPULM_DIM_EXPERTS) t[n].kind = K_ROUTER;
         init_of(&t[n], td->name, p->arch);
+        if (strstr(p->arch, "bert")) enc_init(&t[n], td->name);
         t[n].n_dims = 1;
         for (int i = 0; i < 3; i++) {
             t[n].ne[i] = cpulm_arch_dim(&d, (cpulm_dim)td->dims[i]);
@@ -409,13 +455,13 @@ static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, 
 }
 
 static int max_tensors(const cpulm_synth_params *p) {
-    return 8 + 24 * p->n_layer; /* more than any descriptor lists */
+    return 16 + 24 * p->n_layer; /* more than any descriptor lists */
 }
 
 /* Fills t (capacity max_tensors) in file order; returns the count. */
 static int tensor_list(const cpulm_synth_params *p, stensor *t) {
     const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
-    int n = add_list(p, cpulm_arch_global_tensors, "", t, 0, false);
+    int n = add_list(p, cpulm_arch_globals(a), "", t, 0, false);
     char prefix[32];
     for (int il = 0; il < p->n_layer; il++) {
         snprintf(prefix, sizeof prefix, "blk.%d.", il);
@@ -603,7 +649,79 @@ static void filler_piece(int32_t k, char *out) {
     out[o] = 0;
 }
 
+/* WordPiece vocabulary of an encoder file, in llama.cpp's converted form (word-initial
+ * pieces carry U+2581, continuation pieces are bare): [PAD] [UNK] [CLS] [SEP] [MASK], then
+ * every printable ASCII character both ways, then common English words and two-letter
+ * pieces in a fixed order, so any ASCII text tokenizes (into several pieces a word). */
+static const char *const wpm_words[] = {
+    "the",    "of",       "and",   "to",    "in",      "is",     "it",     "that",   "for",
+    "on",     "with",     "as",    "was",   "are",     "be",     "by",     "this",   "at",
+    "from",   "or",       "an",    "what",  "how",     "why",    "who",    "which",  "can",
+    "cat",    "dog",      "sat",   "mat",   "capital", "france", "paris",  "berlin", "germany",
+    "city",   "river",    "water", "fish",  "bird",    "tree",   "sky",    "blue",   "red",
+    "green",  "house",    "car",   "train", "food",    "eat",    "run",    "play",   "music",
+    "book",   "read",     "write", "code",  "data",    "model",  "search", "query",  "document",
+    "answer", "question", "sun",   "moon",  "star",    "rain",   "ing",    "ed",     "er",
+    "es",     "ly",       "tion",  "th",    "he",      "in",     "re",     "on",     "at",
+    "en",     "an",       "nd"};
+
+/* Candidate piece i (and its token type), in order; the writer skips repeats. */
+static int wpm_piece(int32_t i, char *s) {
+    static const char *const special[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    const int32_t n_words = (int32_t)(sizeof wpm_words / sizeof wpm_words[0]);
+    const char *mark = "\xE2\x96\x81";
+    if (i < 5) return snprintf(s, 24, "%s", special[i]), 3;
+    i -= 5;
+    if (i < 2 * 94) /* '!' .. '~', word-initial then bare */
+        return snprintf(s, 24, "%s%c", i % 2 ? "" : mark, '!' + i / 2), 1;
+    i -= 2 * 94;
+    if (i < 2 * n_words) return snprintf(s, 24, "%s%s", i % 2 ? "" : mark, wpm_words[i / 2]), 1;
+    i -= 2 * n_words;
+    if (i < 2 * 26 * 26) { /* two-letter pieces */
+        const int pair = i / 2;
+        return snprintf(s, 24, "%s%c%c", i % 2 ? "" : mark, 'a' + pair / 26, 'a' + pair % 26), 1;
+    }
+    return snprintf(s, 24, "[unused%d]", i - 2 * 26 * 26), 5;
+}
+
+static cpulm_status set_vocab_wpm(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
+    const int32_t V = p->n_vocab;
+    char *text = malloc((size_t)V * 24);
+    const char **strs = malloc(sizeof *strs * (size_t)V);
+    int32_t *types = malloc(sizeof *types * (size_t)V);
+    cpulm_status st = CPULM_ERR_NOMEM;
+    if (!text || !strs || !types) goto out;
+    for (int32_t i = 0, k = 0; i < V; k++) { /* skip a candidate already taken */
+        char *t = text + (size_t)i * 24;
+        const int type = wpm_piece(k, t);
+        int dup = 0;
+        for (int32_t j = 0; j < i && !dup; j++)
+            dup = !strcmp(strs[j], t);
+        if (dup) continue;
+        types[i] = type;
+        strs[i++] = t;
+    }
+    if ((st = cpulm_gguf_writer_set_str(w, "tokenizer.ggml.model", "bert")) ||
+        (st = cpulm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", strs, (uint64_t)V)) ||
+        (st = cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", CPULM_GGUF_I32, types,
+                                        (uint64_t)V)) ||
+        (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.token_type_count", SYNTH_N_TYPES)) ||
+        (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", 0)) ||
+        (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 1)) ||
+        (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 2)) ||
+        (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", 3)) ||
+        (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", 4)))
+        goto out;
+    st = CPULM_OK;
+out:
+    free(text);
+    free(strs);
+    free(types);
+    return st;
+}
+
 static cpulm_status set_vocab(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
+    if (strstr(p->arch, "bert")) return set_vocab_wpm(w, p);
     int32_t V = p->n_vocab;
     char *text = malloc((size_t)V * 24);
     const char **strs = malloc(sizeof *strs * (size_t)V);
@@ -723,10 +841,21 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         (st = set_u32(w, p, "attention.head_count_kv", p->n_head_kv)) ||
         (st = set_u32(w, p, "rope.dimension_count", synth_n_rot(p))) ||
         (st = set_f32(w, p, "rope.freq_base", p->rope_base)) ||
-        (st = set_f32(w, p, "attention.layer_norm_rms_epsilon", p->norm_eps)) ||
+        (st = set_f32(w, p,
+                      strstr(p->arch, "bert") ? "attention.layer_norm_epsilon"
+                                              : "attention.layer_norm_rms_epsilon",
+                      p->norm_eps)) ||
         (st = set_u32(w, p, "vocab_size", p->n_vocab)))
         return st;
     const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
+    if (a->encoder) { /* bidirectional; mean pooling, or rank with a classification head */
+        char k[128];
+        snprintf(k, sizeof k, "%s.attention.causal", p->arch);
+        if ((st = cpulm_gguf_writer_set_bool(w, k, false)) ||
+            (st = set_u32(w, p, "pooling_type",
+                          p->rerank ? CPULM_POOLING_RANK : CPULM_POOLING_MEAN)))
+            return st;
+    }
     if (a->swa_pattern && (st = set_u32(w, p, "attention.sliding_window", p->n_swa))) return st;
     if (p->head_dim && ((st = set_u32(w, p, "attention.key_length", hd)) ||
                         (st = set_u32(w, p, "attention.value_length", hd))))

@@ -79,8 +79,9 @@ typedef struct cpulm_synth_params {
      * yarn_factor 0 writes no scaling keys; yarn_orig_ctx 0 means n_ctx */
     float yarn_factor;
     int32_t yarn_orig_ctx;
-    int fim; /* the last three tokens are Qwen's fill-in-the-middle control tokens
-              * (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>) instead of fillers */
+    int rerank; /* encoders: a classification head (cls, cls.output) and pooling type rank */
+    int fim;    /* the last three tokens are Qwen's fill-in-the-middle control tokens
+                 * (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>) instead of fillers */
     /* Called after each tensor's data is written, with tensors and weight bytes done so far
      * and in all (a large shape takes a minute: the CLI shows a progress line). NULL: none. */
     void (*progress)(void *user, int32_t done, int32_t total, uint64_t bytes_done,

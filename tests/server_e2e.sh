@@ -281,7 +281,7 @@ http_status 401 $URL/completion -d '{"prompt":"x"}'; check llama_needs_key $?
 http_status 405 -H "$AUTH" $URL/completion; check llama_405 $?
 [ "$(curl -s $URL/v1/health)" = '{"status":"ok"}' ]; check v1_health $?
 # routes llama-server has and cpulm does not serve here (/infill: stories260K has no FIM
-# tokens): a clear 501 in its shape, not a 404
+# tokens; rerank: this server has no --rerank): a clear 501 in its shape, not a 404
 for path in /infill /rerank /v1/rerank /reranking; do
   http_status 501 -H "$AUTH" $URL$path -d '{"input_prefix":"a","query":"q","documents":["d"]}' &&
     jq -e '.error.code == 501 and (.error.message | test("not supported"))' "$TMP/err" >/dev/null

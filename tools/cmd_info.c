@@ -60,6 +60,7 @@ static void print_memory(const cpulm_model *m, int32_t n_ctx, int32_t n_par) {
     cpulm_ctx_params p = cpulm_ctx_default_params();
     p.n_ctx = n_ctx;
     p.n_seq_max = n_par;
+    if (cpulm_model_is_encoder(m)) p.embeddings = CPULM_EMBD_ONLY; /* it computes no logits */
     cpulm_memory m16, m8;
     p.kv_type = CPULM_KV_F16;
     cpulm_status s = cpulm_model_memory(m, &p, &m16);

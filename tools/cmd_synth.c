@@ -16,7 +16,7 @@ static void synth_usage(FILE *f) {
 
 typedef struct synth_opts {
     const char *shape, *type, *out;
-    int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, fim, threads, progress;
+    int layers, embd, ff, heads, kv_heads, vocab, ctx, untied, fim, rerank, threads, progress;
     const char *arch;
     int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx, window;
     int swa, swa_period; /* -1: the shape's */
@@ -40,6 +40,7 @@ static int synth_opt(cli *c, int id, const cli_val *v, synth_opts *o) {
     case OPT_TRAIN_CTX: o->ctx = (int)v->i; break;
     case OPT_UNTIED: o->untied = 1; break;
     case OPT_FIM: o->fim = 1; break;
+    case OPT_RERANK: o->rerank = 1; break;
     case OPT_MODEL_ARCH: o->arch = v->s; break;
     case OPT_HEAD_DIM: o->head_dim = (int)v->i; break;
     case OPT_EXPERTS: o->experts = (int)v->i; break;
@@ -103,6 +104,8 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->ctx) p->n_ctx = o->ctx;
     if (o->untied) p->tied = 0;
     p->fim = o->fim;
+    p->rerank = o->rerank;
+    if (o->arch && strstr(o->arch, "bert")) p->norm_eps = 1e-12f; /* BERT's LayerNorm epsilon */
     if (o->arch) p->arch = o->arch;
     if (o->head_dim) p->head_dim = o->head_dim;
     if (o->experts) p->n_expert = o->experts;

@@ -146,6 +146,56 @@ static const cpulm_tensor_desc qwen35_tensors[] = {HYBRID_NORMS,    GATED_ATTN, 
 static const cpulm_tensor_desc gemma3_tensors[] = {ATTN,      QK_NORM,          FFN_NORM,
                                                    FFN_DENSE, GEMMA_POST_NORMS, END};
 
+/* Encoders (bert, nomic-bert: encoder.c). Query, key and value come either as three
+ * projections (with optional biases) or as one fused attn_qkv (model.c checks one form is
+ * there); every LayerNorm has a bias; the output projection's and FFN's biases are optional.
+ * nomic-bert adds ffn_gate (a SwiGLU FFN) and has no absolute positions (rotary instead). */
+#define ENC_ATTN                                                                 \
+    {"attn_q.weight", L(wq), MAT, ALW, 1, D(EMBD, Q, 1)},                        \
+        {"attn_k.weight", L(wk), MAT, ALW, 1, D(EMBD, KV, 1)},                   \
+        {"attn_v.weight", L(wv), MAT, ALW, 1, D(EMBD, KV, 1)},                   \
+        {"attn_q.bias", L(bq), VEC, ALW, 1, D(Q, 1, 1)},                         \
+        {"attn_k.bias", L(bk), VEC, ALW, 1, D(KV, 1, 1)},                        \
+        {"attn_v.bias", L(bv), VEC, ALW, 1, D(KV, 1, 1)},                        \
+        {"attn_qkv.weight", L(wqkv), MAT, ALW, 1, D(EMBD, QKV, 1)},              \
+        {"attn_qkv.bias", L(bqkv), VEC, ALW, 1, D(QKV, 1, 1)},                   \
+        {"attn_output.weight", L(wo), MAT, ALW, 0, D(Q, EMBD, 1)},               \
+        {"attn_output.bias", L(bo), VEC, ALW, 1, D(EMBD, 1, 1)},                 \
+        {"attn_output_norm.weight", L(attn_norm), VEC, ALW, 0, D(EMBD, 1, 1)}, { \
+        "attn_output_norm.bias", L(attn_norm_b), VEC, ALW, 0, D(EMBD, 1, 1)      \
+    }
+#define ENC_FFN                                                                  \
+    {"ffn_up.weight", L(w_up), MAT, ALW, 0, D(EMBD, FF, 1)},                     \
+        {"ffn_up.bias", L(b_up), VEC, ALW, 1, D(FF, 1, 1)},                      \
+        {"ffn_down.weight", L(w_down), MAT, ALW, 0, D(FF, EMBD, 1)},             \
+        {"ffn_down.bias", L(b_down), VEC, ALW, 1, D(EMBD, 1, 1)},                \
+        {"layer_output_norm.weight", L(ffn_norm), VEC, ALW, 0, D(EMBD, 1, 1)}, { \
+        "layer_output_norm.bias", L(ffn_norm_b), VEC, ALW, 0, D(EMBD, 1, 1)      \
+    }
+static const cpulm_tensor_desc bert_tensors[] = {ENC_ATTN, ENC_FFN, END};
+static const cpulm_tensor_desc nomic_bert_tensors[] = {
+    ENC_ATTN, ENC_FFN, {"ffn_gate.weight", L(w_gate), MAT, ALW, 0, D(EMBD, FF, 1)}, END};
+
+/* The encoders' model-level tensors: token type rows (only type 0 is used, as llama.cpp
+ * does), the embedding LayerNorm, and for bert absolute positions and the optional
+ * classification head of rerankers (cls: [E] -> [E] then tanh, cls.output: [E] -> 1). The
+ * position, type and head tensors are read element-wise (converted to F32 at load). */
+#define ENC_GLOBALS                                                            \
+    {"token_embd.weight", M(tok_embd), MAT, ALW, 0, D(EMBD, VOCAB, 1)},        \
+        {"token_types.weight", M(type_embd), F32A, ALW, 1, D(EMBD, TYPES, 1)}, \
+        {"token_embd_norm.weight", M(tok_norm), VEC, ALW, 0, D(EMBD, 1, 1)}, { \
+        "token_embd_norm.bias", M(tok_norm_b), VEC, ALW, 0, D(EMBD, 1, 1)      \
+    }
+static const cpulm_tensor_desc bert_globals[] = {
+    ENC_GLOBALS,
+    {"position_embd.weight", M(pos_embd), F32A, ALW, 0, D(EMBD, CTX_TRAIN, 1)},
+    {"cls.weight", M(cls), F32A, ALW, 1, D(EMBD, EMBD, 1)},
+    {"cls.bias", M(cls_b), VEC, ALW, 1, D(EMBD, 1, 1)},
+    {"cls.output.weight", M(cls_out), F32A, ALW, 1, D(EMBD, 1, 1)},
+    {"cls.output.bias", M(cls_out_b), VEC, ALW, 1, D(1, 1, 1)},
+    END};
+static const cpulm_tensor_desc nomic_bert_globals[] = {ENC_GLOBALS, END};
+
 static const cpulm_arch_desc archs[] = {
     {.name = "llama",
      .rope = CPULM_ROPE_NORM,
@@ -222,7 +272,26 @@ static const cpulm_arch_desc archs[] = {
      .gating = CPULM_GATING_SOFTMAX_WEIGHT,
      .expert_act = CPULM_ACT_SWIGLU_OAI,
      .layer_tensors = gptoss_tensors},
+    {.name = "bert",
+     .ffn = CPULM_FFN_DENSE_ONLY,
+     .default_rope_base = 10000.0f,
+     .default_norm_eps = 1e-12f,
+     .encoder = true,
+     .layer_tensors = bert_tensors,
+     .global_tensors = bert_globals},
+    {.name = "nomic-bert",
+     .rope = CPULM_ROPE_NEOX,
+     .ffn = CPULM_FFN_DENSE_ONLY,
+     .default_rope_base = 10000.0f,
+     .default_norm_eps = 1e-12f,
+     .encoder = true,
+     .layer_tensors = nomic_bert_tensors,
+     .global_tensors = nomic_bert_globals},
 };
+
+const cpulm_tensor_desc *cpulm_arch_globals(const cpulm_arch_desc *a) {
+    return a->global_tensors ? a->global_tensors : cpulm_arch_global_tensors;
+}
 
 int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim) {
     switch (dim) {
@@ -246,6 +315,9 @@ int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim) {
     case CPULM_DIM_SSM_QKVZ: return 2 * d->ssm_groups * d->ssm_state + 2 * d->ssm_inner;
     case CPULM_DIM_FF_SHEXP: return d->n_ff_shexp;
     case CPULM_DIM_HEADS: return d->n_head;
+    case CPULM_DIM_CTX_TRAIN: return d->n_ctx_train;
+    case CPULM_DIM_TYPES: return d->n_types;
+    case CPULM_DIM_QKV: return (d->n_head + 2 * d->n_head_kv) * d->head_dim;
     }
     return 1;
 }
@@ -266,5 +338,5 @@ const cpulm_arch_desc *cpulm_arch_find(const char *name, unsigned long len) {
 
 const char *cpulm_arch_supported(void) {
     return "llama (dense and Mixtral-style MoE), qwen2, qwen3, qwen3moe, qwen35, qwen35moe, "
-           "qwen3next, gemma3, gpt-oss";
+           "qwen3next, gemma3, gpt-oss, bert and nomic-bert (encoders: embeddings and rank scores)";
 }

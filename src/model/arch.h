@@ -38,6 +38,10 @@ typedef enum cpulm_dim {
     CPULM_DIM_SSM_QKVZ,   /* conv channels + inner size (qwen3next's joint input projection) */
     CPULM_DIM_FF_SHEXP,   /* n_ff of the shared expert */
     CPULM_DIM_HEADS,      /* n_head (per-head attention sinks) */
+    /* encoders (bert, nomic-bert): */
+    CPULM_DIM_CTX_TRAIN, /* context_length: rows of the absolute position embeddings */
+    CPULM_DIM_TYPES,     /* tokenizer.ggml.token_type_count: rows of token_types */
+    CPULM_DIM_QKV,       /* Q + 2 KV: a fused query-key-value projection */
 } cpulm_dim;
 
 /* When a layer tensor exists: always, or only for dense / mixture-of-experts FFNs (one
@@ -109,8 +113,15 @@ typedef struct cpulm_arch_desc {
                             (llama.cpp's pattern rule; gpt-oss: 2, layer 0 slides) */
     uint8_t gating;      /* cpulm_gating */
     uint8_t expert_act;  /* cpulm_expert_act */
-    const cpulm_tensor_desc *layer_tensors; /* terminated by a NULL name */
+    bool encoder;        /* a BERT-style encoder (encoder.c): absolute or rotary positions,
+                            post-LayerNorm, bidirectional attention within each sequence, no output
+                            head; it computes embeddings (and rank scores) only */
+    const cpulm_tensor_desc *layer_tensors;  /* terminated by a NULL name */
+    const cpulm_tensor_desc *global_tensors; /* NULL: cpulm_arch_global_tensors */
 } cpulm_arch_desc;
+
+/* The model-level tensor list of an architecture. */
+const cpulm_tensor_desc *cpulm_arch_globals(const cpulm_arch_desc *a);
 
 /* The model-level tensors (embeddings, output norm and head, rope_freqs), the same for every
  * architecture so far; terminated by a NULL name. */
@@ -123,6 +134,7 @@ typedef struct cpulm_arch_dims {
     /* hybrid models (0 otherwise): conv taps, inner size, state (key head) size, key heads
      * (group count), value heads (time-step rank); shared expert width */
     int64_t ssm_conv, ssm_inner, ssm_state, ssm_groups, ssm_heads, n_ff_shexp;
+    int64_t n_ctx_train, n_types; /* encoders: position rows, token type rows */
 } cpulm_arch_dims;
 
 int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim);

@@ -16,6 +16,7 @@
 #include "forward.h"
 #include "../kernels/matmul.h"
 #include "attention.h"
+#include "encoder.h"
 #include "forward_int.h"
 #include "repack.h"
 #include "work.h"
@@ -316,6 +317,10 @@ static void fwd_worker(void *arg, int ith, int nth) {
     const cpulm_model *m = c->m;
     int64_t E = m->hp.n_embd;
     c->work_base[ith].v = c->work_start;
+    if (m->arch->encoder) {
+        cpulm_encoder_pass(c, ith, nth);
+        return;
+    }
     for (int64_t t = ith; t < c->n_tok; t += nth) {
         cpulm_repack_get_row(c->k, &m->tok_embd, c->tok[t], c->x + t * E);
         if (m->arch->gemma) cpulm_gemma_scale_embd(c, c->x + t * E);

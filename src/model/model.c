@@ -155,6 +155,33 @@ static cpulm_status read_hybrid(loader *L) {
     return CPULM_OK;
 }
 
+/* Encoders: LayerNorm epsilon (attention.layer_norm_epsilon), the token type count
+ * (a tokenizer key in llama.cpp's files), and attention.causal, which must be false. */
+static cpulm_status read_encoder(loader *L) {
+    cpulm_hparams *hp = &L->m->hp;
+    cpulm_status s;
+    if ((s = get_float(L, "attention.layer_norm_epsilon", L->m->arch->default_norm_eps,
+                       &hp->norm_eps)))
+        return s;
+    if (!(hp->norm_eps > 0))
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "key '%s' must be positive", L->key);
+    int64_t n = 0;
+    s = cpulm_gguf_get_i64(&L->m->gguf, "tokenizer.ggml.token_type_count", &n, L->err);
+    if (s != CPULM_OK && s != CPULM_ERR_NOT_FOUND) return s;
+    if (n < 0 || n > 1024)
+        return cpulm_errf(L->err, CPULM_ERR_FORMAT, "tokenizer.ggml.token_type_count %lld",
+                          (long long)n);
+    hp->n_types = (int32_t)n;
+    bool causal = false;
+    s = cpulm_gguf_get_bool(&L->m->gguf, akey(L, "attention.causal"), &causal, L->err);
+    if (s != CPULM_OK && s != CPULM_ERR_NOT_FOUND) return s;
+    if (causal)
+        return cpulm_errf(L->err, CPULM_ERR_UNSUPPORTED,
+                          "key '%s' = true: only bidirectional encoders are supported", L->key);
+    hp->encoder = 1;
+    return CPULM_OK;
+}
+
 cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp) {
     return (cpulm_arch_dims){.ssm_conv = hp->ssm_conv,
                              .ssm_inner = hp->ssm_inner,
@@ -170,7 +197,9 @@ cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp) {
                              .n_rot = hp->n_rot,
                              .n_ff = hp->n_ff,
                              .n_ff_exp = hp->n_ff_exp,
-                             .n_expert = hp->n_expert};
+                             .n_expert = hp->n_expert,
+                             .n_ctx_train = hp->n_ctx_train,
+                             .n_types = hp->n_types};
 }
 
 static cpulm_status read_hparams(loader *L) {
@@ -219,6 +248,7 @@ static cpulm_status read_hparams(loader *L) {
         (s = get_int(L, "attention.sliding_window", -1, 1, 1 << 24, &hp->n_swa)) != CPULM_OK)
         return s;
     hp->n_layer_attn = hp->n_layer;
+    if (L->m->arch->encoder && (s = read_encoder(L)) != CPULM_OK) return s;
     if (L->m->arch->gemma &&
         (s = cpulm_gemma_read_hparams(&L->m->gguf, L->m->arch->name, hp, L->err)) != CPULM_OK)
         return s;
@@ -340,8 +370,8 @@ static cpulm_status bind_tensors(loader *L) {
     cpulm_model *m = L->m;
     const cpulm_hparams *hp = &m->hp;
     cpulm_status s;
-    if ((s = bind_list(L, cpulm_arch_global_tensors, "", m, false)) != CPULM_OK) return s;
-    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    if ((s = bind_list(L, cpulm_arch_globals(m->arch), "", m, false)) != CPULM_OK) return s;
+    if (!m->output.data && !m->arch->encoder) m->output = m->tok_embd; /* tied embeddings */
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
     int32_t n_recr = 0, n_attn = 0;
@@ -359,6 +389,11 @@ static cpulm_status bind_tensors(loader *L) {
                               "the older '%sssm_in.weight')",
                               prefix, prefix, prefix);
         if (ly->ssm_in.data) m->hp.ssm_joint_in = 1;
+        if (m->arch->encoder && !ly->wqkv.data && !(ly->wq.data && ly->wk.data && ly->wv.data))
+            return cpulm_errf(L->err, CPULM_ERR_FORMAT,
+                              "missing tensor '%sattn_qkv.weight' (or '%sattn_q.weight', "
+                              "'%sattn_k.weight' and '%sattn_v.weight')",
+                              prefix, prefix, prefix, prefix);
     }
     if (m->arch->gemma)
         return cpulm_gemma_set_windows(&m->gguf, m->arch->name, &m->hp, m->layers, L->err);

@@ -87,6 +87,13 @@ typedef struct cpulm_layer {
     const float *ssm_dt;    /* [value heads] bias of alpha */
     const float *ssm_a;     /* [value heads] decay rate (negative) */
     const float *ssm_norm;  /* [value head size] gated RMS norm of the output */
+    /* encoders (encoder.c): a fused projection instead of wq/wk/wv, and the LayerNorms'
+     * biases (attn_norm / ffn_norm hold the post-attention and post-FFN norms' weights) */
+    cpulm_tensor wqkv;          /* [n_embd] -> [Q + 2 KV] */
+    const float *bqkv;          /* [Q + 2 KV] or NULL */
+    const float *attn_norm_b;   /* [n_embd] */
+    const float *ffn_norm_b;    /* [n_embd] */
+    const float *b_up, *b_down; /* [n_ff], [n_embd] FFN biases, or NULL */
 } cpulm_layer;
 
 typedef struct cpulm_hparams {
@@ -113,6 +120,8 @@ typedef struct cpulm_hparams {
     int32_t n_swa;       /* attention.sliding_window of the sliding layers (0: none); gemma3's
                             is read in gemma.c, the others' by their arch's swa_pattern */
     int32_t swa_pattern; /* the arch's pattern (cpulm_arch_layer_slides), 0: none */
+    int32_t n_types;     /* encoders: tokenizer.ggml.token_type_count (rows of token_types) */
+    int32_t encoder;     /* the arch is an encoder (bidirectional, embeddings only) */
 } cpulm_hparams;
 
 /* The shape-rule numbers of a loaded model (arch.h). */
@@ -129,8 +138,14 @@ struct cpulm_model {
     cpulm_tensor output;                   /* [n_embd] -> [n_vocab]; tok_embd when tied */
     const float *output_norm;
     const float *rope_freqs; /* [n_rot / 2] divisors of each pair's frequency, or NULL */
-    cpulm_layer *layers;     /* owned, [n_layer] */
-    float **owned_f32;       /* converted 1-D tensors, freed with the model */
+    /* encoders: token type rows [n_types][n_embd] (row 0 is added to every token) or NULL,
+     * absolute positions [n_ctx_train][n_embd] (bert) or NULL, the embedding LayerNorm, and
+     * the classification head of rerankers (NULL when absent): cls [n_embd][n_embd], cls_b
+     * [n_embd], cls_out [n_embd], cls_out_b [1] */
+    const float *type_embd, *pos_embd, *tok_norm, *tok_norm_b;
+    const float *cls, *cls_b, *cls_out, *cls_out_b;
+    cpulm_layer *layers; /* owned, [n_layer] */
+    float **owned_f32;   /* converted 1-D tensors, freed with the model */
     int32_t n_owned_f32;
     void **owned_packed; /* repacked weights (repack.c), freed with the model */
     int32_t n_owned_packed;

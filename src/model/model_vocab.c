@@ -23,6 +23,10 @@ int cpulm_vocab_add_bos(const cpulm_model *m) {
     return cpulm_vocab_wants_bos(m->vocab);
 }
 
+int cpulm_model_is_encoder(const cpulm_model *m) {
+    return m->arch && m->arch->encoder;
+}
+
 const char *cpulm_token_text(const cpulm_model *m, cpulm_token t) {
     return cpulm_vocab_text(m->vocab, t);
 }

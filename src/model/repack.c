@@ -334,7 +334,7 @@ cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_er
                              &ly->w_gate,     &ly->w_up,    &ly->w_down,     &ly->gate_inp,
                              &ly->gate_exps,  &ly->up_exps, &ly->down_exps,  &ly->ssm_qkv,
                              &ly->ssm_z,      &ly->ssm_out, &ly->gate_shexp, &ly->up_shexp,
-                             &ly->down_shexp, &ly->ssm_in};
+                             &ly->down_shexp, &ly->ssm_in,  &ly->wqkv};
         for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
             if (cpulm_repack_supported(k, w[i]) &&
                 (s = repack_one(m, w[i], k->x16_layout[w[i]->type], nth, err)) != CPULM_OK)

@@ -41,6 +41,11 @@ typedef struct embed_job {
     char *model; /* Ollama: the model name the request gave (echoed); owned, or NULL */
     double t0;   /* arrival, for Ollama's total_duration */
     embd_inputs in;
+    /* rerank (api CPULM_API_RERANK): the documents (owned copies, for return_text), how
+     * many results to give, and the request's shape (TEI's "texts" or Jina's "documents") */
+    char **docs;
+    int32_t top_n;
+    int return_text, tei;
     float *vec; /* [in.n * E]: the scheduler's output */
     int32_t E;
     cpulm_sched_embed se; /* the request as the scheduler sees it */
@@ -51,6 +56,9 @@ typedef struct embed_job {
 cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err) {
     cpulm_ctx_params cp = cpulm_ctx_default_params();
     int32_t n = s->p.n_ctx > 0 ? s->p.n_ctx : 2048; /* longest input */
+    cpulm_model_info mi;
+    cpulm_model_get_info(s->model, &mi);
+    if (cpulm_model_is_encoder(s->model) && n > mi.n_ctx_train) n = mi.n_ctx_train;
     cp.n_ctx = n;
     cp.n_batch = n;
     cp.n_seq_max = 16;
@@ -58,7 +66,7 @@ cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err) {
     cp.n_threads = s->p.n_threads;
     cp.no_pin = s->p.no_pin;
     cp.embeddings = CPULM_EMBD_ONLY;
-    cp.pooling = s->p.pooling;
+    cp.pooling = s->p.rerank ? CPULM_POOLING_RANK : s->p.pooling;
     s->embd_ctx = cpulm_ctx_new(s->model, &cp, err);
     return s->embd_ctx ? CPULM_OK : err->code;
 }
@@ -148,6 +156,135 @@ static int read_inputs(embed_job *j, const cpulm_json *input, embd_inputs *in, c
                                         CPULM_SERVER_PREP_LIMIT_S);
         if (input_tokens(j, v, (int32_t)i, in, e) < 0) return -1;
     }
+    return 0;
+}
+
+/* ---- rerank ---- */
+
+/* The pair (query, document i) as the reranker's tokens (cpulm_rerank_tokens). */
+static int pair_tokens(embed_job *j, const char *q, size_t ql, const cpulm_json *d, int32_t i,
+                       cpulm_oai_error *e) {
+    const cpulm_model *m = j->s->model;
+    embd_inputs *in = &j->in;
+    int32_t n = 0;
+    cpulm_status st = cpulm_rerank_tokens(m, q, ql, d->u.str.s, d->u.str.len, NULL, 0, &n);
+    if (st == CPULM_ERR_TOO_SMALL && (in->tok[i] = malloc(sizeof(cpulm_token) * (size_t)n)))
+        st = cpulm_rerank_tokens(m, q, ql, d->u.str.s, d->u.str.len, in->tok[i], n, &n);
+    if (!(j->docs[i] = malloc(d->u.str.len + 1)) || st == CPULM_ERR_NOMEM ||
+        (st == CPULM_ERR_TOO_SMALL && !in->tok[i]))
+        return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    memcpy(j->docs[i], d->u.str.s, d->u.str.len);
+    j->docs[i][d->u.str.len] = 0;
+    if (st != CPULM_OK || n < 1)
+        return -cpulm_oai_error_set(e, 400, "documents", "document %d: cannot tokenize: %s", i,
+                                    cpulm_status_str(st));
+    in->n_tok[i] = n;
+    if (n > cpulm_ctx_n_ctx(j->s->embd_ctx))
+        return -cpulm_oai_error_set(e, 400, "documents",
+                                    "document %d with the query has %d tokens; at most %d fit", i,
+                                    n, cpulm_ctx_n_ctx(j->s->embd_ctx));
+    return 0;
+}
+
+/* llama-server's /rerank body: "query", "documents" (or TEI's "texts"), "top_n" (default
+ * all), "return_text". Returns 0, or -1 with e set. */
+static int rerank_read(embed_job *j, const cpulm_json *root, cpulm_oai_error *e) {
+    const cpulm_json *q = cpulm_json_get(root, "query"), *docs = cpulm_json_get(root, "documents");
+    const cpulm_json *top = cpulm_json_get(root, "top_n"),
+                     *rt = cpulm_json_get(root, "return_text");
+    if (!docs && (docs = cpulm_json_get(root, "texts"))) j->tei = 1;
+    if (!q || q->type != CPULM_JSON_STRING)
+        return -cpulm_oai_error_set(e, 400, "query", "\"query\" must be a string");
+    const size_t n = docs && docs->type == CPULM_JSON_ARRAY ? cpulm_json_len(docs) : 0;
+    if (n < 1 || n > EMBD_MAX_INPUTS)
+        return -cpulm_oai_error_set(e, 400, "documents",
+                                    "\"documents\" must be a non-empty string array (at most %d)",
+                                    EMBD_MAX_INPUTS);
+    j->top_n = (int32_t)n;
+    if (top && top->type != CPULM_JSON_NULL) {
+        if (top->type != CPULM_JSON_NUMBER || !top->is_int || top->u.num.i < 0)
+            return -cpulm_oai_error_set(e, 400, "top_n", "\"top_n\" must be an integer >= 0");
+        if (top->u.num.i < (int64_t)n) j->top_n = (int32_t)top->u.num.i;
+    }
+    j->return_text = rt && rt->type == CPULM_JSON_BOOL && cpulm_json_bool(rt, 0);
+    j->in.tok = calloc(n, sizeof *j->in.tok);
+    j->in.n_tok = calloc(n, sizeof *j->in.n_tok);
+    j->docs = calloc(n, sizeof *j->docs);
+    j->in.n = (int32_t)n;
+    if (!j->in.tok || !j->in.n_tok || !j->docs)
+        return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const cpulm_json *d = cpulm_json_at(docs, i);
+        if (d->type != CPULM_JSON_STRING)
+            return -cpulm_oai_error_set(e, 400, "documents", "document %zu must be a string", i);
+        if (cpulm_prep_stopped(&j->base))
+            return -cpulm_oai_error_set(e, 504, NULL,
+                                        "the request took longer than %.0f s to prepare",
+                                        CPULM_SERVER_PREP_LIMIT_S);
+        if (pair_tokens(j, q->u.str.s, q->u.str.len, d, (int32_t)i, e) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The results, best first (a stable order for equal scores: the lower index). */
+static int32_t *rank_order(const float *vec, int32_t n, int32_t E) {
+    int32_t *ix = malloc(sizeof *ix * (size_t)(n ? n : 1));
+    for (int32_t i = 0; ix && i < n; i++) { /* insertion sort: n is small, ties stay put */
+        int32_t k = i;
+        for (; k > 0 && vec[(size_t)ix[k - 1] * E] < vec[(size_t)i * E]; k--)
+            ix[k] = ix[k - 1];
+        ix[k] = i;
+    }
+    return ix;
+}
+
+/* Jina's / Cohere's {"model", "object", "usage", "results": [{"index", "relevance_score"
+ * (, "document": {"text"})}]}, or TEI's [{"index", "score" (, "text")}] for a request that
+ * sent "texts", as llama-server answers. */
+static int write_rerank(embed_job *j, int64_t n_tokens, cpulm_buf *o) {
+    int32_t *ix = rank_order(j->vec, j->in.n, j->E);
+    if (!ix) return -1;
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, o, 0, 0);
+    if (!j->tei) {
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "model");
+        cpulm_json_write_str(&w, j->s->alias);
+        cpulm_json_key(&w, "object");
+        cpulm_json_write_str(&w, "list");
+        cpulm_json_key(&w, "usage");
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "prompt_tokens");
+        cpulm_json_write_int(&w, n_tokens);
+        cpulm_json_key(&w, "total_tokens");
+        cpulm_json_write_int(&w, n_tokens);
+        cpulm_json_obj_end(&w);
+        cpulm_json_key(&w, "results");
+    }
+    cpulm_json_arr_begin(&w);
+    for (int32_t r = 0; r < j->top_n; r++) {
+        const int32_t i = ix[r];
+        cpulm_json_obj_begin(&w);
+        cpulm_json_key(&w, "index");
+        cpulm_json_write_int(&w, i);
+        cpulm_json_key(&w, j->tei ? "score" : "relevance_score");
+        char num[32];
+        int k = snprintf(num, sizeof num, "%.9g", (double)j->vec[(size_t)i * j->E]);
+        cpulm_json_write_raw(&w, num, (size_t)k);
+        if (j->return_text) {
+            cpulm_json_key(&w, j->tei ? "text" : "document");
+            if (!j->tei) { /* Jina's and Cohere's shape: {"text": ...} */
+                cpulm_json_obj_begin(&w);
+                cpulm_json_key(&w, "text");
+            }
+            cpulm_json_write_str(&w, j->docs[i]);
+            if (!j->tei) cpulm_json_obj_end(&w);
+        }
+        cpulm_json_obj_end(&w);
+    }
+    cpulm_json_arr_end(&w);
+    if (!j->tei) cpulm_json_obj_end(&w);
+    free(ix);
     return 0;
 }
 
@@ -258,6 +395,7 @@ static void normalize(float *v, int32_t n, int norm) {
 static int write_response(embed_job *j, const float *vec, int32_t n, int32_t E, int base64,
                           int64_t n_tokens, cpulm_buf *o) {
     const cpulm_server *s = j->s;
+    if (j->api == CPULM_API_RERANK) return write_rerank(j, n_tokens, o);
     if (j->api == CPULM_API_OLLAMA) return write_ollama(j, vec, n, E, n_tokens, o);
     if (j->api == CPULM_API_LLAMA) return write_llama(j, vec, n, E, o);
     cpulm_json_writer w;
@@ -365,7 +503,8 @@ static int embed_parse(embed_job *j, cpulm_oai_error *e) {
     else if ((j->api == CPULM_API_OLLAMA && keep_model(j, root, e) < 0) ||
              (j->api == CPULM_API_OPENAI && (j->base64 = read_format(root, e)) < 0) ||
              (j->api == CPULM_API_LLAMA && read_norm(j, root, e) < 0) ||
-             read_inputs(j, input_field(j, root), &j->in, e) < 0)
+             (j->api == CPULM_API_RERANK && rerank_read(j, root, e) < 0) ||
+             (j->api != CPULM_API_RERANK && read_inputs(j, input_field(j, root), &j->in, e) < 0))
         status = e->status;
     else if (dim && dim->type != CPULM_JSON_NULL)
         status = cpulm_oai_error_set(e, 400, "dimensions", "'dimensions' is not supported");
@@ -386,7 +525,9 @@ static int embed_write(embed_job *j, cpulm_oai_error *e) {
                                    "cannot embed the input: %s", cpulm_status_str(st));
     int64_t n_tokens = 0;
     for (int32_t i = 0; i < j->in.n; i++) {
-        normalize(j->vec + (size_t)i * (size_t)j->E, j->E, j->api == CPULM_API_LLAMA ? j->norm : 2);
+        if (j->api != CPULM_API_RERANK) /* a rank score is a number, not a vector */
+            normalize(j->vec + (size_t)i * (size_t)j->E, j->E,
+                      j->api == CPULM_API_LLAMA ? j->norm : 2);
         n_tokens += j->in.n_tok[i];
     }
     if (write_response(j, j->vec, j->in.n, j->E, j->base64, n_tokens, &j->out) < 0)
@@ -421,6 +562,9 @@ static void embed_destroy(cpulm_prep_job *base) {
     embed_job *j = (embed_job *)base;
     free(j->body);
     free(j->model);
+    for (int32_t i = 0; j->docs && i < j->in.n; i++)
+        free(j->docs[i]);
+    free(j->docs);
     inputs_free(&j->in);
     free(j->vec);
     cpulm_buf_release(&j->out);

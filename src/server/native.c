@@ -666,13 +666,11 @@ static void h_slots(cpulm_server *s, cpulm_conn *c) {
     cpulm_buf_release(&b);
 }
 
-/* POST /rerank, /v1/rerank, /reranking: llama-server's routes cpulm does not serve yet,
- * refused as llama-server refuses them on a server without --rerank (501), so a client
- * tells "not available here" from a wrong URL. */
-static void h_not_served(cpulm_server *s, cpulm_conn *c) {
-    cpulm_oai_error e;
-    cpulm_oai_error_set(&e, 501, NULL, "reranking is not supported: cpulm has no rank pooling yet");
-    respond_error(s, c, &e, NULL);
+/* POST /rerank, /v1/rerank, /reranking, /v1/reranking: scores of documents for a query
+ * (embed.c through the scheduler, as embeddings); 501 on a server without --rerank, as from
+ * llama-server. */
+static void h_rerank(cpulm_server *s, cpulm_conn *c) {
+    cpulm_routes_embeddings(s, c, CPULM_API_RERANK);
 }
 
 /* POST /infill: a model with fill-in-the-middle tokens completes the code between
@@ -800,9 +798,10 @@ static const struct native_route {
     {"/embedding", "POST", 1, CPULM_API_LLAMA, 0, h_embedding},
     {"/embeddings", "POST", 1, CPULM_API_LLAMA, 0, h_embedding},
     {"/infill", "POST", 1, CPULM_API_LLAMA, 0, h_infill},
-    {"/rerank", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
-    {"/v1/rerank", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
-    {"/reranking", "POST", 1, CPULM_API_LLAMA, 0, h_not_served},
+    {"/rerank", "POST", 1, CPULM_API_LLAMA, 0, h_rerank},
+    {"/v1/rerank", "POST", 1, CPULM_API_LLAMA, 0, h_rerank},
+    {"/reranking", "POST", 1, CPULM_API_LLAMA, 0, h_rerank},
+    {"/v1/reranking", "POST", 1, CPULM_API_LLAMA, 0, h_rerank},
     {"/v1/health", "GET", 0, CPULM_API_LLAMA, 0, h_health},
     {"/models", "GET", 1, CPULM_API_OPENAI, 0, h_models},
     {"/v1/models/", "GET", 1, CPULM_API_OPENAI, 1, h_model},

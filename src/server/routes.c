@@ -461,6 +461,14 @@ void *cpulm_routes_new_job(cpulm_server *s, cpulm_conn *c, size_t size, char **b
 
 void cpulm_routes_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind, int flavor) {
     char *body;
+    if (cpulm_routes_ready(s) && cpulm_model_is_encoder(s->model)) {
+        cpulm_oai_error e;
+        cpulm_oai_error_set(&e, 501, NULL,
+                            "this model is an encoder: it serves embeddings%s, not text",
+                            s->p.rerank ? " and rerank" : "");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
     gen_job *j = cpulm_routes_new_job(s, c, sizeof *j, &body);
     if (!j) return; /* answered */
     j->base.run = gen_run;
@@ -478,6 +486,19 @@ void cpulm_routes_generate(cpulm_server *s, cpulm_conn *c, cpulm_oai_kind kind, 
  * the response (embed.c). */
 void cpulm_routes_embeddings(cpulm_server *s, cpulm_conn *c, int api) {
     cpulm_oai_error e;
+    if (api == CPULM_API_RERANK && !s->p.rerank) { /* llama-server's answer without --rerank */
+        cpulm_oai_error_set(&e, 501, NULL,
+                            "reranking is not supported by this server: start it with --rerank");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
+    if (api != CPULM_API_RERANK && s->p.rerank) {
+        cpulm_oai_error_set(&e, 501, NULL,
+                            "this server ranks documents (--rerank): use POST /v1/rerank; "
+                            "embeddings need a server started with --embeddings");
+        respond_error(s, c, &e, NULL);
+        return;
+    }
     if (!s->p.embeddings) {
         cpulm_oai_error_set(&e, 501, NULL,
                             "this server does not serve embeddings: start it with "

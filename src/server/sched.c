@@ -1207,6 +1207,13 @@ static double timed_decode(cpulm_sched *s, cpulm_token t, int32_t n, int spread)
 static void warmup(cpulm_sched *s) {
     cpulm_token t = cpulm_token_bos(s->model);
     if (t < 0) t = 0;
+    if (cpulm_model_is_encoder(s->model)) { /* sequences are whole in a decode: one prompt */
+        int32_t k = s->n_batch < 64 ? s->n_batch : 64;
+        s->est.pre = timed_decode(s, t, k, 0) / k + 1e-7;
+        cpulm_ctx_seq_rm(s->ctx, 0, 0);
+        publish_model(s);
+        return;
+    }
     timed_decode(s, t, 1, 0);
     int32_t k = s->n_batch < 64 ? s->n_batch : 64;
     if (k > s->n_ctx - 2) k = s->n_ctx - 2;
@@ -1295,6 +1302,11 @@ static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
     cp.n_threads_batch = s->p.n_threads_batch;
     cp.kv_type = s->p.kv_type;
     cp.no_pin = s->p.no_pin;
+    if (cpulm_model_is_encoder(s->model)) { /* it serves embeddings only (routes refuse the */
+        cp.embeddings = CPULM_EMBD_ONLY;    /* generating requests): a context that decodes, */
+        cp.pooling = CPULM_POOLING_NONE;    /* within the model's absolute positions */
+        if (cp.n_ctx <= 0 || cp.n_ctx > mi.n_ctx_train) cp.n_ctx = mi.n_ctx_train;
+    }
     s->ctx = cpulm_ctx_new(s->model, &cp, err);
     if (!s->ctx) return err ? err->code : CPULM_ERR_NOMEM;
     s->n_ctx = cpulm_ctx_n_ctx(s->ctx);

@@ -378,9 +378,17 @@ static void *loader_main(void *arg) {
         sp.kv_type = s->p.kv_type;
         sp.no_pin = s->p.no_pin;
         sp.metrics = s->metrics;
-        if (s->p.embeddings && cpulm_embed_open(s, &s->load_err) == CPULM_OK)
+        cpulm_model_info mi;
+        cpulm_model_get_info(s->model, &mi);
+        const int enc_bad = cpulm_model_is_encoder(s->model) && !s->p.embeddings;
+        if (enc_bad) /* an encoder generates nothing */
+            cpulm_errf(&s->load_err, CPULM_ERR_UNSUPPORTED,
+                       "this model is an encoder (%s): it computes embeddings only; start the "
+                       "server with --embeddings (or --rerank for a reranker)",
+                       mi.arch);
+        else if (s->p.embeddings && cpulm_embed_open(s, &s->load_err) == CPULM_OK)
             sp.embd_ctx = s->embd_ctx;
-        int spec_ok = spec_params(s, &sp.spec) == CPULM_OK;
+        int spec_ok = !enc_bad && spec_params(s, &sp.spec) == CPULM_OK;
         if (spec_ok && (!s->p.embeddings || s->embd_ctx))
             s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);
     }

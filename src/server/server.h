@@ -55,6 +55,8 @@ typedef struct cpulm_server_params {
     const char *chat_template; /* Jinja text overriding the model's; NULL: the model's */
     int embeddings;            /* serve POST /v1/embeddings (a second, embeddings-only context) */
     cpulm_pooling pooling;     /* its pooling; UNSPECIFIED: the model's */
+    int rerank; /* serve POST /rerank, /v1/rerank, /reranking (llama-server's --rerank): the
+                 * embeddings context pools by rank (an encoder with a classification head) */
     /* speculative decoding (docs/SERVER.md): spec "ngram", "draft" (needs draft_path) or
      * NULL / "none" (off); the rest as `cpulm run`'s flags, 0 meaning the default */
     const char *spec;

@@ -77,6 +77,9 @@ int cpulm_server_output(cpulm_server *s, cpulm_conn *c);
 
 /* Whose API a request speaks: the shapes of its answers and errors (conn.api). */
 enum { CPULM_API_OPENAI = 0, CPULM_API_LLAMA = 1, CPULM_API_OLLAMA = 2 };
+/* cpulm_routes_embeddings / cpulm_embed_job_new: a rerank request (llama-server's /rerank,
+ * Jina's and Cohere's /v1/rerank shapes; errors in llama-server's shape) */
+#define CPULM_API_RERANK 3
 /* Generation flavors: the request and answer shapes of a generation request. */
 enum {
     CPULM_GEN_OPENAI = 0,          /* /v1/chat/completions, /v1/completions */

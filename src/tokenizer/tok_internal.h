@@ -53,13 +53,14 @@ struct cpulm_vocab {
     int16_t cp_byte[512];  /* BPE: inverse of byte_cp for codepoints < 512, else -1 */
     int32_t byte_sym[256]; /* BPE: id of the one-symbol token for each byte, -1 */
 
-    int32_t bos, eos, eot, eom, unk, pad;
-    int32_t *eog; /* sorted ids that end generation */
+    int32_t bos, eos, eot, eom, unk, pad, sep;
+    uint32_t max_len; /* WPM: the longest token text in bytes */
+    int32_t *eog;     /* sorted ids that end generation */
     int32_t n_eog;
     int32_t *specials; /* control / user-defined / unknown ids, longest text first */
     int32_t n_specials;
 
-    bool add_bos, add_eos, add_space_prefix, ignore_merges;
+    bool add_bos, add_eos, add_sep, add_space_prefix, ignore_merges;
 };
 
 /* Growable int32 array used for token and offset lists. */
@@ -100,6 +101,11 @@ const tok_merge *tok_find_merge(const cpulm_vocab *v, int32_t left, int32_t righ
 cpulm_status tok_spm_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out,
                             cpulm_vocab_stop *stop);
 cpulm_status tok_bpe_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out,
+                            cpulm_vocab_stop *stop);
+/* WordPiece (wpm.c): lower-cased words split at whitespace and punctuation, each matched
+ * greedily longest-first with a U+2581 word-start marker, [UNK] for a word that cannot be
+ * covered. */
+cpulm_status tok_wpm_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out,
                             cpulm_vocab_stop *stop);
 /* Splits cps[0..n) into pre-tokens; appends their lengths (in codepoints) to lens. */
 cpulm_status tok_pretok_split(tok_pre pre, const uint32_t *cps, size_t n, tok_ivec *lens);

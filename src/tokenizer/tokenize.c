@@ -104,6 +104,7 @@ static int cmp_hit(const void *a, const void *b) {
 static cpulm_status encode_raw(const cpulm_vocab *v, const char *s, size_t n, int prev_special,
                                tok_ivec *out, cpulm_vocab_stop *stop) {
     if (v->type == CPULM_VOCAB_BPE) return tok_bpe_encode(v, s, n, out, stop);
+    if (v->type == CPULM_VOCAB_WPM) return tok_wpm_encode(v, s, n, out, stop);
     size_t extra = v->add_space_prefix && prev_special;
     size_t spaces = extra;
     for (size_t i = 0; i < n; i++)
@@ -195,6 +196,8 @@ cpulm_status cpulm_vocab_tokenize_stop(const cpulm_vocab *v, const char *text, s
     if (st == CPULM_OK) st = tokenize_all(v, text, len, parse_special, &ids, stop);
     if (st == CPULM_OK && add_special && v->add_eos && v->eos >= 0)
         st = tok_ivec_push(&ids, v->eos);
+    if (st == CPULM_OK && add_special && v->add_sep && v->sep >= 0)
+        st = tok_ivec_push(&ids, v->sep); /* WordPiece: [CLS] text [SEP] */
     if (st == CPULM_OK && ids.n > INT32_MAX) st = CPULM_ERR_INVALID_ARG;
     if (st == CPULM_OK) {
         *n_out = (int32_t)ids.n;

@@ -72,7 +72,7 @@ cpulm_status tok_vocab_alloc(cpulm_vocab **out, cpulm_vocab_type type, int32_t n
     v->score = calloc(n, sizeof *v->score);
     v->ttype = calloc(n, 1);
     v->attr = calloc(n, 1);
-    v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = -1;
+    v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = v->sep = -1;
     if (!v->off || !v->len || !v->score || !v->ttype || !v->attr) {
         cpulm_vocab_free(v);
         return cpulm_errf(err, CPULM_ERR_NOMEM, "vocab: out of memory");
@@ -378,7 +378,7 @@ static uint32_t make_piece(const cpulm_vocab *v, int32_t id, char *dst) {
         return 1;
     }
     if (t != CPULM_TOKEN_NORMAL) return 0; /* unused / undefined tokens render as nothing */
-    if (v->type == CPULM_VOCAB_SPM) {
+    if (v->type == CPULM_VOCAB_SPM || v->type == CPULM_VOCAB_WPM) {
         for (uint32_t i = 0; i < n; i++) {
             if (i + 2 < n && !memcmp(s + i, "\xe2\x96\x81", 3)) { /* U+2581 -> space */
                 dst[k++] = ' ';
@@ -433,6 +433,8 @@ cpulm_status tok_vocab_finish(cpulm_vocab *v, bool phi3_rstrip, cpulm_error *err
     cpulm_status st;
     spm_control_texts(v);
     build_byte_tables(v);
+    for (int32_t i = 0; i < v->n_tokens; i++) /* WordPiece's longest-match window */
+        if (v->len[i] > v->max_len) v->max_len = v->len[i];
     if ((st = build_eog(v)) != CPULM_OK || (st = build_specials(v)) != CPULM_OK ||
         (st = build_pieces(v)) != CPULM_OK)
         return cpulm_errf(err, st, "vocab: out of memory");
@@ -496,6 +498,14 @@ int cpulm_vocab_wants_bos(const cpulm_vocab *v) {
 }
 int cpulm_vocab_wants_eos(const cpulm_vocab *v) {
     return v->add_eos;
+}
+
+cpulm_token cpulm_vocab_sep(const cpulm_vocab *v) {
+    return v->sep;
+}
+
+int cpulm_vocab_wants_sep(const cpulm_vocab *v) {
+    return v->add_sep;
 }
 
 int cpulm_vocab_is_eog(const cpulm_vocab *v, cpulm_token t) {

@@ -25,6 +25,7 @@ typedef struct cpulm_vocab cpulm_vocab;
 typedef enum cpulm_vocab_type {
     CPULM_VOCAB_SPM = 1, /* tokenizer.ggml.model = "llama" */
     CPULM_VOCAB_BPE = 2, /* tokenizer.ggml.model = "gpt2" */
+    CPULM_VOCAB_WPM = 3, /* tokenizer.ggml.model = "bert": WordPiece (wpm.c) */
 } cpulm_vocab_type;
 
 /* tokenizer.ggml.token_type values (llama.cpp's llama_token_type). */
@@ -79,6 +80,8 @@ cpulm_token cpulm_vocab_eot(const cpulm_vocab *v);           /* -1 if none */
 cpulm_token cpulm_vocab_unk(const cpulm_vocab *v);           /* -1 if none */
 int cpulm_vocab_wants_bos(const cpulm_vocab *v);             /* tokenizer.ggml.add_bos_token */
 int cpulm_vocab_wants_eos(const cpulm_vocab *v);             /* tokenizer.ggml.add_eos_token */
+cpulm_token cpulm_vocab_sep(const cpulm_vocab *v);           /* -1 if none */
+int cpulm_vocab_wants_sep(const cpulm_vocab *v);             /* tokenizer.ggml.add_sep_token */
 int cpulm_vocab_is_eog(const cpulm_vocab *v, cpulm_token t); /* eos, eot, eom, <|im_end|>... */
 /* Raw token text (as stored, e.g. "\xe2\x96\x81the" or "Ġthe"), NUL-terminated.
  * Borrowed: valid while v lives. NULL if t is out of range. */

@@ -72,15 +72,20 @@ static cpulm_status get_settings(cpulm_vocab *v, const cpulm_gguf *g, cpulm_erro
         const char *key;
         int32_t *id;
     } ids[] = {
-        {"tokenizer.ggml.bos_token_id", &v->bos},     {"tokenizer.ggml.eos_token_id", &v->eos},
-        {"tokenizer.ggml.eot_token_id", &v->eot},     {"tokenizer.ggml.eom_token_id", &v->eom},
-        {"tokenizer.ggml.unknown_token_id", &v->unk}, {"tokenizer.ggml.padding_token_id", &v->pad},
+        {"tokenizer.ggml.bos_token_id", &v->bos},
+        {"tokenizer.ggml.eos_token_id", &v->eos},
+        {"tokenizer.ggml.eot_token_id", &v->eot},
+        {"tokenizer.ggml.eom_token_id", &v->eom},
+        {"tokenizer.ggml.unknown_token_id", &v->unk},
+        {"tokenizer.ggml.padding_token_id", &v->pad},
+        {"tokenizer.ggml.seperator_token_id", &v->sep}, /* sic: llama.cpp's key */
     };
     cpulm_status st = CPULM_OK;
     for (size_t i = 0; i < sizeof ids / sizeof ids[0] && st == CPULM_OK; i++)
         st = get_id(g, ids[i].key, v->n_tokens, ids[i].id, err);
     if (st == CPULM_OK) st = get_flag(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err);
     if (st == CPULM_OK) st = get_flag(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err);
+    if (st == CPULM_OK) st = get_flag(g, "tokenizer.ggml.add_sep_token", &v->add_sep, err);
     if (st == CPULM_OK)
         st = get_flag(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err);
     return st;
@@ -93,6 +98,16 @@ static cpulm_status set_defaults(cpulm_vocab *v, const cpulm_gguf *g, cpulm_erro
         v->unk = 0;
         v->add_bos = true;
         v->add_space_prefix = true;
+        return CPULM_OK;
+    }
+    if (v->type == CPULM_VOCAB_WPM) { /* llama.cpp's defaults for "bert" */
+        const int32_t n = v->n_tokens;
+        v->bos = 101 < n ? 101 : -1;
+        v->unk = 100 < n ? 100 : -1;
+        v->sep = 102 < n ? 102 : -1;
+        v->pad = 0;
+        v->add_bos = true;
+        v->add_sep = true;
         return CPULM_OK;
     }
     cpulm_str pre = {"", 0};
@@ -168,6 +183,8 @@ cpulm_status cpulm_vocab_load(cpulm_vocab **out, const cpulm_gguf *g, cpulm_erro
         type = CPULM_VOCAB_SPM;
     else if (cpulm_str_eq(model, "gpt2"))
         type = CPULM_VOCAB_BPE;
+    else if (cpulm_str_eq(model, "bert"))
+        type = CPULM_VOCAB_WPM;
     else
         return cpulm_errf(err, CPULM_ERR_UNSUPPORTED, "unsupported tokenizer model '%.*s'",
                           (int)(model.len > 64 ? 64 : model.len), model.ptr);
