@@ -150,6 +150,39 @@ code=$(curl -s -o "$TMP/bad.json" -w '%{http_code}' "http://127.0.0.1:$PORT_ngra
 [ "$code" = 400 ] && jq -e '.error.param == "speculative"' "$TMP/bad.json" >/dev/null
 check bad_n_max_400 $?
 
+# /completion's timings are the scheduler's: a short reply whose events reach the I/O thread
+# in one go (8 tokens in two or three steps) still reports its generation time, at least the
+# inter-token latencies the scheduler observed for it (vLLM's time_per_output_token sum) and
+# not much more (it was ~0.01 ms: the I/O thread's first-text time)
+itl_sum() { curl -s "http://127.0.0.1:$PORT_draft/metrics" |
+  sed -n 's/^vllm:time_per_output_token_seconds_sum{model_name="stories260K"} //p'; }
+tbad=0
+for i in 1 2 3 4 5; do
+  a=$(itl_sum)
+  curl -s "http://127.0.0.1:$PORT_draft/completion" \
+    -d '{"prompt":"Once upon a time","n_predict":8,"temperature":0}' >"$TMP/tm.json"
+  b=$(itl_sum)
+  pm=$(jq '.timings.predicted_ms' "$TMP/tm.json")
+  awk -v a="$a" -v b="$b" -v p="$pm" 'BEGIN { d = (b - a) * 1000; exit !(d > 0 && p >= 0.9 * d && p <= d + 50) }' ||
+    { tbad=1; echo "  predicted_ms $pm, inter-token latencies $(awk -v a="$a" -v b="$b" 'BEGIN { print (b - a) * 1000 }') ms"; }
+done
+check native_predicted_ms_from_scheduler $tbad
+# /props and /slots say what speculation the server does (llama-server's keys, and cpulm's
+# whole setup under "speculative")
+curl -s "http://127.0.0.1:$PORT_draft/props" | jq -e '.default_generation_settings.speculative == true and
+    .default_generation_settings.params["speculative.n_max"] == 4 and
+    .speculative.type == "draft" and .speculative.draft_max == 4 and .speculative.adaptive == false and
+    (.speculative.draft_model | endswith("stories260K.gguf"))' >/dev/null
+check props_speculation_draft $?
+curl -s "http://127.0.0.1:$PORT_ngram/props" | jq -e '.speculative.type == "ngram" and .speculative.draft_max == 6 and
+    .speculative.draft_model == null and .default_generation_settings.params["speculative.n_max"] == 6' >/dev/null
+check props_speculation_ngram $?
+curl -s "http://127.0.0.1:$PORT_plain/props" | jq -e '.default_generation_settings.speculative == false and
+    .speculative == {"type": "none"} and .default_generation_settings.params["speculative.n_max"] == 0' >/dev/null
+check props_speculation_off $?
+curl -s "http://127.0.0.1:$PORT_ngram/slots" | jq -e 'length == 8 and all(.[]; .speculative == true)' >/dev/null
+check slots_speculative $?
+
 # /metrics: vLLM's names, counts that add up; none on the plain server
 curl -s "http://127.0.0.1:$PORT_ngram/metrics" >"$TMP/metrics"
 val() { sed -n "s/^$1{model_name=\"stories260K\"} //p" "$TMP/metrics"; }

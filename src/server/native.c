@@ -247,12 +247,25 @@ static const char *stop_string(const cpulm_api_state *st, int32_t k, size_t *n) 
     return "";
 }
 
+void cpulm_api_phase_times(const cpulm_api_state *st, const cpulm_sched_event *e, double now,
+                           double *prompt_s, double *predicted_s) {
+    if (e->prompt_s > 0) { /* the events of a fast reply may all arrive in one wakeup */
+        *prompt_s = e->prompt_s;
+        *predicted_s = e->predicted_s;
+        return;
+    }
+    double t_first = st->t_first > 0 ? st->t_first : now;
+    *prompt_s = t_first - st->t_start;
+    *predicted_s = now - t_first;
+}
+
 /* ---- /completion: the answer ---- */
 
 static void write_timings(cpulm_json_writer *w, const cpulm_api_state *st,
                           const cpulm_sched_event *e, double now) {
-    double t_first = st->t_first > 0 ? st->t_first : now;
-    double prompt_ms = (t_first - st->t_start) * 1e3, pred_ms = (now - t_first) * 1e3;
+    double prompt_s, pred_s;
+    cpulm_api_phase_times(st, e, now, &prompt_s, &pred_s);
+    double prompt_ms = prompt_s * 1e3, pred_ms = pred_s * 1e3;
     int32_t n_eval = e->n_prompt - e->n_cached;
     cpulm_json_key(w, "timings");
     cpulm_json_obj_begin(w);
@@ -656,7 +669,7 @@ static void h_slots(cpulm_server *s, cpulm_conn *c) {
         cpulm_json_key(&w, "n_ctx");
         cpulm_json_write_int(&w, st.n_ctx);
         cpulm_json_key(&w, "speculative");
-        cpulm_json_write_bool(&w, 0);
+        cpulm_json_write_bool(&w, s->spec.kind != CPULM_SPEC_NONE);
         cpulm_json_key(&w, "is_processing");
         cpulm_json_write_bool(&w, i < st.n_running);
         cpulm_json_obj_end(&w);
@@ -741,6 +754,46 @@ static const char PROPS_PARAMS[] =
     "\"n_keep\":0,\"ignore_eos\":false,\"stream\":false,\"n_probs\":0,\"min_keep\":0,"
     "\"samplers\":[\"penalties\",\"top_k\",\"typ_p\",\"top_p\",\"min_p\",\"temperature\"]}";
 
+/* PROPS_PARAMS with llama-server's speculative.n_max / n_min / p_min (0 when off). */
+static void write_props_params(cpulm_json_writer *w, const cpulm_spec_params *sp) {
+    int on = sp->kind != CPULM_SPEC_NONE;
+    char params[sizeof PROPS_PARAMS + 128];
+    snprintf(params, sizeof params,
+             "%.*s,\"speculative.n_max\":%d,\"speculative.n_min\":%d,\"speculative.p_min\":%g}",
+             (int)sizeof PROPS_PARAMS - 2, PROPS_PARAMS, on ? sp->draft_max : 0,
+             on ? sp->draft_min : 0, on ? (double)sp->p_min : 0.0);
+    cpulm_json_write_raw(w, params, strlen(params));
+}
+
+/* cpulm's own: the whole speculation setup (docs/SERVER.md "Speculative decoding"). */
+static void write_props_spec(cpulm_json_writer *w, const cpulm_server *s) {
+    const cpulm_spec_params *sp = &s->spec;
+    cpulm_json_key(w, "speculative");
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "type");
+    cpulm_json_write_str(w, cpulm_spec_kind_name(sp->kind));
+    if (sp->kind != CPULM_SPEC_NONE) {
+        cpulm_json_key(w, "draft_model");
+        if (s->p.draft_path)
+            cpulm_json_write_str(w, s->p.draft_path);
+        else
+            cpulm_json_write_null(w);
+        cpulm_json_key(w, "draft_max");
+        cpulm_json_write_int(w, sp->draft_max);
+        cpulm_json_key(w, "draft_min");
+        cpulm_json_write_int(w, sp->draft_min);
+        cpulm_json_key(w, "p_min");
+        cpulm_json_write_double(w, sp->p_min);
+        cpulm_json_key(w, "ngram_min");
+        cpulm_json_write_int(w, sp->ngram_min);
+        cpulm_json_key(w, "ngram_max");
+        cpulm_json_write_int(w, sp->ngram_max);
+        cpulm_json_key(w, "adaptive");
+        cpulm_json_write_bool(w, sp->adaptive);
+    }
+    cpulm_json_obj_end(w);
+}
+
 /* GET /props: what llama-server's clients read (slots, context, defaults, template). */
 static void h_props(cpulm_server *s, cpulm_conn *c) {
     cpulm_sched_stats st = {0};
@@ -754,9 +807,12 @@ static void h_props(cpulm_server *s, cpulm_conn *c) {
     cpulm_json_obj_begin(&w);
     cpulm_json_key(&w, "n_ctx");
     cpulm_json_write_int(&w, st.n_ctx);
+    cpulm_json_key(&w, "speculative");
+    cpulm_json_write_bool(&w, s->spec.kind != CPULM_SPEC_NONE);
     cpulm_json_key(&w, "params");
-    cpulm_json_write_raw(&w, PROPS_PARAMS, strlen(PROPS_PARAMS));
+    write_props_params(&w, &s->spec);
     cpulm_json_obj_end(&w);
+    write_props_spec(&w, s);
     cpulm_json_key(&w, "total_slots");
     cpulm_json_write_int(&w, s->p.n_parallel);
     cpulm_json_key(&w, "model_alias");

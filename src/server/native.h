@@ -25,6 +25,11 @@ typedef struct cpulm_api_state {
     char model[128];   /* the model the request named (Ollama echoes it), or "" */
 } cpulm_api_state;
 
+/* Seconds of prompt processing and of generation for a DONE event e at time now: the
+ * scheduler's own timing when it sent it, else the I/O thread's (first text seen). */
+void cpulm_api_phase_times(const cpulm_api_state *st, const cpulm_sched_event *e, double now,
+                           double *prompt_s, double *predicted_s);
+
 /* "2024-07-22T20:47:51.147561000Z" (RFC 3339, UTC, nanoseconds; Ollama's created_at). */
 void cpulm_api_rfc3339(char out[40]);
 

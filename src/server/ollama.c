@@ -327,7 +327,8 @@ static void write_reply(cpulm_json_writer *w, const cpulm_api_state *st, const c
 /* done: true with the statistics (Ollama's names; durations in nanoseconds). */
 static void write_done(cpulm_json_writer *w, const cpulm_api_state *st,
                        const cpulm_sched_event *e) {
-    double now = cpulm_server_now(), t_first = st->t_first > 0 ? st->t_first : now;
+    double now = cpulm_server_now(), prompt_s, pred_s;
+    cpulm_api_phase_times(st, e, now, &prompt_s, &pred_s);
     cpulm_json_key(w, "done");
     cpulm_json_write_bool(w, 1);
     cpulm_json_key(w, "done_reason");
@@ -339,11 +340,11 @@ static void write_done(cpulm_json_writer *w, const cpulm_api_state *st,
     cpulm_json_key(w, "prompt_eval_count");
     cpulm_json_write_int(w, e->n_prompt);
     cpulm_json_key(w, "prompt_eval_duration");
-    cpulm_json_write_int(w, (int64_t)((t_first - st->t_start) * 1e9));
+    cpulm_json_write_int(w, (int64_t)(prompt_s * 1e9));
     cpulm_json_key(w, "eval_count");
     cpulm_json_write_int(w, e->n_completion);
     cpulm_json_key(w, "eval_duration");
-    cpulm_json_write_int(w, (int64_t)((now - t_first) * 1e9));
+    cpulm_json_write_int(w, (int64_t)(pred_s * 1e9));
 }
 
 /* One streamed line with a piece of the reply (nothing when both parts are empty). */

@@ -39,6 +39,7 @@ typedef struct sreq {
     cpulm_sched_req *r;
     struct sreq *next;
     double t_arrival, t_first, deadline;
+    double t_start; /* when its first choice took a slot */
     uint64_t order; /* submission number: first come first served within a priority */
     int32_t *slots; /* [n_choices]: slot of each choice */
     int32_t n_live; /* choices still generating */
@@ -410,6 +411,10 @@ static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
         e->n_completion = q->n_completion;
         e->n_drafted = q->n_drafted;
         e->n_draft_accepted = q->n_accepted;
+        if (q->t_first > 0) { /* timed here: the I/O thread may take all events at once */
+            e->prompt_s = q->t_first - q->t_start;
+            e->predicted_s = now_s() - q->t_first;
+        }
     }
     cpulm_metrics_observe(s->p.metrics, CPULM_METRIC_E2E, now_s() - q->t_arrival);
     request_end(s, q);
@@ -591,6 +596,7 @@ static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int stat
     }
     x->state = state;
     x->q = q;
+    if (q->t_start == 0) q->t_start = now_s();
     x->choice = choice;
     cpulm_detok_init(&x->dt, s->model, q->r->special);
     cpulm_buf_reset(&x->text);

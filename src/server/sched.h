@@ -208,6 +208,7 @@ typedef struct cpulm_sched_event {
     int32_t stop_word;
     int32_t n_prompt, n_cached, n_completion; /* DONE: usage (completion summed over choices) */
     int32_t n_drafted, n_draft_accepted;      /* DONE: draft tokens verified / accepted */
+    double prompt_s, predicted_s;             /* DONE: to the first token, then the end */
     int error_status;                         /* ERROR: HTTP status to report (500, 504) */
     const char *error;                        /* ERROR: static message */
     cpulm_sched_embed *embed;                 /* EMBED: the request, the receiver's again */

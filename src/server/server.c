@@ -389,6 +389,7 @@ static void *loader_main(void *arg) {
         else if (s->p.embeddings && cpulm_embed_open(s, &s->load_err) == CPULM_OK)
             sp.embd_ctx = s->embd_ctx;
         int spec_ok = !enc_bad && spec_params(s, &sp.spec) == CPULM_OK;
+        s->spec = sp.spec;
         if (spec_ok && (!s->p.embeddings || s->embd_ctx))
             s->sched_loaded = cpulm_sched_new(s->model, &sp, &s->load_err);
     }

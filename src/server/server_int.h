@@ -54,6 +54,7 @@ struct cpulm_server {
     int loader_started;
     cpulm_model *model;
     cpulm_model *draft_model; /* -md, or NULL */
+    cpulm_spec_params spec;   /* speculation as resolved (kind NONE: off), for /props */
     cpulm_sched *sched_loaded;
     char *chat_tmpl;                 /* tokenizer.chat_template or NULL (owned) */
     const char *bos_text, *eos_text; /* borrowed from the model; NULL if none */
