@@ -15,6 +15,7 @@
  * a barrier before and after), so the time is the layer's wall clock on NTH cores. Each call
  * reads that layer's K/V from memory (the layers' caches together exceed the L3), so the min over
  * many calls is the undisturbed cost even on a busy machine, which whole-model timings are not.
+ * ATTN_BENCH_CPU=1 (without PAR) times the thread's CPU time instead of the wall clock.
  * BATCH (default 1) decodes that many tokens after the depth instead of one: the prompt
  * attention of a batch (BATCH 512 at DEPTH 3584: the last ubatch of a 4096-token prompt).
  * Compare two builds interleaved.
@@ -52,11 +53,25 @@ static void *par_main(void *arg) {
     }
 }
 
+/* Seconds of this thread's CPU time (ATTN_BENCH_CPU=1 without PAR: on a loaded machine the
+ * wall time of a long call always includes other processes' slices, its CPU time does not). */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* One timed call of layer il's attention: on thread 0, or (p) on all of p's threads. */
 static double timed_layer(cpulm_ctx *c, int il, int nth, par_run *p) {
     const uint64_t base = atomic_load(&c->work_ctr); /* a job of its own, as a pass */
     for (int i = 0; i < (p ? nth : 1); i++)
         c->work_base[i].v = base;
+    const char *e = getenv("ATTN_BENCH_CPU");
+    if (!p && e && *e == '1') {
+        const double t0 = cpu_s();
+        cpulm_attn_layer(c, il, 0, nth);
+        return cpu_s() - t0;
+    }
     double t0 = now_s();
     if (p) {
         p->il = il;
