@@ -368,6 +368,11 @@ CPULM_API uint64_t cpulm_ctx_kv_resident_bytes(const cpulm_ctx *ctx);
 /* KV bytes sequences map from another sequence's pages instead of holding copies (what
  * seq_cp would have copied); safe from another thread like the above. */
 CPULM_API uint64_t cpulm_ctx_kv_shared_bytes(const cpulm_ctx *ctx);
+/* Nanoseconds the context's decode calls spent in attention since it was made: the first
+ * pool thread's time in the attention step of every layer (the work is shared from one
+ * counter, so the others finish within one work item of it). For profiles such as
+ * `cpulm roofline`'s attention share; the difference of two reads brackets a call. */
+CPULM_API uint64_t cpulm_ctx_attn_ns(const cpulm_ctx *ctx);
 
 /* The memory a model and a context on it need. One computation (src/memory.c) sizes the
  * context's buffers and gives these numbers, so they are what cpulm_ctx_new allocates

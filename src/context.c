@@ -417,6 +417,10 @@ uint64_t cpulm_ctx_kv_shared_bytes(const cpulm_ctx *c) {
     return cpulm_kv_shared_bytes(&c->kv);
 }
 
+uint64_t cpulm_ctx_attn_ns(const cpulm_ctx *c) {
+    return c->attn_ns;
+}
+
 /* Hybrid models: no state blobs yet (a blob of positions cannot carry the recurrent state
  * of a prefix); 0 bytes, and get/set refuse. */
 uint64_t cpulm_ctx_seq_state_bytes(const cpulm_ctx *c, int32_t n) {

@@ -21,6 +21,7 @@ struct cpulm_ctx {
     cpulm_kv kv;   /* the full-attention layers' keys and values */
     cpulm_ssm ssm; /* hybrid models: the recurrent layers' state per sequence */
     int32_t n_outputs_max;
+    uint64_t attn_ns; /* attention time (cpulm_ctx_attn_ns): written by pool thread 0 only */
 
     /* activations, [n_batch][dim] row-major */
     float *x;   /* residual stream [n_embd] */

@@ -5,8 +5,10 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/json.h"
+#include "model/model.h"
 #include "bench.h"
 #include "bench_plan.h"
 #include "svg.h"
@@ -647,4 +649,48 @@ TEST(bench_pp_ops_output_once) {
         checked++;
     }
     if (!checked) SKIP(t, "CPULM_SHARED models not found");
+}
+
+/* The roofline's attention work: 4 flops per (query head, element, key seen), causal, cut
+ * by sliding windows; its rate and the GEMM share outside attention from measured shares. */
+TEST(bench_attn_flops_and_share) {
+    bench_roof r = {.pp_ts = 100, .attn_frac = 0.25, .pp_frac = 0.3};
+    bench_roof_attention(&r, 1e9, 200); /* 2 s of pp, 0.5 s of it attention */
+    CHECK(t, r.attn_flops == 2e9);
+    CHECK(t, r.gemm_frac == 0.3 / 0.75);
+    bench_roof z = {.pp_ts = 100};
+    bench_roof_attention(&z, 1e9, 200);
+    CHECK(t, z.attn_flops == 0 && z.gemm_frac == 0);
+    const char *path = test_shared_path("models/stories260K.gguf");
+    if (!path) SKIP(t, "CPULM_SHARED models not found");
+    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    REQUIRE(t, m != NULL);
+    const cpulm_hparams *hp = &m->hp;
+    const double per_key = 4.0 * hp->n_head * hp->head_dim * hp->n_layer;
+    CHECK(t, bench_attn_flops(m, 4) == per_key * (1 + 2 + 3 + 4));
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        m->layers[il].window = 2; /* keys seen: 1, 2, 2, 2 */
+    CHECK(t, bench_attn_flops(m, 4) == per_key * 7);
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        m->layers[il].window = 0;
+    /* the context counts its attention time: some, and no more than the decode's wall */
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = cp.n_threads_batch = 2;
+    cpulm_ctx *c = cpulm_ctx_new(m, &cp, NULL);
+    REQUIRE(t, c != NULL);
+    CHECK(t, cpulm_ctx_attn_ns(c) == 0);
+    cpulm_token tok[48];
+    for (int i = 0; i < 48; i++)
+        tok[i] = 1 + i * 7 % 500;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    const cpulm_batch bt = {.n = 48, .token = tok};
+    cpulm_status st = cpulm_ctx_decode(c, &bt);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    CHECK(t, st == CPULM_OK);
+    const double wall = (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+    CHECK(t, cpulm_ctx_attn_ns(c) > 0 && (double)cpulm_ctx_attn_ns(c) <= wall);
+    cpulm_ctx_free(c);
+    cpulm_model_free(m);
 }

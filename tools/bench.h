@@ -112,9 +112,10 @@ typedef struct bench_result {
      * BENCH_PAR: pp_ns / tg_ns split it into the prompt and generation phases.
      * BENCH_TTFT: ns is the time to first token, ts the prompt tokens/s over it. */
     double ns[BENCH_MAX_REPS], ts[BENCH_MAX_REPS], pp_ns[BENCH_MAX_REPS], tg_ns[BENCH_MAX_REPS];
-    char test_time[32]; /* ISO 8601 UTC, when the test started */
-    int32_t n_ctx;      /* tokens the test's context holds */
-    uint64_t ctx_bytes; /* what that context allocated (KV cache and scratch) */
+    double attn_ns[BENCH_MAX_REPS]; /* of ns, the time in attention (cpulm_ctx_attn_ns) */
+    char test_time[32];             /* ISO 8601 UTC, when the test started */
+    int32_t n_ctx;                  /* tokens the test's context holds */
+    uint64_t ctx_bytes;             /* what that context allocated (KV cache and scratch) */
     /* BENCH_SPEC, from the last repetition (greedy: every repetition is the same) */
     int64_t spec_passes, spec_drafted, spec_accepted, spec_emitted;
 } bench_result;
@@ -219,6 +220,11 @@ int64_t bench_output_params(const cpulm_model *m);
  * that the output matrix runs for the last token only (the only logits pp asks for). */
 double bench_pp_ops_per_token(int64_t matmul_params, int64_t output_params, int n_prompt);
 
+/* Attention flops of a pp test of n_prompt tokens from an empty cache: 4 per (query head,
+ * head element, key a query sees): Q.K and P.V, 2 each; causal, within each layer's sliding
+ * window; the recurrent layers of hybrid models have none. Tiles' masked keys not counted. */
+double bench_attn_flops(const cpulm_model *m, int n_prompt);
+
 /* 1, 2, 4, ... below the physical core count, then the count itself (the engine's default
  * thread count: physical cores, capped by the cgroup quota). */
 void bench_default_threads(bench_list *l);
@@ -233,6 +239,9 @@ typedef struct bench_roof {
     double tg_ts, pp_ts;     /* measured mean tokens/s; 0 without a model */
     double pp_ops;           /* pp_ts * bench_pp_ops_per_token: int8 ops/s pp achieved */
     double tg_frac, pp_frac; /* tg: tg_ts * bytes/token / bw; pp: pp_ops / int8_ops */
+    double attn_frac;        /* of pp's time, in attention (cpulm_ctx_attn_ns), measured */
+    double attn_flops;       /* attention flop/s in that time (bench_attn_flops) */
+    double gemm_frac;        /* pp_ops over pp's time outside attention / int8_ops */
 } bench_roof;
 
 /* Measures the three ceilings at r->n_threads (min_s seconds each, roughly). Returns 0, or
@@ -240,5 +249,8 @@ typedef struct bench_roof {
 int bench_roof_measure(bench_roof *r, size_t buf_bytes, double min_s);
 /* Fills tg_frac / pp_frac from tg_ts / pp_ts and the model's per-token work. */
 void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, double pp_ops_per_token);
+/* Fills attn_flops and gemm_frac from pp_ts, attn_frac, pp_frac and the test's attention
+ * flops (bench_attn_flops of its n_prompt tokens); 0 where a time is 0. */
+void bench_roof_attention(bench_roof *r, double attn_flops_total, int n_prompt);
 
 #endif

@@ -423,6 +423,26 @@ double bench_pp_ops_per_token(int64_t matmul_params, int64_t output_params, int 
     return 2.0 * (double)(matmul_params - output_params) + 2.0 * (double)output_params / n_prompt;
 }
 
+/* Keys of the n_prompt queries of a layer with window w (0: none), summed. */
+static double keys_seen(int n_prompt, int32_t w) {
+    const double n = n_prompt;
+    if (w <= 0 || w >= n_prompt) return n * (n + 1) / 2;
+    return (double)w * (w + 1) / 2 + (n - w) * w;
+}
+
+double bench_attn_flops(const cpulm_model *m, int n_prompt) {
+    const cpulm_hparams *hp = &m->hp;
+    double keys = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const cpulm_layer *ly = &m->layers[il];
+        if (ly->recurrent) continue;
+        int32_t w = ly->window;
+        if (w <= 0 && cpulm_arch_layer_slides(il, hp->swa_pattern)) w = hp->n_swa;
+        keys += keys_seen(n_prompt, w);
+    }
+    return 4.0 * hp->n_head * hp->head_dim * keys;
+}
+
 /* ---- roofline rows ---- */
 
 int bench_roof_measure(bench_roof *r, size_t buf_bytes, double min_s) {
@@ -444,4 +464,10 @@ void bench_default_threads(bench_list *l) {
     for (int t = 1; t < n && l->n < BENCH_MAX_LIST - 1; t *= 2)
         l->v[l->n++] = t;
     l->v[l->n++] = n;
+}
+
+void bench_roof_attention(bench_roof *r, double attn_flops_total, int n_prompt) {
+    const double pp_s = r->pp_ts > 0 ? n_prompt / r->pp_ts : 0, attn_s = r->attn_frac * pp_s;
+    r->attn_flops = attn_s > 0 ? attn_flops_total / attn_s : 0;
+    r->gemm_frac = r->attn_frac < 1 ? r->pp_frac / (1 - r->attn_frac) : 0;
 }

@@ -2,7 +2,8 @@
  * fastest repacked GEMM microkernel or the Q8_0 dot) and f32 dot peak at each thread count;
  * with -m, the model's pp and tg speeds as fractions of those ceilings (tg is bound by
  * reading the weights once per token, pp by the int8 dot products: 2 ops per weight per
- * token, the output matrix for the last prompt token only). */
+ * token, the output matrix for the last prompt token only), and the share of pp's time in
+ * attention with its flop rate. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,10 @@ static int run_model(const roof_opts *o, const cpulm_model *m, bench_roof *r) {
     if (bench_run_test(&br, &pp, o->reps, &res, err, sizeof err)) goto fail;
     bench_summarize(&res, &s);
     r->pp_ts = s.ts.mean;
+    double attn = 0, all = 0;
+    for (int i = 0; i < res.n_reps; i++)
+        attn += res.attn_ns[i], all += res.ns[i];
+    r->attn_frac = all > 0 ? attn / all : 0;
     if (bench_run_test(&br, &tg, o->reps, &res, err, sizeof err)) goto fail;
     bench_summarize(&res, &s);
     r->tg_ts = s.ts.mean;
@@ -106,13 +111,26 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
         printf("| %d | %.2f | %.2f | %.1f%% | %.2f | %.1f | %.1f%% |\n", r[i].n_threads, r[i].tg_ts,
                r[i].tg_ts * (double)bpt / 1e9, 100 * r[i].tg_frac, r[i].pp_ts, r[i].pp_ops / 1e9,
                100 * r[i].pp_frac);
-    printf("\nassumptions: tg reads every weight once per token (the KV cache, small at these "
-           "lengths, is not counted); pp does 2 int8 ops per matmul weight per token, the output "
-           "matrix for the last prompt token only (attention not counted); the int8 peak is the "
-           "fastest of the level's repacked GEMM microkernels (one "
-           "per packed weight type) and the Q8_0 dot, on cache-resident weights; ceilings are the "
-           "best round of each "
-           "measurement.\n");
+    printf(
+        "\n| threads | pp%d: %% of time in attention | attention GFLOP/s | %% of f32 dot peak | "
+        "GEMM %% of int8 peak (time outside attention) |\n| ---: | ---: | ---: | ---: | ---: |\n",
+        o->n_prompt);
+    for (int i = 0; i < n; i++)
+        printf("| %d | %.1f%% | %.1f | %.1f%% | %.1f%% |\n", r[i].n_threads, 100 * r[i].attn_frac,
+               r[i].attn_flops / 1e9,
+               r[i].f32_flops > 0 ? 100 * r[i].attn_flops / r[i].f32_flops : 0.0,
+               100 * r[i].gemm_frac);
+    printf(
+        "\nassumptions: tg reads every weight once per token (the KV cache, small at these "
+        "lengths, is not counted); pp does 2 int8 ops per matmul weight per token, the output "
+        "matrix for the last prompt token only (attention not counted in the int8 share; the GEMM "
+        "share divides by the time outside attention); attention does 4 flops per (query "
+        "head, head element, key the query sees), its time is pool thread 0's in the "
+        "attention steps; the int8 peak is the "
+        "fastest of the level's repacked GEMM microkernels (one "
+        "per packed weight type) and the Q8_0 dot, on cache-resident weights; ceilings are the "
+        "best round of each "
+        "measurement.\n");
 }
 
 static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t bpt, int64_t params,
@@ -139,16 +157,19 @@ static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t 
     cpulm_json_key(&w, "rows");
     cpulm_json_arr_begin(&w);
     for (int i = 0; i < n; i++) {
-        const char *k[] = {"read_bytes_per_s",      "int8_ops_per_s", "f32_flops_per_s", "tg_ts",
-                           "tg_bandwidth_fraction", "pp_ts",          "pp_int8_fraction"};
-        double v[] = {r[i].bw,      r[i].int8_ops, r[i].f32_flops, r[i].tg_ts,
-                      r[i].tg_frac, r[i].pp_ts,    r[i].pp_frac};
+        const char *k[] = {"read_bytes_per_s",      "int8_ops_per_s",
+                           "f32_flops_per_s",       "tg_ts",
+                           "tg_bandwidth_fraction", "pp_ts",
+                           "pp_int8_fraction",      "pp_attn_time_fraction",
+                           "pp_attn_flops_per_s",   "pp_gemm_int8_fraction"};
+        double v[] = {r[i].bw,    r[i].int8_ops, r[i].f32_flops, r[i].tg_ts,      r[i].tg_frac,
+                      r[i].pp_ts, r[i].pp_frac,  r[i].attn_frac, r[i].attn_flops, r[i].gemm_frac};
         cpulm_json_obj_begin(&w);
         cpulm_json_key(&w, "n_threads");
         cpulm_json_write_int(&w, r[i].n_threads);
         cpulm_json_key(&w, "int8_peak_kernel");
         cpulm_json_write_str(&w, r[i].int8_kernel);
-        for (int j = 0; j < (with_model ? 7 : 3); j++) {
+        for (int j = 0; j < (with_model ? 10 : 3); j++) {
             cpulm_json_key(&w, k[j]);
             cpulm_json_write_double(&w, v[j]);
         }
@@ -180,6 +201,7 @@ int cmd_roofline(int argc, char **argv) {
             rc = 1;
         }
         bench_roof_fractions(&r[i], bpt, bench_pp_ops_per_token(params, out, o.n_prompt));
+        if (m) bench_roof_attention(&r[i], bench_attn_flops(m, o.n_prompt), o.n_prompt);
     }
     bench_env e;
     bench_env_fill(&e, m, o.model ? o.model : "");
