@@ -16,7 +16,8 @@
 #include "cpulm.h"
 #include "server/harmony.h"
 
-int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...) {
+static void verror_set(cpulm_oai_error *e, int status, const char *param, const char *fmt,
+                       va_list ap) {
     memset(e, 0, sizeof *e);
     e->status = status;
     switch (status) {
@@ -43,11 +44,27 @@ int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const
     default: e->type = status >= 500 ? "server_error" : "invalid_request_error"; break;
     }
     if (param) snprintf(e->param, sizeof e->param, "%s", param);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+}
+
+void cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    verror_set(e, status, param, fmt, ap);
     va_end(ap);
-    return status;
+}
+
+int cpulm_oai_fail(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    verror_set(e, status, param, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int cpulm_oai_http_status(cpulm_status st) {
+    if (st == CPULM_OK) return 200;
+    return st == CPULM_ERR_NOMEM ? 500 : 400;
 }
 
 /* ---- typed field readers: absent and null mean "use the default" ---- */
@@ -62,10 +79,10 @@ static int read_num(const cpulm_json *root, const char *key, double lo, double h
     const cpulm_json *v = field(root, key);
     if (!v) return 0;
     if (v->type != CPULM_JSON_NUMBER || (integer && !v->is_int))
-        return -cpulm_oai_error_set(e, 400, key, "'%s' must be %s", key,
-                                    integer ? "an integer" : "a number");
+        return cpulm_oai_fail(e, 400, key, "'%s' must be %s", key,
+                              integer ? "an integer" : "a number");
     if (!(v->u.num.f >= lo && v->u.num.f <= hi))
-        return -cpulm_oai_error_set(e, 400, key, "'%s' must be between %g and %g", key, lo, hi);
+        return cpulm_oai_fail(e, 400, key, "'%s' must be between %g and %g", key, lo, hi);
     *out = v->u.num.f;
     return 1;
 }
@@ -74,7 +91,7 @@ static int read_bool(const cpulm_json *root, const char *key, int *out, cpulm_oa
     const cpulm_json *v = field(root, key);
     if (!v) return 0;
     if (v->type != CPULM_JSON_BOOL)
-        return -cpulm_oai_error_set(e, 400, key, "'%s' must be a boolean", key);
+        return cpulm_oai_fail(e, 400, key, "'%s' must be a boolean", key);
     *out = v->u.boolean;
     return 1;
 }
@@ -90,14 +107,14 @@ static int read_stop(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_err
         return 0;
     }
     if (v->type != CPULM_JSON_ARRAY || v->u.list.n > CPULM_OAI_MAX_STOP)
-        return -cpulm_oai_error_set(e, 400, "stop",
-                                    "'stop' must be a string or an array of at "
-                                    "most %d strings",
-                                    CPULM_OAI_MAX_STOP);
+        return cpulm_oai_fail(e, 400, "stop",
+                              "'stop' must be a string or an array of at "
+                              "most %d strings",
+                              CPULM_OAI_MAX_STOP);
     for (size_t i = 0; i < v->u.list.n; i++) {
         const cpulm_json *s = &v->u.list.items[i];
         if (s->type != CPULM_JSON_STRING)
-            return -cpulm_oai_error_set(e, 400, "stop", "'stop' items must be strings");
+            return cpulm_oai_fail(e, 400, "stop", "'stop' items must be strings");
         if (!s->u.str.len) continue;
         r->stop_len[r->n_stop] = s->u.str.len;
         r->stop[r->n_stop++] = s->u.str.s;
@@ -110,18 +127,18 @@ static int read_stop(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_err
 static int check_content(const cpulm_json *c, size_t i, cpulm_oai_error *e) {
     if (!c || c->type == CPULM_JSON_NULL || c->type == CPULM_JSON_STRING) return 0;
     if (c->type != CPULM_JSON_ARRAY)
-        return -cpulm_oai_error_set(e, 400, "messages",
-                                    "messages[%zu].content must be a string "
-                                    "or an array of parts",
-                                    i);
+        return cpulm_oai_fail(e, 400, "messages",
+                              "messages[%zu].content must be a string "
+                              "or an array of parts",
+                              i);
     for (size_t k = 0; k < c->u.list.n; k++) {
         const cpulm_json *part = &c->u.list.items[k];
         const char *type = cpulm_json_str(cpulm_json_get(part, "type"));
         if (!type || strcmp(type, "text") != 0 || !cpulm_json_str(cpulm_json_get(part, "text")))
-            return -cpulm_oai_error_set(e, 400, "messages",
-                                        "messages[%zu].content[%zu]: only "
-                                        "text parts are supported",
-                                        i, k);
+            return cpulm_oai_fail(e, 400, "messages",
+                                  "messages[%zu].content[%zu]: only "
+                                  "text parts are supported",
+                                  i, k);
     }
     return 0;
 }
@@ -139,19 +156,19 @@ static int known_role(const char *role) {
 static int parse_messages(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
     const cpulm_json *m = field(root, "messages");
     if (!m || m->type != CPULM_JSON_ARRAY || m->u.list.n == 0)
-        return -cpulm_oai_error_set(e, 400, "messages", "'messages' must be a non-empty array");
+        return cpulm_oai_fail(e, 400, "messages", "'messages' must be a non-empty array");
     for (size_t i = 0; i < m->u.list.n; i++) {
         const cpulm_json *msg = &m->u.list.items[i];
         if (msg->type != CPULM_JSON_OBJECT || !cpulm_json_str(cpulm_json_get(msg, "role")))
-            return -cpulm_oai_error_set(e, 400, "messages",
-                                        "messages[%zu] must be an object "
-                                        "with a 'role' string",
-                                        i);
+            return cpulm_oai_fail(e, 400, "messages",
+                                  "messages[%zu] must be an object "
+                                  "with a 'role' string",
+                                  i);
         if (!known_role(cpulm_json_str(cpulm_json_get(msg, "role"))))
-            return -cpulm_oai_error_set(e, 400, "messages",
-                                        "messages[%zu]: unknown role (use "
-                                        "system, developer, user, assistant or tool)",
-                                        i);
+            return cpulm_oai_fail(e, 400, "messages",
+                                  "messages[%zu]: unknown role (use "
+                                  "system, developer, user, assistant or tool)",
+                                  i);
         if (check_content(cpulm_json_get(msg, "content"), i, e) < 0) return -1;
     }
     r->messages = m;
@@ -171,15 +188,15 @@ static int parse_prompt(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_
     if (p && p->type == CPULM_JSON_ARRAY && p->u.list.n > 0) {
         for (size_t i = 0; i < p->u.list.n; i++)
             if (p->u.list.items[i].type != CPULM_JSON_NUMBER || !p->u.list.items[i].is_int)
-                return -cpulm_oai_error_set(e, 400, "prompt",
-                                            "'prompt' must be a string, one "
-                                            "string in an array, or token ids");
+                return cpulm_oai_fail(e, 400, "prompt",
+                                      "'prompt' must be a string, one "
+                                      "string in an array, or token ids");
         r->prompt_tokens = p;
         return 0;
     }
-    return -cpulm_oai_error_set(e, 400, "prompt",
-                                "'prompt' must be a string, one string in an "
-                                "array, or token ids");
+    return cpulm_oai_fail(e, 400, "prompt",
+                          "'prompt' must be a string, one string in an "
+                          "array, or token ids");
 }
 
 /* ---- sampling and output options shared by both kinds ---- */
@@ -230,9 +247,9 @@ static int parse_logprobs(const cpulm_json *root, cpulm_oai_request *r, cpulm_oa
     if (read_bool(root, "logprobs", &on, e) < 0) return -1;
     if ((rc = read_num(root, "top_logprobs", 0, CPULM_SCHED_MAX_TOP, 1, &v, e)) < 0) return -1;
     if (rc && !on)
-        return -cpulm_oai_error_set(e, 400, "top_logprobs",
-                                    "'top_logprobs' requires "
-                                    "'logprobs': true");
+        return cpulm_oai_fail(e, 400, "top_logprobs",
+                              "'top_logprobs' requires "
+                              "'logprobs': true");
     if (on) r->logprobs = rc ? (int32_t)v : 0;
     return 0;
 }
@@ -242,12 +259,11 @@ static int parse_stream(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_
     const cpulm_json *so = field(root, "stream_options");
     if (so) {
         if (so->type != CPULM_JSON_OBJECT)
-            return -cpulm_oai_error_set(e, 400, "stream_options",
-                                        "'stream_options' must be an object");
+            return cpulm_oai_fail(e, 400, "stream_options", "'stream_options' must be an object");
         if (!r->stream)
-            return -cpulm_oai_error_set(e, 400, "stream_options",
-                                        "'stream_options' is only "
-                                        "allowed with 'stream': true");
+            return cpulm_oai_fail(e, 400, "stream_options",
+                                  "'stream_options' is only "
+                                  "allowed with 'stream': true");
         if (read_bool(so, "include_usage", &r->include_usage, e) < 0) return -1;
     }
     if (read_bool(root, "ignore_eos", &r->ignore_eos, e) < 0) return -1;
@@ -257,10 +273,10 @@ static int parse_stream(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_
     if (rc) r->priority = (int32_t)prio;
     int echo = 0;
     if (read_bool(root, "echo", &echo, e) < 0) return -1;
-    if (echo) return -cpulm_oai_error_set(e, 400, "echo", "'echo' is not supported");
+    if (echo) return cpulm_oai_fail(e, 400, "echo", "'echo' is not supported");
     const cpulm_json *model = field(root, "model");
     if (model && model->type != CPULM_JSON_STRING)
-        return -cpulm_oai_error_set(e, 400, "model", "'model' must be a string");
+        return cpulm_oai_fail(e, 400, "model", "'model' must be a string");
     r->model = cpulm_json_str(model);
     return 0;
 }
@@ -271,8 +287,8 @@ static int parse_template_kwargs(const cpulm_json *root, cpulm_oai_request *r, c
     const cpulm_json *kw = field(root, "chat_template_kwargs");
     if (!kw) return 0;
     if (kw->type != CPULM_JSON_OBJECT)
-        return -cpulm_oai_error_set(e, 400, "chat_template_kwargs",
-                                    "'chat_template_kwargs' must be an object");
+        return cpulm_oai_fail(e, 400, "chat_template_kwargs",
+                              "'chat_template_kwargs' must be an object");
     return read_bool(kw, "enable_thinking", &r->enable_thinking, e);
 }
 
@@ -495,7 +511,7 @@ static cpulm_status render_chat(const char *tmpl, const char *bos, const char *e
     cpulm_buf_release(&sys);
     cpulm_buf_release(&extra);
     if (st != CPULM_OK) {
-        cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "messages",
+        cpulm_oai_error_set(e, cpulm_oai_http_status(st), "messages",
                             "cannot apply the chat template: %s",
                             err.msg[0] ? err.msg : cpulm_status_str(st));
         return st;
