@@ -53,14 +53,14 @@ static cpulm_model *case_model(const cpulm_json *c) {
     if (cpulm_synth_shape(shape, &p) != CPULM_OK) return NULL;
     p.type = type_of(type);
     const int layers = (int)cpulm_json_num(cpulm_json_get(c, "layers"), 0);
-    if (layers > 0) p.n_layer = layers;
-    p.swa.window = (int32_t)cpulm_json_num(cpulm_json_get(c, "swa"), p.swa.window);
-    p.swa.period = (int32_t)cpulm_json_num(cpulm_json_get(c, "swa_period"), p.swa.period);
-    p.swa.rope_linear = (float)cpulm_json_num(cpulm_json_get(c, "rope_linear"), p.swa.rope_linear);
-    p.swa.softcap = (float)cpulm_json_num(cpulm_json_get(c, "softcap"), p.swa.softcap);
+    if (layers > 0) p.hp.n_layer = layers;
+    p.hp.n_swa = (int32_t)cpulm_json_num(cpulm_json_get(c, "swa"), p.hp.n_swa);
+    p.swa_period = (int32_t)cpulm_json_num(cpulm_json_get(c, "swa_period"), p.swa_period);
+    p.rope_linear = (float)cpulm_json_num(cpulm_json_get(c, "rope_linear"), p.rope_linear);
+    p.hp.final_softcap = (float)cpulm_json_num(cpulm_json_get(c, "softcap"), p.hp.final_softcap);
     char name[160];
-    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g.gguf", shape, type, layers, p.swa.window,
-             p.swa.period, (double)p.swa.rope_linear, (double)p.swa.softcap);
+    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g.gguf", shape, type, layers, p.hp.n_swa,
+             p.swa_period, (double)p.rope_linear, (double)p.hp.final_softcap);
     return load_synth(&p, name);
 }
 
@@ -523,7 +523,7 @@ TEST(gemma_synth_file_info) {
     CHECK_NEAR(t, in.rope_freq_base_swa, 10000.0, 0);
     cpulm_model_free(m);
     REQUIRE(t, cpulm_synth_shape("gemma3-4b", &p) == CPULM_OK);
-    p.n_layer = 12;
+    p.hp.n_layer = 12;
     cpulm_hparams hp;
     cpulm_synth_hparams(&p, &hp);
     CHECK_EQ_INT(t, hp.n_swa, 1024);

@@ -27,7 +27,7 @@ static cpulm_model *synth_model(const char *shape, const char *type, int layers)
     const int dt = cpulm_dtype_from_name(type);
     if (dt < 0) return NULL;
     p.type = (cpulm_dtype)dt;
-    if (layers > 0) p.n_layer = layers;
+    if (layers > 0) p.hp.n_layer = layers;
     char path[512];
     snprintf(path, sizeof path, "%s/%s-%s-%d.gguf", test_tmp_dir(), shape, type, layers);
     cpulm_error err = {0};

@@ -37,7 +37,7 @@ static cpulm_model *synth_model(const char *shape, const char *type, int layers)
     cpulm_synth_params p;
     if (cpulm_synth_shape(shape, &p) != CPULM_OK) return NULL;
     p.type = type_of(type);
-    if (layers > 0) p.n_layer = layers;
+    if (layers > 0) p.hp.n_layer = layers;
     char name[128];
     snprintf(name, sizeof name, "%s-%s-%d.gguf", shape, type, layers);
     const char *path = tmp_path(name);

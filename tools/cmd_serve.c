@@ -126,36 +126,36 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
         } else if (cli_flag(&c, "--port", NULL)) {
             if (!cli_int(&c, 0, 65535, &p->port)) return EXIT_USAGE;
         } else if (cli_parallel_flag(&c)) {
-            if (!cli_int(&c, 1, 256, &p->n_parallel)) return EXIT_USAGE;
+            if (!cli_int(&c, 1, 256, &p->sched.n_parallel)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-c", "--ctx-size")) {
-            if (!cli_int(&c, 0, 1 << 24, &p->n_ctx)) return EXIT_USAGE;
+            if (!cli_int(&c, 0, 1 << 24, &p->sched.n_ctx)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-ctk", "--cache-type-k") ||
                    cli_flag(&c, "-ctv", "--cache-type-v")) {
-            if (!cli_kv_flag(&c, &p->kv_type, &kv_given)) return EXIT_USAGE;
+            if (!cli_kv_flag(&c, &p->sched.kv_type, &kv_given)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--ctx-total", NULL)) {
             if (!cli_int(&c, 1, 1 << 24, &total)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--chunk", NULL)) {
-            if (!cli_int(&c, 1, 65536, &p->n_chunk)) return EXIT_USAGE;
+            if (!cli_int(&c, 1, 65536, &p->sched.n_chunk)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--prefill-every", NULL)) {
-            if (!cli_int(&c, 1, 1000, &p->prefill_every)) return EXIT_USAGE;
+            if (!cli_int(&c, 1, 1000, &p->sched.prefill_every)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--max-queue", NULL)) {
-            if (!cli_int(&c, 0, 1 << 20, &p->max_queue)) return EXIT_USAGE;
+            if (!cli_int(&c, 0, 1 << 20, &p->sched.max_queue)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--max-step-ms", NULL)) {
             if (!cli_float(&c, -1, 1e6, &f)) return EXIT_USAGE;
-            p->max_step_ms = f;
+            p->sched.max_step_ms = f;
         } else if (cli_flag(&c, "--cache-ram", "-cram")) {
             if (!cli_int(&c, 0, 1 << 24, &v)) return EXIT_USAGE;
-            p->cache_ram_mib = v;
+            p->sched.cache_ram_mib = v;
         } else if (cli_flag(&c, "--kv-idle", NULL)) {
             if (!cli_int(&c, -1, 1 << 30, &v)) return EXIT_USAGE;
-            p->kv_idle = v;
+            p->sched.kv_idle = v;
         } else if (cli_flag(&c, "--kv-budget", NULL)) {
             if (!cli_int(&c, 0, 1 << 30, &v)) return EXIT_USAGE;
-            p->kv_budget = v;
+            p->sched.kv_budget = v;
         } else if (cli_flag(&c, "-t", "--threads")) {
-            if (!cli_int(&c, 1, 512, &p->n_threads)) return EXIT_USAGE;
+            if (!cli_int(&c, 1, 512, &p->sched.n_threads)) return EXIT_USAGE;
         } else if (cli_flag(&c, "-tb", "--threads-batch")) {
-            if (!cli_int(&c, 1, 512, &p->n_threads_batch)) return EXIT_USAGE;
+            if (!cli_int(&c, 1, 512, &p->sched.n_threads_batch)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--numa", NULL)) {
             if (!cli_numa_flag(&c)) return EXIT_USAGE;
         } else if (cli_flag(&c, "--api-key", NULL)) {
@@ -216,13 +216,13 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
                 p->max_body_total, p->max_body);
         return EXIT_USAGE;
     }
-    if (total && p->n_ctx) {
+    if (total && p->sched.n_ctx) {
         fprintf(stderr, "cpulm serve: give -c (per slot) or --ctx-total, not both\n");
         return EXIT_USAGE;
     }
-    if (total && (p->n_ctx = total / p->n_parallel) < 1) {
+    if (total && (p->sched.n_ctx = total / p->sched.n_parallel) < 1) {
         fprintf(stderr, "cpulm serve: --ctx-total %d leaves no context for each of %d slots\n",
-                total, p->n_parallel);
+                total, p->sched.n_parallel);
         return EXIT_USAGE;
     }
     return 0;
@@ -240,7 +240,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL;
     const char *env_key = getenv("CPULM_API_KEY");
     p.api_key = env_key;
-    p.no_pin = cli_env_flag("CPULM_NO_PIN");
+    p.sched.no_pin = cli_env_flag("CPULM_NO_PIN");
     const char *tmpl_arg = NULL;
     char *tmpl_owned = NULL;
     int rc = parse_serve(argc, argv, &p, &model, &tmpl_arg);
@@ -259,22 +259,22 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     printf("cpulm serve: listening on http://%s:%d\n", p.host, cpulm_server_port(srv));
-    if (p.n_ctx)
+    if (p.sched.n_ctx)
         fprintf(stderr,
                 "cpulm serve: %d slots x %d tokens of context each (-c is per slot, "
                 "unlike llama-server's total)\n",
-                p.n_parallel, p.n_ctx);
+                p.sched.n_parallel, p.sched.n_ctx);
     else
         fprintf(stderr,
                 "cpulm serve: %d slots, each with the model's context (at most 4096; -c "
                 "is per slot, unlike llama-server's total)\n",
-                p.n_parallel);
-    if (p.n_threads || p.n_threads_batch) { /* -t / -tb as the scheduler gets them */
+                p.sched.n_parallel);
+    if (p.sched.n_threads || p.sched.n_threads_batch) { /* -t / -tb as the scheduler gets them */
         char gen[24] = "the default", prompt[24];
-        if (p.n_threads) snprintf(gen, sizeof gen, "%d", p.n_threads);
-        snprintf(prompt, sizeof prompt, "%d", p.n_threads_batch);
+        if (p.sched.n_threads) snprintf(gen, sizeof gen, "%d", p.sched.n_threads);
+        snprintf(prompt, sizeof prompt, "%d", p.sched.n_threads_batch);
         fprintf(stderr, "cpulm serve: threads: %s for generation, %s for prompt steps\n", gen,
-                p.n_threads_batch ? prompt : gen);
+                p.sched.n_threads_batch ? prompt : gen);
     }
     fflush(stdout);
     rc = cpulm_server_run(srv, &err) == CPULM_OK ? 0 : 1;

@@ -50,13 +50,13 @@ typedef struct embed_job {
 
 cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err) {
     cpulm_ctx_params cp = cpulm_ctx_default_params();
-    int32_t n = s->p.n_ctx > 0 ? s->p.n_ctx : 2048; /* longest input */
+    int32_t n = s->p.sched.n_ctx > 0 ? s->p.sched.n_ctx : 2048; /* longest input */
     cp.n_ctx = n;
     cp.n_batch = n;
     cp.n_seq_max = 16;
     cp.n_outputs_max = n;
-    cp.n_threads = s->p.n_threads;
-    cp.no_pin = s->p.no_pin;
+    cp.n_threads = s->p.sched.n_threads;
+    cp.no_pin = s->p.sched.no_pin;
     cp.embeddings = CPULM_EMBD_ONLY;
     cp.pooling = s->p.pooling;
     s->embd_ctx = cpulm_ctx_new(s->model, &cp, err);

@@ -359,13 +359,13 @@ static void submit_error(cpulm_sched_submit_result res, const cpulm_sched_req *r
     switch (res) {
     case CPULM_SCHED_QUEUE_FULL:
         cpulm_oai_error_set(e, 429, NULL, "the server is busy: %d requests are waiting",
-                            s->p.max_queue);
+                            s->p.sched.max_queue);
         return;
     case CPULM_SCHED_TOO_LONG:
         cpulm_oai_error_set(e, 400, kind == CPULM_OAI_CHAT ? "messages" : "prompt",
                             "the prompt has %d tokens; the context holds %d "
                             "(including at least one generated token)",
-                            r->n_prompt, s->p.n_ctx);
+                            r->n_prompt, s->p.sched.n_ctx);
         e->code = "context_length_exceeded";
         return;
     case CPULM_SCHED_STOPPING:
@@ -411,9 +411,9 @@ static void gen_run(cpulm_prep_job *base) {
     j->body = NULL;
     if (!j->parsed) return;
     if (stopped(base, &j->e) < 0) return;
-    if (j->q.n > j->s->p.n_parallel)
+    if (j->q.n > j->s->p.sched.n_parallel)
         cpulm_oai_error_set(&j->e, 400, "n", "'n' must be at most %d on this server",
-                            j->s->p.n_parallel);
+                            j->s->p.sched.n_parallel);
     else
         j->r = to_sched_req(j->s, &j->q, &j->think, base, &j->e);
 }
@@ -512,7 +512,7 @@ static int embed_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *j) {
         cpulm_oai_error e;
         if (res == CPULM_SCHED_QUEUE_FULL)
             cpulm_oai_error_set(&e, 429, NULL, "the server is busy: %d embedding requests wait",
-                                s->p.max_queue);
+                                s->p.sched.max_queue);
         else if (res == CPULM_SCHED_STOPPING)
             cpulm_oai_error_set(&e, 503, NULL, "the server is shutting down");
         else
