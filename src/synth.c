@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "gguf.h"
 #include "model/arch.h"
+#include "model/swa.h"
 #include "quantize_plan.h"
 
 #define SYNTH_N_SPECIAL 3   /* <unk>, <s>, </s> */
@@ -216,12 +217,11 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
                 hp->n_layer_attn++;
     }
     hp->rope = (cpulm_rope_scaling){.freq_scale = 1.0f, .mscale = 1.0f};
-    hp->swa_pattern = a ? a->swa_pattern : 0;
-    if (!a || !(a->gemma || a->swa_pattern)) hp->n_swa = 0;
+    if (!a || !a->swa_pattern) hp->n_swa = 0;
     hp->n_layer_swa = 0;
-    for (int32_t il = 0; a && a->gemma && hp->n_swa > 0 && il < p->hp.n_layer; il++)
-        hp->n_layer_swa += /* gemma.h's rule */
-            p->swa_period == 0 ? il % 6 < 5 : il % p->swa_period < p->swa_period - 1;
+    const int32_t period = p->swa_period > 0 ? p->swa_period : a ? a->swa_pattern : 0;
+    for (int32_t il = 0; hp->n_swa > 0 && il < p->hp.n_layer; il++) /* the loader's rule */
+        hp->n_layer_swa += cpulm_swa_layer_slides(il, period);
 }
 
 /* The Gated DeltaNet sizes of a hybrid architecture (value head size = state size). */
@@ -292,7 +292,7 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
                           p->hp.n_embd, p->hp.n_ff, p->hp.n_ff_exp, cpulm_dtype_name(p->type), blk);
     if (p->hp.rope_base <= 0 || p->hp.norm_eps <= 0)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rope base and norm eps must be positive");
-    if (a->swa_pattern && p->hp.n_swa < 1)
+    if (a->swa_pattern && !a->swa_optional && p->hp.n_swa < 1)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "%s needs a sliding window >= 1", p->arch);
     if (p->yarn_factor != 0 && !(p->yarn_factor >= 1 && p->yarn_factor <= 1000))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "yarn factor %g: need 1 .. 1000",
@@ -301,11 +301,11 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "linear rope factor %g: need >= 1 and no YaRN factor", p->rope_linear);
     if (p->hp.n_swa < 0 || p->swa_period < 0 || p->hp.final_softcap < 0 ||
-        (p->hp.n_swa > 0 && !a->gemma && !a->swa_pattern) ||
-        ((p->swa_period > 0 || p->hp.final_softcap > 0) && !a->gemma))
+        ((p->hp.n_swa > 0 || p->swa_period > 0) && !a->swa_pattern) ||
+        (p->hp.final_softcap > 0 && !a->gemma))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "sliding window %d, period %d: need >= 0, and an architecture with "
-                          "sliding windows (gemma3; gpt-oss: the window only)",
+                          "sliding windows (gemma3, gpt-oss)",
                           p->hp.n_swa, p->swa_period);
     return check_hybrid(p, a, blk, err);
 }
@@ -695,13 +695,10 @@ static cpulm_status set_hybrid(cpulm_gguf_writer *w, const cpulm_synth_params *p
     return CPULM_OK;
 }
 
-/* Sliding-window keys (gemma.h), and the linear rope scaling of the global layers. */
+/* Sliding-window keys (model/swa.h), and the linear rope scaling of the global layers. */
 static cpulm_status set_swa(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
     cpulm_status st;
-    const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
-    if (a->gemma && p->hp.n_swa > 0 &&
-        (st = set_u32(w, p, "attention.sliding_window", p->hp.n_swa)))
-        return st;
+    if (p->hp.n_swa > 0 && (st = set_u32(w, p, "attention.sliding_window", p->hp.n_swa))) return st;
     if (p->swa_period > 0 &&
         (st = set_u32(w, p, "attention.sliding_window_pattern", p->swa_period)))
         return st;
@@ -734,8 +731,6 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         (st = set_f32(w, p, "attention.layer_norm_rms_epsilon", p->hp.norm_eps)) ||
         (st = set_u32(w, p, "vocab_size", p->hp.n_vocab)))
         return st;
-    const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
-    if (a->swa_pattern && (st = set_u32(w, p, "attention.sliding_window", p->hp.n_swa))) return st;
     if (p->hp.head_dim && ((st = set_u32(w, p, "attention.key_length", hd)) ||
                            (st = set_u32(w, p, "attention.value_length", hd))))
         return st;

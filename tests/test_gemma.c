@@ -12,6 +12,7 @@
 #include "base/json.h"
 #include "cpulm.h"
 #include "model/gemma.h"
+#include "model/swa.h"
 #include "refcase.h"
 #include "synth.h"
 #include "test.h"
@@ -89,8 +90,10 @@ static cpulm_status read_keys(cpulm_gguf_writer *w, int32_t n_layer, cpulm_hpara
     cpulm_status s = cpulm_gguf_writer_to_buf(w, &buf, &size);
     if (s == CPULM_OK) s = cpulm_gguf_parse(&g, buf, size, &err);
     if (s == CPULM_OK) {
-        s = cpulm_gemma_read_hparams(&g, "gemma3", hp, &err);
-        if (s == CPULM_OK) s = cpulm_gemma_set_windows(&g, "gemma3", hp, layers, &err);
+        const cpulm_arch_desc *a = cpulm_arch_find("gemma3", 6);
+        s = cpulm_swa_read(&g, a, hp, &err);
+        if (s == CPULM_OK) s = cpulm_gemma_read_hparams(&g, "gemma3", hp, &err);
+        if (s == CPULM_OK) s = cpulm_swa_set_layers(&g, a, hp, layers, &err);
         cpulm_gguf_release(&g);
     }
     free(buf);

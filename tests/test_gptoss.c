@@ -51,10 +51,10 @@ TEST(gptoss_loads_window_pattern_and_sinks) {
     cpulm_model *m = refcase_synth_shape("tiny-gpt-oss", "f32", 0);
     REQUIRE(t, m);
     CHECK_EQ_INT(t, m->hp.n_swa, 32);
-    CHECK_EQ_INT(t, m->hp.swa_pattern, 2);
+    CHECK_EQ_INT(t, m->hp.n_layer_swa, m->hp.n_layer / 2);
     for (int il = 0; il < m->hp.n_layer; il++) {
-        CHECK_EQ_INT(t, cpulm_arch_layer_slides(il, m->hp.swa_pattern), il % 2 == 0);
         const cpulm_layer *ly = &m->layers[il];
+        CHECK_EQ_INT(t, ly->window, il % 2 == 0 ? 32 : 0);
         CHECK(t, ly->attn_sinks && ly->bo && ly->bq && ly->gate_inp_b && ly->gate_exps_b &&
                      ly->up_exps_b && ly->down_exps_b);
     }
