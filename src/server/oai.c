@@ -16,33 +16,28 @@
 #include "cpulm.h"
 #include "server/harmony.h"
 
+/* OpenAI's error type and code of the statuses that have their own (others: by class). */
+static const struct {
+    int status;
+    const char *type, *code;
+} error_kinds[] = {
+    {401, "authentication_error", "invalid_api_key"},
+    {404, "invalid_request_error", "not_found"},
+    {429, "rate_limit_error", "rate_limit_exceeded"},
+    {503, "server_error", "service_unavailable"},
+    {504, "server_error", "timeout"},
+};
+
 static void verror_set(cpulm_oai_error *e, int status, const char *param, const char *fmt,
                        va_list ap) {
     memset(e, 0, sizeof *e);
     e->status = status;
-    switch (status) {
-    case 401:
-        e->type = "authentication_error";
-        e->code = "invalid_api_key";
-        break;
-    case 404:
-        e->type = "invalid_request_error";
-        e->code = "not_found";
-        break;
-    case 429:
-        e->type = "rate_limit_error";
-        e->code = "rate_limit_exceeded";
-        break;
-    case 503:
-        e->type = "server_error";
-        e->code = "service_unavailable";
-        break;
-    case 504:
-        e->type = "server_error";
-        e->code = "timeout";
-        break;
-    default: e->type = status >= 500 ? "server_error" : "invalid_request_error"; break;
-    }
+    e->type = status >= 500 ? "server_error" : "invalid_request_error";
+    for (size_t i = 0; i < sizeof error_kinds / sizeof error_kinds[0]; i++)
+        if (error_kinds[i].status == status) {
+            e->type = error_kinds[i].type;
+            e->code = error_kinds[i].code;
+        }
     if (param) snprintf(e->param, sizeof e->param, "%s", param);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
 }
@@ -921,14 +916,19 @@ static void write_delta(cpulm_json_writer *w, const cpulm_oai_meta *meta,
     }
 }
 
+/* An SSE chunk up to its open "choices" array. */
+static void chunk_begin(cpulm_json_writer *w, cpulm_buf *out, const cpulm_oai_meta *meta) {
+    cpulm_buf_puts(out, "data: ");
+    cpulm_json_writer_init(w, out, 0, 0);
+    cpulm_json_obj_begin(w);
+    write_head(w, meta, 1);
+    cpulm_json_key(w, "choices");
+    cpulm_json_arr_begin(w);
+}
+
 void cpulm_oai_write_chunk(cpulm_buf *out, const cpulm_oai_meta *meta, const cpulm_oai_delta *d) {
     cpulm_json_writer w;
-    cpulm_buf_puts(out, "data: ");
-    cpulm_json_writer_init(&w, out, 0, 0);
-    cpulm_json_obj_begin(&w);
-    write_head(&w, meta, 1);
-    cpulm_json_key(&w, "choices");
-    cpulm_json_arr_begin(&w);
+    chunk_begin(&w, out, meta);
     cpulm_json_obj_begin(&w);
     cpulm_json_key(&w, "index");
     cpulm_json_write_int(&w, d->index);
@@ -952,12 +952,7 @@ void cpulm_oai_write_chunk(cpulm_buf *out, const cpulm_oai_meta *meta, const cpu
 void cpulm_oai_write_usage_chunk(cpulm_buf *out, const cpulm_oai_meta *meta,
                                  const cpulm_oai_usage *u) {
     cpulm_json_writer w;
-    cpulm_buf_puts(out, "data: ");
-    cpulm_json_writer_init(&w, out, 0, 0);
-    cpulm_json_obj_begin(&w);
-    write_head(&w, meta, 1);
-    cpulm_json_key(&w, "choices");
-    cpulm_json_arr_begin(&w);
+    chunk_begin(&w, out, meta);
     cpulm_json_arr_end(&w);
     write_usage(&w, u);
     cpulm_json_obj_end(&w);
