@@ -9,7 +9,6 @@
 #include "chat_common.h"
 #include "commands.h"
 #include "common.h"
-#include "server/server.h"
 #include "spec_cli.h"
 
 static void serve_usage(FILE *f) {
