@@ -12,7 +12,7 @@
 
 #include "base/json.h"
 #include "cpulm.h"
-#include "synth.h"
+#include "toolkit/synth.h"
 
 /* Parses tests/data/<file> (NULL if it is missing or not JSON). */
 cpulm_json_doc *refcase_load(const char *file);

@@ -16,11 +16,11 @@
 
 #include "cpulm.h"
 #include "base/fp16.h"
-#include "context.h"
+#include "runtime/context.h"
 #include "kernels/kernels.h"
 #include "model/attention.h"
 #include "levels.h"
-#include "synth.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 static uint64_t rng(uint64_t *s) {

@@ -14,7 +14,7 @@
 #include "model/gemma.h"
 #include "model/swa.h"
 #include "refcase.h"
-#include "synth.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 /* The stored log-probabilities are exact to ~1.3e-4; the tolerances are the llama.cpp

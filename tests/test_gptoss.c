@@ -10,11 +10,11 @@
 
 #include "base/json.h"
 #include "cpulm.h"
-#include "gguf.h"
+#include "format/gguf.h"
 #include "model/model.h"
 #include "tokenizer/vocab.h"
 #include "refcase.h"
-#include "synth.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 /* llama.cpp's stored log-probabilities are exact to ~1.3e-4; the tolerances are the

@@ -12,7 +12,7 @@
 #include "cpulm.h"
 #include "model/deltanet.h"
 #include "refcase.h"
-#include "synth.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 /* The stored log-probabilities are exact to ~1.3e-4 (16-bit steps over 16 nats); the

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "memory.h"
-#include "synth.h"
+#include "runtime/memory.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 /* The context and pool structs themselves are the only allocations outside the estimate. */

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "cpulm.h"
-#include "gguf.h"
-#include "synth.h"
+#include "format/gguf.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 static const char *tmp_path(const char *name) {

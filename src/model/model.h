@@ -12,8 +12,8 @@
 
 #include "rope.h"
 #include "../base/mmap.h"
-#include "../gguf.h"
-#include "../quant.h"
+#include "../format/gguf.h"
+#include "../format/quant.h"
 #include "arch.h"
 #include "cpulm.h"
 

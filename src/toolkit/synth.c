@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "gguf.h"
+#include "format/gguf.h"
 #include "model/arch.h"
 #include "model/swa.h"
 #include "quantize_plan.h"

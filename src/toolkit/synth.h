@@ -14,7 +14,7 @@
 
 #include "cpulm.h"
 #include "model/model.h"
-#include "quant.h"
+#include "format/quant.h"
 #include "quantize_plan.h"
 
 /* What synth writes: the model's hyperparameters (cpulm_hparams, model/model.h: the one

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "cpulm.h"
-#include "quant.h"
+#include "format/quant.h"
 
 typedef struct cpulm_kv {
     int32_t n_layer, n_seq, n_ctx, kv_dim;
