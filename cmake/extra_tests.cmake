@@ -41,7 +41,8 @@ if(CPULM_FUZZ)
   # uses. CI (scripts/test.sh) runs each for a few seconds; docs/SECURITY.md has the long
   # runs and their counts.
   set(fuzz_flags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -g -O1)
-  set(fuzz_gguf_sources src/gguf.c src/gguf_write.c src/quant.c src/quant_k.c src/base/status.c)
+  set(fuzz_gguf_sources src/format/gguf.c src/format/gguf_write.c src/format/quant.c
+                         src/format/quant_k.c src/base/status.c)
   set(fuzz_json_sources src/base/json.c src/base/buf.c src/base/status.c)
   set(fuzz_http_sources src/server/http.c src/server/conn.c src/base/buf.c src/base/status.c)
   set(fuzz_chunked_sources src/server/http.c)

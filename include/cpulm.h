@@ -136,8 +136,8 @@ typedef struct cpulm_model_info {
     int64_t n_params_active;   /* parameters one token computes with (used experts only) */
     uint64_t active_bytes;     /* weight bytes one generated token reads: every matrix but the
                                   experts it does not use and an untied token_embd (one row) */
-    /* sliding-window models (gemma3; 0 else): the window, how many layers use it, and their
-     * rope base */
+    /* sliding-window models (gemma3, gpt-oss; 0 else): the window, how many layers use it,
+     * and their rope base */
     int32_t n_swa, n_layer_swa;
     float rope_freq_base_swa;
 } cpulm_model_info;

@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "context.h"
+#include "runtime/context.h"
 #include "cpulm.h"
 #include "model/attention.h"
-#include "quant.h"
+#include "format/quant.h"
 #include "depth_fill.h"
 
 /* PAR: the helper threads, released layer by layer by the main thread (thread 0). */

@@ -14,22 +14,22 @@ awk '
 function module_of(p) {
     if (p == "include/cpulm.h") return "public"
     if (p ~ /^src\/base\//) return "base"
-    if (p ~ /^src\/quant(_k)?\.[ch]$/) return "quant"
-    if (p ~ /^src\/gguf(_write)?\.[ch]$/) return "gguf"
+    if (p ~ /^src\/format\/quant(_k)?\.[ch]$/) return "quant"
+    if (p ~ /^src\/format\/gguf(_write)?\.[ch]$/) return "gguf"
     if (p ~ /^src\/kernels\//) return "kernels"
     if (p ~ /^src\/threads\//) return "threads"
     if (p ~ /^src\/tokenizer\//) return "tokenizer"
-    if (p ~ /^src\/(kv_cache|ssm_state)\.[ch]$/) return "kv"
+    if (p ~ /^src\/runtime\/(kv_cache|ssm_state)\.[ch]$/) return "kv"
     if (p ~ /^src\/model\/(forward|attention|work)\.[ch]$/) return "forward"
     # the MoE FFN is a part of the pass in its own file (moe.h, its scratch sizing, is model)
     if (p ~ /^src\/model\/(forward_int\.h|moe\.c|deltanet\.c|gemma\.c|encoder\.[ch])$/) return "forward"
     if (p ~ /^src\/model\//) return "model"
-    if (p == "src/context.h") return "ctx_state"
-    if (p == "src/context.c") return "context"
-    if (p ~ /^src\/memory\.[ch]$/) return "memory"
-    if (p ~ /^src\/quantize_plan\.[ch]$/) return "qplan"
-    if (p ~ /^src\/synth\.[ch]$/) return "synth"
-    if (p ~ /^src\/sampler\.[ch]$/) return "sampler"
+    if (p == "src/runtime/context.h") return "ctx_state"
+    if (p == "src/runtime/context.c") return "context"
+    if (p ~ /^src\/runtime\/memory\.[ch]$/) return "memory"
+    if (p ~ /^src\/toolkit\/quantize_plan\.[ch]$/) return "qplan"
+    if (p ~ /^src\/toolkit\/synth\.[ch]$/) return "synth"
+    if (p ~ /^src\/sampling\/sampler\.[ch]$/) return "sampler"
     if (p ~ /^src\/chat\//) return "chat"
     if (p ~ /^src\/grammar\//) return "grammar"
     if (p ~ /^src\/spec\//) return "spec"
@@ -85,8 +85,9 @@ BEGIN {
     allow["synth"] = "base gguf quant qplan model"
     allow["server"] = "base grammar spec server_api"
     allow["server_api"] = "base server"
-    allow["tools_api"] = "base gguf quant kernels threads model memory qplan synth server grammar spec"
-    allow["tools"] = "tools_api server_api"
+    allow["tools_api"] = "base gguf quant kernels threads model memory qplan synth server server_api grammar spec"
+    # tools see the engine only through include/cpulm.h and the one tools interface
+    allow["tools"] = "tools_api"
     bad = 0
 }
 {

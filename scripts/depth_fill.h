@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "context.h"
+#include "runtime/context.h"
 #include "cpulm.h"
-#include "quant.h"
+#include "format/quant.h"
 
 static double now_s(void) {
     struct timespec ts;

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "context.h"
+#include "runtime/context.h"
 #include "cpulm.h"
-#include "quant.h"
+#include "format/quant.h"
 #include "depth_fill.h"
 
 static double cpu_s(void) { /* the process's CPU time: what a busy machine disturbs least */

@@ -8,37 +8,16 @@ set -u
 CPULM=$1
 SHARED=${CPULM_SHARED:-../shared}
 MODEL=$SHARED/models/stories260K.gguf
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-check() { # name, condition result (0 = ok), detail
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
-}
-if [ ! -f "$MODEL" ]; then echo "skip: $MODEL missing"; exit 77; fi
-command -v jq >/dev/null || { echo "skip: jq missing"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+need_file "$MODEL"
+need_tools jq curl
 
-start_server() { # name, args...: starts a server in the background; its port goes to $TMP/NAME.port
+start_server() { # name, args...: a server on its own port, ready; the port goes to $TMP/NAME.port
   local name=$1
   shift
-  "$CPULM" serve -m "$MODEL" --port 0 -c 512 -t 1 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  PIDS+=($!)
+  lib_serve "$name" "$MODEL" -c 512 -t 1 "$@" && echo "$PORT" >"$TMP/$name.port"
 }
-port_of() { # name: waits (5 s at most) for the server's port
-  local port=""
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$1.out")
-    [ -n "$port" ] && break
-    sleep 0.05
-  done
-  echo "$port"
-}
+port_of() { cat "$TMP/$1.port" 2>/dev/null; }
 start_server main
 start_server busy -np 1 --max-queue 1
 PORT=$(port_of main)

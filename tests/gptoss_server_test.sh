@@ -9,37 +9,13 @@
 set -u
 CPULM=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
-for tool in curl jq; do
-  if ! command -v $tool >/dev/null; then echo "skip: $tool is not installed"; exit 77; fi
-done
-TMP=$(mktemp -d)
-SPID=
-cleanup() {
-  [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-check() { # name, condition result (0 = ok), detail
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
-}
+. "$HERE/lib.sh"
+need_tools curl jq
 MODEL=$TMP/gptoss.gguf
 "$CPULM" synth --shape tiny-gpt-oss --type f32 -o "$MODEL" >/dev/null 2>&1
 check synth $?
-"$CPULM" serve -m "$MODEL" --port 0 -t 1 -np 2 --chat-template harmony >"$TMP/out" 2>"$TMP/err" &
-SPID=$!
-PORT=
-for _ in $(seq 100); do
-  PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/out")
-  [ -n "$PORT" ] && break
-  sleep 0.05
-done
-for _ in $(seq 200); do
-  [ -n "$PORT" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ready")" = 200 ] && break
-  sleep 0.05
-done
+lib_serve main "$MODEL" -t 1 -np 2 --chat-template harmony
+check server_ready $?
 URL=http://127.0.0.1:$PORT
 chat() { curl -s --max-time 60 "$URL/v1/chat/completions" -H 'Content-Type: application/json' -d "$1"; }
 

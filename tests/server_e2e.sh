@@ -22,42 +22,15 @@ set -u
 CPULM=$1
 SHARED=${CPULM_SHARED:-../shared}
 MODEL=$SHARED/models/stories260K.gguf
-if [ ! -f "$MODEL" ]; then echo "skip: $MODEL not found (set CPULM_SHARED)"; exit 77; fi
-for tool in curl jq; do
-  if ! command -v $tool >/dev/null; then echo "skip: $tool is not installed"; exit 77; fi
-done
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-check() { # name, condition result (0 = ok), detail
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
-}
+. "$(dirname "$0")/lib.sh"
+need_file "$MODEL"
+need_tools curl jq
 
 # start_server NAME ARGS...: sets PORT and SPID; waits (bounded) for /ready.
 start_server() {
-  local name=$1; shift
-  "$CPULM" serve -m "$MODEL" --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  SPID=$!
-  PIDS+=("$SPID")
-  PORT=
-  for _ in $(seq 100); do
-    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out")
-    [ -n "$PORT" ] && break
-    sleep 0.05
-  done
-  for _ in $(seq 200); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ready")" = 200 ] && return 0
-    sleep 0.05
-  done
-  echo "server $name did not become ready: $(cat "$TMP/$name.err")"
-  return 1
+  local name=$1
+  shift
+  lib_serve "$name" "$MODEL" "$@"
 }
 
 KEY=sk-test-123

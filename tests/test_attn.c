@@ -16,11 +16,11 @@
 
 #include "cpulm.h"
 #include "base/fp16.h"
-#include "context.h"
+#include "runtime/context.h"
 #include "kernels/kernels.h"
 #include "model/attention.h"
 #include "levels.h"
-#include "synth.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 static uint64_t rng(uint64_t *s) {
@@ -777,8 +777,8 @@ static cpulm_model *synth_model(const char *name, int n_layer, int n_embd, int n
                                 int n_head_kv, int n_ctx, cpulm_dtype type) {
     cpulm_synth_params sp;
     if (cpulm_synth_shape("tiny", &sp) != CPULM_OK) return NULL;
-    sp.n_layer = n_layer, sp.n_embd = n_embd, sp.n_ff = n_ff, sp.n_head = n_head;
-    sp.n_head_kv = n_head_kv, sp.n_vocab = 300, sp.n_ctx = n_ctx, sp.type = type;
+    sp.hp.n_layer = n_layer, sp.hp.n_embd = n_embd, sp.hp.n_ff = n_ff, sp.hp.n_head = n_head;
+    sp.hp.n_head_kv = n_head_kv, sp.hp.n_vocab = 300, sp.hp.n_ctx_train = n_ctx, sp.type = type;
     char path[512];
     snprintf(path, sizeof path, "%s/%s", test_tmp_dir(), name);
     if (cpulm_synth_write(path, &sp, NULL) != CPULM_OK) return NULL;

@@ -12,7 +12,7 @@
 #include "bench.h"
 #include "bench_plan.h"
 #include "svg.h"
-#include "synth.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 static int list_is(const bench_list *l, const int32_t *v, int n) {

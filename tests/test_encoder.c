@@ -10,7 +10,7 @@
 #include "base/json.h"
 #include "cpulm.h"
 #include "model/model.h"
-#include "synth.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 #ifndef CPULM_SOURCE_DIR

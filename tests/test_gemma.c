@@ -1,5 +1,5 @@
 /* test_gemma.c: the gemma3 architecture. Logits of synthetic files against llama.cpp's
- * (tests/data/gemma-ref.json, made by scripts/gemma-ref.py with llama-perplexity) over a
+ * (tests/data/gemma-ref.json, made by scripts/ref-logits.py gemma with llama-perplexity) over a
  * prompt 16 sliding windows long, the sliding-window pattern and hyperparameters read from
  * the file, the reference's GELU, batches of several sequences against each alone, and the
  * family's chat format through the template interpreter. */
@@ -12,96 +12,10 @@
 #include "base/json.h"
 #include "cpulm.h"
 #include "model/gemma.h"
-#include "synth.h"
+#include "model/swa.h"
+#include "refcase.h"
+#include "toolkit/synth.h"
 #include "test.h"
-
-#ifndef CPULM_SOURCE_DIR
-#define CPULM_SOURCE_DIR "."
-#endif
-
-static cpulm_dtype type_of(const char *s) {
-    if (!strcmp(s, "f16")) return CPULM_DTYPE_F16;
-    if (!strcmp(s, "bf16")) return CPULM_DTYPE_BF16;
-    if (!strcmp(s, "q8_0")) return CPULM_DTYPE_Q8_0;
-    if (!strcmp(s, "q4_0")) return CPULM_DTYPE_Q4_0;
-    return CPULM_DTYPE_F32;
-}
-
-/* Writes (once per file name) and loads a synthetic model from p. */
-static cpulm_model *load_synth(const cpulm_synth_params *p, const char *file) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", test_tmp_dir(), file);
-    cpulm_error err = {0};
-    FILE *f = fopen(path, "rb");
-    if (f)
-        fclose(f);
-    else if (cpulm_synth_write(path, p, &err) != CPULM_OK) {
-        fprintf(stderr, "  synth %s: %s\n", file, err.msg);
-        return NULL;
-    }
-    cpulm_model *m = cpulm_model_load(path, NULL, &err);
-    if (!m) fprintf(stderr, "  load %s: %s\n", file, err.msg);
-    return m;
-}
-
-/* A case's model: its shape, type and layer cut, and optionally other sliding-window
- * numbers than the shape's ("swa", "swa_period", "rope_linear": cpulm synth's flags). */
-static cpulm_model *case_model(const cpulm_json *c) {
-    const char *shape = cpulm_json_str(cpulm_json_get(c, "shape"));
-    const char *type = cpulm_json_str(cpulm_json_get(c, "type"));
-    cpulm_synth_params p;
-    if (cpulm_synth_shape(shape, &p) != CPULM_OK) return NULL;
-    p.type = type_of(type);
-    const int layers = (int)cpulm_json_num(cpulm_json_get(c, "layers"), 0);
-    if (layers > 0) p.n_layer = layers;
-    p.swa.window = (int32_t)cpulm_json_num(cpulm_json_get(c, "swa"), p.swa.window);
-    p.swa.period = (int32_t)cpulm_json_num(cpulm_json_get(c, "swa_period"), p.swa.period);
-    p.swa.rope_linear = (float)cpulm_json_num(cpulm_json_get(c, "rope_linear"), p.swa.rope_linear);
-    p.swa.softcap = (float)cpulm_json_num(cpulm_json_get(c, "softcap"), p.swa.softcap);
-    char name[160];
-    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g.gguf", shape, type, layers, p.swa.window,
-             p.swa.period, (double)p.swa.rope_linear, (double)p.swa.softcap);
-    return load_synth(&p, name);
-}
-
-static cpulm_ctx *new_ctx(const cpulm_model *m, int n_ctx, int n_batch, int n_seq, int fast) {
-    cpulm_ctx_params cp = cpulm_ctx_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_batch;
-    cp.n_outputs_max = n_batch;
-    cp.n_seq_max = n_seq;
-    cp.n_threads = 2;
-    cp.attn_fast = fast;
-    return cpulm_ctx_new(m, &cp, NULL);
-}
-
-/* Logits of every position of toks[0..n) decoded in batches of `step` (caller frees). */
-static float *all_logits(cpulm_ctx *ctx, const int32_t *toks, int32_t n, int32_t step, int32_t V) {
-    float *out = malloc(sizeof(float) * (size_t)n * (size_t)V);
-    int8_t *want = malloc((size_t)step);
-    int ok = out && want;
-    if (want) memset(want, 1, (size_t)step);
-    for (int32_t i = 0; ok && i < n; i += step) {
-        int32_t k = n - i < step ? n - i : step;
-        cpulm_batch b = {.n = k, .token = toks + i, .want_logits = want};
-        ok = cpulm_ctx_decode(ctx, &b) == CPULM_OK;
-        for (int32_t j = 0; ok && j < k; j++)
-            memcpy(out + (size_t)(i + j) * V, cpulm_ctx_logits(ctx, j), sizeof(float) * (size_t)V);
-    }
-    free(want);
-    if (!ok) free(out);
-    return ok ? out : NULL;
-}
-
-static void log_softmax(const float *l, int32_t V, double *out) {
-    double mx = l[0], sum = 0;
-    for (int32_t i = 1; i < V; i++)
-        mx = l[i] > mx ? l[i] : mx;
-    for (int32_t i = 0; i < V; i++)
-        sum += exp(l[i] - mx);
-    for (int32_t i = 0; i < V; i++)
-        out[i] = l[i] - mx - log(sum);
-}
 
 /* The stored log-probabilities are exact to ~1.3e-4; the tolerances are the llama.cpp
  * reference cases' for the weight type (docs/CORRECTNESS.md) plus that step. The shared
@@ -118,56 +32,10 @@ static double tolerance_of(const char *type, int fast) {
     return tol + 2e-4;
 }
 
-/* Compares the scored positions of one case's logits; returns failures, worst diff out. */
-static int compare_case(const cpulm_json *c, const float *lg, const int32_t *toks, int32_t n,
-                        int32_t V, double tol, double *worst_out) {
-    const cpulm_json *rows = cpulm_json_get(c, "logprobs_topk");
-    const int32_t first = (int32_t)cpulm_json_num(cpulm_json_get(c, "first"), 0);
-    double *lp = malloc(sizeof(double) * (size_t)V), worst = 0, nll = 0;
-    int fails = 0;
-    for (int32_t j = first; j < n - 1; j++) {
-        log_softmax(lg + (size_t)j * V, V, lp);
-        nll -= lp[toks[j + 1]];
-        const cpulm_json *row = cpulm_json_at(rows, (size_t)(j - first));
-        for (size_t r = 0; r < cpulm_json_len(row); r++) {
-            int32_t id = (int32_t)cpulm_json_num(cpulm_json_at(cpulm_json_at(row, r), 0), -1);
-            double ref = cpulm_json_num(cpulm_json_at(cpulm_json_at(row, r), 1), 0);
-            double d = id >= 0 && id < V ? fabs(lp[id] - ref) : 1e9;
-            worst = d > worst ? d : worst;
-            fails += !(d <= tol);
-        }
-    }
-    double ppl = exp(nll / (n - 1 - first)), ref_ppl = cpulm_json_num(cpulm_json_get(c, "ppl"), 0);
-    if (!(fabs(ppl - ref_ppl) <= 0.005 * ref_ppl)) fails++;
-    if (fails)
-        fprintf(stderr,
-                "  %s: %d failures, worst |diff| %.5f (tol %.4f), ppl %.4f (llama.cpp %.4f)\n",
-                cpulm_json_str(cpulm_json_get(c, "name")), fails, worst, tol, ppl, ref_ppl);
-    *worst_out = worst;
-    free(lp);
-    return fails;
-}
-
-/* One case decoded in batches of `step` (first token BOS, as llama-perplexity does), with
- * the tiled (fast) or the default attention numerics. */
+/* One case decoded in batches of `step` with the tiled (fast) or the default numerics. */
 static int check_case(const cpulm_json *c, int32_t step, int fast, double *worst) {
     const char *type = cpulm_json_str(cpulm_json_get(c, "type"));
-    cpulm_model *m = case_model(c);
-    if (!m) return 1;
-    const cpulm_json *jt = cpulm_json_get(c, "tokens");
-    const int32_t n = (int32_t)cpulm_json_len(jt), V = cpulm_vocab_n(m);
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)n);
-    for (int32_t i = 0; i < n; i++)
-        toks[i] = (int32_t)cpulm_json_num(cpulm_json_at(jt, (size_t)i), 0);
-    toks[0] = cpulm_token_bos(m);
-    cpulm_ctx *ctx = new_ctx(m, n, 512, 1, fast);
-    float *lg = ctx ? all_logits(ctx, toks, n, step, V) : NULL;
-    int fails = lg ? compare_case(c, lg, toks, n, V, tolerance_of(type, fast), worst) : 1;
-    free(lg);
-    free(toks);
-    cpulm_ctx_free(ctx);
-    cpulm_model_free(m);
-    return fails;
+    return refcase_check(c, step, fast, tolerance_of(type ? type : "", fast), worst);
 }
 
 /* Under qemu a 512-token prompt over 4 weight types takes minutes; the layer's arithmetic is
@@ -182,11 +50,7 @@ static int check_case(const cpulm_json *c, int32_t step, int fast, double *worst
  * boundaries), and with the default numerics as one prompt. */
 TEST(gemma_ref_tiny_types) {
     if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
-    size_t len = 0;
-    char *text = test_read_file(CPULM_SOURCE_DIR "/tests/data/gemma-ref.json", &len);
-    cpulm_json_doc *d = NULL;
-    if (text) cpulm_json_parse(text, len, NULL, &d, NULL, NULL);
-    free(text);
+    cpulm_json_doc *d = refcase_load("gemma-ref.json");
     REQUIRE(t, d);
     const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
     REQUIRE(t, cpulm_json_len(cases) >= 6);
@@ -226,8 +90,10 @@ static cpulm_status read_keys(cpulm_gguf_writer *w, int32_t n_layer, cpulm_hpara
     cpulm_status s = cpulm_gguf_writer_to_buf(w, &buf, &size);
     if (s == CPULM_OK) s = cpulm_gguf_parse(&g, buf, size, &err);
     if (s == CPULM_OK) {
-        s = cpulm_gemma_read_hparams(&g, "gemma3", hp, &err);
-        if (s == CPULM_OK) s = cpulm_gemma_set_windows(&g, "gemma3", hp, layers, &err);
+        const cpulm_arch_desc *a = cpulm_arch_find("gemma3", 6);
+        s = cpulm_swa_read(&g, a, hp, &err);
+        if (s == CPULM_OK) s = cpulm_gemma_read_hparams(&g, "gemma3", hp, &err);
+        if (s == CPULM_OK) s = cpulm_swa_set_layers(&g, a, hp, layers, &err);
         cpulm_gguf_release(&g);
     }
     free(buf);
@@ -332,7 +198,7 @@ TEST(gemma_batch_of_4_equals_each_alone) {
     cpulm_synth_params p;
     REQUIRE(t, cpulm_synth_shape("tiny-gemma3", &p) == CPULM_OK);
     p.type = CPULM_DTYPE_Q8_0;
-    cpulm_model *m = load_synth(&p, "tiny-gemma3-q8_0-batch.gguf");
+    cpulm_model *m = refcase_synth_load(&p, "tiny-gemma3-q8_0-batch.gguf");
     REQUIRE(t, m);
     const int32_t V = cpulm_vocab_n(m), lens[4] = {37, 50, 23, 64}, gen = 5;
     float *alone[4];
@@ -340,13 +206,13 @@ TEST(gemma_batch_of_4_equals_each_alone) {
     for (int s = 0; s < 4; s++) {
         for (int32_t i = 0; i < lens[s] + gen; i++)
             toks[s][i] = i == 0 ? 1 : 3 + (int32_t)((s * 131 + i * 37) % 500);
-        cpulm_ctx *c1 = new_ctx(m, 128, 64, 1, 0);
+        cpulm_ctx *c1 = refcase_ctx(m, 128, 64, 1, 2, 0);
         REQUIRE(t, c1);
-        alone[s] = all_logits(c1, toks[s], lens[s] + gen, lens[s], V);
+        alone[s] = refcase_logits(c1, toks[s], lens[s] + gen, lens[s], V);
         REQUIRE(t, alone[s]);
         cpulm_ctx_free(c1);
     }
-    cpulm_ctx *c = new_ctx(m, 128, 256, 4, 0);
+    cpulm_ctx *c = refcase_ctx(m, 128, 256, 4, 2, 0);
     REQUIRE(t, c);
     int32_t bt[256], bs[256], at[4][80], n = 0;
     int8_t want[256];
@@ -391,21 +257,21 @@ TEST(gemma_generation_equals_prompt) {
     cpulm_synth_params p;
     REQUIRE(t, cpulm_synth_shape("tiny-gemma3", &p) == CPULM_OK);
     p.type = CPULM_DTYPE_F32;
-    cpulm_model *m = load_synth(&p, "tiny-gemma3-f32-gen.gguf");
+    cpulm_model *m = refcase_synth_load(&p, "tiny-gemma3-f32-gen.gguf");
     REQUIRE(t, m);
     const int32_t V = cpulm_vocab_n(m), n = 300, n_prompt = 200;
     int32_t toks[300];
     for (int32_t i = 0; i < n; i++)
         toks[i] = i == 0 ? 1 : 3 + (int32_t)((i * 7919) % 509);
     for (int fast = 0; fast <= 1; fast++) {
-        cpulm_ctx *c = new_ctx(m, 512, n, 1, fast);
+        cpulm_ctx *c = refcase_ctx(m, 512, n, 1, 2, fast);
         REQUIRE(t, c);
-        float *whole = all_logits(c, toks, n, n, V);
+        float *whole = refcase_logits(c, toks, n, n, V);
         cpulm_ctx_free(c);
-        c = new_ctx(m, 512, n, 1, fast);
+        c = refcase_ctx(m, 512, n, 1, 2, fast);
         REQUIRE(t, c);
-        float *a = all_logits(c, toks, n_prompt, n_prompt, V);
-        float *b = all_logits(c, toks + n_prompt, n - n_prompt, 1, V);
+        float *a = refcase_logits(c, toks, n_prompt, n_prompt, V);
+        float *b = refcase_logits(c, toks + n_prompt, n - n_prompt, 1, V);
         REQUIRE(t, whole && a && b);
         double worst = 0;
         for (size_t i = 0; i < (size_t)(n - n_prompt) * V; i++)
@@ -513,7 +379,7 @@ TEST(gemma_synth_file_info) {
     cpulm_synth_params p;
     REQUIRE(t, cpulm_synth_shape("tiny-gemma3", &p) == CPULM_OK);
     p.type = CPULM_DTYPE_Q8_0;
-    cpulm_model *m = load_synth(&p, "tiny-gemma3-q8_0-batch.gguf");
+    cpulm_model *m = refcase_synth_load(&p, "tiny-gemma3-q8_0-batch.gguf");
     REQUIRE(t, m);
     cpulm_model_info in;
     cpulm_model_get_info(m, &in);
@@ -523,7 +389,7 @@ TEST(gemma_synth_file_info) {
     CHECK_NEAR(t, in.rope_freq_base_swa, 10000.0, 0);
     cpulm_model_free(m);
     REQUIRE(t, cpulm_synth_shape("gemma3-4b", &p) == CPULM_OK);
-    p.n_layer = 12;
+    p.hp.n_layer = 12;
     cpulm_hparams hp;
     cpulm_synth_hparams(&p, &hp);
     CHECK_EQ_INT(t, hp.n_swa, 1024);

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "base/mmap.h"
-#include "gguf.h"
-#include "quant.h"
+#include "format/gguf.h"
+#include "format/quant.h"
 #include "test.h"
 
 /* ---- a byte builder for hand-made files ---- */

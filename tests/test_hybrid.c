@@ -1,6 +1,6 @@
 /* test_hybrid.c: hybrid (Gated DeltaNet + gated attention) models: the qwen35 family.
  * Logits of synthetic files against llama.cpp's (tests/data/hybrid-ref.json, made by
- * scripts/hybrid-ref.py with the shared llama-perplexity), the delta rule against a float64
+ * scripts/ref-logits.py hybrid with the shared llama-perplexity), the delta rule against a float64
  * oracle, batches of several sequences against each alone, and the sequence operations a
  * recurrent state allows. */
 #include <math.h>
@@ -11,145 +11,9 @@
 #include "base/json.h"
 #include "cpulm.h"
 #include "model/deltanet.h"
-#include "synth.h"
+#include "refcase.h"
+#include "toolkit/synth.h"
 #include "test.h"
-
-#ifndef CPULM_SOURCE_DIR
-#define CPULM_SOURCE_DIR "."
-#endif
-
-static const char *tmp_path(const char *name) {
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s/%s", test_tmp_dir(), name);
-    return buf;
-}
-
-static cpulm_dtype type_of(const char *s) {
-    if (!strcmp(s, "f16")) return CPULM_DTYPE_F16;
-    if (!strcmp(s, "bf16")) return CPULM_DTYPE_BF16;
-    if (!strcmp(s, "q8_0")) return CPULM_DTYPE_Q8_0;
-    if (!strcmp(s, "q4_0")) return CPULM_DTYPE_Q4_0;
-    return CPULM_DTYPE_F32;
-}
-
-/* Writes (once per name) the synthetic model of a shape, type and layer cut. */
-static cpulm_model *synth_model(const char *shape, const char *type, int layers) {
-    cpulm_synth_params p;
-    if (cpulm_synth_shape(shape, &p) != CPULM_OK) return NULL;
-    p.type = type_of(type);
-    if (layers > 0) p.n_layer = layers;
-    char name[128];
-    snprintf(name, sizeof name, "%s-%s-%d.gguf", shape, type, layers);
-    const char *path = tmp_path(name);
-    cpulm_error err = {0};
-    FILE *f = fopen(path, "rb");
-    if (f)
-        fclose(f);
-    else if (cpulm_synth_write(path, &p, &err) != CPULM_OK) {
-        fprintf(stderr, "  synth %s: %s\n", name, err.msg);
-        return NULL;
-    }
-    cpulm_model *m = cpulm_model_load(path, NULL, &err);
-    if (!m) fprintf(stderr, "  load %s: %s\n", name, err.msg);
-    return m;
-}
-
-static cpulm_ctx *new_ctx(const cpulm_model *m, int n_ctx, int n_batch, int n_seq, int nth) {
-    cpulm_ctx_params cp = cpulm_ctx_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_batch;
-    cp.n_outputs_max = n_batch;
-    cp.n_seq_max = n_seq;
-    cp.n_threads = nth;
-    return cpulm_ctx_new(m, &cp, NULL);
-}
-
-/* Logits of every position of toks[0..n) decoded in batches of `step` (caller frees). */
-static float *all_logits(cpulm_ctx *ctx, const int32_t *toks, int32_t n, int32_t step, int32_t V) {
-    float *out = malloc(sizeof(float) * (size_t)n * (size_t)V);
-    int8_t *want = malloc((size_t)step);
-    if (!out || !want) goto fail;
-    memset(want, 1, (size_t)step);
-    for (int32_t i = 0; i < n; i += step) {
-        int32_t k = n - i < step ? n - i : step;
-        cpulm_batch b = {.n = k, .token = toks + i, .want_logits = want};
-        if (cpulm_ctx_decode(ctx, &b) != CPULM_OK) goto fail;
-        for (int32_t j = 0; j < k; j++)
-            memcpy(out + (size_t)(i + j) * V, cpulm_ctx_logits(ctx, j), sizeof(float) * (size_t)V);
-    }
-    free(want);
-    return out;
-fail:
-    free(want);
-    free(out);
-    return NULL;
-}
-
-static void log_softmax(const float *l, int32_t V, double *out) {
-    double mx = l[0], sum = 0;
-    for (int32_t i = 1; i < V; i++)
-        mx = l[i] > mx ? l[i] : mx;
-    for (int32_t i = 0; i < V; i++)
-        sum += exp(l[i] - mx);
-    for (int32_t i = 0; i < V; i++)
-        out[i] = l[i] - mx - log(sum);
-}
-
-static cpulm_json_doc *load_ref(void) {
-    size_t n = 0;
-    char *text = test_read_file(CPULM_SOURCE_DIR "/tests/data/hybrid-ref.json", &n);
-    cpulm_json_doc *d = NULL;
-    if (text) cpulm_json_parse(text, n, NULL, &d, NULL, NULL);
-    free(text);
-    return d;
-}
-
-/* One case: the chunk's logits (first token BOS, as llama-perplexity does) in batches of
- * `step`; every listed log-probability within tol; perplexity within 0.5%. Worst diff
- * out. */
-static int check_case(const cpulm_json *c, double tol, int32_t step, double *worst_out) {
-    const char *name = cpulm_json_str(cpulm_json_get(c, "name"));
-    cpulm_model *m = synth_model(cpulm_json_str(cpulm_json_get(c, "shape")),
-                                 cpulm_json_str(cpulm_json_get(c, "type")),
-                                 (int)cpulm_json_num(cpulm_json_get(c, "layers"), 0));
-    if (!m) return 1;
-    const cpulm_json *jt = cpulm_json_get(c, "tokens"), *rows = cpulm_json_get(c, "logprobs_topk");
-    const int32_t n = (int32_t)cpulm_json_len(jt), V = cpulm_vocab_n(m);
-    const int32_t first = (int32_t)cpulm_json_num(cpulm_json_get(c, "first"), 0);
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)n);
-    for (int32_t i = 0; i < n; i++)
-        toks[i] = (int32_t)cpulm_json_num(cpulm_json_at(jt, (size_t)i), 0);
-    toks[0] = cpulm_token_bos(m);
-    cpulm_ctx *ctx = new_ctx(m, n, 512, 1, 2);
-    float *lg = ctx ? all_logits(ctx, toks, n, step, V) : NULL;
-    double *lp = malloc(sizeof(double) * (size_t)V), worst = 0, nll = 0;
-    int fails = lg ? 0 : 1;
-    for (int32_t j = first; lg && j < n - 1; j++) {
-        log_softmax(lg + (size_t)j * V, V, lp);
-        nll -= lp[toks[j + 1]];
-        const cpulm_json *row = cpulm_json_at(rows, (size_t)(j - first));
-        for (size_t r = 0; r < cpulm_json_len(row); r++) {
-            int32_t id = (int32_t)cpulm_json_num(cpulm_json_at(cpulm_json_at(row, r), 0), -1);
-            double ref = cpulm_json_num(cpulm_json_at(cpulm_json_at(row, r), 1), 0);
-            double d = id >= 0 && id < V ? fabs(lp[id] - ref) : 1e9;
-            worst = d > worst ? d : worst;
-            fails += !(d <= tol);
-        }
-    }
-    double ppl = exp(nll / (n - 1 - first)), ref_ppl = cpulm_json_num(cpulm_json_get(c, "ppl"), 0);
-    if (lg && !(fabs(ppl - ref_ppl) <= 0.005 * ref_ppl)) fails++;
-    if (fails)
-        fprintf(stderr,
-                "  %s: %d failures, worst |diff| %.5f (tol %.4f), ppl %.4f (llama.cpp %.4f)\n",
-                name, fails, worst, tol, ppl, ref_ppl);
-    *worst_out = worst;
-    free(lp);
-    free(lg);
-    free(toks);
-    cpulm_ctx_free(ctx);
-    cpulm_model_free(m);
-    return fails;
-}
 
 /* The stored log-probabilities are exact to ~1.3e-4 (16-bit steps over 16 nats); the
  * tolerances are the llama.cpp reference cases' for the weight type (docs/CORRECTNESS.md)
@@ -174,7 +38,7 @@ static double tolerance_of(const char *type) {
 
 TEST(hybrid_ref_tiny_float_types) {
     if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
-    cpulm_json_doc *d = load_ref();
+    cpulm_json_doc *d = refcase_load("hybrid-ref.json");
     REQUIRE(t, d);
     const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
     REQUIRE(t, cpulm_json_len(cases) >= 3);
@@ -182,8 +46,8 @@ TEST(hybrid_ref_tiny_float_types) {
         const cpulm_json *c = cpulm_json_at(cases, i);
         const char *type = cpulm_json_str(cpulm_json_get(c, "type"));
         double w1 = 0, w2 = 0;
-        CHECK_EQ_INT(t, check_case(c, tolerance_of(type), 512, &w1), 0);
-        CHECK_EQ_INT(t, check_case(c, tolerance_of(type), 7, &w2), 0);
+        CHECK_EQ_INT(t, refcase_check(c, 512, 0, tolerance_of(type), &w1), 0);
+        CHECK_EQ_INT(t, refcase_check(c, 7, 0, tolerance_of(type), &w2), 0);
         fprintf(stderr, "  %s: worst |diff| %.5f (prompt), %.5f (batches of 7)\n",
                 cpulm_json_str(cpulm_json_get(c, "name")), w1, w2);
     }
@@ -353,7 +217,7 @@ TEST(hybrid_chunked_matches_steps_and_float64) {
 /* 4 sequences of different lengths decoded together (interleaved tokens, then one token
  * each per step) give each sequence's logits bit for bit as it alone. */
 static void check_batch_of_4(test_ctx *t, const char *shape) {
-    cpulm_model *m = synth_model(shape, "q8_0", 0);
+    cpulm_model *m = refcase_synth_shape(shape, "q8_0", 0);
     REQUIRE(t, m);
     const int32_t V = cpulm_vocab_n(m), lens[4] = {37, 50, 23, 64}, gen = 5;
     float *alone[4];
@@ -361,13 +225,13 @@ static void check_batch_of_4(test_ctx *t, const char *shape) {
     for (int s = 0; s < 4; s++) {
         for (int32_t i = 0; i < lens[s] + gen; i++)
             toks[s][i] = i == 0 ? 1 : 3 + (int32_t)((s * 131 + i * 37) % 500);
-        cpulm_ctx *c1 = new_ctx(m, 128, 64, 1, 2);
+        cpulm_ctx *c1 = refcase_ctx(m, 128, 64, 1, 2, 0);
         REQUIRE(t, c1);
-        alone[s] = all_logits(c1, toks[s], lens[s] + gen, lens[s], V);
+        alone[s] = refcase_logits(c1, toks[s], lens[s] + gen, lens[s], V);
         REQUIRE(t, alone[s]);
         cpulm_ctx_free(c1);
     }
-    cpulm_ctx *c = new_ctx(m, 128, 256, 4, 2);
+    cpulm_ctx *c = refcase_ctx(m, 128, 256, 4, 2, 0);
     REQUIRE(t, c);
     int32_t bt[256], bs[256], at[4][80], n = 0;
     int8_t want[256];
@@ -416,10 +280,10 @@ TEST(hybrid_batch_of_4_equals_each_alone) {
  * copies work, and a copy continues exactly like its source. */
 TEST(hybrid_sequence_operations) {
     if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
-    cpulm_model *m = synth_model("tiny-qwen35", "f32", 0);
+    cpulm_model *m = refcase_synth_shape("tiny-qwen35", "f32", 0);
     REQUIRE(t, m);
     const int32_t V = cpulm_vocab_n(m);
-    cpulm_ctx *c = new_ctx(m, 64, 64, 2, 1);
+    cpulm_ctx *c = refcase_ctx(m, 64, 64, 2, 1, 0);
     REQUIRE(t, c);
     int32_t toks[20];
     for (int i = 0; i < 20; i++)
@@ -456,7 +320,7 @@ TEST(hybrid_sequence_operations) {
  * 1 and 2 threads. */
 TEST(hybrid_generation_equals_prompt_and_threads) {
     if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
-    cpulm_model *m = synth_model("tiny-qwen35", "f32", 0);
+    cpulm_model *m = refcase_synth_shape("tiny-qwen35", "f32", 0);
     REQUIRE(t, m);
     const int32_t V = cpulm_vocab_n(m), n = 700, n_prompt = 560;
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)n);
@@ -465,14 +329,14 @@ TEST(hybrid_generation_equals_prompt_and_threads) {
         toks[i] = i == 0 ? 1 : 3 + (int32_t)((i * 7919) % 509);
     float *lg[2][2]; /* [threads - 1][prompt, generation] */
     for (int nth = 1; nth <= 2; nth++) {
-        cpulm_ctx *c = new_ctx(m, 1024, n, 1, nth);
+        cpulm_ctx *c = refcase_ctx(m, 1024, n, 1, nth, 0);
         REQUIRE(t, c);
-        lg[nth - 1][0] = all_logits(c, toks, n, n, V);
+        lg[nth - 1][0] = refcase_logits(c, toks, n, n, V);
         cpulm_ctx_free(c);
-        c = new_ctx(m, 1024, n, 1, nth);
+        c = refcase_ctx(m, 1024, n, 1, nth, 0);
         REQUIRE(t, c);
-        float *a = all_logits(c, toks, n_prompt, n_prompt, V);
-        float *b = all_logits(c, toks + n_prompt, n - n_prompt, 1, V);
+        float *a = refcase_logits(c, toks, n_prompt, n_prompt, V);
+        float *b = refcase_logits(c, toks + n_prompt, n - n_prompt, 1, V);
         lg[nth - 1][1] = malloc(sizeof(float) * (size_t)n * (size_t)V);
         REQUIRE(t, a && b && lg[nth - 1][0] && lg[nth - 1][1]);
         memcpy(lg[nth - 1][1], a, sizeof(float) * (size_t)n_prompt * (size_t)V);

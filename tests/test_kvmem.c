@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kv_cache.h"
+#include "runtime/kv_cache.h"
 #include "test.h"
 
 /* The process's resident set in bytes (/proc/self/status), or -1. */

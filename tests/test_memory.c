@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "memory.h"
-#include "synth.h"
+#include "runtime/memory.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 /* The context and pool structs themselves are the only allocations outside the estimate. */
@@ -106,11 +106,11 @@ TEST(memory_estimate_matches_allocation_synth) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         cpulm_synth_params sp;
         REQUIRE(t, cpulm_synth_shape("tiny", &sp) == CPULM_OK);
-        sp.n_embd = shapes[i].embd;
-        sp.n_ff = shapes[i].ff;
-        sp.n_head = shapes[i].head;
-        sp.n_head_kv = shapes[i].head_kv;
-        sp.n_vocab = shapes[i].vocab;
+        sp.hp.n_embd = shapes[i].embd;
+        sp.hp.n_ff = shapes[i].ff;
+        sp.hp.n_head = shapes[i].head;
+        sp.hp.n_head_kv = shapes[i].head_kv;
+        sp.hp.n_vocab = shapes[i].vocab;
         sp.type = shapes[i].type;
         sp.tied = (int)(i % 2);
         char path[512];

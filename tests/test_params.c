@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "context.h"
+#include "runtime/context.h"
 #include "model/model.h"
 #include "test.h"
 

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "base/mmap.h"
-#include "gguf.h"
-#include "quant.h"
-#include "quantize_plan.h"
+#include "format/gguf.h"
+#include "format/quant.h"
+#include "toolkit/quantize_plan.h"
 #include "test.h"
 
 typedef struct mfile {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/fp16.h"
-#include "quant.h"
+#include "format/quant.h"
 #include "test.h"
 
 /* ---- deterministic data ---- */

@@ -10,7 +10,7 @@
 
 #include "base/buf.h"
 #include "server/sched.h"
-#include "synth.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 /* ---- stop-string scanning (pure) ---- */

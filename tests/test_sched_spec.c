@@ -19,6 +19,19 @@ static cpulm_model *load_model(void) {
     return path ? cpulm_model_load(path, NULL, NULL) : NULL;
 }
 
+/* Loads stories260K into each of the n models, or frees them and skips the test. */
+#define LOAD_OR_SKIP(t, models, n)                                    \
+    do {                                                              \
+        int ok_ = 1;                                                  \
+        for (int i_ = 0; i_ < (n); i_++)                              \
+            ok_ &= ((models)[i_] = load_model()) != NULL;             \
+        if (!ok_) {                                                   \
+            for (int i_ = 0; i_ < (n); i_++)                          \
+                cpulm_model_free((models)[i_]);                       \
+            SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)"); \
+        }                                                             \
+    } while (0)
+
 typedef struct outcome {
     cpulm_buf text[MAXC];
     int finish[MAXC];
@@ -48,6 +61,19 @@ typedef struct run_opts {
     const char *stop;
     int32_t long_prompt; /* > 0: request 0's prompt is the prompts repeated to this many bytes */
 } run_opts;
+
+/* Greedy requests of gen_len() tokens in a 256-token context, speculating with `kind` and a
+ * fixed draft length (the tests change what they exercise). */
+static int32_t gen_len(void);
+static run_opts spec_opts(cpulm_spec_kind kind, const cpulm_model *draft, int32_t draft_max) {
+    return (run_opts){.kind = kind,
+                      .draft = draft,
+                      .adaptive = 0,
+                      .draft_max = draft_max,
+                      .n_ctx = 256,
+                      .max_tokens = gen_len(),
+                      .req_n_max = -1};
+}
 
 static cpulm_sched_req *request(const cpulm_model *m, uint64_t id, const run_opts *o) {
     cpulm_sched_req *r = cpulm_sched_req_new();
@@ -186,14 +212,9 @@ static void compare(test_ctx *t, const cpulm_model *m, run_opts o, cpulm_sched_s
 }
 
 TEST(sched_spec_ngram_greedy_equals_plain) {
-    cpulm_model *m = load_model();
-    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
-    run_opts o = {.kind = CPULM_SPEC_NGRAM,
-                  .adaptive = 0,
-                  .draft_max = 6,
-                  .n_ctx = 256,
-                  .max_tokens = gen_len(),
-                  .req_n_max = -1};
+    cpulm_model *m;
+    LOAD_OR_SKIP(t, &m, 1);
+    run_opts o = spec_opts(CPULM_SPEC_NGRAM, NULL, 6);
     outcome out[NREQ];
     cpulm_sched_stats st;
     compare(t, m, o, &st, out);
@@ -209,16 +230,11 @@ TEST(sched_spec_ngram_greedy_equals_plain) {
 /* Sampling (temperature, seeds) with two choices per request: point-mass drafts keep the
  * draws themselves, so the text is the same as without speculation. */
 TEST(sched_spec_ngram_sampled_equals_plain) {
-    cpulm_model *m = load_model();
-    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
-    run_opts o = {.kind = CPULM_SPEC_NGRAM,
-                  .adaptive = 0,
-                  .draft_max = 4,
-                  .n_ctx = 256,
-                  .max_tokens = gen_len(),
-                  .temp = 0.7f,
-                  .n_choices = 2,
-                  .req_n_max = -1};
+    cpulm_model *m;
+    LOAD_OR_SKIP(t, &m, 1);
+    run_opts o = spec_opts(CPULM_SPEC_NGRAM, NULL, 4);
+    o.temp = 0.7f;
+    o.n_choices = 2;
     outcome out[NREQ];
     cpulm_sched_stats st;
     compare(t, m, o, &st, out);
@@ -229,14 +245,11 @@ TEST(sched_spec_ngram_sampled_equals_plain) {
 /* The context fills up mid-draft (n_ctx 64: drafts are cut to the room left) and a stop
  * string ends choices on an accepted draft: same as plain. */
 TEST(sched_spec_ngram_limits_mid_draft) {
-    cpulm_model *m = load_model();
-    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
-    run_opts o = {.kind = CPULM_SPEC_NGRAM,
-                  .adaptive = 0,
-                  .draft_max = 8,
-                  .n_ctx = 64,
-                  .max_tokens = -1,
-                  .req_n_max = -1};
+    cpulm_model *m;
+    LOAD_OR_SKIP(t, &m, 1);
+    run_opts o = spec_opts(CPULM_SPEC_NGRAM, NULL, 8);
+    o.n_ctx = 64;
+    o.max_tokens = -1;
     outcome out[NREQ];
     cpulm_sched_stats st;
     compare(t, m, o, &st, out);
@@ -253,19 +266,10 @@ TEST(sched_spec_ngram_limits_mid_draft) {
 
 /* The model drafting for itself: every draft is accepted, output unchanged. */
 TEST(sched_spec_draft_model_equals_plain) {
-    cpulm_model *m = load_model(), *d = load_model();
-    if (!m || !d) {
-        cpulm_model_free(m);
-        cpulm_model_free(d);
-        SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
-    }
-    run_opts o = {.kind = CPULM_SPEC_DRAFT,
-                  .draft = d,
-                  .adaptive = 0,
-                  .draft_max = 5,
-                  .n_ctx = 256,
-                  .max_tokens = gen_len(),
-                  .req_n_max = -1};
+    cpulm_model *md[2];
+    LOAD_OR_SKIP(t, md, 2);
+    cpulm_model *m = md[0], *d = md[1];
+    run_opts o = spec_opts(CPULM_SPEC_DRAFT, d, 5);
     outcome out[NREQ];
     cpulm_sched_stats st;
     compare(t, m, o, &st, out);
@@ -283,20 +287,12 @@ TEST(sched_spec_draft_model_equals_plain) {
  * steps (at most one batch each, so other streams are not stalled) before that slot
  * drafts; output unchanged. */
 TEST(sched_spec_draft_model_long_prompt) {
-    cpulm_model *m = load_model(), *d = load_model();
-    if (!m || !d) {
-        cpulm_model_free(m);
-        cpulm_model_free(d);
-        SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
-    }
-    run_opts o = {.kind = CPULM_SPEC_DRAFT,
-                  .draft = d,
-                  .adaptive = 0,
-                  .draft_max = 4,
-                  .n_ctx = 1024,
-                  .max_tokens = gen_len(),
-                  .req_n_max = -1,
-                  .long_prompt = test_emulated() ? 1200 : 2400};
+    cpulm_model *md[2];
+    LOAD_OR_SKIP(t, md, 2);
+    cpulm_model *m = md[0], *d = md[1];
+    run_opts o = spec_opts(CPULM_SPEC_DRAFT, d, 4);
+    o.n_ctx = 1024;
+    o.long_prompt = test_emulated() ? 1200 : 2400;
     outcome out[NREQ];
     cpulm_sched_stats st;
     compare(t, m, o, &st, out);
@@ -308,14 +304,10 @@ TEST(sched_spec_draft_model_long_prompt) {
 
 /* speculative.n_max = 0 turns speculation off for a request. */
 TEST(sched_spec_request_opt_out) {
-    cpulm_model *m = load_model();
-    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
-    run_opts o = {.kind = CPULM_SPEC_NGRAM,
-                  .adaptive = 0,
-                  .draft_max = 6,
-                  .n_ctx = 256,
-                  .max_tokens = gen_len(),
-                  .req_n_max = 0};
+    cpulm_model *m;
+    LOAD_OR_SKIP(t, &m, 1);
+    run_opts o = spec_opts(CPULM_SPEC_NGRAM, NULL, 6);
+    o.req_n_max = 0;
     outcome out[NREQ];
     cpulm_sched_stats st;
     REQUIRE(t, run_all(m, &o, NULL, out, &st));
@@ -352,16 +344,11 @@ TEST(sched_spec_adaptive_backs_off) {
 }
 
 TEST(sched_spec_metrics_use_vllm_names) {
-    cpulm_model *m = load_model();
-    if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
+    cpulm_model *m;
+    LOAD_OR_SKIP(t, &m, 1);
     cpulm_metrics *met = cpulm_metrics_new("stories");
     REQUIRE(t, met);
-    run_opts o = {.kind = CPULM_SPEC_NGRAM,
-                  .adaptive = 0,
-                  .draft_max = 3,
-                  .n_ctx = 256,
-                  .max_tokens = gen_len(),
-                  .req_n_max = -1};
+    run_opts o = spec_opts(CPULM_SPEC_NGRAM, NULL, 3);
     outcome out[NREQ];
     cpulm_sched_stats st;
     REQUIRE(t, run_all(m, &o, met, out, &st));

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "cpulm.h"
-#include "gguf.h"
-#include "synth.h"
+#include "format/gguf.h"
+#include "toolkit/synth.h"
 #include "test.h"
 
 static const char *tmp_path(const char *name) {
@@ -77,7 +77,7 @@ TEST(synth_tiny_q4_0_decodes_and_tokenizes) {
     REQUIRE(t, m);
     cpulm_model_info info;
     cpulm_model_get_info(m, &info);
-    CHECK_EQ_INT(t, cpulm_vocab_n(m), p.n_vocab);
+    CHECK_EQ_INT(t, cpulm_vocab_n(m), p.hp.n_vocab);
     check_decodes(t, m);
     check_roundtrip(t, m, "hello world, \xC3\xBCnicode \xE2\x82\xAC 123");
     cpulm_model_free(m);
@@ -156,7 +156,7 @@ TEST(synth_mxfp4_ffn_and_experts) {
         CHECK_EQ_INT(t, file_tensor_type(path, "blk.0.attn_q.weight"), CPULM_DTYPE_Q8_0);
         CHECK_EQ_INT(t, file_tensor_type(path, "token_embd.weight"), CPULM_DTYPE_Q8_0);
         if (i) CHECK_EQ_INT(t, file_tensor_type(path, "blk.0.ffn_gate_inp.weight"), 0);
-        const int32_t V = p.n_vocab;
+        const int32_t V = p.hp.n_vocab;
         float *a = malloc(sizeof(float) * 2 * (size_t)V),
               *b = malloc(sizeof(float) * 2 * (size_t)V);
         REQUIRE(t, a && b);
@@ -186,7 +186,7 @@ TEST(synth_yarn_keys_load) {
     snprintf(path, sizeof path, "%s", tmp_path("synth_yarn.gguf"));
     cpulm_error err = {0};
     REQUIRE(t, cpulm_synth_write(path, &p, &err) == CPULM_OK);
-    const int32_t V = p.n_vocab;
+    const int32_t V = p.hp.n_vocab;
     float *a = malloc(sizeof(float) * 2 * (size_t)V), *b = malloc(sizeof(float) * 2 * (size_t)V);
     REQUIRE(t, a && b);
     CHECK(t, logits_of(path, 0, a, V) && logits_of(plain, 0, b, V));
@@ -236,29 +236,30 @@ TEST(synth_depends_on_seed_not_threads) {
 TEST(synth_shapes_and_errors) {
     cpulm_synth_params p;
     REQUIRE(t, cpulm_synth_shape("1b", &p) == CPULM_OK);
-    CHECK(t, p.n_embd == 2048 && p.n_layer == 16 && p.n_ff == 8192 && p.n_head == 32 &&
-                 p.n_head_kv == 8 && p.n_vocab == 128256 && p.tied && p.rope_base == 500000.0f);
+    CHECK(t, p.hp.n_embd == 2048 && p.hp.n_layer == 16 && p.hp.n_ff == 8192 && p.hp.n_head == 32 &&
+                 p.hp.n_head_kv == 8 && p.hp.n_vocab == 128256 && p.tied &&
+                 p.hp.rope_base == 500000.0f);
     /* Q4_0 1B with tied Q4_0 embeddings: 16 layers of (2048x(2048+2x512+2048) + 3x2048x8192)
      * plus 2048 x 128256, 18 bytes per 32 weights, plus the f32 norms */
     uint64_t per_layer = (2048ull * 5120 + 3ull * 2048 * 8192) / 32 * 18 + 2 * 2048 * 4;
     CHECK_EQ_INT(t, cpulm_synth_weight_bytes(&p),
                  16 * per_layer + 2048ull * 128256 / 32 * 18 + 2048 * 4);
     REQUIRE(t, cpulm_synth_shape("8b", &p) == CPULM_OK);
-    CHECK(t, p.n_embd == 4096 && p.n_layer == 32 && p.n_ff == 14336 && !p.tied);
+    CHECK(t, p.hp.n_embd == 4096 && p.hp.n_layer == 32 && p.hp.n_ff == 14336 && !p.tied);
     REQUIRE(t, cpulm_synth_shape("70b", &p) == CPULM_OK);
-    CHECK(t, p.n_embd == 8192 && p.n_layer == 80 && p.n_ff == 28672 && p.n_head == 64);
+    CHECK(t, p.hp.n_embd == 8192 && p.hp.n_layer == 80 && p.hp.n_ff == 28672 && p.hp.n_head == 64);
     CHECK_EQ_INT(t, cpulm_synth_shape("13b", &p), CPULM_ERR_INVALID_ARG);
     cpulm_error err = {0};
     p = tiny(CPULM_DTYPE_Q4_K);
-    p.n_embd = 128; /* not a multiple of Q4_K's 256 */
+    p.hp.n_embd = 128; /* not a multiple of Q4_K's 256 */
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
     p = tiny(CPULM_DTYPE_Q4_1);
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
     p = tiny(CPULM_DTYPE_Q4_0);
-    p.n_head_kv = 3;
+    p.hp.n_head_kv = 3;
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
     p = tiny(CPULM_DTYPE_Q4_0);
-    p.n_vocab = 100;
+    p.hp.n_vocab = 100;
     CHECK_EQ_INT(t, cpulm_synth_write(tmp_path("bad.gguf"), &p, &err), CPULM_ERR_INVALID_ARG);
 }
 
@@ -267,10 +268,11 @@ TEST(synth_shapes_and_errors) {
 TEST(synth_moe_and_qwen3_shapes) {
     cpulm_synth_params p;
     REQUIRE(t, cpulm_synth_shape("qwen3-30b-a3b", &p) == CPULM_OK);
-    CHECK(t, p.n_embd == 2048 && p.n_layer == 48 && p.n_head == 32 && p.n_head_kv == 4 &&
-                 p.head_dim == 128 && p.n_expert == 128 && p.n_expert_used == 8 &&
-                 p.n_ff_exp == 768 && p.n_vocab == 151936 && p.tied && !strcmp(p.arch, "qwen3moe"));
-    p.n_layer = 12;
+    CHECK(t, p.hp.n_embd == 2048 && p.hp.n_layer == 48 && p.hp.n_head == 32 &&
+                 p.hp.n_head_kv == 4 && p.hp.head_dim == 128 && p.hp.n_expert == 128 &&
+                 p.hp.n_expert_used == 8 && p.hp.n_ff_exp == 768 && p.hp.n_vocab == 151936 &&
+                 p.tied && !strcmp(p.arch, "qwen3moe"));
+    p.hp.n_layer = 12;
     /* per layer: q, k, v, o (2048x4096, 2048x512 x2, 4096x2048), router 2048x128 f32, 3 x 128
      * experts of 2048x768, norms (2 x 2048 + 2 x 128 f32); plus the Q4_0 embeddings */
     uint64_t per_layer =
@@ -282,9 +284,9 @@ TEST(synth_moe_and_qwen3_shapes) {
     for (int i = 0; i < 2; i++) {
         REQUIRE(t, cpulm_synth_shape(shapes[i], &p) == CPULM_OK);
         if (i == 1) { /* Qwen3-0.6B's attention with a tiny FFN and vocab */
-            p.n_layer = 1;
-            p.n_ff = 256;
-            p.n_vocab = 512;
+            p.hp.n_layer = 1;
+            p.hp.n_ff = 256;
+            p.hp.n_vocab = 512;
         }
         p.type = CPULM_DTYPE_Q8_0;
         const char *path = tmp_path(i ? "synth_qwen3.gguf" : "synth_moe.gguf");
@@ -296,11 +298,11 @@ TEST(synth_moe_and_qwen3_shapes) {
         cpulm_model_free(m);
     }
     REQUIRE(t, cpulm_synth_shape("tiny-moe", &p) == CPULM_OK);
-    p.n_expert_used = 9; /* more than the 8 experts */
+    p.hp.n_expert_used = 9; /* more than the 8 experts */
     cpulm_error err = {0};
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
-    p.n_expert_used = 2;
-    p.n_expert = 0; /* qwen3moe needs experts */
+    p.hp.n_expert_used = 2;
+    p.hp.n_expert = 0; /* qwen3moe needs experts */
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
 }
 
@@ -383,9 +385,10 @@ static void tensor_shape(const cpulm_gguf *g, const char *name, int64_t ne[2]) {
 TEST(synth_qwen35_hybrid_layout) {
     cpulm_synth_params p;
     REQUIRE(t, cpulm_synth_shape("qwen35-9b", &p) == CPULM_OK);
-    CHECK(t, p.n_embd == 4096 && p.n_layer == 32 && p.head_dim == 256 && p.ssm.n_rot == 64 &&
-                 p.ssm.inner == 4096 && p.ssm.state == 128 && p.ssm.groups == 16 &&
-                 p.ssm.heads == 32 && p.ssm.interval == 4 && !strcmp(p.arch, "qwen35"));
+    CHECK(t, p.hp.n_embd == 4096 && p.hp.n_layer == 32 && p.hp.head_dim == 256 &&
+                 p.hp.n_rot == 64 && p.hp.ssm_inner == 4096 && p.hp.ssm_state == 128 &&
+                 p.hp.ssm_groups == 16 && p.hp.ssm_heads == 32 && p.hp.full_attn_interval == 4 &&
+                 !strcmp(p.arch, "qwen35"));
     REQUIRE(t, cpulm_synth_shape("tiny-qwen35", &p) == CPULM_OK);
     p.type = CPULM_DTYPE_Q8_0;
     const char *path = tmp_path("synth_qwen35.gguf");
@@ -426,7 +429,7 @@ TEST(synth_qwen35_hybrid_layout) {
                   16);
     cpulm_gguf_release(&g);
     free(buf);
-    p.ssm.inner = 96; /* != value heads x state size */
+    p.hp.ssm_inner = 96; /* != value heads x state size */
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
 }
 
@@ -437,8 +440,8 @@ TEST(synth_fim_tokens) {
     REQUIRE(t, cpulm_synth_shape("tiny", &p) == CPULM_OK);
     cpulm_error err = {0};
     p.fim = 1;
-    p.n_vocab = 262;
+    p.hp.n_vocab = 262;
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
-    p.n_vocab = 263;
+    p.hp.n_vocab = 263;
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_OK);
 }

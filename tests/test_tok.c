@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "base/mmap.h"
-#include "gguf.h"
+#include "format/gguf.h"
 #include "test.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer/vocab.h"

@@ -17,17 +17,6 @@
 
 /* ---- shapes: synth.c's table, the one list of model shapes ---- */
 
-static void shape_from_hparams(plan_shape *out, const cpulm_hparams *hp) {
-    out->hp = *hp;
-    out->n_layer = hp->n_layer;
-    out->n_embd = hp->n_embd;
-    out->n_head = hp->n_head;
-    out->n_head_kv = hp->n_head_kv;
-    out->head_dim = hp->head_dim;
-    out->n_ff = hp->n_ff;
-    out->n_vocab = hp->n_vocab;
-}
-
 /* The plan's shapes are the real models' ones (tiny, tiny-moe and custom are synth's test
  * shapes). */
 static int planned(const cpulm_shape_preset *p) {
@@ -42,9 +31,9 @@ static int shape_of_preset(const cpulm_shape_preset *p, plan_shape *out) {
     snprintf(out->desc, sizeof out->desc, "%s", p->desc);
     cpulm_hparams hp;
     cpulm_synth_hparams(&sp, &hp);
-    shape_from_hparams(out, &hp);
-    out->tied = p->tied;
-    snprintf(out->arch, sizeof out->arch, "%s", p->arch);
+    out->hp = hp;
+    out->tied = p->p.tied;
+    snprintf(out->arch, sizeof out->arch, "%s", p->p.arch);
     return 0;
 }
 
@@ -74,7 +63,7 @@ void plan_shape_of_model(const cpulm_model *m, plan_shape *out) {
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", in.arch);
     snprintf(out->desc, sizeof out->desc, "%s", in.name[0] ? in.name : in.arch);
-    shape_from_hparams(out, &m->hp);
+    out->hp = m->hp;
     snprintf(out->arch, sizeof out->arch, "%s", in.arch);
     out->tied = 1;
     const char *name;
@@ -91,27 +80,9 @@ int plan_weights_of(const plan_shape *s, const char *type, plan_weights *out) {
     if (!preset) return -1;
     cpulm_synth_params sp;
     cpulm_synth_shape("custom", &sp);
-    sp.n_layer = s->n_layer;
-    sp.n_embd = s->n_embd;
-    sp.n_ff = s->n_ff;
-    sp.n_head = s->n_head;
-    sp.n_head_kv = s->n_head_kv;
-    sp.n_vocab = s->n_vocab;
+    sp.hp = s->hp; /* synth reads the shape's fields and ignores the derived ones */
     sp.tied = s->tied;
     if (s->arch[0]) sp.arch = s->arch; /* the architecture's tensors (arch.c) */
-    sp.head_dim = s->head_dim;
-    sp.n_expert = s->hp.n_expert;
-    sp.n_expert_used = s->hp.n_expert_used;
-    sp.n_ff_exp = s->hp.n_ff_exp;
-    const cpulm_hparams *hp = &s->hp; /* hybrid: the recurrent layers' sizes, else zeros */
-    sp.ssm = (cpulm_ssm_shape){.n_rot = hp->ssm_heads && hp->n_rot != hp->head_dim ? hp->n_rot : 0,
-                               .conv = hp->ssm_conv,
-                               .inner = hp->ssm_inner,
-                               .state = hp->ssm_state,
-                               .groups = hp->ssm_groups,
-                               .heads = hp->ssm_heads,
-                               .interval = hp->full_attn_interval,
-                               .n_ff_shexp = hp->n_ff_shexp};
     memset(out, 0, sizeof *out);
     return cpulm_synth_quantized_size(&sp, preset, &out->bytes, &out->n_params, NULL) ? -1 : 0;
 }

@@ -16,9 +16,8 @@ typedef struct plan_shape {
     char name[32];    /* "8b" */
     char desc[64];    /* "Llama 3.1 8B" */
     char arch[32];    /* general.architecture: which tensors (model/arch.c) */
-    cpulm_hparams hp; /* what memory is computed from */
-    int32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab; /* hp's, for text */
-    int tied; /* the output matrix is the token embedding (no output.weight) */
+    cpulm_hparams hp; /* the model's hyperparameters: what memory is computed from */
+    int tied;         /* the output matrix is the token embedding (no output.weight) */
 } plan_shape;
 
 /* "1b", "3b", "8b", "70b" (Llama 3.2 1B/3B, Llama 3.1 8B/70B: synth.c's shape table);

@@ -437,7 +437,6 @@ double bench_attn_flops(const cpulm_model *m, int n_prompt) {
         const cpulm_layer *ly = &m->layers[il];
         if (ly->recurrent) continue;
         int32_t w = ly->window;
-        if (w <= 0 && cpulm_arch_layer_slides(il, hp->swa_pattern)) w = hp->n_swa;
         keys += keys_seen(n_prompt, w);
     }
     return 4.0 * hp->n_head * hp->head_dim * keys;

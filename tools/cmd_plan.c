@@ -161,10 +161,10 @@ static uint64_t print_memory(const plan_opts *o, const plan_shape *s, uint64_t w
     printf("| weights | %s | %s; mapped read-only, shared by all sequences |\n", a, wnote);
     human((double)f16_tok, a, sizeof a);
     human((double)m8.kv_per_token, b, sizeof b);
-    const int32_t n_kv = plan_kv_layers(s), n_recr = s->n_layer - n_kv;
+    const int32_t n_kv = plan_kv_layers(s), n_recr = s->hp.n_layer - n_kv;
     printf("| KV cache per token | %s (f16), %s (q8_0) | 2 (K, V) x %d %slayers x %d KV heads x "
            "%d dims x 2 bytes (q8_0: 34 bytes per 32 values) |\n",
-           a, b, n_kv, n_recr > 0 ? "full-attention " : "", s->n_head_kv, s->head_dim);
+           a, b, n_kv, n_recr > 0 ? "full-attention " : "", s->hp.n_head_kv, s->hp.head_dim);
     human((double)(f16_tok * (uint64_t)o->n_ctx * (uint64_t)o->n_par), a, sizeof a);
     human((double)m8.kv_total, b, sizeof b);
     printf("| KV cache total | %s (f16), %s (q8_0) | %d tokens x %d sequences, every cell "
@@ -397,8 +397,8 @@ int cmd_plan(int argc, char **argv) {
         if (o.shape)
             printf("(shape %s: %d layers, %d embd, %d heads / %d KV heads of %d, ffn %d, "
                    "vocab %d%s)\n\n",
-                   o.shape, s.n_layer, s.n_embd, s.n_head, s.n_head_kv, s.head_dim, s.n_ff,
-                   s.n_vocab, s.tied ? ", tied embeddings" : "");
+                   o.shape, s.hp.n_layer, s.hp.n_embd, s.hp.n_head, s.hp.n_head_kv, s.hp.head_dim,
+                   s.hp.n_ff, s.hp.n_vocab, s.tied ? ", tied embeddings" : "");
         uint64_t need = print_memory(&o, &s, wbytes, wnote, kv);
         if (have_prices && o.instance) print_instance_fit(&o, &p, need);
         if (o.est.workload) {

@@ -10,7 +10,6 @@
 #include "commands.h"
 #include "common.h"
 #include "options.h"
-#include "server/server.h"
 #include "spec_cli.h"
 
 static void serve_usage(FILE *f) {
@@ -86,20 +85,20 @@ static int serve_opt(cli *c, int id, const cli_val *v, cpulm_server_params *p, c
     case OPT_MODEL: *model = v->s; break;
     case OPT_PARALLEL:
         if (!cli_within(c, v, 1, 256)) return EXIT_USAGE;
-        p->n_parallel = (int)v->i;
+        p->sched.n_parallel = (int)v->i;
         break;
-    case OPT_CTX: p->n_ctx = (int)v->i; break;
-    case OPT_KV: p->kv_type = (cpulm_kv_type)v->i; break;
+    case OPT_CTX: p->sched.n_ctx = (int)v->i; break;
+    case OPT_KV: p->sched.kv_type = (cpulm_kv_type)v->i; break;
     case OPT_CTX_TOTAL: *total = (int)v->i; break;
-    case OPT_CHUNK: p->n_chunk = (int)v->i; break;
-    case OPT_PREFILL_EVERY: p->prefill_every = (int)v->i; break;
-    case OPT_MAX_QUEUE: p->max_queue = (int)v->i; break;
-    case OPT_MAX_STEP_MS: p->max_step_ms = (float)v->f; break;
-    case OPT_CACHE_RAM: p->cache_ram_mib = (int)v->i; break;
-    case OPT_KV_IDLE: p->kv_idle = (int)v->i; break;
-    case OPT_KV_BUDGET: p->kv_budget = (int)v->i; break;
-    case OPT_THREADS: p->n_threads = (int)v->i; break;
-    case OPT_THREADS_BATCH: p->n_threads_batch = (int)v->i; break;
+    case OPT_CHUNK: p->sched.n_chunk = (int)v->i; break;
+    case OPT_PREFILL_EVERY: p->sched.prefill_every = (int)v->i; break;
+    case OPT_MAX_QUEUE: p->sched.max_queue = (int)v->i; break;
+    case OPT_MAX_STEP_MS: p->sched.max_step_ms = (float)v->f; break;
+    case OPT_CACHE_RAM: p->sched.cache_ram_mib = (int)v->i; break;
+    case OPT_KV_IDLE: p->sched.kv_idle = (int)v->i; break;
+    case OPT_KV_BUDGET: p->sched.kv_budget = (int)v->i; break;
+    case OPT_THREADS: p->sched.n_threads = (int)v->i; break;
+    case OPT_THREADS_BATCH: p->sched.n_threads_batch = (int)v->i; break;
     case OPT_NUMA: break; /* applied by the parser */
     case OPT_API_KEY: p->api_key = v->s; return check_api_key(p->api_key, "--api-key");
     case OPT_EMBEDDINGS: p->embeddings = 1; break;
@@ -135,13 +134,13 @@ static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char
                 p->max_body_total, p->max_body);
         return EXIT_USAGE;
     }
-    if (total && p->n_ctx) {
+    if (total && p->sched.n_ctx) {
         fprintf(stderr, "cpulm serve: give -c (per slot) or --ctx-total, not both\n");
         return EXIT_USAGE;
     }
-    if (total && (p->n_ctx = total / p->n_parallel) < 1) {
+    if (total && (p->sched.n_ctx = total / p->sched.n_parallel) < 1) {
         fprintf(stderr, "cpulm serve: --ctx-total %d leaves no context for each of %d slots\n",
-                total, p->n_parallel);
+                total, p->sched.n_parallel);
         return EXIT_USAGE;
     }
     return 0;
@@ -159,7 +158,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL;
     const char *env_key = getenv("CPULM_API_KEY");
     p.api_key = env_key;
-    p.no_pin = cli_env_flag("CPULM_NO_PIN");
+    p.sched.no_pin = cli_env_flag("CPULM_NO_PIN");
     const char *tmpl_arg = NULL;
     char *tmpl_owned = NULL;
     int rc = parse_serve(argc, argv, &p, &model, &tmpl_arg);
@@ -178,22 +177,22 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     printf("cpulm serve: listening on http://%s:%d\n", p.host, cpulm_server_port(srv));
-    if (p.n_ctx)
+    if (p.sched.n_ctx)
         fprintf(stderr,
                 "cpulm serve: %d slots x %d tokens of context each (-c is per slot, "
                 "unlike llama-server's total)\n",
-                p.n_parallel, p.n_ctx);
+                p.sched.n_parallel, p.sched.n_ctx);
     else
         fprintf(stderr,
                 "cpulm serve: %d slots, each with the model's context (at most 4096; -c "
                 "is per slot, unlike llama-server's total)\n",
-                p.n_parallel);
-    if (p.n_threads || p.n_threads_batch) { /* -t / -tb as the scheduler gets them */
+                p.sched.n_parallel);
+    if (p.sched.n_threads || p.sched.n_threads_batch) { /* -t / -tb as the scheduler gets them */
         char gen[24] = "the default", prompt[24];
-        if (p.n_threads) snprintf(gen, sizeof gen, "%d", p.n_threads);
-        snprintf(prompt, sizeof prompt, "%d", p.n_threads_batch);
+        if (p.sched.n_threads) snprintf(gen, sizeof gen, "%d", p.sched.n_threads);
+        snprintf(prompt, sizeof prompt, "%d", p.sched.n_threads_batch);
         fprintf(stderr, "cpulm serve: threads: %s for generation, %s for prompt steps\n", gen,
-                p.n_threads_batch ? prompt : gen);
+                p.sched.n_threads_batch ? prompt : gen);
     }
     fflush(stdout);
     rc = cpulm_server_run(srv, &err) == CPULM_OK ? 0 : 1;

@@ -95,29 +95,29 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
         }
         p->type = (cpulm_dtype)t;
     }
-    if (o->layers) p->n_layer = o->layers;
-    if (o->embd) p->n_embd = o->embd;
-    if (o->ff) p->n_ff = o->ff;
-    if (o->heads) p->n_head = o->heads;
-    if (o->kv_heads) p->n_head_kv = o->kv_heads;
-    if (o->vocab) p->n_vocab = o->vocab;
-    if (o->ctx) p->n_ctx = o->ctx;
+    if (o->layers) p->hp.n_layer = o->layers;
+    if (o->embd) p->hp.n_embd = o->embd;
+    if (o->ff) p->hp.n_ff = o->ff;
+    if (o->heads) p->hp.n_head = o->heads;
+    if (o->kv_heads) p->hp.n_head_kv = o->kv_heads;
+    if (o->vocab) p->hp.n_vocab = o->vocab;
+    if (o->ctx) p->hp.n_ctx_train = o->ctx;
     if (o->untied) p->tied = 0;
     p->fim = o->fim;
     p->rerank = o->rerank;
-    if (o->arch && strstr(o->arch, "bert")) p->norm_eps = 1e-12f; /* BERT's LayerNorm epsilon */
+    if (o->arch && strstr(o->arch, "bert")) p->hp.norm_eps = 1e-12f; /* BERT's LayerNorm epsilon */
     if (o->arch) p->arch = o->arch;
-    if (o->head_dim) p->head_dim = o->head_dim;
-    if (o->experts) p->n_expert = o->experts;
-    if (o->experts_used) p->n_expert_used = o->experts_used;
-    if (o->expert_ff) p->n_ff_exp = o->expert_ff;
+    if (o->head_dim) p->hp.head_dim = o->head_dim;
+    if (o->experts) p->hp.n_expert = o->experts;
+    if (o->experts_used) p->hp.n_expert_used = o->experts_used;
+    if (o->expert_ff) p->hp.n_ff_exp = o->expert_ff;
     if (o->yarn) p->yarn_factor = o->yarn; /* else the shape's (gpt-oss has YaRN) */
     if (o->yarn_orig_ctx) p->yarn_orig_ctx = o->yarn_orig_ctx;
-    if (o->window) p->n_swa = o->window;
-    if (o->swa >= 0) p->swa.window = o->swa;
-    if (o->swa_period >= 0) p->swa.period = o->swa_period;
-    if (o->rope_linear >= 0) p->swa.rope_linear = o->rope_linear;
-    if (o->softcap > 0) p->swa.softcap = o->softcap;
+    if (o->window) p->hp.n_swa = o->window;
+    if (o->swa >= 0) p->hp.n_swa = o->swa;
+    if (o->swa_period >= 0) p->swa_period = o->swa_period;
+    if (o->rope_linear >= 0) p->rope_linear = o->rope_linear;
+    if (o->softcap > 0) p->hp.final_softcap = o->softcap;
     p->seed = (uint64_t)o->seed;
     p->n_threads = o->threads;
     cpulm_error err = {0};
@@ -156,8 +156,9 @@ int cmd_synth(int argc, char **argv) {
     fprintf(stderr,
             "cpulm synth: wrote %s: %s (%s), %s, %d layers, embd %d, ff %d, heads %d/%d, "
             "experts %d/%d of ff %d, vocab %d, %.1f MiB of weights in %.1f s\n",
-            o.out, p.name, p.arch, cpulm_dtype_name(p.type), p.n_layer, p.n_embd, p.n_ff, p.n_head,
-            p.n_head_kv, p.n_expert_used, p.n_expert, p.n_ff_exp, p.n_vocab,
-            (double)cpulm_synth_weight_bytes(&p) / (1 << 20), (cli_now_ms() - t0) / 1e3);
+            o.out, p.name, p.arch, cpulm_dtype_name(p.type), p.hp.n_layer, p.hp.n_embd, p.hp.n_ff,
+            p.hp.n_head, p.hp.n_head_kv, p.hp.n_expert_used, p.hp.n_expert, p.hp.n_ff_exp,
+            p.hp.n_vocab, (double)cpulm_synth_weight_bytes(&p) / (1 << 20),
+            (cli_now_ms() - t0) / 1e3);
     return 0;
 }

@@ -26,7 +26,7 @@ typedef struct est_ctx {
 } est_ctx;
 
 void plan_model_cost_of_shape(const plan_shape *s, const plan_weights *w, pm_model_cost *out) {
-    double embd = (double)s->n_vocab * s->n_embd, params = (double)w->n_params;
+    double embd = (double)s->hp.n_vocab * s->hp.n_embd, params = (double)w->n_params;
     double per_param = params > 0 ? (double)w->bytes / params : 0;
     /* untied: the token embedding is looked up (one row), not streamed or multiplied */
     double matmul = s->tied ? params : params - embd;

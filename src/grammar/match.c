@@ -86,18 +86,29 @@ static uint32_t hash2(uint32_t a, uint32_t b) {
     return (uint32_t)(x >> 32) ^ (uint32_t)x;
 }
 
+/* An empty open-addressing table of cap slots (a power of two), every slot -1; NULL when
+ * out of memory. */
+static int32_t *ht_new(uint32_t cap) {
+    int32_t *ht = malloc(sizeof(int32_t) * cap);
+    if (ht) memset(ht, 0xFF, sizeof(int32_t) * cap);
+    return ht;
+}
+
+/* Puts i at the first free slot from hash h (linear probing). */
+static void ht_put(int32_t *ht, uint32_t cap, uint32_t h, int32_t i) {
+    h &= cap - 1;
+    while (ht[h] >= 0)
+        h = (h + 1) & (cap - 1);
+    ht[h] = i;
+}
+
 /* ---- hash-consed stack nodes ---- */
 
 static int rehash_nodes(cpulm_grammar_matcher *m, uint32_t cap) {
-    int32_t *ht = malloc(sizeof(int32_t) * cap);
+    int32_t *ht = ht_new(cap);
     if (!ht) return -1;
-    memset(ht, 0xFF, sizeof(int32_t) * cap);
-    for (int32_t i = 1; i < m->n_nodes; i++) {
-        uint32_t h = hash2((uint32_t)m->nodes[i].pos, (uint32_t)m->nodes[i].parent) & (cap - 1);
-        while (ht[h] >= 0)
-            h = (h + 1) & (cap - 1);
-        ht[h] = i;
-    }
+    for (int32_t i = 1; i < m->n_nodes; i++)
+        ht_put(ht, cap, hash2((uint32_t)m->nodes[i].pos, (uint32_t)m->nodes[i].parent), i);
     free(m->node_ht);
     m->node_ht = ht;
     m->node_ht_cap = cap;
@@ -212,15 +223,11 @@ static uint32_t state_hash(const int32_t *s, int32_t n, uint32_t partial, int32_
 }
 
 static int rehash_states(cpulm_grammar_matcher *m, uint32_t cap) {
-    int32_t *ht = malloc(sizeof(int32_t) * cap);
+    int32_t *ht = ht_new(cap);
     if (!ht) return -1;
-    memset(ht, 0xFF, sizeof(int32_t) * cap);
     for (int32_t i = 0; i < m->n_states; i++) {
         const dstate *d = &m->states[i];
-        uint32_t h = state_hash(m->items + d->first, d->n, d->partial, d->rem) & (cap - 1);
-        while (ht[h] >= 0)
-            h = (h + 1) & (cap - 1);
-        ht[h] = i;
+        ht_put(ht, cap, state_hash(m->items + d->first, d->n, d->partial, d->rem), i);
     }
     free(m->state_ht);
     m->state_ht = ht;

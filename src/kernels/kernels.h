@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "../quant.h"
+#include "../format/quant.h"
 
 typedef struct cpulm_kernels cpulm_kernels;
 

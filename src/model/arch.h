@@ -108,14 +108,14 @@ typedef struct cpulm_arch_desc {
     bool gemma;              /* Gemma 3 layers (gemma.c): embeddings scaled by sqrt(n_embd),
                                 post-attention and post-FFN norms, GELU-gated FFN, per-head q/k
                                 norms, sliding-window layers with their own rope base */
-    uint8_t swa_pattern; /* > 0: of every swa_pattern layers, the last has full attention and the
-                            others a sliding window of <arch>.attention.sliding_window keys
-                            (llama.cpp's pattern rule; gpt-oss: 2, layer 0 slides) */
-    uint8_t gating;      /* cpulm_gating */
-    uint8_t expert_act;  /* cpulm_expert_act */
-    bool encoder;        /* a BERT-style encoder (encoder.c): absolute or rotary positions,
-                            post-LayerNorm, bidirectional attention within each sequence, no output
-                            head; it computes embeddings (and rank scores) only */
+    uint8_t swa_pattern;     /* > 0: sliding-window layers, by default of every swa_pattern layers
+                                the last has full attention (swa.h's rule: gpt-oss 2, gemma3 6) */
+    bool swa_optional;       /* the window key may be absent or 0 (every layer global: gemma3) */
+    uint8_t gating;          /* cpulm_gating */
+    uint8_t expert_act;      /* cpulm_expert_act */
+    bool encoder;            /* a BERT-style encoder (encoder.c): absolute or rotary positions,
+                                post-LayerNorm, bidirectional attention within each sequence, no
+                                output head; it computes embeddings (and rank scores) only */
     const cpulm_tensor_desc *layer_tensors;  /* terminated by a NULL name */
     const cpulm_tensor_desc *global_tensors; /* NULL: cpulm_arch_global_tensors */
 } cpulm_arch_desc;
@@ -147,11 +147,6 @@ bool cpulm_arch_tensor_present(const cpulm_tensor_desc *t, int64_t n_expert, boo
  * layers (the interval-th, 2 x interval-th, ...: llama.cpp's rule)? */
 static inline bool cpulm_arch_layer_recurrent(int32_t il, int32_t interval) {
     return interval > 0 && (il + 1) % interval != 0;
-}
-
-/* Does layer il of a model with this sliding-window pattern (0: none) slide? */
-static inline bool cpulm_arch_layer_slides(int32_t il, int32_t pattern) {
-    return pattern > 0 && il % pattern < pattern - 1;
 }
 
 /* NULL when the architecture is not supported. */

@@ -4,7 +4,7 @@
 #ifndef CPULM_MODEL_ATTENTION_H
 #define CPULM_MODEL_ATTENTION_H
 
-#include "../context.h"
+#include "../runtime/context.h"
 #include "attention_size.h"
 
 /* A layer's attention parameters beyond the shape. */

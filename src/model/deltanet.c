@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ssm_state.h"
+#include "../runtime/ssm_state.h"
 #include "attention.h"
 #include "forward_int.h"
 

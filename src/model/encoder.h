@@ -2,7 +2,7 @@
 #ifndef CPULM_MODEL_ENCODER_H
 #define CPULM_MODEL_ENCODER_H
 
-#include "../context.h"
+#include "../runtime/context.h"
 
 /* The whole pass over the context's batch, run by every pool thread (forward.c's worker
  * calls it for encoder models): embeddings, layers, then the outputs (per-token rows or

@@ -267,9 +267,7 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
     }
     cpulm_pool_barrier(c->pool);
     /* sliding-window layers (gpt-oss: every other one) and sinks: the model's options */
-    const cpulm_attn_opts ao = {.window =
-                                    cpulm_arch_layer_slides(il, hp->swa_pattern) ? hp->n_swa : 0,
-                                .sinks = ly->attn_sinks};
+    const cpulm_attn_opts ao = {.window = ly->window, .sinks = ly->attn_sinks};
     cpulm_attn_run(c, il, &ao, ith, nth);
     cpulm_pool_barrier(c->pool);
     mm_job o = {&ly->wo, c->x, E, ly->bo, 1};

@@ -7,7 +7,7 @@
 #ifndef CPULM_MODEL_FORWARD_H
 #define CPULM_MODEL_FORWARD_H
 
-#include "../context.h"
+#include "../runtime/context.h"
 
 /* Runs the transformer over the batch in ctx (tok/pos/seq/out_idx filled, KV lengths not yet
  * advanced) and writes ctx->logits. Cannot fail: decode validated everything. */

@@ -4,7 +4,7 @@
 #ifndef CPULM_MODEL_FORWARD_INT_H
 #define CPULM_MODEL_FORWARD_INT_H
 
-#include "../context.h"
+#include "../runtime/context.h"
 
 typedef struct mm_job {
     const cpulm_tensor *w;

@@ -1,10 +1,9 @@
-/* gemma.h: the Gemma 3 architecture's loading side (gemma_load.c): its hyperparameters and
- * which layers use the sliding window; and its GELU (gemma.c, with the layer: forward_int.h).
+/* gemma.h: the Gemma 3 architecture's loading side (gemma_load.c): its hyperparameters; and
+ * its GELU (gemma.c, with the layer: forward_int.h).
  *
- * Facts (as llama.cpp reads gemma3 files): <arch>.attention.sliding_window (absent or 0: every
- * layer attends to all keys); <arch>.attention.sliding_window_pattern, an integer period p
- * (default 6: layer il slides iff il % p < p - 1, so every 6th layer is global; p = 0: all
- * slide) or one boolean per layer; sliding layers rotate with <arch>.rope.freq_base_swa
+ * Facts (as llama.cpp reads gemma3 files): which layers slide is swa.h's rule (the window
+ * optional: absent or 0, every layer attends to all keys; default period 6, so every 6th
+ * layer is global); sliding layers rotate with <arch>.rope.freq_base_swa
  * (default 10000) and no rope scaling, global ones with rope.freq_base and the file's
  * scaling. Queries are scaled by 1/sqrt(head_dim), except in the 62-layer (27B) model:
  * 1/sqrt(n_embd / n_head). <arch>.final_logit_softcapping c, when present, caps the logits
@@ -15,17 +14,9 @@
 
 #include "model.h"
 
-/* Reads the keys above into hp (the common hyperparameters already read). */
+/* Reads the keys above into hp (the common hyperparameters and the window already read). */
 cpulm_status cpulm_gemma_read_hparams(const cpulm_gguf *g, const char *arch, cpulm_hparams *hp,
                                       cpulm_error *err);
-/* Sets layers[il].window from the pattern and counts hp->n_layer_swa. CPULM_ERR_FORMAT for a
- * malformed pattern. */
-cpulm_status cpulm_gemma_set_windows(const cpulm_gguf *g, const char *arch, cpulm_hparams *hp,
-                                     cpulm_layer *layers, cpulm_error *err);
-/* Is layer il a sliding-window layer under period p (the rule above)? */
-static inline int cpulm_gemma_layer_slides(int32_t il, int32_t period) {
-    return period == 0 || il % period < period - 1;
-}
 /* GELU (tanh form) as the reference's f32 path computes it: the input rounded to f16, the
  * result looked up as an f16; 0 at x <= -10 and x at x >= 10. */
 float cpulm_gemma_gelu(float x);

@@ -13,6 +13,7 @@
 #include "../tokenizer/vocab.h"
 #include "gemma.h"
 #include "repack.h"
+#include "swa.h"
 #include "../threads/numa.h"
 
 typedef struct loader {
@@ -243,10 +244,7 @@ static cpulm_status read_hparams(loader *L) {
         return s;
     if ((s = read_rope_scaling(L)) != CPULM_OK) return s;
     if (L->m->arch->mrope && (s = read_rope_sections(L)) != CPULM_OK) return s;
-    hp->swa_pattern = L->m->arch->swa_pattern;
-    if (hp->swa_pattern &&
-        (s = get_int(L, "attention.sliding_window", -1, 1, 1 << 24, &hp->n_swa)) != CPULM_OK)
-        return s;
+    if ((s = cpulm_swa_read(&L->m->gguf, L->m->arch, hp, L->err)) != CPULM_OK) return s;
     hp->n_layer_attn = hp->n_layer;
     if (L->m->arch->encoder && (s = read_encoder(L)) != CPULM_OK) return s;
     if (L->m->arch->gemma &&
@@ -395,9 +393,7 @@ static cpulm_status bind_tensors(loader *L) {
                               "'%sattn_k.weight' and '%sattn_v.weight')",
                               prefix, prefix, prefix, prefix);
     }
-    if (m->arch->gemma)
-        return cpulm_gemma_set_windows(&m->gguf, m->arch->name, &m->hp, m->layers, L->err);
-    return CPULM_OK;
+    return cpulm_swa_set_layers(&m->gguf, m->arch, &m->hp, m->layers, L->err);
 }
 
 /* The most common type among 2-D tensors, as a label like llama.cpp's file type. */

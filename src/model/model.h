@@ -12,8 +12,8 @@
 
 #include "rope.h"
 #include "../base/mmap.h"
-#include "../gguf.h"
-#include "../quant.h"
+#include "../format/gguf.h"
+#include "../format/quant.h"
 #include "arch.h"
 #include "cpulm.h"
 
@@ -112,16 +112,15 @@ typedef struct cpulm_hparams {
     int32_t n_ff_shexp;       /* shared expert width (0: none) */
     int32_t ssm_joint_in;     /* the recurrent layers have ssm_in (qwen3next's older layout) */
     int32_t rope_sections[4]; /* rope.dimension_sections (pairs per section), or zeros */
-    /* Gemma 3 (gemma.c), 0 otherwise: attention.sliding_window, how many layers use it, the
-     * rope base of those layers (rope.freq_base_swa, unscaled), the query scale, and the
-     * final logit soft-cap (logits = cap * tanh(logits / cap); 0: none) */
-    int32_t n_layer_swa;
+    int32_t n_layer_swa;      /* layers with a sliding window (swa.h), 0: none */
+    /* Gemma 3 (gemma.c), 0 otherwise: the rope base of the sliding layers
+     * (rope.freq_base_swa, unscaled), the query scale, and the final logit soft-cap
+     * (logits = cap * tanh(logits / cap); 0: none) */
     float rope_base_swa, attn_scale, final_softcap;
-    int32_t n_swa;       /* attention.sliding_window of the sliding layers (0: none); gemma3's
-                            is read in gemma.c, the others' by their arch's swa_pattern */
-    int32_t swa_pattern; /* the arch's pattern (cpulm_arch_layer_slides), 0: none */
-    int32_t n_types;     /* encoders: tokenizer.ggml.token_type_count (rows of token_types) */
-    int32_t encoder;     /* the arch is an encoder (bidirectional, embeddings only) */
+    int32_t n_swa;   /* attention.sliding_window of the sliding layers (0: none); which layers
+                        slide is each layer's window (swa.h's rule, for every architecture) */
+    int32_t n_types; /* encoders: tokenizer.ggml.token_type_count (rows of token_types) */
+    int32_t encoder; /* the arch is an encoder (bidirectional, embeddings only) */
 } cpulm_hparams;
 
 /* The shape-rule numbers of a loaded model (arch.h). */

@@ -69,7 +69,10 @@ void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *o) {
     o->n_layer_recurrent = hp->n_layer_recr;
     o->n_swa = hp->n_swa;
     o->n_layer_swa = hp->n_layer_swa;
-    o->rope_freq_base_swa = hp->n_layer_swa > 0 ? hp->rope_base_swa : 0.0f;
+    /* the sliding layers' own rope base (gemma3), else the model's (gpt-oss) */
+    o->rope_freq_base_swa = hp->n_layer_swa == 0    ? 0.0f
+                            : hp->rope_base_swa > 0 ? hp->rope_base_swa
+                                                    : hp->rope_base;
     const int untied = cpulm_gguf_find_tensor(&m->gguf, "output.weight") >= 0;
     for (uint64_t i = 0; i < m->gguf.n_tensors; i++) {
         const cpulm_gguf_tensor *t = &m->gguf.tensors[i];

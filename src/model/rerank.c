@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../base/buf.h"
-#include "../gguf.h"
+#include "../format/gguf.h"
 #include "../tokenizer/vocab.h"
 #include "model.h"
 

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "../base/status.h"
-#include "../gguf.h"
+#include "../format/gguf.h"
 
 typedef enum {
     CPULM_ROPE_SCALING_NONE,

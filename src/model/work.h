@@ -10,7 +10,7 @@
 #ifndef CPULM_MODEL_WORK_H
 #define CPULM_MODEL_WORK_H
 
-#include "../context.h"
+#include "../runtime/context.h"
 
 static inline int cpulm_work_claim(cpulm_ctx *c, uint64_t end, uint64_t *item) {
     uint_fast64_t cur = atomic_load_explicit(&c->work_ctr, memory_order_relaxed);

@@ -55,7 +55,7 @@ typedef struct embed_job {
 
 cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err) {
     cpulm_ctx_params cp = cpulm_ctx_default_params();
-    int32_t n = s->p.n_ctx > 0 ? s->p.n_ctx : 2048; /* longest input */
+    int32_t n = s->p.sched.n_ctx > 0 ? s->p.sched.n_ctx : 2048; /* longest input */
     cpulm_model_info mi;
     cpulm_model_get_info(s->model, &mi);
     if (cpulm_model_is_encoder(s->model) && n > mi.n_ctx_train) n = mi.n_ctx_train;
@@ -63,8 +63,8 @@ cpulm_status cpulm_embed_open(cpulm_server *s, cpulm_error *err) {
     cp.n_batch = n;
     cp.n_seq_max = 16;
     cp.n_outputs_max = n;
-    cp.n_threads = s->p.n_threads;
-    cp.no_pin = s->p.no_pin;
+    cp.n_threads = s->p.sched.n_threads;
+    cp.no_pin = s->p.sched.no_pin;
     cp.embeddings = CPULM_EMBD_ONLY;
     cp.pooling = s->p.rerank ? CPULM_POOLING_RANK : s->p.pooling;
     s->embd_ctx = cpulm_ctx_new(s->model, &cp, err);
@@ -86,40 +86,39 @@ static int input_tokens(embed_job *j, const cpulm_json *v, int32_t i, embd_input
     const cpulm_server *s = j->s;
     const cpulm_model *m = s->model;
     if (v->type == CPULM_JSON_STRING) {
-        if (!v->u.str.len) return -cpulm_oai_error_set(e, 400, "input", "input %d is empty", i);
+        if (!v->u.str.len) return cpulm_oai_fail(e, 400, "input", "input %d is empty", i);
         int32_t cap = (int32_t)v->u.str.len + 16, n = 0;
         if (!(in->tok[i] = malloc(sizeof(cpulm_token) * (size_t)cap)))
-            return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+            return cpulm_oai_fail(e, 500, NULL, "out of memory");
         cpulm_status st = cpulm_tokenize_cancellable(m, v->u.str.s, v->u.str.len, 1, 0, in->tok[i],
                                                      cap, &n, cpulm_prep_stopped_cb, &j->base);
         if (st == CPULM_ERR_CANCELLED) /* sent only when out of time */
-            return -cpulm_oai_error_set(e, 504, NULL,
-                                        "the request took longer than %.0f s to prepare",
-                                        CPULM_SERVER_PREP_LIMIT_S);
+            return cpulm_oai_fail(e, 504, NULL, "the request took longer than %.0f s to prepare",
+                                  CPULM_SERVER_PREP_LIMIT_S);
         if (st != CPULM_OK)
-            return -cpulm_oai_error_set(e, 400, "input", "input %d: cannot tokenize: %s", i,
-                                        cpulm_status_str(st));
+            return cpulm_oai_fail(e, 400, "input", "input %d: cannot tokenize: %s", i,
+                                  cpulm_status_str(st));
         in->n_tok[i] = n;
     } else {
         size_t n = cpulm_json_len(v);
         if (!(in->tok[i] = malloc(sizeof(cpulm_token) * (n ? n : 1))))
-            return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+            return cpulm_oai_fail(e, 500, NULL, "out of memory");
         for (size_t k = 0; k < n; k++) {
             const cpulm_json *x = cpulm_json_at(v, k);
             if (x->type != CPULM_JSON_NUMBER || !x->is_int || x->u.num.i < 0 ||
                 x->u.num.i >= cpulm_vocab_n(m))
-                return -cpulm_oai_error_set(e, 400, "input",
-                                            "input %d: token %zu is not a valid "
-                                            "token id",
-                                            i, k);
+                return cpulm_oai_fail(e, 400, "input",
+                                      "input %d: token %zu is not a valid "
+                                      "token id",
+                                      i, k);
             in->tok[i][k] = (cpulm_token)x->u.num.i;
         }
         in->n_tok[i] = (int32_t)n;
     }
-    if (in->n_tok[i] < 1) return -cpulm_oai_error_set(e, 400, "input", "input %d is empty", i);
+    if (in->n_tok[i] < 1) return cpulm_oai_fail(e, 400, "input", "input %d is empty", i);
     if (in->n_tok[i] > cpulm_ctx_n_ctx(s->embd_ctx))
-        return -cpulm_oai_error_set(e, 400, "input", "input %d has %d tokens; at most %d fit", i,
-                                    in->n_tok[i], cpulm_ctx_n_ctx(s->embd_ctx));
+        return cpulm_oai_fail(e, 400, "input", "input %d has %d tokens; at most %d fit", i,
+                              in->n_tok[i], cpulm_ctx_n_ctx(s->embd_ctx));
     return 0;
 }
 
@@ -131,29 +130,27 @@ static int is_token_array(const cpulm_json *v) {
 /* `input`: a string, an array of strings, an array of token ids, or an array of such arrays. */
 static int read_inputs(embed_job *j, const cpulm_json *input, embd_inputs *in, cpulm_oai_error *e) {
     if (!input || (input->type != CPULM_JSON_STRING && input->type != CPULM_JSON_ARRAY))
-        return -cpulm_oai_error_set(e, 400, "input",
-                                    "'input' must be a string, an array of "
-                                    "strings, or token ids");
+        return cpulm_oai_fail(e, 400, "input",
+                              "'input' must be a string, an array of "
+                              "strings, or token ids");
     int single = input->type == CPULM_JSON_STRING || is_token_array(input);
     size_t n = single ? 1 : cpulm_json_len(input);
     if (n < 1 || n > EMBD_MAX_INPUTS)
-        return -cpulm_oai_error_set(e, 400, "input", "'input' must hold 1 to %d inputs",
-                                    EMBD_MAX_INPUTS);
+        return cpulm_oai_fail(e, 400, "input", "'input' must hold 1 to %d inputs", EMBD_MAX_INPUTS);
     in->tok = calloc(n, sizeof *in->tok);
     in->n_tok = calloc(n, sizeof *in->n_tok);
     in->n = (int32_t)n;
-    if (!in->tok || !in->n_tok) return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    if (!in->tok || !in->n_tok) return cpulm_oai_fail(e, 500, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const cpulm_json *v = single ? input : cpulm_json_at(input, i);
         if (v->type != CPULM_JSON_STRING && !is_token_array(v))
-            return -cpulm_oai_error_set(e, 400, "input",
-                                        "input %zu must be a string or an "
-                                        "array of token ids",
-                                        i);
+            return cpulm_oai_fail(e, 400, "input",
+                                  "input %zu must be a string or an "
+                                  "array of token ids",
+                                  i);
         if (cpulm_prep_stopped(&j->base)) /* cancelled, or out of time (then e is sent) */
-            return -cpulm_oai_error_set(e, 504, NULL,
-                                        "the request took longer than %.0f s to prepare",
-                                        CPULM_SERVER_PREP_LIMIT_S);
+            return cpulm_oai_fail(e, 504, NULL, "the request took longer than %.0f s to prepare",
+                                  CPULM_SERVER_PREP_LIMIT_S);
         if (input_tokens(j, v, (int32_t)i, in, e) < 0) return -1;
     }
     return 0;
@@ -172,17 +169,17 @@ static int pair_tokens(embed_job *j, const char *q, size_t ql, const cpulm_json 
         st = cpulm_rerank_tokens(m, q, ql, d->u.str.s, d->u.str.len, in->tok[i], n, &n);
     if (!(j->docs[i] = malloc(d->u.str.len + 1)) || st == CPULM_ERR_NOMEM ||
         (st == CPULM_ERR_TOO_SMALL && !in->tok[i]))
-        return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+        return cpulm_oai_fail(e, 500, NULL, "out of memory");
     memcpy(j->docs[i], d->u.str.s, d->u.str.len);
     j->docs[i][d->u.str.len] = 0;
     if (st != CPULM_OK || n < 1)
-        return -cpulm_oai_error_set(e, 400, "documents", "document %d: cannot tokenize: %s", i,
-                                    cpulm_status_str(st));
+        return cpulm_oai_fail(e, 400, "documents", "document %d: cannot tokenize: %s", i,
+                              cpulm_status_str(st));
     in->n_tok[i] = n;
     if (n > cpulm_ctx_n_ctx(j->s->embd_ctx))
-        return -cpulm_oai_error_set(e, 400, "documents",
-                                    "document %d with the query has %d tokens; at most %d fit", i,
-                                    n, cpulm_ctx_n_ctx(j->s->embd_ctx));
+        return cpulm_oai_fail(e, 400, "documents",
+                              "document %d with the query has %d tokens; at most %d fit", i, n,
+                              cpulm_ctx_n_ctx(j->s->embd_ctx));
     return 0;
 }
 
@@ -194,16 +191,16 @@ static int rerank_read(embed_job *j, const cpulm_json *root, cpulm_oai_error *e)
                      *rt = cpulm_json_get(root, "return_text");
     if (!docs && (docs = cpulm_json_get(root, "texts"))) j->tei = 1;
     if (!q || q->type != CPULM_JSON_STRING)
-        return -cpulm_oai_error_set(e, 400, "query", "\"query\" must be a string");
+        return cpulm_oai_fail(e, 400, "query", "\"query\" must be a string");
     const size_t n = docs && docs->type == CPULM_JSON_ARRAY ? cpulm_json_len(docs) : 0;
     if (n < 1 || n > EMBD_MAX_INPUTS)
-        return -cpulm_oai_error_set(e, 400, "documents",
-                                    "\"documents\" must be a non-empty string array (at most %d)",
-                                    EMBD_MAX_INPUTS);
+        return cpulm_oai_fail(e, 400, "documents",
+                              "\"documents\" must be a non-empty string array (at most %d)",
+                              EMBD_MAX_INPUTS);
     j->top_n = (int32_t)n;
     if (top && top->type != CPULM_JSON_NULL) {
         if (top->type != CPULM_JSON_NUMBER || !top->is_int || top->u.num.i < 0)
-            return -cpulm_oai_error_set(e, 400, "top_n", "\"top_n\" must be an integer >= 0");
+            return cpulm_oai_fail(e, 400, "top_n", "\"top_n\" must be an integer >= 0");
         if (top->u.num.i < (int64_t)n) j->top_n = (int32_t)top->u.num.i;
     }
     j->return_text = rt && rt->type == CPULM_JSON_BOOL && cpulm_json_bool(rt, 0);
@@ -212,15 +209,14 @@ static int rerank_read(embed_job *j, const cpulm_json *root, cpulm_oai_error *e)
     j->docs = calloc(n, sizeof *j->docs);
     j->in.n = (int32_t)n;
     if (!j->in.tok || !j->in.n_tok || !j->docs)
-        return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+        return cpulm_oai_fail(e, 500, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const cpulm_json *d = cpulm_json_at(docs, i);
         if (d->type != CPULM_JSON_STRING)
-            return -cpulm_oai_error_set(e, 400, "documents", "document %zu must be a string", i);
+            return cpulm_oai_fail(e, 400, "documents", "document %zu must be a string", i);
         if (cpulm_prep_stopped(&j->base))
-            return -cpulm_oai_error_set(e, 504, NULL,
-                                        "the request took longer than %.0f s to prepare",
-                                        CPULM_SERVER_PREP_LIMIT_S);
+            return cpulm_oai_fail(e, 504, NULL, "the request took longer than %.0f s to prepare",
+                                  CPULM_SERVER_PREP_LIMIT_S);
         if (pair_tokens(j, q->u.str.s, q->u.str.len, d, (int32_t)i, e) < 0) return -1;
     }
     return 0;
@@ -446,9 +442,9 @@ static int read_format(const cpulm_json *root, cpulm_oai_error *e) {
     const char *v = cpulm_json_str(f);
     if (v && strcmp(v, "float") == 0) return 0;
     if (v && strcmp(v, "base64") == 0) return 1;
-    return -cpulm_oai_error_set(e, 400, "encoding_format",
-                                "'encoding_format' must be \"float\" "
-                                "or \"base64\"");
+    return cpulm_oai_fail(e, 400, "encoding_format",
+                          "'encoding_format' must be \"float\" "
+                          "or \"base64\"");
 }
 
 /* llama-server: embd_normalize, an integer >= -1 (default 2). Returns 0, or -1 with e set. */
@@ -457,8 +453,8 @@ static int read_norm(embed_job *j, const cpulm_json *root, cpulm_oai_error *e) {
     j->norm = 2;
     if (!v || v->type == CPULM_JSON_NULL) return 0;
     if (v->type != CPULM_JSON_NUMBER || !v->is_int || v->u.num.i < -1 || v->u.num.i > 64)
-        return -cpulm_oai_error_set(e, 400, "embd_normalize",
-                                    "'embd_normalize' must be an integer from -1 to 64");
+        return cpulm_oai_fail(e, 400, "embd_normalize",
+                              "'embd_normalize' must be an integer from -1 to 64");
     j->norm = (int)v->u.num.i;
     return 0;
 }
@@ -474,55 +470,55 @@ static const cpulm_json *input_field(const embed_job *j, const cpulm_json *root)
 static int keep_model(embed_job *j, const cpulm_json *root, cpulm_oai_error *e) {
     const char *m = cpulm_json_str(cpulm_json_get(root, "model"));
     if (!m) return 0;
-    if (!(j->model = strdup(m))) return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    if (!(j->model = strdup(m))) return cpulm_oai_fail(e, 500, NULL, "out of memory");
     return 0;
 }
 
 /* Stage 1 (a request worker): parses the body and tokenizes the inputs into j. Returns 0
- * when they are ready to embed, else the HTTP status (e set). */
+ * when they are ready to embed, else -1 with e set. */
 static int embed_parse(embed_job *j, cpulm_oai_error *e) {
     const cpulm_server *s = j->s;
     if (cpulm_ctx_pooling(s->embd_ctx) == CPULM_POOLING_NONE)
-        return cpulm_oai_error_set(e, 400, NULL,
-                                   "the server's pooling is none: per-token embeddings are not "
-                                   "served (start it with --pooling mean|last|cls)");
+        return cpulm_oai_fail(e, 400, NULL,
+                              "the server's pooling is none: per-token embeddings are not "
+                              "served (start it with --pooling mean|last|cls)");
     cpulm_json_limits lim = cpulm_json_default_limits();
     lim.max_bytes = s->p.max_body;
     lim.max_depth = 64;
     cpulm_json_doc *doc = NULL;
     cpulm_error jerr;
     if (cpulm_json_parse(j->body, j->n_body, &lim, &doc, NULL, &jerr) != CPULM_OK)
-        return cpulm_oai_error_set(e, 400, NULL, "invalid JSON body: %s", jerr.msg);
+        return cpulm_oai_fail(e, 400, NULL, "invalid JSON body: %s", jerr.msg);
     const cpulm_json *root = cpulm_json_root(doc);
     const cpulm_json *dim =
         root->type == CPULM_JSON_OBJECT ? cpulm_json_get(root, "dimensions") : NULL;
-    int status = 0;
+    int rc = 0;
     j->E = cpulm_ctx_n_embd(s->embd_ctx);
     if (root->type != CPULM_JSON_OBJECT)
-        status = cpulm_oai_error_set(e, 400, NULL, "the request body must be a JSON object");
+        rc = cpulm_oai_fail(e, 400, NULL, "the request body must be a JSON object");
     else if ((j->api == CPULM_API_OLLAMA && keep_model(j, root, e) < 0) ||
              (j->api == CPULM_API_OPENAI && (j->base64 = read_format(root, e)) < 0) ||
              (j->api == CPULM_API_LLAMA && read_norm(j, root, e) < 0) ||
              (j->api == CPULM_API_RERANK && rerank_read(j, root, e) < 0) ||
              (j->api != CPULM_API_RERANK && read_inputs(j, input_field(j, root), &j->in, e) < 0))
-        status = e->status;
+        rc = -1;
     else if (dim && dim->type != CPULM_JSON_NULL)
-        status = cpulm_oai_error_set(e, 400, "dimensions", "'dimensions' is not supported");
+        rc = cpulm_oai_fail(e, 400, "dimensions", "'dimensions' is not supported");
     else if (!(j->vec = malloc(sizeof(float) * (size_t)j->E * (size_t)j->in.n)))
-        status = cpulm_oai_error_set(e, 500, NULL, "out of memory");
+        rc = cpulm_oai_fail(e, 500, NULL, "out of memory");
     cpulm_json_free(doc);
-    return status;
+    return rc;
 }
 
-/* Stage 3 (a request worker): the scheduler embedded the inputs, or could not. */
+/* Stage 3 (a request worker): the scheduler embedded the inputs, or could not. Returns 0
+ * with the response in j->out, or -1 with e set. */
 static int embed_write(embed_job *j, cpulm_oai_error *e) {
     cpulm_status st = j->se.status;
-    if (j->se.timed_out) return cpulm_oai_error_set(e, 504, NULL, "request timed out");
-    if (st == CPULM_ERR_CANCELLED)
-        return cpulm_oai_error_set(e, 503, NULL, "the request was cancelled");
+    if (j->se.timed_out) return cpulm_oai_fail(e, 504, NULL, "request timed out");
+    if (st == CPULM_ERR_CANCELLED) return cpulm_oai_fail(e, 503, NULL, "the request was cancelled");
     if (st != CPULM_OK)
-        return cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "input",
-                                   "cannot embed the input: %s", cpulm_status_str(st));
+        return cpulm_oai_fail(e, cpulm_oai_http_status(st), "input", "cannot embed the input: %s",
+                              cpulm_status_str(st));
     int64_t n_tokens = 0;
     for (int32_t i = 0; i < j->in.n; i++) {
         if (j->api != CPULM_API_RERANK) /* a rank score is a number, not a vector */
@@ -531,10 +527,9 @@ static int embed_write(embed_job *j, cpulm_oai_error *e) {
         n_tokens += j->in.n_tok[i];
     }
     if (write_response(j, j->vec, j->in.n, j->E, j->base64, n_tokens, &j->out) < 0)
-        return cpulm_oai_error_set(e, 503, NULL, "the request was cancelled");
-    if (cpulm_buf_status(&j->out) != CPULM_OK)
-        return cpulm_oai_error_set(e, 500, NULL, "out of memory");
-    return 200;
+        return cpulm_oai_fail(e, 503, NULL, "the request was cancelled");
+    if (cpulm_buf_status(&j->out) != CPULM_OK) return cpulm_oai_fail(e, 500, NULL, "out of memory");
+    return 0;
 }
 
 /* ---- the job ---- */
@@ -542,8 +537,9 @@ static int embed_write(embed_job *j, cpulm_oai_error *e) {
 static void embed_finish(cpulm_prep_job *base) {
     embed_job *j = (embed_job *)base;
     cpulm_oai_error e;
-    j->status = embed_write(j, &e);
-    if (j->status != 200) {
+    int rc = embed_write(j, &e);
+    j->status = rc == 0 ? 200 : e.status;
+    if (rc != 0) {
         cpulm_buf_reset(&j->out);
         cpulm_api_write_error(j->api, &j->out, &e);
     }
@@ -552,8 +548,9 @@ static void embed_finish(cpulm_prep_job *base) {
 static void embed_run(cpulm_prep_job *base) {
     embed_job *j = (embed_job *)base;
     cpulm_oai_error e;
-    j->status = embed_parse(j, &e);
-    if (j->status != 0) cpulm_api_write_error(j->api, &j->out, &e);
+    int rc = embed_parse(j, &e);
+    j->status = rc == 0 ? 0 : e.status;
+    if (rc != 0) cpulm_api_write_error(j->api, &j->out, &e);
     free(j->body);
     j->body = NULL;
 }

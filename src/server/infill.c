@@ -55,13 +55,13 @@ static int put_text(const cpulm_model *m, const cpulm_json *v, const char *name,
                     cpulm_oai_error *e) {
     if (!v || v->type == CPULM_JSON_NULL) return 0;
     if (v->type != CPULM_JSON_STRING)
-        return -cpulm_oai_error_set(e, 400, name, "'%s' must be a string", name);
+        return cpulm_oai_fail(e, 400, name, "'%s' must be a string", name);
     if (!v->u.str.len) return 0;
     int32_t cap = (int32_t)v->u.str.len + 8, n = 0;
     cpulm_token *t = malloc(sizeof *t * (size_t)cap);
     if (!t || cpulm_tokenize(m, v->u.str.s, v->u.str.len, 0, 0, t, cap, &n) != CPULM_OK) {
         free(t);
-        return -cpulm_oai_error_set(e, 400, name, "cannot tokenize '%s'", name);
+        return cpulm_oai_fail(e, 400, name, "cannot tokenize '%s'", name);
     }
     for (int32_t i = 0; i < n; i++)
         cpulm_buf_printf(ids, ",%d", t[i]);
@@ -73,13 +73,13 @@ int cpulm_infill_prompt(const cpulm_model *m, const cpulm_json *root, cpulm_buf 
                         cpulm_oai_error *e) {
     cpulm_token fim[3];
     if (!m || !cpulm_infill_tokens(m, fim))
-        return -cpulm_oai_error_set(e, 501, NULL,
-                                    "infill is not supported by this model: it has no "
-                                    "fill-in-the-middle tokens");
+        return cpulm_oai_fail(e, 501, NULL,
+                              "infill is not supported by this model: it has no "
+                              "fill-in-the-middle tokens");
     const cpulm_json *extra = cpulm_json_get(root, "input_extra");
     if (extra && extra->type != CPULM_JSON_NULL && cpulm_json_len(extra) > 0)
-        return -cpulm_oai_error_set(e, 400, "input_extra",
-                                    "'input_extra' (repository context) is not supported");
+        return cpulm_oai_fail(e, 400, "input_extra",
+                              "'input_extra' (repository context) is not supported");
     cpulm_buf_putc(ids, '[');
     size_t open = ids->len;
     cpulm_token bos[4]; /* what the model puts before any prompt (a BOS, or nothing) */
@@ -96,6 +96,5 @@ int cpulm_infill_prompt(const cpulm_model *m, const cpulm_json *root, cpulm_buf 
     cpulm_buf_printf(ids, ",%d", fim[2]);
     ids->data[open] = ' '; /* the first separator */
     cpulm_buf_putc(ids, ']');
-    return cpulm_buf_status(ids) == CPULM_OK ? 0
-                                             : -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    return cpulm_buf_status(ids) == CPULM_OK ? 0 : cpulm_oai_fail(e, 500, NULL, "out of memory");
 }

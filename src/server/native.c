@@ -652,7 +652,7 @@ static void h_slots(cpulm_server *s, cpulm_conn *c) {
     cpulm_sched_stats st = {0};
     if (s->sched) cpulm_sched_get_stats(s->sched, &st);
     if (query_on(&c->msg.query, "fail_on_no_slot") &&
-        (st.n_running >= s->p.n_parallel || st.n_waiting > 0)) {
+        (st.n_running >= s->p.sched.n_parallel || st.n_waiting > 0)) {
         cpulm_oai_error_set(&e, 503, NULL, "no slot available");
         respond_error(s, c, &e, "Retry-After: 1\r\n");
         return;
@@ -662,7 +662,7 @@ static void h_slots(cpulm_server *s, cpulm_conn *c) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &b, 0, 0);
     cpulm_json_arr_begin(&w);
-    for (int32_t i = 0; i < s->p.n_parallel; i++) {
+    for (int32_t i = 0; i < s->p.sched.n_parallel; i++) {
         cpulm_json_obj_begin(&w);
         cpulm_json_key(&w, "id");
         cpulm_json_write_int(&w, i);
@@ -814,7 +814,7 @@ static void h_props(cpulm_server *s, cpulm_conn *c) {
     cpulm_json_obj_end(&w);
     write_props_spec(&w, s);
     cpulm_json_key(&w, "total_slots");
-    cpulm_json_write_int(&w, s->p.n_parallel);
+    cpulm_json_write_int(&w, s->p.sched.n_parallel);
     cpulm_json_key(&w, "model_alias");
     cpulm_json_write_str(&w, s->alias);
     cpulm_json_key(&w, "model_path");

@@ -16,38 +16,50 @@
 #include "cpulm.h"
 #include "server/harmony.h"
 
-int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...) {
+/* OpenAI's error type and code of the statuses that have their own (others: by class). */
+static const struct {
+    int status;
+    const char *type, *code;
+} error_kinds[] = {
+    {401, "authentication_error", "invalid_api_key"},
+    {404, "invalid_request_error", "not_found"},
+    {429, "rate_limit_error", "rate_limit_exceeded"},
+    {503, "server_error", "service_unavailable"},
+    {504, "server_error", "timeout"},
+};
+
+static void verror_set(cpulm_oai_error *e, int status, const char *param, const char *fmt,
+                       va_list ap) {
     memset(e, 0, sizeof *e);
     e->status = status;
-    switch (status) {
-    case 401:
-        e->type = "authentication_error";
-        e->code = "invalid_api_key";
-        break;
-    case 404:
-        e->type = "invalid_request_error";
-        e->code = "not_found";
-        break;
-    case 429:
-        e->type = "rate_limit_error";
-        e->code = "rate_limit_exceeded";
-        break;
-    case 503:
-        e->type = "server_error";
-        e->code = "service_unavailable";
-        break;
-    case 504:
-        e->type = "server_error";
-        e->code = "timeout";
-        break;
-    default: e->type = status >= 500 ? "server_error" : "invalid_request_error"; break;
-    }
+    e->type = status >= 500 ? "server_error" : "invalid_request_error";
+    for (size_t i = 0; i < sizeof error_kinds / sizeof error_kinds[0]; i++)
+        if (error_kinds[i].status == status) {
+            e->type = error_kinds[i].type;
+            e->code = error_kinds[i].code;
+        }
     if (param) snprintf(e->param, sizeof e->param, "%s", param);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+}
+
+void cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    verror_set(e, status, param, fmt, ap);
     va_end(ap);
-    return status;
+}
+
+int cpulm_oai_fail(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    verror_set(e, status, param, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int cpulm_oai_http_status(cpulm_status st) {
+    if (st == CPULM_OK) return 200;
+    return st == CPULM_ERR_NOMEM ? 500 : 400;
 }
 
 /* ---- typed field readers: absent and null mean "use the default" ---- */
@@ -62,10 +74,10 @@ static int read_num(const cpulm_json *root, const char *key, double lo, double h
     const cpulm_json *v = field(root, key);
     if (!v) return 0;
     if (v->type != CPULM_JSON_NUMBER || (integer && !v->is_int))
-        return -cpulm_oai_error_set(e, 400, key, "'%s' must be %s", key,
-                                    integer ? "an integer" : "a number");
+        return cpulm_oai_fail(e, 400, key, "'%s' must be %s", key,
+                              integer ? "an integer" : "a number");
     if (!(v->u.num.f >= lo && v->u.num.f <= hi))
-        return -cpulm_oai_error_set(e, 400, key, "'%s' must be between %g and %g", key, lo, hi);
+        return cpulm_oai_fail(e, 400, key, "'%s' must be between %g and %g", key, lo, hi);
     *out = v->u.num.f;
     return 1;
 }
@@ -74,7 +86,7 @@ static int read_bool(const cpulm_json *root, const char *key, int *out, cpulm_oa
     const cpulm_json *v = field(root, key);
     if (!v) return 0;
     if (v->type != CPULM_JSON_BOOL)
-        return -cpulm_oai_error_set(e, 400, key, "'%s' must be a boolean", key);
+        return cpulm_oai_fail(e, 400, key, "'%s' must be a boolean", key);
     *out = v->u.boolean;
     return 1;
 }
@@ -90,14 +102,14 @@ static int read_stop(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_err
         return 0;
     }
     if (v->type != CPULM_JSON_ARRAY || v->u.list.n > CPULM_OAI_MAX_STOP)
-        return -cpulm_oai_error_set(e, 400, "stop",
-                                    "'stop' must be a string or an array of at "
-                                    "most %d strings",
-                                    CPULM_OAI_MAX_STOP);
+        return cpulm_oai_fail(e, 400, "stop",
+                              "'stop' must be a string or an array of at "
+                              "most %d strings",
+                              CPULM_OAI_MAX_STOP);
     for (size_t i = 0; i < v->u.list.n; i++) {
         const cpulm_json *s = &v->u.list.items[i];
         if (s->type != CPULM_JSON_STRING)
-            return -cpulm_oai_error_set(e, 400, "stop", "'stop' items must be strings");
+            return cpulm_oai_fail(e, 400, "stop", "'stop' items must be strings");
         if (!s->u.str.len) continue;
         r->stop_len[r->n_stop] = s->u.str.len;
         r->stop[r->n_stop++] = s->u.str.s;
@@ -110,18 +122,18 @@ static int read_stop(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_err
 static int check_content(const cpulm_json *c, size_t i, cpulm_oai_error *e) {
     if (!c || c->type == CPULM_JSON_NULL || c->type == CPULM_JSON_STRING) return 0;
     if (c->type != CPULM_JSON_ARRAY)
-        return -cpulm_oai_error_set(e, 400, "messages",
-                                    "messages[%zu].content must be a string "
-                                    "or an array of parts",
-                                    i);
+        return cpulm_oai_fail(e, 400, "messages",
+                              "messages[%zu].content must be a string "
+                              "or an array of parts",
+                              i);
     for (size_t k = 0; k < c->u.list.n; k++) {
         const cpulm_json *part = &c->u.list.items[k];
         const char *type = cpulm_json_str(cpulm_json_get(part, "type"));
         if (!type || strcmp(type, "text") != 0 || !cpulm_json_str(cpulm_json_get(part, "text")))
-            return -cpulm_oai_error_set(e, 400, "messages",
-                                        "messages[%zu].content[%zu]: only "
-                                        "text parts are supported",
-                                        i, k);
+            return cpulm_oai_fail(e, 400, "messages",
+                                  "messages[%zu].content[%zu]: only "
+                                  "text parts are supported",
+                                  i, k);
     }
     return 0;
 }
@@ -139,19 +151,19 @@ static int known_role(const char *role) {
 static int parse_messages(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_error *e) {
     const cpulm_json *m = field(root, "messages");
     if (!m || m->type != CPULM_JSON_ARRAY || m->u.list.n == 0)
-        return -cpulm_oai_error_set(e, 400, "messages", "'messages' must be a non-empty array");
+        return cpulm_oai_fail(e, 400, "messages", "'messages' must be a non-empty array");
     for (size_t i = 0; i < m->u.list.n; i++) {
         const cpulm_json *msg = &m->u.list.items[i];
         if (msg->type != CPULM_JSON_OBJECT || !cpulm_json_str(cpulm_json_get(msg, "role")))
-            return -cpulm_oai_error_set(e, 400, "messages",
-                                        "messages[%zu] must be an object "
-                                        "with a 'role' string",
-                                        i);
+            return cpulm_oai_fail(e, 400, "messages",
+                                  "messages[%zu] must be an object "
+                                  "with a 'role' string",
+                                  i);
         if (!known_role(cpulm_json_str(cpulm_json_get(msg, "role"))))
-            return -cpulm_oai_error_set(e, 400, "messages",
-                                        "messages[%zu]: unknown role (use "
-                                        "system, developer, user, assistant or tool)",
-                                        i);
+            return cpulm_oai_fail(e, 400, "messages",
+                                  "messages[%zu]: unknown role (use "
+                                  "system, developer, user, assistant or tool)",
+                                  i);
         if (check_content(cpulm_json_get(msg, "content"), i, e) < 0) return -1;
     }
     r->messages = m;
@@ -171,15 +183,15 @@ static int parse_prompt(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_
     if (p && p->type == CPULM_JSON_ARRAY && p->u.list.n > 0) {
         for (size_t i = 0; i < p->u.list.n; i++)
             if (p->u.list.items[i].type != CPULM_JSON_NUMBER || !p->u.list.items[i].is_int)
-                return -cpulm_oai_error_set(e, 400, "prompt",
-                                            "'prompt' must be a string, one "
-                                            "string in an array, or token ids");
+                return cpulm_oai_fail(e, 400, "prompt",
+                                      "'prompt' must be a string, one "
+                                      "string in an array, or token ids");
         r->prompt_tokens = p;
         return 0;
     }
-    return -cpulm_oai_error_set(e, 400, "prompt",
-                                "'prompt' must be a string, one string in an "
-                                "array, or token ids");
+    return cpulm_oai_fail(e, 400, "prompt",
+                          "'prompt' must be a string, one string in an "
+                          "array, or token ids");
 }
 
 /* ---- sampling and output options shared by both kinds ---- */
@@ -230,9 +242,9 @@ static int parse_logprobs(const cpulm_json *root, cpulm_oai_request *r, cpulm_oa
     if (read_bool(root, "logprobs", &on, e) < 0) return -1;
     if ((rc = read_num(root, "top_logprobs", 0, CPULM_SCHED_MAX_TOP, 1, &v, e)) < 0) return -1;
     if (rc && !on)
-        return -cpulm_oai_error_set(e, 400, "top_logprobs",
-                                    "'top_logprobs' requires "
-                                    "'logprobs': true");
+        return cpulm_oai_fail(e, 400, "top_logprobs",
+                              "'top_logprobs' requires "
+                              "'logprobs': true");
     if (on) r->logprobs = rc ? (int32_t)v : 0;
     return 0;
 }
@@ -242,12 +254,11 @@ static int parse_stream(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_
     const cpulm_json *so = field(root, "stream_options");
     if (so) {
         if (so->type != CPULM_JSON_OBJECT)
-            return -cpulm_oai_error_set(e, 400, "stream_options",
-                                        "'stream_options' must be an object");
+            return cpulm_oai_fail(e, 400, "stream_options", "'stream_options' must be an object");
         if (!r->stream)
-            return -cpulm_oai_error_set(e, 400, "stream_options",
-                                        "'stream_options' is only "
-                                        "allowed with 'stream': true");
+            return cpulm_oai_fail(e, 400, "stream_options",
+                                  "'stream_options' is only "
+                                  "allowed with 'stream': true");
         if (read_bool(so, "include_usage", &r->include_usage, e) < 0) return -1;
     }
     if (read_bool(root, "ignore_eos", &r->ignore_eos, e) < 0) return -1;
@@ -257,10 +268,10 @@ static int parse_stream(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_
     if (rc) r->priority = (int32_t)prio;
     int echo = 0;
     if (read_bool(root, "echo", &echo, e) < 0) return -1;
-    if (echo) return -cpulm_oai_error_set(e, 400, "echo", "'echo' is not supported");
+    if (echo) return cpulm_oai_fail(e, 400, "echo", "'echo' is not supported");
     const cpulm_json *model = field(root, "model");
     if (model && model->type != CPULM_JSON_STRING)
-        return -cpulm_oai_error_set(e, 400, "model", "'model' must be a string");
+        return cpulm_oai_fail(e, 400, "model", "'model' must be a string");
     r->model = cpulm_json_str(model);
     return 0;
 }
@@ -271,8 +282,8 @@ static int parse_template_kwargs(const cpulm_json *root, cpulm_oai_request *r, c
     const cpulm_json *kw = field(root, "chat_template_kwargs");
     if (!kw) return 0;
     if (kw->type != CPULM_JSON_OBJECT)
-        return -cpulm_oai_error_set(e, 400, "chat_template_kwargs",
-                                    "'chat_template_kwargs' must be an object");
+        return cpulm_oai_fail(e, 400, "chat_template_kwargs",
+                              "'chat_template_kwargs' must be an object");
     return read_bool(kw, "enable_thinking", &r->enable_thinking, e);
 }
 
@@ -495,7 +506,7 @@ static cpulm_status render_chat(const char *tmpl, const char *bos, const char *e
     cpulm_buf_release(&sys);
     cpulm_buf_release(&extra);
     if (st != CPULM_OK) {
-        cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "messages",
+        cpulm_oai_error_set(e, cpulm_oai_http_status(st), "messages",
                             "cannot apply the chat template: %s",
                             err.msg[0] ? err.msg : cpulm_status_str(st));
         return st;
@@ -905,14 +916,19 @@ static void write_delta(cpulm_json_writer *w, const cpulm_oai_meta *meta,
     }
 }
 
+/* An SSE chunk up to its open "choices" array. */
+static void chunk_begin(cpulm_json_writer *w, cpulm_buf *out, const cpulm_oai_meta *meta) {
+    cpulm_buf_puts(out, "data: ");
+    cpulm_json_writer_init(w, out, 0, 0);
+    cpulm_json_obj_begin(w);
+    write_head(w, meta, 1);
+    cpulm_json_key(w, "choices");
+    cpulm_json_arr_begin(w);
+}
+
 void cpulm_oai_write_chunk(cpulm_buf *out, const cpulm_oai_meta *meta, const cpulm_oai_delta *d) {
     cpulm_json_writer w;
-    cpulm_buf_puts(out, "data: ");
-    cpulm_json_writer_init(&w, out, 0, 0);
-    cpulm_json_obj_begin(&w);
-    write_head(&w, meta, 1);
-    cpulm_json_key(&w, "choices");
-    cpulm_json_arr_begin(&w);
+    chunk_begin(&w, out, meta);
     cpulm_json_obj_begin(&w);
     cpulm_json_key(&w, "index");
     cpulm_json_write_int(&w, d->index);
@@ -936,12 +952,7 @@ void cpulm_oai_write_chunk(cpulm_buf *out, const cpulm_oai_meta *meta, const cpu
 void cpulm_oai_write_usage_chunk(cpulm_buf *out, const cpulm_oai_meta *meta,
                                  const cpulm_oai_usage *u) {
     cpulm_json_writer w;
-    cpulm_buf_puts(out, "data: ");
-    cpulm_json_writer_init(&w, out, 0, 0);
-    cpulm_json_obj_begin(&w);
-    write_head(&w, meta, 1);
-    cpulm_json_key(&w, "choices");
-    cpulm_json_arr_begin(&w);
+    chunk_begin(&w, out, meta);
     cpulm_json_arr_end(&w);
     write_usage(&w, u);
     cpulm_json_obj_end(&w);

@@ -87,9 +87,21 @@ int cpulm_oai_parse_fields(const cpulm_json *root, cpulm_oai_request *r, cpulm_o
 int cpulm_oai_resolve_bias(const cpulm_oai_request *q, const cpulm_model *m, cpulm_logit_bias **out,
                            int32_t *n, cpulm_oai_error *e);
 
-/* Fills e; message is printf-formatted. Returns e->status. */
-int cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...)
+/* The server's error convention: a request step (parsing, validation, submission) returns
+ * 0 on success or -1 with its cpulm_oai_error filled, and the HTTP status travels only in
+ * e->status, never in a return value (a status is not a cpulm_status; negating one gave
+ * returns such as -400 that callers could mistake for a cpulm_status code).
+ * cpulm_oai_error_set fills e and returns nothing, so it cannot be returned or negated;
+ * cpulm_oai_fail fills e and returns -1, for `return cpulm_oai_fail(e, 400, ...)`.
+ * The message is printf-formatted. */
+void cpulm_oai_error_set(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...)
     CPULM_PRINTF(4, 5);
+int cpulm_oai_fail(cpulm_oai_error *e, int status, const char *param, const char *fmt, ...)
+    CPULM_PRINTF(4, 5);
+/* The one mapping of an engine cpulm_status to the HTTP status of the request that got it:
+ * CPULM_OK 200, CPULM_ERR_NOMEM 500 (the server's fault), any other error 400 (the input's:
+ * a bad grammar, a limit, a token out of range). */
+int cpulm_oai_http_status(cpulm_status st);
 /* {"error": {...}} for e. */
 void cpulm_oai_write_error(cpulm_buf *out, const cpulm_oai_error *e);
 

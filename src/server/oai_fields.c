@@ -130,17 +130,17 @@ static int refuse_unsupported(const cpulm_json *root, cpulm_oai_error *e) {
         const cpulm_json *v = field(root, u->name);
         if (!v || is_neutral(u, v)) continue;
         if (u->ok == N_EQ || u->ok == N_LE)
-            return -cpulm_oai_error_set(e, 400, u->name,
-                                        "'%s' is not supported by this server (only %s%g)", u->name,
-                                        u->ok == N_LE ? "values <= " : "", u->num);
-        return -cpulm_oai_error_set(e, 400, u->name, "'%s' is not supported by this server%s",
-                                    u->name, what[u->ok]);
+            return cpulm_oai_fail(e, 400, u->name,
+                                  "'%s' is not supported by this server (only %s%g)", u->name,
+                                  u->ok == N_LE ? "values <= " : "", u->num);
+        return cpulm_oai_fail(e, 400, u->name, "'%s' is not supported by this server%s", u->name,
+                              what[u->ok]);
     }
     /* best_of n of n is plain n; more would rank candidates cpulm does not generate */
     const cpulm_json *b = field(root, "best_of");
     if (b && !(b->type == CPULM_JSON_NUMBER && b->is_int && b->u.num.i >= 1 &&
                b->u.num.i <= CPULM_OAI_MAX_N))
-        return -cpulm_oai_error_set(e, 400, "best_of", "'best_of' must be an integer >= 1");
+        return cpulm_oai_fail(e, 400, "best_of", "'best_of' must be an integer >= 1");
     return 0;
 }
 
@@ -152,8 +152,8 @@ static int read_int(const cpulm_json *root, const char *key, int64_t lo, int64_t
     *has = v != NULL;
     if (!v) return 0;
     if (v->type != CPULM_JSON_NUMBER || !v->is_int || v->u.num.i < lo || v->u.num.i > hi)
-        return -cpulm_oai_error_set(e, 400, key, "'%s' must be an integer between %lld and %lld",
-                                    key, (long long)lo, (long long)hi);
+        return cpulm_oai_fail(e, 400, key, "'%s' must be an integer between %lld and %lld", key,
+                              (long long)lo, (long long)hi);
     *out = v->u.num.i;
     return 0;
 }
@@ -167,7 +167,7 @@ static int parse_aliases(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai
     int64_t v;
     if (read_int(root, "n_predict", -1, 1 << 24, &has, &v, e) < 0) return -1;
     if (has && v == 0)
-        return -cpulm_oai_error_set(e, 400, "n_predict", "'n_predict' must be -1 or at least 1");
+        return cpulm_oai_fail(e, 400, "n_predict", "'n_predict' must be -1 or at least 1");
     if (has && !field(root, "max_completion_tokens")) r->max_tokens = (int32_t)v;
     if (read_int(root, "n_keep", -1, INT32_MAX, &has, &v, e) < 0) return -1;
     if (read_int(root, "repeat_last_n", -1, 1 << 20, &has, &v, e) < 0) return -1;
@@ -175,26 +175,26 @@ static int parse_aliases(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai
     const cpulm_json *tp = field(root, "typical_p");
     if (tp) {
         if (tp->type != CPULM_JSON_NUMBER || !(tp->u.num.f >= 0 && tp->u.num.f <= 1))
-            return -cpulm_oai_error_set(e, 400, "typical_p",
-                                        "'typical_p' must be a number between 0 and 1");
+            return cpulm_oai_fail(e, 400, "typical_p",
+                                  "'typical_p' must be a number between 0 and 1");
         r->sp.typical_p = (float)tp->u.num.f;
     }
     const cpulm_json *re = field(root, "reasoning_effort");
     if (re) {
         const char *s = cpulm_json_str(re);
         if (!s || !(strcmp(s, "low") == 0 || strcmp(s, "medium") == 0 || strcmp(s, "high") == 0))
-            return -cpulm_oai_error_set(e, 400, "reasoning_effort",
-                                        "'reasoning_effort' must be \"low\", \"medium\" or "
-                                        "\"high\"");
+            return cpulm_oai_fail(e, 400, "reasoning_effort",
+                                  "'reasoning_effort' must be \"low\", \"medium\" or "
+                                  "\"high\"");
         snprintf(r->reasoning_effort, sizeof r->reasoning_effort, "%s", s);
     }
     const cpulm_json *rf = field(root, "reasoning_format");
     if (rf) {
         const char *s = cpulm_json_str(rf);
         if (!s || !(strcmp(s, "none") == 0 || strcmp(s, "auto") == 0 || strcmp(s, "deepseek") == 0))
-            return -cpulm_oai_error_set(e, 400, "reasoning_format",
-                                        "'reasoning_format' must be \"none\", \"auto\" or "
-                                        "\"deepseek\"");
+            return cpulm_oai_fail(e, 400, "reasoning_format",
+                                  "'reasoning_format' must be \"none\", \"auto\" or "
+                                  "\"deepseek\"");
         r->reasoning_none = strcmp(s, "none") == 0;
     }
     return 0;
@@ -217,15 +217,15 @@ static int parse_speculative(const cpulm_json *root, cpulm_oai_request *r, cpulm
         const cpulm_json *v = spec_field(root, names[i]);
         if (!v) continue;
         if (v->type != CPULM_JSON_NUMBER || !v->is_int || v->u.num.i < 0 || v->u.num.i > 256)
-            return -cpulm_oai_error_set(e, 400, "speculative",
-                                        "'speculative.%s' must be an integer between 0 and 256",
-                                        names[i]);
+            return cpulm_oai_fail(e, 400, "speculative",
+                                  "'speculative.%s' must be an integer between 0 and 256",
+                                  names[i]);
         *(i == 0 ? &r->spec_n_max : &r->spec_n_min) = (int32_t)v->u.num.i;
     }
     const cpulm_json *p = spec_field(root, "p_min");
     if (p && (p->type != CPULM_JSON_NUMBER || !(p->u.num.f >= 0 && p->u.num.f <= 1)))
-        return -cpulm_oai_error_set(e, 400, "speculative",
-                                    "'speculative.p_min' must be a number between 0 and 1");
+        return cpulm_oai_fail(e, 400, "speculative",
+                              "'speculative.p_min' must be a number between 0 and 1");
     if (p) r->spec_p_min = (float)p->u.num.f;
     return 0;
 }
@@ -239,9 +239,9 @@ static int bias_value(const cpulm_json *v, float *out, cpulm_oai_error *e) {
         return 0;
     }
     if (!v || v->type != CPULM_JSON_NUMBER || !(v->u.num.f >= -100 && v->u.num.f <= 100))
-        return -cpulm_oai_error_set(e, 400, "logit_bias",
-                                    "'logit_bias' values must be numbers between -100 and 100 "
-                                    "(or false)");
+        return cpulm_oai_fail(e, 400, "logit_bias",
+                              "'logit_bias' values must be numbers between -100 and 100 "
+                              "(or false)");
     *out = (float)v->u.num.f;
     return 0;
 }
@@ -279,9 +279,9 @@ static int bias_at(const cpulm_json *lb, size_t i, bias_entry *b, cpulm_oai_erro
     const cpulm_json *k = cpulm_json_at(it, 0);
     if (it->type != CPULM_JSON_ARRAY || it->u.list.n != 2 || !k ||
         !((k->type == CPULM_JSON_NUMBER && k->is_int) || k->type == CPULM_JSON_STRING))
-        return -cpulm_oai_error_set(e, 400, "logit_bias",
-                                    "'logit_bias' must be an object {\"token id\": bias} or an "
-                                    "array of [token id or text, bias] pairs");
+        return cpulm_oai_fail(e, 400, "logit_bias",
+                              "'logit_bias' must be an object {\"token id\": bias} or an "
+                              "array of [token id or text, bias] pairs");
     b->value = cpulm_json_at(it, 1);
     if (k->type == CPULM_JSON_STRING) {
         b->text = k->u.str.s;
@@ -296,9 +296,9 @@ static int check_bias(const cpulm_json *root, cpulm_oai_request *r, cpulm_oai_er
     const cpulm_json *lb = field(root, "logit_bias");
     if (!lb) return 0;
     if (lb->type != CPULM_JSON_OBJECT && lb->type != CPULM_JSON_ARRAY)
-        return -cpulm_oai_error_set(e, 400, "logit_bias",
-                                    "'logit_bias' must be an object {\"token id\": bias} or an "
-                                    "array of [token id or text, bias] pairs");
+        return cpulm_oai_fail(e, 400, "logit_bias",
+                              "'logit_bias' must be an object {\"token id\": bias} or an "
+                              "array of [token id or text, bias] pairs");
     for (size_t i = 0; i < lb->u.list.n; i++) {
         bias_entry b;
         float v;
@@ -312,8 +312,8 @@ int cpulm_oai_parse_fields(const cpulm_json *root, cpulm_oai_request *r, cpulm_o
     if (refuse_unsupported(root, e) < 0) return -1;
     const cpulm_json *b = field(root, "best_of");
     if (b && b->u.num.i != r->n)
-        return -cpulm_oai_error_set(e, 400, "best_of",
-                                    "'best_of' is not supported by this server (only equal to n)");
+        return cpulm_oai_fail(e, 400, "best_of",
+                              "'best_of' is not supported by this server (only equal to n)");
     if (parse_aliases(root, r, e) < 0 || parse_speculative(root, r, e) < 0) return -1;
     return check_bias(root, r, e);
 }
@@ -323,7 +323,7 @@ static int reserve(cpulm_logit_bias **out, int32_t n, int32_t k, int32_t *cap, c
     if (n + k <= *cap) return 0;
     int32_t c = (n + k) * 2;
     cpulm_logit_bias *p = realloc(*out, sizeof *p * (size_t)c);
-    if (!p) return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    if (!p) return cpulm_oai_fail(e, 500, NULL, "out of memory");
     *out = p;
     *cap = c;
     return 0;
@@ -336,7 +336,7 @@ static int bias_text(const cpulm_model *m, const bias_entry *b, float v, cpulm_l
     cpulm_token *tok = malloc(sizeof *tok * (size_t)room);
     if (!tok || cpulm_tokenize(m, b->text, b->n_text, 0, 0, tok, room, &k) != CPULM_OK) {
         free(tok);
-        return -cpulm_oai_error_set(e, 400, "logit_bias", "cannot tokenize a 'logit_bias' key");
+        return cpulm_oai_fail(e, 400, "logit_bias", "cannot tokenize a 'logit_bias' key");
     }
     int rc = reserve(out, *n, k, cap, e);
     for (int32_t i = 0; rc == 0 && i < k; i++)
@@ -353,7 +353,7 @@ int cpulm_oai_resolve_bias(const cpulm_oai_request *q, const cpulm_model *m, cpu
     if (!lb) return 0;
     int32_t cap = (int32_t)lb->u.list.n, n_vocab = cpulm_vocab_n(m);
     *out = malloc(sizeof **out * (size_t)cap);
-    if (!*out) return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    if (!*out) return cpulm_oai_fail(e, 500, NULL, "out of memory");
     for (size_t i = 0; i < lb->u.list.n; i++) {
         bias_entry b;
         float v;

@@ -21,19 +21,19 @@ static int set_grammar_from_schema(const cpulm_json *schema, const char *param,
     cpulm_error err = {0};
     if (cpulm_grammar_from_schema(schema, &b, &err) != CPULM_OK) {
         cpulm_buf_release(&b);
-        return -cpulm_oai_error_set(e, 400, param, "%s: %s", param,
-                                    err.msg[0] ? err.msg : "cannot compile the JSON schema");
+        return cpulm_oai_fail(e, 400, param, "%s: %s", param,
+                              err.msg[0] ? err.msg : "cannot compile the JSON schema");
     }
     r->grammar = cpulm_buf_detach(&b, NULL);
-    return r->grammar ? 0 : -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+    return r->grammar ? 0 : cpulm_oai_fail(e, 500, NULL, "out of memory");
 }
 
 static int parse_response_format(const cpulm_json *rf, cpulm_oai_request *r, cpulm_oai_error *e) {
     const char *type = cpulm_json_str(cpulm_json_get(rf, "type"));
     if (rf->type != CPULM_JSON_OBJECT || !type)
-        return -cpulm_oai_error_set(e, 400, "response_format",
-                                    "'response_format' must be an object "
-                                    "with a 'type'");
+        return cpulm_oai_fail(e, 400, "response_format",
+                              "'response_format' must be an object "
+                              "with a 'type'");
     if (!strcmp(type, "text")) return 0;
     if (!strcmp(type, "json_object")) {
         const cpulm_json *schema = cpulm_json_get(rf, "schema"); /* llama.cpp's extension */
@@ -48,9 +48,9 @@ static int parse_response_format(const cpulm_json *rf, cpulm_oai_request *r, cpu
         const cpulm_json *js = cpulm_json_get(rf, "json_schema");
         const cpulm_json *schema = cpulm_json_get(js, "schema");
         if (!js || js->type != CPULM_JSON_OBJECT)
-            return -cpulm_oai_error_set(e, 400, "response_format",
-                                        "'response_format.json_schema' "
-                                        "must be an object");
+            return cpulm_oai_fail(e, 400, "response_format",
+                                  "'response_format.json_schema' "
+                                  "must be an object");
         if (!schema) schema = cpulm_json_get(rf, "schema");
         if (schema) return set_grammar_from_schema(schema, "response_format", r, e);
         cpulm_buf b; /* no schema: any JSON object */
@@ -59,32 +59,32 @@ static int parse_response_format(const cpulm_json *rf, cpulm_oai_request *r, cpu
         r->grammar = cpulm_buf_detach(&b, NULL);
         return 0;
     }
-    return -cpulm_oai_error_set(e, 400, "response_format",
-                                "unsupported response_format type '%s' "
-                                "(text, json_object, json_schema)",
-                                type);
+    return cpulm_oai_fail(e, 400, "response_format",
+                          "unsupported response_format type '%s' "
+                          "(text, json_object, json_schema)",
+                          type);
 }
 
 /* Checks tools: [{type: "function", function: {name, description?, parameters?}}]. */
 static int check_tools(const cpulm_json *tools, cpulm_oai_error *e) {
     if (tools->type != CPULM_JSON_ARRAY)
-        return -cpulm_oai_error_set(e, 400, "tools", "'tools' must be an array");
+        return cpulm_oai_fail(e, 400, "tools", "'tools' must be an array");
     for (size_t i = 0; i < tools->u.list.n; i++) {
         const cpulm_json *t = &tools->u.list.items[i], *f = cpulm_json_get(t, "function");
         const char *type = cpulm_json_str(cpulm_json_get(t, "type"));
         const char *name = cpulm_json_str(cpulm_json_get(f, "name"));
         if (!type || strcmp(type, "function") != 0 || !f || f->type != CPULM_JSON_OBJECT || !name ||
             !*name)
-            return -cpulm_oai_error_set(e, 400, "tools",
-                                        "tools[%zu] must be {\"type\": \"function\", "
-                                        "\"function\": {\"name\": ...}}",
-                                        i);
+            return cpulm_oai_fail(e, 400, "tools",
+                                  "tools[%zu] must be {\"type\": \"function\", "
+                                  "\"function\": {\"name\": ...}}",
+                                  i);
         const cpulm_json *p = cpulm_json_get(f, "parameters");
         if (p && p->type != CPULM_JSON_OBJECT)
-            return -cpulm_oai_error_set(e, 400, "tools",
-                                        "tools[%zu].function.parameters must be an "
-                                        "object",
-                                        i);
+            return cpulm_oai_fail(e, 400, "tools",
+                                  "tools[%zu].function.parameters must be an "
+                                  "object",
+                                  i);
     }
     return 0;
 }
@@ -111,22 +111,22 @@ static int parse_tool_choice(const cpulm_json *root, cpulm_oai_request *r, cpulm
     else if (!s && tc->type == CPULM_JSON_OBJECT) {
         const char *name = cpulm_json_str(cpulm_json_get(cpulm_json_get(tc, "function"), "name"));
         if (!name)
-            return -cpulm_oai_error_set(e, 400, "tool_choice",
-                                        "'tool_choice' must be \"none\", "
-                                        "\"auto\", \"required\" or {\"type\": \"function\", "
-                                        "\"function\": {\"name\": ...}}");
+            return cpulm_oai_fail(e, 400, "tool_choice",
+                                  "'tool_choice' must be \"none\", "
+                                  "\"auto\", \"required\" or {\"type\": \"function\", "
+                                  "\"function\": {\"name\": ...}}");
         r->tool_choice = CPULM_OAI_TOOLS_NAMED;
         r->tool_name = name;
     } else {
-        return -cpulm_oai_error_set(e, 400, "tool_choice",
-                                    "'tool_choice' must be \"none\", \"auto\", "
-                                    "\"required\" or a named function");
+        return cpulm_oai_fail(e, 400, "tool_choice",
+                              "'tool_choice' must be \"none\", \"auto\", "
+                              "\"required\" or a named function");
     }
     if (r->tool_choice >= CPULM_OAI_TOOLS_REQUIRED && !r->tools)
-        return -cpulm_oai_error_set(e, 400, "tool_choice", "'tool_choice' needs 'tools'");
+        return cpulm_oai_fail(e, 400, "tool_choice", "'tool_choice' needs 'tools'");
     if (r->tool_choice == CPULM_OAI_TOOLS_NAMED && !find_tool(r->tools, r->tool_name))
-        return -cpulm_oai_error_set(e, 400, "tool_choice", "no tool named '%.100s' in 'tools'",
-                                    r->tool_name);
+        return cpulm_oai_fail(e, 400, "tool_choice", "no tool named '%.100s' in 'tools'",
+                              r->tool_name);
     return 0;
 }
 
@@ -138,31 +138,30 @@ int cpulm_oai_parse_structured(const cpulm_json *root, cpulm_oai_request *r, cpu
     js = js && js->type != CPULM_JSON_NULL ? js : NULL;
     gr = gr && gr->type != CPULM_JSON_NULL ? gr : NULL;
     if (!!rf + !!js + !!gr > 1)
-        return -cpulm_oai_error_set(e, 400, gr ? "grammar" : "json_schema",
-                                    "give only one of "
-                                    "'response_format', 'json_schema' and 'grammar'");
+        return cpulm_oai_fail(e, 400, gr ? "grammar" : "json_schema",
+                              "give only one of "
+                              "'response_format', 'json_schema' and 'grammar'");
     if (rf && parse_response_format(rf, r, e) < 0) return -1;
     if (js && set_grammar_from_schema(js, "json_schema", r, e) < 0) return -1;
     if (gr) {
         if (gr->type != CPULM_JSON_STRING)
-            return -cpulm_oai_error_set(e, 400, "grammar", "'grammar' must be a string (GBNF)");
+            return cpulm_oai_fail(e, 400, "grammar", "'grammar' must be a string (GBNF)");
         cpulm_grammar *g = NULL;
         cpulm_error err = {0};
         cpulm_status st = cpulm_grammar_cache_get(cpulm_grammar_cache_shared(), gr->u.str.s,
                                                   gr->u.str.len, NULL, &g, &err);
         if (st != CPULM_OK)
-            return -cpulm_oai_error_set(e, st == CPULM_ERR_NOMEM ? 500 : 400, "grammar", "%s",
-                                        err.msg);
+            return cpulm_oai_fail(e, cpulm_oai_http_status(st), "grammar", "%s", err.msg);
         cpulm_grammar_free(g);
         r->grammar = malloc(gr->u.str.len + 1);
-        if (!r->grammar) return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+        if (!r->grammar) return cpulm_oai_fail(e, 500, NULL, "out of memory");
         memcpy(r->grammar, gr->u.str.s, gr->u.str.len + 1);
     }
     const cpulm_json *tools = cpulm_json_get(root, "tools");
     r->parallel_tool_calls = cpulm_json_bool(cpulm_json_get(root, "parallel_tool_calls"), 1);
     if (tools && tools->type != CPULM_JSON_NULL) {
         if (r->kind != CPULM_OAI_CHAT)
-            return -cpulm_oai_error_set(e, 400, "tools", "'tools' needs /v1/chat/completions");
+            return cpulm_oai_fail(e, 400, "tools", "'tools' needs /v1/chat/completions");
         if (check_tools(tools, e) < 0) return -1;
         if (tools->u.list.n > 0) {
             r->tools = tools;
@@ -171,9 +170,9 @@ int cpulm_oai_parse_structured(const cpulm_json *root, cpulm_oai_request *r, cpu
     }
     if (parse_tool_choice(root, r, e) < 0) return -1;
     if (r->tool_choice >= CPULM_OAI_TOOLS_REQUIRED && r->grammar)
-        return -cpulm_oai_error_set(e, 400, "tool_choice",
-                                    "a forced tool call cannot be combined "
-                                    "with 'response_format', 'json_schema' or 'grammar'");
+        return cpulm_oai_fail(e, 400, "tool_choice",
+                              "a forced tool call cannot be combined "
+                              "with 'response_format', 'json_schema' or 'grammar'");
     return 0;
 }
 
@@ -189,8 +188,7 @@ static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules
     if (params) {
         cpulm_error err = {0};
         if ((r = cpulm_grammar_schema_rules(params, rules, next, &err)) < 0)
-            return -cpulm_oai_error_set(e, 400, "tools", "tool '%.60s' parameters: %s", name,
-                                        err.msg);
+            return cpulm_oai_fail(e, 400, "tools", "tool '%.60s' parameters: %s", name, err.msg);
     }
     cpulm_buf q, lit;
     cpulm_buf_init(&q, 0);
@@ -261,7 +259,7 @@ int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char 
     cpulm_buf_release(&call);
     if (cpulm_buf_status(&g) != CPULM_OK) {
         cpulm_buf_release(&g);
-        return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+        return cpulm_oai_fail(e, 500, NULL, "out of memory");
     }
     *out = cpulm_buf_detach(&g, NULL);
     return 0;

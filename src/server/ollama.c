@@ -80,8 +80,8 @@ static int write_format(cpulm_json_writer *w, const cpulm_json *fmt, cpulm_oai_e
         return 0;
     }
     if (fmt->type != CPULM_JSON_OBJECT)
-        return -cpulm_oai_error_set(e, 400, "format",
-                                    "'format' must be \"json\" or a JSON schema object");
+        return cpulm_oai_fail(e, 400, "format",
+                              "'format' must be \"json\" or a JSON schema object");
     cpulm_json_key(w, "json_schema");
     cpulm_json_write_value(w, fmt);
     return 0;
@@ -91,7 +91,7 @@ static int write_format(cpulm_json_writer *w, const cpulm_json *fmt, cpulm_oai_e
  * name (templates read either), thinking dropped (past reasoning is not replayed). */
 static int write_messages(cpulm_json_writer *w, const cpulm_json *msgs, cpulm_oai_error *e) {
     if (!msgs || msgs->type != CPULM_JSON_ARRAY)
-        return -cpulm_oai_error_set(e, 400, "messages", "'messages' must be an array");
+        return cpulm_oai_fail(e, 400, "messages", "'messages' must be an array");
     cpulm_json_key(w, "messages");
     cpulm_json_arr_begin(w);
     for (size_t i = 0; i < msgs->u.list.n; i++) {
@@ -101,8 +101,7 @@ static int write_messages(cpulm_json_writer *w, const cpulm_json *msgs, cpulm_oa
             continue;
         }
         if (!is_empty(field(m, "images")))
-            return -cpulm_oai_error_set(e, 400, "messages",
-                                        "messages[%zu]: images are not supported", i);
+            return cpulm_oai_fail(e, 400, "messages", "messages[%zu]: images are not supported", i);
         cpulm_json_obj_begin(w);
         for (size_t k = 0; k < m->u.list.n; k++) {
             const cpulm_json *f = &m->u.list.items[k];
@@ -126,14 +125,14 @@ static int write_generate(cpulm_json_writer *w, const cpulm_json *root, cpulm_oa
     static const char *const unsupported[] = {"suffix", "images", "template", "context"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
         if (!is_empty(field(root, unsupported[i])))
-            return -cpulm_oai_error_set(e, 400, unsupported[i],
-                                        "'%s' is not supported by this server", unsupported[i]);
+            return cpulm_oai_fail(e, 400, unsupported[i], "'%s' is not supported by this server",
+                                  unsupported[i]);
     const cpulm_json *prompt = field(root, "prompt"), *system = field(root, "system");
     if ((prompt && prompt->type != CPULM_JSON_STRING) ||
         (system && system->type != CPULM_JSON_STRING))
-        return -cpulm_oai_error_set(
-            e, 400, prompt && prompt->type != CPULM_JSON_STRING ? "prompt" : "system",
-            "'prompt' and 'system' must be strings");
+        return cpulm_oai_fail(e, 400,
+                              prompt && prompt->type != CPULM_JSON_STRING ? "prompt" : "system",
+                              "'prompt' and 'system' must be strings");
     const char *p = prompt ? prompt->u.str.s : "";
     size_t n = prompt ? prompt->u.str.len : 0;
     if (cpulm_json_bool(field(root, "raw"), 0)) {
@@ -217,7 +216,7 @@ int cpulm_ollama_rewrite(int flavor, const cpulm_json *root, cpulm_buf *out, cpu
     cpulm_json_obj_begin(&w);
     const cpulm_json *opt = field(root, "options");
     if (opt && opt->type != CPULM_JSON_OBJECT)
-        return -cpulm_oai_error_set(e, 400, "options", "'options' must be an object");
+        return cpulm_oai_fail(e, 400, "options", "'options' must be an object");
     int rc = flavor == CPULM_GEN_OLLAMA_GENERATE ? write_generate(&w, root, kind, e)
                                                  : write_messages(&w, field(root, "messages"), e);
     if (flavor == CPULM_GEN_OLLAMA_CHAT) *kind = CPULM_OAI_CHAT;

@@ -180,8 +180,8 @@ static void handle_models(cpulm_server *s, cpulm_conn *c) {
  * case: a cancelled job's client is gone). */
 static int stopped(cpulm_prep_job *job, cpulm_oai_error *e) {
     if (!cpulm_prep_stopped(job)) return 0;
-    return -cpulm_oai_error_set(e, 504, NULL, "the request took longer than %.0f s to prepare",
-                                CPULM_SERVER_PREP_LIMIT_S);
+    return cpulm_oai_fail(e, 504, NULL, "the request took longer than %.0f s to prepare",
+                          CPULM_SERVER_PREP_LIMIT_S);
 }
 
 /* Prompt tokens for the request. Runs on a request worker (prep.h): it reads only what is
@@ -195,12 +195,12 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
     if (q->prompt_tokens) {
         size_t n = cpulm_json_len(q->prompt_tokens);
         r->prompt = malloc(sizeof(cpulm_token) * n);
-        if (!r->prompt) return -cpulm_oai_error_set(e, 500, NULL, "out of memory");
+        if (!r->prompt) return cpulm_oai_fail(e, 500, NULL, "out of memory");
         for (size_t i = 0; i < n; i++) {
             int64_t v = cpulm_json_at(q->prompt_tokens, i)->u.num.i;
             if (v < 0 || v >= cpulm_vocab_n(s->model))
-                return -cpulm_oai_error_set(e, 400, "prompt", "token id %lld is out of range",
-                                            (long long)v);
+                return cpulm_oai_fail(e, 400, "prompt", "token id %lld is out of range",
+                                      (long long)v);
             r->prompt[i] = (cpulm_token)v;
         }
         r->n_prompt = (int32_t)n;
@@ -234,11 +234,10 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
                           : CPULM_ERR_NOMEM;
     cpulm_buf_release(&text);
     if (st == CPULM_ERR_CANCELLED) /* the job stopped (sent only when out of time) */
-        return -cpulm_oai_error_set(e, 504, NULL, "the request took longer than %.0f s to prepare",
-                                    CPULM_SERVER_PREP_LIMIT_S);
+        return cpulm_oai_fail(e, 504, NULL, "the request took longer than %.0f s to prepare",
+                              CPULM_SERVER_PREP_LIMIT_S);
     if (st != CPULM_OK)
-        return -cpulm_oai_error_set(e, 400, NULL, "cannot tokenize the prompt: %s",
-                                    cpulm_status_str(st));
+        return cpulm_oai_fail(e, 400, NULL, "cannot tokenize the prompt: %s", cpulm_status_str(st));
     r->n_prompt = n;
     return 0;
 }
@@ -252,9 +251,9 @@ static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpu
     /* a forced call would have to be generated as harmony's commentary message, which no
      * grammar here writes yet */
     if (harmony && q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED)
-        return -cpulm_oai_error_set(e, 400, "tool_choice",
-                                    "a required or named tool_choice is not supported with "
-                                    "harmony (gpt-oss) templates; use \"auto\"");
+        return cpulm_oai_fail(e, 400, "tool_choice",
+                              "a required or named tool_choice is not supported with "
+                              "harmony (gpt-oss) templates; use \"auto\"");
     if (q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED &&
         cpulm_oai_tool_grammar(q, cpulm_oai_tool_family(s->chat_tmpl), &text, e) < 0)
         return -1;
@@ -267,9 +266,9 @@ static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpu
                                               &r->grammar, &err);
     free(text);
     if (st != CPULM_OK)
-        return -cpulm_oai_error_set(
-            e, st == CPULM_ERR_NOMEM ? 500 : 400,
-            q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED ? "tools" : "grammar", "%s", err.msg);
+        return cpulm_oai_fail(e, cpulm_oai_http_status(st),
+                              q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED ? "tools" : "grammar",
+                              "%s", err.msg);
     return 0;
 }
 
@@ -355,23 +354,24 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q, int think, 
     return r;
 }
 
-static int submit_error(cpulm_sched_submit_result res, const cpulm_sched_req *r, cpulm_server *s,
-                        cpulm_oai_kind kind, cpulm_oai_error *e) {
+static void submit_error(cpulm_sched_submit_result res, const cpulm_sched_req *r, cpulm_server *s,
+                         cpulm_oai_kind kind, cpulm_oai_error *e) {
     switch (res) {
     case CPULM_SCHED_QUEUE_FULL:
-        return cpulm_oai_error_set(e, 429, NULL, "the server is busy: %d requests are waiting",
-                                   s->p.max_queue);
+        cpulm_oai_error_set(e, 429, NULL, "the server is busy: %d requests are waiting",
+                            s->p.sched.max_queue);
+        return;
     case CPULM_SCHED_TOO_LONG:
         cpulm_oai_error_set(e, 400, kind == CPULM_OAI_CHAT ? "messages" : "prompt",
                             "the prompt has %d tokens; the context holds %d "
                             "(including at least one generated token)",
-                            r->n_prompt, s->p.n_ctx);
+                            r->n_prompt, s->p.sched.n_ctx);
         e->code = "context_length_exceeded";
-        return 400;
+        return;
     case CPULM_SCHED_STOPPING:
-        return cpulm_oai_error_set(e, 503, NULL, "the server is shutting down");
-    default:
-        return cpulm_oai_error_set(e, 400, NULL, "invalid request (empty prompt or bad token ids)");
+        cpulm_oai_error_set(e, 503, NULL, "the server is shutting down");
+        return;
+    default: cpulm_oai_error_set(e, 400, NULL, "invalid request (empty prompt or bad token ids)");
     }
 }
 
@@ -411,9 +411,9 @@ static void gen_run(cpulm_prep_job *base) {
     j->body = NULL;
     if (!j->parsed) return;
     if (stopped(base, &j->e) < 0) return;
-    if (j->q.n > j->s->p.n_parallel)
+    if (j->q.n > j->s->p.sched.n_parallel)
         cpulm_oai_error_set(&j->e, 400, "n", "'n' must be at most %d on this server",
-                            j->s->p.n_parallel);
+                            j->s->p.sched.n_parallel);
     else
         j->r = to_sched_req(j->s, &j->q, &j->think, base, &j->e);
 }
@@ -533,7 +533,7 @@ static int embed_prepared(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *j) {
         cpulm_oai_error e;
         if (res == CPULM_SCHED_QUEUE_FULL)
             cpulm_oai_error_set(&e, 429, NULL, "the server is busy: %d embedding requests wait",
-                                s->p.max_queue);
+                                s->p.sched.max_queue);
         else if (res == CPULM_SCHED_STOPPING)
             cpulm_oai_error_set(&e, 503, NULL, "the server is shutting down");
         else

@@ -29,116 +29,8 @@
 #include "base/buf.h"
 #include "grammar/grammar.h"
 #include "server/pcache.h"
+#include "server/sched_int.h"
 #include "server/sched_spec.h"
-
-enum { SLOT_FREE, SLOT_PREFILL, SLOT_SIBLING, SLOT_GEN };
-
-#define SEED_FROM_CLOCK 0xFFFFFFFFu /* cpulm_sampler_params.seed asking for a clock seed */
-
-typedef struct sreq {
-    cpulm_sched_req *r;
-    struct sreq *next;
-    double t_arrival, t_first, deadline;
-    double t_start; /* when its first choice took a slot */
-    uint64_t order; /* submission number: first come first served within a priority */
-    int32_t *slots; /* [n_choices]: slot of each choice */
-    int32_t n_live; /* choices still generating */
-    int32_t n_completion, n_cached;
-    int32_t n_drafted, n_accepted; /* speculation: draft tokens verified / accepted */
-    int64_t kv_need;               /* KV tokens reserved while running (kv_budget) */
-} sreq;
-
-typedef struct slot {
-    int state;
-    sreq *q; /* NULL when free */
-    int32_t choice;
-    cpulm_token *cache; /* [n_ctx]: tokens in this sequence's KV cache */
-    int32_t n_cache;
-    cpulm_sampler *smp;
-    cpulm_grammar_matcher *gm; /* the request's grammar state, or NULL */
-    cpulm_detok dt;
-    cpulm_buf text; /* generated text so far; [0..n_emitted) was published */
-    size_t n_emitted;
-    int32_t stop_hit; /* 1 + the stop string that ended the choice, else 0 */
-    cpulm_token last; /* sampled, not yet decoded */
-    int32_t n_gen;
-    int32_t out_row;    /* logits row in the current step, -1 if none */
-    int32_t n_in_batch; /* tokens this slot put in the current batch */
-    int32_t n_draft;    /* of those, drafted tokens after `last` (speculation) */
-    double t_last;
-    uint64_t freed_at; /* when the slot last became free (a release counter) */
-} slot;
-
-struct cpulm_sched {
-    const cpulm_model *model;
-    cpulm_ctx *ctx;
-    cpulm_sched_params p;
-    int32_t n_vocab, n_ctx, n_batch;
-    int64_t kv_idle;         /* tokens free slots may keep in all; -1: no limit */
-    uint64_t kv_token_bytes; /* KV bytes of one token (all layers, K and V) */
-    int whole_only; /* hybrid model: a sequence's recurrent state is kept whole or cleared */
-
-    /* ---- guarded by mu ---- */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    sreq *in_head, *in_tail;
-    uint64_t *cancels;
-    int32_t n_cancels, cap_cancels;
-    int32_t n_queued; /* submitted, not yet admitted to slots */
-    uint64_t n_submitted;
-    int stop, closed;
-    int exited;                                   /* the thread left its loop (exit_cv) */
-    pthread_cond_t exit_cv;                       /* cpulm_sched_stop waits on it */
-    cpulm_sched_embed *emb_in_head, *emb_in_tail; /* submitted embedding requests */
-
-    /* ---- scheduler thread state ---- */
-    slot *slots; /* [n_parallel] */
-    sreq *wait_head, *wait_tail;
-    sreq *dead;                               /* ended this step; freed at its end */
-    uint64_t n_released;                      /* slots freed so far (slot.freed_at) */
-    int32_t n_active;                         /* requests holding slots */
-    int64_t kv_promised;                      /* their kv_need, summed */
-    cpulm_token *b_tok;                       /* [n_batch] */
-    int32_t *b_seq;                           /* [n_batch] */
-    int8_t *b_want;                           /* [n_batch] */
-    int32_t *tmp_idx;                         /* [n_parallel] */
-    cpulm_grammar_vocab *gvocab;              /* token trie for grammar masks (built at start) */
-    cpulm_pcache *pc;                         /* RAM prompt cache; NULL when off */
-    const uint8_t **blobs;                    /* [n_ctx / block]: lookup results */
-    cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
-    cpulm_sched_model est;                    /* step time model (seconds), see cpulm_sched_model */
-    double long_credit; /* stream tokens a long step may still delay (cpulm_sched_long_step) */
-    cpulm_sched_embed *emb_head, *emb_tail; /* embedding requests, served round-robin */
-    double emb_pre;                         /* seconds per token of an embedding batch */
-    cpulm_sched_spec *spec;                 /* speculative decoding; NULL when off */
-    cpulm_sched_spec_in *spec_in;           /* [n_parallel] */
-    int32_t spec_rows;                      /* most drafted tokens per slot and step (0: off) */
-
-    /* ---- event queue, guarded by ev_mu ---- */
-    pthread_mutex_t ev_mu;
-    pthread_cond_t ev_cv;
-    cpulm_sched_event *ev_head, *ev_tail;
-    int efd;
-
-    /* ---- stats ---- */
-    atomic_int ready, st_running, st_waiting;
-    atomic_llong st_kv_used, st_kv_cached, st_kv_promised;
-    atomic_ullong st_steps, st_max_step, st_long_steps;
-    atomic_llong st_pc_blocks, st_pc_bytes;
-    atomic_ullong st_prefill; /* prompt tokens evaluated */
-    _Atomic double st_target, st_fixed, st_gen, st_pre;
-    atomic_int st_emb; /* embedding requests submitted and not yet handed back */
-    atomic_ullong st_emb_batches, st_emb_inputs, st_emb_tokens;
-
-    pthread_t thread;
-    int thread_started;
-};
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- requests ---- */
 
@@ -716,64 +608,6 @@ static int32_t add_tok(cpulm_sched *s, int32_t n, cpulm_token t, int32_t seq, in
     return n + 1;
 }
 
-/* ---- latency-aware prefill budget ---- */
-
-double cpulm_sched_target_step(const cpulm_sched_model *m, double max_step_ms, int32_t n_parallel) {
-    if (max_step_ms > 0) return max_step_ms * 1e-3;
-    if (max_step_ms < 0) return 0;
-    return m->fixed + m->gen * n_parallel; /* an undisturbed decode step of all slots */
-}
-
-int32_t cpulm_sched_prefill_budget(const cpulm_sched_model *m, double target_s, int32_t n_gen,
-                                   int32_t n_chunk, int32_t floor) {
-    if (n_gen == 0 || target_s <= 0) return n_chunk;
-    double room = (target_s - m->fixed - m->gen * n_gen) / m->pre;
-    if (floor > n_chunk) floor = n_chunk;
-    if (!(room < n_chunk)) return n_chunk;
-    return room > floor ? (int32_t)room : floor;
-}
-
-int cpulm_sched_long_step(double *credit, int32_t n_gen, int want, int32_t every, int32_t cap) {
-    if (n_gen <= 0) return 0;
-    *credit += (double)n_gen / every;
-    if (*credit > cap) *credit = cap; /* a long idle spell does not buy a burst of long steps */
-    if (!want || *credit < n_gen - 1e-9) return 0;
-    *credit -= n_gen;
-    if (*credit < 0) *credit = 0;
-    return 1;
-}
-
-/* Decode-only steps refine the fixed part (the per-sequence cost stays the calibrated
- * one: in serving nearly all such steps have the same width, which cannot separate the
- * two) unless a step took less than the per-sequence part alone: then that part was
- * overestimated (one calibration step slowed by other processes made every target 40x too
- * long on a loaded machine) and moves toward this step's time per sequence. Steps with
- * prompt tokens refine the per-prompt-token part given the other two, so the model
- * predicts the steps the budget is chosen for. Exponentially weighted, positive. Only
- * steps whose prompt work is at least half of them teach the per-token cost (long steps,
- * prompt-only steps, short steps beside few streams): the error of the decode part, divided
- * by the few prompt tokens of a short step beside many streams, drove the per-token cost 3x
- * too low on a loaded machine, and long steps then ran 5x the median gap. */
-void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pre, double dt) {
-    const double w = 0.2;
-    if (n_pre == 0) {
-        double a = dt - m->gen * n_gen;
-        if (a < 0 && n_gen > 0) {
-            double g = dt / n_gen;
-            m->gen = (1 - w) * m->gen + w * (g > 1e-7 ? g : 1e-7);
-        }
-        m->fixed = (1 - w) * m->fixed + w * (a > 0 ? a : 0);
-    } else {
-        double dec = m->fixed + m->gen * n_gen, c = (dt - dec) / n_pre;
-        if (dt >= 2 * dec) /* the prompt work took at least half of the step */
-            m->pre = (1 - w) * m->pre + w * (c > 1e-7 ? c : 1e-7);
-    }
-}
-
-static double target_step(const cpulm_sched *s) {
-    return cpulm_sched_target_step(&s->est, s->p.max_step_ms, s->p.n_parallel);
-}
-
 /* The prefill budget of the next step beside n_gen streams (prompts: some are waiting).
  * Short steps fill up to the target without a floor; a long step (its credit allows one,
  * see cpulm_sched_long_step) aims at CPULM_SCHED_LONG_STEP targets with a floor of
@@ -951,138 +785,10 @@ static void step(cpulm_sched *s) {
     }
 }
 
-/* ---- embedding requests ----
- * They run on the embeddings context (params.embd_ctx) between decode steps: each loop
- * iteration embeds at most one batch of whole inputs of one request (round-robin over the
- * requests), packed as cpulm_ctx_embed packs them, so vectors equal a one-call embed. The
- * batch's size comes from the time it may take: CPULM_SCHED_EMBED_BATCH_S when nothing
- * else runs (a cancel or a new request waits at most that), a long step's target while
- * generation runs or waits (so streams keep their gaps up to one long step); but at least
- * 4 fixed costs of a step (reading the weights), so a large model's batches still amortize
- * them. In tokens by the step model's fixed part and the measured cost per embedded token;
- * always at least one input. Beside generating streams a batch runs only when the long-step
- * credit allows (emb_may_run). */
-
-#define CPULM_SCHED_EMBED_BATCH_S 0.05
-
-/* Queues e's event (allocated at submission) and hands e back. */
-static void emb_return(cpulm_sched *s, cpulm_sched_embed *e, cpulm_status st) {
-    cpulm_sched_event *ev = e->ev;
-    e->ev = NULL;
-    e->next = NULL;
-    e->status = st;
-    ev->kind = CPULM_SCHED_EV_EMBED;
-    ev->id = e->id;
-    ev->embed = e;
-    if (s->pend_tail)
-        s->pend_tail->next = ev;
-    else
-        s->pend_head = ev;
-    s->pend_tail = ev;
-    atomic_fetch_sub(&s->st_emb, 1);
-}
-
-/* Unlinks e from the scheduler's list. */
-static void emb_unlink(cpulm_sched *s, cpulm_sched_embed *e) {
-    for (cpulm_sched_embed **pp = &s->emb_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
-        if (*pp == e) {
-            *pp = e->next;
-            if (s->emb_tail == e) s->emb_tail = prev;
-            e->next = NULL;
-            return;
-        }
-}
-
-/* How many of e's next inputs the coming batch takes (>= 1); their tokens in *tokens. */
-static int32_t emb_take(const cpulm_sched *s, const cpulm_sched_embed *e, int64_t *tokens) {
-    int live = s->n_active > 0 || s->wait_head != NULL;
-    double T = target_step(s), budget = CPULM_SCHED_EMBED_BATCH_S;
-    if (live && T > 0 && CPULM_SCHED_LONG_STEP * T < budget) budget = CPULM_SCHED_LONG_STEP * T;
-    if (budget < 4 * s->est.fixed) budget = 4 * s->est.fixed;
-    int32_t n_batch = cpulm_ctx_n_ctx(s->p.embd_ctx), n_seq = cpulm_ctx_n_seq_max(s->p.embd_ctx);
-    double room = budget - s->est.fixed;
-    double fit = room > 0 ? room / (s->emb_pre > 1e-9 ? s->emb_pre : 1e-9) : 0;
-    int64_t max_tok = fit < (double)n_batch ? (int64_t)fit : n_batch;
-    int32_t k = 0;
-    *tokens = 0;
-    while (e->n_done + k < e->n && k < n_seq) {
-        int32_t t = e->n_tok[e->n_done + k];
-        if (k > 0 && *tokens + t > max_tok) break;
-        *tokens += t;
-        k++;
-    }
-    return k;
-}
-
-/* Whether an embedding batch may run now. Beside generating streams it delays their next
- * token like a long step, so it spends the same credit (cpulm_sched_long_step: the steps
- * earn it): at most about 1 in prefill_every of the tokens streams receive wait for a long
- * step or an embedding batch, and the median gap stays a short step. */
-static int emb_may_run(cpulm_sched *s) {
-    int32_t g = 0;
-    for (int32_t i = 0; i < s->p.n_parallel; i++)
-        g += s->slots[i].state == SLOT_GEN;
-    if (g == 0 || target_step(s) <= 0) return 1;
-    if (s->long_credit < g - 1e-9) return 0;
-    s->long_credit -= g;
-    return 1;
-}
-
-/* One batch of the first request in line, which then goes to the back of the line. */
-static void embed_step(cpulm_sched *s) {
-    cpulm_sched_embed *e = s->emb_head;
-    if (!e || !emb_may_run(s)) return;
-    if (e->deadline > 0 && now_s() > e->deadline) {
-        emb_unlink(s, e);
-        e->timed_out = 1;
-        emb_return(s, e, CPULM_ERR_CANCELLED);
-        return;
-    }
-    int64_t tokens;
-    int32_t k = emb_take(s, e, &tokens);
-    size_t E = (size_t)cpulm_ctx_n_embd(s->p.embd_ctx);
-    double t0 = now_s();
-    cpulm_status st = cpulm_ctx_embed(s->p.embd_ctx, e->tok + e->n_done, e->n_tok + e->n_done, k,
-                                      e->out + (size_t)e->n_done * E);
-    double dt = now_s() - t0;
-    if (st == CPULM_OK && tokens > 0) { /* the cost per token beyond the fixed part */
-        double c = (dt - s->est.fixed) / (double)tokens;
-        s->emb_pre = 0.8 * s->emb_pre + 0.2 * (c > 1e-7 ? c : 1e-7);
-    }
-    atomic_fetch_add(&s->st_emb_batches, 1);
-    emb_unlink(s, e);
-    if (st != CPULM_OK) {
-        emb_return(s, e, st);
-        return;
-    }
-    e->n_done += k;
-    atomic_fetch_add(&s->st_emb_inputs, (unsigned long long)k);
-    atomic_fetch_add(&s->st_emb_tokens, (unsigned long long)tokens);
-    if (e->n_done == e->n) {
-        emb_return(s, e, CPULM_OK);
-        return;
-    }
-    if (s->emb_tail) /* round-robin: the next request's batch comes first */
-        s->emb_tail->next = e;
-    else
-        s->emb_head = e;
-    s->emb_tail = e;
-}
-
-static int emb_cancel(cpulm_sched *s, uint64_t id) {
-    for (cpulm_sched_embed *e = s->emb_head; e; e = e->next)
-        if (e->id == id) {
-            emb_unlink(s, e);
-            emb_return(s, e, CPULM_ERR_CANCELLED);
-            return 1;
-        }
-    return 0;
-}
-
 /* ---- inputs: submissions, cancellations, deadlines ---- */
 
 static void cancel_one(cpulm_sched *s, uint64_t id) {
-    if (emb_cancel(s, id)) return;
+    if (cpulm_sched_emb_cancel(s, id)) return;
     for (sreq **pp = &s->wait_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
         if ((*pp)->r->id != id) continue;
         sreq *q = *pp;
@@ -1249,7 +955,7 @@ static void *sched_main(void *arg) {
         admit(s);
         step(s);
         publish(s);
-        embed_step(s); /* at most one embedding batch between two decode steps */
+        cpulm_sched_emb_step(s); /* at most one embedding batch between two decode steps */
         publish(s);
         free_dead(s);
         trim_idle(s);
@@ -1390,25 +1096,11 @@ static void free_list(sreq *q) {
     }
 }
 
-static void emb_destroy(cpulm_sched_embed *e) {
-    free(e->ev);
-    e->ev = NULL;
-    if (e->destroy) e->destroy(e);
-}
-
-static void emb_free_list(cpulm_sched_embed *e) {
-    while (e) {
-        cpulm_sched_embed *n = e->next;
-        emb_destroy(e);
-        e = n;
-    }
-}
-
 /* Frees queued events; an EMBED event's request goes with it (nobody will receive it). */
 static void free_events(cpulm_sched_event *e) {
     while (e) {
         cpulm_sched_event *n = e->next;
-        if (e->kind == CPULM_SCHED_EV_EMBED && e->embed) emb_destroy(e->embed);
+        if (e->kind == CPULM_SCHED_EV_EMBED && e->embed) cpulm_sched_emb_destroy(e->embed);
         free(e);
         e = n;
     }
@@ -1450,8 +1142,8 @@ void cpulm_sched_free(cpulm_sched *s) {
     free_dead(s);
     free_list(s->in_head);
     free_list(s->wait_head);
-    emb_free_list(s->emb_in_head);
-    emb_free_list(s->emb_head);
+    cpulm_sched_emb_free_list(s->emb_in_head);
+    cpulm_sched_emb_free_list(s->emb_head);
     free_events(cpulm_sched_drain(s));
     free_events(s->pend_head);
     free(s->slots);

@@ -37,10 +37,7 @@ double cpulm_server_now(void) {
 cpulm_server_params cpulm_server_default_params(void) {
     cpulm_server_params p = {.host = "127.0.0.1",
                              .port = 8080,
-                             .n_parallel = 4,
-                             .n_chunk = 256,
-                             .prefill_every = CPULM_SCHED_PREFILL_EVERY,
-                             .max_queue = 64,
+                             .sched = cpulm_sched_default_params(),
                              .timeout_s = 600,
                              .grace_s = 30,
                              .idle_timeout_s = 60,
@@ -49,10 +46,7 @@ cpulm_server_params cpulm_server_default_params(void) {
                              .max_conns_per_client = 256,
                              .head_timeout_s = 10,
                              .body_timeout_s = 10,
-                             .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT,
-                             .kv_idle = CPULM_SCHED_KV_IDLE_AUTO,
                              .pooling = CPULM_POOLING_UNSPECIFIED};
-
     return p;
 }
 
@@ -350,8 +344,8 @@ static cpulm_status spec_params(cpulm_server *s, cpulm_spec_params *sp) {
     s->draft_model = cpulm_model_load(p->draft_path, NULL, &s->load_err);
     if (!s->draft_model) return s->load_err.code;
     sp->draft_model = s->draft_model;
-    sp->draft_ctx.n_threads = p->n_threads_draft ? p->n_threads_draft : p->n_threads;
-    sp->draft_ctx.no_pin = p->no_pin;
+    sp->draft_ctx.n_threads = p->n_threads_draft ? p->n_threads_draft : p->sched.n_threads;
+    sp->draft_ctx.no_pin = p->sched.no_pin;
     return CPULM_OK;
 }
 
@@ -363,20 +357,7 @@ static void *loader_main(void *arg) {
         cpulm_token bos = cpulm_token_bos(s->model), eos = cpulm_token_eos(s->model);
         s->bos_text = bos >= 0 ? cpulm_token_text(s->model, bos) : NULL;
         s->eos_text = eos >= 0 ? cpulm_token_text(s->model, eos) : NULL;
-        cpulm_sched_params sp = cpulm_sched_default_params();
-        sp.n_parallel = s->p.n_parallel;
-        sp.n_ctx = s->p.n_ctx;
-        sp.n_chunk = s->p.n_chunk;
-        sp.max_queue = s->p.max_queue;
-        sp.n_threads = s->p.n_threads;
-        sp.n_threads_batch = s->p.n_threads_batch;
-        sp.cache_ram_mib = s->p.cache_ram_mib;
-        sp.kv_idle = s->p.kv_idle;
-        sp.kv_budget = s->p.kv_budget;
-        sp.max_step_ms = s->p.max_step_ms;
-        sp.prefill_every = s->p.prefill_every;
-        sp.kv_type = s->p.kv_type;
-        sp.no_pin = s->p.no_pin;
+        cpulm_sched_params sp = s->p.sched;
         sp.metrics = s->metrics;
         cpulm_model_info mi;
         cpulm_model_get_info(s->model, &mi);
@@ -414,7 +395,7 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
     s->sched = s->sched_loaded;
     cpulm_sched_stats st;
     cpulm_sched_get_stats(s->sched, &st);
-    s->p.n_ctx = st.n_ctx;
+    s->p.sched.n_ctx = st.n_ctx;
     s->prep = cpulm_prep_new(st.n_threads, &s->load_err); /* a worker per decode thread */
     if (!s->prep ||
         cpulm_loop_add(s->loop, cpulm_prep_event_fd(s->prep), CPULM_LOOP_READ, &s->h_prep) !=
@@ -427,7 +408,7 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
         return;
     }
     cpulm_logf(CPULM_LOG_INFO, "model loaded: %s (%d slots x %d tokens, chat template: %s)",
-               s->alias, s->p.n_parallel, s->p.n_ctx,
+               s->alias, s->p.sched.n_parallel, s->p.sched.n_ctx,
                !s->chat_tmpl        ? "plain"
                : s->p.chat_template ? "--chat-template"
                                     : "the model's");
@@ -581,8 +562,8 @@ static void raise_fd_limit(int32_t max_conns) {
 }
 
 cpulm_server *cpulm_server_new(const cpulm_server_params *p, cpulm_error *err) {
-    if (!p->model_path || p->n_parallel < 1 || p->max_conns < 1 || p->max_conns_per_client < 0 ||
-        !(p->head_timeout_s > 0) || !(p->body_timeout_s > 0) ||
+    if (!p->model_path || p->sched.n_parallel < 1 || p->max_conns < 1 ||
+        p->max_conns_per_client < 0 || !(p->head_timeout_s > 0) || !(p->body_timeout_s > 0) ||
         p->max_conns > CPULM_SERVER_MAX_CONNS || p->max_body < 1 ||
         (p->max_body_total && p->max_body_total < p->max_body) ||
         (p->api_key && !*p->api_key)) { /* "" must not silently mean "no authentication" */

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "server/sched.h"
 
 typedef struct cpulm_server cpulm_server;
 
@@ -22,22 +23,16 @@ typedef struct cpulm_server_params {
     const char *model_alias; /* id in /v1/models and responses; NULL: file name w/o .gguf */
     const char *host;        /* bind address; default 127.0.0.1 */
     int port;                /* 0: any free port (see cpulm_server_port) */
-    int32_t n_parallel;      /* sequences decoded together; default 4 */
-    int32_t n_ctx;           /* context per sequence; 0: model's, at most 4096 */
-    int32_t n_chunk;         /* most prompt tokens per scheduler step; default 256 */
-    double max_step_ms;      /* short-step target while prompts wait; 0: measured; <0: off */
-    int32_t prefill_every;   /* long steps delay 1 in N stream tokens; default 3 */
-    int32_t max_queue;       /* requests waiting for a slot before 429; default 64 */
-    int32_t n_threads;       /* decode threads; 0: physical cores */
-    int32_t n_threads_batch; /* threads of steps that carry prompt tokens; 0: n_threads */
-    cpulm_kv_type kv_type;   /* KV cache type (-ctk/-ctv); default f16 */
-    int no_pin;              /* cpulm_ctx_params.no_pin */
-    const char *api_key;     /* NULL: no authentication */
-    double timeout_s;        /* per-request limit; default 600 */
-    double grace_s;          /* SIGTERM: time in-flight requests get to finish; default 30 */
-    double idle_timeout_s;   /* idle keep-alive connections close; default 60 */
-    size_t max_body;         /* request body limit; default 1 MiB */
-    int32_t max_conns;       /* open connections; default 1024 */
+    /* the scheduler's settings (sched.h: slots, context per slot, prompt chunk, step-time
+     * target, queue, threads, prompt cache, KV limits, KV type, pinning), nested, not copied:
+     * its metrics, embd_ctx and spec are set by the server (spec from the fields below) */
+    cpulm_sched_params sched;
+    const char *api_key;   /* NULL: no authentication */
+    double timeout_s;      /* per-request limit; default 600 */
+    double grace_s;        /* SIGTERM: time in-flight requests get to finish; default 30 */
+    double idle_timeout_s; /* idle keep-alive connections close; default 60 */
+    size_t max_body;       /* request body limit; default 1 MiB */
+    int32_t max_conns;     /* open connections; default 1024 */
     int32_t
         max_conns_per_client;  /* per client address (IPv6: per /64); 0 = no limit; default 256 */
     double head_timeout_s;     /* a new connection, or a request once its first byte came,
@@ -46,12 +41,6 @@ typedef struct cpulm_server_params {
                                 * (408 after it); default 10 */
     size_t max_body_total;     /* read-buffer bytes for request bodies, all connections
                                 * together (503 past it); 0: cpulm_server_body_budget */
-    int64_t cache_ram_mib;     /* RAM prompt cache limit in MiB; default 2048; 0: off */
-    int64_t kv_idle;           /* KV tokens free slots keep for prefix reuse, all together;
-                                * -1: no limit; default -2: n_ctx with the prompt cache on,
-                                * no limit with it off (sched.h's CPULM_SCHED_KV_IDLE_AUTO) */
-    int64_t kv_budget;         /* KV tokens running requests may reserve; 0: no limit
-                                * (sched.h's kv_budget) */
     const char *chat_template; /* Jinja text overriding the model's; NULL: the model's */
     int embeddings;            /* serve POST /v1/embeddings (a second, embeddings-only context) */
     cpulm_pooling pooling;     /* its pooling; UNSPECIFIED: the model's */

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "cpulm.h"
-#include "gguf.h"
+#include "format/gguf.h"
 
 typedef struct cpulm_vocab cpulm_vocab;
 

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "gguf.h"
-#include "quant.h"
+#include "format/gguf.h"
+#include "format/quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

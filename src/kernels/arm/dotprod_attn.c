@@ -16,7 +16,7 @@
 #include "kernels/generic/generic.h"
 #include "neon_attn.h"
 #include "neon_unroll.h"
-#include "quant.h"
+#include "format/quant.h"
 
 #define WDIM 256 /* the largest head size split here; larger ones go to neon's */
 

@@ -33,7 +33,7 @@
 #include "kernels/generic/generic.h"
 #include "neon_softmax.h"
 #include "neon_unroll.h"
-#include "quant.h"
+#include "format/quant.h"
 
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 

@@ -11,7 +11,7 @@
 
 #include "base/fp16.h"
 #include "generic.h"
-#include "quant.h"
+#include "format/quant.h"
 
 #define QK CPULM_QK_K
 

@@ -31,7 +31,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/generic/generic.h"
-#include "quant.h"
+#include "format/quant.h"
 #include "x86.h"
 #include "x86_attn.h"
 

@@ -19,7 +19,7 @@
 
 #include "x86_attn.h"
 #include "kernels/generic/generic.h"
-#include "quant.h"
+#include "format/quant.h"
 
 #define A512_INLINE static inline __attribute__((always_inline))
 #define KT          X86Q_KT

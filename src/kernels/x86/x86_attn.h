@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quant.h"
+#include "format/quant.h"
 void cpulm_avx2_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
                             int64_t ldk, float scale, float *s, int64_t lds);
 float cpulm_avx2_attn_softmax_row(int n, int lim, float *s, float *M, float *L);

@@ -27,8 +27,8 @@
 #include <stdint.h>
 
 #include "cpulm.h"
-#include "gguf.h"
-#include "quant.h"
+#include "format/gguf.h"
+#include "format/quant.h"
 
 typedef struct cpulm_qplan_preset {
     const char *name; /* "Q4_K_M", as llama-quantize spells it */

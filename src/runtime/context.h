@@ -34,7 +34,8 @@ struct cpulm_ctx {
     float *u;   /* ffn up [n_ff] */
     void *actq; /* activations converted to a weight's vec_dot_type, [n_batch][row bytes] */
     size_t actq_stride;
-    float *scores; /* per thread [n_ctx] attention scores + [head_dim] scratch */
+    float *scores; /* per thread [scores_stride]: head_dim floats rounded up to 16, the rope
+                    * angles of one row (memory.c); attention's scores live in attn */
     size_t scores_stride;
     float theta_scale;               /* rope: base^(-2 / n_rot) */
     struct cpulm_attn *attn;         /* attention scratch and batch plan (model/attention.c) */

@@ -77,14 +77,13 @@ uint64_t cpulm_mem_scratch_total(const cpulm_mem_scratch *s) {
            s->embd_seq + s->work_base + s->moe + s->dnet;
 }
 
-/* 0 when the KV rows cannot be stored in that type (q8_0 needs rows of a multiple of 32; the
+/* 0 when the KV rows cannot be stored in that type (cpulm_kv_type_fits; the
  * tiny test models have rows of 8 or 16): sizing must not reach the row-size assertion with
  * a type the user picked; creating such a cache fails with a message instead. */
 uint64_t cpulm_mem_kv_bytes(const cpulm_hparams *hp, int32_t n_ctx, cpulm_kv_type t) {
     cpulm_mem_dims d;
     cpulm_mem_dims_of(hp, &d);
-    const cpulm_dtype_traits *tr = cpulm_dtype_traits_get((uint32_t)cpulm_kv_dtype(t));
-    if (!tr || n_ctx < 0 || d.k_dim <= 0 || d.k_dim % tr->block != 0) return 0;
+    if (n_ctx < 0 || d.k_dim <= 0 || !cpulm_kv_type_fits(t, d.head_dim)) return 0;
     return cpulm_kv_bytes_for(d.n_layer_kv, n_ctx, (int32_t)d.k_dim, t);
 }
 

@@ -6,16 +6,15 @@
  *
  * Everything is derived from the model's hyperparameters (cpulm_hparams), never from
  * llama-specific identities such as head_dim = n_embd / n_head: cpulm_mem_dims_of is the
- * one place that turns hyperparameters into buffer widths. To extend it for a new
- * architecture, add the hyperparameter to cpulm_hparams and its width here:
- *   - K and V head sizes that differ ({arch}.attention.key_length / value_length): set
- *     k_dim = n_head_kv * key_length, v_dim = n_head_kv * value_length, and q_dim / att_dim
- *     = n_head * key_length / value_length; the KV cache then needs the K and V row sizes
- *     separately (kv_cache.c) and the scratch follows from k_dim and v_dim here;
- *   - MoE: the expert FFN width (n_ff_exp) joins n_ff in `widest` and sizes g/u per used
- *     expert, and the router logits add [n_batch][n_expert] floats: one more field in
- *     cpulm_mem_scratch and one more line in cpulm_mem_scratch_of, which the context
- *     allocator then picks up.
+ * one place that turns hyperparameters into buffer widths. A part of the forward pass with
+ * scratch of its own sizes it next to its code and is one field here: attention (model/
+ * attention.c), mixture of experts (`moe`, model/moe.c: expert activations and router
+ * logits) and the hybrid models' recurrent layers (`dnet`, model/deltanet.c). To extend it
+ * for a new architecture, add the hyperparameter to cpulm_hparams and its width here. Not
+ * done yet: K and V head sizes that differ ({arch}.attention.key_length / value_length,
+ * refused by the loader): k_dim = n_head_kv * key_length, v_dim = n_head_kv *
+ * value_length, q_dim / att_dim = n_head * key_length / value_length, and the KV cache
+ * would need the K and V row sizes separately (kv_cache.c).
  * Pure arithmetic: no allocation, no I/O. */
 #ifndef CPULM_MEMORY_H
 #define CPULM_MEMORY_H

@@ -14,69 +14,36 @@
 
 #include "cpulm.h"
 #include "model/model.h"
-#include "quant.h"
+#include "format/quant.h"
 #include "quantize_plan.h"
 
-/* The sizes of a hybrid (Gated DeltaNet) shape, all 0 for other architectures: rotated
- * dims (0: head_dim), conv taps, inner size, state size, key heads, value heads,
- * full-attention interval, shared expert width, and the file layout variant. */
-typedef struct cpulm_ssm_shape {
-    int32_t n_rot, conv, inner, state, groups, heads, interval, n_ff_shexp;
-    int32_t joint_in; /* qwen3next: write the older joint ssm_in, not attn_qkv + attn_gate */
-} cpulm_ssm_shape;
-
-/* Sliding windows of a Gemma-style shape, all 0 for other architectures: the window
- * (attention.sliding_window), the period written as attention.sliding_window_pattern (0:
- * not written, the architecture's default applies) and a linear rope scaling factor for the
- * global layers (rope.scaling.type "linear"; 0: none). */
-typedef struct cpulm_swa_shape {
-    int32_t window, period;
-    float rope_linear;
-    float softcap; /* final_logit_softcapping (0: not written) */
-} cpulm_swa_shape;
-
-/* A named model shape: the one table of shapes, used by `cpulm synth` to write a file of
- * that shape and by `cpulm plan` to size a model that is not on disk. */
-typedef struct cpulm_shape_preset {
-    const char *name;  /* "8b" */
-    const char *desc;  /* "Llama 3.1 8B": the model whose dimensions these are */
-    const char *label; /* general.name of a synthesized file */
-    int32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
-    float rope_base;
-    int tied;         /* no output.weight: the output projection reuses token_embd */
-    const char *arch; /* general.architecture (model/arch.h) */
-    int32_t head_dim; /* 0: n_embd / n_head */
-    int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
-    cpulm_ssm_shape ssm;                       /* hybrid architectures (qwen35) */
-} cpulm_shape_preset;
-
-/* The sliding windows of a named shape (all 0 for shapes without them). */
-cpulm_swa_shape cpulm_shape_swa(const char *name);
-
-/* NULL when unknown / past the end. "1b", "3b", "8b", "70b" (Llama), "qwen3-0.6b",
- * "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-30b-a3b" (MoE), "mixtral-8x7b",
- * "qwen35-9b" (hybrid), "gemma3-4b", "tiny", "tiny-moe", "tiny-qwen35", "tiny-gemma3",
- * "custom". */
-const cpulm_shape_preset *cpulm_shape_preset_find(const char *name);
-const cpulm_shape_preset *cpulm_shape_preset_at(int i);
-
+/* What synth writes: the model's hyperparameters (cpulm_hparams, model/model.h: the one
+ * struct of them, as the loader reads them back) and the file's own choices.
+ * Of hp, synth reads the shape: n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab,
+ * n_ctx_train (context_length), rope_base, norm_eps, head_dim (0: n_embd / n_head), n_rot
+ * (0: head_dim), the experts (n_expert, n_expert_used, n_ff_exp; 0: dense), n_swa
+ * (attention.sliding_window of gpt-oss and gemma3; 0: none), final_softcap (gemma3's
+ * final_logit_softcapping, 0: not written), and the hybrid sizes (ssm_conv, ssm_inner,
+ * ssm_state = key head size, ssm_groups = key heads, ssm_heads = value heads,
+ * full_attn_interval, n_ff_shexp, ssm_joint_in: qwen3next's older joint ssm_in layout).
+ * The fields a loader derives (layer counts per kind, rope sections and scaling, scales)
+ * are ignored here; cpulm_synth_hparams computes them. */
 typedef struct cpulm_synth_params {
-    int32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
-    float rope_base, norm_eps;
+    cpulm_hparams hp;
     int tied;         /* no output.weight: the output projection reuses token_embd */
     cpulm_dtype type; /* type of every 2-D weight (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K) */
     uint64_t seed;
-    int n_threads;    /* generation threads (>= 1); does not change the output */
-    const char *name; /* general.name */
-    const char *arch; /* general.architecture: llama, qwen2, qwen3, qwen3moe (model/arch.h) */
-    int32_t head_dim; /* attention.key_length; 0: n_embd / n_head */
-    int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts (0: dense) */
-    uint32_t alignment;  /* general.alignment; 0: not written (the GGUF default, 32) */
-    int32_t n_swa;       /* attention.sliding_window (architectures with a window pattern) */
-    cpulm_ssm_shape ssm; /* hybrid architectures (qwen35) */
-    cpulm_swa_shape swa; /* sliding windows (gemma3) */
+    int n_threads;      /* generation threads (>= 1); does not change the output */
+    const char *name;   /* general.name */
+    const char *arch;   /* general.architecture: llama, qwen2, qwen3, qwen3moe (model/arch.h) */
+    uint32_t alignment; /* general.alignment; 0: not written (the GGUF default, 32) */
+    /* gemma3: the period written as attention.sliding_window_pattern (0: not written, the
+     * architecture's default applies) and a linear rope scaling factor of the global layers
+     * (rope.scaling.type "linear"; 0: none) */
+    int32_t swa_period;
+    float rope_linear;
     /* YaRN rope scaling (rope.scaling.type "yarn", .factor, .original_context_length):
-     * yarn_factor 0 writes no scaling keys; yarn_orig_ctx 0 means n_ctx */
+     * yarn_factor 0 writes no scaling keys; yarn_orig_ctx 0 means hp.n_ctx_train */
     float yarn_factor;
     int32_t yarn_orig_ctx;
     int rerank; /* encoders: a classification head (cls, cls.output) and pooling type rank */
@@ -88,6 +55,23 @@ typedef struct cpulm_synth_params {
                      uint64_t bytes_total);
     void *progress_user;
 } cpulm_synth_params;
+
+/* A named model shape: the one table of shapes, used by `cpulm synth` to write a file of
+ * that shape and by `cpulm plan` to size a model that is not on disk. p holds the shape
+ * (name: general.name of a synthesized file); its type, seed and threads are set by
+ * cpulm_synth_shape, and norm_eps when 0 (1e-5, 1e-6 for hybrid and gemma3 shapes). */
+typedef struct cpulm_shape_preset {
+    const char *name; /* "8b" */
+    const char *desc; /* "Llama 3.1 8B": the model whose dimensions these are */
+    cpulm_synth_params p;
+} cpulm_shape_preset;
+
+/* NULL when unknown / past the end. "1b", "3b", "8b", "70b" (Llama), "qwen3-0.6b",
+ * "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-30b-a3b" (MoE), "mixtral-8x7b",
+ * "qwen35-9b" (hybrid), "gemma3-4b", "tiny", "tiny-moe", "tiny-qwen35", "tiny-gemma3",
+ * "custom". */
+const cpulm_shape_preset *cpulm_shape_preset_find(const char *name);
+const cpulm_shape_preset *cpulm_shape_preset_at(int i);
 
 /* Fills *p with a named shape (cpulm_shape_preset_find; "custom" is tiny's numbers as a
  * starting point for overrides). Type Q4_0, seed 1, one thread.

@@ -30,10 +30,11 @@
 #define CPULM_KV_CACHE_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cpulm.h"
-#include "quant.h"
+#include "format/quant.h"
 
 typedef struct cpulm_kv {
     int32_t n_layer, n_seq, n_ctx, kv_dim;
@@ -62,6 +63,11 @@ uint64_t cpulm_kv_bytes_for(int32_t n_layer, int32_t n_ctx, int32_t kv_dim, cpul
 uint64_t cpulm_kv_reserved_bytes(int32_t n_layer, int32_t n_seq, int32_t n_ctx, int32_t kv_dim,
                                  cpulm_kv_type type);
 cpulm_dtype cpulm_kv_dtype(cpulm_kv_type type);
+/* The one rule of which cache types a model can use (-ctk/-ctv): type is a cpulm_kv_type, and
+ * a quantized one (q8_0, q4_0) stores whole 32-element blocks of each width-element piece
+ * of a row: the context asks it of the head size (attention reads one head's slice), memory.c
+ * sizes a cache that fails it at 0, kv_init refuses rows that fail it. */
+bool cpulm_kv_type_fits(cpulm_kv_type type, int64_t width);
 
 static inline uint8_t *cpulm_kv_k(const cpulm_kv *kv, int32_t il, int32_t seq, int32_t pos) {
     return kv->k + ((size_t)il * kv->n_seq + seq) * kv->run_bytes + (size_t)pos * kv->row_bytes;

@@ -197,38 +197,35 @@ void cpulm_quantize_row_q5_K_ref(const float *x, void *vy, int64_t n) {
     }
 }
 
-void cpulm_dequantize_row_q4_K_ref(const void *vx, float *y, int64_t n) {
-    const cpulm_block_q4_K *x = vx;
-    for (int64_t i = 0; i < n / QK; i++) {
-        const float d = cpulm_fp16_to_f32(x[i].d), dmin = cpulm_fp16_to_f32(x[i].dmin);
-        for (int j = 0; j < 8; j++, y += 32) {
-            uint8_t sc, m;
-            cpulm_k4_scale_min(j, x[i].scales, &sc, &m);
-            const float d1 = d * sc, m1 = dmin * m;
-            const uint8_t *q = x[i].qs + 32 * (j / 2);
-            const int shift = 4 * (j % 2);
-            for (int l = 0; l < 32; l++)
-                y[l] = d1 * (float)((q[l] >> shift) & 0xF) - m1;
+/* One Q4_K or Q5_K block's 256 values: 8 sub-blocks of 32, x = d * sc * q - dmin * m, q the
+ * 4 low bits from qs and, for Q5_K, the fifth from qh (NULL for Q4_K). */
+static void dequantize_k45(float d, float dmin, const uint8_t *scales, const uint8_t *qs,
+                           const uint8_t *qh, float *y) {
+    for (int j = 0; j < 8; j++, y += 32) {
+        uint8_t sc, m;
+        cpulm_k4_scale_min(j, scales, &sc, &m);
+        const float d1 = d * sc, m1 = dmin * m;
+        const uint8_t *q = qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
+        for (int l = 0; l < 32; l++) {
+            const int v = ((q[l] >> shift) & 0xF) | (qh ? ((qh[l] >> j) & 1) << 4 : 0);
+            y[l] = d1 * (float)v - m1;
         }
     }
 }
 
+void cpulm_dequantize_row_q4_K_ref(const void *vx, float *y, int64_t n) {
+    const cpulm_block_q4_K *x = vx;
+    for (int64_t i = 0; i < n / QK; i++, y += QK)
+        dequantize_k45(cpulm_fp16_to_f32(x[i].d), cpulm_fp16_to_f32(x[i].dmin), x[i].scales,
+                       x[i].qs, NULL, y);
+}
+
 void cpulm_dequantize_row_q5_K_ref(const void *vx, float *y, int64_t n) {
     const cpulm_block_q5_K *x = vx;
-    for (int64_t i = 0; i < n / QK; i++) {
-        const float d = cpulm_fp16_to_f32(x[i].d), dmin = cpulm_fp16_to_f32(x[i].dmin);
-        for (int j = 0; j < 8; j++, y += 32) {
-            uint8_t sc, m;
-            cpulm_k4_scale_min(j, x[i].scales, &sc, &m);
-            const float d1 = d * sc, m1 = dmin * m;
-            const uint8_t *q = x[i].qs + 32 * (j / 2);
-            const int shift = 4 * (j % 2);
-            for (int l = 0; l < 32; l++) {
-                const int v = ((q[l] >> shift) & 0xF) | (((x[i].qh[l] >> j) & 1) << 4);
-                y[l] = d1 * (float)v - m1;
-            }
-        }
-    }
+    for (int64_t i = 0; i < n / QK; i++, y += QK)
+        dequantize_k45(cpulm_fp16_to_f32(x[i].d), cpulm_fp16_to_f32(x[i].dmin), x[i].scales,
+                       x[i].qs, x[i].qh, y);
 }
 
 /* ---- Q6_K: 16 sub-blocks of 16, symmetric, int8 scales; x = d * sc * (q - 32) ---- */

@@ -174,7 +174,11 @@ cpulm_ctx *cpulm_ctx_new(const cpulm_model *m, const cpulm_ctx_params *params, c
     cpulm_mem_dims_of(&m->hp, &d);
     cpulm_mem_scratch s;
     cpulm_mem_scratch_of(&m->hp, &mc, &s);
-    if ((p.kv_type == CPULM_KV_Q8_0 || p.kv_type == CPULM_KV_Q4_0) && m->hp.head_dim % 32 != 0) {
+    if (!cpulm_kv_type_fits(p.kv_type, 32)) { /* no type at all */
+        cpulm_errf(err, CPULM_ERR_INVALID_ARG, "context: unknown KV cache type %d", (int)p.kv_type);
+        goto fail;
+    }
+    if (!cpulm_kv_type_fits(p.kv_type, m->hp.head_dim)) {
         /* attention reads one head's slice of a row: it must be whole 32-element blocks */
         cpulm_errf(err, CPULM_ERR_UNSUPPORTED,
                    "context: a %s KV cache needs a head size that is a multiple of 32 (this "

@@ -24,6 +24,12 @@ cpulm_dtype cpulm_kv_dtype(cpulm_kv_type type) {
     return CPULM_DTYPE_F16;
 }
 
+bool cpulm_kv_type_fits(cpulm_kv_type type, int64_t width) {
+    if ((int)type < CPULM_KV_F16 || (int)type > CPULM_KV_Q4_0) return false;
+    const int64_t blk = cpulm_dtype_traits_get((uint32_t)cpulm_kv_dtype(type))->block;
+    return width > 0 && width % blk == 0;
+}
+
 uint64_t cpulm_kv_bytes_for(int32_t n_layer, int32_t n_ctx, int32_t kv_dim, cpulm_kv_type type) {
     uint64_t row = cpulm_dtype_row_bytes(cpulm_kv_dtype(type), kv_dim);
     return 2ull * (uint64_t)n_layer * (uint64_t)n_ctx * row;
@@ -71,11 +77,11 @@ cpulm_status cpulm_kv_init(cpulm_kv *kv, int32_t n_layer, int32_t n_seq, int32_t
     kv->fd = -1;
     if (n_layer < 1 || n_seq < 1 || n_ctx < 1 || kv_dim < 1)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "kv cache: bad dimensions");
-    if ((type == CPULM_KV_Q8_0 || type == CPULM_KV_Q4_0) && kv_dim % CPULM_QK8_0 != 0)
-        return cpulm_errf(err, CPULM_ERR_UNSUPPORTED,
-                          "kv cache: q8_0/q4_0 need a kv row of a multiple of 32, not %d", kv_dim);
     if ((int)type < CPULM_KV_F16 || (int)type > CPULM_KV_Q4_0)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "kv cache: unknown type %d", (int)type);
+    if (!cpulm_kv_type_fits(type, kv_dim))
+        return cpulm_errf(err, CPULM_ERR_UNSUPPORTED,
+                          "kv cache: q8_0/q4_0 need a kv row of a multiple of 32, not %d", kv_dim);
     kv->n_layer = n_layer;
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;

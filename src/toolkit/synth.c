@@ -13,8 +13,9 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "gguf.h"
+#include "format/gguf.h"
 #include "model/arch.h"
+#include "model/swa.h"
 #include "quantize_plan.h"
 
 #define SYNTH_N_SPECIAL 3   /* <unk>, <s>, </s> */
@@ -24,107 +25,154 @@
 
 /* ---- shapes: the one table of model shapes (synth and `cpulm plan` share it) ---- */
 
+/* Each row: the model it copies (desc), then its shape as cpulm_synth_params (synth.h), in
+ * designated initialisers of cpulm_hparams (model/model.h). */
 /* clang-format off */
 static const cpulm_shape_preset shapes[] = {
-    /* name, desc, label, layers, embd, ff, heads, kv heads, vocab, ctx, rope base, tied,
-     * arch, head_dim (0: embd / heads), experts, used, expert ff,
-     * hybrid sizes (cpulm_ssm_shape) */
-    {"1b", "Llama 3.2 1B", "synth Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 131072, 500000.0f,
-     1, "llama", 0, 0, 0, 0, {0}},
-    {"3b", "Llama 3.2 3B", "synth Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 131072, 500000.0f,
-     1, "llama", 0, 0, 0, 0, {0}},
-    {"8b", "Llama 3.1 8B", "synth Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f, 0,
-     "llama", 0, 0, 0, 0, {0}},
-    {"70b", "Llama 3.1 70B", "synth Llama-3-70B", 80, 8192, 28672, 64, 8, 128256, 8192, 500000.0f,
-     0, "llama", 0, 0, 0, 0, {0}},
-    {"qwen3-0.6b", "Qwen3 0.6B", "synth Qwen3-0.6B", 28, 1024, 3072, 16, 8, 151936, 40960, 1e6f, 1,
-     "qwen3", 128, 0, 0, 0, {0}},
-    {"qwen3-1.7b", "Qwen3 1.7B", "synth Qwen3-1.7B", 28, 2048, 6144, 16, 8, 151936, 40960, 1e6f, 1,
-     "qwen3", 128, 0, 0, 0, {0}},
-    {"qwen3-4b", "Qwen3 4B", "synth Qwen3-4B", 36, 2560, 9728, 32, 8, 151936, 40960, 1e6f, 1,
-     "qwen3", 128, 0, 0, 0, {0}},
-    {"qwen3-8b", "Qwen3 8B", "synth Qwen3-8B", 36, 4096, 12288, 32, 8, 151936, 40960, 1e6f, 0,
-     "qwen3", 128, 0, 0, 0, {0}},
-    {"qwen3-30b-a3b", "Qwen3 30B-A3B (MoE)", "synth Qwen3-30B-A3B", 48, 2048, 6144, 32, 4, 151936,
-     40960, 1e6f, 1, "qwen3moe", 128, 128, 8, 768, {0}},
-    {"mixtral-8x7b", "Mixtral 8x7B (MoE)", "synth Mixtral-8x7B", 32, 4096, 14336, 32, 8, 32000,
-     32768, 1e6f, 0, "llama", 0, 8, 2, 14336, {0}},
-    {"qwen35-9b", "Qwen3.5 9B (hybrid)", "synth Qwen3.5-9B", 32, 4096, 12288, 16, 4, 248320,
-     262144, 1e7f, 0, "qwen35", 256, 0, 0, 0, {64, 4, 4096, 128, 16, 32, 4, 0, 0}},
-    {"qwen35-35b-a3b", "Qwen3.5 35B-A3B (hybrid MoE)", "synth Qwen3.5-35B-A3B", 40, 2048, 512, 16, 2,
-     248320, 262144, 1e7f, 0, "qwen35moe", 256, 256, 8, 512, {64, 4, 4096, 128, 16, 32, 4, 512, 0}},
-    {"qwen3next-80b-a3b", "Qwen3-Next 80B-A3B (hybrid MoE)", "synth Qwen3-Next-80B-A3B", 48, 2048, 512, 16, 2,
-     151936, 262144, 1e7f, 0, "qwen3next", 256, 512, 10, 512, {64, 4, 4096, 128, 16, 32, 4, 512, 0}},
-    {"tiny", "tiny test model", "synth tiny", 2, 256, 512, 4, 2, 512, 512, 10000.0f, 1, "llama", 0,
-     0, 0, 0, {0}},
-    {"tiny-moe", "tiny MoE test model", "synth tiny MoE", 2, 256, 512, 4, 2, 512, 512, 1e6f, 1,
-     "qwen3moe", 64, 8, 2, 128, {0}},
+    {"1b", "Llama 3.2 1B",
+     {.name = "synth Llama-3.2-1B", .arch = "llama", .tied = 1,
+      .hp = {.n_layer = 16, .n_embd = 2048, .n_ff = 8192, .n_head = 32, .n_head_kv = 8,
+             .n_vocab = 128256, .n_ctx_train = 131072, .rope_base = 500000.0f}}},
+    {"3b", "Llama 3.2 3B",
+     {.name = "synth Llama-3.2-3B", .arch = "llama", .tied = 1,
+      .hp = {.n_layer = 28, .n_embd = 3072, .n_ff = 8192, .n_head = 24, .n_head_kv = 8,
+             .n_vocab = 128256, .n_ctx_train = 131072, .rope_base = 500000.0f}}},
+    {"8b", "Llama 3.1 8B",
+     {.name = "synth Llama-3-8B", .arch = "llama",
+      .hp = {.n_layer = 32, .n_embd = 4096, .n_ff = 14336, .n_head = 32, .n_head_kv = 8,
+             .n_vocab = 128256, .n_ctx_train = 8192, .rope_base = 500000.0f}}},
+    {"70b", "Llama 3.1 70B",
+     {.name = "synth Llama-3-70B", .arch = "llama",
+      .hp = {.n_layer = 80, .n_embd = 8192, .n_ff = 28672, .n_head = 64, .n_head_kv = 8,
+             .n_vocab = 128256, .n_ctx_train = 8192, .rope_base = 500000.0f}}},
+    {"qwen3-0.6b", "Qwen3 0.6B",
+     {.name = "synth Qwen3-0.6B", .arch = "qwen3", .tied = 1,
+      .hp = {.n_layer = 28, .n_embd = 1024, .n_ff = 3072, .n_head = 16, .n_head_kv = 8,
+             .n_vocab = 151936, .n_ctx_train = 40960, .rope_base = 1e6f, .head_dim = 128}}},
+    {"qwen3-1.7b", "Qwen3 1.7B",
+     {.name = "synth Qwen3-1.7B", .arch = "qwen3", .tied = 1,
+      .hp = {.n_layer = 28, .n_embd = 2048, .n_ff = 6144, .n_head = 16, .n_head_kv = 8,
+             .n_vocab = 151936, .n_ctx_train = 40960, .rope_base = 1e6f, .head_dim = 128}}},
+    {"qwen3-4b", "Qwen3 4B",
+     {.name = "synth Qwen3-4B", .arch = "qwen3", .tied = 1,
+      .hp = {.n_layer = 36, .n_embd = 2560, .n_ff = 9728, .n_head = 32, .n_head_kv = 8,
+             .n_vocab = 151936, .n_ctx_train = 40960, .rope_base = 1e6f, .head_dim = 128}}},
+    {"qwen3-8b", "Qwen3 8B",
+     {.name = "synth Qwen3-8B", .arch = "qwen3",
+      .hp = {.n_layer = 36, .n_embd = 4096, .n_ff = 12288, .n_head = 32, .n_head_kv = 8,
+             .n_vocab = 151936, .n_ctx_train = 40960, .rope_base = 1e6f, .head_dim = 128}}},
+    {"qwen3-30b-a3b", "Qwen3 30B-A3B (MoE)",
+     {.name = "synth Qwen3-30B-A3B", .arch = "qwen3moe", .tied = 1,
+      .hp = {.n_layer = 48, .n_embd = 2048, .n_ff = 6144, .n_head = 32, .n_head_kv = 4,
+             .n_vocab = 151936, .n_ctx_train = 40960, .rope_base = 1e6f, .head_dim = 128,
+             .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768}}},
+    {"mixtral-8x7b", "Mixtral 8x7B (MoE)",
+     {.name = "synth Mixtral-8x7B", .arch = "llama",
+      .hp = {.n_layer = 32, .n_embd = 4096, .n_ff = 14336, .n_head = 32, .n_head_kv = 8,
+             .n_vocab = 32000, .n_ctx_train = 32768, .rope_base = 1e6f, .n_expert = 8,
+             .n_expert_used = 2, .n_ff_exp = 14336}}},
+    {"qwen35-9b", "Qwen3.5 9B (hybrid)",
+     {.name = "synth Qwen3.5-9B", .arch = "qwen35",
+      .hp = {.n_layer = 32, .n_embd = 4096, .n_ff = 12288, .n_head = 16, .n_head_kv = 4,
+             .n_vocab = 248320, .n_ctx_train = 262144, .rope_base = 1e7f, .head_dim = 256,
+             .n_rot = 64, .ssm_conv = 4, .ssm_inner = 4096, .ssm_state = 128, .ssm_groups = 16,
+             .ssm_heads = 32, .full_attn_interval = 4}}},
+    {"qwen35-35b-a3b", "Qwen3.5 35B-A3B (hybrid MoE)",
+     {.name = "synth Qwen3.5-35B-A3B", .arch = "qwen35moe",
+      .hp = {.n_layer = 40, .n_embd = 2048, .n_ff = 512, .n_head = 16, .n_head_kv = 2,
+             .n_vocab = 248320, .n_ctx_train = 262144, .rope_base = 1e7f, .head_dim = 256,
+             .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 512, .n_rot = 64, .ssm_conv = 4,
+             .ssm_inner = 4096, .ssm_state = 128, .ssm_groups = 16, .ssm_heads = 32,
+             .full_attn_interval = 4, .n_ff_shexp = 512}}},
+    {"qwen3next-80b-a3b", "Qwen3-Next 80B-A3B (hybrid MoE)",
+     {.name = "synth Qwen3-Next-80B-A3B", .arch = "qwen3next",
+      .hp = {.n_layer = 48, .n_embd = 2048, .n_ff = 512, .n_head = 16, .n_head_kv = 2,
+             .n_vocab = 151936, .n_ctx_train = 262144, .rope_base = 1e7f, .head_dim = 256,
+             .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 512, .n_rot = 64, .ssm_conv = 4,
+             .ssm_inner = 4096, .ssm_state = 128, .ssm_groups = 16, .ssm_heads = 32,
+             .full_attn_interval = 4, .n_ff_shexp = 512}}},
+    {"tiny", "tiny test model",
+     {.name = "synth tiny", .arch = "llama", .tied = 1,
+      .hp = {.n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+             .n_ctx_train = 512, .rope_base = 10000.0f}}},
+    {"tiny-moe", "tiny MoE test model",
+     {.name = "synth tiny MoE", .arch = "qwen3moe", .tied = 1,
+      .hp = {.n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+             .n_ctx_train = 512, .rope_base = 1e6f, .head_dim = 64, .n_expert = 8,
+             .n_expert_used = 2, .n_ff_exp = 128}}},
     /* 4 layers: 3 Gated DeltaNet, 1 full attention; 2 key heads shared by 4 value heads;
      * half of each head rotated */
-    {"tiny-qwen35", "tiny hybrid test model", "synth tiny qwen35", 4, 256, 512, 4, 2, 512, 4096,
-     1e7f, 1, "qwen35", 64, 0, 0, 0, {32, 4, 128, 32, 2, 4, 4, 0, 0}},
-    {"tiny-qwen35moe", "tiny hybrid MoE test model", "synth tiny qwen35moe", 4, 256, 256, 4, 2, 512,
-     4096, 1e7f, 1, "qwen35moe", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 0}},
-    {"tiny-qwen3next", "tiny qwen3next test model", "synth tiny qwen3next", 4, 256, 256, 4, 2, 512,
-     4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 0}},
-    {"tiny-qwen3next-ssm-in", "tiny qwen3next, older converter's layout", "synth tiny qwen3next", 4,
-     256, 256, 4, 2, 512, 4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 1}},
-    {"tiny-qwen3next-ssm-in", "tiny qwen3next, older converter's layout", "synth tiny qwen3next", 4,
-     256, 256, 4, 2, 512, 4096, 1e7f, 1, "qwen3next", 64, 8, 2, 128, {32, 4, 128, 32, 2, 4, 4, 192, 1}},
-    {"gemma3-4b", "Gemma 3 4B", "synth Gemma-3-4B", 34, 2560, 10240, 8, 4, 262144, 131072, 1e6f,
-     1, "gemma3", 256, 0, 0, 0, {0}},
+    {"tiny-qwen35", "tiny hybrid test model",
+     {.name = "synth tiny qwen35", .arch = "qwen35", .tied = 1,
+      .hp = {.n_layer = 4, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+             .n_ctx_train = 4096, .rope_base = 1e7f, .head_dim = 64, .n_rot = 32, .ssm_conv = 4,
+             .ssm_inner = 128, .ssm_state = 32, .ssm_groups = 2, .ssm_heads = 4,
+             .full_attn_interval = 4}}},
+    {"tiny-qwen35moe", "tiny hybrid MoE test model",
+     {.name = "synth tiny qwen35moe", .arch = "qwen35moe", .tied = 1,
+      .hp = {.n_layer = 4, .n_embd = 256, .n_ff = 256, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+             .n_ctx_train = 4096, .rope_base = 1e7f, .head_dim = 64, .n_expert = 8,
+             .n_expert_used = 2, .n_ff_exp = 128, .n_rot = 32, .ssm_conv = 4, .ssm_inner = 128,
+             .ssm_state = 32, .ssm_groups = 2, .ssm_heads = 4, .full_attn_interval = 4,
+             .n_ff_shexp = 192}}},
+    {"tiny-qwen3next", "tiny qwen3next test model",
+     {.name = "synth tiny qwen3next", .arch = "qwen3next", .tied = 1,
+      .hp = {.n_layer = 4, .n_embd = 256, .n_ff = 256, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+             .n_ctx_train = 4096, .rope_base = 1e7f, .head_dim = 64, .n_expert = 8,
+             .n_expert_used = 2, .n_ff_exp = 128, .n_rot = 32, .ssm_conv = 4, .ssm_inner = 128,
+             .ssm_state = 32, .ssm_groups = 2, .ssm_heads = 4, .full_attn_interval = 4,
+             .n_ff_shexp = 192}}},
+    {"tiny-qwen3next-ssm-in", "tiny qwen3next, older converter's layout",
+     {.name = "synth tiny qwen3next", .arch = "qwen3next", .tied = 1,
+      .hp = {.n_layer = 4, .n_embd = 256, .n_ff = 256, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+             .n_ctx_train = 4096, .rope_base = 1e7f, .head_dim = 64, .n_expert = 8,
+             .n_expert_used = 2, .n_ff_exp = 128, .n_rot = 32, .ssm_conv = 4, .ssm_inner = 128,
+             .ssm_state = 32, .ssm_groups = 2, .ssm_heads = 4, .full_attn_interval = 4,
+             .n_ff_shexp = 192, .ssm_joint_in = 1}}},
+    {"gemma3-4b", "Gemma 3 4B",
+     {.name = "synth Gemma-3-4B", .arch = "gemma3", .tied = 1, .rope_linear = 8.0f,
+      .hp = {.n_layer = 34, .n_embd = 2560, .n_ff = 10240, .n_head = 8, .n_head_kv = 4,
+             .n_vocab = 262144, .n_ctx_train = 131072, .rope_base = 1e6f, .head_dim = 256,
+             .n_swa = 1024}}},
     /* 6 layers: 5 sliding (a window of 32) and 1 global; the global layer's rope scaled
      * linearly by 8, the sliding ones unscaled at base 10000 */
-    {"tiny-gemma3", "tiny gemma3 test model", "synth tiny gemma3", 6, 256, 512, 4, 2, 512, 4096,
-     1e6f, 1, "gemma3", 64, 0, 0, 0, {0}},
+    {"tiny-gemma3", "tiny gemma3 test model",
+     {.name = "synth tiny gemma3", .arch = "gemma3", .tied = 1, .rope_linear = 8.0f,
+      .hp = {.n_layer = 6, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+             .n_ctx_train = 4096, .rope_base = 1e6f, .head_dim = 64, .n_swa = 32}}},
     /* gpt-oss: MXFP4 experts (the default type), Q8_0 attention, F32 router; every other layer
-     * a sliding window and YaRN (shape_extras) */
-    {"gpt-oss-20b", "gpt-oss 20B (MoE, MXFP4 experts)", "synth gpt-oss-20b", 24, 2880, 2880, 64,
-     8, 201088, 131072, 150000.0f, 0, "gpt-oss", 64, 32, 4, 2880, {0}},
-    {"gpt-oss-120b", "gpt-oss 120B (MoE, MXFP4 experts)", "synth gpt-oss-120b", 36, 2880, 2880, 64,
-     8, 201088, 131072, 150000.0f, 0, "gpt-oss", 64, 128, 4, 2880, {0}},
+     * a sliding window and YaRN */
+    {"gpt-oss-20b", "gpt-oss 20B (MoE, MXFP4 experts)",
+     {.name = "synth gpt-oss-20b", .arch = "gpt-oss", .yarn_factor = 32.0f, .yarn_orig_ctx = 4096,
+      .hp = {.n_layer = 24, .n_embd = 2880, .n_ff = 2880, .n_head = 64, .n_head_kv = 8,
+             .n_vocab = 201088, .n_ctx_train = 131072, .rope_base = 150000.0f, .head_dim = 64,
+             .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880, .n_swa = 128}}},
+    {"gpt-oss-120b", "gpt-oss 120B (MoE, MXFP4 experts)",
+     {.name = "synth gpt-oss-120b", .arch = "gpt-oss", .yarn_factor = 32.0f, .yarn_orig_ctx = 4096,
+      .hp = {.n_layer = 36, .n_embd = 2880, .n_ff = 2880, .n_head = 64, .n_head_kv = 8,
+             .n_vocab = 201088, .n_ctx_train = 131072, .rope_base = 150000.0f, .head_dim = 64,
+             .n_expert = 128, .n_expert_used = 4, .n_ff_exp = 2880, .n_swa = 128}}},
     /* 4 layers (2 sliding, 2 full), 8 experts, 4 used */
-    {"tiny-gpt-oss", "tiny gpt-oss test model", "synth tiny gpt-oss", 4, 256, 128, 4, 2, 512, 8192,
-     150000.0f, 0, "gpt-oss", 64, 8, 4, 128, {0}},
-    {"tiny-bert", "tiny BERT encoder (embeddings)", "synth tiny bert", 2, 128, 256, 4, 4, 512,
-     256, 10000.0f, 0, "bert", 0, 0, 0, 0, {0}},
-    {"tiny-nomic-bert", "tiny nomic-bert encoder (embeddings)", "synth tiny nomic-bert", 2, 128,
-     256, 4, 4, 512, 256, 1000.0f, 0, "nomic-bert", 0, 0, 0, 0, {0}},
-    {"custom", "tiny's numbers, to override", "synth custom", 2, 256, 512, 4, 2, 512, 512, 10000.0f,
-     1, "llama", 0, 0, 0, 0, {0}},
+    {"tiny-gpt-oss", "tiny gpt-oss test model",
+     {.name = "synth tiny gpt-oss", .arch = "gpt-oss", .yarn_factor = 32.0f, .yarn_orig_ctx = 256,
+      .hp = {.n_layer = 4, .n_embd = 256, .n_ff = 128, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+             .n_ctx_train = 8192, .rope_base = 150000.0f, .head_dim = 64, .n_expert = 8,
+             .n_expert_used = 4, .n_ff_exp = 128, .n_swa = 32}}},
+    /* encoders: BERT's LayerNorm epsilon */
+    {"tiny-bert", "tiny BERT encoder (embeddings)",
+     {.name = "synth tiny bert", .arch = "bert",
+      .hp = {.n_layer = 2, .n_embd = 128, .n_ff = 256, .n_head = 4, .n_head_kv = 4, .n_vocab = 512,
+             .n_ctx_train = 256, .rope_base = 10000.0f, .norm_eps = 1e-12f}}},
+    {"tiny-nomic-bert", "tiny nomic-bert encoder (embeddings)",
+     {.name = "synth tiny nomic-bert", .arch = "nomic-bert",
+      .hp = {.n_layer = 2, .n_embd = 128, .n_ff = 256, .n_head = 4, .n_head_kv = 4, .n_vocab = 512,
+             .n_ctx_train = 256, .rope_base = 1000.0f, .norm_eps = 1e-12f}}},
+    {"custom", "tiny's numbers, to override",
+     {.name = "synth custom", .arch = "llama", .tied = 1,
+      .hp = {.n_layer = 2, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+             .n_ctx_train = 512, .rope_base = 10000.0f}}},
 };
 /* clang-format on */
-
-/* The sliding windows of the shapes that have them (cpulm_swa_shape): window, period key,
- * linear rope factor of the global layers. */
-static const struct {
-    const char *shape;
-    cpulm_swa_shape swa;
-} swa_shapes[] = {
-    {"gemma3-4b", {1024, 0, 8.0f, 0.0f}},
-    {"tiny-gemma3", {32, 0, 8.0f, 0.0f}},
-};
-
-cpulm_swa_shape cpulm_shape_swa(const char *name) {
-    for (size_t i = 0; i < sizeof swa_shapes / sizeof swa_shapes[0]; i++)
-        if (!strcmp(name, swa_shapes[i].shape)) return swa_shapes[i].swa;
-    return (cpulm_swa_shape){0, 0, 0.0f, 0.0f};
-}
-
-/* What only a few shapes have: the sliding window of their sliding layers and YaRN
- * scaling (factor, original context). gpt-oss: window 128, x32 over 4096 positions; the
- * tiny one: window 32 and YaRN from 256 positions, so a 512-token prompt spans 16 windows
- * and twice the original context. */
-static const struct shape_extra {
-    const char *name;
-    int32_t n_swa;
-    float yarn_factor;
-    int32_t yarn_orig_ctx;
-} shape_extras[] = {
-    {"gpt-oss-20b", 128, 32.0f, 4096},
-    {"gpt-oss-120b", 128, 32.0f, 4096},
-    {"tiny-gpt-oss", 32, 32.0f, 256},
-};
 
 const cpulm_shape_preset *cpulm_shape_preset_at(int i) {
     return i >= 0 && i < (int)(sizeof shapes / sizeof shapes[0]) ? &shapes[i] : NULL;
@@ -139,103 +187,62 @@ const cpulm_shape_preset *cpulm_shape_preset_find(const char *name) {
 cpulm_status cpulm_synth_shape(const char *name, cpulm_synth_params *p) {
     const cpulm_shape_preset *s = cpulm_shape_preset_find(name);
     if (!s) return CPULM_ERR_INVALID_ARG;
-    *p = (cpulm_synth_params){.n_layer = s->n_layer,
-                              .n_embd = s->n_embd,
-                              .n_ff = s->n_ff,
-                              .n_head = s->n_head,
-                              .n_head_kv = s->n_head_kv,
-                              .n_vocab = s->n_vocab,
-                              .n_ctx = s->n_ctx,
-                              .rope_base = s->rope_base,
-                              .norm_eps = 1e-5f,
-                              .tied = s->tied,
-                              .type = CPULM_DTYPE_Q4_0,
-                              .seed = 1,
-                              .n_threads = 1,
-                              .name = s->label,
-                              .arch = s->arch,
-                              .head_dim = s->head_dim,
-                              .n_expert = s->n_expert,
-                              .n_expert_used = s->n_expert_used,
-                              .n_ff_exp = s->n_ff_exp,
-                              .ssm = s->ssm,
-                              .swa = cpulm_shape_swa(s->name)};
-    for (size_t i = 0; i < sizeof shape_extras / sizeof shape_extras[0]; i++)
-        if (!strcmp(shape_extras[i].name, name)) {
-            p->n_swa = shape_extras[i].n_swa;
-            p->yarn_factor = shape_extras[i].yarn_factor;
-            p->yarn_orig_ctx = shape_extras[i].yarn_orig_ctx;
-        }
-    if (p->ssm.heads || !strcmp(s->arch, "gemma3")) p->norm_eps = 1e-6f;
-    if (strstr(s->arch, "bert")) p->norm_eps = 1e-12f;            /* BERT's LayerNorm epsilon */
-    if (!strcmp(s->arch, "gpt-oss")) p->type = CPULM_DTYPE_MXFP4; /* as released */
+    *p = s->p;
+    p->type = strcmp(p->arch, "gpt-oss") ? CPULM_DTYPE_Q4_0 : CPULM_DTYPE_MXFP4; /* as released */
+    p->seed = 1;
+    p->n_threads = 1;
+    if (p->hp.norm_eps == 0)
+        p->hp.norm_eps = p->hp.ssm_heads || !strcmp(p->arch, "gemma3") ? 1e-6f : 1e-5f;
     return CPULM_OK;
 }
 
+static int32_t synth_head_dim(const cpulm_synth_params *p) {
+    return p->hp.head_dim > 0 ? p->hp.head_dim : p->hp.n_embd / p->hp.n_head;
+}
+
+static int32_t synth_n_rot(const cpulm_synth_params *p) {
+    return p->hp.n_rot > 0 ? p->hp.n_rot : synth_head_dim(p);
+}
+
 void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
-    memset(hp, 0, sizeof *hp);
-    hp->n_vocab = p->n_vocab;
-    hp->n_ctx_train = p->n_ctx;
-    hp->n_embd = p->n_embd;
-    hp->n_layer = p->n_layer;
-    hp->n_head = p->n_head;
-    hp->n_head_kv = p->n_head_kv;
-    hp->head_dim = p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
-    hp->n_ff = p->n_ff;
-    hp->n_expert = p->n_expert;
-    hp->n_expert_used = p->n_expert_used;
-    hp->n_ff_exp = p->n_ff_exp;
-    hp->moe_norm_weights = p->n_expert > 0;
-    hp->n_rot = p->ssm.n_rot > 0 ? p->ssm.n_rot : hp->head_dim;
-    hp->ssm_conv = p->ssm.conv;
-    hp->ssm_inner = p->ssm.inner;
-    hp->ssm_state = p->ssm.state;
-    hp->ssm_groups = p->ssm.groups;
-    hp->ssm_heads = p->ssm.heads;
-    hp->full_attn_interval = p->ssm.interval;
-    hp->n_ff_shexp = p->ssm.n_ff_shexp;
     const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
+    *hp = p->hp; /* the shape; below, what the loader derives from the file synth writes */
+    hp->head_dim = synth_head_dim(p);
+    hp->n_rot = synth_n_rot(p);
+    hp->moe_norm_weights = p->hp.n_expert > 0;
+    memset(hp->rope_sections, 0, sizeof hp->rope_sections);
     if (a && a->mrope) { /* what the loader reads from rope.dimension_sections */
         int32_t half = hp->n_rot / 2, third = (half + 2) / 3;
         hp->rope_sections[0] = hp->rope_sections[1] = third;
         hp->rope_sections[2] = half - 2 * third;
     }
-    hp->n_layer_attn = p->n_layer;
+    hp->n_layer_attn = p->hp.n_layer;
+    hp->n_layer_recr = 0;
     hp->encoder = a && a->encoder;
     hp->n_types = hp->encoder ? SYNTH_N_TYPES : 0;
-    if (p->ssm.heads) {
-        hp->n_layer_attn = hp->n_layer_recr = 0;
-        for (int32_t il = 0; il < p->n_layer; il++)
-            if (cpulm_arch_layer_recurrent(il, p->ssm.interval))
+    if (p->hp.ssm_heads) {
+        hp->n_layer_attn = 0;
+        for (int32_t il = 0; il < p->hp.n_layer; il++)
+            if (cpulm_arch_layer_recurrent(il, p->hp.full_attn_interval))
                 hp->n_layer_recr++;
             else
                 hp->n_layer_attn++;
     }
-    hp->rope_base = p->rope_base;
     hp->rope = (cpulm_rope_scaling){.freq_scale = 1.0f, .mscale = 1.0f};
-    hp->n_swa = p->swa.window;
-    for (int32_t il = 0; p->swa.window > 0 && il < p->n_layer; il++) /* gemma.h's rule */
-        hp->n_layer_swa += p->swa.period == 0 ? il % 6 < 5 : il % p->swa.period < p->swa.period - 1;
-    hp->swa_pattern = a ? a->swa_pattern : 0;
-    if (hp->swa_pattern) hp->n_swa = p->n_swa; /* gemma3's windows: p->swa, above */
-    hp->norm_eps = p->norm_eps;
-}
-
-static int32_t synth_head_dim(const cpulm_synth_params *p) {
-    return p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
-}
-
-static int32_t synth_n_rot(const cpulm_synth_params *p) {
-    return p->ssm.n_rot > 0 ? p->ssm.n_rot : synth_head_dim(p);
+    if (!a || !a->swa_pattern) hp->n_swa = 0;
+    hp->n_layer_swa = 0;
+    const int32_t period = p->swa_period > 0 ? p->swa_period : a ? a->swa_pattern : 0;
+    for (int32_t il = 0; hp->n_swa > 0 && il < p->hp.n_layer; il++) /* the loader's rule */
+        hp->n_layer_swa += cpulm_swa_layer_slides(il, period);
 }
 
 /* The Gated DeltaNet sizes of a hybrid architecture (value head size = state size). */
 static cpulm_status check_hybrid(const cpulm_synth_params *p, const cpulm_arch_desc *a, int32_t blk,
                                  cpulm_error *err) {
     if (!a->hybrid) return CPULM_OK;
-    if (p->ssm.conv < 1 || p->ssm.conv > 64 || p->ssm.state < 1 || p->ssm.groups < 1 ||
-        p->ssm.heads < 1 || p->ssm.heads % p->ssm.groups ||
-        p->ssm.inner != p->ssm.heads * p->ssm.state || p->ssm.interval < 1)
+    if (p->hp.ssm_conv < 1 || p->hp.ssm_conv > 64 || p->hp.ssm_state < 1 || p->hp.ssm_groups < 1 ||
+        p->hp.ssm_heads < 1 || p->hp.ssm_heads % p->hp.ssm_groups ||
+        p->hp.ssm_inner != p->hp.ssm_heads * p->hp.ssm_state || p->hp.full_attn_interval < 1)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "%s needs conv taps 1-64, value heads a multiple of key heads, inner "
                           "size = value heads x state size and an attention interval >= 1",
@@ -244,10 +251,10 @@ static cpulm_status check_hybrid(const cpulm_synth_params *p, const cpulm_arch_d
     if (n_rot % 2 || n_rot > synth_head_dim(p))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rotated dims %d: need even, <= head_dim",
                           n_rot);
-    if (p->ssm.inner % blk || p->ssm.n_ff_shexp % blk)
+    if (p->hp.ssm_inner % blk || p->hp.n_ff_shexp % blk)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "inner size %d and shared expert ff %d must be multiples of %d",
-                          p->ssm.inner, p->ssm.n_ff_shexp, blk);
+                          p->hp.ssm_inner, p->hp.n_ff_shexp, blk);
     return CPULM_OK;
 }
 
@@ -261,55 +268,57 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
     if (!weight_type_ok(p->type))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "weight type %s not supported by synth",
                           cpulm_dtype_name(p->type));
-    if (p->n_layer < 1 || p->n_embd < 1 || p->n_ff < 1 || p->n_head < 1 || p->n_head_kv < 1 ||
-        p->n_ctx < 1 || p->n_threads < 1)
+    if (p->hp.n_layer < 1 || p->hp.n_embd < 1 || p->hp.n_ff < 1 || p->hp.n_head < 1 ||
+        p->hp.n_head_kv < 1 || p->hp.n_ctx_train < 1 || p->n_threads < 1)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "every size must be positive");
     int32_t min_vocab = SYNTH_N_SPECIAL + SYNTH_N_BYTE + 1 + (p->fim ? 3 : 0); /* + FIM's */
-    if (p->n_vocab < min_vocab)
+    if (p->hp.n_vocab < min_vocab)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "vocab %d too small (at least %d)",
-                          p->n_vocab, min_vocab);
+                          p->hp.n_vocab, min_vocab);
     const cpulm_arch_desc *a = p->arch ? cpulm_arch_find(p->arch, strlen(p->arch)) : NULL;
     if (!a)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "architecture '%s' not supported",
                           p->arch ? p->arch : "(none)");
     int32_t hd = synth_head_dim(p);
-    if ((!p->head_dim && p->n_embd % p->n_head) || p->n_head % p->n_head_kv || hd % 2 || hd < 2)
+    if ((!p->hp.head_dim && p->hp.n_embd % p->hp.n_head) || p->hp.n_head % p->hp.n_head_kv ||
+        hd % 2 || hd < 2)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "embd %d, heads %d, kv heads %d: need embd = heads x even head_dim "
                           "(or an even --head-dim) and heads a multiple of kv heads",
-                          p->n_embd, p->n_head, p->n_head_kv);
-    int moe = p->n_expert > 0;
+                          p->hp.n_embd, p->hp.n_head, p->hp.n_head_kv);
+    int moe = p->hp.n_expert > 0;
     if ((a->ffn == CPULM_FFN_MOE_ONLY && !moe) || (a->ffn == CPULM_FFN_DENSE_ONLY && moe))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "%s %s experts", p->arch,
                           moe ? "has no" : "needs");
-    if (moe && (p->n_expert_used < 1 || p->n_expert_used > p->n_expert || p->n_ff_exp < 1 ||
-                p->n_expert > 4096))
+    if (moe && (p->hp.n_expert_used < 1 || p->hp.n_expert_used > p->hp.n_expert ||
+                p->hp.n_ff_exp < 1 || p->hp.n_expert > 4096))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "experts %d, used %d, expert ff %d: need 1 <= used <= experts <= 4096",
-                          p->n_expert, p->n_expert_used, p->n_ff_exp);
+                          p->hp.n_expert, p->hp.n_expert_used, p->hp.n_ff_exp);
     int32_t blk = cpulm_dtype_traits_get(p->type)->block;
-    if (p->n_embd % blk || p->n_ff % blk || (moe && p->n_ff_exp % blk) || (hd * p->n_head) % blk)
+    if (p->hp.n_embd % blk || p->hp.n_ff % blk || (moe && p->hp.n_ff_exp % blk) ||
+        (hd * p->hp.n_head) % blk)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "embd %d, ff %d (expert ff %d) and heads x head_dim must be multiples of "
                           "%s's block of %d",
-                          p->n_embd, p->n_ff, p->n_ff_exp, cpulm_dtype_name(p->type), blk);
-    if (p->rope_base <= 0 || p->norm_eps <= 0)
+                          p->hp.n_embd, p->hp.n_ff, p->hp.n_ff_exp, cpulm_dtype_name(p->type), blk);
+    if (p->hp.rope_base <= 0 || p->hp.norm_eps <= 0)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "rope base and norm eps must be positive");
-    if (a->swa_pattern && p->n_swa < 1)
+    if (a->swa_pattern && !a->swa_optional && p->hp.n_swa < 1)
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "%s needs a sliding window >= 1", p->arch);
     if (p->yarn_factor != 0 && !(p->yarn_factor >= 1 && p->yarn_factor <= 1000))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "yarn factor %g: need 1 .. 1000",
                           p->yarn_factor);
-    if (p->swa.rope_linear != 0 && (p->yarn_factor != 0 || !(p->swa.rope_linear >= 1)))
+    if (p->rope_linear != 0 && (p->yarn_factor != 0 || !(p->rope_linear >= 1)))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
-                          "linear rope factor %g: need >= 1 and no YaRN factor",
-                          p->swa.rope_linear);
-    if (p->swa.window < 0 || p->swa.period < 0 || p->swa.softcap < 0 ||
-        ((p->swa.window > 0 || p->swa.softcap > 0) && !a->gemma))
+                          "linear rope factor %g: need >= 1 and no YaRN factor", p->rope_linear);
+    if (p->hp.n_swa < 0 || p->swa_period < 0 || p->hp.final_softcap < 0 ||
+        ((p->hp.n_swa > 0 || p->swa_period > 0) && !a->swa_pattern) ||
+        (p->hp.final_softcap > 0 && !a->gemma))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "sliding window %d, period %d: need >= 0, and an architecture with "
-                          "sliding windows (gemma3)",
-                          p->swa.window, p->swa.period);
+                          "sliding windows (gemma3, gpt-oss)",
+                          p->hp.n_swa, p->swa_period);
     if (p->rerank && strcmp(p->arch, "bert"))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "a classification head (--rerank) needs --arch bert, not %s", p->arch);
@@ -371,31 +380,31 @@ static void init_of(stensor *t, const char *name, const char *arch) {
 }
 
 static cpulm_arch_dims synth_dims(const cpulm_synth_params *p) {
-    return (cpulm_arch_dims){.n_embd = p->n_embd,
-                             .n_vocab = p->n_vocab,
-                             .n_head = p->n_head,
-                             .n_head_kv = p->n_head_kv,
+    return (cpulm_arch_dims){.n_embd = p->hp.n_embd,
+                             .n_vocab = p->hp.n_vocab,
+                             .n_head = p->hp.n_head,
+                             .n_head_kv = p->hp.n_head_kv,
                              .head_dim = synth_head_dim(p),
                              .n_rot = synth_n_rot(p),
-                             .ssm_conv = p->ssm.conv,
-                             .ssm_inner = p->ssm.inner,
-                             .ssm_state = p->ssm.state,
-                             .ssm_groups = p->ssm.groups,
-                             .ssm_heads = p->ssm.heads,
-                             .n_ff_shexp = p->ssm.n_ff_shexp,
-                             .n_ff = p->n_ff,
-                             .n_ff_exp = p->n_ff_exp,
-                             .n_expert = p->n_expert,
-                             .n_ctx_train = p->n_ctx,
+                             .ssm_conv = p->hp.ssm_conv,
+                             .ssm_inner = p->hp.ssm_inner,
+                             .ssm_state = p->hp.ssm_state,
+                             .ssm_groups = p->hp.ssm_groups,
+                             .ssm_heads = p->hp.ssm_heads,
+                             .n_ff_shexp = p->hp.n_ff_shexp,
+                             .n_ff = p->hp.n_ff,
+                             .n_ff_exp = p->hp.n_ff_exp,
+                             .n_expert = p->hp.n_expert,
+                             .n_ctx_train = p->hp.n_ctx_train,
                              .n_types = SYNTH_N_TYPES};
 }
 
 /* Which of qwen3next's alternative (optional) input projections the file gets. */
 static int dnet_input(const cpulm_synth_params *p, const char *name) {
-    if (!p->ssm.heads) return 0; /* hybrid shapes only */
-    if (!strcmp(name, "ssm_in.weight")) return p->ssm.joint_in;
+    if (!p->hp.ssm_heads) return 0; /* hybrid shapes only */
+    if (!strcmp(name, "ssm_in.weight")) return p->hp.ssm_joint_in;
     if (!strcmp(name, "attn_qkv.weight") || !strcmp(name, "attn_gate.weight"))
-        return !p->ssm.joint_in;
+        return !p->hp.ssm_joint_in;
     return 0;
 }
 
@@ -455,7 +464,7 @@ static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, 
 }
 
 static int max_tensors(const cpulm_synth_params *p) {
-    return 16 + 24 * p->n_layer; /* more than any descriptor lists */
+    return 16 + 24 * p->hp.n_layer; /* more than any descriptor lists */
 }
 
 /* Fills t (capacity max_tensors) in file order; returns the count. */
@@ -463,9 +472,9 @@ static int tensor_list(const cpulm_synth_params *p, stensor *t) {
     const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
     int n = add_list(p, cpulm_arch_globals(a), "", t, 0, false);
     char prefix[32];
-    for (int il = 0; il < p->n_layer; il++) {
+    for (int il = 0; il < p->hp.n_layer; il++) {
         snprintf(prefix, sizeof prefix, "blk.%d.", il);
-        bool recr = a->hybrid && cpulm_arch_layer_recurrent(il, p->ssm.interval);
+        bool recr = a->hybrid && cpulm_arch_layer_recurrent(il, p->hp.full_attn_interval);
         n = add_list(p, a->layer_tensors, prefix, t, n, recr);
     }
     return n;
@@ -506,10 +515,10 @@ cpulm_status cpulm_synth_quantized_size(const cpulm_synth_params *p,
                                      .type = CPULM_DTYPE_F32,
                                      .n_dims = t[i].n_dims,
                                      .ne = {t[i].ne[0], t[i].ne[1], t[i].ne[2], 1}};
-    cpulm_qplan_model qm = {.n_layer = p->n_layer,
-                            .n_head = p->n_head,
-                            .n_head_kv = p->n_head_kv,
-                            .n_expert = p->n_expert};
+    cpulm_qplan_model qm = {.n_layer = p->hp.n_layer,
+                            .n_head = p->hp.n_head,
+                            .n_head_kv = p->hp.n_head_kv,
+                            .n_expert = p->hp.n_expert};
     snprintf(qm.arch, sizeof qm.arch, "%s", p->arch);
     const cpulm_qplan_params qp = cpulm_qplan_default_params(preset);
     if ((s = cpulm_qplan_build(&qp, &qm, qt, n, e, err)) != CPULM_OK) goto done;
@@ -685,7 +694,7 @@ static int wpm_piece(int32_t i, char *s) {
 }
 
 static cpulm_status set_vocab_wpm(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
-    const int32_t V = p->n_vocab;
+    const int32_t V = p->hp.n_vocab;
     char *text = malloc((size_t)V * 24);
     const char **strs = malloc(sizeof *strs * (size_t)V);
     int32_t *types = malloc(sizeof *types * (size_t)V);
@@ -722,7 +731,7 @@ out:
 
 static cpulm_status set_vocab(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
     if (strstr(p->arch, "bert")) return set_vocab_wpm(w, p);
-    int32_t V = p->n_vocab;
+    int32_t V = p->hp.n_vocab;
     char *text = malloc((size_t)V * 24);
     const char **strs = malloc(sizeof *strs * (size_t)V);
     float *scores = malloc(sizeof *scores * (size_t)V);
@@ -794,35 +803,35 @@ static cpulm_status set_hybrid(cpulm_gguf_writer *w, const cpulm_synth_params *p
     int32_t sec[4] = {third, third, half - 2 * third, 0};
     char k[128];
     snprintf(k, sizeof k, "%s.rope.dimension_sections", p->arch);
-    if ((st = set_u32(w, p, "ssm.conv_kernel", p->ssm.conv)) ||
-        (st = set_u32(w, p, "ssm.inner_size", p->ssm.inner)) ||
-        (st = set_u32(w, p, "ssm.state_size", p->ssm.state)) ||
-        (st = set_u32(w, p, "ssm.group_count", p->ssm.groups)) ||
-        (st = set_u32(w, p, "ssm.time_step_rank", p->ssm.heads)) ||
-        (st = set_u32(w, p, "full_attention_interval", p->ssm.interval)))
+    if ((st = set_u32(w, p, "ssm.conv_kernel", p->hp.ssm_conv)) ||
+        (st = set_u32(w, p, "ssm.inner_size", p->hp.ssm_inner)) ||
+        (st = set_u32(w, p, "ssm.state_size", p->hp.ssm_state)) ||
+        (st = set_u32(w, p, "ssm.group_count", p->hp.ssm_groups)) ||
+        (st = set_u32(w, p, "ssm.time_step_rank", p->hp.ssm_heads)) ||
+        (st = set_u32(w, p, "full_attention_interval", p->hp.full_attn_interval)))
         return st;
     if (a->mrope && (st = cpulm_gguf_writer_set_arr(w, k, CPULM_GGUF_I32, sec, 4))) return st;
-    if (p->ssm.n_ff_shexp > 0 &&
-        (st = set_u32(w, p, "expert_shared_feed_forward_length", p->ssm.n_ff_shexp)))
+    if (p->hp.n_ff_shexp > 0 &&
+        (st = set_u32(w, p, "expert_shared_feed_forward_length", p->hp.n_ff_shexp)))
         return st;
     return CPULM_OK;
 }
 
-/* Sliding-window keys (gemma.h), and the linear rope scaling of the global layers. */
+/* Sliding-window keys (model/swa.h), and the linear rope scaling of the global layers. */
 static cpulm_status set_swa(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
     cpulm_status st;
-    if (p->swa.window > 0 && (st = set_u32(w, p, "attention.sliding_window", p->swa.window)))
+    if (p->hp.n_swa > 0 && (st = set_u32(w, p, "attention.sliding_window", p->hp.n_swa))) return st;
+    if (p->swa_period > 0 &&
+        (st = set_u32(w, p, "attention.sliding_window_pattern", p->swa_period)))
         return st;
-    if (p->swa.period > 0 &&
-        (st = set_u32(w, p, "attention.sliding_window_pattern", p->swa.period)))
+    if (p->hp.final_softcap > 0 &&
+        (st = set_f32(w, p, "final_logit_softcapping", p->hp.final_softcap)))
         return st;
-    if (p->swa.softcap > 0 && (st = set_f32(w, p, "final_logit_softcapping", p->swa.softcap)))
-        return st;
-    if (p->swa.rope_linear > 0) {
+    if (p->rope_linear > 0) {
         char key[96];
         snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);
         if ((st = cpulm_gguf_writer_set_str(w, key, "linear")) ||
-            (st = set_f32(w, p, "rope.scaling.factor", p->swa.rope_linear)))
+            (st = set_f32(w, p, "rope.scaling.factor", p->rope_linear)))
             return st;
     }
     return CPULM_OK;
@@ -833,19 +842,19 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
     int32_t hd = synth_head_dim(p);
     if ((st = cpulm_gguf_writer_set_str(w, "general.architecture", p->arch)) ||
         (st = cpulm_gguf_writer_set_str(w, "general.name", p->name ? p->name : "synth")) ||
-        (st = set_u32(w, p, "context_length", p->n_ctx)) ||
-        (st = set_u32(w, p, "embedding_length", p->n_embd)) ||
-        (st = set_u32(w, p, "block_count", p->n_layer)) ||
-        (st = set_u32(w, p, "feed_forward_length", p->n_ff)) ||
-        (st = set_u32(w, p, "attention.head_count", p->n_head)) ||
-        (st = set_u32(w, p, "attention.head_count_kv", p->n_head_kv)) ||
+        (st = set_u32(w, p, "context_length", p->hp.n_ctx_train)) ||
+        (st = set_u32(w, p, "embedding_length", p->hp.n_embd)) ||
+        (st = set_u32(w, p, "block_count", p->hp.n_layer)) ||
+        (st = set_u32(w, p, "feed_forward_length", p->hp.n_ff)) ||
+        (st = set_u32(w, p, "attention.head_count", p->hp.n_head)) ||
+        (st = set_u32(w, p, "attention.head_count_kv", p->hp.n_head_kv)) ||
         (st = set_u32(w, p, "rope.dimension_count", synth_n_rot(p))) ||
-        (st = set_f32(w, p, "rope.freq_base", p->rope_base)) ||
+        (st = set_f32(w, p, "rope.freq_base", p->hp.rope_base)) ||
         (st = set_f32(w, p,
                       strstr(p->arch, "bert") ? "attention.layer_norm_epsilon"
                                               : "attention.layer_norm_rms_epsilon",
-                      p->norm_eps)) ||
-        (st = set_u32(w, p, "vocab_size", p->n_vocab)))
+                      p->hp.norm_eps)) ||
+        (st = set_u32(w, p, "vocab_size", p->hp.n_vocab)))
         return st;
     const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
     if (a->encoder) { /* bidirectional; mean pooling, or rank with a classification head */
@@ -856,13 +865,12 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
                           p->rerank ? CPULM_POOLING_RANK : CPULM_POOLING_MEAN)))
             return st;
     }
-    if (a->swa_pattern && (st = set_u32(w, p, "attention.sliding_window", p->n_swa))) return st;
-    if (p->head_dim && ((st = set_u32(w, p, "attention.key_length", hd)) ||
-                        (st = set_u32(w, p, "attention.value_length", hd))))
+    if (p->hp.head_dim && ((st = set_u32(w, p, "attention.key_length", hd)) ||
+                           (st = set_u32(w, p, "attention.value_length", hd))))
         return st;
-    if (p->n_expert > 0 && ((st = set_u32(w, p, "expert_count", p->n_expert)) ||
-                            (st = set_u32(w, p, "expert_used_count", p->n_expert_used)) ||
-                            (st = set_u32(w, p, "expert_feed_forward_length", p->n_ff_exp))))
+    if (p->hp.n_expert > 0 && ((st = set_u32(w, p, "expert_count", p->hp.n_expert)) ||
+                               (st = set_u32(w, p, "expert_used_count", p->hp.n_expert_used)) ||
+                               (st = set_u32(w, p, "expert_feed_forward_length", p->hp.n_ff_exp))))
         return st;
     if (p->alignment && (st = cpulm_gguf_writer_set_u32(w, "general.alignment", p->alignment)))
         return st; /* small alignments make misaligned files for the loader's tests */
@@ -873,7 +881,7 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         if ((st = cpulm_gguf_writer_set_str(w, key, "yarn")) ||
             (st = set_f32(w, p, "rope.scaling.factor", p->yarn_factor)) ||
             (st = set_u32(w, p, "rope.scaling.original_context_length",
-                          p->yarn_orig_ctx ? p->yarn_orig_ctx : p->n_ctx)))
+                          p->yarn_orig_ctx ? p->yarn_orig_ctx : p->hp.n_ctx_train)))
             return st;
     }
     return set_hybrid(w, p);
