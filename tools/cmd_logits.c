@@ -14,7 +14,9 @@ static void logits_usage(FILE *f) {
                "  --kv, -ctk TYPE  KV cache type f16|f32|q8_0|q4_0 (default f16)\n"
                "  --attn ref|fast  F16 KV attention: ref (default, llama.cpp's numerics) or fast\n"
                "                   (tiled, f32 accumulation; logits differ by up to "
-               "~0.01)\n" CLI_COMPAT_HELP);
+               "~0.01);\n"
+               "                   auto: fast for calls of >= 64 tokens (llama.cpp build "
+               "9928)\n" CLI_COMPAT_HELP);
 }
 
 /* Indices of the k largest values, descending (ties: lower id first). */

@@ -364,11 +364,14 @@ int cli_kv_flag(cli *c, cpulm_kv_type *out, int *given) {
 int cli_attn_flag(cli *c, int *fast) {
     const char *flag = c->argv[c->i], *v = cli_value(c);
     if (!v) return 0;
-    if (strcmp(v, "ref") != 0 && strcmp(v, "fast") != 0 && strcmp(v, "walk") != 0) {
-        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want ref or fast)\n", c->cmd, v, flag);
+    if (strcmp(v, "ref") != 0 && strcmp(v, "fast") != 0 && strcmp(v, "walk") != 0 &&
+        strcmp(v, "auto") != 0) {
+        fprintf(stderr, "cpulm %s: bad value '%s' for %s (want ref, fast or auto)\n", c->cmd, v,
+                flag);
         return 0;
     }
     *fast = !strcmp(v, "fast") ? 1 : !strcmp(v, "walk") ? -1 : 0;
+    if (!strcmp(v, "auto")) *fast = CPULM_ATTN_AUTO;
     return 1;
 }
 
