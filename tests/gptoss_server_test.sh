@@ -93,6 +93,14 @@ chat "$(echo "$FORCED" | jq -c '.tool_choice = "required" | .stream = true')" |
 jq -s -e 'map(.choices[0].finish_reason // empty) | last == "tool_calls"' "$TMP/fs.jsonl" >/dev/null
 check forced_call_stream $? "$(head -c 600 "$TMP/fs.jsonl")"
 
+# Ollama's /api/chat splits harmony too: the random model's reply never closes the header
+# the prompt opened (no <|message|>), so nothing of it is content (it was all content, control
+# tokens included, before)
+curl -s --max-time 60 "$URL/api/chat" -d '{"model":"m","stream":false,"messages":[{"role":"user",
+  "content":"hi"}],"options":{"temperature":0,"num_predict":40}}' >"$TMP/o.json"
+jq -e '.done == true and .message.content == "" and .eval_count > 0' "$TMP/o.json" >/dev/null
+check ollama_chat_harmony $? "$(head -c 400 "$TMP/o.json")"
+
 # the official openai client
 NPM_DIR=${CPULM_NPM_DIR:-$TMP/npm}
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

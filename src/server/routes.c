@@ -24,7 +24,7 @@
 #include "server/server_int.h"
 
 /* route_new's think code for harmony replies (plus their cpulm_harmony_start) */
-#define THINK_HARMONY 3
+#define THINK_HARMONY CPULM_THINK_HARMONY
 
 /* Per-request state of a generation in flight (conn->route). */
 typedef struct route {
