@@ -26,7 +26,7 @@ static void ppl_usage(FILE *f) {
            "  -t, --threads N       threads (default: physical cores)\n"
            "  --kv, -ctk TYPE       KV cache type f16|f32|q8_0|q4_0 (default f16, as "
            "llama.cpp)\n"
-           "  --attn ref|fast       F16 KV attention numerics (see cpulm logits --help)\n"
+           "  --attn ref|fast|auto  F16 KV attention numerics (see cpulm logits --help)\n"
            "  --kl-divergence-base FILE  also write every scored position's log-probabilities\n"
            "                        in llama-perplexity's file format (compare with its\n"
            "                        --kl-divergence, or scripts/kld-compare.py)\n" CLI_COMPAT_HELP);
