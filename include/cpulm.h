@@ -259,8 +259,17 @@ typedef struct cpulm_ctx_params {
                             * on long contexts; logits differ from llama.cpp's by up to
                             * ~0.01). 0 (default): the reference's F16 attention numerics,
                             * by tiles; -1: the same bits by the slower per-(token, head)
-                            * walk (an oracle for tests and A/B benchmarks) */
+                            * walk (an oracle for tests and A/B benchmarks);
+                            * CPULM_ATTN_AUTO: llama.cpp build 9928's rule (see below) */
 } cpulm_ctx_params;
+
+/* attn_fast = CPULM_ATTN_AUTO follows llama.cpp's CPU flash attention as of build 9928: a
+ * decode call of at least CPULM_ATTN_AUTO_ROWS tokens (a prompt) takes the tiled numerics
+ * (f32 queries, f32 accumulation), smaller ones (generation) the reference's F16 numerics;
+ * head sizes that are not a multiple of 16 always take the F16 numerics. The result of a
+ * token then depends on the size of the call it was decoded in, as in llama.cpp. */
+#define CPULM_ATTN_AUTO      2
+#define CPULM_ATTN_AUTO_ROWS 64
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);
 

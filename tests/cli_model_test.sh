@@ -115,6 +115,21 @@ if [ -f "$S260" ] && [ -f "$TEXT" ] && [ -f "$DOC" ]; then
     "$CPULM" perplexity -m "$S260" -f "$TEXT" -c 512 --chunks 4 -t 2 -b $b >"$TMP/ppl_b" 2>/dev/null
     within "$(final_ppl "$TMP/ppl_b")" "${f32:-0}" 0.0005; check "ppl_batch_${b}_same" $?
   done
+  # --kl-divergence-base: llama-perplexity's logits file (magic, 3 int32, the tokens, per
+  # scored position 2 floats + one uint16 per token, padded even); its log-probabilities
+  # give the printed perplexity back (scripts/kld-compare.py against itself)
+  "$CPULM" perplexity -m "$S260" -f "$TEXT" -c 128 --chunks 2 -t 2 \
+    --kl-divergence-base "$TMP/s260.kld" >"$TMP/ppl_k" 2>/dev/null
+  nv=$(od -An -t d4 -j 12 -N 4 "$TMP/s260.kld" 2>/dev/null | tr -d ' ')
+  size=$(stat -c %s "$TMP/s260.kld" 2>/dev/null || echo 0)
+  want=$((20 + 4 * 256 + 2 * 63 * 2 * ((${nv:-0} + 1) / 2 * 2 + 4)))
+  [ "$(head -c 8 "$TMP/s260.kld")" = "_logits_" ] && [ "$size" = "$want" ]
+  check "ppl_kld_file_layout(${size}_vs_${want}_vocab_${nv:-none})" $?
+  if command -v python3 >/dev/null; then
+    k=$(python3 "$(dirname "$0")/../scripts/kld-compare.py" "$TMP/s260.kld" "$TMP/s260.kld" |
+      sed -n 's/^PPL [^ ]* \([0-9.]*\) .*/\1/p')
+    within "${k:-0}" "$(final_ppl "$TMP/ppl_k")" 0.001; check "ppl_kld_file_ppl(${k:-none})" $?
+  fi
   # the issue's bar: a Q4_K_M made by cpulm quantize is within 5% of the F32 model.
   # stories260K rows are 64 and 172 wide, so its K-quants fall back (Q5_0, Q8_0, F16)
   "$CPULM" quantize -q "$S260" "$TMP/s260-q4km.gguf" Q4_K_M >/dev/null 2>&1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gptoss_server_test.sh: `cpulm serve` with a gpt-oss model (a synthetic tiny-gpt-oss file
 # made here) and the harmony template: curl checks of reasoning_content and tool_calls
-# (non-streamed and streamed), reasoning_effort, a refused forced tool call; then the
+# (non-streamed and streamed), reasoning_effort, forced tool calls (required, named); then the
 # official openai npm client (gptoss_openai_test.mjs) when npm can install it into
 # $CPULM_NPM_DIR. The model writes harmony's structure under a grammar (it is random).
 # Usage: gptoss_server_test.sh path/to/cpulm. The server binds 127.0.0.1 on a free port;
@@ -43,10 +43,39 @@ check stream_arguments "$([ "$a1" = "$a2" ]; echo $?)" "'$a1' vs '$a2'"
 c2=$(jq -j '.choices[0].delta.content // ""' "$TMP/s.jsonl")
 check stream_no_content "$([ -z "$c2" ]; echo $?)" "'$c2'"
 
-# a forced call cannot be written in harmony's form yet: 400
-code=$(curl -s -o "$TMP/f.json" -w '%{http_code}' "$URL/v1/chat/completions" \
-  -d "$(echo "$BODY" | jq -c 'del(.grammar) | .tool_choice = "required"')")
-check forced_call_refused "$([ "$code" = 400 ] && jq -e '.error.param == "tool_choice"' "$TMP/f.json" >/dev/null; echo $?)" "$code"
+# a forced call (no grammar of the client's): the server's grammar writes harmony's
+# commentary message to the tool, its arguments under the tool's schema
+# (bounded schemas: the random model would write a free string until max_tokens)
+FORCED=$(echo "$BODY" | jq -c 'del(.grammar) | .max_tokens = 120 | .tools = [{type:"function",
+  function:{name:"get_weather",parameters:{type:"object",properties:{city:{type:"string",
+  enum:["paris","rome"]}},required:["city"],additionalProperties:false}}},{type:"function",
+  function:{name:"get_time",parameters:{type:"object",properties:{zone:{type:"integer",
+  minimum:-12,maximum:14}},required:["zone"],additionalProperties:false}}}]')
+for choice in '"required"' '{"type":"function","function":{"name":"get_time"}}'; do
+  chat "$(echo "$FORCED" | jq -c --argjson c "$choice" '.tool_choice = $c')" >"$TMP/f.json"
+  jq -e --argjson c "$choice" '.choices[0].finish_reason == "tool_calls" and
+    (.choices[0].message.tool_calls | length) == 1 and
+    (.choices[0].message.tool_calls[0].function as $f |
+      ($c | type) == "string" or $f.name == "get_time") and
+    (.choices[0].message.tool_calls[0].function.arguments | fromjson | type) == "object"' \
+    "$TMP/f.json" >/dev/null
+  check "forced_call $choice" $? "$(head -c 600 "$TMP/f.json")"
+done
+jq -e '.choices[0].message.tool_calls[0].function.arguments | fromjson | .zone | type == "number"' \
+  "$TMP/f.json" >/dev/null
+check forced_call_schema $? "$(head -c 600 "$TMP/f.json")"
+chat "$(echo "$FORCED" | jq -c '.tool_choice = "required" | .stream = true')" |
+  sed -n 's/^data: //p' | grep -v '^\[DONE\]$' >"$TMP/fs.jsonl"
+jq -s -e 'map(.choices[0].finish_reason // empty) | last == "tool_calls"' "$TMP/fs.jsonl" >/dev/null
+check forced_call_stream $? "$(head -c 600 "$TMP/fs.jsonl")"
+
+# Ollama's /api/chat splits harmony too: the random model's reply never closes the header
+# the prompt opened (no <|message|>), so nothing of it is content (it was all content, control
+# tokens included, before)
+curl -s --max-time 60 "$URL/api/chat" -d '{"model":"m","stream":false,"messages":[{"role":"user",
+  "content":"hi"}],"options":{"temperature":0,"num_predict":40}}' >"$TMP/o.json"
+jq -e '.done == true and .message.content == "" and .eval_count > 0' "$TMP/o.json" >/dev/null
+check ollama_chat_harmony $? "$(head -c 400 "$TMP/o.json")"
 
 # the official openai client
 NPM_DIR=${CPULM_NPM_DIR:-$TMP/npm}

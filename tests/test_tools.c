@@ -417,3 +417,48 @@ TEST(tools_scan_streams_new_formats) {
                "add", 0, 1);
     stream_one(t, "{\"name\": \"add\", \"arguments\": {\"a\": 1}}", "add", 0, 1);
 }
+
+/* harmony (gpt-oss): a forced call is the commentary message to functions.NAME, written
+ * from the reply's open header, one per reply (its <|call|> ends generation); the harmony
+ * splitter (test_harmony) turns it into the call. */
+TEST(tools_forced_call_grammar_harmony) {
+    static const char *const choices[] = {"{\"type\":\"function\",\"function\":{\"name\":\"add\"}}",
+                                          "\"required\""};
+    const char *add = "<|channel|>commentary to=functions.add <|constrain|>json<|message|>"
+                      "{\"a\": 1, \"b\": 2}";
+    for (int i = 0; i < 2; i++) {
+        char body[2048];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":" TOOLS_JSON
+                 ",\"tool_choice\":%s}",
+                 choices[i]);
+        cpulm_oai_request r;
+        cpulm_oai_error e;
+        REQUIRE(t, parse(body, &r, &e));
+        char *text = NULL;
+        cpulm_grammar *g = NULL;
+        cpulm_error err = {0};
+        CHECK(t, cpulm_oai_tool_grammar(&r, "harmony", &text, &e) == 0);
+        CHECK(t, text && cpulm_grammar_parse(text, strlen(text), NULL, &g, &err) == CPULM_OK);
+        if (g) {
+            cpulm_grammar_matcher *m = cpulm_grammar_matcher_new(g, NULL);
+            CHECK(t, cpulm_grammar_accept_bytes(m, add, strlen(add)) == CPULM_OK &&
+                         cpulm_grammar_complete(m));
+            /* one call per reply: nothing may follow it */
+            CHECK(t, cpulm_grammar_accept_bytes(m, "\n", 1) != CPULM_OK);
+            cpulm_grammar_matcher_reset(m);
+            const char *weather = "<|channel|>commentary to=functions.get_weather <|constrain|>"
+                                  "json<|message|>{\"city\": \"x\"}";
+            int ok = cpulm_grammar_accept_bytes(m, weather, strlen(weather)) == CPULM_OK &&
+                     cpulm_grammar_complete(m);
+            CHECK_EQ_INT(t, ok, i == 1); /* the named choice allows only add */
+            cpulm_grammar_matcher_reset(m);
+            const char *json = "{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}";
+            CHECK(t, cpulm_grammar_accept_bytes(m, json, strlen(json)) != CPULM_OK);
+            cpulm_grammar_matcher_free(m);
+        }
+        cpulm_grammar_free(g);
+        free(text);
+        cpulm_oai_request_release(&r);
+    }
+}

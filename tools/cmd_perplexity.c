@@ -24,8 +24,8 @@ static void ppl_usage(FILE *f) {
 }
 
 typedef struct ppl_opts {
-    const char *model, *file;
-    int n_ctx, n_batch, n_chunks, threads;
+    const char *model, *file, *kld_base;
+    int n_ctx, n_batch, n_chunks, threads, attn_fast;
     cpulm_kv_type kv;
 } ppl_opts;
 
@@ -48,6 +48,8 @@ static int ppl_opt(cli *c, int id, const cli_val *v, ppl_opts *o) {
     case OPT_CHUNKS: o->n_chunks = (int)v->i; break;
     case OPT_THREADS: o->threads = (int)v->i; break;
     case OPT_KV: o->kv = (cpulm_kv_type)v->i; break;
+    case OPT_ATTN: o->attn_fast = cli_attn_value(v); break;
+    case OPT_KLD_BASE: o->kld_base = v->s; break;
     default: return cli_unhandled(c, v);
     }
     return 0;
@@ -81,7 +83,43 @@ static double neg_log_prob(const float *logits, int32_t n_vocab, cpulm_token tok
     return -((double)(logits[tok] - mx) - log(sum));
 }
 
+/* --kl-divergence-base: llama-perplexity's file. Header "_logits_", n_ctx, n_vocab, n_chunk
+ * (int32), the chunks' tokens (int32, as in the text: BOS not substituted); then per scored
+ * position 2*ceil(n_vocab/2) + 4 uint16: the float step and the float log-probability of
+ * code 0, then one code per token, log-probabilities quantized over the 16 nats below the
+ * top (everything lower is code 0). Same record as llama.cpp writes, so either tool reads
+ * the other's file. */
+static int kld_write_header(FILE *f, int32_t n_ctx, int32_t n_vocab, int32_t n_chunk,
+                            const cpulm_token *tokens) {
+    int32_t h[3] = {n_ctx, n_vocab, n_chunk};
+    size_t n = (size_t)n_ctx * (size_t)n_chunk;
+    return fwrite("_logits_", 1, 8, f) == 8 && fwrite(h, sizeof h, 1, f) == 1 &&
+           fwrite(tokens, sizeof *tokens, n, f) == n;
+}
+
+static int kld_write_row(FILE *f, const float *lg, int32_t n_vocab, uint16_t *row) {
+    float mx = lg[0], mn = lg[0];
+    for (int32_t i = 1; i < n_vocab; i++) {
+        mx = lg[i] > mx ? lg[i] : mx;
+        mn = lg[i] < mn ? lg[i] : mn;
+    }
+    if (mn < mx - 16) mn = mx - 16;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        sum += expf(lg[i] - mx);
+    float lse = (float)log(sum), step = (mx - mn) / 65535.0f;
+    float head[2] = {step, mn - mx - lse};
+    memcpy(row, head, sizeof head);
+    size_t nv = 2 * (((size_t)n_vocab + 1) / 2) + 4;
+    memset(row + 4, 0, (nv - 4) * sizeof *row);
+    for (int32_t i = 0; step > 0 && i < n_vocab; i++)
+        if (lg[i] > mn) row[4 + i] = (uint16_t)lrintf((lg[i] - mn) / step);
+    return fwrite(row, sizeof *row, nv, f) == nv;
+}
+
 typedef struct ppl_run {
+    FILE *kld; /* --kl-divergence-base, or NULL */
+    uint16_t *kld_row;
     const ppl_opts *o;
     const cpulm_model *m;
     cpulm_ctx *ctx;
@@ -120,8 +158,12 @@ static int decode_part(ppl_run *r, int32_t c0, int32_t n_seq_batch, int32_t p0, 
     for (int32_t i = 0; i < n; i++) {
         if (!r->b_want[i]) continue;
         const cpulm_token *chunk = r->tokens + (int64_t)(c0 + r->b_seq[i]) * r->n_ctx;
-        double v =
-            neg_log_prob(cpulm_ctx_logits(r->ctx, out++), r->n_vocab, chunk[r->b_pos[i] + 1]);
+        const float *lg = cpulm_ctx_logits(r->ctx, out++);
+        double v = neg_log_prob(lg, r->n_vocab, chunk[r->b_pos[i] + 1]);
+        if (r->kld && !kld_write_row(r->kld, lg, r->n_vocab, r->kld_row)) {
+            fprintf(stderr, "cpulm perplexity: writing %s failed\n", r->o->kld_base);
+            return 0;
+        }
         acc[r->b_seq[i]].nll += v;
         acc[r->b_seq[i]].nll2 += v * v;
         acc[r->b_seq[i]].count++;
@@ -179,6 +221,16 @@ static int evaluate(ppl_run *r) {
     return 0;
 }
 
+/* Opens --kl-divergence-base's file and writes its header; 0 on success. */
+static int kld_open(ppl_run *r) {
+    if (!r->o->kld_base) return 0;
+    r->kld_row = malloc((2 * (((size_t)r->n_vocab + 1) / 2) + 4) * sizeof *r->kld_row);
+    r->kld = r->kld_row ? fopen(r->o->kld_base, "wb") : NULL;
+    if (r->kld && kld_write_header(r->kld, r->n_ctx, r->n_vocab, r->n_chunk, r->tokens)) return 0;
+    fprintf(stderr, "cpulm perplexity: cannot write %s\n", r->o->kld_base);
+    return 1;
+}
+
 static int setup_and_run(ppl_run *r, int32_t n_tokens) {
     const ppl_opts *o = r->o;
     r->n_ctx = o->n_ctx;
@@ -208,6 +260,7 @@ static int setup_and_run(ppl_run *r, int32_t n_tokens) {
         r->n_batch < r->n_ctx ? (r->n_batch < scored ? r->n_batch : scored) : r->n_seq * scored;
     cp.n_threads = cp.n_threads_batch = o->threads;
     cp.kv_type = o->kv;
+    cp.attn_fast = o->attn_fast;
     cpulm_error err = {0};
     r->ctx = cpulm_ctx_new(r->m, &cp, &err);
     if (!r->ctx) {
@@ -221,7 +274,13 @@ static int setup_and_run(ppl_run *r, int32_t n_tokens) {
     r->b_pos = malloc(nb * sizeof *r->b_pos);
     r->b_seq = malloc(nb * sizeof *r->b_seq);
     r->b_want = malloc(nb);
-    int rc = r->b_tok && r->b_pos && r->b_seq && r->b_want ? evaluate(r) : 1;
+    int rc = r->b_tok && r->b_pos && r->b_seq && r->b_want ? kld_open(r) : 1;
+    if (!rc) rc = evaluate(r);
+    if (r->kld && fclose(r->kld) != 0 && !rc) {
+        fprintf(stderr, "cpulm perplexity: writing %s failed\n", o->kld_base);
+        rc = 1;
+    }
+    free(r->kld_row);
     free(r->b_tok);
     free(r->b_pos);
     free(r->b_seq);

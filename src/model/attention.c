@@ -122,9 +122,17 @@ void cpulm_attn_free(cpulm_ctx *c) {
     c->attn = NULL;
 }
 
+/* CPULM_ATTN_AUTO: llama.cpp (build 9928) runs a flash-attention call of 64 or more query
+ * tokens by f32 tiles when the value head size is a multiple of its f32 vector width (16 on
+ * its AVX-512 variants), and everything else by the older per-row F16 recurrence. */
+static int auto_tiled(const cpulm_ctx *c) {
+    return c->n_tok >= CPULM_ATTN_AUTO_ROWS && c->m->hp.head_dim % 16 == 0;
+}
+
 static int numerics_of(const cpulm_ctx *c) {
     switch (c->kv.dtype) {
     case CPULM_DTYPE_F16:
+        if (c->p.attn_fast == CPULM_ATTN_AUTO) return auto_tiled(c) ? NUM_TILED : NUM_EXACT;
         return c->p.attn_fast < 0 ? NUM_WALK : c->p.attn_fast ? NUM_TILED : NUM_EXACT;
     case CPULM_DTYPE_Q8_0:
     case CPULM_DTYPE_Q4_0: return NUM_QUANT;

@@ -208,8 +208,10 @@ void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_req
     cpulm_buf_init(&st->text, 0);
     cpulm_buf_init(&st->reasoning, 0);
     cpulm_buf_init(&st->stops, 0);
-    st->split_think = think != 0;
-    if (think) cpulm_chat_think_init(&st->think, think == 2);
+    st->split_harmony = think >= CPULM_THINK_HARMONY;
+    st->split_think = think != 0 && !st->split_harmony;
+    if (st->split_harmony) cpulm_harmony_init_at(&st->harmony, think - CPULM_THINK_HARMONY);
+    if (st->split_think) cpulm_chat_think_init(&st->think, think == 2);
     st->tools = q->kind == CPULM_OAI_CHAT && q->tool_choice != CPULM_OAI_TOOLS_OFF;
     st->forced = q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED;
     snprintf(st->model, sizeof st->model, "%s", q->model ? q->model : "");
@@ -227,6 +229,7 @@ void cpulm_api_state_free(void *p) {
     cpulm_buf_release(&st->text);
     cpulm_buf_release(&st->reasoning);
     cpulm_buf_release(&st->stops);
+    if (st->split_harmony) cpulm_harmony_free(&st->harmony);
     free(st);
 }
 

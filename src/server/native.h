@@ -4,6 +4,7 @@
 #ifndef CPULM_SERVER_NATIVE_H
 #define CPULM_SERVER_NATIVE_H
 
+#include "server/harmony.h"
 #include "server/server_int.h"
 
 /* A generation request answered in llama-server's or Ollama's shape (routes.c's route.api).
@@ -18,6 +19,8 @@ typedef struct cpulm_api_state {
     cpulm_buf reasoning;     /* <think> text (Ollama's message.thinking) */
     cpulm_chat_think think;  /* the splitter when split_think */
     int split_think;
+    cpulm_harmony harmony; /* harmony's channels (gpt-oss) when split_harmony */
+    int split_harmony;
     int tools, forced; /* Ollama chat with tools: calls are parsed from the reply */
     int finish;        /* -1, or cpulm_sched_finish of the (only) choice */
     int32_t stop_word; /* the FINISH event's */

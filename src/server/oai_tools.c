@@ -178,8 +178,13 @@ int cpulm_oai_parse_structured(const cpulm_json *root, cpulm_oai_request *r, cpu
 
 /* ---- grammars for forced calls ---- */
 
-/* One alternative of the call rule: {"name": "<name>", "<key>": <arguments>}, or with
- * args_key NULL Mistral v11's [TOOL_CALLS]<name>[ARGS]<arguments>. */
+/* args_key for harmony's form (compared by address) */
+static const char HARMONY_ARGS[] = "";
+
+/* One alternative of the call rule: {"name": "<name>", "<key>": <arguments>}, with args_key
+ * NULL Mistral v11's [TOOL_CALLS]<name>[ARGS]<arguments>, with HARMONY_ARGS harmony's
+ * commentary message <|channel|>commentary to=functions.<name> <|constrain|>json<|message|>
+ * <arguments> (its <|call|>, an end of generation, follows when the grammar is done). */
 static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules, int *next,
                     cpulm_buf *alt, cpulm_oai_error *e) {
     const cpulm_json *params = cpulm_json_get(fn, "parameters");
@@ -194,7 +199,10 @@ static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules
     cpulm_buf_init(&q, 0);
     cpulm_buf_init(&lit, 0);
     cpulm_json_quote(&q, name, strlen(name), 0);
-    if (args_key)
+    if (args_key == HARMONY_ARGS)
+        cpulm_buf_printf(&lit, "<|channel|>commentary to=functions.%s <|constrain|>json<|message|>",
+                         name);
+    else if (args_key)
         cpulm_buf_printf(&lit, "{\"name\": %s, \"%s\": ", q.data, args_key);
     else
         cpulm_buf_printf(&lit, "[TOOL_CALLS]%s[ARGS]", name);
@@ -205,7 +213,7 @@ static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules
         cpulm_buf_putc(alt, ch);
     }
     cpulm_buf_putc(alt, '"');
-    const char *close = args_key ? " \"}\"" : "";
+    const char *close = args_key && args_key != HARMONY_ARGS ? " \"}\"" : "";
     if (r >= 0)
         cpulm_buf_printf(alt, " r%d%s", r, close);
     else
@@ -227,7 +235,8 @@ int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char 
     int hermes = family && !strcmp(family, "chatml"), llama3 = family && !strcmp(family, "llama3");
     int mistral = family && !strcmp(family, "mistral");
     int v11 = family && !strcmp(family, "mistral-v11"); /* calls one after another */
-    const char *key = llama3 ? "parameters" : v11 ? NULL : "arguments";
+    int harmony = family && !strcmp(family, "harmony"); /* one call per reply */
+    const char *key = llama3 ? "parameters" : v11 ? NULL : harmony ? HARMONY_ARGS : "arguments";
     cpulm_buf rules, call;
     cpulm_buf_init(&rules, 0);
     cpulm_buf_init(&call, 0);
@@ -245,8 +254,9 @@ int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char 
         cpulm_buf_release(&call);
         return -1;
     }
-    int max =
-        q->tool_choice == CPULM_OAI_TOOLS_REQUIRED && q->parallel_tool_calls ? MAX_PARALLEL : 1;
+    int max = q->tool_choice == CPULM_OAI_TOOLS_REQUIRED && q->parallel_tool_calls && !harmony
+                  ? MAX_PARALLEL
+                  : 1;
     const char *one = hermes ? "\"<tool_call>\\n\" call \"\\n</tool_call>\"" : "call";
     const char *sep = mistral ? "\", \"" : v11 ? "" : "\"\\n\"";
     cpulm_buf g;

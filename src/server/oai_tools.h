@@ -45,7 +45,9 @@ int cpulm_oai_parse_structured(const cpulm_json *root, struct cpulm_oai_request 
 const char *cpulm_oai_tool_family(const char *tmpl);
 
 /* The grammar for a required or named tool call in the format of the template family
- * (cpulm_oai_tool_family's name, NULL for others). *out owned. Returns 0 or -1 with e set. */
+ * (cpulm_oai_tool_family's name, "harmony" for gpt-oss's commentary message to
+ * functions.NAME, written from the reply's first header: no analysis message before it,
+ * one call per reply; NULL for others). *out owned. Returns 0 or -1 with e set. */
 int cpulm_oai_tool_grammar(const struct cpulm_oai_request *r, const char *family, char **out,
                            struct cpulm_oai_error *e);
 

@@ -391,13 +391,15 @@ static void write_end(cpulm_buf *b, cpulm_api_state *st, const cpulm_sched_event
     if (st->stream) cpulm_buf_putc(b, '\n');
 }
 
-/* Text of an event through the <think> splitter (final: flush it). Streamed at once unless
- * the reply must be whole first (not streaming, or tools: a call must not leak as text). */
+/* Text of an event through the <think> or harmony splitter (final: flush it). Streamed at once
+ * unless the reply must be whole first (not streaming, or tools: a call must not leak as text). */
 static void on_text(cpulm_buf *b, cpulm_api_state *st, const char *s, size_t n, int final) {
     cpulm_buf vis, rsn;
     cpulm_buf_init(&vis, 0);
     cpulm_buf_init(&rsn, 0);
-    if (st->split_think)
+    if (st->split_harmony) /* analysis to thinking, calls as <tool_call> text to the scanner */
+        (void)cpulm_harmony_feed(&st->harmony, s, n, final, &vis, &rsn);
+    else if (st->split_think)
         cpulm_oai_think_feed(&st->think, s, n, final, &vis, &rsn);
     else
         cpulm_buf_append(&vis, s, n);

@@ -24,7 +24,7 @@
 #include "server/server_int.h"
 
 /* route_new's think code for harmony replies (plus their cpulm_harmony_start) */
-#define THINK_HARMONY 3
+#define THINK_HARMONY CPULM_THINK_HARMONY
 
 /* Per-request state of a generation in flight (conn->route). */
 typedef struct route {
@@ -243,19 +243,21 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
 }
 
 /* The request's grammar (response_format, grammar, json_schema, or a forced tool call in
- * the model family's format), compiled into r. Returns 0, or -1 with e set. */
+ * the model family's format), compiled into r. harmony: 0, or 1 + where the harmony reply
+ * starts (cpulm_harmony_start). Returns 0, or -1 with e set. */
 static int attach_grammar(const cpulm_server *s, const cpulm_oai_request *q, cpulm_sched_req *r,
                           int harmony, cpulm_oai_error *e) {
     char *text = NULL;
     r->special = q->tool_choice != CPULM_OAI_TOOLS_OFF || harmony;
-    /* a forced call would have to be generated as harmony's commentary message, which no
-     * grammar here writes yet */
-    if (harmony && q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED)
+    const int forced = q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED;
+    /* a forced harmony call is a message header + body the grammar writes: only where the
+     * reply starts inside the header the prompt opened */
+    if (harmony && forced && ((harmony - 1) & 3) != CPULM_HARMONY_HEAD)
         return cpulm_oai_fail(e, 400, "tool_choice",
-                              "a required or named tool_choice is not supported with "
-                              "harmony (gpt-oss) templates; use \"auto\"");
-    if (q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED &&
-        cpulm_oai_tool_grammar(q, cpulm_oai_tool_family(s->chat_tmpl), &text, e) < 0)
+                              "a required or named tool_choice needs the template to "
+                              "leave the reply's header open (harmony)");
+    if (forced && cpulm_oai_tool_grammar(
+                      q, harmony ? "harmony" : cpulm_oai_tool_family(s->chat_tmpl), &text, e) < 0)
         return -1;
     const char *g = text ? text : q->grammar;
     if (!g) return 0;
@@ -286,7 +288,8 @@ static cpulm_sched_req *to_sched_req(const cpulm_server *s, const cpulm_oai_requ
         cpulm_sched_req_free(r);
         return NULL;
     }
-    if (stopped(job, e) < 0 || attach_grammar(s, q, r, *think >= THINK_HARMONY, e) < 0 ||
+    if (stopped(job, e) < 0 ||
+        attach_grammar(s, q, r, *think >= THINK_HARMONY ? 1 + *think - THINK_HARMONY : 0, e) < 0 ||
         cpulm_oai_resolve_bias(q, s->model, &r->bias, &r->sp.n_logit_bias, e) < 0) {
         cpulm_sched_req_free(r);
         return NULL;

@@ -163,6 +163,8 @@ int cpulm_infill_tokens(const cpulm_model *m, cpulm_token fim[3]);
  * prompt <SUF> input_suffix <MID>. Returns 0, or -1 with e set (501 without FIM tokens). */
 int cpulm_infill_prompt(const cpulm_model *m, const cpulm_json *root, cpulm_buf *ids,
                         cpulm_oai_error *e);
+/* think code of harmony replies: CPULM_THINK_HARMONY + cpulm_harmony_start (route_new) */
+#define CPULM_THINK_HARMONY 3
 /* The answer state of an accepted request of that flavor (r: its scheduler request, read
  * for the prompt length; think as routes.c's route_new). NULL when out of memory. */
 void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_request *q,
