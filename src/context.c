@@ -280,8 +280,10 @@ const float *cpulm_ctx_embeddings_seq(const cpulm_ctx *c, int32_t seq) {
 }
 
 static void clear_seqs(cpulm_ctx *c) {
-    for (int32_t s = 0; s < c->kv.n_seq; s++)
+    for (int32_t s = 0; s < c->kv.n_seq; s++) {
         cpulm_kv_seq_trim(&c->kv, s, 0);
+        if (c->ssm.stale) c->ssm.stale[s] = 0; /* cleared: decodes from zeros again */
+    }
 }
 
 /* One input longer than a batch, LAST pooling: its chunks in order, the last one pooled. */
