@@ -352,8 +352,10 @@ CPULM_API cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *ctx, int32_t seq, int32_t p0)
 CPULM_API cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *ctx, int32_t src, int32_t dst, int32_t n);
 /* Saving and restoring KV state (the server's RAM prompt cache). A state blob holds the
  * keys and values of n consecutive positions of one sequence in every layer, in an opaque
- * layout that only this context's cache type reads back. Not for hybrid models yet: 0
- * bytes, and get/set give CPULM_ERR_UNSUPPORTED. */
+ * layout that only this context's cache type reads back. Hybrid models: the blob holds the
+ * full-attention layers' KV only; after seq_state_set the sequence is stale (decode gives
+ * CPULM_ERR_INVALID_ARG for it) until cpulm_ctx_seq_rstate_set gives it the recurrent state
+ * of its new length, or it is cleared (seq_rm at 0). */
 CPULM_API uint64_t cpulm_ctx_seq_state_bytes(const cpulm_ctx *ctx, int32_t n);
 /* Copies positions [p0, p0 + n) of seq into dst (cpulm_ctx_seq_state_bytes(ctx, n) bytes). */
 CPULM_API cpulm_status cpulm_ctx_seq_state_get(const cpulm_ctx *ctx, int32_t seq, int32_t p0,
@@ -362,6 +364,14 @@ CPULM_API cpulm_status cpulm_ctx_seq_state_get(const cpulm_ctx *ctx, int32_t seq
  * anything after; p0 must be <= the sequence's length. */
 CPULM_API cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *ctx, int32_t seq, int32_t p0, int32_t n,
                                                const void *src);
+/* Hybrid models' recurrent state (every recurrent layer's conv inputs and delta-rule
+ * matrices), which stands for a sequence's whole length: a checkpoint, fixed-size whatever
+ * the length. 0 bytes for other models, whose get/set give CPULM_ERR_UNSUPPORTED. get copies
+ * seq's state (CPULM_ERR_INVALID_ARG for a stale sequence); set makes src, a blob taken by
+ * get when a sequence had the length seq has now (same tokens), seq's state. */
+CPULM_API uint64_t cpulm_ctx_seq_rstate_bytes(const cpulm_ctx *ctx);
+CPULM_API cpulm_status cpulm_ctx_seq_rstate_get(const cpulm_ctx *ctx, int32_t seq, void *dst);
+CPULM_API cpulm_status cpulm_ctx_seq_rstate_set(cpulm_ctx *ctx, int32_t seq, const void *src);
 CPULM_API void cpulm_ctx_set_threads(cpulm_ctx *ctx, int32_t n_threads, int32_t n_threads_batch);
 CPULM_API int32_t cpulm_ctx_threads(const cpulm_ctx *ctx);
 /* Bytes the context allocates: KV cache, scratch and recurrent state (cpulm_memory's kv +

@@ -44,7 +44,8 @@ TEST(gptoss_ref_tiny_f32_and_mxfp4) {
          * F16 numerics, which these tolerances fail */
         const double tol_auto = tol < 0.01 ? 2e-4 : 0.02;
         CHECK_EQ_INT(t, refcase_check(c, 512, CPULM_ATTN_AUTO, tol_auto, &w3), 0);
-        fprintf(stderr, "  %s: worst |diff| %.5f, %.5f in batches of 7 (tol %.4f); auto %.5f (tol %.4f)\n",
+        fprintf(stderr,
+                "  %s: worst |diff| %.5f, %.5f in batches of 7 (tol %.4f); auto %.5f (tol %.4f)\n",
                 cpulm_json_str(cpulm_json_get(c, "name")), w1, w2, tol, w3, tol_auto);
     }
     cpulm_json_free(d);

@@ -294,7 +294,7 @@ TEST(hybrid_sequence_operations) {
     CHECK_EQ_INT(t, cpulm_ctx_seq_len(c, 0), 16);
     CHECK_EQ_INT(t, cpulm_ctx_seq_cp(c, 0, 1, 8), CPULM_ERR_UNSUPPORTED);
     CHECK_EQ_INT(t, cpulm_ctx_seq_cp(c, 0, 1, 16), CPULM_OK);
-    CHECK_EQ_INT(t, cpulm_ctx_seq_state_bytes(c, 16), 0);
+    CHECK_EQ_INT(t, cpulm_ctx_seq_rstate_bytes(c) > 0, 1);
     int32_t seq1 = 1;
     cpulm_batch b0 = {.n = 1, .token = &toks[16]};
     cpulm_batch b1 = {.n = 1, .token = &toks[16], .seq = &seq1};
@@ -360,4 +360,71 @@ TEST(hybrid_generation_equals_prompt_and_threads) {
     }
     free(toks);
     cpulm_model_free(m);
+}
+
+/* A checkpoint: the attention layers' KV of positions [0, 128) (seq_state_get) and the
+ * recurrent state after them (seq_rstate_get), put into another sequence, continue exactly
+ * like the source (bit for bit: the same chunks follow), and like a fresh evaluation of the
+ * whole prompt up to rounding. Until its recurrent state is set the restored sequence is
+ * stale: decoding it is refused, and a cut of it is allowed. */
+TEST(hybrid_state_checkpoint_restores) {
+    if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
+    static const char *const shapes[] = {"tiny-qwen35", "tiny-qwen35moe", "tiny-qwen3next"};
+    for (int sh = 0; sh < 3; sh++) {
+        cpulm_model *m = refcase_synth_shape(shapes[sh], "f32", 0);
+        REQUIRE(t, m);
+        const int32_t V = cpulm_vocab_n(m), n = 200, cut = 128;
+        int32_t toks[200];
+        for (int32_t i = 0; i < n; i++)
+            toks[i] = i == 0 ? 1 : 3 + (int32_t)((i * 7919) % 251);
+        cpulm_ctx *c = refcase_ctx(m, 256, n, 2, 1, 0);
+        REQUIRE(t, c);
+        float *fresh = refcase_logits(c, toks, n, n, V);
+        CHECK_EQ_INT(t, cpulm_ctx_seq_rm(c, 0, 0), CPULM_OK);
+        float *head = refcase_logits(c, toks, cut, cut, V);
+        const uint64_t half = cpulm_ctx_seq_state_bytes(c, cut / 2);
+        uint8_t *kv = malloc(2 * half);
+        uint8_t *rs = malloc(cpulm_ctx_seq_rstate_bytes(c));
+        REQUIRE(t, fresh && head && kv && rs);
+        /* in two blobs of 64 positions, as the server's blocks */
+        REQUIRE(t, cpulm_ctx_seq_state_get(c, 0, 0, cut / 2, kv) == CPULM_OK);
+        REQUIRE(t, cpulm_ctx_seq_state_get(c, 0, cut / 2, cut / 2, kv + half) == CPULM_OK);
+        REQUIRE(t, cpulm_ctx_seq_rstate_get(c, 0, rs) == CPULM_OK);
+        float *tail = refcase_logits(c, toks + cut, n - cut, n - cut, V); /* the source goes on */
+        REQUIRE(t, tail);
+        /* into sequence 1 */
+        CHECK_EQ_INT(t, cpulm_ctx_seq_state_set(c, 1, 0, cut / 2, kv), CPULM_OK);
+        CHECK_EQ_INT(t, cpulm_ctx_seq_state_set(c, 1, cut / 2, cut / 2, kv + half), CPULM_OK);
+        int32_t seq1[200];
+        for (int32_t i = 0; i < n; i++)
+            seq1[i] = 1;
+        int8_t want[200];
+        memset(want, 1, sizeof want);
+        cpulm_batch b = {.n = n - cut, .token = toks + cut, .seq = seq1, .want_logits = want};
+        CHECK_EQ_INT(t, cpulm_ctx_decode(c, &b), CPULM_ERR_INVALID_ARG); /* stale */
+        CHECK_EQ_INT(t, cpulm_ctx_seq_rstate_get(c, 1, rs + 0), CPULM_ERR_INVALID_ARG);
+        CHECK_EQ_INT(t, cpulm_ctx_seq_rm(c, 1, cut / 2), CPULM_OK); /* stale: may be cut */
+        CHECK_EQ_INT(t, cpulm_ctx_seq_len(c, 1), cut / 2);
+        CHECK_EQ_INT(t, cpulm_ctx_seq_state_set(c, 1, cut / 2, cut / 2, kv + half), CPULM_OK);
+        CHECK_EQ_INT(t, cpulm_ctx_seq_rstate_set(c, 1, rs), CPULM_OK);
+        REQUIRE(t, cpulm_ctx_decode(c, &b) == CPULM_OK);
+        double worst = 0;
+        int same = 1;
+        for (int32_t i = 0; i < n - cut; i++) {
+            const float *l = cpulm_ctx_logits(c, i);
+            same &= memcmp(l, tail + (size_t)i * V, sizeof(float) * (size_t)V) == 0;
+            for (int32_t v = 0; v < V; v++)
+                worst = fmax(worst, fabs(l[v] - fresh[(size_t)(cut + i) * V + v]));
+        }
+        fprintf(stderr, "  %s: restored vs fresh worst |diff| %.2e\n", shapes[sh], worst);
+        CHECK(t, same);
+        CHECK(t, worst < 5e-4);
+        free(fresh);
+        free(head);
+        free(tail);
+        free(kv);
+        free(rs);
+        cpulm_ctx_free(c);
+        cpulm_model_free(m);
+    }
 }

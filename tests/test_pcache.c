@@ -4,6 +4,7 @@
  * (restored KV gives the same text) is in test_sched.c. */
 #include <string.h>
 
+#include "server/hcache.h"
 #include "server/pcache.h"
 #include "test.h"
 
@@ -126,4 +127,90 @@ TEST(pcache_failed_fill_and_tiny_limit) {
     CHECK_EQ_INT(t, cpulm_pcache_lookup(none, a, 16, blobs, 4), 0);
     cpulm_pcache_free(none);
     CHECK(t, cpulm_pcache_new(0, BB, 100) == NULL);
+}
+
+/* Checkpoint of the prefix ending at block k: bytes of value 100 + k. */
+typedef struct ck_filler {
+    int32_t k, n_calls, fail;
+} ck_filler;
+
+#define CB 64 /* checkpoint bytes: four blocks' worth */
+
+static int fill_ck(void *user, uint8_t *dst) {
+    ck_filler *f = user;
+    if (f->fail) return 1;
+    f->n_calls++;
+    memset(dst, 100 + f->k, CB);
+    return 0;
+}
+
+/* Checkpoints ride on cached blocks: only a cached chain takes one, lookup gives each
+ * matched block's (or NULL), a second one is not filled again, failed fills change
+ * nothing, their bytes count against the limit and leave with their block. */
+TEST(pcache_checkpoints) {
+    cpulm_pcache *pc = cpulm_pcache_new(B, BB, 1 << 20);
+    REQUIRE(t, pc);
+    cpulm_token a[16], c[16];
+    for (int i = 0; i < 16; i++)
+        a[i] = 10 + i, c[i] = i < 8 ? 10 + i : 70 + i; /* c shares a's first two blocks */
+    ck_filler f = {2, 0, 0};
+    CHECK_EQ_INT(t, cpulm_pcache_set_ckpt(pc, a, 8, CB, fill_ck, &f), -1); /* not cached */
+    CHECK_EQ_INT(t, store(pc, a, 16, NULL), 4);
+    CHECK_EQ_INT(t, cpulm_pcache_set_ckpt(pc, a, 7, CB, fill_ck, &f), -1); /* not a block end */
+    CHECK_EQ_INT(t, cpulm_pcache_set_ckpt(pc, a, 8, CB, fill_ck, &f), 0);
+    CHECK_EQ_INT(t, cpulm_pcache_set_ckpt(pc, a, 8, CB, fill_ck, &f), 0);
+    CHECK_EQ_INT(t, f.n_calls, 1);
+    ck_filler bad = {4, 0, 1};
+    CHECK_EQ_INT(t, cpulm_pcache_set_ckpt(pc, a, 16, CB, fill_ck, &bad), -1);
+    cpulm_pcache_stats st;
+    cpulm_pcache_get_stats(pc, &st);
+    CHECK_EQ_INT(t, st.n_ckpts, 1);
+    const uint8_t *blobs[4], *cks[4];
+    CHECK_EQ_INT(t, cpulm_pcache_lookup_ckpt(pc, c, 16, blobs, cks, 4), 2);
+    CHECK(t, cks[0] == NULL && cks[1] && cks[1][0] == 102 && cks[1][CB - 1] == 102);
+    CHECK_EQ_INT(t, cpulm_pcache_lookup_ckpt(pc, a, 16, blobs, cks, 4), 4);
+    CHECK(t, cks[1] && !cks[2] && !cks[3]);
+    cpulm_pcache_free(pc);
+
+    /* room for 4 blocks + one checkpoint: a checkpoint on a second chain evicts the first's
+     * least recent leaf, the checkpointed block, and its checkpoint with it */
+    cpulm_pcache *probe = cpulm_pcache_new(B, BB, 1 << 20);
+    store(probe, a, B, NULL);
+    cpulm_pcache_get_stats(probe, &st);
+    cpulm_pcache_free(probe);
+    pc = cpulm_pcache_new(B, BB, 4 * st.bytes + CB + st.bytes / 2);
+    REQUIRE(t, pc);
+    cpulm_token d[8];
+    for (int i = 0; i < 8; i++)
+        d[i] = 200 + i;
+    CHECK_EQ_INT(t, store(pc, a, 8, NULL), 2);
+    CHECK_EQ_INT(t, cpulm_pcache_set_ckpt(pc, a, 8, CB, fill_ck, &f), 0);
+    CHECK_EQ_INT(t, store(pc, d, 8, NULL), 2);
+    ck_filler fd = {9, 0, 0};
+    CHECK_EQ_INT(t, cpulm_pcache_set_ckpt(pc, d, 8, CB, fill_ck, &fd), 0);
+    cpulm_pcache_get_stats(pc, &st);
+    CHECK(t, st.bytes <= st.max_bytes);
+    CHECK_EQ_INT(t, st.n_ckpts, 1);
+    CHECK_EQ_INT(t, cpulm_pcache_lookup_ckpt(pc, a, 8, blobs, cks, 4), 1);
+    CHECK(t, cks[0] == NULL);
+    CHECK_EQ_INT(t, cpulm_pcache_lookup_ckpt(pc, d, 8, blobs, cks, 4), 2);
+    CHECK(t, cks[1] && cks[1][0] == 109);
+    cpulm_pcache_free(pc);
+}
+
+/* Hybrid checkpoint points (hcache.h): the last block boundary before the last token, the
+ * fork, every `every` tokens; never 0 nor the prompt's end; spacing by memory. */
+TEST(pcache_hybrid_checkpoint_points) {
+    CHECK_EQ_INT(t, cpulm_hcache_every_for(57 << 10, 16 << 10, 32), 128);
+    CHECK_EQ_INT(t, cpulm_hcache_every_for(1, 16 << 10, 32), 32);
+    CHECK_EQ_INT(t, cpulm_hcache_every_for(48u << 20, 32u << 15, 32), 1536);
+    /* a 230-token prompt, every 128, forked at 192 */
+    int got[8], n = 0;
+    for (int32_t p = 0; p <= 256 && n < 8; p++)
+        if (cpulm_hcache_is_point(p, 230, 192, 32, 128)) got[n++] = p;
+    CHECK_EQ_INT(t, n, 3);
+    CHECK(t, got[0] == 128 && got[1] == 192 && got[2] == 224);
+    CHECK(t, !cpulm_hcache_is_point(224, 224, 0, 32, 128)); /* 224 tokens: 192 is the last */
+    CHECK(t, cpulm_hcache_is_point(192, 224, 0, 32, 128));
+    CHECK(t, !cpulm_hcache_is_point(0, 100, 0, 32, 32));
 }

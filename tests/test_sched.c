@@ -779,13 +779,19 @@ static cpulm_model *load_hybrid(void) {
     return cpulm_model_load(path, NULL, NULL);
 }
 
-static cpulm_sched *new_hybrid_sched(const cpulm_model *m, int32_t n_parallel) {
-    cpulm_sched_params p = cpulm_sched_default_params(); /* the default --cache-ram */
+static cpulm_sched *new_hybrid_sched_cache(const cpulm_model *m, int32_t n_parallel,
+                                           int64_t cache_ram_mib) {
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.cache_ram_mib = cache_ram_mib;
     p.n_parallel = n_parallel;
     p.n_ctx = 256;
     p.n_chunk = 16; /* prompts span several steps */
     p.n_threads = 1;
     return cpulm_sched_new(m, &p, NULL);
+}
+
+static cpulm_sched *new_hybrid_sched(const cpulm_model *m, int32_t n_parallel) {
+    return new_hybrid_sched_cache(m, n_parallel, CPULM_SCHED_CACHE_RAM_DEFAULT);
 }
 
 static int same_text(const result *a, int ca, const result *b, int cb) {
@@ -803,48 +809,113 @@ static void hybrid_fresh(const cpulm_model *m, int32_t n, int salt, int32_t max_
     cpulm_sched_free(s);
 }
 
-/* A hybrid model's state cannot be cut partway: the scheduler starts with the default
- * prompt cache (turned off), reuses a slot's whole sequence when the prompt extends it, and
- * evaluates the whole prompt when only part of a sequence matches (a repeat, a shorter
- * prompt, a branch); every text equals the request on a fresh scheduler, n = 2 too. */
+/* A hybrid model's state cannot be cut partway. Without the prompt cache (--cache-ram 0)
+ * the scheduler reuses a slot's whole sequence when the prompt extends it and evaluates the
+ * whole prompt when only part of a sequence matches (a repeat, a shorter prompt, a branch).
+ * With it (the default) those also restore the state checkpoint at the last block boundary
+ * of an earlier prompt (32 here). Every text equals the request on a fresh scheduler, n = 2
+ * too. */
 TEST(sched_hybrid_whole_state_or_nothing) {
     /* 14 schedulers with their calibration on the generic recurrence: minutes under qemu,
      * past run_alone's 20 s per request; the scheduler logic is plain C, checked natively */
     if (test_emulated()) NOT_APPLICABLE(t, "too slow under emulation (run natively)");
     cpulm_model *m = load_hybrid();
     REQUIRE(t, m);
-    cpulm_sched *s = new_hybrid_sched(m, 2);
-    REQUIRE(t, s);
-    cpulm_sched_stats st;
-    cpulm_sched_get_stats(s, &st);
-    CHECK_EQ_INT(t, st.cache_max_bytes, 0);
-    CHECK_EQ_INT(t, st.cache_block_tokens, 0);
-    /* {n, salt, max_tokens, n_choices, cached tokens expected} */
-    static const int32_t steps[][5] = {
-        {40, 1, 1, 1, 0},  /* the slot holds the 40 prompt tokens */
-        {20, 3, 1, 1, 0},  /* unrelated: takes the empty slot, not the one holding 40 */
-        {50, 1, 6, 1, 40}, /* extends them: the whole sequence reused */
-        {50, 1, 6, 1, 0},  /* a repeat: 49 of its 55 tokens would be a cut */
-        {30, 1, 6, 1, 0},  /* shorter */
-        {45, 1, 5, 2, 0},  /* branches after 30 tokens; two choices copy the prompt state */
-        {30, 2, 4, 1, 0},  /* unrelated */
+    /* {n, salt, max_tokens, n_choices, cached tokens expected without / with the cache} */
+    static const int32_t steps[][6] = {
+        {40, 1, 1, 1, 0, 0},   /* the slot holds the 40 prompt tokens */
+        {20, 3, 1, 1, 0, 0},   /* unrelated: takes the empty slot, not the one holding 40 */
+        {50, 1, 6, 1, 40, 40}, /* extends them: the whole sequence reused */
+        {50, 1, 6, 1, 0, 32},  /* a repeat: 49 of its 55 tokens would be a cut */
+        {30, 1, 6, 1, 0, 0},   /* shorter (no block boundary before its last token) */
+        {45, 1, 5, 2, 0, 32},  /* branches after 30 tokens; two choices copy the prompt state */
+        {30, 2, 4, 1, 0, 0},   /* unrelated */
     };
+    for (int cache = 0; cache < 2; cache++) {
+        cpulm_sched *s = new_hybrid_sched_cache(m, 2, cache ? CPULM_SCHED_CACHE_RAM_DEFAULT : 0);
+        REQUIRE(t, s);
+        cpulm_sched_stats st;
+        cpulm_sched_get_stats(s, &st);
+        CHECK_EQ_INT(t, st.cache_max_bytes > 0, cache);
+        for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+            const int32_t *k = steps[i];
+            result got, want;
+            cpulm_sched_req *r = synth_req(0, k[0], k[1], k[2]);
+            r->n_choices = k[3];
+            run_alone(s, r, &got);
+            CHECK(t, got.done && got.error_status == 0);
+            CHECK_EQ_INT(t, got.n_cached, k[4 + cache]);
+            hybrid_fresh(m, k[0], k[1], k[2], &want);
+            CHECK(t, want.done && want.text[0].len > 0);
+            for (int c = 0; c < k[3]; c++)
+                CHECK(t, same_text(&got, c, &want, 0));
+            result_release(&got);
+            result_release(&want);
+        }
+        cpulm_sched_get_stats(s, &st);
+        CHECK(t, !cache || (st.cache_blocks > 0 && st.cache_bytes <= st.cache_max_bytes));
+        cpulm_sched_free(s);
+    }
+    cpulm_model_free(m);
+}
+
+/* n tokens: the first n_shared of salt 1, the rest of salt `salt` (a shared prefix). */
+static cpulm_sched_req *shared_req(int32_t n_shared, int32_t n, int salt, int32_t max_tokens) {
+    cpulm_sched_req *r = synth_req(0, n, salt, max_tokens), *p = synth_req(0, n_shared, 1, 1);
+    memcpy(r->prompt, p->prompt, sizeof(cpulm_token) * (size_t)n_shared);
+    cpulm_sched_req_free(p);
+    return r;
+}
+
+static void hybrid_fresh_req(const cpulm_model *m, cpulm_sched_req *r, result *out) {
+    cpulm_sched *s = new_hybrid_sched(m, 1);
+    result_init(out);
+    if (s) run_alone(s, r, out);
+    cpulm_sched_free(s);
+}
+
+/* One slot, so reuse can only come from the prompt cache's checkpoints (tiny-qwen35: a
+ * checkpoint every 128 tokens, its 57 KiB against 16 KiB of KV per 32-token block). A shared
+ * prefix of 200 tokens (RAG): the first prompt saves the states at 128 and 224 (its last
+ * block boundary), the second restores 128 and saves where it left the cached chain (192),
+ * the third restores that. A growing conversation whose next prompt renders the reply
+ * differently restores the first prompt's last boundary. Texts equal a fresh scheduler's. */
+TEST(sched_hybrid_prompt_cache_checkpoints) {
+    if (test_emulated()) NOT_APPLICABLE(t, "too slow under emulation (run natively)");
+    cpulm_model *m = load_hybrid();
+    REQUIRE(t, m);
+    cpulm_metrics *met = cpulm_metrics_new("hybrid");
+    cpulm_sched_params p = cpulm_sched_default_params();
+    p.n_parallel = 1;
+    p.n_ctx = 512;
+    p.n_chunk = 64;
+    p.n_threads = 1;
+    p.metrics = met;
+    cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
+    REQUIRE(t, s);
+    /* {shared, n, suffix salt, max_tokens, cached expected} */
+    static const int32_t steps[][5] = {
+        {200, 230, 5, 4, 0},   {200, 230, 6, 4, 128}, {200, 230, 7, 4, 192}, /* RAG */
+        {100, 100, 1, 10, 0},  {100, 160, 9, 4, 96}, /* a chat: turn 1, then turn 2 */
+        {200, 230, 5, 4, 224},                       /* the first RAG prompt again */
+    };
+    uint64_t cached = 0;
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
         const int32_t *k = steps[i];
         result got, want;
-        cpulm_sched_req *r = synth_req(0, k[0], k[1], k[2]);
-        r->n_choices = k[3];
-        run_alone(s, r, &got);
+        run_alone(s, shared_req(k[0], k[1], k[2], k[3]), &got);
         CHECK(t, got.done && got.error_status == 0);
         CHECK_EQ_INT(t, got.n_cached, k[4]);
-        hybrid_fresh(m, k[0], k[1], k[2], &want);
-        CHECK(t, want.done && want.text[0].len > 0);
-        for (int c = 0; c < k[3]; c++)
-            CHECK(t, same_text(&got, c, &want, 0));
+        cached += (uint64_t)k[4];
+        hybrid_fresh_req(m, shared_req(k[0], k[1], k[2], k[3]), &want);
+        CHECK(t, want.done && want.text[0].len > 0 && same_text(&got, 0, &want, 0));
         result_release(&got);
         result_release(&want);
     }
+    CHECK_EQ_INT(t, (int64_t)cpulm_metrics_counter(met, CPULM_METRIC_CACHED_TOKENS),
+                 (int64_t)cached);
     cpulm_sched_free(s);
+    cpulm_metrics_free(met);
     cpulm_model_free(m);
 }
 

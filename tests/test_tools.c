@@ -3,11 +3,16 @@
  * parameter, real chat templates rendering tools and tool turns, forced-call grammars in
  * each family's format, and the tool-call scanner on recorded model outputs (final and
  * streamed incrementally, byte by byte). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "grammar/grammar.h"
 #include "server/oai.h"
 #include "test.h"
+
+#ifndef CPULM_SOURCE_DIR
+#define CPULM_SOURCE_DIR "."
+#endif
 
 #define TOOLS_JSON                                                                                \
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather\"," \
@@ -236,6 +241,15 @@ TEST(tools_forced_call_grammars) {
     grammar_accepts(t, "mistral-v11", "\"required\"",
                     "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\"}",
                     "[TOOL_CALLS]get_weather[ARGS]{}");
+    /* Qwen3-Coder / Qwen3.5 XML: raw string values, enum members, JSON for integers */
+    grammar_accepts(t, "qwen-xml", named,
+                    "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n"
+                    "<parameter=b>\n-2\n</parameter>\n</function>\n</tool_call>",
+                    "<tool_call>\n<function=add>\n<parameter=a>\nx");
+    grammar_accepts(t, "qwen-xml", "\"required\"",
+                    "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Jose\n"
+                    "</parameter>\n<parameter=unit>\nf\n</parameter>\n</function>\n</tool_call>",
+                    "<tool_call>\n<function=get_weather>\n<parameter=unit>");
     grammar_accepts(
         t, NULL, "\"required\"",
         "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"c\"}}",
@@ -306,6 +320,17 @@ static const rec RECORDED[] = {
     /* arguments given as a JSON string (some fine-tunes) */
     {"{\"name\": \"add\", \"arguments\": \"{\\\"a\\\": 1, \\\"b\\\": 2}\"}", 1, "", "add",
      "{\"a\": 1, \"b\": 2}"},
+    /* Qwen3-Coder / Qwen3.5 XML: values framed by newlines or not, JSON kept, text as a
+     * string (quotes and newlines escaped), two calls */
+    {"I'll check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+     "<parameter=unit>\nc\n</parameter>\n</function>\n</tool_call>",
+     1, "I'll check.\n", "get_weather", "{\"city\": \"Paris\", \"unit\": \"c\"}"},
+    {"<tool_call><function=add><parameter=a>1</parameter><parameter=b>[2, 3]</parameter>"
+     "</function></tool_call>\n<tool_call>\n<function=write>\n<parameter=text>\nsay \"hi\"\n"
+     "2 lines\n</parameter>\n</function>\n</tool_call>",
+     2, "", "add", "{\"a\": 1, \"b\": [2, 3]}", "write",
+     "{\"text\": \"say \\\"hi\\\"\\n2 lines\"}"},
+    {"<tool_call>\n<function=now>\n</function>\n</tool_call>", 1, "", "now", "{}"},
     /* not calls: plain prose, JSON without a name, a broken call */
     {"The weather is nice {today}.", 0, "The weather is nice {today}."},
     {"{\"city\": \"Paris\"}", 0, "{\"city\": \"Paris\"}"},
@@ -314,6 +339,8 @@ static const rec RECORDED[] = {
     {"[TOOL_CALLS]not a call", 0, "[TOOL_CALLS]not a call"},
     {"[TOOL_CALLS]add[ARGS]{\"a\": 1", 0, "[TOOL_CALLS]add[ARGS]{\"a\": 1"},
     {"<|python_tag|>print(1)", 0, "<|python_tag|>print(1)"},
+    {"<tool_call>\n<function=add>\n<parameter=a>\n1\n", 0,
+     "<tool_call>\n<function=add>\n<parameter=a>\n1\n"},
 };
 #pragma GCC diagnostic pop
 
@@ -381,6 +408,8 @@ TEST(tools_family_of_template) {
     CHECK(t, !strcmp(cpulm_oai_tool_family("[INST]{{ m }}[/INST][TOOL_CALLS]{{ n }}[ARGS]{{ a }}"),
                      "mistral-v11"));
     CHECK(t, !strcmp(cpulm_oai_tool_family("<|im_start|>"), "chatml"));
+    CHECK(t, !strcmp(cpulm_oai_tool_family("<|im_start|>{{ '<function=' }}{{ '<parameter=' }}"),
+                     "qwen-xml"));
     CHECK(t, cpulm_oai_tool_family("plain") == NULL);
 }
 
@@ -416,6 +445,59 @@ TEST(tools_scan_streams_new_formats) {
     stream_one(t, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>",
                "add", 0, 1);
     stream_one(t, "{\"name\": \"add\", \"arguments\": {\"a\": 1}}", "add", 0, 1);
+    stream_one(t,
+               "Sure.\n<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n"
+               "<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>",
+               "add", 6, 0);
+    stream_one(t,
+               "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n</function>\n"
+               "</tool_call>",
+               "add", 0, 1);
+}
+
+/* A template in the Qwen3.5 family's format (tests/data/qwen35-style.jinja: XML tool
+ * descriptions and calls, <think> reasoning, a generation prompt opening <think>): the
+ * family is told apart, a conversation with a call and its result renders in the format,
+ * the prompt opens a think block (reasoning_content split) unless thinking is off, and a
+ * reply in the format scans back to the call it describes. */
+TEST(tools_qwen35_template_round_trip) {
+    size_t len;
+    char *tmpl = test_read_file(CPULM_SOURCE_DIR "/tests/data/qwen35-style.jinja", &len);
+    REQUIRE(t, tmpl);
+    CHECK(t, !strcmp(cpulm_oai_tool_family(tmpl), "qwen-xml"));
+    cpulm_oai_request r;
+    cpulm_oai_error e;
+    REQUIRE(t, parse(TURNS, &r, &e));
+    for (int think = 0; think < 2; think++) {
+        cpulm_buf out;
+        cpulm_buf_init(&out, 0);
+        cpulm_oai_chat_prompt info;
+        cpulm_status st = cpulm_oai_render_chat_full(tmpl, "", "<|im_end|>", r.messages, r.tools,
+                                                     think, &out, &info, &e);
+        if (st != CPULM_OK) fprintf(stderr, "  render: %s\n", e.message);
+        REQUIRE(t, st == CPULM_OK);
+        const char *q = out.data;
+        CHECK(t, strstr(q, "<function>\n<name>get_weather</name>") != NULL);
+        CHECK(t, strstr(q, "<|im_start|>assistant\n<tool_call>\n<function=get_weather>\n"
+                           "<parameter=city>\nParis\n</parameter>\n</function>\n"
+                           "</tool_call><|im_end|>\n") != NULL);
+        CHECK(t, strstr(q, "<|im_start|>user\n<tool_response>\n21 C\n</tool_response><|im_end|>") !=
+                     NULL);
+        const char *tail = think ? "<|im_start|>assistant\n<think>\n"
+                                 : "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+        CHECK(t, out.len >= strlen(tail) && !strcmp(q + out.len - strlen(tail), tail));
+        CHECK_EQ_INT(t, info.think, 1);
+        CHECK_EQ_INT(t, info.think_open, think);
+        cpulm_buf_release(&out);
+    }
+    cpulm_oai_request_release(&r);
+    const char *reply = "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n"
+                        "</parameter>\n</function>\n</tool_call>";
+    cpulm_oai_scan sc;
+    cpulm_oai_scan_calls(reply, strlen(reply), 1, 0, &sc);
+    REQUIRE(t, sc.n_calls == 1);
+    check_call(t, reply, &sc.calls[0], "get_weather", "{\"city\": \"Oslo\"}");
+    free(tmpl);
 }
 
 /* harmony (gpt-oss): a forced call is the commentary message to functions.NAME, written

@@ -240,6 +240,7 @@ static cpulm_status stage_batch(cpulm_ctx *c, const cpulm_batch *b) {
     for (int32_t i = 0; i < b->n; i++) {
         int32_t s = b->seq ? b->seq[i] : 0, t = b->token[i];
         if (s < 0 || s >= n_seq || t < 0 || t >= n_vocab) return CPULM_ERR_INVALID_ARG;
+        if (c->ssm.n_layer > 0 && c->ssm.stale[s]) return CPULM_ERR_INVALID_ARG;
         if (b->pos && b->pos[i] != next[s]) return CPULM_ERR_INVALID_ARG;
         if (next[s] >= c->p.n_ctx) return CPULM_ERR_KV_FULL;
         /* an encoder attends within the batch: a sequence must be whole in it */
@@ -300,8 +301,10 @@ const float *cpulm_ctx_embeddings_seq(const cpulm_ctx *c, int32_t seq) {
 }
 
 static void clear_seqs(cpulm_ctx *c) {
-    for (int32_t s = 0; s < c->kv.n_seq; s++)
+    for (int32_t s = 0; s < c->kv.n_seq; s++) {
         cpulm_kv_seq_trim(&c->kv, s, 0);
+        if (c->ssm.stale) c->ssm.stale[s] = 0; /* cleared: decodes from zeros again */
+    }
 }
 
 /* One input longer than a batch, LAST pooling: its chunks in order, the last one pooled. */
@@ -393,13 +396,20 @@ int32_t cpulm_ctx_seq_len(const cpulm_ctx *c, int32_t seq) {
 /* A hybrid model's recurrent state belongs to a sequence's whole length: it can be
  * dropped (length 0: the next decode starts from zeros) or kept, not cut shorter. */
 static int hybrid_cut(const cpulm_ctx *c, int32_t seq, int32_t n) {
-    return c->ssm.n_layer > 0 && n > 0 && n < c->kv.len[seq];
+    return c->ssm.n_layer > 0 && n > 0 && n < c->kv.len[seq] && !c->ssm.stale[seq];
+}
+
+/* A stale sequence (attention KV set without its recurrent state) is only ever cut, cleared
+ * or given its state; clearing makes the next decode start from zeros. */
+static void hybrid_trimmed(cpulm_ctx *c, int32_t seq, int32_t p0) {
+    if (c->ssm.n_layer > 0 && p0 == 0) c->ssm.stale[seq] = 0;
 }
 
 cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *c, int32_t seq, int32_t p0) {
     if (seq < 0 || seq >= c->kv.n_seq || p0 < 0) return CPULM_ERR_INVALID_ARG;
     if (hybrid_cut(c, seq, p0)) return CPULM_ERR_UNSUPPORTED;
     cpulm_kv_seq_trim(&c->kv, seq, p0); /* and its pages go back to the OS */
+    hybrid_trimmed(c, seq, p0);
     return CPULM_OK;
 }
 
@@ -410,6 +420,7 @@ cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *c, int32_t src, int32_t dst, int32_t n)
     if (hybrid_cut(c, src, n)) return CPULM_ERR_UNSUPPORTED;
     cpulm_kv_seq_cp(&c->kv, src, dst, n);
     if (n > 0) cpulm_ssm_seq_cp(&c->ssm, src, dst);
+    hybrid_trimmed(c, dst, n);
     return CPULM_OK;
 }
 
@@ -425,17 +436,17 @@ uint64_t cpulm_ctx_attn_ns(const cpulm_ctx *c) {
     return c->attn_ns;
 }
 
-/* Hybrid models: no state blobs yet (a blob of positions cannot carry the recurrent state
- * of a prefix); 0 bytes, and get/set refuse. */
+/* Hybrid models: a blob holds the full-attention layers' KV only (a blob of positions
+ * cannot carry the recurrent state of a prefix); seq_state_set leaves the sequence stale
+ * until seq_rstate_set gives it the state of its new length. */
 uint64_t cpulm_ctx_seq_state_bytes(const cpulm_ctx *c, int32_t n) {
-    return n < 0 || c->ssm.n_layer > 0 ? 0 : (uint64_t)cpulm_kv_state_bytes(&c->kv, n);
+    return n < 0 ? 0 : (uint64_t)cpulm_kv_state_bytes(&c->kv, n);
 }
 
 cpulm_status cpulm_ctx_seq_state_get(const cpulm_ctx *c, int32_t seq, int32_t p0, int32_t n,
                                      void *dst) {
     if (seq < 0 || seq >= c->kv.n_seq || p0 < 0 || n < 0 || p0 + n > c->kv.len[seq] || !dst)
         return CPULM_ERR_INVALID_ARG;
-    if (c->ssm.n_layer > 0) return CPULM_ERR_UNSUPPORTED;
     cpulm_kv_seq_get(&c->kv, seq, p0, n, dst);
     return CPULM_OK;
 }
@@ -445,8 +456,31 @@ cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *c, int32_t seq, int32_t p0, int3
     if (seq < 0 || seq >= c->kv.n_seq || p0 < 0 || n < 0 || p0 > c->kv.len[seq] ||
         n > c->p.n_ctx - p0 || !src)
         return CPULM_ERR_INVALID_ARG;
-    if (c->ssm.n_layer > 0) return CPULM_ERR_UNSUPPORTED;
     cpulm_kv_seq_set(&c->kv, seq, p0, n, src);
+    if (c->ssm.n_layer > 0) c->ssm.stale[seq] = p0 + n > 0;
+    return CPULM_OK;
+}
+
+uint64_t cpulm_ctx_seq_rstate_bytes(const cpulm_ctx *c) {
+    return c->ssm.n_layer > 0 ? cpulm_ssm_seq_bytes(&c->ssm) : 0;
+}
+
+cpulm_status cpulm_ctx_seq_rstate_get(const cpulm_ctx *c, int32_t seq, void *dst) {
+    if (seq < 0 || seq >= c->kv.n_seq || !dst) return CPULM_ERR_INVALID_ARG;
+    if (c->ssm.n_layer == 0) return CPULM_ERR_UNSUPPORTED;
+    if (c->ssm.stale[seq]) return CPULM_ERR_INVALID_ARG; /* no state of its length to give */
+    if (c->kv.len[seq] == 0) { /* decoding position 0 starts from zeros, whatever is there */
+        memset(dst, 0, (size_t)cpulm_ssm_seq_bytes(&c->ssm));
+        return CPULM_OK;
+    }
+    cpulm_ssm_seq_get(&c->ssm, seq, dst);
+    return CPULM_OK;
+}
+
+cpulm_status cpulm_ctx_seq_rstate_set(cpulm_ctx *c, int32_t seq, const void *src) {
+    if (seq < 0 || seq >= c->kv.n_seq || !src) return CPULM_ERR_INVALID_ARG;
+    if (c->ssm.n_layer == 0) return CPULM_ERR_UNSUPPORTED;
+    cpulm_ssm_seq_set(&c->ssm, seq, src);
     return CPULM_OK;
 }
 

@@ -8,7 +8,12 @@
  * row by row). The state after position p - 1 is what position p starts from, so a
  * sequence's state always belongs to its whole length (kv.len): it can be cleared or
  * copied whole, not cut at an earlier position. Plain memory (calloc'd, so pages take
- * RAM when first written). */
+ * RAM when first written).
+ *
+ * A sequence's whole state can be saved and put back (cpulm_ssm_seq_get/set: the server's
+ * checkpoints at block boundaries). A sequence whose attention KV was written without its
+ * recurrent state (cpulm_ctx_seq_state_set) is stale until its state is set: the context
+ * refuses to decode it, so a missing checkpoint cannot silently give wrong logits. */
 #ifndef CPULM_SSM_STATE_H
 #define CPULM_SSM_STATE_H
 
@@ -22,6 +27,7 @@ typedef struct cpulm_ssm {
     int64_t conv_floats;    /* per (layer, sequence): (taps - 1) * channels */
     int64_t state_floats;   /* per (layer, sequence): value heads * value head * key head */
     float *conv, *state;    /* [n_layer][n_seq][...], owned */
+    uint8_t *stale;         /* [n_seq]: 1 while the state does not belong to the length */
 } cpulm_ssm;
 
 /* Bytes cpulm_ssm_init allocates. */
@@ -43,5 +49,13 @@ static inline float *cpulm_ssm_state(const cpulm_ssm *s, int32_t il, int32_t seq
 void cpulm_ssm_seq_clear(cpulm_ssm *s, int32_t seq);
 /* dst's state becomes a copy of src's (every layer). */
 void cpulm_ssm_seq_cp(cpulm_ssm *s, int32_t src, int32_t dst);
+
+/* Bytes of one sequence's whole state (every layer's conv inputs and matrices). */
+uint64_t cpulm_ssm_seq_bytes(const cpulm_ssm *s);
+/* Copies seq's state into dst (cpulm_ssm_seq_bytes bytes, layer by layer: conv, then
+ * matrices). */
+void cpulm_ssm_seq_get(const cpulm_ssm *s, int32_t seq, uint8_t *dst);
+/* seq's state becomes src (a cpulm_ssm_seq_get blob of the same model); not stale. */
+void cpulm_ssm_seq_set(cpulm_ssm *s, int32_t seq, const uint8_t *src);
 
 #endif

@@ -223,9 +223,98 @@ static int call_alt(const cpulm_json *fn, const char *args_key, cpulm_buf *rules
     return 0;
 }
 
+/* s as a GBNF literal ("..." with quotes and backslashes escaped; a newline as \n). */
+static void gbnf_lit(cpulm_buf *b, const char *s) {
+    cpulm_buf_putc(b, '"');
+    for (; *s; s++) {
+        if (*s == '\n') {
+            cpulm_buf_puts(b, "\\n");
+            continue;
+        }
+        if (*s == '"' || *s == '\\') cpulm_buf_putc(b, '\\');
+        cpulm_buf_putc(b, *s);
+    }
+    cpulm_buf_putc(b, '"');
+}
+
+/* The value of one XML parameter: raw text for a plain string (no '<', so it cannot run
+ * into its closing tag), the raw members of a string enum, else the property's JSON rule
+ * (numbers, booleans, objects, arrays: cpulm_oai_call_args reads them back as JSON). */
+static int xml_value_rule(const cpulm_json *prop, cpulm_buf *rules, int *next, cpulm_buf *alt,
+                          cpulm_oai_error *e) {
+    const cpulm_json *en = cpulm_json_get(prop, "enum");
+    const char *type = cpulm_json_str(cpulm_json_get(prop, "type"));
+    int all_str = en && cpulm_json_len(en) > 0;
+    for (size_t i = 0; all_str && i < cpulm_json_len(en); i++)
+        all_str = cpulm_json_str(cpulm_json_at(en, i)) != NULL;
+    if (all_str) {
+        cpulm_buf_puts(alt, "( ");
+        for (size_t i = 0; i < cpulm_json_len(en); i++) {
+            if (i) cpulm_buf_puts(alt, " | ");
+            gbnf_lit(alt, cpulm_json_str(cpulm_json_at(en, i)));
+        }
+        cpulm_buf_puts(alt, " )");
+        return 0;
+    }
+    if (!en && (!type || !strcmp(type, "string")) && !cpulm_json_get(prop, "pattern") &&
+        !cpulm_json_get(prop, "anyOf") && !cpulm_json_get(prop, "oneOf")) {
+        cpulm_buf_puts(alt, "xml-text");
+        return 0;
+    }
+    cpulm_error err = {0};
+    int r = cpulm_grammar_schema_rules(prop, rules, next, &err);
+    if (r < 0) return cpulm_oai_fail(e, 400, "tools", "tool parameters: %s", err.msg);
+    cpulm_buf_printf(alt, "r%d", r);
+    return 0;
+}
+
+static int is_required(const cpulm_json *params, const char *key) {
+    const cpulm_json *req = cpulm_json_get(params, "required");
+    for (size_t i = 0; i < cpulm_json_len(req); i++) {
+        const char *k = cpulm_json_str(cpulm_json_at(req, i));
+        if (k && !strcmp(k, key)) return 1;
+    }
+    return 0;
+}
+
+/* One alternative of the call rule in the XML form: <function=NAME>\n, then each property
+ * in the schema's order as <parameter=KEY>\nVALUE\n</parameter>\n (optional unless
+ * required), then </function>. Without properties, any parameters of plain text. */
+static int xml_alt(const cpulm_json *fn, cpulm_buf *rules, int *next, cpulm_buf *alt,
+                   cpulm_oai_error *e) {
+    const cpulm_json *params = cpulm_json_get(fn, "parameters");
+    const cpulm_json *props = cpulm_json_get(params, "properties");
+    cpulm_buf head;
+    cpulm_buf_init(&head, 0);
+    cpulm_buf_printf(&head, "<function=%s>\n", cpulm_json_str(cpulm_json_get(fn, "name")));
+    gbnf_lit(alt, head.data);
+    cpulm_buf_release(&head);
+    if (!props || props->type != CPULM_JSON_OBJECT) cpulm_buf_puts(alt, " xml-any-param*");
+    for (size_t i = 0; props && props->type == CPULM_JSON_OBJECT && i < cpulm_json_len(props);
+         i++) {
+        const cpulm_json *prop = cpulm_json_at(props, i);
+        const char *key = prop->key;
+        cpulm_buf open;
+        cpulm_buf_init(&open, 0);
+        cpulm_buf_printf(&open, "<parameter=%s>\n", key);
+        int req = is_required(params, key);
+        cpulm_buf_puts(alt, req ? " " : " ( ");
+        gbnf_lit(alt, open.data);
+        cpulm_buf_release(&open);
+        cpulm_buf_putc(alt, ' ');
+        if (xml_value_rule(prop, rules, next, alt, e)) return -1;
+        cpulm_buf_puts(alt, req ? " \"\\n</parameter>\\n\"" : " \"\\n</parameter>\\n\" )?");
+    }
+    cpulm_buf_puts(alt, " \"</function>\"");
+    return 0;
+}
+
 const char *cpulm_oai_tool_family(const char *tmpl) {
     const char *family = cpulm_chat_detect(tmpl);
     if (family && !strcmp(family, "mistral") && strstr(tmpl, "[ARGS]")) return "mistral-v11";
+    if (family && !strcmp(family, "chatml") && strstr(tmpl, "<function=") &&
+        strstr(tmpl, "<parameter="))
+        return "qwen-xml";
     return family;
 }
 
@@ -236,6 +325,8 @@ int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char 
     int mistral = family && !strcmp(family, "mistral");
     int v11 = family && !strcmp(family, "mistral-v11"); /* calls one after another */
     int harmony = family && !strcmp(family, "harmony"); /* one call per reply */
+    int xml = family && !strcmp(family, "qwen-xml");
+    hermes |= xml;
     const char *key = llama3 ? "parameters" : v11 ? NULL : harmony ? HARMONY_ARGS : "arguments";
     cpulm_buf rules, call;
     cpulm_buf_init(&rules, 0);
@@ -247,7 +338,8 @@ int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char 
         const char *name = cpulm_json_str(cpulm_json_get(fn, "name"));
         if (q->tool_choice == CPULM_OAI_TOOLS_NAMED && strcmp(name, q->tool_name) != 0) continue;
         if (n++) cpulm_buf_puts(&call, " | ");
-        rc = call_alt(fn, key, &rules, &next, &call, e);
+        rc =
+            xml ? xml_alt(fn, &rules, &next, &call, e) : call_alt(fn, key, &rules, &next, &call, e);
     }
     if (rc) {
         cpulm_buf_release(&rules);
@@ -264,6 +356,9 @@ int cpulm_oai_tool_grammar(const cpulm_oai_request *q, const char *family, char 
     cpulm_buf_printf(&g, "root ::= %s%s ( %s %s ){0,%d}%s\n", mistral ? "\"[TOOL_CALLS][\" " : "",
                      one, sep, one, max - 1, mistral ? " \"]\"" : "");
     cpulm_buf_printf(&g, "%s\n%s", call.data, rules.data);
+    if (xml)
+        cpulm_buf_puts(&g, "xml-text ::= [^<]*\nxml-any-param ::= \"<parameter=\" "
+                           "[a-zA-Z0-9_.-]+ \">\\n\" xml-text \"\\n</parameter>\\n\"\n");
     cpulm_grammar_json_base(&g);
     cpulm_buf_release(&rules);
     cpulm_buf_release(&call);
@@ -451,6 +546,40 @@ static int ds_call(cur *c, cpulm_oai_call *call) {
     return P_OK;
 }
 
+/* Qwen3-Coder / Qwen3.5: <function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n...
+ * </function>. A value runs to its </parameter> whatever it holds (code, JSON, newlines);
+ * the arguments are the text between the two function tags (cpulm_oai_call_args converts
+ * them). The name counts once its '>' is seen. */
+static int xml_call(cur *c, cpulm_oai_call *call) {
+    memset(call, 0, sizeof *call);
+    int r;
+    if ((r = lit(c, "<function="))) return r;
+    size_t start = c->i;
+    while (c->i < c->n && c->s[c->i] != '>' && c->s[c->i] != '\n' && c->s[c->i] != '<')
+        c->i++;
+    if (c->i == c->n) return P_MORE;
+    if (c->i == start || c->s[c->i] != '>') return P_BAD;
+    call->name_off = start;
+    call->name_len = c->i - start;
+    call->args_xml = 1;
+    call->args_off = ++c->i;
+    for (;;) {
+        call->args_len = c->i - call->args_off;
+        skip_ws(c);
+        if (c->i == c->n) return P_MORE;
+        if ((r = lit(c, "</function>")) == P_OK) break;
+        if (r == P_MORE) return r;
+        if ((r = lit(c, "<parameter="))) return r;
+        const char *end = memmem(c->s + c->i, c->n - c->i, "</parameter>", 12);
+        const char *gt = memchr(c->s + c->i, '>', c->n - c->i);
+        if (gt && end && gt > end) return P_BAD; /* no '>' closing the key */
+        if (!end) return P_MORE;
+        c->i = (size_t)(end - c->s) + 12;
+    }
+    call->complete = 1;
+    return P_OK;
+}
+
 /* Characters of a tool name in the marker-delimited forms (no JSON string around it). */
 static int name_char(char ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
@@ -583,7 +712,8 @@ static int region(cur *c, int kind, cpulm_oai_scan *out) {
         }
         if (out->n_calls >= CPULM_OAI_MAX_CALLS) return P_BAD;
         cpulm_oai_call *call = &out->calls[out->n_calls];
-        r = kind == M_DEEPSEEK ? ds_call(c, call) : json_call(c, call);
+        int xml = kind == M_HERMES && c->i < c->n && c->s[c->i] == '<';
+        r = kind == M_DEEPSEEK ? ds_call(c, call) : xml ? xml_call(c, call) : json_call(c, call);
         if (r == P_BAD) return r;
         if (call->name_len || r == P_OK) out->n_calls++;
         if (r) return r;
@@ -756,7 +886,51 @@ static void py_kwargs(const char *a, size_t n, cpulm_buf *out) {
     cpulm_buf_putc(out, '}');
 }
 
+/* One XML parameter value as JSON (see cpulm_oai_call_args). */
+static void xml_value(const char *v, size_t n, cpulm_buf *out) {
+    if (n && v[0] == '\n') v++, n--;
+    if (n && v[n - 1] == '\n') n--;
+    size_t a = 0, b = n; /* JSON of its own when it parses (trimmed) and is not a string */
+    while (a < b && strchr(" \t\r\n", v[a]))
+        a++;
+    while (b > a && strchr(" \t\r\n", v[b - 1]))
+        b--;
+    cpulm_json_doc *d = NULL;
+    if (b > a && v[a] != '"' && cpulm_json_parse(v + a, b - a, NULL, &d, NULL, NULL) == CPULM_OK) {
+        cpulm_buf_append(out, v + a, b - a);
+    } else {
+        cpulm_json_writer w;
+        cpulm_json_writer_init(&w, out, 0, 0);
+        cpulm_json_write_strn(&w, v, n);
+    }
+    cpulm_json_free(d);
+}
+
+/* <parameter=KEY>VALUE</parameter>... (the text between the function tags) as an object. */
+static void xml_args(const char *a, size_t n, cpulm_buf *out) {
+    cpulm_buf_putc(out, '{');
+    const char *p = a, *e = a + n;
+    for (int written = 0;;) {
+        const char *k = memmem(p, (size_t)(e - p), "<parameter=", 11);
+        if (!k) break;
+        k += 11;
+        const char *gt = memchr(k, '>', (size_t)(e - k));
+        const char *end = gt ? memmem(gt, (size_t)(e - gt), "</parameter>", 12) : NULL;
+        if (!end) break;
+        if (written++) cpulm_buf_puts(out, ", ");
+        cpulm_json_quote(out, k, (size_t)(gt - k), 0);
+        cpulm_buf_puts(out, ": ");
+        xml_value(gt + 1, (size_t)(end - gt - 1), out);
+        p = end + 12;
+    }
+    cpulm_buf_putc(out, '}');
+}
+
 void cpulm_oai_call_args(const char *text, const cpulm_oai_call *c, cpulm_buf *out) {
+    if (c->args_xml) {
+        xml_args(text + c->args_off, c->args_len, out);
+        return;
+    }
     if (c->args_py) {
         py_kwargs(text + c->args_off, c->args_len, out);
         return;

@@ -7,8 +7,9 @@
  * native format, so they always parse and their arguments validate.
  *
  * Output side: a scanner that finds tool calls in generated text in the families' native
- * formats (Hermes/Qwen <tool_call>, Llama 3.x JSON and <|python_tag|> with JSON or a
- * built-in tool's NAME.call(key="value"), Mistral's [TOOL_CALLS] JSON array (before
+ * formats (Hermes/Qwen <tool_call> with JSON, or with Qwen3-Coder / Qwen3.5's XML
+ * <function=NAME><parameter=KEY>VALUE</parameter>...</function>, Llama 3.x JSON and <|python_tag|>
+ * with JSON or a built-in tool's NAME.call(key="value"), Mistral's [TOOL_CALLS] JSON array (before
  * tokenizer v11) and [TOOL_CALLS]NAME[ARGS]{...} (v11+), DeepSeek's tool-call tokens, and
  * a bare {"name", "arguments"} object),
  * both on the final text and incrementally while streaming (content before a call is
@@ -41,7 +42,9 @@ int cpulm_oai_parse_structured(const cpulm_json *root, struct cpulm_oai_request 
                                struct cpulm_oai_error *e);
 
 /* The tool-call format of a chat template: cpulm_chat_detect's family, with "mistral"
- * told apart as "mistral-v11" when the template writes calls as NAME[ARGS]{...}. */
+ * told apart as "mistral-v11" when the template writes calls as NAME[ARGS]{...}, and
+ * "chatml" as "qwen-xml" when it writes them as <function=NAME><parameter=KEY>... (the
+ * Qwen3-Coder and Qwen3.5 templates). */
 const char *cpulm_oai_tool_family(const char *tmpl);
 
 /* The grammar for a required or named tool call in the format of the template family
@@ -65,6 +68,8 @@ typedef struct cpulm_oai_call {
     int args_is_string;        /* arguments were written as a JSON string holding JSON */
     int args_py;               /* arguments are Python keyword arguments (Llama's built-in
                                 * tools: NAME.call(key="value")), written out as JSON */
+    int args_xml;              /* arguments are <parameter=KEY>VALUE</parameter> elements
+                                * (Qwen3-Coder, Qwen3.5), written out as a JSON object */
     int complete;              /* the arguments (and the call) are finished */
 } cpulm_oai_call;
 
@@ -82,7 +87,10 @@ typedef struct cpulm_oai_scan {
 void cpulm_oai_scan_calls(const char *text, size_t n, int final, int forced, cpulm_oai_scan *out);
 
 /* The call's arguments as the JSON string OpenAI expects in function.arguments (the
- * object's text; a string-wrapped one is unwrapped). Appends to out. */
+ * object's text; a string-wrapped one is unwrapped). XML parameters become a JSON object:
+ * a value's one framing newline on each side is dropped (the templates write
+ * <parameter=KEY>\nVALUE\n</parameter>); a value that is a JSON object, array, number,
+ * true, false or null is kept as that JSON, anything else is a string. Appends to out. */
 void cpulm_oai_call_args(const char *text, const cpulm_oai_call *c, cpulm_buf *out);
 /* The call's name, unescaped, appended to out. */
 void cpulm_oai_call_name(const char *text, const cpulm_oai_call *c, cpulm_buf *out);

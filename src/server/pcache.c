@@ -17,7 +17,9 @@ typedef struct pblock {
     struct pblock *hnext;       /* hash chain */
     struct pblock *prev, *next; /* LRU list */
     int32_t n_children;
-    uint8_t *blob;      /* block_bytes */
+    uint8_t *blob; /* block_bytes */
+    uint8_t *ckpt; /* ckpt_bytes, or NULL: a recurrent-state checkpoint (hybrid models) */
+    size_t ckpt_bytes;
     cpulm_token toks[]; /* block_tokens */
 } pblock;
 
@@ -25,7 +27,7 @@ struct cpulm_pcache {
     int32_t B;
     size_t block_bytes, entry_bytes; /* entry_bytes: one block's whole footprint */
     uint64_t max_bytes, bytes, n_evicted;
-    int64_t n_blocks;
+    int64_t n_blocks, n_ckpts;
     pblock **table;
     size_t n_buckets; /* power of two */
     pblock *head, *tail;
@@ -71,6 +73,7 @@ void cpulm_pcache_free(cpulm_pcache *pc) {
     for (pblock *b = pc->head, *n; b; b = n) {
         n = b->next;
         free(b->blob);
+        free(b->ckpt);
         free(b);
     }
     free(pc->table);
@@ -143,7 +146,10 @@ static int evict_one(cpulm_pcache *pc) {
     unindex(pc, b);
     lru_unlink(pc, b);
     if (b->parent) b->parent->n_children--;
+    pc->bytes -= b->ckpt_bytes;
+    pc->n_ckpts -= b->ckpt != NULL;
     free(b->blob);
+    free(b->ckpt);
     free(b);
     pc->bytes -= pc->entry_bytes;
     pc->n_blocks--;
@@ -183,8 +189,8 @@ fail:
 
 /* ---- lookup and store ---- */
 
-int32_t cpulm_pcache_lookup(cpulm_pcache *pc, const cpulm_token *toks, int32_t n,
-                            const uint8_t **blobs, int32_t max_blocks) {
+int32_t cpulm_pcache_lookup_ckpt(cpulm_pcache *pc, const cpulm_token *toks, int32_t n,
+                                 const uint8_t **blobs, const uint8_t **ckpts, int32_t max_blocks) {
     int32_t nb = n / pc->B, k = 0;
     if (nb > max_blocks) nb = max_blocks;
     pblock *parent = NULL;
@@ -192,10 +198,50 @@ int32_t cpulm_pcache_lookup(cpulm_pcache *pc, const cpulm_token *toks, int32_t n
         pblock *b = find(pc, parent, toks + (size_t)k * pc->B);
         if (!b) break;
         blobs[k] = b->blob;
+        if (ckpts) ckpts[k] = b->ckpt;
         parent = b;
     }
     touch_chain(pc, parent);
     return k;
+}
+
+int32_t cpulm_pcache_lookup(cpulm_pcache *pc, const cpulm_token *toks, int32_t n,
+                            const uint8_t **blobs, int32_t max_blocks) {
+    return cpulm_pcache_lookup_ckpt(pc, toks, n, blobs, NULL, max_blocks);
+}
+
+/* The block that ends toks[0..n) when its whole chain is cached, else NULL. */
+static pblock *find_chain(const cpulm_pcache *pc, const cpulm_token *toks, int32_t n) {
+    if (n < pc->B || n % pc->B != 0) return NULL;
+    pblock *b = NULL;
+    for (int32_t k = 0; k < n / pc->B; k++)
+        if (!(b = find(pc, b, toks + (size_t)k * pc->B))) return NULL;
+    return b;
+}
+
+/* The block is referenced while evicting so it cannot be the victim (nor its chain: each
+ * ancestor has a child). */
+int cpulm_pcache_set_ckpt(cpulm_pcache *pc, const cpulm_token *toks, int32_t n, size_t bytes,
+                          cpulm_pcache_ckpt_fn fill, void *user) {
+    pblock *b = find_chain(pc, toks, n);
+    if (!b || bytes < 1) return -1;
+    touch_chain(pc, b);
+    if (b->ckpt) return 0;
+    b->n_children++;
+    int ok = 1;
+    while (ok && pc->bytes + bytes > pc->max_bytes)
+        ok = evict_one(pc);
+    uint8_t *ck = ok ? malloc(bytes) : NULL;
+    b->n_children--;
+    if (!ck || fill(user, ck) != 0) {
+        free(ck);
+        return -1;
+    }
+    b->ckpt = ck;
+    b->ckpt_bytes = bytes;
+    pc->bytes += bytes;
+    pc->n_ckpts++;
+    return 0;
 }
 
 /* Blocks found on the way need no protection from eviction while the chain grows: each
@@ -219,4 +265,5 @@ void cpulm_pcache_get_stats(const cpulm_pcache *pc, cpulm_pcache_stats *out) {
     out->bytes = pc->bytes;
     out->max_bytes = pc->max_bytes;
     out->n_evicted = pc->n_evicted;
+    out->n_ckpts = pc->n_ckpts;
 }

@@ -8,11 +8,11 @@
  * and reads back), so entries never alias a live sequence and a restored block is plain
  * data: nothing to pin, nothing to copy on write.
  *
- * Memory is bounded by max_bytes (blobs plus bookkeeping). When a new block does not fit,
- * the least recently used block without children is evicted; a lookup or store touches
- * the blocks of its chain deepest first, so a chain's ancestors stay younger than its
- * leaves and prefixes shared by many prompts (system prompts) survive longest.
- * Single-threaded: the scheduler thread is its only user.
+ * Memory is bounded by max_bytes (blobs, checkpoints and bookkeeping). When a new block does not
+ * fit, the least recently used block without children is evicted; a lookup or store touches the
+ * blocks of its chain deepest first, so a chain's ancestors stay younger than its leaves and
+ * prefixes shared by many prompts (system prompts) survive longest. Single-threaded: the scheduler
+ * thread is its only user.
  */
 #ifndef CPULM_SERVER_PCACHE_H
 #define CPULM_SERVER_PCACHE_H
@@ -49,11 +49,31 @@ typedef int (*cpulm_pcache_fill_fn)(void *user, int32_t block, uint8_t *dst);
 int32_t cpulm_pcache_store(cpulm_pcache *pc, const cpulm_token *toks, int32_t n,
                            cpulm_pcache_fill_fn fill, void *user);
 
+/* Checkpoints (hybrid models: a recurrent state stands for a whole prefix, so a prefix is
+ * only usable up to a block that carries the state after its last token). */
+
+/* Fills dst with a checkpoint. Returns 0 on success. */
+typedef int (*cpulm_pcache_ckpt_fn)(void *user, uint8_t *dst);
+
+/* Gives the block that ends toks[0..n) (n a multiple of block_tokens; the whole chain
+ * cached, cpulm_pcache_store) a checkpoint of `bytes` bytes through fill, evicting old blocks
+ * for room; a block that has one keeps it. Touches the chain. Returns 0 when the block holds
+ * a checkpoint now; -1 (nothing changed) when the chain is not cached, memory cannot be
+ * found or fill fails. The checkpoint goes when its block is evicted. */
+int cpulm_pcache_set_ckpt(cpulm_pcache *pc, const cpulm_token *toks, int32_t n, size_t bytes,
+                          cpulm_pcache_ckpt_fn fill, void *user);
+
+/* cpulm_pcache_lookup, also giving each matched block's checkpoint in ckpts[] (NULL: none;
+ * valid as blobs are). ckpts may be NULL. */
+int32_t cpulm_pcache_lookup_ckpt(cpulm_pcache *pc, const cpulm_token *toks, int32_t n,
+                                 const uint8_t **blobs, const uint8_t **ckpts, int32_t max_blocks);
+
 typedef struct cpulm_pcache_stats {
     int64_t n_blocks; /* blocks held */
     uint64_t bytes;   /* memory held (blobs and bookkeeping) */
     uint64_t max_bytes;
     uint64_t n_evicted; /* blocks evicted so far */
+    int64_t n_ckpts;    /* checkpoints held (their bytes are in bytes) */
 } cpulm_pcache_stats;
 
 void cpulm_pcache_get_stats(const cpulm_pcache *pc, cpulm_pcache_stats *out);

@@ -620,12 +620,12 @@ static void stream_calls(cpulm_buf *b, route *rt, int32_t i, const cpulm_oai_sca
             ts->calls_sent = k + 1;
             ts->args_sent[k] = 0;
         }
-        if (call->args_is_string || call->args_py) { /* converted: whole, once complete */
-            if (!call->complete || ts->args_sent[k]) continue;
+        if (call->args_is_string || call->args_py || call->args_xml) { /* converted: whole, */
+            if (!call->complete || ts->args_sent[k]) continue;         /* once complete */
             cpulm_buf_reset(&tmp);
             cpulm_oai_call_args(text, call, &tmp);
             tool_delta(b, rt, i, k, NULL, NULL, tmp.data, tmp.len);
-            ts->args_sent[k] = call->args_len;
+            ts->args_sent[k] = call->args_len + 1; /* sent (also when the text was empty) */
         } else if (call->args_len > ts->args_sent[k]) {
             tool_delta(b, rt, i, k, NULL, NULL, text + call->args_off + ts->args_sent[k],
                        call->args_len - ts->args_sent[k]);

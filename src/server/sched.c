@@ -28,6 +28,7 @@
 
 #include "base/buf.h"
 #include "grammar/grammar.h"
+#include "server/hcache.h"
 #include "server/pcache.h"
 #include "server/sched_int.h"
 #include "server/sched_spec.h"
@@ -232,7 +233,7 @@ static int fill_block(void *user, int32_t index, uint8_t *dst) {
 
 /* Keeps the whole blocks of slot x's KV in the prompt cache (only new blocks are copied). */
 static void cache_slot(cpulm_sched *s, const slot *x) {
-    if (!s->pc) return;
+    if (!s->pc || s->hc) return; /* hybrid: blocks without a checkpoint give nothing */
     fill_ctx f = {s->ctx, (int32_t)(x - s->slots), cpulm_pcache_block_tokens(s->pc)};
     cpulm_pcache_store(s->pc, x->cache, x->n_cache, fill_block, &f);
 }
@@ -242,6 +243,9 @@ static void cache_slot(cpulm_sched *s, const slot *x) {
 static int32_t restore_cached(cpulm_sched *s, int32_t seq, const cpulm_token *prompt,
                               int32_t n_prompt, int32_t have) {
     if (!s->pc) return have;
+    if (s->hc) /* hybrid: up to a checkpoint before the last token (its logits are needed) */
+        return cpulm_hcache_restore(s->hc, s->pc, seq, prompt, n_prompt - 1, have,
+                                    &s->slots[seq].ckpt_fork);
     int32_t B = cpulm_pcache_block_tokens(s->pc);
     int32_t nb = cpulm_pcache_lookup(s->pc, prompt, n_prompt, s->blobs, s->n_ctx / B);
     int32_t got = have;
@@ -700,6 +704,7 @@ static int32_t build_batch(cpulm_sched *s, int32_t *n_gen) {
         const cpulm_sched_req *r = x->q->r;
         int32_t k = r->n_prompt - x->n_cache;
         if (k > budget) k = budget;
+        if (s->hc) k = cpulm_hcache_clip(s->hc, x->n_cache, k, r->n_prompt, x->ckpt_fork);
         for (int32_t j = 0; j < k; j++) {
             int last = x->n_cache + j + 1 == r->n_prompt;
             n = add_tok(s, n, r->prompt[x->n_cache + j], i, last);
@@ -727,6 +732,9 @@ static void commit_batch(cpulm_sched *s) {
             atomic_fetch_add(&s->st_prefill, (unsigned long long)x->n_in_batch);
         }
         x->n_cache += x->n_in_batch;
+        if (s->hc && x->state == SLOT_PREFILL) /* at a checkpoint point: save the state */
+            cpulm_hcache_after(s->hc, s->pc, i, x->cache, x->n_cache, x->q->r->n_prompt,
+                               x->ckpt_fork);
     }
 }
 
@@ -985,6 +993,8 @@ static cpulm_status alloc_state(cpulm_sched *s) {
         s->pc = cpulm_pcache_new(CPULM_SCHED_CACHE_BLOCK, bb, (uint64_t)s->p.cache_ram_mib << 20);
         s->blobs = malloc(sizeof *s->blobs * (size_t)(s->n_ctx / CPULM_SCHED_CACHE_BLOCK + 1));
         if (!s->pc || !s->blobs) return CPULM_ERR_NOMEM;
+        if (s->whole_only && !(s->hc = cpulm_hcache_new(s->ctx, CPULM_SCHED_CACHE_BLOCK)))
+            return CPULM_ERR_NOMEM;
     }
     for (int32_t i = 0; i < np; i++) {
         cpulm_buf_init(&s->slots[i].text, 0);
@@ -1028,11 +1038,10 @@ static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
     if (s->kv_token_bytes == 0 && cpulm_model_memory(s->model, &cp, &mem) == CPULM_OK)
         s->kv_token_bytes = mem.kv_per_token;
     s->whole_only = mi.n_layer_recurrent > 0;
-    if (s->p.cache_ram_mib > 0 &&
-        (s->whole_only || cpulm_ctx_seq_state_bytes(s->ctx, CPULM_SCHED_CACHE_BLOCK) == 0)) {
-        /* blocks of positions cannot carry a recurrent state: no prompt cache to fill */
-        cpulm_logf(CPULM_LOG_INFO, "prompt cache off: this model's recurrent state cannot be "
-                                   "saved in blocks (--cache-ram ignored)");
+    if (s->p.cache_ram_mib > 0 && cpulm_ctx_seq_state_bytes(s->ctx, CPULM_SCHED_CACHE_BLOCK) == 0) {
+        /* no KV to save in blocks: no prompt cache to fill */
+        cpulm_logf(CPULM_LOG_INFO, "prompt cache off: this context has no KV state to save in "
+                                   "blocks (--cache-ram ignored)");
         s->p.cache_ram_mib = 0;
     }
     /* auto: one context's worth while the prompt cache also holds finished sequences'
@@ -1153,6 +1162,7 @@ void cpulm_sched_free(cpulm_sched *s) {
     free(s->tmp_idx);
     free(s->blobs);
     cpulm_pcache_free(s->pc);
+    cpulm_hcache_free(s->hc);
     free(s->cancels);
     cpulm_grammar_vocab_free(s->gvocab);
     cpulm_sched_spec_free(s->spec);

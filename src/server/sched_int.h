@@ -11,6 +11,7 @@
 
 #include "base/buf.h"
 #include "grammar/grammar.h"
+#include "server/hcache.h"
 #include "server/pcache.h"
 #include "server/sched.h"
 #include "server/sched_spec.h"
@@ -51,6 +52,7 @@ typedef struct slot {
     int32_t n_draft;    /* of those, drafted tokens after `last` (speculation) */
     double t_last;
     uint64_t freed_at; /* when the slot last became free (a release counter) */
+    int32_t ckpt_fork; /* hybrid: where its prompt left the prompt cache's chain (hcache.h) */
 } slot;
 
 struct cpulm_sched {
@@ -88,6 +90,7 @@ struct cpulm_sched {
     int32_t *tmp_idx;                         /* [n_parallel] */
     cpulm_grammar_vocab *gvocab;              /* token trie for grammar masks (built at start) */
     cpulm_pcache *pc;                         /* RAM prompt cache; NULL when off */
+    cpulm_hcache *hc;                         /* hybrid: state checkpoints in pc; else NULL */
     const uint8_t **blobs;                    /* [n_ctx / block]: lookup results */
     cpulm_sched_event *pend_head, *pend_tail; /* events of this iteration */
     cpulm_sched_model est;                    /* step time model (seconds), see cpulm_sched_model */
