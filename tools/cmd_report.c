@@ -18,7 +18,8 @@
 
 typedef struct report_opts {
     const char *model, *dir, *prices, *workload, *slo;
-    int vcpu;
+    const char *measured[16]; /* --measured FILE, repeated */
+    int vcpu, n_measured;
     int quick, reps, n_ctx;
     bench_list threads, depths; /* depths: --depths, else the plan's list */
 } report_opts;
@@ -46,7 +47,10 @@ static void report_usage(FILE *f) {
             "  --prices FILE      instance price table (default data/prices.tsv)\n"
             "  --workload W       the workload of the first section's estimates (default rag)\n"
             "  --slo SPEC         its objective (default ttft_p99=2s,itl_p99=200ms)\n"
-            "  --vcpu N           instance size per family in it (default 16)\n");
+            "  --vcpu N           instance size per family in it (default 16)\n"
+            "  --measured FILE    a measured result shown in the first section next to the\n"
+            "                     estimates (`cpulm loadtest -o json` on an instance, bench or\n"
+            "                     llama-bench, vLLM or GuideLLM JSON; repeat, up to 16)\n");
 }
 
 /* The value of the current flag parsed as a list of values in [lo, hi] into l. */
@@ -87,6 +91,8 @@ static int parse_report(int argc, char **argv, report_opts *o) {
             ok = (o->slo = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "--vcpu", NULL))
             ok = cli_int(&c, 1, 4096, &o->vcpu);
+        else if (cli_flag(&c, "--measured", NULL))
+            ok = o->n_measured < 16 && (o->measured[o->n_measured++] = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "-t", "--threads"))
             ok = list_opt(&c, 1, 512, &o->threads);
         else if (cli_rest(&c))
@@ -342,6 +348,23 @@ static void estimate(study *s, const report_opts *o, const cpulm_model *m) {
                              : "no price table");
 }
 
+/* The --measured files, read before the study runs (a bad file fails at once). */
+static int read_measured(study *s, const report_opts *o) {
+    for (int i = 0; i < o->n_measured; i++) {
+        size_t len = 0;
+        char *text = cli_read_file(o->measured[i], &len), err[160] = "cannot read it";
+        int bad = !text || cmp_entry_parse(text, len, o->measured[i], &s->meas[s->n_meas], err,
+                                           sizeof err) != 0;
+        free(text);
+        if (bad) {
+            fprintf(stderr, "cpulm report: --measured %s: %s\n", o->measured[i], err);
+            return EXIT_USAGE;
+        }
+        s->n_meas++;
+    }
+    return 0;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -363,6 +386,10 @@ int cmd_report(int argc, char **argv) {
     study_plan p;
     make_plan(&o, &p);
     study s = {.quick = o.quick, .depths_given = o.depths.n > 0};
+    if (read_measured(&s, &o)) {
+        cpulm_model_free(m);
+        return EXIT_USAGE;
+    }
     bench_env_fill(&s.env, m, path);
     cpulm_model_get_info(m, &s.info);
     runner_state rs = {.s = &s, .br = {.m = m, .progress = progress}, .show = isatty(2)};
