@@ -334,17 +334,17 @@ static lt_row *search(lt_run *R) {
         lt_search_report(s, x, r->slo_met);
     }
     if (!s->done || !s->lo_confirmed) return NULL; /* out of rows, or nothing met */
-    lt_row *best = NULL; /* the answer's met trial with the median TTFT p99 */
-    const lt_row *met[MAX_ROWS];
+    lt_row *met[MAX_ROWS]; /* the answer's met trials, by TTFT p99: the median one is shown */
     int n = 0;
-    for (int i = 0; i < R->n_rows; i++)
-        if (R->rows[i].load == s->lo && R->rows[i].slo_met) met[n++] = &R->rows[i];
-    for (int i = 0; i < n; i++) {
-        int below = 0;
-        for (int j = 0; j < n; j++)
-            below += lt_pct(&met[j]->out.st.ttft, 99) < lt_pct(&met[i]->out.st.ttft, 99);
-        if (below == (n - 1) / 2) best = (lt_row *)met[i];
+    for (int i = 0; i < R->n_rows; i++) {
+        if (R->rows[i].load != s->lo || !R->rows[i].slo_met) continue;
+        int j = n++;
+        for (; j > 0 && lt_pct(&met[j - 1]->out.st.ttft, 99) > lt_pct(&R->rows[i].out.st.ttft, 99);
+             j--)
+            met[j] = met[j - 1];
+        met[j] = &R->rows[i];
     }
+    lt_row *best = n ? met[(n - 1) / 2] : NULL;
     return best;
 }
 
