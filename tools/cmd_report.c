@@ -91,8 +91,11 @@ static int parse_report(int argc, char **argv, report_opts *o) {
             ok = (o->slo = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "--vcpu", NULL))
             ok = cli_int(&c, 1, 4096, &o->vcpu);
-        else if (cli_flag(&c, "--measured", NULL))
-            ok = o->n_measured < 16 && (o->measured[o->n_measured++] = cli_value(&c)) != NULL;
+        else if (cli_flag(&c, "--measured", NULL) && o->n_measured == 16) {
+            fprintf(stderr, "cpulm report: at most 16 --measured files\n");
+            return EXIT_USAGE;
+        } else if (cli_flag(&c, "--measured", NULL))
+            ok = (o->measured[o->n_measured++] = cli_value(&c)) != NULL;
         else if (cli_flag(&c, "-t", "--threads"))
             ok = list_opt(&c, 1, 512, &o->threads);
         else if (cli_rest(&c))
