@@ -179,7 +179,24 @@ check plan_bench_cost $?
 
 # ---- report ----
 # --depths scales the speed-vs-depth section down (quick would fill 1k and 4k tokens)
-expect_rc report 0 "$CPULM" report -m "$MODEL" -o "$TMP/rep" --quick -t 1 --depths 0,16,48
+# --measured: a loadtest result from an instance (its SLO search's answer) joins the estimates
+cat >"$TMP/c8g-rag.json" <<'EOF'
+{"url": "http://10.0.0.5:8080", "workload": "rag", "stream": true,
+ "machine": "c8g.4xlarge (list price as of 2025-01, source aws)",
+ "levels": [{"concurrency": 6, "ok": 24, "errors": 0, "requests_per_s": 0.41,
+   "ttft_ms": {"p50": 900, "p90": 1500, "p99": 1800}, "itl_ms": {"p50": 60, "p90": 90, "p99": 150},
+   "cost": {"usd_per_m_input_tokens": 0.5, "usd_per_m_output_tokens": 3.1,
+            "usd_per_k_requests": 0.43}, "slo_met": true}],
+ "slo": {"objective": "ttft p99 <= 2 s, itl p99 <= 200 ms", "axis": "concurrency",
+   "best": {"concurrency": 6, "ok": 24, "errors": 0, "requests_per_s": 0.41,
+   "ttft_ms": {"p50": 900, "p90": 1500, "p99": 1800}, "itl_ms": {"p50": 60, "p90": 90, "p99": 150},
+   "cost": {"usd_per_m_input_tokens": 0.5, "usd_per_m_output_tokens": 3.1,
+            "usd_per_k_requests": 0.43}, "slo_met": true}}}
+EOF
+echo "{}" >"$TMP/bad.json"
+expect_rc report_measured_bad 2 "$CPULM" report -m "$MODEL" -o "$TMP/x" --measured "$TMP/bad.json"
+expect_rc report 0 "$CPULM" report -m "$MODEL" -o "$TMP/rep" --quick -t 1 --depths 0,16,48 \
+  --measured "$TMP/c8g-rag.json"
 for f in report.md report.html results.json results.csv roofline.json threads.svg pp_length.svg \
          parallel.svg ttft.svg depth.svg roofline.svg cost.svg; do
   [ -s "$TMP/rep/$f" ]; check "report_file_$f" $?
@@ -200,7 +217,9 @@ for name, series in want.items():
     assert root.tag == ns + "svg", root.tag
     got = [g.get("data-name") for g in root.iter(ns + "g") if g.get("class") == "series"]
     if series is None:
-        assert 1 <= len(got) <= 5 and all(g.endswith(" (est.)") for g in got), (name, got)
+        # the measured result first, then the cheapest estimates
+        assert 2 <= len(got) <= 5 and got[0] == "c8g.4xlarge (meas.)", (name, got)
+        assert all(g.endswith(" (est.)") for g in got[1:]), (name, got)
     else:
         assert got == series, (name, got)
     texts = [t.text for t in root.iter(ns + "text")]
@@ -233,7 +252,9 @@ assert html.count("<svg") == 7 and html.rstrip().endswith("</html>")
 md = open(sys.argv[1] + "/report.md").read()
 for h in ["## Threads", "## Prompt length", "## Parallel sequences", "## Time to first token",
           "## Roofline", "## Cost",
-          "## Which instance: workload rag", "![Cost vs latency, estimated](cost.svg)",
+          "## Which instance: workload rag", "![Cost vs latency](cost.svg)",
+          "| c8g.4xlarge | - | - | - | - | 1.80 (p99) | 6 | 0.41 | 0.5000 | 3.1000 | 0.4300 | measured (loadtest) |",
+          "MEASURED rows (basis `measured`)",
           "ESTIMATED for instances not at hand", "too few for a p99", "## Speed vs depth",
           "![Throughput vs context depth](depth.svg)", "depths 0, 16, 48",
           "--depths: this run stopped at depth 48"]:
@@ -248,11 +269,12 @@ for r in rows:
     for c in (3, 5):
         assert float(r[c].split()[0]) > 0 and "\u00b1" in r[c], r
 assert "p99" not in md.split("## Time to first token")[1].split("##")[0].replace("for a p99", "")
-# the first section: one row per instance family, every one labelled estimated, before the
-# measured sections
+# the first section: the measured result, then one row per instance family labelled
+# estimated, before the measured sections; every row says which it is
 first = md.split("## Which instance")[1].split("## Threads")[0]
 est = [l for l in first.splitlines() if re.match(r"\| [a-z]\d[a-z]*\.\d*xlarge \|", l)]
-assert len(est) >= 8 and all(l.rstrip().endswith("| estimated |") for l in est), first
+assert est[0].rstrip().endswith("| measured (loadtest) |"), first
+assert len(est) >= 9 and all(l.rstrip().endswith("| estimated |") for l in est[1:]), first
 assert md.index("## Which instance") < md.index("## Threads")
 ' "$TMP/rep"
 expect_rc report_compare 0 "$CPULM" bench --compare "$TMP/rep/results.json" "$TMP/rep/results.json"

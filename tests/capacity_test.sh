@@ -72,6 +72,9 @@ check workload_rate_used $? "$(head -c 300 "$TMP/wr.json")"
   --search-max 4 --requests 4 --users 10 --price-hour 3.6 >"$TMP/slo.md" 2>"$TMP/slo.err"
 check slo_rc $? "$(cat "$TMP/slo.err")"
 grep -q '^highest concurrency meeting it: \*\*4 users\*\*' "$TMP/slo.md"; check slo_best $?
+# the answer (the search's maximum, met in the bracket) is confirmed by a majority of 3 trials
+grep -q "^bracket: 4 (the search's maximum) met in 2 of 2 trials" "$TMP/slo.md"
+check slo_confirmed $? "$(grep -A3 objective "$TMP/slo.md")"
 grep -q '^instances needed for 10 concurrent users: 3 (4 users each)$' "$TMP/slo.md"
 check slo_instances $?
 grep -q '^cost on the given machine at 3.6000 USD/hour' "$TMP/slo.md"; check slo_cost $?
@@ -83,6 +86,18 @@ rc=$?
 [ $rc -eq 1 ] && jq -e '.slo.best == null and all(.levels[]; .slo_met == false)' \
   "$TMP/none.json" >/dev/null
 check slo_unmet_exit1 $? "rc $rc"
+
+# every request failed (nothing listens on port 1): no percentiles, counted by kind, exit 1
+"$CPULM" loadtest --url http://127.0.0.1:1 --wait 0 --concurrency 2 --requests 4 >"$TMP/d.md" 2>"$TMP/d.err"
+rc=$?
+[ $rc -eq 1 ] && grep -q '| FAILED: 4 of 4 requests failed, no percentiles |' "$TMP/d.md" &&
+  grep -q '4 of 4 requests FAILED (connection/stream broken x4' "$TMP/d.md"
+check all_failed_no_table $? "rc $rc $(cat "$TMP/d.md")"
+"$CPULM" loadtest --url http://127.0.0.1:1 --wait 0 --concurrency 2 --requests 4 -o json \
+  >"$TMP/d.json" 2>/dev/null
+jq -e '.levels[0].mostly_failed == true and .levels[0].errors == 4 and .levels[0].ttft_ms.p99 == null
+       and .levels[0].failures.broken == 4' "$TMP/d.json" >/dev/null
+check all_failed_json $? "$(head -c 400 "$TMP/d.json")"
 
 # failures: a one-slot server with a one-request queue answers 429 to most of 12 clients
 "$CPULM" loadtest --url "http://127.0.0.1:$BUSY" --concurrency 12 --requests 24 --max-tokens 32 \

@@ -32,6 +32,8 @@ SKIPS = [
      "context); tests/capacity_test.sh runs loadtest with a small workload file"),
     (re.compile(r"\bcompare\b.*\bg6\.xlarge\.json"), "reads the results of the loadtest runs "
      "skipped above; tests/capacity_test.sh runs compare on loadtest and bench results"),
+    (re.compile(r"\breport\b.*--measured \S*xlarge\.json"), "reads the results of the loadtest "
+     "runs skipped above; tests/bench_test.sh runs report --measured on a loadtest result"),
     (re.compile(r"https?://(GPU-HOST|127\.0\.0\.1:8081)"), "a GPU server or llama-server started "
      "by hand"),
     (re.compile(r"\bvalgrind\b"), "instruction counting under callgrind takes minutes; the same "

@@ -243,6 +243,64 @@ TEST(capacity_search_bisects) {
     CHECK(t, n == 5 && tried[4] == 10);
 }
 
+/* Runs a search against an oracle: met(load, trial number at that load). */
+static int run_search(lt_search *s, int (*met)(double, int), double *tried, int cap) {
+    int n = 0, k = 0;
+    double prev = -1;
+    for (double x; (x = lt_search_next(s)) > 0 && n < cap;) {
+        k = x == prev ? k + 1 : 0;
+        prev = x;
+        tried[n++] = x;
+        lt_search_report(s, x, met(x, k));
+    }
+    return n;
+}
+
+/* Capacity 20 clients, but the first trial at 16 is hit by a slow neighbour. */
+static int flaky_16(double x, int k) {
+    return x <= 20 && !(x == 16 && k == 0);
+}
+/* Capacity 6, but 8 passes once by luck (its first trial ever). */
+static int lucky_8_runs;
+static int lucky_8(double x, int k) {
+    (void)k;
+    return x <= 6 || (x == 8 && lucky_8_runs++ == 0);
+}
+
+static int met_le_1_3(double x, int k) {
+    (void)k;
+    return x <= 1.3;
+}
+
+/* Majority of trials: a fluke miss does not end the bracket low, a lucky pass does not stand
+ * as the answer, and the answer carries its trial counts and bracket. */
+TEST(capacity_search_trials) {
+    lt_search s;
+    double tried[64];
+    lt_search_init(&s, 1, 256, 8, 1);
+    lt_search_set_trials(&s, 3, 0.05);
+    int n = run_search(&s, flaky_16, tried, 64);
+    CHECK(t, s.done && s.lo_confirmed);
+    CHECK(t, s.lo == 20 && s.hi == 21);
+    CHECK(t, s.lo_met >= 2 && s.hi_miss >= 2);
+    /* 16 ran again after its fluke instead of ending the growth */
+    CHECK(t, n > 6 && tried[4] == 16 && tried[5] == 16 && tried[6] == 16 && tried[7] == 32);
+    lt_search_init(&s, 1, 256, 8, 1);
+    lt_search_set_trials(&s, 3, 0.05);
+    lucky_8_runs = 0;
+    n = run_search(&s, lucky_8, tried, 64);
+    CHECK(t, s.done && s.lo_confirmed && s.lo == 6 && s.hi == 7);
+    int confirmed_8 = 0;
+    for (int i = 1; i < n; i++)
+        confirmed_8 |= tried[i] == 8 && tried[i - 1] != 8 && i > 4;
+    CHECK(t, confirmed_8); /* 8 was tried again after the bisection above it */
+    /* rates: stops within the precision; repeated runs of an exact oracle agree */
+    lt_search_init(&s, 0.25, 100, 20, 0);
+    lt_search_set_trials(&s, 3, 0.05);
+    n = run_search(&s, met_le_1_3, tried, 64);
+    CHECK(t, s.done && s.lo <= 1.3 && s.hi > 1.3 && s.hi - s.lo <= 0.05 * s.hi);
+}
+
 TEST(capacity_arrivals) {
     enum { N = 5000 };
     double *a = malloc(sizeof(double) * N);

@@ -562,36 +562,69 @@ static void answer_row(doc *d, const plan_est_row *r) {
     doc_row(d, 12, row, 0);
 }
 
+/* A measured result (--measured): what the file says, "-" for what it does not. */
+static void measured_row(doc *d, const cmp_entry *e) {
+    char c[11][64], basis[48];
+    for (int k = 0; k < 10; k++)
+        snprintf(c[k], sizeof c[k], "-");
+    const char *slash = strrchr(e->source, '/');
+    snprintf(c[10], sizeof c[10], "%.63s",
+             e->machine[0] ? e->machine
+             : slash       ? slash + 1
+                           : e->source);
+    if (isfinite(e->tg)) num(c[2], sizeof c[2], e->tg, 0, 0);
+    if (isfinite(e->pp)) num(c[3], sizeof c[3], e->pp, 0, 0);
+    if (isfinite(e->ttft_p99_ms)) snprintf(c[4], sizeof c[4], "%.2f (p99)", e->ttft_p99_ms / 1000);
+    if (isfinite(e->load))
+        snprintf(c[5], sizeof c[5], e->open ? "- (at %g req/s%s)" : "%g%s", e->load,
+                 e->slo_met ? "" : ", no objective met");
+    if (isfinite(e->req_s)) num(c[6], sizeof c[6], e->req_s, 2, 0);
+    if (isfinite(e->usd_m_in)) num(c[7], sizeof c[7], e->usd_m_in, 4, 0);
+    if (isfinite(e->usd_m_out)) num(c[8], sizeof c[8], e->usd_m_out, 4, 0);
+    if (isfinite(e->usd_k_req)) num(c[9], sizeof c[9], e->usd_k_req, 4, 0);
+    snprintf(basis, sizeof basis, "measured (%s)", e->kind);
+    const char *row[] = {c[10], "-", "-", c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], basis};
+    doc_row(d, 12, row, 0);
+}
+
 static int by_cost(const void *a, const void *b) {
     const plan_est_row *x = *(const plan_est_row *const *)a, *y = *(const plan_est_row *const *)b;
     return (x->usd_k_req > y->usd_k_req) - (x->usd_k_req < y->usd_k_req);
 }
 
-/* Cost per 1k requests against TTFT for the cheapest instances meeting the objective. */
+/* Cost per 1k requests against TTFT: the priced measured results, then the cheapest
+ * estimated instances meeting the objective (5 points: the legend's room). */
 static void answer_chart(doc *d, const study *s) {
     const plan_est_row *met[32];
-    int n = 0;
+    int n = 0, k = 0;
     for (int i = 0; i < s->n_est; i++)
         if (!s->est[i].why) met[n++] = &s->est[i];
-    if (!n) return;
     qsort(met, (size_t)n, sizeof *met, by_cost);
-    if (n > 5) n = 5; /* the legend's room */
     svg_series ser[5];
     double xs[5], ys[5];
     char names[5][64];
-    for (int i = 0; i < n; i++) {
-        xs[i] = met[i]->ttft_s;
-        ys[i] = met[i]->usd_k_req;
-        snprintf(names[i], sizeof names[i], "%.40s (est.)", met[i]->instance);
-        ser[i] = (svg_series){names[i], &xs[i], &ys[i], 1};
+    for (int i = 0; i < s->n_meas && k < 5; i++) {
+        const cmp_entry *e = &s->meas[i];
+        if (!isfinite(e->ttft_p99_ms) || !isfinite(e->usd_k_req)) continue;
+        xs[k] = e->ttft_p99_ms / 1000, ys[k] = e->usd_k_req;
+        snprintf(names[k], sizeof names[k], "%.40s (meas.)", e->machine[0] ? e->machine : "?");
+        ser[k] = (svg_series){names[k], &xs[k], &ys[k], 1};
+        k++;
     }
-    svg_chart c = {.title = "Cost vs latency, estimated",
-                   .x_label = "TTFT (s, without queueing)",
+    for (int i = 0; i < n && k < 5; i++, k++) {
+        xs[k] = met[i]->ttft_s;
+        ys[k] = met[i]->usd_k_req;
+        snprintf(names[k], sizeof names[k], "%.40s (est.)", met[i]->instance);
+        ser[k] = (svg_series){names[k], &xs[k], &ys[k], 1};
+    }
+    if (!k) return;
+    svg_chart c = {.title = "Cost vs latency",
+                   .x_label = "TTFT (s: measured p99, estimated without queueing)",
                    .y_label = "USD per 1,000 requests",
                    .series = ser,
-                   .n_series = n,
-                   .note = "estimated (performance model); the cheapest instances meeting the "
-                           "objective"};
+                   .n_series = k,
+                   .note = "(meas.): measured with cpulm loadtest; (est.): estimated (performance "
+                           "model), the cheapest instances meeting the objective"};
     doc_chart(d, "cost", &c, 0);
 }
 
@@ -600,10 +633,15 @@ static void write_answer(doc *d, const study *s) {
     snprintf(h, sizeof h, "Which instance: workload %s",
              s->est_workload[0] ? s->est_workload : "-");
     doc_heading(d, 2, h);
-    if (!s->n_est) {
+    if (!s->n_est && !s->n_meas) {
         doc_para(d, "%s.", s->est_desc);
         return;
     }
+    if (s->n_meas)
+        doc_para(d, "MEASURED rows (basis `measured`): the results given with `--measured`, as "
+                    "their files report them (a loadtest's TTFT is its p99 at the load found, "
+                    "users the concurrency meeting the objective). The other rows are estimated.");
+    if (!s->n_est) doc_para(d, "%s.", s->est_desc);
     doc_para(d,
              "ESTIMATED for instances not at hand, from this model's per-token work and the "
              "performance model (docs/BENCHMARKING.md, *Estimates for machines not at hand*): "
@@ -616,6 +654,8 @@ static void write_answer(doc *d, const study *s) {
                          "pp t/s",     "TTFT s",      "users within SLO", "req/s",
                          "$/1M input", "$/1M output", "$/1k requests",    "basis"};
     doc_row(d, 12, hdr, 1);
+    for (int i = 0; i < s->n_meas; i++)
+        measured_row(d, &s->meas[i]);
     for (int i = 0; i < s->n_est; i++)
         answer_row(d, &s->est[i]);
     doc_table_end(d);

@@ -6,6 +6,7 @@
 
 #include "bench.h"
 #include "bench_plan.h"
+#include "compare.h"
 #include "plan_estimate.h"
 
 /* STUDY_DEPTH holds pairs: pp then tg at each depth, in order of depth. */
@@ -38,6 +39,9 @@ typedef struct study {
     int n_est; /* 0: no estimate (est_desc says why) */
     char est_workload[64];
     char est_desc[2048];
+    /* measured results put next to the estimates (--measured: loadtest, bench, vLLM JSON) */
+    cmp_entry meas[16];
+    int n_meas;
 } study;
 
 /* Writes every output file into dir (which must exist). Returns 0, or -1 with a message

@@ -28,8 +28,9 @@ typedef struct lt_opts {
     double rates[MAX_ROWS];
     int n_conc, n_rates, n_requests, prompt_len, max_tokens, stream, chat, progress;
     int poisson, arrivals_given, allow_failures, search_steps, max_inflight, fixed_given;
-    int conc_given, warmup;
-    float timeout_s, max_time_s, wait_s, search_max, price_hour, users, target_rate;
+    int conc_given, warmup, trials;
+    float timeout_s, max_time_s, wait_s, search_max, search_precision, price_hour, users,
+        target_rate;
     lt_slo slo;
 } lt_opts;
 
@@ -80,6 +81,8 @@ static int value_opt(int id, const cli_val *v, lt_opts *o, const char **conc, co
     case OPT_MAX_INFLIGHT: o->max_inflight = (int)v->i; break;
     case OPT_SEARCH_STEPS: o->search_steps = (int)v->i; break;
     case OPT_SEARCH_MAX: o->search_max = (float)v->f; break;
+    case OPT_SEARCH_PRECISION: o->search_precision = (float)v->f; break;
+    case OPT_TRIALS: o->trials = (int)v->i; break;
     case OPT_PRICE_HOUR: o->price_hour = (float)v->f; break;
     case OPT_USERS: o->users = (float)v->f; break;
     case OPT_TARGET_RATE: o->target_rate = (float)v->f; break;
@@ -200,6 +203,7 @@ typedef struct lt_run {
     cli_progress prog;
     lt_row rows[MAX_ROWS];
     int n_rows, md, searching;
+    lt_search s;        /* the --slo search's state: the answer's trials and bracket */
     int64_t next_index; /* each level's requests are new ones: no cache carries over */
     double usd_hour;
     char machine[1024]; /* what the price is of, and where it came from */
@@ -250,16 +254,27 @@ static lt_row *search(lt_run *R) {
     const lt_opts *o = R->o;
     int open = o->n_rates > 0;
     double max = o->search_max > 0 ? o->search_max : open ? 100 : 256;
-    lt_search s;
-    lt_search_init(&s, open ? o->rates[0] : o->conc[0], max, o->search_steps, !open);
-    lt_row *best = NULL;
+    lt_search *s = &R->s;
+    lt_search_init(s, open ? o->rates[0] : o->conc[0], max, o->search_steps, !open);
+    lt_search_set_trials(s, o->trials, o->search_precision);
     R->searching = 1;
-    for (double x; (x = lt_search_next(&s)) > 0;) {
+    for (double x; (x = lt_search_next(s)) > 0;) {
         lt_row *r = run_one(R, open, x);
         if (!r) break;
-        lt_search_report(&s, x, r->slo_met);
-        if (r->slo_met && (!best || x > best->load)) best = r;
+        lt_search_report(s, x, r->slo_met);
     }
+    if (!s->done || !s->lo_confirmed) return NULL; /* out of rows, or nothing met */
+    lt_row *met[MAX_ROWS]; /* the answer's met trials, by TTFT p99: the median one is shown */
+    int n = 0;
+    for (int i = 0; i < R->n_rows; i++) {
+        if (R->rows[i].load != s->lo || !R->rows[i].slo_met) continue;
+        int j = n++;
+        for (; j > 0 && lt_pct(&met[j - 1]->out.st.ttft, 99) > lt_pct(&R->rows[i].out.st.ttft, 99);
+             j--)
+            met[j] = met[j - 1];
+        met[j] = &R->rows[i];
+    }
+    lt_row *best = n ? met[(n - 1) / 2] : NULL;
     return best;
 }
 
@@ -300,14 +315,23 @@ static void md_search_summary(const lt_run *R, const lt_row *best) {
     char slo[256], load[32];
     lt_slo_describe(&o->slo, slo, sizeof slo);
     int open = o->n_rates > 0;
-    printf("\nobjective %s over the successful requests, no request failed; each load ran "
-           "%d+ requests (rerun to see the noise):\n",
-           slo, o->n_requests);
+    const lt_search *sr = &R->s;
+    printf("\nobjective %s over the successful requests, no request failed; each trial ran "
+           "%d+ requests, loads near the boundary decided by a majority of %d trials:\n",
+           slo, o->n_requests, o->trials);
     if (!best) {
         printf("NO load tried met it (lowest tried: %g: %s)\n", R->rows[0].load,
                R->rows[0].slo_why);
         return;
     }
+    if (sr->hi > 0)
+        printf("bracket: %g met in %d of %d trials, %g missed in %d of %d (the limit lies "
+               "between them: %.0f%% apart)\n",
+               sr->lo, sr->lo_met, sr->lo_runs, sr->hi, sr->hi_miss, sr->hi_runs,
+               (sr->hi / sr->lo - 1) * 100);
+    else
+        printf("bracket: %g (the search's maximum) met in %d of %d trials\n", sr->lo, sr->lo_met,
+               sr->lo_runs);
     lt_label(best, load, sizeof load);
     const lt_stats *s = &best->out.st;
     printf("highest %s meeting it: **%g%s** (%.2f req/s, goodput %.2f req/s, %.1f input t/s, "
@@ -358,6 +382,24 @@ static void json_doc(lt_run *R, const lt_row *best) {
         cpulm_json_write_str(&w, desc);
         cpulm_json_key(&w, "axis");
         cpulm_json_write_str(&w, o->n_rates ? "rate" : "concurrency");
+        cpulm_json_key(&w, "trials");
+        cpulm_json_write_int(&w, o->trials);
+        if (best) {
+            const lt_search *sr = &R->s;
+            cpulm_json_key(&w, "best_trials_met");
+            cpulm_json_write_int(&w, sr->lo_met);
+            cpulm_json_key(&w, "best_trials");
+            cpulm_json_write_int(&w, sr->lo_runs);
+            cpulm_json_key(&w, "lowest_missed"); /* null: none up to --search-max */
+            if (sr->hi > 0)
+                cpulm_json_write_double(&w, sr->hi);
+            else
+                cpulm_json_write_null(&w);
+            cpulm_json_key(&w, "lowest_missed_trials_missed");
+            cpulm_json_write_int(&w, sr->hi_miss);
+            cpulm_json_key(&w, "lowest_missed_trials");
+            cpulm_json_write_int(&w, sr->hi_runs);
+        }
         cpulm_json_key(&w, "best");
         if (best)
             lt_json_row(&w, best, R->usd_hour);
@@ -482,7 +524,9 @@ int cmd_loadtest(int argc, char **argv) {
                  .timeout_s = 300,
                  .max_time_s = 600,
                  .wait_s = 120,
-                 .search_steps = 3,
+                 .search_steps = 8,
+                 .search_precision = 0.05f,
+                 .trials = 3,
                  .max_inflight = 256,
                  .warmup = 1};
     o.api_key = getenv("CPULM_API_KEY");

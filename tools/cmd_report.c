@@ -19,7 +19,8 @@
 
 typedef struct report_opts {
     const char *model, *dir, *prices, *workload, *slo;
-    int vcpu;
+    const char *measured[16]; /* --measured FILE, repeated */
+    int vcpu, n_measured;
     int quick, reps, n_ctx;
     bench_list threads, depths; /* depths: --depths, else the plan's list */
 } report_opts;
@@ -60,6 +61,13 @@ static int report_opt(cli *c, int id, const cli_val *v, report_opts *o) {
     case OPT_WORKLOAD: o->workload = v->s; break;
     case OPT_SLO: o->slo = v->s; break;
     case OPT_VCPU: o->vcpu = (int)v->i; break;
+    case OPT_MEASURED:
+        if (o->n_measured == 16) {
+            fprintf(stderr, "cpulm report: at most 16 --measured files\n");
+            return 0;
+        }
+        o->measured[o->n_measured++] = v->s;
+        break;
     case OPT_THREADS: return list_opt(v, &o->threads);
     default: cli_unhandled(c, v); return 0;
     }
@@ -328,6 +336,23 @@ static void estimate(study *s, const report_opts *o, const cpulm_model *m) {
                              : "no price table");
 }
 
+/* The --measured files, read before the study runs (a bad file fails at once). */
+static int read_measured(study *s, const report_opts *o) {
+    for (int i = 0; i < o->n_measured; i++) {
+        size_t len = 0;
+        char *text = cli_read_file(o->measured[i], &len), err[160] = "cannot read it";
+        int bad = !text || cmp_entry_parse(text, len, o->measured[i], &s->meas[s->n_meas], err,
+                                           sizeof err) != 0;
+        free(text);
+        if (bad) {
+            fprintf(stderr, "cpulm report: --measured %s: %s\n", o->measured[i], err);
+            return EXIT_USAGE;
+        }
+        s->n_meas++;
+    }
+    return 0;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -349,6 +374,10 @@ int cmd_report(int argc, char **argv) {
     study_plan p;
     make_plan(&o, &p);
     study s = {.quick = o.quick, .depths_given = o.depths.n > 0};
+    if (read_measured(&s, &o)) {
+        cpulm_model_free(m);
+        return EXIT_USAGE;
+    }
     bench_env_fill(&s.env, m, path);
     cpulm_model_get_info(m, &s.info);
     runner_state rs = {.s = &s, .br = {.m = m, .progress = progress}, .show = isatty(2)};

@@ -208,36 +208,69 @@ int lt_slo_met(const lt_slo *o, const lt_stats *s, char *why, size_t cap) {
 /* ---- the search ---- */
 
 void lt_search_init(lt_search *s, double start, double max, int steps, int integer) {
-    *s = (lt_search){.next = start, .max = max, .steps = steps, .integer = integer};
+    *s = (lt_search){.next = start, .max = max, .steps = steps, .integer = integer, .trials = 1};
+}
+
+void lt_search_set_trials(lt_search *s, int trials, double precision) {
+    s->trials = trials < 1 ? 1 : trials;
+    s->precision = precision > 0 ? precision : 0;
 }
 
 double lt_search_next(lt_search *s) {
     return s->done ? 0 : s->next;
 }
 
-void lt_search_report(lt_search *s, double load, int met) {
-    if (met && load > s->lo) s->lo = load;
-    if (!met && (s->hi == 0 || load < s->hi)) s->hi = load;
-    if (s->hi == 0) { /* growing */
-        if (load >= s->max) {
-            s->done = 1;
-            return;
-        }
-        s->next = load * 2 > s->max ? s->max : load * 2;
-        return;
-    }
-    if (s->steps-- <= 0) {
-        s->done = 1;
+/* The next load after a decision: grow, bisect, confirm the answer, or stop. */
+static void search_advance(lt_search *s) {
+    const int need = s->trials / 2 + 1;
+    if (s->hi == 0 && s->lo < s->max) { /* growing */
+        s->next = s->lo * 2 > s->max ? s->max : s->lo * 2;
         return;
     }
     double mid = (s->lo + s->hi) / 2; /* lo 0: below the first load tried */
     if (s->integer) mid = floor(mid);
-    /* nothing between them (whole numbers, or a rate within 2% of the bounds) */
-    if (mid <= s->lo || mid >= s->hi || (!s->integer && s->hi - s->lo < 0.02 * s->hi) ||
-        (s->integer && mid < 1))
-        s->done = 1;
-    else
+    /* nothing between them (whole numbers, a rate within 2% of the bounds), close enough,
+     * or out of steps */
+    int end = s->hi == 0 || s->steps <= 0 || mid <= s->lo || mid >= s->hi ||
+              (s->integer && mid < 1) || (!s->integer && s->hi - s->lo < 0.02 * s->hi) ||
+              (s->lo > 0 && s->hi - s->lo <= s->precision * s->hi);
+    if (!end) {
+        s->steps--;
         s->next = mid;
+    } else if (s->lo > 0 && s->lo_met < need) { /* the answer has one trial: confirm it */
+        s->next = s->lo;
+        s->n_met = s->lo_met, s->n_miss = s->lo_runs - s->lo_met;
+        return;
+    } else {
+        s->lo_confirmed = s->lo > 0;
+        s->done = 1;
+    }
+    s->n_met = s->n_miss = 0;
+}
+
+void lt_search_report(lt_search *s, double load, int met) {
+    const int need = s->trials / 2 + 1;
+    met ? s->n_met++ : s->n_miss++;
+    const int growing = s->hi == 0, confirming = load == s->lo && s->lo > 0;
+    int verdict = -1; /* 1 met, 0 missed, -1 another trial */
+    if (s->n_met >= need || (growing && !confirming && met && s->n_miss == 0))
+        verdict = 1;
+    else if (s->n_miss >= need || s->n_met + s->n_miss >= s->trials)
+        verdict = s->n_met >= need;
+    if (verdict < 0) return;      /* same load again */
+    if (confirming && !verdict) { /* the answer failed: it is the lowest missed now */
+        s->hi = load, s->hi_miss = s->n_miss, s->hi_runs = s->n_met + s->n_miss;
+        s->lo = s->n_lows ? s->lows[--s->n_lows] : 0;
+        s->lo_met = s->lo > 0 ? 1 : 0, s->lo_runs = s->lo_met;
+        s->steps++; /* the confirmation is not a bisection */
+    } else if (verdict) {
+        if (s->lo > 0 && load > s->lo && s->n_lows < 64) s->lows[s->n_lows++] = s->lo;
+        if (load >= s->lo) s->lo = load, s->lo_met = s->n_met, s->lo_runs = s->n_met + s->n_miss;
+    } else if (s->hi == 0 || load < s->hi) {
+        s->hi = load, s->hi_miss = s->n_miss, s->hi_runs = s->n_met + s->n_miss;
+    }
+    s->n_met = s->n_miss = 0;
+    search_advance(s);
 }
 
 /* ---- arrivals and cost ---- */

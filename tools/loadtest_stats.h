@@ -77,16 +77,31 @@ int lt_stats_mostly_failed(const lt_stats *s);
  * samples (e.g. TTFT of a run that did not stream). why: the first limit missed. */
 int lt_slo_met(const lt_slo *o, const lt_stats *s, char *why, size_t cap);
 
-/* The search for the highest load meeting an objective: loads start, start*2, ... until
- * one misses (or max is reached), then `steps` bisections between the best met and the
- * lowest missed. integer: loads are whole numbers (concurrency). */
+/* The search for the highest load meeting an objective, made to give the same answer when
+ * repeated on a noisy machine. Bracket: loads start, start*2, ... until one misses (or max
+ * is reached); a load that meets it here is taken after one trial (the boundary is above),
+ * a miss only once a majority of `trials` trials missed (one slow request elsewhere on the
+ * machine must not end the bracket low). Bisect: between the highest met and the lowest
+ * missed, each load decided by a majority of `trials` trials (stopping as soon as the
+ * majority is reached), until the two are within `precision` of the missed one (relative),
+ * adjacent whole numbers, or `steps` bisections were made. Confirm: the answer itself must
+ * have a majority of met trials; if it fails, it becomes the lowest missed and the search
+ * bisects below it. integer: loads are whole numbers (concurrency). trials 1 and precision
+ * 0: one trial per load, `steps` bisections. */
 typedef struct lt_search {
     double lo, hi; /* highest met (0: none yet), lowest missed (0: none yet) */
-    double next, max;
-    int steps, integer, done;
+    double next, max, precision;
+    int steps, integer, done, trials;
+    int n_met, n_miss;        /* trials of the load under way (next) */
+    int lo_met, lo_runs;      /* trials of lo: met, run */
+    int hi_miss, hi_runs;     /* trials of hi: missed, run */
+    double lows[64];          /* earlier highest-met loads, for a failed confirmation */
+    int n_lows, lo_confirmed; /* lo has a majority of met trials */
 } lt_search;
 void lt_search_init(lt_search *s, double start, double max, int steps, int integer);
-/* The next load to run; 0 when the search is over. */
+/* trials per decided load (1..), relative precision that ends the bisection (0: none). */
+void lt_search_set_trials(lt_search *s, int trials, double precision);
+/* The next load to run (the same load again for another trial); 0 when the search is over. */
 double lt_search_next(lt_search *s);
 void lt_search_report(lt_search *s, double load, int met);
 
