@@ -11,40 +11,18 @@
 # script kills only the PIDs it started; every wait loop is bounded.
 set -u
 CPULM=$1
-for tool in curl jq; do
-  if ! command -v $tool >/dev/null; then echo "skip: $tool is not installed"; exit 77; fi
-done
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-check() { # name, condition result (0 = ok), detail
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
-}
+. "$(dirname "$0")/lib.sh"
+need_tools curl jq
 "$CPULM" synth --shape tiny --type q8_0 -o "$TMP/text.gguf" >/dev/null 2>&1 &&
   "$CPULM" synth --shape tiny-bert --type f32 -o "$TMP/embed.gguf" >/dev/null 2>&1 &&
   "$CPULM" synth --shape tiny-bert --type f32 --rerank -o "$TMP/rerank.gguf" >/dev/null 2>&1
 check synth $?
 
-# start_server NAME MODEL ARGS...: sets PORT; waits (bounded) for /ready.
+# start_server NAME MODEL ARGS...: lib_serve with one thread and a 512-token context.
 start_server() {
-  local name=$1 model=$2; shift 2
-  "$CPULM" serve -m "$model" --port 0 -t 1 -c 512 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  PIDS+=("$!")
-  PORT=
-  for _ in $(seq 200); do
-    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out" 2>/dev/null)
-    [ -n "$PORT" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ready")" = 200 ] && return 0
-    sleep 0.05
-  done
-  echo "server $name did not become ready: $(cat "$TMP/$name.err")"
-  return 1
+  local name=$1 model=$2
+  shift 2
+  lib_serve "$name" "$model" -t 1 -c 512 "$@"
 }
 
 # ---- text: "Using with CURL" (/completion) and the /v1/chat/completions example ----
