@@ -28,6 +28,10 @@ static const struct {
     {504, "server_error", "timeout"},
 };
 
+/* CPULM_PRINTF(4, 0): fmt is checked at the callers' printf-style prototypes. */
+static void verror_set(cpulm_oai_error *e, int status, const char *param, const char *fmt,
+                       va_list ap) CPULM_PRINTF(4, 0);
+
 static void verror_set(cpulm_oai_error *e, int status, const char *param, const char *fmt,
                        va_list ap) {
     memset(e, 0, sizeof *e);
