@@ -8,20 +8,10 @@ CPULM=$1
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=${CPULM_SHARED:-$ROOT/../shared}
 MODEL=$SHARED/models/stories260K.gguf
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-check() { if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi; }
+. "$(dirname "$0")/lib.sh"
 
-if ! command -v nginx >/dev/null; then echo "skip: nginx not installed"; exit 77; fi
-[ -f "$MODEL" ] || { echo "skip: $MODEL not found"; exit 77; }
+need_tools nginx
+need_file "$MODEL"
 
 start_replica() { # name -> sets PORT
   "$CPULM" serve -m "$MODEL" --port 0 -np 2 -t 1 >"$TMP/$1.out" 2>"$TMP/$1.err" &
