@@ -130,23 +130,22 @@ static int bench_opt(cli *c, int id, const cli_val *v, bench_opts *o) {
     return 1;
 }
 
-/* Returns -1 to go on, else the exit code (0 after --help). */
+/* One argument: a sweep axis or another row; 0 = ok, else EXIT_USAGE (message printed). */
+static int bench_arg(cli *c, int id, const cli_val *v, void *ctx) {
+    bench_opts *o = ctx;
+    int ok = 1;
+    if (id == CLI_POS) return cli_unknown(c);
+    if (!axis_flag(id, v, &o->p, &ok)) ok = bench_opt(c, id, v, o);
+    return ok ? 0 : EXIT_USAGE;
+}
+
+/* Returns -1 to go on, else the exit code. */
 static int parse_bench(int argc, char **argv, bench_opts *o) {
     cli c = {.cmd = "bench", .argc = argc, .argv = argv};
     o->reps = 5;
     o->progress = -1;
     cli_spec_init(&o->spec);
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int ok = 1, id = cli_next(&c, &v);
-        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
-        if (id == OPT_HELP) {
-            bench_usage(stdout);
-            return 0;
-        }
-        if (id >= 0 && !axis_flag(id, &v, &o->p, &ok)) ok = bench_opt(&c, id, &v, o);
-        if (!ok) return EXIT_USAGE;
-    }
+    if (cli_parse(&c, bench_usage, bench_arg, o)) return EXIT_USAGE;
     return cli_spec_check(&c, &o->spec) ? EXIT_USAGE : -1;
 }
 

@@ -71,9 +71,9 @@ static void chat_usage(FILE *f) {
 }
 
 /* One option of the table (options.def); returns 0 or EXIT_USAGE. */
-static int chat_opt(cli *c, int id, const cli_val *v, chat_opts *o) {
+static int chat_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    chat_opts *o = ctx;
     switch (id) {
-    case OPT_HELP: chat_usage(stdout); exit(0);
     case OPT_MODEL: o->model = v->s; break;
     case OPT_SYSTEM:
     case OPT_PROMPT: o->system = v->s; break;
@@ -104,12 +104,7 @@ static int parse_chat(int argc, char **argv, chat_opts *o) {
     o->sp = cpulm_sampler_default_params();
     o->n_predict = 1024;
     cli_spec_init(&o->spec);
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
-        if (id >= 0 && chat_opt(&c, id, &v, o)) return EXIT_USAGE;
-    }
+    if (cli_parse(&c, chat_usage, chat_opt, o)) return EXIT_USAGE;
     if (o->system && o->system_file) {
         fprintf(stderr, "cpulm chat: give the system message with -sys/-p or -f, not both\n");
         return EXIT_USAGE;

@@ -232,47 +232,49 @@ static void add_input(const char *path, cmp_entry *v, int *n) {
     }
 }
 
-int cmd_compare(int argc, char **argv) {
-    const char *svg = NULL;
-    cmp_entry *v = calloc(MAX_ENTRIES, sizeof *v);
-    if (!v) return 1;
-    int n = 0, inputs = 0, rc = 0;
-    cmp_est ce = {.o = {.bw_fraction = PM_DEFAULT_BW_FRACTION,
-                        .peak_fraction = PM_DEFAULT_PEAK_FRACTION,
-                        .utilization = 0.8,
-                        .vcpu = 16,
-                        .max_batch = 256},
-                  .type = "q4_0"};
-    cli c = {.cmd = "compare", .argc = argc, .argv = argv};
-    for (c.i = 1; c.i < argc && !rc; c.i++) {
-        cli_val o;
-        int id = cli_next(&c, &o);
-        if (id == CLI_ERR) {
-            rc = EXIT_USAGE;
-        } else if (id == OPT_HELP) {
-            cmp_usage(stdout);
-            free(v);
-            return 0;
-        } else if (id == OPT_SVG) {
-            svg = o.s;
-        } else if (id == CLI_POS) {
-            inputs++;
-            add_input(argv[c.i], v, &n);
-        } else if (id >= 0 && !est_opt(id, &o, &ce)) {
-            rc = cli_unhandled(&c, &o);
-        }
+typedef struct cmp_args {
+    cmp_entry *v; /* [MAX_ENTRIES] */
+    int n, inputs;
+    const char *svg;
+    cmp_est ce;
+} cmp_args;
+
+/* One row of the table or a result file / directory; 0 = ok, else the exit code. */
+static int cmp_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    cmp_args *A = ctx;
+    if (id == OPT_SVG) {
+        A->svg = v->s;
+    } else if (id == CLI_POS) {
+        A->inputs++;
+        add_input(c->argv[c->i], A->v, &A->n);
+    } else if (!est_opt(id, v, &A->ce)) {
+        return cli_unhandled(c, v);
     }
-    if (!rc && ce.o.workload) rc = add_estimates(&ce, v, &n);
-    if (!rc && !inputs && !ce.o.workload) {
+    return 0;
+}
+
+int cmd_compare(int argc, char **argv) {
+    cmp_args A = {.ce = {.o = {.bw_fraction = PM_DEFAULT_BW_FRACTION,
+                               .peak_fraction = PM_DEFAULT_PEAK_FRACTION,
+                               .utilization = 0.8,
+                               .vcpu = 16,
+                               .max_batch = 256},
+                         .type = "q4_0"}};
+    cmp_entry *v = A.v = calloc(MAX_ENTRIES, sizeof *v);
+    if (!v) return 1;
+    cli c = {.cmd = "compare", .argc = argc, .argv = argv};
+    int rc = cli_parse(&c, cmp_usage, cmp_opt, &A);
+    if (!rc && A.ce.o.workload) rc = add_estimates(&A.ce, v, &A.n);
+    if (!rc && !A.inputs && !A.ce.o.workload) {
         cmp_usage(stderr);
         rc = EXIT_USAGE;
     }
-    if (!rc && !n) {
+    if (!rc && !A.n) {
         fprintf(stderr, "cpulm compare: no result could be read\n");
         rc = 1;
     }
-    if (!rc) print_table(v, n);
-    if (!rc && svg) rc = write_svg(svg, v, n);
+    if (!rc) print_table(v, A.n);
+    if (!rc && A.svg) rc = write_svg(A.svg, v, A.n);
     free(v);
     return rc;
 }

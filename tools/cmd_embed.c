@@ -19,6 +19,7 @@ static void embed_usage(FILE *f) {
 }
 
 typedef struct embed_opts {
+    const char *model;
     const char *inputs[MAX_INPUTS];
     int n_inputs;
     const char *files[MAX_FILES]; /* -f, read after the flags */
@@ -184,11 +185,11 @@ static int read_files(embed_opts *o, char **text) {
     return add_lines(o, *text);
 }
 
-/* One row of the table: 0 = ok, -1 after --help, else the exit code. */
-static int embed_opt(cli *c, int id, const cli_val *v, embed_opts *o, const char **model) {
+/* One row of the table: 0 = ok, else the exit code. */
+static int embed_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    embed_opts *o = ctx;
     switch (id) {
-    case OPT_HELP: embed_usage(stdout); return -1;
-    case OPT_MODEL: *model = v->s; break;
+    case OPT_MODEL: o->model = v->s; break;
     case OPT_PROMPT:
         if (o->n_inputs >= MAX_INPUTS) return EXIT_USAGE;
         o->inputs[o->n_inputs++] = v->s;
@@ -218,13 +219,9 @@ static int embed_opt(cli *c, int id, const cli_val *v, embed_opts *o, const char
     return 0;
 }
 
-static int parse_embed_args(cli *c, embed_opts *o, const char **model, char **file_text) {
-    for (c->i = 1; c->i < c->argc; c->i++) {
-        cli_val v;
-        int id = cli_next(c, &v), rc;
-        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(c))) return EXIT_USAGE;
-        if (id >= 0 && (rc = embed_opt(c, id, &v, o, model)) != 0) return rc;
-    }
+static int parse_embed_args(cli *c, embed_opts *o, char **file_text) {
+    int rc = cli_parse(c, embed_usage, embed_opt, o);
+    if (rc) return rc;
     if (o->n_files && !read_files(o, file_text)) return EXIT_USAGE;
     if (o->n_inputs == 0) {
         fprintf(stderr, "cpulm embed: give -p TEXT or -f FILE\n");
@@ -240,14 +237,13 @@ int cmd_embed(int argc, char **argv) {
     o.n_ctx = 2048;
     o.n_batch = 512;
     o.pooling = CPULM_POOLING_UNSPECIFIED;
-    const char *model = NULL;
     char *file_text = NULL;
-    int rc = parse_embed_args(&c, &o, &model, &file_text);
+    int rc = parse_embed_args(&c, &o, &file_text);
     if (rc) {
         free(file_text);
-        return rc < 0 ? 0 : rc;
+        return rc;
     }
-    const char *path = cli_model_path(model);
+    const char *path = cli_model_path(o.model);
     cpulm_model *m = path ? cli_load_model(path, 0, NULL) : NULL;
     if (!m) {
         free(file_text);

@@ -37,37 +37,34 @@ static void gb_usage(FILE *f) {
     cli_help(f, "grammar-bench");
 }
 
+static int gb_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    gb_opts *o = ctx;
+    switch (id) {
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_VOCAB_JSON: o->vocab_json = v->s; break;
+    case OPT_JSON_SCHEMA: o->schema = v->s; break;
+    case OPT_GRAMMAR_FILE: o->grammar_file = v->s; break;
+    case OPT_N_GEN:
+        if (!cli_at_least(c, v, 1)) return EXIT_USAGE;
+        o->n = (int)v->i;
+        break;
+    case OPT_REPS: o->runs = (int)v->i; break;
+    case OPT_THREADS: o->threads = (int)v->i; break;
+    case OPT_SEED:
+        if (v->i >= 0) o->seed = (uint64_t)v->i;
+        break;
+    case OPT_JSON: o->json = 1; break;
+    default: return cli_unhandled(c, v);
+    }
+    return 0;
+}
+
 static int gb_parse(int argc, char **argv, gb_opts *o) {
     cli c = {.cmd = "grammar-bench", .argc = argc, .argv = argv};
     o->n = 128;
     o->runs = 3;
     o->seed = 1;
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        switch (id) {
-        case CLI_SKIP: break;
-        case CLI_ERR: return EXIT_USAGE;
-        case CLI_POS: return cli_unknown(&c);
-        case OPT_HELP: gb_usage(stdout); exit(0);
-        case OPT_MODEL: o->model = v.s; break;
-        case OPT_VOCAB_JSON: o->vocab_json = v.s; break;
-        case OPT_JSON_SCHEMA: o->schema = v.s; break;
-        case OPT_GRAMMAR_FILE: o->grammar_file = v.s; break;
-        case OPT_N_GEN:
-            if (!cli_at_least(&c, &v, 1)) return EXIT_USAGE;
-            o->n = (int)v.i;
-            break;
-        case OPT_REPS: o->runs = (int)v.i; break;
-        case OPT_THREADS: o->threads = (int)v.i; break;
-        case OPT_SEED:
-            if (v.i >= 0) o->seed = (uint64_t)v.i;
-            break;
-        case OPT_JSON: o->json = 1; break;
-        default: return cli_unhandled(&c, &v);
-        }
-    }
-    return 0;
+    return cli_parse(&c, gb_usage, gb_opt, o);
 }
 
 /* ---- vocabulary from a GPT-2 style encoder.json ---- */

@@ -117,36 +117,39 @@ static int print_cpu(cpulm_numa numa) {
     return rc ? rc : print_describe(numa_text, &numa);
 }
 
+typedef struct info_opts {
+    const char *model;
+    int n_ctx, n_par, meta, cpu;
+    cpulm_numa numa;
+} info_opts;
+
+static int info_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    info_opts *o = ctx;
+    switch (id) {
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_CTX: o->n_ctx = (int)v->i; break;
+    case OPT_PARALLEL: o->n_par = (int)v->i; break;
+    case OPT_META: o->meta = 1; break;
+    case OPT_CPU: o->cpu = 1; break;
+    case OPT_NUMA: /* the parser checked the name */
+        cpulm_numa_parse(v->s, &o->numa);
+        o->cpu = 1;
+        break;
+    default: return cli_unhandled(c, v);
+    }
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
     cli c = {.cmd = "info", .argc = argc, .argv = argv};
-    const char *model = NULL;
-    int n_ctx = 0, n_par = 1, meta = 0, cpu = 0;
-    cpulm_numa numa = CPULM_NUMA_DEFAULT;
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        switch (id) {
-        case CLI_SKIP: break;
-        case CLI_ERR: return EXIT_USAGE;
-        case CLI_POS: return cli_unknown(&c);
-        case OPT_HELP: info_usage(stdout); return 0;
-        case OPT_MODEL: model = v.s; break;
-        case OPT_CTX: n_ctx = (int)v.i; break;
-        case OPT_PARALLEL: n_par = (int)v.i; break;
-        case OPT_META: meta = 1; break;
-        case OPT_CPU: cpu = 1; break;
-        case OPT_NUMA: /* the parser checked the name */
-            cpulm_numa_parse(v.s, &numa);
-            cpu = 1;
-            break;
-        default: return cli_unhandled(&c, &v);
-        }
+    info_opts o = {.n_par = 1, .numa = CPULM_NUMA_DEFAULT};
+    int rc = cli_parse(&c, info_usage, info_opt, &o);
+    if (rc) return rc;
+    if (o.cpu) {
+        rc = print_cpu(o.numa);
+        if (rc || !o.model) return rc;
     }
-    if (cpu) {
-        int rc = print_cpu(numa);
-        if (rc || !model) return rc;
-    }
-    const char *path = cli_model_path(model);
+    const char *path = cli_model_path(o.model);
     if (!path) return EXIT_USAGE;
     cpulm_model *m = cli_load_model(path, 0, NULL);
     if (!m) return cli_load_failed_rc(path);
@@ -182,9 +185,9 @@ int cmd_info(int argc, char **argv) {
            in.n_head, in.n_head_kv, in.head_dim, in.n_ff, in.n_rot, in.rope_freq_base, in.norm_eps);
     print_types(m, in.n_tensors);
     printf("memory to run (weights are mapped, not copied):\n");
-    print_memory(m, in.n_ctx_train, n_par);
-    if (n_ctx) print_memory(m, n_ctx, n_par);
-    if (meta) {
+    print_memory(m, in.n_ctx_train, o.n_par);
+    if (o.n_ctx) print_memory(m, o.n_ctx, o.n_par);
+    if (o.meta) {
         printf("metadata:\n");
         char buf[160];
         for (int32_t i = 0; i < cpulm_model_meta_count(m); i++) {

@@ -72,51 +72,54 @@ static int eval_all(cpulm_ctx *ctx, const cpulm_model *m, const cpulm_token *tok
     return 0;
 }
 
+typedef struct logits_opts {
+    const char *model, *prompt, *tokens, *kv;
+    int k, json, no_bos, threads, attn_fast;
+} logits_opts;
+
+static int logits_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    logits_opts *o = ctx;
+    switch (id) {
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_PROMPT: o->prompt = v->s; break;
+    case OPT_TOKEN_IDS: o->tokens = v->s; break;
+    case OPT_TOP: o->k = (int)v->i; break;
+    case OPT_THREADS: o->threads = (int)v->i; break;
+    case OPT_KV: o->kv = v->s; break;
+    case OPT_ATTN: o->attn_fast = cli_attn_value(v); break;
+    case OPT_JSON: o->json = 1; break;
+    case OPT_NO_BOS: o->no_bos = 1; break;
+    default: return cli_unhandled(c, v);
+    }
+    return 0;
+}
+
 int cmd_logits(int argc, char **argv) {
     cli c = {.cmd = "logits", .argc = argc, .argv = argv};
-    const char *model = NULL, *prompt = NULL, *tokens = NULL, *kv = "f16";
-    int k = 10, json = 0, no_bos = 0, threads = 0, attn_fast = 0;
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        switch (id) {
-        case CLI_SKIP: break;
-        case CLI_ERR: return EXIT_USAGE;
-        case CLI_POS: return cli_unknown(&c);
-        case OPT_HELP: logits_usage(stdout); return 0;
-        case OPT_MODEL: model = v.s; break;
-        case OPT_PROMPT: prompt = v.s; break;
-        case OPT_TOKEN_IDS: tokens = v.s; break;
-        case OPT_TOP: k = (int)v.i; break;
-        case OPT_THREADS: threads = (int)v.i; break;
-        case OPT_KV: kv = v.s; break;
-        case OPT_ATTN: attn_fast = cli_attn_value(&v); break;
-        case OPT_JSON: json = 1; break;
-        case OPT_NO_BOS: no_bos = 1; break;
-        default: return cli_unhandled(&c, &v);
-        }
-    }
-    if (!prompt == !tokens) {
+    logits_opts o = {.kv = "f16", .k = 10};
+    int rc = cli_parse(&c, logits_usage, logits_opt, &o);
+    if (rc) return rc;
+    if (!o.prompt == !o.tokens) {
         fprintf(stderr, "cpulm logits: give exactly one of -p PROMPT or --tokens LIST\n");
         return EXIT_USAGE;
     }
     cpulm_kv_type kvt = CPULM_KV_F16;
-    if (!cli_kv_type(kv, &kvt)) {
-        fprintf(stderr, "cpulm logits: bad --kv '%s' (f16, f32, q8_0 or q4_0)\n", kv);
+    if (!cli_kv_type(o.kv, &kvt)) {
+        fprintf(stderr, "cpulm logits: bad --kv '%s' (f16, f32, q8_0 or q4_0)\n", o.kv);
         return EXIT_USAGE;
     }
     cpulm_token *toks = NULL;
     int32_t n = 0;
-    if (tokens && (n = cli_int_list(tokens, &toks)) <= 0) {
-        fprintf(stderr, "cpulm logits: bad --tokens '%s'\n", tokens);
+    if (o.tokens && (n = cli_int_list(o.tokens, &toks)) <= 0) {
+        fprintf(stderr, "cpulm logits: bad --tokens '%s'\n", o.tokens);
         return EXIT_USAGE;
     }
-    const char *path = cli_model_path(model);
+    const char *path = cli_model_path(o.model);
     if (!path) return EXIT_USAGE;
     cpulm_model *m = cli_load_model(path, 0, NULL);
     if (!m) return cli_load_failed_rc(path);
-    int rc = 1;
-    if (prompt) n = cli_tokenize(m, prompt, strlen(prompt), !no_bos, 0, &toks);
+    rc = 1;
+    if (o.prompt) n = cli_tokenize(m, o.prompt, strlen(o.prompt), !o.no_bos, 0, &toks);
     for (int32_t i = 0; i < n; i++)
         if (toks[i] < 0 || toks[i] >= cpulm_vocab_n(m)) {
             fprintf(stderr, "cpulm logits: token %d out of range [0, %d)\n", toks[i],
@@ -128,13 +131,13 @@ int cmd_logits(int argc, char **argv) {
     cp.n_ctx = n > 0 ? n : 1;
     cp.n_batch = 64;
     cp.n_outputs_max = 64;
-    cp.n_threads = threads;
+    cp.n_threads = o.threads;
     cp.kv_type = kvt;
-    cp.attn_fast = attn_fast;
+    cp.attn_fast = o.attn_fast;
     cpulm_error err = {0};
     cpulm_ctx *ctx = n > 0 ? cpulm_ctx_new(m, &cp, &err) : NULL;
     if (n > 0 && !ctx) fprintf(stderr, "cpulm logits: %s\n", err.msg);
-    if (ctx) rc = eval_all(ctx, m, toks, n, k, json);
+    if (ctx) rc = eval_all(ctx, m, toks, n, o.k, o.json);
     cpulm_ctx_free(ctx);
     free(toks);
     cpulm_model_free(m);

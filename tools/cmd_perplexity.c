@@ -34,10 +34,10 @@ typedef struct ppl_acc { /* running sums over scored tokens */
     long long count;
 } ppl_acc;
 
-/* One row of the table: 0 = ok, -1 after --help, else the exit code. */
-static int ppl_opt(cli *c, int id, const cli_val *v, ppl_opts *o) {
+/* One row of the table: 0 = ok, else the exit code. */
+static int ppl_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    ppl_opts *o = ctx;
     switch (id) {
-    case OPT_HELP: ppl_usage(stdout); return -1;
     case OPT_MODEL: o->model = v->s; break;
     case OPT_FILE: o->file = v->s; break;
     case OPT_CTX:
@@ -58,12 +58,8 @@ static int ppl_opt(cli *c, int id, const cli_val *v, ppl_opts *o) {
 static int parse_args(int argc, char **argv, ppl_opts *o) {
     cli c = {.cmd = "perplexity", .argc = argc, .argv = argv};
     *o = (ppl_opts){.n_ctx = 512, .n_chunks = -1, .kv = CPULM_KV_F16};
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v), rc;
-        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
-        if (id >= 0 && (rc = ppl_opt(&c, id, &v, o)) != 0) return rc;
-    }
+    int rc = cli_parse(&c, ppl_usage, ppl_opt, o);
+    if (rc) return rc;
     if (!o->file) {
         fprintf(stderr, "cpulm perplexity: give the text with -f FILE\n");
         return EXIT_USAGE;
@@ -292,7 +288,7 @@ static int setup_and_run(ppl_run *r, int32_t n_tokens) {
 int cmd_perplexity(int argc, char **argv) {
     ppl_opts o;
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc;
     size_t len = 0;
     char *text = cli_read_file(o.file, &len);
     if (!text) return EXIT_USAGE;

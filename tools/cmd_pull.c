@@ -197,37 +197,33 @@ static const char *env_or(const char *a, const char *b, const char *dflt) {
     return v && *v ? v : dflt;
 }
 
+/* One row of the table or the OWNER/REPO/FILE argument: 0 = ok, else the exit code. */
+static int pull_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    pull_opts *o = ctx;
+    switch (id) {
+    case CLI_POS:
+        if (o->spec) {
+            fprintf(stderr, "cpulm pull: unexpected argument '%s'\n", c->argv[c->i]);
+            return EXIT_USAGE;
+        }
+        o->spec = c->argv[c->i];
+        break;
+    case OPT_DIR: o->dir = v->s; break;
+    case OPT_PULL_URL: o->base = v->s; break;
+    case OPT_REVISION: o->rev = v->s; break;
+    case OPT_SHA256: o->sha = v->s; break;
+    case OPT_FORCE: o->force = 1; break;
+    case OPT_QUIET: o->quiet = 1; break;
+    default: return cli_unhandled(c, v);
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, pull_opts *o) {
     cli c = {.cmd = "pull", .argc = argc, .argv = argv};
     o->rev = "main";
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        if (id == CLI_ERR) return EXIT_USAGE;
-        if (id == OPT_HELP) {
-            pull_usage(stdout);
-            return -1;
-        } else if (id == OPT_DIR) {
-            o->dir = v.s;
-        } else if (id == OPT_PULL_URL) {
-            o->base = v.s;
-        } else if (id == OPT_REVISION) {
-            o->rev = v.s;
-        } else if (id == OPT_SHA256) {
-            o->sha = v.s;
-        } else if (id == OPT_FORCE) {
-            o->force = 1;
-        } else if (id == OPT_QUIET) {
-            o->quiet = 1;
-        } else if (id >= 0) {
-            return cli_unhandled(&c, &v);
-        } else if (id == CLI_POS && !o->spec) {
-            o->spec = argv[c.i];
-        } else if (id == CLI_POS) {
-            fprintf(stderr, "cpulm pull: unexpected argument '%s'\n", argv[c.i]);
-            return EXIT_USAGE;
-        }
-    }
+    int rc = cli_parse(&c, pull_usage, pull_opt, o);
+    if (rc) return rc;
     if (o->sha && !is_sha256_hex(o->sha)) {
         fprintf(stderr, "cpulm pull: --sha256 wants 64 hex digits, got '%s'\n", o->sha);
         return EXIT_USAGE;
@@ -575,7 +571,7 @@ int cmd_pull(int argc, char **argv) {
     }
     pull_opts o = {0};
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc;
     char path[4096], url[4096];
     if (!cache_path(&o, path, sizeof path)) return 1;
     build_url(&o, url, sizeof url);

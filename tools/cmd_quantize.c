@@ -39,6 +39,8 @@ static void quantize_usage(FILE *f) {
 
 typedef struct qopts {
     const char *in, *out;
+    const char *pos[3]; /* IN OUT TYPE as given */
+    int n_pos;          /* positional arguments so far (the fourth is NTHREADS) */
     cpulm_qplan_params plan;
     int threads, allow_requantize, quiet;
 } qopts;
@@ -64,10 +66,33 @@ static int parse_dtype_flag(const cli_val *v, int32_t *out) {
     return 1;
 }
 
-/* One row of the table: 0 = ok, -1 after --help, else the exit code. */
-static int quantize_opt(cli *c, int id, const cli_val *v, qopts *o) {
+/* llama-quantize's IN OUT TYPE [NTHREADS]: 0 = ok, else the exit code. */
+static int quantize_positional(const char *a, qopts *o) {
+    if (o->n_pos < 3) {
+        o->pos[o->n_pos++] = a;
+    } else if (o->n_pos == 3) {
+        char *end;
+        long t = strtol(a, &end, 10);
+        if (end == a || *end || t < 1 || t > 512) {
+            fprintf(stderr,
+                    "cpulm quantize: bad value '%s' for NTHREADS (want an integer in [1, 512])\n",
+                    a);
+            return EXIT_USAGE;
+        }
+        o->threads = (int)t;
+        o->n_pos++;
+    } else {
+        fprintf(stderr, "cpulm quantize: unexpected argument '%s'\n", a);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* One row of the table or a positional argument: 0 = ok, else the exit code. */
+static int quantize_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    qopts *o = ctx;
     switch (id) {
-    case OPT_HELP: quantize_usage(stdout); return -1;
+    case CLI_POS: return quantize_positional(c->argv[c->i], o);
     case OPT_THREADS: o->threads = (int)v->i; break;
     case OPT_PURE: o->plan.pure = true; break;
     case OPT_LEAVE_OUTPUT: o->plan.keep_output = true; break;
@@ -82,43 +107,19 @@ static int quantize_opt(cli *c, int id, const cli_val *v, qopts *o) {
 
 static int parse_args(int argc, char **argv, qopts *o) {
     cli c = {.cmd = "quantize", .argc = argc, .argv = argv};
-    const char *pos[3] = {0};
-    int n_pos = 0;
     o->plan = cpulm_qplan_default_params(NULL);
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v), rc;
-        if (id == CLI_ERR) return EXIT_USAGE;
-        if (id >= 0 && (rc = quantize_opt(&c, id, &v, o)) != 0) return rc;
-        if (id != CLI_POS) continue;
-        if (n_pos < 3) {
-            pos[n_pos++] = argv[c.i];
-        } else if (n_pos == 3) { /* llama-quantize IN OUT TYPE [NTHREADS] */
-            char *end;
-            long t = strtol(argv[c.i], &end, 10);
-            if (end == argv[c.i] || *end || t < 1 || t > 512) {
-                fprintf(stderr,
-                        "cpulm quantize: bad value '%s' for NTHREADS (want an integer in "
-                        "[1, 512])\n",
-                        argv[c.i]);
-                return EXIT_USAGE;
-            }
-            o->threads = (int)t;
-            n_pos++;
-        } else {
-            fprintf(stderr, "cpulm quantize: unexpected argument '%s'\n", argv[c.i]);
-            return EXIT_USAGE;
-        }
-    }
-    if (n_pos < 3) {
+    int rc = cli_parse(&c, quantize_usage, quantize_opt, o);
+    if (rc) return rc;
+    if (o->n_pos < 3) {
         fprintf(stderr, "cpulm quantize: need IN OUT TYPE (see cpulm quantize --help)\n");
         return EXIT_USAGE;
     }
-    o->in = pos[0];
-    o->out = pos[1];
-    o->plan.preset = cpulm_qplan_preset_find(pos[2]);
+    o->in = o->pos[0];
+    o->out = o->pos[1];
+    o->plan.preset = cpulm_qplan_preset_find(o->pos[2]);
     if (!o->plan.preset) {
-        fprintf(stderr, "cpulm quantize: unknown or unsupported type '%s' (see --help)\n", pos[2]);
+        fprintf(stderr, "cpulm quantize: unknown or unsupported type '%s' (see --help)\n",
+                o->pos[2]);
         return EXIT_USAGE;
     }
     if (!o->threads) {
@@ -339,7 +340,7 @@ static int run(qrun *r) {
 int cmd_quantize(int argc, char **argv) {
     qopts o = {0};
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc;
     qrun r = {.o = &o};
     cpulm_error err = {0};
     if (cpulm_mmap_open(&r.map, o.in, &err) != CPULM_OK) {

@@ -26,35 +26,33 @@ static void roof_usage(FILE *f) {
     cli_help(f, "roofline");
 }
 
+static int roof_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    roof_opts *o = ctx;
+    int ok = 1;
+    char err[128];
+    switch (id) {
+    case OPT_THREADS: /* a list, in the row's range */
+        ok = !bench_list_parse(v->s, (int32_t)v->opt->lo, (int32_t)v->opt->hi, &o->threads, err,
+                               sizeof err);
+        if (!ok) fprintf(stderr, "cpulm roofline: bad value '%s' for -t (%s)\n", v->s, err);
+        break;
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_N_PROMPT: ok = cli_at_least(c, v, 1) && (o->n_prompt = (int)v->i); break;
+    case OPT_N_GEN: ok = cli_at_least(c, v, 1) && (o->n_gen = (int)v->i); break;
+    case OPT_REPS: o->reps = (int)v->i; break;
+    case OPT_BUFFER_MIB: o->buf_mib = (int)v->i; break;
+    case OPT_TIME: o->min_s = (float)v->f; break;
+    case OPT_ROOF_OUTPUT: o->json = v->i == 1; break;
+    default: return cli_unhandled(c, v);
+    }
+    return ok ? 0 : EXIT_USAGE;
+}
+
 static int parse_roof(int argc, char **argv, roof_opts *o) {
     cli c = {.cmd = "roofline", .argc = argc, .argv = argv};
     *o = (roof_opts){.n_prompt = 128, .n_gen = 32, .reps = 3, .buf_mib = 256, .min_s = 0.3f};
-    for (c.i = 1; c.i < argc; c.i++) {
-        int ok = 1;
-        char err[128];
-        cli_val v;
-        int id = cli_next(&c, &v);
-        switch (id) {
-        case CLI_SKIP: break;
-        case CLI_ERR: return EXIT_USAGE;
-        case CLI_POS: return cli_unknown(&c);
-        case OPT_HELP: roof_usage(stdout); return 0;
-        case OPT_THREADS: /* a list, in the row's range */
-            ok = !bench_list_parse(v.s, (int32_t)v.opt->lo, (int32_t)v.opt->hi, &o->threads, err,
-                                   sizeof err);
-            if (!ok) fprintf(stderr, "cpulm roofline: bad value '%s' for -t (%s)\n", v.s, err);
-            break;
-        case OPT_MODEL: o->model = v.s; break;
-        case OPT_N_PROMPT: ok = cli_at_least(&c, &v, 1) && (o->n_prompt = (int)v.i); break;
-        case OPT_N_GEN: ok = cli_at_least(&c, &v, 1) && (o->n_gen = (int)v.i); break;
-        case OPT_REPS: o->reps = (int)v.i; break;
-        case OPT_BUFFER_MIB: o->buf_mib = (int)v.i; break;
-        case OPT_TIME: o->min_s = (float)v.f; break;
-        case OPT_ROOF_OUTPUT: o->json = v.i == 1; break;
-        default: return cli_unhandled(&c, &v);
-        }
-        if (!ok) return EXIT_USAGE;
-    }
+    int rc = cli_parse(&c, roof_usage, roof_opt, o);
+    if (rc) return rc;
     if (!o->threads.n) bench_default_threads(&o->threads);
     return -1;
 }

@@ -24,10 +24,10 @@ typedef struct synth_opts {
     long long seed;
 } synth_opts;
 
-/* One row of the table; 1 = ok. */
-static int synth_opt(cli *c, int id, const cli_val *v, synth_opts *o) {
+/* One row of the table: 0 = ok, else the exit code. */
+static int synth_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    synth_opts *o = ctx;
     switch (id) {
-    case OPT_HELP: synth_usage(stdout); exit(0);
     case OPT_SHAPE: o->shape = v->s; break;
     case OPT_WTYPE: o->type = v->s; break;
     case OPT_OUT_FILE: o->out = v->s; break;
@@ -59,21 +59,14 @@ static int synth_opt(cli *c, int id, const cli_val *v, synth_opts *o) {
     case OPT_THREADS: o->threads = (int)v->i; break;
     case OPT_PROGRESS: o->progress = 1; break;
     case OPT_NO_PROGRESS: o->progress = 0; break;
-    default: cli_unhandled(c, v); return 0;
+    default: cli_unhandled(c, v); return EXIT_USAGE;
     }
-    return 1;
+    return 0;
 }
 
 static int parse_synth(int argc, char **argv, synth_opts *o) {
     cli c = {.cmd = "synth", .argc = argc, .argv = argv};
-    int ok = 1;
-    for (c.i = 1; c.i < argc && ok; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
-        if (id >= 0) ok = synth_opt(&c, id, &v, o);
-    }
-    if (!ok) return EXIT_USAGE;
+    if (cli_parse(&c, synth_usage, synth_opt, o)) return EXIT_USAGE;
     if (!o->shape || !o->out) {
         fprintf(stderr, "cpulm synth: --shape and -o are required\n");
         return EXIT_USAGE;

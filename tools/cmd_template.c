@@ -19,28 +19,27 @@ typedef struct tmpl_opts {
     int no_gen, no_think, tokens;
 } tmpl_opts;
 
+static int tmpl_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    tmpl_opts *o = ctx;
+    switch (id) {
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_TEMPLATE_FILE:
+    case OPT_CHAT_TEMPLATE: o->file = v->s; break;
+    case OPT_MESSAGES: o->messages = v->s; break;
+    case OPT_BOS: o->bos = v->s; break;
+    case OPT_EOS: o->eos = v->s; break;
+    case OPT_NO_GEN_PROMPT: o->no_gen = 1; break;
+    case OPT_NO_THINK: o->no_think = 1; break;
+    case OPT_PRINT_TOKENS: o->tokens = 1; break;
+    default: return cli_unhandled(c, v);
+    }
+    return 0;
+}
+
 static int parse_tmpl(int argc, char **argv, tmpl_opts *o) {
     cli c = {.cmd = "template", .argc = argc, .argv = argv};
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        switch (id) {
-        case CLI_SKIP: break;
-        case CLI_ERR: return EXIT_USAGE;
-        case CLI_POS: return cli_unknown(&c);
-        case OPT_HELP: template_usage(stdout); exit(0);
-        case OPT_MODEL: o->model = v.s; break;
-        case OPT_TEMPLATE_FILE:
-        case OPT_CHAT_TEMPLATE: o->file = v.s; break;
-        case OPT_MESSAGES: o->messages = v.s; break;
-        case OPT_BOS: o->bos = v.s; break;
-        case OPT_EOS: o->eos = v.s; break;
-        case OPT_NO_GEN_PROMPT: o->no_gen = 1; break;
-        case OPT_NO_THINK: o->no_think = 1; break;
-        case OPT_PRINT_TOKENS: o->tokens = 1; break;
-        default: return cli_unhandled(&c, &v);
-        }
-    }
+    int rc = cli_parse(&c, template_usage, tmpl_opt, o);
+    if (rc) return rc;
     if (!o->messages || (!o->model && !o->file)) {
         fprintf(stderr, "cpulm template: needs --messages and one of -m or --file\n");
         return EXIT_USAGE;

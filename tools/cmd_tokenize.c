@@ -34,42 +34,45 @@ static void print_tokens(const cpulm_model *m, const cpulm_token *t, int32_t n, 
     if (json) printf("]}\n");
 }
 
+typedef struct tok_opts {
+    const char *model, *text, *file;
+    int no_bos, special, ids, json;
+} tok_opts;
+
+static int tok_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    tok_opts *o = ctx;
+    switch (id) {
+    case OPT_MODEL: o->model = v->s; break;
+    case OPT_PROMPT: o->text = v->s; break;
+    case OPT_FILE: o->file = v->s; break;
+    case OPT_NO_BOS: o->no_bos = 1; break;
+    case OPT_SPECIAL: o->special = 1; break;
+    case OPT_IDS: o->ids = 1; break;
+    case OPT_JSON: o->json = 1; break;
+    default: return cli_unhandled(c, v);
+    }
+    return 0;
+}
+
 int cmd_tokenize(int argc, char **argv) {
     cli c = {.cmd = "tokenize", .argc = argc, .argv = argv};
-    const char *model = NULL, *text = NULL, *file = NULL;
-    int no_bos = 0, special = 0, ids = 0, json = 0;
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        switch (id) {
-        case CLI_SKIP: break;
-        case CLI_ERR: return EXIT_USAGE;
-        case CLI_POS: return cli_unknown(&c);
-        case OPT_HELP: tok_usage(stdout); return 0;
-        case OPT_MODEL: model = v.s; break;
-        case OPT_PROMPT: text = v.s; break;
-        case OPT_FILE: file = v.s; break;
-        case OPT_NO_BOS: no_bos = 1; break;
-        case OPT_SPECIAL: special = 1; break;
-        case OPT_IDS: ids = 1; break;
-        case OPT_JSON: json = 1; break;
-        default: return cli_unhandled(&c, &v);
-        }
-    }
-    if (!text == !file) {
+    tok_opts o = {0};
+    int rc = cli_parse(&c, tok_usage, tok_opt, &o);
+    if (rc) return rc;
+    if (!o.text == !o.file) {
         fprintf(stderr, "cpulm tokenize: give exactly one of -p TEXT or -f FILE\n");
         return EXIT_USAGE;
     }
     char *buf = NULL;
-    size_t len = text ? strlen(text) : 0;
-    if (file && !(buf = cli_read_file(file, &len))) return EXIT_USAGE;
-    const char *path = cli_model_path(model);
+    size_t len = o.text ? strlen(o.text) : 0;
+    if (o.file && !(buf = cli_read_file(o.file, &len))) return EXIT_USAGE;
+    const char *path = cli_model_path(o.model);
     cpulm_model *m = path ? cli_load_model(path, 1, NULL) : NULL;
-    int rc = !path ? EXIT_USAGE : !m ? cli_load_failed_rc(path) : 1;
+    rc = !path ? EXIT_USAGE : !m ? cli_load_failed_rc(path) : 1;
     cpulm_token *toks = NULL;
-    int32_t n = m ? cli_tokenize(m, buf ? buf : text, len, !no_bos, special, &toks) : -1;
+    int32_t n = m ? cli_tokenize(m, buf ? buf : o.text, len, !o.no_bos, o.special, &toks) : -1;
     if (n >= 0) {
-        print_tokens(m, toks, n, ids, json);
+        print_tokens(m, toks, n, o.ids, o.json);
         rc = 0;
     }
     free(toks);

@@ -173,7 +173,23 @@ int cli_at_least(cli *c, const cli_val *v, long long lo) {
     return cli_within(c, v, lo, (long long)v->opt->hi);
 }
 
+int cli_parse(cli *c, void (*usage)(FILE *f), cli_handler fn, void *ctx) {
+    for (c->i = 1; c->i < c->argc; c->i++) {
+        cli_val v;
+        int id = cli_next(c, &v), rc;
+        if (id == CLI_SKIP) continue;
+        if (id == CLI_ERR) return EXIT_USAGE;
+        if (id == OPT_HELP) {
+            usage(stdout);
+            exit(0);
+        }
+        if ((rc = fn(c, id, &v, ctx)) != 0) return rc;
+    }
+    return 0;
+}
+
 int cli_unhandled(cli *c, const cli_val *v) {
+    if (!v->opt) return cli_unknown(c); /* CLI_POS */
     fprintf(stderr, "cpulm %s: internal error: option %s is in the table but not handled\n", c->cmd,
             v->flag);
     return 1;

@@ -90,8 +90,19 @@ typedef struct cli_val {
  * accepted with a note, CLI_ERR after printing why (unknown option, bad or missing value,
  * unsupported feature, a second KV type different from the first). */
 int cli_next(cli *c, cli_val *v);
-/* The default branch of a command's switch: a row listed for the command but not handled
- * by it is a bug in the table or the command; prints it and returns 1. */
+/* A command's handler of one argument: a row of the table (id >= 0, its value in v) or a
+ * positional argument (id == CLI_POS, the text in c->argv[c->i]). Returns 0 to go on, else
+ * the exit code the command stops with. */
+typedef int (*cli_handler)(cli *c, int id, const cli_val *v, void *ctx);
+/* The loop every command runs over its arguments argv[1..argc): each is read with
+ * cli_next; a llama.cpp flag accepted with a note is skipped; --help prints usage to
+ * stdout and exits 0 (nothing is started before the flags are read); every row and
+ * positional argument goes to fn(c, id, &v, ctx). Returns 0 once every argument is read,
+ * EXIT_USAGE after a parse error (printed), or fn's nonzero code. */
+int cli_parse(cli *c, void (*usage)(FILE *f), cli_handler fn, void *ctx);
+/* The default branch of a command's switch: a positional argument where the command takes
+ * none is an unknown option (EXIT_USAGE); a row listed for the command but not handled by
+ * it is a bug in the table or the command: prints it and returns 1. */
 int cli_unhandled(cli *c, const cli_val *v);
 const cli_opt *cli_opt_get(int id);
 /* A command whose use of a shared row needs a narrower range than the row's (roofline's -p,
