@@ -126,28 +126,32 @@ static int check_opts(lt_opts *o, const char *conc, const char *rates, const cha
     return 0;
 }
 
+typedef struct lt_parse {
+    lt_opts *o;
+    const char *conc, *rates, *arrivals; /* checked once every flag is read */
+} lt_parse;
+
+static int lt_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    lt_parse *P = ctx;
+    lt_opts *o = P->o;
+    switch (id) {
+    case OPT_STREAM: o->stream = 1; break;
+    case OPT_NO_STREAM: o->stream = 0; break;
+    case OPT_CHAT_API: o->chat = 1; break;
+    case OPT_ALLOW_FAILURES: o->allow_failures = 1; break;
+    case OPT_PROGRESS: o->progress = 1; break;
+    case OPT_NO_PROGRESS: o->progress = 0; break;
+    default:
+        if (!value_opt(id, v, o, &P->conc, &P->rates, &P->arrivals)) return cli_unhandled(c, v);
+    }
+    return 0;
+}
+
 static int parse_lt(int argc, char **argv, lt_opts *o) {
     cli c = {.cmd = "loadtest", .argc = argc, .argv = argv};
-    const char *conc = "1,4", *rates = NULL, *arrivals = NULL;
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        switch (id) {
-        case CLI_SKIP: break;
-        case CLI_ERR: return EXIT_USAGE;
-        case CLI_POS: return cli_unknown(&c);
-        case OPT_HELP: lt_usage(stdout); exit(0);
-        case OPT_STREAM: o->stream = 1; break;
-        case OPT_NO_STREAM: o->stream = 0; break;
-        case OPT_CHAT_API: o->chat = 1; break;
-        case OPT_ALLOW_FAILURES: o->allow_failures = 1; break;
-        case OPT_PROGRESS: o->progress = 1; break;
-        case OPT_NO_PROGRESS: o->progress = 0; break;
-        default:
-            if (!value_opt(id, &v, o, &conc, &rates, &arrivals)) return cli_unhandled(&c, &v);
-        }
-    }
-    return check_opts(o, conc, rates, arrivals);
+    lt_parse P = {.o = o, .conc = "1,4"};
+    int rc = cli_parse(&c, lt_usage, lt_opt, &P);
+    return rc ? rc : check_opts(o, P.conc, P.rates, P.arrivals);
 }
 
 /* ---- readiness ---- */

@@ -85,6 +85,10 @@ static int plan_opt(cli *c, int id, const cli_val *v, plan_opts *o) {
     return 1;
 }
 
+static int plan_arg(cli *c, int id, const cli_val *v, void *ctx) {
+    return plan_opt(c, id, v, ctx) ? 0 : EXIT_USAGE;
+}
+
 static int parse_plan(int argc, char **argv, plan_opts *o) {
     cli c = {.cmd = "plan", .argc = argc, .argv = argv};
     *o = (plan_opts){.type = "q4_0", .n_ctx = 4096, .n_par = 1, .n_batch = 512, .n_threads = 16};
@@ -93,16 +97,7 @@ static int parse_plan(int argc, char **argv, plan_opts *o) {
                              .utilization = 0.8,
                              .vcpu = 16,
                              .max_batch = 256};
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
-        if (id == OPT_HELP) {
-            plan_usage(stdout);
-            return 0;
-        }
-        if (id >= 0 && !plan_opt(&c, id, &v, o)) return EXIT_USAGE;
-    }
+    if (cli_parse(&c, plan_usage, plan_arg, o)) return EXIT_USAGE;
     if (o->type) { /* quantize's spelling (Q4_K_M) is accepted: the types are case-blind */
         size_t i = 0;
         for (; o->type[i] && i + 1 < sizeof o->type_lc; i++)

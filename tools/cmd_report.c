@@ -74,19 +74,14 @@ static int report_opt(cli *c, int id, const cli_val *v, report_opts *o) {
     return 1;
 }
 
+static int report_arg(cli *c, int id, const cli_val *v, void *ctx) {
+    return report_opt(c, id, v, ctx) ? 0 : EXIT_USAGE;
+}
+
 static int parse_report(int argc, char **argv, report_opts *o) {
     cli c = {.cmd = "report", .argc = argc, .argv = argv};
     *o = (report_opts){.n_ctx = 4096, .workload = "rag", .vcpu = 16};
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
-        if (id == OPT_HELP) {
-            report_usage(stdout);
-            return 0;
-        }
-        if (id >= 0 && !report_opt(&c, id, &v, o)) return EXIT_USAGE;
-    }
+    if (cli_parse(&c, report_usage, report_arg, o)) return EXIT_USAGE;
     if (!o->dir) {
         fprintf(stderr, "cpulm report: -o DIR is required\n");
         return EXIT_USAGE;
