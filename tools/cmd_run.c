@@ -70,10 +70,11 @@ static char *join_words(const run_opts *o) {
     return s;
 }
 
-/* One option of the table (options.def); returns 0 or EXIT_USAGE. */
-static int run_opt(cli *c, int id, const cli_val *v, run_opts *o) {
+/* One option of the table (options.def) or a positional argument; returns 0 or EXIT_USAGE. */
+static int run_opt(cli *c, int id, const cli_val *v, void *ctx) {
+    run_opts *o = ctx;
     switch (id) {
-    case OPT_HELP: run_usage(stdout); exit(0);
+    case CLI_POS: return run_positional(c, o);
     case OPT_MODEL: o->model = v->s; break;
     case OPT_PROMPT: o->prompt = v->s; break;
     case OPT_FILE: o->file = v->s; break;
@@ -105,13 +106,7 @@ static int parse_run(int argc, char **argv, run_opts *o) {
     o->sp = cpulm_sampler_default_params();
     o->n_predict = 256;
     cli_spec_init(&o->spec);
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v);
-        if (id == CLI_ERR) return EXIT_USAGE;
-        if (id == CLI_POS && run_positional(&c, o)) return EXIT_USAGE;
-        if (id >= 0 && run_opt(&c, id, &v, o)) return EXIT_USAGE;
-    }
+    if (cli_parse(&c, run_usage, run_opt, o)) return EXIT_USAGE;
     if (!!o->prompt + !!o->file + !!o->n_words > 1) {
         fprintf(stderr, "cpulm run: give one prompt: -p, -f or words after the model\n");
         return EXIT_USAGE;

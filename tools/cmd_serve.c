@@ -81,7 +81,6 @@ static int http_opt(int id, const cli_val *v, cpulm_server_params *p) {
 static int serve_opt(cli *c, int id, const cli_val *v, cpulm_server_params *p, const char **model,
                      const char **tmpl, int *total) {
     switch (id) {
-    case OPT_HELP: serve_usage(stdout); exit(0);
     case OPT_MODEL: *model = v->s; break;
     case OPT_PARALLEL:
         if (!cli_within(c, v, 1, 256)) return EXIT_USAGE;
@@ -112,20 +111,31 @@ static int serve_opt(cli *c, int id, const cli_val *v, cpulm_server_params *p, c
     return 0;
 }
 
+/* What serve's rows fill (parse_serve's outputs and locals). */
+typedef struct serve_args {
+    cpulm_server_params *p;
+    const char **model, **tmpl;
+    int *total;
+    cli_spec *spec;
+} serve_args;
+
+static int serve_arg(cli *c, int id, const cli_val *v, void *ctx) {
+    serve_args *A = ctx;
+    if (id == CLI_POS) return cli_unknown(c);
+    if (cli_spec_opt(id, v, A->spec)) return 0;
+    return serve_opt(c, id, v, A->p, A->model, A->tmpl, A->total);
+}
+
 static int parse_serve(int argc, char **argv, cpulm_server_params *p, const char **model,
                        const char **tmpl) {
     cli c = {.cmd = "serve", .argc = argc, .argv = argv};
     int total = 0;
     cli_spec spec;
     cli_spec_init(&spec);
-    for (c.i = 1; c.i < argc; c.i++) {
-        cli_val v;
-        int id = cli_next(&c, &v), rc;
-        if (id == CLI_ERR || (id == CLI_POS && cli_unknown(&c))) return EXIT_USAGE;
-        if (id < 0 || cli_spec_opt(id, &v, &spec)) continue;
-        if ((rc = serve_opt(&c, id, &v, p, model, tmpl, &total)) != 0) return rc;
-    }
-    int rc = cli_spec_check(&c, &spec);
+    serve_args A = {.p = p, .model = model, .tmpl = tmpl, .total = &total, .spec = &spec};
+    int rc = cli_parse(&c, serve_usage, serve_arg, &A);
+    if (rc) return rc;
+    rc = cli_spec_check(&c, &spec);
     if (rc) return rc;
     if (spec.draft_path && cli_check_file("serve", spec.draft_path)) return EXIT_USAGE;
     spec_to_params(&spec, p);
