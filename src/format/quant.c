@@ -104,28 +104,31 @@ void cpulm_dequantize_row_f32_ref(const void *x, float *y, int64_t n) {
     memmove(y, x, (size_t)n * sizeof(float));
 }
 
-void cpulm_quantize_row_f16_ref(const float *x, void *y, int64_t n) {
-    uint16_t *h = y;
+/* F16 and BF16 rows: one conversion per element, each way. */
+static void to_half(const float *x, uint16_t *h, int64_t n, uint16_t (*cvt)(float)) {
     for (int64_t i = 0; i < n; i++)
-        h[i] = cpulm_f32_to_fp16(x[i]);
+        h[i] = cvt(x[i]);
+}
+
+static void from_half(const uint16_t *h, float *y, int64_t n, float (*cvt)(uint16_t)) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = cvt(h[i]);
+}
+
+void cpulm_quantize_row_f16_ref(const float *x, void *y, int64_t n) {
+    to_half(x, y, n, cpulm_f32_to_fp16);
 }
 
 void cpulm_dequantize_row_f16_ref(const void *x, float *y, int64_t n) {
-    const uint16_t *h = x;
-    for (int64_t i = 0; i < n; i++)
-        y[i] = cpulm_fp16_to_f32(h[i]);
+    from_half(x, y, n, cpulm_fp16_to_f32);
 }
 
 void cpulm_quantize_row_bf16_ref(const float *x, void *y, int64_t n) {
-    uint16_t *h = y;
-    for (int64_t i = 0; i < n; i++)
-        h[i] = cpulm_f32_to_bf16(x[i]);
+    to_half(x, y, n, cpulm_f32_to_bf16);
 }
 
 void cpulm_dequantize_row_bf16_ref(const void *x, float *y, int64_t n) {
-    const uint16_t *h = x;
-    for (int64_t i = 0; i < n; i++)
-        y[i] = cpulm_bf16_to_f32(h[i]);
+    from_half(x, y, n, cpulm_bf16_to_f32);
 }
 
 /* ---- block helpers ---- */
@@ -152,21 +155,41 @@ static void min_max(const float *x, int n, float *mn, float *mx) {
     *mx = hi;
 }
 
+/* The scale of a block whose extreme value maps to -half (Q4_0: 8, Q5_0: 16): stores d
+ * (fp16) and returns 1 / d (0 for a block of zeros). */
+static float scale_sym(const float *x, float half, uint16_t *d16) {
+    const float d = signed_absmax(x, 32) / -half;
+    *d16 = cpulm_f32_to_fp16(d);
+    return d != 0.0f ? 1.0f / d : 0.0f;
+}
+
+/* The scale and min of a block spread over 0..top (Q4_1: 15, Q5_1: 31): stores d and m
+ * (fp16), sets *mn to the minimum and returns 1 / d (0 for a constant block). */
+static float scale_min(const float *x, float top, uint16_t *d16, uint16_t *m16, float *mn) {
+    float mx;
+    min_max(x, 32, mn, &mx);
+    const float d = (mx - *mn) / top;
+    *d16 = cpulm_f32_to_fp16(d);
+    *m16 = cpulm_f32_to_fp16(*mn);
+    return d != 0.0f ? 1.0f / d : 0.0f;
+}
+
+/* Quants j and j + 16 of a 4-bit block (each clamped to 15) as one byte, j low. */
+static uint8_t pack_nibbles(int q0, int q1) {
+    q0 = q0 > 15 ? 15 : q0;
+    q1 = q1 > 15 ? 15 : q1;
+    return (uint8_t)(q0 | (q1 << 4));
+}
+
 /* ---- Q4_0: x = d * (q - 8), q in 0..15; d = max / -8 maps the extreme value to -8 ---- */
 
 void cpulm_quantize_row_q4_0_ref(const float *x, void *vy, int64_t n) {
     cpulm_block_q4_0 *y = vy;
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
-        const float d = signed_absmax(x, 32) / -8.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = cpulm_f32_to_fp16(d);
-        for (int j = 0; j < 16; j++) {
-            /* +8.5 then truncation = round half up in the shifted domain, as llama.cpp */
-            int q0 = (int8_t)(x[j] * id + 8.5f), q1 = (int8_t)(x[j + 16] * id + 8.5f);
-            q0 = q0 > 15 ? 15 : q0;
-            q1 = q1 > 15 ? 15 : q1;
-            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
-        }
+        const float id = scale_sym(x, 8.0f, &y[i].d);
+        /* +8.5 then truncation = round half up in the shifted domain, as llama.cpp */
+        for (int j = 0; j < 16; j++)
+            y[i].qs[j] = pack_nibbles((int8_t)(x[j] * id + 8.5f), (int8_t)(x[j + 16] * id + 8.5f));
     }
 }
 
@@ -186,18 +209,11 @@ void cpulm_dequantize_row_q4_0_ref(const void *vx, float *y, int64_t n) {
 void cpulm_quantize_row_q4_1_ref(const float *x, void *vy, int64_t n) {
     cpulm_block_q4_1 *y = vy;
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
-        float mn, mx;
-        min_max(x, 32, &mn, &mx);
-        const float d = (mx - mn) / 15.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = cpulm_f32_to_fp16(d);
-        y[i].m = cpulm_f32_to_fp16(mn);
-        for (int j = 0; j < 16; j++) {
-            int q0 = (int8_t)((x[j] - mn) * id + 0.5f), q1 = (int8_t)((x[j + 16] - mn) * id + 0.5f);
-            q0 = q0 > 15 ? 15 : q0;
-            q1 = q1 > 15 ? 15 : q1;
-            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
-        }
+        float mn;
+        const float id = scale_min(x, 15.0f, &y[i].d, &y[i].m, &mn);
+        for (int j = 0; j < 16; j++)
+            y[i].qs[j] = pack_nibbles((int8_t)((x[j] - mn) * id + 0.5f),
+                                      (int8_t)((x[j + 16] - mn) * id + 0.5f));
     }
 }
 
@@ -223,10 +239,12 @@ static void store_u32le(uint8_t *p, uint32_t v) {
         p[k] = (uint8_t)(v >> (8 * k));
 }
 
-/* Packs 32 5-bit values: low nibbles of j and j+16 share qs[j]; bit 4 of value j goes to
- * bit j of qh. */
-static void pack5(const int *q, uint8_t qs[16], uint8_t qh[4]) {
+/* Packs 32 5-bit values, each clamped to 31 first (in place): low nibbles of j and j+16
+ * share qs[j]; bit 4 of value j goes to bit j of qh. */
+static void pack5(int *q, uint8_t qs[16], uint8_t qh[4]) {
     uint32_t h = 0;
+    for (int j = 0; j < 32; j++)
+        q[j] = q[j] > 31 ? 31 : q[j];
     for (int j = 0; j < 16; j++) {
         qs[j] = (uint8_t)((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
         h |= (uint32_t)((q[j] >> 4) & 1) << j;
@@ -247,13 +265,9 @@ void cpulm_quantize_row_q5_0_ref(const float *x, void *vy, int64_t n) {
     cpulm_block_q5_0 *y = vy;
     int q[32];
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
-        const float d = signed_absmax(x, 32) / -16.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = cpulm_f32_to_fp16(d);
-        for (int j = 0; j < 32; j++) {
-            int v = (int8_t)(x[j] * id + 16.5f);
-            q[j] = v > 31 ? 31 : v;
-        }
+        const float id = scale_sym(x, 16.0f, &y[i].d);
+        for (int j = 0; j < 32; j++)
+            q[j] = (int8_t)(x[j] * id + 16.5f);
         pack5(q, y[i].qs, y[i].qh);
     }
 }
@@ -273,16 +287,10 @@ void cpulm_quantize_row_q5_1_ref(const float *x, void *vy, int64_t n) {
     cpulm_block_q5_1 *y = vy;
     int q[32];
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
-        float mn, mx;
-        min_max(x, 32, &mn, &mx);
-        const float d = (mx - mn) / 31.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = cpulm_f32_to_fp16(d);
-        y[i].m = cpulm_f32_to_fp16(mn);
-        for (int j = 0; j < 32; j++) {
-            int v = (uint8_t)((x[j] - mn) * id + 0.5f);
-            q[j] = v > 31 ? 31 : v;
-        }
+        float mn;
+        const float id = scale_min(x, 31.0f, &y[i].d, &y[i].m, &mn);
+        for (int j = 0; j < 32; j++)
+            q[j] = (uint8_t)((x[j] - mn) * id + 0.5f);
         pack5(q, y[i].qs, y[i].qh);
     }
 }
@@ -316,6 +324,12 @@ static float quantize_block_q8(const float *x, int8_t *qs, int *sum) {
     return d;
 }
 
+static void dequantize_block_q8(uint16_t d16, const int8_t *qs, float *y) {
+    const float d = cpulm_fp16_to_f32(d16);
+    for (int j = 0; j < 32; j++)
+        y[j] = (float)qs[j] * d;
+}
+
 void cpulm_quantize_row_q8_0_ref(const float *x, void *vy, int64_t n) {
     cpulm_block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
@@ -326,11 +340,8 @@ void cpulm_quantize_row_q8_0_ref(const float *x, void *vy, int64_t n) {
 
 void cpulm_dequantize_row_q8_0_ref(const void *vx, float *y, int64_t n) {
     const cpulm_block_q8_0 *x = vx;
-    for (int64_t i = 0; i < n / 32; i++, y += 32) {
-        const float d = cpulm_fp16_to_f32(x[i].d);
-        for (int j = 0; j < 32; j++)
-            y[j] = (float)x[i].qs[j] * d;
-    }
+    for (int64_t i = 0; i < n / 32; i++, y += 32)
+        dequantize_block_q8(x[i].d, x[i].qs, y);
 }
 
 void cpulm_quantize_row_q8_1_ref(const float *x, void *vy, int64_t n) {
@@ -345,11 +356,8 @@ void cpulm_quantize_row_q8_1_ref(const float *x, void *vy, int64_t n) {
 
 void cpulm_dequantize_row_q8_1_ref(const void *vx, float *y, int64_t n) {
     const cpulm_block_q8_1 *x = vx;
-    for (int64_t i = 0; i < n / 32; i++, y += 32) {
-        const float d = cpulm_fp16_to_f32(x[i].d);
-        for (int j = 0; j < 32; j++)
-            y[j] = (float)x[i].qs[j] * d;
-    }
+    for (int64_t i = 0; i < n / 32; i++, y += 32)
+        dequantize_block_q8(x[i].d, x[i].qs, y);
 }
 
 /* ---- MXFP4: x = values2[code] * 2^(e - 128), codes E2M1 (quant.h) ---- */
