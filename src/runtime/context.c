@@ -15,19 +15,10 @@
 #include "model/moe.h"
 #include "threads/numa.h"
 
+/* The fields left out are 0: n_ctx, threads and n_outputs_max derived at creation (cpulm.h),
+ * an F16 cache, logits only, the reference attention numerics. */
 cpulm_ctx_params cpulm_ctx_default_params(void) {
-    cpulm_ctx_params p;
-    memset(&p, 0, sizeof p);
-    p.n_ctx = 0;
-    p.n_seq_max = 1;
-    p.n_batch = 512;
-    p.n_threads = 0;
-    p.n_threads_batch = 0;
-    p.kv_type = CPULM_KV_F16;
-    p.n_outputs_max = 0;
-    p.embeddings = CPULM_EMBD_OFF;
-    p.pooling = CPULM_POOLING_UNSPECIFIED;
-    return p;
+    return (cpulm_ctx_params){.n_seq_max = 1, .n_batch = 512, .pooling = CPULM_POOLING_UNSPECIFIED};
 }
 
 _Static_assert(sizeof(struct cpulm_work_base) == CPULM_MEM_WORK_SLOT, "memory.h's work slot");
