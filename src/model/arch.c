@@ -295,31 +295,33 @@ const cpulm_tensor_desc *cpulm_arch_globals(const cpulm_arch_desc *a) {
     return a->global_tensors ? a->global_tensors : cpulm_arch_global_tensors;
 }
 
-int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim) {
+int64_t cpulm_arch_dim(const cpulm_hparams *hp, cpulm_dim dim) {
+    const int64_t heads = hp->n_head, kv_heads = hp->n_head_kv, head_dim = hp->head_dim;
+    const int64_t groups = hp->ssm_groups, state = hp->ssm_state, inner = hp->ssm_inner;
     switch (dim) {
     case CPULM_DIM_1: return 1;
-    case CPULM_DIM_EMBD: return d->n_embd;
-    case CPULM_DIM_VOCAB: return d->n_vocab;
-    case CPULM_DIM_Q: return d->n_head * d->head_dim;
-    case CPULM_DIM_KV: return d->n_head_kv * d->head_dim;
-    case CPULM_DIM_HEAD: return d->head_dim;
-    case CPULM_DIM_ROT_HALF: return d->n_rot / 2;
-    case CPULM_DIM_FF: return d->n_ff;
-    case CPULM_DIM_FF_EXP: return d->n_ff_exp;
-    case CPULM_DIM_EXPERTS: return d->n_expert;
-    case CPULM_DIM_Q2: return 2 * d->n_head * d->head_dim;
-    case CPULM_DIM_SSM_CONV: return d->ssm_conv;
-    case CPULM_DIM_SSM_CH: return 2 * d->ssm_groups * d->ssm_state + d->ssm_inner;
-    case CPULM_DIM_SSM_INNER: return d->ssm_inner;
-    case CPULM_DIM_SSM_HEADS: return d->ssm_heads;
-    case CPULM_DIM_SSM_HEADS2: return 2 * d->ssm_heads;
-    case CPULM_DIM_SSM_VHEAD: return d->ssm_heads ? d->ssm_inner / d->ssm_heads : 0;
-    case CPULM_DIM_SSM_QKVZ: return 2 * d->ssm_groups * d->ssm_state + 2 * d->ssm_inner;
-    case CPULM_DIM_FF_SHEXP: return d->n_ff_shexp;
-    case CPULM_DIM_HEADS: return d->n_head;
-    case CPULM_DIM_CTX_TRAIN: return d->n_ctx_train;
-    case CPULM_DIM_TYPES: return d->n_types;
-    case CPULM_DIM_QKV: return (d->n_head + 2 * d->n_head_kv) * d->head_dim;
+    case CPULM_DIM_EMBD: return hp->n_embd;
+    case CPULM_DIM_VOCAB: return hp->n_vocab;
+    case CPULM_DIM_Q: return heads * head_dim;
+    case CPULM_DIM_KV: return kv_heads * head_dim;
+    case CPULM_DIM_HEAD: return head_dim;
+    case CPULM_DIM_ROT_HALF: return hp->n_rot / 2;
+    case CPULM_DIM_FF: return hp->n_ff;
+    case CPULM_DIM_FF_EXP: return hp->n_ff_exp;
+    case CPULM_DIM_EXPERTS: return hp->n_expert;
+    case CPULM_DIM_Q2: return 2 * heads * head_dim;
+    case CPULM_DIM_SSM_CONV: return hp->ssm_conv;
+    case CPULM_DIM_SSM_CH: return 2 * groups * state + inner;
+    case CPULM_DIM_SSM_INNER: return inner;
+    case CPULM_DIM_SSM_HEADS: return hp->ssm_heads;
+    case CPULM_DIM_SSM_HEADS2: return 2 * (int64_t)hp->ssm_heads;
+    case CPULM_DIM_SSM_VHEAD: return hp->ssm_heads ? inner / hp->ssm_heads : 0;
+    case CPULM_DIM_SSM_QKVZ: return 2 * groups * state + 2 * inner;
+    case CPULM_DIM_FF_SHEXP: return hp->n_ff_shexp;
+    case CPULM_DIM_HEADS: return heads;
+    case CPULM_DIM_CTX_TRAIN: return hp->n_ctx_train;
+    case CPULM_DIM_TYPES: return hp->n_types;
+    case CPULM_DIM_QKV: return (heads + 2 * kv_heads) * head_dim;
     }
     return 1;
 }

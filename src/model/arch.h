@@ -127,17 +127,13 @@ const cpulm_tensor_desc *cpulm_arch_globals(const cpulm_arch_desc *a);
  * architecture so far; terminated by a NULL name. */
 extern const cpulm_tensor_desc cpulm_arch_global_tensors[];
 
-/* The numbers a shape rule needs (filled from the GGUF by the loader, from a shape preset by
- * synth). */
-typedef struct cpulm_arch_dims {
-    int64_t n_embd, n_vocab, n_head, n_head_kv, head_dim, n_rot, n_ff, n_ff_exp, n_expert;
-    /* hybrid models (0 otherwise): conv taps, inner size, state (key head) size, key heads
-     * (group count), value heads (time-step rank); shared expert width */
-    int64_t ssm_conv, ssm_inner, ssm_state, ssm_groups, ssm_heads, n_ff_shexp;
-    int64_t n_ctx_train, n_types; /* encoders: position rows, token type rows */
-} cpulm_arch_dims;
+/* The model's hyperparameters (model.h: the one struct of them, read from the GGUF by the
+ * loader, from a shape preset by synth). */
+typedef struct cpulm_hparams cpulm_hparams;
 
-int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim);
+/* A tensor dimension's size for a model with hyperparameters hp (in 64 bits: the loader
+ * bounds each field, not their products). */
+int64_t cpulm_arch_dim(const cpulm_hparams *hp, cpulm_dim dim);
 
 /* Does tensor t exist in a layer of a model with n_expert experts (0: dense), that layer
  * being recurrent (a Gated DeltaNet layer of a hybrid model) or not? */

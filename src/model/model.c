@@ -183,26 +183,6 @@ static cpulm_status read_encoder(loader *L) {
     return CPULM_OK;
 }
 
-cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp) {
-    return (cpulm_arch_dims){.ssm_conv = hp->ssm_conv,
-                             .ssm_inner = hp->ssm_inner,
-                             .ssm_state = hp->ssm_state,
-                             .ssm_groups = hp->ssm_groups,
-                             .ssm_heads = hp->ssm_heads,
-                             .n_ff_shexp = hp->n_ff_shexp,
-                             .n_embd = hp->n_embd,
-                             .n_vocab = hp->n_vocab,
-                             .n_head = hp->n_head,
-                             .n_head_kv = hp->n_head_kv,
-                             .head_dim = hp->head_dim,
-                             .n_rot = hp->n_rot,
-                             .n_ff = hp->n_ff,
-                             .n_ff_exp = hp->n_ff_exp,
-                             .n_expert = hp->n_expert,
-                             .n_ctx_train = hp->n_ctx_train,
-                             .n_types = hp->n_types};
-}
-
 static cpulm_status read_hparams(loader *L) {
     cpulm_hparams *hp = &L->m->hp;
     const int64_t big = 1 << 20;
@@ -347,14 +327,14 @@ static cpulm_status bind_vector(loader *L, const char *name, const int64_t ne[3]
  * (a cpulm_layer, or the model for the global list); prefix is "blk.<i>." or "". */
 static cpulm_status bind_list(loader *L, const cpulm_tensor_desc *list, const char *prefix,
                               void *base, bool recurrent) {
-    const cpulm_arch_dims d = cpulm_model_dims(&L->m->hp);
+    const cpulm_hparams *hp = &L->m->hp;
     char name[160];
     for (const cpulm_tensor_desc *t = list; t->name; t++) {
-        if (!cpulm_arch_tensor_present(t, d.n_expert, recurrent)) continue;
+        if (!cpulm_arch_tensor_present(t, hp->n_expert, recurrent)) continue;
         snprintf(name, sizeof name, "%s%s", prefix, t->name);
         int64_t ne[3];
         for (int i = 0; i < 3; i++)
-            ne[i] = cpulm_arch_dim(&d, (cpulm_dim)t->dims[i]);
+            ne[i] = cpulm_arch_dim(hp, (cpulm_dim)t->dims[i]);
         void *field = (char *)base + t->field;
         cpulm_status s = t->kind != CPULM_TK_MATRIX
                              ? bind_vector(L, name, ne, t->optional, (const float **)field)

@@ -123,9 +123,6 @@ typedef struct cpulm_hparams {
     int32_t encoder; /* the arch is an encoder (bidirectional, embeddings only) */
 } cpulm_hparams;
 
-/* The shape-rule numbers of a loaded model (arch.h). */
-cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp);
-
 struct cpulm_model {
     cpulm_mmap map;
     cpulm_gguf gguf;

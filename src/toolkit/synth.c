@@ -379,26 +379,6 @@ static void init_of(stensor *t, const char *name, const char *arch) {
     }
 }
 
-static cpulm_arch_dims synth_dims(const cpulm_synth_params *p) {
-    return (cpulm_arch_dims){.n_embd = p->hp.n_embd,
-                             .n_vocab = p->hp.n_vocab,
-                             .n_head = p->hp.n_head,
-                             .n_head_kv = p->hp.n_head_kv,
-                             .head_dim = synth_head_dim(p),
-                             .n_rot = synth_n_rot(p),
-                             .ssm_conv = p->hp.ssm_conv,
-                             .ssm_inner = p->hp.ssm_inner,
-                             .ssm_state = p->hp.ssm_state,
-                             .ssm_groups = p->hp.ssm_groups,
-                             .ssm_heads = p->hp.ssm_heads,
-                             .n_ff_shexp = p->hp.n_ff_shexp,
-                             .n_ff = p->hp.n_ff,
-                             .n_ff_exp = p->hp.n_ff_exp,
-                             .n_expert = p->hp.n_expert,
-                             .n_ctx_train = p->hp.n_ctx_train,
-                             .n_types = SYNTH_N_TYPES};
-}
-
 /* Which of qwen3next's alternative (optional) input projections the file gets. */
 static int dnet_input(const cpulm_synth_params *p, const char *name) {
     if (!p->hp.ssm_heads) return 0; /* hybrid shapes only */
@@ -440,10 +420,11 @@ static void enc_init(stensor *t, const char *name) {
 /* Appends the present, non-optional tensors of list (output.weight unless tied). */
 static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, const char *prefix,
                     stensor *t, int n, bool recurrent) {
-    const cpulm_arch_dims d = synth_dims(p);
+    cpulm_hparams hp; /* as the loader will read them back: the tensors' shapes */
+    cpulm_synth_hparams(p, &hp);
     for (const cpulm_tensor_desc *td = list; td->name; td++) {
         int is_output = strcmp(td->name, "output.weight") == 0;
-        if (!cpulm_arch_tensor_present(td, d.n_expert, recurrent)) continue;
+        if (!cpulm_arch_tensor_present(td, hp.n_expert, recurrent)) continue;
         if (td->optional && !(is_output && !p->tied) && !dnet_input(p, td->name) &&
             !enc_optional(p, td->name))
             continue;
@@ -455,7 +436,7 @@ static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, 
         if (strstr(p->arch, "bert")) enc_init(&t[n], td->name);
         t[n].n_dims = 1;
         for (int i = 0; i < 3; i++) {
-            t[n].ne[i] = cpulm_arch_dim(&d, (cpulm_dim)td->dims[i]);
+            t[n].ne[i] = cpulm_arch_dim(&hp, (cpulm_dim)td->dims[i]);
             if (td->dims[i] != CPULM_DIM_1) t[n].n_dims = i + 1;
         }
         n++;
