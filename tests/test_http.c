@@ -237,7 +237,8 @@ TEST(http_chunked_rejects_bad_encodings) {
                  CPULM_HTTP_ERROR);
     CHECK_EQ_INT(t, dechunk_split("3\x01\r\nabc\r\n", 10, body, &blen, &end, 100),
                  CPULM_HTTP_ERROR);
-    CHECK_EQ_INT(t, dechunk_split("8\r\n12345678\r\n8\r\n", 16, body, &blen, &end, 10), -413);
+    CHECK_EQ_INT(t, dechunk_split("8\r\n12345678\r\n8\r\n", 16, body, &blen, &end, 10),
+                 CPULM_HTTP_TOO_LARGE);
     CHECK_EQ_INT(t, dechunk_split("8\r\n1234", 7, body, &blen, &end, 10), 0);
 }
 

@@ -190,7 +190,7 @@ static cpulm_conn_parse_result parse_chunked(cpulm_conn *c, const cpulm_http_lim
     int r = cpulm_http_chunked_feed(&c->chunk, c->rbuf, c->rlen, &in, &out);
     c->chunk_in = in - h;
     c->chunk_out = out - h;
-    if (r == -413) return bad(c, 413, "request body too large");
+    if (r == CPULM_HTTP_TOO_LARGE) return bad(c, 413, "request body too large");
     if (r < 0) return bad(c, 400, "malformed chunked body");
     if (r == 0) return need_body(c);
     return complete(c, lim, c->chunk_out, in);

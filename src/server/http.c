@@ -390,7 +390,7 @@ static int ext_next(cpulm_http_chunked *d, char c) {
 /* The size line is complete: the data follows, or the trailer section after a last chunk. */
 static int size_line_done(cpulm_http_chunked *d) {
     if (d->n_digits == 0) return CPULM_HTTP_ERROR;
-    if (d->total + d->remaining > d->max_body) return -413;
+    if (d->total + d->remaining > d->max_body) return CPULM_HTTP_TOO_LARGE;
     d->state = d->remaining ? CH_DATA : CH_TRAILER_START;
     d->line_len = 0;
     return 1;

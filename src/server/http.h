@@ -25,6 +25,7 @@
 enum {
     CPULM_HTTP_INCOMPLETE = -2, /* the head is not complete yet: read more bytes */
     CPULM_HTTP_ERROR = -1,      /* malformed or over a limit: see error_status, error */
+    CPULM_HTTP_TOO_LARGE = -3,  /* chunked body past max_body (answered with 413) */
 };
 
 typedef struct cpulm_http_limits {
@@ -106,7 +107,7 @@ void cpulm_http_chunked_init(cpulm_http_chunked *d, const cpulm_http_limits *lim
  * before *in_pos) and *out_len grows; *in_pos advances over consumed input. Returns 1 when
  * the last chunk and trailers are complete (*in_pos is then just past the message, where a
  * pipelined next message starts), 0 when more input is needed, CPULM_HTTP_ERROR on a
- * malformed encoding, and -413 (negative status) when the body exceeds max_body. */
+ * malformed encoding, and CPULM_HTTP_TOO_LARGE when the body exceeds max_body. */
 int cpulm_http_chunked_feed(cpulm_http_chunked *d, char *buf, size_t in_len, size_t *in_pos,
                             size_t *out_len);
 

@@ -21,7 +21,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct result {
-    int rc; /* 1 complete, 0 need more, CPULM_HTTP_ERROR, -413 */
+    int rc; /* 1 complete, 0 need more, CPULM_HTTP_ERROR, CPULM_HTTP_TOO_LARGE */
     size_t in, out;
 } result;
 
@@ -52,7 +52,7 @@ static result decode(const char *src, size_t len, const cpulm_http_limits *lim, 
  * chunk-ext = *(";" token ["=" (token / quoted-string)]) (cpulm: no whitespace)
  * trailer-section = *(field-line CRLF) (cpulm: token ":" field bytes; at most 64)
  * Every control line, CRLF included, is at most max_line bytes; a body past max_body is
- * -413 when the size line that announces it ends. */
+ * CPULM_HTTP_TOO_LARGE when the size line that announces it ends. */
 
 typedef struct ref {
     const unsigned char *p;
@@ -174,7 +174,7 @@ static result reference(const char *src, size_t len, const cpulm_http_limits *li
     for (;;) {
         uint64_t size;
         res.rc = ref_size_line(&r, &size);
-        if (res.rc == R_OK && res.out + size > lim->max_body) res.rc = -413;
+        if (res.rc == R_OK && res.out + size > lim->max_body) res.rc = CPULM_HTTP_TOO_LARGE;
         if (res.rc != R_OK) break;
         if (size == 0) {
             res.rc = ref_trailers(&r);
@@ -205,7 +205,7 @@ static result reference(const char *src, size_t len, const cpulm_http_limits *li
 static void same(const result *a, const char *ba, const result *b, const char *bb, int exact) {
     if (a->rc != b->rc) abort();
     /* after an error the position of the bad byte is the decoder's business */
-    if (a->rc == CPULM_HTTP_ERROR || a->rc == -413) return;
+    if (a->rc == CPULM_HTTP_ERROR || a->rc == CPULM_HTTP_TOO_LARGE) return;
     if (a->out != b->out || memcmp(ba, bb, a->out) != 0) abort();
     if (exact && a->in != b->in) abort();
 }
