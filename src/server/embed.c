@@ -237,6 +237,17 @@ static int32_t *rank_order(const float *vec, int32_t n, int32_t E) {
 /* Jina's / Cohere's {"model", "object", "usage", "results": [{"index", "relevance_score"
  * (, "document": {"text"})}]}, or TEI's [{"index", "score" (, "text")}] for a request that
  * sent "texts", as llama-server answers. */
+/* "usage": {"prompt_tokens": n, "total_tokens": n} (an embedding generates nothing). */
+static void write_usage(cpulm_json_writer *w, int64_t n_tokens) {
+    cpulm_json_key(w, "usage");
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "prompt_tokens");
+    cpulm_json_write_int(w, n_tokens);
+    cpulm_json_key(w, "total_tokens");
+    cpulm_json_write_int(w, n_tokens);
+    cpulm_json_obj_end(w);
+}
+
 static int write_rerank(embed_job *j, int64_t n_tokens, cpulm_buf *o) {
     int32_t *ix = rank_order(j->vec, j->in.n, j->E);
     if (!ix) return -1;
@@ -248,13 +259,7 @@ static int write_rerank(embed_job *j, int64_t n_tokens, cpulm_buf *o) {
         cpulm_json_write_str(&w, j->s->alias);
         cpulm_json_key(&w, "object");
         cpulm_json_write_str(&w, "list");
-        cpulm_json_key(&w, "usage");
-        cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "prompt_tokens");
-        cpulm_json_write_int(&w, n_tokens);
-        cpulm_json_key(&w, "total_tokens");
-        cpulm_json_write_int(&w, n_tokens);
-        cpulm_json_obj_end(&w);
+        write_usage(&w, n_tokens);
         cpulm_json_key(&w, "results");
     }
     cpulm_json_arr_begin(&w);
@@ -424,13 +429,7 @@ static int write_response(embed_job *j, const float *vec, int32_t n, int32_t E, 
     cpulm_json_arr_end(&w);
     cpulm_json_key(&w, "model");
     cpulm_json_write_str(&w, s->alias);
-    cpulm_json_key(&w, "usage");
-    cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "prompt_tokens");
-    cpulm_json_write_int(&w, n_tokens);
-    cpulm_json_key(&w, "total_tokens");
-    cpulm_json_write_int(&w, n_tokens);
-    cpulm_json_obj_end(&w);
+    write_usage(&w, n_tokens);
     cpulm_json_obj_end(&w);
     return 0;
 }
