@@ -311,8 +311,9 @@ static void tmp_begin(cpulm_grammar_matcher *m) {
     }
 }
 
-/* Stacks of s that can take code point cp, advanced past it and expanded. */
-static int32_t step_char(cpulm_grammar_matcher *m, int32_t s, uint32_t cp) {
+/* Stacks of s advanced past one character and expanded: those whose top takes code point
+ * cp, or every stack when all is set (each takes any character of the range being read). */
+static int32_t step(cpulm_grammar_matcher *m, int32_t s, uint32_t cp, int all) {
     tmp_begin(m);
     const dstate *d = &m->states[s];
     int32_t first = d->first, n = d->n;
@@ -321,12 +322,16 @@ static int32_t step_char(cpulm_grammar_matcher *m, int32_t s, uint32_t cp) {
         int32_t id = m->items[first + i];
         if (id == 0) continue;
         gnode nd = m->nodes[id];
-        if (!gr_set_has(m->g, &m->g->sets[m->g->elems[nd.pos].arg], cp)) continue;
+        if (!all && !gr_set_has(m->g, &m->g->sets[m->g->elems[nd.pos].arg], cp)) continue;
         int32_t next = intern_node(m, nd.pos + 1, nd.parent);
         if (next < 0) return DEAD;
         expand(m, next);
     }
     return intern_state(m, 0, 0);
+}
+
+static int32_t step_char(cpulm_grammar_matcher *m, int32_t s, uint32_t cp) {
+    return step(m, s, cp, 0);
 }
 
 /* A partial character is kept as its bits so far plus its total length in bits 24..26.
@@ -348,18 +353,7 @@ static int set_covers(const cpulm_grammar *g, const gr_set *s, uint32_t lo, uint
 
 /* Every stack of s (all of which take any character of the range) advanced. */
 static int32_t step_all(cpulm_grammar_matcher *m, int32_t s) {
-    tmp_begin(m);
-    const dstate *d = &m->states[s];
-    int32_t first = d->first, n = d->n;
-    m->work += (uint64_t)n;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t id = m->items[first + i];
-        if (id == 0) continue;
-        int32_t next = intern_node(m, m->nodes[id].pos + 1, m->nodes[id].parent);
-        if (next < 0) return DEAD;
-        expand(m, next);
-    }
-    return intern_state(m, 0, 0);
+    return step(m, s, 0, 1);
 }
 
 /* Stacks of s whose top can take some character starting with the bits read so far
