@@ -140,25 +140,26 @@ for i in 2 4; do
   c=$(cat "$TMP/pc$i.cached")
   check "prompt_cache_hit_$i" "$([ "$c" -ge 32 ]; echo $?)" "$(jq -c '.usage' "$TMP/pc$i.json")"
 done
+# same_from_cache NAME PROMPT REF [NOTE]: completes PROMPT (16 tokens); checks NAME_same (its
+# text equals the file REF) and NAME_checkpoint (at least 32 prompt tokens came from the cache)
+same_from_cache() {
+  local name=$1 prompt=$2 ref=$3 note=${4:-} c
+  complete "$prompt" 16 >"$TMP/$name.json"
+  jq -r '.choices[0].text' "$TMP/$name.json" >"$TMP/$name"
+  cmp -s "$ref" "$TMP/$name"
+  check "${name}_same" $? "got '$(cat "$TMP/$name")' want '$(cat "$ref")'$note"
+  c=$(jq -r '.usage.prompt_tokens_details.cached_tokens // 0' "$TMP/$name.json")
+  check "${name}_checkpoint" "$([ "$c" -ge 32 ]; echo $?)" "$(jq -c '.usage' "$TMP/$name.json")"
+}
 # a conversation: turn 1, then turn 2 whose prompt has a different answer text after it
 A1=$(jq -r '.choices[0].text' "$TMP/pc5.json")
-complete "$T2" 16 >"$TMP/t2.json"
-jq -r '.choices[0].text' "$TMP/t2.json" >"$TMP/t2"
-cmp -s "$TMP/t2ref" "$TMP/t2"
-check chat_turn2_same $? "got '$(cat "$TMP/t2")' want '$(cat "$TMP/t2ref")' (turn 1 answered '$A1')"
-c=$(jq -r '.usage.prompt_tokens_details.cached_tokens // 0' "$TMP/t2.json")
-check chat_turn2_checkpoint "$([ "$c" -ge 32 ]; echo $?)" "$(jq -c '.usage' "$TMP/t2.json")"
+same_from_cache chat_turn2 "$T2" "$TMP/t2ref" " (turn 1 answered '$A1')"
 stop_server
 
 # --kv-idle 0: every finished slot is cleared, the prompt cache still gives the checkpoint
 start_server idle0 -np 2 --kv-idle 0 || exit 1
 complete "$C1" 16 >/dev/null
-complete "$C1" 16 >"$TMP/idle0.json"
-jq -r '.choices[0].text' "$TMP/idle0.json" >"$TMP/idle0"
-cmp -s "$TMP/cref0" "$TMP/idle0"
-check kv_idle0_same $? "got '$(cat "$TMP/idle0")' want '$(cat "$TMP/cref0")'"
-c=$(jq -r '.usage.prompt_tokens_details.cached_tokens // 0' "$TMP/idle0.json")
-check kv_idle0_checkpoint "$([ "$c" -ge 32 ]; echo $?)" "$(jq -c '.usage' "$TMP/idle0.json")"
+same_from_cache kv_idle0 "$C1" "$TMP/cref0"
 stop_server
 
 # free slots trimmed to 8 tokens in all: a trim clears a hybrid sequence whole
