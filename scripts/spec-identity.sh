@@ -13,14 +13,8 @@ CPULM=$1
 N=${2:-50}
 SHARED=${CPULM_SHARED:-../shared}
 TD=$SHARED/testdata/models
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/../tests/lib.sh" # TMP, PIDS killed at exit, need_tools, lib_serve
+need_tools curl jq
 # prompts: the first N sentences of 4 to 12 words
 tr '\n' ' ' <"$SHARED/testdata/text/tinystories_valid_head.txt" | sed 's/\([.!?]\) /\1\n/g' |
   sed 's/^ *//' | awk 'NF >= 4 && NF <= 12' | head -n "$N" >"$TMP/prompts"
@@ -46,23 +40,10 @@ compare() { # label a_prefix b_prefix
   echo "$3: $same of $N identical"
   [ "$same" -eq "$N" ] || bad=1
 }
-start_server() { # model flags...: sets PORT, SPID
-  "$CPULM" serve -m "$1" --port 0 -np 8 -c 512 -t 1 "${@:2}" >"$TMP/srv.out" 2>"$TMP/srv.err" &
-  SPID=$!
-  PIDS+=("$SPID")
-  PORT=
-  for _ in $(seq 200); do
-    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/srv.out")
-    [ -n "$PORT" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ready")" = 200 ] && return 0
-    sleep 0.05
-  done
-  echo "server did not start: $(cat "$TMP/srv.err")"
-  return 1
-}
 serve_all() { # model out_prefix flags...: the prompts from 8 concurrent users (each file as
   # `cpulm run` prints it: the prompt, then the text)
   local m=$1 out=$2; shift 2
-  start_server "$m" "$@" || { bad=1; return; }
+  lib_serve srv "$m" -np 8 -c 512 -t 1 "$@" || { bad=1; return; }
   awk '{ printf "%d\t%s\n", NR, $0 }' "$TMP/prompts" |
     xargs -P 8 -d '\n' -I{} bash -c 'i=${1%%$'"'"'\t'"'"'*}; p=${1#*$'"'"'\t'"'"'}
       { printf "%s" "$p"; jq -n --arg p "$p" "{prompt: \$p, max_tokens: 32, temperature: 0, ignore_eos: true}" |
