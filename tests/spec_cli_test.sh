@@ -4,8 +4,8 @@
 # drafting for itself, and with a draft quantized here by `cpulm quantize` (F16 -> Q4_0);
 # sampled output (same seed) with n-gram drafts and under a JSON schema; `cpulm chat` over
 # three turns (the draft model keeps its cache across turns); the statistics on
-# stderr; usage errors (exit 2) for a draft of another vocabulary and --spec draft without
-# -md. Usage: spec_cli_test.sh path/to/cpulm
+# stderr; usage errors (exit 2) for a draft of another vocabulary, --spec draft without
+# -md and a hybrid target. Usage: spec_cli_test.sh path/to/cpulm
 set -u
 CPULM=$1
 SHARED=${CPULM_SHARED:-../shared}
@@ -102,6 +102,13 @@ check bench_spec_md $? "$(cat "$TMP/b.md")"
 "$CPULM" bench -m "$STORIES" --spec ngram -n 8 -r 1 -t 1 -o csv >"$TMP/b.csv" 2>&1
 head -1 "$TMP/b.csv" | grep -q "spec_type,spec_acceptance,spec_tokens_per_pass" && grep -q ',ngram,' "$TMP/b.csv"
 check bench_spec_csv $? "$(cat "$TMP/b.csv")"
+
+# a hybrid model (recurrent state: rejected drafts cannot leave its cache) refuses speculation
+# with a usage error instead of printing another text (it did: the target kept rejected drafts)
+"$CPULM" synth --shape tiny-qwen35 --type f32 -o "$TMP/hybrid.gguf" >/dev/null 2>&1
+"$CPULM" run -m "$TMP/hybrid.gguf" -p "a b a b a b" -n 8 -t 1 --spec ngram >/dev/null 2>"$TMP/err"
+rc=$?
+check hybrid_refused "$([ "$rc" -eq 2 ] && grep -q "recurrent state cannot" "$TMP/err"; echo $?)" "rc=$rc $(cat "$TMP/err")"
 
 echo "spec_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

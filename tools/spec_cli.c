@@ -54,6 +54,15 @@ int cli_spec_open(const char *cmd, cli_spec *o, const cpulm_model *m, const cpul
     *dm = NULL;
     *s = NULL;
     if (o->p.kind == CPULM_SPEC_NONE) return 0;
+    cpulm_model_info mi;
+    cpulm_model_get_info(m, &mi);
+    if (mi.n_layer_recurrent > 0) { /* cpulm serve turns speculation off for these models */
+        fprintf(stderr,
+                "cpulm %s: speculative decoding needs a model whose cache can drop rejected "
+                "drafts; a hybrid model's recurrent state cannot\n",
+                cmd);
+        return EXIT_USAGE;
+    }
     cpulm_spec_params p = o->p;
     if (p.kind == CPULM_SPEC_DRAFT) {
         if (!(*dm = cli_load_model(o->draft_path, 0, NULL)))

@@ -237,12 +237,18 @@ static cpulm_token argmax_p(const float *l, int32_t n, float p_min) {
     return best;
 }
 
+/* Cuts the draft cache back to its first n tokens; a recurrent (hybrid) draft, whose state
+ * cannot be cut, starts over: only the draft's speed depends on it (drafts are verified). */
+static void draft_cut(cpulm_spec *s, int32_t n) {
+    if (cpulm_ctx_seq_rm(s->dctx, 0, n) != CPULM_OK) (void)cpulm_ctx_seq_rm(s->dctx, 0, 0);
+}
+
 /* Brings the draft cache up to hist (the tokens it has not seen, pending included) in
  * batches; its logits then predict the first draft token. */
 static cpulm_status draft_catch_up(cpulm_spec *s) {
     int32_t have = cpulm_ctx_seq_len(s->dctx, 0);
     if (have > s->n_hist) { /* never: begin and step keep it within the history */
-        cpulm_ctx_seq_rm(s->dctx, 0, 0);
+        draft_cut(s, 0);
         have = 0;
     }
     for (int32_t i = have; i < s->n_hist; i += s->d_batch) {
@@ -261,7 +267,7 @@ cpulm_status cpulm_spec_begin(cpulm_spec *s, const cpulm_token *toks, int32_t n)
         int32_t have = cpulm_ctx_seq_len(s->dctx, 0);
         while (keep < have && keep < s->n_hist && keep < n && s->hist[keep] == toks[keep])
             keep++;
-        cpulm_ctx_seq_rm(s->dctx, 0, keep);
+        draft_cut(s, keep);
     }
     s->n_hist = 0;
     cpulm_status st = hist_push(s, toks, n);
@@ -372,16 +378,16 @@ cpulm_status cpulm_spec_step(cpulm_spec *s, cpulm_ctx *ctx, int32_t seq, cpulm_t
     cpulm_batch b = {.n = k + 1, .token = s->tok, .seq = seqs, .want_logits = s->want};
     if ((st = cpulm_ctx_decode(ctx, &b)) != CPULM_OK) { /* the target cache is unchanged */
         s->n_hist--;
-        if (s->dctx && cpulm_ctx_seq_len(s->dctx, 0) > s->n_hist)
-            cpulm_ctx_seq_rm(s->dctx, 0, s->n_hist);
+        if (s->dctx && cpulm_ctx_seq_len(s->dctx, 0) > s->n_hist) draft_cut(s, s->n_hist);
         return st;
     }
     int32_t n_acc;
     *n_out = verify(s, ctx, pick, k, sampled, out, &n_acc);
-    if (n_acc < k) cpulm_ctx_seq_rm(ctx, seq, p0 + 1 + n_acc);
+    /* the rejected drafts leave the target's cache; a hybrid target cannot drop them (its
+     * recurrent state is the whole sequence's): an error, never a wrong continuation */
+    if (n_acc < k && (st = cpulm_ctx_seq_rm(ctx, seq, p0 + 1 + n_acc)) != CPULM_OK) return st;
     hist_push(s, s->draft, n_acc); /* cannot fail: the room was kept */
-    if (s->dctx && cpulm_ctx_seq_len(s->dctx, 0) > s->n_hist)
-        cpulm_ctx_seq_rm(s->dctx, 0, s->n_hist);
+    if (s->dctx && cpulm_ctx_seq_len(s->dctx, 0) > s->n_hist) draft_cut(s, s->n_hist);
     if (k > 0) learn(s, k, n_acc);
     s->st.passes++;
     s->st.emitted += *n_out;
