@@ -22,6 +22,16 @@ extern "C" {
 
 #define CPULM_API
 
+/* On every function that returns a cpulm_status: under clang, a call that drops the result
+ * is a -Wunused-result warning (an error in CI's clang stage). A call whose failure cannot
+ * matter casts it away, (void)cpulm_..., with a comment saying why. (GCC's attribute cannot
+ * be silenced by the cast, so it is clang's check only.) */
+#if defined(__clang__)
+#define CPULM_MUST_CHECK __attribute__((warn_unused_result))
+#else
+#define CPULM_MUST_CHECK
+#endif
+
 /* ---- status ---- */
 
 typedef enum cpulm_status {
@@ -63,7 +73,7 @@ CPULM_API const char *cpulm_kernel_level(void);
  * the type are repacked at load), plus the levels of attention and the f32 ops.
  * Multi-line text; writes at most cap bytes incl. NUL (truncated when short);
  * *n_out (if non-NULL) = bytes needed incl. NUL. CPULM_ERR_TOO_SMALL when cap < *n_out. */
-CPULM_API cpulm_status cpulm_kernel_describe(char *buf, size_t cap, size_t *n_out);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_kernel_describe(char *buf, size_t cap, size_t *n_out);
 
 /* ---- threads and NUMA ----
  * Where a context's threads run and where a model's weights live, as llama.cpp's --numa:
@@ -90,11 +100,12 @@ typedef enum cpulm_numa {
  * loads. The tools call it for --numa. */
 CPULM_API void cpulm_numa_init(cpulm_numa mode);
 /* "none", "distribute", "isolate", "numactl" -> mode; CPULM_ERR_INVALID_ARG otherwise. */
-CPULM_API cpulm_status cpulm_numa_parse(const char *s, cpulm_numa *out);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_numa_parse(const char *s, cpulm_numa *out);
 /* What mode (DEFAULT: the process-wide one) does on this machine: the default thread count
  * and why (physical cores, affinity mask, cgroup CPU quota), the NUMA nodes, the CPUs the
  * threads are pinned to and the memory policy. Text as cpulm_kernel_describe. */
-CPULM_API cpulm_status cpulm_numa_describe(cpulm_numa mode, char *buf, size_t cap, size_t *n_out);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_numa_describe(cpulm_numa mode, char *buf, size_t cap,
+                                                            size_t *n_out);
 
 /* ---- model ---- */
 
@@ -145,13 +156,15 @@ typedef struct cpulm_model_info {
 CPULM_API void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *out);
 
 /* Tensor i of the file (0 <= i < n_tensors). Out-params may be NULL. Borrowed strings. */
-CPULM_API cpulm_status cpulm_model_tensor(const cpulm_model *m, int32_t i, const char **name,
-                                          const char **type_name, int64_t ne[4], uint64_t *n_bytes);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_model_tensor(const cpulm_model *m, int32_t i,
+                                                           const char **name,
+                                                           const char **type_name, int64_t ne[4],
+                                                           uint64_t *n_bytes);
 
 /* Metadata value as text (strings verbatim, numbers formatted, arrays as "[n items]").
  * Writes at most cap bytes incl. NUL; CPULM_ERR_TOO_SMALL sets *n_out to the needed size. */
-CPULM_API cpulm_status cpulm_model_meta(const cpulm_model *m, const char *key, char *buf,
-                                        size_t cap, size_t *n_out);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_model_meta(const cpulm_model *m, const char *key,
+                                                         char *buf, size_t cap, size_t *n_out);
 CPULM_API int32_t cpulm_model_meta_count(const cpulm_model *m);
 CPULM_API const char *cpulm_model_meta_key(const cpulm_model *m, int32_t i); /* borrowed */
 
@@ -179,30 +192,32 @@ CPULM_API const char *cpulm_token_text(const cpulm_model *m, cpulm_token t); /* 
 
 /* Text -> token ids. add_special: BOS (and EOS if the vocab asks); parse_special: turn
  * control-token strings in the text into their ids. CPULM_ERR_TOO_SMALL: *n_out = needed. */
-CPULM_API cpulm_status cpulm_tokenize(const cpulm_model *m, const char *text, size_t len,
-                                      int add_special, int parse_special, cpulm_token *out,
-                                      int32_t cap, int32_t *n_out);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_tokenize(const cpulm_model *m, const char *text,
+                                                       size_t len, int add_special,
+                                                       int parse_special, cpulm_token *out,
+                                                       int32_t cap, int32_t *n_out);
 /* cpulm_tokenize that can be stopped: it calls stop(user) every thousand steps of work
  * (about a hundred microseconds) and returns CPULM_ERR_CANCELLED once that returns nonzero.
  * stop may be NULL. For long texts on a server (a request whose client left). */
-CPULM_API cpulm_status cpulm_tokenize_cancellable(const cpulm_model *m, const char *text,
-                                                  size_t len, int add_special, int parse_special,
-                                                  cpulm_token *out, int32_t cap, int32_t *n_out,
-                                                  int (*stop)(void *user), void *user);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_tokenize_cancellable(
+    const cpulm_model *m, const char *text, size_t len, int add_special, int parse_special,
+    cpulm_token *out, int32_t cap, int32_t *n_out, int (*stop)(void *user), void *user);
 
 /* The tokens a reranker (a context with CPULM_POOLING_RANK) scores for a query and a
  * document, as llama-server builds them: the model's tokenizer.chat_template.rerank prompt
  * with {query} and {document} filled in, or else [BOS] query [EOS] [SEP] document [EOS]
  * with each special token only where the vocabulary asks for it (a BERT vocabulary:
  * [CLS] query [SEP] document). CPULM_ERR_TOO_SMALL: *n_out = the count needed. */
-CPULM_API cpulm_status cpulm_rerank_tokens(const cpulm_model *m, const char *query, size_t qlen,
-                                           const char *doc, size_t dlen, cpulm_token *out,
-                                           int32_t cap, int32_t *n_out);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_rerank_tokens(const cpulm_model *m, const char *query,
+                                                            size_t qlen, const char *doc,
+                                                            size_t dlen, cpulm_token *out,
+                                                            int32_t cap, int32_t *n_out);
 
 /* The bytes a token stands for (byte tokens decoded, SPM '\xe2\x96\x81' -> ' ').
  * Control tokens give "" unless special != 0. Not NUL-terminated; *n_out = byte count. */
-CPULM_API cpulm_status cpulm_token_to_piece(const cpulm_model *m, cpulm_token t, int special,
-                                            char *buf, int32_t cap, int32_t *n_out);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_token_to_piece(const cpulm_model *m, cpulm_token t,
+                                                             int special, char *buf, int32_t cap,
+                                                             int32_t *n_out);
 
 /* Streaming detokenizer: emits only complete UTF-8 sequences, holding back a partial one
  * across token boundaries; strips the SPM leading space after BOS as the reference does. */
@@ -291,7 +306,7 @@ typedef struct cpulm_batch { /* parallel arrays of length n, read during the cal
  * All-or-nothing: on error the KV cache is unchanged.
  * Returns CPULM_OK; CPULM_ERR_KV_FULL (retryable) when a sequence would pass n_ctx;
  * CPULM_ERR_INVALID_ARG for bad tokens, positions, sequence ids or n > n_batch. */
-CPULM_API cpulm_status cpulm_ctx_decode(cpulm_ctx *ctx, const cpulm_batch *b);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_ctx_decode(cpulm_ctx *ctx, const cpulm_batch *b);
 
 /* Logits of the i-th batch token that asked for them, [n_vocab].
  * Borrowed: valid until the next decode on ctx. NULL if i is out of range or the context
@@ -315,7 +330,7 @@ CPULM_API int32_t cpulm_ctx_n_outputs(const cpulm_ctx *ctx);
 CPULM_API cpulm_pooling cpulm_model_pooling(const cpulm_model *m);
 /* "none", "mean", "cls", "last" (and "rank") <-> enum; parse gives CPULM_ERR_INVALID_ARG for
  * other text; name gives "unspecified" for UNSPECIFIED. */
-CPULM_API cpulm_status cpulm_pooling_parse(const char *s, cpulm_pooling *out);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_pooling_parse(const char *s, cpulm_pooling *out);
 CPULM_API const char *cpulm_pooling_name(cpulm_pooling p);
 /* The context's resolved pooling (never UNSPECIFIED); NONE when embeddings are off. */
 CPULM_API cpulm_pooling cpulm_ctx_pooling(const cpulm_ctx *ctx);
@@ -335,8 +350,10 @@ CPULM_API const float *cpulm_ctx_embeddings_seq(const cpulm_ctx *ctx, int32_t se
  * chunks with LAST pooling; with MEAN or CLS it gives CPULM_ERR_TOO_SMALL. Also
  * CPULM_ERR_INVALID_ARG (a pooling-NONE context, an empty input, a bad token) and
  * CPULM_ERR_KV_FULL (an input longer than n_ctx); out is then unspecified. */
-CPULM_API cpulm_status cpulm_ctx_embed(cpulm_ctx *ctx, const cpulm_token *const *inputs,
-                                       const int32_t *n_tokens, int32_t n, float *out);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_ctx_embed(cpulm_ctx *ctx,
+                                                        const cpulm_token *const *inputs,
+                                                        const int32_t *n_tokens, int32_t n,
+                                                        float *out);
 /* Scales v[0..n) to unit Euclidean length in place (a zero vector stays zero). */
 CPULM_API void cpulm_embd_normalize(float *v, int32_t n);
 
@@ -346,10 +363,11 @@ CPULM_API int32_t cpulm_ctx_seq_len(const cpulm_ctx *ctx, int32_t seq); /* next 
 /* Drops positions >= p0 of seq (p0 = 0 clears it); their memory goes back to the OS.
  * Hybrid models (qwen35, qwen35moe, qwen3next): the recurrent state belongs to the whole
  * sequence, so 0 < p0 < length gives CPULM_ERR_UNSUPPORTED and changes nothing. */
-CPULM_API cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *ctx, int32_t seq, int32_t p0);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_ctx_seq_rm(cpulm_ctx *ctx, int32_t seq, int32_t p0);
 /* Copies the first n positions of src into dst (dst is cleared first). Hybrid models: only
  * n = 0 or n = src's length (the state is copied too); else CPULM_ERR_UNSUPPORTED. */
-CPULM_API cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *ctx, int32_t src, int32_t dst, int32_t n);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *ctx, int32_t src, int32_t dst,
+                                                         int32_t n);
 /* Saving and restoring KV state (the server's RAM prompt cache). A state blob holds the
  * keys and values of n consecutive positions of one sequence in every layer, in an opaque
  * layout that only this context's cache type reads back. Hybrid models: the blob holds the
@@ -358,20 +376,23 @@ CPULM_API cpulm_status cpulm_ctx_seq_cp(cpulm_ctx *ctx, int32_t src, int32_t dst
  * of its new length, or it is cleared (seq_rm at 0). */
 CPULM_API uint64_t cpulm_ctx_seq_state_bytes(const cpulm_ctx *ctx, int32_t n);
 /* Copies positions [p0, p0 + n) of seq into dst (cpulm_ctx_seq_state_bytes(ctx, n) bytes). */
-CPULM_API cpulm_status cpulm_ctx_seq_state_get(const cpulm_ctx *ctx, int32_t seq, int32_t p0,
-                                               int32_t n, void *dst);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_ctx_seq_state_get(const cpulm_ctx *ctx, int32_t seq,
+                                                                int32_t p0, int32_t n, void *dst);
 /* Writes positions [p0, p0 + n) of seq from src and sets its length to p0 + n, dropping
  * anything after; p0 must be <= the sequence's length. */
-CPULM_API cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *ctx, int32_t seq, int32_t p0, int32_t n,
-                                               const void *src);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_ctx_seq_state_set(cpulm_ctx *ctx, int32_t seq,
+                                                                int32_t p0, int32_t n,
+                                                                const void *src);
 /* Hybrid models' recurrent state (every recurrent layer's conv inputs and delta-rule
  * matrices), which stands for a sequence's whole length: a checkpoint, fixed-size whatever
  * the length. 0 bytes for other models, whose get/set give CPULM_ERR_UNSUPPORTED. get copies
  * seq's state (CPULM_ERR_INVALID_ARG for a stale sequence); set makes src, a blob taken by
  * get when a sequence had the length seq has now (same tokens), seq's state. */
 CPULM_API uint64_t cpulm_ctx_seq_rstate_bytes(const cpulm_ctx *ctx);
-CPULM_API cpulm_status cpulm_ctx_seq_rstate_get(const cpulm_ctx *ctx, int32_t seq, void *dst);
-CPULM_API cpulm_status cpulm_ctx_seq_rstate_set(cpulm_ctx *ctx, int32_t seq, const void *src);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_ctx_seq_rstate_get(const cpulm_ctx *ctx, int32_t seq,
+                                                                 void *dst);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_ctx_seq_rstate_set(cpulm_ctx *ctx, int32_t seq,
+                                                                 const void *src);
 CPULM_API void cpulm_ctx_set_threads(cpulm_ctx *ctx, int32_t n_threads, int32_t n_threads_batch);
 CPULM_API int32_t cpulm_ctx_threads(const cpulm_ctx *ctx);
 /* Bytes the context allocates: KV cache, scratch and recurrent state (cpulm_memory's kv +
@@ -411,8 +432,9 @@ typedef struct cpulm_memory {
 /* What cpulm_ctx_new(m, p) would allocate, plus the weights; p NULL = defaults, resolved
  * as cpulm_ctx_new resolves them. CPULM_ERR_INVALID_ARG where cpulm_ctx_new would fail on
  * the parameters. */
-CPULM_API cpulm_status cpulm_model_memory(const cpulm_model *m, const cpulm_ctx_params *p,
-                                          cpulm_memory *out);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_model_memory(const cpulm_model *m,
+                                                           const cpulm_ctx_params *p,
+                                                           cpulm_memory *out);
 
 /* ---- sampling ----
  * Fixed pipeline: logit bias -> penalties -> top-k -> typical -> top-p -> min-p ->
@@ -500,14 +522,17 @@ CPULM_API cpulm_chat_params cpulm_chat_default_params(void);
  * Returns CPULM_OK; CPULM_ERR_FORMAT (template syntax), CPULM_ERR_INVALID_ARG (runtime
  * error, raise_exception: message in err), CPULM_ERR_UNSUPPORTED, CPULM_ERR_TOO_SMALL
  * (output/memory/step limits), CPULM_ERR_NOMEM. */
-CPULM_API cpulm_status cpulm_chat_render(const char *tmpl, const cpulm_chat_msg *msgs, int32_t n,
-                                         int add_generation_prompt, const char *bos,
-                                         const char *eos, char **out, cpulm_error *err);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_chat_render(const char *tmpl,
+                                                          const cpulm_chat_msg *msgs, int32_t n,
+                                                          int add_generation_prompt,
+                                                          const char *bos, const char *eos,
+                                                          char **out, cpulm_error *err);
 /* Same, with messages as JSON text (an array of OpenAI-style message objects, which may
  * carry tool_calls etc.) and the full parameter set (NULL: defaults). */
-CPULM_API cpulm_status cpulm_chat_render_json(const char *tmpl, const char *messages_json,
-                                              const cpulm_chat_params *p, char **out,
-                                              cpulm_error *err);
+CPULM_API CPULM_MUST_CHECK cpulm_status cpulm_chat_render_json(const char *tmpl,
+                                                               const char *messages_json,
+                                                               const cpulm_chat_params *p,
+                                                               char **out, cpulm_error *err);
 
 /* Built-in templates by name: "llama3", "llama2", "mistral", "chatml", "deepseek-r1", "gemma",
  * "plain" ("<Role>: content" lines for models without a template). Borrowed, static;

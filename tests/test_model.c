@@ -387,7 +387,7 @@ static void batch_equals_sequential(test_ctx *t, cpulm_model *m) {
         CHECK(t, memcmp(cpulm_ctx_logits(seq, 0), batched + (size_t)i * V, sizeof(float) * V) == 0);
     }
     /* sequence 1 gets the same tokens interleaved with a different sequence 0 */
-    cpulm_ctx_seq_rm(seq, 0, 0);
+    CHECK(t, cpulm_ctx_seq_rm(seq, 0, 0) == CPULM_OK);
     for (int i = 0; i < 12; i++) {
         int32_t bt[2] = {toks[(i + 5) % 12], toks[i]}, bs[2] = {0, 1};
         int8_t want[2] = {0, 1};

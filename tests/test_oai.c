@@ -322,11 +322,11 @@ TEST(oai_writes_logprobs_in_both_shapes) {
     REQUIRE(t, m);
     cpulm_token ids[8];
     int32_t n = 0;
-    cpulm_tokenize(m, "cat", 3, 0, 0, ids, 8, &n); /* SPM: " c" "at" */
+    CHECK(t, cpulm_tokenize(m, "cat", 3, 0, 0, ids, 8, &n) == CPULM_OK); /* SPM: " c" "at" */
     REQUIRE(t, n >= 1);
     char want[32];
     int32_t wn = 0;
-    cpulm_token_to_piece(m, ids[0], 0, want, sizeof want - 1, &wn);
+    REQUIRE(t, cpulm_token_to_piece(m, ids[0], 0, want, sizeof want - 1, &wn) == CPULM_OK);
     want[wn] = 0;
     REQUIRE(t, wn > 0);
     cpulm_sched_lp lp = {.token = ids[0], .logprob = -0.25f, .n_top = 2};

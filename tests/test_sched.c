@@ -162,7 +162,8 @@ static cpulm_sched_req *make_req(const cpulm_model *m, uint64_t id, const char *
     r->sp.temp = 0;
     size_t len = strlen(prompt);
     r->prompt = malloc(sizeof(cpulm_token) * (len + 2));
-    cpulm_tokenize(m, prompt, len, 1, 0, r->prompt, (int32_t)len + 2, &r->n_prompt);
+    CPULM_ASSERT(cpulm_tokenize(m, prompt, len, 1, 0, r->prompt, (int32_t)len + 2, &r->n_prompt) ==
+                 CPULM_OK);
     return r;
 }
 
@@ -188,9 +189,9 @@ static void reference_greedy(const cpulm_model *m, const char *prompt, int32_t m
     cpulm_ctx *ctx = cpulm_ctx_new(m, &cp, NULL);
     cpulm_token toks[256];
     int32_t n = 0;
-    cpulm_tokenize(m, prompt, strlen(prompt), 1, 0, toks, 256, &n);
+    CPULM_ASSERT(cpulm_tokenize(m, prompt, strlen(prompt), 1, 0, toks, 256, &n) == CPULM_OK);
     cpulm_batch b = {.n = n, .token = toks};
-    cpulm_ctx_decode(ctx, &b);
+    CPULM_ASSERT(cpulm_ctx_decode(ctx, &b) == CPULM_OK);
     cpulm_detok dt;
     cpulm_detok_init(&dt, m, 0);
     char piece[512];
@@ -203,7 +204,7 @@ static void reference_greedy(const cpulm_model *m, const char *prompt, int32_t m
         int32_t w = cpulm_detok_push(&dt, best, piece, sizeof piece);
         if (w > 0) cpulm_buf_append(out, piece, (size_t)w);
         cpulm_batch b1 = {.n = 1, .token = &best};
-        cpulm_ctx_decode(ctx, &b1);
+        CPULM_ASSERT(cpulm_ctx_decode(ctx, &b1) == CPULM_OK);
     }
     int32_t w = cpulm_detok_flush(&dt, piece, sizeof piece);
     if (w > 0) cpulm_buf_append(out, piece, (size_t)w);

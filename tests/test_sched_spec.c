@@ -95,7 +95,8 @@ static cpulm_sched_req *request(const cpulm_model *m, uint64_t id, const run_opt
     r->spec_n_max = o->req_n_max;
     if (o->stop) cpulm_sched_req_add_stop(r, o->stop, strlen(o->stop));
     r->prompt = malloc(sizeof(cpulm_token) * (len + 2));
-    cpulm_tokenize(m, p, len, 1, 0, r->prompt, (int32_t)len + 2, &r->n_prompt);
+    CPULM_ASSERT(cpulm_tokenize(m, p, len, 1, 0, r->prompt, (int32_t)len + 2, &r->n_prompt) ==
+                 CPULM_OK);
     cpulm_buf_release(&lp);
     return r;
 }

@@ -577,7 +577,7 @@ static char *generate(cpulm_ctx *ctx, const cpulm_model *m, const cpulm_grammar 
     cpulm_detok_init(&dt, m, 0);
     cpulm_buf out;
     cpulm_buf_init(&out, 0);
-    cpulm_ctx_seq_rm(ctx, 0, 0);
+    CPULM_ASSERT(cpulm_ctx_seq_rm(ctx, 0, 0) == CPULM_OK);
     cpulm_token t = cpulm_token_bos(m);
     *stopped = 0;
     char piece[256];

@@ -55,7 +55,7 @@ static int32_t tokenize(const cpulm_model *m, const char *text, cpulm_token *out
 }
 
 static int eval_prompt(cpulm_ctx *ctx, const cpulm_token *toks, int32_t n) {
-    cpulm_ctx_seq_rm(ctx, 0, 0);
+    if (cpulm_ctx_seq_rm(ctx, 0, 0) != CPULM_OK) return 0;
     cpulm_batch b = {.n = n, .token = toks};
     return cpulm_ctx_decode(ctx, &b) == CPULM_OK;
 }

@@ -55,10 +55,19 @@ static int fail_decode(run_state *s, cpulm_status st) {
     return -1;
 }
 
-/* Back to the state before a repetition: every sequence holds the depth tokens only. */
-static void clear_kv(run_state *s) {
-    for (int32_t q = 0; q < s->t->n_parallel; q++)
-        cpulm_ctx_seq_rm(s->ctx, q, s->t->n_depth);
+/* Back to the state before a repetition: every sequence holds the depth tokens only.
+ * 0, or -1 with the message when a sequence cannot be cut (a hybrid model's recurrent state
+ * belongs to its whole length: only -d 0 can start over). */
+static int clear_kv(run_state *s) {
+    for (int32_t q = 0; q < s->t->n_parallel; q++) {
+        cpulm_status st = cpulm_ctx_seq_rm(s->ctx, q, s->t->n_depth);
+        if (st != CPULM_OK) {
+            snprintf(s->err, s->cap, "cannot cut the sequences back to depth %d: %s",
+                     (int)s->t->n_depth, cpulm_status_str(st));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* n random tokens of sequence 0 in decode calls of at most n_ub tokens; logits for the last
@@ -167,8 +176,7 @@ static int spec_generate(run_state *s) {
 
 /* One repetition of an sg test: the statistics are this repetition's. */
 static int run_rep_spec(run_state *s, bench_result *r, int i) {
-    clear_kv(s);
-    if (spec_prompt(s)) return -1;
+    if (clear_kv(s) || spec_prompt(s)) return -1;
     cpulm_spec_stats a, b;
     cpulm_spec_stats_get(s->spec, &a);
     double t0 = now_ns();
@@ -189,7 +197,7 @@ static int run_rep_spec(run_state *s, bench_result *r, int i) {
 static int run_rep(run_state *s, bench_result *r, int i) {
     const bench_test *t = s->t;
     if (t->kind == BENCH_SPEC) return run_rep_spec(s, r, i);
-    clear_kv(s);
+    if (clear_kv(s)) return -1;
     const uint64_t a0 = cpulm_ctx_attn_ns(s->ctx);
     double t0 = now_ns(), t1 = t0;
     int rc = 0;
@@ -247,7 +255,7 @@ static int warm_up(run_state *s) {
     if (n > 32) n = 32;
     int rc = (n > 0 ? decode_prompt(s, n) : 0) || decode_gen(s, 1);
     for (int32_t q = 0; q < s->t->n_parallel; q++)
-        cpulm_ctx_seq_rm(s->ctx, q, 0);
+        (void)cpulm_ctx_seq_rm(s->ctx, q, 0); /* clearing (p0 = 0) cannot fail */
     return rc;
 }
 

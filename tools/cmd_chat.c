@@ -265,7 +265,11 @@ static int feed_prompt(chat_state *st, cpulm_token *toks, int32_t n) {
     while (keep < n && keep < st->n_cached && toks[keep] == st->cached[keep])
         keep++;
     if (keep == n && keep > 0) keep--; /* re-evaluate the last token so its logits are fresh */
-    cpulm_ctx_seq_rm(st->ctx, 0, keep);
+    if (cpulm_ctx_seq_rm(st->ctx, 0, keep) != CPULM_OK) {
+        /* a hybrid model's recurrent state cannot be cut: evaluate the whole prompt again */
+        keep = 0;
+        (void)cpulm_ctx_seq_rm(st->ctx, 0, 0); /* clearing (p0 = 0) cannot fail */
+    }
     st->n_cached = keep < st->n_cached ? keep : st->n_cached;
     for (int32_t i = keep; i < n; i += 512) {
         cpulm_batch b = {.n = n - i < 512 ? n - i : 512, .token = toks + i};

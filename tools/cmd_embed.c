@@ -68,7 +68,7 @@ static int embed_tokens(cpulm_ctx *ctx, cpulm_token **tok, const int32_t *n_tok,
     memset(want, 1, (size_t)o->n_batch);
     int rc = 0;
     for (int i = 0; i < o->n_inputs && !rc; i++) {
-        cpulm_ctx_seq_rm(ctx, 0, 0);
+        (void)cpulm_ctx_seq_rm(ctx, 0, 0); /* clearing (p0 = 0) cannot fail */
         cpulm_batch b = {.n = n_tok[i], .token = tok[i], .want_logits = want};
         cpulm_status s = n_tok[i] > o->n_batch ? CPULM_ERR_TOO_SMALL : cpulm_ctx_decode(ctx, &b);
         if (s != CPULM_OK) {
@@ -202,7 +202,7 @@ static int embed_opt(cli *c, int id, const cli_val *v, void *ctx) {
         o->files[o->n_files++] = v->s;
         break;
     case OPT_POOLING:
-        cpulm_pooling_parse(v->s, &o->pooling); /* the table allows only none|mean|cls|last */
+        (void)cpulm_pooling_parse(v->s, &o->pooling); /* the table allows only none|mean|cls|last */
         break;
     case OPT_RAW: o->raw = 1; break;
     case OPT_NORMALIZE: o->raw = 0; break;

@@ -232,13 +232,13 @@ static double gen_run(cpulm_ctx *ctx, const cpulm_model *m, cpulm_grammar_matche
     sp.temp = 0.9f;
     sp.seed = seed;
     cpulm_sampler *smp = cpulm_sampler_new(&sp, cpulm_vocab_n(m));
-    cpulm_ctx_seq_rm(ctx, 0, 0);
+    (void)cpulm_ctx_seq_rm(ctx, 0, 0); /* clearing (p0 = 0) cannot fail */
     cpulm_token t = cpulm_token_bos(m) >= 0 ? cpulm_token_bos(m) : 0;
     cpulm_batch b1 = {.n = 1, .token = &t};
-    cpulm_ctx_decode(ctx, &b1);
+    int ok = cpulm_ctx_decode(ctx, &b1) == CPULM_OK; /* else no token is timed: 0 ms */
     double t0 = cli_now_ms();
     int i = 0;
-    for (; i < o->n && smp; i++) {
+    for (; i < o->n && smp && ok; i++) {
         const uint32_t *mask = gm ? cpulm_grammar_mask(gm) : NULL;
         t = cpulm_sampler_sample_masked(smp, cpulm_ctx_logits(ctx, 0), mask);
         if (gm && (cpulm_token_is_eog(m, t) || cpulm_grammar_accept_token(gm, t) != CPULM_OK ||

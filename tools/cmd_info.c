@@ -32,7 +32,7 @@ static void print_types(const cpulm_model *m, int32_t n_tensors) {
     for (int32_t i = 0; i < n_tensors; i++) {
         const char *tn;
         uint64_t nb;
-        cpulm_model_tensor(m, i, NULL, &tn, NULL, &nb);
+        if (cpulm_model_tensor(m, i, NULL, &tn, NULL, &nb) != CPULM_OK) continue; /* i < count */
         int j = 0;
         while (j < n_types && strcmp(names[j], tn))
             j++;
@@ -132,7 +132,7 @@ static int info_opt(cli *c, int id, const cli_val *v, void *ctx) {
     case OPT_META: o->meta = 1; break;
     case OPT_CPU: o->cpu = 1; break;
     case OPT_NUMA: /* the parser checked the name */
-        cpulm_numa_parse(v->s, &o->numa);
+        (void)cpulm_numa_parse(v->s, &o->numa);
         o->cpu = 1;
         break;
     default: return cli_unhandled(c, v);

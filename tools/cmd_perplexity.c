@@ -173,7 +173,7 @@ static int eval_chunks(ppl_run *r, int32_t c0, ppl_acc *total) {
     int32_t n_seq_batch = r->n_chunk - c0 < r->n_seq ? r->n_chunk - c0 : r->n_seq;
     ppl_acc acc[64] = {{0}};
     for (int32_t s = 0; s < n_seq_batch; s++)
-        cpulm_ctx_seq_rm(r->ctx, s, 0);
+        (void)cpulm_ctx_seq_rm(r->ctx, s, 0); /* clearing (p0 = 0) cannot fail */
     int32_t step = r->n_batch < r->n_ctx ? r->n_batch : r->n_ctx;
     for (int32_t p0 = 0; p0 < r->n_ctx; p0 += step) {
         int32_t len = r->n_ctx - p0 < step ? r->n_ctx - p0 : step;

@@ -102,7 +102,9 @@ static int serve_opt(cli *c, int id, const cli_val *v, cpulm_server_params *p, c
     case OPT_API_KEY: p->api_key = v->s; return check_api_key(p->api_key, "--api-key");
     case OPT_EMBEDDINGS: p->embeddings = 1; break;
     case OPT_RERANK: p->rerank = p->embeddings = 1; break;
-    case OPT_POOLING: cpulm_pooling_parse(v->s, &p->pooling); break; /* the table checked it */
+    case OPT_POOLING:
+        (void)cpulm_pooling_parse(v->s, &p->pooling);
+        break; /* the table checked it */
     case OPT_CHAT_TEMPLATE: *tmpl = v->s; break;
     default:
         if (http_opt(id, v, p)) break;

@@ -103,6 +103,6 @@ int32_t cpulm_hcache_restore(cpulm_hcache *h, cpulm_pcache *pc, int32_t seq,
     if (cpulm_ctx_seq_rstate_set(h->ctx, seq, h->ckpts[k]) != CPULM_OK) goto fail;
     return (k + 1) * B;
 fail:
-    cpulm_ctx_seq_rm(h->ctx, seq, 0); /* never left stale */
+    (void)cpulm_ctx_seq_rm(h->ctx, seq, 0); /* never left stale; clearing cannot fail */
     return 0;
 }

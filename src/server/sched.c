@@ -261,7 +261,7 @@ static int32_t restore_cached(cpulm_sched *s, int32_t seq, const cpulm_token *pr
  * evaluated again, which is slower but right. Returns the length the sequence now has. */
 static int32_t seq_cut(cpulm_sched *s, int32_t seq, int32_t n) {
     if (cpulm_ctx_seq_rm(s->ctx, seq, n) == CPULM_OK) return n;
-    cpulm_ctx_seq_rm(s->ctx, seq, 0); /* clearing is always allowed */
+    (void)cpulm_ctx_seq_rm(s->ctx, seq, 0); /* clearing is always allowed */
     return 0;
 }
 
@@ -915,7 +915,7 @@ static double timed_decode(cpulm_sched *s, cpulm_token t, int32_t n, int spread)
     }
     cpulm_batch b = {.n = n, .token = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
     double t0 = now_s();
-    cpulm_ctx_decode(s->ctx, &b);
+    (void)cpulm_ctx_decode(s->ctx, &b); /* a failed warm-up decode only mistimes the model */
     return now_s() - t0;
 }
 
@@ -930,7 +930,7 @@ static void warmup(cpulm_sched *s) {
     if (cpulm_model_is_encoder(s->model)) { /* sequences are whole in a decode: one prompt */
         int32_t k = s->n_batch < 64 ? s->n_batch : 64;
         s->est.pre = timed_decode(s, t, k, 0) / k + 1e-7;
-        cpulm_ctx_seq_rm(s->ctx, 0, 0);
+        (void)cpulm_ctx_seq_rm(s->ctx, 0, 0); /* clearing (p0 = 0) cannot fail */
         publish_model(s);
         return;
     }
@@ -946,7 +946,7 @@ static void warmup(cpulm_sched *s) {
     m->gen = g > 1 && tg > t1 ? (tg - t1) / (g - 1) : m->pre;
     m->fixed = t1 > m->gen ? t1 - m->gen : 0;
     for (int32_t i = 0; i < g; i++)
-        cpulm_ctx_seq_rm(s->ctx, i, 0);
+        (void)cpulm_ctx_seq_rm(s->ctx, i, 0); /* clearing (p0 = 0) cannot fail */
     publish_model(s);
 }
 

@@ -155,7 +155,7 @@ static void draft_sync(cpulm_sched_spec *sp, int32_t i, const cpulm_sched_spec_i
     int32_t keep = common_prefix(x->dtok, x->n_dtok, in->hist, in->n_hist);
     if (keep >= in->n_hist) keep = in->n_hist - 1;
     if (keep < x->n_dtok && cpulm_ctx_seq_rm(sp->dctx, i, keep) != CPULM_OK) {
-        cpulm_ctx_seq_rm(sp->dctx, i, 0); /* a recurrent draft: start the sequence over */
+        (void)cpulm_ctx_seq_rm(sp->dctx, i, 0); /* a recurrent draft: start over (cannot fail) */
         keep = 0;
     }
     x->n_dtok = keep;
@@ -250,7 +250,7 @@ static void draft_model_all(cpulm_sched_spec *sp, const cpulm_sched_spec_in *in)
         if (sp->slots[i].n_dtok < in[i].n_hist - 1) sp->slots[i].k_want = 0;
     if (!ok || !draft_feed(sp, in, 1)) {
         for (int32_t i = 0; i < sp->n_parallel; i++) { /* resynchronized next step */
-            cpulm_ctx_seq_rm(sp->dctx, i, 0);
+            (void)cpulm_ctx_seq_rm(sp->dctx, i, 0);    /* clearing (p0 = 0) cannot fail */
             sp->slots[i].n_dtok = 0;
         }
         return;
