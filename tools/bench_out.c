@@ -267,13 +267,20 @@ static int write_json(FILE *f, const bench_env *e, const bench_result *r, int n,
 
 /* ---- CSV ---- */
 
-static void csv_str(FILE *f, const char *s) {
-    fputc('"', f);
+/* A result's statistics and its test's name ("pp512", at most 63 bytes). */
+static void summarize_row(const bench_result *x, bench_summary *s, char name[64]) {
+    bench_summarize(x, s);
+    bench_test_name(&x->t, name, 64);
+}
+
+/* s between two q, each q inside doubled (CSV quotes with ", SQL with '). */
+static void quoted(FILE *f, const char *s, char q) {
+    fputc(q, f);
     for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
+        if (*s == q) fputc(q, f);
         fputc(*s, f);
     }
-    fputc('"', f);
+    fputc(q, f);
 }
 
 static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n) {
@@ -286,16 +293,15 @@ static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n)
     for (int i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         bench_summary s;
-        bench_summarize(x, &s);
         char name[64];
-        bench_test_name(&x->t, name, sizeof name);
-        csv_str(f, e->commit);
+        summarize_row(x, &s, name);
+        quoted(f, e->commit, '"');
         fprintf(f, ",0,");
-        csv_str(f, e->cpu);
+        quoted(f, e->cpu, '"');
         fputc(',', f);
-        csv_str(f, e->model_file);
+        quoted(f, e->model_file, '"');
         fputc(',', f);
-        csv_str(f, e->model_type);
+        quoted(f, e->model_type, '"');
         fprintf(f, ",%llu,%lld,%d,%d,%d,%d,%s,%s,%d,%d,%d,%d,\"%s\",%s,%.0f,%.0f,%.6f,%.6f,",
                 (unsigned long long)e->model_size, (long long)e->n_params, x->t.n_batch,
                 x->t.n_ubatch, x->n_threads_used, x->n_threads_batch_used,
@@ -310,7 +316,7 @@ static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n)
         else
             fprintf(f, ",,,,,");
         fprintf(f, "%s,", e->kernels);
-        csv_str(f, e->version);
+        quoted(f, e->version, '"');
         fputs(",\"", f);
         for (int k = 0; k < x->n_reps; k++)
             fprintf(f, "%s%.0f", k ? " " : "", x->ns[k]);
@@ -327,15 +333,6 @@ static void write_csv(FILE *f, const bench_env *e, const bench_result *r, int n)
 
 /* ---- SQL (llama-bench -o sql: a CREATE TABLE and one INSERT per test, for sqlite3) ---- */
 
-static void sql_str(FILE *f, const char *s) {
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'') fputc('\'', f);
-        fputc(*s, f);
-    }
-    fputc('\'', f);
-}
-
 static void write_sql(FILE *f, const bench_env *e, const bench_result *r, int n) {
     fprintf(f, "CREATE TABLE IF NOT EXISTS test (\n  build_commit TEXT, build_number INTEGER, "
                "cpu_info TEXT, gpu_info TEXT, backends TEXT, model_filename TEXT, model_type "
@@ -347,20 +344,19 @@ static void write_sql(FILE *f, const bench_env *e, const bench_result *r, int n)
     for (int i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         bench_summary s;
-        bench_summarize(x, &s);
         char name[64];
-        bench_test_name(&x->t, name, sizeof name);
+        summarize_row(x, &s, name);
         fprintf(f, "INSERT INTO test (build_commit, build_number, cpu_info, gpu_info, backends, "
                    "model_filename, model_type, model_size, model_n_params, n_batch, n_ubatch, "
                    "n_threads, type_k, type_v, n_gpu_layers, n_prompt, n_gen, n_parallel, test, "
                    "test_time, avg_ns, stddev_ns, avg_ts, stddev_ts, kernel_level) VALUES (");
-        sql_str(f, e->commit);
+        quoted(f, e->commit, '\'');
         fputs(", 0, ", f);
-        sql_str(f, e->cpu);
+        quoted(f, e->cpu, '\'');
         fputs(", '', 'CPU', ", f);
-        sql_str(f, e->model_file);
+        quoted(f, e->model_file, '\'');
         fputs(", ", f);
-        sql_str(f, e->model_type);
+        quoted(f, e->model_type, '\'');
         fprintf(f,
                 ", %llu, %lld, %d, %d, %d, '%s', '%s', 0, %d, %d, %d, '%s', '%s', %.0f, %.0f, "
                 "%.6f, %.6f, '%s');\n",
