@@ -65,26 +65,16 @@ int32_t cpulm_hcache_clip(const cpulm_hcache *h, int32_t start, int32_t k, int32
     return end - start;
 }
 
-typedef struct fill_arg {
-    cpulm_ctx *ctx;
-    int32_t seq, B;
-} fill_arg;
-
-static int fill_kv(void *user, int32_t block, uint8_t *dst) {
-    const fill_arg *f = user;
-    return cpulm_ctx_seq_state_get(f->ctx, f->seq, block * f->B, f->B, dst) != CPULM_OK;
-}
-
 static int fill_state(void *user, uint8_t *dst) {
-    const fill_arg *f = user;
+    const cpulm_pcache_src *f = user;
     return cpulm_ctx_seq_rstate_get(f->ctx, f->seq, dst) != CPULM_OK;
 }
 
 int cpulm_hcache_after(cpulm_hcache *h, cpulm_pcache *pc, int32_t seq, const cpulm_token *toks,
                        int32_t n, int32_t n_prompt, int32_t fork) {
     if (!cpulm_hcache_is_point(n, n_prompt, fork, h->B, h->every)) return 0;
-    fill_arg f = {h->ctx, seq, h->B};
-    if (cpulm_pcache_store(pc, toks, n, fill_kv, &f) != n / h->B) return -1;
+    cpulm_pcache_src f = {h->ctx, seq, h->B};
+    if (cpulm_pcache_store(pc, toks, n, cpulm_pcache_fill_from_ctx, &f) != n / h->B) return -1;
     return cpulm_pcache_set_ckpt(pc, toks, n, (size_t)h->ckpt_bytes, fill_state, &f) == 0 ? 1 : -1;
 }
 

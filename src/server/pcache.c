@@ -267,3 +267,9 @@ void cpulm_pcache_get_stats(const cpulm_pcache *pc, cpulm_pcache_stats *out) {
     out->n_evicted = pc->n_evicted;
     out->n_ckpts = pc->n_ckpts;
 }
+
+int cpulm_pcache_fill_from_ctx(void *user, int32_t block, uint8_t *dst) {
+    const cpulm_pcache_src *f = user;
+    const int32_t B = f->block_tokens;
+    return cpulm_ctx_seq_state_get(f->ctx, f->seq, block * B, B, dst) != CPULM_OK;
+}

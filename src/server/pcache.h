@@ -49,6 +49,14 @@ typedef int (*cpulm_pcache_fill_fn)(void *user, int32_t block, uint8_t *dst);
 int32_t cpulm_pcache_store(cpulm_pcache *pc, const cpulm_token *toks, int32_t n,
                            cpulm_pcache_fill_fn fill, void *user);
 
+/* The fill of blocks read from a context: user is a cpulm_pcache_src, the block's KV state
+ * comes from cpulm_ctx_seq_state_get over its positions. */
+typedef struct cpulm_pcache_src {
+    cpulm_ctx *ctx;
+    int32_t seq, block_tokens;
+} cpulm_pcache_src;
+int cpulm_pcache_fill_from_ctx(void *user, int32_t block, uint8_t *dst);
+
 /* Checkpoints (hybrid models: a recurrent state stands for a whole prefix, so a prefix is
  * only usable up to a block that carries the state after its last token). */
 

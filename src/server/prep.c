@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/deadline.h"
+
 typedef struct fifo {
     cpulm_prep_job *head, *tail;
     int32_t n;
@@ -187,12 +189,7 @@ static int wait_exited(cpulm_prep *p, const struct timespec *deadline) {
 
 int cpulm_prep_free(cpulm_prep *p, double timeout_s) {
     if (!p) return 1;
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    double whole = timeout_s > 0 ? timeout_s : 0;
-    dl.tv_sec += (time_t)whole;
-    dl.tv_nsec += (long)((whole - (double)(time_t)whole) * 1e9);
-    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+    struct timespec dl = cpulm_deadline_in(timeout_s);
     pthread_mutex_lock(&p->mu);
     p->stop = 1;
     cancel_all_locked(p);

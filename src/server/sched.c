@@ -28,6 +28,7 @@
 
 #include "base/buf.h"
 #include "grammar/grammar.h"
+#include "server/deadline.h"
 #include "server/hcache.h"
 #include "server/pcache.h"
 #include "server/sched_int.h"
@@ -171,14 +172,7 @@ cpulm_sched_event *cpulm_sched_drain(cpulm_sched *s) {
 }
 
 void cpulm_sched_wait(cpulm_sched *s, int timeout_ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = cpulm_deadline_in(timeout_ms / 1000.0);
     pthread_mutex_lock(&s->ev_mu);
     if (!s->ev_head) pthread_cond_timedwait(&s->ev_cv, &s->ev_mu, &ts);
     pthread_mutex_unlock(&s->ev_mu);
@@ -221,21 +215,11 @@ static void request_fail(cpulm_sched *s, sreq *q, int status, const char *msg) {
 
 /* ---- the RAM prompt cache ---- */
 
-typedef struct fill_ctx {
-    cpulm_ctx *ctx;
-    int32_t seq, block;
-} fill_ctx;
-
-static int fill_block(void *user, int32_t index, uint8_t *dst) {
-    const fill_ctx *f = user;
-    return cpulm_ctx_seq_state_get(f->ctx, f->seq, index * f->block, f->block, dst) != CPULM_OK;
-}
-
 /* Keeps the whole blocks of slot x's KV in the prompt cache (only new blocks are copied). */
 static void cache_slot(cpulm_sched *s, const slot *x) {
     if (!s->pc || s->hc) return; /* hybrid: blocks without a checkpoint give nothing */
-    fill_ctx f = {s->ctx, (int32_t)(x - s->slots), cpulm_pcache_block_tokens(s->pc)};
-    cpulm_pcache_store(s->pc, x->cache, x->n_cache, fill_block, &f);
+    cpulm_pcache_src f = {s->ctx, (int32_t)(x - s->slots), cpulm_pcache_block_tokens(s->pc)};
+    cpulm_pcache_store(s->pc, x->cache, x->n_cache, cpulm_pcache_fill_from_ctx, &f);
 }
 
 /* Slot seq holds the first `have` tokens of prompt; copies cached blocks beyond them into
@@ -1117,12 +1101,7 @@ static void free_events(cpulm_sched_event *e) {
 
 int cpulm_sched_stop(cpulm_sched *s, double timeout_s) {
     if (!s || !s->thread_started) return 1;
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    double t = timeout_s > 0 ? timeout_s : 0;
-    dl.tv_sec += (time_t)t;
-    dl.tv_nsec += (long)((t - (double)(time_t)t) * 1e9);
-    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+    struct timespec dl = cpulm_deadline_in(timeout_s);
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
     pthread_cond_broadcast(&s->cv);
