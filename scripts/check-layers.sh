@@ -22,7 +22,7 @@ function module_of(p) {
     if (p ~ /^src\/runtime\/(kv_cache|ssm_state)\.[ch]$/) return "kv"
     if (p ~ /^src\/model\/(forward|attention|work)\.[ch]$/) return "forward"
     # the MoE FFN is a part of the pass in its own file (moe.h, its scratch sizing, is model)
-    if (p ~ /^src\/model\/(forward_int\.h|moe\.c|deltanet\.c|gemma\.c|encoder\.[ch])$/) return "forward"
+    if (p ~ /^src\/model\/(forward_int\.h|moe\.c|deltanet\.c|gemma\.c|gemma4\.c|encoder\.[ch])$/) return "forward"
     if (p ~ /^src\/model\//) return "model"
     if (p == "src/runtime/context.h") return "ctx_state"
     if (p == "src/runtime/context.c") return "context"

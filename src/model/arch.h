@@ -42,6 +42,12 @@ typedef enum cpulm_dim {
     CPULM_DIM_CTX_TRAIN, /* context_length: rows of the absolute position embeddings */
     CPULM_DIM_TYPES,     /* tokenizer.ggml.token_type_count: rows of token_types */
     CPULM_DIM_QKV,       /* Q + 2 KV: a fused query-key-value projection */
+    /* gemma4: per-layer head sizes and per-layer embeddings (PLE) */
+    CPULM_DIM_Q_L,    /* n_head * this layer's head size (head_dim_l) */
+    CPULM_DIM_KV_L,   /* n_head_kv * head_dim_l */
+    CPULM_DIM_HEAD_L, /* head_dim_l (per-head q/k norms) */
+    CPULM_DIM_PL,     /* embedding_length_per_layer_input: one layer's PLE width */
+    CPULM_DIM_PL_ALL, /* PLE width x n_layer: a token's inputs of every layer */
 } cpulm_dim;
 
 /* When a layer tensor exists: always, or only for dense / mixture-of-experts FFNs (one
@@ -113,6 +119,10 @@ typedef struct cpulm_arch_desc {
     bool swa_optional;       /* the window key may be absent or 0 (every layer global: gemma3) */
     uint8_t gating;          /* cpulm_gating */
     uint8_t expert_act;      /* cpulm_expert_act */
+    bool gemma4;             /* Gemma 4 layers (gemma4.c): gemma's plus per-layer embeddings, a
+                                head size of its own on sliding layers, layers that reuse an
+                                earlier layer's KV, V normed (or K reused as V), attention scale
+                                1, proportional rope on global layers, a per-layer output scale */
     bool encoder;            /* a BERT-style encoder (encoder.c): absolute or rotary positions,
                                 post-LayerNorm, bidirectional attention within each sequence, no
                                 output head; it computes embeddings (and rank scores) only */
@@ -135,6 +145,9 @@ typedef struct cpulm_arch_dims {
      * (group count), value heads (time-step rank); shared expert width */
     int64_t ssm_conv, ssm_inner, ssm_state, ssm_groups, ssm_heads, n_ff_shexp;
     int64_t n_ctx_train, n_types; /* encoders: position rows, token type rows */
+    /* gemma4: the head size of the layer being bound (0: head_dim), the per-layer embedding
+     * width and the layer count (PLE_ALL = n_pl * n_layer) */
+    int64_t head_dim_l, n_pl, n_layer;
 } cpulm_arch_dims;
 
 int64_t cpulm_arch_dim(const cpulm_arch_dims *d, cpulm_dim dim);

@@ -12,6 +12,7 @@
 #include "../base/status.h"
 #include "../tokenizer/vocab.h"
 #include "gemma.h"
+#include "gemma4.h"
 #include "repack.h"
 #include "swa.h"
 #include "../threads/numa.h"
@@ -200,7 +201,9 @@ cpulm_arch_dims cpulm_model_dims(const cpulm_hparams *hp) {
                              .n_ff_exp = hp->n_ff_exp,
                              .n_expert = hp->n_expert,
                              .n_ctx_train = hp->n_ctx_train,
-                             .n_types = hp->n_types};
+                             .n_types = hp->n_types,
+                             .n_pl = hp->n_pl,
+                             .n_layer = hp->n_layer};
 }
 
 static cpulm_status read_hparams(loader *L) {
@@ -249,6 +252,9 @@ static cpulm_status read_hparams(loader *L) {
     if (L->m->arch->encoder && (s = read_encoder(L)) != CPULM_OK) return s;
     if (L->m->arch->gemma &&
         (s = cpulm_gemma_read_hparams(&L->m->gguf, L->m->arch->name, hp, L->err)) != CPULM_OK)
+        return s;
+    if (L->m->arch->gemma4 &&
+        (s = cpulm_gemma4_read_hparams(&L->m->gguf, L->m->arch->name, hp, L->err)) != CPULM_OK)
         return s;
     if (L->m->arch->hybrid) {
         hp->n_layer_attn = 0;
@@ -346,8 +352,8 @@ static cpulm_status bind_vector(loader *L, const char *name, const int64_t ne[3]
 /* Binds every tensor of a descriptor list present for this model into the struct at base
  * (a cpulm_layer, or the model for the global list); prefix is "blk.<i>." or "". */
 static cpulm_status bind_list(loader *L, const cpulm_tensor_desc *list, const char *prefix,
-                              void *base, bool recurrent) {
-    const cpulm_arch_dims d = cpulm_model_dims(&L->m->hp);
+                              void *base, bool recurrent, const cpulm_arch_dims *dl) {
+    const cpulm_arch_dims d = *dl;
     char name[160];
     for (const cpulm_tensor_desc *t = list; t->name; t++) {
         if (!cpulm_arch_tensor_present(t, d.n_expert, recurrent)) continue;
@@ -368,10 +374,17 @@ static cpulm_status bind_tensors(loader *L) {
     cpulm_model *m = L->m;
     const cpulm_hparams *hp = &m->hp;
     cpulm_status s;
-    if ((s = bind_list(L, cpulm_arch_globals(m->arch), "", m, false)) != CPULM_OK) return s;
+    cpulm_arch_dims d = cpulm_model_dims(hp);
+    if ((s = bind_list(L, cpulm_arch_globals(m->arch), "", m, false, &d)) != CPULM_OK) return s;
     if (!m->output.data && !m->arch->encoder) m->output = m->tok_embd; /* tied embeddings */
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
+    /* windows first: a gemma4 layer's head size (its tensors' shapes) depends on it */
+    if ((s = cpulm_swa_set_layers(&m->gguf, m->arch, &m->hp, m->layers, L->err)) != CPULM_OK)
+        return s;
+    if (m->arch->gemma4 &&
+        (s = cpulm_gemma4_plan_layers(&m->gguf, m->arch->name, hp, m->layers, L->err)) != CPULM_OK)
+        return s;
     int32_t n_recr = 0, n_attn = 0;
     for (int il = 0; il < hp->n_layer; il++) {
         char prefix[32];
@@ -379,7 +392,8 @@ static cpulm_status bind_tensors(loader *L) {
         cpulm_layer *ly = &m->layers[il];
         ly->recurrent = m->arch->hybrid && cpulm_arch_layer_recurrent(il, hp->full_attn_interval);
         ly->slot = ly->recurrent ? n_recr++ : n_attn++;
-        if ((s = bind_list(L, m->arch->layer_tensors, prefix, ly, ly->recurrent)) != CPULM_OK)
+        d.head_dim_l = ly->head_dim; /* 0 (the model's) except in gemma4 */
+        if ((s = bind_list(L, m->arch->layer_tensors, prefix, ly, ly->recurrent, &d)) != CPULM_OK)
             return s;
         if (ly->recurrent && !ly->ssm_in.data && !(ly->ssm_qkv.data && ly->ssm_z.data))
             return cpulm_errf(L->err, CPULM_ERR_FORMAT,
@@ -393,7 +407,7 @@ static cpulm_status bind_tensors(loader *L) {
                               "'%sattn_k.weight' and '%sattn_v.weight')",
                               prefix, prefix, prefix, prefix);
     }
-    return cpulm_swa_set_layers(&m->gguf, m->arch, &m->hp, m->layers, L->err);
+    return m->arch->gemma4 ? cpulm_gemma4_check_tensors(m, L->err) : CPULM_OK;
 }
 
 /* The most common type among 2-D tensors, as a label like llama.cpp's file type. */
