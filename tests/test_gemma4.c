@@ -46,6 +46,9 @@ TEST(gemma4_ref_tiny) {
     for (size_t i = 0; i < cpulm_json_len(cases); i++) {
         const cpulm_json *c = cpulm_json_at(cases, i);
         double w1 = 0, w2 = 0, w3 = 0;
+        /* sanitizer builds (CI time): every numerics on the first case, the second's own
+         * code path (no attn_v) once, not the quantized one (the kernels are kern's) */
+        if (test_sanitized() && i >= 2) continue;
         const int all = i == 0 || !test_sanitized();
         CHECK_EQ_INT(t, check_case(c, 512, 1, &w1), 0);
         if (all) CHECK_EQ_INT(t, check_case(c, 7, 1, &w2), 0);
@@ -258,7 +261,8 @@ TEST(gemma4_generation_equals_prompt) {
     int32_t toks[300];
     for (int32_t i = 0; i < n; i++)
         toks[i] = i == 0 ? 1 : 3 + (int32_t)((i * 7919) % 509);
-    for (int fast = 0; fast <= 1; fast++) {
+    /* sanitizer builds: the tiled numerics only (the split generation path) */
+    for (int fast = test_sanitized() ? 1 : 0; fast <= 1; fast++) {
         cpulm_ctx *c = refcase_ctx(m, 512, n, 1, 2, fast);
         REQUIRE(t, c);
         float *whole = refcase_logits(c, toks, n, n, V);
