@@ -285,3 +285,36 @@ TEST(gemma4_generation_equals_prompt) {
     }
     cpulm_model_free(m);
 }
+
+/* ---- the chat format ---- */
+
+/* Gemma 4's format (the model's template, text only, thinking off): <bos>, a system turn
+ * for a system prompt, "<|turn>" + role (the assistant is "model") + "\n" + trimmed content
+ * + "<turn|>\n" per message, and a model turn with an empty thought channel to reply; the
+ * "gemma4" built-in renders it and a template with <|turn> is detected as it. */
+TEST(gemma4_chat_template) {
+    const cpulm_chat_msg msgs[] = {{"system", " Answer briefly. "},
+                                   {"user", " What is 2+2? "},
+                                   {"assistant", "4"},
+                                   {"user", "And 3+3?"}};
+    const char *want = "<bos><|turn>system\nAnswer briefly.<turn|>\n"
+                       "<|turn>user\nWhat is 2+2?<turn|>\n"
+                       "<|turn>model\n4<turn|>\n"
+                       "<|turn>user\nAnd 3+3?<turn|>\n"
+                       "<|turn>model\n<|channel>thought\n<channel|>";
+    const char *src = cpulm_chat_builtin("gemma4");
+    REQUIRE(t, src);
+    char *out = NULL;
+    cpulm_error err = {0};
+    CHECK_EQ_INT(t, cpulm_chat_render(src, msgs, 4, 1, "<bos>", "<eos>", &out, &err), CPULM_OK);
+    CHECK(t, out && !strcmp(out, want));
+    if (out && strcmp(out, want)) fprintf(stderr, "  got: [%s]\n", out);
+    free(out);
+    out = NULL;
+    CHECK_EQ_INT(t, cpulm_chat_render(src, msgs + 1, 1, 0, "<bos>", "", &out, &err), CPULM_OK);
+    CHECK(t, out && !strcmp(out, "<bos><|turn>user\nWhat is 2+2?<turn|>\n"));
+    free(out);
+    CHECK(t, cpulm_chat_detect(src) && !strcmp(cpulm_chat_detect(src), "gemma4"));
+    CHECK(t, cpulm_chat_detect("{{ '<start_of_turn>user' }}") &&
+                 !strcmp(cpulm_chat_detect("{{ '<start_of_turn>user' }}"), "gemma"));
+}
