@@ -12,7 +12,7 @@ stores each scored position's log-softmax as 16-bit steps over the 16 nats below
 maximum, so values are exact to ~1.3e-4).
 
 usage: scripts/ref-logits.py ARCH [BUILD_DIR]
-  ARCH: gemma (tiny-gemma3: 16 windows of 32 positions), gptoss (tiny-gpt-oss: a 32-key
+  ARCH: gemma (tiny-gemma3: 16 windows of 32 positions), gemma4 (tiny-gemma4), gptoss (tiny-gpt-oss: a 32-key
   window on every other layer, YaRN over 256 positions), hybrid (the qwen35 family)
   Needs ../shared or $CPULM_SHARED. The llama.cpp build is $LLAMA_PERPLEXITY, default the
   shared one; on a CPU where its sapphirerapids variant dies with SIGILL on quantized files,
@@ -46,6 +46,14 @@ CASES = {
         # the final logit soft-cap key (a small cap, so it matters), with and without windows
         ("tiny-gemma3-softcap-f32", "tiny-gemma3", "f32", 0, {"softcap": 0.5}),
         ("tiny-gemma3-global-softcap-f32", "tiny-gemma3", "f32", 0, {"swa": 0, "softcap": 0.5}),
+    ],
+    # tiny-gemma4: 4 sliding layers (heads of 32, window 32) and 2 global (heads of 64, a
+    # quarter rotated), the last 2 layers reusing the KV of layers 2 and 3, per-layer
+    # embeddings; the k_eq_v file has no attn_v on its global layers
+    "gemma4": [
+        ("tiny-gemma4-f32", "tiny-gemma4", "f32", 0, {}),
+        ("tiny-gemma4-keqv-f32", "tiny-gemma4", "f32", 0, {"k_eq_v": 1}),
+        ("tiny-gemma4-q8_0", "tiny-gemma4", "q8_0", 0, {}),
     ],
     # "mxfp4": MXFP4 experts, Q8_0 attention, as released
     "gptoss": [

@@ -101,6 +101,7 @@ def substitute(cmd, tmp, port, model, tiny):
         cmd = re.sub(r"--shape (qwen3-30b-a3b|mixtral-8x7b)\b", "--shape tiny-moe", cmd)
         cmd = re.sub(r"--shape (1b|3b|8b|70b|qwen3-[\d.]+b)\b", "--shape tiny", cmd)
         cmd = re.sub(r"--shape gemma3-4b\b", "--shape tiny-gemma3", cmd)
+        cmd = re.sub(r"--shape gemma4-e4b\b", "--shape tiny-gemma4", cmd)
         cmd = re.sub(r"--layers \d+", "", cmd)
     # sizes: the same tests, smaller, so the whole list runs in minutes on a busy machine
     if re.search(r"CPULM_BIN (bench|roofline|perplexity|grammar-bench)\b", cmd):

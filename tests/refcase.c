@@ -47,7 +47,7 @@ static int shape_params(const char *shape, const char *type, int layers, cpulm_s
         return -1;
     }
     p->type = (cpulm_dtype)dt;
-    if (layers > 0) p->hp.n_layer = layers;
+    if (layers > 0) cpulm_synth_set_layers(p, layers);
     return 0;
 }
 
@@ -69,9 +69,10 @@ cpulm_model *refcase_model(const cpulm_json *c) {
     p.swa_period = (int32_t)cpulm_json_num(cpulm_json_get(c, "swa_period"), p.swa_period);
     p.rope_linear = (float)cpulm_json_num(cpulm_json_get(c, "rope_linear"), p.rope_linear);
     p.hp.final_softcap = (float)cpulm_json_num(cpulm_json_get(c, "softcap"), p.hp.final_softcap);
+    p.k_eq_v = (int)cpulm_json_num(cpulm_json_get(c, "k_eq_v"), p.k_eq_v);
     char name[200];
-    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g.gguf", shape, type, layers, p.hp.n_swa,
-             p.swa_period, (double)p.rope_linear, (double)p.hp.final_softcap);
+    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g-k%d.gguf", shape, type, layers,
+             p.hp.n_swa, p.swa_period, (double)p.rope_linear, (double)p.hp.final_softcap, p.k_eq_v);
     return refcase_synth_load(&p, name);
 }
 

@@ -105,7 +105,7 @@ uint64_t plan_kv_bytes_per_token(const plan_shape *s, cpulm_kv_type t) {
 }
 
 int32_t plan_kv_layers(const plan_shape *s) {
-    return s->hp.ssm_heads ? s->hp.n_layer_attn : s->hp.n_layer;
+    return s->hp.ssm_heads ? s->hp.n_layer_attn : s->hp.n_layer - s->hp.n_kv_shared;
 }
 
 static cpulm_mem_ctx mem_ctx(int32_t n_batch, int32_t n_ctx, int32_t n_seq, int32_t n_outputs,

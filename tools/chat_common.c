@@ -19,7 +19,8 @@ int cli_chat_template(const cpulm_model *m, const char *override, const char **t
         if (!(*owned = cli_read_file(override, &n))) {
             fprintf(stderr,
                     "cpulm: --chat-template '%s' is neither a built-in name (llama3, "
-                    "llama2, mistral, chatml, deepseek-r1, gemma, plain) nor a readable file\n",
+                    "llama2, mistral, chatml, deepseek-r1, gemma, gemma4, plain) nor a readable "
+                    "file\n",
                     override);
             return 0;
         }

@@ -20,6 +20,7 @@ typedef struct synth_opts {
     const char *arch;
     int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx, window;
     int swa, swa_period; /* -1: the shape's */
+    int k_eq_v;
     float yarn, rope_linear, softcap;
     long long seed;
 } synth_opts;
@@ -52,6 +53,7 @@ static int synth_opt(cli *c, int id, const cli_val *v, void *ctx) {
     case OPT_SWA_PERIOD: o->swa_period = (int)v->i; break;
     case OPT_ROPE_LINEAR: o->rope_linear = (float)v->f; break;
     case OPT_SOFTCAP: o->softcap = (float)v->f; break;
+    case OPT_K_EQ_V: o->k_eq_v = (int)v->i; break;
     case OPT_WINDOW: o->window = (int)v->i; break;
     case OPT_SEED:
         if (v->i >= 0) o->seed = v->i;
@@ -88,7 +90,7 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
         }
         p->type = (cpulm_dtype)t;
     }
-    if (o->layers) p->hp.n_layer = o->layers;
+    if (o->layers) cpulm_synth_set_layers(p, o->layers);
     if (o->embd) p->hp.n_embd = o->embd;
     if (o->ff) p->hp.n_ff = o->ff;
     if (o->heads) p->hp.n_head = o->heads;
@@ -111,6 +113,7 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->swa_period >= 0) p->swa_period = o->swa_period;
     if (o->rope_linear >= 0) p->rope_linear = o->rope_linear;
     if (o->softcap > 0) p->hp.final_softcap = o->softcap;
+    p->k_eq_v = o->k_eq_v;
     p->seed = (uint64_t)o->seed;
     p->n_threads = o->threads;
     cpulm_error err = {0};

@@ -96,6 +96,22 @@ static const char tmpl_gemma[] =
     "(ns.sys if loop.first else '') + (m['content'] or '') | trim + '<end_of_turn>\\n' -}}\n"
     "{%- endfor -%}\n"
     "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\\n' -}}{%- endif -%}\n";
+/* Gemma 4: a system turn when there is a system prompt, then user and model turns, each
+ * "<|turn>" + role + "\n" + trimmed content + "<turn|>\n"; the generation prompt opens a
+ * model turn with an empty thought channel (thinking off, as the model's template does when
+ * enable_thinking is not set). Text only: the model's own template adds tools and media. */
+static const char tmpl_gemma4[] =
+    "{{- bos_token -}}\n"
+    "{%- if messages and messages[0]['role'] in ['system', 'developer'] -%}\n"
+    "{{- '<|turn>system\\n' + (messages[0]['content'] or '') | trim + '<turn|>\\n' -}}\n"
+    "{%- set messages = messages[1:] -%}\n"
+    "{%- endif -%}\n"
+    "{%- for m in messages -%}\n"
+    "{{- '<|turn>' + ('model' if m['role'] == 'assistant' else m['role']) + '\\n' + "
+    "(m['content'] or '') | trim + '<turn|>\\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- '<|turn>model\\n<|channel>thought\\n<channel|>' -}}"
+    "{%- endif -%}\n";
 /* OpenAI harmony (gpt-oss): a system message with the reasoning effort, the system prompt
  * and tools in a developer message (tools as one line per function with its JSON-schema
  * parameters, where the model's own template writes TypeScript types), earlier turns' final
@@ -162,10 +178,9 @@ static const struct {
     const char *name;
     const char *src;
 } builtins[] = {
-    {"llama3", tmpl_llama3},           {"llama2", tmpl_llama2},
-    {"mistral", tmpl_mistral},         {"chatml", tmpl_chatml},
-    {"deepseek-r1", tmpl_deepseek_r1}, {"gemma", tmpl_gemma},
-    {"harmony", tmpl_harmony},         {"plain", tmpl_plain},
+    {"llama3", tmpl_llama3}, {"llama2", tmpl_llama2},           {"mistral", tmpl_mistral},
+    {"chatml", tmpl_chatml}, {"deepseek-r1", tmpl_deepseek_r1}, {"gemma", tmpl_gemma},
+    {"gemma4", tmpl_gemma4}, {"harmony", tmpl_harmony},         {"plain", tmpl_plain},
 };
 
 const char *cpulm_chat_builtin(const char *name) {
@@ -187,6 +202,7 @@ const char *cpulm_chat_detect(const char *tmpl) {
         {"<<SYS>>", "llama2"},
         {"[INST]", "mistral"},
         {"<start_of_turn>", "gemma"},
+        {"<|turn>", "gemma4"},
     };
     for (size_t i = 0; tmpl && i < sizeof marks / sizeof marks[0]; i++)
         if (strstr(tmpl, marks[i].marker)) return marks[i].family;

@@ -146,6 +146,37 @@ static const cpulm_tensor_desc qwen35_tensors[] = {HYBRID_NORMS,    GATED_ATTN, 
 static const cpulm_tensor_desc gemma3_tensors[] = {ATTN,      QK_NORM,          FFN_NORM,
                                                    FFN_DENSE, GEMMA_POST_NORMS, END};
 
+/* Gemma 4 (gemma4.c): the head size is the layer's own (sliding layers have theirs: the
+ * loader and synth bind each layer with hparams whose head_dim is that layer's); k and its norm are
+ * absent on layers that reuse an earlier layer's KV, v is optional everywhere (absent: the keys'
+ * projection is the values'); the per-layer embedding tensors (PLE) and the output scale are
+ * optional (gemma4_load.c checks which the file needs). */
+static const cpulm_tensor_desc gemma4_tensors[] = {
+    {"attn_norm.weight", L(attn_norm), VEC, ALW, 0, D(EMBD, 1, 1)},
+    {"attn_q.weight", L(wq), MAT, ALW, 0, D(EMBD, Q, 1)},
+    {"attn_k.weight", L(wk), MAT, ALW, 1, D(EMBD, KV, 1)},
+    {"attn_v.weight", L(wv), MAT, ALW, 1, D(EMBD, KV, 1)},
+    {"attn_output.weight", L(wo), MAT, ALW, 0, D(Q, EMBD, 1)},
+    {"attn_q_norm.weight", L(q_norm), VEC, ALW, 0, D(HEAD, 1, 1)},
+    {"attn_k_norm.weight", L(k_norm), VEC, ALW, 1, D(HEAD, 1, 1)},
+    FFN_NORM,
+    FFN_DENSE,
+    GEMMA_POST_NORMS,
+    {"layer_output_scale.weight", L(out_scale), VEC, ALW, 1, D(1, 1, 1)},
+    {"inp_gate.weight", L(pl_gate), MAT, ALW, 1, D(EMBD, PL, 1)},
+    {"proj.weight", L(pl_proj), MAT, ALW, 1, D(PL, EMBD, 1)},
+    {"post_norm.weight", L(pl_post_norm), VEC, ALW, 1, D(EMBD, 1, 1)},
+    END};
+static const cpulm_tensor_desc gemma4_globals[] = {
+    {"token_embd.weight", M(tok_embd), MAT, ALW, 0, D(EMBD, VOCAB, 1)},
+    {"output_norm.weight", M(output_norm), VEC, ALW, 0, D(EMBD, 1, 1)},
+    {"output.weight", M(output), MAT, ALW, 1, D(EMBD, VOCAB, 1)},
+    {"rope_freqs.weight", M(rope_freqs), VEC, ALW, 1, D(ROT_HALF, 1, 1)},
+    {"per_layer_token_embd.weight", M(pl_tok_embd), MAT, ALW, 1, D(PL_ALL, VOCAB, 1)},
+    {"per_layer_model_proj.weight", M(pl_model_proj), MAT, ALW, 1, D(EMBD, PL_ALL, 1)},
+    {"per_layer_proj_norm.weight", M(pl_proj_norm), VEC, ALW, 1, D(PL, 1, 1)},
+    END};
+
 /* Encoders (bert, nomic-bert: encoder.c). Query, key and value come either as three
  * projections (with optional biases) or as one fused attn_qkv (model.c checks one form is
  * there); every LayerNorm has a bias; the output projection's and FFN's biases are optional.
@@ -264,6 +295,16 @@ static const cpulm_arch_desc archs[] = {
      .swa_pattern = 6,
      .swa_optional = true,
      .layer_tensors = gemma3_tensors},
+    {.name = "gemma4",
+     .rope = CPULM_ROPE_NEOX,
+     .qk_norm = true,
+     .ffn = CPULM_FFN_DENSE_ONLY,
+     .default_rope_base = 1000000.0f,
+     .default_norm_eps = 1e-6f,
+     .gemma4 = true,
+     .swa_pattern = 6,
+     .layer_tensors = gemma4_tensors,
+     .global_tensors = gemma4_globals},
     {.name = "gpt-oss",
      .rope = CPULM_ROPE_NEOX,
      .qkv_bias = true,
@@ -322,6 +363,8 @@ int64_t cpulm_arch_dim(const cpulm_hparams *hp, cpulm_dim dim) {
     case CPULM_DIM_CTX_TRAIN: return hp->n_ctx_train;
     case CPULM_DIM_TYPES: return hp->n_types;
     case CPULM_DIM_QKV: return (heads + 2 * kv_heads) * head_dim;
+    case CPULM_DIM_PL: return hp->n_pl;
+    case CPULM_DIM_PL_ALL: return (int64_t)hp->n_pl * hp->n_layer;
     }
     return 1;
 }
@@ -342,5 +385,6 @@ const cpulm_arch_desc *cpulm_arch_find(const char *name, unsigned long len) {
 
 const char *cpulm_arch_supported(void) {
     return "llama (dense and Mixtral-style MoE), qwen2, qwen3, qwen3moe, qwen35, qwen35moe, "
-           "qwen3next, gemma3, gpt-oss, bert and nomic-bert (encoders: embeddings and rank scores)";
+           "qwen3next, gemma3, gemma4 (dense), gpt-oss, bert and nomic-bert (encoders: embeddings "
+           "and rank scores)";
 }

@@ -42,6 +42,9 @@ typedef enum cpulm_dim {
     CPULM_DIM_CTX_TRAIN, /* context_length: rows of the absolute position embeddings */
     CPULM_DIM_TYPES,     /* tokenizer.ggml.token_type_count: rows of token_types */
     CPULM_DIM_QKV,       /* Q + 2 KV: a fused query-key-value projection */
+    /* gemma4: per-layer head sizes and per-layer embeddings (PLE) */
+    CPULM_DIM_PL,     /* embedding_length_per_layer_input: one layer's PLE width */
+    CPULM_DIM_PL_ALL, /* PLE width x n_layer: a token's inputs of every layer */
 } cpulm_dim;
 
 /* When a layer tensor exists: always, or only for dense / mixture-of-experts FFNs (one
@@ -113,6 +116,10 @@ typedef struct cpulm_arch_desc {
     bool swa_optional;       /* the window key may be absent or 0 (every layer global: gemma3) */
     uint8_t gating;          /* cpulm_gating */
     uint8_t expert_act;      /* cpulm_expert_act */
+    bool gemma4;             /* Gemma 4 layers (gemma4.c): gemma's plus per-layer embeddings, a
+                                head size of its own on sliding layers, layers that reuse an
+                                earlier layer's KV, V normed (or K reused as V), attention scale
+                                1, proportional rope on global layers, a per-layer output scale */
     bool encoder;            /* a BERT-style encoder (encoder.c): absolute or rotary positions,
                                 post-LayerNorm, bidirectional attention within each sequence, no
                                 output head; it computes embeddings (and rank scores) only */

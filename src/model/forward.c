@@ -97,8 +97,8 @@ static void mm_group(cpulm_ctx *c, const float *x, int64_t ldx, int64_t n_rows, 
 
 /* ---- rope ---- */
 
-static void rope_heads(float *v, int n_heads, int head_dim, int n_rot, cpulm_rope_style style,
-                       const float *cs, const float *sn) {
+void cpulm_fwd_rope_heads(float *v, int n_heads, int head_dim, int n_rot, cpulm_rope_style style,
+                          const float *cs, const float *sn) {
     int half = n_rot / 2;
     for (int h = 0; h < n_heads; h++) {
         float *x = v + (size_t)h * head_dim;
@@ -154,8 +154,8 @@ static void rope_and_store(cpulm_ctx *c, int il, int64_t t, const cpulm_rope_sca
         }
     int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = c->kv.kv_dim;
     float *q = c->q + t * qd, *k = c->kc + t * kvd, *v = c->vc + t * kvd;
-    rope_heads(q, hp->n_head, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
-    rope_heads(k, hp->n_head_kv, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
+    cpulm_fwd_rope_heads(q, hp->n_head, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
+    cpulm_fwd_rope_heads(k, hp->n_head_kv, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
     cpulm_from_float_fn store = c->k->from_float[c->kv.dtype];
     store(k, cpulm_kv_k(&c->kv, il, c->seq[t], c->pos[t]), kvd);
     store(v, cpulm_kv_v(&c->kv, il, c->seq[t], c->pos[t]), kvd);
@@ -252,6 +252,10 @@ static void layer(cpulm_ctx *c, int il, int ith, int nth) {
         cpulm_gemma_layer(c, ly, il, ith, nth);
         return;
     }
+    if (m->arch->gemma4) {
+        cpulm_gemma4_layer(c, ly, il, ith, nth);
+        return;
+    }
 
     for (int64_t t = ith; t < T; t += nth)
         k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->attn_norm, hp->norm_eps);
@@ -321,9 +325,10 @@ static void fwd_worker(void *arg, int ith, int nth) {
     }
     for (int64_t t = ith; t < c->n_tok; t += nth) {
         cpulm_repack_get_row(c->k, &m->tok_embd, c->tok[t], c->x + t * E);
-        if (m->arch->gemma) cpulm_gemma_scale_embd(c, c->x + t * E);
+        if (m->arch->gemma || m->arch->gemma4) cpulm_gemma_scale_embd(c, c->x + t * E);
     }
     cpulm_pool_barrier(c->pool);
+    if (m->arch->gemma4) cpulm_gemma4_inputs(c, ith, nth);
     for (int il = 0; il < m->hp.n_layer; il++)
         layer(c, il, ith, nth);
     if (c->pooled) pool_embeddings(c, ith, nth);

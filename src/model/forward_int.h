@@ -37,8 +37,23 @@ void cpulm_fwd_qk_rope_store_at(cpulm_ctx *c, const cpulm_layer *ly, int kv_il, 
 void cpulm_gemma_layer(cpulm_ctx *c, const cpulm_layer *ly, int il, int ith, int nth);
 /* Gemma's input embedding scale: row *= sqrt(n_embd). */
 void cpulm_gemma_scale_embd(const cpulm_ctx *c, float *row);
+/* x += norm(xn) * w for every batch token (xn holds a sub-layer's output); ends on a barrier. */
+void cpulm_gemma_post_norm_add(cpulm_ctx *c, const float *w, int ith, int nth);
+/* The FFN half of a Gemma layer: x += post_norm(GELU-gated FFN(norm(x))); ends on a barrier. */
+void cpulm_gemma_ffn_half(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth);
 /* logits = cap * tanh(logits / cap), as the reference computes it. */
 void cpulm_gemma_softcap(float cap, float *logits, int64_t n);
+
+/* gemma4.c: a Gemma 4 layer il (gemma4.h); called by every thread with x complete, ends on
+ * a barrier. cpulm_gemma4_inputs: the per-layer embedding inputs of the batch (c->ple) from
+ * the scaled embeddings in x (a no-op without them); ends on a barrier. */
+void cpulm_gemma4_layer(cpulm_ctx *c, const cpulm_layer *ly, int il, int ith, int nth);
+void cpulm_gemma4_inputs(cpulm_ctx *c, int ith, int nth);
+
+/* Rope on n_heads heads of v (head h at v + h * head_stride): the first n_rot dims of each
+ * (pairs by the style), by the pair angles cs, sn. */
+void cpulm_fwd_rope_heads(float *v, int n_heads, int head_stride, int n_rot, cpulm_rope_style style,
+                          const float *cs, const float *sn);
 
 /* deltanet.c: the layers of hybrid models. Called by every thread with xn = the normed
  * input complete; return with x += the layer's output (end on a barrier). */

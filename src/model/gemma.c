@@ -64,8 +64,7 @@ void cpulm_gemma_softcap(float cap, float *logits, int64_t n) {
         logits[i] = tanhf(logits[i] * inv) * cap;
 }
 
-/* x += norm(xn) * w for every batch token (xn holds a sub-layer's output). */
-static void post_norm_add(cpulm_ctx *c, const float *w, int ith, int nth) {
+void cpulm_gemma_post_norm_add(cpulm_ctx *c, const float *w, int ith, int nth) {
     const cpulm_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd;
     for (int64_t t = ith; t < c->n_tok; t += nth) {
@@ -118,10 +117,10 @@ static void attention_half(cpulm_ctx *c, const cpulm_layer *ly, int il, int ith,
     mm_job out = {&ly->wo, c->xn, E, NULL, 0}; /* xn is free again: the output goes there */
     cpulm_fwd_mm_group(c, c->att, QD, T, &out, 1, ith, nth);
     cpulm_pool_barrier(c->pool);
-    post_norm_add(c, ly->attn_post_norm, ith, nth);
+    cpulm_gemma_post_norm_add(c, ly->attn_post_norm, ith, nth);
 }
 
-static void ffn_half(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
+void cpulm_gemma_ffn_half(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
     const cpulm_hparams *hp = &c->m->hp;
     const int64_t T = c->n_tok, E = hp->n_embd, F = hp->n_ff;
     for (int64_t t = ith; t < T; t += nth)
@@ -136,10 +135,10 @@ static void ffn_half(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
     mm_job down = {&ly->w_down, c->xn, E, NULL, 0};
     cpulm_fwd_mm_group(c, c->g, F, T, &down, 1, ith, nth);
     cpulm_pool_barrier(c->pool);
-    post_norm_add(c, ly->ffn_post_norm, ith, nth);
+    cpulm_gemma_post_norm_add(c, ly->ffn_post_norm, ith, nth);
 }
 
 void cpulm_gemma_layer(cpulm_ctx *c, const cpulm_layer *ly, int il, int ith, int nth) {
     attention_half(c, ly, il, ith, nth);
-    ffn_half(c, ly, ith, nth);
+    cpulm_gemma_ffn_half(c, ly, ith, nth);
 }

@@ -12,6 +12,7 @@
 #include "../base/status.h"
 #include "../tokenizer/vocab.h"
 #include "gemma.h"
+#include "gemma4.h"
 #include "repack.h"
 #include "swa.h"
 #include "../threads/numa.h"
@@ -230,6 +231,9 @@ static cpulm_status read_hparams(loader *L) {
     if (L->m->arch->gemma &&
         (s = cpulm_gemma_read_hparams(&L->m->gguf, L->m->arch->name, hp, L->err)) != CPULM_OK)
         return s;
+    if (L->m->arch->gemma4 &&
+        (s = cpulm_gemma4_read_hparams(&L->m->gguf, L->m->arch->name, hp, L->err)) != CPULM_OK)
+        return s;
     if (L->m->arch->hybrid) {
         hp->n_layer_attn = 0;
         if ((s = read_hybrid(L)) != CPULM_OK) return s;
@@ -324,10 +328,10 @@ static cpulm_status bind_vector(loader *L, const char *name, const int64_t ne[3]
 }
 
 /* Binds every tensor of a descriptor list present for this model into the struct at base
- * (a cpulm_layer, or the model for the global list); prefix is "blk.<i>." or "". */
+ * (a cpulm_layer, or the model for the global list); prefix is "blk.<i>." or "". hp: the
+ * model's hyperparameters as this list's shapes read them (a gemma4 layer's own head size). */
 static cpulm_status bind_list(loader *L, const cpulm_tensor_desc *list, const char *prefix,
-                              void *base, bool recurrent) {
-    const cpulm_hparams *hp = &L->m->hp;
+                              void *base, bool recurrent, const cpulm_hparams *hp) {
     char name[160];
     for (const cpulm_tensor_desc *t = list; t->name; t++) {
         if (!cpulm_arch_tensor_present(t, hp->n_expert, recurrent)) continue;
@@ -348,10 +352,16 @@ static cpulm_status bind_tensors(loader *L) {
     cpulm_model *m = L->m;
     const cpulm_hparams *hp = &m->hp;
     cpulm_status s;
-    if ((s = bind_list(L, cpulm_arch_globals(m->arch), "", m, false)) != CPULM_OK) return s;
+    if ((s = bind_list(L, cpulm_arch_globals(m->arch), "", m, false, hp)) != CPULM_OK) return s;
     if (!m->output.data && !m->arch->encoder) m->output = m->tok_embd; /* tied embeddings */
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return cpulm_errf(L->err, CPULM_ERR_NOMEM, "out of memory");
+    /* windows first: a gemma4 layer's head size (its tensors' shapes) depends on it */
+    if ((s = cpulm_swa_set_layers(&m->gguf, m->arch, &m->hp, m->layers, L->err)) != CPULM_OK)
+        return s;
+    if (m->arch->gemma4 &&
+        (s = cpulm_gemma4_plan_layers(&m->gguf, m->arch->name, hp, m->layers, L->err)) != CPULM_OK)
+        return s;
     int32_t n_recr = 0, n_attn = 0;
     for (int il = 0; il < hp->n_layer; il++) {
         char prefix[32];
@@ -359,7 +369,9 @@ static cpulm_status bind_tensors(loader *L) {
         cpulm_layer *ly = &m->layers[il];
         ly->recurrent = m->arch->hybrid && cpulm_arch_layer_recurrent(il, hp->full_attn_interval);
         ly->slot = ly->recurrent ? n_recr++ : n_attn++;
-        if ((s = bind_list(L, m->arch->layer_tensors, prefix, ly, ly->recurrent)) != CPULM_OK)
+        cpulm_hparams hl = *hp;
+        if (ly->head_dim) hl.head_dim = ly->head_dim; /* 0 (the model's) except in gemma4 */
+        if ((s = bind_list(L, m->arch->layer_tensors, prefix, ly, ly->recurrent, &hl)) != CPULM_OK)
             return s;
         if (ly->recurrent && !ly->ssm_in.data && !(ly->ssm_qkv.data && ly->ssm_z.data))
             return cpulm_errf(L->err, CPULM_ERR_FORMAT,
@@ -373,7 +385,7 @@ static cpulm_status bind_tensors(loader *L) {
                               "'%sattn_k.weight' and '%sattn_v.weight')",
                               prefix, prefix, prefix, prefix);
     }
-    return cpulm_swa_set_layers(&m->gguf, m->arch, &m->hp, m->layers, L->err);
+    return m->arch->gemma4 ? cpulm_gemma4_check_tensors(m, L->err) : CPULM_OK;
 }
 
 /* The most common type among 2-D tensors, as a label like llama.cpp's file type. */

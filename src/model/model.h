@@ -52,10 +52,18 @@ typedef struct cpulm_layer {
     const float *ffn_norm;        /* [n_embd] */
     /* Gemma 3: RMS norms of the attention's and the FFN's outputs before the residual adds */
     const float *attn_post_norm, *ffn_post_norm; /* [n_embd] or NULL */
-    int32_t window;      /* > 0: a sliding-window layer (keys within the last `window` positions) */
-    cpulm_tensor w_gate; /* [n_embd] -> [n_ff] */
-    cpulm_tensor w_up;   /* [n_embd] -> [n_ff] */
-    cpulm_tensor w_down; /* [n_ff] -> [n_embd] */
+    int32_t window; /* > 0: a sliding-window layer (keys within the last `window` positions) */
+    /* Gemma 4 (gemma4.c): the layer's head size (its sliding layers have their own), the KV
+     * cache layer it attends over (its own index, or an earlier layer's when it shares
+     * KV: then wk, wv and k_norm are absent), its scalar output scale or NULL, and its
+     * per-layer embedding gate [n_embd] -> [n_pl], projection [n_pl] -> [n_embd] and norm */
+    int32_t head_dim, kv_src;
+    const float *out_scale; /* [1] */
+    cpulm_tensor pl_gate, pl_proj;
+    const float *pl_post_norm; /* [n_embd] */
+    cpulm_tensor w_gate;       /* [n_embd] -> [n_ff] */
+    cpulm_tensor w_up;         /* [n_embd] -> [n_ff] */
+    cpulm_tensor w_down;       /* [n_ff] -> [n_embd] */
     /* mixture of experts (n_expert > 0) instead of w_gate/w_up/w_down: */
     cpulm_tensor gate_inp;  /* router [n_embd] -> [n_expert] */
     cpulm_tensor gate_exps; /* [n_embd] -> [n_ff_exp], x n_expert */
@@ -121,6 +129,11 @@ typedef struct cpulm_hparams {
                         slide is each layer's window (swa.h's rule, for every architecture) */
     int32_t n_types; /* encoders: tokenizer.ggml.token_type_count (rows of token_types) */
     int32_t encoder; /* the arch is an encoder (bidirectional, embeddings only) */
+    /* Gemma 4 (gemma4_load.c), 0 otherwise: the sliding layers' head size
+     * (attention.key_length_swa) and rotated dims (rope.dimension_count_swa), the
+     * per-layer embedding width (embedding_length_per_layer_input, 0: none) and the
+     * trailing layers that reuse an earlier layer's KV (attention.shared_kv_layers) */
+    int32_t head_dim_swa, n_rot_swa, n_pl, n_kv_shared;
 } cpulm_hparams;
 
 struct cpulm_model {
@@ -133,7 +146,12 @@ struct cpulm_model {
     cpulm_tensor tok_embd;                 /* [n_embd] x n_vocab rows */
     cpulm_tensor output;                   /* [n_embd] -> [n_vocab]; tok_embd when tied */
     const float *output_norm;
-    const float *rope_freqs; /* [n_rot / 2] divisors of each pair's frequency, or NULL */
+    const float *rope_freqs; /* [n_rot / 2] divisors of each pair's frequency, or NULL (gemma4:
+                              * its global layers' proportional rope only) */
+    /* gemma4's per-layer embeddings: token rows [n_layer * n_pl] x n_vocab, the projection
+     * of the embedding [n_embd] -> [n_layer * n_pl] and its norm [n_pl]; absent: no PLE */
+    cpulm_tensor pl_tok_embd, pl_model_proj;
+    const float *pl_proj_norm;
     /* encoders: token type rows [n_types][n_embd] (row 0 is added to every token) or NULL,
      * absolute positions [n_ctx_train][n_embd] (bert) or NULL, the embedding LayerNorm, and
      * the classification head of rerankers (NULL when absent): cls [n_embd][n_embd], cls_b

@@ -47,10 +47,12 @@ static cpulm_status alloc_scratch(cpulm_ctx *c, const cpulm_mem_scratch *s, cpul
     c->logits = s->logits ? malloc(s->logits) : NULL;
     c->embd = s->embd ? malloc(s->embd) : NULL;
     c->embd_first = s->embd_seq ? malloc(s->embd_seq) : NULL;
+    c->ple = s->ple ? malloc(s->ple) : NULL;
     c->work_base = aligned_alloc(64, s->work_base);
     if (!c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->att || !c->g || !c->u || !c->actq ||
         !c->scores || !c->tok || !c->pos || !c->seq || !c->out_idx || (s->logits && !c->logits) ||
-        (s->embd && !c->embd) || (s->embd_seq && !c->embd_first) || !c->work_base)
+        (s->embd && !c->embd) || (s->embd_seq && !c->embd_first) || (s->ple && !c->ple) ||
+        !c->work_base)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for scratch buffers");
     if (c->embd_first) {
         memset(c->embd_first, 0, s->embd_seq);
@@ -198,9 +200,9 @@ void cpulm_ctx_free(cpulm_ctx *c) {
     cpulm_ssm_release(&c->ssm);
     cpulm_moe_scratch_free(c->moe);
     cpulm_dnet_scratch_free(c->dnet);
-    void *bufs[] = {c->x,   c->xn,      c->q,      c->kc,     c->vc,         c->att,
-                    c->g,   c->u,       c->actq,   c->scores, c->tok,        c->pos,
-                    c->seq, c->out_idx, c->logits, c->embd,   c->embd_first, c->work_base};
+    void *bufs[] = {c->x,      c->xn,   c->q,          c->kc,        c->vc,  c->att, c->g,
+                    c->u,      c->actq, c->scores,     c->tok,       c->pos, c->seq, c->out_idx,
+                    c->logits, c->embd, c->embd_first, c->work_base, c->ple};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(c);

@@ -31,6 +31,7 @@ struct cpulm_ctx {
     float *vc;  /* new values */
     float *att; /* attention output [n_head * head_dim] */
     float *g;   /* ffn gate [n_ff] */
+    float *ple; /* gemma4: per-layer embedding inputs [n_layer][n_pl] per token, or NULL */
     float *u;   /* ffn up [n_ff] */
     void *actq; /* activations converted to a weight's vec_dot_type, [n_batch][row bytes] */
     size_t actq_stride;

@@ -15,15 +15,21 @@ void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d) {
     d->k_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     d->v_dim = d->k_dim;
     d->n_ff = hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp; /* g, u: dense or shared */
+    if (hp->n_pl > d->n_ff) d->n_ff = hp->n_pl; /* gemma4: g holds the per-layer gate */
     d->head_dim = hp->head_dim;
     d->n_vocab = hp->n_vocab;
     d->n_layer = hp->n_layer;
-    d->n_layer_kv = !hp->ssm_heads ? hp->n_layer : hp->n_layer_attn > 0 ? hp->n_layer_attn : 1;
+    /* hybrids: the full-attention layers; gemma4: all but the tail that shares KV */
+    d->n_layer_kv = hp->ssm_heads         ? (hp->n_layer_attn > 0 ? hp->n_layer_attn : 1)
+                    : hp->n_kv_shared > 0 ? hp->n_layer - hp->n_kv_shared
+                                          : hp->n_layer;
+    d->n_pl_all = (int64_t)hp->n_pl * hp->n_layer;
     int64_t w = d->n_embd;
     if (hp->ssm_inner > w) w = hp->ssm_inner; /* the recurrent layers' output projection */
     if (d->q_dim > w) w = d->q_dim;
     if (d->att_dim > w) w = d->att_dim;
     if (d->n_ff > w) w = d->n_ff;
+    if (hp->n_pl > w) w = hp->n_pl; /* gemma4: the per-layer embedding projection's input */
     if (hp->encoder && d->q_dim + 2 * d->k_dim > w) w = d->q_dim + 2 * d->k_dim; /* fused qkv */
     d->widest = w;
 }
@@ -49,6 +55,10 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c, cpulm
         const size_t w = B > (size_t)d.n_embd ? B : (size_t)d.n_embd;
         if (w > s->scores_stride) s->scores_stride = (w + 15) / 16 * 16;
     }
+    /* gemma4: a token's per-layer embedding row (gemma4.c), and every token's inputs */
+    if ((size_t)d.n_pl_all > s->scores_stride)
+        s->scores_stride = ((size_t)d.n_pl_all + 15) / 16 * 16;
+    s->ple = f * B * (size_t)d.n_pl_all;
     s->scores = f * s->scores_stride * (size_t)c->n_threads;
     s->attn =
         (size_t)cpulm_attn_scratch_bytes(hp, c->n_ctx, c->n_seq_max, c->n_batch, c->n_threads);
@@ -74,7 +84,7 @@ uint64_t cpulm_mem_state_bytes(const cpulm_hparams *hp, int32_t n_seq) {
 uint64_t cpulm_mem_scratch_total(const cpulm_mem_scratch *s) {
     return (uint64_t)s->x + s->xn + s->q + s->kc + s->vc + s->att + s->g + s->u + s->actq +
            s->scores + s->attn + s->tok + s->pos + s->seq + s->out_idx + s->logits + s->embd +
-           s->embd_seq + s->work_base + s->moe + s->dnet;
+           s->embd_seq + s->work_base + s->moe + s->dnet + s->ple;
 }
 
 /* 0 when the KV rows cannot be stored in that type (cpulm_kv_type_fits; the

@@ -38,7 +38,9 @@ typedef struct cpulm_mem_dims {
     int64_t n_vocab;
     int32_t n_layer;
     int32_t n_layer_kv; /* layers with a KV cache: the full-attention ones of a hybrid model
-                           (at least 1: the cache also keeps the sequence lengths) */
+                           (at least 1: the cache also keeps the sequence lengths), gemma4's
+                           layers but the tail that shares KV */
+    int64_t n_pl_all;   /* gemma4: per-layer embedding inputs of a token, n_layer * n_pl */
 } cpulm_mem_dims;
 
 void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d);
@@ -70,6 +72,7 @@ typedef struct cpulm_mem_scratch {
     size_t work_base; /* one 64-byte line per thread */
     size_t moe;       /* mixture-of-experts FFN (model/moe.c), 0 if dense */
     size_t dnet;      /* hybrid models' layers (model/deltanet.c), 0 otherwise */
+    size_t ple;       /* gemma4: f32 [n_batch][n_layer * n_pl] per-layer inputs, 0 otherwise */
 } cpulm_mem_scratch;
 
 /* Bytes per thread of the work-sharing slots (context.h's struct cpulm_work_base). */

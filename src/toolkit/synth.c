@@ -140,6 +140,24 @@ static const cpulm_shape_preset shapes[] = {
      {.name = "synth tiny gemma3", .arch = "gemma3", .tied = 1, .rope_linear = 8.0f,
       .hp = {.n_layer = 6, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
              .n_ctx_train = 4096, .rope_base = 1e6f, .head_dim = 64, .n_swa = 32}}},
+    /* Gemma 4 E4B: 35 sliding layers with heads of 256, 7 global ones (5, 11, ..., 41) with
+     * heads of 512 and proportional rope, the last 18 layers reusing the KV of layers 22
+     * and 23, per-layer embeddings of 256 */
+    {"gemma4-e4b", "Gemma 4 E4B",
+     {.name = "synth Gemma-4-E4B", .arch = "gemma4", .tied = 1,
+      .hp = {.n_layer = 42, .n_embd = 2560, .n_ff = 10240, .n_head = 8, .n_head_kv = 2,
+             .n_vocab = 262144, .n_ctx_train = 131072, .rope_base = 1e6f, .head_dim = 512,
+             .n_swa = 512, .rope_base_swa = 10000.0f, .final_softcap = 30.0f,
+             .head_dim_swa = 256, .n_pl = 256, .n_kv_shared = 18}}},
+    /* 6 layers: 0, 1, 2 and 4 sliding (a window of 32, heads of 32), 3 and 5 global (heads
+     * of 64, a quarter rotated); 4 and 5 reuse the KV of 2 and 3; per-layer embeddings of
+     * 32 */
+    {"tiny-gemma4", "tiny gemma4 test model",
+     {.name = "synth tiny gemma4", .arch = "gemma4", .tied = 1,
+      .hp = {.n_layer = 6, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2, .n_vocab = 512,
+             .n_ctx_train = 4096, .rope_base = 1e6f, .head_dim = 64, .n_swa = 32,
+             .rope_base_swa = 10000.0f, .final_softcap = 30.0f, .head_dim_swa = 32, .n_pl = 32,
+             .n_kv_shared = 2}}},
     /* gpt-oss: MXFP4 experts (the default type), Q8_0 attention, F32 router; every other layer
      * a sliding window and YaRN */
     {"gpt-oss-20b", "gpt-oss 20B (MoE, MXFP4 experts)",
@@ -192,8 +210,27 @@ cpulm_status cpulm_synth_shape(const char *name, cpulm_synth_params *p) {
     p->seed = 1;
     p->n_threads = 1;
     if (p->hp.norm_eps == 0)
-        p->hp.norm_eps = p->hp.ssm_heads || !strcmp(p->arch, "gemma3") ? 1e-6f : 1e-5f;
+        p->hp.norm_eps = p->hp.ssm_heads || !strncmp(p->arch, "gemma", 5) ? 1e-6f : 1e-5f;
     return CPULM_OK;
+}
+
+void cpulm_synth_set_layers(cpulm_synth_params *p, int32_t n_layer) {
+    if (n_layer < 1 || n_layer == p->hp.n_layer) return;
+    if (p->hp.n_kv_shared > 0) { /* the same share of the stack, at least 2 layers own KV */
+        int32_t shared = (int32_t)((2 * (int64_t)n_layer * p->hp.n_kv_shared + p->hp.n_layer) /
+                                   (2 * (int64_t)p->hp.n_layer));
+        p->hp.n_kv_shared = shared < n_layer - 2 ? shared : n_layer - 2 > 0 ? n_layer - 2 : 0;
+    }
+    p->hp.n_layer = n_layer;
+}
+
+bool cpulm_synth_gemma4_slides(const cpulm_synth_params *p, int32_t il) {
+    const int32_t n = p->hp.n_layer, n_kv = n - p->hp.n_kv_shared;
+    const int32_t period = p->swa_period > 0 ? p->swa_period : 6;
+    if (p->hp.n_kv_shared > 0 && il == n_kv - 1) return false; /* what the global tail reads */
+    if (p->hp.n_kv_shared > 0 && il == n_kv - 2) return true;  /* what the sliding tail reads */
+    if (il == n - 1) return false;
+    return il % period != period - 1;
 }
 
 static int32_t synth_head_dim(const cpulm_synth_params *p) {
@@ -232,8 +269,15 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
     if (!a || !a->swa_pattern) hp->n_swa = 0;
     hp->n_layer_swa = 0;
     const int32_t period = p->swa_period > 0 ? p->swa_period : a ? a->swa_pattern : 0;
+    const int g4 = a && a->gemma4;
     for (int32_t il = 0; hp->n_swa > 0 && il < p->hp.n_layer; il++) /* the loader's rule */
-        hp->n_layer_swa += cpulm_swa_layer_slides(il, period);
+        hp->n_layer_swa +=
+            g4 ? cpulm_synth_gemma4_slides(p, il) : cpulm_swa_layer_slides(il, period);
+    if (g4) {
+        hp->n_rot_swa = p->hp.n_rot_swa > 0 ? p->hp.n_rot_swa : p->hp.head_dim_swa;
+        hp->n_layer_attn = p->hp.n_layer - p->hp.n_kv_shared;
+        hp->attn_scale = 1.0f;
+    }
 }
 
 /* The Gated DeltaNet sizes of a hybrid architecture (value head size = state size). */
@@ -255,6 +299,26 @@ static cpulm_status check_hybrid(const cpulm_synth_params *p, const cpulm_arch_d
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "inner size %d and shared expert ff %d must be multiples of %d",
                           p->hp.ssm_inner, p->hp.n_ff_shexp, blk);
+    return CPULM_OK;
+}
+
+/* Gemma 4: a window, sliding heads no wider than the global ones, whole blocks of the
+ * per-layer embedding width, at least 2 layers with their own KV when some share. */
+static cpulm_status check_gemma4(const cpulm_synth_params *p, int32_t hd, int32_t blk,
+                                 cpulm_error *err) {
+    const int32_t hs = p->hp.head_dim_swa, rs = p->hp.n_rot_swa;
+    if (p->hp.n_swa < 1 || hs < 2 || hs % 2 || hs > hd || (hs * p->hp.n_head) % blk || rs < 0 ||
+        rs % 2 || rs > hs)
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "gemma4 needs a window >= 1 and an even sliding head size <= head_dim "
+                          "%d (x heads a multiple of %d), rotating an even count <= it",
+                          hd, blk);
+    if (p->hp.n_pl < 0 || p->hp.n_pl % blk || p->hp.n_kv_shared < 0 ||
+        (p->hp.n_kv_shared > 0 && p->hp.n_layer - p->hp.n_kv_shared < 2))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "gemma4: per-layer embedding width %d must be a multiple of %d; %d "
+                          "shared-KV layers of %d leave fewer than 2 with their own",
+                          p->hp.n_pl, blk, p->hp.n_kv_shared, p->hp.n_layer);
     return CPULM_OK;
 }
 
@@ -314,11 +378,15 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
                           "linear rope factor %g: need >= 1 and no YaRN factor", p->rope_linear);
     if (p->hp.n_swa < 0 || p->swa_period < 0 || p->hp.final_softcap < 0 ||
         ((p->hp.n_swa > 0 || p->swa_period > 0) && !a->swa_pattern) ||
-        (p->hp.final_softcap > 0 && !a->gemma))
+        (p->hp.final_softcap > 0 && !a->gemma && !a->gemma4))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "sliding window %d, period %d: need >= 0, and an architecture with "
                           "sliding windows (gemma3, gpt-oss)",
                           p->hp.n_swa, p->swa_period);
+    if (a->gemma4) {
+        cpulm_status st = check_gemma4(p, hd, blk, err);
+        if (st != CPULM_OK) return st;
+    }
     if (p->rerank && strcmp(p->arch, "bert"))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
                           "a classification head (--rerank) needs --arch bert, not %s", p->arch);
@@ -364,6 +432,14 @@ static void init_of(stensor *t, const char *name, const char *arch) {
     t->mean = t->kind == K_NORM ? 1.0f : 0.0f;
     t->std = t->kind == K_NORM ? 0.05f : WEIGHT_STD;
     if (!strcmp(arch, "gpt-oss") && oai_init(t, name)) return;
+    if (!strcmp(arch, "gemma4") && strstr(name, "attn_") && strstr(name, "_norm.weight") &&
+        !strstr(name, "attn_norm")) {
+        /* gemma4 attends at scale 1 over RMS-normed q and k: norms near 1 make scores of
+         * +-head size and a softmax that flips on rounding; learned models keep them small */
+        t->mean = 0.3f;
+        t->std = 0.03f;
+        return;
+    }
     if (strstr(name, "ssm_a") && !strstr(name, "ssm_alpha")) {
         t->mean = -0.06f;
         t->std = 0.015f;
@@ -376,7 +452,34 @@ static void init_of(stensor *t, const char *name, const char *arch) {
     } else if (strstr(name, "ssm_conv1d")) {
         t->mean = 0.0f;
         t->std = 0.5f;
+    } else if (strstr(name, "layer_output_scale")) { /* far enough from 1 to matter */
+        t->mean = 0.5f;
+        t->std = 0.1f;
     }
+}
+
+/* gemma4's rope divisors, as the converter writes them for a "proportional" rope with a
+ * quarter of each global head rotated: 1 for the first quarter of the pairs, 1e30 (no
+ * rotation) for the rest. */
+static void proportional_row(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = i < n / 4 ? 1.0f : 1e30f;
+}
+
+/* Which of gemma4's optional tensors the file gets (layer il, -1 for the globals): k, its
+ * norm and v on the layers with their own KV (no v on the global ones when k_eq_v), rope
+ * divisors (the last layer is global), the per-layer embedding set, every output scale. */
+static int gemma4_optional(const cpulm_synth_params *p, const char *name, int32_t il) {
+    const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
+    if (!a || !a->gemma4) return 0;
+    const int own = il < p->hp.n_layer - p->hp.n_kv_shared;
+    if (!strcmp(name, "attn_k.weight") || !strcmp(name, "attn_k_norm.weight")) return own;
+    if (!strcmp(name, "attn_v.weight"))
+        return own && !(p->k_eq_v && !cpulm_synth_gemma4_slides(p, il));
+    if (!strncmp(name, "per_layer_", 10) || !strcmp(name, "inp_gate.weight") ||
+        !strcmp(name, "proj.weight") || !strcmp(name, "post_norm.weight"))
+        return p->hp.n_pl > 0;
+    return !strcmp(name, "rope_freqs.weight") || !strcmp(name, "layer_output_scale.weight");
 }
 
 /* Which of qwen3next's alternative (optional) input projections the file gets. */
@@ -417,16 +520,19 @@ static void enc_init(stensor *t, const char *name) {
     }
 }
 
-/* Appends the present, non-optional tensors of list (output.weight unless tied). */
+/* Appends the present, non-optional tensors of list (output.weight unless tied) of layer il
+ * (-1: the model's own). */
 static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, const char *prefix,
-                    stensor *t, int n, bool recurrent) {
+                    stensor *t, int n, bool recurrent, int32_t il) {
     cpulm_hparams hp; /* as the loader will read them back: the tensors' shapes */
     cpulm_synth_hparams(p, &hp);
+    if (il >= 0 && p->hp.head_dim_swa > 0 && cpulm_synth_gemma4_slides(p, il))
+        hp.head_dim = p->hp.head_dim_swa; /* gemma4's sliding layers: their own head size */
     for (const cpulm_tensor_desc *td = list; td->name; td++) {
         int is_output = strcmp(td->name, "output.weight") == 0;
         if (!cpulm_arch_tensor_present(td, hp.n_expert, recurrent)) continue;
         if (td->optional && !(is_output && !p->tied) && !dnet_input(p, td->name) &&
-            !enc_optional(p, td->name))
+            !enc_optional(p, td->name) && !gemma4_optional(p, td->name, il))
             continue;
         snprintf(t[n].name, sizeof t[n].name, "%s%s", prefix, td->name);
         t[n].kind = td->kind == CPULM_TK_MATRIX ? K_MATRIX : K_NORM;
@@ -451,12 +557,12 @@ static int max_tensors(const cpulm_synth_params *p) {
 /* Fills t (capacity max_tensors) in file order; returns the count. */
 static int tensor_list(const cpulm_synth_params *p, stensor *t) {
     const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
-    int n = add_list(p, cpulm_arch_globals(a), "", t, 0, false);
+    int n = add_list(p, cpulm_arch_globals(a), "", t, 0, false, -1);
     char prefix[32];
     for (int il = 0; il < p->hp.n_layer; il++) {
         snprintf(prefix, sizeof prefix, "blk.%d.", il);
         bool recr = a->hybrid && cpulm_arch_layer_recurrent(il, p->hp.full_attn_interval);
-        n = add_list(p, a->layer_tensors, prefix, t, n, recr);
+        n = add_list(p, a->layer_tensors, prefix, t, n, recr, il);
     }
     return n;
 }
@@ -568,6 +674,7 @@ static void *fill_rows(void *arg) {
         uint64_t s = base ^ (uint64_t)r;
         splitmix(&s); /* decorrelate neighbouring rows */
         gaussian_row(row, t->ne[0], s, t->mean, t->std);
+        if (!strcmp(t->name, "rope_freqs.weight")) proportional_row(row, t->ne[0]);
         cpulm_quantize_row_ref(type, row, j->dst + (size_t)r * rb, t->ne[0]);
     }
     free(row);
@@ -802,7 +909,7 @@ static cpulm_status set_hybrid(cpulm_gguf_writer *w, const cpulm_synth_params *p
 static cpulm_status set_swa(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
     cpulm_status st;
     if (p->hp.n_swa > 0 && (st = set_u32(w, p, "attention.sliding_window", p->hp.n_swa))) return st;
-    if (p->swa_period > 0 &&
+    if (p->swa_period > 0 && !p->hp.head_dim_swa &&
         (st = set_u32(w, p, "attention.sliding_window_pattern", p->swa_period)))
         return st;
     if (p->hp.final_softcap > 0 &&
@@ -815,6 +922,33 @@ static cpulm_status set_swa(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
             (st = set_f32(w, p, "rope.scaling.factor", p->rope_linear)))
             return st;
     }
+    return CPULM_OK;
+}
+
+/* Gemma 4's keys: the sliding layers' head and rotation, their rope base, the per-layer
+ * embedding width, the shared tail and the window pattern as one boolean per layer (as the
+ * converter writes it). */
+static cpulm_status set_gemma4(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
+    const cpulm_arch_desc *a = cpulm_arch_find(p->arch, strlen(p->arch));
+    if (!a->gemma4) return CPULM_OK;
+    const int32_t hs = p->hp.head_dim_swa, rs = p->hp.n_rot_swa > 0 ? p->hp.n_rot_swa : hs;
+    uint8_t *pat = malloc((size_t)p->hp.n_layer);
+    if (!pat) return CPULM_ERR_NOMEM;
+    for (int32_t il = 0; il < p->hp.n_layer; il++)
+        pat[il] = cpulm_synth_gemma4_slides(p, il);
+    char k[128];
+    snprintf(k, sizeof k, "%s.attention.sliding_window_pattern", p->arch);
+    cpulm_status st =
+        cpulm_gguf_writer_set_arr(w, k, CPULM_GGUF_BOOL, pat, (uint64_t)p->hp.n_layer);
+    free(pat);
+    if (st || (st = set_u32(w, p, "attention.key_length_swa", hs)) ||
+        (st = set_u32(w, p, "attention.value_length_swa", hs)) ||
+        (st = set_u32(w, p, "rope.dimension_count_swa", rs)) ||
+        (st = set_f32(w, p, "rope.freq_base_swa",
+                      p->hp.rope_base_swa > 0 ? p->hp.rope_base_swa : 10000.0f)) ||
+        (st = set_u32(w, p, "embedding_length_per_layer_input", p->hp.n_pl)) ||
+        (st = set_u32(w, p, "attention.shared_kv_layers", p->hp.n_kv_shared)))
+        return st;
     return CPULM_OK;
 }
 
@@ -855,7 +989,7 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         return st;
     if (p->alignment && (st = cpulm_gguf_writer_set_u32(w, "general.alignment", p->alignment)))
         return st; /* small alignments make misaligned files for the loader's tests */
-    if ((st = set_swa(w, p)) != CPULM_OK) return st;
+    if ((st = set_swa(w, p)) != CPULM_OK || (st = set_gemma4(w, p)) != CPULM_OK) return st;
     if (p->yarn_factor > 0) {
         char key[96];
         snprintf(key, sizeof key, "%s.rope.scaling.type", p->arch);

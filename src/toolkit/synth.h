@@ -10,6 +10,7 @@
 #ifndef CPULM_SYNTH_H
 #define CPULM_SYNTH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cpulm.h"
@@ -46,6 +47,8 @@ typedef struct cpulm_synth_params {
      * yarn_factor 0 writes no scaling keys; yarn_orig_ctx 0 means hp.n_ctx_train */
     float yarn_factor;
     int32_t yarn_orig_ctx;
+    int k_eq_v; /* gemma4: the global layers have no attn_v (their keys' projection is the
+                 * values', as in the 31B model) */
     int rerank; /* encoders: a classification head (cls, cls.output) and pooling type rank */
     int fim;    /* the last three tokens are Qwen's fill-in-the-middle control tokens
                  * (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>) instead of fillers */
@@ -77,6 +80,15 @@ const cpulm_shape_preset *cpulm_shape_preset_at(int i);
  * starting point for overrides). Type Q4_0, seed 1, one thread.
  * CPULM_ERR_INVALID_ARG for an unknown name. */
 cpulm_status cpulm_synth_shape(const char *shape, cpulm_synth_params *p);
+
+/* Cuts (or grows) the stack to n_layer layers: gemma4's shared-KV tail keeps its share of
+ * the stack (rounded; at least 2 layers keep their own KV). */
+void cpulm_synth_set_layers(cpulm_synth_params *p, int32_t n_layer);
+
+/* Does gemma4 layer il slide in the files synth writes? Global: every period-th layer
+ * (swa_period, default 6), the last layer, and the last layer with its own KV (what the
+ * global shared layers read); the one before that slides (what the sliding ones read). */
+bool cpulm_synth_gemma4_slides(const cpulm_synth_params *p, int32_t il);
 
 /* Checks the parameters (divisibility by the type's block, head counts, vocab >= 260). */
 cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err);
