@@ -14,6 +14,15 @@
 
 #define DECAY 0.875 /* weight of the acceptance history per verified pass */
 
+/* The last COST_N timings of one kind. Medians, not means: on a shared machine a decode
+ * that lost its core to another process for a time slice takes 10x its time, and a mean
+ * of such samples made the cost of a verified token look 4x too small (2026-12-02). */
+#define COST_N 15
+typedef struct cost_window {
+    double v[COST_N];
+    int n, next;
+} cost_window;
+
 struct cpulm_spec {
     cpulm_spec_params p;
     int32_t n_vocab;
@@ -29,9 +38,11 @@ struct cpulm_spec {
     float *pd;   /* [n_vocab] the target's distribution at a verified row */
     double cost; /* one drafted token's cost in plain decodes (verify + draft model): the
                   * prior, until the timings below have samples (measure_cost) */
-    double t1, t_tok, t_draft; /* decayed seconds: a 1-token target decode, one more
-                                * verified token, one drafted token (0: no sample yet) */
-    int64_t t1_pass;           /* the pass of the last 1-token time */
+    double t1, t_tok, t_draft; /* seconds, medians of recent samples: a 1-token target
+                                * decode, one more verified token, one drafted token (0: no
+                                * sample yet) */
+    cost_window w1, w_tok, w_draft;
+    int64_t t1_pass; /* the pass of the last 1-token time */
     cpulm_spec_adapt ad;
     cpulm_spec_stats st;
 };
@@ -228,10 +239,19 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-#define COST_W 0.125 /* weight of a new timing in its decayed mean */
-
-static void ewma(double *m, double x) {
-    *m = *m > 0.0 ? *m + COST_W * (x - *m) : x;
+/* Adds sample x to w and sets *med to the window's median. */
+static void timing(cost_window *w, double *med, double x) {
+    w->v[w->next] = x;
+    w->next = (w->next + 1) % COST_N;
+    if (w->n < COST_N) w->n++;
+    double a[COST_N];
+    for (int i = 0; i < w->n; i++) { /* insertion sort: at most 15 values */
+        int j = i;
+        for (; j > 0 && a[j - 1] > w->v[i]; j--)
+            a[j] = a[j - 1];
+        a[j] = w->v[i];
+    }
+    *med = w->n % 2 ? a[w->n / 2] : 0.5 * (a[w->n / 2 - 1] + a[w->n / 2]);
 }
 
 /* A drafted token's cost in plain decodes: measured (one more verified token's time, plus
@@ -252,11 +272,11 @@ static double draft_cost(const cpulm_spec *s) {
  * whole decodes. */
 static void learn_time(cpulm_spec *s, int32_t k, double dt) {
     if (k == 0) {
-        ewma(&s->t1, dt);
+        timing(&s->w1, &s->t1, dt);
         s->t1_pass = s->st.passes;
     } else if (s->t1 > 0.0) {
         double x = (dt - s->t1) / k;
-        ewma(&s->t_tok, x < 0.0 ? 1e-9 * s->t1 : x > s->t1 ? s->t1 : x);
+        timing(&s->w_tok, &s->t_tok, x < 0.0 ? 1e-9 * s->t1 : x > s->t1 ? s->t1 : x);
     }
 }
 
@@ -368,7 +388,7 @@ static int32_t draft_model(cpulm_spec *s, int32_t kmax, int sample) {
     if (draft_catch_up(s) != CPULM_OK) return 0;
     if (behind > 2) t0 = now_s();
     int32_t k = draft_tokens(s, kmax, sample);
-    if (k > 0) ewma(&s->t_draft, (now_s() - t0) / k);
+    if (k > 0) timing(&s->w_draft, &s->t_draft, (now_s() - t0) / k);
     return k;
 }
 
