@@ -263,7 +263,8 @@ static void timing(cost_window *w, double *med, double x) {
 static double draft_cost(const cpulm_spec *s) {
     if (!s->p.measure_cost || !(s->t1 > 0.0) || !(s->t_tok > 0.0)) return s->cost;
     if (s->p.kind == CPULM_SPEC_DRAFT && !(s->t_draft > 0.0)) return s->cost;
-    return (s->t_tok + s->t_draft) / s->t1;
+    /* the medians come from different samples: a verified token never costs above a decode */
+    return ((s->t_tok < s->t1 ? s->t_tok : s->t1) + s->t_draft) / s->t1;
 }
 
 /* Learns from one target decode of 1 + k tokens that took dt seconds (k drafts; a k-token
