@@ -322,24 +322,36 @@ TEST(sched_spec_request_opt_out) {
 }
 
 /* The per-slot adaptive length: all rejections back off to plain decoding with a 1-token
- * probe every CPULM_SPEC_PROBE_EVERY passes; all acceptances draft the longest. */
+ * probe after CPULM_SPEC_PROBE_EVERY passes, each rejected probe doubling the wait up to
+ * CPULM_SPEC_PROBE_MAX; an accepted probe shortens it again; all acceptances draft the
+ * longest. */
 TEST(sched_spec_adaptive_backs_off) {
     cpulm_spec_adapt a;
     cpulm_spec_adapt_init(&a);
-    for (int i = 0; i < 40; i++) {
-        int32_t k = cpulm_spec_adapt_len(&a, 0.3, 8);
-        if (k > 0) cpulm_spec_adapt_learn(&a, k, 0);
+    int32_t k;
+    int i = 0;
+    while ((k = cpulm_spec_adapt_len(&a, 0.3, 8)) > 0 && i++ < 40)
+        cpulm_spec_adapt_learn(&a, k, 0);
+    CHECK_EQ_INT(t, k, 0);
+    int32_t want = CPULM_SPEC_PROBE_EVERY;
+    for (int probe = 0; probe < 6; probe++) { /* gaps 16, 32, ..., 256, 256 passes */
+        int gap = probe == 0 ? 2 : 1;         /* the pass that backed off counts */
+        while ((k = cpulm_spec_adapt_len(&a, 0.3, 8)) == 0 && gap < 1000)
+            gap++;
+        CHECK_EQ_INT(t, k, 1);
+        CHECK_EQ_INT(t, gap, want);
+        cpulm_spec_adapt_learn(&a, k, 0);
+        if (want < CPULM_SPEC_PROBE_MAX) want *= 2;
     }
-    int probes = 0;
-    for (int i = 0; i < 4 * CPULM_SPEC_PROBE_EVERY; i++) {
-        int32_t k = cpulm_spec_adapt_len(&a, 0.3, 8);
-        CHECK(t, k <= 1);
-        probes += k;
-        if (k > 0) cpulm_spec_adapt_learn(&a, k, 0);
+    while (cpulm_spec_adapt_len(&a, 0.3, 8) == 0 && i++ < 1000) {
     }
-    CHECK_EQ_INT(t, probes, 4);
+    cpulm_spec_adapt_learn(&a, 1, 1); /* an accepted probe: the shortest wait again */
+    int gap = 1;
+    while (cpulm_spec_adapt_len(&a, 0.3, 8) == 0 && gap < 1000)
+        gap++;
+    CHECK_EQ_INT(t, gap, CPULM_SPEC_PROBE_EVERY);
     cpulm_spec_adapt_init(&a);
-    for (int i = 0; i < 40; i++)
+    for (i = 0; i < 40; i++)
         cpulm_spec_adapt_learn(&a, 8, 8);
     CHECK_EQ_INT(t, cpulm_spec_adapt_len(&a, 0.3, 8), 8);
 }

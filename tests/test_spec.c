@@ -184,6 +184,7 @@ static const char *models[] = {
 
 TEST(spec_ngram_greedy_identical) {
     int64_t acc_total = 0;
+    int measured = 0; /* runs whose adaptive length used timed costs, not the prior */
     for (size_t k = 0; k < (light() ? 2 : sizeof models / sizeof models[0]); k++) {
         cpulm_model *m = load(models[k]);
         if (!m) SKIP(t, "shared models not found");
@@ -196,10 +197,20 @@ TEST(spec_ngram_greedy_identical) {
             cpulm_spec_stats st;
             CHECK_EQ_INT(t, greedy_same(t, m, &sp, 40, &st), N_PROMPTS);
             acc_total += st.accepted;
+            /* timed: one more verified token over a 1-token decode, clamped to (0, 1] */
+            CHECK(t, st.cost > 0.0 && st.cost <= 1.0);
+            measured += !v && st.cost != (double)sp.verify_cost;
+        }
+        if (k == 0) { /* not timed: the prior throughout */
+            sp.measure_cost = 0;
+            cpulm_spec_stats st;
+            CHECK_EQ_INT(t, greedy_same(t, m, &sp, 40, &st), N_PROMPTS);
+            CHECK(t, st.cost == (double)sp.verify_cost);
         }
         cpulm_model_free(m);
     }
     CHECK(t, acc_total > 0); /* the drafts were not all rejected: verification did work */
+    CHECK(t, measured > 0);
 }
 
 TEST(spec_draft_model_greedy_identical) {

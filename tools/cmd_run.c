@@ -317,7 +317,7 @@ static int run_all(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpul
         rc = spec ? generate_spec(ctx, m, o, smp, gm, spec, &n_gen)
                   : generate(ctx, m, o, smp, gm, &n_gen);
     double t2 = cli_now_ms();
-    char extra[160] = "";
+    char extra[200] = "";
     if (spec) cli_spec_summary(spec, &o->spec, extra, sizeof extra);
     fprintf(stderr,
             "\nload: %.1f ms | prompt: %d tokens, %.2f ms, %.2f t/s | generation: %d "

@@ -91,8 +91,9 @@ void cli_spec_summary(const cpulm_spec *s, const cli_spec *o, char *buf, size_t 
     cpulm_spec_stats st;
     cpulm_spec_stats_get(s, &st);
     snprintf(buf, cap,
-             " | spec %s: drafted %lld, accepted %lld (%.1f%%), %.2f tokens per target pass",
+             " | spec %s: drafted %lld, accepted %lld (%.1f%%), %.2f tokens per target pass, "
+             "drafted token cost %.3f",
              cpulm_spec_kind_name(o->p.kind), (long long)st.drafted, (long long)st.accepted,
              st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0,
-             st.passes ? (double)st.emitted / (double)st.passes : 0.0);
+             st.passes ? (double)st.emitted / (double)st.passes : 0.0, st.cost);
 }

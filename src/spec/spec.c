@@ -3,14 +3,25 @@
  * rejected (target and draft caches), and the adaptive draft length. See spec.h for the
  * exactness argument. Uses only the public API (cpulm.h) and base/: it sits above the
  * context like an application would, so the server and the tools can share it. */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/status.h"
 #include "spec/spec.h"
 
 #define DECAY 0.875 /* weight of the acceptance history per verified pass */
+
+/* The last COST_N timings of one kind. Medians, not means: on a shared machine a decode
+ * that lost its core to another process for a time slice takes 10x its time, and a mean
+ * of such samples made the cost of a verified token look 4x too small (2026-12-02). */
+#define COST_N 15
+typedef struct cost_window {
+    double v[COST_N];
+    int n, next;
+} cost_window;
 
 struct cpulm_spec {
     cpulm_spec_params p;
@@ -25,7 +36,13 @@ struct cpulm_spec {
     int32_t d_batch;
     float *q;    /* [draft_max][n_vocab] the draft's distributions (sampled drafts) */
     float *pd;   /* [n_vocab] the target's distribution at a verified row */
-    double cost; /* one drafted token's cost in plain decodes (verify + draft model) */
+    double cost; /* one drafted token's cost in plain decodes (verify + draft model): the
+                  * prior, until the timings below have samples (measure_cost) */
+    double t1, t_tok, t_draft; /* seconds, medians of recent samples: a 1-token target
+                                * decode, one more verified token, one drafted token (0: no
+                                * sample yet) */
+    cost_window w1, w_tok, w_draft;
+    int64_t t1_pass; /* the pass of the last 1-token time */
     cpulm_spec_adapt ad;
     cpulm_spec_stats st;
 };
@@ -40,6 +57,7 @@ cpulm_spec_params cpulm_spec_default_params(void) {
     p.ngram_min = 2;
     p.adaptive = 1;
     p.verify_cost = 0.2f;
+    p.measure_cost = 1;
     p.draft_ctx = cpulm_ctx_default_params();
     p.draft_sp = cpulm_sampler_default_params();
     return p;
@@ -176,14 +194,18 @@ static cpulm_status hist_push(cpulm_spec *s, const cpulm_token *t, int32_t n) {
     return CPULM_OK;
 }
 
+static double draft_cost(const cpulm_spec *s);
+
 void cpulm_spec_stats_get(const cpulm_spec *s, cpulm_spec_stats *out) {
     *out = s->st;
     out->draft_len = s->ad.last_len;
+    out->cost = draft_cost(s);
 }
 
 void cpulm_spec_adapt_init(cpulm_spec_adapt *a) {
     memset(a, 0, sizeof *a);
     a->succ = 1.0, a->tried = 2.0; /* a prior of one half, soon forgotten */
+    a->probe_every = CPULM_SPEC_PROBE_EVERY;
 }
 
 int32_t cpulm_spec_adapt_len(cpulm_spec_adapt *a, double cost_per_draft, int32_t k_max) {
@@ -191,9 +213,10 @@ int32_t cpulm_spec_adapt_len(cpulm_spec_adapt *a, double cost_per_draft, int32_t
     a->last_len = k;
     if (k > 0) {
         a->since_probe = 0;
+        a->probe_every = CPULM_SPEC_PROBE_EVERY;
         return k;
     }
-    if (++a->since_probe < CPULM_SPEC_PROBE_EVERY || k_max < 1) return 0;
+    if (++a->since_probe < a->probe_every || k_max < 1) return 0;
     a->since_probe = 0;
     return 1;
 }
@@ -201,12 +224,77 @@ int32_t cpulm_spec_adapt_len(cpulm_spec_adapt *a, double cost_per_draft, int32_t
 void cpulm_spec_adapt_learn(cpulm_spec_adapt *a, int32_t k, int32_t n_acc) {
     a->succ = a->succ * DECAY + n_acc;
     a->tried = a->tried * DECAY + (n_acc < k ? n_acc + 1 : k);
+    if (a->last_len > 0) return;
+    /* a probe: rejected, the next one waits twice as long (a useless draft's probes,
+     * with the draft model's catch-up over the passes between, cost ~6% at every 16) */
+    if (n_acc == 0 && a->probe_every < CPULM_SPEC_PROBE_MAX)
+        a->probe_every *= 2;
+    else if (n_acc > 0)
+        a->probe_every = CPULM_SPEC_PROBE_EVERY;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Adds sample x to w and sets *med to the window's median. */
+static void timing(cost_window *w, double *med, double x) {
+    w->v[w->next] = x;
+    w->next = (w->next + 1) % COST_N;
+    if (w->n < COST_N) w->n++;
+    double a[COST_N];
+    for (int i = 0; i < w->n; i++) { /* insertion sort: at most 15 values */
+        int j = i;
+        for (; j > 0 && a[j - 1] > w->v[i]; j--)
+            a[j] = a[j - 1];
+        a[j] = w->v[i];
+    }
+    *med = w->n % 2 ? a[w->n / 2] : 0.5 * (a[w->n / 2 - 1] + a[w->n / 2]);
+}
+
+/* A drafted token's cost in plain decodes: measured (one more verified token's time, plus
+ * a drafted token's for a draft model, over a 1-token decode's) once there are samples,
+ * else the prior. On a tiny model a pass is mostly fixed overhead (thread wake-up,
+ * barriers), so a verified token costs a few percent of a decode, not the 0.2 of a
+ * bandwidth-bound 1B F16 model; on a draft model the measured time replaces the weight
+ * bytes ratio, which misses its own fixed overhead. */
+static double draft_cost(const cpulm_spec *s) {
+    if (!s->p.measure_cost || !(s->t1 > 0.0) || !(s->t_tok > 0.0)) return s->cost;
+    if (s->p.kind == CPULM_SPEC_DRAFT && !(s->t_draft > 0.0)) return s->cost;
+    /* the medians come from different samples: a verified token never costs above a decode */
+    return ((s->t_tok < s->t1 ? s->t_tok : s->t1) + s->t_draft) / s->t1;
+}
+
+/* Learns from one target decode of 1 + k tokens that took dt seconds (k drafts; a k-token
+ * sample needs a 1-token time first). An extra token's sample is clamped to [0, t1]:
+ * another process's time slice inside one decode must not make drafts look dearer than
+ * whole decodes. */
+static void learn_time(cpulm_spec *s, int32_t k, double dt) {
+    if (k == 0) {
+        timing(&s->w1, &s->t1, dt);
+        s->t1_pass = s->st.passes;
+    } else if (s->t1 > 0.0) {
+        double x = (dt - s->t1) / k;
+        timing(&s->w_tok, &s->t_tok, x < 0.0 ? 1e-9 * s->t1 : x > s->t1 ? s->t1 : x);
+    }
+}
+
+/* Should this pass be a plain decode, to time one? The cost is relative to a 1-token
+ * decode, which a sequence that drafts at every pass (a copy-heavy prompt) never makes:
+ * its first pass, and one in every T1_EVERY later (under 1% of the tokens at ten per
+ * pass), keep that time current as the machine's speed drifts. */
+#define T1_EVERY 128
+static int time_plain(cpulm_spec *s) {
+    if (!s->p.measure_cost || !s->p.adaptive) return 0;
+    return !(s->t1 > 0.0) || s->st.passes - s->t1_pass >= T1_EVERY;
 }
 
 /* The draft length for this pass (adaptive: cpulm_spec_adapt_len). */
 static int32_t next_len(cpulm_spec *s) {
     if (!s->p.adaptive) return s->p.draft_max;
-    return cpulm_spec_adapt_len(&s->ad, s->cost, s->p.draft_max);
+    return cpulm_spec_adapt_len(&s->ad, draft_cost(s), s->p.draft_max);
 }
 
 /* Index drawn from probs[0..n) by the uniform u in [0, 1) (inverse CDF; rounding slack goes
@@ -275,9 +363,8 @@ cpulm_status cpulm_spec_begin(cpulm_spec *s, const cpulm_token *toks, int32_t n)
     return draft_catch_up(s); /* the draft's prompt pass belongs to the prompt's time */
 }
 
-/* Up to kmax tokens from the draft model into s->draft; sampled (q kept) when sample. */
-static int32_t draft_model(cpulm_spec *s, int32_t kmax, int sample) {
-    if (draft_catch_up(s) != CPULM_OK) return 0;
+/* The drafting loop of draft_model: the draft cache holds the history. */
+static int32_t draft_tokens(cpulm_spec *s, int32_t kmax, int sample) {
     int32_t k = 0;
     for (; k < kmax; k++) {
         const float *l = cpulm_ctx_logits(s->dctx, 0);
@@ -295,6 +382,20 @@ static int32_t draft_model(cpulm_spec *s, int32_t kmax, int sample) {
         if (cpulm_ctx_decode(s->dctx, &b) != CPULM_OK) return k + 1;
         s->st.draft_evals++;
     }
+    return k;
+}
+
+/* Up to kmax tokens from the draft model into s->draft; sampled (q kept) when sample.
+ * The time it took goes into t_draft per drafted token; a catch-up of more than the usual
+ * one or two tokens (the history of the passes it was backed off for) is not counted,
+ * being the price of having backed off rather than of drafting. */
+static int32_t draft_model(cpulm_spec *s, int32_t kmax, int sample) {
+    double t0 = now_s();
+    int32_t behind = s->n_hist - cpulm_ctx_seq_len(s->dctx, 0);
+    if (draft_catch_up(s) != CPULM_OK) return 0;
+    if (behind > 2) t0 = now_s();
+    int32_t k = draft_tokens(s, kmax, sample);
+    if (k > 0) timing(&s->w_draft, &s->t_draft, (now_s() - t0) / k);
     return k;
 }
 
@@ -363,6 +464,7 @@ cpulm_status cpulm_spec_step(cpulm_spec *s, cpulm_ctx *ctx, int32_t seq, cpulm_t
     if (st != CPULM_OK) return st;
     int32_t kmax = s->p.kind == CPULM_SPEC_NONE ? 0 : next_len(s), k = 0;
     if (kmax > room - 1) kmax = room - 1;
+    if (kmax > 0 && time_plain(s)) kmax = 0;
     int sampled = s->p.kind == CPULM_SPEC_DRAFT && pick->smp && s->p.draft_sp.temp > 0.0f;
     if (kmax > 0 && s->p.kind == CPULM_SPEC_NGRAM)
         k = cpulm_spec_ngram_draft(s->hist, s->n_hist, s->p.ngram_min, s->p.ngram_max, kmax,
@@ -376,11 +478,13 @@ cpulm_status cpulm_spec_step(cpulm_spec *s, cpulm_ctx *ctx, int32_t seq, cpulm_t
     for (int32_t i = 0; i <= k; i++)
         seqs[i] = seq;
     cpulm_batch b = {.n = k + 1, .token = s->tok, .seq = seqs, .want_logits = s->want};
+    double t0 = now_s();
     if ((st = cpulm_ctx_decode(ctx, &b)) != CPULM_OK) { /* the target cache is unchanged */
         s->n_hist--;
         if (s->dctx && cpulm_ctx_seq_len(s->dctx, 0) > s->n_hist) draft_cut(s, s->n_hist);
         return st;
     }
+    learn_time(s, k, now_s() - t0);
     int32_t n_acc;
     *n_out = verify(s, ctx, pick, k, sampled, out, &n_acc);
     /* the rejected drafts leave the target's cache; a hybrid target cannot drop them (its

@@ -36,6 +36,8 @@ typedef struct cpulm_spec_params {
     float p_min;       /* greedy draft model: stop drafting below this probability (0: off) */
     float verify_cost; /* one more token in the verification decode, in plain decodes (0.2;
                         * the adaptive length's cost model, docs/TOOLS.md) */
+    int measure_cost;  /* 1 (default): the adaptive length's costs come from timing the
+                        * decodes (verify_cost and the draft's bytes ratio are the priors) */
     const cpulm_model *draft_model; /* CPULM_SPEC_DRAFT: borrowed, must outlive the spec */
     cpulm_ctx_params draft_ctx;     /* the draft model's context (n_ctx, threads) */
     cpulm_sampler_params draft_sp;  /* its sampling when the target samples (penalties
@@ -51,6 +53,8 @@ typedef struct cpulm_spec_stats {
     int64_t emitted;     /* tokens steps returned (accepted + one per pass) */
     int64_t draft_evals; /* draft-model decodes (catch-up batches and drafted tokens) */
     int32_t draft_len;   /* the adaptive draft length now (0: backed off) */
+    double cost;         /* a drafted token's cost in plain decodes, as the adaptive length
+                          * uses it now (measured, or the prior) */
 } cpulm_spec_stats;
 
 /* How the caller picks a token from a logits row, as plain decoding does: fn draws the next
@@ -112,12 +116,16 @@ int32_t cpulm_spec_best_len(double a, double cost_per_draft, int32_t k_max);
 
 /* The adaptive draft length of one sequence: a decayed acceptance rate (a prior of one
  * half, soon forgotten), best_len over it, and while that is 0 (drafts do not pay: backed
- * off) a 1-token probe every CPULM_SPEC_PROBE_EVERY passes keeps the rate current. The
- * step above and the server's scheduler (one per slot) share it. */
+ * off) a 1-token probe keeps the rate current: after CPULM_SPEC_PROBE_EVERY passes, and
+ * each rejected probe doubles the wait up to CPULM_SPEC_PROBE_MAX passes (a useless draft
+ * then costs under 1% of the plain passes; an accepted probe or drafting again resets it).
+ * The step above and the server's scheduler (one per slot) share it. */
 #define CPULM_SPEC_PROBE_EVERY 16
+#define CPULM_SPEC_PROBE_MAX   256
 typedef struct cpulm_spec_adapt {
     double succ, tried; /* decayed counts of accepted / verified draft tokens */
     int32_t since_probe, last_len;
+    int32_t probe_every; /* passes between probes while backed off */
 } cpulm_spec_adapt;
 
 void cpulm_spec_adapt_init(cpulm_spec_adapt *a);
