@@ -88,9 +88,21 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
  * row's extras), so it ends at the exact integer dot. Per block and token:
  * acc = fma(dw, dx * float(isum), acc), in block order, the same for every tile size.
  * The constant-count loops carry unroll pragmas: at -O2 GCC keeps them rolled, which puts
- * wv[] and acc[] on the stack and halves the throughput. */
+ * wv[] and acc[] on the stack and halves the throughput.
+ * The chains are issued k-major (the k-th VPDPBUSD of every token, then the (k+1)-th), not
+ * token by token: written token-major, each token's 8 dependent VPDPBUSDs (40+ cycles of
+ * latency) sit in the scheduler together and fill it long before the two VNNI ports do,
+ * and GCC does not reorder them. k-major, neighbours are independent. Integer sums are exact,
+ * so the order changes no bit. Measured on Emerald Rapids, one thread (scripts/gemm_bench.c
+ * and docs/perf-log/2026-12-02-emerald-rapids-moe-gemm.md): 1.27-1.33x on cache-resident
+ * 64-token tiles, more on streamed weights with the prefetch below.
+ * The first tile of a call also prefetches the group's weights PF_BLOCKS blocks ahead: the
+ * weights of a call are then read from memory once (a MoE expert's, or a few tokens'
+ * GEMV-like batch), and at 8-16 tokens per group the hardware prefetcher alone leaves the
+ * chains waiting at every page. Later tiles find the group in L1/L2. */
 
-#define TILE_T 8
+#define TILE_T    8
+#define PF_BLOCKS 4
 
 static inline void unpack_q4_x16(const uint8_t *q, __m512i w[8]) {
     const __m512i m = _mm512_set1_epi8(0x0F);
@@ -130,7 +142,8 @@ enum { W_Q4_0, W_Q8_0, W_MXFP4 };
 /* NT (1..TILE_T) tokens against one group of weight kind wk. Inlined per NT and kind. */
 static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uint8_t *w, int wk,
                                                             const uint8_t *act, uint64_t stride,
-                                                            float *s, int64_t ld, const int NT) {
+                                                            float *s, int64_t ld, const int NT,
+                                                            int prefetch) {
     const int64_t nb = n / 32;
     const size_t blk = wk == W_Q8_0 ? 2 * 16 + 32 * 16 : wk == W_Q4_0 ? 2 * 16 + 16 * 16 : 272;
     const uint64_t xo = cpulm_pack_act_extras_offset(n);
@@ -139,6 +152,11 @@ static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uin
     _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *g = w + (size_t)b * blk;
+        if (prefetch) { /* an integer address: past the end is harmless, never a pointer */
+            const uintptr_t p = (uintptr_t)g + PF_BLOCKS * blk;
+            for (size_t o = 0; o < blk; o += 64)
+                __builtin_prefetch((const void *)(p + o), 0, 3);
+        }
         __m512 dw;
         __m512i wv[8];
         if (wk == W_MXFP4) {
@@ -151,17 +169,21 @@ static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uin
             else
                 unpack_q4_x16(g + 32, wv);
         }
+        __m512i is[TILE_T];
         _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
-            const uint8_t *row = act + (size_t)j * stride;
-            const int8_t *xq = ((const cpulm_block_q8_0 *)row)[b].qs;
-            const float *ex = (const float *)(row + xo);
             int32_t c;
-            memcpy(&c, ex + corr + b, 4);
+            memcpy(&c, (const float *)(act + (size_t)j * stride + xo) + corr + b, 4);
             if (wk == W_MXFP4) c += c / 2; /* -8 * sum(x) -> -12 * sum(x) */
-            __m512i is = _mm512_set1_epi32(c);
-            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) is =
-                _mm512_dpbusd_epi32(is, wv[k], bcast4(xq + 4 * k));
-            const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(ex[b]));
+            is[j] = _mm512_set1_epi32(c);
+        }
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) /* k-major: see above */
+            _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
+            const int8_t *xq = ((const cpulm_block_q8_0 *)(act + (size_t)j * stride))[b].qs;
+            is[j] = _mm512_dpbusd_epi32(is[j], wv[k], bcast4(xq + 4 * k));
+        }
+        _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) {
+            const float *ex = (const float *)(act + (size_t)j * stride + xo);
+            const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(is[j]), _mm512_set1_ps(ex[b]));
             acc[j] = _mm512_fmadd_ps(dw, f, acc[j]);
         }
     }
@@ -172,27 +194,24 @@ static inline __attribute__((always_inline)) void gemm_tile(int64_t n, const uin
 static inline __attribute__((always_inline)) void gemm_x16(int64_t n, int nt, float *s, int64_t ld,
                                                            const void *w, const uint8_t *act,
                                                            uint64_t stride, int wk) {
+    /* Tiles of 8 whatever nt (with the k-major chains and the prefetch, 8-token tiles beat
+     * the 4-token ones the token-major version needed for 8-16 tokens: 1.5x at 8 and 16
+     * tokens on streamed weights). Per element the arithmetic is the same whatever the
+     * tiling. */
     int j = 0;
-    /* Few tokens (batched generation of up to 16 sequences): tiles of 4. The weights then
-     * stream from memory and 4 chains per block keep up with them; measured on the 1B
-     * shape, 2 threads: pp8 233 vs 191 t/s, pp16 320 vs 280 with 8-token tiles, while long
-     * prompts (64-token chunks, weights hot in cache) are fastest with 8. Per element the
-     * arithmetic is the same whatever the tiling. */
-    if (nt <= 2 * TILE_T)
-        for (; j + 4 <= nt; j += 4)
-            gemm_tile(n, w, wk, act + j * stride, stride, s + j * ld, ld, 4);
     for (; j + TILE_T <= nt; j += TILE_T)
-        gemm_tile(n, w, wk, act + j * stride, stride, s + j * ld, ld, TILE_T);
+        gemm_tile(n, w, wk, act + j * stride, stride, s + j * ld, ld, TILE_T, j == 0);
     const uint8_t *a = act + j * stride;
     float *o = s + j * ld;
+    const int pf = j == 0;
     switch (nt - j) {
-    case 7: gemm_tile(n, w, wk, a, stride, o, ld, 7); break;
-    case 6: gemm_tile(n, w, wk, a, stride, o, ld, 6); break;
-    case 5: gemm_tile(n, w, wk, a, stride, o, ld, 5); break;
-    case 4: gemm_tile(n, w, wk, a, stride, o, ld, 4); break;
-    case 3: gemm_tile(n, w, wk, a, stride, o, ld, 3); break;
-    case 2: gemm_tile(n, w, wk, a, stride, o, ld, 2); break;
-    case 1: gemm_tile(n, w, wk, a, stride, o, ld, 1); break;
+    case 7: gemm_tile(n, w, wk, a, stride, o, ld, 7, pf); break;
+    case 6: gemm_tile(n, w, wk, a, stride, o, ld, 6, pf); break;
+    case 5: gemm_tile(n, w, wk, a, stride, o, ld, 5, pf); break;
+    case 4: gemm_tile(n, w, wk, a, stride, o, ld, 4, pf); break;
+    case 3: gemm_tile(n, w, wk, a, stride, o, ld, 3, pf); break;
+    case 2: gemm_tile(n, w, wk, a, stride, o, ld, 2, pf); break;
+    case 1: gemm_tile(n, w, wk, a, stride, o, ld, 1, pf); break;
     default: break;
     }
 }
