@@ -81,7 +81,7 @@ echo "== rag x$SCALE on cpulm serve -t $T -np $NP ($LAYERS-layer 1B cut), $SLO: 
 uptime
 rc=0
 "$CPULM" loadtest --url "http://127.0.0.1:$PORT" --workload rag --prompt-scale "$SCALE" \
-  --output-scale "$SCALE" --rate "${START:-1}" --slo "$SLO" --trial-time "${TRIAL:-15}" \
+  --output-scale "$SCALE" --rate "${START:-1}" --slo "$SLO" --trial-time "${TRIAL:-15}" --requests 10 \
   --search-precision 0.1 --repeat 2 -o json >"$DIR/slo.json" || rc=$?
 uptime
 kill $SPID 2>/dev/null

@@ -103,8 +103,11 @@ static void workload_pm(const workload *w, pm_workload *out) {
 }
 
 /* The rate a `cpulm loadtest --rate ... --slo ... -o json` search found: slo.best.rate and
- * slo.lowest_missed (0: none). Returns 0, or -1 with the reason in err. */
-static int measured_rate(const char *path, double *best, double *missed, char *err, size_t cap) {
+ * slo.lowest_missed (0: none), and tok, the prompt tokens the server counted per prompt token
+ * the workload asked for (its tokenizer's words; 1 when not known). Returns 0, or -1 with the
+ * reason in err. */
+static int measured_rate(const char *path, double *best, double *missed, double *tok, char *err,
+                         size_t cap) {
     size_t n = 0;
     char *text = cli_read_file(path, &n);
     cpulm_json_doc *d = NULL;
@@ -116,6 +119,10 @@ static int measured_rate(const char *path, double *best, double *missed, char *e
         const char *axis = cpulm_json_str(cpulm_json_get(slo, "axis"));
         *best = cpulm_json_num(cpulm_json_get(cpulm_json_get(slo, "best"), "rate"), -1);
         *missed = cpulm_json_num(cpulm_json_get(slo, "lowest_missed"), 0);
+        const cpulm_json *b = cpulm_json_get(slo, "best");
+        double got = cpulm_json_num(cpulm_json_get(b, "mean_prompt_tokens"), 0);
+        double asked = cpulm_json_num(cpulm_json_get(b, "target_prompt_tokens"), 0);
+        *tok = got > 0 && asked > 0 ? got / asked : 1;
         if (!axis || strcmp(axis, "rate") || !(*best > 0))
             snprintf(err, cap,
                      "%.400s: not an SLO search over rates with an answer (`cpulm loadtest "
@@ -147,8 +154,14 @@ static int check_slo_rate(const pm_eff *e, const pm_measure *b, const plan_est_o
         if (k >= 0) lim[k] = slo.limit_s[i], pct[k] = slo.pct[i];
     }
     scale_workload(est, &w);
+    double best = 0, missed = 0, tok = 1;
+    if (measured_slo && measured_rate(measured_slo, &best, &missed, &tok, err, sizeof err)) {
+        fprintf(stderr, "cpulm plan: %s\n", err);
+        return 2;
+    }
     pm_workload pw;
     workload_pm(&w, &pw);
+    pw.prompt *= tok, pw.cached *= tok; /* the prompt tokens the measured server counted */
     pm_model_cost mc = {.weight_bytes = b->bytes_per_token,
                         .kv_bytes_per_ctx_token = b->kv_bytes_per_token,
                         .ops_per_token =
@@ -163,15 +176,14 @@ static int check_slo_rate(const pm_eff *e, const pm_measure *b, const plan_est_o
            "%.0f output; fresh prompt cv %.2f), objective %s, at most %d sequences at once "
            "(--max-batch: the server's slots)\n\n",
            w.name, pw.prompt, pw.cached, pw.output, pw.prompt_cv, desc, est->max_batch);
+    if (tok != 1)
+        printf("(prompt lengths x %.3f: the tokens the measured server counted per word the "
+               "workload sent)\n",
+               tok);
     printf("predicted: %.3f req/s (Poisson arrivals; there %.1f requests decoding, machine %.0f%% "
            "busy, TTFT p%g %.2f s, mean token gap %.1f ms)\n",
            rate, at.batch, at.util * 100, pct[0], at.ttft_s, at.gap_s * 1000);
     if (!measured_slo) return 0;
-    double best, missed;
-    if (measured_rate(measured_slo, &best, &missed, err, sizeof err)) {
-        fprintf(stderr, "cpulm plan: %s\n", err);
-        return 2;
-    }
     printf("\n| | measured req/s | predicted req/s | error |\n| --- | ---: | ---: | ---: |\n");
     printf("| SLO rate | %.3f | %.3f | %+.1f%% |\n", best, rate, (rate / best - 1) * 100);
     if (missed > 0)
