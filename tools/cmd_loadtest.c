@@ -433,17 +433,17 @@ static void md_search_summary(const lt_run *R, const lt_answer *a, int search_no
         return;
     }
     if (sr->hi > 0)
-        printf("bracket: %g met in %d of %d trials, %g missed in %d of %d (the limit lies "
+        printf("bracket: %.4g met in %d of %d trials, %.4g missed in %d of %d (the limit lies "
                "between them: %.0f%% apart)\n",
                sr->lo, sr->lo_met, sr->lo_runs, sr->hi, sr->hi_miss, sr->hi_runs,
                (sr->hi / sr->lo - 1) * 100);
     else
-        printf("bracket: %g (the search's maximum) met in %d of %d trials\n", sr->lo, sr->lo_met,
+        printf("bracket: %.4g (the search's maximum) met in %d of %d trials\n", sr->lo, sr->lo_met,
                sr->lo_runs);
     md_answer_uncertainty(R, search_no, sr, best);
     lt_label(best, load, sizeof load);
     const lt_stats *s = &best->out.st;
-    printf("highest %s meeting it: **%g%s** (%.2f req/s, goodput %.2f req/s, %.1f input t/s, "
+    printf("highest %s meeting it: **%.4g%s** (%.2f req/s, goodput %.2f req/s, %.1f input t/s, "
            "%.1f output t/s, TTFT p99 %.1f ms)\n",
            open ? "rate" : "concurrency", best->load, open ? " req/s" : " users", s->n_ok / s->wall,
            s->n_good / s->wall, (double)s->in_tokens / s->wall, (double)s->out_tokens / s->wall,
@@ -478,8 +478,8 @@ static void md_repeats(const lt_run *R) {
     for (int k = 0; k < R->n_ans; k++) {
         const lt_answer *a = &R->ans[k];
         if (a->best)
-            printf("%ssearch %d %g (bracket %g-%g)", k ? ", " : "", k + 1, a->best->load, a->s.lo,
-                   a->s.hi > 0 ? a->s.hi : a->s.lo);
+            printf("%ssearch %d %.4g (bracket %.4g-%.4g)", k ? ", " : "", k + 1, a->best->load,
+                   a->s.lo, a->s.hi > 0 ? a->s.hi : a->s.lo);
         else
             printf("%ssearch %d none", k ? ", " : "", k + 1);
     }
@@ -497,7 +497,7 @@ static void md_answer_footer(const lt_run *R, const lt_row *best) {
     const lt_opts *o = R->o;
     int open = o->n_rates > 0;
     if (o->repeat > 1)
-        printf("answer (the lowest of the %d searches): **%g%s**\n", o->repeat, best->load,
+        printf("answer (the lowest of the %d searches): **%.4g%s**\n", o->repeat, best->load,
                open ? " req/s" : " users");
     double req_s = best->out.st.n_ok / best->out.st.wall;
     if (o->users > 0 && !open)
