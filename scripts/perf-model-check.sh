@@ -16,7 +16,8 @@
 # and THREADS threads, then the search (`cpulm loadtest --slo --trial-time TRIAL --repeat 2`:
 # both answers, and whether they agree within 15%), then `plan --check --workload --measured`.
 # Usage: scripts/perf-model-check.sh [path/to/cpulm] [workdir]
-#   (env: THREADS=2, TYPE=q4_0, ROUNDS=3, RAG=1, RAG_SCALE=0.1, LAYERS=4, NP=8, TRIAL=15,
+#   (env: THREADS=2, TYPE=q4_0, ROUNDS=3, RAG=1, RAG_SCALE=0.1, OUT_SCALE=RAG_SCALE, LAYERS=4,
+#    NP=8, TRIAL=15, PRECISION=0.1,
 #    START=1 (req/s), SLO=ttft_p99=1500ms,itl_p99=500ms)
 set -eu
 CPULM=${1:-./build/cpulm}
@@ -59,6 +60,7 @@ echo "| median | $(median 3) | $(median 4) | $(median 5) | $(median 6) |"
 
 [ "${RAG:-1}" = 1 ] || exit 0
 SCALE=${RAG_SCALE:-0.1}
+OSCALE=${OUT_SCALE:-$SCALE}
 LAYERS=${LAYERS:-4}
 NP=${NP:-8}
 SLO=${SLO:-ttft_p99=1500ms,itl_p99=500ms}
@@ -77,12 +79,12 @@ for _ in $(seq 200); do
 done
 [ -n "$PORT" ] || { cat "$DIR/serve.err"; exit 1; }
 echo
-echo "== rag x$SCALE on cpulm serve -t $T -np $NP ($LAYERS-layer 1B cut), $SLO: the rate search, twice"
+echo "== rag x$SCALE/$OSCALE on cpulm serve -t $T -np $NP ($LAYERS-layer 1B cut), $SLO: the rate search, twice"
 uptime
 rc=0
 "$CPULM" loadtest --url "http://127.0.0.1:$PORT" --workload rag --prompt-scale "$SCALE" \
-  --output-scale "$SCALE" --rate "${START:-1}" --slo "$SLO" --trial-time "${TRIAL:-15}" --requests 10 \
-  --search-precision 0.1 --repeat 2 -o json >"$DIR/slo.json" || rc=$?
+  --output-scale "$OSCALE" --rate "${START:-1}" --slo "$SLO" --trial-time "${TRIAL:-15}" --requests 10 \
+  --search-precision "${PRECISION:-0.1}" --repeat 2 -o json >"$DIR/slo.json" || rc=$?
 uptime
 kill $SPID 2>/dev/null
 wait $SPID 2>/dev/null
@@ -91,7 +93,7 @@ jq -r '"repeats \(.slo.repeat_spread * 100 | floor)% apart (agree within 15%: \(
   "$DIR/slo.json" 2>/dev/null
 [ "$rc" -eq 0 ] || echo "(the search exited $rc)"
 echo
-echo "== rag x$SCALE: the SLO rate predicted from the 1-thread calibration"
+echo "== rag x$SCALE/$OSCALE: the SLO rate predicted from the 1-thread calibration"
 "$CPULM" plan --calibration "$DIR/cut-1t.json" --check "$DIR/cut-${T}t.json" --workload rag \
-  --prompt-scale "$SCALE" --output-scale "$SCALE" --slo "$SLO" --max-batch "$NP" \
+  --prompt-scale "$SCALE" --output-scale "$OSCALE" --slo "$SLO" --max-batch "$NP" \
   --measured "$DIR/slo.json" | tee "$DIR/slo-check.md"
