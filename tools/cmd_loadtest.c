@@ -136,6 +136,12 @@ static int check_opts(lt_opts *o, const char *conc, const char *rates, const cha
         fprintf(stderr, "cpulm loadtest: --repeat repeats an --slo search (give --slo)\n");
         return EXIT_USAGE;
     }
+    if (o->repeat > 1 && o->search_precision > o->repeat_tol)
+        fprintf(stderr,
+                "cpulm loadtest: note: --search-precision %g is coarser than "
+                "--repeat-tolerance %g: two answers one bisection step apart already "
+                "differ by more than the tolerance\n",
+                (double)o->search_precision, (double)o->repeat_tol);
     if (o->trial_time > 0 && o->trial_warmup >= o->trial_time) {
         fprintf(stderr, "cpulm loadtest: --trial-warmup must be shorter than --trial-time\n");
         return EXIT_USAGE;
