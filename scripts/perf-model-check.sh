@@ -9,8 +9,16 @@
 # a ceiling measured a few seconds before a model run under changing load describes it only
 # roughly, and the spread across rounds says how roughly. A few minutes per round on 2 cores
 # (the 8B file is 4.4 GiB; synth writes it once).
+# Then (RAG=1, the default) the serving part: calibrated on 1 thread, does the model predict
+# the highest Poisson rate of the rag profile (scaled by RAG_SCALE, 0.1: 300-token prompts,
+# 25 output tokens) meeting SLO on `cpulm serve -t THREADS -np NP`? The model is a LAYERS-layer
+# cut of the 1B shape (a rate search on it takes minutes, not an hour); its rooflines at 1
+# and THREADS threads, then the search (`cpulm loadtest --slo --trial-time TRIAL --repeat 2`:
+# both answers, and whether they agree within 15%), then `plan --check --workload --measured`.
 # Usage: scripts/perf-model-check.sh [path/to/cpulm] [workdir]
-#   (env: THREADS=2, TYPE=q4_0, ROUNDS=3)
+#   (env: THREADS=2, TYPE=q4_0, ROUNDS=3, RAG=1, RAG_SCALE=0.1, OUT_SCALE=RAG_SCALE, LAYERS=4,
+#    NP=8, TRIAL=15, PRECISION=0.1,
+#    START=1 (req/s), SLO=ttft_p99=1500ms,itl_p99=500ms)
 set -eu
 CPULM=${1:-./build/cpulm}
 DIR=${2:-/tmp/perf-model-check}
@@ -49,3 +57,43 @@ median() { # the median of a column of errors.md ("+5.1%" values)
       printf "%+.1f%%", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 echo "| median | $(median 3) | $(median 4) | $(median 5) | $(median 6) |"
+
+[ "${RAG:-1}" = 1 ] || exit 0
+SCALE=${RAG_SCALE:-0.1}
+OSCALE=${OUT_SCALE:-$SCALE}
+LAYERS=${LAYERS:-4}
+NP=${NP:-8}
+SLO=${SLO:-ttft_p99=1500ms,itl_p99=500ms}
+CUT=$DIR/1b-l$LAYERS-$TYPE.gguf
+[ -f "$CUT" ] || "$CPULM" synth --shape 1b --layers "$LAYERS" --type "$TYPE" -o "$CUT" >/dev/null
+"$CPULM" roofline -t 1 -m "$CUT" -o json >"$DIR/cut-1t.json"
+"$CPULM" roofline -t "$T" -m "$CUT" -o json >"$DIR/cut-${T}t.json"
+"$CPULM" serve -m "$CUT" -t "$T" -np "$NP" -c 1024 --port 0 >"$DIR/serve.out" 2>"$DIR/serve.err" &
+SPID=$!
+trap 'kill $SPID 2>/dev/null' EXIT
+PORT=
+for _ in $(seq 200); do
+  PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$DIR/serve.out")
+  [ -n "$PORT" ] && break
+  sleep 0.05
+done
+[ -n "$PORT" ] || { cat "$DIR/serve.err"; exit 1; }
+echo
+echo "== rag x$SCALE/$OSCALE on cpulm serve -t $T -np $NP ($LAYERS-layer 1B cut), $SLO: the rate search, twice"
+uptime
+rc=0
+"$CPULM" loadtest --url "http://127.0.0.1:$PORT" --workload rag --prompt-scale "$SCALE" \
+  --output-scale "$OSCALE" --rate "${START:-1}" --slo "$SLO" --trial-time "${TRIAL:-15}" --requests 10 \
+  --search-precision "${PRECISION:-0.1}" --repeat 2 -o json >"$DIR/slo.json" || rc=$?
+uptime
+kill $SPID 2>/dev/null
+wait $SPID 2>/dev/null
+jq -r '.slo.repeats[] | "search: \(.best_load) req/s (lowest missed \(.lowest_missed))"' "$DIR/slo.json" 2>/dev/null
+jq -r '"repeats \(.slo.repeat_spread * 100 | floor)% apart (agree within 15%: \(.slo.repeats_agree))"' \
+  "$DIR/slo.json" 2>/dev/null
+[ "$rc" -eq 0 ] || echo "(the search exited $rc)"
+echo
+echo "== rag x$SCALE/$OSCALE: the SLO rate predicted from the 1-thread calibration"
+"$CPULM" plan --calibration "$DIR/cut-1t.json" --check "$DIR/cut-${T}t.json" --workload rag \
+  --prompt-scale "$SCALE" --output-scale "$OSCALE" --slo "$SLO" --max-batch "$NP" \
+  --measured "$DIR/slo.json" | tee "$DIR/slo-check.md"

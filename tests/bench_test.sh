@@ -163,7 +163,7 @@ d = json.load(open(sys.argv[1]))
 r = d["rows"][0]
 assert r["n_threads"] == 1 and r["read_bytes_per_s"] > 0 and r["int8_ops_per_s"] > 0
 assert r["f32_flops_per_s"] > 0 and r["tg_ts"] > 0 and r["pp_int8_fraction"] > 0
-assert d["bytes_per_token"] > 0 and d["matmul_params"] > 0
+assert d["bytes_per_token"] > 0 and d["matmul_params"] > 0 and d["kv_bytes_per_token"] > 0
 assert 0 < r["pp_attn_time_fraction"] < 1 and r["pp_attn_flops_per_s"] > 0
 assert r["pp_gemm_int8_fraction"] > r["pp_int8_fraction"]
 assert r["int8_peak_kernel"] in ("Q8_0 dot", "Q4_0 GEMM", "Q8_0 GEMM", "Q4_K GEMM", "Q5_K GEMM",

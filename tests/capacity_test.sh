@@ -87,6 +87,33 @@ rc=$?
   "$TMP/none.json" >/dev/null
 check slo_unmet_exit1 $? "rc $rc"
 
+# the search repeated (--repeat 2) over rates, timed trials whose first 0.2 s are not
+# counted: both answers (the search's maximum), how far apart they are, the uncertainty
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --rate 4 --slo ttft_p99=30s,itl_p99=10s \
+  --search-max 8 --requests 4 --trial-time 1 --trial-warmup 0.2 --trials 1 --repeat 2 >"$TMP/rep.md" 2>"$TMP/rep.err"
+check repeat_rc $? "$(cat "$TMP/rep.err")"
+grep -q '^repeats: search 1 8 (bracket 8-8), search 2 8 (bracket 8-8): 0.0% apart .*they agree$' "$TMP/rep.md"
+check repeat_agree $? "$(tail -12 "$TMP/rep.md")"
+grep -q '^uncertainty: 1 met trials at the answer; TTFT p99 .* 95% CI .* arrivals realised' "$TMP/rep.md"
+check repeat_uncertainty $?
+grep -q '^answer (the lowest of the 2 searches): \*\*8 req/s\*\*' "$TMP/rep.md"; check repeat_answer $?
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --rate 4 --slo ttft_p99=30s,itl_p99=10s \
+  --search-max 8 --requests 4 --trial-time 1 --trial-warmup 0.2 --trials 1 --repeat 2 -o json >"$TMP/rep.json" 2>/dev/null
+jq -e '(.slo.repeats | length) == 2 and .slo.repeats_agree == true and .slo.repeat_spread == 0
+       and .slo.trial_time_s == 1 and ([.levels[].search] | unique) == [1, 2]
+       and all(.levels[]; .warmup_not_counted >= 1 and .ok >= 3 and .arrivals_realised_per_s > 0)
+       and .slo.met_trials[0].metric == "TTFT" and .slo.met_trials[0].ci95_hi_ms >= .slo.met_trials[0].shown_ms' \
+  "$TMP/rep.json" >/dev/null
+check repeat_json $? "$(head -c 600 "$TMP/rep.json")"
+"$CPULM" loadtest --url "$URL" --concurrency 2 --repeat 2 2>/dev/null; check repeat_needs_slo $(($? != 2))
+# a closed-loop level of --trial-time: the clients send until it is up
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 2 --trial-time 1 \
+  --prompt-scale 0.5 --output-scale 0.5 -o json >"$TMP/tt.json" 2>/dev/null
+check trial_time_rc $?
+jq -e '.workload == "small x0.5/0.5" and .levels[0].ok >= 2 and .levels[0].warmup_not_counted >= 1
+       and .levels[0].wall_s < 3' "$TMP/tt.json" >/dev/null
+check trial_time_closed $? "$(head -c 600 "$TMP/tt.json")"
+
 # every request failed (nothing listens on port 1): no percentiles, counted by kind, exit 1
 "$CPULM" loadtest --url http://127.0.0.1:1 --wait 0 --concurrency 2 --requests 4 >"$TMP/d.md" 2>"$TMP/d.err"
 rc=$?
@@ -126,6 +153,15 @@ check allow_failures $? "rc $rc $(head -c 300 "$TMP/f.json")"
 check plan_check_rc $? "$(cat "$TMP/chk.err")"
 grep -Eq '^\| generation \| [0-9.]+ \| [0-9.]+ \| \+?-?0\.0%' "$TMP/chk.md"; check plan_check_self_exact $? "$(cat "$TMP/chk.md")"
 "$CPULM" plan --check "$TMP/r1.json" >/dev/null 2>&1; check plan_check_needs_calibration $(($? != 2))
+# ... and the SLO rate of a workload, against a measured rate search
+"$CPULM" plan --calibration "$TMP/r1.json" --check "$TMP/r1.json" --workload "$TMP/small.json" \
+  --slo ttft_p99=30s,itl_p99=10s --max-batch 4 --measured "$TMP/rep.json" >"$TMP/chk2.md" 2>"$TMP/chk2.err"
+check plan_check_slo_rc $? "$(cat "$TMP/chk2.err")"
+grep -Eq '^predicted: [0-9.]+ req/s \(Poisson arrivals' "$TMP/chk2.md"; check plan_check_slo_predicted $? "$(cat "$TMP/chk2.md")"
+grep -Eq '^\| SLO rate \| 8\.000 \| [0-9.]+ \| [-+][0-9.]+% \|$' "$TMP/chk2.md"; check plan_check_slo_row $?
+"$CPULM" plan --calibration "$TMP/r1.json" --check "$TMP/r1.json" --workload "$TMP/small.json" \
+  --measured "$TMP/c.json" >/dev/null 2>"$TMP/e"; [ $? -eq 2 ] && grep -q "not an SLO search over rates" "$TMP/e"
+check plan_check_slo_needs_rate_search $?
 
 # compare: loadtest and bench results side by side, and the cost-vs-latency chart
 mkdir -p "$TMP/cmp"

@@ -75,6 +75,30 @@ TEST(capacity_workload_profiles) {
     }
 }
 
+/* --prompt-scale / --output-scale: the rag profile at a tenth keeps its shape. */
+TEST(capacity_workload_scaled) {
+    workload w;
+    load_profile(t, "rag", &w);
+    workload_scale(&w, 0.1, 0.2);
+    CHECK(t, !strcmp(w.name, "rag x0.1/0.2") && w.prefix_tokens == 50);
+    CHECK(t,
+          w.prompt.min == 150 && w.prompt.max == 450 && w.output.min == 20 && w.output.max == 80);
+    double p, o, x;
+    workload_means(&w, 4000, &p, &o, &x);
+    CHECK(t, fabs(p - 300) < 6 && fabs(o - 50) < 2 && x == 50);
+    workload u;
+    char err[256];
+    REQUIRE(t, parse_wl("{\"prompt_tokens\":{\"dist\":\"uniform\",\"min\":3,\"max\":9},"
+                        "\"output_tokens\":4}",
+                        &u, err) == 0);
+    workload_scale(&u, 0.1, 0.1); /* never below one token */
+    for (int i = 0; i < 50; i++) {
+        wl_request r;
+        workload_request(&u, i, &r);
+        CHECK(t, r.prompt_tokens == 1 && r.output_tokens == 1);
+    }
+}
+
 TEST(capacity_workload_lognormal_mean) {
     workload w;
     char err[256];
@@ -301,6 +325,42 @@ TEST(capacity_search_trials) {
     CHECK(t, s.done && s.lo <= 1.3 && s.hi > 1.3 && s.hi - s.lo <= 0.05 * s.hi);
 }
 
+/* Rates bisect on a log scale (geometric means) to the stated precision. */
+TEST(capacity_search_log_scale) {
+    lt_search s;
+    double tried[64];
+    lt_search_init(&s, 1, 100, 20, 0);
+    lt_search_set_trials(&s, 1, 0.05);
+    int n = run_search(&s, met_le_1_3, tried, 64);
+    CHECK(t, n >= 4 && tried[0] == 1 && tried[1] == 2); /* 2 misses: bisect 1..2 */
+    CHECK(t, n >= 3 && fabs(tried[2] - sqrt(2.0)) < 1e-12);
+    CHECK(t, n >= 4 && fabs(tried[3] - sqrt(sqrt(2.0))) < 1e-12); /* 1.414 missed */
+    CHECK(t, s.done && s.lo <= 1.3 && s.hi > 1.3 && s.hi <= 1.05 * s.lo);
+}
+
+/* The order-statistic interval of a percentile: brackets it, narrows with more samples. */
+TEST(capacity_pct_ci) {
+    lt_samples s = {0};
+    double lo, hi;
+    lt_pct_ci(&s, 99, 1.96, &lo, &hi);
+    CHECK(t, lo == -1 && hi == -1);
+    for (int i = 1; i <= 1000; i++)
+        lt_samples_push(&s, i / 1000.0);
+    lt_samples_sort(&s);
+    lt_pct_ci(&s, 50, 1.96, &lo, &hi); /* ranks 500 -/+ 1.96 x 15.8 */
+    CHECK(t, fabs(lo - 0.469) < 1e-9 && fabs(hi - 0.532) < 1e-9);
+    lt_pct_ci(&s, 99, 1.96, &lo, &hi); /* ranks 990 -/+ 1.96 x 3.15 */
+    CHECK(t, fabs(lo - 0.983) < 1e-9 && fabs(hi - 0.998) < 1e-9);
+    CHECK(t, lo <= lt_pct(&s, 99) && lt_pct(&s, 99) <= hi);
+    lt_samples_release(&s);
+    for (int i = 1; i <= 50; i++) /* a p99 over 50 requests: the top is the largest sample */
+        lt_samples_push(&s, i);
+    lt_samples_sort(&s);
+    lt_pct_ci(&s, 99, 1.96, &lo, &hi);
+    CHECK(t, hi == 50 && lo >= 47 && lo < 50);
+    lt_samples_release(&s);
+}
+
 TEST(capacity_arrivals) {
     enum { N = 5000 };
     double *a = malloc(sizeof(double) * N);
@@ -382,6 +442,32 @@ TEST(capacity_model_arithmetic) {
     CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 0, 100, 0.038, 64), 2);
     CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 0, 100, 0.024, 64), 0);
     CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 1000, 100, 1.0, 64), 64); /* all cached */
+}
+
+/* Open-loop serving by hand: 10 ms steps (weights), prompts at 1000 t/s, 100-token prompts,
+ * 10 output tokens, 1 req/s: prefill 0.1 s, a token every 10/0.9 ms, the decode share 0.1,
+ * S = 0.1/0.9 + 0.01, rho = 1/9, m = S / (2 x 8/9), TTFT p99 = S + m ln(rho / 0.01). */
+TEST(capacity_model_open_loop) {
+    pm_eff e = {.tg = 1, .pp = 1};
+    pm_ceiling c = {.bw_gbs = 1, .int8_gops = 1000};
+    pm_model_cost mc = {.weight_bytes = 1e7, .ops_per_token = 1e9, .ops_per_prompt_token = 1e9};
+    pm_workload w = {.prompt = 100, .cached = 0, .output = 10, .prompt_cv = 0};
+    pm_open o;
+    pm_open_loop(&e, &c, &mc, &w, 64, 1, 99, &o);
+    double S = 0.1 / 0.9 + 0.01, m = S / (2 * (1 - 1.0 / 9)), want = S + m * log(100.0 / 9);
+    CHECK(t, o.stable && fabs(o.ttft_s - want) < 1e-9 && fabs(o.gap_s - 0.01 / 0.9) < 1e-9);
+    CHECK(t, fabs(o.itl_s - 0.02 / 0.9) < 1e-9 && fabs(o.util - 0.2) < 1e-9);
+    pm_open lower;
+    pm_open_loop(&e, &c, &mc, &w, 64, 0.5, 99, &lower); /* TTFT grows with the rate */
+    CHECK(t, lower.stable && lower.ttft_s < o.ttft_s);
+    pm_open_loop(&e, &c, &mc, &w, 64, 10, 99, &o); /* prefills alone fill the machine */
+    CHECK(t, !o.stable);
+    double r = pm_slo_rate(&e, &c, &mc, &w, 64, want, 99, 0, 99); /* the limit met at 1 req/s */
+    CHECK(t, fabs(r - 1) < 0.003);
+    CHECK(t, pm_slo_rate(&e, &c, &mc, &w, 64, 0.05, 99, 0, 99) == 0); /* below one prefill */
+    /* a cached prefix is not prefilled: more requests fit */
+    w.cached = 50;
+    CHECK(t, pm_slo_rate(&e, &c, &mc, &w, 64, want, 99, 0, 99) > 1.5);
 }
 
 static int fixture(test_ctx *t, const char *key, pm_measure *m) {

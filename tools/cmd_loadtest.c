@@ -20,7 +20,9 @@
 #include "options.h"
 #include "loadtest_print.h"
 
-#define MAX_ROWS 64
+#define MAX_ROWS   64  /* levels given on the command line */
+#define MAX_TRIALS 320 /* rows of a run: every trial of up to 5 searches */
+#define MAX_REPEAT 5
 
 typedef struct lt_opts {
     const char *url, *api_key, *format, *workload, *slo_spec, *instance, *prices;
@@ -28,9 +30,10 @@ typedef struct lt_opts {
     double rates[MAX_ROWS];
     int n_conc, n_rates, n_requests, prompt_len, max_tokens, stream, chat, progress;
     int poisson, arrivals_given, allow_failures, search_steps, max_inflight, fixed_given;
-    int conc_given, warmup, trials;
+    int conc_given, warmup, trials, repeat;
     float timeout_s, max_time_s, wait_s, search_max, search_precision, price_hour, users,
         target_rate;
+    float trial_time, trial_warmup, repeat_tol, prompt_scale, output_scale;
     lt_slo slo;
 } lt_opts;
 
@@ -83,6 +86,12 @@ static int value_opt(int id, const cli_val *v, lt_opts *o, const char **conc, co
     case OPT_SEARCH_MAX: o->search_max = (float)v->f; break;
     case OPT_SEARCH_PRECISION: o->search_precision = (float)v->f; break;
     case OPT_TRIALS: o->trials = (int)v->i; break;
+    case OPT_REPEAT: o->repeat = (int)v->i; break;
+    case OPT_REPEAT_TOLERANCE: o->repeat_tol = (float)v->f; break;
+    case OPT_TRIAL_TIME: o->trial_time = (float)v->f; break;
+    case OPT_TRIAL_WARMUP: o->trial_warmup = (float)v->f; break;
+    case OPT_PROMPT_SCALE: o->prompt_scale = (float)v->f; break;
+    case OPT_OUTPUT_SCALE: o->output_scale = (float)v->f; break;
     case OPT_PRICE_HOUR: o->price_hour = (float)v->f; break;
     case OPT_USERS: o->users = (float)v->f; break;
     case OPT_TARGET_RATE: o->target_rate = (float)v->f; break;
@@ -121,6 +130,20 @@ static int check_opts(lt_opts *o, const char *conc, const char *rates, const cha
     }
     if (o->instance && o->price_hour > 0) {
         fprintf(stderr, "cpulm loadtest: give --price-hour or --instance, not both\n");
+        return EXIT_USAGE;
+    }
+    if (o->repeat > 1 && !o->slo_spec) {
+        fprintf(stderr, "cpulm loadtest: --repeat repeats an --slo search (give --slo)\n");
+        return EXIT_USAGE;
+    }
+    if (o->repeat > 1 && o->search_precision > o->repeat_tol)
+        fprintf(stderr,
+                "cpulm loadtest: note: --search-precision %g is coarser than "
+                "--repeat-tolerance %g: two answers one bisection step apart already "
+                "differ by more than the tolerance\n",
+                (double)o->search_precision, (double)o->repeat_tol);
+    if (o->trial_time > 0 && o->trial_warmup >= o->trial_time) {
+        fprintf(stderr, "cpulm loadtest: --trial-warmup must be shorter than --trial-time\n");
         return EXIT_USAGE;
     }
     return 0;
@@ -200,14 +223,22 @@ static int wait_ready(const lt_opts *o, const lt_url *u, cli_progress *prog) {
 
 /* ---- running ---- */
 
+/* One --slo search's outcome (--repeat runs several). */
+typedef struct lt_answer {
+    const lt_row *best; /* the answer's median met trial; NULL: no load met the objective */
+    lt_search s;        /* its bracket and trial counts */
+} lt_answer;
+
 typedef struct lt_run {
     lt_opts *o;
     workload w;
     lt_url u;
     cli_progress prog;
-    lt_row rows[MAX_ROWS];
-    int n_rows, md, searching;
-    lt_search s;        /* the --slo search's state: the answer's trials and bracket */
+    lt_row rows[MAX_TRIALS];
+    int n_rows, md, searching, search_no;
+    lt_search s; /* the --slo search under way: the answer's trials and bracket */
+    lt_answer ans[MAX_REPEAT];
+    int n_ans;
     int64_t next_index; /* each level's requests are new ones: no cache carries over */
     double usd_hour;
     char machine[1024]; /* what the price is of, and where it came from */
@@ -215,12 +246,21 @@ typedef struct lt_run {
 
 static lt_row *run_one(lt_run *R, int open, double load) {
     const lt_opts *o = R->o;
-    if (R->n_rows == MAX_ROWS) return NULL;
+    if (R->n_rows == MAX_TRIALS) return NULL;
     lt_row *row = &R->rows[R->n_rows++];
     memset(row, 0, sizeof *row);
-    *row = (lt_row){.open = open, .load = load, .poisson = o->poisson};
+    *row = (lt_row){.open = open, .load = load, .poisson = o->poisson, .search = R->search_no};
     int n = o->n_requests;
+    double max_time = o->max_time_s;
     if (!open && R->searching && n < 2 * (int)load) n = 2 * (int)load; /* every client twice */
+    if (o->trial_time > 0 && open) { /* arrivals spanning the trial's time */
+        double k = ceil(load * o->trial_time);
+        if (k > n) n = k > 1e6 ? 1000000 : (int)k;
+        if (max_time < 2 * o->trial_time) max_time = 2 * o->trial_time; /* Poisson overshoot */
+    } else if (o->trial_time > 0) { /* the clients send until the trial's time is up */
+        n = 1000000;
+        max_time = o->trial_time;
+    }
     char label[64];
     snprintf(label, sizeof label, open ? "rate %g req/s" : "concurrency %.0f", load);
     lt_level_spec sp = {.w = &R->w,
@@ -230,9 +270,10 @@ static lt_row *run_one(lt_run *R, int open, double load) {
                         .stream = o->stream,
                         .chat = o->chat,
                         .timeout_s = o->timeout_s,
-                        .max_time_s = o->max_time_s,
+                        .max_time_s = max_time,
                         .n_requests = n,
                         .first_index = R->next_index,
+                        .skip_s = o->trial_warmup >= 0 ? o->trial_warmup : o->trial_time / 5,
                         .open = open,
                         .rate = load,
                         .poisson = o->poisson,
@@ -243,7 +284,8 @@ static lt_row *run_one(lt_run *R, int open, double load) {
     if (lt_run_level(&sp, &row->out) != 0)
         fprintf(stderr, "cpulm loadtest: could not start all client threads\n");
     cli_progress_clear(&R->prog); /* before the row goes to stdout on the same terminal */
-    R->next_index += n;
+    const lt_stats *st = &row->out.st;
+    R->next_index += o->trial_time > 0 ? st->n_ok + st->n_fail + row->out.skipped : n;
     if (o->slo_spec) {
         row->slo_checked = 1;
         row->slo_met = lt_slo_met(&o->slo, &row->out.st, row->slo_why, sizeof row->slo_why);
@@ -268,10 +310,11 @@ static lt_row *search(lt_run *R) {
         lt_search_report(s, x, r->slo_met);
     }
     if (!s->done || !s->lo_confirmed) return NULL; /* out of rows, or nothing met */
-    lt_row *met[MAX_ROWS]; /* the answer's met trials, by TTFT p99: the median one is shown */
+    lt_row *met[MAX_TRIALS]; /* the answer's met trials, by TTFT p99: the median one is shown */
     int n = 0;
     for (int i = 0; i < R->n_rows; i++) {
-        if (R->rows[i].load != s->lo || !R->rows[i].slo_met) continue;
+        if (R->rows[i].search != R->search_no || R->rows[i].load != s->lo || !R->rows[i].slo_met)
+            continue;
         int j = n++;
         for (; j > 0 && lt_pct(&met[j - 1]->out.st.ttft, 99) > lt_pct(&R->rows[i].out.st.ttft, 99);
              j--)
@@ -314,36 +357,159 @@ static int load_price(lt_run *R) {
 
 /* ---- summary ---- */
 
-static void md_search_summary(const lt_run *R, const lt_row *best) {
+/* The spread of the answer's met trials (one search): the objective's metrics and the
+ * requests/s each trial reached, lowest to highest, and the realised arrival rates. */
+typedef struct lt_spread {
+    int n;
+    double metric_lo[LT_M_N], metric_hi[LT_M_N], req_lo, req_hi, arr_lo, arr_hi;
+} lt_spread;
+
+static void lo_hi(double v, int first, double *lo, double *hi) {
+    if (first || v < *lo) *lo = v;
+    if (first || v > *hi) *hi = v;
+}
+
+static void answer_spread(const lt_run *R, int search_no, const lt_search *sr, lt_spread *sp) {
+    const lt_slo *slo = &R->o->slo;
+    memset(sp, 0, sizeof *sp);
+    for (int i = 0; i < R->n_rows; i++) {
+        const lt_row *r = &R->rows[i];
+        if (r->search != search_no || r->load != sr->lo || !r->slo_met) continue;
+        const lt_stats *st = &r->out.st;
+        for (int k = 0; k < slo->n; k++)
+            lo_hi(lt_pct(lt_stats_metric(st, slo->metric[k]), slo->pct[k]), !sp->n,
+                  &sp->metric_lo[k], &sp->metric_hi[k]);
+        lo_hi(st->n_ok / st->wall, !sp->n, &sp->req_lo, &sp->req_hi);
+        lo_hi(r->out.offered_rate, !sp->n, &sp->arr_lo, &sp->arr_hi);
+        sp->n++;
+    }
+}
+
+static const char *metric_name(lt_metric m) {
+    static const char *n[] = {"TTFT", "ITL", "TPOT", "E2E"};
+    return m < LT_M_N ? n[m] : "?";
+}
+
+/* How sure the answer is: every met trial's objective metrics (lowest-highest), the shown
+ * trial's percentiles with a 95% confidence interval, and the realised arrival rates. */
+static void md_answer_uncertainty(const lt_run *R, int search_no, const lt_search *sr,
+                                  const lt_row *best) {
+    const lt_slo *slo = &R->o->slo;
+    lt_spread sp;
+    answer_spread(R, search_no, sr, &sp);
+    printf("uncertainty: %d met trials at the answer;", sp.n);
+    for (int k = 0; k < slo->n; k++) {
+        const lt_samples *x = lt_stats_metric(&best->out.st, slo->metric[k]);
+        double lo, hi;
+        lt_pct_ci(x, slo->pct[k], 1.96, &lo, &hi);
+        printf(" %s p%g %.1f-%.1f ms across them (shown trial %.1f ms, 95%% CI %.1f-%.1f over "
+               "%zu samples; limit %.1f ms);",
+               metric_name(slo->metric[k]), slo->pct[k], sp.metric_lo[k] * 1000,
+               sp.metric_hi[k] * 1000, lt_pct(x, slo->pct[k]) * 1000, lo * 1000, hi * 1000, x->n,
+               slo->limit_s[k] * 1000);
+    }
+    printf(" req/s %.2f-%.2f", sp.req_lo, sp.req_hi);
+    if (best->open && sp.arr_hi > 0)
+        printf(", arrivals realised %.2f-%.2f req/s (nominal %g)", sp.arr_lo, sp.arr_hi,
+               best->load);
+    if (best->out.skipped)
+        printf("; the shown trial's first %d requests (warm-up) not counted", best->out.skipped);
+    printf("\n");
+}
+
+static void md_search_summary(const lt_run *R, const lt_answer *a, int search_no) {
     const lt_opts *o = R->o;
+    const lt_row *best = a->best;
+    const lt_search *sr = &a->s;
     char slo[256], load[32];
     lt_slo_describe(&o->slo, slo, sizeof slo);
     int open = o->n_rates > 0;
-    const lt_search *sr = &R->s;
-    printf("\nobjective %s over the successful requests, no request failed; each trial ran "
-           "%d+ requests, loads near the boundary decided by a majority of %d trials:\n",
-           slo, o->n_requests, o->trials);
+    if (o->repeat > 1) printf("\nsearch %d of %d:", search_no + 1, o->repeat);
+    printf("\nobjective %s over the successful requests, no request failed; each trial ran ", slo);
+    if (o->trial_time > 0)
+        printf("%g s (the first %g s not counted)", (double)o->trial_time,
+               o->trial_warmup >= 0 ? (double)o->trial_warmup : o->trial_time / 5.0);
+    else
+        printf("%d+ requests", o->n_requests);
+    printf(", loads near the boundary decided by a majority of %d trials, bisected %s to "
+           "%g%%:\n",
+           o->trials, open ? "on a log scale" : "over whole clients", o->search_precision * 100.0);
     if (!best) {
-        printf("NO load tried met it (lowest tried: %g: %s)\n", R->rows[0].load,
-               R->rows[0].slo_why);
+        const lt_row *first = NULL;
+        for (int i = 0; i < R->n_rows && !first; i++)
+            if (R->rows[i].search == search_no) first = &R->rows[i];
+        printf("NO load tried met it (lowest tried: %g: %s)\n", first ? first->load : 0,
+               first ? first->slo_why : "no trial ran");
         return;
     }
     if (sr->hi > 0)
-        printf("bracket: %g met in %d of %d trials, %g missed in %d of %d (the limit lies "
+        printf("bracket: %.4g met in %d of %d trials, %.4g missed in %d of %d (the limit lies "
                "between them: %.0f%% apart)\n",
                sr->lo, sr->lo_met, sr->lo_runs, sr->hi, sr->hi_miss, sr->hi_runs,
                (sr->hi / sr->lo - 1) * 100);
     else
-        printf("bracket: %g (the search's maximum) met in %d of %d trials\n", sr->lo, sr->lo_met,
+        printf("bracket: %.4g (the search's maximum) met in %d of %d trials\n", sr->lo, sr->lo_met,
                sr->lo_runs);
+    md_answer_uncertainty(R, search_no, sr, best);
     lt_label(best, load, sizeof load);
     const lt_stats *s = &best->out.st;
-    printf("highest %s meeting it: **%g%s** (%.2f req/s, goodput %.2f req/s, %.1f input t/s, "
+    printf("highest %s meeting it: **%.4g%s** (%.2f req/s, goodput %.2f req/s, %.1f input t/s, "
            "%.1f output t/s, TTFT p99 %.1f ms)\n",
            open ? "rate" : "concurrency", best->load, open ? " req/s" : " users", s->n_ok / s->wall,
            s->n_good / s->wall, (double)s->in_tokens / s->wall, (double)s->out_tokens / s->wall,
            lt_pct(&s->ttft, 99) * 1000);
-    double req_s = s->n_ok / s->wall;
+}
+
+/* The answer the run stands by: the lowest of the repeats (capacity planning takes the
+ * conservative one); NULL when any search found no load meeting the objective. */
+static const lt_answer *chosen_answer(const lt_run *R) {
+    const lt_answer *c = NULL;
+    for (int k = 0; k < R->n_ans; k++) {
+        if (!R->ans[k].best) return NULL;
+        if (!c || R->ans[k].best->load < c->best->load) c = &R->ans[k];
+    }
+    return c;
+}
+
+/* Highest answer / lowest answer - 1 over the repeats; -1 when one found nothing. */
+static double repeat_spread(const lt_run *R) {
+    double lo = 0, hi = 0;
+    for (int k = 0; k < R->n_ans; k++) {
+        if (!R->ans[k].best) return -1;
+        lo_hi(R->ans[k].best->load, !k, &lo, &hi);
+    }
+    return lo > 0 ? hi / lo - 1 : -1;
+}
+
+static void md_repeats(const lt_run *R) {
+    const lt_opts *o = R->o;
+    double spread = repeat_spread(R);
+    printf("\nrepeats: ");
+    for (int k = 0; k < R->n_ans; k++) {
+        const lt_answer *a = &R->ans[k];
+        if (a->best)
+            printf("%ssearch %d %.4g (bracket %.4g-%.4g)", k ? ", " : "", k + 1, a->best->load,
+                   a->s.lo, a->s.hi > 0 ? a->s.hi : a->s.lo);
+        else
+            printf("%ssearch %d none", k ? ", " : "", k + 1);
+    }
+    if (spread < 0)
+        printf(": a search found no load meeting the objective\n");
+    else
+        printf(": %.1f%% apart (highest / lowest - 1; tolerance %.0f%%): %s\n", spread * 100,
+               o->repeat_tol * 100.0,
+               spread <= o->repeat_tol ? "they agree"
+                                       : "they DISAGREE (the machine's capacity moved between "
+                                         "them, or the trials are too short: --trial-time)");
+}
+
+static void md_answer_footer(const lt_run *R, const lt_row *best) {
+    const lt_opts *o = R->o;
+    int open = o->n_rates > 0;
+    if (o->repeat > 1)
+        printf("answer (the lowest of the %d searches): **%.4g%s**\n", o->repeat, best->load,
+               open ? " req/s" : " users");
+    double req_s = best->out.st.n_ok / best->out.st.wall;
     if (o->users > 0 && !open)
         printf("instances needed for %g concurrent users: %d (%g users each)\n", (double)o->users,
                lt_instances_needed(o->users, best->load), best->load);
@@ -352,7 +518,124 @@ static void md_search_summary(const lt_run *R, const lt_row *best) {
                lt_instances_needed(o->target_rate, req_s), req_s);
 }
 
-static void json_doc(lt_run *R, const lt_row *best) {
+/* An answer's bracket, trial counts and uncertainty (the keys of `slo`, and of each of
+ * `slo.repeats`). */
+static void json_bracket(cpulm_json_writer *w, const lt_run *R, const lt_answer *a, int k) {
+    const lt_search *sr = &a->s;
+    const lt_slo *slo = &R->o->slo;
+    cpulm_json_key(w, "best_trials_met");
+    cpulm_json_write_int(w, sr->lo_met);
+    cpulm_json_key(w, "best_trials");
+    cpulm_json_write_int(w, sr->lo_runs);
+    cpulm_json_key(w, "lowest_missed"); /* null: none up to --search-max */
+    if (sr->hi > 0)
+        cpulm_json_write_double(w, sr->hi);
+    else
+        cpulm_json_write_null(w);
+    cpulm_json_key(w, "lowest_missed_trials_missed");
+    cpulm_json_write_int(w, sr->hi_miss);
+    cpulm_json_key(w, "lowest_missed_trials");
+    cpulm_json_write_int(w, sr->hi_runs);
+    lt_spread sp;
+    answer_spread(R, k, sr, &sp);
+    cpulm_json_key(w, "met_trials");
+    cpulm_json_arr_begin(w); /* per objective metric: across the met trials, and a 95% CI */
+    for (int m = 0; m < slo->n; m++) {
+        const lt_samples *x = lt_stats_metric(&a->best->out.st, slo->metric[m]);
+        double lo, hi;
+        lt_pct_ci(x, slo->pct[m], 1.96, &lo, &hi);
+        cpulm_json_obj_begin(w);
+        cpulm_json_key(w, "metric");
+        cpulm_json_write_str(w, metric_name(slo->metric[m]));
+        const char *keys[] = {"pct", "min_ms", "max_ms", "shown_ms", "ci95_lo_ms", "ci95_hi_ms"};
+        const double v[] = {slo->pct[m],
+                            sp.metric_lo[m] * 1000,
+                            sp.metric_hi[m] * 1000,
+                            lt_pct(x, slo->pct[m]) * 1000,
+                            lo * 1000,
+                            hi * 1000};
+        for (int i = 0; i < 6; i++) {
+            cpulm_json_key(w, keys[i]);
+            cpulm_json_write_double(w, v[i]);
+        }
+        cpulm_json_obj_end(w);
+    }
+    cpulm_json_arr_end(w);
+    const char *keys[] = {"met_trials_requests_per_s_min", "met_trials_requests_per_s_max",
+                          "met_trials_arrivals_per_s_min", "met_trials_arrivals_per_s_max"};
+    const double v[] = {sp.req_lo, sp.req_hi, sp.arr_lo, sp.arr_hi};
+    for (int i = 0; i < 4; i++) {
+        cpulm_json_key(w, keys[i]);
+        cpulm_json_write_double(w, v[i]);
+    }
+}
+
+static void json_repeats(cpulm_json_writer *w, const lt_run *R) {
+    cpulm_json_key(w, "repeats");
+    cpulm_json_arr_begin(w);
+    for (int k = 0; k < R->n_ans; k++) {
+        const lt_answer *a = &R->ans[k];
+        cpulm_json_obj_begin(w);
+        cpulm_json_key(w, "best_load");
+        if (a->best)
+            cpulm_json_write_double(w, a->best->load);
+        else
+            cpulm_json_write_null(w);
+        if (a->best) {
+            cpulm_json_key(w, "requests_per_s");
+            cpulm_json_write_double(w, a->best->out.st.n_ok / a->best->out.st.wall);
+            json_bracket(w, R, a, k);
+        }
+        cpulm_json_obj_end(w);
+    }
+    cpulm_json_arr_end(w);
+    double spread = repeat_spread(R);
+    cpulm_json_key(w, "repeat_spread"); /* highest / lowest answer - 1; null: one found none */
+    if (spread >= 0)
+        cpulm_json_write_double(w, spread);
+    else
+        cpulm_json_write_null(w);
+    cpulm_json_key(w, "repeats_agree");
+    cpulm_json_write_bool(w, spread >= 0 && spread <= R->o->repeat_tol);
+}
+
+static void json_slo(cpulm_json_writer *w, const lt_run *R, const lt_answer *a) {
+    const lt_opts *o = R->o;
+    const lt_row *best = a ? a->best : NULL;
+    char desc[512];
+    lt_slo_describe(&o->slo, desc, sizeof desc);
+    cpulm_json_key(w, "slo");
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "objective");
+    cpulm_json_write_str(w, desc);
+    cpulm_json_key(w, "axis");
+    cpulm_json_write_str(w, o->n_rates ? "rate" : "concurrency");
+    cpulm_json_key(w, "trials");
+    cpulm_json_write_int(w, o->trials);
+    cpulm_json_key(w, "trial_time_s");
+    cpulm_json_write_double(w, o->trial_time);
+    cpulm_json_key(w, "search_precision");
+    cpulm_json_write_double(w, o->search_precision);
+    if (best) json_bracket(w, R, a, (int)(a - R->ans));
+    cpulm_json_key(w, "best");
+    if (best)
+        lt_json_row(w, best, R->usd_hour);
+    else
+        cpulm_json_write_null(w);
+    if (best && o->users > 0 && !o->n_rates) {
+        cpulm_json_key(w, "instances_for_users");
+        cpulm_json_write_int(w, lt_instances_needed(o->users, best->load));
+    }
+    if (best && o->target_rate > 0) {
+        cpulm_json_key(w, "instances_for_rate");
+        cpulm_json_write_int(
+            w, lt_instances_needed(o->target_rate, best->out.st.n_ok / best->out.st.wall));
+    }
+    if (o->repeat > 1) json_repeats(w, R);
+    cpulm_json_obj_end(w);
+}
+
+static void json_doc(lt_run *R, const lt_answer *a) {
     const lt_opts *o = R->o;
     cpulm_buf js;
     cpulm_buf_init(&js, 0);
@@ -378,48 +661,7 @@ static void json_doc(lt_run *R, const lt_row *best) {
     for (int i = 0; i < R->n_rows; i++)
         lt_json_row(&w, &R->rows[i], R->usd_hour);
     cpulm_json_arr_end(&w);
-    if (o->slo_spec) {
-        lt_slo_describe(&o->slo, desc, sizeof desc);
-        cpulm_json_key(&w, "slo");
-        cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "objective");
-        cpulm_json_write_str(&w, desc);
-        cpulm_json_key(&w, "axis");
-        cpulm_json_write_str(&w, o->n_rates ? "rate" : "concurrency");
-        cpulm_json_key(&w, "trials");
-        cpulm_json_write_int(&w, o->trials);
-        if (best) {
-            const lt_search *sr = &R->s;
-            cpulm_json_key(&w, "best_trials_met");
-            cpulm_json_write_int(&w, sr->lo_met);
-            cpulm_json_key(&w, "best_trials");
-            cpulm_json_write_int(&w, sr->lo_runs);
-            cpulm_json_key(&w, "lowest_missed"); /* null: none up to --search-max */
-            if (sr->hi > 0)
-                cpulm_json_write_double(&w, sr->hi);
-            else
-                cpulm_json_write_null(&w);
-            cpulm_json_key(&w, "lowest_missed_trials_missed");
-            cpulm_json_write_int(&w, sr->hi_miss);
-            cpulm_json_key(&w, "lowest_missed_trials");
-            cpulm_json_write_int(&w, sr->hi_runs);
-        }
-        cpulm_json_key(&w, "best");
-        if (best)
-            lt_json_row(&w, best, R->usd_hour);
-        else
-            cpulm_json_write_null(&w);
-        if (best && o->users > 0 && !o->n_rates) {
-            cpulm_json_key(&w, "instances_for_users");
-            cpulm_json_write_int(&w, lt_instances_needed(o->users, best->load));
-        }
-        if (best && o->target_rate > 0) {
-            cpulm_json_key(&w, "instances_for_rate");
-            cpulm_json_write_int(
-                &w, lt_instances_needed(o->target_rate, best->out.st.n_ok / best->out.st.wall));
-        }
-        cpulm_json_obj_end(&w);
-    }
+    if (o->slo_spec) json_slo(&w, R, a);
     cpulm_json_obj_end(&w);
     printf("%s\n", js.data);
     cpulm_buf_release(&js);
@@ -429,8 +671,15 @@ static void md_head(const lt_run *R) {
     const lt_opts *o = R->o;
     char desc[512];
     workload_describe(&R->w, desc, sizeof desc);
-    printf("%s %s, %s, %d requests per level%s\n\n", o->url, o->chat ? "chat" : "completions", desc,
-           o->n_requests, o->stream ? ", streaming" : ", not streaming (no TTFT/ITL)");
+    char per[96];
+    if (o->trial_time > 0)
+        snprintf(per, sizeof per, "%g s per level (the first %g s not counted)",
+                 (double)o->trial_time,
+                 o->trial_warmup >= 0 ? (double)o->trial_warmup : o->trial_time / 5.0);
+    else
+        snprintf(per, sizeof per, "%d requests per level", o->n_requests);
+    printf("%s %s, %s, %s%s\n\n", o->url, o->chat ? "chat" : "completions", desc, per,
+           o->stream ? ", streaming" : ", not streaming (no TTFT/ITL)");
     lt_md_header(o->slo_spec != NULL);
 }
 
@@ -459,19 +708,43 @@ static void warm_up(lt_run *R) {
     lt_stats_release(&out.st);
 }
 
+/* The --slo searches (--repeat of them), one after the other; each search's rows are new
+ * requests. */
+static void run_searches(lt_run *R) {
+    const lt_opts *o = R->o;
+    for (int k = 0; k < o->repeat && k < MAX_REPEAT; k++) {
+        R->search_no = k;
+        if (k && R->md) {
+            printf("\nsearch %d of %d\n\n", k + 1, o->repeat);
+            lt_md_header(1);
+        }
+        const lt_row *best = search(R);
+        R->ans[R->n_ans++] = (lt_answer){.best = best, .s = R->s};
+    }
+}
+
+static void md_slo_end(const lt_run *R, const lt_answer *a) {
+    for (int k = 0; k < R->n_ans; k++)
+        md_search_summary(R, &R->ans[k], k);
+    if (R->o->repeat > 1) md_repeats(R);
+    if (a) md_answer_footer(R, a->best);
+}
+
 static int run_all(lt_run *R) {
     lt_opts *o = R->o;
-    lt_row *best = NULL;
+    const lt_answer *a = NULL;
     warm_up(R);
     if (R->md) md_head(R);
     if (o->slo_spec) {
-        best = search(R);
+        run_searches(R);
+        a = chosen_answer(R);
     } else {
         for (int i = 0; o->n_rates == 0 && i < o->n_conc; i++)
             run_one(R, 0, o->conc[i]);
         for (int i = 0; i < o->n_rates; i++)
             run_one(R, 1, o->rates[i]);
     }
+    const lt_row *best = a ? a->best : NULL;
     int any_fail = 0, empty = 0;
     for (int i = 0; i < R->n_rows; i++) {
         any_fail |= R->rows[i].out.st.n_fail > 0;
@@ -483,16 +756,21 @@ static int run_all(lt_run *R) {
     }
     if (R->md) {
         lt_md_failures(R->rows, R->n_rows);
-        if (o->slo_spec) md_search_summary(R, best);
-        const lt_row *costed[MAX_ROWS];
+        if (o->slo_spec) md_slo_end(R, a);
+        const lt_row *costed[MAX_TRIALS];
         int n = 0;
         for (int i = 0; i < R->n_rows; i++)
             if (!o->slo_spec || &R->rows[i] == best) costed[n++] = &R->rows[i];
         if (R->usd_hour > 0 && n) lt_md_cost(costed, n, R->usd_hour, R->machine);
     } else {
-        json_doc(R, best);
+        json_doc(R, a);
     }
-    if (o->slo_spec) return best ? 0 : 1;
+    if (o->slo_spec && o->repeat > 1 && best && repeat_spread(R) > o->repeat_tol)
+        fprintf(stderr,
+                "cpulm loadtest: the %d searches' answers are %.1f%% apart (more than "
+                "--repeat-tolerance %g%%); exit 1\n",
+                o->repeat, repeat_spread(R) * 100, o->repeat_tol * 100.0);
+    if (o->slo_spec) return best && (o->repeat < 2 || repeat_spread(R) <= o->repeat_tol) ? 0 : 1;
     if (any_fail && !o->allow_failures)
         fprintf(stderr, "cpulm loadtest: requests failed (see the table); exit 1 "
                         "(--allow-failures to accept them)\n");
@@ -508,6 +786,7 @@ static int setup_workload(lt_run *R) {
         fprintf(stderr, "cpulm loadtest: %s\n", err);
         return EXIT_USAGE;
     }
+    workload_scale(&R->w, o->prompt_scale, o->output_scale);
     if (R->w.chat) o->chat = 1;
     if (!o->arrivals_given && o->workload) o->poisson = R->w.arrival == WL_ARRIVE_POISSON;
     if (!o->n_rates && !o->conc_given && R->w.rate > 0) { /* the workload's own arrival rate */
@@ -531,6 +810,11 @@ int cmd_loadtest(int argc, char **argv) {
                  .search_steps = 8,
                  .search_precision = 0.05f,
                  .trials = 3,
+                 .repeat = 1,
+                 .repeat_tol = 0.15f,
+                 .trial_warmup = -1,
+                 .prompt_scale = 1,
+                 .output_scale = 1,
                  .max_inflight = 256,
                  .warmup = 1};
     o.api_key = getenv("CPULM_API_KEY");

@@ -20,8 +20,9 @@ typedef struct plan_opts {
     int n_ctx, n_par, n_batch, n_threads, bench;
     float price, tps, tps_batched;
     bench_list kv;
-    plan_est_opts est; /* --workload and the estimate's options */
-    const char *check; /* --check FILE */
+    plan_est_opts est;    /* --workload and the estimate's options */
+    const char *check;    /* --check FILE */
+    const char *measured; /* --measured FILE: with --check, a loadtest SLO search */
 } plan_opts;
 
 static void plan_usage(FILE *f) {
@@ -49,6 +50,8 @@ static int est_opt(int id, const cli_val *v, plan_est_opts *e) {
     case OPT_BW_FRACTION: e->bw_fraction = (float)v->f; break;
     case OPT_PEAK_FRACTION: e->peak_fraction = (float)v->f; break;
     case OPT_UTILIZATION: e->utilization = (float)v->f; break;
+    case OPT_PROMPT_SCALE: e->prompt_scale = (float)v->f; break;
+    case OPT_OUTPUT_SCALE: e->output_scale = (float)v->f; break;
     default: return 0;
     }
     return 1;
@@ -70,6 +73,7 @@ static int plan_opt(cli *c, int id, const cli_val *v, plan_opts *o) {
     case OPT_TPS: o->tps = (float)v->f; break;
     case OPT_TPS_BATCHED: o->tps_batched = (float)v->f; break;
     case OPT_CHECK: o->check = v->s; break;
+    case OPT_MEASURED: o->measured = v->s; break;
     case OPT_PLAN_BENCH: o->bench = 1; break;
     case OPT_PRICES: o->prices = v->s; break;
     case OPT_CPU_ARCH: o->arch = v->s; break;
@@ -366,7 +370,7 @@ int cmd_plan(int argc, char **argv) {
             fprintf(stderr, "cpulm plan: --check needs --calibration FILE\n");
             return EXIT_USAGE;
         }
-        return plan_check(o.est.calibration, o.check);
+        return plan_check(o.est.calibration, o.check, &o.est, o.measured);
     }
     if (rc >= 0) return rc;
     cpulm_model *m = NULL;

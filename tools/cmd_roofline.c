@@ -9,6 +9,7 @@
 
 #include "tools_api.h"
 #include "bench.h"
+#include "bench_plan.h"
 #include "commands.h"
 #include "common.h"
 #include "options.h"
@@ -132,7 +133,8 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
 }
 
 static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t bpt, int64_t params,
-                       int with_model) {
+                       const cpulm_model *m) {
+    const int with_model = m != NULL;
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_json_writer w;
@@ -151,6 +153,10 @@ static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t 
         cpulm_json_write_int(&w, (int64_t)bpt);
         cpulm_json_key(&w, "matmul_params");
         cpulm_json_write_int(&w, params);
+        plan_shape sh; /* for the performance model's serving estimate (its KV reads) */
+        plan_shape_of_model(m, &sh);
+        cpulm_json_key(&w, "kv_bytes_per_token");
+        cpulm_json_write_int(&w, (int64_t)plan_kv_bytes_per_token(&sh, CPULM_KV_F16));
     }
     cpulm_json_key(&w, "rows");
     cpulm_json_arr_begin(&w);
@@ -204,7 +210,7 @@ int cmd_roofline(int argc, char **argv) {
     bench_env e;
     bench_env_fill(&e, m, o.model ? o.model : "");
     if (!rc && o.json)
-        print_json(r, o.threads.n, &e, bpt, params, m != NULL);
+        print_json(r, o.threads.n, &e, bpt, params, m);
     else if (!rc)
         print_md(&o, r, o.threads.n, &e, bpt, params);
     cpulm_model_free(m);

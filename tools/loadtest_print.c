@@ -140,6 +140,11 @@ void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
     json_num(w, "wall_s", s->wall);
     cpulm_json_key(w, "late_sends");
     cpulm_json_write_int(w, r->out.late);
+    cpulm_json_key(w, "warmup_not_counted"); /* successes in the level's first seconds */
+    cpulm_json_write_int(w, r->out.skipped);
+    if (r->open) json_num(w, "arrivals_realised_per_s", r->out.offered_rate);
+    cpulm_json_key(w, "search"); /* which --repeat search ran it, from 1 */
+    cpulm_json_write_int(w, r->search + 1);
     cpulm_json_key(w, "first_error");
     if (r->out.first_error[0])
         cpulm_json_write_str(w, r->out.first_error);

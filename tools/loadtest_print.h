@@ -12,6 +12,7 @@ typedef struct lt_row {
     int open;    /* rate (open loop) or concurrency (closed) */
     double load; /* requests/s or clients */
     int poisson;
+    int search; /* which --repeat search ran it (0-based) */
     lt_level_out out;
     int slo_checked, slo_met;
     char slo_why[128];

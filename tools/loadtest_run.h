@@ -27,6 +27,10 @@ typedef struct lt_level_spec {
     int conc; /* closed: clients; open: most requests in flight */
     cli_progress *prog;
     const char *label; /* "concurrency 4", "rate 2 req/s": for the progress line */
+    /* Steady state: requests sent in the first skip_s seconds load the server but are not
+     * in the latencies, token counts or rates (the server's queue and batch fill from
+     * empty then); a failure among them still counts. 0: every request counts. */
+    double skip_s;
 } lt_level_spec;
 
 typedef struct lt_level_out {
@@ -34,6 +38,8 @@ typedef struct lt_level_out {
     char first_error[160];
     int late;             /* open loop: requests sent more than 50 ms after their time */
     double target_prompt; /* mean prompt tokens the workload asked for */
+    int skipped;          /* successes sent within skip_s, not counted */
+    double offered_rate;  /* open loop: the counted requests' realised arrival rate (0: n/a) */
 } lt_level_out;
 
 /* Runs the level. Returns 0, or -1 when the client could not start its threads. */

@@ -35,6 +35,18 @@ double lt_pct(const lt_samples *s, double p) {
     return s->v[k - 1];
 }
 
+void lt_pct_ci(const lt_samples *s, double p, double z, double *lo, double *hi) {
+    *lo = *hi = -1;
+    if (s->n == 0) return;
+    const double n = (double)s->n, q = p / 100.0, sd = sqrt(n * q * (1 - q));
+    double l = floor(n * q - z * sd), u = ceil(n * q + z * sd) + 1; /* 1-based ranks */
+    if (l < 1) l = 1;
+    if (u > n) u = n;
+    if (l > n) l = n;
+    *lo = s->v[(size_t)l - 1];
+    *hi = s->v[(size_t)u - 1];
+}
+
 void lt_samples_release(lt_samples *s) {
     free(s->v);
     memset(s, 0, sizeof *s);
@@ -227,13 +239,18 @@ static void search_advance(lt_search *s) {
         s->next = s->lo * 2 > s->max ? s->max : s->lo * 2;
         return;
     }
-    double mid = (s->lo + s->hi) / 2; /* lo 0: below the first load tried */
-    if (s->integer) mid = floor(mid);
-    /* nothing between them (whole numbers, a rate within 2% of the bounds), close enough,
-     * or out of steps */
+    /* Rates bisect on a log scale (the geometric mean): capacity is a ratio question, and a
+     * bracket from 1 to 64 req/s then takes as many steps to halve near 1 as near 64.
+     * Clients (whole numbers, usually few) bisect arithmetically. lo 0: below the first
+     * load tried, halve the missed one. */
+    double mid = s->integer  ? floor((s->lo + s->hi) / 2)
+                 : s->lo > 0 ? sqrt(s->lo * s->hi)
+                             : s->hi / 2;
+    /* nothing between them (whole numbers, a rate within 2% of the bounds), close enough
+     * (hi within precision of lo, relative), or out of steps */
     int end = s->hi == 0 || s->steps <= 0 || mid <= s->lo || mid >= s->hi ||
-              (s->integer && mid < 1) || (!s->integer && s->hi - s->lo < 0.02 * s->hi) ||
-              (s->lo > 0 && s->hi - s->lo <= s->precision * s->hi);
+              (s->integer && mid < 1) || (!s->integer && s->hi < 1.02 * s->lo) ||
+              (s->lo > 0 && s->hi <= (1 + s->precision) * s->lo);
     if (!end) {
         s->steps--;
         s->next = mid;

@@ -18,6 +18,12 @@ void lt_samples_push(lt_samples *s, double v);
 void lt_samples_sort(lt_samples *s);
 /* Nearest-rank percentile (p in (0, 100]) of sorted samples, seconds; -1 when empty. */
 double lt_pct(const lt_samples *s, double p);
+/* A distribution-free confidence interval of the p-th percentile of sorted samples: the
+ * order statistics whose ranks bound n x p/100 by z standard deviations of the binomial
+ * count (z 1.96: 95%), clamped to the samples. lo/hi in seconds; both -1 when empty. With few
+ * samples the upper end is the largest sample: a p99 over 50 requests is not known above
+ * its maximum. */
+void lt_pct_ci(const lt_samples *s, double p, double z, double *lo, double *hi);
 void lt_samples_release(lt_samples *s);
 
 /* Why a request failed. */
@@ -83,11 +89,12 @@ int lt_slo_met(const lt_slo *o, const lt_stats *s, char *why, size_t cap);
  * a miss only once a majority of `trials` trials missed (one slow request elsewhere on the
  * machine must not end the bracket low). Bisect: between the highest met and the lowest
  * missed, each load decided by a majority of `trials` trials (stopping as soon as the
- * majority is reached), until the two are within `precision` of the missed one (relative),
- * adjacent whole numbers, or `steps` bisections were made. Confirm: the answer itself must
- * have a majority of met trials; if it fails, it becomes the lowest missed and the search
- * bisects below it. integer: loads are whole numbers (concurrency). trials 1 and precision
- * 0: one trial per load, `steps` bisections. */
+ * majority is reached), rates at the geometric mean of the two (a log scale), clients at
+ * the arithmetic one, until the missed load is within `precision` of the met one (hi <=
+ * (1 + precision) x lo), adjacent whole numbers, or `steps` bisections were made. Confirm: the
+ * answer itself must have a majority of met trials; if it fails, it becomes the lowest missed and
+ * the search bisects below it. integer: loads are whole numbers (concurrency). trials 1 and
+ * precision 0: one trial per load, `steps` bisections. */
 typedef struct lt_search {
     double lo, hi; /* highest met (0: none yet), lowest missed (0: none yet) */
     double next, max, precision;

@@ -6,6 +6,7 @@
 #include "tools_api.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +122,7 @@ void pm_family_ceiling(const pm_family *f, int vcpu, double bw_fraction, double 
 /* ---- serving ---- */
 
 static double step_time(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double ctx,
-                        int batch) {
+                        double batch) {
     double bw = e->tg * c->bw_gbs * 1e9, peak = e->pp * c->int8_gops * 1e9;
     if (bw <= 0 || peak <= 0) return 0;
     double weights = mc->weight_bytes / bw, compute = batch * mc->ops_per_token / peak;
@@ -162,6 +163,64 @@ int pm_max_batch(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
     return best;
 }
 
+/* ---- open loop ---- */
+
+void pm_open_loop(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
+                  const pm_workload *w, int max_batch, double rate, double pct, pm_open *out) {
+    memset(out, 0, sizeof *out);
+    double pp = pm_pp(e, c, mc->ops_per_token);
+    double pp_tok = pp > 0 ? pp * mc->ops_per_token / mc->ops_per_prompt_token : 0;
+    double fresh = w->prompt > w->cached ? w->prompt - w->cached : 0;
+    double prefill = pp_tok > 0 ? fresh / pp_tok : 0, ctx = w->prompt + w->output / 2;
+    double left = 1 - rate * prefill; /* machine share the prefills leave to decoding */
+    if (!(rate > 0) || left <= 0 || w->output <= 0 || pp_tok <= 0) return;
+    double b = 1, step = 0, g = 0;
+    for (int it = 0; it < 200; it++) { /* b = rate x output x g(b): a monotone fixed point */
+        step = step_time(e, c, mc, ctx, b < 1 ? 1 : b);
+        g = step / left;
+        double nb = rate * w->output * g;
+        if (nb > max_batch) return; /* more requests in flight than slots: unstable */
+        if (fabs(nb - b) < 1e-9 * (b + 1)) break;
+        b = nb;
+    }
+    double bs = b < 1 ? 1 : b;
+    double d = rate * w->output * step / bs; /* decode share of the machine */
+    if (d + rate * prefill >= 1) return;
+    double S = prefill / (1 - d) + step, rho = rate * prefill / (1 - d);
+    double m = S * (1 + w->prompt_cv * w->prompt_cv) / (2 * (1 - rho));
+    double q = 1 - pct / 100; /* the tail probability the percentile leaves */
+    double wait = rho > q && q > 0 ? m * log(rho / q) : 0;
+    *out = (pm_open){.stable = 1,
+                     .batch = b,
+                     .util = d + rate * prefill,
+                     .gap_s = g,
+                     .ttft_s = S + wait,
+                     .itl_s = 2 * g};
+}
+
+double pm_slo_rate(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
+                   const pm_workload *w, int max_batch, double ttft_s, double ttft_pct,
+                   double itl_s, double itl_pct) {
+    double lo = 0, hi = 1;
+    for (int i = 0; i < 60; i++, hi *= 2) { /* an upper bound: a rate that misses */
+        pm_open a, b;
+        pm_open_loop(e, c, mc, w, max_batch, hi, ttft_pct, &a);
+        pm_open_loop(e, c, mc, w, max_batch, hi, itl_pct, &b);
+        if (!a.stable || (ttft_s > 0 && a.ttft_s > ttft_s) || (itl_s > 0 && b.itl_s > itl_s)) break;
+        lo = hi;
+    }
+    for (int i = 0; i < 200 && hi - lo > 1e-3 * hi; i++) { /* met lo, missed hi */
+        double mid = (lo + hi) / 2;
+        pm_open a, b;
+        pm_open_loop(e, c, mc, w, max_batch, mid, ttft_pct, &a);
+        pm_open_loop(e, c, mc, w, max_batch, mid, itl_pct, &b);
+        int met =
+            a.stable && (ttft_s <= 0 || a.ttft_s <= ttft_s) && (itl_s <= 0 || b.itl_s <= itl_s);
+        *(met ? &lo : &hi) = mid;
+    }
+    return lo;
+}
+
 /* `cpulm roofline -m MODEL -o json`: its last row (the most threads given). */
 static int from_roofline(const struct cpulm_json *o, pm_measure *m, char *err, size_t cap) {
     const cpulm_json *rows = cpulm_json_get(o, "rows");
@@ -180,6 +239,9 @@ static int from_roofline(const struct cpulm_json *o, pm_measure *m, char *err, s
     m->at.bw_gbs = bw / 1e9;
     m->at.int8_gops = peak / 1e9;
     m->ops_per_token = frac * peak / m->pp; /* what the roofline counted per prompt token */
+    double params = cpulm_json_num(cpulm_json_get(o, "matmul_params"), 0);
+    m->gen_ops_per_token = params > 0 ? 2 * params : 0;
+    m->kv_bytes_per_token = cpulm_json_num(cpulm_json_get(o, "kv_bytes_per_token"), 0);
     return 0;
 }
 
@@ -196,5 +258,7 @@ int pm_measure_from_json(const struct cpulm_json *o, pm_measure *m, char *err, s
             return -1;
         }
     }
+    m->gen_ops_per_token = cpulm_json_num(cpulm_json_get(o, "gen_ops_per_token"), 0);
+    m->kv_bytes_per_token = cpulm_json_num(cpulm_json_get(o, "kv_bytes_per_token"), 0);
     return 0;
 }

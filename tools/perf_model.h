@@ -23,6 +23,9 @@ typedef struct pm_measure {
     pm_ceiling at;
     double tg, pp;
     double bytes_per_token, ops_per_token;
+    /* optional (0: unknown; `cpulm roofline -m` writes them): int8 ops of a generated token
+     * (2 per matmul weight, the output matrix included) and F16 KV bytes per context token */
+    double gen_ops_per_token, kv_bytes_per_token;
 } pm_measure;
 
 typedef struct pm_eff {
@@ -95,6 +98,45 @@ typedef struct pm_model_cost {
 
 void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double prompt_tokens,
               double cached_tokens, double output_tokens, int batch, pm_serving *out);
+
+/* Open-loop serving (Poisson arrivals at `rate` requests/s), the model of an SLO search
+ * with `cpulm loadtest --rate`: a machine that decodes the running requests together
+ * (continuous batching, at most max_batch) and fits each arriving prompt between the decode
+ * steps. Per request the machine spends prefill = fresh prompt tokens / prompt speed and its
+ * share of decode steps; with b requests decoding, a step takes step(b) (pm_serve). The
+ * decoding users see a token every g = step(b) / (1 - rate x prefill) seconds on average
+ * (prefills take their share of the machine), and by Little's law b = rate x output x g: the
+ * two are solved together. Arriving prompts queue for the machine's time left over by decoding
+ * (share d = rate x output x step(b) / b): a prefill takes S = prefill / (1 - d) + one step,
+ * the prefill queue's load is rho = rate x prefill / (1 - d), and its waiting time is
+ * exceeded with probability rho x exp(-t / m), m = S (1 + cv^2) / (2 (1 - rho)) (Kingman's
+ * mean wait for a queue with Poisson arrivals, spread exponentially: the usual heavy-traffic
+ * approximation; cv = the prompt length's coefficient of variation). Percentile p of TTFT is
+ * S plus that tail's p-quantile; of the token gap, 2 g (cpulm serve's long prefill steps take
+ * up to twice a step). No measured queueing is fitted: what is calibrated are the two
+ * efficiencies alone. */
+typedef struct pm_workload {
+    double prompt, cached, output; /* mean tokens per request; cached: the shared prefix */
+    double prompt_cv;              /* standard deviation / mean of the fresh prompt tokens */
+} pm_workload;
+
+typedef struct pm_open {
+    int stable;    /* 0: the rate exceeds what the machine (or max_batch) carries */
+    double batch;  /* mean requests decoding */
+    double util;   /* share of the machine busy */
+    double gap_s;  /* mean time between a user's tokens */
+    double ttft_s; /* percentile pct of time to first token */
+    double itl_s;  /* percentile pct of the token gap */
+} pm_open;
+
+void pm_open_loop(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
+                  const pm_workload *w, int max_batch, double rate, double pct, pm_open *out);
+
+/* Highest Poisson rate whose TTFT (percentile ttft_pct) is within ttft_s and whose token
+ * gap (percentile itl_pct) is within itl_s (a limit <= 0: none); 0 if none. To 0.1%. */
+double pm_slo_rate(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
+                   const pm_workload *w, int max_batch, double ttft_s, double ttft_pct,
+                   double itl_s, double itl_pct);
 
 /* Reads a measurement: {"read_gbs", "int8_gops", "tg_tps", "pp_tps", "bytes_per_token",
  * "ops_per_token"} (data/calibration.json), or `cpulm roofline -m MODEL -o json` output

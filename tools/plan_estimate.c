@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "plan_estimate.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,11 @@ typedef struct est_ctx {
     double ttft_limit, itl_limit;
     char slo[256];
 } est_ctx;
+
+static void scale_workload(const plan_est_opts *o, workload *w) {
+    workload_scale(w, o->prompt_scale > 0 ? o->prompt_scale : 1,
+                   o->output_scale > 0 ? o->output_scale : 1);
+}
 
 void plan_model_cost_of_shape(const plan_shape *s, const plan_weights *w, pm_model_cost *out) {
     double embd = (double)s->hp.n_vocab * s->hp.n_embd, params = (double)w->n_params;
@@ -78,7 +84,120 @@ static int read_calibration(est_ctx *x) {
     return x->eff.tg > 0 && x->eff.pp > 0 ? 0 : 2;
 }
 
-int plan_check(const char *calibration, const char *measured) {
+/* The workload's means and the spread of its fresh (not shared) prompt tokens. */
+static void workload_pm(const workload *w, pm_workload *out) {
+    double sum = 0, sq = 0, p, o, pre;
+    enum { N = 4000 };
+    for (int i = 0; i < N; i++) {
+        wl_request r;
+        workload_request(w, i, &r);
+        double f = r.prompt_tokens - r.prefix_tokens;
+        sum += f, sq += f * f;
+    }
+    workload_means(w, N, &p, &o, &pre);
+    double mean = sum / N, var = sq / N - mean * mean;
+    *out = (pm_workload){.prompt = p,
+                         .cached = pre,
+                         .output = o,
+                         .prompt_cv = mean > 0 && var > 0 ? sqrt(var) / mean : 0};
+}
+
+/* The rate a `cpulm loadtest --rate ... --slo ... -o json` search found: slo.best.rate and
+ * slo.lowest_missed (0: none), and tok, the prompt tokens the server counted per prompt token
+ * the workload asked for (its tokenizer's words; 1 when not known). Returns 0, or -1 with the
+ * reason in err. */
+static int measured_rate(const char *path, double *best, double *missed, double *tok, char *err,
+                         size_t cap) {
+    size_t n = 0;
+    char *text = cli_read_file(path, &n);
+    cpulm_json_doc *d = NULL;
+    int rc = -1;
+    if (!text || cpulm_json_parse(text, n, NULL, &d, NULL, NULL) != CPULM_OK) {
+        snprintf(err, cap, "%.400s: not readable JSON", path);
+    } else {
+        const cpulm_json *slo = cpulm_json_get(cpulm_json_root(d), "slo");
+        const char *axis = cpulm_json_str(cpulm_json_get(slo, "axis"));
+        *best = cpulm_json_num(cpulm_json_get(cpulm_json_get(slo, "best"), "rate"), -1);
+        *missed = cpulm_json_num(cpulm_json_get(slo, "lowest_missed"), 0);
+        const cpulm_json *b = cpulm_json_get(slo, "best");
+        double got = cpulm_json_num(cpulm_json_get(b, "mean_prompt_tokens"), 0);
+        double asked = cpulm_json_num(cpulm_json_get(b, "target_prompt_tokens"), 0);
+        *tok = got > 0 && asked > 0 ? got / asked : 1;
+        if (!axis || strcmp(axis, "rate") || !(*best > 0))
+            snprintf(err, cap,
+                     "%.400s: not an SLO search over rates with an answer (`cpulm loadtest "
+                     "--rate R --slo ... -o json`)",
+                     path);
+        else
+            rc = 0;
+    }
+    cpulm_json_free(d);
+    free(text);
+    return rc;
+}
+
+/* The SLO-rate part of --check: the model's rate on B for the workload and objective. */
+static int check_slo_rate(const pm_eff *e, const pm_measure *b, const plan_est_opts *est,
+                          const char *measured_slo) {
+    workload w;
+    lt_slo slo;
+    char err[512];
+    const char *spec = est->slo ? est->slo : "ttft_p99=2s,itl_p99=200ms";
+    if (workload_load(est->workload, &w, err, sizeof err) ||
+        lt_slo_parse(spec, &slo, err, sizeof err)) {
+        fprintf(stderr, "cpulm plan: %s\n", err);
+        return 2;
+    }
+    double lim[2] = {0, 0}, pct[2] = {99, 99}; /* ttft, token gap */
+    for (int i = 0; i < slo.n; i++) {
+        int k = slo.metric[i] == LT_M_TTFT ? 0 : slo.metric[i] == LT_M_E2E ? -1 : 1;
+        if (k >= 0) lim[k] = slo.limit_s[i], pct[k] = slo.pct[i];
+    }
+    scale_workload(est, &w);
+    double best = 0, missed = 0, tok = 1;
+    if (measured_slo && measured_rate(measured_slo, &best, &missed, &tok, err, sizeof err)) {
+        fprintf(stderr, "cpulm plan: %s\n", err);
+        return 2;
+    }
+    pm_workload pw;
+    workload_pm(&w, &pw);
+    pw.prompt *= tok, pw.cached *= tok; /* the prompt tokens the measured server counted */
+    pm_model_cost mc = {.weight_bytes = b->bytes_per_token,
+                        .kv_bytes_per_ctx_token = b->kv_bytes_per_token,
+                        .ops_per_token =
+                            b->gen_ops_per_token > 0 ? b->gen_ops_per_token : b->ops_per_token,
+                        .ops_per_prompt_token = b->ops_per_token};
+    double rate = pm_slo_rate(e, &b->at, &mc, &pw, est->max_batch, lim[0], pct[0], lim[1], pct[1]);
+    pm_open at;
+    pm_open_loop(e, &b->at, &mc, &pw, est->max_batch, rate, pct[0], &at);
+    char desc[256];
+    lt_slo_describe(&slo, desc, sizeof desc);
+    printf("\nSLO rate: workload %s (means %.0f prompt tokens, %.0f of them a shared prefix, "
+           "%.0f output; fresh prompt cv %.2f), objective %s, at most %d sequences at once "
+           "(--max-batch: the server's slots)\n\n",
+           w.name, pw.prompt, pw.cached, pw.output, pw.prompt_cv, desc, est->max_batch);
+    if (tok != 1)
+        printf("(prompt lengths x %.3f: the tokens the measured server counted per word the "
+               "workload sent)\n",
+               tok);
+    printf("predicted: %.3f req/s (Poisson arrivals; there %.1f requests decoding, machine %.0f%% "
+           "busy, TTFT p%g %.2f s, mean token gap %.1f ms)\n",
+           rate, at.batch, at.util * 100, pct[0], at.ttft_s, at.gap_s * 1000);
+    if (!measured_slo) return 0;
+    printf("\n| | measured req/s | predicted req/s | error |\n| --- | ---: | ---: | ---: |\n");
+    printf("| SLO rate | %.3f | %.3f | %+.1f%% |\n", best, rate, (rate / best - 1) * 100);
+    if (missed > 0)
+        printf("\nthe measured search bracketed it between %.3f (met) and %.3f (missed): the "
+               "prediction is %s\n",
+               best, missed,
+               rate < best     ? "below the bracket"
+               : rate > missed ? "above the bracket"
+                               : "inside it");
+    return 0;
+}
+
+int plan_check(const char *calibration, const char *measured, const plan_est_opts *est,
+               const char *measured_slo) {
     pm_measure a, b;
     char da[4096], db[4096];
     int bad_a = plan_read_measure(calibration, &a, da, sizeof da);
@@ -97,7 +216,11 @@ int plan_check(const char *calibration, const char *measured) {
     printf("| | measured t/s | predicted t/s | error |\n| --- | ---: | ---: | ---: |\n");
     printf("| generation | %.2f | %.2f | %+.1f%% |\n", b.tg, tg, (tg / b.tg - 1) * 100);
     printf("| prompt | %.2f | %.2f | %+.1f%% |\n", b.pp, pp, (pp / b.pp - 1) * 100);
-    return 0;
+    if (measured_slo && !(est && est->workload)) {
+        fprintf(stderr, "cpulm plan: --measured needs --workload (the requests it measured)\n");
+        return 2;
+    }
+    return est && est->workload ? check_slo_rate(&e, &b, est, measured_slo) : 0;
 }
 
 /* The objective: ttft and itl (or tpot) limits; percentiles are not modelled (no queue). */
@@ -125,6 +248,7 @@ static int load_inputs(est_ctx *x) {
         fprintf(stderr, "cpulm plan: %s\n", err);
         return 2;
     }
+    scale_workload(x->o, &x->w);
     workload_means(&x->w, 4000, &x->prompt, &x->output, &x->prefix);
     int64_t slot =
         (int64_t)x->w.prompt.max + (int64_t)(x->w.turns - 1) * x->w.turn_growth + x->w.output.max;

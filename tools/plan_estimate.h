@@ -16,6 +16,7 @@ typedef struct plan_est_opts {
     int vcpu;      /* instance size per family when no --instance (default 16) */
     int max_batch; /* most sequences served at once (default 256) */
     double users, target_rate;
+    double prompt_scale, output_scale; /* the workload's lengths scaled (0: as they are) */
     const pm_eff *eff;    /* efficiencies measured by the caller (report); NULL: calibration */
     const char *eff_desc; /* where eff came from */
 } plan_est_opts;
@@ -53,8 +54,13 @@ int plan_estimate_rows_desc(const plan_est_opts *o, const plan_shape *s, uint64_
 int plan_read_measure(const char *path, pm_measure *m, char *desc, size_t cap);
 
 /* `cpulm plan --calibration A --check B`: the model calibrated on A predicts B's generation
- * and prompt speed from B's ceilings and model; prints both with the error. Returns 0 or 2. */
-int plan_check(const char *calibration, const char *measured);
+ * and prompt speed from B's ceilings and model; prints both with the error. With
+ * est->workload also the highest Poisson rate meeting est->slo on B (pm_slo_rate; a server
+ * of est->max_batch slots), and with measured_slo (a `cpulm loadtest --rate R --slo ... -o
+ * json` result on B's machine and thread count) the error against the rate that search
+ * found. Returns 0 or 2. */
+int plan_check(const char *calibration, const char *measured, const plan_est_opts *est,
+               const char *measured_slo);
 
 /* Per-token costs of a shape without a file (weights from plan_weights_of). */
 void plan_model_cost_of_shape(const plan_shape *s, const plan_weights *w, pm_model_cost *out);

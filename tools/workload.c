@@ -283,6 +283,30 @@ static void dist_text(const wl_dist *d, char *out, size_t cap) {
         snprintf(out, cap, "%s(%g, %g) in [%d, %d]", names[d->kind], d->a, d->b, d->min, d->max);
 }
 
+static int32_t scale_len(int32_t v, double f) {
+    double x = floor(v * f + 0.5);
+    return x < 1 ? 1 : x > (1 << 24) ? 1 << 24 : (int32_t)x;
+}
+
+static void scale_dist(wl_dist *d, double f) {
+    d->a *= f;
+    if (d->kind != WL_FIXED) d->b *= f; /* uniform's upper end, or the standard deviation */
+    if (d->kind == WL_UNIFORM) d->a = floor(d->a + 0.5), d->b = floor(d->b + 0.5);
+    d->min = scale_len(d->min, f);
+    d->max = scale_len(d->max, f);
+}
+
+void workload_scale(workload *w, double prompt_scale, double output_scale) {
+    if (prompt_scale == 1 && output_scale == 1) return;
+    scale_dist(&w->prompt, prompt_scale);
+    scale_dist(&w->output, output_scale);
+    if (w->prefix_tokens > 0) w->prefix_tokens = scale_len(w->prefix_tokens, prompt_scale);
+    if (w->turn_growth > 0) w->turn_growth = scale_len(w->turn_growth, prompt_scale);
+    char name[sizeof w->name];
+    snprintf(name, sizeof name, "%.30s x%.4g/%.4g", w->name, prompt_scale, output_scale);
+    memcpy(w->name, name, sizeof name);
+}
+
 void workload_describe(const workload *w, char *out, size_t cap) {
     char p[96], o[96];
     dist_text(&w->prompt, p, sizeof p);

@@ -62,6 +62,13 @@ typedef struct wl_request {
     uint64_t text_seed;    /* words after the prefix; one per session */
 } wl_request;
 
+/* Scales a workload's lengths (loadtest's --prompt-scale / --output-scale: the rag profile
+ * at a tenth of its size for a small model or a short run): prompt_scale multiplies the
+ * prompt distribution (its mean, spread and bounds), the shared prefix and the per-turn
+ * growth; output_scale the output distribution. Lengths stay >= 1 token (a prefix given
+ * stays >= 1); the name says so ("rag x0.1/0.1"). Scales must be > 0. */
+void workload_scale(workload *w, double prompt_scale, double output_scale);
+
 /* Request i of the workload. */
 void workload_request(const workload *w, int64_t i, wl_request *r);
 
