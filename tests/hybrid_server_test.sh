@@ -7,7 +7,8 @@
 # default --cache-ram keeps state checkpoints (src/server/hcache.h): on one slot, a repeated
 # prompt, prompts sharing a long prefix (RAG) and a conversation whose next turn renders the
 # reply differently restore a checkpoint (cached_tokens > 0) and equal a fresh server's text;
-# idle slots trimmed to nothing (--kv-idle 0) do too.
+# idle slots trimmed to nothing (--kv-idle 0) do too. XML tool calls (Qwen3.5's format) come
+# back with arguments typed by the tool's schema.
 # HYBRID_SHAPE picks another synth shape (tiny-qwen35moe, tiny-qwen3next; they pass too;
 # tiny-gemma3, a sliding-window model whose prompt cache stays on, passes every check but the
 # hybrid-only ones, which it skips).
@@ -168,6 +169,35 @@ for i in "${!PROMPTS[@]}"; do
   complete "${PROMPTS[$i]}" | jq -r '.choices[0].text' >"$TMP/idle$i"
   same_as_ref "kv_idle_$i" "$i" "$TMP/idle$i"
 done
+stop_server
+
+# Qwen3.5's XML tool calls (a template with <function=...><parameter=...>): a forced call's
+# arguments are typed by the tool's schema, so string parameters whose values read "42" and
+# "true" stay strings and an integer parameter is a number, whole and streamed
+cat >"$TMP/qwen_xml.jinja" <<'JINJA'
+{%- for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}{#- calls: <tool_call> <function=NAME> <parameter=KEY> VALUE </parameter> </function> #}
+JINJA
+start_server xml -np 1 --chat-template "$TMP/qwen_xml.jinja" || exit 1
+XREQ=$(jq -cn '{messages:[{role:"user",content:"Look up item 42"}],temperature:0,max_tokens:400,
+  tools:[{type:"function",function:{name:"lookup",parameters:{type:"object",properties:{
+    id:{type:"string",enum:["42"]},flag:{type:"string",enum:["true"]},
+    n:{type:"integer",minimum:0,maximum:9}},required:["id","flag","n"]}}}],
+  tool_choice:{type:"function",function:{name:"lookup"}}}')
+curl -s --max-time 60 "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d "$XREQ" >"$TMP/xml.json"
+jq -e '.choices[0].finish_reason == "tool_calls" and
+  (.choices[0].message.tool_calls[0].function.arguments | fromjson |
+   .id == "42" and .flag == "true" and (.n | type) == "number")' "$TMP/xml.json" >/dev/null
+check xml_args_typed_by_schema $? "$(head -c 400 "$TMP/xml.json")"
+curl -s -N --max-time 60 "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' \
+  -d "$(echo "$XREQ" | jq -c '.stream = true')" | sed -n 's/^data: \({.*\)$/\1/p' >"$TMP/xml.jsonl"
+jq -s -e --slurpfile w "$TMP/xml.json" '([.[].choices[0].delta.tool_calls[]?.function.arguments] | add) as $a |
+  $a == $w[0].choices[0].message.tool_calls[0].function.arguments and ($a | fromjson | .id == "42")' \
+  "$TMP/xml.jsonl" >/dev/null
+check xml_args_typed_streamed $? "$(head -c 600 "$TMP/xml.jsonl")"
 stop_server
 
 echo "hybrid_server: $pass passed, $fail failed"

@@ -88,7 +88,7 @@ TEST(harmony_tool_call_both_header_orders) {
     cpulm_buf_init(&name, 0);
     cpulm_buf_init(&args, 0);
     cpulm_oai_call_name(o.text.data, &sc.calls[0], &name);
-    cpulm_oai_call_args(o.text.data, &sc.calls[0], &args);
+    cpulm_oai_call_args(o.text.data, &sc.calls[0], NULL, &args);
     CHECK(t, same(&name, "get_weather"));
     CHECK(t, same(&args, "{\"city\":\"Paris\"}"));
     CHECK_EQ_INT(t, sc.content_len, 0);

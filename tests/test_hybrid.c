@@ -189,9 +189,10 @@ TEST(hybrid_chunked_matches_steps_and_float64) {
             }
         }
         /* mode 1 (random chunks) against float64: replay the oracle's final state */
-        for (int64_t i = 0; i < n * n; i++) {
-            worst_state = fmax(worst_state, fabs(Sc[0][i] - S64[i]));
-            worst_64[1] = fmax(worst_64[1], fabs(Sc[1][i] - S64[i]));
+        for (int64_t i = 0; i < n * n; i++) { /* the float states are transposed */
+            const int64_t ti = (i % n) * n + i / n;
+            worst_state = fmax(worst_state, fabs(Sc[0][ti] - S64[i]));
+            worst_64[1] = fmax(worst_64[1], fabs(Sc[1][ti] - S64[i]));
         }
         fprintf(stderr,
                 "  %s, head size %lld: chunks of 64 vs steps %.2e, vs float64 %.2e; final state "

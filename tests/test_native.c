@@ -177,8 +177,10 @@ static cpulm_sched_event *ev(cpulm_sched_ev_kind kind, const char *text) {
 
 /* Feeds texts then FINISH (stop) and DONE to a fresh state of flavor; returns the body
  * written to the connection (after the head), caller frees. */
-static char *run_events(int flavor, int stream, int tools, int think, const char *const *texts,
-                        int n_texts) {
+/* tools_json: the request's tools array (freed before the events, as the request is), or
+ * NULL. */
+static char *run_events_tools(int flavor, int stream, int tools, const char *tools_json, int think,
+                              const char *const *texts, int n_texts) {
     static cpulm_server s; /* only the alias is read */
     s.alias = "m";
     cpulm_oai_request q;
@@ -187,8 +189,13 @@ static char *run_events(int flavor, int stream, int tools, int think, const char
     q.n = 1;
     q.stream = stream;
     q.tool_choice = tools ? CPULM_OAI_TOOLS_AUTO : CPULM_OAI_TOOLS_OFF;
+    cpulm_json_doc *td = NULL;
+    if (tools_json && cpulm_json_parse(tools_json, strlen(tools_json), NULL, &td, NULL, NULL))
+        return NULL;
+    q.tools = td ? cpulm_json_root(td) : NULL;
     cpulm_sched_req r = {.n_prompt = 7};
     cpulm_api_state *st = cpulm_api_state_new(flavor, &s, &q, &r, think);
+    cpulm_json_free(td);
     cpulm_conn c;
     memset(&c, 0, sizeof c);
     c.keep_alive = 1; /* HTTP/1.0 (version_minor 0): a stream is not chunked, easy to read */
@@ -207,6 +214,44 @@ static char *run_events(int flavor, int stream, int tools, int think, const char
     memcpy(out, body, strlen(body) + 1);
     cpulm_buf_release(&c.wbuf);
     return out;
+}
+
+static char *run_events(int flavor, int stream, int tools, int think, const char *const *texts,
+                        int n_texts) {
+    return run_events_tools(flavor, stream, tools, NULL, think, texts, n_texts);
+}
+
+/* Ollama's chat: a Qwen3.5 XML call's arguments are typed by the tool's schema (a string
+ * parameter reading 42 stays a string; an undeclared one is guessed), whole and streamed. */
+TEST(native_ollama_xml_args_typed_by_schema) {
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                        "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\"},"
+                        "\"n\":{\"type\":\"integer\"}}}}}]";
+    const char *call[] = {"<tool_call>\n<function=f>\n<parameter=id>\n42\n</parameter>\n",
+                          "<parameter=n>\n7\n</parameter>\n<parameter=x>\ntrue\n</parameter>\n"
+                          "</function>\n</tool_call>"};
+    for (int stream = 0; stream < 2; stream++) {
+        char *out = run_events_tools(CPULM_GEN_OLLAMA_CHAT, stream, 1, tools, 0, call, 2);
+        REQUIRE(t, out);
+        char *line = strstr(out, "\"tool_calls\"");
+        REQUIRE(t, line);
+        while (line > out && line[-1] != '\n')
+            line--;
+        char *end = strchr(line, '\n');
+        cpulm_json_doc *d = NULL;
+        REQUIRE(t, cpulm_json_parse(line, end ? (size_t)(end - line) : strlen(line), NULL, &d, NULL,
+                                    NULL) == CPULM_OK);
+        const cpulm_json *msg = cpulm_json_get(cpulm_json_root(d), "message");
+        const cpulm_json *args = cpulm_json_get(
+            cpulm_json_get(cpulm_json_at(cpulm_json_get(msg, "tool_calls"), 0), "function"),
+            "arguments");
+        const char *id = cpulm_json_str(cpulm_json_get(args, "id"));
+        CHECK(t, id && strcmp(id, "42") == 0);
+        CHECK(t, cpulm_json_num(cpulm_json_get(args, "n"), 0) == 7);
+        CHECK(t, cpulm_json_get(args, "x") && cpulm_json_get(args, "x")->type == CPULM_JSON_BOOL);
+        cpulm_json_free(d);
+        free(out);
+    }
 }
 
 /* Ollama's chat: a Hermes-style call in the reply comes back as message.tool_calls with the

@@ -351,7 +351,7 @@ static void check_call(test_ctx *t, const char *text, const cpulm_oai_call *c, c
     cpulm_oai_call_name(text, c, &b);
     if (strcmp(b.data, name)) fprintf(stderr, "  name '%s' != '%s'\n", b.data, name), t->n_fail++;
     cpulm_buf_reset(&b);
-    cpulm_oai_call_args(text, c, &b);
+    cpulm_oai_call_args(text, c, NULL, &b);
     if (strcmp(b.data, args)) fprintf(stderr, "  args '%s' != '%s'\n", b.data, args), t->n_fail++;
     cpulm_buf_release(&b);
 }
@@ -371,6 +371,63 @@ TEST(tools_scan_recorded_outputs) {
         if (r->n_calls > 0) check_call(t, r->text, &sc.calls[0], r->name0, r->args0);
         if (r->n_calls > 1) check_call(t, r->text, &sc.calls[1], r->name1, r->args1);
     }
+}
+
+/* Qwen3.5 XML arguments are typed by the tool's parameter schemas, not by their text: a
+ * string parameter holding "42" or "true" stays a string, typed parameters are their JSON,
+ * undeclared ones (and every one without tools) keep the text's guess. */
+#define XML_TOOLS                                                                               \
+    "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\"," \
+    "\"properties\":{\"s\":{\"type\":\"string\"},\"i\":{\"type\":\"integer\"},"                 \
+    "\"b\":{\"type\":\"boolean\"},\"o\":{\"type\":\"object\"},\"a\":{\"type\":\"array\"},"      \
+    "\"e\":{\"enum\":[\"1\",\"2\"]},\"p\":{\"type\":\"string\",\"pattern\":\"^[0-9]+$\"},"      \
+    "\"sn\":{\"type\":[\"string\",\"null\"]},\"u\":{\"anyOf\":[{\"type\":\"integer\"},"         \
+    "{\"type\":\"string\"}]},\"d\":{\"description\":\"untyped\"}}}}}]"
+#define XML_CALL(params) "<tool_call>\n<function=f>\n" params "</function>\n</tool_call>"
+#define XP(k, v)         "<parameter=" k ">\n" v "\n</parameter>\n"
+
+static void typed_args(test_ctx *t, const cpulm_json *tools, const char *text, const char *want) {
+    cpulm_oai_scan sc;
+    cpulm_oai_scan_calls(text, strlen(text), 1, 0, &sc);
+    CHECK_EQ_INT(t, sc.n_calls, 1);
+    if (sc.n_calls != 1) return;
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_oai_call_args(text, &sc.calls[0], tools, &b);
+    if (strcmp(b.data, want)) fprintf(stderr, "  args '%s' != '%s'\n", b.data, want), t->n_fail++;
+    cpulm_buf_release(&b);
+}
+
+TEST(tools_xml_args_typed_by_schema) {
+    cpulm_json_doc *d = NULL, *copy = NULL;
+    CHECK(t, cpulm_json_parse(XML_TOOLS, strlen(XML_TOOLS), NULL, &d, NULL, NULL) == CPULM_OK);
+    /* the writers keep a copy: the request (d) is gone by the time they run */
+    CHECK(t, cpulm_oai_tools_copy(cpulm_json_root(d), &copy) == CPULM_OK);
+    cpulm_json_free(d);
+    const cpulm_json *tools = cpulm_json_root(copy);
+    const char *text = XML_CALL(XP("s", "42") XP("i", "42") XP("b", "true") XP("o", "{\"x\": 1}")
+                                    XP("a", "[1, 2]") XP("e", "2") XP("p", "\"7\"") XP("sn", "null")
+                                        XP("u", "5") XP("d", "3") XP("z", "false"));
+    typed_args(t, tools, text,
+               "{\"s\": \"42\", \"i\": 42, \"b\": true, \"o\": {\"x\": 1}, \"a\": [1, 2], "
+               "\"e\": \"2\", \"p\": \"7\", \"sn\": null, \"u\": 5, \"d\": 3, \"z\": false}");
+    /* strings whatever they look like; typed values that are not JSON stay text */
+    typed_args(t, tools,
+               XML_CALL(XP("s", "true") XP("b", "yes") XP("i", "four") XP("sn", "null!")
+                            XP("u", "five") XP("s", "[1, 2]")),
+               "{\"s\": \"true\", \"b\": \"yes\", \"i\": \"four\", \"sn\": \"null!\", \"u\": "
+               "\"five\", \"s\": \"[1, 2]\"}");
+    /* a raw string keeps its quotes (only a forced pattern string comes quoted), a string
+     * of a union its text */
+    typed_args(t, tools, XML_CALL(XP("s", "\"q\"") XP("sn", "\"q\"") XP("u", "\"q\"")),
+               "{\"s\": \"\\\"q\\\"\", \"sn\": \"\\\"q\\\"\", \"u\": \"q\"}");
+    /* without tools, or for another tool's name: today's guess */
+    typed_args(t, NULL, XML_CALL(XP("s", "42") XP("b", "true")), "{\"s\": 42, \"b\": true}");
+    typed_args(t, tools, "<tool_call>\n<function=g>\n" XP("s", "42") "</function>\n</tool_call>",
+               "{\"s\": 42}");
+    cpulm_json_doc *none = NULL;
+    CHECK(t, cpulm_oai_tools_copy(NULL, &none) == CPULM_OK && none == NULL);
+    cpulm_json_free(copy);
 }
 
 /* Streaming: prefixes of a reply never release call text as content, and the pieces the

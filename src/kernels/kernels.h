@@ -148,6 +148,33 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
     X(DOT_F32, dot_f32, float, (int64_t n, const float *x, const float *y), F32)                  \
     /* y[i] = silu(x[i]), canonical as swiglu (Gated DeltaNet's conv output and gate) */          \
     X(SILU, silu, void, (int64_t n, float *y, const float *x), F32)                               \
+    /* ---- Gated DeltaNet (hybrid models; driven by src/model/deltanet.c) ----                   \
+     * Every output element is one fma chain in the order stated (no reduction tree), so          \
+     * every level is bit-identical to the generic one. */                                        \
+    /* One token of the gated delta rule on one head, its n x n state transposed                  \
+     * (T[i * n + r]: key element i, value element r): d[r] = fma chain over i = 0..n-1 of        \
+     * k[i] * T[i][r] from 0, then d[r] = (v[r] - decay * d[r]) * beta (three roundings);         \
+     * for i = 0..n-1 in order, T[i][r] = fma(k[i], d[r], decay * T[i][r]) and o[r] =             \
+     * fma(q[i], T[i][r], o[r]) (the new T, o from 0); then o[r] *= scale. d: n floats of         \
+     * scratch (holds the update on return). */                                                   \
+    X(DNET_STEP, dnet_step, void,                                                                 \
+      (int64_t n, float *T, const float *q, const float *k, const float *v, float beta,           \
+       float decay, float scale, float *o, float *d),                                             \
+      F32)                                                                                        \
+    /* c[i * ldc + j] = fma chain over p = 0..k-1 of a[i * lda + p] * b[p * ldb + j],             \
+     * starting from c[i * ldc + j] when acc, else from 0; i < m, j < n (the chunk's              \
+     * products). */                                                                              \
+    X(DNET_MM, dnet_mm, void,                                                                     \
+      (int m, int n, int k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,   \
+       int64_t ldc, int acc),                                                                     \
+      F32)                                                                                        \
+    /* One token of the causal depthwise convolution over n channels, taps >= 1: with in_j =      \
+     * win[j * ldwin + c] for j < taps - 1 (oldest first) and in_{taps-1} = x[c], x[c] = fma      \
+     * chain over j = 0..taps-1 of in_j * w[j * ldw + c] from 0; then the window moves on one     \
+     * token (win[j] = in_{j+1}). Both tap-major. */                                              \
+    X(DNET_CONV, dnet_conv, void,                                                                 \
+      (int64_t n, int taps, float *x, float *win, int64_t ldwin, const float *w, int64_t ldw),    \
+      F32)                                                                                        \
     /* One query over n >= 1 keys of an F16 cache, with the reference's F16 attention             \
      * numerics: scores s_j = dot(k_j, q16) * scale (q16 is the query rounded to f16), online     \
      * softmax, and the weighted sum of V accumulated in f16 (rounded after every key:            \

@@ -9,14 +9,16 @@
  *   beta = sigmoid(b); g = softplus(a + dt_bias) * A (A < 0: a decay)
  *   per value head: S = exp(g) S; d = (v - S k) beta; S += d k^T; o = S q / sqrt(S_k)
  *   o = rms_norm(o per value head) * ssm_norm * silu(z);  x += W_out o
- * with S a [S_v][S_k] matrix per value head (row j: what S returns for value element j).
- * The state (the conv's last inputs and S) lives per sequence in the context (ssm_state.h).
+ * with S a [S_v][S_k] matrix per value head, stored transposed (T = S^T, [S_k][S_v]: row i
+ * holds key element i's column of S), so every product of the rule walks contiguous rows
+ * with one accumulator per value element and no horizontal sums (kernels.h: dnet_*).
+ * The state (the conv's last inputs and T) lives per sequence in the context (ssm_state.h).
  * The batch may hold several sequences: the conv and the recurrence walk each sequence's
  * tokens in batch order; work items are (channel block) and (sequence, value head), so the
  * result does not depend on the thread count or on which sequences share the batch.
  *
- * This is the token-by-token (recurrent) form, the reference's own arithmetic on a CPU;
- * plain scalar C. */
+ * Generation runs the token-by-token form (kernels.h dnet_step), prompts the chunked form
+ * (cpulm_dnet_chunk, on dnet_mm); the convolution is dnet_conv. */
 #include "deltanet.h"
 
 #include <math.h>
@@ -43,7 +45,8 @@ struct cpulm_dnet_scratch {
     int64_t tmp_stride;
 };
 
-#define CONV_BLOCK 64 /* channels per conv work item */
+#define CONV_BLOCK    64 /* channels per conv work item */
+#define CONV_TAPS_MAX 64 /* ssm.conv_kernel the loader accepts at most */
 
 static int64_t channels(const cpulm_hparams *hp) {
     return 2 * (int64_t)hp->ssm_groups * hp->ssm_state + hp->ssm_inner;
@@ -149,36 +152,26 @@ static int64_t key_head(const cpulm_ctx *c, int64_t h) {
 
 /* ---- the causal convolution ---- */
 
-/* Channels [c0, c1) of every batch sequence: out = sum over taps of w * input (tap 0 the
- * oldest), the conv state supplying the inputs before the batch; raw inputs slide through
- * a window, so qkv is overwritten in place. A sequence starting at position 0 starts from
- * zeros whatever its stored state. */
+/* Channels [c0, c1) (at most CONV_BLOCK) of every batch sequence: out = sum over taps of
+ * w * input (tap 0 the oldest), the conv state (tap-major, [taps - 1][channels]) supplying
+ * the inputs before the batch and sliding on in place; qkv is overwritten. A sequence
+ * starting at position 0 starts from zeros whatever its stored state. */
 static void conv_block(cpulm_ctx *c, const cpulm_layer *ly, int64_t c0, int64_t c1) {
     const cpulm_hparams *hp = &c->m->hp;
     const cpulm_dnet_scratch *s = c->dnet;
-    const int64_t CH = channels(hp);
+    const int64_t CH = channels(hp), n = c1 - c0;
     const int K = hp->ssm_conv;
-    float win[64];
+    float wt[CONV_TAPS_MAX * CONV_BLOCK]; /* the block's weights, tap-major */
+    for (int64_t ch = 0; ch < n; ch++)
+        for (int k = 0; k < K; k++)
+            wt[k * CONV_BLOCK + ch] = ly->ssm_conv[(c0 + ch) * K + k];
     for (int32_t g = 0; g < s->n_groups; g++) {
-        float *st = cpulm_ssm_conv(&c->ssm, ly->slot, s->seq_id[g]);
-        const int fresh = c->pos[s->by_seq[s->seq_off[g]]] == 0;
-        for (int64_t ch = c0; ch < c1; ch++) {
-            const float *w = ly->ssm_conv + ch * K;
+        float *st = cpulm_ssm_conv(&c->ssm, ly->slot, s->seq_id[g]) + c0;
+        if (c->pos[s->by_seq[s->seq_off[g]]] == 0)
             for (int k = 0; k < K - 1; k++)
-                win[k] = fresh ? 0.0f : st[(int64_t)k * CH + ch];
-            for (int32_t j = s->seq_off[g]; j < s->seq_off[g + 1]; j++) {
-                float *x = s->qkv + (int64_t)s->by_seq[j] * CH + ch;
-                win[K - 1] = *x;
-                float sum = 0.0f;
-                for (int k = 0; k < K; k++)
-                    sum = fmaf(win[k], w[k], sum);
-                *x = sum;
-                for (int k = 0; k < K - 1; k++)
-                    win[k] = win[k + 1];
-            }
-            for (int k = 0; k < K - 1; k++)
-                st[(int64_t)k * CH + ch] = win[k];
-        }
+                memset(st + k * CH, 0, sizeof(float) * (size_t)n);
+        for (int32_t j = s->seq_off[g]; j < s->seq_off[g + 1]; j++)
+            c->k->dnet_conv(n, K, s->qkv + (int64_t)s->by_seq[j] * CH + c0, st, CH, wt, CONV_BLOCK);
     }
 }
 
@@ -247,79 +240,87 @@ static void prepare_token(cpulm_ctx *c, const cpulm_layer *ly, int64_t t) {
 
 /* ---- the delta rule ---- */
 
-void cpulm_dnet_step(const cpulm_kernels *kt, int64_t n, float *S, const float *q, const float *k,
+void cpulm_dnet_step(const cpulm_kernels *kt, int64_t n, float *T, const float *q, const float *k,
                      const float *v, float beta, float g, float *o, float *d) {
-    const float decay = expf(g), scale = 1.0f / sqrtf((float)n);
-    for (int64_t i = 0; i < n * n; i++)
-        S[i] *= decay;
-    for (int64_t r = 0; r < n; r++)
-        d[r] = (v[r] - kt->dot_f32(n, S + r * n, k)) * beta;
-    for (int64_t r = 0; r < n; r++)
-        kt->axpy(n, S + r * n, d[r], k);
-    for (int64_t r = 0; r < n; r++)
-        o[r] = kt->dot_f32(n, S + r * n, q) * scale;
+    kt->dnet_step(n, T, q, k, v, beta, expf(g), 1.0f / sqrtf((float)n), o, d);
 }
 
 /* The chunked form over n <= CPULM_DNET_CHUNK tokens (rows of q, k, v contiguous, d
- * floats each). With G_t = exp(cumulative g up to t) and S0 the state before the chunk,
- * the delta rule unrolls to
+ * floats each; T the transposed state, T[i][r] = S[r][i]). With G_t = exp(cumulative g up
+ * to t) and S0 the state before the chunk, the delta rule unrolls to
  *   D = solve((I + A), B), A[t][j] = beta_t (k_t . k_j) G_t / G_j (j < t),
  *                          b_t = beta_t (v_t - G_t S0 k_t)
  *   o_t = (G_t S0 q_t + sum_{j <= t} (G_t / G_j) (k_j . q_t) d_j) / sqrt(d)
  *   S = G_n S0 + sum_j (G_n / G_j) d_j k_j^T
- * so the state is read three times per chunk instead of per token and the rest are
- * products of [n][d] blocks, done as row dots and row updates (the kernel table's dot_f32
- * and axpy). ws: cpulm_dnet_chunk_ws_floats(d) floats. */
-void cpulm_dnet_chunk(const cpulm_kernels *kt, int64_t n, int64_t d, float *S, const float *q,
+ * so the state is read three times per chunk instead of per token, and everything is a
+ * product of [n][d], [d][d] and [n][n] blocks (the kernel table's dnet_mm; the triangular
+ * ones by row blocks up to the diagonal). ws: cpulm_dnet_chunk_ws_floats(d) floats. */
+#define TRI 4 /* rows per block of the triangular products */
+void cpulm_dnet_chunk(const cpulm_kernels *kt, int64_t n, int64_t d, float *T, const float *q,
                       const float *k, const float *v, const float *beta, const float *g, float *o,
                       float *ws) {
-    float *lg = ws, *D = ws + CPULM_DNET_CHUNK, *M = D + CPULM_DNET_CHUNK * d;
+    const int64_t C = CPULM_DNET_CHUNK;
+    float *lg = ws, *gt = lg + C, *kT = gt + C, *D = kT + d * C, *A = D + C * d, *P = A + C * C;
+    const int N = (int)n, K = (int)d;
     float cum = 0.0f;
-    for (int64_t t = 0; t < n; t++)
+    for (int64_t t = 0; t < n; t++) {
         lg[t] = cum += g[t];
-    const float scale = 1.0f / sqrtf((float)d);
-    /* B = beta (v - G S0 k), and the inter-chunk part of o: G S0 q */
-    for (int64_t t = 0; t < n; t++) {
-        const float gt = expf(lg[t]);
-        for (int64_t r = 0; r < d; r++) {
-            D[t * d + r] = (v[t * d + r] - gt * kt->dot_f32(d, S + r * d, k + t * d)) * beta[t];
-            o[t * d + r] = gt * kt->dot_f32(d, S + r * d, q + t * d);
-        }
+        gt[t] = expf(lg[t]);
     }
-    /* forward substitution through (I + A), rows in order */
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t j = 0; j < t; j++) {
-            const float a = beta[t] * kt->dot_f32(d, k + t * d, k + j * d) * expf(lg[t] - lg[j]);
-            kt->axpy(d, D + t * d, -a, D + j * d);
-        }
-    /* intra-chunk attention: o_t += sum_{j <= t} (G_t / G_j)(k_j . q_t) d_j */
-    for (int64_t t = 0; t < n; t++) {
-        for (int64_t j = 0; j <= t; j++)
-            kt->axpy(d, o + t * d, kt->dot_f32(d, k + j * d, q + t * d) * expf(lg[t] - lg[j]),
-                     D + j * d);
-        for (int64_t r = 0; r < d; r++)
-            o[t * d + r] *= scale;
-    }
-    /* S = G_n S0 + sum_j (G_n / G_j) d_j k_j^T, row by row */
-    const float gn = expf(lg[n - 1]);
-    for (int64_t j = 0; j < n; j++)
-        M[j] = expf(lg[n - 1] - lg[j]);
-    for (int64_t r = 0; r < d; r++) {
-        float *row = S + r * d;
+    for (int64_t t = 0; t < n; t++) /* k^T: [d][C], the right operand of k . k and q . k */
         for (int64_t i = 0; i < d; i++)
-            row[i] *= gn;
-        for (int64_t j = 0; j < n; j++)
-            kt->axpy(d, row, M[j] * D[j * d + r], k + j * d);
+            kT[i * C + t] = k[t * d + i];
+    /* B = beta (v - G S0 k) in D, and the inter-chunk part of o: G S0 q */
+    kt->dnet_mm(N, K, K, k, d, T, d, D, d, 0);
+    kt->dnet_mm(N, K, K, q, d, T, d, o, d, 0);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t r = 0; r < d; r++) {
+            D[t * d + r] = (v[t * d + r] - gt[t] * D[t * d + r]) * beta[t];
+            o[t * d + r] *= gt[t];
+        }
+    /* k_t . k_j and q_t . k_j for j up to the diagonal block */
+    for (int t0 = 0; t0 < N; t0 += TRI) {
+        const int rows = N - t0 < TRI ? N - t0 : TRI, cols = t0 + rows;
+        kt->dnet_mm(rows, cols, K, k + t0 * d, d, kT, C, A + t0 * C, C, 0);
+        kt->dnet_mm(rows, cols, K, q + t0 * d, d, kT, C, P + t0 * C, C, 0);
     }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < n; j++) {
+            const float decay = j <= t ? expf(lg[t] - lg[j]) : 0.0f;
+            A[t * C + j] = j < t ? -(beta[t] * A[t * C + j] * decay) : 0.0f;
+            P[t * C + j] = j <= t ? P[t * C + j] * decay : 0.0f;
+        }
+    /* forward substitution through (I + A), rows in order: d_t = b_t - sum_j A[t][j] d_j */
+    for (int t = 1; t < N; t++)
+        kt->dnet_mm(1, K, t, A + t * C, C, D, d, D + t * d, d, 1);
+    /* intra-chunk attention: o_t += sum_{j <= t} (G_t / G_j)(k_j . q_t) d_j */
+    for (int t0 = 0; t0 < N; t0 += TRI) {
+        const int rows = N - t0 < TRI ? N - t0 : TRI;
+        kt->dnet_mm(rows, K, t0 + rows, P + t0 * C, C, D, d, o + t0 * d, d, 1);
+    }
+    const float scale = 1.0f / sqrtf((float)d);
+    for (int64_t i = 0; i < n * d; i++)
+        o[i] *= scale;
+    /* S = G_n S0 + sum_j (G_n / G_j) d_j k_j^T, i.e. T = G_n T + k^T (M D) */
+    const float gn = gt[n - 1];
+    for (int64_t j = 0; j < n; j++) {
+        const float m = expf(lg[n - 1] - lg[j]);
+        for (int64_t r = 0; r < d; r++)
+            D[j * d + r] *= m;
+    }
+    for (int64_t i = 0; i < d * d; i++)
+        T[i] *= gn;
+    kt->dnet_mm(K, K, N, kT, C, D, d, T, d, 1);
 }
 
 int64_t cpulm_dnet_chunk_ws_floats(int64_t d) {
-    return CPULM_DNET_CHUNK + CPULM_DNET_CHUNK * d + CPULM_DNET_CHUNK;
+    const int64_t C = CPULM_DNET_CHUNK;
+    return 2 * C + d * C + C * d + 2 * C * C;
 }
 
 /* Tokens [j0, j1) of a batch sequence (in by_seq order), value head h, as one chunk:
  * rows gathered, the chunked form, outputs scattered. */
-static void delta_chunk(cpulm_ctx *c, int64_t h, float *S, int32_t j0, int32_t j1, float *w) {
+static void delta_chunk(cpulm_ctx *c, int64_t h, float *T, int32_t j0, int32_t j1, float *w) {
     const cpulm_hparams *hp = &c->m->hp;
     const cpulm_dnet_scratch *s = c->dnet;
     const int64_t CH = channels(hp), d = hp->ssm_state, Hk = hp->ssm_groups, Hv = hp->ssm_heads;
@@ -335,7 +336,7 @@ static void delta_chunk(cpulm_ctx *c, int64_t h, float *S, int32_t j0, int32_t j
         beta[r] = s->ba[t * 2 * Hv + h];
         gg[r] = s->ba[t * 2 * Hv + Hv + h];
     }
-    cpulm_dnet_chunk(c->k, j1 - j0, d, S, q, k, v, beta, gg, o, ws);
+    cpulm_dnet_chunk(c->k, j1 - j0, d, T, q, k, v, beta, gg, o, ws);
     for (int32_t j = j0; j < j1; j++)
         memcpy(s->o + (int64_t)s->by_seq[j] * hp->ssm_inner + h * d, o + (int64_t)(j - j0) * d,
                sizeof(float) * (size_t)d);
@@ -350,12 +351,12 @@ static void delta_item(cpulm_ctx *c, const cpulm_layer *ly, int32_t g, int64_t h
     const cpulm_dnet_scratch *s = c->dnet;
     const int64_t CH = channels(hp), Sk = hp->ssm_state, Sv = Sk, Hk = hp->ssm_groups;
     const int64_t Hv = hp->ssm_heads;
-    float *S = cpulm_ssm_state(&c->ssm, ly->slot, s->seq_id[g]) + h * Sv * Sk;
-    if (c->pos[s->by_seq[s->seq_off[g]]] == 0) memset(S, 0, sizeof(float) * (size_t)(Sv * Sk));
+    float *T = cpulm_ssm_state(&c->ssm, ly->slot, s->seq_id[g]) + h * Sv * Sk; /* [Sk][Sv] */
+    if (c->pos[s->by_seq[s->seq_off[g]]] == 0) memset(T, 0, sizeof(float) * (size_t)(Sv * Sk));
     const int32_t j0 = s->seq_off[g], j1 = s->seq_off[g + 1];
     if (j1 - j0 >= CHUNK_MIN) {
         for (int32_t j = j0; j < j1; j += CPULM_DNET_CHUNK)
-            delta_chunk(c, h, S, j, j1 - j < CPULM_DNET_CHUNK ? j1 : j + CPULM_DNET_CHUNK, w);
+            delta_chunk(c, h, T, j, j1 - j < CPULM_DNET_CHUNK ? j1 : j + CPULM_DNET_CHUNK, w);
         return;
     }
     for (int32_t j = j0; j < j1; j++) {
@@ -363,7 +364,7 @@ static void delta_item(cpulm_ctx *c, const cpulm_layer *ly, int32_t g, int64_t h
         const float *q = s->qkv + t * CH + key_head(c, h) * Sk;
         const float *k = q + Hk * Sk;
         const float *v = s->qkv + t * CH + 2 * Hk * Sk + h * Sv;
-        cpulm_dnet_step(c->k, Sk, S, q, k, v, s->ba[t * 2 * Hv + h], s->ba[t * 2 * Hv + Hv + h],
+        cpulm_dnet_step(c->k, Sk, T, q, k, v, s->ba[t * 2 * Hv + h], s->ba[t * 2 * Hv + Hv + h],
                         s->o + t * hp->ssm_inner + h * Sv, w);
     }
 }

@@ -28,18 +28,18 @@ int64_t cpulm_dnet_state_floats(const cpulm_hparams *hp);
 
 /* One token of the gated delta rule on one head (key and value head size n): with S the
  * [n][n] state (row r: value element r), S = exp(g) S; d = (v - S k) beta; S += d k^T;
- * o = S q / sqrt(n). d: n floats of scratch. The token-by-token form, with kt's dot_f32
- * and axpy (so SIMD levels speed it up; results differ between levels by their dot's
- * rounding only). */
-void cpulm_dnet_step(const cpulm_kernels *kt, int64_t n, float *S, const float *q, const float *k,
+ * o = S q / sqrt(n). The state is given transposed (T = S^T: T[i * n + r]). d: n floats of
+ * scratch. The kernel table's dnet_step (the same bits at every level). */
+void cpulm_dnet_step(const cpulm_kernels *kt, int64_t n, float *T, const float *q, const float *k,
                      const float *v, float beta, float g, float *o, float *d);
 
 /* The chunked form of the same recurrence over n <= CPULM_DNET_CHUNK tokens: q, k, v are
- * [n][n_head_size] rows, beta and g [n], o [n][head size] out; the state goes from before
- * the first token to after the last. Equal to n steps up to rounding (tested against
- * them and a float64 oracle). ws: cpulm_dnet_chunk_ws_floats(head size) floats. */
+ * [n][n_head_size] rows, beta and g [n], o [n][head size] out; the (transposed) state goes
+ * from before the first token to after the last. Equal to n steps up to rounding (tested
+ * against them and a float64 oracle), the same bits at every level (dnet_mm).
+ * ws: cpulm_dnet_chunk_ws_floats(head size) floats. */
 #define CPULM_DNET_CHUNK 64
-void cpulm_dnet_chunk(const cpulm_kernels *kt, int64_t n, int64_t d, float *S, const float *q,
+void cpulm_dnet_chunk(const cpulm_kernels *kt, int64_t n, int64_t d, float *T, const float *q,
                       const float *k, const float *v, const float *beta, const float *g, float *o,
                       float *ws);
 int64_t cpulm_dnet_chunk_ws_floats(int64_t d);

@@ -3,11 +3,11 @@
  *
  * A recurrent layer keeps, per sequence, a fixed amount of state whatever the length:
  * the last (taps - 1) inputs of its causal convolution ([taps - 1][channels] floats,
- * oldest first) and one [value head size][key head size] matrix per value head (row j
- * holds what the state returns for value element j; the delta rule reads and writes it
- * row by row). The state after position p - 1 is what position p starts from, so a
- * sequence's state always belongs to its whole length (kv.len): it can be cleared or
- * copied whole, not cut at an earlier position. Plain memory (calloc'd, so pages take
+ * oldest first) and one matrix per value head, stored transposed: [key head size][value
+ * head size] (row i holds key element i's weight for every value element; the delta rule
+ * reads and writes it row by row, see deltanet.c). The state after position p - 1 is what position
+ * p starts from, so a sequence's state always belongs to its whole length (kv.len): it can be
+ * cleared or copied whole, not cut at an earlier position. Plain memory (calloc'd, so pages take
  * RAM when first written).
  *
  * A sequence's whole state can be saved and put back (cpulm_ssm_seq_get/set: the server's

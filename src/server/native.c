@@ -214,6 +214,10 @@ void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_req
     if (st->split_think) cpulm_chat_think_init(&st->think, think == 2);
     st->tools = q->kind == CPULM_OAI_CHAT && q->tool_choice != CPULM_OAI_TOOLS_OFF;
     st->forced = q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED;
+    if (cpulm_oai_tools_copy(st->tools ? q->tools : NULL, &st->tool_defs) != CPULM_OK) {
+        cpulm_api_state_free(st);
+        return NULL;
+    }
     snprintf(st->model, sizeof st->model, "%s", q->model ? q->model : "");
     for (int32_t i = 0; i < q->n_stop; i++) {
         size_t len = q->stop_len[i];
@@ -230,6 +234,7 @@ void cpulm_api_state_free(void *p) {
     cpulm_buf_release(&st->reasoning);
     cpulm_buf_release(&st->stops);
     if (st->split_harmony) cpulm_harmony_free(&st->harmony);
+    cpulm_json_free(st->tool_defs);
     free(st);
 }
 

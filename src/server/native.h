@@ -21,11 +21,12 @@ typedef struct cpulm_api_state {
     int split_think;
     cpulm_harmony harmony; /* harmony's channels (gpt-oss) when split_harmony */
     int split_harmony;
-    int tools, forced; /* Ollama chat with tools: calls are parsed from the reply */
-    int finish;        /* -1, or cpulm_sched_finish of the (only) choice */
-    int32_t stop_word; /* the FINISH event's */
-    cpulm_buf stops;   /* the request's stop strings, each as a size_t length then bytes */
-    char model[128];   /* the model the request named (Ollama echoes it), or "" */
+    int tools, forced;         /* Ollama chat with tools: calls are parsed from the reply */
+    cpulm_json_doc *tool_defs; /* owned copy of the request's tools (types XML arguments) */
+    int finish;                /* -1, or cpulm_sched_finish of the (only) choice */
+    int32_t stop_word;         /* the FINISH event's */
+    cpulm_buf stops;           /* the request's stop strings, each as a size_t length then bytes */
+    char model[128];           /* the model the request named (Ollama echoes it), or "" */
 } cpulm_api_state;
 
 /* Seconds of prompt processing and of generation for a DONE event e at time now: the

@@ -750,7 +750,7 @@ static void write_tool_calls_out(cpulm_json_writer *w, const cpulm_oai_meta *met
         cpulm_json_write_strn(w, b.data, b.len);
         cpulm_json_key(w, "arguments");
         cpulm_buf_reset(&b);
-        cpulm_oai_call_args(text, &sc->calls[k], &b);
+        cpulm_oai_call_args(text, &sc->calls[k], meta->tool_defs, &b);
         cpulm_json_write_strn(w, b.data, b.len);
         cpulm_json_obj_end(w);
         cpulm_json_obj_end(w);

@@ -178,6 +178,9 @@ typedef struct cpulm_oai_meta {
     int include_usage;    /* streaming: "usage": null on chunks, then a usage chunk */
     int tools;            /* chat with tools: replies are scanned for tool calls */
     int forced;           /* the reply is a forced (required / named) tool call */
+    /* the request's tools (borrowed, a copy the caller keeps: cpulm_oai_tools_copy), whose
+     * parameter schemas type XML call arguments; NULL: none */
+    const cpulm_json *tool_defs;
 } cpulm_oai_meta;
 
 typedef struct cpulm_oai_usage {

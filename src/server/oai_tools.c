@@ -237,17 +237,32 @@ static void gbnf_lit(cpulm_buf *b, const char *s) {
     cpulm_buf_putc(b, '"');
 }
 
+/* An enum of strings only (a forced call writes its members raw). */
+static int string_enum(const cpulm_json *prop) {
+    const cpulm_json *en = cpulm_json_get(prop, "enum");
+    int all_str = en && cpulm_json_len(en) > 0;
+    for (size_t i = 0; all_str && i < cpulm_json_len(en); i++)
+        all_str = cpulm_json_str(cpulm_json_at(en, i)) != NULL;
+    return all_str;
+}
+
+/* Does a forced call write this parameter's value as raw text (a plain string: no enum,
+ * pattern, anyOf or oneOf; a schema without a type is also taken as text)? Else the value
+ * is written as the JSON its schema rule gives (a pattern string comes quoted). */
+static int xml_raw_text(const cpulm_json *prop) {
+    const char *type = cpulm_json_str(cpulm_json_get(prop, "type"));
+    return !cpulm_json_get(prop, "enum") && (!type || !strcmp(type, "string")) &&
+           !cpulm_json_get(prop, "pattern") && !cpulm_json_get(prop, "anyOf") &&
+           !cpulm_json_get(prop, "oneOf");
+}
+
 /* The value of one XML parameter: raw text for a plain string (no '<', so it cannot run
  * into its closing tag), the raw members of a string enum, else the property's JSON rule
  * (numbers, booleans, objects, arrays: cpulm_oai_call_args reads them back as JSON). */
 static int xml_value_rule(const cpulm_json *prop, cpulm_buf *rules, int *next, cpulm_buf *alt,
                           cpulm_oai_error *e) {
     const cpulm_json *en = cpulm_json_get(prop, "enum");
-    const char *type = cpulm_json_str(cpulm_json_get(prop, "type"));
-    int all_str = en && cpulm_json_len(en) > 0;
-    for (size_t i = 0; all_str && i < cpulm_json_len(en); i++)
-        all_str = cpulm_json_str(cpulm_json_at(en, i)) != NULL;
-    if (all_str) {
+    if (string_enum(prop)) {
         cpulm_buf_puts(alt, "( ");
         for (size_t i = 0; i < cpulm_json_len(en); i++) {
             if (i) cpulm_buf_puts(alt, " | ");
@@ -256,8 +271,7 @@ static int xml_value_rule(const cpulm_json *prop, cpulm_buf *rules, int *next, c
         cpulm_buf_puts(alt, " )");
         return 0;
     }
-    if (!en && (!type || !strcmp(type, "string")) && !cpulm_json_get(prop, "pattern") &&
-        !cpulm_json_get(prop, "anyOf") && !cpulm_json_get(prop, "oneOf")) {
+    if (xml_raw_text(prop)) {
         cpulm_buf_puts(alt, "xml-text");
         return 0;
     }
@@ -886,17 +900,83 @@ static void py_kwargs(const char *a, size_t n, cpulm_buf *out) {
     cpulm_buf_putc(out, '}');
 }
 
-/* One XML parameter value as JSON (see cpulm_oai_call_args). */
-static void xml_value(const char *v, size_t n, cpulm_buf *out) {
+/* ---- XML arguments, typed by the tool's parameter schemas ---- */
+
+/* The JSON kinds a parameter schema allows, as bits (0: it names none, the value's text
+ * decides). */
+enum { K_STR = 1, K_NUM = 2, K_BOOL = 4, K_NULL = 8, K_OBJ = 16, K_ARR = 32 };
+
+static int kind_bit(cpulm_json_type t) {
+    static const int bits[] = {
+        [CPULM_JSON_NULL] = K_NULL,  [CPULM_JSON_BOOL] = K_BOOL, [CPULM_JSON_NUMBER] = K_NUM,
+        [CPULM_JSON_STRING] = K_STR, [CPULM_JSON_ARRAY] = K_ARR, [CPULM_JSON_OBJECT] = K_OBJ};
+    return bits[t];
+}
+
+static int type_name_bit(const char *t) {
+    static const struct {
+        const char *name;
+        int bit;
+    } names[] = {{"string", K_STR}, {"integer", K_NUM}, {"number", K_NUM}, {"boolean", K_BOOL},
+                 {"null", K_NULL},  {"object", K_OBJ},  {"array", K_ARR}};
+    for (size_t i = 0; t && i < sizeof names / sizeof *names; i++)
+        if (!strcmp(t, names[i].name)) return names[i].bit;
+    return 0;
+}
+
+/* The kinds of "type" (a name or an array of names), else of the enum's or const's
+ * values, else the union of the anyOf / oneOf branches' kinds (depth: nesting left). */
+static int schema_kinds(const cpulm_json *s, int depth) {
+    const cpulm_json *type = cpulm_json_get(s, "type"), *en = cpulm_json_get(s, "enum");
+    const cpulm_json *cst = cpulm_json_get(s, "const");
+    int k = 0;
+    if (type && type->type == CPULM_JSON_ARRAY)
+        for (size_t i = 0; i < cpulm_json_len(type); i++)
+            k |= type_name_bit(cpulm_json_str(cpulm_json_at(type, i)));
+    else if (type)
+        k = type_name_bit(cpulm_json_str(type));
+    else if (en && en->type == CPULM_JSON_ARRAY)
+        for (size_t i = 0; i < cpulm_json_len(en); i++)
+            k |= kind_bit(cpulm_json_at(en, i)->type);
+    else if (cst)
+        k = kind_bit(cst->type);
+    for (int b = 0; !type && !en && !cst && depth > 0 && b < 2; b++) {
+        const cpulm_json *br = cpulm_json_get(s, b ? "oneOf" : "anyOf");
+        for (size_t i = 0; i < cpulm_json_len(br); i++) {
+            int bk = schema_kinds(cpulm_json_at(br, i), depth - 1);
+            if (!bk) return 0; /* a branch of any kind: the union is any kind */
+            k |= bk;
+        }
+    }
+    if (k && cpulm_json_bool(cpulm_json_get(s, "nullable"), 0)) k |= K_NULL; /* OpenAPI's */
+    return k;
+}
+
+/* One XML parameter value v[0..n) as JSON (see cpulm_oai_call_args); prop: its schema, or
+ * NULL when the tool does not declare it. */
+static void xml_value(const char *v, size_t n, const cpulm_json *prop, cpulm_buf *out) {
     if (n && v[0] == '\n') v++, n--;
     if (n && v[n - 1] == '\n') n--;
-    size_t a = 0, b = n; /* JSON of its own when it parses (trimmed) and is not a string */
+    const int kinds = prop ? schema_kinds(prop, 4) : 0;
+    size_t a = 0, b = n; /* the trimmed text, read as JSON */
     while (a < b && strchr(" \t\r\n", v[a]))
         a++;
     while (b > a && strchr(" \t\r\n", v[b - 1]))
         b--;
     cpulm_json_doc *d = NULL;
-    if (b > a && v[a] != '"' && cpulm_json_parse(v + a, b - a, NULL, &d, NULL, NULL) == CPULM_OK) {
+    int vk = 0; /* the kind of the text as JSON, 0 when it is not JSON */
+    if (b > a && cpulm_json_parse(v + a, b - a, NULL, &d, NULL, NULL) == CPULM_OK)
+        vk = kind_bit(cpulm_json_root(d)->type);
+    int as_json;
+    if (kinds == 0) /* undeclared or untyped: any JSON but a quoted string is that JSON */
+        as_json = vk && vk != K_STR;
+    else if (!(kinds & K_STR)) /* declared other than string: its JSON when it parses */
+        as_json = vk != 0;
+    else if (vk == K_STR) /* a forced call quotes strings of schemas it does not write raw */
+        as_json = !xml_raw_text(prop) && !string_enum(prop);
+    else /* a string or other kinds: the text is a string unless JSON of another kind */
+        as_json = vk && (kinds & vk);
+    if (as_json) {
         cpulm_buf_append(out, v + a, b - a);
     } else {
         cpulm_json_writer w;
@@ -906,10 +986,13 @@ static void xml_value(const char *v, size_t n, cpulm_buf *out) {
     cpulm_json_free(d);
 }
 
-/* <parameter=KEY>VALUE</parameter>... (the text between the function tags) as an object. */
-static void xml_args(const char *a, size_t n, cpulm_buf *out) {
+/* <parameter=KEY>VALUE</parameter>... (the text between the function tags) as an object;
+ * props: the tool's parameters.properties, or NULL. */
+static void xml_args(const char *a, size_t n, const cpulm_json *props, cpulm_buf *out) {
     cpulm_buf_putc(out, '{');
     const char *p = a, *e = a + n;
+    cpulm_buf key;
+    cpulm_buf_init(&key, 0);
     for (int written = 0;;) {
         const char *k = memmem(p, (size_t)(e - p), "<parameter=", 11);
         if (!k) break;
@@ -920,15 +1003,47 @@ static void xml_args(const char *a, size_t n, cpulm_buf *out) {
         if (written++) cpulm_buf_puts(out, ", ");
         cpulm_json_quote(out, k, (size_t)(gt - k), 0);
         cpulm_buf_puts(out, ": ");
-        xml_value(gt + 1, (size_t)(end - gt - 1), out);
+        cpulm_buf_reset(&key);
+        cpulm_buf_append(&key, k, (size_t)(gt - k));
+        const cpulm_json *prop = key.data ? cpulm_json_get(props, key.data) : NULL;
+        xml_value(gt + 1, (size_t)(end - gt - 1), prop, out);
         p = end + 12;
     }
+    cpulm_buf_release(&key);
     cpulm_buf_putc(out, '}');
 }
 
-void cpulm_oai_call_args(const char *text, const cpulm_oai_call *c, cpulm_buf *out) {
+/* The properties of the tool named like call c (NULL: no such tool, or none declared). */
+static const cpulm_json *call_props(const char *text, const cpulm_oai_call *c,
+                                    const cpulm_json *tools) {
+    if (!tools) return NULL;
+    cpulm_buf name;
+    cpulm_buf_init(&name, 0);
+    cpulm_oai_call_name(text, c, &name);
+    const cpulm_json *fn = name.data ? find_tool(tools, name.data) : NULL;
+    cpulm_buf_release(&name);
+    const cpulm_json *props = cpulm_json_get(cpulm_json_get(fn, "parameters"), "properties");
+    return props && props->type == CPULM_JSON_OBJECT ? props : NULL;
+}
+
+cpulm_status cpulm_oai_tools_copy(const cpulm_json *tools, cpulm_json_doc **out) {
+    *out = NULL;
+    if (!tools) return CPULM_OK;
+    cpulm_buf b;
+    cpulm_buf_init(&b, 0);
+    cpulm_json_writer w;
+    cpulm_json_writer_init(&w, &b, 0, 0);
+    cpulm_json_write_value(&w, tools);
+    cpulm_status st = cpulm_json_writer_status(&w);
+    if (st == CPULM_OK) st = cpulm_json_parse(b.data, b.len, NULL, out, NULL, NULL);
+    cpulm_buf_release(&b);
+    return st;
+}
+
+void cpulm_oai_call_args(const char *text, const cpulm_oai_call *c, const cpulm_json *tools,
+                         cpulm_buf *out) {
     if (c->args_xml) {
-        xml_args(text + c->args_off, c->args_len, out);
+        xml_args(text + c->args_off, c->args_len, call_props(text, c, tools), out);
         return;
     }
     if (c->args_py) {

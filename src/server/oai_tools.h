@@ -89,9 +89,25 @@ void cpulm_oai_scan_calls(const char *text, size_t n, int final, int forced, cpu
 /* The call's arguments as the JSON string OpenAI expects in function.arguments (the
  * object's text; a string-wrapped one is unwrapped). XML parameters become a JSON object:
  * a value's one framing newline on each side is dropped (the templates write
- * <parameter=KEY>\nVALUE\n</parameter>); a value that is a JSON object, array, number,
- * true, false or null is kept as that JSON, anything else is a string. Appends to out. */
-void cpulm_oai_call_args(const char *text, const cpulm_oai_call *c, cpulm_buf *out);
+ * <parameter=KEY>\nVALUE\n</parameter>), and the value is typed by the parameter's schema
+ * in tools (the request's tools array; NULL: none), whose declared type wins over what
+ * the text looks like:
+ *   - declared a string only: a string, whatever its text ("42", "true", "[1]"), except a
+ *     quoted JSON string where a forced call writes one (pattern, anyOf, non-string enum);
+ *   - declared integer, number, boolean, null, object or array only: that JSON when the
+ *     (trimmed) text parses as JSON, else a string;
+ *   - a string or other kinds (["string", "null"], anyOf): JSON of one of the other
+ *     declared kinds is kept, anything else is a string;
+ *   - undeclared, or declared without a type, enum, const or typed anyOf/oneOf: guessed
+ *     from the text: a JSON object, array, number, true, false or null is kept as that
+ *     JSON, anything else is a string.
+ * Appends to out. */
+void cpulm_oai_call_args(const char *text, const cpulm_oai_call *c, const cpulm_json *tools,
+                         cpulm_buf *out);
+/* A copy of a request's tools array that outlives the request: the response writers type
+ * XML arguments by it (cpulm_oai_call_args) after the request is released. *out owned
+ * (cpulm_json_free); NULL when tools is NULL. Returns CPULM_OK or CPULM_ERR_NOMEM. */
+cpulm_status cpulm_oai_tools_copy(const cpulm_json *tools, cpulm_json_doc **out);
 /* The call's name, unescaped, appended to out. */
 void cpulm_oai_call_name(const char *text, const cpulm_oai_call *c, cpulm_buf *out);
 

@@ -272,7 +272,8 @@ static void write_args(cpulm_json_writer *w, const char *json, size_t n) {
     cpulm_json_free(d);
 }
 
-static void write_tool_calls(cpulm_json_writer *w, const char *text, const cpulm_oai_scan *sc) {
+static void write_tool_calls(cpulm_json_writer *w, const cpulm_api_state *st, const char *text,
+                             const cpulm_oai_scan *sc) {
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     cpulm_json_key(w, "tool_calls");
@@ -287,7 +288,8 @@ static void write_tool_calls(cpulm_json_writer *w, const char *text, const cpulm
         cpulm_json_write_strn(w, b.data ? b.data : "", b.len);
         cpulm_json_key(w, "arguments");
         cpulm_buf_reset(&b);
-        cpulm_oai_call_args(text, &sc->calls[k], &b);
+        cpulm_oai_call_args(text, &sc->calls[k],
+                            st->tool_defs ? cpulm_json_root(st->tool_defs) : NULL, &b);
         write_args(w, b.data ? b.data : "", b.len);
         cpulm_json_obj_end(w);
         cpulm_json_obj_end(w);
@@ -319,7 +321,7 @@ static void write_reply(cpulm_json_writer *w, const cpulm_api_state *st, const c
         cpulm_json_key(w, "thinking");
         cpulm_json_write_strn(w, rsn, n_rsn);
     }
-    if (sc && sc->n_calls) write_tool_calls(w, full, sc);
+    if (sc && sc->n_calls) write_tool_calls(w, st, full, sc);
     cpulm_json_obj_end(w);
 }
 

@@ -41,6 +41,7 @@ typedef struct route {
     cpulm_harmony *harmony;    /* [n] or NULL: harmony channels (reasoning, content, calls) */
     void *api;                 /* llama-server's or Ollama's answer state (native.c), or
                                 * NULL: OpenAI's shapes, written here */
+    cpulm_json_doc *tools;     /* owned copy of the request's tools (meta.tool_defs), or NULL */
 } route;
 
 /* Streaming a reply that may hold tool calls: content goes out up to where a call may
@@ -64,6 +65,7 @@ static void route_free(route *r) {
         cpulm_harmony_free(&r->harmony[i]);
     free(r->harmony);
     cpulm_api_state_free(r->api);
+    cpulm_json_free(r->tools);
     free(r);
 }
 
@@ -333,8 +335,10 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q, int think, 
         think = 0;
     }
     r->think = think ? calloc((size_t)q->n, sizeof *r->think) : NULL;
+    const int tools = q->kind == CPULM_OAI_CHAT && q->tool_choice != CPULM_OAI_TOOLS_OFF;
     if (!r->choices || !r->started || !r->offset || !r->ts || (think && !r->think) ||
-        (harmony && !r->harmony)) {
+        (harmony && !r->harmony) ||
+        cpulm_oai_tools_copy(tools ? q->tools : NULL, &r->tools) != CPULM_OK) {
         route_free(r);
         return NULL;
     }
@@ -351,9 +355,9 @@ static route *route_new(cpulm_server *s, const cpulm_oai_request *q, int think, 
                                .m = s->model,
                                .logprobs = q->logprobs,
                                .include_usage = q->include_usage,
-                               .tools = q->kind == CPULM_OAI_CHAT &&
-                                        q->tool_choice != CPULM_OAI_TOOLS_OFF,
-                               .forced = q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED};
+                               .tools = tools,
+                               .forced = q->tool_choice >= CPULM_OAI_TOOLS_REQUIRED,
+                               .tool_defs = r->tools ? cpulm_json_root(r->tools) : NULL};
     return r;
 }
 
@@ -623,7 +627,7 @@ static void stream_calls(cpulm_buf *b, route *rt, int32_t i, const cpulm_oai_sca
         if (call->args_is_string || call->args_py || call->args_xml) { /* converted: whole, */
             if (!call->complete || ts->args_sent[k]) continue;         /* once complete */
             cpulm_buf_reset(&tmp);
-            cpulm_oai_call_args(text, call, &tmp);
+            cpulm_oai_call_args(text, call, rt->meta.tool_defs, &tmp);
             tool_delta(b, rt, i, k, NULL, NULL, tmp.data, tmp.len);
             ts->args_sent[k] = call->args_len + 1; /* sent (also when the text was empty) */
         } else if (call->args_len > ts->args_sent[k]) {

@@ -12,6 +12,7 @@
 #if defined(__aarch64__)
 #include "arm.h"
 #include "neon_attn.h"
+#include "neon_dnet.h"
 
 /* ---- quantized dots ---- */
 
@@ -526,6 +527,10 @@ const cpulm_kernels cpulm_kernels_neon = {
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
+    .dnet_step = cpulm_neon_dnet_step,
+    .dnet_mm = cpulm_neon_dnet_mm,
+    .dnet_conv = cpulm_neon_dnet_conv,
+    .silu = cpulm_neon_silu,
     .attn_scores = cpulm_neon_attn_scores,
     .attn_softmax_row = cpulm_neon_attn_softmax_row,
     .attn_pv = cpulm_neon_attn_pv,

@@ -14,6 +14,7 @@
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
 #include "x86_attn.h"
+#include "x86_dnet.h"
 #include "x86.h"
 
 /* ---- quantized dots ---- */
@@ -1096,6 +1097,10 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
+    .dnet_step = cpulm_avx2_dnet_step,
+    .dnet_mm = cpulm_avx2_dnet_mm,
+    .dnet_conv = cpulm_avx2_dnet_conv,
+    .silu = cpulm_avx2_silu,
     .attn_scores = cpulm_avx2_attn_scores,
     .attn_softmax_row = cpulm_avx2_attn_softmax_row,
     .attn_pv = cpulm_avx2_attn_pv,

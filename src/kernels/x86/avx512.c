@@ -10,6 +10,7 @@
 #if defined(__x86_64__)
 #include "kernels/blocks.h"
 #include "x86_attn.h"
+#include "x86_dnet.h"
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
 #include "x86.h"
@@ -700,6 +701,10 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
+    .dnet_step = cpulm_avx512_dnet_step,
+    .dnet_mm = cpulm_avx512_dnet_mm,
+    .dnet_conv = cpulm_avx512_dnet_conv,
+    .silu = cpulm_avx512_silu,
     .attn_scores = attn_scores,
     .attn_softmax_row = attn_softmax_row,
     .attn_pv = attn_pv,
