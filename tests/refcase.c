@@ -162,3 +162,55 @@ int refcase_check(const cpulm_json *c, int32_t step, int fast, double tol, doubl
     cpulm_model_free(m);
     return fails;
 }
+
+/* Four sequences of different lengths (37, 50, 23, 64 tokens, then 5 generated) decoded as
+ * one batch against each decoded alone: the number of logit rows that differ in any bit, or
+ * -1 when a context or decode fails. */
+int refcase_batch4_diffs(const cpulm_model *m) {
+    const int32_t V = cpulm_vocab_n(m), lens[4] = {37, 50, 23, 64}, gen = 5;
+    float *alone[4];
+    int32_t toks[4][80];
+    for (int s = 0; s < 4; s++) {
+        for (int32_t i = 0; i < lens[s] + gen; i++)
+            toks[s][i] = i == 0 ? 1 : 3 + (int32_t)((s * 131 + i * 37) % 500);
+        cpulm_ctx *c1 = refcase_ctx(m, 128, 64, 1, 2, 0);
+        if (!c1) return -1;
+        alone[s] = refcase_logits(c1, toks[s], lens[s] + gen, lens[s], V);
+        if (!alone[s]) return -1;
+        cpulm_ctx_free(c1);
+    }
+    cpulm_ctx *c = refcase_ctx(m, 128, 256, 4, 2, 0);
+    if (!c) return -1;
+    int32_t bt[256], bs[256], at[4][80], n = 0;
+    int8_t want[256];
+    for (int32_t i = 0; i < 64; i++)
+        for (int s = 0; s < 4; s++)
+            if (i < lens[s]) {
+                bt[n] = toks[s][i];
+                bs[n] = s;
+                want[n] = 1;
+                at[s][i] = n++;
+            }
+    cpulm_batch b = {.n = n, .token = bt, .seq = bs, .want_logits = want};
+    if (cpulm_ctx_decode(c, &b) != CPULM_OK) return -1;
+    int diff = 0;
+    for (int s = 0; s < 4; s++)
+        for (int32_t i = 0; i < lens[s]; i++)
+            diff += memcmp(cpulm_ctx_logits(c, at[s][i]), alone[s] + (size_t)i * V,
+                           sizeof(float) * (size_t)V) != 0;
+    for (int32_t g = 0; g < gen; g++) {
+        for (int s = 0; s < 4; s++) {
+            bt[s] = toks[s][lens[s] + g];
+            bs[s] = s;
+        }
+        cpulm_batch b1 = {.n = 4, .token = bt, .seq = bs, .want_logits = want};
+        if (cpulm_ctx_decode(c, &b1) != CPULM_OK) return -1;
+        for (int s = 0; s < 4; s++)
+            diff += memcmp(cpulm_ctx_logits(c, s), alone[s] + (size_t)(lens[s] + g) * V,
+                           sizeof(float) * (size_t)V) != 0;
+    }
+    for (int s = 0; s < 4; s++)
+        free(alone[s]);
+    cpulm_ctx_free(c);
+    return diff;
+}

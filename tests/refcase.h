@@ -34,6 +34,10 @@ cpulm_ctx *refcase_ctx(const cpulm_model *m, int n_ctx, int n_batch, int n_seq, 
  * failed decode). */
 float *refcase_logits(cpulm_ctx *ctx, const int32_t *toks, int32_t n, int32_t step, int32_t V);
 
+/* Four sequences decoded as one batch against each alone (prompts and 5 generated tokens):
+ * the logit rows that differ in any bit, -1 when a context or decode fails. */
+int refcase_batch4_diffs(const cpulm_model *m);
+
 void refcase_log_softmax(const float *l, int32_t V, double *out);
 
 /* Case c decoded in batches of `step` (first token BOS, as llama-perplexity does) in a
