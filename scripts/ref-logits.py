@@ -32,7 +32,7 @@ TOPK = 10
 
 # name, synth shape, weight type, layers (0: the shape's), other synth options (`cpulm
 # synth` flags; the test reads them back from the case: "swa", "swa_period",
-# "rope_linear", "softcap")
+# "rope_linear", "softcap", "k_eq_v", "double_wide_mlp", "kv_heads_global")
 CASES = {
     "gemma": [
         ("tiny-gemma3-f32", "tiny-gemma3", "f32", 0, {}),
