@@ -32,7 +32,7 @@ TOPK = 10
 
 # name, synth shape, weight type, layers (0: the shape's), other synth options (`cpulm
 # synth` flags; the test reads them back from the case: "swa", "swa_period",
-# "rope_linear", "softcap")
+# "rope_linear", "softcap", "k_eq_v", "double_wide_mlp", "kv_heads_global")
 CASES = {
     "gemma": [
         ("tiny-gemma3-f32", "tiny-gemma3", "f32", 0, {}),
@@ -54,6 +54,12 @@ CASES = {
         ("tiny-gemma4-f32", "tiny-gemma4", "f32", 0, {}),
         ("tiny-gemma4-keqv-f32", "tiny-gemma4", "f32", 0, {"k_eq_v": 1}),
         ("tiny-gemma4-q8_0", "tiny-gemma4", "q8_0", 0, {}),
+        # per-layer arrays: E2B's double-wide FFN on the shared tail; 31B's global layers
+        # with one KV head of the sliding layers' two and no attn_v; global layers with 4 KV
+        # heads (the sliding layers' 2 each serve two query heads: cpulm repeats them)
+        ("tiny-gemma4-wide-f32", "tiny-gemma4", "f32", 0, {"double_wide_mlp": 1}),
+        ("tiny-gemma4-kvg-f32", "tiny-gemma4", "f32", 0, {"kv_heads_global": 1, "k_eq_v": 1}),
+        ("tiny-gemma4-kvg4-f32", "tiny-gemma4", "f32", 0, {"kv_heads_global": 4}),
     ],
     # "mxfp4": MXFP4 experts, Q8_0 attention, as released
     "gptoss": [

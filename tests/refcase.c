@@ -70,9 +70,12 @@ cpulm_model *refcase_model(const cpulm_json *c) {
     p.rope_linear = (float)cpulm_json_num(cpulm_json_get(c, "rope_linear"), p.rope_linear);
     p.hp.final_softcap = (float)cpulm_json_num(cpulm_json_get(c, "softcap"), p.hp.final_softcap);
     p.k_eq_v = (int)cpulm_json_num(cpulm_json_get(c, "k_eq_v"), p.k_eq_v);
-    char name[200];
-    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g-k%d.gguf", shape, type, layers,
-             p.hp.n_swa, p.swa_period, (double)p.rope_linear, (double)p.hp.final_softcap, p.k_eq_v);
+    p.double_wide_mlp = (int)cpulm_json_num(cpulm_json_get(c, "double_wide_mlp"), 0);
+    p.kv_heads_global = (int32_t)cpulm_json_num(cpulm_json_get(c, "kv_heads_global"), 0);
+    char name[220];
+    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g-k%d-d%d-g%d.gguf", shape, type, layers,
+             p.hp.n_swa, p.swa_period, (double)p.rope_linear, (double)p.hp.final_softcap, p.k_eq_v,
+             p.double_wide_mlp, (int)p.kv_heads_global);
     return refcase_synth_load(&p, name);
 }
 

@@ -1,10 +1,11 @@
 /* refcase.h: llama.cpp reference cases for synthetic models, shared by the architecture
  * groups (gemma, gptoss, hybrid). A case file tests/data/<arch>-ref.json is written by
  * `scripts/ref-logits.py ARCH` with the shared llama-perplexity: each case names a synth
- * shape, a weight type and a layer cut (optionally other sliding-window numbers: "swa",
- * "swa_period", "rope_linear", "softcap", as `cpulm synth`'s flags), a token chunk, the
- * first scored position, the top log-probabilities of every scored position
- * ("logprobs_topk": [[id, logprob], ...] per position) and the chunk's perplexity. */
+ * shape, a weight type and a layer cut (optionally other synth options: "swa",
+ * "swa_period", "rope_linear", "softcap", "k_eq_v", "double_wide_mlp", "kv_heads_global", as
+ * `cpulm synth`'s flags), a token chunk, the first scored position, the top
+ * log-probabilities of every scored position ("logprobs_topk": [[id, logprob], ...] per
+ * position) and the chunk's perplexity. */
 #ifndef CPULM_TESTS_REFCASE_H
 #define CPULM_TESTS_REFCASE_H
 

@@ -82,6 +82,8 @@ static cpulm_status read_keys(cpulm_gguf_writer *w, int pattern_array, cpulm_hpa
     memset(layers, 0, 6 * sizeof *layers);
     hp->n_layer = 6;
     hp->head_dim = hp->n_rot = 64;
+    hp->n_head = 4;
+    hp->n_head_kv = 2; /* the largest of a per-layer array (the model's loader takes it) */
     cpulm_status s = cpulm_gguf_writer_to_buf(w, &buf, &size);
     if (s == CPULM_OK) s = cpulm_gguf_parse(&g, buf, size, &err);
     if (s == CPULM_OK) {
@@ -141,6 +143,32 @@ TEST(gemma4_keys_and_refusals) {
     cpulm_gguf_writer *w = keys(32, 0, 0);
     cpulm_gguf_writer_set_u32(w, "gemma4.expert_count", 128);
     CHECK_EQ_INT(t, read_keys(w, 1, &hp, ly), CPULM_ERR_UNSUPPORTED); /* the MoE model */
+}
+
+/* Per-layer arrays of FFN widths (E2B) and KV heads (31B): each layer's own; 0 (the
+ * model's) without them; refused: an array of another length, a layer's KV heads that do
+ * not divide the query heads and the model's KV heads. */
+TEST(gemma4_per_layer_arrays) {
+    cpulm_hparams hp;
+    cpulm_layer ly[6];
+    const int32_t ff[6] = {64, 64, 64, 64, 128, 128}, kv[6] = {2, 2, 2, 1, 2, 1};
+    const int32_t bad_kv[6] = {2, 2, 2, 3, 2, 1};
+    cpulm_gguf_writer *w = keys(32, 16, 2);
+    cpulm_gguf_writer_set_arr(w, "gemma4.feed_forward_length", CPULM_GGUF_I32, ff, 6);
+    cpulm_gguf_writer_set_arr(w, "gemma4.attention.head_count_kv", CPULM_GGUF_I32, kv, 6);
+    REQUIRE(t, read_keys(w, 1, &hp, ly) == CPULM_OK);
+    for (int il = 0; il < 6; il++) {
+        CHECK_EQ_INT(t, ly[il].n_ff, ff[il]);
+        CHECK_EQ_INT(t, ly[il].n_head_kv, kv[il]);
+    }
+    REQUIRE(t, read_keys(keys(32, 16, 2), 1, &hp, ly) == CPULM_OK);
+    CHECK(t, ly[4].n_ff == 0 && ly[3].n_head_kv == 0);
+    w = keys(32, 16, 2);
+    cpulm_gguf_writer_set_arr(w, "gemma4.feed_forward_length", CPULM_GGUF_I32, ff, 5);
+    CHECK_EQ_INT(t, read_keys(w, 1, &hp, ly), CPULM_ERR_FORMAT);
+    w = keys(32, 16, 2);
+    cpulm_gguf_writer_set_arr(w, "gemma4.attention.head_count_kv", CPULM_GGUF_I32, bad_kv, 6);
+    CHECK_EQ_INT(t, read_keys(w, 1, &hp, ly), CPULM_ERR_UNSUPPORTED);
 }
 
 /* The synthesized tiny-gemma4 file loads as described: windows, head sizes, KV sources,

@@ -887,6 +887,29 @@ TEST(tok_synthetic_spm) {
     cpulm_vocab_free(v);
 }
 
+/* tokenizer.ggml.model "gemma4" (and a "gpt2" vocab with the pre-tokenizer "gemma4"): the
+ * file's pre-tokenizer key is not read, spaces become U+2581 and the characters merge by rank
+ * (only "a b" here: "ab ab" -> ab ▁ ab), characters that are no token and newline runs that
+ * are none (no "\n" token here) fall back to <0xXX> tokens, user-defined tokens are split
+ * out without a dummy prefix, there is no BOS without an id, merges are required. */
+TEST(tok_synthetic_gemma4) {
+    cpulm_vocab *v = NULL;
+    cpulm_error err = {0};
+    const synth files[2] = {{"gemma4", "gpt-2", 1, -1, 0}, {"gpt2", "gemma4", 1, -1, 0}};
+    for (int i = 0; i < 2; i++) {
+        REQUIRE(t, synth_load(&files[i], &v, &err) == CPULM_OK);
+        CHECK(t, !strcmp(cpulm_vocab_pre_name(v), "gemma4"));
+        CHECK(t, cpulm_vocab_wants_bos(v) && cpulm_vocab_bos(v) < 0);
+        CHECK(t, ids_are(v, "ab ab", 1, 0, 3, (cpulm_token[]){263, 259, 263}));
+        CHECK(t, ids_are(v, "\xc3\xa9\n\n", 0, 0, 4,
+                         (cpulm_token[]){3 + 0xC3, 3 + 0xA9, 3 + '\n', 3 + '\n'}));
+        CHECK(t, ids_are(v, "a<tool>b", 0, 0, 3, (cpulm_token[]){260, 265, 261}));
+        cpulm_vocab_free(v);
+    }
+    synth s = {"gemma4", NULL, 0, -1, 0};
+    CHECK_EQ_INT(t, synth_load(&s, &v, &err), CPULM_ERR_FORMAT);
+}
+
 TEST(tok_load_errors) {
     cpulm_vocab *v = NULL;
     cpulm_error err = {0};

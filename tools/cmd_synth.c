@@ -20,7 +20,7 @@ typedef struct synth_opts {
     const char *arch;
     int head_dim, experts, experts_used, expert_ff, yarn_orig_ctx, window;
     int swa, swa_period; /* -1: the shape's */
-    int k_eq_v;
+    int k_eq_v, double_wide_mlp, kv_heads_global;
     float yarn, rope_linear, softcap;
     long long seed;
 } synth_opts;
@@ -54,6 +54,8 @@ static int synth_opt(cli *c, int id, const cli_val *v, void *ctx) {
     case OPT_ROPE_LINEAR: o->rope_linear = (float)v->f; break;
     case OPT_SOFTCAP: o->softcap = (float)v->f; break;
     case OPT_K_EQ_V: o->k_eq_v = (int)v->i; break;
+    case OPT_DOUBLE_WIDE_MLP: o->double_wide_mlp = (int)v->i; break;
+    case OPT_KV_HEADS_GLOBAL: o->kv_heads_global = (int)v->i; break;
     case OPT_WINDOW: o->window = (int)v->i; break;
     case OPT_SEED:
         if (v->i >= 0) o->seed = v->i;
@@ -114,6 +116,8 @@ static int make_params(const synth_opts *o, cpulm_synth_params *p) {
     if (o->rope_linear >= 0) p->rope_linear = o->rope_linear;
     if (o->softcap > 0) p->hp.final_softcap = o->softcap;
     p->k_eq_v = o->k_eq_v;
+    p->double_wide_mlp = o->double_wide_mlp;
+    p->kv_heads_global = o->kv_heads_global;
     p->seed = (uint64_t)o->seed;
     p->n_threads = o->threads;
     cpulm_error err = {0};

@@ -122,7 +122,9 @@ static void attention_half(cpulm_ctx *c, const cpulm_layer *ly, int il, int ith,
 
 void cpulm_gemma_ffn_half(cpulm_ctx *c, const cpulm_layer *ly, int ith, int nth) {
     const cpulm_hparams *hp = &c->m->hp;
-    const int64_t T = c->n_tok, E = hp->n_embd, F = hp->n_ff;
+    /* the layer's own width when it has one (gemma4's per-layer arrays; g and u hold the
+     * largest) */
+    const int64_t T = c->n_tok, E = hp->n_embd, F = ly->n_ff ? ly->n_ff : hp->n_ff;
     for (int64_t t = ith; t < T; t += nth)
         c->k->rms_norm(E, c->xn + t * E, c->x + t * E, ly->ffn_norm, hp->norm_eps);
     cpulm_pool_barrier(c->pool);

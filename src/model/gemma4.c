@@ -13,8 +13,10 @@
  * rows of the global width, the dims past the layer's head size are 0, so scores (sums of
  * products, the zeros adding nothing) and the values' weighted sums are the narrower
  * attention's, and the output's padding is dropped before attn_output. The cache rows of a
- * sliding layer are so padded too. The driver's own scale 1/sqrt(d) is undone on q (exact
- * when d is a power of 4, as 64 and 256 are). */
+ * sliding layer are so padded too. A layer with fewer KV heads than the model's (31B's
+ * global layers) has each repeated to the model's count, which groups the query heads as
+ * its own count would. The driver's own scale 1/sqrt(d) is undone on q (exact when d is a
+ * power of 4, as 64 and 256 are). */
 #include "gemma4.h"
 
 #include <math.h>
@@ -61,12 +63,16 @@ void cpulm_gemma4_inputs(cpulm_ctx *c, int ith, int nth) {
 
 /* ---- attention ---- */
 
-/* Heads of a row laid out hd apart (compact) moved to d apart, the gaps zeroed (in place:
- * the last head first, each moving up). */
-static void spread_heads(float *row, int n_heads, int64_t hd, int64_t d) {
-    if (hd == d) return;
-    for (int h = n_heads - 1; h >= 0; h--) {
-        memmove(row + h * d, row + h * hd, sizeof(float) * (size_t)hd);
+/* Heads of a row: n_src laid out hd apart (compact) become n_dst d apart, the gaps zeroed,
+ * each source head repeated n_dst / n_src times (a layer with fewer KV heads than the
+ * model's: query head h reads KV head h / (n_head / n_dst), so copy j of source head i sits
+ * at i * rep + j). In place, the last head first: a source head lies at or below every
+ * place written before it is read. */
+static void spread_heads(float *row, int n_src, int n_dst, int64_t hd, int64_t d) {
+    if (hd == d && n_src == n_dst) return;
+    const int rep = n_dst / n_src;
+    for (int h = n_dst - 1; h >= 0; h--) {
+        memmove(row + h * d, row + (h / rep) * hd, sizeof(float) * (size_t)hd);
         memset(row + h * d + hd, 0, sizeof(float) * (size_t)(d - hd));
     }
 }
@@ -112,15 +118,15 @@ static void prepare_token(cpulm_ctx *c, const cpulm_layer *ly, int il, int64_t t
     const cpulm_hparams *hp = &c->m->hp;
     const int64_t d = hp->head_dim, hd = ly->head_dim, KVD = c->kv.kv_dim;
     float *q = c->q + t * (int64_t)hp->n_head * d;
-    const int own = ly->kv_src == il;
+    const int own = ly->kv_src == il, n_kv = ly->n_head_kv ? ly->n_head_kv : hp->n_head_kv;
     float *k = own ? c->kc + t * KVD : NULL, *v = own ? c->vc + t * KVD : NULL;
-    if (own && !ly->wv.data) memcpy(v, k, sizeof(float) * (size_t)(hp->n_head_kv * hd));
-    spread_heads(q, hp->n_head, hd, d);
+    if (own && !ly->wv.data) memcpy(v, k, sizeof(float) * (size_t)(n_kv * hd));
+    spread_heads(q, hp->n_head, hp->n_head, hd, d);
     for (int h = 0; h < hp->n_head; h++)
         c->k->rms_norm(hd, q + h * d, q + h * d, ly->q_norm, hp->norm_eps);
-    if (own) {
-        spread_heads(k, hp->n_head_kv, hd, d);
-        spread_heads(v, hp->n_head_kv, hd, d);
+    if (own) { /* the layer's n_kv heads, repeated to the model's count */
+        spread_heads(k, n_kv, hp->n_head_kv, hd, d);
+        spread_heads(v, n_kv, hp->n_head_kv, hd, d);
         for (int h = 0; h < hp->n_head_kv; h++) {
             c->k->rms_norm(hd, k + h * d, k + h * d, ly->k_norm, hp->norm_eps);
             norm_plain(v + h * d, hd, hp->norm_eps);

@@ -17,12 +17,21 @@
  * - embedding_length_per_layer_input (required; 0: no per-layer embeddings);
  * - final_logit_softcapping when present; the attention scale is 1 (q and k are RMS-normed);
  * - norm weights are stored as multiplied (no +1 of Gemma 3's checkpoints to add);
- * - expert_count > 0 (the 26B-A4B MoE) and per-layer arrays of head counts or FFN widths
- *   (31B's global KV heads, E2B's double-wide MLP) are refused: not implemented. */
+ * - feed_forward_length and attention.head_count_kv may hold one value per layer (E2B's
+ *   double-wide MLP on the shared tail, 31B's fewer KV heads on the global layers): the
+ *   model's value is the largest, each layer binds and runs its own;
+ * - expert_count > 0 (the 26B-A4B MoE) is refused: not implemented. */
 #ifndef CPULM_MODEL_GEMMA4_H
 #define CPULM_MODEL_GEMMA4_H
 
 #include "model.h"
+
+/* An arch key holding one integer per layer, each in [lo, hi]: the values into
+ * vals[n_layer] (NULL: not wanted) and the largest into *max. CPULM_ERR_NOT_FOUND when the
+ * key is absent or a single value; CPULM_ERR_FORMAT for an array of another kind. */
+cpulm_status cpulm_gemma4_layer_ints(const cpulm_gguf *g, const char *arch, const char *suffix,
+                                     int32_t n_layer, int64_t lo, int64_t hi, int32_t *vals,
+                                     int32_t *max, cpulm_error *err);
 
 /* Reads the keys above into hp (the common hyperparameters and the window already read). */
 cpulm_status cpulm_gemma4_read_hparams(const cpulm_gguf *g, const char *arch, cpulm_hparams *hp,

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "../base/status.h"
 
@@ -42,6 +43,31 @@ static cpulm_status float_key(const cpulm_gguf *g, const char *arch, const char 
         return s;
     if (!(*out == *out) || fabs(*out) > 1e30)
         return cpulm_errf(err, CPULM_ERR_FORMAT, "key '%s' is not a finite number", k);
+    return CPULM_OK;
+}
+
+cpulm_status cpulm_gemma4_layer_ints(const cpulm_gguf *g, const char *arch, const char *suffix,
+                                     int32_t n_layer, int64_t lo, int64_t hi, int32_t *vals,
+                                     int32_t *max, cpulm_error *err) {
+    char k[160];
+    const cpulm_gguf_kv *kv = cpulm_gguf_find(g, key_of(k, sizeof k, arch, suffix));
+    if (!kv || kv->type != CPULM_GGUF_ARRAY) return CPULM_ERR_NOT_FOUND;
+    const cpulm_gguf_arr *a = &kv->v.arr;
+    const bool ints =
+        a->type <= CPULM_GGUF_I32 || a->type == CPULM_GGUF_U64 || a->type == CPULM_GGUF_I64;
+    if (!ints || a->n != (uint64_t)n_layer)
+        return cpulm_errf(err, CPULM_ERR_FORMAT,
+                          "key '%s': an array must hold one integer per layer (%d)", k, n_layer);
+    *max = 0;
+    for (int32_t il = 0; il < n_layer; il++) {
+        const int64_t v = cpulm_gguf_arr_i64(a, (uint64_t)il);
+        if (v < lo || v > hi)
+            return cpulm_errf(err, CPULM_ERR_FORMAT,
+                              "key '%s'[%d] = %lld out of range [%lld, %lld]", k, il, (long long)v,
+                              (long long)lo, (long long)hi);
+        if (vals) vals[il] = (int32_t)v;
+        if (v > *max) *max = (int32_t)v;
+    }
     return CPULM_OK;
 }
 
@@ -102,6 +128,34 @@ cpulm_status cpulm_gemma4_read_hparams(const cpulm_gguf *g, const char *arch, cp
     return CPULM_OK;
 }
 
+/* Each layer's FFN width and KV heads when the file has arrays of them (read_hparams took
+ * the largest as the model's): a layer's KV heads must divide its query heads and the
+ * model's KV heads, which repeat them (gemma4.c). */
+static cpulm_status per_layer_arrays(const cpulm_gguf *g, const char *arch, const cpulm_hparams *hp,
+                                     cpulm_layer *layers, cpulm_error *err) {
+    int32_t max, *v = malloc(sizeof(int32_t) * (size_t)hp->n_layer);
+    if (!v) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory");
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        layers[il].n_ff = layers[il].n_head_kv = 0; /* the model's */
+    cpulm_status s = cpulm_gemma4_layer_ints(g, arch, "feed_forward_length", hp->n_layer, 1,
+                                             1 << 20, v, &max, err);
+    for (int32_t il = 0; s == CPULM_OK && il < hp->n_layer; il++)
+        layers[il].n_ff = v[il];
+    if (s == CPULM_OK || s == CPULM_ERR_NOT_FOUND)
+        s = cpulm_gemma4_layer_ints(g, arch, "attention.head_count_kv", hp->n_layer, 1, hp->n_head,
+                                    v, &max, err);
+    for (int32_t il = 0; s == CPULM_OK && il < hp->n_layer; il++) {
+        layers[il].n_head_kv = v[il];
+        if (hp->n_head % v[il] || hp->n_head_kv % v[il])
+            s = cpulm_errf(err, CPULM_ERR_UNSUPPORTED,
+                           "layer %d: %d KV heads must divide its %d query heads and the "
+                           "model's %d KV heads",
+                           il, v[il], hp->n_head, hp->n_head_kv);
+    }
+    free(v);
+    return s == CPULM_ERR_NOT_FOUND ? CPULM_OK : s;
+}
+
 cpulm_status cpulm_gemma4_plan_layers(const cpulm_gguf *g, const char *arch,
                                       const cpulm_hparams *hp, cpulm_layer *layers,
                                       cpulm_error *err) {
@@ -112,6 +166,8 @@ cpulm_status cpulm_gemma4_plan_layers(const cpulm_gguf *g, const char *arch,
         return cpulm_errf(err, CPULM_ERR_FORMAT,
                           "key '%s' must be one boolean per layer (gemma4 files have the array)",
                           k);
+    cpulm_status s = per_layer_arrays(g, arch, hp, layers, err);
+    if (s != CPULM_OK) return s;
     const int32_t n_kv = hp->n_layer - hp->n_kv_shared;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         cpulm_layer *ly = &layers[il];

@@ -54,6 +54,16 @@ static cpulm_status get_int(loader *L, const char *suffix, int64_t def, int64_t 
     return CPULM_OK;
 }
 
+/* get_int, except that a gemma4 file may hold one value per layer (E2B's FFN widths, 31B's
+ * KV heads): then the largest (gemma4_load.c reads each layer's when planning the layers). */
+static cpulm_status get_int_or_max(loader *L, const char *suffix, int64_t def, int64_t lo,
+                                   int64_t hi, int32_t *out) {
+    if (!L->m->arch->gemma4) return get_int(L, suffix, def, lo, hi, out);
+    cpulm_status s = cpulm_gemma4_layer_ints(&L->m->gguf, L->m->arch->name, suffix,
+                                             L->m->hp.n_layer, lo, hi, NULL, out, L->err);
+    return s == CPULM_ERR_NOT_FOUND ? get_int(L, suffix, def, lo, hi, out) : s;
+}
+
 static cpulm_status get_float(loader *L, const char *suffix, double def, float *out) {
     double v;
     cpulm_status s = cpulm_gguf_get_f64(&L->m->gguf, akey(L, suffix), &v, L->err);
@@ -193,10 +203,11 @@ static cpulm_status read_hparams(loader *L) {
     if ((s = get_int(L, "context_length", 2048, 1, 1 << 24, &hp->n_ctx_train)) ||
         (s = get_int(L, "embedding_length", -1, 1, big, &hp->n_embd)) ||
         (s = get_int(L, "block_count", -1, 1, 4096, &hp->n_layer)) ||
-        (s = get_int(L, "feed_forward_length", moe_only ? 0 : -1, moe_only ? 0 : 1, big,
-                     &hp->n_ff)) ||
+        (s = get_int_or_max(L, "feed_forward_length", moe_only ? 0 : -1, moe_only ? 0 : 1, big,
+                            &hp->n_ff)) ||
         (s = get_int(L, "attention.head_count", -1, 1, 4096, &hp->n_head)) ||
-        (s = get_int(L, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv)))
+        (s = get_int_or_max(L, "attention.head_count_kv", hp->n_head, 1, hp->n_head,
+                            &hp->n_head_kv)))
         return s;
     if (hp->n_head % hp->n_head_kv != 0)
         return cpulm_errf(L->err, CPULM_ERR_FORMAT,
@@ -371,6 +382,8 @@ static cpulm_status bind_tensors(loader *L) {
         ly->slot = ly->recurrent ? n_recr++ : n_attn++;
         cpulm_hparams hl = *hp;
         if (ly->head_dim) hl.head_dim = ly->head_dim; /* 0 (the model's) except in gemma4 */
+        if (ly->n_ff) hl.n_ff = ly->n_ff;             /* gemma4's per-layer arrays */
+        if (ly->n_head_kv) hl.n_head_kv = ly->n_head_kv;
         if ((s = bind_list(L, m->arch->layer_tensors, prefix, ly, ly->recurrent, &hl)) != CPULM_OK)
             return s;
         if (ly->recurrent && !ly->ssm_in.data && !(ly->ssm_qkv.data && ly->ssm_z.data))

@@ -58,6 +58,10 @@ typedef struct cpulm_layer {
      * KV: then wk, wv and k_norm are absent), its scalar output scale or NULL, and its
      * per-layer embedding gate [n_embd] -> [n_pl], projection [n_pl] -> [n_embd] and norm */
     int32_t head_dim, kv_src;
+    /* Gemma 4's per-layer arrays, 0 when the file has one value for all: the layer's FFN
+     * width (E2B's double-wide tail) and KV heads (31B's global layers have fewer: gemma4.c
+     * repeats them up to the model's n_head_kv, the largest) */
+    int32_t n_ff, n_head_kv;
     const float *out_scale; /* [1] */
     cpulm_tensor pl_gate, pl_proj;
     const float *pl_post_norm; /* [n_embd] */

@@ -1,7 +1,14 @@
-/* bpe.c: byte-level BPE (tokenizer.ggml.model = "gpt2").
+/* bpe.c: byte-level BPE (tokenizer.ggml.model = "gpt2") and Gemma 4's SentencePiece-style
+ * BPE ("gemma4", pre-tokenizer TOK_PRE_GEMMA4).
  *
- * Text -> codepoints (malformed bytes become U+FFFD) -> pre-tokens (pretok.c) -> each
- * pre-token's UTF-8 bytes mapped through GPT-2's bytes_to_unicode -> merges by rank.
+ * Byte-level: text -> codepoints (malformed bytes become U+FFFD) -> pre-tokens (pretok.c)
+ * -> each pre-token's UTF-8 bytes mapped through GPT-2's bytes_to_unicode -> merges by rank;
+ * a symbol that is no token at the end falls back to the tokens of its single bytes.
+ * Gemma 4 (llama.cpp's BPE without byte encoding): the same codepoints with every space
+ * U+2581, pre-tokens that are runs of newlines or runs of anything else, symbols that are
+ * the pre-token's characters as UTF-8, merges by rank; a run of newlines that is a token is
+ * taken whole (the vocabulary has such tokens but no merges that make them), and a symbol
+ * that is no token falls back to the <0xXX> tokens of its bytes (dropped when absent).
  * Merging uses a doubly linked list of symbols and a binary heap of candidate pairs keyed
  * by (rank, left position), as llama.cpp's llm_tokenizer_bpe_session does, so a word of
  * n bytes costs O(n log n) and results match it exactly. Stale heap entries (a side
@@ -76,9 +83,13 @@ static cpulm_status try_pair(const cpulm_vocab *v, bpe_scratch *s, int32_t l, in
 }
 
 static cpulm_status emit(const cpulm_vocab *v, const bpe_scratch *s, const sym *y, tok_ivec *out) {
+    static const char hex[] = "0123456789ABCDEF";
     if (y->id >= 0) return tok_ivec_push(out, y->id);
-    for (uint32_t k = 0; k < y->n; k++) { /* llama.cpp: look the raw bytes up one by one */
-        int32_t id = tok_find(v, s->word + y->start + k, 1);
+    for (uint32_t k = 0; k < y->n; k++) { /* llama.cpp: look the bytes up one by one */
+        const char *b = s->word + y->start + k;
+        const unsigned char u = (unsigned char)*b;
+        const char name[6] = {'<', '0', 'x', hex[u >> 4], hex[u & 15], '>'};
+        int32_t id = v->pre == TOK_PRE_GEMMA4 ? tok_find(v, name, 6) : tok_find(v, b, 1);
         if (id >= 0 && tok_ivec_push(out, id) != CPULM_OK) return CPULM_ERR_NOMEM;
     }
     return CPULM_OK;
@@ -144,18 +155,43 @@ static cpulm_status encode_word(const cpulm_vocab *v, bpe_scratch *s, const uint
     return CPULM_OK;
 }
 
+/* Gemma 4: writes cps[0..n) as UTF-8 into s->word with one symbol per character. */
+static cpulm_status encode_word_raw(const cpulm_vocab *v, bpe_scratch *s, const uint32_t *cps,
+                                    size_t n, int32_t *n_sym, uint32_t *n_word) {
+    if (grow((void **)&s->word, &s->cap_word, 4 * n, 1) != CPULM_OK ||
+        grow((void **)&s->syms, &s->cap_syms, n, sizeof(sym)) != CPULM_OK)
+        return CPULM_ERR_NOMEM;
+    uint32_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t len = (uint32_t)cpulm_utf8_encode(cps[i], s->word + w);
+        const int32_t k = (int32_t)i;
+        s->syms[i] = (sym){k - 1, k + 1, w, len, tok_find(v, s->word + w, len)};
+        w += len;
+    }
+    if (n > 0) s->syms[n - 1].next = -1;
+    *n_sym = (int32_t)n;
+    *n_word = w;
+    return CPULM_OK;
+}
+
 static cpulm_status encode_words(const cpulm_vocab *v, bpe_scratch *s, size_t n_cps,
                                  const tok_ivec *lens, tok_ivec *out, cpulm_vocab_stop *stop) {
+    const bool gemma4 = v->pre == TOK_PRE_GEMMA4;
     size_t at = 0;
     for (size_t k = 0; k < lens->n; k++) {
         if (cpulm_vocab_should_stop(stop)) return CPULM_ERR_CANCELLED;
+        const uint32_t *cps = s->cps + at;
         size_t n = (size_t)lens->v[k];
         int32_t n_sym;
         uint32_t n_word;
-        cpulm_status st = encode_word(v, s, s->cps + at, n, &n_sym, &n_word);
+        cpulm_status st = gemma4 ? encode_word_raw(v, s, cps, n, &n_sym, &n_word)
+                                 : encode_word(v, s, cps, n, &n_sym, &n_word);
         if (st != CPULM_OK) return st;
         at += n;
-        int32_t whole = v->ignore_merges ? tok_find(v, s->word, n_word) : -1;
+        /* a whole word that is a token: Llama 3's ignore_merges, and llama.cpp's rule for
+         * Gemma 4's newline runs (a pre-token starting with '\n' is all newlines) */
+        const bool try_whole = v->ignore_merges || (gemma4 && cps[0] == '\n');
+        int32_t whole = try_whole ? tok_find(v, s->word, n_word) : -1;
         st = whole >= 0 ? tok_ivec_push(out, whole) : merge_word(v, s, n_sym, out);
         if (st != CPULM_OK) return st;
     }
@@ -171,8 +207,11 @@ cpulm_status tok_bpe_encode(const cpulm_vocab *v, const char *text, size_t n, to
     cpulm_status st = CPULM_OK;
     s.cps = malloc((n ? n : 1) * sizeof *s.cps);
     if (!s.cps) return CPULM_ERR_NOMEM;
-    for (size_t i = 0; i < n;)
-        s.cps[n_cps++] = cpulm_utf8_decode(text, n, &i);
+    const bool gemma4 = v->pre == TOK_PRE_GEMMA4;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = cpulm_utf8_decode(text, n, &i);
+        s.cps[n_cps++] = gemma4 && cp == ' ' ? 0x2581u : cp; /* SentencePiece's space */
+    }
     st = tok_pretok_split(v->pre, s.cps, n_cps, &lens);
     if (st == CPULM_OK) st = encode_words(v, &s, n_cps, &lens, out, stop);
     tok_ivec_free(&lens);

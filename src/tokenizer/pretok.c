@@ -196,6 +196,19 @@ static cpulm_status apply_step(const uint32_t *cps, const tok_ivec *in, match_fn
     return CPULM_OK;
 }
 
+/* Gemma 4's [^\n]+|[\n]+: runs of newlines and runs of anything else. */
+static cpulm_status newline_runs(const uint32_t *cps, size_t n, tok_ivec *lens) {
+    cpulm_status st = CPULM_OK;
+    for (size_t i = 0; i < n && st == CPULM_OK;) {
+        size_t j = i + 1;
+        while (j < n && (cps[j] == '\n') == (cps[i] == '\n'))
+            j++;
+        st = tok_ivec_push(lens, (int32_t)(j - i));
+        i = j;
+    }
+    return st;
+}
+
 cpulm_status tok_pretok_split(tok_pre pre, const uint32_t *cps, size_t n, tok_ivec *lens) {
     static const match_fn llama3[] = {llama3_match, NULL};
     static const match_fn qwen2[] = {qwen2_match, NULL};
@@ -213,9 +226,10 @@ cpulm_status tok_pretok_split(tok_pre pre, const uint32_t *cps, size_t n, tok_iv
                             : pre == TOK_PRE_DEEPSEEK_LLM   ? dsllm
                             : pre == TOK_PRE_DEEPSEEK_CODER ? dscoder
                                                             : NULL;
-    CPULM_ASSERT(steps != NULL);
     if (n == 0) return CPULM_OK;
     if (n > INT32_MAX) return CPULM_ERR_INVALID_ARG;
+    if (pre == TOK_PRE_GEMMA4) return newline_runs(cps, n, lens);
+    CPULM_ASSERT(steps != NULL);
     tok_ivec a = {0}, b = {0};
     cpulm_status st = tok_ivec_push(&a, (int32_t)n);
     for (const match_fn *s = steps; *s && st == CPULM_OK; s++) {

@@ -17,6 +17,10 @@ typedef enum tok_pre {
     TOK_PRE_QWEN2,
     TOK_PRE_DEEPSEEK_LLM,
     TOK_PRE_DEEPSEEK_CODER,
+    /* Gemma 4 (tokenizer.ggml.model "gemma4"): SentencePiece-style BPE without GPT-2's byte
+     * encoding: spaces as U+2581, runs of newlines and runs of anything else, merges over
+     * UTF-8 characters, <0xXX> byte fallback (bpe.c) */
+    TOK_PRE_GEMMA4,
 } tok_pre;
 
 /* Merge table slot: key = (left_id + 1) << 32 | (right_id + 1); 0 marks an empty slot. */
@@ -100,6 +104,7 @@ const tok_merge *tok_find_merge(const cpulm_vocab *v, int32_t left, int32_t righ
 /* stop may be NULL; CPULM_ERR_CANCELLED when it says so (see cpulm_vocab_stop). */
 cpulm_status tok_spm_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out,
                             cpulm_vocab_stop *stop);
+/* Byte-level BPE, or Gemma 4's BPE when v->pre is TOK_PRE_GEMMA4 (bpe.c). */
 cpulm_status tok_bpe_encode(const cpulm_vocab *v, const char *text, size_t n, tok_ivec *out,
                             cpulm_vocab_stop *stop);
 /* WordPiece (wpm.c): lower-cased words split at whitespace and punctuation, each matched

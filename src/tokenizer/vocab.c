@@ -196,6 +196,7 @@ bool tok_vocab_set_pre(cpulm_vocab *v, const char *name, size_t len) {
                                          "pixtral", "midm-2.0", "lfm2",      NULL};
     static const char *const llama3_regex[] = {"dbrx", "smaug-bpe", NULL};
     static const char *const qwen2[] = {"qwen2", "deepseek-r1-qwen", "megrez", "kormo", NULL};
+    static const char *const gemma4[] = {"gemma4", "granite-embed-multi-311m", NULL};
     if (name_in(name, len, llama3)) {
         v->pre = TOK_PRE_LLAMA3;
         v->ignore_merges = true;
@@ -208,6 +209,8 @@ bool tok_vocab_set_pre(cpulm_vocab *v, const char *name, size_t len) {
         v->pre = TOK_PRE_DEEPSEEK_LLM;
     } else if (len == 14 && !memcmp(name, "deepseek-coder", 14)) {
         v->pre = TOK_PRE_DEEPSEEK_CODER;
+    } else if (name_in(name, len, gemma4)) {
+        v->pre = TOK_PRE_GEMMA4; /* its BOS is forced on after the file's keys (vocab_load.c) */
     } else {
         return false;
     }
@@ -221,6 +224,7 @@ const char *cpulm_vocab_pre_name(const cpulm_vocab *v) {
     case TOK_PRE_QWEN2: return "qwen2";
     case TOK_PRE_DEEPSEEK_LLM: return "deepseek-llm";
     case TOK_PRE_DEEPSEEK_CODER: return "deepseek-coder";
+    case TOK_PRE_GEMMA4: return "gemma4";
     }
     return "?";
 }
@@ -290,9 +294,10 @@ static cpulm_status build_eog(cpulm_vocab *v) {
                                           "<REPO>",       "<reponame>",    NULL};
     static const char *const fim_sep[] = {"<|file_sep|>", NULL};
     static const char *const eog[] = {
-        "<|eot_id|>",      "<|im_end|>",         "<|end|>",    "<|return|>", "<|call|>",
-        "<end_of_turn>",   "<|endoftext|>",      "<|eom_id|>", "<EOT>",      "_<EOT>",
-        "<|end_of_text|>", "<end_of_utterance>", NULL};
+        "<|eot_id|>", "<|im_end|>",    "<|end|>",          "<|return|>",
+        "<|call|>",   "<end_of_turn>", "<|endoftext|>",    "<|eom_id|>",
+        "<EOT>",      "_<EOT>",        "<|end_of_text|>",  "<end_of_utterance>",
+        "<eos>",      "<turn|>",       "<|tool_response>", NULL}; /* the last three: Gemma 4's */
     if (v->eot < 0) v->eot = detect(v, eot);
     if (v->eom < 0) v->eom = detect(v, eom);
     int32_t ids[32];
@@ -371,14 +376,15 @@ static uint32_t make_piece(const cpulm_vocab *v, int32_t id, char *dst) {
         memcpy(dst, s, n);
         return n;
     }
-    if (v->type == CPULM_VOCAB_SPM && t == CPULM_TOKEN_BYTE) {
+    const bool gemma4 = v->pre == TOK_PRE_GEMMA4; /* SentencePiece's pieces in a BPE vocab */
+    if ((v->type == CPULM_VOCAB_SPM || gemma4) && t == CPULM_TOKEN_BYTE) {
         int hi = n >= 6 ? hex_val(s[3]) : -1, lo = n >= 6 ? hex_val(s[4]) : -1;
         if (hi < 0 || lo < 0) return 0;
         dst[0] = (char)(hi << 4 | lo);
         return 1;
     }
     if (t != CPULM_TOKEN_NORMAL) return 0; /* unused / undefined tokens render as nothing */
-    if (v->type == CPULM_VOCAB_SPM || v->type == CPULM_VOCAB_WPM) {
+    if (v->type == CPULM_VOCAB_SPM || v->type == CPULM_VOCAB_WPM || gemma4) {
         for (uint32_t i = 0; i < n; i++) {
             if (i + 2 < n && !memcmp(s + i, "\xe2\x96\x81", 3)) { /* U+2581 -> space */
                 dst[k++] = ' ';

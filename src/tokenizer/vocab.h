@@ -2,8 +2,9 @@
  *
  * A cpulm_vocab holds the token texts, scores and types of a model plus everything the
  * two tokenizers need: SentencePiece-style merge-by-score ("llama" model, spm.c) and
- * byte-level BPE with merge ranks ("gpt2" model, bpe.c, with the hand-written
- * pre-tokenizers in pretok.c). Behaviour follows llama.cpp's llama-vocab so token ids
+ * BPE with merge ranks (bpe.c): byte-level ("gpt2" model, with the hand-written
+ * pre-tokenizers in pretok.c) or Gemma 4's SentencePiece-style one over UTF-8 characters
+ * ("gemma4" model, pre-tokenizer "gemma4"). Behaviour follows llama.cpp's llama-vocab so token ids
  * match its test vectors: special-token partitioning, SPM dummy-prefix space, byte
  * fallback, Llama 3 ignore_merges, token_to_piece rules.
  *
@@ -24,7 +25,7 @@ typedef struct cpulm_vocab cpulm_vocab;
 
 typedef enum cpulm_vocab_type {
     CPULM_VOCAB_SPM = 1, /* tokenizer.ggml.model = "llama" */
-    CPULM_VOCAB_BPE = 2, /* tokenizer.ggml.model = "gpt2" */
+    CPULM_VOCAB_BPE = 2, /* tokenizer.ggml.model = "gpt2", or "gemma4" (pre "gemma4") */
     CPULM_VOCAB_WPM = 3, /* tokenizer.ggml.model = "bert": WordPiece (wpm.c) */
 } cpulm_vocab_type;
 
@@ -73,7 +74,7 @@ cpulm_status cpulm_vocab_from_bpe_files(cpulm_vocab **out, const cpulm_vocab_bpe
 
 int32_t cpulm_vocab_n_tokens(const cpulm_vocab *v);
 cpulm_vocab_type cpulm_vocab_kind(const cpulm_vocab *v);
-const char *cpulm_vocab_pre_name(const cpulm_vocab *v);      /* "spm", "llama3", "qwen2", ... */
+const char *cpulm_vocab_pre_name(const cpulm_vocab *v);      /* "spm", "llama3", "gemma4", ... */
 cpulm_token cpulm_vocab_bos(const cpulm_vocab *v);           /* -1 if none */
 cpulm_token cpulm_vocab_eos(const cpulm_vocab *v);           /* -1 if none */
 cpulm_token cpulm_vocab_eot(const cpulm_vocab *v);           /* -1 if none */

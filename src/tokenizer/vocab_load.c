@@ -1,7 +1,9 @@
 /* vocab_load.c: cpulm_vocab from GGUF metadata (tokenizer.ggml.*), with llama.cpp's
  * defaults: SPM bos 1 / eos 2 / unk 0 / add_bos true / dummy-prefix space; BPE needs a
- * known tokenizer.ggml.pre. Special-token ids outside the vocab (e.g. 0xFFFFFFFF meaning
- * "none") leave the default in place, as llama.cpp does. */
+ * known tokenizer.ggml.pre; "gemma4" (Gemma 4's SentencePiece-style BPE) is BPE with the
+ * pre-tokenizer "gemma4" whatever the file's key says, no default special ids, and its BOS
+ * always added. Special-token ids outside the vocab (e.g. 0xFFFFFFFF meaning "none") leave
+ * the default in place, as llama.cpp does. */
 #include <ctype.h>
 #include <string.h>
 
@@ -91,7 +93,9 @@ static cpulm_status get_settings(cpulm_vocab *v, const cpulm_gguf *g, cpulm_erro
     return st;
 }
 
-static cpulm_status set_defaults(cpulm_vocab *v, const cpulm_gguf *g, cpulm_error *err) {
+/* pre_of_model: the pre-tokenizer a tokenizer model implies (Gemma 4's), NULL: the file's key. */
+static cpulm_status set_defaults(cpulm_vocab *v, const cpulm_gguf *g, const char *pre_of_model,
+                                 cpulm_error *err) {
     if (v->type == CPULM_VOCAB_SPM) {
         v->bos = v->n_tokens > 1 ? 1 : -1;
         v->eos = v->n_tokens > 2 ? 2 : -1;
@@ -111,8 +115,10 @@ static cpulm_status set_defaults(cpulm_vocab *v, const cpulm_gguf *g, cpulm_erro
         return CPULM_OK;
     }
     cpulm_str pre = {"", 0};
-    cpulm_status st = cpulm_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err);
+    cpulm_status st =
+        pre_of_model ? CPULM_OK : cpulm_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err);
     if (st != CPULM_OK && st != CPULM_ERR_NOT_FOUND) return st;
+    if (pre_of_model) pre = (cpulm_str){pre_of_model, strlen(pre_of_model)};
     if (!tok_vocab_set_pre(v, pre.ptr, (size_t)pre.len))
         return cpulm_errf(err, CPULM_ERR_UNSUPPORTED, "unsupported BPE pre-tokenizer '%.*s'",
                           (int)(pre.len > 64 ? 64 : pre.len), pre.ptr);
@@ -151,15 +157,16 @@ static bool is_phi3(const cpulm_gguf *g) {
 }
 
 static cpulm_status load(cpulm_vocab **out, const cpulm_gguf *g, cpulm_vocab_type type,
-                         const cpulm_gguf_arr *toks, cpulm_error *err) {
+                         const char *pre_of_model, const cpulm_gguf_arr *toks, cpulm_error *err) {
     cpulm_vocab *v;
     cpulm_status st = tok_vocab_alloc(&v, type, (int32_t)toks->n, err);
     if (st != CPULM_OK) return st;
     if ((st = get_tokens(v, toks)) != CPULM_OK || (st = tok_vocab_index(v)) != CPULM_OK)
         st = cpulm_errf(err, st, "vocab: out of memory");
     if (st == CPULM_OK) st = get_scores_types(v, g, err);
-    if (st == CPULM_OK) st = set_defaults(v, g, err);
+    if (st == CPULM_OK) st = set_defaults(v, g, pre_of_model, err);
     if (st == CPULM_OK) st = get_settings(v, g, err);
+    if (st == CPULM_OK && v->pre == TOK_PRE_GEMMA4) v->add_bos = true; /* llama.cpp overrides */
     if (st == CPULM_OK && type == CPULM_VOCAB_BPE) st = get_merges(v, g, err);
     if (st == CPULM_OK) st = tok_vocab_finish(v, is_phi3(g), err);
     if (st != CPULM_OK) {
@@ -174,6 +181,7 @@ cpulm_status cpulm_vocab_load(cpulm_vocab **out, const cpulm_gguf *g, cpulm_erro
     cpulm_str model;
     cpulm_gguf_arr toks;
     cpulm_vocab_type type;
+    const char *pre_of_model = NULL;
     *out = NULL;
     cpulm_status st = cpulm_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
     if (st == CPULM_ERR_NOT_FOUND)
@@ -183,6 +191,8 @@ cpulm_status cpulm_vocab_load(cpulm_vocab **out, const cpulm_gguf *g, cpulm_erro
         type = CPULM_VOCAB_SPM;
     else if (cpulm_str_eq(model, "gpt2"))
         type = CPULM_VOCAB_BPE;
+    else if (cpulm_str_eq(model, "gemma4"))
+        type = CPULM_VOCAB_BPE, pre_of_model = "gemma4";
     else if (cpulm_str_eq(model, "bert"))
         type = CPULM_VOCAB_WPM;
     else
@@ -195,5 +205,5 @@ cpulm_status cpulm_vocab_load(cpulm_vocab **out, const cpulm_gguf *g, cpulm_erro
     if (toks.n == 0 || toks.n > (1 << 26))
         return cpulm_errf(err, CPULM_ERR_FORMAT, "bad token count %llu",
                           (unsigned long long)toks.n);
-    return load(out, g, type, &toks, err);
+    return load(out, g, type, pre_of_model, &toks, err);
 }

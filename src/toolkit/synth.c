@@ -233,6 +233,20 @@ bool cpulm_synth_gemma4_slides(const cpulm_synth_params *p, int32_t il) {
     return il % period != period - 1;
 }
 
+int32_t cpulm_synth_gemma4_ff(const cpulm_synth_params *p, int32_t il) {
+    const bool tail = il >= p->hp.n_layer - p->hp.n_kv_shared;
+    return p->double_wide_mlp && tail ? 2 * p->hp.n_ff : p->hp.n_ff;
+}
+
+int32_t cpulm_synth_gemma4_kv_heads(const cpulm_synth_params *p, int32_t il) {
+    const bool global = !cpulm_synth_gemma4_slides(p, il);
+    return p->kv_heads_global > 0 && global ? p->kv_heads_global : p->hp.n_head_kv;
+}
+
+static int gemma4_arrays(const cpulm_synth_params *p) {
+    return !strcmp(p->arch, "gemma4") && (p->double_wide_mlp || p->kv_heads_global > 0);
+}
+
 static int32_t synth_head_dim(const cpulm_synth_params *p) {
     return p->hp.head_dim > 0 ? p->hp.head_dim : p->hp.n_embd / p->hp.n_head;
 }
@@ -273,6 +287,11 @@ void cpulm_synth_hparams(const cpulm_synth_params *p, cpulm_hparams *hp) {
     for (int32_t il = 0; hp->n_swa > 0 && il < p->hp.n_layer; il++) /* the loader's rule */
         hp->n_layer_swa +=
             g4 ? cpulm_synth_gemma4_slides(p, il) : cpulm_swa_layer_slides(il, period);
+    for (int32_t il = 0; g4 && gemma4_arrays(p) && il < p->hp.n_layer; il++) {
+        const int32_t ff = cpulm_synth_gemma4_ff(p, il), kv = cpulm_synth_gemma4_kv_heads(p, il);
+        hp->n_ff = ff > hp->n_ff ? ff : hp->n_ff; /* the loader's: the largest */
+        hp->n_head_kv = kv > hp->n_head_kv ? kv : hp->n_head_kv;
+    }
     if (g4) {
         hp->n_rot_swa = p->hp.n_rot_swa > 0 ? p->hp.n_rot_swa : p->hp.head_dim_swa;
         hp->n_layer_attn = p->hp.n_layer - p->hp.n_kv_shared;
@@ -302,8 +321,11 @@ static cpulm_status check_hybrid(const cpulm_synth_params *p, const cpulm_arch_d
     return CPULM_OK;
 }
 
+static int32_t g4_n_fixed(void); /* tokens of a gemma4 vocabulary before the generated ones */
+
 /* Gemma 4: a window, sliding heads no wider than the global ones, whole blocks of the
- * per-layer embedding width, at least 2 layers with their own KV when some share. */
+ * per-layer embedding width, at least 2 layers with their own KV when some share, room in
+ * the vocabulary for its special, byte and character tokens. */
 static cpulm_status check_gemma4(const cpulm_synth_params *p, int32_t hd, int32_t blk,
                                  cpulm_error *err) {
     const int32_t hs = p->hp.head_dim_swa, rs = p->hp.n_rot_swa;
@@ -319,6 +341,15 @@ static cpulm_status check_gemma4(const cpulm_synth_params *p, int32_t hd, int32_
                           "gemma4: per-layer embedding width %d must be a multiple of %d; %d "
                           "shared-KV layers of %d leave fewer than 2 with their own",
                           p->hp.n_pl, blk, p->hp.n_kv_shared, p->hp.n_layer);
+    const int32_t kg = p->kv_heads_global, kv = p->hp.n_head_kv;
+    if (kg < 0 || (kg > 0 && (p->hp.n_head % kg || (kg > kv ? kg % kv : kv % kg))))
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "gemma4: %d global KV heads must divide the %d heads and divide or "
+                          "be a multiple of the %d KV heads",
+                          kg, p->hp.n_head, kv);
+    if (p->hp.n_vocab <= g4_n_fixed())
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG, "gemma4: vocab %d too small (at least %d)",
+                          p->hp.n_vocab, g4_n_fixed() + 1);
     return CPULM_OK;
 }
 
@@ -386,6 +417,9 @@ cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
     if (a->gemma4) {
         cpulm_status st = check_gemma4(p, hd, blk, err);
         if (st != CPULM_OK) return st;
+    } else if (p->double_wide_mlp || p->kv_heads_global) {
+        return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
+                          "per-layer FFN widths and KV heads are gemma4's, not %s's", p->arch);
     }
     if (p->rerank && strcmp(p->arch, "bert"))
         return cpulm_errf(err, CPULM_ERR_INVALID_ARG,
@@ -528,6 +562,10 @@ static int add_list(const cpulm_synth_params *p, const cpulm_tensor_desc *list, 
     cpulm_synth_hparams(p, &hp);
     if (il >= 0 && p->hp.head_dim_swa > 0 && cpulm_synth_gemma4_slides(p, il))
         hp.head_dim = p->hp.head_dim_swa; /* gemma4's sliding layers: their own head size */
+    if (il >= 0 && gemma4_arrays(p)) {    /* and each layer's FFN width and KV heads */
+        hp.n_ff = cpulm_synth_gemma4_ff(p, il);
+        hp.n_head_kv = cpulm_synth_gemma4_kv_heads(p, il);
+    }
     for (const cpulm_tensor_desc *td = list; td->name; td++) {
         int is_output = strcmp(td->name, "output.weight") == 0;
         if (!cpulm_arch_tensor_present(td, hp.n_expert, recurrent)) continue;
@@ -817,8 +855,184 @@ out:
     return st;
 }
 
+/* ---- Gemma 4's vocabulary (tokenizer.ggml.model "gemma4") ---- */
+
+/* As the converter writes a Gemma 4 vocabulary: scores of -1000, the special tokens typed
+ * control (3), the markers the chat parser must see typed user-defined (4, they render), the
+ * 256 <0xXX> byte tokens (6), then normal text pieces with U+2581 for a space, every piece of
+ * two or more characters made by a merge of its text without the last character and that
+ * character, ranked in vocabulary order (newline runs have no merge: llama.cpp takes a run
+ * that is a token whole). */
+#define G4_LEN 24 /* bytes of the longest piece + 1 */
+
+static const struct {
+    const char *text;
+    int type;
+} g4_special[] = {{"<pad>", 3},
+                  {"<eos>", 3},
+                  {"<bos>", 3},
+                  {"<unk>", 3},
+                  {"<mask>", 3},
+                  {"<|turn>", 3},
+                  {"<turn|>", 3},
+                  {"<|think|>", 3},
+                  {"<|channel>", 4},
+                  {"<channel|>", 4},
+                  {"<|tool_call>", 4},
+                  {"<tool_call|>", 4},
+                  {"<|tool_response>", 4},
+                  {"<tool_response|>", 4},
+                  {"<|\"|>", 4},
+                  {"<|tool>", 3},
+                  {"<tool|>", 3},
+                  {"<|image>", 3},
+                  {"<image|>", 3},
+                  {"<unused0>", 3},
+                  {"<unused1>", 3}};
+enum { G4_PAD = 0, G4_EOS = 1, G4_BOS = 2, G4_UNK = 3 };
+
+/* Pieces without a merge, then (after the printable ASCII characters) pieces with one. */
+static const char *const g4_plain[] = {"</s>",
+                                       "\n",
+                                       "\n\n",
+                                       "\n\n\n",
+                                       "\t",
+                                       "\xE2\x96\x81", /* U+2581 */
+                                       "\xC3\xA9",
+                                       "\xC3\xA8",
+                                       "\xC3\xAA",
+                                       "\xC3\xA0",
+                                       "\xC3\xA7",
+                                       "\xC3\xB1",
+                                       "\xC3\xBC",
+                                       "\xC3\xB6",
+                                       "\xC3\x9F", /* é è ê à ç ñ ü ö ß */
+                                       "\xE2\x80\x99",
+                                       "\xE2\x80\x9C",
+                                       "\xE2\x80\x9D",
+                                       "\xE2\x80\x94",
+                                       "\xE2\x80\xA6", /* ’“”—… */
+                                       "\xE4\xB8\xAD",
+                                       "\xE6\x96\x87",
+                                       "\xE4\xBD\xA0",
+                                       "\xE5\xA5\xBD",
+                                       "\xE4\xB8\x96",
+                                       "\xE7\x95\x8C",
+                                       "\xE6\x97\xA5",
+                                       "\xE6\x9C\xAC",      /* 中文你好世界日本 */
+                                       "\xF0\x9F\x99\x82"}; /* U+1F642 */
+static const char *const g4_merged[] = {"\t\t",
+                                        "\xE2\x96\x81\xE2\x96\x81",
+                                        "\xE2\x96\x81\xE2\x96\x81\xE2\x96\x81",
+                                        "\xE2\x96\x81\xE2\x96\x81\xE2\x96\x81\xE2\x96\x81",
+                                        "\xE4\xB8\xAD\xE6\x96\x87",  /* 中文 */
+                                        "\xE4\xBD\xA0\xE5\xA5\xBD"}; /* 你好 */
+
+#define N_OF(a) ((int32_t)(sizeof(a) / sizeof((a)[0])))
+
+static int32_t g4_n_fixed(void) {
+    return N_OF(g4_special) + SYNTH_N_BYTE + N_OF(g4_plain) + 94 + N_OF(g4_merged);
+}
+
+typedef struct g4_vocab {
+    char *text, *merge_text; /* [V][G4_LEN], [V][2 * G4_LEN] */
+    const char **strs, **merges;
+    float *scores;
+    int32_t *types;
+    int32_t n, n_merges;
+} g4_vocab;
+
+static void g4_add(g4_vocab *b, const char *s, int type, int merged) {
+    char *t = b->text + (size_t)b->n * G4_LEN;
+    snprintf(t, G4_LEN, "%s", s);
+    b->strs[b->n] = t;
+    b->scores[b->n] = -1000.0f;
+    b->types[b->n++] = type;
+    if (!merged) return;
+    size_t last = strlen(t);
+    do /* the start of the last UTF-8 character */
+        last--;
+    while (last > 0 && ((unsigned char)t[last] & 0xC0) == 0x80);
+    char *m = b->merge_text + (size_t)b->n_merges * 2 * G4_LEN;
+    snprintf(m, 2 * G4_LEN, "%.*s %s", (int)last, t, t + last);
+    b->merges[b->n_merges++] = m;
+}
+
+/* The pieces in vocabulary order; the generated ones are synth's filler words (filler_piece)
+ * without the bare letters, which are pieces already. */
+static void g4_fill(g4_vocab *b, int32_t V) {
+    char s[G4_LEN];
+    for (int32_t i = 0; i < N_OF(g4_special); i++)
+        g4_add(b, g4_special[i].text, g4_special[i].type, 0);
+    for (int c = 0; c < SYNTH_N_BYTE; c++) {
+        snprintf(s, sizeof s, "<0x%02X>", c);
+        g4_add(b, s, 6, 0);
+    }
+    for (int32_t i = 0; i < N_OF(g4_plain); i++)
+        g4_add(b, g4_plain[i], 1, 0);
+    for (char c = '!'; c <= '~'; c++)
+        g4_add(b, (char[]){c, 0}, 1, 0);
+    for (int32_t i = 0; i < N_OF(g4_merged); i++)
+        g4_add(b, g4_merged[i], 1, 1);
+    for (int32_t k = 1; b->n < V; k++) {
+        filler_piece(k, s);
+        if (s[1]) g4_add(b, s, 1, 1);
+    }
+}
+
+/* The chat template of the files: Gemma 4's turns, the generation prompt with the empty
+ * thought channel of thinking off (src/chat's gemma4 built-in renders the same). */
+static const char g4_template[] =
+    "{{- bos_token -}}{%- for m in messages -%}"
+    "{{- '<|turn>' + ('model' if m['role'] == 'assistant' else m['role']) + '\\n' + "
+    "(m['content'] or '') | trim + '<turn|>\\n' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|turn>model\\n<|channel>thought\\n<channel|>' -}}"
+    "{%- endif -%}";
+
+static cpulm_status set_vocab_gemma4(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
+    const int32_t V = p->hp.n_vocab;
+    g4_vocab b = {malloc((size_t)V * G4_LEN),
+                  malloc((size_t)V * 2 * G4_LEN),
+                  malloc(sizeof(char *) * (size_t)V),
+                  malloc(sizeof(char *) * (size_t)V),
+                  malloc(sizeof(float) * (size_t)V),
+                  malloc(sizeof(int32_t) * (size_t)V),
+                  0,
+                  0};
+    cpulm_status st = CPULM_ERR_NOMEM;
+    if (!b.text || !b.merge_text || !b.strs || !b.merges || !b.scores || !b.types) goto out;
+    g4_fill(&b, V);
+    if ((st = cpulm_gguf_writer_set_str(w, "tokenizer.ggml.model", "gemma4")) ||
+        (st = cpulm_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", b.strs, (uint64_t)V)) ||
+        (st = cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.scores", CPULM_GGUF_F32, b.scores,
+                                        (uint64_t)V)) ||
+        (st = cpulm_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", CPULM_GGUF_I32, b.types,
+                                        (uint64_t)V)) ||
+        (st = cpulm_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", b.merges,
+                                            (uint64_t)b.n_merges)) ||
+        (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", G4_BOS)) ||
+        (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", G4_EOS)) ||
+        (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", G4_UNK)) ||
+        (st = cpulm_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", G4_PAD)) ||
+        (st = cpulm_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true)) ||
+        (st = cpulm_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false)) ||
+        (st = cpulm_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false)) ||
+        (st = cpulm_gguf_writer_set_str(w, "tokenizer.chat_template", g4_template)))
+        goto out;
+    st = CPULM_OK;
+out:
+    free(b.text);
+    free(b.merge_text);
+    free(b.strs);
+    free(b.merges);
+    free(b.scores);
+    free(b.types);
+    return st;
+}
+
 static cpulm_status set_vocab(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
     if (strstr(p->arch, "bert")) return set_vocab_wpm(w, p);
+    if (!strcmp(p->arch, "gemma4")) return set_vocab_gemma4(w, p);
     int32_t V = p->hp.n_vocab;
     char *text = malloc((size_t)V * 24);
     const char **strs = malloc(sizeof *strs * (size_t)V);
@@ -925,6 +1139,23 @@ static cpulm_status set_swa(cpulm_gguf_writer *w, const cpulm_synth_params *p) {
     return CPULM_OK;
 }
 
+/* A key with one value for every layer, or with gemma4's per-layer arrays one per layer
+ * (an INT32 array, as the converter writes Python integers). */
+static cpulm_status set_layer_u32(cpulm_gguf_writer *w, const cpulm_synth_params *p,
+                                  const char *key, int32_t all,
+                                  int32_t (*of_layer)(const cpulm_synth_params *, int32_t)) {
+    if (!gemma4_arrays(p)) return set_u32(w, p, key, all);
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)p->hp.n_layer);
+    if (!v) return CPULM_ERR_NOMEM;
+    for (int32_t il = 0; il < p->hp.n_layer; il++)
+        v[il] = of_layer(p, il);
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", p->arch, key);
+    cpulm_status st = cpulm_gguf_writer_set_arr(w, k, CPULM_GGUF_I32, v, (uint64_t)p->hp.n_layer);
+    free(v);
+    return st;
+}
+
 /* Gemma 4's keys: the sliding layers' head and rotation, their rope base, the per-layer
  * embedding width, the shared tail and the window pattern as one boolean per layer (as the
  * converter writes it). */
@@ -960,9 +1191,10 @@ static cpulm_status set_hparams(cpulm_gguf_writer *w, const cpulm_synth_params *
         (st = set_u32(w, p, "context_length", p->hp.n_ctx_train)) ||
         (st = set_u32(w, p, "embedding_length", p->hp.n_embd)) ||
         (st = set_u32(w, p, "block_count", p->hp.n_layer)) ||
-        (st = set_u32(w, p, "feed_forward_length", p->hp.n_ff)) ||
+        (st = set_layer_u32(w, p, "feed_forward_length", p->hp.n_ff, cpulm_synth_gemma4_ff)) ||
         (st = set_u32(w, p, "attention.head_count", p->hp.n_head)) ||
-        (st = set_u32(w, p, "attention.head_count_kv", p->hp.n_head_kv)) ||
+        (st = set_layer_u32(w, p, "attention.head_count_kv", p->hp.n_head_kv,
+                            cpulm_synth_gemma4_kv_heads)) ||
         (st = set_u32(w, p, "rope.dimension_count", synth_n_rot(p))) ||
         (st = set_f32(w, p, "rope.freq_base", p->hp.rope_base)) ||
         (st = set_f32(w, p,

@@ -4,8 +4,11 @@
  * The weights are random but sane (N(0, 0.02)-like matrices, norms near 1), so activations
  * stay finite and every kernel runs on realistic data sizes. The tokenizer is an SPM vocab
  * (<unk>, <s>, </s>, 256 byte tokens, then filler pieces) that tokenizes and detokenizes any
- * text. Tensors are streamed to the file row by row, so an 8B model never sits in RAM.
- * The output depends only on the parameters (seed included), not on the thread count.
+ * text; gemma4 files get a "gemma4" vocabulary as Gemma 4's converter writes it (its special
+ * and user-defined tokens, 256 byte tokens, newline runs, characters, merged filler pieces
+ * with their merges, a chat template of Gemma 4's turns). Tensors are streamed to the file row by
+ * row, so an 8B model never sits in RAM. The output depends only on the parameters (seed included),
+ * not on the thread count.
  */
 #ifndef CPULM_SYNTH_H
 #define CPULM_SYNTH_H
@@ -49,6 +52,11 @@ typedef struct cpulm_synth_params {
     int32_t yarn_orig_ctx;
     int k_eq_v; /* gemma4: the global layers have no attn_v (their keys' projection is the
                  * values', as in the 31B model) */
+    /* gemma4's per-layer arrays, written as the converter does (one value per layer):
+     * double_wide_mlp doubles the FFN width of the shared-KV tail (E2B); kv_heads_global > 0
+     * gives the global layers that many KV heads (31B: fewer than the sliding layers') */
+    int double_wide_mlp;
+    int32_t kv_heads_global;
     int rerank; /* encoders: a classification head (cls, cls.output) and pooling type rank */
     int fim;    /* the last three tokens are Qwen's fill-in-the-middle control tokens
                  * (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>) instead of fillers */
@@ -85,12 +93,18 @@ cpulm_status cpulm_synth_shape(const char *shape, cpulm_synth_params *p);
  * the stack (rounded; at least 2 layers keep their own KV). */
 void cpulm_synth_set_layers(cpulm_synth_params *p, int32_t n_layer);
 
+/* Gemma 4 layer il's FFN width and KV heads in the files synth writes (the per-layer
+ * arrays; the shape's n_ff and n_head_kv without them). */
+int32_t cpulm_synth_gemma4_ff(const cpulm_synth_params *p, int32_t il);
+int32_t cpulm_synth_gemma4_kv_heads(const cpulm_synth_params *p, int32_t il);
+
 /* Does gemma4 layer il slide in the files synth writes? Global: every period-th layer
  * (swa_period, default 6), the last layer, and the last layer with its own KV (what the
  * global shared layers read); the one before that slides (what the sliding ones read). */
 bool cpulm_synth_gemma4_slides(const cpulm_synth_params *p, int32_t il);
 
-/* Checks the parameters (divisibility by the type's block, head counts, vocab >= 260). */
+/* Checks the parameters (divisibility by the type's block, head counts, vocab >= 260, or
+ * >= 407 for gemma4). */
 cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err);
 
 /* Bytes the file's weights will take (tensor data only). */
