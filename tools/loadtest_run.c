@@ -160,14 +160,16 @@ int lt_run_level(const lt_level_spec *sp, lt_level_out *out) {
     pthread_mutex_init(&lv.mu, NULL);
     int n_threads = sp->conc < 1 ? 1 : sp->conc > 1024 ? 1024 : sp->conc;
     if (n_threads > sp->n_requests) n_threads = sp->n_requests;
-    double tp = 0;
+    double tp = 0, to = 0;
     const int n_mean = sp->n_requests < 4096 ? sp->n_requests : 4096; /* a timed level: many */
     for (int i = 0; i < n_mean; i++) {
         wl_request rq;
         workload_request(sp->w, sp->first_index + i, &rq);
         tp += rq.prompt_tokens;
+        to += rq.output_tokens;
     }
     out->target_prompt = n_mean ? tp / n_mean : 0;
+    out->target_output = n_mean ? to / n_mean : 0;
     if (sp->open && !(lv.arrive = malloc(sizeof(double) * (size_t)sp->n_requests))) return -1;
     if (sp->open) {
         lt_arrivals(lv.arrive, sp->n_requests, sp->rate, sp->poisson,

@@ -38,6 +38,7 @@ typedef struct lt_level_out {
     char first_error[160];
     int late;             /* open loop: requests sent more than 50 ms after their time */
     double target_prompt; /* mean prompt tokens the workload asked for */
+    double target_output; /* mean output tokens it asked for */
     int skipped;          /* successes sent within skip_s, not counted */
     double offered_rate;  /* open loop: the counted requests' realised arrival rate (0: n/a) */
 } lt_level_out;
