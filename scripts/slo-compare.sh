@@ -13,8 +13,11 @@
 #   LLAMA=$CPULM_SHARED/bench/llama.cpp, THREADS=2, NP=4 (slots), CTX=1024 (per slot;
 #   llama-server gets NP x CTX, its -c being the total), WORKLOAD=rag, PSCALE=0.1,
 #   OSCALE=0.1 (rag x0.1: ~300-token prompts, 25 output tokens), SLO=ttft_p99=2s,itl_p99=200ms,
-#   START=2 (req/s), TRIAL=10 (s per trial), WARM=2 (s not counted), TRIALS=3, PRECISION=0.1,
-#   TOL=0.15, ORDER="cpulm llama", CPULM_ARGS="", LLAMA_ARGS="" (extra server flags)
+#   START=2 (req/s, where each search starts; START_CPULM, START_LLAMA: per engine, which moves
+#   only how many trials the search takes to reach its answer), TRIAL=10 (s per trial), WARM=2 (s not counted), TRIALS=3, PRECISION=0.1,
+#   TOL=0.15, TIMEOUT=30 (s: a request slower than that is a failure, so an overloaded trial
+#   ends instead of draining its queue for minutes), ORDER="cpulm llama", CPULM_ARGS="",
+#   LLAMA_ARGS="" (extra server flags)
 set -u
 CPULM=${1:-./build/cpulm}
 DIR=${2:-/tmp/slo-compare}
@@ -26,7 +29,7 @@ T=${THREADS:-2} NP=${NP:-4} CTX=${CTX:-1024}
 WORKLOAD=${WORKLOAD:-rag} PSCALE=${PSCALE:-0.1} OSCALE=${OSCALE:-0.1}
 SLO=${SLO:-ttft_p99=2s,itl_p99=200ms}
 START=${START:-2} TRIAL=${TRIAL:-10} WARM=${WARM:-2} TRIALS=${TRIALS:-3}
-PRECISION=${PRECISION:-0.1} TOL=${TOL:-0.15}
+PRECISION=${PRECISION:-0.1} TOL=${TOL:-0.15} TIMEOUT=${TIMEOUT:-30}
 ORDER=${ORDER:-cpulm llama}
 for f in "$CPULM" "$MODEL" "$LLAMA/llama-server"; do
   [ -e "$f" ] || { echo "slo-compare: $f not found" >&2; exit 2; }
@@ -58,6 +61,8 @@ start() { # engine log: starts the server, sets SPID and PORT
   [ -n "$PORT" ] || { echo "slo-compare: $1 did not start: $(tail -n 3 "$2")" >&2; exit 1; }
 }
 
+start_of() { if [ "$1" = cpulm ]; then echo "${START_CPULM:-$START}"; else echo "${START_LLAMA:-$START}"; fi; }
+
 search() { # engine n: one search on a fresh server -> $DIR/ENGINE-N.json
   local log=$DIR/$1-$2.log
   start "$1" "$DIR/$1-$2.server.log"
@@ -65,8 +70,9 @@ search() { # engine n: one search on a fresh server -> $DIR/ENGINE-N.json
   # loadtest waits for readiness (/ready, or llama-server's /health) and sizes the prompts in
   # the model's tokens before its warm-up request
   "$CPULM" loadtest --url "http://127.0.0.1:$PORT" --workload "$WORKLOAD" --prompt-scale "$PSCALE" \
-    --output-scale "$OSCALE" --rate "$START" --slo "$SLO" --trial-time "$TRIAL" --trial-warmup "$WARM" \
-    --trials "$TRIALS" --requests 4 --search-precision "$PRECISION" --wait 60 -o json \
+    --output-scale "$OSCALE" --rate "$(start_of "$1")" --slo "$SLO" --trial-time "$TRIAL" --trial-warmup "$WARM" \
+    --trials "$TRIALS" --requests 4 --search-precision "$PRECISION" --timeout "$TIMEOUT" \
+    --wait 60 -o json \
     >"$DIR/$1-$2.json" 2>"$log"
   echo "   exit $?; answer $(jq -r '.slo.best.rate // "none"' "$DIR/$1-$2.json") req/s, bracket $(jq -r '"\(.slo.best.rate // "-")-\(.slo.lowest_missed // "-")"' "$DIR/$1-$2.json"), $(jq '.levels | length' "$DIR/$1-$2.json") trials" | tee -a "$DIR/sitting.txt"
   kill "$SPID" 2>/dev/null
@@ -74,8 +80,13 @@ search() { # engine n: one search on a fresh server -> $DIR/ENGINE-N.json
   SPID=
 }
 
+cpu() { # the CPU as /proc/cpuinfo names it, and cpulm's kernel level
+  awk -F': ' '/^model name/ && !n { n = $2 } /^cpu family/ && !f { f = $2 } /^model\t/ && !m { m = $2 }
+    END { printf "%s (family %s model %s)", n, f, m }' /proc/cpuinfo
+  echo ", $(nproc) CPUs, cpulm $("$CPULM" info --cpu 2>/dev/null | sed -n 's/^kernel level: *\([^ ]*\).*/kernel level \1/p')"
+}
 : >"$DIR/sitting.txt"
-echo "CPU: $("$CPULM" info --cpu 2>/dev/null | head -n 1); uptime: $(uptime)" | tee -a "$DIR/sitting.txt"
+echo "CPU: $(cpu); $(uptime)" | tee -a "$DIR/sitting.txt"
 for n in 1 2; do
   for e in $ORDER; do search "$e" "$n"; done
 done
@@ -101,11 +112,11 @@ ratio=$(awk -v a="$c1" -v b="$c2" -v c="$l1" -v d="$l2" 'BEGIN {
 
 MD=$DIR/slo-compare.md
 {
-  echo "CPU: $("$CPULM" info --cpu 2>/dev/null | head -n 1)"
+  echo "CPU: $(cpu)"
   echo
   echo "Model \`$(basename "$MODEL")\`, workload $WORKLOAD x$PSCALE/$OSCALE, objective \`$SLO\`;"
   echo "both servers \`-t $T -np $NP\`, $CTX tokens per slot (\`cpulm serve -c $CTX\`, \`llama-server -c $((NP * CTX))\`);"
-  echo "\`cpulm loadtest --rate $START --trial-time $TRIAL --trial-warmup $WARM --trials $TRIALS --search-precision $PRECISION\`,"
+  echo "\`cpulm loadtest --rate $(start_of cpulm) (llama-server: $(start_of llama)) --trial-time $TRIAL --trial-warmup $WARM --trials $TRIALS --search-precision $PRECISION --timeout $TIMEOUT\`,"
   echo "searches interleaved ($ORDER, twice), each on a freshly started server."
   echo
   echo "| engine | search 1 req/s | search 2 req/s | spread | agree (<= $(awk -v t="$TOL" 'BEGIN { print t * 100 }')%) |"
