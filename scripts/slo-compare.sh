@@ -6,7 +6,9 @@
 # server (a cold prompt cache for both), so a drift of the machine's load shows in both
 # engines' repeats instead of in their ratio. Prints each server's two answers and whether they
 # agree within TOL, the engines' ratio, and writes a perf-log-ready Markdown file.
-# Not a CI test: about 10 minutes on a quiet 2-core machine with the defaults.
+# Not a CI test. Each search's ~12 trials take TRIAL s each plus the drain of an overloaded
+# one: expected under 10 minutes in all on a quiet 2-core machine; 14.4 minutes with TRIAL=8
+# at load average 12-17 (docs/perf-log/2026-12-02-loaded-slo-compare.md).
 # Usage: scripts/slo-compare.sh [path/to/cpulm] [workdir]
 # Env (defaults): MODEL=$CPULM_SHARED/models/stories260K.gguf (a trained model both serve:
 #   llama-server ends streams of random-weight models' text with an error, docs/BENCHMARKING.md),
