@@ -42,6 +42,36 @@ jq -e '.workload == "small" and (.levels | length) == 2 and all(.levels[]; .ok =
        and .goodput_requests_per_s == .requests_per_s)' "$TMP/c.json" >/dev/null
 check closed_report $? "$(head -c 600 "$TMP/c.json")"
 
+# prompts sized in the server's tokens: stories260K's 512-token vocabulary splits the prompt
+# words (~1.8 tokens each); calibrated by POST /tokenize of every word, the server's own
+# usage counts are what the workload asked for (BOS included); a probe's ratio comes close;
+# counted as one word one token (--calibrate off, as before) they overshoot
+# (jq 1.6 -e exits 0 on an empty file: each check also needs the file non-empty)
+tokens_ok() { # file, relative tolerance: every level's mean prompt tokens near the asked mean
+  [ -s "$1" ] && jq -e --argjson tol "$2" 'all(.levels[]; .target_prompt_tokens as $t | .ok > 0
+    and .mean_output_tokens == .target_output_tokens
+    and (.mean_prompt_tokens - $t) <= $tol * $t and (.mean_prompt_tokens - $t) >= -$tol * $t - 1)' \
+    "$1" >/dev/null
+}
+for mode in auto probe off; do
+  "$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 2 --requests 6 \
+    --calibrate $mode -o json >"$TMP/tok-$mode.json" 2>"$TMP/tok-$mode.err"
+  check "tokens_${mode}_rc" $? "$(cat "$TMP/tok-$mode.err")"
+done
+[ -s "$TMP/tok-auto.json" ] && jq -e '.calibration.method == "tokenize" and .calibration.tokens_per_word > 1.3
+       and .calibration.added_tokens == 1 and .calibration.why == null' "$TMP/tok-auto.json" >/dev/null
+check tokens_calibrated $? "$(jq -c .calibration "$TMP/tok-auto.json")"
+tokens_ok "$TMP/tok-auto.json" 0; check tokens_exact $? "$(jq -c '[.levels[] | [.mean_prompt_tokens, .target_prompt_tokens]]' "$TMP/tok-auto.json")"
+[ -s "$TMP/tok-probe.json" ] && jq -e '.calibration.method == "probe"' "$TMP/tok-probe.json" >/dev/null && tokens_ok "$TMP/tok-probe.json" 0.1
+check tokens_probe $? "$(jq -c '[.calibration, [.levels[] | [.mean_prompt_tokens, .target_prompt_tokens]]]' "$TMP/tok-probe.json")"
+[ -s "$TMP/tok-off.json" ] && jq -e '.calibration.method == "off" and all(.levels[]; .mean_prompt_tokens > 1.3 * .target_prompt_tokens)' \
+  "$TMP/tok-off.json" >/dev/null
+check tokens_uncalibrated_overshoot $? "$(jq -c '[.levels[] | [.mean_prompt_tokens, .target_prompt_tokens]]' "$TMP/tok-off.json")"
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --concurrency 1 --requests 2 >"$TMP/tok.md" 2>/dev/null
+grep -q "^prompts sized in the server's tokens (POST /tokenize of every word: " "$TMP/tok.md" &&
+  grep -Eq '^\|    1 \|.* \| ([0-9]+)/[0-9]+ \(\1/[0-9]+\) \|$' "$TMP/tok.md"
+check tokens_column $? "$(cat "$TMP/tok.md")"
+
 # open loop: constant arrivals at 20 req/s (the workload's process), 8 requests: ~0.35 s
 "$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --rate 20 --requests 8 -o json \
   >"$TMP/r.json" 2>"$TMP/r.err"

@@ -156,6 +156,80 @@ TEST(capacity_workload_text_and_sessions) {
         cpulm_buf_release(&b[i]);
 }
 
+/* The tokens of text under vocab v (its words looked up in the word list) plus v->added. */
+static double text_tokens(const wl_vocab *v, const char *text, size_t len) {
+    double n = v->added;
+    char word[32];
+    for (size_t i = 0, k = 0; i <= len; i++) {
+        if (i < len && text[i] != ' ') {
+            if (k < sizeof word - 1) word[k++] = text[i];
+            continue;
+        }
+        word[k] = 0;
+        if (!strcmp(word, "The")) n += v->first;
+        for (int w = 0; k && strcmp(word, "The") && w < WL_N_WORDS; w++)
+            if (!strcmp(word, workload_word(w))) n += v->word[w];
+        k = 0;
+    }
+    return n;
+}
+
+/* Prompts sized in a server's tokens (loadtest's calibration): with whole-token costs the
+ * words' tokens plus the server's added ones are exactly prompt_tokens (a word list of
+ * 1-3-token words here, as a small vocabulary splits them); the shared prefix costs
+ * prefix_tokens in every request; a later turn extends the earlier one but for the filler
+ * words at its end; a uniform fractional cost (a probe's ratio) comes within one word. */
+TEST(capacity_workload_text_in_tokens) {
+    workload w;
+    char err[256];
+    REQUIRE(t, parse_wl("{\"prompt_tokens\":{\"dist\":\"uniform\",\"min\":60,\"max\":120},"
+                        "\"output_tokens\":8,\"shared_prefix_tokens\":30,\"turns\":3,"
+                        "\"turn_growth_tokens\":25}",
+                        &w, err) == 0);
+    wl_vocab v = {.first = 1, .added = 1};
+    for (int i = 0; i < WL_N_WORDS; i++)
+        v.word[i] = 1 + (i % 3);
+    CHECK(t, fabs(workload_vocab_finish(&v) - 2.0) < 0.02 && v.cheapest == 0);
+    w.vocab = &v;
+    wl_request r[4];
+    cpulm_buf b[4];
+    for (int i = 0; i < 4; i++) {
+        workload_request(&w, i, &r[i]);
+        cpulm_buf_init(&b[i], 0);
+        workload_prompt_text(&w, &r[i], &b[i]);
+        CHECK(t, text_tokens(&v, b[i].data, b[i].len) == r[i].prompt_tokens);
+        CHECK(t, words(b[i].data) < r[i].prompt_tokens); /* words of 2 tokens on average */
+    }
+    size_t same = 0; /* sessions 0 and 1 share the prefix's words, then differ */
+    while (b[3].data[same] && b[3].data[same] == b[0].data[same])
+        same++;
+    while (same && b[0].data[same - 1] != ' ')
+        same--;
+    double shared = text_tokens(&v, b[0].data, same ? same - 1 : 0);
+    CHECK(t, shared >= 30 && shared < 36);
+    size_t keep = b[0].len; /* turn 1 repeats turn 0 up to turn 0's last few (filler) words */
+    for (int k = 0; k < 3 && keep; k++)
+        while (keep && b[0].data[--keep] != ' ')
+            ;
+    CHECK(t, keep > 0 && strncmp(b[1].data, b[0].data, keep) == 0);
+    wl_vocab f = {.first = 1.8, .added = 0};
+    for (int i = 0; i < WL_N_WORDS; i++)
+        f.word[i] = 1.8;
+    CHECK(t, workload_vocab_finish(&f) > 1.79);
+    w.vocab = &f;
+    cpulm_buf c;
+    cpulm_buf_init(&c, 0);
+    workload_prompt_text(&w, &r[0], &c);
+    double got = text_tokens(&f, c.data, c.len);
+    CHECK(t, got <= r[0].prompt_tokens + 1e-6 && got > r[0].prompt_tokens - 1.8);
+    wl_vocab bad = v;
+    bad.word[7] = 0;
+    CHECK(t, workload_vocab_finish(&bad) == 0); /* a word of no tokens: not a calibration */
+    cpulm_buf_release(&c);
+    for (int i = 0; i < 4; i++)
+        cpulm_buf_release(&b[i]);
+}
+
 TEST(capacity_percentiles) {
     lt_samples s = {0};
     CHECK(t, lt_pct(&s, 50) == -1);

@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "common.h"
 #include "options.h"
+#include "loadtest_calib.h"
 #include "loadtest_print.h"
 
 #define MAX_ROWS   64  /* levels given on the command line */
@@ -31,6 +32,7 @@ typedef struct lt_opts {
     int n_conc, n_rates, n_requests, prompt_len, max_tokens, stream, chat, progress;
     int poisson, arrivals_given, allow_failures, search_steps, max_inflight, fixed_given;
     int conc_given, warmup, trials, repeat;
+    int calibrate; /* lt_cal_mode */
     float timeout_s, max_time_s, wait_s, search_max, search_precision, price_hour, users,
         target_rate;
     float trial_time, trial_warmup, repeat_tol, prompt_scale, output_scale;
@@ -98,6 +100,7 @@ static int value_opt(int id, const cli_val *v, lt_opts *o, const char **conc, co
     case OPT_TIMEOUT: o->timeout_s = (float)v->f; break;
     case OPT_MAX_TIME: o->max_time_s = (float)v->f; break;
     case OPT_WAIT: o->wait_s = (float)v->f; break;
+    case OPT_CALIBRATE: o->calibrate = (int)v->i; break;
     default: return 0;
     }
     return 1;
@@ -242,6 +245,7 @@ typedef struct lt_run {
     int64_t next_index; /* each level's requests are new ones: no cache carries over */
     double usd_hour;
     char machine[1024]; /* what the price is of, and where it came from */
+    lt_calibration cal; /* the server's token costs of the prompt words (R->w.vocab) */
 } lt_run;
 
 static lt_row *run_one(lt_run *R, int open, double load) {
@@ -635,6 +639,24 @@ static void json_slo(cpulm_json_writer *w, const lt_run *R, const lt_answer *a) 
     cpulm_json_obj_end(w);
 }
 
+/* How the prompts were sized: "calibration": {method, tokens_per_word, added_tokens, why}. */
+static void json_calibration(cpulm_json_writer *w, const lt_calibration *c, int used) {
+    cpulm_json_key(w, "calibration");
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "method");
+    cpulm_json_write_str(w, c->method);
+    cpulm_json_key(w, "tokens_per_word");
+    cpulm_json_write_double(w, used ? c->tokens_per_word : 1);
+    cpulm_json_key(w, "added_tokens");
+    cpulm_json_write_double(w, used ? c->vocab.added : 0);
+    cpulm_json_key(w, "why");
+    if (c->why[0])
+        cpulm_json_write_str(w, c->why);
+    else
+        cpulm_json_write_null(w);
+    cpulm_json_obj_end(w);
+}
+
 static void json_doc(lt_run *R, const lt_answer *a) {
     const lt_opts *o = R->o;
     cpulm_buf js;
@@ -652,6 +674,7 @@ static void json_doc(lt_run *R, const lt_answer *a) {
     cpulm_json_write_str(&w, desc);
     cpulm_json_key(&w, "stream");
     cpulm_json_write_bool(&w, o->stream);
+    json_calibration(&w, &R->cal, R->w.vocab != NULL);
     if (R->usd_hour > 0) {
         cpulm_json_key(&w, "machine");
         cpulm_json_write_str(&w, R->machine);
@@ -680,6 +703,17 @@ static void md_head(const lt_run *R) {
         snprintf(per, sizeof per, "%d requests per level", o->n_requests);
     printf("%s %s, %s, %s%s\n\n", o->url, o->chat ? "chat" : "completions", desc, per,
            o->stream ? ", streaming" : ", not streaming (no TTFT/ITL)");
+    const lt_calibration *c = &R->cal;
+    if (R->w.vocab)
+        printf("prompts sized in the server's tokens (%s: %.2f tokens per word, %.3g added to "
+               "each prompt); the tokens column: mean realised in/out (asked)\n\n",
+               strcmp(c->method, "tokenize") ? "two probe requests' usage counts"
+                                             : "POST /tokenize of every word",
+               c->tokens_per_word, c->vocab.added);
+    else
+        printf("prompts NOT sized in the server's tokens (%s): one word counted as one token; "
+               "the tokens column: mean realised in/out (asked)\n\n",
+               c->why[0] ? c->why : "--calibrate off");
     lt_md_header(o->slo_spec != NULL);
 }
 
@@ -777,6 +811,20 @@ static int run_all(lt_run *R) {
     return empty || (any_fail && !o->allow_failures) ? 1 : 0;
 }
 
+/* Sizes the prompts in the server's tokens (--calibrate); when that fails the run goes on
+ * with one word counted as one token, and says so. */
+static void calibrate(lt_run *R) {
+    const lt_opts *o = R->o;
+    if (lt_calibrate(&R->u, o->api_key, o->chat, (lt_cal_mode)o->calibrate, o->timeout_s,
+                     &R->cal) == 0)
+        R->w.vocab = &R->cal.vocab;
+    else if (o->calibrate != LT_CAL_OFF)
+        fprintf(stderr,
+                "cpulm loadtest: note: prompts are not sized in the server's tokens (%s); "
+                "one word is counted as one token\n",
+                R->cal.why);
+}
+
 static int setup_workload(lt_run *R) {
     lt_opts *o = R->o;
     char err[512];
@@ -836,6 +884,7 @@ int cmd_loadtest(int argc, char **argv) {
     if (!rc) rc = load_price(R);
     cli_progress_init(&R->prog, o.progress);
     if (!rc && wait_ready(&o, &R->u, &R->prog) != 0) rc = 1;
+    if (!rc) calibrate(R);
     if (!rc) rc = run_all(R);
     cli_progress_end(&R->prog);
     for (int i = 0; i < R->n_rows; i++)

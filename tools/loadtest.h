@@ -34,6 +34,7 @@ typedef struct lt_result {
     double *t_events; /* [n_events] arrival times of streamed texts (owned) */
     int32_t n_events, cap_events;
     int32_t prompt_tokens, completion_tokens; /* from "usage" (-1 if absent) */
+    int32_t n_tokens; /* a /tokenize answer's "tokens" count (-1 if absent) */
 } lt_result;
 
 void lt_conn_init(lt_conn *c);

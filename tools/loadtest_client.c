@@ -170,6 +170,8 @@ static void take_json(const char *s, size_t n, lt_result *r, int is_event, doubl
         r->prompt_tokens = (int32_t)cpulm_json_num(cpulm_json_get(u, "prompt_tokens"), -1);
         r->completion_tokens = (int32_t)cpulm_json_num(cpulm_json_get(u, "completion_tokens"), -1);
     }
+    const cpulm_json *tk = cpulm_json_get(root, "tokens");
+    if (!is_event && tk && tk->type == CPULM_JSON_ARRAY) r->n_tokens = (int32_t)cpulm_json_len(tk);
     if (cpulm_json_get(root, "error") && !r->error[0]) {
         const char *m = cpulm_json_str(cpulm_json_get(cpulm_json_get(root, "error"), "message"));
         snprintf(r->error, sizeof r->error, "%s", m ? m : "error");
@@ -257,7 +259,7 @@ static void exchange(lt_conn *c, const lt_url *u, const char *path, const char *
                      const char *api_key, int stream, double timeout_s, lt_result *r) {
     memset(r, 0, sizeof *r);
     r->t_first = -1;
-    r->prompt_tokens = r->completion_tokens = -1;
+    r->prompt_tokens = r->completion_tokens = r->n_tokens = -1;
     cpulm_buf req;
     cpulm_buf_init(&req, 0);
     cpulm_buf_printf(&req, "%s %s%s HTTP/1.1\r\nHost: %s:%s\r\n", body ? "POST" : "GET", u->prefix,

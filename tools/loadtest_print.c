@@ -20,9 +20,11 @@ static void pcts(char *out, size_t cap, const lt_samples *s) {
 
 void lt_md_header(int has_slo) {
     printf("| load | ok | failed | TTFT p50/p90/p99 ms | ITL p50/p90/p99 ms | TPOT p50/p90/p99 ms "
-           "| E2E p50/p90/p99 ms | input t/s | output t/s | req/s | goodput req/s |%s\n",
+           "| E2E p50/p90/p99 ms | input t/s | output t/s | req/s | goodput req/s | tokens in/out "
+           "(asked) |%s\n",
            has_slo ? " SLO |" : "");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", has_slo ? "---|" : "");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n",
+           has_slo ? "---|" : "");
 }
 
 void lt_md_row(const lt_row *r, int has_slo) {
@@ -43,6 +45,11 @@ void lt_md_row(const lt_row *r, int has_slo) {
     }
     printf(" %.1f | %.1f | %.2f | %.2f |", (double)s->in_tokens / s->wall,
            (double)s->out_tokens / s->wall, s->n_ok / s->wall, s->n_good / s->wall);
+    if (s->n_ok) /* what the server counted, per successful request, against the workload */
+        printf(" %.0f/%.0f (%.0f/%.0f) |", (double)s->in_tokens / s->n_ok,
+               (double)s->out_tokens / s->n_ok, r->out.target_prompt, r->out.target_output);
+    else
+        printf(" - |");
     if (has_slo) printf(" %s |", r->slo_checked ? (r->slo_met ? "met" : r->slo_why) : "-");
     printf("\n");
 }
@@ -136,6 +143,7 @@ void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
     json_num(w, "mean_prompt_tokens", s->n_ok ? (double)s->in_tokens / s->n_ok : 0);
     json_num(w, "target_prompt_tokens", r->out.target_prompt);
     json_num(w, "mean_output_tokens", s->n_ok ? (double)s->out_tokens / s->n_ok : 0);
+    json_num(w, "target_output_tokens", r->out.target_output);
     json_num(w, "prefill_share", lt_prefill_share(s));
     json_num(w, "wall_s", s->wall);
     cpulm_json_key(w, "late_sends");

@@ -18,7 +18,8 @@ typedef struct level {
     double *arrive; /* open loop: offsets from t0 */
     pthread_mutex_t mu;
     int done;
-    double t_first, t_last; /* the first counted send (-1: none yet), the last counted answer */
+    double t_first, t_last;     /* the first counted send (-1: none yet), the last counted answer */
+    double asked_in, asked_out; /* what the counted successes asked for (tokens) */
 } level;
 
 void lt_request_body(const workload *w, const wl_request *r, int chat, int stream, cpulm_buf *b) {
@@ -66,9 +67,9 @@ static lt_fail classify(const lt_result *r, double timeout_s) {
     return LT_FAIL_BROKEN;
 }
 
-/* Adds the outcome; late: seconds the request waited in the client past its time; sent:
- * when it was due (open loop) or sent (closed loop). */
-static void record(level *lv, lt_result *r, double late, double sent) {
+/* Adds the outcome of request rq; late: seconds the request waited in the client past its
+ * time; sent: when it was due (open loop) or sent (closed loop). */
+static void record(level *lv, lt_result *r, const wl_request *rq, double late, double sent) {
     const lt_level_spec *sp = lv->sp;
     lt_req q = {.ok = r->status == 200 && !r->error[0],
                 .ttft = r->t_first >= 0 ? r->t_first + late : -1,
@@ -82,6 +83,7 @@ static void record(level *lv, lt_result *r, double late, double sent) {
     pthread_mutex_lock(&lv->mu);
     if (counted) {
         lt_stats_add(&lv->out->st, &q, sp->slo);
+        if (q.ok) lv->asked_in += rq->prompt_tokens, lv->asked_out += rq->output_tokens;
         if (lv->t_first < 0 || sent < lv->t_first) lv->t_first = sent;
         lv->t_last = lt_now();
     } else {
@@ -132,7 +134,7 @@ static void *worker(void *arg) {
         if (r.prompt_tokens < 0) r.prompt_tokens = rq.prompt_tokens; /* server gave no usage */
         for (int32_t k = 0; k < r.n_events; k++)
             r.t_events[k] += late;
-        record(lv, &r, late > 0 ? late : 0, due > 0 ? due : sent);
+        record(lv, &r, &rq, late > 0 ? late : 0, due > 0 ? due : sent);
         lt_result_release(&r);
     }
     cpulm_buf_release(&body);
@@ -160,14 +162,16 @@ int lt_run_level(const lt_level_spec *sp, lt_level_out *out) {
     pthread_mutex_init(&lv.mu, NULL);
     int n_threads = sp->conc < 1 ? 1 : sp->conc > 1024 ? 1024 : sp->conc;
     if (n_threads > sp->n_requests) n_threads = sp->n_requests;
-    double tp = 0;
+    double tp = 0, to = 0;
     const int n_mean = sp->n_requests < 4096 ? sp->n_requests : 4096; /* a timed level: many */
     for (int i = 0; i < n_mean; i++) {
         wl_request rq;
         workload_request(sp->w, sp->first_index + i, &rq);
         tp += rq.prompt_tokens;
+        to += rq.output_tokens;
     }
     out->target_prompt = n_mean ? tp / n_mean : 0;
+    out->target_output = n_mean ? to / n_mean : 0;
     if (sp->open && !(lv.arrive = malloc(sizeof(double) * (size_t)sp->n_requests))) return -1;
     if (sp->open) {
         lt_arrivals(lv.arrive, sp->n_requests, sp->rate, sp->poisson,
@@ -190,6 +194,10 @@ int lt_run_level(const lt_level_spec *sp, lt_level_out *out) {
         pthread_join(th[i], NULL);
     const double from = lv.t_first >= 0 ? lv.t_first : lv.t0;
     out->st.wall = lv.t_last > from ? lv.t_last - from : 1e-9;
+    if (out->st.n_ok) { /* asked by the same requests the realised counts are of */
+        out->target_prompt = lv.asked_in / out->st.n_ok;
+        out->target_output = lv.asked_out / out->st.n_ok;
+    }
     lt_stats_finish(&out->st);
     free(th);
     free(lv.arrive);

@@ -37,7 +37,8 @@ typedef struct lt_level_out {
     lt_stats st;
     char first_error[160];
     int late;             /* open loop: requests sent more than 50 ms after their time */
-    double target_prompt; /* mean prompt tokens the workload asked for */
+    double target_prompt; /* mean prompt tokens the counted successes asked for (with none: */
+    double target_output; /* the level's requests); output tokens likewise */
     int skipped;          /* successes sent within skip_s, not counted */
     double offered_rate;  /* open loop: the counted requests' realised arrival rate (0: n/a) */
 } lt_level_out;

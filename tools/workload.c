@@ -28,6 +28,23 @@ static const char *const WORDS[] = {
     "being", "under", "never", "day",    "same",  "know",  "while",  "last",  "might", "great",
     "old",   "year",  "off",   "come",   "since", "go",    "came",   "right", "used",  "take"};
 #define N_WORDS (sizeof WORDS / sizeof WORDS[0])
+_Static_assert(N_WORDS == WL_N_WORDS, "WL_N_WORDS (workload.h) counts WORDS");
+
+const char *workload_word(int i) {
+    return i >= 0 && i < (int)N_WORDS ? WORDS[i] : NULL;
+}
+
+double workload_vocab_finish(wl_vocab *v) {
+    double sum = 0;
+    v->cheapest = 0;
+    if (!(v->first > 0) || !(v->added >= 0)) return 0;
+    for (int i = 0; i < WL_N_WORDS; i++) {
+        if (!(v->word[i] > 0)) return 0;
+        sum += v->word[i];
+        if (v->word[i] < v->word[v->cheapest]) v->cheapest = i;
+    }
+    return sum / WL_N_WORDS;
+}
 
 static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer */
     x += 0x9e3779b97f4a7c15ull;
@@ -248,7 +265,43 @@ void workload_request(const workload *w, int64_t i, wl_request *r) {
         shared ? (w->prefix_tokens < r->prompt_tokens ? w->prefix_tokens : r->prompt_tokens) : 0;
 }
 
+/* Appends words drawn from *s while their tokens fit within budget (*used counts the tokens
+ * so far), stopping at the first that does not (so a smaller budget's words are the first
+ * of a larger one's), then the cheapest word while it fits. */
+static void fill(const wl_vocab *v, uint64_t *s, double budget, double *used, cpulm_buf *out) {
+    const double eps = 1e-6, c = v->word[v->cheapest];
+    for (;;) {
+        uint64_t next = mix64(*s);
+        int k = (int)(next % N_WORDS);
+        if (*used + v->word[k] > budget + eps) break;
+        *s = next;
+        *used += v->word[k];
+        cpulm_buf_printf(out, " %s", WORDS[k]);
+    }
+    for (; *used + c <= budget + eps; *used += c)
+        cpulm_buf_printf(out, " %s", WORDS[v->cheapest]);
+}
+
+/* The text of r sized in the server's tokens (w->vocab): the prefix's words (the same for
+ * every request that shares it) up to prefix_tokens, then the request's own up to
+ * prompt_tokens, both counting the tokens the server adds. */
+static void text_in_tokens(const workload *w, const wl_request *r, cpulm_buf *out) {
+    const wl_vocab *v = w->vocab;
+    uint64_t shared = mix64(w->seed ^ 0x5ca1ab1eull), own = r->text_seed;
+    double total = r->prompt_tokens - v->added, used = v->first;
+    cpulm_buf_puts(out, "The");
+    if (r->prefix_tokens > 0) {
+        double pre = r->prefix_tokens - v->added;
+        fill(v, &shared, pre < total ? pre : total, &used, out);
+    }
+    fill(v, &own, total, &used, out);
+}
+
 void workload_prompt_text(const workload *w, const wl_request *r, cpulm_buf *out) {
+    if (w->vocab) {
+        text_in_tokens(w, r, out);
+        return;
+    }
     uint64_t shared = mix64(w->seed ^ 0x5ca1ab1eull), own = r->text_seed;
     for (int32_t k = 0; k < r->prompt_tokens; k++) {
         uint64_t *s = k < r->prefix_tokens ? &shared : &own;

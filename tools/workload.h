@@ -6,7 +6,9 @@
  * Requests are deterministic functions of (seed, request index), so two runs send the same
  * prompts. Prompt text is made of common English words that are one token each (with their
  * leading space) in GPT-2/Llama 3 style BPE vocabularies and in Llama's 32k SentencePiece
- * vocabulary, so N words are about N tokens on most servers; the server's own count
+ * vocabulary, so N words are about N tokens on most servers. A small vocabulary splits them
+ * (stories260K's 512 tokens: ~1.8 a word), so loadtest measures what each word costs on the
+ * server's tokenizer (a wl_vocab) and sizes prompts in those tokens; the server's own count
  * (usage.prompt_tokens) is what loadtest reports. Pure except workload_load. */
 #ifndef CPULM_TOOLS_WORKLOAD_H
 #define CPULM_TOOLS_WORKLOAD_H
@@ -29,6 +31,24 @@ typedef struct wl_dist {
 
 typedef enum { WL_ARRIVE_CONSTANT, WL_ARRIVE_POISSON } wl_arrival;
 
+/* The words prompt text is drawn from (workload_word(i), i < WL_N_WORDS). */
+#define WL_N_WORDS 130
+const char *workload_word(int i);
+
+/* What the prompt words cost in a server's tokens, measured against it (loadtest's
+ * calibration): "The" opening a prompt, each word with its leading space after other text,
+ * and the tokens the server adds to every prompt (BOS; a chat template's). Costs need not be
+ * whole numbers (a ratio measured from usage counts gives every word the same cost). */
+typedef struct wl_vocab {
+    double first;            /* "The" at the start of a prompt */
+    double word[WL_N_WORDS]; /* " word" after other text */
+    double added;            /* tokens the server adds to each prompt */
+    int cheapest;            /* index of the cheapest word (filler); set by workload_vocab_finish */
+} wl_vocab;
+
+/* Sets v->cheapest; returns the mean tokens per word (0 when a cost is not positive: unusable). */
+double workload_vocab_finish(wl_vocab *v);
+
 typedef struct workload {
     char name[64];
     char description[256];
@@ -41,6 +61,7 @@ typedef struct workload {
     double rate;            /* default requests/s of the arrival process; 0: none given */
     int chat;               /* /v1/chat/completions instead of /v1/completions */
     uint64_t seed;
+    const wl_vocab *vocab; /* borrowed; NULL: every word is one token */
 } workload;
 
 /* Parses a workload document. Returns 0, or -1 with a message naming the field in err. */
@@ -72,8 +93,12 @@ void workload_scale(workload *w, double prompt_scale, double output_scale);
 /* Request i of the workload. */
 void workload_request(const workload *w, int64_t i, wl_request *r);
 
-/* The prompt text of r: prompt_tokens words, the first prefix_tokens of them the same for
- * every request of the workload; a later turn of a session extends the earlier turn's text. */
+/* The prompt text of r. Without a vocab: prompt_tokens words, the first prefix_tokens of them
+ * the same for every request of the workload; a later turn of a session extends the earlier
+ * turn's text. With w->vocab: words until their tokens (plus the server's added ones) reach
+ * prompt_tokens, the shared prefix likewise up to prefix_tokens, each part topped up with the
+ * cheapest word so the count is exact when the costs are whole tokens; a later turn then
+ * extends the earlier turn's text up to those few filler words. */
 void workload_prompt_text(const workload *w, const wl_request *r, cpulm_buf *out);
 
 /* Sample means over the first n requests (what plan and the cost section use). */
