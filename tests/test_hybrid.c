@@ -142,11 +142,11 @@ TEST(hybrid_delta_step_matches_float64) {
 }
 
 /* The chunked form (prompts) against the token-by-token form and float64 over 3000
- * tokens (sanitizers: 800): in chunks of 64 (the last one partial) and in chunks of random
- * sizes 1..64, head sizes 32 and 128; outputs and the final state. */
+ * tokens (sanitizers: 320, 5 chunks): in chunks of 64 (the last one partial) and in chunks of
+ * random sizes 1..64, head sizes 32 and 128; outputs and the final state. */
 TEST(hybrid_chunked_matches_steps_and_float64) {
     if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
-    const int64_t sizes[2] = {32, 128}, T = test_sanitized() ? 800 : 3000;
+    const int64_t sizes[2] = {32, 128}, T = test_sanitized() ? 320 : 3000;
     for (int si = 0; si < 4; si++) { /* the generic kernels, then this CPU's */
         const cpulm_kernels *kt = si < 2 ? &cpulm_kernels_generic : cpulm_kernels_get();
         const int64_t n = sizes[si % 2], C = CPULM_DNET_CHUNK;
