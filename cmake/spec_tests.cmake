@@ -14,3 +14,9 @@ if(NOT CMAKE_CROSSCOMPILING)
   set_tests_properties(spec_server PROPERTIES TIMEOUT 300 LABELS server
                        ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
 endif()
+# A failed decode or speculative step in `run` / `chat` is an error (message, exit 1), a full
+# context a normal stop (tests/gen_errors_test.sh over cpulm-faults, cmake/cli.cmake).
+if(NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME gen_errors COMMAND ${CMAKE_SOURCE_DIR}/tests/gen_errors_test.sh $<TARGET_FILE:cpulm-faults>)
+  set_tests_properties(gen_errors PROPERTIES TIMEOUT 120 ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED}")
+endif()

@@ -1,15 +1,20 @@
 /* main.c: runs the tests named on the command line; none = all.
  * An argument selects either one group exactly (`cpulm-tests kern` runs tests/test_kern.c,
  * not test_kern_pack.c: each ctest entry is one group, so ctest runs every test once) or,
- * when it names no group, the tests whose names start with it (`cpulm-tests kern_dot_`).
+ * when it names no group, the tests whose names start with it (`cpulm-tests kern_dot_`), or
+ * one shard of a group (`cpulm-tests attn:1/2`, see in_shard).
  * An argument that selects nothing is an error, so a typo cannot pass as "0 failed".
  * `--list` prints "group name" lines instead of running.
  * Prints `N passed, M failed, K skipped`; exits 1 on any failure, else 77 if a test skipped
  * for want of something (a model, a locale: SKIP) or if nothing ran (ctest's
  * SKIP_RETURN_CODE: the group is listed as skipped, never as passed), else 0. A test that
  * does not apply to this build or CPU (NOT_APPLICABLE, "(n/a)") counts in K but does not
- * make a group that ran skipped. */
+ * make a group that ran skipped. Each test's line ends with its wall time, so a slow case is
+ * found from a CI log (tests/test.h: test_sanitized(), test_emulated()). */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime */
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "test.h"
 #include "test_list.h" /* generated: #define TEST_LIST(X) X(group, name) ... */
@@ -31,8 +36,25 @@ static int is_group(const char *arg) {
     return 0;
 }
 
+/* "GROUP:K/N": the group's tests at positions p (from 0, in file order) with p % N == K - 1,
+ * so N ctest entries of a long group run side by side and together run each test once. */
+static int in_shard(size_t i, const char *arg) {
+    const char *colon = strchr(arg, ':');
+    int k = 0, n = 0, used = 0;
+    if (!colon || sscanf(colon + 1, "%d/%d%n", &k, &n, &used) != 2 || colon[1 + used] || k < 1 ||
+        k > n)
+        return 0;
+    const size_t len = (size_t)(colon - arg);
+    if (strlen(tests[i].group) != len || strncmp(tests[i].group, arg, len) != 0) return 0;
+    size_t pos = 0;
+    for (size_t j = 0; j < i; j++)
+        pos += !strcmp(tests[j].group, tests[i].group);
+    return pos % (size_t)n == (size_t)(k - 1);
+}
+
 static int matches(size_t i, const char *arg) {
     if (is_group(arg)) return !strcmp(tests[i].group, arg);
+    if (strchr(arg, ':')) return in_shard(i, arg);
     return !strncmp(tests[i].name, arg, strlen(arg));
 }
 
@@ -59,17 +81,21 @@ static int run(int argc, char **argv) {
     for (size_t i = 0; i < N_TESTS; i++) {
         if (!selected(i, argc, argv)) continue;
         test_ctx t = {.name = tests[i].name, .n_fail = 0, .skip_reason = NULL};
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         tests[i].fn(&t);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         if (t.n_fail) {
             failed++;
-            printf("FAIL %s\n", t.name);
+            printf("FAIL %s (%.2f s)\n", t.name, s);
         } else if (t.skip_reason) {
             skipped++;
             missing += !t.not_applicable;
             printf("skip %s: %s%s\n", t.name, t.skip_reason, t.not_applicable ? " (n/a)" : "");
         } else {
             passed++;
-            printf("ok   %s\n", t.name);
+            printf("ok   %s (%.2f s)\n", t.name, s);
         }
     }
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);

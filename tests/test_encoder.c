@@ -129,7 +129,9 @@ static int check_embed_case(const cpulm_json *c, int n_seq, int nth, double *wor
 /* tiny-bert (absolute positions, biases, GELU) in F32 with mean pooling and in F16 with
  * CLS; tiny-nomic-bert (fused QKV, rotary, SwiGLU) in F32 with mean and in F16 with last:
  * 14 texts each (punctuation, capitals, accents, uncovered words, padding spaces), packed several
- * sequences to a batch and one at a time. */
+ * sequences to a batch and one at a time. Under qemu (the arm64 stage, minutes of softfloat)
+ * one at a time on the first case of each shape only: the packing is architecture-neutral
+ * and runs for every case natively, every case's layers still run packed there. */
 TEST(encoder_ref_embeddings) {
     cpulm_json_doc *d = load_ref();
     REQUIRE(t, d);
@@ -140,7 +142,8 @@ TEST(encoder_ref_embeddings) {
         if (strcmp(cpulm_json_str(cpulm_json_get(c, "pooling")), "rank") == 0) continue;
         double w1 = 0, w2 = 0;
         CHECK_EQ_INT(t, check_embed_case(c, 8, 2, &w1), 0);
-        CHECK_EQ_INT(t, check_embed_case(c, 1, 1, &w2), 0);
+        if (!test_emulated() || n_embed % 2 == 0)
+            CHECK_EQ_INT(t, check_embed_case(c, 1, 1, &w2), 0);
         fprintf(stderr, "  %s: lowest cosine %.6f (packed), %.6f (one at a time)\n",
                 cpulm_json_str(cpulm_json_get(c, "name")), w1, w2);
         n_embed++;

@@ -47,7 +47,10 @@ TEST(hybrid_ref_tiny_float_types) {
         const char *type = cpulm_json_str(cpulm_json_get(c, "type"));
         double w1 = 0, w2 = 0;
         CHECK_EQ_INT(t, refcase_check(c, 512, 0, tolerance_of(type), &w1), 0);
-        CHECK_EQ_INT(t, refcase_check(c, 7, 0, tolerance_of(type), &w2), 0);
+        /* sanitizer builds: every case as one prompt, the batches of 7 on the first case only
+         * (the state carried between decodes of every shape: batch_of_4 below) */
+        if (i == 0 || !test_sanitized())
+            CHECK_EQ_INT(t, refcase_check(c, 7, 0, tolerance_of(type), &w2), 0);
         fprintf(stderr, "  %s: worst |diff| %.5f (prompt), %.5f (batches of 7)\n",
                 cpulm_json_str(cpulm_json_get(c, "name")), w1, w2);
     }
@@ -100,13 +103,14 @@ static void step64(int64_t n, double *S, const float *q, const float *k, const f
 }
 
 /* 4096 tokens of random unit q and k, v in [-1, 1], beta in (0, 1), decays between 0.82 and
- * 1 (some heads remember thousands of tokens): every output within 2e-4 of float64's. */
+ * 1 (some heads remember thousands of tokens): every output within 2e-4 of float64's. Under
+ * the sanitizers 1024 tokens (the same calls; the long memory is checked natively). */
 TEST(hybrid_delta_step_matches_float64) {
     if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
     const int64_t sizes[2] = {32, 128};
     for (int si = 0; si < 4; si++) { /* the generic kernels, then this CPU's */
         const cpulm_kernels *kt = si < 2 ? &cpulm_kernels_generic : cpulm_kernels_get();
-        const int64_t n = sizes[si % 2], T = 4096;
+        const int64_t n = sizes[si % 2], T = test_sanitized() ? 1024 : 4096;
         float *S = calloc((size_t)(n * n), sizeof(float)), *q = malloc(sizeof(float) * n * 3);
         double *S64 = calloc((size_t)(n * n), sizeof(double)), *o64 = malloc(sizeof(double) * n);
         float *o = malloc(sizeof(float) * n), *d = malloc(sizeof(float) * n);
@@ -138,11 +142,11 @@ TEST(hybrid_delta_step_matches_float64) {
 }
 
 /* The chunked form (prompts) against the token-by-token form and float64 over 3000
- * tokens: in chunks of 64 (the last one partial) and in chunks of random sizes 1..64,
- * head sizes 32 and 128; outputs and the final state. */
+ * tokens (sanitizers: 320, 5 chunks): in chunks of 64 (the last one partial) and in chunks of
+ * random sizes 1..64, head sizes 32 and 128; outputs and the final state. */
 TEST(hybrid_chunked_matches_steps_and_float64) {
     if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
-    const int64_t sizes[2] = {32, 128}, T = 3000;
+    const int64_t sizes[2] = {32, 128}, T = test_sanitized() ? 320 : 3000;
     for (int si = 0; si < 4; si++) { /* the generic kernels, then this CPU's */
         const cpulm_kernels *kt = si < 2 ? &cpulm_kernels_generic : cpulm_kernels_get();
         const int64_t n = sizes[si % 2], C = CPULM_DNET_CHUNK;
@@ -318,12 +322,12 @@ TEST(hybrid_sequence_operations) {
 /* 700 tokens decoded as one prompt (the recurrence in chunks, block attention) and as a
  * 560-token prompt then 140 single tokens (token by token, attention split over the
  * cache), F32 weights: the same logits up to rounding; and each way bit for bit the same on
- * 1 and 2 threads. */
+ * 1 and 2 threads. Under the sanitizers 300 tokens, 240 of them the prompt (4 chunks). */
 TEST(hybrid_generation_equals_prompt_and_threads) {
     if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
     cpulm_model *m = refcase_synth_shape("tiny-qwen35", "f32", 0);
     REQUIRE(t, m);
-    const int32_t V = cpulm_vocab_n(m), n = 700, n_prompt = 560;
+    const int32_t V = cpulm_vocab_n(m), n = test_sanitized() ? 300 : 700, n_prompt = n * 4 / 5;
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)n);
     REQUIRE(t, toks);
     for (int32_t i = 0; i < n; i++)

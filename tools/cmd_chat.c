@@ -334,7 +334,7 @@ static int chat_emit(chat_state *st, const chat_opts *o, const cpulm_token *out,
 /* reply() with speculation (--spec, -md): the same tokens, several per target pass. What
  * each step leaves in the KV cache (the pending token and the accepted drafts) is recorded
  * in st->cached, so the next turn reuses it as reply() would. Returns 1 when the context
- * filled up. */
+ * filled up, -1 after printing why a step failed, else 0. */
 static int reply_spec(chat_state *st, const chat_opts *o, cpulm_detok *dt, cpulm_chat_think *think,
                       cpulm_buf *text) {
     int32_t room = cpulm_ctx_n_ctx(st->ctx) - cpulm_ctx_seq_len(st->ctx, 0);
@@ -347,7 +347,8 @@ static int reply_spec(chat_state *st, const chat_opts *o, cpulm_detok *dt, cpulm
     while (n > 0 && !interrupted && !chat_emit(st, o, out, n, dt, think, text, &left)) {
         cpulm_token pending = out[n - 1];
         cpulm_status rc = cpulm_spec_step(st->spec, st->ctx, 0, pending, &pick, out, &n);
-        if (rc != CPULM_OK) return rc == CPULM_ERR_KV_FULL;
+        if (rc == CPULM_ERR_KV_FULL) return 1;
+        if (rc != CPULM_OK) return -cli_gen_status("chat", rc);
         cache_push(st, pending);
         for (int32_t i = 0; i + 1 < n; i++)
             cache_push(st, out[i]);
@@ -355,14 +356,15 @@ static int reply_spec(chat_state *st, const chat_opts *o, cpulm_detok *dt, cpulm
     return full && left == 0 && !interrupted;
 }
 
-/* Generates one reply, streaming it; appends its text to *text. */
-static void reply(chat_state *st, const chat_opts *o, const char *prompt, cpulm_buf *text) {
+/* Generates one reply, streaming it; appends its text to *text. Returns 0 when a decode or
+ * speculative step failed (said on stderr: the chat ends), else 1. */
+static int reply(chat_state *st, const chat_opts *o, const char *prompt, cpulm_buf *text) {
     cpulm_detok dt;
     cpulm_detok_init(&dt, st->m, 0);
     cpulm_chat_think think;
     cpulm_chat_think_init(&think, ends_with_think(prompt));
     char buf[1024];
-    int full = st->spec ? reply_spec(st, o, &dt, &think, text) : 0;
+    int full = st->spec ? reply_spec(st, o, &dt, &think, text) : 0, ok = full >= 0;
     for (int i = 0; !st->spec && (o->n_predict < 0 || i < o->n_predict) && !interrupted; i++) {
         if (cpulm_ctx_seq_len(st->ctx, 0) >= cpulm_ctx_n_ctx(st->ctx)) {
             full = 1;
@@ -377,7 +379,12 @@ static void reply(chat_state *st, const chat_opts *o, const char *prompt, cpulm_
             emit(o, &think, buf, w);
         }
         cpulm_batch b = {.n = 1, .token = &t};
-        if (cpulm_ctx_decode(st->ctx, &b) != CPULM_OK) break;
+        cpulm_status s = cpulm_ctx_decode(st->ctx, &b);
+        if (s != CPULM_OK) {
+            full = s == CPULM_ERR_KV_FULL;
+            ok = !cli_gen_status("chat", s);
+            break;
+        }
         cache_push(st, t);
     }
     int32_t w = cpulm_detok_flush(&dt, buf, sizeof buf);
@@ -388,9 +395,10 @@ static void reply(chat_state *st, const chat_opts *o, const char *prompt, cpulm_
     if (o->hide_think && (w = cpulm_chat_think_flush(&think, buf, sizeof buf)) > 0)
         fwrite(buf, 1, (size_t)w, stdout);
     if (interrupted) fputs(" [stopped]", stdout);
-    if (full) fputs(" [context full: older turns will be dropped]", stdout);
+    if (full > 0) fputs(" [context full: older turns will be dropped]", stdout);
     fputs("\n", stdout);
     fflush(stdout);
+    return ok;
 }
 
 /* One user turn: fit, evaluate, reply. 0 only on a failure that ends the chat. */
@@ -401,16 +409,18 @@ static int turn(chat_state *st, const chat_opts *o, const char *text, size_t len
     int32_t n;
     int fit = fit_prompt(st, o, &prompt, &toks, &n);
     if (fit <= 0) return fit == 0; /* too long a message: said so, the chat goes on */
+    cpulm_status sb = CPULM_OK;
     if (!feed_prompt(st, toks, n) ||
-        (st->spec && cpulm_spec_begin(st->spec, st->cached, st->n_cached) != CPULM_OK)) {
+        (st->spec && (sb = cpulm_spec_begin(st->spec, st->cached, st->n_cached)) != CPULM_OK)) {
+        if (sb != CPULM_OK) fprintf(stderr, "cpulm chat: speculation: %s\n", cpulm_status_str(sb));
         if (st->cached != toks) free(toks);
         free(prompt);
         return 0;
     }
     cpulm_buf out;
     cpulm_buf_init(&out, 0);
-    reply(st, o, prompt, &out);
-    int ok = push_msg(st, "assistant", out.data ? out.data : "", out.len);
+    int ok =
+        reply(st, o, prompt, &out) && push_msg(st, "assistant", out.data ? out.data : "", out.len);
     cpulm_buf_release(&out);
     free(prompt);
     return ok;

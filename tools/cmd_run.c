@@ -192,6 +192,7 @@ static int generate(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpu
     cpulm_detok_init(&dt, m, 0);
     char buf[1024];
     int32_t n_ctx = cpulm_ctx_n_ctx(ctx);
+    int rc = 0;
     if (gm) { /* close the grammar before -n or the context cuts it */
         int32_t budget = n_ctx - cpulm_ctx_seq_len(ctx, 0);
         if (o->n_predict > 0 && o->n_predict < budget) budget = o->n_predict;
@@ -216,15 +217,17 @@ static int generate(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpu
             break;
         }
         cpulm_batch b = {.n = 1, .token = &t};
-        if (cpulm_ctx_decode(ctx, &b) != CPULM_OK) {
+        cpulm_status st = cpulm_ctx_decode(ctx, &b);
+        if (st != CPULM_OK) { /* t was printed: it counts */
             ++*n_gen;
+            rc = cli_gen_status("run", st);
             break;
         }
     }
     int32_t w = cpulm_detok_flush(&dt, buf, sizeof buf);
     if (w > 0) fwrite(buf, 1, (size_t)w, stdout);
     fputc('\n', stdout);
-    return 0;
+    return rc;
 }
 
 /* The caller's side of speculation (src/spec/spec.h): draws each token exactly as
@@ -289,16 +292,18 @@ static int generate_spec(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o
     cpulm_token out[257];
     int32_t n = 0;
     *n_gen = 0;
+    cpulm_status st = CPULM_OK;
     if (max_gen > 0) out[n++] = run_pick_fn(&r, cpulm_ctx_logits(ctx, 0));
     while (n > 0 && !run_emit(out, n, o, m, gm != NULL, &dt, max_gen, n_gen) && !r.done) {
-        if (cpulm_spec_step(spec, ctx, 0, out[n - 1], &pick, out, &n) != CPULM_OK) break;
+        st = cpulm_spec_step(spec, ctx, 0, out[n - 1], &pick, out, &n);
+        if (st != CPULM_OK) break;
     }
     if (r.failed) return 1;
     char buf[1024];
     int32_t w = cpulm_detok_flush(&dt, buf, sizeof buf);
     if (w > 0) fwrite(buf, 1, (size_t)w, stdout);
     fputc('\n', stdout);
-    return 0;
+    return cli_gen_status("run", st);
 }
 
 /* Evaluates the prompt, generates (speculating when spec is set), then prints the timings
@@ -312,7 +317,11 @@ static int run_all(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpul
     int rc = eval_prompt(ctx, toks, n, n_batch);
     double t1 = cli_now_ms();
     int32_t n_gen = 0;
-    if (!rc && spec && cpulm_spec_begin(spec, toks, n) != CPULM_OK) rc = 1;
+    if (!rc && spec) {
+        cpulm_status st = cpulm_spec_begin(spec, toks, n);
+        if (st != CPULM_OK) fprintf(stderr, "cpulm run: speculation: %s\n", cpulm_status_str(st));
+        rc = st != CPULM_OK;
+    }
     if (!rc)
         rc = spec ? generate_spec(ctx, m, o, smp, gm, spec, &n_gen)
                   : generate(ctx, m, o, smp, gm, &n_gen);

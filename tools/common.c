@@ -56,6 +56,12 @@ const char *cli_model_path(const char *flag_value) {
     return NULL;
 }
 
+int cli_gen_status(const char *cmd, cpulm_status st) {
+    if (st == CPULM_OK || st == CPULM_ERR_KV_FULL) return 0;
+    fprintf(stderr, "cpulm %s: generation failed: %s\n", cmd, cpulm_status_str(st));
+    return 1;
+}
+
 double cli_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

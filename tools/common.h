@@ -58,6 +58,10 @@ int32_t cli_tokenize(const cpulm_model *m, const char *text, size_t len, int add
 /* Writes s as a JSON string literal (with quotes). */
 void cli_json_str(FILE *f, const char *s, size_t len);
 double cli_now_ms(void);
+/* How a generation loop ends on status st of its decode or speculative step: 0 for CPULM_OK
+ * and CPULM_ERR_KV_FULL (the context filled: a normal stop), else 1 after printing
+ * "cpulm CMD: generation failed: <status>" (the output so far stays printed). */
+int cli_gen_status(const char *cmd, cpulm_status st);
 /* Parses "1,2,3" into ints (malloc'd *out); returns count or -1. */
 int cli_int_list(const char *s, int32_t **out);
 
