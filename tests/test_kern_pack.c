@@ -348,11 +348,11 @@ static const cpulm_kernels *native_level(const char *name) {
 
 /* The amx level's int8 tiles: 16 tokens per tile, panels of 32 blocks (1, 33 and 70 blocks:
  * one, two and three panels, an odd block count ends on a single-block step) or of 4 K-quant
- * super-blocks (1, 5, 9; with bsum extremes among the cases), token counts
- * with and without an avx512vnni tail, random, extreme (+-1 activations, max quants) and
- * fp16-end scales. Every element must equal avx512vnni's bit for bit (the same per-block
- * float steps on exact sums), besides check_gemm's generic tolerance and token-alone
- * identity. Applies where the CPU has AMX-INT8 and the OS grants the tile state (a CPU
+ * super-blocks (1, 5, 9; Q6_K: one at a time; with bsum extremes among the cases), token counts
+ * with and without an avx512vnni tail (9 alone, 16 + 14), random, extreme
+ * (+-1 activations, max quants) and fp16-end scales. Every element must equal avx512vnni's bit for
+ * bit (the same per-block float steps on exact sums), besides check_gemm's generic tolerance and
+ * token-alone identity. Applies where the CPU has AMX-INT8 and the OS grants the tile state (a CPU
  * with AMX must get the level: a detection that loses it fails here). */
 TEST(kern_pack_gemm_amx) {
     const char *f = cpulm_cpu_features();
@@ -364,15 +364,16 @@ TEST(kern_pack_gemm_amx) {
     const cpulm_kernels *amx = native_level("amx"), *vnni = native_level("avx512vnni");
     REQUIRE(t, amx && vnni);
     static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0, CPULM_DTYPE_MXFP4,
-                                        CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K};
+                                        CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
     static const int64_t nblocks[] = {1, 33, 70};
     static const int64_t nsb[] = {1, 5, 9};
-    static const int64_t nts[] = {16, 21, 64, 67};
+    /* tails of 5, 3, 9 (alone) and 14 tokens go to avx512vnni */
+    static const int64_t nts[] = {16, 21, 64, 67, 9, 30};
     static const int extremes[] = {0, 1, 3, 4, 2};
     uint64_t seed = 2026;
-    for (int ti = 0; ti < 5; ti++)
+    for (int ti = 0; ti < 6; ti++)
         for (int bi = 0; bi < 3; bi++)
-            for (int ni = 0; ni < 4; ni++) {
+            for (int ni = 0; ni < 6; ni++) {
                 pack_case c;
                 const int kq = is_k_quant(types[ti]);
                 const int ex = extremes[(ti + bi + ni) % (kq ? 5 : 4)];

@@ -28,15 +28,19 @@
 #define PANEL_BLOCKS 32  /* blocks staged per panel: 16 KB of widened quants, 2 KB of scales */
 #define B_BYTES      512 /* one block of a group as a B tile: 8 rows of 64 bytes */
 
-/* Tile registers: two of each kind so two blocks are in flight per step. Macros, not enum
- * constants: the compilers' tile intrinsics paste the register number into the assembly, so
- * it must be a literal after one level of macro expansion (the wrappers below). */
+/* Tile registers: two of each kind so two blocks are in flight per step, and a second pair
+ * of C tiles: consecutive steps alternate between C0/C1 and C2/C3, so a step's TILEZERO and
+ * TDPBSSD never wait for the previous step's TILESTORE to have read the same tile. Macros,
+ * not enum constants: the compilers' tile intrinsics paste the register number into the
+ * assembly, so it must be a literal after one level of macro expansion (the wrappers below). */
 #define TC0                  0
 #define TC1                  1
 #define TA0                  2
 #define TA1                  3
 #define TB0                  4
 #define TB1                  5
+#define TC2                  6
+#define TC3                  7
 #define TILE_ZERO(t)         _tile_zero(t)
 #define TILE_LOAD(t, p, s)   _tile_loadd(t, p, s)
 #define TILE_STORE(t, p, s)  _tile_stored(t, p, s)
@@ -55,8 +59,9 @@ static void configure_tiles(void) {
     _Alignas(64) tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int i = TC0; i <= TC1; i++)
-        c.rows[i] = TOK, c.colsb[i] = 64; /* 16 tokens x 16 int32 */
+    static const int cs[4] = {TC0, TC1, TC2, TC3};
+    for (int i = 0; i < 4; i++)
+        c.rows[cs[i]] = TOK, c.colsb[cs[i]] = 64; /* 16 tokens x 16 int32 */
     for (int i = TA0; i <= TA1; i++)
         c.rows[i] = TOK, c.colsb[i] = 32; /* 16 tokens x one block's 32 quants */
     for (int i = TB0; i <= TB1; i++)
@@ -122,63 +127,86 @@ static void stage_panel(const uint8_t *w, int wk, int64_t b0, int64_t count, int
     }
 }
 
+/* Where a 16-token tile's activations are, from the panel's first block on: block i of
+ * token t has its quants at q + i * q_blk + t * q_row (the A tile's rows) and its float
+ * scale at dx + i * dx_blk + t * dx_row (the activation rows: q_row = dx_row = stride). */
+typedef struct a_src {
+    const uint8_t *q, *dx;
+    size_t q_blk, dx_blk, dx_row;
+    long q_row;
+} a_src;
+
 /* acc[t] = fma(dw, float(c[t]) * dx_t, acc[t]) for the 16 tokens: avx512vnni.c's float
- * steps on the 16 x 16 sums of one block. dx_t: token t's block scale (act extras). */
+ * steps on the 16 x 16 sums of one block. dx_t: token t's block scale. */
 static inline __attribute__((always_inline)) void
-epilogue(const int32_t *c, __m512 dw, const uint8_t *dx, uint64_t stride, __m512 acc[TOK]) {
+epilogue(const int32_t *c, __m512 dw, const uint8_t *dx, size_t dx_row, __m512 acc[TOK]) {
     _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++) {
         float d;
-        memcpy(&d, dx + (size_t)t * stride, 4);
+        memcpy(&d, dx + (size_t)t * dx_row, 4);
         const __m512 f =
             _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * t)), _mm512_set1_ps(d));
         acc[t] = _mm512_fmadd_ps(dw, f, acc[t]);
     }
 }
 
-/* The integer sums of panel blocks i and i + 1 (if any) for 16 tokens, into c[0], c[1]. */
-static inline void sums_pair(const panel *p, int64_t i, const uint8_t *act, uint64_t stride,
+/* The tile ops of one step (blocks i, i + 1 if two) through the C tiles ca, cb. */
+#define SUMS_PAIR(ca, cb)                           \
+    do {                                            \
+        TILE_ZERO(ca);                              \
+        TILE_LOAD(TA0, a, x->q_row);                \
+        TILE_LOAD(TB0, b, 64);                      \
+        TILE_DPBSSD(ca, TA0, TB0);                  \
+        if (two) {                                  \
+            TILE_ZERO(cb);                          \
+            TILE_LOAD(TA1, a + x->q_blk, x->q_row); \
+            TILE_LOAD(TB1, b + p->step, 64);        \
+            TILE_DPBSSD(cb, TA1, TB1);              \
+            TILE_STORE(cb, c[1], 64);               \
+        }                                           \
+        TILE_STORE(ca, c[0], 64);                   \
+    } while (0)
+
+/* The integer sums of panel blocks i and i + 1 (if any) for 16 tokens, into c[0], c[1],
+ * through the C tile pair of set (0: C0/C1, 1: C2/C3). */
+static inline void sums_pair(const panel *p, int64_t i, const a_src *x, int set,
                              int32_t c[2][TOK * 16]) {
-    const uint8_t *a = act + (size_t)(p->b0 + i) * sizeof(cpulm_block_q8_0) + 2;
-    TILE_ZERO(TC0);
-    TILE_LOAD(TA0, a, (long)stride);
-    TILE_LOAD(TB0, p->b + (size_t)i * p->step, 64);
-    TILE_DPBSSD(TC0, TA0, TB0);
-    if (i + 1 < p->count) {
-        TILE_ZERO(TC1);
-        TILE_LOAD(TA1, a + sizeof(cpulm_block_q8_0), (long)stride);
-        TILE_LOAD(TB1, p->b + (size_t)(i + 1) * p->step, 64);
-        TILE_DPBSSD(TC1, TA1, TB1);
-        TILE_STORE(TC1, c[1], 64);
-    }
-    TILE_STORE(TC0, c[0], 64);
+    const uint8_t *a = x->q + (size_t)i * x->q_blk;
+    const int8_t *b = p->b + (size_t)i * p->step;
+    const int two = i + 1 < p->count;
+    if (set)
+        SUMS_PAIR(TC2, TC3);
+    else
+        SUMS_PAIR(TC0, TC1);
 }
 
-/* 16 tokens (act rows, stride apart) over the panel's blocks; the running sums start at 0
- * (first panel) or from o (rows ld apart) and end there. Software-pipelined: the tiles of
- * the next pair of blocks are issued before the epilogue of this pair, into the other half
- * of c, so the tile unit and the vector ports work at once and no epilogue load waits for a
- * tile store in flight. acc[] stays in registers: every loop over it is unrolled. */
-static void tile16(const panel *p, const uint8_t *act, uint64_t stride, uint64_t xo, float *o,
-                   int64_t ld) {
+/* 16 tokens (x) over the panel's blocks; the running sums start at 0 (first panel) or from
+ * o (rows ld apart) and end there. Software-pipelined: the tiles of the next pair of blocks
+ * are issued before the epilogue of this pair, into the other half of c and the other C
+ * tile set, so the tile unit and the vector ports work at once and no epilogue load waits
+ * for a tile store in flight. acc[] stays in registers: every loop over it is unrolled. */
+static void tile16(const panel *p, const a_src *x, float *o, int64_t ld) {
     _Alignas(64) int32_t c[2][2][TOK * 16];
     __m512 acc[TOK];
     _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++) acc[t] =
         p->b0 ? _mm512_loadu_ps(o + (size_t)t * (size_t)ld) : _mm512_setzero_ps();
-    sums_pair(p, 0, act, stride, c[0]);
+    sums_pair(p, 0, x, 0, c[0]);
     for (int64_t i = 0; i < p->count; i += 2) {
-        int32_t(*cur)[TOK * 16] = c[(i >> 1) & 1];
-        if (i + 2 < p->count) sums_pair(p, i + 2, act, stride, c[((i >> 1) + 1) & 1]);
-        const uint8_t *dx = act + xo + 4 * (size_t)(p->b0 + i);
-        epilogue(cur[0], _mm512_load_ps(p->dw + 16 * i), dx, stride, acc);
+        const int set = (int)(i >> 1) & 1;
+        int32_t(*cur)[TOK * 16] = c[set];
+        if (i + 2 < p->count) sums_pair(p, i + 2, x, set ^ 1, c[set ^ 1]);
+        const uint8_t *dx = x->dx + (size_t)i * x->dx_blk;
+        epilogue(cur[0], _mm512_load_ps(p->dw + 16 * i), dx, x->dx_row, acc);
         if (i + 1 < p->count)
-            epilogue(cur[1], _mm512_load_ps(p->dw + 16 * (i + 1)), dx + 4, stride, acc);
+            epilogue(cur[1], _mm512_load_ps(p->dw + 16 * (i + 1)), dx + x->dx_blk, x->dx_row, acc);
     }
     _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++)
         _mm512_storeu_ps(o + (size_t)t * (size_t)ld, acc[t]);
 }
 
-/* Tokens [0, nt16) (a multiple of 16) against one group: panel by panel, every 16-token tile
- * visits the panel while it is hot; the running sums wait in s between panels. */
+/* Tokens [0, nt16) (a multiple of 16) against one group, panel by panel: every 16-token
+ * tile visits the panel while it is hot; the running sums wait in s between panels.
+ * (A token tail run as one tile padded with zero rows was slower than avx512vnni's
+ * chains for it: MoE layer GEMMs 0.83-0.96x with tails of 8+, see the perf log.) */
 static void gemm_amx(int64_t n, int nt16, float *s, int64_t ld, const uint8_t *w, int wk,
                      const uint8_t *act, uint64_t stride) {
     _Alignas(64) int8_t q[PANEL_BLOCKS * B_BYTES];
@@ -187,20 +215,29 @@ static void gemm_amx(int64_t n, int nt16, float *s, int64_t ld, const uint8_t *w
     const uint64_t xo = cpulm_pack_act_extras_offset(n);
     configure_tiles();
     for (int64_t b0 = 0; b0 < nb; b0 += PANEL_BLOCKS) {
+        const int64_t count = nb - b0 < PANEL_BLOCKS ? nb - b0 : PANEL_BLOCKS;
         panel p;
-        stage_panel(w, wk, b0, nb - b0 < PANEL_BLOCKS ? nb - b0 : PANEL_BLOCKS, q, dw, &p);
-        for (int j = 0; j < nt16; j += TOK)
-            tile16(&p, act + (size_t)j * stride, stride, xo, s + (size_t)j * (size_t)ld, ld);
+        stage_panel(w, wk, b0, count, q, dw, &p);
+        a_src x = {.q = act + (size_t)b0 * sizeof(cpulm_block_q8_0) + 2,
+                   .dx = act + xo + 4 * (size_t)b0,
+                   .q_blk = sizeof(cpulm_block_q8_0),
+                   .dx_blk = 4,
+                   .dx_row = stride,
+                   .q_row = (long)stride};
+        for (int j = 0; j < nt16; j += TOK) {
+            tile16(&p, &x, s + (size_t)j * (size_t)ld, ld);
+            x.q += (size_t)TOK * stride, x.dx += (size_t)TOK * stride;
+        }
     }
 }
 
 static void gemm_x16(int64_t n, int nt, float *s, int64_t ld, const void *w, const uint8_t *act,
                      uint64_t stride, int wk, cpulm_dtype type) {
-    const int nt16 = nt / TOK * TOK;
-    if (nt16) gemm_amx(n, nt16, s, ld, w, wk, act, stride);
-    if (nt > nt16)
-        cpulm_kernels_avx512vnni.gemm_x16[type](n, nt - nt16, s + (size_t)nt16 * (size_t)ld, ld, w,
-                                                act + (size_t)nt16 * stride, stride);
+    const int done = nt / TOK * TOK;
+    if (done) gemm_amx(n, done, s, ld, w, wk, act, stride);
+    if (nt > done)
+        cpulm_kernels_avx512vnni.gemm_x16[type](n, nt - done, s + (size_t)done * (size_t)ld, ld, w,
+                                                act + (size_t)done * stride, stride);
 }
 
 /* ---- Q4_K / Q5_K: the same tiles per 32-element sub-block ----
@@ -236,21 +273,28 @@ static void widen_k4(const uint8_t *g, int q5, int8_t *out) {
     }
 }
 
-/* The 8 sub-block sums of super-block sb (panel-relative) for 16 tokens, into c[0..7]. */
+/* Sub-blocks j, j + 1 through the C tiles ca, cb. */
+#define SUMS_K_PAIR(ca, cb, j)                            \
+    do {                                                  \
+        TILE_ZERO(ca);                                    \
+        TILE_ZERO(cb);                                    \
+        TILE_LOAD(TA0, a + 32 * (j), (long)stride);       \
+        TILE_LOAD(TB0, bq + B_BYTES * (j), 64);           \
+        TILE_LOAD(TA1, a + 32 * ((j) + 1), (long)stride); \
+        TILE_LOAD(TB1, bq + B_BYTES * ((j) + 1), 64);     \
+        TILE_DPBSSD(ca, TA0, TB0);                        \
+        TILE_DPBSSD(cb, TA1, TB1);                        \
+        TILE_STORE(ca, c[j], 64);                         \
+        TILE_STORE(cb, c[(j) + 1], 64);                   \
+    } while (0)
+
+/* The 8 sub-block sums of super-block b for 16 tokens, into c[0..7]. */
 static inline void sums_k(const int8_t *bq, int64_t b, const uint8_t *act, uint64_t stride,
                           int32_t c[8][TOK * 16]) {
     const uint8_t *a = act + (size_t)b * sizeof(cpulm_block_q8_K) + 4;
-    for (int j = 0; j < 8; j += 2) {
-        TILE_ZERO(TC0);
-        TILE_ZERO(TC1);
-        TILE_LOAD(TA0, a + 32 * j, (long)stride);
-        TILE_LOAD(TB0, bq + B_BYTES * j, 64);
-        TILE_LOAD(TA1, a + 32 * (j + 1), (long)stride);
-        TILE_LOAD(TB1, bq + B_BYTES * (j + 1), 64);
-        TILE_DPBSSD(TC0, TA0, TB0);
-        TILE_DPBSSD(TC1, TA1, TB1);
-        TILE_STORE(TC0, c[j], 64);
-        TILE_STORE(TC1, c[j + 1], 64);
+    for (int j = 0; j < 8; j += 4) { /* sub-block pairs alternate between the C tile sets */
+        SUMS_K_PAIR(TC0, TC1, j);
+        SUMS_K_PAIR(TC2, TC3, j + 2);
     }
 }
 
@@ -325,6 +369,120 @@ static void gemm_k4_x16(int64_t n, int nt, float *s, int64_t ld, const void *w, 
                                                 act + (size_t)nt16 * stride, stride);
 }
 
+/* ---- Q6_K: one A tile per 32 elements, one C tile per 16-element group ----
+ * Q6_K scales every 16 elements, so a C tile must hold one group's dots: the group's B
+ * tile keeps the A tile's K = 32 (one tile configuration for every type) with the other
+ * group's half zero (group 2j in B rows 0..3, group 2j + 1 in rows 4..7). Quants enter as
+ * signed q - 32 (no bias term). The integer step sumi = sum_g C_g * sc_g (VPMULLD) runs
+ * per group pair on sums in registers, the float step per super-block: avx512vnni.c's
+ * acc = fma(d * dy, float(sumi), acc) on the same exact sumi, so the same bits. */
+
+#define Q6K_SB (16 * 210)
+
+/* Super-block g's 16 groups as B tiles (out + B_BYTES gi). Element 16 gi + 4 i + (0..3)
+ * of a row: nibble sq >> 1 of ql chunk 16 h + 8 (sq & 1) + i0 + i, crumb sq of qh chunk
+ * 8 h + i0 + i (h = gi / 8, sq = gi % 8 / 2, i0 = 4 (gi % 2); kernels.h's layout). */
+static void widen_k6(const uint8_t *g, int8_t *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i b32 = _mm512_set1_epi8(32);
+    for (int gi = 0; gi < 16; gi++) {
+        const int h = gi / 8, sq = gi % 8 / 2, i0 = 4 * (gi % 2);
+        const __m128i sl = _mm_cvtsi32_si128(sq < 2 ? 4 - 2 * sq : 0);
+        const __m128i sr = _mm_cvtsi32_si128(sq < 2 ? 0 : 2 * sq - 4);
+        const __m128i nib = _mm_cvtsi32_si128(4 * (sq >> 1));
+        int8_t *o = out + B_BYTES * gi;
+        for (int i = 0; i < 4; i++) {
+            const __m512i l = _mm512_loadu_si512(g + 64 * (16 * h + 8 * (sq & 1) + i0 + i));
+            const __m512i hh = _mm512_loadu_si512(g + 2048 + 64 * (8 * h + i0 + i));
+            const __m512i hs = _mm512_srl_epi16(_mm512_sll_epi16(hh, sl), sr);
+            const __m512i lo = _mm512_srl_epi16(l, nib);
+            /* (lo & 0x0F) | (hs & 0x30), then - 32 */
+            const __m512i q = _mm512_ternarylogic_epi32(lo, _mm512_and_si512(hs, m30), m4, 0xEC);
+            _mm512_store_si512(o + 256 * (gi & 1) + 64 * i, _mm512_sub_epi8(q, b32));
+            _mm512_store_si512(o + 256 * (~gi & 1) + 64 * i, _mm512_setzero_si512());
+        }
+    }
+}
+
+/* Groups 2j, 2j + 1 of the super-block (ab: token 0's quants of it) for 16 tokens, into
+ * c[0], c[1], through the A tile ta and the C tiles ca, cb. */
+#define SUMS_K6(ta, ca, cb)                             \
+    do {                                                \
+        TILE_ZERO(ca);                                  \
+        TILE_ZERO(cb);                                  \
+        TILE_LOAD(ta, ab + 32 * j, (long)stride);       \
+        TILE_LOAD(TB0, bq + B_BYTES * (2 * j), 64);     \
+        TILE_LOAD(TB1, bq + B_BYTES * (2 * j + 1), 64); \
+        TILE_DPBSSD(ca, ta, TB0);                       \
+        TILE_DPBSSD(cb, ta, TB1);                       \
+        TILE_STORE(ca, c[0], 64);                       \
+        TILE_STORE(cb, c[1], 64);                       \
+    } while (0)
+
+static inline void sums_k6(const int8_t *bq, const uint8_t *ab, uint64_t stride, int j, int set,
+                           int32_t c[2][TOK * 16]) {
+    if (set)
+        SUMS_K6(TA1, TC2, TC3);
+    else
+        SUMS_K6(TA0, TC0, TC1);
+}
+
+/* Super-block b of one group (g: its repacked bytes, bq: widened) for 16 tokens (act rows,
+ * stride apart); the running sums are in o (rows ld apart; zero before b = 0). The next
+ * pair's tiles are issued before this pair's integer step (as tile16 does). */
+static void tile16_k6(const int8_t *bq, const uint8_t *g, int64_t b, const uint8_t *act,
+                      uint64_t stride, float *o, int64_t ld) {
+    _Alignas(64) int32_t c[2][2][TOK * 16];
+    __m512i sumi[TOK];
+    const uint8_t *ab = act + (size_t)b * sizeof(cpulm_block_q8_K) + 4;
+    _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++) sumi[t] = _mm512_setzero_si512();
+    sums_k6(bq, ab, stride, 0, 0, c[0]);
+    for (int j = 0; j < 8; j++) {
+        const int set = j & 1;
+        if (j + 1 < 8) sums_k6(bq, ab, stride, j + 1, set ^ 1, c[set ^ 1]);
+        /* scales of groups 2j, 2j + 1: bytes 2 (j % 2), 2 (j % 2) + 1 of chunk j / 2 */
+        const __m512i v = _mm512_loadu_si512(g + 3072 + 64 * (j / 2));
+        const __m512i s0 =
+            _mm512_srai_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 16 * (j % 2))), 24);
+        const __m512i s1 =
+            _mm512_srai_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(16 - 16 * (j % 2))), 24);
+        _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++) {
+            const __m512i p0 = _mm512_mullo_epi32(_mm512_load_si512(c[set][0] + 16 * t), s0);
+            const __m512i p1 = _mm512_mullo_epi32(_mm512_load_si512(c[set][1] + 16 * t), s1);
+            sumi[t] = _mm512_add_epi32(sumi[t], _mm512_add_epi32(p0, p1));
+        }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 3328)));
+    _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++) {
+        const __m512 dy =
+            _mm512_set1_ps(((const cpulm_block_q8_K *)(act + (size_t)t * stride))[b].d);
+        float *ot = o + (size_t)t * (size_t)ld;
+        const __m512 acc = b ? _mm512_loadu_ps(ot) : _mm512_setzero_ps();
+        _mm512_storeu_ps(ot,
+                         _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sumi[t]), acc));
+    }
+}
+
+static void gemm_q6_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    const int nt16 = nt / TOK * TOK;
+    if (nt16) {
+        _Alignas(64) int8_t q[16 * B_BYTES];
+        configure_tiles();
+        for (int64_t b = 0; b < n / CPULM_QK_K; b++) {
+            const uint8_t *g = (const uint8_t *)w + (size_t)b * Q6K_SB;
+            widen_k6(g, q);
+            for (int j = 0; j < nt16; j += TOK)
+                tile16_k6(q, g, b, act + (size_t)j * stride, stride, s + (size_t)j * (size_t)ld,
+                          ld);
+        }
+    }
+    if (nt > nt16)
+        cpulm_kernels_avx512vnni.gemm_x16[CPULM_DTYPE_Q6_K](n, nt - nt16,
+                                                            s + (size_t)nt16 * (size_t)ld, ld, w,
+                                                            act + (size_t)nt16 * stride, stride);
+}
+
 static void gemm_q4_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
                           const uint8_t *act, uint64_t stride) {
     gemm_k4_x16(n, nt, s, ld, w, act, stride, 0);
@@ -359,6 +517,7 @@ const cpulm_kernels cpulm_kernels_amx = {
             [CPULM_DTYPE_MXFP4] = gemm_mxfp4_x16,
             [CPULM_DTYPE_Q4_K] = gemm_q4_K_x16,
             [CPULM_DTYPE_Q5_K] = gemm_q5_K_x16,
+            [CPULM_DTYPE_Q6_K] = gemm_q6_K_x16,
         },
 };
 #endif
