@@ -659,8 +659,8 @@ static float *tail_logits(cpulm_ctx *ctx, const int32_t *toks, int n, int tail, 
     return out;
 }
 
-/* 700 tokens (3 chunks; qemu 300 in 4): the last 20 as one prompt batch (block path, 64-row blocks:
- * many rows per score call) == one by one (split path, 4-row items), at 1 and 3 threads,
+/* 700 tokens (3 chunks; qemu 300 in 4): the last 20 as one prompt batch (block path, 128-row
+ * blocks: many rows per score call) == one by one (split path, 4-row items), at 1 and 3 threads,
  * for an F16 and a Q8_0 cache. */
 TEST(attn_prompt_and_generation_paths_bit_identical) {
     cpulm_model *m = load("tiny-llama3-q4_0.gguf");
