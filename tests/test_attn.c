@@ -48,7 +48,7 @@ static int levels(const cpulm_kernels **lv) {
 TEST(attn_entries_bit_identical_at_every_level) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
-    /* m from 8 up takes the transposed-K score path on avx512; odd n also strides the rows */
+    /* rows past a level's register block and key tails; odd n also strides the rows */
     const int ds[] = {8, 48, 64, 80, 128, 256}, ms[] = {1, 3, 4, 5, 9, 16, 30, 64},
               ns[] = {1, 7, 16, 17, 33, 64};
     const int64_t cap = 64 * (256 + 16);
@@ -113,6 +113,43 @@ TEST(attn_entries_bit_identical_at_every_level) {
             }
     free(q), free(k), free(v), free(s0), free(s1), free(p);
     free(oin), free(opv), free(om), free(o1);
+}
+
+/* attn_scores is one fma chain per score (kernels.h), whatever the level's micro-GEMM: every
+ * level equals the chain computed here (not through the generic op) at the shapes a
+ * prompt block gives (GQA 1 / 4 / 8 x tokens: 1-64 rows), head sizes 64 / 128 / 256 and 320
+ * (several transposed dim blocks chained through s), key counts with tails of every vector
+ * width and past one 64-key block, strided rows, the padding past n left alone. */
+TEST(attn_scores_one_chain_per_score_at_every_level) {
+    const cpulm_kernels *lv[16];
+    int nl = levels(lv);
+    const int ds[] = {64, 128, 256, 320}, ms[] = {1, 4, 8, 13, 64}, ns[] = {3, 17, 63, 64, 100};
+    enum { LDS = 104, MAXM = 64, MAXN = 100, MAXD = 320 };
+    const int64_t ldq = MAXD + 4, ldk = MAXD + 12;
+    float *q = malloc(sizeof(float) * MAXM * ldq), *k = malloc(sizeof(float) * MAXN * ldk);
+    float *want = malloc(sizeof(float) * MAXM * LDS), *got = malloc(sizeof(float) * MAXM * LDS);
+    REQUIRE(t, q && k && want && got);
+    const int reps = test_emulated() || test_sanitized() ? 2 : 5; /* shapes per head size */
+    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+        for (int x = 0; x < reps; x++) {
+            const int d = ds[di], m = ms[(di + (size_t)x) % 5], n = ns[(2 * di + (size_t)x) % 5];
+            fill(q, MAXM * ldq, (uint64_t)(d + 31 * x), 2.0f);
+            fill(k, MAXN * ldk, (uint64_t)(d + 31 * x + 7), 2.0f);
+            fill(want, MAXM * LDS, 99, 5.0f); /* padding: the same junk in both */
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) {
+                    float c = 0.0f;
+                    for (int e = 0; e < d; e++)
+                        c = fmaf(q[i * ldq + e], k[j * ldk + e], c);
+                    want[i * LDS + j] = c * 0.0625f;
+                }
+            for (int li = 0; li < nl; li++) {
+                fill(got, MAXM * LDS, 99, 5.0f);
+                lv[li]->attn_scores(d, m, n, q, ldq, k, ldk, 0.0625f, got, LDS);
+                CHECK(t, memcmp(want, got, sizeof(float) * MAXM * LDS) == 0);
+            }
+        }
+    free(q), free(k), free(want), free(got);
 }
 
 /* Strided rows (every leading dimension wider than the row, as a tile cut from a cache or
@@ -645,8 +682,8 @@ static float *tail_logits(cpulm_ctx *ctx, const int32_t *toks, int n, int tail, 
     return out;
 }
 
-/* 700 tokens (3 chunks; qemu 300 in 4): the last 20 as one prompt batch (block path, 64-row blocks:
- * the transposed-K scores on avx512) == one by one (split path, 4-row items), at 1 and 3 threads,
+/* 700 tokens (3 chunks; qemu 300 in 4): the last 20 as one prompt batch (block path, 128-row
+ * blocks: many rows per score call) == one by one (split path, 4-row items), at 1 and 3 threads,
  * for an F16 and a Q8_0 cache. */
 TEST(attn_prompt_and_generation_paths_bit_identical) {
     cpulm_model *m = load("tiny-llama3-q4_0.gguf");

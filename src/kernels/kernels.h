@@ -192,8 +192,9 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
      * from M = -inf, L = 0, o = 0; the chunks' partials folded in order by attn_merge;           \
      * out = o * (1 / L). Each step's arithmetic per row and element is fixed below, so every     \
      * level is bit-identical to the generic one. */                                              \
-    /* s[i * lds + j] = dot(q_i, k_j) * scale for i < m, j < n: the canonical F32 dot             \
-     * (vec_dot[F32]) of query row i (q + i * ldq) and key row j (k + j * ldk). */                \
+    /* s[i * lds + j] = x * scale for i < m, j < n, x the fma chain over c = 0..d-1 in order      \
+     * of q_i[c] * k_j[c] from 0 (q_i = q + i * ldq, k_j = k + j * ldk): one chain per score, so  \
+     * a level puts keys (or rows) in vector lanes, a micro-GEMM with no reduction tree. */       \
     X(ATTN_SCORES, attn_scores, void,                                                             \
       (int64_t d, int m, int n, const float *q, int64_t ldq, const float *k, int64_t ldk,         \
        float scale, float *s, int64_t lds),                                                       \

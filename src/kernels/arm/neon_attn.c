@@ -3,9 +3,9 @@
  * cpulm_kernels_neon (neon.c's table); dotprod, i8mm and sve inherit them (dotprod overrides
  * attn_qscores, dotprod_attn.c). Every op is bit-identical to generic/attn.c:
  *
- * - f32 tiles: the canonical F32 dot of a score has 16 lanes: four 4-lane accumulators
- *   (quarters), fused multiply-adds (vfmaq_f32 = fmaf) in the same order, and the same
- *   reduce16 tree, done for four dots at once (reduce16x4). Softmax takes the canonical
+ * - f32 tiles: a score is one fma chain over the head's dims in order (vfmaq_f32 = fmaf),
+ *   so keys sit in the lanes (the K tile transposed per call) and rows x keys are a
+ *   micro-GEMM. Softmax takes the canonical
  *   polynomial exp (arm_canon_vexp) and the same 16 lane sums; P.V and the merge are per
  *   element fmas in key order, so any register blocking gives the same bits.
  * - the exact numerics (attn_x*): xscores puts query rows in the lanes of float64x2 vectors
@@ -39,100 +39,106 @@
 
 /* ---- scores ---- */
 
-/* The reduce16 sums of four 16-lane accumulators (a[i][t]: lanes 4t..4t+3), in order. Each
- * stage adds the lane pairs cpulm_generic_reduce16 adds: h = a[8..15] + a[0..7] and
- * g = h[4..7] + h[0..3] per accumulator, then (g0 + g2) + (g1 + g3) for four at once. */
-ARM_INLINE float32x4_t reduce16x4(const float32x4_t *a0, const float32x4_t *a1,
-                                  const float32x4_t *a2, const float32x4_t *a3) {
-    const float32x4_t *a[4] = {a0, a1, a2, a3};
-    float64x2_t g[4];
-    NEON_UNROLL
-    for (int i = 0; i < 4; i++)
-        g[i] = vreinterpretq_f64_f32(
-            vaddq_f32(vaddq_f32(a[i][3], a[i][1]), vaddq_f32(a[i][2], a[i][0])));
-    /* {g0 + g2, g1 + g3} of accumulators 0, 1 and of 2, 3 */
-    const float32x4_t u01 = vaddq_f32(vreinterpretq_f32_f64(vzip1q_f64(g[0], g[1])),
-                                      vreinterpretq_f32_f64(vzip2q_f64(g[0], g[1])));
-    const float32x4_t u23 = vaddq_f32(vreinterpretq_f32_f64(vzip1q_f64(g[2], g[3])),
-                                      vreinterpretq_f32_f64(vzip2q_f64(g[2], g[3])));
-    return vpaddq_f32(u01, u23);
+/* A micro-GEMM (kernels.h: one fma chain per score): the K tile transposed once per call into
+ * kt (dims x SK_KEYS keys), then R query rows x V vectors of 4 keys, each kt vector feeding
+ * R FMLAs, each query element feeding V. */
+#define SK_KEYS 64  /* keys per transposed block */
+#define SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
+
+/* kt[c * SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1, never stored),
+ * c < dc (a multiple of 4), by 4 x 4 register transposes. */
+static void transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
+    for (int j0 = 0; j0 < nk; j0 += 4)
+        for (int c = 0; c < dc; c += 4) {
+            float32x4_t r[4];
+            NEON_UNROLL
+            for (int x = 0; x < 4; x++)
+                r[x] = vld1q_f32(k + (int64_t)(j0 + x < nk ? j0 + x : nk - 1) * ldk + c);
+            const float32x4x2_t p01 = vtrnq_f32(r[0], r[1]), p23 = vtrnq_f32(r[2], r[3]);
+            float *o = kt + (int64_t)c * SK_KEYS + j0;
+            vst1q_f32(o, vcombine_f32(vget_low_f32(p01.val[0]), vget_low_f32(p23.val[0])));
+            vst1q_f32(o + SK_KEYS,
+                      vcombine_f32(vget_low_f32(p01.val[1]), vget_low_f32(p23.val[1])));
+            vst1q_f32(o + 2 * SK_KEYS,
+                      vcombine_f32(vget_high_f32(p01.val[0]), vget_high_f32(p23.val[0])));
+            vst1q_f32(o + 3 * SK_KEYS,
+                      vcombine_f32(vget_high_f32(p01.val[1]), vget_high_f32(p23.val[1])));
+        }
 }
 
-/* R query rows x K keys of the score tile (R * K = 4 or 6), d a multiple of 16. Per quarter
- * of 16 elements the R query and K key vectors are loaded once each and feed R * K fmas.
- * Row pairs take 2 x 2 (16 accumulators): 2 x 3 (24 accumulators, 20 loads per 24 FMLA
- * instead of 16 per 16) spilled 2 registers per iteration with gcc 12. No arm-perf.sh
- * markers here: they changed this function's code by 3.5%
- * (docs/perf-log/2026-11-30-avx2-arm-attn-twins.md has the one-off llvm-mca figures of the loop).
- */
-ARM_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
-                             float scale, float *s, int64_t lds, const int R, const int K) {
-    float32x4_t acc[6][4];
-    NEON_FOR(i, R * K, 6) NEON_UNROLL for (int t = 0; t < 4; t++) acc[i][t] = vdupq_n_f32(0.0f);
-    for (int64_t c = 0; c < d; c += 16) {
-        NEON_UNROLL
-        for (int t = 0; t < 4; t++) {
-            float32x4_t qv[2], kv[4];
-            NEON_FOR(r, R, 2) qv[r] = vld1q_f32(q + r * ldq + c + 4 * t);
-            NEON_FOR(j, K, 4) kv[j] = vld1q_f32(k + j * ldk + c + 4 * t);
-            NEON_FOR(r, R, 2)
-            NEON_FOR(j, K, 4) acc[r * K + j][t] = vfmaq_f32(acc[r * K + j][t], qv[r], kv[j]);
+/* The first nl (1..4) lanes at p; the others 0. */
+ARM_INLINE float32x4_t ld_lanes(const float *p, int nl) {
+    if (nl == 4) return vld1q_f32(p);
+    float b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int l = 0; l < nl; l++)
+        b[l] = p[l];
+    return vld1q_f32(b);
+}
+
+ARM_INLINE void st_lanes(float *p, float32x4_t x, int nl) {
+    if (nl == 4) {
+        vst1q_f32(p, x);
+        return;
+    }
+    float b[4];
+    vst1q_f32(b, x);
+    for (int l = 0; l < nl; l++)
+        p[l] = b[l];
+}
+
+/* R rows (q, ldq) x V vectors of keys over dc dims of kt: the chains start at 0 (first) or
+ * at the partials in s, stored scaled (last) or as partials; the last vector has nl keys. */
+ARM_INLINE void scores_gemm(int dc, const float *q, int64_t ldq, const float *kt, float scale,
+                            float *s, int64_t lds, int nl, int first, int last, const int R,
+                            const int V) {
+    float32x4_t acc[4][4];
+    NEON_FOR(r, R, 4)
+    NEON_FOR(v, V, 4)
+    acc[r][v] = first ? vdupq_n_f32(0.0f) : ld_lanes(s + r * lds + 4 * v, v == V - 1 ? nl : 4);
+    for (int c = 0; c < dc; c++) {
+        float32x4_t kv[4];
+        NEON_FOR(v, V, 4) kv[v] = vld1q_f32(kt + c * SK_KEYS + 4 * v);
+        NEON_FOR(r, R, 4) {
+            const float32x4_t qb = vdupq_n_f32(q[r * ldq + c]);
+            NEON_FOR(v, V, 4) acc[r][v] = vfmaq_f32(acc[r][v], qb, kv[v]);
         }
     }
-    const float32x4_t s0 = vmulq_n_f32(reduce16x4(acc[0], acc[1], acc[2], acc[3]), scale);
-    if (R == 1) { /* 1 x 4 */
-        vst1q_f32(s, s0);
-    } else if (K == 2) { /* {s00, s01, s10, s11} */
-        vst1_f32(s, vget_low_f32(s0));
-        vst1_f32(s + lds, vget_high_f32(s0));
-    } else { /* {s00, s01, s02, s10}, {s11, s12, ...} */
-        const float32x4_t s1 = vmulq_n_f32(reduce16x4(acc[4], acc[5], acc[4], acc[5]), scale);
-        vst1_f32(s, vget_low_f32(s0));
-        vst1q_lane_f32(s + 2, s0, 2);
-        vst1q_lane_f32(s + lds, s0, 3);
-        vst1_f32(s + lds + 1, vget_low_f32(s1));
-    }
+    NEON_FOR(r, R, 4)
+    NEON_FOR(v, V, 4)
+    st_lanes(s + r * lds + 4 * v, last ? vmulq_n_f32(acc[r][v], scale) : acc[r][v],
+             v == V - 1 ? nl : 4);
 }
 
-/* One score by the canonical dot (d a multiple of 16): for the keys left over by the blocks. */
-static float score_one(int64_t d, const float *q, const float *k, float scale) {
-    float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    for (int64_t c = 0; c < d; c += 16)
-        NEON_UNROLL
-    for (int t = 0; t < 4; t++)
-        a[t] = vfmaq_f32(a[t], vld1q_f32(q + c + 4 * t), vld1q_f32(k + c + 4 * t));
-    const float32x4_t g = vaddq_f32(vaddq_f32(a[3], a[1]), vaddq_f32(a[2], a[0]));
-    return vpadds_f32(vadd_f32(vget_low_f32(g), vget_high_f32(g))) * scale;
-}
-
+#define SC_CASE(R, V)                                                   \
+    scores_gemm(dc, q + (int64_t)i * ldq + c0, ldq, kt + 16 * h, scale, \
+                s + (int64_t)i * lds + j0 + 16 * h, lds, nl, c0 == 0, c0 + dc == d, R, V)
 void cpulm_neon_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
                             int64_t ldk, float scale, float *s, int64_t lds) {
-    if (d % 16 != 0) { /* the canonical dot of such rows has a scalar tail */
+    if (d % 4 != 0) {
         cpulm_generic_attn_scores(d, m, n, q, ldq, k, ldk, scale, s, lds);
         return;
     }
-    int i = 0;
-    for (; i + 2 <= m; i += 2) { /* row pairs x key pairs */
-        const float *qi = q + (int64_t)i * ldq;
-        float *si = s + (int64_t)i * lds;
-        int j = 0;
-        for (; j + 2 <= n; j += 2)
-            scores_block(d, qi, ldq, k + (int64_t)j * ldk, ldk, scale, si + j, lds, 2, 2);
-        if (j < n) {
-            si[j] = score_one(d, qi, k + (int64_t)j * ldk, scale);
-            si[lds + j] = score_one(d, qi + ldq, k + (int64_t)j * ldk, scale);
+    float kt[SK_DIMS * SK_KEYS];
+    for (int j0 = 0; j0 < n; j0 += SK_KEYS) {
+        const int nk = n - j0 < SK_KEYS ? n - j0 : SK_KEYS;
+        for (int64_t c0 = 0; c0 < d; c0 += SK_DIMS) {
+            const int dc = d - c0 < SK_DIMS ? (int)(d - c0) : SK_DIMS;
+            transpose_keys(k + (int64_t)j0 * ldk + c0, ldk, nk, dc, kt);
+            for (int h = 0; 16 * h < nk; h++) { /* 16 keys (4 vectors) per pass */
+                const int nh = nk - 16 * h < 16 ? nk - 16 * h : 16, vecs = (nh + 3) / 4;
+                const int nl = nh % 4 ? nh % 4 : 4;
+                for (int i = 0; i < m; i += 4) {
+                    const int rows = m - i < 4 ? m - i : 4;
+                    CPULM_BLOCKS_SWITCH(
+                        rows, vecs,
+                        CPULM_BLOCKS_UPTO4(4, SC_CASE) CPULM_BLOCKS_UPTO4(3, SC_CASE)
+                            CPULM_BLOCKS_UPTO4(2, SC_CASE) CPULM_BLOCKS_UPTO4(1, SC_CASE))
+                }
+            }
         }
     }
-    if (i < m) { /* the last row x key quads */
-        const float *qi = q + (int64_t)i * ldq;
-        float *si = s + (int64_t)i * lds;
-        int j = 0;
-        for (; j + 4 <= n; j += 4)
-            scores_block(d, qi, ldq, k + (int64_t)j * ldk, ldk, scale, si + j, lds, 1, 4);
-        for (; j < n; j++)
-            si[j] = score_one(d, qi, k + (int64_t)j * ldk, scale);
-    }
 }
+#undef SC_CASE
 
 /* ---- online softmax ---- */
 

@@ -198,8 +198,10 @@ void cpulm_generic_attn_scores(int64_t d, int m, int n, const float *q, int64_t 
                                int64_t ldk, float scale, float *s, int64_t lds) {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
-            float x;
-            cpulm_generic_vec_dot_f32(d, &x, q + (int64_t)i * ldq, k + (int64_t)j * ldk);
+            const float *qi = q + (int64_t)i * ldq, *kj = k + (int64_t)j * ldk;
+            float x = 0.0f;
+            for (int64_t c = 0; c < d; c++)
+                x = fmaf(qi[c], kj[c], x);
             s[(int64_t)i * lds + j] = x * scale;
         }
 }

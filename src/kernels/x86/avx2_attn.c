@@ -4,9 +4,9 @@
  * softmax and query quantization, and call the attn_x* ops for the head sizes their 512-bit
  * versions do not take. Every op is bit-identical to generic/attn.c:
  *
- * - f32 tiles: the canonical F32 dot of a score has 16 lanes: here two 8-lane accumulators
- *   (lanes 0-7 and 8-15), fused multiply-adds in the same order, and the same reduce16 tree,
- *   done for four dots at once (reduce16x4). Softmax takes the canonical polynomial exp
+ * - f32 tiles: a score is one fma chain over the head's dims in order, so keys sit in the
+ *   lanes (the K tile transposed per call) and rows x keys are a micro-GEMM. Softmax takes
+ *   the canonical polynomial exp
  *   (x86_canon_vexp256) and the same 16 lane sums; P.V and the merge are per element fmas in
  *   key order, so any register blocking gives the same bits.
  * - the exact numerics (attn_x*): xscores puts query rows in the lanes of __m256d vectors
@@ -86,93 +86,99 @@ AVX2_INLINE float avx2_softmax_with(int n, int lim, float *s, float *M, float *L
 
 /* ---- scores ---- */
 
-/* The reduce16 sums of four 16-lane accumulators (lo: lanes 0-7, hi: 8-15), in order. Each
- * stage adds the lane pairs cpulm_generic_reduce16 adds, for several accumulators at once:
- * h = a[8..15] + a[0..7], g = h[4..7] + h[0..3], then (g0 + g2) + (g1 + g3). */
-AVX2_INLINE __m128 reduce16x4(const __m256 lo[4], const __m256 hi[4]) {
-    __m256 h[4];
-    _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) h[i] = _mm256_add_ps(hi[i], lo[i]);
-    /* accumulators 0 | 1 and 2 | 3 side by side, 4 lanes each */
-    const __m256 g01 = _mm256_add_ps(_mm256_permute2f128_ps(h[0], h[1], 0x31),
-                                     _mm256_permute2f128_ps(h[0], h[1], 0x20));
-    const __m256 g23 = _mm256_add_ps(_mm256_permute2f128_ps(h[2], h[3], 0x31),
-                                     _mm256_permute2f128_ps(h[2], h[3], 0x20));
-    /* lanes {g0 + g2, g1 + g3} of accumulators 0, 2 | 1, 3 */
-    const __m256d a = _mm256_castps_pd(g01), b = _mm256_castps_pd(g23);
-    const __m256 z = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
-                                   _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
-    const __m256 t = _mm256_hadd_ps(z, z); /* s0 s2 s0 s2 | s1 s3 s1 s3 */
-    return _mm_unpacklo_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-}
+/* A micro-GEMM (kernels.h: one fma chain per score): the K tile transposed once per call into
+ * kt (dims x SK_KEYS keys), then R query rows x V vectors of 8 keys, each kt vector feeding
+ * R fmas, each query element broadcast to V. */
+#define SK_KEYS 64  /* keys per transposed block */
+#define SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
 
-/* R query rows x K keys (R * K == 4) of the score tile, d a multiple of 16: the query
- * halves stay in registers, each key half is loaded once for the R rows. */
-AVX2_INLINE void scores_block(int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
-                              float scale, float *s, int64_t lds, const int R, const int K) {
-    __m256 lo[4], hi[4];
-    _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-    for (int64_t c = 0; c < d; c += 16) {
-        __m256 q0[2], q1[2];
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-            q0[r] = _mm256_loadu_ps(q + r * ldq + c);
-            q1[r] = _mm256_loadu_ps(q + r * ldq + c + 8);
-        }
-        _Pragma("GCC unroll 8") for (int j = 0; j < K; j++) {
-            const __m256 k0 = _mm256_loadu_ps(k + j * ldk + c);
-            const __m256 k1 = _mm256_loadu_ps(k + j * ldk + c + 8);
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                lo[r * K + j] = _mm256_fmadd_ps(q0[r], k0, lo[r * K + j]);
-                hi[r * K + j] = _mm256_fmadd_ps(q1[r], k1, hi[r * K + j]);
+/* kt[c * SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1, never stored),
+ * c < dc (a multiple of 8), by 8 x 8 register transposes. */
+static void transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
+    for (int j0 = 0; j0 < nk; j0 += 8)
+        for (int c = 0; c < dc; c += 8) {
+            __m256 r[8], t[8], u[8];
+            _Pragma("GCC unroll 8") for (int x = 0; x < 8; x++) r[x] =
+                _mm256_loadu_ps(k + (int64_t)(j0 + x < nk ? j0 + x : nk - 1) * ldk + c);
+            _Pragma("GCC unroll 8") for (int x = 0; x < 8; x += 2) {
+                t[x] = _mm256_unpacklo_ps(r[x], r[x + 1]);
+                t[x + 1] = _mm256_unpackhi_ps(r[x], r[x + 1]);
+            }
+            _Pragma("GCC unroll 8") for (int g = 0; g < 8; g += 4) { /* dim 4l + x: u[g + x] */
+                u[g] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+                u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xEE);
+                u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+                u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+            }
+            float *o = kt + (int64_t)c * SK_KEYS + j0;
+            _Pragma("GCC unroll 8") for (int x = 0; x < 4; x++) {
+                _mm256_storeu_ps(o + x * SK_KEYS, _mm256_permute2f128_ps(u[x], u[4 + x], 0x20));
+                _mm256_storeu_ps(o + (4 + x) * SK_KEYS,
+                                 _mm256_permute2f128_ps(u[x], u[4 + x], 0x31));
             }
         }
-    }
-    const __m128 sv = _mm_mul_ps(reduce16x4(lo, hi), _mm_set1_ps(scale));
-    if (R == 2) { /* {s00, s01, s10, s11} */
-        _mm_storel_pi((__m64 *)s, sv);
-        _mm_storeh_pi((__m64 *)(s + lds), sv);
-    } else {
-        _mm_storeu_ps(s, sv);
-    }
 }
 
-/* One score by the canonical dot (d a multiple of 16): for the keys left over by the blocks. */
-static float score_one(int64_t d, const float *q, const float *k, float scale) {
-    __m256 lo = _mm256_setzero_ps(), hi = lo;
-    for (int64_t c = 0; c < d; c += 16) {
-        lo = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(k + c), lo);
-        hi = _mm256_fmadd_ps(_mm256_loadu_ps(q + c + 8), _mm256_loadu_ps(k + c + 8), hi);
+/* R rows (q, ldq) x V vectors of keys over dc dims of kt: the chains start at 0 (first) or
+ * at the partials in s, stored scaled (last) or as partials; the last vector's lanes are
+ * those set in tail. */
+AVX2_INLINE void scores_gemm(int dc, const float *q, int64_t ldq, const float *kt, float scale,
+                             float *s, int64_t lds, __m256i tail, int first, int last, const int R,
+                             const int V) {
+    const __m256i all = _mm256_set1_epi32(-1);
+    __m256 acc[3][4];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) acc[r][v] =
+            first ? _mm256_setzero_ps()
+                  : _mm256_maskload_ps(s + r * lds + 8 * v, v == V - 1 ? tail : all);
+    for (int c = 0; c < dc; c++) {
+        __m256 qb[3];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) qb[r] =
+            _mm256_broadcast_ss(q + r * ldq + c);
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) {
+            const __m256 kv = _mm256_loadu_ps(kt + c * SK_KEYS + 8 * v);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r][v] =
+                _mm256_fmadd_ps(qb[r], kv, acc[r][v]);
+        }
     }
-    return x86_reduce16_256(lo, hi) * scale;
+    const __m256 vs = _mm256_set1_ps(scale);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)
+            _mm256_maskstore_ps(s + r * lds + 8 * v, v == V - 1 ? tail : all,
+                                last ? _mm256_mul_ps(acc[r][v], vs) : acc[r][v]);
 }
 
+#define SC_CASE(R, V)                                           \
+    scores_gemm(dc, q + (int64_t)i * ldq + c0, ldq, ktc, scale, \
+                s + (int64_t)i * lds + j0 + 32 * h, lds, tail, c0 == 0, c0 + dc == d, R, V)
 void cpulm_avx2_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
                             int64_t ldk, float scale, float *s, int64_t lds) {
-    if (d % 16 != 0) { /* the canonical dot of such rows has a scalar tail */
+    if (d % 8 != 0) {
         cpulm_generic_attn_scores(d, m, n, q, ldq, k, ldk, scale, s, lds);
         return;
     }
-    int i = 0;
-    for (; i + 2 <= m; i += 2) { /* row pairs x key pairs */
-        const float *qi = q + (int64_t)i * ldq;
-        float *si = s + (int64_t)i * lds;
-        int j = 0;
-        for (; j + 2 <= n; j += 2)
-            scores_block(d, qi, ldq, k + (int64_t)j * ldk, ldk, scale, si + j, lds, 2, 2);
-        for (; j < n; j++) {
-            si[j] = score_one(d, qi, k + (int64_t)j * ldk, scale);
-            si[lds + j] = score_one(d, qi + ldq, k + (int64_t)j * ldk, scale);
+    float kt[SK_DIMS * SK_KEYS];
+    for (int j0 = 0; j0 < n; j0 += SK_KEYS) {
+        const int nk = n - j0 < SK_KEYS ? n - j0 : SK_KEYS;
+        for (int64_t c0 = 0; c0 < d; c0 += SK_DIMS) {
+            const int dc = d - c0 < SK_DIMS ? (int)(d - c0) : SK_DIMS;
+            transpose_keys(k + (int64_t)j0 * ldk + c0, ldk, nk, dc, kt);
+            for (int h = 0; 32 * h < nk; h++) { /* 32 keys (4 vectors) per pass */
+                const int nh = nk - 32 * h < 32 ? nk - 32 * h : 32, vecs = (nh + 7) / 8;
+                const __m256i tail = _mm256_castps_si256(avx2_live8(0, nh % 8 ? nh % 8 : 8));
+                const float *ktc = kt + 32 * h;
+                for (int i = 0; i < m; i += 3) {
+                    const int rows = m - i < 3 ? m - i : 3;
+                    CPULM_BLOCKS_SWITCH(rows, vecs,
+                                        CPULM_BLOCKS_UPTO4(3, SC_CASE)
+                                            CPULM_BLOCKS_UPTO4(2, SC_CASE)
+                                                CPULM_BLOCKS_UPTO4(1, SC_CASE))
+                }
+            }
         }
     }
-    if (i < m) { /* the last row x key quads */
-        const float *qi = q + (int64_t)i * ldq;
-        float *si = s + (int64_t)i * lds;
-        int j = 0;
-        for (; j + 4 <= n; j += 4)
-            scores_block(d, qi, ldq, k + (int64_t)j * ldk, ldk, scale, si + j, lds, 1, 4);
-        for (; j < n; j++)
-            si[j] = score_one(d, qi, k + (int64_t)j * ldk, scale);
-    }
 }
+#undef SC_CASE
 
 /* ---- online softmax ---- */
 

@@ -235,98 +235,103 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
 
 /* ---- tiled attention (numerics in kernels.h: attn_*) ---- */
 
-/* 16 accumulators -> their 16 canonical tree sums (x86_reduce16_512 of each), key order.
- * Stage k adds lanes 8, 4, 2, 1 apart while interleaving accumulators, so each output lane
- * sees exactly the reduce16 tree of its own accumulator. */
-static inline __m512 reduce16x16(__m512 *a) {
-    __m512 x[8], y[4], z[2];
-    for (int p = 0; p < 8; p++)
-        x[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x44),
-                             _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0xEE));
-    for (int p = 0; p < 4; p++)
-        y[p] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * p], x[2 * p + 1], 0x88),
-                             _mm512_shuffle_f32x4(x[2 * p], x[2 * p + 1], 0xDD));
-    for (int p = 0; p < 2; p++) {
-        const __m512d u = _mm512_castps_pd(y[2 * p]), v = _mm512_castps_pd(y[2 * p + 1]);
-        z[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(u, v)),
-                             _mm512_castpd_ps(_mm512_unpackhi_pd(u, v)));
-    }
-    const __m512 w =
-        _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));
-    /* lane 4k + r holds key 4r + k */
-    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm512_permutexvar_ps(idx, w);
-}
+/* Scores as a micro-GEMM (kernels.h: one fma chain per score): the K tile transposed once per
+ * call into kt (dims x SK_KEYS keys), then R query rows x V vectors of 16 keys, each kt vector
+ * feeding R fmas and each query element broadcast to V: no reduction tree per score (the
+ * canonical 16-lane dot spent ~45 shuffles and adds per 16 scores, on the FMA ports). */
+#define SK_KEYS 64  /* keys per transposed block: 4 vectors */
+#define SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
 
-/* Row qi against keys 0..n-1: 16 keys at a time, one accumulator each. */
-static void scores_row(int64_t d, int n, const float *qi, const float *k, int64_t ldk, float scale,
-                       float *si) {
-    const __m512 vs = _mm512_set1_ps(scale);
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-        __m512 acc[16];
-        for (int r = 0; r < 16; r++)
-            acc[r] = _mm512_setzero_ps();
-        const float *kj = k + (int64_t)j * ldk;
-        for (int64_t c = 0; c < d; c += 16) {
-            const __m512 qv = _mm512_loadu_ps(qi + c);
-            _Pragma("GCC unroll 16") for (int r = 0; r < 16; r++) acc[r] =
-                _mm512_fmadd_ps(qv, _mm512_loadu_ps(kj + r * ldk + c), acc[r]);
-        }
-        _mm512_storeu_ps(si + j, _mm512_mul_ps(reduce16x16(acc), vs));
-    }
-    for (; j < n; j++) {
-        float x;
-        canon_dot_f32(d, &x, qi, k + (int64_t)j * ldk);
-        si[j] = x * scale;
-    }
-}
-
-/* Rows q0, q1 against keys 0..n-1, 8 keys at a time: accumulators 0-7 are row 0's keys,
- * 8-15 row 1's, so each K load feeds two FMAs (the one-row loop loads K once per FMA), and
- * reduce16x16 leaves row 0's 8 scores in lanes 0-7, row 1's in lanes 8-15. */
-static void scores_2rows(int64_t d, int n, const float *q0, const float *q1, const float *k,
-                         int64_t ldk, float scale, float *s0, float *s1) {
-    const __m512 vs = _mm512_set1_ps(scale);
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        __m512 acc[16];
-        for (int r = 0; r < 16; r++)
-            acc[r] = _mm512_setzero_ps();
-        const float *kj = k + (int64_t)j * ldk;
-        for (int64_t c = 0; c < d; c += 16) {
-            const __m512 qa = _mm512_loadu_ps(q0 + c), qb = _mm512_loadu_ps(q1 + c);
-            _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
-                const __m512 kv = _mm512_loadu_ps(kj + r * ldk + c);
-                acc[r] = _mm512_fmadd_ps(qa, kv, acc[r]);
-                acc[8 + r] = _mm512_fmadd_ps(qb, kv, acc[8 + r]);
+/* kt[c * SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1 and are never
+ * stored), c < dc (a multiple of 16), by 16 x 16 register transposes. */
+static void transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
+    for (int j0 = 0; j0 < nk; j0 += 16)
+        for (int c = 0; c < dc; c += 16) {
+            __m512 r[16], t[16], u[16];
+            for (int x = 0; x < 16; x++)
+                r[x] = _mm512_loadu_ps(k + (int64_t)(j0 + x < nk ? j0 + x : nk - 1) * ldk + c);
+            for (int x = 0; x < 16; x += 2) {
+                t[x] = _mm512_unpacklo_ps(r[x], r[x + 1]);
+                t[x + 1] = _mm512_unpackhi_ps(r[x], r[x + 1]);
+            }
+            for (int g = 0; g < 16; g += 4) { /* u[g + x]: keys g..g+3 of dim 4l + x, lane l */
+                const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+                const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+                u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+                u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+                u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+                u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+            }
+            float *o = kt + (int64_t)c * SK_KEYS + j0;
+            for (int x = 0; x < 4; x++) {
+                const __m512 va = _mm512_shuffle_f32x4(u[x], u[4 + x], 0x44);
+                const __m512 vb = _mm512_shuffle_f32x4(u[x], u[4 + x], 0xEE);
+                const __m512 wa = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0x44);
+                const __m512 wb = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0xEE);
+                _mm512_storeu_ps(o + x * SK_KEYS, _mm512_shuffle_f32x4(va, wa, 0x88));
+                _mm512_storeu_ps(o + (4 + x) * SK_KEYS, _mm512_shuffle_f32x4(va, wa, 0xDD));
+                _mm512_storeu_ps(o + (8 + x) * SK_KEYS, _mm512_shuffle_f32x4(vb, wb, 0x88));
+                _mm512_storeu_ps(o + (12 + x) * SK_KEYS, _mm512_shuffle_f32x4(vb, wb, 0xDD));
             }
         }
-        const __m512 x = _mm512_mul_ps(reduce16x16(acc), vs);
-        _mm256_storeu_ps(s0 + j, _mm512_castps512_ps256(x));
-        _mm256_storeu_ps(s1 + j, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-    }
-    for (; j < n; j++) {
-        float x;
-        canon_dot_f32(d, &x, q0, k + (int64_t)j * ldk);
-        s0[j] = x * scale;
-        canon_dot_f32(d, &x, q1, k + (int64_t)j * ldk);
-        s1[j] = x * scale;
-    }
 }
 
+/* R rows (q, ldq) x V vectors of keys over dc dims of kt: the chains start at 0 (first) or
+ * at the partials in s, and are stored scaled (last) or as partials; the last vector's
+ * lanes are `tail`. */
+static inline __attribute__((always_inline)) void
+scores_gemm(int dc, const float *q, int64_t ldq, const float *kt, float scale, float *s,
+            int64_t lds, __mmask16 tail, int first, int last, const int R, const int V) {
+    __m512 acc[6][4];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) acc[r][v] =
+            first ? _mm512_setzero_ps()
+                  : _mm512_maskz_loadu_ps(v == V - 1 ? tail : 0xFFFF, s + r * lds + 16 * v);
+    for (int c = 0; c < dc; c++) {
+        __m512 kv[4];
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) kv[v] =
+            _mm512_loadu_ps(kt + c * SK_KEYS + 16 * v);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            const __m512 qb = _mm512_set1_ps(q[r * ldq + c]);
+            _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) acc[r][v] =
+                _mm512_fmadd_ps(qb, kv[v], acc[r][v]);
+        }
+    }
+    const __m512 vs = _mm512_set1_ps(scale);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)
+            _mm512_mask_storeu_ps(s + r * lds + 16 * v, v == V - 1 ? tail : 0xFFFF,
+                                  last ? _mm512_mul_ps(acc[r][v], vs) : acc[r][v]);
+}
+
+#define SC_CASE(R, V)                                                                          \
+    scores_gemm(dc, q + (int64_t)i * ldq + c0, ldq, kt, scale, s + (int64_t)i * lds + j0, lds, \
+                tail, c0 == 0, c0 + dc == d, R, V)
 static void attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
                         int64_t ldk, float scale, float *s, int64_t lds) {
     if (d % 16 != 0) {
         cpulm_generic_attn_scores(d, m, n, q, ldq, k, ldk, scale, s, lds);
         return;
     }
-    int i = 0;
-    for (; i + 2 <= m; i += 2)
-        scores_2rows(d, n, q + (int64_t)i * ldq, q + (int64_t)(i + 1) * ldq, k, ldk, scale,
-                     s + (int64_t)i * lds, s + (int64_t)(i + 1) * lds);
-    if (i < m) scores_row(d, n, q + (int64_t)i * ldq, k, ldk, scale, s + (int64_t)i * lds);
+    float kt[SK_DIMS * SK_KEYS];
+    for (int j0 = 0; j0 < n; j0 += SK_KEYS) {
+        const int nk = n - j0 < SK_KEYS ? n - j0 : SK_KEYS, vecs = (nk + 15) / 16;
+        const __mmask16 tail = nk % 16 ? tail_mask(nk % 16) : 0xFFFF;
+        for (int64_t c0 = 0; c0 < d; c0 += SK_DIMS) {
+            const int dc = d - c0 < SK_DIMS ? (int)(d - c0) : SK_DIMS;
+            transpose_keys(k + (int64_t)j0 * ldk + c0, ldk, nk, dc, kt);
+            for (int i = 0; i < m; i += 6) {
+                const int rows = m - i < 6 ? m - i : 6;
+                CPULM_BLOCKS_SWITCH(
+                    rows, vecs,
+                    CPULM_BLOCKS_UPTO4(6, SC_CASE) CPULM_BLOCKS_UPTO4(5, SC_CASE)
+                        CPULM_BLOCKS_UPTO4(4, SC_CASE) CPULM_BLOCKS_UPTO4(3, SC_CASE)
+                            CPULM_BLOCKS_UPTO4(2, SC_CASE) CPULM_BLOCKS_UPTO4(1, SC_CASE))
+            }
+        }
+    }
 }
+#undef SC_CASE
 
 /* cpulm_generic_vexpf(x) in one lane: the same bits, without ldexpf's libm call per row */
 static inline float vexp1(float x) {
@@ -371,27 +376,29 @@ static float attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
 }
 
 /* R rows x V vectors of 16 dims: o = o * a, then o = fma(p_j, v_j, o) over the keys. Up to
- * 6 x 4 accumulators: each V load feeds R FMAs (6 rows were 1.25x faster than 4 at head 64). */
+ * 6 x 4 accumulators: each V load feeds R FMAs (6 rows were 1.25x faster than 4 at head 64).
+ * The unroll pragmas keep them in registers: without them gcc 12 kept the array on the
+ * stack, a load and a store around every FMA (~2x the time of the whole op). */
 static inline __attribute__((always_inline)) void pv_block(int n, const float *p, int64_t ldp,
                                                            const float *v, int64_t ldv,
                                                            const float *a, float *o, int64_t ldo,
                                                            const int R, const int V) {
     __m512 acc[6][4];
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < V; c++)
-            acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + 16 * c), _mm512_set1_ps(a[r]));
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
+            _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + 16 * c), _mm512_set1_ps(a[r]));
     for (int j = 0; j < n; j++) {
         __m512 vv[4];
-        for (int c = 0; c < V; c++)
-            vv[c] = _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
-        for (int r = 0; r < R; r++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) vv[c] =
+            _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             const __m512 pj = _mm512_set1_ps(p[r * ldp + j]);
-            for (int c = 0; c < V; c++)
-                acc[r][c] = _mm512_fmadd_ps(pj, vv[c], acc[r][c]);
+            _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
+                _mm512_fmadd_ps(pj, vv[c], acc[r][c]);
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < V; c++)
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++)
             _mm512_storeu_ps(o + r * ldo + 16 * c, acc[r][c]);
 }
 
@@ -411,10 +418,12 @@ static void attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const 
         cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
         return;
     }
-    for (int i = 0; i < m; i += 6) {
-        const int rows = m - i < 6 ? m - i : 6;
-        for (int64_t c = 0; c < d; c += 64) {
-            const int vecs = d - c < 64 ? (int)((d - c) / 16) : 4;
+    /* dims outer: a 64-dim slice of the V tile (16 KiB at 64 keys) stays in L1 for every
+     * row group; rows outer streamed the whole tile (64 KiB at head 256) from L2 per group */
+    for (int64_t c = 0; c < d; c += 64) {
+        const int vecs = d - c < 64 ? (int)((d - c) / 16) : 4;
+        for (int i = 0; i < m; i += 6) {
+            const int rows = m - i < 6 ? m - i : 6;
             pv_rows(rows, vecs, n, p + (int64_t)i * ldp, ldp, v + c, ldv, a + i,
                     o + (int64_t)i * ldo + c, ldo);
         }
