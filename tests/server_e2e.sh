@@ -224,6 +224,12 @@ check llama_completion_stream $? "$(head -c 300 "$TMP/lcs")"
 ! grep -q '\[DONE\]' "$TMP/lcs"; check llama_stream_no_done_marker $?
 post /completion '{"prompt":[1,403,407],"n_predict":2,"temperature":0}' | jq -e '.tokens_evaluated == 3' >/dev/null
 check llama_completion_token_prompt $?
+# A special token written in a text prompt is that token (llama-server: 5 tokens here, BOS,
+# "Once", </s>, "upon" in two), not its characters spelled as text (7).
+post /completion '{"prompt":"Once</s> upon","n_predict":1,"temperature":0}' | jq -e '.tokens_evaluated == 5' >/dev/null
+check llama_completion_special_in_prompt $?
+post /v1/completions '{"prompt":"Once</s> upon","max_tokens":1,"temperature":0}' | jq -e '.usage.prompt_tokens == 5' >/dev/null
+check oai_completion_special_in_prompt $?
 post /completion '{"prompt":"Once","n_predict":30,"temperature":0}' | jq -e '.stop_type == "eos" or .stop_type == "limit"' >/dev/null
 check llama_completion_stop_type $?
 post /tokenize '{"content":"Once upon","add_special":true}' | jq -e '.tokens == [1,403,407]' >/dev/null; check llama_tokenize $?

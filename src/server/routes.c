@@ -210,7 +210,10 @@ static int build_prompt(const cpulm_server *s, const cpulm_oai_request *q, cpulm
     }
     cpulm_buf text;
     cpulm_buf_init(&text, s->p.max_body * 4 + 4096);
-    cpulm_oai_chat_prompt info = {.parse_special = 0, .add_bos = 1, .extra_stop = ""};
+    /* A completion's text prompt is the client's own rendering of a template: special tokens
+     * written in it (`<|im_start|>`, `</s>`) are those tokens, as llama-server and vLLM read
+     * them. A chat request's message contents are not: its renderer decides (oai.c). */
+    cpulm_oai_chat_prompt info = {.parse_special = 1, .add_bos = 1, .extra_stop = ""};
     if (q->kind == CPULM_OAI_CHAT) {
         if (cpulm_oai_render_chat_req(s->chat_tmpl, s->bos_text, s->eos_text, q, &text, &info, e) !=
             CPULM_OK) {
