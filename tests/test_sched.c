@@ -13,6 +13,11 @@
 #include "toolkit/synth.h"
 #include "test.h"
 
+/* The long cases' sizes under qemu (softfloat) and under the sanitizers (ASan+UBSan, ~5-10x
+ * native time): fewer prompt tokens, streams and repeats, the same code paths and checks; the
+ * full sizes run natively. */
+#define SMALL (test_emulated() || test_sanitized())
+
 /* ---- stop-string scanning (pure) ---- */
 
 TEST(sched_stop_scan_holds_back_prefixes) {
@@ -526,7 +531,7 @@ TEST(sched_logprobs_are_consistent) {
 TEST(sched_long_prompt_does_not_stall_streams) {
     cpulm_model *m = load_model();
     if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
-    const int n_big = test_emulated() ? 512 : 1000, n_stream = test_emulated() ? 80 : 150;
+    const int n_big = SMALL ? 512 : 1000, n_stream = SMALL ? 80 : 150;
     cpulm_sched *s = new_sched(m, 5, 1100, 128, 8, NULL);
     REQUIRE(t, s);
     result res[5];
@@ -692,7 +697,7 @@ static double run_alone(cpulm_sched *s, cpulm_sched_req *r, result *res) {
 }
 
 /* A 512-token prompt, then a dozen other long prompts through 2 slots (its slot is
- * overwritten; under qemu 256 and four), then the same prompt again: restored from RAM
+ * overwritten; under qemu and ASan 256 and four), then the same prompt again: restored from RAM
  * (cached_tokens, only the tail evaluated), the same greedy text, and a first token well below the
  * cold one. */
 TEST(sched_prompt_cache_across_requests) {
@@ -701,8 +706,8 @@ TEST(sched_prompt_cache_across_requests) {
     cpulm_metrics *met = cpulm_metrics_new("stories");
     cpulm_sched *s = new_sched(m, 2, 600, 256, 16, met);
     REQUIRE(t, s);
-    const int32_t n = test_emulated() ? 256 : 512;
-    const int n_other = test_emulated() ? 4 : 12;
+    const int32_t n = SMALL ? 256 : 512;
+    const int n_other = SMALL ? 4 : 12;
     result cold, warm, other;
     double t_cold = run_alone(s, synth_req(0, n, 1, 8), &cold);
     for (int k = 0; k < n_other; k++) {
@@ -746,7 +751,7 @@ TEST(sched_prompt_cache_off) {
     p.cache_ram_mib = 0;
     cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
     REQUIRE(t, s);
-    const int32_t n = test_emulated() ? 100 : 300;
+    const int32_t n = SMALL ? 100 : 300;
     result r;
     run_alone(s, synth_req(0, n, 1, 2), &r);
     result_release(&r);
@@ -938,7 +943,7 @@ static cpulm_sched *new_sched_step(const cpulm_model *m, int32_t n_parallel, int
  * third by default, prefill_every) the floor of n_chunk / 16 while streams generate: the
  * 1,000-token prompt takes ~63 long steps, ~187 steps in all, each giving every stream a
  * token (with a long step in every step it would be ~63), and no step is larger than the
- * streams plus that floor. Under qemu: a 320-token prompt, 20 long steps, ~58 in all. */
+ * streams plus that floor. Under qemu and ASan: a 320-token prompt, 20 long steps, ~58 in all. */
 TEST(sched_step_budget_follows_target) {
     cpulm_model *m = load_model();
     if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
@@ -955,14 +960,14 @@ TEST(sched_step_budget_follows_target) {
     CHECK_NEAR(t, st.step_ms_target, st.est_fixed_ms + 4 * st.est_gen_ms, 1e-6);
     cpulm_sched_free(a);
 
-    const int n_big = test_emulated() ? 320 : 1000, n_long = (n_big + 15) / 16;
+    const int n_big = SMALL ? 320 : 1000, n_long = (n_big + 15) / 16;
     cpulm_sched *s = new_sched_step(m, 5, 1100, 256, 1e-6);
     REQUIRE(t, s);
     result res[5];
     int64_t seq = 0;
     for (int i = 0; i < 5; i++)
         result_init(&res[i]);
-    start_streams(m, s, res, &seq, test_emulated() ? 100 : 250);
+    start_streams(m, s, res, &seq, SMALL ? 100 : 250);
     int64_t seq_submit = seq;
     cpulm_sched_req *big = synth_req(4, n_big, 3, 2);
     big->id = 4;
@@ -977,7 +982,7 @@ TEST(sched_step_budget_follows_target) {
         int during = 0;
         for (int64_t k = 0; k < res[i].n_events && k < 256; k++)
             during += res[i].ev_seq[k] >= seq_submit && res[i].ev_seq[k] < res[4].first_event_seq;
-        if (during < (test_emulated() ? 45 : 150)) {
+        if (during < (SMALL ? 45 : 150)) {
             fprintf(stderr, "  stream %d: %d tokens during the long prefill\n", i, during);
             t->n_fail++;
         }
@@ -1019,13 +1024,13 @@ TEST(sched_priority_then_arrival) {
         result_release(&res[i]);
     cpulm_sched_free(s);
 
-    const int32_t n_long = test_emulated() ? 200 : 600; /* prompt tokens (qemu: fewer) */
+    const int32_t n_long = SMALL ? 200 : 600; /* prompt tokens (qemu, ASan: fewer) */
     s = new_sched_step(m, 3, 700, 256, 1e-6);
     REQUIRE(t, s);
     seq = 0;
     for (int i = 0; i < 3; i++)
         result_init(&res[i]);
-    cpulm_sched_req *g = synth_req(0, 8, 1, test_emulated() ? 200 : 400);
+    cpulm_sched_req *g = synth_req(0, 8, 1, SMALL ? 200 : 400);
     cpulm_sched_submit(s, g);
     for (int i = 0; i < 500 && res[0].n_events < 1; i++) {
         absorb(cpulm_sched_drain(s), res, 3, &seq, 0);
@@ -1084,13 +1089,13 @@ static cpulm_sched *new_sched_kv(const cpulm_model *m, int32_t n_parallel, int64
  * 8 x 4,096; then eight new short prompts land in every slot and the long one's pages go
  * back. With kv_idle 64, free slots keep at most 64 tokens once requests end. Each check
  * fails if the pages of dropped tokens are not returned: the long prompt's KV (1,500 x 640 B
- * for stories260K) is well above the slack of a page per run. Under qemu-aarch64 (CI), where
- * the prefill's attention is slow and grows with the prompt's square: 4 slots and a
- * 600-token prompt, whose 10 pages per run still outweigh the slack of 4 slots. */
+ * for stories260K) is well above the slack of a page per run. Under qemu-aarch64 and ASan (CI),
+ * where the prefill's attention is slow and grows with the prompt's square: 4 slots and a 600-token
+ * prompt, whose 10 pages per run still outweigh the slack of 4 slots. */
 TEST(sched_kv_memory_follows_tokens) {
     cpulm_model *m = load_model();
     if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
-    const int ns = test_emulated() ? 4 : 8, n_long = test_emulated() ? 600 : 1500;
+    const int ns = SMALL ? 4 : 8, n_long = SMALL ? 600 : 1500;
     cpulm_model_info mi;
     cpulm_model_get_info(m, &mi);
     cpulm_sched *s = new_sched_kv(m, ns, -1, 0);
@@ -1197,8 +1202,9 @@ TEST(sched_prefix_shared_across_slots) {
     CHECK(t, st.kv_cached >= 4 * SHARE_LONG);
     CHECK(t, shared >= 3ull * (SHARE_LONG - 64) * bpt);
     CHECK(t, resident < 2ull * SHARE_LONG * bpt);
-    /* the same text as alone, from an empty cache (under qemu for the first and the last) */
-    for (int i = 0; i < 4; i += test_emulated() ? 3 : 1) {
+    /* the same text as alone, from an empty cache (under qemu and ASan for the first and the last)
+     */
+    for (int i = 0; i < 4; i += SMALL ? 3 : 1) {
         cpulm_sched *one = new_sched_kv(m, 8, -1, 0);
         REQUIRE(t, one);
         result ref;
@@ -1379,7 +1385,7 @@ TEST(sched_model_observe_learns_costs) {
 /* prefill_every 2: while streams generate, every other step is long; with a target below
  * any step's cost the short ones carry no prompt tokens and the long ones the floor of 16,
  * so a 600-token prompt (~38 chunks) gives every running stream about two tokens per chunk
- * (a long step in every step would give one). Under qemu: 240 tokens, 15 chunks. */
+ * (a long step in every step would give one). Under qemu and ASan: 240 tokens, 15 chunks. */
 TEST(sched_prefill_every_other_step) {
     cpulm_model *m = load_model();
     if (!m) SKIP(t, "stories260K.gguf not found (set CPULM_SHARED)");
@@ -1396,10 +1402,10 @@ TEST(sched_prefill_every_other_step) {
     int64_t seq = 0;
     for (int i = 0; i < 5; i++)
         result_init(&res[i]);
-    const int32_t n_stream = test_emulated() ? 100 : 300;
+    const int32_t n_stream = SMALL ? 100 : 300;
     start_streams(m, s, res, &seq, n_stream);
     int64_t seq_submit = seq;
-    const int32_t n_big = test_emulated() ? 240 : 600;
+    const int32_t n_big = SMALL ? 240 : 600;
     CHECK_EQ_INT(t, cpulm_sched_submit(s, synth_req(4, n_big, 3, 2)), CPULM_SCHED_ACCEPTED);
     CHECK(t, wait_all(s, res, 5, &seq, 0));
     REQUIRE(t, res[4].first_event_seq > seq_submit);
@@ -1407,7 +1413,7 @@ TEST(sched_prefill_every_other_step) {
         int during = 0;
         for (int64_t k = 0; k < res[i].n_events && k < 256; k++)
             during += res[i].ev_seq[k] >= seq_submit && res[i].ev_seq[k] < res[4].first_event_seq;
-        if (during < (test_emulated() ? 27 : 70)) {
+        if (during < (SMALL ? 27 : 70)) {
             fprintf(stderr, "  stream %d: %d tokens during the long prefill\n", i, during);
             t->n_fail++;
         }
@@ -1511,12 +1517,13 @@ TEST(sched_embed_equals_one_call) {
     p.embd_ctx = ec;
     cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
     REQUIRE(t, s);
-    /* under qemu one 200-token input takes seconds: fewer, shorter inputs, same batching */
-    const int32_t n = test_emulated() ? 12 : 60, E = cpulm_ctx_n_embd(ec);
+    /* under qemu (and ASan) one 200-token input takes seconds: fewer, shorter inputs, same batching
+     */
+    const int32_t n = SMALL ? 12 : 60, E = cpulm_ctx_n_embd(ec);
     float *out = malloc(sizeof(float) * (size_t)n * (size_t)E);
     float *want = malloc(sizeof(float) * (size_t)n * (size_t)E);
     embd_case c;
-    embd_case_init(&c, m, 7, n, test_emulated() ? 24 : 200, out);
+    embd_case_init(&c, m, 7, n, SMALL ? 24 : 200, out);
     result res[1];
     result_init(&res[0]);
     int64_t seq = 0;
@@ -1567,7 +1574,7 @@ TEST(sched_embed_cancel_and_stop) {
     p.embd_ctx = ec;
     cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
     REQUIRE(t, s);
-    const int32_t n = 2048, E = cpulm_ctx_n_embd(ec), len = test_emulated() ? 16 : 250;
+    const int32_t n = 2048, E = cpulm_ctx_n_embd(ec), len = SMALL ? 16 : 250;
     /* a cancel lands at the next batch boundary: one batch aims at 50 ms, or one input when
      * a single input takes longer (under qemu, inputs are short so that stays well below) */
     const double bound = test_emulated() ? 5.0 : 0.5;
