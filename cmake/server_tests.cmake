@@ -4,8 +4,14 @@
 # Servers listen on 127.0.0.1 with a free port; the script kills only the PIDs it started.
 if(NOT CMAKE_CROSSCOMPILING)
   add_test(NAME server_e2e COMMAND ${CMAKE_SOURCE_DIR}/tests/server_e2e.sh $<TARGET_FILE:cpulm-cli>)
+  # CPULM_TEST_SANITIZED=1 in the ASan build: fewer repeats of the same requests there
+  if(CPULM_SANITIZE)
+    set(cpulm_e2e_sanitized 1)
+  else()
+    set(cpulm_e2e_sanitized 0)
+  endif()
   set_tests_properties(server_e2e PROPERTIES TIMEOUT 600 LABELS server
-                       ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED};CPULM_NPM_DIR=${CMAKE_BINARY_DIR}/npm-openai")
+                       ENVIRONMENT "CPULM_SHARED=${CPULM_SHARED};CPULM_NPM_DIR=${CMAKE_BINARY_DIR}/npm-openai;CPULM_TEST_SANITIZED=${cpulm_e2e_sanitized}")
 endif()
 # Issue #9 regressions (tests/server_security.sh): split delivery of the e2e requests, a
 # 1,100-connection flood, per-client limits and head timeout, grace expiry, tokenization
