@@ -21,6 +21,11 @@ total_skip=0
 E2E_CLI='^(flag_fuzz|migrate|doc_commands|chat_cli|cli_model|bench_cli|manifests|deploy|install|arm_perf)$'
 E2E_ALL='^(server_e2e|server_security|hybrid_server|spec_server|flag_fuzz|migrate|doc_commands|chat_cli|cli_model|bench_cli|manifests|deploy|install|arm_perf)$'
 
+# A fresh clone's run on the 2-core VM took 1502 s (2026-12-02: native ~292 s, clang ~124, asan
+# ~584, arm64 ~500). ctest starts the long tests first by the COST table in CMakeLists.txt (no
+# timing history on a fresh clone); the ASan and qemu stages run the long cases at smaller
+# sizes (test_sanitized() / test_emulated() in tests/test.h, CPULM_TEST_SANITIZED for
+# server_e2e.sh).
 stage() { # name, ctest exclusion regex (or ""), cmake args...
   local name=$1 exclude=$2 t0=$SECONDS; shift 2
   echo "=== stage $name"
