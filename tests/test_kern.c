@@ -261,7 +261,7 @@ TEST(kern_vec_dot_all_levels_odd_sizes) {
     }
 }
 
-/* gemm_rows (F16, BF16: several weight rows against several activation rows per pass) at
+/* gemm_rows (F16: several weight rows against several activation rows per pass) at
  * every level equals the generic vec_dot of each pair bit for bit: row tails (nr % 4),
  * token tails (nt % 4), element tails (n % 16), padded strides, NaN-prefilled output. */
 static void check_gemm_rows(test_ctx *t, const cpulm_kernels *k, cpulm_dtype ty, int64_t n, int nr,
@@ -284,7 +284,6 @@ static void check_gemm_rows(test_ctx *t, const cpulm_kernels *k, cpulm_dtype ty,
 }
 
 TEST(kern_gemm_rows_all_levels) {
-    static const cpulm_dtype types[] = {CPULM_DTYPE_F16, CPULM_DTYPE_BF16};
     static const int64_t ns[] = {1, 15, 16, 33, 300};
     static const int nrs[] = {1, 4, 5, 16}, nts[] = {1, 3, 4, 5, 16};
     const cpulm_kernels *lv[MAX_LEVELS];
@@ -294,22 +293,19 @@ TEST(kern_gemm_rows_all_levels) {
     float *x = malloc(16 * nmax * sizeof *x);
     uint8_t *w = alloc_unaligned(16 * stride), *a = alloc_unaligned(16 * stride);
     REQUIRE(t, x && w && a);
-    for (size_t ti = 0; ti < 2; ti++) {
-        const cpulm_dtype ty = types[ti];
-        REQUIRE(t, cpulm_kernels_generic.gemm_rows[ty] != NULL);
-        fill(x, 16 * nmax, 31 + ti, 0.1f);
-        for (int r = 0; r < 16; r++)
-            cpulm_kernels_generic.from_float[ty](x + r * nmax, w + r * stride, nmax);
-        fill(x, 16 * nmax, 41 + ti, 2.0f);
-        for (int j = 0; j < 16; j++)
-            cpulm_kernels_generic.from_float[ty](x + j * nmax, a + j * stride, nmax);
-        for (int l = 0; l < nl; l++)
-            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-                for (size_t ri = 0; ri < sizeof nrs / sizeof nrs[0]; ri++)
-                    for (size_t ji = 0; ji < sizeof nts / sizeof nts[0]; ji++)
-                        check_gemm_rows(t, lv[l], ty, ns[ni], nrs[ri], nts[ji], w, stride, a,
-                                        stride);
-    }
+    const cpulm_dtype ty = CPULM_DTYPE_F16;
+    REQUIRE(t, cpulm_kernels_generic.gemm_rows[ty] != NULL);
+    fill(x, 16 * nmax, 31, 0.1f);
+    for (int r = 0; r < 16; r++)
+        cpulm_kernels_generic.from_float[ty](x + r * nmax, w + r * stride, nmax);
+    fill(x, 16 * nmax, 41, 2.0f);
+    for (int j = 0; j < 16; j++)
+        cpulm_kernels_generic.from_float[ty](x + j * nmax, a + j * stride, nmax);
+    for (int l = 0; l < nl; l++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (size_t ri = 0; ri < sizeof nrs / sizeof nrs[0]; ri++)
+                for (size_t ji = 0; ji < sizeof nts / sizeof nts[0]; ji++)
+                    check_gemm_rows(t, lv[l], ty, ns[ni], nrs[ri], nts[ji], w, stride, a, stride);
     free(x);
     free_unaligned(w);
     free_unaligned(a);

@@ -83,22 +83,13 @@ void cpulm_generic_vec_dot_bf16(int64_t n, float *s, const void *vx, const void 
     *s = (float)sum;
 }
 
-/* The oracle of the multi-row kernels: each pair's own dot. */
-static void gemm_rows(cpulm_vec_dot_fn dot, int64_t n, int nr, int nt, float *s, int64_t ld,
-                      const void *w, uint64_t w_stride, const uint8_t *act, uint64_t act_stride) {
-    for (int j = 0; j < nt; j++)
-        for (int r = 0; r < nr; r++)
-            dot(n, s + j * ld + r, (const uint8_t *)w + r * w_stride, act + j * act_stride);
-}
-
+/* The oracle of the multi-row kernel: each pair's own dot. */
 void cpulm_generic_gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                                  uint64_t w_stride, const uint8_t *act, uint64_t act_stride) {
-    gemm_rows(cpulm_generic_vec_dot_f16, n, nr, nt, s, ld, w, w_stride, act, act_stride);
-}
-
-void cpulm_generic_gemm_rows_bf16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
-                                  uint64_t w_stride, const uint8_t *act, uint64_t act_stride) {
-    gemm_rows(cpulm_generic_vec_dot_bf16, n, nr, nt, s, ld, w, w_stride, act, act_stride);
+    for (int j = 0; j < nt; j++)
+        for (int r = 0; r < nr; r++)
+            cpulm_generic_vec_dot_f16(n, s + j * ld + r, (const uint8_t *)w + r * w_stride,
+                                      act + j * act_stride);
 }
 
 /* ---- 32-element blocks against Q8_0 / Q8_1 ---- */

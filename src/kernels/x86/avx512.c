@@ -694,17 +694,15 @@ static void attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, 
     }
 }
 
-/* ---- multi-row F16 / BF16 dots (gemm_rows): R weight rows x T activation rows ----
+/* ---- multi-row F16 dots (gemm_rows): R weight rows x T activation rows ----
  * Each 16-element step converts the T activation pieces and the R weight pieces to double
  * once and fuses R x T products into one 8-lane double accumulator per pair (the generic
  * dot's exact products summed in double; see kernels.h). A masked step takes the tail. */
 
 /* 16 halves as two vectors of 8 doubles (exact) */
 static inline __attribute__((always_inline)) void rows_cvt16(__m512d d[2], const uint16_t *p,
-                                                             __mmask16 m, int bf) {
-    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
-    const __m512 f = bf ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-                        : _mm512_cvtph_ps(h);
+                                                             __mmask16 m) {
+    const __m512 f = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
     d[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
     d[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)));
 }
@@ -717,17 +715,17 @@ static inline __attribute__((always_inline)) void rows_cvt16(__m512d d[2], const
 #define ROWS_FMA(r, t)  \
     if (R > r && T > t) \
     a##r##t = _mm512_fmadd_pd(w[1], x##t[1], _mm512_fmadd_pd(w[0], x##t[0], a##r##t))
-#define ROWS_ROW(r)                                                \
-    if (R > r) {                                                   \
-        __m512d w[2];                                              \
-        rows_cvt16(w, (const uint16_t *)(wp + r * ws) + i, m, bf); \
-        ROWS_FMA(r, 0);                                            \
-        ROWS_FMA(r, 1);                                            \
-        ROWS_FMA(r, 2);                                            \
-        ROWS_FMA(r, 3);                                            \
+#define ROWS_ROW(r)                                            \
+    if (R > r) {                                               \
+        __m512d w[2];                                          \
+        rows_cvt16(w, (const uint16_t *)(wp + r * ws) + i, m); \
+        ROWS_FMA(r, 0);                                        \
+        ROWS_FMA(r, 1);                                        \
+        ROWS_FMA(r, 2);                                        \
+        ROWS_FMA(r, 3);                                        \
     }
 #define ROWS_X(t) \
-    if (T > t) rows_cvt16(x##t, (const uint16_t *)(ap + t * as) + i, m, bf)
+    if (T > t) rows_cvt16(x##t, (const uint16_t *)(ap + t * as) + i, m)
 #define ROWS_OUT(r)                                                  \
     for (int t_ = 0; t_ < T && R > r; t_++)                          \
     s[t_ * ld + r] = (float)_mm512_reduce_add_pd(t_ == 0   ? a##r##0 \
@@ -735,10 +733,10 @@ static inline __attribute__((always_inline)) void rows_cvt16(__m512d d[2], const
                                                  : t_ == 2 ? a##r##2 \
                                                            : a##r##3)
 
-static inline __attribute__((always_inline)) void rows_block(int R, int T, int bf, int64_t n,
-                                                             float *s, int64_t ld,
-                                                             const uint8_t *wp, uint64_t ws,
-                                                             const uint8_t *ap, uint64_t as) {
+static inline __attribute__((always_inline)) void rows_block(int R, int T, int64_t n, float *s,
+                                                             int64_t ld, const uint8_t *wp,
+                                                             uint64_t ws, const uint8_t *ap,
+                                                             uint64_t as) {
     const __m512d z = _mm512_setzero_pd();
     __m512d a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
     __m512d a20 = z, a21 = z, a22 = z, a23 = z, a30 = z, a31 = z, a32 = z, a33 = z;
@@ -761,19 +759,19 @@ static inline __attribute__((always_inline)) void rows_block(int R, int T, int b
 }
 
 /* One register block per (R, T) shape, the loops unrolled for constant sizes. */
-#define ROWS_SHAPE(R, T, bf)                                                             \
-    static void rows_##R##x##T##_##bf(int64_t n, float *s, int64_t ld, const uint8_t *w, \
-                                      uint64_t ws, const uint8_t *a, uint64_t as) {      \
-        rows_block(R, T, bf, n, s, ld, w, ws, a, as);                                    \
+#define ROWS_SHAPE(R, T)                                                                       \
+    static void rows_##R##x##T(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws, \
+                               const uint8_t *a, uint64_t as) {                                \
+        rows_block(R, T, n, s, ld, w, ws, a, as);                                              \
     }
-#define ROWS_SHAPES(bf)  \
-    ROWS_SHAPE(4, 1, bf) \
-    ROWS_SHAPE(4, 2, bf) \
-    ROWS_SHAPE(4, 3, bf) \
-    ROWS_SHAPE(4, 4, bf) \
-    ROWS_SHAPE(1, 1, bf) ROWS_SHAPE(1, 2, bf) ROWS_SHAPE(1, 3, bf) ROWS_SHAPE(1, 4, bf)
-ROWS_SHAPES(0)
-ROWS_SHAPES(1)
+ROWS_SHAPE(4, 1)
+ROWS_SHAPE(4, 2)
+ROWS_SHAPE(4, 3)
+ROWS_SHAPE(4, 4)
+ROWS_SHAPE(1, 1)
+ROWS_SHAPE(1, 2)
+ROWS_SHAPE(1, 3)
+ROWS_SHAPE(1, 4)
 
 typedef void (*rows_fn)(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws,
                         const uint8_t *a, uint64_t as);
@@ -795,15 +793,8 @@ static void gemm_rows(const rows_fn four[4], const rows_fn one[4], int64_t n, in
 
 static void gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                           uint64_t ws, const uint8_t *a, uint64_t as) {
-    static const rows_fn four[4] = {rows_4x1_0, rows_4x2_0, rows_4x3_0, rows_4x4_0};
-    static const rows_fn one[4] = {rows_1x1_0, rows_1x2_0, rows_1x3_0, rows_1x4_0};
-    gemm_rows(four, one, n, nr, nt, s, ld, w, ws, a, as);
-}
-
-static void gemm_rows_bf16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
-                           uint64_t ws, const uint8_t *a, uint64_t as) {
-    static const rows_fn four[4] = {rows_4x1_1, rows_4x2_1, rows_4x3_1, rows_4x4_1};
-    static const rows_fn one[4] = {rows_1x1_1, rows_1x2_1, rows_1x3_1, rows_1x4_1};
+    static const rows_fn four[4] = {rows_4x1, rows_4x2, rows_4x3, rows_4x4};
+    static const rows_fn one[4] = {rows_1x1, rows_1x2, rows_1x3, rows_1x4};
     gemm_rows(four, one, n, nr, nt, s, ld, w, ws, a, as);
 }
 
@@ -818,7 +809,7 @@ const cpulm_kernels cpulm_kernels_avx512 = {
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
         },
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16},
-    .gemm_rows = {[CPULM_DTYPE_F16] = gemm_rows_f16, [CPULM_DTYPE_BF16] = gemm_rows_bf16},
+    .gemm_rows = {[CPULM_DTYPE_F16] = gemm_rows_f16},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
     .softmax = softmax,
