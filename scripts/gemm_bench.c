@@ -10,6 +10,12 @@
  *                      at random, each expert's tokens in one cpulm_matmul per matrix, as
  *                      moe.c runs them; weights cold (every expert's matrices are visited
  *                      before any repeats). Default: Qwen3-30B-A3B's 2048 768 128 8 512.
+ *   /tmp/gb --rows [ROWS]
+ *                      F16 and BF16 weights of ROWS x 2048 through cpulm_matmul on one thread,
+ *                      1..16 tokens, the chosen level with and without its gemm_rows kernel
+ *                      (without: the row-by-row vec_dot path), interleaved; CPU time per call
+ *                      and per token relative to one token. ROWS 256 (default): cache-
+ *                      resident; 65536: 256 MB, streamed from memory (the decode regime).
  *
  * Times are this thread's CPU time (cpu_s), so the numbers mean something on a shared
  * machine. Cache-resident: Gop/s = 2 * n * rows * tokens / time, best of many reps.
@@ -236,12 +242,82 @@ static void moe(int argc, char **argv) {
            3 * ops / (best_gu + best_dn) / 1e9);
 }
 
+/* One cpulm_matmul of a rows x n float matrix (F16 / BF16) over nt activation rows. */
+static double rows_call(const cpulm_kernels *k, cpulm_dtype t, const uint8_t *w, int64_t n,
+                        int64_t rows, const uint8_t *act, size_t stride, int nt, float *out) {
+    const cpulm_matmul_args a = {.w = w,
+                                 .w_type = t,
+                                 .w_row_bytes = cpulm_dtype_row_bytes(t, n),
+                                 .n_in = n,
+                                 .n_out = rows,
+                                 .act = act,
+                                 .act_stride = stride,
+                                 .n_rows = nt,
+                                 .out = out,
+                                 .ld_out = rows};
+    const double t0 = cpu_s();
+    cpulm_matmul(k, &a, 0, 1);
+    return cpu_s() - t0;
+}
+
+static void rows_bench(int argc, char **argv) {
+    enum { N = 2048, NT = 16 };
+    const int64_t rows = argc > 2 ? atoll(argv[2]) : 256;
+    const int reps = rows * N * 2 > (64 << 20) ? 5 : 200;
+    static const int toks[] = {1, 2, 3, 4, 5, 8, 16};
+    const cpulm_kernels *k = cpulm_kernels_get();
+    cpulm_kernels before = *k;
+    static const cpulm_dtype ft[] = {CPULM_DTYPE_F16, CPULM_DTYPE_BF16};
+    float *f = malloc(sizeof(float) * N), *out = malloc(sizeof(float) * (size_t)rows * NT);
+    printf("%s, %lld x %d, best of %d (CPU ms per call; x = per token / one token's)\n", k->name,
+           (long long)rows, N, reps);
+    printf("| type | tokens | vec_dot ms | x | gemm_rows ms | x | speedup |\n"
+           "|---|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t ti = 0; ti < 2; ti++) {
+        const cpulm_dtype t = ft[ti];
+        before.gemm_rows[t] = NULL;
+        const size_t rb = cpulm_dtype_row_bytes(t, N), stride = (rb + 63) / 64 * 64;
+        uint8_t *w = aligned_alloc(64, rb * (size_t)rows), *act = aligned_alloc(64, stride * NT);
+        if (!f || !out || !w || !act) exit(1);
+        for (int64_t r = 0; r < rows; r++) {
+            for (int i = 0; i < N; i++)
+                f[i] = frand() * 0.1f;
+            cpulm_quantize_row_ref(t, f, w + (size_t)r * rb, N);
+        }
+        for (int j = 0; j < NT; j++) {
+            for (int i = 0; i < N; i++)
+                f[i] = frand();
+            cpulm_matmul_quantize_act(k, t, f, act + (size_t)j * stride, N);
+        }
+        double one[2] = {0, 0};
+        for (size_t i = 0; i < sizeof toks / sizeof toks[0]; i++) {
+            double best[2] = {1e30, 1e30};
+            for (int rep = 0; rep < reps; rep++)
+                for (int v = 0; v < 2; v++) { /* interleaved: before, after */
+                    const double dt =
+                        rows_call(v ? k : &before, t, w, N, rows, act, stride, toks[i], out);
+                    best[v] = dt < best[v] ? dt : best[v];
+                }
+            if (i == 0) one[0] = best[0], one[1] = best[1];
+            printf("| %s | %d | %.3f | %.2f | %.3f | %.2f | %.2fx |\n", cpulm_dtype_name(t),
+                   toks[i], best[0] * 1e3, best[0] / one[0] / toks[i], best[1] * 1e3,
+                   best[1] / one[1] / toks[i], best[0] / best[1]);
+        }
+        free(w);
+        free(act);
+    }
+    free(f);
+    free(out);
+}
+
 int main(int argc, char **argv) {
     srand(1);
     if (argc > 1 && strcmp(argv[1], "--stream") == 0)
         streaming();
     else if (argc > 1 && strcmp(argv[1], "--moe") == 0)
         moe(argc, argv);
+    else if (argc > 1 && strcmp(argv[1], "--rows") == 0)
+        rows_bench(argc, argv);
     else
         resident();
     return 0;

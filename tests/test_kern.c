@@ -261,6 +261,56 @@ TEST(kern_vec_dot_all_levels_odd_sizes) {
     }
 }
 
+/* gemm_rows (F16: several weight rows against several activation rows per pass) at
+ * every level equals the generic vec_dot of each pair bit for bit: row tails (nr % 4),
+ * token tails (nt % 4), element tails (n % 16), padded strides, NaN-prefilled output. */
+static void check_gemm_rows(test_ctx *t, const cpulm_kernels *k, cpulm_dtype ty, int64_t n, int nr,
+                            int nt, const uint8_t *w, uint64_t ws, const uint8_t *a, uint64_t as) {
+    float got[16 * 17];
+    for (int i = 0; i < 16 * 17; i++)
+        got[i] = NAN;
+    k->gemm_rows[ty](n, nr, nt, got, 17, w, ws, a, as);
+    int bad = 0;
+    for (int j = 0; j < nt; j++)
+        for (int r = 0; r < nr; r++) {
+            float ref = NAN;
+            cpulm_kernels_generic.vec_dot[ty](n, &ref, w + r * ws, a + j * as);
+            bad += memcmp(&ref, &got[j * 17 + r], 4) != 0;
+        }
+    if (bad)
+        fprintf(stderr, "  %s gemm_rows %s n=%lld nr=%d nt=%d: %d differ from vec_dot\n", k->name,
+                cpulm_dtype_name(ty), (long long)n, nr, nt, bad);
+    CHECK_EQ_INT(t, bad, 0);
+}
+
+TEST(kern_gemm_rows_all_levels) {
+    static const int64_t ns[] = {1, 15, 16, 33, 300};
+    static const int nrs[] = {1, 4, 5, 16}, nts[] = {1, 3, 4, 5, 16};
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = kernel_levels(lv);
+    const int64_t nmax = 300;
+    const uint64_t stride = 2 * nmax + 6; /* padded rows, 2-byte aligned only */
+    float *x = malloc(16 * nmax * sizeof *x);
+    uint8_t *w = alloc_unaligned(16 * stride), *a = alloc_unaligned(16 * stride);
+    REQUIRE(t, x && w && a);
+    const cpulm_dtype ty = CPULM_DTYPE_F16;
+    REQUIRE(t, cpulm_kernels_generic.gemm_rows[ty] != NULL);
+    fill(x, 16 * nmax, 31, 0.1f);
+    for (int r = 0; r < 16; r++)
+        cpulm_kernels_generic.from_float[ty](x + r * nmax, w + r * stride, nmax);
+    fill(x, 16 * nmax, 41, 2.0f);
+    for (int j = 0; j < 16; j++)
+        cpulm_kernels_generic.from_float[ty](x + j * nmax, a + j * stride, nmax);
+    for (int l = 0; l < nl; l++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (size_t ri = 0; ri < sizeof nrs / sizeof nrs[0]; ri++)
+                for (size_t ji = 0; ji < sizeof nts / sizeof nts[0]; ji++)
+                    check_gemm_rows(t, lv[l], ty, ns[ni], nrs[ri], nts[ji], w, stride, a, stride);
+    free(x);
+    free_unaligned(w);
+    free_unaligned(a);
+}
+
 TEST(kern_vec_dot_extreme_quants) {
     /* weights at the ends of their ranges (Q8_0 -128 and 127, Q4_0 nibbles 0 and 15)
      * against activations at +-127, all with the largest normal fp16 scales kept small

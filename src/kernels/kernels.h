@@ -118,6 +118,19 @@ static inline uint64_t cpulm_pack_actk_row_bytes(int64_t n) {
 typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const void *w,
                               const uint8_t *act, uint64_t act_stride);
 
+/* Several weight rows against several activation rows in one pass (F16: speculative
+ * verification and batched decoding of F16 models convert each weight element once for
+ * several tokens instead of once per token). s[j * ld + r] = vec_dot(row r, activation row
+ * j) of the generic level, bit for bit, for r < nr, j < nt (nr, nt >= 1); weight row r at
+ * w + r * w_stride bytes, activation row j (the vec_dot_type's row) at act + j *
+ * act_stride. The generic F16 dot adds exact products in double, a sum independent of
+ * order in practice (generic/dot.c), so a level converts each element to double once per
+ * pass and fuses it into several double accumulators (fma(w, x, acc) in double is the
+ * generic's acc + exact product) in any order. (BF16 has none: its SIMD vec_dot adds in
+ * float, faster than any double path, and is not the generic's bits.) */
+typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
+                                   uint64_t w_stride, const uint8_t *act, uint64_t act_stride);
+
 /* ---- the op list: the one place an op is named ----
  * Per-type ops, X(ID, name, fn type): an array indexed by cpulm_dtype (weight type for
  * vec_dot and gemm_x16, target type for from_float, source type for to_float). */
@@ -126,7 +139,9 @@ typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const voi
     X(FROM_FLOAT, from_float, cpulm_from_float_fn)                                        \
     X(TO_FLOAT, to_float, cpulm_to_float_fn)                                              \
     /* repacked-weight GEMM (see CPULM_PACK_ROWS): Q4_0, Q8_0, MXFP4, Q4_K, Q5_K, Q6_K */ \
-    X(GEMM_X16, gemm_x16, cpulm_gemm_fn)
+    X(GEMM_X16, gemm_x16, cpulm_gemm_fn)                                                  \
+    /* multi-row float GEMM (cpulm_gemm_rows_fn): F16 */                                  \
+    X(GEMM_ROWS, gemm_rows, cpulm_gemm_rows_fn)
 
 /* Plain ops, X(ID, name, return type, (parameters), describe group): the table field, its
  * generic implementation cpulm_generic_<name> (declared from this list in generic.h and

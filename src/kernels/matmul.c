@@ -7,6 +7,7 @@
 #include "../base/fp16.h"
 
 #define ROW_BLOCK 16 /* weight rows kept hot in cache while every activation row visits them */
+#define ROWS_TOK  16 /* activation rows per gemm_rows call */
 #define TOK_CHUNK                                                          \
     64 /* activation rows per pass over the packed groups: their Q8_0 data \
           (~70 KB at n = 1024..2048) stays in L2 while the groups stream by */
@@ -102,12 +103,35 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
     }
 }
 
+/* Multi-row kernel (F16): per block of ROW_BLOCK weight rows, ROWS_TOK activation
+ * rows per call (the kernel reads each weight element once per few tokens, not per token). */
+static void matmul_rows(cpulm_gemm_rows_fn gemm, const cpulm_matmul_args *a, int64_t r0,
+                        int64_t r1) {
+    float tile[ROWS_TOK * ROW_BLOCK];
+    for (int64_t rb = r0; rb < r1; rb += ROW_BLOCK) {
+        const int nr = (int)(r1 - rb < ROW_BLOCK ? r1 - rb : ROW_BLOCK);
+        for (int64_t t0 = 0; t0 < a->n_rows; t0 += ROWS_TOK) {
+            const int nt = (int)(a->n_rows - t0 < ROWS_TOK ? a->n_rows - t0 : ROWS_TOK);
+            gemm(a->n_in, nr, nt, tile, ROW_BLOCK,
+                 (const uint8_t *)a->w + (size_t)rb * a->w_row_bytes, a->w_row_bytes,
+                 a->act + (size_t)t0 * a->act_stride, a->act_stride);
+            for (int j = 0; j < nt; j++)
+                for (int r = 0; r < nr; r++)
+                    store(a, a->out + (t0 + j) * a->ld_out, rb + r, tile[j * ROW_BLOCK + r]);
+        }
+    }
+}
+
 void cpulm_matmul(const cpulm_kernels *k, const cpulm_matmul_args *a, int ith, int nth) {
     if (a->packed) {
         matmul_packed(k, a, ith, nth);
         return;
     }
     int64_t r0 = a->n_out * ith / nth, r1 = a->n_out * (ith + 1) / nth;
+    if (k->gemm_rows[a->w_type]) { /* every batch size: one arithmetic whatever the batch */
+        matmul_rows(k->gemm_rows[a->w_type], a, r0, r1);
+        return;
+    }
     cpulm_vec_dot_fn dot = k->vec_dot[a->w_type];
     const uint8_t *wd = a->w;
     for (int64_t rb = r0; rb < r1; rb += ROW_BLOCK) {

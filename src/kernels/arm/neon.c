@@ -437,6 +437,111 @@ static void canon_dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
     *s = (float)sum;
 }
 
+/* ---- multi-row F16 dots (gemm_rows): 4 weight rows x 4 activation rows ----
+ * Per 4-element step each weight and activation piece is converted to double once and
+ * fused into one 2-lane double accumulator per pair (the generic dot's exact products
+ * summed in double; see kernels.h). The tail (n % 4) reads zero-padded copies. */
+
+ARM_INLINE void rows_cvt4(float64x2_t d[2], const uint16_t *p) {
+    const float32x4_t f = arm_load4_f16(p);
+    d[0] = vcvt_f64_f32(vget_low_f32(f));
+    d[1] = vcvt_high_f64_f32(f);
+}
+
+#define NROWS_FMA(r, t) \
+    if (R > r && T > t) a##r##t = vfmaq_f64(vfmaq_f64(a##r##t, w[0], x##t[0]), w[1], x##t[1])
+#define NROWS_ROW(r)                            \
+    if (R > r) {                                \
+        float64x2_t w[2];                       \
+        rows_cvt4(w, tail ? tw[r] : wr[r] + i); \
+        NROWS_FMA(r, 0);                        \
+        NROWS_FMA(r, 1);                        \
+        NROWS_FMA(r, 2);                        \
+        NROWS_FMA(r, 3);                        \
+    }
+#define NROWS_X(t) \
+    if (T > t) rows_cvt4(x##t, tail ? tx[t] : xr[t] + i)
+#define NROWS_OUT(r)                                       \
+    for (int t_ = 0; t_ < T && R > r; t_++)                \
+    s[t_ * ld + r] = (float)vaddvq_f64(t_ == 0   ? a##r##0 \
+                                       : t_ == 1 ? a##r##1 \
+                                       : t_ == 2 ? a##r##2 \
+                                                 : a##r##3)
+
+ARM_INLINE void rows_block(int R, int T, int64_t n, float *s, int64_t ld, const uint8_t *wp,
+                           uint64_t ws, const uint8_t *ap, uint64_t as) {
+    const float64x2_t z = vdupq_n_f64(0.0);
+    float64x2_t a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
+    float64x2_t a20 = z, a21 = z, a22 = z, a23 = z, a30 = z, a31 = z, a32 = z, a33 = z;
+    const uint16_t *wr[4], *xr[4];
+    uint16_t tw[4][4], tx[4][4]; /* the zero-padded tails */
+    const int64_t nv = n & ~(int64_t)3;
+    for (int r = 0; r < R; r++) {
+        wr[r] = (const uint16_t *)(wp + r * ws);
+        memset(tw[r], 0, sizeof tw[r]);
+        memcpy(tw[r], wr[r] + nv, (size_t)(n - nv) * 2);
+    }
+    for (int t = 0; t < T; t++) {
+        xr[t] = (const uint16_t *)(ap + t * as);
+        memset(tx[t], 0, sizeof tx[t]);
+        memcpy(tx[t], xr[t] + nv, (size_t)(n - nv) * 2);
+    }
+    for (int64_t i = 0; i < n; i += 4) {
+        const int tail = i == nv; /* the last step reads the padded copies */
+        float64x2_t x0[2], x1[2], x2[2], x3[2];
+        NROWS_X(0);
+        NROWS_X(1);
+        NROWS_X(2);
+        NROWS_X(3);
+        NROWS_ROW(0);
+        NROWS_ROW(1);
+        NROWS_ROW(2);
+        NROWS_ROW(3);
+    }
+    NROWS_OUT(0);
+    NROWS_OUT(1);
+    NROWS_OUT(2);
+    NROWS_OUT(3);
+}
+
+#define NROWS_SHAPE(R, T)                                                                      \
+    static void rows_##R##x##T(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws, \
+                               const uint8_t *a, uint64_t as) {                                \
+        rows_block(R, T, n, s, ld, w, ws, a, as);                                              \
+    }
+NROWS_SHAPE(4, 1)
+NROWS_SHAPE(4, 2)
+NROWS_SHAPE(4, 3)
+NROWS_SHAPE(4, 4)
+NROWS_SHAPE(1, 1)
+NROWS_SHAPE(1, 2)
+NROWS_SHAPE(1, 3)
+NROWS_SHAPE(1, 4)
+
+typedef void (*rows_fn)(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws,
+                        const uint8_t *a, uint64_t as);
+
+/* Activation rows in groups of up to 4, each against the weight rows 4 at a time. */
+static void gemm_rows(const rows_fn four[4], const rows_fn one[4], int64_t n, int nr, int nt,
+                      float *s, int64_t ld, const void *w, uint64_t ws, const uint8_t *a,
+                      uint64_t as) {
+    for (int j = 0; j < nt; j += 4) {
+        const int T = nt - j < 4 ? nt - j : 4;
+        int r = 0;
+        for (; r + 4 <= nr; r += 4)
+            four[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
+        for (; r < nr; r++)
+            one[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
+    }
+}
+
+static void gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
+                          uint64_t ws, const uint8_t *a, uint64_t as) {
+    static const rows_fn four[4] = {rows_4x1, rows_4x2, rows_4x3, rows_4x4};
+    static const rows_fn one[4] = {rows_1x1, rows_1x2, rows_1x3, rows_1x4};
+    gemm_rows(four, one, n, nr, nt, s, ld, w, ws, a, as);
+}
+
 /* The sum of squares stays sequential in double (canonical); only the scaling is vector. */
 static void canon_rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
     double sum = 0.0;
@@ -522,6 +627,7 @@ const cpulm_kernels cpulm_kernels_neon = {
             [CPULM_DTYPE_Q8_K] = from_float_q8_K,
         },
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16, [CPULM_DTYPE_BF16] = to_float_bf16},
+    .gemm_rows = {[CPULM_DTYPE_F16] = gemm_rows_f16},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
     .softmax = softmax,

@@ -83,6 +83,15 @@ void cpulm_generic_vec_dot_bf16(int64_t n, float *s, const void *vx, const void 
     *s = (float)sum;
 }
 
+/* The oracle of the multi-row kernel: each pair's own dot. */
+void cpulm_generic_gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
+                                 uint64_t w_stride, const uint8_t *act, uint64_t act_stride) {
+    for (int j = 0; j < nt; j++)
+        for (int r = 0; r < nr; r++)
+            cpulm_generic_vec_dot_f16(n, s + j * ld + r, (const uint8_t *)w + r * w_stride,
+                                      act + j * act_stride);
+}
+
 /* ---- 32-element blocks against Q8_0 / Q8_1 ---- */
 
 static int dot32_i8(const int8_t *a, const int8_t *b) {

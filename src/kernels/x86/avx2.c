@@ -1072,6 +1072,111 @@ static void gemm_q6_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w
     gemm_k_x16_256(6, n, nt, s, ld, w, act, stride);
 }
 
+/* ---- multi-row F16 dots (gemm_rows): 2 weight rows x 4 activation rows ----
+ * Per 8-element step the R weight pieces are converted to double once (kept in registers)
+ * and each activation piece once, fused into one 4-lane double accumulator per pair (the
+ * generic dot's exact products summed in double; see kernels.h). The tail (n % 8) goes
+ * through zero-padded copies. 16 ymm registers: 8 accumulators, 4 weight, 2 activation. */
+
+static inline __attribute__((always_inline)) void rows_cvt8(__m256d d[2], const uint16_t *p) {
+    const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    d[0] = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
+    d[1] = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+}
+
+#define ROWS2_FMA(r, t) \
+    if (R > r && T > t) \
+    a##r##t = _mm256_fmadd_pd(w##r[1], x[1], _mm256_fmadd_pd(w##r[0], x[0], a##r##t))
+#define ROWS2_TOK(t)                            \
+    if (T > t) {                                \
+        __m256d x[2];                           \
+        rows_cvt8(x, tail ? tx[t] : xp[t] + i); \
+        ROWS2_FMA(0, t);                        \
+        ROWS2_FMA(1, t);                        \
+    }
+#define ROWS2_OUT(r)                                       \
+    for (int t_ = 0; t_ < T && R > r; t_++)                \
+    s[t_ * ld + r] = (float)rows2_hsum(t_ == 0   ? a##r##0 \
+                                       : t_ == 1 ? a##r##1 \
+                                       : t_ == 2 ? a##r##2 \
+                                                 : a##r##3)
+
+static inline double rows2_hsum(__m256d v) {
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+
+static inline __attribute__((always_inline)) void rows2_block(int R, int T, int64_t n, float *s,
+                                                              int64_t ld, const uint8_t *wp,
+                                                              uint64_t ws, const uint8_t *ap,
+                                                              uint64_t as) {
+    const __m256d z = _mm256_setzero_pd();
+    __m256d a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
+    const uint16_t *w[2], *xp[4];
+    uint16_t tw[2][8], tx[4][8]; /* the zero-padded tails */
+    const int64_t nv = n & ~(int64_t)7;
+    for (int r = 0; r < R; r++) {
+        w[r] = (const uint16_t *)(wp + r * ws);
+        memset(tw[r], 0, sizeof tw[r]);
+        memcpy(tw[r], w[r] + nv, (size_t)(n - nv) * 2);
+    }
+    for (int t = 0; t < T; t++) {
+        xp[t] = (const uint16_t *)(ap + t * as);
+        memset(tx[t], 0, sizeof tx[t]);
+        memcpy(tx[t], xp[t] + nv, (size_t)(n - nv) * 2);
+    }
+    for (int64_t i = 0; i < n; i += 8) {
+        const int tail = i == nv; /* the last step reads the padded copies */
+        __m256d w0[2], w1[2];
+        rows_cvt8(w0, tail ? tw[0] : w[0] + i);
+        if (R > 1) rows_cvt8(w1, tail ? tw[1] : w[1] + i);
+        ROWS2_TOK(0);
+        ROWS2_TOK(1);
+        ROWS2_TOK(2);
+        ROWS2_TOK(3);
+    }
+    ROWS2_OUT(0);
+    ROWS2_OUT(1);
+}
+
+#define ROWS2_SHAPE(R, T)                                                                       \
+    static void rows2_##R##x##T(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws, \
+                                const uint8_t *a, uint64_t as) {                                \
+        rows2_block(R, T, n, s, ld, w, ws, a, as);                                              \
+    }
+ROWS2_SHAPE(2, 1)
+ROWS2_SHAPE(2, 2)
+ROWS2_SHAPE(2, 3)
+ROWS2_SHAPE(2, 4)
+ROWS2_SHAPE(1, 1)
+ROWS2_SHAPE(1, 2)
+ROWS2_SHAPE(1, 3)
+ROWS2_SHAPE(1, 4)
+
+typedef void (*rows2_fn)(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws,
+                         const uint8_t *a, uint64_t as);
+
+/* Activation rows in groups of up to 4, each against the weight rows 2 at a time. */
+static void gemm_rows2(const rows2_fn two[4], const rows2_fn one[4], int64_t n, int nr, int nt,
+                       float *s, int64_t ld, const void *w, uint64_t ws, const uint8_t *a,
+                       uint64_t as) {
+    for (int j = 0; j < nt; j += 4) {
+        const int T = nt - j < 4 ? nt - j : 4;
+        int r = 0;
+        for (; r + 2 <= nr; r += 2)
+            two[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
+        if (r < nr)
+            one[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
+    }
+}
+
+static void gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
+                          uint64_t ws, const uint8_t *a, uint64_t as) {
+    static const rows2_fn two[4] = {rows2_2x1, rows2_2x2, rows2_2x3, rows2_2x4};
+    static const rows2_fn one[4] = {rows2_1x1, rows2_1x2, rows2_1x3, rows2_1x4};
+    gemm_rows2(two, one, n, nr, nt, s, ld, w, ws, a, as);
+}
+
 const cpulm_kernels cpulm_kernels_avx2 = {
     .name = "avx2",
     .vec_dot =
@@ -1092,6 +1197,7 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16,
                  [CPULM_DTYPE_Q8_0] = to_float_q8_0,
                  [CPULM_DTYPE_Q4_0] = to_float_q4_0},
+    .gemm_rows = {[CPULM_DTYPE_F16] = gemm_rows_f16},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
     .softmax = softmax,

@@ -694,6 +694,110 @@ static void attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, 
     }
 }
 
+/* ---- multi-row F16 dots (gemm_rows): R weight rows x T activation rows ----
+ * Each 16-element step converts the T activation pieces and the R weight pieces to double
+ * once and fuses R x T products into one 8-lane double accumulator per pair (the generic
+ * dot's exact products summed in double; see kernels.h). A masked step takes the tail. */
+
+/* 16 halves as two vectors of 8 doubles (exact) */
+static inline __attribute__((always_inline)) void rows_cvt16(__m512d d[2], const uint16_t *p,
+                                                             __mmask16 m) {
+    const __m512 f = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    d[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
+    d[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)));
+}
+
+#define ROWS_R 4 /* weight rows per register block (R x T <= 16 accumulators) */
+#define ROWS_T 4 /* activation rows per register block */
+
+/* Named accumulators (an array of 16 vectors is kept in memory by the compiler); the
+ * entries past R or T are dead code for the constant shapes. */
+#define ROWS_FMA(r, t)  \
+    if (R > r && T > t) \
+    a##r##t = _mm512_fmadd_pd(w[1], x##t[1], _mm512_fmadd_pd(w[0], x##t[0], a##r##t))
+#define ROWS_ROW(r)                                            \
+    if (R > r) {                                               \
+        __m512d w[2];                                          \
+        rows_cvt16(w, (const uint16_t *)(wp + r * ws) + i, m); \
+        ROWS_FMA(r, 0);                                        \
+        ROWS_FMA(r, 1);                                        \
+        ROWS_FMA(r, 2);                                        \
+        ROWS_FMA(r, 3);                                        \
+    }
+#define ROWS_X(t) \
+    if (T > t) rows_cvt16(x##t, (const uint16_t *)(ap + t * as) + i, m)
+#define ROWS_OUT(r)                                                  \
+    for (int t_ = 0; t_ < T && R > r; t_++)                          \
+    s[t_ * ld + r] = (float)_mm512_reduce_add_pd(t_ == 0   ? a##r##0 \
+                                                 : t_ == 1 ? a##r##1 \
+                                                 : t_ == 2 ? a##r##2 \
+                                                           : a##r##3)
+
+static inline __attribute__((always_inline)) void rows_block(int R, int T, int64_t n, float *s,
+                                                             int64_t ld, const uint8_t *wp,
+                                                             uint64_t ws, const uint8_t *ap,
+                                                             uint64_t as) {
+    const __m512d z = _mm512_setzero_pd();
+    __m512d a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
+    __m512d a20 = z, a21 = z, a22 = z, a23 = z, a30 = z, a31 = z, a32 = z, a33 = z;
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask(n - i);
+        __m512d x0[2], x1[2], x2[2], x3[2];
+        ROWS_X(0);
+        ROWS_X(1);
+        ROWS_X(2);
+        ROWS_X(3);
+        ROWS_ROW(0);
+        ROWS_ROW(1);
+        ROWS_ROW(2);
+        ROWS_ROW(3);
+    }
+    ROWS_OUT(0);
+    ROWS_OUT(1);
+    ROWS_OUT(2);
+    ROWS_OUT(3);
+}
+
+/* One register block per (R, T) shape, the loops unrolled for constant sizes. */
+#define ROWS_SHAPE(R, T)                                                                       \
+    static void rows_##R##x##T(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws, \
+                               const uint8_t *a, uint64_t as) {                                \
+        rows_block(R, T, n, s, ld, w, ws, a, as);                                              \
+    }
+ROWS_SHAPE(4, 1)
+ROWS_SHAPE(4, 2)
+ROWS_SHAPE(4, 3)
+ROWS_SHAPE(4, 4)
+ROWS_SHAPE(1, 1)
+ROWS_SHAPE(1, 2)
+ROWS_SHAPE(1, 3)
+ROWS_SHAPE(1, 4)
+
+typedef void (*rows_fn)(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws,
+                        const uint8_t *a, uint64_t as);
+
+/* Activation rows in groups of up to 4, each against the weight rows 4 at a time (a group's
+ * weight rows stay in L1/L2 for the next group). */
+static void gemm_rows(const rows_fn four[4], const rows_fn one[4], int64_t n, int nr, int nt,
+                      float *s, int64_t ld, const void *w, uint64_t ws, const uint8_t *a,
+                      uint64_t as) {
+    for (int j = 0; j < nt; j += ROWS_T) {
+        const int T = nt - j < ROWS_T ? nt - j : ROWS_T;
+        int r = 0;
+        for (; r + ROWS_R <= nr; r += ROWS_R)
+            four[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
+        for (; r < nr; r++)
+            one[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
+    }
+}
+
+static void gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
+                          uint64_t ws, const uint8_t *a, uint64_t as) {
+    static const rows_fn four[4] = {rows_4x1, rows_4x2, rows_4x3, rows_4x4};
+    static const rows_fn one[4] = {rows_1x1, rows_1x2, rows_1x3, rows_1x4};
+    gemm_rows(four, one, n, nr, nt, s, ld, w, ws, a, as);
+}
+
 const cpulm_kernels cpulm_kernels_avx512 = {
     .name = "avx512",
     .vec_dot =
@@ -705,6 +809,7 @@ const cpulm_kernels cpulm_kernels_avx512 = {
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
         },
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16},
+    .gemm_rows = {[CPULM_DTYPE_F16] = gemm_rows_f16},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
     .softmax = softmax,
