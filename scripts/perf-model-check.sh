@@ -92,6 +92,7 @@ echo "== rag x$SCALE/$OSCALE on cpulm serve -t $T -np $NP ($LAYERS-layer 1B cut)
   --output-scale "$OSCALE" --concurrency 1 --requests 5 -o json >"$DIR/lone.json"
 LONE_MS=$(jq -r '.levels[0].ttft_ms.p50' "$DIR/lone.json")
 echo "lone request: TTFT p50 ${LONE_MS} ms"
+awk -v t="$LONE_MS" 'BEGIN { exit !(t + 0 > 0) }' || { echo "no lone TTFT (see $DIR/lone.json)"; exit 1; }
 if [ -z "${SLO:-}" ]; then # ten service times, rounded up to 100 ms
   SLO="ttft_p99=$(awk -v t="$LONE_MS" -v x="${TTFT_X:-10}" \
     'BEGIN { v = t * x; printf "%d", int((v + 99) / 100) * 100 }')ms,itl_p99=${ITL:-500ms}"
