@@ -270,19 +270,22 @@ typedef struct cpulm_ctx_params {
                                  * sets it from CPULM_NO_PIN=1 */
     cpulm_embd_mode embeddings; /* CPULM_EMBD_OFF (default): logits only */
     cpulm_pooling pooling; /* with embeddings; UNSPECIFIED: the model's (cpulm_model_pooling) */
-    int attn_fast;         /* F16 caches only: tiled attention with f32 accumulation (faster
-                            * on long contexts; logits differ from llama.cpp's by up to
-                            * ~0.01). 0 (default): the reference's F16 attention numerics,
-                            * by tiles; -1: the same bits by the slower per-(token, head)
-                            * walk (an oracle for tests and A/B benchmarks);
-                            * CPULM_ATTN_AUTO: llama.cpp build 9928's rule (see below) */
+    int attn_fast;         /* F16 caches only. CPULM_ATTN_AUTO (default): llama.cpp build
+                            * 9928's rule (see below); 1: tiled attention with f32
+                            * accumulation for every row (fast on long contexts; logits
+                            * differ from llama.cpp's short prompts by up to ~0.01); 0: the
+                            * older reference's F16 attention numerics for every row, by
+                            * tiles; -1: the same bits by the slower per-(token, head) walk
+                            * (an oracle for tests and A/B benchmarks) */
 } cpulm_ctx_params;
 
-/* attn_fast = CPULM_ATTN_AUTO follows llama.cpp's CPU flash attention as of build 9928: a
- * decode call of at least CPULM_ATTN_AUTO_ROWS tokens (a prompt) takes the tiled numerics
- * (f32 queries, f32 accumulation), smaller ones (generation) the reference's F16 numerics;
- * head sizes that are not a multiple of 16 always take the F16 numerics. The result of a
- * token then depends on the size of the call it was decoded in, as in llama.cpp. */
+/* attn_fast = CPULM_ATTN_AUTO (the default) follows llama.cpp's CPU flash attention as of
+ * build 9928, per sequence: a sequence with at least CPULM_ATTN_AUTO_ROWS tokens in a decode
+ * call (a prompt chunk) takes the tiled numerics (f32 queries, f32 accumulation) for them, a
+ * sequence with fewer (generation, short prompts) the reference's F16 numerics; head sizes
+ * that are not a multiple of 16 always take the F16 numerics. The result of a token then
+ * depends on how its sequence's tokens were cut into calls, as in llama.cpp, but not on the
+ * other sequences decoded in the same calls. */
 #define CPULM_ATTN_AUTO      2
 #define CPULM_ATTN_AUTO_ROWS 64
 

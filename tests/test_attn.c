@@ -933,6 +933,127 @@ TEST(attn_split_generation_equals_the_block_path_4_kv_heads) {
     cpulm_model_free(m);
 }
 
+/* ---- CPULM_ATTN_AUTO: the numerics of a sequence follow its rows in the call ---- */
+
+/* A piece of a decode call: tokens first..first+n-1 of prompt id (token i: ((i + 11 * id) *
+ * 7919 + 13) % V) at positions first.. of sequence seq. */
+typedef struct auto_piece {
+    int32_t seq, first, n, id;
+} auto_piece;
+
+/* One decode call of the pieces in order on a fresh context (attn numerics, n_seq
+ * sequences), then `gen` steps of one token per sequence; logits of every piece's tokens and
+ * of the steps, malloc'd [rows][V] in batch order. */
+static float *auto_logits(const cpulm_model *m, int attn, int n_seq, const auto_piece *pc, int np,
+                          int gen, int *rows) {
+    cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.attn_fast = attn, cp.n_ctx = 256, cp.n_batch = 256, cp.n_outputs_max = 256;
+    cp.n_threads = 2, cp.n_seq_max = n_seq;
+    cpulm_ctx *c = cpulm_ctx_new(m, &cp, NULL);
+    const int32_t V = cpulm_vocab_n(m);
+    int32_t tok[256], pos[256], seq[256], end[4] = {0}, id[4] = {0}, n = 0;
+    int8_t want[256];
+    for (int p = 0; p < np; p++)
+        for (int32_t i = pc[p].first; i < pc[p].first + pc[p].n; i++, n++) {
+            tok[n] = ((i + 11 * pc[p].id) * 7919 + 13) % V, pos[n] = i, seq[n] = pc[p].seq;
+            want[n] = 1, end[pc[p].seq] = i + 1, id[pc[p].seq] = pc[p].id;
+        }
+    *rows = n + gen * n_seq;
+    float *out = malloc(sizeof(float) * (size_t)*rows * (size_t)V);
+    int ok = c && out;
+    for (int step = -1, o = 0; step < gen && ok; step++) {
+        const int32_t k = step < 0 ? n : n_seq;
+        for (int32_t s = 0; step >= 0 && s < n_seq; s++) /* a step: one token per sequence */
+            tok[s] = (end[s] * 31 + id[s]) % V, pos[s] = end[s]++, seq[s] = s;
+        cpulm_batch b = {.n = k, .token = tok, .pos = pos, .seq = seq, .want_logits = want};
+        ok = cpulm_ctx_decode(c, &b) == CPULM_OK;
+        for (int32_t i = 0; i < k && ok; i++, o++)
+            memcpy(out + (size_t)o * V, cpulm_ctx_logits(c, i), sizeof(float) * (size_t)V);
+    }
+    cpulm_ctx_free(c);
+    if (!ok) free(out);
+    return ok ? out : NULL;
+}
+
+/* Under auto a batch of 4 sequences, two of >= 64 rows in the call (tiled; sequence 0's in
+ * two runs of the batch) and two of fewer (exact), then 2 generation steps of the 4, gives
+ * each sequence the logits it gets decoded alone with the same calls, bit for bit (a rule
+ * per call, as llama.cpp's, took the tiled numerics for all 4: 184 rows). */
+TEST(attn_auto_batch_of_4_equals_each_alone) {
+    cpulm_model *m = heads4_model("attn-auto-batch.gguf", 2, 256);
+    REQUIRE(t, m != NULL);
+    const int32_t V = cpulm_vocab_n(m), len[4] = {70, 20, 64, 30};
+    const auto_piece batch[5] = {
+        {0, 0, 40, 0}, {1, 0, 20, 1}, {2, 0, 64, 2}, {3, 0, 30, 3}, {0, 40, 30, 0}};
+    const int at[5] = {0, 40, 60, 124, 154}; /* each piece's first row in the batch */
+    const int gen = 2, n_all = 184;
+    int rows;
+    float *all = auto_logits(m, CPULM_ATTN_AUTO, 4, batch, 5, gen, &rows);
+    REQUIRE(t, all != NULL && rows == n_all + 4 * gen);
+    for (int32_t s = 0; s < 4; s++) {
+        const auto_piece one = {0, 0, len[s], s};
+        int n1;
+        float *x = auto_logits(m, CPULM_ATTN_AUTO, 1, &one, 1, gen, &n1);
+        REQUIRE(t, x != NULL && n1 == len[s] + gen);
+        int same = 1;
+        for (int p = 0; p < 5; p++) /* the prompt rows */
+            if (batch[p].seq == s)
+                same &= memcmp(all + (size_t)at[p] * V, x + (size_t)batch[p].first * V,
+                               sizeof(float) * (size_t)(batch[p].n * V)) == 0;
+        for (int g = 0; g < gen; g++) /* the steps */
+            same &= memcmp(all + (size_t)(n_all + 4 * g + s) * V, x + (size_t)(len[s] + g) * V,
+                           sizeof(float) * (size_t)V) == 0;
+        if (!same)
+            fprintf(stderr, "  sequence %d (%d rows): batch differs from alone\n", s, len[s]);
+        CHECK(t, same);
+        free(x);
+    }
+    free(all);
+    cpulm_model_free(m);
+}
+
+/* The rule: under auto a sequence's 64 rows in a call take the tiled numerics (`fast`'s
+ * bits), 63 the exact ones (`ref`'s bits), also when the call has more rows (two sequences of
+ * 40: 80); a head size that is not a multiple of 16 (stories260K: 8) always the exact ones. */
+TEST(attn_auto_rule_per_sequence_rows) {
+    cpulm_model *m = heads4_model("attn-auto-rule.gguf", 1, 256);
+    REQUIRE(t, m != NULL);
+    const size_t row = sizeof(float) * (size_t)cpulm_vocab_n(m);
+    const auto_piece p64 = {0, 0, 64, 0}, p63 = {0, 0, 63, 0};
+    const auto_piece two[2] = {{0, 0, 40, 0}, {1, 0, 40, 1}};
+    const struct {
+        const auto_piece *pc;
+        int np, n_seq, want; /* want: the numerics auto should equal */
+    } cases[3] = {{&p64, 1, 1, 1}, {&p63, 1, 1, 0}, {two, 2, 2, 0}};
+    for (int i = 0; i < 3; i++) {
+        float *lg[3]; /* ref, fast, auto */
+        int rows = 0;
+        for (int a = 0; a < 3; a++) {
+            lg[a] = auto_logits(m, a == 2 ? CPULM_ATTN_AUTO : a, cases[i].n_seq, cases[i].pc,
+                                cases[i].np, 0, &rows);
+            REQUIRE(t, lg[a] != NULL);
+        }
+        const size_t bytes = row * (size_t)rows;
+        int ok = memcmp(lg[2], lg[cases[i].want], bytes) == 0 &&
+                 memcmp(lg[2], lg[!cases[i].want], bytes) != 0;
+        if (!ok) fprintf(stderr, "  case %d: auto is not %s\n", i, cases[i].want ? "fast" : "ref");
+        CHECK(t, ok);
+        for (int a = 0; a < 3; a++)
+            free(lg[a]);
+    }
+    cpulm_model_free(m);
+    cpulm_model *s = load("stories260K.gguf");
+    if (!s) SKIP(t, "models not found (CPULM_SHARED)");
+    const size_t bytes = sizeof(float) * 64 * (size_t)cpulm_vocab_n(s);
+    float *r = auto_logits(s, 0, 1, &p64, 1, 0, &(int){0});
+    float *f = auto_logits(s, 1, 1, &p64, 1, 0, &(int){0});
+    float *x = auto_logits(s, CPULM_ATTN_AUTO, 1, &p64, 1, 0, &(int){0});
+    REQUIRE(t, r && f && x);
+    CHECK(t, memcmp(r, x, bytes) == 0 && memcmp(f, x, bytes) != 0);
+    free(r), free(f), free(x);
+    cpulm_model_free(s);
+}
+
 /* attn_xscores on prompt blocks (up to 64 rows: passes of 8 rows, a last pass of 1-7 rows)
  * x key counts that leave every group tail (6, 4, then single keys), against the generic op
  * bit for bit, at every level; padded strides, the pads NaN. */

@@ -20,7 +20,7 @@
 /* The stored log-probabilities are exact to ~1.3e-4; the tolerances are the llama.cpp
  * reference cases' for the weight type (docs/CORRECTNESS.md) plus that step. The shared
  * llama.cpp (build 9928) accumulates prompt attention in f32: cpulm's tiled numerics
- * (attn_fast) are held to these; its default F16-accumulation numerics (the older
+ * (attn_fast) are held to these; its `ref` F16-accumulation numerics (the older
  * reference's) differ by up to ~0.006 on these files, where Gemma's post-attention norm
  * scales the attention output up to unit size, and are held to the F16 tolerance. */
 static double tolerance_of(const char *type, int fast) {
@@ -32,7 +32,8 @@ static double tolerance_of(const char *type, int fast) {
     return tol + 2e-4;
 }
 
-/* One case decoded in batches of `step` with the tiled (fast) or the default numerics. */
+/* One case decoded in batches of `step` with the tiled (fast) or the ref (F16-accumulation)
+ * numerics. */
 static int check_case(const cpulm_json *c, int32_t step, int fast, double *worst) {
     const char *type = cpulm_json_str(cpulm_json_get(c, "type"));
     return refcase_check(c, step, fast, tolerance_of(type ? type : "", fast), worst);
@@ -47,7 +48,7 @@ static int check_case(const cpulm_json *c, int32_t step, int fast, double *worst
  * global layers), with no window at all, and with a final logit soft-cap of 0.5 with and
  * without windows: the 255 scored positions of a 512-token chunk,
  * with tiled numerics as one prompt and in batches of 7 (windows crossing batch
- * boundaries), and with the default numerics as one prompt. */
+ * boundaries), and with the ref numerics as one prompt. */
 TEST(gemma_ref_tiny_types) {
     if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
     cpulm_json_doc *d = refcase_load("gemma-ref.json");
@@ -57,7 +58,7 @@ TEST(gemma_ref_tiny_types) {
     for (size_t i = 0; i < cpulm_json_len(cases); i++) {
         const cpulm_json *c = cpulm_json_at(cases, i);
         double w1 = 0, w2 = 0, w3 = 0;
-        /* sanitizer builds: every case as one prompt, the batches of 7 and the default
+        /* sanitizer builds: every case as one prompt, the batches of 7 and the ref
          * numerics on the first case only (the same code paths) */
         const int all = i == 0 || !test_sanitized();
         CHECK_EQ_INT(t, check_case(c, 512, 1, &w1), 0);
@@ -65,7 +66,7 @@ TEST(gemma_ref_tiny_types) {
         if (all) CHECK_EQ_INT(t, check_case(c, 512, 0, &w3), 0);
         fprintf(stderr,
                 "  %s: worst |diff| %.5f (tiled), %.5f (tiled, batches of 7), %.5f "
-                "(default numerics)\n",
+                "(ref numerics)\n",
                 cpulm_json_str(cpulm_json_get(c, "name")), w1, w2, w3);
     }
     cpulm_json_free(d);
@@ -232,7 +233,7 @@ TEST(gemma_generation_equals_prompt) {
         for (size_t i = 0; i < (size_t)(n - n_prompt) * V; i++)
             worst = fmax(worst, fabs(whole[(size_t)n_prompt * V + i] - b[i]));
         fprintf(stderr, "  %s numerics: prompt vs generation worst |diff| %.2e\n",
-                fast ? "tiled" : "default", worst);
+                fast ? "tiled" : "ref", worst);
         CHECK(t, worst < 5e-4);
         free(whole);
         free(a);

@@ -19,7 +19,7 @@
 
 /* The stored log-probabilities are exact to ~1.3e-4; the tolerances are the reference
  * cases' for the weight type (docs/CORRECTNESS.md) plus that step, as for gemma3; the
- * default F16-accumulation numerics are held to the F16 tolerance. */
+ * `ref` F16-accumulation numerics are held to the F16 tolerance. */
 static double tolerance_of(const char *type, int fast) {
     double tol = 0.002;
     if (!strcmp(type, "q8_0")) tol = 0.14;
@@ -36,7 +36,7 @@ static int check_case(const cpulm_json *c, int32_t step, int fast, double *worst
 
 /* tiny-gemma4 in F32 (attn_v everywhere, and none on the global layers) and Q8_0: the 255
  * scored positions of a 512-token chunk (16 windows of 32), with tiled numerics as one
- * prompt and in batches of 7, and with the default numerics as one prompt. */
+ * prompt and in batches of 7, and with the ref numerics as one prompt. */
 TEST(gemma4_ref_tiny) {
     if (test_emulated()) NOT_APPLICABLE(t, EMULATED_WHY);
     cpulm_json_doc *d = refcase_load("gemma4-ref.json");
@@ -55,7 +55,7 @@ TEST(gemma4_ref_tiny) {
         if (all) CHECK_EQ_INT(t, check_case(c, 512, 0, &w3), 0);
         fprintf(stderr,
                 "  %s: worst |diff| %.5f (tiled), %.5f (tiled, batches of 7), %.5f "
-                "(default numerics)\n",
+                "(ref numerics)\n",
                 cpulm_json_str(cpulm_json_get(c, "name")), w1, w2, w3);
     }
     cpulm_json_free(d);
@@ -259,7 +259,7 @@ TEST(gemma4_generation_equals_prompt) {
         for (size_t i = 0; i < (size_t)(n - n_prompt) * V; i++)
             worst = fmax(worst, fabs(whole[(size_t)n_prompt * V + i] - b[i]));
         fprintf(stderr, "  %s numerics: prompt vs generation worst |diff| %.2e\n",
-                fast ? "tiled" : "default", worst);
+                fast ? "tiled" : "ref", worst);
         CHECK(t, worst < 5e-4);
         free(whole);
         free(a);

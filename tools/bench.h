@@ -128,7 +128,7 @@ typedef struct bench_runner {
     uint64_t seed;              /* random prompt tokens */
     bench_progress_fn progress; /* may be NULL */
     void *progress_user;
-    int attn_fast; /* --attn fast: tiled attention on F16 caches (ctx param) */
+    int attn_fast; /* --attn: cpulm_ctx_params.attn_fast (cli_attn_value) */
     /* BENCH_SPEC: the prompt, and the speculation (lengths, draft model; kind and threads
      * come from the test) */
     const cpulm_token *spec_prompt;

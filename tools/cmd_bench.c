@@ -144,6 +144,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o) {
     cli c = {.cmd = "bench", .argc = argc, .argv = argv};
     o->reps = 5;
     o->progress = -1;
+    o->attn_fast = CPULM_ATTN_AUTO;
     cli_spec_init(&o->spec);
     if (cli_parse(&c, bench_usage, bench_arg, o)) return EXIT_USAGE;
     return cli_spec_check(&c, &o->spec) ? EXIT_USAGE : -1;

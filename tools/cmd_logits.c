@@ -96,7 +96,7 @@ static int logits_opt(cli *c, int id, const cli_val *v, void *ctx) {
 
 int cmd_logits(int argc, char **argv) {
     cli c = {.cmd = "logits", .argc = argc, .argv = argv};
-    logits_opts o = {.kv = "f16", .k = 10};
+    logits_opts o = {.kv = "f16", .k = 10, .attn_fast = CPULM_ATTN_AUTO};
     int rc = cli_parse(&c, logits_usage, logits_opt, &o);
     if (rc) return rc;
     if (!o.prompt == !o.tokens) {

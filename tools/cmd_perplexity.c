@@ -57,7 +57,7 @@ static int ppl_opt(cli *c, int id, const cli_val *v, void *ctx) {
 
 static int parse_args(int argc, char **argv, ppl_opts *o) {
     cli c = {.cmd = "perplexity", .argc = argc, .argv = argv};
-    *o = (ppl_opts){.n_ctx = 512, .n_chunks = -1, .kv = CPULM_KV_F16};
+    *o = (ppl_opts){.n_ctx = 512, .n_chunks = -1, .kv = CPULM_KV_F16, .attn_fast = CPULM_ATTN_AUTO};
     int rc = cli_parse(&c, ppl_usage, ppl_opt, o);
     if (rc) return rc;
     if (!o->file) {

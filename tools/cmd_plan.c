@@ -258,7 +258,7 @@ static void print_instances(const plan_prices *p, const char *path, uint64_t nee
 
 /* Quick measurement: tg32 single stream, and npl 1, 2, 4 .. N parallel sequences. */
 static int measure(const cpulm_model *m, int n_par, float *tps, float *tps_batched, int *best_npl) {
-    bench_runner br = {.m = m};
+    bench_runner br = {.m = m, .attn_fast = CPULM_ATTN_AUTO};
     bench_test t = {
         .kind = BENCH_TG, .n_gen = 32, .n_parallel = 1, .n_batch = 512, .n_ubatch = 512};
     bench_result r;

@@ -60,7 +60,7 @@ static int parse_roof(int argc, char **argv, roof_opts *o) {
 
 /* pp and tg of the model at r->n_threads; mean tokens/s into r. */
 static int run_model(const roof_opts *o, const cpulm_model *m, bench_roof *r) {
-    bench_runner br = {.m = m};
+    bench_runner br = {.m = m, .attn_fast = CPULM_ATTN_AUTO};
     bench_test pp = {.kind = BENCH_PP,
                      .n_prompt = o->n_prompt,
                      .n_parallel = 1,

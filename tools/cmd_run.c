@@ -105,6 +105,7 @@ static int parse_run(int argc, char **argv, run_opts *o) {
     cli c = {.cmd = "run", .argc = argc, .argv = argv};
     o->sp = cpulm_sampler_default_params();
     o->n_predict = 256;
+    o->attn_fast = CPULM_ATTN_AUTO;
     cli_spec_init(&o->spec);
     if (cli_parse(&c, run_usage, run_opt, o)) return EXIT_USAGE;
     if (!!o->prompt + !!o->file + !!o->n_words > 1) {

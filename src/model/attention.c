@@ -5,8 +5,10 @@
  * (cpulm_attn_opts), the score scale, GQA grouping and the split over the threads. The
  * arithmetic is a numerics' three tile ops from the kernel table (kernels.h): score tile,
  * softmax update, value tile, each on one tile of keys for a run of query rows:
- *   exact  (F16 cache, default): attn_x*, attn_f16's recurrence (f16 accumulation) bit for bit;
- *   tiled  (F32, F16 with attn_fast): attn_scores / softmax_row / pv on f32 tiles;
+ *   exact  (F16 cache: `ref`, and `auto` below 64 rows): attn_x*, attn_f16's recurrence (f16
+ *          accumulation) bit for bit;
+ *   tiled  (F32; F16: `fast`, and `auto` from 64 rows): attn_scores / softmax_row / pv on f32
+ *          tiles;
  *   quant  (Q8_0, Q4_0): attn_qscores / softmaxz / qpv on the cache rows in place.
  * A tile reader per cache type makes the tile (read_tile).
  *
@@ -26,7 +28,10 @@
  *
  * Each step's arithmetic is per row and per key in a fixed order, and tiles and chunks sit at
  * fixed positions, so a token's result is the same bits whichever item, batch, thread count
- * or head grouping computed it.
+ * or head grouping computed it. Under CPULM_ATTN_AUTO (the default) the numerics of a block
+ * follow its sequence's rows in the call (auto_plan), so one call may mix exact and tiled
+ * blocks; a sequence's result then depends on how its tokens were chunked into calls, never
+ * on the other sequences of a batch.
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include "attention.h"
@@ -45,7 +50,7 @@
 /* Split generation: items per thread at least, when grouping KV heads into items. */
 #define SPLIT_ITEMS 8
 
-enum { NUM_EXACT, NUM_TILED, NUM_QUANT, NUM_WALK };
+enum { NUM_EXACT, NUM_TILED, NUM_QUANT, NUM_WALK, NUM_MIXED /* per block: blk_num */ };
 
 typedef struct att_ws {         /* one thread's tiles */
     float *q, *o, *oc;          /* [rows][d] */
@@ -69,9 +74,11 @@ struct cpulm_attn {
     float *part;  /* split partials [split_max][n_head_kv][n_chunk_max][gq][d+2] */
     int32_t *blk; /* [n_batch + 1]: first token of each block */
     int32_t n_blk;
-    int num;      /* NUM_*: the numerics of this batch */
-    int split;    /* chunked numerics, one-token blocks, few: items are chunks */
-    int split_ng; /* split: KV heads per item */
+    int num;           /* NUM_*: the numerics of this batch, or NUM_MIXED: blk_num's */
+    uint8_t *blk_num;  /* [n_batch]: each block's numerics (CPULM_ATTN_AUTO) */
+    int32_t *seq_rows; /* [n_seq_max]: each sequence's rows in this call (CPULM_ATTN_AUTO) */
+    int split;         /* chunked numerics, one-token blocks, few: items are chunks */
+    int split_ng;      /* split: KV heads per item */
     /* [split_max][n_head_kv]: chunks of the pair finished in this layer (reset by its fold) */
     atomic_uint *chunks_done;
 };
@@ -105,8 +112,10 @@ cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
     a->part = malloc(sizeof(float) * (size_t)a->split_max * (size_t)hp->n_head *
                      (size_t)a->n_chunk_max * ((size_t)hp->head_dim + 2));
     a->blk = malloc(sizeof(int32_t) * ((size_t)c->p.n_batch + 1));
+    a->blk_num = malloc((size_t)c->p.n_batch + 1);
+    a->seq_rows = malloc(sizeof(int32_t) * (size_t)c->p.n_seq_max);
     a->chunks_done = malloc(sizeof(atomic_uint) * CPULM_ATT_SPLIT_MAX * (size_t)hp->n_head_kv);
-    if (!a->ws || !a->part || !a->blk || !a->chunks_done)
+    if (!a->ws || !a->part || !a->blk || !a->blk_num || !a->seq_rows || !a->chunks_done)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for attention scratch");
     return CPULM_OK;
 }
@@ -117,6 +126,8 @@ void cpulm_attn_free(cpulm_ctx *c) {
     free(a->ws);
     free(a->part);
     free(a->blk);
+    free(a->blk_num);
+    free(a->seq_rows);
     free(a->chunks_done);
     free(a);
     c->attn = NULL;
@@ -124,20 +135,42 @@ void cpulm_attn_free(cpulm_ctx *c) {
 
 /* CPULM_ATTN_AUTO: llama.cpp (build 9928) runs a flash-attention call of 64 or more query
  * tokens by f32 tiles when the value head size is a multiple of its f32 vector width (16 on
- * its AVX-512 variants), and everything else by the older per-row F16 recurrence. */
-static int auto_tiled(const cpulm_ctx *c) {
-    return c->n_tok >= CPULM_ATTN_AUTO_ROWS && c->m->hp.head_dim % 16 == 0;
+ * its AVX-512 variants), and everything else by the older per-row F16 recurrence. We count
+ * the rows of each sequence, not of the call, so a sequence decoded in a batch gets the bits
+ * it gets alone with the same chunks. */
+static int auto_tiled(const cpulm_ctx *c, int32_t seq_rows) {
+    return seq_rows >= CPULM_ATTN_AUTO_ROWS && c->m->hp.head_dim % 16 == 0;
 }
 
+static int auto_call(const cpulm_ctx *c) {
+    return c->kv.dtype == CPULM_DTYPE_F16 && c->p.attn_fast == CPULM_ATTN_AUTO;
+}
+
+/* The numerics of a call that is not auto_call. */
 static int numerics_of(const cpulm_ctx *c) {
     switch (c->kv.dtype) {
     case CPULM_DTYPE_F16:
-        if (c->p.attn_fast == CPULM_ATTN_AUTO) return auto_tiled(c) ? NUM_TILED : NUM_EXACT;
         return c->p.attn_fast < 0 ? NUM_WALK : c->p.attn_fast ? NUM_TILED : NUM_EXACT;
     case CPULM_DTYPE_Q8_0:
     case CPULM_DTYPE_Q4_0: return NUM_QUANT;
     default: return NUM_TILED;
     }
+}
+
+/* auto_call: each block's numerics by its sequence's rows; returns the call's numerics
+ * (NUM_MIXED when the blocks differ). */
+static int auto_plan(cpulm_ctx *c) {
+    struct cpulm_attn *a = c->attn;
+    for (int32_t b = 0; b < a->n_blk; b++)
+        a->seq_rows[c->seq[a->blk[b]]] = 0;
+    for (int32_t t = 0; t < c->n_tok; t++)
+        a->seq_rows[c->seq[t]]++;
+    int tiled = 0;
+    for (int32_t b = 0; b < a->n_blk; b++) {
+        a->blk_num[b] = auto_tiled(c, a->seq_rows[c->seq[a->blk[b]]]) ? NUM_TILED : NUM_EXACT;
+        tiled += a->blk_num[b] == NUM_TILED;
+    }
+    return tiled == 0 ? NUM_EXACT : tiled == a->n_blk ? NUM_TILED : NUM_MIXED;
 }
 
 void cpulm_attn_plan(cpulm_ctx *c) {
@@ -150,7 +183,7 @@ void cpulm_attn_plan(cpulm_ctx *c) {
     }
     a->blk[n] = c->n_tok;
     a->n_blk = n;
-    a->num = numerics_of(c);
+    a->num = auto_call(c) ? auto_plan(c) : numerics_of(c);
     a->split = (a->num == NUM_TILED || a->num == NUM_QUANT) && n == c->n_tok && n <= a->split_max;
     if (!a->split) return;
     const int n_kv = c->m->hp.n_head_kv;
@@ -461,8 +494,11 @@ static void write_rows(const att_run *r, att_state s, int32_t t0, int m, int h0,
 
 /* Block b x KV heads g0..g0+ng-1 (ng > 1 only for one-token blocks), every key: the exact
  * numerics in one walk, the chunked ones chunk by chunk, each folded as it is made. */
-static void block_item(const att_run *r, att_ws *w, int32_t b, int g0, int ng) {
-    const struct cpulm_attn *a = r->a;
+static void block_item(const att_run *r0, att_ws *w, int32_t b, int g0, int ng) {
+    const struct cpulm_attn *a = r0->a;
+    att_run rb = *r0;
+    if (rb.num == NUM_MIXED) rb.num = a->blk_num[b];
+    const att_run *r = &rb;
     const cpulm_ctx *c = r->c;
     const int32_t t0 = a->blk[b], seq = c->seq[t0];
     const int m = gather_rows(r, w, t0, a->blk[b + 1] - t0, g0 * a->gq, ng * a->gq);

@@ -16,9 +16,12 @@
 #include "threads/numa.h"
 
 /* The fields left out are 0: n_ctx, threads and n_outputs_max derived at creation (cpulm.h),
- * an F16 cache, logits only, the reference attention numerics. */
+ * an F16 cache, logits only; attention by llama.cpp build 9928's rule (CPULM_ATTN_AUTO). */
 cpulm_ctx_params cpulm_ctx_default_params(void) {
-    return (cpulm_ctx_params){.n_seq_max = 1, .n_batch = 512, .pooling = CPULM_POOLING_UNSPECIFIED};
+    return (cpulm_ctx_params){.n_seq_max = 1,
+                              .n_batch = 512,
+                              .pooling = CPULM_POOLING_UNSPECIFIED,
+                              .attn_fast = CPULM_ATTN_AUTO};
 }
 
 _Static_assert(sizeof(struct cpulm_work_base) == CPULM_MEM_WORK_SLOT, "memory.h's work slot");
