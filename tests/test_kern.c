@@ -580,7 +580,7 @@ TEST(kern_arm_i8mm_tiles_2x2) {
 #endif
 }
 
-/* The canonical float ops (F32/F16 dots, rms_norm, swiglu) must be
+/* The canonical float ops (F32/F16 dots, rms_norm, swiglu, swiglu_oai) must be
  * bit-identical to generic at every level: float models then give the same logits at every
  * level (and the reference engine's, see docs/ARCHITECTURE.md). */
 TEST(kern_canonical_float_ops_bit_identical) {
@@ -621,6 +621,13 @@ TEST(kern_canonical_float_ops_bit_identical) {
             CHECK(t, memcmp(o1, o2, sizeof(float) * (size_t)n) == 0);
             g->swiglu(n, o1, x, y);
             k->swiglu(n, o2, x, y);
+            CHECK(t, memcmp(o1, o2, sizeof(float) * (size_t)n) == 0);
+            /* limit 3: the clamps bind on both sides for these inputs (|x| < 4, |y| < 2) */
+            g->swiglu_oai(n, o1, x, y, 1.702f, 3.0f);
+            k->swiglu_oai(n, o2, x, y, 1.702f, 3.0f);
+            CHECK(t, memcmp(o1, o2, sizeof(float) * (size_t)n) == 0);
+            g->swiglu_oai(n, o1, x, y, 1.702f, 1.5f);
+            k->swiglu_oai(n, o2, x, y, 1.702f, 1.5f);
             CHECK(t, memcmp(o1, o2, sizeof(float) * (size_t)n) == 0);
         }
         if (t->n_fail) {

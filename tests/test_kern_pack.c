@@ -349,7 +349,7 @@ static const cpulm_kernels *native_level(const char *name) {
 /* The amx level's int8 tiles: 16 tokens per tile, panels of 32 blocks (1, 33 and 70 blocks:
  * one, two and three panels, an odd block count ends on a single-block step) or of 4 K-quant
  * super-blocks (1, 5, 9; Q6_K: one at a time; with bsum extremes among the cases), token counts
- * with and without an avx512vnni tail (9 alone, 16 + 14), random, extreme
+ * with and without a tail (9 alone, 16 + 14; MXFP4's tails of 6+ as AMX tiles), random, extreme
  * (+-1 activations, max quants) and fp16-end scales. Every element must equal avx512vnni's bit for
  * bit (the same per-block float steps on exact sums), besides check_gemm's generic tolerance and
  * token-alone identity. Applies where the CPU has AMX-INT8 and the OS grants the tile state (a CPU
@@ -367,7 +367,9 @@ TEST(kern_pack_gemm_amx) {
                                         CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K};
     static const int64_t nblocks[] = {1, 33, 70};
     static const int64_t nsb[] = {1, 5, 9};
-    /* tails of 5, 3, 9 (alone) and 14 tokens go to avx512vnni */
+    /* tails of 5, 3 tokens go to avx512vnni; 9 (alone) and 14 too, except MXFP4's, which run
+     * as tiles of the tail's rows (AMX_TAIL_MIN), the second 16-row group after the first
+     * one's tail tile (the tail first, no reconfiguration) */
     static const int64_t nts[] = {16, 21, 64, 67, 9, 30};
     static const int extremes[] = {0, 1, 3, 4, 2};
     uint64_t seed = 2026;

@@ -163,6 +163,11 @@ typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t 
     X(DOT_F32, dot_f32, float, (int64_t n, const float *x, const float *y), F32)                  \
     /* y[i] = silu(x[i]), canonical as swiglu (Gated DeltaNet's conv output and gate) */          \
     X(SILU, silu, void, (int64_t n, float *y, const float *x), F32)                               \
+    /* gpt-oss's gate (ggml's swiglu_oai): x = fminf(g[i], limit), v = fminf(fmaxf(u[i],          \
+     * -limit), limit), y[i] = x / (1 + expf(alpha * -x)) * (v + 1) with libm's expf (the         \
+     * reference's scalar arithmetic), so every level is generic's bits. y may be g. */           \
+    X(SWIGLU_OAI, swiglu_oai, void,                                                               \
+      (int64_t n, float *y, const float *g, const float *u, float alpha, float limit), F32)       \
     /* ---- Gated DeltaNet (hybrid models; driven by src/model/deltanet.c) ----                   \
      * Every output element is one fma chain in the order stated (no reduction tree), so          \
      * every level is bit-identical to the generic one. */                                        \

@@ -279,16 +279,10 @@ static void gather_rows(cpulm_ctx *c, cpulm_moe_scratch *s, cpulm_dtype vdt, int
 #define GATHER_SERIAL_ROWS 64
 
 /* gpt-oss's gated activation (arch.h, CPULM_ACT_SWIGLU_OAI) with its constants, in
- * ggml's swiglu_oai arithmetic: g = min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u) + 1). */
+ * ggml's swiglu_oai arithmetic: g = min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u) + 1)
+ * (the kernel op swiglu_oai). */
 #define OAI_ALPHA 1.702f
 #define OAI_LIMIT 7.0f
-static void swiglu_oai(int64_t n, float *g, const float *u) {
-    for (int64_t i = 0; i < n; i++) {
-        const float x = fminf(g[i], OAI_LIMIT);
-        const float y = fminf(fmaxf(u[i], -OAI_LIMIT), OAI_LIMIT);
-        g[i] = x / (1.0f + expf(OAI_ALPHA * -x)) * (y + 1.0f);
-    }
-}
 
 /* The activation of sorted rows [p0, p1) (step apart), after the experts' gate and up
  * biases if any, converted for down_exps in place of their gathered activations (which
@@ -308,7 +302,7 @@ static void swiglu_rows(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer *l
             }
         }
         if (oai)
-            swiglu_oai(F, g, u);
+            c->k->swiglu_oai(F, g, g, u, OAI_ALPHA, OAI_LIMIT);
         else
             c->k->swiglu(F, g, g, u);
         cpulm_matmul_quantize_act(c->k, vdt, g, s->act + (size_t)p * s->act_stride, F);

@@ -47,6 +47,15 @@ void cpulm_generic_silu(int64_t n, float *y, const float *x) {
         y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
+void cpulm_generic_swiglu_oai(int64_t n, float *y, const float *g, const float *u, float alpha,
+                              float limit) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = fminf(g[i], limit);
+        const float v = fminf(fmaxf(u[i], -limit), limit);
+        y[i] = x / (1.0f + expf(alpha * -x)) * (v + 1.0f);
+    }
+}
+
 void cpulm_generic_softmax(int64_t n, float *x) {
     float max = x[0];
     for (int64_t i = 1; i < n; i++)

@@ -52,18 +52,19 @@ typedef struct tile_config {
     uint8_t rows[16];
 } tile_config;
 
-static _Thread_local int tiles_configured;
+static _Thread_local int tiles_rows; /* rows of the A and C tiles as configured; 0: none */
 
-static void configure_tiles(void) {
-    if (tiles_configured) return;
+/* m: tokens per A / C tile (TOK, or fewer for an MXFP4 token tail). */
+static void configure_tiles(int m) {
+    if (tiles_rows == m) return;
     _Alignas(64) tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     static const int cs[4] = {TC0, TC1, TC2, TC3};
     for (int i = 0; i < 4; i++)
-        c.rows[cs[i]] = TOK, c.colsb[cs[i]] = 64; /* 16 tokens x 16 int32 */
+        c.rows[cs[i]] = (uint8_t)m, c.colsb[cs[i]] = 64; /* m tokens x 16 int32 */
     for (int i = TA0; i <= TA1; i++)
-        c.rows[i] = TOK, c.colsb[i] = 32; /* 16 tokens x one block's 32 quants */
+        c.rows[i] = (uint8_t)m, c.colsb[i] = 32; /* m tokens x one block's 32 quants */
     for (int i = TB0; i <= TB1; i++)
         c.rows[i] = 8, c.colsb[i] = 64; /* 32 quants x 16 rows, 4 per lane */
     /* Not _tile_loadconfig: GCC 12's version names only the first 8 bytes as its memory
@@ -71,7 +72,7 @@ static void configure_tiles(void) {
      * unconfigured and the first tile instruction raised SIGILL). Here the operand is the
      * whole 64-byte block. */
     __asm__ volatile("ldtilecfg %0" : : "m"(c));
-    tiles_configured = 1;
+    tiles_rows = m;
 }
 
 enum { W_Q4_0, W_Q8_0, W_MXFP4 };
@@ -139,8 +140,9 @@ typedef struct a_src {
 /* acc[t] = fma(dw, float(c[t]) * dx_t, acc[t]) for the 16 tokens: avx512vnni.c's float
  * steps on the 16 x 16 sums of one block. dx_t: token t's block scale. */
 static inline __attribute__((always_inline)) void
-epilogue(const int32_t *c, __m512 dw, const uint8_t *dx, size_t dx_row, __m512 acc[TOK]) {
+epilogue(const int32_t *c, __m512 dw, const uint8_t *dx, size_t dx_row, __m512 acc[TOK], int m) {
     _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++) {
+        if (t >= m) break;
         float d;
         memcpy(&d, dx + (size_t)t * dx_row, 4);
         const __m512 f =
@@ -179,41 +181,58 @@ static inline void sums_pair(const panel *p, int64_t i, const a_src *x, int set,
         SUMS_PAIR(TC0, TC1);
 }
 
-/* 16 tokens (x) over the panel's blocks; the running sums start at 0 (first panel) or from
- * o (rows ld apart) and end there. Software-pipelined: the tiles of the next pair of blocks
- * are issued before the epilogue of this pair, into the other half of c and the other C
- * tile set, so the tile unit and the vector ports work at once and no epilogue load waits
- * for a tile store in flight. acc[] stays in registers: every loop over it is unrolled. */
-static void tile16(const panel *p, const a_src *x, float *o, int64_t ld) {
+/* m <= 16 tokens (x) over the panel's blocks (the tiles configured for m rows); the
+ * running sums start at 0 (first panel) or from o (rows ld apart) and end there.
+ * Software-pipelined: the tiles of the next pair of blocks are issued before the epilogue of
+ * this pair, into the other half of c and the other C tile set, so the tile unit and the
+ * vector ports work at once and no epilogue load waits for a tile store in flight. acc[]
+ * stays in registers: every loop over it is unrolled (m constant in tile16: no guards). */
+static inline __attribute__((always_inline)) void tile_m(const panel *p, const a_src *x, float *o,
+                                                         int64_t ld, int m) {
     _Alignas(64) int32_t c[2][2][TOK * 16];
     __m512 acc[TOK];
     _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++) acc[t] =
-        p->b0 ? _mm512_loadu_ps(o + (size_t)t * (size_t)ld) : _mm512_setzero_ps();
+        p->b0 && t < m ? _mm512_loadu_ps(o + (size_t)t * (size_t)ld) : _mm512_setzero_ps();
     sums_pair(p, 0, x, 0, c[0]);
     for (int64_t i = 0; i < p->count; i += 2) {
         const int set = (int)(i >> 1) & 1;
         int32_t(*cur)[TOK * 16] = c[set];
         if (i + 2 < p->count) sums_pair(p, i + 2, x, set ^ 1, c[set ^ 1]);
         const uint8_t *dx = x->dx + (size_t)i * x->dx_blk;
-        epilogue(cur[0], _mm512_load_ps(p->dw + 16 * i), dx, x->dx_row, acc);
+        epilogue(cur[0], _mm512_load_ps(p->dw + 16 * i), dx, x->dx_row, acc, m);
         if (i + 1 < p->count)
-            epilogue(cur[1], _mm512_load_ps(p->dw + 16 * (i + 1)), dx + x->dx_blk, x->dx_row, acc);
+            epilogue(cur[1], _mm512_load_ps(p->dw + 16 * (i + 1)), dx + x->dx_blk, x->dx_row, acc,
+                     m);
     }
-    _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++)
+    _Pragma("GCC unroll 16") for (int t = 0; t < TOK; t++) {
+        if (t >= m) break;
         _mm512_storeu_ps(o + (size_t)t * (size_t)ld, acc[t]);
+    }
 }
 
-/* Tokens [0, nt16) (a multiple of 16) against one group, panel by panel: every 16-token
- * tile visits the panel while it is hot; the running sums wait in s between panels.
- * (A token tail run as one tile padded with zero rows was slower than avx512vnni's
- * chains for it: MoE layer GEMMs 0.83-0.96x with tails of 8+, see the perf log.) */
-static void gemm_amx(int64_t n, int nt16, float *s, int64_t ld, const uint8_t *w, int wk,
+static void tile16(const panel *p, const a_src *x, float *o, int64_t ld) {
+    tile_m(p, x, o, ld, TOK);
+}
+
+/* A token tail of m < 16: the tiles' rows past m are neither loaded nor stored. */
+static void tile_tail(const panel *p, const a_src *x, float *o, int64_t ld, int m) {
+    tile_m(p, x, o, ld, m);
+}
+
+/* Tokens [0, nt16 + tail) (nt16 a multiple of 16, tail < 16) against one group, panel by
+ * panel: every 16-token tile and the tail's tile (its own tile rows) visit the panel while
+ * it is hot; the running sums wait in s between panels. LDTILECFG is slow (~2 us for six
+ * per call here), so the tail goes first when the tiles still have its rows (the previous
+ * panel's or group's tail): one reconfiguration per panel, not two. (A tail run as one 16-row tile
+ * padded with zero rows was slower than avx512vnni's chains for it: MoE layer GEMMs 0.83-0.96x with
+ * tails of 8+, see the perf log; tiles of the tail's own rows skip the padding's loads, stores and
+ * epilogue.) */
+static void gemm_amx(int64_t n, int nt16, int tail, float *s, int64_t ld, const uint8_t *w, int wk,
                      const uint8_t *act, uint64_t stride) {
     _Alignas(64) int8_t q[PANEL_BLOCKS * B_BYTES];
     _Alignas(64) float dw[PANEL_BLOCKS * 16];
     const int64_t nb = n / 32;
     const uint64_t xo = cpulm_pack_act_extras_offset(n);
-    configure_tiles();
     for (int64_t b0 = 0; b0 < nb; b0 += PANEL_BLOCKS) {
         const int64_t count = nb - b0 < PANEL_BLOCKS ? nb - b0 : PANEL_BLOCKS;
         panel p;
@@ -224,18 +243,35 @@ static void gemm_amx(int64_t n, int nt16, float *s, int64_t ld, const uint8_t *w
                    .dx_blk = 4,
                    .dx_row = stride,
                    .q_row = (long)stride};
+        a_src xt = x; /* the tail's rows */
+        xt.q += (size_t)nt16 * stride, xt.dx += (size_t)nt16 * stride;
+        float *st = s + (size_t)nt16 * (size_t)ld;
+        const int tail_first = tail && tiles_rows == tail; /* one LDTILECFG less */
+        if (tail_first) tile_tail(&p, &xt, st, ld, tail);
+        if (nt16) configure_tiles(TOK);
         for (int j = 0; j < nt16; j += TOK) {
             tile16(&p, &x, s + (size_t)j * (size_t)ld, ld);
             x.q += (size_t)TOK * stride, x.dx += (size_t)TOK * stride;
         }
+        if (tail && !tail_first) {
+            configure_tiles(tail);
+            tile_tail(&p, &xt, st, ld, tail);
+        }
     }
 }
+
+/* MXFP4 token tails of at least this many tokens run as tiles of their own rows, the
+ * others go to avx512vnni: one 16-row group of 2880 inputs, 64 + tail tokens, interleaved,
+ * thread CPU time (perf log 2026-12-03-gptoss-prompt): equal up to tails of 5, the tiles
+ * 5-10% faster from 6 on, 20% at 15. */
+#define AMX_TAIL_MIN 6
 
 static void gemm_x16(int64_t n, int nt, float *s, int64_t ld, const void *w, const uint8_t *act,
                      uint64_t stride, int wk, cpulm_dtype type) {
     const int done = nt / TOK * TOK;
-    if (done) gemm_amx(n, done, s, ld, w, wk, act, stride);
-    if (nt > done)
+    const int tail = wk == W_MXFP4 && nt - done >= AMX_TAIL_MIN ? nt - done : 0;
+    if (done || tail) gemm_amx(n, done, tail, s, ld, w, wk, act, stride);
+    if (nt > done + tail)
         cpulm_kernels_avx512vnni.gemm_x16[type](n, nt - done, s + (size_t)done * (size_t)ld, ld, w,
                                                 act + (size_t)done * stride, stride);
 }
@@ -339,7 +375,7 @@ static void gemm_amx_k4(int64_t n, int nt16, float *s, int64_t ld, const uint8_t
     const int64_t nsb = n / CPULM_QK_K;
     const size_t sb = q5 ? Q5K_SB : Q4K_SB;
     const uint64_t xo = cpulm_pack_actk_extras_offset(n);
-    configure_tiles();
+    configure_tiles(TOK);
     for (int64_t b0 = 0; b0 < nsb; b0 += KSB_PANEL) {
         const int64_t count = nsb - b0 < KSB_PANEL ? nsb - b0 : KSB_PANEL;
         for (int64_t i = 0; i < count; i++)
@@ -468,7 +504,7 @@ static void gemm_q6_K_x16(int64_t n, int nt, float *s, int64_t ld, const void *w
     const int nt16 = nt / TOK * TOK;
     if (nt16) {
         _Alignas(64) int8_t q[16 * B_BYTES];
-        configure_tiles();
+        configure_tiles(TOK);
         for (int64_t b = 0; b < n / CPULM_QK_K; b++) {
             const uint8_t *g = (const uint8_t *)w + (size_t)b * Q6K_SB;
             widen_k6(g, q);

@@ -356,6 +356,28 @@ static void canon_swiglu(int64_t n, float *y, const float *g, const float *u) {
         y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* swiglu_oai: only expf stays scalar (libm's, per lane); the clamps, the quotient and the
+ * product run in 8 lanes. MINPS / MAXPS return their second operand when the first is NaN,
+ * as fminf / fmaxf do with a number second, and -x is a sign flip: generic's bits. */
+static void swiglu_oai(int64_t n, float *y, const float *g, const float *u, float alpha,
+                       float limit) {
+    const __m256 lim = _mm256_set1_ps(limit), nlim = _mm256_set1_ps(-limit);
+    const __m256 one = _mm256_set1_ps(1.0f), a = _mm256_set1_ps(alpha);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _Alignas(32) float e[8];
+        const __m256 x = _mm256_min_ps(_mm256_loadu_ps(g + i), lim);
+        _mm256_store_ps(e, _mm256_mul_ps(a, _mm256_xor_ps(x, sign)));
+        for (int j = 0; j < 8; j++)
+            e[j] = expf(e[j]);
+        const __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(u + i), nlim), lim);
+        const __m256 q = _mm256_div_ps(x, _mm256_add_ps(one, _mm256_load_ps(e)));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(q, _mm256_add_ps(v, one)));
+    }
+    cpulm_generic_swiglu_oai(n - i, y + i, g + i, u + i, alpha, limit);
+}
+
 /* ---- conversions ---- */
 
 /* Bit-identical to the reference: same amax, same d = amax / 127, same x * id, and roundf
@@ -1200,6 +1222,7 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .gemm_rows = {[CPULM_DTYPE_F16] = gemm_rows_f16},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
+    .swiglu_oai = swiglu_oai,
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
