@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ref-logits.py: llama.cpp's reference log-probabilities for the synthetic models of one
 architecture family, written to tests/data/ARCH-ref.json for tests/refcase.c (read by
-tests/test_gemma.c, test_gptoss.c and test_hybrid.c).
+tests/test_gemma.c, test_gptoss.c, test_hybrid.c and test_rope.c).
 
 For each case of the family: `cpulm synth` writes the model (a named shape, a weight type,
 optionally fewer layers and other synth options: the test writes the same file from the
@@ -13,7 +13,8 @@ maximum, so values are exact to ~1.3e-4).
 
 usage: scripts/ref-logits.py ARCH [BUILD_DIR]
   ARCH: gemma (tiny-gemma3: 16 windows of 32 positions), gemma4 (tiny-gemma4), gptoss (tiny-gpt-oss: a 32-key
-  window on every other layer, YaRN over 256 positions), hybrid (the qwen35 family)
+  window on every other layer, YaRN over 256 positions), hybrid (the qwen35 family), yarn
+  (tiny llama and qwen3 files with YaRN scaling, read by tests/test_rope.c)
   Needs ../shared or $CPULM_SHARED. The llama.cpp build is $LLAMA_PERPLEXITY, default the
   shared one; on a CPU where its sapphirerapids variant dies with SIGILL on quantized files,
   point it at a copy without that variant.
@@ -32,7 +33,8 @@ TOPK = 10
 
 # name, synth shape, weight type, layers (0: the shape's), other synth options (`cpulm
 # synth` flags; the test reads them back from the case: "swa", "swa_period",
-# "rope_linear", "softcap", "k_eq_v", "double_wide_mlp", "kv_heads_global")
+# "rope_linear", "softcap", "k_eq_v", "double_wide_mlp", "kv_heads_global", "yarn",
+# "yarn_orig_ctx", "arch")
 CASES = {
     "gemma": [
         ("tiny-gemma3-f32", "tiny-gemma3", "f32", 0, {}),
@@ -65,6 +67,15 @@ CASES = {
     "gptoss": [
         ("tiny-gpt-oss-f32", "tiny-gpt-oss", "f32", 0, {}),
         ("tiny-gpt-oss-mxfp4", "tiny-gpt-oss", "mxfp4", 0, {}),
+    ],
+    # YaRN past the original context: the tiny shape as llama and as qwen3 (q/k norms),
+    # scaled 8x over 32 positions, so every scored position (256-511) is far beyond it
+    "yarn": [
+        ("tiny-yarn8-f32", "tiny", "f32", 0, {"yarn": 8, "yarn_orig_ctx": 32}),
+        ("tiny-qwen3-yarn8-f32", "tiny", "f32", 0,
+         {"arch": "qwen3", "yarn": 8, "yarn_orig_ctx": 32}),
+        ("tiny-qwen3-yarn4-q8_0", "tiny", "q8_0", 0,
+         {"arch": "qwen3", "yarn": 4, "yarn_orig_ctx": 128}),
     ],
     # quantized types are missing: the shared llama.cpp build dies with SIGILL on them on the
     # machine the data was made on

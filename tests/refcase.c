@@ -72,10 +72,15 @@ cpulm_model *refcase_model(const cpulm_json *c) {
     p.k_eq_v = (int)cpulm_json_num(cpulm_json_get(c, "k_eq_v"), p.k_eq_v);
     p.double_wide_mlp = (int)cpulm_json_num(cpulm_json_get(c, "double_wide_mlp"), 0);
     p.kv_heads_global = (int32_t)cpulm_json_num(cpulm_json_get(c, "kv_heads_global"), 0);
-    char name[220];
-    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g-k%d-d%d-g%d.gguf", shape, type, layers,
-             p.hp.n_swa, p.swa_period, (double)p.rope_linear, (double)p.hp.final_softcap, p.k_eq_v,
-             p.double_wide_mlp, (int)p.kv_heads_global);
+    p.yarn_factor = (float)cpulm_json_num(cpulm_json_get(c, "yarn"), p.yarn_factor);
+    p.yarn_orig_ctx = (int32_t)cpulm_json_num(cpulm_json_get(c, "yarn_orig_ctx"), p.yarn_orig_ctx);
+    const char *arch = cpulm_json_str(cpulm_json_get(c, "arch"));
+    if (arch) p.arch = arch; /* the case's JSON outlives the load */
+    char name[260];
+    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g-k%d-d%d-g%d-y%g-%d-%s.gguf", shape, type,
+             layers, p.hp.n_swa, p.swa_period, (double)p.rope_linear, (double)p.hp.final_softcap,
+             p.k_eq_v, p.double_wide_mlp, (int)p.kv_heads_global, (double)p.yarn_factor,
+             (int)p.yarn_orig_ctx, p.arch ? p.arch : "");
     return refcase_synth_load(&p, name);
 }
 

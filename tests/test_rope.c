@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "format/gguf.h"
 #include "model/rope.h"
+#include "refcase.h"
 #include "test.h"
 
 #define PI64 3.14159265358979323846
@@ -146,4 +148,33 @@ TEST(rope_scaling_keys_refused) {
     REQUIRE(t, read_keys(&dflt, 64, 10000, 4096, &rs, &err) == CPULM_OK);
     CHECK_EQ_INT(t, rs.n_ctx_orig, 4096);
     CHECK(t, rs.ext_factor == 1.0f && rs.corr_lo >= 0 && rs.corr_hi <= 63);
+}
+
+/* Logits of YaRN-scaled files against llama.cpp's (tests/data/yarn-ref.json, made by
+ * `scripts/ref-logits.py yarn` with llama-perplexity): the tiny shape as llama and as qwen3,
+ * scaled over 32 or 128 original positions, so all 256 scored positions of the 512-token
+ * chunk lie past the original context. F32's reference tolerance; Q8_0's smallest (as
+ * test_gptoss.c). A wrong ramp end or attention factor moves these by ~0.01-0.1. */
+TEST(rope_yarn_ref_tiny_past_the_original_context) {
+    if (test_emulated())
+        NOT_APPLICABLE(t, "minutes under emulation: the rope angles are checked above");
+    cpulm_json_doc *d = refcase_load("yarn-ref.json");
+    REQUIRE(t, d);
+    const cpulm_json *cases = cpulm_json_get(cpulm_json_root(d), "cases");
+    REQUIRE(t, cpulm_json_len(cases) >= 3);
+    /* under sanitizers the first case only (the arithmetic is the same, ASan's time is not) */
+    const size_t n = test_sanitized() ? 1 : cpulm_json_len(cases);
+    for (size_t i = 0; i < n; i++) {
+        const cpulm_json *c = cpulm_json_at(cases, i);
+        const double tol = strcmp(cpulm_json_str(cpulm_json_get(c, "type")), "f32") ? 0.14 : 0.0022;
+        double w1 = 0, w2 = 0;
+        /* one 512-token call: the default rule gives build 9928's f32 (tiled) numerics; in
+         * batches of 7 the same numerics are asked for (the default would take the F16
+         * accumulation there: 0.0034-0.0038 on the F32 files, past F32's tolerance) */
+        CHECK_EQ_INT(t, refcase_check(c, 512, CPULM_ATTN_AUTO, tol, &w1), 0);
+        CHECK_EQ_INT(t, refcase_check(c, 7, 1, tol, &w2), 0);
+        fprintf(stderr, "  %s: worst |diff| %.5f, %.5f in batches of 7 (tol %.4f)\n",
+                cpulm_json_str(cpulm_json_get(c, "name")), w1, w2, tol);
+    }
+    cpulm_json_free(d);
 }
