@@ -327,7 +327,7 @@ static void experts_fused(cpulm_ctx *c, cpulm_moe_scratch *s, const cpulm_layer 
             run_item(c, s, pg, i, gu, gu_out, 2);
             if (atomic_fetch_sub_explicit(&s->gu_left[e], 1, memory_order_acq_rel) == 1) {
                 swiglu_rows(c, s, ly, s->off[e], s->off[e] + s->cnt[e], 1);
-                atomic_store_explicit(&s->ready[e], 1, memory_order_release);
+                cpulm_pool_publish(c->pool, &s->ready[e]);
             }
         } else {
             const int j = i - pg->n_items;

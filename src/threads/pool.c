@@ -1,6 +1,15 @@
-/* pool.c: persistent worker pool with spin-then-sleep start and a spinning barrier.
- * Memory ordering: the run descriptor (fn, arg, nth) is written before the release-store
- * of the generation counter; workers read it after an acquire-load of that counter. */
+/* pool.c: persistent worker pool; every wait (a worker for work, the barrier, the caller's
+ * join, a flag) spins for a bounded time, then blocks in the OS (wait.h: a futex on Linux).
+ * Why block rather than yield: on an oversubscribed machine (a load generator beside `serve`,
+ * other processes) waiters that yield in a loop stay runnable and take the CPU the late thread
+ * needs (perf: ~45% of cycles in sched_yield; serve ran ~10x slower). A blocked waiter leaves
+ * the run queue. The spin is time-based, so it means the same on any CPU's pause latency.
+ * Memory ordering: the run descriptor (fn, arg, nth) is written before the seq_cst increment
+ * of the generation counter; workers read it after an acquire-load of that counter.
+ * Sleepers: each word a thread may block on has a count of blocked threads next to it. A
+ * waiter increments the count, then rechecks the word; a waker changes the word, then reads
+ * the count (all seq_cst), so one of them sees the other (the Dekker pattern) and a waker that
+ * reads 0 may skip the system call: the fast path never enters the kernel. */
 #define _GNU_SOURCE
 #include "pool.h"
 
@@ -8,12 +17,24 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "../base/status.h"
+#include "wait.h"
 
-#define CACHE_LINE   64
-#define SPIN_START   20000 /* polls before a worker sleeps: about 10-50 us */
-#define SPIN_BARRIER 4000  /* polls before a barrier waiter yields its CPU */
+#define CACHE_LINE 64
+/* Spin budgets before blocking. A worker between runs waits out the caller's sampling and the
+ * next step's setup; a barrier, join or flag wait waits for the slowest thread's share. */
+#define SPIN_START_NS 1000000
+#define SPIN_WAIT_NS  100000
+#define SPIN_CHECK    64 /* polls between clock reads */
+
+/* A word threads block on, and how many are blocked on it, on one cache line: the waker
+ * already owns the line when it reads the count. */
+typedef struct waitword {
+    _Alignas(CACHE_LINE) atomic_int v;
+    atomic_int sleepers;
+} waitword;
 
 typedef struct worker {
     cpulm_pool *pool;
@@ -28,14 +49,12 @@ struct cpulm_pool {
     cpulm_pool_fn fn;
     void *arg;
     int nth;
-    _Alignas(CACHE_LINE) atomic_uint generation; /* bumped per run */
-    _Alignas(CACHE_LINE) atomic_int n_done;      /* workers finished with this run */
+    waitword generation; /* bumped per run (wraps: atomic arithmetic is defined to) */
+    waitword n_done;     /* workers finished with this run */
+    waitword barrier_phase;
+    waitword await; /* .sleepers: threads blocked in cpulm_pool_await, on any flag */
     _Alignas(CACHE_LINE) atomic_int barrier_count;
-    _Alignas(CACHE_LINE) atomic_uint barrier_phase;
     _Alignas(CACHE_LINE) atomic_int stop;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int n_sleeping;
 };
 
 static void pin_to(int cpu) {
@@ -54,34 +73,57 @@ static void cpu_relax(void) {
 #endif
 }
 
-/* Waits until generation differs from seen; returns the new generation. */
-static unsigned wait_for_work(cpulm_pool *p, unsigned seen) {
-    for (int i = 0; i < SPIN_START; i++) {
-        unsigned g = atomic_load_explicit(&p->generation, memory_order_acquire);
-        if (g != seen) return g;
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Polls *w while it equals v, for about budget_ns; returns 1 once it differs (acquire), 0 when
+ * the budget is spent. The clock is first read after SPIN_CHECK polls, so short waits never
+ * read it. */
+static int spin_while(atomic_int *w, int v, long long budget_ns) {
+    long long end = 0;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(w, memory_order_acquire) != v) return 1;
         cpu_relax();
+        if (i % SPIN_CHECK) continue;
+        long long t = now_ns();
+        if (!end)
+            end = t + budget_ns;
+        else if (t >= end)
+            return 0;
     }
-    pthread_mutex_lock(&p->mu);
-    unsigned g;
-    while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen) {
-        p->n_sleeping++;
-        pthread_cond_wait(&p->cv, &p->mu);
-        p->n_sleeping--;
+}
+
+/* Returns once *word != v (acquire): spins, then blocks, counted in *sleepers (see top). */
+static void wait_while(atomic_int *word, atomic_int *sleepers, int v, long long spin_ns) {
+    if (spin_while(word, v, spin_ns)) return;
+    while (atomic_load_explicit(word, memory_order_acquire) == v) {
+        atomic_fetch_add(sleepers, 1);
+        if (atomic_load(word) == v) cpulm_wait_block(word, v);
+        atomic_fetch_sub(sleepers, 1);
     }
-    pthread_mutex_unlock(&p->mu);
-    return g;
+}
+
+/* After a seq_cst change of *word: wakes its sleepers, if any (no system call otherwise). */
+static void wake(atomic_int *word, atomic_int *sleepers) {
+    if (atomic_load(sleepers)) cpulm_wait_wake(word);
 }
 
 static void *worker_main(void *v) {
     worker *w = v;
     cpulm_pool *p = w->pool;
     pin_to(w->cpu);
-    unsigned seen = 0;
+    int seen = 0;
     for (;;) {
-        seen = wait_for_work(p, seen);
+        wait_while(&p->generation.v, &p->generation.sleepers, seen, SPIN_START_NS);
+        seen = atomic_load_explicit(&p->generation.v, memory_order_acquire);
         if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
         if (w->ith < p->nth) p->fn(p->arg, w->ith, p->nth);
-        atomic_fetch_add_explicit(&p->n_done, 1, memory_order_acq_rel);
+        /* the last worker wakes the caller (blocked in cpulm_pool_run only after its spin) */
+        if (atomic_fetch_add(&p->n_done.v, 1) == p->n_threads - 2)
+            wake(&p->n_done.v, &p->n_done.sleepers);
     }
     return NULL;
 }
@@ -93,13 +135,13 @@ cpulm_status cpulm_pool_new(cpulm_pool **out, int n_threads, const int *cpus) {
         aligned_alloc(CACHE_LINE, (sizeof *p + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE);
     if (!p) return CPULM_ERR_NOMEM;
     *p = (cpulm_pool){.n_threads = n_threads};
-    atomic_init(&p->generation, 0);
-    atomic_init(&p->n_done, 0);
+    waitword *words[] = {&p->generation, &p->n_done, &p->barrier_phase, &p->await};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+        atomic_init(&words[i]->v, 0);
+        atomic_init(&words[i]->sleepers, 0);
+    }
     atomic_init(&p->barrier_count, 0);
-    atomic_init(&p->barrier_phase, 0);
     atomic_init(&p->stop, 0);
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
     p->workers = calloc((size_t)n_threads, sizeof *p->workers);
     if (!p->workers) {
         cpulm_pool_free(p);
@@ -119,10 +161,8 @@ cpulm_status cpulm_pool_new(cpulm_pool **out, int n_threads, const int *cpus) {
 }
 
 static void wake_all(cpulm_pool *p) {
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_acq_rel);
-    if (p->n_sleeping) pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    atomic_fetch_add(&p->generation.v, 1); /* seq_cst: releases the descriptor (see top) */
+    wake(&p->generation.v, &p->generation.sleepers);
 }
 
 void cpulm_pool_free(cpulm_pool *p) {
@@ -133,8 +173,6 @@ void cpulm_pool_free(cpulm_pool *p) {
         for (int i = 1; i < p->n_threads; i++)
             pthread_join(p->workers[i].thread, NULL);
     }
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv);
     free(p->workers);
     free(p);
 }
@@ -153,51 +191,39 @@ void cpulm_pool_run(cpulm_pool *p, cpulm_pool_fn fn, void *arg, int nth) {
     p->fn = fn;
     p->arg = arg;
     p->nth = nth;
-    atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->n_done.v, 0, memory_order_relaxed);
     /* The caller works as thread 0 on its own core for the run only: pinning it for good
      * would shrink its affinity mask, and so the thread count of contexts made later. */
     cpu_set_t saved;
     int pinned =
         p->workers[0].cpu >= 0 && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
     if (pinned) pin_to(p->workers[0].cpu);
-    /* the mutex in wake_all orders the descriptor writes before the generation bump */
     wake_all(p);
     fn(arg, 0, nth);
-    int spins = 0;
-    while (atomic_load_explicit(&p->n_done, memory_order_acquire) < p->n_threads - 1) {
-        if (++spins < SPIN_BARRIER)
-            cpu_relax();
-        else
-            sched_yield();
-    }
+    int done;
+    while ((done = atomic_load_explicit(&p->n_done.v, memory_order_acquire)) < p->n_threads - 1)
+        wait_while(&p->n_done.v, &p->n_done.sleepers, done, SPIN_WAIT_NS);
     if (pinned) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
 }
 
 void cpulm_pool_barrier(cpulm_pool *p) {
     int nth = p->nth;
     if (nth <= 1) return;
-    unsigned phase = atomic_load_explicit(&p->barrier_phase, memory_order_acquire);
+    int phase = atomic_load_explicit(&p->barrier_phase.v, memory_order_acquire);
     if (atomic_fetch_add_explicit(&p->barrier_count, 1, memory_order_acq_rel) == nth - 1) {
         atomic_store_explicit(&p->barrier_count, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&p->barrier_phase, 1, memory_order_release);
+        atomic_fetch_add(&p->barrier_phase.v, 1);
+        wake(&p->barrier_phase.v, &p->barrier_phase.sleepers);
         return;
     }
-    int spins = 0;
-    while (atomic_load_explicit(&p->barrier_phase, memory_order_acquire) == phase) {
-        if (++spins < SPIN_BARRIER)
-            cpu_relax();
-        else
-            sched_yield();
-    }
+    wait_while(&p->barrier_phase.v, &p->barrier_phase.sleepers, phase, SPIN_WAIT_NS);
 }
 
 void cpulm_pool_await(cpulm_pool *p, atomic_int *flag) {
-    (void)p; /* the pool's policy, not its state: same spin-then-yield as the barrier */
-    int spins = 0;
-    while (!atomic_load_explicit(flag, memory_order_acquire)) {
-        if (++spins < SPIN_BARRIER)
-            cpu_relax();
-        else
-            sched_yield();
-    }
+    wait_while(flag, &p->await.sleepers, 0, SPIN_WAIT_NS);
+}
+
+void cpulm_pool_publish(cpulm_pool *p, atomic_int *flag) {
+    atomic_store(flag, 1);
+    wake(flag, &p->await.sleepers);
 }
