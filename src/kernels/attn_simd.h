@@ -1,7 +1,8 @@
 /* attn_simd.h: the attention tile ops every SIMD level computes the same way, written once
  * over a small vector layer (contracts in kernels.h; bit-identical to generic/attn.c):
  *   attn_scores (the tiled f32 scores as a register-blocked micro-GEMM, one fma chain per
- *   score), attn_merge (the chunk fold) and attn_xpv (the exact numerics' f16 accumulation);
+ *   score), attn_pv, attn_merge (the chunk fold) and attn_xpv (the exact numerics' f16
+ *   accumulation);
  * and the helpers of the levels' attn_q* ops. Each op is per row and per element in a fixed
  * order, so the vector width and the register blocking never change a bit.
  *
@@ -16,6 +17,9 @@
  *   asv_transpose_keys(k, ldk, nk, dc, kt): kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk
  *   (lanes past nk may hold anything, never stored), c < dc (a multiple of ASV_W)
  *   ASV_SC_ROWS, ASV_SC_CASES(X)   scores: query rows per pass, the (rows, vectors) cases
+ *   ASV_PV_ROWS, ASV_PV_VECS(rows), ASV_PV_DIMS_OUTER, ASV_PV_CASES(X)   P.V: rows per block,
+ *   vectors per block, dims outer or rows outer, the cases; ASV_PV_BLOCK (optional): the
+ *   level's own block, att_pv_block's signature
  *   ASV_XPV_VECS(rows), ASV_XPV_SUM_MAX, ASV_XPV_CASES(X)   xpv: vectors per block of rows,
  *   the most accumulators a block may carry the weight sums in (0: never), the cases
  *   ASV_XPV_NARROW   the xpv for d % ASV_W != 0 (a level with narrower vectors, or generic)
@@ -165,6 +169,71 @@ void ASV_OP(attn_scores)(int64_t d, int m, int n, const float *q, int64_t ldq, c
     }
 }
 #undef ATT_SC_CASE
+
+/* ---- attn_pv: R rows x V vectors of dims, o = o * a, then o = fma(p_j, v_j, o) by key ---- */
+
+#ifndef ASV_PV_BLOCK
+/* Every loaded value vector feeds R fmas. A lone row takes the values as memory operands (8
+ * accumulators and 8 loaded vectors would not fit 16 registers). */
+ASV_INLINE void att_pv_block(int n, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                             const float *a, float *o, int64_t ldo, const int R, const int V) {
+    ASV acc[6][8];
+    ASV_FOR(r, R, 6)
+    ASV_FOR(c, V, 8) acc[r][c] = asv_mul(asv_load(o + r * ldo + ASV_W * c), asv_set1(a[r]));
+    for (int j = 0; j < n; j++) {
+        const float *vj = v + (int64_t)j * ldv;
+        if (R == 1) {
+            const ASV pj = asv_set1(p[j]);
+            ASV_FOR(c, V, 8) acc[0][c] = asv_fma(pj, asv_load(vj + ASV_W * c), acc[0][c]);
+            continue;
+        }
+        ASV vv[8];
+        ASV_FOR(c, V, 8) vv[c] = asv_load(vj + ASV_W * c);
+        ASV_FOR(r, R, 6) {
+            const ASV pj = asv_set1(p[r * ldp + j]);
+            ASV_FOR(c, V, 8) acc[r][c] = asv_fma(pj, vv[c], acc[r][c]);
+        }
+    }
+    ASV_FOR(r, R, 6) ASV_FOR(c, V, 8) asv_store(o + r * ldo + ASV_W * c, acc[r][c]);
+}
+#define ASV_PV_BLOCK att_pv_block
+#endif
+
+#define ATT_PV_CASE(R, V) ASV_PV_BLOCK(n, p, ldp, v, ldv, a, o, ldo, R, V)
+static void att_pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
+                        int64_t ldv, const float *a, float *o, int64_t ldo) {
+    CPULM_BLOCKS_SWITCH(rows, vecs, ASV_PV_CASES(ATT_PV_CASE))
+}
+#undef ATT_PV_CASE
+
+/* Blocks of ASV_PV_ROWS rows x ASV_PV_VECS(rows) vectors; ASV_PV_DIMS_OUTER: every row group
+ * over one slice of dims before the next (the V slice stays in L1: rows outer streamed a
+ * whole 64 KiB tile at head 256 from L2 per group). */
+void ASV_OP(attn_pv)(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
+                     int64_t ldv, const float *a, float *o, int64_t ldo) {
+    if (d % ASV_W != 0) {
+        cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
+        return;
+    }
+    if (ASV_PV_DIMS_OUTER) {
+        const int64_t step = ASV_W * ASV_PV_VECS(ASV_PV_ROWS);
+        for (int64_t c = 0; c < d; c += step) {
+            const int vecs = (int)((d - c < step ? d - c : step) / ASV_W);
+            for (int i = 0; i < m; i += ASV_PV_ROWS)
+                att_pv_rows(m - i < ASV_PV_ROWS ? m - i : ASV_PV_ROWS, vecs, n,
+                            p + (int64_t)i * ldp, ldp, v + c, ldv, a + i, o + (int64_t)i * ldo + c,
+                            ldo);
+        }
+        return;
+    }
+    for (int i = 0; i < m; i += ASV_PV_ROWS) {
+        const int rows = m - i < ASV_PV_ROWS ? m - i : ASV_PV_ROWS;
+        const int64_t step = ASV_W * ASV_PV_VECS(rows);
+        for (int64_t c = 0; c < d; c += step)
+            att_pv_rows(rows, (int)((d - c < step ? d - c : step) / ASV_W), n, p + (int64_t)i * ldp,
+                        ldp, v + c, ldv, a + i, o + (int64_t)i * ldo + c, ldo);
+    }
+}
 
 /* ---- attn_merge ---- */
 

@@ -76,26 +76,6 @@ ARM_INLINE void st_lanes(float *p, float32x4_t x, int nl) {
         p[l] = b[l];
 }
 
-#define ASV_LEVEL             neon
-#define ASV                   float32x4_t
-#define ASV_W                 4
-#define asv_load(p)           vld1q_f32(p)
-#define asv_store(p, x)       vst1q_f32(p, x)
-#define asv_set1(x)           vdupq_n_f32(x)
-#define asv_mul(a, b)         vmulq_f32(a, b)
-#define asv_fma(a, b, c)      vfmaq_f32(c, a, b)
-#define asv_load_n(p, nl)     ld_lanes(p, nl)
-#define asv_store_n(p, x, nl) st_lanes(p, x, nl)
-#define asv_round_f16(x)      vcvt_f32_f16(vcvt_f16_f32(x)) /* FCVTN / FCVTL: nearest even */
-/* scores: 4 rows x 4 vectors of keys; xpv: 4 x 4 (16 accumulators), the sums after them */
-#define ASV_SC_ROWS        4
-#define ASV_SC_CASES(X)    CPULM_BLOCKS_4X4(X)
-#define ASV_XPV_VECS(rows) 4
-#define ASV_XPV_SUM_MAX    0
-#define ASV_XPV_CASES(X)   ASV_SC_CASES(X)
-#define ASV_XPV_NARROW     cpulm_generic_attn_xpv
-#include "kernels/attn_simd.h"
-
 /* ---- online softmax ---- */
 
 float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
@@ -151,30 +131,31 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
 #undef PV_KEY
 #undef PV_KEEP_LOOP
 
-#define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
-static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
-                    int64_t ldv, const float *a, float *o, int64_t ldo) {
-    CPULM_BLOCKS_SWITCH(rows, vecs,
-                        CPULM_BLOCKS_UPTO4(4, PV_CASE) CPULM_BLOCKS_UPTO4(3, PV_CASE)
-                            CPULM_BLOCKS_UPTO4(2, PV_CASE) CPULM_BLOCKS_UPTO4(1, PV_CASE))
-}
-#undef PV_CASE
-
-void cpulm_neon_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
-                        int64_t ldv, const float *a, float *o, int64_t ldo) {
-    if (d % 4 != 0) {
-        cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
-        return;
-    }
-    for (int i = 0; i < m; i += 4) {
-        const int rows = m - i < 4 ? m - i : 4;
-        for (int64_t c = 0; c < d; c += 16) {
-            const int vecs = d - c < 16 ? (int)((d - c) / 4) : 4;
-            pv_rows(rows, vecs, n, p + (int64_t)i * ldp, ldp, v + c, ldv, a + i,
-                    o + (int64_t)i * ldo + c, ldo);
-        }
-    }
-}
+#define ASV_LEVEL             neon
+#define ASV                   float32x4_t
+#define ASV_W                 4
+#define asv_load(p)           vld1q_f32(p)
+#define asv_store(p, x)       vst1q_f32(p, x)
+#define asv_set1(x)           vdupq_n_f32(x)
+#define asv_mul(a, b)         vmulq_f32(a, b)
+#define asv_fma(a, b, c)      vfmaq_f32(c, a, b)
+#define asv_load_n(p, nl)     ld_lanes(p, nl)
+#define asv_store_n(p, x, nl) st_lanes(p, x, nl)
+#define asv_round_f16(x)      vcvt_f32_f16(vcvt_f16_f32(x)) /* FCVTN / FCVTL: nearest even */
+/* scores: 4 rows x 4 vectors of keys; xpv: 4 x 4 (16 accumulators), the sums after them */
+#define ASV_SC_ROWS        4
+#define ASV_SC_CASES(X)    CPULM_BLOCKS_4X4(X)
+#define ASV_XPV_VECS(rows) 4
+#define ASV_XPV_SUM_MAX    0
+#define ASV_XPV_CASES(X)   ASV_SC_CASES(X)
+#define ASV_XPV_NARROW     cpulm_generic_attn_xpv
+/* P.V: pv_block above, 4 x 4, rows outer */
+#define ASV_PV_BLOCK      pv_block
+#define ASV_PV_ROWS       4
+#define ASV_PV_VECS(rows) 4
+#define ASV_PV_DIMS_OUTER 0
+#define ASV_PV_CASES(X)   ASV_SC_CASES(X)
+#include "kernels/attn_simd.h"
 
 /* ======== the exact numerics (attn_x*) ======== */
 

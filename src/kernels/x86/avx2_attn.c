@@ -133,6 +133,11 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
     CPULM_BLOCKS_UPTO3(4, X) \
     CPULM_BLOCKS_UPTO3(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
 #define ASV_XPV_NARROW cpulm_generic_attn_xpv
+/* P.V: 2 rows x 4 vectors sharing each loaded value vector, or a lone row x 8 */
+#define ASV_PV_ROWS       2
+#define ASV_PV_VECS(rows) ((rows) == 1 ? 8 : 4)
+#define ASV_PV_DIMS_OUTER 0
+#define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO8(1, X)
 #include "kernels/attn_simd.h"
 
 /* ---- online softmax ---- */
@@ -156,61 +161,6 @@ AVX2_INLINE __m256 exp8_live(float *s, int j, int lim, __m256 vm) {
 
 float cpulm_avx2_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
     return avx2_softmax_with(n, lim, s, M, L, exp8_live, cpulm_generic_vexpf);
-}
-
-/* ---- P.V ---- */
-
-/* R rows (1 or 2) x V vectors of 8 dims: o = o * a, then o = fma(p_j, v_j, o) over the keys.
- * Two rows share each loaded value vector; a lone row takes them as memory operands (8
- * accumulators and 8 loaded vectors would not fit the 16 registers). */
-AVX2_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int64_t ldv,
-                          const float *a, float *o, int64_t ldo, const int R, const int V) {
-    __m256 acc[2][8];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
-            _mm256_mul_ps(_mm256_loadu_ps(o + r * ldo + 8 * c), _mm256_set1_ps(a[r]));
-    for (int j = 0; j < n; j++) {
-        const float *vj = v + (int64_t)j * ldv;
-        if (R == 1) {
-            const __m256 pj = _mm256_broadcast_ss(p + j);
-            _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[0][c] =
-                _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * c), acc[0][c]);
-            continue;
-        }
-        __m256 vv[8];
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) vv[c] = _mm256_loadu_ps(vj + 8 * c);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-            const __m256 pj = _mm256_broadcast_ss(p + r * ldp + j);
-            _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
-                _mm256_fmadd_ps(pj, vv[c], acc[r][c]);
-        }
-    }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++)
-            _mm256_storeu_ps(o + r * ldo + 8 * c, acc[r][c]);
-}
-
-#define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
-static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
-                    int64_t ldv, const float *a, float *o, int64_t ldo) {
-    CPULM_BLOCKS_SWITCH(rows, vecs, CPULM_BLOCKS_UPTO4(2, PV_CASE) CPULM_BLOCKS_UPTO8(1, PV_CASE))
-}
-#undef PV_CASE
-
-void cpulm_avx2_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
-                        int64_t ldv, const float *a, float *o, int64_t ldo) {
-    if (d % 8 != 0) {
-        cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
-        return;
-    }
-    for (int i = 0; i < m; i += 2) {
-        const int rows = m - i < 2 ? m - i : 2, step = rows == 2 ? 4 : 8; /* vectors per pass */
-        for (int64_t c = 0; c < d; c += 8 * step) {
-            const int vecs = d - c < 8 * step ? (int)((d - c) / 8) : step;
-            pv_rows(rows, vecs, n, p + (int64_t)i * ldp, ldp, v + c, ldv, a + i,
-                    o + (int64_t)i * ldo + c, ldo);
-        }
-    }
 }
 
 /* ======== the exact numerics (attn_x*) ======== */

@@ -290,6 +290,11 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
 #define ASV_XPV_SUM_MAX    16
 #define ASV_XPV_CASES(X)   CPULM_BLOCKS_4X4(X)
 #define ASV_XPV_NARROW     cpulm_avx2_attn_xpv /* e.g. head_dim 8 or 40 (generic if d % 8) */
+/* P.V: 6 rows x 4 vectors (6 rows were 1.25x faster than 4 at head 64), dims outer */
+#define ASV_PV_ROWS       6
+#define ASV_PV_VECS(rows) 4
+#define ASV_PV_DIMS_OUTER 1
+#define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(6, X) CPULM_BLOCKS_UPTO4(5, X) CPULM_BLOCKS_4X4(X)
 #include "kernels/attn_simd.h"
 
 /* cpulm_generic_vexpf(x) in one lane: the same bits, without ldexpf's libm call per row */
@@ -332,61 +337,6 @@ static float attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
 
 static float attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
     return softmax16(n, lim, s, M, L, 1);
-}
-
-/* R rows x V vectors of 16 dims: o = o * a, then o = fma(p_j, v_j, o) over the keys. Up to
- * 6 x 4 accumulators: each V load feeds R FMAs (6 rows were 1.25x faster than 4 at head 64).
- * The unroll pragmas keep them in registers: without them gcc 12 kept the array on the
- * stack, a load and a store around every FMA (~2x the time of the whole op). */
-static inline __attribute__((always_inline)) void pv_block(int n, const float *p, int64_t ldp,
-                                                           const float *v, int64_t ldv,
-                                                           const float *a, float *o, int64_t ldo,
-                                                           const int R, const int V) {
-    __m512 acc[6][4];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
-            _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + 16 * c), _mm512_set1_ps(a[r]));
-    for (int j = 0; j < n; j++) {
-        __m512 vv[4];
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) vv[c] =
-            _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-            const __m512 pj = _mm512_set1_ps(p[r * ldp + j]);
-            _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
-                _mm512_fmadd_ps(pj, vv[c], acc[r][c]);
-        }
-    }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++)
-            _mm512_storeu_ps(o + r * ldo + 16 * c, acc[r][c]);
-}
-
-#define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
-static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
-                    int64_t ldv, const float *a, float *o, int64_t ldo) {
-    CPULM_BLOCKS_SWITCH(rows, vecs,
-                        CPULM_BLOCKS_UPTO4(6, PV_CASE) CPULM_BLOCKS_UPTO4(5, PV_CASE)
-                            CPULM_BLOCKS_UPTO4(4, PV_CASE) CPULM_BLOCKS_UPTO4(3, PV_CASE)
-                                CPULM_BLOCKS_UPTO4(2, PV_CASE) CPULM_BLOCKS_UPTO4(1, PV_CASE))
-}
-#undef PV_CASE
-
-static void attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
-                    int64_t ldv, const float *a, float *o, int64_t ldo) {
-    if (d % 16 != 0) {
-        cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
-        return;
-    }
-    /* dims outer: a 64-dim slice of the V tile (16 KiB at 64 keys) stays in L1 for every
-     * row group; rows outer streamed the whole tile (64 KiB at head 256) from L2 per group */
-    for (int64_t c = 0; c < d; c += 64) {
-        const int vecs = d - c < 64 ? (int)((d - c) / 16) : 4;
-        for (int i = 0; i < m; i += 6) {
-            const int rows = m - i < 6 ? m - i : 6;
-            pv_rows(rows, vecs, n, p + (int64_t)i * ldp, ldp, v + c, ldv, a + i,
-                    o + (int64_t)i * ldo + c, ldo);
-        }
-    }
 }
 
 /* ---- exact tiled attention (numerics in kernels.h: attn_x*) ---- */
@@ -688,7 +638,7 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .silu = cpulm_avx512_silu,
     .attn_scores = cpulm_avx512_attn_scores,
     .attn_softmax_row = attn_softmax_row,
-    .attn_pv = attn_pv,
+    .attn_pv = cpulm_avx512_attn_pv,
     .attn_merge = cpulm_avx512_attn_merge,
     .attn_xscores = attn_xscores,
     .attn_xweights = attn_xweights,
