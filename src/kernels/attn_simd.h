@@ -23,6 +23,7 @@
  *   ASV_XPV_VECS(rows), ASV_XPV_SUM_MAX, ASV_XPV_CASES(X)   xpv: vectors per block of rows,
  *   the most accumulators a block may carry the weight sums in (0: never), the cases
  *   ASV_XPV_NARROW   the xpv for d % ASV_W != 0 (a level with narrower vectors, or generic)
+ *   ASV_EXP1 (optional) cpulm_generic_vexpf's bits inline (the merge's scales)
  */
 #ifndef CPULM_KERNELS_ATTN_SIMD_H
 #define CPULM_KERNELS_ATTN_SIMD_H
@@ -237,12 +238,16 @@ void ASV_OP(attn_pv)(int64_t d, int m, int n, const float *p, int64_t ldp, const
 
 /* ---- attn_merge ---- */
 
+#ifndef ASV_EXP1 /* a level's scalar cpulm_generic_vexpf, if it has one inline */
+#define ASV_EXP1 cpulm_generic_vexpf
+#endif
+
 void ASV_OP(attn_merge)(int64_t d, int m, const float *mc, const float *lc, const float *oc,
                         int64_t ldoc, float *M, float *L, float *o, int64_t ldo) {
     for (int i = 0; i < m; i++) {
         if (mc[i] == -INFINITY) continue;
         float a, b;
-        cpulm_attn_merge_row(&M[i], &L[i], mc[i], lc[i], &a, &b);
+        cpulm_attn_merge_row(&M[i], &L[i], mc[i], lc[i], &a, &b, ASV_EXP1);
         float *oi = o + (int64_t)i * ldo;
         const float *ci = oc + (int64_t)i * ldoc;
         const ASV va = asv_set1(a), vb = asv_set1(b);

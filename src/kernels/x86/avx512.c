@@ -270,6 +270,11 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
         }
 }
 
+/* cpulm_generic_vexpf(x) in one lane: the same bits, without ldexpf's libm call per row */
+static inline float vexp1(float x) {
+    return _mm512_cvtss_f32(x86_vexp_ps512(_mm512_set1_ps(x)));
+}
+#define ASV_EXP1              vexp1
 #define ASV_LEVEL             avx512
 #define ASV                   __m512
 #define ASV_W                 16
@@ -296,11 +301,6 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
 #define ASV_PV_DIMS_OUTER 1
 #define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(6, X) CPULM_BLOCKS_UPTO4(5, X) CPULM_BLOCKS_4X4(X)
 #include "kernels/attn_simd.h"
-
-/* cpulm_generic_vexpf(x) in one lane: the same bits, without ldexpf's libm call per row */
-static inline float vexp1(float x) {
-    return _mm512_cvtss_f32(x86_vexp_ps512(_mm512_set1_ps(x)));
-}
 
 /* The online softmax row of attn_softmax_row (Z = 0) and attn_softmaxz (Z = 1: vexpz, scores
  * more than 87 below the max flushed to 0, no ldexpf lanes), 16 lanes in the avx2 versions'
