@@ -1,8 +1,8 @@
 /* neon_attn.c: the neon level's attention tile ops (contracts in kernels.h: attn_*, attn_x*,
  * attn_q*), built with the neon flags (-march=armv8-a) and reached through
  * cpulm_kernels_neon (neon.c's table); dotprod, i8mm and sve inherit them (dotprod overrides
- * attn_qscores, dotprod_attn.c). attn_scores, attn_merge and attn_xpv are attn_simd.h's over
- * the 4-lane layer below. Every op is bit-identical to generic/attn.c:
+ * attn_qscores, dotprod_attn.c). attn_scores, attn_pv, attn_merge and attn_xpv are
+ * attn_simd.h's over the 4-lane layer below. Every op is bit-identical to generic/attn.c:
  *
  * - f32 tiles: softmax takes the canonical polynomial exp (arm_canon_vexp) and the same 16
  *   lane sums; P.V is per element fmas in key order, so any register blocking gives the
@@ -33,7 +33,7 @@
 
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
-/* ---- the vector layer of attn_simd.h (attn_scores, attn_merge, attn_xpv) ---- */
+/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv) ---- */
 
 /* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1, never stored),
  * c < dc (a multiple of 4), by 4 x 4 register transposes. */

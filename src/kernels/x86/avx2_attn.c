@@ -2,8 +2,8 @@
  * attn_q*), built with the avx2 flags (AVX2, FMA, F16C) and reached only through
  * cpulm_kernels_avx2 (avx2.c's table); the avx512 levels inherit the attn_q* softmax and
  * query quantization, and call the attn_x* ops for the head sizes their 512-bit versions do
- * not take. attn_scores, attn_merge and attn_xpv are attn_simd.h's over the 8-lane layer
- * below. Every op is bit-identical to generic/attn.c:
+ * not take. attn_scores, attn_pv, attn_merge and attn_xpv are attn_simd.h's over the
+ * 8-lane layer below. Every op is bit-identical to generic/attn.c:
  *
  * - f32 tiles: softmax takes the canonical polynomial exp (x86_canon_vexp256) and the same
  *   16 lane sums; P.V is per element fmas in key order, so any register blocking gives the
@@ -81,7 +81,7 @@ AVX2_INLINE float avx2_softmax_with(int n, int lim, float *s, float *M, float *L
 
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
-/* ---- the vector layer of attn_simd.h (attn_scores, attn_merge, attn_xpv) ---- */
+/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv) ---- */
 
 /* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1), c < dc (a
  * multiple of 8), by 8 x 8 register transposes. */

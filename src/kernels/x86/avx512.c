@@ -233,8 +233,8 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
     }
 }
 
-/* ---- tiled attention (numerics in kernels.h: attn_*; attn_scores, attn_merge and attn_xpv
- * are attn_simd.h's over this vector layer) ---- */
+/* ---- tiled attention (numerics in kernels.h: attn_*; attn_scores, attn_pv, attn_merge and
+ * attn_xpv are attn_simd.h's over this vector layer) ---- */
 
 /* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1 and are never
  * stored), c < dc (a multiple of 16), by 16 x 16 register transposes. */
