@@ -56,7 +56,8 @@ static inline uint64_t cpulm_attn_part_floats(const cpulm_hparams *hp, int32_t n
     return (uint64_t)split_max * (uint64_t)hp->n_head * n_chunk * ((uint64_t)hp->head_dim + 2);
 }
 
-/* Bytes: per-thread tiles, split partials, the block plan [n_batch + 1] and chunk counters
+/* Bytes: per-thread tiles, split partials, the block plan [n_batch + 1], the blocks' numerics
+ * [n_batch + 1] (bytes), the sequences' rows [n_seq_max] and chunk counters
  * [CPULM_ATT_SPLIT_MAX][n_head_kv] (attention.c allocates exactly these). */
 static inline uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t n_ctx,
                                                 int32_t n_seq_max, int32_t n_batch, int n_threads) {
@@ -64,7 +65,7 @@ static inline uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t
     return 4 * ((uint64_t)n_threads *
                     cpulm_attn_ws_floats(rows, hp->head_dim, cpulm_attn_tile_heads(hp)) +
                 cpulm_attn_part_floats(hp, n_ctx, cpulm_attn_split_max(n_seq_max, n_batch))) +
-           4 * (uint64_t)(n_batch + 1) +
+           5 * (uint64_t)(n_batch + 1) + 4 * (uint64_t)n_seq_max +
            4 * (uint64_t)CPULM_ATT_SPLIT_MAX * (uint64_t)hp->n_head_kv;
 }
 
