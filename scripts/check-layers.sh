@@ -21,12 +21,12 @@ function module_of(p) {
     if (p ~ /^src\/threads\//) return "threads"
     if (p ~ /^src\/tokenizer\//) return "tokenizer"
     if (p ~ /^src\/runtime\/(kv_cache|ssm_state)\.[ch]$/) return "kv"
-    if (p ~ /^src\/model\/(forward|attention|work)\.[ch]$/) return "forward"
+    if (p ~ /^src\/model\/((forward|work)\.[ch]|attention\.c)$/) return "forward"
     # the MoE FFN, the recurrent layers, the gemma and encoder layers: parts of the pass
     if (p ~ /^src\/model\/(forward_int\.h|moe\.c|deltanet\.c|gemma\.c|gemma4\.c|encoder\.[ch])$/) return "forward"
     # scratch sizes of the pass (and the recurrent layer kernels), pure functions of the
     # hyperparameters that memory.c and the context size buffers with: not for the loader
-    if (p ~ /^src\/model\/(attention_size|moe|deltanet)\.h$/) return "fwd_size"
+    if (p ~ /^src\/model\/(attention|moe|deltanet)\.h$/) return "fwd_size"
     if (p ~ /^src\/model\//) return "model"
     if (p == "src/runtime/context.h") return "ctx_state"
     if (p == "src/runtime/context.c") return "context"

@@ -6,7 +6,7 @@
 # Zen 5 model of its own (-mcpu=znver5 runs the Zen 4 one, 512-bit ops double-pumped).
 #
 # Builds the two files to assembly with their flags from cmake/kernels.cmake (-O2 -DNDEBUG)
-# plus -DCPULM_MCA_MARKERS, which turns the X86Q_MCA_BEGIN/END markers (x86_attn.h) into asm
+# plus -DCPULM_MCA_MARKERS, which turns the X86Q_MCA_BEGIN/END markers (kernels/attn_simd.h) into asm
 # comment lines around one iteration of each hot loop and pins the head size to 64 there.
 # Regions: qscores, 4 keys x 4 query rows (one GQA group) x 64 dims per iteration; qpv, one
 # key x 4 rows x 16 dims (avx2) or 64 dims (avx512). Prints, per level and CPU model, the

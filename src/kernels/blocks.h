@@ -18,6 +18,10 @@
     CPULM_BLOCKS_UPTO4(R, CASE)     \
     CPULM_BLOCK_CASE(R, 5, CASE)    \
     CPULM_BLOCK_CASE(R, 6, CASE) CPULM_BLOCK_CASE(R, 7, CASE) CPULM_BLOCK_CASE(R, 8, CASE)
+/* every (R, V) with R and V in 1..4 */
+#define CPULM_BLOCKS_4X4(CASE)  \
+    CPULM_BLOCKS_UPTO4(4, CASE) \
+    CPULM_BLOCKS_UPTO4(3, CASE) CPULM_BLOCKS_UPTO4(2, CASE) CPULM_BLOCKS_UPTO4(1, CASE)
 /* switch ((rows, vecs)) over the listed CASES */
 #define CPULM_BLOCKS_SWITCH(rows, vecs, CASES) \
     switch ((rows)*16 + (vecs)) { CASES default : break; }

@@ -43,6 +43,7 @@
 
 #include "../base/fp16.h"
 #include "../base/status.h"
+#include "../runtime/context.h"
 #include "work.h"
 
 #define TILE  CPULM_ATTN_TILE
@@ -109,8 +110,7 @@ cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
     a->ws_floats = cpulm_attn_ws_floats(a->rows, hp->head_dim, a->tile_heads);
     int nth = cpulm_pool_size(c->pool);
     a->ws = malloc(sizeof(float) * a->ws_floats * (size_t)nth);
-    a->part = malloc(sizeof(float) * (size_t)a->split_max * (size_t)hp->n_head *
-                     (size_t)a->n_chunk_max * ((size_t)hp->head_dim + 2));
+    a->part = malloc(sizeof(float) * (size_t)cpulm_attn_part_floats(hp, c->p.n_ctx, a->split_max));
     a->blk = malloc(sizeof(int32_t) * ((size_t)c->p.n_batch + 1));
     a->blk_num = malloc((size_t)c->p.n_batch + 1);
     a->seq_rows = malloc(sizeof(int32_t) * (size_t)c->p.n_seq_max);

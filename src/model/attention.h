@@ -1,11 +1,73 @@
 /* attention.h: the attention driver of a layer (attention.c): every batch row over the KV
  * cache in any of its types, GQA-grouped, masked causally and by an optional sliding window,
- * with optional attention sinks, by the tile ops of kernels.h (attn_*). */
+ * with optional attention sinks, by the tile ops of kernels.h (attn_*); and the scratch it
+ * needs as a function of the shape only, so memory.c sizes it without the forward pass (the
+ * header includes no context: it is a sizing header of the pass, like moe.h). */
 #ifndef CPULM_MODEL_ATTENTION_H
 #define CPULM_MODEL_ATTENTION_H
 
-#include "../runtime/context.h"
-#include "attention_size.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/status.h"
+#include "../kernels/kernels.h"
+#include "model.h"
+
+/* Query rows per block (tokens x group heads): 128 converts each K/V tile once per 128 rows
+ * (at 64 the conversions were ~20% of tiled prompt attention at head size 64). */
+#define CPULM_ATT_ROWS      128
+#define CPULM_ATT_SPLIT_MAX 16 /* batches of up to this many single tokens split over the cache */
+
+static inline int cpulm_attn_group_size(const cpulm_hparams *hp) {
+    return hp->n_head / hp->n_head_kv;
+}
+
+static inline int cpulm_attn_tokens_per_block(int gq) {
+    return gq >= CPULM_ATT_ROWS ? 1 : CPULM_ATT_ROWS / gq;
+}
+
+/* KV heads a K/V tile holds at most: a generation item reads several heads' adjacent
+ * slices of each cache row (as many as a block has tokens, at most every KV head), and
+ * converts them together. */
+static inline int cpulm_attn_tile_heads(const cpulm_hparams *hp) {
+    int tpb = cpulm_attn_tokens_per_block(cpulm_attn_group_size(hp));
+    return tpb < hp->n_head_kv ? tpb : hp->n_head_kv;
+}
+
+/* One thread's tiles: rows x (the exact path's transposed queries: d doubles; q, o, chunk
+ * o: d each; m, l, chunk m, chunk l, a, position; a row of tile scores, one of the exact
+ * path's scale factors), the K and V tiles of `heads` KV heads, slack; even, so every
+ * thread's doubles align. */
+static inline size_t cpulm_attn_ws_floats(int rows, int d, int heads) {
+    size_t n = (size_t)rows * (5 * (size_t)d + 5 + 2 * CPULM_ATTN_TILE + 1) +
+               2 * (size_t)CPULM_ATTN_TILE * (size_t)d * (size_t)heads + 64;
+    return (n + 1) / 2 * 2;
+}
+
+static inline int cpulm_attn_split_max(int32_t n_seq_max, int32_t n_batch) {
+    int s = n_seq_max < CPULM_ATT_SPLIT_MAX ? n_seq_max : CPULM_ATT_SPLIT_MAX;
+    return s < n_batch ? s : n_batch;
+}
+
+/* Floats of the split partials: [split_max][n_head][chunks][d + 2]. */
+static inline uint64_t cpulm_attn_part_floats(const cpulm_hparams *hp, int32_t n_ctx,
+                                              int split_max) {
+    const uint64_t n_chunk = ((uint64_t)n_ctx + CPULM_ATTN_CHUNK - 1) / CPULM_ATTN_CHUNK;
+    return (uint64_t)split_max * (uint64_t)hp->n_head * n_chunk * ((uint64_t)hp->head_dim + 2);
+}
+
+/* Bytes: per-thread tiles, split partials, the block plan [n_batch + 1], the blocks' numerics
+ * [n_batch + 1] (bytes), the sequences' rows [n_seq_max] and chunk counters
+ * [CPULM_ATT_SPLIT_MAX][n_head_kv] (attention.c allocates exactly these). */
+static inline uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t n_ctx,
+                                                int32_t n_seq_max, int32_t n_batch, int n_threads) {
+    int gq = cpulm_attn_group_size(hp), rows = gq * cpulm_attn_tokens_per_block(gq);
+    return 4 * ((uint64_t)n_threads *
+                    cpulm_attn_ws_floats(rows, hp->head_dim, cpulm_attn_tile_heads(hp)) +
+                cpulm_attn_part_floats(hp, n_ctx, cpulm_attn_split_max(n_seq_max, n_batch))) +
+           5 * (uint64_t)(n_batch + 1) + 4 * (uint64_t)n_seq_max +
+           4 * (uint64_t)CPULM_ATT_SPLIT_MAX * (uint64_t)hp->n_head_kv;
+}
 
 /* A layer's attention parameters beyond the shape. */
 typedef struct cpulm_attn_opts {

@@ -6,7 +6,7 @@
 #include "ssm_state.h"
 
 #include "kv_cache.h"
-#include "model/attention_size.h"
+#include "model/attention.h"
 
 void cpulm_mem_dims_of(const cpulm_hparams *hp, cpulm_mem_dims *d) {
     d->n_embd = hp->n_embd;

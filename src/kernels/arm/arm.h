@@ -23,6 +23,15 @@
 
 #define ARM_INLINE static inline __attribute__((always_inline))
 
+/* cpulm_neon_<op> and cpulm_dotprod_<op> for every op of kernels.h: the names by which a
+ * level's table (neon.c, dotprod.c; i8mm and sve inherit) reaches the ops its part files
+ * (neon_attn.c, dotprod_attn.c, ...) define; declared for every op, referenced only for those
+ * a part file has. */
+#define ARM_DECLARE_NEON(ID, name, ret, params, group)    ret cpulm_neon_##name params;
+#define ARM_DECLARE_DOTPROD(ID, name, ret, params, group) ret cpulm_dotprod_##name params;
+CPULM_KERNEL_OPS(ARM_DECLARE_NEON)
+CPULM_KERNEL_OPS(ARM_DECLARE_DOTPROD)
+
 /* For kernels whose unrolled tile fills the 32 vector registers: GCC's scheduling before
  * register allocation hoists the tile's loads and then spills (seen on the neon
  * gemm_x16: 29 stack accesses per block with it, none without). Clang has no such pass

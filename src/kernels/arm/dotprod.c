@@ -11,7 +11,6 @@
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "dotprod"
 #include "arm.h"
-#include "neon_attn.h"
 
 /* SDOT: each int32 lane += the sum of 4 adjacent int8 products, exact for any inputs. */
 ARM_INLINE int32x4_t dot16_sdot(int32x4_t acc, int8x16_t a, int8x16_t b) {

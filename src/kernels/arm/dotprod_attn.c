@@ -13,19 +13,11 @@
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "dotprod"
 #include "arm.h"
-#include "kernels/generic/generic.h"
-#include "neon_attn.h"
+#include "kernels/attn_simd.h"
 #include "neon_unroll.h"
 #include "format/quant.h"
 
 #define WDIM 256 /* the largest head size split here; larger ones go to neon's */
-
-/* A hint for the bytes [p, p + n) (no fault, no effect on results). */
-ARM_INLINE void hint_row(const uint8_t *p, size_t n) {
-    for (size_t o = 0; o < n; o += 64)
-        __builtin_prefetch(p + o, 0, 3);
-    __builtin_prefetch(p + n - 1, 0, 3);
-}
 
 /* Block b's 32 quants of a cache row as two int8 vectors (Q4_0: nibble - 8). */
 ARM_INLINE void block_k8(const uint8_t *row, int64_t b, const int Q4, int8x16_t k[2]) {
@@ -119,8 +111,8 @@ static void scores_rows(int64_t d, int Q4, int i, int rows, int n, const int16_t
     int j = 0;
     for (; j + 2 <= n; j += 2) {
         if (hint) {
-            hint_row(hint + (uint64_t)j * ldk, rb);
-            hint_row(hint + (uint64_t)(j + 1) * ldk, rb);
+            att_hint_row(hint + (uint64_t)j * ldk, rb);
+            att_hint_row(hint + (uint64_t)(j + 1) * ldk, rb);
         }
         const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)(j + 1) * ldk};
         float32x4_t x[2];
@@ -135,7 +127,7 @@ static void scores_rows(int64_t d, int Q4, int i, int rows, int n, const int16_t
             vst1_f32(s + (int64_t)(i + r) * lds + j, rr[r]);
     }
     if (j < n) {
-        if (hint) hint_row(hint + (uint64_t)j * ldk, rb);
+        if (hint) att_hint_row(hint + (uint64_t)j * ldk, rb);
         const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)j * ldk};
         float32x4_t x[2];
         if (Q4)

@@ -11,7 +11,6 @@
  */
 #if defined(__aarch64__)
 #include "arm.h"
-#include "neon_attn.h"
 #include "neon_dnet.h"
 
 /* ---- quantized dots ---- */

@@ -1,13 +1,12 @@
 /* neon_attn.c: the neon level's attention tile ops (contracts in kernels.h: attn_*, attn_x*,
  * attn_q*), built with the neon flags (-march=armv8-a) and reached through
  * cpulm_kernels_neon (neon.c's table); dotprod, i8mm and sve inherit them (dotprod overrides
- * attn_qscores, dotprod_attn.c). Every op is bit-identical to generic/attn.c:
+ * attn_qscores, dotprod_attn.c). attn_scores, attn_pv, attn_merge and attn_xpv are
+ * attn_simd.h's over the 4-lane layer below. Every op is bit-identical to generic/attn.c:
  *
- * - f32 tiles: a score is one fma chain over the head's dims in order (vfmaq_f32 = fmaf),
- *   so keys sit in the lanes (the K tile transposed per call) and rows x keys are a
- *   micro-GEMM. Softmax takes the canonical
- *   polynomial exp (arm_canon_vexp) and the same 16 lane sums; P.V and the merge are per
- *   element fmas in key order, so any register blocking gives the same bits.
+ * - f32 tiles: softmax takes the canonical polynomial exp (arm_canon_vexp) and the same 16
+ *   lane sums; P.V is per element fmas in key order, so any register blocking gives the
+ *   same bits.
  * - the exact numerics (attn_x*): xscores puts query rows in the lanes of float64x2 vectors
  *   (two rows per vector), one key element per fused multiply-add: each (row, key) lane adds
  *   its exact products in c order, as the generic double sum does (fma of an exact product =
@@ -26,28 +25,19 @@
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "neon"
-#include "kernels/blocks.h"
-#include "neon_attn.h"
-
 #include "arm.h"
-#include "kernels/generic/generic.h"
+#include "kernels/attn_simd.h"
 #include "neon_softmax.h"
 #include "neon_unroll.h"
 #include "format/quant.h"
 
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
-/* ---- scores ---- */
+/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv) ---- */
 
-/* A micro-GEMM (kernels.h: one fma chain per score): the K tile transposed once per call into
- * kt (dims x SK_KEYS keys), then R query rows x V vectors of 4 keys, each kt vector feeding
- * R FMLAs, each query element feeding V. */
-#define SK_KEYS 64  /* keys per transposed block */
-#define SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
-
-/* kt[c * SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1, never stored),
+/* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1, never stored),
  * c < dc (a multiple of 4), by 4 x 4 register transposes. */
-static void transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
+static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
     for (int j0 = 0; j0 < nk; j0 += 4)
         for (int c = 0; c < dc; c += 4) {
             float32x4_t r[4];
@@ -55,13 +45,13 @@ static void transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *k
             for (int x = 0; x < 4; x++)
                 r[x] = vld1q_f32(k + (int64_t)(j0 + x < nk ? j0 + x : nk - 1) * ldk + c);
             const float32x4x2_t p01 = vtrnq_f32(r[0], r[1]), p23 = vtrnq_f32(r[2], r[3]);
-            float *o = kt + (int64_t)c * SK_KEYS + j0;
+            float *o = kt + (int64_t)c * ATT_SK_KEYS + j0;
             vst1q_f32(o, vcombine_f32(vget_low_f32(p01.val[0]), vget_low_f32(p23.val[0])));
-            vst1q_f32(o + SK_KEYS,
+            vst1q_f32(o + ATT_SK_KEYS,
                       vcombine_f32(vget_low_f32(p01.val[1]), vget_low_f32(p23.val[1])));
-            vst1q_f32(o + 2 * SK_KEYS,
+            vst1q_f32(o + 2 * ATT_SK_KEYS,
                       vcombine_f32(vget_high_f32(p01.val[0]), vget_high_f32(p23.val[0])));
-            vst1q_f32(o + 3 * SK_KEYS,
+            vst1q_f32(o + 3 * ATT_SK_KEYS,
                       vcombine_f32(vget_high_f32(p01.val[1]), vget_high_f32(p23.val[1])));
         }
 }
@@ -85,60 +75,6 @@ ARM_INLINE void st_lanes(float *p, float32x4_t x, int nl) {
     for (int l = 0; l < nl; l++)
         p[l] = b[l];
 }
-
-/* R rows (q, ldq) x V vectors of keys over dc dims of kt: the chains start at 0 (first) or
- * at the partials in s, stored scaled (last) or as partials; the last vector has nl keys. */
-ARM_INLINE void scores_gemm(int dc, const float *q, int64_t ldq, const float *kt, float scale,
-                            float *s, int64_t lds, int nl, int first, int last, const int R,
-                            const int V) {
-    float32x4_t acc[4][4];
-    NEON_FOR(r, R, 4)
-    NEON_FOR(v, V, 4)
-    acc[r][v] = first ? vdupq_n_f32(0.0f) : ld_lanes(s + r * lds + 4 * v, v == V - 1 ? nl : 4);
-    for (int c = 0; c < dc; c++) {
-        float32x4_t kv[4];
-        NEON_FOR(v, V, 4) kv[v] = vld1q_f32(kt + c * SK_KEYS + 4 * v);
-        NEON_FOR(r, R, 4) {
-            const float32x4_t qb = vdupq_n_f32(q[r * ldq + c]);
-            NEON_FOR(v, V, 4) acc[r][v] = vfmaq_f32(acc[r][v], qb, kv[v]);
-        }
-    }
-    NEON_FOR(r, R, 4)
-    NEON_FOR(v, V, 4)
-    st_lanes(s + r * lds + 4 * v, last ? vmulq_n_f32(acc[r][v], scale) : acc[r][v],
-             v == V - 1 ? nl : 4);
-}
-
-#define SC_CASE(R, V)                                                   \
-    scores_gemm(dc, q + (int64_t)i * ldq + c0, ldq, kt + 16 * h, scale, \
-                s + (int64_t)i * lds + j0 + 16 * h, lds, nl, c0 == 0, c0 + dc == d, R, V)
-void cpulm_neon_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
-                            int64_t ldk, float scale, float *s, int64_t lds) {
-    if (d % 4 != 0) {
-        cpulm_generic_attn_scores(d, m, n, q, ldq, k, ldk, scale, s, lds);
-        return;
-    }
-    float kt[SK_DIMS * SK_KEYS];
-    for (int j0 = 0; j0 < n; j0 += SK_KEYS) {
-        const int nk = n - j0 < SK_KEYS ? n - j0 : SK_KEYS;
-        for (int64_t c0 = 0; c0 < d; c0 += SK_DIMS) {
-            const int dc = d - c0 < SK_DIMS ? (int)(d - c0) : SK_DIMS;
-            transpose_keys(k + (int64_t)j0 * ldk + c0, ldk, nk, dc, kt);
-            for (int h = 0; 16 * h < nk; h++) { /* 16 keys (4 vectors) per pass */
-                const int nh = nk - 16 * h < 16 ? nk - 16 * h : 16, vecs = (nh + 3) / 4;
-                const int nl = nh % 4 ? nh % 4 : 4;
-                for (int i = 0; i < m; i += 4) {
-                    const int rows = m - i < 4 ? m - i : 4;
-                    CPULM_BLOCKS_SWITCH(
-                        rows, vecs,
-                        CPULM_BLOCKS_UPTO4(4, SC_CASE) CPULM_BLOCKS_UPTO4(3, SC_CASE)
-                            CPULM_BLOCKS_UPTO4(2, SC_CASE) CPULM_BLOCKS_UPTO4(1, SC_CASE))
-                }
-            }
-        }
-    }
-}
-#undef SC_CASE
 
 /* ---- online softmax ---- */
 
@@ -195,48 +131,31 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
 #undef PV_KEY
 #undef PV_KEEP_LOOP
 
-#define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
-static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
-                    int64_t ldv, const float *a, float *o, int64_t ldo) {
-    CPULM_BLOCKS_SWITCH(rows, vecs,
-                        CPULM_BLOCKS_UPTO4(4, PV_CASE) CPULM_BLOCKS_UPTO4(3, PV_CASE)
-                            CPULM_BLOCKS_UPTO4(2, PV_CASE) CPULM_BLOCKS_UPTO4(1, PV_CASE))
-}
-#undef PV_CASE
-
-void cpulm_neon_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
-                        int64_t ldv, const float *a, float *o, int64_t ldo) {
-    if (d % 4 != 0) {
-        cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
-        return;
-    }
-    for (int i = 0; i < m; i += 4) {
-        const int rows = m - i < 4 ? m - i : 4;
-        for (int64_t c = 0; c < d; c += 16) {
-            const int vecs = d - c < 16 ? (int)((d - c) / 4) : 4;
-            pv_rows(rows, vecs, n, p + (int64_t)i * ldp, ldp, v + c, ldv, a + i,
-                    o + (int64_t)i * ldo + c, ldo);
-        }
-    }
-}
-
-/* ---- merge of chunk partials ---- */
-
-void cpulm_neon_attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
-                           int64_t ldoc, float *M, float *L, float *o, int64_t ldo) {
-    for (int i = 0; i < m; i++) {
-        if (mc[i] == -INFINITY) continue;
-        float a, b;
-        cpulm_attn_merge_row(&M[i], &L[i], mc[i], lc[i], &a, &b);
-        float *oi = o + (int64_t)i * ldo;
-        const float *ci = oc + (int64_t)i * ldoc;
-        int64_t c = 0;
-        for (; c + 4 <= d; c += 4)
-            vst1q_f32(oi + c, vfmaq_n_f32(vmulq_n_f32(vld1q_f32(oi + c), a), vld1q_f32(ci + c), b));
-        for (; c < d; c++)
-            oi[c] = fmaf(ci[c], b, oi[c] * a);
-    }
-}
+#define ASV_LEVEL             neon
+#define ASV                   float32x4_t
+#define ASV_W                 4
+#define asv_load(p)           vld1q_f32(p)
+#define asv_store(p, x)       vst1q_f32(p, x)
+#define asv_set1(x)           vdupq_n_f32(x)
+#define asv_mul(a, b)         vmulq_f32(a, b)
+#define asv_fma(a, b, c)      vfmaq_f32(c, a, b)
+#define asv_load_n(p, nl)     ld_lanes(p, nl)
+#define asv_store_n(p, x, nl) st_lanes(p, x, nl)
+#define asv_round_f16(x)      vcvt_f32_f16(vcvt_f16_f32(x)) /* FCVTN / FCVTL: nearest even */
+/* scores: 4 rows x 4 vectors of keys; xpv: 4 x 4 (16 accumulators), the sums after them */
+#define ASV_SC_ROWS        4
+#define ASV_SC_CASES(X)    CPULM_BLOCKS_4X4(X)
+#define ASV_XPV_VECS(rows) 4
+#define ASV_XPV_SUM_MAX    0
+#define ASV_XPV_CASES(X)   ASV_SC_CASES(X)
+#define ASV_XPV_NARROW     cpulm_generic_attn_xpv
+/* P.V: pv_block above, 4 x 4, rows outer */
+#define ASV_PV_BLOCK      pv_block
+#define ASV_PV_ROWS       4
+#define ASV_PV_VECS(rows) 4
+#define ASV_PV_DIMS_OUTER 0
+#define ASV_PV_CASES(X)   ASV_SC_CASES(X)
+#include "kernels/attn_simd.h"
 
 /* ======== the exact numerics (attn_x*) ======== */
 
@@ -427,93 +346,12 @@ void cpulm_neon_attn_xweights(int n, float *s, float *ms, float *M) {
     *M = m;
 }
 
-/* ---- P.V ---- */
-
-ARM_INLINE float32x4_t xround_f16(float32x4_t x) {
-    return vcvt_f32_f16(vcvt_f16_f32(x));
-}
-
-/* R rows x V vectors of 4 dims, the f16 accumulators in registers (values exactly f16). */
-ARM_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw, const float *v,
-                          int64_t ldv, float *acc, int64_t lda, const int R, const int V) {
-    float32x4_t a[4][4];
-    NEON_XUNROLL
-    for (int r = 0; r < R; r++) {
-        NEON_XUNROLL
-        for (int c = 0; c < V; c++)
-            a[r][c] = vld1q_f32(acc + r * lda + 4 * c);
-    }
-    for (int j = 0; j < n; j++) {
-        float32x4_t vv[4];
-        NEON_XUNROLL
-        for (int c = 0; c < V; c++)
-            vv[c] = vld1q_f32(v + (int64_t)j * ldv + 4 * c);
-        NEON_XUNROLL
-        for (int r = 0; r < R; r++) {
-            const float mij = ms[r * ldw + j], vij = vs[r * ldw + j];
-            if (mij != 1.0f) {
-                NEON_XUNROLL
-                for (int c = 0; c < V; c++)
-                    a[r][c] = xround_f16(vmulq_n_f32(a[r][c], mij));
-            }
-            NEON_XUNROLL
-            for (int c = 0; c < V; c++)
-                a[r][c] = xround_f16(vfmaq_n_f32(a[r][c], vv[c], vij));
-        }
-    }
-    NEON_XUNROLL
-    for (int r = 0; r < R; r++) {
-        NEON_XUNROLL
-        for (int c = 0; c < V; c++)
-            vst1q_f32(acc + r * lda + 4 * c, a[r][c]);
-    }
-}
-
-#define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, R, V)
-static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
-                     const float *v, int64_t ldv, float *acc, int64_t lda) {
-    CPULM_BLOCKS_SWITCH(rows, vecs,
-                        CPULM_BLOCKS_UPTO4(4, XPV_CASE) CPULM_BLOCKS_UPTO4(3, XPV_CASE)
-                            CPULM_BLOCKS_UPTO4(2, XPV_CASE) CPULM_BLOCKS_UPTO4(1, XPV_CASE))
-}
-#undef XPV_CASE
-
-/* Columns are independent, so blocks of 4 rows x 16 dims (16 accumulators) in any order
- * give the generic bits; d % 4 != 0 (no such head size in practice) stays generic. */
-void cpulm_neon_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
-                         const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
-    if (d % 4 != 0) {
-        cpulm_generic_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
-        return;
-    }
-    for (int i = 0; i < m; i += 4) {
-        const int rows = m - i < 4 ? m - i : 4;
-        for (int64_t c = 0; c < d; c += 16) {
-            const int vecs = d - c < 16 ? (int)((d - c) / 4) : 4;
-            xpv_rows(rows, vecs, n, ms + (int64_t)i * ldw, vs + (int64_t)i * ldw, ldw, v + c, ldv,
-                     acc + (int64_t)i * lda + c, lda);
-        }
-    }
-    for (int i = 0; i < m; i++) {
-        float si = S[i];
-        for (int j = 0; j < n; j++)
-            si = fmaf(si, ms[(int64_t)i * ldw + j], vs[(int64_t)i * ldw + j]); /* FMADD */
-        S[i] = si;
-    }
-}
+/* (P.V: attn_xpv is attn_simd.h's) */
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
 
-#define KT   64  /* keys per pass of attn_qpv (its weight and scale buffers) */
-#define WDIM 256 /* the largest head size taken here; larger ones go to generic */
-
-/* A hint for the bytes [p, p + n) (no fault, no effect on results): the ops hint the rows
- * their caller reads next a few lines per key while they compute, not in bursts. */
-ARM_INLINE void hint_row(const uint8_t *p, size_t n) {
-    for (size_t o = 0; o < n; o += 64)
-        __builtin_prefetch(p + o, 0, 3);
-    __builtin_prefetch(p + n - 1, 0, 3);
-}
+#define KT   ATT_QKT
+#define WDIM ATT_QWDIM
 
 ARM_INLINE size_t block_bytes(const int Q4) {
     return Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
@@ -652,8 +490,8 @@ ARM_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, con
     int j = 0;
     for (; j + 2 <= n; j += 2) {
         if (hint) {
-            hint_row(hint + (uint64_t)j * ldk, rb);
-            hint_row(hint + (uint64_t)(j + 1) * ldk, rb);
+            att_hint_row(hint + (uint64_t)j * ldk, rb);
+            att_hint_row(hint + (uint64_t)(j + 1) * ldk, rb);
         }
         const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)(j + 1) * ldk};
         float32x4_t x[2];
@@ -669,7 +507,7 @@ ARM_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, con
             vst1_f32(s + (int64_t)(i + r) * lds + j, rr[r]);
     }
     if (j < n) {
-        if (hint) hint_row(hint + (uint64_t)j * ldk, rb);
+        if (hint) att_hint_row(hint + (uint64_t)j * ldk, rb);
         const uint8_t *kr[2] = {k + (uint64_t)j * ldk, NULL};
         float32x4_t x[2];
         scores_4xk(d, Q4, 1, qr, qsv, kr, x);
@@ -763,7 +601,7 @@ ARM_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, const float *w,
     NEON_UNROLL for (int t = 0; t < 4; t++) acc[r][t] = vld1q_f32(orow[r] + c + 4 * t);
     for (int j = 0; j < n; j++) {
         if (R == 4 && !Q4 && !PF) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_qpv");
-        if (PF) hint_row(pf + (uint64_t)j * ldv, pfn);
+        if (PF) att_hint_row(pf + (uint64_t)j * ldv, pfn);
         float32x4_t v[4];
         pv_vals(vq + (uint64_t)j * ldv, Q4, HI, v);
         NEON_FOR(r, R, 4) {

@@ -230,7 +230,7 @@ void cpulm_generic_attn_merge(int64_t d, int m, const float *mc, const float *lc
     for (int i = 0; i < m; i++) {
         if (mc[i] == -INFINITY) continue;
         float a, b;
-        cpulm_attn_merge_row(&M[i], &L[i], mc[i], lc[i], &a, &b);
+        cpulm_attn_merge_row(&M[i], &L[i], mc[i], lc[i], &a, &b, cpulm_generic_vexpf);
         float *oi = o + (int64_t)i * ldo;
         const float *ci = oc + (int64_t)i * ldoc;
         for (int64_t c = 0; c < d; c++)

@@ -70,12 +70,14 @@ static inline float cpulm_generic_softmax_with(int n, int lim, float *s, float *
 
 /* attn_merge's per-row step (kernels.h): folds a chunk's (mc, lc) into the running (*M, *L)
  * and returns the scales of the running output (*a) and of the chunk's (*b). Shared by every
- * level so the scalar part of the merge is written once. */
-static inline void cpulm_attn_merge_row(float *M, float *L, float mc, float lc, float *a,
-                                        float *b) {
+ * level so the scalar part of the merge is written once; ex is cpulm_generic_vexpf or a
+ * level's inline twin (the same bits without ldexpf's libm call). */
+static inline __attribute__((always_inline)) void cpulm_attn_merge_row(float *M, float *L, float mc,
+                                                                       float lc, float *a, float *b,
+                                                                       float (*ex)(float)) {
     const float mx = fmaxf(*M, mc);
-    *a = *M == -INFINITY ? 0.0f : cpulm_generic_vexpf(*M - mx);
-    *b = cpulm_generic_vexpf(mc - mx);
+    *a = *M == -INFINITY ? 0.0f : ex(*M - mx);
+    *b = ex(mc - mx);
     *L = fmaf(*L, *a, lc * *b);
     *M = mx;
 }

@@ -13,7 +13,6 @@
 
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
-#include "x86_attn.h"
 #include "x86_dnet.h"
 #include "x86.h"
 

@@ -1,14 +1,13 @@
 /* avx2_attn.c: the avx2 level's attention tile ops (contracts in kernels.h: attn_*, attn_x*,
  * attn_q*), built with the avx2 flags (AVX2, FMA, F16C) and reached only through
- * cpulm_kernels_avx2 (avx2.c's table); the avx512 levels inherit the merge and the attn_q*
- * softmax and query quantization, and call the attn_x* ops for the head sizes their 512-bit
- * versions do not take. Every op is bit-identical to generic/attn.c:
+ * cpulm_kernels_avx2 (avx2.c's table); the avx512 levels inherit the attn_q* softmax and
+ * query quantization, and call the attn_x* ops for the head sizes their 512-bit versions do
+ * not take. attn_scores, attn_pv, attn_merge and attn_xpv are attn_simd.h's over the
+ * 8-lane layer below. Every op is bit-identical to generic/attn.c:
  *
- * - f32 tiles: a score is one fma chain over the head's dims in order, so keys sit in the
- *   lanes (the K tile transposed per call) and rows x keys are a micro-GEMM. Softmax takes
- *   the canonical polynomial exp
- *   (x86_canon_vexp256) and the same 16 lane sums; P.V and the merge are per element fmas in
- *   key order, so any register blocking gives the same bits.
+ * - f32 tiles: softmax takes the canonical polynomial exp (x86_canon_vexp256) and the same
+ *   16 lane sums; P.V is per element fmas in key order, so any register blocking gives the
+ *   same bits.
  * - the exact numerics (attn_x*): xscores puts query rows in the lanes of __m256d vectors
  *   (four rows per vector), each key element broadcast (keys converted to doubles once per
  *   call): every (row, key) lane adds its exact products in c order, as the generic double
@@ -29,11 +28,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/blocks.h"
-#include "kernels/generic/generic.h"
 #include "format/quant.h"
+#include "kernels/attn_simd.h"
 #include "x86.h"
-#include "x86_attn.h"
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
 
@@ -84,17 +81,11 @@ AVX2_INLINE float avx2_softmax_with(int n, int lim, float *s, float *M, float *L
 
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
-/* ---- scores ---- */
+/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv) ---- */
 
-/* A micro-GEMM (kernels.h: one fma chain per score): the K tile transposed once per call into
- * kt (dims x SK_KEYS keys), then R query rows x V vectors of 8 keys, each kt vector feeding
- * R fmas, each query element broadcast to V. */
-#define SK_KEYS 64  /* keys per transposed block */
-#define SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
-
-/* kt[c * SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1, never stored),
- * c < dc (a multiple of 8), by 8 x 8 register transposes. */
-static void transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
+/* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1), c < dc (a
+ * multiple of 8), by 8 x 8 register transposes. */
+static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
     for (int j0 = 0; j0 < nk; j0 += 8)
         for (int c = 0; c < dc; c += 8) {
             __m256 r[8], t[8], u[8];
@@ -110,75 +101,44 @@ static void transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *k
                 u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
                 u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
             }
-            float *o = kt + (int64_t)c * SK_KEYS + j0;
+            float *o = kt + (int64_t)c * ATT_SK_KEYS + j0;
             _Pragma("GCC unroll 8") for (int x = 0; x < 4; x++) {
-                _mm256_storeu_ps(o + x * SK_KEYS, _mm256_permute2f128_ps(u[x], u[4 + x], 0x20));
-                _mm256_storeu_ps(o + (4 + x) * SK_KEYS,
+                _mm256_storeu_ps(o + x * ATT_SK_KEYS, _mm256_permute2f128_ps(u[x], u[4 + x], 0x20));
+                _mm256_storeu_ps(o + (4 + x) * ATT_SK_KEYS,
                                  _mm256_permute2f128_ps(u[x], u[4 + x], 0x31));
             }
         }
 }
 
-/* R rows (q, ldq) x V vectors of keys over dc dims of kt: the chains start at 0 (first) or
- * at the partials in s, stored scaled (last) or as partials; the last vector's lanes are
- * those set in tail. */
-AVX2_INLINE void scores_gemm(int dc, const float *q, int64_t ldq, const float *kt, float scale,
-                             float *s, int64_t lds, __m256i tail, int first, int last, const int R,
-                             const int V) {
-    const __m256i all = _mm256_set1_epi32(-1);
-    __m256 acc[3][4];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) acc[r][v] =
-            first ? _mm256_setzero_ps()
-                  : _mm256_maskload_ps(s + r * lds + 8 * v, v == V - 1 ? tail : all);
-    for (int c = 0; c < dc; c++) {
-        __m256 qb[3];
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) qb[r] =
-            _mm256_broadcast_ss(q + r * ldq + c);
-        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) {
-            const __m256 kv = _mm256_loadu_ps(kt + c * SK_KEYS + 8 * v);
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r][v] =
-                _mm256_fmadd_ps(qb[r], kv, acc[r][v]);
-        }
-    }
-    const __m256 vs = _mm256_set1_ps(scale);
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)
-            _mm256_maskstore_ps(s + r * lds + 8 * v, v == V - 1 ? tail : all,
-                                last ? _mm256_mul_ps(acc[r][v], vs) : acc[r][v]);
-}
-
-#define SC_CASE(R, V)                                           \
-    scores_gemm(dc, q + (int64_t)i * ldq + c0, ldq, ktc, scale, \
-                s + (int64_t)i * lds + j0 + 32 * h, lds, tail, c0 == 0, c0 + dc == d, R, V)
-void cpulm_avx2_attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
-                            int64_t ldk, float scale, float *s, int64_t lds) {
-    if (d % 8 != 0) {
-        cpulm_generic_attn_scores(d, m, n, q, ldq, k, ldk, scale, s, lds);
-        return;
-    }
-    float kt[SK_DIMS * SK_KEYS];
-    for (int j0 = 0; j0 < n; j0 += SK_KEYS) {
-        const int nk = n - j0 < SK_KEYS ? n - j0 : SK_KEYS;
-        for (int64_t c0 = 0; c0 < d; c0 += SK_DIMS) {
-            const int dc = d - c0 < SK_DIMS ? (int)(d - c0) : SK_DIMS;
-            transpose_keys(k + (int64_t)j0 * ldk + c0, ldk, nk, dc, kt);
-            for (int h = 0; 32 * h < nk; h++) { /* 32 keys (4 vectors) per pass */
-                const int nh = nk - 32 * h < 32 ? nk - 32 * h : 32, vecs = (nh + 7) / 8;
-                const __m256i tail = _mm256_castps_si256(avx2_live8(0, nh % 8 ? nh % 8 : 8));
-                const float *ktc = kt + 32 * h;
-                for (int i = 0; i < m; i += 3) {
-                    const int rows = m - i < 3 ? m - i : 3;
-                    CPULM_BLOCKS_SWITCH(rows, vecs,
-                                        CPULM_BLOCKS_UPTO4(3, SC_CASE)
-                                            CPULM_BLOCKS_UPTO4(2, SC_CASE)
-                                                CPULM_BLOCKS_UPTO4(1, SC_CASE))
-                }
-            }
-        }
-    }
-}
-#undef SC_CASE
+#define ASV_LEVEL             avx2
+#define ASV                   __m256
+#define ASV_W                 8
+#define asv_load(p)           _mm256_loadu_ps(p)
+#define asv_store(p, x)       _mm256_storeu_ps(p, x)
+#define asv_set1(x)           _mm256_set1_ps(x)
+#define asv_mul(a, b)         _mm256_mul_ps(a, b)
+#define asv_fma(a, b, c)      _mm256_fmadd_ps(a, b, c)
+#define asv_load_n(p, nl)     _mm256_maskload_ps(p, _mm256_castps_si256(avx2_live8(0, nl)))
+#define asv_store_n(p, x, nl) _mm256_maskstore_ps(p, _mm256_castps_si256(avx2_live8(0, nl)), x)
+#define asv_round_f16(x) \
+    _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+/* scores: 3 rows x 4 vectors (12 accumulators); xpv: 4 rows x 3 vectors or 2 x 4, the sums
+ * riding in blocks of <= 8 accumulators (12 chains of FMA, VCVTPS2PH, VCVTPH2PS, ~14 cycles
+ * on Zen 3, in flight; VCVTPS2PH, 2 cycles per ymm there, bounds the rest) */
+#define ASV_SC_ROWS        3
+#define ASV_SC_CASES(X)    CPULM_BLOCKS_UPTO4(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
+#define ASV_XPV_VECS(rows) ((rows) <= 2 ? 4 : 3)
+#define ASV_XPV_SUM_MAX    8
+#define ASV_XPV_CASES(X)     \
+    CPULM_BLOCKS_UPTO3(4, X) \
+    CPULM_BLOCKS_UPTO3(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
+#define ASV_XPV_NARROW cpulm_generic_attn_xpv
+/* P.V: 2 rows x 4 vectors sharing each loaded value vector, or a lone row x 8 */
+#define ASV_PV_ROWS       2
+#define ASV_PV_VECS(rows) ((rows) == 1 ? 8 : 4)
+#define ASV_PV_DIMS_OUTER 0
+#define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO8(1, X)
+#include "kernels/attn_simd.h"
 
 /* ---- online softmax ---- */
 
@@ -201,81 +161,6 @@ AVX2_INLINE __m256 exp8_live(float *s, int j, int lim, __m256 vm) {
 
 float cpulm_avx2_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
     return avx2_softmax_with(n, lim, s, M, L, exp8_live, cpulm_generic_vexpf);
-}
-
-/* ---- P.V ---- */
-
-/* R rows (1 or 2) x V vectors of 8 dims: o = o * a, then o = fma(p_j, v_j, o) over the keys.
- * Two rows share each loaded value vector; a lone row takes them as memory operands (8
- * accumulators and 8 loaded vectors would not fit the 16 registers). */
-AVX2_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int64_t ldv,
-                          const float *a, float *o, int64_t ldo, const int R, const int V) {
-    __m256 acc[2][8];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
-            _mm256_mul_ps(_mm256_loadu_ps(o + r * ldo + 8 * c), _mm256_set1_ps(a[r]));
-    for (int j = 0; j < n; j++) {
-        const float *vj = v + (int64_t)j * ldv;
-        if (R == 1) {
-            const __m256 pj = _mm256_broadcast_ss(p + j);
-            _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[0][c] =
-                _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * c), acc[0][c]);
-            continue;
-        }
-        __m256 vv[8];
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) vv[c] = _mm256_loadu_ps(vj + 8 * c);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-            const __m256 pj = _mm256_broadcast_ss(p + r * ldp + j);
-            _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
-                _mm256_fmadd_ps(pj, vv[c], acc[r][c]);
-        }
-    }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++)
-            _mm256_storeu_ps(o + r * ldo + 8 * c, acc[r][c]);
-}
-
-#define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
-static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
-                    int64_t ldv, const float *a, float *o, int64_t ldo) {
-    CPULM_BLOCKS_SWITCH(rows, vecs, CPULM_BLOCKS_UPTO4(2, PV_CASE) CPULM_BLOCKS_UPTO8(1, PV_CASE))
-}
-#undef PV_CASE
-
-void cpulm_avx2_attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
-                        int64_t ldv, const float *a, float *o, int64_t ldo) {
-    if (d % 8 != 0) {
-        cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
-        return;
-    }
-    for (int i = 0; i < m; i += 2) {
-        const int rows = m - i < 2 ? m - i : 2, step = rows == 2 ? 4 : 8; /* vectors per pass */
-        for (int64_t c = 0; c < d; c += 8 * step) {
-            const int vecs = d - c < 8 * step ? (int)((d - c) / 8) : step;
-            pv_rows(rows, vecs, n, p + (int64_t)i * ldp, ldp, v + c, ldv, a + i,
-                    o + (int64_t)i * ldo + c, ldo);
-        }
-    }
-}
-
-/* ---- merge of chunk partials ---- */
-
-void cpulm_avx2_attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
-                           int64_t ldoc, float *M, float *L, float *o, int64_t ldo) {
-    for (int i = 0; i < m; i++) {
-        if (mc[i] == -INFINITY) continue;
-        float a, b;
-        cpulm_attn_merge_row(&M[i], &L[i], mc[i], lc[i], &a, &b);
-        float *oi = o + (int64_t)i * ldo;
-        const float *ci = oc + (int64_t)i * ldoc;
-        const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
-        int64_t c = 0;
-        for (; c + 8 <= d; c += 8)
-            _mm256_storeu_ps(oi + c, _mm256_fmadd_ps(_mm256_loadu_ps(ci + c), vb,
-                                                     _mm256_mul_ps(_mm256_loadu_ps(oi + c), va)));
-        for (; c < d; c++)
-            oi[c] = fmaf(ci[c], b, oi[c] * a);
-    }
 }
 
 /* ======== the exact numerics (attn_x*) ======== */
@@ -514,104 +399,7 @@ void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M) {
     *M = m;
 }
 
-/* ---- P.V ---- */
-
-AVX2_INLINE __m256 xround_f16(__m256 x) {
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-
-/* R rows x V vectors of 8 dims, the f16 accumulators in registers (values exactly f16). */
-AVX2_INLINE void xpv_block(int n, const float *ms, const float *vs, int64_t ldw, const float *v,
-                           int64_t ldv, float *acc, int64_t lda, float *S, const int R, const int V,
-                           const int WS) {
-    __m256 a[4][4];
-    float sum[4] = {0};
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        if (WS) sum[r] = S[r];
-        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
-            _mm256_loadu_ps(acc + r * lda + 8 * c);
-    }
-    for (int j = 0; j < n; j++) {
-        __m256 vv[4];
-        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) vv[c] =
-            _mm256_loadu_ps(v + (int64_t)j * ldv + 8 * c);
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-            const float mij = ms[r * ldw + j];
-            if (WS) sum[r] = fmaf(sum[r], mij, vs[r * ldw + j]);
-            if (mij != 1.0f) {
-                const __m256 vm = _mm256_set1_ps(mij);
-                _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
-                    xround_f16(_mm256_mul_ps(a[r][c], vm));
-            }
-            const __m256 vw = _mm256_set1_ps(vs[r * ldw + j]);
-            _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
-                xround_f16(_mm256_fmadd_ps(vv[c], vw, a[r][c]));
-        }
-    }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        if (WS) S[r] = sum[r];
-        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++)
-            _mm256_storeu_ps(acc + r * lda + 8 * c, a[r][c]);
-    }
-}
-
-/* rows * vecs <= 12 accumulators: 12 chains of FMA, VCVTPS2PH, VCVTPH2PS (~14 cycles on Zen 3)
- * in flight; VCVTPS2PH (2 cycles per ymm there) bounds the rest */
-#define XPV_CASE(R, V)                                                   \
-    if (R * V <= 8 && S)                                                 \
-        xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, R *V <= 8); \
-    else                                                                 \
-        xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, 0)
-static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
-                     const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
-    CPULM_BLOCKS_SWITCH(rows, vecs,
-                        CPULM_BLOCKS_UPTO3(4, XPV_CASE) CPULM_BLOCKS_UPTO3(3, XPV_CASE)
-                            CPULM_BLOCKS_UPTO4(2, XPV_CASE) CPULM_BLOCKS_UPTO4(1, XPV_CASE))
-}
-#undef XPV_CASE
-
-/* Columns are independent, so blocks of rows x dims in any order give the generic bits:
- * 4 rows x 24 dims, or 2 rows x 32 dims when at most two rows are left. The rows' weight
- * sums S[i] = fmaf(S[i], ms, vs), a chain of one FMA latency per key, ride in the last block
- * when it has at most 8 accumulators (registers to spare; d = 64: 4 rows x 16 dims), hidden
- * in its key step; otherwise four rows' chains side by side after the blocks. d % 8 != 0 (no
- * such head size in practice) stays generic. */
-void cpulm_avx2_attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
-                         const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
-    if (d % 8 != 0) {
-        cpulm_generic_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
-        return;
-    }
-    for (int i = 0; i < m; i += 4) {
-        const int rows = m - i < 4 ? m - i : 4, maxv = rows <= 2 ? 4 : 3;
-        const float *mi = ms + (int64_t)i * ldw, *vi = vs + (int64_t)i * ldw;
-        int summed = 0;
-        for (int64_t c = 0; c < d; c += 8 * maxv) {
-            const int vecs = d - c < 8 * maxv ? (int)((d - c) / 8) : maxv;
-            const int last = c + 8 * maxv >= d && rows * vecs <= 8;
-            xpv_rows(rows, vecs, n, mi, vi, ldw, v + c, ldv, acc + (int64_t)i * lda + c, lda,
-                     last ? S + i : NULL);
-            summed |= last;
-        }
-        if (summed) continue;
-        if (rows == 4) {
-            float s0 = S[i], s1 = S[i + 1], s2 = S[i + 2], s3 = S[i + 3];
-            for (int j = 0; j < n; j++) {
-                s0 = fmaf(s0, mi[j], vi[j]);
-                s1 = fmaf(s1, mi[ldw + j], vi[ldw + j]);
-                s2 = fmaf(s2, mi[2 * ldw + j], vi[2 * ldw + j]);
-                s3 = fmaf(s3, mi[3 * ldw + j], vi[3 * ldw + j]);
-            }
-            S[i] = s0, S[i + 1] = s1, S[i + 2] = s2, S[i + 3] = s3;
-        } else
-            for (int r = 0; r < rows; r++) {
-                float si = S[i + r];
-                for (int j = 0; j < n; j++)
-                    si = fmaf(si, mi[r * ldw + j], vi[r * ldw + j]);
-                S[i + r] = si;
-            }
-    }
-}
+/* (P.V: attn_xpv is attn_simd.h's) */
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
 
@@ -666,7 +454,7 @@ AVX2_INLINE void block_k16(const uint8_t *row, int64_t b, const int Q4, __m256i 
     *k1 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), m4)), b8);
 }
 
-#define KT X86Q_KT
+#define KT ATT_QKT
 
 /* 8 int32 partial sums of a query block row against a key block (exact). */
 AVX2_INLINE __m256i qdot(const int16_t *q, __m256i k0, __m256i k1) {
@@ -731,7 +519,7 @@ AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int
 #undef DKA
 #undef DKB
 
-#define WDIM X86Q_WDIM
+#define WDIM ATT_QWDIM
 
 /* Rows i.. (rows <= 4 of them) x keys 0..n-1 (n <= KT): 4 keys at a time, 2 per scores_4x2.
  * The first rows' pass hints the rows at next (NULL: none). */
@@ -752,7 +540,7 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
     for (int j = 0; j < n; j += 4) {
         if (i == 0 && next)
             for (int t = 0; t < 4; t++)
-                x86q_hint_row(next + (uint64_t)(j + t) * ldk, rb);
+                att_hint_row(next + (uint64_t)(j + t) * ldk, rb);
         if (!Q4 && !WIDE) X86Q_MCA_BEGIN("avx2_attn_qscores");
         int jt[4];
         for (int t = 0; t < 4; t++)
@@ -900,7 +688,7 @@ AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, con
     }
     for (int j = 0; j < n; j++) {
         if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_BEGIN("avx2_attn_qpv");
-        if (PF) x86q_hint_row(pf + (uint64_t)j * ldv, pfn);
+        if (PF) att_hint_row(pf + (uint64_t)j * ldv, pfn);
         __m256 v0, v1;
         pv_vals(MODE, vq + (uint64_t)j * ldv, sh, vf + j * 16, &v0, &v1);
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {

@@ -9,10 +9,10 @@
  */
 #if defined(__x86_64__)
 #include "kernels/blocks.h"
-#include "x86_attn.h"
 #include "x86_dnet.h"
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
+#include "kernels/attn_simd.h"
 #include "x86.h"
 
 /* ---- quantized dots ---- */
@@ -233,18 +233,12 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
     }
 }
 
-/* ---- tiled attention (numerics in kernels.h: attn_*) ---- */
+/* ---- tiled attention (numerics in kernels.h: attn_*; attn_scores, attn_pv, attn_merge and
+ * attn_xpv are attn_simd.h's over this vector layer) ---- */
 
-/* Scores as a micro-GEMM (kernels.h: one fma chain per score): the K tile transposed once per
- * call into kt (dims x SK_KEYS keys), then R query rows x V vectors of 16 keys, each kt vector
- * feeding R fmas and each query element broadcast to V: no reduction tree per score (the
- * canonical 16-lane dot spent ~45 shuffles and adds per 16 scores, on the FMA ports). */
-#define SK_KEYS 64  /* keys per transposed block: 4 vectors */
-#define SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
-
-/* kt[c * SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1 and are never
+/* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1 and are never
  * stored), c < dc (a multiple of 16), by 16 x 16 register transposes. */
-static void transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
+static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
     for (int j0 = 0; j0 < nk; j0 += 16)
         for (int c = 0; c < dc; c += 16) {
             __m512 r[16], t[16], u[16];
@@ -262,81 +256,51 @@ static void transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *k
                 u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
                 u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
             }
-            float *o = kt + (int64_t)c * SK_KEYS + j0;
+            float *o = kt + (int64_t)c * ATT_SK_KEYS + j0;
             for (int x = 0; x < 4; x++) {
                 const __m512 va = _mm512_shuffle_f32x4(u[x], u[4 + x], 0x44);
                 const __m512 vb = _mm512_shuffle_f32x4(u[x], u[4 + x], 0xEE);
                 const __m512 wa = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0x44);
                 const __m512 wb = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0xEE);
-                _mm512_storeu_ps(o + x * SK_KEYS, _mm512_shuffle_f32x4(va, wa, 0x88));
-                _mm512_storeu_ps(o + (4 + x) * SK_KEYS, _mm512_shuffle_f32x4(va, wa, 0xDD));
-                _mm512_storeu_ps(o + (8 + x) * SK_KEYS, _mm512_shuffle_f32x4(vb, wb, 0x88));
-                _mm512_storeu_ps(o + (12 + x) * SK_KEYS, _mm512_shuffle_f32x4(vb, wb, 0xDD));
+                _mm512_storeu_ps(o + x * ATT_SK_KEYS, _mm512_shuffle_f32x4(va, wa, 0x88));
+                _mm512_storeu_ps(o + (4 + x) * ATT_SK_KEYS, _mm512_shuffle_f32x4(va, wa, 0xDD));
+                _mm512_storeu_ps(o + (8 + x) * ATT_SK_KEYS, _mm512_shuffle_f32x4(vb, wb, 0x88));
+                _mm512_storeu_ps(o + (12 + x) * ATT_SK_KEYS, _mm512_shuffle_f32x4(vb, wb, 0xDD));
             }
         }
 }
-
-/* R rows (q, ldq) x V vectors of keys over dc dims of kt: the chains start at 0 (first) or
- * at the partials in s, and are stored scaled (last) or as partials; the last vector's
- * lanes are `tail`. */
-static inline __attribute__((always_inline)) void
-scores_gemm(int dc, const float *q, int64_t ldq, const float *kt, float scale, float *s,
-            int64_t lds, __mmask16 tail, int first, int last, const int R, const int V) {
-    __m512 acc[6][4];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) acc[r][v] =
-            first ? _mm512_setzero_ps()
-                  : _mm512_maskz_loadu_ps(v == V - 1 ? tail : 0xFFFF, s + r * lds + 16 * v);
-    for (int c = 0; c < dc; c++) {
-        __m512 kv[4];
-        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) kv[v] =
-            _mm512_loadu_ps(kt + c * SK_KEYS + 16 * v);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-            const __m512 qb = _mm512_set1_ps(q[r * ldq + c]);
-            _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) acc[r][v] =
-                _mm512_fmadd_ps(qb, kv[v], acc[r][v]);
-        }
-    }
-    const __m512 vs = _mm512_set1_ps(scale);
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)
-            _mm512_mask_storeu_ps(s + r * lds + 16 * v, v == V - 1 ? tail : 0xFFFF,
-                                  last ? _mm512_mul_ps(acc[r][v], vs) : acc[r][v]);
-}
-
-#define SC_CASE(R, V)                                                                          \
-    scores_gemm(dc, q + (int64_t)i * ldq + c0, ldq, kt, scale, s + (int64_t)i * lds + j0, lds, \
-                tail, c0 == 0, c0 + dc == d, R, V)
-static void attn_scores(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
-                        int64_t ldk, float scale, float *s, int64_t lds) {
-    if (d % 16 != 0) {
-        cpulm_generic_attn_scores(d, m, n, q, ldq, k, ldk, scale, s, lds);
-        return;
-    }
-    float kt[SK_DIMS * SK_KEYS];
-    for (int j0 = 0; j0 < n; j0 += SK_KEYS) {
-        const int nk = n - j0 < SK_KEYS ? n - j0 : SK_KEYS, vecs = (nk + 15) / 16;
-        const __mmask16 tail = nk % 16 ? tail_mask(nk % 16) : 0xFFFF;
-        for (int64_t c0 = 0; c0 < d; c0 += SK_DIMS) {
-            const int dc = d - c0 < SK_DIMS ? (int)(d - c0) : SK_DIMS;
-            transpose_keys(k + (int64_t)j0 * ldk + c0, ldk, nk, dc, kt);
-            for (int i = 0; i < m; i += 6) {
-                const int rows = m - i < 6 ? m - i : 6;
-                CPULM_BLOCKS_SWITCH(
-                    rows, vecs,
-                    CPULM_BLOCKS_UPTO4(6, SC_CASE) CPULM_BLOCKS_UPTO4(5, SC_CASE)
-                        CPULM_BLOCKS_UPTO4(4, SC_CASE) CPULM_BLOCKS_UPTO4(3, SC_CASE)
-                            CPULM_BLOCKS_UPTO4(2, SC_CASE) CPULM_BLOCKS_UPTO4(1, SC_CASE))
-            }
-        }
-    }
-}
-#undef SC_CASE
 
 /* cpulm_generic_vexpf(x) in one lane: the same bits, without ldexpf's libm call per row */
 static inline float vexp1(float x) {
     return _mm512_cvtss_f32(x86_vexp_ps512(_mm512_set1_ps(x)));
 }
+#define ASV_EXP1              vexp1
+#define ASV_LEVEL             avx512
+#define ASV                   __m512
+#define ASV_W                 16
+#define asv_load(p)           _mm512_loadu_ps(p)
+#define asv_store(p, x)       _mm512_storeu_ps(p, x)
+#define asv_set1(x)           _mm512_set1_ps(x)
+#define asv_mul(a, b)         _mm512_mul_ps(a, b)
+#define asv_fma(a, b, c)      _mm512_fmadd_ps(a, b, c)
+#define asv_load_n(p, nl)     _mm512_maskz_loadu_ps(tail_mask(nl), p)
+#define asv_store_n(p, x, nl) _mm512_mask_storeu_ps(p, tail_mask(nl), x)
+#define asv_round_f16(x) \
+    _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+/* scores: 6 rows x 4 vectors (no reduction tree per score: the canonical 16-lane dot spent
+ * ~45 shuffles and adds per 16 scores, on the FMA ports); xpv: 4 x 4, the sums riding */
+#define ASV_SC_ROWS        6
+#define ASV_SC_CASES(X)    CPULM_BLOCKS_UPTO4(6, X) CPULM_BLOCKS_UPTO4(5, X) CPULM_BLOCKS_4X4(X)
+#define ASV_XPV_VECS(rows) 4
+#define ASV_XPV_SUM_MAX    16
+#define ASV_XPV_CASES(X)   CPULM_BLOCKS_4X4(X)
+#define ASV_XPV_NARROW     cpulm_avx2_attn_xpv /* e.g. head_dim 8 or 40 (generic if d % 8) */
+/* P.V: 6 rows x 4 vectors (6 rows were 1.25x faster than 4 at head 64), dims outer */
+#define ASV_PV_ROWS       6
+#define ASV_PV_VECS(rows) 4
+#define ASV_PV_DIMS_OUTER 1
+#define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(6, X) CPULM_BLOCKS_UPTO4(5, X) CPULM_BLOCKS_4X4(X)
+#include "kernels/attn_simd.h"
 
 /* The online softmax row of attn_softmax_row (Z = 0) and attn_softmaxz (Z = 1: vexpz, scores
  * more than 87 below the max flushed to 0, no ldexpf lanes), 16 lanes in the avx2 versions'
@@ -375,90 +339,7 @@ static float attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
     return softmax16(n, lim, s, M, L, 1);
 }
 
-/* R rows x V vectors of 16 dims: o = o * a, then o = fma(p_j, v_j, o) over the keys. Up to
- * 6 x 4 accumulators: each V load feeds R FMAs (6 rows were 1.25x faster than 4 at head 64).
- * The unroll pragmas keep them in registers: without them gcc 12 kept the array on the
- * stack, a load and a store around every FMA (~2x the time of the whole op). */
-static inline __attribute__((always_inline)) void pv_block(int n, const float *p, int64_t ldp,
-                                                           const float *v, int64_t ldv,
-                                                           const float *a, float *o, int64_t ldo,
-                                                           const int R, const int V) {
-    __m512 acc[6][4];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
-            _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + 16 * c), _mm512_set1_ps(a[r]));
-    for (int j = 0; j < n; j++) {
-        __m512 vv[4];
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) vv[c] =
-            _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-            const __m512 pj = _mm512_set1_ps(p[r * ldp + j]);
-            _Pragma("GCC unroll 8") for (int c = 0; c < V; c++) acc[r][c] =
-                _mm512_fmadd_ps(pj, vv[c], acc[r][c]);
-        }
-    }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 8") for (int c = 0; c < V; c++)
-            _mm512_storeu_ps(o + r * ldo + 16 * c, acc[r][c]);
-}
-
-#define PV_CASE(R, V) pv_block(n, p, ldp, v, ldv, a, o, ldo, R, V)
-static void pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
-                    int64_t ldv, const float *a, float *o, int64_t ldo) {
-    CPULM_BLOCKS_SWITCH(rows, vecs,
-                        CPULM_BLOCKS_UPTO4(6, PV_CASE) CPULM_BLOCKS_UPTO4(5, PV_CASE)
-                            CPULM_BLOCKS_UPTO4(4, PV_CASE) CPULM_BLOCKS_UPTO4(3, PV_CASE)
-                                CPULM_BLOCKS_UPTO4(2, PV_CASE) CPULM_BLOCKS_UPTO4(1, PV_CASE))
-}
-#undef PV_CASE
-
-static void attn_pv(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
-                    int64_t ldv, const float *a, float *o, int64_t ldo) {
-    if (d % 16 != 0) {
-        cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
-        return;
-    }
-    /* dims outer: a 64-dim slice of the V tile (16 KiB at 64 keys) stays in L1 for every
-     * row group; rows outer streamed the whole tile (64 KiB at head 256) from L2 per group */
-    for (int64_t c = 0; c < d; c += 64) {
-        const int vecs = d - c < 64 ? (int)((d - c) / 16) : 4;
-        for (int i = 0; i < m; i += 6) {
-            const int rows = m - i < 6 ? m - i : 6;
-            pv_rows(rows, vecs, n, p + (int64_t)i * ldp, ldp, v + c, ldv, a + i,
-                    o + (int64_t)i * ldo + c, ldo);
-        }
-    }
-}
-
-/* The generic merge costs a libm fmaf call per element on x86-64 baseline builds. */
-static void attn_merge(int64_t d, int m, const float *mc, const float *lc, const float *oc,
-                       int64_t ldoc, float *M, float *L, float *o, int64_t ldo) {
-    for (int i = 0; i < m; i++) {
-        if (mc[i] == -INFINITY) continue;
-        const float mx = fmaxf(M[i], mc[i]);
-        const float a = M[i] == -INFINITY ? 0.0f : vexp1(M[i] - mx);
-        const float b = vexp1(mc[i] - mx);
-        L[i] = fmaf(L[i], a, lc[i] * b);
-        M[i] = mx;
-        float *oi = o + (int64_t)i * ldo;
-        const float *ci = oc + (int64_t)i * ldoc;
-        const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
-        for (int64_t c = 0; c < d; c += 16) {
-            const __mmask16 k = d - c >= 16 ? 0xFFFF : tail_mask(d - c);
-            const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, oi + c), va);
-            _mm512_mask_storeu_ps(oi + c, k,
-                                  _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, ci + c), vb, x));
-        }
-    }
-}
-
 /* ---- exact tiled attention (numerics in kernels.h: attn_x*) ---- */
-
-/* f32 lanes holding f16 values: rounded to f16 (nearest even, as cpulm_f32_to_fp16) and
- * back */
-static inline __m512 round_f16(__m512 v) {
-    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
 
 /* Scores with query rows in the lanes: 8 rows per vector of doubles, each key's elements
  * broadcast, so every (row, key) lane adds its exact products in c order, as the generic
@@ -630,70 +511,6 @@ static void attn_xweights(int n, float *s, float *ms, float *M) {
     *M = m;
 }
 
-/* R rows x V vectors of 16 dims, the f16 accumulators in registers (values exactly f16).
- * S (or NULL): the rows' weight sums S[r] = fmaf(S[r], ms, vs) ride in the key step, R
- * independent chains whose FMA latency hides behind the vector work (after the blocks, one
- * row's chain at a time, they were ~15% of attn_xpv's time at d = 64). */
-static inline __attribute__((always_inline)) void xpv_block(int n, const float *ms, const float *vs,
-                                                            int64_t ldw, const float *v,
-                                                            int64_t ldv, float *acc, int64_t lda,
-                                                            float *S, const int R, const int V) {
-    __m512 a[4][4];
-    float sr[4] = {0};
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        if (S) sr[r] = S[r];
-        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
-            _mm512_loadu_ps(acc + r * lda + 16 * c);
-    }
-    for (int j = 0; j < n; j++) {
-        __m512 vv[4];
-        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) vv[c] =
-            _mm512_loadu_ps(v + (int64_t)j * ldv + 16 * c);
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-            const float mij = ms[r * ldw + j], vij = vs[r * ldw + j];
-            if (S) sr[r] = fmaf(sr[r], mij, vij);
-            if (mij != 1.0f) {
-                const __m512 vm = _mm512_set1_ps(mij);
-                _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
-                    round_f16(_mm512_mul_ps(a[r][c], vm));
-            }
-            const __m512 vw = _mm512_set1_ps(vij);
-            _Pragma("GCC unroll 4") for (int c = 0; c < V; c++) a[r][c] =
-                round_f16(_mm512_fmadd_ps(vv[c], vw, a[r][c]));
-        }
-    }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        if (S) S[r] = sr[r];
-        _Pragma("GCC unroll 4") for (int c = 0; c < V; c++)
-            _mm512_storeu_ps(acc + r * lda + 16 * c, a[r][c]);
-    }
-}
-
-#define XPV_CASE(R, V) xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V)
-static void xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
-                     const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
-    CPULM_BLOCKS_SWITCH(rows, vecs,
-                        CPULM_BLOCKS_UPTO4(4, XPV_CASE) CPULM_BLOCKS_UPTO4(3, XPV_CASE)
-                            CPULM_BLOCKS_UPTO4(2, XPV_CASE) CPULM_BLOCKS_UPTO4(1, XPV_CASE))
-}
-#undef XPV_CASE
-
-static void attn_xpv(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
-                     const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
-    if (d % 16 != 0) { /* e.g. head_dim 8 or 40: the 256-bit version (generic if d % 8) */
-        cpulm_avx2_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
-        return;
-    }
-    for (int i = 0; i < m; i += 4) {
-        const int rows = m - i < 4 ? m - i : 4;
-        for (int64_t c = 0; c < d; c += 64) { /* the row sums ride in the first block */
-            const int vecs = d - c < 64 ? (int)((d - c) / 16) : 4;
-            xpv_rows(rows, vecs, n, ms + (int64_t)i * ldw, vs + (int64_t)i * ldw, ldw, v + c, ldv,
-                     acc + (int64_t)i * lda + c, lda, c == 0 ? S + i : NULL);
-        }
-    }
-}
-
 /* ---- multi-row F16 dots (gemm_rows): R weight rows x T activation rows ----
  * Each 16-element step converts the T activation pieces and the R weight pieces to double
  * once and fuses R x T products into one 8-lane double accumulator per pair (the generic
@@ -819,13 +636,13 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .dnet_mm = cpulm_avx512_dnet_mm,
     .dnet_conv = cpulm_avx512_dnet_conv,
     .silu = cpulm_avx512_silu,
-    .attn_scores = attn_scores,
+    .attn_scores = cpulm_avx512_attn_scores,
     .attn_softmax_row = attn_softmax_row,
-    .attn_pv = attn_pv,
-    .attn_merge = attn_merge,
+    .attn_pv = cpulm_avx512_attn_pv,
+    .attn_merge = cpulm_avx512_attn_merge,
     .attn_xscores = attn_xscores,
     .attn_xweights = attn_xweights,
-    .attn_xpv = attn_xpv,
+    .attn_xpv = cpulm_avx512_attn_xpv,
     .attn_qscores = cpulm_avx512_attn_qscores,
     .attn_softmaxz = attn_softmaxz,
     .attn_qpv = cpulm_avx512_attn_qpv,

@@ -17,12 +17,12 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "x86_attn.h"
-#include "kernels/generic/generic.h"
 #include "format/quant.h"
+#include "kernels/attn_simd.h"
+#include "x86.h"
 
 #define A512_INLINE static inline __attribute__((always_inline))
-#define KT          X86Q_KT
+#define KT          ATT_QKT
 
 static size_t block_bytes(int q4) {
     return q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
@@ -99,7 +99,7 @@ A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, co
         if (!Q4) X86Q_MCA_BEGIN("avx512_attn_qscores");
         const uint8_t *kr[4];
         for (int t = 0; t < 4; t++) {
-            if (i == 0 && next) x86q_hint_row(next + (uint64_t)(j + t) * ldk, rb);
+            if (i == 0 && next) att_hint_row(next + (uint64_t)(j + t) * ldk, rb);
             kr[t] = k + (uint64_t)(j + t < n ? j + t : n - 1) * ldk;
         }
         /* the scales past n are 0 (x86q_block_scales): their lanes are not stored */
@@ -119,7 +119,7 @@ A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, co
 static void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16, int64_t ldq,
                          const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
                          const uint8_t *next) {
-    float ds[X86Q_WDIM / 32 * KT];
+    float ds[ATT_QWDIM / 32 * KT];
     x86q_block_scales(d, k, ldk, n, block_bytes(Q4), ds);
     for (int i = 0; i < m; i += 4)
         scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, ds, s, lds, next);
@@ -128,7 +128,7 @@ static void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q
 void cpulm_avx512_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
                                int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
                                float *s, int64_t lds, const uint8_t *next) {
-    if (d % 32 != 0 || d > X86Q_WDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
+    if (d % 32 != 0 || d > ATT_QWDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
         cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
         return;
     }
@@ -176,7 +176,7 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, int64_t b0, int 
         }
     for (int j = 0; j < n; j++) {
         if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_BEGIN("avx512_attn_qpv");
-        if (pf) x86q_hint_row(pf + (uint64_t)j * ldv, pfn);
+        if (pf) att_hint_row(pf + (uint64_t)j * ldv, pfn);
         __m512 val[4];
         for (int bb = 0; bb < NB; bb++)
             block_vals(v + (uint64_t)j * ldv, b0 + bb, Q4, &val[2 * bb], &val[2 * bb + 1]);
@@ -228,7 +228,7 @@ static void qpv_rows(int64_t d, int q4, int i, int R, int j0, int nk, const floa
                      const uint8_t *v, uint64_t ldv, const float *dv, const float *a, float *o,
                      int64_t ldo, const uint8_t *next) {
     const int nbt = (int)(d / 32);
-    float w[4 * X86Q_WDIM / 32 * KT];
+    float w[4 * ATT_QWDIM / 32 * KT];
     float *orow[4];
     for (int r = 0; r < R; r++) {
         const float *pr = p + (int64_t)(i + r) * ldp + j0;
@@ -259,13 +259,13 @@ static void qpv_rows(int64_t d, int q4, int i, int R, int j0, int nk, const floa
 void cpulm_avx512_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
                            const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
                            const uint8_t *next) {
-    if (d % 32 != 0 || d > X86Q_WDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0) ||
+    if (d % 32 != 0 || d > ATT_QWDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0) ||
         n <= 0) {
         cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
         return;
     }
     const int q4 = vt == CPULM_DTYPE_Q4_0;
-    float dv[X86Q_WDIM / 32 * KT];
+    float dv[ATT_QWDIM / 32 * KT];
     for (int j0 = 0; j0 < n; j0 += KT) { /* o *= a rides in the first keys' passes */
         const int nk = n - j0 < KT ? n - j0 : KT;
         x86q_block_scales(d, v + (uint64_t)j0 * ldv, ldv, nk, block_bytes(q4), dv);

@@ -11,6 +11,16 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
+/* cpulm_avx2_<op> and cpulm_avx512_<op> for every op of kernels.h: the names by which a
+ * level's table (avx2.c, avx512.c) reaches the ops its part files (avx2_attn.c, ...) define;
+ * declared for every op, referenced only for those a part file has. */
+#define X86_DECLARE_AVX2(ID, name, ret, params, group)   ret cpulm_avx2_##name params;
+#define X86_DECLARE_AVX512(ID, name, ret, params, group) ret cpulm_avx512_##name params;
+CPULM_KERNEL_OPS(X86_DECLARE_AVX2)
+CPULM_KERNEL_OPS(X86_DECLARE_AVX512)
+
 /* ---- reductions ---- */
 
 static inline float x86_hsum_ps128(__m128 v) {

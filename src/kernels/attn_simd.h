@@ -1,0 +1,342 @@
+/* attn_simd.h: the attention tile ops every SIMD level computes the same way, written once
+ * over a small vector layer (contracts in kernels.h; bit-identical to generic/attn.c):
+ *   attn_scores (the tiled f32 scores as a register-blocked micro-GEMM, one fma chain per
+ *   score), attn_pv, attn_merge (the chunk fold) and attn_xpv (the exact numerics' f16
+ *   accumulation);
+ * and the helpers of the levels' attn_q* ops. Each op is per row and per element in a fixed
+ * order, so the vector width and the register blocking never change a bit.
+ *
+ * Included by the level files that hold attention ops, built with the level's flags: first
+ * for the helpers and constants; then once more by the file that holds the level's f32 ops
+ * (avx2_attn.c, avx512.c, neon_attn.c), after it defines the layer:
+ *   ASV_LEVEL        the op names' level: cpulm_<ASV_LEVEL>_attn_scores, ...
+ *   ASV, ASV_W       the vector type and its float lanes
+ *   asv_load(p), asv_store(p, x), asv_set1(x), asv_mul(a, b), asv_fma(a, b, c) (a * b + c,
+ *   fused), asv_load_n(p, nl) / asv_store_n(p, x, nl) (the first nl lanes; the others 0 /
+ *   untouched), asv_round_f16(x) (to f16, nearest even, and back)
+ *   asv_transpose_keys(k, ldk, nk, dc, kt): kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk
+ *   (lanes past nk may hold anything, never stored), c < dc (a multiple of ASV_W)
+ *   ASV_SC_ROWS, ASV_SC_CASES(X)   scores: query rows per pass, the (rows, vectors) cases
+ *   ASV_PV_ROWS, ASV_PV_VECS(rows), ASV_PV_DIMS_OUTER, ASV_PV_CASES(X)   P.V: rows per block,
+ *   vectors per block, dims outer or rows outer, the cases; ASV_PV_BLOCK (optional): the
+ *   level's own block, att_pv_block's signature
+ *   ASV_XPV_VECS(rows), ASV_XPV_SUM_MAX, ASV_XPV_CASES(X)   xpv: vectors per block of rows,
+ *   the most accumulators a block may carry the weight sums in (0: never), the cases
+ *   ASV_XPV_NARROW   the xpv for d % ASV_W != 0 (a level with narrower vectors, or generic)
+ *   ASV_EXP1 (optional) cpulm_generic_vexpf's bits inline (the merge's scales)
+ */
+#ifndef CPULM_KERNELS_ATTN_SIMD_H
+#define CPULM_KERNELS_ATTN_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/blocks.h"
+#include "kernels/generic/generic.h"
+
+#define ATT_SK_KEYS 64  /* keys per transposed block of attn_scores */
+#define ATT_SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
+#define ATT_QKT     64  /* keys per pass of the attn_q* ops (their scale and weight buffers) */
+#define ATT_QWDIM   256 /* the largest head size the SIMD attn_q* ops take; others go generic */
+
+#define ASV_INLINE static inline __attribute__((always_inline))
+/* for (i = 0; i < N; i++), N <= MAX a constant once inlined, fully unrolled: the literal
+ * bound lets clang unroll before inlining (else the accumulators live on the stack) */
+#if defined(__clang__)
+#define ASV_FOR(i, N, MAX) _Pragma("unroll") for (int i = 0; i < (MAX); i++) if (i < (N))
+#else
+#define ASV_FOR(i, N, MAX) _Pragma("GCC unroll 16") for (int i = 0; i < (MAX); i++) if (i < (N))
+#endif
+
+/* A hint for the bytes [p, p + n) (no fault, no effect on results). The attn_q* ops hint the
+ * rows their caller reads next (`next`: the next tile of the same head) while they compute,
+ * a few lines per key: attention.c's hints of whole tiles came in bursts that stalled on the
+ * miss buffers. */
+ASV_INLINE void att_hint_row(const uint8_t *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64)
+        __builtin_prefetch(p + o, 0, 3);
+    __builtin_prefetch(p + n - 1, 0, 3);
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "format/quant.h"
+
+/* llvm-mca markers for scripts/x86-mca-attnq.sh (as ARM_MCA_* in arm.h): nothing unless the
+ * file is built with -DCPULM_MCA_MARKERS; then asm comment lines around one iteration of a
+ * hot loop (an empty volatile asm: no instruction), and X86Q_MCA_D(d) pins the head size to
+ * 64 so that a region's block loop unrolls into straight-line code as at d 64. */
+#ifdef CPULM_MCA_MARKERS
+#define X86Q_MCA_BEGIN(NAME) __asm__ volatile("# LLVM-MCA-BEGIN " NAME)
+#define X86Q_MCA_END(NAME)   __asm__ volatile("# LLVM-MCA-END " NAME)
+#define X86Q_MCA_D(d)        ((void)(d), (int64_t)64)
+#else
+#define X86Q_MCA_BEGIN(NAME) ((void)0)
+#define X86Q_MCA_END(NAME)   ((void)0)
+#define X86Q_MCA_D(d)        (d)
+#endif
+
+/* 2^(i/32), i = 0..31, as glibc's expf tables it (avx2_attn.c; 64-byte aligned): the exact
+ * expf of the avx2 and avx512 levels */
+extern const double cpulm_x86_exp2_tab32[32];
+
+/* The block scales of n <= ATT_QKT cache rows as f32, block-major: ds[b * ATT_QKT + j] (the
+ * halves gathered, then converted 8 at a time: one vcvtph2ps per 8 keys instead of one per
+ * key); entries n.. up to a multiple of 8 are 0. */
+ASV_INLINE void x86q_block_scales(int64_t d, const uint8_t *x, uint64_t ld, int n, size_t bs,
+                                  float *ds) {
+    uint16_t h[ATT_QKT] __attribute__((aligned(16)));
+    for (int64_t b = 0; b < d / 32; b++) {
+        int j = 0;
+        for (; j < n; j++)
+            __builtin_memcpy(&h[j], x + (uint64_t)j * ld + (size_t)b * bs, 2);
+        for (; j % 8; j++)
+            h[j] = 0;
+        for (int e = 0; e < j; e += 8)
+            _mm256_storeu_ps(ds + b * ATT_QKT + e,
+                             _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(h + e))));
+    }
+}
+#endif /* __x86_64__ */
+#endif /* CPULM_KERNELS_ATTN_SIMD_H */
+
+/* The ops, once per level: a second inclusion, after the level's vector layer. */
+#if defined(ASV_LEVEL) && !defined(CPULM_KERNELS_ATTN_SIMD_OPS)
+#define CPULM_KERNELS_ATTN_SIMD_OPS
+#define ASV_NAME(l, n)  cpulm_##l##_##n
+#define ASV_OP(n)       ASV_NAME_(ASV_LEVEL, n) /* cpulm_<level>_<n> */
+#define ASV_NAME_(l, n) ASV_NAME(l, n)
+
+/* ---- attn_scores: R rows x V vectors of keys over dc dims of the transposed tile ---- */
+
+/* The chains start at 0 (first) or at the partials in s, and are stored scaled (last) or as
+ * partials; the last vector has nl keys. Each kt vector feeds R fmas, each query element V. */
+ASV_INLINE void att_scores_gemm(int dc, const float *q, int64_t ldq, const float *kt, float scale,
+                                float *s, int64_t lds, int nl, int first, int last, const int R,
+                                const int V) {
+    ASV acc[6][4];
+    ASV_FOR(r, R, 6)
+    ASV_FOR(v, V, 4)
+    acc[r][v] = first        ? asv_set1(0.0f)
+                : v == V - 1 ? asv_load_n(s + r * lds + ASV_W * v, nl)
+                             : asv_load(s + r * lds + ASV_W * v);
+    for (int c = 0; c < dc; c++) {
+        ASV kv[4];
+        ASV_FOR(v, V, 4) kv[v] = asv_load(kt + c * ATT_SK_KEYS + ASV_W * v);
+        ASV_FOR(r, R, 6) {
+            const ASV qb = asv_set1(q[r * ldq + c]);
+            ASV_FOR(v, V, 4) acc[r][v] = asv_fma(qb, kv[v], acc[r][v]);
+        }
+    }
+    const ASV vs = asv_set1(scale);
+    ASV_FOR(r, R, 6)
+    ASV_FOR(v, V, 4) {
+        const ASV x = last ? asv_mul(acc[r][v], vs) : acc[r][v];
+        if (v == V - 1)
+            asv_store_n(s + r * lds + ASV_W * v, x, nl);
+        else
+            asv_store(s + r * lds + ASV_W * v, x);
+    }
+}
+
+#define ATT_SC_CASE(R, V)                                                                         \
+    att_scores_gemm(dc, q + (int64_t)i * ldq + c0, ldq, kt + 4 * ASV_W * h, scale,                \
+                    s + (int64_t)i * lds + j0 + 4 * ASV_W * h, lds, nl, c0 == 0, c0 + dc == d, R, \
+                    V)
+/* The K tile transposed once per ATT_SK_KEYS keys and ATT_SK_DIMS dims, then passes of
+ * ASV_SC_ROWS rows x 4 vectors of keys. */
+void ASV_OP(attn_scores)(int64_t d, int m, int n, const float *q, int64_t ldq, const float *k,
+                         int64_t ldk, float scale, float *s, int64_t lds) {
+    if (d % ASV_W != 0) {
+        cpulm_generic_attn_scores(d, m, n, q, ldq, k, ldk, scale, s, lds);
+        return;
+    }
+    float kt[ATT_SK_DIMS * ATT_SK_KEYS];
+    for (int j0 = 0; j0 < n; j0 += ATT_SK_KEYS) {
+        const int nk = n - j0 < ATT_SK_KEYS ? n - j0 : ATT_SK_KEYS;
+        for (int64_t c0 = 0; c0 < d; c0 += ATT_SK_DIMS) {
+            const int dc = d - c0 < ATT_SK_DIMS ? (int)(d - c0) : ATT_SK_DIMS;
+            asv_transpose_keys(k + (int64_t)j0 * ldk + c0, ldk, nk, dc, kt);
+            for (int h = 0; 4 * ASV_W * h < nk; h++) { /* 4 vectors of keys per pass */
+                const int nh = nk - 4 * ASV_W * h < 4 * ASV_W ? nk - 4 * ASV_W * h : 4 * ASV_W;
+                const int vecs = (nh + ASV_W - 1) / ASV_W, nl = nh % ASV_W ? nh % ASV_W : ASV_W;
+                for (int i = 0; i < m; i += ASV_SC_ROWS) {
+                    const int rows = m - i < ASV_SC_ROWS ? m - i : ASV_SC_ROWS;
+                    CPULM_BLOCKS_SWITCH(rows, vecs, ASV_SC_CASES(ATT_SC_CASE))
+                }
+            }
+        }
+    }
+}
+#undef ATT_SC_CASE
+
+/* ---- attn_pv: R rows x V vectors of dims, o = o * a, then o = fma(p_j, v_j, o) by key ---- */
+
+#ifndef ASV_PV_BLOCK
+/* Every loaded value vector feeds R fmas. A lone row takes the values as memory operands (8
+ * accumulators and 8 loaded vectors would not fit 16 registers). */
+ASV_INLINE void att_pv_block(int n, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                             const float *a, float *o, int64_t ldo, const int R, const int V) {
+    ASV acc[6][8];
+    ASV_FOR(r, R, 6)
+    ASV_FOR(c, V, 8) acc[r][c] = asv_mul(asv_load(o + r * ldo + ASV_W * c), asv_set1(a[r]));
+    for (int j = 0; j < n; j++) {
+        const float *vj = v + (int64_t)j * ldv;
+        if (R == 1) {
+            const ASV pj = asv_set1(p[j]);
+            ASV_FOR(c, V, 8) acc[0][c] = asv_fma(pj, asv_load(vj + ASV_W * c), acc[0][c]);
+            continue;
+        }
+        ASV vv[8];
+        ASV_FOR(c, V, 8) vv[c] = asv_load(vj + ASV_W * c);
+        ASV_FOR(r, R, 6) {
+            const ASV pj = asv_set1(p[r * ldp + j]);
+            ASV_FOR(c, V, 8) acc[r][c] = asv_fma(pj, vv[c], acc[r][c]);
+        }
+    }
+    ASV_FOR(r, R, 6) ASV_FOR(c, V, 8) asv_store(o + r * ldo + ASV_W * c, acc[r][c]);
+}
+#define ASV_PV_BLOCK att_pv_block
+#endif
+
+#define ATT_PV_CASE(R, V) ASV_PV_BLOCK(n, p, ldp, v, ldv, a, o, ldo, R, V)
+static void att_pv_rows(int rows, int vecs, int n, const float *p, int64_t ldp, const float *v,
+                        int64_t ldv, const float *a, float *o, int64_t ldo) {
+    CPULM_BLOCKS_SWITCH(rows, vecs, ASV_PV_CASES(ATT_PV_CASE))
+}
+#undef ATT_PV_CASE
+
+/* Blocks of ASV_PV_ROWS rows x ASV_PV_VECS(rows) vectors; ASV_PV_DIMS_OUTER: every row group
+ * over one slice of dims before the next (the V slice stays in L1: rows outer streamed a
+ * whole 64 KiB tile at head 256 from L2 per group). */
+void ASV_OP(attn_pv)(int64_t d, int m, int n, const float *p, int64_t ldp, const float *v,
+                     int64_t ldv, const float *a, float *o, int64_t ldo) {
+    if (d % ASV_W != 0) {
+        cpulm_generic_attn_pv(d, m, n, p, ldp, v, ldv, a, o, ldo);
+        return;
+    }
+    if (ASV_PV_DIMS_OUTER) {
+        const int64_t step = ASV_W * ASV_PV_VECS(ASV_PV_ROWS);
+        for (int64_t c = 0; c < d; c += step) {
+            const int vecs = (int)((d - c < step ? d - c : step) / ASV_W);
+            for (int i = 0; i < m; i += ASV_PV_ROWS)
+                att_pv_rows(m - i < ASV_PV_ROWS ? m - i : ASV_PV_ROWS, vecs, n,
+                            p + (int64_t)i * ldp, ldp, v + c, ldv, a + i, o + (int64_t)i * ldo + c,
+                            ldo);
+        }
+        return;
+    }
+    for (int i = 0; i < m; i += ASV_PV_ROWS) {
+        const int rows = m - i < ASV_PV_ROWS ? m - i : ASV_PV_ROWS;
+        const int64_t step = ASV_W * ASV_PV_VECS(rows);
+        for (int64_t c = 0; c < d; c += step)
+            att_pv_rows(rows, (int)((d - c < step ? d - c : step) / ASV_W), n, p + (int64_t)i * ldp,
+                        ldp, v + c, ldv, a + i, o + (int64_t)i * ldo + c, ldo);
+    }
+}
+
+/* ---- attn_merge ---- */
+
+#ifndef ASV_EXP1 /* a level's scalar cpulm_generic_vexpf, if it has one inline */
+#define ASV_EXP1 cpulm_generic_vexpf
+#endif
+
+void ASV_OP(attn_merge)(int64_t d, int m, const float *mc, const float *lc, const float *oc,
+                        int64_t ldoc, float *M, float *L, float *o, int64_t ldo) {
+    for (int i = 0; i < m; i++) {
+        if (mc[i] == -INFINITY) continue;
+        float a, b;
+        cpulm_attn_merge_row(&M[i], &L[i], mc[i], lc[i], &a, &b, ASV_EXP1);
+        float *oi = o + (int64_t)i * ldo;
+        const float *ci = oc + (int64_t)i * ldoc;
+        const ASV va = asv_set1(a), vb = asv_set1(b);
+        int64_t c = 0;
+        for (; c + ASV_W <= d; c += ASV_W)
+            asv_store(oi + c, asv_fma(asv_load(ci + c), vb, asv_mul(asv_load(oi + c), va)));
+        for (; c < d; c++)
+            oi[c] = fmaf(ci[c], b, oi[c] * a);
+    }
+}
+
+/* ---- attn_xpv: R rows x V vectors, the f16 accumulators in registers ---- */
+
+/* Values stay exactly f16 (rounded after every step, as attn_f16). WS: the rows' weight sums
+ * S[r] = fmaf(S[r], ms, vs) ride in the key step, R chains whose FMA latency hides behind the
+ * vector work (after the blocks, one chain at a time, they were ~15% of the op at d = 64). */
+ASV_INLINE void att_xpv_block(int n, const float *ms, const float *vs, int64_t ldw, const float *v,
+                              int64_t ldv, float *acc, int64_t lda, float *S, const int R,
+                              const int V, const int WS) {
+    ASV a[4][4];
+    float sum[4] = {0};
+    ASV_FOR(r, R, 4) {
+        if (WS) sum[r] = S[r];
+        ASV_FOR(c, V, 4) a[r][c] = asv_load(acc + r * lda + ASV_W * c);
+    }
+    for (int j = 0; j < n; j++) {
+        ASV vv[4];
+        ASV_FOR(c, V, 4) vv[c] = asv_load(v + (int64_t)j * ldv + ASV_W * c);
+        ASV_FOR(r, R, 4) {
+            const float mij = ms[r * ldw + j], vij = vs[r * ldw + j];
+            if (WS) sum[r] = fmaf(sum[r], mij, vij);
+            if (mij != 1.0f) { /* attn_f16 scales only when the max moves */
+                const ASV vm = asv_set1(mij);
+                ASV_FOR(c, V, 4) a[r][c] = asv_round_f16(asv_mul(a[r][c], vm));
+            }
+            const ASV vw = asv_set1(vij);
+            ASV_FOR(c, V, 4) a[r][c] = asv_round_f16(asv_fma(vv[c], vw, a[r][c]));
+        }
+    }
+    ASV_FOR(r, R, 4) {
+        if (WS) S[r] = sum[r];
+        ASV_FOR(c, V, 4) asv_store(acc + r * lda + ASV_W * c, a[r][c]);
+    }
+}
+
+#define ATT_XPV_CASE(R, V)                                                                 \
+    if (S && R * V <= ASV_XPV_SUM_MAX)                                                     \
+        att_xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, R *V <= ASV_XPV_SUM_MAX); \
+    else                                                                                   \
+        att_xpv_block(n, ms, vs, ldw, v, ldv, acc, lda, S, R, V, 0)
+static void att_xpv_rows(int rows, int vecs, int n, const float *ms, const float *vs, int64_t ldw,
+                         const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    CPULM_BLOCKS_SWITCH(rows, vecs, ASV_XPV_CASES(ATT_XPV_CASE))
+}
+#undef ATT_XPV_CASE
+
+/* Columns are independent, so blocks of rows x dims in any order give the generic bits. The
+ * weight sums ride in a row group's last block when it has at most ASV_XPV_SUM_MAX
+ * accumulators; otherwise four rows' chains side by side after the blocks. */
+void ASV_OP(attn_xpv)(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
+                      const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    if (d % ASV_W != 0) {
+        ASV_XPV_NARROW(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
+        return;
+    }
+    for (int i = 0; i < m; i += 4) {
+        const int rows = m - i < 4 ? m - i : 4, maxv = ASV_XPV_VECS(rows);
+        const float *mi = ms + (int64_t)i * ldw, *vi = vs + (int64_t)i * ldw;
+        int summed = 0;
+        for (int64_t c = 0; c < d; c += ASV_W * maxv) {
+            const int vecs = d - c < ASV_W * maxv ? (int)((d - c) / ASV_W) : maxv;
+            const int last = c + ASV_W * maxv >= d && rows * vecs <= ASV_XPV_SUM_MAX;
+            att_xpv_rows(rows, vecs, n, mi, vi, ldw, v + c, ldv, acc + (int64_t)i * lda + c, lda,
+                         last ? S + i : NULL);
+            summed |= last;
+        }
+        if (summed) continue;
+        if (rows == 4) {
+            float sr[4] = {S[i], S[i + 1], S[i + 2], S[i + 3]};
+            for (int j = 0; j < n; j++)
+                ASV_FOR(r, 4, 4) sr[r] = fmaf(sr[r], mi[r * ldw + j], vi[r * ldw + j]);
+            ASV_FOR(r, 4, 4) S[i + r] = sr[r];
+        } else
+            for (int r = 0; r < rows; r++) {
+                float si = S[i + r];
+                for (int j = 0; j < n; j++)
+                    si = fmaf(si, mi[r * ldw + j], vi[r * ldw + j]);
+                S[i + r] = si;
+            }
+    }
+}
+#endif /* ASV_LEVEL */
