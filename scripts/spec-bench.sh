@@ -4,8 +4,8 @@
 # upon a time", regenerated after itself ITER times so that its continuation of "story \n
 # Once upon a time" repeats the story), takes a TinyStories passage as the no-repeat prompt,
 # then times `cpulm run` plain and with --spec ngram, interleaved (order reversed every
-# other round), at each thread count. Prints one line per run (generation t/s and the
-# speculation statistics) and the load average per round.
+# other round), at each thread count. Prints one line per run (generation t/s, its process
+# CPU time, and the speculation statistics) and the load average per round.
 # Usage: scripts/spec-bench.sh path/to/cpulm [ROUNDS] [THREADS...]   (default 3 rounds, -t 1 2)
 # Needs CPULM_SHARED (or ../shared). Writes only to a temp folder it removes.
 set -u
@@ -30,7 +30,7 @@ sed -n 3p "$SHARED/testdata/text/tinystories_valid_head.txt" >"$TMP/norep"
 one() { # prompt-file flags...: prints "t/s [spec statistics]"
   local f=$1; shift
   "$CPULM" run -m "$M" -f "$f" -n 120 --temp 0 --ignore-eos "$@" 2>&1 >/dev/null |
-    grep "generation:" | sed 's/.*generation: [0-9]* tokens, [0-9.]* ms, \([0-9.]*\) t\/s.*threads \([0-9]*\).*kernels [a-z0-9]*\(.*\)/\1 t\/s, -t \2\3/'
+    grep "generation:" | sed 's/.*generation: [0-9]* tokens, [0-9.]* ms, \([0-9.]*\) t\/s, cpu \([0-9.]*\) ms.*threads \([0-9]*\).*kernels [a-z0-9]*\(.*\)/\1 t\/s, cpu \2 ms, -t \3\4/'
 }
 for prompt in copy norep; do
   for t in $THREADS; do

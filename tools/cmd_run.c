@@ -316,7 +316,7 @@ static int run_all(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpul
         cpulm_sampler_accept(smp, toks[i]);
     double t0 = cli_now_ms();
     int rc = eval_prompt(ctx, toks, n, n_batch);
-    double t1 = cli_now_ms();
+    double t1 = cli_now_ms(), c1 = cli_cpu_ms();
     int32_t n_gen = 0;
     if (!rc && spec) {
         cpulm_status st = cpulm_spec_begin(spec, toks, n);
@@ -326,14 +326,14 @@ static int run_all(cpulm_ctx *ctx, const cpulm_model *m, const run_opts *o, cpul
     if (!rc)
         rc = spec ? generate_spec(ctx, m, o, smp, gm, spec, &n_gen)
                   : generate(ctx, m, o, smp, gm, &n_gen);
-    double t2 = cli_now_ms();
-    char extra[200] = "";
+    double t2 = cli_now_ms(), c2 = cli_cpu_ms();
+    char extra[240] = "";
     if (spec) cli_spec_summary(spec, &o->spec, extra, sizeof extra);
     fprintf(stderr,
             "\nload: %.1f ms | prompt: %d tokens, %.2f ms, %.2f t/s | generation: %d "
-            "tokens, %.2f ms, %.2f t/s | threads %d, kernels %s%s\n",
+            "tokens, %.2f ms, %.2f t/s, cpu %.1f ms | threads %d, kernels %s%s\n",
             load_ms, n, t1 - t0, n / ((t1 - t0) / 1e3), n_gen, t2 - t1,
-            n_gen > 0 ? n_gen / ((t2 - t1) / 1e3) : 0.0, cpulm_ctx_threads(ctx),
+            n_gen > 0 ? n_gen / ((t2 - t1) / 1e3) : 0.0, c2 - c1, cpulm_ctx_threads(ctx),
             cpulm_kernel_level(), extra);
     return rc;
 }

@@ -68,6 +68,14 @@ double cli_now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* CPU time of the whole process (all threads): unlike the wall clock it does not grow when
+ * other processes take the cores, so A/B ratios on a shared machine use it. */
+double cli_cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 int cli_check_file(const char *cmd, const char *path) {
     struct stat st;
     const char *why = NULL;

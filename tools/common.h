@@ -58,6 +58,7 @@ int32_t cli_tokenize(const cpulm_model *m, const char *text, size_t len, int add
 /* Writes s as a JSON string literal (with quotes). */
 void cli_json_str(FILE *f, const char *s, size_t len);
 double cli_now_ms(void);
+double cli_cpu_ms(void); /* process CPU time, all threads */
 /* How a generation loop ends on status st of its decode or speculative step: 0 for CPULM_OK
  * and CPULM_ERR_KV_FULL (the context filled: a normal stop), else 1 after printing
  * "cpulm CMD: generation failed: <status>" (the output so far stays printed). */

@@ -512,9 +512,13 @@ static void attn_xweights(int n, float *s, float *ms, float *M) {
 }
 
 /* ---- multi-row F16 dots (gemm_rows): R weight rows x T activation rows ----
- * Each 16-element step converts the T activation pieces and the R weight pieces to double
- * once and fuses R x T products into one 8-lane double accumulator per pair (the generic
- * dot's exact products summed in double; see kernels.h). A masked step takes the tail. */
+ * Each 16-element step converts the R weight pieces to double once and fuses R x T products
+ * into one 8-lane double accumulator per pair (the generic dot's exact products summed in
+ * double; see kernels.h). The activation rows are converted to double once per call, a
+ * chunk of columns at a time, not once per 4 weight rows: F16 decoding is bound by the
+ * conversions on the two vector ports (a conversion costs ~3 times an FMA), so an
+ * activation row converted per block cost a verified token 0.4 of a 1-token pass
+ * (2026-12-03). A masked step takes the tail. */
 
 /* 16 halves as two vectors of 8 doubles (exact) */
 static inline __attribute__((always_inline)) void rows_cvt16(__m512d d[2], const uint16_t *p,
@@ -524,11 +528,14 @@ static inline __attribute__((always_inline)) void rows_cvt16(__m512d d[2], const
     d[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)));
 }
 
-#define ROWS_R 4 /* weight rows per register block (R x T <= 16 accumulators) */
-#define ROWS_T 4 /* activation rows per register block */
+#define ROWS_R     4   /* weight rows per register block (R x T <= 16 accumulators) */
+#define ROWS_T     4   /* activation rows per register block */
+#define ROWS_GROUP 16  /* weight rows whose accumulators live across the column chunks */
+#define ROWS_CHUNK 512 /* columns per chunk: 4 activation rows in double = 16 KB, in L1 */
 
 /* Named accumulators (an array of 16 vectors is kept in memory by the compiler); the
- * entries past R or T are dead code for the constant shapes. */
+ * entries past R or T are dead code for the constant shapes. Between chunks they rest in
+ * acc[r * ROWS_T + t]: the same adds in the same order as one pass over the row. */
 #define ROWS_FMA(r, t)  \
     if (R > r && T > t) \
     a##r##t = _mm512_fmadd_pd(w[1], x##t[1], _mm512_fmadd_pd(w[0], x##t[0], a##r##t))
@@ -541,23 +548,27 @@ static inline __attribute__((always_inline)) void rows_cvt16(__m512d d[2], const
         ROWS_FMA(r, 2);                                        \
         ROWS_FMA(r, 3);                                        \
     }
-#define ROWS_X(t) \
-    if (T > t) rows_cvt16(x##t, (const uint16_t *)(ap + t * as) + i, m)
-#define ROWS_OUT(r)                                                  \
-    for (int t_ = 0; t_ < T && R > r; t_++)                          \
-    s[t_ * ld + r] = (float)_mm512_reduce_add_pd(t_ == 0   ? a##r##0 \
-                                                 : t_ == 1 ? a##r##1 \
-                                                 : t_ == 2 ? a##r##2 \
-                                                           : a##r##3)
+#define ROWS_X(t)                                                   \
+    if (T > t) {                                                    \
+        x##t[0] = _mm512_load_pd(xd + t * ROWS_CHUNK + i - i0);     \
+        x##t[1] = _mm512_load_pd(xd + t * ROWS_CHUNK + i - i0 + 8); \
+    }
+#define ROWS_LD(r, t) a##r##t = R > r && T > t ? acc[(r)*ROWS_T + (t)] : _mm512_setzero_pd()
+#define ROWS_ST(r, t) \
+    if (R > r && T > t) acc[(r)*ROWS_T + (t)] = a##r##t
 
-static inline __attribute__((always_inline)) void rows_block(int R, int T, int64_t n, float *s,
-                                                             int64_t ld, const uint8_t *wp,
-                                                             uint64_t ws, const uint8_t *ap,
-                                                             uint64_t as) {
-    const __m512d z = _mm512_setzero_pd();
-    __m512d a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
-    __m512d a20 = z, a21 = z, a22 = z, a23 = z, a30 = z, a31 = z, a32 = z, a33 = z;
-    for (int64_t i = 0; i < n; i += 16) {
+/* Columns [i0, i1) of R weight rows against T activation rows (xd: their doubles from i0,
+ * ROWS_CHUNK apart), accumulating into acc. */
+static inline __attribute__((always_inline)) void rows_block(int R, int T, int64_t i0, int64_t i1,
+                                                             int64_t n, __m512d *acc,
+                                                             const uint8_t *wp, uint64_t ws,
+                                                             const double *xd) {
+    __m512d a00, a01, a02, a03, a10, a11, a12, a13, a20, a21, a22, a23, a30, a31, a32, a33;
+    ROWS_LD(0, 0), ROWS_LD(0, 1), ROWS_LD(0, 2), ROWS_LD(0, 3);
+    ROWS_LD(1, 0), ROWS_LD(1, 1), ROWS_LD(1, 2), ROWS_LD(1, 3);
+    ROWS_LD(2, 0), ROWS_LD(2, 1), ROWS_LD(2, 2), ROWS_LD(2, 3);
+    ROWS_LD(3, 0), ROWS_LD(3, 1), ROWS_LD(3, 2), ROWS_LD(3, 3);
+    for (int64_t i = i0; i < i1; i += 16) {
         const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask(n - i);
         __m512d x0[2], x1[2], x2[2], x3[2];
         ROWS_X(0);
@@ -569,17 +580,29 @@ static inline __attribute__((always_inline)) void rows_block(int R, int T, int64
         ROWS_ROW(2);
         ROWS_ROW(3);
     }
-    ROWS_OUT(0);
-    ROWS_OUT(1);
-    ROWS_OUT(2);
-    ROWS_OUT(3);
+    ROWS_ST(0, 0);
+    ROWS_ST(0, 1);
+    ROWS_ST(0, 2);
+    ROWS_ST(0, 3);
+    ROWS_ST(1, 0);
+    ROWS_ST(1, 1);
+    ROWS_ST(1, 2);
+    ROWS_ST(1, 3);
+    ROWS_ST(2, 0);
+    ROWS_ST(2, 1);
+    ROWS_ST(2, 2);
+    ROWS_ST(2, 3);
+    ROWS_ST(3, 0);
+    ROWS_ST(3, 1);
+    ROWS_ST(3, 2);
+    ROWS_ST(3, 3);
 }
 
 /* One register block per (R, T) shape, the loops unrolled for constant sizes. */
-#define ROWS_SHAPE(R, T)                                                                       \
-    static void rows_##R##x##T(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws, \
-                               const uint8_t *a, uint64_t as) {                                \
-        rows_block(R, T, n, s, ld, w, ws, a, as);                                              \
+#define ROWS_SHAPE(R, T)                                                                          \
+    static void rows_##R##x##T(int64_t i0, int64_t i1, int64_t n, __m512d *acc, const uint8_t *w, \
+                               uint64_t ws, const double *xd) {                                   \
+        rows_block(R, T, i0, i1, n, acc, w, ws, xd);                                              \
     }
 ROWS_SHAPE(4, 1)
 ROWS_SHAPE(4, 2)
@@ -590,21 +613,56 @@ ROWS_SHAPE(1, 2)
 ROWS_SHAPE(1, 3)
 ROWS_SHAPE(1, 4)
 
-typedef void (*rows_fn)(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws,
-                        const uint8_t *a, uint64_t as);
+typedef void (*rows_fn)(int64_t i0, int64_t i1, int64_t n, __m512d *acc, const uint8_t *w,
+                        uint64_t ws, const double *xd);
 
-/* Activation rows in groups of up to 4, each against the weight rows 4 at a time (a group's
- * weight rows stay in L1/L2 for the next group). */
+/* T activation rows' columns [i0, i1) as doubles, ROWS_CHUNK apart (zeros past n, as the
+ * masked weight loads). */
+static void rows_cvt_chunk(double *xd, int T, int64_t i0, int64_t i1, int64_t n, const uint8_t *a,
+                           uint64_t as) {
+    for (int t = 0; t < T; t++)
+        for (int64_t i = i0; i < i1; i += 16) {
+            const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : tail_mask(n - i);
+            __m512d d[2];
+            rows_cvt16(d, (const uint16_t *)(a + t * as) + i, m);
+            _mm512_store_pd(xd + t * ROWS_CHUNK + i - i0, d[0]);
+            _mm512_store_pd(xd + t * ROWS_CHUNK + i - i0 + 8, d[1]);
+        }
+}
+
+/* Up to ROWS_GROUP weight rows x T activation rows: per column chunk, the activations are
+ * converted once, then every weight row block takes the chunk. */
+static void rows_group(const rows_fn four[4], const rows_fn one[4], int64_t n, int nr, int T,
+                       float *s, int64_t ld, const uint8_t *w, uint64_t ws, const uint8_t *a,
+                       uint64_t as) {
+    _Alignas(64) double xd[ROWS_T * ROWS_CHUNK];
+    __m512d acc[ROWS_GROUP * ROWS_T];
+    for (int k = 0; k < nr * ROWS_T; k++)
+        acc[k] = _mm512_setzero_pd();
+    for (int64_t i0 = 0; i0 < n; i0 += ROWS_CHUNK) {
+        const int64_t i1 = n - i0 < ROWS_CHUNK ? n : i0 + ROWS_CHUNK;
+        rows_cvt_chunk(xd, T, i0, i1, n, a, as);
+        int r = 0;
+        for (; r + ROWS_R <= nr; r += ROWS_R)
+            four[T - 1](i0, i1, n, acc + r * ROWS_T, w + r * ws, ws, xd);
+        for (; r < nr; r++)
+            one[T - 1](i0, i1, n, acc + r * ROWS_T, w + r * ws, ws, xd);
+    }
+    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < T; t++)
+            s[t * ld + r] = (float)_mm512_reduce_add_pd(acc[r * ROWS_T + t]);
+}
+
+/* Activation rows in groups of up to 4, weight rows in groups of ROWS_GROUP (a group's
+ * weight rows stay in L1/L2 for the next activation group). */
 static void gemm_rows(const rows_fn four[4], const rows_fn one[4], int64_t n, int nr, int nt,
                       float *s, int64_t ld, const void *w, uint64_t ws, const uint8_t *a,
                       uint64_t as) {
     for (int j = 0; j < nt; j += ROWS_T) {
         const int T = nt - j < ROWS_T ? nt - j : ROWS_T;
-        int r = 0;
-        for (; r + ROWS_R <= nr; r += ROWS_R)
-            four[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
-        for (; r < nr; r++)
-            one[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
+        for (int r = 0; r < nr; r += ROWS_GROUP)
+            rows_group(four, one, n, nr - r < ROWS_GROUP ? nr - r : ROWS_GROUP, T, s + j * ld + r,
+                       ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
     }
 }
 
