@@ -261,9 +261,10 @@ TEST(bench_plan_compute_and_memory) {
     /* by hand, B = 512: activations 4 x 512 x (256 + 768 + 2x256 + 2x128 + 2x768) = 6815744;
      * quantized activations 3072 x 512 = 1572864; rope angles 4 x 64 x 2 threads = 512;
      * attention 4 x (2 threads x 74560 + 1 sequence x 4 heads x 1 chunk x 66) + 4 x 513 +
-     * split chunk counters 4 x 16 x 2 = 599716 (see memory_scratch_by_hand); token/pos/seq 12
+     * the blocks' numerics 513 + the sequences' rows 4 x 1 + split chunk counters 4 x 16 x 2
+     * = 600233 (see memory_scratch_by_hand); token/pos/seq 12
      * x 512 + out index 4 = 6148; logits 4 x 512 = 2048; work slots 64 x 2 = 128 */
-    CHECK_EQ_INT(t, plan_compute_bytes(&tiny, 512, 256, 1, 2), 8997160);
+    CHECK_EQ_INT(t, plan_compute_bytes(&tiny, 512, 256, 1, 2), 8997677);
     /* outputs are capped at the batch */
     CHECK_EQ_INT(
         t, plan_compute_bytes(&tiny, 2, 256, 8, 1) - plan_compute_bytes(&tiny, 2, 256, 2, 1), 0);
@@ -275,8 +276,9 @@ TEST(bench_plan_compute_and_memory) {
     CHECK_EQ_INT(t, m.kv_total, 1024 * 256 * 4 + 3 * 4 * 4);
     CHECK_EQ_INT(t, m.overhead, (100 << 20) + 1000000 / 4096 * 8);
     CHECK_EQ_INT(t, m.total, m.weights + m.kv_total + m.compute + m.overhead);
-    /* + the split-attention partials of 3 more sequences (4 heads x 1 chunk x 66 floats) */
-    CHECK_EQ_INT(t, m.compute, plan_compute_bytes(&tiny, 512, 256, 4, 2) + 4 * 3 * 4 * 66);
+    /* + the split-attention partials of 3 more sequences (4 heads x 1 chunk x 66 floats) and
+     * their rows (an int32 each) */
+    CHECK_EQ_INT(t, m.compute, plan_compute_bytes(&tiny, 512, 256, 4, 2) + 4 * 3 * 4 * 66 + 4 * 3);
 }
 
 /* A hybrid shape (qwen35-9b: 32 layers, every 4th full attention): the KV cache counts the
