@@ -236,7 +236,7 @@ typedef struct bench_roof {
     double int8_ops;         /* bench_peak_int8, ops/s */
     const char *int8_kernel; /* the kernel that set int8_ops (static) */
     double f32_flops;        /* f32 dot, flop/s */
-    double tg_ts, pp_ts;     /* measured mean tokens/s; 0 without a model */
+    double tg_ts, pp_ts;     /* fastest repetition's tokens/s; 0 without a model */
     double pp_ops;           /* pp_ts * bench_pp_ops_per_token: int8 ops/s pp achieved */
     double tg_frac, pp_frac; /* tg: tg_ts * bytes/token / bw; pp: pp_ops / int8_ops */
     double attn_frac;        /* of pp's time, in attention (cpulm_ctx_attn_ns), measured */
@@ -247,6 +247,9 @@ typedef struct bench_roof {
 /* Measures the three ceilings at r->n_threads (min_s seconds each, roughly). Returns 0, or
  * -1 when a measurement could not run (out of memory, threads). */
 int bench_roof_measure(bench_roof *r, size_t buf_bytes, double min_s);
+/* Measures the ceilings again (after a model's run) and keeps the higher of each: like the
+ * fastest round within one measurement, the faster of two windows is the less disturbed. */
+int bench_roof_remeasure(bench_roof *r, size_t buf_bytes, double min_s);
 /* Fills tg_frac / pp_frac from tg_ts / pp_ts and the model's per-token work. */
 void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, double pp_ops_per_token);
 /* Fills attn_flops and gemm_frac from pp_ts, attn_frac, pp_frac and the test's attention
