@@ -518,14 +518,9 @@ TEST(capacity_model_arithmetic) {
     CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 1000, 100, 1.0, 64), 64); /* all cached */
 }
 
-/* Open-loop serving by hand: 10 ms decode steps (weights; 1 ms of int8 work per row),
- * prompts at 1000 t/s, 100-token prompts, 10 output tokens, 1 req/s, 64 slots: prefill 0.1 s
- * beside rows riding along (10 tokens/s x 1 ms: left 0.99), rho = 0.1 / 0.99; mixed steps
- * last 4/3 of the target (all 64 slots: 64 ms of int8 work), so a user's tokens come at
- * rho / mixed + (1 - rho) / 10 ms per second; the tokens not riding along take 10 ms steps;
- * S = 0.1 / 0.99 + 0.01, m = S / (2 (1 - rho)), TTFT p99 = S + m ln(rho / 0.01). The p99
- * gap is the target: more than 1% of the tokens come after a mixed step, fewer than 1% after
- * a long one. */
+/* Open-loop serving by hand: 10 ms steps (weights), prompts at 1000 t/s, 100-token prompts,
+ * 10 output tokens, 1 req/s: prefill 0.1 s, a token every 10/0.9 ms, the decode share 0.1,
+ * S = 0.1/0.9 + 0.01, rho = 1/9, m = S / (2 x 8/9), TTFT p99 = S + m ln(rho / 0.01). */
 TEST(capacity_model_open_loop) {
     pm_eff e = {.tg = 1, .pp = 1};
     pm_ceiling c = {.bw_gbs = 1, .int8_gops = 1000};
@@ -533,16 +528,9 @@ TEST(capacity_model_open_loop) {
     pm_workload w = {.prompt = 100, .cached = 0, .output = 10, .prompt_cv = 0};
     pm_open o;
     pm_open_loop(&e, &c, &mc, &w, 64, 1, 99, &o);
-    double rho = 0.1 / 0.99, mixed_step = 0.064 * 4 / 3;
-    double g = 1 / (rho / mixed_step + (1 - rho) / 0.01), mixed = rho / mixed_step * g;
-    double S = 0.1 / 0.99 + 0.01, m = S / (2 * (1 - rho)), want = S + m * log(rho / 0.01);
-    CHECK(t, o.stable && fabs(o.ttft_s - want) < 1e-9 && fabs(o.gap_s - g) < 1e-12);
-    CHECK(t, fabs(o.batch - 10 * g) < 1e-9 && mixed > 0.01 && mixed < 0.03);
-    CHECK(t, fabs(o.util - (rho + 10 * (1 - mixed) * 0.01)) < 1e-9);
-    CHECK(t, fabs(o.itl_s - 0.064) < 1e-12);
-    pm_open median;
-    pm_open_loop(&e, &c, &mc, &w, 64, 1, 50, &median); /* the median gap: a decode-only step */
-    CHECK(t, fabs(median.itl_s - 0.01) < 1e-12);
+    double S = 0.1 / 0.9 + 0.01, m = S / (2 * (1 - 1.0 / 9)), want = S + m * log(100.0 / 9);
+    CHECK(t, o.stable && fabs(o.ttft_s - want) < 1e-9 && fabs(o.gap_s - 0.01 / 0.9) < 1e-9);
+    CHECK(t, fabs(o.itl_s - 0.02 / 0.9) < 1e-9 && fabs(o.util - 0.2) < 1e-9);
     pm_open lower;
     pm_open_loop(&e, &c, &mc, &w, 64, 0.5, 99, &lower); /* TTFT grows with the rate */
     CHECK(t, lower.stable && lower.ttft_s < o.ttft_s);

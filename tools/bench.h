@@ -236,7 +236,7 @@ typedef struct bench_roof {
     double int8_ops;         /* bench_peak_int8, ops/s */
     const char *int8_kernel; /* the kernel that set int8_ops (static) */
     double f32_flops;        /* f32 dot, flop/s */
-    double tg_ts, pp_ts;     /* fastest repetition's tokens/s; 0 without a model */
+    double tg_ts, pp_ts;     /* measured mean tokens/s; 0 without a model */
     double pp_ops;           /* pp_ts * bench_pp_ops_per_token: int8 ops/s pp achieved */
     double tg_frac, pp_frac; /* tg: tg_ts * bytes/token / bw; pp: pp_ops / int8_ops */
     double attn_frac;        /* of pp's time, in attention (cpulm_ctx_attn_ns), measured */

@@ -246,7 +246,10 @@ static double peak(int q8, int n_threads, double min_s) {
  * about twice the int8 MACs per cycle, and a Q4_0 model's pp ran at about 2x a Q8_0-only
  * "peak". The ceiling is the fastest of them. */
 
-enum { GEMM_GROUPS = 4, GEMM_TOKENS = 8, GEMM_CALLS = 512 };
+/* Calls of the size prompt processing makes (CPULM_MATMUL_TOK_CHUNK tokens): with 8 tokens
+ * the amx level's GEMM, whose tiles take 16, handed the whole call to avx512vnni, so the
+ * "peak" was VNNI's and pp read up to 108% of it. */
+enum { GEMM_GROUPS = 4, GEMM_TOKENS = CPULM_MATMUL_TOK_CHUNK, GEMM_CALLS = 64 };
 
 typedef struct gemm_data {
     uint8_t *w;   /* GEMM_GROUPS packed 16-row groups of PEAK_N weights of the type */
@@ -310,7 +313,7 @@ static void gemm_work(void *arg, int ith, int nth) {
     j->sink[ith] += d->out[0];
 }
 
-/* Ops/s of the level's repacked GEMM of a type (8 tokens x 16 rows per call), or -1 when
+/* Ops/s of the level's repacked GEMM of a type (64 tokens x 16 rows per call), or -1 when
  * the level has none of its own (the generic one is the oracle, not a production kernel). */
 static double gemm_peak(cpulm_dtype type, int n_threads, double min_s) {
     const cpulm_kernels *k = cpulm_kernels_get();

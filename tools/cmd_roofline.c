@@ -3,10 +3,9 @@
  * with -m, the model's pp and tg speeds as fractions of those ceilings (tg is bound by
  * reading the weights once per token, pp by the int8 dot products: 2 ops per weight per
  * token, the output matrix for the last prompt token only), and the share of pp's time in
- * attention with its flop rate. Every number is the least disturbed one seen: a ceiling is
- * the best round of its measurement, taken before and again after the model's run (the
- * higher counts), and pp / tg are the fastest repetition, so a fraction of a ceiling
- * compares like with like on a shared machine. */
+ * attention with its flop rate. A ceiling is what the machine can do, so the least disturbed
+ * value seen: the best round of its measurement, taken before and again after the model's
+ * run (the higher counts); pp and tg are what a run gets, the mean of its repetitions. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,7 +60,7 @@ static int parse_roof(int argc, char **argv, roof_opts *o) {
     return -1;
 }
 
-/* pp and tg of the model at r->n_threads; the fastest repetition's tokens/s into r. */
+/* pp and tg of the model at r->n_threads; mean tokens/s into r. */
 static int run_model(const roof_opts *o, const cpulm_model *m, bench_roof *r) {
     bench_runner br = {.m = m, .attn_fast = CPULM_ATTN_AUTO};
     bench_test pp = {.kind = BENCH_PP,
@@ -79,14 +78,14 @@ static int run_model(const roof_opts *o, const cpulm_model *m, bench_roof *r) {
     char err[256];
     if (bench_run_test(&br, &pp, o->reps, &res, err, sizeof err)) goto fail;
     bench_summarize(&res, &s);
-    r->pp_ts = s.ts.max; /* the fastest, as the ceilings' fastest round: the undisturbed run */
+    r->pp_ts = s.ts.mean;
     double attn = 0, all = 0;
     for (int i = 0; i < res.n_reps; i++)
         attn += res.attn_ns[i], all += res.ns[i];
     r->attn_frac = all > 0 ? attn / all : 0;
     if (bench_run_test(&br, &tg, o->reps, &res, err, sizeof err)) goto fail;
     bench_summarize(&res, &s);
-    r->tg_ts = s.ts.max;
+    r->tg_ts = s.ts.mean;
     return 0;
 fail:
     fprintf(stderr, "cpulm roofline: %s\n", err);
@@ -132,7 +131,7 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
         "fastest of the level's repacked GEMM microkernels (one "
         "per packed weight type) and the Q8_0 dot, on cache-resident weights; ceilings are the "
         "best round of each measurement (with -m: measured before and after the model's run, "
-        "the higher kept), pp and tg the fastest repetition.\n");
+        "the higher kept), pp and tg the mean of the repetitions.\n");
 }
 
 static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t bpt, int64_t params,

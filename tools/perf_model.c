@@ -165,22 +165,6 @@ int pm_max_batch(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
 
 /* ---- open loop ---- */
 
-/* cpulm serve's step structure (src/server/sched.h, not included here: tools see only the
- * public API): while prompts wait beside generating streams, a step aims at the target (an
- * undisturbed decode step of all slots) and one in PM_PREFILL_EVERY is long, PM_LONG_STEP
- * targets. */
-#define PM_LONG_STEP     2.0
-#define PM_PREFILL_EVERY 3.0
-
-/* The token gap's percentile pct: mixed steps deliver a share `mixed` of the tokens, one in
- * PM_PREFILL_EVERY of them after a long step; the others come after decode-only steps. */
-static double gap_quantile(double mixed, double step, double target, double pct) {
-    double q = 1 - pct / 100, short_gap = target > step ? target : step;
-    if (mixed / PM_PREFILL_EVERY > q) return PM_LONG_STEP * short_gap;
-    if (mixed > q) return short_gap;
-    return step;
-}
-
 void pm_open_loop(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
                   const pm_workload *w, int max_batch, double rate, double pct, pm_open *out) {
     memset(out, 0, sizeof *out);
@@ -188,43 +172,30 @@ void pm_open_loop(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
     double pp_tok = pp > 0 ? pp * mc->ops_per_token / mc->ops_per_prompt_token : 0;
     double fresh = w->prompt > w->cached ? w->prompt - w->cached : 0;
     double prefill = pp_tok > 0 ? fresh / pp_tok : 0, ctx = w->prompt + w->output / 2;
-    if (!(rate > 0) || w->output <= 0 || pp_tok <= 0) return;
-    /* Decode rows ride in the steps that carry prompt chunks (continuous batching): there a
-     * row costs its int8 work, not a read of the weights. The prompts keep the rest. */
-    double row = 1 / pp, tokens = rate * w->output;
-    double left = 1 - tokens * row;
-    double rho = left > 0 ? rate * prefill / left : 1; /* the prefill queue's load */
-    if (rho >= 1) return;
-    /* mixed steps last a target on average (short and long ones), decode-only steps
-     * step(b): a user's tokens come at 1 / mixed_step while a prompt runs (share rho of the
-     * time), at 1 / step(b) otherwise; g is the mean gap */
-    double target = step_time(e, c, mc, ctx, max_batch);
-    double mixed_step = target * (PM_PREFILL_EVERY - 1 + PM_LONG_STEP) / PM_PREFILL_EVERY;
+    double left = 1 - rate * prefill; /* machine share the prefills leave to decoding */
+    if (!(rate > 0) || left <= 0 || w->output <= 0 || pp_tok <= 0) return;
     double b = 1, step = 0, g = 0;
     for (int it = 0; it < 200; it++) { /* b = rate x output x g(b): a monotone fixed point */
         step = step_time(e, c, mc, ctx, b < 1 ? 1 : b);
-        g = 1 / (rho / mixed_step + (1 - rho) / step);
-        double nb = tokens * g;
+        g = step / left;
+        double nb = rate * w->output * g;
         if (nb > max_batch) return; /* more requests in flight than slots: unstable */
         if (fabs(nb - b) < 1e-9 * (b + 1)) break;
         b = nb;
     }
     double bs = b < 1 ? 1 : b;
-    double mixed = rho / mixed_step * g; /* share of the tokens that ride along prompts */
-    /* the others take decode-only steps: the machine is prompts plus those */
-    double util = rho + tokens * (1 - mixed) * step / bs;
-    if (util >= 1) return;
-    /* a prefill runs beside the riding rows, after at most the step in flight */
-    double S = prefill / left + step;
+    double d = rate * w->output * step / bs; /* decode share of the machine */
+    if (d + rate * prefill >= 1) return;
+    double S = prefill / (1 - d) + step, rho = rate * prefill / (1 - d);
     double m = S * (1 + w->prompt_cv * w->prompt_cv) / (2 * (1 - rho));
     double q = 1 - pct / 100; /* the tail probability the percentile leaves */
     double wait = rho > q && q > 0 ? m * log(rho / q) : 0;
     *out = (pm_open){.stable = 1,
                      .batch = b,
-                     .util = util,
+                     .util = d + rate * prefill,
                      .gap_s = g,
                      .ttft_s = S + wait,
-                     .itl_s = gap_quantile(mixed, step, target, pct)};
+                     .itl_s = 2 * g};
 }
 
 double pm_slo_rate(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,

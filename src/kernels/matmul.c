@@ -8,9 +8,7 @@
 
 #define ROW_BLOCK 16 /* weight rows kept hot in cache while every activation row visits them */
 #define ROWS_TOK  16 /* activation rows per gemm_rows call */
-#define TOK_CHUNK                                                          \
-    64 /* activation rows per pass over the packed groups: their Q8_0 data \
-          (~70 KB at n = 1024..2048) stays in L2 while the groups stream by */
+#define TOK_CHUNK CPULM_MATMUL_TOK_CHUNK /* matmul.h */
 
 uint64_t cpulm_matmul_act_bytes(cpulm_dtype vdt, int64_t n) {
     if (vdt == CPULM_DTYPE_Q8_0) return cpulm_pack_act_row_bytes(n);

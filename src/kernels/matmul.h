@@ -14,6 +14,11 @@
 
 #include "kernels.h"
 
+/* Activation rows per gemm_x16 call over the packed groups: their Q8_0 data (~70 KB at n =
+ * 1024..2048) stays in L2 while the groups stream by. (`cpulm roofline` times the GEMM
+ * microkernels with calls of this size, the ones prompt processing makes.) */
+#define CPULM_MATMUL_TOK_CHUNK 64
+
 typedef struct cpulm_matmul_args {
     const void *w; /* weights: n_out rows of n_in elements of w_type */
     cpulm_dtype w_type;
