@@ -673,6 +673,143 @@ static void gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const
     gemm_rows(four, one, n, nr, nt, s, ld, w, ws, a, as);
 }
 
+/* ---- multi-row F32 dots (gemm_rows): 4 weight rows x 4 activation rows ----
+ * Each pair keeps canon_dot_f32's 16 lanes, fused in the same order (n % 16 == 0: one
+ * accumulator; otherwise the four accumulators of the 64-element steps, one pass each, then
+ * (a0 + a2) + (a1 + a3)); the 16 pairs' tree sums run side by side (frows_reduce: the same
+ * pairs of lanes added, 16 results in one vector), then the element tail in fmaf order. Per
+ * 16 columns: 8 loads for 16 FMAs instead of 32, and one call per 16 pairs. */
+
+/* Accumulators of the pairs of R rows x T tokens over the columns i0, i0 + step, ... < i1. */
+#define FR_FMA(r, t) \
+    if (R > r && T > t) a##r##t = _mm512_fmadd_ps(w##r, x##t, a##r##t)
+#define FR_W(r) const __m512 w##r = R > r ? _mm512_loadu_ps(wp + r * ws + i) : _mm512_setzero_ps()
+#define FR_X(t) const __m512 x##t = T > t ? _mm512_loadu_ps(xp + t * xs + i) : _mm512_setzero_ps()
+static inline __attribute__((always_inline)) void frows_pass(int R, int T, int64_t i0, int64_t i1,
+                                                             int64_t step, const float *wp,
+                                                             int64_t ws, const float *xp,
+                                                             int64_t xs, __m512 acc[16]) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
+    __m512 a20 = z, a21 = z, a22 = z, a23 = z, a30 = z, a31 = z, a32 = z, a33 = z;
+    for (int64_t i = i0; i < i1; i += step) {
+        FR_X(0);
+        FR_X(1);
+        FR_X(2);
+        FR_X(3);
+        FR_W(0);
+        FR_FMA(0, 0);
+        FR_FMA(0, 1);
+        FR_FMA(0, 2);
+        FR_FMA(0, 3);
+        FR_W(1);
+        FR_FMA(1, 0);
+        FR_FMA(1, 1);
+        FR_FMA(1, 2);
+        FR_FMA(1, 3);
+        FR_W(2);
+        FR_FMA(2, 0);
+        FR_FMA(2, 1);
+        FR_FMA(2, 2);
+        FR_FMA(2, 3);
+        FR_W(3);
+        FR_FMA(3, 0);
+        FR_FMA(3, 1);
+        FR_FMA(3, 2);
+        FR_FMA(3, 3);
+    }
+    /* pair (r, t) at acc[4 * r + t] */
+    acc[0] = a00, acc[1] = a01, acc[2] = a02, acc[3] = a03;
+    acc[4] = a10, acc[5] = a11, acc[6] = a12, acc[7] = a13;
+    acc[8] = a20, acc[9] = a21, acc[10] = a22, acc[11] = a23;
+    acc[12] = a30, acc[13] = a31, acc[14] = a32, acc[15] = a33;
+}
+#undef FR_FMA
+#undef FR_W
+#undef FR_X
+
+/* x86_reduce16_512 of a[0..15] at once: lane 4 * q + m of the result is the tree sum of
+ * a[4 * m + q] (halves, quarters, then (g0 + g2) + (g1 + g3): the same additions of the
+ * same lanes, which float addition's commutativity leaves bit for bit). */
+static inline __m512 frows_reduce(const __m512 a[16]) {
+    __m512 b[8], c[4];
+    for (int k = 0; k < 8; k++) /* b[k]: h of a[2k] in lanes 0-7, of a[2k+1] in 8-15 */
+        b[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xEE),
+                             _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44));
+    for (int m = 0; m < 4; m++) /* c[m]: quad q holds g of a[4m + q] */
+        c[m] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * m], b[2 * m + 1], 0xDD),
+                             _mm512_shuffle_f32x4(b[2 * m], b[2 * m + 1], 0x88));
+    const __m512 d0 =
+        _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x44), _mm512_shuffle_ps(c[0], c[1], 0xEE));
+    const __m512 d1 =
+        _mm512_add_ps(_mm512_shuffle_ps(c[2], c[3], 0x44), _mm512_shuffle_ps(c[2], c[3], 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_ps(d0, d1, 0x88), _mm512_shuffle_ps(d0, d1, 0xDD));
+}
+
+/* R x T pairs: s[t * ld + r] = canon_dot_f32(row r, token t). */
+static inline __attribute__((always_inline)) void frows_block(int R, int T, int64_t n, float *s,
+                                                              int64_t ld, const float *w,
+                                                              int64_t ws, const float *x,
+                                                              int64_t xs) {
+    __m512 acc[16];
+    int64_t np = n;
+    if (n % 16 == 0) {
+        frows_pass(R, T, 0, n, 16, w, ws, x, xs, acc);
+    } else {
+        __m512 a1[16], a2[16], a3[16];
+        np = n & ~(int64_t)63;
+        frows_pass(R, T, 0, np, 64, w, ws, x, xs, acc);
+        frows_pass(R, T, 16, np, 64, w, ws, x, xs, a1);
+        frows_pass(R, T, 32, np, 64, w, ws, x, xs, a2);
+        frows_pass(R, T, 48, np, 64, w, ws, x, xs, a3);
+        for (int p = 0; p < 16; p++)
+            acc[p] = _mm512_add_ps(_mm512_add_ps(acc[p], a2[p]), _mm512_add_ps(a1[p], a3[p]));
+    }
+    float sum[16]; /* pair (r, t) at lane 4 * t + r */
+    _mm512_storeu_ps(sum, frows_reduce(acc));
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < R; r++) {
+            float v = sum[4 * t + r];
+            for (int64_t i = np; i < n; i++)
+                v = fmaf(w[r * ws + i], x[t * xs + i], v);
+            s[t * ld + r] = v;
+        }
+}
+
+#define FROWS_SHAPE(R, T)                                                                    \
+    static void frows_##R##x##T(int64_t n, float *s, int64_t ld, const float *w, int64_t ws, \
+                                const float *x, int64_t xs) {                                \
+        frows_block(R, T, n, s, ld, w, ws, x, xs);                                           \
+    }
+FROWS_SHAPE(4, 1)
+FROWS_SHAPE(4, 2)
+FROWS_SHAPE(4, 3)
+FROWS_SHAPE(4, 4)
+FROWS_SHAPE(1, 1)
+FROWS_SHAPE(1, 2)
+FROWS_SHAPE(1, 3)
+FROWS_SHAPE(1, 4)
+
+typedef void (*frows_fn)(int64_t n, float *s, int64_t ld, const float *w, int64_t ws,
+                         const float *x, int64_t xs);
+
+/* Rows and strides in floats: F32 rows are 4-byte aligned (gguf and the activations). */
+static void gemm_rows_f32(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
+                          uint64_t ws, const uint8_t *a, uint64_t as) {
+    static const frows_fn four[4] = {frows_4x1, frows_4x2, frows_4x3, frows_4x4};
+    static const frows_fn one[4] = {frows_1x1, frows_1x2, frows_1x3, frows_1x4};
+    const int64_t wf = (int64_t)(ws / sizeof(float)), af = (int64_t)(as / sizeof(float));
+    for (int j = 0; j < nt; j += 4) {
+        const int T = nt - j < 4 ? nt - j : 4;
+        const float *xj = (const float *)(a + (size_t)j * as);
+        int r = 0;
+        for (; r + 4 <= nr; r += 4)
+            four[T - 1](n, s + j * ld + r, ld, (const float *)w + r * wf, wf, xj, af);
+        for (; r < nr; r++)
+            one[T - 1](n, s + j * ld + r, ld, (const float *)w + r * wf, wf, xj, af);
+    }
+}
+
 const cpulm_kernels cpulm_kernels_avx512 = {
     .name = "avx512",
     .vec_dot =
@@ -684,7 +821,7 @@ const cpulm_kernels cpulm_kernels_avx512 = {
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
         },
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16},
-    .gemm_rows = {[CPULM_DTYPE_F16] = gemm_rows_f16},
+    .gemm_rows = {[CPULM_DTYPE_F32] = gemm_rows_f32, [CPULM_DTYPE_F16] = gemm_rows_f16},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
     .softmax = softmax,
