@@ -479,13 +479,17 @@ ARM_INLINE void frows_block(int R, int T, int64_t n, float *s, int64_t ld, const
                 acc[p][q] =
                     vaddq_f32(vaddq_f32(acc[p][q], a2[p][q]), vaddq_f32(a1[p][q], a3[p][q]));
     }
+    float v[4] = {0}; /* pair (r, t) at 2r + t; the tails' chains side by side */
     for (int t = 0; t < T; t++)
-        for (int r = 0; r < R; r++) {
-            float v = reduce16(acc[2 * r + t]);
-            for (int64_t i = np; i < n; i++)
-                v = fmaf(w[r * ws + i], x[t * xs + i], v);
-            s[t * ld + r] = v;
-        }
+        for (int r = 0; r < R; r++)
+            v[2 * r + t] = reduce16(acc[2 * r + t]);
+    for (int64_t i = np; i < n; i++)
+        for (int t = 0; t < T; t++)
+            for (int r = 0; r < R; r++)
+                v[2 * r + t] = fmaf(w[r * ws + i], x[t * xs + i], v[2 * r + t]);
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < R; r++)
+            s[t * ld + r] = v[2 * r + t];
 }
 
 #define FROWS_SHAPE(R, T)                                                                    \

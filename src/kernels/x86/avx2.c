@@ -1148,13 +1148,17 @@ static inline __attribute__((always_inline)) void frows2_block(int R, int T, int
                 acc[p][h] = _mm256_add_ps(_mm256_add_ps(acc[p][h], a2[p][h]),
                                           _mm256_add_ps(a1[p][h], a3[p][h]));
     }
+    float v[4] = {0}; /* pair (r, t) at 2r + t; the tails' chains side by side */
     for (int t = 0; t < T; t++)
-        for (int r = 0; r < R; r++) {
-            float v = x86_reduce16_256(acc[2 * r + t][0], acc[2 * r + t][1]);
-            for (int64_t i = np; i < n; i++)
-                v = fmaf(w[r * ws + i], x[t * xs + i], v);
-            s[t * ld + r] = v;
-        }
+        for (int r = 0; r < R; r++)
+            v[2 * r + t] = x86_reduce16_256(acc[2 * r + t][0], acc[2 * r + t][1]);
+    for (int64_t i = np; i < n; i++)
+        for (int t = 0; t < T; t++)
+            for (int r = 0; r < R; r++)
+                v[2 * r + t] = fmaf(w[r * ws + i], x[t * xs + i], v[2 * r + t]);
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < R; r++)
+            s[t * ld + r] = v[2 * r + t];
 }
 
 #define FROWS2_SHAPE(R, T)                                                                    \

@@ -746,6 +746,47 @@ static inline __m512 frows_reduce(const __m512 a[16]) {
     return _mm512_add_ps(_mm512_shuffle_ps(d0, d1, 0x88), _mm512_shuffle_ps(d0, d1, 0xDD));
 }
 
+/* out[k] lane 4q + r = in[r] lane 4q + k: the 4 x 4 transposes of the four 128-bit lanes. */
+static inline void frows_t4(const __m512 in[4], __m512 out[4]) {
+    const __m512 t0 = _mm512_unpacklo_ps(in[0], in[1]), t1 = _mm512_unpackhi_ps(in[0], in[1]);
+    const __m512 t2 = _mm512_unpacklo_ps(in[2], in[3]), t3 = _mm512_unpackhi_ps(in[2], in[3]);
+    out[0] = _mm512_shuffle_ps(t0, t2, 0x44), out[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+    out[2] = _mm512_shuffle_ps(t1, t3, 0x44), out[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+}
+
+/* The fmaf tail, elements np..n-1 in order, of the 16 pairs at once (v: lane 4t + r, as
+ * frows_reduce leaves them): each pair's chain of fused steps, 16 chains per instruction
+ * (one at a time, the tail of stories260K's 172-element rows was most of the op). Per 16
+ * elements the rows and tokens are transposed (frows_t4), then element c's weights and
+ * activations are spread to the pairs' lanes. */
+static inline __attribute__((always_inline)) __m512 frows_tail(int R, int T, int64_t np, int64_t n,
+                                                               const float *w, int64_t ws,
+                                                               const float *x, int64_t xs,
+                                                               __m512 v) {
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i wi = _mm512_and_si512(lane, _mm512_set1_epi32(3)); /* 4q + r */
+    const __m512i xi = _mm512_srli_epi32(lane, 2);                   /* 4q + t */
+    for (int64_t c0 = np; c0 < n; c0 += 16) {
+        const __mmask16 m = n - c0 >= 16 ? (__mmask16)0xFFFF : tail_mask(n - c0);
+        __m512 rw[4], rx[4], uw[4], ux[4];
+        for (int k = 0; k < 4; k++) {
+            rw[k] = R > k ? _mm512_maskz_loadu_ps(m, w + k * ws + c0) : _mm512_setzero_ps();
+            rx[k] = T > k ? _mm512_maskz_loadu_ps(m, x + k * xs + c0) : _mm512_setzero_ps();
+        }
+        frows_t4(rw, uw);
+        frows_t4(rx, ux);
+        const int nc = n - c0 < 16 ? (int)(n - c0) : 16;
+        for (int q = 0; q < 4; q++) {
+            const __m512i iq = _mm512_set1_epi32(4 * q);
+            const __m512i iw = _mm512_add_epi32(wi, iq), ix = _mm512_add_epi32(xi, iq);
+            for (int k = 0; k < 4 && 4 * q + k < nc; k++)
+                v = _mm512_fmadd_ps(_mm512_permutexvar_ps(iw, uw[k]),
+                                    _mm512_permutexvar_ps(ix, ux[k]), v);
+        }
+    }
+    return v;
+}
+
 /* R x T pairs: s[t * ld + r] = canon_dot_f32(row r, token t). */
 static inline __attribute__((always_inline)) void frows_block(int R, int T, int64_t n, float *s,
                                                               int64_t ld, const float *w,
@@ -766,14 +807,10 @@ static inline __attribute__((always_inline)) void frows_block(int R, int T, int6
             acc[p] = _mm512_add_ps(_mm512_add_ps(acc[p], a2[p]), _mm512_add_ps(a1[p], a3[p]));
     }
     float sum[16]; /* pair (r, t) at lane 4 * t + r */
-    _mm512_storeu_ps(sum, frows_reduce(acc));
+    _mm512_storeu_ps(sum, frows_tail(R, T, np, n, w, ws, x, xs, frows_reduce(acc)));
     for (int t = 0; t < T; t++)
-        for (int r = 0; r < R; r++) {
-            float v = sum[4 * t + r];
-            for (int64_t i = np; i < n; i++)
-                v = fmaf(w[r * ws + i], x[t * xs + i], v);
-            s[t * ld + r] = v;
-        }
+        for (int r = 0; r < R; r++)
+            s[t * ld + r] = sum[4 * t + r];
 }
 
 #define FROWS_SHAPE(R, T)                                                                    \
