@@ -375,8 +375,11 @@ static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int h, 
                       d);
 }
 
-/* Exact numerics: attn_f16's per-row recurrence over the row's keys of the tile. Rows of one
- * token share their keys (and window), so each attn_xpv takes a token's rows. */
+/* Exact numerics: attn_f16's per-row recurrence over the row's keys of the tile. Rows that
+ * see the same keys of the tile (a token's heads; and the tokens of a batch, such as a
+ * speculative verification, on every tile but their last) go to one attn_xpv: its rows'
+ * recurrences are independent, and more of them side by side hide the latency of each
+ * row's chain of f16 roundings (one token's 2 rows of stories260K were latency-bound). */
 static void exact_tile(const att_run *r, att_ws *w, const att_tile *t, int h, int i0, int i1,
                        att_state st) {
     const int64_t d = r->d;
@@ -387,10 +390,11 @@ static void exact_tile(const att_run *r, att_ws *w, const att_tile *t, int h, in
     r->k->attn_xscores(d, r1 - r0, t->n, w->qt + r0, w->nrows, kt, t->ld, r->scale,
                        w->s + r0 * TILE, TILE);
     for (int i = r0; i < r1;) {
-        int ie = i + 1, lo;
-        while (ie < r1 && w->qpos[ie] == w->qpos[i])
-            ie++;
+        int ie = i + 1, lo, lo2;
         const int lim = row_keys(r, t, w->qpos[i], &lo);
+        while (ie < r1 && (w->qpos[ie] == w->qpos[i] ||
+                           (row_keys(r, t, w->qpos[ie], &lo2) == lim && lo2 == lo)))
+            ie++;
         for (int x = i; x < ie; x++)
             r->k->attn_xweights(lim - lo, w->s + x * TILE + lo, w->ms + x * TILE + lo,
                                 &st.M[x - i0]);

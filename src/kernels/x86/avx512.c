@@ -270,6 +270,76 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
         }
 }
 
+/* ---- attn_xpv at head size 8: two rows per register ----
+ * attn_xpv's recurrence per row and key (scale and round when the max moved, fused
+ * multiply-add and round, the weight sum's fmaf), rows 2p and 2p + 1 in the halves of one
+ * vector and up to 8 rows per pass: a row's chain of f16 roundings is ~15 cycles per key,
+ * and the 256-bit op took 4 rows per pass (stories260K's verification batches were
+ * latency-bound there, 2026-12-03). A pair scales when either row's max moved: the other's
+ * factor is 1, and an f16 value times 1 rounds to itself. */
+#define XPV8_ROUND(x) \
+    _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+static inline __attribute__((always_inline)) __m512 xpv8_pair(float lo, float hi) {
+    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+}
+
+static inline __attribute__((always_inline)) void
+xpv8_block(int rows, int n, const float *ms, const float *vs, int64_t ldw, const float *v,
+           int64_t ldv, float *acc, int64_t lda, float *S, const int P) {
+    __m512 a[4];
+    float sum[8];
+    for (int r = 0; r < 8; r++)
+        sum[r] = r < rows ? S[r] : 0.0f;
+    for (int p = 0; p < P; p++) {
+        const __m256 lo = _mm256_loadu_ps(acc + 2 * p * lda);
+        const __m256 hi =
+            2 * p + 1 < rows ? _mm256_loadu_ps(acc + (2 * p + 1) * lda) : _mm256_setzero_ps();
+        a[p] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                                                   _mm256_castps_pd(hi), 1));
+    }
+    for (int j = 0; j < n; j++) {
+        const __m512 vv = _mm512_castpd_ps(
+            _mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(v + (int64_t)j * ldv))));
+        for (int p = 0; p < P; p++) {
+            const int r0 = 2 * p, r1 = 2 * p + 1 < rows ? 2 * p + 1 : 2 * p;
+            const float m0 = ms[r0 * ldw + j], m1 = ms[r1 * ldw + j];
+            const float w0 = vs[r0 * ldw + j], w1 = vs[r1 * ldw + j];
+            sum[r0] = fmaf(sum[r0], m0, w0);
+            sum[r0 + 1] = fmaf(sum[r0 + 1], m1, w1); /* r1 == r0: a dead lane's sum */
+            if (m0 != 1.0f || m1 != 1.0f) a[p] = XPV8_ROUND(_mm512_mul_ps(a[p], xpv8_pair(m0, m1)));
+            a[p] = XPV8_ROUND(_mm512_fmadd_ps(vv, xpv8_pair(w0, w1), a[p]));
+        }
+    }
+    for (int p = 0; p < P; p++) {
+        _mm256_storeu_ps(acc + 2 * p * lda, _mm512_castps512_ps256(a[p]));
+        if (2 * p + 1 < rows)
+            _mm256_storeu_ps(acc + (2 * p + 1) * lda,
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[p]), 1)));
+    }
+    for (int r = 0; r < rows; r++)
+        S[r] = sum[r];
+}
+#undef XPV8_ROUND
+
+static void xpv_narrow(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
+                       const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    if (d != 8) {
+        cpulm_avx2_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
+        return;
+    }
+    for (int i = 0; i < m; i += 8) {
+        const int rows = m - i < 8 ? m - i : 8;
+        const float *mi = ms + (int64_t)i * ldw, *vi = vs + (int64_t)i * ldw;
+        float *ai = acc + (int64_t)i * lda;
+        switch ((rows + 1) / 2) {
+        case 1: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 1); break;
+        case 2: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 2); break;
+        case 3: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 3); break;
+        default: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 4); break;
+        }
+    }
+}
+
 /* cpulm_generic_vexpf(x) in one lane: the same bits, without ldexpf's libm call per row */
 static inline float vexp1(float x) {
     return _mm512_cvtss_f32(x86_vexp_ps512(_mm512_set1_ps(x)));
@@ -294,7 +364,7 @@ static inline float vexp1(float x) {
 #define ASV_XPV_VECS(rows) 4
 #define ASV_XPV_SUM_MAX    16
 #define ASV_XPV_CASES(X)   CPULM_BLOCKS_4X4(X)
-#define ASV_XPV_NARROW     cpulm_avx2_attn_xpv /* e.g. head_dim 8 or 40 (generic if d % 8) */
+#define ASV_XPV_NARROW     xpv_narrow /* head_dim 8 above; others (40) the 256-bit op's */
 /* P.V: 6 rows x 4 vectors (6 rows were 1.25x faster than 4 at head 64), dims outer */
 #define ASV_PV_ROWS       6
 #define ASV_PV_VECS(rows) 4
