@@ -290,7 +290,7 @@ xpv8_block(int rows, int n, const float *ms, const float *vs, int64_t ldw, const
     float sum[8];
     for (int r = 0; r < 8; r++)
         sum[r] = r < rows ? S[r] : 0.0f;
-    for (int p = 0; p < P; p++) {
+    ASV_FOR(p, P, 4) {
         const __m256 lo = _mm256_loadu_ps(acc + 2 * p * lda);
         const __m256 hi =
             2 * p + 1 < rows ? _mm256_loadu_ps(acc + (2 * p + 1) * lda) : _mm256_setzero_ps();
@@ -300,7 +300,7 @@ xpv8_block(int rows, int n, const float *ms, const float *vs, int64_t ldw, const
     for (int j = 0; j < n; j++) {
         const __m512 vv = _mm512_castpd_ps(
             _mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(v + (int64_t)j * ldv))));
-        for (int p = 0; p < P; p++) {
+        ASV_FOR(p, P, 4) {
             const int r0 = 2 * p, r1 = 2 * p + 1 < rows ? 2 * p + 1 : 2 * p;
             const float m0 = ms[r0 * ldw + j], m1 = ms[r1 * ldw + j];
             const float w0 = vs[r0 * ldw + j], w1 = vs[r1 * ldw + j];
@@ -310,7 +310,7 @@ xpv8_block(int rows, int n, const float *ms, const float *vs, int64_t ldw, const
             a[p] = XPV8_ROUND(_mm512_fmadd_ps(vv, xpv8_pair(w0, w1), a[p]));
         }
     }
-    for (int p = 0; p < P; p++) {
+    ASV_FOR(p, P, 4) {
         _mm256_storeu_ps(acc + 2 * p * lda, _mm512_castps512_ps256(a[p]));
         if (2 * p + 1 < rows)
             _mm256_storeu_ps(acc + (2 * p + 1) * lda,
