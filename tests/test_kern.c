@@ -261,7 +261,7 @@ TEST(kern_vec_dot_all_levels_odd_sizes) {
     }
 }
 
-/* gemm_rows (F16: several weight rows against several activation rows per pass) at
+/* gemm_rows (F32, F16: several weight rows against several activation rows per pass) at
  * every level equals the generic vec_dot of each pair bit for bit: row tails (nr % 4),
  * token tails (nt % 4), element tails (n % 16), padded strides, NaN-prefilled output. */
 static void check_gemm_rows(test_ctx *t, const cpulm_kernels *k, cpulm_dtype ty, int64_t n, int nr,
@@ -283,17 +283,20 @@ static void check_gemm_rows(test_ctx *t, const cpulm_kernels *k, cpulm_dtype ty,
     CHECK_EQ_INT(t, bad, 0);
 }
 
-TEST(kern_gemm_rows_all_levels) {
-    static const int64_t ns[] = {1, 15, 16, 33, 300};
-    static const int nrs[] = {1, 4, 5, 16}, nts[] = {1, 3, 4, 5, 16};
-    const cpulm_kernels *lv[MAX_LEVELS];
-    const int nl = kernel_levels(lv);
+/* F32 (canon_dot_f32's 16 lanes, 4 x 16 over 64-element steps and an fmaf tail when n % 16
+ * != 0) and F16 (exact products in double); n covers both F32 orders' edges: under 64 with a
+ * tail only, 64 and 128 whole, 172 (stories260K's ffn) with steps and a tail. */
+static void gemm_rows_type(test_ctx *t, cpulm_dtype ty, const cpulm_kernels *const *lv, int nl) {
+    static const int64_t ns[] = {1, 15, 16, 33, 64, 172, 300};
+    static const int nrs[] = {1, 4, 5, 16}, nts[] = {1, 2, 3, 4, 5, 16};
+    /* under qemu / ASan every other n and token count: n 1, 16, 64, 300; 1, 3, 5 tokens */
+    const size_t step = test_emulated() || test_sanitized() ? 2 : 1;
     const int64_t nmax = 300;
-    const uint64_t stride = 2 * nmax + 6; /* padded rows, 2-byte aligned only */
+    /* padded rows; F16 2-byte aligned only, F32 4-byte (its rows always are; MISALIGN is 4) */
+    const uint64_t stride = ty == CPULM_DTYPE_F32 ? 4 * nmax + 12 : 2 * nmax + 6;
     float *x = malloc(16 * nmax * sizeof *x);
     uint8_t *w = alloc_unaligned(16 * stride), *a = alloc_unaligned(16 * stride);
     REQUIRE(t, x && w && a);
-    const cpulm_dtype ty = CPULM_DTYPE_F16;
     REQUIRE(t, cpulm_kernels_generic.gemm_rows[ty] != NULL);
     fill(x, 16 * nmax, 31, 0.1f);
     for (int r = 0; r < 16; r++)
@@ -301,14 +304,23 @@ TEST(kern_gemm_rows_all_levels) {
     fill(x, 16 * nmax, 41, 2.0f);
     for (int j = 0; j < 16; j++)
         cpulm_kernels_generic.from_float[ty](x + j * nmax, a + j * stride, nmax);
-    for (int l = 0; l < nl; l++)
-        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+    for (int l = 0; l < nl; l++) {
+        CHECK(t, lv[l]->gemm_rows[ty] != NULL);
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni += step)
             for (size_t ri = 0; ri < sizeof nrs / sizeof nrs[0]; ri++)
-                for (size_t ji = 0; ji < sizeof nts / sizeof nts[0]; ji++)
+                for (size_t ji = 0; ji < sizeof nts / sizeof nts[0]; ji += step)
                     check_gemm_rows(t, lv[l], ty, ns[ni], nrs[ri], nts[ji], w, stride, a, stride);
+    }
     free(x);
     free_unaligned(w);
     free_unaligned(a);
+}
+
+TEST(kern_gemm_rows_all_levels) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = kernel_levels(lv);
+    gemm_rows_type(t, CPULM_DTYPE_F32, lv, nl);
+    gemm_rows_type(t, CPULM_DTYPE_F16, lv, nl);
 }
 
 TEST(kern_vec_dot_extreme_quants) {

@@ -118,16 +118,18 @@ static inline uint64_t cpulm_pack_actk_row_bytes(int64_t n) {
 typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const void *w,
                               const uint8_t *act, uint64_t act_stride);
 
-/* Several weight rows against several activation rows in one pass (F16: speculative
- * verification and batched decoding of F16 models convert each weight element once for
- * several tokens instead of once per token). s[j * ld + r] = vec_dot(row r, activation row
- * j) of the generic level, bit for bit, for r < nr, j < nt (nr, nt >= 1); weight row r at
- * w + r * w_stride bytes, activation row j (the vec_dot_type's row) at act + j *
- * act_stride. The generic F16 dot adds exact products in double, a sum independent of
- * order in practice (generic/dot.c), so a level converts each element to double once per
- * pass and fuses it into several double accumulators (fma(w, x, acc) in double is the
- * generic's acc + exact product) in any order. (BF16 has none: its SIMD vec_dot adds in
- * float, faster than any double path, and is not the generic's bits.) */
+/* Several weight rows against several activation rows in one pass (speculative
+ * verification and batched decoding of float models load (F16: convert) each weight element
+ * once for several tokens instead of once per token). s[j * ld + r] = vec_dot(row r,
+ * activation row j) of the generic level, bit for bit, for r < nr, j < nt (nr, nt >= 1);
+ * weight row r at w + r * w_stride bytes, activation row j (the vec_dot_type's row) at act +
+ * j * act_stride. F32: each pair keeps the canonical order of generic/dot.c (16 lanes, the
+ * tree sum, the fmaf tail), pairs side by side (F32 strides are multiples of 4 bytes). F16:
+ * the generic dot adds exact products in double, a sum independent of order in practice
+ * (generic/dot.c), so a level converts each element to double once per pass and fuses it into
+ * several double accumulators (fma(w, x, acc) in double is the generic's acc + exact product)
+ * in any order. (BF16 has none: its SIMD vec_dot adds in float, faster than any double path,
+ * and is not the generic's bits.) */
 typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                                    uint64_t w_stride, const uint8_t *act, uint64_t act_stride);
 
@@ -140,7 +142,7 @@ typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t 
     X(TO_FLOAT, to_float, cpulm_to_float_fn)                                              \
     /* repacked-weight GEMM (see CPULM_PACK_ROWS): Q4_0, Q8_0, MXFP4, Q4_K, Q5_K, Q6_K */ \
     X(GEMM_X16, gemm_x16, cpulm_gemm_fn)                                                  \
-    /* multi-row float GEMM (cpulm_gemm_rows_fn): F16 */                                  \
+    /* multi-row float GEMM (cpulm_gemm_rows_fn): F32, F16 */                             \
     X(GEMM_ROWS, gemm_rows, cpulm_gemm_rows_fn)
 
 /* Plain ops, X(ID, name, return type, (parameters), describe group): the table field, its

@@ -101,7 +101,7 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
     }
 }
 
-/* Multi-row kernel (F16): per block of ROW_BLOCK weight rows, ROWS_TOK activation
+/* Multi-row kernel (F32, F16): per block of ROW_BLOCK weight rows, ROWS_TOK activation
  * rows per call (the kernel reads each weight element once per few tokens, not per token). */
 static void matmul_rows(cpulm_gemm_rows_fn gemm, const cpulm_matmul_args *a, int64_t r0,
                         int64_t r1) {

@@ -375,8 +375,13 @@ static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int h, 
                       d);
 }
 
-/* Exact numerics: attn_f16's per-row recurrence over the row's keys of the tile. Rows of one
- * token share their keys (and window), so each attn_xpv takes a token's rows. */
+/* Exact numerics: attn_f16's per-row recurrence over the row's keys of the tile. A row's
+ * recurrence may stop after any key and go on in another call (its state rests in st), and
+ * rows are independent, so the keys every row sees (all of them but on the tile of the
+ * batch's own positions) go to one attn_xpv for all the rows, then each run of rows that
+ * see the same keys (a token's heads) takes the rest of its keys. More rows side by side
+ * hide the latency of each row's chain of f16 roundings: one token's 2 rows of stories260K
+ * were latency-bound, and a speculative verification's tokens share nearly all keys. */
 static void exact_tile(const att_run *r, att_ws *w, const att_tile *t, int h, int i0, int i1,
                        att_state st) {
     const int64_t d = r->d;
@@ -386,16 +391,26 @@ static void exact_tile(const att_run *r, att_ws *w, const att_tile *t, int h, in
     const float *kt = (const float *)(t->k + h * t->hs), *vt = (const float *)(t->v + h * t->hs);
     r->k->attn_xscores(d, r1 - r0, t->n, w->qt + r0, w->nrows, kt, t->ld, r->scale,
                        w->s + r0 * TILE, TILE);
-    for (int i = r0; i < r1;) {
-        int ie = i + 1, lo;
-        while (ie < r1 && w->qpos[ie] == w->qpos[i])
-            ie++;
+    int lo0, same_lo = 1; /* positions are non-decreasing: row r0 sees the fewest keys */
+    const int lim0 = row_keys(r, t, w->qpos[r0], &lo0);
+    for (int i = r0; i < r1; i++) {
+        int lo;
         const int lim = row_keys(r, t, w->qpos[i], &lo);
-        for (int x = i; x < ie; x++)
-            r->k->attn_xweights(lim - lo, w->s + x * TILE + lo, w->ms + x * TILE + lo,
-                                &st.M[x - i0]);
-        r->k->attn_xpv(d, ie - i, lim - lo, w->ms + i * TILE + lo, w->s + i * TILE + lo, TILE,
-                       vt + lo * t->ld, t->ld, st.O + (i - i0) * d, d, st.L + (i - i0));
+        same_lo &= lo == lo0;
+        r->k->attn_xweights(lim - lo, w->s + i * TILE + lo, w->ms + i * TILE + lo, &st.M[i - i0]);
+    }
+    if (same_lo && lim0 > lo0)
+        r->k->attn_xpv(d, r1 - r0, lim0 - lo0, w->ms + r0 * TILE + lo0, w->s + r0 * TILE + lo0,
+                       TILE, vt + lo0 * t->ld, t->ld, st.O + (r0 - i0) * d, d, st.L + (r0 - i0));
+    for (int i = r0; i < r1;) {
+        int ie = i + 1, lo, lo2;
+        const int lim = row_keys(r, t, w->qpos[i], &lo);
+        while (ie < r1 && row_keys(r, t, w->qpos[ie], &lo2) == lim && lo2 == lo)
+            ie++;
+        const int j0 = same_lo ? lim0 : lo; /* the keys not yet taken */
+        if (lim > j0)
+            r->k->attn_xpv(d, ie - i, lim - j0, w->ms + i * TILE + j0, w->s + i * TILE + j0, TILE,
+                           vt + j0 * t->ld, t->ld, st.O + (i - i0) * d, d, st.L + (i - i0));
         i = ie;
     }
 }

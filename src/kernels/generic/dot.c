@@ -83,7 +83,15 @@ void cpulm_generic_vec_dot_bf16(int64_t n, float *s, const void *vx, const void 
     *s = (float)sum;
 }
 
-/* The oracle of the multi-row kernel: each pair's own dot. */
+/* The oracles of the multi-row kernels: each pair's own dot. */
+void cpulm_generic_gemm_rows_f32(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
+                                 uint64_t w_stride, const uint8_t *act, uint64_t act_stride) {
+    for (int j = 0; j < nt; j++)
+        for (int r = 0; r < nr; r++)
+            cpulm_generic_vec_dot_f32(n, s + j * ld + r, (const uint8_t *)w + r * w_stride,
+                                      act + j * act_stride);
+}
+
 void cpulm_generic_gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                                  uint64_t w_stride, const uint8_t *act, uint64_t act_stride) {
     for (int j = 0; j < nt; j++)

@@ -24,6 +24,8 @@ void cpulm_generic_vec_dot_q4_K_q8_K(int64_t n, float *s, const void *x, const v
 void cpulm_generic_vec_dot_q5_K_q8_K(int64_t n, float *s, const void *x, const void *y);
 void cpulm_generic_vec_dot_q6_K_q8_K(int64_t n, float *s, const void *x, const void *y);
 /* gemm_rows (kernels.h): the vec_dot of every (row, activation row) pair */
+void cpulm_generic_gemm_rows_f32(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
+                                 uint64_t w_stride, const uint8_t *act, uint64_t act_stride);
 void cpulm_generic_gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                                  uint64_t w_stride, const uint8_t *act, uint64_t act_stride);
 

@@ -74,5 +74,5 @@ const cpulm_kernels cpulm_kernels_generic = {
             D(Q6_K) = cpulm_generic_gemm_q6_K_x16,
             D(MXFP4) = cpulm_generic_gemm_mxfp4_x16,
         },
-    .gemm_rows = {D(F16) = cpulm_generic_gemm_rows_f16},
+    .gemm_rows = {D(F32) = cpulm_generic_gemm_rows_f32, D(F16) = cpulm_generic_gemm_rows_f16},
 };

@@ -270,6 +270,76 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
         }
 }
 
+/* ---- attn_xpv at head size 8: two rows per register ----
+ * attn_xpv's recurrence per row and key (scale and round when the max moved, fused
+ * multiply-add and round, the weight sum's fmaf), rows 2p and 2p + 1 in the halves of one
+ * vector and up to 8 rows per pass: a row's chain of f16 roundings is ~15 cycles per key,
+ * and the 256-bit op took 4 rows per pass (stories260K's verification batches were
+ * latency-bound there, 2026-12-03). A pair scales when either row's max moved: the other's
+ * factor is 1, and an f16 value times 1 rounds to itself. */
+#define XPV8_ROUND(x) \
+    _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+static inline __attribute__((always_inline)) __m512 xpv8_pair(float lo, float hi) {
+    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+}
+
+static inline __attribute__((always_inline)) void
+xpv8_block(int rows, int n, const float *ms, const float *vs, int64_t ldw, const float *v,
+           int64_t ldv, float *acc, int64_t lda, float *S, const int P) {
+    __m512 a[4];
+    float sum[8];
+    for (int r = 0; r < 8; r++)
+        sum[r] = r < rows ? S[r] : 0.0f;
+    ASV_FOR(p, P, 4) {
+        const __m256 lo = _mm256_loadu_ps(acc + 2 * p * lda);
+        const __m256 hi =
+            2 * p + 1 < rows ? _mm256_loadu_ps(acc + (2 * p + 1) * lda) : _mm256_setzero_ps();
+        a[p] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                                                   _mm256_castps_pd(hi), 1));
+    }
+    for (int j = 0; j < n; j++) {
+        const __m512 vv = _mm512_castpd_ps(
+            _mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(v + (int64_t)j * ldv))));
+        ASV_FOR(p, P, 4) {
+            const int r0 = 2 * p, r1 = 2 * p + 1 < rows ? 2 * p + 1 : 2 * p;
+            const float m0 = ms[r0 * ldw + j], m1 = ms[r1 * ldw + j];
+            const float w0 = vs[r0 * ldw + j], w1 = vs[r1 * ldw + j];
+            sum[r0] = fmaf(sum[r0], m0, w0);
+            sum[r0 + 1] = fmaf(sum[r0 + 1], m1, w1); /* r1 == r0: a dead lane's sum */
+            if (m0 != 1.0f || m1 != 1.0f) a[p] = XPV8_ROUND(_mm512_mul_ps(a[p], xpv8_pair(m0, m1)));
+            a[p] = XPV8_ROUND(_mm512_fmadd_ps(vv, xpv8_pair(w0, w1), a[p]));
+        }
+    }
+    ASV_FOR(p, P, 4) {
+        _mm256_storeu_ps(acc + 2 * p * lda, _mm512_castps512_ps256(a[p]));
+        if (2 * p + 1 < rows)
+            _mm256_storeu_ps(acc + (2 * p + 1) * lda,
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[p]), 1)));
+    }
+    for (int r = 0; r < rows; r++)
+        S[r] = sum[r];
+}
+#undef XPV8_ROUND
+
+static void xpv_narrow(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
+                       const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    if (d != 8) {
+        cpulm_avx2_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
+        return;
+    }
+    for (int i = 0; i < m; i += 8) {
+        const int rows = m - i < 8 ? m - i : 8;
+        const float *mi = ms + (int64_t)i * ldw, *vi = vs + (int64_t)i * ldw;
+        float *ai = acc + (int64_t)i * lda;
+        switch ((rows + 1) / 2) {
+        case 1: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 1); break;
+        case 2: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 2); break;
+        case 3: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 3); break;
+        default: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 4); break;
+        }
+    }
+}
+
 /* cpulm_generic_vexpf(x) in one lane: the same bits, without ldexpf's libm call per row */
 static inline float vexp1(float x) {
     return _mm512_cvtss_f32(x86_vexp_ps512(_mm512_set1_ps(x)));
@@ -294,7 +364,7 @@ static inline float vexp1(float x) {
 #define ASV_XPV_VECS(rows) 4
 #define ASV_XPV_SUM_MAX    16
 #define ASV_XPV_CASES(X)   CPULM_BLOCKS_4X4(X)
-#define ASV_XPV_NARROW     cpulm_avx2_attn_xpv /* e.g. head_dim 8 or 40 (generic if d % 8) */
+#define ASV_XPV_NARROW     xpv_narrow /* head_dim 8 above; others (40) the 256-bit op's */
 /* P.V: 6 rows x 4 vectors (6 rows were 1.25x faster than 4 at head 64), dims outer */
 #define ASV_PV_ROWS       6
 #define ASV_PV_VECS(rows) 4
@@ -673,6 +743,180 @@ static void gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const
     gemm_rows(four, one, n, nr, nt, s, ld, w, ws, a, as);
 }
 
+/* ---- multi-row F32 dots (gemm_rows): 4 weight rows x 4 activation rows ----
+ * Each pair keeps canon_dot_f32's 16 lanes, fused in the same order (n % 16 == 0: one
+ * accumulator; otherwise the four accumulators of the 64-element steps, one pass each, then
+ * (a0 + a2) + (a1 + a3)); the 16 pairs' tree sums run side by side (frows_reduce: the same
+ * pairs of lanes added, 16 results in one vector), then the element tail in fmaf order. Per
+ * 16 columns: 8 loads for 16 FMAs instead of 32, and one call per 16 pairs. */
+
+/* Accumulators of the pairs of R rows x T tokens over the columns i0, i0 + step, ... < i1. */
+#define FR_FMA(r, t) \
+    if (R > r && T > t) a##r##t = _mm512_fmadd_ps(w##r, x##t, a##r##t)
+#define FR_W(r) const __m512 w##r = R > r ? _mm512_loadu_ps(wp + r * ws + i) : _mm512_setzero_ps()
+#define FR_X(t) const __m512 x##t = T > t ? _mm512_loadu_ps(xp + t * xs + i) : _mm512_setzero_ps()
+static inline __attribute__((always_inline)) void frows_pass(int R, int T, int64_t i0, int64_t i1,
+                                                             int64_t step, const float *wp,
+                                                             int64_t ws, const float *xp,
+                                                             int64_t xs, __m512 acc[16]) {
+    const __m512 z = _mm512_setzero_ps();
+    __m512 a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
+    __m512 a20 = z, a21 = z, a22 = z, a23 = z, a30 = z, a31 = z, a32 = z, a33 = z;
+    for (int64_t i = i0; i < i1; i += step) {
+        FR_X(0);
+        FR_X(1);
+        FR_X(2);
+        FR_X(3);
+        FR_W(0);
+        FR_FMA(0, 0);
+        FR_FMA(0, 1);
+        FR_FMA(0, 2);
+        FR_FMA(0, 3);
+        FR_W(1);
+        FR_FMA(1, 0);
+        FR_FMA(1, 1);
+        FR_FMA(1, 2);
+        FR_FMA(1, 3);
+        FR_W(2);
+        FR_FMA(2, 0);
+        FR_FMA(2, 1);
+        FR_FMA(2, 2);
+        FR_FMA(2, 3);
+        FR_W(3);
+        FR_FMA(3, 0);
+        FR_FMA(3, 1);
+        FR_FMA(3, 2);
+        FR_FMA(3, 3);
+    }
+    /* pair (r, t) at acc[4 * r + t] */
+    acc[0] = a00, acc[1] = a01, acc[2] = a02, acc[3] = a03;
+    acc[4] = a10, acc[5] = a11, acc[6] = a12, acc[7] = a13;
+    acc[8] = a20, acc[9] = a21, acc[10] = a22, acc[11] = a23;
+    acc[12] = a30, acc[13] = a31, acc[14] = a32, acc[15] = a33;
+}
+#undef FR_FMA
+#undef FR_W
+#undef FR_X
+
+/* x86_reduce16_512 of a[0..15] at once: lane 4 * q + m of the result is the tree sum of
+ * a[4 * m + q] (halves, quarters, then (g0 + g2) + (g1 + g3): the same additions of the
+ * same lanes, which float addition's commutativity leaves bit for bit). */
+static inline __m512 frows_reduce(const __m512 a[16]) {
+    __m512 b[8], c[4];
+    for (int k = 0; k < 8; k++) /* b[k]: h of a[2k] in lanes 0-7, of a[2k+1] in 8-15 */
+        b[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xEE),
+                             _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44));
+    for (int m = 0; m < 4; m++) /* c[m]: quad q holds g of a[4m + q] */
+        c[m] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * m], b[2 * m + 1], 0xDD),
+                             _mm512_shuffle_f32x4(b[2 * m], b[2 * m + 1], 0x88));
+    const __m512 d0 =
+        _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x44), _mm512_shuffle_ps(c[0], c[1], 0xEE));
+    const __m512 d1 =
+        _mm512_add_ps(_mm512_shuffle_ps(c[2], c[3], 0x44), _mm512_shuffle_ps(c[2], c[3], 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_ps(d0, d1, 0x88), _mm512_shuffle_ps(d0, d1, 0xDD));
+}
+
+/* out[k] lane 4q + r = in[r] lane 4q + k: the 4 x 4 transposes of the four 128-bit lanes. */
+static inline void frows_t4(const __m512 in[4], __m512 out[4]) {
+    const __m512 t0 = _mm512_unpacklo_ps(in[0], in[1]), t1 = _mm512_unpackhi_ps(in[0], in[1]);
+    const __m512 t2 = _mm512_unpacklo_ps(in[2], in[3]), t3 = _mm512_unpackhi_ps(in[2], in[3]);
+    out[0] = _mm512_shuffle_ps(t0, t2, 0x44), out[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+    out[2] = _mm512_shuffle_ps(t1, t3, 0x44), out[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+}
+
+/* The fmaf tail, elements np..n-1 in order, of the 16 pairs at once (v: lane 4t + r, as
+ * frows_reduce leaves them): each pair's chain of fused steps, 16 chains per instruction
+ * (one at a time, the tail of stories260K's 172-element rows was most of the op). Per 16
+ * elements the rows and tokens are transposed (frows_t4), then element c's weights and
+ * activations are spread to the pairs' lanes. */
+static inline __attribute__((always_inline)) __m512 frows_tail(int R, int T, int64_t np, int64_t n,
+                                                               const float *w, int64_t ws,
+                                                               const float *x, int64_t xs,
+                                                               __m512 v) {
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i wi = _mm512_and_si512(lane, _mm512_set1_epi32(3)); /* 4q + r */
+    const __m512i xi = _mm512_srli_epi32(lane, 2);                   /* 4q + t */
+    for (int64_t c0 = np; c0 < n; c0 += 16) {
+        const __mmask16 m = n - c0 >= 16 ? (__mmask16)0xFFFF : tail_mask(n - c0);
+        __m512 rw[4], rx[4], uw[4], ux[4];
+        for (int k = 0; k < 4; k++) {
+            rw[k] = R > k ? _mm512_maskz_loadu_ps(m, w + k * ws + c0) : _mm512_setzero_ps();
+            rx[k] = T > k ? _mm512_maskz_loadu_ps(m, x + k * xs + c0) : _mm512_setzero_ps();
+        }
+        frows_t4(rw, uw);
+        frows_t4(rx, ux);
+        const int nc = n - c0 < 16 ? (int)(n - c0) : 16;
+        for (int q = 0; q < 4; q++) {
+            const __m512i iq = _mm512_set1_epi32(4 * q);
+            const __m512i iw = _mm512_add_epi32(wi, iq), ix = _mm512_add_epi32(xi, iq);
+            for (int k = 0; k < 4 && 4 * q + k < nc; k++)
+                v = _mm512_fmadd_ps(_mm512_permutexvar_ps(iw, uw[k]),
+                                    _mm512_permutexvar_ps(ix, ux[k]), v);
+        }
+    }
+    return v;
+}
+
+/* R x T pairs: s[t * ld + r] = canon_dot_f32(row r, token t). */
+static inline __attribute__((always_inline)) void frows_block(int R, int T, int64_t n, float *s,
+                                                              int64_t ld, const float *w,
+                                                              int64_t ws, const float *x,
+                                                              int64_t xs) {
+    __m512 acc[16];
+    int64_t np = n;
+    if (n % 16 == 0) {
+        frows_pass(R, T, 0, n, 16, w, ws, x, xs, acc);
+    } else {
+        __m512 a1[16], a2[16], a3[16];
+        np = n & ~(int64_t)63;
+        frows_pass(R, T, 0, np, 64, w, ws, x, xs, acc);
+        frows_pass(R, T, 16, np, 64, w, ws, x, xs, a1);
+        frows_pass(R, T, 32, np, 64, w, ws, x, xs, a2);
+        frows_pass(R, T, 48, np, 64, w, ws, x, xs, a3);
+        for (int p = 0; p < 16; p++)
+            acc[p] = _mm512_add_ps(_mm512_add_ps(acc[p], a2[p]), _mm512_add_ps(a1[p], a3[p]));
+    }
+    float sum[16]; /* pair (r, t) at lane 4 * t + r */
+    _mm512_storeu_ps(sum, frows_tail(R, T, np, n, w, ws, x, xs, frows_reduce(acc)));
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < R; r++)
+            s[t * ld + r] = sum[4 * t + r];
+}
+
+#define FROWS_SHAPE(R, T)                                                                    \
+    static void frows_##R##x##T(int64_t n, float *s, int64_t ld, const float *w, int64_t ws, \
+                                const float *x, int64_t xs) {                                \
+        frows_block(R, T, n, s, ld, w, ws, x, xs);                                           \
+    }
+FROWS_SHAPE(4, 1)
+FROWS_SHAPE(4, 2)
+FROWS_SHAPE(4, 3)
+FROWS_SHAPE(4, 4)
+FROWS_SHAPE(1, 1)
+FROWS_SHAPE(1, 2)
+FROWS_SHAPE(1, 3)
+FROWS_SHAPE(1, 4)
+
+typedef void (*frows_fn)(int64_t n, float *s, int64_t ld, const float *w, int64_t ws,
+                         const float *x, int64_t xs);
+
+/* Rows and strides in floats: F32 rows are 4-byte aligned (gguf and the activations). */
+static void gemm_rows_f32(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
+                          uint64_t ws, const uint8_t *a, uint64_t as) {
+    static const frows_fn four[4] = {frows_4x1, frows_4x2, frows_4x3, frows_4x4};
+    static const frows_fn one[4] = {frows_1x1, frows_1x2, frows_1x3, frows_1x4};
+    const int64_t wf = (int64_t)(ws / sizeof(float)), af = (int64_t)(as / sizeof(float));
+    for (int j = 0; j < nt; j += 4) {
+        const int T = nt - j < 4 ? nt - j : 4;
+        const float *xj = (const float *)(a + (size_t)j * as);
+        int r = 0;
+        for (; r + 4 <= nr; r += 4)
+            four[T - 1](n, s + j * ld + r, ld, (const float *)w + r * wf, wf, xj, af);
+        for (; r < nr; r++)
+            one[T - 1](n, s + j * ld + r, ld, (const float *)w + r * wf, wf, xj, af);
+    }
+}
+
 const cpulm_kernels cpulm_kernels_avx512 = {
     .name = "avx512",
     .vec_dot =
@@ -684,7 +928,7 @@ const cpulm_kernels cpulm_kernels_avx512 = {
             [CPULM_DTYPE_Q4_0] = vec_dot_q4_0_q8_0,
         },
     .to_float = {[CPULM_DTYPE_F16] = to_float_f16},
-    .gemm_rows = {[CPULM_DTYPE_F16] = gemm_rows_f16},
+    .gemm_rows = {[CPULM_DTYPE_F32] = gemm_rows_f32, [CPULM_DTYPE_F16] = gemm_rows_f16},
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
     .softmax = softmax,
