@@ -113,6 +113,26 @@ static void make_idx(int N, amx_idx *x) {
     }
 }
 
+/* s[n * lds + t] = acc[t * 4 + n] * qs[n], n < 4, t < 16: each vector of 4 keys x 4 rows
+ * to rows x keys, then the 4 x 4 transpose of the 128-bit lanes. */
+static inline void store4(const float *acc, const float *qs, float *s, int64_t lds) {
+    const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m512 y[4];
+    for (int c = 0; c < 4; c++)
+        y[c] = _mm512_permutexvar_ps(rows, _mm512_load_ps(acc + 16 * c));
+    const __m512 t0 = _mm512_shuffle_f32x4(y[0], y[1], 0x44),
+                 t1 = _mm512_shuffle_f32x4(y[0], y[1], 0xEE),
+                 t2 = _mm512_shuffle_f32x4(y[2], y[3], 0x44),
+                 t3 = _mm512_shuffle_f32x4(y[2], y[3], 0xEE);
+    _mm512_storeu_ps(s, _mm512_mul_ps(_mm512_shuffle_f32x4(t0, t2, 0x88), _mm512_set1_ps(qs[0])));
+    _mm512_storeu_ps(s + lds,
+                     _mm512_mul_ps(_mm512_shuffle_f32x4(t0, t2, 0xDD), _mm512_set1_ps(qs[1])));
+    _mm512_storeu_ps(s + 2 * lds,
+                     _mm512_mul_ps(_mm512_shuffle_f32x4(t1, t3, 0x88), _mm512_set1_ps(qs[2])));
+    _mm512_storeu_ps(s + 3 * lds,
+                     _mm512_mul_ps(_mm512_shuffle_f32x4(t1, t3, 0xDD), _mm512_set1_ps(qs[3])));
+}
+
 /* Scores of rows 0..N-1 (B tiles bh / bl, scales qs) x keys 0..15 at k: the blocks in order
  * into acc ([key][row], 16N floats), then s[n * lds + t] = acc[t][n] * qs[n]. ds: block b's
  * key scales at ds[b * KT]. */
@@ -143,6 +163,10 @@ static void keys16(int64_t nb, int N, const amx_idx *x, const int32_t *bh, const
                                                           _mm512_cvtepi32_ps(isum),
                                                           _mm512_load_ps(acc + 16 * c)));
         }
+    }
+    if (N == 4) { /* generation on a GQA-4 model: a transpose in registers */
+        store4(acc, qs, s, lds);
+        return;
     }
     for (int n = 0; n < N; n++)
         _mm512_storeu_ps(s + n * lds, _mm512_mul_ps(_mm512_i32gather_ps(x->row[n], acc, 4),
