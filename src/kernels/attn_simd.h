@@ -98,6 +98,34 @@ ASV_INLINE void x86q_block_scales(int64_t d, const uint8_t *x, uint64_t ld, int 
                              _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(h + e))));
     }
 }
+#if defined(__AVX512F__)
+/* x86q_block_scales by gathers, 16 keys a step (its scalar loop of 2-byte copies cost ~2
+ * cycles per key and block, called by both attn_q* ops of every tile); rows too far apart
+ * for 32-bit offsets take the scalar one. The lanes past n up to a multiple of 16 are 0.
+ * The tests' emulated avx512 build (SIMDe has no gathers) takes the scalar one too. */
+ASV_INLINE void x86q_block_scales512(int64_t d, const uint8_t *x, uint64_t ld, int n, size_t bs,
+                                     float *ds) {
+#if defined(CPULM_TESTS_EMU_SIMDE_AVX512_H)
+    x86q_block_scales(d, x, ld, n, bs, ds);
+#else
+    if (ld > ((uint64_t)1 << 24)) {
+        x86q_block_scales(d, x, ld, n, bs, ds);
+        return;
+    }
+    const __m512i off =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32((int)ld));
+    for (int64_t b = 0; b < d / 32; b++)
+        for (int j = 0; j < n; j += 16) {
+            const __mmask16 mk = (__mmask16)(n - j >= 16 ? 0xffff : (1u << (n - j)) - 1);
+            const __m512i h = _mm512_mask_i32gather_epi32(
+                _mm512_setzero_si512(), mk, _mm512_add_epi32(off, _mm512_set1_epi32(j * (int)ld)),
+                (const void *)(x + (size_t)b * bs), 1);
+            _mm512_storeu_ps(ds + b * ATT_QKT + j, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+        }
+#endif
+}
+#endif
 #endif /* __x86_64__ */
 #endif /* CPULM_KERNELS_ATTN_SIMD_H */
 

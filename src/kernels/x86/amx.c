@@ -52,11 +52,11 @@ typedef struct tile_config {
     uint8_t rows[16];
 } tile_config;
 
-static _Thread_local int tiles_rows; /* rows of the A and C tiles as configured; 0: none */
+_Thread_local int x86_amx_tiles; /* x86.h; here: rows of the A and C tiles as configured */
 
 /* m: tokens per A / C tile (TOK, or fewer for an MXFP4 token tail). */
 static void configure_tiles(int m) {
-    if (tiles_rows == m) return;
+    if (x86_amx_tiles == m) return;
     _Alignas(64) tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -72,7 +72,7 @@ static void configure_tiles(int m) {
      * unconfigured and the first tile instruction raised SIGILL). Here the operand is the
      * whole 64-byte block. */
     __asm__ volatile("ldtilecfg %0" : : "m"(c));
-    tiles_rows = m;
+    x86_amx_tiles = m;
 }
 
 enum { W_Q4_0, W_Q8_0, W_MXFP4 };
@@ -246,7 +246,7 @@ static void gemm_amx(int64_t n, int nt16, int tail, float *s, int64_t ld, const 
         a_src xt = x; /* the tail's rows */
         xt.q += (size_t)nt16 * stride, xt.dx += (size_t)nt16 * stride;
         float *st = s + (size_t)nt16 * (size_t)ld;
-        const int tail_first = tail && tiles_rows == tail; /* one LDTILECFG less */
+        const int tail_first = tail && x86_amx_tiles == tail; /* one LDTILECFG less */
         if (tail_first) tile_tail(&p, &xt, st, ld, tail);
         if (nt16) configure_tiles(TOK);
         for (int j = 0; j < nt16; j += TOK) {
@@ -546,6 +546,7 @@ static void gemm_mxfp4_x16(int64_t n, int nt, float *s, int64_t ld, const void *
 
 const cpulm_kernels cpulm_kernels_amx = {
     .name = "amx",
+    .attn_qscores = cpulm_amx_attn_qscores,
     .gemm_x16 =
         {
             [CPULM_DTYPE_Q8_0] = gemm_q8_0_x16,

@@ -23,6 +23,7 @@
 
 #define A512_INLINE static inline __attribute__((always_inline))
 #define KT          ATT_QKT
+#define VF_LD       64 /* floats per key in qpv's converted values (2 blocks) */
 
 static size_t block_bytes(int q4) {
     return q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
@@ -120,7 +121,7 @@ static void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q
                          const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
                          const uint8_t *next) {
     float ds[ATT_QWDIM / 32 * KT];
-    x86q_block_scales(d, k, ldk, n, block_bytes(Q4), ds);
+    x86q_block_scales512(d, k, ldk, n, block_bytes(Q4), ds);
     for (int i = 0; i < m; i += 4)
         scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, ds, s, lds, next);
 }
@@ -164,10 +165,12 @@ A512_INLINE void block_vals(const uint8_t *row, int64_t b, const int Q4, __m512 
 /* One pass: R rows x NB blocks (from block b0: columns b0 * 32 ..) over keys 0..n-1 in
  * order, o = fma(w, v, o); row r's weight for key j and block b0 + bb at
  * w[(r * nbt + b0 + bb) * KT + j]. SC: scale the rows by a[r] first (the call's first keys).
+ * Q4 = 2: the values are floats already, key j's blocks b0.. at vf + j * VF_LD (vf_fill).
  * R, NB, Q4, SC are constants at every call (pv_pass_any). Hints pf + j * ldv (pfn bytes). */
-A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, int64_t b0, int nbt, const float *w,
-                         const float *a, float *const orow[4], const uint8_t *pf, size_t pfn,
-                         const int R, const int NB, const int Q4, const int SC) {
+A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, const float *vf, int64_t b0,
+                         int nbt, const float *w, const float *a, float *const orow[4],
+                         const uint8_t *pf, size_t pfn, const int R, const int NB, const int Q4,
+                         const int SC) {
     __m512 acc[4][4];
     for (int r = 0; r < R; r++)
         for (int h = 0; h < 2 * NB; h++) {
@@ -179,7 +182,12 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, int64_t b0, int 
         if (pf) att_hint_row(pf + (uint64_t)j * ldv, pfn);
         __m512 val[4];
         for (int bb = 0; bb < NB; bb++)
-            block_vals(v + (uint64_t)j * ldv, b0 + bb, Q4, &val[2 * bb], &val[2 * bb + 1]);
+            if (Q4 == 2) {
+                val[2 * bb] = _mm512_loadu_ps(vf + j * VF_LD + bb * 32);
+                val[2 * bb + 1] = _mm512_loadu_ps(vf + j * VF_LD + bb * 32 + 16);
+            } else {
+                block_vals(v + (uint64_t)j * ldv, b0 + bb, Q4, &val[2 * bb], &val[2 * bb + 1]);
+            }
         for (int r = 0; r < R; r++)
             for (int bb = 0; bb < NB; bb++) {
                 const __m512 wj = _mm512_set1_ps(w[(r * nbt + b0 + bb) * KT + j]);
@@ -193,7 +201,7 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, int64_t b0, int 
             _mm512_storeu_ps(orow[r] + b0 * 32 + h * 16, acc[r][h]);
 }
 
-#define PV(R, NB, Q4, SC) pv_pass(n, v, ldv, b0, nbt, w, a, orow, pf, pfn, R, NB, Q4, SC)
+#define PV(R, NB, Q4, SC) pv_pass(n, v, ldv, vf, b0, nbt, w, a, orow, pf, pfn, R, NB, Q4, SC)
 #define PV_R(NB, Q4, SC)               \
     switch (R) {                       \
     case 4: PV(4, NB, Q4, SC); break;  \
@@ -202,16 +210,18 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, int64_t b0, int 
     default: PV(1, NB, Q4, SC); break; \
     }
 #define PV_Q(NB, SC)    \
-    if (q4) {           \
+    if (q4 == 2) {      \
+        PV_R(NB, 2, SC) \
+    } else if (q4) {    \
         PV_R(NB, 1, SC) \
     } else {            \
         PV_R(NB, 0, SC) \
     }
 
-/* pv_pass with its constants chosen here, once per pass. */
+/* pv_pass with its constants chosen here, once per pass (q4 2: values from vf). */
 static void pv_pass_any(int R, int nb, int q4, int sc, int n, const uint8_t *v, uint64_t ldv,
-                        int64_t b0, int nbt, const float *w, const float *a, float *const orow[4],
-                        const uint8_t *pf, size_t pfn) {
+                        const float *vf, int64_t b0, int nbt, const float *w, const float *a,
+                        float *const orow[4], const uint8_t *pf, size_t pfn) {
     if (nb == 2) {
         if (sc) PV_Q(2, 1) else PV_Q(2, 0)
     } else {
@@ -222,17 +232,18 @@ static void pv_pass_any(int R, int nb, int q4, int sc, int n, const uint8_t *v, 
 #undef PV_R
 #undef PV
 
-/* Rows i.. (R <= 4) x keys j0.. (nk <= KT): the weights p * dv once, then passes of up to 2
- * blocks (4 registers per row) over the keys; the first pass of the first rows hints next. */
-static void qpv_rows(int64_t d, int q4, int i, int R, int j0, int nk, const float *p, int64_t ldp,
-                     const uint8_t *v, uint64_t ldv, const float *dv, const float *a, float *o,
-                     int64_t ldo, const uint8_t *next) {
+/* Rows i.. (R <= 4) x keys j0.. (nk <= KT) x blocks [bs, be): the weights p * dv once, then
+ * passes of up to 2 blocks (4 registers per row) over the keys; the first pass of the first
+ * rows hints next. vf (or NULL): the keys' blocks bs..bs+1 as floats (vf_fill; be <= bs + 2). */
+static void qpv_rows(int64_t d, int q4, int i, int R, int j0, int nk, int bs, int be,
+                     const float *p, int64_t ldp, const uint8_t *v, uint64_t ldv, const float *vf,
+                     const float *dv, const float *a, float *o, int64_t ldo, const uint8_t *next) {
     const int nbt = (int)(d / 32);
     float w[4 * ATT_QWDIM / 32 * KT];
     float *orow[4];
     for (int r = 0; r < R; r++) {
         const float *pr = p + (int64_t)(i + r) * ldp + j0;
-        for (int b = 0; b < nbt; b++) {
+        for (int b = bs; b < be; b++) {
             float *wb = w + (r * nbt + b) * KT;
             const float *db = dv + b * KT;
             int j = 0;
@@ -249,11 +260,22 @@ static void qpv_rows(int64_t d, int q4, int i, int R, int j0, int nk, const floa
         orow[r] = o + (int64_t)(i + r) * ldo;
     }
     const size_t pfn = (size_t)nbt * block_bytes(q4);
-    for (int b0 = 0; b0 < nbt; b0 += 2) {
+    for (int b0 = bs; b0 < be; b0 += 2) {
         const uint8_t *pf = next && i == 0 && b0 == 0 ? next + (uint64_t)j0 * ldv : NULL;
-        pv_pass_any(R, nbt - b0 < 2 ? 1 : 2, q4, j0 == 0, nk, v + (uint64_t)j0 * ldv, ldv, b0, nbt,
-                    w, a + i, orow, pf, pfn);
+        pv_pass_any(R, be - b0 < 2 ? 1 : 2, vf ? 2 : q4, j0 == 0, nk, v + (uint64_t)j0 * ldv, ldv,
+                    vf, b0, nbt, w, a + i, orow, pf, pfn);
     }
+}
+
+/* Keys 0..nk-1's blocks b0..b0+nb-1 (nb <= 2) as floats: key j's at vf + j * VF_LD. */
+static void vf_fill(const uint8_t *v, uint64_t ldv, int nk, int b0, int nb, int q4, float *vf) {
+    for (int j = 0; j < nk; j++)
+        for (int bb = 0; bb < nb; bb++) {
+            __m512 x0, x1;
+            block_vals(v + (uint64_t)j * ldv, b0 + bb, q4, &x0, &x1);
+            _mm512_storeu_ps(vf + j * VF_LD + bb * 32, x0);
+            _mm512_storeu_ps(vf + j * VF_LD + bb * 32 + 16, x1);
+        }
 }
 
 void cpulm_avx512_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
@@ -264,13 +286,26 @@ void cpulm_avx512_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float 
         cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
         return;
     }
-    const int q4 = vt == CPULM_DTYPE_Q4_0;
+    const int q4 = vt == CPULM_DTYPE_Q4_0, nbt = (int)(d / 32);
     float dv[ATT_QWDIM / 32 * KT];
     for (int j0 = 0; j0 < n; j0 += KT) { /* o *= a rides in the first keys' passes */
         const int nk = n - j0 < KT ? n - j0 : KT;
-        x86q_block_scales(d, v + (uint64_t)j0 * ldv, ldv, nk, block_bytes(q4), dv);
-        for (int i = 0; i < m; i += 4)
-            qpv_rows(d, q4, i, m - i < 4 ? m - i : 4, j0, nk, p, ldp, v, ldv, dv, a, o, ldo, next);
+        const uint8_t *vj = v + (uint64_t)j0 * ldv;
+        x86q_block_scales512(d, vj, ldv, nk, block_bytes(q4), dv);
+        if (m <= 4) { /* one group of rows: the values converted in its passes */
+            qpv_rows(d, q4, 0, m, j0, nk, 0, nbt, p, ldp, v, ldv, NULL, dv, a, o, ldo, next);
+            continue;
+        }
+        /* more: each pair of blocks converted once for all the rows (int8 -> f32 was a
+         * third of the pass's work when every group of 4 rows converted it again) */
+        float vf[KT * VF_LD];
+        for (int b0 = 0; b0 < nbt; b0 += 2) {
+            const int be = nbt - b0 < 2 ? nbt : b0 + 2;
+            vf_fill(vj, ldv, nk, b0, be - b0, q4, vf);
+            for (int i = 0; i < m; i += 4)
+                qpv_rows(d, q4, i, m - i < 4 ? m - i : 4, j0, nk, b0, be, p, ldp, v, ldv, vf, dv, a,
+                         o, ldo, next);
+        }
     }
 }
 #endif

@@ -20,6 +20,14 @@
 #define X86_DECLARE_AVX512(ID, name, ret, params, group) ret cpulm_avx512_##name params;
 CPULM_KERNEL_OPS(X86_DECLARE_AVX2)
 CPULM_KERNEL_OPS(X86_DECLARE_AVX512)
+/* the amx level's own attention op (amx_attn.c) */
+void cpulm_amx_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                            int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+                            int64_t lds, const uint8_t *next);
+/* The tile configuration this thread has loaded (amx.c): 0 none, 1..16 the GEMM's (its
+ * rows), X86_AMX_ATTN + N amx_attn.c's for N query rows. Whoever loads another sets it. */
+extern _Thread_local int x86_amx_tiles;
+#define X86_AMX_ATTN 100
 
 /* ---- reductions ---- */
 

@@ -1,0 +1,243 @@
+/* amx_attn.c: the amx level's attn_qscores (contract in kernels.h) on a Q8_0 cache: the
+ * integer block dots on int8 tiles, straight from the cache rows. Built with the amx flags
+ * and reached only through cpulm_kernels_amx (amx.c's table); attn_softmaxz / attn_qpv and
+ * Q4_0 caches stay the avx512 ones.
+ *
+ * Why: generation at depth is one query row per head (4 per KV head on a GQA-4 model)
+ * against every cached key; on AVX-512 each key block's dot is a 16-lane int32 vector that
+ * needs its own reduction tree (~2 shuffles per row, key and block, all on one port), so the
+ * score ran ~20x under the int8 rate. A tile needs no reduction: TDPB*D sums the 32 products
+ * of one block into one int32 per (key, row).
+ *
+ * The query stays int16 (the contract): q = 256 * hi + lo with hi = q >> 8 signed and lo =
+ * q & 255 unsigned, so a block's exact dot is 256 * (k . hi) + (k . lo): TDPBSSD (signed keys
+ * x signed hi) and TDPBSUD (signed keys x unsigned lo) into two int32 tiles, |k . hi| <=
+ * 32 * 128 * 128 and |k . lo| <= 32 * 128 * 255, so both and the sum are exact (the sum is
+ * the generic isum, |isum| <= 32 * 128 * 32767 < 2^31). A = 16 keys' quants of block b,
+ * loaded in place with the cache row stride (no copy, no transpose); B = the block's hi or
+ * lo bytes of N <= 16 query rows, 4 per lane (made once per call); C = 16 keys x N rows.
+ * The float steps per (row, key) then run in block order as the contract says: acc =
+ * fma(dk, (float)isum, acc) from 0, s = acc * qs. So the level gives the generic bits.
+ *
+ * Keys past the last whole 16 of a call go to the avx512 op (the same bits per score): a
+ * tile load of 16 rows would read past the cache's last row.
+ */
+#if defined(__x86_64__)
+#include <string.h>
+
+#include "format/quant.h"
+#include "kernels/attn_simd.h"
+#include "x86.h"
+
+#define KT   ATT_QKT /* keys per pass (their block scales) */
+#define KEYS 16      /* keys per A tile */
+#define NB   (ATT_QWDIM / 32)
+
+/* Tile registers (literals after one macro expansion: the intrinsics paste them). */
+#define T_A                 0
+#define T_BH                1
+#define T_BL                2
+#define T_CH                3
+#define T_CL                4
+#define T_A1                5
+#define T_CH1               6
+#define T_CL1               7
+#define TILE_LOAD(t, p, s)  _tile_loadd(t, p, s)
+#define TILE_STORE(t, p, s) _tile_stored(t, p, s)
+#define TILE_ZERO(t)        _tile_zero(t)
+#define TILE_SS(c, a, b)    _tile_dpbssd(c, a, b)
+#define TILE_SU(c, a, b)    _tile_dpbsud(c, a, b)
+
+typedef struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+/* The tiles for N query rows: A 16 keys x 32 bytes, B 8 x 4N bytes, C 16 x N int32.
+ * x86_amx_tiles (x86.h) tells amx.c's GEMM the tiles are not its own. */
+static void configure(int N) {
+    if (x86_amx_tiles == X86_AMX_ATTN + N) return;
+    _Alignas(64) amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    c.rows[T_A] = c.rows[T_A1] = KEYS, c.colsb[T_A] = c.colsb[T_A1] = 32;
+    c.rows[T_BH] = c.rows[T_BL] = 8, c.colsb[T_BH] = c.colsb[T_BL] = (uint16_t)(4 * N);
+    c.rows[T_CH] = c.rows[T_CL] = c.rows[T_CH1] = c.rows[T_CL1] = KEYS;
+    c.colsb[T_CH] = c.colsb[T_CL] = c.colsb[T_CH1] = c.colsb[T_CL1] = (uint16_t)(4 * N);
+    __asm__ volatile("ldtilecfg %0" : : "m"(c)); /* the whole block as operand (amx.c) */
+    x86_amx_tiles = X86_AMX_ATTN + N;
+}
+
+/* B tiles of rows q16 + n * ldq, n < N, every block: bh[b][r][n] = the 4 hi bytes of
+ * elements b * 32 + 4r .. + 3 of row n (bl: lo bytes), as 8N dwords per block. */
+static void make_b(int64_t nb, int N, const int16_t *q16, int64_t ldq, int32_t *bh, int32_t *bl) {
+    _Alignas(64) int32_t th[16 * 8], tl[16 * 8]; /* [n][8 dwords] of one block */
+    _Alignas(64) int32_t idx[128];               /* B position p: dword (p % N) * 8 + p / N */
+    for (int p = 0; p < 8 * N; p++)
+        idx[p] = (p % N) * 8 + p / N;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int n = 0; n < N; n++) {
+            const __m512i q = _mm512_loadu_si512((const void *)(q16 + n * ldq + b * 32));
+            _mm256_store_si256((__m256i *)(th + 8 * n),
+                               _mm512_cvtepi16_epi8(_mm512_srai_epi16(q, 8)));
+            _mm256_store_si256((__m256i *)(tl + 8 * n),
+                               _mm512_cvtepi16_epi8(_mm512_and_si512(q, _mm512_set1_epi16(255))));
+        }
+        for (int p = 0; p < 8 * N; p += 16) {
+            const __mmask16 mk = (__mmask16)(8 * N - p >= 16 ? 0xffff : (1u << (8 * N - p)) - 1);
+            const __m512i ix = _mm512_maskz_loadu_epi32(mk, idx + p);
+            _mm512_mask_storeu_epi32(bh + b * 8 * N + p, mk,
+                                     _mm512_mask_i32gather_epi32(ix, mk, ix, th, 4));
+            _mm512_mask_storeu_epi32(bl + b * 8 * N + p, mk,
+                                     _mm512_mask_i32gather_epi32(ix, mk, ix, tl, 4));
+        }
+    }
+}
+
+/* Per N: the [key][row] layout's index vectors (16N elements, 16 per vector). */
+typedef struct amx_idx {
+    __m512i key[16]; /* vector c, lane l: the key of element 16c + l, (16c + l) / N */
+    __m512i row[16]; /* row n's 16 keys: elements t * N + n */
+} amx_idx;
+
+static void make_idx(int N, amx_idx *x) {
+    _Alignas(64) int32_t v[16];
+    for (int c = 0; c < N; c++) {
+        for (int l = 0; l < 16; l++)
+            v[l] = (16 * c + l) / N;
+        x->key[c] = _mm512_load_si512(v);
+        for (int t = 0; t < 16; t++)
+            v[t] = t * N + c;
+        x->row[c] = _mm512_load_si512(v);
+    }
+}
+
+/* s[n * lds + t] = acc[t * 4 + n] * qs[n], n < 4, t < 16: each vector of 4 keys x 4 rows
+ * to rows x keys, then the 4 x 4 transpose of the 128-bit lanes. */
+static inline void store4(const float *acc, const float *qs, float *s, int64_t lds) {
+    const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m512 y[4];
+    for (int c = 0; c < 4; c++)
+        y[c] = _mm512_permutexvar_ps(rows, _mm512_load_ps(acc + 16 * c));
+    const __m512 t0 = _mm512_shuffle_f32x4(y[0], y[1], 0x44),
+                 t1 = _mm512_shuffle_f32x4(y[0], y[1], 0xEE),
+                 t2 = _mm512_shuffle_f32x4(y[2], y[3], 0x44),
+                 t3 = _mm512_shuffle_f32x4(y[2], y[3], 0xEE);
+    _mm512_storeu_ps(s, _mm512_mul_ps(_mm512_shuffle_f32x4(t0, t2, 0x88), _mm512_set1_ps(qs[0])));
+    _mm512_storeu_ps(s + lds,
+                     _mm512_mul_ps(_mm512_shuffle_f32x4(t0, t2, 0xDD), _mm512_set1_ps(qs[1])));
+    _mm512_storeu_ps(s + 2 * lds,
+                     _mm512_mul_ps(_mm512_shuffle_f32x4(t1, t3, 0x88), _mm512_set1_ps(qs[2])));
+    _mm512_storeu_ps(s + 3 * lds,
+                     _mm512_mul_ps(_mm512_shuffle_f32x4(t1, t3, 0xDD), _mm512_set1_ps(qs[3])));
+}
+
+/* s[n * lds + t] = acc[t * 16 + n] * qs[n], n, t < 16: the 16 x 16 transpose in registers
+ * (pairs of keys, then of pairs, then 128-bit lanes). */
+static inline void store16(const float *acc, const float *qs, float *s, int64_t lds) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        const __m512 a = _mm512_load_ps(acc + 16 * i), b = _mm512_load_ps(acc + 16 * (i + 1));
+        t[i] = _mm512_unpacklo_ps(a, b);
+        t[i + 1] = _mm512_unpackhi_ps(a, b);
+    }
+    for (int i = 0; i < 16; i += 4) { /* u[i + x], lane L: row 4L + x, keys i..i+3 */
+        const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+        const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+        u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    for (int x = 0; x < 4; x++) {
+        const __m512 va = _mm512_shuffle_f32x4(u[x], u[4 + x], 0x44);
+        const __m512 vb = _mm512_shuffle_f32x4(u[x], u[4 + x], 0xEE);
+        const __m512 wa = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0x44);
+        const __m512 wb = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0xEE);
+        const __m512 r[4] = {_mm512_shuffle_f32x4(va, wa, 0x88), _mm512_shuffle_f32x4(va, wa, 0xDD),
+                             _mm512_shuffle_f32x4(vb, wb, 0x88),
+                             _mm512_shuffle_f32x4(vb, wb, 0xDD)};
+        for (int L = 0; L < 4; L++) {
+            const int n = 4 * L + x;
+            _mm512_storeu_ps(s + n * lds, _mm512_mul_ps(r[L], _mm512_set1_ps(qs[n])));
+        }
+    }
+}
+
+/* Scores of rows 0..N-1 (B tiles bh / bl, scales qs) x keys 0..15 at k: the blocks in order
+ * into acc ([key][row], 16N floats), then s[n * lds + t] = acc[t][n] * qs[n]. ds: block b's
+ * key scales at ds[b * KT]. */
+static void keys16(int64_t nb, int N, const amx_idx *x, const int32_t *bh, const int32_t *bl,
+                   const float *qs, const uint8_t *k, uint64_t ldk, const float *ds, float *s,
+                   int64_t lds) {
+    _Alignas(64) int32_t ch[KEYS * 16], cl[KEYS * 16];
+    _Alignas(64) float acc[KEYS * 16];
+    const int ldc = 4 * N;
+    for (int c = 0; c < N; c++)
+        _mm512_store_ps(acc + 16 * c, _mm512_setzero_ps());
+    for (int64_t b = 0; b < nb; b++) {
+        TILE_LOAD(T_A, k + b * (int64_t)sizeof(cpulm_block_q8_0) + 2, (long)ldk);
+        TILE_LOAD(T_BH, bh + b * 8 * N, ldc);
+        TILE_LOAD(T_BL, bl + b * 8 * N, ldc);
+        TILE_ZERO(T_CH);
+        TILE_ZERO(T_CL);
+        TILE_SS(T_CH, T_A, T_BH);
+        TILE_SU(T_CL, T_A, T_BL);
+        TILE_STORE(T_CH, ch, ldc);
+        TILE_STORE(T_CL, cl, ldc);
+        const __m512 dk = _mm512_loadu_ps(ds + b * KT);
+        for (int c = 0; c < N; c++) {
+            const __m512i isum =
+                _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(ch + 16 * c), 8),
+                                 _mm512_load_si512(cl + 16 * c));
+            _mm512_store_ps(acc + 16 * c, _mm512_fmadd_ps(_mm512_permutexvar_ps(x->key[c], dk),
+                                                          _mm512_cvtepi32_ps(isum),
+                                                          _mm512_load_ps(acc + 16 * c)));
+        }
+    }
+    if (N == 4 || N == 16) { /* generation on a GQA-4 model; full groups of a prompt */
+        (N == 4 ? store4 : store16)(acc, qs, s, lds);
+        return;
+    }
+    for (int n = 0; n < N; n++)
+        _mm512_storeu_ps(s + n * lds, _mm512_mul_ps(_mm512_i32gather_ps(x->row[n], acc, 4),
+                                                    _mm512_set1_ps(qs[n])));
+}
+
+void cpulm_amx_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                            int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+                            int64_t lds, const uint8_t *next) {
+    if (kt != CPULM_DTYPE_Q8_0 || d % 32 != 0 || d > ATT_QWDIM || n < KEYS) {
+        cpulm_avx512_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
+        return;
+    }
+    const int64_t nb = d / 32;
+    const size_t rb = (size_t)nb * sizeof(cpulm_block_q8_0);
+    _Alignas(64) int32_t bh[NB * 8 * 16], bl[NB * 8 * 16];
+    float ds[NB * KT];
+    amx_idx x;
+    for (int j = 0; j < n; j += KT) {
+        const int nk = n - j < KT ? n - j : KT, n16 = nk / KEYS * KEYS;
+        const uint8_t *kj = k + (uint64_t)j * ldk;
+        x86q_block_scales512(d, kj, ldk, nk, sizeof(cpulm_block_q8_0), ds);
+        for (int i = 0; i < m; i += 16) {
+            const int N = m - i < 16 ? m - i : 16;
+            make_b(nb, N, q16 + i * ldq, ldq, bh, bl);
+            make_idx(N, &x);
+            configure(N);
+            for (int t = 0; t < n16; t += KEYS) {
+                if (i == 0 && next)
+                    for (int u = 0; u < KEYS; u++)
+                        att_hint_row(next + (uint64_t)(j + t + u) * ldk, rb);
+                keys16(nb, N, &x, bh, bl, qs + i, kj + (uint64_t)t * ldk, ldk, ds + t,
+                       s + i * lds + j + t, lds);
+            }
+        }
+        if (n16 < nk)
+            cpulm_avx512_attn_qscores(d, kt, m, nk - n16, q16, ldq, qs, kj + (uint64_t)n16 * ldk,
+                                      ldk, s + j + n16, lds,
+                                      next ? next + (uint64_t)(j + n16) * ldk : NULL);
+    }
+}
+#endif
