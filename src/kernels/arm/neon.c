@@ -12,6 +12,7 @@
 #if defined(__aarch64__)
 #include "arm.h"
 #include "neon_dnet.h"
+#include "kernels/rows.h"
 
 /* ---- quantized dots ---- */
 
@@ -479,44 +480,23 @@ ARM_INLINE void frows_block(int R, int T, int64_t n, float *s, int64_t ld, const
                 acc[p][q] =
                     vaddq_f32(vaddq_f32(acc[p][q], a2[p][q]), vaddq_f32(a1[p][q], a3[p][q]));
     }
-    float v[4] = {0}; /* pair (r, t) at 2r + t; the tails' chains side by side */
+    float v[4] = {0}; /* pair (r, t) at 2r + t */
     for (int t = 0; t < T; t++)
         for (int r = 0; r < R; r++)
             v[2 * r + t] = reduce16(acc[2 * r + t]);
-    for (int64_t i = np; i < n; i++)
-        for (int t = 0; t < T; t++)
-            for (int r = 0; r < R; r++)
-                v[2 * r + t] = fmaf(w[r * ws + i], x[t * xs + i], v[2 * r + t]);
-    for (int t = 0; t < T; t++)
-        for (int r = 0; r < R; r++)
-            s[t * ld + r] = v[2 * r + t];
+    cpulm_frows2_end(R, T, np, n, v, w, ws, x, xs, s, ld);
 }
 
-#define FROWS_SHAPE(R, T)                                                                    \
-    static void frows_##R##x##T(int64_t n, float *s, int64_t ld, const float *w, int64_t ws, \
-                                const float *x, int64_t xs) {                                \
-        frows_block(R, T, n, s, ld, w, ws, x, xs);                                           \
-    }
-FROWS_SHAPE(2, 1)
-FROWS_SHAPE(2, 2)
-FROWS_SHAPE(1, 1)
-FROWS_SHAPE(1, 2)
+CPULM_FROWS_SHAPE(frows, frows_block, 2, 1)
+CPULM_FROWS_SHAPE(frows, frows_block, 2, 2)
+CPULM_FROWS_SHAPE(frows, frows_block, 1, 1)
+CPULM_FROWS_SHAPE(frows, frows_block, 1, 2)
 
-/* Rows and strides in floats: F32 rows are 4-byte aligned (gguf and the activations). */
 static void gemm_rows_f32(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                           uint64_t ws, const uint8_t *a, uint64_t as) {
-    const int64_t wf = (int64_t)(ws / sizeof(float)), af = (int64_t)(as / sizeof(float));
-    for (int j = 0; j < nt; j += 2) {
-        const int two = nt - j >= 2;
-        const float *xj = (const float *)(a + (size_t)j * as);
-        int r = 0;
-        for (; r + 2 <= nr; r += 2)
-            (two ? frows_2x2 : frows_2x1)(n, s + j * ld + r, ld, (const float *)w + r * wf, wf, xj,
-                                          af);
-        for (; r < nr; r++)
-            (two ? frows_1x2 : frows_1x1)(n, s + j * ld + r, ld, (const float *)w + r * wf, wf, xj,
-                                          af);
-    }
+    static const cpulm_rows_block_fn two[2] = {frows_2x1, frows_2x2};
+    static const cpulm_rows_block_fn one[2] = {frows_1x1, frows_1x2};
+    cpulm_rows_drive(two, one, 2, 2, n, nr, nt, s, ld, w, ws, a, as);
 }
 
 /* ---- multi-row F16 dots (gemm_rows): 4 weight rows x 4 activation rows ----
@@ -586,42 +566,13 @@ ARM_INLINE void rows_block(int R, int T, int64_t n, float *s, int64_t ld, const 
     NROWS_OUT(3);
 }
 
-#define NROWS_SHAPE(R, T)                                                                      \
-    static void rows_##R##x##T(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws, \
-                               const uint8_t *a, uint64_t as) {                                \
-        rows_block(R, T, n, s, ld, w, ws, a, as);                                              \
-    }
-NROWS_SHAPE(4, 1)
-NROWS_SHAPE(4, 2)
-NROWS_SHAPE(4, 3)
-NROWS_SHAPE(4, 4)
-NROWS_SHAPE(1, 1)
-NROWS_SHAPE(1, 2)
-NROWS_SHAPE(1, 3)
-NROWS_SHAPE(1, 4)
-
-typedef void (*rows_fn)(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws,
-                        const uint8_t *a, uint64_t as);
-
-/* Activation rows in groups of up to 4, each against the weight rows 4 at a time. */
-static void gemm_rows(const rows_fn four[4], const rows_fn one[4], int64_t n, int nr, int nt,
-                      float *s, int64_t ld, const void *w, uint64_t ws, const uint8_t *a,
-                      uint64_t as) {
-    for (int j = 0; j < nt; j += 4) {
-        const int T = nt - j < 4 ? nt - j : 4;
-        int r = 0;
-        for (; r + 4 <= nr; r += 4)
-            four[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
-        for (; r < nr; r++)
-            one[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
-    }
-}
+CPULM_ROWS_SHAPES4(CPULM_ROWS_SHAPE, rows, rows_block, 4)
 
 static void gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                           uint64_t ws, const uint8_t *a, uint64_t as) {
-    static const rows_fn four[4] = {rows_4x1, rows_4x2, rows_4x3, rows_4x4};
-    static const rows_fn one[4] = {rows_1x1, rows_1x2, rows_1x3, rows_1x4};
-    gemm_rows(four, one, n, nr, nt, s, ld, w, ws, a, as);
+    static const cpulm_rows_block_fn four[4] = {rows_4x1, rows_4x2, rows_4x3, rows_4x4};
+    static const cpulm_rows_block_fn one[4] = {rows_1x1, rows_1x2, rows_1x3, rows_1x4};
+    cpulm_rows_drive(four, one, 4, 4, n, nr, nt, s, ld, w, ws, a, as);
 }
 
 /* The sum of squares stays sequential in double (canonical); only the scaling is vector. */

@@ -13,6 +13,7 @@
 
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
+#include "kernels/rows.h"
 #include "x86_dnet.h"
 #include "x86.h"
 
@@ -1148,44 +1149,23 @@ static inline __attribute__((always_inline)) void frows2_block(int R, int T, int
                 acc[p][h] = _mm256_add_ps(_mm256_add_ps(acc[p][h], a2[p][h]),
                                           _mm256_add_ps(a1[p][h], a3[p][h]));
     }
-    float v[4] = {0}; /* pair (r, t) at 2r + t; the tails' chains side by side */
+    float v[4] = {0}; /* pair (r, t) at 2r + t */
     for (int t = 0; t < T; t++)
         for (int r = 0; r < R; r++)
             v[2 * r + t] = x86_reduce16_256(acc[2 * r + t][0], acc[2 * r + t][1]);
-    for (int64_t i = np; i < n; i++)
-        for (int t = 0; t < T; t++)
-            for (int r = 0; r < R; r++)
-                v[2 * r + t] = fmaf(w[r * ws + i], x[t * xs + i], v[2 * r + t]);
-    for (int t = 0; t < T; t++)
-        for (int r = 0; r < R; r++)
-            s[t * ld + r] = v[2 * r + t];
+    cpulm_frows2_end(R, T, np, n, v, w, ws, x, xs, s, ld);
 }
 
-#define FROWS2_SHAPE(R, T)                                                                    \
-    static void frows2_##R##x##T(int64_t n, float *s, int64_t ld, const float *w, int64_t ws, \
-                                 const float *x, int64_t xs) {                                \
-        frows2_block(R, T, n, s, ld, w, ws, x, xs);                                           \
-    }
-FROWS2_SHAPE(2, 1)
-FROWS2_SHAPE(2, 2)
-FROWS2_SHAPE(1, 1)
-FROWS2_SHAPE(1, 2)
+CPULM_FROWS_SHAPE(frows2, frows2_block, 2, 1)
+CPULM_FROWS_SHAPE(frows2, frows2_block, 2, 2)
+CPULM_FROWS_SHAPE(frows2, frows2_block, 1, 1)
+CPULM_FROWS_SHAPE(frows2, frows2_block, 1, 2)
 
-/* Rows and strides in floats: F32 rows are 4-byte aligned (gguf and the activations). */
 static void gemm_rows_f32(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                           uint64_t ws, const uint8_t *a, uint64_t as) {
-    const int64_t wf = (int64_t)(ws / sizeof(float)), af = (int64_t)(as / sizeof(float));
-    for (int j = 0; j < nt; j += 2) {
-        const int two = nt - j >= 2;
-        const float *xj = (const float *)(a + (size_t)j * as);
-        int r = 0;
-        for (; r + 2 <= nr; r += 2)
-            (two ? frows2_2x2 : frows2_2x1)(n, s + j * ld + r, ld, (const float *)w + r * wf, wf,
-                                            xj, af);
-        for (; r < nr; r++)
-            (two ? frows2_1x2 : frows2_1x1)(n, s + j * ld + r, ld, (const float *)w + r * wf, wf,
-                                            xj, af);
-    }
+    static const cpulm_rows_block_fn two[2] = {frows2_2x1, frows2_2x2};
+    static const cpulm_rows_block_fn one[2] = {frows2_1x1, frows2_1x2};
+    cpulm_rows_drive(two, one, 2, 2, n, nr, nt, s, ld, w, ws, a, as);
 }
 
 /* ---- multi-row F16 dots (gemm_rows): 2 weight rows x 4 activation rows ----
@@ -1255,42 +1235,13 @@ static inline __attribute__((always_inline)) void rows2_block(int R, int T, int6
     ROWS2_OUT(1);
 }
 
-#define ROWS2_SHAPE(R, T)                                                                       \
-    static void rows2_##R##x##T(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws, \
-                                const uint8_t *a, uint64_t as) {                                \
-        rows2_block(R, T, n, s, ld, w, ws, a, as);                                              \
-    }
-ROWS2_SHAPE(2, 1)
-ROWS2_SHAPE(2, 2)
-ROWS2_SHAPE(2, 3)
-ROWS2_SHAPE(2, 4)
-ROWS2_SHAPE(1, 1)
-ROWS2_SHAPE(1, 2)
-ROWS2_SHAPE(1, 3)
-ROWS2_SHAPE(1, 4)
-
-typedef void (*rows2_fn)(int64_t n, float *s, int64_t ld, const uint8_t *w, uint64_t ws,
-                         const uint8_t *a, uint64_t as);
-
-/* Activation rows in groups of up to 4, each against the weight rows 2 at a time. */
-static void gemm_rows2(const rows2_fn two[4], const rows2_fn one[4], int64_t n, int nr, int nt,
-                       float *s, int64_t ld, const void *w, uint64_t ws, const uint8_t *a,
-                       uint64_t as) {
-    for (int j = 0; j < nt; j += 4) {
-        const int T = nt - j < 4 ? nt - j : 4;
-        int r = 0;
-        for (; r + 2 <= nr; r += 2)
-            two[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
-        if (r < nr)
-            one[T - 1](n, s + j * ld + r, ld, (const uint8_t *)w + r * ws, ws, a + j * as, as);
-    }
-}
+CPULM_ROWS_SHAPES4(CPULM_ROWS_SHAPE, rows2, rows2_block, 2)
 
 static void gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                           uint64_t ws, const uint8_t *a, uint64_t as) {
-    static const rows2_fn two[4] = {rows2_2x1, rows2_2x2, rows2_2x3, rows2_2x4};
-    static const rows2_fn one[4] = {rows2_1x1, rows2_1x2, rows2_1x3, rows2_1x4};
-    gemm_rows2(two, one, n, nr, nt, s, ld, w, ws, a, as);
+    static const cpulm_rows_block_fn two[4] = {rows2_2x1, rows2_2x2, rows2_2x3, rows2_2x4};
+    static const cpulm_rows_block_fn one[4] = {rows2_1x1, rows2_1x2, rows2_1x3, rows2_1x4};
+    cpulm_rows_drive(two, one, 2, 4, n, nr, nt, s, ld, w, ws, a, as);
 }
 
 const cpulm_kernels cpulm_kernels_avx2 = {

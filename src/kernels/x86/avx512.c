@@ -12,6 +12,7 @@
 #include "x86_dnet.h"
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
+#include "kernels/rows.h"
 #include "kernels/attn_simd.h"
 #include "x86.h"
 
@@ -883,38 +884,13 @@ static inline __attribute__((always_inline)) void frows_block(int R, int T, int6
             s[t * ld + r] = sum[4 * t + r];
 }
 
-#define FROWS_SHAPE(R, T)                                                                    \
-    static void frows_##R##x##T(int64_t n, float *s, int64_t ld, const float *w, int64_t ws, \
-                                const float *x, int64_t xs) {                                \
-        frows_block(R, T, n, s, ld, w, ws, x, xs);                                           \
-    }
-FROWS_SHAPE(4, 1)
-FROWS_SHAPE(4, 2)
-FROWS_SHAPE(4, 3)
-FROWS_SHAPE(4, 4)
-FROWS_SHAPE(1, 1)
-FROWS_SHAPE(1, 2)
-FROWS_SHAPE(1, 3)
-FROWS_SHAPE(1, 4)
+CPULM_ROWS_SHAPES4(CPULM_FROWS_SHAPE, frows, frows_block, 4)
 
-typedef void (*frows_fn)(int64_t n, float *s, int64_t ld, const float *w, int64_t ws,
-                         const float *x, int64_t xs);
-
-/* Rows and strides in floats: F32 rows are 4-byte aligned (gguf and the activations). */
 static void gemm_rows_f32(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                           uint64_t ws, const uint8_t *a, uint64_t as) {
-    static const frows_fn four[4] = {frows_4x1, frows_4x2, frows_4x3, frows_4x4};
-    static const frows_fn one[4] = {frows_1x1, frows_1x2, frows_1x3, frows_1x4};
-    const int64_t wf = (int64_t)(ws / sizeof(float)), af = (int64_t)(as / sizeof(float));
-    for (int j = 0; j < nt; j += 4) {
-        const int T = nt - j < 4 ? nt - j : 4;
-        const float *xj = (const float *)(a + (size_t)j * as);
-        int r = 0;
-        for (; r + 4 <= nr; r += 4)
-            four[T - 1](n, s + j * ld + r, ld, (const float *)w + r * wf, wf, xj, af);
-        for (; r < nr; r++)
-            one[T - 1](n, s + j * ld + r, ld, (const float *)w + r * wf, wf, xj, af);
-    }
+    static const cpulm_rows_block_fn four[4] = {frows_4x1, frows_4x2, frows_4x3, frows_4x4};
+    static const cpulm_rows_block_fn one[4] = {frows_1x1, frows_1x2, frows_1x3, frows_1x4};
+    cpulm_rows_drive(four, one, 4, 4, n, nr, nt, s, ld, w, ws, a, as);
 }
 
 const cpulm_kernels cpulm_kernels_avx512 = {
