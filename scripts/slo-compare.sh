@@ -24,7 +24,9 @@
 #   TOL=0.15, TIMEOUT=30 (s: a request slower than that is a failure, so an overloaded trial
 #   ends instead of draining its queue for minutes), ORDER="cpulm llama", CPULM_ARGS="",
 #   LLAMA_ARGS="" (extra server flags), DSTEAL=0.05 (loadtest --disturb-steal), DRETRIES=2
-#   (--disturb-retries)
+#   (--disturb-retries), ROUNDS="1 2" (which of the two rounds to run now: "1", then "2" with
+#   the same workdir, splits the sitting into two shorter exclusive holds of the machine;
+#   the tables are written from whatever rounds the workdir holds)
 set -u
 CPULM=${1:-./build/cpulm}
 DIR=${2:-/tmp/slo-compare}
@@ -38,7 +40,7 @@ SLO=${SLO:-ttft_p99=2s,itl_p99=200ms}
 START=${START:-2} TRIAL=${TRIAL:-10} WARM=${WARM:-2} TRIALS=${TRIALS:-3}
 PRECISION=${PRECISION:-0.1} TOL=${TOL:-0.15} TIMEOUT=${TIMEOUT:-30}
 ORDER=${ORDER:-cpulm llama}
-DSTEAL=${DSTEAL:-0.05} DRETRIES=${DRETRIES:-2}
+DSTEAL=${DSTEAL:-0.05} DRETRIES=${DRETRIES:-2} ROUNDS=${ROUNDS:-1 2}
 for f in "$CPULM" "$MODEL" "$LLAMA/llama-server"; do
   [ -e "$f" ] || { echo "slo-compare: $f not found" >&2; exit 2; }
 done
@@ -101,9 +103,9 @@ cpu() { # the CPU as /proc/cpuinfo names it, and cpulm's kernel level
     END { printf "%s (family %s model %s)", n, f, m }' /proc/cpuinfo
   echo ", $(nproc) CPUs, cpulm $("$CPULM" info --cpu 2>/dev/null | sed -n 's/^kernel level: *\([^ ]*\).*/kernel level \1/p')"
 }
-: >"$DIR/sitting.txt"
+case " $ROUNDS " in *" 1 "*) : >"$DIR/sitting.txt" ;; esac
 echo "CPU: $(cpu); $(uptime)" | tee -a "$DIR/sitting.txt"
-for n in 1 2; do
+for n in $ROUNDS; do
   for e in $ORDER; do search "$e" "$n"; done
 done
 uptime | tee -a "$DIR/sitting.txt"
