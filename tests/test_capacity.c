@@ -705,6 +705,10 @@ static const char stat_quiet_a[] = "cpu  4403817 1703172 367301 7054102 12061 0 
                                    "intr 28367499 0 0 0\nctxt 61522171\nbtime 1764701000\n";
 static const char stat_quiet_b[] = "cpu  4403830 1705992 367470 7054103 12062 0 5138 171199 0 0\n"
                                    "cpu0 2209414 848682 197346 3513331 6871 0 2159 82517 0 0\n";
+/* The same VM in one of its slow spells, 14:22:19 and 14:22:49 UTC, during slo26's
+ * slo-compare sitting: 1592 of 6541 ticks stolen (24%). */
+static const char stat_stolen_a[] = "cpu  4579135 1741867 384012 7134639 13608 0 6460 179425 0 0\n";
+static const char stat_stolen_b[] = "cpu  4581458 1741867 384204 7137039 13621 0 6481 181017 0 0\n";
 
 TEST(capacity_host_parse) {
     lt_cpu_times c;
@@ -756,16 +760,19 @@ TEST(capacity_host_disturbance) {
     CHECK_NEAR(t, u.other_cpus, u.busy_cpus - 1.82, 1e-9);
     CHECK(t, !lt_host_disturbed(&rule, &u, 0, 1.9, why, sizeof why)); /* a real overload */
     CHECK(t, !lt_host_disturbed(&rule, &u, 1, 0, why, sizeof why));
-    /* the same window with a tenth of the ticks stolen (the host running 1.1 of our 2 CPUs'
-     * worth elsewhere for 15 s, as in the lead's slow minutes): disturbed, met or not */
-    lt_host_sample c = b;
-    c.cpu.steal += 330, c.cpu.total += 330;
-    lt_host_use_of(&a, &c, 100, &u);
-    CHECK(t, u.steal_share > 0.05 && u.steal_share < 0.15);
+    /* the recorded slow spell: a quarter of the ticks stolen; disturbed, met or not */
+    lt_host_sample sa = sample_of(stat_stolen_a, 200, 5000, 10);
+    lt_host_sample c = sample_of(stat_stolen_b, 230, 5000 + 2400, 10 + 60);
+    lt_host_use_of(&sa, &c, 100, &u);
+    CHECK_NEAR(t, u.steal_share, 1592.0 / 6541, 1e-9);
     CHECK(t, lt_host_disturbed(&rule, &u, 1, 0, why, sizeof why) && strstr(why, "steal"));
     CHECK(t, lt_host_disturbed(&rule, &u, 0, 1.9, why, sizeof why));
     const lt_disturb_rule no_steal = {.steal_max = 0, .cpu_drop = 0.5};
     CHECK(t, !lt_host_disturbed(&no_steal, &u, 1, 0, why, sizeof why));
+    /* with steal not looked at, the server's 0.8 CPUs in that spell, missed, under half of
+     * the 1.9 a lower load met with: still disturbed */
+    CHECK_NEAR(t, u.server_cpus, 0.8, 1e-9);
+    CHECK(t, lt_host_disturbed(&no_steal, &u, 0, 1.9, why, sizeof why) && strstr(why, "server"));
     /* the server kept from its CPUs: a missed trial with 0.6 CPUs where a lower load met
      * with 1.6 is disturbed; met, or with no reference, or with cpu_drop off, it is not */
     b.server = a.server + 900; /* 0.6 CPUs */
@@ -793,6 +800,6 @@ TEST(capacity_host_disturbance) {
     lt_host_use_of(&s0, &s1, 100, &u);
     CHECK(t, u.ok && lt_host_disturbed(&rule, &u, 1, 0, why, sizeof why));
     a.ok = 0;
-    lt_host_use_of(&a, &c, 100, &u);
+    lt_host_use_of(&a, &b, 100, &u);
     CHECK(t, !u.ok && !lt_host_disturbed(&rule, &u, 0, 1.6, why, sizeof why));
 }
