@@ -14,7 +14,9 @@
 # 25 output tokens) meeting SLO on `cpulm serve -t THREADS -np NP`? The model is a LAYERS-layer
 # cut of the 1B shape (a rate search on it takes minutes, not an hour); its rooflines at 1
 # and THREADS threads, then the search (`cpulm loadtest --slo --trial-time TRIAL --repeat 2`:
-# both answers, and whether they agree within 15%), then `plan --check --workload --measured`.
+# both answers, and whether they agree within 15%; trials the host disturbed, by steal or by
+# keeping the server from its CPUs, are run again: --server-pid), then `plan --check
+# --workload --measured`.
 # The objective: unless SLO is given, the TTFT limit is TTFT_X (10) times a lone request's TTFT
 # (its median over 5 requests one at a time, measured first on the same server), and the
 # token-gap limit ITL (500 ms). A limit near one request's TTFT (the old fixed 1500 ms on this
@@ -110,7 +112,7 @@ uptime
 rc=0
 "$CPULM" loadtest --url "http://127.0.0.1:$PORT" --workload rag --prompt-scale "$SCALE" \
   --output-scale "$OSCALE" --rate "${START:-1}" --slo "$SLO" --trial-time "${TRIAL:-15}" --requests 10 \
-  --search-precision "${PRECISION:-0.1}" --repeat 2 -o json >"$DIR/slo.json" || rc=$?
+  --search-precision "${PRECISION:-0.1}" --repeat 2 --server-pid "$SPID" -o json >"$DIR/slo.json" || rc=$?
 uptime
 kill $SPID 2>/dev/null
 wait $SPID 2>/dev/null

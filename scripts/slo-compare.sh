@@ -5,7 +5,11 @@
 # interleaved (cpulm, llama, cpulm, llama; ORDER swaps the first), each on a freshly started
 # server (a cold prompt cache for both), so a drift of the machine's load shows in both
 # engines' repeats instead of in their ratio. Prints each server's two answers and whether they
-# agree within TOL, the engines' ratio, and writes a perf-log-ready Markdown file.
+# agree within TOL, the engines' ratio, and writes a perf-log-ready Markdown file. Each
+# trial records the VM's steal share and the server's CPU use (loadtest --server-pid); a
+# disturbed trial (steal over DSTEAL, or a missed trial whose server got under half the CPU
+# of a met lower load) is run again instead of deciding the search (docs/BENCHMARKING.md),
+# and each search's steal over its whole span goes to the sitting's table.
 # Not a CI test. Each search's ~12 trials take TRIAL s each plus the drain of an overloaded
 # one: expected under 10 minutes in all on a quiet 2-core machine; 14.4 minutes with TRIAL=8
 # at load average 12-17 (docs/perf-log/2026-12-02-loaded-slo-compare.md).
@@ -19,7 +23,10 @@
 #   only how many trials the search takes to reach its answer), TRIAL=10 (s per trial), WARM=2 (s not counted), TRIALS=3, PRECISION=0.1,
 #   TOL=0.15, TIMEOUT=30 (s: a request slower than that is a failure, so an overloaded trial
 #   ends instead of draining its queue for minutes), ORDER="cpulm llama", CPULM_ARGS="",
-#   LLAMA_ARGS="" (extra server flags)
+#   LLAMA_ARGS="" (extra server flags), DSTEAL=0.05 (loadtest --disturb-steal), DRETRIES=2
+#   (--disturb-retries), ROUNDS="1 2" (which of the two rounds to run now: "1", then "2" with
+#   the same workdir, splits the sitting into two shorter exclusive holds of the machine;
+#   the tables are written from whatever rounds the workdir holds)
 set -u
 CPULM=${1:-./build/cpulm}
 DIR=${2:-/tmp/slo-compare}
@@ -33,6 +40,7 @@ SLO=${SLO:-ttft_p99=2s,itl_p99=200ms}
 START=${START:-2} TRIAL=${TRIAL:-10} WARM=${WARM:-2} TRIALS=${TRIALS:-3}
 PRECISION=${PRECISION:-0.1} TOL=${TOL:-0.15} TIMEOUT=${TIMEOUT:-30}
 ORDER=${ORDER:-cpulm llama}
+DSTEAL=${DSTEAL:-0.05} DRETRIES=${DRETRIES:-2} ROUNDS=${ROUNDS:-1 2}
 for f in "$CPULM" "$MODEL" "$LLAMA/llama-server"; do
   [ -e "$f" ] || { echo "slo-compare: $f not found" >&2; exit 2; }
 done
@@ -65,18 +73,26 @@ start() { # engine log: starts the server, sets SPID and PORT
 
 start_of() { if [ "$1" = cpulm ]; then echo "${START_CPULM:-$START}"; else echo "${START_LLAMA:-$START}"; fi; }
 
+steal_ticks() { awk '/^cpu / { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat 2>/dev/null; }
+
 search() { # engine n: one search on a fresh server -> $DIR/ENGINE-N.json
-  local log=$DIR/$1-$2.log
+  local log=$DIR/$1-$2.log s0 s1
   start "$1" "$DIR/$1-$2.server.log"
+  s0=$(steal_ticks)
   echo "== $1 search $2 ($(date -u +%H:%M:%S) UTC, $(uptime | sed 's/.*load average/load average/'))" | tee -a "$DIR/sitting.txt"
   # loadtest waits for readiness (/ready, or llama-server's /health) and sizes the prompts in
   # the model's tokens before its warm-up request
   "$CPULM" loadtest --url "http://127.0.0.1:$PORT" --workload "$WORKLOAD" --prompt-scale "$PSCALE" \
     --output-scale "$OSCALE" --rate "$(start_of "$1")" --slo "$SLO" --trial-time "$TRIAL" --trial-warmup "$WARM" \
     --trials "$TRIALS" --requests 4 --search-precision "$PRECISION" --timeout "$TIMEOUT" \
-    --wait 60 -o json \
+    --wait 60 --server-pid "$SPID" --disturb-steal "$DSTEAL" --disturb-retries "$DRETRIES" -o json \
     >"$DIR/$1-$2.json" 2>"$log"
   echo "   exit $?; answer $(jq -r '.slo.best.rate // "none"' "$DIR/$1-$2.json") req/s, bracket $(jq -r '"\(.slo.best.rate // "-")-\(.slo.lowest_missed // "-")"' "$DIR/$1-$2.json"), $(jq '.levels | length' "$DIR/$1-$2.json") trials" | tee -a "$DIR/sitting.txt"
+  s1=$(steal_ticks)
+  # the search's steal share over its whole span, and its disturbed / rerun trials
+  awk -v a="$s0" -v b="$s1" 'BEGIN { split(a, x, " "); split(b, y, " ");
+    printf "%s", (y[2] > x[2]) ? sprintf("%.2f", 100 * (y[1] - x[1]) / (y[2] - x[2])) : "-" }' >"$DIR/$1-$2.steal"
+  echo "   steal $(cat "$DIR/$1-$2.steal")% of the CPUs' time; $(jq -r '"\(.disturbance.disturbed_trials // "-") trials disturbed, \(.disturbance.rerun_trials // "-") run again"' "$DIR/$1-$2.json")" | tee -a "$DIR/sitting.txt"
   kill "$SPID" 2>/dev/null
   wait "$SPID" 2>/dev/null
   SPID=
@@ -87,9 +103,9 @@ cpu() { # the CPU as /proc/cpuinfo names it, and cpulm's kernel level
     END { printf "%s (family %s model %s)", n, f, m }' /proc/cpuinfo
   echo ", $(nproc) CPUs, cpulm $("$CPULM" info --cpu 2>/dev/null | sed -n 's/^kernel level: *\([^ ]*\).*/kernel level \1/p')"
 }
-: >"$DIR/sitting.txt"
+case " $ROUNDS " in *" 1 "*) : >"$DIR/sitting.txt" ;; esac
 echo "CPU: $(cpu); $(uptime)" | tee -a "$DIR/sitting.txt"
-for n in 1 2; do
+for n in $ROUNDS; do
   for e in $ORDER; do search "$e" "$n"; done
 done
 uptime | tee -a "$DIR/sitting.txt"
@@ -128,11 +144,19 @@ MD=$DIR/slo-compare.md
   echo
   echo "cpulm / llama-server (lower answers): $ratio"
   echo
-  echo "| engine | search | rate | realised arrivals | ok | failed | prompt/output tokens (asked) | TTFT p99 ms | ITL p99 ms | verdict |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+  echo "| engine | search | steal % (search) | disturbed / rerun trials |"
+  echo "| --- | ---: | ---: | --- |"
   for n in 1 2; do
     for e in $ORDER; do
-      jq -r --arg e "$e" --arg n "$n" '.levels[] | "| \($e) | \($n) | \(.rate * 1000 | round / 1000) | \(.arrivals_realised_per_s * 100 | round / 100) | \(.ok) | \(.errors) | \(.mean_prompt_tokens | round)/\(.mean_output_tokens | round) (\(.target_prompt_tokens | round)/\(.target_output_tokens | round)) | \(.ttft_ms.p99 // "-" | if type == "number" then round else . end) | \(.itl_ms.p99 // "-" | if type == "number" then round else . end) | \(.slo_verdict) |"' \
+      echo "| $e | $n | $(cat "$DIR/$e-$n.steal" 2>/dev/null) | $(jq -r '"\(.disturbance.disturbed_trials) / \(.disturbance.rerun_trials)"' "$DIR/$e-$n.json" 2>/dev/null) |"
+    done
+  done
+  echo
+  echo "| engine | search | rate | realised arrivals | ok | failed | prompt/output tokens (asked) | TTFT p99 ms | ITL p99 ms | steal % | server CPUs | verdict |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+  for n in 1 2; do
+    for e in $ORDER; do
+      jq -r --arg e "$e" --arg n "$n" '.levels[] | "| \($e) | \($n) | \(.rate * 1000 | round / 1000) | \(.arrivals_realised_per_s * 100 | round / 100) | \(.ok) | \(.errors) | \(.mean_prompt_tokens | round)/\(.mean_output_tokens | round) (\(.target_prompt_tokens | round)/\(.target_output_tokens | round)) | \(.ttft_ms.p99 // "-" | if type == "number" then round else . end) | \(.itl_ms.p99 // "-" | if type == "number" then round else . end) | \(.host.steal_share // null | if type == "number" then (. * 1000 | round / 10) else "-" end) | \(.host.server_cpus // null | if type == "number" then (. * 100 | round / 100) else "-" end) | \(if .counted == false then "DISTURBED, rerun: " elif .disturbed then "disturbed: " else "" end)\(.slo_verdict) |"' \
         "$DIR/$e-$n.json" 2>/dev/null
     done
   done

@@ -19,6 +19,7 @@ start_server() { # name, args...: a server on its own port, ready; the port goes
 }
 port_of() { cat "$TMP/$1.port" 2>/dev/null; }
 start_server main
+MAIN_PID=$SPID
 start_server busy -np 1 --max-queue 1
 PORT=$(port_of main)
 BUSY=$(port_of busy)
@@ -79,6 +80,18 @@ check open_rc $? "$(cat "$TMP/r.err")"
 jq -e '.levels[0].rate == 20 and .levels[0].arrivals == "constant" and .levels[0].ok == 8
        and .levels[0].wall_s >= 0.34' "$TMP/r.json" >/dev/null
 check open_report $? "$(head -c 400 "$TMP/r.json")"
+
+# the machine around each level (Linux): steal share and CPU use, the server's with --server-pid
+"$CPULM" loadtest --url "$URL" --workload "$TMP/small.json" --rate 20 --requests 20 -o json \
+  --server-pid "$MAIN_PID" >"$TMP/h.json" 2>"$TMP/h.err"
+check host_rc $? "$(cat "$TMP/h.err")"
+jq -e '.disturbance.sampled and .disturbance.server_pid == '"$MAIN_PID"'
+       and .disturbance.steal_max == 0.05 and .disturbance.retries == 2
+       and (.levels[0].host.steal_share | . >= 0 and . <= 1)
+       and .levels[0].host.server_cpus > 0 and .levels[0].host.loadtest_cpus >= 0
+       and .levels[0].host.wall_s >= .levels[0].wall_s and .levels[0].counted' \
+  "$TMP/h.json" >/dev/null
+check host_sampled $? "$(jq -c '.disturbance, .levels[0].host' "$TMP/h.json" 2>&1 | head -c 400)"
 
 # warm-up requests reach the server but are not counted
 finished() { curl -s "$URL/metrics" | awk '/^cpulm_requests_finished_total/ { n += $2 } END { print n + 0 }'; }

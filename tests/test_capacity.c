@@ -1,12 +1,14 @@
 /* test_capacity.c: the capacity-planning arithmetic of `cpulm loadtest`: workload files and
  * the requests drawn from them (lengths, shared prefixes, growing sessions, prompt text),
- * percentiles, objectives and goodput, the load search, arrival schedules and cost. The
+ * percentiles, objectives and goodput, the load search, arrival schedules and cost, the
+ * disturbance rule on recorded /proc samples. The
  * end-to-end runs against a server are in tests/capacity_test.sh. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compare.h"
+#include "loadtest_host.h"
 #include "loadtest_stats.h"
 #include "perf_model.h"
 #include "test.h"
@@ -692,4 +694,112 @@ TEST(capacity_compare_formats) {
                  !strcmp(e.kind, "guidellm"));
     CHECK(t, strstr(e.note, "benchmark 2 of 2") && strstr(e.note, "errored"));
     CHECK(t, entry("{\"x\":1}", &e) == -1 && entry("[", &e) == -1 && entry("[]", &e) == -1);
+}
+
+/* /proc/stat of this AMX VM (2 vCPUs): the aggregate lines of 2026-12-03 13:55:38 and
+ * 13:55:53 UTC, quiet (5 ticks stolen in 15 s) while a helper's nice-19 build ran; the
+ * per-CPU lines (not the ones to read) from a read a few seconds later. */
+static const char stat_quiet_a[] = "cpu  4403817 1703172 367301 7054102 12061 0 5138 171194 0 0\n"
+                                   "cpu0 2209414 848682 197346 3513331 6871 0 2159 82517 0 0\n"
+                                   "cpu1 2194415 857223 170122 3540771 5190 0 2979 88682 0 0\n"
+                                   "intr 28367499 0 0 0\nctxt 61522171\nbtime 1764701000\n";
+static const char stat_quiet_b[] = "cpu  4403830 1705992 367470 7054103 12062 0 5138 171199 0 0\n"
+                                   "cpu0 2209414 848682 197346 3513331 6871 0 2159 82517 0 0\n";
+/* The same VM in one of its slow spells, 14:22:19 and 14:22:49 UTC, during slo26's
+ * slo-compare sitting: 1592 of 6541 ticks stolen (24%). */
+static const char stat_stolen_a[] = "cpu  4579135 1741867 384012 7134639 13608 0 6460 179425 0 0\n";
+static const char stat_stolen_b[] = "cpu  4581458 1741867 384204 7137039 13621 0 6481 181017 0 0\n";
+
+TEST(capacity_host_parse) {
+    lt_cpu_times c;
+    REQUIRE(t, lt_host_parse_stat(stat_quiet_a, &c) == 0);
+    CHECK(t, c.total == 4403817ull + 1703172 + 367301 + 7054102 + 12061 + 0 + 5138 + 171194);
+    CHECK(t, c.idle == 7054102ull + 12061 && c.steal == 171194);
+    /* the aggregate line is found after others too; an old kernel's line has no steal */
+    REQUIRE(t, lt_host_parse_stat("intr 5\ncpu  10 0 5 80 5\n", &c) == 0);
+    CHECK(t, c.total == 100 && c.idle == 85 && c.steal == 0);
+    CHECK(t, lt_host_parse_stat("cpu0 1 2 3 4 5 6 7 8\n", &c) == -1);
+    CHECK(t, lt_host_parse_stat("cpu  1 2\n", &c) == -1);
+    /* /proc/PID/stat: utime 14, stime 15, cutime 16, cstime 17; a name with ") (" in it */
+    const char *pid = "17863 (cpu (lm) x) R 17858 17858 11622 0 -1 4194304 102 0 0 0 "
+                      "250 31 7 2 20 0 1 0 6855866 6184960 418\n";
+    int ppid = 0;
+    CHECK(t, lt_host_parse_pid_stat(pid, 0, &ppid) == 281 && ppid == 17858);
+    CHECK(t, lt_host_parse_pid_stat(pid, 1, NULL) == 290);
+    CHECK(t, lt_host_parse_pid_stat("17863 (cat) R 1 2 3", 0, NULL) == -1); /* cut short */
+    CHECK(t, lt_host_parse_pid_stat("no parenthesis", 0, NULL) == -1);
+    /* a server behind a wrapper shell (8705 -> 8707 cpulm serve, 8710 its child), listed
+     * out of order, beside unrelated processes */
+    const lt_proc ps[] = {{8710, 8707, 5}, {1, 0, 1000},  {8707, 8705, 300},
+                          {8705, 8703, 2}, {8703, 1, 40}, {9000, 8703, 70}};
+    CHECK(t, lt_host_tree_ticks(ps, 6, 8705) == 307);
+    CHECK(t, lt_host_tree_ticks(ps, 6, 8707) == 305);
+    CHECK(t, lt_host_tree_ticks(ps, 6, 8710) == 5);
+    CHECK(t, lt_host_tree_ticks(ps, 6, 4242) == -1);
+}
+
+static lt_host_sample sample_of(const char *stat, double wall, int64_t server, int64_t self) {
+    lt_host_sample s = {.ok = 1, .wall = wall, .server = server, .self = self};
+    s.ok = lt_host_parse_stat(stat, &s.cpu) == 0;
+    return s;
+}
+
+TEST(capacity_host_disturbance) {
+    const lt_disturb_rule rule = {.steal_max = 0.05, .cpu_drop = 0.5};
+    char why[192];
+    /* the recorded quiet window: 5 of 3009 ticks stolen; the server (nice 0) had 1.8 CPUs */
+    lt_host_sample a = sample_of(stat_quiet_a, 100, 1000, 50);
+    lt_host_sample b = sample_of(stat_quiet_b, 115, 1000 + 2700, 50 + 30);
+    lt_host_use u;
+    lt_host_use_of(&a, &b, 100, &u);
+    REQUIRE(t, u.ok && u.has_server);
+    CHECK_NEAR(t, u.steal_share, 5.0 / 3009, 1e-9);
+    CHECK_NEAR(t, u.busy_cpus, (3009.0 - 2 - 5) / 1500, 1e-9);
+    CHECK_NEAR(t, u.server_cpus, 1.8, 1e-9);
+    CHECK_NEAR(t, u.self_cpus, 0.02, 1e-9);
+    CHECK_NEAR(t, u.other_cpus, u.busy_cpus - 1.82, 1e-9);
+    CHECK(t, !lt_host_disturbed(&rule, &u, 0, 1.9, why, sizeof why)); /* a real overload */
+    CHECK(t, !lt_host_disturbed(&rule, &u, 1, 0, why, sizeof why));
+    /* the recorded slow spell: a quarter of the ticks stolen; disturbed, met or not */
+    lt_host_sample sa = sample_of(stat_stolen_a, 200, 5000, 10);
+    lt_host_sample c = sample_of(stat_stolen_b, 230, 5000 + 2400, 10 + 60);
+    lt_host_use_of(&sa, &c, 100, &u);
+    CHECK_NEAR(t, u.steal_share, 1592.0 / 6541, 1e-9);
+    CHECK(t, lt_host_disturbed(&rule, &u, 1, 0, why, sizeof why) && strstr(why, "steal"));
+    CHECK(t, lt_host_disturbed(&rule, &u, 0, 1.9, why, sizeof why));
+    const lt_disturb_rule no_steal = {.steal_max = 0, .cpu_drop = 0.5};
+    CHECK(t, !lt_host_disturbed(&no_steal, &u, 1, 0, why, sizeof why));
+    /* with steal not looked at, the server's 0.8 CPUs in that spell, missed, under half of
+     * the 1.9 a lower load met with: still disturbed */
+    CHECK_NEAR(t, u.server_cpus, 0.8, 1e-9);
+    CHECK(t, lt_host_disturbed(&no_steal, &u, 0, 1.9, why, sizeof why) && strstr(why, "server"));
+    /* the server kept from its CPUs: a missed trial with 0.6 CPUs where a lower load met
+     * with 1.6 is disturbed; met, or with no reference, or with cpu_drop off, it is not */
+    b.server = a.server + 900; /* 0.6 CPUs */
+    lt_host_use_of(&a, &b, 100, &u);
+    CHECK_NEAR(t, u.server_cpus, 0.6, 1e-9);
+    CHECK(t, lt_host_disturbed(&rule, &u, 0, 1.6, why, sizeof why) && strstr(why, "server CPU"));
+    CHECK(t, !lt_host_disturbed(&rule, &u, 0, 1.1, why, sizeof why)); /* 0.6 >= 0.5 x 1.1 */
+    CHECK(t, !lt_host_disturbed(&rule, &u, 1, 1.6, why, sizeof why));
+    CHECK(t, !lt_host_disturbed(&rule, &u, 0, 0, why, sizeof why));
+    const lt_disturb_rule no_drop = {.steal_max = 0.05, .cpu_drop = 0};
+    CHECK(t, !lt_host_disturbed(&no_drop, &u, 0, 1.6, why, sizeof why));
+    /* no server watched: only steal can flag; no /proc (not Linux): nothing is flagged */
+    b.server = a.server = -1;
+    lt_host_use_of(&a, &b, 100, &u);
+    CHECK(t, u.ok && !u.has_server && !lt_host_disturbed(&rule, &u, 0, 1.6, why, sizeof why));
+    /* a window of under LT_HOST_MIN_TICKS ticks is not measured: 2 of 60 ticks stolen */
+    lt_host_sample s0 = sample_of("cpu  100 0 0 0 0 0 0 0\n", 0, -1, -1);
+    lt_host_sample s1 = sample_of("cpu  158 0 0 0 0 0 0 2\n", 0.3, -1, -1);
+    lt_host_use_of(&s0, &s1, 100, &u);
+    CHECK(t, !u.ok && !lt_host_disturbed(&rule, &u, 1, 0, why, sizeof why));
+    s1.cpu.total += 60, s1.cpu.steal += 4; /* 120 ticks, 5% stolen: measured, not over */
+    lt_host_use_of(&s0, &s1, 100, &u);
+    CHECK(t, u.ok && !lt_host_disturbed(&rule, &u, 1, 0, why, sizeof why));
+    s1.cpu.steal += 1;
+    lt_host_use_of(&s0, &s1, 100, &u);
+    CHECK(t, u.ok && lt_host_disturbed(&rule, &u, 1, 0, why, sizeof why));
+    a.ok = 0;
+    lt_host_use_of(&a, &b, 100, &u);
+    CHECK(t, !u.ok && !lt_host_disturbed(&rule, &u, 0, 1.6, why, sizeof why));
 }

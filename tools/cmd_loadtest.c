@@ -32,6 +32,8 @@ typedef struct lt_opts {
     int n_conc, n_rates, n_requests, prompt_len, max_tokens, stream, chat, progress;
     int poisson, arrivals_given, allow_failures, search_steps, max_inflight, fixed_given;
     int conc_given, warmup, trials, repeat;
+    int server_pid, disturb_retries;
+    double disturb_steal, disturb_cpu_drop;
     int calibrate; /* lt_cal_mode */
     float timeout_s, max_time_s, wait_s, search_max, search_precision, price_hour, users,
         target_rate;
@@ -101,6 +103,10 @@ static int value_opt(int id, const cli_val *v, lt_opts *o, const char **conc, co
     case OPT_MAX_TIME: o->max_time_s = (float)v->f; break;
     case OPT_WAIT: o->wait_s = (float)v->f; break;
     case OPT_CALIBRATE: o->calibrate = (int)v->i; break;
+    case OPT_SERVER_PID: o->server_pid = (int)v->i; break;
+    case OPT_DISTURB_STEAL: o->disturb_steal = v->f; break;
+    case OPT_DISTURB_CPU_DROP: o->disturb_cpu_drop = v->f; break;
+    case OPT_DISTURB_RETRIES: o->disturb_retries = (int)v->i; break;
     default: return 0;
     }
     return 1;
@@ -246,7 +252,41 @@ typedef struct lt_run {
     double usd_hour;
     char machine[1024]; /* what the price is of, and where it came from */
     lt_calibration cal; /* the server's token costs of the prompt words (R->w.vocab) */
+    int host_ok;        /* /proc/stat is readable: each trial's steal and CPU use recorded */
+    double hz;          /* /proc's ticks per second */
+    int retries;        /* disturbed runs of the trial under way, so far */
+    int n_disturbed, n_discarded;
 } lt_run;
+
+/* The most CPU the server used in a counted, undisturbed trial of row's search that met
+ * the objective at a load no higher than row's (0: none yet): what a server kept from its
+ * CPUs falls short of. */
+static double ref_server_cpus(const lt_run *R, const lt_row *row) {
+    double ref = 0;
+    for (const lt_row *q = R->rows; q < row; q++)
+        if (q->search == row->search && q->open == row->open && q->load <= row->load &&
+            q->slo_met && !q->disturbed && q->host.has_server && q->host.server_cpus > ref)
+            ref = q->host.server_cpus;
+    return ref;
+}
+
+/* Flags a disturbed trial; in a search it is not counted and runs again, at most
+ * --disturb-retries times per trial (then its verdict counts, marked). */
+static void check_disturbed(lt_run *R, lt_row *row) {
+    const lt_opts *o = R->o;
+    const lt_disturb_rule rule = {o->disturb_steal, o->disturb_cpu_drop};
+    row->disturbed = lt_host_disturbed(&rule, &row->host, !row->slo_checked || row->slo_met,
+                                       R->searching ? ref_server_cpus(R, row) : 0, row->disturb_why,
+                                       sizeof row->disturb_why);
+    R->n_disturbed += row->disturbed;
+    if (row->disturbed && R->searching && R->retries < o->disturb_retries) {
+        row->discarded = 1;
+        R->retries++;
+        R->n_discarded++;
+    } else {
+        R->retries = 0;
+    }
+}
 
 static lt_row *run_one(lt_run *R, int open, double load) {
     const lt_opts *o = R->o;
@@ -285,8 +325,12 @@ static lt_row *run_one(lt_run *R, int open, double load) {
                         .prog = &R->prog,
                         .label = label};
     cli_progress_update(&R->prog, 1, "cpulm loadtest: %s: 0/%d requests", label, n);
+    lt_host_sample before, after;
+    lt_host_sample_take(o->server_pid, &before);
     if (lt_run_level(&sp, &row->out) != 0)
         fprintf(stderr, "cpulm loadtest: could not start all client threads\n");
+    lt_host_sample_take(o->server_pid, &after);
+    lt_host_use_of(&before, &after, R->hz, &row->host);
     cli_progress_clear(&R->prog); /* before the row goes to stdout on the same terminal */
     const lt_stats *st = &row->out.st;
     R->next_index += o->trial_time > 0 ? st->n_ok + st->n_fail + row->out.skipped : n;
@@ -294,7 +338,8 @@ static lt_row *run_one(lt_run *R, int open, double load) {
         row->slo_checked = 1;
         row->slo_met = lt_slo_met(&o->slo, &row->out.st, row->slo_why, sizeof row->slo_why);
     }
-    if (R->md) lt_md_row(row, o->slo_spec != NULL);
+    check_disturbed(R, row);
+    if (R->md) lt_md_row(row, o->slo_spec != NULL, R->host_ok);
     fflush(stdout);
     return row;
 }
@@ -311,13 +356,14 @@ static lt_row *search(lt_run *R) {
     for (double x; (x = lt_search_next(s)) > 0;) {
         lt_row *r = run_one(R, open, x);
         if (!r) break;
-        lt_search_report(s, x, r->slo_met);
+        if (!r->discarded) lt_search_report(s, x, r->slo_met); /* else the same load again */
     }
     if (!s->done || !s->lo_confirmed) return NULL; /* out of rows, or nothing met */
     lt_row *met[MAX_TRIALS]; /* the answer's met trials, by TTFT p99: the median one is shown */
     int n = 0;
     for (int i = 0; i < R->n_rows; i++) {
-        if (R->rows[i].search != R->search_no || R->rows[i].load != s->lo || !R->rows[i].slo_met)
+        if (R->rows[i].search != R->search_no || R->rows[i].load != s->lo || !R->rows[i].slo_met ||
+            R->rows[i].discarded)
             continue;
         int j = n++;
         for (; j > 0 && lt_pct(&met[j - 1]->out.st.ttft, 99) > lt_pct(&R->rows[i].out.st.ttft, 99);
@@ -378,7 +424,7 @@ static void answer_spread(const lt_run *R, int search_no, const lt_search *sr, l
     memset(sp, 0, sizeof *sp);
     for (int i = 0; i < R->n_rows; i++) {
         const lt_row *r = &R->rows[i];
-        if (r->search != search_no || r->load != sr->lo || !r->slo_met) continue;
+        if (r->search != search_no || r->load != sr->lo || !r->slo_met || r->discarded) continue;
         const lt_stats *st = &r->out.st;
         for (int k = 0; k < slo->n; k++)
             lo_hi(lt_pct(lt_stats_metric(st, slo->metric[k]), slo->pct[k]), !sp->n,
@@ -657,6 +703,34 @@ static void json_calibration(cpulm_json_writer *w, const lt_calibration *c, int 
     cpulm_json_obj_end(w);
 }
 
+/* "disturbance": whether /proc was read, the rule, and how many trials it flagged and
+ * discarded (each level's "host", "disturbed" and "counted" say which). */
+static void json_disturbance(cpulm_json_writer *w, const lt_run *R) {
+    const lt_opts *o = R->o;
+    cpulm_json_key(w, "disturbance");
+    cpulm_json_obj_begin(w);
+    cpulm_json_key(w, "sampled");
+    cpulm_json_write_bool(w, R->host_ok);
+    cpulm_json_key(w, "server_pid");
+    if (o->server_pid > 0)
+        cpulm_json_write_int(w, o->server_pid);
+    else
+        cpulm_json_write_null(w);
+    const char *keys[] = {"steal_max", "cpu_drop"};
+    const double v[] = {o->disturb_steal, o->disturb_cpu_drop};
+    for (int i = 0; i < 2; i++) {
+        cpulm_json_key(w, keys[i]);
+        cpulm_json_write_double(w, v[i]);
+    }
+    cpulm_json_key(w, "retries");
+    cpulm_json_write_int(w, o->disturb_retries);
+    cpulm_json_key(w, "disturbed_trials");
+    cpulm_json_write_int(w, R->n_disturbed);
+    cpulm_json_key(w, "rerun_trials");
+    cpulm_json_write_int(w, R->n_discarded);
+    cpulm_json_obj_end(w);
+}
+
 static void json_doc(lt_run *R, const lt_answer *a) {
     const lt_opts *o = R->o;
     cpulm_buf js;
@@ -675,6 +749,7 @@ static void json_doc(lt_run *R, const lt_answer *a) {
     cpulm_json_key(&w, "stream");
     cpulm_json_write_bool(&w, o->stream);
     json_calibration(&w, &R->cal, R->w.vocab != NULL);
+    json_disturbance(&w, R);
     if (R->usd_hour > 0) {
         cpulm_json_key(&w, "machine");
         cpulm_json_write_str(&w, R->machine);
@@ -714,7 +789,7 @@ static void md_head(const lt_run *R) {
         printf("prompts NOT sized in the server's tokens (%s): one word counted as one token; "
                "the tokens column: mean realised in/out (asked)\n\n",
                c->why[0] ? c->why : "--calibrate off");
-    lt_md_header(o->slo_spec != NULL);
+    lt_md_header(o->slo_spec != NULL, R->host_ok);
 }
 
 /* Requests before the first level, not counted: a server's first requests pay for lazy
@@ -750,7 +825,7 @@ static void run_searches(lt_run *R) {
         R->search_no = k;
         if (k && R->md) {
             printf("\nsearch %d of %d\n\n", k + 1, o->repeat);
-            lt_md_header(1);
+            lt_md_header(1, R->host_ok);
         }
         const lt_row *best = search(R);
         R->ans[R->n_ans++] = (lt_answer){.best = best, .s = R->s};
@@ -758,6 +833,12 @@ static void run_searches(lt_run *R) {
 }
 
 static void md_slo_end(const lt_run *R, const lt_answer *a) {
+    if (R->host_ok)
+        printf("\ndisturbance (steal over %g%% of the CPUs' time, or a missed trial's server CPU "
+               "under %g x a met lower load's): %d trials flagged, %d of them run again and not "
+               "counted\n",
+               R->o->disturb_steal * 100.0, (double)R->o->disturb_cpu_drop, R->n_disturbed,
+               R->n_discarded);
     for (int k = 0; k < R->n_ans; k++)
         md_search_summary(R, &R->ans[k], k);
     if (R->o->repeat > 1) md_repeats(R);
@@ -790,6 +871,7 @@ static int run_all(lt_run *R) {
     }
     if (R->md) {
         lt_md_failures(R->rows, R->n_rows);
+        lt_md_disturbed(R->rows, R->n_rows);
         if (o->slo_spec) md_slo_end(R, a);
         const lt_row *costed[MAX_TRIALS];
         int n = 0;
@@ -864,6 +946,9 @@ int cmd_loadtest(int argc, char **argv) {
                  .prompt_scale = 1,
                  .output_scale = 1,
                  .max_inflight = 256,
+                 .disturb_steal = 0.05,
+                 .disturb_cpu_drop = 0.5,
+                 .disturb_retries = 2,
                  .warmup = 1};
     o.api_key = getenv("CPULM_API_KEY");
     int rc = parse_lt(argc, argv, &o);
@@ -875,6 +960,15 @@ int cmd_loadtest(int argc, char **argv) {
     if (!R) return 1;
     R->o = &o;
     R->md = strcmp(o.format, "md") == 0;
+    R->hz = (double)sysconf(_SC_CLK_TCK);
+    lt_host_sample probe;
+    lt_host_sample_take(o.server_pid, &probe);
+    R->host_ok = probe.ok;
+    if (o.server_pid > 0 && probe.ok && probe.server < 0)
+        fprintf(stderr,
+                "cpulm loadtest: note: --server-pid %d: no /proc/%d/stat; its CPU time "
+                "is not recorded\n",
+                o.server_pid, o.server_pid);
     char why[256];
     if (lt_url_parse(o.url, &R->u, why, sizeof why) != 0) {
         fprintf(stderr, "cpulm loadtest: %s\n", why);

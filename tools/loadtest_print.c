@@ -18,16 +18,31 @@ static void pcts(char *out, size_t cap, const lt_samples *s) {
                  lt_pct(s, 99) * 1000);
 }
 
-void lt_md_header(int has_slo) {
-    printf("| load | ok | failed | TTFT p50/p90/p99 ms | ITL p50/p90/p99 ms | TPOT p50/p90/p99 ms "
-           "| E2E p50/p90/p99 ms | input t/s | output t/s | req/s | goodput req/s | tokens in/out "
-           "(asked) |%s\n",
-           has_slo ? " SLO |" : "");
-    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n",
-           has_slo ? "---|" : "");
+void lt_md_header(int has_slo, int has_host) {
+    printf(
+        "| load | ok | failed | TTFT p50/p90/p99 ms | ITL p50/p90/p99 ms | TPOT p50/p90/p99 ms "
+        "| E2E p50/p90/p99 ms | input t/s | output t/s | req/s | goodput req/s |%s tokens in/out "
+        "(asked) |%s\n",
+        has_host ? " steal % / CPUs server, loadtest, other |" : "", has_slo ? " SLO |" : "");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s%s\n",
+           has_host ? "---:|" : "", has_slo ? "---|" : "");
 }
 
-void lt_md_row(const lt_row *r, int has_slo) {
+/* "1.2% / 1.85, 0.21, 0.03" ("-" for a server not watched) */
+static void md_host(const lt_host_use *u) {
+    if (!u->ok) {
+        printf(" - |");
+        return;
+    }
+    printf(" %.1f%% / ", u->steal_share * 100);
+    if (u->has_server)
+        printf("%.2f", u->server_cpus);
+    else
+        printf("-");
+    printf(", %.2f, %.2f |", u->self_cpus, u->other_cpus);
+}
+
+void lt_md_row(const lt_row *r, int has_slo, int has_host) {
     const lt_stats *s = &r->out.st;
     char load[32];
     lt_label(r, load, sizeof load);
@@ -45,13 +60,33 @@ void lt_md_row(const lt_row *r, int has_slo) {
     }
     printf(" %.1f | %.1f | %.2f | %.2f |", (double)s->in_tokens / s->wall,
            (double)s->out_tokens / s->wall, s->n_ok / s->wall, s->n_good / s->wall);
+    if (has_host) md_host(&r->host);
     if (s->n_ok) /* what the server counted, per successful request, against the workload */
         printf(" %.0f/%.0f (%.0f/%.0f) |", (double)s->in_tokens / s->n_ok,
                (double)s->out_tokens / s->n_ok, r->out.target_prompt, r->out.target_output);
     else
         printf(" - |");
-    if (has_slo) printf(" %s |", r->slo_checked ? (r->slo_met ? "met" : r->slo_why) : "-");
+    if (has_slo)
+        printf(" %s%s |",
+               r->discarded   ? "DISTURBED, not counted: "
+               : r->disturbed ? "disturbed: "
+                              : "",
+               r->slo_checked ? (r->slo_met ? "met" : r->slo_why) : "-");
     printf("\n");
+}
+
+void lt_md_disturbed(const lt_row *rows, int n) {
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        if (!rows[i].disturbed) continue;
+        char load[32];
+        lt_label(&rows[i], load, sizeof load);
+        if (!any++) printf("\n");
+        printf("\n%s: the machine was DISTURBED (%s): %s", load, rows[i].disturb_why,
+               rows[i].discarded ? "not counted, the trial was run again"
+                                 : "counted all the same (--disturb-retries used up)");
+    }
+    if (any) printf("\n");
 }
 
 void lt_md_failures(const lt_row *rows, int n) {
@@ -112,6 +147,38 @@ static void json_failures(cpulm_json_writer *w, const lt_stats *s) {
     cpulm_json_obj_end(w);
 }
 
+/* "host": the trial's steal share and CPU use (null where /proc was not read), "disturbed",
+ * "disturbed_why" and "counted" (false: run again, its verdict did not count). */
+static void json_host(cpulm_json_writer *w, const lt_row *r) {
+    const lt_host_use *u = &r->host;
+    cpulm_json_key(w, "host");
+    if (!u->ok) {
+        cpulm_json_write_null(w);
+    } else {
+        cpulm_json_obj_begin(w);
+        json_num(w, "wall_s", u->wall_s);
+        json_num(w, "steal_share", u->steal_share);
+        json_num(w, "busy_cpus", u->busy_cpus);
+        cpulm_json_key(w, "server_cpus");
+        if (u->has_server)
+            cpulm_json_write_double(w, u->server_cpus);
+        else
+            cpulm_json_write_null(w);
+        json_num(w, "loadtest_cpus", u->self_cpus);
+        json_num(w, "other_cpus", u->other_cpus);
+        cpulm_json_obj_end(w);
+    }
+    cpulm_json_key(w, "disturbed");
+    cpulm_json_write_bool(w, r->disturbed);
+    cpulm_json_key(w, "disturbed_why");
+    if (r->disturbed)
+        cpulm_json_write_str(w, r->disturb_why);
+    else
+        cpulm_json_write_null(w);
+    cpulm_json_key(w, "counted");
+    cpulm_json_write_bool(w, !r->discarded);
+}
+
 void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
     const lt_stats *s = &r->out.st;
     int show = !lt_stats_mostly_failed(s);
@@ -158,6 +225,7 @@ void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
         cpulm_json_write_str(w, r->out.first_error);
     else
         cpulm_json_write_null(w);
+    json_host(w, r);
     if (r->slo_checked) {
         cpulm_json_key(w, "slo_met");
         cpulm_json_write_bool(w, r->slo_met);
