@@ -2,13 +2,15 @@
  * with 8 concurrent users, n-gram drafts and a draft model give exactly the output of the
  * same scheduler without speculation (greedy, and sampled with seeds: drafts are point
  * masses, so even the draws are the same), limits hold mid-draft, per-request opt-out,
- * statistics, the adaptive length backing off, and the vLLM-named metrics. */
+ * statistics, the adaptive length backing off, the cost gate at the current batch, and the
+ * vLLM-named metrics. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
 #include "server/metrics.h"
 #include "server/sched.h"
+#include "server/sched_spec.h"
 #include "test.h"
 
 #define NREQ 8
@@ -354,6 +356,55 @@ TEST(sched_spec_adaptive_backs_off) {
     for (i = 0; i < 40; i++)
         cpulm_spec_adapt_learn(&a, 8, 8);
     CHECK_EQ_INT(t, cpulm_spec_adapt_len(&a, 0.3, 8), 8);
+}
+
+/* The cost of a drafted token at the current batch (the step models of two serving runs
+ * on this machine: stories260K and a 1B Q4_0, 16 slots) and the gate on it: drafting is
+ * open next to one stream and closed at 16 compute-bound streams of the small model, open
+ * at 16 streams of the bandwidth-bound 1B model. */
+TEST(sched_spec_cost_at_batch) {
+    const cpulm_sched_model small = {.fixed = 118e-6, .gen = 85e-6, .pre = 30e-6};
+    const cpulm_sched_model big = {.fixed = 0.166, .gen = 0.0099, .pre = 0.01};
+    CHECK_NEAR(t, cpulm_sched_draft_cost(&small, 1), 85.0 / 203.0, 1e-12);
+    CHECK_NEAR(t, cpulm_sched_draft_cost(&small, 16), 16 * 85.0 / (118 + 16 * 85.0), 1e-12);
+    CHECK(t, cpulm_sched_spec_open(cpulm_sched_draft_cost(&small, 1)));
+    CHECK(t, !cpulm_sched_spec_open(cpulm_sched_draft_cost(&small, 16)));
+    CHECK(t, cpulm_sched_spec_open(cpulm_sched_draft_cost(&big, 16)));
+    const cpulm_sched_model none = {0};
+    CHECK_NEAR(t, cpulm_sched_draft_cost(&none, 4), 1.0, 0);
+    CHECK_NEAR(t, cpulm_sched_draft_cost(&big, 0), 1.0, 0);
+    CHECK(t, !cpulm_sched_spec_open(CPULM_SCHED_SPEC_COST_MAX));
+}
+
+/* A closed step drafts nothing, not even the adaptive length's probe (due after
+ * CPULM_SPEC_PROBE_EVERY passes of a backed-off slot), and leaves the slot as it was: the
+ * first open step drafts from the prior; --spec-fixed drafts whatever the cost. */
+TEST(sched_spec_gate_closes_drafting) {
+    cpulm_model *m;
+    LOAD_OR_SKIP(t, &m, 1);
+    cpulm_spec_params p = cpulm_spec_default_params();
+    p.kind = CPULM_SPEC_NGRAM;
+    p.draft_max = 8;
+    const cpulm_token hist[] = {11, 12, 13, 14, 15, 11, 12, 13, 14, 15, 11, 12, 13};
+    cpulm_sched_spec_in in = {.hist = hist, .n_hist = 13, .k_cap = 8};
+    for (int fixed = 0; fixed < 2; fixed++) {
+        p.adaptive = !fixed;
+        cpulm_sched_spec *sp = cpulm_sched_spec_new(&p, m, 1, 256, NULL, NULL);
+        REQUIRE(t, sp);
+        int32_t n = 0, drafted = 0;
+        for (int i = 0; i < 3 * CPULM_SPEC_PROBE_EVERY; i++) {
+            cpulm_sched_spec_draft_all(sp, &in, 0.95);
+            (void)cpulm_sched_spec_draft(sp, 0, &n);
+            drafted += n;
+        }
+        CHECK_EQ_INT(t, drafted, fixed ? 3 * CPULM_SPEC_PROBE_EVERY * 5 : 0);
+        cpulm_sched_spec_draft_all(sp, &in, 0.3); /* the prior of one half: 1 token */
+        const cpulm_token *d = cpulm_sched_spec_draft(sp, 0, &n);
+        CHECK_EQ_INT(t, n, fixed ? 5 : 1);
+        CHECK_EQ_INT(t, d[0], 14);
+        cpulm_sched_spec_free(sp);
+    }
+    cpulm_model_free(m);
 }
 
 TEST(sched_spec_metrics_use_vllm_names) {

@@ -627,9 +627,8 @@ static int served_before(const sreq *a, const sreq *b) {
 
 /* Speculation: how many tokens each generating slot may draft this step (room in its
  * context, tokens left to max_tokens), and the drafts (sched_spec.c). A drafted token costs
- * about one more generating sequence in the step, so next to n streams it pays when it
- * brings more than n x gen / (fixed + n x gen) tokens (what the step would give in that
- * time): that is the adaptive length's cost. */
+ * one more generating row in the step: cpulm_sched_draft_cost at this step's streams is the
+ * adaptive length's cost, and above CPULM_SCHED_SPEC_COST_MAX no slot drafts (sched.h). */
 static void spec_prepare(cpulm_sched *s) {
     int32_t n_gen = 0;
     for (int32_t i = 0; i < s->p.n_parallel; i++) {
@@ -645,8 +644,7 @@ static void spec_prepare(cpulm_sched *s) {
         int32_t left = x->q->r->max_tokens > 0 ? x->q->r->max_tokens - x->n_gen - 1 : in->k_cap;
         if (left < in->k_cap) in->k_cap = left;
     }
-    double T = s->est.fixed + s->est.gen * n_gen;
-    cpulm_sched_spec_draft_all(s->spec, s->spec_in, T > 0 ? s->est.gen * n_gen / T : 1.0);
+    cpulm_sched_spec_draft_all(s->spec, s->spec_in, cpulm_sched_draft_cost(&s->est, n_gen));
 }
 
 /* Fills the batch: one token per generating slot (then its draft, each with a logits row),

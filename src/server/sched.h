@@ -320,6 +320,25 @@ int cpulm_sched_long_step(double *credit, int32_t n_gen, int want, int32_t every
 /* Folds one measured step into m (exponentially weighted; see sched.c). */
 void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pre, double dt);
 
+/* Speculation's cost at the current batch (sched_spec.h). A drafted token adds one row to a
+ * step of n_gen generating rows: gen seconds more, while the step gives its n_gen streams a
+ * token each in fixed + gen * n_gen. So a drafted token costs
+ *     c = gen * n_gen / (fixed + gen * n_gen)
+ * tokens at the step's rate: the adaptive length's cost per draft (cpulm_spec_best_len: K
+ * drafts accepted at rate a pay when their expected extra tokens exceed K c, i.e. the step's
+ * throughput rises). c is small while a step is bound by reading the weights (few streams:
+ * fixed dominates) and nears 1 when it is compute-bound (many streams: a verified row costs
+ * what it can return at best). 1 when nothing generates or the model is unknown. */
+double cpulm_sched_draft_cost(const cpulm_sched_model *m, int32_t n_gen);
+/* Whether slots may draft at all (probes included) in a step whose drafted token costs c
+ * (the draft model's share added): c < CPULM_SCHED_SPEC_COST_MAX. At 0.9 even the acceptance
+ * prompt lookup reaches on copied text (0.93-0.97 here) gains at most 2.6-3.7% (K = 1-2),
+ * less than the error of a model calibrated on a shared machine, while every drafted row
+ * delays all the step's streams; the adaptive length's 1-token probes of backed-off slots
+ * would only add rows. Below it, each slot's adaptive length decides. */
+#define CPULM_SCHED_SPEC_COST_MAX 0.9
+int cpulm_sched_spec_open(double c);
+
 /* ---- stop strings (exposed for tests) ----
  * text[0..len) is a choice's generated text, of which [0..emitted) was already sent;
  * stop[i] has stop_len[i] bytes (byte strings: a NUL byte is matched like any other).

@@ -56,3 +56,14 @@ void cpulm_sched_model_observe(cpulm_sched_model *m, int32_t n_gen, int32_t n_pr
             m->pre = (1 - w) * m->pre + w * (c > 1e-7 ? c : 1e-7);
     }
 }
+
+/* ---- speculation (sched.h) ---- */
+
+double cpulm_sched_draft_cost(const cpulm_sched_model *m, int32_t n_gen) {
+    double T = m->fixed + m->gen * n_gen;
+    return n_gen > 0 && T > 0 ? m->gen * n_gen / T : 1.0;
+}
+
+int cpulm_sched_spec_open(double c) {
+    return c < CPULM_SCHED_SPEC_COST_MAX;
+}

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "server/sched.h"
 
 typedef struct spec_slot {
     cpulm_spec_adapt ad;
@@ -267,11 +268,14 @@ static void draft_model_all(cpulm_sched_spec *sp, const cpulm_sched_spec_in *in)
 
 void cpulm_sched_spec_draft_all(cpulm_sched_spec *sp, const cpulm_sched_spec_in *in, double cost) {
     if (sp->p.kind == CPULM_SPEC_DRAFT) cost += sp->d_cost;
+    /* --spec-fixed drafts whatever it costs; a closed step leaves the adaptive lengths
+     * alone (no probe is due after it) */
+    const int open = !sp->p.adaptive || cpulm_sched_spec_open(cost);
     for (int32_t i = 0; i < sp->n_parallel; i++) {
         spec_slot *x = &sp->slots[i];
         x->n_draft = 0;
         x->row = -1;
-        x->k_want = in[i].k_cap > 0 ? want_len(sp, x, in[i].k_cap, cost) : 0;
+        x->k_want = open && in[i].k_cap > 0 ? want_len(sp, x, in[i].k_cap, cost) : 0;
         if (x->k_want > 0 && sp->p.kind == CPULM_SPEC_NGRAM)
             x->n_draft = cpulm_spec_ngram_draft(in[i].hist, in[i].n_hist, sp->p.ngram_min,
                                                 sp->p.ngram_max, x->k_want, x->draft);

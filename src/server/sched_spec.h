@@ -49,8 +49,11 @@ typedef struct cpulm_sched_spec_in {
     int32_t k_cap;
 } cpulm_sched_spec_in;
 
-/* Drafts for every slot of in[0..n_parallel). cost: one drafted token's cost in steps (the
- * verification rows; the draft model's own cost is added here). Afterwards
+/* Drafts for every slot of in[0..n_parallel). cost: one drafted token's verification row
+ * at this step's batch (cpulm_sched_draft_cost; the draft model's own cost is added here).
+ * With the adaptive length, no slot drafts when the sum is not below
+ * CPULM_SCHED_SPEC_COST_MAX (cpulm_sched_spec_open), and the slots' lengths and probe
+ * counts stay as they were; else each slot's adaptive length decides. Afterwards
  * cpulm_sched_spec_draft gives each slot's draft (0 tokens when none). */
 void cpulm_sched_spec_draft_all(cpulm_sched_spec *sp, const cpulm_sched_spec_in *in, double cost);
 const cpulm_token *cpulm_sched_spec_draft(const cpulm_sched_spec *sp, int32_t slot, int32_t *n);
