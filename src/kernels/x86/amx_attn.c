@@ -69,13 +69,19 @@ static void configure(int N) {
     x86_amx_tiles = X86_AMX_ATTN + N;
 }
 
+/* Per N: the index vectors of the B tiles and of the [key][row] layout. */
+typedef struct amx_idx {
+    int32_t b[128];  /* B position p: dword (p % N) * 8 + p / N */
+    __m512i key[16]; /* vector c, lane l: the key of element 16c + l, (16c + l) / N */
+    __m512i row[16]; /* row n's 16 keys: elements t * N + n */
+} amx_idx;
+
 /* B tiles of rows q16 + n * ldq, n < N, every block: bh[b][r][n] = the 4 hi bytes of
  * elements b * 32 + 4r .. + 3 of row n (bl: lo bytes), as 8N dwords per block. */
-static void make_b(int64_t nb, int N, const int16_t *q16, int64_t ldq, int32_t *bh, int32_t *bl) {
+static void make_b(int64_t nb, int N, const amx_idx *x, const int16_t *q16, int64_t ldq,
+                   int32_t *bh, int32_t *bl) {
     _Alignas(64) int32_t th[16 * 8], tl[16 * 8]; /* [n][8 dwords] of one block */
-    _Alignas(64) int32_t idx[128];               /* B position p: dword (p % N) * 8 + p / N */
-    for (int p = 0; p < 8 * N; p++)
-        idx[p] = (p % N) * 8 + p / N;
+    const int32_t *idx = x->b;
     for (int64_t b = 0; b < nb; b++) {
         for (int n = 0; n < N; n++) {
             const __m512i q = _mm512_loadu_si512((const void *)(q16 + n * ldq + b * 32));
@@ -95,14 +101,16 @@ static void make_b(int64_t nb, int N, const int16_t *q16, int64_t ldq, int32_t *
     }
 }
 
-/* Per N: the [key][row] layout's index vectors (16N elements, 16 per vector). */
-typedef struct amx_idx {
-    __m512i key[16]; /* vector c, lane l: the key of element 16c + l, (16c + l) / N */
-    __m512i row[16]; /* row n's 16 keys: elements t * N + n */
-} amx_idx;
-
-static void make_idx(int N, amx_idx *x) {
+/* x for N, kept per thread: made at every call, its divisions were ~8% of generation's
+ * attention at depth 4096 (one call per KV head and tile), more with shorter calls. */
+static const amx_idx *make_idx(int N) {
+    static _Thread_local amx_idx x_of;
+    static _Thread_local int n_of;
+    amx_idx *x = &x_of;
+    if (n_of == N) return x;
     _Alignas(64) int32_t v[16];
+    for (int p = 0; p < 8 * N; p++)
+        x->b[p] = (p % N) * 8 + p / N;
     for (int c = 0; c < N; c++) {
         for (int l = 0; l < 16; l++)
             v[l] = (16 * c + l) / N;
@@ -111,6 +119,8 @@ static void make_idx(int N, amx_idx *x) {
             v[t] = t * N + c;
         x->row[c] = _mm512_load_si512(v);
     }
+    n_of = N;
+    return x;
 }
 
 /* s[n * lds + t] = acc[t * 4 + n] * qs[n], n < 4, t < 16: each vector of 4 keys x 4 rows
@@ -216,21 +226,20 @@ void cpulm_amx_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16
     const size_t rb = (size_t)nb * sizeof(cpulm_block_q8_0);
     _Alignas(64) int32_t bh[NB * 8 * 16], bl[NB * 8 * 16];
     float ds[NB * KT];
-    amx_idx x;
     for (int j = 0; j < n; j += KT) {
         const int nk = n - j < KT ? n - j : KT, n16 = nk / KEYS * KEYS;
         const uint8_t *kj = k + (uint64_t)j * ldk;
         x86q_block_scales512(d, kj, ldk, nk, sizeof(cpulm_block_q8_0), ds);
         for (int i = 0; i < m; i += 16) {
             const int N = m - i < 16 ? m - i : 16;
-            make_b(nb, N, q16 + i * ldq, ldq, bh, bl);
-            make_idx(N, &x);
+            const amx_idx *x = make_idx(N);
+            make_b(nb, N, x, q16 + i * ldq, ldq, bh, bl);
             configure(N);
             for (int t = 0; t < n16; t += KEYS) {
                 if (i == 0 && next)
                     for (int u = 0; u < KEYS; u++)
                         att_hint_row(next + (uint64_t)(j + t + u) * ldk, rb);
-                keys16(nb, N, &x, bh, bl, qs + i, kj + (uint64_t)t * ldk, ldk, ds + t,
+                keys16(nb, N, x, bh, bl, qs + i, kj + (uint64_t)t * ldk, ldk, ds + t,
                        s + i * lds + j + t, lds);
             }
         }
