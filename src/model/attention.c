@@ -444,14 +444,12 @@ static void reset_rows(att_state s, int rows, int64_t d) {
 
 /* Quant numerics, one tile for the item's KV heads 0..ng-1 (head h: rows h * mh..), rows all
  * at one position (one-token items): the scores of every head, then every row's softmax, then
- * the values of every head, in groups of QGROUP keys. The K tile's rows (all heads' slices,
- * ~34 KiB on the 1B shape's Q8_0 cache) are so read by ng passes back to back while in
- * cache, then the V tile's, instead of K and V in turn for each head (generation at depth
- * 4096: ~1.4x on one thread, docs/perf-log/2026-12-03-kvq2.md). Groups of 16 or 32 keys
- * (every head's slice of a few rows in turn) were slower: each call's setup. The arithmetic
- * per row and key is chunked_tile's: scores are per (row, key); attn_qpv takes its keys in
- * order after o *= a, which only the first group applies (later ones scale by 1: exact). */
-#define QGROUP TILE
+ * the values of every head. The K tile's rows (all heads' slices, ~34 KiB on the 1B shape's
+ * Q8_0 cache) are so read by ng passes back to back while in cache, then the V tile's,
+ * instead of K and V in turn for each head (generation at depth 4096: ~1.4x on one thread,
+ * docs/perf-log/2026-12-03-kvq2.md). Groups of 16 or 32 keys (every head's slice of a few
+ * rows in turn) were slower: each call's setup. The arithmetic per row and key is
+ * chunked_tile's: the same calls per (head, row, key). */
 static void quant_heads_tile(const att_run *r, att_ws *w, const att_tile *t, int ng, int mh,
                              const att_heads *st) {
     const int64_t d = r->d;
@@ -459,28 +457,21 @@ static void quant_heads_tile(const att_run *r, att_ws *w, const att_tile *t, int
     int r0 = 0;
     const int r1 = tile_rows(r, w->qpos, &r0, mh, t), m = r1 - r0;
     if (m == 0) return;
-    for (int g = 0; g < t->n; g += QGROUP)
-        for (int h = 0, i = r0; h < ng; h++, i += mh) {
-            const size_t off = (size_t)g * (size_t)t->ld + (size_t)h * t->hs;
-            r->k->attn_qscores(d, dt, m, t->n - g < QGROUP ? t->n - g : QGROUP, w->q16 + i * d, d,
-                               w->qsc + i, t->k + off, (uint64_t)t->ld, w->s + i * TILE + g, TILE,
-                               t->nk ? t->nk + off : NULL);
-        }
+    for (int h = 0, i = r0; h < ng; h++, i += mh) {
+        const size_t off = (size_t)h * t->hs;
+        r->k->attn_qscores(d, dt, m, t->n, w->q16 + i * d, d, w->qsc + i, t->k + off,
+                           (uint64_t)t->ld, w->s + i * TILE, TILE, t->nk ? t->nk + off : NULL);
+    }
     for (int h = 0; h < ng; h++) {
         const att_state s = head_state(st, h);
         for (int i = r0; i < r1; i++)
             w->a[h * mh + i] = row_softmax(r, t, r->k->attn_softmaxz, w->qpos[h * mh + i],
                                            w->s + (h * mh + i) * TILE, &s.M[i], &s.L[i]);
     }
-    for (int g = 0; g < t->n; g += QGROUP) {
-        for (int h = 0, i = r0; h < ng; h++, i += mh) {
-            const size_t off = (size_t)g * (size_t)t->ld + (size_t)h * t->hs;
-            r->k->attn_qpv(d, dt, m, t->n - g < QGROUP ? t->n - g : QGROUP, w->s + i * TILE + g,
-                           TILE, t->v + off, (uint64_t)t->ld, w->a + i,
-                           head_state(st, h).O + r0 * d, d, t->nv ? t->nv + off : NULL);
-        }
-        for (int i = 0; i < ng * mh; i++) /* the rescale is done */
-            w->a[i] = 1.0f;
+    for (int h = 0, i = r0; h < ng; h++, i += mh) {
+        const size_t off = (size_t)h * t->hs;
+        r->k->attn_qpv(d, dt, m, t->n, w->s + i * TILE, TILE, t->v + off, (uint64_t)t->ld, w->a + i,
+                       head_state(st, h).O + r0 * d, d, t->nv ? t->nv + off : NULL);
     }
 }
 
