@@ -143,36 +143,13 @@ static inline void store4(const float *acc, const float *qs, float *s, int64_t l
                      _mm512_mul_ps(_mm512_shuffle_f32x4(t1, t3, 0xDD), _mm512_set1_ps(qs[3])));
 }
 
-/* s[n * lds + t] = acc[t * 16 + n] * qs[n], n, t < 16: the 16 x 16 transpose in registers
- * (pairs of keys, then of pairs, then 128-bit lanes). */
+/* s[n * lds + t] = acc[t * 16 + n] * qs[n], n, t < 16: the 16 x 16 transpose in registers. */
 static inline void store16(const float *acc, const float *qs, float *s, int64_t lds) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        const __m512 a = _mm512_load_ps(acc + 16 * i), b = _mm512_load_ps(acc + 16 * (i + 1));
-        t[i] = _mm512_unpacklo_ps(a, b);
-        t[i + 1] = _mm512_unpackhi_ps(a, b);
-    }
-    for (int i = 0; i < 16; i += 4) { /* u[i + x], lane L: row 4L + x, keys i..i+3 */
-        const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
-        const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
-        u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-        u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-        u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-        u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-    }
-    for (int x = 0; x < 4; x++) {
-        const __m512 va = _mm512_shuffle_f32x4(u[x], u[4 + x], 0x44);
-        const __m512 vb = _mm512_shuffle_f32x4(u[x], u[4 + x], 0xEE);
-        const __m512 wa = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0x44);
-        const __m512 wb = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0xEE);
-        const __m512 r[4] = {_mm512_shuffle_f32x4(va, wa, 0x88), _mm512_shuffle_f32x4(va, wa, 0xDD),
-                             _mm512_shuffle_f32x4(vb, wb, 0x88),
-                             _mm512_shuffle_f32x4(vb, wb, 0xDD)};
-        for (int L = 0; L < 4; L++) {
-            const int n = 4 * L + x;
-            _mm512_storeu_ps(s + n * lds, _mm512_mul_ps(r[L], _mm512_set1_ps(qs[n])));
-        }
-    }
+    __m512 a[16], r[16];
+    _Pragma("GCC unroll 16") for (int t = 0; t < 16; t++) a[t] = _mm512_load_ps(acc + 16 * t);
+    x86_transpose16_ps(a, r);
+    _Pragma("GCC unroll 16") for (int n = 0; n < 16; n++)
+        _mm512_storeu_ps(s + n * lds, _mm512_mul_ps(r[n], _mm512_set1_ps(qs[n])));
 }
 
 /* Scores of rows 0..N-1 (B tiles bh / bl, scales qs) x keys 0..15 at k: the blocks in order

@@ -242,32 +242,13 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
 static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
     for (int j0 = 0; j0 < nk; j0 += 16)
         for (int c = 0; c < dc; c += 16) {
-            __m512 r[16], t[16], u[16];
-            for (int x = 0; x < 16; x++)
-                r[x] = _mm512_loadu_ps(k + (int64_t)(j0 + x < nk ? j0 + x : nk - 1) * ldk + c);
-            for (int x = 0; x < 16; x += 2) {
-                t[x] = _mm512_unpacklo_ps(r[x], r[x + 1]);
-                t[x + 1] = _mm512_unpackhi_ps(r[x], r[x + 1]);
-            }
-            for (int g = 0; g < 16; g += 4) { /* u[g + x]: keys g..g+3 of dim 4l + x, lane l */
-                const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
-                const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
-                u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-                u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-                u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-                u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-            }
+            __m512 r[16], t[16];
+            _Pragma("GCC unroll 16") for (int x = 0; x < 16; x++) r[x] =
+                _mm512_loadu_ps(k + (int64_t)(j0 + x < nk ? j0 + x : nk - 1) * ldk + c);
+            x86_transpose16_ps(r, t);
             float *o = kt + (int64_t)c * ATT_SK_KEYS + j0;
-            for (int x = 0; x < 4; x++) {
-                const __m512 va = _mm512_shuffle_f32x4(u[x], u[4 + x], 0x44);
-                const __m512 vb = _mm512_shuffle_f32x4(u[x], u[4 + x], 0xEE);
-                const __m512 wa = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0x44);
-                const __m512 wb = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0xEE);
-                _mm512_storeu_ps(o + x * ATT_SK_KEYS, _mm512_shuffle_f32x4(va, wa, 0x88));
-                _mm512_storeu_ps(o + (4 + x) * ATT_SK_KEYS, _mm512_shuffle_f32x4(va, wa, 0xDD));
-                _mm512_storeu_ps(o + (8 + x) * ATT_SK_KEYS, _mm512_shuffle_f32x4(vb, wb, 0x88));
-                _mm512_storeu_ps(o + (12 + x) * ATT_SK_KEYS, _mm512_shuffle_f32x4(vb, wb, 0xDD));
-            }
+            _Pragma("GCC unroll 16") for (int x = 0; x < 16; x++)
+                _mm512_storeu_ps(o + x * ATT_SK_KEYS, t[x]);
         }
 }
 

@@ -243,6 +243,35 @@ static inline void x86_k4_scales_x16(const uint8_t *g, __m512i sc[2], __m512i mn
                             _mm512_and_si512(_mm512_srli_epi32(b, 2), hi2));
 }
 
+/* The 16 x 16 transpose of floats in registers: out[i] lane j = in[j] lane i (pairs of rows,
+ * then pairs of pairs, then 128-bit lanes). */
+static inline void x86_transpose16_ps(const __m512 in[16], __m512 out[16]) {
+    __m512 t[16], u[16];
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(in[i], in[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(in[i], in[i + 1]);
+    }
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16;
+                                  i += 4) { /* u[i + x], lane L: rows i..i+3 of column 4L + x */
+        const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+        const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+        u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    _Pragma("GCC unroll 16") for (int x = 0; x < 4; x++) {
+        const __m512 va = _mm512_shuffle_f32x4(u[x], u[4 + x], 0x44);
+        const __m512 vb = _mm512_shuffle_f32x4(u[x], u[4 + x], 0xEE);
+        const __m512 wa = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0x44);
+        const __m512 wb = _mm512_shuffle_f32x4(u[8 + x], u[12 + x], 0xEE);
+        out[x] = _mm512_shuffle_f32x4(va, wa, 0x88);
+        out[4 + x] = _mm512_shuffle_f32x4(va, wa, 0xDD);
+        out[8 + x] = _mm512_shuffle_f32x4(vb, wb, 0x88);
+        out[12 + x] = _mm512_shuffle_f32x4(vb, wb, 0xDD);
+    }
+}
+
 static inline __m512 x86_exp_ps512(__m512 x) {
     const __m512 hi = _mm512_set1_ps(88.0f), lo = _mm512_set1_ps(-87.3f);
     const __m512 xc = _mm512_max_ps(_mm512_min_ps(x, hi), lo);
