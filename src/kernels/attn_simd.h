@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format/quant.h"
 #include "kernels/blocks.h"
 #include "kernels/generic/generic.h"
 
@@ -58,10 +59,33 @@ ASV_INLINE void att_hint_row(const uint8_t *p, size_t n) {
     __builtin_prefetch(p + n - 1, 0, 3);
 }
 
+/* Bytes of a Q4_0 (q4) or Q8_0 block. */
+ASV_INLINE size_t att_block_bytes(const int q4) {
+    return q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
+}
+
+/* The attn_qscores ops' group of 4 query rows from row i (rows <= 4 real ones): their int16
+ * rows and scales; a short group repeats its last row (only real rows are stored). */
+ASV_INLINE void att_rows4(const int16_t *q16, int64_t ldq, const float *qs, int i, int rows,
+                          const int16_t *qr[4], float qsr[4]) {
+    for (int r = 0; r < 4; r++) {
+        const int ri = i + (r < rows ? r : rows - 1);
+        qr[r] = q16 + (int64_t)ri * ldq;
+        qsr[r] = qs[ri];
+    }
+}
+
+/* X(r, ...) with r the rows of a pass (4, 3, 2 or 1; R < 1 as 1) as a constant. */
+#define ATT_BY_ROWS(R, X, ...)         \
+    switch (R) {                       \
+    case 4: X(4, __VA_ARGS__); break;  \
+    case 3: X(3, __VA_ARGS__); break;  \
+    case 2: X(2, __VA_ARGS__); break;  \
+    default: X(1, __VA_ARGS__); break; \
+    }
+
 #if defined(__x86_64__)
 #include <immintrin.h>
-
-#include "format/quant.h"
 
 /* llvm-mca markers for scripts/x86-mca-attnq.sh (as ARM_MCA_* in arm.h): nothing unless the
  * file is built with -DCPULM_MCA_MARKERS; then asm comment lines around one iteration of a

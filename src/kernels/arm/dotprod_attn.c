@@ -32,7 +32,7 @@ ARM_INLINE void block_k8(const uint8_t *row, int64_t b, const int Q4, int8x16_t 
 
 ARM_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
     uint16_t h;
-    memcpy(&h, row + (size_t)b * (Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0)), 2);
+    memcpy(&h, row + (size_t)b * att_block_bytes(Q4), 2);
     return arm_fp16(h);
 }
 
@@ -93,20 +93,18 @@ static void scores_rows(int64_t d, int Q4, int i, int rows, int n, const int16_t
                         const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
                         const uint8_t *next) {
     int8_t hi[4 * WDIM] __attribute__((aligned(16))), lo[4 * WDIM] __attribute__((aligned(16)));
+    const int16_t *qr[4];
     float qsr[4];
-    for (int r = 0; r < 4; r++) {
-        const int ri = i + (r < rows ? r : rows - 1);
-        const int16_t *q = q16 + (int64_t)ri * ldq;
+    att_rows4(q16, ldq, qs, i, rows, qr, qsr);
+    for (int r = 0; r < 4; r++)
         for (int64_t e = 0; e < d; e += 8) {
-            const int16x8_t x = vld1q_s16(q + e);
+            const int16x8_t x = vld1q_s16(qr[r] + e);
             vst1_s8(hi + r * d + e, vshrn_n_s16(x, 8)); /* the high byte: floor(q / 256) */
             vst1_s8(lo + r * d + e,
                     vreinterpret_s8_u8(veor_u8(vreinterpret_u8_s8(vmovn_s16(x)), vdup_n_u8(0x80))));
         }
-        qsr[r] = qs[ri];
-    }
     const float32x4_t qsv = vld1q_f32(qsr);
-    const size_t rb = (size_t)(d / 32) * (Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0));
+    const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
     const uint8_t *hint = i == 0 ? next : NULL;
     int j = 0;
     for (; j + 2 <= n; j += 2) {

@@ -353,10 +353,6 @@ void cpulm_neon_attn_xweights(int n, float *s, float *ms, float *M) {
 #define KT   ATT_QKT
 #define WDIM ATT_QWDIM
 
-ARM_INLINE size_t block_bytes(const int Q4) {
-    return Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
-}
-
 /* ---- query rows to int16 ---- */
 
 void cpulm_neon_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
@@ -422,7 +418,7 @@ ARM_INLINE int32x4_t qdot(const int16x8_t qv[4], const int16x8_t k[4]) {
 /* The scale of block b of a cache row as f32 (exact). */
 ARM_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
     uint16_t h;
-    memcpy(&h, row + (size_t)b * block_bytes(Q4), 2);
+    memcpy(&h, row + (size_t)b * att_block_bytes(Q4), 2);
     return arm_fp16(h);
 }
 
@@ -479,13 +475,9 @@ ARM_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, con
                             int64_t lds, const uint8_t *next) {
     const int16_t *qr[4];
     float qsr[4];
-    for (int r = 0; r < 4; r++) {
-        const int ri = i + (r < rows ? r : rows - 1);
-        qr[r] = q16 + (int64_t)ri * ldq;
-        qsr[r] = qs[ri];
-    }
+    att_rows4(q16, ldq, qs, i, rows, qr, qsr);
     const float32x4_t qsv = vld1q_f32(qsr);
-    const size_t rb = (size_t)(d / 32) * block_bytes(Q4);
+    const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
     const uint8_t *hint = i == 0 ? next : NULL;
     int j = 0;
     for (; j + 2 <= n; j += 2) {
@@ -617,13 +609,7 @@ ARM_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, const float *w,
 }
 
 #define PV_R(R, Q4, HI, PF) pv_pass(n, vq, ldv, w, orow, c, pf, pfn, R, Q4, HI, PF)
-#define PV_RS(Q4, HI, PF)                \
-    switch (R) {                         \
-    case 4: PV_R(4, Q4, HI, PF); break;  \
-    case 3: PV_R(3, Q4, HI, PF); break;  \
-    case 2: PV_R(2, Q4, HI, PF); break;  \
-    default: PV_R(1, Q4, HI, PF); break; \
-    }
+#define PV_RS(Q4, HI, PF)   ATT_BY_ROWS(R, PV_R, Q4, HI, PF)
 
 /* pv_pass with its constants chosen here, once per pass (mode: 0 Q8, 1 Q4 low nibbles,
  * 2 Q4 high nibbles). */
@@ -646,7 +632,7 @@ void cpulm_neon_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p
         return;
     }
     const int q4 = vt == CPULM_DTYPE_Q4_0;
-    const size_t bs = block_bytes(q4);
+    const size_t bs = att_block_bytes(q4);
     for (int i = 0; i < m; i++) { /* o *= a first: the per-key fmas follow */
         float *oi = o + (int64_t)i * ldo;
         for (int64_t c = 0; c < d; c += 4)

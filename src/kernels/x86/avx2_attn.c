@@ -487,9 +487,8 @@ typedef struct kpair {
 #define DKA (WIDE ? da[b * KT] : key_d(kp.ra, b, Q4))
 #define DKB (WIDE ? db[b * KT] : key_d(kp.rb, b, Q4))
 AVX2_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
-    const size_t bs = Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
     uint16_t h;
-    __builtin_memcpy(&h, row + (size_t)b * bs, 2);
+    __builtin_memcpy(&h, row + (size_t)b * att_block_bytes(Q4), 2);
     return x86_fp16(h);
 }
 
@@ -527,16 +526,12 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
                              const int16_t *q16, int64_t ldq, const float *qs, const uint8_t *k,
                              uint64_t ldk, const int16_t *kw, const float *dk, float *s,
                              int64_t lds, const uint8_t *next) {
-    const int16_t *qr[4]; /* a short group repeats its last row; only real rows are stored */
+    const int16_t *qr[4];
     float qsr[4];
-    for (int r = 0; r < 4; r++) {
-        const int ri = i + (r < rows ? r : rows - 1);
-        qr[r] = q16 + (int64_t)ri * ldq;
-        qsr[r] = qs[ri];
-    }
+    att_rows4(q16, ldq, qs, i, rows, qr, qsr);
     const __m128 q4s = _mm_loadu_ps(qsr);
     const __m256 qsv = _mm256_insertf128_ps(_mm256_castps128_ps256(q4s), q4s, 1);
-    const size_t rb = (size_t)(d / 32) * (Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0));
+    const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
     for (int j = 0; j < n; j += 4) {
         if (i == 0 && next)
             for (int t = 0; t < 4; t++)
@@ -583,9 +578,7 @@ AVX2_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16
     float dk[WDIM / 32 * KT];
     int16_t kw[WDIM * KT];
     const int wide = m > 4;
-    if (wide)
-        x86q_block_scales(d, k, ldk, n, Q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0),
-                          dk);
+    if (wide) x86q_block_scales(d, k, ldk, n, att_block_bytes(Q4), dk);
     if (wide)
         for (int j = 0; j < n; j++)
             for (int64_t b = 0; b < d / 32; b++) {
@@ -705,13 +698,7 @@ AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, con
 }
 
 #define PV_R(R, MODE, PF) pv_pass(n, vq, ldv, sh, vf, w, orow, c, pf, pfn, R, MODE, PF)
-#define PV_RS(MODE, PF)                \
-    switch (R) {                       \
-    case 4: PV_R(4, MODE, PF); break;  \
-    case 3: PV_R(3, MODE, PF); break;  \
-    case 2: PV_R(2, MODE, PF); break;  \
-    default: PV_R(1, MODE, PF); break; \
-    }
+#define PV_RS(MODE, PF)   ATT_BY_ROWS(R, PV_R, MODE, PF)
 
 /* pv_pass with its constants chosen here, once per pass. */
 static void pv_pass_any(int R, int mode, int n, const uint8_t *vq, uint64_t ldv, __m128i sh,
@@ -736,7 +723,7 @@ void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p
         return;
     }
     const int q4 = vt == CPULM_DTYPE_Q4_0;
-    const size_t bs = q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
+    const size_t bs = att_block_bytes(q4);
     for (int i = 0; i < m; i++) { /* o *= a first: the per-key fmas follow */
         float *oi = o + (int64_t)i * ldo;
         const __m256 va = _mm256_set1_ps(a[i]);

@@ -25,10 +25,6 @@
 #define KT          ATT_QKT
 #define VF_LD       64 /* floats per key in qpv's converted values (2 blocks) */
 
-static size_t block_bytes(int q4) {
-    return q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
-}
-
 /* ---- scores ---- */
 
 /* Block b of a cache row: its 32 quants as int16, in element order. Q4 is a constant. */
@@ -85,17 +81,13 @@ A512_INLINE __m512 scores_4x4(int64_t d, const int Q4, const int16_t *const qr[4
 A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, const int16_t *q16,
                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
                              const float *ds, float *s, int64_t lds, const uint8_t *next) {
-    const int16_t *qr[4]; /* a short group repeats its last row; only real rows are stored */
+    const int16_t *qr[4];
     float qsr[4];
-    for (int r = 0; r < 4; r++) {
-        const int ri = i + (r < rows ? r : rows - 1);
-        qr[r] = q16 + (int64_t)ri * ldq;
-        qsr[r] = qs[ri];
-    }
+    att_rows4(q16, ldq, qs, i, rows, qr, qsr);
     const __m512 qsv = _mm512_broadcast_f32x4(_mm_loadu_ps(qsr));
     /* [k0: r0..r3 | k1 | k2 | k3] -> [r0: k0..k3 | r1 | r2 | r3] */
     const __m512i rowsidx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const size_t rb = (size_t)(d / 32) * block_bytes(Q4);
+    const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
     for (int j = 0; j < n; j += 4) {
         if (!Q4) X86Q_MCA_BEGIN("avx512_attn_qscores");
         const uint8_t *kr[4];
@@ -121,7 +113,7 @@ static void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q
                          const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
                          const uint8_t *next) {
     float ds[ATT_QWDIM / 32 * KT];
-    x86q_block_scales512(d, k, ldk, n, block_bytes(Q4), ds);
+    x86q_block_scales512(d, k, ldk, n, att_block_bytes(Q4), ds);
     for (int i = 0; i < m; i += 4)
         scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, ds, s, lds, next);
 }
@@ -202,13 +194,7 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, const float *vf,
 }
 
 #define PV(R, NB, Q4, SC) pv_pass(n, v, ldv, vf, b0, nbt, w, a, orow, pf, pfn, R, NB, Q4, SC)
-#define PV_R(NB, Q4, SC)               \
-    switch (R) {                       \
-    case 4: PV(4, NB, Q4, SC); break;  \
-    case 3: PV(3, NB, Q4, SC); break;  \
-    case 2: PV(2, NB, Q4, SC); break;  \
-    default: PV(1, NB, Q4, SC); break; \
-    }
+#define PV_R(NB, Q4, SC)  ATT_BY_ROWS(R, PV, NB, Q4, SC)
 #define PV_Q(NB, SC)    \
     if (q4 == 2) {      \
         PV_R(NB, 2, SC) \
@@ -259,7 +245,7 @@ static void qpv_rows(int64_t d, int q4, int i, int R, int j0, int nk, int bs, in
         }
         orow[r] = o + (int64_t)(i + r) * ldo;
     }
-    const size_t pfn = (size_t)nbt * block_bytes(q4);
+    const size_t pfn = (size_t)nbt * att_block_bytes(q4);
     for (int b0 = bs; b0 < be; b0 += 2) {
         const uint8_t *pf = next && i == 0 && b0 == 0 ? next + (uint64_t)j0 * ldv : NULL;
         pv_pass_any(R, be - b0 < 2 ? 1 : 2, vf ? 2 : q4, j0 == 0, nk, v + (uint64_t)j0 * ldv, ldv,
@@ -291,7 +277,7 @@ void cpulm_avx512_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float 
     for (int j0 = 0; j0 < n; j0 += KT) { /* o *= a rides in the first keys' passes */
         const int nk = n - j0 < KT ? n - j0 : KT;
         const uint8_t *vj = v + (uint64_t)j0 * ldv;
-        x86q_block_scales512(d, vj, ldv, nk, block_bytes(q4), dv);
+        x86q_block_scales512(d, vj, ldv, nk, att_block_bytes(q4), dv);
         if (m <= 4) { /* one group of rows: the values converted in its passes */
             qpv_rows(d, q4, 0, m, j0, nk, 0, nbt, p, ldp, v, ldv, NULL, dv, a, o, ldo, next);
             continue;
