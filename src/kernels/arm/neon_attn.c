@@ -2,26 +2,12 @@
  * attn_q*), built with the neon flags (-march=armv8-a) and reached through
  * cpulm_kernels_neon (neon.c's table); dotprod, i8mm and sve inherit them (dotprod overrides
  * attn_qscores, dotprod_attn.c). attn_scores, attn_pv, attn_merge and attn_xpv are
- * attn_simd.h's over the 4-lane layer below. Every op is bit-identical to generic/attn.c:
- *
- * - f32 tiles: softmax takes the canonical polynomial exp (arm_canon_vexp) and the same 16
- *   lane sums; P.V is per element fmas in key order, so any register blocking gives the
- *   same bits.
- * - the exact numerics (attn_x*): xscores puts query rows in the lanes of float64x2 vectors
- *   (two rows per vector), one key element per fused multiply-add: each (row, key) lane adds
- *   its exact products in c order, as the generic double sum does (fma of an exact product =
- *   one rounded addition). xpv rounds every accumulator through FCVTN / FCVTL (round to
- *   nearest even under the default FPCR, like cpulm_f32_to_fp16) and uses FMLA, fused like
- *   fmaf. xweights takes the running max before each key as a prefix max, so every key's
- *   exponent is known before any expf, and evaluates glibc's aarch64 expf in float64x2 lanes.
- * - Q8_0 / Q4_0 rows in place (attn_q*): a block's int32 dot is exact in any order (SMULL /
- *   SMLAL of the int16 query against the quants widened to int16: a product is at most
- *   32767 * 128 and 32 of them stay below 2^31), so only the per-block float steps have an
- *   order: the 4 rows of a group share one float32x4 per key (rows in lanes), one SCVTF and
- *   one FMLA by the key's block scale per block, in block order as the generic loop. P.V: per
- *   element fmas in key order with the weight p * d of a key and block rounded once
- *   beforehand, so any register blocking gives the same bits. Softmax: the canonical
- *   polynomial exp on 4 lanes (arm_canon_vexp) with the lanes below -87 flushed to 0.
+ * attn_simd.h's over the 4-lane layer below. Every op is bit-identical to generic/attn.c, by
+ * the arguments of docs/CORRECTNESS.md "Default attention numerics and the tiled path": per
+ * element the generic order, integer block dots exact in any order (SMULL / SMLAL: 32
+ * products of at most 32767 * 128 stay below 2^31); the exact scores put 2 query rows in the
+ * lanes of a float64x2, the exact weights evaluate glibc's aarch64 expf in float64x2 lanes,
+ * the f16 rounding is FCVTN / FCVTL (nearest even under the default FPCR).
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "neon"

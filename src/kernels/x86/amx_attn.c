@@ -9,17 +9,11 @@
  * score ran ~20x under the int8 rate. A tile needs no reduction: TDPB*D sums the 32 products
  * of one block into one int32 per (key, row).
  *
- * The query stays int16 (the contract): q = 256 * hi + lo with hi = q >> 8 signed and lo =
- * q & 255 unsigned, so a block's exact dot is 256 * (k . hi) + (k . lo): TDPBSSD (signed keys
- * x signed hi) and TDPBSUD (signed keys x unsigned lo) into two int32 tiles, |k . hi| <=
- * 32 * 128 * 128 and |k . lo| <= 32 * 128 * 255, so both and the sum are exact (the sum is
- * the generic isum, |isum| <= 32 * 128 * 32767 < 2^31). A = 16 keys' quants of block b,
- * loaded in place with the cache row stride (no copy, no transpose); B = the block's hi or
- * lo bytes of N <= 16 query rows, 4 per lane (made once per call); C = 16 keys x N rows.
- * The float steps per (row, key) then run in block order as the contract says: acc =
- * fma(dk, (float)isum, acc) from 0, s = acc * qs. So the level gives the generic bits.
- *
- * Keys past the last whole 16 of a call go to the avx512 op (the same bits per score): a
+ * The int16 query is split as q = 256 * hi + lo (TDPBSSD by the signed hi, TDPBSUD by the
+ * unsigned lo: exact, docs/CORRECTNESS.md). A = 16 keys' quants of block b, loaded in place
+ * with the cache row stride; B = the block's hi or lo bytes of N <= 16 query rows, 4 per
+ * lane (made once per call); C = 16 keys x N rows; then the generic float steps per (row,
+ * key) in block order. Keys past the last whole 16 go to the avx512 op (the same bits): a
  * tile load of 16 rows would read past the cache's last row.
  */
 #if defined(__x86_64__)

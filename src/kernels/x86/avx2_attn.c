@@ -3,26 +3,11 @@
  * cpulm_kernels_avx2 (avx2.c's table); the avx512 levels inherit the attn_q* softmax and
  * query quantization, and call the attn_x* ops for the head sizes their 512-bit versions do
  * not take. attn_scores, attn_pv, attn_merge and attn_xpv are attn_simd.h's over the
- * 8-lane layer below. Every op is bit-identical to generic/attn.c:
- *
- * - f32 tiles: softmax takes the canonical polynomial exp (x86_canon_vexp256) and the same
- *   16 lane sums; P.V is per element fmas in key order, so any register blocking gives the
- *   same bits.
- * - the exact numerics (attn_x*): xscores puts query rows in the lanes of __m256d vectors
- *   (four rows per vector), each key element broadcast (keys converted to doubles once per
- *   call): every (row, key) lane adds its exact products in c order, as the generic double
- *   sum does (fma of an exact product = one rounded addition). xpv rounds every accumulator
- *   through VCVTPS2PH (round to nearest even, immediate) and VCVTPH2PS, and uses fused
- *   multiply-adds like fmaf. xweights takes the running max before each key as a prefix max
- *   over 8 lanes, so every key's exponent is known before any expf, and evaluates glibc's
- *   x86_64 FMA expf in __m256d lanes, its table by VGATHERQPD.
- * - Q8_0 / Q4_0 rows in place (attn_q*): a block's int32 dot is exact whatever the order
- *   (vpmaddwd of the int16 query against the quants widened to int16, then adds), so only
- *   the per-block float steps have an order: 4 rows x 2 keys of them share one __m256 (rows
- *   in lanes), one cvt and one fma per block in block order, as the generic loop. P.V: per
- *   element fmas in key order with the weight p * d folded per block (precomputed per key and
- *   block), so any register blocking gives the same bits. Softmax: the canonical polynomial
- *   exp without its ldexpf lanes (those are flushed to 0 by the contract).
+ * 8-lane layer below. Every op is bit-identical to generic/attn.c, by the arguments of
+ * docs/CORRECTNESS.md "Default attention numerics and the tiled path": per element the
+ * generic order, integer block dots exact in any order; the exact scores put 4 query rows
+ * in the lanes of a __m256d, the exact weights evaluate glibc's x86_64 FMA expf in __m256d
+ * lanes (its table by VGATHERQPD), the f16 rounding is VCVTPS2PH / VCVTPH2PS.
  */
 #if defined(__x86_64__)
 #include <math.h>

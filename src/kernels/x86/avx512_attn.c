@@ -7,12 +7,9 @@
  * key), and on the avx2 ops a key block of 4 rows is 8 vpmaddwd plus a 256-bit reduction
  * tree, and P.V 32 fmas per key at d 64. Here a key block is one 512-bit register of int16
  * (4 vpmaddwd for 4 rows), the reduction tree is shared by 4 keys, and P.V is 16 fmas per
- * key with both blocks of a d-64 row in one pass over the keys.
- *
- * Bit-identical to generic/attn.c (attn_q*), as the avx2 ops: a block's int32 dot is exact in any
- * order; per (row, key) the block steps acc = fma(dk, (float)isum, acc) run in block order
- * from 0 and s = acc * qs; P.V is o *= a, then per element fma(p * dv, (float)quant, o) in
- * key order (registers blocked over rows and dims only, never over keys).
+ * key with both blocks of a d-64 row in one pass over the keys. The same bits as the avx2
+ * ops, by the same argument (docs/CORRECTNESS.md; registers blocked over rows and dims only,
+ * never over keys).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
