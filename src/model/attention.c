@@ -1,37 +1,21 @@
 /* attention.c: the attention driver: every query row of a batch over the KV cache, whatever
- * the cache type or numerics, flash-attention style (docs/ARCHITECTURE.md "Attention").
+ * the cache type or numerics, flash-attention style. What it owns (mask, window, sinks,
+ * scale, GQA grouping, the split over threads), the numerics and their tile ops (exact,
+ * tiled, quant) and the tile readers: docs/ARCHITECTURE.md "Attention"; their arithmetic:
+ * docs/CORRECTNESS.md.
  *
- * The driver owns what is not arithmetic: the causal mask, the sliding window and the sinks
- * (cpulm_attn_opts), the score scale, GQA grouping and the split over the threads. The
- * arithmetic is a numerics' three tile ops from the kernel table (kernels.h): score tile,
- * softmax update, value tile, each on one tile of keys for a run of query rows:
- *   exact  (F16 cache: `ref`, and `auto` below 64 rows): attn_x*, attn_f16's recurrence (f16
- *          accumulation) bit for bit;
- *   tiled  (F32; F16: `fast`, and `auto` from 64 rows): attn_scores / softmax_row / pv on f32
- *          tiles;
- *   quant  (Q8_0, Q4_0): attn_qscores / softmaxz / qpv on the cache rows in place.
- * A tile reader per cache type makes the tile (read_tile).
+ * A work item is a block of up to CPULM_ATT_ROWS query rows sharing keys (consecutive tokens
+ * of one sequence x the query heads of one KV head); a one-token block may take several KV
+ * heads (their adjacent slices of each cache row, so each page of the cache is walked once per
+ * item: at depth 32k the page walks of reading 1/n_kv of every row doubled the time). Keys go
+ * in tiles of CPULM_ATTN_TILE aligned at 0; tiled and quant fold chunks of CPULM_ATTN_CHUNK
+ * in chunk order (attn_merge). Generation on those splits the chunks over the threads: the
+ * thread that finishes a (token, group)'s last chunk folds them (a counter per pair, no
+ * barrier: under load a barrier costs more than the fold).
  *
- * A work item is a block of query rows that share keys: up to CPULM_ATT_ROWS rows made of
- * consecutive tokens of one sequence x the query heads of one KV head, so each tile read serves
- * every row; a one-token block may take several KV heads (their adjacent slices of each cache
- * row: each page of the cache is then walked once per item, not once per head; at depth 32k
- * the page walks of reading 1/n_kv of every row doubled the time). Keys go in tiles of
- * CPULM_ATTN_TILE aligned at 0; tiled and quant group them in chunks of CPULM_ATTN_CHUNK whose
- * partials attn_merge folds in chunk order. A row skips tiles past its position or before its
- * window; the softmax update runs on the keys the row sees, the others get weight 0.
- *
- * Generation on the chunked numerics (one-token blocks, few of them) splits the chunks over the
- * threads (flash-decoding): each item writes its chunk's partial, and the thread that finishes
- * a (token, group)'s last chunk folds them in order (a counter per pair, no barrier: under load
- * a barrier costs more than the fold). The exact recurrence cannot be split over keys.
- *
- * Each step's arithmetic is per row and per key in a fixed order, and tiles and chunks sit at
- * fixed positions, so a token's result is the same bits whichever item, batch, thread count
- * or head grouping computed it. Under CPULM_ATTN_AUTO (the default) the numerics of a block
- * follow its sequence's rows in the call (auto_plan), so one call may mix exact and tiled
- * blocks; a sequence's result then depends on how its tokens were chunked into calls, never
- * on the other sequences of a batch.
+ * Tiles and chunks sit at fixed positions and each op is per row and key in a fixed order,
+ * so a token's result is the same bits whichever item, batch, thread count or head grouping
+ * computed it; under CPULM_ATTN_AUTO a sequence's numerics follow its rows in the call.
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include "attention.h"
@@ -133,11 +117,8 @@ void cpulm_attn_free(cpulm_ctx *c) {
     c->attn = NULL;
 }
 
-/* CPULM_ATTN_AUTO: llama.cpp (build 9928) runs a flash-attention call of 64 or more query
- * tokens by f32 tiles when the value head size is a multiple of its f32 vector width (16 on
- * its AVX-512 variants), and everything else by the older per-row F16 recurrence. We count
- * the rows of each sequence, not of the call, so a sequence decoded in a batch gets the bits
- * it gets alone with the same chunks. */
+/* CPULM_ATTN_AUTO: llama.cpp build 9928's rule, by the rows of each sequence, not of the call
+ * (docs/CORRECTNESS.md "Default attention numerics"). */
 static int auto_tiled(const cpulm_ctx *c, int32_t seq_rows) {
     return seq_rows >= CPULM_ATTN_AUTO_ROWS && c->m->hp.head_dim % 16 == 0;
 }
@@ -173,6 +154,17 @@ static int auto_plan(cpulm_ctx *c) {
     return tiled == 0 ? NUM_EXACT : tiled == a->n_blk ? NUM_TILED : NUM_MIXED;
 }
 
+/* The most KV heads per item (a divisor of n_kv whose rows fit an item) that leave units
+ * times the item count at least need. */
+static int most_heads(const cpulm_ctx *c, uint64_t units, uint64_t need) {
+    const struct cpulm_attn *a = c->attn;
+    const int n_kv = c->m->hp.n_head_kv;
+    int best = 1;
+    for (int h = 2; h <= n_kv; h++)
+        if (n_kv % h == 0 && h * a->gq <= a->rows && units * (uint64_t)(n_kv / h) >= need) best = h;
+    return best;
+}
+
 void cpulm_attn_plan(cpulm_ctx *c) {
     struct cpulm_attn *a = c->attn;
     int32_t n = 0;
@@ -190,12 +182,7 @@ void cpulm_attn_plan(cpulm_ctx *c) {
     uint64_t chunks = 0; /* without a window: a grouping heuristic only */
     for (int32_t t = 0; t < c->n_tok; t++)
         chunks += (uint64_t)(c->pos[t] / CHUNK + 1);
-    a->split_ng = 1;
-    for (int h = 2; h <= n_kv; h++)
-        if (n_kv % h == 0 && h * a->gq <= a->rows &&
-            chunks * (uint64_t)(n_kv / h) >=
-                (uint64_t)SPLIT_ITEMS * (uint64_t)cpulm_pool_size(c->pool))
-            a->split_ng = h;
+    a->split_ng = most_heads(c, chunks, (uint64_t)SPLIT_ITEMS * (uint64_t)cpulm_pool_size(c->pool));
     for (int32_t i = 0; i < c->n_tok * n_kv; i++)
         atomic_init(&a->chunks_done[i], 0);
 }
@@ -246,6 +233,13 @@ typedef struct att_tile {
     int64_t ld;
     size_t hs;
 } att_tile;
+
+/* nx = KV head g0's K and V rows of seq from position j. */
+static void rows_at(const att_run *r, int32_t seq, int32_t j, int g0, const uint8_t *nx[2]) {
+    const size_t off = cpulm_dtype_row_bytes(r->c->kv.dtype, r->d) * (size_t)g0;
+    nx[0] = cpulm_kv_k(&r->c->kv, r->il, seq, j) + off;
+    nx[1] = cpulm_kv_v(&r->c->kv, r->il, seq, j) + off;
+}
 
 /* A hint to bring the cache lines of [p, p + n) in (a hint: no fault, no effect on
  * results). */
@@ -346,33 +340,70 @@ static inline float row_softmax(const att_run *r, const att_tile *t, att_softmax
     return a;
 }
 
-/* Chunked numerics, rows [i0, i1) of head h (st: row i0's state): tiled (f32 tiles) or quant
- * (the cache rows in place against the item's int16 queries: no f32 copy of the tile, which
- * on AVX2 was ~27% of the split path and its stores and reloads as much again). */
-static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int h, int i0, int i1,
-                         att_state st) {
+/* Per-head states: head h's rows start at M + h * hs, L + h * hs, O + h * ho. */
+typedef struct att_heads {
+    att_state s;
+    size_t hs, ho;
+} att_heads;
+
+static att_state head_state(const att_heads *st, int h) {
+    att_state s = {st->s.M + (size_t)h * st->hs, st->s.L + (size_t)h * st->hs,
+                   st->s.O + (size_t)h * st->ho};
+    return s;
+}
+
+static void reset_rows(att_state s, int rows, int64_t d) {
+    for (int i = 0; i < rows; i++) {
+        s.M[i] = -INFINITY;
+        s.L[i] = 0.0f;
+    }
+    memset(s.O, 0, sizeof(float) * (size_t)rows * (size_t)d);
+}
+
+/* Chunked numerics, one tile for KV heads h0..h0+nh-1 (head h: rows h * mh.. of the item,
+ * at head h0's positions): the scores of every head, every row's softmax, the values of every
+ * head. tiled: f32 tiles; quant: the cache rows in place against the item's int16 queries (an
+ * f32 copy of the tile was ~27% of the split path on AVX2, its stores and reloads as much
+ * again). Quant one-token items take all their heads at once: the K tile's rows (all heads'
+ * slices, ~34 KiB on the 1B shape's Q8_0 cache) are read by nh passes back to back while in
+ * cache, then the V tile's, not K and V in turn per head (generation at depth 4096: ~1.4x on
+ * one thread, docs/perf-log/2026-12-03-kvq2.md). The same calls per (head, row, key) either
+ * way. */
+static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int h0, int nh, int mh,
+                         const att_heads *st) {
     const int64_t d = r->d;
     const int quant = r->num == NUM_QUANT;
-    const size_t hs = (size_t)h * t->hs;
-    int r0 = i0;
-    const int r1 = tile_rows(r, w->qpos, &r0, i1, t);
-    if (r0 == r1) return;
-    float *s = w->s + r0 * TILE, *o = st.O + (r0 - i0) * d;
-    if (quant)
-        r->k->attn_qscores(d, r->c->kv.dtype, r1 - r0, t->n, w->q16 + r0 * d, d, w->qsc + r0,
-                           t->k + hs, (uint64_t)t->ld, s, TILE, t->nk ? t->nk + hs : NULL);
-    else
-        r->k->attn_scores(d, r1 - r0, t->n, w->q + r0 * d, d, (const float *)(t->k + hs), t->ld,
-                          r->scale, s, TILE);
+    const cpulm_dtype dt = r->c->kv.dtype;
+    int r0 = h0 * mh;
+    const int m = tile_rows(r, w->qpos, &r0, (h0 + 1) * mh, t) - r0;
+    if (m == 0) return;
+    r0 -= h0 * mh; /* head-relative */
+    for (int h = h0, i = h0 * mh + r0; h < h0 + nh; h++, i += mh) {
+        const size_t off = (size_t)h * t->hs;
+        if (quant)
+            r->k->attn_qscores(d, dt, m, t->n, w->q16 + i * d, d, w->qsc + i, t->k + off,
+                               (uint64_t)t->ld, w->s + i * TILE, TILE, t->nk ? t->nk + off : NULL);
+        else
+            r->k->attn_scores(d, m, t->n, w->q + i * d, d, (const float *)(t->k + off), t->ld,
+                              r->scale, w->s + i * TILE, TILE);
+    }
     const att_softmax_fn sm = quant ? r->k->attn_softmaxz : r->k->attn_softmax_row;
-    for (int i = r0; i < r1; i++)
-        w->a[i] = row_softmax(r, t, sm, w->qpos[i], w->s + i * TILE, &st.M[i - i0], &st.L[i - i0]);
-    if (quant)
-        r->k->attn_qpv(d, r->c->kv.dtype, r1 - r0, t->n, s, TILE, t->v + hs, (uint64_t)t->ld,
-                       w->a + r0, o, d, t->nv ? t->nv + hs : NULL);
-    else
-        r->k->attn_pv(d, r1 - r0, t->n, s, TILE, (const float *)(t->v + hs), t->ld, w->a + r0, o,
-                      d);
+    for (int h = h0; h < h0 + nh; h++) {
+        const att_state s = head_state(st, h);
+        for (int i = r0; i < r0 + m; i++)
+            w->a[h * mh + i] = row_softmax(r, t, sm, w->qpos[h * mh + i],
+                                           w->s + (h * mh + i) * TILE, &s.M[i], &s.L[i]);
+    }
+    for (int h = h0, i = h0 * mh + r0; h < h0 + nh; h++, i += mh) {
+        const size_t off = (size_t)h * t->hs;
+        float *o = head_state(st, h).O + r0 * d;
+        if (quant)
+            r->k->attn_qpv(d, dt, m, t->n, w->s + i * TILE, TILE, t->v + off, (uint64_t)t->ld,
+                           w->a + i, o, d, t->nv ? t->nv + off : NULL);
+        else
+            r->k->attn_pv(d, m, t->n, w->s + i * TILE, TILE, (const float *)(t->v + off), t->ld,
+                          w->a + i, o, d);
+    }
 }
 
 /* Exact numerics: attn_f16's per-row recurrence over the row's keys of the tile. A row's
@@ -415,80 +446,25 @@ static void exact_tile(const att_run *r, att_ws *w, const att_tile *t, int h, in
     }
 }
 
-typedef void (*att_tile_fn)(const att_run *r, att_ws *w, const att_tile *t, int h, int i0, int i1,
-                            att_state st);
-static const att_tile_fn tile_step[] = {
-    [NUM_EXACT] = exact_tile, [NUM_TILED] = chunked_tile, [NUM_QUANT] = chunked_tile};
-
 /* ---- items ---- */
-
-/* Per-head states: head h's rows start at M + h * hs, L + h * hs, O + h * ho. */
-typedef struct att_heads {
-    att_state s;
-    size_t hs, ho;
-} att_heads;
-
-static att_state head_state(const att_heads *st, int h) {
-    att_state s = {st->s.M + (size_t)h * st->hs, st->s.L + (size_t)h * st->hs,
-                   st->s.O + (size_t)h * st->ho};
-    return s;
-}
-
-static void reset_rows(att_state s, int rows, int64_t d) {
-    for (int i = 0; i < rows; i++) {
-        s.M[i] = -INFINITY;
-        s.L[i] = 0.0f;
-    }
-    memset(s.O, 0, sizeof(float) * (size_t)rows * (size_t)d);
-}
-
-/* Quant numerics, one tile for the item's KV heads 0..ng-1 (head h: rows h * mh..), rows all
- * at one position (one-token items): the scores of every head, then every row's softmax, then
- * the values of every head. The K tile's rows (all heads' slices, ~34 KiB on the 1B shape's
- * Q8_0 cache) are so read by ng passes back to back while in cache, then the V tile's,
- * instead of K and V in turn for each head (generation at depth 4096: ~1.4x on one thread,
- * docs/perf-log/2026-12-03-kvq2.md). Groups of 16 or 32 keys (every head's slice of a few
- * rows in turn) were slower: each call's setup. The arithmetic per row and key is
- * chunked_tile's: the same calls per (head, row, key). */
-static void quant_heads_tile(const att_run *r, att_ws *w, const att_tile *t, int ng, int mh,
-                             const att_heads *st) {
-    const int64_t d = r->d;
-    const cpulm_dtype dt = r->c->kv.dtype;
-    int r0 = 0;
-    const int r1 = tile_rows(r, w->qpos, &r0, mh, t), m = r1 - r0;
-    if (m == 0) return;
-    for (int h = 0, i = r0; h < ng; h++, i += mh) {
-        const size_t off = (size_t)h * t->hs;
-        r->k->attn_qscores(d, dt, m, t->n, w->q16 + i * d, d, w->qsc + i, t->k + off,
-                           (uint64_t)t->ld, w->s + i * TILE, TILE, t->nk ? t->nk + off : NULL);
-    }
-    for (int h = 0; h < ng; h++) {
-        const att_state s = head_state(st, h);
-        for (int i = r0; i < r1; i++)
-            w->a[h * mh + i] = row_softmax(r, t, r->k->attn_softmaxz, w->qpos[h * mh + i],
-                                           w->s + (h * mh + i) * TILE, &s.M[i], &s.L[i]);
-    }
-    for (int h = 0, i = r0; h < ng; h++, i += mh) {
-        const size_t off = (size_t)h * t->hs;
-        r->k->attn_qpv(d, dt, m, t->n, w->s + i * TILE, TILE, t->v + off, (uint64_t)t->ld, w->a + i,
-                       head_state(st, h).O + r0 * d, d, t->nv ? t->nv + off : NULL);
-    }
-}
 
 /* Keys [j0, jend) of seq (j0 a tile boundary) for the item's rows, KV heads g0..g0+ng-1
  * (head h: rows h * mh..(h + 1) * mh - 1), tile by tile, each tile read once for all heads
  * (adjacent slices of the same cache rows). nx: see read_tile. */
 static void walk_keys(const att_run *r, att_ws *w, int32_t seq, int g0, int ng, int mh, int32_t j0,
                       int32_t jend, const uint8_t *const nx[2], const att_heads *st) {
+    const int together = r->num == NUM_QUANT && w->qpos[0] == w->qpos[w->nrows - 1];
     for (int32_t j = j0; j < jend; j += TILE) {
         const int n = jend - j < TILE ? (int)(jend - j) : TILE;
         const att_tile t = read_tile(r, w, seq, j, n, g0, ng, jend, nx);
-        if (r->num == NUM_QUANT && ng > 1 && w->qpos[0] == w->qpos[w->nrows - 1]) {
-            quant_heads_tile(r, w, &t, ng, mh, st);
-            continue;
-        }
-        for (int h = 0; h < ng; h++)
-            tile_step[r->num](r, w, &t, h, h * mh, (h + 1) * mh, head_state(st, h));
+        if (together)
+            chunked_tile(r, w, &t, 0, ng, mh, st);
+        else
+            for (int h = 0; h < ng; h++)
+                if (r->num == NUM_EXACT)
+                    exact_tile(r, w, &t, h, h * mh, (h + 1) * mh, head_state(st, h));
+                else
+                    chunked_tile(r, w, &t, h, 1, mh, st);
     }
 }
 
@@ -565,12 +541,9 @@ static void block_item(const att_run *r0, att_ws *w, int32_t b, int g0, int ng) 
     } else {
         const att_state part = {w->mc, w->lc, w->oc};
         const att_heads st = {part, (size_t)mh, (size_t)mh * (size_t)r->d};
-        const size_t off = cpulm_dtype_row_bytes(c->kv.dtype, r->d) * (size_t)g0;
         for (int32_t ch = lo / CHUNK; ch <= last / CHUNK; ch++) {
-            const int more = ch < last / CHUNK; /* then the next chunk is read next */
-            const uint8_t *nx[2] = {
-                more ? cpulm_kv_k(&c->kv, r->il, seq, (ch + 1) * CHUNK) + off : NULL,
-                more ? cpulm_kv_v(&c->kv, r->il, seq, (ch + 1) * CHUNK) + off : NULL};
+            const uint8_t *nx[2] = {NULL, NULL};
+            if (ch < last / CHUNK) rows_at(r, seq, (ch + 1) * CHUNK, g0, nx); /* read next */
             int32_t j0, jend;
             chunk_span(ch, lo, last, &j0, &jend);
             reset_rows(part, m, r->d);
@@ -651,9 +624,7 @@ static void split_item(const att_run *r, att_ws *w, const att_split *sp, uint64_
     const uint8_t *nx[2] = {NULL, NULL};
     if (next != UINT64_MAX) {
         const split_at n = split_locate(r, sp, next);
-        const size_t off = cpulm_dtype_row_bytes(c->kv.dtype, r->d) * (size_t)n.g0;
-        nx[0] = cpulm_kv_k(&c->kv, r->il, c->seq[n.t], n.ch * CHUNK) + off;
-        nx[1] = cpulm_kv_v(&c->kv, r->il, c->seq[n.t], n.ch * CHUNK) + off;
+        rows_at(r, c->seq[n.t], n.ch * CHUNK, n.g0, nx);
     }
     gather_rows(r, w, t, 1, at.g0 * gq, ng * gq);
     float *p = part_of(r, t, at.g0, at.ch);
@@ -693,19 +664,6 @@ static void walk_item(const att_run *r, att_ws *w, int32_t t, int h) {
                    c->att + t * qd + h * d);
 }
 
-/* KV heads per block item: 1 for prompt blocks; for one-token blocks the most that keep an
- * item per thread and fit the item's rows. */
-static int heads_per_item(const cpulm_ctx *c, int nth) {
-    const struct cpulm_attn *a = c->attn;
-    const int n_kv = c->m->hp.n_head_kv;
-    int best = 1;
-    if (a->n_blk != c->n_tok) return best;
-    for (int h = 2; h <= n_kv; h++)
-        if (n_kv % h == 0 && h * a->gq <= a->rows && (int64_t)c->n_tok * (n_kv / h) >= (int64_t)nth)
-            best = h;
-    return best;
-}
-
 static void run_split(cpulm_ctx *c, const att_run *r, att_ws *w, int ith) {
     const att_split sp = split_plan(r);
     /* each thread claims its next item before it starts one, to hint that item's first rows
@@ -740,7 +698,8 @@ static void attn_items(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int ith, 
         return;
     }
     /* last blocks first: they have the most keys, so the threads finish together */
-    const int ng = heads_per_item(c, nth);
+    /* KV heads per item: 1 for prompt blocks; one-token blocks: an item per thread at least */
+    const int ng = a->n_blk != c->n_tok ? 1 : most_heads(c, (uint64_t)c->n_tok, (uint64_t)nth);
     const uint64_t per = (uint64_t)(c->m->hp.n_head_kv / ng), n = (uint64_t)a->n_blk * per;
     const uint64_t first = cpulm_work_begin(c, ith, n);
     while (cpulm_work_claim(c, first + n, &item)) {
