@@ -137,18 +137,15 @@ static const bench_result *spec_baseline(const bench_result *all, int n, const b
 /* ---- JSON ---- */
 
 static void json_kv_str(cpulm_json_writer *w, const char *k, const char *v) {
-    cpulm_json_key(w, k);
-    cpulm_json_write_str(w, v);
+    cpulm_json_kv_str(w, k, v);
 }
 
 static void json_kv_int(cpulm_json_writer *w, const char *k, int64_t v) {
-    cpulm_json_key(w, k);
-    cpulm_json_write_int(w, v);
+    cpulm_json_kv_int(w, k, v);
 }
 
 static void json_kv_num(cpulm_json_writer *w, const char *k, double v) {
-    cpulm_json_key(w, k);
-    cpulm_json_write_double(w, v);
+    cpulm_json_kv_double(w, k, v);
 }
 
 /* The fields llama-bench writes, in its order, with cpulm's values. */
@@ -170,12 +167,9 @@ static void json_llama_bench_fields(cpulm_json_writer *w, const bench_env *e, co
     json_kv_str(w, "type_k", bench_kv_name(t->type_k));
     json_kv_str(w, "type_v", bench_kv_name(t->type_k));
     json_kv_int(w, "n_gpu_layers", 0);
-    cpulm_json_key(w, "flash_attn");
-    cpulm_json_write_bool(w, 0);
-    cpulm_json_key(w, "use_mmap");
-    cpulm_json_write_bool(w, 1);
-    cpulm_json_key(w, "embeddings");
-    cpulm_json_write_bool(w, 0);
+    cpulm_json_kv_bool(w, "flash_attn", 0);
+    cpulm_json_kv_bool(w, "use_mmap", 1);
+    cpulm_json_kv_bool(w, "embeddings", 0);
     json_kv_int(w, "n_prompt", t->n_prompt);
     json_kv_int(w, "n_gen", t->n_gen);
     json_kv_int(w, "n_depth", t->n_depth);
@@ -184,13 +178,11 @@ static void json_llama_bench_fields(cpulm_json_writer *w, const bench_env *e, co
     json_kv_int(w, "stddev_ns", (int64_t)llround(s->ns.stddev));
     json_kv_num(w, "avg_ts", s->ts.mean);
     json_kv_num(w, "stddev_ts", s->ts.stddev);
-    cpulm_json_key(w, "samples_ns");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "samples_ns");
     for (int i = 0; i < r->n_reps; i++)
         cpulm_json_write_int(w, (int64_t)llround(r->ns[i]));
     cpulm_json_arr_end(w);
-    cpulm_json_key(w, "samples_ts");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "samples_ts");
     for (int i = 0; i < r->n_reps; i++)
         cpulm_json_write_double(w, r->ts[i]);
     cpulm_json_arr_end(w);

@@ -676,11 +676,9 @@ static int write_roof_json(const study *s, const char *dir) {
                            "tg_bandwidth_fraction", "pp_ts",          "pp_int8_fraction"};
         double v[] = {r->bw, r->int8_ops, r->f32_flops, r->tg_ts, r->tg_frac, r->pp_ts, r->pp_frac};
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "n_threads");
-        cpulm_json_write_int(&w, r->n_threads);
+        cpulm_json_kv_int(&w, "n_threads", r->n_threads);
         for (int j = 0; j < 7; j++) {
-            cpulm_json_key(&w, k[j]);
-            cpulm_json_write_double(&w, v[j]);
+            cpulm_json_kv_double(&w, k[j], v[j]);
         }
         cpulm_json_obj_end(&w);
     }

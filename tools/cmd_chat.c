@@ -160,10 +160,8 @@ static void msgs_json(const chat_state *st, cpulm_buf *out) {
     cpulm_json_arr_begin(&w);
     for (int i = 0; i < st->n_msgs; i++) {
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "role");
-        cpulm_json_write_str(&w, st->msgs[i].role);
-        cpulm_json_key(&w, "content");
-        cpulm_json_write_str(&w, st->msgs[i].content);
+        cpulm_json_kv_str(&w, "role", st->msgs[i].role);
+        cpulm_json_kv_str(&w, "content", st->msgs[i].content);
         cpulm_json_obj_end(&w);
     }
     cpulm_json_arr_end(&w);

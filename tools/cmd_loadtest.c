@@ -573,30 +573,25 @@ static void md_answer_footer(const lt_run *R, const lt_row *best) {
 static void json_bracket(cpulm_json_writer *w, const lt_run *R, const lt_answer *a, int k) {
     const lt_search *sr = &a->s;
     const lt_slo *slo = &R->o->slo;
-    cpulm_json_key(w, "best_trials_met");
-    cpulm_json_write_int(w, sr->lo_met);
-    cpulm_json_key(w, "best_trials");
-    cpulm_json_write_int(w, sr->lo_runs);
+    cpulm_json_kv_int(w, "best_trials_met", sr->lo_met);
+    cpulm_json_kv_int(w, "best_trials", sr->lo_runs);
     cpulm_json_key(w, "lowest_missed"); /* null: none up to --search-max */
     if (sr->hi > 0)
         cpulm_json_write_double(w, sr->hi);
     else
         cpulm_json_write_null(w);
-    cpulm_json_key(w, "lowest_missed_trials_missed");
-    cpulm_json_write_int(w, sr->hi_miss);
-    cpulm_json_key(w, "lowest_missed_trials");
-    cpulm_json_write_int(w, sr->hi_runs);
+    cpulm_json_kv_int(w, "lowest_missed_trials_missed", sr->hi_miss);
+    cpulm_json_kv_int(w, "lowest_missed_trials", sr->hi_runs);
     lt_spread sp;
     answer_spread(R, k, sr, &sp);
-    cpulm_json_key(w, "met_trials");
-    cpulm_json_arr_begin(w); /* per objective metric: across the met trials, and a 95% CI */
+    /* per objective metric: across the met trials, and a 95% CI */
+    cpulm_json_kv_arr_begin(w, "met_trials");
     for (int m = 0; m < slo->n; m++) {
         const lt_samples *x = lt_stats_metric(&a->best->out.st, slo->metric[m]);
         double lo, hi;
         lt_pct_ci(x, slo->pct[m], 1.96, &lo, &hi);
         cpulm_json_obj_begin(w);
-        cpulm_json_key(w, "metric");
-        cpulm_json_write_str(w, metric_name(slo->metric[m]));
+        cpulm_json_kv_str(w, "metric", metric_name(slo->metric[m]));
         const char *keys[] = {"pct", "min_ms", "max_ms", "shown_ms", "ci95_lo_ms", "ci95_hi_ms"};
         const double v[] = {slo->pct[m],
                             sp.metric_lo[m] * 1000,
@@ -605,8 +600,7 @@ static void json_bracket(cpulm_json_writer *w, const lt_run *R, const lt_answer 
                             lo * 1000,
                             hi * 1000};
         for (int i = 0; i < 6; i++) {
-            cpulm_json_key(w, keys[i]);
-            cpulm_json_write_double(w, v[i]);
+            cpulm_json_kv_double(w, keys[i], v[i]);
         }
         cpulm_json_obj_end(w);
     }
@@ -615,14 +609,12 @@ static void json_bracket(cpulm_json_writer *w, const lt_run *R, const lt_answer 
                           "met_trials_arrivals_per_s_min", "met_trials_arrivals_per_s_max"};
     const double v[] = {sp.req_lo, sp.req_hi, sp.arr_lo, sp.arr_hi};
     for (int i = 0; i < 4; i++) {
-        cpulm_json_key(w, keys[i]);
-        cpulm_json_write_double(w, v[i]);
+        cpulm_json_kv_double(w, keys[i], v[i]);
     }
 }
 
 static void json_repeats(cpulm_json_writer *w, const lt_run *R) {
-    cpulm_json_key(w, "repeats");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "repeats");
     for (int k = 0; k < R->n_ans; k++) {
         const lt_answer *a = &R->ans[k];
         cpulm_json_obj_begin(w);
@@ -632,8 +624,7 @@ static void json_repeats(cpulm_json_writer *w, const lt_run *R) {
         else
             cpulm_json_write_null(w);
         if (a->best) {
-            cpulm_json_key(w, "requests_per_s");
-            cpulm_json_write_double(w, a->best->out.st.n_ok / a->best->out.st.wall);
+            cpulm_json_kv_double(w, "requests_per_s", a->best->out.st.n_ok / a->best->out.st.wall);
             json_bracket(w, R, a, k);
         }
         cpulm_json_obj_end(w);
@@ -645,8 +636,7 @@ static void json_repeats(cpulm_json_writer *w, const lt_run *R) {
         cpulm_json_write_double(w, spread);
     else
         cpulm_json_write_null(w);
-    cpulm_json_key(w, "repeats_agree");
-    cpulm_json_write_bool(w, spread >= 0 && spread <= R->o->repeat_tol);
+    cpulm_json_kv_bool(w, "repeats_agree", spread >= 0 && spread <= R->o->repeat_tol);
 }
 
 static void json_slo(cpulm_json_writer *w, const lt_run *R, const lt_answer *a) {
@@ -654,18 +644,12 @@ static void json_slo(cpulm_json_writer *w, const lt_run *R, const lt_answer *a) 
     const lt_row *best = a ? a->best : NULL;
     char desc[512];
     lt_slo_describe(&o->slo, desc, sizeof desc);
-    cpulm_json_key(w, "slo");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "objective");
-    cpulm_json_write_str(w, desc);
-    cpulm_json_key(w, "axis");
-    cpulm_json_write_str(w, o->n_rates ? "rate" : "concurrency");
-    cpulm_json_key(w, "trials");
-    cpulm_json_write_int(w, o->trials);
-    cpulm_json_key(w, "trial_time_s");
-    cpulm_json_write_double(w, o->trial_time);
-    cpulm_json_key(w, "search_precision");
-    cpulm_json_write_double(w, o->search_precision);
+    cpulm_json_kv_obj_begin(w, "slo");
+    cpulm_json_kv_str(w, "objective", desc);
+    cpulm_json_kv_str(w, "axis", o->n_rates ? "rate" : "concurrency");
+    cpulm_json_kv_int(w, "trials", o->trials);
+    cpulm_json_kv_double(w, "trial_time_s", o->trial_time);
+    cpulm_json_kv_double(w, "search_precision", o->search_precision);
     if (best) json_bracket(w, R, a, (int)(a - R->ans));
     cpulm_json_key(w, "best");
     if (best)
@@ -673,8 +657,7 @@ static void json_slo(cpulm_json_writer *w, const lt_run *R, const lt_answer *a) 
     else
         cpulm_json_write_null(w);
     if (best && o->users > 0 && !o->n_rates) {
-        cpulm_json_key(w, "instances_for_users");
-        cpulm_json_write_int(w, lt_instances_needed(o->users, best->load));
+        cpulm_json_kv_int(w, "instances_for_users", lt_instances_needed(o->users, best->load));
     }
     if (best && o->target_rate > 0) {
         cpulm_json_key(w, "instances_for_rate");
@@ -687,14 +670,10 @@ static void json_slo(cpulm_json_writer *w, const lt_run *R, const lt_answer *a) 
 
 /* How the prompts were sized: "calibration": {method, tokens_per_word, added_tokens, why}. */
 static void json_calibration(cpulm_json_writer *w, const lt_calibration *c, int used) {
-    cpulm_json_key(w, "calibration");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "method");
-    cpulm_json_write_str(w, c->method);
-    cpulm_json_key(w, "tokens_per_word");
-    cpulm_json_write_double(w, used ? c->tokens_per_word : 1);
-    cpulm_json_key(w, "added_tokens");
-    cpulm_json_write_double(w, used ? c->vocab.added : 0);
+    cpulm_json_kv_obj_begin(w, "calibration");
+    cpulm_json_kv_str(w, "method", c->method);
+    cpulm_json_kv_double(w, "tokens_per_word", used ? c->tokens_per_word : 1);
+    cpulm_json_kv_double(w, "added_tokens", used ? c->vocab.added : 0);
     cpulm_json_key(w, "why");
     if (c->why[0])
         cpulm_json_write_str(w, c->why);
@@ -707,10 +686,8 @@ static void json_calibration(cpulm_json_writer *w, const lt_calibration *c, int 
  * discarded (each level's "host", "disturbed" and "counted" say which). */
 static void json_disturbance(cpulm_json_writer *w, const lt_run *R) {
     const lt_opts *o = R->o;
-    cpulm_json_key(w, "disturbance");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "sampled");
-    cpulm_json_write_bool(w, R->host_ok);
+    cpulm_json_kv_obj_begin(w, "disturbance");
+    cpulm_json_kv_bool(w, "sampled", R->host_ok);
     cpulm_json_key(w, "server_pid");
     if (o->server_pid > 0)
         cpulm_json_write_int(w, o->server_pid);
@@ -719,15 +696,11 @@ static void json_disturbance(cpulm_json_writer *w, const lt_run *R) {
     const char *keys[] = {"steal_max", "cpu_drop"};
     const double v[] = {o->disturb_steal, o->disturb_cpu_drop};
     for (int i = 0; i < 2; i++) {
-        cpulm_json_key(w, keys[i]);
-        cpulm_json_write_double(w, v[i]);
+        cpulm_json_kv_double(w, keys[i], v[i]);
     }
-    cpulm_json_key(w, "retries");
-    cpulm_json_write_int(w, o->disturb_retries);
-    cpulm_json_key(w, "disturbed_trials");
-    cpulm_json_write_int(w, R->n_disturbed);
-    cpulm_json_key(w, "rerun_trials");
-    cpulm_json_write_int(w, R->n_discarded);
+    cpulm_json_kv_int(w, "retries", o->disturb_retries);
+    cpulm_json_kv_int(w, "disturbed_trials", R->n_disturbed);
+    cpulm_json_kv_int(w, "rerun_trials", R->n_discarded);
     cpulm_json_obj_end(w);
 }
 
@@ -738,24 +711,18 @@ static void json_doc(lt_run *R, const lt_answer *a) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &js, 0, 2);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "url");
-    cpulm_json_write_str(&w, o->url);
+    cpulm_json_kv_str(&w, "url", o->url);
     char desc[512];
     workload_describe(&R->w, desc, sizeof desc);
-    cpulm_json_key(&w, "workload");
-    cpulm_json_write_str(&w, R->w.name);
-    cpulm_json_key(&w, "workload_description");
-    cpulm_json_write_str(&w, desc);
-    cpulm_json_key(&w, "stream");
-    cpulm_json_write_bool(&w, o->stream);
+    cpulm_json_kv_str(&w, "workload", R->w.name);
+    cpulm_json_kv_str(&w, "workload_description", desc);
+    cpulm_json_kv_bool(&w, "stream", o->stream);
     json_calibration(&w, &R->cal, R->w.vocab != NULL);
     json_disturbance(&w, R);
     if (R->usd_hour > 0) {
-        cpulm_json_key(&w, "machine");
-        cpulm_json_write_str(&w, R->machine);
+        cpulm_json_kv_str(&w, "machine", R->machine);
     }
-    cpulm_json_key(&w, "levels");
-    cpulm_json_arr_begin(&w);
+    cpulm_json_kv_arr_begin(&w, "levels");
     for (int i = 0; i < R->n_rows; i++)
         lt_json_row(&w, &R->rows[i], R->usd_hour);
     cpulm_json_arr_end(&w);

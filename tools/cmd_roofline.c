@@ -142,26 +142,19 @@ static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t 
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &b, 0, 2);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "cpu_info");
-    cpulm_json_write_str(&w, e->cpu);
-    cpulm_json_key(&w, "kernel_level");
-    cpulm_json_write_str(&w, e->kernels);
-    cpulm_json_key(&w, "cpulm_version");
-    cpulm_json_write_str(&w, e->version);
+    cpulm_json_kv_str(&w, "cpu_info", e->cpu);
+    cpulm_json_kv_str(&w, "kernel_level", e->kernels);
+    cpulm_json_kv_str(&w, "cpulm_version", e->version);
     if (with_model) {
-        cpulm_json_key(&w, "model_type");
-        cpulm_json_write_str(&w, e->model_type);
-        cpulm_json_key(&w, "bytes_per_token");
-        cpulm_json_write_int(&w, (int64_t)bpt);
-        cpulm_json_key(&w, "matmul_params");
-        cpulm_json_write_int(&w, params);
+        cpulm_json_kv_str(&w, "model_type", e->model_type);
+        cpulm_json_kv_int(&w, "bytes_per_token", (int64_t)bpt);
+        cpulm_json_kv_int(&w, "matmul_params", params);
         plan_shape sh; /* for the performance model's serving estimate (its KV reads) */
         plan_shape_of_model(m, &sh);
-        cpulm_json_key(&w, "kv_bytes_per_token");
-        cpulm_json_write_int(&w, (int64_t)plan_kv_bytes_per_token(&sh, CPULM_KV_F16));
+        cpulm_json_kv_int(&w, "kv_bytes_per_token",
+                          (int64_t)plan_kv_bytes_per_token(&sh, CPULM_KV_F16));
     }
-    cpulm_json_key(&w, "rows");
-    cpulm_json_arr_begin(&w);
+    cpulm_json_kv_arr_begin(&w, "rows");
     for (int i = 0; i < n; i++) {
         const char *k[] = {"read_bytes_per_s",      "int8_ops_per_s",
                            "f32_flops_per_s",       "tg_ts",
@@ -171,13 +164,10 @@ static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t 
         double v[] = {r[i].bw,    r[i].int8_ops, r[i].f32_flops, r[i].tg_ts,      r[i].tg_frac,
                       r[i].pp_ts, r[i].pp_frac,  r[i].attn_frac, r[i].attn_flops, r[i].gemm_frac};
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "n_threads");
-        cpulm_json_write_int(&w, r[i].n_threads);
-        cpulm_json_key(&w, "int8_peak_kernel");
-        cpulm_json_write_str(&w, r[i].int8_kernel);
+        cpulm_json_kv_int(&w, "n_threads", r[i].n_threads);
+        cpulm_json_kv_str(&w, "int8_peak_kernel", r[i].int8_kernel);
         for (int j = 0; j < (with_model ? 10 : 3); j++) {
-            cpulm_json_key(&w, k[j]);
-            cpulm_json_write_double(&w, v[j]);
+            cpulm_json_kv_double(&w, k[j], v[j]);
         }
         cpulm_json_obj_end(&w);
     }

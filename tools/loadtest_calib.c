@@ -28,10 +28,8 @@ static int32_t tokenize(cal_conn *k, const char *text, int add_special) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &b, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "content");
-    cpulm_json_write_str(&w, text);
-    cpulm_json_key(&w, "add_special");
-    cpulm_json_write_bool(&w, add_special);
+    cpulm_json_kv_str(&w, "content", text);
+    cpulm_json_kv_bool(&w, "add_special", add_special);
     cpulm_json_obj_end(&w);
     lt_result r;
     lt_post(&k->c, k->u, "/tokenize", b.data, b.len, k->api_key, 0, k->timeout_s, &r);
@@ -50,21 +48,16 @@ static int32_t probe(cal_conn *k, int chat, const char *text) {
     cpulm_json_writer_init(&w, &b, 0, 0);
     cpulm_json_obj_begin(&w);
     if (chat) {
-        cpulm_json_key(&w, "messages");
-        cpulm_json_arr_begin(&w);
+        cpulm_json_kv_arr_begin(&w, "messages");
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "role");
-        cpulm_json_write_str(&w, "user");
-        cpulm_json_key(&w, "content");
-        cpulm_json_write_str(&w, text);
+        cpulm_json_kv_str(&w, "role", "user");
+        cpulm_json_kv_str(&w, "content", text);
         cpulm_json_obj_end(&w);
         cpulm_json_arr_end(&w);
     } else {
-        cpulm_json_key(&w, "prompt");
-        cpulm_json_write_str(&w, text);
+        cpulm_json_kv_str(&w, "prompt", text);
     }
-    cpulm_json_key(&w, "max_tokens");
-    cpulm_json_write_int(&w, 1);
+    cpulm_json_kv_int(&w, "max_tokens", 1);
     cpulm_json_obj_end(&w);
     lt_result r;
     lt_post(&k->c, k->u, chat ? "/v1/chat/completions" : "/v1/completions", b.data, b.len,

@@ -125,24 +125,20 @@ static void json_pcts(cpulm_json_writer *w, const char *key, const lt_samples *s
     const double ps[3] = {50, 90, 99};
     const char *names[3] = {"p50", "p90", "p99"};
     for (int i = 0; i < 3; i++) {
-        cpulm_json_key(w, names[i]);
-        cpulm_json_write_double(w, lt_pct(s, ps[i]) * 1000);
+        cpulm_json_kv_double(w, names[i], lt_pct(s, ps[i]) * 1000);
     }
     cpulm_json_obj_end(w);
 }
 
 static void json_num(cpulm_json_writer *w, const char *k, double v) {
-    cpulm_json_key(w, k);
-    cpulm_json_write_double(w, v);
+    cpulm_json_kv_double(w, k, v);
 }
 
 static void json_failures(cpulm_json_writer *w, const lt_stats *s) {
     static const char *keys[] = {"rejected", "http_error", "timeout", "broken"};
-    cpulm_json_key(w, "failures");
-    cpulm_json_obj_begin(w);
+    cpulm_json_kv_obj_begin(w, "failures");
     for (int k = 0; k < LT_FAIL_N; k++) {
-        cpulm_json_key(w, keys[k]);
-        cpulm_json_write_int(w, s->fails[k]);
+        cpulm_json_kv_int(w, keys[k], s->fails[k]);
     }
     cpulm_json_obj_end(w);
 }
@@ -168,15 +164,13 @@ static void json_host(cpulm_json_writer *w, const lt_row *r) {
         json_num(w, "other_cpus", u->other_cpus);
         cpulm_json_obj_end(w);
     }
-    cpulm_json_key(w, "disturbed");
-    cpulm_json_write_bool(w, r->disturbed);
+    cpulm_json_kv_bool(w, "disturbed", r->disturbed);
     cpulm_json_key(w, "disturbed_why");
     if (r->disturbed)
         cpulm_json_write_str(w, r->disturb_why);
     else
         cpulm_json_write_null(w);
-    cpulm_json_key(w, "counted");
-    cpulm_json_write_bool(w, !r->discarded);
+    cpulm_json_kv_bool(w, "counted", !r->discarded);
 }
 
 void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
@@ -189,16 +183,12 @@ void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
     else
         cpulm_json_write_int(w, (int64_t)r->load);
     if (r->open) {
-        cpulm_json_key(w, "arrivals");
-        cpulm_json_write_str(w, r->poisson ? "poisson" : "constant");
+        cpulm_json_kv_str(w, "arrivals", r->poisson ? "poisson" : "constant");
     }
-    cpulm_json_key(w, "ok");
-    cpulm_json_write_int(w, s->n_ok);
-    cpulm_json_key(w, "errors");
-    cpulm_json_write_int(w, s->n_fail);
+    cpulm_json_kv_int(w, "ok", s->n_ok);
+    cpulm_json_kv_int(w, "errors", s->n_fail);
     json_failures(w, s);
-    cpulm_json_key(w, "mostly_failed");
-    cpulm_json_write_bool(w, !show);
+    cpulm_json_kv_bool(w, "mostly_failed", !show);
     json_pcts(w, "ttft_ms", &s->ttft, show);
     json_pcts(w, "itl_ms", &s->itl, show);
     json_pcts(w, "tpot_ms", &s->tpot, show);
@@ -213,13 +203,11 @@ void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
     json_num(w, "target_output_tokens", r->out.target_output);
     json_num(w, "prefill_share", lt_prefill_share(s));
     json_num(w, "wall_s", s->wall);
-    cpulm_json_key(w, "late_sends");
-    cpulm_json_write_int(w, r->out.late);
-    cpulm_json_key(w, "warmup_not_counted"); /* successes in the level's first seconds */
-    cpulm_json_write_int(w, r->out.skipped);
+    cpulm_json_kv_int(w, "late_sends", r->out.late);
+    /* successes in the level's first seconds */
+    cpulm_json_kv_int(w, "warmup_not_counted", r->out.skipped);
     if (r->open) json_num(w, "arrivals_realised_per_s", r->out.offered_rate);
-    cpulm_json_key(w, "search"); /* which --repeat search ran it, from 1 */
-    cpulm_json_write_int(w, r->search + 1);
+    cpulm_json_kv_int(w, "search", r->search + 1); /* which --repeat search ran it, from 1 */
     cpulm_json_key(w, "first_error");
     if (r->out.first_error[0])
         cpulm_json_write_str(w, r->out.first_error);
@@ -227,10 +215,8 @@ void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
         cpulm_json_write_null(w);
     json_host(w, r);
     if (r->slo_checked) {
-        cpulm_json_key(w, "slo_met");
-        cpulm_json_write_bool(w, r->slo_met);
-        cpulm_json_key(w, "slo_verdict");
-        cpulm_json_write_str(w, r->slo_met ? "met" : r->slo_why);
+        cpulm_json_kv_bool(w, "slo_met", r->slo_met);
+        cpulm_json_kv_str(w, "slo_verdict", r->slo_met ? "met" : r->slo_why);
     }
     if (usd_hour > 0 && show && s->n_ok) {
         cpulm_json_key(w, "cost");

@@ -30,30 +30,21 @@ void lt_request_body(const workload *w, const wl_request *r, int chat, int strea
     cpulm_json_writer_init(&jw, b, 0, 0);
     cpulm_json_obj_begin(&jw);
     if (chat) {
-        cpulm_json_key(&jw, "messages");
-        cpulm_json_arr_begin(&jw);
+        cpulm_json_kv_arr_begin(&jw, "messages");
         cpulm_json_obj_begin(&jw);
-        cpulm_json_key(&jw, "role");
-        cpulm_json_write_str(&jw, "user");
-        cpulm_json_key(&jw, "content");
-        cpulm_json_write_strn(&jw, text.data, text.len);
+        cpulm_json_kv_str(&jw, "role", "user");
+        cpulm_json_kv_strn(&jw, "content", text.data, text.len);
         cpulm_json_obj_end(&jw);
         cpulm_json_arr_end(&jw);
     } else {
-        cpulm_json_key(&jw, "prompt");
-        cpulm_json_write_strn(&jw, text.data, text.len);
+        cpulm_json_kv_strn(&jw, "prompt", text.data, text.len);
     }
-    cpulm_json_key(&jw, "max_tokens");
-    cpulm_json_write_int(&jw, r->output_tokens);
-    cpulm_json_key(&jw, "ignore_eos"); /* every request generates its max_tokens */
-    cpulm_json_write_bool(&jw, 1);
-    cpulm_json_key(&jw, "stream");
-    cpulm_json_write_bool(&jw, stream);
+    cpulm_json_kv_int(&jw, "max_tokens", r->output_tokens);
+    cpulm_json_kv_bool(&jw, "ignore_eos", 1); /* every request generates its max_tokens */
+    cpulm_json_kv_bool(&jw, "stream", stream);
     if (stream) {
-        cpulm_json_key(&jw, "stream_options");
-        cpulm_json_obj_begin(&jw);
-        cpulm_json_key(&jw, "include_usage");
-        cpulm_json_write_bool(&jw, 1);
+        cpulm_json_kv_obj_begin(&jw, "stream_options");
+        cpulm_json_kv_bool(&jw, "include_usage", 1);
         cpulm_json_obj_end(&jw);
     }
     cpulm_json_obj_end(&jw);

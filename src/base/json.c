@@ -872,6 +872,46 @@ void cpulm_json_write_raw(cpulm_json_writer *w, const char *json, size_t n) {
     if (!before_value(w)) cpulm_buf_append(w->out, json, n);
 }
 
+void cpulm_json_kv_str(cpulm_json_writer *w, const char *key, const char *s) {
+    cpulm_json_key(w, key);
+    cpulm_json_write_str(w, s);
+}
+
+void cpulm_json_kv_strn(cpulm_json_writer *w, const char *key, const char *s, size_t n) {
+    cpulm_json_key(w, key);
+    cpulm_json_write_strn(w, s, n);
+}
+
+void cpulm_json_kv_int(cpulm_json_writer *w, const char *key, int64_t v) {
+    cpulm_json_key(w, key);
+    cpulm_json_write_int(w, v);
+}
+
+void cpulm_json_kv_double(cpulm_json_writer *w, const char *key, double v) {
+    cpulm_json_key(w, key);
+    cpulm_json_write_double(w, v);
+}
+
+void cpulm_json_kv_bool(cpulm_json_writer *w, const char *key, int v) {
+    cpulm_json_key(w, key);
+    cpulm_json_write_bool(w, v);
+}
+
+void cpulm_json_kv_null(cpulm_json_writer *w, const char *key) {
+    cpulm_json_key(w, key);
+    cpulm_json_write_null(w);
+}
+
+void cpulm_json_kv_obj_begin(cpulm_json_writer *w, const char *key) {
+    cpulm_json_key(w, key);
+    cpulm_json_obj_begin(w);
+}
+
+void cpulm_json_kv_arr_begin(cpulm_json_writer *w, const char *key) {
+    cpulm_json_key(w, key);
+    cpulm_json_arr_begin(w);
+}
+
 void cpulm_json_write_value(cpulm_json_writer *w, const cpulm_json *v) {
     switch (v->type) {
     case CPULM_JSON_NULL: cpulm_json_write_null(w); return;

@@ -124,6 +124,15 @@ void cpulm_json_write_null(cpulm_json_writer *w);
 void cpulm_json_write_raw(cpulm_json_writer *w, const char *json, size_t n);
 /* A DOM subtree (keys of a member are not written: v is written as a value). */
 void cpulm_json_write_value(cpulm_json_writer *w, const cpulm_json *v);
+/* An object member in one call: cpulm_json_key, then the value (or the container's begin). */
+void cpulm_json_kv_str(cpulm_json_writer *w, const char *key, const char *s);
+void cpulm_json_kv_strn(cpulm_json_writer *w, const char *key, const char *s, size_t n);
+void cpulm_json_kv_int(cpulm_json_writer *w, const char *key, int64_t v);
+void cpulm_json_kv_double(cpulm_json_writer *w, const char *key, double v);
+void cpulm_json_kv_bool(cpulm_json_writer *w, const char *key, int v);
+void cpulm_json_kv_null(cpulm_json_writer *w, const char *key);
+void cpulm_json_kv_obj_begin(cpulm_json_writer *w, const char *key);
+void cpulm_json_kv_arr_begin(cpulm_json_writer *w, const char *key);
 /* First error: the buffer's (NOMEM / TOO_SMALL), or CPULM_ERR_INVALID_ARG for nesting
  * beyond CPULM_JSON_WRITER_MAX_DEPTH or an unfinished document at the end. */
 cpulm_status cpulm_json_writer_status(const cpulm_json_writer *w);

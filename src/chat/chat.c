@@ -343,8 +343,7 @@ cpulm_status cpulm_chat_render(const char *tmpl, const cpulm_chat_msg *msgs, int
     cpulm_json_arr_begin(&w);
     for (int32_t i = 0; i < n; i++) {
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "role");
-        cpulm_json_write_str(&w, msgs[i].role ? msgs[i].role : "");
+        cpulm_json_kv_str(&w, "role", msgs[i].role ? msgs[i].role : "");
         cpulm_json_key(&w, "content");
         if (msgs[i].content)
             cpulm_json_write_str(&w, msgs[i].content);

@@ -103,8 +103,7 @@ static int merge_type(mg *m) {
     }
     if (!typed) return 0;
     if (!u) return -1 + fail(m, "'type': no type is allowed by every schema that must hold");
-    cpulm_json_key(&m->w, "type");
-    cpulm_json_arr_begin(&m->w);
+    cpulm_json_kv_arr_begin(&m->w, "type");
     for (int i = 0; i < 7; i++)
         if ((u & (1u << i)) && !(i == 2 && (u & (1u << 3)))) cpulm_json_write_str(&m->w, TYPES[i]);
     cpulm_json_arr_end(&m->w);
@@ -197,8 +196,7 @@ static void write_all(mg *m, const cpulm_json *const *list, int n) {
     }
     cpulm_json_obj_begin(&m->w);
     if (n > 1) {
-        cpulm_json_key(&m->w, "allOf");
-        cpulm_json_arr_begin(&m->w);
+        cpulm_json_kv_arr_begin(&m->w, "allOf");
         for (int i = 0; i < n; i++)
             cpulm_json_write_value(&m->w, list[i]);
         cpulm_json_arr_end(&m->w);
@@ -244,8 +242,7 @@ static int merge_prefix(mg *m) {
     }
     if (!any) return 0;
     if (len > cap) len = cap;
-    cpulm_json_key(&m->w, "prefixItems");
-    cpulm_json_arr_begin(&m->w);
+    cpulm_json_kv_arr_begin(&m->w, "prefixItems");
     for (size_t k = 0; k < len; k++) {
         const cpulm_json *list[64];
         int n = 0;
@@ -312,8 +309,7 @@ static int collect_keys(mg *m, const cpulm_json **keys, int *nk) {
 }
 
 static int merge_properties(mg *m, const cpulm_json **keys, int nk) {
-    cpulm_json_key(&m->w, "properties");
-    cpulm_json_obj_begin(&m->w);
+    cpulm_json_kv_obj_begin(&m->w, "properties");
     for (int k = 0; k < nk; k++) {
         const char *name = key_name(keys[k]);
         const cpulm_json *list[64];
@@ -360,8 +356,7 @@ static int merge_object(mg *m) {
     for (int k = 0; k < nk; k++)
         if (required_by(m, key_name(keys[k]))) {
             if (!n_req++) {
-                cpulm_json_key(&m->w, "required");
-                cpulm_json_arr_begin(&m->w);
+                cpulm_json_kv_arr_begin(&m->w, "required");
             }
             cpulm_json_write_str(&m->w, key_name(keys[k]));
         }

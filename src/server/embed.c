@@ -239,12 +239,9 @@ static int32_t *rank_order(const float *vec, int32_t n, int32_t E) {
  * sent "texts", as llama-server answers. */
 /* "usage": {"prompt_tokens": n, "total_tokens": n} (an embedding generates nothing). */
 static void write_usage(cpulm_json_writer *w, int64_t n_tokens) {
-    cpulm_json_key(w, "usage");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "prompt_tokens");
-    cpulm_json_write_int(w, n_tokens);
-    cpulm_json_key(w, "total_tokens");
-    cpulm_json_write_int(w, n_tokens);
+    cpulm_json_kv_obj_begin(w, "usage");
+    cpulm_json_kv_int(w, "prompt_tokens", n_tokens);
+    cpulm_json_kv_int(w, "total_tokens", n_tokens);
     cpulm_json_obj_end(w);
 }
 
@@ -255,10 +252,8 @@ static int write_rerank(embed_job *j, int64_t n_tokens, cpulm_buf *o) {
     cpulm_json_writer_init(&w, o, 0, 0);
     if (!j->tei) {
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "model");
-        cpulm_json_write_str(&w, j->s->alias);
-        cpulm_json_key(&w, "object");
-        cpulm_json_write_str(&w, "list");
+        cpulm_json_kv_str(&w, "model", j->s->alias);
+        cpulm_json_kv_str(&w, "object", "list");
         write_usage(&w, n_tokens);
         cpulm_json_key(&w, "results");
     }
@@ -266,8 +261,7 @@ static int write_rerank(embed_job *j, int64_t n_tokens, cpulm_buf *o) {
     for (int32_t r = 0; r < j->top_n; r++) {
         const int32_t i = ix[r];
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "index");
-        cpulm_json_write_int(&w, i);
+        cpulm_json_kv_int(&w, "index", i);
         cpulm_json_key(&w, j->tei ? "score" : "relevance_score");
         char num[32];
         int k = snprintf(num, sizeof num, "%.9g", (double)j->vec[(size_t)i * j->E]);
@@ -332,21 +326,17 @@ static int write_ollama(embed_job *j, const float *vec, int32_t n, int32_t E, in
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, o, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "model"); /* the name asked for, as Ollama answers */
-    cpulm_json_write_str(&w, j->model ? j->model : j->s->alias);
-    cpulm_json_key(&w, "embeddings");
-    cpulm_json_arr_begin(&w);
+    /* the name asked for, as Ollama answers */
+    cpulm_json_kv_str(&w, "model", j->model ? j->model : j->s->alias);
+    cpulm_json_kv_arr_begin(&w, "embeddings");
     for (int32_t i = 0; i < n; i++) {
         if (i % 64 == 63 && cpulm_prep_stopped(&j->base)) return -1;
         write_vector(&w, vec + (size_t)i * (size_t)E, E);
     }
     cpulm_json_arr_end(&w);
-    cpulm_json_key(&w, "total_duration");
-    cpulm_json_write_int(&w, (int64_t)((cpulm_server_now() - j->t0) * 1e9));
-    cpulm_json_key(&w, "load_duration");
-    cpulm_json_write_int(&w, 0);
-    cpulm_json_key(&w, "prompt_eval_count");
-    cpulm_json_write_int(&w, n_tokens);
+    cpulm_json_kv_int(&w, "total_duration", (int64_t)((cpulm_server_now() - j->t0) * 1e9));
+    cpulm_json_kv_int(&w, "load_duration", 0);
+    cpulm_json_kv_int(&w, "prompt_eval_count", n_tokens);
     cpulm_json_obj_end(&w);
     return 0;
 }
@@ -360,10 +350,8 @@ static int write_llama(embed_job *j, const float *vec, int32_t n, int32_t E, cpu
     for (int32_t i = 0; i < n; i++) {
         if (i % 64 == 63 && cpulm_prep_stopped(&j->base)) return -1;
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "index");
-        cpulm_json_write_int(&w, i);
-        cpulm_json_key(&w, "embedding");
-        cpulm_json_arr_begin(&w);
+        cpulm_json_kv_int(&w, "index", i);
+        cpulm_json_kv_arr_begin(&w, "embedding");
         write_vector(&w, vec + (size_t)i * (size_t)E, E);
         cpulm_json_arr_end(&w);
         cpulm_json_obj_end(&w);
@@ -402,18 +390,14 @@ static int write_response(embed_job *j, const float *vec, int32_t n, int32_t E, 
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, o, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "object");
-    cpulm_json_write_str(&w, "list");
-    cpulm_json_key(&w, "data");
-    cpulm_json_arr_begin(&w);
+    cpulm_json_kv_str(&w, "object", "list");
+    cpulm_json_kv_arr_begin(&w, "data");
     for (int32_t i = 0; i < n; i++) {
         if (i % 64 == 63 && cpulm_prep_stopped(&j->base)) return -1;
         const float *v = vec + (size_t)i * (size_t)E;
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "object");
-        cpulm_json_write_str(&w, "embedding");
-        cpulm_json_key(&w, "index");
-        cpulm_json_write_int(&w, i);
+        cpulm_json_kv_str(&w, "object", "embedding");
+        cpulm_json_kv_int(&w, "index", i);
         cpulm_json_key(&w, "embedding");
         if (base64) {
             cpulm_buf t;
@@ -427,8 +411,7 @@ static int write_response(embed_job *j, const float *vec, int32_t n, int32_t E, 
         cpulm_json_obj_end(&w);
     }
     cpulm_json_arr_end(&w);
-    cpulm_json_key(&w, "model");
-    cpulm_json_write_str(&w, s->alias);
+    cpulm_json_kv_str(&w, "model", s->alias);
     write_usage(&w, n_tokens);
     cpulm_json_obj_end(&w);
     return 0;

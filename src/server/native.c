@@ -71,10 +71,8 @@ void cpulm_api_write_error(int api, cpulm_buf *out, const cpulm_oai_error *e) {
         cpulm_json_write_str(&w, e->message);
     } else { /* llama-server: {"error": {"code", "message", "type"}} */
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "code");
-        cpulm_json_write_int(&w, e->status);
-        cpulm_json_key(&w, "message");
-        cpulm_json_write_str(&w, e->message);
+        cpulm_json_kv_int(&w, "code", e->status);
+        cpulm_json_kv_str(&w, "message", e->message);
         cpulm_json_key(&w, "type");
         cpulm_json_write_str(&w, e->status == 503   ? "unavailable_error"
                                  : e->status == 404 ? "not_found_error"
@@ -149,8 +147,7 @@ static void rewrite_completion(const cpulm_json *root, const cpulm_buf *prompt, 
     }
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
         if (cpulm_json_get(root, defaults[i].key)) continue;
-        cpulm_json_key(&w, defaults[i].key);
-        cpulm_json_write_double(&w, defaults[i].v);
+        cpulm_json_kv_double(&w, defaults[i].key, defaults[i].v);
     }
     cpulm_json_obj_end(&w);
 }
@@ -275,31 +272,21 @@ static void write_timings(cpulm_json_writer *w, const cpulm_api_state *st,
     cpulm_api_phase_times(st, e, now, &prompt_s, &pred_s);
     double prompt_ms = prompt_s * 1e3, pred_ms = pred_s * 1e3;
     int32_t n_eval = e->n_prompt - e->n_cached;
-    cpulm_json_key(w, "timings");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "cache_n");
-    cpulm_json_write_int(w, e->n_cached);
-    cpulm_json_key(w, "prompt_n");
-    cpulm_json_write_int(w, n_eval);
-    cpulm_json_key(w, "prompt_ms");
-    cpulm_json_write_double(w, prompt_ms);
-    cpulm_json_key(w, "prompt_per_token_ms");
-    cpulm_json_write_double(w, n_eval > 0 ? prompt_ms / n_eval : 0.0);
-    cpulm_json_key(w, "prompt_per_second");
-    cpulm_json_write_double(w, prompt_ms > 0 ? n_eval * 1e3 / prompt_ms : 0.0);
-    cpulm_json_key(w, "predicted_n");
-    cpulm_json_write_int(w, e->n_completion);
-    cpulm_json_key(w, "predicted_ms");
-    cpulm_json_write_double(w, pred_ms);
-    cpulm_json_key(w, "predicted_per_token_ms");
-    cpulm_json_write_double(w, e->n_completion > 0 ? pred_ms / e->n_completion : 0.0);
-    cpulm_json_key(w, "predicted_per_second");
-    cpulm_json_write_double(w, pred_ms > 0 ? e->n_completion * 1e3 / pred_ms : 0.0);
+    cpulm_json_kv_obj_begin(w, "timings");
+    cpulm_json_kv_int(w, "cache_n", e->n_cached);
+    cpulm_json_kv_int(w, "prompt_n", n_eval);
+    cpulm_json_kv_double(w, "prompt_ms", prompt_ms);
+    cpulm_json_kv_double(w, "prompt_per_token_ms", n_eval > 0 ? prompt_ms / n_eval : 0.0);
+    cpulm_json_kv_double(w, "prompt_per_second", prompt_ms > 0 ? n_eval * 1e3 / prompt_ms : 0.0);
+    cpulm_json_kv_int(w, "predicted_n", e->n_completion);
+    cpulm_json_kv_double(w, "predicted_ms", pred_ms);
+    cpulm_json_kv_double(w, "predicted_per_token_ms",
+                         e->n_completion > 0 ? pred_ms / e->n_completion : 0.0);
+    cpulm_json_kv_double(w, "predicted_per_second",
+                         pred_ms > 0 ? e->n_completion * 1e3 / pred_ms : 0.0);
     if (e->n_drafted > 0) { /* speculative decoding, as llama-server reports it */
-        cpulm_json_key(w, "draft_n");
-        cpulm_json_write_int(w, e->n_drafted);
-        cpulm_json_key(w, "draft_n_accepted");
-        cpulm_json_write_int(w, e->n_draft_accepted);
+        cpulm_json_kv_int(w, "draft_n", e->n_drafted);
+        cpulm_json_kv_int(w, "draft_n_accepted", e->n_draft_accepted);
     }
     cpulm_json_obj_end(w);
 }
@@ -312,33 +299,22 @@ static void write_final(cpulm_buf *out, const cpulm_api_state *st, const cpulm_s
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "index");
-    cpulm_json_write_int(&w, 0);
-    cpulm_json_key(&w, "content");
-    cpulm_json_write_strn(&w, content, n);
-    cpulm_json_key(&w, "tokens");
-    cpulm_json_arr_begin(&w);
+    cpulm_json_kv_int(&w, "index", 0);
+    cpulm_json_kv_strn(&w, "content", content, n);
+    cpulm_json_kv_arr_begin(&w, "tokens");
     cpulm_json_arr_end(&w);
-    cpulm_json_key(&w, "id_slot");
-    cpulm_json_write_int(&w, -1);
-    cpulm_json_key(&w, "stop");
-    cpulm_json_write_bool(&w, 1);
-    cpulm_json_key(&w, "model");
-    cpulm_json_write_str(&w, st->s->alias);
-    cpulm_json_key(&w, "tokens_predicted");
-    cpulm_json_write_int(&w, e->n_completion);
-    cpulm_json_key(&w, "tokens_evaluated");
-    cpulm_json_write_int(&w, e->n_prompt);
-    cpulm_json_key(&w, "tokens_cached");
-    cpulm_json_write_int(&w, e->n_cached);
-    cpulm_json_key(&w, "truncated");
-    cpulm_json_write_bool(&w, 0);
+    cpulm_json_kv_int(&w, "id_slot", -1);
+    cpulm_json_kv_bool(&w, "stop", 1);
+    cpulm_json_kv_str(&w, "model", st->s->alias);
+    cpulm_json_kv_int(&w, "tokens_predicted", e->n_completion);
+    cpulm_json_kv_int(&w, "tokens_evaluated", e->n_prompt);
+    cpulm_json_kv_int(&w, "tokens_cached", e->n_cached);
+    cpulm_json_kv_bool(&w, "truncated", 0);
     cpulm_json_key(&w, "stop_type");
     cpulm_json_write_str(&w, st->finish == CPULM_FINISH_LENGTH ? "limit"
                              : st->stop_word                   ? "word"
                                                                : "eos");
-    cpulm_json_key(&w, "stopping_word");
-    cpulm_json_write_strn(&w, word, n_word);
+    cpulm_json_kv_strn(&w, "stopping_word", word, n_word);
     write_timings(&w, st, e, cpulm_server_now());
     cpulm_json_obj_end(&w);
 }
@@ -358,19 +334,13 @@ static void llama_event(cpulm_server *s, cpulm_conn *c, cpulm_api_state *st,
             cpulm_buf_puts(&b, "data: ");
             cpulm_json_writer_init(&w, &b, 0, 0);
             cpulm_json_obj_begin(&w);
-            cpulm_json_key(&w, "index");
-            cpulm_json_write_int(&w, 0);
-            cpulm_json_key(&w, "content");
-            cpulm_json_write_strn(&w, e->text, e->n_text);
-            cpulm_json_key(&w, "tokens");
-            cpulm_json_arr_begin(&w);
+            cpulm_json_kv_int(&w, "index", 0);
+            cpulm_json_kv_strn(&w, "content", e->text, e->n_text);
+            cpulm_json_kv_arr_begin(&w, "tokens");
             cpulm_json_arr_end(&w);
-            cpulm_json_key(&w, "stop");
-            cpulm_json_write_bool(&w, 0);
-            cpulm_json_key(&w, "id_slot");
-            cpulm_json_write_int(&w, -1);
-            cpulm_json_key(&w, "tokens_evaluated");
-            cpulm_json_write_int(&w, st->n_prompt);
+            cpulm_json_kv_bool(&w, "stop", 0);
+            cpulm_json_kv_int(&w, "id_slot", -1);
+            cpulm_json_kv_int(&w, "tokens_evaluated", st->n_prompt);
             cpulm_json_obj_end(&w);
             cpulm_buf_puts(&b, "\n\n");
         }
@@ -425,8 +395,7 @@ static int job_text(native_job *j, const char *key, cpulm_buf *text) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &j->out, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, key);
-    cpulm_json_write_strn(&w, text->data ? text->data : "", text->len);
+    cpulm_json_kv_strn(&w, key, text->data ? text->data : "", text->len);
     cpulm_json_obj_end(&w);
     cpulm_buf_release(text);
     return 200;
@@ -445,8 +414,7 @@ static void write_piece(cpulm_json_writer *w, const cpulm_model *m, cpulm_token 
         i += k > 0 ? k : 1;
     }
     cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "id");
-    cpulm_json_write_int(w, t);
+    cpulm_json_kv_int(w, "id", t);
     cpulm_json_key(w, "piece");
     if (valid) {
         cpulm_json_write_strn(w, buf, (size_t)n);
@@ -477,8 +445,7 @@ static int run_tokenize(native_job *j, const cpulm_json *req) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &j->out, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "tokens");
-    cpulm_json_arr_begin(&w);
+    cpulm_json_kv_arr_begin(&w, "tokens");
     for (int32_t i = 0; i < n; i++) {
         if (pieces)
             write_piece(&w, j->s->model, tok[i]);
@@ -672,14 +639,10 @@ static void h_slots(cpulm_server *s, cpulm_conn *c) {
     cpulm_json_arr_begin(&w);
     for (int32_t i = 0; i < s->p.sched.n_parallel; i++) {
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "id");
-        cpulm_json_write_int(&w, i);
-        cpulm_json_key(&w, "n_ctx");
-        cpulm_json_write_int(&w, st.n_ctx);
-        cpulm_json_key(&w, "speculative");
-        cpulm_json_write_bool(&w, s->spec.kind != CPULM_SPEC_NONE);
-        cpulm_json_key(&w, "is_processing");
-        cpulm_json_write_bool(&w, i < st.n_running);
+        cpulm_json_kv_int(&w, "id", i);
+        cpulm_json_kv_int(&w, "n_ctx", st.n_ctx);
+        cpulm_json_kv_bool(&w, "speculative", s->spec.kind != CPULM_SPEC_NONE);
+        cpulm_json_kv_bool(&w, "is_processing", i < st.n_running);
         cpulm_json_obj_end(&w);
     }
     cpulm_json_arr_end(&w);
@@ -740,14 +703,10 @@ static void h_model(cpulm_server *s, cpulm_conn *c) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &b, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "id");
-    cpulm_json_write_str(&w, s->alias);
-    cpulm_json_key(&w, "object");
-    cpulm_json_write_str(&w, "model");
-    cpulm_json_key(&w, "created");
-    cpulm_json_write_int(&w, s->created);
-    cpulm_json_key(&w, "owned_by");
-    cpulm_json_write_str(&w, "cpulm");
+    cpulm_json_kv_str(&w, "id", s->alias);
+    cpulm_json_kv_str(&w, "object", "model");
+    cpulm_json_kv_int(&w, "created", s->created);
+    cpulm_json_kv_str(&w, "owned_by", "cpulm");
     cpulm_json_obj_end(&w);
     respond_json(s, c, 200, &b);
     cpulm_buf_release(&b);
@@ -776,28 +735,20 @@ static void write_props_params(cpulm_json_writer *w, const cpulm_spec_params *sp
 /* cpulm's own: the whole speculation setup (docs/SERVER.md "Speculative decoding"). */
 static void write_props_spec(cpulm_json_writer *w, const cpulm_server *s) {
     const cpulm_spec_params *sp = &s->spec;
-    cpulm_json_key(w, "speculative");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "type");
-    cpulm_json_write_str(w, cpulm_spec_kind_name(sp->kind));
+    cpulm_json_kv_obj_begin(w, "speculative");
+    cpulm_json_kv_str(w, "type", cpulm_spec_kind_name(sp->kind));
     if (sp->kind != CPULM_SPEC_NONE) {
         cpulm_json_key(w, "draft_model");
         if (s->p.draft_path)
             cpulm_json_write_str(w, s->p.draft_path);
         else
             cpulm_json_write_null(w);
-        cpulm_json_key(w, "draft_max");
-        cpulm_json_write_int(w, sp->draft_max);
-        cpulm_json_key(w, "draft_min");
-        cpulm_json_write_int(w, sp->draft_min);
-        cpulm_json_key(w, "p_min");
-        cpulm_json_write_double(w, sp->p_min);
-        cpulm_json_key(w, "ngram_min");
-        cpulm_json_write_int(w, sp->ngram_min);
-        cpulm_json_key(w, "ngram_max");
-        cpulm_json_write_int(w, sp->ngram_max);
-        cpulm_json_key(w, "adaptive");
-        cpulm_json_write_bool(w, sp->adaptive);
+        cpulm_json_kv_int(w, "draft_max", sp->draft_max);
+        cpulm_json_kv_int(w, "draft_min", sp->draft_min);
+        cpulm_json_kv_double(w, "p_min", sp->p_min);
+        cpulm_json_kv_int(w, "ngram_min", sp->ngram_min);
+        cpulm_json_kv_int(w, "ngram_max", sp->ngram_max);
+        cpulm_json_kv_bool(w, "adaptive", sp->adaptive);
     }
     cpulm_json_obj_end(w);
 }
@@ -811,34 +762,23 @@ static void h_props(cpulm_server *s, cpulm_conn *c) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &b, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "default_generation_settings");
-    cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "n_ctx");
-    cpulm_json_write_int(&w, st.n_ctx);
-    cpulm_json_key(&w, "speculative");
-    cpulm_json_write_bool(&w, s->spec.kind != CPULM_SPEC_NONE);
+    cpulm_json_kv_obj_begin(&w, "default_generation_settings");
+    cpulm_json_kv_int(&w, "n_ctx", st.n_ctx);
+    cpulm_json_kv_bool(&w, "speculative", s->spec.kind != CPULM_SPEC_NONE);
     cpulm_json_key(&w, "params");
     write_props_params(&w, &s->spec);
     cpulm_json_obj_end(&w);
     write_props_spec(&w, s);
-    cpulm_json_key(&w, "total_slots");
-    cpulm_json_write_int(&w, s->p.sched.n_parallel);
-    cpulm_json_key(&w, "model_alias");
-    cpulm_json_write_str(&w, s->alias);
-    cpulm_json_key(&w, "model_path");
-    cpulm_json_write_str(&w, s->p.model_path ? s->p.model_path : "");
-    cpulm_json_key(&w, "chat_template");
-    cpulm_json_write_str(&w, s->chat_tmpl ? s->chat_tmpl : "");
+    cpulm_json_kv_int(&w, "total_slots", s->p.sched.n_parallel);
+    cpulm_json_kv_str(&w, "model_alias", s->alias);
+    cpulm_json_kv_str(&w, "model_path", s->p.model_path ? s->p.model_path : "");
+    cpulm_json_kv_str(&w, "chat_template", s->chat_tmpl ? s->chat_tmpl : "");
     cpulm_json_key(&w, "modalities");
     cpulm_json_write_raw(&w, "{\"vision\":false,\"audio\":false}", 30);
-    cpulm_json_key(&w, "bos_token");
-    cpulm_json_write_str(&w, s->bos_text ? s->bos_text : "");
-    cpulm_json_key(&w, "eos_token");
-    cpulm_json_write_str(&w, s->eos_text ? s->eos_text : "");
-    cpulm_json_key(&w, "build_info");
-    cpulm_json_write_str(&w, cpulm_version());
-    cpulm_json_key(&w, "is_sleeping");
-    cpulm_json_write_bool(&w, 0);
+    cpulm_json_kv_str(&w, "bos_token", s->bos_text ? s->bos_text : "");
+    cpulm_json_kv_str(&w, "eos_token", s->eos_text ? s->eos_text : "");
+    cpulm_json_kv_str(&w, "build_info", cpulm_version());
+    cpulm_json_kv_bool(&w, "is_sleeping", 0);
     cpulm_json_obj_end(&w);
     respond_json(s, c, 200, &b);
     cpulm_buf_release(&b);

@@ -437,8 +437,7 @@ static void extra_vars(const cpulm_json *tools, const char *effort, cpulm_buf *o
         cpulm_json_write_value(&w, tools);
     }
     if (effort && *effort) {
-        cpulm_json_key(&w, "reasoning_effort");
-        cpulm_json_write_str(&w, effort);
+        cpulm_json_kv_str(&w, "reasoning_effort", effort);
     }
     cpulm_json_obj_end(&w);
 }
@@ -532,12 +531,9 @@ static cpulm_status render_chat(const char *tmpl, const char *bos, const char *e
 /* ---- errors ---- */
 
 static void write_error_obj(cpulm_json_writer *w, const cpulm_oai_error *e) {
-    cpulm_json_key(w, "error");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "message");
-    cpulm_json_write_str(w, e->message);
-    cpulm_json_key(w, "type");
-    cpulm_json_write_str(w, e->type ? e->type : "server_error");
+    cpulm_json_kv_obj_begin(w, "error");
+    cpulm_json_kv_str(w, "message", e->message);
+    cpulm_json_kv_str(w, "type", e->type ? e->type : "server_error");
     cpulm_json_key(w, "param");
     if (e->param[0])
         cpulm_json_write_str(w, e->param);
@@ -630,12 +626,9 @@ static void write_token_obj(cpulm_json_writer *w, const cpulm_model *m, cpulm_to
     char buf[256];
     int32_t n = piece(m, t, buf, sizeof buf);
     cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "token");
-    cpulm_json_write_strn(w, buf, (size_t)n);
-    cpulm_json_key(w, "logprob");
-    cpulm_json_write_double(w, lp);
-    cpulm_json_key(w, "bytes");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_strn(w, "token", buf, (size_t)n);
+    cpulm_json_kv_double(w, "logprob", lp);
+    cpulm_json_kv_arr_begin(w, "bytes");
     for (int32_t i = 0; i < n; i++)
         cpulm_json_write_int(w, (unsigned char)buf[i]);
     cpulm_json_arr_end(w);
@@ -645,12 +638,10 @@ static void write_token_obj(cpulm_json_writer *w, const cpulm_model *m, cpulm_to
 static void write_chat_lp(cpulm_json_writer *w, const cpulm_model *m, const cpulm_sched_lp *lp,
                           int32_t n) {
     cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "content");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "content");
     for (int32_t i = 0; i < n; i++) {
         write_token_obj(w, m, lp[i].token, lp[i].logprob);
-        cpulm_json_key(w, "top_logprobs");
-        cpulm_json_arr_begin(w);
+        cpulm_json_kv_arr_begin(w, "top_logprobs");
         for (int32_t k = 0; k < lp[i].n_top; k++) {
             write_token_obj(w, m, lp[i].top[k].token, lp[i].top[k].logprob);
             cpulm_json_obj_end(w);
@@ -659,8 +650,7 @@ static void write_chat_lp(cpulm_json_writer *w, const cpulm_model *m, const cpul
         cpulm_json_obj_end(w);
     }
     cpulm_json_arr_end(w);
-    cpulm_json_key(w, "refusal");
-    cpulm_json_write_null(w);
+    cpulm_json_kv_null(w, "refusal");
     cpulm_json_obj_end(w);
 }
 
@@ -669,20 +659,17 @@ static void write_completion_lp(cpulm_json_writer *w, const cpulm_model *m,
                                 const cpulm_sched_lp *lp, int32_t n, int64_t offset) {
     char buf[256];
     cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "tokens");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "tokens");
     for (int32_t i = 0; i < n; i++) {
         int32_t k = piece(m, lp[i].token, buf, sizeof buf);
         cpulm_json_write_strn(w, buf, (size_t)k);
     }
     cpulm_json_arr_end(w);
-    cpulm_json_key(w, "token_logprobs");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "token_logprobs");
     for (int32_t i = 0; i < n; i++)
         cpulm_json_write_double(w, lp[i].logprob);
     cpulm_json_arr_end(w);
-    cpulm_json_key(w, "top_logprobs");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "top_logprobs");
     for (int32_t i = 0; i < n; i++) {
         cpulm_json_obj_begin(w);
         for (int32_t k = 0; k < lp[i].n_top; k++) {
@@ -693,8 +680,7 @@ static void write_completion_lp(cpulm_json_writer *w, const cpulm_model *m,
         cpulm_json_obj_end(w);
     }
     cpulm_json_arr_end(w);
-    cpulm_json_key(w, "text_offset");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "text_offset");
     for (int32_t i = 0; i < n; i++) {
         cpulm_json_write_int(w, offset);
         offset += piece(m, lp[i].token, buf, sizeof buf);
@@ -730,20 +716,16 @@ void cpulm_oai_call_id(const cpulm_oai_meta *meta, int32_t choice, int32_t k, ch
 /* "tool_calls": [{id, type, function: {name, arguments}}] of a finished reply. */
 static void write_tool_calls_out(cpulm_json_writer *w, const cpulm_oai_meta *meta, int32_t choice,
                                  const char *text, const cpulm_oai_scan *sc) {
-    cpulm_json_key(w, "tool_calls");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "tool_calls");
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
     for (int32_t k = 0; k < sc->n_calls; k++) {
         char id[64];
         cpulm_oai_call_id(meta, choice, k, id);
         cpulm_json_obj_begin(w);
-        cpulm_json_key(w, "id");
-        cpulm_json_write_str(w, id);
-        cpulm_json_key(w, "type");
-        cpulm_json_write_str(w, "function");
-        cpulm_json_key(w, "function");
-        cpulm_json_obj_begin(w);
+        cpulm_json_kv_str(w, "id", id);
+        cpulm_json_kv_str(w, "type", "function");
+        cpulm_json_kv_obj_begin(w, "function");
         cpulm_json_key(w, "name");
         cpulm_buf_reset(&b);
         cpulm_oai_call_name(text, &sc->calls[k], &b);
@@ -775,56 +757,39 @@ static void write_call_content(cpulm_json_writer *w, const char *text, size_t n)
 static void write_head(cpulm_json_writer *w, const cpulm_oai_meta *meta, int chunk) {
     static const char *objects[2][2] = {{"chat.completion", "chat.completion.chunk"},
                                         {"text_completion", "text_completion"}};
-    cpulm_json_key(w, "id");
-    cpulm_json_write_str(w, meta->id);
-    cpulm_json_key(w, "object");
-    cpulm_json_write_str(w, objects[meta->kind][chunk]);
-    cpulm_json_key(w, "created");
-    cpulm_json_write_int(w, meta->created);
-    cpulm_json_key(w, "model");
-    cpulm_json_write_str(w, meta->model);
-    cpulm_json_key(w, "system_fingerprint");
-    cpulm_json_write_str(w, "cpulm");
+    cpulm_json_kv_str(w, "id", meta->id);
+    cpulm_json_kv_str(w, "object", objects[meta->kind][chunk]);
+    cpulm_json_kv_int(w, "created", meta->created);
+    cpulm_json_kv_str(w, "model", meta->model);
+    cpulm_json_kv_str(w, "system_fingerprint", "cpulm");
 }
 
 static void write_usage(cpulm_json_writer *w, const cpulm_oai_usage *u) {
-    cpulm_json_key(w, "usage");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "prompt_tokens");
-    cpulm_json_write_int(w, u->prompt_tokens);
-    cpulm_json_key(w, "completion_tokens");
-    cpulm_json_write_int(w, u->completion_tokens);
-    cpulm_json_key(w, "total_tokens");
-    cpulm_json_write_int(w, (int64_t)u->prompt_tokens + u->completion_tokens);
-    cpulm_json_key(w, "prompt_tokens_details");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "cached_tokens");
-    cpulm_json_write_int(w, u->cached_tokens);
+    cpulm_json_kv_obj_begin(w, "usage");
+    cpulm_json_kv_int(w, "prompt_tokens", u->prompt_tokens);
+    cpulm_json_kv_int(w, "completion_tokens", u->completion_tokens);
+    cpulm_json_kv_int(w, "total_tokens", (int64_t)u->prompt_tokens + u->completion_tokens);
+    cpulm_json_kv_obj_begin(w, "prompt_tokens_details");
+    cpulm_json_kv_int(w, "cached_tokens", u->cached_tokens);
     cpulm_json_obj_end(w);
     cpulm_json_obj_end(w);
     if (u->draft_n <= 0) return;
-    cpulm_json_key(w, "timings");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "draft_n");
-    cpulm_json_write_int(w, u->draft_n);
-    cpulm_json_key(w, "draft_n_accepted");
-    cpulm_json_write_int(w, u->draft_n_accepted);
+    cpulm_json_kv_obj_begin(w, "timings");
+    cpulm_json_kv_int(w, "draft_n", u->draft_n);
+    cpulm_json_kv_int(w, "draft_n_accepted", u->draft_n_accepted);
     cpulm_json_obj_end(w);
 }
 
 static void write_choice(cpulm_json_writer *w, const cpulm_oai_meta *meta, int32_t i,
                          const cpulm_oai_choice *c) {
     cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "index");
-    cpulm_json_write_int(w, i);
+    cpulm_json_kv_int(w, "index", i);
     cpulm_oai_scan sc = {0};
     if (meta->tools && c->finish != CPULM_FINISH_LENGTH)
         cpulm_oai_scan_calls(c->text.data, c->text.len, 1, meta->forced, &sc);
     if (meta->kind == CPULM_OAI_CHAT) {
-        cpulm_json_key(w, "message");
-        cpulm_json_obj_begin(w);
-        cpulm_json_key(w, "role");
-        cpulm_json_write_str(w, "assistant");
+        cpulm_json_kv_obj_begin(w, "message");
+        cpulm_json_kv_str(w, "role", "assistant");
         cpulm_json_key(w, "content");
         if (sc.n_calls)
             write_call_content(w, c->text.data, sc.content_len);
@@ -834,20 +799,17 @@ static void write_choice(cpulm_json_writer *w, const cpulm_oai_meta *meta, int32
         while (nr > 0 && (c->reasoning.data[nr - 1] == '\n' || c->reasoning.data[nr - 1] == ' '))
             nr--;
         if (nr) {
-            cpulm_json_key(w, "reasoning_content");
-            cpulm_json_write_strn(w, c->reasoning.data, nr);
+            cpulm_json_kv_strn(w, "reasoning_content", c->reasoning.data, nr);
         }
-        cpulm_json_key(w, "refusal");
-        cpulm_json_write_null(w);
+        cpulm_json_kv_null(w, "refusal");
         if (sc.n_calls) write_tool_calls_out(w, meta, i, c->text.data, &sc);
         cpulm_json_obj_end(w);
     } else {
-        cpulm_json_key(w, "text");
-        cpulm_json_write_strn(w, c->text.data, c->text.len);
+        cpulm_json_kv_strn(w, "text", c->text.data, c->text.len);
     }
     write_lp(w, meta, c->lp, c->n_lp, 0);
-    cpulm_json_key(w, "finish_reason");
-    cpulm_json_write_str(w, finish_str(sc.n_calls ? CPULM_OAI_FINISH_TOOL_CALLS : c->finish));
+    cpulm_json_kv_str(w, "finish_reason",
+                      finish_str(sc.n_calls ? CPULM_OAI_FINISH_TOOL_CALLS : c->finish));
     cpulm_json_obj_end(w);
 }
 
@@ -858,8 +820,7 @@ void cpulm_oai_write_response(cpulm_buf *out, const cpulm_oai_meta *meta,
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_obj_begin(&w);
     write_head(&w, meta, 0);
-    cpulm_json_key(&w, "choices");
-    cpulm_json_arr_begin(&w);
+    cpulm_json_kv_arr_begin(&w, "choices");
     for (int32_t i = 0; i < n; i++)
         write_choice(&w, meta, i, &choices[i]);
     cpulm_json_arr_end(&w);
@@ -870,25 +831,18 @@ void cpulm_oai_write_response(cpulm_buf *out, const cpulm_oai_meta *meta,
 /* delta.tool_calls as OpenAI streams them: the first delta of a call carries index, id,
  * type and function {name, arguments: ""}; later ones index and an arguments fragment. */
 static void write_tool_delta(cpulm_json_writer *w, const cpulm_oai_delta *d) {
-    cpulm_json_key(w, "tool_calls");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "tool_calls");
     cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "index");
-    cpulm_json_write_int(w, d->tool_index);
+    cpulm_json_kv_int(w, "index", d->tool_index);
     if (d->tool_id) {
-        cpulm_json_key(w, "id");
-        cpulm_json_write_str(w, d->tool_id);
-        cpulm_json_key(w, "type");
-        cpulm_json_write_str(w, "function");
+        cpulm_json_kv_str(w, "id", d->tool_id);
+        cpulm_json_kv_str(w, "type", "function");
     }
-    cpulm_json_key(w, "function");
-    cpulm_json_obj_begin(w);
+    cpulm_json_kv_obj_begin(w, "function");
     if (d->tool_name) {
-        cpulm_json_key(w, "name");
-        cpulm_json_write_str(w, d->tool_name);
+        cpulm_json_kv_str(w, "name", d->tool_name);
     }
-    cpulm_json_key(w, "arguments");
-    cpulm_json_write_strn(w, d->tool_args ? d->tool_args : "", d->n_tool_args);
+    cpulm_json_kv_strn(w, "arguments", d->tool_args ? d->tool_args : "", d->n_tool_args);
     cpulm_json_obj_end(w);
     cpulm_json_obj_end(w);
     cpulm_json_arr_end(w);
@@ -897,26 +851,21 @@ static void write_tool_delta(cpulm_json_writer *w, const cpulm_oai_delta *d) {
 static void write_delta(cpulm_json_writer *w, const cpulm_oai_meta *meta,
                         const cpulm_oai_delta *d) {
     if (meta->kind == CPULM_OAI_CHAT) {
-        cpulm_json_key(w, "delta");
-        cpulm_json_obj_begin(w);
+        cpulm_json_kv_obj_begin(w, "delta");
         if (d->first) {
-            cpulm_json_key(w, "role");
-            cpulm_json_write_str(w, "assistant");
+            cpulm_json_kv_str(w, "role", "assistant");
         }
         if (d->has_tool) {
             write_tool_delta(w, d);
         } else if (d->first || d->n_text || (d->finish < 0 && !d->n_reasoning)) {
-            cpulm_json_key(w, "content");
-            cpulm_json_write_strn(w, d->text ? d->text : "", d->n_text);
+            cpulm_json_kv_strn(w, "content", d->text ? d->text : "", d->n_text);
         }
         if (d->n_reasoning) {
-            cpulm_json_key(w, "reasoning_content");
-            cpulm_json_write_strn(w, d->reasoning, d->n_reasoning);
+            cpulm_json_kv_strn(w, "reasoning_content", d->reasoning, d->n_reasoning);
         }
         cpulm_json_obj_end(w);
     } else {
-        cpulm_json_key(w, "text");
-        cpulm_json_write_strn(w, d->text ? d->text : "", d->n_text);
+        cpulm_json_kv_strn(w, "text", d->text ? d->text : "", d->n_text);
     }
 }
 
@@ -926,16 +875,14 @@ static void chunk_begin(cpulm_json_writer *w, cpulm_buf *out, const cpulm_oai_me
     cpulm_json_writer_init(w, out, 0, 0);
     cpulm_json_obj_begin(w);
     write_head(w, meta, 1);
-    cpulm_json_key(w, "choices");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "choices");
 }
 
 void cpulm_oai_write_chunk(cpulm_buf *out, const cpulm_oai_meta *meta, const cpulm_oai_delta *d) {
     cpulm_json_writer w;
     chunk_begin(&w, out, meta);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "index");
-    cpulm_json_write_int(&w, d->index);
+    cpulm_json_kv_int(&w, "index", d->index);
     write_delta(&w, meta, d);
     write_lp(&w, meta, d->lp, d->lp ? 1 : 0, d->text_offset);
     cpulm_json_key(&w, "finish_reason");
@@ -946,8 +893,7 @@ void cpulm_oai_write_chunk(cpulm_buf *out, const cpulm_oai_meta *meta, const cpu
     cpulm_json_obj_end(&w);
     cpulm_json_arr_end(&w);
     if (meta->include_usage) {
-        cpulm_json_key(&w, "usage");
-        cpulm_json_write_null(&w);
+        cpulm_json_kv_null(&w, "usage");
     }
     cpulm_json_obj_end(&w);
     cpulm_buf_puts(out, "\n\n");
@@ -967,19 +913,13 @@ void cpulm_oai_write_models(cpulm_buf *out, const char *model, int64_t created) 
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "object");
-    cpulm_json_write_str(&w, "list");
-    cpulm_json_key(&w, "data");
-    cpulm_json_arr_begin(&w);
+    cpulm_json_kv_str(&w, "object", "list");
+    cpulm_json_kv_arr_begin(&w, "data");
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "id");
-    cpulm_json_write_str(&w, model);
-    cpulm_json_key(&w, "object");
-    cpulm_json_write_str(&w, "model");
-    cpulm_json_key(&w, "created");
-    cpulm_json_write_int(&w, created);
-    cpulm_json_key(&w, "owned_by");
-    cpulm_json_write_str(&w, "cpulm");
+    cpulm_json_kv_str(&w, "id", model);
+    cpulm_json_kv_str(&w, "object", "model");
+    cpulm_json_kv_int(&w, "created", created);
+    cpulm_json_kv_str(&w, "owned_by", "cpulm");
     cpulm_json_obj_end(&w);
     cpulm_json_arr_end(&w);
     cpulm_json_obj_end(&w);

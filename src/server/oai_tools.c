@@ -399,10 +399,8 @@ void cpulm_oai_tool_system_msg(const cpulm_json *tools, cpulm_buf *out) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "role");
-    cpulm_json_write_str(&w, "system");
-    cpulm_json_key(&w, "content");
-    cpulm_json_write_strn(&w, text.data, text.len);
+    cpulm_json_kv_str(&w, "role", "system");
+    cpulm_json_kv_strn(&w, "content", text.data, text.len);
     cpulm_json_obj_end(&w);
     cpulm_buf_release(&text);
 }

@@ -56,8 +56,7 @@ static void write_options(cpulm_json_writer *w, const cpulm_json *opt) {
     }
     for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
         if (opt && field(opt, defaults[i].key)) continue;
-        cpulm_json_key(w, defaults[i].key);
-        cpulm_json_write_double(w, defaults[i].v);
+        cpulm_json_kv_double(w, defaults[i].key, defaults[i].v);
     }
     const cpulm_json *np = opt ? field(opt, "num_predict") : NULL;
     if (np && !(np->type == CPULM_JSON_NUMBER && np->u.num.f <= 0)) { /* -1, -2: no limit */
@@ -92,8 +91,7 @@ static int write_format(cpulm_json_writer *w, const cpulm_json *fmt, cpulm_oai_e
 static int write_messages(cpulm_json_writer *w, const cpulm_json *msgs, cpulm_oai_error *e) {
     if (!msgs || msgs->type != CPULM_JSON_ARRAY)
         return cpulm_oai_fail(e, 400, "messages", "'messages' must be an array");
-    cpulm_json_key(w, "messages");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "messages");
     for (size_t i = 0; i < msgs->u.list.n; i++) {
         const cpulm_json *m = &msgs->u.list.items[i];
         if (m->type != CPULM_JSON_OBJECT) {
@@ -137,26 +135,20 @@ static int write_generate(cpulm_json_writer *w, const cpulm_json *root, cpulm_oa
     size_t n = prompt ? prompt->u.str.len : 0;
     if (cpulm_json_bool(field(root, "raw"), 0)) {
         *kind = CPULM_OAI_COMPLETION;
-        cpulm_json_key(w, "prompt");
-        cpulm_json_write_strn(w, p, n);
+        cpulm_json_kv_strn(w, "prompt", p, n);
         return 0;
     }
     *kind = CPULM_OAI_CHAT;
-    cpulm_json_key(w, "messages");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "messages");
     if (system) {
         cpulm_json_obj_begin(w);
-        cpulm_json_key(w, "role");
-        cpulm_json_write_str(w, "system");
-        cpulm_json_key(w, "content");
-        cpulm_json_write_strn(w, system->u.str.s, system->u.str.len);
+        cpulm_json_kv_str(w, "role", "system");
+        cpulm_json_kv_strn(w, "content", system->u.str.s, system->u.str.len);
         cpulm_json_obj_end(w);
     }
     cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "role");
-    cpulm_json_write_str(w, "user");
-    cpulm_json_key(w, "content");
-    cpulm_json_write_strn(w, p, n);
+    cpulm_json_kv_str(w, "role", "user");
+    cpulm_json_kv_strn(w, "content", p, n);
     cpulm_json_obj_end(w);
     cpulm_json_arr_end(w);
     return 0;
@@ -189,22 +181,17 @@ void cpulm_ollama_write_load(cpulm_buf *out, const cpulm_oai_error *e) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, out, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "model");
-    cpulm_json_write_str(&w, e->message);
-    cpulm_json_key(&w, "created_at");
-    cpulm_json_write_str(&w, now);
+    cpulm_json_kv_str(&w, "model", e->message);
+    cpulm_json_kv_str(&w, "created_at", now);
     if (strcmp(e->param, "chat") == 0) {
         cpulm_json_key(&w, "message");
         const char *msg = "{\"role\":\"assistant\",\"content\":\"\"}";
         cpulm_json_write_raw(&w, msg, strlen(msg));
     } else {
-        cpulm_json_key(&w, "response");
-        cpulm_json_write_str(&w, "");
+        cpulm_json_kv_str(&w, "response", "");
     }
-    cpulm_json_key(&w, "done");
-    cpulm_json_write_bool(&w, 1);
-    cpulm_json_key(&w, "done_reason");
-    cpulm_json_write_str(&w, e->code);
+    cpulm_json_kv_bool(&w, "done", 1);
+    cpulm_json_kv_str(&w, "done_reason", e->code);
     cpulm_json_obj_end(&w);
 }
 
@@ -228,10 +215,9 @@ int cpulm_ollama_rewrite(int flavor, const cpulm_json *root, cpulm_buf *out, cpu
         cpulm_json_write_value(&w, tools);
     }
     if (think && *kind == CPULM_OAI_CHAT) { /* true/false, or a level ("high"): on */
-        cpulm_json_key(&w, "chat_template_kwargs");
-        cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "enable_thinking");
-        cpulm_json_write_bool(&w, think->type == CPULM_JSON_BOOL ? think->u.boolean : 1);
+        cpulm_json_kv_obj_begin(&w, "chat_template_kwargs");
+        cpulm_json_kv_bool(&w, "enable_thinking",
+                           think->type == CPULM_JSON_BOOL ? think->u.boolean : 1);
         cpulm_json_obj_end(&w);
     }
     const cpulm_json *model = field(root, "model");
@@ -255,10 +241,9 @@ static void write_head(cpulm_json_writer *w, const cpulm_api_state *st) {
     char now[40];
     cpulm_api_rfc3339(now);
     cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "model"); /* the name asked for, as Ollama answers */
-    cpulm_json_write_str(w, st->model[0] ? st->model : st->s->alias);
-    cpulm_json_key(w, "created_at");
-    cpulm_json_write_str(w, now);
+    /* the name asked for, as Ollama answers */
+    cpulm_json_kv_str(w, "model", st->model[0] ? st->model : st->s->alias);
+    cpulm_json_kv_str(w, "created_at", now);
 }
 
 /* A tool call's arguments as the object Ollama gives (the call's JSON text parsed). */
@@ -276,12 +261,10 @@ static void write_tool_calls(cpulm_json_writer *w, const cpulm_api_state *st, co
                              const cpulm_oai_scan *sc) {
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
-    cpulm_json_key(w, "tool_calls");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_arr_begin(w, "tool_calls");
     for (int32_t k = 0; k < sc->n_calls; k++) {
         cpulm_json_obj_begin(w);
-        cpulm_json_key(w, "function");
-        cpulm_json_obj_begin(w);
+        cpulm_json_kv_obj_begin(w, "function");
         cpulm_json_key(w, "name");
         cpulm_buf_reset(&b);
         cpulm_oai_call_name(text, &sc->calls[k], &b);
@@ -303,23 +286,17 @@ static void write_tool_calls(cpulm_json_writer *w, const cpulm_api_state *st, co
 static void write_reply(cpulm_json_writer *w, const cpulm_api_state *st, const char *text, size_t n,
                         const char *rsn, size_t n_rsn, const cpulm_oai_scan *sc, const char *full) {
     if (st->flavor == CPULM_GEN_OLLAMA_GENERATE) {
-        cpulm_json_key(w, "response");
-        cpulm_json_write_strn(w, text, n);
+        cpulm_json_kv_strn(w, "response", text, n);
         if (n_rsn) {
-            cpulm_json_key(w, "thinking");
-            cpulm_json_write_strn(w, rsn, n_rsn);
+            cpulm_json_kv_strn(w, "thinking", rsn, n_rsn);
         }
         return;
     }
-    cpulm_json_key(w, "message");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "role");
-    cpulm_json_write_str(w, "assistant");
-    cpulm_json_key(w, "content");
-    cpulm_json_write_strn(w, text, n);
+    cpulm_json_kv_obj_begin(w, "message");
+    cpulm_json_kv_str(w, "role", "assistant");
+    cpulm_json_kv_strn(w, "content", text, n);
     if (n_rsn) {
-        cpulm_json_key(w, "thinking");
-        cpulm_json_write_strn(w, rsn, n_rsn);
+        cpulm_json_kv_strn(w, "thinking", rsn, n_rsn);
     }
     if (sc && sc->n_calls) write_tool_calls(w, st, full, sc);
     cpulm_json_obj_end(w);
@@ -330,22 +307,14 @@ static void write_done(cpulm_json_writer *w, const cpulm_api_state *st,
                        const cpulm_sched_event *e) {
     double now = cpulm_server_now(), prompt_s, pred_s;
     cpulm_api_phase_times(st, e, now, &prompt_s, &pred_s);
-    cpulm_json_key(w, "done");
-    cpulm_json_write_bool(w, 1);
-    cpulm_json_key(w, "done_reason");
-    cpulm_json_write_str(w, st->finish == CPULM_FINISH_LENGTH ? "length" : "stop");
-    cpulm_json_key(w, "total_duration");
-    cpulm_json_write_int(w, (int64_t)((now - st->t_start) * 1e9));
-    cpulm_json_key(w, "load_duration");
-    cpulm_json_write_int(w, 0);
-    cpulm_json_key(w, "prompt_eval_count");
-    cpulm_json_write_int(w, e->n_prompt);
-    cpulm_json_key(w, "prompt_eval_duration");
-    cpulm_json_write_int(w, (int64_t)(prompt_s * 1e9));
-    cpulm_json_key(w, "eval_count");
-    cpulm_json_write_int(w, e->n_completion);
-    cpulm_json_key(w, "eval_duration");
-    cpulm_json_write_int(w, (int64_t)(pred_s * 1e9));
+    cpulm_json_kv_bool(w, "done", 1);
+    cpulm_json_kv_str(w, "done_reason", st->finish == CPULM_FINISH_LENGTH ? "length" : "stop");
+    cpulm_json_kv_int(w, "total_duration", (int64_t)((now - st->t_start) * 1e9));
+    cpulm_json_kv_int(w, "load_duration", 0);
+    cpulm_json_kv_int(w, "prompt_eval_count", e->n_prompt);
+    cpulm_json_kv_int(w, "prompt_eval_duration", (int64_t)(prompt_s * 1e9));
+    cpulm_json_kv_int(w, "eval_count", e->n_completion);
+    cpulm_json_kv_int(w, "eval_duration", (int64_t)(pred_s * 1e9));
 }
 
 /* One streamed line with a piece of the reply (nothing when both parts are empty). */
@@ -356,8 +325,7 @@ static void stream_piece(cpulm_buf *b, const cpulm_api_state *st, const cpulm_bu
     cpulm_json_writer_init(&w, b, 0, 0);
     write_head(&w, st);
     write_reply(&w, st, vis->data ? vis->data : "", vis->len, rsn->data, rsn->len, NULL, NULL);
-    cpulm_json_key(&w, "done");
-    cpulm_json_write_bool(&w, 0);
+    cpulm_json_kv_bool(&w, "done", 0);
     cpulm_json_obj_end(&w);
     cpulm_buf_putc(b, '\n');
 }
@@ -377,8 +345,7 @@ static void write_end(cpulm_buf *b, cpulm_api_state *st, const cpulm_sched_event
         cpulm_json_writer_init(&w, b, 0, 0);
         write_head(&w, st);
         write_reply(&w, st, text, n, NULL, 0, &sc, text);
-        cpulm_json_key(&w, "done");
-        cpulm_json_write_bool(&w, 0);
+        cpulm_json_kv_bool(&w, "done", 0);
         cpulm_json_obj_end(&w);
         cpulm_buf_putc(b, '\n');
     }
@@ -469,22 +436,15 @@ static void digest(const cpulm_server *s, const cpulm_model_info *mi, char out[6
 static void write_details(cpulm_json_writer *w, const cpulm_model_info *mi) {
     char ps[24];
     param_size(mi->n_params, ps);
-    cpulm_json_key(w, "details");
-    cpulm_json_obj_begin(w);
-    cpulm_json_key(w, "parent_model");
-    cpulm_json_write_str(w, "");
-    cpulm_json_key(w, "format");
-    cpulm_json_write_str(w, "gguf");
-    cpulm_json_key(w, "family");
-    cpulm_json_write_str(w, mi->arch);
-    cpulm_json_key(w, "families");
-    cpulm_json_arr_begin(w);
+    cpulm_json_kv_obj_begin(w, "details");
+    cpulm_json_kv_str(w, "parent_model", "");
+    cpulm_json_kv_str(w, "format", "gguf");
+    cpulm_json_kv_str(w, "family", mi->arch);
+    cpulm_json_kv_arr_begin(w, "families");
     cpulm_json_write_str(w, mi->arch);
     cpulm_json_arr_end(w);
-    cpulm_json_key(w, "parameter_size");
-    cpulm_json_write_str(w, ps);
-    cpulm_json_key(w, "quantization_level");
-    cpulm_json_write_str(w, mi->ftype);
+    cpulm_json_kv_str(w, "parameter_size", ps);
+    cpulm_json_kv_str(w, "quantization_level", mi->ftype);
     cpulm_json_obj_end(w);
 }
 
@@ -495,8 +455,7 @@ static void list_models(cpulm_server *s, cpulm_conn *c, int running) {
     cpulm_json_writer w;
     cpulm_json_writer_init(&w, &b, 0, 0);
     cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "models");
-    cpulm_json_arr_begin(&w);
+    cpulm_json_kv_arr_begin(&w, "models");
     if (s->sched) {
         cpulm_model_info mi;
         cpulm_model_get_info(s->model, &mi);
@@ -504,20 +463,15 @@ static void list_models(cpulm_server *s, cpulm_conn *c, int running) {
         digest(s, &mi, dg);
         cpulm_api_rfc3339(now);
         cpulm_json_obj_begin(&w);
-        cpulm_json_key(&w, "name");
-        cpulm_json_write_str(&w, s->alias);
-        cpulm_json_key(&w, "model");
-        cpulm_json_write_str(&w, s->alias);
+        cpulm_json_kv_str(&w, "name", s->alias);
+        cpulm_json_kv_str(&w, "model", s->alias);
         cpulm_json_key(&w, running ? "expires_at" : "modified_at");
         cpulm_json_write_str(&w, running ? "2099-01-01T00:00:00Z" : now);
-        cpulm_json_key(&w, "size");
-        cpulm_json_write_int(&w, (int64_t)mi.file_size);
-        cpulm_json_key(&w, "digest");
-        cpulm_json_write_str(&w, dg);
+        cpulm_json_kv_int(&w, "size", (int64_t)mi.file_size);
+        cpulm_json_kv_str(&w, "digest", dg);
         write_details(&w, &mi);
         if (running) {
-            cpulm_json_key(&w, "size_vram");
-            cpulm_json_write_int(&w, 0);
+            cpulm_json_kv_int(&w, "size_vram", 0);
         }
         cpulm_json_obj_end(&w);
     }
@@ -544,8 +498,7 @@ void cpulm_ollama_version(cpulm_server *s, cpulm_conn *c) {
     cpulm_json_writer_init(&w, &b, 0, 0);
     cpulm_json_obj_begin(&w);
     const char *v = cpulm_version(); /* "0.1.0 (commit)": the number alone, as Ollama's */
-    cpulm_json_key(&w, "version");
-    cpulm_json_write_strn(&w, v, strcspn(v, " "));
+    cpulm_json_kv_strn(&w, "version", v, strcspn(v, " "));
     cpulm_json_obj_end(&w);
     cpulm_conn_respond(c, 200, "application/json", b.data, b.len, NULL);
     cpulm_buf_release(&b);
@@ -569,17 +522,12 @@ int cpulm_ollama_show(const cpulm_server *s, const cpulm_json *req, cpulm_buf *o
     cpulm_buf_printf(&mf, "# served by cpulm\nFROM %s\n", s->p.model_path ? s->p.model_path : "");
     cpulm_json_write_strn(&w, mf.data, mf.len);
     cpulm_buf_release(&mf);
-    cpulm_json_key(&w, "parameters");
-    cpulm_json_write_str(&w, "");
-    cpulm_json_key(&w, "template");
-    cpulm_json_write_str(&w, s->chat_tmpl ? s->chat_tmpl : "");
+    cpulm_json_kv_str(&w, "parameters", "");
+    cpulm_json_kv_str(&w, "template", s->chat_tmpl ? s->chat_tmpl : "");
     write_details(&w, &mi);
-    cpulm_json_key(&w, "model_info");
-    cpulm_json_obj_begin(&w);
-    cpulm_json_key(&w, "general.architecture");
-    cpulm_json_write_str(&w, mi.arch);
-    cpulm_json_key(&w, "general.parameter_count");
-    cpulm_json_write_int(&w, mi.n_params);
+    cpulm_json_kv_obj_begin(&w, "model_info");
+    cpulm_json_kv_str(&w, "general.architecture", mi.arch);
+    cpulm_json_kv_int(&w, "general.parameter_count", mi.n_params);
     const struct {
         const char *name;
         int64_t v;
@@ -588,21 +536,17 @@ int cpulm_ollama_show(const cpulm_server *s, const cpulm_json *req, cpulm_buf *o
                 {"attention.head_count", mi.n_head}, {"attention.head_count_kv", mi.n_head_kv}};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         snprintf(key, sizeof key, "%s.%s", mi.arch, dims[i].name);
-        cpulm_json_key(&w, key);
-        cpulm_json_write_int(&w, dims[i].v);
+        cpulm_json_kv_int(&w, key, dims[i].v);
     }
-    cpulm_json_key(&w, "tokenizer.ggml.vocab_size");
-    cpulm_json_write_int(&w, mi.n_vocab);
+    cpulm_json_kv_int(&w, "tokenizer.ggml.vocab_size", mi.n_vocab);
     cpulm_json_obj_end(&w);
-    cpulm_json_key(&w, "capabilities");
-    cpulm_json_arr_begin(&w);
+    cpulm_json_kv_arr_begin(&w, "capabilities");
     cpulm_json_write_str(&w, "completion");
     if (s->chat_tmpl && strstr(s->chat_tmpl, "tools")) cpulm_json_write_str(&w, "tools");
     if (s->chat_tmpl && strstr(s->chat_tmpl, "<think>")) cpulm_json_write_str(&w, "thinking");
     if (s->p.embeddings) cpulm_json_write_str(&w, "embedding");
     cpulm_json_arr_end(&w);
-    cpulm_json_key(&w, "modified_at");
-    cpulm_json_write_str(&w, now);
+    cpulm_json_kv_str(&w, "modified_at", now);
     cpulm_json_obj_end(&w);
     return 200;
 }
