@@ -13,6 +13,11 @@
  * order; per (row, key) the block steps acc = fma(dk, (float)isum, acc) run in block order
  * from 0 and s = acc * qs; P.V is o *= a, then per element fma(p * dv, (float)quant, o) in
  * key order (registers blocked over rows and dims only, never over keys).
+ *
+ * The loops of constant count (rows, keys of a group, blocks, accumulators) carry
+ * `#pragma GCC unroll`: at -O2 GCC did not unroll them and kept their __m512 arrays on the
+ * stack, every product and accumulator through memory (generation at depth 32768 on Zen 4:
+ * 1.7x slower, docs/perf-log/2026-12-03-h28d.md).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -121,9 +126,9 @@ A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, co
     }
 }
 
-A512_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16, int64_t ldq,
-                         const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
-                         const uint8_t *next) {
+A512_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16,
+                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+                              float *s, int64_t lds, const uint8_t *next) {
     float ds[ATT_QWDIM / 32 * KT];
     x86q_block_scales512(d, k, ldk, n, block_bytes(Q4), ds);
     for (int i = 0; i < m; i += 4)
