@@ -68,6 +68,7 @@ ASV_INLINE size_t att_block_bytes(const int q4) {
  * rows and scales; a short group repeats its last row (only real rows are stored). */
 ASV_INLINE void att_rows4(const int16_t *q16, int64_t ldq, const float *qs, int i, int rows,
                           const int16_t *qr[4], float qsr[4]) {
+#pragma GCC unroll 4 /* keeps qr/qsr in registers (docs/perf-log/2026-12-03-h28d.md) */
     for (int r = 0; r < 4; r++) {
         const int ri = i + (r < rows ? r : rows - 1);
         qr[r] = q16 + (int64_t)ri * ldq;

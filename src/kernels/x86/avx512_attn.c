@@ -10,6 +10,11 @@
  * key with both blocks of a d-64 row in one pass over the keys. The same bits as the avx2
  * ops, by the same argument (docs/CORRECTNESS.md; registers blocked over rows and dims only,
  * never over keys).
+ *
+ * The loops of constant count (rows, keys of a group, blocks, accumulators) carry
+ * `#pragma GCC unroll`: at -O2 GCC did not unroll them and kept their __m512 arrays on the
+ * stack, every product and accumulator through memory (generation at depth 32768 on Zen 4:
+ * 1.7x slower, docs/perf-log/2026-12-03-h28d.md).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -41,6 +46,7 @@ A512_INLINE __m512i block_k16(const uint8_t *row, int64_t b, const int Q4) {
  * lane as [r0 r1 r2 r3], 4 lanes still to be added (unpacks and adds: exact in any order). */
 A512_INLINE __m512i rows4(const int16_t *const qr[4], int64_t c, __m512i k) {
     __m512i p[4];
+#pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
         p[r] = _mm512_madd_epi16(_mm512_loadu_si512((const void *)(qr[r] + c)), k);
     const __m512i t01 =
@@ -63,6 +69,7 @@ A512_INLINE __m512 scores_4x4(int64_t d, const int Q4, const int16_t *const qr[4
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < X86Q_MCA_D(d) / 32; b++) {
         __m512i x[4];
+#pragma GCC unroll 4
         for (int t = 0; t < 4; t++)
             x[t] = rows4(qr, b * 32, block_k16(kr[t], b, Q4));
         const __m512i tot = lanes_pair(lanes_pair(x[0], x[1]), lanes_pair(x[2], x[3]));
@@ -88,6 +95,7 @@ A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, co
     for (int j = 0; j < n; j += 4) {
         if (!Q4) X86Q_MCA_BEGIN("avx512_attn_qscores");
         const uint8_t *kr[4];
+#pragma GCC unroll 4
         for (int t = 0; t < 4; t++) {
             if (i == 0 && next) att_hint_row(next + (uint64_t)(j + t) * ldk, rb);
             kr[t] = k + (uint64_t)(j + t < n ? j + t : n - 1) * ldk;
@@ -106,9 +114,9 @@ A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, co
     }
 }
 
-static void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16, int64_t ldq,
-                         const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
-                         const uint8_t *next) {
+A512_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16,
+                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+                              float *s, int64_t lds, const uint8_t *next) {
     float ds[ATT_QWDIM / 32 * KT];
     x86q_block_scales512(d, k, ldk, n, att_block_bytes(Q4), ds);
     for (int i = 0; i < m; i += 4)
@@ -161,7 +169,9 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, const float *vf,
                          const uint8_t *pf, size_t pfn, const int R, const int NB, const int Q4,
                          const int SC) {
     __m512 acc[4][4];
+#pragma GCC unroll 4
     for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
         for (int h = 0; h < 2 * NB; h++) {
             const __m512 x = _mm512_loadu_ps(orow[r] + b0 * 32 + h * 16);
             acc[r][h] = SC ? _mm512_mul_ps(x, _mm512_set1_ps(a[r])) : x;
@@ -170,6 +180,7 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, const float *vf,
         if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_BEGIN("avx512_attn_qpv");
         if (pf) att_hint_row(pf + (uint64_t)j * ldv, pfn);
         __m512 val[4];
+#pragma GCC unroll 2
         for (int bb = 0; bb < NB; bb++)
             if (Q4 == 2) {
                 val[2 * bb] = _mm512_loadu_ps(vf + j * VF_LD + bb * 32);
@@ -177,7 +188,9 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, const float *vf,
             } else {
                 block_vals(v + (uint64_t)j * ldv, b0 + bb, Q4, &val[2 * bb], &val[2 * bb + 1]);
             }
+#pragma GCC unroll 4
         for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
             for (int bb = 0; bb < NB; bb++) {
                 const __m512 wj = _mm512_set1_ps(w[(r * nbt + b0 + bb) * KT + j]);
                 acc[r][2 * bb] = _mm512_fmadd_ps(wj, val[2 * bb], acc[r][2 * bb]);
@@ -185,7 +198,9 @@ A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, const float *vf,
             }
         if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_END("avx512_attn_qpv");
     }
+#pragma GCC unroll 4
     for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
         for (int h = 0; h < 2 * NB; h++)
             _mm512_storeu_ps(orow[r] + b0 * 32 + h * 16, acc[r][h]);
 }
