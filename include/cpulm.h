@@ -416,6 +416,10 @@ CPULM_API uint64_t cpulm_ctx_kv_shared_bytes(const cpulm_ctx *ctx);
  * counter, so the others finish within one work item of it). For profiles such as
  * `cpulm roofline`'s attention share; the difference of two reads brackets a call. */
 CPULM_API uint64_t cpulm_ctx_attn_ns(const cpulm_ctx *ctx);
+/* The same for the matrix products (pool thread 0's time in them; quantizing their inputs,
+ * norms, rope and the like are outside): with the attention time, a profile splits a
+ * prompt's time into GEMM, attention and the per-token work around them. */
+CPULM_API uint64_t cpulm_ctx_matmul_ns(const cpulm_ctx *ctx);
 
 /* The memory a model and a context on it need. One computation (src/memory.c) sizes the
  * context's buffers and gives these numbers, so they are what cpulm_ctx_new allocates

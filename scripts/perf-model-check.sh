@@ -26,16 +26,24 @@
 # regime the model's queueing part is about, on a fast machine or a slow one alike.
 # Everything a check needs besides the JSONs goes to WORKDIR/params.env (the recorded
 # fixtures under tests/data/perf-model/ keep it: tests/perf_model_recorded_test.sh).
+# On a shared machine whose timings go through a lock held a few minutes at a time, the run
+# can be cut into parts, each its own hold, into the same workdir: PART=rounds with FIRST=R
+# ROUNDS=R runs round R alone (the errors table then covers the rounds found so far), PART=rag
+# the serving part alone (default PART=all: everything). A trial the host's steal disturbed
+# waits up to DISTURB_WAIT seconds for the steal to pass before it runs again.
 # Usage: scripts/perf-model-check.sh [path/to/cpulm] [workdir]
-#   (env: THREADS=2, TYPE=q4_0, ROUNDS=3, RAG=1, RAG_SCALE=0.1, OUT_SCALE=RAG_SCALE, LAYERS=4,
-#    NP=8, TRIAL=15, PRECISION=0.1, START=1 (req/s),
-#    SLO (default: ttft_p99=TTFT_X x the lone TTFT, itl_p99=ITL), TTFT_X=10, ITL=500ms)
+#   (env: THREADS=2, TYPE=q4_0, ROUNDS=3, FIRST=1, PART=all, RAG=1, RAG_SCALE=0.1,
+#    OUT_SCALE=RAG_SCALE, LAYERS=4, NP=8, TRIAL=15, PRECISION=0.1, START=1 (req/s),
+#    SLO (default: ttft_p99=TTFT_X x the lone TTFT, itl_p99=ITL), TTFT_X=10, ITL=500ms,
+#    DISTURB_WAIT=60)
 set -eu
 CPULM=${1:-./build/cpulm}
 DIR=${2:-/tmp/perf-model-check}
 T=${THREADS:-2}
 TYPE=${TYPE:-q4_0}
 ROUNDS=${ROUNDS:-3}
+FIRST=${FIRST:-1}
+PART=${PART:-all}
 mkdir -p "$DIR"
 for s in 1b 8b; do
   [ -f "$DIR/$s-$TYPE.gguf" ] || "$CPULM" synth --shape "$s" --type "$TYPE" -o "$DIR/$s-$TYPE.gguf" >/dev/null
@@ -43,33 +51,37 @@ done
 errors() { # the generation and prompt errors of a check's table: "+5.1% -7.0%"
   awk -F'|' '/^\| (generation|prompt) \|/ { gsub(/ /, "", $5); printf "%s ", $5 }' "$1"
 }
-for r in $(seq 1 "$ROUNDS"); do
-  "$CPULM" roofline -t 1 -m "$DIR/1b-$TYPE.gguf" -o json >"$DIR/1b-1t-$r.json"
-  "$CPULM" roofline -t "$T" -m "$DIR/1b-$TYPE.gguf" -o json >"$DIR/1b-${T}t-$r.json"
-  "$CPULM" roofline -t "$T" -m "$DIR/8b-$TYPE.gguf" -p 64 -n 16 -r 2 -o json >"$DIR/8b-${T}t-$r.json"
-  echo "== round $r: 1 thread -> $T threads (1B $TYPE)"
-  "$CPULM" plan --calibration "$DIR/1b-1t-$r.json" --check "$DIR/1b-${T}t-$r.json" | tee "$DIR/threads-$r.md"
-  echo
-  echo "== round $r: 1B -> 8B ($T threads, $TYPE)"
-  "$CPULM" plan --calibration "$DIR/1b-${T}t-$r.json" --check "$DIR/8b-${T}t-$r.json" | tee "$DIR/size-$r.md"
-  echo
-done
-echo "== errors of the prediction, per round (predicted / measured - 1)"
-echo "| round | 1->$T threads: tg | pp | 1B->8B: tg | pp |"
-echo "| ---: | ---: | ---: | ---: | ---: |"
-for r in $(seq 1 "$ROUNDS"); do
-  # shellcheck disable=SC2046
-  set -- $(errors "$DIR/threads-$r.md") $(errors "$DIR/size-$r.md")
-  echo "| $r | ${1:-?} | ${2:-?} | ${3:-?} | ${4:-?} |"
-done | tee "$DIR/errors.md"
-median() { # the median of a column of errors.md ("+5.1%" values)
-  cut -d'|' -f"$1" "$DIR/errors.md" | tr -d ' %+' | grep -v '^?*$' | sort -g |
-    awk '{ v[NR] = $1 } END { if (!NR) { print "?"; exit }
-      printf "%+.1f%%", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+rounds() { # the rounds of this part, then the errors of every round in DIR so far
+  for r in $(seq "$FIRST" "$ROUNDS"); do
+    "$CPULM" roofline -t 1 -m "$DIR/1b-$TYPE.gguf" -o json >"$DIR/1b-1t-$r.json"
+    "$CPULM" roofline -t "$T" -m "$DIR/1b-$TYPE.gguf" -o json >"$DIR/1b-${T}t-$r.json"
+    "$CPULM" roofline -t "$T" -m "$DIR/8b-$TYPE.gguf" -p 64 -n 16 -r 2 -o json >"$DIR/8b-${T}t-$r.json"
+    echo "== round $r: 1 thread -> $T threads (1B $TYPE)"
+    "$CPULM" plan --calibration "$DIR/1b-1t-$r.json" --check "$DIR/1b-${T}t-$r.json" | tee "$DIR/threads-$r.md"
+    echo
+    echo "== round $r: 1B -> 8B ($T threads, $TYPE)"
+    "$CPULM" plan --calibration "$DIR/1b-${T}t-$r.json" --check "$DIR/8b-${T}t-$r.json" | tee "$DIR/size-$r.md"
+    echo
+  done
+  echo "== errors of the prediction, per round (predicted / measured - 1)"
+  echo "| round | 1->$T threads: tg | pp | 1B->8B: tg | pp |"
+  echo "| ---: | ---: | ---: | ---: | ---: |"
+  for r in $(seq 1 "$ROUNDS"); do
+    [ -f "$DIR/size-$r.md" ] || continue
+    # shellcheck disable=SC2046
+    set -- $(errors "$DIR/threads-$r.md") $(errors "$DIR/size-$r.md")
+    echo "| $r | ${1:-?} | ${2:-?} | ${3:-?} | ${4:-?} |"
+  done | tee "$DIR/errors.md"
+  median() { # the median of a column of errors.md ("+5.1%" values)
+    cut -d'|' -f"$1" "$DIR/errors.md" | tr -d ' %+' | grep -v '^?*$' | sort -g |
+      awk '{ v[NR] = $1 } END { if (!NR) { print "?"; exit }
+        printf "%+.1f%%", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+  }
+  echo "| median | $(median 3) | $(median 4) | $(median 5) | $(median 6) |"
 }
-echo "| median | $(median 3) | $(median 4) | $(median 5) | $(median 6) |"
+[ "$PART" = rag ] || rounds
 
-[ "${RAG:-1}" = 1 ] || exit 0
+[ "${RAG:-1}" = 1 ] && [ "$PART" != rounds ] || exit 0
 SCALE=${RAG_SCALE:-0.1}
 OSCALE=${OUT_SCALE:-$SCALE}
 LAYERS=${LAYERS:-4}
@@ -112,7 +124,8 @@ uptime
 rc=0
 "$CPULM" loadtest --url "http://127.0.0.1:$PORT" --workload rag --prompt-scale "$SCALE" \
   --output-scale "$OSCALE" --rate "${START:-1}" --slo "$SLO" --trial-time "${TRIAL:-15}" --requests 10 \
-  --search-precision "${PRECISION:-0.1}" --repeat 2 --server-pid "$SPID" -o json >"$DIR/slo.json" || rc=$?
+  --search-precision "${PRECISION:-0.1}" --repeat 2 --server-pid "$SPID" \
+  --disturb-wait "${DISTURB_WAIT:-60}" -o json >"$DIR/slo.json" || rc=$?
 uptime
 kill $SPID 2>/dev/null
 wait $SPID 2>/dev/null

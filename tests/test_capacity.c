@@ -803,3 +803,105 @@ TEST(capacity_host_disturbance) {
     lt_host_use_of(&a, &b, 100, &u);
     CHECK(t, !u.ok && !lt_host_disturbed(&rule, &u, 0, 1.6, why, sizeof why));
 }
+
+/* A replay of /proc/stat samples for lt_host_wait_calm: each sample in turn at its recorded
+ * time; the sleeps only count (the clock is the samples'). */
+typedef struct replay {
+    const lt_cpu_times *cpu;
+    const double *wall;
+    int n, next, sleeps;
+} replay;
+
+static int replay_sample(void *user, lt_host_sample *s) {
+    replay *r = user;
+    if (r->next == r->n) return -1;
+    *s = (lt_host_sample){.ok = 1, .wall = r->wall[r->next], .server = -1, .self = -1};
+    s->cpu = r->cpu[r->next++];
+    return 0;
+}
+
+static void replay_sleep(void *user, double s) {
+    (void)s;
+    ((replay *)user)->sleeps++;
+}
+
+static lt_cpu_times plus(lt_cpu_times a, const lt_cpu_times *from, const lt_cpu_times *to) {
+    a.total += to->total - from->total, a.idle += to->idle - from->idle;
+    a.steal += to->steal - from->steal;
+    return a;
+}
+
+/* --disturb-wait: the recorded slow spell's window (24% stolen) twice, then the recorded
+ * quiet window (5 of 3009 ticks): the wait ends calm on the quiet window, judged on its own
+ * (over all three the share is still 20%), and not before; a bound shorter than the spell
+ * ends it not calm without reading on; a window too short to judge is extended. */
+TEST(capacity_host_wait_calm) {
+    lt_cpu_times sa, sb, qa, qb;
+    REQUIRE(t, !lt_host_parse_stat(stat_stolen_a, &sa) && !lt_host_parse_stat(stat_stolen_b, &sb) &&
+                   !lt_host_parse_stat(stat_quiet_a, &qa) &&
+                   !lt_host_parse_stat(stat_quiet_b, &qb));
+    lt_cpu_times cpu[5] = {sa, sb};
+    cpu[2] = plus(sb, &sa, &sb);
+    cpu[3] = plus(cpu[2], &qa, &qb);
+    const double wall[5] = {0, 30, 60, 75, 90};
+    cpu[4] = plus(cpu[3], &qa, &qb);
+    replay r = {cpu, wall, 5, 0, 0};
+    const lt_calm_src src = {replay_sample, replay_sleep, &r};
+    lt_calm c;
+    lt_host_wait_calm(0.05, 2, 600, &src, &c);
+    CHECK(t, c.calm && c.windows == 3 && r.next == 4 && r.sleeps == 3);
+    CHECK_NEAR(t, c.waited_s, 75, 1e-9);
+    CHECK_NEAR(t, c.last_steal, 5.0 / 3009, 1e-9);
+    /* at most 45 s: the second window (at 60 s) still stolen, and no further sample read */
+    r = (replay){cpu, wall, 5, 0, 0};
+    lt_host_wait_calm(0.05, 2, 45, &src, &c);
+    CHECK(t, !c.calm && c.windows == 2 && r.next == 3);
+    CHECK_NEAR(t, c.last_steal, 1592.0 / 6541, 1e-9);
+    /* a limit above the spell's 24%: calm at the first window */
+    r = (replay){cpu, wall, 5, 0, 0};
+    lt_host_wait_calm(0.30, 2, 600, &src, &c);
+    CHECK(t, c.calm && c.windows == 1 && r.next == 2);
+    /* samples run out (no /proc any more): not calm */
+    r = (replay){cpu, wall, 3, 0, 0};
+    lt_host_wait_calm(0.05, 2, 600, &src, &c);
+    CHECK(t, !c.calm && c.windows == 2);
+    /* a window of 60 ticks is not judged: the next sample extends it (2 of 160 stolen) */
+    const lt_cpu_times tiny[3] = {{1000, 900, 0}, {1060, 950, 2}, {1160, 1040, 2}};
+    const double tw[3] = {0, 0.3, 0.8};
+    r = (replay){tiny, tw, 3, 0, 0};
+    lt_host_wait_calm(0.05, 2, 600, &src, &c);
+    CHECK(t, c.calm && c.windows == 1 && r.next == 3);
+    CHECK_NEAR(t, c.last_steal, 2.0 / 160, 1e-9);
+}
+
+/* A prompt's time in three parts: a calibration that spent 80% of 10 ms per token in the
+ * products, 5% in attention and 15% around them carries each part by its own count; the
+ * same work gives its own speed back, and without the counts the single efficiency is used. */
+TEST(capacity_model_prompt_split) {
+    const char *j = "{\"bytes_per_token\":1e9,\"pp_attn_flops_per_token\":1e8,"
+                    "\"matmul_io_per_token\":1e6,\"rows\":[{\"read_bytes_per_s\":50e9,"
+                    "\"int8_ops_per_s\":1e12,\"tg_ts\":25,\"pp_ts\":100,\"pp_int8_fraction\":0.5,"
+                    "\"pp_matmul_time_fraction\":0.8,\"pp_attn_time_fraction\":0.05}]}";
+    cpulm_json_doc *d = NULL;
+    REQUIRE(t, cpulm_json_parse(j, strlen(j), NULL, &d, NULL, NULL) == CPULM_OK);
+    pm_measure m;
+    char err[160];
+    REQUIRE(t, pm_measure_from_json(cpulm_json_root(d), &m, err, sizeof err) == 0);
+    cpulm_json_free(d);
+    CHECK(t, m.mm_frac == 0.8 && m.attn_frac == 0.05 && m.io_per_token == 1e6);
+    pm_eff e;
+    pm_efficiency(&m, &e);
+    REQUIRE(t, e.split);
+    CHECK_NEAR(t, e.pp_gemm, 5e9 / (0.8 * 0.01 * 1e12), 1e-12);
+    const pm_pp_work same = {m.ops_per_token, 1e8, 1e6};
+    CHECK_NEAR(t, pm_pp_work_speed(&e, &m.at, &same), 100, 1e-9);
+    /* 4x the ops, 2x the flops and elements, on twice the peak: 32 + 1 + 3 G peak-ops */
+    const pm_ceiling c2 = {50, 2000};
+    const pm_pp_work big = {4 * m.ops_per_token, 2e8, 2e6};
+    CHECK_NEAR(t, pm_pp_work_speed(&e, &c2, &big), 2e12 / 3.6e10, 1e-9);
+    const pm_pp_work no_counts = {4 * m.ops_per_token, 0, 0}; /* the single efficiency: 50 */
+    CHECK_NEAR(t, pm_pp_work_speed(&e, &c2, &no_counts), 50, 1e-9);
+    m.mm_frac = 0; /* a roofline without the split */
+    pm_efficiency(&m, &e);
+    CHECK(t, !e.split && fabs(pm_pp_work_speed(&e, &c2, &big) - 50) < 1e-9);
+}

@@ -113,6 +113,7 @@ typedef struct bench_result {
      * BENCH_TTFT: ns is the time to first token, ts the prompt tokens/s over it. */
     double ns[BENCH_MAX_REPS], ts[BENCH_MAX_REPS], pp_ns[BENCH_MAX_REPS], tg_ns[BENCH_MAX_REPS];
     double attn_ns[BENCH_MAX_REPS]; /* of ns, the time in attention (cpulm_ctx_attn_ns) */
+    double mm_ns[BENCH_MAX_REPS];   /* of ns, in the matrix products (cpulm_ctx_matmul_ns) */
     char test_time[32];             /* ISO 8601 UTC, when the test started */
     int32_t n_ctx;                  /* tokens the test's context holds */
     uint64_t ctx_bytes;             /* what that context allocated (KV cache and scratch) */
@@ -214,6 +215,11 @@ uint64_t bench_bytes_per_token(const cpulm_model *m);
 /* Parameters of the 2-D weights a token's matrix products use (all but an untied token
  * embedding, whose rows are looked up). */
 int64_t bench_matmul_params(const cpulm_model *m);
+/* Activation elements into and out of the layers' matrix products per token (n_in + n_out
+ * of each, experts by the number a token uses): the per-token work around the products
+ * (norms, quantizing their inputs, rope, the FFN's activation, residual adds) touches each
+ * about a fixed number of times, so its time grows with this, not with the parameters. */
+int64_t bench_matmul_io(const cpulm_model *m);
 /* Parameters of the output matrix (output.weight, else the tied token embedding). */
 int64_t bench_output_params(const cpulm_model *m);
 /* int8 ops per prompt token of a pp test of n_prompt tokens: 2 per matmul weight, except
@@ -232,16 +238,18 @@ void bench_default_threads(bench_list *l);
 /* One row of the roofline: the ceilings at n_threads and, with a model, what it achieved. */
 typedef struct bench_roof {
     int n_threads;
-    double bw;               /* read bytes/s */
-    double int8_ops;         /* bench_peak_int8, ops/s */
-    const char *int8_kernel; /* the kernel that set int8_ops (static) */
-    double f32_flops;        /* f32 dot, flop/s */
-    double tg_ts, pp_ts;     /* measured mean tokens/s; 0 without a model */
-    double pp_ops;           /* pp_ts * bench_pp_ops_per_token: int8 ops/s pp achieved */
-    double tg_frac, pp_frac; /* tg: tg_ts * bytes/token / bw; pp: pp_ops / int8_ops */
-    double attn_frac;        /* of pp's time, in attention (cpulm_ctx_attn_ns), measured */
-    double attn_flops;       /* attention flop/s in that time (bench_attn_flops) */
-    double gemm_frac;        /* pp_ops over pp's time outside attention / int8_ops */
+    double bw;                   /* read bytes/s */
+    double int8_ops;             /* bench_peak_int8, ops/s */
+    const char *int8_kernel;     /* the kernel that set int8_ops (static) */
+    double f32_flops;            /* f32 dot, flop/s */
+    double tg_ts, pp_ts;         /* measured mean tokens/s; 0 without a model */
+    double pp_ops;               /* pp_ts * bench_pp_ops_per_token: int8 ops/s pp achieved */
+    double tg_frac, pp_frac;     /* tg: tg_ts * bytes/token / bw; pp: pp_ops / int8_ops */
+    double attn_frac;            /* of pp's time, in attention (cpulm_ctx_attn_ns), measured */
+    double mm_frac;              /* of pp's time, in the matrix products (cpulm_ctx_matmul_ns) */
+    double attn_flops_per_token; /* of a prompt token (bench_attn_flops / n_prompt) */
+    double attn_flops;           /* attention flop/s in that time (bench_attn_flops) */
+    double gemm_frac;            /* pp_ops over pp's time outside attention / int8_ops */
 } bench_roof;
 
 /* Measures the three ceilings at r->n_threads (min_s seconds each, roughly). Returns 0, or

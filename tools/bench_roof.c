@@ -407,6 +407,21 @@ int64_t bench_matmul_params(const cpulm_model *m) {
     return (int64_t)sum_tensors(m, 0);
 }
 
+int64_t bench_matmul_io(const cpulm_model *m) {
+    cpulm_model_info in;
+    cpulm_model_get_info(m, &in);
+    int64_t total = 0;
+    for (int32_t i = 0; i < in.n_tensors; i++) {
+        const char *name;
+        int64_t ne[4];
+        if (cpulm_model_tensor(m, i, &name, NULL, ne, NULL) != CPULM_OK) continue;
+        if (strncmp(name, "blk.", 4) || ne[1] < 2) continue; /* the layers' matrices only */
+        int64_t used = in.n_expert > 0 && ne[2] == in.n_expert ? in.n_expert_used : 1;
+        total += (ne[0] + ne[1]) * used;
+    }
+    return total;
+}
+
 int64_t bench_output_params(const cpulm_model *m) {
     cpulm_model_info in;
     cpulm_model_get_info(m, &in);
@@ -480,6 +495,7 @@ void bench_default_threads(bench_list *l) {
 
 void bench_roof_attention(bench_roof *r, double attn_flops_total, int n_prompt) {
     const double pp_s = r->pp_ts > 0 ? n_prompt / r->pp_ts : 0, attn_s = r->attn_frac * pp_s;
+    r->attn_flops_per_token = n_prompt > 0 ? attn_flops_total / n_prompt : 0;
     r->attn_flops = attn_s > 0 ? attn_flops_total / attn_s : 0;
     r->gemm_frac = r->attn_frac < 1 ? r->pp_frac / (1 - r->attn_frac) : 0;
 }

@@ -198,7 +198,7 @@ static int run_rep(run_state *s, bench_result *r, int i) {
     const bench_test *t = s->t;
     if (t->kind == BENCH_SPEC) return run_rep_spec(s, r, i);
     if (clear_kv(s)) return -1;
-    const uint64_t a0 = cpulm_ctx_attn_ns(s->ctx);
+    const uint64_t a0 = cpulm_ctx_attn_ns(s->ctx), m0 = cpulm_ctx_matmul_ns(s->ctx);
     double t0 = now_ns(), t1 = t0;
     int rc = 0;
     switch (t->kind) {
@@ -218,6 +218,7 @@ static int run_rep(run_state *s, bench_result *r, int i) {
     r->ns[i] = t2 - t0;
     r->ts[i] = (double)bench_test_tokens(t) / ((t2 - t0) * 1e-9);
     r->attn_ns[i] = (double)(cpulm_ctx_attn_ns(s->ctx) - a0);
+    r->mm_ns[i] = (double)(cpulm_ctx_matmul_ns(s->ctx) - m0);
     r->pp_ns[i] = t->kind == BENCH_PAR ? t1 - t0 : t2 - t0;
     r->tg_ns[i] = t->kind == BENCH_PAR ? t2 - t1 : 0;
     return 0;

@@ -33,7 +33,7 @@ typedef struct lt_opts {
     int poisson, arrivals_given, allow_failures, search_steps, max_inflight, fixed_given;
     int conc_given, warmup, trials, repeat;
     int server_pid, disturb_retries;
-    double disturb_steal, disturb_cpu_drop;
+    double disturb_steal, disturb_cpu_drop, disturb_wait;
     int calibrate; /* lt_cal_mode */
     float timeout_s, max_time_s, wait_s, search_max, search_precision, price_hour, users,
         target_rate;
@@ -107,6 +107,7 @@ static int value_opt(int id, const cli_val *v, lt_opts *o, const char **conc, co
     case OPT_DISTURB_STEAL: o->disturb_steal = v->f; break;
     case OPT_DISTURB_CPU_DROP: o->disturb_cpu_drop = v->f; break;
     case OPT_DISTURB_RETRIES: o->disturb_retries = (int)v->i; break;
+    case OPT_DISTURB_WAIT: o->disturb_wait = v->f; break;
     default: return 0;
     }
     return 1;
@@ -283,6 +284,14 @@ static void check_disturbed(lt_run *R, lt_row *row) {
         row->discarded = 1;
         R->retries++;
         R->n_discarded++;
+        if (o->disturb_wait > 0 && row->host.steal_share > o->disturb_steal &&
+            o->disturb_steal > 0) {
+            cli_progress_update(&R->prog, 1, "cpulm loadtest: waiting for the steal to pass");
+            lt_host_wait_calm(o->disturb_steal, LT_CALM_WINDOW_S, o->disturb_wait, &lt_calm_proc,
+                              &row->calm);
+            cli_progress_clear(&R->prog);
+            row->waited = 1;
+        }
     } else {
         R->retries = 0;
     }
@@ -699,6 +708,7 @@ static void json_disturbance(cpulm_json_writer *w, const lt_run *R) {
         cpulm_json_kv_double(w, keys[i], v[i]);
     }
     cpulm_json_kv_int(w, "retries", o->disturb_retries);
+    cpulm_json_kv_double(w, "wait_max_s", o->disturb_wait);
     cpulm_json_kv_int(w, "disturbed_trials", R->n_disturbed);
     cpulm_json_kv_int(w, "rerun_trials", R->n_discarded);
     cpulm_json_obj_end(w);

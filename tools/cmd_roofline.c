@@ -79,10 +79,11 @@ static int run_model(const roof_opts *o, const cpulm_model *m, bench_roof *r) {
     if (bench_run_test(&br, &pp, o->reps, &res, err, sizeof err)) goto fail;
     bench_summarize(&res, &s);
     r->pp_ts = s.ts.mean;
-    double attn = 0, all = 0;
+    double attn = 0, mm = 0, all = 0;
     for (int i = 0; i < res.n_reps; i++)
-        attn += res.attn_ns[i], all += res.ns[i];
+        attn += res.attn_ns[i], mm += res.mm_ns[i], all += res.ns[i];
     r->attn_frac = all > 0 ? attn / all : 0;
+    r->mm_frac = all > 0 ? mm / all : 0;
     if (bench_run_test(&br, &tg, o->reps, &res, err, sizeof err)) goto fail;
     bench_summarize(&res, &s);
     r->tg_ts = s.ts.mean;
@@ -112,15 +113,15 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
         printf("| %d | %.2f | %.2f | %.1f%% | %.2f | %.1f | %.1f%% |\n", r[i].n_threads, r[i].tg_ts,
                r[i].tg_ts * (double)bpt / 1e9, 100 * r[i].tg_frac, r[i].pp_ts, r[i].pp_ops / 1e9,
                100 * r[i].pp_frac);
-    printf(
-        "\n| threads | pp%d: %% of time in attention | attention GFLOP/s | %% of f32 dot peak | "
-        "GEMM %% of int8 peak (time outside attention) |\n| ---: | ---: | ---: | ---: | ---: |\n",
-        o->n_prompt);
+    printf("\n| threads | pp%d: %% of time in attention | attention GFLOP/s | %% of f32 dot peak | "
+           "GEMM %% of int8 peak (time outside attention) | %% of time in matmuls | %% in neither "
+           "|\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+           o->n_prompt);
     for (int i = 0; i < n; i++)
-        printf("| %d | %.1f%% | %.1f | %.1f%% | %.1f%% |\n", r[i].n_threads, 100 * r[i].attn_frac,
-               r[i].attn_flops / 1e9,
+        printf("| %d | %.1f%% | %.1f | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", r[i].n_threads,
+               100 * r[i].attn_frac, r[i].attn_flops / 1e9,
                r[i].f32_flops > 0 ? 100 * r[i].attn_flops / r[i].f32_flops : 0.0,
-               100 * r[i].gemm_frac);
+               100 * r[i].gemm_frac, 100 * r[i].mm_frac, 100 * (1 - r[i].attn_frac - r[i].mm_frac));
     printf(
         "\nassumptions: tg reads every weight once per token (the KV cache, small at these "
         "lengths, is not counted); pp does 2 int8 ops per matmul weight per token, the output "
@@ -135,7 +136,7 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
 }
 
 static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t bpt, int64_t params,
-                       const cpulm_model *m) {
+                       const cpulm_model *m, int n_prompt) {
     const int with_model = m != NULL;
     cpulm_buf b;
     cpulm_buf_init(&b, 0);
@@ -153,20 +154,26 @@ static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t 
         plan_shape_of_model(m, &sh);
         cpulm_json_kv_int(&w, "kv_bytes_per_token",
                           (int64_t)plan_kv_bytes_per_token(&sh, CPULM_KV_F16));
+        /* the prompt's work besides the int8 ops (the performance model's split of pp) */
+        cpulm_json_kv_int(&w, "n_prompt", n_prompt);
+        cpulm_json_kv_double(&w, "pp_attn_flops_per_token", n ? r[0].attn_flops_per_token : 0);
+        cpulm_json_kv_int(&w, "matmul_io_per_token", bench_matmul_io(m));
     }
     cpulm_json_kv_arr_begin(&w, "rows");
     for (int i = 0; i < n; i++) {
-        const char *k[] = {"read_bytes_per_s",      "int8_ops_per_s",
-                           "f32_flops_per_s",       "tg_ts",
-                           "tg_bandwidth_fraction", "pp_ts",
-                           "pp_int8_fraction",      "pp_attn_time_fraction",
-                           "pp_attn_flops_per_s",   "pp_gemm_int8_fraction"};
-        double v[] = {r[i].bw,    r[i].int8_ops, r[i].f32_flops, r[i].tg_ts,      r[i].tg_frac,
-                      r[i].pp_ts, r[i].pp_frac,  r[i].attn_frac, r[i].attn_flops, r[i].gemm_frac};
+        const char *k[] = {"read_bytes_per_s",       "int8_ops_per_s",
+                           "f32_flops_per_s",        "tg_ts",
+                           "tg_bandwidth_fraction",  "pp_ts",
+                           "pp_int8_fraction",       "pp_attn_time_fraction",
+                           "pp_attn_flops_per_s",    "pp_gemm_int8_fraction",
+                           "pp_matmul_time_fraction"};
+        double v[] = {r[i].bw,         r[i].int8_ops,  r[i].f32_flops, r[i].tg_ts,
+                      r[i].tg_frac,    r[i].pp_ts,     r[i].pp_frac,   r[i].attn_frac,
+                      r[i].attn_flops, r[i].gemm_frac, r[i].mm_frac};
         cpulm_json_obj_begin(&w);
         cpulm_json_kv_int(&w, "n_threads", r[i].n_threads);
         cpulm_json_kv_str(&w, "int8_peak_kernel", r[i].int8_kernel);
-        for (int j = 0; j < (with_model ? 10 : 3); j++) {
+        for (int j = 0; j < (with_model ? 11 : 3); j++) {
             cpulm_json_kv_double(&w, k[j], v[j]);
         }
         cpulm_json_obj_end(&w);
@@ -203,7 +210,7 @@ int cmd_roofline(int argc, char **argv) {
     bench_env e;
     bench_env_fill(&e, m, o.model ? o.model : "");
     if (!rc && o.json)
-        print_json(r, o.threads.n, &e, bpt, params, m);
+        print_json(r, o.threads.n, &e, bpt, params, m, o.n_prompt);
     else if (!rc)
         print_md(&o, r, o.threads.n, &e, bpt, params);
     cpulm_model_free(m);

@@ -3,6 +3,7 @@
 #include "loadtest_host.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,3 +181,43 @@ int lt_host_disturbed(const lt_disturb_rule *r, const lt_host_use *u, int met,
     }
     return 0;
 }
+
+void lt_host_wait_calm(double steal_max, double window_s, double max_s, const lt_calm_src *src,
+                       lt_calm *out) {
+    *out = (lt_calm){.last_steal = -1};
+    lt_host_sample first, a, b;
+    if (src->sample(src->user, &first) || !first.ok) return;
+    a = first;
+    for (;;) {
+        src->sleep(src->user, window_s);
+        if (src->sample(src->user, &b) || !b.ok) return;
+        out->waited_s = b.wall - first.wall;
+        lt_host_use u;
+        lt_host_use_of(&a, &b, 1, &u); /* the shares need no tick rate */
+        if (u.ok) {                    /* else too few ticks yet: the window grows */
+            out->windows++;
+            out->last_steal = u.steal_share;
+            if (u.steal_share <= steal_max) {
+                out->calm = 1;
+                return;
+            }
+            a = b;
+        }
+        if (out->waited_s >= max_s) return;
+    }
+}
+
+static int proc_sample(void *user, lt_host_sample *s) {
+    (void)user;
+    lt_host_sample_take(0, s);
+    return s->ok ? 0 : -1;
+}
+
+static void proc_sleep(void *user, double s) {
+    (void)user;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+const lt_calm_src lt_calm_proc = {proc_sample, proc_sleep, NULL};

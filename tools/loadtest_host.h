@@ -80,4 +80,31 @@ typedef struct lt_disturb_rule {
 int lt_host_disturbed(const lt_disturb_rule *r, const lt_host_use *u, int met,
                       double ref_server_cpus, char *why, size_t cap);
 
+/* --disturb-wait: before a trial flagged for steal runs again, wait until the host's steal
+ * over a short window is back within the limit (a spell lasts minutes, so a rerun at once
+ * would land in it again and use up the retries), for at most max_s seconds. The samples
+ * and the sleeps come through callbacks: the load test reads /proc/stat and sleeps, the
+ * tests replay recorded /proc/stat lines on a clock of their own. */
+#define LT_CALM_WINDOW_S 2.0 /* 400 ticks on 2 CPUs at 100 Hz: a share to 0.25% */
+typedef struct lt_calm_src {
+    int (*sample)(void *user, lt_host_sample *s); /* 0, or -1: nothing to read (stop) */
+    void (*sleep)(void *user, double s);
+    void *user;
+} lt_calm_src;
+
+typedef struct lt_calm {
+    int calm;          /* 1: the last window's steal was within the limit */
+    int windows;       /* windows measured */
+    double waited_s;   /* from the first sample to the last */
+    double last_steal; /* steal share of the last measured window (-1: none measured) */
+} lt_calm;
+
+/* Windows of window_s seconds; a window of fewer than LT_HOST_MIN_TICKS ticks is extended
+ * (one more sleep) rather than judged. Stops calm at the first window within steal_max,
+ * not calm once max_s is used up or a sample cannot be taken. */
+void lt_host_wait_calm(double steal_max, double window_s, double max_s, const lt_calm_src *src,
+                       lt_calm *out);
+/* The load test's source: /proc/stat and nanosleep (user unused). */
+extern const lt_calm_src lt_calm_proc;
+
 #endif

@@ -85,6 +85,14 @@ void lt_md_disturbed(const lt_row *rows, int n) {
         printf("\n%s: the machine was DISTURBED (%s): %s", load, rows[i].disturb_why,
                rows[i].discarded ? "not counted, the trial was run again"
                                  : "counted all the same (--disturb-retries used up)");
+        const lt_calm *c = &rows[i].calm;
+        if (rows[i].waited && c->calm)
+            printf(", after %.0f s of waiting (steal %.1f%% over the last window)", c->waited_s,
+                   c->last_steal * 100);
+        else if (rows[i].waited)
+            printf(", after %.0f s of waiting, the steal not passed (--disturb-wait; last window "
+                   "%s)",
+                   c->waited_s, c->last_steal >= 0 ? "over the limit" : "not measured");
     }
     if (any) printf("\n");
 }
@@ -171,6 +179,16 @@ static void json_host(cpulm_json_writer *w, const lt_row *r) {
     else
         cpulm_json_write_null(w);
     cpulm_json_kv_bool(w, "counted", !r->discarded);
+    cpulm_json_key(w, "disturb_wait"); /* before the rerun (--disturb-wait) */
+    if (!r->waited) {
+        cpulm_json_write_null(w);
+        return;
+    }
+    cpulm_json_obj_begin(w);
+    json_num(w, "waited_s", r->calm.waited_s);
+    cpulm_json_kv_bool(w, "calm", r->calm.calm);
+    json_num(w, "last_steal_share", r->calm.last_steal);
+    cpulm_json_obj_end(w);
 }
 
 void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {

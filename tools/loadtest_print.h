@@ -21,6 +21,8 @@ typedef struct lt_row {
     int disturbed;    /* the disturbance rule flagged it (loadtest_host.h) */
     int discarded;    /* disturbed and run again: its verdict did not count */
     char disturb_why[192];
+    int waited;   /* --disturb-wait: waited for the steal to pass before the rerun */
+    lt_calm calm; /* how that went */
 } lt_row;
 
 void lt_label(const lt_row *r, char *out, size_t cap); /* "c=4", "r=2/s" */

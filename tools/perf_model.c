@@ -11,9 +11,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The split of pp's time: per token, t = 1 / pp; the products took mm_frac of it at the
+ * int8 peak P, so their efficiency is ops / (mm_frac t P); attention and the rest cost
+ * their time x P per flop and per element. */
+static void pp_split(const pm_measure *m, pm_eff *out) {
+    const double peak = m->at.int8_gops * 1e9, t = m->pp > 0 ? 1 / m->pp : 0;
+    const double rest = 1 - m->mm_frac - m->attn_frac;
+    if (!(peak > 0 && t > 0 && m->mm_frac > 0 && m->attn_frac >= 0 && rest >= 0 &&
+          m->io_per_token > 0 && (m->attn_flops_per_token > 0 || m->attn_frac == 0)))
+        return;
+    out->split = 1;
+    out->pp_gemm = m->ops_per_token / (m->mm_frac * t * peak);
+    out->attn_cost =
+        m->attn_flops_per_token > 0 ? m->attn_frac * t * peak / m->attn_flops_per_token : 0;
+    out->other_cost = rest * t * peak / m->io_per_token;
+}
+
 void pm_efficiency(const pm_measure *m, pm_eff *out) {
+    memset(out, 0, sizeof *out);
     out->tg = m->at.bw_gbs > 0 ? m->tg * m->bytes_per_token / (m->at.bw_gbs * 1e9) : 0;
     out->pp = m->at.int8_gops > 0 ? m->pp * m->ops_per_token / (m->at.int8_gops * 1e9) : 0;
+    pp_split(m, out);
+}
+
+double pm_pp_work_speed(const pm_eff *e, const pm_ceiling *c, const pm_pp_work *w) {
+    if (!e->split || !(w->io > 0) || !(c->int8_gops > 0)) return pm_pp(e, c, w->ops);
+    const double peak_s =
+        w->ops / e->pp_gemm + e->attn_cost * w->attn_flops + e->other_cost * w->io;
+    return peak_s > 0 ? c->int8_gops * 1e9 / peak_s : 0;
 }
 
 double pm_tg(const pm_eff *e, const pm_ceiling *c, double bytes_per_token) {
@@ -242,10 +267,15 @@ static int from_roofline(const struct cpulm_json *o, pm_measure *m, char *err, s
     double params = cpulm_json_num(cpulm_json_get(o, "matmul_params"), 0);
     m->gen_ops_per_token = params > 0 ? 2 * params : 0;
     m->kv_bytes_per_token = cpulm_json_num(cpulm_json_get(o, "kv_bytes_per_token"), 0);
+    m->attn_flops_per_token = cpulm_json_num(cpulm_json_get(o, "pp_attn_flops_per_token"), 0);
+    m->io_per_token = cpulm_json_num(cpulm_json_get(o, "matmul_io_per_token"), 0);
+    m->mm_frac = cpulm_json_num(cpulm_json_get(r, "pp_matmul_time_fraction"), 0);
+    m->attn_frac = cpulm_json_num(cpulm_json_get(r, "pp_attn_time_fraction"), 0);
     return 0;
 }
 
 int pm_measure_from_json(const struct cpulm_json *o, pm_measure *m, char *err, size_t cap) {
+    memset(m, 0, sizeof *m);
     if (cpulm_json_get(o, "rows")) return from_roofline(o, m, err, cap);
     static const char *keys[] = {"read_gbs", "int8_gops",       "tg_tps",
                                  "pp_tps",   "bytes_per_token", "ops_per_token"};

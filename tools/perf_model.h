@@ -26,16 +26,40 @@ typedef struct pm_measure {
     /* optional (0: unknown; `cpulm roofline -m` writes them): int8 ops of a generated token
      * (2 per matmul weight, the output matrix included) and F16 KV bytes per context token */
     double gen_ops_per_token, kv_bytes_per_token;
+    /* optional (0: unknown; `cpulm roofline -m` writes them): the prompt's work besides the
+     * int8 ops, attention flops and activation elements into and out of the layers' matrix
+     * products per token (bench_matmul_io), and the shares of pp's time the matrix products
+     * and attention took (the rest: norms, quantizing activations, rope, the FFN's
+     * activation, residual adds, waits at barriers) */
+    double attn_flops_per_token, io_per_token;
+    double mm_frac, attn_frac;
 } pm_measure;
 
 typedef struct pm_eff {
     double tg, pp; /* share of bandwidth / of the int8 peak the measurement reached */
+    /* pp split in three (split = 1, when the measurement had the shares and counts above):
+     * the matrix products' share of the int8 peak in their own time, and the time of an
+     * attention flop and of an activation element in int8-peak seconds (time x peak): what
+     * the per-token work around the products costs carries to other ceilings the way the
+     * products do (they run on the same vector units and threads) */
+    int split;
+    double pp_gemm, attn_cost, other_cost;
 } pm_eff;
 
 void pm_efficiency(const pm_measure *m, pm_eff *out);
 /* Generation and prompt speed of a model (bytes/ops per token) on ceilings c. */
 double pm_tg(const pm_eff *e, const pm_ceiling *c, double bytes_per_token);
 double pm_pp(const pm_eff *e, const pm_ceiling *c, double ops_per_token);
+/* A prompt token's work: int8 ops, attention flops, activation elements (pm_measure's). */
+typedef struct pm_pp_work {
+    double ops, attn_flops, io;
+} pm_pp_work;
+/* Prompt speed from the split (e->split and w->io > 0): its three times, each scaled by
+ * the work, summed; else pm_pp. The split matters when the model differs: a prompt token's
+ * int8 ops grow with d_model^2 (x layers), attention with d_model x depth and the work
+ * around the products with d_model, so a small model spends a larger share of its time
+ * outside the products than a large one, and one efficiency misstates the other. */
+double pm_pp_work_speed(const pm_eff *e, const pm_ceiling *c, const pm_pp_work *w);
 
 /* One instance family of data/instances.tsv. */
 typedef struct pm_family {

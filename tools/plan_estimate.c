@@ -207,12 +207,22 @@ int plan_check(const char *calibration, const char *measured, const plan_est_opt
     }
     pm_eff e;
     pm_efficiency(&a, &e);
-    double tg = pm_tg(&e, &b.at, b.bytes_per_token), pp = pm_pp(&e, &b.at, b.ops_per_token);
+    const pm_pp_work wb = {b.ops_per_token, b.attn_flops_per_token, b.io_per_token};
+    double tg = pm_tg(&e, &b.at, b.bytes_per_token), pp = pm_pp_work_speed(&e, &b.at, &wb);
     printf("model check: efficiencies of %s (generation %.1f%% of %.2f GB/s, prompts %.1f%% of "
            "%.1f Gop/s) applied to the ceilings and model of %s (%.2f GB/s, %.1f Gop/s; %.3g "
            "bytes and %.3g int8 ops per token)\n\n",
            da, e.tg * 100, a.at.bw_gbs, e.pp * 100, a.at.int8_gops, db, b.at.bw_gbs, b.at.int8_gops,
            b.bytes_per_token, b.ops_per_token);
+    if (e.split && wb.io > 0)
+        printf("prompt time split (calibration): matrix products %.1f%% (at %.1f%% of the int8 "
+               "peak in their time), attention %.1f%%, the rest %.1f%%; per token the checked "
+               "model has %.2fx the int8 ops, %.2fx the attention flops and %.2fx the "
+               "activation elements of the products' inputs and outputs\n\n",
+               a.mm_frac * 100, e.pp_gemm * 100, a.attn_frac * 100,
+               (1 - a.mm_frac - a.attn_frac) * 100, b.ops_per_token / a.ops_per_token,
+               a.attn_flops_per_token > 0 ? b.attn_flops_per_token / a.attn_flops_per_token : 0,
+               b.io_per_token / a.io_per_token);
     printf("| | measured t/s | predicted t/s | error |\n| --- | ---: | ---: | ---: |\n");
     printf("| generation | %.2f | %.2f | %+.1f%% |\n", b.tg, tg, (tg / b.tg - 1) * 100);
     printf("| prompt | %.2f | %.2f | %+.1f%% |\n", b.pp, pp, (pp / b.pp - 1) * 100);

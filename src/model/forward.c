@@ -9,8 +9,10 @@
  * Matmuls convert activations once per weight vec_dot_type (Q8_0 for Q4_0/Q8_0 weights, as
  * the reference does), then every thread computes a slice of the output rows.
  */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "../base/status.h"
 #include "forward.h"
@@ -45,8 +47,8 @@ static int mm_n_items(const cpulm_tensor *w, int nth) {
     return (int)n;
 }
 
-static void mm_rows(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
-                    int64_t n_rows, int ith, int nth) {
+static void mm_rows_run(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
+                        int64_t n_rows, int ith, int nth) {
     cpulm_matmul_args a = {.w = j->w->data,
                            .w_type = j->w->type,
                            .w_row_bytes = j->w->row_bytes,
@@ -68,6 +70,21 @@ static void mm_rows(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t ac
     uint64_t first = job_begin(c, ith, (uint64_t)n_items), item;
     while (claim(c, first + (uint64_t)n_items, &item))
         cpulm_matmul(c->k, &a, (int)(item - first), n_items);
+}
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Thread 0 times its share, as cpulm_attn_run does (cpulm_ctx_matmul_ns): two clock reads
+ * per matmul, ~0.01% of a generated token. */
+static void mm_rows(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
+                    int64_t n_rows, int ith, int nth) {
+    const uint64_t t0 = ith == 0 ? mono_ns() : 0;
+    mm_rows_run(c, j, act, act_stride, n_rows, ith, nth);
+    if (ith == 0) c->mm_ns += mono_ns() - t0;
 }
 
 /* Runs the jobs (all reading x [n_rows][ldx], n_in = ne[0] of every weight). The caller has

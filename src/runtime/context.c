@@ -432,6 +432,10 @@ uint64_t cpulm_ctx_attn_ns(const cpulm_ctx *c) {
     return c->attn_ns;
 }
 
+uint64_t cpulm_ctx_matmul_ns(const cpulm_ctx *c) {
+    return c->mm_ns;
+}
+
 /* Hybrid models: a blob holds the full-attention layers' KV only (a blob of positions
  * cannot carry the recurrent state of a prefix); seq_state_set leaves the sequence stale
  * until seq_rstate_set gives it the state of its new length. */

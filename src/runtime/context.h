@@ -22,6 +22,7 @@ struct cpulm_ctx {
     cpulm_ssm ssm; /* hybrid models: the recurrent layers' state per sequence */
     int32_t n_outputs_max;
     uint64_t attn_ns; /* attention time (cpulm_ctx_attn_ns): written by pool thread 0 only */
+    uint64_t mm_ns;   /* matmul time (cpulm_ctx_matmul_ns): the same */
 
     /* activations, [n_batch][dim] row-major */
     float *x;   /* residual stream [n_embd] */
