@@ -136,48 +136,36 @@ static const bench_result *spec_baseline(const bench_result *all, int n, const b
 
 /* ---- JSON ---- */
 
-static void json_kv_str(cpulm_json_writer *w, const char *k, const char *v) {
-    cpulm_json_kv_str(w, k, v);
-}
-
-static void json_kv_int(cpulm_json_writer *w, const char *k, int64_t v) {
-    cpulm_json_kv_int(w, k, v);
-}
-
-static void json_kv_num(cpulm_json_writer *w, const char *k, double v) {
-    cpulm_json_kv_double(w, k, v);
-}
-
 /* The fields llama-bench writes, in its order, with cpulm's values. */
 static void json_llama_bench_fields(cpulm_json_writer *w, const bench_env *e, const bench_result *r,
                                     const bench_summary *s) {
     const bench_test *t = &r->t;
-    json_kv_str(w, "build_commit", e->commit);
-    json_kv_int(w, "build_number", 0); /* cpulm has no build counter */
-    json_kv_str(w, "cpu_info", e->cpu);
-    json_kv_str(w, "gpu_info", "");
-    json_kv_str(w, "backends", "CPU");
-    json_kv_str(w, "model_filename", e->model_file);
-    json_kv_str(w, "model_type", e->model_type);
-    json_kv_int(w, "model_size", (int64_t)e->model_size);
-    json_kv_int(w, "model_n_params", e->n_params);
-    json_kv_int(w, "n_batch", t->n_batch);
-    json_kv_int(w, "n_ubatch", t->n_ubatch);
-    json_kv_int(w, "n_threads", r->n_threads_used);
-    json_kv_str(w, "type_k", bench_kv_name(t->type_k));
-    json_kv_str(w, "type_v", bench_kv_name(t->type_k));
-    json_kv_int(w, "n_gpu_layers", 0);
+    cpulm_json_kv_str(w, "build_commit", e->commit);
+    cpulm_json_kv_int(w, "build_number", 0); /* cpulm has no build counter */
+    cpulm_json_kv_str(w, "cpu_info", e->cpu);
+    cpulm_json_kv_str(w, "gpu_info", "");
+    cpulm_json_kv_str(w, "backends", "CPU");
+    cpulm_json_kv_str(w, "model_filename", e->model_file);
+    cpulm_json_kv_str(w, "model_type", e->model_type);
+    cpulm_json_kv_int(w, "model_size", (int64_t)e->model_size);
+    cpulm_json_kv_int(w, "model_n_params", e->n_params);
+    cpulm_json_kv_int(w, "n_batch", t->n_batch);
+    cpulm_json_kv_int(w, "n_ubatch", t->n_ubatch);
+    cpulm_json_kv_int(w, "n_threads", r->n_threads_used);
+    cpulm_json_kv_str(w, "type_k", bench_kv_name(t->type_k));
+    cpulm_json_kv_str(w, "type_v", bench_kv_name(t->type_k));
+    cpulm_json_kv_int(w, "n_gpu_layers", 0);
     cpulm_json_kv_bool(w, "flash_attn", 0);
     cpulm_json_kv_bool(w, "use_mmap", 1);
     cpulm_json_kv_bool(w, "embeddings", 0);
-    json_kv_int(w, "n_prompt", t->n_prompt);
-    json_kv_int(w, "n_gen", t->n_gen);
-    json_kv_int(w, "n_depth", t->n_depth);
-    json_kv_str(w, "test_time", r->test_time);
-    json_kv_int(w, "avg_ns", (int64_t)llround(s->ns.mean));
-    json_kv_int(w, "stddev_ns", (int64_t)llround(s->ns.stddev));
-    json_kv_num(w, "avg_ts", s->ts.mean);
-    json_kv_num(w, "stddev_ts", s->ts.stddev);
+    cpulm_json_kv_int(w, "n_prompt", t->n_prompt);
+    cpulm_json_kv_int(w, "n_gen", t->n_gen);
+    cpulm_json_kv_int(w, "n_depth", t->n_depth);
+    cpulm_json_kv_str(w, "test_time", r->test_time);
+    cpulm_json_kv_int(w, "avg_ns", (int64_t)llround(s->ns.mean));
+    cpulm_json_kv_int(w, "stddev_ns", (int64_t)llround(s->ns.stddev));
+    cpulm_json_kv_double(w, "avg_ts", s->ts.mean);
+    cpulm_json_kv_double(w, "stddev_ts", s->ts.stddev);
     cpulm_json_kv_arr_begin(w, "samples_ns");
     for (int i = 0; i < r->n_reps; i++)
         cpulm_json_write_int(w, (int64_t)llround(r->ns[i]));
@@ -196,38 +184,38 @@ static void json_row(cpulm_json_writer *w, const bench_env *e, const bench_resul
     bench_test_name(t, name, sizeof name);
     cpulm_json_obj_begin(w);
     json_llama_bench_fields(w, e, r, &s);
-    json_kv_str(w, "test", name);
-    json_kv_str(w, "kind", kind_name(t->kind));
-    json_kv_int(w, "n_threads_batch", r->n_threads_batch_used);
-    json_kv_int(w, "n_parallel", t->n_parallel);
-    json_kv_int(w, "repetitions", r->n_reps);
-    json_kv_str(w, "cpulm_version", e->version);
-    json_kv_str(w, "cpulm_commit", e->commit);
-    json_kv_str(w, "kernel_level", e->kernels);
-    json_kv_str(w, "cpu_name", e->cpu);
-    json_kv_str(w, "date", r->test_time);
+    cpulm_json_kv_str(w, "test", name);
+    cpulm_json_kv_str(w, "kind", kind_name(t->kind));
+    cpulm_json_kv_int(w, "n_threads_batch", r->n_threads_batch_used);
+    cpulm_json_kv_int(w, "n_parallel", t->n_parallel);
+    cpulm_json_kv_int(w, "repetitions", r->n_reps);
+    cpulm_json_kv_str(w, "cpulm_version", e->version);
+    cpulm_json_kv_str(w, "cpulm_commit", e->commit);
+    cpulm_json_kv_str(w, "kernel_level", e->kernels);
+    cpulm_json_kv_str(w, "cpu_name", e->cpu);
+    cpulm_json_kv_str(w, "date", r->test_time);
     if (t->kind == BENCH_PAR) {
-        json_kv_num(w, "pp_avg_ms", s.pp_ms.mean);
-        json_kv_num(w, "pp_avg_ts", s.pp_ts.mean);
-        json_kv_num(w, "pp_stddev_ts", s.pp_ts.stddev);
-        json_kv_num(w, "tg_avg_ts", s.tg_ts.mean);
-        json_kv_num(w, "tg_stddev_ts", s.tg_ts.stddev);
-        json_kv_num(w, "tg_avg_ts_per_seq", s.tg_seq.mean);
-        json_kv_num(w, "tg_stddev_ts_per_seq", s.tg_seq.stddev);
+        cpulm_json_kv_double(w, "pp_avg_ms", s.pp_ms.mean);
+        cpulm_json_kv_double(w, "pp_avg_ts", s.pp_ts.mean);
+        cpulm_json_kv_double(w, "pp_stddev_ts", s.pp_ts.stddev);
+        cpulm_json_kv_double(w, "tg_avg_ts", s.tg_ts.mean);
+        cpulm_json_kv_double(w, "tg_stddev_ts", s.tg_ts.stddev);
+        cpulm_json_kv_double(w, "tg_avg_ts_per_seq", s.tg_seq.mean);
+        cpulm_json_kv_double(w, "tg_stddev_ts_per_seq", s.tg_seq.stddev);
     }
     if (t->kind == BENCH_SPEC) {
-        json_kv_str(w, "spec_type", cpulm_spec_kind_name((cpulm_spec_kind)t->spec_kind));
-        json_kv_int(w, "spec_target_passes", r->spec_passes);
-        json_kv_int(w, "spec_drafted", r->spec_drafted);
-        json_kv_int(w, "spec_accepted", r->spec_accepted);
-        json_kv_num(w, "spec_acceptance", spec_acceptance(r));
-        json_kv_num(w, "spec_tokens_per_pass", spec_per_pass(r));
+        cpulm_json_kv_str(w, "spec_type", cpulm_spec_kind_name((cpulm_spec_kind)t->spec_kind));
+        cpulm_json_kv_int(w, "spec_target_passes", r->spec_passes);
+        cpulm_json_kv_int(w, "spec_drafted", r->spec_drafted);
+        cpulm_json_kv_int(w, "spec_accepted", r->spec_accepted);
+        cpulm_json_kv_double(w, "spec_acceptance", spec_acceptance(r));
+        cpulm_json_kv_double(w, "spec_tokens_per_pass", spec_per_pass(r));
     }
     if (t->kind == BENCH_TTFT) {
-        json_kv_num(w, "ttft_ms_mean", s.ns.mean * 1e-6);
-        json_kv_num(w, "ttft_ms_stddev", s.ns.stddev * 1e-6);
-        json_kv_num(w, "ttft_ms_p50", s.ns.p50 * 1e-6);
-        json_kv_num(w, "ttft_ms_p99", s.ns.p99 * 1e-6);
+        cpulm_json_kv_double(w, "ttft_ms_mean", s.ns.mean * 1e-6);
+        cpulm_json_kv_double(w, "ttft_ms_stddev", s.ns.stddev * 1e-6);
+        cpulm_json_kv_double(w, "ttft_ms_p50", s.ns.p50 * 1e-6);
+        cpulm_json_kv_double(w, "ttft_ms_p99", s.ns.p99 * 1e-6);
     }
     cpulm_json_obj_end(w);
 }

@@ -138,10 +138,6 @@ static void json_pcts(cpulm_json_writer *w, const char *key, const lt_samples *s
     cpulm_json_obj_end(w);
 }
 
-static void json_num(cpulm_json_writer *w, const char *k, double v) {
-    cpulm_json_kv_double(w, k, v);
-}
-
 static void json_failures(cpulm_json_writer *w, const lt_stats *s) {
     static const char *keys[] = {"rejected", "http_error", "timeout", "broken"};
     cpulm_json_kv_obj_begin(w, "failures");
@@ -160,16 +156,16 @@ static void json_host(cpulm_json_writer *w, const lt_row *r) {
         cpulm_json_write_null(w);
     } else {
         cpulm_json_obj_begin(w);
-        json_num(w, "wall_s", u->wall_s);
-        json_num(w, "steal_share", u->steal_share);
-        json_num(w, "busy_cpus", u->busy_cpus);
+        cpulm_json_kv_double(w, "wall_s", u->wall_s);
+        cpulm_json_kv_double(w, "steal_share", u->steal_share);
+        cpulm_json_kv_double(w, "busy_cpus", u->busy_cpus);
         cpulm_json_key(w, "server_cpus");
         if (u->has_server)
             cpulm_json_write_double(w, u->server_cpus);
         else
             cpulm_json_write_null(w);
-        json_num(w, "loadtest_cpus", u->self_cpus);
-        json_num(w, "other_cpus", u->other_cpus);
+        cpulm_json_kv_double(w, "loadtest_cpus", u->self_cpus);
+        cpulm_json_kv_double(w, "other_cpus", u->other_cpus);
         cpulm_json_obj_end(w);
     }
     cpulm_json_kv_bool(w, "disturbed", r->disturbed);
@@ -185,9 +181,9 @@ static void json_host(cpulm_json_writer *w, const lt_row *r) {
         return;
     }
     cpulm_json_obj_begin(w);
-    json_num(w, "waited_s", r->calm.waited_s);
+    cpulm_json_kv_double(w, "waited_s", r->calm.waited_s);
     cpulm_json_kv_bool(w, "calm", r->calm.calm);
-    json_num(w, "last_steal_share", r->calm.last_steal);
+    cpulm_json_kv_double(w, "last_steal_share", r->calm.last_steal);
     cpulm_json_obj_end(w);
 }
 
@@ -211,20 +207,20 @@ void lt_json_row(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
     json_pcts(w, "itl_ms", &s->itl, show);
     json_pcts(w, "tpot_ms", &s->tpot, show);
     json_pcts(w, "latency_ms", &s->e2e, show);
-    json_num(w, "input_tokens_per_s", (double)s->in_tokens / s->wall);
-    json_num(w, "output_tokens_per_s", (double)s->out_tokens / s->wall);
-    json_num(w, "requests_per_s", s->n_ok / s->wall);
-    json_num(w, "goodput_requests_per_s", s->n_good / s->wall);
-    json_num(w, "mean_prompt_tokens", s->n_ok ? (double)s->in_tokens / s->n_ok : 0);
-    json_num(w, "target_prompt_tokens", r->out.target_prompt);
-    json_num(w, "mean_output_tokens", s->n_ok ? (double)s->out_tokens / s->n_ok : 0);
-    json_num(w, "target_output_tokens", r->out.target_output);
-    json_num(w, "prefill_share", lt_prefill_share(s));
-    json_num(w, "wall_s", s->wall);
+    cpulm_json_kv_double(w, "input_tokens_per_s", (double)s->in_tokens / s->wall);
+    cpulm_json_kv_double(w, "output_tokens_per_s", (double)s->out_tokens / s->wall);
+    cpulm_json_kv_double(w, "requests_per_s", s->n_ok / s->wall);
+    cpulm_json_kv_double(w, "goodput_requests_per_s", s->n_good / s->wall);
+    cpulm_json_kv_double(w, "mean_prompt_tokens", s->n_ok ? (double)s->in_tokens / s->n_ok : 0);
+    cpulm_json_kv_double(w, "target_prompt_tokens", r->out.target_prompt);
+    cpulm_json_kv_double(w, "mean_output_tokens", s->n_ok ? (double)s->out_tokens / s->n_ok : 0);
+    cpulm_json_kv_double(w, "target_output_tokens", r->out.target_output);
+    cpulm_json_kv_double(w, "prefill_share", lt_prefill_share(s));
+    cpulm_json_kv_double(w, "wall_s", s->wall);
     cpulm_json_kv_int(w, "late_sends", r->out.late);
     /* successes in the level's first seconds */
     cpulm_json_kv_int(w, "warmup_not_counted", r->out.skipped);
-    if (r->open) json_num(w, "arrivals_realised_per_s", r->out.offered_rate);
+    if (r->open) cpulm_json_kv_double(w, "arrivals_realised_per_s", r->out.offered_rate);
     cpulm_json_kv_int(w, "search", r->search + 1); /* which --repeat search ran it, from 1 */
     cpulm_json_key(w, "first_error");
     if (r->out.first_error[0])
@@ -278,10 +274,10 @@ void lt_json_cost(cpulm_json_writer *w, const lt_row *r, double usd_hour) {
     lt_cost c;
     cost_of(r, usd_hour, &c);
     cpulm_json_obj_begin(w);
-    json_num(w, "usd_per_hour", usd_hour);
-    json_num(w, "usd_per_m_input_tokens", c.usd_per_m_input);
-    json_num(w, "usd_per_m_output_tokens", c.usd_per_m_output);
-    json_num(w, "usd_per_m_tokens_blended", c.usd_per_m_blended);
-    json_num(w, "usd_per_k_requests", c.usd_per_k_requests);
+    cpulm_json_kv_double(w, "usd_per_hour", usd_hour);
+    cpulm_json_kv_double(w, "usd_per_m_input_tokens", c.usd_per_m_input);
+    cpulm_json_kv_double(w, "usd_per_m_output_tokens", c.usd_per_m_output);
+    cpulm_json_kv_double(w, "usd_per_m_tokens_blended", c.usd_per_m_blended);
+    cpulm_json_kv_double(w, "usd_per_k_requests", c.usd_per_k_requests);
     cpulm_json_obj_end(w);
 }
