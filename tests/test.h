@@ -103,6 +103,11 @@ const char *test_shared_dir(void);
 const char *test_shared_path(const char *rel);
 /* Reads a whole file (malloc'd, NUL-appended); NULL on failure. */
 char *test_read_file(const char *path, size_t *size);
+/* The first n sentences of 4 to 12 words of the shared TinyStories text (newlines count as
+ * spaces; a sentence ends at . ! or ? before a space; the prompts of
+ * scripts/spec-identity.sh), NUL-terminated in one malloc'd block that out[0..n) point into
+ * (free the returned block); *got is how many were found. NULL without the file. */
+char *test_story_sentences(int n, const char **out, int *got);
 /* Counting of heap allocations on this thread between begin and end (alloc_hook.c);
  * worker threads are counted too while the calling thread counts: the counter is global. */
 void test_alloc_count_begin(void);

@@ -13,8 +13,9 @@
 #include "server/sched_spec.h"
 #include "test.h"
 
-#define NREQ 8
-#define MAXC 2
+#define NREQ   8  /* concurrent users (slots) */
+#define MAXREQ 50 /* requests in one run: the story prompts, queued for the 8 slots */
+#define MAXC   2
 
 static cpulm_model *load_model(void) {
     const char *path = test_shared_path("models/stories260K.gguf");
@@ -62,7 +63,15 @@ typedef struct run_opts {
     int32_t req_n_max; /* the requests' speculative.n_max (-1: the server's) */
     const char *stop;
     int32_t long_prompt; /* > 0: request 0's prompt is the prompts repeated to this many bytes */
+    const char *const *texts; /* n_texts requests with these prompts instead of prompts[] */
+    int32_t n_texts;
 } run_opts;
+
+/* Requests in a run: the texts, else the NREQ prompts (shared by the choices). */
+static int n_requests(const run_opts *o) {
+    if (o->n_texts > 0) return o->n_texts;
+    return o->n_choices > 1 ? NREQ / o->n_choices : NREQ;
+}
 
 /* Greedy requests of gen_len() tokens in a 256-token context, speculating with `kind` and a
  * fixed draft length (the tests change what they exercise). */
@@ -79,7 +88,7 @@ static run_opts spec_opts(cpulm_spec_kind kind, const cpulm_model *draft, int32_
 
 static cpulm_sched_req *request(const cpulm_model *m, uint64_t id, const run_opts *o) {
     cpulm_sched_req *r = cpulm_sched_req_new();
-    const char *p = prompts[id % NREQ];
+    const char *p = o->texts ? o->texts[id] : prompts[id % NREQ];
     cpulm_buf lp;
     cpulm_buf_init(&lp, 0);
     for (int i = 0; id == 0 && (int32_t)lp.len < o->long_prompt; i++) {
@@ -106,7 +115,7 @@ static cpulm_sched_req *request(const cpulm_model *m, uint64_t id, const run_opt
 static void absorb(cpulm_sched_event *e, outcome *out) {
     while (e) {
         cpulm_sched_event *next = e->next;
-        outcome *o = e->id < NREQ ? &out[e->id] : NULL;
+        outcome *o = e->id < MAXREQ ? &out[e->id] : NULL;
         if (o && e->kind == CPULM_SCHED_EV_TEXT)
             cpulm_buf_append(&o->text[e->choice], e->text, e->n_text);
         if (o && e->kind == CPULM_SCHED_EV_FINISH) o->finish[e->choice] = (int)e->finish;
@@ -122,7 +131,7 @@ static void absorb(cpulm_sched_event *e, outcome *out) {
     }
 }
 
-/* All NREQ requests submitted at once to a scheduler with n_parallel = NREQ; waits (bounded)
+/* All requests submitted at once to a scheduler with n_parallel = NREQ; waits (bounded)
  * for them. Returns the scheduler's statistics in *st; 0 when something did not finish. */
 static int run_all(const cpulm_model *m, const run_opts *o, cpulm_metrics *met, outcome *out,
                    cpulm_sched_stats *st) {
@@ -140,11 +149,11 @@ static int run_all(const cpulm_model *m, const run_opts *o, cpulm_metrics *met, 
     if (o->draft_max) p.spec.draft_max = o->draft_max;
     cpulm_sched *s = cpulm_sched_new(m, &p, NULL);
     if (!s) return 0;
-    memset(out, 0, sizeof *out * NREQ);
-    for (int i = 0; i < NREQ; i++)
+    memset(out, 0, sizeof *out * MAXREQ);
+    for (int i = 0; i < MAXREQ; i++)
         for (int c = 0; c < MAXC; c++)
             cpulm_buf_init(&out[i].text[c], 0), out[i].finish[c] = -1;
-    int n_req = o->n_choices > 1 ? NREQ / o->n_choices : NREQ, ok = 1;
+    int n_req = n_requests(o), ok = 1;
     for (int i = 0; i < n_req; i++)
         ok &= cpulm_sched_submit(s, request(m, (uint64_t)i, o)) == CPULM_SCHED_ACCEPTED;
     int all = 0;
@@ -161,7 +170,7 @@ static int run_all(const cpulm_model *m, const run_opts *o, cpulm_metrics *met, 
 }
 
 static void release(outcome *out) {
-    for (int i = 0; i < NREQ; i++)
+    for (int i = 0; i < MAXREQ; i++)
         for (int c = 0; c < MAXC; c++)
             cpulm_buf_release(&out[i].text[c]);
 }
@@ -190,7 +199,7 @@ static int32_t gen_len(void) {
  * speculation really drafted and accepted. */
 static void compare(test_ctx *t, const cpulm_model *m, run_opts o, cpulm_sched_stats *st_spec,
                     outcome *spec_out) {
-    outcome plain[NREQ];
+    outcome plain[MAXREQ];
     cpulm_sched_stats st;
     run_opts po = o;
     po.kind = CPULM_SPEC_NONE;
@@ -199,12 +208,12 @@ static void compare(test_ctx *t, const cpulm_model *m, run_opts o, cpulm_sched_s
     CHECK_EQ_INT(t, (int)st.spec_drafts, 0);
     REQUIRE(t, run_all(m, &o, NULL, spec_out, st_spec));
     int n_choices = o.n_choices > 1 ? o.n_choices : 1;
-    CHECK(t, same_outcomes(plain, spec_out, NREQ / n_choices, n_choices));
+    CHECK(t, same_outcomes(plain, spec_out, n_requests(&o), n_choices));
     CHECK(t, st_spec->spec_drafts > 0);
     CHECK(t, st_spec->spec_accepted > 0);
     CHECK(t, st_spec->spec_accepted <= st_spec->spec_draft_tokens);
     int64_t drafted = 0, accepted = 0;
-    for (int i = 0; i < NREQ / n_choices; i++) {
+    for (int i = 0; i < n_requests(&o); i++) {
         drafted += spec_out[i].n_drafted;
         accepted += spec_out[i].n_accepted;
         CHECK(t, spec_out[i].n_accepted <= spec_out[i].n_drafted);
@@ -218,7 +227,7 @@ TEST(sched_spec_ngram_greedy_equals_plain) {
     cpulm_model *m;
     LOAD_OR_SKIP(t, &m, 1);
     run_opts o = spec_opts(CPULM_SPEC_NGRAM, NULL, 6);
-    outcome out[NREQ];
+    outcome out[MAXREQ];
     cpulm_sched_stats st;
     compare(t, m, o, &st, out);
     CHECK_EQ_INT(t, st.spec_draft_max, 6);
@@ -238,7 +247,7 @@ TEST(sched_spec_ngram_sampled_equals_plain) {
     run_opts o = spec_opts(CPULM_SPEC_NGRAM, NULL, 4);
     o.temp = 0.7f;
     o.n_choices = 2;
-    outcome out[NREQ];
+    outcome out[MAXREQ];
     cpulm_sched_stats st;
     compare(t, m, o, &st, out);
     release(out);
@@ -253,7 +262,7 @@ TEST(sched_spec_ngram_limits_mid_draft) {
     run_opts o = spec_opts(CPULM_SPEC_NGRAM, NULL, 8);
     o.n_ctx = 64;
     o.max_tokens = -1;
-    outcome out[NREQ];
+    outcome out[MAXREQ];
     cpulm_sched_stats st;
     compare(t, m, o, &st, out);
     for (int i = 0; i < NREQ; i++)
@@ -273,7 +282,7 @@ TEST(sched_spec_draft_model_equals_plain) {
     LOAD_OR_SKIP(t, md, 2);
     cpulm_model *m = md[0], *d = md[1];
     run_opts o = spec_opts(CPULM_SPEC_DRAFT, d, 5);
-    outcome out[NREQ];
+    outcome out[MAXREQ];
     cpulm_sched_stats st;
     compare(t, m, o, &st, out);
     CHECK(t, st.spec_draft_decodes > 0);
@@ -296,7 +305,7 @@ TEST(sched_spec_draft_model_long_prompt) {
     run_opts o = spec_opts(CPULM_SPEC_DRAFT, d, 4);
     o.n_ctx = 1024;
     o.long_prompt = test_emulated() ? 1200 : 2400;
-    outcome out[NREQ];
+    outcome out[MAXREQ];
     cpulm_sched_stats st;
     compare(t, m, o, &st, out);
     CHECK(t, out[0].n_drafted > 0); /* the long one caught up and drafted */
@@ -305,13 +314,84 @@ TEST(sched_spec_draft_model_long_prompt) {
     cpulm_model_free(m);
 }
 
+/* Issue 32's exactness bar in the server's path: 50 prompts (TinyStories sentences) dealt
+ * out over the reference models, 8 concurrent users each, give the plain scheduler's greedy
+ * text with n-gram drafts and with the model's Q4_0 file drafting for it (fixed lengths, so
+ * every step that can draft does). Every prompt on every model (and in `cpulm run`) is
+ * scripts/spec-identity.sh, minutes of CPU: too long for CI. */
+static const char *const ref_models[][2] = {
+    {"models/stories260K.gguf", "models/stories260K.gguf"},
+    {"testdata/models/tiny-llama-q8_0.gguf", "testdata/models/tiny-llama-q4_0.gguf"},
+    {"testdata/models/tiny-qwen2-q8_0.gguf", "testdata/models/tiny-qwen2-q4_0.gguf"},
+    {"testdata/models/tiny-qwen3-q8_0.gguf", "testdata/models/tiny-qwen3-q4_0.gguf"},
+    {"testdata/models/tiny-mixtral-q8_0.gguf", "testdata/models/tiny-mixtral-q4_0.gguf"},
+    {"testdata/models/tiny-llama3-q8_0.gguf", "testdata/models/tiny-llama3-q4_0.gguf"},
+};
+
+static cpulm_model *load_rel(const char *rel) {
+    const char *path = test_shared_path(rel);
+    return path ? cpulm_model_load(path, NULL, NULL) : NULL;
+}
+
+/* One reference model: plain, then each drafter; returns the tokens accepted. */
+static int64_t ref_model_same(test_ctx *t, const cpulm_model *m, const cpulm_model *d,
+                              const char *const *texts, int n) {
+    run_opts o = spec_opts(CPULM_SPEC_NONE, NULL, 0);
+    o.texts = texts;
+    o.n_texts = n;
+    o.max_tokens = 24;
+    outcome plain[MAXREQ], spec[MAXREQ];
+    cpulm_sched_stats st;
+    int64_t accepted = 0;
+    if (!run_all(m, &o, NULL, plain, &st)) {
+        CHECK(t, 0);
+        return 0;
+    }
+    for (int v = 0; v < 2; v++) {
+        run_opts so = o;
+        so.kind = v ? CPULM_SPEC_DRAFT : CPULM_SPEC_NGRAM;
+        so.draft = v ? d : NULL;
+        so.draft_max = v ? 4 : 6;
+        CHECK(t, run_all(m, &so, NULL, spec, &st));
+        CHECK(t, same_outcomes(plain, spec, n, 1));
+        CHECK(t, st.spec_drafts > 0); /* verification ran */
+        accepted += st.spec_accepted;
+        release(spec);
+    }
+    release(plain);
+    return accepted;
+}
+
+TEST(sched_spec_story_prompts_reference_models) {
+    const char *texts[MAXREQ];
+    int n = 0;
+    char *block = test_story_sentences(test_emulated() ? NREQ : MAXREQ, texts, &n);
+    if (!block) SKIP(t, "tinystories_valid_head.txt not found (set CPULM_SHARED)");
+    CHECK_EQ_INT(t, n, test_emulated() ? NREQ : MAXREQ);
+    int64_t accepted = 0;
+    size_t n_models = test_emulated() ? 2 : sizeof ref_models / sizeof ref_models[0];
+    for (size_t k = 0; k < n_models; k++) {
+        cpulm_model *m = load_rel(ref_models[k][0]), *d = load_rel(ref_models[k][1]);
+        const char *mine[MAXREQ];
+        int n_mine = 0;
+        for (int i = (int)k; i < n; i += (int)n_models)
+            mine[n_mine++] = texts[i];
+        if (m && d) accepted += ref_model_same(t, m, d, mine, n_mine);
+        CHECK(t, m && d);
+        cpulm_model_free(m);
+        cpulm_model_free(d);
+    }
+    CHECK(t, accepted > 0);
+    free(block);
+}
+
 /* speculative.n_max = 0 turns speculation off for a request. */
 TEST(sched_spec_request_opt_out) {
     cpulm_model *m;
     LOAD_OR_SKIP(t, &m, 1);
     run_opts o = spec_opts(CPULM_SPEC_NGRAM, NULL, 6);
     o.req_n_max = 0;
-    outcome out[NREQ];
+    outcome out[MAXREQ];
     cpulm_sched_stats st;
     REQUIRE(t, run_all(m, &o, NULL, out, &st));
     CHECK_EQ_INT(t, (int)st.spec_drafts, 0);
@@ -413,7 +493,7 @@ TEST(sched_spec_metrics_use_vllm_names) {
     cpulm_metrics *met = cpulm_metrics_new("stories");
     REQUIRE(t, met);
     run_opts o = spec_opts(CPULM_SPEC_NGRAM, NULL, 3);
-    outcome out[NREQ];
+    outcome out[MAXREQ];
     cpulm_sched_stats st;
     REQUIRE(t, run_all(m, &o, met, out, &st));
     release(out);

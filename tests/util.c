@@ -1,5 +1,6 @@
 /* util.c: helpers shared by the tests (shared-data paths, file reading, temp dir). */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,47 @@ char *test_read_file(const char *path, size_t *size) {
     buf[n] = 0;
     if (size) *size = (size_t)n;
     return buf;
+}
+
+/* Words (runs of non-space) in s[0..len). */
+static int count_words(const char *s, size_t len) {
+    int n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += !isspace((unsigned char)s[i]) && (i == 0 || isspace((unsigned char)s[i - 1]));
+    return n;
+}
+
+char *test_story_sentences(int n, const char **out, int *got) {
+    const char *p = test_shared_path("testdata/text/tinystories_valid_head.txt");
+    size_t size = 0;
+    char *text = p ? test_read_file(p, &size) : NULL;
+    char *block = text ? malloc(size + 1) : NULL;
+    *got = 0;
+    if (!block) {
+        free(text);
+        return NULL;
+    }
+    for (size_t i = 0; i < size; i++) /* one line, as the script's tr '\n' ' ' */
+        if (text[i] == '\n') text[i] = ' ';
+    size_t w = 0, start = 0;
+    for (size_t i = 0; i < size && *got < n; i++) {
+        int end = (text[i] == '.' || text[i] == '!' || text[i] == '?') &&
+                  (i + 1 == size || text[i + 1] == ' ');
+        if (!end) continue;
+        while (start < i && text[start] == ' ')
+            start++;
+        size_t len = i + 1 - start;
+        int words = count_words(text + start, len);
+        if (words >= 4 && words <= 12) {
+            memcpy(block + w, text + start, len);
+            block[w + len] = 0;
+            out[(*got)++] = block + w;
+            w += len + 1;
+        }
+        start = i + 1;
+    }
+    free(text);
+    return block;
 }
 
 const char *test_tmp_dir(void) {
