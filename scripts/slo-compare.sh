@@ -64,7 +64,7 @@ start() { # engine log: starts the server, sets SPID and PORT
       sleep 0.05
     done
   else
-    PORT=$([ -n "${PORT_BASE:-}" ] && echo $((PORT_BASE + 1)) || free_port)
+    if [ -n "${PORT_BASE:-}" ]; then PORT=$((PORT_BASE + 1)); else PORT=$(free_port); fi
     "$LLAMA/llama-server" -m "$MODEL" -t "$T" -np "$NP" -c $((NP * CTX)) --host 127.0.0.1 \
       --port "$PORT" ${LLAMA_ARGS:-} >"$2" 2>&1 &
     SPID=$!
