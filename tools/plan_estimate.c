@@ -80,8 +80,13 @@ static int read_calibration(est_ctx *x) {
     pm_efficiency(&m, &x->eff);
     snprintf(x->calib, sizeof x->calib,
              "%.700s: generation at %.1f%% of its read bandwidth, prompts at %.1f%% of its int8 "
-             "peak",
-             desc, x->eff.tg * 100, x->eff.pp * 100);
+             "peak%s",
+             desc, x->eff.tg * 100, x->eff.pp * 100,
+             x->eff.split && x->mc->io_per_token > 0
+                 ? " (a prompt token's time in three parts, products, attention at the "
+                   "workload's prompt length and the rest, each carried from its measured "
+                   "share)"
+                 : "");
     return x->eff.tg > 0 && x->eff.pp > 0 ? 0 : 2;
 }
 
