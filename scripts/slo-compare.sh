@@ -26,7 +26,8 @@
 #   LLAMA_ARGS="" (extra server flags), DSTEAL=0.05 (loadtest --disturb-steal), DRETRIES=2
 #   (--disturb-retries), ROUNDS="1 2" (which of the two rounds to run now: "1", then "2" with
 #   the same workdir, splits the sitting into two shorter exclusive holds of the machine;
-#   the tables are written from whatever rounds the workdir holds)
+#   the tables are written from whatever rounds the workdir holds), PORT_BASE (cpulm serve
+#   listens there, llama-server one above; default: ports the system picks)
 set -u
 CPULM=${1:-./build/cpulm}
 DIR=${2:-/tmp/slo-compare}
@@ -54,7 +55,7 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 
 start() { # engine log: starts the server, sets SPID and PORT
   if [ "$1" = cpulm ]; then
-    "$CPULM" serve -m "$MODEL" -t "$T" -np "$NP" -c "$CTX" --port 0 ${CPULM_ARGS:-} >"$2" 2>&1 &
+    "$CPULM" serve -m "$MODEL" -t "$T" -np "$NP" -c "$CTX" --port "${PORT_BASE:-0}" ${CPULM_ARGS:-} >"$2" 2>&1 &
     SPID=$!
     PORT=
     for _ in $(seq 200); do
@@ -63,7 +64,7 @@ start() { # engine log: starts the server, sets SPID and PORT
       sleep 0.05
     done
   else
-    PORT=$(free_port)
+    if [ -n "${PORT_BASE:-}" ]; then PORT=$((PORT_BASE + 1)); else PORT=$(free_port); fi
     "$LLAMA/llama-server" -m "$MODEL" -t "$T" -np "$NP" -c $((NP * CTX)) --host 127.0.0.1 \
       --port "$PORT" ${LLAMA_ARGS:-} >"$2" 2>&1 &
     SPID=$!

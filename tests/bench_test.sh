@@ -166,6 +166,11 @@ assert r["f32_flops_per_s"] > 0 and r["tg_ts"] > 0 and r["pp_int8_fraction"] > 0
 assert d["bytes_per_token"] > 0 and d["matmul_params"] > 0 and d["kv_bytes_per_token"] > 0
 assert 0 < r["pp_attn_time_fraction"] < 1 and r["pp_attn_flops_per_s"] > 0
 assert r["pp_gemm_int8_fraction"] > r["pp_int8_fraction"]
+# the read ceiling of the tg run: the median of its windows (one before the repetition, one after)
+w = r["read_bytes_per_s_windows"]
+assert len(w) == 2 and len(r["read_bytes_per_s_windows_best"]) == 2 and min(w) > 0
+assert abs(r["read_bytes_per_s"] - sum(w) / 2) <= 1e-9 * r["read_bytes_per_s"]
+assert all(b >= m for b, m in zip(r["read_bytes_per_s_windows_best"], w))  # a best round >= the mean
 assert r["int8_peak_kernel"] in ("Q8_0 dot", "Q4_0 GEMM", "Q8_0 GEMM", "Q4_K GEMM", "Q5_K GEMM",
                                  "Q6_K GEMM")
 ' "$TMP/out"

@@ -655,6 +655,20 @@ TEST(bench_pp_ops_output_once) {
 
 /* The roofline's attention work: 4 flops per (query head, element, key seen), causal, cut
  * by sliding windows; its rate and the GEMM share outside attention from measured shares. */
+/* The read ceiling of a tg run: the median of the windows between its repetitions (an
+ * outlier window, as the shared VM's 2-thread reads have, does not set it); none: kept. */
+TEST(bench_roof_read_median) {
+    bench_roof r = {.bw = 99, .n_bw_windows = 4, .bw_windows = {40, 30, 57, 31}};
+    bench_roof_read_median(&r);
+    CHECK(t, r.bw == 35.5);
+    r.n_bw_windows = 3; /* 40, 30, 57 */
+    bench_roof_read_median(&r);
+    CHECK(t, r.bw == 40);
+    bench_roof z = {.bw = 99};
+    bench_roof_read_median(&z);
+    CHECK(t, z.bw == 99);
+}
+
 TEST(bench_attn_flops_and_share) {
     bench_roof r = {.pp_ts = 100, .attn_frac = 0.25, .pp_frac = 0.3};
     bench_roof_attention(&r, 1e9, 200); /* 2 s of pp, 0.5 s of it attention */

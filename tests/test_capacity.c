@@ -10,6 +10,7 @@
 #include "compare.h"
 #include "loadtest_host.h"
 #include "loadtest_stats.h"
+#include "bench_plan.h"
 #include "perf_model.h"
 #include "test.h"
 #include "workload.h"
@@ -904,4 +905,46 @@ TEST(capacity_model_prompt_split) {
     m.mm_frac = 0; /* a roofline without the split */
     pm_efficiency(&m, &e);
     CHECK(t, !e.split && fabs(pm_pp_work_speed(&e, &c2, &big) - 50) < 1e-9);
+}
+
+/* A prompt token's speed in a served request: with the split, its attention is charged at
+ * the mean number of keys a fresh token sees (the cached prefix, then half the fresh part),
+ * so a long or mostly cached prompt is slower per token than the calibration's short one;
+ * without the model's counts, the single efficiency. And the shapes' counts: the 1B shape's
+ * activation elements are the synth file's (bench_matmul_io read 704,512 from it). */
+TEST(capacity_model_prompt_long) {
+    /* calibration: 100 t/s at 1e12 ops/s, 0.8 products / 0.05 attention / 0.15 rest */
+    pm_measure m = {.at = {50, 1000},
+                    .tg = 25,
+                    .pp = 100,
+                    .bytes_per_token = 1e9,
+                    .ops_per_token = 5e9,
+                    .attn_flops_per_token = 1e8,
+                    .io_per_token = 1e6,
+                    .mm_frac = 0.8,
+                    .attn_frac = 0.05};
+    pm_eff e;
+    pm_efficiency(&m, &e);
+    REQUIRE(t, e.split);
+    pm_model_cost mc = {.weight_bytes = 1e9,
+                        .ops_per_token = 5e9,
+                        .ops_per_prompt_token = 5e9,
+                        .attn_flops_per_key = 1e6,
+                        .io_per_token = 1e6};
+    /* 300 tokens, 100 cached: a fresh token sees 100 + 100.5 keys: 2.005e8 flops */
+    const pm_pp_work w = {5e9, 1e6 * 200.5, 1e6};
+    CHECK_NEAR(t, pm_prompt_speed(&e, &m.at, &mc, 300, 100), pm_pp_work_speed(&e, &m.at, &w), 1e-9);
+    /* 0.8 + 0.05 x 2.005 + 0.15 = 1.05025 of the calibration's token time */
+    CHECK_NEAR(t, pm_prompt_speed(&e, &m.at, &mc, 300, 100), 100 / 1.05025, 1e-9);
+    pm_serving s;
+    pm_serve(&e, &m.at, &mc, 300, 100, 10, 1, &s); /* its prefill: 200 fresh tokens at that */
+    CHECK_NEAR(t, s.ttft_s - s.step_s, 200 * 1.05025 / 100, 1e-9);
+    mc.io_per_token = 0; /* no counts: the single efficiency, 100 t/s whatever the length */
+    CHECK_NEAR(t, pm_prompt_speed(&e, &m.at, &mc, 3000, 0), 100, 1e-9);
+    const plan_shape *s1 = plan_shape_find("1b");
+    REQUIRE(t, s1 != NULL);
+    double io = 0, per_key = 0;
+    plan_shape_prompt_counts(s1, &io, &per_key);
+    CHECK_NEAR(t, io, 704512, 1e-9);
+    CHECK_NEAR(t, per_key, 4.0 * 32 * 64 * 16, 1e-9); /* 32 heads of 64, 16 layers */
 }

@@ -202,6 +202,8 @@ int bench_compare(FILE *out, const char *path_a, const char *path_b);
 /* Read bandwidth in bytes/s: n_threads threads stream their share of a buffer of `bytes`
  * (much larger than the caches) for at least min_s seconds; best of the passes. */
 double bench_mem_bw(int n_threads, size_t bytes, double min_s);
+/* bench_mem_bw, and *mean_bw (may be NULL): the bytes over the mean round's time. */
+double bench_mem_bw_mean(int n_threads, size_t bytes, double min_s, double *mean_bw);
 /* Peak of the selected int8 kernels on cache-resident data, in int8 ops/s (2 ops per
  * multiply-add), summed over n_threads threads: the fastest of the level's repacked GEMM
  * microkernels (one per packed weight type: their instruction mixes differ) and the Q8_0
@@ -235,6 +237,8 @@ double bench_attn_flops(const cpulm_model *m, int n_prompt);
  * thread count: physical cores, capped by the cgroup quota). */
 void bench_default_threads(bench_list *l);
 
+enum { BENCH_ROOF_WINDOWS = 16 };
+
 /* One row of the roofline: the ceilings at n_threads and, with a model, what it achieved. */
 typedef struct bench_roof {
     int n_threads;
@@ -250,6 +254,10 @@ typedef struct bench_roof {
     double attn_flops_per_token; /* of a prompt token (bench_attn_flops / n_prompt) */
     double attn_flops;           /* attention flop/s in that time (bench_attn_flops) */
     double gemm_frac;            /* pp_ops over pp's time outside attention / int8_ops */
+    /* with a model: read windows taken between the tg repetitions (bench_roof_read), each
+     * its mean round (the rate sustained over the window) and its best round */
+    double bw_windows[BENCH_ROOF_WINDOWS], bw_windows_best[BENCH_ROOF_WINDOWS];
+    int n_bw_windows;
 } bench_roof;
 
 /* Measures the three ceilings at r->n_threads (min_s seconds each, roughly). Returns 0, or
@@ -258,6 +266,16 @@ int bench_roof_measure(bench_roof *r, size_t buf_bytes, double min_s);
 /* Measures the ceilings again (after a model's run) and keeps the higher of each: like the
  * fastest round within one measurement, the faster of two windows is the less disturbed. */
 int bench_roof_remeasure(bench_roof *r, size_t buf_bytes, double min_s);
+/* Adds one read window (bench_mem_bw_mean: its mean round's rate, and its best round's) to
+ * r->bw_windows (no-op when full). Returns 0, or -1 when it could not run. */
+int bench_roof_read(bench_roof *r, size_t buf_bytes, double min_s);
+/* Sets r->bw to the median of r->bw_windows (when there are any): the read ceiling of a tg
+ * run is then the rate the memory sustained while its repetitions ran. On the shared 2-vCPU
+ * VM the 2-thread read flips between ~30 and ~57 GB/s within a window and between windows
+ * seconds apart, while a tg run streams at 26-32 GB/s through it (docs/perf-log/
+ * 2026-12-03-h26c.md): the best 6-ms round of one window picks a moment the run did not have,
+ * the mean over each window and the median over the windows do not. */
+void bench_roof_read_median(bench_roof *r);
 /* Fills tg_frac / pp_frac from tg_ts / pp_ts and the model's per-token work. */
 void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, double pp_ops_per_token);
 /* Fills attn_flops and gemm_frac from pp_ts, attn_frac, pp_frac and the test's attention

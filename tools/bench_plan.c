@@ -318,3 +318,13 @@ double plan_usd_per_mtok(double usd_per_hour, double tokens_per_s) {
 double plan_tokens_per_usd(double usd_per_hour, double tokens_per_s) {
     return usd_per_hour > 0 ? tokens_per_s * 3600.0 / usd_per_hour : 0;
 }
+
+void plan_shape_prompt_counts(const plan_shape *s, double *io_per_token, double *attn_per_key) {
+    const cpulm_hparams *h = &s->hp;
+    const double d = h->n_embd, q = (double)h->n_head * h->head_dim,
+                 kv = (double)h->n_head_kv * h->head_dim;
+    const int dense = h->n_expert == 0 && h->n_layer_recr == 0 && h->n_ff > 0;
+    /* q, k, v, o, then gate, up, down: each product's inputs and outputs */
+    *io_per_token = dense ? h->n_layer * ((d + q) + 2 * (d + kv) + (q + d) + 3 * (d + h->n_ff)) : 0;
+    *attn_per_key = dense ? 4.0 * q * h->n_layer : 0;
+}

@@ -28,6 +28,11 @@ const char *plan_shape_names(void);
 /* The shape of a loaded model (tied when it has no output.weight). */
 void plan_shape_of_model(const cpulm_model *m, plan_shape *out);
 
+/* The split prompt model's counts of shape s (pm_model_cost): activation elements into and
+ * out of the layers' products per token (bench_matmul_io of its file) and attention flops per
+ * key a query sees; for dense attention shapes (plan_shape_find's), else 0 and 0 (unknown). */
+void plan_shape_prompt_counts(const plan_shape *s, double *io_per_token, double *attn_per_key);
+
 typedef struct plan_weights {
     uint64_t bytes;   /* all tensors */
     int64_t n_params; /* all elements */

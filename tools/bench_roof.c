@@ -34,8 +34,8 @@ typedef struct rounds_job {
     pthread_barrier_t bar;
     pthread_mutex_t mu; /* with cv and go: holds threads until all exist (or one failed) */
     pthread_cond_t cv;
-    int go; /* 0 wait, 1 run, -1 give up */
-    double best_s;
+    int go;               /* 0 wait, 1 run, -1 give up */
+    double best_s, sum_s; /* thread 0's fastest round and all rounds' sum */
 } rounds_job;
 
 typedef struct rounds_thread {
@@ -59,6 +59,7 @@ static void *rounds_main(void *v) {
         j->work(j->arg, rt->ith, j->nth);
         pthread_barrier_wait(&j->bar);
         double dt = now_s() - t0; /* thread 0's view: from the common start to the last finish */
+        if (rt->ith == 0) j->sum_s += dt;
         if (rt->ith == 0 && dt < j->best_s) j->best_s = dt;
     }
     return NULL;
@@ -72,8 +73,9 @@ static void release_threads(rounds_job *j, int go) {
 }
 
 /* Runs `rounds` rounds on nth threads (the caller is thread 0); returns the fastest in
- * seconds, or -1 when the threads could not be started. */
-static double run_rounds(round_fn setup, round_fn work, void *arg, int nth, int rounds) {
+ * seconds, or -1 when the threads could not be started; *mean_s (may be NULL): their mean. */
+static double run_rounds(round_fn setup, round_fn work, void *arg, int nth, int rounds,
+                         double *mean_s) {
     rounds_job j = {
         .setup = setup, .work = work, .arg = arg, .nth = nth, .rounds = rounds, .best_s = 1e30};
     rounds_thread *ts = calloc((size_t)nth, sizeof *ts);
@@ -91,6 +93,7 @@ static double run_rounds(round_fn setup, round_fn work, void *arg, int nth, int 
     if (started == nth) {
         rounds_main(&ts[0]);
         best = j.best_s;
+        if (mean_s) *mean_s = j.sum_s / rounds;
     }
     for (int i = 1; i < started; i++)
         pthread_join(th[i], NULL);
@@ -103,13 +106,15 @@ out:
     return best;
 }
 
-/* One calibration round, then enough rounds to fill min_s (at least 3). */
-static double best_round(round_fn setup, round_fn work, void *arg, int nth, double min_s) {
-    double one = run_rounds(setup, work, arg, nth, 2); /* round 1 also faults pages in */
+/* One calibration round, then enough rounds to fill min_s (at least 3); *mean_s (may be
+ * NULL): the mean of those rounds. */
+static double best_round(round_fn setup, round_fn work, void *arg, int nth, double min_s,
+                         double *mean_s) {
+    double one = run_rounds(setup, work, arg, nth, 2, NULL); /* round 1 also faults pages in */
     if (one <= 0) return one;
     int rounds = (int)(min_s / one);
     rounds = rounds < 3 ? 3 : rounds > 500 ? 500 : rounds;
-    double best = run_rounds(setup, work, arg, nth, rounds);
+    double best = run_rounds(setup, work, arg, nth, rounds, mean_s);
     return best < one ? best : one;
 }
 
@@ -159,14 +164,19 @@ static void bw_work(void *arg, int ith, int nth) {
 }
 
 double bench_mem_bw(int n_threads, size_t bytes, double min_s) {
+    return bench_mem_bw_mean(n_threads, bytes, min_s, NULL);
+}
+
+double bench_mem_bw_mean(int n_threads, size_t bytes, double min_s, double *mean_bw) {
     bw_job j = {.n_words = bytes / 8};
     j.buf = aligned_alloc(64, (j.n_words * 8 + 63) / 64 * 64);
     if (!j.buf || n_threads < 1 || n_threads > 512) {
         free(j.buf);
         return -1;
     }
-    double s = best_round(bw_setup, bw_work, &j, n_threads, min_s);
+    double mean_s = 0, s = best_round(bw_setup, bw_work, &j, n_threads, min_s, &mean_s);
     free(j.buf);
+    if (mean_bw) *mean_bw = s > 0 && mean_s > 0 ? (double)(j.n_words * 8) / mean_s : -1;
     return s > 0 ? (double)(j.n_words * 8) / s : -1;
 }
 
@@ -228,7 +238,7 @@ static double peak(int q8, int n_threads, double min_s) {
     if (!j) return -1;
     j->q8 = q8;
     j->k = cpulm_kernels_get();
-    double s = best_round(peak_setup, peak_work, j, n_threads, min_s);
+    double s = best_round(peak_setup, peak_work, j, n_threads, min_s, NULL);
     int ok = 1;
     for (int i = 0; i < n_threads; i++) {
         ok = ok && j->d[i];
@@ -324,7 +334,7 @@ static double gemm_peak(cpulm_dtype type, int n_threads, double min_s) {
     if (!j) return -1;
     j->k = k;
     j->type = type;
-    double s = best_round(gemm_setup, gemm_work, j, n_threads, min_s);
+    double s = best_round(gemm_setup, gemm_work, j, n_threads, min_s, NULL);
     int ok = 1;
     for (int i = 0; i < n_threads; i++) {
         ok = ok && j->d[i];
@@ -477,6 +487,29 @@ int bench_roof_remeasure(bench_roof *r, size_t buf_bytes, double min_s) {
         r->int8_ops = again.int8_ops, r->int8_kernel = again.int8_kernel;
     if (again.f32_flops > r->f32_flops) r->f32_flops = again.f32_flops;
     return 0;
+}
+
+int bench_roof_read(bench_roof *r, size_t buf_bytes, double min_s) {
+    if (r->n_bw_windows >= BENCH_ROOF_WINDOWS) return 0;
+    double mean = 0, best = bench_mem_bw_mean(r->n_threads, buf_bytes, min_s, &mean);
+    if (best <= 0 || mean <= 0) return -1;
+    r->bw_windows_best[r->n_bw_windows] = best;
+    r->bw_windows[r->n_bw_windows++] = mean;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void bench_roof_read_median(bench_roof *r) {
+    int n = r->n_bw_windows;
+    if (n < 1) return;
+    double v[BENCH_ROOF_WINDOWS];
+    memcpy(v, r->bw_windows, (size_t)n * sizeof v[0]);
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    r->bw = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 void bench_roof_fractions(bench_roof *r, uint64_t bytes_per_token, double pp_ops_per_token) {

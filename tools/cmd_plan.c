@@ -346,9 +346,11 @@ static int resolve_model(const plan_opts *o, cpulm_model **m, plan_shape *s, uin
 /* --workload: the estimated serving table instead of the fitting and cost tables. */
 static int estimate(plan_opts *o, const cpulm_model *m, const plan_shape *s, uint64_t wbytes,
                     const plan_prices *p) {
-    pm_model_cost mc;
+    pm_model_cost mc = {0};
     if (m) {
         int64_t matmul = bench_matmul_params(m), out = bench_output_params(m);
+        mc.io_per_token = (double)bench_matmul_io(m);
+        mc.attn_flops_per_key = bench_attn_flops(m, 1); /* one query, one key per layer */
         mc.weight_bytes = (double)bench_bytes_per_token(m);
         mc.ops_per_token = 2.0 * (double)matmul;
         mc.ops_per_prompt_token = 2.0 * (double)(matmul - out);

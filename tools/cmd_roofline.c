@@ -5,7 +5,9 @@
  * token, the output matrix for the last prompt token only), and the share of pp's time in
  * attention with its flop rate. A ceiling is what the machine can do, so the least disturbed
  * value seen: the best round of its measurement, taken before and again after the model's
- * run (the higher counts); pp and tg are what a run gets, the mean of its repetitions. */
+ * run (the higher counts); pp and tg are what a run gets, the mean of its repetitions. The
+ * read ceiling a model's tg is set against is the exception: the median of windows read
+ * between its repetitions, so that it describes the memory the run had (bench_roof_read_median). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,9 +62,26 @@ static int parse_roof(int argc, char **argv, roof_opts *o) {
     return -1;
 }
 
-/* pp and tg of the model at r->n_threads; mean tokens/s into r. */
+typedef struct tg_reads {
+    const roof_opts *o;
+    bench_roof *r;
+    int failed;
+} tg_reads;
+
+/* The runner calls this before each repetition, outside its timed part (rep -1: before the
+ * warm-up): a read window there puts the read ceiling's measurements between the tg
+ * repetitions whose bandwidth it is to describe. */
+static void read_between_reps(void *user, const bench_test *t, int rep, int n_reps) {
+    (void)t, (void)n_reps;
+    tg_reads *x = user;
+    if (rep >= 0 && bench_roof_read(x->r, (size_t)x->o->buf_mib << 20, x->o->min_s)) x->failed = 1;
+}
+
+/* pp and tg of the model at r->n_threads; mean tokens/s into r; the read windows around the
+ * tg repetitions into r->bw_windows. */
 static int run_model(const roof_opts *o, const cpulm_model *m, bench_roof *r) {
     bench_runner br = {.m = m, .attn_fast = CPULM_ATTN_AUTO};
+    tg_reads reads = {o, r, 0};
     bench_test pp = {.kind = BENCH_PP,
                      .n_prompt = o->n_prompt,
                      .n_parallel = 1,
@@ -84,10 +103,13 @@ static int run_model(const roof_opts *o, const cpulm_model *m, bench_roof *r) {
         attn += res.attn_ns[i], mm += res.mm_ns[i], all += res.ns[i];
     r->attn_frac = all > 0 ? attn / all : 0;
     r->mm_frac = all > 0 ? mm / all : 0;
+    br.progress = read_between_reps, br.progress_user = &reads;
     if (bench_run_test(&br, &tg, o->reps, &res, err, sizeof err)) goto fail;
     bench_summarize(&res, &s);
     r->tg_ts = s.ts.mean;
-    return 0;
+    read_between_reps(&reads, &tg, o->reps, o->reps); /* and one after the last */
+    if (!reads.failed) return 0;
+    snprintf(err, sizeof err, "a read window between the tg runs failed");
 fail:
     fprintf(stderr, "cpulm roofline: %s\n", err);
     return -1;
@@ -103,6 +125,14 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
         printf("| %d | %.2f | %.1f | %s | %.1f |\n", r[i].n_threads, r[i].bw / 1e9,
                r[i].int8_ops / 1e9, r[i].int8_kernel, r[i].f32_flops / 1e9);
     if (!o->model) return;
+    for (int i = 0; i < n; i++) {
+        printf("%s%d threads: read GB/s sustained in the windows between the tg runs (median "
+               "above):",
+               i ? "" : "\n", r[i].n_threads);
+        for (int j = 0; j < r[i].n_bw_windows; j++)
+            printf(" %.2f", r[i].bw_windows[j] / 1e9);
+        printf("\n");
+    }
     printf("\nmodel: %s (%s): %.3f GB of weights read per generated token, %.3f G matmul "
            "parameters\n\n",
            e->model_type, e->model_file, (double)bpt / 1e9, (double)params / 1e9);
@@ -132,7 +162,9 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
         "fastest of the level's repacked GEMM microkernels (one "
         "per packed weight type) and the Q8_0 dot, on cache-resident weights; ceilings are the "
         "best round of each measurement (with -m: measured before and after the model's run, "
-        "the higher kept), pp and tg the mean of the repetitions.\n");
+        "the higher kept), except the read bandwidth with -m: the median of the windows read "
+        "before, between and after the tg repetitions, each the rate of its mean round (what "
+        "the memory sustained while tg ran); pp and tg the mean of the repetitions.\n");
 }
 
 static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t bpt, int64_t params,
@@ -176,6 +208,16 @@ static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t 
         for (int j = 0; j < (with_model ? 11 : 3); j++) {
             cpulm_json_kv_double(&w, k[j], v[j]);
         }
+        if (r[i].n_bw_windows) { /* read_bytes_per_s is their median */
+            cpulm_json_kv_arr_begin(&w, "read_bytes_per_s_windows");
+            for (int j = 0; j < r[i].n_bw_windows; j++)
+                cpulm_json_write_double(&w, r[i].bw_windows[j]);
+            cpulm_json_arr_end(&w);
+            cpulm_json_kv_arr_begin(&w, "read_bytes_per_s_windows_best");
+            for (int j = 0; j < r[i].n_bw_windows; j++)
+                cpulm_json_write_double(&w, r[i].bw_windows_best[j]);
+            cpulm_json_arr_end(&w);
+        }
         cpulm_json_obj_end(&w);
     }
     cpulm_json_arr_end(&w);
@@ -204,6 +246,7 @@ int cmd_roofline(int argc, char **argv) {
                          bench_roof_remeasure(&r[i], (size_t)o.buf_mib << 20, o.min_s))) {
             rc = 1;
         }
+        bench_roof_read_median(&r[i]); /* with a model: the read ceiling of its tg run */
         bench_roof_fractions(&r[i], bpt, bench_pp_ops_per_token(params, out, o.n_prompt));
         if (m) bench_roof_attention(&r[i], bench_attn_flops(m, o.n_prompt), o.n_prompt);
     }

@@ -41,6 +41,20 @@ double pm_pp_work_speed(const pm_eff *e, const pm_ceiling *c, const pm_pp_work *
     return peak_s > 0 ? c->int8_gops * 1e9 / peak_s : 0;
 }
 
+double pm_prompt_speed(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double prompt,
+                       double cached) {
+    if (!(mc->ops_per_prompt_token > 0)) return 0;
+    if (e->split && mc->io_per_token > 0) {
+        double fresh = prompt > cached ? prompt - cached : 0;
+        const pm_pp_work w = {mc->ops_per_prompt_token,
+                              mc->attn_flops_per_key * (cached + (fresh + 1) / 2),
+                              mc->io_per_token};
+        return pm_pp_work_speed(e, c, &w);
+    }
+    double pp = pm_pp(e, c, mc->ops_per_token);
+    return pp > 0 ? pp * mc->ops_per_token / mc->ops_per_prompt_token : 0;
+}
+
 double pm_tg(const pm_eff *e, const pm_ceiling *c, double bytes_per_token) {
     return bytes_per_token > 0 ? e->tg * c->bw_gbs * 1e9 / bytes_per_token : 0;
 }
@@ -161,8 +175,7 @@ void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, dou
     if (batch < 1) batch = 1;
     double ctx = prompt_tokens + output_tokens / 2; /* mean context while decoding */
     out->step_s = step_time(e, c, mc, ctx, batch);
-    double pp = pm_pp(e, c, mc->ops_per_token);
-    double pp_tok = pp > 0 ? pp * mc->ops_per_token / mc->ops_per_prompt_token : 0;
+    double pp_tok = pm_prompt_speed(e, c, mc, prompt_tokens, cached_tokens);
     double fresh = prompt_tokens > cached_tokens ? prompt_tokens - cached_tokens : 0;
     double prefill = pp_tok > 0 ? fresh / pp_tok : 0;
     double per_request = prefill + output_tokens * out->step_s / batch;
@@ -193,8 +206,7 @@ int pm_max_batch(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
 void pm_open_loop(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
                   const pm_workload *w, int max_batch, double rate, double pct, pm_open *out) {
     memset(out, 0, sizeof *out);
-    double pp = pm_pp(e, c, mc->ops_per_token);
-    double pp_tok = pp > 0 ? pp * mc->ops_per_token / mc->ops_per_prompt_token : 0;
+    double pp_tok = pm_prompt_speed(e, c, mc, w->prompt, w->cached);
     double fresh = w->prompt > w->cached ? w->prompt - w->cached : 0;
     double prefill = pp_tok > 0 ? fresh / pp_tok : 0, ctx = w->prompt + w->output / 2;
     double left = 1 - rate * prefill; /* machine share the prefills leave to decoding */

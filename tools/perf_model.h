@@ -118,7 +118,18 @@ typedef struct pm_model_cost {
     double kv_bytes_per_ctx_token; /* read per sequence per step, per token of its context */
     double ops_per_token;          /* int8 ops of one generated token through the weights */
     double ops_per_prompt_token;   /* of one prompt token (the output matrix runs once) */
+    /* optional (0: unknown, the single prompt efficiency is used): for the split of a prompt
+     * token's time (pm_pp_work_speed), attention flops per key a prompt token's query sees
+     * (all layers) and activation elements into and out of the layers' products per token */
+    double attn_flops_per_key, io_per_token;
 } pm_model_cost;
+
+/* Prompt tokens/s of a request of `prompt` tokens whose first `cached` ones are in the prompt
+ * cache: with a split calibration and the model's counts, by pm_pp_work_speed, the attention
+ * at the mean number of keys a fresh token sees (so a long prompt's attention is charged,
+ * which the calibration's short prompt barely had); else the single efficiency. */
+double pm_prompt_speed(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double prompt,
+                       double cached);
 
 void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double prompt_tokens,
               double cached_tokens, double output_tokens, int batch, pm_serving *out);

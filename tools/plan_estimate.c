@@ -40,6 +40,7 @@ void plan_model_cost_of_shape(const plan_shape *s, const plan_weights *w, pm_mod
     out->ops_per_token = 2 * matmul;
     out->ops_per_prompt_token = 2 * (matmul - embd); /* the output matrix: last token only */
     out->kv_bytes_per_ctx_token = (double)plan_kv_bytes_per_token(s, CPULM_KV_F16);
+    plan_shape_prompt_counts(s, &out->io_per_token, &out->attn_flops_per_key);
 }
 
 int plan_read_measure(const char *path, pm_measure *m, char *desc, size_t cap) {
@@ -79,8 +80,13 @@ static int read_calibration(est_ctx *x) {
     pm_efficiency(&m, &x->eff);
     snprintf(x->calib, sizeof x->calib,
              "%.700s: generation at %.1f%% of its read bandwidth, prompts at %.1f%% of its int8 "
-             "peak",
-             desc, x->eff.tg * 100, x->eff.pp * 100);
+             "peak%s",
+             desc, x->eff.tg * 100, x->eff.pp * 100,
+             x->eff.split && x->mc->io_per_token > 0
+                 ? " (a prompt token's time in three parts, products, attention at the "
+                   "workload's prompt length and the rest, each carried from its measured "
+                   "share)"
+                 : "");
     return x->eff.tg > 0 && x->eff.pp > 0 ? 0 : 2;
 }
 
@@ -310,7 +316,7 @@ static void compute_row(const est_ctx *x, const plan_instance *in, const pm_fami
     pm_family_ceiling(f, in->vcpu, o->bw_fraction, o->peak_fraction, &c);
     r->bw_gbs = c.bw_gbs;
     r->tg = pm_tg(&x->eff, &c, x->mc->weight_bytes);
-    r->pp = pm_pp(&x->eff, &c, x->mc->ops_per_prompt_token);
+    r->pp = pm_prompt_speed(&x->eff, &c, x->mc, x->prompt, x->prefix);
     int b_itl = pm_max_batch(&x->eff, &c, x->mc, x->prompt, x->prefix, x->output, x->itl_limit,
                              o->max_batch);
     int b_mem = memory_batch(x, in), b = b_itl < b_mem ? b_itl : b_mem;
