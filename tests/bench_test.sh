@@ -113,6 +113,13 @@ assert all(r["avg_ts"] > 0 and r["type_k"] == "f16" for r in rows)
 # quantized KV on a head size that is not a multiple of 32: a message, exit 1, no assertion
 expect_rc bench_ctk_q8_0_small_head 1 "$CPULM" bench -m "$SHARED/models/stories260K.gguf" -p 8 -n 0 -r 1 -ctk q8_0
 grep -q "multiple of 32" "$TMP/err"; check bench_ctk_q8_0_small_head_message $?
+# -ctk and -ctv name the one cache type: one test, not one per spelling
+expect_rc bench_ctk_ctv_once 0 "$CPULM" bench -m "$MODEL" -p 8 -n 0 -r 1 -o json -ctk q8_0 -ctv q8_0
+py bench_ctk_ctv_once_rows '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [(r["test"], r["type_k"]) for r in rows] == [("pp8", "q8_0")], rows
+' "$TMP/out"
 # llama-bench -d: n_depth in the JSON, "@ d" in the names, -p 0 / -pg 0,N accepted
 expect_rc bench_depth 0 "$CPULM" bench -m "$MODEL" -p 0 -n 4 -pg 0,2 -d 0,40 -r 1 -o json -ctk q4_0
 py bench_depth_rows '

@@ -59,9 +59,12 @@ static int pg_flag(const cli_val *v, bench_params *p) {
 }
 
 /* -ctk and -ctv set the one KV type list (cpulm stores K and V alike; the parser refused a
- * second, different one, so -ctk q8_0 -ctv f16 is an error, not two configurations). */
+ * second, different one, so -ctk q8_0 -ctv f16 is an error, not two configurations). A
+ * second spelling replaces the list, not appends to it: -ctk q8_0 -ctv q8_0 had run every
+ * test twice, each with its own depth fill (a "3x slower" fill at depth 8192 was two). */
 static int kv_flag(const cli_val *v, bench_list *l) {
     char err[128];
+    l->n = 0;
     if (bench_kv_list_parse(v->s, l, err, sizeof err)) {
         fprintf(stderr, "cpulm bench: bad value '%s' for %s (%s)\n", v->s, v->flag, err);
         return 0;

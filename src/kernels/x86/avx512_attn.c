@@ -123,21 +123,186 @@ A512_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16
         scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, ds, s, lds, next);
 }
 
-void cpulm_avx512_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
-                               int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
-                               float *s, int64_t lds, const uint8_t *next) {
+/* ---- scores of many rows (prompt items): the keys transposed once per pass ----
+ * A prompt item has 128 rows (32 tokens x a KV head's query heads): the 4 x 4 blocks above
+ * convert each key block again per 4 rows and reduce every (row, key) dot across lanes.
+ * Here 16 keys' blocks are transposed once into int16 pairs (lane t: key t), so a row's
+ * broadcast query pair against them adds into 16 finished key dots, 4 rows x 4 vectors of
+ * keys per register block. The same bits: a block's int32 dot is exact in any order, and
+ * per (row, key) acc = fma(dk, dot, acc) runs in block order from 0, then times qs. */
+
+#define RT_MIN_ROWS 8 /* fewer rows (generation: one token's heads) keep the 4 x 4 blocks */
+
+/* int32 lanes += the pairwise int16 products of a and b: vpmaddwd + vpaddd, or with VNNI
+ * one vpdpwssd (by asm: this file is built without -mavx512vnni and the op is reached only
+ * through the avx512vnni table; the emulated test build has SIMDe's). */
+A512_INLINE __m512i dot_pairs(__m512i acc, __m512i a, __m512i b, const int VNNI) {
+    if (!VNNI) return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#if defined(CPULM_TESTS_EMU_SIMDE_AVX512_H)
+    return _mm512_dpwssd_epi32(acc, a, b);
+#else
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+#endif
+}
+
+/* x[t] (t < 16: key t's block as 16 int16 pairs) -> x[p] lane t = key t's pair p: a 16 x 16
+ * transpose of 32-bit elements, unpacks within the 128-bit lanes, then the lanes. */
+A512_INLINE void transpose16(__m512i x[16]) {
+    __m512i t[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < 16; g += 4) { /* x[g + j] lane L: keys g..g+3, pair 4L + j */
+        x[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+        x[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+        x[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+        x[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(x[j], x[4 + j], 0x44),
+                      v1 = _mm512_shuffle_i32x4(x[j], x[4 + j], 0xee),
+                      v2 = _mm512_shuffle_i32x4(x[8 + j], x[12 + j], 0x44),
+                      v3 = _mm512_shuffle_i32x4(x[8 + j], x[12 + j], 0xee);
+        t[j] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        t[4 + j] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
+        t[8 + j] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        t[12 + j] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        x[i] = t[i];
+}
+
+/* Keys 0..n-1 (n <= KT; past n: key n-1 again, never stored) transposed: block b's pair p
+ * of vector g (keys 16g..16g+15) at kt[(b * 16 + p) * nv + g]; hints the rows at next. */
+A512_INLINE void keys_t(int64_t d, const int Q4, int n, int nv, const uint8_t *k, uint64_t ldk,
+                        const uint8_t *next, __m512i *kt) {
+    const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
+    for (int g = 0; g < nv; g++) {
+        const uint8_t *kr[16];
+        for (int t = 0; t < 16; t++) {
+            const int j = 16 * g + t;
+            if (next && j < n) att_hint_row(next + (uint64_t)j * ldk, rb);
+            kr[t] = k + (uint64_t)(j < n ? j : n - 1) * ldk;
+        }
+        for (int64_t b = 0; b < d / 32; b++) {
+            __m512i x[16];
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; t++)
+                x[t] = block_k16(kr[t], b, Q4);
+            transpose16(x);
+#pragma GCC unroll 16
+            for (int p = 0; p < 16; p++)
+                kt[(b * 16 + p) * nv + g] = x[p];
+        }
+    }
+}
+
+/* Rows qr[0..3] (rows real ones) x V vectors of keys from vector v0: per block the int32
+ * dots in registers, then the float step with the running acc in s (masked to the n keys). */
+A512_INLINE void rt_block(int64_t d, const int16_t *const qr[4], const float qsr[4], int rows,
+                          const __m512i *kt, int nv, int v0, int n, const float *ds, float *s,
+                          int64_t lds, const int V, const int VNNI) {
+    for (int64_t b = 0; b < d / 32; b++) {
+        __m512i acc[4][4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++)
+                acc[r][v] = _mm512_setzero_si512();
+        for (int p = 0; p < 16; p++) {
+            const __m512i *kp = kt + (b * 16 + p) * nv + v0;
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                int32_t qp;
+                __builtin_memcpy(&qp, qr[r] + b * 32 + 2 * p, sizeof qp);
+                const __m512i qb = _mm512_set1_epi32(qp);
+#pragma GCC unroll 4
+                for (int v = 0; v < V; v++)
+                    acc[r][v] = dot_pairs(acc[r][v], qb, kp[v], VNNI);
+            }
+        }
+        for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++) {
+                const int j = 16 * (v0 + v);
+                const __mmask16 mk = (__mmask16)(n - j >= 16 ? 0xffffu : (1u << (n - j)) - 1);
+                float *sp = s + (int64_t)r * lds + j;
+                const __m512 prev = b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mk, sp);
+                __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, ds + b * KT + j),
+                                           _mm512_cvtepi32_ps(acc[r][v]), prev);
+                if (b == d / 32 - 1) x = _mm512_mul_ps(x, _mm512_set1_ps(qsr[r]));
+                _mm512_mask_storeu_ps(sp, mk, x);
+            }
+    }
+}
+
+/* m rows x keys 0..n-1 (n <= KT) by rt_block, the keys transposed once. */
+A512_INLINE void qscores_rt(int64_t d, const int Q4, int m, int n, const int16_t *q16, int64_t ldq,
+                            const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
+                            const uint8_t *next, const int VNNI) {
+    float ds[ATT_QWDIM / 32 * KT];
+    __m512i kt[ATT_QWDIM / 32 * 16 * (KT / 16)];
+    const int nv = (n + 15) / 16;
+    x86q_block_scales512(d, k, ldk, n, att_block_bytes(Q4), ds);
+    keys_t(d, Q4, n, nv, k, ldk, next, kt);
+    for (int i = 0; i < m; i += 4) {
+        const int rows = m - i < 4 ? m - i : 4;
+        const int16_t *qr[4];
+        float qsr[4];
+        att_rows4(q16, ldq, qs, i, rows, qr, qsr);
+        float *si = s + (int64_t)i * lds;
+        int v0 = 0;
+        for (; v0 + 4 <= nv; v0 += 4)
+            rt_block(d, qr, qsr, rows, kt, nv, v0, n, ds, si, lds, 4, VNNI);
+        switch (nv - v0) {
+        case 3: rt_block(d, qr, qsr, rows, kt, nv, v0, n, ds, si, lds, 3, VNNI); break;
+        case 2: rt_block(d, qr, qsr, rows, kt, nv, v0, n, ds, si, lds, 2, VNNI); break;
+        case 1: rt_block(d, qr, qsr, rows, kt, nv, v0, n, ds, si, lds, 1, VNNI); break;
+        default: break;
+        }
+    }
+}
+
+/* The op of both levels; VNNI a constant. */
+A512_INLINE void qscores_op(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                            int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+                            int64_t lds, const uint8_t *next, const int VNNI) {
     if (d % 32 != 0 || d > ATT_QWDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
         cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
         return;
     }
+    const int q4 = kt == CPULM_DTYPE_Q4_0;
     for (int j = 0; j < n; j += KT) {
         const int nk = n - j < KT ? n - j : KT;
         const uint8_t *kj = k + (uint64_t)j * ldk, *nj = next ? next + (uint64_t)j * ldk : NULL;
-        if (kt == CPULM_DTYPE_Q4_0)
+        if (m >= RT_MIN_ROWS && q4)
+            qscores_rt(d, 1, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj, VNNI);
+        else if (m >= RT_MIN_ROWS)
+            qscores_rt(d, 0, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj, VNNI);
+        else if (q4)
             qscores_tile(d, 1, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
         else
             qscores_tile(d, 0, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
     }
+}
+
+void cpulm_avx512_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                               int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+                               float *s, int64_t lds, const uint8_t *next) {
+    qscores_op(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next, 0);
+}
+
+/* The avx512vnni level's (its table): the prompt rows' dots by vpdpwssd. */
+void cpulm_avx512vnni_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
+                                   int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+                                   float *s, int64_t lds, const uint8_t *next) {
+    qscores_op(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next, 1);
 }
 
 /* ---- P.V ---- */

@@ -451,5 +451,6 @@ const cpulm_kernels cpulm_kernels_avx512vnni = {
             [CPULM_DTYPE_Q6_K] = gemm_q6_K_x16,
             [CPULM_DTYPE_MXFP4] = gemm_mxfp4_x16,
         },
+    .attn_qscores = cpulm_avx512vnni_attn_qscores,
 };
 #endif
