@@ -4,7 +4,7 @@
 # tests/bench_test.sh drives the built command end to end on the small shared models.
 target_sources(cpulm-tests PRIVATE tools/bench_sweep.c tools/bench_stats.c tools/bench_plan.c
                tools/svg.c tools/bench_out.c tools/bench_compare.c tools/bench_roof.c
-               tools/workload.c tools/loadtest_stats.c tools/loadtest_host.c tools/perf_model.c tools/compare.c
+               tools/workload.c tools/loadtest_stats.c tools/loadtest_host.c tools/perf_model.c tools/perf_model_sim.c tools/compare.c
                tools/textfile.c)
 target_include_directories(cpulm-tests PRIVATE tools)
 target_compile_definitions(cpulm-tests PRIVATE

@@ -33,6 +33,7 @@
 #include "toolkit/quantize_plan.h"
 #include "server/http.h"
 #include "server/server.h"
+#include "server/sched.h"
 #include "spec/spec.h"
 #include "toolkit/synth.h"
 #include "threads/topo.h"

@@ -521,30 +521,36 @@ TEST(capacity_model_arithmetic) {
     CHECK_EQ_INT(t, pm_max_batch(&e, &c, &mc, 1000, 1000, 100, 1.0, 64), 64); /* all cached */
 }
 
-/* Open-loop serving by hand: 10 ms steps (weights), prompts at 1000 t/s, 100-token prompts,
- * 10 output tokens, 1 req/s: prefill 0.1 s, a token every 10/0.9 ms, the decode share 0.1,
- * S = 0.1/0.9 + 0.01, rho = 1/9, m = S / (2 x 8/9), TTFT p99 = S + m ln(rho / 0.01). */
+/* Open-loop serving as cpulm serve schedules it (perf_model_sim.c), by hand: weights 10 ms a
+ * step, a row's compute 1 ms, prompts at 1000 t/s (1 ms a token), 100-token prompts, 10
+ * output tokens. A lone request: its prompt in one step of max(10, 100) ms, then 9 gaps of
+ * max(10, 1) ms. */
 TEST(capacity_model_open_loop) {
     pm_eff e = {.tg = 1, .pp = 1};
     pm_ceiling c = {.bw_gbs = 1, .int8_gops = 1000};
     pm_model_cost mc = {.weight_bytes = 1e7, .ops_per_token = 1e9, .ops_per_prompt_token = 1e9};
     pm_workload w = {.prompt = 100, .cached = 0, .output = 10, .prompt_cv = 0};
-    pm_open o;
-    pm_open_loop(&e, &c, &mc, &w, 64, 1, 99, &o);
-    double S = 0.1 / 0.9 + 0.01, m = S / (2 * (1 - 1.0 / 9)), want = S + m * log(100.0 / 9);
-    CHECK(t, o.stable && fabs(o.ttft_s - want) < 1e-9 && fabs(o.gap_s - 0.01 / 0.9) < 1e-9);
-    CHECK(t, fabs(o.itl_s - 0.02 / 0.9) < 1e-9 && fabs(o.util - 0.2) < 1e-9);
-    pm_open lower;
-    pm_open_loop(&e, &c, &mc, &w, 64, 0.5, 99, &lower); /* TTFT grows with the rate */
-    CHECK(t, lower.stable && lower.ttft_s < o.ttft_s);
-    pm_open_loop(&e, &c, &mc, &w, 64, 10, 99, &o); /* prefills alone fill the machine */
+    pm_open o, hi;
+    pm_open_loop(&e, &c, &mc, &w, 64, 0.01, 99, &o); /* requests 100 s apart: each alone */
+    CHECK(t, o.stable && fabs(o.ttft_s - 0.1) < 1e-9 && fabs(o.itl_s - 0.01) < 1e-9);
+    CHECK(t, fabs(o.gap_s - 0.01) < 1e-4); /* the odd overlap (0.2% of arrivals) lengthens a gap */
+    pm_open_loop(&e, &c, &mc, &w, 64, 4, 99, &hi); /* TTFT grows with the rate */
+    CHECK(t, hi.stable && hi.ttft_s > o.ttft_s && hi.util > o.util);
+    /* alone, a request costs 0.1 + 9 x 0.01 = 0.19 s of the machine (5.3 req/s at most);
+     * streams share decode steps and ride in prompt steps, so 6 req/s is still carried (that
+     * riding is what the recorded rag searches check: perf_model_recorded_test.sh) */
+    pm_open_loop(&e, &c, &mc, &w, 64, 6, 99, &o);
+    CHECK(t, o.stable);
+    pm_open_loop(&e, &c, &mc, &w, 64, 12, 99, &o); /* prompts alone need 1.2 s per second */
     CHECK(t, !o.stable);
-    double r = pm_slo_rate(&e, &c, &mc, &w, 64, want, 99, 0, 99); /* the limit met at 1 req/s */
-    CHECK(t, fabs(r - 1) < 0.003);
+    double r = pm_slo_rate(&e, &c, &mc, &w, 64, 0.5, 99, 0, 99);
+    pm_open_loop(&e, &c, &mc, &w, 64, r, 99, &o); /* the rate found meets the objective */
+    CHECK(t, r > 0 && o.ttft_s <= 0.5);
+    pm_open_loop(&e, &c, &mc, &w, 64, r * 1.2, 99, &o); /* and 20% more does not */
+    CHECK(t, o.ttft_s > 0.5);
     CHECK(t, pm_slo_rate(&e, &c, &mc, &w, 64, 0.05, 99, 0, 99) == 0); /* below one prefill */
-    /* a cached prefix is not prefilled: more requests fit */
-    w.cached = 50;
-    CHECK(t, pm_slo_rate(&e, &c, &mc, &w, 64, want, 99, 0, 99) > 1.5);
+    w.cached = 50; /* a cached prefix is not prefilled: more requests fit */
+    CHECK(t, pm_slo_rate(&e, &c, &mc, &w, 64, 0.5, 99, 0, 99) > 1.3 * r);
 }
 
 static int fixture(test_ctx *t, const char *key, pm_measure *m) {

@@ -203,38 +203,6 @@ int pm_max_batch(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
 
 /* ---- open loop ---- */
 
-void pm_open_loop(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
-                  const pm_workload *w, int max_batch, double rate, double pct, pm_open *out) {
-    memset(out, 0, sizeof *out);
-    double pp_tok = pm_prompt_speed(e, c, mc, w->prompt, w->cached);
-    double fresh = w->prompt > w->cached ? w->prompt - w->cached : 0;
-    double prefill = pp_tok > 0 ? fresh / pp_tok : 0, ctx = w->prompt + w->output / 2;
-    double left = 1 - rate * prefill; /* machine share the prefills leave to decoding */
-    if (!(rate > 0) || left <= 0 || w->output <= 0 || pp_tok <= 0) return;
-    double b = 1, step = 0, g = 0;
-    for (int it = 0; it < 200; it++) { /* b = rate x output x g(b): a monotone fixed point */
-        step = step_time(e, c, mc, ctx, b < 1 ? 1 : b);
-        g = step / left;
-        double nb = rate * w->output * g;
-        if (nb > max_batch) return; /* more requests in flight than slots: unstable */
-        if (fabs(nb - b) < 1e-9 * (b + 1)) break;
-        b = nb;
-    }
-    double bs = b < 1 ? 1 : b;
-    double d = rate * w->output * step / bs; /* decode share of the machine */
-    if (d + rate * prefill >= 1) return;
-    double S = prefill / (1 - d) + step, rho = rate * prefill / (1 - d);
-    double m = S * (1 + w->prompt_cv * w->prompt_cv) / (2 * (1 - rho));
-    double q = 1 - pct / 100; /* the tail probability the percentile leaves */
-    double wait = rho > q && q > 0 ? m * log(rho / q) : 0;
-    *out = (pm_open){.stable = 1,
-                     .batch = b,
-                     .util = d + rate * prefill,
-                     .gap_s = g,
-                     .ttft_s = S + wait,
-                     .itl_s = 2 * g};
-}
-
 double pm_slo_rate(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
                    const pm_workload *w, int max_batch, double ttft_s, double ttft_pct,
                    double itl_s, double itl_pct) {
@@ -246,7 +214,8 @@ double pm_slo_rate(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc
         if (!a.stable || (ttft_s > 0 && a.ttft_s > ttft_s) || (itl_s > 0 && b.itl_s > itl_s)) break;
         lo = hi;
     }
-    for (int i = 0; i < 200 && hi - lo > 1e-3 * hi; i++) { /* met lo, missed hi */
+    /* met lo, missed hi; below 1e-6 req/s (a request a week or so) nothing is met */
+    for (int i = 0; i < 200 && hi - lo > 1e-3 * hi && (lo > 0 || hi > 1e-6); i++) {
         double mid = (lo + hi) / 2;
         pm_open a, b;
         pm_open_loop(e, c, mc, w, max_batch, mid, ttft_pct, &a);

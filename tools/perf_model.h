@@ -135,28 +135,23 @@ void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, dou
               double cached_tokens, double output_tokens, int batch, pm_serving *out);
 
 /* Open-loop serving (Poisson arrivals at `rate` requests/s), the model of an SLO search
- * with `cpulm loadtest --rate`: a machine that decodes the running requests together
- * (continuous batching, at most max_batch) and fits each arriving prompt between the decode
- * steps. Per request the machine spends prefill = fresh prompt tokens / prompt speed and its
- * share of decode steps; with b requests decoding, a step takes step(b) (pm_serve). The
- * decoding users see a token every g = step(b) / (1 - rate x prefill) seconds on average
- * (prefills take their share of the machine), and by Little's law b = rate x output x g: the
- * two are solved together. Arriving prompts queue for the machine's time left over by decoding
- * (share d = rate x output x step(b) / b): a prefill takes S = prefill / (1 - d) + one step,
- * the prefill queue's load is rho = rate x prefill / (1 - d), and its waiting time is
- * exceeded with probability rho x exp(-t / m), m = S (1 + cv^2) / (2 (1 - rho)) (Kingman's
- * mean wait for a queue with Poisson arrivals, spread exponentially: the usual heavy-traffic
- * approximation; cv = the prompt length's coefficient of variation). Percentile p of TTFT is
- * S plus that tail's p-quantile; of the token gap, 2 g (cpulm serve's long prefill steps take
- * up to twice a step). No measured queueing is fitted: what is calibrated are the two
- * efficiencies alone. */
+ * with `cpulm loadtest --rate` (perf_model_sim.c): a simulation of cpulm serve's scheduler
+ * (server/sched.h) with the calibrated costs. Each step carries one token of every decoding
+ * request (at most max_batch admitted, the rest queue in arrival order) and the prompt tokens
+ * the scheduler's own budget functions give it (a short step fills the target, a long one 1
+ * in prefill_every, n_chunk when nothing decodes); a step of b rows and n prompt tokens takes
+ * max(weights streamed once, b x a row's compute + n / prompt speed) + the rows' KV reads.
+ * TTFT ends with the step that finishes a prompt; the token gaps are step ends. The steady
+ * state: 4,000 requests, the first tenth not counted. Nothing is fitted: the calibrated
+ * efficiencies alone set the costs. Deterministic (a fixed seed). */
 typedef struct pm_workload {
     double prompt, cached, output; /* mean tokens per request; cached: the shared prefix */
     double prompt_cv;              /* standard deviation / mean of the fresh prompt tokens */
 } pm_workload;
 
 typedef struct pm_open {
-    int stable;    /* 0: the rate exceeds what the machine (or max_batch) carries */
+    int stable;    /* 0: the rate exceeds what the machine (or max_batch) carries (steady
+                    * state: the queue at the last arrival is over 2% of the requests) */
     double batch;  /* mean requests decoding */
     double util;   /* share of the machine busy */
     double gap_s;  /* mean time between a user's tokens */
