@@ -20,6 +20,8 @@
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include "attention.h"
 
+#include "base/clock.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -708,17 +710,11 @@ static void attn_items(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int ith, 
     }
 }
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Thread 0 times its share (two clock reads per layer: ~0.01% of a generated token). */
 void cpulm_attn_run(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int ith, int nth) {
-    const uint64_t t0 = ith == 0 ? mono_ns() : 0;
+    const uint64_t t0 = ith == 0 ? cpulm_clock_ns() : 0;
     attn_items(c, il, o, ith, nth);
-    if (ith == 0) c->attn_ns += mono_ns() - t0;
+    if (ith == 0) c->attn_ns += cpulm_clock_ns() - t0;
 }
 
 void cpulm_attn_layer(cpulm_ctx *c, int il, int ith, int nth) {

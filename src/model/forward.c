@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "../base/status.h"
 #include "forward.h"
 #include "../kernels/matmul.h"
@@ -72,19 +73,13 @@ static void mm_rows_run(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_
         cpulm_matmul(c->k, &a, (int)(item - first), n_items);
 }
 
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Thread 0 times its share, as cpulm_attn_run does (cpulm_ctx_matmul_ns): two clock reads
  * per matmul, ~0.01% of a generated token. */
 static void mm_rows(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_t act_stride,
                     int64_t n_rows, int ith, int nth) {
-    const uint64_t t0 = ith == 0 ? mono_ns() : 0;
+    const uint64_t t0 = ith == 0 ? cpulm_clock_ns() : 0;
     mm_rows_run(c, j, act, act_stride, n_rows, ith, nth);
-    if (ith == 0) c->mm_ns += mono_ns() - t0;
+    if (ith == 0) c->mm_ns += cpulm_clock_ns() - t0;
 }
 
 /* Runs the jobs (all reading x [n_rows][ldx], n_in = ne[0] of every weight). The caller has

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/json.h"
 #include "server/oai.h"
 #include "server/server_int.h"
@@ -334,7 +335,7 @@ static int write_ollama(embed_job *j, const float *vec, int32_t n, int32_t E, in
         write_vector(&w, vec + (size_t)i * (size_t)E, E);
     }
     cpulm_json_arr_end(&w);
-    cpulm_json_kv_int(&w, "total_duration", (int64_t)((cpulm_server_now() - j->t0) * 1e9));
+    cpulm_json_kv_int(&w, "total_duration", (int64_t)((cpulm_clock_s() - j->t0) * 1e9));
     cpulm_json_kv_int(&w, "load_duration", 0);
     cpulm_json_kv_int(&w, "prompt_eval_count", n_tokens);
     cpulm_json_obj_end(&w);
@@ -569,7 +570,7 @@ cpulm_prep_job *cpulm_embed_job_new(const cpulm_server *s, const char *body, siz
     j->base.heavy = n > CPULM_SERVER_LIGHT_BODY;
     j->s = s;
     j->api = api;
-    j->t0 = cpulm_server_now();
+    j->t0 = cpulm_clock_s();
     j->body = copy;
     j->n_body = n;
     cpulm_buf_init(&j->out, 0);

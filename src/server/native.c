@@ -15,6 +15,8 @@
 #define _GNU_SOURCE
 #include "server/native.h"
 
+#include "base/clock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,7 +202,7 @@ void *cpulm_api_state_new(int flavor, const cpulm_server *s, const cpulm_oai_req
     st->s = s;
     st->stream = q->stream;
     st->n_prompt = r->n_prompt;
-    st->t_start = cpulm_server_now();
+    st->t_start = cpulm_clock_s();
     st->finish = -1;
     cpulm_buf_init(&st->text, 0);
     cpulm_buf_init(&st->reasoning, 0);
@@ -315,7 +317,7 @@ static void write_final(cpulm_buf *out, const cpulm_api_state *st, const cpulm_s
                              : st->stop_word                   ? "word"
                                                                : "eos");
     cpulm_json_kv_strn(&w, "stopping_word", word, n_word);
-    write_timings(&w, st, e, cpulm_server_now());
+    write_timings(&w, st, e, cpulm_clock_s());
     cpulm_json_obj_end(&w);
 }
 
@@ -326,7 +328,7 @@ static void llama_event(cpulm_server *s, cpulm_conn *c, cpulm_api_state *st,
     cpulm_buf_init(&b, 0);
     if (st->stream && !c->sse && e->kind != CPULM_SCHED_EV_ERROR) cpulm_conn_sse_begin(c);
     if (e->kind == CPULM_SCHED_EV_TEXT && e->n_text) {
-        if (st->t_first == 0) st->t_first = cpulm_server_now();
+        if (st->t_first == 0) st->t_first = cpulm_clock_s();
         if (!st->stream) {
             cpulm_buf_append(&st->text, e->text, e->n_text);
         } else {

@@ -14,7 +14,7 @@ typedef struct cpulm_api_state {
     const cpulm_server *s;
     int stream;
     int32_t n_prompt;
-    double t_start, t_first; /* accepted; first text (cpulm_server_now) */
+    double t_start, t_first; /* accepted; first text (cpulm_clock_s) */
     cpulm_buf text;          /* the reply (whole answers; held content with tools) */
     cpulm_buf reasoning;     /* <think> text (Ollama's message.thinking) */
     cpulm_chat_think think;  /* the splitter when split_think */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cpulm.h"
 #include "server/native.h"
 
@@ -305,7 +306,7 @@ static void write_reply(cpulm_json_writer *w, const cpulm_api_state *st, const c
 /* done: true with the statistics (Ollama's names; durations in nanoseconds). */
 static void write_done(cpulm_json_writer *w, const cpulm_api_state *st,
                        const cpulm_sched_event *e) {
-    double now = cpulm_server_now(), prompt_s, pred_s;
+    double now = cpulm_clock_s(), prompt_s, pred_s;
     cpulm_api_phase_times(st, e, now, &prompt_s, &pred_s);
     cpulm_json_kv_bool(w, "done", 1);
     cpulm_json_kv_str(w, "done_reason", st->finish == CPULM_FINISH_LENGTH ? "length" : "stop");
@@ -391,7 +392,7 @@ void cpulm_ollama_event(cpulm_server *s, cpulm_conn *c, cpulm_api_state *st,
     if (st->stream && !c->sse && e->kind != CPULM_SCHED_EV_ERROR)
         cpulm_conn_stream_begin(c, "application/x-ndjson");
     if (e->kind == CPULM_SCHED_EV_TEXT && e->n_text) {
-        if (st->t_first == 0) st->t_first = cpulm_server_now();
+        if (st->t_first == 0) st->t_first = cpulm_clock_s();
         on_text(&b, st, e->text, e->n_text, 0);
     } else if (e->kind == CPULM_SCHED_EV_FINISH) {
         st->finish = (int)e->finish;

@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include "server/prep.h"
 
+#include "base/clock.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -40,12 +42,6 @@ struct cpulm_prep {
     int stop;
     int efd;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void fifo_push(fifo *q, cpulm_prep_job *j) {
     j->next = NULL;
@@ -245,7 +241,7 @@ void cpulm_prep_cancel_all(cpulm_prep *p) {
 
 int cpulm_prep_stopped(cpulm_prep_job *j) {
     if (atomic_load_explicit(&j->cancel, memory_order_relaxed)) return 1;
-    return j->deadline > 0 && now_s() > j->deadline;
+    return j->deadline > 0 && cpulm_clock_s() > j->deadline;
 }
 
 int cpulm_prep_stopped_cb(void *job) {

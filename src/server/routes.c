@@ -18,6 +18,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "grammar/grammar.h"
 #include "server/harmony.h"
 #include "server/oai.h"
@@ -429,7 +430,7 @@ static void gen_run(cpulm_prep_job *base) {
 }
 
 void cpulm_routes_push_job(cpulm_server *s, cpulm_conn *c, cpulm_prep_job *j) {
-    j->deadline = cpulm_server_now() + CPULM_SERVER_PREP_LIMIT_S;
+    j->deadline = cpulm_clock_s() + CPULM_SERVER_PREP_LIMIT_S;
     c->req_id = j->id;
     cpulm_prep_push(s->prep, j);
 }

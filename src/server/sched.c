@@ -293,10 +293,10 @@ static void finish_choice(cpulm_sched *s, slot *x, cpulm_sched_finish why) {
         e->n_draft_accepted = q->n_accepted;
         if (q->t_first > 0) { /* timed here: the I/O thread may take all events at once */
             e->prompt_s = q->t_first - q->t_start;
-            e->predicted_s = now_s() - q->t_first;
+            e->predicted_s = cpulm_clock_s() - q->t_first;
         }
     }
-    cpulm_metrics_observe(s->p.metrics, CPULM_METRIC_E2E, now_s() - q->t_arrival);
+    cpulm_metrics_observe(s->p.metrics, CPULM_METRIC_E2E, cpulm_clock_s() - q->t_arrival);
     request_end(s, q);
 }
 
@@ -348,7 +348,7 @@ static void flush_detok(slot *x) {
 }
 
 static void timing(cpulm_sched *s, slot *x) {
-    double now = now_s();
+    double now = cpulm_clock_s();
     sreq *q = x->q;
     if (q->t_first == 0) {
         q->t_first = now;
@@ -476,7 +476,7 @@ static int slot_begin(cpulm_sched *s, slot *x, sreq *q, int32_t choice, int stat
     }
     x->state = state;
     x->q = q;
-    if (q->t_start == 0) q->t_start = now_s();
+    if (q->t_start == 0) q->t_start = cpulm_clock_s();
     x->choice = choice;
     cpulm_detok_init(&x->dt, s->model, q->r->special);
     cpulm_buf_reset(&x->text);
@@ -747,10 +747,10 @@ static void step(cpulm_sched *s) {
     int32_t n = build_batch(s, &n_gen);
     if (n == 0) return;
     cpulm_batch b = {.n = n, .token = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
-    double t0 = now_s();
+    double t0 = cpulm_clock_s();
     cpulm_status st = cpulm_ctx_decode(s->ctx, &b);
     if (st == CPULM_OK) {
-        cpulm_sched_model_observe(&s->est, n_gen, n - n_gen, now_s() - t0);
+        cpulm_sched_model_observe(&s->est, n_gen, n - n_gen, cpulm_clock_s() - t0);
         publish_model(s);
     }
     atomic_fetch_add(&s->st_steps, 1);
@@ -836,7 +836,7 @@ static int take_inputs(cpulm_sched *s) {
 }
 
 static void expire(cpulm_sched *s) {
-    double now = now_s();
+    double now = cpulm_clock_s();
     for (int32_t i = 0; i < s->p.n_parallel; i++) {
         sreq *q = s->slots[i].q;
         if (q && q->deadline > 0 && now > q->deadline) request_fail(s, q, 504, "request timed out");
@@ -896,9 +896,9 @@ static double timed_decode(cpulm_sched *s, cpulm_token t, int32_t n, int spread)
         s->b_want[i] = spread || i == n - 1;
     }
     cpulm_batch b = {.n = n, .token = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
-    double t0 = now_s();
+    double t0 = cpulm_clock_s();
     (void)cpulm_ctx_decode(s->ctx, &b); /* a failed warm-up decode only mistimes the model */
-    return now_s() - t0;
+    return cpulm_clock_s() - t0;
 }
 
 /* One decode of a single token, so the first request does not pay for page faults of
@@ -1176,7 +1176,7 @@ cpulm_sched_submit_result cpulm_sched_submit(cpulm_sched *s, cpulm_sched_req *r)
     }
     q->r = r;
     q->slots = slots;
-    q->t_arrival = now_s();
+    q->t_arrival = cpulm_clock_s();
     q->deadline = r->timeout_s > 0 ? q->t_arrival + r->timeout_s : 0;
     pthread_mutex_lock(&s->mu);
     if (s->closed || s->stop)
@@ -1221,7 +1221,7 @@ cpulm_sched_submit_result cpulm_sched_embed_submit(cpulm_sched *s, cpulm_sched_e
         e->n_done = 0;
         e->status = CPULM_OK;
         e->timed_out = 0;
-        e->deadline = e->timeout_s > 0 ? now_s() + e->timeout_s : 0;
+        e->deadline = e->timeout_s > 0 ? cpulm_clock_s() + e->timeout_s : 0;
         e->ev = ev;
         if (s->emb_in_tail)
             s->emb_in_tail->next = e;

@@ -86,7 +86,7 @@ static int emb_may_run(cpulm_sched *s) {
 void cpulm_sched_emb_step(cpulm_sched *s) {
     cpulm_sched_embed *e = s->emb_head;
     if (!e || !emb_may_run(s)) return;
-    if (e->deadline > 0 && now_s() > e->deadline) {
+    if (e->deadline > 0 && cpulm_clock_s() > e->deadline) {
         emb_unlink(s, e);
         e->timed_out = 1;
         emb_return(s, e, CPULM_ERR_CANCELLED);
@@ -95,10 +95,10 @@ void cpulm_sched_emb_step(cpulm_sched *s) {
     int64_t tokens;
     int32_t k = emb_take(s, e, &tokens);
     size_t E = (size_t)cpulm_ctx_n_embd(s->p.embd_ctx);
-    double t0 = now_s();
+    double t0 = cpulm_clock_s();
     cpulm_status st = cpulm_ctx_embed(s->p.embd_ctx, e->tok + e->n_done, e->n_tok + e->n_done, k,
                                       e->out + (size_t)e->n_done * E);
-    double dt = now_s() - t0;
+    double dt = cpulm_clock_s() - t0;
     if (st == CPULM_OK && tokens > 0) { /* the cost per token beyond the fixed part */
         double c = (dt - s->est.fixed) / (double)tokens;
         s->emb_pre = 0.8 * s->emb_pre + 0.2 * (c > 1e-7 ? c : 1e-7);

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/buf.h"
 #include "grammar/grammar.h"
 #include "server/hcache.h"
@@ -120,12 +121,6 @@ struct cpulm_sched {
     pthread_t thread;
     int thread_started;
 };
-
-static inline double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static inline double target_step(const cpulm_sched *s) {
     return cpulm_sched_target_step(&s->est, s->p.max_step_ms, s->p.n_parallel);

@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include "server/server_int.h"
 
+#include "base/clock.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,12 +29,6 @@
 #define REQUEST_TIMEOUT_S 30.0 /* to receive a whole request once it started (slowloris) */
 #define BODY_STALL_S      1.0  /* a body that sent nothing for this long may lose its budget */
 #define LINGER_S          2.0  /* a closing connection waits this long for the client's EOF */
-
-double cpulm_server_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 cpulm_server_params cpulm_server_default_params(void) {
     cpulm_server_params p = {.host = "127.0.0.1",
@@ -77,7 +73,7 @@ static void conn_close(cpulm_server *s, cpulm_conn *c) {
 }
 
 int cpulm_server_output(cpulm_server *s, cpulm_conn *c) {
-    double now = cpulm_server_now();
+    double now = cpulm_clock_s();
     int f = cpulm_conn_flush(c, now);
     if (f < 0) {
         conn_close(s, c);
@@ -128,8 +124,8 @@ static void on_conn(cpulm_loop_handler *h, int events) {
     cpulm_server *s = c->owner;
     if (c->fd < 0) return; /* closed earlier in this batch */
     if (events & (CPULM_LOOP_READ | CPULM_LOOP_HUP)) {
-        if (c->state == CPULM_CONN_CLOSING) c->rlen = 0;  /* discard */
-        if (cpulm_conn_fill(c, cpulm_server_now()) < 0) { /* EOF: the client is gone */
+        if (c->state == CPULM_CONN_CLOSING) c->rlen = 0; /* discard */
+        if (cpulm_conn_fill(c, cpulm_clock_s()) < 0) {   /* EOF: the client is gone */
             conn_close(s, c);
             return;
         }
@@ -204,7 +200,7 @@ static void reclaim_budget(void *user, size_t need, const cpulm_conn *asking) {
                            .key = asking->peer,
                            .asking = asking,
                            .limit = s->budget.limit,
-                           .now = cpulm_server_now(),
+                           .now = cpulm_clock_s(),
                            .stall_s = BODY_STALL_S};
     size_t target = s->budget.used > need ? s->budget.used - need : 0;
     while (s->budget.used > target && evict_one(s, &q)) {
@@ -248,7 +244,7 @@ static void on_accept(cpulm_loop_handler *h, int events) {
             close(fd); /* every slot (of this client) is busy with a request */
             continue;
         }
-        cpulm_conn_init(c, fd, i, s->lim.max_head + s->lim.max_body + 65536, cpulm_server_now());
+        cpulm_conn_init(c, fd, i, s->lim.max_head + s->lim.max_body + 65536, cpulm_clock_s());
         memcpy(c->peer, key, 16);
         c->budget = &s->budget;
         c->h.fn = on_conn;
@@ -419,7 +415,7 @@ static void on_loaded(cpulm_loop_handler *h, int events) {
 static void start_drain(cpulm_server *s) {
     if (s->draining) return;
     s->draining = 1;
-    s->drain_deadline = cpulm_server_now() + s->p.grace_s;
+    s->drain_deadline = cpulm_clock_s() + s->p.grace_s;
     if (s->listen_fd >= 0) {
         cpulm_loop_del(s->loop, s->listen_fd);
         close(s->listen_fd);
@@ -471,7 +467,7 @@ static int32_t unsent(const cpulm_server *s) {
 /* Closes connections that stalled: a request arriving too slowly, an idle keep-alive
  * connection, or a reader that stopped taking our bytes. */
 static void tick(cpulm_server *s) {
-    double now = cpulm_server_now();
+    double now = cpulm_clock_s();
     int32_t busy = 0;
     for (int32_t i = 0; i < s->p.max_conns; i++) {
         cpulm_conn *c = s->conns[i];

@@ -70,8 +70,6 @@ struct cpulm_server {
     double drain_deadline, stop_deadline; /* stop_deadline: last flush after expiry */
 };
 
-double cpulm_server_now(void);
-
 /* Sends what conn c has buffered; when its response is complete and sent, goes on with the
  * next request (keep-alive) or closes. May close c: do not use c after this returns < 0. */
 int cpulm_server_output(cpulm_server *s, cpulm_conn *c);

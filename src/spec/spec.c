@@ -238,7 +238,7 @@ void cpulm_spec_adapt_learn(cpulm_spec_adapt *a, int32_t k, int32_t n_acc) {
  * block). Wall time also counted the time slices other processes took: at load 5-10 on 2
  * cores one round's measured cost of a verified token read 0.34 and the next 0.78, and a
  * low reading kept drafting at 32% acceptance (2026-12-03). */
-static double now_s(void) {
+static double thread_cpu_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -395,12 +395,12 @@ static int32_t draft_tokens(cpulm_spec *s, int32_t kmax, int sample) {
  * one or two tokens (the history of the passes it was backed off for) is not counted,
  * being the price of having backed off rather than of drafting. */
 static int32_t draft_model(cpulm_spec *s, int32_t kmax, int sample) {
-    double t0 = now_s();
+    double t0 = thread_cpu_s();
     int32_t behind = s->n_hist - cpulm_ctx_seq_len(s->dctx, 0);
     if (draft_catch_up(s) != CPULM_OK) return 0;
-    if (behind > 2) t0 = now_s();
+    if (behind > 2) t0 = thread_cpu_s();
     int32_t k = draft_tokens(s, kmax, sample);
-    if (k > 0) timing(&s->w_draft, &s->t_draft, (now_s() - t0) / k);
+    if (k > 0) timing(&s->w_draft, &s->t_draft, (thread_cpu_s() - t0) / k);
     return k;
 }
 
@@ -483,13 +483,13 @@ cpulm_status cpulm_spec_step(cpulm_spec *s, cpulm_ctx *ctx, int32_t seq, cpulm_t
     for (int32_t i = 0; i <= k; i++)
         seqs[i] = seq;
     cpulm_batch b = {.n = k + 1, .token = s->tok, .seq = seqs, .want_logits = s->want};
-    double t0 = now_s();
+    double t0 = thread_cpu_s();
     if ((st = cpulm_ctx_decode(ctx, &b)) != CPULM_OK) { /* the target cache is unchanged */
         s->n_hist--;
         if (s->dctx && cpulm_ctx_seq_len(s->dctx, 0) > s->n_hist) draft_cut(s, s->n_hist);
         return st;
     }
-    learn_time(s, k, now_s() - t0);
+    learn_time(s, k, thread_cpu_s() - t0);
     int32_t n_acc;
     *n_out = verify(s, ctx, pick, k, sampled, out, &n_acc);
     /* the rejected drafts leave the target's cache; a hybrid target cannot drop them (its

@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include "pool.h"
 
+#include "base/clock.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -73,12 +75,6 @@ static void cpu_relax(void) {
 #endif
 }
 
-static long long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Polls *w while it equals v, for about budget_ns; returns 1 once it differs (acquire), 0 when
  * the budget is spent. The clock is first read after SPIN_CHECK polls, so short waits never
  * read it. */
@@ -88,7 +84,7 @@ static int spin_while(atomic_int *w, int v, long long budget_ns) {
         if (atomic_load_explicit(w, memory_order_acquire) != v) return 1;
         cpu_relax();
         if (i % SPIN_CHECK) continue;
-        long long t = now_ns();
+        long long t = (long long)cpulm_clock_ns();
         if (!end)
             end = t + budget_ns;
         else if (t >= end)
