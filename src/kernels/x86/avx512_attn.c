@@ -146,38 +146,6 @@ A512_INLINE __m512i dot_pairs(__m512i acc, __m512i a, __m512i b, const int VNNI)
 #endif
 }
 
-/* x[t] (t < 16: key t's block as 16 int16 pairs) -> x[p] lane t = key t's pair p: a 16 x 16
- * transpose of 32-bit elements, unpacks within the 128-bit lanes, then the lanes. */
-A512_INLINE void transpose16(__m512i x[16]) {
-    __m512i t[16];
-#pragma GCC unroll 8
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < 16; g += 4) { /* x[g + j] lane L: keys g..g+3, pair 4L + j */
-        x[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-        x[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-        x[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-        x[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        const __m512i v0 = _mm512_shuffle_i32x4(x[j], x[4 + j], 0x44),
-                      v1 = _mm512_shuffle_i32x4(x[j], x[4 + j], 0xee),
-                      v2 = _mm512_shuffle_i32x4(x[8 + j], x[12 + j], 0x44),
-                      v3 = _mm512_shuffle_i32x4(x[8 + j], x[12 + j], 0xee);
-        t[j] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-        t[4 + j] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
-        t[8 + j] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-        t[12 + j] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++)
-        x[i] = t[i];
-}
-
 /* Keys 0..n-1 (n <= KT; past n: key n-1 again, never stored) transposed: block b's pair p
  * of vector g (keys 16g..16g+15) at kt[(b * 16 + p) * nv + g]; hints the rows at next. */
 A512_INLINE void keys_t(int64_t d, const int Q4, int n, int nv, const uint8_t *k, uint64_t ldk,
@@ -191,14 +159,14 @@ A512_INLINE void keys_t(int64_t d, const int Q4, int n, int nv, const uint8_t *k
             kr[t] = k + (uint64_t)(j < n ? j : n - 1) * ldk;
         }
         for (int64_t b = 0; b < d / 32; b++) {
-            __m512i x[16];
+            __m512 x[16], xt[16]; /* int16 pairs moved as 32-bit lanes: no arithmetic */
 #pragma GCC unroll 16
             for (int t = 0; t < 16; t++)
-                x[t] = block_k16(kr[t], b, Q4);
-            transpose16(x);
+                x[t] = _mm512_castsi512_ps(block_k16(kr[t], b, Q4));
+            x86_transpose16_ps(x, xt); /* xt[p] lane t: key t's pair p */
 #pragma GCC unroll 16
             for (int p = 0; p < 16; p++)
-                kt[(b * 16 + p) * nv + g] = x[p];
+                kt[(b * 16 + p) * nv + g] = _mm512_castps_si512(xt[p]);
         }
     }
 }
