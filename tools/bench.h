@@ -200,10 +200,9 @@ int bench_compare(FILE *out, const char *path_a, const char *path_b);
 /* ---- machine ceilings (bench_roof.c) ---- */
 
 /* Read bandwidth in bytes/s: n_threads threads stream their share of a buffer of `bytes`
- * (much larger than the caches) for at least min_s seconds; best of the passes. */
-double bench_mem_bw(int n_threads, size_t bytes, double min_s);
-/* bench_mem_bw, and *mean_bw (may be NULL): the bytes over the mean round's time. */
-double bench_mem_bw_mean(int n_threads, size_t bytes, double min_s, double *mean_bw);
+ * (much larger than the caches) for at least min_s seconds; best of the passes; *mean_bw
+ * (may be NULL): the bytes over the mean round's time. */
+double bench_mem_bw(int n_threads, size_t bytes, double min_s, double *mean_bw);
 /* Peak of the selected int8 kernels on cache-resident data, in int8 ops/s (2 ops per
  * multiply-add), summed over n_threads threads: the fastest of the level's repacked GEMM
  * microkernels (one per packed weight type: their instruction mixes differ) and the Q8_0
@@ -266,7 +265,7 @@ int bench_roof_measure(bench_roof *r, size_t buf_bytes, double min_s);
 /* Measures the ceilings again (after a model's run) and keeps the higher of each: like the
  * fastest round within one measurement, the faster of two windows is the less disturbed. */
 int bench_roof_remeasure(bench_roof *r, size_t buf_bytes, double min_s);
-/* Adds one read window (bench_mem_bw_mean: its mean round's rate, and its best round's) to
+/* Adds one read window (bench_mem_bw: its mean round's rate, and its best round's) to
  * r->bw_windows (no-op when full). Returns 0, or -1 when it could not run. */
 int bench_roof_read(bench_roof *r, size_t buf_bytes, double min_s);
 /* Sets r->bw to the median of r->bw_windows (when there are any): the read ceiling of a tg

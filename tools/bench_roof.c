@@ -163,11 +163,7 @@ static void bw_work(void *arg, int ith, int nth) {
     j->sink[ith] ^= a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7;
 }
 
-double bench_mem_bw(int n_threads, size_t bytes, double min_s) {
-    return bench_mem_bw_mean(n_threads, bytes, min_s, NULL);
-}
-
-double bench_mem_bw_mean(int n_threads, size_t bytes, double min_s, double *mean_bw) {
+double bench_mem_bw(int n_threads, size_t bytes, double min_s, double *mean_bw) {
     bw_job j = {.n_words = bytes / 8};
     j.buf = aligned_alloc(64, (j.n_words * 8 + 63) / 64 * 64);
     if (!j.buf || n_threads < 1 || n_threads > 512) {
@@ -473,7 +469,7 @@ double bench_attn_flops(const cpulm_model *m, int n_prompt) {
 /* ---- roofline rows ---- */
 
 int bench_roof_measure(bench_roof *r, size_t buf_bytes, double min_s) {
-    r->bw = bench_mem_bw(r->n_threads, buf_bytes, min_s);
+    r->bw = bench_mem_bw(r->n_threads, buf_bytes, min_s, NULL);
     r->int8_ops = bench_peak_int8(r->n_threads, min_s, &r->int8_kernel);
     r->f32_flops = bench_peak_f32(r->n_threads, min_s);
     return r->bw > 0 && r->int8_ops > 0 && r->f32_flops > 0 ? 0 : -1;
@@ -491,7 +487,7 @@ int bench_roof_remeasure(bench_roof *r, size_t buf_bytes, double min_s) {
 
 int bench_roof_read(bench_roof *r, size_t buf_bytes, double min_s) {
     if (r->n_bw_windows >= BENCH_ROOF_WINDOWS) return 0;
-    double mean = 0, best = bench_mem_bw_mean(r->n_threads, buf_bytes, min_s, &mean);
+    double mean = 0, best = bench_mem_bw(r->n_threads, buf_bytes, min_s, &mean);
     if (best <= 0 || mean <= 0) return -1;
     r->bw_windows_best[r->n_bw_windows] = best;
     r->bw_windows[r->n_bw_windows++] = mean;
