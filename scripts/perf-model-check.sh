@@ -41,6 +41,7 @@
 set -eu
 CPULM=${1:-./build/cpulm}
 DIR=${2:-/tmp/perf-model-check}
+. "$(dirname "$0")/serve_port.sh"
 T=${THREADS:-2}
 TYPE=${TYPE:-q4_0}
 ROUNDS=${ROUNDS:-3}
@@ -95,13 +96,7 @@ trap '[ -n "$SPID" ] && kill $SPID 2>/dev/null' EXIT
 serve() { # starts cpulm serve on the cut: SPID, PORT
   "$CPULM" serve -m "$CUT" -t "$T" -np "$NP" -c 1024 --port "${SERVE_PORT:-0}" >"$DIR/serve.out" 2>"$DIR/serve.err" &
   SPID=$!
-  PORT=
-  for _ in $(seq 200); do
-    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$DIR/serve.out")
-    [ -n "$PORT" ] && break
-    sleep 0.05
-  done
-  [ -n "$PORT" ] || { cat "$DIR/serve.err"; exit 1; }
+  PORT=$(serve_port "$DIR/serve.out" "$SPID") || { cat "$DIR/serve.err"; exit 1; }
 }
 stop() { kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; SPID=; }
 if [ ! -f "$DIR/params.env" ]; then # the first hold: the cut's rooflines and the objective

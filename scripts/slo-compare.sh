@@ -32,6 +32,7 @@ set -u
 CPULM=${1:-./build/cpulm}
 DIR=${2:-/tmp/slo-compare}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/serve_port.sh"
 SHARED=${CPULM_SHARED:-$ROOT/../shared}
 MODEL=${MODEL:-$SHARED/models/stories260K.gguf}
 LLAMA=${LLAMA:-$SHARED/bench/llama.cpp}
@@ -57,12 +58,7 @@ start() { # engine log: starts the server, sets SPID and PORT
   if [ "$1" = cpulm ]; then
     "$CPULM" serve -m "$MODEL" -t "$T" -np "$NP" -c "$CTX" --port "${PORT_BASE:-0}" ${CPULM_ARGS:-} >"$2" 2>&1 &
     SPID=$!
-    PORT=
-    for _ in $(seq 200); do
-      PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$2")
-      [ -n "$PORT" ] && break
-      sleep 0.05
-    done
+    PORT=$(serve_port "$2" "$SPID")
   else
     if [ -n "${PORT_BASE:-}" ]; then PORT=$((PORT_BASE + 1)); else PORT=$(free_port); fi
     "$LLAMA/llama-server" -m "$MODEL" -t "$T" -np "$NP" -c $((NP * CTX)) --host 127.0.0.1 \

@@ -5,6 +5,7 @@ set -u
 CPULM=$1
 SHARED=${CPULM_SHARED:-../shared}
 MODEL=$SHARED/models/stories260K.gguf
+. "$(dirname "$0")/../scripts/serve_port.sh"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 pass=0
@@ -106,12 +107,7 @@ if [ -f "$MODEL" ]; then
   expect_rc bench_numa 0 "$CPULM" bench -m "$MODEL" -p 16 -n 4 -r 1 -o csv --numa distribute
   "$CPULM" serve -m "$MODEL" --port 0 --numa isolate -t 1 -tb 2 >"$TMP/serve.out" 2>"$TMP/serve.err" &
   spid=$!
-  port=
-  for _ in $(seq 100); do
-    port=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/serve.out")
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
+  port=$(serve_port "$TMP/serve.out" "$spid")
   [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null; check serve_numa_health $?
   grep -q "^cpulm serve: threads: 1 for generation, 2 for prompt steps$" "$TMP/serve.err"
   check serve_threads_batch_line $?

@@ -13,16 +13,9 @@ MODEL=$SHARED/models/stories260K.gguf
 need_tools nginx
 need_file "$MODEL"
 
-start_replica() { # name -> sets PORT
-  "$CPULM" serve -m "$MODEL" --port 0 -np 2 -t 1 >"$TMP/$1.out" 2>"$TMP/$1.err" &
-  PIDS+=($!)
-  eval "$1_pid=$!"
-  for _ in $(seq 100); do
-    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$1.out")
-    [ -n "$PORT" ] && curl -fsS "http://127.0.0.1:$PORT/ready" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  return 1
+start_replica() { # name -> sets PORT and NAME_pid
+  lib_serve "$1" "$MODEL" -np 2 -t 1 || return 1
+  eval "$1_pid=$SPID"
 }
 
 start_replica r1; check replica1_ready $?; P1=$PORT

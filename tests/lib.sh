@@ -12,6 +12,7 @@
 #                  returns 1 with the server's stderr printed when it is not.
 # Servers bind 127.0.0.1 (cpulm serve's default host).
 
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/serve_port.sh"
 TMP=$(mktemp -d)
 PIDS=()
 lib_cleanup() {
@@ -44,14 +45,7 @@ lib_serve() {
   "$CPULM" serve -m "$model" --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   SPID=$!
   PIDS+=("$SPID")
-  PORT=
-  for _ in $(seq 100); do
-    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' \
-      "$TMP/$name.out" 2>/dev/null)
-    [ -n "$PORT" ] && break
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.05
-  done
+  PORT=$(serve_port "$TMP/$name.out" "$SPID" 100)
   for _ in $(seq 200); do
     [ -n "$PORT" ] &&
       [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/ready")" = 200 ] &&

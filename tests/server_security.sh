@@ -25,48 +25,20 @@ shift
 SECTIONS=${*:-split flood limits grace tokenize bodyflood apikey}
 SHARED=${CPULM_SHARED:-../shared}
 MODEL=$SHARED/models/stories260K.gguf
-if [ ! -f "$MODEL" ]; then echo "skip: $MODEL not found (set CPULM_SHARED)"; exit 77; fi
-for tool in curl jq timeout; do
-  if ! command -v $tool >/dev/null; then echo "skip: $tool is not installed"; exit 77; fi
-done
+. "$(dirname "$0")/lib.sh"
+need_file "$MODEL"
+need_tools curl jq timeout
 SEED=${SEED:-$(( $(date +%s) % 100000 ))}
 RANDOM=$SEED
 echo "server_security: SEED=$SEED sections: $SECTIONS"
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
 trap "" PIPE # a server closing a connection must not kill the script mid-write
-pass=0
-fail=0
-check() { # name, condition result (0 = ok), detail
-  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $1 ${3:-}"; fi
-}
 want() { case " $SECTIONS " in *" $1 "*) return 0;; esac; return 1; }
 
-# start_server NAME ARGS...: sets PORT, URL and SPID; waits (bounded) for /ready.
+# start_server NAME ARGS...: lib_serve on the model, and URL
 start_server() {
   local name=$1; shift
-  "$CPULM" serve -m "$MODEL" --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  SPID=$!
-  PIDS+=("$SPID")
-  PORT=
-  for _ in $(seq 100); do
-    PORT=$(sed -n 's/^cpulm serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out")
-    [ -n "$PORT" ] && break
-    sleep 0.05
-  done
+  lib_serve "$name" "$MODEL" "$@" || return 1
   URL=http://127.0.0.1:$PORT
-  for _ in $(seq 200); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/ready")" = 200 ] && return 0
-    sleep 0.05
-  done
-  echo "server $name did not become ready: $(cat "$TMP/$name.err")"
-  return 1
 }
 stop_server() { # SIGTERM and a bounded wait; returns the exit status
   kill -TERM "$SPID" 2>/dev/null
