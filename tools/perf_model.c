@@ -160,13 +160,21 @@ void pm_family_ceiling(const pm_family *f, int vcpu, double bw_fraction, double 
 
 /* ---- serving ---- */
 
-static double step_time(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double ctx,
-                        double batch) {
+int pm_step_cost_make(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double ctx,
+                      double pp_tok, pm_step_cost *out) {
+    memset(out, 0, sizeof *out);
     double bw = e->tg * c->bw_gbs * 1e9, peak = e->pp * c->int8_gops * 1e9;
-    if (bw <= 0 || peak <= 0) return 0;
-    double weights = mc->weight_bytes / bw, compute = batch * mc->ops_per_token / peak;
-    double kv = batch * ctx * mc->kv_bytes_per_ctx_token / bw;
-    return (weights > compute ? weights : compute) + kv;
+    if (!(bw > 0) || !(peak > 0)) return -1;
+    *out = (pm_step_cost){.fixed = mc->weight_bytes / bw,
+                          .gen = mc->ops_per_token / peak,
+                          .kv = ctx * mc->kv_bytes_per_ctx_token / bw,
+                          .pre = pp_tok > 0 ? 1 / pp_tok : 0};
+    return 0;
+}
+
+double pm_step_time(const pm_step_cost *k, double rows, double prompt) {
+    double work = rows * k->gen + prompt * k->pre;
+    return (work > k->fixed ? work : k->fixed) + rows * k->kv;
 }
 
 void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double prompt_tokens,
@@ -174,7 +182,9 @@ void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, dou
     memset(out, 0, sizeof *out);
     if (batch < 1) batch = 1;
     double ctx = prompt_tokens + output_tokens / 2; /* mean context while decoding */
-    out->step_s = step_time(e, c, mc, ctx, batch);
+    pm_step_cost k;
+    if (pm_step_cost_make(e, c, mc, ctx, 0, &k)) return;
+    out->step_s = pm_step_time(&k, batch, 0);
     double pp_tok = pm_prompt_speed(e, c, mc, prompt_tokens, cached_tokens);
     double fresh = prompt_tokens > cached_tokens ? prompt_tokens - cached_tokens : 0;
     double prefill = pp_tok > 0 ? fresh / pp_tok : 0;

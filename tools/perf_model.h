@@ -131,6 +131,23 @@ typedef struct pm_model_cost {
 double pm_prompt_speed(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double prompt,
                        double cached);
 
+/* One serving step's cost, the one both pm_serve and the scheduler simulation price steps
+ * with: the weights are streamed once per step, the rows' and prompt tokens' compute overlaps
+ * them, each decoding row then reads its KV. */
+typedef struct pm_step_cost {
+    double fixed; /* s: the weights streamed once */
+    double gen;   /* s: a decoding row's compute */
+    double kv;    /* s: a decoding row's KV reads at the mean context */
+    double pre;   /* s: a prompt token (0: none in the step) */
+} pm_step_cost;
+
+/* The step cost at a mean decoding context of ctx tokens, prompt tokens at pp_tok tokens/s
+ * (0: none); returns -1 (out zeroed) when the efficiencies or ceilings are not positive. */
+int pm_step_cost_make(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double ctx,
+                      double pp_tok, pm_step_cost *out);
+/* Seconds of a step of `rows` decoding rows and `prompt` prompt tokens. */
+double pm_step_time(const pm_step_cost *k, double rows, double prompt);
+
 void pm_serve(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc, double prompt_tokens,
               double cached_tokens, double output_tokens, int batch, pm_serving *out);
 

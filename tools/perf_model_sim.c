@@ -20,13 +20,6 @@
 #define SIM_REQUESTS 4000 /* requests simulated, the first tenth not counted (warm-up) */
 #define SIM_SEED     1    /* fixed: the model is deterministic */
 
-typedef struct sim_cost {
-    double fixed; /* weights streamed once per step */
-    double gen;   /* a decoding row's compute */
-    double kv;    /* a decoding row's KV reads */
-    double pre;   /* a prompt token */
-} sim_cost;
-
 typedef struct sim_req {
     double arrive, last; /* last: the time of its latest token (-1: none yet) */
     int32_t prompt, out; /* prompt tokens not yet evaluated, tokens still to generate */
@@ -41,13 +34,6 @@ typedef struct sim_run {
     double busy, rows_time, span, gap_sum;
     int backlog; /* requests not admitted when the last one arrived */
 } sim_run;
-
-/* A step of b decoding rows and n prompt tokens: the weights are read once, the rows'
- * and tokens' compute overlaps them (the same max() as a decode step of pm_serve). */
-static double step_time(const sim_cost *k, int b, int n) {
-    double work = b * k->gen + n * k->pre;
-    return (work > k->fixed ? work : k->fixed) + b * k->kv;
-}
 
 static double uniform01(uint64_t *s) { /* xorshift64*: (0, 1) */
     *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
@@ -102,9 +88,9 @@ static int emit(sim_run *x, int *slot, int n, const int32_t *took, double now) {
 }
 
 /* Runs the scheduler over the arrivals x->r[0..n); max_batch slots. */
-static int simulate(sim_run *x, const sim_cost *k, int max_batch) {
+static int simulate(sim_run *x, const pm_step_cost *k, int max_batch) {
     const cpulm_sched_params sp = cpulm_sched_default_params();
-    const double t1 = step_time(k, 1, 0), tn = step_time(k, max_batch, 0);
+    const double t1 = pm_step_time(k, 1, 0), tn = pm_step_time(k, max_batch, 0);
     /* the server's step model as its start-up calibration finds it: decode steps of 1 and
      * of all slots, and the prompt token's cost */
     cpulm_sched_model m = {.gen = max_batch > 1 ? (tn - t1) / (max_batch - 1) : 0, .pre = k->pre};
@@ -144,7 +130,7 @@ static int simulate(sim_run *x, const sim_cost *k, int max_batch) {
             if (took[i] < 0) took[i] = 0;
             q->prompt -= took[i], n_pre += took[i];
         }
-        double dt = step_time(k, n_gen, n_pre);
+        double dt = pm_step_time(k, n_gen, n_pre);
         now += dt, x->busy += dt, x->rows_time += n_gen * dt;
         rc = emit(x, slot, n_slot, took, now);
         int kept = 0;
@@ -171,7 +157,7 @@ static double percentile(double *v, int n, double pct) { /* nearest rank, as loa
 }
 
 /* The steady state at rate: its percentiles into o. Returns 0 or -1 (out of memory). */
-static int run_once(const sim_cost *k, const pm_workload *w, int max_batch, double rate, double pct,
+static int run_once(const pm_step_cost *k, const pm_workload *w, int max_batch, double rate, double pct,
                     pm_open *o) {
     sim_run x = {.r = malloc(sizeof(sim_req) * SIM_REQUESTS), .n = SIM_REQUESTS};
     x.ttft = malloc(sizeof(double) * SIM_REQUESTS);
@@ -194,13 +180,9 @@ static int run_once(const sim_cost *k, const pm_workload *w, int max_batch, doub
 void pm_open_loop(const pm_eff *e, const pm_ceiling *c, const pm_model_cost *mc,
                   const pm_workload *w, int max_batch, double rate, double pct, pm_open *out) {
     memset(out, 0, sizeof *out);
-    const double bw = e->tg * c->bw_gbs * 1e9, peak = e->pp * c->int8_gops * 1e9;
     const double pp_tok = pm_prompt_speed(e, c, mc, w->prompt, w->cached);
-    if (!(rate > 0) || !(bw > 0) || !(peak > 0) || !(pp_tok > 0) || w->output <= 0 || max_batch < 1)
-        return;
-    const sim_cost k = {.fixed = mc->weight_bytes / bw,
-                        .gen = mc->ops_per_token / peak,
-                        .kv = (w->prompt + w->output / 2) * mc->kv_bytes_per_ctx_token / bw,
-                        .pre = 1 / pp_tok};
+    pm_step_cost k;
+    if (!(rate > 0) || !(pp_tok > 0) || w->output <= 0 || max_batch < 1) return;
+    if (pm_step_cost_make(e, c, mc, w->prompt + w->output / 2, pp_tok, &k)) return;
     run_once(&k, w, max_batch, rate, pct, out);
 }
