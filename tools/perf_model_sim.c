@@ -157,8 +157,8 @@ static double percentile(double *v, int n, double pct) { /* nearest rank, as loa
 }
 
 /* The steady state at rate: its percentiles into o. Returns 0 or -1 (out of memory). */
-static int run_once(const pm_step_cost *k, const pm_workload *w, int max_batch, double rate, double pct,
-                    pm_open *o) {
+static int run_once(const pm_step_cost *k, const pm_workload *w, int max_batch, double rate,
+                    double pct, pm_open *o) {
     sim_run x = {.r = malloc(sizeof(sim_req) * SIM_REQUESTS), .n = SIM_REQUESTS};
     x.ttft = malloc(sizeof(double) * SIM_REQUESTS);
     int rc = -1;
