@@ -303,13 +303,82 @@ xpv8_block(int rows, int n, const float *ms, const float *vs, int64_t ldw, const
 }
 #undef XPV8_ROUND
 
+/* ---- attn_xpv at head size 8, many rows (a verification's tokens): rows in the lanes ----
+ * Up to 16 rows per pass, the accumulators transposed to 8 vectors (dim c; lane = row), so a
+ * key is 8 fused steps (its value element broadcast), each rounded, and one vector sum for
+ * the 16 weight sums: no per-row scalar work, 8 chains in flight. Per 16 keys the rows'
+ * weights are transposed to one vector per key, and the factors only when some row's max
+ * moved on one of those keys (a row that did not move has factor 1: an f16 value times 1
+ * rounds to itself). */
+#define XPV_LANES_MIN 16 /* fewer rows: the pairs above (at 9-15 rows they were as fast) */
+
+/* rows (<= 16) rows of 16 floats at p + r * ld (keys: the columns read) transposed: out[x]
+ * lane r = row r's column x (0 for rows past rows and masked columns). */
+static inline void xpv_t16(const float *p, int64_t ld, int rows, __mmask16 keys, __m512 out[16]) {
+    __m512 in[16];
+    for (int r = 0; r < 16; r++)
+        in[r] = r < rows ? _mm512_maskz_loadu_ps(keys, p + r * ld) : _mm512_setzero_ps();
+    x86_transpose16_ps(in, out);
+}
+
+#define XPV8_ROUND16(x) \
+    _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+static void xpv8_lanes(int rows, int n, const float *ms, const float *vs, int64_t ldw,
+                       const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    const __mmask16 live = rows >= 16 ? 0xFFFF : tail_mask(rows);
+    __m512 t[16], a[8], w[16], f[16];
+    for (int r = 0; r < 16; r++)
+        t[r] = r < rows ? _mm512_maskz_loadu_ps(0x00FF, acc + r * lda) : _mm512_setzero_ps();
+    x86_transpose16_ps(t, w); /* w as scratch: the dims in w[0..7] */
+    for (int c = 0; c < 8; c++)
+        a[c] = w[c];
+    __m512 sum = _mm512_maskz_loadu_ps(live, S);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        const __mmask16 keys = n - j0 >= 16 ? 0xFFFF : tail_mask(n - j0);
+        __mmask16 moved = 0;
+        for (int r = 0; r < rows; r++)
+            moved |= _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(keys, ms + r * ldw + j0), one,
+                                        _CMP_NEQ_UQ);
+        moved &= keys;
+        xpv_t16(vs + j0, ldw, rows, keys, w);
+        if (moved) xpv_t16(ms + j0, ldw, rows, keys, f);
+        const int nk = n - j0 < 16 ? n - j0 : 16;
+        for (int jj = 0; jj < nk; jj++) {
+            const float *vj = v + (int64_t)(j0 + jj) * ldv;
+            if (moved >> jj & 1) {
+                _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
+                    XPV8_ROUND16(_mm512_mul_ps(a[c], f[jj]));
+                sum = _mm512_fmadd_ps(sum, f[jj], w[jj]);
+            } else {
+                sum = _mm512_add_ps(sum, w[jj]); /* fmaf(S, 1, w) */
+            }
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
+                XPV8_ROUND16(_mm512_fmadd_ps(_mm512_set1_ps(vj[c]), w[jj], a[c]));
+        }
+    }
+    for (int c = 0; c < 16; c++)
+        t[c] = c < 8 ? a[c] : _mm512_setzero_ps();
+    x86_transpose16_ps(t, w);
+    for (int r = 0; r < rows; r++)
+        _mm256_storeu_ps(acc + r * lda, _mm512_castps512_ps256(w[r]));
+    _mm512_mask_storeu_ps(S, live, sum);
+}
+#undef XPV8_ROUND16
+
 static void xpv_narrow(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
                        const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
     if (d != 8) {
         cpulm_avx2_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
         return;
     }
-    for (int i = 0; i < m; i += 8) {
+    int i = 0;
+    for (; m - i >= XPV_LANES_MIN; i += 16) {
+        const int rows = m - i < 16 ? m - i : 16;
+        xpv8_lanes(rows, n, ms + (int64_t)i * ldw, vs + (int64_t)i * ldw, ldw, v, ldv,
+                   acc + (int64_t)i * lda, lda, S + i);
+    }
+    for (; i < m; i += 8) {
         const int rows = m - i < 8 ? m - i : 8;
         const float *mi = ms + (int64_t)i * ldw, *vi = vs + (int64_t)i * ldw;
         float *ai = acc + (int64_t)i * lda;
@@ -449,8 +518,76 @@ xscores_pass(int64_t d, int rows, const double *qt, int64_t ldqt, int n, const f
     }
 }
 
+/* Head size 8 (stories260K): keys in the lanes instead, 16 per step. With rows in the lanes
+ * a score was a scalar store and a generation's 2 rows left 6 of 8 lanes idle; here each
+ * row's 16 scores are 16 fused steps (2 vectors x 8 dims, the query element broadcast) and
+ * one store, the key tile transposed once for all rows. Each lane still adds its exact
+ * products in c order from 0, so the same double sums. */
+
+/* Key x of the tile (8 floats), or zeros past the n keys. */
+static inline __m256 xkey8(const float *k, int64_t ldk, int x, int n) {
+    return x < n ? _mm256_loadu_ps(k + x * ldk) : _mm256_setzero_ps();
+}
+
+/* Keys j..j+15 (those below n) as kt[c] (c < 8): dim c of keys 0-7 in kt[c][0], of keys 8-15
+ * in kt[c][1], as doubles. Register r holds keys a and a + 4 (a = r, then r + 4), so that
+ * the 8x8 transposes of the two 256-bit halves (unpacks and shuffles within 128-bit lanes)
+ * end, after one 128-bit lane shuffle, with the 16 keys in order. */
+static inline __attribute__((always_inline)) void xscores_kt8(const float *k, int64_t ldk, int n,
+                                                              __m512d kt[8][2]) {
+    __m512 in[8], t[8], u[8];
+    for (int r = 0; r < 8; r++) {
+        const int a = r < 4 ? r : r + 4;
+        in[r] = _mm512_insertf32x8(_mm512_castps256_ps512(xkey8(k, ldk, a, n)),
+                                   xkey8(k, ldk, a + 4, n), 1);
+    }
+    for (int h = 0; h < 8; h += 4) {
+        t[h] = _mm512_unpacklo_ps(in[h], in[h + 1]);
+        t[h + 1] = _mm512_unpackhi_ps(in[h], in[h + 1]);
+        t[h + 2] = _mm512_unpacklo_ps(in[h + 2], in[h + 3]);
+        t[h + 3] = _mm512_unpackhi_ps(in[h + 2], in[h + 3]);
+        u[h] = _mm512_shuffle_ps(t[h], t[h + 2], 0x44);     /* 128-bit lane L: dims 0 (L even), 4 */
+        u[h + 1] = _mm512_shuffle_ps(t[h], t[h + 2], 0xEE); /* dims 1, 5 */
+        u[h + 2] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0x44); /* dims 2, 6 */
+        u[h + 3] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0xEE); /* dims 3, 7 */
+    }
+    for (int c = 0; c < 4; c++)
+        for (int hi = 0; hi < 2; hi++) { /* dim c: lanes 0 and 2; dim c + 4: lanes 1 and 3 */
+            const __m512 z = hi ? _mm512_shuffle_f32x4(u[c], u[c + 4], 0xDD)
+                                : _mm512_shuffle_f32x4(u[c], u[c + 4], 0x88);
+            kt[c + 4 * hi][0] = _mm512_cvtps_pd(_mm512_castps512_ps256(z));
+            kt[c + 4 * hi][1] =
+                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(z), 1)));
+        }
+}
+
+static void xscores_d8(int m, int n, const double *qt, int64_t ldqt, const float *k, int64_t ldk,
+                       float scale, float *s, int64_t lds) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 keys = n - j >= 16 ? 0xFFFF : tail_mask(n - j);
+        __m512d kt[8][2];
+        xscores_kt8(k + j * ldk, ldk, n - j, kt);
+        for (int i = 0; i < m; i++) {
+            __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+                const __m512d q = _mm512_set1_pd(qt[c * ldqt + i]);
+                a0 = _mm512_fmadd_pd(q, kt[c][0], a0);
+                a1 = _mm512_fmadd_pd(q, kt[c][1], a1);
+            }
+            const __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(a0)),
+                                                _mm512_cvtpd_ps(a1), 1);
+            _mm512_mask_storeu_ps(s + i * lds + j, keys, _mm512_mul_ps(f, vs));
+        }
+    }
+}
+
 static void attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt, const float *k,
                          int64_t ldk, float scale, float *s, int64_t lds) {
+    if (d == 8) {
+        xscores_d8(m, n, qt, ldqt, k, ldk, scale, s, lds);
+        return;
+    }
     if (d % 8 != 0 || d > 256) { /* the 256-bit version takes any d up to 256 */
         cpulm_avx2_attn_xscores(d, m, n, qt, ldqt, k, ldk, scale, s, lds);
         return;
@@ -499,6 +636,11 @@ static inline __m256 xexpf8(__m256 x) {
         _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / 32), _mm512_set1_pd(1.0));
     const __m512d y = _mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc);
     __m256 f = _mm512_cvtpd_ps(y);
+    /* no lane in a special range (nor NaN): the usual case, one branch (the four fixups
+     * below were ~a quarter of attn_xweights) */
+    const __mmask8 sp = _mm256_cmp_ps_mask(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_NGE_UQ) |
+                        _mm256_cmp_ps_mask(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ);
+    if (!sp) return f;
     /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
      * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
     f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
@@ -545,12 +687,19 @@ static void attn_xweights(int n, float *s, float *ms, float *M) {
     for (int j = 0; j < n; j += 16) {
         const __mmask16 k = n - j >= 16 ? 0xFFFF : tail_mask(n - j);
         const __m512 x = _mm512_mask_loadu_ps(ninf, k, s + j);
+        const __m512 vm = _mm512_set1_ps(m);
+        /* the usual group: no key above the running max (NaN is not), so it stays m, every
+         * key's weight is expf(x - m) and its factor 1: no prefix max (as the avx2 op) */
+        if (!(_mm512_cmp_ps_mask(x, vm, _CMP_GT_OQ) & k)) {
+            _mm512_mask_storeu_ps(ms + j, k, one);
+            _mm512_mask_storeu_ps(s + j, k, xexpf16(_mm512_sub_ps(x, vm)));
+            continue;
+        }
         /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
         __m512 p = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), ninf);
         for (int sh = 1; sh < 16;
              sh *= 2) /* max(later, earlier): vmaxps keeps the second on ties */
             p = _mm512_max_ps(p, lanes_up(p, sh, ninf));
-        const __m512 vm = _mm512_set1_ps(m);
         const __m512 incl = _mm512_max_ps(p, vm);
         const __m512 prev = lanes_up(incl, 1, vm);
         const __mmask16 up = _mm512_cmp_ps_mask(x, prev, _CMP_GT_OQ);
