@@ -153,14 +153,18 @@ static inline __m512 load16h(const uint16_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
-/* Exact conversion, 16 halves per instruction (KV cache tiles of the tiled attention). */
+/* Exact conversion, 16 halves per instruction (KV cache tiles of the tiled attention); the
+ * tail masked (a head of 8 is all tail: one cache row's slice per call, element by element
+ * it was ~10% of a stories260K verification). */
 static void to_float_f16(const void *vx, float *y, int64_t n) {
     const uint16_t *x = vx;
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(y + i, load16h(x + i));
-    for (; i < n; i++)
-        y[i] = x86_fp16(x[i]);
+    if (i < n) {
+        const __mmask16 m = tail_mask(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)));
+    }
 }
 
 /* Exact f32 products summed in double (order-independent in practice; see generic/dot.c). */
