@@ -429,8 +429,9 @@ static void xcase_check(test_ctx *t, const cpulm_kernels *lv, const xcase *x, in
 TEST(attn_xentries_bit_identical_at_every_level) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
-    const int ds[] = {7, 8, 12, 40, 48, 64, 80, 128, 256}, ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 33},
-              ns[] = {1, 7, 16, 17, 33, 64};
+    /* m 16-33: head size 8's 16-row lanes with 0-8 rows riding along as pairs */
+    const int ds[] = {7, 8, 12, 40, 48, 64, 80, 128, 256},
+              ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 18, 21, 24, 33}, ns[] = {1, 7, 16, 17, 33, 64};
     const size_t big = 64 * (256 + 5);
     xcase x = {malloc(sizeof(float) * big),     malloc(sizeof(float) * big),
                malloc(sizeof(float) * big),     malloc(sizeof(float) * 33 * 64),
