@@ -708,7 +708,7 @@ TEST(attn_prompt_and_generation_paths_bit_identical) {
 /* The default F16 path (exact tiles) gives the logits of attn_f16 per (token, head) (the
  * walk, attn_fast = -1) bit for bit: 700 tokens (qemu: 300), the last 20 as one prompt batch or one
  * by one, at 1 and 2 threads; tiny-llama3 (head size 64, GQA 4: the SIMD kernels) and stories260K
- * (head size 8: their generic fallbacks). */
+ * (head size 8: avx512's head-8 ops and whole-row tiles, elsewhere the generic fallbacks). */
 TEST(attn_exact_path_equals_the_walk) {
     const char *files[] = {"tiny-llama3-f32.gguf", "stories260K.gguf"};
     /* under qemu tiny-llama3 only: stories260K's head size 8 runs the generic fallbacks,
