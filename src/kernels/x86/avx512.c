@@ -8,6 +8,8 @@
  * use masked loads for tails, so there is no scalar remainder.
  */
 #if defined(__x86_64__)
+#include <string.h>
+
 #include "kernels/blocks.h"
 #include "x86_dnet.h"
 #include "kernels/generic/generic.h"
@@ -1062,9 +1064,9 @@ static inline __attribute__((always_inline)) void frows_block(int R, int T, int6
     }
     float sum[16]; /* pair (r, t) at lane 4 * t + r */
     _mm512_storeu_ps(sum, frows_tail(R, T, np, n, w, ws, x, xs, frows_reduce(acc)));
-    for (int t = 0; t < T; t++)
-        for (int r = 0; r < R; r++)
-            s[t * ld + r] = sum[4 * t + r];
+    for (int t = 0; t < T; t++) /* a token's R results are adjacent: one copy (16 scalar
+                                 * stores were ~15% of a 4 x 4 block at n = 64) */
+        memcpy(s + t * ld, sum + 4 * t, sizeof(float) * (size_t)R);
 }
 
 CPULM_ROWS_SHAPES4(CPULM_FROWS_SHAPE, frows, frows_block, 4)
