@@ -487,7 +487,8 @@ CPULM_API cpulm_token cpulm_sampler_sample_masked(cpulm_sampler *s, const float 
 CPULM_API void cpulm_sampler_accept(cpulm_sampler *s, cpulm_token t);
 CPULM_API void cpulm_sampler_reset(cpulm_sampler *s);
 /* Probability of token t in the distribution of the last sample() call (after the
- * pipeline; 0 if it was cut). For logprobs reporting. */
+ * pipeline; 0 if it was cut). For logprobs reporting; after a greedy pick each call sums
+ * the softmax over the vocabulary (O(n_vocab)). */
 CPULM_API float cpulm_sampler_last_prob(const cpulm_sampler *s, cpulm_token t);
 /* For speculative decoding (src/spec/): the distribution sample_masked(s, logits, allow)
  * would draw from, into probs[n_vocab] (sums to 1; cut and masked tokens get 0; greedy: 1 on

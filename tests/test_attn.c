@@ -429,8 +429,9 @@ static void xcase_check(test_ctx *t, const cpulm_kernels *lv, const xcase *x, in
 TEST(attn_xentries_bit_identical_at_every_level) {
     const cpulm_kernels *lv[16];
     int nl = levels(lv);
-    const int ds[] = {7, 8, 12, 40, 48, 64, 80, 128, 256}, ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 33},
-              ns[] = {1, 7, 16, 17, 33, 64};
+    /* m 16-33: head size 8's 16-row lanes with 0-8 rows riding along as pairs */
+    const int ds[] = {7, 8, 12, 40, 48, 64, 80, 128, 256},
+              ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 18, 21, 24, 33}, ns[] = {1, 7, 16, 17, 33, 64};
     const size_t big = 64 * (256 + 5);
     xcase x = {malloc(sizeof(float) * big),     malloc(sizeof(float) * big),
                malloc(sizeof(float) * big),     malloc(sizeof(float) * 33 * 64),
@@ -707,7 +708,7 @@ TEST(attn_prompt_and_generation_paths_bit_identical) {
 /* The default F16 path (exact tiles) gives the logits of attn_f16 per (token, head) (the
  * walk, attn_fast = -1) bit for bit: 700 tokens (qemu: 300), the last 20 as one prompt batch or one
  * by one, at 1 and 2 threads; tiny-llama3 (head size 64, GQA 4: the SIMD kernels) and stories260K
- * (head size 8: their generic fallbacks). */
+ * (head size 8: avx512's head-8 ops and whole-row tiles, elsewhere the generic fallbacks). */
 TEST(attn_exact_path_equals_the_walk) {
     const char *files[] = {"tiny-llama3-f32.gguf", "stories260K.gguf"};
     /* under qemu tiny-llama3 only: stories260K's head size 8 runs the generic fallbacks,

@@ -454,6 +454,35 @@ TEST(kern_to_float_all_levels) {
     }
 }
 
+/* F16 rows of every length up to 40 (every vector tail; a head of 8 is all tail): each level
+ * converts them as the generic op, bit for bit, and writes nothing past them. */
+TEST(kern_to_float_f16_tails_all_levels) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = kernel_levels(lv);
+    uint16_t h[40];
+    float ref[48], got[48];
+    uint64_t s = 5;
+    for (int i = 0; i < 40; i++) { /* every exponent, both signs, subnormals, inf, NaN */
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        h[i] = (uint16_t)(s >> 48);
+        /* signalling NaNs quieted: the hardware converts them quiet, a cache never holds one
+         * (its values come from float conversions, which quiet them too) */
+        if ((h[i] & 0x7c00) == 0x7c00 && (h[i] & 0x3ff)) h[i] |= 0x200;
+    }
+    h[3] = 0x7c00, h[9] = 0x8001, h[17] = 0x7e00; /* inf, the smallest subnormal, NaN */
+    for (int64_t n = 1; n <= 40; n++) {
+        cpulm_kernels_generic.to_float[CPULM_DTYPE_F16](h, ref, n);
+        for (int l = 0; l < nl; l++) {
+            for (int i = 0; i < 48; i++)
+                got[i] = -7.0f;
+            lv[l]->to_float[CPULM_DTYPE_F16](h, got, n);
+            CHECK(t, memcmp(ref, got, sizeof(float) * (size_t)n) == 0);
+            for (int i = (int)n; i < 48; i++)
+                CHECK(t, got[i] == -7.0f);
+        }
+    }
+}
+
 /* ---- f32 ops ---- */
 
 static double max_rel_err(const float *a, const float *b, int64_t n) {
