@@ -99,7 +99,11 @@ static void vec_dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *v
  * The first tile of a call also prefetches the group's weights PF_BLOCKS blocks ahead: the
  * weights of a call are then read from memory once (a MoE expert's, or a few tokens'
  * GEMV-like batch), and at 8-16 tokens per group the hardware prefetcher alone leaves the
- * chains waiting at every page. Later tiles find the group in L1/L2. */
+ * chains waiting at every page. Later tiles find the group in L1/L2. One token (a GEMV)
+ * does not prefetch: its few instructions per byte leave the hardware prefetcher ahead, and
+ * the 5 prefetches per 288-byte block only cost issue slots and fill buffers. On Zen 4 at 2
+ * threads, token by token in one process (docs/perf-log/2026-12-04-q35tg.md), dropping them
+ * made generation 1.08x (1B), 1.11x (Qwen3.5-35B-A3B cut) and 1.02x (Qwen3-30B-A3B cut). */
 
 #define TILE_T    8
 #define PF_BLOCKS 4
@@ -203,7 +207,7 @@ static inline __attribute__((always_inline)) void gemm_x16(int64_t n, int nt, fl
         gemm_tile(n, w, wk, act + j * stride, stride, s + j * ld, ld, TILE_T, j == 0);
     const uint8_t *a = act + j * stride;
     float *o = s + j * ld;
-    const int pf = j == 0;
+    const int pf = j == 0 && nt > 1; /* a GEMV leaves it to the hardware: see above */
     switch (nt - j) {
     case 7: gemm_tile(n, w, wk, a, stride, o, ld, 7, pf); break;
     case 6: gemm_tile(n, w, wk, a, stride, o, ld, 6, pf); break;
