@@ -24,6 +24,11 @@
  *   the most accumulators a block may carry the weight sums in (0: never), the cases
  *   ASV_XPV_NARROW   the xpv for d % ASV_W != 0 (a level with narrower vectors, or generic)
  *   ASV_EXP1 (optional) cpulm_generic_vexpf's bits inline (the merge's scales)
+ *   asv_qvals(MODE, q, v): v[0..16 / ASV_W) = 16 values of a key as floats (MODE: ATT_VQ8,
+ *   16 int8 at q; ATT_VQ4L / ATT_VQ4H, the low / high nibbles of 16 bytes at q minus 8;
+ *   ATT_VF32, 16 floats at q), asv_block_scales(d, x, ld, n, bs, ds) (x86q_block_scales's
+ *   contract), ASV_QPV_F32: attn_qpv converts a block's values once for more than 4 rows
+ *   (a level without asv_qvals has its own attn_qpv)
  */
 #ifndef CPULM_KERNELS_ATTN_SIMD_H
 #define CPULM_KERNELS_ATTN_SIMD_H
@@ -39,6 +44,7 @@
 #define ATT_SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
 #define ATT_QKT     64  /* keys per pass of the attn_q* ops (their scale and weight buffers) */
 #define ATT_QWDIM   256 /* the largest head size the SIMD attn_q* ops take; others go generic */
+enum { ATT_VQ8, ATT_VQ4L, ATT_VQ4H, ATT_VF32 }; /* attn_qpv's value sources (asv_qvals) */
 
 #define ASV_INLINE static inline __attribute__((always_inline))
 /* for (i = 0; i < N; i++), N <= MAX a constant once inlined, fully unrolled: the literal
@@ -392,4 +398,136 @@ void ASV_OP(attn_xpv)(int64_t d, int m, int n, const float *ms, const float *vs,
             }
     }
 }
+
+/* ---- quantized family (attna) ---- */
+
+#define ASV_STR_(x) #x
+#define ASV_STR(x)  ASV_STR_(x)
+/* llvm-mca markers as X86Q_MCA_* / ARM_MCA_*, the region named <level>_NAME */
+#ifdef CPULM_MCA_MARKERS
+#define ASV_MCA(EDGE, NAME) __asm__ volatile("# LLVM-MCA-" EDGE " " ASV_STR(ASV_LEVEL) "_" NAME)
+#else
+#define ASV_MCA(EDGE, NAME) ((void)0)
+#endif
+
+/* ---- attn_qpv: R rows x 16 dims a pass over the keys, one block's weights ---- */
+#ifdef asv_qvals /* the levels with this op (avx512's takes 2 blocks a pass: avx512_attn.c) */
+
+#define ATT_QV (16 / ASV_W) /* vectors of 16 dims */
+
+/* One pass: R rows x 16 dims (column c of orow[r]) over n keys, o = fma(w_rj, v_j, o) in
+ * key order; row r's weights at w[r * ATT_QKT + j]; key j's values at vq + j * ldv (MODE
+ * ATT_VF32: vf + j * 16). R, MODE and PF are constants at every call (att_qpv_pass_any), so
+ * the key loop has no test; PF hints the rows pf + j * ldv (pfn bytes) as it goes. */
+ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, const float *vf,
+                             const float *w, float *const orow[4], int64_t c, const uint8_t *pf,
+                             size_t pfn, const int R, const int MODE, const int PF) {
+    ASV acc[4][ATT_QV];
+    ASV_FOR(r, R, 4) ASV_FOR(t, ATT_QV, ATT_QV) acc[r][t] = asv_load(orow[r] + c + ASV_W * t);
+    for (int j = 0; j < n; j++) {
+        if (R == 4 && MODE == ATT_VQ8 && !PF) ASV_MCA("BEGIN", "attn_qpv");
+        if (PF) att_hint_row(pf + (uint64_t)j * ldv, pfn);
+        ASV v[ATT_QV];
+        asv_qvals(MODE, MODE == ATT_VF32 ? (const void *)(vf + j * 16) : vq + (uint64_t)j * ldv, v);
+        ASV_FOR(r, R, 4) {
+            const ASV wj = asv_set1(w[r * ATT_QKT + j]);
+            ASV_FOR(t, ATT_QV, ATT_QV) acc[r][t] = asv_fma(wj, v[t], acc[r][t]);
+        }
+        if (R == 4 && MODE == ATT_VQ8 && !PF) ASV_MCA("END", "attn_qpv");
+    }
+    ASV_FOR(r, R, 4) ASV_FOR(t, ATT_QV, ATT_QV) asv_store(orow[r] + c + ASV_W * t, acc[r][t]);
+}
+
+#define ATT_QPV_R(R, MODE, PF) att_qpv_pass(n, vq, ldv, vf, w, orow, c, pf, pfn, R, MODE, PF)
+#define ATT_QPV_RS(MODE, PF)   ATT_BY_ROWS(R, ATT_QPV_R, MODE, PF)
+/* att_qpv_pass with its constants chosen here, once per pass (converted values: no hint). */
+static void att_qpv_pass_any(int R, int mode, int n, const uint8_t *vq, uint64_t ldv,
+                             const float *vf, const float *w, float *const orow[4], int64_t c,
+                             const uint8_t *pf, size_t pfn) {
+    switch (mode == ATT_VF32 ? -1 : mode + 4 * (pf != NULL)) {
+    case -1: ATT_QPV_RS(ATT_VF32, 0); break;
+    case ATT_VQ8: ATT_QPV_RS(ATT_VQ8, 0); break;
+    case ATT_VQ4L: ATT_QPV_RS(ATT_VQ4L, 0); break;
+    case ATT_VQ4H: ATT_QPV_RS(ATT_VQ4H, 0); break;
+    case 4 + ATT_VQ8: ATT_QPV_RS(ATT_VQ8, 1); break;
+    case 4 + ATT_VQ4L: ATT_QPV_RS(ATT_VQ4L, 1); break;
+    default: ATT_QPV_RS(ATT_VQ4H, 1); break;
+    }
+}
+#undef ATT_QPV_RS
+#undef ATT_QPV_R
+
+/* Block b of keys 0..nk-1 as floats for every row group: half h's 16 values of key j at
+ * vf[h * 16 * ATT_QKT + j * 16] (vb: the block's quants in key 0). */
+ASV_INLINE void att_qpv_f32(const uint8_t *vb, uint64_t ldv, int nk, int q4, float *vf) {
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < nk; j++) {
+            ASV x[ATT_QV];
+            if (q4)
+                asv_qvals(h ? ATT_VQ4H : ATT_VQ4L, vb + (uint64_t)j * ldv, x);
+            else
+                asv_qvals(ATT_VQ8, vb + (uint64_t)j * ldv + 16 * h, x);
+            ASV_FOR(t, ATT_QV, ATT_QV) asv_store(vf + h * 16 * ATT_QKT + j * 16 + ASV_W * t, x[t]);
+        }
+}
+
+/* w[r * ATT_QKT + j] = p_rj * d_j (one rounding per key and block, as the generic weight)
+ * for the R rows at p. */
+ASV_INLINE void att_qpv_weights(const float *p, int64_t ldp, const float *db, int nk, int R,
+                                float *w) {
+    for (int r = 0; r < R; r++) {
+        const float *pr = p + (int64_t)r * ldp;
+        int j = 0;
+        for (; j + ASV_W <= nk; j += ASV_W)
+            asv_store(w + r * ATT_QKT + j, asv_mul(asv_load(pr + j), asv_load(db + j)));
+        for (; j < nk; j++)
+            w[r * ATT_QKT + j] = pr[j] * db[j];
+    }
+}
+
+/* o *= a first (the per-key fmas follow); per tile of ATT_QKT keys the block scales, then
+ * per block and group of 4 rows the weights and two passes of 16 dims. */
+void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
+                      const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
+                      const uint8_t *next) {
+    if (d % 32 != 0 || d > ATT_QWDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
+        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
+        return;
+    }
+    const int q4 = vt == CPULM_DTYPE_Q4_0, f32 = ASV_QPV_F32 && m > 4;
+    const size_t bs = att_block_bytes(q4);
+    for (int i = 0; i < m; i++) {
+        float *oi = o + (int64_t)i * ldo;
+        const ASV va = asv_set1(a[i]);
+        for (int64_t c = 0; c < d; c += ASV_W)
+            asv_store(oi + c, asv_mul(asv_load(oi + c), va));
+    }
+    float dv[ATT_QWDIM / 32 * ATT_QKT], w[4 * ATT_QKT], vf[ASV_QPV_F32 ? 2 * 16 * ATT_QKT : 1];
+    for (int j0 = 0; j0 < n; j0 += ATT_QKT) {
+        const int nk = n - j0 < ATT_QKT ? n - j0 : ATT_QKT;
+        const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
+        asv_block_scales(d, vj0, ldv, nk, bs, dv);
+        for (int64_t b = 0; b < d / 32; b++) {
+            const uint8_t *vb = vj0 + (size_t)b * bs + 2; /* block b's quants in key 0 */
+            if (f32) att_qpv_f32(vb, ldv, nk, q4, vf);
+            for (int i = 0; i < m; i += 4) {
+                const int R = m - i < 4 ? m - i : 4;
+                float *orow[4];
+                att_qpv_weights(p + (int64_t)i * ldp + j0, ldp, dv + b * ATT_QKT, nk, R, w);
+                for (int r = 0; r < R; r++)
+                    orow[r] = o + (int64_t)(i + r) * ldo;
+                for (int h = 0; h < 2; h++) {
+                    /* the first pass over the keys hints the next rows */
+                    const uint8_t *pf =
+                        next && b == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
+                    const int mode = f32 ? ATT_VF32 : q4 ? ATT_VQ4L + h : ATT_VQ8;
+                    att_qpv_pass_any(R, mode, nk, vb + (q4 ? 0 : 16 * h), ldv,
+                                     vf + h * 16 * ATT_QKT, w, orow, b * 32 + h * 16, pf,
+                                     (size_t)(d / 32) * bs);
+                }
+            }
+        }
+    }
+}
+#endif /* asv_qvals */
 #endif /* ASV_LEVEL */

@@ -19,7 +19,8 @@
 
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
-/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv) ---- */
+/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv, attn_qpv) ----
+ */
 
 /* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1, never stored),
  * c < dc (a multiple of 4), by 4 x 4 register transposes. */
@@ -60,6 +61,46 @@ ARM_INLINE void st_lanes(float *p, float32x4_t x, int nl) {
     vst1q_f32(b, x);
     for (int l = 0; l < nl; l++)
         p[l] = b[l];
+}
+
+/* The block scales of n <= ATT_QKT cache rows as f32, block-major: ds[b * ATT_QKT + j] (the
+ * halves gathered, then converted 4 at a time). */
+ARM_INLINE void block_scales(int64_t d, const uint8_t *x, uint64_t ld, int n, size_t bs,
+                             float *ds) {
+    uint16_t h[ATT_QKT];
+    for (int64_t b = 0; b < d / 32; b++) {
+        int j = 0;
+        for (; j < n; j++)
+            memcpy(&h[j], x + (uint64_t)j * ld + (size_t)b * bs, 2);
+        for (; j % 4; j++)
+            h[j] = 0;
+        for (int e = 0; e < j; e += 4)
+            vst1q_f32(ds + b * ATT_QKT + e, arm_load4_f16(h + e));
+    }
+}
+
+/* 16 values of a key as floats (asv_qvals). Every int8 converts exactly. */
+ARM_INLINE void neon_qvals(const int MODE, const void *q, float32x4_t v[4]) {
+    if (MODE == ATT_VF32) {
+        NEON_UNROLL
+        for (int t = 0; t < 4; t++)
+            v[t] = vld1q_f32((const float *)q + 4 * t);
+        return;
+    }
+    int8x16_t x;
+    if (MODE != ATT_VQ8) {
+        const uint8x16_t u = vld1q_u8(q);
+        x = vsubq_s8(vreinterpretq_s8_u8(MODE == ATT_VQ4H ? vshrq_n_u8(u, 4)
+                                                          : vandq_u8(u, vdupq_n_u8(0x0f))),
+                     vdupq_n_s8(8));
+    } else {
+        x = vld1q_s8(q);
+    }
+    const int16x8_t lo = vmovl_s8(vget_low_s8(x)), hi = vmovl_high_s8(x);
+    v[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
+    v[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
+    v[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
+    v[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
 }
 
 /* ---- online softmax ---- */
@@ -141,6 +182,10 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
 #define ASV_PV_VECS(rows) 4
 #define ASV_PV_DIMS_OUTER 0
 #define ASV_PV_CASES(X)   ASV_SC_CASES(X)
+/* attn_qpv: every group of rows converts the values it reads */
+#define ASV_QPV_F32                           0
+#define asv_qvals(MODE, q, v)                 neon_qvals(MODE, q, v)
+#define asv_block_scales(d, x, ld, n, bs, ds) block_scales(d, x, ld, n, bs, ds)
 #include "kernels/attn_simd.h"
 
 /* ======== the exact numerics (attn_x*) ======== */
@@ -336,9 +381,6 @@ void cpulm_neon_attn_xweights(int n, float *s, float *ms, float *M) {
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
 
-#define KT   ATT_QKT
-#define WDIM ATT_QWDIM
-
 /* ---- query rows to int16 ---- */
 
 void cpulm_neon_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
@@ -531,129 +573,4 @@ float cpulm_neon_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
     return neon_softmax_with(n, lim, s, M, L, vexpz4, cpulm_generic_vexpzf);
 }
 
-/* ---- P.V ---- */
-
-/* The block scales of n <= KT cache rows as f32, block-major: ds[b * KT + j] (the halves
- * gathered, then converted 4 at a time). */
-ARM_INLINE void block_scales(int64_t d, const uint8_t *x, uint64_t ld, int n, size_t bs,
-                             float *ds) {
-    uint16_t h[KT];
-    for (int64_t b = 0; b < d / 32; b++) {
-        int j = 0;
-        for (; j < n; j++)
-            memcpy(&h[j], x + (uint64_t)j * ld + (size_t)b * bs, 2);
-        for (; j % 4; j++)
-            h[j] = 0;
-        for (int e = 0; e < j; e += 4)
-            vst1q_f32(ds + b * KT + e, arm_load4_f16(h + e));
-    }
-}
-
-/* 16 values of a key as f32: Q8 (16 int8 at q) or Q4 (the low or, HI, high nibbles of the
- * 16 bytes at q, minus 8). Every int8 converts exactly. */
-ARM_INLINE void pv_vals(const uint8_t *q, const int Q4, const int HI, float32x4_t v[4]) {
-    int8x16_t x;
-    if (Q4) {
-        const uint8x16_t u = vld1q_u8(q);
-        x = vsubq_s8(vreinterpretq_s8_u8(HI ? vshrq_n_u8(u, 4) : vandq_u8(u, vdupq_n_u8(0x0f))),
-                     vdupq_n_s8(8));
-    } else {
-        x = vld1q_s8((const int8_t *)q);
-    }
-    const int16x8_t lo = vmovl_s8(vget_low_s8(x)), hi = vmovl_high_s8(x);
-    v[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
-    v[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
-    v[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
-    v[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
-}
-
-/* One pass: R rows x 16 dims (column c of orow[r]) over n keys, o = fma(w_rj, v_j, o) in
- * key order; row r's weights at w[r * KT + j], key j's 16 values at vq + j * ldv. R, Q4,
- * HI and PF are constants at every call (pv_pass_any), so the key loop has no test; PF
- * hints the rows pf + j * ldv (pfn bytes) as it goes. */
-ARM_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, const float *w,
-                        float *const orow[4], int64_t c, const uint8_t *pf, size_t pfn, const int R,
-                        const int Q4, const int HI, const int PF) {
-    float32x4_t acc[4][4];
-    NEON_FOR(r, R, 4)
-    NEON_UNROLL for (int t = 0; t < 4; t++) acc[r][t] = vld1q_f32(orow[r] + c + 4 * t);
-    for (int j = 0; j < n; j++) {
-        if (R == 4 && !Q4 && !PF) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_qpv");
-        if (PF) att_hint_row(pf + (uint64_t)j * ldv, pfn);
-        float32x4_t v[4];
-        pv_vals(vq + (uint64_t)j * ldv, Q4, HI, v);
-        NEON_FOR(r, R, 4) {
-            const float wr = w[r * KT + j];
-            NEON_UNROLL
-            for (int t = 0; t < 4; t++)
-                acc[r][t] = vfmaq_n_f32(acc[r][t], v[t], wr);
-        }
-        if (R == 4 && !Q4 && !PF) ARM_MCA_END(ARM_MCA_LEVEL "_attn_qpv");
-    }
-    NEON_FOR(r, R, 4)
-    NEON_UNROLL for (int t = 0; t < 4; t++) vst1q_f32(orow[r] + c + 4 * t, acc[r][t]);
-}
-
-#define PV_R(R, Q4, HI, PF) pv_pass(n, vq, ldv, w, orow, c, pf, pfn, R, Q4, HI, PF)
-#define PV_RS(Q4, HI, PF)   ATT_BY_ROWS(R, PV_R, Q4, HI, PF)
-
-/* pv_pass with its constants chosen here, once per pass (mode: 0 Q8, 1 Q4 low nibbles,
- * 2 Q4 high nibbles). */
-static void pv_pass_any(int R, int mode, int n, const uint8_t *vq, uint64_t ldv, const float *w,
-                        float *const orow[4], int64_t c, const uint8_t *pf, size_t pfn) {
-    if (pf) {
-        if (mode == 0) PV_RS(0, 0, 1) else if (mode == 1) PV_RS(1, 0, 1) else PV_RS(1, 1, 1)
-    } else {
-        if (mode == 0) PV_RS(0, 0, 0) else if (mode == 1) PV_RS(1, 0, 0) else PV_RS(1, 1, 0)
-    }
-}
-#undef PV_RS
-#undef PV_R
-
-void cpulm_neon_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
-                         const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
-                         const uint8_t *next) {
-    if (d % 32 != 0 || d > WDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
-        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
-        return;
-    }
-    const int q4 = vt == CPULM_DTYPE_Q4_0;
-    const size_t bs = att_block_bytes(q4);
-    for (int i = 0; i < m; i++) { /* o *= a first: the per-key fmas follow */
-        float *oi = o + (int64_t)i * ldo;
-        for (int64_t c = 0; c < d; c += 4)
-            vst1q_f32(oi + c, vmulq_n_f32(vld1q_f32(oi + c), a[i]));
-    }
-    float dv[WDIM / 32 * KT], w[4 * KT];
-    for (int j0 = 0; j0 < n; j0 += KT) {
-        const int nk = n - j0 < KT ? n - j0 : KT;
-        const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
-        block_scales(d, vj0, ldv, nk, bs, dv);
-        for (int64_t b = 0; b < d / 32; b++) {
-            const uint8_t *vb = vj0 + (size_t)b * bs + 2; /* block b's quants in key 0 */
-            const float *db = dv + b * KT;
-            for (int i = 0; i < m; i += 4) {
-                const int R = m - i < 4 ? m - i : 4;
-                float *orow[4];
-                for (int r = 0; r < R; r++) { /* w = p * d: one rounding per key and block */
-                    const float *pr = p + (int64_t)(i + r) * ldp + j0;
-                    int j = 0;
-                    for (; j + 4 <= nk; j += 4)
-                        vst1q_f32(w + r * KT + j, vmulq_f32(vld1q_f32(pr + j), vld1q_f32(db + j)));
-                    for (; j < nk; j++)
-                        w[r * KT + j] = pr[j] * db[j];
-                    orow[r] = o + (int64_t)(i + r) * ldo;
-                }
-                for (int h = 0; h < 2; h++) {
-                    /* the first pass over the keys hints the next rows */
-                    const uint8_t *pf =
-                        next && b == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
-                    const int mode = q4 ? 1 + h : 0;
-                    pv_pass_any(R, mode, nk, vb + (q4 ? 0 : 16 * h), ldv, w, orow, b * 32 + h * 16,
-                                pf, (size_t)(d / 32) * bs);
-                }
-            }
-        }
-    }
-}
 #endif
