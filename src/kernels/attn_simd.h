@@ -28,7 +28,9 @@
  *   16 int8 at q; ATT_VQ4L / ATT_VQ4H, the low / high nibbles of 16 bytes at q minus 8;
  *   ATT_VF32, 16 floats at q), asv_block_scales(d, x, ld, n, bs, ds) (x86q_block_scales's
  *   contract), ASV_QPV_F32: attn_qpv converts a block's values once for more than 4 rows
- *   (a level without asv_qvals has its own attn_qpv)
+ *   asv_absmax(m, x) (max(m, |x|)), asv_hmax(x) (the largest lane), asv_store_q16(p, x0,
+ *   x1): 2 ASV_W int16 at p, x0's lanes then x1's clamped to +-32767 and rounded half away
+ *   from 0. A level without asv_qvals / asv_store_q16 has its own attn_qpv / attn_qquant.
  */
 #ifndef CPULM_KERNELS_ATTN_SIMD_H
 #define CPULM_KERNELS_ATTN_SIMD_H
@@ -408,6 +410,29 @@ void ASV_OP(attn_xpv)(int64_t d, int m, int n, const float *ms, const float *vs,
 #define ASV_MCA(EDGE, NAME) __asm__ volatile("# LLVM-MCA-" EDGE " " ASV_STR(ASV_LEVEL) "_" NAME)
 #else
 #define ASV_MCA(EDGE, NAME) ((void)0)
+#endif
+
+/* ---- attn_qquant: per row the largest |q|, then 2 vectors a step to int16 ---- */
+#ifdef asv_store_q16
+void ASV_OP(attn_qquant)(int64_t d, int m, const float *q, int64_t ldq, float scale, int16_t *q16,
+                         float *qs) {
+    if (d % (2 * ASV_W) != 0) {
+        cpulm_generic_attn_qquant(d, m, q, ldq, scale, q16, qs);
+        return;
+    }
+    for (int i = 0; i < m; i++) {
+        const float *qi = q + (int64_t)i * ldq;
+        ASV vmax = asv_set1(0.0f);
+        for (int64_t e = 0; e < d; e += ASV_W)
+            vmax = asv_absmax(vmax, asv_load(qi + e));
+        const float amax = asv_hmax(vmax), id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        const ASV vid = asv_set1(id);
+        for (int64_t e = 0; e < d; e += 2 * ASV_W)
+            asv_store_q16(q16 + (int64_t)i * d + e, asv_mul(asv_load(qi + e), vid),
+                          asv_mul(asv_load(qi + e + ASV_W), vid));
+        qs[i] = amax / 32767.0f * scale;
+    }
+}
 #endif
 
 /* ---- attn_qpv: R rows x 16 dims a pass over the keys, one block's weights ---- */

@@ -19,8 +19,7 @@
 
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
-/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv, attn_qpv) ----
- */
+/* ---- the vector layer of attn_simd.h (attn_scores, pv, merge, xpv, qquant, qpv) ---- */
 
 /* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1, never stored),
  * c < dc (a multiple of 4), by 4 x 4 register transposes. */
@@ -77,6 +76,14 @@ ARM_INLINE void block_scales(int64_t d, const uint8_t *x, uint64_t ld, int n, si
         for (int e = 0; e < j; e += 4)
             vst1q_f32(ds + b * ATT_QKT + e, arm_load4_f16(h + e));
     }
+}
+
+/* x clamped to +-32767, x + (x >= 0 ? 0.5 : -0.5) truncated (FCVTZS): the generic rounding */
+ARM_INLINE int32x4_t neon_q32(float32x4_t x) {
+    x = vmaxq_f32(vminq_f32(x, vdupq_n_f32(32767.0f)), vdupq_n_f32(-32767.0f));
+    const float32x4_t half =
+        vbslq_f32(vcgeq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(0.5f), vdupq_n_f32(-0.5f));
+    return vcvtq_s32_f32(vaddq_f32(x, half));
 }
 
 /* 16 values of a key as floats (asv_qvals). Every int8 converts exactly. */
@@ -186,6 +193,11 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
 #define ASV_QPV_F32                           0
 #define asv_qvals(MODE, q, v)                 neon_qvals(MODE, q, v)
 #define asv_block_scales(d, x, ld, n, bs, ds) block_scales(d, x, ld, n, bs, ds)
+/* attn_qquant */
+#define asv_absmax(m, x) vmaxq_f32(m, vabsq_f32(x))
+#define asv_hmax(x)      vmaxvq_f32(x)
+#define asv_store_q16(p, x0, x1) \
+    vst1q_s16(p, vcombine_s16(vmovn_s32(neon_q32(x0)), vmovn_s32(neon_q32(x1))))
 #include "kernels/attn_simd.h"
 
 /* ======== the exact numerics (attn_x*) ======== */
@@ -380,37 +392,6 @@ void cpulm_neon_attn_xweights(int n, float *s, float *ms, float *M) {
 /* (P.V: attn_xpv is attn_simd.h's) */
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
-
-/* ---- query rows to int16 ---- */
-
-void cpulm_neon_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
-                            int16_t *q16, float *qs) {
-    if (d % 8 != 0) {
-        cpulm_generic_attn_qquant(d, m, q, ldq, scale, q16, qs);
-        return;
-    }
-    const float32x4_t lim = vdupq_n_f32(32767.0f), nlim = vdupq_n_f32(-32767.0f);
-    for (int i = 0; i < m; i++) {
-        const float *qi = q + (int64_t)i * ldq;
-        float32x4_t vmax = vdupq_n_f32(0.0f);
-        for (int64_t e = 0; e < d; e += 4)
-            vmax = vmaxq_f32(vmax, vabsq_f32(vld1q_f32(qi + e)));
-        const float amax = vmaxvq_f32(vmax), id = amax > 0.0f ? 32767.0f / amax : 0.0f;
-        for (int64_t e = 0; e < d; e += 8) {
-            int32x4_t r[2];
-            for (int h = 0; h < 2; h++) {
-                float32x4_t x = vmulq_n_f32(vld1q_f32(qi + e + 4 * h), id);
-                x = vmaxq_f32(vminq_f32(x, lim), nlim);
-                /* x + (x >= 0 ? 0.5 : -0.5), truncated (FCVTZS): the generic rounding */
-                const float32x4_t half = vbslq_f32(vcgeq_f32(x, vdupq_n_f32(0.0f)),
-                                                   vdupq_n_f32(0.5f), vdupq_n_f32(-0.5f));
-                r[h] = vcvtq_s32_f32(vaddq_f32(x, half));
-            }
-            vst1q_s16(q16 + (int64_t)i * d + e, vcombine_s16(vmovn_s32(r[0]), vmovn_s32(r[1])));
-        }
-        qs[i] = amax / 32767.0f * scale;
-    }
-}
 
 /* ---- scores ---- */
 

@@ -66,8 +66,21 @@ AVX2_INLINE float avx2_softmax_with(int n, int lim, float *s, float *M, float *L
 
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
-/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv, attn_qpv) ----
- */
+/* ---- the vector layer of attn_simd.h (attn_scores, pv, merge, xpv, qquant, qpv) ---- */
+
+/* x clamped to +-32767, x + (x >= 0 ? 0.5 : -0.5) truncated: the generic rounding */
+AVX2_INLINE __m256i avx2_q32(__m256 x) {
+    const __m256 lim = _mm256_set1_ps(32767.0f), sign = _mm256_set1_ps(-0.0f);
+    x = _mm256_max_ps(_mm256_min_ps(x, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+    const __m256 half = _mm256_or_ps(_mm256_and_ps(x, sign), _mm256_set1_ps(0.5f));
+    return _mm256_cvttps_epi32(_mm256_add_ps(x, half));
+}
+
+/* asv_store_q16 */
+AVX2_INLINE void avx2_store_q16(int16_t *p, __m256 x0, __m256 x1) {
+    const __m256i pk = _mm256_packs_epi32(avx2_q32(x0), avx2_q32(x1));
+    _mm256_storeu_si256((__m256i *)p, _mm256_permute4x64_epi64(pk, 0xd8));
+}
 
 /* 16 values of a key as floats (asv_qvals; Q8: pmovsxbd straight from memory). */
 AVX2_INLINE void avx2_qvals(const int MODE, const void *q, __m256 v[2]) {
@@ -146,6 +159,10 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
 #define ASV_QPV_F32                           1
 #define asv_qvals(MODE, q, v)                 avx2_qvals(MODE, q, v)
 #define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales(d, x, ld, n, bs, ds)
+/* attn_qquant */
+#define asv_absmax(m, x)         _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))
+#define asv_hmax(x)              x86_hmax_ps256(x)
+#define asv_store_q16(p, x0, x1) avx2_store_q16(p, x0, x1)
 #include "kernels/attn_simd.h"
 
 /* ---- online softmax ---- */
@@ -410,38 +427,6 @@ void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M) {
 /* (P.V: attn_xpv is attn_simd.h's) */
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
-
-/* ---- query rows to int16 ---- */
-
-void cpulm_avx2_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
-                            int16_t *q16, float *qs) {
-    if (d % 16 != 0) {
-        cpulm_generic_attn_qquant(d, m, q, ldq, scale, q16, qs);
-        return;
-    }
-    const __m256 sign = _mm256_set1_ps(-0.0f), lim = _mm256_set1_ps(32767.0f);
-    for (int i = 0; i < m; i++) {
-        const float *qi = q + (int64_t)i * ldq;
-        __m256 vmax = _mm256_setzero_ps();
-        for (int64_t e = 0; e < d; e += 8)
-            vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, _mm256_loadu_ps(qi + e)));
-        const float amax = x86_hmax_ps256(vmax), id = amax > 0.0f ? 32767.0f / amax : 0.0f;
-        const __m256 vid = _mm256_set1_ps(id);
-        for (int64_t e = 0; e < d; e += 16) {
-            __m256i r[2];
-            for (int h = 0; h < 2; h++) {
-                __m256 x = _mm256_mul_ps(_mm256_loadu_ps(qi + e + 8 * h), vid);
-                x = _mm256_max_ps(_mm256_min_ps(x, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
-                /* x + (x >= 0 ? 0.5 : -0.5), truncated: the generic rounding */
-                const __m256 half = _mm256_or_ps(_mm256_and_ps(x, sign), _mm256_set1_ps(0.5f));
-                r[h] = _mm256_cvttps_epi32(_mm256_add_ps(x, half));
-            }
-            const __m256i pk = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xd8);
-            _mm256_storeu_si256((__m256i *)(q16 + (int64_t)i * d + e), pk);
-        }
-        qs[i] = amax / 32767.0f * scale;
-    }
-}
 
 /* ---- scores ---- */
 
