@@ -160,6 +160,62 @@ ASV_INLINE void x86q_block_scales512(int64_t d, const uint8_t *x, uint64_t ld, i
 }
 #endif
 #endif /* __x86_64__ */
+
+#if defined(__aarch64__)
+#include "kernels/arm/arm.h"
+
+/* ---- the arm levels' attn_qscores (neon_attn.c, dotprod_attn.c): 4 rows x 2 keys a call */
+
+/* Block b's 32 quants of a cache row as two int8 vectors (Q4_0: nibble - 8). */
+ASV_INLINE void att_arm_block_k8(const uint8_t *row, int64_t b, const int Q4, int8x16_t k[2]) {
+    if (Q4) {
+        arm_q4_0_unpack(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2, &k[0], &k[1]);
+    } else {
+        const int8_t *qs = (const int8_t *)(row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2);
+        k[0] = vld1q_s8(qs);
+        k[1] = vld1q_s8(qs + 16);
+    }
+}
+
+/* The scale of block b of a cache row as f32 (exact). */
+ASV_INLINE float att_arm_key_d(const uint8_t *row, int64_t b, const int Q4) {
+    uint16_t h;
+    __builtin_memcpy(&h, row + (size_t)b * att_block_bytes(Q4), 2);
+    return arm_fp16(h);
+}
+
+/* A level's scores of 4 query rows (x: the level's form of them) x keys kr[0], kr[1], times
+ * qsv: out[t] = key t's, rows in lanes. */
+typedef void (*att_arm_keys2_fn)(int64_t d, const void *x, float32x4_t qsv,
+                                 const uint8_t *const kr[2], float32x4_t out[2]);
+
+/* A group of rows (rows <= 4 real ones, row r at s + r * lds) x keys 0..n-1 by keys2, 2
+ * keys a call (an odd last key as both: a key's scores do not depend on the other key);
+ * hints the rows at hint (NULL: none), rb bytes each. */
+ASV_INLINE void att_arm_rows(int64_t d, int rows, int n, const void *x, float32x4_t qsv,
+                             att_arm_keys2_fn keys2, const uint8_t *k, uint64_t ldk,
+                             const uint8_t *hint, size_t rb, float *s, int64_t lds) {
+    for (int j = 0; j < n; j += 2) {
+        const int j1 = j + 1 < n ? j + 1 : j;
+        if (hint) {
+            att_hint_row(hint + (uint64_t)j * ldk, rb);
+            att_hint_row(hint + (uint64_t)j1 * ldk, rb);
+        }
+        const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)j1 * ldk};
+        float32x4_t o[2];
+        keys2(d, x, qsv, kr, o);
+        /* [a0 b0 a1 b1], [a2 b2 a3 b3]: row r's two scores */
+        const float32x4_t lo = vzip1q_f32(o[0], o[1]), hi = vzip2q_f32(o[0], o[1]);
+        const float32x2_t rr[4] = {vget_low_f32(lo), vget_high_f32(lo), vget_low_f32(hi),
+                                   vget_high_f32(hi)};
+        for (int r = 0; r < rows; r++)
+            if (j1 > j)
+                vst1_f32(s + (int64_t)r * lds + j, rr[r]);
+            else
+                vst1_lane_f32(s + (int64_t)r * lds + j, rr[r], 0);
+    }
+}
+#endif /* __aarch64__ */
 #endif /* CPULM_KERNELS_ATTN_SIMD_H */
 
 /* The ops, once per level: a second inclusion, after the level's vector layer. */

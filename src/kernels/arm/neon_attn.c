@@ -398,18 +398,12 @@ void cpulm_neon_attn_xweights(int n, float *s, float *ms, float *M) {
 /* Block b of a cache row: its 32 quants as four int16 vectors (elements 0-7 ... 24-31). Q4
  * is a constant at every call (each op is built once per cache type). */
 ARM_INLINE void block_k16(const uint8_t *row, int64_t b, const int Q4, int16x8_t k[4]) {
-    int8x16_t lo, hi;
-    if (Q4) {
-        arm_q4_0_unpack(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2, &lo, &hi);
-    } else {
-        const int8_t *qs = (const int8_t *)(row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2);
-        lo = vld1q_s8(qs);
-        hi = vld1q_s8(qs + 16);
-    }
-    k[0] = vmovl_s8(vget_low_s8(lo));
-    k[1] = vmovl_high_s8(lo);
-    k[2] = vmovl_s8(vget_low_s8(hi));
-    k[3] = vmovl_high_s8(hi);
+    int8x16_t x[2];
+    att_arm_block_k8(row, b, Q4, x);
+    k[0] = vmovl_s8(vget_low_s8(x[0]));
+    k[1] = vmovl_high_s8(x[0]);
+    k[2] = vmovl_s8(vget_low_s8(x[1]));
+    k[3] = vmovl_high_s8(x[1]);
 }
 
 /* The exact int32 dot of 32 query elements with a key block, in 4 lanes to be added. */
@@ -424,25 +418,20 @@ ARM_INLINE int32x4_t qdot(const int16x8_t qv[4], const int16x8_t k[4]) {
     return a;
 }
 
-/* The scale of block b of a cache row as f32 (exact). */
-ARM_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
-    uint16_t h;
-    memcpy(&h, row + (size_t)b * att_block_bytes(Q4), 2);
-    return arm_fp16(h);
-}
-
-/* Scores of 4 rows (qr) x K keys (1 or 2; rows in lanes, one vector per key), times qsv. */
-ARM_INLINE void scores_4xk(int64_t d, const int Q4, const int K, const int16_t *const qrp[4],
-                           float32x4_t qsv, const uint8_t *const krp[2], float32x4_t out[2]) {
-    /* the pointers as locals: read through qrp / krp in the loop, clang reloads them every
+/* Scores of 4 rows (x: their int16 rows) x 2 keys (rows in lanes, one vector per key),
+ * times qsv. */
+ARM_INLINE void scores_4x2(int64_t d, const int Q4, const void *x, float32x4_t qsv,
+                           const uint8_t *const krp[2], float32x4_t out[2]) {
+    /* the pointers as locals: read through x / krp in the loop, clang reloads them every
      * block once the mca markers are in (its code then differs by 5%) */
+    const int16_t *const *qrp = x;
     const int16_t *const qr[4] = {qrp[0], qrp[1], qrp[2], qrp[3]};
-    const uint8_t *const kr[2] = {krp[0], krp[K - 1]};
+    const uint8_t *const kr[2] = {krp[0], krp[1]};
     float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t b = 0; b < d / 32; b++) {
-        if (K == 2 && !Q4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_qscores");
+        if (!Q4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_qscores");
         int16x8_t k[2][4];
-        NEON_FOR(j, K, 2) block_k16(kr[j], b, Q4, k[j]);
+        NEON_FOR(j, 2, 2) block_k16(kr[j], b, Q4, k[j]);
         int32x4_t is[4][2];
         NEON_UNROLL
         for (int r = 0; r < 4; r++) {
@@ -450,82 +439,35 @@ ARM_INLINE void scores_4xk(int64_t d, const int Q4, const int K, const int16_t *
             NEON_UNROLL
             for (int t = 0; t < 4; t++)
                 qv[t] = vld1q_s16(qr[r] + b * 32 + 8 * t);
-            NEON_FOR(j, K, 2) is[r][j] = qdot(qv, k[j]);
+            NEON_FOR(j, 2, 2) is[r][j] = qdot(qv, k[j]);
         }
-        NEON_FOR(j, K, 2) {
+        NEON_FOR(j, 2, 2) {
             /* [r0 r1 r2 r3]: the lane sums of the 4 rows' partial sums */
-            const int32x4_t x =
+            const int32x4_t y =
                 vpaddq_s32(vpaddq_s32(is[0][j], is[1][j]), vpaddq_s32(is[2][j], is[3][j]));
-            acc[j] = vfmaq_n_f32(acc[j], vcvtq_f32_s32(x), key_d(kr[j], b, Q4));
+            acc[j] = vfmaq_n_f32(acc[j], vcvtq_f32_s32(y), att_arm_key_d(kr[j], b, Q4));
         }
-        if (K == 2 && !Q4) ARM_MCA_END(ARM_MCA_LEVEL "_attn_qscores");
+        if (!Q4) ARM_MCA_END(ARM_MCA_LEVEL "_attn_qscores");
     }
-    NEON_FOR(j, K, 2) out[j] = vmulq_f32(acc[j], qsv);
+    NEON_FOR(j, 2, 2) out[j] = vmulq_f32(acc[j], qsv);
 }
 
-/* scores_4xk of 2 keys as a function of its own per cache type: its loop then holds only
- * its own pointers in general registers (inlined into scores_rows, gcc kept two of the row
+/* scores_4x2 as a function of its own per cache type: its loop then holds only its own
+ * pointers in general registers (inlined into the rows' loop, gcc kept two of the row
  * pointers on the stack, and the mca markers moved its code by 7%). */
-static __attribute__((noinline)) void scores_4x2_q8(int64_t d, const int16_t *const qr[4],
-                                                    float32x4_t qsv, const uint8_t *const kr[2],
+static __attribute__((noinline)) void scores_4x2_q8(int64_t d, const void *x, float32x4_t qsv,
+                                                    const uint8_t *const kr[2],
                                                     float32x4_t out[2]) {
-    scores_4xk(d, 0, 2, qr, qsv, kr, out);
+    scores_4x2(d, 0, x, qsv, kr, out);
 }
-static __attribute__((noinline)) void scores_4x2_q4(int64_t d, const int16_t *const qr[4],
-                                                    float32x4_t qsv, const uint8_t *const kr[2],
+static __attribute__((noinline)) void scores_4x2_q4(int64_t d, const void *x, float32x4_t qsv,
+                                                    const uint8_t *const kr[2],
                                                     float32x4_t out[2]) {
-    scores_4xk(d, 1, 2, qr, qsv, kr, out);
+    scores_4x2(d, 1, x, qsv, kr, out);
 }
 
-/* Rows i.. (rows <= 4 of them) x keys 0..n-1, 2 keys at a time. A short group repeats its
- * last row; only real rows are stored. The first group hints the rows at next. */
-ARM_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, const int16_t *q16,
-                            int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
-                            int64_t lds, const uint8_t *next) {
-    const int16_t *qr[4];
-    float qsr[4];
-    att_rows4(q16, ldq, qs, i, rows, qr, qsr);
-    const float32x4_t qsv = vld1q_f32(qsr);
-    const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
-    const uint8_t *hint = i == 0 ? next : NULL;
-    int j = 0;
-    for (; j + 2 <= n; j += 2) {
-        if (hint) {
-            att_hint_row(hint + (uint64_t)j * ldk, rb);
-            att_hint_row(hint + (uint64_t)(j + 1) * ldk, rb);
-        }
-        const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)(j + 1) * ldk};
-        float32x4_t x[2];
-        if (Q4)
-            scores_4x2_q4(d, qr, qsv, kr, x);
-        else
-            scores_4x2_q8(d, qr, qsv, kr, x);
-        /* [a0 b0 a1 b1], [a2 b2 a3 b3]: row r's two scores */
-        const float32x4_t lo = vzip1q_f32(x[0], x[1]), hi = vzip2q_f32(x[0], x[1]);
-        const float32x2_t rr[4] = {vget_low_f32(lo), vget_high_f32(lo), vget_low_f32(hi),
-                                   vget_high_f32(hi)};
-        for (int r = 0; r < rows; r++)
-            vst1_f32(s + (int64_t)(i + r) * lds + j, rr[r]);
-    }
-    if (j < n) {
-        if (hint) att_hint_row(hint + (uint64_t)j * ldk, rb);
-        const uint8_t *kr[2] = {k + (uint64_t)j * ldk, NULL};
-        float32x4_t x[2];
-        scores_4xk(d, Q4, 1, qr, qsv, kr, x);
-        float t[4];
-        vst1q_f32(t, x[0]);
-        for (int r = 0; r < rows; r++)
-            s[(int64_t)(i + r) * lds + j] = t[r];
-    }
-}
-
-ARM_INLINE void qscores_type(int64_t d, const int Q4, int m, int n, const int16_t *q16, int64_t ldq,
-                             const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
-                             const uint8_t *next) {
-    for (int i = 0; i < m; i += 4)
-        scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, s, lds, next);
-}
-
+/* Groups of 4 rows (a short group repeats its last row; only real rows are stored); the
+ * first group hints the rows at next. */
 void cpulm_neon_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
                              int64_t lds, const uint8_t *next) {
@@ -533,11 +475,18 @@ void cpulm_neon_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int1
         cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
         return;
     }
-    if (kt == CPULM_DTYPE_Q4_0)
-        qscores_type(d, 1, m, n, q16, ldq, qs, k, ldk, s, lds, next);
-    else
-        qscores_type(d, 0, m, n, q16, ldq, qs, k, ldk, s, lds, next);
+    const int q4 = kt == CPULM_DTYPE_Q4_0;
+    for (int i = 0; i < m; i += 4) {
+        const int rows = m - i < 4 ? m - i : 4;
+        const int16_t *qr[4];
+        float qsr[4];
+        att_rows4(q16, ldq, qs, i, rows, qr, qsr);
+        att_arm_rows(d, rows, n, qr, vld1q_f32(qsr), q4 ? scores_4x2_q4 : scores_4x2_q8, k, ldk,
+                     i == 0 ? next : NULL, (size_t)(d / 32) * att_block_bytes(q4),
+                     s + (int64_t)i * lds, lds);
+    }
 }
+
 /* ---- online softmax, underflow flushed ---- */
 
 /* vexpz on 4 lanes: lanes below -87 are 0 (as cpulm_generic_vexpzf tests them), the others
