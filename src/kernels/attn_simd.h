@@ -24,6 +24,13 @@
  *   the most accumulators a block may carry the weight sums in (0: never), the cases
  *   ASV_XPV_NARROW   the xpv for d % ASV_W != 0 (a level with narrower vectors, or generic)
  *   ASV_EXP1 (optional) cpulm_generic_vexpf's bits inline (the merge's scales)
+ *   asv_qvals(MODE, q, v): v[0..16 / ASV_W) = 16 values of a key as floats (MODE: ATT_VQ8,
+ *   16 int8 at q; ATT_VQ4L / ATT_VQ4H, the low / high nibbles of 16 bytes at q minus 8;
+ *   ATT_VF32, 16 floats at q), asv_block_scales(d, x, ld, n, bs, ds) (x86q_block_scales's
+ *   contract), ASV_QPV_F32: attn_qpv converts a block's values once for more than 4 rows
+ *   asv_absmax(m, x) (max(m, |x|)), asv_hmax(x) (the largest lane), asv_store_q16(p, x0,
+ *   x1): 2 ASV_W int16 at p, x0's lanes then x1's clamped to +-32767 and rounded half away
+ *   from 0. A level without asv_qvals / asv_store_q16 has its own attn_qpv / attn_qquant.
  */
 #ifndef CPULM_KERNELS_ATTN_SIMD_H
 #define CPULM_KERNELS_ATTN_SIMD_H
@@ -39,6 +46,7 @@
 #define ATT_SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
 #define ATT_QKT     64  /* keys per pass of the attn_q* ops (their scale and weight buffers) */
 #define ATT_QWDIM   256 /* the largest head size the SIMD attn_q* ops take; others go generic */
+enum { ATT_VQ8, ATT_VQ4L, ATT_VQ4H, ATT_VF32 }; /* attn_qpv's value sources (asv_qvals) */
 
 #define ASV_INLINE static inline __attribute__((always_inline))
 /* for (i = 0; i < N; i++), N <= MAX a constant once inlined, fully unrolled: the literal
@@ -152,6 +160,62 @@ ASV_INLINE void x86q_block_scales512(int64_t d, const uint8_t *x, uint64_t ld, i
 }
 #endif
 #endif /* __x86_64__ */
+
+#if defined(__aarch64__)
+#include "kernels/arm/arm.h"
+
+/* ---- the arm levels' attn_qscores (neon_attn.c, dotprod_attn.c): 4 rows x 2 keys a call */
+
+/* Block b's 32 quants of a cache row as two int8 vectors (Q4_0: nibble - 8). */
+ASV_INLINE void att_arm_block_k8(const uint8_t *row, int64_t b, const int Q4, int8x16_t k[2]) {
+    if (Q4) {
+        arm_q4_0_unpack(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2, &k[0], &k[1]);
+    } else {
+        const int8_t *qs = (const int8_t *)(row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2);
+        k[0] = vld1q_s8(qs);
+        k[1] = vld1q_s8(qs + 16);
+    }
+}
+
+/* The scale of block b of a cache row as f32 (exact). */
+ASV_INLINE float att_arm_key_d(const uint8_t *row, int64_t b, const int Q4) {
+    uint16_t h;
+    __builtin_memcpy(&h, row + (size_t)b * att_block_bytes(Q4), 2);
+    return arm_fp16(h);
+}
+
+/* A level's scores of 4 query rows (x: the level's form of them) x keys kr[0], kr[1], times
+ * qsv: out[t] = key t's, rows in lanes. */
+typedef void (*att_arm_keys2_fn)(int64_t d, const void *x, float32x4_t qsv,
+                                 const uint8_t *const kr[2], float32x4_t out[2]);
+
+/* A group of rows (rows <= 4 real ones, row r at s + r * lds) x keys 0..n-1 by keys2, 2
+ * keys a call (an odd last key as both: a key's scores do not depend on the other key);
+ * hints the rows at hint (NULL: none), rb bytes each. */
+ASV_INLINE void att_arm_rows(int64_t d, int rows, int n, const void *x, float32x4_t qsv,
+                             att_arm_keys2_fn keys2, const uint8_t *k, uint64_t ldk,
+                             const uint8_t *hint, size_t rb, float *s, int64_t lds) {
+    for (int j = 0; j < n; j += 2) {
+        const int j1 = j + 1 < n ? j + 1 : j;
+        if (hint) {
+            att_hint_row(hint + (uint64_t)j * ldk, rb);
+            att_hint_row(hint + (uint64_t)j1 * ldk, rb);
+        }
+        const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)j1 * ldk};
+        float32x4_t o[2];
+        keys2(d, x, qsv, kr, o);
+        /* [a0 b0 a1 b1], [a2 b2 a3 b3]: row r's two scores */
+        const float32x4_t lo = vzip1q_f32(o[0], o[1]), hi = vzip2q_f32(o[0], o[1]);
+        const float32x2_t rr[4] = {vget_low_f32(lo), vget_high_f32(lo), vget_low_f32(hi),
+                                   vget_high_f32(hi)};
+        for (int r = 0; r < rows; r++)
+            if (j1 > j)
+                vst1_f32(s + (int64_t)r * lds + j, rr[r]);
+            else
+                vst1_lane_f32(s + (int64_t)r * lds + j, rr[r], 0);
+    }
+}
+#endif /* __aarch64__ */
 #endif /* CPULM_KERNELS_ATTN_SIMD_H */
 
 /* The ops, once per level: a second inclusion, after the level's vector layer. */
@@ -392,4 +456,159 @@ void ASV_OP(attn_xpv)(int64_t d, int m, int n, const float *ms, const float *vs,
             }
     }
 }
+
+/* ---- quantized family (attna) ---- */
+
+#define ASV_STR_(x) #x
+#define ASV_STR(x)  ASV_STR_(x)
+/* llvm-mca markers as X86Q_MCA_* / ARM_MCA_*, the region named <level>_NAME */
+#ifdef CPULM_MCA_MARKERS
+#define ASV_MCA(EDGE, NAME) __asm__ volatile("# LLVM-MCA-" EDGE " " ASV_STR(ASV_LEVEL) "_" NAME)
+#else
+#define ASV_MCA(EDGE, NAME) ((void)0)
+#endif
+
+/* ---- attn_qquant: per row the largest |q|, then 2 vectors a step to int16 ---- */
+#ifdef asv_store_q16
+void ASV_OP(attn_qquant)(int64_t d, int m, const float *q, int64_t ldq, float scale, int16_t *q16,
+                         float *qs) {
+    if (d % (2 * ASV_W) != 0) {
+        cpulm_generic_attn_qquant(d, m, q, ldq, scale, q16, qs);
+        return;
+    }
+    for (int i = 0; i < m; i++) {
+        const float *qi = q + (int64_t)i * ldq;
+        ASV vmax = asv_set1(0.0f);
+        for (int64_t e = 0; e < d; e += ASV_W)
+            vmax = asv_absmax(vmax, asv_load(qi + e));
+        const float amax = asv_hmax(vmax), id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        const ASV vid = asv_set1(id);
+        for (int64_t e = 0; e < d; e += 2 * ASV_W)
+            asv_store_q16(q16 + (int64_t)i * d + e, asv_mul(asv_load(qi + e), vid),
+                          asv_mul(asv_load(qi + e + ASV_W), vid));
+        qs[i] = amax / 32767.0f * scale;
+    }
+}
+#endif
+
+/* ---- attn_qpv: R rows x 16 dims a pass over the keys, one block's weights ---- */
+#ifdef asv_qvals /* the levels with this op (avx512's takes 2 blocks a pass: avx512_attn.c) */
+
+#define ATT_QV (16 / ASV_W) /* vectors of 16 dims */
+
+/* One pass: R rows x 16 dims (column c of orow[r]) over n keys, o = fma(w_rj, v_j, o) in
+ * key order; row r's weights at w[r * ATT_QKT + j]; key j's values at vq + j * ldv (MODE
+ * ATT_VF32: vf + j * 16). R, MODE and PF are constants at every call (att_qpv_pass_any), so
+ * the key loop has no test; PF hints the rows pf + j * ldv (pfn bytes) as it goes. */
+ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, const float *vf,
+                             const float *w, float *const orow[4], int64_t c, const uint8_t *pf,
+                             size_t pfn, const int R, const int MODE, const int PF) {
+    ASV acc[4][ATT_QV];
+    ASV_FOR(r, R, 4) ASV_FOR(t, ATT_QV, ATT_QV) acc[r][t] = asv_load(orow[r] + c + ASV_W * t);
+    for (int j = 0; j < n; j++) {
+        if (R == 4 && MODE == ATT_VQ8 && !PF) ASV_MCA("BEGIN", "attn_qpv");
+        if (PF) att_hint_row(pf + (uint64_t)j * ldv, pfn);
+        ASV v[ATT_QV];
+        asv_qvals(MODE, MODE == ATT_VF32 ? (const void *)(vf + j * 16) : vq + (uint64_t)j * ldv, v);
+        ASV_FOR(r, R, 4) {
+            const ASV wj = asv_set1(w[r * ATT_QKT + j]);
+            ASV_FOR(t, ATT_QV, ATT_QV) acc[r][t] = asv_fma(wj, v[t], acc[r][t]);
+        }
+        if (R == 4 && MODE == ATT_VQ8 && !PF) ASV_MCA("END", "attn_qpv");
+    }
+    ASV_FOR(r, R, 4) ASV_FOR(t, ATT_QV, ATT_QV) asv_store(orow[r] + c + ASV_W * t, acc[r][t]);
+}
+
+#define ATT_QPV_R(R, MODE, PF) att_qpv_pass(n, vq, ldv, vf, w, orow, c, pf, pfn, R, MODE, PF)
+#define ATT_QPV_RS(MODE, PF)   ATT_BY_ROWS(R, ATT_QPV_R, MODE, PF)
+/* att_qpv_pass with its constants chosen here, once per pass (converted values: no hint). */
+static void att_qpv_pass_any(int R, int mode, int n, const uint8_t *vq, uint64_t ldv,
+                             const float *vf, const float *w, float *const orow[4], int64_t c,
+                             const uint8_t *pf, size_t pfn) {
+    switch (mode == ATT_VF32 ? -1 : mode + 4 * (pf != NULL)) {
+    case -1: ATT_QPV_RS(ATT_VF32, 0); break;
+    case ATT_VQ8: ATT_QPV_RS(ATT_VQ8, 0); break;
+    case ATT_VQ4L: ATT_QPV_RS(ATT_VQ4L, 0); break;
+    case ATT_VQ4H: ATT_QPV_RS(ATT_VQ4H, 0); break;
+    case 4 + ATT_VQ8: ATT_QPV_RS(ATT_VQ8, 1); break;
+    case 4 + ATT_VQ4L: ATT_QPV_RS(ATT_VQ4L, 1); break;
+    default: ATT_QPV_RS(ATT_VQ4H, 1); break;
+    }
+}
+#undef ATT_QPV_RS
+#undef ATT_QPV_R
+
+/* Block b of keys 0..nk-1 as floats for every row group: half h's 16 values of key j at
+ * vf[h * 16 * ATT_QKT + j * 16] (vb: the block's quants in key 0). */
+ASV_INLINE void att_qpv_f32(const uint8_t *vb, uint64_t ldv, int nk, int q4, float *vf) {
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < nk; j++) {
+            ASV x[ATT_QV];
+            if (q4)
+                asv_qvals(h ? ATT_VQ4H : ATT_VQ4L, vb + (uint64_t)j * ldv, x);
+            else
+                asv_qvals(ATT_VQ8, vb + (uint64_t)j * ldv + 16 * h, x);
+            ASV_FOR(t, ATT_QV, ATT_QV) asv_store(vf + h * 16 * ATT_QKT + j * 16 + ASV_W * t, x[t]);
+        }
+}
+
+/* w[r * ATT_QKT + j] = p_rj * d_j (one rounding per key and block, as the generic weight)
+ * for the R rows at p. */
+ASV_INLINE void att_qpv_weights(const float *p, int64_t ldp, const float *db, int nk, int R,
+                                float *w) {
+    for (int r = 0; r < R; r++) {
+        const float *pr = p + (int64_t)r * ldp;
+        int j = 0;
+        for (; j + ASV_W <= nk; j += ASV_W)
+            asv_store(w + r * ATT_QKT + j, asv_mul(asv_load(pr + j), asv_load(db + j)));
+        for (; j < nk; j++)
+            w[r * ATT_QKT + j] = pr[j] * db[j];
+    }
+}
+
+/* o *= a first (the per-key fmas follow); per tile of ATT_QKT keys the block scales, then
+ * per block and group of 4 rows the weights and two passes of 16 dims. */
+void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
+                      const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
+                      const uint8_t *next) {
+    if (d % 32 != 0 || d > ATT_QWDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
+        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
+        return;
+    }
+    const int q4 = vt == CPULM_DTYPE_Q4_0, f32 = ASV_QPV_F32 && m > 4;
+    const size_t bs = att_block_bytes(q4);
+    for (int i = 0; i < m; i++) {
+        float *oi = o + (int64_t)i * ldo;
+        const ASV va = asv_set1(a[i]);
+        for (int64_t c = 0; c < d; c += ASV_W)
+            asv_store(oi + c, asv_mul(asv_load(oi + c), va));
+    }
+    float dv[ATT_QWDIM / 32 * ATT_QKT], w[4 * ATT_QKT], vf[ASV_QPV_F32 ? 2 * 16 * ATT_QKT : 1];
+    for (int j0 = 0; j0 < n; j0 += ATT_QKT) {
+        const int nk = n - j0 < ATT_QKT ? n - j0 : ATT_QKT;
+        const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
+        asv_block_scales(d, vj0, ldv, nk, bs, dv);
+        for (int64_t b = 0; b < d / 32; b++) {
+            const uint8_t *vb = vj0 + (size_t)b * bs + 2; /* block b's quants in key 0 */
+            if (f32) att_qpv_f32(vb, ldv, nk, q4, vf);
+            for (int i = 0; i < m; i += 4) {
+                const int R = m - i < 4 ? m - i : 4;
+                float *orow[4];
+                att_qpv_weights(p + (int64_t)i * ldp + j0, ldp, dv + b * ATT_QKT, nk, R, w);
+                for (int r = 0; r < R; r++)
+                    orow[r] = o + (int64_t)(i + r) * ldo;
+                for (int h = 0; h < 2; h++) {
+                    /* the first pass over the keys hints the next rows */
+                    const uint8_t *pf =
+                        next && b == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
+                    const int mode = f32 ? ATT_VF32 : q4 ? ATT_VQ4L + h : ATT_VQ8;
+                    att_qpv_pass_any(R, mode, nk, vb + (q4 ? 0 : 16 * h), ldv,
+                                     vf + h * 16 * ATT_QKT, w, orow, b * 32 + h * 16, pf,
+                                     (size_t)(d / 32) * bs);
+                }
+            }
+        }
+    }
+}
+#endif /* asv_qvals */
 #endif /* ASV_LEVEL */

@@ -66,7 +66,39 @@ AVX2_INLINE float avx2_softmax_with(int n, int lim, float *s, float *M, float *L
 
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
-/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv) ---- */
+/* ---- the vector layer of attn_simd.h (attn_scores, pv, merge, xpv, qquant, qpv) ---- */
+
+/* x clamped to +-32767, x + (x >= 0 ? 0.5 : -0.5) truncated: the generic rounding */
+AVX2_INLINE __m256i avx2_q32(__m256 x) {
+    const __m256 lim = _mm256_set1_ps(32767.0f), sign = _mm256_set1_ps(-0.0f);
+    x = _mm256_max_ps(_mm256_min_ps(x, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+    const __m256 half = _mm256_or_ps(_mm256_and_ps(x, sign), _mm256_set1_ps(0.5f));
+    return _mm256_cvttps_epi32(_mm256_add_ps(x, half));
+}
+
+/* asv_store_q16 */
+AVX2_INLINE void avx2_store_q16(int16_t *p, __m256 x0, __m256 x1) {
+    const __m256i pk = _mm256_packs_epi32(avx2_q32(x0), avx2_q32(x1));
+    _mm256_storeu_si256((__m256i *)p, _mm256_permute4x64_epi64(pk, 0xd8));
+}
+
+/* 16 values of a key as floats (asv_qvals; Q8: pmovsxbd straight from memory). */
+AVX2_INLINE void avx2_qvals(const int MODE, const void *q, __m256 v[2]) {
+    const uint8_t *b = q;
+    if (MODE == ATT_VF32) {
+        v[0] = _mm256_loadu_ps((const float *)q);
+        v[1] = _mm256_loadu_ps((const float *)q + 8);
+    } else if (MODE == ATT_VQ8) {
+        v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)b)));
+        v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 8))));
+    } else {
+        __m128i x = _mm_loadu_si128((const __m128i *)b);
+        if (MODE == ATT_VQ4H) x = _mm_srli_epi16(x, 4);
+        x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+        v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
+        v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(x, x)));
+    }
+}
 
 /* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1), c < dc (a
  * multiple of 8), by 8 x 8 register transposes. */
@@ -123,6 +155,14 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
 #define ASV_PV_VECS(rows) ((rows) == 1 ? 8 : 4)
 #define ASV_PV_DIMS_OUTER 0
 #define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO8(1, X)
+/* attn_qpv: a block's values converted once for more than 4 rows */
+#define ASV_QPV_F32                           1
+#define asv_qvals(MODE, q, v)                 avx2_qvals(MODE, q, v)
+#define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales(d, x, ld, n, bs, ds)
+/* attn_qquant */
+#define asv_absmax(m, x)         _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))
+#define asv_hmax(x)              x86_hmax_ps256(x)
+#define asv_store_q16(p, x0, x1) avx2_store_q16(p, x0, x1)
 #include "kernels/attn_simd.h"
 
 /* ---- online softmax ---- */
@@ -388,38 +428,6 @@ void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M) {
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
 
-/* ---- query rows to int16 ---- */
-
-void cpulm_avx2_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
-                            int16_t *q16, float *qs) {
-    if (d % 16 != 0) {
-        cpulm_generic_attn_qquant(d, m, q, ldq, scale, q16, qs);
-        return;
-    }
-    const __m256 sign = _mm256_set1_ps(-0.0f), lim = _mm256_set1_ps(32767.0f);
-    for (int i = 0; i < m; i++) {
-        const float *qi = q + (int64_t)i * ldq;
-        __m256 vmax = _mm256_setzero_ps();
-        for (int64_t e = 0; e < d; e += 8)
-            vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, _mm256_loadu_ps(qi + e)));
-        const float amax = x86_hmax_ps256(vmax), id = amax > 0.0f ? 32767.0f / amax : 0.0f;
-        const __m256 vid = _mm256_set1_ps(id);
-        for (int64_t e = 0; e < d; e += 16) {
-            __m256i r[2];
-            for (int h = 0; h < 2; h++) {
-                __m256 x = _mm256_mul_ps(_mm256_loadu_ps(qi + e + 8 * h), vid);
-                x = _mm256_max_ps(_mm256_min_ps(x, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
-                /* x + (x >= 0 ? 0.5 : -0.5), truncated: the generic rounding */
-                const __m256 half = _mm256_or_ps(_mm256_and_ps(x, sign), _mm256_set1_ps(0.5f));
-                r[h] = _mm256_cvttps_epi32(_mm256_add_ps(x, half));
-            }
-            const __m256i pk = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xd8);
-            _mm256_storeu_si256((__m256i *)(q16 + (int64_t)i * d + e), pk);
-        }
-        qs[i] = amax / 32767.0f * scale;
-    }
-}
-
 /* ---- scores ---- */
 
 /* Block b of a cache row: the 32 quants as two int16 vectors (elements 0-15, 16-31). Q4 is
@@ -629,139 +637,4 @@ float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
     return avx2_softmax_with(n, lim, s, M, L, expz8_live, cpulm_generic_vexpzf);
 }
 
-/* ---- P.V ---- */
-
-/* Where a P.V pass reads its 16 values per key (VQ8: 16 int8 of a Q8_0 row at vq + j * ldv;
- * VQ4: the low or high nibbles (by sh) of 16 bytes of a Q4_0 row; VF32: 16 floats at
- * vf + j * 16, converted beforehand for blocks of many rows). */
-enum { VQ8, VQ4, VF32 };
-
-AVX2_INLINE void pv_vals(const int MODE, const uint8_t *q, __m128i sh, const float *f, __m256 *v0,
-                         __m256 *v1) {
-    if (MODE == VF32) {
-        *v0 = _mm256_loadu_ps(f);
-        *v1 = _mm256_loadu_ps(f + 8);
-    } else if (MODE == VQ8) { /* pmovsxbd straight from memory */
-        *v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
-        *v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8))));
-    } else {
-        __m128i x = _mm_srl_epi16(_mm_loadu_si128((const __m128i *)q), sh);
-        x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
-        *v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
-        *v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(x, x)));
-    }
-}
-
-/* One pass: R rows x 16 dims (at column c of orow[r]) over n keys, o = fma(w_rj, v_j, o) in
- * key order; row r's weights at w[r * KT + j]. R, MODE and PF are constants at every call
- * (pv_pass_any), so the key loop has no test: PF hints the rows pf + j * ldv (pfn bytes)
- * as it goes. */
-AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, const float *vf,
-                         const float *w, float *const orow[4], int64_t c, const uint8_t *pf,
-                         size_t pfn, const int R, const int MODE, const int PF) {
-    __m256 acc[4][2];
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        acc[r][0] = _mm256_loadu_ps(orow[r] + c);
-        acc[r][1] = _mm256_loadu_ps(orow[r] + c + 8);
-    }
-    for (int j = 0; j < n; j++) {
-        if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_BEGIN("avx2_attn_qpv");
-        if (PF) att_hint_row(pf + (uint64_t)j * ldv, pfn);
-        __m256 v0, v1;
-        pv_vals(MODE, vq + (uint64_t)j * ldv, sh, vf + j * 16, &v0, &v1);
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-            const __m256 wj = _mm256_broadcast_ss(w + r * KT + j);
-            acc[r][0] = _mm256_fmadd_ps(wj, v0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(wj, v1, acc[r][1]);
-        }
-        if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_END("avx2_attn_qpv");
-    }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        _mm256_storeu_ps(orow[r] + c, acc[r][0]);
-        _mm256_storeu_ps(orow[r] + c + 8, acc[r][1]);
-    }
-}
-
-#define PV_R(R, MODE, PF) pv_pass(n, vq, ldv, sh, vf, w, orow, c, pf, pfn, R, MODE, PF)
-#define PV_RS(MODE, PF)   ATT_BY_ROWS(R, PV_R, MODE, PF)
-
-/* pv_pass with its constants chosen here, once per pass. */
-static void pv_pass_any(int R, int mode, int n, const uint8_t *vq, uint64_t ldv, __m128i sh,
-                        const float *vf, const float *w, float *const orow[4], int64_t c,
-                        const uint8_t *pf, size_t pfn) {
-    if (mode == VF32) {
-        PV_RS(VF32, 0);
-    } else if (pf) {
-        if (mode == VQ8) PV_RS(VQ8, 1) else PV_RS(VQ4, 1)
-    } else {
-        if (mode == VQ8) PV_RS(VQ8, 0) else PV_RS(VQ4, 0)
-    }
-}
-#undef PV_RS
-#undef PV_R
-
-void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
-                         const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
-                         const uint8_t *next) {
-    if (d % 32 != 0 || d > WDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
-        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
-        return;
-    }
-    const int q4 = vt == CPULM_DTYPE_Q4_0;
-    const size_t bs = att_block_bytes(q4);
-    for (int i = 0; i < m; i++) { /* o *= a first: the per-key fmas follow */
-        float *oi = o + (int64_t)i * ldo;
-        const __m256 va = _mm256_set1_ps(a[i]);
-        for (int64_t c = 0; c < d; c += 8)
-            _mm256_storeu_ps(oi + c, _mm256_mul_ps(_mm256_loadu_ps(oi + c), va));
-    }
-    float dv[WDIM / 32 * KT], w[4 * KT], vf[2 * 16 * KT];
-    for (int j0 = 0; j0 < n; j0 += KT) {
-        const int nk = n - j0 < KT ? n - j0 : KT;
-        const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
-        x86q_block_scales(d, vj0, ldv, nk, bs, dv);
-        for (int64_t b = 0; b < d / 32; b++) {
-            const uint8_t *vb = vj0 + (size_t)b * bs + 2; /* block b's quants in key 0 */
-            if (m > 4) /* many rows: the block's quants as f32 once, not once per 4 rows */
-                for (int h = 0; h < 2; h++)
-                    for (int j = 0; j < nk; j++) {
-                        __m256 v0, v1;
-                        if (q4)
-                            pv_vals(VQ4, vb + (uint64_t)j * ldv, _mm_cvtsi32_si128(4 * h), NULL,
-                                    &v0, &v1);
-                        else
-                            pv_vals(VQ8, vb + (uint64_t)j * ldv + 16 * h, _mm_setzero_si128(), NULL,
-                                    &v0, &v1);
-                        _mm256_storeu_ps(vf + h * 16 * KT + j * 16, v0);
-                        _mm256_storeu_ps(vf + h * 16 * KT + j * 16 + 8, v1);
-                    }
-            for (int i = 0; i < m; i += 4) {
-                const int R = m - i < 4 ? m - i : 4;
-                float *orow[4];
-                for (int r = 0; r < R; r++) {
-                    const float *pr = p + (int64_t)(i + r) * ldp + j0;
-                    const float *db = dv + b * KT;
-                    int j = 0;
-                    for (; j + 8 <= nk; j += 8)
-                        _mm256_storeu_ps(w + r * KT + j, _mm256_mul_ps(_mm256_loadu_ps(pr + j),
-                                                                       _mm256_loadu_ps(db + j)));
-                    for (; j < nk; j++)
-                        w[r * KT + j] = pr[j] * db[j];
-                    orow[r] = o + (int64_t)(i + r) * ldo;
-                }
-                for (int h = 0; h < 2; h++) {
-                    const int64_t c = b * 32 + h * 16;
-                    /* the first pass over the keys hints the next rows */
-                    const uint8_t *pf =
-                        next && b == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
-                    const size_t pfn = (size_t)(d / 32) * bs;
-                    const int mode = m > 4 ? VF32 : q4 ? VQ4 : VQ8;
-                    const uint8_t *vq = vb + (q4 ? 0 : 16 * h);
-                    pv_pass_any(R, mode, nk, vq, ldv, _mm_cvtsi32_si128(q4 ? 4 * h : 0),
-                                vf + h * 16 * KT, w, orow, c, pf, pfn);
-                }
-            }
-        }
-    }
-}
 #endif
