@@ -31,6 +31,12 @@
  *   asv_absmax(m, x) (max(m, |x|)), asv_hmax(x) (the largest lane), asv_store_q16(p, x0,
  *   x1): 2 ASV_W int16 at p, x0's lanes then x1's clamped to +-32767 and rounded half away
  *   from 0. A level without asv_qvals / asv_store_q16 has its own attn_qpv / attn_qquant.
+ * and for the softmax family (attn_softmax_row, attn_softmaxz):
+ *   asv_add(a, b), asv_sub(a, b), asv_max(a, b) (the level's lane max), asv_hmax(x) (the
+ *   largest lane), asv_exp(x) / asv_expz(x) (cpulm_generic_vexpf / _vexpzf bits per lane)
+ *   ASV_MASK, asv_live(nl) (the lanes below nl, 0 < nl < ASV_W), asv_select(k, a, b) (a in
+ *   k's lanes, else b), asv_keep(x, k) (x in k's lanes, else 0)
+ *   ASV_REDUCE16(acc) cpulm_generic_reduce16's tree over the 16 lanes of acc[0..16/ASV_W)
  */
 #ifndef CPULM_KERNELS_ATTN_SIMD_H
 #define CPULM_KERNELS_ATTN_SIMD_H
@@ -611,4 +617,65 @@ void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, i
     }
 }
 #endif /* asv_qvals */
+/* ---- softmax family (attnx) ---- */
+
+#define ATT_EX(x, Z) ((Z) ? asv_expz(x) : asv_exp(x))
+
+/* s[j..j+nl) = ex(s - mx) where j + lane < lim, else 0 (nl >= ASV_W: a whole vector);
+ * returns the values, 0 past nl. Dead lanes are not exponentiated (their scores may be
+ * anything: a huge one would take vexp's ldexpf path). */
+ASV_INLINE ASV att_exp_live(float *s, int j, int nl, int lim, ASV vm, const int Z) {
+    ASV e;
+    if (j + ASV_W <= lim) {
+        e = ATT_EX(asv_sub(asv_load(s + j), vm), Z);
+    } else if (j >= lim) {
+        e = asv_set1(0.0f);
+    } else {
+        const ASV_MASK live = asv_live(lim - j);
+        const ASV x = asv_select(live, asv_load_n(s + j, lim - j), vm); /* dead: exp(0) */
+        e = asv_keep(ATT_EX(asv_sub(x, vm), Z), live);
+    }
+    if (nl >= ASV_W)
+        asv_store(s + j, e);
+    else
+        asv_store_n(s + j, e, nl);
+    return e;
+}
+
+/* kernels.h's attn_softmax_row (Z = 0) or attn_softmaxz (Z = 1: vexpz): the running max,
+ * then the 16 lane sums (key j in lane j % 16 of vector t = j % 16 / ASV_W, in order; the
+ * lanes past n add 0), *L and *M updated; returns the old sum's scale. */
+ASV_INLINE float att_softmax(int n, int lim, float *s, float *M, float *L, const int Z) {
+    ASV vmax = asv_set1(*M);
+    int j = 0;
+    for (; j + ASV_W <= lim; j += ASV_W)
+        vmax = asv_max(vmax, asv_load(s + j));
+    if (j < lim) /* the last live scores; the other lanes repeat vmax */
+        vmax = asv_max(vmax, asv_select(asv_live(lim - j), asv_load_n(s + j, lim - j), vmax));
+    const float mx = asv_hmax(vmax);
+    const ASV vm = asv_set1(mx);
+    ASV acc[4];
+    ASV_FOR(t, 16 / ASV_W, 4) acc[t] = asv_set1(0.0f);
+    for (j = 0; j + 16 <= n; j += 16)
+        ASV_FOR(t, 16 / ASV_W, 4)
+    acc[t] = asv_add(acc[t], att_exp_live(s, j + ASV_W * t, ASV_W, lim, vm, Z));
+    ASV_FOR(t, 16 / ASV_W, 4)
+    if (j + ASV_W * t < n)
+        acc[t] = asv_add(acc[t], att_exp_live(s, j + ASV_W * t, n - j - ASV_W * t, lim, vm, Z));
+    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
+    const float x = *M - mx;
+    const float a = *M == -INFINITY || (Z && x < -87.0f) ? 0.0f : ASV_EXP1(x);
+    *L = fmaf(*L, a, ASV_REDUCE16(acc));
+    *M = mx;
+    return a;
+}
+#undef ATT_EX
+
+float ASV_OP(attn_softmax_row)(int n, int lim, float *s, float *M, float *L) {
+    return att_softmax(n, lim, s, M, L, 0);
+}
+
+float ASV_OP(attn_softmaxz)(int n, int lim, float *s, float *M, float *L) {
+    return att_softmax(n, lim, s, M, L, 1);
+}
 #endif /* ASV_LEVEL */

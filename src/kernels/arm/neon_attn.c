@@ -1,25 +1,24 @@
 /* neon_attn.c: the neon level's attention tile ops (contracts in kernels.h: attn_*, attn_x*,
  * attn_q*), built with the neon flags (-march=armv8-a) and reached through
  * cpulm_kernels_neon (neon.c's table); dotprod, i8mm and sve inherit them (dotprod overrides
- * attn_qscores, dotprod_attn.c). attn_scores, attn_pv, attn_merge and attn_xpv are
- * attn_simd.h's over the 4-lane layer below. Every op is bit-identical to generic/attn.c, by
- * the arguments of docs/CORRECTNESS.md "Default attention numerics and the tiled path": per
- * element the generic order, integer block dots exact in any order (SMULL / SMLAL: 32
- * products of at most 32767 * 128 stay below 2^31); the exact scores put 2 query rows in the
- * lanes of a float64x2, the exact weights evaluate glibc's aarch64 expf in float64x2 lanes,
- * the f16 rounding is FCVTN / FCVTL (nearest even under the default FPCR).
+ * attn_qscores, dotprod_attn.c). attn_scores, attn_pv, attn_merge, attn_xpv, attn_qquant,
+ * attn_qpv and the two softmax ops are attn_simd.h's over the 4-lane layer below. Every op is
+ * bit-identical to generic/attn.c, by the arguments of docs/CORRECTNESS.md "Default attention
+ * numerics and the tiled path": per element the generic order, integer block dots exact in any
+ * order (SMULL / SMLAL: 32 products of at most 32767 * 128 stay below 2^31); the exact scores put
+ * 2 query rows in the lanes of a float64x2, the exact weights evaluate glibc's aarch64 expf
+ * in float64x2 lanes, the f16 rounding is FCVTN / FCVTL (nearest even under the default FPCR).
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "neon"
 #include "arm.h"
 #include "kernels/attn_simd.h"
-#include "neon_softmax.h"
 #include "neon_unroll.h"
 #include "format/quant.h"
 
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
-/* ---- the vector layer of attn_simd.h (attn_scores, pv, merge, xpv, qquant, qpv) ---- */
+/* ---- the vector layer of attn_simd.h (its f32 ops, the softmax family, qquant, qpv) ---- */
 
 /* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1, never stored),
  * c < dc (a multiple of 4), by 4 x 4 register transposes. */
@@ -110,12 +109,6 @@ ARM_INLINE void neon_qvals(const int MODE, const void *q, float32x4_t v[4]) {
     v[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
 }
 
-/* ---- online softmax ---- */
-
-float cpulm_neon_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
-    return neon_softmax_with(n, lim, s, M, L, arm_canon_vexp, cpulm_generic_vexpf);
-}
-
 /* ---- P.V ---- */
 
 /* The key loop's body is already 4 keys x R x V FMLAs: clang would unroll it once more
@@ -165,6 +158,16 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
 #undef PV_KEY
 #undef PV_KEEP_LOOP
 
+/* vexpz on 4 lanes: lanes below -87 are 0 (as cpulm_generic_vexpzf tests them), the others
+ * the canonical vexp; their input is clamped at -87 first, so the flushed lanes never take
+ * arm_canon_vexp's ldexpf path (2^n stays a normal float). */
+ARM_INLINE float32x4_t vexpz4(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(-87.0f);
+    const uint32x4_t below = vcltq_f32(x, lo);
+    const float32x4_t e = arm_canon_vexp(vmaxq_f32(x, lo));
+    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(e), below));
+}
+
 #define ASV_LEVEL             neon
 #define ASV                   float32x4_t
 #define ASV_W                 4
@@ -176,6 +179,17 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
 #define asv_load_n(p, nl)     ld_lanes(p, nl)
 #define asv_store_n(p, x, nl) st_lanes(p, x, nl)
 #define asv_round_f16(x)      vcvt_f32_f16(vcvt_f16_f32(x)) /* FCVTN / FCVTL: nearest even */
+#define asv_add(a, b)         vaddq_f32(a, b)
+#define asv_sub(a, b)         vsubq_f32(a, b)
+#define asv_max(a, b)         vmaxnmq_f32(a, b) /* maxNum, as fmaxf */
+#define asv_hmax(x)           vmaxnmvq_f32(x)
+#define asv_exp(x)            arm_canon_vexp(x)
+#define asv_expz(x)           vexpz4(x)
+#define ASV_MASK              uint32x4_t
+#define asv_live(nl)          vcltq_u32((uint32x4_t){0, 1, 2, 3}, vdupq_n_u32((uint32_t)(nl)))
+#define asv_select(k, a, b)   vbslq_f32(k, a, b)
+#define asv_keep(x, k)        vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), k))
+#define ASV_REDUCE16(acc)     arm_reduce16(acc)
 /* scores: 4 rows x 4 vectors of keys; xpv: 4 x 4 (16 accumulators), the sums after them */
 #define ASV_SC_ROWS        4
 #define ASV_SC_CASES(X)    CPULM_BLOCKS_4X4(X)
@@ -195,7 +209,6 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
 #define asv_block_scales(d, x, ld, n, bs, ds) block_scales(d, x, ld, n, bs, ds)
 /* attn_qquant */
 #define asv_absmax(m, x) vmaxq_f32(m, vabsq_f32(x))
-#define asv_hmax(x)      vmaxvq_f32(x)
 #define asv_store_q16(p, x0, x1) \
     vst1q_s16(p, vcombine_s16(vmovn_s32(neon_q32(x0)), vmovn_s32(neon_q32(x1))))
 #include "kernels/attn_simd.h"
@@ -486,21 +499,4 @@ void cpulm_neon_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int1
                      s + (int64_t)i * lds, lds);
     }
 }
-
-/* ---- online softmax, underflow flushed ---- */
-
-/* vexpz on 4 lanes: lanes below -87 are 0 (as cpulm_generic_vexpzf tests them), the others
- * the canonical vexp; their input is clamped at -87 first, so the flushed lanes never take
- * arm_canon_vexp's ldexpf path (2^n stays a normal float). */
-ARM_INLINE float32x4_t vexpz4(float32x4_t x) {
-    const float32x4_t lo = vdupq_n_f32(-87.0f);
-    const uint32x4_t below = vcltq_f32(x, lo);
-    const float32x4_t e = arm_canon_vexp(vmaxq_f32(x, lo));
-    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(e), below));
-}
-
-float cpulm_neon_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
-    return neon_softmax_with(n, lim, s, M, L, vexpz4, cpulm_generic_vexpzf);
-}
-
 #endif

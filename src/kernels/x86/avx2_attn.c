@@ -1,12 +1,12 @@
 /* avx2_attn.c: the avx2 level's attention tile ops (contracts in kernels.h: attn_*, attn_x*,
  * attn_q*), built with the avx2 flags (AVX2, FMA, F16C) and reached only through
- * cpulm_kernels_avx2 (avx2.c's table); the avx512 levels inherit the attn_q* softmax and
- * query quantization, and call the attn_x* ops for the head sizes their 512-bit versions do
- * not take. attn_scores, attn_pv, attn_merge and attn_xpv are attn_simd.h's over the
- * 8-lane layer below. Every op is bit-identical to generic/attn.c, by the arguments of
- * docs/CORRECTNESS.md "Default attention numerics and the tiled path": per element the
- * generic order, integer block dots exact in any order; the exact scores put 4 query rows
- * in the lanes of a __m256d, the exact weights evaluate glibc's x86_64 FMA expf in __m256d
+ * cpulm_kernels_avx2 (avx2.c's table); the avx512 levels inherit the query quantization,
+ * and call the attn_x* ops for the head sizes their 512-bit versions do not take.
+ * attn_scores, attn_pv, attn_merge, attn_xpv, attn_qquant, attn_qpv and the two softmax
+ * ops are attn_simd.h's over the 8-lane layer below. Every op is bit-identical to generic/attn.c,
+ * by the arguments of docs/CORRECTNESS.md "Default attention numerics and the tiled path": per
+ * element the generic order, integer block dots exact in any order; the exact scores put 4 query
+ * rows in the lanes of a __m256d, the exact weights evaluate glibc's x86_64 FMA expf in __m256d
  * lanes (its table by VGATHERQPD), the f16 rounding is VCVTPS2PH / VCVTPH2PS.
  */
 #if defined(__x86_64__)
@@ -19,54 +19,9 @@
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
 
-/* ---- the online-softmax step, written once for attn_softmax_row (canonical vexp) and
- * attn_softmaxz (underflow flushed): the caller passes its 8-lane and scalar exp ---- */
-
-/* s[j..j+8) = exp(s - mx) where j + lane < lim, else 0; returns the stored values */
-typedef __m256 (*avx2_exp8_live_fn)(float *s, int j, int lim, __m256 vm);
-
-/* All ones in the lanes l of 8 with j + l < lim (for the one group of a row that lim cuts). */
-AVX2_INLINE __m256 avx2_live8(int j, int lim) {
-    const __m256i idx =
-        _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(lim), idx));
-}
-
-/* kernels.h's attn_softmax_row contract with exp8 / exp1 as the exponential: the running
- * max, the 16 lane sums (lane l adds the keys j == l mod 16 in order: lo 0-7, hi 8-15, as
- * the generic op), *L and *M updated; returns the old sum's scale. Inlined with constant
- * functions, so no call is left in the loop. */
-AVX2_INLINE float avx2_softmax_with(int n, int lim, float *s, float *M, float *L,
-                                    avx2_exp8_live_fn exp8, float (*exp1)(float)) {
-    const float mx = x86_max_f32(s, lim, *M);
-    int j;
-    const __m256 vm = _mm256_set1_ps(mx);
-    __m256 lo = _mm256_setzero_ps(), hi = lo;
-    for (j = 0; j + 16 <= n; j += 16) {
-        lo = _mm256_add_ps(lo, exp8(s, j, lim, vm));
-        hi = _mm256_add_ps(hi, exp8(s, j + 8, lim, vm));
-    }
-    if (j + 8 <= n) {
-        lo = _mm256_add_ps(lo, exp8(s, j, lim, vm));
-        j += 8;
-    }
-    float lanes[16];
-    _mm256_storeu_ps(lanes, lo);
-    _mm256_storeu_ps(lanes + 8, hi);
-    for (; j < n; j++) {
-        s[j] = j < lim ? exp1(s[j] - mx) : 0.0f;
-        lanes[j % 16] += s[j];
-    }
-    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
-    const float a = *M == -INFINITY ? 0.0f : exp1(*M - mx);
-    *L = fmaf(*L, a, cpulm_generic_reduce16(lanes));
-    *M = mx;
-    return a;
-}
-
 /* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
 
-/* ---- the vector layer of attn_simd.h (attn_scores, pv, merge, xpv, qquant, qpv) ---- */
+/* ---- the vector layer of attn_simd.h (its f32 ops, the softmax family, qquant, qpv) ---- */
 
 /* x clamped to +-32767, x + (x >= 0 ? 0.5 : -0.5) truncated: the generic rounding */
 AVX2_INLINE __m256i avx2_q32(__m256 x) {
@@ -127,6 +82,23 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
         }
 }
 
+/* All ones in the lanes below nl (for the one group of a row that lim cuts). */
+AVX2_INLINE __m256 avx2_live8(int nl) {
+    return _mm256_castsi256_ps(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+/* vexpz on 8 lanes: the canonical polynomial and one multiply by 2^n; lanes below -87 (n
+ * would leave the normal range) are 0. */
+AVX2_INLINE __m256 vexpz8(__m256 x) {
+    __m256 n;
+    const __m256 p = x86_vexp_parts256(x, &n);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
+}
+
 #define ASV_LEVEL             avx2
 #define ASV                   __m256
 #define ASV_W                 8
@@ -135,10 +107,21 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
 #define asv_set1(x)           _mm256_set1_ps(x)
 #define asv_mul(a, b)         _mm256_mul_ps(a, b)
 #define asv_fma(a, b, c)      _mm256_fmadd_ps(a, b, c)
-#define asv_load_n(p, nl)     _mm256_maskload_ps(p, _mm256_castps_si256(avx2_live8(0, nl)))
-#define asv_store_n(p, x, nl) _mm256_maskstore_ps(p, _mm256_castps_si256(avx2_live8(0, nl)), x)
+#define asv_load_n(p, nl)     _mm256_maskload_ps(p, _mm256_castps_si256(avx2_live8(nl)))
+#define asv_store_n(p, x, nl) _mm256_maskstore_ps(p, _mm256_castps_si256(avx2_live8(nl)), x)
 #define asv_round_f16(x) \
     _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define asv_add(a, b)       _mm256_add_ps(a, b)
+#define asv_sub(a, b)       _mm256_sub_ps(a, b)
+#define asv_max(a, b)       _mm256_max_ps(a, b)
+#define asv_hmax(x)         x86_hmax_ps256(x)
+#define asv_exp(x)          x86_canon_vexp256(x)
+#define asv_expz(x)         vexpz8(x)
+#define ASV_MASK            __m256
+#define asv_live(nl)        avx2_live8(nl)
+#define asv_select(k, a, b) _mm256_blendv_ps(b, a, k)
+#define asv_keep(x, k)      _mm256_and_ps(x, k)
+#define ASV_REDUCE16(acc)   x86_reduce16_256(acc[0], acc[1])
 /* scores: 3 rows x 4 vectors (12 accumulators); xpv: 4 rows x 3 vectors or 2 x 4, the sums
  * riding in blocks of <= 8 accumulators (12 chains of FMA, VCVTPS2PH, VCVTPH2PS, ~14 cycles
  * on Zen 3, in flight; VCVTPS2PH, 2 cycles per ymm there, bounds the rest) */
@@ -161,32 +144,8 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
 #define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales(d, x, ld, n, bs, ds)
 /* attn_qquant */
 #define asv_absmax(m, x)         _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))
-#define asv_hmax(x)              x86_hmax_ps256(x)
 #define asv_store_q16(p, x0, x1) avx2_store_q16(p, x0, x1)
 #include "kernels/attn_simd.h"
-
-/* ---- online softmax ---- */
-
-/* s[j..j+8) = vexp(s - mx) where j + lane < lim, else 0; returns the stored values. Dead
- * lanes are not exponentiated (their scores may be anything). */
-AVX2_INLINE __m256 exp8_live(float *s, int j, int lim, __m256 vm) {
-    __m256 e;
-    if (j + 8 <= lim) {
-        e = x86_canon_vexp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-    } else if (j >= lim) {
-        e = _mm256_setzero_ps();
-    } else {
-        const __m256 live = avx2_live8(j, lim);
-        const __m256 x = _mm256_blendv_ps(vm, _mm256_loadu_ps(s + j), live); /* dead: exp(0) */
-        e = _mm256_and_ps(x86_canon_vexp256(_mm256_sub_ps(x, vm)), live);
-    }
-    _mm256_storeu_ps(s + j, e);
-    return e;
-}
-
-float cpulm_avx2_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
-    return avx2_softmax_with(n, lim, s, M, L, exp8_live, cpulm_generic_vexpf);
-}
 
 /* ======== the exact numerics (attn_x*) ======== */
 
@@ -604,37 +563,6 @@ void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int1
         else
             qscores_tile(d, 0, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
     }
-}
-
-/* ---- online softmax, underflow flushed ---- */
-
-/* vexpz on 8 lanes: the canonical polynomial and one multiply by 2^n; lanes below -87 (n
- * would leave the normal range) are 0. */
-AVX2_INLINE __m256 vexpz8(__m256 x) {
-    __m256 n;
-    const __m256 p = x86_vexp_parts256(x, &n);
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
-}
-
-/* s[j..j+8) = vexpz(s - mx) where j + lane < lim, else 0; returns the stored values. */
-AVX2_INLINE __m256 expz8_live(float *s, int j, int lim, __m256 vm) {
-    __m256 e;
-    if (j + 8 <= lim) {
-        e = vexpz8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-    } else if (j >= lim) {
-        e = _mm256_setzero_ps();
-    } else {
-        e = _mm256_and_ps(vexpz8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)), avx2_live8(j, lim));
-    }
-    _mm256_storeu_ps(s + j, e);
-    return e;
-}
-
-float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
-    return avx2_softmax_with(n, lim, s, M, L, expz8_live, cpulm_generic_vexpzf);
 }
 
 #endif

@@ -240,8 +240,8 @@ static void axpy(int64_t n, float *y, float a, const float *x) {
     }
 }
 
-/* ---- tiled attention (numerics in kernels.h: attn_*; attn_scores, attn_pv, attn_merge and
- * attn_xpv are attn_simd.h's over this vector layer) ---- */
+/* ---- tiled attention (numerics in kernels.h: attn_*; attn_scores, attn_pv, attn_merge,
+ * attn_xpv and the softmax ops are attn_simd.h's over this vector layer) ---- */
 
 /* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1 and are never
  * stored), c < dc (a multiple of 16), by 16 x 16 register transposes. */
@@ -447,6 +447,11 @@ static void xpv_narrow(int64_t d, int m, int n, const float *ms, const float *vs
 static inline float vexp1(float x) {
     return _mm512_cvtss_f32(x86_vexp_ps512(_mm512_set1_ps(x)));
 }
+/* vexpz on 16 lanes: vexp's scalef, lanes below -87 flushed to 0 */
+static inline __m512 vexpz16(__m512 x) {
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+    return _mm512_maskz_mov_ps(keep, x86_vexp_ps512(x));
+}
 #define ASV_EXP1              vexp1
 #define ASV_LEVEL             avx512
 #define ASV                   __m512
@@ -460,6 +465,17 @@ static inline float vexp1(float x) {
 #define asv_store_n(p, x, nl) _mm512_mask_storeu_ps(p, tail_mask(nl), x)
 #define asv_round_f16(x) \
     _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define asv_add(a, b)       _mm512_add_ps(a, b)
+#define asv_sub(a, b)       _mm512_sub_ps(a, b)
+#define asv_max(a, b)       _mm512_max_ps(a, b)
+#define asv_hmax(x)         _mm512_reduce_max_ps(x)
+#define asv_exp(x)          x86_vexp_ps512(x)
+#define asv_expz(x)         vexpz16(x)
+#define ASV_MASK            __mmask16
+#define asv_live(nl)        tail_mask(nl)
+#define asv_select(k, a, b) _mm512_mask_mov_ps(b, k, a)
+#define asv_keep(x, k)      _mm512_maskz_mov_ps(k, x)
+#define ASV_REDUCE16(acc)   x86_reduce16_512(acc[0])
 /* scores: 6 rows x 4 vectors (no reduction tree per score: the canonical 16-lane dot spent
  * ~45 shuffles and adds per 16 scores, on the FMA ports); xpv: 4 x 4, the sums riding */
 #define ASV_SC_ROWS        6
@@ -474,43 +490,6 @@ static inline float vexp1(float x) {
 #define ASV_PV_DIMS_OUTER 1
 #define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(6, X) CPULM_BLOCKS_UPTO4(5, X) CPULM_BLOCKS_4X4(X)
 #include "kernels/attn_simd.h"
-
-/* The online softmax row of attn_softmax_row (Z = 0) and attn_softmaxz (Z = 1: vexpz, scores
- * more than 87 below the max flushed to 0, no ldexpf lanes), 16 lanes in the avx2 versions'
- * lane order (element j in lane j % 16), so the generic bits. Z is a constant at each call. */
-static inline __attribute__((always_inline)) float softmax16(int n, int lim, float *s, float *M,
-                                                             float *L, const int Z) {
-    __m512 vmax = _mm512_set1_ps(*M);
-    for (int j = 0; j < lim; j += 16) {
-        const __mmask16 k = lim - j >= 16 ? 0xFFFF : tail_mask(lim - j);
-        vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, s + j));
-    }
-    const float mx = _mm512_reduce_max_ps(vmax);
-    const __m512 vm = _mm512_set1_ps(mx), floor = _mm512_set1_ps(-87.0f);
-    __m512 sum = _mm512_setzero_ps();
-    for (int j = 0; j < n; j += 16) {
-        const __mmask16 all = n - j >= 16 ? 0xFFFF : tail_mask(n - j);
-        const __mmask16 live = lim - j >= 16 ? 0xFFFF : lim > j ? tail_mask(lim - j) : 0;
-        const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(live, s + j), vm);
-        const __mmask16 keep = Z ? live & _mm512_cmp_ps_mask(x, floor, _CMP_GE_OQ) : live;
-        const __m512 e = _mm512_maskz_mov_ps(keep, x86_vexp_ps512(x));
-        _mm512_mask_storeu_ps(s + j, all, e);
-        sum = _mm512_add_ps(sum, e);
-    }
-    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
-    const float a = *M == -INFINITY ? 0.0f : Z ? cpulm_generic_vexpzf(*M - mx) : vexp1(*M - mx);
-    *L = fmaf(*L, a, x86_reduce16_512(sum));
-    *M = mx;
-    return a;
-}
-
-static float attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
-    return softmax16(n, lim, s, M, L, 0);
-}
-
-static float attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
-    return softmax16(n, lim, s, M, L, 1);
-}
 
 /* ---- exact tiled attention (numerics in kernels.h: attn_x*) ---- */
 
@@ -1100,14 +1079,14 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .dnet_conv = cpulm_avx512_dnet_conv,
     .silu = cpulm_avx512_silu,
     .attn_scores = cpulm_avx512_attn_scores,
-    .attn_softmax_row = attn_softmax_row,
+    .attn_softmax_row = cpulm_avx512_attn_softmax_row,
     .attn_pv = cpulm_avx512_attn_pv,
     .attn_merge = cpulm_avx512_attn_merge,
     .attn_xscores = attn_xscores,
     .attn_xweights = attn_xweights,
     .attn_xpv = cpulm_avx512_attn_xpv,
     .attn_qscores = cpulm_avx512_attn_qscores,
-    .attn_softmaxz = attn_softmaxz,
+    .attn_softmaxz = cpulm_avx512_attn_softmaxz,
     .attn_qpv = cpulm_avx512_attn_qpv,
 };
 #endif
