@@ -37,6 +37,10 @@
  *   ASV_MASK, asv_live(nl) (the lanes below nl, 0 < nl < ASV_W), asv_select(k, a, b) (a in
  *   k's lanes, else b), asv_keep(x, k) (x in k's lanes, else 0)
  *   ASV_REDUCE16(acc) cpulm_generic_reduce16's tree over the 16 lanes of acc[0..16/ASV_W)
+ * and attn_xweights: asv_gt(a, b) (mask of a > b, ordered), asv_ord(x) (mask of x not NaN),
+ *   asv_any(k) (any lane set), asv_keep_max(a, b) (b where b > a, else a: ties keep a),
+ *   asv_lanes_up(x, k, fill) (lane l takes lane l - k, lanes below k fill; k = 1, 2, 4, 8 <
+ *   ASV_W), asv_last(x) (the last lane), asv_expf(x) (libm's expf bits per lane)
  */
 #ifndef CPULM_KERNELS_ATTN_SIMD_H
 #define CPULM_KERNELS_ATTN_SIMD_H
@@ -677,5 +681,52 @@ float ASV_OP(attn_softmax_row)(int n, int lim, float *s, float *M, float *L) {
 
 float ASV_OP(attn_softmaxz)(int n, int lim, float *s, float *M, float *L) {
     return att_softmax(n, lim, s, M, L, 1);
+}
+/* ---- attn_xweights: ASV_W keys at once ---- */
+
+/* The running max before each key is a prefix max (ties keep the earlier value, as "x > M"
+ * does), so every key's exponent is known before any expf. A tail is padded with -inf. */
+void ASV_OP(attn_xweights)(int n, float *s, float *ms, float *M) {
+    const ASV ninf = asv_set1(-INFINITY), one = asv_set1(1.0f);
+    float m = *M;
+    for (int j = 0; j < n; j += ASV_W) {
+        const int nl = n - j;
+        const ASV x =
+            nl >= ASV_W ? asv_load(s + j) : asv_select(asv_live(nl), asv_load_n(s + j, nl), ninf);
+        const ASV vm = asv_set1(m);
+        ASV w = one, e;
+        /* the usual group: no key above the running max (NaN is not), so it stays m, every
+         * key's weight is expf(x - m) and its factor 1: no prefix max */
+        if (!asv_any(asv_gt(x, vm))) {
+            e = asv_expf(asv_sub(x, vm));
+        } else {
+            /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
+            ASV p = asv_select(asv_ord(x), x, ninf);
+            /* the steps written out: a loop kept its shift in a register (~15% of the avx512
+             * op on stories260K's scores) */
+            p = asv_keep_max(asv_lanes_up(p, 1, ninf), p);
+            p = asv_keep_max(asv_lanes_up(p, 2, ninf), p);
+#if ASV_W > 4
+            p = asv_keep_max(asv_lanes_up(p, 4, ninf), p);
+#endif
+#if ASV_W > 8
+            p = asv_keep_max(asv_lanes_up(p, 8, ninf), p);
+#endif
+            const ASV incl = asv_keep_max(vm, p), prev = asv_lanes_up(incl, 1, vm);
+            const ASV_MASK up = asv_gt(x, prev);
+            const ASV f = asv_expf(asv_select(up, asv_sub(prev, x), asv_sub(x, prev)));
+            w = asv_select(up, f, one);
+            e = asv_select(up, one, f);
+            m = asv_last(incl);
+        }
+        if (nl >= ASV_W) {
+            asv_store(ms + j, w);
+            asv_store(s + j, e);
+        } else {
+            asv_store_n(ms + j, w, nl);
+            asv_store_n(s + j, e, nl);
+        }
+    }
+    *M = m;
 }
 #endif /* ASV_LEVEL */

@@ -16,9 +16,7 @@
 #include "neon_unroll.h"
 #include "format/quant.h"
 
-/* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
-
-/* ---- the vector layer of attn_simd.h (its f32 ops, the softmax family, qquant, qpv) ---- */
+/* ======== f32 tiles (attn_scores' keys, attn_pv's block; the ops are attn_simd.h's) ======== */
 
 /* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1, never stored),
  * c < dc (a multiple of 4), by 4 x 4 register transposes. */
@@ -157,61 +155,6 @@ ARM_INLINE void pv_block(int n, const float *p, int64_t ldp, const float *v, int
 }
 #undef PV_KEY
 #undef PV_KEEP_LOOP
-
-/* vexpz on 4 lanes: lanes below -87 are 0 (as cpulm_generic_vexpzf tests them), the others
- * the canonical vexp; their input is clamped at -87 first, so the flushed lanes never take
- * arm_canon_vexp's ldexpf path (2^n stays a normal float). */
-ARM_INLINE float32x4_t vexpz4(float32x4_t x) {
-    const float32x4_t lo = vdupq_n_f32(-87.0f);
-    const uint32x4_t below = vcltq_f32(x, lo);
-    const float32x4_t e = arm_canon_vexp(vmaxq_f32(x, lo));
-    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(e), below));
-}
-
-#define ASV_LEVEL             neon
-#define ASV                   float32x4_t
-#define ASV_W                 4
-#define asv_load(p)           vld1q_f32(p)
-#define asv_store(p, x)       vst1q_f32(p, x)
-#define asv_set1(x)           vdupq_n_f32(x)
-#define asv_mul(a, b)         vmulq_f32(a, b)
-#define asv_fma(a, b, c)      vfmaq_f32(c, a, b)
-#define asv_load_n(p, nl)     ld_lanes(p, nl)
-#define asv_store_n(p, x, nl) st_lanes(p, x, nl)
-#define asv_round_f16(x)      vcvt_f32_f16(vcvt_f16_f32(x)) /* FCVTN / FCVTL: nearest even */
-#define asv_add(a, b)         vaddq_f32(a, b)
-#define asv_sub(a, b)         vsubq_f32(a, b)
-#define asv_max(a, b)         vmaxnmq_f32(a, b) /* maxNum, as fmaxf */
-#define asv_hmax(x)           vmaxnmvq_f32(x)
-#define asv_exp(x)            arm_canon_vexp(x)
-#define asv_expz(x)           vexpz4(x)
-#define ASV_MASK              uint32x4_t
-#define asv_live(nl)          vcltq_u32((uint32x4_t){0, 1, 2, 3}, vdupq_n_u32((uint32_t)(nl)))
-#define asv_select(k, a, b)   vbslq_f32(k, a, b)
-#define asv_keep(x, k)        vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), k))
-#define ASV_REDUCE16(acc)     arm_reduce16(acc)
-/* scores: 4 rows x 4 vectors of keys; xpv: 4 x 4 (16 accumulators), the sums after them */
-#define ASV_SC_ROWS        4
-#define ASV_SC_CASES(X)    CPULM_BLOCKS_4X4(X)
-#define ASV_XPV_VECS(rows) 4
-#define ASV_XPV_SUM_MAX    0
-#define ASV_XPV_CASES(X)   ASV_SC_CASES(X)
-#define ASV_XPV_NARROW     cpulm_generic_attn_xpv
-/* P.V: pv_block above, 4 x 4, rows outer */
-#define ASV_PV_BLOCK      pv_block
-#define ASV_PV_ROWS       4
-#define ASV_PV_VECS(rows) 4
-#define ASV_PV_DIMS_OUTER 0
-#define ASV_PV_CASES(X)   ASV_SC_CASES(X)
-/* attn_qpv: every group of rows converts the values it reads */
-#define ASV_QPV_F32                           0
-#define asv_qvals(MODE, q, v)                 neon_qvals(MODE, q, v)
-#define asv_block_scales(d, x, ld, n, bs, ds) block_scales(d, x, ld, n, bs, ds)
-/* attn_qquant */
-#define asv_absmax(m, x) vmaxq_f32(m, vabsq_f32(x))
-#define asv_store_q16(p, x0, x1) \
-    vst1q_s16(p, vcombine_s16(vmovn_s32(neon_q32(x0)), vmovn_s32(neon_q32(x1))))
-#include "kernels/attn_simd.h"
 
 /* ======== the exact numerics (attn_x*) ======== */
 
@@ -368,41 +311,69 @@ ARM_INLINE float32x4_t xexpf4(float32x4_t x) {
     return vbslq_f32(vceqq_f32(x, x), f, vaddq_f32(x, x));
 }
 
-/* The running max of "x > M": a later value replaces an earlier one only when greater. */
-ARM_INLINE float32x4_t xkeep_max(float32x4_t earlier, float32x4_t later) {
-    return vbslq_f32(vcgtq_f32(later, earlier), later, earlier);
+/* ======== attn_simd.h's ops (f32 tiles, softmax family, attn_xweights, attn_xpv) ======== */
+
+/* vexpz on 4 lanes: lanes below -87 are 0 (as cpulm_generic_vexpzf tests them), the others
+ * the canonical vexp; their input is clamped at -87 first, so the flushed lanes never take
+ * arm_canon_vexp's ldexpf path (2^n stays a normal float). */
+ARM_INLINE float32x4_t vexpz4(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(-87.0f);
+    const uint32x4_t below = vcltq_f32(x, lo);
+    const float32x4_t e = arm_canon_vexp(vmaxq_f32(x, lo));
+    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(e), below));
 }
 
-/* 4 keys at once: the running max before each key is a prefix max, so every key's exponent
- * is known before any expf. */
-void cpulm_neon_attn_xweights(int n, float *s, float *ms, float *M) {
-    const float32x4_t ninf = vdupq_n_f32(-INFINITY), one = vdupq_n_f32(1.0f);
-    float m = *M;
-    for (int j = 0; j < n; j += 4) {
-        const int cnt = n - j < 4 ? n - j : 4;
-        float xb[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-        memcpy(xb, s + j, sizeof(float) * (size_t)cnt);
-        const float32x4_t x = vld1q_f32(xb);
-        /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
-        float32x4_t p = vbslq_f32(vceqq_f32(x, x), x, ninf);
-        p = xkeep_max(vextq_f32(ninf, p, 3), p);
-        p = xkeep_max(vextq_f32(ninf, p, 2), p);
-        const float32x4_t vm = vdupq_n_f32(m);
-        const float32x4_t incl = xkeep_max(vm, p);
-        const float32x4_t prev = vextq_f32(vm, incl, 3);
-        const uint32x4_t up = vcgtq_f32(x, prev);
-        const float32x4_t e = xexpf4(vbslq_f32(up, vsubq_f32(prev, x), vsubq_f32(x, prev)));
-        float wb[4], sb[4];
-        vst1q_f32(wb, vbslq_f32(up, e, one));
-        vst1q_f32(sb, vbslq_f32(up, one, e));
-        memcpy(ms + j, wb, sizeof(float) * (size_t)cnt);
-        memcpy(s + j, sb, sizeof(float) * (size_t)cnt);
-        m = vgetq_lane_f32(incl, 3);
-    }
-    *M = m;
-}
-
-/* (P.V: attn_xpv is attn_simd.h's) */
+#define ASV_LEVEL             neon
+#define ASV                   float32x4_t
+#define ASV_W                 4
+#define asv_load(p)           vld1q_f32(p)
+#define asv_store(p, x)       vst1q_f32(p, x)
+#define asv_set1(x)           vdupq_n_f32(x)
+#define asv_mul(a, b)         vmulq_f32(a, b)
+#define asv_fma(a, b, c)      vfmaq_f32(c, a, b)
+#define asv_load_n(p, nl)     ld_lanes(p, nl)
+#define asv_store_n(p, x, nl) st_lanes(p, x, nl)
+#define asv_round_f16(x)      vcvt_f32_f16(vcvt_f16_f32(x)) /* FCVTN / FCVTL: nearest even */
+#define asv_add(a, b)         vaddq_f32(a, b)
+#define asv_sub(a, b)         vsubq_f32(a, b)
+#define asv_max(a, b)         vmaxnmq_f32(a, b) /* maxNum, as fmaxf */
+#define asv_hmax(x)           vmaxnmvq_f32(x)
+#define asv_exp(x)            arm_canon_vexp(x)
+#define asv_expz(x)           vexpz4(x)
+#define ASV_MASK              uint32x4_t
+#define asv_live(nl)          vcltq_u32((uint32x4_t){0, 1, 2, 3}, vdupq_n_u32((uint32_t)(nl)))
+#define asv_select(k, a, b)   vbslq_f32(k, a, b)
+#define asv_keep(x, k)        vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), k))
+#define ASV_REDUCE16(acc)     arm_reduce16(acc)
+#define asv_gt(a, b)          vcgtq_f32(a, b)
+#define asv_ord(x)            vceqq_f32(x, x)
+#define asv_any(k)            vmaxvq_u32(k)
+#define asv_keep_max(a, b)    vbslq_f32(vcgtq_f32(b, a), b, a)
+#define asv_lanes_up(x, k, f) vextq_f32(f, x, 4 - (k))
+#define asv_last(x)           vgetq_lane_f32(x, 3)
+#define asv_expf(x)           xexpf4(x)
+/* scores: 4 rows x 4 vectors of keys; xpv: 4 x 4 (16 accumulators), the sums after them */
+#define ASV_SC_ROWS        4
+#define ASV_SC_CASES(X)    CPULM_BLOCKS_4X4(X)
+#define ASV_XPV_VECS(rows) 4
+#define ASV_XPV_SUM_MAX    0
+#define ASV_XPV_CASES(X)   ASV_SC_CASES(X)
+#define ASV_XPV_NARROW     cpulm_generic_attn_xpv
+/* P.V: pv_block above, 4 x 4, rows outer */
+#define ASV_PV_BLOCK      pv_block
+#define ASV_PV_ROWS       4
+#define ASV_PV_VECS(rows) 4
+#define ASV_PV_DIMS_OUTER 0
+#define ASV_PV_CASES(X)   ASV_SC_CASES(X)
+/* attn_qpv: every group of rows converts the values it reads */
+#define ASV_QPV_F32                           0
+#define asv_qvals(MODE, q, v)                 neon_qvals(MODE, q, v)
+#define asv_block_scales(d, x, ld, n, bs, ds) block_scales(d, x, ld, n, bs, ds)
+/* attn_qquant */
+#define asv_absmax(m, x) vmaxq_f32(m, vabsq_f32(x))
+#define asv_store_q16(p, x0, x1) \
+    vst1q_s16(p, vcombine_s16(vmovn_s32(neon_q32(x0)), vmovn_s32(neon_q32(x1))))
+#include "kernels/attn_simd.h"
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
 

@@ -19,9 +19,9 @@
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
 
-/* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
+/* ======== f32 tiles (attn_scores' keys; the ops are attn_simd.h's, below) ======== */
 
-/* ---- the vector layer of attn_simd.h (its f32 ops, the softmax family, qquant, qpv) ---- */
+/* ---- attn_simd.h's layer: quantized queries and values ---- */
 
 /* x clamped to +-32767, x + (x >= 0 ? 0.5 : -0.5) truncated: the generic rounding */
 AVX2_INLINE __m256i avx2_q32(__m256 x) {
@@ -81,71 +81,6 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
             }
         }
 }
-
-/* All ones in the lanes below nl (for the one group of a row that lim cuts). */
-AVX2_INLINE __m256 avx2_live8(int nl) {
-    return _mm256_castsi256_ps(
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-}
-
-/* vexpz on 8 lanes: the canonical polynomial and one multiply by 2^n; lanes below -87 (n
- * would leave the normal range) are 0. */
-AVX2_INLINE __m256 vexpz8(__m256 x) {
-    __m256 n;
-    const __m256 p = x86_vexp_parts256(x, &n);
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
-}
-
-#define ASV_LEVEL             avx2
-#define ASV                   __m256
-#define ASV_W                 8
-#define asv_load(p)           _mm256_loadu_ps(p)
-#define asv_store(p, x)       _mm256_storeu_ps(p, x)
-#define asv_set1(x)           _mm256_set1_ps(x)
-#define asv_mul(a, b)         _mm256_mul_ps(a, b)
-#define asv_fma(a, b, c)      _mm256_fmadd_ps(a, b, c)
-#define asv_load_n(p, nl)     _mm256_maskload_ps(p, _mm256_castps_si256(avx2_live8(nl)))
-#define asv_store_n(p, x, nl) _mm256_maskstore_ps(p, _mm256_castps_si256(avx2_live8(nl)), x)
-#define asv_round_f16(x) \
-    _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-#define asv_add(a, b)       _mm256_add_ps(a, b)
-#define asv_sub(a, b)       _mm256_sub_ps(a, b)
-#define asv_max(a, b)       _mm256_max_ps(a, b)
-#define asv_hmax(x)         x86_hmax_ps256(x)
-#define asv_exp(x)          x86_canon_vexp256(x)
-#define asv_expz(x)         vexpz8(x)
-#define ASV_MASK            __m256
-#define asv_live(nl)        avx2_live8(nl)
-#define asv_select(k, a, b) _mm256_blendv_ps(b, a, k)
-#define asv_keep(x, k)      _mm256_and_ps(x, k)
-#define ASV_REDUCE16(acc)   x86_reduce16_256(acc[0], acc[1])
-/* scores: 3 rows x 4 vectors (12 accumulators); xpv: 4 rows x 3 vectors or 2 x 4, the sums
- * riding in blocks of <= 8 accumulators (12 chains of FMA, VCVTPS2PH, VCVTPH2PS, ~14 cycles
- * on Zen 3, in flight; VCVTPS2PH, 2 cycles per ymm there, bounds the rest) */
-#define ASV_SC_ROWS        3
-#define ASV_SC_CASES(X)    CPULM_BLOCKS_UPTO4(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
-#define ASV_XPV_VECS(rows) ((rows) <= 2 ? 4 : 3)
-#define ASV_XPV_SUM_MAX    8
-#define ASV_XPV_CASES(X)     \
-    CPULM_BLOCKS_UPTO3(4, X) \
-    CPULM_BLOCKS_UPTO3(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
-#define ASV_XPV_NARROW cpulm_generic_attn_xpv
-/* P.V: 2 rows x 4 vectors sharing each loaded value vector, or a lone row x 8 */
-#define ASV_PV_ROWS       2
-#define ASV_PV_VECS(rows) ((rows) == 1 ? 8 : 4)
-#define ASV_PV_DIMS_OUTER 0
-#define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO8(1, X)
-/* attn_qpv: a block's values converted once for more than 4 rows */
-#define ASV_QPV_F32                           1
-#define asv_qvals(MODE, q, v)                 avx2_qvals(MODE, q, v)
-#define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales(d, x, ld, n, bs, ds)
-/* attn_qquant */
-#define asv_absmax(m, x)         _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))
-#define asv_store_q16(p, x0, x1) avx2_store_q16(p, x0, x1)
-#include "kernels/attn_simd.h"
 
 /* ======== the exact numerics (attn_x*) ======== */
 
@@ -330,60 +265,79 @@ AVX2_INLINE __m256 xlanes_up(__m256 p, const int k, __m256 fill) {
                     : _mm256_blend_ps(up, fill, 0x0F);
 }
 
-/* 8 keys x[0..7] (a tail padded with -inf) after the running max m: their weights into
- * e (the factor of the key's own exponent) and up (keys that move the max); returns the
- * running max after them. The running max before each key is a prefix max (ties keep the
- * earlier value, as "x > M" does), so every key's exponent is known before any expf. */
-AVX2_INLINE float xweights8(__m256 x, float m, __m256 *e, __m256 *up) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
-    __m256 p = _mm256_blendv_ps(x, ninf, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-    /* max(later, earlier): vmaxps returns the second operand on ties */
-    p = _mm256_max_ps(p, xlanes_up(p, 1, ninf));
-    p = _mm256_max_ps(p, xlanes_up(p, 2, ninf));
-    p = _mm256_max_ps(p, xlanes_up(p, 4, ninf));
-    const __m256 vm = _mm256_set1_ps(m);
-    const __m256 incl = _mm256_max_ps(p, vm);
-    const __m256 prev = xlanes_up(incl, 1, vm);
-    *up = _mm256_cmp_ps(x, prev, _CMP_GT_OQ);
-    *e = xexpf8(_mm256_blendv_ps(_mm256_sub_ps(x, prev), _mm256_sub_ps(prev, x), *up));
-    return _mm_cvtss_f32(_mm_permute_ps(_mm256_extractf128_ps(incl, 1), 0xFF));
+/* ======== attn_simd.h's ops (f32 tiles, softmax family, attn_xweights, attn_xpv) ======== */
+
+/* All ones in the lanes below nl (for the one group of a row that lim cuts). */
+AVX2_INLINE __m256 avx2_live8(int nl) {
+    return _mm256_castsi256_ps(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-/* 8 keys at once; the tail through buffers (VMASKMOVPS stores are microcoded on AMD). */
-void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    float m = *M;
-    __m256 e, up;
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        const __m256 x = _mm256_loadu_ps(s + j), vm = _mm256_set1_ps(m);
-        /* the usual group: no key above the running max (NaN is not), so it stays m, every
-         * key's weight is expf(x - m) and its factor 1: no prefix max */
-        if (!_mm256_movemask_ps(_mm256_cmp_ps(x, vm, _CMP_GT_OQ))) {
-            _mm256_storeu_ps(ms + j, one);
-            _mm256_storeu_ps(s + j, xexpf8(_mm256_sub_ps(x, vm)));
-            continue;
-        }
-        m = xweights8(x, m, &e, &up);
-        _mm256_storeu_ps(ms + j, _mm256_blendv_ps(one, e, up));
-        _mm256_storeu_ps(s + j, _mm256_blendv_ps(e, one, up));
-    }
-    if (j < n) {
-        float xb[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                       -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-        float wb[8], sb[8];
-        memcpy(xb, s + j, sizeof(float) * (size_t)(n - j));
-        m = xweights8(_mm256_loadu_ps(xb), m, &e, &up);
-        _mm256_storeu_ps(wb, _mm256_blendv_ps(one, e, up));
-        _mm256_storeu_ps(sb, _mm256_blendv_ps(e, one, up));
-        memcpy(ms + j, wb, sizeof(float) * (size_t)(n - j));
-        memcpy(s + j, sb, sizeof(float) * (size_t)(n - j));
-    }
-    *M = m;
+/* vexpz on 8 lanes: the canonical polynomial and one multiply by 2^n; lanes below -87 (n
+ * would leave the normal range) are 0. */
+AVX2_INLINE __m256 vexpz8(__m256 x) {
+    __m256 n;
+    const __m256 p = x86_vexp_parts256(x, &n);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
 }
 
-/* (P.V: attn_xpv is attn_simd.h's) */
+#define ASV_LEVEL             avx2
+#define ASV                   __m256
+#define ASV_W                 8
+#define asv_load(p)           _mm256_loadu_ps(p)
+#define asv_store(p, x)       _mm256_storeu_ps(p, x)
+#define asv_set1(x)           _mm256_set1_ps(x)
+#define asv_mul(a, b)         _mm256_mul_ps(a, b)
+#define asv_fma(a, b, c)      _mm256_fmadd_ps(a, b, c)
+#define asv_load_n(p, nl)     _mm256_maskload_ps(p, _mm256_castps_si256(avx2_live8(nl)))
+#define asv_store_n(p, x, nl) _mm256_maskstore_ps(p, _mm256_castps_si256(avx2_live8(nl)), x)
+#define asv_round_f16(x) \
+    _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define asv_add(a, b)       _mm256_add_ps(a, b)
+#define asv_sub(a, b)       _mm256_sub_ps(a, b)
+#define asv_max(a, b)       _mm256_max_ps(a, b)
+#define asv_hmax(x)         x86_hmax_ps256(x)
+#define asv_exp(x)          x86_canon_vexp256(x)
+#define asv_expz(x)         vexpz8(x)
+#define ASV_MASK            __m256
+#define asv_live(nl)        avx2_live8(nl)
+#define asv_select(k, a, b) _mm256_blendv_ps(b, a, k)
+#define asv_keep(x, k)      _mm256_and_ps(x, k)
+#define ASV_REDUCE16(acc)   x86_reduce16_256(acc[0], acc[1])
+#define asv_gt(a, b)        _mm256_cmp_ps(a, b, _CMP_GT_OQ)
+#define asv_ord(x)          _mm256_cmp_ps(x, x, _CMP_ORD_Q)
+#define asv_any(k)          _mm256_movemask_ps(k)
+#define asv_keep_max(a, b)  _mm256_max_ps(b, a) /* vmaxps: the second operand on ties */
+#define asv_lanes_up        xlanes_up
+#define asv_last(x)         _mm_cvtss_f32(_mm_permute_ps(_mm256_extractf128_ps(x, 1), 0xFF))
+#define asv_expf(x)         xexpf8(x)
+/* scores: 3 rows x 4 vectors (12 accumulators); xpv: 4 rows x 3 vectors or 2 x 4, the sums
+ * riding in blocks of <= 8 accumulators (12 chains of FMA, VCVTPS2PH, VCVTPH2PS, ~14 cycles
+ * on Zen 3, in flight; VCVTPS2PH, 2 cycles per ymm there, bounds the rest) */
+#define ASV_SC_ROWS        3
+#define ASV_SC_CASES(X)    CPULM_BLOCKS_UPTO4(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
+#define ASV_XPV_VECS(rows) ((rows) <= 2 ? 4 : 3)
+#define ASV_XPV_SUM_MAX    8
+#define ASV_XPV_CASES(X)     \
+    CPULM_BLOCKS_UPTO3(4, X) \
+    CPULM_BLOCKS_UPTO3(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
+#define ASV_XPV_NARROW cpulm_generic_attn_xpv
+/* P.V: 2 rows x 4 vectors sharing each loaded value vector, or a lone row x 8 */
+#define ASV_PV_ROWS       2
+#define ASV_PV_VECS(rows) ((rows) == 1 ? 8 : 4)
+#define ASV_PV_DIMS_OUTER 0
+#define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO8(1, X)
+/* attn_qpv: a block's values converted once for more than 4 rows */
+#define ASV_QPV_F32                           1
+#define asv_qvals(MODE, q, v)                 avx2_qvals(MODE, q, v)
+#define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales(d, x, ld, n, bs, ds)
+/* attn_qquant */
+#define asv_absmax(m, x)         _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))
+#define asv_store_q16(p, x0, x1) avx2_store_q16(p, x0, x1)
+#include "kernels/attn_simd.h"
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
 

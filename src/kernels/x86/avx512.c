@@ -443,6 +443,80 @@ static void xpv_narrow(int64_t d, int m, int n, const float *ms, const float *vs
     }
 }
 
+/* expf of 8 floats, the same bits as glibc's expf (2.28 and later, the x86_64 FMA variant
+ * that glibc selects on CPUs with FMA): x * 32/ln2 = k + r by one fused multiply-add with
+ * the 1.5 * 2^52 shift, r by a fused multiply-subtract, 2^(k/32) from the table of
+ * 2^(i/32) rounded to double, y = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * 2^(k/32),
+ * rounded to float; its special cases below. attn_xweights_expf_is_libms compares it (through
+ * attn_xweights) with this process's libm over floats in [-104, 0], the arguments attention
+ * passes; the level uses it only when built against glibc (otherwise libm's expf per key). */
+static inline __m256 xexpf8(__m256 x) {
+    const __m512d invln2n = _mm512_set1_pd(0x1.71547652b82fep+0 * 32);
+    const __m512d shift = _mm512_set1_pd(0x1.8p52);
+    const __m512d xd = _mm512_cvtps_pd(x);
+    const __m512d kd = _mm512_fmadd_pd(invln2n, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kd);
+    const __m512d r = _mm512_fmsub_pd(invln2n, xd, _mm512_sub_pd(kd, shift));
+    const __m512i i = _mm512_and_si512(ki, _mm512_set1_epi64(31));
+    const double *tab = cpulm_x86_exp2_tab32;
+    const __m512d t0 = _mm512_permutex2var_pd(_mm512_load_pd(tab), i, _mm512_load_pd(tab + 8));
+    const __m512d t1 =
+        _mm512_permutex2var_pd(_mm512_load_pd(tab + 16), i, _mm512_load_pd(tab + 24));
+    const __m512d t =
+        _mm512_mask_blend_pd(_mm512_test_epi64_mask(i, _mm512_set1_epi64(16)), t0, t1);
+    /* 2^(k/32) = 2^(i/32) * 2^((k - i)/32): add (k - i)/32 to the exponent field */
+    const __m512i e = _mm512_slli_epi64(_mm512_andnot_si512(_mm512_set1_epi64(31), ki), 47);
+    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), e));
+    const __m512d z = _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32),
+                                      _mm512_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32));
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    const __m512d y0 =
+        _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / 32), _mm512_set1_pd(1.0));
+    const __m512d y = _mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc);
+    __m256 f = _mm512_cvtpd_ps(y);
+    /* no lane in a special range (nor NaN): the usual case, one branch (the four fixups
+     * below were ~a quarter of attn_xweights) */
+    const __mmask8 sp = _mm256_cmp_ps_mask(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_NGE_UQ) |
+                        _mm256_cmp_ps_mask(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ);
+    if (!sp) return f;
+    /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
+     * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_setzero_ps(),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
+    return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+#if defined(__GLIBC__)
+#define XEXP_EXACT 1
+#else
+#define XEXP_EXACT 0
+#endif
+
+static inline __m512 xexpf16(__m512 x) {
+    if (!XEXP_EXACT) {
+        float a[16];
+        _mm512_storeu_ps(a, x);
+        for (int l = 0; l < 16; l++)
+            a[l] = expf(a[l]);
+        return _mm512_loadu_ps(a);
+    }
+    const __m256 lo = xexpf8(_mm512_castps512_ps256(x));
+    const __m256 hi = xexpf8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+/* Lane l takes lane l - k of p (lanes below k take fill); k a constant at every call. */
+static inline __attribute__((always_inline)) __m512 lanes_up(__m512 p, int k, __m512 fill) {
+    const __m512i idx =
+        _mm512_sub_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(k));
+    return _mm512_mask_permutexvar_ps(fill, (__mmask16)(0xFFFFu << k), idx, p);
+}
+
 /* cpulm_generic_vexpf(x) in one lane: the same bits, without ldexpf's libm call per row */
 static inline float vexp1(float x) {
     return _mm512_cvtss_f32(x86_vexp_ps512(_mm512_set1_ps(x)));
@@ -476,6 +550,13 @@ static inline __m512 vexpz16(__m512 x) {
 #define asv_select(k, a, b) _mm512_mask_mov_ps(b, k, a)
 #define asv_keep(x, k)      _mm512_maskz_mov_ps(k, x)
 #define ASV_REDUCE16(acc)   x86_reduce16_512(acc[0])
+#define asv_gt(a, b)        _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)
+#define asv_ord(x)          _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q)
+#define asv_any(k)          (k)
+#define asv_keep_max(a, b)  _mm512_max_ps(b, a) /* vmaxps: the second operand on ties */
+#define asv_lanes_up        lanes_up
+#define asv_last(x)         _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(15), x))
+#define asv_expf(x)         xexpf16(x)
 /* scores: 6 rows x 4 vectors (no reduction tree per score: the canonical 16-lane dot spent
  * ~45 shuffles and adds per 16 scores, on the FMA ports); xpv: 4 x 4, the sums riding */
 #define ASV_SC_ROWS        6
@@ -634,116 +715,6 @@ static void attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt
         default: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 4, 3); break;
         }
     }
-}
-
-/* expf of 8 floats, the same bits as glibc's expf (2.28 and later, the x86_64 FMA variant
- * that glibc selects on CPUs with FMA): x * 32/ln2 = k + r by one fused multiply-add with
- * the 1.5 * 2^52 shift, r by a fused multiply-subtract, 2^(k/32) from the table of
- * 2^(i/32) rounded to double, y = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * 2^(k/32),
- * rounded to float; its special cases below. attn_xweights_expf_is_libms compares it (through
- * attn_xweights) with this process's libm over floats in [-104, 0], the arguments attention
- * passes; the level uses it only when built against glibc (otherwise libm's expf per key). */
-static inline __m256 xexpf8(__m256 x) {
-    const __m512d invln2n = _mm512_set1_pd(0x1.71547652b82fep+0 * 32);
-    const __m512d shift = _mm512_set1_pd(0x1.8p52);
-    const __m512d xd = _mm512_cvtps_pd(x);
-    const __m512d kd = _mm512_fmadd_pd(invln2n, xd, shift);
-    const __m512i ki = _mm512_castpd_si512(kd);
-    const __m512d r = _mm512_fmsub_pd(invln2n, xd, _mm512_sub_pd(kd, shift));
-    const __m512i i = _mm512_and_si512(ki, _mm512_set1_epi64(31));
-    const double *tab = cpulm_x86_exp2_tab32;
-    const __m512d t0 = _mm512_permutex2var_pd(_mm512_load_pd(tab), i, _mm512_load_pd(tab + 8));
-    const __m512d t1 =
-        _mm512_permutex2var_pd(_mm512_load_pd(tab + 16), i, _mm512_load_pd(tab + 24));
-    const __m512d t =
-        _mm512_mask_blend_pd(_mm512_test_epi64_mask(i, _mm512_set1_epi64(16)), t0, t1);
-    /* 2^(k/32) = 2^(i/32) * 2^((k - i)/32): add (k - i)/32 to the exponent field */
-    const __m512i e = _mm512_slli_epi64(_mm512_andnot_si512(_mm512_set1_epi64(31), ki), 47);
-    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), e));
-    const __m512d z = _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32),
-                                      _mm512_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32));
-    const __m512d r2 = _mm512_mul_pd(r, r);
-    const __m512d y0 =
-        _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / 32), _mm512_set1_pd(1.0));
-    const __m512d y = _mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc);
-    __m256 f = _mm512_cvtpd_ps(y);
-    /* no lane in a special range (nor NaN): the usual case, one branch (the four fixups
-     * below were ~a quarter of attn_xweights) */
-    const __mmask8 sp = _mm256_cmp_ps_mask(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_NGE_UQ) |
-                        _mm256_cmp_ps_mask(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ);
-    if (!sp) return f;
-    /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
-     * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
-    f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
-    f = _mm256_blendv_ps(f, _mm256_setzero_ps(),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
-    f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
-    return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
-#if defined(__GLIBC__)
-#define XEXP_EXACT 1
-#else
-#define XEXP_EXACT 0
-#endif
-
-static inline __m512 xexpf16(__m512 x) {
-    if (!XEXP_EXACT) {
-        float a[16];
-        _mm512_storeu_ps(a, x);
-        for (int l = 0; l < 16; l++)
-            a[l] = expf(a[l]);
-        return _mm512_loadu_ps(a);
-    }
-    const __m256 lo = xexpf8(_mm512_castps512_ps256(x));
-    const __m256 hi = xexpf8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-}
-
-/* Lane l takes lane l - k of p (lanes below k take fill); k a constant at every call. */
-static inline __attribute__((always_inline)) __m512 lanes_up(__m512 p, int k, __m512 fill) {
-    const __m512i idx =
-        _mm512_sub_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(k));
-    return _mm512_mask_permutexvar_ps(fill, (__mmask16)(0xFFFFu << k), idx, p);
-}
-
-/* 16 keys at once: the running max before each key is a prefix max (ties keep the earlier
- * value, as "x > M" does), so every key's exponent is known before any expf. */
-static void attn_xweights(int n, float *s, float *ms, float *M) {
-    const __m512 ninf = _mm512_set1_ps(-INFINITY), one = _mm512_set1_ps(1.0f);
-    float m = *M;
-    for (int j = 0; j < n; j += 16) {
-        const __mmask16 k = n - j >= 16 ? 0xFFFF : tail_mask(n - j);
-        const __m512 x = _mm512_mask_loadu_ps(ninf, k, s + j);
-        const __m512 vm = _mm512_set1_ps(m);
-        /* the usual group: no key above the running max (NaN is not), so it stays m, every
-         * key's weight is expf(x - m) and its factor 1: no prefix max (as the avx2 op) */
-        if (!(_mm512_cmp_ps_mask(x, vm, _CMP_GT_OQ) & k)) {
-            _mm512_mask_storeu_ps(ms + j, k, one);
-            _mm512_mask_storeu_ps(s + j, k, xexpf16(_mm512_sub_ps(x, vm)));
-            continue;
-        }
-        /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
-        __m512 p = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), ninf);
-        /* max(later, earlier): vmaxps keeps the second on ties (4 steps written out: the
-         * loop kept its shift in a register, ~15% of the op on stories260K's scores) */
-        p = _mm512_max_ps(p, lanes_up(p, 1, ninf));
-        p = _mm512_max_ps(p, lanes_up(p, 2, ninf));
-        p = _mm512_max_ps(p, lanes_up(p, 4, ninf));
-        p = _mm512_max_ps(p, lanes_up(p, 8, ninf));
-        const __m512 incl = _mm512_max_ps(p, vm);
-        const __m512 prev = lanes_up(incl, 1, vm);
-        const __mmask16 up = _mm512_cmp_ps_mask(x, prev, _CMP_GT_OQ);
-        const __m512 arg = _mm512_mask_sub_ps(_mm512_sub_ps(x, prev), up, prev, x);
-        const __m512 e = xexpf16(arg);
-        _mm512_mask_storeu_ps(ms + j, k, _mm512_mask_mov_ps(one, up, e));
-        _mm512_mask_storeu_ps(s + j, k, _mm512_mask_mov_ps(e, up, one));
-        m = _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(15), incl));
-    }
-    *M = m;
 }
 
 /* ---- multi-row F16 dots (gemm_rows): R weight rows x T activation rows ----
@@ -1083,7 +1054,7 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .attn_pv = cpulm_avx512_attn_pv,
     .attn_merge = cpulm_avx512_attn_merge,
     .attn_xscores = attn_xscores,
-    .attn_xweights = attn_xweights,
+    .attn_xweights = cpulm_avx512_attn_xweights,
     .attn_xpv = cpulm_avx512_attn_xpv,
     .attn_qscores = cpulm_avx512_attn_qscores,
     .attn_softmaxz = cpulm_avx512_attn_softmaxz,
