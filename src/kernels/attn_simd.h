@@ -124,6 +124,20 @@ ASV_INLINE void att_rows4(const int16_t *q16, int64_t ldq, const float *qs, int 
  * expf of the avx2 and avx512 levels */
 extern const double cpulm_x86_exp2_tab32[32];
 
+/* The x86 exact expf's results f of 8 floats x with glibc's cases for |x| >= 88: overflow
+ * to inf, underflow to 0, between log(2^-150) and log(2^-149) the smallest subnormal; NaN
+ * gives x + x (the levels' xexpf8 call it only when a lane is there: the usual case is one
+ * branch, the four fixups were ~a quarter of attn_xweights). */
+ASV_INLINE __m256 x86_xexpf_special(__m256 f, __m256 x) {
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_setzero_ps(),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
+    return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 /* The block scales of n <= ATT_QKT cache rows as f32, block-major: ds[b * ATT_QKT + j] (the
  * halves gathered, then converted 8 at a time: one vcvtph2ps per 8 keys instead of one per
  * key); entries n.. up to a multiple of 8 are 0. */

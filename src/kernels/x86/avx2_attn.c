@@ -186,9 +186,9 @@ void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t 
  * disassembled): kd = fma(x, 32/ln2, 1.5 * 2^52), r = fms(x, 32/ln2, kd - 1.5 * 2^52),
  * 2^(k/32) from the table of 2^(i/32) with (k - i)/32 added to the exponent field,
  * y = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * 2^(k/32) rounded to float; its special cases
- * below. avx512.c evaluates the same with table permutes; AVX2 has none across 32 doubles, so
- * a gather. attn_xweights_expf_is_libms compares it (through attn_xweights) with this
- * process's libm over floats in [-104, 0], the arguments attention passes. */
+ * x86_xexpf_special (attn_simd.h). avx512.c evaluates the same with table permutes; AVX2 has none
+ * across 32 doubles, so a gather. attn_xweights_expf_is_libms compares it (through attn_xweights)
+ * with this process's libm over floats in [-104, 0], the arguments attention passes. */
 /* 2^(i/32) rounded to double, glibc's table; aligned for avx512.c's 512-bit loads. */
 const double cpulm_x86_exp2_tab32[32] __attribute__((aligned(64))) = {
     0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
@@ -242,16 +242,7 @@ AVX2_INLINE __m256 xexpf8(__m256 x) {
     /* no lane in a special range (nor NaN): the usual case, one branch */
     const __m256 sp = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_NGE_UQ),
                                    _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
-    if (!_mm256_movemask_ps(sp)) return f;
-    /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
-     * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
-    f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
-    f = _mm256_blendv_ps(f, _mm256_setzero_ps(),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
-    f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
-    return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    return _mm256_movemask_ps(sp) ? x86_xexpf_special(f, x) : f;
 }
 
 /* Lane l takes lane l - k of p (lanes below k take fill): k = 1, 2 or 4. */

@@ -655,9 +655,10 @@ static void xpv_narrow(int64_t d, int m, int n, const float *ms, const float *vs
  * that glibc selects on CPUs with FMA): x * 32/ln2 = k + r by one fused multiply-add with
  * the 1.5 * 2^52 shift, r by a fused multiply-subtract, 2^(k/32) from the table of
  * 2^(i/32) rounded to double, y = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * 2^(k/32),
- * rounded to float; its special cases below. attn_xweights_expf_is_libms compares it (through
- * attn_xweights) with this process's libm over floats in [-104, 0], the arguments attention
- * passes; the level uses it only when built against glibc (otherwise libm's expf per key). */
+ * rounded to float; its special cases x86_xexpf_special. attn_xweights_expf_is_libms compares it
+ * (through attn_xweights) with this process's libm over floats in [-104, 0], the arguments
+ * attention passes; the level uses it only when built against glibc (otherwise libm's expf per
+ * key). */
 static inline __m256 xexpf8(__m256 x) {
     const __m512d invln2n = _mm512_set1_pd(0x1.71547652b82fep+0 * 32);
     const __m512d shift = _mm512_set1_pd(0x1.8p52);
@@ -682,20 +683,10 @@ static inline __m256 xexpf8(__m256 x) {
         _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / 32), _mm512_set1_pd(1.0));
     const __m512d y = _mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc);
     __m256 f = _mm512_cvtpd_ps(y);
-    /* no lane in a special range (nor NaN): the usual case, one branch (the four fixups
-     * below were ~a quarter of attn_xweights) */
+    /* no lane in a special range (nor NaN): the usual case, one branch */
     const __mmask8 sp = _mm256_cmp_ps_mask(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_NGE_UQ) |
                         _mm256_cmp_ps_mask(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ);
-    if (!sp) return f;
-    /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
-     * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
-    f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
-    f = _mm256_blendv_ps(f, _mm256_setzero_ps(),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
-    f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
-    return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    return sp ? x86_xexpf_special(f, x) : f;
 }
 
 #if defined(__GLIBC__)
