@@ -367,6 +367,8 @@ ARM_INLINE float32x4_t vexpz4(float32x4_t x) {
 #define ASV_PV_CASES(X)   ASV_SC_CASES(X)
 /* attn_qpv: every group of rows converts the values it reads */
 #define ASV_QPV_F32                           0
+#define ASV_QPV_BLOCKS                        1
+#define ASV_QPV_HALVES                        1
 #define asv_qvals(MODE, q, v)                 neon_qvals(MODE, q, v)
 #define asv_block_scales(d, x, ld, n, bs, ds) block_scales(d, x, ld, n, bs, ds)
 /* attn_qquant */

@@ -323,6 +323,8 @@ AVX2_INLINE __m256 vexpz8(__m256 x) {
 #define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO8(1, X)
 /* attn_qpv: a block's values converted once for more than 4 rows */
 #define ASV_QPV_F32                           1
+#define ASV_QPV_BLOCKS                        1
+#define ASV_QPV_HALVES                        1
 #define asv_qvals(MODE, q, v)                 avx2_qvals(MODE, q, v)
 #define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales(d, x, ld, n, bs, ds)
 /* attn_qquant */

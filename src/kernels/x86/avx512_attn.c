@@ -1,7 +1,7 @@
 /* avx512_attn.c: the avx512 level's attention tile ops (contracts in kernels.h), built with
  * the avx512 flags and reached only through cpulm_kernels_avx512 (the avx512vnni level
- * inherits them): first the steps straight from Q8_0 / Q4_0 cache rows (attn_qscores,
- * attn_qpv; attn_qquant stays the avx2 one), then the f32 tiles and the exact numerics
+ * inherits them): first the scores straight from Q8_0 / Q4_0 cache rows (attn_qscores;
+ * attn_qquant stays the avx2 one), then the f32 tiles, attn_qpv and the exact numerics
  * (attn_simd.h's ops over the 16-lane layer, attn_xscores, attn_xpv at head size 8).
  *
  * Why: generation at depth is these two ops (one query row per head against every cached
@@ -26,7 +26,6 @@
 
 #define A512_INLINE static inline __attribute__((always_inline))
 #define KT          ATT_QKT
-#define VF_LD       64 /* floats per key in qpv's converted values (2 blocks) */
 
 /* ---- scores ---- */
 
@@ -272,173 +271,6 @@ void cpulm_avx512vnni_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, cons
                                    int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
                                    float *s, int64_t lds, const uint8_t *next) {
     qscores_op(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next, 1);
-}
-
-/* ---- P.V ---- */
-
-/* Block b of value row q as two f32 vectors (elements 0-15, 16-31). Q4 is a constant. */
-A512_INLINE void block_vals(const uint8_t *row, int64_t b, const int Q4, __m512 *v0, __m512 *v1) {
-    if (!Q4) {
-        const uint8_t *q = row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2;
-        *v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
-        *v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 16))));
-        return;
-    }
-    const __m128i m4 = _mm_set1_epi8(0x0f), b8 = _mm_set1_epi8(8);
-    const __m128i x =
-        _mm_loadu_si128((const __m128i *)(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2));
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, m4), b8);
-    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), m4), b8);
-    *v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
-    *v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
-}
-
-/* One pass: R rows x NB blocks (from block b0: columns b0 * 32 ..) over keys 0..n-1 in
- * order, o = fma(w, v, o); row r's weight for key j and block b0 + bb at
- * w[(r * nbt + b0 + bb) * KT + j]. SC: scale the rows by a[r] first (the call's first keys).
- * Q4 = 2: the values are floats already, key j's blocks b0.. at vf + j * VF_LD (vf_fill).
- * R, NB, Q4, SC are constants at every call (pv_pass_any). Hints pf + j * ldv (pfn bytes). */
-A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, const float *vf, int64_t b0,
-                         int nbt, const float *w, const float *a, float *const orow[4],
-                         const uint8_t *pf, size_t pfn, const int R, const int NB, const int Q4,
-                         const int SC) {
-    __m512 acc[4][4];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int h = 0; h < 2 * NB; h++) {
-            const __m512 x = _mm512_loadu_ps(orow[r] + b0 * 32 + h * 16);
-            acc[r][h] = SC ? _mm512_mul_ps(x, _mm512_set1_ps(a[r])) : x;
-        }
-    for (int j = 0; j < n; j++) {
-        if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_BEGIN("avx512_attn_qpv");
-        if (pf) att_hint_row(pf + (uint64_t)j * ldv, pfn);
-        __m512 val[4];
-#pragma GCC unroll 2
-        for (int bb = 0; bb < NB; bb++)
-            if (Q4 == 2) {
-                val[2 * bb] = _mm512_loadu_ps(vf + j * VF_LD + bb * 32);
-                val[2 * bb + 1] = _mm512_loadu_ps(vf + j * VF_LD + bb * 32 + 16);
-            } else {
-                block_vals(v + (uint64_t)j * ldv, b0 + bb, Q4, &val[2 * bb], &val[2 * bb + 1]);
-            }
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-#pragma GCC unroll 2
-            for (int bb = 0; bb < NB; bb++) {
-                const __m512 wj = _mm512_set1_ps(w[(r * nbt + b0 + bb) * KT + j]);
-                acc[r][2 * bb] = _mm512_fmadd_ps(wj, val[2 * bb], acc[r][2 * bb]);
-                acc[r][2 * bb + 1] = _mm512_fmadd_ps(wj, val[2 * bb + 1], acc[r][2 * bb + 1]);
-            }
-        if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_END("avx512_attn_qpv");
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int h = 0; h < 2 * NB; h++)
-            _mm512_storeu_ps(orow[r] + b0 * 32 + h * 16, acc[r][h]);
-}
-
-#define PV(R, NB, Q4, SC) pv_pass(n, v, ldv, vf, b0, nbt, w, a, orow, pf, pfn, R, NB, Q4, SC)
-#define PV_R(NB, Q4, SC)  ATT_BY_ROWS(R, PV, NB, Q4, SC)
-#define PV_Q(NB, SC)    \
-    if (q4 == 2) {      \
-        PV_R(NB, 2, SC) \
-    } else if (q4) {    \
-        PV_R(NB, 1, SC) \
-    } else {            \
-        PV_R(NB, 0, SC) \
-    }
-
-/* pv_pass with its constants chosen here, once per pass (q4 2: values from vf). */
-static void pv_pass_any(int R, int nb, int q4, int sc, int n, const uint8_t *v, uint64_t ldv,
-                        const float *vf, int64_t b0, int nbt, const float *w, const float *a,
-                        float *const orow[4], const uint8_t *pf, size_t pfn) {
-    if (nb == 2) {
-        if (sc) PV_Q(2, 1) else PV_Q(2, 0)
-    } else {
-        if (sc) PV_Q(1, 1) else PV_Q(1, 0)
-    }
-}
-#undef PV_Q
-#undef PV_R
-#undef PV
-
-/* Rows i.. (R <= 4) x keys j0.. (nk <= KT) x blocks [bs, be): the weights p * dv once, then
- * passes of up to 2 blocks (4 registers per row) over the keys; the first pass of the first
- * rows hints next. vf (or NULL): the keys' blocks bs..bs+1 as floats (vf_fill; be <= bs + 2). */
-static void qpv_rows(int64_t d, int q4, int i, int R, int j0, int nk, int bs, int be,
-                     const float *p, int64_t ldp, const uint8_t *v, uint64_t ldv, const float *vf,
-                     const float *dv, const float *a, float *o, int64_t ldo, const uint8_t *next) {
-    const int nbt = (int)(d / 32);
-    float w[4 * ATT_QWDIM / 32 * KT];
-    float *orow[4];
-    for (int r = 0; r < R; r++) {
-        const float *pr = p + (int64_t)(i + r) * ldp + j0;
-        for (int b = bs; b < be; b++) {
-            float *wb = w + (r * nbt + b) * KT;
-            const float *db = dv + b * KT;
-            int j = 0;
-            for (; j + 16 <= nk; j += 16)
-                _mm512_storeu_ps(wb + j,
-                                 _mm512_mul_ps(_mm512_loadu_ps(pr + j), _mm512_loadu_ps(db + j)));
-            if (j < nk) {
-                const __mmask16 mk = (__mmask16)((1u << (nk - j)) - 1);
-                _mm512_mask_storeu_ps(wb + j, mk,
-                                      _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, pr + j),
-                                                    _mm512_maskz_loadu_ps(mk, db + j)));
-            }
-        }
-        orow[r] = o + (int64_t)(i + r) * ldo;
-    }
-    const size_t pfn = (size_t)nbt * att_block_bytes(q4);
-    for (int b0 = bs; b0 < be; b0 += 2) {
-        const uint8_t *pf = next && i == 0 && b0 == 0 ? next + (uint64_t)j0 * ldv : NULL;
-        pv_pass_any(R, be - b0 < 2 ? 1 : 2, vf ? 2 : q4, j0 == 0, nk, v + (uint64_t)j0 * ldv, ldv,
-                    vf, b0, nbt, w, a + i, orow, pf, pfn);
-    }
-}
-
-/* Keys 0..nk-1's blocks b0..b0+nb-1 (nb <= 2) as floats: key j's at vf + j * VF_LD. */
-static void vf_fill(const uint8_t *v, uint64_t ldv, int nk, int b0, int nb, int q4, float *vf) {
-    for (int j = 0; j < nk; j++)
-        for (int bb = 0; bb < nb; bb++) {
-            __m512 x0, x1;
-            block_vals(v + (uint64_t)j * ldv, b0 + bb, q4, &x0, &x1);
-            _mm512_storeu_ps(vf + j * VF_LD + bb * 32, x0);
-            _mm512_storeu_ps(vf + j * VF_LD + bb * 32 + 16, x1);
-        }
-}
-
-void cpulm_avx512_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
-                           const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
-                           const uint8_t *next) {
-    if (d % 32 != 0 || d > ATT_QWDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0) ||
-        n <= 0) {
-        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
-        return;
-    }
-    const int q4 = vt == CPULM_DTYPE_Q4_0, nbt = (int)(d / 32);
-    float dv[ATT_QWDIM / 32 * KT];
-    for (int j0 = 0; j0 < n; j0 += KT) { /* o *= a rides in the first keys' passes */
-        const int nk = n - j0 < KT ? n - j0 : KT;
-        const uint8_t *vj = v + (uint64_t)j0 * ldv;
-        x86q_block_scales512(d, vj, ldv, nk, att_block_bytes(q4), dv);
-        if (m <= 4) { /* one group of rows: the values converted in its passes */
-            qpv_rows(d, q4, 0, m, j0, nk, 0, nbt, p, ldp, v, ldv, NULL, dv, a, o, ldo, next);
-            continue;
-        }
-        /* more: each pair of blocks converted once for all the rows (int8 -> f32 was a
-         * third of the pass's work when every group of 4 rows converted it again) */
-        float vf[KT * VF_LD];
-        for (int b0 = 0; b0 < nbt; b0 += 2) {
-            const int be = nbt - b0 < 2 ? nbt : b0 + 2;
-            vf_fill(vj, ldv, nk, b0, be - b0, q4, vf);
-            for (int i = 0; i < m; i += 4)
-                qpv_rows(d, q4, i, m - i < 4 ? m - i : 4, j0, nk, b0, be, p, ldp, v, ldv, vf, dv, a,
-                         o, ldo, next);
-        }
-    }
 }
 
 /* ======== f32 tiles and the exact numerics (attn_scores ... attn_x*) ======== */
@@ -716,6 +548,19 @@ static inline __attribute__((always_inline)) __m512 lanes_up(__m512 p, int k, __
     return _mm512_mask_permutexvar_ps(fill, (__mmask16)(0xFFFFu << k), idx, p);
 }
 
+/* 16 values of a key as floats (asv_qvals): 16 int8, or the low or high nibbles of 16
+ * bytes minus 8, or 16 floats. */
+A512_INLINE void avx512_qvals(const int MODE, const void *q, __m512 v[1]) {
+    if (MODE == ATT_VF32) {
+        v[0] = _mm512_loadu_ps(q);
+        return;
+    }
+    __m128i x = _mm_loadu_si128((const __m128i *)q);
+    if (MODE == ATT_VQ4H) x = _mm_srli_epi16(x, 4);
+    if (MODE != ATT_VQ8) x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+    v[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x));
+}
+
 /* cpulm_generic_vexpf(x) in one lane: the same bits, without ldexpf's libm call per row */
 static inline float vexp1(float x) {
     return _mm512_cvtss_f32(x86_vexp_ps512(_mm512_set1_ps(x)));
@@ -769,6 +614,14 @@ static inline __m512 vexpz16(__m512 x) {
 #define ASV_PV_VECS(rows) 4
 #define ASV_PV_DIMS_OUTER 1
 #define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(6, X) CPULM_BLOCKS_UPTO4(5, X) CPULM_BLOCKS_4X4(X)
+/* attn_qpv: 2 blocks a pass (4 registers a row: 16 accumulators), each pair of blocks
+ * converted once for more than 4 rows (int8 -> f32 was a third of the pass's work when every
+ * group of 4 rows converted it again) */
+#define ASV_QPV_F32                           1
+#define ASV_QPV_BLOCKS                        2
+#define ASV_QPV_HALVES                        4
+#define asv_qvals(MODE, q, v)                 avx512_qvals(MODE, q, v)
+#define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales512(d, x, ld, n, bs, ds)
 #include "kernels/attn_simd.h"
 
 /* ---- exact tiled attention (numerics in kernels.h: attn_x*) ---- */
