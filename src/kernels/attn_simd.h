@@ -215,6 +215,22 @@ ASV_INLINE float att_arm_key_d(const uint8_t *row, int64_t b, const int Q4) {
 typedef void (*att_arm_keys2_fn)(int64_t d, const void *x, float32x4_t qsv,
                                  const uint8_t *const kr[2], float32x4_t out[2]);
 
+/* KEYS2's two att_arm_keys2_fn, KEYS2##_q8 and KEYS2##_q4 (KEYS2(d, Q4, x, qsv, kr, out)
+ * with Q4 a constant): each a function of its own, so that its loop holds only its own
+ * pointers in general registers (inlined into the rows' loop, gcc kept two of the row
+ * pointers on the stack, and the mca markers moved its code by 7%). */
+#define ATT_ARM_KEYS2_FNS(KEYS2)                                                                \
+    static __attribute__((noinline)) void KEYS2##_q8(int64_t d, const void *x, float32x4_t qsv, \
+                                                     const uint8_t *const kr[2],                \
+                                                     float32x4_t out[2]) {                      \
+        KEYS2(d, 0, x, qsv, kr, out);                                                           \
+    }                                                                                           \
+    static __attribute__((noinline)) void KEYS2##_q4(int64_t d, const void *x, float32x4_t qsv, \
+                                                     const uint8_t *const kr[2],                \
+                                                     float32x4_t out[2]) {                      \
+        KEYS2(d, 1, x, qsv, kr, out);                                                           \
+    }
+
 /* A group of rows (rows <= 4 real ones, row r at s + r * lds) x keys 0..n-1 by keys2, 2
  * keys a call (an odd last key as both: a key's scores do not depend on the other key);
  * hints the rows at hint (NULL: none), rb bytes each. */

@@ -60,17 +60,7 @@ ARM_INLINE void scores_4x2(int64_t d, const int Q4, const void *x, float32x4_t q
     out[j] = vmulq_f32(acc[j], qsv);
 }
 
-/* 2 keys, a function of its own per cache type (few live general registers in its loop). */
-static __attribute__((noinline)) void scores_4x2_q8(int64_t d, const void *x, float32x4_t qsv,
-                                                    const uint8_t *const kr[2],
-                                                    float32x4_t out[2]) {
-    scores_4x2(d, 0, x, qsv, kr, out);
-}
-static __attribute__((noinline)) void scores_4x2_q4(int64_t d, const void *x, float32x4_t qsv,
-                                                    const uint8_t *const kr[2],
-                                                    float32x4_t out[2]) {
-    scores_4x2(d, 1, x, qsv, kr, out);
-}
+ATT_ARM_KEYS2_FNS(scores_4x2)
 
 /* hl = the 4 rows qr split: hi (row r at r * d) then lo (at 4 d + r * d). */
 static void split_rows(int64_t d, const int16_t *const qr[4], int8_t *hl) {

@@ -438,19 +438,7 @@ ARM_INLINE void scores_4x2(int64_t d, const int Q4, const void *x, float32x4_t q
     NEON_FOR(j, 2, 2) out[j] = vmulq_f32(acc[j], qsv);
 }
 
-/* scores_4x2 as a function of its own per cache type: its loop then holds only its own
- * pointers in general registers (inlined into the rows' loop, gcc kept two of the row
- * pointers on the stack, and the mca markers moved its code by 7%). */
-static __attribute__((noinline)) void scores_4x2_q8(int64_t d, const void *x, float32x4_t qsv,
-                                                    const uint8_t *const kr[2],
-                                                    float32x4_t out[2]) {
-    scores_4x2(d, 0, x, qsv, kr, out);
-}
-static __attribute__((noinline)) void scores_4x2_q4(int64_t d, const void *x, float32x4_t qsv,
-                                                    const uint8_t *const kr[2],
-                                                    float32x4_t out[2]) {
-    scores_4x2(d, 1, x, qsv, kr, out);
-}
+ATT_ARM_KEYS2_FNS(scores_4x2)
 
 /* Groups of 4 rows (a short group repeats its last row; only real rows are stored); the
  * first group hints the rows at next. */
