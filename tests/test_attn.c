@@ -1219,6 +1219,11 @@ TEST(attn_softmaxz_flushes_underflow_only) {
             ok &= under ? z[j] == 0.0f : z[j] == r[j];
         }
         ok &= fabsf(Lz - Lr) <= 1e-6f * Lr;
+        /* the old sum's scale flushes too: a running max 100 below the row's */
+        float M0 = -90.0f, L0 = 1.0f, M1 = M0, L1 = L0;
+        memcpy(z, s, sizeof s), memcpy(r, s, sizeof s);
+        ok &= lv[li]->attn_softmaxz(64, 61, z, &M1, &L1) == 0.0f && L1 == Lz;
+        ok &= cpulm_kernels_generic.attn_softmaxz(64, 61, r, &M0, &L0) == 0.0f && L0 == L1;
         CHECK(t, ok);
     }
 }

@@ -24,6 +24,25 @@
  *   the most accumulators a block may carry the weight sums in (0: never), the cases
  *   ASV_XPV_NARROW   the xpv for d % ASV_W != 0 (a level with narrower vectors, or generic)
  *   ASV_EXP1 (optional) cpulm_generic_vexpf's bits inline (the merge's scales)
+ *   asv_qvals(MODE, q, v): v[0..16 / ASV_W) = 16 values of a key as floats (MODE: ATT_VQ8,
+ *   16 int8 at q; ATT_VQ4L / ATT_VQ4H, the low / high nibbles of 16 bytes at q minus 8;
+ *   ATT_VF32, 16 floats at q), asv_block_scales(d, x, ld, n, bs, ds) (x86q_block_scales's
+ *   contract), ASV_QPV_F32: attn_qpv converts a group's values once for more than 4 rows,
+ *   ASV_QPV_BLOCKS (1, 2): blocks per group, ASV_QPV_HALVES (1, or 2 ASV_QPV_BLOCKS): halves
+ *   of 16 dims per pass over the keys (registers per row: ASV_QPV_HALVES * 16 / ASV_W)
+ *   asv_absmax(m, x) (max(m, |x|)), asv_hmax(x) (the largest lane), asv_store_q16(p, x0,
+ *   x1): 2 ASV_W int16 at p, x0's lanes then x1's clamped to +-32767 and rounded half away
+ *   from 0. A level without asv_qvals / asv_store_q16 has its own attn_qpv / attn_qquant.
+ * and for the softmax family (attn_softmax_row, attn_softmaxz):
+ *   asv_add(a, b), asv_sub(a, b), asv_max(a, b) (the level's lane max), asv_hmax(x) (the
+ *   largest lane), asv_exp(x) / asv_expz(x) (cpulm_generic_vexpf / _vexpzf bits per lane)
+ *   ASV_MASK, asv_live(nl) (the lanes below nl, 0 < nl < ASV_W), asv_select(k, a, b) (a in
+ *   k's lanes, else b), asv_keep(x, k) (x in k's lanes, else 0)
+ *   ASV_REDUCE16(acc) cpulm_generic_reduce16's tree over the 16 lanes of acc[0..16/ASV_W)
+ * and attn_xweights: asv_gt(a, b) (mask of a > b, ordered), asv_ord(x) (mask of x not NaN),
+ *   asv_any(k) (any lane set), asv_keep_max(a, b) (b where b > a, else a: ties keep a),
+ *   asv_lanes_up(x, k, fill) (lane l takes lane l - k, lanes below k fill; k = 1, 2, 4, 8 <
+ *   ASV_W), asv_last(x) (the last lane), asv_expf(x) (libm's expf bits per lane)
  */
 #ifndef CPULM_KERNELS_ATTN_SIMD_H
 #define CPULM_KERNELS_ATTN_SIMD_H
@@ -39,6 +58,7 @@
 #define ATT_SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
 #define ATT_QKT     64  /* keys per pass of the attn_q* ops (their scale and weight buffers) */
 #define ATT_QWDIM   256 /* the largest head size the SIMD attn_q* ops take; others go generic */
+enum { ATT_VQ8, ATT_VQ4L, ATT_VQ4H, ATT_VF32 }; /* attn_qpv's value sources (asv_qvals) */
 
 #define ASV_INLINE static inline __attribute__((always_inline))
 /* for (i = 0; i < N; i++), N <= MAX a constant once inlined, fully unrolled: the literal
@@ -106,6 +126,20 @@ ASV_INLINE void att_rows4(const int16_t *q16, int64_t ldq, const float *qs, int 
  * expf of the avx2 and avx512 levels */
 extern const double cpulm_x86_exp2_tab32[32];
 
+/* The x86 exact expf's results f of 8 floats x with glibc's cases for |x| >= 88: overflow
+ * to inf, underflow to 0, between log(2^-150) and log(2^-149) the smallest subnormal; NaN
+ * gives x + x (the levels' xexpf8 call it only when a lane is there: the usual case is one
+ * branch, the four fixups were ~a quarter of attn_xweights). */
+ASV_INLINE __m256 x86_xexpf_special(__m256 f, __m256 x) {
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_setzero_ps(),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
+    f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
+                         _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
+    return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 /* The block scales of n <= ATT_QKT cache rows as f32, block-major: ds[b * ATT_QKT + j] (the
  * halves gathered, then converted 8 at a time: one vcvtph2ps per 8 keys instead of one per
  * key); entries n.. up to a multiple of 8 are 0. */
@@ -152,6 +186,78 @@ ASV_INLINE void x86q_block_scales512(int64_t d, const uint8_t *x, uint64_t ld, i
 }
 #endif
 #endif /* __x86_64__ */
+
+#if defined(__aarch64__)
+#include "kernels/arm/arm.h"
+
+/* ---- the arm levels' attn_qscores (neon_attn.c, dotprod_attn.c): 4 rows x 2 keys a call */
+
+/* Block b's 32 quants of a cache row as two int8 vectors (Q4_0: nibble - 8). */
+ASV_INLINE void att_arm_block_k8(const uint8_t *row, int64_t b, const int Q4, int8x16_t k[2]) {
+    if (Q4) {
+        arm_q4_0_unpack(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2, &k[0], &k[1]);
+    } else {
+        const int8_t *qs = (const int8_t *)(row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2);
+        k[0] = vld1q_s8(qs);
+        k[1] = vld1q_s8(qs + 16);
+    }
+}
+
+/* The scale of block b of a cache row as f32 (exact). */
+ASV_INLINE float att_arm_key_d(const uint8_t *row, int64_t b, const int Q4) {
+    uint16_t h;
+    __builtin_memcpy(&h, row + (size_t)b * att_block_bytes(Q4), 2);
+    return arm_fp16(h);
+}
+
+/* A level's scores of 4 query rows (x: the level's form of them) x keys kr[0], kr[1], times
+ * qsv: out[t] = key t's, rows in lanes. */
+typedef void (*att_arm_keys2_fn)(int64_t d, const void *x, float32x4_t qsv,
+                                 const uint8_t *const kr[2], float32x4_t out[2]);
+
+/* KEYS2's two att_arm_keys2_fn, KEYS2##_q8 and KEYS2##_q4 (KEYS2(d, Q4, x, qsv, kr, out)
+ * with Q4 a constant): each a function of its own, so that its loop holds only its own
+ * pointers in general registers (inlined into the rows' loop, gcc kept two of the row
+ * pointers on the stack, and the mca markers moved its code by 7%). */
+#define ATT_ARM_KEYS2_FNS(KEYS2)                                                                \
+    static __attribute__((noinline)) void KEYS2##_q8(int64_t d, const void *x, float32x4_t qsv, \
+                                                     const uint8_t *const kr[2],                \
+                                                     float32x4_t out[2]) {                      \
+        KEYS2(d, 0, x, qsv, kr, out);                                                           \
+    }                                                                                           \
+    static __attribute__((noinline)) void KEYS2##_q4(int64_t d, const void *x, float32x4_t qsv, \
+                                                     const uint8_t *const kr[2],                \
+                                                     float32x4_t out[2]) {                      \
+        KEYS2(d, 1, x, qsv, kr, out);                                                           \
+    }
+
+/* A group of rows (rows <= 4 real ones, row r at s + r * lds) x keys 0..n-1 by keys2, 2
+ * keys a call (an odd last key as both: a key's scores do not depend on the other key);
+ * hints the rows at hint (NULL: none), rb bytes each. */
+ASV_INLINE void att_arm_rows(int64_t d, int rows, int n, const void *x, float32x4_t qsv,
+                             att_arm_keys2_fn keys2, const uint8_t *k, uint64_t ldk,
+                             const uint8_t *hint, size_t rb, float *s, int64_t lds) {
+    for (int j = 0; j < n; j += 2) {
+        const int j1 = j + 1 < n ? j + 1 : j;
+        if (hint) {
+            att_hint_row(hint + (uint64_t)j * ldk, rb);
+            att_hint_row(hint + (uint64_t)j1 * ldk, rb);
+        }
+        const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)j1 * ldk};
+        float32x4_t o[2];
+        keys2(d, x, qsv, kr, o);
+        /* [a0 b0 a1 b1], [a2 b2 a3 b3]: row r's two scores */
+        const float32x4_t lo = vzip1q_f32(o[0], o[1]), hi = vzip2q_f32(o[0], o[1]);
+        const float32x2_t rr[4] = {vget_low_f32(lo), vget_high_f32(lo), vget_low_f32(hi),
+                                   vget_high_f32(hi)};
+        for (int r = 0; r < rows; r++)
+            if (j1 > j)
+                vst1_f32(s + (int64_t)r * lds + j, rr[r]);
+            else
+                vst1_lane_f32(s + (int64_t)r * lds + j, rr[r], 0);
+    }
+}
+#endif /* __aarch64__ */
 #endif /* CPULM_KERNELS_ATTN_SIMD_H */
 
 /* The ops, once per level: a second inclusion, after the level's vector layer. */
@@ -391,5 +497,305 @@ void ASV_OP(attn_xpv)(int64_t d, int m, int n, const float *ms, const float *vs,
                 S[i + r] = si;
             }
     }
+}
+
+/* ---- quantized family (attna) ---- */
+
+#define ASV_STR_(x) #x
+#define ASV_STR(x)  ASV_STR_(x)
+/* llvm-mca markers as X86Q_MCA_* / ARM_MCA_*, the region named <level>_NAME */
+#ifdef CPULM_MCA_MARKERS
+#define ASV_MCA(EDGE, NAME) __asm__ volatile("# LLVM-MCA-" EDGE " " ASV_STR(ASV_LEVEL) "_" NAME)
+#else
+#define ASV_MCA(EDGE, NAME) ((void)0)
+#endif
+
+/* ---- attn_qquant: per row the largest |q|, then 2 vectors a step to int16 ---- */
+#ifdef asv_store_q16
+void ASV_OP(attn_qquant)(int64_t d, int m, const float *q, int64_t ldq, float scale, int16_t *q16,
+                         float *qs) {
+    if (d % (2 * ASV_W) != 0) {
+        cpulm_generic_attn_qquant(d, m, q, ldq, scale, q16, qs);
+        return;
+    }
+    for (int i = 0; i < m; i++) {
+        const float *qi = q + (int64_t)i * ldq;
+        ASV vmax = asv_set1(0.0f);
+        for (int64_t e = 0; e < d; e += ASV_W)
+            vmax = asv_absmax(vmax, asv_load(qi + e));
+        const float amax = asv_hmax(vmax), id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        const ASV vid = asv_set1(id);
+        for (int64_t e = 0; e < d; e += 2 * ASV_W)
+            asv_store_q16(q16 + (int64_t)i * d + e, asv_mul(asv_load(qi + e), vid),
+                          asv_mul(asv_load(qi + e + ASV_W), vid));
+        qs[i] = amax / 32767.0f * scale;
+    }
+}
+#endif
+
+/* ---- attn_qpv: per group of ASV_QPV_BLOCKS blocks and 4 rows, passes of ASV_QPV_HALVES
+ * halves (16 dims each) over the keys ---- */
+#ifdef asv_qvals /* the levels with this op */
+
+#define ATT_QV (16 / ASV_W)      /* vectors of 16 dims */
+#define ATT_QB ASV_QPV_BLOCKS    /* blocks per group (their weights and converted values) */
+#define ATT_QH ASV_QPV_HALVES    /* halves per pass: 1, or 2 ATT_QB (the group's blocks) */
+#define ATT_QA (ATT_QH * ATT_QV) /* accumulators per row */
+
+/* One pass: R rows x NH halves of 16 dims (from column c of orow[r]) over n keys,
+ * o = fma(w, v, o) in key order. Half t: block t / 2 of the pass (bs bytes on), its weights
+ * for row r at w[(r * ATT_QB + t / 2) * ATT_QKT + j], its values of key j at vq + j * ldv
+ * (MODE ATT_VQ8: the half's 16 int8, 16 bytes on for an odd t; ATT_VQ4L / ATT_VQ4H: the low
+ * or high nibbles, flipping with t; ATT_VF32: vf + t * 16 * ATT_QKT + j * 16). R, NH, MODE
+ * and PF are constants at every call (att_qpv_pass_any), so the key loop has no test; PF
+ * hints the rows pf + j * ldv (pfn bytes) as it goes. */
+ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, const float *vf,
+                             const float *w, float *const orow[4], int64_t c, const uint8_t *pf,
+                             size_t pfn, const int R, const int NH, const int MODE, const int PF) {
+    ASV acc[4][ATT_QA];
+    ASV_FOR(r, R, 4) ASV_FOR(t, NH * ATT_QV, ATT_QA) acc[r][t] = asv_load(orow[r] + c + ASV_W * t);
+    for (int j = 0; j < n; j++) {
+        if (R == 4 && NH == ATT_QH && MODE == ATT_VQ8 && !PF) ASV_MCA("BEGIN", "attn_qpv");
+        if (PF) att_hint_row(pf + (uint64_t)j * ldv, pfn);
+        ASV v[ATT_QA];
+        ASV_FOR(t, NH, ATT_QH) {
+            const uint8_t *q = vq + (uint64_t)j * ldv + (size_t)(t / 2) * bs;
+            if (MODE == ATT_VF32)
+                asv_qvals(ATT_VF32, vf + t * 16 * ATT_QKT + j * 16, v + t * ATT_QV);
+            else if (MODE == ATT_VQ8)
+                asv_qvals(ATT_VQ8, q + 16 * (t % 2), v + t * ATT_QV);
+            else
+                asv_qvals((MODE - ATT_VQ4L + t) % 2 ? ATT_VQ4H : ATT_VQ4L, q, v + t * ATT_QV);
+        }
+        ASV_FOR(r, R, 4) ASV_FOR(b, (NH + 1) / 2, (ATT_QH + 1) / 2) {
+            const ASV wj = asv_set1(w[(r * ATT_QB + b) * ATT_QKT + j]);
+            ASV_FOR(u, (NH < 2 ? NH : 2) * ATT_QV, 2 * ATT_QV)
+            acc[r][2 * b * ATT_QV + u] =
+                asv_fma(wj, v[2 * b * ATT_QV + u], acc[r][2 * b * ATT_QV + u]);
+        }
+        if (R == 4 && NH == ATT_QH && MODE == ATT_VQ8 && !PF) ASV_MCA("END", "attn_qpv");
+    }
+    ASV_FOR(r, R, 4) ASV_FOR(t, NH * ATT_QV, ATT_QA) asv_store(orow[r] + c + ASV_W * t, acc[r][t]);
+}
+
+#define ATT_QPV_R(R, NH, MODE, PF) \
+    att_qpv_pass(n, vq, ldv, bs, vf, w, orow, c, pf, pfn, R, NH, MODE, PF)
+#define ATT_QPV_RS(NH, MODE, PF) ATT_BY_ROWS(R, ATT_QPV_R, NH, MODE, PF)
+#define ATT_QPV_MODES(NH)                                      \
+    switch (mode == ATT_VF32 ? -1 : mode + 4 * (pf != NULL)) { \
+    case -1: ATT_QPV_RS(NH, ATT_VF32, 0); break;               \
+    case ATT_VQ8: ATT_QPV_RS(NH, ATT_VQ8, 0); break;           \
+    case ATT_VQ4L: ATT_QPV_RS(NH, ATT_VQ4L, 0); break;         \
+    case ATT_VQ4H: ATT_QPV_RS(NH, ATT_VQ4H, 0); break;         \
+    case 4 + ATT_VQ8: ATT_QPV_RS(NH, ATT_VQ8, 1); break;       \
+    case 4 + ATT_VQ4L: ATT_QPV_RS(NH, ATT_VQ4L, 1); break;     \
+    default: ATT_QPV_RS(NH, ATT_VQ4H, 1); break;               \
+    }
+/* att_qpv_pass with its constants chosen here, once per pass (converted values: no hint);
+ * nh: ATT_QH, or a lone last block's 2. */
+static void att_qpv_pass_any(int R, int nh, int mode, int n, const uint8_t *vq, uint64_t ldv,
+                             size_t bs, const float *vf, const float *w, float *const orow[4],
+                             int64_t c, const uint8_t *pf, size_t pfn) {
+#if ATT_QH > 2
+    if (nh < ATT_QH) {
+        ATT_QPV_MODES(2)
+        return;
+    }
+#endif
+    (void)nh;
+    ATT_QPV_MODES(ATT_QH)
+}
+#undef ATT_QPV_MODES
+#undef ATT_QPV_RS
+#undef ATT_QPV_R
+
+/* The nb blocks at vb (their quants in key 0, bs bytes apart) of keys 0..nk-1 as floats for
+ * every row group: half t's 16 values of key j at vf[t * 16 * ATT_QKT + j * 16]. */
+ASV_INLINE void att_qpv_f32(const uint8_t *vb, uint64_t ldv, size_t bs, int nb, int nk, int q4,
+                            float *vf) {
+    for (int t = 0; t < 2 * nb; t++)
+        for (int j = 0; j < nk; j++) {
+            const uint8_t *q = vb + (uint64_t)j * ldv + (size_t)(t / 2) * bs;
+            ASV x[ATT_QV];
+            if (q4)
+                asv_qvals(t % 2 ? ATT_VQ4H : ATT_VQ4L, q, x);
+            else
+                asv_qvals(ATT_VQ8, q + 16 * (t % 2), x);
+            ASV_FOR(u, ATT_QV, ATT_QV) asv_store(vf + t * 16 * ATT_QKT + j * 16 + ASV_W * u, x[u]);
+        }
+}
+
+/* w[(r * ATT_QB + b) * ATT_QKT + j] = p_rj * d_bj (one rounding per key and block, as the
+ * generic weight) for the R rows at p and the nb blocks' scales at db (ATT_QKT apart). */
+ASV_INLINE void att_qpv_weights(const float *p, int64_t ldp, const float *db, int nb, int nk, int R,
+                                float *w) {
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < nb; b++) {
+            const float *pr = p + (int64_t)r * ldp, *d = db + b * ATT_QKT;
+            float *wb = w + (r * ATT_QB + b) * ATT_QKT;
+            int j = 0;
+            for (; j + ASV_W <= nk; j += ASV_W)
+                asv_store(wb + j, asv_mul(asv_load(pr + j), asv_load(d + j)));
+            for (; j < nk; j++)
+                wb[j] = pr[j] * d[j];
+        }
+}
+
+/* o *= a first (the per-key fmas follow); per tile of ATT_QKT keys the block scales, then
+ * per group of ATT_QB blocks (ASV_QPV_F32 and more than 4 rows: its values converted once)
+ * and of 4 rows the weights and the passes. */
+void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
+                      const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
+                      const uint8_t *next) {
+    if (d % 32 != 0 || d > ATT_QWDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
+        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
+        return;
+    }
+    const int q4 = vt == CPULM_DTYPE_Q4_0, f32 = ASV_QPV_F32 && m > 4, nbt = (int)(d / 32);
+    const size_t bs = att_block_bytes(q4), pfn = (size_t)nbt * bs;
+    for (int i = 0; i < m; i++) {
+        float *oi = o + (int64_t)i * ldo;
+        const ASV va = asv_set1(a[i]);
+        for (int64_t c = 0; c < d; c += ASV_W)
+            asv_store(oi + c, asv_mul(asv_load(oi + c), va));
+    }
+    float dv[ATT_QWDIM / 32 * ATT_QKT], w[4 * ATT_QB * ATT_QKT];
+    float vf[ASV_QPV_F32 ? 2 * ATT_QB * 16 * ATT_QKT : 1];
+    for (int j0 = 0; j0 < n; j0 += ATT_QKT) {
+        const int nk = n - j0 < ATT_QKT ? n - j0 : ATT_QKT;
+        const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
+        asv_block_scales(d, vj0, ldv, nk, bs, dv);
+        for (int b0 = 0; b0 < nbt; b0 += ATT_QB) {
+            const int nb = nbt - b0 < ATT_QB ? nbt - b0 : ATT_QB;
+            const uint8_t *vb = vj0 + (size_t)b0 * bs + 2; /* block b0's quants in key 0 */
+            if (f32) att_qpv_f32(vb, ldv, bs, nb, nk, q4, vf);
+            for (int i = 0; i < m; i += 4) {
+                const int R = m - i < 4 ? m - i : 4;
+                float *orow[4];
+                att_qpv_weights(p + (int64_t)i * ldp + j0, ldp, dv + b0 * ATT_QKT, nb, nk, R, w);
+                for (int r = 0; r < R; r++)
+                    orow[r] = o + (int64_t)(i + r) * ldo;
+                for (int h = 0; h < 2 * nb; h += ATT_QH) {
+                    /* the first pass over the keys hints the next rows */
+                    const uint8_t *pf =
+                        next && b0 == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
+                    const int mode = f32 ? ATT_VF32 : q4 ? ATT_VQ4L + h % 2 : ATT_VQ8;
+                    att_qpv_pass_any(R, 2 * nb - h < ATT_QH ? 2 * nb - h : ATT_QH, mode, nk,
+                                     vb + (size_t)(h / 2) * bs + (q4 ? 0 : 16 * (h % 2)), ldv, bs,
+                                     vf + h * 16 * ATT_QKT, w + (h / 2) * ATT_QKT, orow,
+                                     b0 * 32 + h * 16, pf, pfn);
+                }
+            }
+        }
+    }
+}
+#endif /* asv_qvals */
+/* ---- softmax family (attnx) ---- */
+
+#define ATT_EX(x, Z) ((Z) ? asv_expz(x) : asv_exp(x))
+
+/* s[j..j+nl) = ex(s - mx) where j + lane < lim, else 0 (nl >= ASV_W: a whole vector);
+ * returns the values, 0 past nl. Dead lanes are not exponentiated (their scores may be
+ * anything: a huge one would take vexp's ldexpf path). */
+ASV_INLINE ASV att_exp_live(float *s, int j, int nl, int lim, ASV vm, const int Z) {
+    ASV e;
+    if (j + ASV_W <= lim) {
+        e = ATT_EX(asv_sub(asv_load(s + j), vm), Z);
+    } else if (j >= lim) {
+        e = asv_set1(0.0f);
+    } else {
+        const ASV_MASK live = asv_live(lim - j);
+        const ASV x = asv_select(live, asv_load_n(s + j, lim - j), vm); /* dead: exp(0) */
+        e = asv_keep(ATT_EX(asv_sub(x, vm), Z), live);
+    }
+    if (nl >= ASV_W)
+        asv_store(s + j, e);
+    else
+        asv_store_n(s + j, e, nl);
+    return e;
+}
+
+/* kernels.h's attn_softmax_row (Z = 0) or attn_softmaxz (Z = 1: vexpz): the running max,
+ * then the 16 lane sums (key j in lane j % 16 of vector t = j % 16 / ASV_W, in order; the
+ * lanes past n add 0), *L and *M updated; returns the old sum's scale. */
+ASV_INLINE float att_softmax(int n, int lim, float *s, float *M, float *L, const int Z) {
+    ASV vmax = asv_set1(*M);
+    int j = 0;
+    for (; j + ASV_W <= lim; j += ASV_W)
+        vmax = asv_max(vmax, asv_load(s + j));
+    if (j < lim) /* the last live scores; the other lanes repeat vmax */
+        vmax = asv_max(vmax, asv_select(asv_live(lim - j), asv_load_n(s + j, lim - j), vmax));
+    const float mx = asv_hmax(vmax);
+    const ASV vm = asv_set1(mx);
+    ASV acc[4];
+    ASV_FOR(t, 16 / ASV_W, 4) acc[t] = asv_set1(0.0f);
+    for (j = 0; j + 16 <= n; j += 16)
+        ASV_FOR(t, 16 / ASV_W, 4)
+    acc[t] = asv_add(acc[t], att_exp_live(s, j + ASV_W * t, ASV_W, lim, vm, Z));
+    ASV_FOR(t, 16 / ASV_W, 4)
+    if (j + ASV_W * t < n)
+        acc[t] = asv_add(acc[t], att_exp_live(s, j + ASV_W * t, n - j - ASV_W * t, lim, vm, Z));
+    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
+    const float x = *M - mx;
+    const float a = *M == -INFINITY || (Z && x < -87.0f) ? 0.0f : ASV_EXP1(x);
+    *L = fmaf(*L, a, ASV_REDUCE16(acc));
+    *M = mx;
+    return a;
+}
+#undef ATT_EX
+
+float ASV_OP(attn_softmax_row)(int n, int lim, float *s, float *M, float *L) {
+    return att_softmax(n, lim, s, M, L, 0);
+}
+
+float ASV_OP(attn_softmaxz)(int n, int lim, float *s, float *M, float *L) {
+    return att_softmax(n, lim, s, M, L, 1);
+}
+/* ---- attn_xweights: ASV_W keys at once ---- */
+
+/* The running max before each key is a prefix max (ties keep the earlier value, as "x > M"
+ * does), so every key's exponent is known before any expf. A tail is padded with -inf. */
+void ASV_OP(attn_xweights)(int n, float *s, float *ms, float *M) {
+    const ASV ninf = asv_set1(-INFINITY), one = asv_set1(1.0f);
+    float m = *M;
+    for (int j = 0; j < n; j += ASV_W) {
+        const int nl = n - j;
+        const ASV x =
+            nl >= ASV_W ? asv_load(s + j) : asv_select(asv_live(nl), asv_load_n(s + j, nl), ninf);
+        const ASV vm = asv_set1(m);
+        ASV w = one, e;
+        /* the usual group: no key above the running max (NaN is not), so it stays m, every
+         * key's weight is expf(x - m) and its factor 1: no prefix max */
+        if (!asv_any(asv_gt(x, vm))) {
+            e = asv_expf(asv_sub(x, vm));
+        } else {
+            /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
+            ASV p = asv_select(asv_ord(x), x, ninf);
+            /* the steps written out: a loop kept its shift in a register (~15% of the avx512
+             * op on stories260K's scores) */
+            p = asv_keep_max(asv_lanes_up(p, 1, ninf), p);
+            p = asv_keep_max(asv_lanes_up(p, 2, ninf), p);
+#if ASV_W > 4
+            p = asv_keep_max(asv_lanes_up(p, 4, ninf), p);
+#endif
+#if ASV_W > 8
+            p = asv_keep_max(asv_lanes_up(p, 8, ninf), p);
+#endif
+            const ASV incl = asv_keep_max(vm, p), prev = asv_lanes_up(incl, 1, vm);
+            const ASV_MASK up = asv_gt(x, prev);
+            const ASV f = asv_expf(asv_select(up, asv_sub(prev, x), asv_sub(x, prev)));
+            w = asv_select(up, f, one);
+            e = asv_select(up, one, f);
+            m = asv_last(incl);
+        }
+        if (nl >= ASV_W) {
+            asv_store(ms + j, w);
+            asv_store(s + j, e);
+        } else {
+            asv_store_n(ms + j, w, nl);
+            asv_store_n(s + j, e, nl);
+        }
+    }
+    *M = m;
 }
 #endif /* ASV_LEVEL */

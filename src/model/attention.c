@@ -388,25 +388,24 @@ static void reset_rows(att_state s, int rows, int64_t d) {
     memset(s.O, 0, sizeof(float) * (size_t)rows * (size_t)d);
 }
 
-/* Chunked numerics, one tile for KV heads h0..h0+nh-1 (head h: rows h * mh.. of the item,
- * at head h0's positions): the scores of every head, every row's softmax, the values of every
- * head. tiled: f32 tiles; quant: the cache rows in place against the item's int16 queries (an
- * f32 copy of the tile was ~27% of the split path on AVX2, its stores and reloads as much
- * again). Quant one-token items take all their heads at once: the K tile's rows (all heads'
- * slices, ~34 KiB on the 1B shape's Q8_0 cache) are read by nh passes back to back while in
- * cache, then the V tile's, not K and V in turn per head (generation at depth 4096: ~1.4x on
- * one thread, docs/perf-log/2026-12-03-kvq2.md). The same calls per (head, row, key) either
- * way. */
-static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int h0, int nh, int mh,
+/* Chunked numerics, one tile for the item's nh KV heads (head h: rows h * mh.., at head 0's
+ * positions; several heads only in one-token items): the scores of every head,
+ * every row's softmax, the values of every head. tiled: f32 tiles; quant: the cache rows in
+ * place against the item's int16 queries (an f32 copy of the tile was ~27% of the split path
+ * on AVX2, its stores and reloads as much again). All heads at once: the K tile's rows (all
+ * heads' slices, ~34 KiB on the 1B shape's Q8_0 cache) are read by nh passes back to back
+ * while in cache, then the V tile's, not K and V in turn per head (quant generation at depth
+ * 4096: ~1.4x on one thread, docs/perf-log/2026-12-03-kvq2.md). The same calls per (head,
+ * row, key) either way. */
+static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int nh, int mh,
                          const att_heads *st) {
     const int64_t d = r->d;
     const int quant = r->num == NUM_QUANT;
     const cpulm_dtype dt = r->c->kv.dtype;
-    int r0 = h0 * mh;
-    const int m = tile_rows(r, w->qpos, &r0, (h0 + 1) * mh, t) - r0;
+    int r0 = 0;
+    const int m = tile_rows(r, w->qpos, &r0, mh, t) - r0;
     if (m == 0) return;
-    r0 -= h0 * mh; /* head-relative */
-    for (int h = h0, i = h0 * mh + r0; h < h0 + nh; h++, i += mh) {
+    for (int h = 0, i = r0; h < nh; h++, i += mh) {
         const size_t off = (size_t)h * t->hs;
         if (quant)
             r->k->attn_qscores(d, dt, m, t->n, w->q16 + i * d, d, w->qsc + i, t->k + off,
@@ -416,13 +415,13 @@ static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int h0,
                               r->scale, w->s + i * TILE, TILE);
     }
     const att_softmax_fn sm = quant ? r->k->attn_softmaxz : r->k->attn_softmax_row;
-    for (int h = h0; h < h0 + nh; h++) {
+    for (int h = 0; h < nh; h++) {
         const att_state s = head_state(st, h);
         for (int i = r0; i < r0 + m; i++)
             w->a[h * mh + i] = row_softmax(r, t, sm, w->qpos[h * mh + i],
                                            w->s + (h * mh + i) * TILE, &s.M[i], &s.L[i]);
     }
-    for (int h = h0, i = h0 * mh + r0; h < h0 + nh; h++, i += mh) {
+    for (int h = 0, i = r0; h < nh; h++, i += mh) {
         const size_t off = (size_t)h * t->hs;
         float *o = head_state(st, h).O + r0 * d;
         if (quant)
@@ -481,18 +480,14 @@ static void exact_tile(const att_run *r, att_ws *w, const att_tile *t, int h, in
  * (adjacent slices of the same cache rows). nx: see read_tile. */
 static void walk_keys(const att_run *r, att_ws *w, int32_t seq, int g0, int ng, int mh, int32_t j0,
                       int32_t jend, const uint8_t *const nx[2], const att_heads *st) {
-    const int together = r->num == NUM_QUANT && w->qpos[0] == w->qpos[w->nrows - 1];
     for (int32_t j = j0; j < jend; j += TILE) {
         const int n = jend - j < TILE ? (int)(jend - j) : TILE;
         const att_tile t = read_tile(r, w, seq, j, n, g0, ng, jend, nx);
-        if (together)
-            chunked_tile(r, w, &t, 0, ng, mh, st);
+        if (r->num != NUM_EXACT)
+            chunked_tile(r, w, &t, ng, mh, st);
         else
             for (int h = 0; h < ng; h++)
-                if (r->num == NUM_EXACT)
-                    exact_tile(r, w, &t, h, h * mh, (h + 1) * mh, head_state(st, h));
-                else
-                    chunked_tile(r, w, &t, h, 1, mh, st);
+                exact_tile(r, w, &t, h, h * mh, (h + 1) * mh, head_state(st, h));
     }
 }
 

@@ -441,6 +441,13 @@ ARM_INLINE arm_x16_act arm_x16_act_row(const uint8_t *row, int64_t n, int q8) {
         }                                       \
     } while (0)
 
+/* The generic tree sum of 16 lanes held as quarters q[0..3] (lanes 0-3, 4-7, 8-11, 12-15):
+ * h = a[8..15] + a[0..7], g = h[4..7] + h[0..3], then (g0 + g2) + (g1 + g3). */
+ARM_INLINE float arm_reduce16(const float32x4_t q[4]) {
+    const float32x4_t g = vaddq_f32(vaddq_f32(q[3], q[1]), vaddq_f32(q[2], q[0]));
+    return vpadds_f32(vadd_f32(vget_low_f32(g), vget_high_f32(g)));
+}
+
 /* ---- exp ---- */
 
 /* e^x on 4 floats: x = k ln2 + r with |r| <= ln2/2 (ln2 split so k * ln2_hi is exact),

@@ -19,34 +19,19 @@
 
 #define WDIM 256 /* the largest head size split here; larger ones go to neon's */
 
-/* Block b's 32 quants of a cache row as two int8 vectors (Q4_0: nibble - 8). */
-ARM_INLINE void block_k8(const uint8_t *row, int64_t b, const int Q4, int8x16_t k[2]) {
-    if (Q4) {
-        arm_q4_0_unpack(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2, &k[0], &k[1]);
-    } else {
-        const int8_t *qs = (const int8_t *)(row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2);
-        k[0] = vld1q_s8(qs);
-        k[1] = vld1q_s8(qs + 16);
-    }
-}
-
-ARM_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
-    uint16_t h;
-    memcpy(&h, row + (size_t)b * att_block_bytes(Q4), 2);
-    return arm_fp16(h);
-}
-
-/* Scores of the 4 split rows (hi, lo: row r at r * d) x K keys (1 or 2), rows in lanes. */
-ARM_INLINE void scores_4xk(int64_t d, const int Q4, const int K, const int8_t *hi, const int8_t *lo,
-                           float32x4_t qsv, const uint8_t *const kr[2], float32x4_t out[2]) {
+/* Scores of the 4 split rows (x: hi, row r at r * d, then lo at 4 d + r * d) x 2 keys, rows
+ * in lanes. */
+ARM_INLINE void scores_4x2(int64_t d, const int Q4, const void *x, float32x4_t qsv,
+                           const uint8_t *const kr[2], float32x4_t out[2]) {
+    const int8_t *hi = x, *lo = hi + 4 * d;
     const int8x16_t ones = vdupq_n_s8(1);
     float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t b = 0; b < d / 32; b++) {
-        if (K == 2 && !Q4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_qscores");
+        if (!Q4) ARM_MCA_BEGIN(ARM_MCA_LEVEL "_attn_qscores");
         int8x16_t k[2][2];
         int32x4_t ks[2], is[4][2];
-        NEON_FOR(j, K, 2) {
-            block_k8(kr[j], b, Q4, k[j]);
+        NEON_FOR(j, 2, 2) {
+            att_arm_block_k8(kr[j], b, Q4, k[j]);
             ks[j] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), k[j][0], ones), k[j][1], ones);
         }
         NEON_UNROLL
@@ -54,91 +39,42 @@ ARM_INLINE void scores_4xk(int64_t d, const int Q4, const int K, const int8_t *h
             const int8_t *h = hi + r * d + b * 32, *l = lo + r * d + b * 32;
             const int8x16_t h0 = vld1q_s8(h), h1 = vld1q_s8(h + 16);
             const int8x16_t l0 = vld1q_s8(l), l1 = vld1q_s8(l + 16);
-            NEON_FOR(j, K, 2) {
+            NEON_FOR(j, 2, 2) {
                 int32x4_t a = vdotq_s32(vdotq_s32(vdupq_n_s32(0), h0, k[j][0]), h1, k[j][1]);
                 a = vshlq_n_s32(a, 8);
                 is[r][j] = vdotq_s32(vdotq_s32(a, l0, k[j][0]), l1, k[j][1]);
             }
         }
         /* [k0 sums, k1 sums] -> lane j: sum(k_j), times 128 */
-        const int32x4_t kp = vpaddq_s32(ks[0], ks[K - 1]);
+        const int32x4_t kp = vpaddq_s32(ks[0], ks[1]);
         const int32x4_t k128 = vshlq_n_s32(vpaddq_s32(kp, kp), 7);
-        NEON_FOR(j, K, 2) {
-            int32x4_t x =
+        NEON_FOR(j, 2, 2) {
+            int32x4_t y =
                 vpaddq_s32(vpaddq_s32(is[0][j], is[1][j]), vpaddq_s32(is[2][j], is[3][j]));
-            x = vaddq_s32(x, j == 0 ? vdupq_laneq_s32(k128, 0) : vdupq_laneq_s32(k128, 1));
-            acc[j] = vfmaq_n_f32(acc[j], vcvtq_f32_s32(x), key_d(kr[j], b, Q4));
+            y = vaddq_s32(y, j == 0 ? vdupq_laneq_s32(k128, 0) : vdupq_laneq_s32(k128, 1));
+            acc[j] = vfmaq_n_f32(acc[j], vcvtq_f32_s32(y), att_arm_key_d(kr[j], b, Q4));
         }
-        if (K == 2 && !Q4) ARM_MCA_END(ARM_MCA_LEVEL "_attn_qscores");
+        if (!Q4) ARM_MCA_END(ARM_MCA_LEVEL "_attn_qscores");
     }
-    NEON_FOR(j, K, 2)
+    NEON_FOR(j, 2, 2)
     out[j] = vmulq_f32(acc[j], qsv);
 }
 
-/* 2 keys, a function of its own per cache type (few live general registers in its loop). */
-static __attribute__((noinline)) void scores_4x2_q8(int64_t d, const int8_t *hi, const int8_t *lo,
-                                                    float32x4_t qsv, const uint8_t *const kr[2],
-                                                    float32x4_t out[2]) {
-    scores_4xk(d, 0, 2, hi, lo, qsv, kr, out);
-}
-static __attribute__((noinline)) void scores_4x2_q4(int64_t d, const int8_t *hi, const int8_t *lo,
-                                                    float32x4_t qsv, const uint8_t *const kr[2],
-                                                    float32x4_t out[2]) {
-    scores_4xk(d, 1, 2, hi, lo, qsv, kr, out);
-}
+ATT_ARM_KEYS2_FNS(scores_4x2)
 
-/* Rows i.. (rows <= 4; a short group repeats its last row, only real rows are stored) x
- * keys 0..n-1, 2 at a time; the first group hints the rows at next. */
-static void scores_rows(int64_t d, int Q4, int i, int rows, int n, const int16_t *q16, int64_t ldq,
-                        const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
-                        const uint8_t *next) {
-    int8_t hi[4 * WDIM] __attribute__((aligned(16))), lo[4 * WDIM] __attribute__((aligned(16)));
-    const int16_t *qr[4];
-    float qsr[4];
-    att_rows4(q16, ldq, qs, i, rows, qr, qsr);
+/* hl = the 4 rows qr split: hi (row r at r * d) then lo (at 4 d + r * d). */
+static void split_rows(int64_t d, const int16_t *const qr[4], int8_t *hl) {
     for (int r = 0; r < 4; r++)
         for (int64_t e = 0; e < d; e += 8) {
             const int16x8_t x = vld1q_s16(qr[r] + e);
-            vst1_s8(hi + r * d + e, vshrn_n_s16(x, 8)); /* the high byte: floor(q / 256) */
-            vst1_s8(lo + r * d + e,
+            vst1_s8(hl + r * d + e, vshrn_n_s16(x, 8)); /* the high byte: floor(q / 256) */
+            vst1_s8(hl + 4 * d + r * d + e,
                     vreinterpret_s8_u8(veor_u8(vreinterpret_u8_s8(vmovn_s16(x)), vdup_n_u8(0x80))));
         }
-    const float32x4_t qsv = vld1q_f32(qsr);
-    const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
-    const uint8_t *hint = i == 0 ? next : NULL;
-    int j = 0;
-    for (; j + 2 <= n; j += 2) {
-        if (hint) {
-            att_hint_row(hint + (uint64_t)j * ldk, rb);
-            att_hint_row(hint + (uint64_t)(j + 1) * ldk, rb);
-        }
-        const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)(j + 1) * ldk};
-        float32x4_t x[2];
-        if (Q4)
-            scores_4x2_q4(d, hi, lo, qsv, kr, x);
-        else
-            scores_4x2_q8(d, hi, lo, qsv, kr, x);
-        const float32x4_t a = vzip1q_f32(x[0], x[1]), c = vzip2q_f32(x[0], x[1]);
-        const float32x2_t rr[4] = {vget_low_f32(a), vget_high_f32(a), vget_low_f32(c),
-                                   vget_high_f32(c)};
-        for (int r = 0; r < rows; r++)
-            vst1_f32(s + (int64_t)(i + r) * lds + j, rr[r]);
-    }
-    if (j < n) {
-        if (hint) att_hint_row(hint + (uint64_t)j * ldk, rb);
-        const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)j * ldk};
-        float32x4_t x[2];
-        if (Q4)
-            scores_4xk(d, 1, 1, hi, lo, qsv, kr, x);
-        else
-            scores_4xk(d, 0, 1, hi, lo, qsv, kr, x);
-        float t[4];
-        vst1q_f32(t, x[0]);
-        for (int r = 0; r < rows; r++)
-            s[(int64_t)(i + r) * lds + j] = t[r];
-    }
 }
 
+/* Groups of 4 rows (a short group repeats its last row; only real rows are stored), each
+ * split once; the first group hints the rows at next. */
 void cpulm_dotprod_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
                                 int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
                                 float *s, int64_t lds, const uint8_t *next) {
@@ -147,7 +83,16 @@ void cpulm_dotprod_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const i
         return;
     }
     const int q4 = kt == CPULM_DTYPE_Q4_0;
-    for (int i = 0; i < m; i += 4)
-        scores_rows(d, q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, s, lds, next);
+    int8_t hl[8 * WDIM] __attribute__((aligned(16)));
+    for (int i = 0; i < m; i += 4) {
+        const int rows = m - i < 4 ? m - i : 4;
+        const int16_t *qr[4];
+        float qsr[4];
+        att_rows4(q16, ldq, qs, i, rows, qr, qsr);
+        split_rows(d, qr, hl);
+        att_arm_rows(d, rows, n, hl, vld1q_f32(qsr), q4 ? scores_4x2_q4 : scores_4x2_q8, k, ldk,
+                     i == 0 ? next : NULL, (size_t)(d / 32) * att_block_bytes(q4),
+                     s + (int64_t)i * lds, lds);
+    }
 }
 #endif

@@ -380,13 +380,6 @@ static void to_float_bf16(const void *vx, float *y, int64_t n) {
  * give the same logits at every level. The dotprod, i8mm and sve levels inherit these: a
  * canonical F32 dot has 16 lanes whatever the vector length, which 4 NEON registers hold. */
 
-/* The generic tree sum of 16 lanes held as quarters q[0..3] (lanes 0-3, 4-7, 8-11, 12-15):
- * h = a[8..15] + a[0..7], g = h[4..7] + h[0..3], then (g0 + g2) + (g1 + g3). */
-ARM_INLINE float reduce16(const float32x4_t q[4]) {
-    const float32x4_t g = vaddq_f32(vaddq_f32(q[3], q[1]), vaddq_f32(q[2], q[0]));
-    return vpadds_f32(vadd_f32(vget_low_f32(g), vget_high_f32(g)));
-}
-
 /* acc += x[i..i+15] * y[i..i+15], fused lane by lane */
 ARM_INLINE void fma16(float32x4_t acc[4], const float *x, const float *y) {
     for (int q = 0; q < 4; q++)
@@ -402,7 +395,7 @@ static void canon_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
     if (n % 16 == 0) {
         for (int64_t i = 0; i < n; i += 16)
             fma16(a[0], x + i, y + i);
-        *s = reduce16(a[0]);
+        *s = arm_reduce16(a[0]);
         return;
     }
     const int64_t np = n & ~(int64_t)63;
@@ -411,7 +404,7 @@ static void canon_dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
             fma16(a[j], x + i + 16 * j, y + i + 16 * j);
     for (int q = 0; q < 4; q++) /* (a0 + a2) + (a1 + a3), lane-wise */
         a[0][q] = vaddq_f32(vaddq_f32(a[0][q], a[2][q]), vaddq_f32(a[1][q], a[3][q]));
-    float sum = reduce16(a[0]);
+    float sum = arm_reduce16(a[0]);
     for (int64_t i = np; i < n; i++)
         sum = fmaf(x[i], y[i], sum);
     *s = sum;
@@ -483,7 +476,7 @@ ARM_INLINE void frows_block(int R, int T, int64_t n, float *s, int64_t ld, const
     float v[4] = {0}; /* pair (r, t) at 2r + t */
     for (int t = 0; t < T; t++)
         for (int r = 0; r < R; r++)
-            v[2 * r + t] = reduce16(acc[2 * r + t]);
+            v[2 * r + t] = arm_reduce16(acc[2 * r + t]);
     cpulm_frows2_end(R, T, np, n, v, w, ws, x, xs, s, ld);
 }
 

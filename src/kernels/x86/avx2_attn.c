@@ -1,12 +1,12 @@
 /* avx2_attn.c: the avx2 level's attention tile ops (contracts in kernels.h: attn_*, attn_x*,
  * attn_q*), built with the avx2 flags (AVX2, FMA, F16C) and reached only through
- * cpulm_kernels_avx2 (avx2.c's table); the avx512 levels inherit the attn_q* softmax and
- * query quantization, and call the attn_x* ops for the head sizes their 512-bit versions do
- * not take. attn_scores, attn_pv, attn_merge and attn_xpv are attn_simd.h's over the
- * 8-lane layer below. Every op is bit-identical to generic/attn.c, by the arguments of
- * docs/CORRECTNESS.md "Default attention numerics and the tiled path": per element the
- * generic order, integer block dots exact in any order; the exact scores put 4 query rows
- * in the lanes of a __m256d, the exact weights evaluate glibc's x86_64 FMA expf in __m256d
+ * cpulm_kernels_avx2 (avx2.c's table); the avx512 levels inherit the query quantization,
+ * and call the attn_x* ops for the head sizes their 512-bit versions do not take.
+ * attn_scores, attn_pv, attn_merge, attn_xpv, attn_qquant, attn_qpv and the two softmax
+ * ops are attn_simd.h's over the 8-lane layer below. Every op is bit-identical to generic/attn.c,
+ * by the arguments of docs/CORRECTNESS.md "Default attention numerics and the tiled path": per
+ * element the generic order, integer block dots exact in any order; the exact scores put 4 query
+ * rows in the lanes of a __m256d, the exact weights evaluate glibc's x86_64 FMA expf in __m256d
  * lanes (its table by VGATHERQPD), the f16 rounding is VCVTPS2PH / VCVTPH2PS.
  */
 #if defined(__x86_64__)
@@ -19,54 +19,41 @@
 
 #define AVX2_INLINE static inline __attribute__((always_inline))
 
-/* ---- the online-softmax step, written once for attn_softmax_row (canonical vexp) and
- * attn_softmaxz (underflow flushed): the caller passes its 8-lane and scalar exp ---- */
+/* ======== f32 tiles (attn_scores' keys; the ops are attn_simd.h's, below) ======== */
 
-/* s[j..j+8) = exp(s - mx) where j + lane < lim, else 0; returns the stored values */
-typedef __m256 (*avx2_exp8_live_fn)(float *s, int j, int lim, __m256 vm);
+/* ---- attn_simd.h's layer: quantized queries and values ---- */
 
-/* All ones in the lanes l of 8 with j + l < lim (for the one group of a row that lim cuts). */
-AVX2_INLINE __m256 avx2_live8(int j, int lim) {
-    const __m256i idx =
-        _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(lim), idx));
+/* x clamped to +-32767, x + (x >= 0 ? 0.5 : -0.5) truncated: the generic rounding */
+AVX2_INLINE __m256i avx2_q32(__m256 x) {
+    const __m256 lim = _mm256_set1_ps(32767.0f), sign = _mm256_set1_ps(-0.0f);
+    x = _mm256_max_ps(_mm256_min_ps(x, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+    const __m256 half = _mm256_or_ps(_mm256_and_ps(x, sign), _mm256_set1_ps(0.5f));
+    return _mm256_cvttps_epi32(_mm256_add_ps(x, half));
 }
 
-/* kernels.h's attn_softmax_row contract with exp8 / exp1 as the exponential: the running
- * max, the 16 lane sums (lane l adds the keys j == l mod 16 in order: lo 0-7, hi 8-15, as
- * the generic op), *L and *M updated; returns the old sum's scale. Inlined with constant
- * functions, so no call is left in the loop. */
-AVX2_INLINE float avx2_softmax_with(int n, int lim, float *s, float *M, float *L,
-                                    avx2_exp8_live_fn exp8, float (*exp1)(float)) {
-    const float mx = x86_max_f32(s, lim, *M);
-    int j;
-    const __m256 vm = _mm256_set1_ps(mx);
-    __m256 lo = _mm256_setzero_ps(), hi = lo;
-    for (j = 0; j + 16 <= n; j += 16) {
-        lo = _mm256_add_ps(lo, exp8(s, j, lim, vm));
-        hi = _mm256_add_ps(hi, exp8(s, j + 8, lim, vm));
-    }
-    if (j + 8 <= n) {
-        lo = _mm256_add_ps(lo, exp8(s, j, lim, vm));
-        j += 8;
-    }
-    float lanes[16];
-    _mm256_storeu_ps(lanes, lo);
-    _mm256_storeu_ps(lanes + 8, hi);
-    for (; j < n; j++) {
-        s[j] = j < lim ? exp1(s[j] - mx) : 0.0f;
-        lanes[j % 16] += s[j];
-    }
-    /* -inf (nothing seen yet) would make vexp's range reduction NaN: its weight is 0 */
-    const float a = *M == -INFINITY ? 0.0f : exp1(*M - mx);
-    *L = fmaf(*L, a, cpulm_generic_reduce16(lanes));
-    *M = mx;
-    return a;
+/* asv_store_q16 */
+AVX2_INLINE void avx2_store_q16(int16_t *p, __m256 x0, __m256 x1) {
+    const __m256i pk = _mm256_packs_epi32(avx2_q32(x0), avx2_q32(x1));
+    _mm256_storeu_si256((__m256i *)p, _mm256_permute4x64_epi64(pk, 0xd8));
 }
 
-/* ======== f32 tiles (attn_scores, attn_softmax_row, attn_pv, attn_merge) ======== */
-
-/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv) ---- */
+/* 16 values of a key as floats (asv_qvals; Q8: pmovsxbd straight from memory). */
+AVX2_INLINE void avx2_qvals(const int MODE, const void *q, __m256 v[2]) {
+    const uint8_t *b = q;
+    if (MODE == ATT_VF32) {
+        v[0] = _mm256_loadu_ps((const float *)q);
+        v[1] = _mm256_loadu_ps((const float *)q + 8);
+    } else if (MODE == ATT_VQ8) {
+        v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)b)));
+        v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 8))));
+    } else {
+        __m128i x = _mm_loadu_si128((const __m128i *)b);
+        if (MODE == ATT_VQ4H) x = _mm_srli_epi16(x, 4);
+        x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+        v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
+        v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(x, x)));
+    }
+}
 
 /* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1), c < dc (a
  * multiple of 8), by 8 x 8 register transposes. */
@@ -93,59 +80,6 @@ static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, floa
                                  _mm256_permute2f128_ps(u[x], u[4 + x], 0x31));
             }
         }
-}
-
-#define ASV_LEVEL             avx2
-#define ASV                   __m256
-#define ASV_W                 8
-#define asv_load(p)           _mm256_loadu_ps(p)
-#define asv_store(p, x)       _mm256_storeu_ps(p, x)
-#define asv_set1(x)           _mm256_set1_ps(x)
-#define asv_mul(a, b)         _mm256_mul_ps(a, b)
-#define asv_fma(a, b, c)      _mm256_fmadd_ps(a, b, c)
-#define asv_load_n(p, nl)     _mm256_maskload_ps(p, _mm256_castps_si256(avx2_live8(0, nl)))
-#define asv_store_n(p, x, nl) _mm256_maskstore_ps(p, _mm256_castps_si256(avx2_live8(0, nl)), x)
-#define asv_round_f16(x) \
-    _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
-/* scores: 3 rows x 4 vectors (12 accumulators); xpv: 4 rows x 3 vectors or 2 x 4, the sums
- * riding in blocks of <= 8 accumulators (12 chains of FMA, VCVTPS2PH, VCVTPH2PS, ~14 cycles
- * on Zen 3, in flight; VCVTPS2PH, 2 cycles per ymm there, bounds the rest) */
-#define ASV_SC_ROWS        3
-#define ASV_SC_CASES(X)    CPULM_BLOCKS_UPTO4(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
-#define ASV_XPV_VECS(rows) ((rows) <= 2 ? 4 : 3)
-#define ASV_XPV_SUM_MAX    8
-#define ASV_XPV_CASES(X)     \
-    CPULM_BLOCKS_UPTO3(4, X) \
-    CPULM_BLOCKS_UPTO3(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
-#define ASV_XPV_NARROW cpulm_generic_attn_xpv
-/* P.V: 2 rows x 4 vectors sharing each loaded value vector, or a lone row x 8 */
-#define ASV_PV_ROWS       2
-#define ASV_PV_VECS(rows) ((rows) == 1 ? 8 : 4)
-#define ASV_PV_DIMS_OUTER 0
-#define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO8(1, X)
-#include "kernels/attn_simd.h"
-
-/* ---- online softmax ---- */
-
-/* s[j..j+8) = vexp(s - mx) where j + lane < lim, else 0; returns the stored values. Dead
- * lanes are not exponentiated (their scores may be anything). */
-AVX2_INLINE __m256 exp8_live(float *s, int j, int lim, __m256 vm) {
-    __m256 e;
-    if (j + 8 <= lim) {
-        e = x86_canon_vexp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-    } else if (j >= lim) {
-        e = _mm256_setzero_ps();
-    } else {
-        const __m256 live = avx2_live8(j, lim);
-        const __m256 x = _mm256_blendv_ps(vm, _mm256_loadu_ps(s + j), live); /* dead: exp(0) */
-        e = _mm256_and_ps(x86_canon_vexp256(_mm256_sub_ps(x, vm)), live);
-    }
-    _mm256_storeu_ps(s + j, e);
-    return e;
-}
-
-float cpulm_avx2_attn_softmax_row(int n, int lim, float *s, float *M, float *L) {
-    return avx2_softmax_with(n, lim, s, M, L, exp8_live, cpulm_generic_vexpf);
 }
 
 /* ======== the exact numerics (attn_x*) ======== */
@@ -252,9 +186,9 @@ void cpulm_avx2_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t 
  * disassembled): kd = fma(x, 32/ln2, 1.5 * 2^52), r = fms(x, 32/ln2, kd - 1.5 * 2^52),
  * 2^(k/32) from the table of 2^(i/32) with (k - i)/32 added to the exponent field,
  * y = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * 2^(k/32) rounded to float; its special cases
- * below. avx512.c evaluates the same with table permutes; AVX2 has none across 32 doubles, so
- * a gather. attn_xweights_expf_is_libms compares it (through attn_xweights) with this
- * process's libm over floats in [-104, 0], the arguments attention passes. */
+ * x86_xexpf_special (attn_simd.h). avx512.c evaluates the same with table permutes; AVX2 has none
+ * across 32 doubles, so a gather. attn_xweights_expf_is_libms compares it (through attn_xweights)
+ * with this process's libm over floats in [-104, 0], the arguments attention passes. */
 /* 2^(i/32) rounded to double, glibc's table; aligned for avx512.c's 512-bit loads. */
 const double cpulm_x86_exp2_tab32[32] __attribute__((aligned(64))) = {
     0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
@@ -308,16 +242,7 @@ AVX2_INLINE __m256 xexpf8(__m256 x) {
     /* no lane in a special range (nor NaN): the usual case, one branch */
     const __m256 sp = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_NGE_UQ),
                                    _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
-    if (!_mm256_movemask_ps(sp)) return f;
-    /* glibc's cases for |x| >= 88: overflow to inf, underflow to 0, and between
-     * log(2^-150) and log(2^-149) the smallest subnormal; NaN gives x + x */
-    f = _mm256_blendv_ps(f, _mm256_set1_ps(0x1p-149f),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_LT_OQ));
-    f = _mm256_blendv_ps(f, _mm256_setzero_ps(),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ));
-    f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
-    return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    return _mm256_movemask_ps(sp) ? x86_xexpf_special(f, x) : f;
 }
 
 /* Lane l takes lane l - k of p (lanes below k take fill): k = 1, 2 or 4. */
@@ -331,94 +256,83 @@ AVX2_INLINE __m256 xlanes_up(__m256 p, const int k, __m256 fill) {
                     : _mm256_blend_ps(up, fill, 0x0F);
 }
 
-/* 8 keys x[0..7] (a tail padded with -inf) after the running max m: their weights into
- * e (the factor of the key's own exponent) and up (keys that move the max); returns the
- * running max after them. The running max before each key is a prefix max (ties keep the
- * earlier value, as "x > M" does), so every key's exponent is known before any expf. */
-AVX2_INLINE float xweights8(__m256 x, float m, __m256 *e, __m256 *up) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    /* a NaN score never becomes the max ("x > M" is false): -inf in the scan */
-    __m256 p = _mm256_blendv_ps(x, ninf, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-    /* max(later, earlier): vmaxps returns the second operand on ties */
-    p = _mm256_max_ps(p, xlanes_up(p, 1, ninf));
-    p = _mm256_max_ps(p, xlanes_up(p, 2, ninf));
-    p = _mm256_max_ps(p, xlanes_up(p, 4, ninf));
-    const __m256 vm = _mm256_set1_ps(m);
-    const __m256 incl = _mm256_max_ps(p, vm);
-    const __m256 prev = xlanes_up(incl, 1, vm);
-    *up = _mm256_cmp_ps(x, prev, _CMP_GT_OQ);
-    *e = xexpf8(_mm256_blendv_ps(_mm256_sub_ps(x, prev), _mm256_sub_ps(prev, x), *up));
-    return _mm_cvtss_f32(_mm_permute_ps(_mm256_extractf128_ps(incl, 1), 0xFF));
+/* ======== attn_simd.h's ops (f32 tiles, softmax family, attn_xweights, attn_xpv) ======== */
+
+/* All ones in the lanes below nl (for the one group of a row that lim cuts). */
+AVX2_INLINE __m256 avx2_live8(int nl) {
+    return _mm256_castsi256_ps(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-/* 8 keys at once; the tail through buffers (VMASKMOVPS stores are microcoded on AMD). */
-void cpulm_avx2_attn_xweights(int n, float *s, float *ms, float *M) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    float m = *M;
-    __m256 e, up;
-    int j = 0;
-    for (; j + 8 <= n; j += 8) {
-        const __m256 x = _mm256_loadu_ps(s + j), vm = _mm256_set1_ps(m);
-        /* the usual group: no key above the running max (NaN is not), so it stays m, every
-         * key's weight is expf(x - m) and its factor 1: no prefix max */
-        if (!_mm256_movemask_ps(_mm256_cmp_ps(x, vm, _CMP_GT_OQ))) {
-            _mm256_storeu_ps(ms + j, one);
-            _mm256_storeu_ps(s + j, xexpf8(_mm256_sub_ps(x, vm)));
-            continue;
-        }
-        m = xweights8(x, m, &e, &up);
-        _mm256_storeu_ps(ms + j, _mm256_blendv_ps(one, e, up));
-        _mm256_storeu_ps(s + j, _mm256_blendv_ps(e, one, up));
-    }
-    if (j < n) {
-        float xb[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                       -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-        float wb[8], sb[8];
-        memcpy(xb, s + j, sizeof(float) * (size_t)(n - j));
-        m = xweights8(_mm256_loadu_ps(xb), m, &e, &up);
-        _mm256_storeu_ps(wb, _mm256_blendv_ps(one, e, up));
-        _mm256_storeu_ps(sb, _mm256_blendv_ps(e, one, up));
-        memcpy(ms + j, wb, sizeof(float) * (size_t)(n - j));
-        memcpy(s + j, sb, sizeof(float) * (size_t)(n - j));
-    }
-    *M = m;
+/* vexpz on 8 lanes: the canonical polynomial and one multiply by 2^n; lanes below -87 (n
+ * would leave the normal range) are 0. */
+AVX2_INLINE __m256 vexpz8(__m256 x) {
+    __m256 n;
+    const __m256 p = x86_vexp_parts256(x, &n);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
 }
 
-/* (P.V: attn_xpv is attn_simd.h's) */
+#define ASV_LEVEL             avx2
+#define ASV                   __m256
+#define ASV_W                 8
+#define asv_load(p)           _mm256_loadu_ps(p)
+#define asv_store(p, x)       _mm256_storeu_ps(p, x)
+#define asv_set1(x)           _mm256_set1_ps(x)
+#define asv_mul(a, b)         _mm256_mul_ps(a, b)
+#define asv_fma(a, b, c)      _mm256_fmadd_ps(a, b, c)
+#define asv_load_n(p, nl)     _mm256_maskload_ps(p, _mm256_castps_si256(avx2_live8(nl)))
+#define asv_store_n(p, x, nl) _mm256_maskstore_ps(p, _mm256_castps_si256(avx2_live8(nl)), x)
+#define asv_round_f16(x) \
+    _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define asv_add(a, b)       _mm256_add_ps(a, b)
+#define asv_sub(a, b)       _mm256_sub_ps(a, b)
+#define asv_max(a, b)       _mm256_max_ps(a, b)
+#define asv_hmax(x)         x86_hmax_ps256(x)
+#define asv_exp(x)          x86_canon_vexp256(x)
+#define asv_expz(x)         vexpz8(x)
+#define ASV_MASK            __m256
+#define asv_live(nl)        avx2_live8(nl)
+#define asv_select(k, a, b) _mm256_blendv_ps(b, a, k)
+#define asv_keep(x, k)      _mm256_and_ps(x, k)
+#define ASV_REDUCE16(acc)   x86_reduce16_256(acc[0], acc[1])
+#define asv_gt(a, b)        _mm256_cmp_ps(a, b, _CMP_GT_OQ)
+#define asv_ord(x)          _mm256_cmp_ps(x, x, _CMP_ORD_Q)
+#define asv_any(k)          _mm256_movemask_ps(k)
+#define asv_keep_max(a, b)  _mm256_max_ps(b, a) /* vmaxps: the second operand on ties */
+#define asv_lanes_up        xlanes_up
+#define asv_last(x)         _mm_cvtss_f32(_mm_permute_ps(_mm256_extractf128_ps(x, 1), 0xFF))
+#define asv_expf(x)         xexpf8(x)
+/* scores: 3 rows x 4 vectors (12 accumulators); xpv: 4 rows x 3 vectors or 2 x 4, the sums
+ * riding in blocks of <= 8 accumulators (12 chains of FMA, VCVTPS2PH, VCVTPH2PS, ~14 cycles
+ * on Zen 3, in flight; VCVTPS2PH, 2 cycles per ymm there, bounds the rest) */
+#define ASV_SC_ROWS        3
+#define ASV_SC_CASES(X)    CPULM_BLOCKS_UPTO4(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
+#define ASV_XPV_VECS(rows) ((rows) <= 2 ? 4 : 3)
+#define ASV_XPV_SUM_MAX    8
+#define ASV_XPV_CASES(X)     \
+    CPULM_BLOCKS_UPTO3(4, X) \
+    CPULM_BLOCKS_UPTO3(3, X) CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO4(1, X)
+#define ASV_XPV_NARROW cpulm_generic_attn_xpv
+/* P.V: 2 rows x 4 vectors sharing each loaded value vector, or a lone row x 8 */
+#define ASV_PV_ROWS       2
+#define ASV_PV_VECS(rows) ((rows) == 1 ? 8 : 4)
+#define ASV_PV_DIMS_OUTER 0
+#define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO8(1, X)
+/* attn_qpv: a block's values converted once for more than 4 rows */
+#define ASV_QPV_F32                           1
+#define ASV_QPV_BLOCKS                        1
+#define ASV_QPV_HALVES                        1
+#define asv_qvals(MODE, q, v)                 avx2_qvals(MODE, q, v)
+#define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales(d, x, ld, n, bs, ds)
+/* attn_qquant */
+#define asv_absmax(m, x)         _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))
+#define asv_store_q16(p, x0, x1) avx2_store_q16(p, x0, x1)
+#include "kernels/attn_simd.h"
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
-
-/* ---- query rows to int16 ---- */
-
-void cpulm_avx2_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
-                            int16_t *q16, float *qs) {
-    if (d % 16 != 0) {
-        cpulm_generic_attn_qquant(d, m, q, ldq, scale, q16, qs);
-        return;
-    }
-    const __m256 sign = _mm256_set1_ps(-0.0f), lim = _mm256_set1_ps(32767.0f);
-    for (int i = 0; i < m; i++) {
-        const float *qi = q + (int64_t)i * ldq;
-        __m256 vmax = _mm256_setzero_ps();
-        for (int64_t e = 0; e < d; e += 8)
-            vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, _mm256_loadu_ps(qi + e)));
-        const float amax = x86_hmax_ps256(vmax), id = amax > 0.0f ? 32767.0f / amax : 0.0f;
-        const __m256 vid = _mm256_set1_ps(id);
-        for (int64_t e = 0; e < d; e += 16) {
-            __m256i r[2];
-            for (int h = 0; h < 2; h++) {
-                __m256 x = _mm256_mul_ps(_mm256_loadu_ps(qi + e + 8 * h), vid);
-                x = _mm256_max_ps(_mm256_min_ps(x, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
-                /* x + (x >= 0 ? 0.5 : -0.5), truncated: the generic rounding */
-                const __m256 half = _mm256_or_ps(_mm256_and_ps(x, sign), _mm256_set1_ps(0.5f));
-                r[h] = _mm256_cvttps_epi32(_mm256_add_ps(x, half));
-            }
-            const __m256i pk = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xd8);
-            _mm256_storeu_si256((__m256i *)(q16 + (int64_t)i * d + e), pk);
-        }
-        qs[i] = amax / 32767.0f * scale;
-    }
-}
 
 /* ---- scores ---- */
 
@@ -598,170 +512,4 @@ void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int1
     }
 }
 
-/* ---- online softmax, underflow flushed ---- */
-
-/* vexpz on 8 lanes: the canonical polynomial and one multiply by 2^n; lanes below -87 (n
- * would leave the normal range) are 0. */
-AVX2_INLINE __m256 vexpz8(__m256 x) {
-    __m256 n;
-    const __m256 p = x86_vexp_parts256(x, &n);
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), live);
-}
-
-/* s[j..j+8) = vexpz(s - mx) where j + lane < lim, else 0; returns the stored values. */
-AVX2_INLINE __m256 expz8_live(float *s, int j, int lim, __m256 vm) {
-    __m256 e;
-    if (j + 8 <= lim) {
-        e = vexpz8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-    } else if (j >= lim) {
-        e = _mm256_setzero_ps();
-    } else {
-        e = _mm256_and_ps(vexpz8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)), avx2_live8(j, lim));
-    }
-    _mm256_storeu_ps(s + j, e);
-    return e;
-}
-
-float cpulm_avx2_attn_softmaxz(int n, int lim, float *s, float *M, float *L) {
-    return avx2_softmax_with(n, lim, s, M, L, expz8_live, cpulm_generic_vexpzf);
-}
-
-/* ---- P.V ---- */
-
-/* Where a P.V pass reads its 16 values per key (VQ8: 16 int8 of a Q8_0 row at vq + j * ldv;
- * VQ4: the low or high nibbles (by sh) of 16 bytes of a Q4_0 row; VF32: 16 floats at
- * vf + j * 16, converted beforehand for blocks of many rows). */
-enum { VQ8, VQ4, VF32 };
-
-AVX2_INLINE void pv_vals(const int MODE, const uint8_t *q, __m128i sh, const float *f, __m256 *v0,
-                         __m256 *v1) {
-    if (MODE == VF32) {
-        *v0 = _mm256_loadu_ps(f);
-        *v1 = _mm256_loadu_ps(f + 8);
-    } else if (MODE == VQ8) { /* pmovsxbd straight from memory */
-        *v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
-        *v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8))));
-    } else {
-        __m128i x = _mm_srl_epi16(_mm_loadu_si128((const __m128i *)q), sh);
-        x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
-        *v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
-        *v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(x, x)));
-    }
-}
-
-/* One pass: R rows x 16 dims (at column c of orow[r]) over n keys, o = fma(w_rj, v_j, o) in
- * key order; row r's weights at w[r * KT + j]. R, MODE and PF are constants at every call
- * (pv_pass_any), so the key loop has no test: PF hints the rows pf + j * ldv (pfn bytes)
- * as it goes. */
-AVX2_INLINE void pv_pass(int n, const uint8_t *vq, uint64_t ldv, __m128i sh, const float *vf,
-                         const float *w, float *const orow[4], int64_t c, const uint8_t *pf,
-                         size_t pfn, const int R, const int MODE, const int PF) {
-    __m256 acc[4][2];
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        acc[r][0] = _mm256_loadu_ps(orow[r] + c);
-        acc[r][1] = _mm256_loadu_ps(orow[r] + c + 8);
-    }
-    for (int j = 0; j < n; j++) {
-        if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_BEGIN("avx2_attn_qpv");
-        if (PF) att_hint_row(pf + (uint64_t)j * ldv, pfn);
-        __m256 v0, v1;
-        pv_vals(MODE, vq + (uint64_t)j * ldv, sh, vf + j * 16, &v0, &v1);
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-            const __m256 wj = _mm256_broadcast_ss(w + r * KT + j);
-            acc[r][0] = _mm256_fmadd_ps(wj, v0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(wj, v1, acc[r][1]);
-        }
-        if (R == 4 && MODE == VQ8 && !PF) X86Q_MCA_END("avx2_attn_qpv");
-    }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        _mm256_storeu_ps(orow[r] + c, acc[r][0]);
-        _mm256_storeu_ps(orow[r] + c + 8, acc[r][1]);
-    }
-}
-
-#define PV_R(R, MODE, PF) pv_pass(n, vq, ldv, sh, vf, w, orow, c, pf, pfn, R, MODE, PF)
-#define PV_RS(MODE, PF)   ATT_BY_ROWS(R, PV_R, MODE, PF)
-
-/* pv_pass with its constants chosen here, once per pass. */
-static void pv_pass_any(int R, int mode, int n, const uint8_t *vq, uint64_t ldv, __m128i sh,
-                        const float *vf, const float *w, float *const orow[4], int64_t c,
-                        const uint8_t *pf, size_t pfn) {
-    if (mode == VF32) {
-        PV_RS(VF32, 0);
-    } else if (pf) {
-        if (mode == VQ8) PV_RS(VQ8, 1) else PV_RS(VQ4, 1)
-    } else {
-        if (mode == VQ8) PV_RS(VQ8, 0) else PV_RS(VQ4, 0)
-    }
-}
-#undef PV_RS
-#undef PV_R
-
-void cpulm_avx2_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
-                         const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
-                         const uint8_t *next) {
-    if (d % 32 != 0 || d > WDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0)) {
-        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
-        return;
-    }
-    const int q4 = vt == CPULM_DTYPE_Q4_0;
-    const size_t bs = att_block_bytes(q4);
-    for (int i = 0; i < m; i++) { /* o *= a first: the per-key fmas follow */
-        float *oi = o + (int64_t)i * ldo;
-        const __m256 va = _mm256_set1_ps(a[i]);
-        for (int64_t c = 0; c < d; c += 8)
-            _mm256_storeu_ps(oi + c, _mm256_mul_ps(_mm256_loadu_ps(oi + c), va));
-    }
-    float dv[WDIM / 32 * KT], w[4 * KT], vf[2 * 16 * KT];
-    for (int j0 = 0; j0 < n; j0 += KT) {
-        const int nk = n - j0 < KT ? n - j0 : KT;
-        const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
-        x86q_block_scales(d, vj0, ldv, nk, bs, dv);
-        for (int64_t b = 0; b < d / 32; b++) {
-            const uint8_t *vb = vj0 + (size_t)b * bs + 2; /* block b's quants in key 0 */
-            if (m > 4) /* many rows: the block's quants as f32 once, not once per 4 rows */
-                for (int h = 0; h < 2; h++)
-                    for (int j = 0; j < nk; j++) {
-                        __m256 v0, v1;
-                        if (q4)
-                            pv_vals(VQ4, vb + (uint64_t)j * ldv, _mm_cvtsi32_si128(4 * h), NULL,
-                                    &v0, &v1);
-                        else
-                            pv_vals(VQ8, vb + (uint64_t)j * ldv + 16 * h, _mm_setzero_si128(), NULL,
-                                    &v0, &v1);
-                        _mm256_storeu_ps(vf + h * 16 * KT + j * 16, v0);
-                        _mm256_storeu_ps(vf + h * 16 * KT + j * 16 + 8, v1);
-                    }
-            for (int i = 0; i < m; i += 4) {
-                const int R = m - i < 4 ? m - i : 4;
-                float *orow[4];
-                for (int r = 0; r < R; r++) {
-                    const float *pr = p + (int64_t)(i + r) * ldp + j0;
-                    const float *db = dv + b * KT;
-                    int j = 0;
-                    for (; j + 8 <= nk; j += 8)
-                        _mm256_storeu_ps(w + r * KT + j, _mm256_mul_ps(_mm256_loadu_ps(pr + j),
-                                                                       _mm256_loadu_ps(db + j)));
-                    for (; j < nk; j++)
-                        w[r * KT + j] = pr[j] * db[j];
-                    orow[r] = o + (int64_t)(i + r) * ldo;
-                }
-                for (int h = 0; h < 2; h++) {
-                    const int64_t c = b * 32 + h * 16;
-                    /* the first pass over the keys hints the next rows */
-                    const uint8_t *pf =
-                        next && b == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
-                    const size_t pfn = (size_t)(d / 32) * bs;
-                    const int mode = m > 4 ? VF32 : q4 ? VQ4 : VQ8;
-                    const uint8_t *vq = vb + (q4 ? 0 : 16 * h);
-                    pv_pass_any(R, mode, nk, vq, ldv, _mm_cvtsi32_si128(q4 ? 4 * h : 0),
-                                vf + h * 16 * KT, w, orow, c, pf, pfn);
-                }
-            }
-        }
-    }
-}
 #endif

@@ -1,7 +1,8 @@
-/* avx512_attn.c: the avx512 level's attention steps straight from Q8_0 / Q4_0 cache rows
- * (contracts in kernels.h, attn_q*: scores and P.V; attn_qquant and attn_softmaxz stay the
- * avx2 ones), built with the avx512 flags and reached only through cpulm_kernels_avx512 (the
- * avx512vnni level inherits them).
+/* avx512_attn.c: the avx512 level's attention tile ops (contracts in kernels.h), built with
+ * the avx512 flags and reached only through cpulm_kernels_avx512 (the avx512vnni level
+ * inherits them): first the scores straight from Q8_0 / Q4_0 cache rows (attn_qscores;
+ * attn_qquant stays the avx2 one), then the f32 tiles, attn_qpv and the exact numerics
+ * (attn_simd.h's ops over the 16-lane layer, attn_xscores, attn_xpv at head size 8).
  *
  * Why: generation at depth is these two ops (one query row per head against every cached
  * key), and on the avx2 ops a key block of 4 rows is 8 vpmaddwd plus a 256-bit reduction
@@ -25,7 +26,6 @@
 
 #define A512_INLINE static inline __attribute__((always_inline))
 #define KT          ATT_QKT
-#define VF_LD       64 /* floats per key in qpv's converted values (2 blocks) */
 
 /* ---- scores ---- */
 
@@ -273,169 +273,498 @@ void cpulm_avx512vnni_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, cons
     qscores_op(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next, 1);
 }
 
-/* ---- P.V ---- */
+/* ======== f32 tiles and the exact numerics (attn_scores ... attn_x*) ======== */
 
-/* Block b of value row q as two f32 vectors (elements 0-15, 16-31). Q4 is a constant. */
-A512_INLINE void block_vals(const uint8_t *row, int64_t b, const int Q4, __m512 *v0, __m512 *v1) {
-    if (!Q4) {
-        const uint8_t *q = row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2;
-        *v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
-        *v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 16))));
-        return;
-    }
-    const __m128i m4 = _mm_set1_epi8(0x0f), b8 = _mm_set1_epi8(8);
-    const __m128i x =
-        _mm_loadu_si128((const __m128i *)(row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2));
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, m4), b8);
-    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), m4), b8);
-    *v0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
-    *v1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+/* The lanes below rem (0 < rem < 16). */
+A512_INLINE __mmask16 tail_mask(int64_t rem) {
+    return (__mmask16)((1u << rem) - 1);
 }
 
-/* One pass: R rows x NB blocks (from block b0: columns b0 * 32 ..) over keys 0..n-1 in
- * order, o = fma(w, v, o); row r's weight for key j and block b0 + bb at
- * w[(r * nbt + b0 + bb) * KT + j]. SC: scale the rows by a[r] first (the call's first keys).
- * Q4 = 2: the values are floats already, key j's blocks b0.. at vf + j * VF_LD (vf_fill).
- * R, NB, Q4, SC are constants at every call (pv_pass_any). Hints pf + j * ldv (pfn bytes). */
-A512_INLINE void pv_pass(int n, const uint8_t *v, uint64_t ldv, const float *vf, int64_t b0,
-                         int nbt, const float *w, const float *a, float *const orow[4],
-                         const uint8_t *pf, size_t pfn, const int R, const int NB, const int Q4,
-                         const int SC) {
-    __m512 acc[4][4];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int h = 0; h < 2 * NB; h++) {
-            const __m512 x = _mm512_loadu_ps(orow[r] + b0 * 32 + h * 16);
-            acc[r][h] = SC ? _mm512_mul_ps(x, _mm512_set1_ps(a[r])) : x;
+/* ---- the vector layer of attn_simd.h (attn_scores, attn_pv, attn_merge, attn_xpv, the
+ * softmax family, attn_xweights) ---- */
+
+/* kt[c * ATT_SK_KEYS + j] = k_j[c] for j < nk (lanes past nk repeat key nk - 1 and are never
+ * stored), c < dc (a multiple of 16), by 16 x 16 register transposes. */
+static void asv_transpose_keys(const float *k, int64_t ldk, int nk, int dc, float *kt) {
+    for (int j0 = 0; j0 < nk; j0 += 16)
+        for (int c = 0; c < dc; c += 16) {
+            __m512 r[16], t[16];
+            _Pragma("GCC unroll 16") for (int x = 0; x < 16; x++) r[x] =
+                _mm512_loadu_ps(k + (int64_t)(j0 + x < nk ? j0 + x : nk - 1) * ldk + c);
+            x86_transpose16_ps(r, t);
+            float *o = kt + (int64_t)c * ATT_SK_KEYS + j0;
+            _Pragma("GCC unroll 16") for (int x = 0; x < 16; x++)
+                _mm512_storeu_ps(o + x * ATT_SK_KEYS, t[x]);
         }
-    for (int j = 0; j < n; j++) {
-        if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_BEGIN("avx512_attn_qpv");
-        if (pf) att_hint_row(pf + (uint64_t)j * ldv, pfn);
-        __m512 val[4];
-#pragma GCC unroll 2
-        for (int bb = 0; bb < NB; bb++)
-            if (Q4 == 2) {
-                val[2 * bb] = _mm512_loadu_ps(vf + j * VF_LD + bb * 32);
-                val[2 * bb + 1] = _mm512_loadu_ps(vf + j * VF_LD + bb * 32 + 16);
+}
+
+/* ---- attn_xpv at head size 8: two rows per register ----
+ * attn_xpv's recurrence per row and key (scale and round when the max moved, fused
+ * multiply-add and round, the weight sum's fmaf), rows 2p and 2p + 1 in the halves of one
+ * vector and up to 8 rows per pass: a row's chain of f16 roundings is ~15 cycles per key,
+ * and the 256-bit op took 4 rows per pass (stories260K's verification batches were
+ * latency-bound there, 2026-12-03). A pair scales when either row's max moved: the other's
+ * factor is 1, and an f16 value times 1 rounds to itself. */
+#define XPV8_ROUND(x) \
+    _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+static inline __attribute__((always_inline)) __m512 xpv8_pair(float lo, float hi) {
+    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+}
+
+/* Up to 8 rows as P pairs (row 2p in the low half of a[p], 2p + 1 in the high half) and their
+ * weight sums: loaded, stepped key by key, stored. */
+typedef struct xpv8_pairs {
+    __m512 a[4];
+    float sum[8];
+} xpv8_pairs;
+
+static inline __attribute__((always_inline)) void xpv8_pairs_load(xpv8_pairs *b, int rows,
+                                                                  const float *acc, int64_t lda,
+                                                                  const float *S, const int P) {
+    for (int r = 0; r < 8; r++)
+        b->sum[r] = r < rows ? S[r] : 0.0f;
+    ASV_FOR(p, P, 4) {
+        const __m256 lo = _mm256_loadu_ps(acc + 2 * p * lda);
+        const __m256 hi =
+            2 * p + 1 < rows ? _mm256_loadu_ps(acc + (2 * p + 1) * lda) : _mm256_setzero_ps();
+        b->a[p] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                                                      _mm256_castps_pd(hi), 1));
+    }
+}
+
+/* Key j (its value row in both halves of vv). */
+static inline __attribute__((always_inline)) void xpv8_pairs_key(xpv8_pairs *b, int rows, int j,
+                                                                 const float *ms, const float *vs,
+                                                                 int64_t ldw, __m512 vv,
+                                                                 const int P) {
+    ASV_FOR(p, P, 4) {
+        const int r0 = 2 * p, r1 = 2 * p + 1 < rows ? 2 * p + 1 : 2 * p;
+        const float m0 = ms[r0 * ldw + j], m1 = ms[r1 * ldw + j];
+        const float w0 = vs[r0 * ldw + j], w1 = vs[r1 * ldw + j];
+        b->sum[r0] = fmaf(b->sum[r0], m0, w0);
+        b->sum[r0 + 1] = fmaf(b->sum[r0 + 1], m1, w1); /* r1 == r0: a dead lane's sum */
+        if (m0 != 1.0f || m1 != 1.0f)
+            b->a[p] = XPV8_ROUND(_mm512_mul_ps(b->a[p], xpv8_pair(m0, m1)));
+        b->a[p] = XPV8_ROUND(_mm512_fmadd_ps(vv, xpv8_pair(w0, w1), b->a[p]));
+    }
+}
+
+static inline __attribute__((always_inline)) void
+xpv8_pairs_store(const xpv8_pairs *b, int rows, float *acc, int64_t lda, float *S, const int P) {
+    ASV_FOR(p, P, 4) {
+        _mm256_storeu_ps(acc + 2 * p * lda, _mm512_castps512_ps256(b->a[p]));
+        if (2 * p + 1 < rows)
+            _mm256_storeu_ps(acc + (2 * p + 1) * lda, _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                                          _mm512_castps_pd(b->a[p]), 1)));
+    }
+    for (int r = 0; r < rows; r++)
+        S[r] = b->sum[r];
+}
+
+/* v_j in both halves */
+static inline __m512 xpv8_value(const float *v, int64_t ldv, int j) {
+    return _mm512_castpd_ps(
+        _mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(v + (int64_t)j * ldv))));
+}
+
+static inline __attribute__((always_inline)) void
+xpv8_block(int rows, int n, const float *ms, const float *vs, int64_t ldw, const float *v,
+           int64_t ldv, float *acc, int64_t lda, float *S, const int P) {
+    xpv8_pairs b;
+    xpv8_pairs_load(&b, rows, acc, lda, S, P);
+    for (int j = 0; j < n; j++)
+        xpv8_pairs_key(&b, rows, j, ms, vs, ldw, xpv8_value(v, ldv, j), P);
+    xpv8_pairs_store(&b, rows, acc, lda, S, P);
+}
+#undef XPV8_ROUND
+
+/* ---- attn_xpv at head size 8, many rows (a verification's tokens): rows in the lanes ----
+ * Up to 16 rows per pass, the accumulators transposed to 8 vectors (dim c; lane = row), so a
+ * key is 8 fused steps (its value element broadcast), each rounded, and one vector sum for
+ * the 16 weight sums: no per-row scalar work, 8 chains in flight. Per 16 keys the rows'
+ * weights are transposed to one vector per key, and the factors only when some row's max
+ * moved on one of those keys (a row that did not move has factor 1: an f16 value times 1
+ * rounds to itself). */
+#define XPV_LANES_MIN 16 /* fewer rows: the pairs above (at 9-15 rows they were as fast) */
+
+/* rows (<= 16) rows of 16 floats at p + r * ld (keys: the columns read) transposed: out[x]
+ * lane r = row r's column x (0 for rows past rows and masked columns). */
+static inline void xpv_t16(const float *p, int64_t ld, int rows, __mmask16 keys, __m512 out[16]) {
+    __m512 in[16];
+    for (int r = 0; r < 16; r++)
+        in[r] = r < rows ? _mm512_maskz_loadu_ps(keys, p + r * ld) : _mm512_setzero_ps();
+    x86_transpose16_ps(in, out);
+}
+
+#define XPV8_ROUND16(x) \
+    _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+static inline __attribute__((always_inline)) void
+xpv8_lanes(int rows, int n, const float *ms, const float *vs, int64_t ldw, const float *v,
+           int64_t ldv, float *acc, int64_t lda, float *S, int extra, const int P) {
+    const __mmask16 live = rows >= 16 ? 0xFFFF : tail_mask(rows);
+    __m512 t[16], a[8], w[16], f[16];
+    for (int r = 0; r < 16; r++)
+        t[r] = r < rows ? _mm512_maskz_loadu_ps(0x00FF, acc + r * lda) : _mm512_setzero_ps();
+    x86_transpose16_ps(t, w); /* w as scratch: the dims in w[0..7] */
+    for (int c = 0; c < 8; c++)
+        a[c] = w[c];
+    __m512 sum = _mm512_maskz_loadu_ps(live, S);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    xpv8_pairs b; /* rows 16.. (extra of them): pairs stepped in the same key loop, so their
+                   * latency chains overlap the lanes' (one pass after another, the pairs
+                   * of a verification's last 2-8 rows were latency-bound) */
+    const float *mx = ms + 16 * ldw, *vx = vs + 16 * ldw;
+    if (P) xpv8_pairs_load(&b, extra, acc + 16 * lda, lda, S + 16, P);
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        const __mmask16 keys = n - j0 >= 16 ? 0xFFFF : tail_mask(n - j0);
+        __mmask16 moved = 0;
+        for (int r = 0; r < rows; r++)
+            moved |= _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(keys, ms + r * ldw + j0), one,
+                                        _CMP_NEQ_UQ);
+        moved &= keys;
+        xpv_t16(vs + j0, ldw, rows, keys, w);
+        if (moved) xpv_t16(ms + j0, ldw, rows, keys, f);
+        const int nk = n - j0 < 16 ? n - j0 : 16;
+        for (int jj = 0; jj < nk; jj++) {
+            const float *vj = v + (int64_t)(j0 + jj) * ldv;
+            if (moved >> jj & 1) {
+                _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
+                    XPV8_ROUND16(_mm512_mul_ps(a[c], f[jj]));
+                sum = _mm512_fmadd_ps(sum, f[jj], w[jj]);
             } else {
-                block_vals(v + (uint64_t)j * ldv, b0 + bb, Q4, &val[2 * bb], &val[2 * bb + 1]);
+                sum = _mm512_add_ps(sum, w[jj]); /* fmaf(S, 1, w) */
             }
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-#pragma GCC unroll 2
-            for (int bb = 0; bb < NB; bb++) {
-                const __m512 wj = _mm512_set1_ps(w[(r * nbt + b0 + bb) * KT + j]);
-                acc[r][2 * bb] = _mm512_fmadd_ps(wj, val[2 * bb], acc[r][2 * bb]);
-                acc[r][2 * bb + 1] = _mm512_fmadd_ps(wj, val[2 * bb + 1], acc[r][2 * bb + 1]);
-            }
-        if (R == 4 && NB == 2 && !Q4 && !SC) X86Q_MCA_END("avx512_attn_qpv");
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int h = 0; h < 2 * NB; h++)
-            _mm512_storeu_ps(orow[r] + b0 * 32 + h * 16, acc[r][h]);
-}
-
-#define PV(R, NB, Q4, SC) pv_pass(n, v, ldv, vf, b0, nbt, w, a, orow, pf, pfn, R, NB, Q4, SC)
-#define PV_R(NB, Q4, SC)  ATT_BY_ROWS(R, PV, NB, Q4, SC)
-#define PV_Q(NB, SC)    \
-    if (q4 == 2) {      \
-        PV_R(NB, 2, SC) \
-    } else if (q4) {    \
-        PV_R(NB, 1, SC) \
-    } else {            \
-        PV_R(NB, 0, SC) \
-    }
-
-/* pv_pass with its constants chosen here, once per pass (q4 2: values from vf). */
-static void pv_pass_any(int R, int nb, int q4, int sc, int n, const uint8_t *v, uint64_t ldv,
-                        const float *vf, int64_t b0, int nbt, const float *w, const float *a,
-                        float *const orow[4], const uint8_t *pf, size_t pfn) {
-    if (nb == 2) {
-        if (sc) PV_Q(2, 1) else PV_Q(2, 0)
-    } else {
-        if (sc) PV_Q(1, 1) else PV_Q(1, 0)
-    }
-}
-#undef PV_Q
-#undef PV_R
-#undef PV
-
-/* Rows i.. (R <= 4) x keys j0.. (nk <= KT) x blocks [bs, be): the weights p * dv once, then
- * passes of up to 2 blocks (4 registers per row) over the keys; the first pass of the first
- * rows hints next. vf (or NULL): the keys' blocks bs..bs+1 as floats (vf_fill; be <= bs + 2). */
-static void qpv_rows(int64_t d, int q4, int i, int R, int j0, int nk, int bs, int be,
-                     const float *p, int64_t ldp, const uint8_t *v, uint64_t ldv, const float *vf,
-                     const float *dv, const float *a, float *o, int64_t ldo, const uint8_t *next) {
-    const int nbt = (int)(d / 32);
-    float w[4 * ATT_QWDIM / 32 * KT];
-    float *orow[4];
-    for (int r = 0; r < R; r++) {
-        const float *pr = p + (int64_t)(i + r) * ldp + j0;
-        for (int b = bs; b < be; b++) {
-            float *wb = w + (r * nbt + b) * KT;
-            const float *db = dv + b * KT;
-            int j = 0;
-            for (; j + 16 <= nk; j += 16)
-                _mm512_storeu_ps(wb + j,
-                                 _mm512_mul_ps(_mm512_loadu_ps(pr + j), _mm512_loadu_ps(db + j)));
-            if (j < nk) {
-                const __mmask16 mk = (__mmask16)((1u << (nk - j)) - 1);
-                _mm512_mask_storeu_ps(wb + j, mk,
-                                      _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, pr + j),
-                                                    _mm512_maskz_loadu_ps(mk, db + j)));
-            }
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] =
+                XPV8_ROUND16(_mm512_fmadd_ps(_mm512_set1_ps(vj[c]), w[jj], a[c]));
+            if (P) xpv8_pairs_key(&b, extra, j0 + jj, mx, vx, ldw, xpv8_value(v, ldv, j0 + jj), P);
         }
-        orow[r] = o + (int64_t)(i + r) * ldo;
     }
-    const size_t pfn = (size_t)nbt * att_block_bytes(q4);
-    for (int b0 = bs; b0 < be; b0 += 2) {
-        const uint8_t *pf = next && i == 0 && b0 == 0 ? next + (uint64_t)j0 * ldv : NULL;
-        pv_pass_any(R, be - b0 < 2 ? 1 : 2, vf ? 2 : q4, j0 == 0, nk, v + (uint64_t)j0 * ldv, ldv,
-                    vf, b0, nbt, w, a + i, orow, pf, pfn);
-    }
+    if (P) xpv8_pairs_store(&b, extra, acc + 16 * lda, lda, S + 16, P);
+    for (int c = 0; c < 16; c++)
+        t[c] = c < 8 ? a[c] : _mm512_setzero_ps();
+    x86_transpose16_ps(t, w);
+    for (int r = 0; r < rows; r++)
+        _mm256_storeu_ps(acc + r * lda, _mm512_castps512_ps256(w[r]));
+    _mm512_mask_storeu_ps(S, live, sum);
 }
+#undef XPV8_ROUND16
 
-/* Keys 0..nk-1's blocks b0..b0+nb-1 (nb <= 2) as floats: key j's at vf + j * VF_LD. */
-static void vf_fill(const uint8_t *v, uint64_t ldv, int nk, int b0, int nb, int q4, float *vf) {
-    for (int j = 0; j < nk; j++)
-        for (int bb = 0; bb < nb; bb++) {
-            __m512 x0, x1;
-            block_vals(v + (uint64_t)j * ldv, b0 + bb, q4, &x0, &x1);
-            _mm512_storeu_ps(vf + j * VF_LD + bb * 32, x0);
-            _mm512_storeu_ps(vf + j * VF_LD + bb * 32 + 16, x1);
-        }
-}
-
-void cpulm_avx512_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
-                           const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
-                           const uint8_t *next) {
-    if (d % 32 != 0 || d > ATT_QWDIM || (vt != CPULM_DTYPE_Q8_0 && vt != CPULM_DTYPE_Q4_0) ||
-        n <= 0) {
-        cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
+static void xpv_narrow(int64_t d, int m, int n, const float *ms, const float *vs, int64_t ldw,
+                       const float *v, int64_t ldv, float *acc, int64_t lda, float *S) {
+    if (d != 8) {
+        cpulm_avx2_attn_xpv(d, m, n, ms, vs, ldw, v, ldv, acc, lda, S);
         return;
     }
-    const int q4 = vt == CPULM_DTYPE_Q4_0, nbt = (int)(d / 32);
-    float dv[ATT_QWDIM / 32 * KT];
-    for (int j0 = 0; j0 < n; j0 += KT) { /* o *= a rides in the first keys' passes */
-        const int nk = n - j0 < KT ? n - j0 : KT;
-        const uint8_t *vj = v + (uint64_t)j0 * ldv;
-        x86q_block_scales512(d, vj, ldv, nk, att_block_bytes(q4), dv);
-        if (m <= 4) { /* one group of rows: the values converted in its passes */
-            qpv_rows(d, q4, 0, m, j0, nk, 0, nbt, p, ldp, v, ldv, NULL, dv, a, o, ldo, next);
-            continue;
+    int i = 0;
+    while (m - i >= XPV_LANES_MIN) {
+        const int rows = m - i < 16 ? m - i : 16, e = m - i - rows;
+        const int extra = e >= XPV_LANES_MIN ? 0 : e < 8 ? e : 8; /* rows riding along */
+        const float *mi = ms + (int64_t)i * ldw, *vi = vs + (int64_t)i * ldw;
+        float *ai = acc + (int64_t)i * lda;
+        switch ((extra + 1) / 2) {
+        case 0: xpv8_lanes(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 0, 0); break;
+        case 1: xpv8_lanes(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, extra, 1); break;
+        case 2: xpv8_lanes(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, extra, 2); break;
+        case 3: xpv8_lanes(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, extra, 3); break;
+        default: xpv8_lanes(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, extra, 4); break;
         }
-        /* more: each pair of blocks converted once for all the rows (int8 -> f32 was a
-         * third of the pass's work when every group of 4 rows converted it again) */
-        float vf[KT * VF_LD];
-        for (int b0 = 0; b0 < nbt; b0 += 2) {
-            const int be = nbt - b0 < 2 ? nbt : b0 + 2;
-            vf_fill(vj, ldv, nk, b0, be - b0, q4, vf);
-            for (int i = 0; i < m; i += 4)
-                qpv_rows(d, q4, i, m - i < 4 ? m - i : 4, j0, nk, b0, be, p, ldp, v, ldv, vf, dv, a,
-                         o, ldo, next);
+        i += rows + extra;
+    }
+    for (; i < m; i += 8) {
+        const int rows = m - i < 8 ? m - i : 8;
+        const float *mi = ms + (int64_t)i * ldw, *vi = vs + (int64_t)i * ldw;
+        float *ai = acc + (int64_t)i * lda;
+        switch ((rows + 1) / 2) {
+        case 1: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 1); break;
+        case 2: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 2); break;
+        case 3: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 3); break;
+        default: xpv8_block(rows, n, mi, vi, ldw, v, ldv, ai, lda, S + i, 4); break;
+        }
+    }
+}
+
+/* expf of 8 floats, the same bits as glibc's expf (2.28 and later, the x86_64 FMA variant
+ * that glibc selects on CPUs with FMA): x * 32/ln2 = k + r by one fused multiply-add with
+ * the 1.5 * 2^52 shift, r by a fused multiply-subtract, 2^(k/32) from the table of
+ * 2^(i/32) rounded to double, y = fma(fma(C0, r, C1), r*r, fma(C2, r, 1)) * 2^(k/32),
+ * rounded to float; its special cases x86_xexpf_special. attn_xweights_expf_is_libms compares it
+ * (through attn_xweights) with this process's libm over floats in [-104, 0], the arguments
+ * attention passes; the level uses it only when built against glibc (otherwise libm's expf per
+ * key). */
+static inline __m256 xexpf8(__m256 x) {
+    const __m512d invln2n = _mm512_set1_pd(0x1.71547652b82fep+0 * 32);
+    const __m512d shift = _mm512_set1_pd(0x1.8p52);
+    const __m512d xd = _mm512_cvtps_pd(x);
+    const __m512d kd = _mm512_fmadd_pd(invln2n, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kd);
+    const __m512d r = _mm512_fmsub_pd(invln2n, xd, _mm512_sub_pd(kd, shift));
+    const __m512i i = _mm512_and_si512(ki, _mm512_set1_epi64(31));
+    const double *tab = cpulm_x86_exp2_tab32;
+    const __m512d t0 = _mm512_permutex2var_pd(_mm512_load_pd(tab), i, _mm512_load_pd(tab + 8));
+    const __m512d t1 =
+        _mm512_permutex2var_pd(_mm512_load_pd(tab + 16), i, _mm512_load_pd(tab + 24));
+    const __m512d t =
+        _mm512_mask_blend_pd(_mm512_test_epi64_mask(i, _mm512_set1_epi64(16)), t0, t1);
+    /* 2^(k/32) = 2^(i/32) * 2^((k - i)/32): add (k - i)/32 to the exponent field */
+    const __m512i e = _mm512_slli_epi64(_mm512_andnot_si512(_mm512_set1_epi64(31), ki), 47);
+    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), e));
+    const __m512d z = _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32),
+                                      _mm512_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32));
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    const __m512d y0 =
+        _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / 32), _mm512_set1_pd(1.0));
+    const __m512d y = _mm512_mul_pd(_mm512_fmadd_pd(z, r2, y0), sc);
+    __m256 f = _mm512_cvtpd_ps(y);
+    /* no lane in a special range (nor NaN): the usual case, one branch */
+    const __mmask8 sp = _mm256_cmp_ps_mask(x, _mm256_set1_ps(-0x1.9d1d9ep6f), _CMP_NGE_UQ) |
+                        _mm256_cmp_ps_mask(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ);
+    return sp ? x86_xexpf_special(f, x) : f;
+}
+
+#if defined(__GLIBC__)
+#define XEXP_EXACT 1
+#else
+#define XEXP_EXACT 0
+#endif
+
+static inline __m512 xexpf16(__m512 x) {
+    if (!XEXP_EXACT) {
+        float a[16];
+        _mm512_storeu_ps(a, x);
+        for (int l = 0; l < 16; l++)
+            a[l] = expf(a[l]);
+        return _mm512_loadu_ps(a);
+    }
+    const __m256 lo = xexpf8(_mm512_castps512_ps256(x));
+    const __m256 hi = xexpf8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+/* Lane l takes lane l - k of p (lanes below k take fill); k a constant at every call. */
+static inline __attribute__((always_inline)) __m512 lanes_up(__m512 p, int k, __m512 fill) {
+    const __m512i idx =
+        _mm512_sub_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(k));
+    return _mm512_mask_permutexvar_ps(fill, (__mmask16)(0xFFFFu << k), idx, p);
+}
+
+/* 16 values of a key as floats (asv_qvals): 16 int8, or the low or high nibbles of 16
+ * bytes minus 8, or 16 floats. */
+A512_INLINE void avx512_qvals(const int MODE, const void *q, __m512 v[1]) {
+    if (MODE == ATT_VF32) {
+        v[0] = _mm512_loadu_ps(q);
+        return;
+    }
+    __m128i x = _mm_loadu_si128((const __m128i *)q);
+    if (MODE == ATT_VQ4H) x = _mm_srli_epi16(x, 4);
+    if (MODE != ATT_VQ8) x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+    v[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x));
+}
+
+/* cpulm_generic_vexpf(x) in one lane: the same bits, without ldexpf's libm call per row */
+static inline float vexp1(float x) {
+    return _mm512_cvtss_f32(x86_vexp_ps512(_mm512_set1_ps(x)));
+}
+/* vexpz on 16 lanes: vexp's scalef, lanes below -87 flushed to 0 */
+static inline __m512 vexpz16(__m512 x) {
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+    return _mm512_maskz_mov_ps(keep, x86_vexp_ps512(x));
+}
+#define ASV_EXP1              vexp1
+#define ASV_LEVEL             avx512
+#define ASV                   __m512
+#define ASV_W                 16
+#define asv_load(p)           _mm512_loadu_ps(p)
+#define asv_store(p, x)       _mm512_storeu_ps(p, x)
+#define asv_set1(x)           _mm512_set1_ps(x)
+#define asv_mul(a, b)         _mm512_mul_ps(a, b)
+#define asv_fma(a, b, c)      _mm512_fmadd_ps(a, b, c)
+#define asv_load_n(p, nl)     _mm512_maskz_loadu_ps(tail_mask(nl), p)
+#define asv_store_n(p, x, nl) _mm512_mask_storeu_ps(p, tail_mask(nl), x)
+#define asv_round_f16(x) \
+    _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define asv_add(a, b)       _mm512_add_ps(a, b)
+#define asv_sub(a, b)       _mm512_sub_ps(a, b)
+#define asv_max(a, b)       _mm512_max_ps(a, b)
+#define asv_hmax(x)         _mm512_reduce_max_ps(x)
+#define asv_exp(x)          x86_vexp_ps512(x)
+#define asv_expz(x)         vexpz16(x)
+#define ASV_MASK            __mmask16
+#define asv_live(nl)        tail_mask(nl)
+#define asv_select(k, a, b) _mm512_mask_mov_ps(b, k, a)
+#define asv_keep(x, k)      _mm512_maskz_mov_ps(k, x)
+#define ASV_REDUCE16(acc)   x86_reduce16_512(acc[0])
+#define asv_gt(a, b)        _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)
+#define asv_ord(x)          _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q)
+#define asv_any(k)          (k)
+#define asv_keep_max(a, b)  _mm512_max_ps(b, a) /* vmaxps: the second operand on ties */
+#define asv_lanes_up        lanes_up
+#define asv_last(x)         _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(15), x))
+#define asv_expf(x)         xexpf16(x)
+/* scores: 6 rows x 4 vectors (no reduction tree per score: the canonical 16-lane dot spent
+ * ~45 shuffles and adds per 16 scores, on the FMA ports); xpv: 4 x 4, the sums riding */
+#define ASV_SC_ROWS        6
+#define ASV_SC_CASES(X)    CPULM_BLOCKS_UPTO4(6, X) CPULM_BLOCKS_UPTO4(5, X) CPULM_BLOCKS_4X4(X)
+#define ASV_XPV_VECS(rows) 4
+#define ASV_XPV_SUM_MAX    16
+#define ASV_XPV_CASES(X)   CPULM_BLOCKS_4X4(X)
+#define ASV_XPV_NARROW     xpv_narrow /* head_dim 8 above; others (40) the 256-bit op's */
+/* P.V: 6 rows x 4 vectors (6 rows were 1.25x faster than 4 at head 64), dims outer */
+#define ASV_PV_ROWS       6
+#define ASV_PV_VECS(rows) 4
+#define ASV_PV_DIMS_OUTER 1
+#define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(6, X) CPULM_BLOCKS_UPTO4(5, X) CPULM_BLOCKS_4X4(X)
+/* attn_qpv: 2 blocks a pass (4 registers a row: 16 accumulators), each pair of blocks
+ * converted once for more than 4 rows (int8 -> f32 was a third of the pass's work when every
+ * group of 4 rows converted it again) */
+#define ASV_QPV_F32                           1
+#define ASV_QPV_BLOCKS                        2
+#define ASV_QPV_HALVES                        4
+#define asv_qvals(MODE, q, v)                 avx512_qvals(MODE, q, v)
+#define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales512(d, x, ld, n, bs, ds)
+#include "kernels/attn_simd.h"
+
+/* ---- exact tiled attention (numerics in kernels.h: attn_x*) ---- */
+
+/* Scores with query rows in the lanes: 8 rows per vector of doubles, each key's elements
+ * broadcast, so every (row, key) lane adds its exact products in c order, as the generic
+ * double sum does (one fused multiply-add of an exact product = one rounded addition). */
+
+/* Rows i0.. (NV vectors, the last one masked to the rows left) x KJ keys (kd: [KJ][d]
+ * doubles) into s. The loops unroll fully, so the NV * KJ accumulators live in registers. */
+static inline __attribute__((always_inline)) void
+xscores_keys(int64_t d, const double *qt, int64_t ldqt, int rows, const double *kd, float scale,
+             float *s, int64_t lds, const int NV, const int KJ) {
+    __m512d acc[12];
+    const __mmask8 last =
+        rows - 8 * (NV - 1) >= 8 ? 0xFF : (__mmask8)((1u << (rows - 8 * (NV - 1))) - 1);
+    _Pragma("GCC unroll 12") for (int u = 0; u < NV * KJ; u++) acc[u] = _mm512_setzero_pd();
+    for (int64_t c = 0; c < d; c++) {
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+            const __m512d qv =
+                _mm512_maskz_loadu_pd(v == NV - 1 ? last : 0xFF, qt + c * ldqt + 8 * v);
+            _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) acc[v * KJ + kk] =
+                _mm512_fmadd_pd(qv, _mm512_set1_pd(kd[kk * d + c]), acc[v * KJ + kk]);
+        }
+    }
+    const __m256 vs = _mm256_set1_ps(scale);
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+        _Pragma("GCC unroll 8") for (int kk = 0; kk < KJ; kk++) {
+            float out[8];
+            _mm256_storeu_ps(out, _mm256_mul_ps(_mm512_cvtpd_ps(acc[v * KJ + kk]), vs));
+            for (int l = 0; l < 8 && 8 * v + l < rows; l++)
+                s[(8 * v + l) * lds + kk] = out[l];
+        }
+    }
+}
+
+/* K rows (KJ of them, f32) as doubles into kd [KJ][d]. */
+static inline __attribute__((always_inline)) void xscores_kd(int64_t d, const float *k, int64_t ldk,
+                                                             double *kd, const int KJ) {
+    for (int kk = 0; kk < KJ; kk++)
+        for (int64_t c = 0; c < d; c += 8)
+            _mm512_storeu_pd(kd + kk * d + c, _mm512_cvtps_pd(_mm256_loadu_ps(k + kk * ldk + c)));
+}
+
+/* Up to 8 * NV rows x every key, KJ keys at a time (the last ones one by one). */
+static inline __attribute__((always_inline)) void
+xscores_pass(int64_t d, int rows, const double *qt, int64_t ldqt, int n, const float *k,
+             int64_t ldk, float scale, float *s, int64_t lds, const int NV, const int KJ) {
+    double kd[8 * 256];
+    int j = 0;
+    for (; j + KJ <= n; j += KJ) {
+        xscores_kd(d, k + j * ldk, ldk, kd, KJ);
+        xscores_keys(d, qt, ldqt, rows, kd, scale, s + j, lds, NV, KJ);
+    }
+    for (; j < n; j++) {
+        xscores_kd(d, k + j * ldk, ldk, kd, 1);
+        xscores_keys(d, qt, ldqt, rows, kd, scale, s + j, lds, NV, 1);
+    }
+}
+
+/* Head size 8 (stories260K): keys in the lanes instead, 16 per step. With rows in the lanes
+ * a score was a scalar store and a generation's 2 rows left 6 of 8 lanes idle; here each
+ * row's 16 scores are 16 fused steps (2 vectors x 8 dims, the query element broadcast) and
+ * one store, the key tile transposed once for all rows. Each lane still adds its exact
+ * products in c order from 0, so the same double sums. */
+
+/* Key x of the tile (8 floats), or zeros past the n keys. */
+static inline __m256 xkey8(const float *k, int64_t ldk, int x, int n) {
+    return x < n ? _mm256_loadu_ps(k + x * ldk) : _mm256_setzero_ps();
+}
+
+/* Keys j..j+15 (those below n) as kt[c] (c < 8): dim c of keys 0-7 in kt[c][0], of keys 8-15
+ * in kt[c][1], as doubles. Register r holds keys a and a + 4 (a = r, then r + 4), so that
+ * the 8x8 transposes of the two 256-bit halves (unpacks and shuffles within 128-bit lanes)
+ * end, after one 128-bit lane shuffle, with the 16 keys in order. */
+static inline __attribute__((always_inline)) void xscores_kt8(const float *k, int64_t ldk, int n,
+                                                              __m512d kt[8][2]) {
+    __m512 in[8], t[8], u[8];
+    for (int r = 0; r < 8; r++) {
+        const int a = r < 4 ? r : r + 4;
+        in[r] = _mm512_insertf32x8(_mm512_castps256_ps512(xkey8(k, ldk, a, n)),
+                                   xkey8(k, ldk, a + 4, n), 1);
+    }
+    for (int h = 0; h < 8; h += 4) {
+        t[h] = _mm512_unpacklo_ps(in[h], in[h + 1]);
+        t[h + 1] = _mm512_unpackhi_ps(in[h], in[h + 1]);
+        t[h + 2] = _mm512_unpacklo_ps(in[h + 2], in[h + 3]);
+        t[h + 3] = _mm512_unpackhi_ps(in[h + 2], in[h + 3]);
+        u[h] = _mm512_shuffle_ps(t[h], t[h + 2], 0x44);     /* 128-bit lane L: dims 0 (L even), 4 */
+        u[h + 1] = _mm512_shuffle_ps(t[h], t[h + 2], 0xEE); /* dims 1, 5 */
+        u[h + 2] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0x44); /* dims 2, 6 */
+        u[h + 3] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0xEE); /* dims 3, 7 */
+    }
+    for (int c = 0; c < 4; c++)
+        for (int hi = 0; hi < 2; hi++) { /* dim c: lanes 0 and 2; dim c + 4: lanes 1 and 3 */
+            const __m512 z = hi ? _mm512_shuffle_f32x4(u[c], u[c + 4], 0xDD)
+                                : _mm512_shuffle_f32x4(u[c], u[c + 4], 0x88);
+            kt[c + 4 * hi][0] = _mm512_cvtps_pd(_mm512_castps512_ps256(z));
+            kt[c + 4 * hi][1] =
+                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(z), 1)));
+        }
+}
+
+static void xscores_d8(int m, int n, const double *qt, int64_t ldqt, const float *k, int64_t ldk,
+                       float scale, float *s, int64_t lds) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 keys = n - j >= 16 ? 0xFFFF : tail_mask(n - j);
+        __m512d kt[8][2];
+        xscores_kt8(k + j * ldk, ldk, n - j, kt);
+        for (int i = 0; i < m; i++) {
+            __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+            _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+                const __m512d q = _mm512_set1_pd(qt[c * ldqt + i]);
+                a0 = _mm512_fmadd_pd(q, kt[c][0], a0);
+                a1 = _mm512_fmadd_pd(q, kt[c][1], a1);
+            }
+            const __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(a0)),
+                                                _mm512_cvtpd_ps(a1), 1);
+            _mm512_mask_storeu_ps(s + i * lds + j, keys, _mm512_mul_ps(f, vs));
+        }
+    }
+}
+
+void cpulm_avx512_attn_xscores(int64_t d, int m, int n, const double *qt, int64_t ldqt,
+                               const float *k, int64_t ldk, float scale, float *s, int64_t lds) {
+    if (d == 8) {
+        xscores_d8(m, n, qt, ldqt, k, ldk, scale, s, lds);
+        return;
+    }
+    if (d % 8 != 0 || d > 256) { /* the 256-bit version takes any d up to 256 */
+        cpulm_avx2_attn_xscores(d, m, n, qt, ldqt, k, ldk, scale, s, lds);
+        return;
+    }
+    for (int i0 = 0; i0 < m; i0 += 32) {
+        const int rows = m - i0 < 32 ? m - i0 : 32;
+        const double *q = qt + i0;
+        float *si = s + (int64_t)i0 * lds;
+        switch ((rows + 7) / 8) { /* >= 8 accumulators: enough in flight for the latency */
+        case 1: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 1, 8); break;
+        case 2: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 2, 4); break;
+        case 3: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 3, 3); break;
+        default: xscores_pass(d, rows, q, ldqt, n, k, ldk, scale, si, lds, 4, 3); break;
         }
     }
 }
