@@ -723,7 +723,7 @@ check iso_ready $?
 URL=http://127.0.0.1:$PORT
 jq -n '{input: [range(2048) | "\(.) Once upon a time there was a little girl named Lily. She liked to play."]}' >"$TMP/iso_big.json"
 # for the SIGTERM: 3x the tokens, so it is still running when the grace period ends
-jq -n '{input: [range(2048) | "\(.) " + ("Once upon a time there was a little girl named Lily. She liked to play. " * 3)]}' >"$TMP/iso_long.json"
+jq -n '{input: [range(2048) | "\(.) " + ("Once upon a time there was a little girl named Lily. She liked to play. " * 6)]}' >"$TMP/iso_long.json"
 iso_m() { curl -s $URL/metrics | sed -n "s/^$1 \([0-9][0-9.e+]*\)$/\1/p"; }
 iso_ttft() { # seconds to the first streamed token of a short completion (99: none in 10 s)
   local t
@@ -737,7 +737,7 @@ iso_health() { # the median of 3 /health times (one sample is at the mercy of th
     sort -n | sed -n 2p
 }
 iso_big() { # starts the big embedding request (file $1) in the background: EB its curl
-  curl -s -o "$TMP/iso_big.out" -w '%{http_code}' --max-time 120 $URL/v1/embeddings -d @"$1" >"$TMP/iso_big.code" &
+  curl -s -o "$TMP/iso_big.out" -w '%{http_code} %{time_total}' --max-time 120 $URL/v1/embeddings -d @"$1" >"$TMP/iso_big.code" &
   EB=$!
 }
 iso_embedding() { # waits (at most 3 s) until the scheduler embeds; a server without the metric times out
@@ -830,6 +830,7 @@ check iso_slow_grammars_answered $? "($ng answered: $(tr '\n' ' ' <"$TMP/iso_g.l
 # stream admitted before the signal got its first token as fast and runs to its end within
 # the grace; /health is refused at once (the listener closes); the embedding client gets a
 # 503 when the grace period ends; the process exits within grace + 2 s
+big0=$(date +%s.%N)
 iso_big "$TMP/iso_long.json"
 sleep 0.1
 early=$(iso_ttft)
@@ -855,8 +856,14 @@ wait "$SPID"; rc=$?
 took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 wait "$EB"
 touch "$TMP/iso_g.stop"; wait "$GL"
-[ "$rc" = 0 ] && iso_le "$took" "$ISO_EXIT_S" && [ "$(cat "$TMP/iso_big.code")" = 503 ]
-check iso_sigterm_exits_within_grace $? "(rc $rc, exit after ${took}s, embedding client $(cat "$TMP/iso_big.code"))"
+# the embedding client: 503 if its request was still running when the grace ended; a 200 only
+# if it was answered within the grace (inputs twice as long outlast it: the shorter ones of
+# the other cases finished inside it on a Zen 5, where they rightly got their 200)
+read -r bcode btime <"$TMP/iso_big.code"
+bok=$(awk -v c="$bcode" -v s="$big0" -v d="$btime" -v t="$t0" \
+  'BEGIN { print (c == 503 || (c == 200 && s + d <= t + 2.25)) ? 1 : 0 }')
+[ "$rc" = 0 ] && iso_le "$took" "$ISO_EXIT_S" && [ "$bok" = 1 ]
+check iso_sigterm_exits_within_grace $? "(rc $rc, exit after ${took}s, embedding client $bcode after ${btime}s)"
 stt=$(cat "$TMP/iso_st.t")
 [ "$src" = 0 ] && iso_le "$stt" "$(awk -v a="$alone" 'BEGIN { print a + 1.0 }')" && iso_le "$stend" 2.0 &&
   sed -n 's/^data: \({.*\)$/\1/p' "$TMP/iso_st.out" | jq -s -e '([.[].choices[0].text] | join("") | length) > 0 and
@@ -864,7 +871,7 @@ stt=$(cat "$TMP/iso_st.t")
 check iso_stream_through_sigterm $? "(curl rc $src, first token ${stt}s, ended ${stend}s after SIGTERM: $(tail -c 150 "$TMP/iso_st.out"))"
 case "$hrc:$hcode" in 7:000 | 5[26]:000 | 0:200) iso_le "$hs" 0.1 ;; *) false ;; esac
 check iso_health_refused_at_sigterm $? "(curl rc $hrc, status $hcode, ${hs}s)"
-echo "isolation: first token alone ${alone}s, during a 2,048-input embedding ${during}s, while it is tokenized ${early}s, while an 8 MB prompt is tokenized ${mid}s, while slow grammars compile ${gram}s (each answered in ${gms}s); /health ${h}s, ${h2}s and ${hg}s, refused ${hs}s after SIGTERM; embedding stopped ${stopped}s and tokenizing ${freed}s after the disconnect; a stream admitted before SIGTERM ended ${stend}s after it; exit ${took}s after SIGTERM (--grace 2)"
+echo "isolation: first token alone ${alone}s, during a 2,048-input embedding ${during}s, while it is tokenized ${early}s, while an 8 MB prompt is tokenized ${mid}s, while slow grammars compile ${gram}s (each answered in ${gms}s); /health ${h}s, ${h2}s and ${hg}s, refused ${hs}s after SIGTERM; embedding stopped ${stopped}s and tokenizing ${freed}s after the disconnect; a stream admitted before SIGTERM ended ${stend}s after it; exit ${took}s after SIGTERM (--grace 2), the embedding running at SIGTERM answered $bcode after ${btime}s"
 
 # ---- Qwen3-style reasoning: a template that opens <think> (unless enable_thinking is false)
 # on tiny-qwen3 (random weights, so the reply never closes the block): the whole reply is
