@@ -67,8 +67,10 @@ typedef void (*cpulm_to_float_fn)(const void *x, float *y, int64_t n);
 
 enum { CPULM_X16_STD = 0, CPULM_X16_PAIRS = 1 };
 
-/* Tiled attention (attn_* ops): keys per tile and per chunk (a multiple of the tile). */
-#define CPULM_ATTN_TILE  64
+/* Tiled attention (attn_* ops): keys per tile and per chunk (a multiple of the tile). One
+ * tile per chunk: 64-key tiles cost 3-9% of a q8_0 prompt at depth and 3-4% of generation
+ * there in per-tile work (Zen 5, docs/perf-log/2026-12-04-zen5-session-n.md). */
+#define CPULM_ATTN_TILE  256
 #define CPULM_ATTN_CHUNK 256
 
 /* The repacking rule: is a weight of type t with n_rows rows repacked at load on level k?
