@@ -208,8 +208,9 @@ double bench_mem_bw(int n_threads, size_t bytes, double min_s, double *mean_bw);
  * microkernels (one per packed weight type: their instruction mixes differ) and the Q8_0
  * dot. *kernel (may be NULL) names the fastest ("Q4_0 GEMM", "Q8_0 dot"; static). */
 double bench_peak_int8(int n_threads, double min_s, const char **kernel);
-/* Peak of the f32 dot kernel on cache-resident rows, in flop/s. */
-double bench_peak_f32(int n_threads, double min_s);
+/* Peak of the fastest f32 kernel on cache-resident data (the prompt attention's tile
+ * products or the dot), in flop/s; *kernel (may be NULL): its name (static). */
+double bench_peak_f32(int n_threads, double min_s, const char **kernel);
 /* Bytes of weights one generated token reads: every tensor except the token embedding
  * table (only one row of it is read) unless it doubles as the output matrix. */
 uint64_t bench_bytes_per_token(const cpulm_model *m);
@@ -244,7 +245,8 @@ typedef struct bench_roof {
     double bw;                   /* read bytes/s */
     double int8_ops;             /* bench_peak_int8, ops/s */
     const char *int8_kernel;     /* the kernel that set int8_ops (static) */
-    double f32_flops;            /* f32 dot, flop/s */
+    double f32_flops;            /* f32 peak, flop/s */
+    const char *f32_kernel;      /* the kernel that set f32_flops (static) */
     double tg_ts, pp_ts;         /* measured mean tokens/s; 0 without a model */
     double pp_ops;               /* pp_ts * bench_pp_ops_per_token: int8 ops/s pp achieved */
     double tg_frac, pp_frac;     /* tg: tg_ts * bytes/token / bw; pp: pp_ops / int8_ops */

@@ -452,7 +452,7 @@ static void write_depth(doc *d, const study *s) {
 
 static void roof_table(doc *d, const study *s) {
     char a[16], b[32], c2[32], e[32], f[32], g[32], h[32];
-    const char *hdr[] = {"threads",     "read GB/s",         "int8 peak GOPS", "f32 dot GFLOPS",
+    const char *hdr[] = {"threads",     "read GB/s",         "int8 peak GOPS", "f32 peak GFLOPS",
                          "tg tokens/s", "tg % of bandwidth", "pp tokens/s",    "pp % of int8 peak"};
     doc_row(d, 8, hdr, 1);
     for (int i = 0; i < s->n_roof; i++) {
@@ -481,7 +481,8 @@ static void write_roofline(doc *d, const study *s) {
              "Ceilings measured on this machine: read bandwidth streaming a %zu MiB buffer, "
              "the int8 peak of the selected kernels (the fastest of the repacked GEMM "
              "microkernels, one per packed weight type, on cache-resident weights, 8 tokens x "
-             "16 rows per call, and the Q8_0 dot) and the f32 dot (best round). Achieved: tg "
+             "16 rows per call, and the Q8_0 dot) and the f32 peak (the faster of the attention's "
+             "tile products and the f32 dot; best round). Achieved: tg "
              "tokens/s x %s of weights read per token / bandwidth; pp tokens/s x 2 x %.3f G "
              "matmul parameters (the output matrix for the last prompt token only) / int8 "
              "peak. KV-cache reads and attention are not counted.",

@@ -1,5 +1,6 @@
 /* cmd_roofline.c: `cpulm roofline`: this machine's memory read bandwidth, int8 peak (the
- * fastest repacked GEMM microkernel or the Q8_0 dot) and f32 dot peak at each thread count;
+ * fastest repacked GEMM microkernel or the Q8_0 dot) and f32 peak (the attention's tile
+ * products or the f32 dot) at each thread count;
  * with -m, the model's pp and tg speeds as fractions of those ceilings (tg is bound by
  * reading the weights once per token, pp by the int8 dot products: 2 ops per weight per
  * token, the output matrix for the last prompt token only), and the share of pp's time in
@@ -119,11 +120,11 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
                      uint64_t bpt, int64_t params) {
     printf("roofline: %s | kernels %s | cpulm %s | read buffer %d MiB | GB = 1e9 bytes\n\n", e->cpu,
            e->kernels, e->version, o->buf_mib);
-    printf("| threads | read GB/s | int8 peak GOPS | int8 peak kernel | f32 dot GFLOPS |\n"
-           "| ---: | ---: | ---: | :--- | ---: |\n");
+    printf("| threads | read GB/s | int8 peak GOPS | int8 peak kernel | f32 peak GFLOPS | f32 "
+           "peak kernel |\n| ---: | ---: | ---: | :--- | ---: | :--- |\n");
     for (int i = 0; i < n; i++)
-        printf("| %d | %.2f | %.1f | %s | %.1f |\n", r[i].n_threads, r[i].bw / 1e9,
-               r[i].int8_ops / 1e9, r[i].int8_kernel, r[i].f32_flops / 1e9);
+        printf("| %d | %.2f | %.1f | %s | %.1f | %s |\n", r[i].n_threads, r[i].bw / 1e9,
+               r[i].int8_ops / 1e9, r[i].int8_kernel, r[i].f32_flops / 1e9, r[i].f32_kernel);
     if (!o->model) return;
     for (int i = 0; i < n; i++) {
         printf("%s%d threads: read GB/s sustained in the windows between the tg runs (median "
@@ -143,7 +144,7 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
         printf("| %d | %.2f | %.2f | %.1f%% | %.2f | %.1f | %.1f%% |\n", r[i].n_threads, r[i].tg_ts,
                r[i].tg_ts * (double)bpt / 1e9, 100 * r[i].tg_frac, r[i].pp_ts, r[i].pp_ops / 1e9,
                100 * r[i].pp_frac);
-    printf("\n| threads | pp%d: %% of time in attention | attention GFLOP/s | %% of f32 dot peak | "
+    printf("\n| threads | pp%d: %% of time in attention | attention GFLOP/s | %% of f32 peak | "
            "GEMM %% of int8 peak (time outside attention) | %% of time in matmuls | %% in neither "
            "|\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
            o->n_prompt);
@@ -160,7 +161,9 @@ static void print_md(const roof_opts *o, const bench_roof *r, int n, const bench
         "head, head element, key the query sees), its time is pool thread 0's in the "
         "attention steps; the int8 peak is the "
         "fastest of the level's repacked GEMM microkernels (one "
-        "per packed weight type) and the Q8_0 dot, on cache-resident weights; ceilings are the "
+        "per packed weight type) and the Q8_0 dot, on cache-resident weights; the f32 peak the "
+        "faster of the attention's tile products (attn_scores then attn_pv: 128 rows x 256 "
+        "keys x 64 dims) and the f32 dot, on cache-resident data; ceilings are the "
         "best round of each measurement (with -m: measured before and after the model's run, "
         "the higher kept), except the read bandwidth with -m: the median of the windows read "
         "before, between and after the tg repetitions, each the rate of its mean round (what "
@@ -205,6 +208,7 @@ static void print_json(const bench_roof *r, int n, const bench_env *e, uint64_t 
         cpulm_json_obj_begin(&w);
         cpulm_json_kv_int(&w, "n_threads", r[i].n_threads);
         cpulm_json_kv_str(&w, "int8_peak_kernel", r[i].int8_kernel);
+        cpulm_json_kv_str(&w, "f32_peak_kernel", r[i].f32_kernel);
         for (int j = 0; j < (with_model ? 11 : 3); j++) {
             cpulm_json_kv_double(&w, k[j], v[j]);
         }
