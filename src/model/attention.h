@@ -13,9 +13,11 @@
 #include "../kernels/kernels.h"
 #include "model.h"
 
-/* Query rows per block (tokens x group heads): 128 converts each K/V tile once per 128 rows
- * (at 64 the conversions were ~20% of tiled prompt attention at head size 64). */
-#define CPULM_ATT_ROWS      128
+/* Query rows per block (tokens x group heads): each K/V tile is converted once per block
+ * (at 64 rows the conversions were ~20% of tiled prompt attention at head size 64; 256
+ * against 128: a 512-token batch at depth 8192 0.92-0.94x the time, pp16384 1.03-1.05x,
+ * docs/perf-log/2026-12-04-zen5-session-o.md). */
+#define CPULM_ATT_ROWS      256
 #define CPULM_ATT_SPLIT_MAX 16 /* batches of up to this many single tokens split over the cache */
 
 static inline int cpulm_attn_group_size(const cpulm_hparams *hp) {
