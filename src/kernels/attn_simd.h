@@ -25,9 +25,9 @@
  *   ASV_XPV_NARROW   the xpv for d % ASV_W != 0 (a level with narrower vectors, or generic)
  *   ASV_EXP1 (optional) cpulm_generic_vexpf's bits inline (the merge's scales)
  *   asv_qvals(MODE, q, v): v[0..16 / ASV_W) = 16 values of a key as floats (MODE: ATT_VQ8,
- *   16 int8 at q; ATT_VQ4L / ATT_VQ4H, the low / high nibbles of 16 bytes at q minus 8;
- *   ATT_VF32, 16 floats at q), asv_block_scales(d, x, ld, n, bs, ds) (x86q_block_scales's
- *   contract), ASV_QPV_F32: attn_qpv converts a group's values once for more than 4 rows,
+ *   16 int8 at q; ATT_VQ4L / ATT_VQ4H, the low / high nibbles of 16 bytes at q minus 8),
+ *   asv_block_scales(d, x, ld, n, bs, ds) (x86q_block_scales's contract), ASV_QPV_F32:
+ *   attn_qpv dequantizes the values once for more than 4 rows and takes attn_pv's product,
  *   ASV_QPV_BLOCKS (1, 2): blocks per group, ASV_QPV_HALVES (1, or 2 ASV_QPV_BLOCKS): halves
  *   of 16 dims per pass over the keys (registers per row: ASV_QPV_HALVES * 16 / ASV_W)
  *   asv_absmax(m, x) (max(m, |x|)), asv_hmax(x) (the largest lane), asv_store_q16(p, x0,
@@ -58,7 +58,7 @@
 #define ATT_SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
 #define ATT_QKT     64  /* keys per pass of the attn_q* ops (their scale and weight buffers) */
 #define ATT_QWDIM   256 /* the largest head size the SIMD attn_q* ops take; others go generic */
-enum { ATT_VQ8, ATT_VQ4L, ATT_VQ4H, ATT_VF32 }; /* attn_qpv's value sources (asv_qvals) */
+enum { ATT_VQ8, ATT_VQ4L, ATT_VQ4H }; /* attn_qpv's value sources (asv_qvals) */
 
 #define ASV_INLINE static inline __attribute__((always_inline))
 /* for (i = 0; i < N; i++), N <= MAX a constant once inlined, fully unrolled: the literal
@@ -533,25 +533,27 @@ void ASV_OP(attn_qquant)(int64_t d, int m, const float *q, int64_t ldq, float sc
 }
 #endif
 
-/* ---- attn_qpv: per group of ASV_QPV_BLOCKS blocks and 4 rows, passes of ASV_QPV_HALVES
- * halves (16 dims each) over the keys ---- */
+/* ---- attn_qpv: o = fma(p_ij, v_jc, o) by key, the values dequantized (exact: an f16
+ * scale times a quant of at most 8 bits needs at most 19 of f32's 24 bits, so every level
+ * and the generic op get the same value however they form it) ---- */
 #ifdef asv_qvals /* the levels with this op */
 
 #define ATT_QV (16 / ASV_W)      /* vectors of 16 dims */
-#define ATT_QB ASV_QPV_BLOCKS    /* blocks per group (their weights and converted values) */
+#define ATT_QB ASV_QPV_BLOCKS    /* blocks per pass group */
 #define ATT_QH ASV_QPV_HALVES    /* halves per pass: 1, or 2 ATT_QB (the group's blocks) */
 #define ATT_QA (ATT_QH * ATT_QV) /* accumulators per row */
 
-/* One pass: R rows x NH halves of 16 dims (from column c of orow[r]) over n keys,
- * o = fma(w, v, o) in key order. Half t: block t / 2 of the pass (bs bytes on), its weights
- * for row r at w[(r * ATT_QB + t / 2) * ATT_QKT + j], its values of key j at vq + j * ldv
- * (MODE ATT_VQ8: the half's 16 int8, 16 bytes on for an odd t; ATT_VQ4L / ATT_VQ4H: the low
- * or high nibbles, flipping with t; ATT_VF32: vf + t * 16 * ATT_QKT + j * 16). R, NH, MODE
- * and PF are constants at every call (att_qpv_pass_any), so the key loop has no test; PF
- * hints the rows pf + j * ldv (pfn bytes) as it goes. */
-ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, const float *vf,
-                             const float *w, float *const orow[4], int64_t c, const uint8_t *pf,
-                             size_t pfn, const int R, const int NH, const int MODE, const int PF) {
+/* One pass: R rows x NH halves of 16 dims (from column c of orow[r]) over n keys, in key
+ * order. Half t: block t / 2 of the pass (bs bytes on; its scale of key j at
+ * ds[t / 2 * ATT_QKT + j]), its quants of key j at vq + j * ldv (MODE ATT_VQ8: the half's 16
+ * int8, 16 bytes on for an odd t; ATT_VQ4L / ATT_VQ4H: the low or high nibbles, flipping
+ * with t); row r's weight of key j at prow[r][j]. R, NH, MODE and PF are constants at every
+ * call (att_qpv_pass_any), so the key loop has no test; PF hints the rows pf + j * ldv (pfn
+ * bytes) as it goes. */
+ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, const float *ds,
+                             const float *const prow[4], float *const orow[4], int64_t c,
+                             const uint8_t *pf, size_t pfn, const int R, const int NH,
+                             const int MODE, const int PF) {
     ASV acc[4][ATT_QA];
     ASV_FOR(r, R, 4) ASV_FOR(t, NH * ATT_QV, ATT_QA) acc[r][t] = asv_load(orow[r] + c + ASV_W * t);
     for (int j = 0; j < n; j++) {
@@ -560,18 +562,16 @@ ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, 
         ASV v[ATT_QA];
         ASV_FOR(t, NH, ATT_QH) {
             const uint8_t *q = vq + (uint64_t)j * ldv + (size_t)(t / 2) * bs;
-            if (MODE == ATT_VF32)
-                asv_qvals(ATT_VF32, vf + t * 16 * ATT_QKT + j * 16, v + t * ATT_QV);
-            else if (MODE == ATT_VQ8)
+            if (MODE == ATT_VQ8)
                 asv_qvals(ATT_VQ8, q + 16 * (t % 2), v + t * ATT_QV);
             else
                 asv_qvals((MODE - ATT_VQ4L + t) % 2 ? ATT_VQ4H : ATT_VQ4L, q, v + t * ATT_QV);
+            const ASV dj = asv_set1(ds[t / 2 * ATT_QKT + j]);
+            ASV_FOR(u, ATT_QV, ATT_QV) v[t * ATT_QV + u] = asv_mul(v[t * ATT_QV + u], dj);
         }
-        ASV_FOR(r, R, 4) ASV_FOR(b, (NH + 1) / 2, (ATT_QH + 1) / 2) {
-            const ASV wj = asv_set1(w[(r * ATT_QB + b) * ATT_QKT + j]);
-            ASV_FOR(u, (NH < 2 ? NH : 2) * ATT_QV, 2 * ATT_QV)
-            acc[r][2 * b * ATT_QV + u] =
-                asv_fma(wj, v[2 * b * ATT_QV + u], acc[r][2 * b * ATT_QV + u]);
+        ASV_FOR(r, R, 4) {
+            const ASV pj = asv_set1(prow[r][j]);
+            ASV_FOR(u, NH * ATT_QV, ATT_QA) acc[r][u] = asv_fma(pj, v[u], acc[r][u]);
         }
         if (R == 4 && NH == ATT_QH && MODE == ATT_VQ8 && !PF) ASV_MCA("END", "attn_qpv");
     }
@@ -579,23 +579,22 @@ ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, 
 }
 
 #define ATT_QPV_R(R, NH, MODE, PF) \
-    att_qpv_pass(n, vq, ldv, bs, vf, w, orow, c, pf, pfn, R, NH, MODE, PF)
+    att_qpv_pass(n, vq, ldv, bs, ds, prow, orow, c, pf, pfn, R, NH, MODE, PF)
 #define ATT_QPV_RS(NH, MODE, PF) ATT_BY_ROWS(R, ATT_QPV_R, NH, MODE, PF)
-#define ATT_QPV_MODES(NH)                                      \
-    switch (mode == ATT_VF32 ? -1 : mode + 4 * (pf != NULL)) { \
-    case -1: ATT_QPV_RS(NH, ATT_VF32, 0); break;               \
-    case ATT_VQ8: ATT_QPV_RS(NH, ATT_VQ8, 0); break;           \
-    case ATT_VQ4L: ATT_QPV_RS(NH, ATT_VQ4L, 0); break;         \
-    case ATT_VQ4H: ATT_QPV_RS(NH, ATT_VQ4H, 0); break;         \
-    case 4 + ATT_VQ8: ATT_QPV_RS(NH, ATT_VQ8, 1); break;       \
-    case 4 + ATT_VQ4L: ATT_QPV_RS(NH, ATT_VQ4L, 1); break;     \
-    default: ATT_QPV_RS(NH, ATT_VQ4H, 1); break;               \
+#define ATT_QPV_MODES(NH)                                  \
+    switch (mode + 4 * (pf != NULL)) {                     \
+    case ATT_VQ8: ATT_QPV_RS(NH, ATT_VQ8, 0); break;       \
+    case ATT_VQ4L: ATT_QPV_RS(NH, ATT_VQ4L, 0); break;     \
+    case ATT_VQ4H: ATT_QPV_RS(NH, ATT_VQ4H, 0); break;     \
+    case 4 + ATT_VQ8: ATT_QPV_RS(NH, ATT_VQ8, 1); break;   \
+    case 4 + ATT_VQ4L: ATT_QPV_RS(NH, ATT_VQ4L, 1); break; \
+    default: ATT_QPV_RS(NH, ATT_VQ4H, 1); break;           \
     }
-/* att_qpv_pass with its constants chosen here, once per pass (converted values: no hint);
- * nh: ATT_QH, or a lone last block's 2. */
+/* att_qpv_pass with its constants chosen here, once per pass; nh: ATT_QH, or a lone last
+ * block's 2. */
 static void att_qpv_pass_any(int R, int nh, int mode, int n, const uint8_t *vq, uint64_t ldv,
-                             size_t bs, const float *vf, const float *w, float *const orow[4],
-                             int64_t c, const uint8_t *pf, size_t pfn) {
+                             size_t bs, const float *ds, const float *const prow[4],
+                             float *const orow[4], int64_t c, const uint8_t *pf, size_t pfn) {
 #if ATT_QH > 2
     if (nh < ATT_QH) {
         ATT_QPV_MODES(2)
@@ -609,41 +608,58 @@ static void att_qpv_pass_any(int R, int nh, int mode, int n, const uint8_t *vq, 
 #undef ATT_QPV_RS
 #undef ATT_QPV_R
 
-/* The nb blocks at vb (their quants in key 0, bs bytes apart) of keys 0..nk-1 as floats for
- * every row group: half t's 16 values of key j at vf[t * 16 * ATT_QKT + j * 16]. */
-ASV_INLINE void att_qpv_f32(const uint8_t *vb, uint64_t ldv, size_t bs, int nb, int nk, int q4,
-                            float *vf) {
-    for (int t = 0; t < 2 * nb; t++)
-        for (int j = 0; j < nk; j++) {
-            const uint8_t *q = vb + (uint64_t)j * ldv + (size_t)(t / 2) * bs;
-            ASV x[ATT_QV];
-            if (q4)
-                asv_qvals(t % 2 ? ATT_VQ4H : ATT_VQ4L, q, x);
-            else
-                asv_qvals(ATT_VQ8, q + 16 * (t % 2), x);
-            ASV_FOR(u, ATT_QV, ATT_QV) asv_store(vf + t * 16 * ATT_QKT + j * 16 + ASV_W * u, x[u]);
-        }
-}
+#if ASV_QPV_F32
+enum { ATT_QDIMS = 128, ATT_QROWS = 96 }; /* dims per dequantized slice; rows per attn_pv */
 
-/* w[(r * ATT_QB + b) * ATT_QKT + j] = p_rj * d_bj (one rounding per key and block, as the
- * generic weight) for the R rows at p and the nb blocks' scales at db (ATT_QKT apart). */
-ASV_INLINE void att_qpv_weights(const float *p, int64_t ldp, const float *db, int nb, int nk, int R,
-                                float *w) {
-    for (int r = 0; r < R; r++)
+/* Keys 0..nk-1 of the nb blocks at vb (block 0's quants in key 0, bs bytes apart; scales
+ * at ds, ATT_QKT apart) dequantized: vf[j * 32 * nb + 32 * b + e]. */
+ASV_INLINE void att_qpv_dequant(const uint8_t *vb, uint64_t ldv, size_t bs, const float *ds,
+                                int nb, int nk, int q4, float *vf) {
+    for (int j = 0; j < nk; j++)
         for (int b = 0; b < nb; b++) {
-            const float *pr = p + (int64_t)r * ldp, *d = db + b * ATT_QKT;
-            float *wb = w + (r * ATT_QB + b) * ATT_QKT;
-            int j = 0;
-            for (; j + ASV_W <= nk; j += ASV_W)
-                asv_store(wb + j, asv_mul(asv_load(pr + j), asv_load(d + j)));
-            for (; j < nk; j++)
-                wb[j] = pr[j] * d[j];
+            const uint8_t *q = vb + (uint64_t)j * ldv + (size_t)b * bs;
+            const ASV dj = asv_set1(ds[b * ATT_QKT + j]);
+            for (int t = 0; t < 2; t++) {
+                ASV x[ATT_QV];
+                if (q4)
+                    asv_qvals(t ? ATT_VQ4H : ATT_VQ4L, q, x);
+                else
+                    asv_qvals(ATT_VQ8, q + 16 * t, x);
+                ASV_FOR(u, ATT_QV, ATT_QV)
+                asv_store(vf + (j * nb + b) * 32 + 16 * t + ASV_W * u, asv_mul(x[u], dj));
+            }
         }
 }
 
-/* o *= a first (the per-key fmas follow); per tile of ATT_QKT keys the block scales, then
- * per group of ATT_QB blocks (ASV_QPV_F32 and more than 4 rows: its values converted once)
- * and of 4 rows the weights and the passes. */
+/* More than 4 rows (a prompt's): each chunk's values dequantized once for all rows, slice
+ * by slice of dims, then attn_pv's register-blocked product (the passes below ran prompts
+ * at ~63% of the FMA rate, their weights and values per 4 rows; o is already scaled). */
+static void att_qpv_f32(int64_t d, int q4, int m, int n, const float *p, int64_t ldp,
+                        const uint8_t *v, uint64_t ldv, float *o, int64_t ldo) {
+    const size_t bs = att_block_bytes(q4);
+    float ds[ATT_QWDIM / 32 * ATT_QKT], vf[ATT_QKT * ATT_QDIMS], ones[ATT_QROWS];
+    for (int i = 0; i < ATT_QROWS; i++)
+        ones[i] = 1.0f;
+    for (int j0 = 0; j0 < n; j0 += ATT_QKT) {
+        const int nk = n - j0 < ATT_QKT ? n - j0 : ATT_QKT;
+        const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
+        asv_block_scales(d, vj0, ldv, nk, bs, ds);
+        for (int64_t c0 = 0; c0 < d; c0 += ATT_QDIMS) {
+            const int dc = d - c0 < ATT_QDIMS ? (int)(d - c0) : ATT_QDIMS, b0 = (int)(c0 / 32);
+            att_qpv_dequant(vj0 + (size_t)b0 * bs + 2, ldv, bs, ds + b0 * ATT_QKT, dc / 32, nk, q4,
+                            vf);
+            for (int i = 0; i < m; i += ATT_QROWS)
+                ASV_OP(attn_pv)(dc, m - i < ATT_QROWS ? m - i : ATT_QROWS, nk,
+                                p + (int64_t)i * ldp + j0, ldp, vf, dc, ones,
+                                o + (int64_t)i * ldo + c0, ldo);
+        }
+    }
+}
+#endif
+
+/* o *= a first (the per-key fmas follow); then (ASV_QPV_F32, more than 4 rows)
+ * att_qpv_f32, or per tile of ATT_QKT keys the block scales and per group of ATT_QB blocks
+ * and of 4 rows the passes over the cache rows themselves. */
 void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
                       const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
                       const uint8_t *next) {
@@ -651,7 +667,7 @@ void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, i
         cpulm_generic_attn_qpv(d, vt, m, n, p, ldp, v, ldv, a, o, ldo, next);
         return;
     }
-    const int q4 = vt == CPULM_DTYPE_Q4_0, f32 = ASV_QPV_F32 && m > 4, nbt = (int)(d / 32);
+    const int q4 = vt == CPULM_DTYPE_Q4_0, nbt = (int)(d / 32);
     const size_t bs = att_block_bytes(q4), pfn = (size_t)nbt * bs;
     for (int i = 0; i < m; i++) {
         float *oi = o + (int64_t)i * ldo;
@@ -659,8 +675,13 @@ void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, i
         for (int64_t c = 0; c < d; c += ASV_W)
             asv_store(oi + c, asv_mul(asv_load(oi + c), va));
     }
-    float dv[ATT_QWDIM / 32 * ATT_QKT], w[4 * ATT_QB * ATT_QKT];
-    float vf[ASV_QPV_F32 ? 2 * ATT_QB * 16 * ATT_QKT : 1];
+#if ASV_QPV_F32
+    if (m > 4) {
+        att_qpv_f32(d, q4, m, n, p, ldp, v, ldv, o, ldo);
+        return;
+    }
+#endif
+    float dv[ATT_QWDIM / 32 * ATT_QKT];
     for (int j0 = 0; j0 < n; j0 += ATT_QKT) {
         const int nk = n - j0 < ATT_QKT ? n - j0 : ATT_QKT;
         const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
@@ -668,22 +689,23 @@ void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, i
         for (int b0 = 0; b0 < nbt; b0 += ATT_QB) {
             const int nb = nbt - b0 < ATT_QB ? nbt - b0 : ATT_QB;
             const uint8_t *vb = vj0 + (size_t)b0 * bs + 2; /* block b0's quants in key 0 */
-            if (f32) att_qpv_f32(vb, ldv, bs, nb, nk, q4, vf);
             for (int i = 0; i < m; i += 4) {
                 const int R = m - i < 4 ? m - i : 4;
+                const float *prow[4];
                 float *orow[4];
-                att_qpv_weights(p + (int64_t)i * ldp + j0, ldp, dv + b0 * ATT_QKT, nb, nk, R, w);
-                for (int r = 0; r < R; r++)
+                for (int r = 0; r < R; r++) {
+                    prow[r] = p + (int64_t)(i + r) * ldp + j0;
                     orow[r] = o + (int64_t)(i + r) * ldo;
+                }
                 for (int h = 0; h < 2 * nb; h += ATT_QH) {
                     /* the first pass over the keys hints the next rows */
                     const uint8_t *pf =
                         next && b0 == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
-                    const int mode = f32 ? ATT_VF32 : q4 ? ATT_VQ4L + h % 2 : ATT_VQ8;
+                    const int mode = q4 ? ATT_VQ4L + h % 2 : ATT_VQ8;
                     att_qpv_pass_any(R, 2 * nb - h < ATT_QH ? 2 * nb - h : ATT_QH, mode, nk,
                                      vb + (size_t)(h / 2) * bs + (q4 ? 0 : 16 * (h % 2)), ldv, bs,
-                                     vf + h * 16 * ATT_QKT, w + (h / 2) * ATT_QKT, orow,
-                                     b0 * 32 + h * 16, pf, pfn);
+                                     dv + (b0 + h / 2) * ATT_QKT, prow, orow, b0 * 32 + h * 16,
+                                     pf, pfn);
                 }
             }
         }

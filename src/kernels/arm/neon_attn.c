@@ -85,12 +85,6 @@ ARM_INLINE int32x4_t neon_q32(float32x4_t x) {
 
 /* 16 values of a key as floats (asv_qvals). Every int8 converts exactly. */
 ARM_INLINE void neon_qvals(const int MODE, const void *q, float32x4_t v[4]) {
-    if (MODE == ATT_VF32) {
-        NEON_UNROLL
-        for (int t = 0; t < 4; t++)
-            v[t] = vld1q_f32((const float *)q + 4 * t);
-        return;
-    }
     int8x16_t x;
     if (MODE != ATT_VQ8) {
         const uint8x16_t u = vld1q_u8(q);

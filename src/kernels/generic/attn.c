@@ -87,10 +87,10 @@ void cpulm_generic_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float
             oi[c] *= a[i];
         for (int j = 0; j < n; j++)
             for (int64_t b = 0; b < d / 32; b++) {
-                const float w =
-                    p[(int64_t)i * ldp + j] * block_quants(vt, v + (uint64_t)j * ldv, b, vq);
-                for (int e = 0; e < 32; e++)
-                    oi[b * 32 + e] = fmaf(w, (float)vq[e], oi[b * 32 + e]);
+                const float w = p[(int64_t)i * ldp + j],
+                            dv = block_quants(vt, v + (uint64_t)j * ldv, b, vq);
+                for (int e = 0; e < 32; e++) /* dv * quant: exact in f32 */
+                    oi[b * 32 + e] = fmaf(w, dv * (float)vq[e], oi[b * 32 + e]);
             }
     }
 }

@@ -40,10 +40,7 @@ AVX2_INLINE void avx2_store_q16(int16_t *p, __m256 x0, __m256 x1) {
 /* 16 values of a key as floats (asv_qvals; Q8: pmovsxbd straight from memory). */
 AVX2_INLINE void avx2_qvals(const int MODE, const void *q, __m256 v[2]) {
     const uint8_t *b = q;
-    if (MODE == ATT_VF32) {
-        v[0] = _mm256_loadu_ps((const float *)q);
-        v[1] = _mm256_loadu_ps((const float *)q + 8);
-    } else if (MODE == ATT_VQ8) {
+    if (MODE == ATT_VQ8) {
         v[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)b)));
         v[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 8))));
     } else {

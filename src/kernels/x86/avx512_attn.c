@@ -549,12 +549,8 @@ static inline __attribute__((always_inline)) __m512 lanes_up(__m512 p, int k, __
 }
 
 /* 16 values of a key as floats (asv_qvals): 16 int8, or the low or high nibbles of 16
- * bytes minus 8, or 16 floats. */
+ * bytes minus 8. */
 A512_INLINE void avx512_qvals(const int MODE, const void *q, __m512 v[1]) {
-    if (MODE == ATT_VF32) {
-        v[0] = _mm512_loadu_ps(q);
-        return;
-    }
     __m128i x = _mm_loadu_si128((const __m128i *)q);
     if (MODE == ATT_VQ4H) x = _mm_srli_epi16(x, 4);
     if (MODE != ATT_VQ8) x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
