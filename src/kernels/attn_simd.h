@@ -610,11 +610,12 @@ static void att_qpv_pass_any(int R, int nh, int mode, int n, const uint8_t *vq, 
 
 #if ASV_QPV_F32
 enum { ATT_QDIMS = 128, ATT_QROWS = 96 }; /* dims per dequantized slice; rows per attn_pv */
+#define ATT_QPV_PV ASV_OP(attn_pv)
 
 /* Keys 0..nk-1 of the nb blocks at vb (block 0's quants in key 0, bs bytes apart; scales
  * at ds, ATT_QKT apart) dequantized: vf[j * 32 * nb + 32 * b + e]. */
-ASV_INLINE void att_qpv_dequant(const uint8_t *vb, uint64_t ldv, size_t bs, const float *ds,
-                                int nb, int nk, int q4, float *vf) {
+ASV_INLINE void att_qpv_dequant(const uint8_t *vb, uint64_t ldv, size_t bs, const float *ds, int nb,
+                                int nk, int q4, float *vf) {
     for (int j = 0; j < nk; j++)
         for (int b = 0; b < nb; b++) {
             const uint8_t *q = vb + (uint64_t)j * ldv + (size_t)b * bs;
@@ -648,13 +649,15 @@ static void att_qpv_f32(int64_t d, int q4, int m, int n, const float *p, int64_t
             const int dc = d - c0 < ATT_QDIMS ? (int)(d - c0) : ATT_QDIMS, b0 = (int)(c0 / 32);
             att_qpv_dequant(vj0 + (size_t)b0 * bs + 2, ldv, bs, ds + b0 * ATT_QKT, dc / 32, nk, q4,
                             vf);
-            for (int i = 0; i < m; i += ATT_QROWS)
-                ASV_OP(attn_pv)(dc, m - i < ATT_QROWS ? m - i : ATT_QROWS, nk,
-                                p + (int64_t)i * ldp + j0, ldp, vf, dc, ones,
-                                o + (int64_t)i * ldo + c0, ldo);
+            for (int i = 0; i < m; i += ATT_QROWS) {
+                const int rows = m - i < ATT_QROWS ? m - i : ATT_QROWS;
+                float *oi = o + (int64_t)i * ldo + c0;
+                ATT_QPV_PV(dc, rows, nk, p + (int64_t)i * ldp + j0, ldp, vf, dc, ones, oi, ldo);
+            }
         }
     }
 }
+#undef ATT_QPV_PV
 #endif
 
 /* o *= a first (the per-key fmas follow); then (ASV_QPV_F32, more than 4 rows)
@@ -704,8 +707,8 @@ void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, i
                     const int mode = q4 ? ATT_VQ4L + h % 2 : ATT_VQ8;
                     att_qpv_pass_any(R, 2 * nb - h < ATT_QH ? 2 * nb - h : ATT_QH, mode, nk,
                                      vb + (size_t)(h / 2) * bs + (q4 ? 0 : 16 * (h % 2)), ldv, bs,
-                                     dv + (b0 + h / 2) * ATT_QKT, prow, orow, b0 * 32 + h * 16,
-                                     pf, pfn);
+                                     dv + (b0 + h / 2) * ATT_QKT, prow, orow, b0 * 32 + h * 16, pf,
+                                     pfn);
                 }
             }
         }
