@@ -547,11 +547,11 @@ void ASV_OP(attn_qquant)(int64_t d, int m, const float *q, int64_t ldq, float sc
  * order. Half t: block t / 2 of the pass (bs bytes on; its scale of key j at
  * ds[t / 2 * ATT_QKT + j]), its quants of key j at vq + j * ldv (MODE ATT_VQ8: the half's 16
  * int8, 16 bytes on for an odd t; ATT_VQ4L / ATT_VQ4H: the low or high nibbles, flipping
- * with t); row r's weight of key j at prow[r][j]. R, NH, MODE and PF are constants at every
+ * with t); row r's weight of key j at pw[r * ldp + j]. R, NH, MODE and PF are constants at every
  * call (att_qpv_pass_any), so the key loop has no test; PF hints the rows pf + j * ldv (pfn
  * bytes) as it goes. */
 ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, const float *ds,
-                             const float *const prow[4], float *const orow[4], int64_t c,
+                             const float *pw, int64_t ldp, float *const orow[4], int64_t c,
                              const uint8_t *pf, size_t pfn, const int R, const int NH,
                              const int MODE, const int PF) {
     ASV acc[4][ATT_QA];
@@ -570,7 +570,7 @@ ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, 
             ASV_FOR(u, ATT_QV, ATT_QV) v[t * ATT_QV + u] = asv_mul(v[t * ATT_QV + u], dj);
         }
         ASV_FOR(r, R, 4) {
-            const ASV pj = asv_set1(prow[r][j]);
+            const ASV pj = asv_set1(pw[r * ldp + j]);
             ASV_FOR(u, NH * ATT_QV, ATT_QA) acc[r][u] = asv_fma(pj, v[u], acc[r][u]);
         }
         if (R == 4 && NH == ATT_QH && MODE == ATT_VQ8 && !PF) ASV_MCA("END", "attn_qpv");
@@ -579,7 +579,7 @@ ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, 
 }
 
 #define ATT_QPV_R(R, NH, MODE, PF) \
-    att_qpv_pass(n, vq, ldv, bs, ds, prow, orow, c, pf, pfn, R, NH, MODE, PF)
+    att_qpv_pass(n, vq, ldv, bs, ds, pw, ldp, orow, c, pf, pfn, R, NH, MODE, PF)
 #define ATT_QPV_RS(NH, MODE, PF) ATT_BY_ROWS(R, ATT_QPV_R, NH, MODE, PF)
 #define ATT_QPV_MODES(NH)                                  \
     switch (mode + 4 * (pf != NULL)) {                     \
@@ -593,7 +593,7 @@ ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, 
 /* att_qpv_pass with its constants chosen here, once per pass; nh: ATT_QH, or a lone last
  * block's 2. */
 static void att_qpv_pass_any(int R, int nh, int mode, int n, const uint8_t *vq, uint64_t ldv,
-                             size_t bs, const float *ds, const float *const prow[4],
+                             size_t bs, const float *ds, const float *pw, int64_t ldp,
                              float *const orow[4], int64_t c, const uint8_t *pf, size_t pfn) {
 #if ATT_QH > 2
     if (nh < ATT_QH) {
@@ -694,12 +694,9 @@ void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, i
             const uint8_t *vb = vj0 + (size_t)b0 * bs + 2; /* block b0's quants in key 0 */
             for (int i = 0; i < m; i += 4) {
                 const int R = m - i < 4 ? m - i : 4;
-                const float *prow[4];
                 float *orow[4];
-                for (int r = 0; r < R; r++) {
-                    prow[r] = p + (int64_t)(i + r) * ldp + j0;
+                for (int r = 0; r < R; r++)
                     orow[r] = o + (int64_t)(i + r) * ldo;
-                }
                 for (int h = 0; h < 2 * nb; h += ATT_QH) {
                     /* the first pass over the keys hints the next rows */
                     const uint8_t *pf =
@@ -707,8 +704,8 @@ void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, i
                     const int mode = q4 ? ATT_VQ4L + h % 2 : ATT_VQ8;
                     att_qpv_pass_any(R, 2 * nb - h < ATT_QH ? 2 * nb - h : ATT_QH, mode, nk,
                                      vb + (size_t)(h / 2) * bs + (q4 ? 0 : 16 * (h % 2)), ldv, bs,
-                                     dv + (b0 + h / 2) * ATT_QKT, prow, orow, b0 * 32 + h * 16, pf,
-                                     pfn);
+                                     dv + (b0 + h / 2) * ATT_QKT, p + (int64_t)i * ldp + j0, ldp,
+                                     orow, b0 * 32 + h * 16, pf, pfn);
                 }
             }
         }
