@@ -88,7 +88,8 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
  * dp_q4_quad16) and no chain carries the activations' bias correction.
  * Activations: two tokens' 8-byte pieces side by side. Each chunk of MM_KC blocks is
  * interleaved once per tile into a stack buffer (with the pair's scale patterns) and reused
- * by the 4 quads, so the inner loop only loads it.
+ * by the 4 quads of up to MM_GROUPS groups (x16_groups: matmul passes 8 groups per call), so
+ * the inner loop only loads it.
  * Result lanes of SMMLA(act pair, row pair): {a r0, a r1, b r0, b r1}. Float step without
  * SCVTF (2 micro-ops on V1/V2, where every other vector op is 1): each chain starts at
  * ARM_MAGIC_BITS, so it ends holding the float M + isum (M = 1.5 * 2^23, exact while |isum| <
@@ -114,8 +115,9 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
 #define MM_GEMM_OPT
 #endif
 
-#define MM_PAIRS 4  /* token pairs per tile */
-#define MM_KC    32 /* blocks per interleaved activation chunk: 18 KB of stack */
+#define MM_PAIRS  4  /* token pairs per tile */
+#define MM_KC     32 /* blocks per interleaved activation chunk: 18 KB of stack */
+#define MM_GROUPS 8  /* groups sharing one interleaved chunk (x16_groups; 4 KB of accumulators) */
 
 typedef struct mm_pair_block {
     int8x16_t x[4]; /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
@@ -213,9 +215,12 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
     }
 }
 
-/* NT (1..2 * MM_PAIRS) tokens against the whole group. */
-ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act, uint64_t stride,
-                        float *s, int64_t ld, const int NT) {
+/* NT (1..2 * MM_PAIRS) tokens against ng groups (group g at w + g * group_bytes, results at
+ * s + 16 g). Each chunk of activation pairs is interleaved once for up to MM_GROUPS groups,
+ * whose accumulators wait on the stack between chunks (a float store and load: the per-block
+ * steps are unchanged, so any ng gives the bits of ng = 1). */
+ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, uint64_t group_bytes, int ng, int q8,
+                        const uint8_t *act, uint64_t stride, float *s, int64_t ld, const int NT) {
     const int P = (NT + 1) / 2;
     const int64_t nb = n / 32;
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
@@ -223,32 +228,41 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act,
     _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) a[j] =
         arm_x16_act_row(act + (size_t)j * stride, n, 1);
     mm_pair_block buf[MM_KC * MM_PAIRS];
-    float32x4_t acc[4][2][MM_PAIRS];
-    for (int q = 0; q < 4; q++)
-        for (int rp = 0; rp < 2; rp++)
-            for (int p = 0; p < MM_PAIRS; p++)
-                acc[q][rp][p] = vdupq_n_f32(0.0f);
-    for (int64_t b0 = 0; b0 < nb; b0 += MM_KC) {
-        const int64_t nbc = nb - b0 < MM_KC ? nb - b0 : MM_KC;
-        for (int p = 0; p < P; p++)
-            (q8 ? mm_interleave_q8_0 : mm_interleave_q4_0)(
-                a[2 * p], a[2 * p + 1 < NT ? 2 * p + 1 : 2 * p], b0, nbc, buf + p);
-        for (int q = 0; q < 4; q++) {
-            float32x4_t r[2][MM_PAIRS];
-            memcpy(r, acc[q], sizeof r);
-            mm_quad_chunk(w + (size_t)b0 * blk_bytes, q8, q, nbc, buf, r, P);
-            memcpy(acc[q], r, sizeof r);
+    for (int g0 = 0; g0 < ng; g0 += MM_GROUPS) {
+        const int gn = ng - g0 < MM_GROUPS ? ng - g0 : MM_GROUPS;
+        const uint8_t *wg = w + (size_t)g0 * group_bytes;
+        float32x4_t acc[MM_GROUPS][4][2][MM_PAIRS];
+        for (int g = 0; g < gn; g++)
+            for (int q = 0; q < 4; q++)
+                for (int rp = 0; rp < 2; rp++)
+                    for (int p = 0; p < MM_PAIRS; p++)
+                        acc[g][q][rp][p] = vdupq_n_f32(0.0f);
+        for (int64_t b0 = 0; b0 < nb; b0 += MM_KC) {
+            const int64_t nbc = nb - b0 < MM_KC ? nb - b0 : MM_KC;
+            for (int p = 0; p < P; p++)
+                (q8 ? mm_interleave_q8_0 : mm_interleave_q4_0)(
+                    a[2 * p], a[2 * p + 1 < NT ? 2 * p + 1 : 2 * p], b0, nbc, buf + p);
+            for (int g = 0; g < gn; g++)
+                for (int q = 0; q < 4; q++) {
+                    float32x4_t r[2][MM_PAIRS];
+                    memcpy(r, acc[g][q], sizeof r);
+                    mm_quad_chunk(wg + (size_t)g * group_bytes + (size_t)b0 * blk_bytes, q8, q, nbc,
+                                  buf, r, P);
+                    memcpy(acc[g][q], r, sizeof r);
+                }
         }
+        for (int g = 0; g < gn; g++)
+            for (int q = 0; q < 4; q++)
+                for (int p = 0; p < P; p++) {
+                    float *sg = s + 16 * (size_t)(g0 + g) + 4 * q;
+                    const float32x4_t lo = acc[g][q][0][p], hi = acc[g][q][1][p];
+                    vst1q_f32(sg + (size_t)(2 * p) * (size_t)ld,
+                              vcombine_f32(vget_low_f32(lo), vget_low_f32(hi)));
+                    if (2 * p + 1 < NT)
+                        vst1q_f32(sg + (size_t)(2 * p + 1) * (size_t)ld,
+                                  vcombine_f32(vget_high_f32(lo), vget_high_f32(hi)));
+                }
     }
-    for (int q = 0; q < 4; q++)
-        for (int p = 0; p < P; p++) {
-            const float32x4_t lo = acc[q][0][p], hi = acc[q][1][p];
-            vst1q_f32(s + (size_t)(2 * p) * (size_t)ld + 4 * q,
-                      vcombine_f32(vget_low_f32(lo), vget_low_f32(hi)));
-            if (2 * p + 1 < NT)
-                vst1q_f32(s + (size_t)(2 * p + 1) * (size_t)ld + 4 * q,
-                          vcombine_f32(vget_high_f32(lo), vget_high_f32(hi)));
-        }
 }
 
 /* A vector loaded afresh at each use: SDOT overwrites its accumulator, and a MOV of one
@@ -314,28 +328,45 @@ MM_GEMM_OPT __attribute__((noinline)) static void mm_gemv_q8_0(int64_t n, const 
     mm_gemv(n, w, 1, act, s);
 }
 
-ARM_INLINE void mm_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w, const uint8_t *act,
-                        uint64_t stride, int q8) {
+ARM_INLINE void mm_gemm(int64_t n, int nt, int ng, float *s, int64_t ld, const uint8_t *w,
+                        uint64_t group_bytes, const uint8_t *act, uint64_t stride, int q8) {
     if (nt == 1) { /* one-token decode: SDOT, no self-pairing */
-        if (q8)
-            mm_gemv_q8_0(n, w, act, s);
-        else
-            mm_gemv_q4_0(n, w, act, s);
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *wg = w + (size_t)g * group_bytes;
+            if (q8)
+                mm_gemv_q8_0(n, wg, act, s + 16 * g);
+            else
+                mm_gemv_q4_0(n, wg, act, s + 16 * g);
+        }
         return;
     }
-#define MM_CALL(j0, NT) mm_tile(n, w, q8, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT)
+#define MM_CALL(j0, NT) \
+    mm_tile(n, w, group_bytes, ng, q8, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT)
     ARM_X16_TILES(2 * MM_PAIRS, MM_CALL);
 #undef MM_CALL
 }
 
-MM_GEMM_OPT static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                                      const uint8_t *act, uint64_t stride) {
-    mm_gemm(n, nt, s, ld, w, act, stride, 0);
+MM_GEMM_OPT static void groups_q4_0_x16(int64_t n, int nt, int ng, float *s, int64_t ld,
+                                        const void *w, uint64_t group_bytes, const uint8_t *act,
+                                        uint64_t stride) {
+    mm_gemm(n, nt, ng, s, ld, w, group_bytes, act, stride, 0);
 }
 
-MM_GEMM_OPT static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                                      const uint8_t *act, uint64_t stride) {
-    mm_gemm(n, nt, s, ld, w, act, stride, 1);
+MM_GEMM_OPT static void groups_q8_0_x16(int64_t n, int nt, int ng, float *s, int64_t ld,
+                                        const void *w, uint64_t group_bytes, const uint8_t *act,
+                                        uint64_t stride) {
+    mm_gemm(n, nt, ng, s, ld, w, group_bytes, act, stride, 1);
+}
+
+/* One group: the same code at ng = 1 */
+static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    groups_q4_0_x16(n, nt, 1, s, ld, w, 0, act, stride);
+}
+
+static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    groups_q8_0_x16(n, nt, 1, s, ld, w, 0, act, stride);
 }
 
 const cpulm_kernels cpulm_kernels_i8mm = {
@@ -349,6 +380,11 @@ const cpulm_kernels cpulm_kernels_i8mm = {
         {
             [CPULM_DTYPE_Q8_0] = CPULM_X16_PAIRS,
             [CPULM_DTYPE_Q4_0] = CPULM_X16_PAIRS,
+        },
+    .x16_groups =
+        {
+            [CPULM_DTYPE_Q8_0] = groups_q8_0_x16,
+            [CPULM_DTYPE_Q4_0] = groups_q4_0_x16,
         },
 };
 #endif
