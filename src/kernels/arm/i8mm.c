@@ -115,8 +115,17 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
 #define MM_GEMM_OPT
 #endif
 
-#define MM_PAIRS  4  /* token pairs per tile */
-#define MM_KC     32 /* blocks per interleaved activation chunk: 18 KB of stack */
+/* Token pairs per tile: 8 (16 tokens) with GCC, whose loop keeps the 16 accumulators and 8
+ * weight operands in registers; clang spilled ~20 vectors a block there, so 4 with clang.
+ * The results are the same either way (per-element arithmetic). */
+#if defined(__clang__)
+#define MM_PAIRS        4
+#define MM_UNROLL_PAIRS _Pragma("GCC unroll 4") /* clang left the loop rolled at 8 */
+#else
+#define MM_PAIRS        8
+#define MM_UNROLL_PAIRS _Pragma("GCC unroll 8")
+#endif
+#define MM_KC     16 /* blocks per interleaved activation chunk: 18 KB of stack */
 #define MM_GROUPS 8  /* groups sharing one interleaved chunk (x16_groups; 4 KB of accumulators) */
 
 typedef struct mm_pair_block {
@@ -131,8 +140,7 @@ typedef struct mm_pair_block {
 
 /* Interleaves blocks [b0, b0 + nbc) of tokens a and b (b = a for a lone last token) into
  * out[i * stride_pairs]. Out of line: inside the tile, whose accumulators fill the
- * registers, GCC spilled its constants. Q8_0 tiles make -M dx in the loop instead (see
- * mm_quad_chunk), so only Q4_0 stores it. */
+ * registers, GCC spilled its constants. */
 ARM_INLINE void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_t nbc,
                               mm_pair_block *out, int stride_pairs, const int q8) {
     for (int64_t i = 0; i < nbc; i++) {
@@ -146,10 +154,8 @@ ARM_INLINE void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_
         const float32x4_t dx = vcombine_f32(vdup_n_f32(ta.d[b] * sc), vdup_n_f32(tb.d[b] * sc));
         const float32x4_t nmdx = vmulq_n_f32(dx, -ARM_MAGIC);
         vst1q_f32(e->dx, dx);
-        if (!q8) {
-            vst1q_f32(e->nmdx[0], nmdx);
-            vst1q_f32(e->nmdx[1], nmdx);
-        }
+        vst1q_f32(e->nmdx[0], nmdx);
+        vst1q_f32(e->nmdx[1], nmdx);
         vst1q_s32(e->init[0], vdupq_n_s32(ARM_MAGIC_BITS));
         vst1q_s32(e->init[1], vdupq_n_s32(ARM_MAGIC_BITS));
         X16_MCA(END, "stage");
@@ -197,17 +203,21 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
         const float64x2_t dw = vreinterpretq_f64_f32(arm_x16_quad_scales(g, quad));
         const float32x4_t dwp[2] = {vreinterpretq_f32_f64(vdupq_laneq_f64(dw, 0)),
                                     vreinterpretq_f32_f64(vdupq_laneq_f64(dw, 1))};
-        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
+        MM_UNROLL_PAIRS for (int p = 0; p < P; p++) {
             const mm_pair_block *e = buf + i * MM_PAIRS + p;
+            /* the two row pairs' chains side by side, so each activation operand is live
+             * for two SMMLAs only (16 accumulators and 8 weight operands stay in registers;
+             * the source order is the schedule, see MM_GEMM_OPT) */
+            int32x4_t is[2] = {vld1q_s32(e->init[0]), vld1q_s32(e->init[1])};
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+                const int8x16_t x = vld1q_s8((const int8_t *)&e->x[m]);
+                is[0] = vmmlaq_s32(is[0], x, wo[0][m]);
+                is[1] = vmmlaq_s32(is[1], x, wo[1][m]);
+            }
+            const float32x4_t dx = vld1q_f32(e->dx);
             _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++) {
-                int32x4_t is = vld1q_s32(e->init[rp]);
-                _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) is =
-                    vmmlaq_s32(is, e->x[m], wo[rp][m]);
-                /* Q8_0 loops are load-bound on V1 (8 weight loads a quad), Q4_0 ones
-                 * vector-bound (the unpacking): -M dx by FMUL or by load */
-                const float32x4_t dx = vld1q_f32(e->dx);
-                const float32x4_t nm = q8 ? vmulq_n_f32(dx, -ARM_MAGIC) : vld1q_f32(e->nmdx[rp]);
-                const float32x4_t f = vfmaq_f32(nm, vreinterpretq_f32_s32(is), dx);
+                const float32x4_t f =
+                    vfmaq_f32(vld1q_f32(e->nmdx[rp]), vreinterpretq_f32_s32(is[rp]), dx);
                 acc[rp][p] = vfmaq_f32(acc[rp][p], dwp[rp], f);
             }
         }
@@ -225,7 +235,7 @@ ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, uint64_t group_bytes, int n
     const int64_t nb = n / 32;
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
     arm_x16_act a[2 * MM_PAIRS];
-    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) a[j] =
+    _Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) a[j] =
         arm_x16_act_row(act + (size_t)j * stride, n, 1);
     mm_pair_block buf[MM_KC * MM_PAIRS];
     for (int g0 = 0; g0 < ng; g0 += MM_GROUPS) {
@@ -342,7 +352,19 @@ ARM_INLINE void mm_gemm(int64_t n, int nt, int ng, float *s, int64_t ld, const u
     }
 #define MM_CALL(j0, NT) \
     mm_tile(n, w, group_bytes, ng, q8, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT)
-    ARM_X16_TILES(2 * MM_PAIRS, MM_CALL);
+    /* 16-token tiles, then at most one of 8 and the tail (1..7) */
+    int j0 = 0;
+    for (; j0 + 2 * MM_PAIRS <= nt; j0 += 2 * MM_PAIRS)
+        MM_CALL(j0, 2 * MM_PAIRS);
+    if (nt - j0 >= 8) {
+        MM_CALL(j0, 8);
+        j0 += 8;
+    }
+    const int64_t rest = nt - j0;
+    nt = (int)rest; /* ARM_X16_TILES' tail switch on nt - j_ (j_ = 0) */
+    act += (size_t)j0 * stride;
+    s += j0 * ld;
+    ARM_X16_TILES(8, MM_CALL);
 #undef MM_CALL
 }
 
