@@ -190,11 +190,17 @@ ARM_INLINE void mm_weights(const uint8_t *g, int q8, int quad, int8x16_t wo[2][4
     }
 }
 
+/* Q8_0 loops are load-bound on V1 (3 loads a cycle against 4 vector pipes): the chains of
+ * row pair 0 of every other token pair start from a register (a MOV), the rest by a load */
+#define MM_MOV_INIT(q8, p) ((q8) && (p) % 2 == 0)
+
 /* One quad over a chunk of nbc blocks (w at the chunk's first block) for P token pairs;
  * acc[rp][p] holds rows {2rp, 2rp+1} of the quad x pair p. */
 ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
                               const mm_pair_block *buf, float32x4_t acc[2][MM_PAIRS], const int P) {
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
+    int32x4_t magic = vdupq_n_s32(ARM_MAGIC_BITS);
+    __asm__("" : "+w"(magic)); /* copied by MOV, not rebuilt from a general register */
     for (int64_t i = 0; i < nbc; i++) {
         if (P == MM_PAIRS) X16_MCA(BEGIN, "gemm");
         const uint8_t *g = w + (size_t)i * blk_bytes;
@@ -208,7 +214,8 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
             /* the two row pairs' chains side by side, so each activation operand is live
              * for two SMMLAs only (16 accumulators and 8 weight operands stay in registers;
              * the source order is the schedule, see MM_GEMM_OPT) */
-            int32x4_t is[2] = {vld1q_s32(e->init[0]), vld1q_s32(e->init[1])};
+            int32x4_t is[2] = {MM_MOV_INIT(q8, p) ? magic : vld1q_s32(e->init[0]),
+                               vld1q_s32(e->init[1])};
             _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
                 const int8x16_t x = vld1q_s8((const int8_t *)&e->x[m]);
                 is[0] = vmmlaq_s32(is[0], x, wo[0][m]);
