@@ -47,13 +47,14 @@ floor gemm_q6_K dotprod pct_of_peak 60
 # ADDP and a second chain per quad and block); still well above what a Graviton3/4 core
 # streams from DRAM
 floor gemv_q4_0 i8mm bytes_per_cycle 11.5
-# the i8mm prompt GEMM on row pairs (2026-12-02): Q4_0 42.2% / 36.0%, Q8_0 43.2% / 39.0% of
-# the SMMLA peak on V1 / V2 (36.2 / 30.6 and 40.7 / 31.8 on the shared layout before); the
-# quick run's 50 iterations give 40.7 / 35.0 and 42.0 / 38.1
-floor gemm_q4_0 i8mm pct_of_peak 40 v1
-floor gemm_q4_0 i8mm pct_of_peak 34 v2
-floor gemm_q8_0 i8mm pct_of_peak 41 v1
-floor gemm_q8_0 i8mm pct_of_peak 37 v2
+# the i8mm prompt GEMM on row pairs (2026-12-02: Q4_0 42.2% / 36.0%, Q8_0 43.2% / 39.0% of
+# the SMMLA peak on V1 / V2), with the token pairs staged once per 8 groups (x16_groups) and
+# 16-token tiles (2026-12-04): Q4_0 55.4 / 48.6, Q8_0 59.2 / 50.5; the quick run's 50
+# iterations give 54.5 / 47.9 and 58.3 / 49.9
+floor gemm_q4_0 i8mm pct_of_peak 53 v1
+floor gemm_q4_0 i8mm pct_of_peak 47 v2
+floor gemm_q8_0 i8mm pct_of_peak 57 v1
+floor gemm_q8_0 i8mm pct_of_peak 49 v2
 floor gemm_q5_K dotprod pct_of_peak 55
 # the dotprod level's Q4_0 / Q8_0 GEMM on N1 (the cores it runs on): 56% / 57% (x16_sdot.h)
 floor gemm_q4_0 dotprod pct_of_peak 55 n1

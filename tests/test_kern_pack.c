@@ -321,6 +321,52 @@ TEST(kern_pack_gemm_token_counts) {
         }
 }
 
+/* A level's multi-group GEMM (x16_groups) against its one-group gemm_x16, bit for bit: 10
+ * groups in one call and split 3 + 7 (the ARM i8mm level shares its staged tokens among 8
+ * groups), 37 blocks (past its 32-block chunk), the 8-token tile, a tail and one token. */
+TEST(kern_pack_gemm_groups) {
+    const cpulm_kernels *lv[MAX_LEVELS];
+    const int nl = test_kernel_levels(lv, MAX_LEVELS);
+    static const cpulm_dtype types[] = {CPULM_DTYPE_Q4_0, CPULM_DTYPE_Q8_0};
+    static const int64_t nts[] = {1, 9, 16};
+    const int64_t rows = 160, ng = rows / CPULM_PACK_ROWS;
+    uint64_t seed = 71;
+    for (int ti = 0; ti < 2; ti++)
+        for (int ni = 0; ni < 3; ni++) {
+            pack_case c;
+            REQUIRE(t, make_case(&c, types[ti], 37 * 32, rows, nts[ni], seed++, ni == 1));
+            const size_t nout = (size_t)(c.nt * rows);
+            float *one = malloc(sizeof(float) * nout), *all = malloc(sizeof(float) * nout);
+            REQUIRE(t, one && all);
+            for (int l = 0; l < nl; l++) {
+                cpulm_gemm_groups_fn groups = lv[l]->x16_groups[c.type];
+                CHECK(t, groups || strcmp(lv[l]->name, "i8mm") != 0); /* it has one */
+                if (!groups) continue;
+                const uint64_t gb = cpulm_dtype_row_bytes(c.type, c.n) * CPULM_PACK_ROWS;
+                uint8_t *w = malloc(gb * (size_t)ng);
+                REQUIRE(t, w);
+                cpulm_repack_x16(c.type, lv[l]->x16_layout[c.type], c.w, w, c.n, rows);
+                for (int64_t g = 0; g < ng; g++)
+                    lv[l]->gemm_x16[c.type](c.n, (int)c.nt, one + g * CPULM_PACK_ROWS, rows,
+                                            w + (size_t)g * gb, c.act + 4, c.stride);
+                for (int split = 0; split < 2; split++) {
+                    for (size_t i = 0; i < nout; i++)
+                        all[i] = NAN;
+                    const int first = split ? 3 : (int)ng;
+                    groups(c.n, (int)c.nt, first, all, rows, w, gb, c.act + 4, c.stride);
+                    if (split)
+                        groups(c.n, (int)c.nt, (int)ng - first, all + first * CPULM_PACK_ROWS, rows,
+                               w + (size_t)first * gb, gb, c.act + 4, c.stride);
+                    CHECK(t, memcmp(one, all, sizeof(float) * nout) == 0);
+                }
+                free(w);
+            }
+            free(one);
+            free(all);
+            free_case(&c);
+        }
+}
+
 /* The largest int16 partial sums (max_quants: a Q4_0 block's 8 maddubs summed in int16 reach
  * 16 * 15 * 127 = 30480 per lane) at every token count a level tiles differently. */
 TEST(kern_pack_gemm_int16_bounds) {
@@ -583,12 +629,13 @@ TEST(kern_pack_repack_bytes) {
 /* cpulm_matmul on packed weights (any thread split, bias, accumulate, more tokens than a
  * chunk) equals the row-major path bit for bit at the generic level, and within tolerance
  * at the best level. */
-static void check_driver(test_ctx *t, cpulm_dtype type, int64_t n) {
+static void check_driver(test_ctx *t, cpulm_dtype type, int64_t n, int64_t rows) {
     pack_case c;
-    const int64_t rows = 64, nt = 70;
+    const int64_t nt = 70;
     REQUIRE(t, make_case(&c, type, n, rows, nt, 5, 0));
-    float bias[64];
-    for (int i = 0; i < 64; i++)
+    float *bias = malloc(sizeof(float) * (size_t)rows);
+    REQUIRE(t, bias);
+    for (int i = 0; i < rows; i++)
         bias[i] = (float)i * 0.25f;
     float *a = malloc(sizeof(float) * (size_t)(nt * rows)),
           *b = malloc(sizeof(float) * (size_t)(nt * rows));
@@ -621,34 +668,47 @@ static void check_driver(test_ctx *t, cpulm_dtype type, int64_t n) {
             bad += !(fabs((double)a[i] - b[i]) <= 1e-5 * c.abs_sum[i] + 1e-6 * (fabs(a[i]) + 1));
         CHECK_EQ_INT(t, bad, 0);
     }
+    free(bias);
     free(a);
     free(b);
     free_case(&c);
 }
 
 TEST(kern_pack_matmul_driver) {
-    check_driver(t, CPULM_DTYPE_Q4_0, 8 * 32);
-    check_driver(t, CPULM_DTYPE_Q4_K, 2 * 256);
-    check_driver(t, CPULM_DTYPE_Q6_K, 2 * 256);
+    check_driver(t, CPULM_DTYPE_Q4_0, 8 * 32, 64);
+    check_driver(t, CPULM_DTYPE_Q4_K, 2 * 256, 64);
+    check_driver(t, CPULM_DTYPE_Q6_K, 2 * 256, 64);
+    /* 9 groups per thread: past the 8 of one x16_groups call */
+    check_driver(t, CPULM_DTYPE_Q8_0, 3 * 32, 27 * 16);
 }
 
-/* The packed layout a GEMM reads travels with its gemm_x16 entry when levels merge: a
- * level that sets the entry brings its layout (STD when it declares none), one that leaves
- * it NULL keeps its base's; and every real level's entry that is the portable one reads STD. */
+static void groups_stub(int64_t n, int nt, int ng, float *s, int64_t ld, const void *w,
+                        uint64_t group_bytes, const uint8_t *act, uint64_t act_stride) {
+    (void)n, (void)nt, (void)ng, (void)s, (void)ld, (void)w, (void)group_bytes, (void)act;
+    (void)act_stride;
+}
+
+/* The packed layout a GEMM reads (and its multi-group form) travels with its gemm_x16 entry
+ * when levels merge: a level that sets the entry brings its layout (STD when it declares
+ * none), one that leaves it NULL keeps its base's; and every real level's entry that is the
+ * portable one reads STD. */
 TEST(kern_pack_layout_travels_with_gemm) {
     const cpulm_dtype q4 = CPULM_DTYPE_Q4_0;
     cpulm_kernels base = cpulm_kernels_generic, lvl, k;
     base.gemm_x16[q4] = cpulm_kernels_generic.gemm_x16[CPULM_DTYPE_Q8_0];
     base.x16_layout[q4] = CPULM_X16_PAIRS;
+    base.x16_groups[q4] = groups_stub;
     memset(&lvl, 0, sizeof lvl);
     lvl.name = "test";
     k = base;
     cpulm_kernels_overlay(&k, &lvl);
     CHECK_EQ_INT(t, k.x16_layout[q4], CPULM_X16_PAIRS);
+    CHECK(t, k.x16_groups[q4] == groups_stub); /* and so does the multi-group form */
     lvl.gemm_x16[q4] = cpulm_kernels_generic.gemm_x16[q4];
     k = base;
     cpulm_kernels_overlay(&k, &lvl);
     CHECK_EQ_INT(t, k.x16_layout[q4], CPULM_X16_STD);
+    CHECK(t, k.x16_groups[q4] == NULL);
     lvl.x16_layout[q4] = CPULM_X16_PAIRS;
     k = base;
     cpulm_kernels_overlay(&k, &lvl);

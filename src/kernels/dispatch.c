@@ -227,8 +227,11 @@ void cpulm_kernels_overlay(cpulm_kernels *k, const cpulm_kernels *lvl) {
     if (lvl->name[t]) k->name[t] = lvl->name[t];
         CPULM_KERNEL_TYPED_OPS(TAKE_TYPED)
 #undef TAKE_TYPED
-        /* a GEMM and the layout it reads come from the same level */
-        if (lvl->gemm_x16[t]) k->x16_layout[t] = lvl->x16_layout[t];
+        /* a GEMM, the layout it reads and its multi-group form come from the same level */
+        if (lvl->gemm_x16[t]) {
+            k->x16_layout[t] = lvl->x16_layout[t];
+            k->x16_groups[t] = lvl->x16_groups[t];
+        }
     }
 #define TAKE(ID, name, ret, params, group) \
     if (lvl->name) k->name = lvl->name;

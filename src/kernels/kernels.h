@@ -119,6 +119,12 @@ static inline uint64_t cpulm_pack_actk_row_bytes(int64_t n) {
  * fused (one rounding) at every level, so K-quant levels agree bit for bit. */
 typedef void (*cpulm_gemm_fn)(int64_t n, int nt, float *s, int64_t ld, const void *w,
                               const uint8_t *act, uint64_t act_stride);
+/* gemm_x16 over ng >= 1 consecutive 16-row groups (group g at w + g * group_bytes) for the
+ * same nt tokens: s[j * ld + 16 g + r] is the level's gemm_x16 result for group g, bit for
+ * bit. Optional (x16_groups below): it lets a level prepare the tokens once for several
+ * groups (the i8mm level interleaves token pairs for SMMLA). */
+typedef void (*cpulm_gemm_groups_fn)(int64_t n, int nt, int ng, float *s, int64_t ld, const void *w,
+                                     uint64_t group_bytes, const uint8_t *act, uint64_t act_stride);
 
 /* Several weight rows against several activation rows in one pass (speculative
  * verification and batched decoding of float models load (F16: convert) each weight element
@@ -306,6 +312,9 @@ struct cpulm_kernels {
 #undef CPULM_KERNEL_TYPED_FIELD
     /* The packed layout gemm_x16[t] reads (CPULM_X16_*; 0 = STD): set with the entry */
     unsigned char x16_layout[CPULM_DTYPE_COUNT];
+    /* gemm_x16[t] over several groups per call (NULL: matmul calls gemm_x16 per group); set
+     * with the entry, like x16_layout */
+    cpulm_gemm_groups_fn x16_groups[CPULM_DTYPE_COUNT];
 #define CPULM_KERNEL_FIELD(ID, name, ret, params, group) ret(*name) params;
     CPULM_KERNEL_OPS(CPULM_KERNEL_FIELD)
 #undef CPULM_KERNEL_FIELD

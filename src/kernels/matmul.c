@@ -69,34 +69,44 @@ static void store(const cpulm_matmul_args *a, float *o, int64_t r, float s) {
     o[r] = a->accumulate ? o[r] + s : s;
 }
 
-/* Packed weights: this thread's 16-row groups, each visited by every chunk of tokens. */
+/* Packed weights: this thread's 16-row groups, each visited by every chunk of tokens. A
+ * level with x16_groups takes up to GROUPS_PER_CALL groups per call (it prepares the tokens
+ * once for all of them). */
+#define GROUPS_PER_CALL 8
 static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, int ith, int nth) {
     const int64_t ng = a->n_out / CPULM_PACK_ROWS;
     const int64_t g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
     const size_t group_bytes = (size_t)a->w_row_bytes * CPULM_PACK_ROWS;
     cpulm_gemm_fn gemm = k->gemm_x16[a->w_type];
+    cpulm_gemm_groups_fn groups = k->x16_groups[a->w_type];
     assert(a->packed == 1 + k->x16_layout[a->w_type]); /* packed for this level's GEMM */
-    float tile[TOK_CHUNK * CPULM_PACK_ROWS];
+    float tile[TOK_CHUNK * CPULM_PACK_ROWS * GROUPS_PER_CALL];
     for (int64_t t0 = 0; t0 < a->n_rows; t0 += TOK_CHUNK) {
         const int nt = (int)(a->n_rows - t0 < TOK_CHUNK ? a->n_rows - t0 : TOK_CHUNK);
-        for (int64_t g = g0; g < g1; g++) {
-            gemm(a->n_in, nt, tile, CPULM_PACK_ROWS,
-                 (const uint8_t *)a->w + (size_t)g * group_bytes,
-                 a->act + (size_t)t0 * a->act_stride, a->act_stride);
+        const uint8_t *x = a->act + (size_t)t0 * a->act_stride;
+        for (int64_t g = g0; g < g1;) {
+            const int gn = groups ? (int)(g1 - g < GROUPS_PER_CALL ? g1 - g : GROUPS_PER_CALL) : 1;
+            const int w = gn * CPULM_PACK_ROWS; /* tile row width */
+            const uint8_t *wg = (const uint8_t *)a->w + (size_t)g * group_bytes;
+            if (groups)
+                groups(a->n_in, nt, gn, tile, w, wg, group_bytes, x, a->act_stride);
+            else
+                gemm(a->n_in, nt, tile, w, wg, x, a->act_stride);
             for (int j = 0; j < nt; j++) {
                 float *o = a->out + (t0 + j) * a->ld_out;
-                const float *v = tile + j * CPULM_PACK_ROWS;
+                const float *v = tile + j * w;
                 float *og = o + g * CPULM_PACK_ROWS;
                 /* the common cases as straight loops the compiler vectorizes */
                 if (!a->bias && !a->accumulate)
-                    memcpy(og, v, sizeof(float) * CPULM_PACK_ROWS);
+                    memcpy(og, v, sizeof(float) * (size_t)w);
                 else if (!a->bias)
-                    for (int r = 0; r < CPULM_PACK_ROWS; r++)
+                    for (int r = 0; r < w; r++)
                         og[r] += v[r];
                 else
-                    for (int r = 0; r < CPULM_PACK_ROWS; r++)
+                    for (int r = 0; r < w; r++)
                         store(a, o, g * CPULM_PACK_ROWS + r, v[r]);
             }
+            g += gn;
         }
     }
 }

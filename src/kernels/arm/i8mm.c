@@ -88,7 +88,8 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
  * dp_q4_quad16) and no chain carries the activations' bias correction.
  * Activations: two tokens' 8-byte pieces side by side. Each chunk of MM_KC blocks is
  * interleaved once per tile into a stack buffer (with the pair's scale patterns) and reused
- * by the 4 quads, so the inner loop only loads it.
+ * by the 4 quads of up to MM_GROUPS groups (x16_groups: matmul passes 8 groups per call), so
+ * the inner loop only loads it.
  * Result lanes of SMMLA(act pair, row pair): {a r0, a r1, b r0, b r1}. Float step without
  * SCVTF (2 micro-ops on V1/V2, where every other vector op is 1): each chain starts at
  * ARM_MAGIC_BITS, so it ends holding the float M + isum (M = 1.5 * 2^23, exact while |isum| <
@@ -114,8 +115,18 @@ void cpulm_i8mm_vec_dot_2x2_q4_0_q8_0(int64_t n, float *s, size_t bs, const void
 #define MM_GEMM_OPT
 #endif
 
-#define MM_PAIRS 4  /* token pairs per tile */
-#define MM_KC    32 /* blocks per interleaved activation chunk: 18 KB of stack */
+/* Token pairs per tile: 8 (16 tokens) with GCC, whose loop keeps the 16 accumulators and 8
+ * weight operands in registers; clang spilled ~20 vectors a block there, so 4 with clang.
+ * The results are the same either way (per-element arithmetic). */
+#if defined(__clang__)
+#define MM_PAIRS        4
+#define MM_UNROLL_PAIRS _Pragma("GCC unroll 4") /* clang left the loop rolled at 8 */
+#else
+#define MM_PAIRS        8
+#define MM_UNROLL_PAIRS _Pragma("GCC unroll 8")
+#endif
+#define MM_KC     16 /* blocks per interleaved activation chunk: 18 KB of stack */
+#define MM_GROUPS 8  /* groups sharing one interleaved chunk (x16_groups; 4 KB of accumulators) */
 
 typedef struct mm_pair_block {
     int8x16_t x[4]; /* elements 8m..8m+7 of token a, then of token b, m = 0..3 */
@@ -129,8 +140,7 @@ typedef struct mm_pair_block {
 
 /* Interleaves blocks [b0, b0 + nbc) of tokens a and b (b = a for a lone last token) into
  * out[i * stride_pairs]. Out of line: inside the tile, whose accumulators fill the
- * registers, GCC spilled its constants. Q8_0 tiles make -M dx in the loop instead (see
- * mm_quad_chunk), so only Q4_0 stores it. */
+ * registers, GCC spilled its constants. */
 ARM_INLINE void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_t nbc,
                               mm_pair_block *out, int stride_pairs, const int q8) {
     for (int64_t i = 0; i < nbc; i++) {
@@ -144,10 +154,8 @@ ARM_INLINE void mm_interleave(arm_x16_act ta, arm_x16_act tb, int64_t b0, int64_
         const float32x4_t dx = vcombine_f32(vdup_n_f32(ta.d[b] * sc), vdup_n_f32(tb.d[b] * sc));
         const float32x4_t nmdx = vmulq_n_f32(dx, -ARM_MAGIC);
         vst1q_f32(e->dx, dx);
-        if (!q8) {
-            vst1q_f32(e->nmdx[0], nmdx);
-            vst1q_f32(e->nmdx[1], nmdx);
-        }
+        vst1q_f32(e->nmdx[0], nmdx);
+        vst1q_f32(e->nmdx[1], nmdx);
         vst1q_s32(e->init[0], vdupq_n_s32(ARM_MAGIC_BITS));
         vst1q_s32(e->init[1], vdupq_n_s32(ARM_MAGIC_BITS));
         X16_MCA(END, "stage");
@@ -182,11 +190,17 @@ ARM_INLINE void mm_weights(const uint8_t *g, int q8, int quad, int8x16_t wo[2][4
     }
 }
 
+/* Q8_0 loops are load-bound on V1 (3 loads a cycle against 4 vector pipes): the chains of
+ * row pair 0 of every other token pair start from a register (a MOV), the rest by a load */
+#define MM_MOV_INIT(q8, p) ((q8) && (p) % 2 == 0)
+
 /* One quad over a chunk of nbc blocks (w at the chunk's first block) for P token pairs;
  * acc[rp][p] holds rows {2rp, 2rp+1} of the quad x pair p. */
 ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
                               const mm_pair_block *buf, float32x4_t acc[2][MM_PAIRS], const int P) {
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
+    int32x4_t magic = vdupq_n_s32(ARM_MAGIC_BITS);
+    __asm__("" : "+w"(magic)); /* copied by MOV, not rebuilt from a general register */
     for (int64_t i = 0; i < nbc; i++) {
         if (P == MM_PAIRS) X16_MCA(BEGIN, "gemm");
         const uint8_t *g = w + (size_t)i * blk_bytes;
@@ -195,17 +209,22 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
         const float64x2_t dw = vreinterpretq_f64_f32(arm_x16_quad_scales(g, quad));
         const float32x4_t dwp[2] = {vreinterpretq_f32_f64(vdupq_laneq_f64(dw, 0)),
                                     vreinterpretq_f32_f64(vdupq_laneq_f64(dw, 1))};
-        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
+        MM_UNROLL_PAIRS for (int p = 0; p < P; p++) {
             const mm_pair_block *e = buf + i * MM_PAIRS + p;
+            /* the two row pairs' chains side by side, so each activation operand is live
+             * for two SMMLAs only (16 accumulators and 8 weight operands stay in registers;
+             * the source order is the schedule, see MM_GEMM_OPT) */
+            int32x4_t is[2] = {MM_MOV_INIT(q8, p) ? magic : vld1q_s32(e->init[0]),
+                               vld1q_s32(e->init[1])};
+            _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {
+                const int8x16_t x = vld1q_s8((const int8_t *)&e->x[m]);
+                is[0] = vmmlaq_s32(is[0], x, wo[0][m]);
+                is[1] = vmmlaq_s32(is[1], x, wo[1][m]);
+            }
+            const float32x4_t dx = vld1q_f32(e->dx);
             _Pragma("GCC unroll 2") for (int rp = 0; rp < 2; rp++) {
-                int32x4_t is = vld1q_s32(e->init[rp]);
-                _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) is =
-                    vmmlaq_s32(is, e->x[m], wo[rp][m]);
-                /* Q8_0 loops are load-bound on V1 (8 weight loads a quad), Q4_0 ones
-                 * vector-bound (the unpacking): -M dx by FMUL or by load */
-                const float32x4_t dx = vld1q_f32(e->dx);
-                const float32x4_t nm = q8 ? vmulq_n_f32(dx, -ARM_MAGIC) : vld1q_f32(e->nmdx[rp]);
-                const float32x4_t f = vfmaq_f32(nm, vreinterpretq_f32_s32(is), dx);
+                const float32x4_t f =
+                    vfmaq_f32(vld1q_f32(e->nmdx[rp]), vreinterpretq_f32_s32(is[rp]), dx);
                 acc[rp][p] = vfmaq_f32(acc[rp][p], dwp[rp], f);
             }
         }
@@ -213,42 +232,54 @@ ARM_INLINE void mm_quad_chunk(const uint8_t *w, int q8, int quad, int64_t nbc,
     }
 }
 
-/* NT (1..2 * MM_PAIRS) tokens against the whole group. */
-ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, int q8, const uint8_t *act, uint64_t stride,
-                        float *s, int64_t ld, const int NT) {
+/* NT (1..2 * MM_PAIRS) tokens against ng groups (group g at w + g * group_bytes, results at
+ * s + 16 g). Each chunk of activation pairs is interleaved once for up to MM_GROUPS groups,
+ * whose accumulators wait on the stack between chunks (a float store and load: the per-block
+ * steps are unchanged, so any ng gives the bits of ng = 1). */
+ARM_INLINE void mm_tile(int64_t n, const uint8_t *w, uint64_t group_bytes, int ng, int q8,
+                        const uint8_t *act, uint64_t stride, float *s, int64_t ld, const int NT) {
     const int P = (NT + 1) / 2;
     const int64_t nb = n / 32;
     const size_t blk_bytes = q8 ? ARM_X16_Q8_BLOCK : ARM_X16_Q4_BLOCK;
     arm_x16_act a[2 * MM_PAIRS];
-    _Pragma("GCC unroll 8") for (int j = 0; j < NT; j++) a[j] =
+    _Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) a[j] =
         arm_x16_act_row(act + (size_t)j * stride, n, 1);
     mm_pair_block buf[MM_KC * MM_PAIRS];
-    float32x4_t acc[4][2][MM_PAIRS];
-    for (int q = 0; q < 4; q++)
-        for (int rp = 0; rp < 2; rp++)
-            for (int p = 0; p < MM_PAIRS; p++)
-                acc[q][rp][p] = vdupq_n_f32(0.0f);
-    for (int64_t b0 = 0; b0 < nb; b0 += MM_KC) {
-        const int64_t nbc = nb - b0 < MM_KC ? nb - b0 : MM_KC;
-        for (int p = 0; p < P; p++)
-            (q8 ? mm_interleave_q8_0 : mm_interleave_q4_0)(
-                a[2 * p], a[2 * p + 1 < NT ? 2 * p + 1 : 2 * p], b0, nbc, buf + p);
-        for (int q = 0; q < 4; q++) {
-            float32x4_t r[2][MM_PAIRS];
-            memcpy(r, acc[q], sizeof r);
-            mm_quad_chunk(w + (size_t)b0 * blk_bytes, q8, q, nbc, buf, r, P);
-            memcpy(acc[q], r, sizeof r);
+    for (int g0 = 0; g0 < ng; g0 += MM_GROUPS) {
+        const int gn = ng - g0 < MM_GROUPS ? ng - g0 : MM_GROUPS;
+        const uint8_t *wg = w + (size_t)g0 * group_bytes;
+        float32x4_t acc[MM_GROUPS][4][2][MM_PAIRS];
+        for (int g = 0; g < gn; g++)
+            for (int q = 0; q < 4; q++)
+                for (int rp = 0; rp < 2; rp++)
+                    for (int p = 0; p < MM_PAIRS; p++)
+                        acc[g][q][rp][p] = vdupq_n_f32(0.0f);
+        for (int64_t b0 = 0; b0 < nb; b0 += MM_KC) {
+            const int64_t nbc = nb - b0 < MM_KC ? nb - b0 : MM_KC;
+            for (int p = 0; p < P; p++)
+                (q8 ? mm_interleave_q8_0 : mm_interleave_q4_0)(
+                    a[2 * p], a[2 * p + 1 < NT ? 2 * p + 1 : 2 * p], b0, nbc, buf + p);
+            for (int g = 0; g < gn; g++)
+                for (int q = 0; q < 4; q++) {
+                    float32x4_t r[2][MM_PAIRS];
+                    memcpy(r, acc[g][q], sizeof r);
+                    mm_quad_chunk(wg + (size_t)g * group_bytes + (size_t)b0 * blk_bytes, q8, q, nbc,
+                                  buf, r, P);
+                    memcpy(acc[g][q], r, sizeof r);
+                }
         }
+        for (int g = 0; g < gn; g++)
+            for (int q = 0; q < 4; q++)
+                for (int p = 0; p < P; p++) {
+                    float *sg = s + 16 * (size_t)(g0 + g) + 4 * q;
+                    const float32x4_t lo = acc[g][q][0][p], hi = acc[g][q][1][p];
+                    vst1q_f32(sg + (size_t)(2 * p) * (size_t)ld,
+                              vcombine_f32(vget_low_f32(lo), vget_low_f32(hi)));
+                    if (2 * p + 1 < NT)
+                        vst1q_f32(sg + (size_t)(2 * p + 1) * (size_t)ld,
+                                  vcombine_f32(vget_high_f32(lo), vget_high_f32(hi)));
+                }
     }
-    for (int q = 0; q < 4; q++)
-        for (int p = 0; p < P; p++) {
-            const float32x4_t lo = acc[q][0][p], hi = acc[q][1][p];
-            vst1q_f32(s + (size_t)(2 * p) * (size_t)ld + 4 * q,
-                      vcombine_f32(vget_low_f32(lo), vget_low_f32(hi)));
-            if (2 * p + 1 < NT)
-                vst1q_f32(s + (size_t)(2 * p + 1) * (size_t)ld + 4 * q,
-                          vcombine_f32(vget_high_f32(lo), vget_high_f32(hi)));
-        }
 }
 
 /* A vector loaded afresh at each use: SDOT overwrites its accumulator, and a MOV of one
@@ -314,28 +345,57 @@ MM_GEMM_OPT __attribute__((noinline)) static void mm_gemv_q8_0(int64_t n, const 
     mm_gemv(n, w, 1, act, s);
 }
 
-ARM_INLINE void mm_gemm(int64_t n, int nt, float *s, int64_t ld, const void *w, const uint8_t *act,
-                        uint64_t stride, int q8) {
+ARM_INLINE void mm_gemm(int64_t n, int nt, int ng, float *s, int64_t ld, const uint8_t *w,
+                        uint64_t group_bytes, const uint8_t *act, uint64_t stride, int q8) {
     if (nt == 1) { /* one-token decode: SDOT, no self-pairing */
-        if (q8)
-            mm_gemv_q8_0(n, w, act, s);
-        else
-            mm_gemv_q4_0(n, w, act, s);
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *wg = w + (size_t)g * group_bytes;
+            if (q8)
+                mm_gemv_q8_0(n, wg, act, s + 16 * g);
+            else
+                mm_gemv_q4_0(n, wg, act, s + 16 * g);
+        }
         return;
     }
-#define MM_CALL(j0, NT) mm_tile(n, w, q8, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT)
-    ARM_X16_TILES(2 * MM_PAIRS, MM_CALL);
+#define MM_CALL(j0, NT) \
+    mm_tile(n, w, group_bytes, ng, q8, act + (size_t)(j0)*stride, stride, s + (j0)*ld, ld, NT)
+    /* 16-token tiles, then at most one of 8 and the tail (1..7) */
+    int j0 = 0;
+    for (; j0 + 2 * MM_PAIRS <= nt; j0 += 2 * MM_PAIRS)
+        MM_CALL(j0, 2 * MM_PAIRS);
+    if (nt - j0 >= 8) {
+        MM_CALL(j0, 8);
+        j0 += 8;
+    }
+    const int64_t rest = nt - j0;
+    nt = (int)rest; /* ARM_X16_TILES' tail switch on nt - j_ (j_ = 0) */
+    act += (size_t)j0 * stride;
+    s += j0 * ld;
+    ARM_X16_TILES(8, MM_CALL);
 #undef MM_CALL
 }
 
-MM_GEMM_OPT static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                                      const uint8_t *act, uint64_t stride) {
-    mm_gemm(n, nt, s, ld, w, act, stride, 0);
+MM_GEMM_OPT static void groups_q4_0_x16(int64_t n, int nt, int ng, float *s, int64_t ld,
+                                        const void *w, uint64_t group_bytes, const uint8_t *act,
+                                        uint64_t stride) {
+    mm_gemm(n, nt, ng, s, ld, w, group_bytes, act, stride, 0);
 }
 
-MM_GEMM_OPT static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
-                                      const uint8_t *act, uint64_t stride) {
-    mm_gemm(n, nt, s, ld, w, act, stride, 1);
+MM_GEMM_OPT static void groups_q8_0_x16(int64_t n, int nt, int ng, float *s, int64_t ld,
+                                        const void *w, uint64_t group_bytes, const uint8_t *act,
+                                        uint64_t stride) {
+    mm_gemm(n, nt, ng, s, ld, w, group_bytes, act, stride, 1);
+}
+
+/* One group: the same code at ng = 1 */
+static void gemm_q4_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    groups_q4_0_x16(n, nt, 1, s, ld, w, 0, act, stride);
+}
+
+static void gemm_q8_0_x16(int64_t n, int nt, float *s, int64_t ld, const void *w,
+                          const uint8_t *act, uint64_t stride) {
+    groups_q8_0_x16(n, nt, 1, s, ld, w, 0, act, stride);
 }
 
 const cpulm_kernels cpulm_kernels_i8mm = {
@@ -349,6 +409,11 @@ const cpulm_kernels cpulm_kernels_i8mm = {
         {
             [CPULM_DTYPE_Q8_0] = CPULM_X16_PAIRS,
             [CPULM_DTYPE_Q4_0] = CPULM_X16_PAIRS,
+        },
+    .x16_groups =
+        {
+            [CPULM_DTYPE_Q8_0] = groups_q8_0_x16,
+            [CPULM_DTYPE_Q4_0] = groups_q4_0_x16,
         },
 };
 #endif
