@@ -1557,3 +1557,17 @@ TEST(attn_exact_window_equals_the_walk) {
     cpulm_ctx_free(w);
     cpulm_model_free(m);
 }
+
+/* Prompt blocks shrink (not below 64 rows) until the items cover 2 a thread: 256-row blocks
+ * made 64 items of a 512-token batch on the 1B shape, half of what 64 threads had at 128. */
+TEST(attn_block_tokens_keep_two_items_a_thread) {
+    /* the 1B shape: 4 query heads a KV head, 8 KV heads, 64 tokens (256 rows) at most */
+    CHECK_EQ_INT(t, cpulm_attn_block_tokens(64, 4, 8, 512, 2), 64);
+    CHECK_EQ_INT(t, cpulm_attn_block_tokens(64, 4, 8, 512, 32), 64);  /* 64 items */
+    CHECK_EQ_INT(t, cpulm_attn_block_tokens(64, 4, 8, 512, 64), 32);  /* 128 items */
+    CHECK_EQ_INT(t, cpulm_attn_block_tokens(64, 4, 8, 512, 128), 16); /* 256 items, 64 rows */
+    CHECK_EQ_INT(t, cpulm_attn_block_tokens(64, 4, 8, 512, 512), 16); /* never under 64 rows */
+    CHECK_EQ_INT(t, cpulm_attn_block_tokens(64, 4, 8, 100, 64), 16);  /* a short prompt */
+    CHECK_EQ_INT(t, cpulm_attn_block_tokens(1, 256, 1, 512, 64), 1);  /* one token a block */
+    CHECK_EQ_INT(t, cpulm_attn_tokens_per_block(4), 64);
+}

@@ -169,10 +169,12 @@ static int most_heads(const cpulm_ctx *c, uint64_t units, uint64_t need) {
 
 void cpulm_attn_plan(cpulm_ctx *c) {
     struct cpulm_attn *a = c->attn;
+    const int32_t tpb = cpulm_attn_block_tokens(a->tok_per_blk, a->gq, c->m->hp.n_head_kv, c->n_tok,
+                                                cpulm_pool_size(c->pool));
     int32_t n = 0;
     for (int32_t t = 0; t < c->n_tok; t++) {
         int cont = t > 0 && c->seq[t] == c->seq[t - 1] && c->pos[t] == c->pos[t - 1] + 1 &&
-                   t - a->blk[n - 1] < a->tok_per_blk;
+                   t - a->blk[n - 1] < tpb;
         if (!cont) a->blk[n++] = t;
     }
     a->blk[n] = c->n_tok;

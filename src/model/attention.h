@@ -28,6 +28,18 @@ static inline int cpulm_attn_tokens_per_block(int gq) {
     return gq >= CPULM_ATT_ROWS ? 1 : CPULM_ATT_ROWS / gq;
 }
 
+/* Tokens per block of a call of n_tok tokens on nth threads: at most tpb_max, halved while
+ * the blocks times the KV heads (the items) are under 2 a thread and a block has more than
+ * 64 rows. Larger blocks convert each K/V tile for more rows; a many-core server needs the
+ * items (at 128 rows a 512-token batch on the 1B shape made 128 items, 2 for each of 64
+ * threads, and still does). */
+static inline int cpulm_attn_block_tokens(int tpb_max, int gq, int n_kv, int32_t n_tok, int nth) {
+    int tpb = tpb_max;
+    while (tpb > 1 && tpb * gq > 64 && (int64_t)((n_tok + tpb - 1) / tpb) * n_kv < 2 * (int64_t)nth)
+        tpb /= 2;
+    return tpb;
+}
+
 /* KV heads a K/V tile holds at most: a generation item reads several heads' adjacent
  * slices of each cache row (as many as a block has tokens, at most every KV head), and
  * converts them together. */
