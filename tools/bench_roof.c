@@ -262,7 +262,7 @@ typedef struct gemm_data {
     uint8_t *w;   /* GEMM_GROUPS packed 16-row groups of PEAK_N weights of the type */
     uint8_t *act; /* GEMM_TOKENS activation rows with their extras */
     uint64_t group_bytes, act_stride;
-    float out[GEMM_TOKENS * CPULM_PACK_ROWS];
+    float out[GEMM_TOKENS * CPULM_PACK_ROWS * GEMM_GROUPS];
 } gemm_data;
 
 typedef struct gemm_job {
@@ -314,9 +314,14 @@ static void gemm_work(void *arg, int ith, int nth) {
     gemm_data *d = j->d[ith];
     if (!d) return;
     cpulm_gemm_fn gemm = j->k->gemm_x16[j->type];
+    cpulm_gemm_groups_fn groups = j->k->x16_groups[j->type];
     for (int c = 0; c < GEMM_CALLS; c++)
-        gemm(PEAK_N, GEMM_TOKENS, d->out, CPULM_PACK_ROWS,
-             d->w + (c % GEMM_GROUPS) * d->group_bytes, d->act, d->act_stride);
+        if (groups) /* as matmul calls it: the groups together, the tokens prepared once */
+            groups(PEAK_N, GEMM_TOKENS, GEMM_GROUPS, d->out, CPULM_PACK_ROWS * GEMM_GROUPS, d->w,
+                   d->group_bytes, d->act, d->act_stride);
+        else
+            gemm(PEAK_N, GEMM_TOKENS, d->out, CPULM_PACK_ROWS,
+                 d->w + (c % GEMM_GROUPS) * d->group_bytes, d->act, d->act_stride);
     j->sink[ith] += d->out[0];
 }
 
@@ -339,7 +344,9 @@ static double gemm_peak(cpulm_dtype type, int n_threads, double min_s) {
         free(j->d[i]);
     }
     free(j);
-    return s > 0 && ok ? 2.0 * PEAK_N * CPULM_PACK_ROWS * GEMM_TOKENS * GEMM_CALLS * n_threads / s
+    const double per_call = k->x16_groups[type] ? GEMM_GROUPS : 1; /* groups a call */
+    return s > 0 && ok ? 2.0 * PEAK_N * CPULM_PACK_ROWS * GEMM_TOKENS * GEMM_CALLS * per_call *
+                             n_threads / s
                        : -1;
 }
 
