@@ -180,27 +180,69 @@ double bench_mem_bw(int n_threads, size_t bytes, double min_s, double *mean_bw) 
 /* ---- kernel peaks ---- */
 
 enum { PEAK_N = 4096, PEAK_ROWS = 4, PEAK_CALLS = 2048, PEAK_MAX_THREADS = 512 };
+enum { PEAK_F32_DOT, PEAK_Q8_DOT, PEAK_TILES }; /* what a peak job times */
+
+/* The prompt attention's f32 tile products (attn_scores, then attn_pv): one item's rows
+ * against one tile of keys, as the tiled attention calls them. A dot is load-bound (two
+ * loads per fma): it ran at a quarter of what these register-blocked products reach, so
+ * attention read as 270% of an f32 "peak" that was the dot's. */
+enum { TILE_D = 64, TILE_ROWS = 128, TILE_KEYS = CPULM_ATTN_TILE, TILE_CALLS = 64 };
+
+typedef struct tile_data {
+    float q[TILE_ROWS][TILE_D], k[TILE_KEYS][TILE_D], v[TILE_KEYS][TILE_D];
+    float s[TILE_ROWS][TILE_KEYS], o[TILE_ROWS][TILE_D], a[TILE_ROWS];
+} tile_data;
 
 /* Per thread: PEAK_ROWS rows of x against one y (a GEMV's access pattern), all in L1/L2:
- * 5 x 4352 bytes for Q8_0, 5 x 16 KiB for f32. */
+ * 5 x 4352 bytes for Q8_0, 5 x 16 KiB for f32; the tiles (PEAK_TILES only) 320 KiB. */
 typedef struct peak_data {
     float xf[PEAK_ROWS][PEAK_N], yf[PEAK_N];
     cpulm_block_q8_0 xq[PEAK_ROWS][PEAK_N / 32], yq[PEAK_N / 32];
+    tile_data *t;
 } peak_data;
 
 typedef struct peak_job {
-    int q8; /* 1: Q8_0 x Q8_0; 0: f32 */
+    int what; /* PEAK_* */
     const cpulm_kernels *k;
     peak_data *d[PEAK_MAX_THREADS]; /* owned; made by the thread that uses it */
     float sink[PEAK_MAX_THREADS];
 } peak_job;
 
+static void tile_init(tile_data *d, int ith) {
+    for (int i = 0; i < TILE_D; i++) {
+        for (int r = 0; r < TILE_ROWS; r++)
+            d->q[r][i] = (float)((i * 3 + r + ith) % 7) * 0.05f - 0.15f;
+        for (int n = 0; n < TILE_KEYS; n++) {
+            d->k[n][i] = (float)((i * 5 + n) % 11) * 0.02f - 0.1f;
+            d->v[n][i] = (float)((i + n * 3) % 13) * 0.02f - 0.12f;
+        }
+    }
+    for (int r = 0; r < TILE_ROWS; r++)
+        d->a[r] = 0.5f; /* the running rescale: keeps o bounded over the calls */
+}
+
+static float tile_calls(const cpulm_kernels *k, tile_data *d, int ith) {
+    for (int c = 0; c < TILE_CALLS; c++) {
+        k->attn_scores(TILE_D, TILE_ROWS, TILE_KEYS, &d->q[0][0], TILE_D, &d->k[0][0], TILE_D,
+                       0.125f, &d->s[0][0], TILE_KEYS);
+        k->attn_pv(TILE_D, TILE_ROWS, TILE_KEYS, &d->s[0][0], TILE_KEYS, &d->v[0][0], TILE_D, d->a,
+                   &d->o[0][0], TILE_D);
+    }
+    return d->o[ith % TILE_ROWS][0];
+}
+
 static void peak_setup(void *arg, int ith, int nth) {
     (void)nth;
     peak_job *j = arg;
     if (j->d[ith]) return; /* kept across the calibration and the measured run */
-    peak_data *d = j->d[ith] = malloc(sizeof *d);
+    peak_data *d = j->d[ith] = calloc(1, sizeof *d);
     if (!d) return;
+    if (j->what == PEAK_TILES && !(d->t = calloc(1, sizeof *d->t))) {
+        free(d);
+        j->d[ith] = NULL;
+        return;
+    }
+    if (d->t) tile_init(d->t, ith);
     for (int i = 0; i < PEAK_N; i++) {
         d->yf[i] = (float)((i * 7 + ith) % 13) * 0.1f - 0.6f;
         for (int r = 0; r < PEAK_ROWS; r++)
@@ -217,10 +259,14 @@ static void peak_work(void *arg, int ith, int nth) {
     peak_job *j = arg;
     peak_data *d = j->d[ith];
     if (!d) return;
+    if (j->what == PEAK_TILES) {
+        j->sink[ith] += tile_calls(j->k, d->t, ith);
+        return;
+    }
     float acc = 0, s;
     for (int c = 0; c < PEAK_CALLS; c++) {
         int r = c % PEAK_ROWS;
-        if (j->q8)
+        if (j->what == PEAK_Q8_DOT)
             j->k->vec_dot[CPULM_DTYPE_Q8_0](PEAK_N, &s, d->xq[r], d->yq);
         else
             s = j->k->dot_f32(PEAK_N, d->xf[r], d->yf);
@@ -229,21 +275,25 @@ static void peak_work(void *arg, int ith, int nth) {
     j->sink[ith] += acc;
 }
 
-static double peak(int q8, int n_threads, double min_s) {
+static double peak(int what, int n_threads, double min_s) {
     if (n_threads < 1 || n_threads > PEAK_MAX_THREADS) return -1;
     peak_job *j = calloc(1, sizeof *j);
     if (!j) return -1;
-    j->q8 = q8;
+    j->what = what;
     j->k = cpulm_kernels_get();
     double s = best_round(peak_setup, peak_work, j, n_threads, min_s, NULL);
     int ok = 1;
     for (int i = 0; i < n_threads; i++) {
         ok = ok && j->d[i];
+        if (j->d[i]) free(j->d[i]->t);
         free(j->d[i]);
     }
     free(j);
-    /* one multiply and one add per element */
-    return s > 0 && ok ? 2.0 * PEAK_N * PEAK_CALLS * n_threads / s : -1;
+    /* a dot: one multiply and one add per element; the tiles: two products of rows x keys x
+     * d multiply-adds each */
+    const double flops = what == PEAK_TILES ? 4.0 * TILE_ROWS * TILE_KEYS * TILE_D * TILE_CALLS
+                                            : 2.0 * PEAK_N * PEAK_CALLS;
+    return s > 0 && ok ? flops * n_threads / s : -1;
 }
 
 /* ---- the repacked int8 GEMM microkernels (what prompt processing runs) ----
@@ -361,7 +411,7 @@ double bench_peak_int8(int n_threads, double min_s, const char **kernel) {
                  {CPULM_DTYPE_Q4_K, "Q4_K GEMM"},
                  {CPULM_DTYPE_Q5_K, "Q5_K GEMM"},
                  {CPULM_DTYPE_Q6_K, "Q6_K GEMM"}};
-    double top = peak(1, n_threads, min_s);
+    double top = peak(PEAK_Q8_DOT, n_threads, min_s);
     const char *top_k = "Q8_0 dot";
     for (size_t i = 0; i < sizeof gemms / sizeof gemms[0]; i++) {
         double g = gemm_peak(gemms[i].type, n_threads, min_s);
@@ -371,74 +421,9 @@ double bench_peak_int8(int n_threads, double min_s, const char **kernel) {
     return top;
 }
 
-/* ---- the prompt attention's f32 tile products (attn_scores, then attn_pv) ----
- * One item's rows against one tile of keys, as the tiled attention calls them: a dot is
- * load-bound (two loads per fma) and ran at a third of what these register-blocked
- * products reach, so attention read as 270% of an f32 "peak" that was the dot's. */
-enum { TILE_D = 64, TILE_ROWS = 128, TILE_KEYS = CPULM_ATTN_TILE, TILE_CALLS = 64 };
-
-typedef struct tile_data {
-    float q[TILE_ROWS][TILE_D], k[TILE_KEYS][TILE_D], v[TILE_KEYS][TILE_D];
-    float s[TILE_ROWS][TILE_KEYS], o[TILE_ROWS][TILE_D], a[TILE_ROWS];
-} tile_data;
-
-typedef struct tile_job {
-    const cpulm_kernels *k;
-    tile_data *d[PEAK_MAX_THREADS]; /* owned; made by the thread that uses it */
-    float sink[PEAK_MAX_THREADS];
-} tile_job;
-
-static void tile_setup(void *arg, int ith, int nth) {
-    (void)nth;
-    tile_job *j = arg;
-    if (j->d[ith]) return;
-    tile_data *d = j->d[ith] = calloc(1, sizeof *d);
-    if (!d) return;
-    for (int i = 0; i < TILE_D; i++) {
-        for (int r = 0; r < TILE_ROWS; r++)
-            d->q[r][i] = (float)((i * 3 + r + ith) % 7) * 0.05f - 0.15f;
-        for (int n = 0; n < TILE_KEYS; n++) {
-            d->k[n][i] = (float)((i * 5 + n) % 11) * 0.02f - 0.1f;
-            d->v[n][i] = (float)((i + n * 3) % 13) * 0.02f - 0.12f;
-        }
-    }
-    for (int r = 0; r < TILE_ROWS; r++)
-        d->a[r] = 0.5f; /* the running rescale: keeps o bounded over the calls */
-}
-
-static void tile_work(void *arg, int ith, int nth) {
-    (void)nth;
-    tile_job *j = arg;
-    tile_data *d = j->d[ith];
-    if (!d) return;
-    for (int c = 0; c < TILE_CALLS; c++) {
-        j->k->attn_scores(TILE_D, TILE_ROWS, TILE_KEYS, &d->q[0][0], TILE_D, &d->k[0][0], TILE_D,
-                          0.125f, &d->s[0][0], TILE_KEYS);
-        j->k->attn_pv(TILE_D, TILE_ROWS, TILE_KEYS, &d->s[0][0], TILE_KEYS, &d->v[0][0], TILE_D,
-                      d->a, &d->o[0][0], TILE_D);
-    }
-    j->sink[ith] += d->o[ith % TILE_ROWS][0];
-}
-
-static double tile_peak(int n_threads, double min_s) {
-    if (n_threads < 1 || n_threads > PEAK_MAX_THREADS) return -1;
-    tile_job *j = calloc(1, sizeof *j);
-    if (!j) return -1;
-    j->k = cpulm_kernels_get();
-    double s = best_round(tile_setup, tile_work, j, n_threads, min_s, NULL);
-    int ok = 1;
-    for (int i = 0; i < n_threads; i++) {
-        ok = ok && j->d[i];
-        free(j->d[i]);
-    }
-    free(j);
-    /* two products of rows x keys x d multiply-adds each */
-    const double flops = 4.0 * TILE_ROWS * TILE_KEYS * TILE_D * TILE_CALLS * n_threads;
-    return s > 0 && ok ? flops / s : -1;
-}
-
 double bench_peak_f32(int n_threads, double min_s, const char **kernel) {
-    const double dot = peak(0, n_threads, min_s), tiles = tile_peak(n_threads, min_s);
+    const double dot = peak(PEAK_F32_DOT, n_threads, min_s),
+                 tiles = peak(PEAK_TILES, n_threads, min_s);
     if (kernel) *kernel = tiles > dot ? "attention tiles" : "f32 dot";
     return tiles > dot ? tiles : dot;
 }
