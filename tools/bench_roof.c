@@ -237,12 +237,13 @@ static void peak_setup(void *arg, int ith, int nth) {
     if (j->d[ith]) return; /* kept across the calibration and the measured run */
     peak_data *d = j->d[ith] = calloc(1, sizeof *d);
     if (!d) return;
-    if (j->what == PEAK_TILES && !(d->t = calloc(1, sizeof *d->t))) {
-        free(d);
-        j->d[ith] = NULL;
+    if (j->what == PEAK_TILES) { /* the tiles only */
+        if ((d->t = calloc(1, sizeof *d->t)))
+            tile_init(d->t, ith);
+        else
+            free(d), j->d[ith] = NULL;
         return;
     }
-    if (d->t) tile_init(d->t, ith);
     for (int i = 0; i < PEAK_N; i++) {
         d->yf[i] = (float)((i * 7 + ith) % 13) * 0.1f - 0.6f;
         for (int r = 0; r < PEAK_ROWS; r++)

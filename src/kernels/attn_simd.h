@@ -632,11 +632,12 @@ ASV_INLINE void att_qpv_dequant(const uint8_t *vb, uint64_t ldv, size_t bs, cons
         }
 }
 
-/* More than 4 rows (a prompt's): each chunk's values dequantized once for all rows, slice
- * by slice of dims, then attn_pv's register-blocked product (the passes below ran prompts
- * at ~63% of the FMA rate, their weights and values per 4 rows; o is already scaled). */
+/* More than 4 rows (a prompt's), n > 0: each chunk's values dequantized once for all rows,
+ * slice by slice of dims, then attn_pv's register-blocked product (the passes below ran
+ * prompts at ~63% of the FMA rate, their weights and values per 4 rows). The first chunk's
+ * attn_pv scales o by a; the later ones by 1 (exact). */
 static void att_qpv_f32(int64_t d, int q4, int m, int n, const float *p, int64_t ldp,
-                        const uint8_t *v, uint64_t ldv, float *o, int64_t ldo) {
+                        const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo) {
     const size_t bs = att_block_bytes(q4);
     float ds[ATT_QWDIM / 32 * ATT_QKT], vf[ATT_QKT * ATT_QDIMS], ones[ATT_QROWS];
     for (int i = 0; i < ATT_QROWS; i++)
@@ -652,7 +653,8 @@ static void att_qpv_f32(int64_t d, int q4, int m, int n, const float *p, int64_t
             for (int i = 0; i < m; i += ATT_QROWS) {
                 const int rows = m - i < ATT_QROWS ? m - i : ATT_QROWS;
                 float *oi = o + (int64_t)i * ldo + c0;
-                ATT_QPV_PV(dc, rows, nk, p + (int64_t)i * ldp + j0, ldp, vf, dc, ones, oi, ldo);
+                ATT_QPV_PV(dc, rows, nk, p + (int64_t)i * ldp + j0, ldp, vf, dc,
+                           j0 == 0 ? a + i : ones, oi, ldo);
             }
         }
     }
@@ -660,9 +662,9 @@ static void att_qpv_f32(int64_t d, int q4, int m, int n, const float *p, int64_t
 #undef ATT_QPV_PV
 #endif
 
-/* o *= a first (the per-key fmas follow); then (ASV_QPV_F32, more than 4 rows)
- * att_qpv_f32, or per tile of ATT_QKT keys the block scales and per group of ATT_QB blocks
- * and of 4 rows the passes over the cache rows themselves. */
+/* ASV_QPV_F32 and more than 4 rows: att_qpv_f32. Otherwise o *= a first (the per-key fmas
+ * follow), then per tile of ATT_QKT keys the block scales and per group of ATT_QB blocks and
+ * of 4 rows the passes over the cache rows themselves. */
 void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
                       const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
                       const uint8_t *next) {
@@ -672,18 +674,18 @@ void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, i
     }
     const int q4 = vt == CPULM_DTYPE_Q4_0, nbt = (int)(d / 32);
     const size_t bs = att_block_bytes(q4), pfn = (size_t)nbt * bs;
+#if ASV_QPV_F32
+    if (m > 4 && n > 0) {
+        att_qpv_f32(d, q4, m, n, p, ldp, v, ldv, a, o, ldo);
+        return;
+    }
+#endif
     for (int i = 0; i < m; i++) {
         float *oi = o + (int64_t)i * ldo;
         const ASV va = asv_set1(a[i]);
         for (int64_t c = 0; c < d; c += ASV_W)
             asv_store(oi + c, asv_mul(asv_load(oi + c), va));
     }
-#if ASV_QPV_F32
-    if (m > 4) {
-        att_qpv_f32(d, q4, m, n, p, ldp, v, ldv, o, ldo);
-        return;
-    }
-#endif
     float dv[ATT_QWDIM / 32 * ATT_QKT];
     for (int j0 = 0; j0 < n; j0 += ATT_QKT) {
         const int nk = n - j0 < ATT_QKT ? n - j0 : ATT_QKT;
