@@ -26,7 +26,7 @@
  *   ASV_EXP1 (optional) cpulm_generic_vexpf's bits inline (the merge's scales)
  *   asv_qvals(MODE, q, v): v[0..16 / ASV_W) = 16 values of a key as floats (MODE: ATT_VQ8,
  *   16 int8 at q; ATT_VQ4L / ATT_VQ4H, the low / high nibbles of 16 bytes at q minus 8),
- *   asv_block_scales(d, x, ld, n, bs, ds) (x86q_block_scales's contract), ASV_QPV_F32:
+ *   asv_scale(p): every lane the f16 block scale at p (2 bytes, any alignment), ASV_QPV_F32:
  *   attn_qpv dequantizes the values once for more than 4 rows and takes attn_pv's product,
  *   ASV_QPV_BLOCKS (1, 2): blocks per group, ASV_QPV_HALVES (1, or 2 ASV_QPV_BLOCKS): halves
  *   of 16 dims per pass over the keys (registers per row: ASV_QPV_HALVES * 16 / ASV_W)
@@ -138,6 +138,13 @@ ASV_INLINE __m256 x86_xexpf_special(__m256 f, __m256 x) {
     f = _mm256_blendv_ps(f, _mm256_set1_ps(INFINITY),
                          _mm256_cmp_ps(x, _mm256_set1_ps(0x1.62e42ep6f), _CMP_GT_OQ));
     return _mm256_blendv_ps(f, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* The 2 bytes at p (an f16 block scale, any alignment) for a broadcast. */
+ASV_INLINE short x86_half_at(const uint8_t *p) {
+    short h;
+    __builtin_memcpy(&h, p, 2);
+    return h;
 }
 
 /* The block scales of n <= ATT_QKT cache rows as f32, block-major: ds[b * ATT_QKT + j] (the
@@ -544,13 +551,13 @@ void ASV_OP(attn_qquant)(int64_t d, int m, const float *q, int64_t ldq, float sc
 #define ATT_QA (ATT_QH * ATT_QV) /* accumulators per row */
 
 /* One pass: R rows x NH halves of 16 dims (from column c of orow[r]) over n keys, in key
- * order. Half t: block t / 2 of the pass (bs bytes on; its scale of key j at
- * ds[t / 2 * ATT_QKT + j]), its quants of key j at vq + j * ldv (MODE ATT_VQ8: the half's 16
- * int8, 16 bytes on for an odd t; ATT_VQ4L / ATT_VQ4H: the low or high nibbles, flipping
+ * order. Half t: block t / 2 of the pass (bs bytes on; its f16 scale of key j at
+ * vs + j * ldv, read with the quants), its quants of key j at vq + j * ldv (MODE ATT_VQ8: the
+ * half's 16 int8, 16 bytes on for an odd t; ATT_VQ4L / ATT_VQ4H: the low or high nibbles, flipping
  * with t); row r's weight of key j at pw[r * ldp + j]. R, NH, MODE and PF are constants at every
  * call (att_qpv_pass_any), so the key loop has no test; PF hints the rows pf + j * ldv (pfn
  * bytes) as it goes. */
-ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, const float *ds,
+ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, const uint8_t *vs, uint64_t ldv, size_t bs,
                              const float *pw, int64_t ldp, float *const orow[4], int64_t c,
                              const uint8_t *pf, size_t pfn, const int R, const int NH,
                              const int MODE, const int PF) {
@@ -566,7 +573,7 @@ ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, 
                 asv_qvals(ATT_VQ8, q + 16 * (t % 2), v + t * ATT_QV);
             else
                 asv_qvals((MODE - ATT_VQ4L + t) % 2 ? ATT_VQ4H : ATT_VQ4L, q, v + t * ATT_QV);
-            const ASV dj = asv_set1(ds[t / 2 * ATT_QKT + j]);
+            const ASV dj = asv_scale(vs + (uint64_t)j * ldv + (size_t)(t / 2) * bs);
             ASV_FOR(u, ATT_QV, ATT_QV) v[t * ATT_QV + u] = asv_mul(v[t * ATT_QV + u], dj);
         }
         ASV_FOR(r, R, 4) {
@@ -579,7 +586,7 @@ ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, 
 }
 
 #define ATT_QPV_R(R, NH, MODE, PF) \
-    att_qpv_pass(n, vq, ldv, bs, ds, pw, ldp, orow, c, pf, pfn, R, NH, MODE, PF)
+    att_qpv_pass(n, vq, vs, ldv, bs, pw, ldp, orow, c, pf, pfn, R, NH, MODE, PF)
 #define ATT_QPV_RS(NH, MODE, PF) ATT_BY_ROWS(R, ATT_QPV_R, NH, MODE, PF)
 #define ATT_QPV_MODES(NH)                                  \
     switch (mode + 4 * (pf != NULL)) {                     \
@@ -592,8 +599,8 @@ ASV_INLINE void att_qpv_pass(int n, const uint8_t *vq, uint64_t ldv, size_t bs, 
     }
 /* att_qpv_pass with its constants chosen here, once per pass; nh: ATT_QH, or a lone last
  * block's 2. */
-static void att_qpv_pass_any(int R, int nh, int mode, int n, const uint8_t *vq, uint64_t ldv,
-                             size_t bs, const float *ds, const float *pw, int64_t ldp,
+static void att_qpv_pass_any(int R, int nh, int mode, int n, const uint8_t *vq, const uint8_t *vs,
+                             uint64_t ldv, size_t bs, const float *pw, int64_t ldp,
                              float *const orow[4], int64_t c, const uint8_t *pf, size_t pfn) {
 #if ATT_QH > 2
     if (nh < ATT_QH) {
@@ -612,14 +619,14 @@ static void att_qpv_pass_any(int R, int nh, int mode, int n, const uint8_t *vq, 
 enum { ATT_QDIMS = 128, ATT_QROWS = 96 }; /* dims per dequantized slice; rows per attn_pv */
 #define ATT_QPV_PV ASV_OP(attn_pv)
 
-/* Keys 0..nk-1 of the nb blocks at vb (block 0's quants in key 0, bs bytes apart; scales
- * at ds, ATT_QKT apart) dequantized: vf[j * 32 * nb + 32 * b + e]. */
-ASV_INLINE void att_qpv_dequant(const uint8_t *vb, uint64_t ldv, size_t bs, const float *ds, int nb,
-                                int nk, int q4, float *vf) {
+/* Keys 0..nk-1 of the nb blocks at vb (block 0's quants in key 0, bs bytes apart, each
+ * block's scale 2 bytes before its quants) dequantized: vf[j * 32 * nb + 32 * b + e]. */
+ASV_INLINE void att_qpv_dequant(const uint8_t *vb, uint64_t ldv, size_t bs, int nb, int nk, int q4,
+                                float *vf) {
     for (int j = 0; j < nk; j++)
         for (int b = 0; b < nb; b++) {
             const uint8_t *q = vb + (uint64_t)j * ldv + (size_t)b * bs;
-            const ASV dj = asv_set1(ds[b * ATT_QKT + j]);
+            const ASV dj = asv_scale(q - 2);
             for (int t = 0; t < 2; t++) {
                 ASV x[ATT_QV];
                 if (q4)
@@ -639,17 +646,15 @@ ASV_INLINE void att_qpv_dequant(const uint8_t *vb, uint64_t ldv, size_t bs, cons
 static void att_qpv_f32(int64_t d, int q4, int m, int n, const float *p, int64_t ldp,
                         const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo) {
     const size_t bs = att_block_bytes(q4);
-    float ds[ATT_QWDIM / 32 * ATT_QKT], vf[ATT_QKT * ATT_QDIMS], ones[ATT_QROWS];
+    float vf[ATT_QKT * ATT_QDIMS], ones[ATT_QROWS];
     for (int i = 0; i < ATT_QROWS; i++)
         ones[i] = 1.0f;
     for (int j0 = 0; j0 < n; j0 += ATT_QKT) {
         const int nk = n - j0 < ATT_QKT ? n - j0 : ATT_QKT;
         const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
-        asv_block_scales(d, vj0, ldv, nk, bs, ds);
         for (int64_t c0 = 0; c0 < d; c0 += ATT_QDIMS) {
             const int dc = d - c0 < ATT_QDIMS ? (int)(d - c0) : ATT_QDIMS, b0 = (int)(c0 / 32);
-            att_qpv_dequant(vj0 + (size_t)b0 * bs + 2, ldv, bs, ds + b0 * ATT_QKT, dc / 32, nk, q4,
-                            vf);
+            att_qpv_dequant(vj0 + (size_t)b0 * bs + 2, ldv, bs, dc / 32, nk, q4, vf);
             for (int i = 0; i < m; i += ATT_QROWS) {
                 const int rows = m - i < ATT_QROWS ? m - i : ATT_QROWS;
                 float *oi = o + (int64_t)i * ldo + c0;
@@ -663,8 +668,10 @@ static void att_qpv_f32(int64_t d, int q4, int m, int n, const float *p, int64_t
 #endif
 
 /* ASV_QPV_F32 and more than 4 rows: att_qpv_f32. Otherwise o *= a first (the per-key fmas
- * follow), then per tile of ATT_QKT keys the block scales and per group of ATT_QB blocks and
- * of 4 rows the passes over the cache rows themselves. */
+ * follow), then per tile of ATT_QKT keys, group of ATT_QB blocks and 4 rows the passes over
+ * the cache rows themselves (each key's block scale read where its quants are: a gather of
+ * the tile's scales first cost ~20% of a decode's value pass, waiting on the rows' first
+ * loads). */
 void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp,
                       const uint8_t *v, uint64_t ldv, const float *a, float *o, int64_t ldo,
                       const uint8_t *next) {
@@ -686,11 +693,9 @@ void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, i
         for (int64_t c = 0; c < d; c += ASV_W)
             asv_store(oi + c, asv_mul(asv_load(oi + c), va));
     }
-    float dv[ATT_QWDIM / 32 * ATT_QKT];
     for (int j0 = 0; j0 < n; j0 += ATT_QKT) {
         const int nk = n - j0 < ATT_QKT ? n - j0 : ATT_QKT;
         const uint8_t *vj0 = v + (uint64_t)j0 * ldv;
-        asv_block_scales(d, vj0, ldv, nk, bs, dv);
         for (int b0 = 0; b0 < nbt; b0 += ATT_QB) {
             const int nb = nbt - b0 < ATT_QB ? nbt - b0 : ATT_QB;
             const uint8_t *vb = vj0 + (size_t)b0 * bs + 2; /* block b0's quants in key 0 */
@@ -705,9 +710,10 @@ void ASV_OP(attn_qpv)(int64_t d, cpulm_dtype vt, int m, int n, const float *p, i
                         next && b0 == 0 && h == 0 && i == 0 ? next + (uint64_t)j0 * ldv : NULL;
                     const int mode = q4 ? ATT_VQ4L + h % 2 : ATT_VQ8;
                     att_qpv_pass_any(R, 2 * nb - h < ATT_QH ? 2 * nb - h : ATT_QH, mode, nk,
-                                     vb + (size_t)(h / 2) * bs + (q4 ? 0 : 16 * (h % 2)), ldv, bs,
-                                     dv + (b0 + h / 2) * ATT_QKT, p + (int64_t)i * ldp + j0, ldp,
-                                     orow, b0 * 32 + h * 16, pf, pfn);
+                                     vb + (size_t)(h / 2) * bs + (q4 ? 0 : 16 * (h % 2)),
+                                     vj0 + (size_t)(b0 + h / 2) * bs, ldv, bs,
+                                     p + (int64_t)i * ldp + j0, ldp, orow, b0 * 32 + h * 16, pf,
+                                     pfn);
                 }
             }
         }

@@ -59,20 +59,11 @@ ARM_INLINE void st_lanes(float *p, float32x4_t x, int nl) {
         p[l] = b[l];
 }
 
-/* The block scales of n <= ATT_QKT cache rows as f32, block-major: ds[b * ATT_QKT + j] (the
- * halves gathered, then converted 4 at a time). */
-ARM_INLINE void block_scales(int64_t d, const uint8_t *x, uint64_t ld, int n, size_t bs,
-                             float *ds) {
-    uint16_t h[ATT_QKT];
-    for (int64_t b = 0; b < d / 32; b++) {
-        int j = 0;
-        for (; j < n; j++)
-            memcpy(&h[j], x + (uint64_t)j * ld + (size_t)b * bs, 2);
-        for (; j % 4; j++)
-            h[j] = 0;
-        for (int e = 0; e < j; e += 4)
-            vst1q_f32(ds + b * ATT_QKT + e, arm_load4_f16(h + e));
-    }
+/* Every lane the f16 block scale at p (2 bytes, any alignment). */
+ARM_INLINE float32x4_t neon_scale_at(const uint8_t *p) {
+    __fp16 h;
+    memcpy(&h, p, 2);
+    return vdupq_n_f32((float)h); /* FCVT of the scalar: the multiplies take it by element */
 }
 
 /* x clamped to +-32767, x + (x >= 0 ? 0.5 : -0.5) truncated (FCVTZS): the generic rounding */
@@ -361,11 +352,11 @@ ARM_INLINE float32x4_t vexpz4(float32x4_t x) {
 #define ASV_PV_CASES(X)   ASV_SC_CASES(X)
 /* attn_qpv: more than 4 rows take attn_pv on dequantized values (llvm-mca-22, gcc: its loop
  * 82% / 90% / 90% of the FMLA peak on N1 / V1 / V2, the 4-row pass 46% / 45% / 45%) */
-#define ASV_QPV_F32                           1
-#define ASV_QPV_BLOCKS                        1
-#define ASV_QPV_HALVES                        1
-#define asv_qvals(MODE, q, v)                 neon_qvals(MODE, q, v)
-#define asv_block_scales(d, x, ld, n, bs, ds) block_scales(d, x, ld, n, bs, ds)
+#define ASV_QPV_F32           1
+#define ASV_QPV_BLOCKS        1
+#define ASV_QPV_HALVES        1
+#define asv_qvals(MODE, q, v) neon_qvals(MODE, q, v)
+#define asv_scale(p)          neon_scale_at(p)
 /* attn_qquant */
 #define asv_absmax(m, x) vmaxq_f32(m, vabsq_f32(x))
 #define asv_store_q16(p, x0, x1) \

@@ -319,11 +319,11 @@ AVX2_INLINE __m256 vexpz8(__m256 x) {
 #define ASV_PV_DIMS_OUTER 0
 #define ASV_PV_CASES(X)   CPULM_BLOCKS_UPTO4(2, X) CPULM_BLOCKS_UPTO8(1, X)
 /* attn_qpv: a block's values converted once for more than 4 rows */
-#define ASV_QPV_F32                           1
-#define ASV_QPV_BLOCKS                        1
-#define ASV_QPV_HALVES                        1
-#define asv_qvals(MODE, q, v)                 avx2_qvals(MODE, q, v)
-#define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales(d, x, ld, n, bs, ds)
+#define ASV_QPV_F32           1
+#define ASV_QPV_BLOCKS        1
+#define ASV_QPV_HALVES        1
+#define asv_qvals(MODE, q, v) avx2_qvals(MODE, q, v)
+#define asv_scale(p)          _mm256_cvtph_ps(_mm_set1_epi16(x86_half_at(p)))
 /* attn_qquant */
 #define asv_absmax(m, x)         _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))
 #define asv_store_q16(p, x0, x1) avx2_store_q16(p, x0, x1)

@@ -613,11 +613,11 @@ static inline __m512 vexpz16(__m512 x) {
 /* attn_qpv: 2 blocks a pass (4 registers a row: 16 accumulators), each pair of blocks
  * converted once for more than 4 rows (int8 -> f32 was a third of the pass's work when every
  * group of 4 rows converted it again) */
-#define ASV_QPV_F32                           1
-#define ASV_QPV_BLOCKS                        2
-#define ASV_QPV_HALVES                        4
-#define asv_qvals(MODE, q, v)                 avx512_qvals(MODE, q, v)
-#define asv_block_scales(d, x, ld, n, bs, ds) x86q_block_scales512(d, x, ld, n, bs, ds)
+#define ASV_QPV_F32           1
+#define ASV_QPV_BLOCKS        2
+#define ASV_QPV_HALVES        4
+#define asv_qvals(MODE, q, v) avx512_qvals(MODE, q, v)
+#define asv_scale(p)          _mm512_cvtph_ps(_mm256_set1_epi16(x86_half_at(p)))
 #include "kernels/attn_simd.h"
 
 /* ---- exact tiled attention (numerics in kernels.h: attn_x*) ---- */
