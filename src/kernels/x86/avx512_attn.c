@@ -61,10 +61,18 @@ A512_INLINE __m512i lanes_pair(__m512i a, __m512i b) {
     return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x88), _mm512_shuffle_i32x4(a, b, 0xdd));
 }
 
+/* Block b's scales of the 4 keys at kr[t] as f32 */
+A512_INLINE __m128 scales4(const uint8_t *const kr[4], int64_t b, const int Q4) {
+    const size_t o = (size_t)b * att_block_bytes(Q4);
+    return _mm_cvtph_ps(_mm_setr_epi16(x86_half_at(kr[0] + o), x86_half_at(kr[1] + o),
+                                       x86_half_at(kr[2] + o), x86_half_at(kr[3] + o), 0, 0, 0, 0));
+}
+
 /* Scores of 4 rows x 4 keys (rows kr[t]) over every block: lanes [k0: r0..r3 | k1 | k2 |
- * k3], times qsv; ds: the keys' block scales (block b at ds[b * KT + t]). */
+ * k3], times qsv. The keys' block scales are read with their quants (a gather of the tile's
+ * scales first waited on the rows' first loads: a decode layer 0.94-0.96x the time without). */
 A512_INLINE __m512 scores_4x4(int64_t d, const int Q4, const int16_t *const qr[4], __m512 qsv,
-                              const uint8_t *const kr[4], const float *ds) {
+                              const uint8_t *const kr[4]) {
     const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < X86Q_MCA_D(d) / 32; b++) {
@@ -73,8 +81,7 @@ A512_INLINE __m512 scores_4x4(int64_t d, const int Q4, const int16_t *const qr[4
         for (int t = 0; t < 4; t++)
             x[t] = rows4(qr, b * 32, block_k16(kr[t], b, Q4));
         const __m512i tot = lanes_pair(lanes_pair(x[0], x[1]), lanes_pair(x[2], x[3]));
-        const __m512 dk =
-            _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(ds + b * KT)));
+        const __m512 dk = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(scales4(kr, b, Q4)));
         acc = _mm512_fmadd_ps(dk, _mm512_cvtepi32_ps(tot), acc);
     }
     return _mm512_mul_ps(acc, qsv);
@@ -83,8 +90,8 @@ A512_INLINE __m512 scores_4x4(int64_t d, const int Q4, const int16_t *const qr[4
 /* Rows i.. (rows <= 4) x keys 0..n-1 (n <= KT), 4 keys at a time; the first rows' pass hints
  * the rows at next (NULL: none). */
 A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, const int16_t *q16,
-                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
-                             const float *ds, float *s, int64_t lds, const uint8_t *next) {
+                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+                             int64_t lds, const uint8_t *next) {
     const int16_t *qr[4];
     float qsr[4];
     att_rows4(q16, ldq, qs, i, rows, qr, qsr);
@@ -100,8 +107,8 @@ A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, co
             if (i == 0 && next) att_hint_row(next + (uint64_t)(j + t) * ldk, rb);
             kr[t] = k + (uint64_t)(j + t < n ? j + t : n - 1) * ldk;
         }
-        /* the scales past n are 0 (x86q_block_scales): their lanes are not stored */
-        const __m512 y = _mm512_permutexvar_ps(rowsidx, scores_4x4(d, Q4, qr, qsv, kr, ds + j));
+        /* keys past n repeat key n - 1: their lanes are not stored */
+        const __m512 y = _mm512_permutexvar_ps(rowsidx, scores_4x4(d, Q4, qr, qsv, kr));
         const __mmask8 live = (__mmask8)(n - j < 4 ? (1u << (n - j)) - 1 : 15u);
         for (int r = 0; r < rows; r++) { /* row r: lanes 4r..4r+3 */
             const __m128 x = r == 0   ? _mm512_castps512_ps128(y)
@@ -117,10 +124,8 @@ A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, co
 A512_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16,
                               int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
                               float *s, int64_t lds, const uint8_t *next) {
-    float ds[ATT_QWDIM / 32 * KT];
-    x86q_block_scales512(d, k, ldk, n, att_block_bytes(Q4), ds);
     for (int i = 0; i < m; i += 4)
-        scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, ds, s, lds, next);
+        scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, s, lds, next);
 }
 
 /* ---- scores of many rows (prompt items): the keys transposed once per pass ----
