@@ -88,18 +88,21 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
             const int gn = groups ? (int)(g1 - g < GROUPS_PER_CALL ? g1 - g : GROUPS_PER_CALL) : 1;
             const int w = gn * CPULM_PACK_ROWS; /* tile row width */
             const uint8_t *wg = (const uint8_t *)a->w + (size_t)g * group_bytes;
+            /* plain stores: the kernel writes the output rows themselves (through the tile
+             * and a copy they were ~3% of a 1B pp512) */
+            const int direct = !a->bias && !a->accumulate;
+            float *s = direct ? a->out + t0 * a->ld_out + g * CPULM_PACK_ROWS : tile;
+            const int64_t ld = direct ? a->ld_out : w;
             if (groups)
-                groups(a->n_in, nt, gn, tile, w, wg, group_bytes, x, a->act_stride);
+                groups(a->n_in, nt, gn, s, ld, wg, group_bytes, x, a->act_stride);
             else
-                gemm(a->n_in, nt, tile, w, wg, x, a->act_stride);
-            for (int j = 0; j < nt; j++) {
+                gemm(a->n_in, nt, s, ld, wg, x, a->act_stride);
+            for (int j = 0; j < nt && !direct; j++) {
                 float *o = a->out + (t0 + j) * a->ld_out;
                 const float *v = tile + j * w;
                 float *og = o + g * CPULM_PACK_ROWS;
                 /* the common cases as straight loops the compiler vectorizes */
-                if (!a->bias && !a->accumulate)
-                    memcpy(og, v, sizeof(float) * (size_t)w);
-                else if (!a->bias)
+                if (!a->bias)
                     for (int r = 0; r < w; r++)
                         og[r] += v[r];
                 else
