@@ -670,6 +670,14 @@ TEST(kern_canonical_float_ops_bit_identical) {
             g->swiglu_oai(n, o1, x, y, 1.702f, 1.5f);
             k->swiglu_oai(n, o2, x, y, 1.702f, 1.5f);
             CHECK(t, memcmp(o1, o2, sizeof(float) * (size_t)n) == 0);
+            /* rope: 3 heads of n dims, the even part rotated, both pair styles (angles: w, y) */
+            for (int neox = 0; neox < 2 && n >= 2 && 3 * n <= 1024; neox++) {
+                memcpy(o1, x, sizeof(float) * 3 * (size_t)n);
+                memcpy(o2, x, sizeof(float) * 3 * (size_t)n);
+                g->rope(o1, 3, n, n & ~1, neox, w, y);
+                k->rope(o2, 3, n, n & ~1, neox, w, y);
+                CHECK(t, memcmp(o1, o2, sizeof(float) * 3 * (size_t)n) == 0);
+            }
         }
         if (t->n_fail) {
             fprintf(stderr, "  level %s differs from generic\n", k->name);

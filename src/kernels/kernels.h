@@ -173,6 +173,13 @@ typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t 
     X(DOT_F32, dot_f32, float, (int64_t n, const float *x, const float *y), F32)                  \
     /* y[i] = silu(x[i]), canonical as swiglu (Gated DeltaNet's conv output and gate) */          \
     X(SILU, silu, void, (int64_t n, float *y, const float *x), F32)                               \
+    /* rope on n_heads heads (head h at v + h * head_stride): its first n_rot dims by pairs       \
+     * (x[i], x[i + n_rot / 2]) when neox, else (x[2i], x[2i + 1]), angle i's cs[i], sn[i]:       \
+     * x0' = fma(x0, cs, -(x1 * sn)), x1' = fma(x0, sn, x1 * cs) (rope_body.h) */                 \
+    X(ROPE, rope, void,                                                                           \
+      (float *v, int n_heads, int head_stride, int n_rot, int neox, const float *cs,              \
+       const float *sn),                                                                          \
+      F32)                                                                                        \
     /* gpt-oss's gate (ggml's swiglu_oai): x = fminf(g[i], limit), v = fminf(fmaxf(u[i],          \
      * -limit), limit), y[i] = x / (1 + expf(alpha * -x)) * (v + 1) with libm's expf (the         \
      * reference's scalar arithmetic), so every level is generic's bits. y may be g. */           \

@@ -109,20 +109,9 @@ static void mm_group(cpulm_ctx *c, const float *x, int64_t ldx, int64_t n_rows, 
 
 /* ---- rope ---- */
 
-void cpulm_fwd_rope_heads(float *v, int n_heads, int head_dim, int n_rot, cpulm_rope_style style,
-                          const float *cs, const float *sn) {
-    int half = n_rot / 2;
-    for (int h = 0; h < n_heads; h++) {
-        float *x = v + (size_t)h * head_dim;
-        for (int i = 0; i < half; i++) {
-            int i0 = style == CPULM_ROPE_NEOX ? i : 2 * i;
-            int i1 = style == CPULM_ROPE_NEOX ? i + half : 2 * i + 1;
-            float x0 = x[i0], x1 = x[i1];
-            /* fused as the reference's build fuses them, so rotated values round alike */
-            x[i0] = fmaf(x0, cs[i], -(x1 * sn[i]));
-            x[i1] = fmaf(x0, sn[i], x1 * cs[i]);
-        }
-    }
+void cpulm_fwd_rope_heads(const cpulm_kernels *k, float *v, int n_heads, int head_stride, int n_rot,
+                          cpulm_rope_style style, const float *cs, const float *sn) {
+    k->rope(v, n_heads, head_stride, n_rot, style == CPULM_ROPE_NEOX, cs, sn);
 }
 
 /* Per-head RMS norm of token t's q and k before rope (qwen3: attn_{q,k}_norm). */
@@ -166,8 +155,8 @@ static void rope_and_store(cpulm_ctx *c, int il, int64_t t, const cpulm_rope_sca
         }
     int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = c->kv.kv_dim;
     float *q = c->q + t * qd, *k = c->kc + t * kvd, *v = c->vc + t * kvd;
-    cpulm_fwd_rope_heads(q, hp->n_head, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
-    cpulm_fwd_rope_heads(k, hp->n_head_kv, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
+    cpulm_fwd_rope_heads(c->k, q, hp->n_head, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
+    cpulm_fwd_rope_heads(c->k, k, hp->n_head_kv, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
     cpulm_from_float_fn store = c->k->from_float[c->kv.dtype];
     store(k, cpulm_kv_k(&c->kv, il, c->seq[t], c->pos[t]), kvd);
     store(v, cpulm_kv_v(&c->kv, il, c->seq[t], c->pos[t]), kvd);

@@ -52,8 +52,8 @@ void cpulm_gemma4_inputs(cpulm_ctx *c, int ith, int nth);
 
 /* Rope on n_heads heads of v (head h at v + h * head_stride): the first n_rot dims of each
  * (pairs by the style), by the pair angles cs, sn. */
-void cpulm_fwd_rope_heads(float *v, int n_heads, int head_stride, int n_rot, cpulm_rope_style style,
-                          const float *cs, const float *sn);
+void cpulm_fwd_rope_heads(const cpulm_kernels *k, float *v, int n_heads, int head_stride, int n_rot,
+                          cpulm_rope_style style, const float *cs, const float *sn);
 
 /* deltanet.c: the layers of hybrid models. Called by every thread with xn = the normed
  * input complete; return with x += the layer's output (end on a barrier). */

@@ -108,8 +108,9 @@ static void rope_token(cpulm_ctx *c, const cpulm_layer *ly, int64_t t, float *q,
     float *cs = tmp, *sn = tmp + n_rot / 2;
     cpulm_rope_angles(slides ? &none : &hp->rope, n_rot, theta_scale,
                       slides ? NULL : c->m->rope_freqs, (float)c->pos[t], cs, sn);
-    cpulm_fwd_rope_heads(q, hp->n_head, hp->head_dim, n_rot, c->m->arch->rope, cs, sn);
-    if (k) cpulm_fwd_rope_heads(k, hp->n_head_kv, hp->head_dim, n_rot, c->m->arch->rope, cs, sn);
+    cpulm_fwd_rope_heads(c->k, q, hp->n_head, hp->head_dim, n_rot, c->m->arch->rope, cs, sn);
+    if (k)
+        cpulm_fwd_rope_heads(c->k, k, hp->n_head_kv, hp->head_dim, n_rot, c->m->arch->rope, cs, sn);
 }
 
 /* Token t after the projections (compact heads): padded, normed, roped, q scaled for the

@@ -6,6 +6,7 @@
 
 #include "generic.h"
 #include "base/fp16.h"
+#include "kernels/rope_body.h"
 
 void cpulm_generic_rms_norm(int64_t n, float *y, const float *x, const float *w, float eps) {
     double sum = 0.0;
@@ -14,6 +15,11 @@ void cpulm_generic_rms_norm(int64_t n, float *y, const float *x, const float *w,
     const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
     for (int64_t i = 0; i < n; i++)
         y[i] = (x[i] * scale) * w[i];
+}
+
+void cpulm_generic_rope(float *v, int n_heads, int head_stride, int n_rot, int neox,
+                        const float *cs, const float *sn) {
+    cpulm_rope_body(v, n_heads, head_stride, n_rot, neox, cs, sn);
 }
 
 float cpulm_generic_vexpf(float x) {

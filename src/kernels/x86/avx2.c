@@ -13,6 +13,7 @@
 
 #include "kernels/generic/generic.h"
 #include "kernels/kernels.h"
+#include "kernels/rope_body.h"
 #include "kernels/rows.h"
 #include "x86_dnet.h"
 #include "x86.h"
@@ -376,6 +377,12 @@ static void swiglu_oai(int64_t n, float *y, const float *g, const float *u, floa
         _mm256_storeu_ps(y + i, _mm256_mul_ps(q, _mm256_add_ps(v, one)));
     }
     cpulm_generic_swiglu_oai(n - i, y + i, g + i, u + i, alpha, limit);
+}
+
+/* The generic loop, its fmaf inlined (-mfma) */
+static void rope(float *v, int n_heads, int head_stride, int n_rot, int neox, const float *cs,
+                 const float *sn) {
+    cpulm_rope_body(v, n_heads, head_stride, n_rot, neox, cs, sn);
 }
 
 /* ---- conversions ---- */
@@ -1268,6 +1275,7 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .rms_norm = canon_rms_norm,
     .swiglu = canon_swiglu,
     .swiglu_oai = swiglu_oai,
+    .rope = rope,
     .softmax = softmax,
     .axpy = axpy,
     .dot_f32 = dot_f32,
