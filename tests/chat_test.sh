@@ -79,6 +79,9 @@ else
   grep -q 'template' "$TMP/pane"; check tty_banner_template $?
   "${T[@]}" send-keys 'hello' Enter
   wait_for '^> *$' 20; check tty_first_reply $?
+  # libedit shows the prompt before it puts the terminal in raw mode: keys sent in between
+  # are echoed by the cooked tty (a loaded CI run once saw "^[[A" so); let it settle
+  sleep 0.5
   # history: Up recalls "hello"; Left + typing edits it in place (no escape codes shown)
   "${T[@]}" send-keys Up Left Left Left Left Left 'x'
   sleep 0.5
