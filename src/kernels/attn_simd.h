@@ -56,7 +56,7 @@
 
 #define ATT_SK_KEYS 64  /* keys per transposed block of attn_scores */
 #define ATT_SK_DIMS 128 /* dims per transposed block (32 KiB); longer heads chain through s */
-#define ATT_QKT     64  /* keys per pass of the attn_q* ops (their scale and weight buffers) */
+#define ATT_QKT     64  /* keys per pass of the attn_q* ops (scores' scale buffers, value slices) */
 #define ATT_QWDIM   256 /* the largest head size the SIMD attn_q* ops take; others go generic */
 enum { ATT_VQ8, ATT_VQ4L, ATT_VQ4H }; /* attn_qpv's value sources (asv_qvals) */
 

@@ -80,6 +80,9 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
     cpulm_gemm_fn gemm = k->gemm_x16[a->w_type];
     cpulm_gemm_groups_fn groups = k->x16_groups[a->w_type];
     assert(a->packed == 1 + k->x16_layout[a->w_type]); /* packed for this level's GEMM */
+    /* plain stores: the kernel writes the output rows themselves (through the tile and a
+     * copy they were ~3% of a 1B pp512); a bias or a residual add takes the tile */
+    const int direct = !a->bias && !a->accumulate;
     float tile[TOK_CHUNK * CPULM_PACK_ROWS * GROUPS_PER_CALL];
     for (int64_t t0 = 0; t0 < a->n_rows; t0 += TOK_CHUNK) {
         const int nt = (int)(a->n_rows - t0 < TOK_CHUNK ? a->n_rows - t0 : TOK_CHUNK);
@@ -88,9 +91,6 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
             const int gn = groups ? (int)(g1 - g < GROUPS_PER_CALL ? g1 - g : GROUPS_PER_CALL) : 1;
             const int w = gn * CPULM_PACK_ROWS; /* tile row width */
             const uint8_t *wg = (const uint8_t *)a->w + (size_t)g * group_bytes;
-            /* plain stores: the kernel writes the output rows themselves (through the tile
-             * and a copy they were ~3% of a 1B pp512) */
-            const int direct = !a->bias && !a->accumulate;
             float *s = direct ? a->out + t0 * a->ld_out + g * CPULM_PACK_ROWS : tile;
             const int64_t ld = direct ? a->ld_out : w;
             if (groups)

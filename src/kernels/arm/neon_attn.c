@@ -351,7 +351,8 @@ ARM_INLINE float32x4_t vexpz4(float32x4_t x) {
 #define ASV_PV_DIMS_OUTER 0
 #define ASV_PV_CASES(X)   ASV_SC_CASES(X)
 /* attn_qpv: more than 4 rows take attn_pv on dequantized values (llvm-mca-22, gcc: its loop
- * 82% / 90% / 90% of the FMLA peak on N1 / V1 / V2, the 4-row pass 46% / 45% / 45%) */
+ * 82% / 90% / 90% of the FMLA peak on N1 / V1 / V2, the 4-row pass 43% / 41% / 42% with its
+ * block scales) */
 #define ASV_QPV_F32           1
 #define ASV_QPV_BLOCKS        1
 #define ASV_QPV_HALVES        1
