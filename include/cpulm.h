@@ -288,6 +288,13 @@ typedef struct cpulm_ctx_params {
  * other sequences decoded in the same calls. */
 #define CPULM_ATTN_AUTO      2
 #define CPULM_ATTN_AUTO_ROWS 64
+/* attn_fast = CPULM_ATTN_BF16: CPULM_ATTN_AUTO's rule, with the tiled blocks' products (Q.K
+ * and P.V) on bf16 operands accumulated in f32 (vdpbf16ps on CPUs with AVX512-BF16: ~2x the
+ * products per cycle; elsewhere portable code, slower than the f32 tiles). Scores and
+ * outputs differ from the f32 tiles by the operands' rounding to 8 bits of mantissa
+ * (docs/CORRECTNESS.md "bf16 attention products"). Generation (rows under
+ * CPULM_ATTN_AUTO_ROWS) keeps the reference's numerics. */
+#define CPULM_ATTN_BF16 3
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);
 

@@ -163,7 +163,7 @@ if [ -f "$S260" ]; then
   cmp -s "$TMP/out" "$TMP/attn_ref.txt"; check logits_attn_default_is_ref $?
   ! cmp -s "$TMP/attn_fast.txt" "$TMP/attn_ref.txt"; check logits_attn_fast_differs $?
   expect_rc logits_attn_bad 2 "$CPULM" logits -m "$S260" -p "Once" --attn bogus
-  grep -q "bad value 'bogus' for --attn (want ref|fast|walk|auto)" "$TMP/err"; check logits_attn_bad_message $?
+  grep -q "bad value 'bogus' for --attn (want ref|fast|walk|auto|bf16)" "$TMP/err"; check logits_attn_bad_message $?
   expect_rc run_attn_fast 0 "$CPULM" run -m "$S260" -p "Once" -n 8 --temp 0 --attn fast
 else
   echo "SKIP attention option: $S260 not found"; skip=$((skip + 1))

@@ -88,6 +88,7 @@ static int serve_opt(cli *c, int id, const cli_val *v, cpulm_server_params *p, c
         break;
     case OPT_CTX: p->sched.n_ctx = (int)v->i; break;
     case OPT_KV: p->sched.kv_type = (cpulm_kv_type)v->i; break;
+    case OPT_ATTN: p->sched.attn_fast = cli_attn_value(v); break;
     case OPT_CTX_TOTAL: *total = (int)v->i; break;
     case OPT_CHUNK: p->sched.n_chunk = (int)v->i; break;
     case OPT_PREFILL_EVERY: p->sched.prefill_every = (int)v->i; break;

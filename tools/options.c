@@ -214,5 +214,9 @@ int cli_sampler_opt(int id, const cli_val *v, cpulm_sampler_params *sp) {
 }
 
 int cli_attn_value(const cli_val *v) {
-    return v->i == 1 ? 1 : v->i == 2 ? -1 : v->i == 3 ? CPULM_ATTN_AUTO : 0;
+    return v->i == 1   ? 1
+           : v->i == 2 ? -1
+           : v->i == 3 ? CPULM_ATTN_AUTO
+           : v->i == 4 ? CPULM_ATTN_BF16
+                       : 0;
 }

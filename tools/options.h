@@ -123,8 +123,8 @@ void cli_help_markdown(FILE *f);
 int cli_help_flags(FILE *f, const char *cmd);
 /* Sampling rows (--temp ... -s): sets sp, returns 1 when id is one of them. */
 int cli_sampler_opt(int id, const cli_val *v, cpulm_sampler_params *sp);
-/* --attn's value (ref, fast, walk, auto) as cpulm_ctx_params.attn_fast (0, 1, -1,
- * CPULM_ATTN_AUTO). */
+/* --attn's value (ref, fast, walk, auto, bf16) as cpulm_ctx_params.attn_fast (0, 1, -1,
+ * CPULM_ATTN_AUTO, CPULM_ATTN_BF16). */
 int cli_attn_value(const cli_val *v);
 
 #endif

@@ -57,4 +57,12 @@ static inline uint16_t cpulm_f32_to_bf16(float f) {
     return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
 }
 
+/* AVX512-BF16's conversion (vcvtneps2bf16) for finite f: nearest even, with an input of
+ * exponent field 0 (zero, subnormal) taken as a zero of its sign (DAZ). */
+static inline uint16_t cpulm_f32_to_bf16_daz(float f) {
+    uint32_t u = cpulm_f32_bits(f);
+    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+    return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
+}
+
 #endif

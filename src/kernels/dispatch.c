@@ -10,11 +10,12 @@
  * an instruction of a level it has not verified.
  *
  * CPU generations, for orientation: avx2 = Haswell (2013) / Zen 1; avx512 = Skylake-SP;
- * avx512vnni = Cascade Lake / Ice Lake / Zen 4; amx (int8 tiles for the prompt GEMM) =
- * Sapphire / Emerald / Granite Rapids. avx512bf16 (Cooper Lake, Sapphire Rapids,
- * Zen 4) and avxvnni (Alder Lake, AVX-512 fused off) are reported as features but have no
- * level: no kernel uses them yet (a level is added with its source file, its line in
- * cmake/kernels.cmake and its row below). arm: dotprod = Cortex-A55/A76,
+ * avx512vnni = Cascade Lake / Ice Lake; avx512bf16 (vdpbf16ps for the attention's bf16 products
+ * under CPULM_ATTN_BF16) = Cooper Lake, Zen 4 / 5; amx (int8 tiles for the prompt GEMM) =
+ * Sapphire / Emerald / Granite Rapids (which all have AVX512-BF16, so amx extends avx512bf16).
+ * avxvnni (Alder Lake, AVX-512 fused off) is reported as a feature but has no level: no kernel
+ * uses it (a level is added with its source file, its line in cmake/kernels.cmake and its row
+ * below). arm: dotprod = Cortex-A55/A76,
  * Neoverse N1 (Graviton2); i8mm + sve = Neoverse V1 (Graviton3), V2 (Graviton4).
  */
 #define _GNU_SOURCE /* syscall (the AMX permission request) */
@@ -55,6 +56,11 @@
 #else
 #define TABLE_AVX512VNNI NULL
 #endif
+#if defined(CPULM_HAVE_AVX512BF16)
+#define TABLE_AVX512BF16 (&cpulm_kernels_avx512bf16)
+#else
+#define TABLE_AVX512BF16 NULL
+#endif
 #if defined(CPULM_HAVE_AMX)
 #define TABLE_AMX (&cpulm_kernels_amx)
 #else
@@ -88,6 +94,7 @@ enum {
     F_AVX512 = 1u << 1, /* F + BW + VL + DQ with OS-enabled ZMM / opmask state */
     F_AVX512VNNI = 1u << 2,
     F_AMX = 1u << 3, /* AMX-TILE + AMX-INT8, tile state enabled in XCR0 and granted to us */
+    F_AVX512BF16 = 1u << 4,
     F_NEON = 1u << 5,
     F_DOTPROD = 1u << 6,
     F_I8MM = 1u << 7,
@@ -108,7 +115,8 @@ static const level_desc levels[] = {
     {"avx2", TABLE_AVX2, 0, F_AVX2},
     {"avx512", TABLE_AVX512, 1, F_AVX2 | F_AVX512},
     {"avx512vnni", TABLE_AVX512VNNI, 2, F_AVX2 | F_AVX512 | F_AVX512VNNI},
-    {"amx", TABLE_AMX, 3, F_AVX2 | F_AVX512 | F_AVX512VNNI | F_AMX},
+    {"avx512bf16", TABLE_AVX512BF16, 3, F_AVX2 | F_AVX512 | F_AVX512VNNI | F_AVX512BF16},
+    {"amx", TABLE_AMX, 4, F_AVX2 | F_AVX512 | F_AVX512VNNI | F_AVX512BF16 | F_AMX},
 #elif defined(ARCH_ARM)
     {"neon", TABLE_NEON, 0, F_NEON},
     {"dotprod", TABLE_DOTPROD, 1, F_NEON | F_DOTPROD},
@@ -175,6 +183,7 @@ static unsigned detect_features(char *desc, size_t cap) {
     if (avx2 && fma && f16c && os_ymm) f |= F_AVX2;
     if ((f & F_AVX2) && avx512 && os_zmm) f |= F_AVX512;
     if ((f & F_AVX512) && (ecx7 >> 11) & 1) f |= F_AVX512VNNI;
+    if ((f & F_AVX512VNNI) && (eax71 >> 5) & 1) f |= F_AVX512BF16;
     const char *amx_why;
     if (amx_usable(edx7, xcr0, &amx_why) && (f & F_AVX512VNNI)) f |= F_AMX;
     snprintf(desc, cap, "x86_64:%s%s%s%s%s%s%s%s%s%s%s%s%s", avx2 ? " avx2" : "", fma ? " fma" : "",

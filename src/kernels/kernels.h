@@ -310,6 +310,34 @@ typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t 
     X(ATTN_QPV, attn_qpv, void,                                                                   \
       (int64_t d, cpulm_dtype vt, int m, int n, const float *p, int64_t ldp, const uint8_t *v,    \
        uint64_t ldv, const float *a, float *o, int64_t ldo, const uint8_t *next),                 \
+      ATTN)                                                                                       \
+    /* ---- tiles with bf16 products (attn_b*; attention.c under CPULM_ATTN_BF16) ----            \
+     * The attn_* structure (chunks, tiles, attn_softmax_row, attn_merge), with the products      \
+     * of the scores and the values taken on bf16 operands by pair steps: b(x) = x rounded to     \
+     * bf16 nearest even, x of exponent field 0 taken as +-0 first (cpulm_f32_to_bf16_daz);       \
+     * step(acc, x0, x1, y0, y1) = z(fma(x0, y0, z(fma(x1, y1, z(acc))))) with z flushing an      \
+     * f32 of exponent field 0 to +-0 (AVX512-BF16's vdpbf16ps lane, whose products are exact).   \
+     * A u32 pair holds two bf16: the first element in the low half. */                           \
+    /* kp[p * nk + j] = pair (b(k_j[2p]), b(k_j[2p + 1])), p < d / 2, j < nk = n rounded up to    \
+     * 16 (0 for j >= n); vp[t * d + c] = pair (b(v_2t[c]), b(v_2t+1[c])), t < (n + 1) / 2, with  \
+     * v_n = 0 for odd n; k_j = k + j * ldk, v_j = v + j * ldv (f32 rows); d % 16 == 0. */        \
+    X(ATTN_BPACK, attn_bpack, void,                                                               \
+      (int64_t d, int n, const float *k, int64_t ldk, const float *v, int64_t ldv, uint32_t *kp,  \
+       uint32_t *vp),                                                                             \
+      ATTN)                                                                                       \
+    /* s[i * lds + j] = x * scale for i < m, j < n: x = step over pairs p = 0..d/2-1 in order     \
+     * from 0 of qp_i[p] (qp_i = qp + i * ldq, pairs of the query rounded by b) and key j's pair  \
+     * p of kp (attn_bpack's layout, nk = n rounded up to 16). */                                 \
+    X(ATTN_BSCORES, attn_bscores, void,                                                           \
+      (int64_t d, int m, int n, const uint32_t *qp, int64_t ldq, const uint32_t *kp, float scale, \
+       float *s, int64_t lds),                                                                    \
+      ATTN)                                                                                       \
+    /* o_i[c] = o_i[c] * a[i], then for key pairs t = 0..(n+1)/2-1 in order: o_i[c] =             \
+     * step(o_i[c], b(p_i,2t), b(p_i,2t+1), vp's pair t at c) with p_i,n = 0 for odd n;           \
+     * p_i,j = p[i * ldp + j], o_i = o + i * ldo; i < m, c < d (vp: attn_bpack's layout). */      \
+    X(ATTN_BPV, attn_bpv, void,                                                                   \
+      (int64_t d, int m, int n, const float *p, int64_t ldp, const uint32_t *vp, const float *a,  \
+       float *o, int64_t ldo),                                                                    \
       ATTN)
 
 struct cpulm_kernels {
@@ -331,7 +359,7 @@ extern const cpulm_kernels cpulm_kernels_generic;
 /* Per-ISA tables: defined only when the build compiled that level's file (the build sets
  * CPULM_HAVE_<LEVEL>=1); referenced only from dispatch.c. NULL entries inherit. */
 extern const cpulm_kernels cpulm_kernels_avx2, cpulm_kernels_avx512, cpulm_kernels_avx512vnni,
-    cpulm_kernels_amx;
+    cpulm_kernels_avx512bf16, cpulm_kernels_amx;
 extern const cpulm_kernels cpulm_kernels_neon, cpulm_kernels_dotprod, cpulm_kernels_i8mm,
     cpulm_kernels_sve;
 

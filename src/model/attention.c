@@ -39,7 +39,7 @@
  * 0.90-0.91x the time with 16 of 4 (q8_0 cache; deeper, the chunks are items enough). */
 #define SPLIT_ITEMS 16
 
-enum { NUM_EXACT, NUM_TILED, NUM_QUANT, NUM_WALK, NUM_MIXED /* per block: blk_num */ };
+enum { NUM_EXACT, NUM_TILED, NUM_QUANT, NUM_WALK, NUM_BF16, NUM_MIXED /* per block: blk_num */ };
 
 typedef struct att_ws {         /* one thread's tiles */
     float *q, *o, *oc;          /* [rows][d] */
@@ -47,8 +47,10 @@ typedef struct att_ws {         /* one thread's tiles */
     int32_t *qpos;              /* [rows] */
     float *s, *ms;              /* [rows][TILE] */
     float *kf, *vf;             /* [TILE][tile_heads * d] */
+    uint32_t *kb, *vb;          /* bf16: [tile_heads][TILE * d / 2] (attn_bpack's layouts) */
     double *qt;                 /* exact: [d][rows], the item's queries transposed */
     int16_t *q16;               /* quant: [rows][d] int16 queries (in qt's space) */
+    uint32_t *qb;               /* bf16: [rows][d / 2] query pairs (in qt's space) */
     float *qsc;                 /* [rows]: their scales (attn_qquant) */
     int nrows;                  /* rows of the current item */
 } att_ws;
@@ -128,7 +130,8 @@ static int auto_tiled(const cpulm_ctx *c, int32_t seq_rows) {
 }
 
 static int auto_call(const cpulm_ctx *c) {
-    return c->kv.dtype == CPULM_DTYPE_F16 && c->p.attn_fast == CPULM_ATTN_AUTO;
+    return c->kv.dtype == CPULM_DTYPE_F16 &&
+           (c->p.attn_fast == CPULM_ATTN_AUTO || c->p.attn_fast == CPULM_ATTN_BF16);
 }
 
 /* The numerics of a call that is not auto_call. */
@@ -150,12 +153,13 @@ static int auto_plan(cpulm_ctx *c) {
         a->seq_rows[c->seq[a->blk[b]]] = 0;
     for (int32_t t = 0; t < c->n_tok; t++)
         a->seq_rows[c->seq[t]]++;
+    const int fast = c->p.attn_fast == CPULM_ATTN_BF16 ? NUM_BF16 : NUM_TILED;
     int tiled = 0;
     for (int32_t b = 0; b < a->n_blk; b++) {
-        a->blk_num[b] = auto_tiled(c, a->seq_rows[c->seq[a->blk[b]]]) ? NUM_TILED : NUM_EXACT;
-        tiled += a->blk_num[b] == NUM_TILED;
+        a->blk_num[b] = auto_tiled(c, a->seq_rows[c->seq[a->blk[b]]]) ? fast : NUM_EXACT;
+        tiled += a->blk_num[b] == fast;
     }
-    return tiled == 0 ? NUM_EXACT : tiled == a->n_blk ? NUM_TILED : NUM_MIXED;
+    return tiled == 0 ? NUM_EXACT : tiled == a->n_blk ? fast : NUM_MIXED;
 }
 
 /* The most KV heads per item (a divisor of n_kv whose rows fit an item) that leave units
@@ -200,6 +204,7 @@ static att_ws ws_of(const cpulm_ctx *c, int ith) {
     att_ws w;
     w.qt = (double *)p, p += 2 * r * d; /* first: ws_floats is even, so doubles align */
     w.q16 = (int16_t *)w.qt;            /* r * d halves and r floats fit the r * d doubles */
+    w.qb = (uint32_t *)w.qt;
     w.qsc = (float *)(w.q16 + r * d);
     w.q = p, p += r * d;
     w.o = p, p += r * d;
@@ -213,7 +218,9 @@ static att_ws ws_of(const cpulm_ctx *c, int ith) {
     w.s = p, p += r * TILE;
     w.ms = p, p += r * TILE;
     w.kf = p, p += TILE * d * a->tile_heads;
-    w.vf = p;
+    w.vf = p, p += TILE * d * a->tile_heads;
+    w.kb = (uint32_t *)p, p += TILE * d * a->tile_heads / 2;
+    w.vb = (uint32_t *)p;
     w.nrows = 0;
     return w;
 }
@@ -238,6 +245,7 @@ typedef struct att_tile {
     const uint8_t *k, *v, *nk, *nv;
     int64_t ld;
     size_t hs;
+    const uint32_t *kb, *vb; /* bf16: head h's packed K and V at + h * TILE * d / 2 */
 } att_tile;
 
 /* nx = KV head g0's K and V rows of seq from position j. */
@@ -299,6 +307,15 @@ static const float *f32_run(const cpulm_ctx *c, const uint8_t *row, int n, int n
     return buf;
 }
 
+/* bf16: each head's f32 tile as attn_bpack's pairs, in w->kb, w->vb. */
+static void pack_tile(const att_run *r, att_ws *w, att_tile *t, int ng) {
+    const size_t hb = (size_t)TILE * (size_t)r->d / 2;
+    for (int h = 0; h < ng; h++)
+        r->k->attn_bpack(r->d, t->n, (const float *)(t->k + h * t->hs), t->ld,
+                         (const float *)(t->v + h * t->hs), t->ld, w->kb + h * hb, w->vb + h * hb);
+    t->kb = w->kb, t->vb = w->vb;
+}
+
 /* The tile of keys j..j+n-1 of seq (n <= TILE; the walk ends at jend) for KV heads
  * g0..g0+ng-1. nx: head g0's K and V rows this thread reads after jend, or NULLs. */
 static att_tile read_tile(const att_run *r, att_ws *w, int32_t seq, int32_t j, int n, int g0,
@@ -324,12 +341,14 @@ static att_tile read_tile(const att_run *r, att_ws *w, int32_t seq, int32_t j, i
         t.v = (const uint8_t *)(f32_run(r->c, v - off, n, nn, w->vf) + (int64_t)g0 * r->d);
         t.ld = kv->kv_dim;
         t.hs = sizeof(float) * (size_t)r->d;
+        if (r->num == NUM_BF16) pack_tile(r, w, &t, ng);
         return t;
     }
     int64_t ldv;
     t.k = (const uint8_t *)f32_rows(r->c, k, slice * (size_t)ng, wd, n, nn, w->kf, &t.ld);
     t.v = (const uint8_t *)f32_rows(r->c, v, slice * (size_t)ng, wd, n, nn, w->vf, &ldv);
     t.hs = sizeof(float) * (size_t)r->d;
+    if (r->num == NUM_BF16) pack_tile(r, w, &t, ng);
     return t;
 }
 
@@ -406,12 +425,16 @@ static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int nh,
     const int64_t d = r->d;
     const int quant = r->num == NUM_QUANT;
     const cpulm_dtype dt = r->c->kv.dtype;
+    const size_t hb = (size_t)TILE * (size_t)d / 2; /* bf16: a head's packed tile */
     int r0 = 0;
     const int m = tile_rows(r, w->qpos, &r0, mh, t) - r0;
     if (m == 0) return;
     for (int h = 0, i = r0; h < nh; h++, i += mh) {
         const size_t off = (size_t)h * t->hs;
-        if (quant)
+        if (r->num == NUM_BF16)
+            r->k->attn_bscores(d, m, t->n, w->qb + i * d / 2, d / 2, t->kb + h * hb, r->scale,
+                               w->s + i * TILE, TILE);
+        else if (quant)
             r->k->attn_qscores(d, dt, m, t->n, w->q16 + i * d, d, w->qsc + i, t->k + off,
                                (uint64_t)t->ld, w->s + i * TILE, TILE, t->nk ? t->nk + off : NULL);
         else
@@ -428,7 +451,9 @@ static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int nh,
     for (int h = 0, i = r0; h < nh; h++, i += mh) {
         const size_t off = (size_t)h * t->hs;
         float *o = head_state(st, h).O + r0 * d;
-        if (quant)
+        if (r->num == NUM_BF16)
+            r->k->attn_bpv(d, m, t->n, w->s + i * TILE, TILE, t->vb + h * hb, w->a + i, o, d);
+        else if (quant)
             r->k->attn_qpv(d, dt, m, t->n, w->s + i * TILE, TILE, t->v + off, (uint64_t)t->ld,
                            w->a + i, o, d, t->nv ? t->nv + off : NULL);
         else
@@ -516,6 +541,10 @@ static int gather_rows(const att_run *r, att_ws *w, int32_t t0, int32_t nt, int 
     w->nrows = m;
     if (r->num == NUM_QUANT) /* once per item: every tile of the item reads these */
         r->k->attn_qquant(d, m, w->q, d, r->scale, w->q16, w->qsc);
+    if (r->num == NUM_BF16) /* kernels.h's b() of each element, in pairs */
+        for (int64_t e = 0; e < (int64_t)m * d; e += 2)
+            w->qb[e / 2] = (uint32_t)cpulm_f32_to_bf16_daz(w->q[e]) |
+                           (uint32_t)cpulm_f32_to_bf16_daz(w->q[e + 1]) << 16;
     if (r->num == NUM_EXACT) /* attn_f16 takes the query as f16 */
         for (int i = 0; i < m; i++)
             for (int64_t e = 0; e < d; e++)

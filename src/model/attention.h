@@ -50,11 +50,11 @@ static inline int cpulm_attn_tile_heads(const cpulm_hparams *hp) {
 
 /* One thread's tiles: rows x (the exact path's transposed queries: d doubles; q, o, chunk
  * o: d each; m, l, chunk m, chunk l, a, position; a row of tile scores, one of the exact
- * path's scale factors), the K and V tiles of `heads` KV heads, slack; even, so every
- * thread's doubles align. */
+ * path's scale factors), the K and V tiles of `heads` KV heads in f32 and as bf16 pairs,
+ * slack; even, so every thread's doubles align. */
 static inline size_t cpulm_attn_ws_floats(int rows, int d, int heads) {
     size_t n = (size_t)rows * (5 * (size_t)d + 5 + 2 * CPULM_ATTN_TILE + 1) +
-               2 * (size_t)CPULM_ATTN_TILE * (size_t)d * (size_t)heads + 64;
+               3 * (size_t)CPULM_ATTN_TILE * (size_t)d * (size_t)heads + 64;
     return (n + 1) / 2 * 2;
 }
 

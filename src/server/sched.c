@@ -43,7 +43,8 @@ cpulm_sched_params cpulm_sched_default_params(void) {
                             .prefill_every = CPULM_SCHED_PREFILL_EVERY,
                             .max_queue = 64,
                             .cache_ram_mib = CPULM_SCHED_CACHE_RAM_DEFAULT,
-                            .kv_idle = CPULM_SCHED_KV_IDLE_AUTO};
+                            .kv_idle = CPULM_SCHED_KV_IDLE_AUTO,
+                            .attn_fast = CPULM_ATTN_AUTO};
     p.spec = cpulm_spec_default_params(); /* kind NONE: off */
     return p;
 }
@@ -1005,6 +1006,7 @@ static cpulm_status make_ctx(cpulm_sched *s, cpulm_error *err) {
     cp.n_threads = s->p.n_threads;
     cp.n_threads_batch = s->p.n_threads_batch;
     cp.kv_type = s->p.kv_type;
+    cp.attn_fast = s->p.attn_fast;
     cp.no_pin = s->p.no_pin;
     if (cpulm_model_is_encoder(s->model)) { /* it serves embeddings only (routes refuse the */
         cp.embeddings = CPULM_EMBD_ONLY;    /* generating requests): a context that decodes, */

@@ -85,6 +85,7 @@ typedef struct cpulm_sched_params {
                         * fits (first come first served: later ones do not overtake it); one
                         * request alone is always admitted. 0: no limit (default) */
     cpulm_kv_type kv_type;  /* KV cache type; default f16 */
+    int attn_fast;          /* cpulm_ctx_params.attn_fast; default CPULM_ATTN_AUTO */
     int no_pin;             /* cpulm_ctx_params.no_pin */
     cpulm_metrics *metrics; /* borrowed, may be NULL; must outlive the scheduler */
     cpulm_ctx *embd_ctx;    /* borrowed, may be NULL: the pooled embeddings-only context that

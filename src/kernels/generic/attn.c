@@ -12,7 +12,8 @@
  *   softmax weights, then the f16 accumulation of V, so a tile of keys serves many rows;
  * - attn_scores / softmax_row / pv / merge: the tiled f32 numerics. Every step is per row
  *   (and per element), so a row's result never depends on how many rows or keys share a
- *   call. */
+ *   call;
+ * - attn_b*: the tiled numerics with bf16 products, by vdpbf16ps's pair step (bstep). */
 #include <math.h>
 #include <string.h>
 
@@ -235,5 +236,67 @@ void cpulm_generic_attn_merge(int64_t d, int m, const float *mc, const float *lc
         const float *ci = oc + (int64_t)i * ldoc;
         for (int64_t c = 0; c < d; c++)
             oi[c] = fmaf(ci[c], b, oi[c] * a);
+    }
+}
+
+/* ---- the tiled numerics with bf16 products ---- */
+
+static inline float bf(uint32_t pair, int hi) {
+    return cpulm_bf16_to_f32((uint16_t)(hi ? pair >> 16 : pair));
+}
+
+static inline uint32_t bpair(float x0, float x1) {
+    return (uint32_t)cpulm_f32_to_bf16_daz(x0) | (uint32_t)cpulm_f32_to_bf16_daz(x1) << 16;
+}
+
+/* z(): an f32 of exponent field 0 as a zero of its sign (vdpbf16ps's DAZ / FTZ). */
+static inline float flush(float x) {
+    const uint32_t u = cpulm_f32_bits(x);
+    return (u & 0x7f800000u) ? x : cpulm_bits_f32(u & 0x80000000u);
+}
+
+/* vdpbf16ps's lane: the high elements' product first, each step rounded (products exact). */
+static inline float bstep(float acc, uint32_t x, uint32_t y) {
+    acc = flush(fmaf(bf(x, 1), bf(y, 1), flush(acc)));
+    return flush(fmaf(bf(x, 0), bf(y, 0), acc));
+}
+
+void cpulm_generic_attn_bpack(int64_t d, int n, const float *k, int64_t ldk, const float *v,
+                              int64_t ldv, uint32_t *kp, uint32_t *vp) {
+    const int nk = (n + 15) / 16 * 16;
+    for (int64_t p = 0; p < d / 2; p++)
+        for (int j = 0; j < nk; j++)
+            kp[p * nk + j] = j < n ? bpair(k[j * ldk + 2 * p], k[j * ldk + 2 * p + 1]) : 0;
+    for (int t = 0; 2 * t < n; t++)
+        for (int64_t c = 0; c < d; c++) {
+            const float hi = 2 * t + 1 < n ? v[(2 * t + 1) * ldv + c] : 0.0f;
+            vp[t * d + c] = bpair(v[2 * t * ldv + c], hi);
+        }
+}
+
+void cpulm_generic_attn_bscores(int64_t d, int m, int n, const uint32_t *qp, int64_t ldq,
+                                const uint32_t *kp, float scale, float *s, int64_t lds) {
+    const int nk = (n + 15) / 16 * 16;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float x = 0.0f;
+            for (int64_t p = 0; p < d / 2; p++)
+                x = bstep(x, qp[i * ldq + p], kp[p * nk + j]);
+            s[(int64_t)i * lds + j] = x * scale;
+        }
+}
+
+void cpulm_generic_attn_bpv(int64_t d, int m, int n, const float *p, int64_t ldp,
+                            const uint32_t *vp, const float *a, float *o, int64_t ldo) {
+    for (int i = 0; i < m; i++) {
+        float *oi = o + (int64_t)i * ldo;
+        const float *pi = p + (int64_t)i * ldp;
+        for (int64_t c = 0; c < d; c++)
+            oi[c] *= a[i];
+        for (int t = 0; 2 * t < n; t++) {
+            const uint32_t w = bpair(pi[2 * t], 2 * t + 1 < n ? pi[2 * t + 1] : 0.0f);
+            for (int64_t c = 0; c < d; c++)
+                oi[c] = bstep(oi[c], w, vp[t * d + c]);
+        }
     }
 }
