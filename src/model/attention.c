@@ -266,13 +266,12 @@ static void prefetch_span(const uint8_t *p, size_t n) {
  * buf, or the rows themselves when the cache is f32 (*ld: their stride in floats). The heads
  * of a row are converted by one call and the tile is one stream of the cache, which the
  * hardware prefetchers follow (per-head slices left each call waiting for its first load).
- * Also prefetches the same slices of the n_next rows after the tile: across 4 KiB pages the
- * hardware prefetchers stop (~40% of generation time at depth 4096 without the hint,
- * docs/perf-log/2026-12-01-zen5-depth4096-profile.md). */
+ * Also prefetches the same slices of the n_next rows from next, the rows read after the tile:
+ * across 4 KiB pages the hardware prefetchers stop (~40% of generation time at depth 4096
+ * without the hint, docs/perf-log/2026-12-01-zen5-depth4096-profile.md). */
 static const float *f32_rows(const cpulm_ctx *c, const uint8_t *row, size_t span, int64_t wd, int n,
-                             int n_next, float *buf, int64_t *ld) {
+                             const uint8_t *next, int n_next, float *buf, int64_t *ld) {
     const cpulm_kv *kv = &c->kv;
-    const uint8_t *next = row + (size_t)n * kv->row_bytes;
     if (kv->dtype == CPULM_DTYPE_F32) {
         for (int r = 0; r < n_next; r++)
             prefetch_span(next + (size_t)r * kv->row_bytes, span);
@@ -299,10 +298,11 @@ static int whole_rows(const att_run *r, int64_t wd) {
 }
 
 /* n whole cache rows from row (adjacent in their run) as f32 [n][kv_dim] in buf, by one
- * call; prefetches the n_next rows after them (as f32_rows). */
-static const float *f32_run(const cpulm_ctx *c, const uint8_t *row, int n, int n_next, float *buf) {
+ * call; prefetches the n_next whole rows from next (as f32_rows). */
+static const float *f32_run(const cpulm_ctx *c, const uint8_t *row, int n, const uint8_t *next,
+                            int n_next, float *buf) {
     const cpulm_kv *kv = &c->kv;
-    prefetch_span(row + (size_t)n * kv->row_bytes, (size_t)n_next * kv->row_bytes);
+    prefetch_span(next, (size_t)n_next * kv->row_bytes);
     c->k->to_float[kv->dtype](row, buf, (int64_t)n * kv->kv_dim);
     return buf;
 }
@@ -333,20 +333,27 @@ static att_tile read_tile(const att_run *r, att_ws *w, int32_t seq, int32_t j, i
         t.nv = last ? nx[1] : v + rows;
         return t;
     }
+    /* the rows read next: this walk's, else the next walk's first tile (a chunk is one tile:
+     * without it a prompt tile's conversion waited on every load, 9.7% of pp16384) */
     const int32_t left = jend - (j + n);
-    const int nn = left < 0 ? 0 : left < TILE ? (int)left : TILE;
+    const size_t rows = (size_t)n * kv->row_bytes;
+    const uint8_t *pk = k + rows, *pv = v + rows;
+    int nn = left < 0 ? 0 : left < TILE ? (int)left : TILE;
+    if (nn == 0 && nx[0]) pk = nx[0], pv = nx[1], nn = TILE;
     const int64_t wd = r->d * ng;
     if (whole_rows(r, wd)) { /* the heads' slices at g0 of whole converted rows */
-        t.k = (const uint8_t *)(f32_run(r->c, k - off, n, nn, w->kf) + (int64_t)g0 * r->d);
-        t.v = (const uint8_t *)(f32_run(r->c, v - off, n, nn, w->vf) + (int64_t)g0 * r->d);
+        t.k =
+            (const uint8_t *)(f32_run(r->c, k - off, n, pk - off, nn, w->kf) + (int64_t)g0 * r->d);
+        t.v =
+            (const uint8_t *)(f32_run(r->c, v - off, n, pv - off, nn, w->vf) + (int64_t)g0 * r->d);
         t.ld = kv->kv_dim;
         t.hs = sizeof(float) * (size_t)r->d;
         if (r->num == NUM_BF16) pack_tile(r, w, &t, ng);
         return t;
     }
     int64_t ldv;
-    t.k = (const uint8_t *)f32_rows(r->c, k, slice * (size_t)ng, wd, n, nn, w->kf, &t.ld);
-    t.v = (const uint8_t *)f32_rows(r->c, v, slice * (size_t)ng, wd, n, nn, w->vf, &ldv);
+    t.k = (const uint8_t *)f32_rows(r->c, k, slice * (size_t)ng, wd, n, pk, nn, w->kf, &t.ld);
+    t.v = (const uint8_t *)f32_rows(r->c, v, slice * (size_t)ng, wd, n, pv, nn, w->vf, &ldv);
     t.hs = sizeof(float) * (size_t)r->d;
     if (r->num == NUM_BF16) pack_tile(r, w, &t, ng);
     return t;
@@ -577,8 +584,10 @@ static void write_rows(const att_run *r, att_state s, int32_t t0, int m, int h0,
 }
 
 /* Block b x KV heads g0..g0+ng-1 (ng > 1 only for one-token blocks), every key: the exact
- * numerics in one walk, the chunked ones chunk by chunk, each folded as it is made. */
-static void block_item(const att_run *r0, att_ws *w, int32_t b, int g0, int ng) {
+ * numerics in one walk, the chunked ones chunk by chunk, each folded as it is made. after:
+ * the K and V rows this thread reads after the item (its next item's first), or NULLs. */
+static void block_item(const att_run *r0, att_ws *w, int32_t b, int g0, int ng,
+                       const uint8_t *const after[2]) {
     const struct cpulm_attn *a = r0->a;
     att_run rb = *r0;
     if (rb.num == NUM_MIXED) rb.num = a->blk_num[b];
@@ -590,15 +599,14 @@ static void block_item(const att_run *r0, att_ws *w, int32_t b, int g0, int ng) 
     const int32_t lo = key_lo(r, w->qpos[0]), last = w->qpos[m - 1];
     const att_state run = {w->m, w->l, w->o};
     reset_rows(run, m, r->d);
-    const uint8_t *none[2] = {NULL, NULL};
     if (r->num == NUM_EXACT) {
         const att_heads st = {run, (size_t)mh, (size_t)mh * (size_t)r->d};
-        walk_keys(r, w, seq, g0, ng, mh, tile_floor(lo), last + 1, none, &st);
+        walk_keys(r, w, seq, g0, ng, mh, tile_floor(lo), last + 1, after, &st);
     } else {
         const att_state part = {w->mc, w->lc, w->oc};
         const att_heads st = {part, (size_t)mh, (size_t)mh * (size_t)r->d};
         for (int32_t ch = lo / CHUNK; ch <= last / CHUNK; ch++) {
-            const uint8_t *nx[2] = {NULL, NULL};
+            const uint8_t *nx[2] = {after[0], after[1]};
             if (ch < last / CHUNK) rows_at(r, seq, (ch + 1) * CHUNK, g0, nx); /* read next */
             int32_t j0, jend;
             chunk_span(ch, lo, last, &j0, &jend);
@@ -608,6 +616,12 @@ static void block_item(const att_run *r0, att_ws *w, int32_t b, int g0, int ng) 
         }
     }
     write_rows(r, run, t0, m, g0 * a->gq, ng * a->gq);
+}
+
+/* nx = the first K and V rows block item i (of per a block, ng KV heads each) reads. */
+static void item_rows(const att_run *r, uint64_t i, uint64_t per, int ng, const uint8_t *nx[2]) {
+    const int32_t t0 = r->a->blk[i / per];
+    rows_at(r, r->c->seq[t0], tile_floor(key_lo(r, r->c->pos[t0])), (int)(i % per) * ng, nx);
 }
 
 /* ---- split generation: items are chunks ---- */
@@ -757,10 +771,16 @@ static void attn_items(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int ith, 
     /* KV heads per item: 1 for prompt blocks; one-token blocks: an item per thread at least */
     const int ng = a->n_blk != c->n_tok ? 1 : most_heads(c, (uint64_t)c->n_tok, (uint64_t)nth);
     const uint64_t per = (uint64_t)(c->m->hp.n_head_kv / ng), n = (uint64_t)a->n_blk * per;
+    /* each thread claims its next item before it starts one, to hint that item's first rows
+     * (an item's first tile otherwise waited on every load: ~3% of pp16384) */
     const uint64_t first = cpulm_work_begin(c, ith, n);
-    while (cpulm_work_claim(c, first + n, &item)) {
+    uint64_t next;
+    for (int have = cpulm_work_claim(c, first + n, &item); have; item = next) {
+        have = cpulm_work_claim(c, first + n, &next);
+        const uint8_t *after[2] = {NULL, NULL};
+        if (have) item_rows(&r, first + n - 1 - next, per, ng, after);
         const uint64_t i = first + n - 1 - item;
-        block_item(&r, &w, (int32_t)(i / per), (int)(i % per) * ng, ng);
+        block_item(&r, &w, (int32_t)(i / per), (int)(i % per) * ng, ng, after);
     }
 }
 
