@@ -54,10 +54,16 @@ static void shape_check(test_ctx *t, const cpulm_kernels **lv, int nl, int d, in
     uint32_t *qp = malloc(4 * (size_t)(m * d / 2)), *kp0 = malloc(4 * (size_t)hb);
     uint32_t *kp1 = malloc(4 * (size_t)hb), *vp0 = malloc(4 * (size_t)(np * d + 16));
     uint32_t *vp1 = malloc(4 * (size_t)(np * d + 16));
-    REQUIRE(t, q && k && v && p && s0 && s1 && o0 && o1 && oin && qp && kp0 && kp1 && vp0 && vp1);
+    uint16_t *kh = malloc(2 * (size_t)(n * ld)), *vh = malloc(2 * (size_t)(n * ld));
+    REQUIRE(t, q && k && v && p && s0 && s1 && o0 && o1 && oin && qp && kp0 && kp1 && vp0 && vp1 &&
+                   kh && vh);
     const uint64_t seed = (uint64_t)(d * 100000 + m * 1000 + n);
     fill(q, m * ld, seed, 2.0f), fill(k, n * ld, seed + 1, 2.0f), fill(v, n * ld, seed + 2, 1.0f);
     fill(p, m * 256, seed + 3, 1.0f), fill(oin, m * ld, seed + 4, 1.0f);
+    for (int64_t i = 0; i < n * ld; i++) { /* F16 cache rows; every 7th an f16 subnormal */
+        kh[i] = i % 7 == 3 ? (uint16_t)(i % 1023 + 1) : cpulm_f32_to_fp16(k[i]);
+        vh[i] = i % 7 == 4 ? (uint16_t)(0x8000 | (i % 1023 + 1)) : cpulm_f32_to_fp16(v[i]);
+    }
     for (int i = 0; i < m; i++)
         a[i] = i % 3 == 1 ? 0.0f : 0.25f * (float)(i + 1);
     for (int i = 0; i < m; i++)
@@ -65,13 +71,13 @@ static void shape_check(test_ctx *t, const cpulm_kernels **lv, int nl, int d, in
             qp[i * d / 2 + e / 2] = (uint32_t)cpulm_f32_to_bf16_daz(q[i * ld + e]) |
                                     (uint32_t)cpulm_f32_to_bf16_daz(q[i * ld + e + 1]) << 16;
     memset(kp0, 0xA5, 4 * (size_t)hb), memset(vp0, 0xA5, 4 * (size_t)(np * d + 16));
-    cpulm_kernels_generic.attn_bpack(d, n, k, ld, v, ld, kp0, vp0);
+    cpulm_kernels_generic.attn_bpack(d, n, kh, ld, vh, ld, kp0, vp0);
     cpulm_kernels_generic.attn_bscores(d, m, n, qp, d / 2, kp0, 0.125f, s0, 256);
     memcpy(o0, oin, sizeof(float) * (size_t)(m * ld));
     cpulm_kernels_generic.attn_bpv(d, m, n, p, 256, vp0, a, o0, ld);
     for (int li = 1; li < nl; li++) {
         memset(kp1, 0xA5, 4 * (size_t)hb), memset(vp1, 0xA5, 4 * (size_t)(np * d + 16));
-        lv[li]->attn_bpack(d, n, k, ld, v, ld, kp1, vp1);
+        lv[li]->attn_bpack(d, n, kh, ld, vh, ld, kp1, vp1);
         CHECK(t, memcmp(kp0, kp1, 4 * (size_t)hb) == 0); /* padding 0s and the slack alike */
         CHECK(t, memcmp(vp0, vp1, 4 * (size_t)(np * d + 16)) == 0);
         lv[li]->attn_bscores(d, m, n, qp, d / 2, kp0, 0.125f, s1, 256);
@@ -86,7 +92,7 @@ static void shape_check(test_ctx *t, const cpulm_kernels **lv, int nl, int d, in
         }
     }
     free(q), free(k), free(v), free(p), free(s0), free(s1), free(o0), free(o1), free(oin);
-    free(qp), free(kp0), free(kp1), free(vp0), free(vp1);
+    free(qp), free(kp0), free(kp1), free(vp0), free(vp1), free(kh), free(vh);
 }
 
 /* Head sizes with and without whole 32-element pair blocks, rows past the 6-row register
@@ -136,7 +142,7 @@ TEST(attnb_step_is_vdpbf16ps_lane) {
 /* The tiled algorithm (chunks of 256, online softmax, fold) on the bf16 ops at level lv:
  * out[r] = attention of row r (position pos[r]) over keys 0..pos[r]. */
 static void btiled(const cpulm_kernels *lv, int d, int m, const float *q, const int *pos,
-                   const float *k, const float *v, float *out) {
+                   const uint16_t *k, const uint16_t *v, float *out) {
     float *s = malloc(sizeof(float) * CPULM_ATTN_TILE), *o = malloc(sizeof(float) * (size_t)d);
     float *oc = malloc(sizeof(float) * (size_t)d);
     uint32_t *kp = malloc(4 * (size_t)CPULM_ATTN_TILE * (size_t)d / 2),
@@ -218,16 +224,20 @@ TEST(attnb_tiled_within_bound_of_float64) {
                     v[i] = cpulm_fp16_to_f32(cpulm_f32_to_fp16((float)(u2 * 2)));
                     if (i < m * d) q[i] = (float)(u2 * 2 * scales[si]);
                 }
-                btiled(lv[0], d, m, q, pos, k, v, ref);
+                uint16_t *kh = malloc(2 * (size_t)n * d), *vh = malloc(2 * (size_t)n * d);
+                REQUIRE(t, kh && vh);
+                for (int64_t i = 0; i < (int64_t)n * d; i++)
+                    kh[i] = cpulm_f32_to_fp16(k[i]), vh[i] = cpulm_f32_to_fp16(v[i]);
+                btiled(lv[0], d, m, q, pos, kh, vh, ref);
                 const double e = worst_err(d, m, q, pos, k, v, ref);
                 if (!(e < ATTNB_BOUND))
                     fprintf(stderr, "  n=%d d=%d scale %.1f: |err| %.3g\n", n, d, scales[si], e);
                 CHECK(t, e < ATTNB_BOUND);
                 for (int l = 1; l < nl; l++) {
-                    btiled(lv[l], d, m, q, pos, k, v, out);
+                    btiled(lv[l], d, m, q, pos, kh, vh, out);
                     CHECK(t, memcmp(out, ref, sizeof(float) * (size_t)(m * d)) == 0);
                 }
-                free(q), free(k), free(v), free(out), free(ref);
+                free(q), free(k), free(v), free(out), free(ref), free(kh), free(vh);
             }
 }
 

@@ -320,10 +320,11 @@ typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t 
      * A u32 pair holds two bf16: the first element in the low half. */                           \
     /* kp[p * nk + j] = pair (b(k_j[2p]), b(k_j[2p + 1])), p < d / 2, j < nk = n rounded up to    \
      * 16 (0 for j >= n); vp[t * d + c] = pair (b(v_2t[c]), b(v_2t+1[c])), t < (n + 1) / 2, with  \
-     * v_n = 0 for odd n; k_j = k + j * ldk, v_j = v + j * ldv (f32 rows); d % 16 == 0. */        \
+     * v_n = 0 for odd n; k_j = k + j * ldk, v_j = v + j * ldv: F16 rows (an F16 cache's, read    \
+     * in place; b of the exact f32 value); d % 16 == 0. */                                       \
     X(ATTN_BPACK, attn_bpack, void,                                                               \
-      (int64_t d, int n, const float *k, int64_t ldk, const float *v, int64_t ldv, uint32_t *kp,  \
-       uint32_t *vp),                                                                             \
+      (int64_t d, int n, const uint16_t *k, int64_t ldk, const uint16_t *v, int64_t ldv,          \
+       uint32_t *kp, uint32_t *vp),                                                               \
       ATTN)                                                                                       \
     /* s[i * lds + j] = x * scale for i < m, j < n: x = step over pairs p = 0..d/2-1 in order     \
      * from 0 of qp_i[p] (qp_i = qp + i * ldq, pairs of the query rounded by b) and key j's pair  \

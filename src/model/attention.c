@@ -307,12 +307,22 @@ static const float *f32_run(const cpulm_ctx *c, const uint8_t *row, int n, const
     return buf;
 }
 
-/* bf16: each head's f32 tile as attn_bpack's pairs, in w->kb, w->vb. */
-static void pack_tile(const att_run *r, att_ws *w, att_tile *t, int ng) {
-    const size_t hb = (size_t)TILE * (size_t)r->d / 2;
+/* bf16 (an F16 cache): the n rows of heads g0.. at k and v (slice bytes a head) as
+ * attn_bpack's pairs in w->kb, w->vb, read in place; first hints the nn rows at pk and pv
+ * (span bytes of each), read next. */
+static void pack_tile(const att_run *r, att_ws *w, att_tile *t, int ng, size_t slice,
+                      const uint8_t *k, const uint8_t *v, const uint8_t *pk, const uint8_t *pv,
+                      int nn) {
+    const cpulm_kv *kv = &r->c->kv;
+    const size_t hb = (size_t)TILE * (size_t)r->d / 2, span = slice * (size_t)ng;
+    for (int j = 0; j < nn && j < t->n; j++) {
+        prefetch_span(pk + (size_t)j * kv->row_bytes, span);
+        prefetch_span(pv + (size_t)j * kv->row_bytes, span);
+    }
+    const int64_t ld = (int64_t)kv->row_bytes / 2;
     for (int h = 0; h < ng; h++)
-        r->k->attn_bpack(r->d, t->n, (const float *)(t->k + h * t->hs), t->ld,
-                         (const float *)(t->v + h * t->hs), t->ld, w->kb + h * hb, w->vb + h * hb);
+        r->k->attn_bpack(r->d, t->n, (const uint16_t *)(k + h * slice), ld,
+                         (const uint16_t *)(v + h * slice), ld, w->kb + h * hb, w->vb + h * hb);
     t->kb = w->kb, t->vb = w->vb;
 }
 
@@ -348,14 +358,16 @@ static att_tile read_tile(const att_run *r, att_ws *w, int32_t seq, int32_t j, i
             (const uint8_t *)(f32_run(r->c, v - off, n, pv - off, nn, w->vf) + (int64_t)g0 * r->d);
         t.ld = kv->kv_dim;
         t.hs = sizeof(float) * (size_t)r->d;
-        if (r->num == NUM_BF16) pack_tile(r, w, &t, ng);
+        return t;
+    }
+    if (r->num == NUM_BF16) {
+        pack_tile(r, w, &t, ng, slice, k, v, pk, pv, nn);
         return t;
     }
     int64_t ldv;
     t.k = (const uint8_t *)f32_rows(r->c, k, slice * (size_t)ng, wd, n, pk, nn, w->kf, &t.ld);
     t.v = (const uint8_t *)f32_rows(r->c, v, slice * (size_t)ng, wd, n, pv, nn, w->vf, &ldv);
     t.hs = sizeof(float) * (size_t)r->d;
-    if (r->num == NUM_BF16) pack_tile(r, w, &t, ng);
     return t;
 }
 

@@ -261,16 +261,21 @@ static inline float bstep(float acc, uint32_t x, uint32_t y) {
     return flush(fmaf(bf(x, 0), bf(y, 0), acc));
 }
 
-void cpulm_generic_attn_bpack(int64_t d, int n, const float *k, int64_t ldk, const float *v,
+static inline float h32(uint16_t h) {
+    return cpulm_fp16_to_f32(h);
+}
+
+void cpulm_generic_attn_bpack(int64_t d, int n, const uint16_t *k, int64_t ldk, const uint16_t *v,
                               int64_t ldv, uint32_t *kp, uint32_t *vp) {
     const int nk = (n + 15) / 16 * 16;
     for (int64_t p = 0; p < d / 2; p++)
         for (int j = 0; j < nk; j++)
-            kp[p * nk + j] = j < n ? bpair(k[j * ldk + 2 * p], k[j * ldk + 2 * p + 1]) : 0;
+            kp[p * nk + j] =
+                j < n ? bpair(h32(k[j * ldk + 2 * p]), h32(k[j * ldk + 2 * p + 1])) : 0;
     for (int t = 0; 2 * t < n; t++)
         for (int64_t c = 0; c < d; c++) {
-            const float hi = 2 * t + 1 < n ? v[(2 * t + 1) * ldv + c] : 0.0f;
-            vp[t * d + c] = bpair(v[2 * t * ldv + c], hi);
+            const float hi = 2 * t + 1 < n ? h32(v[(2 * t + 1) * ldv + c]) : 0.0f;
+            vp[t * d + c] = bpair(h32(v[2 * t * ldv + c]), hi);
         }
 }
 

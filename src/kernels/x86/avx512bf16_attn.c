@@ -45,22 +45,32 @@ static inline __m512i pairs32(const float *x, int n) {
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
+/* 16 f32 from 16 halves at h */
+static inline __m512 f16x16(const uint16_t *h) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+}
+
 /* kp for keys j0..j0+15 (rows from n on are 0): 16 keys x 16 pairs, transposed by 16 x 16. */
-static void pack_keys16(int64_t d, int j0, int n, const float *k, int64_t ldk, uint32_t *kp,
+static void pack_keys16(int64_t d, int j0, int n, const uint16_t *k, int64_t ldk, uint32_t *kp,
                         int nk) {
     for (int64_t p0 = 0; p0 < d / 2; p0 += 16) {
         __m512 in[16], out[16];
-        for (int r = 0; r < 16; r++)
-            in[r] =
-                j0 + r < n ? (__m512)pairs32(k + (j0 + r) * ldk + 2 * p0, 32) : _mm512_setzero_ps();
+        for (int r = 0; r < 16; r++) {
+            const uint16_t *x = k + (j0 + r) * ldk + 2 * p0;
+            in[r] = j0 + r < n ? (__m512)_mm512_cvtne2ps_pbh(f16x16(x + 16), f16x16(x))
+                               : _mm512_setzero_ps();
+        }
         x86_transpose16_ps(in, out);
-        for (int r = 0; r < 16 && p0 + r < d / 2; r++)
+        for (int r = 0; r < 16; r++)
             _mm512_storeu_ps((float *)(kp + (p0 + r) * nk + j0), out[r]);
     }
 }
 
-static void cpulm_avx512bf16_attn_bpack(int64_t d, int n, const float *k, int64_t ldk,
-                                        const float *v, int64_t ldv, uint32_t *kp, uint32_t *vp) {
+/* F16 rows read in place: the tile is converted once, never stored as f32 (an f32 tile and
+ * its packing cost ~2x the work and the cache traffic of packing the halves themselves). */
+static void cpulm_avx512bf16_attn_bpack(int64_t d, int n, const uint16_t *k, int64_t ldk,
+                                        const uint16_t *v, int64_t ldv, uint32_t *kp,
+                                        uint32_t *vp) {
     const int nk = (n + 15) / 16 * 16;
     if (d % 32) { /* a pair block of 16 needs 32 elements a row */
         cpulm_generic_attn_bpack(d, n, k, ldk, v, ldv, kp, vp);
@@ -74,12 +84,11 @@ static void cpulm_avx512bf16_attn_bpack(int64_t d, int n, const float *k, int64_
         _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                          21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     for (int t = 0; 2 * t < n; t++) {
-        const float *v0 = v + 2 * t * ldv, *v1 = v0 + ldv;
+        const uint16_t *v0 = v + 2 * t * ldv, *v1 = v0 + ldv;
         const int odd = 2 * t + 1 >= n;
         for (int64_t c = 0; c < d; c += 16) {
-            const __m512 lo = _mm512_loadu_ps(v0 + c);
-            const __m512 hi = odd ? _mm512_setzero_ps() : _mm512_loadu_ps(v1 + c);
-            const __m512i b = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+            const __m512 hi = odd ? _mm512_setzero_ps() : f16x16(v1 + c);
+            const __m512i b = (__m512i)_mm512_cvtne2ps_pbh(hi, f16x16(v0 + c));
             _mm512_storeu_si512(vp + t * d + c, _mm512_permutexvar_epi16(inter, b));
         }
     }
