@@ -783,16 +783,24 @@ static void attn_items(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int ith, 
     /* KV heads per item: 1 for prompt blocks; one-token blocks: an item per thread at least */
     const int ng = a->n_blk != c->n_tok ? 1 : most_heads(c, (uint64_t)c->n_tok, (uint64_t)nth);
     const uint64_t per = (uint64_t)(c->m->hp.n_head_kv / ng), n = (uint64_t)a->n_blk * per;
-    /* each thread claims its next item before it starts one, to hint that item's first rows
-     * (an item's first tile otherwise waited on every load: ~3% of pp16384) */
+    /* with items to spare, each thread claims its next item before it starts one, to hint
+     * that item's first rows (an item's first tile otherwise waited on every load: ~3% of
+     * pp16384); with few (generation: an item or two a thread) a claim ahead would leave a
+     * thread idle */
     const uint64_t first = cpulm_work_begin(c, ith, n);
-    uint64_t next;
-    for (int have = cpulm_work_claim(c, first + n, &item); have; item = next) {
-        have = cpulm_work_claim(c, first + n, &next);
+    const int ahead = n >= 4 * (uint64_t)nth;
+    uint64_t next = 0;
+    int have = cpulm_work_claim(c, first + n, &item);
+    while (have) {
         const uint8_t *after[2] = {NULL, NULL};
-        if (have) item_rows(&r, first + n - 1 - next, per, ng, after);
+        const int early = ahead && cpulm_work_claim(c, first + n, &next);
+        if (early) item_rows(&r, first + n - 1 - next, per, ng, after);
         const uint64_t i = first + n - 1 - item;
         block_item(&r, &w, (int32_t)(i / per), (int)(i % per) * ng, ng, after);
+        if (early)
+            item = next;
+        else
+            have = !ahead && cpulm_work_claim(c, first + n, &item);
     }
 }
 
