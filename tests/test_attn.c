@@ -19,6 +19,7 @@
 #include "runtime/context.h"
 #include "kernels/kernels.h"
 #include "model/attention.h"
+#include "attn_oracle.h"
 #include "levels.h"
 #include "toolkit/synth.h"
 #include "test.h"
@@ -307,8 +308,8 @@ static void tiled_attention(const cpulm_kernels *lv, int d, int m, const float *
     free(s), free(o), free(oc);
 }
 
-static double oracle_err(int d, int m, const float *q, const int *pos, const float *k,
-                         const float *v, const float *out) {
+double test_attn_oracle_err(int d, int m, const float *q, const int *pos, const float *k,
+                            const float *v, const float *out) {
     double worst = 0, *w = malloc(sizeof(double) * (size_t)(pos[m - 1] + 1));
     for (int r = 0; r < m; r++) {
         double mx = -INFINITY, sum = 0;
@@ -362,7 +363,7 @@ TEST(attn_tiled_matches_float64_at_1k_to_16k) {
                 v[i] = cpulm_fp16_to_f32(cpulm_f32_to_fp16(v[i]));
             }
             tiled_attention(lv[0], d, m, q, pos, k, v, ref);
-            double e = oracle_err(d, m, q, pos, k, v, ref);
+            double e = test_attn_oracle_err(d, m, q, pos, k, v, ref);
             if (!(e < 2e-5)) fprintf(stderr, "  generic n=%d d=%d: |err| %.3g\n", n, d, e);
             CHECK(t, e < 2e-5);
             for (int l = 1; l < nl; l++) {
@@ -1282,7 +1283,7 @@ TEST(attn_qtiled_matches_float64_at_1k_to_16k) {
                 uint8_t *v = qrows(ts[ti], d, n, ld, (uint64_t)n * 5 + (uint64_t)d, 1.0f, vf);
                 REQUIRE(t, k && v);
                 qtiled_attention(lv[0], ts[ti], d, m, q, pos, k, v, ld, ref);
-                double e = oracle_err(d, m, q, pos, kf, vf, ref);
+                double e = test_attn_oracle_err(d, m, q, pos, kf, vf, ref);
                 fprintf(stderr, "  %s n=%d d=%d: |err| %.3g\n", ti ? "q4_0" : "q8_0", n, d, e);
                 CHECK(t, e < 5e-5);
                 for (int l = 1; l < nl; l++) {

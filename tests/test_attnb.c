@@ -13,6 +13,7 @@
 #include "cpulm.h"
 #include "base/fp16.h"
 #include "kernels/kernels.h"
+#include "attn_oracle.h"
 #include "levels.h"
 #include "toolkit/synth.h"
 #include "test.h"
@@ -169,33 +170,6 @@ static void btiled(const cpulm_kernels *lv, int d, int m, const float *q, const 
     free(s), free(o), free(oc), free(kp), free(vp), free(qp);
 }
 
-/* |out - float64 softmax attention| for rows of unit-scale values */
-static double worst_err(int d, int m, const float *q, const int *pos, const float *k,
-                        const float *v, const float *out) {
-    double worst = 0, *w = malloc(sizeof(double) * (size_t)(pos[m - 1] + 1));
-    for (int r = 0; r < m; r++) {
-        double mx = -INFINITY, sum = 0;
-        for (int j = 0; j <= pos[r]; j++) {
-            double x = 0;
-            for (int c = 0; c < d; c++)
-                x += (double)q[r * d + c] * k[(int64_t)j * d + c];
-            w[j] = x / sqrt((double)d);
-            mx = w[j] > mx ? w[j] : mx;
-        }
-        for (int j = 0; j <= pos[r]; j++)
-            sum += (w[j] = exp(w[j] - mx));
-        for (int c = 0; c < d; c++) {
-            double acc = 0;
-            for (int j = 0; j <= pos[r]; j++)
-                acc += w[j] * v[(int64_t)j * d + c];
-            const double e = fabs(acc / sum - out[r * d + c]);
-            worst = e > worst ? e : worst;
-        }
-    }
-    free(w);
-    return worst;
-}
-
 /* Sharp rows (queries and keys of scale 3: scores up to ~|20|) and flat ones (scale 0.5),
  * f16 keys and values as an F16 cache holds them, head sizes 64 and 128, 1k and 4k keys:
  * within ATTNB_BOUND of float64 (docs/CORRECTNESS.md; the f32 tiles: 2e-5), every level the
@@ -229,7 +203,7 @@ TEST(attnb_tiled_within_bound_of_float64) {
                 for (int64_t i = 0; i < (int64_t)n * d; i++)
                     kh[i] = cpulm_f32_to_fp16(k[i]), vh[i] = cpulm_f32_to_fp16(v[i]);
                 btiled(lv[0], d, m, q, pos, kh, vh, ref);
-                const double e = worst_err(d, m, q, pos, k, v, ref);
+                const double e = test_attn_oracle_err(d, m, q, pos, k, v, ref);
                 if (!(e < ATTNB_BOUND))
                     fprintf(stderr, "  n=%d d=%d scale %.1f: |err| %.3g\n", n, d, scales[si], e);
                 CHECK(t, e < ATTNB_BOUND);

@@ -94,29 +94,41 @@ static void cpulm_avx512bf16_attn_bpack(int64_t d, int n, const uint16_t *k, int
     }
 }
 
+#define AR 6 /* rows of a register block at most (SR, PR) */
+#define AV 4 /* vectors of a register block at most (SV, PV) */
+
+/* acc[r][x] += the steps t < nt of a's pair (r, t) (a + r * lda + t, broadcast) with b's 16
+ * pairs at b + t * ldb + 16 x: the outer-product loop of both ops, R x V accumulators. */
+static inline __attribute__((always_inline)) void dp_steps(int R, int V, __m512 acc[AR][AV],
+                                                           int64_t nt, const uint32_t *a,
+                                                           int64_t lda, const uint32_t *b,
+                                                           int64_t ldb) {
+    for (int64_t t = 0; t < nt; t++) {
+        __m512bh bv[AV];
+#pragma GCC unroll 4
+        for (int x = 0; x < V; x++)
+            bv[x] = (__m512bh)_mm512_loadu_si512(b + t * ldb + 16 * x);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const __m512bh w = (__m512bh)_mm512_set1_epi32((int)a[r * lda + t]);
+#pragma GCC unroll 4
+            for (int x = 0; x < V; x++)
+                acc[r][x] = _mm512_dpbf16_ps(acc[r][x], w, bv[x]);
+        }
+    }
+}
+
 /* Scores of R rows x V vectors of keys from j0 (nv: keys left from j0). */
 static inline __attribute__((always_inline)) void
 bscores_block(int R, int V, int64_t d, const uint32_t *qp, int64_t ldq, const uint32_t *kp, int nk,
               int j0, int nv, float scale, float *s, int64_t lds) {
-    __m512 acc[SR][SV];
+    __m512 acc[AR][AV];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
         for (int x = 0; x < V; x++)
             acc[r][x] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < d / 2; p++) {
-        __m512bh kv[SV];
-#pragma GCC unroll 4
-        for (int x = 0; x < V; x++)
-            kv[x] = (__m512bh)_mm512_loadu_si512(kp + p * nk + j0 + 16 * x);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            const __m512bh q = (__m512bh)_mm512_set1_epi32((int)qp[r * ldq + p]);
-#pragma GCC unroll 4
-            for (int x = 0; x < V; x++)
-                acc[r][x] = _mm512_dpbf16_ps(acc[r][x], q, kv[x]);
-        }
-    }
+    dp_steps(R, V, acc, d / 2, qp, ldq, kp + j0, nk);
     const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -153,26 +165,14 @@ static inline __attribute__((always_inline)) void bpv_block(int R, int V, int64_
                                                             const uint32_t *pp, const uint32_t *vp,
                                                             const float *a, float *o, int64_t ldo,
                                                             int64_t c0) {
-    __m512 acc[PR][PV];
+    __m512 acc[AR][AV];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
         for (int x = 0; x < V; x++)
             acc[r][x] =
                 _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c0 + 16 * x), _mm512_set1_ps(a[r]));
-    for (int t = 0; t < np; t++) {
-        __m512bh vv[PV];
-#pragma GCC unroll 4
-        for (int x = 0; x < V; x++)
-            vv[x] = (__m512bh)_mm512_loadu_si512(vp + t * d + c0 + 16 * x);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            const __m512bh w = (__m512bh)_mm512_set1_epi32((int)pp[r * PT + t]);
-#pragma GCC unroll 4
-            for (int x = 0; x < V; x++)
-                acc[r][x] = _mm512_dpbf16_ps(acc[r][x], w, vv[x]);
-        }
-    }
+    dp_steps(R, V, acc, np, pp, PT, vp + c0, d);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
