@@ -101,13 +101,15 @@ assert len(rows) == 2, rows
 for k in ["build_commit", "build_number", "cpu_info", "model_filename", "model_type",
           "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k",
           "n_prompt", "n_gen", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
-          "samples_ns", "samples_ts", "cpulm_version", "kernel_level", "cpu_name", "date"]:
+          "samples_ns", "samples_ts", "cpulm_version", "kernel_level", "cpu_name", "date",
+          "cpulm_attn"]:
     assert all(k in r for r in rows), k
 pp, tg = rows
 assert (pp["n_prompt"], pp["n_gen"], tg["n_prompt"], tg["n_gen"]) == (16, 0, 0, 4)
 assert len(pp["samples_ns"]) == 2 and len(pp["samples_ts"]) == 2
 assert abs(pp["avg_ts"] - sum(pp["samples_ts"]) / 2) < 1e-6 * pp["avg_ts"]
 assert all(r["avg_ts"] > 0 and r["type_k"] == "f16" for r in rows)
+assert all(r["cpulm_attn"] == "auto" for r in rows)
 ' "$TMP/a.json"
 
 # quantized KV on a head size that is not a multiple of 32: a message, exit 1, no assertion
@@ -119,6 +121,13 @@ py bench_ctk_ctv_once_rows '
 import json, sys
 rows = json.load(open(sys.argv[1]))
 assert [(r["test"], r["type_k"]) for r in rows] == [("pp8", "q8_0")], rows
+' "$TMP/out"
+# the attention numerics a run took are in its rows
+expect_rc bench_attn_bf16 0 "$CPULM" bench -m "$MODEL" -p 8 -n 0 -r 1 -o json --attn bf16
+py bench_attn_bf16_row '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [r["cpulm_attn"] for r in rows] == ["bf16"], rows
 ' "$TMP/out"
 # llama-bench -d: n_depth in the JSON, "@ d" in the names, -p 0 / -pg 0,N accepted
 expect_rc bench_depth 0 "$CPULM" bench -m "$MODEL" -p 0 -n 4 -pg 0,2 -d 0,40 -r 1 -o json -ctk q4_0

@@ -167,6 +167,7 @@ typedef struct bench_env {
     char version[64]; /* cpulm_version() */
     char commit[32];  /* the commit part of it */
     char kernels[32]; /* cpulm_kernel_level() */
+    const char *attn; /* the --attn choice the tests ran with (NULL: "auto") */
     char cpu[128];    /* /proc/cpuinfo model name (or ARM implementer/part) */
     char model_file[512];
     char model_type[128]; /* "llama 1B Q4_0", like llama-bench */

@@ -85,6 +85,7 @@ void bench_env_fill(bench_env *e, const cpulm_model *m, const char *path) {
     snprintf(e->commit, sizeof e->commit, "%s", open ? open + 1 : "unknown");
     e->commit[strcspn(e->commit, ")")] = 0;
     snprintf(e->kernels, sizeof e->kernels, "%s", cpulm_kernel_level());
+    e->attn = "auto";
     bench_cpu_name(e->cpu, sizeof e->cpu);
     if (!m) return;
     snprintf(e->model_file, sizeof e->model_file, "%s", path);
@@ -192,6 +193,7 @@ static void json_row(cpulm_json_writer *w, const bench_env *e, const bench_resul
     cpulm_json_kv_str(w, "cpulm_version", e->version);
     cpulm_json_kv_str(w, "cpulm_commit", e->commit);
     cpulm_json_kv_str(w, "kernel_level", e->kernels);
+    cpulm_json_kv_str(w, "cpulm_attn", e->attn ? e->attn : "auto");
     cpulm_json_kv_str(w, "cpu_name", e->cpu);
     cpulm_json_kv_str(w, "date", r->test_time);
     if (t->kind == BENCH_PAR) {

@@ -213,6 +213,16 @@ int cli_sampler_opt(int id, const cli_val *v, cpulm_sampler_params *sp) {
     return 1;
 }
 
+const char *cli_attn_name(int attn_fast) {
+    switch (attn_fast) {
+    case 1: return "fast";
+    case -1: return "walk";
+    case CPULM_ATTN_AUTO: return "auto";
+    case CPULM_ATTN_BF16: return "bf16";
+    default: return "ref";
+    }
+}
+
 int cli_attn_value(const cli_val *v) {
     return v->i == 1   ? 1
            : v->i == 2 ? -1

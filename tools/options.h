@@ -126,5 +126,7 @@ int cli_sampler_opt(int id, const cli_val *v, cpulm_sampler_params *sp);
 /* --attn's value (ref, fast, walk, auto, bf16) as cpulm_ctx_params.attn_fast (0, 1, -1,
  * CPULM_ATTN_AUTO, CPULM_ATTN_BF16). */
 int cli_attn_value(const cli_val *v);
+/* The --attn spelling of a cpulm_ctx_params.attn_fast value. */
+const char *cli_attn_name(int attn_fast);
 
 #endif
