@@ -33,6 +33,7 @@ TEST(emu512_levels_checked) {
     /* every avx512-family level runs natively or emulated, merged over its base */
     CHECK(t, has_level("avx512") || has_level("avx512(emu)"));
     CHECK(t, has_level("avx512vnni") || has_level("avx512vnni(emu)"));
+    CHECK(t, has_level("avx512bf16") || has_level("avx512bf16(emu)"));
     const cpulm_kernels *lv[16];
     const int n = test_kernel_levels(lv, 16);
     printf("  levels checked:");
@@ -63,6 +64,11 @@ TEST(emu512_levels_merged_over_base) {
     CHECK(t, e512->from_float[CPULM_DTYPE_Q8_0] == avx2->from_float[CPULM_DTYPE_Q8_0]);
     CHECK(t, evnni->attn_scores == e512->attn_scores);
     CHECK(t, evnni->gemm_x16[CPULM_DTYPE_Q4_K] != e512->gemm_x16[CPULM_DTYPE_Q4_K]);
+    for (int i = 0; i < n; i++) /* avx512bf16(emu): its attention ops over an avx512vnni */
+        if (strcmp(lv[i]->name, "avx512bf16(emu)") == 0) {
+            CHECK(t, lv[i]->attn_bpv != cpulm_kernels_generic.attn_bpv);
+            CHECK(t, lv[i]->gemm_x16[CPULM_DTYPE_Q4_K] != e512->gemm_x16[CPULM_DTYPE_Q4_K]);
+        }
 #else
     NOT_APPLICABLE(t, "built without the emulated avx512 levels");
 #endif

@@ -343,8 +343,10 @@ static att_tile read_tile(const att_run *r, att_ws *w, int32_t seq, int32_t j, i
         t.nv = last ? nx[1] : v + rows;
         return t;
     }
-    /* the rows read next: this walk's, else the next walk's first tile (a chunk is one tile:
-     * without it a prompt tile's conversion waited on every load, 9.7% of pp16384) */
+    /* the rows read next: this walk's, else the next walk's first tile (a chunk is one tile;
+     * with the next item's rows, a prompt's f32 tiles at 8192 tokens took 1.5-2% less time,
+     * docs/perf-log/2026-12-04-zen5-session-q.md; the tiles still wait on many of their
+     * loads: prefetches into 4 KiB pages are mostly dropped, a microbenchmark there) */
     const int32_t left = jend - (j + n);
     const size_t rows = (size_t)n * kv->row_bytes;
     const uint8_t *pk = k + rows, *pv = v + rows;
@@ -784,9 +786,8 @@ static void attn_items(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int ith, 
     const int ng = a->n_blk != c->n_tok ? 1 : most_heads(c, (uint64_t)c->n_tok, (uint64_t)nth);
     const uint64_t per = (uint64_t)(c->m->hp.n_head_kv / ng), n = (uint64_t)a->n_blk * per;
     /* with items to spare, each thread claims its next item before it starts one, to hint
-     * that item's first rows (an item's first tile otherwise waited on every load: ~3% of
-     * pp16384); with few (generation: an item or two a thread) a claim ahead would leave a
-     * thread idle */
+     * that item's first rows (see read_tile); with few (generation: an item or two a thread)
+     * a claim ahead left a thread idle (tg32 at depth 4096: 0.76x) */
     const uint64_t first = cpulm_work_begin(c, ith, n);
     const int ahead = n >= 4 * (uint64_t)nth;
     uint64_t next = 0;

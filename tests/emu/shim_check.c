@@ -210,6 +210,44 @@ static void reductions(chk *c, uint32_t *s) {
     }
 }
 
+static uint16_t bf16_bits(float f) { /* nearest even; subnormals and zeros to signed 0 */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+/* vcvtne2ps2bf16 and vdpbf16ps as the SDM defines them, on cases the order of a lane's two
+ * steps and their separate rounding decide (each verified against the instruction on Zen 5):
+ * from 2^30, hi -2^30 then lo 1 gives 1 (lo first: 0); from 1, two products of 2^-24 stay 1
+ * (a pair sum rounded once: 1 + 2^-23); a subnormal result is 0. */
+static void bf16(chk *c, uint32_t *s) {
+    float lo[16], hi[16];
+    uint16_t r16[32];
+    for (int l = 0; l < 16; l++)
+        lo[l] = rndf(s), hi[l] = l == 3 ? 0x1p-130f : rndf(s);
+    _mm512_storeu_si512(r16, _mm512_cvtne2ps_pbh(_mm512_loadu_ps(hi), _mm512_loadu_ps(lo)));
+    for (int l = 0; l < 16; l++) {
+        check(c, r16[l] == bf16_bits(lo[l]), "cvtne2ps_pbh lo", l);
+        check(c, r16[16 + l] == bf16_bits(hi[l]), "cvtne2ps_pbh hi", l);
+    }
+    const float acc0[3] = {0x1p30f, 1.0f, 0.0f}, want[3] = {1.0f, 1.0f, 0.0f};
+    const float a_lo[3] = {1.0f, 0x1p-12f, 0x1p-64f}, a_hi[3] = {-0x1p30f, 0x1p-12f, 0x1p-64f};
+    const float b_lo[3] = {1.0f, 0x1p-12f, 0x1p-64f}, b_hi[3] = {1.0f, 0x1p-12f, 0x1p-64f};
+    for (int k = 0; k < 3; k++) {
+        uint32_t a[16], b[16];
+        float r[16];
+        for (int l = 0; l < 16; l++) {
+            a[l] = (uint32_t)bf16_bits(a_lo[k]) | (uint32_t)bf16_bits(a_hi[k]) << 16;
+            b[l] = (uint32_t)bf16_bits(b_lo[k]) | (uint32_t)bf16_bits(b_hi[k]) << 16;
+        }
+        _mm512_storeu_ps(r, _mm512_dpbf16_ps(_mm512_set1_ps(acc0[k]), _mm512_loadu_si512(a),
+                                             _mm512_loadu_si512(b)));
+        for (int l = 0; l < 16; l++)
+            check(c, same_bits_f(r[l], want[k]), "dpbf16_ps", k * 16 + l);
+    }
+}
+
 int cpulm_emu512_shim_check(char *msg, size_t cap) {
     chk c = {0, msg, cap};
     uint32_t s = 2024;
@@ -217,5 +255,6 @@ int cpulm_emu512_shim_check(char *msg, size_t cap) {
     conversions(&c, &s);
     masked(&c, &s);
     reductions(&c, &s);
+    bf16(&c, &s);
     return c.fails;
 }

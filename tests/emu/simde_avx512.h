@@ -44,6 +44,7 @@
 #define __AVX512DQ__   1
 #define __AVX512VL__   1
 #define __AVX512VNNI__ 1
+#define __AVX512BF16__ 1
 
 #define EMU_INLINE static inline __attribute__((always_inline, unused))
 
@@ -70,6 +71,7 @@ typedef union {
     __m256i h[2];
     __m128i q[4];
     int32_t i32[16];
+    uint16_t u16[32];
 } emu_si;
 
 /* ---- conversions ---- */
@@ -113,6 +115,56 @@ EMU_INLINE __m512 emu_mm512_cvtph_ps(__m256i a) {
     emu_ps r;
     r.h[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(a));
     r.h[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1));
+    return r.v;
+}
+
+/* ---- AVX512-BF16 (the avx512bf16 level). SIMDe 0.7.4 has no vcvtne2ps2bf16, and its
+ * vdpbf16ps adds a lane's two products before rounding; the instruction rounds after each
+ * (the high element's first) and flushes subnormals (Intel SDM; checked on Zen 5). bf16
+ * vectors are integer vectors here: the level's file casts through its BF16_* macros. */
+
+/* a float of exponent field 0 as a zero of its sign (DAZ, FTZ) */
+EMU_INLINE float emu_flush(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+EMU_INLINE uint16_t emu_bf16(float f) { /* nearest even, DAZ (finite f) */
+    uint32_t u;
+    f = emu_flush(f);
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+EMU_INLINE float emu_bf16_f32(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return emu_flush(f);
+}
+
+/* 32 bf16: lo's 16 in the low half, hi's in the high one */
+EMU_INLINE __m512i emu_mm512_cvtne2ps_pbh(__m512 hi, __m512 lo) {
+    emu_ps h = {.v = hi}, l = {.v = lo};
+    emu_si r;
+    for (int i = 0; i < 16; i++) {
+        r.u16[i] = emu_bf16(l.f[i]);
+        r.u16[16 + i] = emu_bf16(h.f[i]);
+    }
+    return r.v;
+}
+
+EMU_INLINE __m512 emu_mm512_dpbf16_ps(__m512 acc, __m512i a, __m512i b) {
+    emu_ps r = {.v = acc};
+    emu_si x = {.v = a}, y = {.v = b};
+    for (int i = 0; i < 16; i++) {
+        float t = emu_flush(r.f[i]);
+        t = emu_flush(fmaf(emu_bf16_f32(x.u16[2 * i + 1]), emu_bf16_f32(y.u16[2 * i + 1]), t));
+        r.f[i] = emu_flush(fmaf(emu_bf16_f32(x.u16[2 * i]), emu_bf16_f32(y.u16[2 * i]), t));
+    }
     return r.v;
 }
 
@@ -274,5 +326,9 @@ EMU_INLINE float emu_mm512_reduce_max_ps(__m512 a) {
 #define _mm512_reduce_max_ps emu_mm512_reduce_max_ps
 #undef _mm512_scalef_ps
 #define _mm512_scalef_ps emu_mm512_scalef_ps
+#undef _mm512_cvtne2ps_pbh
+#define _mm512_cvtne2ps_pbh emu_mm512_cvtne2ps_pbh
+#undef _mm512_dpbf16_ps
+#define _mm512_dpbf16_ps emu_mm512_dpbf16_ps
 
 #endif

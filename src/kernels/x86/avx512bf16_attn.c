@@ -33,6 +33,18 @@
 
 _Static_assert(CPULM_ATTN_TILE == 2 * PT, "attn_bpv's pair buffer holds one tile");
 
+/* bf16 vectors: the compiler's __m512bh, reached by casts; the test-only emulation
+ * (tests/emu/simde_avx512.h) takes them as its integer vectors */
+#if defined(CPULM_TESTS_EMU_SIMDE_AVX512_H)
+typedef __m512i bf16v;
+#define BF16_FROM_I(x) (x)
+#define BF16_TO_I(x)   (x)
+#else
+typedef __m512bh bf16v;
+#define BF16_FROM_I(x) ((__m512bh)(x))
+#define BF16_TO_I(x)   ((__m512i)(x))
+#endif
+
 static inline __mmask16 lanes(int n) {
     return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
 }
@@ -42,7 +54,7 @@ static inline __mmask16 lanes(int n) {
 static inline __m512i pairs32(const float *x, int n) {
     const __m512 lo = _mm512_maskz_loadu_ps(lanes(n), x);
     const __m512 hi = _mm512_maskz_loadu_ps(lanes(n - 16 > 0 ? n - 16 : 0), x + 16);
-    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    return BF16_TO_I(_mm512_cvtne2ps_pbh(hi, lo));
 }
 
 /* 16 f32 from 16 halves at h */
@@ -57,8 +69,10 @@ static void pack_keys16(int64_t d, int j0, int n, const uint16_t *k, int64_t ldk
         __m512 in[16], out[16];
         for (int r = 0; r < 16; r++) {
             const uint16_t *x = k + (j0 + r) * ldk + 2 * p0;
-            in[r] = j0 + r < n ? (__m512)_mm512_cvtne2ps_pbh(f16x16(x + 16), f16x16(x))
-                               : _mm512_setzero_ps();
+            in[r] =
+                j0 + r < n
+                    ? _mm512_castsi512_ps(BF16_TO_I(_mm512_cvtne2ps_pbh(f16x16(x + 16), f16x16(x))))
+                    : _mm512_setzero_ps();
         }
         x86_transpose16_ps(in, out);
         for (int r = 0; r < 16; r++)
@@ -88,7 +102,7 @@ static void cpulm_avx512bf16_attn_bpack(int64_t d, int n, const uint16_t *k, int
         const int odd = 2 * t + 1 >= n;
         for (int64_t c = 0; c < d; c += 16) {
             const __m512 hi = odd ? _mm512_setzero_ps() : f16x16(v1 + c);
-            const __m512i b = (__m512i)_mm512_cvtne2ps_pbh(hi, f16x16(v0 + c));
+            const __m512i b = BF16_TO_I(_mm512_cvtne2ps_pbh(hi, f16x16(v0 + c)));
             _mm512_storeu_si512(vp + t * d + c, _mm512_permutexvar_epi16(inter, b));
         }
     }
@@ -104,13 +118,13 @@ static inline __attribute__((always_inline)) void dp_steps(int R, int V, __m512 
                                                            int64_t lda, const uint32_t *b,
                                                            int64_t ldb) {
     for (int64_t t = 0; t < nt; t++) {
-        __m512bh bv[AV];
+        bf16v bv[AV];
 #pragma GCC unroll 4
         for (int x = 0; x < V; x++)
-            bv[x] = (__m512bh)_mm512_loadu_si512(b + t * ldb + 16 * x);
+            bv[x] = BF16_FROM_I(_mm512_loadu_si512(b + t * ldb + 16 * x));
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            const __m512bh w = (__m512bh)_mm512_set1_epi32((int)a[r * lda + t]);
+            const bf16v w = BF16_FROM_I(_mm512_set1_epi32((int)a[r * lda + t]));
 #pragma GCC unroll 4
             for (int x = 0; x < V; x++)
                 acc[r][x] = _mm512_dpbf16_ps(acc[r][x], w, bv[x]);
