@@ -69,8 +69,7 @@ static void shape_check(test_ctx *t, const cpulm_kernels **lv, int nl, int d, in
         a[i] = i % 3 == 1 ? 0.0f : 0.25f * (float)(i + 1);
     for (int i = 0; i < m; i++)
         for (int e = 0; e < d; e += 2)
-            qp[i * d / 2 + e / 2] = (uint32_t)cpulm_f32_to_bf16_daz(q[i * ld + e]) |
-                                    (uint32_t)cpulm_f32_to_bf16_daz(q[i * ld + e + 1]) << 16;
+            qp[i * d / 2 + e / 2] = cpulm_bf16_pair(q[i * ld + e], q[i * ld + e + 1]);
     memset(kp0, 0xA5, 4 * (size_t)hb), memset(vp0, 0xA5, 4 * (size_t)(np * d + 16));
     cpulm_kernels_generic.attn_bpack(d, n, kh, ld, vh, ld, kp0, vp0);
     cpulm_kernels_generic.attn_bscores(d, m, n, qp, d / 2, kp0, 0.125f, s0, 256);
@@ -109,10 +108,6 @@ TEST(attnb_entries_bit_identical_at_every_level) {
                 shape_check(t, lv, nl, ds[di], ms[mi], ns[ni]);
 }
 
-static uint32_t pair_of(float lo, float hi) {
-    return (uint32_t)cpulm_f32_to_bf16_daz(lo) | (uint32_t)cpulm_f32_to_bf16_daz(hi) << 16;
-}
-
 /* The generic step is vdpbf16ps's lane (Intel SDM; checked against the instruction on Zen 5
  * over 2e7 random operands): 1 + 2^-24 + 2^-24 taken one product at a time stays 1 (a tie to
  * even each time; a fused pair sum would give 1 + 2^-23); the high element goes first (from
@@ -123,16 +118,16 @@ TEST(attnb_step_is_vdpbf16ps_lane) {
     float p[2] = {tiny, tiny}, o[16], a = 1.0f, s;
     uint32_t vp[16], kp[32] = {0}, qp[2];
     for (int c = 0; c < 16; c++)
-        vp[c] = pair_of(tiny, tiny), o[c] = 1.0f;
+        vp[c] = cpulm_bf16_pair(tiny, tiny), o[c] = 1.0f;
     cpulm_kernels_generic.attn_bpv(16, 1, 2, p, 2, vp, &a, o, 16);
     CHECK(t, o[0] == 1.0f && o[15] == 1.0f);
     /* d = 4: key 0's pairs (0, 2^30) and (1, -2^30) against a query of ones */
-    kp[0] = pair_of(0.0f, 0x1p30f), kp[16] = pair_of(1.0f, -0x1p30f);
-    qp[0] = qp[1] = pair_of(1.0f, 1.0f);
+    kp[0] = cpulm_bf16_pair(0.0f, 0x1p30f), kp[16] = cpulm_bf16_pair(1.0f, -0x1p30f);
+    qp[0] = qp[1] = cpulm_bf16_pair(1.0f, 1.0f);
     cpulm_kernels_generic.attn_bscores(4, 1, 1, qp, 2, kp, 1.0f, &s, 1);
     CHECK(t, s == 1.0f);
-    kp[0] = pair_of(0x1p-70f, 0x1p-70f), kp[16] = 0;
-    qp[0] = pair_of(0x1p-60f, 0x1p-60f);
+    kp[0] = cpulm_bf16_pair(0x1p-70f, 0x1p-70f), kp[16] = 0;
+    qp[0] = cpulm_bf16_pair(0x1p-60f, 0x1p-60f);
     cpulm_kernels_generic.attn_bscores(4, 1, 1, qp, 2, kp, 1.0f, &s, 1);
     CHECK(t, s == 0.0f); /* 2^-130 + 2^-130 = 2^-129 is subnormal: flushed */
     CHECK(t, cpulm_f32_to_bf16_daz(0x1p-130f) == 0 && cpulm_f32_to_bf16_daz(-0x1p-130f) == 0x8000);
@@ -153,7 +148,7 @@ static void btiled(const cpulm_kernels *lv, int d, int m, const float *q, const 
         float M = -INFINITY, L = 0.0f;
         memset(o, 0, sizeof(float) * (size_t)d);
         for (int e = 0; e < d; e += 2)
-            qp[e / 2] = pair_of(q[r * d + e], q[r * d + e + 1]);
+            qp[e / 2] = cpulm_bf16_pair(q[r * d + e], q[r * d + e + 1]);
         for (int j = 0; j <= pos[r]; j += CPULM_ATTN_TILE) {
             const int n = pos[r] + 1 - j < CPULM_ATTN_TILE ? pos[r] + 1 - j : CPULM_ATTN_TILE;
             float mc = -INFINITY, lc = 0.0f;

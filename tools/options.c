@@ -213,20 +213,18 @@ int cli_sampler_opt(int id, const cli_val *v, cpulm_sampler_params *sp) {
     return 1;
 }
 
+/* --attn's choices in options.def's order ("ref|fast|walk|auto|bf16") and their values */
+static const char *const attn_names[] = {"ref", "fast", "walk", "auto", "bf16"};
+static const int attn_values[] = {0, 1, -1, CPULM_ATTN_AUTO, CPULM_ATTN_BF16};
+
 const char *cli_attn_name(int attn_fast) {
-    switch (attn_fast) {
-    case 1: return "fast";
-    case -1: return "walk";
-    case CPULM_ATTN_AUTO: return "auto";
-    case CPULM_ATTN_BF16: return "bf16";
-    default: return "ref";
-    }
+    for (size_t i = 0; i < sizeof attn_values / sizeof attn_values[0]; i++)
+        if (attn_values[i] == attn_fast) return attn_names[i];
+    return "ref";
 }
 
 int cli_attn_value(const cli_val *v) {
-    return v->i == 1   ? 1
-           : v->i == 2 ? -1
-           : v->i == 3 ? CPULM_ATTN_AUTO
-           : v->i == 4 ? CPULM_ATTN_BF16
-                       : 0;
+    return v->i >= 0 && v->i < (long long)(sizeof attn_values / sizeof attn_values[0])
+               ? attn_values[v->i]
+               : 0;
 }

@@ -65,4 +65,10 @@ static inline uint16_t cpulm_f32_to_bf16_daz(float f) {
     return (uint16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
 }
 
+/* Two floats as a bf16 pair (cpulm_f32_to_bf16_daz each), lo in the low half: the operand
+ * layout of vdpbf16ps and of the attn_b* ops. */
+static inline uint32_t cpulm_bf16_pair(float lo, float hi) {
+    return (uint32_t)cpulm_f32_to_bf16_daz(lo) | (uint32_t)cpulm_f32_to_bf16_daz(hi) << 16;
+}
+
 #endif

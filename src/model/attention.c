@@ -564,8 +564,7 @@ static int gather_rows(const att_run *r, att_ws *w, int32_t t0, int32_t nt, int 
         r->k->attn_qquant(d, m, w->q, d, r->scale, w->q16, w->qsc);
     if (r->num == NUM_BF16) /* kernels.h's b() of each element, in pairs */
         for (int64_t e = 0; e < (int64_t)m * d; e += 2)
-            w->qb[e / 2] = (uint32_t)cpulm_f32_to_bf16_daz(w->q[e]) |
-                           (uint32_t)cpulm_f32_to_bf16_daz(w->q[e + 1]) << 16;
+            w->qb[e / 2] = cpulm_bf16_pair(w->q[e], w->q[e + 1]);
     if (r->num == NUM_EXACT) /* attn_f16 takes the query as f16 */
         for (int i = 0; i < m; i++)
             for (int64_t e = 0; e < d; e++)

@@ -245,10 +245,6 @@ static inline float bf(uint32_t pair, int hi) {
     return cpulm_bf16_to_f32((uint16_t)(hi ? pair >> 16 : pair));
 }
 
-static inline uint32_t bpair(float x0, float x1) {
-    return (uint32_t)cpulm_f32_to_bf16_daz(x0) | (uint32_t)cpulm_f32_to_bf16_daz(x1) << 16;
-}
-
 /* z(): an f32 of exponent field 0 as a zero of its sign (vdpbf16ps's DAZ / FTZ). */
 static inline float flush(float x) {
     const uint32_t u = cpulm_f32_bits(x);
@@ -261,8 +257,9 @@ static inline float bstep(float acc, uint32_t x, uint32_t y) {
     return flush(fmaf(bf(x, 0), bf(y, 0), acc));
 }
 
-static inline float h32(uint16_t h) {
-    return cpulm_fp16_to_f32(h);
+/* two halves as a bf16 pair (their f32 values are exact) */
+static inline uint32_t hpair(uint16_t lo, uint16_t hi) {
+    return cpulm_bf16_pair(cpulm_fp16_to_f32(lo), cpulm_fp16_to_f32(hi));
 }
 
 void cpulm_generic_attn_bpack(int64_t d, int n, const uint16_t *k, int64_t ldk, const uint16_t *v,
@@ -270,13 +267,10 @@ void cpulm_generic_attn_bpack(int64_t d, int n, const uint16_t *k, int64_t ldk, 
     const int nk = (n + 15) / 16 * 16;
     for (int64_t p = 0; p < d / 2; p++)
         for (int j = 0; j < nk; j++)
-            kp[p * nk + j] =
-                j < n ? bpair(h32(k[j * ldk + 2 * p]), h32(k[j * ldk + 2 * p + 1])) : 0;
+            kp[p * nk + j] = j < n ? hpair(k[j * ldk + 2 * p], k[j * ldk + 2 * p + 1]) : 0;
     for (int t = 0; 2 * t < n; t++)
-        for (int64_t c = 0; c < d; c++) {
-            const float hi = 2 * t + 1 < n ? h32(v[(2 * t + 1) * ldv + c]) : 0.0f;
-            vp[t * d + c] = bpair(h32(v[2 * t * ldv + c]), hi);
-        }
+        for (int64_t c = 0; c < d; c++) /* an odd tile's last pair: a value of 0 */
+            vp[t * d + c] = hpair(v[2 * t * ldv + c], 2 * t + 1 < n ? v[(2 * t + 1) * ldv + c] : 0);
 }
 
 void cpulm_generic_attn_bscores(int64_t d, int m, int n, const uint32_t *qp, int64_t ldq,
@@ -299,7 +293,7 @@ void cpulm_generic_attn_bpv(int64_t d, int m, int n, const float *p, int64_t ldp
         for (int64_t c = 0; c < d; c++)
             oi[c] *= a[i];
         for (int t = 0; 2 * t < n; t++) {
-            const uint32_t w = bpair(pi[2 * t], 2 * t + 1 < n ? pi[2 * t + 1] : 0.0f);
+            const uint32_t w = cpulm_bf16_pair(pi[2 * t], 2 * t + 1 < n ? pi[2 * t + 1] : 0.0f);
             for (int64_t c = 0; c < d; c++)
                 oi[c] = bstep(oi[c], w, vp[t * d + c]);
         }
