@@ -54,17 +54,17 @@ def main():
         bq += upto(".L25", ".L26", len(loop)) + blocks[".L26"]
         t = []
         for _ in range(4):  # rows
-            if kind == "scores":
-                t += blocks[".L72"]
-                for _ in range(2):  # blocks of 32
-                    t += upto(".L71", "block_quants") + bq + after(".L71", "block_quants")
-                    t += upto(".L70", ".L70") * 4 + after(".L70", ".L70")
-                t += blocks[".L69"]
+            if kind == "scores":  # the int8 query (since 2026-12-05): gcc vectorizes the dot
+                t += blocks[".L80"]
+                for _ in range(2):  # blocks of 32: two passes of 16 elements, then the float step
+                    t += upto(".L79", "block_quants") + bq + after(".L79", "block_quants")
+                    t += blocks[".L78"] + upto(".L78", ".L89") + blocks[".L89"]
+                t += blocks[".L77"]
             else:
-                t += blocks[".L107"]
+                t += blocks[".L116"]
                 for _ in range(2):
-                    t += upto(".L106", "block_quants") + bq + after(".L106", "block_quants")
-                    t += upto(".L105", ".L105") * 8 + after(".L105", ".L105")
+                    t += upto(".L115", "block_quants") + bq + after(".L115", "block_quants")
+                    t += upto(".L114", ".L114") * 8 + after(".L114", ".L114")
     except KeyError as e:
         sys.exit("arm-mca-generic-attnq: label %s missing (not gcc 12's code?)" % e)
     ops = [ins.split()[0] for ins in t]

@@ -125,8 +125,9 @@ code_macs() {
 #     one 32-element block (256 int16 x int8 MACs by SMULL / SMLAL, 68 bytes of Q8_0 keys);
 #     a key at head size 64 is one unit. attn_qpv: 1 key x 4 rows x 16 dims of Q8_0 values
 #     (64 f32 MACs, 16 bytes of quants); a key at head size 64 is 4 units. The dotprod
-#     attn_qscores (dotprod_attn.c): the same unit as 512 int8 MACs (the int16 query in two
-#     int8 halves) plus 64 for the keys' sums (aux).
+#     attn_qscores (dotprod_attn.c): the same unit as 256 int8 MACs by SDOT (the query is
+#     int8, attn_qquant's Q8_0; until 2026-12-05 it was int16 in two int8 halves, 512 MACs
+#     plus 64 for the keys' sums).
 #   gemm_q4_K / q5_K / q6_K (x16_ksdot.h, which i8mm and sve inherit): 16 rows x 8 tokens x
 #     one super-block = 32768 MACs, 4 quad passes (no staging: the tile reads Q8_K directly).
 #     Q4_K / Q5_K also compute the min term by SDOT: 4 SDOTs per quad, token and super-block,
@@ -150,7 +151,7 @@ kernels=(
   "attn_pv neon_attn fmla 256 256 neon_attn_pv*1"
   "attn_qscores neon_attn smlal 256 68 neon_attn_qscores*1"
   "attn_qpv neon_attn fmla 64 16 neon_attn_qpv*1"
-  "attn_qscores dotprod_attn sdot 512+64 68 dotprod_attn_qscores*1"
+  "attn_qscores dotprod_attn sdot 256 68 dotprod_attn_qscores*1"
 )
 
 mca_cycles() { # region-file cpu -> cycles per iteration

@@ -1139,6 +1139,31 @@ static uint8_t *qrows(cpulm_dtype t, int64_t d, int n, uint64_t ld, uint64_t see
     return r;
 }
 
+/* A query block whose amax is 127 (scale 1): its halves round to even, as llama.cpp's x86
+ * quantizer (vcvtps2dq) does. */
+static const float ties[8] = {127.0f, 0.5f, 1.5f, 2.5f, -2.5f, -0.5f, 126.5f, -126.5f};
+
+/* attn_qquant's definition by hand: llama.cpp's Q8_0 of the query, a scale per block of 32
+ * (f16, amax / 127), halves to even, and an all-zero block all 0. */
+TEST(attn_qquant_is_q8_0_per_block) {
+    float q[64] = {0};
+    memcpy(q, ties, sizeof ties);
+    for (int e = 32; e < 64; e++) /* block 1: amax 3 at e = 40 */
+        q[e] = e == 40 ? -3.0f : 0.001f * (float)(e - 32);
+    int8_t q8[64];
+    float qd[2];
+    cpulm_kernels_generic.attn_qquant(64, 1, q, 64, q8, qd);
+    const int8_t want[8] = {127, 0, 2, 2, -2, 0, 126, -126};
+    CHECK(t, memcmp(q8, want, sizeof want) == 0 && q8[8] == 0 && q8[31] == 0);
+    CHECK(t, qd[0] == 1.0f && q8[40] == -127);
+    CHECK(t,
+          qd[1] == cpulm_fp16_to_f32(cpulm_f32_to_fp16(3.0f / 127.0f)) && qd[1] != 3.0f / 127.0f);
+    CHECK(t, q8[33] == (int8_t)nearbyintf(0.001f * 127.0f / 3.0f)); /* 0.04: 0 */
+    memset(q, 0, sizeof q);
+    cpulm_kernels_generic.attn_qquant(64, 1, q, 64, q8, qd);
+    CHECK(t, qd[0] == 0.0f && qd[1] == 0.0f && q8[0] == 0 && q8[63] == 0);
+}
+
 /* Every attn_q* entry at every level against the generic one, bit for bit: Q8_0 and Q4_0,
  * d = 32..256, m and n across every vector tail, rows of several heads (ld > the row). */
 TEST(attn_qentries_bit_identical_at_every_level) {
@@ -1149,8 +1174,8 @@ TEST(attn_qentries_bit_identical_at_every_level) {
               ns[] = {1, 2, 3, 4, 5, 7, 8, 17, 64};
     float *q = malloc(sizeof(float) * 64 * 256), *s0 = malloc(sizeof(float) * 64 * 64);
     float *s1 = malloc(sizeof(float) * 64 * 64), *o0 = malloc(sizeof(float) * 64 * 256);
-    float *o1 = malloc(sizeof(float) * 64 * 256), qs0[64], qs1[64], a[64];
-    int16_t *q0 = malloc(2 * 64 * 256), *q1 = malloc(2 * 64 * 256);
+    float *o1 = malloc(sizeof(float) * 64 * 256), qd0[64 * 8], qd1[64 * 8], a[64];
+    int8_t *q0 = malloc(64 * 256), *q1 = malloc(64 * 256);
     REQUIRE(t, q && s0 && s1 && o0 && o1 && q0 && q1);
     for (int ti = 0; ti < 2; ti++)
         for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
@@ -1165,17 +1190,18 @@ TEST(attn_qentries_bit_identical_at_every_level) {
                     const int m = ms[mi];
                     fill(q, (int64_t)m * d, seed + 2 + (uint64_t)m, 4.0f);
                     if (m > 2) memset(q + d, 0, sizeof(float) * (size_t)d); /* amax 0 */
+                    memcpy(q, ties, sizeof ties); /* amax 127: id 1, halves */
                     for (int li = 1; li < nl; li++) {
-                        cpulm_kernels_generic.attn_qquant(d, m, q, d, 0.125f, q0, qs0);
-                        lv[li]->attn_qquant(d, m, q, d, 0.125f, q1, qs1);
-                        CHECK(t, memcmp(q0, q1, 2 * (size_t)(m * d)) == 0 &&
-                                     memcmp(qs0, qs1, sizeof(float) * (size_t)m) == 0);
+                        cpulm_kernels_generic.attn_qquant(d, m, q, d, q0, qd0);
+                        lv[li]->attn_qquant(d, m, q, d, q1, qd1);
+                        CHECK(t, memcmp(q0, q1, (size_t)(m * d)) == 0 &&
+                                     memcmp(qd0, qd1, sizeof(float) * (size_t)(m * d / 32)) == 0);
                         for (int i = 0; i < 64 * 64; i++)
                             s0[i] = s1[i] = -7.0f;
-                        cpulm_kernels_generic.attn_qscores(d, ts[ti], m, n, q0, d, qs0, k, ld, s0,
-                                                           64, NULL);
+                        cpulm_kernels_generic.attn_qscores(d, ts[ti], m, n, q0, qd0, 0.125f, k, ld,
+                                                           s0, 64, NULL);
                         /* a hint of other rows (here v's) changes nothing */
-                        lv[li]->attn_qscores(d, ts[ti], m, n, q0, d, qs0, k, ld, s1, 64, v);
+                        lv[li]->attn_qscores(d, ts[ti], m, n, q0, qd0, 0.125f, k, ld, s1, 64, v);
                         CHECK(t, memcmp(s0, s1, sizeof(float) * 64 * 64) == 0);
                         for (int i = 0; i < m; i++) { /* from nothing seen, and a running max */
                             float M0 = i % 2 ? -INFINITY : 0.25f * (float)i, L0 = 2.0f;
@@ -1231,15 +1257,16 @@ TEST(attn_softmaxz_flushes_underflow_only) {
 
 /* The tiled algorithm on the attn_q* ops (query quantized once, tiles of the cache read in
  * place) against a float64 softmax attention over the cache's own values (the dequantized
- * K and V) at 1k-16k keys: the error left is the int16 query's and f32 arithmetic's;
+ * K and V) at 1k-16k keys: the error left is the Q8_0 query's (llama.cpp's: a step of
+ * amax / 127 per block of 32, so scores err by ~1e-2 here) and f32 arithmetic's;
  * every level gives the generic bits. */
 static void qtiled_attention(const cpulm_kernels *lv, cpulm_dtype t, int d, int m, const float *q,
                              const int *pos, const uint8_t *k, const uint8_t *v, uint64_t ld,
                              float *out) {
     float *s = malloc(sizeof(float) * CPULM_ATTN_TILE), *o = malloc(sizeof(float) * (size_t)d);
-    float *oc = malloc(sizeof(float) * (size_t)d), *qs = malloc(sizeof(float) * (size_t)m);
-    int16_t *q16 = malloc(2 * (size_t)m * (size_t)d);
-    lv->attn_qquant(d, m, q, d, 1.0f / sqrtf((float)d), q16, qs);
+    float *oc = malloc(sizeof(float) * (size_t)d), *qd = malloc(sizeof(float) * (size_t)m * d);
+    int8_t *q8 = malloc((size_t)m * (size_t)d);
+    lv->attn_qquant(d, m, q, d, q8, qd);
     for (int r = 0; r < m; r++) {
         float M = -INFINITY, L = 0.0f;
         memset(o, 0, sizeof(float) * (size_t)d);
@@ -1249,8 +1276,8 @@ static void qtiled_attention(const cpulm_kernels *lv, cpulm_dtype t, int d, int 
             int jend = pos[r] + 1 < j0 + CPULM_ATTN_CHUNK ? pos[r] + 1 : j0 + CPULM_ATTN_CHUNK;
             for (int j = j0; j < jend; j += CPULM_ATTN_TILE) {
                 int n = jend - j < CPULM_ATTN_TILE ? jend - j : CPULM_ATTN_TILE;
-                lv->attn_qscores(d, t, 1, n, q16 + (int64_t)r * d, d, qs + r, k + (uint64_t)j * ld,
-                                 ld, s, n, NULL);
+                lv->attn_qscores(d, t, 1, n, q8 + (int64_t)r * d, qd + r * (d / 32),
+                                 1.0f / sqrtf((float)d), k + (uint64_t)j * ld, ld, s, n, NULL);
                 float a = lv->attn_softmaxz(n, n, s, &mc, &lc);
                 lv->attn_qpv(d, t, 1, n, s, n, v + (uint64_t)j * ld, ld, &a, oc, d, NULL);
             }
@@ -1259,7 +1286,7 @@ static void qtiled_attention(const cpulm_kernels *lv, cpulm_dtype t, int d, int 
         for (int c = 0; c < d; c++)
             out[(int64_t)r * d + c] = o[c] * (1.0f / L);
     }
-    free(s), free(o), free(oc), free(qs), free(q16);
+    free(s), free(o), free(oc), free(qd), free(q8);
 }
 
 TEST(attn_qtiled_matches_float64_at_1k_to_16k) {
@@ -1285,7 +1312,7 @@ TEST(attn_qtiled_matches_float64_at_1k_to_16k) {
                 qtiled_attention(lv[0], ts[ti], d, m, q, pos, k, v, ld, ref);
                 double e = test_attn_oracle_err(d, m, q, pos, kf, vf, ref);
                 fprintf(stderr, "  %s n=%d d=%d: |err| %.3g\n", ti ? "q4_0" : "q8_0", n, d, e);
-                CHECK(t, e < 5e-5);
+                CHECK(t, e < 1.5e-2); /* measured 2.9e-3 to 6.1e-3 */
                 for (int l = 1; l < nl; l++) {
                     qtiled_attention(lv[l], ts[ti], d, m, q, pos, k, v, ld, out);
                     CHECK(t, memcmp(out, ref, sizeof(float) * (size_t)m * d) == 0);
@@ -1496,8 +1523,9 @@ TEST(attn_window_and_sinks_match_float64) {
         const char *name;
     } cfg[] = {{CPULM_KV_F32, 1, 1e-6, "f32"},
                {CPULM_KV_F16, 1, 1e-6, "f16 tiled"},
-               {CPULM_KV_Q8_0, 1, 5e-6, "q8_0"},
-               {CPULM_KV_Q4_0, 1, 5e-6, "q4_0"},
+               /* the Q8_0 query (llama.cpp's): measured up to 6.1e-5 */
+               {CPULM_KV_Q8_0, 1, 2e-4, "q8_0"},
+               {CPULM_KV_Q4_0, 1, 2e-4, "q4_0"},
                {CPULM_KV_F16, 0, 2e-3, "f16 exact"}}; /* f16 accumulation */
     const int prompt[] = {OPTS_HEAD, OPTS_TAIL, 0};
     const size_t qd = (size_t)m->hp.n_head * (size_t)m->hp.head_dim;

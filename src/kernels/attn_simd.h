@@ -30,9 +30,9 @@
  *   attn_qpv dequantizes the values once for more than 4 rows and takes attn_pv's product,
  *   ASV_QPV_BLOCKS (1, 2): blocks per group, ASV_QPV_HALVES (1, or 2 ASV_QPV_BLOCKS): halves
  *   of 16 dims per pass over the keys (registers per row: ASV_QPV_HALVES * 16 / ASV_W)
- *   asv_absmax(m, x) (max(m, |x|)), asv_hmax(x) (the largest lane), asv_store_q16(p, x0,
- *   x1): 2 ASV_W int16 at p, x0's lanes then x1's clamped to +-32767 and rounded half away
- *   from 0. A level without asv_qvals / asv_store_q16 has its own attn_qpv / attn_qquant.
+ *   asv_absmax(m, x) (max(m, |x|)), asv_hmax(x) (the largest lane), asv_store_q8(p, x): the
+ *   32 lanes of x[0..32 / ASV_W) (each |lane| < 127.5) as int8 at p, rounded half to even.
+ *   A level without asv_qvals / asv_store_q8 has its own attn_qpv / attn_qquant.
  * and for the softmax family (attn_softmax_row, attn_softmaxz):
  *   asv_add(a, b), asv_sub(a, b), asv_max(a, b) (the level's lane max), asv_hmax(x) (the
  *   largest lane), asv_exp(x) / asv_expz(x) (cpulm_generic_vexpf / _vexpzf bits per lane)
@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/fp16.h"
 #include "format/quant.h"
 #include "kernels/blocks.h"
 #include "kernels/generic/generic.h"
@@ -84,15 +85,31 @@ ASV_INLINE size_t att_block_bytes(const int q4) {
     return q4 ? sizeof(cpulm_block_q4_0) : sizeof(cpulm_block_q8_0);
 }
 
-/* The attn_qscores ops' group of 4 query rows from row i (rows <= 4 real ones): their int16
- * rows and scales; a short group repeats its last row (only real rows are stored). */
-ASV_INLINE void att_rows4(const int16_t *q16, int64_t ldq, const float *qs, int i, int rows,
-                          const int16_t *qr[4], float qsr[4]) {
-#pragma GCC unroll 4 /* keeps qr/qsr in registers (docs/perf-log/2026-12-03-h28d.md) */
+/* The attn_qscores ops' group of 4 query rows from row i (rows <= 4 real ones; a short group
+ * repeats its last row, and only real rows are stored): their int8 rows at qr[r] and their
+ * block scales by block, dqt[4 b + r] (a block's 4 scales one vector). */
+ASV_INLINE void att_rows4(int64_t d, const int8_t *q8, const float *qd, int i, int rows,
+                          const int8_t *qr[4], float *dqt) {
+#pragma GCC unroll 4 /* keeps qr in registers (docs/perf-log/2026-12-03-h28d.md) */
     for (int r = 0; r < 4; r++) {
         const int ri = i + (r < rows ? r : rows - 1);
-        qr[r] = q16 + (int64_t)ri * ldq;
-        qsr[r] = qs[ri];
+        qr[r] = q8 + (int64_t)ri * d;
+        for (int64_t b = 0; b < d / 32; b++)
+            dqt[4 * b + r] = qd[(int64_t)ri * (d / 32) + b];
+    }
+}
+
+/* att_rows4 with the rows widened to int16 into w (4 d), for the levels whose products take
+ * int16 (qr16[r] = w + r * d): once per call, against every key of the call. */
+ASV_INLINE void att_rows4_w(int64_t d, const int8_t *q8, const float *qd, int i, int rows,
+                            int16_t *w, const int16_t *qr16[4], float *dqt) {
+    const int8_t *qr[4];
+    att_rows4(d, q8, qd, i, rows, qr, dqt);
+    for (int r = 0; r < 4; r++) {
+        for (int64_t b = 0; b < d / 32; b++) /* a constant trip: gcc -O2 vectorizes it */
+            for (int e = 0; e < 32; e++)
+                w[r * d + b * 32 + e] = qr[r][b * 32 + e];
+        qr16[r] = w + r * d;
     }
 }
 
@@ -217,33 +234,33 @@ ASV_INLINE float att_arm_key_d(const uint8_t *row, int64_t b, const int Q4) {
     return arm_fp16(h);
 }
 
-/* A level's scores of 4 query rows (x: the level's form of them) x keys kr[0], kr[1], times
- * qsv: out[t] = key t's, rows in lanes. */
-typedef void (*att_arm_keys2_fn)(int64_t d, const void *x, float32x4_t qsv,
+/* A level's scores of 4 query rows (x: the level's form of them; dqt: their block scales by
+ * block, att_rows4) x keys kr[0], kr[1], times scv: out[t] = key t's, rows in lanes. */
+typedef void (*att_arm_keys2_fn)(int64_t d, const void *x, const float *dqt, float32x4_t scv,
                                  const uint8_t *const kr[2], float32x4_t out[2]);
 
-/* KEYS2's two att_arm_keys2_fn, KEYS2##_q8 and KEYS2##_q4 (KEYS2(d, Q4, x, qsv, kr, out)
+/* KEYS2's two att_arm_keys2_fn, KEYS2##_q8 and KEYS2##_q4 (KEYS2(d, Q4, x, dqt, scv, kr, out)
  * with Q4 a constant): each a function of its own, so that its loop holds only its own
  * pointers in general registers (inlined into the rows' loop, gcc kept two of the row
  * pointers on the stack, and the mca markers moved its code by 7%). */
-#define ATT_ARM_KEYS2_FNS(KEYS2)                                                                \
-    static __attribute__((noinline)) void KEYS2##_q8(int64_t d, const void *x, float32x4_t qsv, \
-                                                     const uint8_t *const kr[2],                \
-                                                     float32x4_t out[2]) {                      \
-        KEYS2(d, 0, x, qsv, kr, out);                                                           \
-    }                                                                                           \
-    static __attribute__((noinline)) void KEYS2##_q4(int64_t d, const void *x, float32x4_t qsv, \
-                                                     const uint8_t *const kr[2],                \
-                                                     float32x4_t out[2]) {                      \
-        KEYS2(d, 1, x, qsv, kr, out);                                                           \
+#define ATT_ARM_KEYS2_FNS(KEYS2)                                                                  \
+    static __attribute__((noinline)) void KEYS2##_q8(int64_t d, const void *x, const float *dqt,  \
+                                                     float32x4_t scv, const uint8_t *const kr[2], \
+                                                     float32x4_t out[2]) {                        \
+        KEYS2(d, 0, x, dqt, scv, kr, out);                                                        \
+    }                                                                                             \
+    static __attribute__((noinline)) void KEYS2##_q4(int64_t d, const void *x, const float *dqt,  \
+                                                     float32x4_t scv, const uint8_t *const kr[2], \
+                                                     float32x4_t out[2]) {                        \
+        KEYS2(d, 1, x, dqt, scv, kr, out);                                                        \
     }
 
 /* A group of rows (rows <= 4 real ones, row r at s + r * lds) x keys 0..n-1 by keys2, 2
  * keys a call (an odd last key as both: a key's scores do not depend on the other key);
  * hints the rows at hint (NULL: none), rb bytes each. */
-ASV_INLINE void att_arm_rows(int64_t d, int rows, int n, const void *x, float32x4_t qsv,
-                             att_arm_keys2_fn keys2, const uint8_t *k, uint64_t ldk,
-                             const uint8_t *hint, size_t rb, float *s, int64_t lds) {
+ASV_INLINE void att_arm_rows(int64_t d, int rows, int n, const void *x, const float *dqt,
+                             float32x4_t scv, att_arm_keys2_fn keys2, const uint8_t *k,
+                             uint64_t ldk, const uint8_t *hint, size_t rb, float *s, int64_t lds) {
     for (int j = 0; j < n; j += 2) {
         const int j1 = j + 1 < n ? j + 1 : j;
         if (hint) {
@@ -252,7 +269,7 @@ ASV_INLINE void att_arm_rows(int64_t d, int rows, int n, const void *x, float32x
         }
         const uint8_t *kr[2] = {k + (uint64_t)j * ldk, k + (uint64_t)j1 * ldk};
         float32x4_t o[2];
-        keys2(d, x, qsv, kr, o);
+        keys2(d, x, dqt, scv, kr, o);
         /* [a0 b0 a1 b1], [a2 b2 a3 b3]: row r's two scores */
         const float32x4_t lo = vzip1q_f32(o[0], o[1]), hi = vzip2q_f32(o[0], o[1]);
         const float32x2_t rr[4] = {vget_low_f32(lo), vget_high_f32(lo), vget_low_f32(hi),
@@ -517,26 +534,23 @@ void ASV_OP(attn_xpv)(int64_t d, int m, int n, const float *ms, const float *vs,
 #define ASV_MCA(EDGE, NAME) ((void)0)
 #endif
 
-/* ---- attn_qquant: per row the largest |q|, then 2 vectors a step to int16 ---- */
-#ifdef asv_store_q16
-void ASV_OP(attn_qquant)(int64_t d, int m, const float *q, int64_t ldq, float scale, int16_t *q16,
-                         float *qs) {
-    if (d % (2 * ASV_W) != 0) {
-        cpulm_generic_attn_qquant(d, m, q, ldq, scale, q16, qs);
-        return;
-    }
-    for (int i = 0; i < m; i++) {
-        const float *qi = q + (int64_t)i * ldq;
-        ASV vmax = asv_set1(0.0f);
-        for (int64_t e = 0; e < d; e += ASV_W)
-            vmax = asv_absmax(vmax, asv_load(qi + e));
-        const float amax = asv_hmax(vmax), id = amax > 0.0f ? 32767.0f / amax : 0.0f;
-        const ASV vid = asv_set1(id);
-        for (int64_t e = 0; e < d; e += 2 * ASV_W)
-            asv_store_q16(q16 + (int64_t)i * d + e, asv_mul(asv_load(qi + e), vid),
-                          asv_mul(asv_load(qi + e + ASV_W), vid));
-        qs[i] = amax / 32767.0f * scale;
-    }
+/* ---- attn_qquant: per block of 32 the largest |q|, then its 32 / ASV_W vectors to int8 ---- */
+#ifdef asv_store_q8
+void ASV_OP(attn_qquant)(int64_t d, int m, const float *q, int64_t ldq, int8_t *q8, float *qd) {
+    for (int i = 0; i < m; i++)
+        for (int64_t b = 0; b < d / 32; b++) {
+            const float *x = q + (int64_t)i * ldq + b * 32;
+            ASV v[32 / ASV_W], vmax = asv_set1(0.0f);
+            ASV_FOR(t, 32 / ASV_W, 32 / ASV_W) {
+                v[t] = asv_load(x + t * ASV_W);
+                vmax = asv_absmax(vmax, v[t]);
+            }
+            const float amax = asv_hmax(vmax);
+            const ASV vid = asv_set1(amax > 0.0f ? 127.0f / amax : 0.0f);
+            ASV_FOR(t, 32 / ASV_W, 32 / ASV_W) v[t] = asv_mul(v[t], vid);
+            asv_store_q8(q8 + (int64_t)i * d + b * 32, v);
+            qd[(int64_t)i * (d / 32) + b] = cpulm_fp16_to_f32(cpulm_f32_to_fp16(amax / 127.0f));
+        }
 }
 #endif
 

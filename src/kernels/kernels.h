@@ -286,17 +286,19 @@ typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t 
      * rows quantized once per work item by attn_qquant. Bit-identical at every level. Each of    \
      * attn_qscores / attn_qpv may hint (prefetch, never read into a result) the n rows at next + \
      * j * ld, the rows the caller reads after this tile (NULL: none). */                         \
-    /* Row i (q + i * ldq, d elements): amax = max |q|; q16[i * d + e] = the int16 nearest        \
-     * q[e] * (32767 / amax) (halves away from 0; all 0 when amax is 0); qs[i] = amax / 32767     \
-     * * sc (the score scale). Finite q. */                                                       \
+    /* llama.cpp's query on a quantized cache: Q8_0 blocks. Row i (q + i * ldq, d elements, d     \
+     * % 32 == 0), block b of 32: amax = max |q|; q8[i * d + 32 b + e] = the int8 nearest         \
+     * q[32 b + e] * (127 / amax) (halves to even; all 0 when amax is 0); qd[i * (d / 32) + b]    \
+     * = amax / 127 rounded to f16 (as f32). Finite q. */                                         \
     X(ATTN_QQUANT, attn_qquant, void,                                                             \
-      (int64_t d, int m, const float *q, int64_t ldq, float sc, int16_t *q16, float *qs), ATTN)   \
-    /* kt Q8_0 or Q4_0, d % 32 == 0: key j is d elements of kt at k + j * ldk bytes. For i < m,   \
-     * j < n: acc = 0; per block b of 32 in order, acc = fma(dk_jb, (float)isum_ijb, acc) with    \
-     * isum the exact int32 dot of q16 row i (q16 + i * ldq) and the block's quants (Q4_0:        \
-     * nibble - 8); s[i * lds + j] = acc * qs[i]. */                                              \
+      (int64_t d, int m, const float *q, int64_t ldq, int8_t *q8, float *qd), ATTN)               \
+    /* kt Q8_0 or Q4_0, d % 32 == 0: key j is d elements of kt at k + j * ldk bytes; query row i  \
+     * is attn_qquant's (q8 + i * d, qd + i * (d / 32)). For i < m, j < n: acc = 0; per block b   \
+     * of 32 in order, acc = fma(dk_jb * dq_ib, (float)isum_ijb, acc) with isum the exact int32   \
+     * dot of the row's and the key's block quants (Q4_0: nibble - 8); s[i * lds + j] = acc *     \
+     * sc. */                                                                                     \
     X(ATTN_QSCORES, attn_qscores, void,                                                           \
-      (int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16, int64_t ldq, const float *qs, \
+      (int64_t d, cpulm_dtype kt, int m, int n, const int8_t *q8, const float *qd, float sc,      \
        const uint8_t *k, uint64_t ldk, float *s, int64_t lds, const uint8_t *next),               \
       ATTN)                                                                                       \
     /* attn_softmax_row with vexpz(x) = x < -87 ? 0 : vexp(x) for vexp (for the scores and        \

@@ -49,9 +49,9 @@ typedef struct att_ws {         /* one thread's tiles */
     float *kf, *vf;             /* [TILE][tile_heads * d] */
     uint32_t *kb, *vb;          /* bf16: [tile_heads][TILE * d / 2] (attn_bpack's layouts) */
     double *qt;                 /* exact: [d][rows], the item's queries transposed */
-    int16_t *q16;               /* quant: [rows][d] int16 queries (in qt's space) */
+    int8_t *q8;                 /* quant: [rows][d] Q8_0 queries (in qt's space) */
     uint32_t *qb;               /* bf16: [rows][d / 2] query pairs (in qt's space) */
-    float *qsc;                 /* [rows]: their scales (attn_qquant) */
+    float *qd;                  /* [rows][d / 32]: their block scales (attn_qquant) */
     int nrows;                  /* rows of the current item */
 } att_ws;
 
@@ -203,9 +203,9 @@ static att_ws ws_of(const cpulm_ctx *c, int ith) {
     float *p = a->ws + a->ws_floats * (size_t)ith;
     att_ws w;
     w.qt = (double *)p, p += 2 * r * d; /* first: ws_floats is even, so doubles align */
-    w.q16 = (int16_t *)w.qt;            /* r * d halves and r floats fit the r * d doubles */
+    w.q8 = (int8_t *)w.qt; /* r * d bytes and r * d / 32 floats fit the r * d doubles */
     w.qb = (uint32_t *)w.qt;
-    w.qsc = (float *)(w.q16 + r * d);
+    w.qd = (float *)(void *)(w.q8 + r * d); /* aligned: a quantized cache has d % 32 == 0 */
     w.q = p, p += r * d;
     w.o = p, p += r * d;
     w.oc = p, p += r * d;
@@ -435,7 +435,7 @@ static void reset_rows(att_state s, int rows, int64_t d) {
 /* Chunked numerics, one tile for the item's nh KV heads (head h: rows h * mh.., at head 0's
  * positions; several heads only in one-token items): the scores of every head,
  * every row's softmax, the values of every head. tiled: f32 tiles; quant: the cache rows in
- * place against the item's int16 queries (an f32 copy of the tile was ~27% of the split path
+ * place against the item's Q8_0 queries (an f32 copy of the tile was ~27% of the split path
  * on AVX2, its stores and reloads as much again). All heads at once: the K tile's rows (all
  * heads' slices, ~34 KiB on the 1B shape's Q8_0 cache) are read by nh passes back to back
  * while in cache, then the V tile's, not K and V in turn per head (quant generation at depth
@@ -456,8 +456,9 @@ static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int nh,
             r->k->attn_bscores(d, m, t->n, w->qb + i * d / 2, d / 2, t->kb + h * hb, r->scale,
                                w->s + i * TILE, TILE);
         else if (quant)
-            r->k->attn_qscores(d, dt, m, t->n, w->q16 + i * d, d, w->qsc + i, t->k + off,
-                               (uint64_t)t->ld, w->s + i * TILE, TILE, t->nk ? t->nk + off : NULL);
+            r->k->attn_qscores(d, dt, m, t->n, w->q8 + i * d, w->qd + i * (d / 32), r->scale,
+                               t->k + off, (uint64_t)t->ld, w->s + i * TILE, TILE,
+                               t->nk ? t->nk + off : NULL);
         else
             r->k->attn_scores(d, m, t->n, w->q + i * d, d, (const float *)(t->k + off), t->ld,
                               r->scale, w->s + i * TILE, TILE);
@@ -561,7 +562,7 @@ static int gather_rows(const att_run *r, att_ws *w, int32_t t0, int32_t nt, int 
         }
     w->nrows = m;
     if (r->num == NUM_QUANT) /* once per item: every tile of the item reads these */
-        r->k->attn_qquant(d, m, w->q, d, r->scale, w->q16, w->qsc);
+        r->k->attn_qquant(d, m, w->q, d, w->q8, w->qd);
     if (r->num == NUM_BF16) /* kernels.h's b() of each element, in pairs */
         for (int64_t e = 0; e < (int64_t)m * d; e += 2)
             w->qb[e / 2] = cpulm_bf16_pair(w->q[e], w->q[e + 1]);

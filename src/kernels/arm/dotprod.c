@@ -6,7 +6,7 @@
  * instruction per 16 byte pairs instead of smull + smull2 + 2 sadalp. The gemm_x16 entries
  * (prompt processing over repacked weights) use SDOT by element, the form the 16-row
  * layout was made for; i8mm and sve inherit them. attn_qscores (dotprod_attn.c) is SDOT on
- * a split int16 query.
+ * the int8 query (attn_qquant's Q8_0) and the keys' quants.
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "dotprod"

@@ -5,9 +5,9 @@
  * attn_qpv and the two softmax ops are attn_simd.h's over the 4-lane layer below. Every op is
  * bit-identical to generic/attn.c, by the arguments of docs/CORRECTNESS.md "Default attention
  * numerics and the tiled path": per element the generic order, integer block dots exact in any
- * order (SMULL / SMLAL: 32 products of at most 32767 * 128 stay below 2^31); the exact scores put
- * 2 query rows in the lanes of a float64x2, the exact weights evaluate glibc's aarch64 expf
- * in float64x2 lanes, the f16 rounding is FCVTN / FCVTL (nearest even under the default FPCR).
+ * order (SMULL / SMLAL on the query widened to int16: 32 products of at most 128 * 128); the exact
+ * scores put 2 query rows in the lanes of a float64x2, the exact weights evaluate glibc's aarch64
+ * expf in float64x2 lanes, the f16 rounding is FCVTN / FCVTL (nearest even under the default FPCR).
  */
 #if defined(__aarch64__)
 #define ARM_MCA_LEVEL "neon"
@@ -66,12 +66,15 @@ ARM_INLINE float32x4_t neon_scale_at(const uint8_t *p) {
     return vdupq_n_f32((float)h); /* FCVT of the scalar: the multiplies take it by element */
 }
 
-/* x clamped to +-32767, x + (x >= 0 ? 0.5 : -0.5) truncated (FCVTZS): the generic rounding */
-ARM_INLINE int32x4_t neon_q32(float32x4_t x) {
-    x = vmaxq_f32(vminq_f32(x, vdupq_n_f32(32767.0f)), vdupq_n_f32(-32767.0f));
-    const float32x4_t half =
-        vbslq_f32(vcgeq_f32(x, vdupq_n_f32(0.0f)), vdupq_n_f32(0.5f), vdupq_n_f32(-0.5f));
-    return vcvtq_s32_f32(vaddq_f32(x, half));
+/* asv_store_q8: x[0..8)'s 32 lanes to int8 at p (FCVTNS: nearest even, as the generic
+ * nearbyintf; |x| < 127.5, so the narrowing keeps every value) */
+ARM_INLINE void neon_store_q8(int8_t *p, const float32x4_t x[8]) {
+    int16x8_t h[4];
+    for (int t = 0; t < 4; t++)
+        h[t] = vcombine_s16(vmovn_s32(vcvtnq_s32_f32(x[2 * t])),
+                            vmovn_s32(vcvtnq_s32_f32(x[2 * t + 1])));
+    vst1q_s8(p, vcombine_s8(vmovn_s16(h[0]), vmovn_s16(h[1])));
+    vst1q_s8(p + 16, vcombine_s8(vmovn_s16(h[2]), vmovn_s16(h[3])));
 }
 
 /* 16 values of a key as floats (asv_qvals). Every int8 converts exactly. */
@@ -359,9 +362,8 @@ ARM_INLINE float32x4_t vexpz4(float32x4_t x) {
 #define asv_qvals(MODE, q, v) neon_qvals(MODE, q, v)
 #define asv_scale(p)          neon_scale_at(p)
 /* attn_qquant */
-#define asv_absmax(m, x) vmaxq_f32(m, vabsq_f32(x))
-#define asv_store_q16(p, x0, x1) \
-    vst1q_s16(p, vcombine_s16(vmovn_s32(neon_q32(x0)), vmovn_s32(neon_q32(x1))))
+#define asv_absmax(m, x)   vmaxq_f32(m, vabsq_f32(x))
+#define asv_store_q8(p, x) neon_store_q8(p, x)
 #include "kernels/attn_simd.h"
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
@@ -391,10 +393,10 @@ ARM_INLINE int32x4_t qdot(const int16x8_t qv[4], const int16x8_t k[4]) {
     return a;
 }
 
-/* Scores of 4 rows (x: their int16 rows) x 2 keys (rows in lanes, one vector per key),
- * times qsv. */
-ARM_INLINE void scores_4x2(int64_t d, const int Q4, const void *x, float32x4_t qsv,
-                           const uint8_t *const krp[2], float32x4_t out[2]) {
+/* Scores of 4 rows (x: their int16 rows, widened by att_rows4_w) x 2 keys (rows in lanes,
+ * one vector per key), times scv. */
+ARM_INLINE void scores_4x2(int64_t d, const int Q4, const void *x, const float *dqt,
+                           float32x4_t scv, const uint8_t *const krp[2], float32x4_t out[2]) {
     /* the pointers as locals: read through x / krp in the loop, clang reloads them every
      * block once the mca markers are in (its code then differs by 5%) */
     const int16_t *const *qrp = x;
@@ -418,32 +420,34 @@ ARM_INLINE void scores_4x2(int64_t d, const int Q4, const void *x, float32x4_t q
             /* [r0 r1 r2 r3]: the lane sums of the 4 rows' partial sums */
             const int32x4_t y =
                 vpaddq_s32(vpaddq_s32(is[0][j], is[1][j]), vpaddq_s32(is[2][j], is[3][j]));
-            acc[j] = vfmaq_n_f32(acc[j], vcvtq_f32_s32(y), att_arm_key_d(kr[j], b, Q4));
+            const float32x4_t w = vmulq_n_f32(vld1q_f32(dqt + 4 * b), att_arm_key_d(kr[j], b, Q4));
+            acc[j] = vfmaq_f32(acc[j], vcvtq_f32_s32(y), w);
         }
         if (!Q4) ARM_MCA_END(ARM_MCA_LEVEL "_attn_qscores");
     }
-    NEON_FOR(j, 2, 2) out[j] = vmulq_f32(acc[j], qsv);
+    NEON_FOR(j, 2, 2) out[j] = vmulq_f32(acc[j], scv);
 }
 
 ATT_ARM_KEYS2_FNS(scores_4x2)
 
 /* Groups of 4 rows (a short group repeats its last row; only real rows are stored); the
  * first group hints the rows at next. */
-void cpulm_neon_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
-                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+void cpulm_neon_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int8_t *q8,
+                             const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
                              int64_t lds, const uint8_t *next) {
-    if (d % 32 != 0 || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
-        cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
+    if (d % 32 != 0 || d > ATT_QWDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
+        cpulm_generic_attn_qscores(d, kt, m, n, q8, qd, sc, k, ldk, s, lds, next);
         return;
     }
     const int q4 = kt == CPULM_DTYPE_Q4_0;
+    int16_t w[4 * ATT_QWDIM];
+    float dqt[4 * (ATT_QWDIM / 32)];
     for (int i = 0; i < m; i += 4) {
         const int rows = m - i < 4 ? m - i : 4;
         const int16_t *qr[4];
-        float qsr[4];
-        att_rows4(q16, ldq, qs, i, rows, qr, qsr);
-        att_arm_rows(d, rows, n, qr, vld1q_f32(qsr), q4 ? scores_4x2_q4 : scores_4x2_q8, k, ldk,
-                     i == 0 ? next : NULL, (size_t)(d / 32) * att_block_bytes(q4),
+        att_rows4_w(d, q8, qd, i, rows, w, qr, dqt);
+        att_arm_rows(d, rows, n, qr, dqt, vdupq_n_f32(sc), q4 ? scores_4x2_q4 : scores_4x2_q8, k,
+                     ldk, i == 0 ? next : NULL, (size_t)(d / 32) * att_block_bytes(q4),
                      s + (int64_t)i * lds, lds);
     }
 }

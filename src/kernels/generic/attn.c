@@ -1,7 +1,8 @@
 /* attn.c: the portable attention tile ops (contracts in kernels.h), the scalar definitions
  * every SIMD level reproduces bit for bit:
- * - attn_q*: straight from Q8_0 / Q4_0 cache rows: a score is exact integer block dots (an
- *   int16 query against the cache's int8 or 4-bit quants) scaled per block in block order;
+ * - attn_q*: straight from Q8_0 / Q4_0 cache rows: a score is exact integer block dots (the
+ *   query quantized to Q8_0 as llama.cpp does, against the cache's int8 or 4-bit quants)
+ *   scaled per block in block order;
  *   P.V folds the block scale into the weight, so neither step needs an f32 copy of the tile
  *   (scripts/arm-mca-generic-attnq.py names gcc 12's labels of their code: an edit of this
  *   file may renumber them);
@@ -20,21 +21,19 @@
 #include "../../base/fp16.h"
 #include "generic.h"
 
-void cpulm_generic_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, float scale,
-                               int16_t *q16, float *qs) {
-    for (int i = 0; i < m; i++) {
-        const float *qi = q + (int64_t)i * ldq;
-        float amax = 0.0f;
-        for (int64_t e = 0; e < d; e++)
-            amax = fabsf(qi[e]) > amax ? fabsf(qi[e]) : amax;
-        const float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
-        for (int64_t e = 0; e < d; e++) {
-            float x = qi[e] * id;
-            x = x > 32767.0f ? 32767.0f : x < -32767.0f ? -32767.0f : x; /* rounding of id */
-            q16[(int64_t)i * d + e] = (int16_t)(int)(x + (x >= 0.0f ? 0.5f : -0.5f));
+void cpulm_generic_attn_qquant(int64_t d, int m, const float *q, int64_t ldq, int8_t *q8,
+                               float *qd) {
+    for (int i = 0; i < m; i++)
+        for (int64_t b = 0; b < d / 32; b++) {
+            const float *x = q + (int64_t)i * ldq + b * 32;
+            float amax = 0.0f;
+            for (int e = 0; e < 32; e++)
+                amax = fabsf(x[e]) > amax ? fabsf(x[e]) : amax;
+            const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+            for (int e = 0; e < 32; e++) /* |x * id| < 127.5: no clamp */
+                q8[(int64_t)i * d + b * 32 + e] = (int8_t)(int)nearbyintf(x[e] * id);
+            qd[(int64_t)i * (d / 32) + b] = cpulm_fp16_to_f32(cpulm_f32_to_fp16(amax / 127.0f));
         }
-        qs[i] = amax / 32767.0f * scale;
-    }
 }
 
 /* Block b of a cache row: its scale and its 32 quants as ints. */
@@ -53,23 +52,23 @@ static float block_quants(cpulm_dtype t, const uint8_t *row, int64_t b, int q[32
     return cpulm_fp16_to_f32(x->d);
 }
 
-void cpulm_generic_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
-                                int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
-                                float *s, int64_t lds, const uint8_t *next) {
+void cpulm_generic_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int8_t *q8,
+                                const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
+                                int64_t lds, const uint8_t *next) {
     (void)next; /* a hint for the SIMD levels */
     int kq[32];
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
-            const int16_t *qi = q16 + (int64_t)i * ldq;
+            const int8_t *qi = q8 + (int64_t)i * d;
             float acc = 0.0f;
             for (int64_t b = 0; b < d / 32; b++) {
                 const float dk = block_quants(kt, k + (uint64_t)j * ldk, b, kq);
                 int32_t isum = 0;
                 for (int e = 0; e < 32; e++)
                     isum += (int32_t)qi[b * 32 + e] * kq[e];
-                acc = fmaf(dk, (float)isum, acc);
+                acc = fmaf(dk * qd[(int64_t)i * (d / 32) + b], (float)isum, acc);
             }
-            s[(int64_t)i * lds + j] = acc * qs[i];
+            s[(int64_t)i * lds + j] = acc * sc;
         }
 }
 

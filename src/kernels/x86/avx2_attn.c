@@ -23,18 +23,15 @@
 
 /* ---- attn_simd.h's layer: quantized queries and values ---- */
 
-/* x clamped to +-32767, x + (x >= 0 ? 0.5 : -0.5) truncated: the generic rounding */
-AVX2_INLINE __m256i avx2_q32(__m256 x) {
-    const __m256 lim = _mm256_set1_ps(32767.0f), sign = _mm256_set1_ps(-0.0f);
-    x = _mm256_max_ps(_mm256_min_ps(x, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
-    const __m256 half = _mm256_or_ps(_mm256_and_ps(x, sign), _mm256_set1_ps(0.5f));
-    return _mm256_cvttps_epi32(_mm256_add_ps(x, half));
-}
-
-/* asv_store_q16 */
-AVX2_INLINE void avx2_store_q16(int16_t *p, __m256 x0, __m256 x1) {
-    const __m256i pk = _mm256_packs_epi32(avx2_q32(x0), avx2_q32(x1));
-    _mm256_storeu_si256((__m256i *)p, _mm256_permute4x64_epi64(pk, 0xd8));
+/* asv_store_q8: x[0..4)'s 32 lanes to int8 at p (vcvtps2dq: nearest even, as the generic
+ * nearbyintf; |x| < 127.5, so the packs never saturate) */
+AVX2_INLINE void avx2_store_q8(int8_t *p, const __m256 x[4]) {
+    const __m256i p01 = _mm256_packs_epi32(_mm256_cvtps_epi32(x[0]), _mm256_cvtps_epi32(x[1]));
+    const __m256i p23 = _mm256_packs_epi32(_mm256_cvtps_epi32(x[2]), _mm256_cvtps_epi32(x[3]));
+    /* dwords [x0 0-3, x1 0-3, x2 0-3, x3 0-3, x0 4-7, x1 4-7, ...] to element order */
+    const __m256i b = _mm256_packs_epi16(p01, p23);
+    _mm256_storeu_si256((__m256i *)p,
+                        _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
 /* 16 values of a key as floats (asv_qvals; Q8: pmovsxbd straight from memory). */
@@ -325,8 +322,8 @@ AVX2_INLINE __m256 vexpz8(__m256 x) {
 #define asv_qvals(MODE, q, v) avx2_qvals(MODE, q, v)
 #define asv_scale(p)          _mm256_cvtph_ps(_mm_set1_epi16(x86_half_at(p)))
 /* attn_qquant */
-#define asv_absmax(m, x)         _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))
-#define asv_store_q16(p, x0, x1) avx2_store_q16(p, x0, x1)
+#define asv_absmax(m, x)   _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x))
+#define asv_store_q8(p, x) avx2_store_q8(p, x)
 #include "kernels/attn_simd.h"
 
 /* ======== Q8_0 / Q4_0 rows in place (attn_q*) ======== */
@@ -378,8 +375,8 @@ typedef struct kpair {
     const int16_t *wa, *wb; /* widened rows */
 } kpair;
 
-/* Scores of 4 rows x keys a, b: lanes [a: r0..r3 | b: r0..r3], times qs; da, db: the keys'
- * block scales, KT apart. */
+/* Scores of 4 rows x keys a, b: lanes [a: r0..r3 | b: r0..r3], times sc; the rows' block
+ * scales by block in dqt (att_rows4); da, db: the keys' block scales, KT apart. */
 #define DKA (WIDE ? da[b * KT] : key_d(kp.ra, b, Q4))
 #define DKB (WIDE ? db[b * KT] : key_d(kp.rb, b, Q4))
 AVX2_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
@@ -389,7 +386,8 @@ AVX2_INLINE float key_d(const uint8_t *row, int64_t b, const int Q4) {
 }
 
 AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int16_t *const qr[4],
-                              __m256 qsv, kpair kp, const float *da, const float *db) {
+                              const float *dqt, __m256 scv, kpair kp, const float *da,
+                              const float *db) {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < X86Q_MCA_D(d) / 32; b++) {
         __m256i a0, a1, b0, b1;
@@ -407,9 +405,10 @@ AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int
                                            _mm256_permute2x128_si256(ta, tb, 0x31));
         const __m256 dk =
             _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(DKA)), _mm_set1_ps(DKB), 1);
-        acc = _mm256_fmadd_ps(dk, _mm256_cvtepi32_ps(x), acc);
+        const __m256 dq = _mm256_broadcast_ps((const __m128 *)(dqt + 4 * b));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(dk, dq), _mm256_cvtepi32_ps(x), acc);
     }
-    return _mm256_mul_ps(acc, qsv);
+    return _mm256_mul_ps(acc, scv);
 }
 #undef DKA
 #undef DKB
@@ -419,14 +418,14 @@ AVX2_INLINE __m256 scores_4x2(int64_t d, const int Q4, const int WIDE, const int
 /* Rows i.. (rows <= 4 of them) x keys 0..n-1 (n <= KT): 4 keys at a time, 2 per scores_4x2.
  * The first rows' pass hints the rows at next (NULL: none). */
 AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int rows, int n,
-                             const int16_t *q16, int64_t ldq, const float *qs, const uint8_t *k,
+                             const int8_t *q8, const float *qd, float sc, const uint8_t *k,
                              uint64_t ldk, const int16_t *kw, const float *dk, float *s,
                              int64_t lds, const uint8_t *next) {
     const int16_t *qr[4];
-    float qsr[4];
-    att_rows4(q16, ldq, qs, i, rows, qr, qsr);
-    const __m128 q4s = _mm_loadu_ps(qsr);
-    const __m256 qsv = _mm256_insertf128_ps(_mm256_castps128_ps256(q4s), q4s, 1);
+    int16_t w[4 * WDIM];
+    float dqt[4 * (WDIM / 32)];
+    att_rows4_w(d, q8, qd, i, rows, w, qr, dqt);
+    const __m256 scv = _mm256_set1_ps(sc);
     const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
     for (int j = 0; j < n; j += 4) {
         if (i == 0 && next)
@@ -444,8 +443,8 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
             p0 = (kpair){k + (uint64_t)jt[0] * ldk, k + (uint64_t)jt[1] * ldk, NULL, NULL};
             p1 = (kpair){k + (uint64_t)jt[2] * ldk, k + (uint64_t)jt[3] * ldk, NULL, NULL};
         }
-        const __m256 x = scores_4x2(d, Q4, WIDE, qr, qsv, p0, dk + jt[0], dk + jt[1]);
-        const __m256 y = scores_4x2(d, Q4, WIDE, qr, qsv, p1, dk + jt[2], dk + jt[3]);
+        const __m256 x = scores_4x2(d, Q4, WIDE, qr, dqt, scv, p0, dk + jt[0], dk + jt[1]);
+        const __m256 y = scores_4x2(d, Q4, WIDE, qr, dqt, scv, p1, dk + jt[2], dk + jt[3]);
         /* x = [k0 | k1], y = [k2 | k3], rows in lanes: to rows of 4 keys */
         const __m256 lo = _mm256_unpacklo_ps(x, y), hi = _mm256_unpackhi_ps(x, y);
         const __m128 l0 = _mm256_castps256_ps128(lo), l1 = _mm256_extractf128_ps(lo, 1);
@@ -468,9 +467,9 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
 }
 
 /* attn_qscores on n <= KT keys of one cache type. */
-AVX2_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16,
-                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
-                              float *s, int64_t lds, const uint8_t *next) {
+AVX2_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int8_t *q8,
+                              const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
+                              int64_t lds, const uint8_t *next) {
     float dk[WDIM / 32 * KT];
     int16_t kw[WDIM * KT];
     const int wide = m > 4;
@@ -486,26 +485,26 @@ AVX2_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16
     for (int i = 0; i < m; i += 4) {
         const int rows = m - i < 4 ? m - i : 4;
         if (wide)
-            scores_rows(d, Q4, 1, i, rows, n, q16, ldq, qs, k, ldk, kw, dk, s, lds, next);
+            scores_rows(d, Q4, 1, i, rows, n, q8, qd, sc, k, ldk, kw, dk, s, lds, next);
         else
-            scores_rows(d, Q4, 0, i, rows, n, q16, ldq, qs, k, ldk, NULL, dk, s, lds, next);
+            scores_rows(d, Q4, 0, i, rows, n, q8, qd, sc, k, ldk, NULL, dk, s, lds, next);
     }
 }
 
-void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
-                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int8_t *q8,
+                             const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
                              int64_t lds, const uint8_t *next) {
     if (d % 32 != 0 || d > WDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
-        cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
+        cpulm_generic_attn_qscores(d, kt, m, n, q8, qd, sc, k, ldk, s, lds, next);
         return;
     }
     for (int j = 0; j < n; j += KT) {
         const int nk = n - j < KT ? n - j : KT;
         const uint8_t *kj = k + (uint64_t)j * ldk, *nj = next ? next + (uint64_t)j * ldk : NULL;
         if (kt == CPULM_DTYPE_Q4_0)
-            qscores_tile(d, 1, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
+            qscores_tile(d, 1, m, nk, q8, qd, sc, kj, ldk, s + j, lds, nj);
         else
-            qscores_tile(d, 0, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
+            qscores_tile(d, 0, m, nk, q8, qd, sc, kj, ldk, s + j, lds, nj);
     }
 }
 

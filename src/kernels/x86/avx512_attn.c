@@ -19,6 +19,7 @@
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <string.h>
 
 #include "format/quant.h"
 #include "kernels/attn_simd.h"
@@ -69,10 +70,11 @@ A512_INLINE __m128 scales4(const uint8_t *const kr[4], int64_t b, const int Q4) 
 }
 
 /* Scores of 4 rows x 4 keys (rows kr[t]) over every block: lanes [k0: r0..r3 | k1 | k2 |
- * k3], times qsv. The keys' block scales are read with their quants (a gather of the tile's
- * scales first waited on the rows' first loads: a decode layer 0.94-0.96x the time without). */
-A512_INLINE __m512 scores_4x4(int64_t d, const int Q4, const int16_t *const qr[4], __m512 qsv,
-                              const uint8_t *const kr[4]) {
+ * k3], times scv; the rows' block scales by block in dqt (att_rows4). The keys' block scales
+ * are read with their quants (a gather of the tile's scales first waited on the rows' first
+ * loads: a decode layer 0.94-0.96x the time without). */
+A512_INLINE __m512 scores_4x4(int64_t d, const int Q4, const int16_t *const qr[4], const float *dqt,
+                              __m512 scv, const uint8_t *const kr[4]) {
     const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < X86Q_MCA_D(d) / 32; b++) {
@@ -82,80 +84,235 @@ A512_INLINE __m512 scores_4x4(int64_t d, const int Q4, const int16_t *const qr[4
             x[t] = rows4(qr, b * 32, block_k16(kr[t], b, Q4));
         const __m512i tot = lanes_pair(lanes_pair(x[0], x[1]), lanes_pair(x[2], x[3]));
         const __m512 dk = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(scales4(kr, b, Q4)));
-        acc = _mm512_fmadd_ps(dk, _mm512_cvtepi32_ps(tot), acc);
+        const __m512 dq = _mm512_broadcast_f32x4(_mm_loadu_ps(dqt + 4 * b));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(dk, dq), _mm512_cvtepi32_ps(tot), acc);
     }
-    return _mm512_mul_ps(acc, qsv);
+    return _mm512_mul_ps(acc, scv);
+}
+
+/* Keys j..j+3 of the call's n (past n: key n - 1 again, never stored) at kr; hints the rows
+ * at next (NULL: none). */
+A512_INLINE void keys4(int j, int n, const uint8_t *k, uint64_t ldk, const uint8_t *next, size_t rb,
+                       const uint8_t *kr[4]) {
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) {
+        if (next) att_hint_row(next + (uint64_t)(j + t) * ldk, rb);
+        kr[t] = k + (uint64_t)(j + t < n ? j + t : n - 1) * ldk;
+    }
+}
+
+/* Lanes [k0: r0..r3 | k1 | k2 | k3] of keys j.. stored to rows i..i+rows-1 of s. */
+A512_INLINE void store4x4(__m512 x, int i, int rows, int j, int n, float *s, int64_t lds) {
+    /* [k0: r0..r3 | k1 | k2 | k3] -> [r0: k0..k3 | r1 | r2 | r3] */
+    const __m512i rowsidx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512 y = _mm512_permutexvar_ps(rowsidx, x);
+    const __mmask8 live = (__mmask8)(n - j < 4 ? (1u << (n - j)) - 1 : 15u);
+    for (int r = 0; r < rows; r++) { /* row r: lanes 4r..4r+3 */
+        const __m128 v = r == 0   ? _mm512_castps512_ps128(y)
+                         : r == 1 ? _mm512_extractf32x4_ps(y, 1)
+                         : r == 2 ? _mm512_extractf32x4_ps(y, 2)
+                                  : _mm512_extractf32x4_ps(y, 3);
+        _mm_mask_storeu_ps(s + (int64_t)(i + r) * lds + j, live, v);
+    }
 }
 
 /* Rows i.. (rows <= 4) x keys 0..n-1 (n <= KT), 4 keys at a time; the first rows' pass hints
  * the rows at next (NULL: none). */
-A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, const int16_t *q16,
-                             int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, const int8_t *q8,
+                             const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
                              int64_t lds, const uint8_t *next) {
     const int16_t *qr[4];
-    float qsr[4];
-    att_rows4(q16, ldq, qs, i, rows, qr, qsr);
-    const __m512 qsv = _mm512_broadcast_f32x4(_mm_loadu_ps(qsr));
-    /* [k0: r0..r3 | k1 | k2 | k3] -> [r0: k0..k3 | r1 | r2 | r3] */
-    const __m512i rowsidx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    int16_t w[4 * ATT_QWDIM];
+    float dqt[4 * (ATT_QWDIM / 32)];
+    att_rows4_w(d, q8, qd, i, rows, w, qr, dqt);
+    const __m512 scv = _mm512_set1_ps(sc);
     const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
     for (int j = 0; j < n; j += 4) {
         if (!Q4) X86Q_MCA_BEGIN("avx512_attn_qscores");
         const uint8_t *kr[4];
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) {
-            if (i == 0 && next) att_hint_row(next + (uint64_t)(j + t) * ldk, rb);
-            kr[t] = k + (uint64_t)(j + t < n ? j + t : n - 1) * ldk;
-        }
-        /* keys past n repeat key n - 1: their lanes are not stored */
-        const __m512 y = _mm512_permutexvar_ps(rowsidx, scores_4x4(d, Q4, qr, qsv, kr));
-        const __mmask8 live = (__mmask8)(n - j < 4 ? (1u << (n - j)) - 1 : 15u);
-        for (int r = 0; r < rows; r++) { /* row r: lanes 4r..4r+3 */
-            const __m128 x = r == 0   ? _mm512_castps512_ps128(y)
-                             : r == 1 ? _mm512_extractf32x4_ps(y, 1)
-                             : r == 2 ? _mm512_extractf32x4_ps(y, 2)
-                                      : _mm512_extractf32x4_ps(y, 3);
-            _mm_mask_storeu_ps(s + (int64_t)(i + r) * lds + j, live, x);
-        }
+        keys4(j, n, k, ldk, i == 0 ? next : NULL, rb, kr);
+        store4x4(scores_4x4(d, Q4, qr, dqt, scv, kr), i, rows, j, n, s, lds);
         if (!Q4) X86Q_MCA_END("avx512_attn_qscores");
     }
 }
 
-A512_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int16_t *q16,
-                              int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
-                              float *s, int64_t lds, const uint8_t *next) {
-    for (int i = 0; i < m; i += 4)
-        scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q16, ldq, qs, k, ldk, s, lds, next);
-}
-
-/* ---- scores of many rows (prompt items): the keys transposed once per pass ----
- * A prompt item has 128 rows (32 tokens x a KV head's query heads): the 4 x 4 blocks above
- * convert each key block again per 4 rows and reduce every (row, key) dot across lanes.
- * Here 16 keys' blocks are transposed once into int16 pairs (lane t: key t), so a row's
- * broadcast query pair against them adds into 16 finished key dots, 4 rows x 4 vectors of
- * keys per register block. The same bits: a block's int32 dot is exact in any order, and
- * per (row, key) acc = fma(dk, dot, acc) runs in block order from 0, then times qs. */
+/* ---- scores with the keys transposed once per call (prompt items; every call at VNNI) ----
+ * The 4 x 4 blocks above convert each key block again per 4 rows and reduce every (row,
+ * key) dot across lanes. Here 16 keys' blocks are transposed once so that lane t holds key
+ * t, and a row's broadcast query slot against them adds into 16 finished key dots, 4 rows x
+ * 4 vectors of keys per register block. Two forms of a slot:
+ * - int16 pairs (the avx512 level): per block 16 slots of 2 widened quants, vpmaddwd +
+ *   vpaddd with the widened query pair;
+ * - unsigned bytes (the avx512vnni level): per block 8 slots of 4 quants + bias (Q8_0: k ^
+ *   0x80, k + 128; Q4_0: the stored nibbles, k + 8), one vpdpbusd with the int8 query's 4
+ *   bytes; the dot starts from -bias * sum(q) of the row's block, so it ends exact.
+ * The same bits: a block's int32 dot is exact in any order, and per (row, key) acc =
+ * fma(dk * dq, dot, acc) runs in block order from 0, then times sc. */
 
 #define RT_MIN_ROWS 8 /* fewer rows (generation: one token's heads) keep the 4 x 4 blocks */
 
-/* int32 lanes += the pairwise int16 products of a and b: vpmaddwd + vpaddd, or with VNNI
- * one vpdpwssd (by asm: this file is built without -mavx512vnni and the op is reached only
- * through the avx512vnni table; the emulated test build has SIMDe's). */
-A512_INLINE __m512i dot_pairs(__m512i acc, __m512i a, __m512i b, const int VNNI) {
-    if (!VNNI) return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+/* acc + the sums of 4 products of unsigned u and signed s bytes per lane: vpdpbusd (by asm:
+ * this file is built without -mavx512vnni and the unsigned form is reached only through the
+ * avx512vnni table; the emulated test build has SIMDe's). No saturation: a lane adds at most
+ * 8 * 4 * 255 * 128 to a start of at most 32 * 128 * 128 in magnitude. */
+A512_INLINE __m512i dp_bytes(__m512i acc, __m512i u, __m512i s) {
 #if defined(CPULM_TESTS_EMU_SIMDE_AVX512_H)
-    return _mm512_dpwssd_epi32(acc, a, b);
+    return _mm512_dpbusd_epi32(acc, u, s);
 #else
-    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
     return acc;
 #endif
 }
 
-/* Keys 0..n-1 (n <= KT; past n: key n-1 again, never stored) transposed: block b's pair p
- * of vector g (keys 16g..16g+15) at kt[(b * 16 + p) * nv + g]; hints the rows at next. */
-A512_INLINE void keys_t(int64_t d, const int Q4, int n, int nv, const uint8_t *k, uint64_t ldk,
-                        const uint8_t *next, __m512i *kt) {
+/* Blocks b and b + 1 of a cache row as unsigned quants + bias, 64 bytes (ONE: block b only,
+ * the upper half 0). Q8: [b | b + 1] in element order; Q4: [lo b | lo b+1 | hi b | hi b+1]
+ * by 16 bytes (lo: the low nibbles, elements 0-15; hi: 16-31). */
+A512_INLINE __m512i key2_u8(const uint8_t *row, int64_t b, const int Q4, const int ONE) {
+    if (!Q4) {
+        const uint8_t *p = row + b * (int64_t)sizeof(cpulm_block_q8_0) + 2;
+        const __m256i m = _mm256_set1_epi8((char)0x80);
+        const __m256i x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)p), m);
+        if (ONE) return _mm512_inserti64x4(_mm512_setzero_si512(), x, 0);
+        const __m256i y = _mm256_xor_si256(
+            _mm256_loadu_si256((const __m256i *)(p + sizeof(cpulm_block_q8_0))), m);
+        return _mm512_inserti64x4(_mm512_castsi256_si512(x), y, 1);
+    }
+    const uint8_t *p = row + b * (int64_t)sizeof(cpulm_block_q4_0) + 2;
+    const __m128i x = _mm_loadu_si128((const __m128i *)p);
+    const __m256i xy =
+        ONE ? _mm256_inserti128_si256(_mm256_setzero_si256(), x, 0)
+            : _mm256_inserti128_si256(
+                  _mm256_castsi128_si256(x),
+                  _mm_loadu_si128((const __m128i *)(p + sizeof(cpulm_block_q4_0))), 1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i lo = _mm256_and_si256(xy, m4),
+                  hi = _mm256_and_si256(_mm256_srli_epi16(xy, 4), m4);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* ---- generation's scores at the avx512vnni level: two key blocks a register ----
+ * With 4 rows a call, transposing 16 keys (above) costs more than it saves: here, as in the
+ * 4 x 4 blocks, a key's pair of blocks is one register (key2_u8) and each row's vpdpbusd
+ * with its two query blocks (q2_rows' order) sums 64 products, starting from the row's
+ * -bias * sum(q) in one lane of each block; rows4's tree reduces the lanes for two blocks
+ * at once. */
+
+/* The group's rows (att_rows4) for key2_u8, per block pair p: row r's 64 signed bytes at
+ * qq[(p * 4 + r) * 64] in key2_u8's order (0 past the row), and its start cs[p * 4 + r]:
+ * -bias * sum(q) of block 2p in lane 0 and of block 2p + 1 in a lane of that block's (Q8:
+ * 8, Q4: 4), 0 elsewhere. */
+A512_INLINE void q2_rows(int64_t d, const int Q4, const int8_t *const qr[4], int8_t *qq,
+                         __m512i *cs) {
+    const int64_t nb = d / 32, bias = Q4 ? 8 : 128;
+    for (int64_t p = 0; p < (nb + 1) / 2; p++)
+        for (int r = 0; r < 4; r++) {
+            int32_t c[16] = {0};
+            int8_t *o = qq + (p * 4 + r) * 64;
+            memset(o, 0, 64);
+            for (int64_t b = 2 * p; b < 2 * p + 2 && b < nb; b++) {
+                const int8_t *x = qr[r] + b * 32;
+                int32_t sum = 0;
+                for (int e = 0; e < 32; e++) {
+                    sum += x[e];
+                    o[Q4 ? (e / 16) * 32 + (b % 2) * 16 + e % 16 : (b % 2) * 32 + e] = x[e];
+                }
+                c[(b % 2) * (Q4 ? 4 : 8)] = (int32_t)(-bias * sum);
+            }
+            cs[p * 4 + r] = _mm512_loadu_si512((const void *)c);
+        }
+}
+
+/* 4 rows (q2_rows' pair at qp, starts at cs) x one key's pair u: per 128-bit lane [r0 r1 r2
+ * r3] sums, as rows4. */
+A512_INLINE __m512i rows4_u8(const int8_t *qp, const __m512i *cs, __m512i u) {
+    __m512i x[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        x[r] = dp_bytes(cs[r], u, _mm512_load_si512((const void *)(qp + 64 * r)));
+    const __m512i t01 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(x[0], x[1]), _mm512_unpackhi_epi32(x[0], x[1]));
+    const __m512i t23 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(x[2], x[3]), _mm512_unpackhi_epi32(x[2], x[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+}
+
+/* Two keys' lane sums a, b to [a: block 0 | a: block 1 | b: block 0 | b: block 1] (Q8: the
+ * blocks' lanes are 0-1 and 2-3; Q4: 0, 2 and 1, 3). */
+A512_INLINE __m512i blocks_pair(__m512i a, __m512i b, const int Q4) {
+    if (!Q4) return lanes_pair(a, b);
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, 0x44), _mm512_shuffle_i32x4(a, b, 0xee));
+}
+
+/* Scores of 4 rows x 4 keys as scores_4x4, on q2_rows' bytes and starts. */
+A512_INLINE __m512 scores_4x4_u8(int64_t d, const int Q4, const int8_t *qq, const __m512i *cs,
+                                 const float *dqt, __m512 scv, const uint8_t *const kr[4]) {
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const int64_t nb = X86Q_MCA_D(d) / 32;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        const int one = b + 1 == nb;
+        __m512i x[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++)
+            x[t] = rows4_u8(qq + (b / 2) * 256, cs + (b / 2) * 4,
+                            one ? key2_u8(kr[t], b, Q4, 1) : key2_u8(kr[t], b, Q4, 0));
+        /* [k0 b | k0 b+1 | k1 b | k1 b+1], the same of k2, k3: to block b's and b+1's */
+        const __m512i y01 = blocks_pair(x[0], x[1], Q4), y23 = blocks_pair(x[2], x[3], Q4);
+        const __m512i t0 = _mm512_shuffle_i32x4(y01, y23, 0x88);
+        const __m512 dk0 =
+            _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(scales4(kr, b, Q4)));
+        const __m512 dq0 = _mm512_broadcast_f32x4(_mm_loadu_ps(dqt + 4 * b));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(dk0, dq0), _mm512_cvtepi32_ps(t0), acc);
+        if (one) break;
+        const __m512i t1 = _mm512_shuffle_i32x4(y01, y23, 0xdd);
+        const __m512 dk1 =
+            _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(scales4(kr, b + 1, Q4)));
+        const __m512 dq1 = _mm512_broadcast_f32x4(_mm_loadu_ps(dqt + 4 * (b + 1)));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(dk1, dq1), _mm512_cvtepi32_ps(t1), acc);
+    }
+    return _mm512_mul_ps(acc, scv);
+}
+
+/* Rows i.. (rows <= 4) x keys 0..n-1 (n <= KT) by scores_4x4_u8; the first rows' pass hints
+ * the rows at next (NULL: none). */
+A512_INLINE void scores_rows_u8(int64_t d, const int Q4, int i, int rows, int n, const int8_t *q8,
+                                const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
+                                int64_t lds, const uint8_t *next) {
+    const int8_t *qr[4];
+    _Alignas(64) int8_t qq[(ATT_QWDIM / 64) * 4 * 64];
+    __m512i cs[(ATT_QWDIM / 64) * 4];
+    float dqt[4 * (ATT_QWDIM / 32)];
+    att_rows4(d, q8, qd, i, rows, qr, dqt);
+    q2_rows(d, Q4, qr, qq, cs);
+    const __m512 scv = _mm512_set1_ps(sc);
     const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
+    for (int j = 0; j < n; j += 4) {
+        if (!Q4) X86Q_MCA_BEGIN("avx512vnni_attn_qscores");
+        const uint8_t *kr[4];
+        keys4(j, n, k, ldk, i == 0 ? next : NULL, rb, kr);
+        store4x4(scores_4x4_u8(d, Q4, qq, cs, dqt, scv, kr), i, rows, j, n, s, lds);
+        if (!Q4) X86Q_MCA_END("avx512vnni_attn_qscores");
+    }
+}
+
+A512_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int8_t *q8,
+                              const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
+                              int64_t lds, const uint8_t *next, const int VNNI) {
+    for (int i = 0; i < m; i += 4)
+        if (VNNI)
+            scores_rows_u8(d, Q4, i, m - i < 4 ? m - i : 4, n, q8, qd, sc, k, ldk, s, lds, next);
+        else
+            scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q8, qd, sc, k, ldk, s, lds, next);
+}
+
+/* Keys 0..n-1 (n <= KT; past n: key n-1 again, never stored) transposed: unit u's slot c of
+ * vector g (keys 16g..16g+15) at kt[(u * 16 + c) * nv + g]; a unit is a block of 16 int16
+ * pair slots, or (U8) a pair of blocks of 8 byte slots each in key2_u8's order. Hints the
+ * rows at next. */
+A512_INLINE void keys_t(int64_t d, const int Q4, int n, int nv, const uint8_t *k, uint64_t ldk,
+                        const uint8_t *next, __m512i *kt, const int U8) {
+    const int64_t nb = d / 32;
+    const size_t rb = (size_t)nb * att_block_bytes(Q4);
     for (int g = 0; g < nv; g++) {
         const uint8_t *kr[16];
         for (int t = 0; t < 16; t++) {
@@ -163,41 +320,76 @@ A512_INLINE void keys_t(int64_t d, const int Q4, int n, int nv, const uint8_t *k
             if (next && j < n) att_hint_row(next + (uint64_t)j * ldk, rb);
             kr[t] = k + (uint64_t)(j < n ? j : n - 1) * ldk;
         }
-        for (int64_t b = 0; b < d / 32; b++) {
-            __m512 x[16], xt[16]; /* int16 pairs moved as 32-bit lanes: no arithmetic */
+        for (int64_t u = 0; u < (U8 ? (nb + 1) / 2 : nb); u++) {
+            __m512 x[16], xt[16]; /* slots moved as 32-bit lanes: no arithmetic */
+            const int one = U8 && 2 * u + 1 == nb;
 #pragma GCC unroll 16
             for (int t = 0; t < 16; t++)
-                x[t] = _mm512_castsi512_ps(block_k16(kr[t], b, Q4));
-            x86_transpose16_ps(x, xt); /* xt[p] lane t: key t's pair p */
+                x[t] = _mm512_castsi512_ps(!U8   ? block_k16(kr[t], u, Q4)
+                                           : one ? key2_u8(kr[t], 2 * u, Q4, 1)
+                                                 : key2_u8(kr[t], 2 * u, Q4, 0));
+            x86_transpose16_ps(x, xt); /* xt[c] lane t: key t's slot c */
 #pragma GCC unroll 16
-            for (int p = 0; p < 16; p++)
-                kt[(b * 16 + p) * nv + g] = _mm512_castps_si512(xt[p]);
+            for (int c = 0; c < 16; c++)
+                kt[(u * 16 + c) * nv + g] = _mm512_castps_si512(xt[c]);
         }
     }
 }
 
-/* Rows qr[0..3] (rows real ones) x V vectors of keys from vector v0: per block the int32
+/* The query rows of rt_block: int8 (qr8, U8, with each block's start c0[4 * b + r] = -bias
+ * * sum(q)) or widened to int16 (qr16), and their block scales by block (dqt). */
+typedef struct rt_rows {
+    const int8_t *qr8[4];
+    const int16_t *qr16[4];
+    int32_t c0[4 * (ATT_QWDIM / 32)];
+    float dqt[4 * (ATT_QWDIM / 32)];
+    int16_t w[4 * ATT_QWDIM];
+} rt_rows;
+
+A512_INLINE void rt_rows_of(int64_t d, const int Q4, const int8_t *q8, const float *qd, int i,
+                            int rows, rt_rows *x, const int U8) {
+    if (!U8) {
+        att_rows4_w(d, q8, qd, i, rows, x->w, x->qr16, x->dqt);
+        return;
+    }
+    att_rows4(d, q8, qd, i, rows, x->qr8, x->dqt);
+    for (int64_t b = 0; b < d / 32; b++)
+        for (int r = 0; r < 4; r++) {
+            int32_t sum = 0;
+            for (int e = 0; e < 32; e++)
+                sum += x->qr8[r][b * 32 + e];
+            x->c0[4 * b + r] = -(Q4 ? 8 : 128) * sum;
+        }
+}
+
+/* Rows x->...[0..3] (rows real ones) x V vectors of keys from vector v0: per block the int32
  * dots in registers, then the float step with the running acc in s (masked to the n keys). */
-A512_INLINE void rt_block(int64_t d, const int16_t *const qr[4], const float qsr[4], int rows,
+A512_INLINE void rt_block(int64_t d, const int Q4, const rt_rows *x, float sc, int rows,
                           const __m512i *kt, int nv, int v0, int n, const float *ds, float *s,
-                          int64_t lds, const int V, const int VNNI) {
+                          int64_t lds, const int V, const int U8) {
     for (int64_t b = 0; b < d / 32; b++) {
         __m512i acc[4][4];
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++)
 #pragma GCC unroll 4
             for (int v = 0; v < V; v++)
-                acc[r][v] = _mm512_setzero_si512();
-        for (int p = 0; p < 16; p++) {
-            const __m512i *kp = kt + (b * 16 + p) * nv + v0;
+                acc[r][v] = U8 ? _mm512_set1_epi32(x->c0[4 * b + r]) : _mm512_setzero_si512();
+        for (int e = 0; e < (U8 ? 8 : 16); e++) {
+            /* the slot's place in its unit (key2_u8's order for bytes) */
+            const int64_t c = !U8 ? e : !Q4 ? (b % 2) * 8 + e : (e / 4) * 8 + (b % 2) * 4 + e % 4;
+            const __m512i *kp = kt + ((U8 ? b / 2 : b) * 16 + c) * nv + v0;
 #pragma GCC unroll 4
             for (int r = 0; r < 4; r++) {
-                int32_t qp;
-                __builtin_memcpy(&qp, qr[r] + b * 32 + 2 * p, sizeof qp);
-                const __m512i qb = _mm512_set1_epi32(qp);
+                int32_t qs; /* the slot's 4 int8 or 2 int16 query elements */
+                if (U8)
+                    __builtin_memcpy(&qs, x->qr8[r] + b * 32 + 4 * e, sizeof qs);
+                else
+                    __builtin_memcpy(&qs, x->qr16[r] + b * 32 + 2 * e, sizeof qs);
+                const __m512i qb = _mm512_set1_epi32(qs);
 #pragma GCC unroll 4
                 for (int v = 0; v < V; v++)
-                    acc[r][v] = dot_pairs(acc[r][v], qb, kp[v], VNNI);
+                    acc[r][v] = U8 ? dp_bytes(acc[r][v], kp[v], qb)
+                                   : _mm512_add_epi32(acc[r][v], _mm512_madd_epi16(qb, kp[v]));
             }
         }
         for (int r = 0; r < rows; r++)
@@ -207,47 +399,47 @@ A512_INLINE void rt_block(int64_t d, const int16_t *const qr[4], const float qsr
                 const __mmask16 mk = (__mmask16)(n - j >= 16 ? 0xffffu : (1u << (n - j)) - 1);
                 float *sp = s + (int64_t)r * lds + j;
                 const __m512 prev = b == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mk, sp);
-                __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, ds + b * KT + j),
-                                           _mm512_cvtepi32_ps(acc[r][v]), prev);
-                if (b == d / 32 - 1) x = _mm512_mul_ps(x, _mm512_set1_ps(qsr[r]));
-                _mm512_mask_storeu_ps(sp, mk, x);
+                const __m512 w = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, ds + b * KT + j),
+                                               _mm512_set1_ps(x->dqt[4 * b + r]));
+                __m512 y = _mm512_fmadd_ps(w, _mm512_cvtepi32_ps(acc[r][v]), prev);
+                if (b == d / 32 - 1) y = _mm512_mul_ps(y, _mm512_set1_ps(sc));
+                _mm512_mask_storeu_ps(sp, mk, y);
             }
     }
 }
 
 /* m rows x keys 0..n-1 (n <= KT) by rt_block, the keys transposed once. */
-A512_INLINE void qscores_rt(int64_t d, const int Q4, int m, int n, const int16_t *q16, int64_t ldq,
-                            const float *qs, const uint8_t *k, uint64_t ldk, float *s, int64_t lds,
-                            const uint8_t *next, const int VNNI) {
+A512_INLINE void qscores_rt(int64_t d, const int Q4, int m, int n, const int8_t *q8,
+                            const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
+                            int64_t lds, const uint8_t *next, const int U8) {
     float ds[ATT_QWDIM / 32 * KT];
     __m512i kt[ATT_QWDIM / 32 * 16 * (KT / 16)];
+    rt_rows x;
     const int nv = (n + 15) / 16;
     x86q_block_scales512(d, k, ldk, n, att_block_bytes(Q4), ds);
-    keys_t(d, Q4, n, nv, k, ldk, next, kt);
+    keys_t(d, Q4, n, nv, k, ldk, next, kt, U8);
     for (int i = 0; i < m; i += 4) {
         const int rows = m - i < 4 ? m - i : 4;
-        const int16_t *qr[4];
-        float qsr[4];
-        att_rows4(q16, ldq, qs, i, rows, qr, qsr);
+        rt_rows_of(d, Q4, q8, qd, i, rows, &x, U8);
         float *si = s + (int64_t)i * lds;
         int v0 = 0;
         for (; v0 + 4 <= nv; v0 += 4)
-            rt_block(d, qr, qsr, rows, kt, nv, v0, n, ds, si, lds, 4, VNNI);
+            rt_block(d, Q4, &x, sc, rows, kt, nv, v0, n, ds, si, lds, 4, U8);
         switch (nv - v0) {
-        case 3: rt_block(d, qr, qsr, rows, kt, nv, v0, n, ds, si, lds, 3, VNNI); break;
-        case 2: rt_block(d, qr, qsr, rows, kt, nv, v0, n, ds, si, lds, 2, VNNI); break;
-        case 1: rt_block(d, qr, qsr, rows, kt, nv, v0, n, ds, si, lds, 1, VNNI); break;
+        case 3: rt_block(d, Q4, &x, sc, rows, kt, nv, v0, n, ds, si, lds, 3, U8); break;
+        case 2: rt_block(d, Q4, &x, sc, rows, kt, nv, v0, n, ds, si, lds, 2, U8); break;
+        case 1: rt_block(d, Q4, &x, sc, rows, kt, nv, v0, n, ds, si, lds, 1, U8); break;
         default: break;
         }
     }
 }
 
-/* The op of both levels; VNNI a constant. */
-A512_INLINE void qscores_op(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
-                            int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk, float *s,
+/* The op of both levels; VNNI a constant (int8 products by vpdpbusd). */
+A512_INLINE void qscores_op(int64_t d, cpulm_dtype kt, int m, int n, const int8_t *q8,
+                            const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
                             int64_t lds, const uint8_t *next, const int VNNI) {
     if (d % 32 != 0 || d > ATT_QWDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
-        cpulm_generic_attn_qscores(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next);
+        cpulm_generic_attn_qscores(d, kt, m, n, q8, qd, sc, k, ldk, s, lds, next);
         return;
     }
     const int q4 = kt == CPULM_DTYPE_Q4_0;
@@ -255,27 +447,27 @@ A512_INLINE void qscores_op(int64_t d, cpulm_dtype kt, int m, int n, const int16
         const int nk = n - j < KT ? n - j : KT;
         const uint8_t *kj = k + (uint64_t)j * ldk, *nj = next ? next + (uint64_t)j * ldk : NULL;
         if (m >= RT_MIN_ROWS && q4)
-            qscores_rt(d, 1, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj, VNNI);
+            qscores_rt(d, 1, m, nk, q8, qd, sc, kj, ldk, s + j, lds, nj, VNNI);
         else if (m >= RT_MIN_ROWS)
-            qscores_rt(d, 0, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj, VNNI);
+            qscores_rt(d, 0, m, nk, q8, qd, sc, kj, ldk, s + j, lds, nj, VNNI);
         else if (q4)
-            qscores_tile(d, 1, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
+            qscores_tile(d, 1, m, nk, q8, qd, sc, kj, ldk, s + j, lds, nj, VNNI);
         else
-            qscores_tile(d, 0, m, nk, q16, ldq, qs, kj, ldk, s + j, lds, nj);
+            qscores_tile(d, 0, m, nk, q8, qd, sc, kj, ldk, s + j, lds, nj, VNNI);
     }
 }
 
-void cpulm_avx512_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
-                               int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
-                               float *s, int64_t lds, const uint8_t *next) {
-    qscores_op(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next, 0);
+void cpulm_avx512_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int8_t *q8,
+                               const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
+                               int64_t lds, const uint8_t *next) {
+    qscores_op(d, kt, m, n, q8, qd, sc, k, ldk, s, lds, next, 0);
 }
 
-/* The avx512vnni level's (its table): the prompt rows' dots by vpdpwssd. */
-void cpulm_avx512vnni_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int16_t *q16,
-                                   int64_t ldq, const float *qs, const uint8_t *k, uint64_t ldk,
+/* The avx512vnni level's (its table): every call's dots by vpdpbusd. */
+void cpulm_avx512vnni_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int8_t *q8,
+                                   const float *qd, float sc, const uint8_t *k, uint64_t ldk,
                                    float *s, int64_t lds, const uint8_t *next) {
-    qscores_op(d, kt, m, n, q16, ldq, qs, k, ldk, s, lds, next, 1);
+    qscores_op(d, kt, m, n, q8, qd, sc, k, ldk, s, lds, next, 1);
 }
 
 /* ======== f32 tiles and the exact numerics (attn_scores ... attn_x*) ======== */
