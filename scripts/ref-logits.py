@@ -14,7 +14,8 @@ maximum, so values are exact to ~1.3e-4).
 usage: scripts/ref-logits.py ARCH [BUILD_DIR]
   ARCH: gemma (tiny-gemma3: 16 windows of 32 positions), gemma4 (tiny-gemma4), gptoss (tiny-gpt-oss: a 32-key
   window on every other layer, YaRN over 256 positions), hybrid (the qwen35 family), yarn
-  (tiny llama and qwen3 files with YaRN scaling, read by tests/test_rope.c)
+  (tiny llama and qwen3 files with YaRN scaling, read by tests/test_rope.c), kvq (quantized
+  KV caches, `-ctk`/`-ctv` with flash attention, read by tests/test_attn.c)
   Needs ../shared or $CPULM_SHARED. The llama.cpp build is $LLAMA_PERPLEXITY, default the
   shared one; on a CPU where its sapphirerapids variant dies with SIGILL on quantized files,
   point it at a copy without that variant.
@@ -34,7 +35,8 @@ TOPK = 10
 # name, synth shape, weight type, layers (0: the shape's), other synth options (`cpulm
 # synth` flags; the test reads them back from the case: "swa", "swa_period",
 # "rope_linear", "softcap", "k_eq_v", "double_wide_mlp", "kv_heads_global", "yarn",
-# "yarn_orig_ctx", "arch")
+# "yarn_orig_ctx", "arch", "head_dim"); "kv" is not synth's but the KV cache type of both
+# engines (llama-perplexity -ctk/-ctv, -fa on)
 CASES = {
     "gemma": [
         ("tiny-gemma3-f32", "tiny-gemma3", "f32", 0, {}),
@@ -76,6 +78,17 @@ CASES = {
          {"arch": "qwen3", "yarn": 8, "yarn_orig_ctx": 32}),
         ("tiny-qwen3-yarn4-q8_0", "tiny", "q8_0", 0,
          {"arch": "qwen3", "yarn": 4, "yarn_orig_ctx": 128}),
+    ],
+    # quantized KV caches: llama.cpp quantizes the query to Q8_0 and rotates queries, keys
+    # (Hadamard of the largest power of two from 64 dividing the head) and values (of 64)
+    # when the head is a multiple of 64; heads of 64, 128, 192 and 96 (no rotation)
+    "kvq": [
+        ("tiny-kvq8-f32", "tiny", "f32", 0, {"kv": "q8_0"}),
+        ("tiny-kvq4-f32", "tiny", "f32", 0, {"kv": "q4_0"}),
+        ("tiny-qwen3-h128-kvq8-f32", "tiny", "f32", 0, {"arch": "qwen3", "head_dim": 128, "kv": "q8_0"}),
+        ("tiny-qwen3-h128-kvq4-f32", "tiny", "f32", 0, {"arch": "qwen3", "head_dim": 128, "kv": "q4_0"}),
+        ("tiny-qwen3-h192-kvq8-f32", "tiny", "f32", 0, {"arch": "qwen3", "head_dim": 192, "kv": "q8_0"}),
+        ("tiny-qwen3-h96-kvq8-f32", "tiny", "f32", 0, {"arch": "qwen3", "head_dim": 96, "kv": "q8_0"}),
     ],
     # quantized types are missing: the shared llama.cpp build dies with SIGILL on them on the
     # machine the data was made on
@@ -120,11 +133,13 @@ def run_case(build, tmp, name, shape, wtype, layers, opts):
     if layers:
         cmd += ["--layers", str(layers)]
     for k, v in opts.items():
-        cmd += ["--" + k.replace("_", "-"), str(v)]
+        if k != "kv":
+            cmd += ["--" + k.replace("_", "-"), str(v)]
     subprocess.run(cmd, check=True, capture_output=True)
     base = os.path.join(tmp, name + ".bin")
+    kv = ["-ctk", opts["kv"], "-ctv", opts["kv"], "-fa", "on"] if "kv" in opts else []
     r = subprocess.run([LLAMA, "-m", model, "-f", TEXT, "-c", str(N_CTX), "-b", str(N_CTX),
-                        "--chunks", "1", "-t", "2", "--kl-divergence-base", base],
+                        "--chunks", "1", "-t", "2", "--kl-divergence-base", base] + kv,
                        check=True, capture_output=True, text=True)
     ppl = None
     for line in (r.stdout + r.stderr).splitlines():

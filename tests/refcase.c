@@ -74,18 +74,22 @@ cpulm_model *refcase_model(const cpulm_json *c) {
     p.kv_heads_global = (int32_t)cpulm_json_num(cpulm_json_get(c, "kv_heads_global"), 0);
     p.yarn_factor = (float)cpulm_json_num(cpulm_json_get(c, "yarn"), p.yarn_factor);
     p.yarn_orig_ctx = (int32_t)cpulm_json_num(cpulm_json_get(c, "yarn_orig_ctx"), p.yarn_orig_ctx);
+    p.hp.head_dim = (int32_t)cpulm_json_num(cpulm_json_get(c, "head_dim"), p.hp.head_dim);
     const char *arch = cpulm_json_str(cpulm_json_get(c, "arch"));
     if (arch) p.arch = arch; /* the case's JSON outlives the load */
     char name[260];
-    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g-k%d-d%d-g%d-y%g-%d-%s.gguf", shape, type,
-             layers, p.hp.n_swa, p.swa_period, (double)p.rope_linear, (double)p.hp.final_softcap,
-             p.k_eq_v, p.double_wide_mlp, (int)p.kv_heads_global, (double)p.yarn_factor,
-             (int)p.yarn_orig_ctx, p.arch ? p.arch : "");
+    snprintf(name, sizeof name, "%s-%s-%d-w%d-p%d-r%g-c%g-k%d-d%d-g%d-y%g-%d-h%d-%s.gguf", shape,
+             type, layers, p.hp.n_swa, p.swa_period, (double)p.rope_linear,
+             (double)p.hp.final_softcap, p.k_eq_v, p.double_wide_mlp, (int)p.kv_heads_global,
+             (double)p.yarn_factor, (int)p.yarn_orig_ctx, (int)p.hp.head_dim, p.arch ? p.arch : "");
     return refcase_synth_load(&p, name);
 }
 
-cpulm_ctx *refcase_ctx(const cpulm_model *m, int n_ctx, int n_batch, int n_seq, int nth, int fast) {
+/* refcase_ctx on a KV cache of type kv */
+static cpulm_ctx *ctx_kv(const cpulm_model *m, int n_ctx, int n_batch, int n_seq, int nth, int fast,
+                         cpulm_kv_type kv) {
     cpulm_ctx_params cp = cpulm_ctx_default_params();
+    cp.kv_type = kv;
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     cp.n_outputs_max = n_batch;
@@ -93,6 +97,10 @@ cpulm_ctx *refcase_ctx(const cpulm_model *m, int n_ctx, int n_batch, int n_seq, 
     cp.n_threads = nth;
     cp.attn_fast = fast;
     return cpulm_ctx_new(m, &cp, NULL);
+}
+
+cpulm_ctx *refcase_ctx(const cpulm_model *m, int n_ctx, int n_batch, int n_seq, int nth, int fast) {
+    return ctx_kv(m, n_ctx, n_batch, n_seq, nth, fast, cpulm_ctx_default_params().kv_type);
 }
 
 float *refcase_logits(cpulm_ctx *ctx, const int32_t *toks, int32_t n, int32_t step, int32_t V) {
@@ -161,7 +169,12 @@ int refcase_check(const cpulm_json *c, int32_t step, int fast, double tol, doubl
     for (int32_t i = 0; toks && i < n; i++)
         toks[i] = (int32_t)cpulm_json_num(cpulm_json_at(jt, (size_t)i), 0);
     if (toks && n > 0) toks[0] = cpulm_token_bos(m);
-    cpulm_ctx *ctx = toks && n > 1 ? refcase_ctx(m, n, 512, 1, 2, fast) : NULL;
+    const char *kv = cpulm_json_str(cpulm_json_get(c, "kv")); /* the case's KV cache type */
+    const cpulm_kv_type kt = !kv                   ? cpulm_ctx_default_params().kv_type
+                             : !strcmp(kv, "q8_0") ? CPULM_KV_Q8_0
+                             : !strcmp(kv, "q4_0") ? CPULM_KV_Q4_0
+                                                   : CPULM_KV_F32;
+    cpulm_ctx *ctx = toks && n > 1 ? ctx_kv(m, n, 512, 1, 2, fast, kt) : NULL;
     float *lg = ctx ? refcase_logits(ctx, toks, n, step, V) : NULL;
     int fails = lg ? compare(c, lg, toks, n, V, tol, worst) : 1;
     free(lg);

@@ -3,7 +3,8 @@
  * `scripts/ref-logits.py ARCH` with the shared llama-perplexity: each case names a synth
  * shape, a weight type and a layer cut (optionally other synth options: "swa",
  * "swa_period", "rope_linear", "softcap", "k_eq_v", "double_wide_mlp", "kv_heads_global",
- * "yarn", "yarn_orig_ctx", "arch", as `cpulm synth`'s flags), a token chunk, the first scored
+ * "yarn", "yarn_orig_ctx", "arch", "head_dim", as `cpulm synth`'s flags; "kv": the KV cache
+ * type, "q8_0" or "q4_0", of both engines), a token chunk, the first scored
  * position, the top log-probabilities of every scored position ("logprobs_topk": [[id, logprob],
  * ...] per position) and the chunk's perplexity. */
 #ifndef CPULM_TESTS_REFCASE_H

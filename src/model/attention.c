@@ -30,6 +30,7 @@
 #include "../base/fp16.h"
 #include "../base/status.h"
 #include "../runtime/context.h"
+#include "kvrot.h"
 #include "work.h"
 
 #define TILE  CPULM_ATTN_TILE
@@ -72,6 +73,7 @@ struct cpulm_attn {
     int split_ng;      /* split: KV heads per item */
     /* [split_max][n_head_kv]: chunks of the pair finished in this layer (reset by its fold) */
     atomic_uint *chunks_done;
+    int32_t rot_k, rot_v; /* the quantized cache's rotation blocks (kvrot.h), 0: none */
 };
 
 /* One layer's call: what every item reads. */
@@ -97,6 +99,7 @@ cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
     a->n_chunk_max = (c->p.n_ctx + CHUNK - 1) / CHUNK;
     a->split_max = cpulm_attn_split_max(c->p.n_seq_max, c->p.n_batch);
     a->tile_heads = cpulm_attn_tile_heads(hp);
+    cpulm_kvrot_plan(c->m, (int)c->kv.dtype, &a->rot_k, &a->rot_v);
     a->ws_floats = cpulm_attn_ws_floats(a->rows, hp->head_dim, a->tile_heads);
     int nth = cpulm_pool_size(c->pool);
     a->ws = malloc(sizeof(float) * a->ws_floats * (size_t)nth);
@@ -575,7 +578,8 @@ static int gather_rows(const att_run *r, att_ws *w, int32_t t0, int32_t nt, int 
 
 /* att rows of tokens t0.. x query heads h0..h0+nh-1 (row b * nh + x as gather_rows) = O / L,
  * with head h's sink, if any, as one more key of value 0: its weight joins the denominator
- * (the output rescaled when it is above the row's max). */
+ * (the output rescaled when it is above the row's max); on a rotated cache (values stored
+ * rotated, kvrot.h) rotated back. */
 static void write_rows(const att_run *r, att_state s, int32_t t0, int m, int h0, int nh) {
     const int64_t d = r->d, qd = (int64_t)r->c->m->hp.n_head * d;
     for (int i = 0; i < m; i++) {
@@ -594,6 +598,7 @@ static void write_rows(const att_run *r, att_state s, int32_t t0, int m, int h0,
         const float inv = S == 0.0f ? 0.0f : ms / S;
         for (int64_t e = 0; e < d; e++)
             out[e] = s.O[i * d + e] * inv;
+        if (r->a->rot_v) cpulm_kvrot_rows(out, d, r->a->rot_v);
     }
 }
 
@@ -803,6 +808,15 @@ static void attn_items(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int ith, 
         else
             have = !ahead && cpulm_work_claim(c, first + n, &item);
     }
+}
+
+void cpulm_attn_rotate_new(const cpulm_ctx *c, float *q, float *k, float *v) {
+    const struct cpulm_attn *a = c->attn;
+    if (!a->rot_k) return;
+    const cpulm_hparams *hp = &c->m->hp;
+    cpulm_kvrot_rows(q, (int64_t)hp->n_head * hp->head_dim, a->rot_k);
+    cpulm_kvrot_rows(k, (int64_t)hp->n_head_kv * hp->head_dim, a->rot_k);
+    cpulm_kvrot_rows(v, (int64_t)hp->n_head_kv * hp->head_dim, a->rot_v);
 }
 
 /* Thread 0 times its share (two clock reads per layer: ~0.01% of a generated token). */

@@ -96,9 +96,13 @@ void cpulm_attn_free(cpulm_ctx *c);
 /* Plans the batch in c (token blocks, numerics, split or not); single-threaded, before the
  * pass. */
 void cpulm_attn_plan(cpulm_ctx *c);
-/* att = attention of every batch token in layer il (q roped, k and v stored in the cache),
- * with the options o (NULL: none). Called by every pool thread; the caller has barriers
- * before and after. */
+/* One token's new query (n_head heads), key and value (n_head_kv heads each), roped, as the
+ * cache stores them: on a quantized cache, rotated (model/kvrot.h) in place; else as they
+ * are. Every store into the cache and every query takes this before the layer's attention. */
+void cpulm_attn_rotate_new(const cpulm_ctx *c, float *q, float *k, float *v);
+/* att = attention of every batch token in layer il (q roped and cpulm_attn_rotate_new'd, k
+ * and v stored in the cache), with the options o (NULL: none). Called by every pool thread;
+ * the caller has barriers before and after. */
 void cpulm_attn_run(cpulm_ctx *c, int il, const cpulm_attn_opts *o, int ith, int nth);
 /* cpulm_attn_run with the model's options for layer il. */
 void cpulm_attn_layer(cpulm_ctx *c, int il, int ith, int nth);

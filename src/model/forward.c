@@ -157,6 +157,7 @@ static void rope_and_store(cpulm_ctx *c, int il, int64_t t, const cpulm_rope_sca
     float *q = c->q + t * qd, *k = c->kc + t * kvd, *v = c->vc + t * kvd;
     cpulm_fwd_rope_heads(c->k, q, hp->n_head, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
     cpulm_fwd_rope_heads(c->k, k, hp->n_head_kv, hp->head_dim, hp->n_rot, c->m->arch->rope, cs, sn);
+    cpulm_attn_rotate_new(c, q, k, v);
     cpulm_from_float_fn store = c->k->from_float[c->kv.dtype];
     store(k, cpulm_kv_k(&c->kv, il, c->seq[t], c->pos[t]), kvd);
     store(v, cpulm_kv_v(&c->kv, il, c->seq[t], c->pos[t]), kvd);

@@ -137,6 +137,7 @@ static void prepare_token(cpulm_ctx *c, const cpulm_layer *ly, int il, int64_t t
     const float undo = sqrtf((float)d); /* the driver scales by 1/sqrt(d); Gemma 4 by 1 */
     for (int64_t i = 0; i < (int64_t)hp->n_head * d; i++)
         q[i] *= undo;
+    cpulm_attn_rotate_new(c, q, k, v); /* off while the head sizes differ by layer */
     if (!own) return;
     cpulm_from_float_fn store = c->k->from_float[c->kv.dtype];
     store(k, cpulm_kv_k(&c->kv, il, c->seq[t], c->pos[t]), KVD);
