@@ -1634,7 +1634,12 @@ TEST(attn_quantized_kv_ref_llamacpp) {
  * float64 over blocks of n = 64, 128, 256, and of applying it twice against the identity.
  * Not vectorized: aarch64 gcc 12 stops with an internal compiler error vectorizing these
  * reductions. */
-__attribute__((optimize("no-tree-vectorize"))) static double kvrot_err(void) {
+#if defined(__GNUC__) && !defined(__clang__)
+#define KVROT_NOVEC __attribute__((optimize("no-tree-vectorize")))
+#else
+#define KVROT_NOVEC
+#endif
+KVROT_NOVEC static double kvrot_err(void) {
     float x[256], y[256];
     double err = 0;
     for (int n = 64; n <= 256; n *= 2) {
