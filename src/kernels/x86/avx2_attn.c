@@ -466,7 +466,7 @@ AVX2_INLINE void scores_rows(int64_t d, const int Q4, const int WIDE, int i, int
     }
 }
 
-/* attn_qscores on n <= KT keys of one cache type. */
+/* attn_qscores on n keys of one cache type (n <= KT for more than 4 rows: its buffers). */
 AVX2_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int8_t *q8,
                               const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
                               int64_t lds, const uint8_t *next) {
@@ -496,6 +496,13 @@ void cpulm_avx2_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int8
                              int64_t lds, const uint8_t *next) {
     if (d % 32 != 0 || d > WDIM || (kt != CPULM_DTYPE_Q8_0 && kt != CPULM_DTYPE_Q4_0)) {
         cpulm_generic_attn_qscores(d, kt, m, n, q8, qd, sc, k, ldk, s, lds, next);
+        return;
+    }
+    if (m <= 4) { /* generation: one group of rows, widened once for all n keys */
+        if (kt == CPULM_DTYPE_Q4_0)
+            qscores_tile(d, 1, m, n, q8, qd, sc, k, ldk, s, lds, next);
+        else
+            qscores_tile(d, 0, m, n, q8, qd, sc, k, ldk, s, lds, next);
         return;
     }
     for (int j = 0; j < n; j += KT) {
