@@ -1670,15 +1670,15 @@ TEST(attn_kvrot_is_the_normalized_hadamard) {
     } plan[] = {{64, CPULM_DTYPE_Q8_0, 64, 64},  {128, CPULM_DTYPE_Q4_0, 128, 64},
                 {192, CPULM_DTYPE_Q8_0, 64, 64}, {256, CPULM_DTYPE_Q8_0, 256, 64},
                 {96, CPULM_DTYPE_Q8_0, 0, 0},    {128, CPULM_DTYPE_F16, 0, 0}};
+    cpulm_model *m = synth_model("kvrot-plan.gguf", 1, 256, 128, 2, 1, 64, CPULM_DTYPE_F32);
+    REQUIRE(t, m != NULL);
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
-        cpulm_model *m = synth_model("kvrot-plan.gguf", 1, 256, 128, 2, 1, 64, CPULM_DTYPE_F32);
-        REQUIRE(t, m != NULL);
         m->hp.head_dim = plan[i].d; /* the plan reads the shape only */
         for (int32_t il = 0; il < m->hp.n_layer; il++)
             m->layers[il].head_dim = plan[i].d;
         int32_t rk = -1, rv = -1;
         cpulm_kvrot_plan(m, plan[i].kv, &rk, &rv);
         CHECK(t, rk == plan[i].rk && rv == plan[i].rv);
-        cpulm_model_free(m);
     }
+    cpulm_model_free(m);
 }

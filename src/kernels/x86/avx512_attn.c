@@ -43,18 +43,23 @@ A512_INLINE __m512i block_k16(const uint8_t *row, int64_t b, const int Q4) {
     return _mm512_cvtepi8_epi16(_mm256_sub_epi8(lohi, _mm256_set1_epi8(8))); /* -8..7 */
 }
 
-/* 4 rows (query block at qr[r] + c) against one key block k: the int32 sums per 128-bit
- * lane as [r0 r1 r2 r3], 4 lanes still to be added (unpacks and adds: exact in any order). */
-A512_INLINE __m512i rows4(const int16_t *const qr[4], int64_t c, __m512i k) {
-    __m512i p[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; r++)
-        p[r] = _mm512_madd_epi16(_mm512_loadu_si512((const void *)(qr[r] + c)), k);
+/* 4 rows' int32 lane sums p[r] to [r0 r1 r2 r3] per 128-bit lane, 4 lanes still to be added
+ * (unpacks and adds: exact in any order). */
+A512_INLINE __m512i rows_tree(const __m512i p[4]) {
     const __m512i t01 =
         _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]), _mm512_unpackhi_epi32(p[0], p[1]));
     const __m512i t23 =
         _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]), _mm512_unpackhi_epi32(p[2], p[3]));
     return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+}
+
+/* 4 rows (query block at qr[r] + c) against one key block k, by rows_tree. */
+A512_INLINE __m512i rows4(const int16_t *const qr[4], int64_t c, __m512i k) {
+    __m512i p[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        p[r] = _mm512_madd_epi16(_mm512_loadu_si512((const void *)(qr[r] + c)), k);
+    return rows_tree(p);
 }
 
 /* Lane pairs (0+1, 2+3) of a and b: [a01 a23 b01 b23]. */
@@ -113,26 +118,6 @@ A512_INLINE void store4x4(__m512 x, int i, int rows, int j, int n, float *s, int
                          : r == 2 ? _mm512_extractf32x4_ps(y, 2)
                                   : _mm512_extractf32x4_ps(y, 3);
         _mm_mask_storeu_ps(s + (int64_t)(i + r) * lds + j, live, v);
-    }
-}
-
-/* Rows i.. (rows <= 4) x keys 0..n-1 (any n), 4 keys at a time; the first rows' pass hints
- * the rows at next (NULL: none). */
-A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, const int8_t *q8,
-                             const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
-                             int64_t lds, const uint8_t *next) {
-    const int16_t *qr[4];
-    int16_t w[4 * ATT_QWDIM];
-    float dqt[4 * (ATT_QWDIM / 32)];
-    att_rows4_w(d, q8, qd, i, rows, w, qr, dqt);
-    const __m512 scv = _mm512_set1_ps(sc);
-    const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
-    for (int j = 0; j < n; j += 4) {
-        if (!Q4) X86Q_MCA_BEGIN("avx512_attn_qscores");
-        const uint8_t *kr[4];
-        keys4(j, n, k, ldk, i == 0 ? next : NULL, rb, kr);
-        store4x4(scores_4x4(d, Q4, qr, dqt, scv, kr), i, rows, j, n, s, lds);
-        if (!Q4) X86Q_MCA_END("avx512_attn_qscores");
     }
 }
 
@@ -238,11 +223,7 @@ A512_INLINE __m512i rows4_u8(const int8_t *qp, const __m512i *cs, __m512i u) {
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
         x[r] = dp_bytes(cs[r], u, _mm512_load_si512((const void *)(qp + 64 * r)));
-    const __m512i t01 =
-        _mm512_add_epi32(_mm512_unpacklo_epi32(x[0], x[1]), _mm512_unpackhi_epi32(x[0], x[1]));
-    const __m512i t23 =
-        _mm512_add_epi32(_mm512_unpacklo_epi32(x[2], x[3]), _mm512_unpackhi_epi32(x[2], x[3]));
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+    return rows_tree(x);
 }
 
 /* Two keys' lane sums a, b to [a: block 0 | a: block 1 | b: block 0 | b: block 1] (Q8: the
@@ -282,25 +263,34 @@ A512_INLINE __m512 scores_4x4_u8(int64_t d, const int Q4, const int8_t *qq, cons
     return _mm512_mul_ps(acc, scv);
 }
 
-/* Rows i.. (rows <= 4) x keys 0..n-1 (any n) by scores_4x4_u8; the first rows' pass hints
- * the rows at next (NULL: none). */
-A512_INLINE void scores_rows_u8(int64_t d, const int Q4, int i, int rows, int n, const int8_t *q8,
-                                const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
-                                int64_t lds, const uint8_t *next) {
+/* Rows i.. (rows <= 4) x keys 0..n-1 (any n), 4 keys at a time, by scores_4x4 on the rows
+ * widened to int16 or (VNNI) by scores_4x4_u8 on their bytes; the first rows' pass hints the
+ * rows at next (NULL: none). */
+A512_INLINE void scores_rows(int64_t d, const int Q4, int i, int rows, int n, const int8_t *q8,
+                             const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
+                             int64_t lds, const uint8_t *next, const int VNNI) {
     const int8_t *qr[4];
+    const int16_t *qr16[4];
+    int16_t w[4 * ATT_QWDIM];
     _Alignas(64) int8_t qq[(ATT_QWDIM / 64) * 4 * 64];
     __m512i cs[(ATT_QWDIM / 64) * 4];
     float dqt[4 * (ATT_QWDIM / 32)];
-    att_rows4(d, q8, qd, i, rows, qr, dqt);
-    q2_rows(d, Q4, qr, qq, cs);
+    if (VNNI) {
+        att_rows4(d, q8, qd, i, rows, qr, dqt);
+        q2_rows(d, Q4, qr, qq, cs);
+    } else {
+        att_rows4_w(d, q8, qd, i, rows, w, qr16, dqt);
+    }
     const __m512 scv = _mm512_set1_ps(sc);
     const size_t rb = (size_t)(d / 32) * att_block_bytes(Q4);
     for (int j = 0; j < n; j += 4) {
-        if (!Q4) X86Q_MCA_BEGIN("avx512vnni_attn_qscores");
+        if (!Q4 && !VNNI) X86Q_MCA_BEGIN("avx512_attn_qscores");
         const uint8_t *kr[4];
         keys4(j, n, k, ldk, i == 0 ? next : NULL, rb, kr);
-        store4x4(scores_4x4_u8(d, Q4, qq, cs, dqt, scv, kr), i, rows, j, n, s, lds);
-        if (!Q4) X86Q_MCA_END("avx512vnni_attn_qscores");
+        store4x4(VNNI ? scores_4x4_u8(d, Q4, qq, cs, dqt, scv, kr)
+                      : scores_4x4(d, Q4, qr16, dqt, scv, kr),
+                 i, rows, j, n, s, lds);
+        if (!Q4 && !VNNI) X86Q_MCA_END("avx512_attn_qscores");
     }
 }
 
@@ -308,10 +298,7 @@ A512_INLINE void qscores_tile(int64_t d, const int Q4, int m, int n, const int8_
                               const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
                               int64_t lds, const uint8_t *next, const int VNNI) {
     for (int i = 0; i < m; i += 4)
-        if (VNNI)
-            scores_rows_u8(d, Q4, i, m - i < 4 ? m - i : 4, n, q8, qd, sc, k, ldk, s, lds, next);
-        else
-            scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q8, qd, sc, k, ldk, s, lds, next);
+        scores_rows(d, Q4, i, m - i < 4 ? m - i : 4, n, q8, qd, sc, k, ldk, s, lds, next, VNNI);
 }
 
 /* Keys 0..n-1 (n <= KT; past n: key n-1 again, never stored) transposed: unit u's slot c of
