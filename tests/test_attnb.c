@@ -39,13 +39,16 @@ static int nk_of(int n) {
     return (n + 15) / 16 * 16;
 }
 
-/* One shape at every level against generic: the packed tiles, the scores, the values. */
+/* One shape at every level against generic: the packed tiles, the scores, the values; then
+ * every level's scores and values from a tile packed for more keys (nx: as the driver's
+ * shared tiles, packed with every key the sequence holds) equal generic's from the tile of n. */
 static void shape_check(test_ctx *t, const cpulm_kernels **lv, int nl, int d, int m, int n) {
-    const int64_t ld = d + 16, hb = (int64_t)nk_of(n) * d / 2 + 16; /* strided rows */
-    const int np = (n + 1) / 2;
+    const int nx = n + 9 < 256 ? n + 9 : 256;
+    const int64_t ld = d + 16, hb = (int64_t)nk_of(nx) * d / 2 + 16; /* strided rows */
+    const int np = (nx + 1) / 2;
     float *q = malloc(sizeof(float) * (size_t)(m * ld)),
-          *k = malloc(sizeof(float) * (size_t)(n * ld));
-    float *v = malloc(sizeof(float) * (size_t)(n * ld)),
+          *k = malloc(sizeof(float) * (size_t)(nx * ld));
+    float *v = malloc(sizeof(float) * (size_t)(nx * ld)),
           *p = malloc(sizeof(float) * (size_t)(m * 256));
     float *s0 = malloc(sizeof(float) * (size_t)(m * 256)),
           *s1 = malloc(sizeof(float) * (size_t)(m * 256));
@@ -55,13 +58,13 @@ static void shape_check(test_ctx *t, const cpulm_kernels **lv, int nl, int d, in
     uint32_t *qp = malloc(4 * (size_t)(m * d / 2)), *kp0 = malloc(4 * (size_t)hb);
     uint32_t *kp1 = malloc(4 * (size_t)hb), *vp0 = malloc(4 * (size_t)(np * d + 16));
     uint32_t *vp1 = malloc(4 * (size_t)(np * d + 16));
-    uint16_t *kh = malloc(2 * (size_t)(n * ld)), *vh = malloc(2 * (size_t)(n * ld));
+    uint16_t *kh = malloc(2 * (size_t)(nx * ld)), *vh = malloc(2 * (size_t)(nx * ld));
     REQUIRE(t, q && k && v && p && s0 && s1 && o0 && o1 && oin && qp && kp0 && kp1 && vp0 && vp1 &&
                    kh && vh);
     const uint64_t seed = (uint64_t)(d * 100000 + m * 1000 + n);
-    fill(q, m * ld, seed, 2.0f), fill(k, n * ld, seed + 1, 2.0f), fill(v, n * ld, seed + 2, 1.0f);
+    fill(q, m * ld, seed, 2.0f), fill(k, nx * ld, seed + 1, 2.0f), fill(v, nx * ld, seed + 2, 1.0f);
     fill(p, m * 256, seed + 3, 1.0f), fill(oin, m * ld, seed + 4, 1.0f);
-    for (int64_t i = 0; i < n * ld; i++) { /* F16 cache rows; every 7th an f16 subnormal */
+    for (int64_t i = 0; i < nx * ld; i++) { /* F16 cache rows; every 7th an f16 subnormal */
         kh[i] = i % 7 == 3 ? (uint16_t)(i % 1023 + 1) : cpulm_f32_to_fp16(k[i]);
         vh[i] = i % 7 == 4 ? (uint16_t)(0x8000 | (i % 1023 + 1)) : cpulm_f32_to_fp16(v[i]);
     }
@@ -72,7 +75,7 @@ static void shape_check(test_ctx *t, const cpulm_kernels **lv, int nl, int d, in
             qp[i * d / 2 + e / 2] = cpulm_bf16_pair(q[i * ld + e], q[i * ld + e + 1]);
     memset(kp0, 0xA5, 4 * (size_t)hb), memset(vp0, 0xA5, 4 * (size_t)(np * d + 16));
     cpulm_kernels_generic.attn_bpack(d, n, kh, ld, vh, ld, kp0, vp0);
-    cpulm_kernels_generic.attn_bscores(d, m, n, qp, d / 2, kp0, 0.125f, s0, 256);
+    cpulm_kernels_generic.attn_bscores(d, m, n, qp, d / 2, kp0, nk_of(n), 0.125f, s0, 256);
     memcpy(o0, oin, sizeof(float) * (size_t)(m * ld));
     cpulm_kernels_generic.attn_bpv(d, m, n, p, 256, vp0, a, o0, ld);
     for (int li = 1; li < nl; li++) {
@@ -80,7 +83,7 @@ static void shape_check(test_ctx *t, const cpulm_kernels **lv, int nl, int d, in
         lv[li]->attn_bpack(d, n, kh, ld, vh, ld, kp1, vp1);
         CHECK(t, memcmp(kp0, kp1, 4 * (size_t)hb) == 0); /* padding 0s and the slack alike */
         CHECK(t, memcmp(vp0, vp1, 4 * (size_t)(np * d + 16)) == 0);
-        lv[li]->attn_bscores(d, m, n, qp, d / 2, kp0, 0.125f, s1, 256);
+        lv[li]->attn_bscores(d, m, n, qp, d / 2, kp0, nk_of(n), 0.125f, s1, 256);
         for (int i = 0; i < m; i++)
             CHECK(t, memcmp(s0 + i * 256, s1 + i * 256, sizeof(float) * (size_t)n) == 0);
         memcpy(o1, oin, sizeof(float) * (size_t)(m * ld));
@@ -88,6 +91,23 @@ static void shape_check(test_ctx *t, const cpulm_kernels **lv, int nl, int d, in
         CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)(m * ld)) == 0);
         if (t->n_fail) {
             fprintf(stderr, "  level %s d=%d m=%d n=%d\n", lv[li]->name, d, m, n);
+            break;
+        }
+    }
+    /* the tile of nx keys: its first n serve as the tile of n (the values past n infinite, so
+     * that a product of one with a weight of 0 would show as NaN) */
+    for (int64_t i = (int64_t)n * ld; i < nx * ld; i++)
+        vh[i] = i % 2 ? 0x7c00 : 0xfc00;
+    cpulm_kernels_generic.attn_bpack(d, nx, kh, ld, vh, ld, kp1, vp1);
+    for (int li = 0; li < nl && nx > n; li++) {
+        lv[li]->attn_bscores(d, m, n, qp, d / 2, kp1, nk_of(nx), 0.125f, s1, 256);
+        for (int i = 0; i < m; i++)
+            CHECK(t, memcmp(s0 + i * 256, s1 + i * 256, sizeof(float) * (size_t)n) == 0);
+        memcpy(o1, oin, sizeof(float) * (size_t)(m * ld));
+        lv[li]->attn_bpv(d, m, n, p, 256, vp1, a, o1, ld);
+        CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)(m * ld)) == 0);
+        if (t->n_fail) {
+            fprintf(stderr, "  level %s d=%d m=%d n=%d of %d\n", lv[li]->name, d, m, n, nx);
             break;
         }
     }
@@ -124,11 +144,11 @@ TEST(attnb_step_is_vdpbf16ps_lane) {
     /* d = 4: key 0's pairs (0, 2^30) and (1, -2^30) against a query of ones */
     kp[0] = cpulm_bf16_pair(0.0f, 0x1p30f), kp[16] = cpulm_bf16_pair(1.0f, -0x1p30f);
     qp[0] = qp[1] = cpulm_bf16_pair(1.0f, 1.0f);
-    cpulm_kernels_generic.attn_bscores(4, 1, 1, qp, 2, kp, 1.0f, &s, 1);
+    cpulm_kernels_generic.attn_bscores(4, 1, 1, qp, 2, kp, 16, 1.0f, &s, 1);
     CHECK(t, s == 1.0f);
     kp[0] = cpulm_bf16_pair(0x1p-70f, 0x1p-70f), kp[16] = 0;
     qp[0] = cpulm_bf16_pair(0x1p-60f, 0x1p-60f);
-    cpulm_kernels_generic.attn_bscores(4, 1, 1, qp, 2, kp, 1.0f, &s, 1);
+    cpulm_kernels_generic.attn_bscores(4, 1, 1, qp, 2, kp, 16, 1.0f, &s, 1);
     CHECK(t, s == 0.0f); /* 2^-130 + 2^-130 = 2^-129 is subnormal: flushed */
     CHECK(t, cpulm_f32_to_bf16_daz(0x1p-130f) == 0 && cpulm_f32_to_bf16_daz(-0x1p-130f) == 0x8000);
     CHECK(t, cpulm_f32_to_bf16_daz(1.0f + 0x1p-8f) == 0x3f80); /* tie to even */
@@ -154,7 +174,7 @@ static void btiled(const cpulm_kernels *lv, int d, int m, const float *q, const 
             float mc = -INFINITY, lc = 0.0f;
             memset(oc, 0, sizeof(float) * (size_t)d);
             lv->attn_bpack(d, n, k + (int64_t)j * d, d, v + (int64_t)j * d, d, kp, vp);
-            lv->attn_bscores(d, 1, n, qp, d / 2, kp, scale, s, n);
+            lv->attn_bscores(d, 1, n, qp, d / 2, kp, nk_of(n), scale, s, n);
             float a = lv->attn_softmax_row(n, n, s, &mc, &lc);
             lv->attn_bpv(d, 1, n, s, n, vp, &a, oc, d);
             lv->attn_merge(d, 1, &mc, &lc, oc, d, &M, &L, o, d);
@@ -212,10 +232,10 @@ TEST(attnb_tiled_within_bound_of_float64) {
 
 /* ---- the model's driver under CPULM_ATTN_BF16 ---- */
 
-static cpulm_model *synth_model(void) {
+static cpulm_model *synth_model(int n_layer) {
     cpulm_synth_params sp;
     if (cpulm_synth_shape("tiny", &sp) != CPULM_OK) return NULL;
-    sp.hp.n_layer = 2, sp.hp.n_embd = 512, sp.hp.n_ff = 256, sp.hp.n_head = 8;
+    sp.hp.n_layer = n_layer, sp.hp.n_embd = 512, sp.hp.n_ff = 256, sp.hp.n_head = 8;
     sp.hp.n_head_kv = 2, sp.hp.n_vocab = 300, sp.hp.n_ctx_train = 1024;
     sp.type = CPULM_DTYPE_Q8_0;
     char path[512];
@@ -267,7 +287,7 @@ static double max_diff(const float *a, const float *b, size_t n) {
  * threads; a prompt of fewer than CPULM_ATTN_AUTO_ROWS rows per call keeps auto's bits, and
  * so does the generation after the prompt when its prompt was short. */
 TEST(attnb_model_close_to_f32_tiles_and_thread_invariant) {
-    cpulm_model *m = synth_model();
+    cpulm_model *m = synth_model(2);
     REQUIRE(t, m);
     const int slow = test_emulated() || test_sanitized();
     const int n = slow ? 260 : 600, batch = slow ? 130 : 200;
@@ -286,5 +306,36 @@ TEST(attnb_model_close_to_f32_tiles_and_thread_invariant) {
     REQUIRE(t, sa && sb);
     CHECK(t, memcmp(sa, sb, sizeof(float) * V * 4) == 0);
     free(f32), free(b1), free(b2), free(sa), free(sb);
+    cpulm_model_free(m);
+}
+
+/* A layer's tiles are packed once per call with every key the sequence then holds, and
+ * serve all the call's blocks (attention.c's pack_tile): a prompt cut into calls at other
+ * places repacks its partly filled tiles each call, and the prompt's last logits keep their
+ * bits (a row's keys past its position enter with weight 0, which adds nothing). 600 tokens
+ * in calls of 200, 300 and 120 (qemu, sanitizers: 260 in 130, 260 and 65), one layer (so
+ * no other layer's packing overwrites a tile between calls). */
+TEST(attnb_model_tiles_shared_across_calls) {
+    cpulm_model *m = synth_model(1);
+    REQUIRE(t, m);
+    const int slow = test_emulated() || test_sanitized();
+    const int n = slow ? 260 : 600, cuts[3] = {slow ? 130 : 200, slow ? 260 : 300, slow ? 65 : 120};
+    const size_t V = (size_t)cpulm_vocab_n(m);
+    float *ref = run_logits(m, CPULM_ATTN_BF16, 2, n, cuts[0], 0);
+    REQUIRE(t, ref);
+    int finite = 1;
+    for (size_t i = 0; i < V; i++)
+        finite &= isfinite(ref[i]) != 0;
+    CHECK(t, finite);
+    for (int i = 1; i < 3; i++) {
+        float *x = run_logits(m, CPULM_ATTN_BF16, 2, n, cuts[i], 0);
+        REQUIRE(t, x);
+        if (memcmp(ref, x, sizeof(float) * V) != 0)
+            fprintf(stderr, "  calls of %d vs %d: max |dlogit| %.3g\n", cuts[0], cuts[i],
+                    max_diff(ref, x, V));
+        CHECK(t, memcmp(ref, x, sizeof(float) * V) == 0);
+        free(x);
+    }
+    free(ref);
     cpulm_model_free(m);
 }

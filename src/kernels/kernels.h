@@ -323,21 +323,23 @@ typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t 
     /* kp[p * nk + j] = pair (b(k_j[2p]), b(k_j[2p + 1])), p < d / 2, j < nk = n rounded up to    \
      * 16 (0 for j >= n); vp[t * d + c] = pair (b(v_2t[c]), b(v_2t+1[c])), t < (n + 1) / 2, with  \
      * v_n = 0 for odd n; k_j = k + j * ldk, v_j = v + j * ldv: F16 rows (an F16 cache's, read    \
-     * in place; b of the exact f32 value); d % 16 == 0. */                                       \
+     * in place; b of the exact f32 value); d % 16 == 0. A tile packed for n keys serves any      \
+     * n' <= n: attn_bscores takes its nk, attn_bpv reads no key past n'. */                      \
     X(ATTN_BPACK, attn_bpack, void,                                                               \
       (int64_t d, int n, const uint16_t *k, int64_t ldk, const uint16_t *v, int64_t ldv,          \
        uint32_t *kp, uint32_t *vp),                                                               \
       ATTN)                                                                                       \
     /* s[i * lds + j] = x * scale for i < m, j < n: x = step over pairs p = 0..d/2-1 in order     \
      * from 0 of qp_i[p] (qp_i = qp + i * ldq, pairs of the query rounded by b) and key j's pair  \
-     * p of kp (attn_bpack's layout, nk = n rounded up to 16). */                                 \
+     * p of kp (attn_bpack's layout with nk keys a pair row: n <= nk, nk % 16 == 0). */           \
     X(ATTN_BSCORES, attn_bscores, void,                                                           \
-      (int64_t d, int m, int n, const uint32_t *qp, int64_t ldq, const uint32_t *kp, float scale, \
-       float *s, int64_t lds),                                                                    \
+      (int64_t d, int m, int n, const uint32_t *qp, int64_t ldq, const uint32_t *kp, int nk,      \
+       float scale, float *s, int64_t lds),                                                       \
       ATTN)                                                                                       \
     /* o_i[c] = o_i[c] * a[i], then for key pairs t = 0..(n+1)/2-1 in order: o_i[c] =             \
-     * step(o_i[c], b(p_i,2t), b(p_i,2t+1), vp's pair t at c) with p_i,n = 0 for odd n;           \
-     * p_i,j = p[i * ldp + j], o_i = o + i * ldo; i < m, c < d (vp: attn_bpack's layout). */      \
+     * step(o_i[c], b(p_i,2t), b(p_i,2t+1), vp's pair t at c) with p_i,n = 0 and v_n = 0 for odd  \
+     * n (the pair's high half unread); p_i,j = p[i * ldp + j], o_i = o + i * ldo; i < m, c < d   \
+     * (vp: attn_bpack's layout). */                                                              \
     X(ATTN_BPV, attn_bpv, void,                                                                   \
       (int64_t d, int m, int n, const float *p, int64_t ldp, const uint32_t *vp, const float *a,  \
        float *o, int64_t ldo),                                                                    \

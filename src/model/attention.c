@@ -74,6 +74,15 @@ struct cpulm_attn {
     /* [split_max][n_head_kv]: chunks of the pair finished in this layer (reset by its fold) */
     atomic_uint *chunks_done;
     int32_t rot_k, rot_v; /* the quantized cache's rotation blocks (kvrot.h), 0: none */
+    /* bf16 (CPULM_ATTN_BF16 on an F16 cache): a layer's tiles packed once for every block of
+     * the call, [n_seq][bp_tiles][n_head_kv] tiles of K then V (TILE * d / 2 pairs each);
+     * bp_at: per tile, the layer pass it holds (pass << 1 | packed); the call's passes start
+     * at bp_pass (one per layer); seq_end: the keys each sequence holds in the call */
+    uint32_t *bp;
+    atomic_ullong *bp_at;
+    uint64_t bp_pass;
+    int32_t bp_tiles;
+    int32_t *seq_end;
 };
 
 /* One layer's call: what every item reads. */
@@ -87,6 +96,24 @@ typedef struct att_run {
     int32_t window;
     const float *sinks;
 } att_run;
+
+/* The bf16 numerics' shared tiles (pack_tile), when the context may take them: one layer's
+ * worth of the cache (its pages touched only as tiles are packed). */
+static cpulm_status bf16_init(cpulm_ctx *c, cpulm_error *err) {
+    struct cpulm_attn *a = c->attn;
+    if (c->p.attn_fast != CPULM_ATTN_BF16 || c->kv.dtype != CPULM_DTYPE_F16) return CPULM_OK;
+    const size_t tiles = cpulm_attn_bf16_tiles(&c->m->hp, c->kv.n_ctx, c->kv.n_seq);
+    a->bp_tiles = (c->kv.n_ctx + TILE - 1) / TILE;
+    a->bp = malloc(tiles * 2 * (size_t)TILE * (size_t)c->m->hp.head_dim / 2 * sizeof(uint32_t));
+    a->bp_at = malloc(tiles * sizeof(atomic_ullong));
+    a->seq_end = malloc(sizeof(int32_t) * (size_t)c->kv.n_seq);
+    if (!a->bp || !a->bp_at || !a->seq_end)
+        return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for bf16 attention tiles");
+    for (size_t i = 0; i < tiles; i++)
+        atomic_init(&a->bp_at[i], 0);
+    a->bp_pass = 1;
+    return CPULM_OK;
+}
 
 cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
     const cpulm_hparams *hp = &c->m->hp;
@@ -110,7 +137,7 @@ cpulm_status cpulm_attn_init(cpulm_ctx *c, cpulm_error *err) {
     a->chunks_done = malloc(sizeof(atomic_uint) * CPULM_ATT_SPLIT_MAX * (size_t)hp->n_head_kv);
     if (!a->ws || !a->part || !a->blk || !a->blk_num || !a->seq_rows || !a->chunks_done)
         return cpulm_errf(err, CPULM_ERR_NOMEM, "context: out of memory for attention scratch");
-    return CPULM_OK;
+    return bf16_init(c, err);
 }
 
 void cpulm_attn_free(cpulm_ctx *c) {
@@ -122,6 +149,9 @@ void cpulm_attn_free(cpulm_ctx *c) {
     free(a->blk_num);
     free(a->seq_rows);
     free(a->chunks_done);
+    free(a->bp);
+    free(a->bp_at);
+    free(a->seq_end);
     free(a);
     c->attn = NULL;
 }
@@ -189,6 +219,13 @@ void cpulm_attn_plan(cpulm_ctx *c) {
     a->blk[n] = c->n_tok;
     a->n_blk = n;
     a->num = auto_call(c) ? auto_plan(c) : numerics_of(c);
+    if (a->bp) { /* new passes for the call's layers; the keys each sequence holds */
+        a->bp_pass += (uint64_t)c->m->hp.n_layer;
+        for (int32_t t = 0; t < c->n_tok; t++)
+            a->seq_end[c->seq[t]] = 0;
+        for (int32_t t = 0; t < c->n_tok; t++)
+            if (c->pos[t] + 1 > a->seq_end[c->seq[t]]) a->seq_end[c->seq[t]] = c->pos[t] + 1;
+    }
     a->split = (a->num == NUM_TILED || a->num == NUM_QUANT) && n == c->n_tok && n <= a->split_max;
     if (!a->split) return;
     const int n_kv = c->m->hp.n_head_kv;
@@ -249,6 +286,7 @@ typedef struct att_tile {
     int64_t ld;
     size_t hs;
     const uint32_t *kb, *vb; /* bf16: head h's packed K and V at + h * TILE * d / 2 */
+    int bnk;                 /* bf16: keys a pair row of kb (attn_bscores' nk) */
 } att_tile;
 
 /* nx = KV head g0's K and V rows of seq from position j. */
@@ -310,23 +348,55 @@ static const float *f32_run(const cpulm_ctx *c, const uint8_t *row, int n, const
     return buf;
 }
 
-/* bf16 (an F16 cache): the n rows of heads g0.. at k and v (slice bytes a head) as
- * attn_bpack's pairs in w->kb, w->vb, read in place; first hints the nn rows at pk and pv
- * (span bytes of each), read next. */
-static void pack_tile(const att_run *r, att_ws *w, att_tile *t, int ng, size_t slice,
-                      const uint8_t *k, const uint8_t *v, const uint8_t *pk, const uint8_t *pv,
-                      int nn) {
+/* bf16: this layer pass's tag of a packed shared tile (bp_at) */
+static uint64_t packed_tag(const att_run *r) {
+    return ((r->a->bp_pass + (uint64_t)r->il) << 1) | 1;
+}
+
+/* bf16: the layer's shared K tile of (seq, keys j.., KV head g), its V tile hb pairs on; *at:
+ * its index. *mine = 1: it is not packed for this pass and this thread now packs it (others
+ * see it claimed); *mine = 0 and NULL: another thread is packing it. */
+static uint32_t *shared_tile(const att_run *r, int32_t seq, int32_t j, int g, size_t *at,
+                             int *mine) {
+    const struct cpulm_attn *a = r->a;
+    const uint64_t packed = packed_tag(r), claimed = packed - 1;
+    *at = ((size_t)seq * (size_t)a->bp_tiles + (size_t)(j / TILE)) * (size_t)r->c->m->hp.n_head_kv +
+          (size_t)g;
+    uint64_t st = atomic_load_explicit(&a->bp_at[*at], memory_order_acquire);
+    *mine = st != packed && st != claimed &&
+            atomic_compare_exchange_strong(&a->bp_at[*at], &st, claimed);
+    const int ready = !*mine && st == packed;
+    return ready || *mine ? a->bp + *at * (size_t)TILE * (size_t)r->d : NULL;
+}
+
+/* bf16 (an F16 cache): heads g0.. of the tile of keys j.. as attn_bpack's pairs, with every
+ * key of the tile the sequence holds in this call (nf), so that one packing serves all the
+ * call's blocks: a single head's from the layer's shared tiles, packed here first if no thread
+ * has (per 64-token block, packing was ~7% of a pp16384); else, or while another thread packs
+ * it, in w's own buffers. Packing first hints the nn rows at pk and pv (span bytes of each). */
+static void pack_tile(const att_run *r, att_ws *w, att_tile *t, int32_t seq, int g0, int ng,
+                      size_t slice, const uint8_t *k, const uint8_t *v, const uint8_t *pk,
+                      const uint8_t *pv, int nn) {
     const cpulm_kv *kv = &r->c->kv;
     const size_t hb = (size_t)TILE * (size_t)r->d / 2, span = slice * (size_t)ng;
-    for (int j = 0; j < nn && j < t->n; j++) {
+    const int32_t left = r->a->seq_end[seq] - t->j;
+    const int nf = left < TILE ? (int)left : TILE;
+    size_t at = 0;
+    int mine = 0;
+    uint32_t *sh = ng == 1 && r->a->bp ? shared_tile(r, seq, t->j, g0, &at, &mine) : NULL;
+    t->bnk = (nf + 15) / 16 * 16;
+    t->kb = sh ? sh : w->kb, t->vb = sh ? sh + hb : w->vb;
+    if (sh && !mine) return;
+    for (int j = 0; j < nn && j < nf; j++) {
         prefetch_span(pk + (size_t)j * kv->row_bytes, span);
         prefetch_span(pv + (size_t)j * kv->row_bytes, span);
     }
     const int64_t ld = (int64_t)kv->row_bytes / 2;
     for (int h = 0; h < ng; h++)
-        r->k->attn_bpack(r->d, t->n, (const uint16_t *)(k + h * slice), ld,
-                         (const uint16_t *)(v + h * slice), ld, w->kb + h * hb, w->vb + h * hb);
-    t->kb = w->kb, t->vb = w->vb;
+        r->k->attn_bpack(r->d, nf, (const uint16_t *)(k + h * slice), ld,
+                         (const uint16_t *)(v + h * slice), ld, (uint32_t *)t->kb + h * hb,
+                         (uint32_t *)t->vb + h * hb);
+    if (mine) atomic_store_explicit(&r->a->bp_at[at], packed_tag(r), memory_order_release);
 }
 
 /* The tile of keys j..j+n-1 of seq (n <= TILE; the walk ends at jend) for KV heads
@@ -366,7 +436,7 @@ static att_tile read_tile(const att_run *r, att_ws *w, int32_t seq, int32_t j, i
         return t;
     }
     if (r->num == NUM_BF16) {
-        pack_tile(r, w, &t, ng, slice, k, v, pk, pv, nn);
+        pack_tile(r, w, &t, seq, g0, ng, slice, k, v, pk, pv, nn);
         return t;
     }
     int64_t ldv;
@@ -456,8 +526,8 @@ static void chunked_tile(const att_run *r, att_ws *w, const att_tile *t, int nh,
     for (int h = 0, i = r0; h < nh; h++, i += mh) {
         const size_t off = (size_t)h * t->hs;
         if (r->num == NUM_BF16)
-            r->k->attn_bscores(d, m, t->n, w->qb + i * d / 2, d / 2, t->kb + h * hb, r->scale,
-                               w->s + i * TILE, TILE);
+            r->k->attn_bscores(d, m, t->n, w->qb + i * d / 2, d / 2, t->kb + h * hb, t->bnk,
+                               r->scale, w->s + i * TILE, TILE);
         else if (quant)
             r->k->attn_qscores(d, dt, m, t->n, w->q8 + i * d, w->qd + i * (d / 32), r->scale,
                                t->k + off, (uint64_t)t->ld, w->s + i * TILE, TILE,

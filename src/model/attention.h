@@ -83,6 +83,21 @@ static inline uint64_t cpulm_attn_scratch_bytes(const cpulm_hparams *hp, int32_t
            4 * (uint64_t)CPULM_ATT_SPLIT_MAX * (uint64_t)hp->n_head_kv;
 }
 
+/* bf16 numerics (CPULM_ATTN_BF16, an F16 cache): the shared tiles of one layer, each KV
+ * head's K and V of CPULM_ATTN_TILE keys, for n_seq runs of n_ctx positions; and their bytes
+ * (K and V as bf16 pairs, a tag per tile, each sequence's end: attention.c's bf16_init). */
+static inline size_t cpulm_attn_bf16_tiles(const cpulm_hparams *hp, int32_t n_ctx, int32_t n_seq) {
+    return (size_t)n_seq * (size_t)((n_ctx + CPULM_ATTN_TILE - 1) / CPULM_ATTN_TILE) *
+           (size_t)hp->n_head_kv;
+}
+
+static inline uint64_t cpulm_attn_bf16_bytes(const cpulm_hparams *hp, int32_t n_ctx,
+                                             int32_t n_seq) {
+    const uint64_t tiles = cpulm_attn_bf16_tiles(hp, n_ctx, n_seq);
+    return tiles * (2 * (uint64_t)CPULM_ATTN_TILE * (uint64_t)hp->head_dim * 2 + 8) +
+           4 * (uint64_t)n_seq;
+}
+
 /* A layer's attention parameters beyond the shape. */
 typedef struct cpulm_attn_opts {
     int32_t window;     /* > 0: a query at position p sees keys p - window + 1 .. p only */

@@ -137,6 +137,7 @@ static cpulm_mem_ctx mem_ctx_of(const cpulm_ctx_params *p) {
                            .n_outputs_max = p->n_outputs_max,
                            .n_threads = pool_size(p),
                            .kv_type = p->kv_type,
+                           .attn_bf16 = p->attn_fast == CPULM_ATTN_BF16,
                            .embd = p->embeddings,
                            .pooling = p->pooling};
 }

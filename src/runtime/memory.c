@@ -61,7 +61,10 @@ void cpulm_mem_scratch_of(const cpulm_hparams *hp, const cpulm_mem_ctx *c, cpulm
     s->ple = f * B * (size_t)d.n_pl_all;
     s->scores = f * s->scores_stride * (size_t)c->n_threads;
     s->attn =
-        (size_t)cpulm_attn_scratch_bytes(hp, c->n_ctx, c->n_seq_max, c->n_batch, c->n_threads);
+        (size_t)cpulm_attn_scratch_bytes(hp, c->n_ctx, c->n_seq_max, c->n_batch, c->n_threads) +
+        (c->attn_bf16 && c->kv_type == CPULM_KV_F16
+             ? (size_t)cpulm_attn_bf16_bytes(hp, c->n_ctx, c->n_seq_max)
+             : 0);
     s->tok = s->pos = s->seq = i * B;
     s->out_idx = i * (size_t)c->n_outputs_max;
     s->logits = c->embd == CPULM_EMBD_ONLY ? 0 : f * (size_t)c->n_outputs_max * (size_t)d.n_vocab;

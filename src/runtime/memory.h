@@ -51,6 +51,7 @@ typedef struct cpulm_mem_ctx {
     int32_t n_outputs_max; /* <= n_batch */
     int32_t n_threads;     /* pool size: max(n_threads, n_threads_batch) */
     cpulm_kv_type kv_type;
+    int attn_bf16;         /* attention with bf16 products (CPULM_ATTN_BF16) on this cache */
     cpulm_embd_mode embd;  /* which outputs: logits, embeddings or both */
     cpulm_pooling pooling; /* resolved (never UNSPECIFIED) */
 } cpulm_mem_ctx;
@@ -63,16 +64,16 @@ typedef struct cpulm_mem_scratch {
     size_t actq;                        /* [n_batch] rows of actq_stride, 64-byte aligned */
     size_t scores_stride;               /* floats per thread: head_dim (rope angles) */
     size_t scores;                      /* [n_threads][scores_stride] */
-    size_t attn;                        /* model/attention.c: tiles, split partials, plan */
-    size_t tok, pos, seq;               /* int32 [n_batch] */
-    size_t out_idx;                     /* int32 [n_outputs_max] */
-    size_t logits;                      /* f32 [n_outputs_max][n_vocab]; 0 for embeddings only */
-    size_t embd;      /* f32 [rows][n_embd]: rows = n_outputs_max (pooling NONE) or n_seq_max */
-    size_t embd_seq;  /* pooled: int32 [3][n_seq_max]: each sequence's first, last, count */
-    size_t work_base; /* one 64-byte line per thread */
-    size_t moe;       /* mixture-of-experts FFN (model/moe.c), 0 if dense */
-    size_t dnet;      /* hybrid models' layers (model/deltanet.c), 0 otherwise */
-    size_t ple;       /* gemma4: f32 [n_batch][n_layer * n_pl] per-layer inputs, 0 otherwise */
+    size_t attn; /* model/attention.c: tiles, split partials, plan; bf16: a layer's tiles */
+    size_t tok, pos, seq; /* int32 [n_batch] */
+    size_t out_idx;       /* int32 [n_outputs_max] */
+    size_t logits;        /* f32 [n_outputs_max][n_vocab]; 0 for embeddings only */
+    size_t embd;          /* f32 [rows][n_embd]: rows = n_outputs_max (pooling NONE) or n_seq_max */
+    size_t embd_seq;      /* pooled: int32 [3][n_seq_max]: each sequence's first, last, count */
+    size_t work_base;     /* one 64-byte line per thread */
+    size_t moe;           /* mixture-of-experts FFN (model/moe.c), 0 if dense */
+    size_t dnet;          /* hybrid models' layers (model/deltanet.c), 0 otherwise */
+    size_t ple;           /* gemma4: f32 [n_batch][n_layer * n_pl] per-layer inputs, 0 otherwise */
 } cpulm_mem_scratch;
 
 /* Bytes per thread of the work-sharing slots (context.h's struct cpulm_work_base). */

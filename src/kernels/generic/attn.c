@@ -273,8 +273,7 @@ void cpulm_generic_attn_bpack(int64_t d, int n, const uint16_t *k, int64_t ldk, 
 }
 
 void cpulm_generic_attn_bscores(int64_t d, int m, int n, const uint32_t *qp, int64_t ldq,
-                                const uint32_t *kp, float scale, float *s, int64_t lds) {
-    const int nk = (n + 15) / 16 * 16;
+                                const uint32_t *kp, int nk, float scale, float *s, int64_t lds) {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             float x = 0.0f;
@@ -292,9 +291,11 @@ void cpulm_generic_attn_bpv(int64_t d, int m, int n, const float *p, int64_t ldp
         for (int64_t c = 0; c < d; c++)
             oi[c] *= a[i];
         for (int t = 0; 2 * t < n; t++) {
-            const uint32_t w = cpulm_bf16_pair(pi[2 * t], 2 * t + 1 < n ? pi[2 * t + 1] : 0.0f);
+            const int odd = 2 * t + 1 == n; /* the last pair's high half: weight and value 0 */
+            const uint32_t w = cpulm_bf16_pair(pi[2 * t], odd ? 0.0f : pi[2 * t + 1]);
+            const uint32_t keep = odd ? 0xffffu : 0xffffffffu;
             for (int64_t c = 0; c < d; c++)
-                oi[c] = bstep(oi[c], w, vp[t * d + c]);
+                oi[c] = bstep(oi[c], w, vp[t * d + c] & keep);
         }
     }
 }

@@ -112,16 +112,19 @@ static void cpulm_avx512bf16_attn_bpack(int64_t d, int n, const uint16_t *k, int
 #define AV 4 /* vectors of a register block at most (SV, PV) */
 
 /* acc[r][x] += the steps t < nt of a's pair (r, t) (a + r * lda + t, broadcast) with b's 16
- * pairs at b + t * ldb + 16 x: the outer-product loop of both ops, R x V accumulators. */
+ * pairs at b + t * ldb + 16 x: the outer-product loop of both ops, R x V accumulators. LOW:
+ * b's high halves read as 0 (attn_bpv's last pair of an odd key count). */
 static inline __attribute__((always_inline)) void dp_steps(int R, int V, __m512 acc[AR][AV],
                                                            int64_t nt, const uint32_t *a,
                                                            int64_t lda, const uint32_t *b,
-                                                           int64_t ldb) {
+                                                           int64_t ldb, const int LOW) {
     for (int64_t t = 0; t < nt; t++) {
         bf16v bv[AV];
 #pragma GCC unroll 4
-        for (int x = 0; x < V; x++)
-            bv[x] = BF16_FROM_I(_mm512_loadu_si512(b + t * ldb + 16 * x));
+        for (int x = 0; x < V; x++) {
+            const __m512i y = _mm512_loadu_si512(b + t * ldb + 16 * x);
+            bv[x] = BF16_FROM_I(LOW ? _mm512_maskz_mov_epi16(0x55555555u, y) : y);
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const bf16v w = BF16_FROM_I(_mm512_set1_epi32((int)a[r * lda + t]));
@@ -142,7 +145,7 @@ bscores_block(int R, int V, int64_t d, const uint32_t *qp, int64_t ldq, const ui
 #pragma GCC unroll 4
         for (int x = 0; x < V; x++)
             acc[r][x] = _mm512_setzero_ps();
-    dp_steps(R, V, acc, d / 2, qp, ldq, kp + j0, nk);
+    dp_steps(R, V, acc, d / 2, qp, ldq, kp + j0, nk, 0);
     const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -155,30 +158,32 @@ bscores_block(int R, int V, int64_t d, const uint32_t *qp, int64_t ldq, const ui
 /* R rows (a constant per call site) over every key. */
 static inline __attribute__((always_inline)) void bscores_rows(int R, int64_t d, int n,
                                                                const uint32_t *qp, int64_t ldq,
-                                                               const uint32_t *kp, float scale,
-                                                               float *s, int64_t lds) {
-    const int nk = (n + 15) / 16 * 16;
+                                                               const uint32_t *kp, int nk,
+                                                               float scale, float *s, int64_t lds) {
+    const int n16 = (n + 15) / 16 * 16; /* <= nk: the keys' vectors, the last masked */
     int j0 = 0;
-    for (; j0 + 16 * SV <= nk; j0 += 16 * SV)
+    for (; j0 + 16 * SV <= n16; j0 += 16 * SV)
         bscores_block(R, SV, d, qp, ldq, kp, nk, j0, n - j0, scale, s, lds);
-    for (; j0 < nk; j0 += 16)
+    for (; j0 < n16; j0 += 16)
         bscores_block(R, 1, d, qp, ldq, kp, nk, j0, n - j0, scale, s, lds);
 }
 
 static void cpulm_avx512bf16_attn_bscores(int64_t d, int m, int n, const uint32_t *qp, int64_t ldq,
-                                          const uint32_t *kp, float scale, float *s, int64_t lds) {
+                                          const uint32_t *kp, int nk, float scale, float *s,
+                                          int64_t lds) {
     int i = 0;
     for (; i + SR <= m; i += SR)
-        bscores_rows(SR, d, n, qp + i * ldq, ldq, kp, scale, s + i * lds, lds);
+        bscores_rows(SR, d, n, qp + i * ldq, ldq, kp, nk, scale, s + i * lds, lds);
     for (; i < m; i++)
-        bscores_rows(1, d, n, qp + i * ldq, ldq, kp, scale, s + i * lds, lds);
+        bscores_rows(1, d, n, qp + i * ldq, ldq, kp, nk, scale, s + i * lds, lds);
 }
 
-/* Dims c0..c0 + 16 V - 1 of R rows over np key pairs (pp: the rows' weight pairs, PT apart). */
+/* Dims c0..c0 + 16 V - 1 of R rows over np key pairs (pp: the rows' weight pairs, PT apart;
+ * odd: the last pair's values high halves read as 0). */
 static inline __attribute__((always_inline)) void bpv_block(int R, int V, int64_t d, int np,
-                                                            const uint32_t *pp, const uint32_t *vp,
-                                                            const float *a, float *o, int64_t ldo,
-                                                            int64_t c0) {
+                                                            int odd, const uint32_t *pp,
+                                                            const uint32_t *vp, const float *a,
+                                                            float *o, int64_t ldo, int64_t c0) {
     __m512 acc[AR][AV];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -186,7 +191,8 @@ static inline __attribute__((always_inline)) void bpv_block(int R, int V, int64_
         for (int x = 0; x < V; x++)
             acc[r][x] =
                 _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + c0 + 16 * x), _mm512_set1_ps(a[r]));
-    dp_steps(R, V, acc, np, pp, PT, vp + c0, d);
+    dp_steps(R, V, acc, np - odd, pp, PT, vp + c0, d, 0);
+    if (odd) dp_steps(R, V, acc, 1, pp + np - 1, PT, vp + (np - 1) * d + c0, d, 1);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
@@ -204,9 +210,9 @@ static inline __attribute__((always_inline)) void bpv_rows(int R, int64_t d, int
             _mm512_storeu_si512(pp + r * PT + j / 2, pairs32(p + r * ldp + j, n - j));
     int64_t c0 = 0;
     for (; c0 + 16 * PV <= d; c0 += 16 * PV)
-        bpv_block(R, PV, d, np, pp, vp, a, o, ldo, c0);
+        bpv_block(R, PV, d, np, n % 2, pp, vp, a, o, ldo, c0);
     for (; c0 < d; c0 += 16)
-        bpv_block(R, 1, d, np, pp, vp, a, o, ldo, c0);
+        bpv_block(R, 1, d, np, n % 2, pp, vp, a, o, ldo, c0);
 }
 
 static void cpulm_avx512bf16_attn_bpv(int64_t d, int m, int n, const float *p, int64_t ldp,
