@@ -54,6 +54,7 @@ typedef struct att_ws {         /* one thread's tiles */
     uint32_t *qb;               /* bf16: [rows][d / 2] query pairs (in qt's space) */
     float *qd;                  /* [rows][d / 32]: their block scales (attn_qquant) */
     int nrows;                  /* rows of the current item */
+    int32_t rows_t, rows_h;     /* split items: the token and first head gathered, or -1 */
 } att_ws;
 
 struct cpulm_attn {
@@ -262,6 +263,7 @@ static att_ws ws_of(const cpulm_ctx *c, int ith) {
     w.kb = (uint32_t *)p, p += TILE * d * a->tile_heads / 2;
     w.vb = (uint32_t *)p;
     w.nrows = 0;
+    w.rows_t = w.rows_h = -1;
     return w;
 }
 
@@ -785,7 +787,10 @@ static void split_item(const att_run *r, att_ws *w, const att_split *sp, uint64_
         const split_at n = split_locate(r, sp, next);
         rows_at(r, c->seq[n.t], n.ch * CHUNK, n.g0, nx);
     }
-    gather_rows(r, w, t, 1, at.g0 * gq, ng * gq);
+    if (w->rows_t != t || w->rows_h != at.g0 * gq) { /* a thread's items: mostly one token's */
+        gather_rows(r, w, t, 1, at.g0 * gq, ng * gq);
+        w->rows_t = t, w->rows_h = at.g0 * gq;
+    }
     float *p = part_of(r, t, at.g0, at.ch);
     const size_t hs = (size_t)r->a->n_chunk_max * (size_t)gq * ((size_t)r->d + 2); /* a group */
     const att_heads st = {{p, p + gq, p + 2 * gq}, hs, hs};
