@@ -39,6 +39,30 @@ static int nk_of(int n) {
     return (n + 15) / 16 * 16;
 }
 
+/* A shape's operands and generic's results (s0: scores, o0: values from oin) for the
+ * products' checks. */
+typedef struct shape_ref {
+    int d, m, n;
+    int64_t ld;
+    const uint32_t *qp;
+    const float *p, *a, *oin, *s0, *o0;
+    float *s1, *o1;
+} shape_ref;
+
+/* Level k's scores and values from the K tile kp (nk keys a pair row) and the V tile vp
+ * equal generic's; what = a label for a failure. */
+static void products_check(test_ctx *t, const cpulm_kernels *k, const shape_ref *c,
+                           const uint32_t *kp, int nk, const uint32_t *vp, const char *what) {
+    const int d = c->d, m = c->m, n = c->n;
+    k->attn_bscores(d, m, n, c->qp, d / 2, kp, nk, 0.125f, c->s1, 256);
+    for (int i = 0; i < m; i++)
+        CHECK(t, memcmp(c->s0 + i * 256, c->s1 + i * 256, sizeof(float) * (size_t)n) == 0);
+    memcpy(c->o1, c->oin, sizeof(float) * (size_t)(m * c->ld));
+    k->attn_bpv(d, m, n, c->p, 256, vp, c->a, c->o1, c->ld);
+    CHECK(t, memcmp(c->o0, c->o1, sizeof(float) * (size_t)(m * c->ld)) == 0);
+    if (t->n_fail) fprintf(stderr, "  level %s d=%d m=%d n=%d (%s)\n", k->name, d, m, n, what);
+}
+
 /* One shape at every level against generic: the packed tiles, the scores, the values; then
  * every level's scores and values from a tile packed for more keys (nx: as the driver's
  * shared tiles, packed with every key the sequence holds) equal generic's from the tile of n. */
@@ -78,39 +102,21 @@ static void shape_check(test_ctx *t, const cpulm_kernels **lv, int nl, int d, in
     cpulm_kernels_generic.attn_bscores(d, m, n, qp, d / 2, kp0, nk_of(n), 0.125f, s0, 256);
     memcpy(o0, oin, sizeof(float) * (size_t)(m * ld));
     cpulm_kernels_generic.attn_bpv(d, m, n, p, 256, vp0, a, o0, ld);
-    for (int li = 1; li < nl; li++) {
+    const shape_ref c = {d, m, n, ld, qp, p, a, oin, s0, o0, s1, o1};
+    for (int li = 1; li < nl && !t->n_fail; li++) {
         memset(kp1, 0xA5, 4 * (size_t)hb), memset(vp1, 0xA5, 4 * (size_t)(np * d + 16));
         lv[li]->attn_bpack(d, n, kh, ld, vh, ld, kp1, vp1);
         CHECK(t, memcmp(kp0, kp1, 4 * (size_t)hb) == 0); /* padding 0s and the slack alike */
         CHECK(t, memcmp(vp0, vp1, 4 * (size_t)(np * d + 16)) == 0);
-        lv[li]->attn_bscores(d, m, n, qp, d / 2, kp0, nk_of(n), 0.125f, s1, 256);
-        for (int i = 0; i < m; i++)
-            CHECK(t, memcmp(s0 + i * 256, s1 + i * 256, sizeof(float) * (size_t)n) == 0);
-        memcpy(o1, oin, sizeof(float) * (size_t)(m * ld));
-        lv[li]->attn_bpv(d, m, n, p, 256, vp0, a, o1, ld);
-        CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)(m * ld)) == 0);
-        if (t->n_fail) {
-            fprintf(stderr, "  level %s d=%d m=%d n=%d\n", lv[li]->name, d, m, n);
-            break;
-        }
+        products_check(t, lv[li], &c, kp0, nk_of(n), vp0, "the tile of n");
     }
     /* the tile of nx keys: its first n serve as the tile of n (the values past n infinite, so
      * that a product of one with a weight of 0 would show as NaN) */
     for (int64_t i = (int64_t)n * ld; i < nx * ld; i++)
         vh[i] = i % 2 ? 0x7c00 : 0xfc00;
     cpulm_kernels_generic.attn_bpack(d, nx, kh, ld, vh, ld, kp1, vp1);
-    for (int li = 0; li < nl && nx > n; li++) {
-        lv[li]->attn_bscores(d, m, n, qp, d / 2, kp1, nk_of(nx), 0.125f, s1, 256);
-        for (int i = 0; i < m; i++)
-            CHECK(t, memcmp(s0 + i * 256, s1 + i * 256, sizeof(float) * (size_t)n) == 0);
-        memcpy(o1, oin, sizeof(float) * (size_t)(m * ld));
-        lv[li]->attn_bpv(d, m, n, p, 256, vp1, a, o1, ld);
-        CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)(m * ld)) == 0);
-        if (t->n_fail) {
-            fprintf(stderr, "  level %s d=%d m=%d n=%d of %d\n", lv[li]->name, d, m, n, nx);
-            break;
-        }
-    }
+    for (int li = 0; li < nl && nx > n && !t->n_fail; li++)
+        products_check(t, lv[li], &c, kp1, nk_of(nx), vp1, "a tile packed for more keys");
     free(q), free(k), free(v), free(p), free(s0), free(s1), free(o0), free(o1), free(oin);
     free(qp), free(kp0), free(kp1), free(vp0), free(vp1), free(kh), free(vh);
 }
