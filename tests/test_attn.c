@@ -1217,11 +1217,16 @@ TEST(attn_qentries_bit_identical_at_every_level) {
                                          memcmp(s0 + i * 64, s1 + i * 64, 4 * (size_t)n) == 0);
                         }
                         fill(o0, (int64_t)m * d, seed + 3, 2.0f);
+                        for (int i = 0; i < m; i++) /* a = 0 (a first tile): o is not read */
+                            for (int e = 0; e < d && a[i] == 0.0f; e++)
+                                o0[i * d + e] = NAN;
                         memcpy(o1, o0, sizeof(float) * (size_t)(m * d));
                         cpulm_kernels_generic.attn_qpv(d, ts[ti], m, n, s0, 64, v, ld, a, o0, d,
                                                        NULL);
                         lv[li]->attn_qpv(d, ts[ti], m, n, s0, 64, v, ld, a, o1, d, k);
                         CHECK(t, memcmp(o0, o1, sizeof(float) * (size_t)(m * d)) == 0);
+                        for (int e = 0; e < m * d; e++)
+                            CHECK(t, isfinite(o0[e]));
                     }
                 }
                 free(k), free(v);

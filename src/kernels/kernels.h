@@ -305,7 +305,8 @@ typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t 
      * for a): below -87 the result would not be a normal float (the libm ldexpf path of          \
      * vexp); flushed, a weight errs by < 2^-125 against the row max's weight of 1. */            \
     X(ATTN_SOFTMAXZ, attn_softmaxz, float, (int n, int lim, float *s, float *M, float *L), ATTN)  \
-    /* vt Q8_0 or Q4_0, d % 32 == 0: o_i[c] = o_i[c] * a[i], then for j = 0..n-1 in order:        \
+    /* vt Q8_0 or Q4_0, d % 32 == 0: o_i[c] = o_i[c] * a[i] (0 when a[i] == 0: o_i is then not    \
+     * read, so a first tile needs no cleared output), then for j = 0..n-1 in order:              \
      * o_i[c] = fma(p[i * ldp + j], dv_jb * (float)quant_jc, o_i[c]) for block b's c (the         \
      * dequantized value, exact in f32); value j at v + j * ldv bytes, o_i = o + i * ldo;         \
      * i < m. */                                                                                  \

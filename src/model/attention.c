@@ -364,7 +364,7 @@ static uint32_t *shared_tile(const att_run *r, int32_t seq, int32_t j, int g, si
     const uint64_t packed = packed_tag(r), claimed = packed - 1;
     *at = ((size_t)seq * (size_t)a->bp_tiles + (size_t)(j / TILE)) * (size_t)r->c->m->hp.n_head_kv +
           (size_t)g;
-    uint64_t st = atomic_load_explicit(&a->bp_at[*at], memory_order_acquire);
+    unsigned long long st = atomic_load_explicit(&a->bp_at[*at], memory_order_acquire);
     *mine = st != packed && st != claimed &&
             atomic_compare_exchange_strong(&a->bp_at[*at], &st, claimed);
     const int ready = !*mine && st == packed;
@@ -504,7 +504,7 @@ static void reset_rows(att_state s, int rows, int64_t d) {
         s.M[i] = -INFINITY;
         s.L[i] = 0.0f;
     }
-    memset(s.O, 0, sizeof(float) * (size_t)rows * (size_t)d);
+    if (s.O) memset(s.O, 0, sizeof(float) * (size_t)rows * (size_t)d);
 }
 
 /* Chunked numerics, one tile for the item's nh KV heads (head h: rows h * mh.., at head 0's
@@ -794,8 +794,13 @@ static void split_item(const att_run *r, att_ws *w, const att_split *sp, uint64_
     float *p = part_of(r, t, at.g0, at.ch);
     const size_t hs = (size_t)r->a->n_chunk_max * (size_t)gq * ((size_t)r->d + 2); /* a group */
     const att_heads st = {{p, p + gq, p + 2 * gq}, hs, hs};
-    for (int h = 0; h < ng; h++)
-        reset_rows(head_state(&st, h), gq, r->d);
+    for (int h = 0; h < ng; h++) { /* attn_qpv writes O at its first tile (a = 0): not read */
+        const att_state hs0 = head_state(&st, h);
+        if (r->num == NUM_QUANT)
+            reset_rows((att_state){hs0.M, hs0.L, NULL}, gq, 0);
+        else
+            reset_rows(hs0, gq, r->d);
+    }
     int32_t j0, jend;
     chunk_span(at.ch, key_lo(r, pos), pos, &j0, &jend);
     walk_keys(r, w, c->seq[t], at.g0, ng, gq, j0, jend, nx, &st);

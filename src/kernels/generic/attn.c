@@ -84,7 +84,7 @@ void cpulm_generic_attn_qpv(int64_t d, cpulm_dtype vt, int m, int n, const float
     for (int i = 0; i < m; i++) {
         float *oi = o + (int64_t)i * ldo;
         for (int64_t c = 0; c < d; c++)
-            oi[c] *= a[i];
+            oi[c] = a[i] == 0.0f ? 0.0f : oi[c] * a[i];
         for (int j = 0; j < n; j++)
             for (int64_t b = 0; b < d / 32; b++) {
                 const float w = p[(int64_t)i * ldp + j],
