@@ -114,7 +114,8 @@ void test_alloc_count_begin(void);
 long test_alloc_count_end(void);
 /* Bytes asked for by the allocations counted since test_alloc_count_begin. */
 unsigned long long test_alloc_bytes(void);
-/* A fresh temporary directory for this process (created once). */
+/* A fresh temporary directory for this process (created once; removed at exit with what it
+ * holds, unless CPULM_TEST_KEEP_TMP=1). */
 const char *test_tmp_dir(void);
 
 #endif
