@@ -105,7 +105,7 @@ static cpulm_status bf16_init(cpulm_ctx *c, cpulm_error *err) {
     if (c->p.attn_fast != CPULM_ATTN_BF16 || c->kv.dtype != CPULM_DTYPE_F16) return CPULM_OK;
     const size_t tiles = cpulm_attn_bf16_tiles(&c->m->hp, c->kv.n_ctx, c->kv.n_seq);
     a->bp_tiles = (c->kv.n_ctx + TILE - 1) / TILE;
-    a->bp = malloc(tiles * 2 * (size_t)TILE * (size_t)c->m->hp.head_dim / 2 * sizeof(uint32_t));
+    a->bp = malloc(tiles * cpulm_attn_bf16_tile_bytes(&c->m->hp));
     a->bp_at = malloc(tiles * sizeof(atomic_ullong));
     a->seq_end = malloc(sizeof(int32_t) * (size_t)c->kv.n_seq);
     if (!a->bp || !a->bp_at || !a->seq_end)
@@ -368,7 +368,9 @@ static uint32_t *shared_tile(const att_run *r, int32_t seq, int32_t j, int g, si
     *mine = st != packed && st != claimed &&
             atomic_compare_exchange_strong(&a->bp_at[*at], &st, claimed);
     const int ready = !*mine && st == packed;
-    return ready || *mine ? a->bp + *at * (size_t)TILE * (size_t)r->d : NULL;
+    return ready || *mine
+               ? a->bp + *at * (cpulm_attn_bf16_tile_bytes(&r->c->m->hp) / sizeof(uint32_t))
+               : NULL;
 }
 
 /* bf16 (an F16 cache): heads g0.. of the tile of keys j.. as attn_bpack's pairs, with every
@@ -499,12 +501,17 @@ static att_state head_state(const att_heads *st, int h) {
     return s;
 }
 
-static void reset_rows(att_state s, int rows, int64_t d) {
+/* Rows' max and denominator to nothing seen; reset_rows clears their outputs too. */
+static void reset_ml(att_state s, int rows) {
     for (int i = 0; i < rows; i++) {
         s.M[i] = -INFINITY;
         s.L[i] = 0.0f;
     }
-    if (s.O) memset(s.O, 0, sizeof(float) * (size_t)rows * (size_t)d);
+}
+
+static void reset_rows(att_state s, int rows, int64_t d) {
+    reset_ml(s, rows);
+    memset(s.O, 0, sizeof(float) * (size_t)rows * (size_t)d);
 }
 
 /* Chunked numerics, one tile for the item's nh KV heads (head h: rows h * mh.., at head 0's
@@ -794,13 +801,13 @@ static void split_item(const att_run *r, att_ws *w, const att_split *sp, uint64_
     float *p = part_of(r, t, at.g0, at.ch);
     const size_t hs = (size_t)r->a->n_chunk_max * (size_t)gq * ((size_t)r->d + 2); /* a group */
     const att_heads st = {{p, p + gq, p + 2 * gq}, hs, hs};
-    for (int h = 0; h < ng; h++) { /* attn_qpv writes O at its first tile (a = 0): not read */
-        const att_state hs0 = head_state(&st, h);
+    /* every row (one token's) sees every key of the chunk, so attn_qpv's first tile (a = 0)
+     * writes O without reading it; attn_pv (f32 tiles) reads it */
+    for (int h = 0; h < ng; h++)
         if (r->num == NUM_QUANT)
-            reset_rows((att_state){hs0.M, hs0.L, NULL}, gq, 0);
+            reset_ml(head_state(&st, h), gq);
         else
-            reset_rows(hs0, gq, r->d);
-    }
+            reset_rows(head_state(&st, h), gq, r->d);
     int32_t j0, jend;
     chunk_span(at.ch, key_lo(r, pos), pos, &j0, &jend);
     walk_keys(r, w, c->seq[t], at.g0, ng, gq, j0, jend, nx, &st);

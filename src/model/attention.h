@@ -91,11 +91,15 @@ static inline size_t cpulm_attn_bf16_tiles(const cpulm_hparams *hp, int32_t n_ct
            (size_t)hp->n_head_kv;
 }
 
+/* Bytes of one shared tile: K then V, CPULM_ATTN_TILE keys of head_dim / 2 bf16 pairs each. */
+static inline size_t cpulm_attn_bf16_tile_bytes(const cpulm_hparams *hp) {
+    return 2 * (size_t)CPULM_ATTN_TILE * (size_t)hp->head_dim / 2 * sizeof(uint32_t);
+}
+
 static inline uint64_t cpulm_attn_bf16_bytes(const cpulm_hparams *hp, int32_t n_ctx,
                                              int32_t n_seq) {
     const uint64_t tiles = cpulm_attn_bf16_tiles(hp, n_ctx, n_seq);
-    return tiles * (2 * (uint64_t)CPULM_ATTN_TILE * (uint64_t)hp->head_dim * 2 + 8) +
-           4 * (uint64_t)n_seq;
+    return tiles * (cpulm_attn_bf16_tile_bytes(hp) + 8) + 4 * (uint64_t)n_seq;
 }
 
 /* A layer's attention parameters beyond the shape. */
