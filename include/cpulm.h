@@ -290,11 +290,17 @@ typedef struct cpulm_ctx_params {
 #define CPULM_ATTN_AUTO_ROWS 64
 /* attn_fast = CPULM_ATTN_BF16: CPULM_ATTN_AUTO's rule, with the tiled blocks' products (Q.K
  * and P.V) on bf16 operands accumulated in f32 (vdpbf16ps on CPUs with AVX512-BF16: ~2x the
- * products per cycle; elsewhere portable code, slower than the f32 tiles). Scores and
- * outputs differ from the f32 tiles by the operands' rounding to 8 bits of mantissa
- * (docs/CORRECTNESS.md "bf16 attention products"). Generation (rows under
- * CPULM_ATTN_AUTO_ROWS) keeps the reference's numerics. */
+ * products per cycle). Scores and outputs differ from the f32 tiles by the operands' rounding
+ * to 8 bits of mantissa (docs/CORRECTNESS.md "bf16 attention products"). Generation (rows
+ * under CPULM_ATTN_AUTO_ROWS) keeps the reference's numerics. On a kernel level without bf16
+ * products (AVX2, AVX-512 without BF16, ARM) a context runs it as CPULM_ATTN_AUTO: the
+ * portable bf16 code was ~16x slower than the f32 tiles; CPULM_ISA=generic keeps it (the
+ * numerics' oracle). */
 #define CPULM_ATTN_BF16 3
+
+/* The attn_fast a context created now runs for attn_fast on this CPU's kernel level:
+ * CPULM_ATTN_AUTO for CPULM_ATTN_BF16 where the level has no bf16 products, else attn_fast. */
+CPULM_API int cpulm_attn_resolve(int attn_fast);
 
 CPULM_API cpulm_ctx_params cpulm_ctx_default_params(void);
 

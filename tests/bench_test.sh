@@ -122,13 +122,27 @@ import json, sys
 rows = json.load(open(sys.argv[1]))
 assert [(r["test"], r["type_k"]) for r in rows] == [("pp8", "q8_0")], rows
 ' "$TMP/out"
-# the attention numerics a run took are in its rows
+# the attention numerics a run took are in its rows: bf16 where the kernel level has bf16
+# products (or is the generic oracle), else auto with a note
+LEVEL=$("$CPULM" info --cpu 2>/dev/null | sed -n 's/^kernel level: *\([a-z0-9]*\).*/\1/p')
+case $LEVEL in avx512bf16 | amx | generic) ATTN=bf16 ;; *) ATTN=auto ;; esac
 expect_rc bench_attn_bf16 0 "$CPULM" bench -m "$MODEL" -p 8 -n 0 -r 1 -o json --attn bf16
 py bench_attn_bf16_row '
 import json, sys
 rows = json.load(open(sys.argv[1]))
-assert [r["cpulm_attn"] for r in rows] == ["bf16"], rows
-' "$TMP/out"
+assert [r["cpulm_attn"] for r in rows] == [sys.argv[2]], (rows, sys.argv[2])
+' "$TMP/out" "$ATTN"
+# a level without bf16 products (avx2 here, on any x86 CPU that has it) runs auto and says so
+if "$CPULM" info --cpu 2>/dev/null | grep -q 'usable:.* avx2'; then
+  expect_rc bench_attn_bf16_avx2 0 env CPULM_ISA=avx2 "$CPULM" bench -m "$MODEL" -p 8 -n 0 -r 1 \
+    -o json --attn bf16
+  py bench_attn_bf16_avx2_row '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [r["cpulm_attn"] for r in rows] == ["auto"], rows
+assert "no bf16 products" in open(sys.argv[2]).read()
+' "$TMP/out" "$TMP/err"
+fi
 # llama-bench -d: n_depth in the JSON, "@ d" in the names, -p 0 / -pg 0,N accepted
 expect_rc bench_depth 0 "$CPULM" bench -m "$MODEL" -p 0 -n 4 -pg 0,2 -d 0,40 -r 1 -o json -ctk q4_0
 py bench_depth_rows '

@@ -264,7 +264,7 @@ int cmd_bench(int argc, char **argv) {
     if (!rc) rc = run_all(&o, m, res, n, tests, &done, sg, n_sg);
     bench_env env;
     bench_env_fill(&env, m, path);
-    env.attn = cli_attn_name(o.attn_fast);
+    env.attn = cli_attn_name(cpulm_attn_resolve(o.attn_fast)); /* what the runs took */
     if (done > 0 && bench_write(stdout, o.fmt, &env, res, done)) {
         fprintf(stderr, "cpulm bench: writing the results failed\n");
         rc = 1;

@@ -223,8 +223,17 @@ const char *cli_attn_name(int attn_fast) {
     return "ref";
 }
 
+/* --attn bf16 on a level without bf16 products runs as auto (cpulm_attn_resolve): said once,
+ * as a run that asked for bf16's speed should not read like one that got it. */
 int cli_attn_value(const cli_val *v) {
-    return v->i >= 0 && v->i < (long long)(sizeof attn_values / sizeof attn_values[0])
-               ? attn_values[v->i]
-               : 0;
+    const int a = v->i >= 0 && v->i < (long long)(sizeof attn_values / sizeof attn_values[0])
+                      ? attn_values[v->i]
+                      : 0;
+    static int said;
+    if (cpulm_attn_resolve(a) != a && !said++)
+        fprintf(stderr,
+                "cpulm: note: --attn bf16 needs AVX512-BF16; kernel level %s has no bf16 "
+                "products, so prompts run --attn auto (f32 tiles)\n",
+                cpulm_kernel_level());
+    return a;
 }

@@ -98,6 +98,16 @@ typedef struct att_run {
     const float *sinks;
 } att_run;
 
+/* Levels without bf16 products inherit the generic attn_b* ops: scalar code ~16x slower than
+ * the f32 tiles (pp2048 at the avx2 level, 2026-12-05), a trap for a speed option. The generic
+ * level itself keeps them: there they are the numerics' oracle. */
+int cpulm_attn_resolve(int attn_fast) {
+    if (attn_fast != CPULM_ATTN_BF16) return attn_fast;
+    const cpulm_kernels *k = cpulm_kernels_get(), *g = &cpulm_kernels_generic;
+    const int fast = k->attn_bscores != g->attn_bscores, oracle = !strcmp(k->name, g->name);
+    return fast || oracle ? attn_fast : CPULM_ATTN_AUTO;
+}
+
 /* The bf16 numerics' shared tiles (pack_tile), when the context may take them: one layer's
  * worth of the cache (its pages touched only as tiles are packed). */
 static cpulm_status bf16_init(cpulm_ctx *c, cpulm_error *err) {

@@ -116,6 +116,7 @@ static cpulm_status resolve_params(const cpulm_model *m, cpulm_ctx_params *p, cp
     if (p->n_seq_max <= 0) p->n_seq_max = 1;
     if (p->n_batch <= 0) p->n_batch = 512;
     p->numa = cpulm_numa_resolve(p->numa);
+    p->attn_fast = cpulm_attn_resolve(p->attn_fast);
     if (p->n_threads <= 0) p->n_threads = cpulm_numa_default_threads(p->numa);
     if (p->n_threads_batch <= 0) p->n_threads_batch = p->n_threads;
     if (p->n_threads > 512 || p->n_threads_batch > 512 || p->n_seq_max > 4096 ||
