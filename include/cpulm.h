@@ -137,7 +137,7 @@ typedef struct cpulm_model_info {
     float rope_freq_base, norm_eps;
     int64_t n_params;      /* elements of all tensors */
     uint64_t file_size;    /* bytes */
-    uint64_t weight_bytes; /* bytes of tensor data */
+    uint64_t weight_bytes; /* bytes of tensor data as loaded: the file's + widened_bytes */
     int32_t n_tensors;
     uint32_t gguf_version;
     /* mixture of experts (0 for dense models): a token runs n_expert_used of n_expert FFNs of
@@ -151,6 +151,9 @@ typedef struct cpulm_model_info {
      * and their rope base */
     int32_t n_swa, n_layer_swa;
     float rope_freq_base_swa;
+    /* bytes the loader added by widening Q5_0 matrices to Q8_0 for the kernel level's GEMMs
+     * (exact; weight_bytes and active_bytes include them) */
+    uint64_t widened_bytes;
 } cpulm_model_info;
 
 CPULM_API void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *out);

@@ -1,12 +1,14 @@
 /* test_quant.c: dtype traits, fp16/bf16 conversions, reference quantize/dequantize round
  * trips with per-type error budgets, edge values, and bit-compatibility with files written
- * by llama.cpp (tiny-llama-*.gguf in the shared test data). */
+ * by llama.cpp (tiny-llama-*.gguf in the shared test data), and the exact widening of Q5_0
+ * to Q8_0. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "base/fp16.h"
 #include "format/quant.h"
+#include "kernels/generic/generic.h"
 #include "test.h"
 
 /* ---- deterministic data ---- */
@@ -548,4 +550,43 @@ TEST(quant_llamacpp_k_quants) {
         /* the scale search follows the reference's arithmetic, so bytes match exactly */
         CHECK_EQ_INT(t, st.same, st.blocks);
     }
+}
+
+/* cpulm_q5_0_to_q8_0 (the loader's widening of Q5_0 matrices): random block bytes, every
+ * fp16 scale class (normal, subnormal, zero, negative, inf, NaN) and all-0 / all-31 quants
+ * give the same floats as Q5_0's own dequantization, bit for bit, and the same generic
+ * dots against Q8_0 activations. */
+TEST(quant_q5_0_widens_to_q8_0_exactly) {
+    enum { NB = 64 };
+    cpulm_block_q5_0 x[NB];
+    cpulm_block_q8_0 y[NB], a[NB];
+    static const uint16_t scales[] = {0x3c00, 0x0001, 0x0000, 0xbc00, 0x7c00, 0x7e00, 0x2e66};
+    uint64_t s = 11;
+    for (int i = 0; i < NB; i++) {
+        uint8_t *b = (uint8_t *)&x[i];
+        for (size_t k = 0; k < sizeof x[i]; k++)
+            b[k] = (uint8_t)rng_next(&s);
+        if (i % 3 == 0) x[i].d = scales[(i / 3) % 7];
+        if (i == 1) memset(x[i].qh, 0, 4), memset(x[i].qs, 0, 16);       /* all q = 0 */
+        if (i == 2) memset(x[i].qh, 0xff, 4), memset(x[i].qs, 0xff, 16); /* all q = 31 */
+    }
+    cpulm_q5_0_to_q8_0(x, y, 32 * NB);
+    float fx[32 * NB], fy[32 * NB];
+    cpulm_dequantize_row_q5_0_ref(x, fx, 32 * NB);
+    cpulm_dequantize_row_q8_0_ref(y, fy, 32 * NB);
+    CHECK(t, memcmp(fx, fy, sizeof fx) == 0);
+    int lo = 0, hi = 0;
+    for (int i = 0; i < NB; i++)
+        for (int j = 0; j < 32; j++)
+            lo += y[i].qs[j] == -16, hi += y[i].qs[j] == 15;
+    CHECK(t, lo >= 32 && hi >= 32); /* both ends of the range reached */
+    float act[32 * NB];
+    fill_normalish(act, 32 * NB, 5, 1.0f);
+    cpulm_quantize_row_q8_0_ref(act, a, 32 * NB);
+    for (int i = 0; i < NB; i++) /* finite scales only: NaN != NaN */
+        if ((x[i].d & 0x7c00) == 0x7c00) x[i].d = 0x3c00, y[i].d = 0x3c00;
+    float d5, d8;
+    cpulm_generic_vec_dot_q5_0_q8_0(32 * NB, &d5, x, a);
+    cpulm_generic_vec_dot_q8_0_q8_0(32 * NB, &d8, y, a);
+    CHECK(t, memcmp(&d5, &d8, sizeof d5) == 0);
 }

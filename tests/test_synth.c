@@ -173,6 +173,55 @@ TEST(synth_mxfp4_ffn_and_experts) {
     }
 }
 
+/* --type q5_0 (what Q4_K_M files hold where rows do not split into 256-element blocks): the
+ * loader widens the Q5_0 matrices to Q8_0 and packs them where the kernel level has a Q8_0
+ * GEMM (the same values: cpulm_q5_0_to_q8_0), and the packed model gives the row-major Q5_0
+ * vec_dot path's logits up to float order; its info counts the added bytes, which the file's
+ * tensor bytes do not. */
+TEST(synth_q5_0_widened_to_q8_0) {
+    static const char *shapes[] = {"tiny", "tiny-moe"};
+    for (int i = 0; i < 2; i++) {
+        cpulm_synth_params p;
+        REQUIRE(t, cpulm_synth_shape(shapes[i], &p) == CPULM_OK);
+        p.type = CPULM_DTYPE_Q5_0;
+        const char *path = tmp_path(i ? "synth_moe_q5_0.gguf" : "synth_q5_0.gguf");
+        REQUIRE(t, cpulm_synth_write(path, &p, NULL) == CPULM_OK);
+        const char *ffn = i ? "blk.1.ffn_down_exps.weight" : "blk.1.ffn_down.weight";
+        CHECK_EQ_INT(t, file_tensor_type(path, ffn), CPULM_DTYPE_Q5_0);
+        cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+        REQUIRE(t, m);
+        cpulm_model_info in;
+        cpulm_model_get_info(m, &in);
+        uint64_t file_bytes = 0, q5_bytes = 0;
+        for (int32_t k = 0; k < in.n_tensors; k++) {
+            const char *tn;
+            uint64_t nb;
+            REQUIRE(t, cpulm_model_tensor(m, k, NULL, &tn, NULL, &nb) == CPULM_OK);
+            file_bytes += nb;
+            q5_bytes += strcmp(tn, "Q5_0") ? 0 : nb;
+        }
+        cpulm_model_free(m);
+        CHECK(t, in.weight_bytes == file_bytes + in.widened_bytes);
+        /* every Q5_0 matrix widened (22 -> 34 bytes a block) where Q8_0 packs; none else */
+        const int packs = strcmp(cpulm_kernel_level(), "generic") != 0;
+        CHECK(t, in.widened_bytes == (packs ? q5_bytes / 22 * 12 : 0));
+        const int32_t V = p.hp.n_vocab;
+        float *a = malloc(sizeof(float) * 2 * (size_t)V),
+              *b = malloc(sizeof(float) * 2 * (size_t)V);
+        REQUIRE(t, a && b);
+        CHECK(t, logits_of(path, 0, a, V) && logits_of(path, 1, b, V));
+        double worst = 0, span = 0;
+        for (int32_t k = 0; k < 2 * V; k++)
+            worst = fmax(worst, fabs((double)a[k] - b[k])), span = fmax(span, fabs((double)b[k]));
+        /* float order only, as the mxfp4 case above; a wrong block moves logits by ~1 */
+        if (!(worst < 0.05 && span > 0.5))
+            fprintf(stderr, "  %s: widened vs row-major %g (span %g)\n", shapes[i], worst, span);
+        CHECK(t, worst < 0.05 && span > 0.5);
+        free(a);
+        free(b);
+    }
+}
+
 /* --yarn: the rope.scaling keys load (YaRN was refused before) and change the logits of
  * positions past the original context (40 tokens, original context 32). */
 TEST(synth_yarn_keys_load) {

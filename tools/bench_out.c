@@ -94,7 +94,7 @@ void bench_env_fill(bench_env *e, const cpulm_model *m, const char *path) {
     char label[32];
     size_label(m, in.n_params, label, sizeof label);
     snprintf(e->model_type, sizeof e->model_type, "%s %s %s", in.arch, label, in.ftype);
-    e->model_size = in.weight_bytes;
+    e->model_size = in.weight_bytes - in.widened_bytes; /* the file's, as llama-bench's */
     e->n_params = in.n_params;
 }
 

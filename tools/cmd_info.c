@@ -161,6 +161,13 @@ int cmd_info(int argc, char **argv) {
     printf("architecture:  %s%s%s%s\n", in.arch, in.name[0] ? " (" : "", in.name,
            in.name[0] ? ")" : "");
     printf("type:          %s\n", in.ftype);
+    if (in.widened_bytes > 0) {
+        char wb[32];
+        human(wb, sizeof wb, (double)in.widened_bytes);
+        printf("widened:       Q5_0 matrices held as Q8_0 (the same values) for this CPU's "
+               "GEMMs: %s more memory\n",
+               wb);
+    }
     printf("parameters:    %lld (%.3f B)\n", (long long)in.n_params, (double)in.n_params / 1e9);
     if (in.n_expert > 0) {
         char ab[32], wb[32];

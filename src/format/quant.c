@@ -283,6 +283,18 @@ void cpulm_dequantize_row_q5_0_ref(const void *vx, float *y, int64_t n) {
     }
 }
 
+void cpulm_q5_0_to_q8_0(const void *vx, void *vy, int64_t n) {
+    const cpulm_block_q5_0 *x = vx;
+    cpulm_block_q8_0 *y = vy;
+    int q[32];
+    for (int64_t i = 0; i < n / 32; i++) {
+        unpack5(x[i].qs, x[i].qh, q);
+        y[i].d = x[i].d;
+        for (int j = 0; j < 32; j++)
+            y[i].qs[j] = (int8_t)(q[j] - 16);
+    }
+}
+
 void cpulm_quantize_row_q5_1_ref(const float *x, void *vy, int64_t n) {
     cpulm_block_q5_1 *y = vy;
     int q[32];

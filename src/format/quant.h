@@ -213,6 +213,11 @@ void cpulm_dequantize_row_q5_K_ref(const void *x, float *y, int64_t n);
 void cpulm_dequantize_row_q6_K_ref(const void *x, float *y, int64_t n);
 void cpulm_dequantize_row_mxfp4_ref(const void *x, float *y, int64_t n);
 
+/* n elements of Q5_0 as Q8_0, exactly: each block keeps its scale d, and its quants q - 16
+ * (-16..15) become Q8_0's int8 quants, so every value and every dot against Q8_0 activations
+ * is the same (the loader widens Q5_0 matrices this way to use the Q8_0 GEMMs). */
+void cpulm_q5_0_to_q8_0(const void *x, void *y, int64_t n);
+
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block's scales[12]. */
 static inline void cpulm_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
     if (j < 4) {

@@ -56,9 +56,11 @@ static const cpulm_dtype weight_types[] = {
     CPULM_DTYPE_Q4_K, CPULM_DTYPE_Q5_K, CPULM_DTYPE_Q6_K, CPULM_DTYPE_MXFP4,
 };
 
-/* Would the loader repack a 16-row matrix of type t on final? */
+/* Would the loader repack a 16-row matrix of type t on final (as which type)? */
 static const char *repacked(const cpulm_kernels *final, cpulm_dtype t) {
-    return cpulm_kernels_packs(final, t, CPULM_PACK_ROWS) ? "yes" : "no";
+    const cpulm_dtype pt = cpulm_kernels_packs_as(t);
+    if (!cpulm_kernels_packs(final, pt, CPULM_PACK_ROWS)) return "no";
+    return pt == t ? "yes" : "yes, as Q8_0 (exact)"; /* the one widening: Q5_0 */
 }
 
 /* One line: the plain ops of a describe group (kernels.h's list) and their providers. */

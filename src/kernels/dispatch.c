@@ -319,6 +319,10 @@ int cpulm_kernels_packs(const cpulm_kernels *k, cpulm_dtype t, int64_t n_rows) {
     return portable && g && g != portable;
 }
 
+cpulm_dtype cpulm_kernels_packs_as(cpulm_dtype t) {
+    return t == CPULM_DTYPE_Q5_0 ? CPULM_DTYPE_Q8_0 : t;
+}
+
 const char *cpulm_kernel_level(void) {
     return cpulm_kernels_get()->name;
 }

@@ -78,6 +78,11 @@ enum { CPULM_X16_STD = 0, CPULM_X16_PAIRS = 1 };
  * and k's gemm_x16 for t is faster than the portable one (not the generic entry). */
 int cpulm_kernels_packs(const cpulm_kernels *k, cpulm_dtype t, int64_t n_rows);
 
+/* The type a weight of type t is packed as: Q8_0 for Q5_0, whose values are Q8_0's exactly
+ * (cpulm_q5_0_to_q8_0; it has no GEMM of its own), t itself otherwise. The loader widens
+ * such a matrix first, when cpulm_kernels_packs says yes for the packed type. */
+cpulm_dtype cpulm_kernels_packs_as(cpulm_dtype t);
+
 /* Extras of a Q8_0 activation row of n elements, starting at the first 4-byte boundary
  * after the Q8_0 blocks, nb = n/32 entries each: float d[nb] (block scales), int32
  * c4[nb] = -8 * sum(qs), int32 c8[nb] = -128 * sum(qs) (the bias corrections of unsigned

@@ -167,6 +167,8 @@ struct cpulm_model {
     int32_t n_owned_f32;
     void **owned_packed; /* repacked weights (repack.c), freed with the model */
     int32_t n_owned_packed;
+    /* bytes repacking added by widening Q5_0 to Q8_0 (repack.c), in all and per token */
+    uint64_t widened_bytes, widened_active_bytes;
     char **meta_keys;    /* [gguf.n_kv] NUL-terminated copies, owned */
     char **tensor_names; /* [gguf.n_tensors] NUL-terminated copies, owned */
     int vocab_only;

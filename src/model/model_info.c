@@ -89,6 +89,9 @@ void cpulm_model_get_info(const cpulm_model *m, cpulm_model_info *o) {
             o->active_bytes += t->n_bytes;
         }
     }
+    o->widened_bytes = m->widened_bytes;
+    o->weight_bytes += m->widened_bytes; /* what the process holds and a token reads */
+    o->active_bytes += m->widened_active_bytes;
 }
 
 cpulm_status cpulm_model_tensor(const cpulm_model *m, int32_t i, const char **name,

@@ -10,6 +10,7 @@
 
 #include "../base/mmap.h"
 #include "../base/status.h"
+#include "../format/quant.h"
 #include "../threads/topo.h"
 
 #if defined(__aarch64__) /* the per-arch hook: Q5_K and Q6_K quants in the ARM layouts */
@@ -41,9 +42,14 @@ static block_fields fields_of(cpulm_dtype t) {
     }
 }
 
+/* A matrix packs as cpulm_kernels_packs_as(type): Q5_0 is widened to Q8_0 first (34 bytes a
+ * block instead of 22). Its row-major vec_dot, the generic one at every level, ran a
+ * Gemma-3-1B-shaped Q4_K_M (1152-wide rows fall back to Q5_0) 33x slower than llama.cpp's
+ * pp512 and 3.8x its tg64 (Zen 5, 2026-12-05). */
 int cpulm_repack_supported(const cpulm_kernels *k, const cpulm_tensor *t) {
-    if (!t->data || t->packed || fields_of(t->type).n == 0) return 0;
-    return cpulm_kernels_packs(k, t->type, t->ne[1]);
+    const cpulm_dtype pt = cpulm_kernels_packs_as(t->type);
+    if (!t->data || t->packed || fields_of(pt).n == 0) return 0;
+    return cpulm_kernels_packs(k, pt, t->ne[1]);
 }
 
 /* The inverse: row r's block rebuilt from packed block g. */
@@ -297,24 +303,55 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
     }
 }
 
-/* Repacks one tensor into a model-owned copy and releases the file pages it came from.
- * A per-expert stack packs as one matrix of ne[1] * ne[2] rows: ne[1] % 16 == 0, so no
- * 16-row group straddles two experts and each expert's slice is its own packed matrix. */
-static cpulm_status repack_one(cpulm_model *m, cpulm_tensor *t, int layout, int nth,
+/* t's rows as cpulm_kernels_packs_as(t->type) in a new buffer of `bytes` (NULL: out of memory). */
+static void *widened(const cpulm_tensor *t, size_t bytes) {
+    void *w = malloc(bytes);
+    if (!w) return NULL;
+    const int64_t rows = t->ne[1] * t->ne[2];
+    const size_t wb = bytes / (size_t)rows;
+    for (int64_t r = 0; r < rows; r++)
+        cpulm_q5_0_to_q8_0((const uint8_t *)t->data + (size_t)r * t->row_bytes,
+                           (uint8_t *)w + (size_t)r * wb, t->ne[0]);
+    return w;
+}
+
+/* Repacks one tensor into a model-owned copy (widened first, as cpulm_kernels_packs_as says) and
+ * releases the file pages it came from. A per-expert stack packs as one matrix of ne[1] *
+ * ne[2] rows: ne[1] % 16 == 0, so no 16-row group straddles two experts and each expert's
+ * slice is its own packed matrix. */
+static cpulm_status repack_one(cpulm_model *m, const cpulm_kernels *k, cpulm_tensor *t, int nth,
                                cpulm_error *err) {
-    const size_t bytes = (size_t)t->row_bytes * (size_t)t->ne[1] * (size_t)t->ne[2];
+    const cpulm_dtype pt = cpulm_kernels_packs_as(t->type);
+    const int layout = k->x16_layout[pt];
+    const size_t rows = (size_t)t->ne[1] * (size_t)t->ne[2], bytes = (size_t)t->row_bytes * rows,
+                 pbytes = (size_t)cpulm_dtype_row_bytes(pt, t->ne[0]) * rows;
     void **list = realloc(m->owned_packed, sizeof *list * (size_t)(m->n_owned_packed + 1));
     if (!list) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
     m->owned_packed = list;
-    void *dst = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!dst) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
+    void *dst = aligned_alloc(64, (pbytes + 63) / 64 * 64);
+    void *wide = dst && pt != t->type ? widened(t, pbytes) : NULL;
+    if (!dst || (pt != t->type && !wide)) {
+        free(dst);
+        return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
+    }
     list[m->n_owned_packed++] = dst;
-    cpulm_advise_huge(dst, bytes);
-    cpulm_repack_x16_mt(t->type, layout, t->data, dst, t->ne[0], t->ne[1] * t->ne[2], nth);
+    cpulm_advise_huge(dst, pbytes);
+    cpulm_repack_x16_mt(pt, layout, wide ? wide : t->data, dst, t->ne[0], (int64_t)rows, nth);
+    free(wide);
     const uint8_t *src = t->data;
     if (src >= m->map.data && src + bytes <= m->map.data + m->map.size)
         cpulm_mmap_discard(&m->map, (uint64_t)(src - m->map.data), bytes);
+    if (pt != t->type) { /* the bytes a token reads grow too: model_info's figures */
+        const uint64_t extra = (uint64_t)(pbytes - bytes);
+        m->widened_bytes += extra;
+        m->widened_active_bytes += t->ne[2] > 1 && m->hp.n_expert > 0
+                                       ? extra / (uint64_t)t->ne[2] * (uint64_t)m->hp.n_expert_used
+                                       : extra;
+    }
     t->data = dst;
+    t->type = pt;
+    t->row_bytes = (uint64_t)(pbytes / rows);
+    t->expert_bytes = t->row_bytes * (uint64_t)t->ne[1];
     t->packed = 1 + layout;
     return CPULM_OK;
 }
@@ -324,8 +361,7 @@ cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_er
     const int nth = cpulm_topo_default_threads();
     const int tied = m->output.data == m->tok_embd.data;
     if (cpulm_repack_supported(k, &m->output)) {
-        if ((s = repack_one(m, &m->output, k->x16_layout[m->output.type], nth, err)) != CPULM_OK)
-            return s;
+        if ((s = repack_one(m, k, &m->output, nth, err)) != CPULM_OK) return s;
         if (tied) m->tok_embd = m->output;
     }
     for (int il = 0; il < m->hp.n_layer; il++) {
@@ -337,7 +373,7 @@ cpulm_status cpulm_repack_model(cpulm_model *m, const cpulm_kernels *k, cpulm_er
                              &ly->down_shexp, &ly->ssm_in,  &ly->wqkv};
         for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
             if (cpulm_repack_supported(k, w[i]) &&
-                (s = repack_one(m, w[i], k->x16_layout[w[i]->type], nth, err)) != CPULM_OK)
+                (s = repack_one(m, k, w[i], nth, err)) != CPULM_OK)
                 return s;
     }
     return CPULM_OK;
