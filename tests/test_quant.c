@@ -552,39 +552,66 @@ TEST(quant_llamacpp_k_quants) {
     }
 }
 
-/* cpulm_q5_0_to_q8_0 (the loader's widening of Q5_0 matrices): random block bytes, every
- * fp16 scale class (normal, subnormal, zero, negative, inf, NaN) and all-0 / all-31 quants
- * give the same floats as Q5_0's own dequantization, bit for bit, and the same generic
- * dots against Q8_0 activations. */
-TEST(quant_q5_0_widens_to_q8_0_exactly) {
+/* cpulm_widen_q8_0 (the loader's widening of Q5_0, Q4_1 and Q5_1 matrices to Q8_0): random
+ * block bytes, every fp16 scale class (normal, subnormal, zero, negative, inf, NaN; mins too)
+ * and all-0 / all-max quants give, as Q8_0 plus the block's min, the same floats as the
+ * type's own dequantization, bit for bit; and the same generic dots against the activations
+ * (Q8_0, or Q8_1 for the types with mins: their s term is then the matmul's, not Q8_0's). */
+static void widen_case(test_ctx *t, cpulm_dtype type) {
+    enum { NB = 64 };
+    const size_t bb = cpulm_dtype_traits_get(type)->type_size;
+    uint8_t x[NB * 24];
+    cpulm_block_q8_0 y[NB];
+    float mins[NB];
+    static const uint16_t scales[] = {0x3c00, 0x0001, 0x0000, 0xbc00, 0x7c00, 0x7e00, 0x2e66};
+    uint64_t s = 11 + (uint64_t)type;
+    for (size_t k = 0; k < sizeof x; k++)
+        x[k] = (uint8_t)rng_next(&s);
+    const int has_m = cpulm_widens_to_q8_0(type) == 2;
+    for (int i = 0; i < NB; i++) {
+        uint8_t *b = x + (size_t)i * bb;
+        if (i % 3 == 0) memcpy(b, &scales[(i / 3) % 7], 2);
+        if (has_m && i % 5 == 0) memcpy(b + 2, &scales[(i / 5) % 7], 2);
+        if (i == 1 || i == 2) memset(b + (has_m ? 4 : 2), i == 1 ? 0 : 0xff, bb - (has_m ? 4 : 2));
+    }
+    cpulm_widen_q8_0(type, x, y, mins, 32 * NB);
+    float fx[32 * NB], fy[32 * NB];
+    cpulm_dequantize_row_ref(type, x, fx, 32 * NB);
+    cpulm_dequantize_row_q8_0_ref(y, fy, 32 * NB);
+    for (int i = 0; has_m && i < 32 * NB; i++)
+        fy[i] += mins[i / 32];
+    int same = 1;
+    for (int i = 0; i < 32 * NB; i++) /* bits, NaN included */
+        same &= memcmp(&fx[i], &fy[i], sizeof(float)) == 0;
+    CHECK(t, same);
+    int lo = 0, hi = 0;
+    const int qmin = type == CPULM_DTYPE_Q5_0 ? -16 : 0,
+              qmax = type == CPULM_DTYPE_Q4_1 ? 15 : qmin + 31;
+    for (int i = 0; i < NB; i++)
+        for (int j = 0; j < 32; j++)
+            lo += y[i].qs[j] == qmin, hi += y[i].qs[j] == qmax;
+    CHECK(t, lo >= 32 && hi >= 32); /* both ends of the range reached */
+}
+
+TEST(quant_widen_q8_0_exactly) {
+    widen_case(t, CPULM_DTYPE_Q5_0);
+    widen_case(t, CPULM_DTYPE_Q4_1);
+    widen_case(t, CPULM_DTYPE_Q5_1);
+    /* Q5_0's dots are Q8_0's: one generic formula, the same integer sums */
     enum { NB = 64 };
     cpulm_block_q5_0 x[NB];
     cpulm_block_q8_0 y[NB], a[NB];
-    static const uint16_t scales[] = {0x3c00, 0x0001, 0x0000, 0xbc00, 0x7c00, 0x7e00, 0x2e66};
-    uint64_t s = 11;
+    uint64_t s = 3;
     for (int i = 0; i < NB; i++) {
         uint8_t *b = (uint8_t *)&x[i];
         for (size_t k = 0; k < sizeof x[i]; k++)
             b[k] = (uint8_t)rng_next(&s);
-        if (i % 3 == 0) x[i].d = scales[(i / 3) % 7];
-        if (i == 1) memset(x[i].qh, 0, 4), memset(x[i].qs, 0, 16);       /* all q = 0 */
-        if (i == 2) memset(x[i].qh, 0xff, 4), memset(x[i].qs, 0xff, 16); /* all q = 31 */
+        x[i].d = (uint16_t)(0x2000 + rng_next(&s) % 0x2000); /* finite */
     }
-    cpulm_q5_0_to_q8_0(x, y, 32 * NB);
-    float fx[32 * NB], fy[32 * NB];
-    cpulm_dequantize_row_q5_0_ref(x, fx, 32 * NB);
-    cpulm_dequantize_row_q8_0_ref(y, fy, 32 * NB);
-    CHECK(t, memcmp(fx, fy, sizeof fx) == 0);
-    int lo = 0, hi = 0;
-    for (int i = 0; i < NB; i++)
-        for (int j = 0; j < 32; j++)
-            lo += y[i].qs[j] == -16, hi += y[i].qs[j] == 15;
-    CHECK(t, lo >= 32 && hi >= 32); /* both ends of the range reached */
+    cpulm_widen_q8_0(CPULM_DTYPE_Q5_0, x, y, NULL, 32 * NB);
     float act[32 * NB];
     fill_normalish(act, 32 * NB, 5, 1.0f);
     cpulm_quantize_row_q8_0_ref(act, a, 32 * NB);
-    for (int i = 0; i < NB; i++) /* finite scales only: NaN != NaN */
-        if ((x[i].d & 0x7c00) == 0x7c00) x[i].d = 0x3c00, y[i].d = 0x3c00;
     float d5, d8;
     cpulm_generic_vec_dot_q5_0_q8_0(32 * NB, &d5, x, a);
     cpulm_generic_vec_dot_q8_0_q8_0(32 * NB, &d8, y, a);

@@ -173,53 +173,63 @@ TEST(synth_mxfp4_ffn_and_experts) {
     }
 }
 
-/* --type q5_0 (what Q4_K_M files hold where rows do not split into 256-element blocks): the
- * loader widens the Q5_0 matrices to Q8_0 and packs them where the kernel level has a Q8_0
- * GEMM (the same values: cpulm_q5_0_to_q8_0), and the packed model gives the row-major Q5_0
- * vec_dot path's logits up to float order; its info counts the added bytes, which the file's
- * tensor bytes do not. */
-TEST(synth_q5_0_widened_to_q8_0) {
-    static const char *shapes[] = {"tiny", "tiny-moe"};
-    for (int i = 0; i < 2; i++) {
-        cpulm_synth_params p;
-        REQUIRE(t, cpulm_synth_shape(shapes[i], &p) == CPULM_OK);
-        p.type = CPULM_DTYPE_Q5_0;
-        const char *path = tmp_path(i ? "synth_moe_q5_0.gguf" : "synth_q5_0.gguf");
-        REQUIRE(t, cpulm_synth_write(path, &p, NULL) == CPULM_OK);
-        const char *ffn = i ? "blk.1.ffn_down_exps.weight" : "blk.1.ffn_down.weight";
-        CHECK_EQ_INT(t, file_tensor_type(path, ffn), CPULM_DTYPE_Q5_0);
-        cpulm_model *m = cpulm_model_load(path, NULL, NULL);
-        REQUIRE(t, m);
-        cpulm_model_info in;
-        cpulm_model_get_info(m, &in);
-        uint64_t file_bytes = 0, q5_bytes = 0;
-        for (int32_t k = 0; k < in.n_tensors; k++) {
-            const char *tn;
-            uint64_t nb;
-            REQUIRE(t, cpulm_model_tensor(m, k, NULL, &tn, NULL, &nb) == CPULM_OK);
-            file_bytes += nb;
-            q5_bytes += strcmp(tn, "Q5_0") ? 0 : nb;
-        }
-        cpulm_model_free(m);
-        CHECK(t, in.weight_bytes == file_bytes + in.widened_bytes);
-        /* every Q5_0 matrix widened (22 -> 34 bytes a block) where Q8_0 packs; none else */
-        const int packs = strcmp(cpulm_kernel_level(), "generic") != 0;
-        CHECK(t, in.widened_bytes == (packs ? q5_bytes / 22 * 12 : 0));
-        const int32_t V = p.hp.n_vocab;
-        float *a = malloc(sizeof(float) * 2 * (size_t)V),
-              *b = malloc(sizeof(float) * 2 * (size_t)V);
-        REQUIRE(t, a && b);
-        CHECK(t, logits_of(path, 0, a, V) && logits_of(path, 1, b, V));
-        double worst = 0, span = 0;
-        for (int32_t k = 0; k < 2 * V; k++)
-            worst = fmax(worst, fabs((double)a[k] - b[k])), span = fmax(span, fabs((double)b[k]));
-        /* float order only, as the mxfp4 case above; a wrong block moves logits by ~1 */
-        if (!(worst < 0.05 && span > 0.5))
-            fprintf(stderr, "  %s: widened vs row-major %g (span %g)\n", shapes[i], worst, span);
-        CHECK(t, worst < 0.05 && span > 0.5);
-        free(a);
-        free(b);
+/* --type q5_0 / q4_1 / q5_1 (what Q4_K_M and Q5_K_M files hold where rows do not split into
+ * 256-element blocks): the loader widens these matrices to Q8_0 (plus each block's min for
+ * Q4_1 / Q5_1) and packs them where the kernel level has a Q8_0 GEMM, and the packed model
+ * gives the row-major vec_dot path's logits up to float order (and, for the mins, s_b from
+ * the rounded activation scale); its info counts the added bytes, which the file's tensor
+ * bytes do not. */
+static void widened_case(test_ctx *t, cpulm_dtype type, const char *shape, const char *file) {
+    cpulm_synth_params p;
+    REQUIRE(t, cpulm_synth_shape(shape, &p) == CPULM_OK);
+    p.type = type;
+    const char *path = tmp_path(file);
+    REQUIRE(t, cpulm_synth_write(path, &p, NULL) == CPULM_OK);
+    const int moe = p.hp.n_expert > 0;
+    const char *ffn = moe ? "blk.1.ffn_down_exps.weight" : "blk.1.ffn_down.weight";
+    CHECK_EQ_INT(t, file_tensor_type(path, ffn), type);
+    cpulm_model *m = cpulm_model_load(path, NULL, NULL);
+    REQUIRE(t, m);
+    cpulm_model_info in;
+    cpulm_model_get_info(m, &in);
+    uint64_t file_bytes = 0, src_bytes = 0;
+    for (int32_t k = 0; k < in.n_tensors; k++) {
+        const char *tn;
+        uint64_t nb;
+        REQUIRE(t, cpulm_model_tensor(m, k, NULL, &tn, NULL, &nb) == CPULM_OK);
+        file_bytes += nb;
+        src_bytes += strcmp(tn, cpulm_dtype_name(type)) ? 0 : nb;
     }
+    cpulm_model_free(m);
+    CHECK(t, in.weight_bytes == file_bytes + in.widened_bytes);
+    /* every such matrix widened where Q8_0 packs (34 bytes a block, + a 4-byte min), none
+     * on the generic level */
+    const uint64_t bs = (uint64_t)cpulm_dtype_traits_get(type)->type_size;
+    const uint64_t grown = 34 + (type == CPULM_DTYPE_Q5_0 ? 0 : 4) - bs;
+    const int packs = strcmp(cpulm_kernel_level(), "generic") != 0;
+    CHECK(t, in.widened_bytes == (packs ? src_bytes / bs * grown : 0));
+    const int32_t V = p.hp.n_vocab;
+    float *a = malloc(sizeof(float) * 2 * (size_t)V), *b = malloc(sizeof(float) * 2 * (size_t)V);
+    REQUIRE(t, a && b);
+    CHECK(t, logits_of(path, 0, a, V) && logits_of(path, 1, b, V));
+    double worst = 0, span = 0;
+    for (int32_t k = 0; k < 2 * V; k++)
+        worst = fmax(worst, fabs((double)a[k] - b[k])), span = fmax(span, fabs((double)b[k]));
+    /* float order only, as the mxfp4 case above; a wrong block moves logits by ~1 */
+    if (!(worst < 0.05 && span > 0.5))
+        fprintf(stderr, "  %s %s: widened vs row-major %g (span %g)\n", shape,
+                cpulm_dtype_name(type), worst, span);
+    CHECK(t, worst < 0.05 && span > 0.5);
+    free(a);
+    free(b);
+}
+
+TEST(synth_q5_0_q4_1_q5_1_widened_to_q8_0) {
+    widened_case(t, CPULM_DTYPE_Q5_0, "tiny", "synth_q5_0.gguf");
+    widened_case(t, CPULM_DTYPE_Q5_0, "tiny-moe", "synth_moe_q5_0.gguf");
+    widened_case(t, CPULM_DTYPE_Q4_1, "tiny", "synth_q4_1.gguf");
+    widened_case(t, CPULM_DTYPE_Q5_1, "tiny", "synth_q5_1.gguf");
+    widened_case(t, CPULM_DTYPE_Q5_1, "tiny-moe", "synth_moe_q5_1.gguf");
 }
 
 /* --yarn: the rope.scaling keys load (YaRN was refused before) and change the logits of
@@ -302,7 +312,7 @@ TEST(synth_shapes_and_errors) {
     p = tiny(CPULM_DTYPE_Q4_K);
     p.hp.n_embd = 128; /* not a multiple of Q4_K's 256 */
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
-    p = tiny(CPULM_DTYPE_Q4_1);
+    p = tiny(CPULM_DTYPE_Q8_K); /* an activation type, never a weight */
     CHECK_EQ_INT(t, cpulm_synth_check(&p, &err), CPULM_ERR_INVALID_ARG);
     p = tiny(CPULM_DTYPE_Q4_0);
     p.hp.n_head_kv = 3;

@@ -283,15 +283,38 @@ void cpulm_dequantize_row_q5_0_ref(const void *vx, float *y, int64_t n) {
     }
 }
 
-void cpulm_q5_0_to_q8_0(const void *vx, void *vy, int64_t n) {
-    const cpulm_block_q5_0 *x = vx;
+/* Block i's 32 quants of a Q5_0, Q4_1 or Q5_1 row, as unsigned values. */
+static void widen_quants(cpulm_dtype t, const void *vx, int64_t i, int q[32]) {
+    if (t == CPULM_DTYPE_Q4_1) {
+        const cpulm_block_q4_1 *x = (const cpulm_block_q4_1 *)vx + i;
+        for (int j = 0; j < 16; j++)
+            q[j] = x->qs[j] & 0xF, q[j + 16] = x->qs[j] >> 4;
+    } else if (t == CPULM_DTYPE_Q5_1) {
+        const cpulm_block_q5_1 *x = (const cpulm_block_q5_1 *)vx + i;
+        unpack5(x->qs, x->qh, q);
+    } else {
+        const cpulm_block_q5_0 *x = (const cpulm_block_q5_0 *)vx + i;
+        unpack5(x->qs, x->qh, q);
+    }
+}
+
+int cpulm_widens_to_q8_0(cpulm_dtype t) {
+    return t == CPULM_DTYPE_Q5_0 ? 1 : t == CPULM_DTYPE_Q4_1 || t == CPULM_DTYPE_Q5_1 ? 2 : 0;
+}
+
+void cpulm_widen_q8_0(cpulm_dtype t, const void *x, void *vy, float *mins, int64_t n) {
     cpulm_block_q8_0 *y = vy;
+    const size_t bb = cpulm_dtype_traits_get(t)->type_size;
+    const int bias = t == CPULM_DTYPE_Q5_0 ? 16 : 0;
     int q[32];
     for (int64_t i = 0; i < n / 32; i++) {
-        unpack5(x[i].qs, x[i].qh, q);
-        y[i].d = x[i].d;
+        uint16_t dm[2]; /* d, and m for Q4_1 / Q5_1 (Q5_0: d, then qh) */
+        memcpy(dm, (const uint8_t *)x + (size_t)i * bb, sizeof dm);
+        widen_quants(t, x, i, q);
+        y[i].d = dm[0];
         for (int j = 0; j < 32; j++)
-            y[i].qs[j] = (int8_t)(q[j] - 16);
+            y[i].qs[j] = (int8_t)(q[j] - bias);
+        if (bias == 0) mins[i] = cpulm_fp16_to_f32(dm[1]);
     }
 }
 

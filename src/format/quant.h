@@ -213,10 +213,14 @@ void cpulm_dequantize_row_q5_K_ref(const void *x, float *y, int64_t n);
 void cpulm_dequantize_row_q6_K_ref(const void *x, float *y, int64_t n);
 void cpulm_dequantize_row_mxfp4_ref(const void *x, float *y, int64_t n);
 
-/* n elements of Q5_0 as Q8_0, exactly: each block keeps its scale d, and its quants q - 16
- * (-16..15) become Q8_0's int8 quants, so every value and every dot against Q8_0 activations
- * is the same (the loader widens Q5_0 matrices this way to use the Q8_0 GEMMs). */
-void cpulm_q5_0_to_q8_0(const void *x, void *y, int64_t n);
+/* The loader's widening of matrices without a GEMM of their own to Q8_0 (exact):
+ * cpulm_widens_to_q8_0(t) is 1 for Q5_0, whose values (q - 16) * d are Q8_0's with the same
+ * d; 2 for Q4_1 and Q5_1, whose values q * d + m are Q8_0's of quants q (0..15, 0..31) and
+ * scale d, plus the block's min m; 0 for other types. cpulm_widen_q8_0 writes n elements of
+ * such a type t as Q8_0 blocks into y and, for the second kind, each block's m (as float)
+ * into mins[n / 32]; each Q8_0 value (+ m) is then the source's value, bit for bit. */
+int cpulm_widens_to_q8_0(cpulm_dtype t);
+void cpulm_widen_q8_0(cpulm_dtype t, const void *x, void *y, float *mins, int64_t n);
 
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block's scales[12]. */
 static inline void cpulm_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {

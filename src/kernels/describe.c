@@ -60,7 +60,8 @@ static const cpulm_dtype weight_types[] = {
 static const char *repacked(const cpulm_kernels *final, cpulm_dtype t) {
     const cpulm_dtype pt = cpulm_kernels_packs_as(t);
     if (!cpulm_kernels_packs(final, pt, CPULM_PACK_ROWS)) return "no";
-    return pt == t ? "yes" : "yes, as Q8_0 (exact)"; /* the one widening: Q5_0 */
+    if (pt == t) return "yes";
+    return t == CPULM_DTYPE_Q5_0 ? "yes, as Q8_0 (exact)" : "yes, as Q8_0 + mins (exact)";
 }
 
 /* One line: the plain ops of a describe group (kernels.h's list) and their providers. */

@@ -320,7 +320,8 @@ int cpulm_kernels_packs(const cpulm_kernels *k, cpulm_dtype t, int64_t n_rows) {
 }
 
 cpulm_dtype cpulm_kernels_packs_as(cpulm_dtype t) {
-    return t == CPULM_DTYPE_Q5_0 ? CPULM_DTYPE_Q8_0 : t;
+    const int wide = t == CPULM_DTYPE_Q5_0 || t == CPULM_DTYPE_Q4_1 || t == CPULM_DTYPE_Q5_1;
+    return wide ? CPULM_DTYPE_Q8_0 : t;
 }
 
 const char *cpulm_kernel_level(void) {

@@ -78,20 +78,23 @@ enum { CPULM_X16_STD = 0, CPULM_X16_PAIRS = 1 };
  * and k's gemm_x16 for t is faster than the portable one (not the generic entry). */
 int cpulm_kernels_packs(const cpulm_kernels *k, cpulm_dtype t, int64_t n_rows);
 
-/* The type a weight of type t is packed as: Q8_0 for Q5_0, whose values are Q8_0's exactly
- * (cpulm_q5_0_to_q8_0; it has no GEMM of its own), t itself otherwise. The loader widens
- * such a matrix first, when cpulm_kernels_packs says yes for the packed type. */
+/* The type a weight of type t is packed as: Q8_0 for Q5_0, Q4_1 and Q5_1, which have no GEMM
+ * of their own and whose values are Q8_0's exactly (Q4_1 / Q5_1: plus a min per block, which
+ * the matmul adds: cpulm_matmul_args.mins; format/quant.h cpulm_widen_q8_0), t itself
+ * otherwise. The loader widens such a matrix first, when cpulm_kernels_packs says yes for
+ * the packed type. */
 cpulm_dtype cpulm_kernels_packs_as(cpulm_dtype t);
 
 /* Extras of a Q8_0 activation row of n elements, starting at the first 4-byte boundary
  * after the Q8_0 blocks, nb = n/32 entries each: float d[nb] (block scales), int32
  * c4[nb] = -8 * sum(qs), int32 c8[nb] = -128 * sum(qs) (the bias corrections of unsigned
- * Q4_0 nibbles and sign-flipped Q8_0 quants). */
+ * Q4_0 nibbles and sign-flipped Q8_0 quants), float s[nb] = fp16(d * sum(qs)) (Q8_1's s:
+ * the mins of widened Q4_1 / Q5_1 weights, cpulm_matmul_args.mins). */
 static inline uint64_t cpulm_pack_act_extras_offset(int64_t n) {
     return ((uint64_t)(n / 32) * sizeof(cpulm_block_q8_0) + 3) / 4 * 4;
 }
 static inline uint64_t cpulm_pack_act_row_bytes(int64_t n) {
-    return cpulm_pack_act_extras_offset(n) + (uint64_t)(n / 32) * 12;
+    return cpulm_pack_act_extras_offset(n) + (uint64_t)(n / 32) * 16;
 }
 
 /* Extras of a Q8_K activation row of n elements: right after the Q8_K blocks (whose size

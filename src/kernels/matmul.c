@@ -21,6 +21,7 @@ static void q8_0_extras(uint8_t *dst, int64_t n) {
     const cpulm_block_q8_0 *b = (const cpulm_block_q8_0 *)dst;
     float *d = (float *)(dst + cpulm_pack_act_extras_offset(n));
     int32_t *c4 = (int32_t *)(d + nb), *c8 = c4 + nb;
+    float *sd = (float *)(c8 + nb);
     for (int64_t i = 0; i < nb; i++) {
         int32_t s = 0;
         for (int j = 0; j < 32; j++)
@@ -28,6 +29,7 @@ static void q8_0_extras(uint8_t *dst, int64_t n) {
         d[i] = cpulm_fp16_to_f32(b[i].d);
         c4[i] = -8 * s;
         c8[i] = -128 * s;
+        sd[i] = cpulm_fp16_to_f32(cpulm_f32_to_fp16((float)s * d[i]));
     }
 }
 
@@ -69,10 +71,33 @@ static void store(const cpulm_matmul_args *a, float *o, int64_t r, float s) {
     o[r] = a->accumulate ? o[r] + s : s;
 }
 
+/* The min term of widened Q4_1 / Q5_1 weights (matmul.h, mins) added to tile[j * w + r] for
+ * nt tokens from x and gn groups from g: per (row, token) the sum over blocks in order of
+ * min * s_b (the activation row's extras), rows as 16 lanes the compiler vectorizes. */
+#define GROUPS_PER_CALL 8 /* matmul_packed's, below */
+static void add_mins(const cpulm_matmul_args *a, const uint8_t *x, int nt, int64_t g, int gn,
+                     float *tile, int w) {
+    const int64_t n = a->n_in, nb = n / 32;
+    for (int j = 0; j < nt; j++) {
+        const float *sb =
+            (const float *)(x + (size_t)j * a->act_stride + cpulm_pack_act_extras_offset(n)) +
+            3 * nb;
+        for (int q = 0; q < gn; q++) {
+            const float *m = a->mins + (size_t)(g + q) * (size_t)nb * CPULM_PACK_ROWS;
+            float acc[CPULM_PACK_ROWS] = {0};
+            for (int64_t b = 0; b < nb; b++)
+                for (int r = 0; r < CPULM_PACK_ROWS; r++)
+                    acc[r] += m[b * CPULM_PACK_ROWS + r] * sb[b];
+            float *v = tile + j * w + q * CPULM_PACK_ROWS;
+            for (int r = 0; r < CPULM_PACK_ROWS; r++)
+                v[r] += acc[r];
+        }
+    }
+}
+
 /* Packed weights: this thread's 16-row groups, each visited by every chunk of tokens. A
  * level with x16_groups takes up to GROUPS_PER_CALL groups per call (it prepares the tokens
  * once for all of them). */
-#define GROUPS_PER_CALL 8
 static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, int ith, int nth) {
     const int64_t ng = a->n_out / CPULM_PACK_ROWS;
     const int64_t g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
@@ -81,8 +106,8 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
     cpulm_gemm_groups_fn groups = k->x16_groups[a->w_type];
     assert(a->packed == 1 + k->x16_layout[a->w_type]); /* packed for this level's GEMM */
     /* plain stores: the kernel writes the output rows themselves (through the tile and a
-     * copy they were ~3% of a 1B pp512); a bias or a residual add takes the tile */
-    const int direct = !a->bias && !a->accumulate;
+     * copy they were ~3% of a 1B pp512); a bias, a residual add or mins take the tile */
+    const int direct = !a->bias && !a->accumulate && !a->mins;
     float tile[TOK_CHUNK * CPULM_PACK_ROWS * GROUPS_PER_CALL];
     for (int64_t t0 = 0; t0 < a->n_rows; t0 += TOK_CHUNK) {
         const int nt = (int)(a->n_rows - t0 < TOK_CHUNK ? a->n_rows - t0 : TOK_CHUNK);
@@ -97,17 +122,20 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
                 groups(a->n_in, nt, gn, s, ld, wg, group_bytes, x, a->act_stride);
             else
                 gemm(a->n_in, nt, s, ld, wg, x, a->act_stride);
+            if (a->mins) add_mins(a, x, nt, g, gn, tile, w);
             for (int j = 0; j < nt && !direct; j++) {
                 float *o = a->out + (t0 + j) * a->ld_out;
                 const float *v = tile + j * w;
                 float *og = o + g * CPULM_PACK_ROWS;
                 /* the common cases as straight loops the compiler vectorizes */
-                if (!a->bias)
+                if (a->bias)
+                    for (int r = 0; r < w; r++)
+                        store(a, o, g * CPULM_PACK_ROWS + r, v[r]);
+                else if (a->accumulate)
                     for (int r = 0; r < w; r++)
                         og[r] += v[r];
                 else
-                    for (int r = 0; r < w; r++)
-                        store(a, o, g * CPULM_PACK_ROWS + r, v[r]);
+                    memcpy(og, v, sizeof(float) * (size_t)w);
             }
             g += gn;
         }

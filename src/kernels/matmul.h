@@ -31,7 +31,12 @@ typedef struct cpulm_matmul_args {
     float *out; /* [n_rows][ld_out], columns [0, n_out) written */
     int64_t ld_out;
     const float *bias; /* [n_out] or NULL */
-    int accumulate;    /* out += W x instead of out = W x */
+    /* packed Q8_0 weights widened from Q4_1 / Q5_1 (kernels.h cpulm_kernels_packs_as): each
+     * block's min, per 16-row group g at mins[(g * n_in / 32 + b) * 16 + r % 16]; the output
+     * gets sum over blocks b of min * s_b, s_b = fp16(d_b * sum(q_b)) of the activation row's
+     * Q8_0 block b (Q8_1's s, from the rounded scale), after the GEMM. NULL: none. */
+    const float *mins;
+    int accumulate; /* out += W x instead of out = W x */
 } cpulm_matmul_args;
 
 /* Bytes one activation row of n elements of type vdt (a vec_dot_type) takes: the row

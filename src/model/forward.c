@@ -62,6 +62,7 @@ static void mm_rows_run(cpulm_ctx *c, const mm_job *j, const uint8_t *act, size_
                            .out = j->out,
                            .ld_out = j->ld_out,
                            .bias = j->bias,
+                           .mins = j->w->mins,
                            .accumulate = j->accumulate};
     if (nth == 1) {
         cpulm_matmul(c->k, &a, 0, 1);

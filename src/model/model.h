@@ -29,12 +29,15 @@ typedef struct cpulm_tensor {
     uint64_t expert_bytes; /* row_bytes * ne[1] */
     int packed; /* 0: row-major; else 1 + the CPULM_X16_* layout of its 16-row groups (repack.h,
                  * kernels.h); the data is then model-owned */
+    const float *mins; /* Q4_1 / Q5_1 widened to Q8_0 (repack.c): each block's min, per 16-row
+                        * group [block][16 rows] (cpulm_matmul_args.mins); else NULL */
 } cpulm_tensor;
 
 /* Expert e's 2-D matrix of a 3-D tensor (e = 0 of a 2-D one is itself). */
 static inline cpulm_tensor cpulm_tensor_expert(const cpulm_tensor *t, int64_t e) {
     cpulm_tensor v = *t;
     v.data = (const uint8_t *)t->data + t->expert_bytes * (uint64_t)e;
+    if (t->mins) v.mins = t->mins + (size_t)e * (size_t)t->ne[1] * (size_t)(t->ne[0] / 32);
     v.ne[2] = 1;
     return v;
 }

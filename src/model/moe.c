@@ -238,7 +238,8 @@ static void run_item(cpulm_ctx *c, cpulm_moe_scratch *s, const moe_plan *p, int 
                                .act_stride = s->act_stride,
                                .n_rows = s->cnt[e],
                                .out = out[j] + (int64_t)s->off[e] * we.ne[1],
-                               .ld_out = we.ne[1]};
+                               .ld_out = we.ne[1],
+                               .mins = we.mins};
         cpulm_matmul(c->k, &a, p->part[i], p->n_parts[i]);
     }
 }

@@ -301,40 +301,65 @@ void cpulm_repack_get_row(const cpulm_kernels *k, const cpulm_tensor *t, int64_t
         }
         k->to_float[t->type](buf, out + b0 * qk, n * qk);
     }
+    for (int64_t b = 0; t->mins && b < nb; b++) /* widened Q4_1 / Q5_1: + the block's min */
+        for (int64_t e = 0; e < 32; e++)
+            out[b * 32 + e] += t->mins[((r / R) * nb + b) * R + r % R];
 }
 
-/* t's rows as cpulm_kernels_packs_as(t->type) in a new buffer of `bytes` (NULL: out of memory). */
-static void *widened(const cpulm_tensor *t, size_t bytes) {
+/* t's rows widened to Q8_0 (cpulm_widen_q8_0) in a new buffer of `bytes`, and for Q4_1 /
+ * Q5_1 their blocks' mins into *mins (new, NULL else), per 16-row group [block][16 rows] as
+ * cpulm_matmul_args.mins reads them. NULL: out of memory (nothing left allocated). */
+static void *widened(const cpulm_tensor *t, size_t bytes, float **mins) {
+    const int64_t rows = t->ne[1] * t->ne[2], nb = t->ne[0] / 32;
+    const int with_mins = cpulm_widens_to_q8_0(t->type) == 2;
     void *w = malloc(bytes);
-    if (!w) return NULL;
-    const int64_t rows = t->ne[1] * t->ne[2];
+    float *row_m = malloc(sizeof(float) * (size_t)nb);
+    *mins = with_mins ? malloc(sizeof(float) * (size_t)(rows * nb)) : NULL;
+    if (!w || !row_m || (with_mins && !*mins)) {
+        free(w), free(row_m), free(*mins);
+        *mins = NULL;
+        return NULL;
+    }
     const size_t wb = bytes / (size_t)rows;
-    for (int64_t r = 0; r < rows; r++)
-        cpulm_q5_0_to_q8_0((const uint8_t *)t->data + (size_t)r * t->row_bytes,
-                           (uint8_t *)w + (size_t)r * wb, t->ne[0]);
+    for (int64_t r = 0; r < rows; r++) {
+        cpulm_widen_q8_0(t->type, (const uint8_t *)t->data + (size_t)r * t->row_bytes,
+                         (uint8_t *)w + (size_t)r * wb, row_m, t->ne[0]);
+        for (int64_t b = 0; with_mins && b < nb; b++)
+            (*mins)[((r / R) * nb + b) * R + r % R] = row_m[b];
+    }
+    free(row_m);
     return w;
 }
 
-/* Repacks one tensor into a model-owned copy (widened first, as cpulm_kernels_packs_as says) and
- * releases the file pages it came from. A per-expert stack packs as one matrix of ne[1] *
+/* dst and, if any, mins into the model's list of owned copies. */
+static cpulm_status own(cpulm_model *m, void *dst, float *mins, cpulm_error *err) {
+    const int n = 1 + (mins != NULL);
+    void **list = realloc(m->owned_packed, sizeof *list * (size_t)(m->n_owned_packed + n));
+    if (!list) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
+    m->owned_packed = list;
+    list[m->n_owned_packed++] = dst;
+    if (mins) list[m->n_owned_packed++] = mins;
+    return CPULM_OK;
+}
+
+/* Repacks one tensor into a model-owned copy (widened first, as cpulm_kernels_packs_as says)
+ * and releases the file pages it came from. A per-expert stack packs as one matrix of ne[1] *
  * ne[2] rows: ne[1] % 16 == 0, so no 16-row group straddles two experts and each expert's
  * slice is its own packed matrix. */
 static cpulm_status repack_one(cpulm_model *m, const cpulm_kernels *k, cpulm_tensor *t, int nth,
                                cpulm_error *err) {
     const cpulm_dtype pt = cpulm_kernels_packs_as(t->type);
     const int layout = k->x16_layout[pt];
-    const size_t rows = (size_t)t->ne[1] * (size_t)t->ne[2], bytes = (size_t)t->row_bytes * rows,
-                 pbytes = (size_t)cpulm_dtype_row_bytes(pt, t->ne[0]) * rows;
-    void **list = realloc(m->owned_packed, sizeof *list * (size_t)(m->n_owned_packed + 1));
-    if (!list) return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
-    m->owned_packed = list;
+    const size_t rows = (size_t)t->ne[1] * (size_t)t->ne[2];
+    const size_t bytes = (size_t)t->row_bytes * rows;
+    const size_t pbytes = (size_t)cpulm_dtype_row_bytes(pt, t->ne[0]) * rows;
     void *dst = aligned_alloc(64, (pbytes + 63) / 64 * 64);
-    void *wide = dst && pt != t->type ? widened(t, pbytes) : NULL;
-    if (!dst || (pt != t->type && !wide)) {
-        free(dst);
+    float *mins = NULL;
+    void *wide = dst && pt != t->type ? widened(t, pbytes, &mins) : NULL;
+    if (!dst || (pt != t->type && !wide) || own(m, dst, mins, err) != CPULM_OK) {
+        free(dst), free(wide), free(mins);
         return cpulm_errf(err, CPULM_ERR_NOMEM, "out of memory repacking weights");
     }
-    list[m->n_owned_packed++] = dst;
     cpulm_advise_huge(dst, pbytes);
     cpulm_repack_x16_mt(pt, layout, wide ? wide : t->data, dst, t->ne[0], (int64_t)rows, nth);
     free(wide);
@@ -342,7 +367,8 @@ static cpulm_status repack_one(cpulm_model *m, const cpulm_kernels *k, cpulm_ten
     if (src >= m->map.data && src + bytes <= m->map.data + m->map.size)
         cpulm_mmap_discard(&m->map, (uint64_t)(src - m->map.data), bytes);
     if (pt != t->type) { /* the bytes a token reads grow too: model_info's figures */
-        const uint64_t extra = (uint64_t)(pbytes - bytes);
+        const uint64_t extra = (uint64_t)(pbytes - bytes) +
+                               (mins ? sizeof(float) * rows * (size_t)(t->ne[0] / 32) : 0);
         m->widened_bytes += extra;
         m->widened_active_bytes += t->ne[2] > 1 && m->hp.n_expert > 0
                                        ? extra / (uint64_t)t->ne[2] * (uint64_t)m->hp.n_expert_used
@@ -350,6 +376,7 @@ static cpulm_status repack_one(cpulm_model *m, const cpulm_kernels *k, cpulm_ten
     }
     t->data = dst;
     t->type = pt;
+    t->mins = mins;
     t->row_bytes = (uint64_t)(pbytes / rows);
     t->expert_bytes = t->row_bytes * (uint64_t)t->ne[1];
     t->packed = 1 + layout;

@@ -355,8 +355,9 @@ static cpulm_status check_gemma4(const cpulm_synth_params *p, int32_t hd, int32_
 
 static int weight_type_ok(cpulm_dtype t) {
     return t == CPULM_DTYPE_F32 || t == CPULM_DTYPE_F16 || t == CPULM_DTYPE_BF16 ||
-           t == CPULM_DTYPE_Q4_0 || t == CPULM_DTYPE_Q5_0 || t == CPULM_DTYPE_Q8_0 ||
-           t == CPULM_DTYPE_Q4_K || t == CPULM_DTYPE_Q6_K || t == CPULM_DTYPE_MXFP4;
+           t == CPULM_DTYPE_Q4_0 || t == CPULM_DTYPE_Q4_1 || t == CPULM_DTYPE_Q5_0 ||
+           t == CPULM_DTYPE_Q5_1 || t == CPULM_DTYPE_Q8_0 || t == CPULM_DTYPE_Q4_K ||
+           t == CPULM_DTYPE_Q6_K || t == CPULM_DTYPE_MXFP4;
 }
 
 cpulm_status cpulm_synth_check(const cpulm_synth_params *p, cpulm_error *err) {
