@@ -686,3 +686,44 @@ TEST(kern_canonical_float_ops_bit_identical) {
     }
     free(x), free(y), free(w), free(o1), free(o2), free(hx);
 }
+
+/* gemm_mins (the min term of widened Q4_1 / Q5_1 weights): every level gives the generic
+ * bits (one fma chain per output in block order) for block counts with and without vector
+ * tails, 1-8 groups and 1-11 tokens (the levels block up to 4 groups or 8 tokens), strided
+ * tokens and outputs. */
+TEST(kern_gemm_mins_levels_match_generic) {
+    const cpulm_kernels *lv[16];
+    const int n_lv = kernel_levels(lv);
+    enum { NB = 300, NT = 11, SS = (NB + 5) * 4, LD = 16 * 8 + 3 };
+    float *m = malloc(sizeof(float) * 8 * NB * 16), *want = malloc(sizeof(float) * NT * LD),
+          *got = malloc(sizeof(float) * NT * LD);
+    uint8_t *s = malloc((size_t)SS * NT);
+    REQUIRE(t, m && want && got && s);
+    uint32_t r = 99;
+    for (int i = 0; i < 8 * NB * 16; i++) {
+        r = r * 1664525u + 1013904223u;
+        m[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 0.02f;
+    }
+    for (int i = 0; i < SS * NT / 4; i++) {
+        r = r * 1664525u + 1013904223u;
+        ((float *)s)[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 300.0f;
+    }
+    static const int nbs[] = {1, 7, 36, NB};
+    int bad = 0;
+    for (int l = 0; l < n_lv; l++)
+        for (size_t bi = 0; bi < sizeof nbs / sizeof nbs[0]; bi++)
+            for (int ng = 1; ng <= 8; ng++)
+                for (int nt = 1; nt <= NT; nt += nt < 3 ? 2 : nt < 8 ? 5 : 3) { /* 1 3 8 11 */
+                    for (int i = 0; i < NT * LD; i++)
+                        want[i] = got[i] = (float)i * 0.25f;
+                    cpulm_kernels_generic.gemm_mins(nbs[bi], nt, ng, m, s, SS, want, LD);
+                    lv[l]->gemm_mins(nbs[bi], nt, ng, m, s, SS, got, LD);
+                    if (memcmp(want, got, sizeof(float) * NT * LD) != 0) {
+                        if (!bad++)
+                            fprintf(stderr, "  %s: nb %d ng %d nt %d differs\n", lv[l]->name,
+                                    nbs[bi], ng, nt);
+                    }
+                }
+    CHECK_EQ_INT(t, bad, 0);
+    free(m), free(want), free(got), free(s);
+}

@@ -193,6 +193,14 @@ typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t 
      * reference's scalar arithmetic), so every level is generic's bits. y may be g. */           \
     X(SWIGLU_OAI, swiglu_oai, void,                                                               \
       (int64_t n, float *y, const float *g, const float *u, float alpha, float limit), F32)       \
+    /* the min term of Q4_1 / Q5_1 weights widened to Q8_0 (matmul.c, cpulm_matmul_args.mins):    \
+     * for token j < nt and row r < 16 of group q < ng, out[j * ld + 16 q + r] += acc, with acc   \
+     * one fma chain from 0 over blocks b = 0..nb-1 of m[(q * nb + b) * 16 + r] times s_j[b],     \
+     * s_j = (const float *)(s + j * ss) */                                                       \
+    X(GEMM_MINS, gemm_mins, void,                                                                 \
+      (int64_t nb, int nt, int ng, const float *m, const uint8_t *s, uint64_t ss, float *out,     \
+       int64_t ld),                                                                               \
+      F32)                                                                                        \
     /* ---- Gated DeltaNet (hybrid models; driven by src/model/deltanet.c) ----                   \
      * Every output element is one fma chain in the order stated (no reduction tree), so          \
      * every level is bit-identical to the generic one. */                                        \

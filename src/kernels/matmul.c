@@ -71,30 +71,7 @@ static void store(const cpulm_matmul_args *a, float *o, int64_t r, float s) {
     o[r] = a->accumulate ? o[r] + s : s;
 }
 
-/* The min term of widened Q4_1 / Q5_1 weights (matmul.h, mins) added to tile[j * w + r] for
- * nt tokens from x and gn groups from g: per (row, token) the sum over blocks in order of
- * min * s_b (the activation row's extras), rows as 16 lanes the compiler vectorizes. */
-#define GROUPS_PER_CALL 8 /* matmul_packed's, below */
-static void add_mins(const cpulm_matmul_args *a, const uint8_t *x, int nt, int64_t g, int gn,
-                     float *tile, int w) {
-    const int64_t n = a->n_in, nb = n / 32;
-    for (int j = 0; j < nt; j++) {
-        const float *sb =
-            (const float *)(x + (size_t)j * a->act_stride + cpulm_pack_act_extras_offset(n)) +
-            3 * nb;
-        for (int q = 0; q < gn; q++) {
-            const float *m = a->mins + (size_t)(g + q) * (size_t)nb * CPULM_PACK_ROWS;
-            float acc[CPULM_PACK_ROWS] = {0};
-            for (int64_t b = 0; b < nb; b++)
-                for (int r = 0; r < CPULM_PACK_ROWS; r++)
-                    acc[r] += m[b * CPULM_PACK_ROWS + r] * sb[b];
-            float *v = tile + j * w + q * CPULM_PACK_ROWS;
-            for (int r = 0; r < CPULM_PACK_ROWS; r++)
-                v[r] += acc[r];
-        }
-    }
-}
-
+#define GROUPS_PER_CALL 8
 /* Packed weights: this thread's 16-row groups, each visited by every chunk of tokens. A
  * level with x16_groups takes up to GROUPS_PER_CALL groups per call (it prepares the tokens
  * once for all of them). */
@@ -122,7 +99,11 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
                 groups(a->n_in, nt, gn, s, ld, wg, group_bytes, x, a->act_stride);
             else
                 gemm(a->n_in, nt, s, ld, wg, x, a->act_stride);
-            if (a->mins) add_mins(a, x, nt, g, gn, tile, w);
+            if (a->mins) /* the widened Q4_1 / Q5_1 min term: the rows' s_b from the extras */
+                k->gemm_mins(a->n_in / 32, nt, gn,
+                             a->mins + (size_t)g * (size_t)(a->n_in / 32) * 16,
+                             x + cpulm_pack_act_extras_offset(a->n_in) + 12 * (a->n_in / 32),
+                             a->act_stride, tile, w);
             for (int j = 0; j < nt && !direct; j++) {
                 float *o = a->out + (t0 + j) * a->ld_out;
                 const float *v = tile + j * w;

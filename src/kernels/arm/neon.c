@@ -623,6 +623,31 @@ static void softmax(int64_t n, float *x) {
         x[i] *= inv;
 }
 
+/* kernels.h's gemm_mins: 16 rows as 4 vectors, 2 groups' chains side by side */
+static void gemm_mins(int64_t nb, int nt, int ng, const float *m, const uint8_t *s, uint64_t ss,
+                      float *out, int64_t ld) {
+    for (int j = 0; j < nt; j++) {
+        const float *sj = (const float *)(s + (size_t)j * ss);
+        for (int q0 = 0; q0 < ng; q0 += 2) {
+            const int gq = ng - q0 < 2 ? ng - q0 : 2;
+            float32x4_t acc[8];
+            for (int i = 0; i < 8; i++)
+                acc[i] = vdupq_n_f32(0.0f);
+            for (int64_t b = 0; b < nb; b++)
+                for (int q = 0; q < gq; q++) {
+                    const float *mq = m + ((q0 + q) * nb + b) * 16;
+                    for (int v = 0; v < 4; v++)
+                        acc[4 * q + v] = vfmaq_n_f32(acc[4 * q + v], vld1q_f32(mq + 4 * v), sj[b]);
+                }
+            for (int q = 0; q < gq; q++)
+                for (int v = 0; v < 4; v++) {
+                    float *o = out + j * ld + 16 * (q0 + q) + 4 * v;
+                    vst1q_f32(o, vaddq_f32(vld1q_f32(o), acc[4 * q + v]));
+                }
+        }
+    }
+}
+
 static void axpy(int64_t n, float *y, float a, const float *x) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4)
@@ -658,6 +683,7 @@ const cpulm_kernels cpulm_kernels_neon = {
     .swiglu = canon_swiglu,
     .softmax = softmax,
     .axpy = axpy,
+    .gemm_mins = gemm_mins,
     .dot_f32 = dot_f32,
     .dnet_step = cpulm_neon_dnet_step,
     .dnet_mm = cpulm_neon_dnet_mm,

@@ -76,6 +76,20 @@ void cpulm_generic_softmax(int64_t n, float *x) {
         x[i] *= inv;
 }
 
+void cpulm_generic_gemm_mins(int64_t nb, int nt, int ng, const float *m, const uint8_t *s,
+                             uint64_t ss, float *out, int64_t ld) {
+    for (int j = 0; j < nt; j++) {
+        const float *sj = (const float *)(s + (size_t)j * ss);
+        for (int q = 0; q < ng; q++)
+            for (int r = 0; r < 16; r++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++)
+                    acc = fmaf(m[(q * nb + b) * 16 + r], sj[b], acc);
+                out[j * ld + 16 * q + r] += acc;
+            }
+    }
+}
+
 void cpulm_generic_axpy(int64_t n, float *y, float a, const float *x) {
     for (int64_t i = 0; i < n; i++)
         y[i] += a * x[i];

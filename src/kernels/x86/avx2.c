@@ -552,6 +552,33 @@ static void softmax(int64_t n, float *x) {
         x[i] *= 1.0f / sum;
 }
 
+/* kernels.h's gemm_mins: 16 rows as 2 vectors, 4 groups' chains side by side */
+static void gemm_mins(int64_t nb, int nt, int ng, const float *m, const uint8_t *s, uint64_t ss,
+                      float *out, int64_t ld) {
+    for (int j = 0; j < nt; j++) {
+        const float *sj = (const float *)(s + (size_t)j * ss);
+        for (int q0 = 0; q0 < ng; q0 += 4) {
+            const int gq = ng - q0 < 4 ? ng - q0 : 4;
+            __m256 acc[8];
+            for (int i = 0; i < 8; i++)
+                acc[i] = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                const __m256 sb = _mm256_broadcast_ss(sj + b);
+                for (int q = 0; q < gq; q++) {
+                    const float *mq = m + ((q0 + q) * nb + b) * 16;
+                    acc[2 * q] = _mm256_fmadd_ps(_mm256_loadu_ps(mq), sb, acc[2 * q]);
+                    acc[2 * q + 1] = _mm256_fmadd_ps(_mm256_loadu_ps(mq + 8), sb, acc[2 * q + 1]);
+                }
+            }
+            for (int q = 0; q < gq; q++) {
+                float *o = out + j * ld + 16 * (q0 + q);
+                _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), acc[2 * q]));
+                _mm256_storeu_ps(o + 8, _mm256_add_ps(_mm256_loadu_ps(o + 8), acc[2 * q + 1]));
+            }
+        }
+    }
+}
+
 static void axpy(int64_t n, float *y, float a, const float *x) {
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
@@ -1278,6 +1305,7 @@ const cpulm_kernels cpulm_kernels_avx2 = {
     .rope = rope,
     .softmax = softmax,
     .axpy = axpy,
+    .gemm_mins = gemm_mins,
     .dot_f32 = dot_f32,
     .dnet_step = cpulm_avx2_dnet_step,
     .dnet_mm = cpulm_avx2_dnet_mm,

@@ -229,6 +229,64 @@ static void softmax(int64_t n, float *x) {
     }
 }
 
+/* kernels.h's gemm_mins: 16 rows a vector; G groups x T tokens of chains side by side (up to
+ * 2 x 8: the matmul passes one group at a time on levels without x16_groups, and 8 chains
+ * keep both FMA pipes busy), each loaded min vector feeding T fmas. */
+#define MINS_G 2
+#define MINS_T 8
+static inline __attribute__((always_inline)) void mins_block(int64_t nb, const float *m,
+                                                             const float *const *sj, float *o,
+                                                             int64_t ld, const int G, const int T) {
+    __m512 acc[MINS_G][MINS_T];
+    for (int q = 0; q < G; q++)
+        for (int j = 0; j < T; j++)
+            acc[q][j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++)
+        for (int q = 0; q < G; q++) {
+            const __m512 mq = _mm512_loadu_ps(m + (q * nb + b) * 16);
+            for (int j = 0; j < T; j++)
+                acc[q][j] = _mm512_fmadd_ps(mq, _mm512_set1_ps(sj[j][b]), acc[q][j]);
+        }
+    for (int q = 0; q < G; q++)
+        for (int j = 0; j < T; j++) {
+            float *oj = o + j * ld + 16 * q;
+            _mm512_storeu_ps(oj, _mm512_add_ps(_mm512_loadu_ps(oj), acc[q][j]));
+        }
+}
+
+/* One function per shape (groups x tokens), the loops unrolled for constant sizes. */
+typedef void (*mins_fn)(int64_t nb, const float *m, const float *const *sj, float *o, int64_t ld);
+#define MINS_SHAPE(G, T)                                                                     \
+    static void mins_##G##x##T(int64_t nb, const float *m, const float *const *sj, float *o, \
+                               int64_t ld) {                                                 \
+        mins_block(nb, m, sj, o, ld, G, T);                                                  \
+    }
+#define MINS_SHAPES(G) \
+    MINS_SHAPE(G, 1)   \
+    MINS_SHAPE(G, 2)   \
+    MINS_SHAPE(G, 3)   \
+    MINS_SHAPE(G, 4) MINS_SHAPE(G, 5) MINS_SHAPE(G, 6) MINS_SHAPE(G, 7) MINS_SHAPE(G, 8)
+MINS_SHAPES(1)
+MINS_SHAPES(2)
+static const mins_fn mins_shapes[MINS_G][MINS_T] = {
+    {mins_1x1, mins_1x2, mins_1x3, mins_1x4, mins_1x5, mins_1x6, mins_1x7, mins_1x8},
+    {mins_2x1, mins_2x2, mins_2x3, mins_2x4, mins_2x5, mins_2x6, mins_2x7, mins_2x8}};
+
+static void gemm_mins(int64_t nb, int nt, int ng, const float *m, const uint8_t *s, uint64_t ss,
+                      float *out, int64_t ld) {
+    for (int j0 = 0; j0 < nt; j0 += MINS_T) {
+        const int tq = nt - j0 < MINS_T ? nt - j0 : MINS_T;
+        const float *sj[MINS_T];
+        for (int j = 0; j < tq; j++)
+            sj[j] = (const float *)(s + (size_t)(j0 + j) * ss);
+        for (int q0 = 0; q0 < ng; q0 += MINS_G) {
+            const int gq = ng - q0 < MINS_G ? ng - q0 : MINS_G;
+            mins_shapes[gq - 1][tq - 1](nb, m + (size_t)q0 * (size_t)nb * 16, sj,
+                                        out + j0 * ld + 16 * q0, ld);
+        }
+    }
+}
+
 static void axpy(int64_t n, float *y, float a, const float *x) {
     const __m512 va = _mm512_set1_ps(a);
     for (int64_t i = 0; i < n; i += 16) {
@@ -566,6 +624,7 @@ const cpulm_kernels cpulm_kernels_avx512 = {
     .swiglu = canon_swiglu,
     .softmax = softmax,
     .axpy = axpy,
+    .gemm_mins = gemm_mins,
     .dot_f32 = dot_f32,
     .dnet_step = cpulm_avx512_dnet_step,
     .dnet_mm = cpulm_avx512_dnet_mm,
