@@ -144,8 +144,9 @@ typedef void (*cpulm_gemm_groups_fn)(int64_t n, int nt, int ng, float *s, int64_
  * the generic dot adds exact products in double, a sum independent of order in practice
  * (generic/dot.c), so a level converts each element to double once per pass and fuses it into
  * several double accumulators (fma(w, x, acc) in double is the generic's acc + exact product)
- * in any order. (BF16 has none: its SIMD vec_dot adds in float, faster than any double path,
- * and is not the generic's bits.) */
+ * in any order. BF16: no generic one; its SIMD vec_dot adds in float, faster than any double
+ * path, and is not the generic's bits, so a level's gemm_rows[BF16] (avx512's) gives that
+ * level's own vec_dot bits. */
 typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                                    uint64_t w_stride, const uint8_t *act, uint64_t act_stride);
 
@@ -158,7 +159,7 @@ typedef void (*cpulm_gemm_rows_fn)(int64_t n, int nr, int nt, float *s, int64_t 
     X(TO_FLOAT, to_float, cpulm_to_float_fn)                                              \
     /* repacked-weight GEMM (see CPULM_PACK_ROWS): Q4_0, Q8_0, MXFP4, Q4_K, Q5_K, Q6_K */ \
     X(GEMM_X16, gemm_x16, cpulm_gemm_fn)                                                  \
-    /* multi-row float GEMM (cpulm_gemm_rows_fn): F32, F16 */                             \
+    /* multi-row float GEMM (cpulm_gemm_rows_fn): F32, F16, BF16 (avx512) */              \
     X(GEMM_ROWS, gemm_rows, cpulm_gemm_rows_fn)
 
 /* Plain ops, X(ID, name, return type, (parameters), describe group): the table field, its

@@ -1,7 +1,7 @@
 /* matmul.h: y = W x for a batch of activation rows, split over threads. ISA-free: it tiles
  * and threads over entries of the kernel table: weights repacked into 16-row groups
  * (kernels.h, CPULM_PACK_ROWS) go through the gemm_x16 microkernels for any number of
- * rows (one token is a GEMV of the same kernel), F32 and F16 weights through gemm_rows
+ * rows (one token is a GEMV of the same kernel), F32, F16 and BF16 weights through gemm_rows
  * (several weight rows against up to 16 activation rows per pass), the others through
  * vec_dot.
  * Determinism: every output element is computed by exactly one thread with the same
