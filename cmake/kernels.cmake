@@ -13,6 +13,7 @@ set(CPULM_X86_KERNELS
   "src/kernels/x86/avx512_dnet.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq"
   "src/kernels/x86/avx512vnni.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni"
   "src/kernels/x86/avx512bf16_attn.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16"
+  "src/kernels/x86/avx512bf16_gemm.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16"
   "src/kernels/x86/amx.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mamx-tile -mamx-int8"
   "src/kernels/x86/amx_attn.c|-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mamx-tile -mamx-int8")
 set(CPULM_ARM_KERNELS

@@ -197,37 +197,24 @@ static inline __attribute__((always_inline)) void brows_block(int64_t n, const u
 #undef BR_LOAD
 #undef BR_SUM
 
-typedef void (*brows_fn)(int64_t n, const uint8_t *w, uint64_t ws, const uint8_t *a, uint64_t as,
-                         float *s, int64_t ld);
-#define BROWS_SHAPE(R, T)                                                                   \
-    static void brows_##R##x##T(int64_t n, const uint8_t *w, uint64_t ws, const uint8_t *a, \
-                                uint64_t as, float *s, int64_t ld) {                        \
-        brows_block(n, w, ws, a, as, s, ld, R, T);                                          \
-    }
-BROWS_SHAPE(1, 1)
-BROWS_SHAPE(1, 2)
-BROWS_SHAPE(1, 3)
-BROWS_SHAPE(2, 1)
-BROWS_SHAPE(2, 2)
-BROWS_SHAPE(2, 3)
+#define BROWS_BLOCK(R, T, n, s, ld, w, ws, a, as) brows_block(n, w, ws, a, as, s, ld, R, T)
+CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 1, 1)
+CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 1, 2)
+CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 1, 3)
+CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 2, 1)
+CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 2, 2)
+CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 2, 3)
 
 static void gemm_rows_bf16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                            uint64_t ws, const uint8_t *a, uint64_t as) {
-    static const brows_fn shapes[BR][BT] = {{brows_1x1, brows_1x2, brows_1x3},
-                                            {brows_2x1, brows_2x2, brows_2x3}};
+    static const cpulm_rows_block_fn block[BT] = {brows_2x1, brows_2x2, brows_2x3},
+                                     one[BT] = {brows_1x1, brows_1x2, brows_1x3};
     if (nt == 1) { /* one weight stream at a time reads faster (tg: 1.4x the 2-row block) */
         for (int r = 0; r < nr; r++)
             s[r] = dot_bf16_impl(n, (const uint8_t *)w + r * ws, a);
         return;
     }
-    for (int j = 0; j < nt; j += BT) {
-        const int T = nt - j < BT ? nt - j : BT;
-        for (int r = 0; r < nr; r += BR) {
-            const int R = nr - r < BR ? nr - r : BR;
-            shapes[R - 1][T - 1](n, (const uint8_t *)w + r * ws, ws, a + j * as, as, s + j * ld + r,
-                                 ld);
-        }
-    }
+    cpulm_rows_drive(block, one, BR, BT, n, nr, nt, s, ld, w, ws, a, as);
 }
 #undef BR
 #undef BT

@@ -1,7 +1,8 @@
 /* avx512bf16_attn.c: the avx512bf16 level (Cooper Lake, Sapphire Rapids and later, Zen 4 and
- * later): its table and its only ops, the attention tiles with bf16 products (attn_bpack,
- * attn_bscores, attn_bpv; contracts in kernels.h), built with the level's flags and reached
- * only through cpulm_kernels_avx512bf16. Everything else is the avx512vnni level's.
+ * later): its table and its attention tiles with bf16 products (attn_bpack, attn_bscores,
+ * attn_bpv; contracts in kernels.h), built with the level's flags and reached only through
+ * cpulm_kernels_avx512bf16; its BF16 weight dots are avx512bf16_gemm.c's. Everything else is
+ * the avx512vnni level's.
  *
  * Why: prompt attention on an F16 cache is two f32 micro-GEMMs at the FMA rate (16 products
  * an instruction); vdpbf16ps takes 32 (pairs of bf16, accumulated in f32), so the same
@@ -230,6 +231,8 @@ static void cpulm_avx512bf16_attn_bpv(int64_t d, int m, int n, const float *p, i
 
 const cpulm_kernels cpulm_kernels_avx512bf16 = {
     .name = "avx512bf16",
+    .vec_dot = {[CPULM_DTYPE_BF16] = cpulm_avx512bf16_vec_dot_bf16},
+    .gemm_rows = {[CPULM_DTYPE_BF16] = cpulm_avx512bf16_gemm_rows_bf16},
     .attn_bpack = cpulm_avx512bf16_attn_bpack,
     .attn_bscores = cpulm_avx512bf16_attn_bscores,
     .attn_bpv = cpulm_avx512bf16_attn_bpv,

@@ -24,6 +24,10 @@ CPULM_KERNEL_OPS(X86_DECLARE_AVX512)
 void cpulm_avx512vnni_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int8_t *q8,
                                    const float *qd, float sc, const uint8_t *k, uint64_t ldk,
                                    float *s, int64_t lds, const uint8_t *next);
+/* the avx512bf16 level's BF16 weight dots (avx512bf16_gemm.c) */
+void cpulm_avx512bf16_vec_dot_bf16(int64_t n, float *s, const void *x, const void *y);
+void cpulm_avx512bf16_gemm_rows_bf16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
+                                     uint64_t ws, const uint8_t *a, uint64_t as);
 /* the amx level's own attention op (amx_attn.c) */
 void cpulm_amx_attn_qscores(int64_t d, cpulm_dtype kt, int m, int n, const int8_t *q8,
                             const float *qd, float sc, const uint8_t *k, uint64_t ldk, float *s,
