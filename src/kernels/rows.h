@@ -67,6 +67,10 @@ cpulm_frows2_end(int R, int T, int64_t np, int64_t n, float v[4], const float *w
     SHAPE(NAME, BLOCK, R, 3) SHAPE(NAME, BLOCK, R, 4)                                    \
     SHAPE(NAME, BLOCK, 1, 1) SHAPE(NAME, BLOCK, 1, 2)                                    \
     SHAPE(NAME, BLOCK, 1, 3) SHAPE(NAME, BLOCK, 1, 4)
+/* The entries a driver with tmax 3 takes: R x 1..3 and 1 x 1..3. */
+#define CPULM_ROWS_SHAPES3(SHAPE, NAME, BLOCK, R)                                        \
+    SHAPE(NAME, BLOCK, R, 1) SHAPE(NAME, BLOCK, R, 2) SHAPE(NAME, BLOCK, R, 3)           \
+    SHAPE(NAME, BLOCK, 1, 1) SHAPE(NAME, BLOCK, 1, 2) SHAPE(NAME, BLOCK, 1, 3)
 /* clang-format on */
 
 #endif

@@ -198,12 +198,7 @@ static inline __attribute__((always_inline)) void brows_block(int64_t n, const u
 #undef BR_SUM
 
 #define BROWS_BLOCK(R, T, n, s, ld, w, ws, a, as) brows_block(n, w, ws, a, as, s, ld, R, T)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 1, 1)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 1, 2)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 1, 3)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 2, 1)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 2, 2)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 2, 3)
+CPULM_ROWS_SHAPES3(CPULM_ROWS_SHAPE, brows, BROWS_BLOCK, 2)
 
 static void gemm_rows_bf16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                            uint64_t ws, const uint8_t *a, uint64_t as) {

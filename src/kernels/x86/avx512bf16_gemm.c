@@ -127,12 +127,7 @@ static inline __attribute__((always_inline)) void brows(int64_t n, const uint8_t
 }
 
 #define BROWS_BLOCK(R, T, n, s, ld, w, ws, a, as) brows(n, w, ws, a, as, s, ld, R, T)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 1, 1)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 1, 2)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 1, 3)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 2, 1)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 2, 2)
-CPULM_ROWS_SHAPE(brows, BROWS_BLOCK, 2, 3)
+CPULM_ROWS_SHAPES3(CPULM_ROWS_SHAPE, brows, BROWS_BLOCK, 2)
 
 /* One token: vec_dot per row (one weight stream at a time reads fastest). */
 void cpulm_avx512bf16_gemm_rows_bf16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
