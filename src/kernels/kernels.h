@@ -93,6 +93,9 @@ cpulm_dtype cpulm_kernels_packs_as(cpulm_dtype t);
 static inline uint64_t cpulm_pack_act_extras_offset(int64_t n) {
     return ((uint64_t)(n / 32) * sizeof(cpulm_block_q8_0) + 3) / 4 * 4;
 }
+static inline uint64_t cpulm_pack_act_sums_offset(int64_t n) { /* s[nb] */
+    return cpulm_pack_act_extras_offset(n) + (uint64_t)(n / 32) * 12;
+}
 static inline uint64_t cpulm_pack_act_row_bytes(int64_t n) {
     return cpulm_pack_act_extras_offset(n) + (uint64_t)(n / 32) * 16;
 }

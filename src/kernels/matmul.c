@@ -21,7 +21,7 @@ static void q8_0_extras(uint8_t *dst, int64_t n) {
     const cpulm_block_q8_0 *b = (const cpulm_block_q8_0 *)dst;
     float *d = (float *)(dst + cpulm_pack_act_extras_offset(n));
     int32_t *c4 = (int32_t *)(d + nb), *c8 = c4 + nb;
-    float *sd = (float *)(c8 + nb);
+    float *sd = (float *)(dst + cpulm_pack_act_sums_offset(n));
     for (int64_t i = 0; i < nb; i++) {
         int32_t s = 0;
         for (int j = 0; j < 32; j++)
@@ -71,10 +71,10 @@ static void store(const cpulm_matmul_args *a, float *o, int64_t r, float s) {
     o[r] = a->accumulate ? o[r] + s : s;
 }
 
-#define GROUPS_PER_CALL 8
 /* Packed weights: this thread's 16-row groups, each visited by every chunk of tokens. A
  * level with x16_groups takes up to GROUPS_PER_CALL groups per call (it prepares the tokens
  * once for all of them). */
+#define GROUPS_PER_CALL 8
 static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, int ith, int nth) {
     const int64_t ng = a->n_out / CPULM_PACK_ROWS;
     const int64_t g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
@@ -102,8 +102,7 @@ static void matmul_packed(const cpulm_kernels *k, const cpulm_matmul_args *a, in
             if (a->mins) /* the widened Q4_1 / Q5_1 min term: the rows' s_b from the extras */
                 k->gemm_mins(a->n_in / 32, nt, gn,
                              a->mins + (size_t)g * (size_t)(a->n_in / 32) * 16,
-                             x + cpulm_pack_act_extras_offset(a->n_in) + 12 * (a->n_in / 32),
-                             a->act_stride, tile, w);
+                             x + cpulm_pack_act_sums_offset(a->n_in), a->act_stride, tile, w);
             for (int j = 0; j < nt && !direct; j++) {
                 float *o = a->out + (t0 + j) * a->ld_out;
                 const float *v = tile + j * w;

@@ -42,10 +42,11 @@ static block_fields fields_of(cpulm_dtype t) {
     }
 }
 
-/* A matrix packs as cpulm_kernels_packs_as(type): Q5_0 is widened to Q8_0 first (34 bytes a
- * block instead of 22). Its row-major vec_dot, the generic one at every level, ran a
- * Gemma-3-1B-shaped Q4_K_M (1152-wide rows fall back to Q5_0) 33x slower than llama.cpp's
- * pp512 and 3.8x its tg64 (Zen 5, 2026-12-05). */
+/* A matrix packs as cpulm_kernels_packs_as(type): Q5_0, Q4_1 and Q5_1 are widened to Q8_0
+ * first (34 bytes a block instead of 22-24, and a float min a block for the last two). Their
+ * row-major vec_dot, the generic one at every level, ran a Gemma-3-1B-shaped Q4_K_M (1152-wide
+ * rows fall back to Q5_0) 33x slower than llama.cpp's pp512 and 3.8x its tg64, a Q5_K_M (Q5_1)
+ * 13x and 3.4x (Zen 5, 2026-12-05). */
 int cpulm_repack_supported(const cpulm_kernels *k, const cpulm_tensor *t) {
     const cpulm_dtype pt = cpulm_kernels_packs_as(t->type);
     if (!t->data || t->packed || fields_of(pt).n == 0) return 0;

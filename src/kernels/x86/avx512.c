@@ -129,8 +129,6 @@ static void vec_dot_bf16(int64_t n, float *s, const void *x, const void *y) {
 #define BT 3 /* tokens per block */
 /* Named accumulators (an array is kept in memory by the compiler); the ones past R or T are
  * dead code for the constant shapes. */
-#define BR_FMA(r, t, k) \
-    if (R > r && T > t) a##r##t##k = _mm512_fmadd_ps(w##r, x##t, a##r##t##k)
 #define BR_STEP4(k)                                               \
     if (R > 0 && T > 0) a00##k = _mm512_fmadd_ps(w0, x0, a00##k); \
     if (R > 0 && T > 1) a01##k = _mm512_fmadd_ps(w0, x1, a01##k); \
@@ -192,7 +190,6 @@ static inline __attribute__((always_inline)) void brows_block(int64_t n, const u
     BR_SUM(1, 1);
     BR_SUM(1, 2);
 }
-#undef BR_FMA
 #undef BR_STEP4
 #undef BR_LOAD
 #undef BR_SUM
