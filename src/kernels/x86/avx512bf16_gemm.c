@@ -5,9 +5,11 @@
  * a vector each) and does 16 products an instruction. BF16's dot is each level's own float
  * sum (kernels.h), so this level's bits are vdpbf16ps's: per lane acc = z(fma(x_hi, y_hi,
  * z(acc))), then z(fma(x_lo, y_lo, acc)), subnormals flushed (docs/CORRECTNESS.md "BF16
- * weights"). gemm_rows gives vec_dot's bits pair by pair: the same four accumulators (32
- * elements each of a 128-element step; whole 32-blocks after the steps in the first; the
- * masked tail in the second) and the same final sum.
+ * weights"). gemm_rows gives vec_dot's bits pair by pair: the same two accumulators (32
+ * elements each of a 64-element step; a whole 32-block after the steps in the first; the
+ * masked tail in the second) and the same final sum, 2 rows x 4 tokens a block (two
+ * accumulators a pair, not four: 2 x 3 blocks of four ran a Gemma-1B-shape BF16 pp512 0.85x
+ * as fast, the compiler spilling).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -44,18 +46,15 @@ static inline float sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 
 static float dot_bf16(int64_t n, const void *x, const void *y) {
     const int64_t all = 32;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
     int64_t i = 0;
-    for (; i + 128 <= n; i += 128) {
+    for (; i + 64 <= n; i += 64) {
         a0 = dp(a0, bf32(x, i, all), bf32(y, i, all));
         a1 = dp(a1, bf32(x, i + 32, all), bf32(y, i + 32, all));
-        a2 = dp(a2, bf32(x, i + 64, all), bf32(y, i + 64, all));
-        a3 = dp(a3, bf32(x, i + 96, all), bf32(y, i + 96, all));
     }
-    for (; i + 32 <= n; i += 32)
-        a0 = dp(a0, bf32(x, i, all), bf32(y, i, all));
+    if (i + 32 <= n) a0 = dp(a0, bf32(x, i, all), bf32(y, i, all)), i += 32;
     if (i < n) a1 = dp(a1, bf32(x, i, n - i), bf32(y, i, n - i));
-    return sum4(a0, a1, a2, a3);
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
 void cpulm_avx512bf16_vec_dot_bf16(int64_t n, float *s, const void *x, const void *y) {
@@ -65,33 +64,35 @@ void cpulm_avx512bf16_vec_dot_bf16(int64_t n, float *s, const void *x, const voi
 /* R weight rows x T tokens, named accumulators (an array is kept in memory by the compiler);
  * the ones past R or T are dead code for the constant shapes. */
 #define BR 2
-#define BT 3
+#define BT 4
 #define BF_STEP(k)                                       \
     if (T > 0) a0##0##k = dp(a0##0##k, w0, x0);          \
     if (T > 1) a0##1##k = dp(a0##1##k, w0, x1);          \
     if (T > 2) a0##2##k = dp(a0##2##k, w0, x2);          \
+    if (T > 3) a0##3##k = dp(a0##3##k, w0, x3);          \
     if (R > 1 && T > 0) a1##0##k = dp(a1##0##k, w1, x0); \
     if (R > 1 && T > 1) a1##1##k = dp(a1##1##k, w1, x1); \
-    if (R > 1 && T > 2) a1##2##k = dp(a1##2##k, w1, x2)
-#define BF_LOAD(i, m)                                   \
-    const __m512i w0 = bf32(w, i, m);                   \
-    const __m512i w1 = R > 1 ? bf32(w + ws, i, m) : zi; \
-    const __m512i x0 = bf32(a, i, m);                   \
-    const __m512i x1 = T > 1 ? bf32(a + as, i, m) : zi; \
-    const __m512i x2 = T > 2 ? bf32(a + 2 * as, i, m) : zi
+    if (R > 1 && T > 2) a1##2##k = dp(a1##2##k, w1, x2); \
+    if (R > 1 && T > 3) a1##3##k = dp(a1##3##k, w1, x3)
+#define BF_LOAD(i, m)                                       \
+    const __m512i w0 = bf32(w, i, m);                       \
+    const __m512i w1 = R > 1 ? bf32(w + ws, i, m) : zi;     \
+    const __m512i x0 = bf32(a, i, m);                       \
+    const __m512i x1 = T > 1 ? bf32(a + as, i, m) : zi;     \
+    const __m512i x2 = T > 2 ? bf32(a + 2 * as, i, m) : zi; \
+    const __m512i x3 = T > 3 ? bf32(a + 3 * as, i, m) : zi
 #define BF_SUM(r, t) \
-    if (R > r && T > t) s[t * ld + r] = sum4(a##r##t##0, a##r##t##1, a##r##t##2, a##r##t##3)
+    if (R > r && T > t) s[t * ld + r] = _mm512_reduce_add_ps(_mm512_add_ps(a##r##t##0, a##r##t##1))
 static inline __attribute__((always_inline)) void brows(int64_t n, const uint8_t *w, uint64_t ws,
                                                         const uint8_t *a, uint64_t as, float *s,
                                                         int64_t ld, const int R, const int T) {
     const int64_t all = 32;
     const __m512i zi = _mm512_setzero_si512();
     const __m512 z = _mm512_setzero_ps();
-    __m512 a000 = z, a001 = z, a002 = z, a003 = z, a010 = z, a011 = z, a012 = z, a013 = z;
-    __m512 a020 = z, a021 = z, a022 = z, a023 = z, a100 = z, a101 = z, a102 = z, a103 = z;
-    __m512 a110 = z, a111 = z, a112 = z, a113 = z, a120 = z, a121 = z, a122 = z, a123 = z;
+    __m512 a000 = z, a001 = z, a010 = z, a011 = z, a020 = z, a021 = z, a030 = z, a031 = z;
+    __m512 a100 = z, a101 = z, a110 = z, a111 = z, a120 = z, a121 = z, a130 = z, a131 = z;
     int64_t i = 0;
-    for (; i + 128 <= n; i += 128) {
+    for (; i + 64 <= n; i += 64) {
         {
             BF_LOAD(i, all);
             BF_STEP(0);
@@ -100,18 +101,11 @@ static inline __attribute__((always_inline)) void brows(int64_t n, const uint8_t
             BF_LOAD(i + 32, all);
             BF_STEP(1);
         }
-        {
-            BF_LOAD(i + 64, all);
-            BF_STEP(2);
-        }
-        {
-            BF_LOAD(i + 96, all);
-            BF_STEP(3);
-        }
     }
-    for (; i + 32 <= n; i += 32) {
+    if (i + 32 <= n) {
         BF_LOAD(i, all);
         BF_STEP(0);
+        i += 32;
     }
     if (i < n) {
         const int64_t m = n - i;
@@ -121,19 +115,21 @@ static inline __attribute__((always_inline)) void brows(int64_t n, const uint8_t
     BF_SUM(0, 0);
     BF_SUM(0, 1);
     BF_SUM(0, 2);
+    BF_SUM(0, 3);
     BF_SUM(1, 0);
     BF_SUM(1, 1);
     BF_SUM(1, 2);
+    BF_SUM(1, 3);
 }
 
 #define BROWS_BLOCK(R, T, n, s, ld, w, ws, a, as) brows(n, w, ws, a, as, s, ld, R, T)
-CPULM_ROWS_SHAPES3(CPULM_ROWS_SHAPE, brows, BROWS_BLOCK, 2)
+CPULM_ROWS_SHAPES4(CPULM_ROWS_SHAPE, brows, BROWS_BLOCK, 2)
 
 /* One token: vec_dot per row (one weight stream at a time reads fastest). */
 void cpulm_avx512bf16_gemm_rows_bf16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                                      uint64_t ws, const uint8_t *a, uint64_t as) {
-    static const cpulm_rows_block_fn block[BT] = {brows_2x1, brows_2x2, brows_2x3},
-                                     one[BT] = {brows_1x1, brows_1x2, brows_1x3};
+    static const cpulm_rows_block_fn block[BT] = {brows_2x1, brows_2x2, brows_2x3, brows_2x4},
+                                     one[BT] = {brows_1x1, brows_1x2, brows_1x3, brows_1x4};
     if (nt == 1) {
         for (int r = 0; r < nr; r++)
             s[r] = dot_bf16(n, (const uint8_t *)w + r * ws, a);
