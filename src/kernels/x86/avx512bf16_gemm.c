@@ -40,10 +40,6 @@ static inline __m512 dp(__m512 acc, __m512i x, __m512i y) {
     return _mm512_dpbf16_ps(acc, BF16_FROM_I(x), BF16_FROM_I(y));
 }
 
-static inline float sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-
 static float dot_bf16(int64_t n, const void *x, const void *y) {
     const int64_t all = 32;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0;
