@@ -61,7 +61,7 @@ static const char *repacked(const cpulm_kernels *final, cpulm_dtype t) {
     const cpulm_dtype pt = cpulm_kernels_packs_as(t);
     if (!cpulm_kernels_packs(final, pt, CPULM_PACK_ROWS)) return "no";
     if (pt == t) return "yes";
-    return t == CPULM_DTYPE_Q5_0 ? "yes, as Q8_0 (exact)" : "yes, as Q8_0 + mins (exact)";
+    return cpulm_widens_to_q8_0(t) == 2 ? "yes, as Q8_0 + mins (exact)" : "yes, as Q8_0 (exact)";
 }
 
 /* One line: the plain ops of a describe group (kernels.h's list) and their providers. */

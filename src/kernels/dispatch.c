@@ -320,8 +320,7 @@ int cpulm_kernels_packs(const cpulm_kernels *k, cpulm_dtype t, int64_t n_rows) {
 }
 
 cpulm_dtype cpulm_kernels_packs_as(cpulm_dtype t) {
-    const int wide = t == CPULM_DTYPE_Q5_0 || t == CPULM_DTYPE_Q4_1 || t == CPULM_DTYPE_Q5_1;
-    return wide ? CPULM_DTYPE_Q8_0 : t;
+    return cpulm_widens_to_q8_0(t) ? CPULM_DTYPE_Q8_0 : t; /* format/quant.h: which, how */
 }
 
 const char *cpulm_kernel_level(void) {

@@ -1275,12 +1275,10 @@ static void gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const
                           uint64_t ws, const uint8_t *a, uint64_t as) {
     static const cpulm_rows_block_fn two[4] = {rows2_2x1, rows2_2x2, rows2_2x3, rows2_2x4};
     static const cpulm_rows_block_fn one[4] = {rows2_1x1, rows2_1x2, rows2_1x3, rows2_1x4};
-    if (nt == 1) { /* one token: the row dot (f32 products, then double) converts less */
-        for (int r = 0; r < nr; r++)
-            canon_dot_f16(n, s + r, (const uint8_t *)w + r * ws, a);
-        return;
-    }
-    cpulm_rows_drive(two, one, 2, 4, n, nr, nt, s, ld, w, ws, a, as);
+    if (nt == 1) /* the row dot (f32 products, then double) also converts less */
+        cpulm_rows_by_dot(canon_dot_f16, n, nr, s, w, ws, a);
+    else
+        cpulm_rows_drive(two, one, 2, 4, n, nr, nt, s, ld, w, ws, a, as);
 }
 
 const cpulm_kernels cpulm_kernels_avx2 = {

@@ -201,12 +201,10 @@ static void gemm_rows_bf16(int64_t n, int nr, int nt, float *s, int64_t ld, cons
                            uint64_t ws, const uint8_t *a, uint64_t as) {
     static const cpulm_rows_block_fn block[BT] = {brows_2x1, brows_2x2, brows_2x3},
                                      one[BT] = {brows_1x1, brows_1x2, brows_1x3};
-    if (nt == 1) { /* one weight stream at a time reads faster (tg: 1.4x the 2-row block) */
-        for (int r = 0; r < nr; r++)
-            s[r] = dot_bf16_impl(n, (const uint8_t *)w + r * ws, a);
-        return;
-    }
-    cpulm_rows_drive(block, one, BR, BT, n, nr, nt, s, ld, w, ws, a, as);
+    if (nt == 1)
+        cpulm_rows_by_dot(vec_dot_bf16, n, nr, s, w, ws, a);
+    else
+        cpulm_rows_drive(block, one, BR, BT, n, nr, nt, s, ld, w, ws, a, as);
 }
 #undef BR
 #undef BT
@@ -548,12 +546,10 @@ static void gemm_rows_f16(int64_t n, int nr, int nt, float *s, int64_t ld, const
                           uint64_t ws, const uint8_t *a, uint64_t as) {
     static const rows_fn four[4] = {rows_4x1, rows_4x2, rows_4x3, rows_4x4};
     static const rows_fn one[4] = {rows_1x1, rows_1x2, rows_1x3, rows_1x4};
-    if (nt == 1) { /* a row at a time: 16 rows in 1 KB pieces side by side read at ~14 GB/s */
-        for (int r = 0; r < nr; r++)
-            canon_dot_f16(n, s + r, (const uint8_t *)w + r * ws, a);
-        return;
-    }
-    gemm_rows(four, one, n, nr, nt, s, ld, w, ws, a, as);
+    if (nt == 1) /* the block reads 16 rows in 1 KB pieces side by side: ~14 GB/s */
+        cpulm_rows_by_dot(canon_dot_f16, n, nr, s, w, ws, a);
+    else
+        gemm_rows(four, one, n, nr, nt, s, ld, w, ws, a, as);
 }
 
 /* ---- multi-row F32 dots (gemm_rows): 4 weight rows x 4 activation rows ----

@@ -121,16 +121,13 @@ static inline __attribute__((always_inline)) void brows(int64_t n, const uint8_t
 #define BROWS_BLOCK(R, T, n, s, ld, w, ws, a, as) brows(n, w, ws, a, as, s, ld, R, T)
 CPULM_ROWS_SHAPES4(CPULM_ROWS_SHAPE, brows, BROWS_BLOCK, 2)
 
-/* One token: vec_dot per row (one weight stream at a time reads fastest). */
 void cpulm_avx512bf16_gemm_rows_bf16(int64_t n, int nr, int nt, float *s, int64_t ld, const void *w,
                                      uint64_t ws, const uint8_t *a, uint64_t as) {
     static const cpulm_rows_block_fn block[BT] = {brows_2x1, brows_2x2, brows_2x3, brows_2x4},
                                      one[BT] = {brows_1x1, brows_1x2, brows_1x3, brows_1x4};
-    if (nt == 1) {
-        for (int r = 0; r < nr; r++)
-            s[r] = dot_bf16(n, (const uint8_t *)w + r * ws, a);
-        return;
-    }
-    cpulm_rows_drive(block, one, BR, BT, n, nr, nt, s, ld, w, ws, a, as);
+    if (nt == 1)
+        cpulm_rows_by_dot(cpulm_avx512bf16_vec_dot_bf16, n, nr, s, w, ws, a);
+    else
+        cpulm_rows_drive(block, one, BR, BT, n, nr, nt, s, ld, w, ws, a, as);
 }
 #endif
